@@ -1,0 +1,109 @@
+"""The data a run produces, independent of how it is stored or shown. Times are integer nanoseconds."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+TRAIN_PHASES = ("forward", "backward", "optimizer")
+FORWARD_PHASES = ("forward",)
+GENERATE_PHASES = ("prefill", "decode")
+STEP_RANGE = "step"
+
+
+def phases_for(mode: str) -> tuple[str, ...]:
+    return {"train": TRAIN_PHASES, "forward": FORWARD_PHASES, "generate": GENERATE_PHASES}[mode]
+
+
+@dataclass
+class RunConfig:
+    model: str
+    mode: str = "train"
+    device: str = "auto"
+    precision: str = "fp32"
+    compile: bool = False
+    batch_size: int = 4
+    context_length: int | None = None  # None: the model's default
+    vocab_size: int | None = None  # None: the model's default
+    warmup: int = 5
+    steps: int = 10
+    seed: int = 0
+    attention: str = "sdpa"
+    new_tokens: int = 32
+    nvtx_detail: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepRecord:
+    step: int
+    warmup: bool
+    phases: dict[str, int]  # phase -> duration_ns
+
+
+@dataclass
+class PhaseStats:
+    phase: str
+    count: int
+    mean_ns: float
+    std_ns: float
+    median_ns: float
+    min_ns: int
+    max_ns: int
+
+    @classmethod
+    def of(cls, phase: str, durations: list[int]) -> PhaseStats:
+        return cls(
+            phase=phase,
+            count=len(durations),
+            mean_ns=statistics.fmean(durations),
+            std_ns=statistics.stdev(durations) if len(durations) > 1 else 0.0,
+            median_ns=float(statistics.median(durations)),
+            min_ns=min(durations),
+            max_ns=max(durations),
+        )
+
+
+@dataclass
+class ModelInfo:
+    family: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    vocab_size: int
+    context_length: int
+    params: int
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    config: RunConfig
+    status: str  # "ok" | "oom" | "error"
+    device: str = "cpu"  # resolved device type
+    device_name: str = ""
+    model: ModelInfo | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    error: str | None = None
+    tokens_per_s: float | None = None
+    flops_per_step: float | None = None
+    achieved_flops: float | None = None  # FLOP/s
+    mfu: float | None = None
+    peak_memory_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # mode-specific figures (ttft_ns, per-token latency)
+    env: dict[str, Any] = field(default_factory=dict)
+
+    def measured(self, phase: str) -> list[int]:
+        return [s.phases[phase] for s in self.steps if not s.warmup and phase in s.phases]
+
+    def phase_stats(self) -> list[PhaseStats]:
+        out = []
+        for phase in phases_for(self.config.mode):
+            durations = self.measured(phase)
+            if durations:
+                out.append(PhaseStats.of(phase, durations))
+        return out

@@ -1,0 +1,69 @@
+"""Shared fixtures: the real nsys exports in ../shared, a throwaway results database, the nsys binary."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_NSYS = REPO.parent / "shared" / "fixtures" / "nsys"
+A100_DIR = SHARED_NSYS / "a100-saxpy-mpi"
+CPU_DIR = SHARED_NSYS / "cpu-train"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def a100_export() -> Path:
+    """Real A100 export (nsys 2022.2, schema 2.9.1), with `nsys stats` CSVs in expected/."""
+    return _require(A100_DIR / "report.sqlite")
+
+
+@pytest.fixture(scope="session")
+def cpu_export() -> Path:
+    """Real CPU-only export (nsys 2022.4, schema 3.0.0) of a small training loop with NVTX phases."""
+    return _require(CPU_DIR / "report.sqlite")
+
+
+@pytest.fixture(scope="session")
+def a100_expected() -> Path:
+    return _require(A100_DIR / "expected")
+
+
+@pytest.fixture(scope="session")
+def cpu_expected() -> Path:
+    return _require(CPU_DIR / "expected")
+
+
+@pytest.fixture
+def tmp_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh results database, also set as HARNESS_DB for commands run in-process."""
+    url = f"sqlite:///{tmp_path / 'results.sqlite'}"
+    monkeypatch.setenv("HARNESS_DB", url)
+    return url
+
+
+def find_nsys_for_tests() -> str | None:
+    for cand in (
+        os.environ.get("HARNESS_NSYS"),
+        str(REPO / ".tools" / "nsys" / "usr" / "lib" / "nsight-systems" / "bin" / "nsys"),
+        shutil.which("nsys"),
+    ):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+@pytest.fixture(scope="session")
+def nsys_bin() -> str:
+    path = find_nsys_for_tests()
+    if path is None:
+        pytest.skip("nsys not found: `make setup` installs a project-local copy (scripts/install-nsys.sh)")
+    return path
