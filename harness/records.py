@@ -107,3 +107,15 @@ class RunResult:
             if durations:
                 out.append(PhaseStats.of(phase, durations))
         return out
+
+
+def result_to_dict(result: RunResult) -> dict[str, Any]:
+    return asdict(result)
+
+
+def result_from_dict(data: dict[str, Any]) -> RunResult:
+    data = dict(data)
+    data["config"] = RunConfig(**data["config"])
+    data["model"] = ModelInfo(**data["model"]) if data.get("model") else None
+    data["steps"] = [StepRecord(**s) for s in data.get("steps", [])]
+    return RunResult(**data)

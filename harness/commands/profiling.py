@@ -1,9 +1,109 @@
-"""Placeholder: filled in by its owner."""
+"""`harness overhead`: how much nsys slows the work, per phase."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from harness.commands.common import DbOpt, FormatOpt, cli_errors, warn
+from harness.commands.options import (
+    Attention,
+    AttentionOpt,
+    BatchOpt,
+    CompileOpt,
+    ContextOpt,
+    Device,
+    DeviceOpt,
+    Mode,
+    ModeOpt,
+    NewTokensOpt,
+    Precision,
+    PrecisionOpt,
+    SeedOpt,
+    StepsOpt,
+    VocabOpt,
+    WarmupOpt,
+    make_config,
+)
+from harness.commands.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt
+from harness.output import Format
+
+
+@cli_errors
+def overhead_cmd(
+    model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
+    repeats: Annotated[
+        int, typer.Option(help="Runs of each kind, alternating, each in a fresh process.")
+    ] = 3,
+    modes: Annotated[
+        str, typer.Option(help="nsys modes to compare with no nsys: light, full or light,full.")
+    ] = "light",
+    mode: ModeOpt = Mode.train,
+    device: DeviceOpt = Device.auto,
+    precision: PrecisionOpt = Precision.fp32,
+    compile: CompileOpt = False,
+    batch_size: BatchOpt = 4,
+    context_length: ContextOpt = None,
+    vocab_size: VocabOpt = None,
+    warmup: WarmupOpt = 5,
+    steps: StepsOpt = 10,
+    seed: SeedOpt = 0,
+    attention: AttentionOpt = Attention.sdpa,
+    new_tokens: NewTokensOpt = 32,
+    nsys_path: NsysPathOpt = None,
+    nsys_capture: CaptureOpt = Capture.all,
+    nsys_arg: NsysArgOpt = None,
+    profile_dir: ProfileDirOpt = Path("nsys_profiles"),
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Run a configuration without nsys and under it, alternating; print per-phase overhead in percent."""
+    from rich.console import Console
+
+    from harness.devices import resolve_device
+    from harness.errors import UsageError
+    from harness.output import emit
+    from harness.overhead import measure_overhead
+    from harness.profile import ProfileRequest
+    from harness.runner import validate
+    from harness.store import ResultsStore
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in mode_list if m not in ("light", "full")]
+    if bad or not mode_list:
+        raise UsageError(f"--modes takes light, full or light,full; got {modes!r}")
+    if repeats <= 0:
+        raise UsageError(f"--repeats must be a positive number, got {repeats}")
+    config = make_config(
+        model, mode, device, precision, compile, batch_size, context_length, vocab_size,
+        warmup, steps, seed, attention, new_tokens, False,
+    )  # fmt: skip
+    validate(config)
+    resolve_device(config.device)
+    store = ResultsStore(db)
+    request = ProfileRequest(
+        nsys_path=nsys_path,
+        capture=nsys_capture.value,
+        extra_args=list(nsys_arg or []),
+        profile_dir=profile_dir,
+    )
+    with Console(stderr=True).status("measuring overhead…") as status:
+        result = measure_overhead(
+            config, request, repeats=repeats, modes=mode_list, store=store,
+            progress=lambda what: status.update(f"measuring overhead: {what}"),
+        )  # fmt: skip
+    for note in result.notes:
+        warn(note)
+    n = repeats * config.steps
+    emit(
+        result.table,
+        format,
+        title=f"nsys overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
+        f"({repeats} repeats × {config.steps} steps = {n} steps each; {result.experiment})",
+    )
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("overhead")(overhead_cmd)

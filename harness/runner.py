@@ -1,0 +1,297 @@
+"""Run one workload configuration in this process and time it: train, forward or generate."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from harness import nvtx_ranges
+from harness.devices import (
+    device_name,
+    free_memory,
+    is_oom,
+    peak_memory_bytes,
+    reset_peak_memory,
+    resolve_device,
+    synchronize,
+)
+from harness.errors import UsageError
+from harness.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord
+from harness.timing import PhaseClock
+
+MODES = ("train", "forward", "generate")
+PRECISIONS = ("fp32", "bf16", "fp16")
+ATTENTIONS = ("math", "sdpa")
+
+ProgressFn = Callable[[int, int], None]
+
+
+def new_run_id(model: str) -> str:
+    return f"{model}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def validate(config: RunConfig) -> None:
+    """Raise UsageError for anything a user could have typed wrong, before any work starts."""
+    import workloads
+
+    if config.model not in workloads.MODEL_NAMES:
+        raise UsageError(f"unknown model {config.model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
+    for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS)):
+        value = getattr(config, name)
+        if value not in allowed:
+            raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+    positive = {
+        "batch size": config.batch_size,
+        "steps": config.steps,
+        "context length": config.context_length,
+        "vocab size": config.vocab_size,
+        "new tokens": config.new_tokens if config.mode == "generate" else 1,
+    }
+    for name, value in positive.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be a positive number, got {value}")
+    if config.warmup < 0:
+        raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
+    spec = workloads.get_spec(config.model)
+    if config.mode == "generate":
+        prompt = prompt_length(config, spec)
+        if spec.family == "gpt2" and prompt + config.new_tokens > spec.context_length:
+            raise UsageError(
+                f"{config.model} has learned positions for {spec.context_length} tokens; prompt {prompt} + "
+                f"{config.new_tokens} new tokens is more: lower --context-length or --new-tokens"
+            )
+    elif spec.family == "gpt2" and config.context_length and config.context_length > spec.context_length:
+        raise UsageError(
+            f"{config.model} has learned positions for {spec.context_length} tokens; "
+            f"--context-length {config.context_length} is more"
+        )
+
+
+def prompt_length(config: RunConfig, spec: Any) -> int:
+    """Generate mode's prompt: --context-length if given, else 64 tokens (capped by the model)."""
+    if config.context_length:
+        return config.context_length
+    return min(64, spec.context_length // 2)
+
+
+def _autocast(device: Any, precision: str) -> contextlib.AbstractContextManager[Any]:
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def run_workload(
+    config: RunConfig, *, run_id: str | None = None, progress: ProgressFn | None = None
+) -> RunResult:
+    """Build the model, warm up, then time `config.steps` steps phase by phase.
+
+    Out of memory is caught and recorded (status "oom") with the steps finished before it; anything
+    else propagates.
+    """
+    import torch
+
+    import workloads
+    from harness import env
+
+    validate(config)
+    device = resolve_device(config.device)
+    spec = workloads.get_spec(config.model)
+    if config.mode != "generate":
+        spec = spec.with_overrides(vocab_size=config.vocab_size, context_length=config.context_length)
+    elif config.vocab_size:
+        spec = spec.with_overrides(vocab_size=config.vocab_size)
+    result = RunResult(
+        run_id=run_id or new_run_id(config.model),
+        config=config,
+        status="ok",
+        device=device.type,
+        device_name=device_name(device),
+        env=env.collect(device),
+    )
+    torch.manual_seed(config.seed)
+    reset_peak_memory(device)
+    try:
+        model = workloads.build_model(spec, attention=config.attention, seed=config.seed).to(device)
+        result.model = ModelInfo(
+            family=spec.family,
+            d_model=spec.d_model,
+            d_ff=spec.d_ff,
+            num_layers=spec.num_layers,
+            num_heads=spec.num_heads,
+            vocab_size=spec.vocab_size,
+            context_length=prompt_length(config, spec) if config.mode == "generate" else spec.context_length,
+            params=workloads.count_params(model),
+        )
+        if config.nvtx_detail:
+            nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
+        loop = {"train": _train, "forward": _forward, "generate": _generate}[config.mode]
+        loop(config, spec, model, device, result, progress)
+    except Exception as e:
+        if not is_oom(e):
+            raise
+        result.status = "oom"
+        result.error = str(e).splitlines()[0] if str(e) else "out of memory"
+        free_memory(device)
+    result.peak_memory_bytes = peak_memory_bytes(device)
+    _throughput(config, spec, result)
+    return result
+
+
+def _steps(config: RunConfig):
+    """Step indices with the `measured` NVTX range opened before the first measured step."""
+    total = config.warmup + config.steps
+    opened = False
+    try:
+        for i in range(total):
+            if i == config.warmup:
+                nvtx_ranges.push(nvtx_ranges.MEASURED_RANGE)
+                opened = True
+            yield i, i < config.warmup, total
+    finally:
+        if opened:
+            nvtx_ranges.pop()
+
+
+def _train(
+    config: RunConfig, spec: Any, model: Any, device: Any, result: RunResult, progress: ProgressFn | None
+):
+    import torch
+
+    import workloads
+
+    gen = torch.Generator().manual_seed(config.seed)
+    x, y = workloads.synthetic_batch(
+        spec, config.batch_size, spec.context_length, device=device, generator=gen
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    scaler = (
+        torch.amp.GradScaler(device.type) if config.precision == "fp16" and device.type == "cuda" else None
+    )
+    fn = torch.compile(model) if config.compile else model
+    clock = PhaseClock(device)
+    model.train()
+    for i, warm, total in _steps(config):
+        clock.reset()
+        with nvtx_ranges.nvtx_range(STEP_RANGE, i):
+            with clock.phase("forward", i), _autocast(device, config.precision):
+                loss = workloads.loss_fn(fn(x), y)
+            with clock.phase("backward", i):
+                (scaler.scale(loss) if scaler else loss).backward()
+            with clock.phase("optimizer", i):
+                if scaler:
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
+                opt.zero_grad(set_to_none=True)
+        result.steps.append(StepRecord(step=i, warmup=warm, phases=dict(clock.durations)))
+        if progress:
+            progress(i + 1, total)
+
+
+def _forward(
+    config: RunConfig, spec: Any, model: Any, device: Any, result: RunResult, progress: ProgressFn | None
+):
+    import torch
+
+    import workloads
+
+    gen = torch.Generator().manual_seed(config.seed)
+    x, _ = workloads.synthetic_batch(
+        spec, config.batch_size, spec.context_length, device=device, generator=gen
+    )
+    fn = torch.compile(model) if config.compile else model
+    clock = PhaseClock(device)
+    model.eval()
+    with torch.no_grad():
+        for i, warm, total in _steps(config):
+            clock.reset()
+            with (
+                nvtx_ranges.nvtx_range(STEP_RANGE, i),
+                clock.phase("forward", i),
+                _autocast(device, config.precision),
+            ):
+                fn(x)
+            result.steps.append(StepRecord(step=i, warmup=warm, phases=dict(clock.durations)))
+            if progress:
+                progress(i + 1, total)
+
+
+def _generate(
+    config: RunConfig, spec: Any, model: Any, device: Any, result: RunResult, progress: ProgressFn | None
+):
+    """Prefill a prompt, then decode `new_tokens` tokens one at a time with a KV cache (greedy)."""
+    import torch
+
+    import workloads
+
+    prompt_len = prompt_length(config, spec)
+    gen = torch.Generator().manual_seed(config.seed)
+    prompt, _ = workloads.synthetic_batch(spec, config.batch_size, prompt_len, device=device, generator=gen)
+    clock = PhaseClock(device)
+    model.eval()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
+    with torch.no_grad():
+        for i, warm, total in _steps(config):
+            clock.reset()
+            cache = workloads.new_cache(
+                model,
+                config.batch_size,
+                prompt_len + config.new_tokens,
+                device=device,
+                dtype=torch.float32 if config.precision == "fp32" else dtype,
+            )
+            with nvtx_ranges.nvtx_range(STEP_RANGE, i):
+                with clock.phase("prefill", i), _autocast(device, config.precision):
+                    logits = model(prompt, cache=cache)
+                    token = logits[:, -1].argmax(dim=-1, keepdim=True)
+                with clock.phase("decode", i), _autocast(device, config.precision):
+                    for _ in range(config.new_tokens - 1):
+                        logits = model(token, cache=cache)
+                        token = logits[:, -1].argmax(dim=-1, keepdim=True)
+                    synchronize(device)
+            result.steps.append(StepRecord(step=i, warmup=warm, phases=dict(clock.durations)))
+            if progress:
+                progress(i + 1, total)
+
+
+def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:
+    """tokens/s, analytic FLOPs per step, achieved FLOP/s and MFU (where the device's peak is known)."""
+    import statistics
+
+    from workloads import flops, peak
+
+    measured = [sum(s.phases.values()) for s in result.steps if not s.warmup]
+    if not measured or result.model is None:
+        return
+    step_ns = statistics.fmean(measured)
+    b = config.batch_size
+    if config.mode == "generate":
+        p = result.model.context_length
+        n = config.new_tokens
+        per_step = flops.forward_flops(spec, b, p) + sum(
+            flops.decode_flops(spec, b, p + k) for k in range(n - 1)
+        )
+        result.tokens_per_s = b * n / (step_ns / 1e9)
+        prefill = result.measured("prefill")
+        decode = result.measured("decode")
+        result.extra["ttft_ns"] = statistics.fmean(prefill)
+        if n > 1:
+            per_token = statistics.fmean(decode) / (n - 1)
+            result.extra["per_token_ns"] = per_token
+            result.extra["decode_tokens_per_s"] = b / (per_token / 1e9)
+    else:
+        t = spec.context_length
+        per_step = (flops.train_flops if config.mode == "train" else flops.forward_flops)(spec, b, t)
+        result.tokens_per_s = b * t / (step_ns / 1e9)
+    result.flops_per_step = float(per_step)
+    result.achieved_flops = per_step / (step_ns / 1e9)
+    device_peak = peak.peak_flops(result.device_name, config.precision) if result.device == "cuda" else None
+    if device_peak:
+        result.mfu = result.achieved_flops / device_peak

@@ -1,0 +1,86 @@
+"""The tables `harness show RUN_ID` prints for one stored run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.store import Run
+
+
+def show_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
+    import pandas as pd
+
+    info = {
+        "run": run.id,
+        "created": run.created_at.isoformat(timespec="seconds") if run.created_at else None,
+        "status": run.status + (f" ({run.error})" if run.error else ""),
+        "model": run.model,
+        "mode": run.mode,
+        "device": f"{run.device} ({run.device_name})",
+        "precision": run.precision,
+        "compile": run.compile,
+        "attention": run.attention,
+        "batch size": run.batch_size,
+        "context length": run.context_length,
+        "warmup / steps": f"{run.warmup} / {run.steps}",
+        "parameters": run.params,
+        "tokens/s": run.tokens_per_s,
+        "achieved TFLOP/s": run.achieved_flops / 1e12 if run.achieved_flops else None,
+        "MFU (%)": run.mfu * 100 if run.mfu else None,
+        "peak memory (MiB)": run.peak_memory_bytes / 2**20 if run.peak_memory_bytes else None,
+        "profiler": run.profiler + (f" ({run.nsys_mode})" if run.nsys_mode else ""),
+        "experiment": run.experiment,
+        "nsys report": run.nsys_rep,
+        "nsys sqlite": run.nsys_sqlite,
+    }
+    info.update({f"env.{k}": v for k, v in (run.env or {}).items()})
+    config = pd.DataFrame(
+        [(k, "" if v is None else str(v)) for k, v in info.items()], columns=["field", "value"]
+    )
+    phases = pd.DataFrame(
+        [
+            {
+                "Phase": p["phase"],
+                "Steps": p["count"],
+                "Avg (ns)": p["mean_ns"],
+                "Med (ns)": p["median_ns"],
+                "Min (ns)": p["min_ns"],
+                "Max (ns)": p["max_ns"],
+                "StdDev (ns)": p["std_ns"],
+            }
+            for p in (run.summary or {}).get("phases", [])
+        ]
+    )
+    steps = pd.DataFrame(
+        [(s.step, s.phase, s.duration_ns, s.warmup) for s in run.step_timings],
+        columns=["step", "phase", "duration_ns", "warmup"],
+    )
+    per_step = (
+        steps.pivot_table(index=["step", "warmup"], columns="phase", values="duration_ns", sort=False)
+        .reset_index()
+        .rename(columns=lambda c: f"{c} (ns)" if c not in ("step", "warmup") else c)
+        if len(steps)
+        else steps
+    )
+    per_step.columns.name = None
+    tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
+    if run.agreement:
+        agreement = pd.DataFrame(
+            [
+                {
+                    "phase": a.phase,
+                    "steps": a.steps,
+                    "NVTX mean (ns)": a.nvtx_mean_ns,
+                    "timer mean (ns)": a.timer_mean_ns,
+                    "NVTX median (ns)": a.nvtx_median_ns,
+                    "timer median (ns)": a.timer_median_ns,
+                    "difference (%)": a.rel_diff * 100,
+                }
+                for a in run.agreement
+            ]
+        )
+        tables.append(("NVTX vs timers", agreement))
+    return tables

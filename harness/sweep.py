@@ -1,0 +1,59 @@
+"""Run configurations each in a fresh Python process (harness.worker) and collect their results."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from harness.records import RunConfig, RunResult, result_from_dict
+from harness.runner import new_run_id, validate
+
+STDERR_TAIL = 2000
+
+
+def grid(base: RunConfig, models: list[str], precisions: list[str], compiles: list[bool]) -> list[RunConfig]:
+    """The cross product, models outermost; every point is validated before anything runs."""
+    configs = [
+        replace(base, model=m, precision=p, compile=c)
+        for m, p, c in itertools.product(models, precisions, compiles)
+    ]
+    for config in configs:
+        validate(config)
+    return configs
+
+
+def worker_command(config_path: Path, result_path: Path) -> list[str]:
+    return [sys.executable, "-m", "harness.worker", str(config_path), str(result_path)]
+
+
+def write_worker_config(config: RunConfig, run_id: str, path: Path) -> None:
+    path.write_text(json.dumps({"run_id": run_id, "config": config.to_dict()}))
+
+
+def read_worker_result(
+    config: RunConfig, run_id: str, result_path: Path, returncode: int, stderr: str
+) -> RunResult:
+    """The child's RunResult, or an error result saying how the child died."""
+    if result_path.exists() and result_path.stat().st_size:
+        return result_from_dict(json.loads(result_path.read_text()))
+    tail = stderr.strip()[-STDERR_TAIL:]
+    how = f"exit code {returncode}" if returncode >= 0 else f"killed by signal {-returncode}"
+    return RunResult(run_id=run_id, config=config, status="error", error=f"worker {how}: {tail}")
+
+
+def run_isolated(config: RunConfig, run_id: str | None = None) -> RunResult:
+    """One configuration in a fresh process."""
+    run_id = run_id or new_run_id(config.model)
+    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+        cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        write_worker_config(config, run_id, cfg)
+        proc = subprocess.run(
+            worker_command(cfg, res), capture_output=True, text=True, env={**os.environ}, check=False
+        )
+        return read_worker_result(config, run_id, res, proc.returncode, proc.stderr)
