@@ -1,9 +1,231 @@
-"""Placeholder: filled in by its owner."""
+"""Tables from an Nsight Systems export: `harness kernels`, `nvtx`, `nvtx-gpu`, `api`, `memops`, `launch`,
+`osrt` and `summary`. Each parses its arguments, calls one analysis function and renders what it returns.
+
+No torch or plotly here (start-up time counts): pandas and the analysis modules load inside the commands.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from harness.commands.common import FormatOpt, cli_errors
+from harness.errors import ExportError, NsysError, UsageError
+from harness.output import Format
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.export import Export
+
+ReportArg = Annotated[
+    Path, typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep), exported first.")
+]
+TopOpt = Annotated[int | None, typer.Option("--top", min=1, help="Show only the first N rows.")]
+
+
+class By(StrEnum):
+    shape = "shape"
+    name = "name"
+
+
+class GpuMode(StrEnum):
+    auto = "auto"
+    phase = "phase"
+    thread = "thread"
+
+
+def sqlite_for(report: Path) -> Path:
+    """The SQLite export of `report`: itself, or for a .nsys-rep an export cached beside it (made with the
+    nsys the harness finds, reused while it is newer than the report)."""
+    if report.suffix != ".nsys-rep":
+        return report
+    if not report.is_file():
+        raise ExportError(f"no such report: {report}")
+    for cached in (report.with_suffix(".sqlite"), report.with_name(f"{report.stem}.harness.sqlite")):
+        if cached.is_file() and cached.stat().st_mtime >= report.stat().st_mtime:
+            return cached
+    target = report.with_suffix(".sqlite")
+    if target.exists():  # an older export of another run: leave it, write our own
+        target = report.with_name(f"{report.stem}.harness.sqlite")
+    try:
+        from harness.nsys import export_sqlite
+    except ImportError:
+        raise NsysError(
+            f"cannot export {report}: this checkout has no harness.nsys; "
+            f"run `nsys export --type sqlite {report}` and pass the .sqlite"
+        ) from None
+    return export_sqlite(report, target)
+
+
+def open_report(report: Path) -> Export:
+    from analysis.export import open_export
+
+    return open_export(sqlite_for(report))
+
+
+def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None) -> None:
+    from harness.output import emit
+
+    notes = df.attrs.get("notes", [])
+    emit(df.head(top) if top else df, fmt, title=title, notes=notes)
+
+
+@cli_errors
+def kernels_cmd(
+    report: ReportArg,
+    top: TopOpt = None,
+    base: Annotated[
+        bool, typer.Option("--base", help="Kernel base names (no arguments, templates).")
+    ] = False,
+    mangled: Annotated[bool, typer.Option("--mangled", help="Mangled kernel names, where recorded.")] = False,
+    by: Annotated[
+        By, typer.Option("--by", help="shape: one row per name and launch shape; name: merge shapes.")
+    ] = By.shape,
+    range_name: Annotated[
+        str | None, typer.Option("--range", help="Only kernels launched inside NVTX ranges of this name.")
+    ] = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
+    from analysis.kernels import kernel_summary
+
+    if base and mangled:
+        raise UsageError("--base and --mangled exclude each other: pick one")
+    names = "base" if base else "mangled" if mangled else "demangled"
+    df = kernel_summary(open_report(report), names=names, by=by.value, range_name=range_name)
+    _show(df, format, f"CUDA kernels in {report.name}", top)
+
+
+@cli_errors
+def nvtx_cmd(
+    report: ReportArg,
+    trace: Annotated[
+        bool, typer.Option("--trace", help="One row per push/pop range instance (like nvtxpptrace).")
+    ] = False,
+    top: TopOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Time per NVTX range, like `nsys stats -r nvtxsum`."""
+    from analysis.nvtx import nvtx_summary, nvtx_trace
+
+    export = open_report(report)
+    df = nvtx_trace(export) if trace else nvtx_summary(export)
+    _show(df, format, f"NVTX ranges in {report.name}", top)
+
+
+@cli_errors
+def nvtx_gpu_cmd(
+    report: ReportArg,
+    mode: Annotated[
+        GpuMode,
+        typer.Option(
+            "--mode",
+            help="phase: kernels to the harness phase open on any thread of the process; thread: to the "
+            "innermost range on the launching thread (nvtxkernsum); auto: phase when the export has phases.",
+        ),
+    ] = GpuMode.auto,
+    kernels: Annotated[
+        bool, typer.Option("--kernels", help="One row per range and kernel (the nvtxkernsum table).")
+    ] = False,
+    phases: Annotated[
+        str, typer.Option(help="Phase range names, comma separated.")
+    ] = "forward,backward,optimizer",
+    top: Annotated[
+        int | None, typer.Option("--top", min=1, help="With --kernels: top N kernels per range.")
+    ] = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum."""
+    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
+    from harness.output import emit_many
+
+    export = open_report(report)
+    names = tuple(p.strip() for p in phases.split(",") if p.strip())
+    chosen = mode.value
+    if mode is GpuMode.auto:
+        from analysis.nvtx import nvtx_ranges
+
+        chosen = "phase" if nvtx_ranges(export, names=names)["name"].size else "thread"
+    if kernels:
+        df = nvtx_gpu_kernels(export, mode=chosen, phases=names, top=top)
+        _show(df, format, f"kernels per NVTX range ({chosen} mode) in {report.name}")
+        return
+    per_range = nvtx_gpu_summary(export, mode=chosen, phases=names)
+    tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
+    if chosen == "phase":
+        tables.append(("Do the phases add up? (measured steps)", phase_check(export, names)))
+    emit_many(tables, format, notes=per_range.attrs.get("notes", []))
+
+
+@cli_errors
+def api_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+    """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
+    from analysis.cuda_api import cuda_api_summary
+
+    _show(cuda_api_summary(open_report(report)), format, f"CUDA API calls in {report.name}", top)
+
+
+@cli_errors
+def memops_cmd(report: ReportArg, format: FormatOpt = Format.table) -> None:
+    """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
+    from analysis.memops import memops_size, memops_time
+    from harness.output import emit_many
+
+    export = open_report(report)
+    emit_many(
+        [("GPU memory operations by time", memops_time(export)), ("by size (MB)", memops_size(export))],
+        format,
+    )
+
+
+@cli_errors
+def launch_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+    """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`."""
+    from analysis.launch import launch_summary
+
+    _show(launch_summary(open_report(report)), format, f"kernel launch latency in {report.name}", top)
+
+
+@cli_errors
+def osrt_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+    """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
+    from analysis.osrt import osrt_summary
+
+    _show(osrt_summary(open_report(report)), format, f"OS runtime calls in {report.name}", top)
+
+
+@cli_errors
+def summary_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+    """Every table the export has data for, in one report."""
+    from analysis.summary import summary
+    from harness.commands.common import warn
+    from harness.output import emit_many
+
+    result = summary(open_report(report))
+    if not result.tables:
+        raise ExportError(
+            f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
+        )
+    tables = [(title, df.head(top) if top else df) for title, df in result.tables]
+    emit_many(tables, format, notes=result.notes)
+    if format is Format.table:
+        by_reason: dict[str, list[str]] = {}
+        for title, why in result.skipped.items():
+            by_reason.setdefault(why, []).append(title.split(" (")[0])
+        for why, titles in by_reason.items():
+            warn(f"skipped {', '.join(titles)}: {why}")
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("kernels")(kernels_cmd)
+    app.command("nvtx")(nvtx_cmd)
+    app.command("nvtx-gpu")(nvtx_gpu_cmd)
+    app.command("api")(api_cmd)
+    app.command("memops")(memops_cmd)
+    app.command("launch")(launch_cmd)
+    app.command("osrt")(osrt_cmd)
+    app.command("summary")(summary_cmd)

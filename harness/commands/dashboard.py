@@ -1,9 +1,117 @@
-"""Placeholder: filled in by its owner."""
+"""`harness dashboard`: one self-contained HTML page of plotly panels from the results store or an export."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+
+from harness.commands.common import DbOpt, FormatOpt, cli_errors, warn
+from harness.errors import ExportError, HarnessError, UsageError
+from harness.output import Format
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.dashboard import Panel
+
+
+def _ids(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+@cli_errors
+def dashboard_cmd(
+    report: Annotated[
+        Path | None,
+        typer.Argument(help="An Nsight Systems SQLite export: show the profile panels of it alone."),
+    ] = None,
+    runs: Annotated[
+        str | None, typer.Option("--runs", help="Comma-separated run ids (unique prefixes work).")
+    ] = None,
+    last: Annotated[int | None, typer.Option("--last", min=1, help="Only the newest N runs.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only runs of this model.")] = None,
+    compare: Annotated[
+        str | None, typer.Option("--compare", help="Two run ids A,B for the run comparison panel.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")] = Path(
+        "dashboard.html"
+    ),
+    open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput)."""
+    from harness.output import emit
+
+    if report is not None and (runs or last or model or compare):
+        raise UsageError(
+            "give either an export (REPORT.sqlite) or run filters (--runs/--last/--model), not both"
+        )
+    if runs and last:
+        raise UsageError("give --runs or --last, not both")
+    pair = _ids(compare)
+    if compare is not None and len(pair) != 2:
+        raise UsageError(f"--compare takes two run ids separated by a comma, got {compare!r}")
+
+    from analysis.dashboard import collect, collect_export, write_dashboard
+
+    if report is not None:
+        data = collect_export(_checked_export(report))
+        scope, title = "profile", f"harness dashboard: {report.name}"
+    else:
+        from harness.store import ResultsStore, describe_url
+
+        store = ResultsStore(db)
+        ids = [store.get(r).id for r in _ids(runs)] or None
+        pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
+        data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)
+        data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
+        if data.runs.empty:
+            warn("no runs match: the page says what is missing; `harness runs` lists the runs")
+        scope, title = "all", "harness dashboard"
+    try:
+        page = write_dashboard(data, out, scope=scope, title=title)
+    except OSError as e:
+        raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --out to a writable path") from None
+    for panel in page.panels:
+        if panel.failed:
+            warn(f"panel {panel.key!r} failed: {panel.missing}")
+    summary = _summary(page.panels)
+    emit(
+        summary,
+        format,
+        title=f"wrote {out} ({page.size_bytes / 1e6:.1f} MB): "
+        f"{len(page.drawn)} panels drawn, {len(page.lacking)} missing",
+    )
+    if open_page:
+        import webbrowser
+
+        webbrowser.open(out.resolve().as_uri())
+
+
+def _checked_export(report: Path) -> Path:
+    if not report.exists():
+        raise ExportError(f"{report} does not exist; pass the .sqlite file `nsys export --type sqlite` wrote")
+    if report.suffix == ".nsys-rep":
+        raise ExportError(
+            f"{report} is an .nsys-rep; pass the .sqlite that `nsys export --type sqlite {report}` writes"
+        )
+    return report
+
+
+def _summary(panels: list[Panel]) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "Panel": [p.key for p in panels],
+            "Drawn": [p.figure is not None for p in panels],
+            "Title or what is missing": [p.title if p.figure is not None else p.missing for p in panels],
+        }
+    )
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("dashboard")(dashboard_cmd)

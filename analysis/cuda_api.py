@@ -1,0 +1,42 @@
+"""The CUDA API summary, like `nsys stats -r cudaapisum` (cuda_api_sum), each call counted once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.export import RUNTIME, Export
+from analysis.runtime import runtime_calls
+from analysis.stats import describe, order_like_nsys, time_percent
+
+APISUM_COLUMNS = [
+    "Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+    "StdDev (ns)", "Name",
+]  # fmt: skip
+
+
+def summarize_calls(calls: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:
+    """Time per function name (APISUM_COLUMNS), largest first, ties by string id like nsys."""
+    data = pd.DataFrame(
+        {
+            "Name": calls["name_id"].map(names).fillna("?"),
+            "name_id": calls["name_id"],
+            "duration": calls["duration"],
+        }
+    )
+    first_id = data.groupby("Name", sort=False)["name_id"].min()
+    out = describe(data, ["Name"], count_name="Num Calls")
+    out["name_id"] = out["Name"].map(first_id)
+    out = order_like_nsys(out, "Total Time (ns)", ["name_id"])
+    out["Time (%)"] = time_percent(out["Total Time (ns)"])
+    return out[APISUM_COLUMNS].astype({"Total Time (ns)": np.int64, "Num Calls": np.int64})
+
+
+def cuda_api_summary(export: Export) -> pd.DataFrame:
+    """Time in each CUDA runtime/driver function, like cudaapisum, but a call recorded twice under one
+    correlationId (name and name_vNNNN) counts once; `attrs["notes"]` says when that happened."""
+    export.require(RUNTIME, "CUDA API calls")
+    calls = runtime_calls(export)
+    out = summarize_calls(calls.assign(duration=calls["end"] - calls["start"]), calls.attrs["names"])
+    out.attrs["notes"] = calls.attrs["notes"]
+    return out

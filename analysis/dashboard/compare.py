@@ -1,0 +1,153 @@
+"""Panel 6: two runs side by side, per phase and (when both have kernels) per kernel."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.dashboard.panel import DashboardData, Panel
+from analysis.dashboard.runs import short_id
+from analysis.dashboard.style import (
+    KERNEL_COLOR,
+    MS,
+    OOM_COLOR,
+    PHASE_ORDER,
+    TEMPLATE,
+    hover,
+    ns_ms,
+    phase_color,
+    shorten,
+)
+
+TOP_DIFFS = 15
+MATCH_KEYS = (["model", "mode", "device", "precision", "compile"], ["model", "mode"], ["mode"])
+
+
+def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
+    """Default pair: the newest successful run, against the newest earlier one most like it."""
+    ok = runs[runs["status"] == "ok"] if not runs.empty else runs
+    if len(ok) < 2:
+        return None
+    newest = ok.iloc[-1]
+    earlier = ok.iloc[:-1]
+    for keys in MATCH_KEYS:
+        keys = [k for k in keys if k in ok]
+        same = earlier[(earlier[keys] == newest[keys]).all(axis=1)]
+        if not same.empty:
+            return str(same.iloc[-1]["run_id"]), str(newest["run_id"])
+    return str(earlier.iloc[-1]["run_id"]), str(newest["run_id"])
+
+
+def phase_diff(runs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """phase, a_ns, b_ns, diff_ns (b − a), diff_pct, for the phases both runs measured."""
+    ra = runs.set_index("run_id").loc[a]
+    rb = runs.set_index("run_id").loc[b]
+    rows = []
+    for phase in PHASE_ORDER:
+        col = f"{phase}_mean_ns"
+        if col in runs and pd.notna(ra.get(col)) and pd.notna(rb.get(col)):
+            va, vb = float(ra[col]), float(rb[col])
+            rows.append(
+                {"phase": phase, "a_ns": va, "b_ns": vb, "diff_ns": vb - va, "diff_pct": (vb - va) / va * 100}
+            )
+    return pd.DataFrame(rows, columns=["phase", "a_ns", "b_ns", "diff_ns", "diff_pct"])
+
+
+def kernel_diff(ka: pd.DataFrame, kb: pd.DataFrame, n: int = TOP_DIFFS) -> pd.DataFrame:
+    """Per kernel name: total GPU time in each run and the difference; the n largest |differences|."""
+    ta = ka.groupby("Name")["Total Time (ns)"].sum()
+    tb = kb.groupby("Name")["Total Time (ns)"].sum()
+    both = pd.concat({"a_ns": ta, "b_ns": tb}, axis=1).fillna(0.0)
+    both["diff_ns"] = both["b_ns"] - both["a_ns"]
+    both = both.reindex(both["diff_ns"].abs().sort_values(ascending=False, kind="stable").index).head(n)
+    return both.rename_axis("Name").reset_index()
+
+
+def compare_figure(phases: pd.DataFrame, kernels: pd.DataFrame | None, a_label: str, b_label: str):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    cols = 2 if kernels is not None and not kernels.empty else 1
+    titles = ["mean time per phase"] + (["largest per-kernel differences (B − A)"] if cols == 2 else [])
+    fig = make_subplots(rows=1, cols=cols, subplot_titles=titles, horizontal_spacing=0.25)
+    colors = [phase_color(p, i) for i, p in enumerate(phases["phase"])]
+    for label, col, pattern in ((a_label, "a_ns", ""), (b_label, "b_ns", "/")):
+        fig.add_trace(
+            go.Bar(
+                name=label,
+                x=phases["phase"],
+                y=phases[col] / MS,
+                marker={"color": colors, "pattern": {"shape": pattern}},
+                customdata=phases[[col, "diff_ns", "diff_pct"]].to_numpy(),
+                hovertemplate=hover(
+                    f"%{{x}} · {label}",
+                    ns_ms("mean", "y", "customdata[0]"),
+                    "B − A: %{customdata[1]:+,.0f} ns (%{customdata[2]:+.2f} %)",
+                ),
+            ),
+            row=1,
+            col=1,
+        )
+    fig.update_yaxes(title_text="mean time per step (ms)", row=1, col=1)
+    fig.update_xaxes(title_text="phase", row=1, col=1)
+    if cols == 2:
+        k = kernels.iloc[::-1]
+        fig.add_trace(
+            go.Bar(
+                name="kernel B − A",
+                orientation="h",
+                y=[shorten(str(s), 50) for s in k["Name"]],
+                x=k["diff_ns"] / MS,
+                marker_color=[OOM_COLOR if d > 0 else KERNEL_COLOR for d in k["diff_ns"]],
+                customdata=pd.DataFrame(
+                    {
+                        "name": k["Name"].map(lambda s: shorten(str(s), 300)),
+                        "a": k["a_ns"],
+                        "b": k["b_ns"],
+                        "d": k["diff_ns"],
+                    }
+                ).to_numpy(),
+                hovertemplate=hover(
+                    "%{customdata[0]}",
+                    "A total: %{customdata[1]:,.0f} ns",
+                    "B total: %{customdata[2]:,.0f} ns",
+                    ns_ms("B − A", "x", "customdata[3]"),
+                ),
+            ),
+            row=1,
+            col=2,
+        )
+        fig.update_xaxes(title_text="B − A total GPU time (ms)", row=1, col=2)
+    fig.update_layout(template=TEMPLATE, barmode="group", height=440, legend_title_text="run")
+    return fig
+
+
+def compare_panel(data: DashboardData) -> Panel:
+    pair = data.compare or pick_pair(data.runs)
+    if pair is None:
+        return Panel(
+            missing="fewer than two successful runs to compare: run `harness run tiny --device cpu` twice"
+        )
+    a, b = pair
+    absent = [r for r in pair if r not in set(data.runs["run_id"])]
+    if absent:
+        return Panel(
+            missing=f"run {absent[0]} is not among the selected runs: check the ids with `harness runs`"
+        )
+    phases = phase_diff(data.runs, a, b)
+    if phases.empty:
+        return Panel(missing=f"runs {a} and {b} have no phase in common to compare")
+    ka, kb = data.compare_kernels
+    kernels = (
+        kernel_diff(ka, kb) if ka is not None and kb is not None and not ka.empty and not kb.empty else None
+    )
+    notes = [f"A = {a}, B = {b}; pick others with --compare A,B."]
+    if kernels is None:
+        notes.append(
+            "Per-kernel differences need both runs profiled with kernels (`harness run … --nsys` on CUDA)."
+        )
+    a_label, b_label = f"A {short_id(a)}", f"B {short_id(b)}"
+    return Panel(
+        figure=compare_figure(phases, kernels, a_label, b_label),
+        title=f"Run comparison: {a} vs {b}",
+        notes=notes,
+    )

@@ -1,0 +1,148 @@
+"""Gather what the panels draw: runs from a results store, tables from Nsight Systems exports."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from analysis.dashboard.compare import pick_pair
+from analysis.dashboard.panel import DashboardData, Profile
+
+
+class RunSource(Protocol):
+    """What the dashboard needs from the results store (harness.store.ResultsStore has it)."""
+
+    def runs(
+        self, *, model: str | None = ..., ids: list[str] | None = ..., last: int | None = ...
+    ) -> pd.DataFrame: ...
+
+    def step_timings(self, run_ids: list[str] | None = ...) -> pd.DataFrame: ...
+
+    def agreement(self, run_ids: list[str] | None = ...) -> pd.DataFrame: ...
+
+
+# Profile attribute, module and call building it from an open export.
+TABLES: list[tuple[str, str, Callable[[Any, Any], pd.DataFrame]]] = [
+    ("kernels", "analysis.kernels", lambda m, e: m.kernel_summary(e)),
+    ("nvtx_gpu", "analysis.nvtx_gpu", lambda m, e: m.nvtx_gpu_summary(e, mode="phase")),
+    ("nvtx", "analysis.nvtx", lambda m, e: m.nvtx_summary(e)),
+    ("events", "analysis.timeline", lambda m, e: m.step_events(e, step=None)),
+]
+
+
+def _export_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean "this export lacks that table", not a bug."""
+    errors: list[type[BaseException]] = [LookupError]
+    for module in ("analysis.export",):
+        try:
+            cls = getattr(importlib.import_module(module), "ExportError", None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            errors.append(cls)
+    return tuple(errors)
+
+
+def load_profile(path: str | Path, label: str | None = None, tables: list[str] | None = None) -> Profile:
+    """Read the profile panels' tables from one export. A table that cannot be had is recorded in `missing`.
+
+    Opening errors (no such file, not an export) propagate: the caller decides whether that is the user's.
+    """
+    prof = Profile(label=label or Path(path).name, path=str(path))
+    wanted = [t for t in TABLES if tables is None or t[0] in tables]
+    try:
+        from analysis.export import open_export
+    except ImportError:
+        for name, _, _ in wanted:
+            prof.missing[name] = "reading exports needs analysis.export, which this checkout lacks"
+        return prof
+    errors = _export_errors()
+    export = open_export(path)
+    try:
+        for name, module, build in wanted:
+            try:
+                setattr(prof, name, build(importlib.import_module(module), export))
+            except ImportError:
+                prof.missing[name] = f"this checkout lacks {module}, which builds this table"
+            except errors as e:
+                prof.missing[name] = str(e).splitlines()[0] if str(e) else type(e).__name__
+    finally:
+        close = getattr(export, "close", None)
+        if callable(close):
+            close()
+    return prof
+
+
+def _export_of(runs: pd.DataFrame, run_id: str) -> str | None:
+    row = runs[runs["run_id"] == run_id]
+    if row.empty or "nsys_sqlite" not in row:
+        return None
+    path = row["nsys_sqlite"].iloc[0]
+    return str(path) if isinstance(path, str) and path else None
+
+
+def profile_for_runs(runs: pd.DataFrame) -> Profile | None:
+    """The newest profiled run's profile; a profile with everything missing if its export is gone."""
+    if runs.empty or "nsys_sqlite" not in runs:
+        return None
+    profiled = runs[runs["nsys_sqlite"].notna() & (runs["status"] == "ok")]
+    if profiled.empty:
+        return None
+    for row in reversed(list(profiled.itertuples(index=False))):
+        if Path(row.nsys_sqlite).is_file():
+            try:
+                return load_profile(row.nsys_sqlite, label=row.run_id)
+            except _export_errors() as e:  # a corrupt export costs its panels, not the page
+                why = (
+                    f"cannot read {row.nsys_sqlite}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                )
+                return Profile(label=row.run_id, path=row.nsys_sqlite, missing={t[0]: why for t in TABLES})
+    row = profiled.iloc[-1]
+    gone = f"the export {row['nsys_sqlite']} of run {row['run_id']} no longer exists: rerun it with --nsys"
+    return Profile(label=row["run_id"], path=row["nsys_sqlite"], missing={t[0]: gone for t in TABLES})
+
+
+def collect(
+    store: RunSource,
+    *,
+    ids: list[str] | None = None,
+    last: int | None = None,
+    model: str | None = None,
+    compare: tuple[str, str] | None = None,
+    source: str = "",
+) -> DashboardData:
+    """Runs (by ids, newest `last`, or one model), their steps and agreement, the newest profile, a pair."""
+    runs = store.runs(ids=ids, last=last, model=model)
+    if compare:
+        extra = [r for r in compare if r not in set(runs["run_id"])]
+        if extra:
+            runs = pd.concat([runs, store.runs(ids=extra)], ignore_index=True)
+    run_ids = list(runs["run_id"])
+    data = DashboardData(
+        runs=runs,
+        steps=store.step_timings(run_ids),
+        agreement=store.agreement(run_ids),
+        profile=profile_for_runs(runs),
+        compare=compare,
+        source=source or f"{len(runs)} runs",
+    )
+    pair = compare or pick_pair(runs)
+    if pair:
+        paths = [_export_of(runs, r) for r in pair]
+        if all(p and Path(p).is_file() for p in paths):
+            try:
+                ka, kb = (load_profile(p, tables=["kernels"]).kernels for p in paths if p)
+            except _export_errors():
+                ka = kb = None  # the comparison panel then notes that per-kernel differences are missing
+            data.compare_kernels = (ka, kb)
+    return data
+
+
+def collect_export(path: str | Path) -> DashboardData:
+    """The profile panels' data for one export given on the command line."""
+    profile = load_profile(path)
+    return DashboardData(profile=profile, source=f"export {path}")

@@ -1,0 +1,78 @@
+"""What a panel is, and the data every panel is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+
+@dataclass
+class Panel:
+    """One section of the page: a figure, or a line saying what is missing and how to get it."""
+
+    figure: go.Figure | None = None
+    missing: str | None = None
+    notes: list[str] = field(default_factory=list)
+    failed: bool = False  # the builder raised; `missing` holds the error
+    key: str = ""  # set from the registry entry
+    title: str = ""  # the registry entry's title unless the builder names a more precise one
+
+
+@dataclass
+class Profile:
+    """The tables of one Nsight Systems export that the profile panels draw.
+
+    A table is None when it could not be read; `missing[name]` then says why and what to do.
+    """
+
+    label: str  # run id, or the export's file name
+    path: str
+    kernels: pd.DataFrame | None = None  # gpukernsum columns
+    nvtx_gpu: pd.DataFrame | None = None  # GPU time per NVTX range
+    nvtx: pd.DataFrame | None = None  # nvtxsum columns (CPU time per range)
+    events: pd.DataFrame | None = None  # one step: kind, name, start_ns, end_ns, lane
+    missing: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def empty_runs() -> pd.DataFrame:
+    return pd.DataFrame(columns=["run_id", "model", "precision", "compile", "status", "profiler"])
+
+
+@dataclass
+class DashboardData:
+    """Everything the panels read. Runs, steps and agreement have the results store's columns."""
+
+    runs: pd.DataFrame = field(default_factory=empty_runs)
+    steps: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["run_id", "step", "phase", "duration_ns", "warmup"])
+    )
+    agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["run_id", "phase"]))
+    profile: Profile | None = None
+    compare: tuple[str, str] | None = None  # run ids: baseline, other
+    compare_kernels: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None)
+    source: str = ""  # where the data came from, for the page header
+
+
+Scope = Literal["runs", "profile"]
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    """A registry entry. `scope` "profile" panels are the ones `harness dashboard REPORT.sqlite` shows."""
+
+    key: str
+    title: str
+    build: Callable[[DashboardData], Panel]
+    scope: Scope = "runs"
+
+    def __call__(self, data: DashboardData) -> Panel:
+        panel = self.build(data)
+        panel.key, panel.title = self.key, panel.title or self.title
+        return panel

@@ -1,0 +1,362 @@
+"""Panel 4: one profile's top kernels, GPU time per NVTX range, and a timeline of one step."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.dashboard.panel import DashboardData, Panel, Profile
+from analysis.dashboard.style import (
+    KERNEL_COLOR,
+    MEMCPY_COLOR,
+    MS,
+    PALETTE,
+    PHASE_COLORS,
+    TEMPLATE,
+    hover,
+    ns_ms,
+    phase_color,
+    shorten,
+)
+
+TOP_KERNELS = 20
+MAX_TIMELINE_KERNELS = 5000  # longest kept; the rest are counted in a note
+NO_PROFILE = (
+    "no profiled run among the selected runs: run `harness run tiny --nsys`, "
+    "or open one export with `harness dashboard REPORT.sqlite`"
+)
+
+
+def _no_profile(data: DashboardData, table: str) -> tuple[Profile | None, str | None]:
+    p = data.profile
+    if p is None:
+        return None, NO_PROFILE
+    if getattr(p, table) is None:
+        return p, p.missing.get(table, f"{table} could not be read from {p.path}")
+    return p, None
+
+
+def range_base(name: str) -> str:
+    """NVTX push/pop ranges are listed as `:name` by nsys stats; colour by the bare name."""
+    return name.removeprefix(":")
+
+
+# --- top kernels -------------------------------------------------------------------------------------
+
+
+def top_kernels(kernels: pd.DataFrame, n: int = TOP_KERNELS) -> pd.DataFrame:
+    return (
+        kernels.sort_values("Total Time (ns)", ascending=False, kind="stable").head(n).reset_index(drop=True)
+    )
+
+
+def kernels_figure(kernels: pd.DataFrame, n: int = TOP_KERNELS):
+    """Horizontal bars of total GPU time (ms) for the top-n kernels, largest on top; full name on hover."""
+    import plotly.graph_objects as go
+
+    top = top_kernels(kernels, n).iloc[::-1]
+    extra = {
+        c: top[c] if c in top else pd.Series(float("nan"), index=top.index)
+        for c in ("Instances", "Avg (ns)", "Time (%)")
+    }
+    fig = go.Figure(
+        go.Bar(
+            name="kernel total GPU time",
+            orientation="h",
+            y=[f"{i + 1}. {shorten(str(s), 70)}" for i, s in reversed(list(enumerate(top["Name"][::-1])))],
+            x=top["Total Time (ns)"] / MS,
+            marker_color=KERNEL_COLOR,
+            customdata=pd.DataFrame(
+                {
+                    "total": top["Total Time (ns)"],
+                    "n": extra["Instances"],
+                    "avg": extra["Avg (ns)"],
+                    "avg_ms": extra["Avg (ns)"] / MS,
+                    "pct": extra["Time (%)"],
+                    "name": top["Name"].map(lambda s: shorten(str(s), 300)),
+                }
+            ).to_numpy(),
+            hovertemplate=hover(
+                "%{customdata[5]}",
+                ns_ms("total", "x", "customdata[0]"),
+                "%{customdata[4]:.1f} % of kernel time",
+                "%{customdata[1]:,} instances",
+                ns_ms("avg", "customdata[3]", "customdata[2]"),
+            ),
+        )
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=max(300, 60 + 24 * len(top)),
+        xaxis_title="total GPU time (ms)",
+        yaxis={"automargin": True},
+        showlegend=False,
+        margin={"l": 10},
+    )
+    return fig
+
+
+def kernels_panel(data: DashboardData) -> Panel:
+    p, missing = _no_profile(data, "kernels")
+    if missing:
+        return Panel(missing=missing)
+    assert p is not None and p.kernels is not None
+    if p.kernels.empty:
+        return Panel(
+            missing=f"no GPU kernels in {p.label} (recorded without a GPU): profile on CUDA with "
+            "`harness run tiny --device cuda --nsys`"
+        )
+    notes = []
+    if len(p.kernels) > TOP_KERNELS:
+        notes.append(f"Top {TOP_KERNELS} of {len(p.kernels):,} kernel names by total GPU time.")
+    return Panel(
+        figure=kernels_figure(p.kernels), title=f"Top kernels by total GPU time: {p.label}", notes=notes
+    )
+
+
+# --- time per NVTX range -----------------------------------------------------------------------------
+
+
+def _column(df: pd.DataFrame, *names: str) -> str | None:
+    return next((c for c in names if c in df), None)
+
+
+def ranges_figure(table: pd.DataFrame, axis_title: str):
+    """Bars of total time (ms) per NVTX range, coloured by phase (other ranges from the palette)."""
+    import plotly.graph_objects as go
+
+    name_col = _column(table, "Range", "NVTX Range", "Name", "range", "name")
+    total_col = _column(table, "Total Time (ns)", "Total GPU Time (ns)", "total_ns")
+    if name_col is None or total_col is None:
+        raise ValueError(f"range table lacks a name or total column: {list(table.columns)}")
+    inst_col = _column(table, "Instances", "NVTX Inst", "Range Instances")
+    # tables with one row per range and kernel (nvtxkernsum-like) are summed per range
+    g = table.groupby(name_col, sort=False)
+    t = pd.DataFrame(
+        {"total": g[total_col].sum(), "n": g[inst_col].max() if inst_col else float("nan")}
+    ).reset_index()
+    t = t.sort_values("total", ascending=False, kind="stable").head(30)
+    names = [str(n) for n in t[name_col]]
+    colors = [phase_color(range_base(n), i) for i, n in enumerate(names)]
+    fig = go.Figure(
+        go.Bar(
+            name=axis_title,
+            x=names,
+            y=t["total"] / MS,
+            marker_color=colors,
+            customdata=t[["total", "n"]].to_numpy(),
+            hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "%{customdata[1]:,} instances"),
+        )
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=400,
+        yaxis_title=f"{axis_title} (ms)",
+        xaxis_title="NVTX range",
+        showlegend=False,
+    )
+    return fig
+
+
+# --nvtx-detail ranges grouped into attention and MLP; a range named like the group itself wins over its parts
+DETAIL_GROUPS = {
+    "attention": (
+        ("attn", "attention", "self_attn"),
+        ("attn", "qkv", "scores", "softmax", "out_proj", "sdpa"),
+    ),
+    "MLP": (
+        ("mlp", "ffn", "feed_forward"),
+        ("mlp", "ffn", "up_proj", "down_proj", "gate_proj", "gelu", "swiglu"),
+    ),
+}
+
+
+def detail_groups(table: pd.DataFrame) -> pd.DataFrame:
+    """group, total_ns, ranges: attention vs MLP time from a range table; empty unless both are present."""
+    name_col = _column(table, "Range", "NVTX Range", "Name", "range", "name")
+    total_col = _column(table, "Total Time (ns)", "Total GPU Time (ns)", "total_ns")
+    if name_col is None or total_col is None:
+        return pd.DataFrame(columns=["group", "total_ns", "ranges"])
+    totals = table.groupby(name_col)[total_col].sum()
+    bare = {str(n): range_base(str(n)).lower() for n in totals.index}
+    rows = []
+    for group, (whole, parts) in DETAIL_GROUPS.items():
+        names = [n for n, b in bare.items() if b in whole or b.rsplit(".", 1)[-1] in whole]
+        if not names:
+            names = [n for n, b in bare.items() if any(p in b for p in parts)]
+        if names:
+            rows.append(
+                {"group": group, "total_ns": float(totals[names].sum()), "ranges": ", ".join(sorted(names))}
+            )
+    out = pd.DataFrame(rows, columns=["group", "total_ns", "ranges"])
+    return out if len(out) == len(DETAIL_GROUPS) else out.iloc[0:0]
+
+
+def add_detail_groups(fig, groups: pd.DataFrame, axis_title: str):
+    """A second subplot beside the range bars: attention vs MLP."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    out = make_subplots(
+        rows=1, cols=2, column_widths=[0.75, 0.25], subplot_titles=["per range", "attention vs MLP"]
+    )
+    for trace in fig.data:
+        out.add_trace(trace, row=1, col=1)
+    out.add_trace(
+        go.Bar(
+            name="attention vs MLP",
+            x=groups["group"],
+            y=groups["total_ns"] / MS,
+            marker_color=[PALETTE[1], PALETTE[7]],
+            customdata=groups[["total_ns", "ranges"]].to_numpy(),
+            hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "ranges: %{customdata[1]}"),
+        ),
+        row=1,
+        col=2,
+    )
+    out.update_layout(template=TEMPLATE, height=420, showlegend=False)
+    out.update_yaxes(title_text=f"{axis_title} (ms)", row=1, col=1)
+    out.update_xaxes(title_text="NVTX range", row=1, col=1)
+    return out
+
+
+def _ranges_with_detail(table: pd.DataFrame, axis_title: str):
+    fig = ranges_figure(table, axis_title)
+    groups = detail_groups(table)
+    return add_detail_groups(fig, groups, axis_title) if not groups.empty else fig
+
+
+def nvtx_gpu_panel(data: DashboardData) -> Panel:
+    p = data.profile
+    if p is None:
+        return Panel(missing=NO_PROFILE)
+    if p.nvtx_gpu is not None and not p.nvtx_gpu.empty:
+        return Panel(
+            figure=_ranges_with_detail(p.nvtx_gpu, "total GPU time"),
+            title=f"GPU time per NVTX range: {p.label}",
+        )
+    if p.nvtx is not None and not p.nvtx.empty:
+        why = p.missing.get("nvtx_gpu", "this export has no GPU kernels")
+        return Panel(
+            figure=_ranges_with_detail(p.nvtx, "total CPU time"),
+            title=f"CPU time per NVTX range: {p.label}",
+            notes=[f"No GPU time per range ({why}); showing the ranges' own duration on the CPU thread."],
+        )
+    return Panel(missing=p.missing.get("nvtx_gpu") or p.missing.get("nvtx") or f"no NVTX ranges in {p.label}")
+
+
+# --- timeline of one step ----------------------------------------------------------------------------
+
+
+def timeline_rows(events: pd.DataFrame, max_kernels: int = MAX_TIMELINE_KERNELS) -> tuple[pd.DataFrame, int]:
+    """Events with a `row` (lane, plus nesting depth for NVTX ranges) and times relative to the first start.
+
+    Keeps the `max_kernels` longest kernels; returns how many were dropped.
+    """
+    ev = events.copy()
+    ev["duration_ns"] = ev["end_ns"] - ev["start_ns"]
+    kernels = ev["kind"] == "kernel"
+    dropped = max(0, int(kernels.sum()) - max_kernels)
+    if dropped:
+        keep = ev[kernels].nlargest(max_kernels, "duration_ns").index
+        ev = ev[~kernels | ev.index.isin(keep)]
+    t0 = ev["start_ns"].min() if len(ev) else 0
+    ev["rel_start_ns"] = ev["start_ns"] - t0
+    ev = ev.sort_values(["lane", "start_ns", "end_ns"], ascending=[True, True, False], kind="stable")
+    ev["depth"] = 0
+    nvtx = ev[ev["kind"] == "nvtx"]
+    depth: list[int] = []
+    stacks: dict[str, list[int]] = {}  # per lane: end times of the open ranges
+    for lane, start, end in zip(nvtx["lane"], nvtx["start_ns"], nvtx["end_ns"], strict=True):
+        stack = stacks.setdefault(lane, [])
+        while stack and stack[-1] <= start:
+            stack.pop()
+        depth.append(len(stack))
+        stack.append(end)
+    ev.loc[nvtx.index, "depth"] = depth
+    ev["row"] = [f"{lane} ▸{d}" if d else str(lane) for lane, d in zip(ev["lane"], ev["depth"], strict=True)]
+    return ev.reset_index(drop=True), dropped
+
+
+def _row_order(ev: pd.DataFrame) -> list[str]:
+    """NVTX rows first (outer ranges above inner), then kernel and memcpy lanes."""
+    kind_rank = ev["kind"].map({"nvtx": 0, "kernel": 1, "memcpy": 2}).fillna(3)
+    keyed = ev.assign(_k=kind_rank).sort_values(["_k", "lane", "depth"], kind="stable")
+    return list(dict.fromkeys(keyed["row"]))
+
+
+def timeline_figure(ev: pd.DataFrame):
+    """Horizontal bars from start to end (ms from the step's start); rows are threads, depths and streams."""
+    import plotly.graph_objects as go
+
+    groups: list[tuple[str, pd.DataFrame, str]] = []
+    nvtx = ev[ev["kind"] == "nvtx"]
+    bare = nvtx["name"].map(range_base)
+    for phase, color in PHASE_COLORS.items():
+        part = nvtx[bare == phase]
+        if not part.empty:
+            groups.append((phase, part, color))
+    other = nvtx[~bare.isin(list(PHASE_COLORS))]
+    if not other.empty:
+        groups.append(("other NVTX range", other, PALETTE[0]))
+    for kind, label, color in (
+        ("kernel", "kernel", KERNEL_COLOR),
+        ("memcpy", "memcpy / memset", MEMCPY_COLOR),
+    ):
+        part = ev[ev["kind"] == kind]
+        if not part.empty:
+            groups.append((label, part, color))
+    fig = go.Figure()
+    for label, part, color in groups:
+        fig.add_trace(
+            go.Bar(
+                name=label,
+                orientation="h",
+                y=part["row"],
+                base=part["rel_start_ns"] / MS,
+                x=part["duration_ns"] / MS,
+                marker={"color": color, "line": {"width": 0.5, "color": "white"}},
+                customdata=pd.DataFrame(
+                    {
+                        "name": part["name"].map(lambda s: shorten(str(s), 200)),
+                        "ns": part["duration_ns"],
+                        "start": part["rel_start_ns"],
+                        "start_ms": part["rel_start_ns"] / MS,
+                    }
+                ).to_numpy(),
+                hovertemplate=hover(
+                    "%{customdata[0]}",
+                    ns_ms("duration", "x", "customdata[1]"),
+                    ns_ms("starts at", "customdata[3]", "customdata[2]"),
+                    "%{y}",
+                ),
+            )
+        )
+    rows = _row_order(ev)
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="overlay",
+        height=max(260, 90 + 34 * len(rows)),
+        xaxis_title="time since the step began (ms); drag to zoom, double-click to reset",
+        yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed", "automargin": True},
+        legend_title_text="what ran",
+        bargap=0.15,
+    )
+    return fig
+
+
+def timeline_panel(data: DashboardData) -> Panel:
+    p, missing = _no_profile(data, "events")
+    if missing:
+        return Panel(missing=missing)
+    assert p is not None and p.events is not None
+    if p.events.empty:
+        return Panel(missing=f"no NVTX ranges or kernels to draw in {p.label}")
+    ev, dropped = timeline_rows(p.events)
+    notes = list(p.notes)
+    if dropped:
+        notes.append(
+            f"Showing the {MAX_TIMELINE_KERNELS:,} longest of {dropped + MAX_TIMELINE_KERNELS:,} kernels."
+        )
+    if not (ev["kind"] == "kernel").any():
+        notes.append("No kernels in this step (recorded without a GPU): only the CPU thread's NVTX ranges.")
+    return Panel(figure=timeline_figure(ev), title=f"Timeline of one step: {p.label}", notes=notes)

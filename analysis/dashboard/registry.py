@@ -1,0 +1,18 @@
+"""The panels, in page order. A new panel (memory, energy, roofline) is one function added here."""
+
+from __future__ import annotations
+
+from analysis.dashboard import compare, overhead, phases, profile, throughput
+from analysis.dashboard.panel import PanelSpec
+
+PANELS: list[PanelSpec] = [
+    PanelSpec("phases", "Forward / backward / optimizer time per model size", phases.phase_bars_panel),
+    PanelSpec("steps", "Per-step distributions and warm-up", phases.distribution_panel),
+    PanelSpec("overhead", "Profiler overhead: without vs with nsys", overhead.overhead_panel),
+    PanelSpec("agreement", "NVTX ranges vs in-process timers", overhead.agreement_panel),
+    PanelSpec("kernels", "Top kernels by total GPU time", profile.kernels_panel, scope="profile"),
+    PanelSpec("nvtx", "GPU time per NVTX range", profile.nvtx_gpu_panel, scope="profile"),
+    PanelSpec("timeline", "Timeline of one step", profile.timeline_panel, scope="profile"),
+    PanelSpec("throughput", "Throughput per configuration", throughput.throughput_panel),
+    PanelSpec("compare", "Run comparison", compare.compare_panel),
+]

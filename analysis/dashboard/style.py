@@ -1,0 +1,68 @@
+"""Colours, units and hover text shared by every panel, so a phase looks the same everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+# One colour per phase, used by every panel (bars, boxes, timeline ranges).
+PHASE_COLORS: dict[str, str] = {
+    "forward": "#4C78A8",
+    "backward": "#F58518",
+    "optimizer": "#54A24B",
+    "prefill": "#B279A2",
+    "decode": "#E45756",
+    "step": "#BAB0AC",
+}
+PHASE_ORDER = ("forward", "backward", "optimizer", "prefill", "decode")
+KERNEL_COLOR = "#72B7B2"
+MEMCPY_COLOR = "#EECA3B"
+OOM_COLOR = "#D62728"
+# Colours for things that are not phases (other NVTX ranges, settings, runs), assigned in order.
+PALETTE = ("#9D755D", "#FF9DA6", "#79706E", "#D67195", "#EECA3B", "#72B7B2", "#B6992D", "#499894")
+
+MS = 1e6  # nanoseconds per millisecond
+TEMPLATE = "plotly_white"
+
+
+def phase_color(name: str, fallback_index: int = 0) -> str:
+    """The phase's colour; names like `attn.qkv` or `blocks.3.mlp` take a palette colour."""
+    return PHASE_COLORS.get(name, PALETTE[fallback_index % len(PALETTE)])
+
+
+def ordered_phases(names: Iterable[str]) -> list[str]:
+    """Known phases in their canonical order, then anything else in first-seen order."""
+    seen = list(dict.fromkeys(names))
+    return [p for p in PHASE_ORDER if p in seen] + [n for n in seen if n not in PHASE_ORDER]
+
+
+def ms(values: pd.Series | float) -> pd.Series | float:
+    return values / MS
+
+
+def hover(title: str, *lines: str) -> str:
+    """A hovertemplate: bold title, one line each, no secondary box."""
+    return "<br>".join([f"<b>{title}</b>", *lines]) + "<extra></extra>"
+
+
+def ns_ms(label: str, ms_ref: str, ns_ref: str) -> str:
+    """`label: 1.234 ms (1,234,000 ns)` from hovertemplate references to the same time in ms and in ns."""
+    return f"{label}: %{{{ms_ref}:,.3f}} ms (%{{{ns_ref}:,.0f}} ns)"
+
+
+def fmt_ns(value: float) -> str:
+    """Exact ns and ms as text, for hover text built in Python."""
+    return f"{value / MS:,.3f} ms ({value:,.0f} ns)"
+
+
+def shorten(text: str, width: int = 60) -> str:
+    if len(text) <= width:
+        return text
+    head = (width - 1) * 2 // 3
+    return f"{text[:head]}…{text[-(width - 1 - head) :]}"
+
+
+def setting_label(precision: str, compile: bool) -> str:
+    """How a precision × compile setting is named in facets and legends: fp32, bf16, bf16+compile."""
+    return f"{precision}+compile" if compile else str(precision)

@@ -1,0 +1,72 @@
+"""The CUDA kernel summary, like `nsys stats -r gpukernsum` (cuda_gpu_kern_sum in newer nsys)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from analysis.export import KERNEL, Export
+from analysis.stats import describe, order_like_nsys, time_percent
+
+KERNSUM_COLUMNS = [
+    "Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+    "StdDev (ns)", "GridXYZ", "BlockXYZ", "Name",
+]  # fmt: skip
+
+Names = Literal["demangled", "base", "mangled"]
+By = Literal["shape", "name"]
+
+
+def dims_text(packed: pd.Series, shifts: tuple[int, int], masks: tuple[int, int]) -> pd.Series:
+    """'%4d %4d %4d' of dimensions packed as (x << s0) + (y << s1) + z, the way nsys prints them."""
+    values = packed.to_numpy()
+    x = values >> shifts[0]
+    y = (values >> shifts[1]) & masks[0]
+    z = values & masks[1]
+    return pd.Series([f"{a:4d} {b:4d} {c:4d}" for a, b, c in zip(x, y, z, strict=True)], index=packed.index)
+
+
+def grid_text(packed: pd.Series) -> pd.Series:
+    return dims_text(packed, (32, 16), (0xFFFF, 0xFFFF))
+
+
+def block_text(packed: pd.Series) -> pd.Series:
+    return dims_text(packed, (22, 11), (0x7FF, 0x7FF))
+
+
+def kernel_summary(
+    export: Export, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
+) -> pd.DataFrame:
+    """GPU time per kernel (and launch shape), largest first, in the columns of gpukernsum.
+
+    names: demangled (default), base (no arguments or templates) or mangled (falls back to demangled
+    where the export has no mangled names). by="name" merges launch shapes (no GridXYZ/BlockXYZ).
+    range_name keeps only kernels launched while an NVTX range of that name was open in their process.
+    """
+    export.require(KERNEL, "CUDA kernel data")
+    notes: list[str] = []
+    if range_name is None:
+        kern = export.kernel_rows(("name_id", "grid", "block", "duration"), names=names)
+    else:
+        from analysis.nvtx_gpu import kernels_in_ranges
+
+        kern = kernels_in_ranges(export, range_name, names=names, extra=("grid", "block"))
+        notes += kern.attrs.get("notes", [])
+    keys = ["name_id", "grid", "block"] if by == "shape" else ["name_id"]
+    out = describe(kern, keys)
+    strings = export.strings(out["name_id"].unique())
+    out["Name"] = out["name_id"].map(strings).fillna("").astype(object)
+    columns = KERNSUM_COLUMNS
+    if by == "shape":
+        out["GridXYZ"] = grid_text(out["grid"])
+        out["BlockXYZ"] = block_text(out["block"])
+        out = order_like_nsys(out, "Total Time (ns)", ["name_id", "GridXYZ", "BlockXYZ"])
+    else:
+        out = order_like_nsys(out, "Total Time (ns)", ["name_id"])
+        columns = [c for c in KERNSUM_COLUMNS if c not in ("GridXYZ", "BlockXYZ")]
+    out["Time (%)"] = time_percent(out["Total Time (ns)"])
+    out = out[columns].astype({"Total Time (ns)": np.int64, "Instances": np.int64})
+    out.attrs["notes"] = notes
+    return out

@@ -1,0 +1,61 @@
+"""Launch latency per kernel, like `nsys stats -r kernexecsum` (cuda_kern_exec_sum).
+
+For each kernel and the CUDA call that launched it: API time (the call), queue time (call end to kernel
+start, when the kernel started after the call returned), kernel time, and total (call start to the later
+of call end and kernel end). Grouped by process, thread, device, API name and kernel name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.export import KERNEL, RUNTIME, Export
+from analysis.runtime import kernel_launches, pid_of, tid_of
+from analysis.stats import round_half_up
+
+MEASURES = (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))
+KEYS = ["PID", "TID", "DevId", "API Name", "Kernel Name"]
+
+
+def launch_summary(export: Export) -> pd.DataFrame:
+    """Columns as kernexecsum: PID, TID, DevId, Count, QCount, then Avg/Med/Min/Max/StdDev (ns) of
+    T(otal), A(PI), Q(ueue) and K(ernel) time, API Name, Kernel Name; largest TAvg first."""
+    export.require(KERNEL, "CUDA kernel data")
+    export.require(RUNTIME, "CUDA runtime calls (needed for launch latency)")
+    k = kernel_launches(export, extra=("start", "end", "device_id"))
+    notes, api = k.attrs["notes"], k.attrs["api_names"]
+    k = k[k["has_call"]]
+    call_start = k["call_start"].to_numpy()
+    call_end = k["call_end"].to_numpy()
+    queue = k["start"].to_numpy() - call_end
+    names = export.strings(k["name_id"].unique())
+    data = pd.DataFrame(
+        {
+            "PID": pid_of(k["global_tid"]),
+            "TID": tid_of(k["global_tid"]),
+            "DevId": k["device_id"].to_numpy(),
+            "API Name": k["api_id"].map(api).to_numpy(),
+            "Kernel Name": k["name_id"].map(names).to_numpy(),
+            "total": np.maximum(call_end, k["end"].to_numpy()) - call_start,
+            "api": call_end - call_start,
+            "queue": np.where(queue >= 0, queue, np.nan),
+            "kernel": k["duration"].to_numpy(),
+        }
+    )
+    g = data.groupby(KEYS, sort=False)
+    out = g.size().rename("Count").to_frame()
+    out["QCount"] = g["queue"].count()
+    for letter, col in MEASURES:
+        stats = g[col].agg(["mean", "median", "min", "max", "std"])
+        stats["std"] = stats["std"].where(g[col].count() != 1, 0.0)
+        out[f"{letter}Avg (ns)"] = round_half_up(stats["mean"])
+        out[f"{letter}Med (ns)"] = round_half_up(stats["median"])
+        out[f"{letter}Min (ns)"] = stats["min"].astype("Int64" if letter == "Q" else np.int64)
+        out[f"{letter}Max (ns)"] = stats["max"].astype("Int64" if letter == "Q" else np.int64)
+        out[f"{letter}StdDev (ns)"] = round_half_up(stats["std"])
+    out = out.reset_index()
+    out = out.sort_values("TAvg (ns)", ascending=False, kind="stable").reset_index(drop=True)
+    out = out[[*KEYS[:3], *[c for c in out.columns if c not in KEYS], *KEYS[3:]]]
+    out.attrs["notes"] = notes
+    return out

@@ -1,0 +1,157 @@
+"""NVTX range tables: the summary like `nsys stats -r nvtxsum`, and range instances like `nvtxpptrace`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.export import NVTX, PUSHPOP_TYPES, Export
+from analysis.intervals import levels, parents, sort_ranges
+from analysis.runtime import pid_of, tid_of
+from analysis.stats import describe, order_like_nsys, time_percent
+from harness.errors import ExportError
+
+NVTXSUM_COLUMNS = [
+    "Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+    "StdDev (ns)", "Style", "Range",
+]  # fmt: skip
+PPTRACE_COLUMNS = [
+    "Start (ns)", "End (ns)", "Duration (ns)", "DurChild (ns)", "DurNonChild (ns)", "Name", "PID", "TID",
+    "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack", "NameTree",
+]  # fmt: skip
+RANGE_COLUMNS = [
+    "start_ns", "end_ns", "duration_ns", "name", "domain", "payload", "tid", "pid", "level", "parent",
+    "style", "range_id", "global_tid",
+]  # fmt: skip
+
+
+def all_ranges(export: Export) -> pd.DataFrame:
+    """Every NVTX range instance (RANGE_COLUMNS), in start order; push/pop ranges nested per thread.
+
+    `parent` is the parent's range_id (the export's NVTX_EVENTS rowid, what nsys calls RangeId); start/end
+    ranges have level 0 and no parent.
+    """
+    raw = export.nvtx_range_rows()
+    start, end = raw["start"].to_numpy(), raw["end"].to_numpy()
+    gtid, ids = raw["global_tid"].to_numpy(), raw["range_id"].to_numpy()
+    pushpop = np.isin(raw["event_type"].to_numpy(), PUSHPOP_TYPES)
+    # start/end ranges get a group of their own each, so none nests
+    group = np.where(pushpop, gtid, -1 - np.arange(len(raw)))
+    order = sort_ranges(group, start, end)
+    parent_sorted = parents(group[order], start[order], end[order])
+    parent = np.full(len(raw), -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    level = np.empty(len(raw), dtype=np.int64)
+    level[order] = levels(parent_sorted)
+    final = np.lexsort((level, start))
+    parent_id = pd.array(ids[np.maximum(parent, 0)], dtype="Int64")
+    parent_id[parent < 0] = pd.NA
+    name = raw["name"].array.take(final)
+    domain = raw["domain"].array.take(final)
+    payload = raw["payload"].array.take(final)
+    del raw, group, order, parent_sorted
+    return pd.DataFrame(
+        {
+            "start_ns": start[final],
+            "end_ns": end[final],
+            "duration_ns": (end - start)[final],
+            "name": name,
+            "domain": domain,
+            "payload": payload,
+            "tid": tid_of(gtid[final]),
+            "pid": pid_of(gtid[final]),
+            "level": level[final],
+            "parent": parent_id.take(final),
+            "style": pd.Categorical.from_codes(pushpop[final].astype(np.int8) ^ 1, ["PushPop", "StartEnd"]),
+            "range_id": ids[final],
+            "global_tid": gtid[final],
+        },
+        copy=False,
+    )
+
+
+def nvtx_ranges(export: Export, names: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per range instance (RANGE_COLUMNS), optionally only those named in `names`."""
+    export.require(NVTX, "NVTX data")
+    out = all_ranges(export)
+    if names is not None:
+        out = out[out["name"].isin(list(names))].reset_index(drop=True)
+    # plain columns for callers: categories are an internal economy for big exports
+    return out.astype({"name": object, "domain": object, "style": object})
+
+
+def tagged(ranges: pd.DataFrame) -> pd.Series:
+    """The name nsys prints: DOMAIN:NAME for ranges in a named domain."""
+    name = ranges["name"].astype(object)
+    domain = ranges["domain"].astype(object)
+    named = domain.notna()
+    if not named.any():
+        return name
+    out = name.copy()
+    out[named] = domain[named] + ":" + name[named]
+    return out
+
+
+def nvtx_summary(export: Export) -> pd.DataFrame:
+    """Time per range name and style, like nvtxsum (NVTXSUM_COLUMNS), largest first."""
+    export.require(NVTX, "NVTX data")
+    ranges = all_ranges(export)
+    if ranges.empty:
+        raise ExportError(f"no NVTX ranges in {export.path}: only marks or domain events")
+    data = pd.DataFrame(
+        {"Range": tagged(ranges), "Style": ranges["style"], "duration": ranges["duration_ns"]}
+    )
+    out = describe(data, ["Range", "Style"])
+    out = order_like_nsys(out, "Total Time (ns)", ["Range", "Style"])
+    out["Time (%)"] = time_percent(out["Total Time (ns)"])
+    return out[NVTXSUM_COLUMNS]
+
+
+def nvtx_pushpop_summary(export: Export) -> pd.DataFrame:
+    """Like nvtxppsum: push/pop ranges only, no Style column."""
+    out = nvtx_summary(export)
+    out = out[out["Style"] == "PushPop"].drop(columns="Style").reset_index(drop=True)
+    out["Time (%)"] = time_percent(out["Total Time (ns)"])
+    return out
+
+
+def nvtx_trace(export: Export) -> pd.DataFrame:
+    """Push/pop range instances with nesting, like nvtxpptrace (PPTRACE_COLUMNS), in start order."""
+    export.require(NVTX, "NVTX data")
+    r = all_ranges(export)
+    r = r[r["style"] == "PushPop"].reset_index(drop=True)
+    r["tag"] = tagged(r)
+    parent = r["parent"].fillna(-1).astype(np.int64)
+    child_time = r.loc[parent >= 0].groupby(parent[parent >= 0])["duration_ns"].sum()
+    child_count = parent[parent >= 0].value_counts()
+    stack: dict[int, str] = {}
+    tree: dict[int, str] = {}
+    for rid, par, tag in sorted(zip(r["range_id"], parent, r["tag"], strict=True), key=_by_level(r)):
+        stack[rid] = f"{stack.get(par, '')}:{rid}"
+        tree[rid] = "--" * stack[rid].count(":", 1) + str(tag)
+    dur_child = r["range_id"].map(child_time).fillna(0).astype(np.int64)
+    return pd.DataFrame(
+        {
+            "Start (ns)": r["start_ns"],
+            "End (ns)": r["end_ns"],
+            "Duration (ns)": r["duration_ns"],
+            "DurChild (ns)": dur_child,
+            "DurNonChild (ns)": r["duration_ns"] - dur_child,
+            "Name": r["tag"],
+            "PID": r["pid"],
+            "TID": r["tid"],
+            "Lvl": r["level"],
+            "NumChild": r["range_id"].map(child_count).fillna(0).astype(np.int64),
+            "RangeId": r["range_id"],
+            "ParentId": r["parent"],
+            "RangeStack": r["range_id"].map(stack),
+            "NameTree": r["range_id"].map(tree),
+        }
+    )
+
+
+def _by_level(r: pd.DataFrame):
+    level = dict(zip(r["range_id"], r["level"], strict=True))
+    return lambda item: level[item[0]]

@@ -1,0 +1,266 @@
+"""GPU time per NVTX range: like `nsys stats -r nvtxkernsum` (nvtx_gpu_proj_sum), plus the phase view.
+
+Each kernel is attributed through its CUDA launch call (joined on correlationId, each call counted once):
+
+- thread mode, like nvtxkernsum: the innermost push/pop range open on the launching thread around the call.
+- phase mode (the default for harness runs): the harness phase range (forward, backward, optimizer) whose
+  span contains the call's start on any thread of the same process. PyTorch runs backward on autograd's
+  own thread, so thread attribution leaves a main-thread `backward` range with none of its kernels.
+
+Phase mode counts the measured steps only: `step` ranges inside the harness's `measured` range when the
+export has one, else every `step` range (else everything). `phase_check` says whether the phases add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from analysis.export import KERNEL, NVTX, RUNTIME, Export
+from analysis.intervals import enclosing, parents, sort_ranges
+from analysis.nvtx import all_ranges, tagged
+from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
+from analysis.stats import describe, time_percent
+from harness.errors import ExportError
+
+PHASES = ("forward", "backward", "optimizer")
+STEP = "step"
+MEASURED = "measured"
+UNATTRIBUTED = "unattributed"
+KERNSUM_COLUMNS = [
+    "NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", "Avg (ns)",
+    "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Kernel Name",
+]  # fmt: skip
+Mode = Literal["phase", "thread"]
+
+
+def _require(export: Export) -> None:
+    export.require(KERNEL, "CUDA kernel data")
+    export.require(RUNTIME, "CUDA runtime calls (needed to tie kernels to NVTX ranges)")
+    export.require(NVTX, "NVTX data")
+
+
+def _containing(ranges: pd.DataFrame, launches: pd.DataFrame, by_thread: bool, point: bool) -> np.ndarray:
+    """Row of `ranges` (positional) holding each launch call, or -1."""
+    if ranges.empty or launches.empty:
+        return np.full(len(launches), -1, dtype=np.int64)
+    group = ranges["global_tid"].to_numpy()
+    if not by_thread:
+        group = group & PROCESS_MASK
+    start, end = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
+    order = sort_ranges(group, start, end)
+    parent = parents(group[order], start[order], end[order])
+    has = launches["has_call"].to_numpy()
+    q_group = launches["global_tid"].to_numpy()[has]
+    if not by_thread:
+        q_group = q_group & PROCESS_MASK
+    q_start = launches["call_start"].to_numpy()[has]
+    q_end = q_start if point else launches["call_end"].to_numpy()[has]
+    hit = enclosing(group[order], start[order], end[order], parent, q_group, q_start, q_end)
+    out = np.full(len(launches), -1, dtype=np.int64)
+    out[has] = np.where(hit >= 0, order[np.maximum(hit, 0)], -1)
+    return out
+
+
+def _launches(export: Export, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    return kernel_launches(export, names=names, extra=extra)
+
+
+def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
+    """The `step` ranges that count: those inside a `measured` range when there is one, else all."""
+    steps = ranges[ranges["name"] == STEP]
+    measured = ranges[ranges["name"] == MEASURED]
+    if measured.empty or steps.empty:
+        return steps
+    inside = np.zeros(len(steps), dtype=bool)
+    for m in measured.itertuples():
+        inside |= (
+            (steps["pid"].to_numpy() == m.pid)
+            & (steps["start_ns"].to_numpy() >= m.start_ns)
+            & (steps["end_ns"].to_numpy() <= m.end_ns)
+        )
+    return steps[inside]
+
+
+def attribute(
+    export: Export,
+    mode: Mode = "phase",
+    phases: Sequence[str] = PHASES,
+    names: str = "demangled",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(launches with a `range` column: positional row in the ranges frame or -1, the ranges frame)."""
+    _require(export)
+    launches = _launches(export, names)
+    ranges = all_ranges(export)
+    if mode == "thread":
+        if (ranges["style"] != "PushPop").any():
+            ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
+        launches["range"] = _containing(ranges, launches, by_thread=True, point=False)
+        return launches, ranges
+    if mode != "phase":
+        raise ValueError(f"unknown mode {mode!r}: phase or thread")
+    steps = measured_steps(ranges)
+    if not steps.empty:
+        in_step = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
+        launches = launches[in_step >= 0]
+    phase_ranges = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
+    launches = launches.assign(range=_containing(phase_ranges, launches, by_thread=False, point=True))
+    launches.attrs["notes"] = launches.attrs.get("notes", [])
+    return launches, phase_ranges
+
+
+def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
+    """An integer per range for its (printed name, style), and the code -> (name, style) table."""
+    name = pd.Categorical(ranges["name"])
+    domain = pd.Categorical(ranges["domain"])
+    style = pd.Categorical(ranges["style"], categories=["PushPop", "StartEnd"])
+    n_dom, n_style = len(domain.categories) + 1, 2
+    codes = (name.codes.astype(np.int64) * n_dom + domain.codes + 1) * n_style + style.codes
+    table = {}
+    for code in np.unique(codes):
+        rest, s = divmod(int(code), n_style)
+        n, d = divmod(rest, n_dom)
+        label = str(name.categories[n])
+        if d:
+            label = f"{domain.categories[d - 1]}:{label}"
+        table[int(code)] = (label, str(style.categories[s]))
+    return codes, table
+
+
+def _range_labels(ranges: pd.DataFrame, launches: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Per launch: its range's (name, style) code (-1: none), PID, TID and range id (the launching
+    thread's PID/TID where it has no range), the kernel's duration and name id; and the code table."""
+    idx = launches["range"].to_numpy()
+    hit = idx >= 0
+    pick = np.maximum(idx, 0)
+    codes, table = _range_codes(ranges) if len(ranges) else (np.zeros(1, dtype=np.int64), {})
+    if ranges.empty:
+        ranges = pd.DataFrame({c: [0] for c in ("pid", "tid", "range_id")})
+    rows = pd.DataFrame(
+        {
+            "label": np.where(hit, codes[pick], -1),
+            "PID": np.where(hit, ranges["pid"].to_numpy()[pick], pid_of(launches["global_pid"])),
+            "TID": np.where(hit, ranges["tid"].to_numpy()[pick], tid_of(launches["global_tid"])),
+            "range_key": np.where(hit, ranges["range_id"].to_numpy()[pick], -1),
+            "duration": launches["duration"].to_numpy(),
+            "name_id": launches["name_id"].to_numpy(),
+        }
+    )
+    return rows, table
+
+
+def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
+    labels = out["label"].map(lambda c: table.get(int(c), (None, None)))
+    return out.assign(**{"NVTX Range": labels.map(lambda t: t[0]), "Style": labels.map(lambda t: t[1])}).drop(
+        columns="label"
+    )
+
+
+def nvtx_gpu_kernels(
+    export: Export,
+    *,
+    mode: Mode = "thread",
+    phases: Sequence[str] = PHASES,
+    top: int | None = None,
+    names: str = "demangled",
+) -> pd.DataFrame:
+    """Kernels per NVTX range, like nvtxkernsum (KERNSUM_COLUMNS): ordered by range, PID, TID, then the
+    largest total; `top` keeps the first N kernels of each range. Kernels under no range have no name.
+    """
+    launches, ranges = attribute(export, mode, phases, names)
+    rows, table = _range_labels(ranges, launches)
+    notes = launches.attrs.get("notes", [])
+    if mode == "phase":
+        rows = rows[launches["range"].to_numpy() >= 0]
+    del launches, ranges
+    keys = ["label", "PID", "TID", "name_id"]
+    out = describe(rows, keys, count_name="Kern Inst")
+    inst = rows.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
+    out = _with_labels(out.merge(inst, on=keys, how="left"), table)
+    out.loc[out["NVTX Range"].isna(), "NVTX Inst"] = 0
+    out["Kernel Name"] = out["name_id"].map(export.strings(out["name_id"].unique()))
+    out = out.sort_values(["Total Time (ns)"], ascending=False, kind="stable")
+    out = out.sort_values(["NVTX Range", "PID", "TID"], kind="stable", na_position="first")
+    if top is not None:
+        out = out.groupby(["NVTX Range", "PID", "TID"], dropna=False, sort=False).head(top)
+    out = out[KERNSUM_COLUMNS].reset_index(drop=True)
+    out.attrs["notes"] = notes
+    return out
+
+
+def nvtx_gpu_summary(export: Export, *, mode: Mode = "phase", phases: Sequence[str] = PHASES) -> pd.DataFrame:
+    """GPU time per range: Range (Style, PID, TID in thread mode), NVTX Inst, Kern Inst, the kernel-time
+    statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only.
+    """
+    launches, ranges = attribute(export, mode, phases)
+    rows, table = _range_labels(ranges, launches)
+    notes = launches.attrs.get("notes", [])
+    rows = rows[launches["range"].to_numpy() >= 0]
+    del launches, ranges
+    keys = ["label"] if mode == "phase" else ["label", "PID", "TID"]
+    out = describe(rows, keys, count_name="Kern Inst")
+    inst = rows.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
+    out = _with_labels(out.merge(inst, on=keys, how="left"), table)
+    if mode == "phase":
+        # one row per phase name (a phase's ranges may come from several threads)
+        rank = {p: i for i, p in enumerate(phases)}
+        out = out.sort_values("NVTX Range", key=lambda s: s.map(rank), kind="stable")
+        keys = ["NVTX Range"]
+    else:
+        out = out.sort_values("Total Time (ns)", ascending=False, kind="stable")
+        keys = ["NVTX Range", "Style", "PID", "TID"]
+    out.insert(0, "Time (%)", time_percent(out["Total Time (ns)"]))
+    cols = [*keys, "NVTX Inst", "Kern Inst"]
+    stats = [c for c in out.columns if c not in cols and c not in ("Style", "PID", "TID")]
+    out = out[[*cols, *stats]].rename(columns={"NVTX Range": "Range"}).reset_index(drop=True)
+    out.attrs["notes"] = notes
+    return out
+
+
+def phase_check(export: Export, phases: Sequence[str] = PHASES) -> pd.DataFrame:
+    """Do the phases add up? GPU time of each phase, the unattributed rest and all kernel time of the
+    measured steps (Phase, Kernels, Total Time (ns), Share (%)).
+    """
+    launches, ranges = attribute(export, "phase", phases)
+    names = np.where(
+        launches["range"].to_numpy() >= 0,
+        ranges["name"].to_numpy(dtype=object)[np.maximum(launches["range"].to_numpy(), 0)]
+        if len(ranges)
+        else UNATTRIBUTED,
+        UNATTRIBUTED,
+    )
+    per = pd.DataFrame({"Phase": names, "duration": launches["duration"].to_numpy()})
+    g = per.groupby("Phase")["duration"]
+    totals, counts = g.sum(), g.size()
+    order = [*phases, UNATTRIBUTED]
+    whole = int(per["duration"].sum())
+    out = pd.DataFrame(
+        {
+            "Phase": [*order, "all kernels"],
+            "Kernels": [int(counts.get(p, 0)) for p in order] + [len(per)],
+            "Total Time (ns)": [int(totals.get(p, 0)) for p in order] + [whole],
+        }
+    )
+    out["Share (%)"] = out["Total Time (ns)"] / whole * 100 if whole else 0.0
+    out.attrs["notes"] = launches.attrs.get("notes", [])
+    return out
+
+
+def kernels_in_ranges(
+    export: Export, range_name: str, *, names: str = "demangled", extra: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    """Kernels (name_id, duration, extra fields) launched while a range named `range_name` was open in
+    their process (any thread)."""
+    _require(export)
+    launches = _launches(export, names, extra)
+    ranges = all_ranges(export)
+    picked = ranges[(ranges["name"] == range_name) | (tagged(ranges) == range_name)].reset_index(drop=True)
+    if picked.empty:
+        raise ExportError(f"no NVTX range named {range_name!r} in {export.path}")
+    hit = _containing(picked, launches, by_thread=False, point=True)
+    out = launches[hit >= 0].reset_index(drop=True)
+    out.attrs["notes"] = launches.attrs.get("notes", [])
+    return out

@@ -1,0 +1,118 @@
+"""CUDA runtime calls, each once, and kernels joined to the call that launched them.
+
+Some exports (the A100 fixture, nsys 2022.2) record every runtime call twice under one correlationId, once
+under the plain name and once under a versioned one (`cudaMemcpy` and `cudaMemcpy_v3020`). `nsys stats`
+counts both; here each correlationId keeps one call, the plain-named one, and a note says so.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from analysis.export import NULL, RUNTIME, Export
+
+VERSION_SUFFIX = re.compile(r"_v\d+$")
+PROCESS_MASK = ~0xFFFFFF  # globalTid -> the globalPid part
+
+
+def pid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
+    return (np.asarray(global_tid, dtype=np.int64) >> 24) & 0xFFFFFF
+
+
+def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
+    return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
+
+
+def plain_name(name: str) -> str:
+    return VERSION_SUFFIX.sub("", name)
+
+
+def runtime_calls(export: Export) -> pd.DataFrame:
+    """One row per CUDA runtime call (correlation_id, start, end, global_tid, name_id), in start order,
+    duplicates removed. `attrs["names"]` maps name_id to the plain name; `attrs["notes"]` holds the
+    one-line note when duplicates were dropped.
+    """
+    raw = export.runtime_rows()
+    raw_names = export.strings(np.unique(raw["name_id"].to_numpy()))
+    names = {i: plain_name(n) for i, n in raw_names.items()}
+    versioned_ids = [i for i, n in raw_names.items() if names[i] != n]
+    corr = raw["correlation_id"].to_numpy()
+    versioned = np.isin(raw["name_id"].to_numpy(), versioned_ids)
+    order = np.lexsort((raw["start"].to_numpy(), versioned, corr))
+    sorted_corr = corr[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sorted_corr[1:] != sorted_corr[:-1]
+    first |= sorted_corr == NULL  # calls without a correlationId are all kept
+    notes: list[str] = []
+    if not first.all():
+        dropped = order[~first]
+        twin = raw_names.get(int(raw["name_id"].iloc[dropped[0]]), "?")
+        notes.append(
+            f"{len(dropped):,} CUDA runtime calls were recorded twice under one correlationId "
+            f"(e.g. {plain_name(twin)} and {twin}); each is counted once, under its plain name "
+            "(nsys stats counts both)"
+        )
+        keep = np.sort(order[first])
+        del order, sorted_corr, first, versioned
+        raw = pd.DataFrame({c: raw.pop(c).to_numpy()[keep] for c in list(raw.columns)}, copy=False)
+    raw.attrs["names"] = names
+    raw.attrs["notes"] = notes
+    return raw
+
+
+def _plain_cached(names: pd.Series) -> dict[str, str]:
+    return {n: plain_name(n) for n in names.unique()}
+
+
+def kernel_launches(export: Export, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Kernels (name_id, duration, correlation_id, global_pid, extra fields) with their launch call:
+    has_call, call_start, call_end, global_tid, api_id (NULL sentinel where the call is missing, e.g.
+    runtime not traced). `attrs`: "notes" (duplicate calls dropped), "api_names" (api_id -> name).
+    """
+    fields = ("name_id", "duration", "correlation_id", "global_pid", *extra)
+    kern = export.kernel_rows(fields, names=names)
+    cols = ("call_start", "call_end", "global_tid", "api_id")
+    notes: list[str] = []
+    api_names: dict[int, str] = {}
+    found = np.full(len(kern), -1, dtype=np.int64)
+    calls = None
+    if export.has(RUNTIME) and len(kern):
+        calls = runtime_calls(export)
+        notes, api_names = calls.attrs["notes"], calls.attrs["names"]
+        found = _lookup(
+            _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
+            _call_key(kern["correlation_id"].to_numpy(), kern["global_pid"].to_numpy()),
+        )
+    has = found >= 0
+    kern["has_call"] = has
+    for col, src in zip(cols, ("start", "end", "global_tid", "name_id"), strict=True):
+        values = np.full(len(kern), NULL, dtype=np.int64)
+        if calls is not None:
+            values[has] = calls[src].to_numpy()[found[has]]
+        kern[col] = values
+    kern.attrs["notes"] = notes
+    kern.attrs["api_names"] = api_names
+    return kern
+
+
+def _call_key(correlation_id: np.ndarray, global_pid: np.ndarray) -> np.ndarray:
+    """One integer per (correlationId, process): correlationIds are 32-bit counters, pids 24-bit."""
+    return (correlation_id << 24) | ((global_pid >> 24) & 0xFFFFFF)
+
+
+def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Position in `keys` of each of `wanted`, -1 where absent (the first, if a key repeats)."""
+    index = pd.Index(keys)
+    if index.is_unique:
+        return index.get_indexer(wanted)
+    first = ~index.duplicated()
+    pos = pd.Index(keys[first]).get_indexer(wanted)
+    return np.where(pos >= 0, np.flatnonzero(first)[np.maximum(pos, 0)], -1)
+
+
+def name_table(export: Export, ids: pd.Series) -> pd.Series:
+    """StringIds values for a column of ids."""
+    return ids.map(export.strings(ids.unique()))

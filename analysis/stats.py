@@ -1,0 +1,67 @@
+"""The statistics every `nsys stats` summary prints, computed the way it computes them.
+
+Total, count, mean, median (the mean of the two middle values for an even count), min, max and the sample
+standard deviation (n - 1; 0 for a single value), grouped by key columns. Avg, Med and StdDev are rounded to
+one decimal half away from zero, like SQLite's round(); Time (%) is each row's share of the listed total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+STAT_COLUMNS = ["Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
+
+
+def round_half_up(values: pd.Series | np.ndarray, digits: int = 1) -> np.ndarray:
+    """Round half away from zero (SQLite's round), not half to even (numpy's)."""
+    x = np.asarray(values, dtype=np.float64)
+    scale = 10.0**digits
+    return np.sign(x) * np.floor(np.abs(x) * scale + 0.5) / scale
+
+
+def describe(
+    df: pd.DataFrame,
+    keys: Sequence[str],
+    value: str = "duration",
+    *,
+    prefix: str = "",
+    unit: str = "ns",
+    count_name: str = "Instances",
+    total_name: str = "Total Time",
+) -> pd.DataFrame:
+    """One row per group of `keys`: the keys, then Total, count, Avg, Med, Min, Max, StdDev of `value`.
+
+    Groups come out in the order of their first appearance; callers sort.
+    """
+    g = df.groupby(list(keys), sort=False, dropna=False)[value]
+    out = g.agg(["sum", "size", "mean", "median", "min", "max", "std"]).reset_index()
+    out["std"] = out["std"].fillna(0.0)
+    for col in ("mean", "median", "std"):
+        out[col] = round_half_up(out[col])
+    names = {
+        "sum": f"{total_name} ({unit})",
+        "size": count_name,
+        "mean": f"{prefix}Avg ({unit})",
+        "median": f"{prefix}Med ({unit})",
+        "min": f"{prefix}Min ({unit})",
+        "max": f"{prefix}Max ({unit})",
+        "std": f"{prefix}StdDev ({unit})",
+    }
+    return out.rename(columns=names)
+
+
+def time_percent(total: pd.Series) -> np.ndarray:
+    """Each row's share of the sum of `total`, in percent, rounded to one decimal."""
+    whole = float(total.sum())
+    if whole == 0:
+        return np.zeros(len(total))
+    return round_half_up(total.astype("float64") * 100.0 / whole)
+
+
+def order_like_nsys(df: pd.DataFrame, total: str, tiebreak: Sequence[str]) -> pd.DataFrame:
+    """Largest total first; ties in the order SQLite's GROUP BY left them (ascending `tiebreak`)."""
+    out = df.sort_values(list(tiebreak), kind="stable")
+    return out.sort_values(total, ascending=False, kind="stable").reset_index(drop=True)

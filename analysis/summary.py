@@ -1,0 +1,71 @@
+"""Every table an export has data for, in one report (`harness summary`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analysis.export import Export
+from harness.errors import ExportError
+
+
+@dataclass
+class Report:
+    """Titled tables, the notes their functions left, and why each missing table is missing."""
+
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _builders() -> list[tuple[str, Callable[[Export], pd.DataFrame]]]:
+    from analysis.cuda_api import cuda_api_summary
+    from analysis.kernels import kernel_summary
+    from analysis.launch import launch_summary
+    from analysis.memops import memops_size, memops_time
+    from analysis.nvtx import nvtx_summary
+    from analysis.nvtx_gpu import nvtx_gpu_summary, phase_check
+    from analysis.osrt import osrt_summary
+
+    def gpu_per_range(export: Export) -> pd.DataFrame:
+        out = nvtx_gpu_summary(export, mode="phase")
+        return out if len(out) else nvtx_gpu_summary(export, mode="thread")
+
+    def phases_add_up(export: Export) -> pd.DataFrame:
+        out = phase_check(export)
+        if out["Kernels"].iloc[:-2].sum() == 0:
+            raise ExportError("no kernels in harness phase ranges")
+        return out
+
+    return [
+        ("CUDA kernels (gpukernsum)", kernel_summary),
+        ("NVTX ranges (nvtxsum)", nvtx_summary),
+        ("GPU time per NVTX range (nvtxkernsum)", gpu_per_range),
+        ("Do the phases add up?", phases_add_up),
+        ("CUDA API (cudaapisum)", cuda_api_summary),
+        ("GPU memory time (gpumemtimesum)", memops_time),
+        ("GPU memory size (gpumemsizesum)", memops_size),
+        ("Launch latency (kernexecsum)", launch_summary),
+        ("OS runtime (osrtsum)", osrt_summary),
+    ]
+
+
+def summary(export: Export) -> Report:
+    """Build every table; a table without data is skipped and the reason kept in `skipped`."""
+    report = Report()
+    for title, build in _builders():
+        try:
+            table = build(export)
+        except ExportError as e:
+            report.skipped[title] = str(e)
+            continue
+        if table.empty:
+            report.skipped[title] = "no rows"
+            continue
+        report.tables.append((title, table))
+        for note in table.attrs.get("notes", []):
+            if note not in report.notes:
+                report.notes.append(note)
+    return report

@@ -1,0 +1,138 @@
+"""What happened during one step: NVTX ranges, kernels and memory copies, for the dashboard's timeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.export import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, Export
+from analysis.nvtx import all_ranges
+from analysis.nvtx_gpu import STEP, measured_steps
+from analysis.runtime import pid_of
+from harness.errors import ExportError
+
+EVENT_COLUMNS = ["kind", "name", "start_ns", "end_ns", "lane", "level", "step"]
+GPU_LAG = 10  # kernels launched in a step may run up to this many step-lengths after it ends
+
+
+def step_index(steps: pd.DataFrame, all_steps: pd.DataFrame) -> pd.Series:
+    """A step's number: its NVTX payload (the harness's step index), else its position among all steps."""
+    position = pd.Series(np.arange(len(all_steps)), index=all_steps["range_id"])
+    by_position = steps["range_id"].map(position)
+    if steps["payload"].notna().all():
+        return steps["payload"].astype(np.int64)
+    return by_position.astype(np.int64)
+
+
+def pick_step(export: Export, step: int | None = None) -> pd.Series:
+    """The `step` range to show: number `step`, or the measured step of median duration."""
+    export.require(NVTX, "NVTX data")
+    ranges = all_ranges(export)
+    all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)
+    if all_steps.empty:
+        raise ExportError(f"no '{STEP}' NVTX ranges in {export.path}: it was not recorded by the harness")
+    numbers = step_index(all_steps, all_steps)
+    if step is not None:
+        hit = all_steps[numbers.to_numpy() == step]
+        if hit.empty:
+            raise ExportError(f"no step {step} in {export.path} (steps {numbers.min()}..{numbers.max()})")
+        return hit.iloc[0].copy().rename(int(step))
+    measured = measured_steps(all_steps.assign(_n=numbers)) if len(all_steps) else all_steps
+    measured = measured if len(measured) else all_steps.assign(_n=numbers)
+    by_length = measured.sort_values("duration_ns", kind="stable")
+    chosen = by_length.iloc[(len(by_length) - 1) // 2]
+    return chosen.rename(int(numbers[all_steps["range_id"] == chosen["range_id"]].iloc[0]))
+
+
+def step_events(export: Export, step: int | None = None, max_kernels: int = 20000) -> pd.DataFrame:
+    """Rows (EVENT_COLUMNS) of one step: kind "nvtx" | "kernel" | "memcpy", name, start/end (ns), lane
+    (thread name or "tid N" for NVTX, "stream N" for GPU work), NVTX nesting level, step number.
+
+    Kernels are those whose launch call started in the step (or, without runtime data, that started in
+    it); the first `max_kernels` are kept and `attrs["notes"]` says when more were cut.
+    """
+    chosen = pick_step(export, step)
+    number = int(chosen.name)
+    lo, hi = int(chosen["start_ns"]), int(chosen["end_ns"])
+    pid = int(chosen["pid"])
+    ranges = all_ranges(export)
+    inside = ranges[(ranges["pid"] == pid) & (ranges["end_ns"] >= lo) & (ranges["start_ns"] <= hi)]
+    threads = export.thread_names()
+    lanes = [
+        threads.get(int(g), f"tid {t}") for g, t in zip(inside["global_tid"], inside["tid"], strict=True)
+    ]
+    frames = [
+        pd.DataFrame(
+            {
+                "kind": "nvtx",
+                "name": inside["name"].to_numpy(dtype=object),
+                "start_ns": inside["start_ns"].to_numpy(),
+                "end_ns": inside["end_ns"].to_numpy(),
+                "lane": lanes,
+                "level": inside["level"].to_numpy(),
+            }
+        )
+    ]
+    notes: list[str] = []
+    calls = None
+    if export.count(RUNTIME):
+        calls = export.runtime_rows(window=(lo, hi))
+        calls = calls.loc[pid_of(calls["global_tid"]) == pid, "correlation_id"]
+    if export.count(KERNEL):
+        kernels = _step_kernels(export, lo, hi, pid, calls)
+        if len(kernels) > max_kernels:
+            notes.append(f"step {number}: showing the first {max_kernels:,} of {len(kernels):,} kernels")
+            kernels = kernels.iloc[:max_kernels]
+        frames.append(kernels)
+        frames.append(_step_copies(export, lo, hi, calls))
+    out = (
+        pd.concat([f for f in frames if len(f)], ignore_index=True)
+        if any(len(f) for f in frames)
+        else frames[0]
+    )
+    out["step"] = number
+    out = out.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
+    out.attrs["notes"] = notes
+    return out
+
+
+def _step_kernels(export: Export, lo: int, hi: int, pid: int, calls: pd.Series | None) -> pd.DataFrame:
+    fields = ("name_id", "start", "end", "stream_id", "correlation_id", "global_pid")
+    kern = export.kernel_rows(fields, window=(lo, hi + GPU_LAG * (hi - lo)))
+    kern = kern[pid_of(kern["global_pid"]) == pid]
+    launched = kern["correlation_id"].isin(calls) if calls is not None else kern["start"] <= hi
+    kern = kern[launched]
+    names = export.strings(kern["name_id"].unique())
+    return pd.DataFrame(
+        {
+            "kind": "kernel",
+            "name": kern["name_id"].map(names).to_numpy(dtype=object),
+            "start_ns": kern["start"].to_numpy(),
+            "end_ns": kern["end"].to_numpy(),
+            "lane": [f"stream {s}" for s in kern["stream_id"]],
+            "level": 0,
+        }
+    )
+
+
+def _step_copies(export: Export, lo: int, hi: int, calls: pd.Series | None) -> pd.DataFrame:
+    """Memory operations issued by calls in the step (or, without runtime data, started in it)."""
+    from analysis.memops import memory_ops
+
+    if not (export.count(MEMCPY) or export.count(MEMSET)):
+        return pd.DataFrame(columns=EVENT_COLUMNS[:-1])
+    if calls is None:
+        ops = memory_ops(export, window=(lo, hi))
+    else:
+        ops = memory_ops(export, window=(lo, hi + GPU_LAG * (hi - lo)))
+        ops = ops[ops["correlation_id"].isin(calls)]
+    return pd.DataFrame(
+        {
+            "kind": "memcpy",
+            "name": ops["Operation"].to_numpy(dtype=object),
+            "start_ns": ops["start"].to_numpy(),
+            "end_ns": ops["end"].to_numpy(),
+            "lane": [f"stream {s}" for s in ops["stream_id"]],
+            "level": 0,
+        }
+    )

@@ -1,0 +1,110 @@
+"""`harness run/sweep/runs/show` as a user types them, including every mistake a user can make."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def one_line_error(result) -> str:
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_unknown_model_lists_known_ones(tmp_db) -> None:
+    result = invoke("run", "huge", "--device", "cpu")
+    assert result.exit_code == 2
+    line = one_line_error(result)
+    assert "unknown model 'huge'" in line and "tiny" in line and "gpt2" in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda(tmp_db) -> None:
+    result = invoke("run", "char", "--device", "cuda")
+    assert result.exit_code == 2
+    assert "CUDA is not available" in one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [("--steps", "0", "steps must be a positive"), ("--batch-size", "-1", "batch size must be a positive"),
+     ("--context-length", "0", "context length must be a positive"), ("--warmup", "-2", "warmup must be 0")],
+)  # fmt: skip
+def test_non_positive_sizes(tmp_db, option: str, value: str, message: str) -> None:
+    result = invoke("run", "char", "--device", "cpu", option, value)
+    assert result.exit_code == 2
+    assert message in one_line_error(result)
+
+
+def test_bad_database(tmp_path) -> None:
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    result = invoke("runs", "--db", str(blocker / "d" / "r.sqlite"))
+    assert result.exit_code == 1
+    assert "cannot open results database" in one_line_error(result)
+
+
+def test_show_unknown_run(tmp_db) -> None:
+    result = invoke("show", "nope")
+    assert result.exit_code == 2
+    assert "no run with id 'nope'" in one_line_error(result)
+
+
+def test_run_then_runs_and_show(tmp_db) -> None:
+    result = invoke("run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--format", "json")
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    (title,) = [t for t in tables if t.startswith("run ")]
+    row = tables[title][0]
+    assert row["size"] == "char" and row["d_model"] == 128 and row["num_layers"] == 4
+    assert row["forward mean (ns)"] > 0
+    listed = json.loads(invoke("runs", "--format", "json").stdout)
+    assert len(listed) == 1 and listed[0]["model"] == "char" and listed[0]["status"] == "ok"
+    shown = json.loads(invoke("show", listed[0]["run_id"], "--format", "json").stdout)
+    phases = {p["Phase"]: p for p in shown["phases (measured steps)"]}
+    assert phases["forward"]["Steps"] == 2
+    assert phases["forward"]["Avg (ns)"] == pytest.approx(listed[0]["forward_mean_ns"])
+    assert len(shown["steps"]) == 3
+
+
+def test_run_prints_the_table(tmp_db) -> None:
+    result = invoke("run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1")
+    assert result.exit_code == 0
+    out = result.stdout
+    for header in (
+        "size",
+        "d_model",
+        "d_ff",
+        "num_layers",
+        "num_heads",
+        "forward mean (ms)",
+        "optimizer std (ms)",
+    ):
+        assert header in out
+    assert "char" in out and "tokens/s" in out
+
+
+@pytest.mark.slow
+def test_sweep_runs_each_point_in_its_own_process(tmp_db) -> None:
+    args = ["sweep", "--models", "char", "--precision", "fp32,bf16", "--device", "cpu", "--steps", "2"]
+    result = invoke(*args, "--warmup", "1", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("size,precision,d_model")
+    assert [line.split(",")[:2] for line in lines[1:]] == [["char", "fp32"], ["char", "bf16"]]
+    listed = json.loads(invoke("runs", "--format", "json").stdout)
+    assert len(listed) == 2 and len({r["experiment"] for r in listed}) == 1
+    assert {r["precision"] for r in listed} == {"fp32", "bf16"}

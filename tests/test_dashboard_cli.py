@@ -1,0 +1,102 @@
+"""`harness dashboard`: arguments, one-line errors, the page it writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dashboard_data import fill
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.store import ResultsStore
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def db(tmp_db: str) -> str:
+    fill(ResultsStore(tmp_db))
+    return tmp_db
+
+
+def _panels(result) -> dict[str, bool]:
+    assert result.exit_code == 0, result.output
+    return {row["Panel"]: row["Drawn"] for row in json.loads(result.stdout)}
+
+
+def test_writes_page_from_the_store(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "dash.html"
+    result = runner.invoke(app, ["dashboard", "--db", db, "--out", str(out), "--format", "json"])
+    drawn = _panels(result)
+    assert list(drawn) == [
+        "phases", "steps", "overhead", "agreement", "kernels", "nvtx", "timeline", "throughput", "compare"
+    ]  # fmt: skip
+    assert [k for k, v in drawn.items() if not v] == ["kernels", "nvtx", "timeline"]  # no export recorded
+    text = out.read_text()
+    assert "7 runs from sqlite:///" in text
+
+
+def test_run_selection_and_compare(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "d.html"
+    args = [
+        "dashboard",
+        "--out",
+        str(out),
+        "--format",
+        "json",
+        "--runs",
+        "tiny-fp32-sweep,small-fp32-sweep01",
+    ]
+    drawn = _panels(runner.invoke(app, [*args, "--compare", "tiny-fp32-sweep01,small-fp32"]))
+    assert drawn["phases"] and drawn["compare"] and not drawn["overhead"] and not drawn["agreement"]
+    assert "Run comparison: tiny-fp32-sweep01 vs small-fp32-sweep01" in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--runs", "a", "--last", "2"], 2, "give --runs or --last, not both"),
+        (["--compare", "only-one"], 2, "--compare takes two run ids"),
+        (["--runs", "no-such-run"], 2, "no run with id 'no-such-run'"),
+        (["nowhere.sqlite"], 1, "nowhere.sqlite does not exist"),
+        (["x.sqlite", "--last", "3"], 2, "not both"),
+    ],
+)
+def test_user_errors_are_one_line(db: str, tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    result = runner.invoke(app, ["dashboard", "--out", str(tmp_path / "d.html"), *args])
+    assert result.exit_code == code
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_nsys_rep_is_refused_with_the_export_command(tmp_path: Path) -> None:
+    rep = tmp_path / "r.nsys-rep"
+    rep.write_bytes(b"")
+    result = runner.invoke(app, ["dashboard", str(rep), "--out", str(tmp_path / "d.html")])
+    assert result.exit_code == 1 and "nsys export --type sqlite" in result.output
+
+
+def test_other_commands_do_not_import_plotly() -> None:
+    code = "import sys, harness.cli; sys.exit(1 if 'plotly' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_report_mode_draws_the_fixture_profile(a100_export: Path, tmp_path: Path) -> None:
+    out = tmp_path / "a100.html"
+    drawn = _panels(
+        runner.invoke(app, ["dashboard", str(a100_export), "--out", str(out), "--format", "json"])
+    )
+    # the saxpy program has kernels but no harness `step` ranges, so there is no step to draw
+    assert drawn == {"kernels": True, "nvtx": True, "timeline": False}
+    text = out.read_text()
+    assert "saxpy(double *, double *, double *, double, int)" in text and "no &#x27;step&#x27; NVTX" in text
+
+
+def test_report_mode_draws_the_cpu_step_timeline(cpu_export: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cpu.html"
+    drawn = _panels(runner.invoke(app, ["dashboard", str(cpu_export), "--out", str(out), "--format", "json"]))
+    assert drawn == {"kernels": False, "nvtx": True, "timeline": True}

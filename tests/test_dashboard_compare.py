@@ -1,0 +1,64 @@
+"""Panel 6: two runs compared per phase and per kernel."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.dashboard.compare import compare_panel, kernel_diff, phase_diff, pick_pair
+from analysis.dashboard.panel import DashboardData
+from analysis.dashboard.style import PHASE_COLORS
+
+RUNS = pd.DataFrame(
+    {
+        "run_id": ["tiny-1", "small-1", "tiny-2", "tiny-bf16", "small-oom"],
+        "model": ["tiny", "small", "tiny", "tiny", "small"],
+        "mode": "train",
+        "device": "cpu",
+        "precision": ["fp32", "fp32", "fp32", "bf16", "fp32"],
+        "compile": False,
+        "status": ["ok", "ok", "ok", "ok", "oom"],
+        "forward_mean_ns": [1_000_000.0, 3e6, 1_100_000.0, 900_000.0, None],
+        "backward_mean_ns": [2_000_000.0, 6e6, 1_900_000.0, 1_800_000.0, None],
+        "optimizer_mean_ns": [500_000.0, 1e6, 500_000.0, 400_000.0, None],
+    }
+)
+
+
+def test_default_pair_is_newest_ok_run_and_its_closest_earlier_match() -> None:
+    assert pick_pair(RUNS) == ("tiny-2", "tiny-bf16")  # newest earlier tiny; no earlier tiny bf16
+    assert pick_pair(RUNS.iloc[:3]) == ("tiny-1", "tiny-2")  # same model and setting
+    assert pick_pair(RUNS.iloc[:1]) is None
+
+
+def test_phase_diff_values() -> None:
+    d = phase_diff(RUNS, "tiny-1", "tiny-2").set_index("phase")
+    assert d.loc["forward", "diff_ns"] == 100_000
+    assert d.loc["forward", "diff_pct"] == pytest.approx(10.0)
+    assert d.loc["backward", "diff_pct"] == pytest.approx(-5.0)
+
+
+def test_kernel_diff_ranks_by_absolute_difference() -> None:
+    a = pd.DataFrame({"Name": ["gemm", "softmax", "gone"], "Total Time (ns)": [100, 50, 30]})
+    b = pd.DataFrame({"Name": ["gemm", "softmax", "new"], "Total Time (ns)": [160, 10, 5]})
+    d = kernel_diff(a, b)
+    assert list(d["Name"]) == ["gemm", "softmax", "gone", "new"]
+    assert list(d["diff_ns"]) == [60, -40, -30, 5]
+
+
+def test_compare_panel_figure() -> None:
+    ka = pd.DataFrame({"Name": ["gemm"], "Total Time (ns)": [1_000_000]})
+    kb = pd.DataFrame({"Name": ["gemm"], "Total Time (ns)": [1_500_000]})
+    data = DashboardData(runs=RUNS, compare=("tiny-1", "tiny-2"), compare_kernels=(ka, kb))
+    panel = compare_panel(data)
+    a, b, k = panel.figure.data
+    assert list(a.y) == pytest.approx([1.0, 2.0, 0.5]) and list(b.y) == pytest.approx([1.1, 1.9, 0.5])
+    assert list(a.marker.color) == [PHASE_COLORS[p] for p in ("forward", "backward", "optimizer")]
+    assert list(k.x) == pytest.approx([0.5]) and k.customdata[0, 3] == 500_000
+    assert panel.title == "Run comparison: tiny-1 vs tiny-2"
+
+
+def test_compare_panel_missing_cases() -> None:
+    assert "fewer than two" in compare_panel(DashboardData(runs=RUNS.iloc[:1])).missing
+    absent = compare_panel(DashboardData(runs=RUNS, compare=("tiny-1", "nope")))
+    assert absent.figure is None and "nope" in absent.missing

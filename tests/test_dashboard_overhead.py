@@ -1,0 +1,63 @@
+"""Panel 3: profiler overhead per phase and NVTX-vs-timer agreement."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from dashboard_data import fill
+
+from analysis.dashboard.overhead import agreement_panel, overhead_panel, overhead_runs
+from analysis.dashboard.panel import DashboardData
+from analysis.dashboard.style import PHASE_COLORS
+from harness.store import ResultsStore
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> DashboardData:
+    store = ResultsStore(str(tmp_path_factory.mktemp("db") / "results.sqlite"))
+    fill(store)
+    return DashboardData(runs=store.runs(), steps=store.step_timings(), agreement=store.agreement())
+
+
+def test_overhead_uses_the_overhead_experiment(data: DashboardData) -> None:
+    runs, source = overhead_runs(data.runs)
+    assert list(runs["run_id"]) == ["tiny-fp32-ovh000", "tiny-fp32-ovh001"]
+    assert source == "experiment overhead-1"
+    fig = overhead_panel(data).figure
+    base, nsys = fig.data
+    assert (base.name, nsys.name) == ("no nsys", "nsys light")
+    assert list(base.x) == ["forward", "backward", "optimizer", "step (sum)"]
+    assert list(base.y) == pytest.approx([1.0, 2.0, 0.5, 3.5])
+    assert list(nsys.y) == pytest.approx([1.1, 2.2, 0.55, 3.85])
+    assert list(nsys.customdata[:, 2]) == pytest.approx([10.0, 10.0, 10.0, 10.0])  # overhead %
+    assert list(base.marker.color[:3]) == [PHASE_COLORS[p] for p in ("forward", "backward", "optimizer")]
+    assert nsys.marker.pattern.shape == "/"
+
+
+def test_overhead_falls_back_to_separate_runs_of_one_config(data: DashboardData) -> None:
+    runs = data.runs[~data.runs["experiment"].fillna("").str.startswith("overhead-")]
+    chosen, source = overhead_runs(runs)
+    assert set(chosen["run_id"]) == {"tiny-fp32-sweep01", "tiny-fp32-prof01"}
+    assert "not alternated" in source
+    fig = overhead_panel(DashboardData(runs=runs, steps=data.steps)).figure
+    assert list(fig.data[0].y[:1]) == pytest.approx([1.1])  # the sweep run's forward mean (1.0, 1.2 ms)
+
+
+def test_overhead_missing_without_profiled_runs(data: DashboardData) -> None:
+    runs = data.runs[data.runs["profiler"] == "none"]
+    panel = overhead_panel(DashboardData(runs=runs, steps=data.steps))
+    assert panel.figure is None and "harness overhead" in panel.missing
+
+
+def test_agreement_bars_hold_relative_difference(data: DashboardData) -> None:
+    fig = agreement_panel(data).figure
+    fwd = next(t for t in fig.data if t.name == "forward")
+    assert list(fwd.y) == pytest.approx([1.0])  # percent
+    assert fwd.customdata[0, 0] == 1_111_000 and fwd.customdata[0, 2] == 1_100_000
+    assert fwd.marker.color == PHASE_COLORS["forward"]
+    assert "prof01" in fwd.x[0]
+
+
+def test_agreement_missing_says_how_to_get_it() -> None:
+    panel = agreement_panel(DashboardData(agreement=pd.DataFrame(columns=["run_id", "phase"])))
+    assert panel.figure is None and "harness run tiny" in panel.missing and "--nsys" in panel.missing

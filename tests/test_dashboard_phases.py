@@ -1,0 +1,108 @@
+"""Panels 1 and 2: mean phase time per model and setting, and per-step distributions."""
+
+from __future__ import annotations
+
+import statistics
+
+import pandas as pd
+import pytest
+from dashboard_data import fill
+
+from analysis.dashboard.panel import DashboardData
+from analysis.dashboard.phases import (
+    distribution_figure,
+    distribution_panel,
+    distribution_table,
+    phase_bars_panel,
+    phase_means,
+)
+from analysis.dashboard.style import PHASE_COLORS
+from harness.store import ResultsStore
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> ResultsStore:
+    s = ResultsStore(str(tmp_path_factory.mktemp("db") / "results.sqlite"))
+    fill(s)
+    return s
+
+
+def _trace(fig, name: str, xaxis: str = "x"):
+    found = [t for t in fig.data if t.name == name and t.xaxis == xaxis]
+    assert len(found) == 1, [(t.name, t.xaxis) for t in fig.data]
+    return found[0]
+
+
+def test_phase_means_takes_newest_unprofiled_run_per_config(store: ResultsStore) -> None:
+    table = phase_means(store.runs())
+    tiny = table[(table["model"] == "tiny") & (table["setting"] == "fp32")].set_index("phase")
+    # tiny fp32 has a sweep run, an overhead baseline (newest without nsys) and two nsys runs
+    assert tiny.loc["forward", "run_id"] == "tiny-fp32-ovh000"
+    assert tiny.loc["forward", "mean_ns"] == 1_000_000
+    small = table[(table["model"] == "small") & (table["setting"] == "fp32")].set_index("phase")
+    assert small.loc["backward", "mean_ns"] == 6_200_000
+    assert small.loc["backward", "std_ns"] == pytest.approx(statistics.stdev([6_000_000, 6_400_000]))
+    oom = table[(table["model"] == "small") & (table["setting"] == "bf16")]
+    assert list(oom["status"]) == ["oom"] and oom["phase"].isna().all()
+
+
+def test_phase_bars_hold_means_errors_and_oom(store: ResultsStore) -> None:
+    panel = phase_bars_panel(DashboardData(runs=store.runs()))
+    fig = panel.figure
+    assert [a.text for a in fig.layout.annotations] == ["fp32", "bf16"]
+    fwd = _trace(fig, "forward", "x")
+    assert dict(zip(fwd.x, fwd.y, strict=True)) == pytest.approx({"tiny": 1.0, "small": 3.2})
+    assert fwd.marker.color == PHASE_COLORS["forward"]
+    assert sorted(fwd.customdata[:, 0]) == [1_000_000, 3_200_000]  # exact ns for the hover
+    assert "ms" in fwd.hovertemplate and "ns" in fwd.hovertemplate
+    back = _trace(fig, "backward", "x")
+    errors = dict(zip(back.x, back.error_y.array, strict=True))
+    assert errors["small"] == pytest.approx(statistics.stdev([6.0, 6.4]))
+    oom = _trace(fig, "OOM / failed (no time)", "x2")
+    assert list(oom.x) == ["small"] and list(oom.text) == ["OOM"]
+    # the OOM model stays on the bf16 axis, not dropped, and is not drawn as a zero-height bar
+    assert list(fig.layout.xaxis2.categoryarray) == ["tiny", "small"]
+    assert all(t.type == "scatter" for t in fig.data if t.xaxis == "x2" and "small" in list(t.x))
+    assert fig.layout.yaxis.title.text == "mean time per step (ms)"
+
+
+def test_phase_bars_say_what_is_missing_without_runs() -> None:
+    panel = phase_bars_panel(DashboardData())
+    assert panel.figure is None
+    assert "harness sweep" in panel.missing
+
+
+def test_distribution_marks_warmup_steps(store: ResultsStore) -> None:
+    runs = store.runs()
+    table = distribution_table(store.step_timings(), runs)
+    assert table["label"].nunique() == 6  # the OOM run has no steps
+    fig = distribution_figure(table)
+    box = next(t for t in fig.data if t.type == "box" and t.name == "forward")
+    warm = next(t for t in fig.data if t.name == "warm-up step" and t.xaxis == "x")
+    label = table.loc[table["run_id"] == "small-fp32-sweep01", "label"].iloc[0]
+    measured = [y for x, y in zip(box.x, box.y, strict=True) if x == label]
+    assert measured == pytest.approx([3.0, 3.4])
+    warm_y = [y for x, y in zip(warm.x, warm.y, strict=True) if x == label]
+    assert warm_y == pytest.approx([9.0])  # the fixture's warm-up step is 3x the first measured one
+    assert warm.marker.color == box.marker.color == PHASE_COLORS["forward"]
+    assert [a.text for a in fig.layout.annotations] == ["forward", "backward", "optimizer"]
+
+
+def test_distribution_panel_limits_runs_and_notes_it() -> None:
+    runs = pd.DataFrame(
+        {
+            "run_id": [f"r{i:02d}" for i in range(15)],
+            "model": "tiny",
+            "precision": "fp32",
+            "compile": False,
+            "device": "cpu",
+            "status": "ok",
+        }
+    )
+    steps = pd.DataFrame(
+        {"run_id": runs["run_id"], "step": 0, "phase": "forward", "duration_ns": range(15), "warmup": False}
+    )
+    panel = distribution_panel(DashboardData(runs=runs, steps=steps))
+    box = panel.figure.data[0]
+    assert len(box.y) == 12 and box.y[0] == pytest.approx(3e-6)  # the newest 12: r03 … r14
+    assert any("newest 12" in n for n in panel.notes)

@@ -1,0 +1,174 @@
+"""Panel 4: top kernels, time per NVTX range, and the one-step timeline, from tables of known content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.dashboard.panel import DashboardData, Profile
+from analysis.dashboard.profile import (
+    MAX_TIMELINE_KERNELS,
+    kernels_figure,
+    kernels_panel,
+    nvtx_gpu_panel,
+    ranges_figure,
+    timeline_figure,
+    timeline_panel,
+    timeline_rows,
+)
+from analysis.dashboard.style import KERNEL_COLOR, PHASE_COLORS
+
+
+@pytest.fixture
+def gpukernsum(a100_expected: Path) -> pd.DataFrame:
+    """The `nsys stats` gpukernsum oracle: the shape analysis.kernels.kernel_summary returns."""
+    return pd.read_csv(a100_expected / "gpukernsum.csv")
+
+
+@pytest.fixture
+def nvtxsum(cpu_expected: Path) -> pd.DataFrame:
+    return pd.read_csv(cpu_expected / "nvtxsum.csv")
+
+
+def test_kernels_figure_holds_totals_and_full_names(gpukernsum: pd.DataFrame) -> None:
+    fig = kernels_figure(gpukernsum)
+    (bar,) = fig.data
+    assert list(bar.x) == pytest.approx([88.57348])  # ms
+    assert bar.customdata[0, 0] == 88_573_480 and bar.customdata[0, 1] == 5
+    assert bar.customdata[0, 5] == "saxpy(double *, double *, double *, double, int)"
+    assert bar.marker.color == KERNEL_COLOR
+    assert fig.layout.xaxis.title.text == "total GPU time (ms)"
+
+
+def test_kernels_figure_keeps_top_n_largest_on_top() -> None:
+    kernels = pd.DataFrame(
+        {"Name": [f"k{i}" for i in range(30)], "Total Time (ns)": range(30), "Instances": 1}
+    )
+    (bar,) = kernels_figure(kernels, n=5).data
+    assert [y.split(". ", 1)[1] for y in bar.y] == ["k25", "k26", "k27", "k28", "k29"]  # bottom to top
+    assert bar.y[-1].startswith("1. ")
+
+
+def test_kernels_panel_without_kernels_says_why() -> None:
+    prof = Profile(
+        label="cpu-run", path="x.sqlite", kernels=pd.DataFrame(columns=["Name", "Total Time (ns)"])
+    )
+    panel = kernels_panel(DashboardData(profile=prof))
+    assert panel.figure is None and "no GPU kernels in cpu-run" in panel.missing
+    missing = kernels_panel(
+        DashboardData(profile=Profile("r", "x", missing={"kernels": "needs the kernel table"}))
+    )
+    assert missing.missing == "needs the kernel table"
+    assert "harness run tiny --nsys" in kernels_panel(DashboardData()).missing
+
+
+def test_ranges_figure_colours_phases(nvtxsum: pd.DataFrame) -> None:
+    (bar,) = ranges_figure(nvtxsum, "total CPU time").data
+    assert list(bar.x) == ["step", "forward", "backward", "optimizer"]
+    assert list(bar.customdata[:, 0]) == [291431393, 155012301, 85643923, 49793985]
+    assert list(bar.marker.color) == [PHASE_COLORS[p] for p in ("step", "forward", "backward", "optimizer")]
+
+
+def test_ranges_figure_sums_per_range_kernel_rows() -> None:
+    table = pd.DataFrame(
+        {
+            "NVTX Range": [":forward", ":forward", ":backward"],
+            "NVTX Inst": [4, 4, 4],
+            "Total Time (ns)": [10, 20, 5],
+        }
+    )
+    (bar,) = ranges_figure(table, "total GPU time").data
+    assert list(bar.x) == [":forward", ":backward"]
+    assert list(bar.customdata[:, 0]) == [30, 5] and list(bar.customdata[:, 1]) == [4, 4]
+    assert bar.marker.color[0] == PHASE_COLORS["forward"]
+
+
+def test_nvtx_panel_falls_back_to_cpu_ranges(nvtxsum: pd.DataFrame) -> None:
+    prof = Profile(label="cpu-train", path="r.sqlite", nvtx=nvtxsum, missing={"nvtx_gpu": "no kernels"})
+    panel = nvtx_gpu_panel(DashboardData(profile=prof))
+    assert panel.title.startswith("CPU time per NVTX range")
+    assert panel.figure.data[0].y[0] == pytest.approx(291.431393)
+    assert "no kernels" in panel.notes[0]
+
+
+EVENTS = pd.DataFrame(
+    {
+        "kind": ["nvtx", "nvtx", "nvtx", "nvtx", "kernel", "kernel", "memcpy"],
+        "name": ["step", "forward", "backward", "attn.qkv", "gemm", "softmax", "memcpy HtoD"],
+        "start_ns": [1_000, 1_100, 5_000, 1_200, 1_300, 2_000, 900],
+        "end_ns": [9_000, 4_900, 8_000, 1_800, 1_900, 2_500, 950],
+        "lane": [
+            "CPU thread 7",
+            "CPU thread 7",
+            "CPU thread 7",
+            "CPU thread 7",
+            "stream 7",
+            "stream 7",
+            "stream 7",
+        ],
+    }
+)
+
+
+def test_timeline_rows_nest_ranges_and_start_at_zero() -> None:
+    ev, dropped = timeline_rows(EVENTS)
+    assert dropped == 0
+    by_name = ev.set_index("name")
+    assert by_name.loc["memcpy HtoD", "rel_start_ns"] == 0
+    assert by_name.loc["step", "rel_start_ns"] == 100
+    assert list(by_name.loc[["step", "forward", "backward", "attn.qkv"], "depth"]) == [0, 1, 1, 2]
+    assert by_name.loc["attn.qkv", "row"] == "CPU thread 7 ▸2"
+    assert by_name.loc["gemm", "duration_ns"] == 600
+
+
+def test_timeline_figure_bars_span_start_to_end() -> None:
+    ev, _ = timeline_rows(EVENTS)
+    fig = timeline_figure(ev)
+    names = [t.name for t in fig.data]
+    assert names == ["forward", "backward", "step", "other NVTX range", "kernel", "memcpy / memset"]
+    kernel = fig.data[names.index("kernel")]
+    assert list(kernel.base) == pytest.approx([0.0004, 0.0011])  # ms from the first event
+    assert list(kernel.x) == pytest.approx([0.0006, 0.0005])
+    assert list(kernel.customdata[:, 1]) == [600, 500]
+    forward = fig.data[names.index("forward")]
+    assert forward.marker.color == PHASE_COLORS["forward"] and list(forward.y) == ["CPU thread 7 ▸1"]
+    assert list(fig.layout.yaxis.categoryarray) == [
+        "CPU thread 7",
+        "CPU thread 7 ▸1",
+        "CPU thread 7 ▸2",
+        "stream 7",
+    ]
+
+
+def test_timeline_caps_kernels_keeping_the_longest() -> None:
+    n = MAX_TIMELINE_KERNELS + 500
+    many = pd.DataFrame(
+        {"kind": "kernel", "name": "k", "start_ns": range(0, 10 * n, 10), "lane": "stream 1"}
+    ).assign(end_ns=lambda d: d["start_ns"] + 1 + d.index % 7)
+    panel = timeline_panel(DashboardData(profile=Profile("big", "b.sqlite", events=many)))
+    (bar,) = panel.figure.data
+    assert len(bar.x) == MAX_TIMELINE_KERNELS
+    shortest = int((many.index % 7 == 0).sum())  # 1 ns kernels: the 500 dropped are among them
+    assert list(bar.customdata[:, 1]).count(1) == shortest - 500
+    assert any(f"{n:,} kernels" in note for note in panel.notes)
+
+
+def test_detail_ranges_add_attention_vs_mlp() -> None:
+    table = pd.DataFrame(
+        {
+            "Range": [":forward", ":qkv_proj", ":attn_scores", ":mlp_up", ":mlp_down", ":layer_0"],
+            "Instances": [2, 4, 4, 4, 4, 4],
+            "Total Time (ns)": [1000, 200, 100, 300, 150, 800],
+        }
+    )
+    prof = Profile(label="detail", path="d.sqlite", nvtx_gpu=table)
+    fig = nvtx_gpu_panel(DashboardData(profile=prof)).figure
+    ranges, groups = fig.data
+    assert ranges.x[0] == ":forward" and len(ranges.x) == 6
+    assert list(groups.x) == ["attention", "MLP"]
+    assert list(groups.customdata[:, 0]) == [300, 450]
+    assert groups.customdata[0, 1] == ":attn_scores, :qkv_proj"
+    plain = nvtx_gpu_panel(DashboardData(profile=Profile("p", "p", nvtx_gpu=table.iloc[:1]))).figure
+    assert len(plain.data) == 1  # no detail ranges, no second subplot

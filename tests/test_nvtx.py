@@ -1,0 +1,55 @@
+"""NVTX tables against nvtxsum, nvtxppsum and nvtxpptrace; range instances with payloads and nesting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from export_data import as_printed, oracle, with_harness_ranges
+
+from analysis.export import open_export
+from analysis.nvtx import nvtx_pushpop_summary, nvtx_ranges, nvtx_summary, nvtx_trace
+
+
+def test_nvtxsum_oracles(
+    a100_export: Path, a100_expected: Path, cpu_export: Path, cpu_expected: Path
+) -> None:
+    for export, expected in ((a100_export, a100_expected), (cpu_export, cpu_expected)):
+        ours = nvtx_summary(open_export(export))
+        pd.testing.assert_frame_equal(as_printed(ours), oracle(expected, "nvtxsum"))
+    # the MPI ranges carry their domain, as nsys prints them
+    assert nvtx_summary(open_export(a100_export))["Range"].iloc[0] == "MPI:MPI_Init"
+
+
+def test_nvtxppsum_oracle(cpu_export: Path, cpu_expected: Path) -> None:
+    ours = nvtx_pushpop_summary(open_export(cpu_export))
+    pd.testing.assert_frame_equal(as_printed(ours), oracle(cpu_expected, "nvtxppsum"))
+
+
+def test_nvtxpptrace_oracle(cpu_export: Path, cpu_expected: Path) -> None:
+    ours = as_printed(nvtx_trace(open_export(cpu_export)))
+    expected = oracle(cpu_expected, "nvtxpptrace")
+    expected["ParentId"] = pd.to_numeric(expected["ParentId"].replace("None", None))
+    pd.testing.assert_frame_equal(ours, expected, check_dtype=False)
+    assert len(ours) == 32 and ours["NumChild"].iloc[0] == 3
+
+
+def test_ranges_listing(cpu_export: Path) -> None:
+    ranges = nvtx_ranges(open_export(cpu_export), names=["step", "forward"])
+    assert len(ranges) == 16
+    first = ranges.iloc[0]
+    assert (first["name"], first["start_ns"], first["duration_ns"], first["level"]) == (
+        "step",
+        7178593525,
+        167275973,
+        0,
+    )
+    forward = ranges.iloc[1]
+    assert forward["name"] == "forward" and forward["level"] == 1 and forward["parent"] == first["range_id"]
+    assert ranges["payload"].isna().all() and ranges["pid"].eq(26286).all()
+
+
+def test_payload_is_the_step_index(a100_export: Path, tmp_path: Path) -> None:
+    ranges = nvtx_ranges(open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite")), ["forward"])
+    assert ranges["payload"].tolist() == [0, 1, 2, 3, 4]
+    assert ranges["level"].tolist() == [1, 2, 2, 2, 2]  # step 0 is before `measured`: one level less

@@ -1,0 +1,71 @@
+"""GPU time per NVTX range: nvtxkernsum parity (without its double count), phase attribution across
+threads, and the phases-add-up check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from export_data import as_printed, launches_on_second_thread, oracle, with_harness_ranges
+
+from analysis.export import open_export
+from analysis.nvtx_gpu import KERNSUM_COLUMNS, nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
+
+SAXPY_TOTAL = 88_573_480  # the five kernels, gpukernsum
+NSYS_SAXPY_TOTAL = 177_146_960  # what nvtxkernsum prints: every launch call counted twice
+
+
+def test_nvtxkernsum_oracle_but_counted_once(a100_export: Path, a100_expected: Path) -> None:
+    ours = as_printed(nvtx_gpu_kernels(open_export(a100_export), mode="thread"))
+    theirs = oracle(a100_expected, "nvtxkernsum")
+    assert list(ours.columns) == KERNSUM_COLUMNS
+    assert theirs["Total Time (ns)"].tolist() == [NSYS_SAXPY_TOTAL]
+    assert ours["Total Time (ns)"].tolist() == [SAXPY_TOTAL]
+    same = [c for c in KERNSUM_COLUMNS if c not in ("Total Time (ns)", "StdDev (ns)")]
+    pd.testing.assert_frame_equal(ours[same], theirs[same])
+    assert ours["StdDev (ns)"].tolist() == [12992.1]  # gpukernsum's; nsys's 12249.0 is of 10 copies
+
+
+def test_note_says_calls_were_deduplicated(a100_export: Path) -> None:
+    notes = nvtx_gpu_kernels(open_export(a100_export), mode="thread").attrs["notes"]
+    assert len(notes) == 1
+    assert notes[0].startswith("38 CUDA runtime calls were recorded twice under one correlationId")
+
+
+def test_launches_on_another_thread(a100_export: Path, tmp_path: Path) -> None:
+    export = open_export(launches_on_second_thread(a100_export, tmp_path / "t.sqlite"))
+    # thread attribution: the saxpy ranges are on the main thread, the launches are not
+    assert nvtx_gpu_summary(export, mode="thread").empty
+    unranged = nvtx_gpu_kernels(export, mode="thread")
+    assert unranged["NVTX Range"].isna().all() and unranged["Kern Inst"].tolist() == [5]
+    # phase attribution: any thread of the process
+    per_phase = nvtx_gpu_summary(export, mode="phase", phases=("saxpy",))
+    assert per_phase["Range"].tolist() == ["saxpy"]
+    assert per_phase["Total Time (ns)"].tolist() == [SAXPY_TOTAL]
+    assert per_phase["NVTX Inst"].tolist() == [5] and per_phase["Kern Inst"].tolist() == [5]
+
+
+def test_phases_add_up_in_measured_steps(a100_export: Path, tmp_path: Path) -> None:
+    export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    check = phase_check(export).set_index("Phase")
+    # steps 1..4 are inside the `measured` range; step 0 (kernel of 17,704,808 ns) is not
+    assert check.loc["all kernels", "Kernels"] == 4
+    assert check.loc["all kernels", "Total Time (ns)"] == SAXPY_TOTAL - 17_704_808
+    assert check.loc["forward", "Total Time (ns)"] == SAXPY_TOTAL - 17_704_808
+    assert check.loc["backward", "Kernels"] == 0 and check.loc["unattributed", "Kernels"] == 0
+    assert check.loc["forward", "Share (%)"] == 100.0
+    summary = nvtx_gpu_summary(export)
+    assert summary["Range"].tolist() == ["forward"] and summary["NVTX Inst"].tolist() == [4]
+
+
+def test_unattributed_kernels_are_shown(a100_export: Path, tmp_path: Path) -> None:
+    export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    check = phase_check(export, phases=("backward",)).set_index("Phase")
+    assert check.loc["backward", "Kernels"] == 0
+    assert check.loc["unattributed", "Total Time (ns)"] == check.loc["all kernels", "Total Time (ns)"]
+    assert check.loc["unattributed", "Share (%)"] == 100.0
+
+
+def test_top_kernels_per_range(a100_export: Path) -> None:
+    top = nvtx_gpu_kernels(open_export(a100_export), mode="thread", top=1)
+    assert len(top) == 1 and top["Kernel Name"].iloc[0].startswith("saxpy(")

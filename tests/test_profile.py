@@ -1,0 +1,88 @@
+"""`harness run --nsys` and `harness overhead` end to end with the real nsys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+pytestmark = [pytest.mark.slow, pytest.mark.nsys]
+PHASES = ("forward", "backward", "optimizer")
+runner = CliRunner()
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
+    return tmp_path
+
+
+def test_run_nsys_end_to_end(in_tmp: Path) -> None:
+    from analysis.export import open_export
+    from analysis.nvtx import nvtx_ranges
+
+    args = ["run", "tiny", "--device", "cpu", "--nsys", "--steps", "3", "--warmup", "1"]
+    result = runner.invoke(app, [*args, "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    reps = list((in_tmp / "nsys_profiles").glob("*.nsys-rep"))
+    sqlites = list((in_tmp / "nsys_profiles").glob("*.sqlite"))
+    assert len(reps) == 1 and len(sqlites) == 1
+    ranges = nvtx_ranges(open_export(sqlites[0]), names=["step", *PHASES])
+    for phase in PHASES:
+        per_step = ranges[ranges["name"] == phase]["payload"].astype(int).value_counts().sort_index()
+        assert list(per_step.index) == [0, 1, 2, 3] and set(per_step) == {1}  # once per step, warmup included
+    agreement = {row["Phase"]: row for row in tables["NVTX vs in-process timers"]}
+    assert set(agreement) == set(PHASES)
+    for row in agreement.values():
+        assert row["Steps"] == 3
+        assert abs(row["Difference (%)"]) < 10
+    nvtx = {row["Range"]: row for row in tables["NVTX ranges (measured steps)"]}
+    assert nvtx["forward"]["Instances"] == 3 and nvtx["step"]["Instances"] == 3
+    # the run is stored with its profile and agreement
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    assert listed[0]["profiler"] == "nsys" and listed[0]["nsys_sqlite"] == str(sqlites[0].resolve())
+    shown = json.loads(runner.invoke(app, ["show", listed[0]["run_id"], "--format", "json"]).stdout)
+    assert {r["phase"] for r in shown["NVTX vs timers"]} == set(PHASES)
+
+
+def test_run_nsys_table_output(in_tmp: Path) -> None:
+    result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "2", "--warmup", "1"])
+    assert result.exit_code == 0, result.output
+    for title in ("NVTX ranges (measured steps)", "NVTX vs in-process timers", "report:", "export:"):
+        assert title in result.output
+
+
+def test_overhead_prints_a_row_per_phase(in_tmp: Path) -> None:
+    args = ["overhead", "char", "--device", "cpu", "--repeats", "2", "--steps", "3", "--warmup", "1"]
+    result = runner.invoke(app, [*args, "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["Phase"] for r in rows] == [*PHASES, "step (sum)"]
+    assert all(r["no nsys Avg (ns)"] > 0 and r["nsys light Avg (ns)"] > 0 for r in rows)
+    assert all("nsys light overhead (%)" in r for r in rows)
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    assert sorted(r["profiler"] for r in listed) == ["none", "none", "nsys", "nsys"]
+    assert len({r["experiment"] for r in listed}) == 1
+
+
+def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the only Python process under nsys is the worker: make it die at start-up with exit code 3
+    hook = in_tmp / "inject"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, sys\nsys.stderr.write('boom: injected failure\\n')\nsys.stderr.flush()\nos._exit(3)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "1", "--warmup", "0"])
+    assert result.exit_code == 1
+    assert "profiled program failed (exit code 3)" in result.output
+    assert "boom: injected failure" in result.output
+    assert "files kept:" in result.output
+    assert list((in_tmp / "nsys_profiles").glob("*.nsys-rep"))  # partial report kept
+    assert "Traceback" not in result.output

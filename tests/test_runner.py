@@ -1,0 +1,100 @@
+"""The workload runner: timing records, modes, OOM handling."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import workloads
+from harness.records import RunConfig
+from harness.runner import run_workload
+from harness.store import ResultsStore
+from harness.tables import results_table
+
+
+def test_train_records_every_step_and_excludes_warmup() -> None:
+    result = run_workload(RunConfig(model="char", device="cpu", warmup=2, steps=3, batch_size=2))
+    assert result.status == "ok"
+    assert [s.step for s in result.steps] == [0, 1, 2, 3, 4]
+    assert [s.warmup for s in result.steps] == [True, True, False, False, False]
+    for s in result.steps:
+        assert list(s.phases) == ["forward", "backward", "optimizer"]
+        assert all(ns > 0 for ns in s.phases.values())
+    stats = {p.phase: p for p in result.phase_stats()}
+    assert stats["forward"].count == 3
+    measured = [s.phases["backward"] for s in result.steps if not s.warmup]
+    assert stats["backward"].mean_ns == pytest.approx(sum(measured) / 3)
+    assert stats["backward"].min_ns == min(measured)
+    assert result.model is not None and result.model.params == workloads.count_params(
+        workloads.build_model(workloads.get_spec("char"))
+    )
+    assert result.tokens_per_s and result.tokens_per_s > 0
+    assert result.flops_per_step == pytest.approx(
+        workloads.flops.train_flops(workloads.get_spec("char"), 2, 64)
+    )
+    assert result.mfu is None  # no known peak for a CPU
+    assert result.peak_memory_bytes and result.peak_memory_bytes > 10 * 2**20
+
+
+def test_forward_mode_times_forward_only() -> None:
+    result = run_workload(RunConfig(model="char", mode="forward", device="cpu", warmup=1, steps=2))
+    assert [list(s.phases) for s in result.steps] == [["forward"]] * 3
+
+
+def test_generate_mode_reports_latency() -> None:
+    result = run_workload(
+        RunConfig(model="char", mode="generate", device="cpu", warmup=1, steps=2, new_tokens=5, batch_size=2)
+    )
+    assert result.status == "ok"
+    assert [list(s.phases) for s in result.steps] == [["prefill", "decode"]] * 3
+    assert result.extra["ttft_ns"] > 0 and result.extra["per_token_ns"] > 0
+    # generated tokens per second over the whole step: batch × new tokens / mean(prefill + decode)
+    step_ns = sum(sum(s.phases.values()) for s in result.steps if not s.warmup) / 2
+    assert result.tokens_per_s == pytest.approx(2 * 5 / (step_ns / 1e9))
+
+
+def test_bf16_autocast_runs_on_cpu() -> None:
+    result = run_workload(RunConfig(model="char", device="cpu", precision="bf16", warmup=0, steps=1))
+    assert result.status == "ok" and len(result.steps) == 1
+
+
+def test_out_of_memory_is_recorded_not_raised(monkeypatch, tmp_db) -> None:
+    calls = {"n": 0}
+    real_loss = workloads.loss_fn
+
+    def failing_loss(logits, targets):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_loss(logits, targets)
+
+    monkeypatch.setattr(workloads, "loss_fn", failing_loss)
+    result = run_workload(RunConfig(model="char", device="cpu", warmup=1, steps=3))
+    assert result.status == "oom"
+    assert "out of memory" in (result.error or "")
+    assert len(result.steps) == 2  # the two steps finished before the failure are kept
+    ResultsStore(tmp_db).save(result)
+    row = ResultsStore(tmp_db).runs().iloc[0]
+    assert row["status"] == "oom"
+    table = results_table([result])
+    assert table.loc[0, "status"] == "OOM"
+    assert math.isnan(table.loc[0, "forward mean (ns)"])
+
+
+def test_nvtx_detail_attaches_hooks_per_layer() -> None:
+    from harness.nvtx_ranges import attach_detail_ranges
+
+    model = workloads.build_model(workloads.get_spec("tiny"), attention="math")
+    handles = attach_detail_ranges(model, workloads.DETAIL_RANGES)
+    # per block: the block, attention, mlp, and the named pieces inside them; pre + post hook each
+    names = {n for n, _ in model.named_modules()}
+    expected = sum(
+        1
+        for n in names
+        if (n.count(".") == 1 and n.startswith("blocks."))
+        or (n.startswith("blocks.") and any(n.endswith("." + s) for s in workloads.DETAIL_RANGES))
+    )
+    assert expected >= 4 * 5
+    assert len(handles) == 2 * expected

@@ -1,0 +1,36 @@
+"""CUDA runtime calls counted once per correlationId, and kernels joined to their launch call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.export import open_export
+from analysis.runtime import kernel_launches, plain_name, runtime_calls
+
+
+def test_twice_recorded_calls_are_counted_once(a100_export: Path) -> None:
+    calls = runtime_calls(open_export(a100_export))
+    assert len(calls) == 57  # 95 rows, 57 correlationIds
+    names = calls["name_id"].map(calls.attrs["names"])
+    assert names.value_counts()["cudaMemcpy"] == 15
+    assert not names.str.contains("_v").any()
+    # the plain-named call is kept: it starts first and lasts longer (it wraps the versioned one)
+    memcpy = calls[calls["correlation_id"] == 138].iloc[0]
+    assert (memcpy["start"], memcpy["end"] - memcpy["start"]) == (887755510, 18901405)
+    assert calls.attrs["notes"] == [
+        "38 CUDA runtime calls were recorded twice under one correlationId (e.g. cudaMalloc and "
+        "cudaMalloc_v3020); each is counted once, under its plain name (nsys stats counts both)"
+    ]
+
+
+def test_plain_name() -> None:
+    assert plain_name("cudaHostRegister_v4000") == "cudaHostRegister"
+    assert plain_name("cudaLaunchKernel") == "cudaLaunchKernel"
+
+
+def test_kernel_launches(a100_export: Path) -> None:
+    k = kernel_launches(open_export(a100_export), extra=("start",))
+    assert len(k) == 5
+    assert k["correlation_id"].tolist() == [140, 156, 172, 188, 204]
+    assert k["call_start"].iloc[0] == 924889832  # cudaLaunchKernel, not its _v7000 twin
+    assert {k.attrs["api_names"][int(i)] for i in k["api_id"]} == {"cudaLaunchKernel"}

@@ -1,0 +1,29 @@
+"""nsys's statistics: median of even counts, sample standard deviation, rounding, Time (%), row order."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.stats import describe, order_like_nsys, round_half_up, time_percent
+
+
+def test_describe_like_nsys() -> None:
+    df = pd.DataFrame({"k": ["a", "a", "a", "a", "b"], "duration": [1, 2, 4, 10, 7]})
+    out = describe(df, ["k"]).set_index("k")
+    assert out.loc["a", "Med (ns)"] == 3.0  # mean of the two middle values
+    assert out.loc["a", "Avg (ns)"] == 4.3  # 4.25 rounds half away from zero
+    assert out.loc["a", "StdDev (ns)"] == 4.0  # sample (n - 1): sqrt(48 / 3)
+    assert out.loc["b", "StdDev (ns)"] == 0.0  # one value
+    assert out.loc["a", "Total Time (ns)"] == 17 and out.loc["a", "Instances"] == 4
+
+
+def test_round_half_up() -> None:
+    assert round_half_up([0.25, 2.45, -0.25, 12992.05]).tolist() == [0.3, 2.5, -0.3, 12992.1]
+    assert round_half_up([262.1445], 3).tolist() == [262.145]
+
+
+def test_time_percent_and_order() -> None:
+    df = pd.DataFrame({"Total Time (ns)": [1, 3, 3, 0], "name_id": [9, 5, 2, 1]})
+    assert time_percent(df["Total Time (ns)"]).tolist() == [14.3, 42.9, 42.9, 0.0]
+    ordered = order_like_nsys(df, "Total Time (ns)", ["name_id"])
+    assert ordered["name_id"].tolist() == [2, 5, 9, 1]  # ties by string id, like SQLite's GROUP BY

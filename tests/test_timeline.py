@@ -1,0 +1,43 @@
+"""One step's NVTX ranges, kernels and memory copies for the dashboard's timeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from export_data import with_harness_ranges
+
+from analysis.export import open_export
+from analysis.timeline import EVENT_COLUMNS, step_events
+from harness.errors import ExportError
+
+
+def test_cpu_steps(cpu_export: Path) -> None:
+    export = open_export(cpu_export)
+    median = step_events(export)
+    assert list(median.columns) == EVENT_COLUMNS
+    # no payloads, no `measured` range: steps numbered 0..7, the median-length one is shown
+    assert median["step"].iloc[0] == 5
+    assert median["name"].tolist() == ["step", "forward", "backward", "optimizer"]
+    assert median["lane"].unique().tolist() == ["python"]
+    first = step_events(export, step=0)
+    assert first["start_ns"].iloc[0] == 7178593525 and first["end_ns"].iloc[0] == 7345869498
+    with pytest.raises(ExportError, match=r"no step 8 .*\(steps 0\.\.7\)"):
+        step_events(export, step=8)
+
+
+def test_gpu_step(a100_export: Path, tmp_path: Path) -> None:
+    export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    events = step_events(export, step=3)
+    kinds = events.groupby("kind").size().to_dict()
+    assert kinds == {"kernel": 1, "memcpy": 1, "nvtx": 4}  # measured, step, forward, backward
+    kernel = events[events["kind"] == "kernel"].iloc[0]
+    assert kernel["lane"] == "stream 7" and kernel["end_ns"] - kernel["start_ns"] == 17720488
+    assert events[events["kind"] == "memcpy"]["name"].tolist() == ["[CUDA memcpy DtoH]"]
+    assert (events["step"] == 3).all()
+    assert step_events(export, max_kernels=0).attrs["notes"] == ["step 2: showing the first 0 of 1 kernels"]
+
+
+def test_no_steps(a100_export: Path) -> None:
+    with pytest.raises(ExportError, match="no 'step' NVTX ranges"):
+        step_events(open_export(a100_export))
