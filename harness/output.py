@@ -33,7 +33,7 @@ def shorten(text: str, width: int = MAX_TEXT) -> str:
     return f"{text[:head]}…{text[-tail:]}"
 
 
-def _cell(value: Any, ns_column: bool, pct_column: bool) -> str:
+def _cell(value: Any, ns_column: bool, pct_column: bool, wrap: bool = False) -> str:
     import math
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -50,7 +50,7 @@ def _cell(value: Any, ns_column: bool, pct_column: bool) -> str:
         return f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"
-    return shorten(str(value))
+    return str(value) if wrap else shorten(str(value))
 
 
 def rich_table(df: pd.DataFrame, title: str | None = None, caption: str | None = None):
@@ -58,16 +58,17 @@ def rich_table(df: pd.DataFrame, title: str | None = None, caption: str | None =
     from rich.table import Table
 
     table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
-    kinds: list[tuple[bool, bool]] = []
+    wrapped = set(df.attrs.get("wrap", ()))  # columns rich may wrap instead of shortening
+    kinds: list[tuple[bool, bool, bool]] = []
     for col in df.columns:
         name = str(col)
         ns = name.endswith("(ns)")
         pct = name.endswith("(%)")
         numeric = df[col].dtype.kind in "iuf"
         table.add_column(name.replace("(ns)", "(ms)") if ns else name, justify="right" if numeric else "left")
-        kinds.append((ns, pct))
+        kinds.append((ns, pct, name in wrapped))
     for row in df.itertuples(index=False):
-        table.add_row(*(_cell(_py(v), ns, pct) for v, (ns, pct) in zip(row, kinds, strict=True)))
+        table.add_row(*(_cell(_py(v), *kind) for v, kind in zip(row, kinds, strict=True)))
     return table
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ class ProfileRequest:
     mode: str = "light"  # light | full
     extra_args: list[str] = field(default_factory=list)
     profile_dir: Path = Path("nsys_profiles")
+    baseline: bool = True  # also run without nsys (fresh process) to say how much nsys slowed the run
 
 
 @dataclass
@@ -44,6 +46,7 @@ class ProfiledRun:
     nvtx: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
     agreement: pd.DataFrame | None = None
+    overhead: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -84,13 +87,30 @@ def launch(
     return result, prof, notes
 
 
-def profile_run(config: RunConfig, request: ProfileRequest, *, store: ResultsStore) -> ProfiledRun:
+def profile_run(
+    config: RunConfig,
+    request: ProfileRequest,
+    *,
+    store: ResultsStore,
+    progress: Callable[[str], None] | None = None,
+) -> ProfiledRun:
     from harness import nsys
+    from harness.sweep import run_isolated
 
     info = nsys.find_nsys(request.nsys_path)
     run_id = new_run_id(config.model)
+    experiment = f"overhead-{run_id}" if request.baseline else None
+    baseline = None
+    if request.baseline:
+        if progress:
+            progress("baseline run without nsys (fresh process)")
+        baseline = run_isolated(config)
+        store.save(baseline, experiment=experiment)
+    if progress:
+        progress(f"run under nsys {info.version}")
     result, prof, notes = launch(config, request, info, run_id)
     out = ProfiledRun(run_id=run_id, result=result, profile=prof, nsys_version=info.version, notes=notes)
+    save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **_paths(prof)}
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
     if prof.returncode != 0 or result.status == "error":
         files = f"; files kept: {', '.join(kept)}" if kept else "; nothing was written"
@@ -99,9 +119,11 @@ def profile_run(config: RunConfig, request: ProfileRequest, *, store: ResultsSto
             "\n" + "\n".join(tail) if tail else ""
         )
         if result.steps:
-            store.save(result, profiler="nsys", nsys_mode=request.mode, **_paths(prof))
+            store.save(result, **save)
         return out
-    store.save(result, profiler="nsys", nsys_mode=request.mode, **_paths(prof))
+    store.save(result, **save)
+    if baseline is not None:
+        out.overhead = _overhead(baseline, result, request.mode, config, out.notes)
     if prof.sqlite is None:
         out.error = f"nsys wrote no SQLite export; files kept: {', '.join(kept) or 'none'}"
         return out
@@ -113,6 +135,29 @@ def profile_run(config: RunConfig, request: ProfileRequest, *, store: ResultsSto
     if out.agreement is not None and len(out.agreement):
         store.save_agreement(run_id, out.agreement)
     return out
+
+
+def _overhead(
+    baseline: RunResult, profiled: RunResult, mode: str, config: RunConfig, notes: list[str]
+) -> pd.DataFrame | None:
+    """Per phase, the baseline run against the profiled one (one run each)."""
+    import pandas as pd
+
+    from analysis.overhead import BASELINE, overhead_table
+    from harness.overhead import label_for
+
+    if baseline.status != "ok":
+        notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
+        return None
+    rows = [
+        (label, 0, s.step, phase, ns)
+        for label, r in ((BASELINE, baseline), (label_for(mode), profiled))
+        for s in r.steps
+        if not s.warmup
+        for phase, ns in s.phases.items()
+    ]
+    steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+    return overhead_table(steps, phases_for(config.mode))
 
 
 def _paths(prof: ProfileResult) -> dict[str, str | None]:
@@ -185,6 +230,8 @@ def render_profiled(p: ProfiledRun, fmt: str) -> None:
         tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
     if p.agreement is not None and len(p.agreement):
         tables.append(("NVTX vs in-process timers", for_people(p.agreement)))
+    if p.overhead is not None:
+        tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
     files = []
     if p.profile is not None:
         files = [

@@ -276,7 +276,7 @@ def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:
         p = result.model.context_length
         n = config.new_tokens
         per_step = flops.forward_flops(spec, b, p) + sum(
-            flops.decode_flops(spec, b, p + k) for k in range(n - 1)
+            flops.decode_flops(spec, b, p + k + 1) for k in range(n - 1)
         )
         result.tokens_per_s = b * n / (step_ns / 1e9)
         prefill = result.measured("prefill")

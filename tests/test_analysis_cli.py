@@ -145,17 +145,15 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_nsys_rep_is_exported_beside_it(
     nsys_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("harness.nsys", reason="harness.nsys (export_sqlite) is not in this checkout yet")
+    from harness import nsys
+
     script = tmp_path / "ranges.py"
     script.write_text(
         "import nvtx\nfor i in range(3):\n    with nvtx.annotate('step', payload=i):\n        pass\n"
     )
     out = tmp_path / "prof"
-    subprocess.run(
-        [nsys_bin, "profile", "--trace=nvtx", "--sample=none", "--cpuctxsw=none", "-o", str(out),
-         sys.executable, str(script)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    opts = nsys.ProfileOptions(output=out, trace=("nvtx",), python_backtrace=None, export_sqlite=False)
+    assert nsys.profile(nsys.probe(Path(nsys_bin)), opts, [sys.executable, str(script)]).returncode == 0
     monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
     result = run("nvtx", out.with_suffix(".nsys-rep"), "--format", "json")
     assert result.exit_code == 0, result.output

@@ -51,14 +51,12 @@ def sqlite_for(report: Path) -> Path:
     target = report.with_suffix(".sqlite")
     if target.exists():  # an older export of another run: leave it, write our own
         target = report.with_name(f"{report.stem}.harness.sqlite")
+    from harness.nsys import export_sqlite
+
     try:
-        from harness.nsys import export_sqlite
-    except ImportError:
-        raise NsysError(
-            f"cannot export {report}: this checkout has no harness.nsys; "
-            f"run `nsys export --type sqlite {report}` and pass the .sqlite"
-        ) from None
-    return export_sqlite(report, target)
+        return export_sqlite(report, target)
+    except NsysError as e:
+        raise NsysError(f"cannot export {report} to SQLite: {e}") from None
 
 
 def open_report(report: Path) -> Export:

@@ -1,9 +1,38 @@
-"""Placeholder: filled in by its owner."""
+"""`harness doctor`: one table saying whether this machine is ready to run and profile."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from harness.commands.common import DbOpt, FormatOpt, cli_errors
+from harness.output import Format
+
+
+@cli_errors
+def doctor_cmd(
+    nsys_path: Annotated[
+        str | None, typer.Option("--nsys-path", envvar="HARNESS_NSYS", help="The nsys binary to check.")
+    ] = None,
+    self_test: Annotated[
+        bool, typer.Option("--self-test/--no-self-test", help="Profile a one-range script end to end.")
+    ] = True,
+    db: DbOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """nsys (path, version, flags), an NVTX self-test, python nvtx, torch, CUDA, NVML, the results database.
+
+    Exits 1 when the self-test fails.
+    """
+    from harness.doctor import as_frame, diagnose
+    from harness.output import emit
+
+    checks = diagnose(nsys_path, db, run_self_test=self_test)
+    emit(as_frame(checks), fmt, title="harness doctor")
+    if any(c.item == "self-test" and c.status == "fail" for c in checks):
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("doctor")(doctor_cmd)

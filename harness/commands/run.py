@@ -55,6 +55,13 @@ NsysModeOpt = Annotated[
 NsysArgOpt = Annotated[
     list[str] | None, typer.Option("--nsys-arg", help="Passed to `nsys profile` as is (repeatable).")
 ]
+BaselineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-baseline/--no-nsys-baseline",
+        help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
+    ),
+]
 ProfileDirOpt = Annotated[Path, typer.Option("--profile-dir", help="Where .nsys-rep and .sqlite go.")]
 
 
@@ -96,6 +103,7 @@ def run_cmd(
     nsys_mode: NsysModeOpt = NsysMode.light,
     nsys_arg: NsysArgOpt = None,
     profile_dir: ProfileDirOpt = Path("nsys_profiles"),
+    nsys_baseline: BaselineOpt = True,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
 ) -> None:
@@ -120,8 +128,12 @@ def run_cmd(
             mode=nsys_mode.value,
             extra_args=list(nsys_arg or []),
             profile_dir=profile_dir,
+            baseline=nsys_baseline,
         )
-        profiled = profile_run(config, request, store=store)
+        from rich.console import Console
+
+        with Console(stderr=True).status("starting") as status:
+            profiled = profile_run(config, request, store=store, progress=status.update)
         render_profiled(profiled, format)
         if profiled.failed:
             raise typer.Exit(1)

@@ -1,0 +1,312 @@
+"""Everything that runs the `nsys` binary: finding it, reading what it supports, profiling, importing, exporting.
+
+No other module shells out to nsys. Flags a given nsys does not know are dropped from the command and named,
+so one harness works with the Debian 2022.4 build (no --python-backtrace) and with current releases.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import NsysError
+
+REPO = Path(__file__).resolve().parent.parent
+PROJECT_LOCAL = REPO / ".tools" / "nsys" / "usr" / "lib" / "nsight-systems" / "bin" / "nsys"
+INSTALL_PLACES = ("/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys")
+HOW_TO_GET = (
+    "install Nsight Systems: `make setup` (Debian/Ubuntu: project-local copy via scripts/install-nsys.sh) or "
+    "https://developer.nvidia.com/nsight-systems, then put nsys on PATH or set HARNESS_NSYS"
+)
+DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
+MEASURED_RANGE = "measured"  # the NVTX range around the measured steps (harness.nvtx_ranges opens it)
+LIGHT_ARGS = ("--sample=none", "--cpuctxsw=none")
+SHORT_FLAGS = {
+    "-t": "trace",
+    "-s": "sample",
+    "-o": "output",
+    "-c": "capture-range",
+    "-p": "nvtx-capture",
+    "-f": "force-overwrite",
+    "-x": "stop-on-exit",
+    "-b": "backtrace",
+    "-d": "duration",
+    "-y": "delay",
+}
+TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class NsysInfo:
+    path: Path
+    version: str  # "2022.4.2.1"
+    flags: frozenset[str]  # long options of `nsys profile`, without dashes
+    source: str  # how it was found
+
+    def supports(self, flag: str) -> bool:
+        return flag.lstrip("-").split("=", 1)[0] in self.flags
+
+
+def _version(path: Path) -> str:
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise NsysError(f"{path} does not run ({e}); {HOW_TO_GET}") from None
+    found = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
+    if out.returncode != 0 or not found:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise NsysError(f"{path} --version failed: {tail[0]}; {HOW_TO_GET}")
+    return found.group(1)
+
+
+def _profile_flags(path: Path) -> frozenset[str]:
+    out = subprocess.run([str(path), "profile", "--help"], capture_output=True, text=True, timeout=60)
+    flags = set(re.findall(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)", out.stdout, flags=re.MULTILINE))
+    # `--nvtx-domain-[include|exclude]=` is printed as one entry
+    if "nvtx-domain-" in out.stdout:
+        flags |= {"nvtx-domain-include", "nvtx-domain-exclude"}
+    return frozenset(flags)
+
+
+@functools.cache
+def probe(path: Path, source: str = "given") -> NsysInfo:
+    """Version and supported `nsys profile` flags of the nsys at `path`."""
+    path = Path(path)
+    return NsysInfo(path=path, version=_version(path), flags=_profile_flags(path), source=source)
+
+
+def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
+    """(path, how it was found) in the order they are tried."""
+    found: list[tuple[str, str]] = []
+    if explicit:
+        found.append((explicit, "--nsys-path"))
+    if os.environ.get("HARNESS_NSYS"):
+        found.append((os.environ["HARNESS_NSYS"], "HARNESS_NSYS"))
+    if on_path := shutil.which("nsys"):
+        found.append((on_path, "PATH"))
+    for pattern in INSTALL_PLACES:
+        found += [(p, "install place") for p in sorted(glob.glob(pattern), reverse=True)]
+    found.append((str(PROJECT_LOCAL), "the project-local copy in .tools/nsys"))
+    return found
+
+
+def find_nsys(explicit: str | None = None) -> NsysInfo:
+    """The nsys to use: --nsys-path, HARNESS_NSYS, PATH, usual install places, the project-local copy.
+
+    A path the user named that is not an executable is an error, not skipped silently.
+    """
+    for path, source in candidates(explicit):
+        p = Path(path)
+        usable = p.is_file() and os.access(p, os.X_OK)
+        if source in ("--nsys-path", "HARNESS_NSYS") and not usable:
+            raise NsysError(f"nsys given by {source} is not an executable file: {path}; {HOW_TO_GET}")
+        if usable:
+            return probe(Path(os.path.abspath(p)), source)
+    raise NsysError(f"nsys not found; {HOW_TO_GET}")
+
+
+@dataclass
+class ProfileOptions:
+    output: Path  # report path without extension
+    trace: tuple[str, ...] = DEFAULT_TRACE
+    python_backtrace: str | None = "cuda"
+    capture: str = "all"  # all | measured
+    mode: str = "light"  # light | full
+    extra_args: list[str] = field(default_factory=list)
+    export_sqlite: bool = True
+
+
+def _flag_name(arg: str) -> str | None:
+    if arg.startswith("--"):
+        return arg[2:].split("=", 1)[0]
+    if arg.startswith("-") and len(arg) >= 2:
+        return SHORT_FLAGS.get(arg[:2])
+    return None
+
+
+def build_profile_command(
+    info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The `nsys profile` argv and the requested flags this nsys does not support (dropped).
+
+    `extra_args` come last and replace any default flag of the same name.
+    """
+    defaults = [f"--trace={','.join(opts.trace)}"]
+    if opts.python_backtrace:
+        defaults.append(f"--python-backtrace={opts.python_backtrace}")
+    if opts.mode == "light":
+        defaults += LIGHT_ARGS
+    if opts.capture == "measured":
+        defaults += [
+            "--capture-range=nvtx",
+            f"--nvtx-capture={MEASURED_RANGE}",
+            "--capture-range-end=stop",
+        ]
+    defaults += [f"--output={opts.output}", "--force-overwrite=true"]
+    if opts.export_sqlite:
+        defaults.append("--export=sqlite")
+    overridden = {_flag_name(a) for a in opts.extra_args} - {None}
+    argv = [str(info.path), "profile"]
+    dropped = []
+    for arg in defaults:
+        name = _flag_name(arg)
+        if name in overridden:
+            continue
+        if info.flags and not info.supports(arg):
+            dropped.append(f"{arg} (nsys {info.version} does not support it)")
+            continue
+        argv.append(arg)
+    return [*argv, *opts.extra_args, *target], dropped
+
+
+@dataclass
+class ProfileResult:
+    returncode: int  # the profiled program's exit code as nsys reports it; negative: killed by a signal
+    rep: Path | None
+    sqlite: Path | None
+    qdstrm: Path | None
+    stderr_tail: str
+    command: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _tail(text: str, lines: int = TAIL_LINES) -> str:
+    # nsys draws progress bars with carriage returns: keep only the lines a person would see
+    kept = [ln.rsplit("\r", 1)[-1] for ln in text.splitlines()]
+    kept = [ln for ln in kept if ln.strip() and not re.match(r"^\[\d/\d\] \[", ln)]
+    return "\n".join(kept[-lines:])
+
+
+def _env_for(opts: ProfileOptions, env: dict[str, str] | None) -> dict[str, str]:
+    full = dict(os.environ if env is None else env)
+    if opts.capture == "measured":
+        # nsys matches --nvtx-capture against registered strings only, unless told otherwise
+        full.setdefault("NSYS_NVTX_PROFILER_REGISTER_ONLY", "0")
+    return full
+
+
+def profile(
+    info: NsysInfo, opts: ProfileOptions, target: Sequence[str], env: dict[str, str] | None = None
+) -> ProfileResult:
+    """Run `target` under `nsys profile`; import a left-over .qdstrm and export SQLite where nsys did not.
+
+    Ctrl-C is passed on to nsys as SIGINT, which stops collection and writes what was recorded.
+    """
+    argv, _ = build_profile_command(info, opts, target)
+    out = Path(opts.output)
+    notes: list[str] = []
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env_for(opts, env))
+    try:
+        output, _ = proc.communicate()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate()
+        notes.append("interrupted: nsys was stopped part way and kept what it had recorded")
+    text = output.decode(errors="replace")
+    if proc.returncode < 0:
+        notes.append(f"nsys was killed by signal {-proc.returncode} part way")
+    rep = _existing(out.with_name(out.name + ".nsys-rep"))
+    qdstrm = _existing(out.with_name(out.name + ".qdstrm")) or _left_qdstrm(text)
+    sqlite = _existing(out.with_name(out.name + ".sqlite"))
+    if rep is None and qdstrm is not None:
+        try:
+            rep = import_qdstrm(qdstrm, out.with_name(out.name + ".nsys-rep"), info)
+            notes.append(f"nsys left only {qdstrm.name}: imported it with QdstrmImporter")
+        except NsysError as e:
+            notes.append(str(e))
+    if opts.export_sqlite and rep is not None and sqlite is None:
+        try:
+            sqlite = export_sqlite(rep, out.with_name(out.name + ".sqlite"), info)
+            notes.append(f"exported {sqlite.name} with `nsys export`")
+        except NsysError as e:
+            notes.append(str(e))
+    return ProfileResult(
+        returncode=proc.returncode,
+        rep=rep,
+        sqlite=sqlite,
+        qdstrm=qdstrm if rep is None else None,
+        stderr_tail=_tail(text),
+        command=argv,
+        notes=notes,
+    )
+
+
+def _existing(path: Path) -> Path | None:
+    return path if path.is_file() else None
+
+
+def _left_qdstrm(nsys_output: str) -> Path | None:
+    """A .qdstrm nsys named in its output ("Generating '/tmp/nsys-report-ab12.qdstrm'") and did not import."""
+    for name in reversed(re.findall(r"'([^']+\.qdstrm)'", nsys_output)):
+        if Path(name).is_file():
+            return Path(name)
+    return None
+
+
+def find_importer(info: NsysInfo) -> Path:
+    """QdstrmImporter of this nsys installation (host-linux-x64/ beside or above the nsys binary)."""
+    real = info.path.resolve()
+    # its own installation first, then any other nsys this machine has (same-version importers only)
+    others = [Path(p).resolve() for p, _ in candidates() if Path(p).is_file()]
+    for nsys_bin in [real, *[o for o in others if o != real]]:
+        for parent in list(nsys_bin.parents)[:4]:
+            for cand in (parent / "host-linux-x64" / "QdstrmImporter", parent / "QdstrmImporter"):
+                if cand.is_file() and os.access(cand, os.X_OK) and _same_version(nsys_bin, info):
+                    return cand
+    raise NsysError(
+        f"QdstrmImporter not found near {real}: the nsys installation is incomplete "
+        "(scripts/install-nsys.sh links host-linux-x64 into place)"
+    )
+
+
+def _same_version(nsys_bin: Path, info: NsysInfo) -> bool:
+    if nsys_bin == info.path.resolve():
+        return True
+    try:
+        return _version(nsys_bin) == info.version
+    except NsysError:
+        return False
+
+
+def import_qdstrm(qdstrm: Path, rep: Path | None = None, info: NsysInfo | None = None) -> Path:
+    """Turn a .qdstrm (raw stream nsys writes during capture) into a .nsys-rep with QdstrmImporter."""
+    info = info or find_nsys()
+    importer = find_importer(info)
+    rep = rep or qdstrm.with_suffix(".nsys-rep")
+    proc = subprocess.run(
+        [str(importer), "--input-file", str(qdstrm), "--output-file", str(rep), "--force-overwrite"],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0 or not rep.is_file():
+        raise NsysError(f"QdstrmImporter could not import {qdstrm}: {_tail(proc.stdout + proc.stderr, 1)}")
+    return rep
+
+
+def export_sqlite(rep: Path, out: Path | None = None, info: NsysInfo | None = None) -> Path:
+    """`nsys export --type=sqlite` of a .nsys-rep; the report itself is only read."""
+    info = info or find_nsys()
+    out = out or rep.with_suffix(".sqlite")
+    proc = subprocess.run(
+        [
+            str(info.path),
+            "export",
+            "--type=sqlite",
+            f"--output={out}",
+            "--force-overwrite=true",
+            str(rep),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0 or not out.is_file():
+        raise NsysError(f"nsys export could not export {rep}: {_tail(proc.stdout + proc.stderr, 1)}")
+    return out

@@ -1,0 +1,222 @@
+"""harness.nsys: finding nsys, building `nsys profile` commands by capability, profiling, qdstrm import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import nsys
+from harness.errors import NsysError
+
+NEW = nsys.NsysInfo(
+    path=Path("/opt/nsys/bin/nsys"),
+    version="2025.3.1",
+    flags=frozenset(
+        {
+            "trace",
+            "python-backtrace",
+            "sample",
+            "cpuctxsw",
+            "capture-range",
+            "capture-range-end",
+            "nvtx-capture",
+        }
+        | {"output", "force-overwrite", "export"}
+    ),
+    source="PATH",
+)
+OLD = nsys.NsysInfo(
+    path=NEW.path, version="2022.4.2.1", flags=NEW.flags - {"python-backtrace"}, source="PATH"
+)
+TARGET = ["python", "-m", "harness.worker", "c.json", "r.json"]
+
+
+def test_command_has_the_design_cards_flags_where_supported() -> None:
+    argv, dropped = nsys.build_profile_command(NEW, nsys.ProfileOptions(output=Path("/p/run")), TARGET)
+    assert argv == [
+        "/opt/nsys/bin/nsys", "profile", "--trace=cuda,osrt,nvtx", "--python-backtrace=cuda",
+        "--sample=none", "--cpuctxsw=none", "--output=/p/run", "--force-overwrite=true", "--export=sqlite",
+        *TARGET,
+    ]  # fmt: skip
+    assert dropped == []
+
+
+def test_unsupported_flag_is_dropped_and_named() -> None:
+    argv, dropped = nsys.build_profile_command(OLD, nsys.ProfileOptions(output=Path("/p/run")), TARGET)
+    assert not any(a.startswith("--python-backtrace") for a in argv)
+    assert dropped == ["--python-backtrace=cuda (nsys 2022.4.2.1 does not support it)"]
+
+
+def test_full_mode_keeps_sampling_and_measured_capture_uses_nvtx_range() -> None:
+    opts = nsys.ProfileOptions(output=Path("/p/run"), mode="full", capture="measured")
+    argv, _ = nsys.build_profile_command(NEW, opts, TARGET)
+    assert "--sample=none" not in argv and "--cpuctxsw=none" not in argv
+    i = argv.index("--capture-range=nvtx")
+    assert argv[i + 1 : i + 3] == ["--nvtx-capture=measured", "--capture-range-end=stop"]
+    assert nsys._env_for(opts, {})["NSYS_NVTX_PROFILER_REGISTER_ONLY"] == "0"
+    assert "NSYS_NVTX_PROFILER_REGISTER_ONLY" not in nsys._env_for(nsys.ProfileOptions(output=Path("x")), {})
+
+
+def test_extra_args_replace_defaults_of_the_same_name() -> None:
+    opts = nsys.ProfileOptions(output=Path("/p/run"), extra_args=["--sample=process-tree", "-t", "nvtx,osrt"])
+    argv, _ = nsys.build_profile_command(NEW, opts, TARGET)
+    assert "--sample=none" not in argv and "--trace=cuda,osrt,nvtx" not in argv
+    assert argv[-len(TARGET) - 3 : -len(TARGET)] == ["--sample=process-tree", "-t", "nvtx,osrt"]
+    assert "--cpuctxsw=none" in argv
+
+
+def test_tail_drops_progress_bars() -> None:
+    text = "[1/2] [0%    ] a.nsys-rep\r[1/2] [100%] a.nsys-rep\nGenerated:\n    /p/a.nsys-rep\n"
+    assert nsys._tail(text) == "Generated:\n    /p/a.nsys-rep"
+
+
+def _fake_nsys(folder: Path) -> Path:
+    """A stand-in binary answering --version and `profile --help` like nsys 2022.4 does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nsys"
+    path.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version 2022.4.2.1-df9881f"; exit 0; fi\n'
+        'printf "usage: nsys profile\\n\\t-t, --trace=\\n\\t--capture-range-end=\\n\\t   with --foo text\\n"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+def test_find_order_explicit_then_env_then_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nsys.probe.cache_clear()
+    a, b, c = (_fake_nsys(tmp_path / d) for d in "abc")
+    monkeypatch.setenv("PATH", str(c.parent))
+    monkeypatch.setenv("HARNESS_NSYS", str(b))
+    assert nsys.find_nsys(str(a)).path == a and nsys.find_nsys(str(a)).source == "--nsys-path"
+    assert nsys.find_nsys().path == b
+    monkeypatch.delenv("HARNESS_NSYS")
+    found = nsys.find_nsys()
+    assert (found.path, found.source, found.version) == (c, "PATH", "2022.4.2.1")
+    assert found.flags == {"trace", "capture-range-end"}
+
+
+def test_named_but_missing_nsys_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(NsysError, match=r"nsys given by --nsys-path is not an executable file: .*nope"):
+        nsys.find_nsys(str(tmp_path / "nope"))
+    monkeypatch.setenv("HARNESS_NSYS", str(tmp_path / "gone"))
+    with pytest.raises(NsysError, match="HARNESS_NSYS"):
+        nsys.find_nsys()
+
+
+def test_nothing_found_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HARNESS_NSYS", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(nsys, "INSTALL_PLACES", ())
+    monkeypatch.setattr(nsys, "PROJECT_LOCAL", tmp_path / "none" / "nsys")
+    with pytest.raises(NsysError, match=r"^nsys not found; install Nsight Systems: `make setup`"):
+        nsys.find_nsys()
+
+
+# --- with the real nsys ---------------------------------------------------------------------------------
+
+RANGES_SCRIPT = """
+import nvtx
+for i in range(5):
+    if i == 2:
+        nvtx.push_range("measured")
+    nvtx.push_range("step", payload=i)
+    sum(range(20000))
+    nvtx.pop_range()
+nvtx.pop_range()
+"""
+
+
+def _steps_in(sqlite: Path) -> list[int]:
+    con = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT int64Value FROM NVTX_EVENTS LEFT JOIN StringIds ON StringIds.id = textId "
+            "WHERE coalesce(text, value) = 'step' ORDER BY start"
+        ).fetchall()
+    finally:
+        con.close()
+    return [r[0] for r in rows]
+
+
+@pytest.fixture
+def real(nsys_bin: str) -> nsys.NsysInfo:
+    return nsys.probe(Path(nsys_bin))
+
+
+@pytest.mark.nsys
+def test_real_nsys_version_and_flags(real: nsys.NsysInfo) -> None:
+    assert real.version.count(".") >= 2 and real.supports("--trace") and real.supports("capture-range")
+    if real.version.startswith("2022.4"):
+        assert not real.supports("python-backtrace")
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_measured_capture_leaves_warmup_out(real: nsys.NsysInfo, tmp_path: Path) -> None:
+    script = tmp_path / "ranges.py"
+    script.write_text(RANGES_SCRIPT)
+    both = {}
+    for capture in ("all", "measured"):
+        opts = nsys.ProfileOptions(output=tmp_path / capture, trace=("nvtx",), capture=capture)
+        prof = nsys.profile(real, opts, [sys.executable, str(script)])
+        assert prof.returncode == 0 and prof.rep == tmp_path / f"{capture}.nsys-rep"
+        both[capture] = _steps_in(prof.sqlite)
+    assert both == {"all": [0, 1, 2, 3, 4], "measured": [2, 3, 4]}
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_program_exit_code_is_passed_on(real: nsys.NsysInfo, tmp_path: Path) -> None:
+    opts = nsys.ProfileOptions(output=tmp_path / "fail", trace=("osrt",))
+    prof = nsys.profile(
+        real, opts, [sys.executable, "-c", "import sys; print('bad input', file=sys.stderr); sys.exit(5)"]
+    )
+    assert prof.returncode == 5 and "bad input" in prof.stderr_tail
+    assert prof.rep is not None  # what was recorded is kept
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_qdstrm_left_by_nsys_is_imported(real: nsys.NsysInfo, tmp_path: Path) -> None:
+    """An install without host-linux-x64 beside its target dir leaves only a .qdstrm; the harness imports it."""
+    target_dir = real.path.resolve().parent
+    if target_dir.name != "target-linux-x64":
+        pytest.skip("needs the Debian layout of the project-local nsys")
+    broken = tmp_path / "broken" / "target-linux-x64"
+    broken.parent.mkdir()
+    # hard links: a whole nsys target tree without copying 177 MB
+    if subprocess.run(["cp", "-al", str(target_dir), str(broken)]).returncode != 0:
+        shutil.copytree(target_dir, broken, symlinks=True)
+    lonely = nsys.probe(broken / "nsys")
+    script = tmp_path / "ranges.py"
+    script.write_text(RANGES_SCRIPT)
+    prof = nsys.profile(
+        lonely, nsys.ProfileOptions(output=tmp_path / "run", trace=("nvtx",)), [sys.executable, str(script)]
+    )
+    assert "nsys left only run.qdstrm: imported it with QdstrmImporter" in prof.notes
+    assert prof.rep == tmp_path / "run.nsys-rep" and prof.rep.is_file()
+    assert _steps_in(prof.sqlite) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_export_reads_the_report_only(real: nsys.NsysInfo, tmp_path: Path) -> None:
+    script = tmp_path / "ranges.py"
+    script.write_text(RANGES_SCRIPT)
+    opts = nsys.ProfileOptions(output=tmp_path / "r", trace=("nvtx",), export_sqlite=False)
+    prof = nsys.profile(real, opts, [sys.executable, str(script)])
+    assert prof.sqlite is None and prof.rep is not None
+    before = prof.rep.read_bytes()
+    out = nsys.export_sqlite(prof.rep, tmp_path / "elsewhere.sqlite", real)
+    assert _steps_in(out) == [0, 1, 2, 3, 4]
+    assert prof.rep.read_bytes() == before
+    with pytest.raises(NsysError, match="nsys export could not export"):
+        nsys.export_sqlite(script, tmp_path / "x.sqlite", real)
+    assert os.listdir(tmp_path).count("x.sqlite") == 0
