@@ -13,6 +13,7 @@ the connection is opened with mode=ro.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,6 +29,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 NULL = -9223372036854775807  # stands for SQL NULL in integer columns read by `scan`
 CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings
+SCAN_THREADS = min(4, os.cpu_count() or 1)
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -154,7 +156,15 @@ class Export:
             row = self._rows(sql, {**(params or {}), "lo": first, "hi": first + CHUNK_ROWIDS - 1})[0]
             return [_parse_ints(b) if b is not None else np.empty(0, dtype=np.int64) for b in row]
 
-        parts = [read(first) for first in chunks]
+        # SQLite does the work with the GIL released: chunks on separate connections scan in parallel
+        workers = min(len(chunks), SCAN_THREADS)
+        if workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(workers) as pool:
+                parts = list(pool.map(read, chunks))
+        else:
+            parts = [read(first) for first in chunks]
         columns = {}
         for i, n in enumerate(names):
             columns[n] = np.concatenate([p[i] for p in parts])
@@ -368,7 +378,7 @@ def _check_header(path: Path) -> None:
 def open_export(path: str | Path) -> Export:
     """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong."""
     from sqlalchemy import create_engine, exc, text
-    from sqlalchemy.pool import StaticPool
+    from sqlalchemy.pool import QueuePool
 
     path = Path(path)
     if not path.exists():
@@ -385,7 +395,8 @@ def open_export(path: str | Path) -> Export:
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
-    engine = create_engine("sqlite://", creator=connect, poolclass=StaticPool)
+    # a small pool, not one shared connection: scan() reads chunks on several threads at once
+    engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=SCAN_THREADS)
     try:
         with engine.connect() as conn:
             tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}

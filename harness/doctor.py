@@ -1,4 +1,4 @@
-"""`harness doctor`: is this machine ready to profile? nsys, an end-to-end NVTX self-test, torch, CUDA, NVML."""
+"""`harness doctor`: is this machine ready to profile? nsys, an NVTX self-test, torch, CUDA, NVML."""
 
 from __future__ import annotations
 

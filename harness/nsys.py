@@ -1,4 +1,4 @@
-"""Everything that runs the `nsys` binary: finding it, reading what it supports, profiling, importing, exporting.
+"""Everything that runs the `nsys` binary: finding it, reading its flags, profiling, importing, exporting.
 
 No other module shells out to nsys. Flags a given nsys does not know are dropped from the command and named,
 so one harness works with the Debian 2022.4 build (no --python-backtrace) and with current releases.

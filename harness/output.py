@@ -54,21 +54,38 @@ def _cell(value: Any, ns_column: bool, pct_column: bool, wrap: bool = False) -> 
 
 
 def rich_table(df: pd.DataFrame, title: str | None = None, caption: str | None = None):
-    """A rich Table of `df`; `(ns)` columns shown as `(ms)`."""
+    """A rich Table of `df`; `(ns)` columns (and rows whose label ends in `(ns)`) shown in milliseconds.
+
+    Nothing is cut: each column is as wide as its widest value or header word; headers wrap at spaces.
+    """
     from rich.table import Table
 
     table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
     wrapped = set(df.attrs.get("wrap", ()))  # columns rich may wrap instead of shortening
-    kinds: list[tuple[bool, bool, bool]] = []
-    for col in df.columns:
-        name = str(col)
-        ns = name.endswith("(ns)")
-        pct = name.endswith("(%)")
-        numeric = df[col].dtype.kind in "iuf"
-        table.add_column(name.replace("(ns)", "(ms)") if ns else name, justify="right" if numeric else "left")
-        kinds.append((ns, pct, name in wrapped))
+    kinds = [(str(c).endswith("(ns)"), str(c).endswith("(%)"), str(c) in wrapped) for c in df.columns]
+    rows = []
     for row in df.itertuples(index=False):
-        table.add_row(*(_cell(_py(v), *kind) for v, kind in zip(row, kinds, strict=True)))
+        label = str(row[0]) if len(row) else ""
+        ns_row = label.endswith("(ns)")
+        cells = [
+            _cell(_py(v), ns or (ns_row and i > 0), pct, wrap)
+            for i, (v, (ns, pct, wrap)) in enumerate(zip(row, kinds, strict=True))
+        ]
+        if ns_row:
+            cells[0] = cells[0].replace("(ns)", "(ms)")
+        rows.append(cells)
+    for i, col in enumerate(df.columns):
+        name = str(col).replace("(ns)", "(ms)") if kinds[i][0] else str(col)
+        numeric = df[col].dtype.kind in "iuf"
+        widest = max((len(r[i]) for r in rows), default=0)
+        word = max((len(w) for w in name.split()), default=0)
+        table.add_column(
+            name,
+            justify="right" if numeric else "left",
+            width=None if kinds[i][2] else max(widest, word),
+        )
+    for cells in rows:
+        table.add_row(*cells)
     return table
 
 
@@ -102,8 +119,16 @@ def emit(
     else:
         from rich.console import Console
 
-        console = Console(file=out, width=max(Console().width, 120) if out is sys.stdout else 160)
-        console.print(rich_table(df, title=title))
+        terminal = Console()
+        # a terminal's own width; pipes and files get room for wide tables
+        console = Console(
+            file=out, width=terminal.width if terminal.is_terminal and out is sys.stdout else 200
+        )
+        table = rich_table(df, title=title)
+        needed = sum((c.width or 20) + 3 for c in table.columns) + 1
+        if needed > console.width:  # wider than the terminal: let lines wrap rather than cut numbers
+            console = Console(file=out, width=needed)
+        console.print(table)
         for note in notes:
             console.print(f"[dim]note:[/dim] {note}", highlight=False)
         return

@@ -98,6 +98,7 @@ def profile_run(
     from harness.sweep import run_isolated
 
     info = nsys.find_nsys(request.nsys_path)
+    _check_writable(request.profile_dir)
     run_id = new_run_id(config.model)
     experiment = f"overhead-{run_id}" if request.baseline else None
     baseline = None
@@ -184,10 +185,10 @@ def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]
 def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
     """NVTX table of the measured steps, top kernels if any, and the NVTX-vs-timer agreement."""
     import pandas as pd
-    from analysis.export import open_export
-    from analysis.nvtx import nvtx_ranges
 
     from analysis.agreement import agreement_table, pair_ranges, range_summary
+    from analysis.export import open_export
+    from analysis.nvtx import nvtx_ranges
 
     assert out.result is not None
     phases = phases_for(config.mode)

@@ -60,4 +60,6 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
         ("MFU (%)", result.mfu * 100 if result.mfu else None),
         ("peak memory (MiB)", result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),
     ]
-    return pd.DataFrame(rows, columns=["metric", "value"]).astype({"value": object})
+    return pd.DataFrame(
+        {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
+    )

@@ -82,8 +82,11 @@ def _fake_nsys(folder: Path) -> Path:
     path = folder / "nsys"
     path.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version 2022.4.2.1-df9881f"; exit 0; fi\n'
-        'printf "usage: nsys profile\\n\\t-t, --trace=\\n\\t--capture-range-end=\\n\\t   with --foo text\\n"\n'
+        'if [ "$1" = "--version" ]; then\n'
+        '  echo "NVIDIA Nsight Systems version 2022.4.2.1-df9881f"; exit 0\n'
+        "fi\n"
+        'printf "usage: nsys profile\\n\\t-t, --trace=\\n\\t--capture-range-end=\\n"\n'
+        'printf "\\t   with --foo text\\n"\n'
     )
     path.chmod(0o755)
     return path
@@ -185,7 +188,7 @@ def test_program_exit_code_is_passed_on(real: nsys.NsysInfo, tmp_path: Path) -> 
 @pytest.mark.nsys
 @pytest.mark.slow
 def test_qdstrm_left_by_nsys_is_imported(real: nsys.NsysInfo, tmp_path: Path) -> None:
-    """An install without host-linux-x64 beside its target dir leaves only a .qdstrm; the harness imports it."""
+    """A target dir without host-linux-x64 beside it leaves only a .qdstrm: the harness imports it"""
     target_dir = real.path.resolve().parent
     if target_dir.name != "target-linux-x64":
         pytest.skip("needs the Debian layout of the project-local nsys")

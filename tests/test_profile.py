@@ -45,9 +45,16 @@ def test_run_nsys_end_to_end(in_tmp: Path) -> None:
     nvtx = {row["Range"]: row for row in tables["NVTX ranges (measured steps)"]}
     assert nvtx["forward"]["Instances"] == 3 and nvtx["step"]["Instances"] == 3
     # the run is stored with its profile and agreement
+    # nsys's overhead against a baseline run without it, per phase and for whole steps
+    overhead = tables["nsys overhead (one run each; `harness overhead` alternates repeats)"]
+    assert [r["Phase"] for r in overhead] == [*PHASES, "step (sum)"]
+    assert all(r["no nsys Avg (ns)"] > 0 and "nsys light overhead (%)" in r for r in overhead)
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
-    assert listed[0]["profiler"] == "nsys" and listed[0]["nsys_sqlite"] == str(sqlites[0].resolve())
-    shown = json.loads(runner.invoke(app, ["show", listed[0]["run_id"], "--format", "json"]).stdout)
+    assert sorted(r["profiler"] for r in listed) == ["none", "nsys"]
+    assert len({r["experiment"] for r in listed}) == 1  # the dashboard's overhead panel pairs them
+    profiled = next(r for r in listed if r["profiler"] == "nsys")
+    assert profiled["nsys_sqlite"] == str(sqlites[0].resolve())
+    shown = json.loads(runner.invoke(app, ["show", profiled["run_id"], "--format", "json"]).stdout)
     assert {r["phase"] for r in shown["NVTX vs timers"]} == set(PHASES)
 
 
@@ -86,3 +93,28 @@ def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pyte
     assert "files kept:" in result.output
     assert list((in_tmp / "nsys_profiles").glob("*.nsys-rep"))  # partial report kept
     assert "Traceback" not in result.output
+
+
+def test_measured_capture_leaves_warmup_out(in_tmp: Path) -> None:
+    from analysis.export import open_export
+    from analysis.nvtx import nvtx_ranges
+
+    args = ["run", "char", "--device", "cpu", "--nsys", "--nsys-capture", "measured", "--no-nsys-baseline"]
+    result = runner.invoke(app, [*args, "--steps", "3", "--warmup", "2", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    (sqlite,) = (in_tmp / "nsys_profiles").glob("*.sqlite")
+    ranges = nvtx_ranges(open_export(sqlite), names=["forward"])
+    assert sorted(ranges["payload"].astype(int)) == [2, 3, 4]  # steps 0 and 1 were warmup
+    tables = json.loads(result.stdout)
+    assert {r["Phase"]: r["Steps"] for r in tables["NVTX vs in-process timers"]} == dict.fromkeys(PHASES, 3)
+    assert "nsys overhead (one run each; `harness overhead` alternates repeats)" not in tables
+
+
+def test_unwritable_profile_dir_is_one_line(in_tmp: Path) -> None:
+    (in_tmp / "file").write_text("x")
+    args = ["run", "char", "--device", "cpu", "--nsys", "--profile-dir", str(in_tmp / "file" / "profiles")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"error: cannot create profile folder {in_tmp / 'file' / 'profiles'}: Not a directory; pass --profile-dir"
+    ]
