@@ -13,8 +13,13 @@ the connection is opened with mode=ro.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import os
+import platform
 import sqlite3
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -375,6 +380,22 @@ def _check_header(path: Path) -> None:
         )
 
 
+_M_MMAP_THRESHOLD = -3  # glibc malloc.h
+
+
+@functools.cache
+def _return_freed_buffers() -> None:
+    """Have glibc serve allocations of 1 MiB and more with mmap, so freed chunk buffers leave the process.
+
+    scan() parses chunks on worker threads; with glibc's per-thread arenas and its self-raising mmap
+    threshold, the freed buffers otherwise stay resident (1M kernels, `nvtx-gpu`: 430 MB peak, not 370 MB).
+    """
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+
+
 def open_export(path: str | Path) -> Export:
     """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong."""
     from sqlalchemy import create_engine, exc, text
@@ -390,6 +411,7 @@ def open_export(path: str | Path) -> Export:
             f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
         )
     _check_header(path)
+    _return_freed_buffers()
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
 
     def connect() -> sqlite3.Connection:

@@ -57,6 +57,9 @@ def step_events(export: Export, step: int | None = None, max_kernels: int = 2000
     pid = int(chosen["pid"])
     ranges = all_ranges(export)
     inside = ranges[(ranges["pid"] == pid) & (ranges["end_ns"] >= lo) & (ranges["start_ns"] <= hi)]
+    # ranges around the whole step (`measured`, the user's own) would stretch the axis over every step
+    inside = inside[~((inside["start_ns"] < lo) & (inside["end_ns"] >= hi))]
+    level = inside["level"] - inside.groupby("global_tid")["level"].transform("min")
     threads = export.thread_names()
     lanes = [
         threads.get(int(g), f"tid {t}") for g, t in zip(inside["global_tid"], inside["tid"], strict=True)
@@ -69,7 +72,7 @@ def step_events(export: Export, step: int | None = None, max_kernels: int = 2000
                 "start_ns": inside["start_ns"].to_numpy(),
                 "end_ns": inside["end_ns"].to_numpy(),
                 "lane": lanes,
-                "level": inside["level"].to_numpy(),
+                "level": level.to_numpy(),
             }
         )
     ]

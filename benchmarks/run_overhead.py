@@ -1,8 +1,10 @@
 """Does the harness's own instrumentation slow the work? `harness run`'s loop against the same loop bare.
 
-Both run in this process, interleaved round by round (harness, bare, harness, bare, …) so drift in the
-machine's speed hits both alike. Each step's wall time is taken from one step end to the next, so
-everything the harness adds per step (synchronisation, NVTX push/pop, clock reads, records) is inside it.
+Both run in this process, interleaved round by round, in ABBA order (harness, bare, bare, harness, …) so
+drift in the machine's speed and any advantage of going first or second hit both alike. Each step's wall
+time is taken from one step end to the next, so everything the harness adds per step (synchronisation, NVTX
+push/pop, clock reads, records) is inside it. Then, since a 2-core shared machine's noise (±3%) hides
+anything smaller, the instrumentation alone: a step range and three timed phases around nothing.
 
     .venv/bin/python benchmarks/run_overhead.py [--model tiny] [--rounds 4] [--steps 6] [--warmup 2]
 """
@@ -46,6 +48,22 @@ def bare_round(config: RunConfig) -> list[int]:
     return [b - a for a, b in zip(ends[config.warmup :], ends[config.warmup + 1 :], strict=False)]
 
 
+def instrumentation_ns(device: torch.device, steps: int = 20_000) -> float:
+    """What the harness adds per training step with nothing inside: a `step` range and three timed phases."""
+    from harness import nvtx_ranges
+    from harness.timing import PhaseClock
+
+    clock = PhaseClock(device)
+    t0 = time.perf_counter_ns()
+    for i in range(steps):
+        clock.reset()
+        with nvtx_ranges.nvtx_range("step", i):
+            for phase in ("forward", "backward", "optimizer"):
+                with clock.phase(phase, i):
+                    pass
+    return (time.perf_counter_ns() - t0) / steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny")
@@ -57,8 +75,12 @@ def main() -> None:
     harness_steps: list[int] = []
     bare_steps: list[int] = []
     for r in range(args.rounds):
-        harness_steps += harness_round(config)
-        bare_steps += bare_round(config)
+        if r % 2 == 0:
+            harness_steps += harness_round(config)
+            bare_steps += bare_round(config)
+        else:
+            bare_steps += bare_round(config)
+            harness_steps += harness_round(config)
         print(
             f"round {r + 1}/{args.rounds}: harness {statistics.median(harness_steps) / 1e6:.2f} ms, "
             f"bare {statistics.median(bare_steps) / 1e6:.2f} ms (medians so far)",
@@ -74,6 +96,11 @@ def main() -> None:
     print(f"{'harness':8}{h_med / 1e6:12.2f}{h_mean / 1e6:12.2f}")
     print(f"{'bare':8}{b_med / 1e6:12.2f}{b_mean / 1e6:12.2f}")
     print(f"ratio harness/bare: median {h_med / b_med:.4f}, mean {h_mean / b_mean:.4f}")
+    added = instrumentation_ns(torch.device("cpu"))
+    print(
+        f"instrumentation alone (step range + 3 timed phases, empty): {added / 1e3:.1f} us per step "
+        f"= {added / b_med * 100:.4f}% of a bare step"
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,32 @@ def resolve_device(requested: str) -> Any:
     return torch.device(requested)
 
 
+def emulated_precision_note(device: Any, precisions: list[str]) -> str | None:
+    """Say so when bf16/fp16 on this CPU has no native support: torch then emulates it, many times slower."""
+    if device.type != "cpu":
+        return None
+    import torch
+
+    checks = {
+        "bf16": getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None),
+        "fp16": getattr(torch.ops.mkldnn, "_is_mkldnn_fp16_supported", None),
+    }
+    slow = []
+    for precision in dict.fromkeys(precisions):
+        check = checks.get(precision)
+        try:
+            if check is not None and not check():
+                slow.append(precision)
+        except RuntimeError:
+            continue
+    if not slow:
+        return None
+    return (
+        f"{'/'.join(slow)} on this CPU is emulated (no AVX512-BF16/AMX or FP16 units): expect steps many "
+        "times slower than fp32, backward most of all"
+    )
+
+
 def synchronize(device: Any) -> None:
     import torch
 
@@ -53,7 +79,19 @@ def device_name(device: Any) -> str:
         return torch.cuda.get_device_name(device)
     if device.type == "mps":
         return "Apple MPS"
-    return platform.processor() or platform.machine() or "cpu"
+    return _cpu_model() or platform.processor() or platform.machine() or "cpu"
+
+
+def _cpu_model() -> str | None:
+    """The CPU's marketing name on Linux (platform.processor() is empty there)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        return None
+    return None
 
 
 def reset_peak_memory(device: Any) -> None:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MAX_TEXT = 72
+# Identifiers, printed as nsys prints them (no thousands separators).
+ID_COLUMNS = frozenset({"PID", "TID", "DevId", "Device", "Stream", "Context", "CorrId", "GlobalTid"})
 
 
 class Format(StrEnum):
@@ -33,7 +35,9 @@ def shorten(text: str, width: int = MAX_TEXT) -> str:
     return f"{text[:head]}…{text[-tail:]}"
 
 
-def _cell(value: Any, ns_column: bool, pct_column: bool, wrap: bool = False) -> str:
+def _cell(
+    value: Any, ns_column: bool, pct_column: bool, wrap: bool = False, digits: int = 1, ident: bool = False
+) -> str:
     import math
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -43,7 +47,9 @@ def _cell(value: Any, ns_column: bool, pct_column: bool, wrap: bool = False) -> 
     if ns_column and isinstance(value, int | float):
         return f"{value / 1e6:,.3f}"
     if pct_column and isinstance(value, int | float):
-        return f"{value:.1f}"
+        return f"{value:.{digits}f}"
+    if ident and isinstance(value, int):
+        return str(value)
     if isinstance(value, float):
         if math.isinf(value):
             return "inf"
@@ -62,13 +68,15 @@ def rich_table(df: pd.DataFrame, title: str | None = None, caption: str | None =
 
     table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
     wrapped = set(df.attrs.get("wrap", ()))  # columns rich may wrap instead of shortening
+    digits = df.attrs.get("digits", {})  # decimals of a percent column, where 1 is too few
     kinds = [(str(c).endswith("(ns)"), str(c).endswith("(%)"), str(c) in wrapped) for c in df.columns]
+    extra = [(digits.get(str(c), 1), str(c) in ID_COLUMNS) for c in df.columns]
     rows = []
     for row in df.itertuples(index=False):
         label = str(row[0]) if len(row) else ""
         ns_row = label.endswith("(ns)")
         cells = [
-            _cell(_py(v), ns or (ns_row and i > 0), pct, wrap)
+            _cell(_py(v), ns or (ns_row and i > 0), pct, wrap, *extra[i])
             for i, (v, (ns, pct, wrap)) in enumerate(zip(row, kinds, strict=True))
         ]
         if ns_row:

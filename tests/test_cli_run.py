@@ -102,3 +102,15 @@ def test_sweep_runs_each_point_in_its_own_process(tmp_db) -> None:
     listed = json.loads(invoke("runs", "--format", "json").stdout)
     assert len(listed) == 2 and len({r["experiment"] for r in listed}) == 1
     assert {r["precision"] for r in listed} == {"fp32", "bf16"}
+
+
+def test_emulated_bf16_on_cpu_is_said() -> None:
+    from harness.devices import emulated_precision_note
+
+    cpu = torch.device("cpu")
+    assert emulated_precision_note(cpu, ["fp32"]) is None
+    note = emulated_precision_note(cpu, ["fp32", "bf16", "bf16"])
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        assert note is None
+    else:
+        assert note is not None and note.startswith("bf16 on this CPU is emulated")

@@ -99,4 +99,5 @@ def test_report_mode_draws_the_fixture_profile(a100_export: Path, tmp_path: Path
 def test_report_mode_draws_the_cpu_step_timeline(cpu_export: Path, tmp_path: Path) -> None:
     out = tmp_path / "cpu.html"
     drawn = _panels(runner.invoke(app, ["dashboard", str(cpu_export), "--out", str(out), "--format", "json"]))
-    assert drawn == {"kernels": False, "nvtx": True, "timeline": True}
+    # no kernels without a GPU: the kernels panel shows the OS runtime calls instead
+    assert drawn == {"kernels": True, "nvtx": True, "timeline": True}

@@ -64,6 +64,28 @@ def test_kernels_panel_without_kernels_says_why() -> None:
     assert "harness run tiny --nsys" in kernels_panel(DashboardData()).missing
 
 
+def test_profile_without_gpu_shows_its_os_runtime_calls(cpu_export: Path) -> None:
+    from analysis.dashboard.load import load_profile
+
+    prof = load_profile(cpu_export, label="cpu-train")
+    assert prof.kernels is None and "no CUDA kernel data" in prof.missing["kernels"]
+    assert prof.osrt is not None
+    panel = kernels_panel(DashboardData(profile=prof))
+    assert panel.title == "Top OS runtime calls by total time: cpu-train (no GPU kernels)"
+    assert "no CUDA kernel data" in panel.notes[0] and panel.notes[0].endswith("of this profile.")
+    (bar,) = panel.figure.data
+    top = bar.customdata[-1]  # largest on top
+    assert top[5] == "futex" and top[0] == 4_583_777_240 and top[1] == 4  # the osrtsum oracle's first row
+    assert panel.figure.layout.xaxis.title.text == "total time in the call (ms)"
+
+
+def test_gpu_profile_reads_no_os_runtime_table(a100_export: Path) -> None:
+    from analysis.dashboard.load import load_profile
+
+    prof = load_profile(a100_export)
+    assert prof.kernels is not None and len(prof.kernels) == 1 and prof.osrt is None
+
+
 def test_ranges_figure_colours_phases(nvtxsum: pd.DataFrame) -> None:
     (bar,) = ranges_figure(nvtxsum, "total CPU time").data
     assert list(bar.x) == ["step", "forward", "backward", "optimizer"]

@@ -115,6 +115,7 @@ def test_unwritable_profile_dir_is_one_line(in_tmp: Path) -> None:
     args = ["run", "char", "--device", "cpu", "--nsys", "--profile-dir", str(in_tmp / "file" / "profiles")]
     result = runner.invoke(app, args)
     assert result.exit_code == 1
+    folder = in_tmp / "file" / "profiles"
     assert result.output.strip().splitlines() == [
-        f"error: cannot create profile folder {in_tmp / 'file' / 'profiles'}: Not a directory; pass --profile-dir"
+        f"error: cannot create profile folder {folder}: Not a directory; pass --profile-dir"
     ]

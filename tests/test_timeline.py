@@ -30,7 +30,10 @@ def test_gpu_step(a100_export: Path, tmp_path: Path) -> None:
     export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
     events = step_events(export, step=3)
     kinds = events.groupby("kind").size().to_dict()
-    assert kinds == {"kernel": 1, "memcpy": 1, "nvtx": 4}  # measured, step, forward, backward
+    # step, forward, backward; `measured` spans every step and is left out, so the step is level 0
+    assert kinds == {"kernel": 1, "memcpy": 1, "nvtx": 3}
+    nvtx = events[events["kind"] == "nvtx"]
+    assert nvtx["name"].tolist() == ["step", "forward", "backward"] and nvtx["level"].tolist() == [0, 1, 1]
     kernel = events[events["kind"] == "kernel"].iloc[0]
     assert kernel["lane"] == "stream 7" and kernel["end_ns"] - kernel["start_ns"] == 17720488
     assert events[events["kind"] == "memcpy"]["name"].tolist() == ["[CUDA memcpy DtoH]"]

@@ -25,12 +25,22 @@ class RunSource(Protocol):
     def agreement(self, run_ids: list[str] | None = ...) -> pd.DataFrame: ...
 
 
-# Profile attribute, module and call building it from an open export.
-TABLES: list[tuple[str, str, Callable[[Any, Any], pd.DataFrame]]] = [
-    ("kernels", "analysis.kernels", lambda m, e: m.kernel_summary(e)),
-    ("nvtx_gpu", "analysis.nvtx_gpu", lambda m, e: m.nvtx_gpu_summary(e, mode="phase")),
-    ("nvtx", "analysis.nvtx", lambda m, e: m.nvtx_summary(e)),
-    ("events", "analysis.timeline", lambda m, e: m.step_events(e, step=None)),
+def _always(prof: Profile) -> bool:
+    return True
+
+
+def _no_kernels(prof: Profile) -> bool:
+    return prof.kernels is None or prof.kernels.empty
+
+
+# Profile attribute, module, call building it from an open export, and when it is wanted (in this order).
+TABLES: list[tuple[str, str, Callable[[Any, Any], pd.DataFrame], Callable[[Profile], bool]]] = [
+    ("kernels", "analysis.kernels", lambda m, e: m.kernel_summary(e), _always),
+    ("nvtx_gpu", "analysis.nvtx_gpu", lambda m, e: m.nvtx_gpu_summary(e, mode="phase"), _always),
+    ("nvtx", "analysis.nvtx", lambda m, e: m.nvtx_summary(e), _always),
+    ("events", "analysis.timeline", lambda m, e: m.step_events(e, step=None), _always),
+    # A profile recorded without a GPU: the kernels panel shows its heaviest OS runtime calls instead.
+    ("osrt", "analysis.osrt", lambda m, e: m.osrt_summary(e), _no_kernels),
 ]
 
 
@@ -57,13 +67,15 @@ def load_profile(path: str | Path, label: str | None = None, tables: list[str] |
     try:
         from analysis.export import open_export
     except ImportError:
-        for name, _, _ in wanted:
+        for name, *_ in wanted:
             prof.missing[name] = "reading exports needs analysis.export, which this checkout lacks"
         return prof
     errors = _export_errors()
     export = open_export(path)
     try:
-        for name, module, build in wanted:
+        for name, module, build, when in wanted:
+            if not when(prof):
+                continue
             try:
                 setattr(prof, name, build(importlib.import_module(module), export))
             except ImportError:

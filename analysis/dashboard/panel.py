@@ -37,6 +37,7 @@ class Profile:
     nvtx_gpu: pd.DataFrame | None = None  # GPU time per NVTX range
     nvtx: pd.DataFrame | None = None  # nvtxsum columns (CPU time per range)
     events: pd.DataFrame | None = None  # one step: kind, name, start_ns, end_ns, lane
+    osrt: pd.DataFrame | None = None  # osrtsum columns; read only when the export has no kernels
     missing: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 

@@ -9,6 +9,7 @@ from analysis.dashboard.style import (
     KERNEL_COLOR,
     MEMCPY_COLOR,
     MS,
+    OSRT_COLOR,
     PALETTE,
     PHASE_COLORS,
     TEMPLATE,
@@ -51,24 +52,45 @@ def top_kernels(kernels: pd.DataFrame, n: int = TOP_KERNELS) -> pd.DataFrame:
 
 def kernels_figure(kernels: pd.DataFrame, n: int = TOP_KERNELS):
     """Horizontal bars of total GPU time (ms) for the top-n kernels, largest on top; full name on hover."""
+    return top_bars(kernels, n, trace="kernel total GPU time", count="Instances", of="kernel time")
+
+
+def osrt_figure(osrt: pd.DataFrame, n: int = TOP_KERNELS):
+    """The same bars for OS runtime calls (osrtsum columns): what a profile without a GPU has to show."""
+    return top_bars(
+        osrt, n, trace="OS runtime call total time", count="Num Calls", of="OS runtime call time",
+        axis="total time in the call (ms)", color=OSRT_COLOR,
+    )  # fmt: skip
+
+
+def top_bars(
+    table: pd.DataFrame,
+    n: int,
+    *,
+    trace: str,
+    count: str,
+    of: str,
+    axis: str = "total GPU time (ms)",
+    color: str = KERNEL_COLOR,
+):
     import plotly.graph_objects as go
 
-    top = top_kernels(kernels, n).iloc[::-1]
+    top = top_kernels(table, n).iloc[::-1]
     extra = {
         c: top[c] if c in top else pd.Series(float("nan"), index=top.index)
-        for c in ("Instances", "Avg (ns)", "Time (%)")
+        for c in (count, "Avg (ns)", "Time (%)")
     }
     fig = go.Figure(
         go.Bar(
-            name="kernel total GPU time",
+            name=trace,
             orientation="h",
             y=[f"{i + 1}. {shorten(str(s), 70)}" for i, s in reversed(list(enumerate(top["Name"][::-1])))],
             x=top["Total Time (ns)"] / MS,
-            marker_color=KERNEL_COLOR,
+            marker_color=color,
             customdata=pd.DataFrame(
                 {
                     "total": top["Total Time (ns)"],
-                    "n": extra["Instances"],
+                    "n": extra[count],
                     "avg": extra["Avg (ns)"],
                     "avg_ms": extra["Avg (ns)"] / MS,
                     "pct": extra["Time (%)"],
@@ -78,8 +100,8 @@ def kernels_figure(kernels: pd.DataFrame, n: int = TOP_KERNELS):
             hovertemplate=hover(
                 "%{customdata[5]}",
                 ns_ms("total", "x", "customdata[0]"),
-                "%{customdata[4]:.1f} % of kernel time",
-                "%{customdata[1]:,} instances",
+                f"%{{customdata[4]:.1f}} % of {of}",
+                "%{customdata[1]:,} " + ("instances" if count == "Instances" else "calls"),
                 ns_ms("avg", "customdata[3]", "customdata[2]"),
             ),
         )
@@ -87,7 +109,7 @@ def kernels_figure(kernels: pd.DataFrame, n: int = TOP_KERNELS):
     fig.update_layout(
         template=TEMPLATE,
         height=max(300, 60 + 24 * len(top)),
-        xaxis_title="total GPU time (ms)",
+        xaxis_title=axis,
         yaxis={"automargin": True},
         showlegend=False,
         margin={"l": 10},
@@ -97,14 +119,21 @@ def kernels_figure(kernels: pd.DataFrame, n: int = TOP_KERNELS):
 
 def kernels_panel(data: DashboardData) -> Panel:
     p, missing = _no_profile(data, "kernels")
-    if missing:
-        return Panel(missing=missing)
-    assert p is not None and p.kernels is not None
-    if p.kernels.empty:
-        return Panel(
-            missing=f"no GPU kernels in {p.label} (recorded without a GPU): profile on CUDA with "
+    if p is not None and (missing or p.kernels is None or p.kernels.empty):
+        # Recorded without a GPU: say so, and show the heaviest OS runtime calls when the profile has them.
+        why = missing or (
+            f"no GPU kernels in {p.label} (recorded without a GPU): profile on CUDA with "
             "`harness run tiny --device cuda --nsys`"
         )
+        if p.osrt is None or p.osrt.empty:
+            return Panel(missing=why)
+        return Panel(
+            figure=osrt_figure(p.osrt),
+            title=f"Top OS runtime calls by total time: {p.label} (no GPU kernels)",
+            notes=[f"{why}. Until then, the heaviest OS runtime calls of this profile."],
+        )
+    if missing or p is None or p.kernels is None:
+        return Panel(missing=missing or NO_PROFILE)
     notes = []
     if len(p.kernels) > TOP_KERNELS:
         notes.append(f"Top {TOP_KERNELS} of {len(p.kernels):,} kernel names by total GPU time.")

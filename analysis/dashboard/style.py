@@ -18,6 +18,7 @@ PHASE_COLORS: dict[str, str] = {
 PHASE_ORDER = ("forward", "backward", "optimizer", "prefill", "decode")
 KERNEL_COLOR = "#72B7B2"
 MEMCPY_COLOR = "#EECA3B"
+OSRT_COLOR = "#9D755D"
 OOM_COLOR = "#D62728"
 # Colours for things that are not phases (other NVTX ranges, settings, runs), assigned in order.
 PALETTE = ("#9D755D", "#FF9DA6", "#79706E", "#D67195", "#EECA3B", "#72B7B2", "#B6992D", "#499894")

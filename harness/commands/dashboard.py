@@ -104,13 +104,15 @@ def _checked_export(report: Path) -> Path:
 def _summary(panels: list[Panel]) -> pd.DataFrame:
     import pandas as pd
 
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "Panel": [p.key for p in panels],
             "Drawn": [p.figure is not None for p in panels],
             "Title or what is missing": [p.title if p.figure is not None else p.missing for p in panels],
         }
     )
+    out.attrs["wrap"] = ["Title or what is missing"]  # a sentence: wrap it, never cut it
+    return out
 
 
 def register(app: typer.Typer) -> None:

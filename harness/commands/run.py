@@ -119,6 +119,11 @@ def run_cmd(
     )  # fmt: skip
     validate(config)
     store = ResultsStore(db)  # fail on a bad --db before the work, not after
+    from harness.devices import emulated_precision_note, resolve_device
+
+    note = emulated_precision_note(resolve_device(config.device), [config.precision])
+    if note:
+        warn(note)
     if nsys:
         from harness.profile import ProfileRequest, profile_run, render_profiled
 
@@ -138,9 +143,6 @@ def run_cmd(
         if profiled.failed:
             raise typer.Exit(1)
         return
-    from harness.devices import resolve_device
-
-    resolve_device(config.device)
     with _progress() as bar:
         task = bar.add_task(f"{config.model} {config.mode}", total=config.warmup + config.steps)
         result = run_workload(config, progress=lambda done, total: bar.update(task, completed=done))
@@ -178,7 +180,7 @@ def sweep_cmd(
     import secrets
     from datetime import datetime
 
-    from harness.devices import resolve_device
+    from harness.devices import emulated_precision_note, resolve_device
     from harness.errors import UsageError
     from harness.output import emit
     from harness.store import ResultsStore
@@ -197,8 +199,10 @@ def sweep_cmd(
         warmup, steps, seed, attention, new_tokens, False,
     )  # fmt: skip
     configs = grid(base, split(models), split(precision), [compile_map[c.lower()] for c in split(compile)])
-    resolve_device(base.device)
     store = ResultsStore(db)
+    note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
+    if note:
+        warn(note)
     experiment = f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     results = []
     with _progress() as bar:
