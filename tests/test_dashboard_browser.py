@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from conftest import missing
 from dashboard_data import fill
 
 from analysis.dashboard import collect, write_dashboard
@@ -38,7 +39,7 @@ def _browser_paths() -> tuple[str, str]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if not chromium or not driver:
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+        missing("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
     return chromium, driver
 
 
