@@ -34,7 +34,7 @@ KERNSUM_COLUMNS = [
     "NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", "Avg (ns)",
     "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Kernel Name",
 ]  # fmt: skip
-Mode = Literal["phase", "thread"]
+Mode = Literal["auto", "phase", "thread"]  # auto: phase when the export has phase ranges
 
 
 def _require(export: Export) -> None:
@@ -95,13 +95,16 @@ def attribute(
     _require(export)
     launches = _launches(export, names)
     ranges = all_ranges(export)
+    if mode == "auto":
+        mode = "phase" if ranges["name"].isin(list(phases)).any() else "thread"
+    launches.attrs["mode"] = mode
     if mode == "thread":
         if (ranges["style"] != "PushPop").any():
             ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
         launches["range"] = _containing(ranges, launches, by_thread=True, point=False)
         return launches, ranges
     if mode != "phase":
-        raise ValueError(f"unknown mode {mode!r}: phase or thread")
+        raise ValueError(f"unknown mode {mode!r}: auto, phase or thread")
     steps = measured_steps(ranges)
     if not steps.empty:
         in_step = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
@@ -109,6 +112,7 @@ def attribute(
     phase_ranges = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
     launches = launches.assign(range=_containing(phase_ranges, launches, by_thread=False, point=True))
     launches.attrs["notes"] = launches.attrs.get("notes", [])
+    launches.attrs["mode"] = "phase"
     return launches, phase_ranges
 
 
@@ -171,6 +175,7 @@ def nvtx_gpu_kernels(
     largest total; `top` keeps the first N kernels of each range. Kernels under no range have no name.
     """
     launches, ranges = attribute(export, mode, phases, names)
+    mode = launches.attrs["mode"]
     rows, table = _range_labels(ranges, launches)
     notes = launches.attrs.get("notes", [])
     if mode == "phase":
@@ -188,6 +193,7 @@ def nvtx_gpu_kernels(
         out = out.groupby(["NVTX Range", "PID", "TID"], dropna=False, sort=False).head(top)
     out = out[KERNSUM_COLUMNS].reset_index(drop=True)
     out.attrs["notes"] = notes
+    out.attrs["mode"] = mode
     return out
 
 
@@ -196,6 +202,7 @@ def nvtx_gpu_summary(export: Export, *, mode: Mode = "phase", phases: Sequence[s
     statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only.
     """
     launches, ranges = attribute(export, mode, phases)
+    mode = launches.attrs["mode"]
     rows, table = _range_labels(ranges, launches)
     notes = launches.attrs.get("notes", [])
     rows = rows[launches["range"].to_numpy() >= 0]
@@ -217,6 +224,7 @@ def nvtx_gpu_summary(export: Export, *, mode: Mode = "phase", phases: Sequence[s
     stats = [c for c in out.columns if c not in cols and c not in ("Style", "PID", "TID")]
     out = out[[*cols, *stats]].rename(columns={"NVTX Range": "Range"}).reset_index(drop=True)
     out.attrs["notes"] = notes
+    out.attrs["mode"] = mode
     return out
 
 

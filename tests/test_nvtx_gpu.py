@@ -69,3 +69,12 @@ def test_unattributed_kernels_are_shown(a100_export: Path, tmp_path: Path) -> No
 def test_top_kernels_per_range(a100_export: Path) -> None:
     top = nvtx_gpu_kernels(open_export(a100_export), mode="thread", top=1)
     assert len(top) == 1 and top["Kernel Name"].iloc[0].startswith("saxpy(")
+
+
+def test_auto_mode_picks_phase_only_for_harness_exports(a100_export: Path, tmp_path: Path) -> None:
+    plain = nvtx_gpu_summary(open_export(a100_export), mode="auto")
+    assert plain.attrs["mode"] == "thread"
+    assert plain["Range"].tolist() == ["saxpy"] and plain["Total Time (ns)"].tolist() == [SAXPY_TOTAL]
+    harness_export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    harness = nvtx_gpu_summary(harness_export, mode="auto")
+    assert harness.attrs["mode"] == "phase" and "forward" in harness["Range"].tolist()

@@ -36,7 +36,7 @@ def _no_kernels(prof: Profile) -> bool:
 # Profile attribute, module, call building it from an open export, and when it is wanted (in this order).
 TABLES: list[tuple[str, str, Callable[[Any, Any], pd.DataFrame], Callable[[Profile], bool]]] = [
     ("kernels", "analysis.kernels", lambda m, e: m.kernel_summary(e), _always),
-    ("nvtx_gpu", "analysis.nvtx_gpu", lambda m, e: m.nvtx_gpu_summary(e, mode="phase"), _always),
+    ("nvtx_gpu", "analysis.nvtx_gpu", lambda m, e: m.nvtx_gpu_summary(e, mode="auto"), _always),
     ("nvtx", "analysis.nvtx", lambda m, e: m.nvtx_summary(e), _always),
     ("events", "analysis.timeline", lambda m, e: m.step_events(e, step=None), _always),
     # A profile recorded without a GPU: the kernels panel shows its heaviest OS runtime calls instead.

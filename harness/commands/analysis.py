@@ -143,16 +143,12 @@ def nvtx_gpu_cmd(
 
     export = open_report(report)
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
-    chosen = mode.value
-    if mode is GpuMode.auto:
-        from analysis.nvtx import nvtx_ranges
-
-        chosen = "phase" if nvtx_ranges(export, names=names)["name"].size else "thread"
     if kernels:
-        df = nvtx_gpu_kernels(export, mode=chosen, phases=names, top=top)
-        _show(df, format, f"kernels per NVTX range ({chosen} mode) in {report.name}")
+        df = nvtx_gpu_kernels(export, mode=mode.value, phases=names, top=top)
+        _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}")
         return
-    per_range = nvtx_gpu_summary(export, mode=chosen, phases=names)
+    per_range = nvtx_gpu_summary(export, mode=mode.value, phases=names)
+    chosen = per_range.attrs["mode"]
     tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
     if chosen == "phase":
         tables.append(("Do the phases add up? (measured steps)", phase_check(export, names)))
