@@ -37,9 +37,8 @@ def show_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
         "nsys sqlite": run.nsys_sqlite,
     }
     info.update({f"env.{k}": v for k, v in (run.env or {}).items()})
-    config = pd.DataFrame(
-        [(k, "" if v is None else str(v)) for k, v in info.items()], columns=["field", "value"]
-    )
+    # values keep their types (object column) so the table formats numbers and csv/json keep them exact
+    config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
     phases = pd.DataFrame(
         [
             {
