@@ -65,10 +65,6 @@ def _containing(ranges: pd.DataFrame, launches: pd.DataFrame, by_thread: bool, p
     return out
 
 
-def _launches(export: Export, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:
-    return kernel_launches(export, names=names, extra=extra)
-
-
 def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     """The `step` ranges that count: those inside a `measured` range when there is one, else all."""
     steps = ranges[ranges["name"] == STEP]
@@ -93,7 +89,7 @@ def attribute(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(launches with a `range` column: positional row in the ranges frame or -1, the ranges frame)."""
     _require(export)
-    launches = _launches(export, names)
+    launches = kernel_launches(export, names=names)
     ranges = all_ranges(export)
     if mode == "auto":
         mode = "phase" if ranges["name"].isin(list(phases)).any() else "thread"
@@ -263,7 +259,7 @@ def kernels_in_ranges(
     """Kernels (name_id, duration, extra fields) launched while a range named `range_name` was open in
     their process (any thread)."""
     _require(export)
-    launches = _launches(export, names, extra)
+    launches = kernel_launches(export, names=names, extra=extra)
     ranges = all_ranges(export)
     picked = ranges[(ranges["name"] == range_name) | (tagged(ranges) == range_name)].reset_index(drop=True)
     if picked.empty:

@@ -30,3 +30,8 @@ class NsysError(HarnessError):
     """nsys missing, failing, or killed part way."""
 
     exit_code = 1
+
+
+def first_line(error: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type when it has no message."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -69,15 +69,18 @@ def rich_table(df: pd.DataFrame, title: str | None = None, caption: str | None =
     table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
     wrapped = set(df.attrs.get("wrap", ()))  # columns rich may wrap instead of shortening
     digits = df.attrs.get("digits", {})  # decimals of a percent column, where 1 is too few
-    kinds = [(str(c).endswith("(ns)"), str(c).endswith("(%)"), str(c) in wrapped) for c in df.columns]
-    extra = [(digits.get(str(c), 1), str(c) in ID_COLUMNS) for c in df.columns]
+    # per column: ns, percent, wrap, percent digits, identifier
+    kinds = [
+        (c.endswith("(ns)"), c.endswith("(%)"), c in wrapped, digits.get(c, 1), c in ID_COLUMNS)
+        for c in map(str, df.columns)
+    ]
     rows = []
     for row in df.itertuples(index=False):
         label = str(row[0]) if len(row) else ""
         ns_row = label.endswith("(ns)")
         cells = [
-            _cell(_py(v), ns or (ns_row and i > 0), pct, wrap, *extra[i])
-            for i, (v, (ns, pct, wrap)) in enumerate(zip(row, kinds, strict=True))
+            _cell(_py(v), ns or (ns_row and i > 0), pct, wrap, places, ident)
+            for i, (v, (ns, pct, wrap, places, ident)) in enumerate(zip(row, kinds, strict=True))
         ]
         if ns_row:
             cells[0] = cells[0].replace("(ns)", "(ms)")

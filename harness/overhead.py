@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from harness.profile import ProfileRequest, launch
+from harness.profile import ProfileRequest, launch, report_paths
 from harness.records import RunConfig, RunResult, phases_for
 from harness.runner import new_run_id
 from harness.sweep import run_isolated
@@ -31,6 +31,22 @@ def label_for(mode: str | None) -> str:
     return "no nsys" if mode is None else f"nsys {mode}"
 
 
+def step_table(runs: list[tuple[str, int, RunResult]]) -> pd.DataFrame:
+    """The measured steps' phase durations of (label, repeat, run) triples, what overhead_table reads."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            (label, repeat, s.step, phase, ns)
+            for label, repeat, r in runs
+            for s in r.steps
+            if not s.warmup
+            for phase, ns in s.phases.items()
+        ],
+        columns=["label", "repeat", "step", "phase", "duration_ns"],
+    )
+
+
 def measure_overhead(
     config: RunConfig,
     request: ProfileRequest,
@@ -40,8 +56,6 @@ def measure_overhead(
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
 ) -> OverheadResult:
-    import pandas as pd
-
     from analysis.overhead import overhead_table
     from harness import nsys
     from harness.errors import HarnessError
@@ -64,24 +78,10 @@ def measure_overhead(
                 result, prof, run_notes = launch(config, replace(request, mode=mode), info, run_id)
                 notes += [n for n in run_notes if n not in notes]
                 store.save(
-                    result,
-                    profiler="nsys",
-                    nsys_mode=mode,
-                    experiment=experiment,
-                    nsys_rep=str(prof.rep) if prof.rep else None,
-                    nsys_sqlite=str(prof.sqlite) if prof.sqlite else None,
+                    result, profiler="nsys", nsys_mode=mode, experiment=experiment, **report_paths(prof)
                 )
             if result.status != "ok":
                 raise HarnessError(f"{label} run {result.run_id} failed ({result.status}): {result.error}")
             runs.append((label, repeat, result))
-    steps = pd.DataFrame(
-        [
-            (label, repeat, s.step, phase, ns)
-            for label, repeat, r in runs
-            for s in r.steps
-            if not s.warmup
-            for phase, ns in s.phases.items()
-        ],
-        columns=["label", "repeat", "step", "phase", "duration_ns"],
-    )
-    return OverheadResult(experiment, runs, overhead_table(steps, phases_for(config.mode)), notes)
+    table = overhead_table(step_table(runs), phases_for(config.mode))
+    return OverheadResult(experiment, runs, table, notes)

@@ -111,7 +111,7 @@ def profile_run(
         progress(f"run under nsys {info.version}")
     result, prof, notes = launch(config, request, info, run_id)
     out = ProfiledRun(run_id=run_id, result=result, profile=prof, nsys_version=info.version, notes=notes)
-    save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **_paths(prof)}
+    save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **report_paths(prof)}
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
     if prof.returncode != 0 or result.status == "error":
         files = f"; files kept: {', '.join(kept)}" if kept else "; nothing was written"
@@ -142,26 +142,17 @@ def _overhead(
     baseline: RunResult, profiled: RunResult, mode: str, config: RunConfig, notes: list[str]
 ) -> pd.DataFrame | None:
     """Per phase, the baseline run against the profiled one (one run each)."""
-    import pandas as pd
-
     from analysis.overhead import BASELINE, overhead_table
-    from harness.overhead import label_for
+    from harness.overhead import label_for, step_table
 
     if baseline.status != "ok":
         notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
         return None
-    rows = [
-        (label, 0, s.step, phase, ns)
-        for label, r in ((BASELINE, baseline), (label_for(mode), profiled))
-        for s in r.steps
-        if not s.warmup
-        for phase, ns in s.phases.items()
-    ]
-    steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+    steps = step_table([(BASELINE, 0, baseline), (label_for(mode), 0, profiled)])
     return overhead_table(steps, phases_for(config.mode))
 
 
-def _paths(prof: ProfileResult) -> dict[str, str | None]:
+def report_paths(prof: ProfileResult) -> dict[str, str | None]:
     return {
         "nsys_rep": str(prof.rep) if prof.rep else None,
         "nsys_sqlite": str(prof.sqlite) if prof.sqlite else None,

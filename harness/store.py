@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, first_line
 from harness.records import RunResult
 
 if TYPE_CHECKING:
@@ -143,9 +143,8 @@ class ResultsStore:
             self.engine: Engine = create_engine(self.url)
             Base.metadata.create_all(self.engine)
         except (SQLAlchemyError, OSError, ValueError) as e:
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise HarnessError(
-                f"cannot open results database {describe_url(self.url)}: {reason}. "
+                f"cannot open results database {describe_url(self.url)}: {first_line(e)}. "
                 "Pass --db PATH_OR_URL or set HARNESS_DB to a writable location."
             ) from None
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -14,7 +14,7 @@ A100_DIR = SHARED_NSYS / "a100-saxpy-mpi"
 CPU_DIR = SHARED_NSYS / "cpu-train"
 
 
-def missing(reason: str) -> None:
+def missing(reason: str) -> NoReturn:
     """Skip a test whose outside requirement is missing, or fail it under CI (HARNESS_CI=1, set by .ci/run):
     there a skip would let a feature go untested while the run stays green."""
     if os.environ.get("HARNESS_CI") == "1":
@@ -58,20 +58,11 @@ def tmp_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return url
 
 
-def find_nsys_for_tests() -> str | None:
-    for cand in (
-        os.environ.get("HARNESS_NSYS"),
-        str(REPO / ".tools" / "nsys" / "usr" / "lib" / "nsight-systems" / "bin" / "nsys"),
-        shutil.which("nsys"),
-    ):
-        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
 @pytest.fixture(scope="session")
 def nsys_bin() -> str:
-    path = find_nsys_for_tests()
-    if path is None:
+    from harness.nsys import NsysError, find_nsys
+
+    try:
+        return str(find_nsys().path)  # the nsys the harness itself would use
+    except NsysError:
         missing("nsys not found: `make setup` installs a project-local copy (scripts/install-nsys.sh)")
-    return path

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import pandas as pd
 
+from analysis import kernels, nvtx, nvtx_gpu, osrt, timeline
 from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
+from analysis.export import Export, ExportError, open_export
+from harness.errors import first_line
+
+# The errors that mean "this export lacks that table" (or cannot be read), not a bug.
+EXPORT_ERRORS = (LookupError, ExportError)
 
 
 class RunSource(Protocol):
@@ -33,28 +38,15 @@ def _no_kernels(prof: Profile) -> bool:
     return prof.kernels is None or prof.kernels.empty
 
 
-# Profile attribute, module, call building it from an open export, and when it is wanted (in this order).
-TABLES: list[tuple[str, str, Callable[[Any, Any], pd.DataFrame], Callable[[Profile], bool]]] = [
-    ("kernels", "analysis.kernels", lambda m, e: m.kernel_summary(e), _always),
-    ("nvtx_gpu", "analysis.nvtx_gpu", lambda m, e: m.nvtx_gpu_summary(e, mode="auto"), _always),
-    ("nvtx", "analysis.nvtx", lambda m, e: m.nvtx_summary(e), _always),
-    ("events", "analysis.timeline", lambda m, e: m.step_events(e, step=None), _always),
+# Profile attribute, the call building it from an open export, and when it is wanted (in this order).
+TABLES: list[tuple[str, Callable[[Export], pd.DataFrame], Callable[[Profile], bool]]] = [
+    ("kernels", kernels.kernel_summary, _always),
+    ("nvtx_gpu", lambda e: nvtx_gpu.nvtx_gpu_summary(e, mode="auto"), _always),
+    ("nvtx", nvtx.nvtx_summary, _always),
+    ("events", lambda e: timeline.step_events(e, step=None), _always),
     # A profile recorded without a GPU: the kernels panel shows its heaviest OS runtime calls instead.
-    ("osrt", "analysis.osrt", lambda m, e: m.osrt_summary(e), _no_kernels),
+    ("osrt", osrt.osrt_summary, _no_kernels),
 ]
-
-
-def _export_errors() -> tuple[type[BaseException], ...]:
-    """The errors that mean "this export lacks that table", not a bug."""
-    errors: list[type[BaseException]] = [LookupError]
-    for module in ("analysis.export",):
-        try:
-            cls = getattr(importlib.import_module(module), "ExportError", None)
-        except ImportError:
-            continue
-        if isinstance(cls, type) and issubclass(cls, BaseException):
-            errors.append(cls)
-    return tuple(errors)
 
 
 def load_profile(path: str | Path, label: str | None = None, tables: list[str] | None = None) -> Profile:
@@ -63,29 +55,17 @@ def load_profile(path: str | Path, label: str | None = None, tables: list[str] |
     Opening errors (no such file, not an export) propagate: the caller decides whether that is the user's.
     """
     prof = Profile(label=label or Path(path).name, path=str(path))
-    wanted = [t for t in TABLES if tables is None or t[0] in tables]
-    try:
-        from analysis.export import open_export
-    except ImportError:
-        for name, *_ in wanted:
-            prof.missing[name] = "reading exports needs analysis.export, which this checkout lacks"
-        return prof
-    errors = _export_errors()
     export = open_export(path)
     try:
-        for name, module, build, when in wanted:
-            if not when(prof):
+        for name, build, when in TABLES:
+            if (tables is not None and name not in tables) or not when(prof):
                 continue
             try:
-                setattr(prof, name, build(importlib.import_module(module), export))
-            except ImportError:
-                prof.missing[name] = f"this checkout lacks {module}, which builds this table"
-            except errors as e:
-                prof.missing[name] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                setattr(prof, name, build(export))
+            except EXPORT_ERRORS as e:
+                prof.missing[name] = first_line(e)
     finally:
-        close = getattr(export, "close", None)
-        if callable(close):
-            close()
+        export.close()
     return prof
 
 
@@ -108,10 +88,8 @@ def profile_for_runs(runs: pd.DataFrame) -> Profile | None:
         if Path(row.nsys_sqlite).is_file():
             try:
                 return load_profile(row.nsys_sqlite, label=row.run_id)
-            except _export_errors() as e:  # a corrupt export costs its panels, not the page
-                why = (
-                    f"cannot read {row.nsys_sqlite}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-                )
+            except EXPORT_ERRORS as e:  # a corrupt export costs its panels, not the page
+                why = f"cannot read {row.nsys_sqlite}: {first_line(e)}"
                 return Profile(label=row.run_id, path=row.nsys_sqlite, missing={t[0]: why for t in TABLES})
     row = profiled.iloc[-1]
     gone = f"the export {row['nsys_sqlite']} of run {row['run_id']} no longer exists: rerun it with --nsys"
@@ -148,7 +126,7 @@ def collect(
         if all(p and Path(p).is_file() for p in paths):
             try:
                 ka, kb = (load_profile(p, tables=["kernels"]).kernels for p in paths if p)
-            except _export_errors():
+            except EXPORT_ERRORS:
                 ka = kb = None  # the comparison panel then notes that per-kernel differences are missing
             data.compare_kernels = (ka, kb)
     return data

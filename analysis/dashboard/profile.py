@@ -118,27 +118,30 @@ def top_bars(
 
 
 def kernels_panel(data: DashboardData) -> Panel:
-    p, missing = _no_profile(data, "kernels")
-    if p is not None and (missing or p.kernels is None or p.kernels.empty):
-        # Recorded without a GPU: say so, and show the heaviest OS runtime calls when the profile has them.
-        why = missing or (
+    p = data.profile
+    if p is None:
+        return Panel(missing=NO_PROFILE)
+    if p.kernels is not None and not p.kernels.empty:
+        notes = []
+        if len(p.kernels) > TOP_KERNELS:
+            notes.append(f"Top {TOP_KERNELS} of {len(p.kernels):,} kernel names by total GPU time.")
+        return Panel(
+            figure=kernels_figure(p.kernels), title=f"Top kernels by total GPU time: {p.label}", notes=notes
+        )
+    # Recorded without a GPU: say so, and show the heaviest OS runtime calls when the profile has them.
+    if p.kernels is None:
+        why = p.missing.get("kernels", f"kernels could not be read from {p.path}")
+    else:
+        why = (
             f"no GPU kernels in {p.label} (recorded without a GPU): profile on CUDA with "
             "`harness run tiny --device cuda --nsys`"
         )
-        if p.osrt is None or p.osrt.empty:
-            return Panel(missing=why)
-        return Panel(
-            figure=osrt_figure(p.osrt),
-            title=f"Top OS runtime calls by total time: {p.label} (no GPU kernels)",
-            notes=[f"{why}. Until then, the heaviest OS runtime calls of this profile."],
-        )
-    if missing or p is None or p.kernels is None:
-        return Panel(missing=missing or NO_PROFILE)
-    notes = []
-    if len(p.kernels) > TOP_KERNELS:
-        notes.append(f"Top {TOP_KERNELS} of {len(p.kernels):,} kernel names by total GPU time.")
+    if p.osrt is None or p.osrt.empty:
+        return Panel(missing=why)
     return Panel(
-        figure=kernels_figure(p.kernels), title=f"Top kernels by total GPU time: {p.label}", notes=notes
+        figure=osrt_figure(p.osrt),
+        title=f"Top OS runtime calls by total time: {p.label} (no GPU kernels)",
+        notes=[f"{why}. Until then, the heaviest OS runtime calls of this profile."],
     )
 
 
