@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.export import RUNTIME, Export
 from analysis.runtime import runtime_calls
 from analysis.stats import describe, order_like_nsys, time_percent
+from analysis.trace import Trace
 
 APISUM_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -32,11 +32,11 @@ def summarize_calls(calls: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:
     return out[APISUM_COLUMNS].astype({"Total Time (ns)": np.int64, "Num Calls": np.int64})
 
 
-def cuda_api_summary(export: Export) -> pd.DataFrame:
+def cuda_api_summary(trace: Trace) -> pd.DataFrame:
     """Time in each CUDA runtime/driver function, like cudaapisum, but a call recorded twice under one
     correlationId (name and name_vNNNN) counts once; `attrs["notes"]` says when that happened."""
-    export.require(RUNTIME, "CUDA API calls")
-    calls = runtime_calls(export)
+    trace.require("runtime", "CUDA API calls")
+    calls = runtime_calls(trace)
     out = summarize_calls(calls.assign(duration=calls["end"] - calls["start"]), calls.attrs["names"])
-    out.attrs["notes"] = calls.attrs["notes"]
+    out.attrs["notes"] = [*trace.notes, *calls.attrs["notes"]]
     return out

@@ -7,8 +7,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from analysis.export import KERNEL, Export
+from analysis.runtime import kernel_rows
 from analysis.stats import describe, order_like_nsys, time_percent
+from analysis.trace import Trace
 
 KERNSUM_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -37,7 +38,7 @@ def block_text(packed: pd.Series) -> pd.Series:
 
 
 def kernel_summary(
-    export: Export, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
+    trace: Trace, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
 ) -> pd.DataFrame:
     """GPU time per kernel (and launch shape), largest first, in the columns of gpukernsum.
 
@@ -45,18 +46,18 @@ def kernel_summary(
     where the export has no mangled names). by="name" merges launch shapes (no GridXYZ/BlockXYZ).
     range_name keeps only kernels launched while an NVTX range of that name was open in their process.
     """
-    export.require(KERNEL, "CUDA kernel data")
+    trace.require("kernels", "CUDA kernel data")
     notes: list[str] = []
     if range_name is None:
-        kern = export.kernel_rows(("name_id", "grid", "block", "duration"), names=names)
+        kern = kernel_rows(trace, ("name_id", "grid", "block", "duration"), names=names)
     else:
         from analysis.nvtx_gpu import kernels_in_ranges
 
-        kern = kernels_in_ranges(export, range_name, names=names, extra=("grid", "block"))
+        kern = kernels_in_ranges(trace, range_name, names=names, extra=("grid", "block"))
         notes += kern.attrs.get("notes", [])
     keys = ["name_id", "grid", "block"] if by == "shape" else ["name_id"]
     out = describe(kern, keys)
-    strings = export.strings(out["name_id"].unique())
+    strings = trace.strings(out["name_id"].unique())
     out["Name"] = out["name_id"].map(strings).fillna("").astype(object)
     columns = KERNSUM_COLUMNS
     if by == "shape":
@@ -68,5 +69,5 @@ def kernel_summary(
         columns = [c for c in KERNSUM_COLUMNS if c not in ("GridXYZ", "BlockXYZ")]
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     out = out[columns].astype({"Total Time (ns)": np.int64, "Instances": np.int64})
-    out.attrs["notes"] = notes
+    out.attrs["notes"] = [*trace.notes, *notes]
     return out

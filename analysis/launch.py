@@ -10,26 +10,26 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.export import KERNEL, RUNTIME, Export
 from analysis.runtime import kernel_launches, pid_of, tid_of
 from analysis.stats import round_half_up
+from analysis.trace import Trace
 
 MEASURES = (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))
 KEYS = ["PID", "TID", "DevId", "API Name", "Kernel Name"]
 
 
-def launch_summary(export: Export) -> pd.DataFrame:
+def launch_summary(trace: Trace) -> pd.DataFrame:
     """Columns as kernexecsum: PID, TID, DevId, Count, QCount, then Avg/Med/Min/Max/StdDev (ns) of
     T(otal), A(PI), Q(ueue) and K(ernel) time, API Name, Kernel Name; largest TAvg first."""
-    export.require(KERNEL, "CUDA kernel data")
-    export.require(RUNTIME, "CUDA runtime calls (needed for launch latency)")
-    k = kernel_launches(export, extra=("start", "end", "device_id"))
+    trace.require("kernels", "CUDA kernel data")
+    trace.require("runtime", "CUDA runtime calls (needed for launch latency)")
+    k = kernel_launches(trace, extra=("start", "end", "device_id"))
     notes, api = k.attrs["notes"], k.attrs["api_names"]
     k = k[k["has_call"]]
     call_start = k["call_start"].to_numpy()
     call_end = k["call_end"].to_numpy()
     queue = k["start"].to_numpy() - call_end
-    names = export.strings(k["name_id"].unique())
+    names = trace.strings(k["name_id"].unique())
     data = pd.DataFrame(
         {
             "PID": pid_of(k["global_tid"]),
@@ -48,7 +48,7 @@ def launch_summary(export: Export) -> pd.DataFrame:
     out["QCount"] = g["queue"].count()
     for letter, col in MEASURES:
         stats = g[col].agg(["mean", "median", "min", "max", "std"])
-        stats["std"] = stats["std"].where(g[col].count() != 1, 0.0)
+        stats["std"] = stats["std"].where(g[col].count() > 1, 0.0)  # nsys: 0.0, also with no values
         out[f"{letter}Avg (ns)"] = round_half_up(stats["mean"])
         out[f"{letter}Med (ns)"] = round_half_up(stats["median"])
         out[f"{letter}Min (ns)"] = stats["min"].astype("Int64" if letter == "Q" else np.int64)
@@ -57,5 +57,5 @@ def launch_summary(export: Export) -> pd.DataFrame:
     out = out.reset_index()
     out = out.sort_values("TAvg (ns)", ascending=False, kind="stable").reset_index(drop=True)
     out = out[[*KEYS[:3], *[c for c in out.columns if c not in KEYS], *KEYS[3:]]]
-    out.attrs["notes"] = notes
+    out.attrs["notes"] = [*trace.notes, *notes]
     return out

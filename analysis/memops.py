@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.export import MEMCPY, MEMSET, Export
 from analysis.stats import describe, order_like_nsys, round_half_up, time_percent
+from analysis.trace import Trace
 
 # CUDA_MEMCPY_KIND (ENUM_CUDA_MEMCPY_OPER in newer exports), as nsys stats labels them
 COPY_KINDS = {
@@ -27,29 +27,43 @@ def copy_label(kind: int) -> str:
     return f"[CUDA memcpy {COPY_KINDS.get(int(kind), f'kind {kind}')}]"
 
 
-def memory_ops(export: Export, window: tuple[int, int] | None = None) -> pd.DataFrame:
-    """Every memcpy and memset: Operation, bytes, start, end, duration, stream_id."""
-    if export.count(MEMCPY) + export.count(MEMSET) == 0:
-        export.require(MEMCPY, "GPU memory operations")
-    copies = export.memcpy_rows(window)
-    labels = {k: copy_label(k) for k in copies["copy_kind"].unique()}
-    copies = copies.assign(Operation=copies["copy_kind"].map(labels)).drop(columns="copy_kind")
-    sets = export.memset_rows(window).assign(Operation=MEMSET_LABEL)
-    return pd.concat([copies, sets], ignore_index=True)
+MEMOP_COLUMNS = ["bytes", "start", "end", "stream_id", "correlation_id"]
 
 
-def memops_time(export: Export) -> pd.DataFrame:
+def memory_ops(trace: Trace, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Every memcpy and memset (those starting inside `window`): Operation, bytes, start, end, duration,
+    stream_id, correlation_id."""
+    if trace.count("memcpy") + trace.count("memset") == 0:
+        trace.require("memcpy", "GPU memory operations")
+    copies = trace.frame("memcpy", ["copy_kind", *MEMOP_COLUMNS]) if trace.has("memcpy") else None
+    sets = trace.frame("memset", MEMOP_COLUMNS) if trace.has("memset") else None
+    parts = []
+    if copies is not None:
+        labels = {k: copy_label(k) for k in copies["copy_kind"].unique()}
+        parts.append(copies.assign(Operation=copies["copy_kind"].map(labels)).drop(columns="copy_kind"))
+    if sets is not None:
+        parts.append(sets.assign(Operation=MEMSET_LABEL))
+    ops = pd.concat(parts, ignore_index=True)
+    ops["duration"] = ops["end"] - ops["start"]
+    if window is not None:
+        ops = ops[(ops["start"] >= window[0]) & (ops["start"] <= window[1])].reset_index(drop=True)
+    return ops
+
+
+def memops_time(trace: Trace) -> pd.DataFrame:
     """GPU time per memory operation kind (TIME_COLUMNS), largest first."""
-    ops = memory_ops(export)
+    ops = memory_ops(trace)
     out = describe(ops, ["Operation"], count_name="Count")
     out = order_like_nsys(out, "Total Time (ns)", ["Operation"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
-    return out[TIME_COLUMNS].astype({"Total Time (ns)": np.int64, "Count": np.int64})
+    out = out[TIME_COLUMNS].astype({"Total Time (ns)": np.int64, "Count": np.int64})
+    out.attrs["notes"] = list(trace.notes)
+    return out
 
 
-def memops_size(export: Export) -> pd.DataFrame:
+def memops_size(trace: Trace) -> pd.DataFrame:
     """Bytes moved per memory operation kind, in MB (10^6 bytes) to 3 decimals, largest first."""
-    ops = memory_ops(export)
+    ops = memory_ops(trace)
     g = ops.groupby("Operation", sort=False)["bytes"]
     stats = g.agg(["sum", "size", "mean", "median", "min", "max", "std"]).reset_index()
     stats["std"] = stats["std"].fillna(0.0)
@@ -58,4 +72,6 @@ def memops_size(export: Export) -> pd.DataFrame:
                      ("StdDev", "std")):  # fmt: skip
         out[f"{col} (MB)"] = round_half_up(stats[key] / 1e6, 3)
     out = order_like_nsys(out, "Total (MB)", ["Operation"])
-    return out[SIZE_COLUMNS]
+    out = out[SIZE_COLUMNS]
+    out.attrs["notes"] = list(trace.notes)
+    return out

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.export import NVTX, PUSHPOP_TYPES, Export
+from analysis.errors import ExportError
 from analysis.intervals import levels, parents, sort_ranges
 from analysis.runtime import pid_of, tid_of
 from analysis.stats import describe, order_like_nsys, time_percent
-from harness.errors import ExportError
+from analysis.trace import Trace
 
 NVTXSUM_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -27,16 +27,16 @@ RANGE_COLUMNS = [
 ]  # fmt: skip
 
 
-def all_ranges(export: Export) -> pd.DataFrame:
+def all_ranges(trace: Trace) -> pd.DataFrame:
     """Every NVTX range instance (RANGE_COLUMNS), in start order; push/pop ranges nested per thread.
 
     `parent` is the parent's range_id (the export's NVTX_EVENTS rowid, what nsys calls RangeId); start/end
     ranges have level 0 and no parent.
     """
-    raw = export.nvtx_range_rows()
+    raw = trace.frame("nvtx")
     start, end = raw["start"].to_numpy(), raw["end"].to_numpy()
     gtid, ids = raw["global_tid"].to_numpy(), raw["range_id"].to_numpy()
-    pushpop = np.isin(raw["event_type"].to_numpy(), PUSHPOP_TYPES)
+    pushpop = raw["pushpop"].to_numpy(dtype=bool)
     # start/end ranges get a group of their own each, so none nests
     group = np.where(pushpop, gtid, -1 - np.arange(len(raw)))
     order = sort_ranges(group, start, end)
@@ -72,10 +72,10 @@ def all_ranges(export: Export) -> pd.DataFrame:
     )
 
 
-def nvtx_ranges(export: Export, names: Sequence[str] | None = None) -> pd.DataFrame:
+def nvtx_ranges(trace: Trace, names: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per range instance (RANGE_COLUMNS), optionally only those named in `names`."""
-    export.require(NVTX, "NVTX data")
-    out = all_ranges(export)
+    trace.require("nvtx", "NVTX data")
+    out = all_ranges(trace)
     if names is not None:
         out = out[out["name"].isin(list(names))].reset_index(drop=True)
     # plain columns for callers: categories are an internal economy for big exports
@@ -94,33 +94,35 @@ def tagged(ranges: pd.DataFrame) -> pd.Series:
     return out
 
 
-def nvtx_summary(export: Export) -> pd.DataFrame:
+def nvtx_summary(trace: Trace) -> pd.DataFrame:
     """Time per range name and style, like nvtxsum (NVTXSUM_COLUMNS), largest first."""
-    export.require(NVTX, "NVTX data")
-    ranges = all_ranges(export)
+    trace.require("nvtx", "NVTX data")
+    ranges = all_ranges(trace)
     if ranges.empty:
-        raise ExportError(f"no NVTX ranges in {export.path}: only marks or domain events")
+        raise ExportError(f"no NVTX ranges in {trace.path}: only marks or domain events")
     data = pd.DataFrame(
         {"Range": tagged(ranges), "Style": ranges["style"], "duration": ranges["duration_ns"]}
     )
     out = describe(data, ["Range", "Style"])
     out = order_like_nsys(out, "Total Time (ns)", ["Range", "Style"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
-    return out[NVTXSUM_COLUMNS]
+    out = out[NVTXSUM_COLUMNS]
+    out.attrs["notes"] = list(trace.notes)
+    return out
 
 
-def nvtx_pushpop_summary(export: Export) -> pd.DataFrame:
+def nvtx_pushpop_summary(trace: Trace) -> pd.DataFrame:
     """Like nvtxppsum: push/pop ranges only, no Style column."""
-    out = nvtx_summary(export)
+    out = nvtx_summary(trace)
     out = out[out["Style"] == "PushPop"].drop(columns="Style").reset_index(drop=True)
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     return out
 
 
-def nvtx_trace(export: Export) -> pd.DataFrame:
+def nvtx_trace(trace: Trace) -> pd.DataFrame:
     """Push/pop range instances with nesting, like nvtxpptrace (PPTRACE_COLUMNS), in start order."""
-    export.require(NVTX, "NVTX data")
-    r = all_ranges(export)
+    trace.require("nvtx", "NVTX data")
+    r = all_ranges(trace)
     r = r[r["style"] == "PushPop"].reset_index(drop=True)
     r["tag"] = tagged(r)
     parent = r["parent"].fillna(-1).astype(np.int64)

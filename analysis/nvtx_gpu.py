@@ -2,10 +2,15 @@
 
 Each kernel is attributed through its CUDA launch call (joined on correlationId, each call counted once):
 
-- thread mode, like nvtxkernsum: the innermost push/pop range open on the launching thread around the call.
+- thread mode, inclusive (the default; nvtxkernsum's rule): every push/pop range open on the launching
+  thread around the call, so a kernel counts for a range and for each range around it.
+- thread mode, exclusive: only the innermost such range, so the ranges' times add up to the kernel total.
 - phase mode (the default for harness runs): the harness phase range (forward, backward, optimizer) whose
   span contains the call's start on any thread of the same process. PyTorch runs backward on autograd's
   own thread, so thread attribution leaves a main-thread `backward` range with none of its kernels.
+
+Where nsys counts one kernel twice for one row (its runtime call recorded twice; a range nested in a range
+of the same name), it is counted once here and a note says so.
 
 Phase mode counts the measured steps only: `step` ranges inside the harness's `measured` range when the
 export has one, else every `step` range (else everything). `phase_check` says whether the phases add up.
@@ -19,16 +24,15 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from analysis.export import KERNEL, NVTX, RUNTIME, Export
+from analysis.errors import ExportError
 from analysis.intervals import enclosing, parents, sort_ranges
+from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx import all_ranges, tagged
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.stats import describe, time_percent
-from harness.errors import ExportError
+from analysis.trace import Trace
 
-PHASES = ("forward", "backward", "optimizer")
-STEP = "step"
-MEASURED = "measured"
+PHASES = TRAIN_PHASES
 UNATTRIBUTED = "unattributed"
 KERNSUM_COLUMNS = [
     "NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", "Avg (ns)",
@@ -37,32 +41,56 @@ KERNSUM_COLUMNS = [
 Mode = Literal["auto", "phase", "thread"]  # auto: phase when the export has phase ranges
 
 
-def _require(export: Export) -> None:
-    export.require(KERNEL, "CUDA kernel data")
-    export.require(RUNTIME, "CUDA runtime calls (needed to tie kernels to NVTX ranges)")
-    export.require(NVTX, "NVTX data")
+def _require(trace: Trace) -> None:
+    trace.require("kernels", "CUDA kernel data")
+    trace.require("runtime", "CUDA runtime calls (needed to tie kernels to NVTX ranges)")
+    trace.require("nvtx", "NVTX data")
 
 
-def _containing(ranges: pd.DataFrame, launches: pd.DataFrame, by_thread: bool, point: bool) -> np.ndarray:
-    """Row of `ranges` (positional) holding each launch call, or -1."""
-    if ranges.empty or launches.empty:
-        return np.full(len(launches), -1, dtype=np.int64)
+def _nesting(ranges: pd.DataFrame, by_thread: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, sort order, parent in sorted positions) of `ranges`."""
     group = ranges["global_tid"].to_numpy()
     if not by_thread:
         group = group & PROCESS_MASK
     start, end = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
     order = sort_ranges(group, start, end)
-    parent = parents(group[order], start[order], end[order])
+    return group, order, parents(group[order], start[order], end[order])
+
+
+def _containing(ranges: pd.DataFrame, launches: pd.DataFrame, by_thread: bool, point: bool) -> np.ndarray:
+    """Row of `ranges` (positional) innermost around each launch call, or -1."""
+    if ranges.empty or launches.empty:
+        return np.full(len(launches), -1, dtype=np.int64)
+    group, order, parent = _nesting(ranges, by_thread)
+    start, end = ranges["start_ns"].to_numpy()[order], ranges["end_ns"].to_numpy()[order]
     has = launches["has_call"].to_numpy()
     q_group = launches["global_tid"].to_numpy()[has]
     if not by_thread:
         q_group = q_group & PROCESS_MASK
     q_start = launches["call_start"].to_numpy()[has]
     q_end = q_start if point else launches["call_end"].to_numpy()[has]
-    hit = enclosing(group[order], start[order], end[order], parent, q_group, q_start, q_end)
+    hit = enclosing(group[order], start, end, parent, q_group, q_start, q_end)
     out = np.full(len(launches), -1, dtype=np.int64)
     out[has] = np.where(hit >= 0, order[np.maximum(hit, 0)], -1)
     return out
+
+
+def _with_enclosing(ranges: pd.DataFrame, launch: np.ndarray, inner: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(launch, range) pairs: each launch with its innermost range and every range around that one."""
+    if ranges.empty:
+        return launch, inner
+    _, order, parent_sorted = _nesting(ranges, by_thread=True)
+    parent = np.full(len(ranges), -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    launches, hits = [launch], [inner]
+    cur_launch, cur = launch[inner >= 0], parent[inner[inner >= 0]]
+    while len(cur):
+        keep = cur >= 0
+        cur_launch, cur = cur_launch[keep], cur[keep]
+        launches.append(cur_launch)
+        hits.append(cur)
+        cur = parent[cur]
+    return np.concatenate(launches), np.concatenate(hits)
 
 
 def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
@@ -82,34 +110,40 @@ def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
 
 
 def attribute(
-    export: Export,
+    trace: Trace,
     mode: Mode = "phase",
     phases: Sequence[str] = PHASES,
     names: str = "demangled",
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(launches with a `range` column: positional row in the ranges frame or -1, the ranges frame)."""
-    _require(export)
-    launches = kernel_launches(export, names=names)
-    ranges = all_ranges(export)
+    exclusive: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(launches, ranges, pairs): pairs has one row per (launch, range) credit, positional rows into
+    launches and ranges (range -1: none). Phase mode and exclusive thread mode credit one range at most;
+    inclusive thread mode credits every range open around the call on its thread."""
+    _require(trace)
+    launches = kernel_launches(trace, names=names)
+    ranges = all_ranges(trace)
     if mode == "auto":
         mode = "phase" if ranges["name"].isin(list(phases)).any() else "thread"
     launches.attrs["mode"] = mode
     if mode == "thread":
         if (ranges["style"] != "PushPop").any():
             ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
-        launches["range"] = _containing(ranges, launches, by_thread=True, point=False)
-        return launches, ranges
+        inner = _containing(ranges, launches, by_thread=True, point=False)
+        launch = np.arange(len(launches), dtype=np.int64)
+        if not exclusive:
+            launch, inner = _with_enclosing(ranges, launch, inner)
+        launches.attrs["exclusive"] = exclusive
+        return launches, ranges, pd.DataFrame({"launch": launch, "range": inner})
     if mode != "phase":
         raise ValueError(f"unknown mode {mode!r}: auto, phase or thread")
     steps = measured_steps(ranges)
     if not steps.empty:
         in_step = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
-        launches = launches[in_step >= 0]
+        launches = launches[in_step >= 0].reset_index(drop=True)
     phase_ranges = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
-    launches = launches.assign(range=_containing(phase_ranges, launches, by_thread=False, point=True))
-    launches.attrs["notes"] = launches.attrs.get("notes", [])
+    hit = _containing(phase_ranges, launches, by_thread=False, point=True)
     launches.attrs["mode"] = "phase"
-    return launches, phase_ranges
+    return launches, phase_ranges, pd.DataFrame({"launch": np.arange(len(launches)), "range": hit})
 
 
 def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
@@ -130,10 +164,14 @@ def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str,
     return codes, table
 
 
-def _range_labels(ranges: pd.DataFrame, launches: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """Per launch: its range's (name, style) code (-1: none), PID, TID and range id (the launching
-    thread's PID/TID where it has no range), the kernel's duration and name id; and the code table."""
-    idx = launches["range"].to_numpy()
+def _range_labels(
+    ranges: pd.DataFrame, launches: pd.DataFrame, pairs: pd.DataFrame
+) -> tuple[pd.DataFrame, dict]:
+    """Per credit: its range's (name, style) code (-1: none), PID, TID and range id (the launching
+    thread's PID/TID where it has no range), the launch, the kernel's duration and name id; and the
+    code table."""
+    idx = pairs["range"].to_numpy()
+    launch = pairs["launch"].to_numpy()
     hit = idx >= 0
     pick = np.maximum(idx, 0)
     codes, table = _range_codes(ranges) if len(ranges) else (np.zeros(1, dtype=np.int64), {})
@@ -142,14 +180,31 @@ def _range_labels(ranges: pd.DataFrame, launches: pd.DataFrame) -> tuple[pd.Data
     rows = pd.DataFrame(
         {
             "label": np.where(hit, codes[pick], -1),
-            "PID": np.where(hit, ranges["pid"].to_numpy()[pick], pid_of(launches["global_pid"])),
-            "TID": np.where(hit, ranges["tid"].to_numpy()[pick], tid_of(launches["global_tid"])),
+            "PID": np.where(
+                hit, ranges["pid"].to_numpy()[pick], pid_of(launches["global_pid"].to_numpy()[launch])
+            ),
+            "TID": np.where(
+                hit, ranges["tid"].to_numpy()[pick], tid_of(launches["global_tid"].to_numpy()[launch])
+            ),
             "range_key": np.where(hit, ranges["range_id"].to_numpy()[pick], -1),
-            "duration": launches["duration"].to_numpy(),
-            "name_id": launches["name_id"].to_numpy(),
+            "launch": launch,
+            "duration": launches["duration"].to_numpy()[launch],
+            "name_id": launches["name_id"].to_numpy()[launch],
         }
     )
     return rows, table
+
+
+def _once_per_label(rows: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """One credit per kernel and row label: a kernel inside nested ranges of one name counts once."""
+    twice = rows.duplicated(["launch", "label", "PID", "TID"])
+    if twice.any():
+        notes.append(
+            f"{int(twice.sum()):,} kernels ran inside nested NVTX ranges of the same name; each is counted "
+            "once per range name (nsys stats counts it once per range)"
+        )
+        rows = rows[~twice]
+    return rows
 
 
 def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
@@ -159,53 +214,58 @@ def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
     )
 
 
+def _credits(
+    trace: Trace, mode: Mode, phases: Sequence[str], names: str, exclusive: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, dict, str, list[str]]:
+    """(all credits, credits counted once per label, code table, mode, notes)."""
+    launches, ranges, pairs = attribute(trace, mode, phases, names, exclusive)
+    mode = launches.attrs["mode"]
+    notes = [*trace.notes, *launches.attrs.get("notes", [])]
+    rows, table = _range_labels(ranges, launches, pairs)
+    return rows, _once_per_label(rows, notes), table, mode, notes
+
+
 def nvtx_gpu_kernels(
-    export: Export,
+    trace: Trace,
     *,
     mode: Mode = "thread",
     phases: Sequence[str] = PHASES,
     top: int | None = None,
     names: str = "demangled",
+    exclusive: bool = False,
 ) -> pd.DataFrame:
     """Kernels per NVTX range, like nvtxkernsum (KERNSUM_COLUMNS): ordered by range, PID, TID, then the
     largest total; `top` keeps the first N kernels of each range. Kernels under no range have no name.
     """
-    launches, ranges = attribute(export, mode, phases, names)
-    mode = launches.attrs["mode"]
-    rows, table = _range_labels(ranges, launches)
-    notes = launches.attrs.get("notes", [])
+    every, rows, table, mode, notes = _credits(trace, mode, phases, names, exclusive)
     if mode == "phase":
-        rows = rows[launches["range"].to_numpy() >= 0]
-    del launches, ranges
+        every, rows = every[every["label"] >= 0], rows[rows["label"] >= 0]
     keys = ["label", "PID", "TID", "name_id"]
     out = describe(rows, keys, count_name="Kern Inst")
-    inst = rows.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
+    inst = every.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
     out = _with_labels(out.merge(inst, on=keys, how="left"), table)
     out.loc[out["NVTX Range"].isna(), "NVTX Inst"] = 0
-    out["Kernel Name"] = out["name_id"].map(export.strings(out["name_id"].unique()))
+    out["Kernel Name"] = out["name_id"].map(trace.strings(out["name_id"].unique()))
     out = out.sort_values(["Total Time (ns)"], ascending=False, kind="stable")
     out = out.sort_values(["NVTX Range", "PID", "TID"], kind="stable", na_position="first")
     if top is not None:
         out = out.groupby(["NVTX Range", "PID", "TID"], dropna=False, sort=False).head(top)
     out = out[KERNSUM_COLUMNS].reset_index(drop=True)
-    out.attrs["notes"] = notes
-    out.attrs["mode"] = mode
+    out.attrs.update(notes=notes, mode=mode, exclusive=exclusive)
     return out
 
 
-def nvtx_gpu_summary(export: Export, *, mode: Mode = "phase", phases: Sequence[str] = PHASES) -> pd.DataFrame:
+def nvtx_gpu_summary(
+    trace: Trace, *, mode: Mode = "phase", phases: Sequence[str] = PHASES, exclusive: bool = False
+) -> pd.DataFrame:
     """GPU time per range: Range (Style, PID, TID in thread mode), NVTX Inst, Kern Inst, the kernel-time
     statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only.
     """
-    launches, ranges = attribute(export, mode, phases)
-    mode = launches.attrs["mode"]
-    rows, table = _range_labels(ranges, launches)
-    notes = launches.attrs.get("notes", [])
-    rows = rows[launches["range"].to_numpy() >= 0]
-    del launches, ranges
+    every, rows, table, mode, notes = _credits(trace, mode, phases, "demangled", exclusive)
+    every, rows = every[every["label"] >= 0], rows[rows["label"] >= 0]
     keys = ["label"] if mode == "phase" else ["label", "PID", "TID"]
     out = describe(rows, keys, count_name="Kern Inst")
-    inst = rows.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
+    inst = every.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
     out = _with_labels(out.merge(inst, on=keys, how="left"), table)
     if mode == "phase":
         # one row per phase name (a phase's ranges may come from several threads)
@@ -219,21 +279,19 @@ def nvtx_gpu_summary(export: Export, *, mode: Mode = "phase", phases: Sequence[s
     cols = [*keys, "NVTX Inst", "Kern Inst"]
     stats = [c for c in out.columns if c not in cols and c not in ("Style", "PID", "TID")]
     out = out[[*cols, *stats]].rename(columns={"NVTX Range": "Range"}).reset_index(drop=True)
-    out.attrs["notes"] = notes
-    out.attrs["mode"] = mode
+    out.attrs.update(notes=notes, mode=mode, exclusive=exclusive)
     return out
 
 
-def phase_check(export: Export, phases: Sequence[str] = PHASES) -> pd.DataFrame:
+def phase_check(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
     """Do the phases add up? GPU time of each phase, the unattributed rest and all kernel time of the
     measured steps (Phase, Kernels, Total Time (ns), Share (%)).
     """
-    launches, ranges = attribute(export, "phase", phases)
+    launches, ranges, pairs = attribute(trace, "phase", phases)
+    hit = pairs["range"].to_numpy()
     names = np.where(
-        launches["range"].to_numpy() >= 0,
-        ranges["name"].to_numpy(dtype=object)[np.maximum(launches["range"].to_numpy(), 0)]
-        if len(ranges)
-        else UNATTRIBUTED,
+        hit >= 0,
+        ranges["name"].to_numpy(dtype=object)[np.maximum(hit, 0)] if len(ranges) else UNATTRIBUTED,
         UNATTRIBUTED,
     )
     per = pd.DataFrame({"Phase": names, "duration": launches["duration"].to_numpy()})
@@ -249,21 +307,21 @@ def phase_check(export: Export, phases: Sequence[str] = PHASES) -> pd.DataFrame:
         }
     )
     out["Share (%)"] = out["Total Time (ns)"] / whole * 100 if whole else 0.0
-    out.attrs["notes"] = launches.attrs.get("notes", [])
+    out.attrs["notes"] = [*trace.notes, *launches.attrs.get("notes", [])]
     return out
 
 
 def kernels_in_ranges(
-    export: Export, range_name: str, *, names: str = "demangled", extra: tuple[str, ...] = ()
+    trace: Trace, range_name: str, *, names: str = "demangled", extra: tuple[str, ...] = ()
 ) -> pd.DataFrame:
     """Kernels (name_id, duration, extra fields) launched while a range named `range_name` was open in
     their process (any thread)."""
-    _require(export)
-    launches = kernel_launches(export, names=names, extra=extra)
-    ranges = all_ranges(export)
+    _require(trace)
+    launches = kernel_launches(trace, names=names, extra=extra)
+    ranges = all_ranges(trace)
     picked = ranges[(ranges["name"] == range_name) | (tagged(ranges) == range_name)].reset_index(drop=True)
     if picked.empty:
-        raise ExportError(f"no NVTX range named {range_name!r} in {export.path}")
+        raise ExportError(f"no NVTX range named {range_name!r} in {trace.path}")
     hit = _containing(picked, launches, by_thread=False, point=True)
     out = launches[hit >= 0].reset_index(drop=True)
     out.attrs["notes"] = launches.attrs.get("notes", [])

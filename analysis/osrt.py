@@ -5,11 +5,14 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.cuda_api import summarize_calls
-from analysis.export import OSRT, Export
+from analysis.trace import Trace
 
 
-def osrt_summary(export: Export) -> pd.DataFrame:
+def osrt_summary(trace: Trace) -> pd.DataFrame:
     """Time in each traced OS runtime function (Time (%), Total Time (ns), Num Calls, ..., Name)."""
-    export.require(OSRT, "OS runtime calls")
-    calls = export.osrt_rows()
-    return summarize_calls(calls, export.strings(calls["name_id"].unique()))
+    trace.require("osrt", "OS runtime calls")
+    calls = trace.frame("osrt", ["name_id", "start", "end"])
+    calls["duration"] = calls["end"] - calls["start"]
+    out = summarize_calls(calls, trace.strings(calls["name_id"].unique()))
+    out.attrs["notes"] = list(trace.notes)
+    return out

@@ -3,19 +3,20 @@
 Some exports (the A100 fixture, nsys 2022.2) record every runtime call twice under one correlationId, once
 under the plain name and once under a versioned one (`cudaMemcpy` and `cudaMemcpy_v3020`). `nsys stats`
 counts both; here each correlationId keeps one call, the plain-named one, and a note says so.
+
+Like nsys, a name is versioned only when it ends in `_v` and four more characters: `cudaMemcpy_v3020` is
+cudaMemcpy, while `cuMemAlloc_v2` and `cudaStreamIsCapturing_v10000` are names of their own.
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
-from analysis.export import NULL, RUNTIME, Export
+from analysis.trace import NULL, Trace
 
-VERSION_SUFFIX = re.compile(r"_v\d+$")
 PROCESS_MASK = ~0xFFFFFF  # globalTid -> the globalPid part
+NAME_COLUMN = {"demangled": "name_id", "base": "short_name_id", "mangled": "mangled_name_id"}
 
 
 def pid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
@@ -27,16 +28,32 @@ def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
 
 
 def plain_name(name: str) -> str:
-    return VERSION_SUFFIX.sub("", name)
+    """The name nsys prints for a runtime function: `_vNNNN` (four characters) stripped."""
+    return name[:-6] if len(name) > 6 and name[-6:-4] == "_v" else name
 
 
-def runtime_calls(export: Export) -> pd.DataFrame:
-    """One row per CUDA runtime call (correlation_id, start, end, global_tid, name_id), in start order,
-    duplicates removed. `attrs["names"]` maps name_id to the plain name; `attrs["notes"]` holds the
-    one-line note when duplicates were dropped.
+def kernel_rows(trace: Trace, fields: tuple[str, ...], names: str = "demangled") -> pd.DataFrame:
+    """Kernels with `fields` (trace kernel columns, plus "duration"); "name_id" in the style `names`
+    (demangled, base, or mangled, which falls back to demangled where the export has none)."""
+    cols = [NAME_COLUMN[names] if f == "name_id" else f for f in fields if f != "duration"]
+    if "duration" in fields:
+        cols += [c for c in ("start", "end") if c not in cols]
+    kern = trace.frame("kernels", list(dict.fromkeys(cols)))
+    if names != "demangled" and "name_id" in fields:
+        kern = kern.rename(columns={NAME_COLUMN[names]: "name_id"})
+    if "duration" in fields:
+        kern["duration"] = kern["end"].to_numpy() - kern["start"].to_numpy()
+        kern = kern.drop(columns=[c for c in ("start", "end") if c not in fields])
+    return kern
+
+
+def runtime_calls(trace: Trace) -> pd.DataFrame:
+    """One row per CUDA runtime call (correlation_id, start, end, global_tid, name_id), duplicates
+    removed. `attrs["names"]` maps name_id to the plain name; `attrs["notes"]` holds the one-line note
+    when duplicates were dropped.
     """
-    raw = export.runtime_rows()
-    raw_names = export.strings(np.unique(raw["name_id"].to_numpy()))
+    raw = trace.frame("runtime", ["correlation_id", "start", "end", "global_tid", "name_id"])
+    raw_names = trace.strings(np.unique(raw["name_id"].to_numpy()))
     names = {i: plain_name(n) for i, n in raw_names.items()}
     versioned_ids = [i for i, n in raw_names.items() if names[i] != n]
     corr = raw["correlation_id"].to_numpy()
@@ -63,24 +80,20 @@ def runtime_calls(export: Export) -> pd.DataFrame:
     return raw
 
 
-def _plain_cached(names: pd.Series) -> dict[str, str]:
-    return {n: plain_name(n) for n in names.unique()}
-
-
-def kernel_launches(export: Export, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:
+def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """Kernels (name_id, duration, correlation_id, global_pid, extra fields) with their launch call:
     has_call, call_start, call_end, global_tid, api_id (NULL sentinel where the call is missing, e.g.
     runtime not traced). `attrs`: "notes" (duplicate calls dropped), "api_names" (api_id -> name).
     """
     fields = ("name_id", "duration", "correlation_id", "global_pid", *extra)
-    kern = export.kernel_rows(fields, names=names)
+    kern = kernel_rows(trace, tuple(dict.fromkeys(fields)), names=names)
     cols = ("call_start", "call_end", "global_tid", "api_id")
     notes: list[str] = []
     api_names: dict[int, str] = {}
     found = np.full(len(kern), -1, dtype=np.int64)
     calls = None
-    if export.has(RUNTIME) and len(kern):
-        calls = runtime_calls(export)
+    if trace.has("runtime") and len(kern):
+        calls = runtime_calls(trace)
         notes, api_names = calls.attrs["notes"], calls.attrs["names"]
         found = _lookup(
             _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
@@ -111,8 +124,3 @@ def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     first = ~index.duplicated()
     pos = pd.Index(keys[first]).get_indexer(wanted)
     return np.where(pos >= 0, np.flatnonzero(first)[np.maximum(pos, 0)], -1)
-
-
-def name_table(export: Export, ids: pd.Series) -> pd.Series:
-    """StringIds values for a column of ids."""
-    return ids.map(export.strings(ids.unique()))

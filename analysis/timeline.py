@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.export import KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, Export
+from analysis.errors import ExportError
+from analysis.names import STEP
 from analysis.nvtx import all_ranges
-from analysis.nvtx_gpu import STEP, measured_steps
-from analysis.runtime import pid_of
-from harness.errors import ExportError
+from analysis.nvtx_gpu import measured_steps
+from analysis.runtime import kernel_rows, pid_of
+from analysis.trace import Trace
 
 EVENT_COLUMNS = ["kind", "name", "start_ns", "end_ns", "lane", "level", "step"]
 GPU_LAG = 10  # kernels launched in a step may run up to this many step-lengths after it ends
@@ -24,18 +25,18 @@ def step_index(steps: pd.DataFrame, all_steps: pd.DataFrame) -> pd.Series:
     return by_position.astype(np.int64)
 
 
-def pick_step(export: Export, step: int | None = None) -> pd.Series:
+def pick_step(trace: Trace, step: int | None = None) -> pd.Series:
     """The `step` range to show: number `step`, or the measured step of median duration."""
-    export.require(NVTX, "NVTX data")
-    ranges = all_ranges(export)
+    trace.require("nvtx", "NVTX data")
+    ranges = all_ranges(trace)
     all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)
     if all_steps.empty:
-        raise ExportError(f"no '{STEP}' NVTX ranges in {export.path}: it was not recorded by the harness")
+        raise ExportError(f"no '{STEP}' NVTX ranges in {trace.path}: it was not recorded by the harness")
     numbers = step_index(all_steps, all_steps)
     if step is not None:
         hit = all_steps[numbers.to_numpy() == step]
         if hit.empty:
-            raise ExportError(f"no step {step} in {export.path} (steps {numbers.min()}..{numbers.max()})")
+            raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
         return hit.iloc[0].copy().rename(int(step))
     measured = measured_steps(all_steps.assign(_n=numbers)) if len(all_steps) else all_steps
     measured = measured if len(measured) else all_steps.assign(_n=numbers)
@@ -44,23 +45,23 @@ def pick_step(export: Export, step: int | None = None) -> pd.Series:
     return chosen.rename(int(numbers[all_steps["range_id"] == chosen["range_id"]].iloc[0]))
 
 
-def step_events(export: Export, step: int | None = None, max_kernels: int = 20000) -> pd.DataFrame:
+def step_events(trace: Trace, step: int | None = None, max_kernels: int = 20000) -> pd.DataFrame:
     """Rows (EVENT_COLUMNS) of one step: kind "nvtx" | "kernel" | "memcpy", name, start/end (ns), lane
     (thread name or "tid N" for NVTX, "stream N" for GPU work), NVTX nesting level, step number.
 
     Kernels are those whose launch call started in the step (or, without runtime data, that started in
     it); the first `max_kernels` are kept and `attrs["notes"]` says when more were cut.
     """
-    chosen = pick_step(export, step)
+    chosen = pick_step(trace, step)
     number = int(chosen.name)
     lo, hi = int(chosen["start_ns"]), int(chosen["end_ns"])
     pid = int(chosen["pid"])
-    ranges = all_ranges(export)
+    ranges = all_ranges(trace)
     inside = ranges[(ranges["pid"] == pid) & (ranges["end_ns"] >= lo) & (ranges["start_ns"] <= hi)]
     # ranges around the whole step (`measured`, the user's own) would stretch the axis over every step
     inside = inside[~((inside["start_ns"] < lo) & (inside["end_ns"] >= hi))]
     level = inside["level"] - inside.groupby("global_tid")["level"].transform("min")
-    threads = export.thread_names()
+    threads = trace.thread_names()
     lanes = [
         threads.get(int(g), f"tid {t}") for g, t in zip(inside["global_tid"], inside["tid"], strict=True)
     ]
@@ -78,16 +79,17 @@ def step_events(export: Export, step: int | None = None, max_kernels: int = 2000
     ]
     notes: list[str] = []
     calls = None
-    if export.count(RUNTIME):
-        calls = export.runtime_rows(window=(lo, hi))
+    if trace.has("runtime"):
+        calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid"])
+        calls = calls[(calls["start"] >= lo) & (calls["start"] <= hi)]
         calls = calls.loc[pid_of(calls["global_tid"]) == pid, "correlation_id"]
-    if export.count(KERNEL):
-        kernels = _step_kernels(export, lo, hi, pid, calls)
+    if trace.has("kernels"):
+        kernels = _step_kernels(trace, lo, hi, pid, calls)
         if len(kernels) > max_kernels:
             notes.append(f"step {number}: showing the first {max_kernels:,} of {len(kernels):,} kernels")
             kernels = kernels.iloc[:max_kernels]
         frames.append(kernels)
-        frames.append(_step_copies(export, lo, hi, calls))
+        frames.append(_step_copies(trace, lo, hi, calls))
     out = (
         pd.concat([f for f in frames if len(f)], ignore_index=True)
         if any(len(f) for f in frames)
@@ -95,17 +97,18 @@ def step_events(export: Export, step: int | None = None, max_kernels: int = 2000
     )
     out["step"] = number
     out = out.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
-    out.attrs["notes"] = notes
+    out.attrs["notes"] = [*trace.notes, *notes]
     return out
 
 
-def _step_kernels(export: Export, lo: int, hi: int, pid: int, calls: pd.Series | None) -> pd.DataFrame:
+def _step_kernels(trace: Trace, lo: int, hi: int, pid: int, calls: pd.Series | None) -> pd.DataFrame:
     fields = ("name_id", "start", "end", "stream_id", "correlation_id", "global_pid")
-    kern = export.kernel_rows(fields, window=(lo, hi + GPU_LAG * (hi - lo)))
+    kern = kernel_rows(trace, fields)
+    kern = kern[(kern["start"] >= lo) & (kern["start"] <= hi + GPU_LAG * (hi - lo))]
     kern = kern[pid_of(kern["global_pid"]) == pid]
     launched = kern["correlation_id"].isin(calls) if calls is not None else kern["start"] <= hi
     kern = kern[launched]
-    names = export.strings(kern["name_id"].unique())
+    names = trace.strings(kern["name_id"].unique())
     return pd.DataFrame(
         {
             "kind": "kernel",
@@ -118,16 +121,16 @@ def _step_kernels(export: Export, lo: int, hi: int, pid: int, calls: pd.Series |
     )
 
 
-def _step_copies(export: Export, lo: int, hi: int, calls: pd.Series | None) -> pd.DataFrame:
+def _step_copies(trace: Trace, lo: int, hi: int, calls: pd.Series | None) -> pd.DataFrame:
     """Memory operations issued by calls in the step (or, without runtime data, started in it)."""
     from analysis.memops import memory_ops
 
-    if not (export.count(MEMCPY) or export.count(MEMSET)):
+    if not (trace.has("memcpy") or trace.has("memset")):
         return pd.DataFrame(columns=EVENT_COLUMNS[:-1])
     if calls is None:
-        ops = memory_ops(export, window=(lo, hi))
+        ops = memory_ops(trace, window=(lo, hi))
     else:
-        ops = memory_ops(export, window=(lo, hi + GPU_LAG * (hi - lo)))
+        ops = memory_ops(trace, window=(lo, hi + GPU_LAG * (hi - lo)))
         ops = ops[ops["correlation_id"].isin(calls)]
     return pd.DataFrame(
         {

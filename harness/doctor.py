@@ -60,8 +60,8 @@ SELF_TEST_SCRIPT = textwrap.dedent(
 
 def self_test(info: NsysInfo) -> Check:
     """Profile a script that emits one range with the harness's emitter, export it, read the range back."""
-    from analysis.export import open_export
     from analysis.nvtx import nvtx_ranges
+    from analysis.trace import open_trace
     from harness import nsys
 
     with tempfile.TemporaryDirectory(prefix="harness-doctor-") as tmp:
@@ -81,7 +81,7 @@ def self_test(info: NsysInfo) -> Check:
                 "self-test", "fail", "no SQLite export: " + "; ".join(prof.notes or [prof.stderr_tail])
             )
         try:
-            ranges = nvtx_ranges(open_export(prof.sqlite), names=[SELF_TEST_RANGE])
+            ranges = nvtx_ranges(open_trace(prof.sqlite, cache=False), names=[SELF_TEST_RANGE])
         except HarnessError as e:
             return Check("self-test", "fail", str(e))
         if ranges.empty:

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+from analysis.errors import AnalysisError, ExportError, first_line
+
+__all__ = [
+    "AnalysisError",
+    "ExportError",
+    "HarnessError",
+    "NsysError",
+    "UsageError",
+    "first_line",
+    "user_errors",
+]
+
 
 class HarnessError(Exception):
     """A problem the user can fix: the message says what is wrong and what to do."""
@@ -20,18 +32,11 @@ class UsageError(HarnessError):
     exit_code = 2
 
 
-class ExportError(HarnessError):
-    """An Nsight Systems export that is missing, corrupt, or lacks the data a table needs."""
-
-    exit_code = 1
-
-
 class NsysError(HarnessError):
     """nsys missing, failing, or killed part way."""
 
     exit_code = 1
 
 
-def first_line(error: BaseException) -> str:
-    """An exception as one line: its message's first line, or its type when it has no message."""
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
+# What the CLI turns into one line and an exit code: the harness's errors and the analysis layer's.
+user_errors = (HarnessError, AnalysisError)

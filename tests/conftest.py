@@ -50,6 +50,12 @@ def cpu_expected() -> Path:
     return _require(CPU_DIR / "expected")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never write to the user's cache folder: one trace cache for the whole session."""
+    os.environ["HARNESS_CACHE_DIR"] = str(tmp_path_factory.mktemp("trace-cache"))
+
+
 @pytest.fixture
 def tmp_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A fresh results database, also set as HARNESS_DB for commands run in-process."""

@@ -78,11 +78,11 @@ def test_missing_and_repeated_ranges_are_reported() -> None:
 
 def test_cpu_train_fixture_agrees(cpu_export, cpu_expected) -> None:
     """The real export and the timers.json written by the same process: the figures in shared/README."""
-    from analysis.export import open_export
     from analysis.nvtx import nvtx_ranges
+    from analysis.trace import open_trace
 
     records = json.loads((cpu_export.parent / "timers.json").read_text())
-    ranges = nvtx_ranges(open_export(cpu_export), names=["step", *PHASES])
+    ranges = nvtx_ranges(open_trace(cpu_export), names=["step", *PHASES])
     # all 8 steps, warmup included, as the fixture's README quotes them
     all_steps = timers_frame([{**r, "warmup": False} for r in records])
     table = agreement_table(pair_ranges(all_steps, ranges, PHASES), PHASES).set_index("phase")
@@ -102,10 +102,10 @@ def test_cpu_train_fixture_agrees(cpu_export, cpu_expected) -> None:
 
 
 def test_range_summary_matches_nvtxsum_oracle(cpu_export, cpu_expected) -> None:
-    from analysis.export import open_export
     from analysis.nvtx import nvtx_ranges
+    from analysis.trace import open_trace
 
-    ranges = nvtx_ranges(open_export(cpu_export), names=["step", *PHASES])
+    ranges = nvtx_ranges(open_trace(cpu_export), names=["step", *PHASES])
     ours = range_summary(ranges)
     oracle = pd.read_csv(cpu_expected / "nvtxsum.csv")
     assert list(ours["Range"]) == list(oracle["Range"])

@@ -7,11 +7,11 @@ from pathlib import Path
 from export_data import as_printed, oracle
 
 from analysis.cuda_api import APISUM_COLUMNS, cuda_api_summary
-from analysis.export import open_export
+from analysis.trace import open_trace
 
 
 def test_cudaapisum_oracle_without_the_twins(a100_export: Path, a100_expected: Path) -> None:
-    ours = as_printed(cuda_api_summary(open_export(a100_export)))
+    ours = as_printed(cuda_api_summary(open_trace(a100_export)))
     theirs = oracle(a100_expected, "cudaapisum")
     assert list(ours.columns) == APISUM_COLUMNS
     # nsys lists cudaMemcpy, cudaFree, cudaMalloc and cudaLaunchKernel twice; its first row of each name

@@ -1,4 +1,4 @@
-"""Opening exports: metadata and tables of both fixtures, newer-schema exports, every kind of bad input."""
+"""The nsys reader: metadata and tables of both fixtures, newer-schema exports, every kind of bad input."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from export_data import newer_schema
 
-from analysis.export import KERNEL, NVTX, open_export
-from harness.errors import ExportError
+from analysis.errors import ExportError
+from analysis.readers.nsys import KERNEL, open_nsys
+from analysis.trace import open_trace
 
 
 def sha(path: Path) -> str:
@@ -18,29 +19,32 @@ def sha(path: Path) -> str:
 
 
 def test_a100_fixture_metadata(a100_export: Path) -> None:
-    export = open_export(a100_export)
-    assert export.schema_version == "2.9.1"
-    assert export.producer == "2022.2.1.31"
-    assert export.meta["EXPORT_SCHEMA_VERSION_MAJOR"] == "2"
-    assert export.has(KERNEL) and export.count(KERNEL) == 5
-    assert "mangledName" in export.columns(KERNEL)
-    assert export.count("CUPTI_ACTIVITY_KIND_RUNTIME") == 95
-    assert export.columns("NO_SUCH_TABLE") == set()
+    trace = open_trace(a100_export, cache=False)
+    assert trace.meta["schema"] == "2.9.1"
+    assert trace.meta["producer_version"] == "2022.2.1.31"
+    assert trace.reader.export_meta["EXPORT_SCHEMA_VERSION_MAJOR"] == "2"
+    assert trace.has("kernels") and trace.count("kernels") == 5
+    assert "mangledName" in trace.reader.columns(KERNEL)
+    assert trace.count("runtime") == 95
+    assert trace.reader.columns("NO_SUCH_TABLE") == set()
 
 
 def test_cpu_fixture_metadata(cpu_export: Path) -> None:
-    export = open_export(cpu_export)
-    assert export.schema_version == "3.0.0"
-    assert not export.has(KERNEL)
-    assert export.count(NVTX) == 33  # 32 ranges and one domain-destroy event
+    trace = open_trace(cpu_export, cache=False)
+    assert trace.meta["schema"] == "3.0.0"
+    assert not trace.has("kernels")
+    assert trace.count("nvtx") == 32  # 32 ranges (and one domain-destroy event, not counted)
 
 
 def test_newer_schema_is_read_by_columns_not_version(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(newer_schema(a100_export, tmp_path / "new.sqlite"))
-    assert export.schema_version == "3.11.0"  # from META_DATA_EXPORT
-    assert "greenContextId" in export.columns(KERNEL)
-    assert "mangledName" not in export.columns(KERNEL)
-    assert not export.has("CUPTI_ACTIVITY_KIND_MEMSET")  # empty tables are left out
+    trace = open_trace(newer_schema(a100_export, tmp_path / "new.sqlite"), cache=False)
+    assert trace.meta["schema"] == "3.11.0"  # from META_DATA_EXPORT
+    assert "greenContextId" in trace.reader.columns(KERNEL)
+    assert "mangledName" not in trace.reader.columns(KERNEL)
+    assert not trace.has("memset")  # empty tables are left out
+    # mangled names fall back to the demangled ones
+    kern = trace.frame("kernels", ["name_id", "mangled_name_id"])
+    assert (kern["name_id"] == kern["mangled_name_id"]).all()
 
 
 def test_reading_creates_and_changes_nothing(a100_export: Path, cpu_export: Path) -> None:
@@ -49,26 +53,26 @@ def test_reading_creates_and_changes_nothing(a100_export: Path, cpu_export: Path
     before = {p: sha(p) for p in (a100_export, cpu_export)}
     listing = {p: sorted(x.name for x in p.parent.iterdir()) for p in before}
     for path in before:
-        assert summary(open_export(path)).tables
+        assert summary(open_trace(path)).tables
     assert {p: sha(p) for p in before} == before
     assert {p: sorted(x.name for x in p.parent.iterdir()) for p in before} == listing
 
 
 def test_missing_path(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match=r"^no such export: .*nope\.sqlite$"):
-        open_export(tmp_path / "nope.sqlite")
+        open_trace(tmp_path / "nope.sqlite")
 
 
 def test_folder(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="is a folder"):
-        open_export(tmp_path)
+        open_trace(tmp_path)
 
 
 def test_not_sqlite(tmp_path: Path) -> None:
     bad = tmp_path / "report.sqlite"
     bad.write_text("Time (%),Total Time (ns)\n")
     with pytest.raises(ExportError, match="is not an SQLite file"):
-        open_export(bad)
+        open_trace(bad)
     assert bad.read_text() == "Time (%),Total Time (ns)\n"
 
 
@@ -78,7 +82,7 @@ def test_truncated(a100_export: Path, tmp_path: Path) -> None:
     cut.write_bytes(data[: len(data) // 2])
     before = sha(cut)
     with pytest.raises(ExportError, match=r"is truncated \(806,912 of 1,613,824 bytes\)"):
-        open_export(cut)
+        open_trace(cut)
     assert sha(cut) == before
 
 
@@ -89,8 +93,7 @@ def test_corrupt_pages(a100_export: Path, tmp_path: Path) -> None:
     bad.write_bytes(bytes(data))
     before = sha(bad)
     with pytest.raises(ExportError, match="is corrupt or truncated"):
-        export = open_export(bad)
-        export.count(KERNEL)
+        open_trace(bad)
     assert sha(bad) == before
 
 
@@ -100,14 +103,14 @@ def test_sqlite_but_not_an_export(tmp_path: Path) -> None:
     con.execute("CREATE TABLE runs (id INTEGER)")
     con.close()
     with pytest.raises(ExportError, match="not an Nsight Systems export"):
-        open_export(other)
+        open_trace(other)
 
 
 def test_nsys_rep_is_not_opened_here(tmp_path: Path) -> None:
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"\x00" * 64)
     with pytest.raises(ExportError, match="nsys report, not an export"):
-        open_export(rep)
+        open_trace(rep)
 
 
 def test_empty_tables_name_the_missing_data(a100_export: Path, tmp_path: Path) -> None:
@@ -117,14 +120,15 @@ def test_empty_tables_name_the_missing_data(a100_export: Path, tmp_path: Path) -
     with pytest.raises(
         ExportError, match=r"no CUDA kernel data in .*e\.sqlite: profile on a GPU with --trace=cuda"
     ):
-        open_export(emptied).require(KERNEL, "CUDA kernel data")
+        open_trace(emptied).require("kernels", "CUDA kernel data")
 
 
 def test_scan_reads_in_chunks(a100_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import analysis.export as ex
+    import analysis.readers.nsys as ex
 
-    whole = open_export(a100_export).runtime_rows()
+    cols = ["start", "end", "correlation_id", "global_tid", "name_id"]
+    whole = open_nsys(a100_export).read("runtime", cols)
     monkeypatch.setattr(ex, "CHUNK_ROWIDS", 7)
-    chunked = open_export(a100_export).runtime_rows()
+    chunked = open_nsys(a100_export).read("runtime", cols)
     assert len(chunked) == 95
     assert chunked.equals(whole)

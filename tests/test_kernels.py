@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 from export_data import as_printed, derive, newer_schema, oracle, with_harness_ranges
 
-from analysis.export import open_export
 from analysis.kernels import KERNSUM_COLUMNS, kernel_summary
+from analysis.trace import open_trace
 from harness.errors import ExportError
 
 
 def test_equals_gpukernsum_oracle(a100_export: Path, a100_expected: Path) -> None:
-    ours = kernel_summary(open_export(a100_export))
+    ours = kernel_summary(open_trace(a100_export))
     assert list(ours.columns) == KERNSUM_COLUMNS
     pd.testing.assert_frame_equal(as_printed(ours), oracle(a100_expected, "gpukernsum"))
     assert ours["Total Time (ns)"].iloc[0] == 88_573_480
@@ -22,13 +22,13 @@ def test_equals_gpukernsum_oracle(a100_export: Path, a100_expected: Path) -> Non
 
 
 def test_base_and_mangled_names(a100_export: Path) -> None:
-    export = open_export(a100_export)
+    export = open_trace(a100_export)
     assert kernel_summary(export, names="base")["Name"].tolist() == ["saxpy"]
     assert kernel_summary(export, names="mangled")["Name"].tolist() == ["_Z5saxpyPdS_S_di"]
 
 
 def test_mangled_falls_back_without_the_column(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(newer_schema(a100_export, tmp_path / "n.sqlite"))
+    export = open_trace(newer_schema(a100_export, tmp_path / "n.sqlite"))
     assert kernel_summary(export, names="mangled")["Name"].tolist() == [
         "saxpy(double *, double *, double *, double, int)"
     ]
@@ -41,7 +41,7 @@ def test_shapes_split_and_merge(a100_export: Path, tmp_path: Path) -> None:
         tmp_path / "shapes.sqlite",
         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 70000, gridY = 3 WHERE correlationId IN (140, 156)",
     )
-    export = open_export(two)
+    export = open_trace(two)
     by_shape = kernel_summary(export)
     assert by_shape["Instances"].tolist() == [3, 2]
     assert by_shape["GridXYZ"].tolist() == ["   2    1    1", "70000    3    1"]
@@ -54,7 +54,7 @@ def test_shapes_split_and_merge(a100_export: Path, tmp_path: Path) -> None:
 
 
 def test_range_filter(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    export = open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
     assert kernel_summary(export, range_name="forward")["Instances"].tolist() == [5]
     assert kernel_summary(export, range_name="backward").empty
     with pytest.raises(ExportError, match="no NVTX range named 'nope'"):
@@ -63,4 +63,4 @@ def test_range_filter(a100_export: Path, tmp_path: Path) -> None:
 
 def test_no_kernels(cpu_export: Path) -> None:
     with pytest.raises(ExportError, match=r"no CUDA kernel data in .*: profile on a GPU with --trace=cuda"):
-        kernel_summary(open_export(cpu_export))
+        kernel_summary(open_trace(cpu_export))

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from export_data import as_printed, oracle
 
-from analysis.export import open_export
 from analysis.launch import launch_summary
+from analysis.trace import open_trace
 
 
 def test_kernexecsum_oracle_counted_once(a100_export: Path, a100_expected: Path) -> None:
-    ours = as_printed(launch_summary(open_export(a100_export))).iloc[0]
+    ours = as_printed(launch_summary(open_trace(a100_export))).iloc[0]
     theirs = oracle(a100_expected, "kernexecsum").iloc[0]
     assert list(ours.index) == list(theirs.index)
     assert ours["Count"] == 5 and theirs["Count"] == 10

@@ -8,24 +8,24 @@ import pandas as pd
 import pytest
 from export_data import as_printed, derive, oracle
 
-from analysis.export import open_export
 from analysis.memops import memops_size, memops_time
+from analysis.trace import open_trace
 from harness.errors import ExportError
 
 
 def test_gpumemtimesum_oracle(a100_export: Path, a100_expected: Path) -> None:
-    ours = as_printed(memops_time(open_export(a100_export)))
+    ours = as_printed(memops_time(open_trace(a100_export)))
     pd.testing.assert_frame_equal(ours, oracle(a100_expected, "gpumemtimesum"))
 
 
 def test_gpumemsizesum_oracle(a100_export: Path, a100_expected: Path) -> None:
-    ours = as_printed(memops_size(open_export(a100_export)))
+    ours = as_printed(memops_size(open_trace(a100_export)))
     pd.testing.assert_frame_equal(ours, oracle(a100_expected, "gpumemsizesum"))
     assert ours["Total (MB)"].tolist() == [2621.44, 1310.72]
 
 
 def test_memset_rows(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(
+    export = open_trace(
         derive(
             a100_export,
             tmp_path / "m.sqlite",
@@ -41,4 +41,4 @@ def test_memset_rows(a100_export: Path, tmp_path: Path) -> None:
 
 def test_no_memory_operations(cpu_export: Path) -> None:
     with pytest.raises(ExportError, match="no GPU memory operations"):
-        memops_time(open_export(cpu_export))
+        memops_time(open_trace(cpu_export))

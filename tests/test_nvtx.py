@@ -7,27 +7,27 @@ from pathlib import Path
 import pandas as pd
 from export_data import as_printed, oracle, with_harness_ranges
 
-from analysis.export import open_export
 from analysis.nvtx import nvtx_pushpop_summary, nvtx_ranges, nvtx_summary, nvtx_trace
+from analysis.trace import open_trace
 
 
 def test_nvtxsum_oracles(
     a100_export: Path, a100_expected: Path, cpu_export: Path, cpu_expected: Path
 ) -> None:
     for export, expected in ((a100_export, a100_expected), (cpu_export, cpu_expected)):
-        ours = nvtx_summary(open_export(export))
+        ours = nvtx_summary(open_trace(export))
         pd.testing.assert_frame_equal(as_printed(ours), oracle(expected, "nvtxsum"))
     # the MPI ranges carry their domain, as nsys prints them
-    assert nvtx_summary(open_export(a100_export))["Range"].iloc[0] == "MPI:MPI_Init"
+    assert nvtx_summary(open_trace(a100_export))["Range"].iloc[0] == "MPI:MPI_Init"
 
 
 def test_nvtxppsum_oracle(cpu_export: Path, cpu_expected: Path) -> None:
-    ours = nvtx_pushpop_summary(open_export(cpu_export))
+    ours = nvtx_pushpop_summary(open_trace(cpu_export))
     pd.testing.assert_frame_equal(as_printed(ours), oracle(cpu_expected, "nvtxppsum"))
 
 
 def test_nvtxpptrace_oracle(cpu_export: Path, cpu_expected: Path) -> None:
-    ours = as_printed(nvtx_trace(open_export(cpu_export)))
+    ours = as_printed(nvtx_trace(open_trace(cpu_export)))
     expected = oracle(cpu_expected, "nvtxpptrace")
     expected["ParentId"] = pd.to_numeric(expected["ParentId"].replace("None", None))
     pd.testing.assert_frame_equal(ours, expected, check_dtype=False)
@@ -35,7 +35,7 @@ def test_nvtxpptrace_oracle(cpu_export: Path, cpu_expected: Path) -> None:
 
 
 def test_ranges_listing(cpu_export: Path) -> None:
-    ranges = nvtx_ranges(open_export(cpu_export), names=["step", "forward"])
+    ranges = nvtx_ranges(open_trace(cpu_export), names=["step", "forward"])
     assert len(ranges) == 16
     first = ranges.iloc[0]
     assert (first["name"], first["start_ns"], first["duration_ns"], first["level"]) == (
@@ -50,6 +50,6 @@ def test_ranges_listing(cpu_export: Path) -> None:
 
 
 def test_payload_is_the_step_index(a100_export: Path, tmp_path: Path) -> None:
-    ranges = nvtx_ranges(open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite")), ["forward"])
+    ranges = nvtx_ranges(open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite")), ["forward"])
     assert ranges["payload"].tolist() == [0, 1, 2, 3, 4]
     assert ranges["level"].tolist() == [1, 2, 2, 2, 2]  # step 0 is before `measured`: one level less

@@ -8,15 +8,15 @@ from pathlib import Path
 import pandas as pd
 from export_data import as_printed, launches_on_second_thread, oracle, with_harness_ranges
 
-from analysis.export import open_export
 from analysis.nvtx_gpu import KERNSUM_COLUMNS, nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
+from analysis.trace import open_trace
 
 SAXPY_TOTAL = 88_573_480  # the five kernels, gpukernsum
 NSYS_SAXPY_TOTAL = 177_146_960  # what nvtxkernsum prints: every launch call counted twice
 
 
 def test_nvtxkernsum_oracle_but_counted_once(a100_export: Path, a100_expected: Path) -> None:
-    ours = as_printed(nvtx_gpu_kernels(open_export(a100_export), mode="thread"))
+    ours = as_printed(nvtx_gpu_kernels(open_trace(a100_export), mode="thread"))
     theirs = oracle(a100_expected, "nvtxkernsum")
     assert list(ours.columns) == KERNSUM_COLUMNS
     assert theirs["Total Time (ns)"].tolist() == [NSYS_SAXPY_TOTAL]
@@ -27,13 +27,13 @@ def test_nvtxkernsum_oracle_but_counted_once(a100_export: Path, a100_expected: P
 
 
 def test_note_says_calls_were_deduplicated(a100_export: Path) -> None:
-    notes = nvtx_gpu_kernels(open_export(a100_export), mode="thread").attrs["notes"]
+    notes = nvtx_gpu_kernels(open_trace(a100_export), mode="thread").attrs["notes"]
     assert len(notes) == 1
     assert notes[0].startswith("38 CUDA runtime calls were recorded twice under one correlationId")
 
 
 def test_launches_on_another_thread(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(launches_on_second_thread(a100_export, tmp_path / "t.sqlite"))
+    export = open_trace(launches_on_second_thread(a100_export, tmp_path / "t.sqlite"))
     # thread attribution: the saxpy ranges are on the main thread, the launches are not
     assert nvtx_gpu_summary(export, mode="thread").empty
     unranged = nvtx_gpu_kernels(export, mode="thread")
@@ -46,7 +46,7 @@ def test_launches_on_another_thread(a100_export: Path, tmp_path: Path) -> None:
 
 
 def test_phases_add_up_in_measured_steps(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    export = open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
     check = phase_check(export).set_index("Phase")
     # steps 1..4 are inside the `measured` range; step 0 (kernel of 17,704,808 ns) is not
     assert check.loc["all kernels", "Kernels"] == 4
@@ -59,7 +59,7 @@ def test_phases_add_up_in_measured_steps(a100_export: Path, tmp_path: Path) -> N
 
 
 def test_unattributed_kernels_are_shown(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    export = open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
     check = phase_check(export, phases=("backward",)).set_index("Phase")
     assert check.loc["backward", "Kernels"] == 0
     assert check.loc["unattributed", "Total Time (ns)"] == check.loc["all kernels", "Total Time (ns)"]
@@ -67,14 +67,14 @@ def test_unattributed_kernels_are_shown(a100_export: Path, tmp_path: Path) -> No
 
 
 def test_top_kernels_per_range(a100_export: Path) -> None:
-    top = nvtx_gpu_kernels(open_export(a100_export), mode="thread", top=1)
+    top = nvtx_gpu_kernels(open_trace(a100_export), mode="thread", top=1)
     assert len(top) == 1 and top["Kernel Name"].iloc[0].startswith("saxpy(")
 
 
 def test_auto_mode_picks_phase_only_for_harness_exports(a100_export: Path, tmp_path: Path) -> None:
-    plain = nvtx_gpu_summary(open_export(a100_export), mode="auto")
+    plain = nvtx_gpu_summary(open_trace(a100_export), mode="auto")
     assert plain.attrs["mode"] == "thread"
     assert plain["Range"].tolist() == ["saxpy"] and plain["Total Time (ns)"].tolist() == [SAXPY_TOTAL]
-    harness_export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    harness_export = open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
     harness = nvtx_gpu_summary(harness_export, mode="auto")
     assert harness.attrs["mode"] == "phase" and "forward" in harness["Range"].tolist()

@@ -23,8 +23,8 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bi
 
 
 def test_run_nsys_end_to_end(in_tmp: Path) -> None:
-    from analysis.export import open_export
     from analysis.nvtx import nvtx_ranges
+    from analysis.trace import open_trace
 
     args = ["run", "tiny", "--device", "cpu", "--nsys", "--steps", "3", "--warmup", "1"]
     result = runner.invoke(app, [*args, "--format", "json"], catch_exceptions=False)
@@ -33,7 +33,7 @@ def test_run_nsys_end_to_end(in_tmp: Path) -> None:
     reps = list((in_tmp / "nsys_profiles").glob("*.nsys-rep"))
     sqlites = list((in_tmp / "nsys_profiles").glob("*.sqlite"))
     assert len(reps) == 1 and len(sqlites) == 1
-    ranges = nvtx_ranges(open_export(sqlites[0]), names=["step", *PHASES])
+    ranges = nvtx_ranges(open_trace(sqlites[0]), names=["step", *PHASES])
     for phase in PHASES:
         per_step = ranges[ranges["name"] == phase]["payload"].astype(int).value_counts().sort_index()
         assert list(per_step.index) == [0, 1, 2, 3] and set(per_step) == {1}  # once per step, warmup included
@@ -96,14 +96,14 @@ def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pyte
 
 
 def test_measured_capture_leaves_warmup_out(in_tmp: Path) -> None:
-    from analysis.export import open_export
     from analysis.nvtx import nvtx_ranges
+    from analysis.trace import open_trace
 
     args = ["run", "char", "--device", "cpu", "--nsys", "--nsys-capture", "measured", "--no-nsys-baseline"]
     result = runner.invoke(app, [*args, "--steps", "3", "--warmup", "2", "--format", "json"])
     assert result.exit_code == 0, result.output
     (sqlite,) = (in_tmp / "nsys_profiles").glob("*.sqlite")
-    ranges = nvtx_ranges(open_export(sqlite), names=["forward"])
+    ranges = nvtx_ranges(open_trace(sqlite), names=["forward"])
     assert sorted(ranges["payload"].astype(int)) == [2, 3, 4]  # steps 0 and 1 were warmup
     tables = json.loads(result.stdout)
     assert {r["Phase"]: r["Steps"] for r in tables["NVTX vs in-process timers"]} == dict.fromkeys(PHASES, 3)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.export import open_export
 from analysis.runtime import kernel_launches, plain_name, runtime_calls
+from analysis.trace import open_trace
 
 
 def test_twice_recorded_calls_are_counted_once(a100_export: Path) -> None:
-    calls = runtime_calls(open_export(a100_export))
+    calls = runtime_calls(open_trace(a100_export))
     assert len(calls) == 57  # 95 rows, 57 correlationIds
     names = calls["name_id"].map(calls.attrs["names"])
     assert names.value_counts()["cudaMemcpy"] == 15
@@ -29,7 +29,7 @@ def test_plain_name() -> None:
 
 
 def test_kernel_launches(a100_export: Path) -> None:
-    k = kernel_launches(open_export(a100_export), extra=("start",))
+    k = kernel_launches(open_trace(a100_export), extra=("start",))
     assert len(k) == 5
     assert k["correlation_id"].tolist() == [140, 156, 172, 188, 204]
     assert k["call_start"].iloc[0] == 924889832  # cudaLaunchKernel, not its _v7000 twin

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from export_data import newer_schema
 
-from analysis.export import open_export
 from analysis.summary import summary
+from analysis.trace import open_trace
 
 
 def test_a100(a100_export: Path) -> None:
-    report = summary(open_export(a100_export))
+    report = summary(open_trace(a100_export))
     assert [t for t, _ in report.tables] == [
         "CUDA kernels (gpukernsum)",
         "NVTX ranges (nvtxsum)",
@@ -26,14 +26,14 @@ def test_a100(a100_export: Path) -> None:
 
 
 def test_cpu(cpu_export: Path) -> None:
-    report = summary(open_export(cpu_export))
+    report = summary(open_trace(cpu_export))
     assert [t for t, _ in report.tables] == ["NVTX ranges (nvtxsum)", "OS runtime (osrtsum)"]
     assert "no CUDA kernel data" in report.skipped["CUDA kernels (gpukernsum)"]
 
 
 def test_newer_schema_exports(a100_export: Path, cpu_export: Path, tmp_path: Path) -> None:
     for name, src, count in (("a", a100_export, 7), ("c", cpu_export, 2)):
-        report = summary(open_export(newer_schema(src, tmp_path / f"{name}.sqlite")))
+        report = summary(open_trace(newer_schema(src, tmp_path / f"{name}.sqlite")))
         assert len(report.tables) == count
         kernels = dict(report.tables).get("CUDA kernels (gpukernsum)")
         if kernels is not None:

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from export_data import with_harness_ranges
 
-from analysis.export import open_export
 from analysis.timeline import EVENT_COLUMNS, step_events
+from analysis.trace import open_trace
 from harness.errors import ExportError
 
 
 def test_cpu_steps(cpu_export: Path) -> None:
-    export = open_export(cpu_export)
+    export = open_trace(cpu_export)
     median = step_events(export)
     assert list(median.columns) == EVENT_COLUMNS
     # no payloads, no `measured` range: steps numbered 0..7, the median-length one is shown
@@ -27,7 +27,7 @@ def test_cpu_steps(cpu_export: Path) -> None:
 
 
 def test_gpu_step(a100_export: Path, tmp_path: Path) -> None:
-    export = open_export(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
+    export = open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
     events = step_events(export, step=3)
     kinds = events.groupby("kind").size().to_dict()
     # step, forward, backward; `measured` spans every step and is left out, so the step is level 0
@@ -43,4 +43,4 @@ def test_gpu_step(a100_export: Path, tmp_path: Path) -> None:
 
 def test_no_steps(a100_export: Path) -> None:
     with pytest.raises(ExportError, match="no 'step' NVTX ranges"):
-        step_events(open_export(a100_export))
+        step_events(open_trace(a100_export))

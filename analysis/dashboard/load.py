@@ -11,8 +11,8 @@ import pandas as pd
 from analysis import kernels, nvtx, nvtx_gpu, osrt, timeline
 from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
-from analysis.export import Export, ExportError, open_export
-from harness.errors import first_line
+from analysis.errors import ExportError, first_line
+from analysis.trace import Trace, open_trace
 
 # The errors that mean "this export lacks that table" (or cannot be read), not a bug.
 EXPORT_ERRORS = (LookupError, ExportError)
@@ -39,7 +39,7 @@ def _no_kernels(prof: Profile) -> bool:
 
 
 # Profile attribute, the call building it from an open export, and when it is wanted (in this order).
-TABLES: list[tuple[str, Callable[[Export], pd.DataFrame], Callable[[Profile], bool]]] = [
+TABLES: list[tuple[str, Callable[[Trace], pd.DataFrame], Callable[[Profile], bool]]] = [
     ("kernels", kernels.kernel_summary, _always),
     ("nvtx_gpu", lambda e: nvtx_gpu.nvtx_gpu_summary(e, mode="auto"), _always),
     ("nvtx", nvtx.nvtx_summary, _always),
@@ -55,17 +55,17 @@ def load_profile(path: str | Path, label: str | None = None, tables: list[str] |
     Opening errors (no such file, not an export) propagate: the caller decides whether that is the user's.
     """
     prof = Profile(label=label or Path(path).name, path=str(path))
-    export = open_export(path)
+    trace = open_trace(path)
     try:
         for name, build, when in TABLES:
             if (tables is not None and name not in tables) or not when(prof):
                 continue
             try:
-                setattr(prof, name, build(export))
+                setattr(prof, name, build(trace))
             except EXPORT_ERRORS as e:
                 prof.missing[name] = first_line(e)
     finally:
-        export.close()
+        trace.close()
     return prof
 
 

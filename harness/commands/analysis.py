@@ -13,16 +13,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness.commands.common import FormatOpt, cli_errors
-from harness.errors import ExportError, NsysError, UsageError
+from harness.errors import ExportError, UsageError
 from harness.output import Format
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.export import Export
+    from analysis.trace import Trace
 
 ReportArg = Annotated[
-    Path, typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep), exported first.")
+    Path, typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep, .qdrep), exported first.")
+]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache."),
 ]
 TopOpt = Annotated[int | None, typer.Option("--top", min=1, help="Show only the first N rows.")]
 
@@ -38,31 +42,10 @@ class GpuMode(StrEnum):
     thread = "thread"
 
 
-def sqlite_for(report: Path) -> Path:
-    """The SQLite export of `report`: itself, or for a .nsys-rep an export cached beside it (made with the
-    nsys the harness finds, reused while it is newer than the report)."""
-    if report.suffix != ".nsys-rep":
-        return report
-    if not report.is_file():
-        raise ExportError(f"no such report: {report}")
-    for cached in (report.with_suffix(".sqlite"), report.with_name(f"{report.stem}.harness.sqlite")):
-        if cached.is_file() and cached.stat().st_mtime >= report.stat().st_mtime:
-            return cached
-    target = report.with_suffix(".sqlite")
-    if target.exists():  # an older export of another run: leave it, write our own
-        target = report.with_name(f"{report.stem}.harness.sqlite")
-    from harness.nsys import export_sqlite
+def open_report(report: Path, no_cache: bool = False) -> Trace:
+    from harness.reports import open_report as open_it
 
-    try:
-        return export_sqlite(report, target)
-    except NsysError as e:
-        raise NsysError(f"cannot export {report} to SQLite: {e}") from None
-
-
-def open_report(report: Path) -> Export:
-    from analysis.export import open_export
-
-    return open_export(sqlite_for(report))
+    return open_it(report, cache=not no_cache)
 
 
 def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None) -> None:
@@ -86,6 +69,7 @@ def kernels_cmd(
     range_name: Annotated[
         str | None, typer.Option("--range", help="Only kernels launched inside NVTX ranges of this name.")
     ] = None,
+    no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
@@ -94,7 +78,7 @@ def kernels_cmd(
     if base and mangled:
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
-    df = kernel_summary(open_report(report), names=names, by=by.value, range_name=range_name)
+    df = kernel_summary(open_report(report, no_cache), names=names, by=by.value, range_name=range_name)
     _show(df, format, f"CUDA kernels in {report.name}", top)
 
 
@@ -105,13 +89,14 @@ def nvtx_cmd(
         bool, typer.Option("--trace", help="One row per push/pop range instance (like nvtxpptrace).")
     ] = False,
     top: TopOpt = None,
+    no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
 ) -> None:
     """Time per NVTX range, like `nsys stats -r nvtxsum`."""
     from analysis.nvtx import nvtx_summary, nvtx_trace
 
-    export = open_report(report)
-    df = nvtx_trace(export) if trace else nvtx_summary(export)
+    tr = open_report(report, no_cache)
+    df = nvtx_trace(tr) if trace else nvtx_summary(tr)
     _show(df, format, f"NVTX ranges in {report.name}", top)
 
 
@@ -123,11 +108,19 @@ def nvtx_gpu_cmd(
         typer.Option(
             "--mode",
             help="phase: kernels to the harness phase open on any thread of the process; thread: to the "
-            "innermost range on the launching thread (nvtxkernsum); auto: phase when the export has phases.",
+            "ranges open on the launching thread (nvtxkernsum); auto: phase when the export has phases.",
         ),
     ] = GpuMode.auto,
     kernels: Annotated[
         bool, typer.Option("--kernels", help="One row per range and kernel (the nvtxkernsum table).")
+    ] = False,
+    exclusive: Annotated[
+        bool,
+        typer.Option(
+            "--exclusive",
+            help="Thread mode: credit each kernel to the innermost range only, so ranges add up to the "
+            "total (default: inclusive, to every enclosing range, like nvtxkernsum).",
+        ),
     ] = False,
     phases: Annotated[
         str, typer.Option(help="Phase range names, comma separated.")
@@ -135,71 +128,84 @@ def nvtx_gpu_cmd(
     top: Annotated[
         int | None, typer.Option("--top", min=1, help="With --kernels: top N kernels per range.")
     ] = None,
+    no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum."""
     from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
     from harness.output import emit_many
 
-    export = open_report(report)
+    trace = open_report(report, no_cache)
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
     if kernels:
-        df = nvtx_gpu_kernels(export, mode=mode.value, phases=names, top=top)
+        df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive)
         _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}")
         return
-    per_range = nvtx_gpu_summary(export, mode=mode.value, phases=names)
+    per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive)
     chosen = per_range.attrs["mode"]
     tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
     if chosen == "phase":
-        tables.append(("Do the phases add up? (measured steps)", phase_check(export, names)))
+        tables.append(("Do the phases add up? (measured steps)", phase_check(trace, names)))
     emit_many(tables, format, notes=per_range.attrs.get("notes", []))
 
 
 @cli_errors
-def api_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def api_cmd(
+    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+) -> None:
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
     from analysis.cuda_api import cuda_api_summary
 
-    _show(cuda_api_summary(open_report(report)), format, f"CUDA API calls in {report.name}", top)
+    _show(cuda_api_summary(open_report(report, no_cache)), format, f"CUDA API calls in {report.name}", top)
 
 
 @cli_errors
-def memops_cmd(report: ReportArg, format: FormatOpt = Format.table) -> None:
+def memops_cmd(report: ReportArg, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
     from analysis.memops import memops_size, memops_time
     from harness.output import emit_many
 
-    export = open_report(report)
+    trace = open_report(report, no_cache)
+    by_time, by_size = memops_time(trace), memops_size(trace)
     emit_many(
-        [("GPU memory operations by time", memops_time(export)), ("by size (MB)", memops_size(export))],
+        [("GPU memory operations by time", by_time), ("by size (MB)", by_size)],
         format,
+        notes=by_time.attrs.get("notes", []),
     )
 
 
 @cli_errors
-def launch_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def launch_cmd(
+    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+) -> None:
     """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`."""
     from analysis.launch import launch_summary
 
-    _show(launch_summary(open_report(report)), format, f"kernel launch latency in {report.name}", top)
+    _show(
+        launch_summary(open_report(report, no_cache)), format, f"kernel launch latency in {report.name}", top
+    )
 
 
 @cli_errors
-def osrt_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def osrt_cmd(
+    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+) -> None:
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
     from analysis.osrt import osrt_summary
 
-    _show(osrt_summary(open_report(report)), format, f"OS runtime calls in {report.name}", top)
+    _show(osrt_summary(open_report(report, no_cache)), format, f"OS runtime calls in {report.name}", top)
 
 
 @cli_errors
-def summary_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def summary_cmd(
+    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+) -> None:
     """Every table the export has data for, in one report."""
     from analysis.summary import summary
     from harness.commands.common import warn
     from harness.output import emit_many
 
-    result = summary(open_report(report))
+    result = summary(open_report(report, no_cache))
     if not result.tables:
         raise ExportError(
             f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
@@ -223,3 +229,69 @@ def register(app: typer.Typer) -> None:
     app.command("launch")(launch_cmd)
     app.command("osrt")(osrt_cmd)
     app.command("summary")(summary_cmd)
+    app.command("cache")(cache_cmd)
+
+
+@cli_errors
+def cache_cmd(
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Remove every entry (or, with REPORT, that report's).")
+    ] = False,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="With --clear: only the entries of this export.")
+    ] = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option(
+            "--max-size",
+            help="Keep the cache under this size (e.g. 5GB): least recently used "
+            "entries go first. Saved for later commands; HARNESS_CACHE_LIMIT overrides it.",
+        ),
+    ] = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
+    from analysis.cache import Cache, parse_size
+    from harness.commands.common import note
+    from harness.output import emit
+
+    cache = Cache()
+    if max_size is not None:
+        try:
+            limit = parse_size(max_size)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        cache.set_limit(limit)
+        freed = cache.evict()
+        note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
+    if clear:
+        removed, freed = cache.clear(report)
+        if report is None:
+            import shutil
+
+            from harness.reports import exports_dir
+
+            shutil.rmtree(exports_dir(), ignore_errors=True)
+        note(f"removed {removed} cache entries ({freed:,} bytes) from {cache.root}")
+        return
+    emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
+
+
+def cache_table(cache: object) -> pd.DataFrame:
+    import datetime as dt
+
+    import pandas as pd
+
+    entries = cache.entries()  # type: ignore[attr-defined]
+    return pd.DataFrame(
+        {
+            "Source": [e.source for e in entries],
+            "Format": [e.format for e in entries],
+            "Files": [e.files for e in entries],
+            "Size (bytes)": [e.size_bytes for e in entries],
+            "Last Used": [
+                dt.datetime.fromtimestamp(e.last_used).isoformat(timespec="seconds") for e in entries
+            ],
+            "Source Exists": [e.source_exists for e in entries],
+        }
+    )

@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from harness.errors import HarnessError
+from harness.errors import user_errors
 from harness.output import Format
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,6 +36,12 @@ def warn(message: str) -> None:
     Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
 
+def note(message: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True, soft_wrap=True).print(f"note: {message}", highlight=False, markup=False)
+
+
 def cli_errors(fn: F) -> F:
     """Turn a HarnessError into one line on stderr and its exit code; never a traceback."""
 
@@ -43,7 +49,7 @@ def cli_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except HarnessError as e:
+        except user_errors as e:
             from rich.markup import escape
 
             err(escape(str(e)))

@@ -1,4 +1,4 @@
-"""Open an Nsight Systems SQLite export read-only and read its tables as columns.
+"""Read an Nsight Systems SQLite export into the frames of the trace model (`analysis.trace.FRAMES`).
 
 This is the only module that writes SQL against an export. It codes against the tables and columns
 present, not a schema version: newer exports (schema 3.x) name the metadata table META_DATA_EXPORT instead
@@ -9,6 +9,9 @@ does) is what makes the naive way slow, and SQLite's GROUP BY sorts every row. S
 once and hands back each needed column as one comma-joined string built in C (group_concat, in chunks of
 rowids), numpy parses it, and pandas aggregates with hash tables. Nothing is written to the user's file:
 the connection is opened with mode=ro.
+
+Malformed values: a chunk whose joined string does not parse to one integer per row (a REAL or TEXT in an
+integer column) is read again with such values turned into NULL, so one bad row costs its own row only.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import os
 import platform
 import sqlite3
 import sys
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,11 +32,12 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from harness.errors import ExportError
+from analysis.errors import ExportError
 
+VERSION = "nsys-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
-NULL = -9223372036854775807  # stands for SQL NULL in integer columns read by `scan`
+NULL = -9223372036854775807  # stands for SQL NULL in integer columns (analysis.trace.NULL)
 CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings
 SCAN_THREADS = min(4, os.cpu_count() or 1)
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -47,50 +52,103 @@ STARTEND_TYPES = (60, 71)
 DOMAIN_CREATE = 75
 OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
 
-# Kernel columns by field name. Grid and block dimensions are packed into one integer each (CUDA caps
-# gridY/gridZ at 65535 and block dimensions at 1024 x 1024 x 64), so one value keys a launch shape.
-KERNEL_FIELDS = {
-    "start": "start",
-    "end": "end",
-    "duration": "end - start",
+# Frame -> source table, and the SQL expression of each column. Grid and block dimensions are packed into
+# one integer each (CUDA caps gridY/gridZ at 65535 and block dimensions at 1024 x 1024 x 64), so one value
+# keys a launch shape.
+TABLE = {"kernels": KERNEL, "runtime": RUNTIME, "memcpy": MEMCPY, "memset": MEMSET, "osrt": OSRT}
+_TIMES = {"start": "start", "end": "end"}
+_MEMOP = {
+    **_TIMES,
+    "bytes": "bytes",
+    "stream_id": "streamId",
     "correlation_id": "correlationId",
     "global_pid": "globalPid",
     "device_id": "deviceId",
-    "stream_id": "streamId",
-    "grid": "(gridX << 32) + (gridY << 16) + gridZ",
-    "block": "(blockX << 22) + (blockY << 11) + blockZ",
 }
-KERNEL_NAMES = {"demangled": "demangledName", "base": "shortName", "mangled": "mangledName"}
+EXPRS: dict[str, dict[str, str]] = {
+    "kernels": {
+        **_TIMES,
+        "correlation_id": "correlationId",
+        "global_pid": "globalPid",
+        "device_id": "deviceId",
+        "stream_id": "streamId",
+        "grid": "(gridX << 32) + (gridY << 16) + gridZ",
+        "block": "(blockX << 22) + (blockY << 11) + blockZ",
+        "name_id": "demangledName",
+        "short_name_id": "shortName",
+        "mangled_name_id": "coalesce(mangledName, demangledName)",
+    },
+    "runtime": {**_TIMES, "correlation_id": "correlationId", "global_tid": "globalTid", "name_id": "nameId"},
+    "memcpy": {**_MEMOP, "copy_kind": "copyKind"},
+    "memset": _MEMOP,
+    "osrt": {**_TIMES, "global_tid": "globalTid", "name_id": "nameId"},
+}
+HINTS = {
+    "kernels": "profile on a GPU with --trace=cuda",
+    "runtime": "profile on a GPU with --trace=cuda",
+    "memcpy": "profile on a GPU with --trace=cuda",
+    "memset": "profile on a GPU with --trace=cuda",
+    "nvtx": "profile with --trace=nvtx and a program that emits NVTX ranges",
+    "osrt": "profile with --trace=osrt",
+}
 
 
-class Export:
+class NsysReader:
     """One open export: its path, SQLAlchemy engine, producer metadata and the tables it holds."""
+
+    format = "nsys-sqlite"
+    version = VERSION
 
     def __init__(self, path: Path, engine: Any, tables: set[str]) -> None:
         self.path = path
         self.engine = engine
         self.tables = tables
         self._columns: dict[str, set[str]] = {}
-        self.meta = self._read_meta()
-        self.schema_version: str | None = self.meta.get("EXPORT_SCHEMA_VERSION")
-        self.producer: str | None = self.meta.get("EXPORT_PRODUCT_VERSION")
+        self.reads: dict[str, int] = {}  # source table -> scans, for tests that count reads
+        self.export_meta = self._read_meta()
 
     def __repr__(self) -> str:
-        return f"Export({str(self.path)!r}, schema={self.schema_version})"
-
-    def __enter__(self) -> Export:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return f"NsysReader({str(self.path)!r})"
 
     def close(self) -> None:
         self.engine.dispose()
 
-    # --- what is there ---------------------------------------------------------------------------
+    # --- what the trace model asks ------------------------------------------------------------------
 
-    def has(self, table: str) -> bool:
-        return table in self.tables
+    def meta(self) -> dict[str, Any]:
+        """Producer, schema, and the row count of each frame (what `Trace.count` answers without reading)."""
+        counts = {frame: self._count(table) for frame, table in TABLE.items()}
+        where = f"eventType IN ({', '.join(map(str, (*PUSHPOP_TYPES, *STARTEND_TYPES)))})"
+        counts["nvtx"] = self._count(NVTX, where if "eventType" in self.columns(NVTX) else "")
+        counts["threads"] = self._count("ThreadNames")
+        counts["strings"] = self._count("StringIds")
+        return {
+            "format": self.format,
+            "producer": "Nsight Systems",
+            "producer_version": self.export_meta.get("EXPORT_PRODUCT_VERSION"),
+            "schema": self.export_meta.get("EXPORT_SCHEMA_VERSION"),
+            "time_unit": "ns",
+            "counts": counts,
+            "hints": HINTS,
+        }
+
+    def read(self, frame: str, columns: Sequence[str]) -> pd.DataFrame:
+        """`columns` of `frame` (all of them for nvtx, threads and strings, which are read whole)."""
+        if frame == "nvtx":
+            return self.nvtx_ranges()
+        if frame == "threads":
+            return self.thread_names()
+        if frame == "strings":
+            return self.strings()
+        table = TABLE[frame]
+        present = self.columns(table)
+        exprs = {c: _expr(EXPRS[frame][c], present) for c in columns}
+        where, params = "", {}
+        if frame == "osrt" and "eventClass" in present:
+            where, params = "eventClass = :cls", {"cls": OSRT_CLASS}
+        return self.scan(table, exprs, where, params)
+
+    # --- raw SQL (bound parameters; table and column names only from this module) ----------------
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
@@ -100,24 +158,11 @@ class Export:
             self._columns[table] = {r[0] for r in rows}
         return self._columns[table]
 
-    def count(self, table: str) -> int:
+    def _count(self, table: str, where: str = "") -> int:
         if table not in self.tables:
             return 0
-        return int(self._rows(f"SELECT count(*) FROM {_ident(table)}")[0][0])
-
-    def require(self, table: str, what: str) -> None:
-        """Raise ExportError ("no WHAT in PATH: ...") unless `table` exists and has rows."""
-        if self.count(table) == 0:
-            hint = {
-                KERNEL: "profile on a GPU with --trace=cuda",
-                RUNTIME: "profile on a GPU with --trace=cuda",
-                MEMCPY: "profile on a GPU with --trace=cuda",
-                NVTX: "profile with --trace=nvtx and a program that emits NVTX ranges",
-                OSRT: "profile with --trace=osrt",
-            }.get(table, "profile with the matching --trace option")
-            raise ExportError(f"no {what} in {self.path}: {hint}")
-
-    # --- raw SQL (bound parameters; table and column names only from this module) ----------------
+        cond = f" WHERE {where}" if where else ""
+        return int(self._rows(f"SELECT count(*) FROM {_ident(table)}{cond}")[0][0])
 
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         from sqlalchemy import exc, text
@@ -141,25 +186,37 @@ class Export:
     ) -> pd.DataFrame:
         """Integer columns `exprs` (name -> SQL expression) of every row of `table` matching `where`.
 
-        One query per chunk of rowids keeps the joined strings small. NULL reads as the NULL sentinel;
-        callers turn it into NA where a column may hold it.
+        One query per chunk of rowids keeps the joined strings small. NULL, and a value that is not an
+        integer, reads as the NULL sentinel.
         """
         names = list(exprs)
         empty = pd.DataFrame({n: np.empty(0, dtype=np.int64) for n in names})
         if table not in self.tables:
             return empty
+        self.reads[table] = self.reads.get(table, 0) + 1
         lo, hi = self._rows(f"SELECT min(rowid), max(rowid) FROM {_ident(table)}")[0]
-        if lo is None:
+        if lo is None or not names:
             return empty
         cond = f" AND ({where})" if where else ""
         chunks = range(int(lo), int(hi) + 1, CHUNK_ROWIDS)
 
-        concat = ", ".join(f"group_concat(ifnull({exprs[n]}, {NULL}))" for n in names)
-        sql = f"SELECT {concat} FROM {_ident(table)} WHERE rowid BETWEEN :lo AND :hi{cond}"
+        def query(strict: bool) -> str:
+            cols = [
+                f"CASE WHEN typeof({e}) = 'integer' THEN {e} END" if strict else e for e in exprs.values()
+            ]
+            concat = ", ".join(f"group_concat(ifnull({c}, {NULL}))" for c in cols)
+            return f"SELECT count(*), {concat} FROM {_ident(table)} WHERE rowid BETWEEN :lo AND :hi{cond}"
+
+        loose, strict = query(False), query(True)
 
         def read(first: int) -> list[np.ndarray | None]:
-            row = self._rows(sql, {**(params or {}), "lo": first, "hi": first + CHUNK_ROWIDS - 1})[0]
-            return [_parse_ints(b) if b is not None else np.empty(0, dtype=np.int64) for b in row]
+            bounds = {**(params or {}), "lo": first, "hi": first + CHUNK_ROWIDS - 1}
+            row = self._rows(loose, bounds)[0]
+            parsed = [_parse_ints(b) for b in row[1:]]
+            if any(len(p) != row[0] for p in parsed):
+                row = self._rows(strict, bounds)[0]
+                parsed = [_parse_ints(b) for b in row[1:]]
+            return list(parsed)
 
         # SQLite does the work with the GIL released: chunks on separate connections scan in parallel
         workers = min(len(chunks), SCAN_THREADS)
@@ -177,76 +234,29 @@ class Export:
                 p[i] = None  # free each chunk once joined
         return pd.DataFrame(columns, copy=False)
 
-    def strings(self, ids: Iterable[int]) -> dict[int, str]:
-        """StringIds values of `ids` (those that exist)."""
-        wanted = sorted({int(i) for i in ids if i is not None and i != NULL})
-        if not wanted or "StringIds" not in self.tables:
-            return {}
-        if len(wanted) > 500:
-            rows = self._rows("SELECT id, value FROM StringIds")
-        else:
-            marks = ", ".join(f":i{k}" for k in range(len(wanted)))
-            rows = self._rows(
-                f"SELECT id, value FROM StringIds WHERE id IN ({marks})",
-                {f"i{k}": v for k, v in enumerate(wanted)},
-            )
-        return {int(i): str(v) for i, v in rows}
-
-    # --- the tables the reports read ---------------------------------------------------------------
-
-    def kernel_rows(
-        self, fields: Iterable[str], names: str = "demangled", window: tuple[int, int] | None = None
-    ) -> pd.DataFrame:
-        """Kernels with `fields` (KERNEL_FIELDS keys, plus "name_id"); names demangled, base or mangled.
-
-        A mangled name falls back to the demangled one where the column is absent or NULL.
-        """
-        exprs = {f: KERNEL_FIELDS[f] for f in fields if f != "name_id"}
-        if "name_id" in fields:
-            col = KERNEL_NAMES[names]
-            if col not in self.columns(KERNEL):
-                col = "demangledName"
-            exprs["name_id"] = f"coalesce({col}, demangledName)" if col != "demangledName" else col
-        return self.scan(KERNEL, exprs, *_window(window))
-
-    def runtime_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
-        """CUDA runtime calls: correlation_id, start, end, global_tid, name_id."""
-        return self.scan(
-            RUNTIME,
+    def strings(self) -> pd.DataFrame:
+        """StringIds: id, value."""
+        if "StringIds" not in self.tables:
+            return pd.DataFrame({"id": np.empty(0, dtype=np.int64), "value": pd.Series(dtype=object)})
+        self.reads["StringIds"] = self.reads.get("StringIds", 0) + 1
+        rows = self._rows("SELECT id, value FROM StringIds WHERE typeof(id) = 'integer'")
+        return pd.DataFrame(
             {
-                "correlation_id": "correlationId",
-                "start": "start",
-                "end": "end",
-                "global_tid": "globalTid",
-                "name_id": "nameId",
-            },
-            *_window(window),
+                "id": np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                "value": pd.Series([str(r[1]) if r[1] is not None else "" for r in rows], dtype=object),
+            }
         )
 
-    def memcpy_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
-        """Memory copies: copy_kind, bytes, start, end, duration, stream_id, correlation_id."""
-        exprs = {"copy_kind": "copyKind", "bytes": "bytes", **_MEMOP_FIELDS}
-        return self.scan(MEMCPY, exprs, *_window(window))
-
-    def memset_rows(self, window: tuple[int, int] | None = None) -> pd.DataFrame:
-        """Memory sets: bytes, start, end, duration, stream_id, correlation_id."""
-        return self.scan(MEMSET, {"bytes": "bytes", **_MEMOP_FIELDS}, *_window(window))
-
-    def osrt_rows(self) -> pd.DataFrame:
-        where = "eventClass = :cls" if "eventClass" in self.columns(OSRT) else ""
-        return self.scan(OSRT, {"name_id": "nameId", "duration": "end - start"}, where, {"cls": OSRT_CLASS})
-
-    def nvtx_range_rows(self) -> pd.DataFrame:
+    def nvtx_ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges, one row each, names resolved and domains attached.
 
         Columns: range_id (rowid), start, end (the export's last timestamp for a range never closed),
-        event_type, global_tid, domain_id, payload (Int64, NA when none), name (text), domain (text or NA).
+        global_tid, pushpop (bool), payload (Int64, NA when none), name (category), domain (category, NA
+        outside named domains).
         """
         cols = self.columns(NVTX)
         types = (*PUSHPOP_TYPES, *STARTEND_TYPES)
-        where = f"eventType IN ({', '.join(map(str, types))})"
-        if NVTX not in self.tables:
-            where = ""
+        where = f"eventType IN ({', '.join(map(str, types))})" if "eventType" in cols else ""
         payload_cols = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if c in cols]
         exprs = {
             "range_id": "rowid",
@@ -260,28 +270,50 @@ class Export:
         }
         df = self.scan(NVTX, exprs, where)
         if df.empty:
-            return df.assign(name=pd.Series(dtype=object), domain=pd.Series(dtype=object))
+            return pd.DataFrame(
+                {
+                    "range_id": df["range_id"],
+                    "start": df["start"],
+                    "end": df["end"],
+                    "global_tid": df["global_tid"],
+                    "pushpop": pd.Series(dtype=bool),
+                    "payload": pd.Series(dtype="Int64"),
+                    "name": pd.Categorical([]),
+                    "domain": pd.Categorical([]),
+                }
+            )
         last = self._rows(f"SELECT max(max(start), ifnull(max(end), 0)) FROM {NVTX}")[0][0]
-        df["end"] = df["end"].where(df["end"] != NULL, int(last))
+        df["end"] = df["end"].where(df["end"] != NULL, int(last or 0))
         df["payload"] = df["payload"].astype("Int64").mask(df["payload"] == NULL)
         texts = self._column_text(NVTX, "text", where) if "text" in cols else [None] * len(df)
-        id_names = self.strings(df.loc[df["text_id"] != NULL, "text_id"].unique())
+        if len(texts) != len(df):
+            texts = [None] * len(df)
+        id_names = self._strings_of(df.loc[df["text_id"] != NULL, "text_id"].unique())
         by_id = df["text_id"].map(id_names)
         named = by_id.where(by_id.notna(), pd.Series(texts, index=df.index, dtype=object))
         del texts
-        df["name"] = named.astype("category")
         domain = np.full(len(df), None, dtype=object)
         if domains := self.nvtx_domains():
             process = df["global_tid"].to_numpy() & ~0xFFFFFF
             dom = df["domain_id"].to_numpy()
             for (dom_id, pid), name in domains.items():
                 domain[(dom == dom_id) & (process == pid)] = name
-        df["domain"] = pd.Categorical(domain)
-        return df.drop(columns=["text_id"])
+        return pd.DataFrame(
+            {
+                "range_id": df["range_id"],
+                "start": df["start"],
+                "end": df["end"],
+                "global_tid": df["global_tid"],
+                "pushpop": np.isin(df["event_type"].to_numpy(), PUSHPOP_TYPES),
+                "payload": df["payload"],
+                "name": named.fillna("").astype("category"),
+                "domain": pd.Categorical(domain),
+            }
+        )
 
     def nvtx_domains(self) -> dict[tuple[int, int], str]:
         """(domainId, process part of globalTid) -> domain name, from the domain-create events."""
-        if NVTX not in self.tables or "domainId" not in self.columns(NVTX):
+        if NVTX not in self.tables or not {"domainId", "eventType", "text"} <= self.columns(NVTX):
             return {}
         rows = self._rows(
             f"SELECT domainId, globalTid, text FROM {NVTX} WHERE eventType = :t AND text IS NOT NULL "
@@ -290,24 +322,37 @@ class Export:
         )
         out: dict[tuple[int, int], str] = {}
         for dom, gtid, name in rows:
-            out.setdefault((int(dom), int(gtid or 0) & ~0xFFFFFF), str(name))
+            with contextlib.suppress(TypeError, ValueError):
+                out.setdefault((int(dom), int(gtid or 0) & ~0xFFFFFF), str(name))
         return out
 
-    def thread_names(self) -> dict[int, str]:
-        """globalTid -> thread name."""
-        if "ThreadNames" not in self.tables:
-            return {}
-        rows = self._rows(
-            "SELECT t.globalTid, s.value FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
+    def thread_names(self) -> pd.DataFrame:
+        """ThreadNames: global_tid, name."""
+        rows: list[tuple[Any, ...]] = []
+        if {"ThreadNames", "StringIds"} <= self.tables:
+            self.reads["ThreadNames"] = self.reads.get("ThreadNames", 0) + 1
+            rows = self._rows(
+                "SELECT t.globalTid, s.value FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId "
+                "WHERE typeof(t.globalTid) = 'integer'"
+            )
+        return pd.DataFrame(
+            {
+                "global_tid": np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                "name": pd.Series([str(r[1]) for r in rows], dtype=object),
+            }
         )
-        return {int(g): str(v) for g, v in rows if g is not None}
 
-    def time_span(self) -> tuple[int, int] | None:
-        """First and last timestamp of the kernels, if any."""
-        if not self.count(KERNEL):
-            return None
-        lo, hi = self._rows(f"SELECT min(start), max(end) FROM {KERNEL}")[0]
-        return int(lo), int(hi)
+    def _strings_of(self, ids: np.ndarray) -> dict[int, str]:
+        wanted = sorted({int(i) for i in ids})
+        if not wanted or "StringIds" not in self.tables:
+            return {}
+        marks = ", ".join(f":i{k}" for k in range(len(wanted)))
+        sql = f"SELECT id, value FROM StringIds WHERE id IN ({marks})"
+        if len(wanted) > 500:
+            sql, params = "SELECT id, value FROM StringIds", {}
+        else:
+            params = {f"i{k}": v for k, v in enumerate(wanted)}
+        return {int(i): str(v) for i, v in self._rows(sql, params) if isinstance(i, int)}
 
     def _column_text(self, table: str, column: str, where: str) -> list[str | None]:
         """A text column in rowid order (NULL as None): one string joined by SQLite, split here."""
@@ -317,27 +362,20 @@ class Export:
         blob, n = self._rows(
             f"SELECT group_concat(ifnull({col}, ''), char(30)), count(*) FROM {_ident(table)}{cond}"
         )[0]
-        values = blob.split("\x1e") if blob is not None else []
+        values = str(blob).split("\x1e") if blob is not None else []
         if len(values) != n:
             rows = self._rows(f"SELECT {col} FROM {_ident(table)}{cond} ORDER BY rowid")
-            return [r[0] for r in rows]
+            return [str(r[0]) if r[0] is not None else None for r in rows]
         return [v if v else None for v in values]
 
 
-_MEMOP_FIELDS = {
-    "start": "start",
-    "end": "end",
-    "duration": "end - start",
-    "stream_id": "streamId",
-    "correlation_id": "correlationId",
-}
-
-
-def _window(window: tuple[int, int] | None) -> tuple[str, dict[str, int]]:
-    """A WHERE clause (and its parameters) for rows starting inside [lo, hi]."""
-    if window is None:
-        return "", {}
-    return "start BETWEEN :w_lo AND :w_hi", {"w_lo": int(window[0]), "w_hi": int(window[1])}
+def _expr(expr: str, present: set[str]) -> str:
+    """`expr` where the columns it names exist; NULL where a plain column is absent from this schema."""
+    if expr.startswith("coalesce(mangledName"):
+        return expr if "mangledName" in present else "demangledName"
+    if expr.isidentifier() and expr not in present:
+        return "NULL"
+    return expr
 
 
 def _ident(name: str) -> str:
@@ -346,8 +384,15 @@ def _ident(name: str) -> str:
     return name
 
 
-def _parse_ints(blob: str) -> np.ndarray:
-    return np.fromstring(blob, dtype=np.int64, sep=",")
+def _parse_ints(blob: str | None) -> np.ndarray:
+    if blob is None:
+        return np.empty(0, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a non-integer stops the parse early: the caller sees the count
+        try:
+            return np.fromstring(blob, dtype=np.int64, sep=",")
+        except ValueError:
+            return np.empty(0, dtype=np.int64)
 
 
 def _corrupt(path: Path, err: BaseException | None) -> ExportError:
@@ -355,7 +400,8 @@ def _corrupt(path: Path, err: BaseException | None) -> ExportError:
     return ExportError(f"{path} is corrupt or truncated ({why}): export it again from the .nsys-rep")
 
 
-def _check_header(path: Path) -> None:
+def check_header(path: Path) -> None:
+    """Raise ExportError unless `path` starts like a whole SQLite database."""
     try:
         with path.open("rb") as f:
             head = f.read(100)
@@ -396,21 +442,13 @@ def _return_freed_buffers() -> None:
         ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)
 
 
-def open_export(path: str | Path) -> Export:
+def open_nsys(path: str | Path) -> NsysReader:
     """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong."""
     from sqlalchemy import create_engine, exc, text
     from sqlalchemy.pool import QueuePool
 
     path = Path(path)
-    if not path.exists():
-        raise ExportError(f"no such export: {path}")
-    if path.is_dir():
-        raise ExportError(f"{path} is a folder: pass the .sqlite export inside it")
-    if path.suffix == ".nsys-rep":
-        raise ExportError(
-            f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
-        )
-    _check_header(path)
+    check_header(path)
     _return_freed_buffers()
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
 
@@ -430,4 +468,4 @@ def open_export(path: str | Path) -> Export:
         raise ExportError(
             f"{path} is an SQLite database but not an Nsight Systems export (no StringIds table)"
         )
-    return Export(path, engine, tables)
+    return NsysReader(path, engine, tables)

@@ -1,0 +1,257 @@
+"""A Parquet cache of trace frames, so that an export is read from its source once.
+
+An entry is a folder under the cache root named by a hash of the source's resolved path, size, mtime and
+the reader's version: a changed export or a newer reader gets a new entry, and the old one is removed
+when the new one is made. Inside: `meta.json` (what the reader said about the source: producer, schema,
+row counts) and one Parquet file per frame column (`kernels.start.parquet`), so a command reads only the
+columns it needs and a later command adds the columns it needs next.
+
+Safety: every file is written under a temporary name and renamed into place, so a killed command leaves
+no half file and two commands filling the same entry at once write the same bytes. A file that cannot be
+read is deleted and read again from the source. Nothing is ever written beside or into the source.
+The entries are kept under a size limit (default 5 GB), least recently used first out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+DEFAULT_LIMIT = 5 * 1000**3
+CONFIG = "config.json"
+META = "meta.json"
+STALE_TMP_S = 3600  # temporary files older than this are from killed commands
+
+
+def cache_root() -> Path:
+    """HARNESS_CACHE_DIR, or the platform's cache folder for harness."""
+    env = os.environ.get("HARNESS_CACHE_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("harness")) / "traces"
+
+
+def parse_size(text: str) -> int:
+    """'5GB', '500 MB', '1.5GiB', '1000000' -> bytes."""
+    units = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
+             "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4,
+             "tib": 1024**4}  # fmt: skip
+    s = text.strip().lower().replace(" ", "")
+    num = s.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = s[len(num) :]
+    if unit not in units or not num:
+        raise ValueError(f"not a size: {text!r} (e.g. 5GB, 500MB)")
+    value = float(num) * units[unit]
+    if value < 0:
+        raise ValueError(f"not a size: {text!r}")
+    return int(value)
+
+
+@dataclass
+class EntryInfo:
+    """One cache entry as `harness cache` lists it."""
+
+    key: str
+    source: str
+    format: str
+    size_bytes: int
+    files: int
+    last_used: float
+    source_exists: bool
+
+
+class Cache:
+    """The cache folder: entries, their size limit, eviction."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else cache_root()
+
+    @property
+    def limit(self) -> int:
+        env = os.environ.get("HARNESS_CACHE_LIMIT")
+        if env:
+            with contextlib.suppress(ValueError):
+                return parse_size(env)
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            return int(json.loads((self.root / CONFIG).read_text())["limit_bytes"])
+        return DEFAULT_LIMIT
+
+    def set_limit(self, limit: int) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.root / CONFIG, json.dumps({"limit_bytes": int(limit)}).encode())
+
+    def entry(self, source: Path, reader_version: str) -> Entry:
+        st = source.stat()
+        resolved = str(source.resolve())
+        key = hashlib.sha256(f"{resolved}\0{st.st_size}\0{st.st_mtime_ns}\0{reader_version}".encode())
+        return Entry(self, self.root / key.hexdigest()[:32], resolved, st.st_size, st.st_mtime_ns)
+
+    def entries(self) -> list[EntryInfo]:
+        out = []
+        if not self.root.is_dir():
+            return out
+        for folder in self.root.iterdir():
+            meta = _read_json(folder / META) if folder.is_dir() else None
+            if meta is None:
+                continue
+            files = [f for f in folder.iterdir() if f.is_file()]
+            out.append(
+                EntryInfo(
+                    key=folder.name,
+                    source=str(meta.get("source", "?")),
+                    format=str(meta.get("format", "?")),
+                    size_bytes=sum(_size(f) for f in files),
+                    files=len(files),
+                    last_used=_mtime(folder / META),
+                    source_exists=Path(str(meta.get("source", ""))).exists(),
+                )
+            )
+        return sorted(out, key=lambda e: e.last_used, reverse=True)
+
+    def clear(self, source: Path | None = None) -> tuple[int, int]:
+        """Remove every entry (or those of `source`): (entries, bytes) removed."""
+        removed = freed = 0
+        wanted = str(source.resolve()) if source is not None else None
+        for info in self.entries():
+            if wanted is None or info.source == wanted:
+                shutil.rmtree(self.root / info.key, ignore_errors=True)
+                removed += 1
+                freed += info.size_bytes
+        return removed, freed
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Remove least recently used entries until the cache fits its limit: bytes freed."""
+        entries = self.entries()
+        total = sum(e.size_bytes for e in entries)
+        freed = 0
+        for info in reversed(entries):  # oldest first
+            if total <= self.limit:
+                break
+            if keep is not None and self.root / info.key == keep:
+                continue
+            shutil.rmtree(self.root / info.key, ignore_errors=True)
+            total -= info.size_bytes
+            freed += info.size_bytes
+        return freed
+
+
+class Entry:
+    """The cached frames of one source."""
+
+    def __init__(self, cache: Cache, folder: Path, source: str, size: int, mtime_ns: int) -> None:
+        self.cache = cache
+        self.folder = folder
+        self.source = source
+        self.size = size
+        self.mtime_ns = mtime_ns
+
+    def meta(self) -> dict[str, Any] | None:
+        meta = _read_json(self.folder / META)
+        if meta is None or meta.get("source") != self.source or meta.get("size") != self.size:
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(self.folder / META)  # the entry was used: least recently used goes first
+        return meta
+
+    def create(self, meta: dict[str, Any]) -> None:
+        """Start the entry with the reader's `meta`; remove the entries of older versions of the source."""
+        for info in self.cache.entries():
+            if info.source == self.source and self.cache.root / info.key != self.folder:
+                shutil.rmtree(self.cache.root / info.key, ignore_errors=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._sweep_tmp()
+        full = {**meta, "source": self.source, "size": self.size, "mtime_ns": self.mtime_ns}
+        write_atomic(self.folder / META, json.dumps(full).encode())
+
+    def path(self, frame: str, column: str) -> Path:
+        return self.folder / f"{frame}.{column}.parquet"
+
+    def has(self, frame: str, column: str) -> bool:
+        return self.path(frame, column).is_file()
+
+    def load(self, frame: str, columns: Sequence[str]) -> dict[str, pd.Series]:
+        """The cached ones of `columns`; a file that cannot be read is deleted (and so read again)."""
+        import pyarrow.parquet as pq
+
+        out: dict[str, pd.Series] = {}
+        for col in columns:
+            path = self.path(frame, col)
+            if not path.is_file():
+                continue
+            try:
+                table = pq.read_table(path)
+                out[col] = table.to_pandas(ignore_metadata=False)[col]
+            except Exception:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return out
+
+    def store(self, frame: str, df: pd.DataFrame) -> int:
+        """Write each column of `df` as its own file; bytes written."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        written = 0
+        for col in df.columns:
+            table = pa.Table.from_pandas(df[[col]], preserve_index=False)
+            tmp = self.folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{frame}.{col}"
+            try:
+                pq.write_table(table, tmp, compression="zstd", compression_level=1)
+                os.replace(tmp, self.path(frame, col))
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+            written += _size(self.path(frame, col))
+        return written
+
+    def _sweep_tmp(self) -> None:
+        now = time.time()
+        for f in self.folder.glob(".tmp-*"):
+            if now - _mtime(f) > STALE_TMP_S:
+                with contextlib.suppress(OSError):
+                    f.unlink()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{path.name}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

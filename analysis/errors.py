@@ -1,0 +1,22 @@
+"""Errors a user can cause in the analysis layer. The CLI prints their message as one line and exits 1.
+
+analysis/ imports nothing from harness/, so it has its own error type; harness.errors re-exports these and
+the CLI catches both families.
+"""
+
+from __future__ import annotations
+
+
+class AnalysisError(Exception):
+    """A problem with an input the user gave: the message says what is wrong and what to do."""
+
+    exit_code: int = 1
+
+
+class ExportError(AnalysisError):
+    """An export or trace that is missing, corrupt, or lacks the data a table needs."""
+
+
+def first_line(error: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type when it has no message."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__

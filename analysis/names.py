@@ -1,0 +1,16 @@
+"""The names both sides agree on: what the harness records (NVTX ranges, run modes, precisions) and what
+the analysis looks for in an export. harness/ and analysis/ import them from here, nowhere else."""
+
+from __future__ import annotations
+
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+PREFILL, DECODE = "prefill", "decode"
+TRAIN_PHASES = (FORWARD, BACKWARD, OPTIMIZER)
+GENERATE_PHASES = (PREFILL, DECODE)
+PHASES_BY_MODE = {"train": TRAIN_PHASES, "forward": (FORWARD,), "generate": GENERATE_PHASES}
+MODES = tuple(PHASES_BY_MODE)
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+STEP = "step"  # one NVTX range around each step, payload = step index
+MEASURED = "measured"  # one NVTX range around all measured (non-warm-up) steps
+WARMUP = "warmup"

@@ -1,0 +1,275 @@
+"""The trace model: one profile (an nsys export, later a Kineto trace) as a few typed pandas frames.
+
+Every table in analysis/ is a function of a `Trace`, never of a file. A reader per format fills the
+frames; the trace loads each frame lazily, only the columns asked for, each column at most once, and keeps
+what it read in a Parquet cache (analysis.cache) so that later commands never open the source again.
+
+Frames and their columns (times in ns on the source's clock, ids as int64, NULL as the `NULL` sentinel):
+
+- kernels: start, end, correlation_id, global_pid, device_id, stream_id, grid, block (launch dimensions
+  packed, see analysis.kernels), name_id, short_name_id, mangled_name_id
+- runtime (CUDA runtime and driver calls): start, end, correlation_id, global_tid, name_id
+- memcpy: start, end, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id
+- memset: start, end, bytes, stream_id, correlation_id, global_pid, device_id
+- osrt (OS runtime calls): start, end, global_tid, name_id
+- nvtx (ranges): range_id, start, end, global_tid, pushpop (bool), payload (Int64), name, domain
+- threads: global_tid, name
+- strings: id, value (what the *name_id columns point at)
+
+global_tid / global_pid follow nsys: the process id in bits 24-47, the thread id in bits 0-23.
+Rows that cannot be right (no start or end, end before start, a name id with no string) are left out
+when a frame is handed out, and `notes` says how many.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import ExportError
+
+NULL = -9223372036854775807
+FRAMES: dict[str, tuple[str, ...]] = {
+    "kernels": ("start", "end", "correlation_id", "global_pid", "device_id", "stream_id", "grid", "block",
+                "name_id", "short_name_id", "mangled_name_id"),
+    "runtime": ("start", "end", "correlation_id", "global_tid", "name_id"),
+    "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid", "device_id"),
+    "memset": ("start", "end", "bytes", "stream_id", "correlation_id", "global_pid", "device_id"),
+    "osrt": ("start", "end", "global_tid", "name_id"),
+    "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
+    "threads": ("global_tid", "name"),
+    "strings": ("id", "value"),
+}  # fmt: skip
+WHOLE = frozenset({"nvtx", "threads", "strings"})  # read in one piece
+TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx"})
+NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory copies",
+            "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges"}  # fmt: skip
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+_writer: ThreadPoolExecutor | None = None
+_pending: list[Future[Any]] = []
+_unwritable_said: set[str] = set()
+
+
+class Trace:
+    """One profile, its metadata and its frames, read on demand."""
+
+    def __init__(self, path: Path, opener: Any, version: str, *, cache: bool = True) -> None:
+        self.path = path
+        self._opener = opener
+        self._reader: Any = None
+        self.notes: list[str] = []
+        self._data: dict[str, dict[str, Any]] = {f: {} for f in FRAMES}
+        self._entry = None
+        self._entry_ready = False
+        meta = None
+        if cache:
+            from analysis.cache import Cache
+
+            with contextlib.suppress(OSError):
+                self._entry = Cache().entry(path, version)
+                meta = self._entry.meta()
+                self._entry_ready = meta is not None
+        if meta is None:
+            meta = self.reader.meta()
+        self.meta: dict[str, Any] = meta
+        self.format: str = str(meta.get("format", "?"))
+
+    def __repr__(self) -> str:
+        return f"Trace({str(self.path)!r}, format={self.format})"
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def reader(self) -> Any:
+        if self._reader is None:
+            self._reader = self._opener(self.path)
+        return self._reader
+
+    @property
+    def source_reads(self) -> dict[str, int]:
+        """How many times each source table was scanned (nothing when everything came from the cache)."""
+        return dict(self._reader.reads) if self._reader is not None else {}
+
+    def close(self) -> None:
+        flush()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    # --- what is there -------------------------------------------------------------------------------
+
+    def count(self, frame: str) -> int:
+        """Rows of `frame` in the source (before rows that cannot be right are left out)."""
+        return int(self.meta.get("counts", {}).get(frame, 0))
+
+    def has(self, frame: str) -> bool:
+        return self.count(frame) > 0
+
+    def require(self, frame: str, what: str) -> None:
+        """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows."""
+        if not self.has(frame):
+            hint = self.meta.get("hints", {}).get(frame, "record it with the matching trace option")
+            raise ExportError(f"no {what} in {self.path}: {hint}")
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # --- frames --------------------------------------------------------------------------------------
+
+    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
+        """Read the columns of several frames now (`summary` asks for all it needs at once, so each source
+        table is scanned once)."""
+        for frame, columns in wanted.items():
+            if self.has(frame) or frame in ("threads", "strings"):
+                self._columns(frame, list(columns))
+
+    def frame(self, frame: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """`columns` (default all) of the rows of `frame` that can be right."""
+        cols = list(FRAMES[frame] if columns is None else columns)
+        unknown = [c for c in cols if c not in FRAMES[frame]]
+        if unknown:
+            raise KeyError(f"{frame} has no column {unknown[0]!r}: {', '.join(FRAMES[frame])}")
+        check = ["start", "end"] if frame in TIMED else []
+        data = self._columns(frame, list(dict.fromkeys([*cols, *check])))
+        n = len(next(iter(data.values()))) if data else 0
+        keep = np.ones(n, dtype=bool)
+        if check and n:
+            start, end = np.asarray(data["start"]), np.asarray(data["end"])
+            bad = (start == NULL) | (end == NULL) | (end < start)
+            if bad.any():
+                self.note(
+                    f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "
+                    "(no start or end, or an end before the start)"
+                )
+                keep &= ~bad
+        for col in cols:
+            if col.endswith("name_id") and n:
+                keep &= self._known_names(frame, col, np.asarray(data[col]), keep)
+        out = pd.DataFrame({c: data[c] for c in cols}, copy=False)
+        return out if keep.all() else out[keep].reset_index(drop=True)
+
+    def strings(self, ids: Iterable[int] | None = None) -> dict[int, str]:
+        """id -> string, for `ids` (all when None)."""
+        s = self._columns("strings", ["id", "value"])
+        table = dict(zip(s["id"].tolist(), s["value"].tolist(), strict=True))
+        if ids is None:
+            return table
+        return {int(i): table[int(i)] for i in ids if int(i) in table}
+
+    def thread_names(self) -> dict[int, str]:
+        t = self._columns("threads", ["global_tid", "name"])
+        return dict(zip(t["global_tid"].tolist(), t["name"].tolist(), strict=True))
+
+    def _known_names(self, frame: str, col: str, ids: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        strings = self._columns("strings", ["id", "value"])["id"]
+        if not len(strings):
+            raise ExportError(
+                f"{self.path} has no string table (StringIds), so its {NAMES_OF[frame]} have no names: "
+                "export it again from the report"
+            )
+        known = np.isin(ids, np.asarray(strings))
+        if col != "name_id":  # other name styles fall back to the main name where missing
+            known |= ids == NULL
+        missing = int((~known & keep).sum())
+        if missing:
+            self.note(
+                f"left out {missing:,} {NAMES_OF[frame]} whose name is not in the export's string table"
+            )
+        return known
+
+    def _columns(self, frame: str, columns: list[str]) -> dict[str, Any]:
+        """The raw (unfiltered) columns, from memory, the cache, or the reader, in that order."""
+        have = self._data[frame]
+        if frame in WHOLE:
+            columns = list(FRAMES[frame])
+        missing = [c for c in columns if c not in have]
+        if missing and self._entry_ready and self._entry is not None:
+            for col, values in self._entry.load(frame, missing).items():
+                have[col] = values
+            missing = [c for c in columns if c not in have]
+        if missing:
+            if frame in WHOLE:
+                missing = list(FRAMES[frame])
+            df = self.reader.read(frame, missing) if self.count(frame) or frame in WHOLE else None
+            if df is None:
+                df = _empty(frame, missing)
+            lengths = {len(v) for v in have.values()}
+            if lengths and lengths != {len(df)}:  # the cache and the source disagree: trust the source
+                have.clear()
+                return self._columns(frame, columns)
+            for col in df.columns:
+                have[col] = df[col].to_numpy() if df[col].dtype == np.int64 else df[col]
+            self._save(frame, df)
+        return {c: have[c] for c in columns}
+
+    def _save(self, frame: str, df: pd.DataFrame) -> None:
+        entry = self._entry
+        if entry is None:
+            return
+
+        def write() -> None:
+            try:
+                if not self._entry_ready:
+                    entry.create(self.meta)
+                    self._entry_ready = True
+                entry.store(frame, df)
+            except OSError as e:
+                root = str(entry.cache.root)
+                if root not in _unwritable_said:
+                    _unwritable_said.add(root)
+                    self.note(f"cache folder {root} is not writable ({e.strerror}): nothing was cached")
+                self._entry = None
+
+        if not self._entry_ready:
+            write()  # the entry folder first, in this thread: the note must be in before tables print
+            return
+        _submit(write)
+
+
+def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
+
+
+def _submit(job: Any) -> None:
+    global _writer
+    if _writer is None:
+        _writer = ThreadPoolExecutor(1, thread_name_prefix="harness-cache")
+        atexit.register(flush)
+    _pending.append(_writer.submit(job))
+
+
+def flush() -> None:
+    """Wait for cache writes still under way (a command calls this before it exits)."""
+    while _pending:
+        with contextlib.suppress(Exception):
+            _pending.pop().result()
+
+
+def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
+    """Open a profile for analysis: an Nsight Systems SQLite export. Raises ExportError saying what is
+    wrong. With `cache`, frames come from and go to the Parquet cache (analysis.cache)."""
+    from analysis.readers import nsys
+
+    path = Path(path)
+    if not path.exists():
+        raise ExportError(f"no such export: {path}")
+    if path.is_dir():
+        raise ExportError(f"{path} is a folder: pass the .sqlite export inside it")
+    if path.suffix in REPORT_SUFFIXES:
+        raise ExportError(
+            f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
+        )
+    return Trace(path, nsys.open_nsys, nsys.VERSION, cache=cache)
