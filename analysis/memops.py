@@ -67,11 +67,13 @@ def memops_size(trace: Trace) -> pd.DataFrame:
     g = ops.groupby("Operation", sort=False)["bytes"]
     stats = g.agg(["sum", "size", "mean", "median", "min", "max", "std"]).reset_index()
     stats["std"] = stats["std"].fillna(0.0)
-    out = pd.DataFrame({"Operation": stats["Operation"], "Count": stats["size"].astype(np.int64)})
+    out = pd.DataFrame(
+        {"Operation": stats["Operation"], "Count": stats["size"].astype(np.int64), "bytes": stats["sum"]}
+    )
     for col, key in (("Total", "sum"), ("Avg", "mean"), ("Med", "median"), ("Min", "min"), ("Max", "max"),
                      ("StdDev", "std")):  # fmt: skip
         out[f"{col} (MB)"] = round_half_up(stats[key] / 1e6, 3)
-    out = order_like_nsys(out, "Total (MB)", ["Operation"])
+    out = order_like_nsys(out, "bytes", ["Operation"])  # by the bytes, not their rounded MB
     out = out[SIZE_COLUMNS]
     out.attrs["notes"] = list(trace.notes)
     return out

@@ -326,3 +326,93 @@ def kernels_in_ranges(
     out = launches[hit >= 0].reset_index(drop=True)
     out.attrs["notes"] = launches.attrs.get("notes", [])
     return out
+
+
+PROJECTION_COLUMNS = [
+    "Name", "Projected Start (ns)", "Projected Duration (ns)", "Orig Start (ns)", "Orig Duration (ns)",
+    "Style", "PID", "TID", "NumGPUOps", "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack",
+]  # fmt: skip
+
+
+def gpu_ops(trace: Trace) -> pd.DataFrame:
+    """Kernels, memory copies and sets with their launch call (has_call, call_start, call_end,
+    global_tid), like `kernel_launches` but for every kind of GPU operation."""
+    from analysis.memops import memory_ops
+
+    cols = ["start", "end", "correlation_id", "global_pid"]
+    kern = kernel_launches(trace, extra=("start", "end"))
+    parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid"]]]
+    if trace.has("memcpy") or trace.has("memset"):
+        from analysis.runtime import PROCESS_MASK as MASK
+        from analysis.runtime import _call_key, _lookup, runtime_calls
+
+        ops = memory_ops(trace)
+        pid = np.zeros(len(ops), dtype=np.int64)
+        if "global_pid" in ops:
+            pid = ops["global_pid"].to_numpy()
+        calls = runtime_calls(trace)
+        found = _lookup(
+            _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & MASK),
+            _call_key(ops["correlation_id"].to_numpy(), pid),
+        )
+        has = found >= 0
+        pick = np.maximum(found, 0)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "start": ops["start"].to_numpy(),
+                    "end": ops["end"].to_numpy(),
+                    "correlation_id": ops["correlation_id"].to_numpy(),
+                    "global_pid": pid,
+                    "has_call": has,
+                    "call_start": calls["start"].to_numpy()[pick],
+                    "call_end": calls["end"].to_numpy()[pick],
+                    "global_tid": calls["global_tid"].to_numpy()[pick],
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
+    """Each push/pop range projected onto the GPU, like `nsys stats -r nvtxgpuproj`: the span from the first
+    start to the last end of the GPU operations launched inside it (or inside a range it encloses) on its
+    thread. Ranges without GPU operations are left out."""
+    from analysis.nvtx import nvtx_trace
+
+    _require(trace)
+    ranges = all_ranges(trace)
+    ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
+    ops = gpu_ops(trace)
+    inner = _containing(ranges, ops, by_thread=True, point=False)
+    op, hit = _with_enclosing(ranges, np.arange(len(ops), dtype=np.int64), inner)
+    keep = hit >= 0
+    pairs = pd.DataFrame(
+        {"range": hit[keep], "start": ops["start"].to_numpy()[op[keep]], "end": ops["end"].to_numpy()[op[keep]]}
+    )
+    g = pairs.groupby("range")
+    span = pd.DataFrame({"first": g["start"].min(), "last": g["end"].max(), "ops": g.size()})
+    tree = nvtx_trace(trace).set_index("RangeId")
+    r = ranges.iloc[span.index.to_numpy()]
+    ids = r["range_id"].to_numpy()
+    out = pd.DataFrame(
+        {
+            "Name": tree.loc[ids, "Name"].to_numpy(),
+            "Projected Start (ns)": span["first"].to_numpy(),
+            "Projected Duration (ns)": (span["last"] - span["first"]).to_numpy(),
+            "Orig Start (ns)": r["start_ns"].to_numpy(),
+            "Orig Duration (ns)": r["duration_ns"].to_numpy(),
+            "Style": r["style"].to_numpy(),
+            "PID": r["pid"].to_numpy(),
+            "TID": r["tid"].to_numpy(),
+            "NumGPUOps": span["ops"].to_numpy(),
+            "Lvl": tree.loc[ids, "Lvl"].to_numpy(),
+            "NumChild": tree.loc[ids, "NumChild"].to_numpy(),
+            "RangeId": ids,
+            "ParentId": tree.loc[ids, "ParentId"].to_numpy(),
+            "RangeStack": tree.loc[ids, "RangeStack"].to_numpy(),
+        }
+    )
+    out = out.sort_values(["Projected Start (ns)", "RangeId"], kind="stable").reset_index(drop=True)
+    out.attrs["notes"] = list(trace.notes)
+    return out[PROJECTION_COLUMNS]

@@ -142,7 +142,7 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.slow
-def test_nsys_rep_is_exported_beside_it(
+def test_reports_are_exported_into_the_cache_never_beside_them(
     nsys_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from harness import nsys
@@ -155,10 +155,20 @@ def test_nsys_rep_is_exported_beside_it(
     opts = nsys.ProfileOptions(output=out, trace=("nvtx",), python_backtrace=None, export_sqlite=False)
     assert nsys.profile(nsys.probe(Path(nsys_bin)), opts, [sys.executable, str(script)]).returncode == 0
     monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
-    result = run("nvtx", out.with_suffix(".nsys-rep"), "--format", "json")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)[0]["Instances"] == 3
-    assert out.with_suffix(".sqlite").is_file()
+    users = tmp_path / "users"
+    users.mkdir()
+    rep = users / "run.nsys-rep"
+    out.with_suffix(".nsys-rep").rename(rep)
+    qdrep = users / "old.qdrep"  # nsys before 2021.4 named reports .qdrep
+    qdrep.write_bytes(rep.read_bytes())
+    for report in (rep, qdrep):
+        result = run("nvtx", report, "--format", "json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)[0]["Instances"] == 3
+    page = run("dashboard", rep, "--out", tmp_path / "dash.html")
+    assert page.exit_code == 0, page.output
+    assert (tmp_path / "dash.html").stat().st_size > 100_000
+    assert sorted(p.name for p in users.iterdir()) == ["old.qdrep", "run.nsys-rep"]
 
 
 def test_commands_import_no_torch_or_plotly(a100_export: Path) -> None:

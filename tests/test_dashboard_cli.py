@@ -73,11 +73,15 @@ def test_user_errors_are_one_line(db: str, tmp_path: Path, args: list[str], code
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_nsys_rep_is_refused_with_the_export_command(tmp_path: Path) -> None:
+def test_unreadable_nsys_rep_is_one_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     rep = tmp_path / "r.nsys-rep"
     rep.write_bytes(b"")
+    monkeypatch.setenv("HARNESS_NSYS", str(tmp_path / "no-nsys"))
+    monkeypatch.setenv("PATH", str(tmp_path))
     result = runner.invoke(app, ["dashboard", str(rep), "--out", str(tmp_path / "d.html")])
-    assert result.exit_code == 1 and "nsys export --type sqlite" in result.output
+    assert result.exit_code == 1 and str(rep) in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nsys-rep"]
 
 
 def test_other_commands_do_not_import_plotly() -> None:

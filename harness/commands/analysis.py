@@ -125,6 +125,14 @@ def nvtx_gpu_cmd(
     phases: Annotated[
         str, typer.Option(help="Phase range names, comma separated.")
     ] = "forward,backward,optimizer",
+    projection: Annotated[
+        bool,
+        typer.Option(
+            "--projection",
+            help="One row per push/pop range projected onto the GPU: first start to last end of the GPU "
+            "work launched inside it (like nvtxgpuproj).",
+        ),
+    ] = False,
     top: Annotated[
         int | None, typer.Option("--top", min=1, help="With --kernels: top N kernels per range.")
     ] = None,
@@ -132,10 +140,13 @@ def nvtx_gpu_cmd(
     format: FormatOpt = Format.table,
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum."""
-    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
+    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
     from harness.output import emit_many
 
     trace = open_report(report, no_cache)
+    if projection:
+        _show(nvtx_gpu_projection(trace), format, f"NVTX ranges projected onto the GPU in {report.name}", top)
+        return
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
     if kernels:
         df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive)

@@ -25,7 +25,7 @@ def _ids(text: str | None) -> list[str]:
 def dashboard_cmd(
     report: Annotated[
         Path | None,
-        typer.Argument(help="An Nsight Systems SQLite export: show the profile panels of it alone."),
+        typer.Argument(help="An nsys export (.sqlite) or report (.nsys-rep, .qdrep): its profile panels."),
     ] = None,
     runs: Annotated[
         str | None, typer.Option("--runs", help="Comma-separated run ids (unique prefixes work).")
@@ -92,13 +92,13 @@ def dashboard_cmd(
 
 
 def _checked_export(report: Path) -> Path:
+    """The SQLite export to draw: `report` itself, or a .nsys-rep / .qdrep exported the way the analysis
+    commands export it (into the cache folder)."""
+    from harness.reports import sqlite_for
+
     if not report.exists():
-        raise ExportError(f"{report} does not exist; pass the .sqlite file `nsys export --type sqlite` wrote")
-    if report.suffix == ".nsys-rep":
-        raise ExportError(
-            f"{report} is an .nsys-rep; pass the .sqlite that `nsys export --type sqlite {report}` writes"
-        )
-    return report
+        raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
+    return sqlite_for(report)
 
 
 def _summary(panels: list[Panel]) -> pd.DataFrame:

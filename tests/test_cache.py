@@ -1,0 +1,179 @@
+"""The trace model's reads and its Parquet cache: each source table read once, later commands from Parquet
+alone, and an entry that is corrupt, stale, concurrent or unwritable never gives a wrong table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from export_data import as_printed, oracle
+
+import analysis.readers.nsys as nsys_reader
+from analysis.cache import Cache, parse_size
+from analysis.kernels import kernel_summary
+from analysis.summary import summary
+from analysis.trace import open_trace
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(root))
+    return root
+
+
+def test_summary_reads_each_source_table_once(a100_export: Path) -> None:
+    trace = open_trace(a100_export, cache=False)
+    report = summary(trace)
+    assert len(report.tables) == 7
+    assert trace.source_reads == {
+        "CUPTI_ACTIVITY_KIND_KERNEL": 1,
+        "CUPTI_ACTIVITY_KIND_RUNTIME": 1,
+        "CUPTI_ACTIVITY_KIND_MEMCPY": 1,
+        "NVTX_EVENTS": 1,
+        "StringIds": 1,
+    }
+
+
+def test_second_open_reads_parquet_only(a100_export: Path, a100_expected: Path, cache_dir: Path) -> None:
+    with open_trace(a100_export) as cold:
+        kernel_summary(cold)
+        assert cold.source_reads["CUPTI_ACTIVITY_KIND_KERNEL"] == 1
+    files = sorted(p.name for p in next(cache_dir.iterdir()).iterdir())
+    assert "kernels.grid.parquet" in files and "meta.json" in files
+    assert "kernels.correlation_id.parquet" not in files  # only the columns the table read
+    warm = open_trace(a100_export)
+    table = kernel_summary(warm)
+    assert warm.source_reads == {}
+    pd.testing.assert_frame_equal(as_printed(table), oracle(a100_expected, "gpukernsum"))
+    assert warm.count("kernels") == 5 and warm.meta["schema"] == "2.9.1"
+
+
+def test_warm_command_needs_no_sqlalchemy(a100_export: Path, tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom harness.cli import app\n"
+        "try:\n    app(['kernels', sys.argv[1], '--format', 'csv'])\nexcept SystemExit:\n    pass\n"
+        "print('SQLALCHEMY' if 'sqlalchemy' in sys.modules else 'NO-SQLALCHEMY')"
+    )
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "c")}
+    runs = [
+        subprocess.run([sys.executable, "-c", code, str(a100_export)], capture_output=True, text=True, env=env)
+        for _ in range(2)
+    ]
+    assert [r.stdout.strip().splitlines()[-1] for r in runs] == ["SQLALCHEMY", "NO-SQLALCHEMY"]
+    assert runs[0].stdout.splitlines()[:2] == runs[1].stdout.splitlines()[:2]
+    assert "88573480" in runs[1].stdout
+
+
+def test_corrupt_file_is_rebuilt(a100_export: Path, a100_expected: Path, cache_dir: Path) -> None:
+    with open_trace(a100_export) as t:
+        kernel_summary(t)
+    bad = next(cache_dir.glob("*/kernels.start.parquet"))
+    bad.write_bytes(b"PAR1 not really")
+    trace = open_trace(a100_export)
+    pd.testing.assert_frame_equal(as_printed(kernel_summary(trace)), oracle(a100_expected, "gpukernsum"))
+    assert trace.source_reads == {"CUPTI_ACTIVITY_KIND_KERNEL": 1}
+    trace.close()
+    assert bad.stat().st_size > 100  # written again
+
+
+def test_changed_export_and_new_reader_rebuild(
+    a100_export: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = tmp_path / "mine.sqlite"
+    shutil.copyfile(a100_export, mine)
+    with open_trace(mine) as t:
+        kernel_summary(t)
+    first = {p.name for p in cache_dir.iterdir()}
+    os.utime(mine, ns=(time.time_ns(), time.time_ns() + 10**9))  # the export changed
+    with open_trace(mine) as t:
+        kernel_summary(t)
+        assert t.source_reads  # read from the export again
+    second = {p.name for p in cache_dir.iterdir()}
+    assert len(second) == 1 and second != first  # the stale entry is gone
+    monkeypatch.setattr(nsys_reader, "VERSION", "nsys-test")
+    with open_trace(mine) as t:
+        kernel_summary(t)
+        assert t.source_reads
+    assert len({p.name for p in cache_dir.iterdir()} - second) == 1
+
+
+def test_unwritable_cache_folder_says_so_once(a100_export: Path, tmp_path: Path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(blocker / "cache"))
+    trace = open_trace(a100_export)
+    table = kernel_summary(trace)
+    assert table["Total Time (ns)"].tolist() == [88_573_480]
+    said = [n for n in table.attrs["notes"] if "not writable" in n]
+    assert len(said) == 1 and str(blocker / "cache") in said[0]
+
+
+def test_two_commands_fill_one_entry_at_once(a100_export: Path, a100_expected: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "c")}
+    cmd = [sys.executable, "-m", "harness", "summary", str(a100_export), "--format", "csv"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert outs[0][0] == outs[1][0] == outs[2][0]
+    warm = subprocess.run(cmd, capture_output=True, env=env, timeout=120)
+    assert warm.stdout == outs[0][0]
+    assert not list((tmp_path / "c").glob("*/.tmp-*"))
+
+
+def test_least_recently_used_entries_go_first(a100_export: Path, tmp_path: Path, cache_dir: Path) -> None:
+    copies = []
+    for i in range(3):
+        copies.append(tmp_path / f"r{i}.sqlite")
+        shutil.copyfile(a100_export, copies[-1])
+        with open_trace(copies[-1]) as t:
+            kernel_summary(t)
+        time.sleep(0.02)
+    cache = Cache(cache_dir)
+    entries = cache.entries()
+    assert [Path(e.source).name for e in entries] == ["r2.sqlite", "r1.sqlite", "r0.sqlite"]
+    with open_trace(copies[0]) as t:  # r0 used again: now r1 is the oldest
+        kernel_summary(t)
+    one = entries[0].size_bytes
+    cache.set_limit(2 * one + one // 2)
+    assert cache.evict() > 0
+    assert sorted(Path(e.source).name for e in cache.entries()) == ["r0.sqlite", "r2.sqlite"]
+
+
+def test_cache_command_lists_and_clears(a100_export: Path, cache_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    with open_trace(a100_export) as t:
+        kernel_summary(t)
+    runner = CliRunner()
+    listed = runner.invoke(app, ["cache", "--format", "csv"])
+    assert listed.exit_code == 0
+    rows = pd.read_csv(__import__("io").StringIO(listed.stdout))
+    assert rows["Source"].tolist() == [str(a100_export.resolve())]
+    assert rows["Size (bytes)"].iloc[0] > 0
+    cleared = runner.invoke(app, ["cache", "--clear"])
+    assert cleared.exit_code == 0 and "removed 1 cache entries" in cleared.stderr
+    assert Cache(cache_dir).entries() == []
+    bad = runner.invoke(app, ["cache", "--max-size", "lots"])
+    assert bad.exit_code == 2 and "not a size" in bad.stderr
+
+
+def test_no_cache_writes_nothing(a100_export: Path, cache_dir: Path) -> None:
+    kernel_summary(open_trace(a100_export, cache=False))
+    assert not cache_dir.exists()
+
+
+def test_parse_size() -> None:
+    assert parse_size("5GB") == 5_000_000_000
+    assert parse_size("1.5 GiB") == 1_610_612_736
+    assert parse_size("2048") == 2048
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size("5 parsecs")
