@@ -1,0 +1,98 @@
+"""Exports with values that cannot be right: left out and counted in one note, or one clear error line;
+never a traceback and never a wrong total."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from export_data import derive
+from typer.testing import CliRunner
+
+from analysis.errors import ExportError
+from analysis.kernels import kernel_summary
+from analysis.launch import launch_summary
+from analysis.trace import open_trace
+from harness.cli import app
+
+KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
+FIRST = 140  # correlationId of the first saxpy launch: 17,704,808 ns
+TOTAL = 88_573_480
+
+
+def one_kernel_changed(src: Path, dst: Path, assignment: str) -> Path:
+    """The fixture with one kernel row changed, in a copy of the table without NOT NULL constraints."""
+    return derive(
+        src,
+        dst,
+        f"CREATE TABLE k2 AS SELECT * FROM {KERNELS}",
+        f"DROP TABLE {KERNELS}",
+        f"ALTER TABLE k2 RENAME TO {KERNELS}",
+        f"UPDATE {KERNELS} SET {assignment} WHERE correlationId = {FIRST}",
+    )
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    ["start = 1.5", "start = 'soon'", "start = NULL", "end = NULL", "end = start - 10"],
+    ids=["real", "text", "null-start", "null-end", "end-before-start"],
+)
+def test_bad_kernel_rows_are_left_out_and_counted(a100_export: Path, tmp_path: Path, assignment: str) -> None:
+    bad = one_kernel_changed(a100_export, tmp_path / "bad.sqlite", assignment)
+    table = kernel_summary(open_trace(bad, cache=False))
+    assert table["Instances"].tolist() == [4]
+    assert table["Total Time (ns)"].tolist() == [TOTAL - 17_704_808]
+    assert table["Min (ns)"].min() > 0
+    assert table.attrs["notes"] == ["left out 1 of 5 kernels that cannot be right (no start or end, or an end "
+                                    "before the start)"]  # fmt: skip
+    launch = launch_summary(open_trace(bad, cache=False))
+    assert launch["Count"].tolist() == [4]
+
+
+def test_the_cli_prints_the_note_not_a_traceback(a100_export: Path, tmp_path: Path) -> None:
+    bad = one_kernel_changed(a100_export, tmp_path / "bad.sqlite", "start = 'soon'")
+    result = CliRunner().invoke(app, ["kernels", str(bad), "--no-cache"])
+    assert result.exit_code == 0
+    assert "Traceback" not in result.output and "left out 1 of 5 kernels" in result.output
+
+
+def test_unknown_name_id_is_left_out(a100_export: Path, tmp_path: Path) -> None:
+    bad = one_kernel_changed(a100_export, tmp_path / "bad.sqlite", "demangledName = 987654321")
+    table = kernel_summary(open_trace(bad, cache=False))
+    assert table["Instances"].tolist() == [4] and table["Name"].iloc[0].startswith("saxpy")
+    assert any("name is not in the export's string table" in n for n in table.attrs["notes"])
+
+
+def test_missing_string_table_is_one_clear_error(a100_export: Path, tmp_path: Path) -> None:
+    bad = derive(a100_export, tmp_path / "bad.sqlite", "DROP TABLE StringIds")
+    with pytest.raises(ExportError, match=r"has no string table \(StringIds\).*export it again"):
+        kernel_summary(open_trace(bad, cache=False))
+    result = CliRunner().invoke(app, ["kernels", str(bad)])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+
+
+def test_flipped_page_in_the_kernel_table(a100_export: Path, tmp_path: Path) -> None:
+    """Damage the page holding the kernel rows: the command either stops with one line or reports only
+    rows that can be right."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{a100_export}?mode=ro", uri=True)
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (KERNELS,)).fetchone()[0]
+    con.close()
+    data = bytearray(a100_export.read_bytes())
+    off = (root - 1) * page_size
+    for i in range(off + page_size // 2, off + page_size):
+        data[i] ^= 0xFF
+    bad = tmp_path / "flipped.sqlite"
+    bad.write_bytes(bytes(data))
+    before = bad.read_bytes()
+    result = CliRunner().invoke(app, ["kernels", str(bad), "--no-cache", "--format", "csv"])
+    assert "Traceback" not in result.output
+    if result.exit_code == 0:  # rows that survived: every one plausible, the rest counted
+        lines = result.stdout.strip().splitlines()
+        assert len(lines) <= 2
+        assert "left out" in result.stderr or "cannot be right" in result.stderr or len(lines) == 2
+    else:
+        assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert bad.read_bytes() == before
