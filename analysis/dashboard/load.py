@@ -49,13 +49,15 @@ TABLES: list[tuple[str, Callable[[Trace], pd.DataFrame], Callable[[Profile], boo
 ]
 
 
-def load_profile(path: str | Path, label: str | None = None, tables: list[str] | None = None) -> Profile:
+def load_profile(
+    path: str | Path, label: str | None = None, tables: list[str] | None = None, *, cache: bool = True
+) -> Profile:
     """Read the profile panels' tables from one export. A table that cannot be had is recorded in `missing`.
 
     Opening errors (no such file, not an export) propagate: the caller decides whether that is the user's.
     """
     prof = Profile(label=label or Path(path).name, path=str(path))
-    trace = open_trace(path)
+    trace = open_trace(path, cache=cache)
     try:
         for name, build, when in TABLES:
             if (tables is not None and name not in tables) or not when(prof):
@@ -132,7 +134,7 @@ def collect(
     return data
 
 
-def collect_export(path: str | Path) -> DashboardData:
+def collect_export(path: str | Path, *, cache: bool = True) -> DashboardData:
     """The profile panels' data for one export given on the command line."""
-    profile = load_profile(path)
+    profile = load_profile(path, cache=cache)
     return DashboardData(profile=profile, source=f"export {path}")

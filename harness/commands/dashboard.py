@@ -39,6 +39,9 @@ def dashboard_cmd(
         "dashboard.html"
     ),
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
+    ] = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
 ) -> None:
@@ -58,7 +61,7 @@ def dashboard_cmd(
     from analysis.dashboard import collect, collect_export, write_dashboard
 
     if report is not None:
-        data = collect_export(_checked_export(report))
+        data = collect_export(_checked_export(report), cache=not no_cache)
         scope, title = "profile", f"harness dashboard: {report.name}"
     else:
         from harness.store import ResultsStore, describe_url
