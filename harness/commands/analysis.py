@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.commands.common import FormatOpt, cli_errors
+from harness.commands.common import FormatOpt, WideOpt, cli_errors
 from harness.errors import ExportError, NsysError, UsageError
 from harness.output import Format
 
@@ -22,9 +22,14 @@ if TYPE_CHECKING:
     from analysis.export import Export
 
 ReportArg = Annotated[
-    Path, typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep), exported first.")
+    Path,
+    typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep), exported first."),
 ]
-TopOpt = Annotated[int | None, typer.Option("--top", min=1, help="Show only the first N rows.")]
+TopOpt = Annotated[
+    int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")
+]
+# kernexecsum: the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
+LAUNCH_PRIORITY = ["Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount"]
 
 
 class By(StrEnum):
@@ -65,11 +70,11 @@ def open_report(report: Path) -> Export:
     return open_export(sqlite_for(report))
 
 
-def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None) -> None:
+def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False) -> None:
     from harness.output import emit
 
     notes = df.attrs.get("notes", [])
-    emit(df.head(top) if top else df, fmt, title=title, notes=notes)
+    emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide)
 
 
 @cli_errors
@@ -84,9 +89,13 @@ def kernels_cmd(
         By, typer.Option("--by", help="shape: one row per name and launch shape; name: merge shapes.")
     ] = By.shape,
     range_name: Annotated[
-        str | None, typer.Option("--range", help="Only kernels launched inside NVTX ranges of this name.")
+        str | None,
+        typer.Option(
+            "--range", metavar="<name>", help="Only kernels launched inside NVTX ranges of this name."
+        ),
     ] = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
     from analysis.kernels import kernel_summary
@@ -95,7 +104,7 @@ def kernels_cmd(
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
     df = kernel_summary(open_report(report), names=names, by=by.value, range_name=range_name)
-    _show(df, format, f"CUDA kernels in {report.name}", top)
+    _show(df, format, f"CUDA kernels in {report.name}", top, wide)
 
 
 @cli_errors
@@ -106,13 +115,14 @@ def nvtx_cmd(
     ] = False,
     top: TopOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Time per NVTX range, like `nsys stats -r nvtxsum`."""
     from analysis.nvtx import nvtx_summary, nvtx_trace
 
     export = open_report(report)
     df = nvtx_trace(export) if trace else nvtx_summary(export)
-    _show(df, format, f"NVTX ranges in {report.name}", top)
+    _show(df, format, f"NVTX ranges in {report.name}", top, wide)
 
 
 @cli_errors
@@ -130,12 +140,14 @@ def nvtx_gpu_cmd(
         bool, typer.Option("--kernels", help="One row per range and kernel (the nvtxkernsum table).")
     ] = False,
     phases: Annotated[
-        str, typer.Option(help="Phase range names, comma separated.")
+        str, typer.Option(metavar="<list>", help="Phase range names, comma separated.")
     ] = "forward,backward,optimizer",
     top: Annotated[
-        int | None, typer.Option("--top", min=1, help="With --kernels: top N kernels per range.")
+        int | None,
+        typer.Option("--top", min=1, metavar="<n>", help="With --kernels: top N kernels per range."),
     ] = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum."""
     from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
@@ -145,26 +157,28 @@ def nvtx_gpu_cmd(
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
     if kernels:
         df = nvtx_gpu_kernels(export, mode=mode.value, phases=names, top=top)
-        _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}")
+        _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}", wide=wide)
         return
     per_range = nvtx_gpu_summary(export, mode=mode.value, phases=names)
     chosen = per_range.attrs["mode"]
     tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
     if chosen == "phase":
         tables.append(("Do the phases add up? (measured steps)", phase_check(export, names)))
-    emit_many(tables, format, notes=per_range.attrs.get("notes", []))
+    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide)
 
 
 @cli_errors
-def api_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def api_cmd(
+    report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table, wide: WideOpt = False
+) -> None:
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
     from analysis.cuda_api import cuda_api_summary
 
-    _show(cuda_api_summary(open_report(report)), format, f"CUDA API calls in {report.name}", top)
+    _show(cuda_api_summary(open_report(report)), format, f"CUDA API calls in {report.name}", top, wide)
 
 
 @cli_errors
-def memops_cmd(report: ReportArg, format: FormatOpt = Format.table) -> None:
+def memops_cmd(report: ReportArg, format: FormatOpt = Format.table, wide: WideOpt = False) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
     from analysis.memops import memops_size, memops_time
     from harness.output import emit_many
@@ -173,27 +187,36 @@ def memops_cmd(report: ReportArg, format: FormatOpt = Format.table) -> None:
     emit_many(
         [("GPU memory operations by time", memops_time(export)), ("by size (MB)", memops_size(export))],
         format,
+        wide=wide,
     )
 
 
 @cli_errors
-def launch_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def launch_cmd(
+    report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table, wide: WideOpt = False
+) -> None:
     """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`."""
     from analysis.launch import launch_summary
 
-    _show(launch_summary(open_report(report)), format, f"kernel launch latency in {report.name}", top)
+    df = launch_summary(open_report(report))
+    df.attrs["priority"] = LAUNCH_PRIORITY
+    _show(df, format, f"kernel launch latency in {report.name}", top, wide)
 
 
 @cli_errors
-def osrt_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def osrt_cmd(
+    report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table, wide: WideOpt = False
+) -> None:
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
     from analysis.osrt import osrt_summary
 
-    _show(osrt_summary(open_report(report)), format, f"OS runtime calls in {report.name}", top)
+    _show(osrt_summary(open_report(report)), format, f"OS runtime calls in {report.name}", top, wide)
 
 
 @cli_errors
-def summary_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table) -> None:
+def summary_cmd(
+    report: ReportArg, top: TopOpt = None, format: FormatOpt = Format.table, wide: WideOpt = False
+) -> None:
     """Every table the export has data for, in one report."""
     from analysis.summary import summary
     from harness.commands.common import warn
@@ -205,7 +228,10 @@ def summary_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Forma
             f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
         )
     tables = [(title, df.head(top) if top else df) for title, df in result.tables]
-    emit_many(tables, format, notes=result.notes)
+    for title, df in tables:
+        if "kernexecsum" in title:
+            df.attrs["priority"] = LAUNCH_PRIORITY
+    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide)
     if format is Format.table:
         by_reason: dict[str, list[str]] = {}
         for title, why in result.skipped.items():
@@ -215,11 +241,18 @@ def summary_cmd(report: ReportArg, top: TopOpt = None, format: FormatOpt = Forma
 
 
 def register(app: typer.Typer) -> None:
-    app.command("kernels")(kernels_cmd)
-    app.command("nvtx")(nvtx_cmd)
-    app.command("nvtx-gpu")(nvtx_gpu_cmd)
-    app.command("api")(api_cmd)
-    app.command("memops")(memops_cmd)
-    app.command("launch")(launch_cmd)
-    app.command("osrt")(osrt_cmd)
-    app.command("summary")(summary_cmd)
+    # short help: one line each in `harness -h` at 80 columns
+    app.command("kernels", short_help="GPU time per CUDA kernel (nsys stats -r gpukernsum).")(kernels_cmd)
+    app.command("nvtx", short_help="Time per NVTX range (nvtxsum).")(nvtx_cmd)
+    app.command("nvtx-gpu", short_help="GPU time per NVTX range, through kernel launches (nvtxkernsum).")(
+        nvtx_gpu_cmd
+    )
+    app.command("api", short_help="Time in CUDA API calls, each counted once (cudaapisum).")(api_cmd)
+    app.command("memops", short_help="GPU memory copies and sets by time and by size (gpumem*sum).")(
+        memops_cmd
+    )
+    app.command("launch", short_help="API, queue and kernel time per launched kernel (kernexecsum).")(
+        launch_cmd
+    )
+    app.command("osrt", short_help="Time in OS runtime calls (osrtsum).")(osrt_cmd)
+    app.command("summary", short_help="Every table the export has data for, in one report.")(summary_cmd)
