@@ -303,7 +303,6 @@ def print_lines(
             max(console.width - len(prefix), 20),
             break_long_words=False,
             break_on_hyphens=False,
-            initial_indent="",
         ) or [""]
     for n, line in enumerate(lines):
         first = Text(prefix if n == 0 else " " * len(prefix), style=prefix_style if n == 0 else "")

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from analysis.export import Export
 
 ReportArg = Annotated[
-    Path,
-    typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep), exported first."),
+    Path, typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep), exported first.")
 ]
 TopOpt = Annotated[
     int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")

@@ -72,8 +72,7 @@ ProfileDirOpt = Annotated[
 @cli_errors
 def run_cmd(
     model: Annotated[
-        str,
-        typer.Argument(help="Model name: tiny, small, medium, large, xl, 2.7B, gpt2, char, …"),
+        str, typer.Argument(help="Model name: tiny, small, medium, large, xl, 2.7B, gpt2, char, …")
     ],
     mode: ModeOpt = Mode.train,
     device: DeviceOpt = Device.auto,
