@@ -388,7 +388,11 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     op, hit = _with_enclosing(ranges, np.arange(len(ops), dtype=np.int64), inner)
     keep = hit >= 0
     pairs = pd.DataFrame(
-        {"range": hit[keep], "start": ops["start"].to_numpy()[op[keep]], "end": ops["end"].to_numpy()[op[keep]]}
+        {
+            "range": hit[keep],
+            "start": ops["start"].to_numpy()[op[keep]],
+            "end": ops["end"].to_numpy()[op[keep]],
+        }
     )
     g = pairs.groupby("range")
     span = pd.DataFrame({"first": g["start"].min(), "last": g["end"].max(), "ops": g.size()})

@@ -1,23 +1,47 @@
 """Render tables for people (rich) or machines (csv, json).
 
 Data stays in nanoseconds; in the terminal table, columns named `... (ns)` are shown in milliseconds.
-Long text is shortened for the terminal only, never in csv or json.
+A terminal table fits the terminal's width: long names are shortened in the middle and the least important
+columns are left out, with a note naming them; `wide=True` shows every column and every name whole.
+Shortening and dropping happen in the terminal only, never in csv or json.
+
+Text from outside (names from exports, paths, error messages) never reaches rich as markup: every cell,
+title and note is a rich Text, and control characters are shown as visible escapes (`\\x1b`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Iterable, Sequence
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
 
-MAX_TEXT = 72
+MAX_TEXT = 72  # a name never takes more than this, even on a wide terminal (unless wide=True)
+COMFORTABLE = 30  # names and sentences are shortened to this before any column is left out
+NARROWEST = 12  # ... and to this when even the most important column alone does not fit
 # Identifiers, printed as nsys prints them (no thousands separators).
 ID_COLUMNS = frozenset({"PID", "TID", "DevId", "Device", "Stream", "Context", "CorrId", "GlobalTid"})
+# What a row is about: kept before any figure (lower case).
+LABELS = frozenset(
+    {"name", "kernel name", "range", "nvtx range", "operation", "phase", "metric", "field", "value", "check",
+     "status", "detail", "panel", "size", "run", "model"}
+)  # fmt: skip
+COUNTS = frozenset(
+    {"instances", "num calls", "count", "qcount", "steps", "nvtx inst", "kern inst", "kernels"}
+)
+
+# C0 and C1 control characters, DEL, and the bidi overrides that reorder what a terminal shows
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 class Format(StrEnum):
@@ -26,78 +50,204 @@ class Format(StrEnum):
     json = "json"
 
 
+def visible(text: str, keep: str = "") -> str:
+    """`text` with control characters (ESC, BEL, NUL, newlines, …) as visible escapes, except those in `keep`.
+
+    A name from an export can then neither move the cursor nor retitle the terminal nor break a table row.
+    """
+
+    def sub(m: re.Match[str]) -> str:
+        c = m.group()
+        if c in keep:
+            return c
+        code = ord(c)
+        return _NAMED.get(c) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+    return _CONTROL.sub(sub, text)
+
+
 def shorten(text: str, width: int = MAX_TEXT) -> str:
     """Keep the head and tail of a long name (kernel names differ at both ends)."""
     if len(text) <= width:
         return text
+    if width <= 1:
+        return "…"[:width]
     head = (width - 1) * 2 // 3
     tail = width - 1 - head
-    return f"{text[:head]}…{text[-tail:]}"
+    return f"{text[:head]}…{text[-tail:]}" if tail else f"{text[:head]}…"
 
 
 def _cell(
-    value: Any, ns_column: bool, pct_column: bool, wrap: bool = False, digits: int = 1, ident: bool = False
-) -> str:
+    value: Any, ns_column: bool, pct_column: bool, digits: int = 1, ident: bool = False
+) -> tuple[str, bool]:
+    """The cell's text and whether it is a number (numbers are never shortened)."""
     import math
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
+        return "—", False
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return ("yes" if value else "no"), False
     if ns_column and isinstance(value, int | float):
-        return f"{value / 1e6:,.3f}"
+        return f"{value / 1e6:,.3f}", True
     if pct_column and isinstance(value, int | float):
-        return f"{value:.{digits}f}"
+        return f"{value:.{digits}f}", True
     if ident and isinstance(value, int):
-        return str(value)
+        return str(value), True
     if isinstance(value, float):
         if math.isinf(value):
-            return "inf"
-        return f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"
+            return "inf", True
+        return (f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"), True
     if isinstance(value, int):
-        return f"{value:,}"
-    return str(value) if wrap else shorten(str(value))
+        return f"{value:,}", True
+    return visible(str(value)), False
 
 
-def rich_table(df: pd.DataFrame, title: str | None = None, caption: str | None = None):
-    """A rich Table of `df`; `(ns)` columns (and rows whose label ends in `(ns)`) shown in milliseconds.
+def rank(column: str) -> int:
+    """How much a column matters when space is short (0: most): labels, totals, shares, counts, averages,
+    medians, the rest, extremes, spreads, identifiers. Named by nsys's own columns, so every nsys-shaped
+    table ranks its columns the same way."""
+    name = column.lower()
+    stat = re.sub(r"\s*\([^)]*\)$", "", name)  # without the unit
+    if name in LABELS:
+        return 0
+    if stat.startswith("total") or stat == "duration":
+        return 1
+    if name.endswith("(%)"):
+        return 2
+    if stat in COUNTS or stat.endswith("calls"):
+        return 3
+    if stat.endswith("avg") or "mean" in stat:
+        return 4
+    if stat.endswith("med") or "median" in stat:
+        return 5
+    if column in ID_COLUMNS:
+        return 9
+    if stat.endswith(("min", "max")):
+        return 7
+    if "std" in stat:
+        return 8
+    return 6
 
-    Nothing is cut: each column is as wide as its widest value or header word; headers wrap at spaces.
-    """
-    from rich.table import Table
 
-    table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
-    wrapped = set(df.attrs.get("wrap", ()))  # columns rich may wrap instead of shortening
+@dataclass
+class _Column:
+    header: str
+    cells: list[str]
+    numeric: bool
+    kind: str  # fixed: never narrower than its widest cell; shorten: cut in the middle; wrap: wrap lines
+    natural: int
+    comfortable: int
+    narrowest: int
+
+
+def _columns(df: pd.DataFrame, wide: bool) -> list[_Column]:
+    from rich.cells import cell_len
+
+    wrapped = set(df.attrs.get("wrap", ()))  # sentences: wrap them rather than cut them
+    whole = set(df.attrs.get("whole", ()))  # ids a user copies (run ids): never shortened
     digits = df.attrs.get("digits", {})  # decimals of a percent column, where 1 is too few
-    # per column: ns, percent, wrap, percent digits, identifier
-    kinds = [
-        (c.endswith("(ns)"), c.endswith("(%)"), c in wrapped, digits.get(c, 1), c in ID_COLUMNS)
-        for c in map(str, df.columns)
-    ]
+    names = [str(c) for c in df.columns]
+    kinds = [(c.endswith("(ns)"), c.endswith("(%)"), digits.get(c, 1), c in ID_COLUMNS) for c in names]
     rows = []
     for row in df.itertuples(index=False):
         label = str(row[0]) if len(row) else ""
         ns_row = label.endswith("(ns)")
         cells = [
-            _cell(_py(v), ns or (ns_row and i > 0), pct, wrap, places, ident)
-            for i, (v, (ns, pct, wrap, places, ident)) in enumerate(zip(row, kinds, strict=True))
+            _cell(_py(v), ns or (ns_row and i > 0), pct, places, ident)
+            for i, (v, (ns, pct, places, ident)) in enumerate(zip(row, kinds, strict=True))
         ]
         if ns_row:
-            cells[0] = cells[0].replace("(ns)", "(ms)")
+            cells[0] = (cells[0][0].replace("(ns)", "(ms)"), cells[0][1])
         rows.append(cells)
-    for i, col in enumerate(df.columns):
-        name = str(col).replace("(ns)", "(ms)") if kinds[i][0] else str(col)
-        numeric = df[col].dtype.kind in "iuf"
-        widest = max((len(r[i]) for r in rows), default=0)
-        word = max((len(w) for w in name.split()), default=0)
-        table.add_column(
-            name,
-            justify="right" if numeric else "left",
-            width=None if kinds[i][2] else max(widest, word),
+    out = []
+    for i, name in enumerate(names):
+        header = visible(name.replace("(ns)", "(ms)") if kinds[i][0] else name)
+        texts = [r[i][0] for r in rows]
+        numeric = df[df.columns[i]].dtype.kind in "iuf" or (bool(rows) and all(r[i][1] for r in rows))
+        word = max((cell_len(w) for w in header.split()), default=0)
+        widest = max((cell_len(t) for t in texts), default=0)
+        kind = "wrap" if name in wrapped else "fixed" if numeric or name in whole else "shorten"
+        natural = max(word, widest if wide or kind != "shorten" else min(widest, MAX_TEXT))
+        flexible = kind != "fixed"
+        out.append(
+            _Column(
+                header=header,
+                cells=texts,
+                numeric=numeric,
+                kind=kind,
+                natural=natural,
+                comfortable=max(word, min(natural, COMFORTABLE)) if flexible else natural,
+                narrowest=max(word, min(natural, NARROWEST)) if flexible else natural,
+            )
         )
-    for cells in rows:
+    return out
+
+
+def table_width(widths: Iterable[int]) -> int:
+    """Width of a boxed table with these column widths: a border and one space of padding each side."""
+    widths = list(widths)
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def fit(columns: Sequence[_Column], order: Sequence[int], budget: int) -> tuple[list[int], list[int]]:
+    """Which columns to show (indices, table order) and their widths so the table fits `budget` cells.
+
+    Names are shortened to COMFORTABLE first; then the least important columns (end of `order`) are left
+    out; then names get the room left, the most important first. The most important column always stays.
+    """
+    natural = [c.natural for c in columns]
+    if table_width(natural) <= budget:
+        return list(range(len(columns))), natural
+    shown = list(order)
+    while len(shown) > 1 and table_width(columns[i].comfortable for i in shown) > budget:
+        shown.pop()
+    floor = "comfortable" if table_width(columns[i].comfortable for i in shown) <= budget else "narrowest"
+    widths = {i: getattr(columns[i], floor) for i in shown}
+    room = budget - table_width(widths.values())
+    for i in shown:  # most important first
+        grow = max(0, min(room, columns[i].natural - widths[i]))
+        widths[i] += grow
+        room -= grow
+    keep = sorted(shown)
+    return keep, [widths[i] for i in keep]
+
+
+def _order(df: pd.DataFrame) -> list[int]:
+    """Column indices, most important first: the table's own `priority` attr, then by `rank`."""
+    names = [str(c) for c in df.columns]
+    first = [names.index(c) for c in df.attrs.get("priority", ()) if c in names]
+    rest = sorted((i for i in range(len(names)) if i not in first), key=lambda i: (rank(names[i]), i))
+    return first + rest
+
+
+def rich_table(df: pd.DataFrame, width: int | None = None) -> tuple[Table, list[str]]:
+    """A rich Table of `df` that fits `width` cells (None: every column, every name whole), and the
+    headers of the columns left out to fit."""
+    from rich.table import Table
+    from rich.text import Text
+
+    columns = _columns(df, wide=width is None)
+    if width is None:
+        shown, widths = list(range(len(columns))), [c.natural for c in columns]
+    else:
+        shown, widths = fit(columns, _order(df), width)
+    table = Table()
+    for i, w in zip(shown, widths, strict=True):
+        c = columns[i]
+        # headers wrap at spaces; cells wrap only in wrap columns (the rest were made to fit)
+        justify = "right" if c.numeric else "left"
+        table.add_column(Text(c.header, overflow="fold"), justify=justify, width=w, overflow="fold")
+    for r in range(len(df)):
+        cells = []
+        for i, w in zip(shown, widths, strict=True):
+            text, kind = columns[i].cells[r], columns[i].kind
+            if kind == "wrap":
+                cells.append(Text(text, overflow="fold"))
+            else:
+                cells.append(Text(shorten(text, w), no_wrap=True, overflow="ellipsis"))
         table.add_row(*cells)
-    return table
+    dropped = [columns[i].header for i in range(len(columns)) if i not in shown]
+    return table, dropped
 
 
 def _py(value: Any) -> Any:
@@ -107,7 +257,80 @@ def _py(value: Any) -> Any:
 
 
 def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    # json.dump later writes control characters as \u001b escapes: the text is kept, never raw ESC
     return json.loads(df.to_json(orient="records", double_precision=15))
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with control characters in text cells and headers written as visible escapes (tabs and newlines
+    stay: quoted csv holds them); the same frame when there are none."""
+    text = [c for c in df.columns if df[c].dtype.kind not in "iufcbmM"]  # object, string, category
+
+    def clean(v: Any) -> Any:
+        return visible(v, keep="\t\n") if isinstance(v, str) else v
+
+    dirty = any(_CONTROL.search(str(c)) for c in df.columns) or any(
+        df[c].map(lambda v: isinstance(v, str) and _CONTROL.search(v) is not None).any() for c in text
+    )
+    if not dirty:
+        return df
+    out = df.copy()
+    for c in text:
+        out[c] = out[c].map(clean)
+    return out.rename(columns=lambda c: clean(c) if isinstance(c, str) else c)
+
+
+def console_for(out: TextIO | None = None, width: int | None = None) -> Console:
+    """A console on `out` (stdout) as wide as the terminal: COLUMNS when set, else the size of whichever
+    standard stream is a terminal, else 80."""
+    from rich.console import Console
+
+    return Console(file=out or sys.stdout, width=width, highlight=False)
+
+
+def print_lines(
+    console: Console, text: str, style: str = "", prefix: str = "", prefix_style: str = ""
+) -> None:
+    """Outside text as plain lines wrapped at spaces to the console's width; a word longer than a line (a
+    path) is kept whole on a line of its own, never broken."""
+    from rich.text import Text
+
+    body = visible(text, keep="\n")
+    lines = []
+    for para in body.split("\n"):
+        lines += textwrap.wrap(
+            para,
+            max(console.width - len(prefix), 20),
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [""]
+    for n, line in enumerate(lines):
+        first = Text(prefix if n == 0 else " " * len(prefix), style=prefix_style if n == 0 else "")
+        console.print(first + Text(line, style=style), soft_wrap=True)
+
+
+def _render(df: pd.DataFrame, console: Console, title: str | None, notes: Iterable[str], wide: bool) -> None:
+    if wide:
+        table, dropped = rich_table(df)
+        console.width = max(console.width, table_width(c.width or 0 for c in table.columns))
+    else:
+        table, dropped = rich_table(df, console.width)
+    if title:
+        print_lines(console, title, style="italic")
+    console.print(table)
+    notes = list(notes)
+    if dropped:
+        notes.append(
+            f"{len(dropped)} of {len(df.columns)} columns left out to fit {console.width} columns: "
+            f"{', '.join(dropped)}; --wide shows them"
+        )
+    for note in notes:
+        print_lines(console, note, prefix="note: ", prefix_style="dim")
+
+
+def _stderr_notes(notes: Iterable[str]) -> None:
+    for note in notes:
+        print(f"note: {visible(note, keep=chr(10))}", file=sys.stderr)
 
 
 def emit(
@@ -116,35 +339,21 @@ def emit(
     *,
     title: str | None = None,
     notes: Iterable[str] = (),
-    file=None,
+    file: TextIO | None = None,
+    wide: bool = False,
 ) -> None:
     """Print one table in the chosen format. Notes go to stderr for csv/json so output stays parseable."""
     fmt = Format(fmt)
     out = file or sys.stdout
-    notes = list(notes)
     if fmt is Format.csv:
-        df.to_csv(out, index=False, lineterminator="\n")
+        csv_safe(df).to_csv(out, index=False, lineterminator="\n")
     elif fmt is Format.json:
         json.dump(to_records(df), out, indent=1)
         out.write("\n")
     else:
-        from rich.console import Console
-
-        terminal = Console()
-        # a terminal's own width; pipes and files get room for wide tables
-        console = Console(
-            file=out, width=terminal.width if terminal.is_terminal and out is sys.stdout else 200
-        )
-        table = rich_table(df, title=title)
-        needed = sum((c.width or 20) + 3 for c in table.columns) + 1
-        if needed > console.width:  # wider than the terminal: let lines wrap rather than cut numbers
-            console = Console(file=out, width=needed)
-        console.print(table)
-        for note in notes:
-            console.print(f"[dim]note:[/dim] {note}", highlight=False)
+        _render(df, console_for(out), title, notes, wide)
         return
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+    _stderr_notes(notes)
 
 
 def emit_many(
@@ -152,31 +361,42 @@ def emit_many(
     fmt: Format | str = Format.table,
     *,
     notes: Iterable[str] = (),
-    file=None,
+    skipped: Mapping[str, str] | None = None,
+    file: TextIO | None = None,
+    wide: bool = False,
 ) -> None:
-    """Several titled tables: one after another (table, csv with a title line) or one JSON object."""
+    """Several titled tables: one after another (table, csv with a title line) or one JSON object.
+
+    `skipped` (title -> why) names tables that could not be built: a `skipped` list in JSON, a comment line
+    each in csv; the table format leaves saying so to the caller (a warning on stderr).
+    """
     fmt = Format(fmt)
     out = file or sys.stdout
+    notes = list(notes)
     if fmt is Format.json:
-        json.dump({name: to_records(df) for name, df in tables}, out, indent=1)
+        doc: dict[str, Any] = {name: to_records(df) for name, df in tables}
+        if skipped is not None:
+            doc["skipped"] = [{"table": name, "reason": why} for name, why in skipped.items()]
+        json.dump(doc, out, indent=1)
         out.write("\n")
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
+        _stderr_notes(notes)
         return
-    for i, (name, df) in enumerate(tables):
-        if fmt is Format.csv:
+    if fmt is Format.csv:
+        for i, (name, df) in enumerate(tables):
             if i:
                 out.write("\n")
-            out.write(f"# {name}\n")
+            out.write(f"# {visible(name)}\n")
             emit(df, fmt, file=out)
-        else:
-            emit(df, fmt, title=name, file=out)
-    if fmt is Format.csv:
+        if skipped:
+            out.write("\n" if tables else "")
+            for name, why in skipped.items():
+                out.write(f"# skipped {visible(name)}: {visible(why)}\n")
+        _stderr_notes(notes)
+        return
+    console = console_for(out)
+    for i, (name, df) in enumerate(tables):
+        last = i == len(tables) - 1
+        _render(df, console, name, notes if last else (), wide)
+    if not tables:
         for note in notes:
-            print(f"note: {note}", file=sys.stderr)
-    else:
-        from rich.console import Console
-
-        console = Console(file=out)
-        for note in notes:
-            console.print(f"[dim]note:[/dim] {note}", highlight=False)
+            print_lines(console, note, prefix="note: ", prefix_style="dim")

@@ -207,7 +207,7 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
         out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
 
 
-def render_profiled(p: ProfiledRun, fmt: str) -> None:
+def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     from analysis.agreement import for_people
     from harness.commands.common import err, warn
     from harness.output import Format, emit_many
@@ -232,7 +232,7 @@ def render_profiled(p: ProfiledRun, fmt: str) -> None:
             if path
         ]
     if tables:
-        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [])
+        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
     for note in p.notes:
         warn(note)
     if p.error:

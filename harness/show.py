@@ -39,6 +39,7 @@ def show_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
     info.update({f"env.{k}": v for k, v in (run.env or {}).items()})
     # values keep their types (object column) so the table formats numbers and csv/json keep them exact
     config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
+    config.attrs["wrap"] = ["value"]  # paths and error texts: wrapped whole, never cut in the middle
     phases = pd.DataFrame(
         [
             {

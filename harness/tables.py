@@ -37,6 +37,9 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
         df = df.drop(columns=["compile"])
+    # on a narrow terminal: the phase means and throughput first, the model's shape last
+    means = [c for c in df.columns if c.endswith("mean (ns)")]
+    df.attrs["priority"] = ["size", *means, "tokens/s", "status", "precision", "compile"]
     return df
 
 

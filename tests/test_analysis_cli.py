@@ -94,7 +94,9 @@ def test_nvtx_gpu_modes(a100_export: Path, tmp_path: Path) -> None:
 
 def test_summary_both_fixtures(a100_export: Path, cpu_export: Path) -> None:
     a100 = json.loads(run("summary", a100_export, "--format", "json").stdout)
+    skipped = {s["table"]: s["reason"] for s in a100.pop("skipped")}
     assert len(a100) == 7 and a100["CUDA kernels (gpukernsum)"][0]["Total Time (ns)"] == 88_573_480
+    assert set(skipped) == {"Do the phases add up?", "OS runtime (osrtsum)"}
     cpu = run("summary", cpu_export)
     assert cpu.exit_code == 0
     assert "NVTX ranges (nvtxsum)" in cpu.stdout and "OS runtime (osrtsum)" in cpu.stdout

@@ -63,7 +63,9 @@ def test_warm_command_needs_no_sqlalchemy(a100_export: Path, tmp_path: Path) -> 
     )
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "c")}
     runs = [
-        subprocess.run([sys.executable, "-c", code, str(a100_export)], capture_output=True, text=True, env=env)
+        subprocess.run(
+            [sys.executable, "-c", code, str(a100_export)], capture_output=True, text=True, env=env
+        )
         for _ in range(2)
     ]
     assert [r.stdout.strip().splitlines()[-1] for r in runs] == ["SQLALCHEMY", "NO-SQLALCHEMY"]

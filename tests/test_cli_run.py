@@ -84,10 +84,10 @@ def test_run_then_runs_and_show(tmp_db) -> None:
 
 
 def test_run_prints_the_table(tmp_db) -> None:
-    result = invoke("run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1")
+    result = invoke("run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--wide")
     assert result.exit_code == 0
     out = result.stdout
-    # the seed table's columns; headers may wrap at spaces in the terminal
+    # the seed table's columns (all of them with --wide); headers may wrap at spaces in the terminal
     for word in ("size", "d_model", "d_ff", "num_layers", "num_heads", "forward", "backward", "optimizer"):
         assert word in out
     assert out.count("mean") == 3 and out.count("std") == 3 and "(ms)" in out and "(ns)" not in out

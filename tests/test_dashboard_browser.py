@@ -100,3 +100,29 @@ def test_every_panel_draws_in_chromium(browser, tmp_path: Path, a100_export: Pat
     png = shot.read_bytes()
     width, tall = struct.unpack(">II", png[16:24])
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and width >= 1000 and tall >= height * 0.9
+
+
+def test_kernel_named_like_markup_is_text_in_chromium(browser, tmp_path: Path, a100_export: Path) -> None:
+    """A kernel name holding `<script>` and an `onerror` handler is drawn as text: nothing runs."""
+    import shutil
+    import sqlite3
+
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from analysis.dashboard import collect_export
+
+    name = "</script><script>window.pwned=1</script><img src=x onerror=window.pwned=2>k"
+    export = tmp_path / "named.sqlite"
+    shutil.copyfile(a100_export, export)
+    with sqlite3.connect(export) as con:
+        con.execute("UPDATE StringIds SET value = ? WHERE id = 670", (name,))  # the saxpy kernel's name
+    page = write_dashboard(collect_export(export), tmp_path / "named.html", scope="profile", title=name)
+    assert "kernels" in {p.key for p in page.drawn}
+    browser.get(page.path.resolve().as_uri())
+    WebDriverWait(browser, 60).until(lambda d: d.execute_script(RENDERED))
+    assert browser.execute_script("return window.pwned === undefined")
+    names = browser.execute_script(
+        "return document.getElementById('fig-kernels').data[0].customdata.map(row => row[5]);"
+    )
+    assert names == [name]
+    assert browser.title == name

@@ -66,7 +66,8 @@ def test_library_modules_do_not_import_the_cli() -> None:
     bad = {
         m: sorted(x for x in d if x.startswith(("harness.commands", "harness.cli")))
         for m, d in graph().items()
-        if m.startswith("harness") and not m.startswith(("harness.commands", "harness.cli", "harness.__main__"))
+        if m.startswith("harness")
+        and not m.startswith(("harness.commands", "harness.cli", "harness.__main__"))
         and any(x.startswith(("harness.commands", "harness.cli")) for x in d)
     }
     assert bad == {}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.commands.common import FormatOpt, cli_errors
+from harness.commands.common import FormatOpt, WideOpt, cli_errors
 from harness.errors import ExportError, UsageError
 from harness.output import Format
 
@@ -28,7 +28,11 @@ NoCacheOpt = Annotated[
     bool,
     typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache."),
 ]
-TopOpt = Annotated[int | None, typer.Option("--top", min=1, help="Show only the first N rows.")]
+TopOpt = Annotated[
+    int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")
+]
+# kernexecsum: the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
+LAUNCH_PRIORITY = ["Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount"]
 
 
 class By(StrEnum):
@@ -48,11 +52,11 @@ def open_report(report: Path, no_cache: bool = False) -> Trace:
     return open_it(report, cache=not no_cache)
 
 
-def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None) -> None:
+def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False) -> None:
     from harness.output import emit
 
     notes = df.attrs.get("notes", [])
-    emit(df.head(top) if top else df, fmt, title=title, notes=notes)
+    emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide)
 
 
 @cli_errors
@@ -67,10 +71,14 @@ def kernels_cmd(
         By, typer.Option("--by", help="shape: one row per name and launch shape; name: merge shapes.")
     ] = By.shape,
     range_name: Annotated[
-        str | None, typer.Option("--range", help="Only kernels launched inside NVTX ranges of this name.")
+        str | None,
+        typer.Option(
+            "--range", metavar="<name>", help="Only kernels launched inside NVTX ranges of this name."
+        ),
     ] = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
     from analysis.kernels import kernel_summary
@@ -79,7 +87,7 @@ def kernels_cmd(
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
     df = kernel_summary(open_report(report, no_cache), names=names, by=by.value, range_name=range_name)
-    _show(df, format, f"CUDA kernels in {report.name}", top)
+    _show(df, format, f"CUDA kernels in {report.name}", top, wide)
 
 
 @cli_errors
@@ -91,13 +99,14 @@ def nvtx_cmd(
     top: TopOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Time per NVTX range, like `nsys stats -r nvtxsum`."""
     from analysis.nvtx import nvtx_summary, nvtx_trace
 
     tr = open_report(report, no_cache)
     df = nvtx_trace(tr) if trace else nvtx_summary(tr)
-    _show(df, format, f"NVTX ranges in {report.name}", top)
+    _show(df, format, f"NVTX ranges in {report.name}", top, wide)
 
 
 @cli_errors
@@ -123,7 +132,7 @@ def nvtx_gpu_cmd(
         ),
     ] = False,
     phases: Annotated[
-        str, typer.Option(help="Phase range names, comma separated.")
+        str, typer.Option(metavar="<list>", help="Phase range names, comma separated.")
     ] = "forward,backward,optimizer",
     projection: Annotated[
         bool,
@@ -134,10 +143,12 @@ def nvtx_gpu_cmd(
         ),
     ] = False,
     top: Annotated[
-        int | None, typer.Option("--top", min=1, help="With --kernels: top N kernels per range.")
+        int | None,
+        typer.Option("--top", min=1, metavar="<n>", help="With --kernels: top N kernels per range."),
     ] = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum."""
     from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
@@ -150,28 +161,36 @@ def nvtx_gpu_cmd(
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
     if kernels:
         df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive)
-        _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}")
+        _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}", wide=wide)
         return
     per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive)
     chosen = per_range.attrs["mode"]
     tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
     if chosen == "phase":
         tables.append(("Do the phases add up? (measured steps)", phase_check(trace, names)))
-    emit_many(tables, format, notes=per_range.attrs.get("notes", []))
+    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide)
 
 
 @cli_errors
 def api_cmd(
-    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+    report: ReportArg,
+    top: TopOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
     from analysis.cuda_api import cuda_api_summary
 
-    _show(cuda_api_summary(open_report(report, no_cache)), format, f"CUDA API calls in {report.name}", top)
+    _show(
+        cuda_api_summary(open_report(report, no_cache)), format, f"CUDA API calls in {report.name}", top, wide
+    )
 
 
 @cli_errors
-def memops_cmd(report: ReportArg, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table) -> None:
+def memops_cmd(
+    report: ReportArg, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table, wide: WideOpt = False
+) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
     from analysis.memops import memops_size, memops_time
     from harness.output import emit_many
@@ -182,34 +201,49 @@ def memops_cmd(report: ReportArg, no_cache: NoCacheOpt = False, format: FormatOp
         [("GPU memory operations by time", by_time), ("by size (MB)", by_size)],
         format,
         notes=by_time.attrs.get("notes", []),
+        wide=wide,
     )
 
 
 @cli_errors
 def launch_cmd(
-    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+    report: ReportArg,
+    top: TopOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`."""
     from analysis.launch import launch_summary
 
-    _show(
-        launch_summary(open_report(report, no_cache)), format, f"kernel launch latency in {report.name}", top
-    )
+    df = launch_summary(open_report(report, no_cache))
+    df.attrs["priority"] = LAUNCH_PRIORITY
+    _show(df, format, f"kernel launch latency in {report.name}", top, wide)
 
 
 @cli_errors
 def osrt_cmd(
-    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+    report: ReportArg,
+    top: TopOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
     from analysis.osrt import osrt_summary
 
-    _show(osrt_summary(open_report(report, no_cache)), format, f"OS runtime calls in {report.name}", top)
+    _show(
+        osrt_summary(open_report(report, no_cache)), format, f"OS runtime calls in {report.name}", top, wide
+    )
 
 
 @cli_errors
 def summary_cmd(
-    report: ReportArg, top: TopOpt = None, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table
+    report: ReportArg,
+    top: TopOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Every table the export has data for, in one report."""
     from analysis.summary import summary
@@ -222,7 +256,10 @@ def summary_cmd(
             f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
         )
     tables = [(title, df.head(top) if top else df) for title, df in result.tables]
-    emit_many(tables, format, notes=result.notes)
+    for title, df in tables:
+        if "kernexecsum" in title:
+            df.attrs["priority"] = LAUNCH_PRIORITY
+    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide)
     if format is Format.table:
         by_reason: dict[str, list[str]] = {}
         for title, why in result.skipped.items():
@@ -232,15 +269,24 @@ def summary_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("kernels")(kernels_cmd)
-    app.command("nvtx")(nvtx_cmd)
-    app.command("nvtx-gpu")(nvtx_gpu_cmd)
-    app.command("api")(api_cmd)
-    app.command("memops")(memops_cmd)
-    app.command("launch")(launch_cmd)
-    app.command("osrt")(osrt_cmd)
-    app.command("summary")(summary_cmd)
-    app.command("cache")(cache_cmd)
+    # short help: one line each in `harness -h` at 80 columns
+    app.command("kernels", short_help="GPU time per CUDA kernel (nsys stats -r gpukernsum).")(kernels_cmd)
+    app.command("nvtx", short_help="Time per NVTX range (nvtxsum).")(nvtx_cmd)
+    app.command("nvtx-gpu", short_help="GPU time per NVTX range, through kernel launches (nvtxkernsum).")(
+        nvtx_gpu_cmd
+    )
+    app.command("api", short_help="Time in CUDA API calls, each counted once (cudaapisum).")(api_cmd)
+    app.command("memops", short_help="GPU memory copies and sets by time and by size (gpumem*sum).")(
+        memops_cmd
+    )
+    app.command("launch", short_help="API, queue and kernel time per launched kernel (kernexecsum).")(
+        launch_cmd
+    )
+    app.command("osrt", short_help="Time in OS runtime calls (osrtsum).")(osrt_cmd)
+    app.command("summary", short_help="Every table the export has data for, in one report.")(summary_cmd)
+    app.command("cache", short_help="List, clear or limit the Parquet cache of exports read before.")(
+        cache_cmd
+    )
 
 
 @cli_errors

@@ -1,4 +1,4 @@
-"""What every command shares: one-line errors, the --format and --db options."""
+"""What every command shares: one-line errors and warnings, the --format, --wide and --db options."""
 
 from __future__ import annotations
 
@@ -16,30 +16,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 FormatOpt = Annotated[
     Format, typer.Option("--format", "-f", help="table for people; csv or json for scripts (times in ns).")
 ]
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide", help="Show every column and whole names, however wide (default: fit the terminal)."
+    ),
+]
 DbOpt = Annotated[
     str | None,
-    typer.Option("--db", envvar="HARNESS_DB", help="Results database: a path or any SQLAlchemy URL."),
+    typer.Option(
+        "--db", envvar="HARNESS_DB", metavar="<url>", help="Results database: a path or any SQLAlchemy URL."
+    ),
 ]
 
 
-def err(message: str) -> None:
+def _say(label: str, style: str, message: str) -> None:
+    """`label: message` on stderr; the message is plain text (never markup) with control characters
+    escaped, and stays one line however long (tests and scripts look for it)."""
     from rich.console import Console
+    from rich.text import Text
 
-    Console(stderr=True, soft_wrap=True).print(
-        f"[bold red]error:[/bold red] {message}", highlight=False, markup=True
-    )
+    from harness.output import visible
+
+    line = Text(label, style=style) + Text(" " + visible(message, keep="\n\t"))
+    Console(stderr=True, soft_wrap=True, highlight=False).print(line)
+
+
+def err(message: str) -> None:
+    _say("error:", "bold red", message)
 
 
 def warn(message: str) -> None:
-    from rich.console import Console
-
-    Console(stderr=True, soft_wrap=True).print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    _say("warning:", "yellow", message)
 
 
 def note(message: str) -> None:
-    from rich.console import Console
-
-    Console(stderr=True, soft_wrap=True).print(f"note: {message}", highlight=False, markup=False)
+    _say("note:", "", message)
 
 
 def cli_errors(fn: F) -> F:
@@ -50,9 +62,7 @@ def cli_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except user_errors as e:
-            from rich.markup import escape
-
-            err(escape(str(e)))
+            err(str(e))
             raise typer.Exit(e.exit_code) from None
 
     return wrapper  # type: ignore[return-value]

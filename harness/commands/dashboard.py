@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.commands.common import DbOpt, FormatOpt, cli_errors, warn
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.errors import ExportError, HarnessError, UsageError
 from harness.output import Format
 
@@ -28,22 +28,29 @@ def dashboard_cmd(
         typer.Argument(help="An nsys export (.sqlite) or report (.nsys-rep, .qdrep): its profile panels."),
     ] = None,
     runs: Annotated[
-        str | None, typer.Option("--runs", help="Comma-separated run ids (unique prefixes work).")
+        str | None,
+        typer.Option("--runs", metavar="<ids>", help="Comma-separated run ids (unique prefixes work)."),
     ] = None,
-    last: Annotated[int | None, typer.Option("--last", min=1, help="Only the newest N runs.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Only runs of this model.")] = None,
+    last: Annotated[
+        int | None, typer.Option("--last", min=1, metavar="<n>", help="Only the newest N runs.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="<name>", help="Only runs of this model.")
+    ] = None,
     compare: Annotated[
-        str | None, typer.Option("--compare", help="Two run ids A,B for the run comparison panel.")
+        str | None,
+        typer.Option("--compare", metavar="<a,b>", help="Two run ids A,B for the run comparison panel."),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")] = Path(
-        "dashboard.html"
-    ),
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="<file>", help="The HTML file to write.")
+    ] = Path("dashboard.html"),
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
     ] = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput)."""
     from harness.output import emit
@@ -87,6 +94,7 @@ def dashboard_cmd(
         format,
         title=f"wrote {out} ({page.size_bytes / 1e6:.1f} MB): "
         f"{len(page.drawn)} panels drawn, {len(page.lacking)} missing",
+        wide=wide,
     )
     if open_page:
         import webbrowser
@@ -119,4 +127,6 @@ def _summary(panels: list[Panel]) -> pd.DataFrame:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("dashboard")(dashboard_cmd)
+    app.command("dashboard", short_help="Write an HTML page of plotly panels: saved runs or one export.")(
+        dashboard_cmd
+    )

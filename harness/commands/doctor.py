@@ -6,20 +6,24 @@ from typing import Annotated
 
 import typer
 
-from harness.commands.common import DbOpt, FormatOpt, cli_errors
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.output import Format
 
 
 @cli_errors
 def doctor_cmd(
     nsys_path: Annotated[
-        str | None, typer.Option("--nsys-path", envvar="HARNESS_NSYS", help="The nsys binary to check.")
+        str | None,
+        typer.Option(
+            "--nsys-path", envvar="HARNESS_NSYS", metavar="<path>", help="The nsys binary to check."
+        ),
     ] = None,
     self_test: Annotated[
         bool, typer.Option("--self-test/--no-self-test", help="Profile a one-range script end to end.")
     ] = True,
     db: DbOpt = None,
     fmt: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """nsys (path, version, flags), an NVTX self-test, python nvtx, torch, CUDA, NVML, the results database.
 
@@ -29,10 +33,12 @@ def doctor_cmd(
     from harness.output import emit
 
     checks = diagnose(nsys_path, db, run_self_test=self_test)
-    emit(as_frame(checks), fmt, title="harness doctor")
+    emit(as_frame(checks), fmt, title="harness doctor", wide=wide)
     if any(c.item == "self-test" and c.status == "fail" for c in checks):
         raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor")(doctor_cmd)
+    app.command("doctor", short_help="Is this machine ready? nsys, an NVTX self-test, torch, CUDA.")(
+        doctor_cmd
+    )

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.commands.common import DbOpt, FormatOpt, cli_errors, warn
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.commands.options import (
     Attention,
     AttentionOpt,
@@ -37,8 +37,13 @@ def overhead_cmd(
     repeats: Annotated[
         int, typer.Option(help="Runs of each kind, alternating, each in a fresh process.")
     ] = 3,
-    modes: Annotated[
-        str, typer.Option(help="nsys modes to compare with no nsys: light, full or light,full.")
+    nsys_modes: Annotated[
+        str,
+        typer.Option(
+            "--nsys-mode",
+            metavar="<list>",
+            help="nsys modes to compare with no nsys: light, full or light,full.",
+        ),
     ] = "light",
     mode: ModeOpt = Mode.train,
     device: DeviceOpt = Device.auto,
@@ -58,10 +63,10 @@ def overhead_cmd(
     profile_dir: ProfileDirOpt = Path("nsys_profiles"),
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Run a configuration without nsys and under it, alternating; print per-phase overhead in percent."""
-    from rich.console import Console
-
+    from harness.commands.progress import Progress
     from harness.devices import resolve_device
     from harness.errors import UsageError
     from harness.output import emit
@@ -70,10 +75,10 @@ def overhead_cmd(
     from harness.runner import validate
     from harness.store import ResultsStore
 
-    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    mode_list = [m.strip() for m in nsys_modes.split(",") if m.strip()]
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
-        raise UsageError(f"--modes takes light, full or light,full; got {modes!r}")
+        raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
     config = make_config(
@@ -89,11 +94,10 @@ def overhead_cmd(
         extra_args=list(nsys_arg or []),
         profile_dir=profile_dir,
     )
-    with Console(stderr=True).status("measuring overhead…") as status:
+    with Progress(f"nsys overhead, {config.model} {config.mode}") as progress:
         result = measure_overhead(
-            config, request, repeats=repeats, modes=mode_list, store=store,
-            progress=lambda what: status.update(f"measuring overhead: {what}"),
-        )  # fmt: skip
+            config, request, repeats=repeats, modes=mode_list, store=store, progress=progress.stage
+        )
     for note in result.notes:
         warn(note)
     n = repeats * config.steps
@@ -102,8 +106,11 @@ def overhead_cmd(
         format,
         title=f"nsys overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
         f"({repeats} repeats × {config.steps} steps = {n} steps each; {result.experiment})",
+        wide=wide,
     )
 
 
 def register(app: typer.Typer) -> None:
-    app.command("overhead")(overhead_cmd)
+    app.command("overhead", short_help="How much nsys slows each phase: runs with and without it.")(
+        overhead_cmd
+    )

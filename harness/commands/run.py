@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from harness.commands.common import DbOpt, FormatOpt, cli_errors, warn
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.commands.options import (
     Attention,
     AttentionOpt,
@@ -44,7 +44,8 @@ class NsysMode(StrEnum):
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Profile under Nsight Systems (child process).")]
 NsysPathOpt = Annotated[
-    str | None, typer.Option("--nsys-path", envvar="HARNESS_NSYS", help="The nsys binary to use.")
+    str | None,
+    typer.Option("--nsys-path", envvar="HARNESS_NSYS", metavar="<path>", help="The nsys binary to use."),
 ]
 CaptureOpt = Annotated[
     Capture, typer.Option("--nsys-capture", help="measured: only the measured steps are recorded.")
@@ -53,7 +54,8 @@ NsysModeOpt = Annotated[
     NsysMode, typer.Option("--nsys-mode", help="light: --sample=none --cpuctxsw=none; full: nsys defaults.")
 ]
 NsysArgOpt = Annotated[
-    list[str] | None, typer.Option("--nsys-arg", help="Passed to `nsys profile` as is (repeatable).")
+    list[str] | None,
+    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
 ]
 BaselineOpt = Annotated[
     bool,
@@ -62,21 +64,9 @@ BaselineOpt = Annotated[
         help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
     ),
 ]
-ProfileDirOpt = Annotated[Path, typer.Option("--profile-dir", help="Where .nsys-rep and .sqlite go.")]
-
-
-def _progress():
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+ProfileDirOpt = Annotated[
+    Path, typer.Option("--profile-dir", metavar="<dir>", help="Where .nsys-rep and .sqlite go.")
+]
 
 
 @cli_errors
@@ -106,8 +96,10 @@ def run_cmd(
     nsys_baseline: BaselineOpt = True,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
+    from harness.commands.progress import Progress
     from harness.output import emit_many
     from harness.runner import run_workload, validate
     from harness.store import ResultsStore
@@ -135,17 +127,14 @@ def run_cmd(
             profile_dir=profile_dir,
             baseline=nsys_baseline,
         )
-        from rich.console import Console
-
-        with Console(stderr=True).status("starting") as status:
-            profiled = profile_run(config, request, store=store, progress=status.update)
-        render_profiled(profiled, format)
+        with Progress(f"{config.model} {config.mode} under nsys") as progress:
+            profiled = profile_run(config, request, store=store, progress=progress.stage)
+        render_profiled(profiled, format, wide=wide)
         if profiled.failed:
             raise typer.Exit(1)
         return
-    with _progress() as bar:
-        task = bar.add_task(f"{config.model} {config.mode}", total=config.warmup + config.steps)
-        result = run_workload(config, progress=lambda done, total: bar.update(task, completed=done))
+    with Progress(f"{config.model} {config.mode}", config.warmup + config.steps, unit="steps") as progress:
+        result = run_workload(config, progress=progress.advance)
     store.save(result)
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
@@ -155,14 +144,19 @@ def run_cmd(
             ("throughput", throughput_table(result)),
         ],
         format,
+        wide=wide,
     )
 
 
 @cli_errors
 def sweep_cmd(
-    models: Annotated[str, typer.Option(help="Comma-separated model names.")] = "tiny,small",
-    precision: Annotated[str, typer.Option(help="Comma-separated: fp32,bf16,fp16.")] = "fp32",
-    compile: Annotated[str, typer.Option(help="Comma-separated: off,on.")] = "off",
+    models: Annotated[
+        str, typer.Option(metavar="<list>", help="Comma-separated model names.")
+    ] = "tiny,small",
+    precision: Annotated[
+        str, typer.Option(metavar="<list>", help="Comma-separated: fp32,bf16,fp16.")
+    ] = "fp32",
+    compile: Annotated[str, typer.Option(metavar="<list>", help="Comma-separated: off,on.")] = "off",
     mode: ModeOpt = Mode.train,
     device: DeviceOpt = Device.auto,
     batch_size: BatchOpt = 4,
@@ -175,11 +169,13 @@ def sweep_cmd(
     new_tokens: NewTokensOpt = 32,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Run a grid of models × precisions × compile settings, each in a fresh process; print one table."""
     import secrets
     from datetime import datetime
 
+    from harness.commands.progress import Progress
     from harness.devices import emulated_precision_note, resolve_device
     from harness.errors import UsageError
     from harness.output import emit
@@ -205,30 +201,32 @@ def sweep_cmd(
         warn(note)
     experiment = f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     results = []
-    with _progress() as bar:
-        task = bar.add_task("sweep", total=len(configs))
-        for config in configs:
-            label = f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
-            bar.update(task, description=label)
+    with Progress(experiment, len(configs), unit="runs") as progress:
+        for done, config in enumerate(configs):
+            progress.stage(f"{config.model} {config.precision}{' compiled' if config.compile else ''}")
             result = run_isolated(config)
             store.save(result, experiment=experiment)
             results.append(result)
-            bar.advance(task)
+            progress.advance(done + 1)
     for r in results:
         if r.status != "ok":
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
             warn(f"{r.config.model} {r.config.precision}: {r.status.upper()}: {first_line}")
-    emit(results_table(results), format, title=f"{experiment} ({results[0].device_name if results else ''})")
+    title = f"{experiment} ({results[0].device_name if results else ''})"
+    emit(results_table(results), format, title=title, wide=wide)
 
 
 @cli_errors
 def runs_cmd(
-    model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
-    device: Annotated[str | None, typer.Option(help="Only this device type (cpu, cuda, mps).")] = None,
-    precision: Annotated[str | None, typer.Option(help="Only this precision.")] = None,
-    last: Annotated[int | None, typer.Option(help="Only the newest N.")] = None,
+    model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
+    device: Annotated[
+        str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+    ] = None,
+    precision: Annotated[str | None, typer.Option(metavar="<name>", help="Only this precision.")] = None,
+    last: Annotated[int | None, typer.Option(metavar="<n>", help="Only the newest N.")] = None,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """List saved runs (newest last)."""
     from harness.output import emit
@@ -244,7 +242,14 @@ def runs_cmd(
             "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
         }  # fmt: skip
         df = df[list(cols)].rename(columns=cols)
-    emit(df, format, title=f"runs in {describe_url(store.url)}", notes=[] if len(df) else ["no runs yet"])
+        # the run id (model-date-time) is what `harness show` takes: first, and never shortened
+        df.attrs["priority"] = [
+            "run", "forward (ns)", "backward (ns)", "optimizer (ns)", "tokens/s",
+            "status", "model", "precision", "mode", "device", "compile", "profiler",
+        ]  # fmt: skip
+        df.attrs["whole"] = ["run"]
+    notes = [] if len(df) else ["no runs yet"]
+    emit(df, format, title=f"runs in {describe_url(store.url)}", notes=notes, wide=wide)
 
 
 @cli_errors
@@ -252,6 +257,7 @@ def show_cmd(
     run_id: Annotated[str, typer.Argument(help="A run id (or a unique prefix) from `harness runs`.")],
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
     from harness.output import emit_many
@@ -259,11 +265,12 @@ def show_cmd(
     from harness.store import ResultsStore
 
     tables = show_tables(ResultsStore(db).get(run_id))
-    emit_many(tables, format)
+    emit_many(tables, format, wide=wide)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run_cmd)
-    app.command("sweep")(sweep_cmd)
-    app.command("runs")(runs_cmd)
-    app.command("show")(show_cmd)
+    # short help: one line each in `harness -h` at 80 columns
+    app.command("run", short_help="Run one workload, time its phases, save and print the result.")(run_cmd)
+    app.command("sweep", short_help="Run a grid of models × precisions × compile, a process each.")(sweep_cmd)
+    app.command("runs", short_help="List saved runs (newest last).")(runs_cmd)
+    app.command("show", short_help="Show one run: configuration, phases, agreement, files.")(show_cmd)

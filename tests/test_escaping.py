@@ -1,0 +1,179 @@
+"""Text from outside (names in exports, paths, error texts) is shown as it is: never read as rich markup,
+never written raw to the terminal when it holds control characters. Each case uses a copy of the real A100
+export with one name changed."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+runner = CliRunner()
+SAXPY_ID = 670  # StringIds row of the A100 fixture's demangled kernel name
+TERMINAL_ATTACK = "\x1b]0;PWNED\x07\x1b[31mRED\x00"  # retitles the window, turns the text red; a NUL
+SHOWN_ESCAPED = r"\x1b]0;PWNED\x07\x1b[31mRED\x00"
+RAW = ("\x1b]0;", "\x07", "\x1b[31m", "\x00")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # rich's own styling, when the output is a terminal
+
+
+def renamed(src: Path, dst: Path, *, kernel: str | None = None, nvtx: str | None = None) -> Path:
+    """A copy of the export with the saxpy kernel and/or the `saxpy` NVTX range renamed (bound parameters)."""
+    shutil.copyfile(src, dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    try:
+        if kernel is not None:
+            con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (kernel, SAXPY_ID))
+        if nvtx is not None:
+            con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'saxpy'", (nvtx,))
+        con.commit()
+    finally:
+        con.close()
+    return dst
+
+
+def run(*args: str | Path, **env: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200", **env})
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["k[/x]", "attn[q] k", "[link=https://example.com/x]click here[/link]", "[bold]loud[/bold] [/]"],
+)
+def test_kernel_names_are_not_markup(a100_export: Path, tmp_path: Path, name: str) -> None:
+    export = renamed(a100_export, tmp_path / "r.sqlite", kernel=name)
+    for args in (
+        ("kernels", export),
+        ("launch", export, "--wide"),
+        ("nvtx-gpu", export, "--kernels", "--wide"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert name in result.stdout, result.stdout
+
+
+def test_nvtx_range_names_are_not_markup(a100_export: Path, tmp_path: Path) -> None:
+    export = renamed(a100_export, tmp_path / "r.sqlite", nvtx="k[/x] attn[q] k")
+    for args in (("nvtx", export), ("nvtx", export, "--trace"), ("summary", export)):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert "k[/x] attn[q] k" in result.stdout
+
+
+def test_no_hyperlink_even_on_a_terminal(a100_export: Path, tmp_path: Path) -> None:
+    """With colours forced (as on a terminal) rich would turn [link=…] into an OSC 8 hyperlink."""
+    name = "[link=https://example.com/x]click here[/link]"
+    export = renamed(a100_export, tmp_path / "r.sqlite", kernel=name)
+    result = run("kernels", export, FORCE_COLOR="1")
+    assert result.exit_code == 0, result.output
+    assert "\x1b[" in result.stdout  # it did style the output: a terminal
+    assert "\x1b]8;" not in result.stdout
+    assert name in ANSI.sub("", result.stdout)
+
+
+def test_terminal_escapes_in_names_are_shown_not_obeyed(a100_export: Path, tmp_path: Path) -> None:
+    name = f"{TERMINAL_ATTACK}saxpy"
+    export = renamed(a100_export, tmp_path / "r.sqlite", kernel=name, nvtx=name)
+    for args in (("kernels", export), ("nvtx", export), ("summary", export)):
+        result = run(*args, FORCE_COLOR="1")
+        assert result.exit_code == 0, result.output
+        plain = ANSI.sub("", result.stdout)
+        assert f"{SHOWN_ESCAPED}saxpy" in plain
+        assert not any(raw in plain for raw in RAW), repr(plain)
+
+
+def test_csv_and_json_keep_the_name_without_raw_control_characters(a100_export: Path, tmp_path: Path) -> None:
+    name = f"{TERMINAL_ATTACK}saxpy\tk[/x]"
+    export = renamed(a100_export, tmp_path / "r.sqlite", kernel=name)
+    as_json = run("kernels", export, "--format", "json")
+    assert not any(raw in as_json.stdout for raw in RAW)
+    assert json.loads(as_json.stdout)[0]["Name"] == name  # exact, through JSON's \u001b escapes
+    as_csv = run("kernels", export, "--format", "csv")
+    assert not any(raw in as_csv.stdout for raw in RAW)
+    assert pd.read_csv(io.StringIO(as_csv.stdout))["Name"].tolist() == [f"{SHOWN_ESCAPED}saxpy\tk[/x]"]
+    summary_csv = run("summary", export, "--format", "csv")
+    assert f"{SHOWN_ESCAPED}saxpy" in summary_csv.stdout
+    assert not any(raw in summary_csv.stdout for raw in RAW)
+
+
+def test_paths_in_errors_and_warnings_are_not_markup(cpu_export: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "gone[/x].sqlite"
+    result = run("kernels", missing)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and str(missing) in line
+    odd = tmp_path / "cpu [/x] [bold]run[/bold]"
+    odd.mkdir(parents=True)
+    copy = shutil.copyfile(cpu_export, odd / "report.sqlite")
+    summary = run("summary", copy)  # the CPU export has no kernels: a warning naming the path
+    assert summary.exit_code == 0, summary.output
+    assert "warning: skipped CUDA kernels" in summary.stderr and str(odd) in summary.stderr
+
+
+def test_summary_says_which_tables_it_skipped(cpu_export: Path) -> None:
+    as_json = json.loads(run("summary", cpu_export, "--format", "json").stdout)
+    skipped = {s["table"]: s["reason"] for s in as_json["skipped"]}
+    assert "no CUDA kernel data" in skipped["CUDA kernels (gpukernsum)"]
+    assert set(skipped) >= {"CUDA API (cudaapisum)", "Launch latency (kernexecsum)"}
+    assert "NVTX ranges (nvtxsum)" in as_json and "NVTX ranges (nvtxsum)" not in skipped
+    as_csv = run("summary", cpu_export, "--format", "csv").stdout
+    comments = [line for line in as_csv.splitlines() if line.startswith("# skipped ")]
+    assert any(
+        line.startswith("# skipped CUDA kernels (gpukernsum): no CUDA kernel data") for line in comments
+    )
+    assert len(comments) == len(skipped)
+
+
+def test_show_prints_stored_text_as_is(tmp_db: str) -> None:
+    """Paths and error texts stored with a run come back through `harness show` untouched."""
+    done = run("run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "--format", "json")
+    assert done.exit_code == 0, done.output
+    (run_id,) = [r["run_id"] for r in json.loads(run("runs", "--format", "json").stdout)]
+    con = sqlite3.connect(tmp_db.removeprefix("sqlite:///"))
+    con.execute(
+        "UPDATE runs SET nsys_sqlite = ?, error = ? WHERE id = ?",
+        ("p[/x]/attn[q] k.sqlite", f"died: {TERMINAL_ATTACK} k[/x]", run_id),
+    )
+    con.commit()
+    con.close()
+    shown = run("show", run_id, FORCE_COLOR="1")
+    assert shown.exit_code == 0, shown.output
+    plain = ANSI.sub("", shown.stdout)
+    assert "p[/x]/attn[q] k.sqlite" in plain and f"died: {SHOWN_ESCAPED} k[/x]" in plain
+    assert not any(raw in plain for raw in RAW)
+    listed = run("runs", "--wide")
+    assert listed.exit_code == 0 and run_id in listed.stdout
+
+
+@pytest.mark.slow
+def test_profile_dir_with_brackets(nsys_bin: str, tmp_db: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`run --nsys --profile-dir 'p[/x]'` used to save the run and then crash printing the file paths."""
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--nsys", "--no-nsys-baseline"]
+    result = run(*args, "--profile-dir", "p[/x]", HARNESS_NSYS=nsys_bin)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert "p[/x]/" in result.stdout  # the note naming the report and the export
+    (sqlite,) = (tmp_path / "p[/x]").glob("*.sqlite")
+    assert sqlite.stat().st_size > 0
+    (listed,) = json.loads(run("runs", "--format", "json").stdout)
+    shown = run("show", listed["run_id"])
+    assert shown.exit_code == 0 and "p[/x]" in shown.stdout
+
+
+def test_visible_escapes() -> None:
+    from harness.output import visible
+
+    assert visible("a\x1b[31mb\x07\x00\x9b\u202ec") == r"a\x1b[31mb\x07\x00\x9b\u202ec"
+    assert visible("tab\there\nline") == r"tab\there\nline"
+    assert visible("keep\nline", keep="\n") == "keep\nline"
+    assert visible("αβγ — ok […]") == "αβγ — ok […]"  # other text is left alone
