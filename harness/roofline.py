@@ -52,7 +52,7 @@ class RooflineReport:
         """Per pass: model (matmul) FLOPs, all FLOPs, bytes, and the least time the roofs allow."""
         grouped = self.table.groupby("pass", sort=False)
         out = grouped[["flops", "bytes"]].sum().reset_index().rename(columns={"pass": "phase"})
-        out.insert(1, "model flops", out["phase"].map(model_flops(self.costs)))
+        out.insert(1, "model flops", out["phase"].map(model_flops(self.costs)).astype("int64"))
         out["roofline time (ns)"] = grouped["roofline time (ns)"].sum(min_count=1).to_numpy()
         return out
 

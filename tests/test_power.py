@@ -119,7 +119,7 @@ def test_root_only_rapl_counter_says_how_to_fix_it() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         root = rapl_tree(Path(tmp) / "powercap", {"intel-rapl:0": ("package-0", 10, 1000)})
-        (root / "intel-rapl:0" / "energy_uj").chmod(0o400)
+        (root / "intel-rapl:0" / "energy_uj").chmod(0o000)
         missing = _discover_as_unprivileged(root)
     assert missing == [
         f"RAPL: {root / 'intel-rapl:0' / 'energy_uj'} not readable (Permission denied); root only since "

@@ -65,8 +65,11 @@ def roofline_cmd(
         f"{report.model} {report.mode}, batch {report.batch_size} × context {report.context_length}, "
         f"{report.precision}, {report.attention} attention"
     )
+    table = report.table
+    if fmt is Format.table:  # no times yet: the measured columns would be empty on screen
+        table = table.drop(columns=["time (ns)", "achieved TFLOP/s", "achieved GB/s", "of roof (%)"])
     tables = [("roofs", report.roofs_frame())] if report.roofs else []
-    tables += [(f"sub-blocks: {title}", report.table), ("per phase", report.phases_frame())]
+    tables += [(f"sub-blocks: {title}", table), ("per phase", report.phases_frame())]
     emit_many(tables, fmt, notes=report.notes)
     if html is not None:
         from analysis.dashboard.roofline import roofline_figure
