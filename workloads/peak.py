@@ -1,4 +1,5 @@
-"""Dense peak FLOP/s of known NVIDIA GPUs, for MFU. Matched on `torch.cuda.get_device_name()`.
+"""Dense peak FLOP/s of known NVIDIA GPUs, for MFU, and their memory bandwidth, for the roofline.
+Matched on `torch.cuda.get_device_name()`; each bandwidth figure names its datasheet beside it (_BANDWIDTH).
 
 Numbers are NVIDIA's datasheet / architecture-whitepaper peaks at boost clock, *without* 2:4 sparsity
 (datasheets print the sparse figure for tensor cores; the dense one is half of it):
@@ -16,6 +17,7 @@ Numbers are NVIDIA's datasheet / architecture-whitepaper peaks at boost clock, *
 | A100 (SXM and PCIe)    |    19.5 |   312 (624 sparse)  | A100 datasheet                                    |
 | A10                    |    31.2 |   125 (250 sparse)  | A10 datasheet                                     |
 | L4                     |    30.3 |   121 (242 sparse)  | L4 datasheet                                      |
+| L40S                   |    91.6 |   362.05 (733 sparse) | L40S datasheet                                  |
 | RTX 4090               |    82.6 |   165.2             | Ada Lovelace whitepaper, FP32 accumulate          |
 | RTX 5090               |   104.8 |   209.5             | RTX Blackwell whitepaper, FP32 accumulate         |
 | V100 SXM2 / PCIe / S   | 15.7 / 14 / 16.4 | fp16 125 / 112 / 130, no bf16 | V100 datasheet              |
@@ -36,6 +38,7 @@ _PEAKS: tuple[tuple[str, float, float | None, float], ...] = (
     (r"A100", 19.5e12, 312e12, 312e12),
     (r"\bA10\b", 31.2e12, 125e12, 125e12),
     (r"\bL4\b", 30.3e12, 121e12, 121e12),
+    (r"L40S", 91.6e12, 362.05e12, 362.05e12),
     (r"RTX 4090", 82.6e12, 165.2e12, 165.2e12),
     (r"RTX 5090", 104.8e12, 209.5e12, 209.5e12),
     (r"V100S", 16.4e12, None, 130e12),
@@ -52,4 +55,34 @@ def peak_flops(device_name: str, precision: str) -> float | None:
     for pattern, fp32, bf16, fp16 in _PEAKS:
         if re.search(pattern, device_name, flags=re.IGNORECASE):
             return {"fp32": fp32, "bf16": bf16, "fp16": fp16}[precision]
+    return None
+
+
+# (pattern, bytes/s) of device memory (HBM / GDDR), the datasheet's peak; first match wins. Names as
+# torch.cuda.get_device_name() prints them: "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe",
+# "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA L40S".
+_BANDWIDTH: tuple[tuple[str, float], ...] = (
+    (r"H200", 4.8e12),  # H200 datasheet: H200 SXM and H200 NVL, 141 GB HBM3e, 4.8 TB/s
+    (r"H100.*NVL", 3.9e12),  # H100 datasheet: H100 NVL, 94 GB HBM3, 3.9 TB/s
+    (r"H100.*PCIe", 2.0e12),  # H100 datasheet: H100 PCIe, 80 GB HBM2e, 2 TB/s
+    (r"H100", 3.35e12),  # H100 datasheet: H100 SXM, 80 GB HBM3, 3.35 TB/s
+    (r"A100.*(80GB.*PCIe|PCIE.*80GB)", 1.935e12),  # A100 datasheet: A100 80GB PCIe, HBM2e, 1,935 GB/s
+    (r"A100.*80GB", 2.039e12),  # A100 datasheet: A100 80GB SXM, HBM2e, 2,039 GB/s
+    (r"A100", 1.555e12),  # A100 datasheet: A100 40GB (SXM and PCIe), HBM2, 1,555 GB/s
+    (r"L40S", 864e9),  # L40S datasheet: 48 GB GDDR6, 864 GB/s
+    (r"\bA10\b", 600e9),  # A10 datasheet: 24 GB GDDR6, 600 GB/s
+    (r"\bL4\b", 300e9),  # L4 datasheet: 24 GB GDDR6, 300 GB/s
+    (r"RTX 4090", 1008e9),  # Ada Lovelace whitepaper (RTX 4090): 24 GB GDDR6X, 21 Gbps × 384 bit = 1,008 GB/s
+    (r"RTX 5090", 1792e9),  # RTX Blackwell whitepaper (RTX 5090): 32 GB GDDR7, 28 Gbps × 512 bit = 1,792 GB/s
+    (r"V100S", 1134e9),  # V100S datasheet: 32 GB HBM2, 1,134 GB/s
+    (r"V100", 900e9),  # V100 datasheet: SXM2 and PCIe, HBM2, 900 GB/s
+    (r"\bT4\b", 320e9),  # T4 datasheet: 16 GB GDDR6, 320+ GB/s
+)
+
+
+def peak_bandwidth(device_name: str) -> float | None:
+    """Datasheet memory bandwidth of `device_name` in bytes/s; None for an unknown device (a CPU)."""
+    for pattern, bandwidth in _BANDWIDTH:
+        if re.search(pattern, device_name, flags=re.IGNORECASE):
+            return bandwidth
     return None

@@ -1,0 +1,133 @@
+"""The roofline: where each sub-block's work sits against a device's compute and memory roofs, and MFU.
+
+Inputs are plain frames, so any timing source plugs in:
+- costs: workloads.roofline.subblock_costs (sub-block, pass, kind, flops, bytes, intensity) for one step;
+- times: one step's time per sub-block and pass (sub-block, pass, time_ns), from per-block timers or GPU
+  time per --nvtx-detail range (nvtx-gpu), divided by the measured steps; None for the analytic table;
+- roofs: Roofs, from the datasheet table or measured (harness.roofs).
+
+A sub-block is memory-bound when its intensity (FLOP/byte) is below the ridge point peak / bandwidth.
+Attainable FLOP/s = min(peak, bandwidth × intensity); the roofline time = max(flops / peak, bytes /
+bandwidth) is the least time the device could take for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+TABLE_COLUMNS = [
+    "sub-block",
+    "pass",
+    "kind",
+    "flops",
+    "bytes",
+    "intensity",
+    "bound",
+    "attainable TFLOP/s",
+    "roofline time (ns)",
+    "time (ns)",
+    "achieved TFLOP/s",
+    "achieved GB/s",
+    "of roof (%)",
+]
+MFU_COLUMNS = ["phase", "flops", "time (ns)", "achieved TFLOP/s", "MFU (%)"]
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """A device's roofs: peak FLOP/s at one precision and memory bandwidth in bytes/s (None: unknown)."""
+
+    label: str  # where they come from: "NVIDIA H100 80GB HBM3, datasheet, bf16" / "measured: …"
+    peak_flops: float | None
+    bandwidth: float | None
+
+    @property
+    def ridge(self) -> float | None:
+        """The intensity (FLOP/byte) where the memory roof meets the compute roof."""
+        if not self.peak_flops or not self.bandwidth:
+            return None
+        return self.peak_flops / self.bandwidth
+
+    def attainable(self, intensity: np.ndarray | float) -> np.ndarray | float:
+        """FLOP/s the roofs allow at `intensity`; NaN where a roof is unknown."""
+        if not self.peak_flops or not self.bandwidth:
+            return np.full(np.shape(intensity), np.nan) if np.ndim(intensity) else float("nan")
+        return np.minimum(self.peak_flops, self.bandwidth * np.asarray(intensity, dtype=np.float64))
+
+
+def times_frame(times: pd.DataFrame | Mapping[tuple[str, str], float] | None) -> pd.DataFrame:
+    """One step's time per (sub-block, pass) as a frame, from a frame or a {(sub-block, pass): ns} mapping."""
+    if times is None:
+        return pd.DataFrame(columns=["sub-block", "pass", "time_ns"])
+    if isinstance(times, pd.DataFrame):
+        return times[["sub-block", "pass", "time_ns"]]
+    return pd.DataFrame(
+        [(block, phase, ns) for (block, phase), ns in times.items()], columns=["sub-block", "pass", "time_ns"]
+    )
+
+
+def roofline_table(
+    costs: pd.DataFrame,
+    times: pd.DataFrame | Mapping[tuple[str, str], float] | None = None,
+    roofs: Roofs | None = None,
+) -> pd.DataFrame:
+    """Each sub-block against the roofs: bound (compute | memory), attainable TFLOP/s, roofline time; with
+    `times`, also achieved TFLOP/s and GB/s and the achieved share of the attainable (of roof (%)).
+
+    A sub-block without a time (or without known roofs) keeps those columns NaN: nothing is estimated.
+    """
+    out = costs[["sub-block", "pass", "kind", "flops", "bytes", "intensity"]].merge(
+        times_frame(times), on=["sub-block", "pass"], how="left", validate="one_to_one"
+    )
+    flops = out["flops"].to_numpy(dtype=np.float64)
+    moved = out["bytes"].to_numpy(dtype=np.float64)
+    intensity = out["intensity"].to_numpy(dtype=np.float64)
+    ridge = roofs.ridge if roofs else None
+    out["bound"] = np.where(intensity < ridge, "memory", "compute") if ridge else None
+    attainable = roofs.attainable(intensity) if roofs else np.full(len(out), np.nan)
+    out["attainable TFLOP/s"] = attainable / 1e12
+    if roofs and roofs.peak_flops and roofs.bandwidth:
+        out["roofline time (ns)"] = np.maximum(flops / roofs.peak_flops, moved / roofs.bandwidth) * 1e9
+    else:
+        out["roofline time (ns)"] = np.nan
+    seconds = out.pop("time_ns").to_numpy(dtype=np.float64) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achieved = np.where(seconds > 0, flops / seconds, np.nan)
+        out["time (ns)"] = seconds * 1e9
+        out["achieved TFLOP/s"] = achieved / 1e12
+        out["achieved GB/s"] = np.where(seconds > 0, moved / seconds, np.nan) / 1e9
+        out["of roof (%)"] = achieved / attainable * 100
+    return out[TABLE_COLUMNS]
+
+
+def model_flops(costs: pd.DataFrame) -> dict[str, float]:
+    """Matmul FLOPs per phase as MFU counts them: model work only. The fused attention's backward is charged
+    two products per forward one like every other matmul, not the five FlopCounterMode counts (its recompute
+    of Q·Kᵀ is hardware work, not model work), so the total equals workloads.flops.train_flops."""
+    matmul = costs[costs["kind"] == "matmul"].copy()
+    fused = (matmul["sub-block"] == "sdpa") & (matmul["pass"] == "backward")
+    if fused.any():
+        forward = matmul.loc[(matmul["sub-block"] == "sdpa") & (matmul["pass"] == "forward"), "flops"]
+        matmul.loc[fused, "flops"] = 2 * float(forward.iloc[0]) if len(forward) else np.nan
+    phases = list(dict.fromkeys(costs["pass"]))
+    per = matmul.groupby("pass")["flops"].sum()
+    return {p: float(per.get(p, 0.0)) for p in phases}
+
+
+def mfu_table(costs: pd.DataFrame, phase_ns: Mapping[str, float], peak_flops: float | None) -> pd.DataFrame:
+    """MFU per phase and for the whole step: model FLOPs (model_flops) over one step's phase time (mean ns
+    over the measured steps) against the device's peak. A phase without a time is left out; MFU is NaN
+    where the peak is unknown (a CPU)."""
+    flops = model_flops(costs)
+    rows = [(p, flops[p], float(phase_ns[p])) for p in flops if p in phase_ns]
+    if rows:
+        rows.append(("step", sum(r[1] for r in rows), sum(r[2] for r in rows)))
+    df = pd.DataFrame(rows, columns=["phase", "flops", "time (ns)"])
+    seconds = df["time (ns)"] / 1e9
+    df["achieved TFLOP/s"] = df["flops"] / seconds / 1e12
+    df["MFU (%)"] = df["flops"] / seconds / peak_flops * 100 if peak_flops else np.nan
+    return df[MFU_COLUMNS]

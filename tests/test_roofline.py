@@ -1,0 +1,399 @@
+"""workloads.roofline (FLOPs and bytes per sub-block), the device roofs, analysis.roofline and the command."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import typer
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+from typer.testing import CliRunner
+
+import workloads
+from analysis.dashboard.roofline import roofline_figure
+from analysis.roofline import TABLE_COLUMNS, Roofs, mfu_table, model_flops, roofline_table
+from harness.commands import roofline as roofline_command
+from harness.roofs import measure_roofs, table_roofs
+from workloads import flops
+from workloads.peak import peak_bandwidth, peak_flops
+from workloads.roofline import MATMUL_SUBBLOCKS, param_count, phase_flops, subblock_costs
+from workloads.specs import ModelSpec
+
+B, T = 2, 32
+
+
+# One model of each family, small enough to build in a second: a 2-layer TransformerLM (RMSNorm, RoPE,
+# SwiGLU, untied head) and nanoGPT's char model (GPT-2: LayerNorm, biases, GELU, tied head).
+SPECS = {
+    "transformer": ModelSpec("transformer-2l", "transformer", 128, 336, 2, 4, 500, 64),
+    "gpt2": workloads.get_spec("char"),
+}
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, torch.nn.Module]:
+    return {name: workloads.build_model(spec, attention="math", seed=0) for name, spec in SPECS.items()}
+
+
+def costs_of(frame: pd.DataFrame) -> dict[tuple[str, str], int]:
+    return {(r["sub-block"], r["pass"]): r["flops"] for _, r in frame.iterrows()}
+
+
+def counted(fn) -> int:
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def forward_backward(module: torch.nn.Module, *inputs: torch.Tensor) -> tuple[int, int]:
+    """FLOPs FlopCounterMode counts for `module` on leaf inputs that need gradients: forward, backward."""
+    leaves = [x.detach().requires_grad_(True) for x in inputs]
+    out: list[torch.Tensor] = []
+    fwd = counted(lambda: out.append(module(*leaves)))
+    bwd = counted(lambda: out[0].backward(torch.ones_like(out[0])))
+    return fwd, bwd
+
+
+# --- FLOPs: the matmul sub-blocks equal FlopCounterMode's count -----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["transformer", "gpt2"])
+def test_each_matmul_subblock_matches_the_flop_counter(models, name: str) -> None:
+    model = models[name]
+    spec, layers = model.spec, model.spec.num_layers
+    costs = costs_of(subblock_costs(spec, B, T, "fp32", "train", attention="math"))
+    block = model.blocks[0]
+    d, h, hd = spec.d_model, spec.num_heads, spec.head_dim
+    x = torch.randn(B, T, d)
+    q, k, v, p = (torch.randn(B, h, T, hd), torch.randn(B, h, T, hd), torch.randn(B, h, T, hd),
+                  torch.randn(B, h, T, T))  # fmt: skip
+    per_layer = {
+        "qkv_proj": forward_backward(block.attn.qkv, x),
+        "qk_scores": forward_backward(block.attn.scores, q, k),
+        "attn_v": forward_backward(block.attn.context, p, v),
+        "out_proj": forward_backward(block.attn.out, x),
+        "mlp_up": forward_backward(block.mlp.up, x),
+        "mlp_down": forward_backward(block.mlp.down, torch.randn(B, T, spec.d_ff)),
+    }
+    for sub, (fwd, bwd) in per_layer.items():
+        assert costs[sub, "forward"] == layers * fwd, sub
+        assert costs[sub, "backward"] == layers * bwd, sub
+    assert (costs["lm_head", "forward"], costs["lm_head", "backward"]) == forward_backward(model.lm_head, x)
+
+
+@pytest.mark.parametrize("name", ["transformer", "gpt2"])
+def test_matmul_subblocks_add_up_to_the_whole_model(models, name: str) -> None:
+    model = models[name]
+    spec = model.spec
+    x, y = workloads.synthetic_batch(spec, B, T)
+    costs = subblock_costs(spec, B, T, "fp32", "train")
+    matmul = costs[costs["kind"] == "matmul"]
+    loss: list[torch.Tensor] = []
+    forward = counted(lambda: loss.append(workloads.loss_fn(model(x), y)))
+    backward = counted(lambda: loss[0].backward())
+    model.zero_grad(set_to_none=True)
+    assert matmul.loc[matmul["pass"] == "forward", "flops"].sum() == forward
+    assert matmul.loc[matmul["pass"] == "backward", "flops"].sum() == backward
+    assert phase_flops(costs) == {"forward": forward, "backward": backward}
+    assert forward == flops.forward_flops(spec, B, T)
+
+
+def test_fused_attention_is_counted_as_the_flop_counter_counts_its_kernels() -> None:
+    # FlopCounterMode's formulas for the CUDA flash / efficient / cuDNN kernels (the CPU kernel has none)
+    spec = workloads.get_spec("tiny")
+    costs = costs_of(subblock_costs(spec, B, T, "bf16", "train", attention="sdpa"))
+    q = (B, spec.num_heads, T, spec.head_dim)
+    assert costs["sdpa", "forward"] == spec.num_layers * sdpa_flop_count(q, q, q)
+    assert costs["sdpa", "backward"] == spec.num_layers * sdpa_backward_flop_count(q, q, q, q)
+    assert ("qk_scores", "forward") not in costs
+
+
+def test_elementwise_subblocks_have_their_analytic_counts() -> None:
+    # not checked against FlopCounterMode, which counts matmuls only; the per-element rules are in the docs
+    spec = ModelSpec("t", "transformer", 8, 12, 1, 2, 16, 4)
+    c = costs_of(subblock_costs(spec, 2, 4, "fp32", "train"))
+    n, d, f, scores = 8, 8, 12, 2 * 2 * 4 * 4
+    assert c["norm", "forward"] == 3 * 4 * n * d  # 3 RMSNorms × (square, sum, scale, weight)
+    assert c["softmax", "forward"] == 5 * scores  # max, subtract, exp, sum, divide
+    assert c["mlp_act", "forward"] == 6 * n * f  # sigmoid (4), × a, × b
+    assert c["residual", "forward"] == 2 * n * d
+    assert c["loss", "forward"] == 4 * n * 16 + 3 * n
+    assert c["optimizer", "optimizer"] == 14 * param_count(spec)
+
+
+@pytest.mark.parametrize("name", ["transformer", "gpt2"])
+def test_parameter_count_matches_the_built_model(models, name: str) -> None:
+    assert param_count(models[name].spec) == workloads.count_params(models[name])
+
+
+# --- bytes: a hand count on one small configuration -----------------------------------------------------
+
+
+def test_minimum_bytes_by_hand_on_a_small_transformer() -> None:
+    """d_model 8, d_ff 12, 1 layer, 2 heads (head_dim 4), vocabulary 16; batch 2 × context 4; fp32 (4 B).
+
+    N = 8 tokens, N·d = 64 activations, N·d_ff = 96, B·H·T·T = 64 scores, N·V = 128 logits.
+    """
+    spec = ModelSpec("hand", "transformer", 8, 12, 1, 2, 16, 4)
+    got = {(r["sub-block"], r["pass"]): r["bytes"] for _, r in subblock_costs(spec, 2, 4, "fp32").iterrows()}
+    by_hand = {
+        # ids 8×8 B; read 64 rows' values, write 64 values
+        ("embedding", "forward"): 8 * 8 + (64 + 64) * 4,
+        # ids; read dX (64); write the dense table gradient (16 × 8)
+        ("embedding", "backward"): 8 * 8 + (64 + 128) * 4,
+        # 3 RMSNorms: read x (64), write y (64), read the weight (8)
+        ("norm", "forward"): 3 * (64 + 64 + 8) * 4,
+        # read x, dy (64 each), write dx (64), read w (8), write dw (8)
+        ("norm", "backward"): 3 * (64 * 3 + 8 + 8) * 4,
+        # x (64) + W (8 × 24) in, y (8 × 24) out
+        ("qkv_proj", "forward"): (64 + 192 + 192) * 4,
+        # dX = dY·W: dY (192) + W (192) in, dX (64) out; dW = dYᵀ·X: X (64) + dY (192) in, dW (192) out
+        ("qkv_proj", "backward"): (192 + 192 + 64 + 64 + 192 + 192) * 4,
+        # q and k (64 each) in and out, plus the fp32 cos and sin tables (4 positions × 2 each)
+        ("rope", "forward"): (128 + 128) * 4 + 2 * 4 * 2 * 4,
+        ("rope", "backward"): (128 + 128) * 4 + 2 * 4 * 2 * 4,
+        # Q, K (64 each) in, scores (64) out
+        ("qk_scores", "forward"): (64 + 64 + 64) * 4,
+        # dQ = dS·K: dS + K in, dQ out; dK = dSᵀ·Q: dS + Q in, dK out
+        ("qk_scores", "backward"): (64 + 64 + 64 + 64 + 64 + 64) * 4,
+        ("softmax", "forward"): (64 + 64) * 4,  # S in, P out
+        ("softmax", "backward"): (64 + 64 + 64) * 4,  # P, dP in, dS out
+        ("attn_v", "forward"): (64 + 64 + 64) * 4,  # P, V in, O out
+        ("attn_v", "backward"): (64 + 64 + 64 + 64 + 64 + 64) * 4,  # dP = dO·Vᵀ; dV = Pᵀ·dO
+        ("out_proj", "forward"): (64 + 64 + 64) * 4,  # x, W (8 × 8) in, y out
+        ("out_proj", "backward"): (64 + 64 + 64 + 64 + 64 + 64) * 4,
+        ("mlp_up", "forward"): (64 + 192 + 192) * 4,  # fused up projection to 2 × 12
+        ("mlp_up", "backward"): (192 + 192 + 64 + 64 + 192 + 192) * 4,
+        ("mlp_act", "forward"): (96 + 96 + 96) * 4,  # a, b in, silu(a)·b out
+        ("mlp_act", "backward"): (96 * 3 + 96 * 2) * 4,  # a, b, dy in; da, db out
+        ("mlp_down", "forward"): (96 + 96 + 64) * 4,  # x (8 × 12), W (12 × 8) in, y out
+        ("mlp_down", "backward"): (64 + 96 + 96 + 96 + 64 + 96) * 4,
+        ("residual", "forward"): 2 * (64 + 64 + 64) * 4,  # two adds: two in, one out
+        ("residual", "backward"): 2 * (64 + 64 + 64) * 4,
+        ("lm_head", "forward"): (64 + 128 + 128) * 4,  # x, W (16 × 8) in, logits out
+        ("lm_head", "backward"): (128 + 128 + 64 + 64 + 128 + 128) * 4,
+        # logits in; targets (8 B) and the fp32 log-sum-exp per token; the fp32 loss out
+        ("loss", "forward"): 128 * 4 + 8 * (8 + 4) + 4,
+        # logits, targets, log-sum-exp in; dlogits out
+        ("loss", "backward"): 128 * 4 + 8 * (8 + 4) + 128 * 4,
+        # 824 parameters (embedding 128, attention 256, MLP 288, 3 norms 24, head 128); AdamW reads p, g, m, v
+        # and writes p, m, v in fp32
+        ("optimizer", "optimizer"): 824 * 7 * 4,
+    }
+    assert got == by_hand
+
+
+def test_bf16_halves_activation_and_weight_bytes_but_not_the_optimizer_state() -> None:
+    spec = ModelSpec("hand", "transformer", 8, 12, 1, 2, 16, 4)
+    fp32 = subblock_costs(spec, 2, 4, "fp32").set_index(["sub-block", "pass"])["bytes"]
+    bf16 = subblock_costs(spec, 2, 4, "bf16").set_index(["sub-block", "pass"])["bytes"]
+    assert bf16["qkv_proj", "forward"] * 2 == fp32["qkv_proj", "forward"]
+    assert bf16["optimizer", "optimizer"] == fp32["optimizer", "optimizer"]
+
+
+def test_gpt2_adds_positions_biases_and_layernorm_bytes() -> None:
+    spec = ModelSpec("hand2", "gpt2", 8, 32, 1, 2, 16, 4)
+    got = subblock_costs(spec, 2, 4, "fp32").set_index(["sub-block", "pass"])["bytes"]
+    assert got["embedding", "forward"] == 8 * 8 + (64 + 64 + 4 * 8) * 4  # + the 4 position rows
+    assert got["norm", "forward"] == 3 * (64 + 64 + 16) * 4  # weight and bias
+    assert got["qkv_proj", "forward"] == (64 + 192 + 192 + 24) * 4  # + the bias
+    assert got["mlp_act", "forward"] == (2 * 8 * 32) * 4  # GELU: x in, y out
+    assert ("rope", "forward") not in got
+
+
+def test_forward_mode_and_bad_arguments() -> None:
+    spec = workloads.get_spec("char")
+    fwd = subblock_costs(spec, 2, 16, "fp16", "forward", attention="sdpa")
+    assert set(fwd["pass"]) == {"forward"} and "loss" not in set(fwd["sub-block"])
+    assert (fwd["intensity"] == fwd["flops"] / fwd["bytes"]).all()
+    assert set(fwd.loc[fwd["kind"] == "matmul", "sub-block"]) <= MATMUL_SUBBLOCKS
+    for kwargs, match in (
+        ({"precision": "fp8"}, "precision"),
+        ({"mode": "generate"}, "mode"),
+        ({"attention": "flash"}, "attention"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            subblock_costs(spec, 2, 16, **kwargs)
+    with pytest.raises(ValueError, match="positive"):
+        subblock_costs(spec, 0, 16)
+
+
+# --- device roofs ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "bandwidth"),
+    [
+        ("NVIDIA H100 80GB HBM3", 3.35e12),
+        ("NVIDIA H100 PCIe", 2.0e12),
+        ("NVIDIA H100 NVL", 3.9e12),
+        ("NVIDIA H200", 4.8e12),
+        ("NVIDIA H200 NVL", 4.8e12),
+        ("NVIDIA A100-SXM4-80GB", 2.039e12),
+        ("NVIDIA A100 80GB PCIe", 1.935e12),
+        ("NVIDIA A100-SXM4-40GB", 1.555e12),
+        ("NVIDIA A100-PCIE-40GB", 1.555e12),
+        ("NVIDIA L40S", 864e9),
+        ("NVIDIA L4", 300e9),
+        ("NVIDIA GeForce RTX 4090", 1008e9),
+        ("NVIDIA GeForce RTX 5090", 1792e9),
+        ("AMD EPYC 7763 64-Core Processor", None),
+    ],
+)
+def test_datasheet_bandwidth_by_device_name(name: str, bandwidth: float | None) -> None:
+    assert peak_bandwidth(name) == bandwidth
+
+
+def test_l40s_peaks_are_its_own_not_the_l4s() -> None:
+    assert peak_flops("NVIDIA L40S", "bf16") == 362.05e12
+    assert peak_flops("NVIDIA L40S", "fp32") == 91.6e12
+    assert peak_flops("NVIDIA L4", "bf16") == 121e12
+
+
+def test_table_roofs() -> None:
+    roofs = table_roofs("NVIDIA H100 80GB HBM3", "bf16")
+    assert roofs == Roofs("NVIDIA H100 80GB HBM3, datasheet, bf16", 989e12, 3.35e12)
+    assert roofs.ridge == pytest.approx(295.2, abs=0.1)
+    assert table_roofs("Intel(R) Xeon(R)", "fp32") is None
+
+
+def test_measured_cpu_roofs_are_real_positive_rates() -> None:
+    roofs = measure_roofs(torch.device("cpu"), "bf16", matmul_n=128, copy_bytes=1 << 20, repeats=2)
+    assert "measured: fp32 matmul 128×128, copy 1 MiB" in roofs.label  # a CPU measures fp32
+    assert roofs.peak_flops is not None and math.isfinite(roofs.peak_flops) and roofs.peak_flops > 1e6
+    assert roofs.bandwidth is not None and math.isfinite(roofs.bandwidth) and roofs.bandwidth > 1e6
+
+
+# --- the roofline table and MFU -------------------------------------------------------------------------
+
+
+def small_costs() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"sub-block": ["mlp_up", "softmax", "optimizer"], "pass": ["forward", "forward", "optimizer"],
+         "kind": ["matmul", "elementwise", "elementwise"], "flops": [2e12, 1e9, 1e9],
+         "bytes": [1e10, 2e9, 4e9], "intensity": [200.0, 0.5, 0.25]}
+    )  # fmt: skip
+
+
+def test_roofline_table_places_each_subblock() -> None:
+    roofs = Roofs("test", peak_flops=100e12, bandwidth=1e12)  # ridge at 100 FLOP/byte
+    times = {("mlp_up", "forward"): 40e6, ("softmax", "forward"): 4e6}  # ns
+    table = roofline_table(small_costs(), times, roofs).set_index("sub-block")
+    assert list(table.reset_index().columns) == TABLE_COLUMNS
+    assert table.loc["mlp_up", "bound"] == "compute" and table.loc["softmax", "bound"] == "memory"
+    assert table.loc["mlp_up", "attainable TFLOP/s"] == 100.0
+    assert table.loc["softmax", "attainable TFLOP/s"] == 0.5  # 1 TB/s × 0.5 FLOP/byte
+    assert table.loc["mlp_up", "roofline time (ns)"] == pytest.approx(20e6)  # 2e12 / 1e14 s
+    assert table.loc["softmax", "roofline time (ns)"] == pytest.approx(2e6)  # 2e9 bytes / 1e12 B/s
+    assert table.loc["mlp_up", "achieved TFLOP/s"] == pytest.approx(50.0)
+    assert table.loc["mlp_up", "achieved GB/s"] == pytest.approx(250.0)
+    assert table.loc["mlp_up", "of roof (%)"] == pytest.approx(50.0)
+    assert table.loc["softmax", "of roof (%)"] == pytest.approx(50.0)  # 0.25 of 0.5 TFLOP/s
+    assert math.isnan(table.loc["optimizer", "time (ns)"])  # no time: nothing made up
+    assert math.isnan(table.loc["optimizer", "of roof (%)"])
+
+
+def test_times_plug_in_as_a_frame_and_roofs_may_be_unknown() -> None:
+    times = pd.DataFrame({"sub-block": ["mlp_up"], "pass": ["forward"], "time_ns": [40e6]})
+    table = roofline_table(small_costs(), times, None).set_index("sub-block")
+    assert table.loc["mlp_up", "achieved TFLOP/s"] == pytest.approx(50.0)
+    assert table["bound"].isna().all() and table["attainable TFLOP/s"].isna().all()
+
+
+@pytest.mark.parametrize("attention", ["math", "sdpa"])
+def test_model_flops_equal_the_runs_mfu_count(attention: str) -> None:
+    spec = workloads.get_spec("small")
+    costs = subblock_costs(spec, 4, 128, "bf16", "train", attention=attention)
+    per_phase = model_flops(costs)
+    assert per_phase["optimizer"] == 0
+    assert per_phase["forward"] + per_phase["backward"] == flops.train_flops(spec, 4, 128)
+
+
+def test_mfu_per_phase_and_step() -> None:
+    spec = workloads.get_spec("tiny")
+    costs = subblock_costs(spec, 8, 128, "bf16", "train")
+    fwd = flops.forward_flops(spec, 8, 128)
+    table = mfu_table(costs, {"forward": 1e6, "backward": 2e6, "optimizer": 1e6}, 1e15).set_index("phase")
+    assert table.loc["forward", "MFU (%)"] == pytest.approx(fwd / 1e-3 / 1e15 * 100)
+    assert table.loc["backward", "achieved TFLOP/s"] == pytest.approx(2 * fwd / 2e-3 / 1e12)
+    assert table.loc["optimizer", "MFU (%)"] == 0
+    assert table.loc["step", "flops"] == 3 * fwd and table.loc["step", "time (ns)"] == 4e6
+    assert mfu_table(costs, {"forward": 1e6}, None)["MFU (%)"].isna().all()
+
+
+def test_roofline_figure_draws_the_roof_and_the_points() -> None:
+    roofs = Roofs("test", peak_flops=100e12, bandwidth=1e12)
+    fig = roofline_figure(roofline_table(small_costs(), {("mlp_up", "forward"): 40e6}, roofs), roofs)
+    roof, *points = fig.data
+    assert list(roof.y) == pytest.approx([np.min(roof.x), 100.0, 100.0])  # bandwidth × x, then flat
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    filled = [p for p in points if p.marker.symbol == "circle"]
+    assert [list(p.text) for p in filled] == [["mlp_up"]] and list(filled[0].y) == [50.0]
+
+
+# --- the command ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.callback()(lambda: None)
+    roofline_command.register(app)
+    return app
+
+
+def test_command_prints_the_analytic_table(app: typer.Typer) -> None:
+    args = ["roofline", "--model", "tiny", "--batch-size", "8", "--context-length", "256",
+            "--precision", "fp32", "--device", "cpu", "--format", "json"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    rows = next(v for k, v in tables.items() if k.startswith("sub-blocks"))
+    expected = subblock_costs(workloads.get_spec("tiny").with_overrides(context_length=256), 8, 256)
+    assert [(r["sub-block"], r["pass"], r["flops"]) for r in rows] == list(
+        expected[["sub-block", "pass", "flops"]].itertuples(index=False, name=None)
+    )
+    assert "no roofs for" in result.stderr and "--measure" in result.stderr
+
+
+def test_command_places_against_a_named_gpu_and_writes_html(app: typer.Typer, tmp_path: Path) -> None:
+    html = tmp_path / "roofline.html"
+    args = ["roofline", "--model", "char", "--precision", "bf16", "--gpu", "H100", "--format", "csv",
+            "--html", str(html)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    sections = result.stdout.split("\n\n")
+    roofs = pd.read_csv(io.StringIO(sections[0]), comment="#")
+    assert roofs.loc[0, "peak TFLOP/s"] == 989 and roofs.loc[0, "bandwidth GB/s"] == 3350
+    blocks = pd.read_csv(io.StringIO(sections[1]), comment="#").set_index(["sub-block", "pass"])
+    assert blocks.loc[("lm_head", "forward"), "bound"] == "memory"  # char's 65-token vocabulary
+    assert html.read_text().count("plotly") > 0
+
+
+def test_command_measures_the_cpu(app: typer.Typer) -> None:
+    result = CliRunner().invoke(
+        app, ["roofline", "--model", "char", "--measure", "--device", "cpu", "-f", "csv"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "measured: fp32 matmul 1024×1024, copy 64 MiB" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "nope"], "unknown model 'nope'"),
+        (["--model", "char", "--context-length", "4096"], "learned positions for 64 tokens"),
+        (["--gpu", "Voodoo2"], "no datasheet roofs for GPU 'Voodoo2'"),
+        (["--batch-size", "0"], "batch size must be a positive number"),
+    ],
+)
+def test_command_errors_are_one_line(app: typer.Typer, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["roofline", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
