@@ -79,8 +79,8 @@ EXPRS: dict[str, dict[str, str]] = {
         "mangled_name_id": "coalesce(mangledName, demangledName)",
     },
     "runtime": {**_TIMES, "correlation_id": "correlationId", "global_tid": "globalTid", "name_id": "nameId"},
-    "memcpy": {**_MEMOP, "copy_kind": "copyKind"},
-    "memset": _MEMOP,
+    "memcpy": {**_MEMOP, "copy_kind": "copyKind", "src_kind": "srcKind", "dst_kind": "dstKind"},
+    "memset": {**_MEMOP, "mem_kind": "memKind"},
     "osrt": {**_TIMES, "global_tid": "globalTid", "name_id": "nameId"},
 }
 HINTS = {
