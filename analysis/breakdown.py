@@ -228,7 +228,8 @@ def idle_time_breakdown(traces: Traces, *, hta_rules: bool = False) -> pd.DataFr
     parts = []
     for t in items:
         gaps = idle_intervals(t)
-        per = gaps.groupby(["Stream", "category"])["gap"].sum().rename("Idle Time (ns)").reset_index()
+        per = gaps.groupby(["Stream", "category"])["gap"].sum().astype(np.int64).rename("Idle Time (ns)")
+        per = per.reset_index()
         per["Share (%)"] = (
             100 * per["Idle Time (ns)"] / per.groupby("Stream")["Idle Time (ns)"].transform("sum")
         )
@@ -256,14 +257,17 @@ def idle_interval_stats(traces: Traces, *, hta_rules: bool = False) -> pd.DataFr
     return out
 
 
-def queue_length_summary(traces: Traces, *, hta_rules: bool = False) -> pd.DataFrame:
+def queue_length_summary(
+    traces: Traces, *, hta_rules: bool = False, launches_first: bool = True
+) -> pd.DataFrame:
     """Statistics of each stream's queue length (launch calls whose GPU work has not started), taken at
     every change: Rank, Stream, Count, Avg, StdDev, Min, 25%, Med, 75%, Max. At equal timestamps a launch
-    counts before a GPU start (HTA leaves that order to an unstable sort; see docs/analysis.md)."""
+    counts before a GPU start (`launches_first=False`: after). HTA leaves that order to an unstable sort, so
+    its Avg and StdDev lie between the two (docs/analysis.md)."""
     items = _traces(traces, hta_rules)
     parts = []
     for t in items:
-        q = queue_lengths(t)
+        q = queue_lengths(t, launches_first=launches_first)
         stats = q.groupby("Stream")["length"].describe().reset_index()
         parts.append(stats.assign(Rank=rank_of(t)))
     out = pd.concat(parts, ignore_index=True)
@@ -273,27 +277,26 @@ def queue_length_summary(traces: Traces, *, hta_rules: bool = False) -> pd.DataF
     return out
 
 
-def queue_lengths(trace: Trace) -> pd.DataFrame:
-    """The queue length of each stream after each change: Stream, time (ns), length."""
+def queue_lengths(trace: Trace, *, launches_first: bool = True) -> pd.DataFrame:
+    """The queue length of each stream after each change: Stream, time (ns), length. A launch adds one at
+    its call's start, once per GPU event it launched; the event's start takes one away."""
     ev = gpu_events(trace)
+    trace.require("runtime", "CUDA runtime calls (needed for queue lengths)")
     calls = trace.frame("runtime", ["start", "correlation_id", "global_tid", "name_id"])
     names = {i: plain_name(n) for i, n in trace.strings(calls["name_id"].unique()).items()}
     calls = calls[calls["name_id"].map(names).isin(LAUNCH_CALLS).to_numpy()].reset_index(drop=True)
     call_key = _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK)
-    ev_key = _call_key(ev["correlation_id"].to_numpy(), ev["global_pid"].to_numpy())
-    found = _lookup(call_key, ev_key)
-    launched = found >= 0  # GPU work with its launch call: one +1 (at the call) and one -1 (at the start)
-    stream = ev["stream"].to_numpy()[launched]
+    found = _lookup(call_key, _call_key(ev["correlation_id"].to_numpy(), ev["global_pid"].to_numpy()))
+    launched = found >= 0
+    n = int(launched.sum())
+    stream = np.tile(ev["stream"].to_numpy()[launched], 2)
     times = np.concatenate([calls["start"].to_numpy()[found[launched]], ev["start"].to_numpy()[launched]])
-    step = np.concatenate([np.ones(launched.sum(), dtype=np.int64), -np.ones(launched.sum(), dtype=np.int64)])
-    streams = np.concatenate([stream, stream])
-    order = np.lexsort((np.arange(len(times)), times, streams))  # launches first at equal times
-    length = np.zeros(len(order), dtype=np.int64)
-    s = streams[order]
-    cum = np.cumsum(step[order])
+    step = np.repeat(np.array([1, -1], dtype=np.int64), n)
+    tie = step if not launches_first else -step  # lexsort: smaller first
+    order = np.lexsort((tie, times, stream))
+    s, cum = stream[order], np.cumsum(step[order])
     first = np.ones(len(order), dtype=bool)
     first[1:] = s[1:] != s[:-1]
-    base = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
-    before = np.concatenate([[0], cum[:-1]])
-    length = cum - before[base]
-    return pd.DataFrame({"Stream": s, "time": times[order], "length": length})
+    before = np.concatenate([[0], cum[:-1]])  # running total before each stream's first change
+    start_of_run = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+    return pd.DataFrame({"Stream": s, "time": times[order], "length": cum - before[start_of_run]})
