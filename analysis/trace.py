@@ -291,12 +291,14 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
 
 
 def _looks_like_json(path: Path) -> bool:
-    """A gzip stream or a file whose first non-blank byte opens a JSON object or array (not SQLite)."""
+    """Not SQLite, and gzip, or JSON's first byte, or named like a trace (.json, .json.gz)."""
     try:
         with path.open("rb") as f:
             head = f.read(64)
     except OSError as e:
         raise ExportError(f"cannot read {path}: {e.strerror}") from None
-    if head.startswith(b"\x1f\x8b"):
+    if head.startswith(b"SQLite format 3\x00"):
+        return False
+    if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] in (b"{", b"["):
         return True
-    return head.lstrip()[:1] in (b"{", b"[") or (not head and path.name.endswith((".json", ".json.gz")))
+    return path.name.endswith((".json", ".json.gz"))
