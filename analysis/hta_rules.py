@@ -46,7 +46,7 @@ class HtaView(Trace):
         self.path = base.path
         self.meta = base.meta
         self.format = base.format
-        self.notes = base.notes
+        self._notes: list[str] = []
         self._keep: dict[str, np.ndarray | None] = {}
         self._times: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._last_step: int | bool | None = False  # False: not worked out yet
@@ -54,6 +54,15 @@ class HtaView(Trace):
 
     def __repr__(self) -> str:
         return f"HtaView({self.base!r})"
+
+    @property
+    def notes(self) -> list[str]:  # type: ignore[override]
+        """The trace's notes and the view's own (what the rules did)."""
+        return [*self.base.notes, *(n for n in self._notes if n not in self.base.notes)]
+
+    def note(self, text: str) -> None:
+        if text not in self._notes:
+            self._notes.append(text)
 
     @property
     def reader(self) -> Any:
@@ -122,8 +131,10 @@ class HtaView(Trace):
         if last is not None and frame in CPU_FRAMES and self.base.has(frame):
             mask = self.times(frame)[0] < last
         elif last is not None and frame in GPU_FRAMES and self.base.has(frame):
-            calls = self.base._columns("runtime", ["correlation_id"])["correlation_id"]
-            launched = np.asarray(calls)[self.keep("runtime")] if self.base.has("runtime") else []
+            launched = np.empty(0, dtype=np.int64)
+            if self.base.has("runtime"):
+                calls = np.asarray(self.base._columns("runtime", ["correlation_id"])["correlation_id"])
+                launched = calls[self.keep("runtime")]
             corr = np.asarray(self.base._columns(frame, ["correlation_id"])["correlation_id"])
             mask = np.isin(corr, launched[launched != NULL]) | (
                 (corr == NULL) & (self.times(frame)[0] < last)

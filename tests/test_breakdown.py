@@ -143,6 +143,8 @@ def test_without_hta_rules_every_event_counts() -> None:
     assert exact["Idle Time (ns)"].iloc[0] % 1000 != 0  # nanoseconds, not rounded µs
     kernels = b.kernel_breakdown(nccl, **FULL)
     assert kernels.loc[kernels["Kernel Type"] != "MEMORY", "Instances"].sum() == 2700
+    assert not any("HTA" in n for n in kernels.attrs["notes"])  # the view's notes stay the view's
+    assert any("ProfilerStep#6" in n for n in ruled.attrs["notes"])
 
 
 def test_kernel_types_and_union() -> None:

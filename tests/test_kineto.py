@@ -132,6 +132,12 @@ def test_hta_rules_totals_match_the_readme() -> None:
         assert any("ProfilerStep#" in n for n in notes) is (fixture != "alexnet")
 
 
+def test_hta_rules_leave_an_nsys_export_alone(a100_export: Path) -> None:
+    """No float timestamps, no profiler steps: the view is the trace."""
+    trace = open_trace(a100_export)
+    pd.testing.assert_frame_equal(kernel_summary(hta_view(trace)), kernel_summary(trace))
+
+
 def test_annotations_are_ranges_and_credit_kernels_on_their_thread() -> None:
     """user_annotation: push/pop ranges of their thread, so nvtx-gpu (thread mode) gives nccl:all_reduce the
     kernels whose launch call ran inside it on the same thread, computed here from the raw JSON."""
