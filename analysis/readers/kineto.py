@@ -210,11 +210,10 @@ def shorten(name: str) -> str:
 
 
 class _Ids:
-    """pid/tid -> the 24-bit ids global_tid is made of; the real ones kept for thread names."""
+    """pid/tid -> the 24-bit ids global_tid is made of (small ones for those that do not fit)."""
 
     def __init__(self) -> None:
         self.small: dict[Any, int] = {}
-        self.real: dict[int, Any] = {}
 
     def __call__(self, value: Any) -> int:
         if type(value) is int and 0 <= value < SMALL_ID:
@@ -222,7 +221,6 @@ class _Ids:
         key = (type(value).__name__, value if isinstance(value, int | str) else str(value))
         if key not in self.small:
             self.small[key] = SMALL_ID + len(self.small)
-            self.real[self.small[key]] = value
         return self.small[key]
 
 
@@ -253,7 +251,6 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     events = _events(doc)
     groups: dict[str, list[tuple[int, dict[str, Any]]]] = {k: [] for k in set(CATEGORIES.values())}
     thread_names: dict[tuple[Any, Any], str] = {}
-    process_names: dict[Any, str] = {}
     ignored: dict[str, int] = {}
     float_times = False
     for i, e in enumerate(events):
@@ -269,15 +266,12 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
                 continue
         elif ph == "M":
             args = e.get("args")
-            if type(args) is dict and isinstance(args.get("name"), str):
-                if e.get("name") == "thread_name":
-                    thread_names[(e.get("pid"), e.get("tid"))] = args["name"].strip()
-                elif e.get("name") == "process_name":
-                    process_names[e.get("pid")] = args["name"].strip()
+            if e.get("name") == "thread_name" and type(args) is dict and isinstance(args.get("name"), str):
+                thread_names[(e.get("pid"), e.get("tid"))] = args["name"].strip()
             continue
         key = str(e.get("cat", f"ph={ph}"))
         ignored[key] = ignored.get(key, 0) + 1
-    b = _Builder(thread_names, process_names)
+    b = _Builder(thread_names)
     frames = b.frames(groups)
     meta = _meta(doc, float_times, ignored, b.unusable)
     return frames, meta
@@ -286,10 +280,10 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
 class _Builder:
     """Turns the events of each category into columns."""
 
-    def __init__(self, thread_names: dict[tuple[Any, Any], str], process_names: dict[Any, str]) -> None:
+    def __init__(self, thread_names: dict[tuple[Any, Any], str]) -> None:
         self.pids, self.tids = _Ids(), _Ids()
         self.strings = _Strings()
-        self.thread_names, self.process_names = thread_names, process_names
+        self.thread_names = thread_names
         self.threads: dict[int, str] = {}
         self.unusable = 0  # X events without a usable ts or dur
 
