@@ -1,4 +1,4 @@
-"""The trace model: one profile (an nsys export, later a Kineto trace) as a few typed pandas frames.
+"""The trace model: one profile (an nsys export or a Kineto trace) as a few typed pandas frames.
 
 Every table in analysis/ is a function of a `Trace`, never of a file. A reader per format fills the
 frames; the trace loads each frame lazily, only the columns asked for, each column at most once, and keeps
@@ -9,12 +9,18 @@ Frames and their columns (times in ns on the source's clock, ids as int64, NULL 
 - kernels: start, end, correlation_id, global_pid, device_id, stream_id, grid, block (launch dimensions
   packed, see analysis.kernels), name_id, short_name_id, mangled_name_id
 - runtime (CUDA runtime and driver calls): start, end, correlation_id, global_tid, name_id
-- memcpy: start, end, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id
-- memset: start, end, bytes, stream_id, correlation_id, global_pid, device_id
+- memcpy: start, end, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id, src_kind,
+  dst_kind (CUPTI's copy and memory kinds: copy_kind 1 is HtoD, memory kind 1 pageable, 3 device)
+- memset: start, end, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind
 - osrt (OS runtime calls): start, end, global_tid, name_id
 - nvtx (ranges): range_id, start, end, global_tid, pushpop (bool), payload (Int64), name, domain
+- syncs (CUDA synchronization as the GPU records it: stream waits, stream/context/event syncs): start, end,
+  stream_id, correlation_id, global_pid, device_id, name_id
+- cpu_ops (framework operators, e.g. PyTorch's aten:: ops): start, end, global_tid, name_id, external_id
 - threads: global_tid, name
 - strings: id, value (what the *name_id columns point at)
+
+A reader fills the frames its format has; the others are empty (nsys exports: no syncs, no cpu_ops).
 
 global_tid / global_pid follow nsys: the process id in bits 24-47, the thread id in bits 0-23.
 Rows that cannot be right (no start or end, end before start, a name id with no string) are left out
@@ -41,17 +47,20 @@ FRAMES: dict[str, tuple[str, ...]] = {
                 "name_id", "short_name_id", "mangled_name_id"),
     "runtime": ("start", "end", "correlation_id", "global_tid", "name_id"),
     "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid",
-               "device_id"),
-    "memset": ("start", "end", "bytes", "stream_id", "correlation_id", "global_pid", "device_id"),
+               "device_id", "src_kind", "dst_kind"),
+    "memset": ("start", "end", "bytes", "stream_id", "correlation_id", "global_pid", "device_id", "mem_kind"),
     "osrt": ("start", "end", "global_tid", "name_id"),
     "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
+    "syncs": ("start", "end", "stream_id", "correlation_id", "global_pid", "device_id", "name_id"),
+    "cpu_ops": ("start", "end", "global_tid", "name_id", "external_id"),
     "threads": ("global_tid", "name"),
     "strings": ("id", "value"),
 }  # fmt: skip
 WHOLE = frozenset({"nvtx", "threads", "strings"})  # read in one piece
-TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx"})
+TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops"})
 NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory copies",
-            "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges"}  # fmt: skip
+            "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
+            "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 _writer: ThreadPoolExecutor | None = None
@@ -260,17 +269,36 @@ def flush() -> None:
 
 
 def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
-    """Open a profile for analysis: an Nsight Systems SQLite export. Raises ExportError saying what is
-    wrong. With `cache`, frames come from and go to the Parquet cache (analysis.cache)."""
-    from analysis.readers import nsys
-
+    """Open a profile for analysis: an Nsight Systems SQLite export, or a Chrome/Kineto trace (`.json`,
+    `.json.gz`, as torch.profiler writes it), told apart by their first bytes. Raises ExportError saying
+    what is wrong. With `cache`, frames come from and go to the Parquet cache (analysis.cache)."""
     path = Path(path)
     if not path.exists():
         raise ExportError(f"no such export: {path}")
     if path.is_dir():
-        raise ExportError(f"{path} is a folder: pass the .sqlite export inside it")
+        raise ExportError(f"{path} is a folder: pass the .sqlite export or the .json(.gz) trace inside it")
     if path.suffix in REPORT_SUFFIXES:
         raise ExportError(
             f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
         )
+    if _looks_like_json(path):
+        from analysis.readers import kineto
+
+        return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
+    from analysis.readers import nsys
+
     return Trace(path, nsys.open_nsys, nsys.VERSION, cache=cache)
+
+
+def _looks_like_json(path: Path) -> bool:
+    """Not SQLite, and gzip, or JSON's first byte, or named like a trace (.json, .json.gz)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise ExportError(f"cannot read {path}: {e.strerror}") from None
+    if head.startswith(b"SQLite format 3\x00"):
+        return False
+    if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] in (b"{", b"["):
+        return True
+    return path.name.endswith((".json", ".json.gz"))

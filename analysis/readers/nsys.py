@@ -79,8 +79,8 @@ EXPRS: dict[str, dict[str, str]] = {
         "mangled_name_id": "coalesce(mangledName, demangledName)",
     },
     "runtime": {**_TIMES, "correlation_id": "correlationId", "global_tid": "globalTid", "name_id": "nameId"},
-    "memcpy": {**_MEMOP, "copy_kind": "copyKind"},
-    "memset": _MEMOP,
+    "memcpy": {**_MEMOP, "copy_kind": "copyKind", "src_kind": "srcKind", "dst_kind": "dstKind"},
+    "memset": {**_MEMOP, "mem_kind": "memKind"},
     "osrt": {**_TIMES, "global_tid": "globalTid", "name_id": "nameId"},
 }
 HINTS = {
@@ -146,7 +146,13 @@ class NsysReader:
         where, params = "", {}
         if frame == "osrt" and "eventClass" in present:
             where, params = "eventClass = :cls", {"cls": OSRT_CLASS}
-        return self.scan(table, exprs, where, params)
+        df = self.scan(table, exprs, where, params)
+        # memory kinds: nsys counts from 0 (pageable) with 7 unknown, the trace model as CUPTI, 0 unknown
+        for col in ("src_kind", "dst_kind", "mem_kind"):
+            if col in df:
+                kind = df[col].to_numpy()
+                df[col] = np.where((kind >= 0) & (kind <= 6), kind + 1, np.where(kind == NULL, NULL, 0))
+        return df
 
     # --- raw SQL (bound parameters; table and column names only from this module) ----------------
 

@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     from analysis.trace import Trace
 
 ReportArg = Annotated[
-    Path, typer.Argument(help="An nsys export (.sqlite), or a report (.nsys-rep, .qdrep), exported first.")
+    Path,
+    typer.Argument(
+        help="An nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
+        "profiler (Kineto) trace (.json, .json.gz)."
+    ),
 ]
 NoCacheOpt = Annotated[
     bool,
@@ -33,6 +37,10 @@ TopOpt = Annotated[
 ]
 # kernexecsum: the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
 LAUNCH_PRIORITY = ["Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount"]
+HTA_HELP = (
+    "Apply Holistic Trace Analysis's load rules first (drop the last ProfilerStep, round float µs "
+    "timestamps inward), so the numbers equal HTA's."
+)
 
 
 class By(StrEnum):
@@ -76,6 +84,7 @@ def kernels_cmd(
             "--range", metavar="<name>", help="Only kernels launched inside NVTX ranges of this name."
         ),
     ] = None,
+    hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -86,7 +95,12 @@ def kernels_cmd(
     if base and mangled:
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
-    df = kernel_summary(open_report(report, no_cache), names=names, by=by.value, range_name=range_name)
+    trace = open_report(report, no_cache)
+    if hta:
+        from analysis.hta_rules import hta_view
+
+        trace = hta_view(trace)
+    df = kernel_summary(trace, names=names, by=by.value, range_name=range_name)
     _show(df, format, f"CUDA kernels in {report.name}", top, wide)
 
 
@@ -287,6 +301,9 @@ def register(app: typer.Typer) -> None:
     app.command("cache", short_help="List, clear or limit the Parquet cache of exports read before.")(
         cache_cmd
     )
+    app.command("breakdown", short_help="GPU idle, compute and non-compute time per rank (HTA).")(
+        breakdown_cmd
+    )
 
 
 @cli_errors
@@ -352,3 +369,62 @@ def cache_table(cache: object) -> pd.DataFrame:
             "Source Exists": [e.source_exists for e in entries],
         }
     )
+
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@cli_errors
+def breakdown_cmd(
+    reports: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Traces, one per rank: Kineto .json(.gz), nsys exports or reports; a folder stands for "
+            "the .json(.gz) traces in it."
+        ),
+    ],
+    hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
+    all_tables: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also the per-kernel breakdown, idle-gap statistics, communication/computation overlap "
+            "and queue lengths.",
+        ),
+    ] = False,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
+    per kernel type, and idle time per stream by cause."""
+    from analysis import breakdown as b
+    from harness.output import emit_many
+
+    paths: list[Path] = []
+    for path in reports:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise ExportError(f"no .json or .json.gz traces in the folder {path}")
+            paths += found
+        else:
+            paths.append(path)
+    traces = [open_report(p, no_cache) for p in paths]
+    rules = {"hta_rules": hta}
+    name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
+    tables = [
+        (f"GPU time per rank in {name}: idle, compute, non-compute", b.temporal_breakdown(traces, **rules)),
+        ("GPU time per kernel type (overlaps split out)", b.kernel_type_breakdown(traces, **rules)),
+        ("Idle time per stream, by cause", b.idle_time_breakdown(traces, **rules)),
+    ]
+    if all_tables:
+        tables += [
+            ("GPU time per kernel (10 per type, then others)", b.kernel_breakdown(traces, **rules)),
+            ("Idle gaps per stream and cause", b.idle_interval_stats(traces, **rules)),
+            ("Communication overlapped by computation", b.comm_comp_overlap(traces, **rules)),
+        ]
+        if all(t.has("runtime") for t in traces):
+            tables.append(("Queue length per stream", b.queue_length_summary(traces, **rules)))
+    notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
+    emit_many(tables, format, notes=notes, wide=wide)

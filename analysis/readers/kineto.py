@@ -1,0 +1,491 @@
+"""Read a Chrome/Kineto trace (what torch.profiler writes: `.json` or `.json.gz`) into the trace model.
+
+Which events go where (complete events, `"ph": "X"`; categories as Kineto names them):
+
+- kernel → kernels; gpu_memcpy → memcpy; gpu_memset → memset; cuda_sync → syncs (all on a stream, with
+  device, stream and correlation from `args`; launch shapes packed like the nsys reader's).
+- cuda_runtime and cuda_driver → runtime (the calls, with their correlation ids).
+- user_annotation (record_function ranges, `ProfilerStep#N`) → nvtx as push/pop ranges of their CPU thread,
+  so `nvtx-gpu` credits kernels to the annotations open on the launching thread; `ProfilerStep#N` carries N
+  as its payload. gpu_user_annotation (the same ranges as the GPU ran them) → nvtx in domain `GPU`, as
+  start/end ranges of the stream they ran on: they are not thread-bound, so they never take kernels.
+- cpu_op → cpu_ops, not nvtx: a training step holds thousands of them (40,506 in the diff-control fixture)
+  and they are operators, not annotations; NVTX tables would drown in them.
+- Everything else (python_function, flows, instant events, the `Trace` span) is counted in meta
+  ("ignored") and left out.
+
+Times: Kineto writes microseconds, integers in most traces and floats with nanosecond fractions in newer
+ones. The JSON is parsed with floats kept as their text and turned into integer nanoseconds digit by digit,
+so 1695835542514261.123 µs is 1695835542514261123 ns exactly (a float64 keeps 0.25 µs there).
+
+Ids: `global_tid` is composed as nsys does (pid in bits 24-47, tid in bits 0-23). Linux pids and tids fit;
+one that does not (a string, a pthread id) gets a small id of its own and the threads frame keeps the real
+one in the name. A GPU's streams are threads of a process of their own, 2**23 + device: kernels' global_pid
+is the process that launched them (through the correlation id), as in nsys exports.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Sequence
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import ExportError
+
+VERSION = "kineto-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+FORMAT = "kineto-json"
+NULL = -9223372036854775807  # analysis.trace.NULL
+GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
+SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
+ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
+STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+
+# category -> frame ("annotation" and "gpu_annotation" go to nvtx). Older traces use capitalised names.
+CATEGORIES = {
+    "kernel": "kernels", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "syncs",
+    "cuda_runtime": "runtime", "cuda_driver": "runtime", "user_annotation": "annotation",
+    "gpu_user_annotation": "gpu_annotation", "cpu_op": "cpu_ops",
+    "Kernel": "kernels", "Memcpy": "memcpy", "Memset": "memset", "Runtime": "runtime",
+    "Operator": "cpu_ops",
+}  # fmt: skip
+# CUPTI's enums, as Kineto spells them in memcpy/memset names ("Memcpy HtoD (Pageable -> Device)")
+COPY_KINDS = {"Unknown": 0, "HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
+              "DtoD": 8, "HtoH": 9, "PtoP": 10}  # fmt: skip
+MEMORY_KINDS = {"Unknown": 0, "Pageable": 1, "Pinned": 2, "Device": 3, "Array": 4, "Managed": 5,
+                "Device Static": 6, "Managed Static": 7}  # fmt: skip
+MEMCPY_RE = re.compile(r"Memcpy (\w+) \((.+) -> (.+)\)$")
+MEMSET_RE = re.compile(r"Memset \((.+)\)$")
+HINTS = {
+    "kernels": "record it with torch.profiler and ProfilerActivity.CUDA",
+    "runtime": "record it with torch.profiler and ProfilerActivity.CUDA",
+    "memcpy": "record it with torch.profiler and ProfilerActivity.CUDA",
+    "memset": "record it with torch.profiler and ProfilerActivity.CUDA",
+    "syncs": "record it with torch.profiler and ProfilerActivity.CUDA",
+    "nvtx": "wrap code in torch.profiler.record_function (or profile with a schedule: ProfilerStep#N)",
+    "cpu_ops": "record it with torch.profiler and ProfilerActivity.CPU",
+    "osrt": "Kineto traces have no OS runtime calls: profile with nsys --trace=osrt",
+}
+
+
+class KinetoReader:
+    """One parsed trace: its frames (built on open, the whole file being one JSON document) and metadata."""
+
+    format = FORMAT
+    version = VERSION
+
+    def __init__(self, path: Path, doc: Any) -> None:
+        self.path = path
+        self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
+        self._frames, self._meta = _build(doc)
+
+    def __repr__(self) -> str:
+        return f"KinetoReader({str(self.path)!r})"
+
+    def close(self) -> None:
+        self._frames = {}
+
+    def meta(self) -> dict[str, Any]:
+        counts = {name: len(df) for name, df in self._frames.items()}
+        return {**self._meta, "format": self.format, "counts": counts, "hints": HINTS}
+
+    def read(self, frame: str, columns: Sequence[str]) -> pd.DataFrame:
+        df = self._frames.get(frame)
+        if df is None:
+            return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
+        return df if frame in ("nvtx", "threads", "strings") else df[list(columns)]
+
+
+def open_kineto(path: str | Path) -> KinetoReader:
+    """Parse `path` (a Chrome/Kineto trace, gzipped or not), or raise ExportError saying what is wrong."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except OSError as e:
+        why = e.strerror or str(e)
+        raise ExportError(f"cannot read {path}: {why}") from None
+    except (EOFError, zlib.error) as e:
+        raise ExportError(f"{path} is a corrupt or truncated gzip file ({e})") from None
+    if not raw.strip():
+        raise ExportError(f"{path} is empty: not a Kineto trace")
+    try:
+        doc = json.loads(raw, parse_float=str)  # floats as their text: exact nanoseconds below
+    except (ValueError, RecursionError) as e:
+        why = str(e).splitlines()[0]
+        raise ExportError(f"{path} is not valid JSON ({why}): not a Kineto trace") from None
+    if isinstance(doc, dict) and not isinstance(doc.get("traceEvents"), list):
+        raise ExportError(f"{path} is JSON but not a Chrome/Kineto trace (no traceEvents list)")
+    if not isinstance(doc, dict | list):
+        raise ExportError(f"{path} is JSON but not a Chrome/Kineto trace")
+    return KinetoReader(path, doc)
+
+
+# --- numbers -----------------------------------------------------------------------------------------
+
+
+def text_ns(value: Any) -> int:
+    """Microseconds as Kineto writes them (an int, or a float's text) -> integer nanoseconds, exactly
+    (sub-nanosecond digits rounded half to even). Raises ValueError for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        return value * 1000
+    if not isinstance(value, str):
+        raise ValueError(value)
+    whole, dot, frac = value.partition(".")
+    if dot and len(frac) <= 3 and frac.isdigit() and whole.lstrip("-").isdigit():
+        ns = abs(int(whole)) * 1000 + int(frac.ljust(3, "0"))
+        return -ns if whole.startswith("-") else ns
+    try:
+        return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
+    except (InvalidOperation, ValueError, OverflowError):
+        raise ValueError(value) from None
+
+
+def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(ns as int64, which were valid) of microsecond values; one numpy call when all are integers."""
+    try:
+        return np.array(values, dtype=np.int64) * 1000, np.ones(len(values), dtype=bool)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.empty(len(values), dtype=np.int64)
+    ok = np.ones(len(values), dtype=bool)
+    for i, v in enumerate(values):
+        try:
+            out[i] = text_ns(v)
+        except (ValueError, OverflowError):
+            out[i], ok[i] = NULL, False
+    return out, ok
+
+
+def _ints(values: list[Any]) -> np.ndarray:
+    """Integer args (stream, device, correlation, bytes); NULL where absent or not an integer."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.full(len(values), NULL, dtype=np.int64)
+    for i, v in enumerate(values):
+        if type(v) is int and -(2**63) < v < 2**63:
+            out[i] = v
+    return out
+
+
+def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
+    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z, 0 where absent."""
+    out = np.zeros(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        if isinstance(v, list) and len(v) == 3 and all(type(d) is int for d in v):
+            out[i] = (v[0] << shifts[0]) + (v[1] << shifts[1]) + v[2]
+    return out
+
+
+def shorten(name: str) -> str:
+    """A kernel's base name: template and function arguments and the return type dropped (HTA's rule)."""
+    if name.startswith(("Memcpy", "Memset", "dma")) or ("<" not in name and "(" not in name):
+        return name
+    stack: list[str] = []
+    for c in name.replace("->", ""):
+        if c in ">)":
+            opener = "<" if c == ">" else "("
+            while stack and stack[-1] != opener:
+                stack.pop()
+            if stack:
+                stack.pop()
+        else:
+            stack.append(c)
+    return "".join(stack).split(" ")[-1] or name
+
+
+# --- building the frames ------------------------------------------------------------------------------
+
+
+class _Ids:
+    """pid/tid -> the 24-bit ids global_tid is made of (small ones for those that do not fit)."""
+
+    def __init__(self) -> None:
+        self.small: dict[Any, int] = {}
+
+    def __call__(self, value: Any) -> int:
+        if type(value) is int and 0 <= value < SMALL_ID:
+            return value
+        key = (type(value).__name__, value if isinstance(value, int | str) else str(value))
+        if key not in self.small:
+            self.small[key] = SMALL_ID + len(self.small)
+        return self.small[key]
+
+
+class _Strings:
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def ids_of(self, names: list[Any]) -> np.ndarray:
+        ids = self.ids
+        return np.fromiter(
+            (ids.setdefault(n if type(n) is str else str(n), len(ids)) for n in names),
+            dtype=np.int64,
+            count=len(names),
+        )
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"id": np.arange(len(self.ids), dtype=np.int64), "value": pd.Series(list(self.ids), dtype=object)}
+        )
+
+
+def _events(doc: Any) -> list[Any]:
+    return doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+
+
+def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Every frame of the trace model from the parsed document, and what meta() reports."""
+    events = _events(doc)
+    groups: dict[str, list[tuple[int, dict[str, Any]]]] = {k: [] for k in set(CATEGORIES.values())}
+    thread_names: dict[tuple[Any, Any], str] = {}
+    ignored: dict[str, int] = {}
+    float_times = False
+    for i, e in enumerate(events):
+        if type(e) is not dict:
+            ignored["not an event"] = ignored.get("not an event", 0) + 1
+            continue
+        ph = e.get("ph")
+        if ph == "X":
+            kind = CATEGORIES.get(e.get("cat"))  # type: ignore[arg-type]
+            if kind is not None:
+                groups[kind].append((i, e))
+                float_times = float_times or type(e.get("ts")) is str
+                continue
+        elif ph == "M":
+            args = e.get("args")
+            if e.get("name") == "thread_name" and type(args) is dict and isinstance(args.get("name"), str):
+                thread_names[(e.get("pid"), e.get("tid"))] = args["name"].strip()
+            continue
+        key = str(e.get("cat", f"ph={ph}"))
+        ignored[key] = ignored.get(key, 0) + 1
+    b = _Builder(thread_names)
+    frames = b.frames(groups)
+    meta = _meta(doc, float_times, ignored, b.unusable)
+    return frames, meta
+
+
+class _Builder:
+    """Turns the events of each category into columns."""
+
+    def __init__(self, thread_names: dict[tuple[Any, Any], str]) -> None:
+        self.pids, self.tids = _Ids(), _Ids()
+        self.strings = _Strings()
+        self.thread_names = thread_names
+        self.threads: dict[int, str] = {}
+        self.unusable = 0  # X events without a usable ts or dur
+
+    def frames(self, groups: dict[str, list[tuple[int, dict[str, Any]]]]) -> dict[str, pd.DataFrame]:
+        cpu = {k: self.common(groups[k], thread=True) for k in ("runtime", "annotation", "cpu_ops")}
+        gpu = {k: self.common(groups[k], thread=False) for k in ("kernels", "memcpy", "memset", "syncs")}
+        launcher = self._launcher(cpu["runtime"], cpu["annotation"], cpu["cpu_ops"])
+        out: dict[str, pd.DataFrame] = {}
+        rt = cpu["runtime"]
+        out["runtime"] = pd.DataFrame(
+            {
+                "start": rt["start"],
+                "end": rt["end"],
+                "correlation_id": _ints([a.get("correlation") for a in rt["args"]]),
+                "global_tid": rt["global_tid"],
+                "name_id": self.strings.ids_of(rt["name"]),
+            }
+        )
+        for frame, part in gpu.items():
+            out[frame] = self.gpu_frame(frame, part, launcher)
+        ops = cpu["cpu_ops"]
+        out["cpu_ops"] = pd.DataFrame(
+            {
+                "start": ops["start"],
+                "end": ops["end"],
+                "global_tid": ops["global_tid"],
+                "name_id": self.strings.ids_of(ops["name"]),
+                "external_id": _ints([a.get("External id") for a in ops["args"]]),
+            }
+        )
+        out["nvtx"] = self.ranges(cpu["annotation"], self.common(groups["gpu_annotation"], thread=False))
+        out["threads"] = pd.DataFrame(
+            {
+                "global_tid": np.fromiter(self.threads, dtype=np.int64, count=len(self.threads)),
+                "name": pd.Series(list(self.threads.values()), dtype=object),
+            }
+        )
+        out["strings"] = self.strings.frame()
+        return out
+
+    def common(self, group: list[tuple[int, dict[str, Any]]], *, thread: bool) -> dict[str, Any]:
+        """start, end (ns), index, name, args, pid, tid, and for CPU events global_tid, of the events whose
+        ts and dur are usable."""
+        ts, ok_ts = _times([e.get("ts") for _, e in group])
+        dur, ok_dur = _times([e.get("dur") for _, e in group])
+        ok = ok_ts & ok_dur & (dur >= 0)
+        if not ok.all():
+            self.unusable += int((~ok).sum())
+            group = [g for g, keep in zip(group, ok, strict=True) if keep]
+            ts, dur = ts[ok], dur[ok]
+        part: dict[str, Any] = {
+            "start": ts,
+            "end": ts + dur,
+            "index": np.fromiter((i for i, _ in group), dtype=np.int64, count=len(group)),
+            "name": [e.get("name", "") for _, e in group],
+            "args": [a if type(a := e.get("args")) is dict else {} for _, e in group],
+            "pid": [e.get("pid") for _, e in group],
+            "tid": [e.get("tid") for _, e in group],
+        }
+        if thread:
+            part["global_tid"] = self.cpu_threads(part["pid"], part["tid"])
+        return part
+
+    def cpu_threads(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
+        out = np.empty(len(pids), dtype=np.int64)
+        seen: dict[tuple[Any, Any], int] = {}
+        for i, key in enumerate(zip(pids, tids, strict=True)):
+            gtid = seen.get(key)
+            if gtid is None:
+                pid, tid = self.pids(key[0]), self.tids(key[1])
+                gtid = seen[key] = (pid << 24) | tid
+                if gtid not in self.threads:
+                    name = self.thread_names.get(key) or f"thread {key[1]}"
+                    if pid >= SMALL_ID or tid >= SMALL_ID:
+                        name += f" [pid {key[0]}, tid {key[1]}]"
+                    self.threads[gtid] = name
+            out[i] = gtid
+        return out
+
+    def _launcher(self, *cpu_parts: dict[str, Any]) -> tuple[dict[int, int], int]:
+        """(correlation id -> global pid of the runtime call, the pid of the traced process)."""
+        rt = cpu_parts[0]
+        corr = _ints([a.get("correlation") for a in rt["args"]])
+        gpid = rt["global_tid"] & ~0xFFFFFF
+        by_corr = dict(zip(corr.tolist(), gpid.tolist(), strict=True))
+        main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
+        return by_corr, main
+
+    def gpu_frame(
+        self, frame: str, part: dict[str, Any], launcher: tuple[dict[int, int], int]
+    ) -> pd.DataFrame:
+        args = part["args"]
+        corr = _ints([a.get("correlation") for a in args])
+        by_corr, main = launcher
+        columns: dict[str, Any] = {
+            "start": part["start"],
+            "end": part["end"],
+            "stream_id": _ints([a.get("stream") for a in args]),
+            "correlation_id": corr,
+            "global_pid": np.fromiter((by_corr.get(c, main) for c in corr.tolist()), np.int64, len(corr)),
+            "device_id": np.array(_device(part), dtype=np.int64),
+        }
+        names = part["name"]
+        if frame == "kernels":
+            ids = self.strings.ids_of(names)
+            short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(names)}
+            columns.update(
+                grid=_dims([a.get("grid") for a in args], (32, 16)),
+                block=_dims([a.get("block") for a in args], (22, 11)),
+                name_id=ids,
+                short_name_id=self.strings.ids_of([short[n] for n in names]),
+                mangled_name_id=ids,  # Kineto keeps demangled names only: fall back to them, as nsys does
+            )
+        elif frame == "syncs":
+            columns["name_id"] = self.strings.ids_of(names)
+        else:
+            columns["bytes"] = _ints([a.get("bytes") for a in args])
+            kinds = [_memop_kinds(n) for n in names]
+            if frame == "memcpy":
+                columns.update(
+                    copy_kind=np.array([k[0] for k in kinds], dtype=np.int64),
+                    src_kind=np.array([k[1] for k in kinds], dtype=np.int64),
+                    dst_kind=np.array([k[2] for k in kinds], dtype=np.int64),
+                )
+            else:
+                columns["mem_kind"] = np.array([k[1] for k in kinds], dtype=np.int64)
+        return pd.DataFrame(columns)
+
+    def ranges(self, cpu: dict[str, Any], gpu: dict[str, Any]) -> pd.DataFrame:
+        """user_annotation ranges (push/pop on their thread) and gpu_user_annotation ones (start/end, domain
+        GPU, on their stream's thread), in file order; range_id is the event's index in the file."""
+        device = _device(gpu)
+        stream = _ints([a.get("stream", t) for a, t in zip(gpu["args"], gpu["tid"], strict=True)])
+        gpu_tid = np.fromiter(
+            (self.gpu_thread(d, s if s != NULL else 0) for d, s in zip(device, stream.tolist(), strict=True)),
+            dtype=np.int64,
+            count=len(device),
+        )
+        n_cpu = len(cpu["start"])
+        names = [n if isinstance(n, str) else str(n) for n in (*cpu["name"], *gpu["name"])]
+        df = pd.DataFrame(
+            {
+                "range_id": np.concatenate([cpu["index"], gpu["index"]]),
+                "start": np.concatenate([cpu["start"], gpu["start"]]),
+                "end": np.concatenate([cpu["end"], gpu["end"]]),
+                "global_tid": np.concatenate([cpu["global_tid"], gpu_tid]),
+                "pushpop": np.concatenate([np.ones(n_cpu, dtype=bool), np.zeros(len(gpu_tid), dtype=bool)]),
+                "payload": pd.array([_step(n) for n in names], dtype="Int64"),
+                "name": pd.Categorical(names),
+                "domain": pd.Categorical([None] * n_cpu + [ANNOTATION_DOMAIN] * len(gpu_tid)),
+            }
+        )
+        return df.sort_values("range_id", kind="stable", ignore_index=True)
+
+    def gpu_thread(self, device: int, stream: int) -> int:
+        """A stream's global_tid: process GPU_PROCESS + device, thread = the stream."""
+        gtid = ((GPU_PROCESS + (device & 0x3FFFFF)) << 24) | (stream & 0xFFFFFF)
+        if gtid not in self.threads:
+            self.threads[gtid] = f"GPU {device} stream {stream}"
+        return gtid
+
+
+def _device(part: dict[str, Any]) -> list[int]:
+    """Each GPU event's device: args.device, else the event's pid (Kineto's pid of GPU rows), else 0."""
+    out = []
+    for a, pid in zip(part["args"], part["pid"], strict=True):
+        d = a.get("device", pid)
+        out.append(d if type(d) is int and d >= 0 else 0)
+    return out
+
+
+def _memop_kinds(name: Any) -> tuple[int, int, int]:
+    """(copy kind, source or set memory kind, destination memory kind) from a Kineto memcpy/memset name."""
+    if isinstance(name, str):
+        if m := MEMCPY_RE.match(name):
+            return (COPY_KINDS.get(m[1], 0), MEMORY_KINDS.get(m[2], 0), MEMORY_KINDS.get(m[3], 0))
+        if m := MEMSET_RE.match(name):
+            return (0, MEMORY_KINDS.get(m[1], 0), 0)
+    return (0, 0, 0)
+
+
+def _step(name: str) -> int | None:
+    m = STEP_RE.match(name)
+    return int(m[1]) if m else None
+
+
+def _meta(doc: Any, float_times: bool, ignored: dict[str, int], unusable: int) -> dict[str, Any]:
+    top = doc if isinstance(doc, dict) else {}
+    dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
+    devices = top.get("deviceProperties") if isinstance(top.get("deviceProperties"), list) else []
+    rank = dist.get("rank")
+    base = top.get("baseTimeNanoseconds")
+    return {
+        "producer": "PyTorch Profiler (Kineto)",
+        "producer_version": None,
+        "schema": str(top["schemaVersion"]) if "schemaVersion" in top else None,
+        "time_unit": "us",
+        "rank": rank if type(rank) is int else None,
+        "world_size": dist.get("world_size") if type(dist.get("world_size")) is int else None,
+        "devices": [str(d.get("name")) for d in devices if isinstance(d, dict)],
+        "base_time_ns": base if type(base) is int else None,
+        "float_times": float_times,  # microseconds with fractions: what makes HTA round (analysis.hta_rules)
+        "ignored": ignored,
+        "unusable": unusable,
+    }

@@ -1,0 +1,47 @@
+"""The Kineto fixtures in ../shared (real torch.profiler traces with HTA's tables as the oracle), and small
+traces written by the tests themselves."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from conftest import SHARED_NSYS, missing
+
+SHARED_KINETO = SHARED_NSYS.parent / "kineto"
+TRACES = {
+    "alexnet": "benchmark_result_2869224_1695835535_trace.json.gz",
+    "nccl": "nccl_data.json.gz",
+    "diff-control": "control.json.gz",
+    "diff-test": "test.json.gz",
+}
+
+
+def trace_path(fixture: str) -> Path:
+    path = SHARED_KINETO / fixture / TRACES[fixture]
+    if not path.is_file():
+        missing(f"Kineto fixture {path} not found (../shared/fixtures beside the checkout)")
+    return path
+
+
+def expected(fixture: str, name: str) -> pd.DataFrame:
+    return pd.read_csv(SHARED_KINETO / fixture / "expected" / f"{name}.csv")
+
+
+def raw_events(fixture: str) -> list[dict[str, Any]]:
+    """The trace's events as plain json parses them (floats as float)."""
+    with gzip.open(trace_path(fixture), "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
+    """A Kineto-style trace file (gzipped when the name ends in .gz)."""
+    text = json.dumps({"schemaVersion": 1, **top, "traceEvents": events})
+    if path.name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path

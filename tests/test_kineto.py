@@ -1,0 +1,267 @@
+"""The Kineto reader: real torch.profiler traces into the trace model, exact nanoseconds, every analysis
+command unchanged on them, and the plain and HTA-ruled kernel tables equal to the fixtures' oracles."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import A100_DIR
+from kineto_data import TRACES, expected, raw_events, trace_path, write_trace
+from typer.testing import CliRunner
+
+from analysis.errors import ExportError
+from analysis.hta_rules import _round_inward, hta_view
+from analysis.kernels import kernel_summary
+from analysis.nvtx import nvtx_ranges
+from analysis.nvtx_gpu import nvtx_gpu_summary
+from analysis.readers.kineto import GPU_PROCESS, SMALL_ID, text_ns
+from analysis.trace import open_trace
+from harness.cli import app
+
+FIXTURES = list(TRACES)
+# rows per frame, as the fixtures' README counts the events (cuda_runtime, kernel, ...)
+COUNTS = {
+    "alexnet": {"runtime": 361, "kernels": 79, "memcpy": 16, "memset": 3, "syncs": 41, "cpu_ops": 359,
+                "nvtx": 8},
+    "nccl": {"runtime": 8740, "kernels": 2700, "memcpy": 960, "memset": 114, "syncs": 0, "cpu_ops": 14346,
+             "nvtx": 42 + 30},
+    "diff-control": {"runtime": 24692, "kernels": 8568, "memcpy": 228, "memset": 654, "syncs": 0,
+                     "cpu_ops": 40506, "nvtx": 288},
+    "diff-test": {"runtime": 21167, "kernels": 9876, "memcpy": 4856, "memset": 900, "syncs": 0,
+                  "cpu_ops": 31236, "nvtx": 288},
+}  # fmt: skip
+runner = CliRunner()
+
+
+def us_to_ns(value: float | int) -> int:
+    """What the trace's text said, in ns: a float's repr is the shortest text giving the same float."""
+    return int(Decimal(repr(value)) * 1000)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_every_event_lands_in_its_frame(fixture: str) -> None:
+    trace = open_trace(trace_path(fixture), cache=False)
+    counts = {k: v for k, v in trace.meta["counts"].items() if k in COUNTS[fixture]}
+    assert counts == COUNTS[fixture]
+    assert trace.format == "kineto-json" and trace.meta["time_unit"] == "us"
+    assert trace.meta["float_times"] is (fixture == "nccl")
+    assert trace.meta["rank"] == {"alexnet": 0, "nccl": 0, "diff-control": 3, "diff-test": 1}[fixture]
+    assert trace.meta["unusable"] == 0
+
+
+def test_times_are_exact_nanoseconds() -> None:
+    trace = open_trace(trace_path("nccl"), cache=False)
+    kernels = [e for e in raw_events("nccl") if e.get("cat") == "kernel"]
+    frame = trace.frame("kernels", ["start", "end", "correlation_id"])
+    assert frame["start"].tolist() == [us_to_ns(e["ts"]) for e in kernels]
+    assert (frame["end"] - frame["start"]).tolist() == [us_to_ns(e["dur"]) for e in kernels]
+    assert frame["start"].iloc[0] == 4458676983543183  # "ts": 4458676983543.183
+    # Unix-epoch microseconds with nanosecond digits are past float64's precision (0.25 µs there)
+    assert text_ns("1695835542514261.123") == 1695835542514261123
+    assert float("1695835542514261.123") * 1000 != 1695835542514261123
+    assert text_ns(7) == 7000 and text_ns("2.5") == 2500 and text_ns("-0.25") == -250
+    assert text_ns("1.7e15") == 1_700_000_000_000_000_000 and text_ns("0.0005") == 0  # half to even
+    for bad in (None, "x", [1], True):
+        with pytest.raises(ValueError):
+            text_ns(bad)
+
+
+def test_rounding_inward_is_htas_float_arithmetic() -> None:
+    """ceil(ts), floor(ts + dur) computed from exact ns equal HTA's on the float it parsed, event by event."""
+    events = [e for e in raw_events("nccl") if e.get("ph") == "X" and e.get("cat") != "Trace"]
+    start = np.array([us_to_ns(e["ts"]) for e in events], dtype=np.int64)
+    end = start + np.array([us_to_ns(e["dur"]) for e in events], dtype=np.int64)
+    new_start, new_end = _round_inward(start, end)
+    assert new_start.tolist() == [math.ceil(e["ts"]) * 1000 for e in events]
+    htas_end = [max(math.floor(e["ts"] + e["dur"]), math.ceil(e["ts"])) * 1000 for e in events]
+    assert new_end.tolist() == htas_end
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_kernels_equal_the_plain_summary(fixture: str) -> None:
+    """`harness kernels --by name`: every kernel, exact times; kernels_plain.csv (µs) is the oracle."""
+    ours = kernel_summary(open_trace(trace_path(fixture)), by="name").set_index("Name")
+    plain = expected(fixture, "kernels_plain").set_index("name")
+    assert sorted(ours.index) == sorted(plain.index)
+    ours = ours.loc[plain.index]
+    assert ours["Instances"].tolist() == plain["count"].tolist()
+    assert ours["Total Time (ns)"].tolist() == [us_to_ns(v) for v in plain["total_dur_us"]]
+    assert ours["Min (ns)"].tolist() == [us_to_ns(v) for v in plain["min_dur_us"]]
+    assert ours["Max (ns)"].tolist() == [us_to_ns(v) for v in plain["max_dur_us"]]
+    # ours to 0.1 ns, theirs to 1e-6 µs
+    np.testing.assert_allclose(ours["Avg (ns)"] / 1000, plain["avg_dur_us"], rtol=0, atol=6e-5)
+    np.testing.assert_allclose(ours["StdDev (ns)"] / 1000, plain["std_dur_us"], rtol=0, atol=6e-5)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_kernels_with_hta_rules_equal_htas_kernel_breakdown(fixture: str) -> None:
+    """`harness kernels --hta`: HTA's sum/min/max/mean/stddev per kernel (kernel_breakdown_full.csv) and
+    its event counts (kernels_plain_vs_hta.csv)."""
+    ours = kernel_summary(hta_view(open_trace(trace_path(fixture))), by="name").set_index("Name")
+    full = expected(fixture, "kernel_breakdown_full").set_index("name")
+    counts = expected(fixture, "kernels_plain_vs_hta").set_index("name")["hta_count"].dropna()
+    assert sorted(ours.index) == sorted(counts.index)
+    theirs = full.loc[ours.index]
+    assert ours["Instances"].tolist() == counts.loc[ours.index].astype(int).tolist()
+    assert ours["Total Time (ns)"].tolist() == (theirs["sum (us)"] * 1000).astype(np.int64).tolist()
+    assert ours["Min (ns)"].tolist() == (theirs["min (us)"] * 1000).astype(np.int64).tolist()
+    assert ours["Max (ns)"].tolist() == (theirs["max (us)"] * 1000).astype(np.int64).tolist()
+    np.testing.assert_allclose(ours["Avg (ns)"] / 1000, theirs["mean (us)"], rtol=0, atol=5e-5)
+    np.testing.assert_allclose(ours["StdDev (ns)"] / 1000, theirs["stddev"], rtol=0, atol=5e-5)
+
+
+def test_hta_rules_totals_match_the_readme() -> None:
+    """The README's table: kernels and µs before and after HTA's two load rules."""
+    table = {"alexnet": (79, 10_692_000, 79, 10_692_000), "nccl": (2700, 162_532_340, 1800, 99_447_000),
+             "diff-control": (8568, 446_813_000, 7140, 368_519_000),
+             "diff-test": (9876, 801_858_000, 7775, 621_259_000)}  # fmt: skip
+    for fixture, (n, total, hta_n, hta_total) in table.items():
+        trace = open_trace(trace_path(fixture))
+        plain, ruled = kernel_summary(trace), kernel_summary(hta_view(trace))
+        assert (plain["Instances"].sum(), plain["Total Time (ns)"].sum()) == (n, total)
+        assert (ruled["Instances"].sum(), ruled["Total Time (ns)"].sum()) == (hta_n, hta_total)
+        notes = ruled.attrs["notes"]
+        assert any("ProfilerStep#" in n for n in notes) is (fixture != "alexnet")
+
+
+def test_hta_rules_leave_an_nsys_export_alone(a100_export: Path) -> None:
+    """No float timestamps, no profiler steps: the view is the trace."""
+    trace = open_trace(a100_export)
+    pd.testing.assert_frame_equal(kernel_summary(hta_view(trace)), kernel_summary(trace))
+
+
+def test_annotations_are_ranges_and_credit_kernels_on_their_thread() -> None:
+    """user_annotation: push/pop ranges of their thread, so nvtx-gpu (thread mode) gives nccl:all_reduce the
+    kernels whose launch call ran inside it on the same thread, computed here from the raw JSON."""
+    events = raw_events("nccl")
+    trace = open_trace(trace_path("nccl"))
+    ranges = nvtx_ranges(trace)
+    cpu, gpu = ranges[ranges["domain"].isna()], ranges[ranges["domain"] == "GPU"]
+    assert len(cpu) == 42 and (cpu["style"] == "PushPop").all()
+    assert len(gpu) == 30 and (gpu["style"] == "StartEnd").all()
+    assert set(gpu["pid"]) == {GPU_PROCESS} and set(gpu["tid"]) == {7, 40}  # GPU 0, its streams
+    steps = cpu[cpu["name"].str.startswith("ProfilerStep#")]
+    assert steps["payload"].tolist() == [4, 5, 6]
+
+    def key(e: dict) -> tuple:
+        return (e["pid"], e["tid"])
+
+    annotations = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == "nccl:all_reduce"]
+    calls = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"}
+    total, count = 0, 0
+    for k in (e for e in events if e.get("cat") == "kernel"):
+        call = calls.get(k["args"]["correlation"])
+        inside = call is not None and any(
+            key(a) == key(call)
+            and us_to_ns(a["ts"]) <= us_to_ns(call["ts"])
+            and us_to_ns(call["ts"]) + us_to_ns(call["dur"]) <= us_to_ns(a["ts"]) + us_to_ns(a["dur"])
+            for a in annotations
+        )
+        if inside:
+            total, count = total + us_to_ns(k["dur"]), count + 1
+    table = nvtx_gpu_summary(trace, mode="thread").set_index("Range")
+    assert (table.loc["nccl:all_reduce", "Kern Inst"], table.loc["nccl:all_reduce", "Total Time (ns)"]) == (
+        count,
+        total,
+    )
+    assert count == 15  # the AllReduce kernels
+    assert not table.index.str.startswith("GPU:").any()  # GPU annotations are not thread-bound: no kernels
+
+
+@pytest.mark.parametrize("name", ["trace.json", "trace.json.gz", "renamed.sqlite"])
+def test_open_trace_reads_the_file_not_its_name(name: str, tmp_path: Path) -> None:
+    raw = gzip.decompress(trace_path("alexnet").read_bytes())
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(raw) if name.endswith(".gz") else raw)
+    assert kernel_summary(open_trace(path, cache=False))["Instances"].sum() == 79
+    export = tmp_path / "export.json.gz"  # an nsys export under a Kineto name is still read as one
+    shutil.copyfile(A100_DIR / "report.sqlite", export)
+    assert open_trace(export, cache=False).format == "nsys-sqlite"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x1f\x8b\x08\x00garbage", "corrupt or truncated gzip"),
+        (b'{"traceEvents": [', "not valid JSON"),
+        (b'{"schemaVersion": 1}', "no traceEvents"),
+        (b"   ", "empty"),
+        (b'"just a string"', "not a Chrome/Kineto trace"),
+    ],
+)
+def test_broken_traces_are_one_line_errors(content: bytes, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_bytes(content)
+    with pytest.raises(ExportError, match=message):
+        open_trace(path, cache=False)
+    result = runner.invoke(app, ["kernels", str(path)])
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+def test_bad_events_are_left_out_and_counted(tmp_path: Path) -> None:
+    args = {"stream": 7, "correlation": 1, "device": 0, "grid": [2, 1, 1], "block": [128, 1, 1]}
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": args}
+    events = [
+        kernel,
+        {**kernel, "ts": "soon"},
+        {**kernel, "dur": None},
+        {**kernel, "dur": -3},
+        "not an event",
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": "host", "tid": 2**40, "ts": 8,
+         "dur": 1, "args": {"correlation": 1}},
+    ]  # fmt: skip
+    trace = open_trace(write_trace(tmp_path / "odd.json", events), cache=False)
+    assert trace.meta["unusable"] == 3 and trace.count("kernels") == 1
+    assert trace.meta["ignored"] == {"not an event": 1, "python_function": 1}
+    table = kernel_summary(trace)
+    assert table[["Instances", "Total Time (ns)", "GridXYZ"]].values.tolist() == [[1, 5000, "   2    1    1"]]
+    # odd pid and tid: small ids, the real ones kept in the thread's name
+    calls = trace.frame("runtime")
+    gtid = int(calls["global_tid"].iloc[0])
+    assert gtid >> 24 == SMALL_ID and gtid & 0xFFFFFF == SMALL_ID
+    assert trace.thread_names()[gtid].endswith(f"[pid host, tid {2**40}]")
+    # the kernel belongs to the process that launched it (through the correlation id)
+    assert int(trace.frame("kernels")["global_pid"].iloc[0]) == gtid & ~0xFFFFFF
+
+
+def test_second_open_reads_parquet_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    with open_trace(trace_path("nccl")) as cold:
+        first = kernel_summary(cold)
+        assert cold.source_reads == {"traceEvents": 1}
+    warm = open_trace(trace_path("nccl"))
+    pd.testing.assert_frame_equal(kernel_summary(warm), first)
+    assert warm.source_reads == {} and warm.meta["float_times"] is True
+
+
+@pytest.mark.parametrize("command", ["kernels", "nvtx", "nvtx-gpu", "api", "memops", "launch", "summary"])
+def test_analysis_commands_take_a_kineto_trace(command: str) -> None:
+    result = runner.invoke(app, [command, str(trace_path("alexnet")), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) > 2
+
+
+def test_kernels_cli_hta_option() -> None:
+    path = trace_path("nccl")
+    plain = pd.read_csv(io.StringIO(runner.invoke(app, ["kernels", str(path), "-f", "csv"]).stdout))
+    ruled = runner.invoke(app, ["kernels", str(path), "--hta", "--by", "name", "-f", "csv"])
+    table = pd.read_csv(io.StringIO(ruled.stdout))
+    assert (plain["Instances"].sum(), table["Instances"].sum()) == (2700, 1800)
+    assert table["Total Time (ns)"].sum() == 99_447_000
+    assert "the last profiler step (ProfilerStep#6) is left out" in ruled.output
+
+
+def test_dashboard_draws_a_kineto_trace(tmp_path: Path) -> None:
+    out = tmp_path / "page.html"
+    result = runner.invoke(app, ["dashboard", str(trace_path("alexnet")), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file() and "ampere_sgemm_32x32_sliced1x4_tn" in out.read_text()
