@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from harness.commands import analysis, dashboard, doctor, profiling, run
+from harness.commands import analysis, attention, dashboard, doctor, profiling, run
 
 app = typer.Typer(
     name="harness",
@@ -15,7 +15,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-for group in (run, profiling, doctor, analysis, dashboard):
+for group in (run, profiling, attention, doctor, analysis, dashboard):
     group.register(app)
 
 
