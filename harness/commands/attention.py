@@ -86,7 +86,7 @@ def attention_cmd(
     failed = [c for c in sweep.cells if c.status == "error"]
     for c in failed:
         warn(escape(f"{c.impl} head_dim {c.head_dim} seq_len {c.seq_len}: {c.error}"))
-    oom = sum(c.status == "oom" for c in sweep.cells)
+    oom = [c for c in sweep.cells if c.status == "oom"]
     notes = [
         f"batch {config.batch_size}, {config.num_heads} head(s), {config.precision}, "
         f"{'causal' if config.causal else 'no mask'}; {config.trials} timed calls after {config.warmup} "
@@ -94,7 +94,11 @@ def attention_cmd(
         f"peak memory: {sweep.memory_source}",
     ]
     if oom:
-        notes.append(f"{oom} of {len(sweep.cells)} cells ran out of memory (OOM); the others were measured")
+        first = oom[0]
+        notes.append(
+            f"{len(oom)} of {len(sweep.cells)} cells ran out of memory (OOM), the first ({first.impl}, "
+            f"head_dim {first.head_dim}, seq_len {first.seq_len}) with: {first.error}"
+        )
     emit(
         attention_table(sweep),
         format,
