@@ -113,12 +113,17 @@ def peak_memory_bytes(device: Any) -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
+# What torch's allocators say when an allocation fails: CUDA/MPS ("... out of memory"), the CPU allocator
+# ("DefaultCPUAllocator: can't allocate memory" / "not enough memory"), which raises a plain RuntimeError.
+OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory")
+
+
 def is_oom(exc: BaseException) -> bool:
     import torch
 
     if isinstance(exc, torch.OutOfMemoryError):
         return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in OOM_MESSAGES)
 
 
 def free_memory(device: Any) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -32,6 +33,8 @@ from harness.records import RunResult
 if TYPE_CHECKING:
     import pandas as pd
     from sqlalchemy.engine import Engine
+
+    from harness.attention import AttentionCell, AttentionSweep
 
 
 class Base(DeclarativeBase):
@@ -301,6 +304,37 @@ class ResultsStore:
         with self.engine.connect() as conn:
             return pd.DataFrame(conn.execute(stmt).all(), columns=cols)
 
+    def save_attention(self, sweep: AttentionSweep, cell: AttentionCell) -> None:
+        """One finished cell of an attention sweep (saved as it finishes, so a cut-short sweep keeps it)."""
+        cfg = sweep.config
+        row = AttentionResult(
+            sweep_id=sweep.sweep_id,
+            created_at=datetime.now(UTC),
+            device=sweep.device,
+            device_name=sweep.device_name,
+            precision=cfg.precision,
+            batch_size=cfg.batch_size,
+            num_heads=cfg.num_heads,
+            causal=cfg.causal,
+            warmup=cfg.warmup,
+            trials=cfg.trials,
+            memory_source=sweep.memory_source,
+            env=sweep.env,
+            **{c: getattr(cell, c) for c in ATTENTION_CELL_COLUMNS},
+        )
+        with Session(self.engine) as session, session.begin():
+            session.add(row)
+
+    def attention_results(self, sweep_id: str | None = None) -> pd.DataFrame:
+        """Attention cells (one sweep, or all), oldest first, with ATTENTION_COLUMNS."""
+        import pandas as pd
+
+        stmt = select(*(getattr(AttentionResult, c) for c in ATTENTION_COLUMNS)).order_by(AttentionResult.id)
+        if sweep_id is not None:
+            stmt = stmt.where(AttentionResult.sweep_id == sweep_id)
+        with self.engine.connect() as conn:
+            return pd.DataFrame(conn.execute(stmt).all(), columns=ATTENTION_COLUMNS)
+
 
 RUN_COLUMNS = [
     "run_id",
@@ -383,3 +417,65 @@ def run_row(r: Run) -> dict[str, Any]:
         "nsys_rep": r.nsys_rep,
         "nsys_sqlite": r.nsys_sqlite,
     }
+
+
+class AttentionResult(Base):
+    """One cell of `harness attention`: one implementation at one head dim × seq len. Times in ns."""
+
+    __tablename__ = "attention_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sweep_id: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    device: Mapped[str] = mapped_column(String(16))
+    device_name: Mapped[str] = mapped_column(String(128), default="")
+    impl: Mapped[str] = mapped_column(String(16))  # math | sdpa | compiled
+    precision: Mapped[str] = mapped_column(String(8))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    num_heads: Mapped[int] = mapped_column(Integer)
+    head_dim: Mapped[int] = mapped_column(Integer)
+    seq_len: Mapped[int] = mapped_column(Integer)
+    causal: Mapped[bool] = mapped_column(Boolean)
+    warmup: Mapped[int] = mapped_column(Integer)
+    trials: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))  # ok | oom | error
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    forward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    forward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    backward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    backward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    compile_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # BigInteger: tens of GB overflow PostgreSQL's 32-bit INTEGER
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    memory_source: Mapped[str] = mapped_column(Text, default="")  # how peak_memory_bytes was measured
+    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# The AttentionCell fields stored as they are.
+ATTENTION_CELL_COLUMNS = [
+    "impl",
+    "head_dim",
+    "seq_len",
+    "status",
+    "error",
+    "forward_mean_ns",
+    "forward_std_ns",
+    "backward_mean_ns",
+    "backward_std_ns",
+    "compile_ns",
+    "peak_memory_bytes",
+]
+ATTENTION_COLUMNS = [
+    "sweep_id",
+    "created_at",
+    "device",
+    "device_name",
+    "precision",
+    "batch_size",
+    "num_heads",
+    "causal",
+    "warmup",
+    "trials",
+    *ATTENTION_CELL_COLUMNS,
+    "memory_source",
+]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from workloads import flops, peak
+from workloads import flops, memory, peak
 from workloads.cache import KVCache, new_cache
 from workloads.data import loss_fn, synthetic_batch
 from workloads.gpt2 import GPT2
@@ -28,6 +28,7 @@ __all__ = [
     "flops",
     "get_spec",
     "loss_fn",
+    "memory",
     "new_cache",
     "peak",
     "synthetic_batch",

@@ -118,3 +118,16 @@ class Attention(nn.Module):
             k, v = cache.update(self.layer, k, v)
         y = self.sdpa(q, k, v) if self.kind == "sdpa" else self.context(self.softmax(self.scores(q, k)), v)
         return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+def math_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """softmax(Q·Kᵀ/√d)·V in plain ops, as attention="math" computes it; q, k, v are [..., T, head_dim]."""
+    scores = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5
+    if causal:
+        scores = scores.masked_fill(~causal_mask(q.size(-2), k.size(-2), q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """torch's fused scaled_dot_product_attention (the backend torch picks for the device and dtype)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)

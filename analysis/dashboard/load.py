@@ -9,6 +9,7 @@ from typing import Protocol
 import pandas as pd
 
 from analysis import kernels, nvtx, nvtx_gpu, osrt, timeline
+from analysis.dashboard.attention import newest_sweep
 from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
 from analysis.errors import ExportError, first_line
@@ -28,6 +29,8 @@ class RunSource(Protocol):
     def step_timings(self, run_ids: list[str] | None = ...) -> pd.DataFrame: ...
 
     def agreement(self, run_ids: list[str] | None = ...) -> pd.DataFrame: ...
+
+    def attention_results(self, sweep_id: str | None = ...) -> pd.DataFrame: ...
 
 
 def _always(prof: Profile) -> bool:
@@ -121,6 +124,7 @@ def collect(
         profile=profile_for_runs(runs),
         compare=compare,
         source=source or f"{len(runs)} runs",
+        attention=newest_sweep(store.attention_results()),
     )
     pair = compare or pick_pair(runs)
     if pair:

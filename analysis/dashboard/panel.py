@@ -58,6 +58,8 @@ class DashboardData:
     profile: Profile | None = None
     compare: tuple[str, str] | None = None  # run ids: baseline, other
     compare_kernels: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None)
+    # cells of the newest attention sweep: the results store's attention columns
+    attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sweep_id", "impl"]))
     source: str = ""  # where the data came from, for the page header
 
 

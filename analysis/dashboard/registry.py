@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.dashboard import compare, overhead, phases, profile, throughput
+from analysis.dashboard import attention, compare, overhead, phases, profile, throughput
 from analysis.dashboard.panel import PanelSpec
 
 PANELS: list[PanelSpec] = [
@@ -15,4 +15,5 @@ PANELS: list[PanelSpec] = [
     PanelSpec("timeline", "Timeline of one step", profile.timeline_panel, scope="profile"),
     PanelSpec("throughput", "Throughput per configuration", throughput.throughput_panel),
     PanelSpec("compare", "Run comparison", compare.compare_panel),
+    PanelSpec("attention", "Attention forward + backward time", attention.attention_panel),
 ]

@@ -86,4 +86,6 @@ def roofline_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("roofline")(roofline_cmd)
+    app.command("roofline", short_help="FLOPs, bytes and intensity per sub-block, on the device roofline.")(
+        roofline_cmd
+    )

@@ -1,0 +1,177 @@
+"""The attention benchmark: cells, OOM cells, the table, the store, and `harness attention` as typed."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from harness import attention
+from harness.attention import AttentionConfig, attention_table, run_attention_sweep
+from harness.cli import app
+from harness.store import ResultsStore
+from workloads.attention import math_attention, sdpa_attention
+
+runner = CliRunner()
+SMALL = AttentionConfig(
+    batch_size=2, num_heads=2, head_dims=(8, 16), seq_lens=(16, 64), warmup=1, trials=3, device="cpu"
+)
+
+
+def oom_at(seq_len: int):
+    """A factory whose attention runs out of memory (as the CUDA allocator reports it) at one seq_len."""
+
+    def factory(causal: bool):
+        def fn(q, k, v):
+            if q.size(-2) == seq_len:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+            return sdpa_attention(q, k, v, causal)
+
+        return fn
+
+    return factory
+
+
+@pytest.fixture(scope="module")
+def sweep() -> attention.AttentionSweep:
+    return run_attention_sweep(SMALL)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_math_and_sdpa_compute_the_same_attention(causal: bool) -> None:
+    q, k, v = torch.randn(3, 2, 2, 24, 8, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(math_attention(q, k, v, causal), sdpa_attention(q, k, v, causal))
+
+
+def test_every_cell_is_measured_in_sweep_order(sweep: attention.AttentionSweep) -> None:
+    cells = [(c.impl, c.head_dim, c.seq_len) for c in sweep.cells]
+    assert cells == [(i, h, s) for i in ("math", "sdpa") for h in (8, 16) for s in (16, 64)]
+    for c in sweep.cells:
+        assert c.status == "ok" and c.error is None and c.compile_ns is None
+        assert c.forward_mean_ns > 0 and c.backward_mean_ns > 0
+        assert c.forward_std_ns >= 0 and c.backward_std_ns >= 0
+    assert sweep.device == "cpu" and sweep.sweep_id.startswith("attn-")
+    assert "torch.profiler" in sweep.memory_source
+
+
+def test_cpu_peak_memory_holds_what_must_be_live(sweep: attention.AttentionSweep) -> None:
+    """q, k, v, dout, the output and three input grads are all live at the end: 8 × one input's bytes.
+    math also keeps the seq_len² probabilities and builds the scores beside them; sdpa never holds them."""
+    b, h = SMALL.batch_size, SMALL.num_heads
+    peaks = {(c.impl, c.head_dim, c.seq_len): c.peak_memory_bytes for c in sweep.cells}
+    for (impl, head_dim, seq_len), peak in peaks.items():
+        one_input = b * h * seq_len * head_dim * 4
+        assert peak >= 8 * one_input, impl
+        if impl == "math":
+            assert peak >= 4 * one_input + 2 * b * h * seq_len * seq_len * 4
+    for head_dim in SMALL.head_dims:
+        assert peaks[("sdpa", head_dim, 64)] < peaks[("math", head_dim, 64)]
+
+
+def test_table_shows_ms_columns_in_ns_and_memory_in_mib(sweep: attention.AttentionSweep) -> None:
+    table = attention_table(sweep)
+    assert list(table.columns) == [
+        "impl", "head_dim", "seq_len", "forward mean (ns)", "forward std (ns)", "backward mean (ns)",
+        "backward std (ns)", "peak memory (MiB)", "status",
+    ]  # fmt: skip
+    first = sweep.cells[0]
+    assert table.loc[0, "forward mean (ns)"] == first.forward_mean_ns
+    assert table.loc[0, "peak memory (MiB)"] == first.peak_memory_bytes / 2**20
+    assert set(table["status"]) == {"ok"}
+
+
+def test_an_oom_cell_is_recorded_and_the_sweep_goes_on(monkeypatch, tmp_db: str) -> None:
+    monkeypatch.setitem(attention.FACTORIES, "sdpa", oom_at(16))
+    store = ResultsStore(tmp_db)
+    config = AttentionConfig(
+        batch_size=2, head_dims=(8, 16), seq_lens=(16, 32), impls=("sdpa",), warmup=0, trials=2, device="cpu"
+    )
+    sweep = run_attention_sweep(config, on_cell=store.save_attention)
+    status = {(c.head_dim, c.seq_len): c.status for c in sweep.cells}
+    assert status == {(8, 16): "oom", (8, 32): "ok", (16, 16): "oom", (16, 32): "ok"}
+    oom = sweep.cells[0]
+    assert oom.error == "CUDA out of memory. Tried to allocate 8.00 GiB"
+    assert oom.forward_mean_ns is None and oom.peak_memory_bytes is None
+    table = attention_table(sweep)
+    assert list(table["status"]) == ["OOM", "ok", "OOM", "ok"]
+    assert math.isnan(table.loc[0, "forward mean (ns)"]) and table.loc[1, "forward mean (ns)"] > 0
+    rows = store.attention_results(sweep.sweep_id)
+    assert list(rows["status"]) == ["oom", "ok", "oom", "ok"]
+    assert rows.loc[0, "error"] == oom.error and pd_isna(rows.loc[0, "forward_mean_ns"])
+    assert rows.loc[1, "forward_mean_ns"] == sweep.cells[1].forward_mean_ns
+    assert rows.loc[1, "peak_memory_bytes"] == sweep.cells[1].peak_memory_bytes
+    assert set(rows["sweep_id"]) == {sweep.sweep_id} and set(rows["batch_size"]) == {2}
+
+
+def pd_isna(value) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
+
+
+def test_another_failure_is_an_error_cell_not_a_crash(monkeypatch) -> None:
+    def broken(causal: bool):
+        def fn(q, k, v):
+            raise RuntimeError("expected scalar type Float but found Half\nsecond line")
+
+        return fn
+
+    monkeypatch.setitem(attention.FACTORIES, "math", broken)
+    config = AttentionConfig(batch_size=1, head_dims=(8,), seq_lens=(8,), warmup=0, trials=1, device="cpu")
+    sweep = run_attention_sweep(config)
+    assert [(c.impl, c.status) for c in sweep.cells] == [("math", "error"), ("sdpa", "ok")]
+    assert sweep.cells[0].error == "expected scalar type Float but found Half"
+
+
+def test_cli_prints_the_table_and_saves_every_cell(monkeypatch, tmp_db: str) -> None:
+    monkeypatch.setitem(attention.FACTORIES, "sdpa", oom_at(32))
+    args = ["attention", "--device", "cpu", "--batch", "2", "--head-dims", "8", "--seq-lens", "16,32"]
+    result = runner.invoke(app, [*args, "--warmup", "0", "--trials", "2"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "math" in result.stdout and "OOM" in result.stdout and "peak memory" in result.stdout
+    assert "1 of 4 cells ran out of memory (OOM), the first (sdpa, head_dim 8, seq_len 32)" in result.stdout
+    rows = ResultsStore(tmp_db).attention_results()
+    assert list(zip(rows["impl"], rows["seq_len"], rows["status"], strict=True)) == [
+        ("math", 16, "ok"), ("math", 32, "ok"), ("sdpa", 16, "ok"), ("sdpa", 32, "oom"),
+    ]  # fmt: skip
+
+    result = runner.invoke(app, [*args, "--trials", "1", "--format", "json"], catch_exceptions=False)
+    records = json.loads(result.stdout)
+    assert [r["status"] for r in records] == ["ok", "ok", "ok", "OOM"]
+    assert records[0]["forward mean (ns)"] > 0 and records[3]["forward mean (ns)"] is None
+    assert len(set(ResultsStore(tmp_db).attention_results()["sweep_id"])) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--impl", "flash"], "unknown --impl flash; choose from math, sdpa, compiled"),
+        (["--head-dims", "16,x"], "--head-dims takes comma-separated positive integers, got '16,x'"),
+        (["--seq-lens", "0"], "--seq-lens takes positive integers, got 0"),
+        (["--trials", "0"], "--trials must be a positive number, got 0"),
+        (["--warmup", "-1"], "--warmup must be 0 or more, got -1"),
+    ],
+)
+def test_bad_arguments_are_one_line(tmp_db: str, args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["attention", "--device", "cpu", *args], catch_exceptions=False)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert lines == [f"error: {message}"]
+
+
+@pytest.mark.slow
+def test_compiled_attention_compiles_once_per_cell_and_matches_math() -> None:
+    config = AttentionConfig(
+        batch_size=1, head_dims=(8,), seq_lens=(16,), impls=("compiled",), warmup=1, trials=2, device="cpu"
+    )
+    sweep = run_attention_sweep(config)
+    (cell,) = sweep.cells
+    assert cell.status == "ok", cell.error
+    assert cell.compile_ns > cell.forward_mean_ns + cell.backward_mean_ns  # compiling is in the first call
+    assert "compile (ns)" in attention_table(sweep).columns
+    q, k, v = torch.randn(3, 1, 1, 16, 8, generator=torch.Generator().manual_seed(1))
+    compiled = attention.FACTORIES["compiled"](True)
+    torch.testing.assert_close(compiled(q, k, v), math_attention(q, k, v))
