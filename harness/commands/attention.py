@@ -111,5 +111,5 @@ def attention_cmd(
 
 def register(app: typer.Typer) -> None:
     app.command(
-        "attention", short_help="Attention forward/backward time and memory over head dim × seq len."
+        "attention", short_help="Attention forward/backward time and memory per head dim, seq len."
     )(attention_cmd)
