@@ -132,13 +132,14 @@ class Bench:
         run, text = self.run_once(cmd.argv, folder)
         cmd.runs.append(run)
         cmd.stdout = text
-        if cmd.cache in ("cold", "none"):
-            entries = [p for p in folder.iterdir() if p.is_dir()]
-            if cmd.cache == "cold" and not entries:
-                self.check(f"{cmd.key} fills the cache", False, f"{folder} is empty after the run")
-            if cmd.cache == "none" and entries:
-                self.check(f"{cmd.key} writes no cache", False, f"{folder} holds {entries}")
-            shutil.rmtree(folder, ignore_errors=True)
+        if cmd.cache == "warm":
+            return
+        entries = [p for p in folder.iterdir() if p.is_dir()]
+        if cmd.cache == "cold" and not entries:
+            self.check(f"{cmd.key} fills the cache", False, f"{folder} is empty after the run")
+        if cmd.cache == "none" and entries:
+            self.check(f"{cmd.key} writes no cache", False, f"{folder} holds {entries}")
+        shutil.rmtree(folder, ignore_errors=True)
 
     def group(self, name: str, cmds: list[Cmd], repeat: int, export: Path) -> None:
         """Fill a warm cache with one untimed run of each warm command, then run the commands in turn."""
