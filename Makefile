@@ -33,7 +33,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run_overhead.py
-	$(BIN)/python benchmarks/export_speed.py
+	$(BIN)/python benchmarks/trace_speed.py
 
 clean:
 	rm -rf $(VENV) .tools build *.egg-info

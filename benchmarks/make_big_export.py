@@ -1,12 +1,16 @@
-"""Build a large Nsight Systems export from the real A100 fixture, for benchmarks/export_speed.py.
+"""Build a large Nsight Systems export from a real one, for benchmarks/trace_speed.py.
 
-The fixture's kernels, their launch calls (both runtime rows of each, as recorded) and its `saxpy` NVTX
-ranges are replicated N times, each copy shifted past the end of the previous one and given fresh
-correlationIds, so `nsys stats` and the harness see a long run of the same program. Everything happens
-inside SQLite (INSERT ... SELECT over a recursive CTE), in a copy in the output folder; the fixture is
-only read.
+The source's kernels, its CUDA runtime calls (all of them, or only the kernel launches), its memory
+copies and sets, its OS runtime calls and its NVTX ranges are replicated until the export holds at least
+`--kernels` kernels. Copy i is shifted in time past the end of copy i - 1 (by the span of every replicated
+table) and gets fresh correlationIds, so `nsys stats` and the harness see a long run of the same program.
+With `--shape-variants K`, copy i launches its kernels with gridX + (i % K) * 1000, so the export holds K
+times the source's launch shapes (the default source, a PyTorch step with 33 shapes, gives 99 with K=3).
+Everything happens inside SQLite (INSERT ... SELECT over a recursive CTE) in a copy in the output folder;
+the source is only read.
 
-    .venv/bin/python benchmarks/make_big_export.py OUT.sqlite [--kernels 1000000]
+    .venv/bin/python benchmarks/make_big_export.py OUT.sqlite [--kernels 1000000] [--shape-variants 3]
+        [--source PATH] [--runtime all|launches]
 """
 
 from __future__ import annotations
@@ -16,73 +20,133 @@ import math
 import shutil
 import sqlite3
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-FIXTURE = (
-    Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "a100-saxpy-mpi" / "report.sqlite"
-)
+SHARED_NSYS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys"
+FIXTURE = SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite"  # PyTorch + DLProf, RTX 2070 SUPER
+A100_FIXTURE = SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite"  # the 5-kernel saxpy of earlier runs
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+NVTX = "NVTX_EVENTS"
+OSRT = "OSRT_API"
+RANGE_TYPES = (59, 60, 70, 71)  # NVTX push/pop and start/end ranges (NVTX and NVTXT); not domain events
+CORRELATED = (KERNEL, RUNTIME, MEMCPY, MEMSET)
 
 
-def make_big_export(out: Path, kernels: int = 1_000_000, source: Path = FIXTURE) -> int:
-    """Write the big export to `out`; return how many kernels it holds."""
+@dataclass
+class Built:
+    """What the export holds: rows per replicated table, launch shapes, size on disk."""
+
+    path: Path
+    copies: int
+    rows: dict[str, int]
+    shapes: int
+    bytes: int
+
+    @property
+    def kernels(self) -> int:
+        return self.rows.get(KERNEL, 0)
+
+    def describe(self) -> str:
+        short = {KERNEL: "kernels", RUNTIME: "runtime calls", MEMCPY: "memcpy", MEMSET: "memset",
+                 NVTX: "NVTX ranges", OSRT: "OS runtime calls"}  # fmt: skip
+        rows = ", ".join(f"{n:,} {short[t]}" for t, n in self.rows.items() if n)
+        return f"{rows}; {self.shapes} kernel launch shapes; {self.bytes / 1e6:.0f} MB"
+
+
+def make_big_export(
+    out: Path,
+    kernels: int = 1_000_000,
+    source: Path = FIXTURE,
+    shape_variants: int = 1,
+    runtime: str = "all",
+) -> Built:
+    """Write the big export to `out` (replaced if there); say what it holds."""
+    if shape_variants < 1:
+        raise ValueError("shape_variants must be at least 1")
     out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
     shutil.copyfile(source, out)
     out.chmod(0o644)
     con = sqlite3.connect(out)
     try:
-        (n_kern,) = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        present = [t for t in (KERNEL, RUNTIME, MEMCPY, MEMSET, NVTX, OSRT) if t in tables]
+        if KERNEL not in present:
+            raise SystemExit(f"{source} has no {KERNEL} table: pick a source with kernels")
+        (n_kern,) = con.execute(f"SELECT count(*) FROM {KERNEL}").fetchone()
         copies = math.ceil(kernels / n_kern)
-        lo, hi = con.execute("SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
-        (max_corr,) = con.execute("SELECT max(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
-        span = hi - lo + 1_000_000
-        params = {"n": copies - 1, "span": span, "corr": max_corr + 1}
+        where = {t: "" for t in present}
+        if NVTX in present:
+            where[NVTX] = f" WHERE eventType IN ({', '.join(map(str, RANGE_TYPES))})"
+        if runtime == "launches":  # only the launch calls of kernels: what gpukernsum/nvtxkernsum join on
+            where[RUNTIME] = f" WHERE correlationId IN (SELECT correlationId FROM {KERNEL})"
+        # one copy spans every replicated row, so copies never overlap
+        spans = [
+            con.execute(f"SELECT min(start), max(coalesce(end, start)) FROM {t}{where[t]}").fetchone()
+            for t in present
+        ]
+        lo = min(s[0] for s in spans if s[0] is not None)
+        hi = max(s[1] for s in spans if s[1] is not None)
+        max_corr = max(
+            con.execute(f"SELECT coalesce(max(correlationId), 0) FROM {t}").fetchone()[0]
+            for t in present
+            if t in CORRELATED
+        )
+        params = {"n": copies - 1, "span": hi - lo + 1_000_000, "corr": max_corr + 1, "k": shape_variants}
         cte = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < :n) "
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
-        for table, corr in (
-            ("CUPTI_ACTIVITY_KIND_KERNEL", True),
-            ("CUPTI_ACTIVITY_KIND_RUNTIME", True),
-        ):
+        for table in present:
             cols = [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
-            select = ", ".join(
-                "start + c.i * :span" if col == "start"
-                else "end + c.i * :span" if col == "end"
-                else "correlationId + c.i * :corr" if col == "correlationId" and corr
-                else col
-                for col in cols
-            )  # fmt: skip
-            where = ""
-            if table == "CUPTI_ACTIVITY_KIND_RUNTIME":
-                # only the launch calls of kernels: what gpukernsum/nvtxkernsum join on
-                where = " WHERE correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+            shifted = {
+                "start": "start + c.i * :span",
+                "end": "end + c.i * :span",
+                "correlationId": "correlationId + c.i * :corr",
+                "gridX": "gridX + (c.i % :k) * 1000",
+            }
+            if table not in CORRELATED:
+                del shifted["correlationId"]
+            if table != KERNEL:
+                del shifted["gridX"]
+            select = ", ".join(f"{shifted.get(col, col)}" for col in cols)
+            used = {k: v for k, v in params.items() if f":{k}" in cte + select}
             con.execute(
-                f"{cte}INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table}, c{where}",
-                params,
+                f"{cte}INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table}, c{where[table]}",
+                used,
             )
-        cols = [row[1] for row in con.execute("PRAGMA table_info(NVTX_EVENTS)")]
-        select = ", ".join(
-            "start + c.i * :span" if col == "start" else "end + c.i * :span" if col == "end" else col
-            for col in cols
-        )
-        con.execute(
-            f"{cte}INSERT INTO NVTX_EVENTS ({', '.join(cols)}) SELECT {select} FROM NVTX_EVENTS, c "
-            "WHERE text = 'saxpy'",
-            {k: v for k, v in params.items() if k != "corr"},
-        )
         con.commit()
-        (total,) = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        rows = {t: con.execute(f"SELECT count(*) FROM {t}{where[t]}").fetchone()[0] for t in present}
+        (shapes,) = con.execute(
+            f"SELECT count(*) FROM (SELECT DISTINCT demangledName, gridX, gridY, gridZ, blockX, blockY, "
+            f"blockZ FROM {KERNEL})"
+        ).fetchone()
     finally:
         con.close()
-    return int(total)
+    return Built(out, copies, rows, int(shapes), out.stat().st_size)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--kernels", type=int, default=1_000_000)
+    parser.add_argument("--source", type=Path, default=FIXTURE, help=f"default: {FIXTURE}")
+    parser.add_argument(
+        "--shape-variants", type=int, default=3, help="copy i gets gridX + (i %% K) * 1000 (1: no change)"
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=["all", "launches"],
+        default="all",
+        help="replicate every CUDA runtime call, or only the kernel launch calls",
+    )
     args = parser.parse_args(argv)
-    total = make_big_export(args.out, args.kernels)
-    print(f"{args.out}: {total:,} kernels, {args.out.stat().st_size / 1e6:.0f} MB")
+    built = make_big_export(args.out, args.kernels, args.source, args.shape_variants, args.runtime)
+    print(f"{args.out}: {built.describe()}")
     return 0
 
 

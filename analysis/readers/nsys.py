@@ -200,7 +200,8 @@ class NsysReader:
         if table not in self.tables:
             return empty
         self.reads[table] = self.reads.get(table, 0) + 1
-        lo, hi = self._rows(f"SELECT min(rowid), max(rowid) FROM {_ident(table)}")[0]
+        t = _ident(table)  # two subqueries: SQLite answers each from the b-tree's ends, not by a full scan
+        lo, hi = self._rows(f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")[0]
         if lo is None or not names:
             return empty
         cond = f" AND ({where})" if where else ""
