@@ -11,8 +11,7 @@ from analysis.trace import Trace
 def osrt_summary(trace: Trace) -> pd.DataFrame:
     """Time in each traced OS runtime function (Time (%), Total Time (ns), Num Calls, ..., Name)."""
     trace.require("osrt", "OS runtime calls")
-    calls = trace.frame("osrt", ["name_id", "start", "end"])
-    calls["duration"] = calls["end"] - calls["start"]
+    calls = trace.frame("osrt", ["name_id", "duration"])
     out = summarize_calls(calls, trace.strings(calls["name_id"].unique()))
     out.attrs["notes"] = list(trace.notes)
     return out

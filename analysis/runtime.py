@@ -35,15 +35,10 @@ def plain_name(name: str) -> str:
 def kernel_rows(trace: Trace, fields: tuple[str, ...], names: str = "demangled") -> pd.DataFrame:
     """Kernels with `fields` (trace kernel columns, plus "duration"); "name_id" in the style `names`
     (demangled, base, or mangled, which falls back to demangled where the export has none)."""
-    cols = [NAME_COLUMN[names] if f == "name_id" else f for f in fields if f != "duration"]
-    if "duration" in fields:
-        cols += [c for c in ("start", "end") if c not in cols]
+    cols = [NAME_COLUMN[names] if f == "name_id" else f for f in fields]
     kern = trace.frame("kernels", list(dict.fromkeys(cols)))
     if names != "demangled" and "name_id" in fields:
         kern = kern.rename(columns={NAME_COLUMN[names]: "name_id"})
-    if "duration" in fields:
-        kern["duration"] = kern["end"].to_numpy() - kern["start"].to_numpy()
-        kern = kern.drop(columns=[c for c in ("start", "end") if c not in fields])
     return kern
 
 

@@ -12,11 +12,21 @@ from analysis.trace import Trace
 
 # The columns the tables below read, loaded together so that each source table is scanned once.
 NEEDS = {
-    "kernels": ("start", "end", "name_id", "grid", "block", "correlation_id", "global_pid", "device_id"),
+    "kernels": (
+        "start",
+        "end",
+        "duration",
+        "name_id",
+        "grid",
+        "block",
+        "correlation_id",
+        "global_pid",
+        "device_id",
+    ),
     "runtime": ("start", "end", "correlation_id", "global_tid", "name_id"),
     "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id"),
     "memset": ("start", "end", "bytes", "stream_id", "correlation_id"),
-    "osrt": ("start", "end", "name_id"),
+    "osrt": ("duration", "name_id"),
     "nvtx": (),
     "strings": (),
 }

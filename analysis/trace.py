@@ -43,13 +43,15 @@ from analysis.errors import ExportError
 
 NULL = -9223372036854775807
 FRAMES: dict[str, tuple[str, ...]] = {
-    "kernels": ("start", "end", "correlation_id", "global_pid", "device_id", "stream_id", "grid", "block",
+    "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
+                "block",
                 "name_id", "short_name_id", "mangled_name_id"),
-    "runtime": ("start", "end", "correlation_id", "global_tid", "name_id"),
-    "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid",
+    "runtime": ("start", "end", "duration", "correlation_id", "global_tid", "name_id"),
+    "memcpy": ("start", "end", "duration", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid",
                "device_id", "src_kind", "dst_kind"),
-    "memset": ("start", "end", "bytes", "stream_id", "correlation_id", "global_pid", "device_id", "mem_kind"),
-    "osrt": ("start", "end", "global_tid", "name_id"),
+    "memset": ("start", "end", "duration", "bytes", "stream_id", "correlation_id", "global_pid", "device_id",
+               "mem_kind"),
+    "osrt": ("start", "end", "duration", "global_tid", "name_id"),
     "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
     "syncs": ("start", "end", "stream_id", "correlation_id", "global_pid", "device_id", "name_id"),
     "cpu_ops": ("start", "end", "global_tid", "name_id", "external_id"),
@@ -122,10 +124,20 @@ class Trace:
 
     def count(self, frame: str) -> int:
         """Rows of `frame` in the source (before rows that cannot be right are left out)."""
-        return int(self.meta.get("counts", {}).get(frame, 0))
+        if not self.has(frame):
+            return 0
+        have = self._data[frame]
+        if not have and self._entry_ready and self._entry is not None:
+            cached = [c for c in FRAMES[frame] if self._entry.has(frame, c)]
+            if cached:
+                self._columns(frame, cached[:1])
+        if have:
+            return len(next(iter(have.values())))
+        return int(self.reader.count(frame))
 
     def has(self, frame: str) -> bool:
-        return self.count(frame) > 0
+        """Whether `frame` has rows, from the metadata alone."""
+        return bool(self.meta.get("nonempty", {}).get(frame, False))
 
     def require(self, frame: str, what: str) -> None:
         """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows."""
@@ -152,13 +164,21 @@ class Trace:
         unknown = [c for c in cols if c not in FRAMES[frame]]
         if unknown:
             raise KeyError(f"{frame} has no column {unknown[0]!r}: {', '.join(FRAMES[frame])}")
-        check = ["start", "end"] if frame in TIMED else []
+        check: list[str] = []
+        if frame in TIMED:  # a duration alone carries the check (NULL where the row cannot be right)
+            by_duration = (
+                "duration" in FRAMES[frame] and "duration" in cols and not {"start", "end"} & set(cols)
+            )
+            check = ["duration"] if by_duration else ["start", "end"]
         data = self._columns(frame, list(dict.fromkeys([*cols, *check])))
         n = len(next(iter(data.values()))) if data else 0
         keep = np.ones(n, dtype=bool)
         if check and n:
-            start, end = np.asarray(data["start"]), np.asarray(data["end"])
-            bad = (start == NULL) | (end == NULL) | (end < start)
+            if check == ["duration"]:
+                bad = np.asarray(data["duration"]) == NULL
+            else:
+                start, end = np.asarray(data["start"]), np.asarray(data["end"])
+                bad = (start == NULL) | (end == NULL) | (end < start)
             if bad.any():
                 self.note(
                     f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "
@@ -213,7 +233,7 @@ class Trace:
         if missing:
             if frame in WHOLE:
                 missing = list(FRAMES[frame])
-            df = self.reader.read(frame, missing) if self.count(frame) or frame in WHOLE else None
+            df = self.reader.read(frame, missing) if self.has(frame) or frame in WHOLE else None
             if df is None:
                 df = _empty(frame, missing)
             lengths = {len(v) for v in have.values()}
@@ -247,6 +267,12 @@ class Trace:
             write()  # the entry folder first, in this thread: the note must be in before tables print
             return
         _submit(write)
+
+
+def valid_duration(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """end - start, NULL where either is NULL or the end comes before the start."""
+    bad = (start == NULL) | (end == NULL) | (end < start)
+    return np.where(bad, NULL, end - start)
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:

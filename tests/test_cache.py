@@ -76,7 +76,7 @@ def test_warm_command_needs_no_sqlalchemy(a100_export: Path, tmp_path: Path) -> 
 def test_corrupt_file_is_rebuilt(a100_export: Path, a100_expected: Path, cache_dir: Path) -> None:
     with open_trace(a100_export) as t:
         kernel_summary(t)
-    bad = next(cache_dir.glob("*/kernels.start.parquet"))
+    bad = next(cache_dir.glob("*/kernels.duration.parquet"))
     bad.write_bytes(b"PAR1 not really")
     trace = open_trace(a100_export)
     pd.testing.assert_frame_equal(as_printed(kernel_summary(trace)), oracle(a100_expected, "gpukernsum"))

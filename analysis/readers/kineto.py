@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.trace import valid_duration
 
 VERSION = "kineto-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
@@ -93,14 +94,23 @@ class KinetoReader:
         self._frames = {}
 
     def meta(self) -> dict[str, Any]:
-        counts = {name: len(df) for name, df in self._frames.items()}
-        return {**self._meta, "format": self.format, "counts": counts, "hints": HINTS}
+        nonempty = {name: len(df) > 0 for name, df in self._frames.items()}
+        return {**self._meta, "format": self.format, "nonempty": nonempty, "hints": HINTS}
+
+    def count(self, frame: str) -> int:
+        df = self._frames.get(frame)
+        return 0 if df is None else len(df)
 
     def read(self, frame: str, columns: Sequence[str]) -> pd.DataFrame:
         df = self._frames.get(frame)
         if df is None:
             return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
-        return df if frame in ("nvtx", "threads", "strings") else df[list(columns)]
+        if frame in ("nvtx", "threads", "strings"):
+            return df
+        out = df[[c for c in columns if c != "duration"]]
+        if "duration" in columns:
+            out = out.assign(duration=valid_duration(df["start"].to_numpy(), df["end"].to_numpy()))
+        return out
 
 
 def open_kineto(path: str | Path) -> KinetoReader:

@@ -56,7 +56,11 @@ OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
 # one integer each (CUDA caps gridY/gridZ at 65535 and block dimensions at 1024 x 1024 x 64), so one value
 # keys a launch shape.
 TABLE = {"kernels": KERNEL, "runtime": RUNTIME, "memcpy": MEMCPY, "memset": MEMSET, "osrt": OSRT}
-_TIMES = {"start": "start", "end": "end"}
+# NULL where the row cannot be right: one column read instead of two when a table needs only durations
+DURATION = (
+    "CASE WHEN typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start THEN end - start END"
+)
+_TIMES = {"start": "start", "end": "end", "duration": DURATION}
 _MEMOP = {
     **_TIMES,
     "bytes": "bytes",
@@ -116,21 +120,38 @@ class NsysReader:
     # --- what the trace model asks ------------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
-        """Producer, schema, and the row count of each frame (what `Trace.count` answers without reading)."""
-        counts = {frame: self._count(table) for frame, table in TABLE.items()}
-        where = f"eventType IN ({', '.join(map(str, (*PUSHPOP_TYPES, *STARTEND_TYPES)))})"
-        counts["nvtx"] = self._count(NVTX, where if "eventType" in self.columns(NVTX) else "")
-        counts["threads"] = self._count("ThreadNames")
-        counts["strings"] = self._count("StringIds")
+        """Producer, schema, and whether each frame has rows (one row looked at per table: counting every
+        table of a big export costs more than the table a command reads)."""
+        nonempty = {frame: self._any(frame) for frame in (*TABLE, "nvtx", "threads", "strings")}
         return {
             "format": self.format,
             "producer": "Nsight Systems",
             "producer_version": self.export_meta.get("EXPORT_PRODUCT_VERSION"),
             "schema": self.export_meta.get("EXPORT_SCHEMA_VERSION"),
             "time_unit": "ns",
-            "counts": counts,
+            "nonempty": nonempty,
             "hints": HINTS,
         }
+
+    def count(self, frame: str) -> int:
+        """Rows of `frame` (a count(*) of its table)."""
+        table, where = self._source(frame)
+        return self._count(table, where)
+
+    def _source(self, frame: str) -> tuple[str, str]:
+        if frame == "nvtx":
+            where = f"eventType IN ({', '.join(map(str, (*PUSHPOP_TYPES, *STARTEND_TYPES)))})"
+            return NVTX, where if "eventType" in self.columns(NVTX) else ""
+        if frame == "osrt" and "eventClass" in self.columns(OSRT):
+            return OSRT, f"eventClass = {OSRT_CLASS}"
+        return {"threads": "ThreadNames", "strings": "StringIds"}.get(frame, TABLE.get(frame, "")), ""
+
+    def _any(self, frame: str) -> bool:
+        table, where = self._source(frame)
+        if table not in self.tables:
+            return False
+        cond = f" WHERE {where}" if where else ""
+        return bool(self._rows(f"SELECT EXISTS (SELECT 1 FROM {_ident(table)}{cond})")[0][0])
 
     def read(self, frame: str, columns: Sequence[str]) -> pd.DataFrame:
         """`columns` of `frame` (all of them for nvtx, threads and strings, which are read whole)."""

@@ -45,10 +45,8 @@ def attention_cmd(
     format: FormatOpt = Format.table,
 ) -> None:
     """Time one attention call, forward and backward, for every head dim × seq len; OOM cells are recorded."""
-    from rich.markup import escape
-
     from harness.attention import AttentionConfig, attention_table, run_attention_sweep, validate
-    from harness.commands.run import _progress
+    from harness.commands.progress import Progress
     from harness.devices import emulated_precision_note, resolve_device
     from harness.output import emit
     from harness.store import ResultsStore
@@ -72,20 +70,22 @@ def attention_cmd(
     if note:
         warn(note)
     total = len(config.impls) * len(config.head_dims) * len(config.seq_lens)
-    with _progress() as bar:
-        task = bar.add_task("attention", total=total)
+    with Progress("attention", total, unit="cells") as bar:
+        done = 0
 
-        def show(cell) -> None:
-            bar.update(task, description=f"{cell.impl} head_dim {cell.head_dim} seq_len {cell.seq_len}")
+        def show(cell) -> None:  # type: ignore[no-untyped-def]
+            bar.stage(f"{cell.impl} head_dim {cell.head_dim} seq_len {cell.seq_len}")
 
-        def save(sweep, cell) -> None:
+        def save(sweep, cell) -> None:  # type: ignore[no-untyped-def]
+            nonlocal done
             store.save_attention(sweep, cell)
-            bar.advance(task)
+            done += 1
+            bar.advance(done)
 
         sweep = run_attention_sweep(config, on_cell=save, progress=show)
     failed = [c for c in sweep.cells if c.status == "error"]
     for c in failed:
-        warn(escape(f"{c.impl} head_dim {c.head_dim} seq_len {c.seq_len}: {c.error}"))
+        warn(f"{c.impl} head_dim {c.head_dim} seq_len {c.seq_len}: {c.error}")
     oom = [c for c in sweep.cells if c.status == "oom"]
     notes = [
         f"batch {config.batch_size}, {config.num_heads} head(s), {config.precision}, "
@@ -102,14 +102,14 @@ def attention_cmd(
     emit(
         attention_table(sweep),
         format,
-        title=f"attention {sweep.sweep_id} on {escape(sweep.device_name)}",
-        notes=[escape(n) for n in notes],
+        title=f"attention {sweep.sweep_id} on {sweep.device_name}",
+        notes=notes,
     )
     if failed:
         raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "attention", short_help="Attention forward/backward time and memory per head dim, seq len."
-    )(attention_cmd)
+    app.command("attention", short_help="Attention forward/backward time and memory per head dim, seq len.")(
+        attention_cmd
+    )
