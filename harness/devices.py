@@ -113,12 +113,19 @@ def peak_memory_bytes(device: Any) -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
+OOM_MESSAGES = (
+    "out of memory",  # CUDA, MPS
+    "can't allocate memory",  # the CPU allocator: "DefaultCPUAllocator: can't allocate memory: you tried…"
+)
+
+
 def is_oom(exc: BaseException) -> bool:
     import torch
 
-    if isinstance(exc, torch.OutOfMemoryError):
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(m in text for m in OOM_MESSAGES)
 
 
 def free_memory(device: Any) -> None:
