@@ -2,8 +2,9 @@
 `python -m harness.supervisor [--cleanup DIR]... -- COMMAND...`, which:
 
 - runs in a session of its own, so a terminal's Ctrl-C reaches only the harness, which passes it on;
-- gets SIGTERM from the kernel when the harness dies, even by kill -9 (Linux PR_SET_PDEATHSIG; it also
-  notices a new parent within POLL_S, which is what is left on other systems);
+- gets SIGTERM from the kernel when the harness dies, even by kill -9 (Linux PR_SET_PDEATHSIG, which
+  fires when the thread that started it ends: the harness starts children from its main thread; other
+  systems poll for a new parent every POLL_S);
 - is a child subreaper (Linux): what COMMAND leaves behind is re-parented to it instead of to PID 1. nsys
   needs this: its agent daemonises and its launcher puts the program in a session of its own, so neither is
   in nsys's process group, and a killed nsys used to leave both running;
@@ -25,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,6 +71,8 @@ def run(
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())
     interrupted: int | None = None
+    import tempfile
+
     # files, not pipes: a harness killed with a pipe's read end would kill the writers with SIGPIPE
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -155,6 +157,10 @@ def _reap() -> None:
             pass
 
 
+class _Wake(Exception):
+    """Raised by the signal handler to get out of a blocking waitpid."""
+
+
 class _Supervisor:
     def __init__(self, argv: list[str], cleanup: list[Path], parent: int) -> None:
         self.argv, self.cleanup, self.parent = argv, cleanup, parent
@@ -162,9 +168,29 @@ class _Supervisor:
         self.passed: int | None = None
         self.deadline: float | None = None
         self.parent_gone = False
+        self.waiting = False  # in waitpid: a signal handler raises _Wake to get out
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.pending.append(signum)
+        if self.waiting:
+            raise _Wake()
+
+    def wait(self, child: subprocess.Popen[bytes]) -> None:
+        """Until COMMAND exits: blocked in waitpid (a signal wakes it), polling only where it must."""
+        blocking = sys.platform.startswith("linux")  # elsewhere, only polling sees the parent go
+        while True:
+            try:
+                self.waiting = True
+                try:
+                    if not self.pending:
+                        child.wait(None if blocking and self.deadline is None else POLL_S)
+                finally:
+                    self.waiting = False
+            except (_Wake, subprocess.TimeoutExpired):
+                pass
+            self.check(child)
+            if child.poll() is not None:
+                return
 
     def check(self, child: subprocess.Popen[bytes] | None) -> None:
         """Act on signals that came, on the parent's death and on the deadline."""
@@ -209,9 +235,7 @@ class _Supervisor:
             self.remove_folders()
             return -signal.SIGTERM
         child = subprocess.Popen(self.argv)
-        while child.poll() is None:
-            self.check(child)
-            time.sleep(POLL_S)
+        self.wait(child)
         self.end_leftovers()
         _reap()
         self.check(None)
