@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from harness.errors import HarnessError, UsageError, first_line
 
@@ -65,7 +65,7 @@ def retry_busy(fn: Callable[[], T], timeout: float) -> T:
         pause = min(pause * 2, MAX_BACKOFF_S)
 
 
-def explain(error: DatabaseError, where: str, timeout: float) -> HarnessError:
+def explain(error: SQLAlchemyError, where: str, timeout: float) -> HarnessError:
     """One line for a database error, naming the database and what to do."""
     reason = first_line(getattr(error, "orig", None) or error)
     text = reason.lower()

@@ -72,7 +72,7 @@ def self_test(info: NsysInfo) -> Check:
             output=Path(tmp) / "self-test", trace=("nvtx", "osrt"), python_backtrace=None
         )
         try:
-            prof = nsys.profile(info, opts, [sys.executable, str(script)])
+            prof = nsys.profile(info, opts, [sys.executable, str(script)], cleanup=[Path(tmp)])
         except OSError as e:
             return Check("self-test", "fail", f"nsys could not start: {e}")
         if prof.returncode != 0:

@@ -13,7 +13,13 @@ from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, Stri
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 SCHEMA_VERSION = 1
-LEGACY_TABLES = {"runs", "step_timings"}  # how a database from before harness_meta is known as ours
+# columns by which a table is known as ours (a `runs` table of another program lacks them)
+SIGNATURES = {
+    "runs": {"id", "created_at", "model", "mode", "device", "precision", "status", "config"},
+    "step_timings": {"run_id", "step", "phase", "duration_ns", "warmup"},
+    "agreement": {"run_id", "phase", "nvtx_mean_ns", "timer_mean_ns", "rel_diff"},
+    "harness_meta": {"key", "value"},
+}
 
 
 class Base(DeclarativeBase):
@@ -103,6 +109,14 @@ class Meta(Base):
 
 
 OUR_TABLES = set(Base.metadata.tables)
+
+
+def is_ours(columns: dict[str, set[str]]) -> bool:
+    """Whether a database whose tables of our names have these columns is a harness results database: some
+    of our tables, each with our columns. One being created by another process at this moment has some of
+    them; one from before harness_meta has all but that one."""
+    present = {t: c for t, c in columns.items() if t in SIGNATURES}
+    return bool(present) and all(c >= SIGNATURES[t] for t, c in present.items())
 
 
 RUN_COLUMNS = [

@@ -25,15 +25,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, delete, func, inspect, select
-from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from harness import dbfaults, unsaved
+from harness import dbfaults, signals, unsaved
 from harness.errors import HarnessError, first_line
 from harness.records import RunResult
 from harness.schema import (
-    LEGACY_TABLES,
     OUR_TABLES,
     RUN_COLUMNS,
     SCHEMA_VERSION,
@@ -42,6 +41,7 @@ from harness.schema import (
     Meta,
     Run,
     StepTiming,
+    is_ours,
     run_row,
 )
 from harness.unsaved import PendingRun
@@ -160,17 +160,19 @@ class ResultsStore:
 
     def _check_schema(self) -> None:
         with self.engine.connect() as conn:
-            tables = set(inspect(conn).get_table_names())
+            inspector = inspect(conn)
+            tables = set(inspector.get_table_names())
+            columns = {t: {c["name"] for c in inspector.get_columns(t)} for t in tables & OUR_TABLES}
+            if tables and not is_ours(columns):
+                shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+                raise HarnessError(
+                    f"{self.where} is not a harness results database (it holds other tables: {shown}); "
+                    "harness writes only to its own: pass --db a new file"
+                )
             version = None
             if Meta.__tablename__ in tables:
                 row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
                 version = int(row[0]) if row and str(row[0]).isdigit() else None
-        if tables and Meta.__tablename__ not in tables and not tables >= LEGACY_TABLES:
-            shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
-            raise HarnessError(
-                f"{self.where} is not a harness results database (it holds other tables: {shown}); harness "
-                "writes only to its own: pass --db a new file"
-            )
         if version is not None and version > SCHEMA_VERSION:
             raise HarnessError(
                 f"results database {self.where} has schema {version}, newer than this harness knows "
@@ -201,7 +203,7 @@ class ResultsStore:
         """Run a database operation: wait out a busy database, turn its errors into one line."""
         try:
             return dbfaults.retry_busy(fn, self.timeout)
-        except DatabaseError as e:
+        except SQLAlchemyError as e:
             raise dbfaults.explain(e, self.where, self.timeout) from None
 
     # --- writing ---------------------------------------------------------------------------------------
@@ -231,16 +233,18 @@ class ResultsStore:
             nsys_sqlite=nsys_sqlite,
             agreement=unsaved.agreement_rows(agreement) if agreement is not None else None,
         )
-        try:
-            self._guard(lambda: self._write(pending))
-        except HarnessError as e:
-            path = unsaved.write(pending, self._unsaved_folders(), str(e))
-            raise UnsavedRun(
-                f"run {result.run_id} is not in the results database: {e}. It was written to {path}; "
-                f"`harness import {path}` stores it",
-                path,
-            ) from None
-        return result.run_id
+        with signals.deferred():  # Ctrl-C lands after the run is in the database or in a file
+            try:
+                self._guard(lambda: self._write(pending))
+                return result.run_id
+            except HarnessError as e:
+                why = str(e)
+                path = unsaved.write(pending, self._unsaved_folders(), why)
+        raise UnsavedRun(
+            f"run {result.run_id} is not in the results database: {why}. It was written to {path}; "
+            f"`harness import {path}` stores it",
+            path,
+        )
 
     def save_agreement(self, run_id: str, table: pd.DataFrame) -> None:
         """`table` as returned by analysis.agreement.agreement_table; replaces the run's agreement rows."""

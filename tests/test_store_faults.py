@@ -85,18 +85,19 @@ def test_database_of_another_schema_is_never_written(tmp_path: Path) -> None:
     other = tmp_path / "app.db"
     con = sqlite3.connect(other)
     con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, started TEXT)")  # a name we use, not our table
     con.execute("INSERT INTO users (name) VALUES ('ada')")
     con.commit()
     con.close()
     before = hashlib.sha256(other.read_bytes()).hexdigest()
-    message = f"{other} is not a harness results database (it holds other tables: users)"
+    message = f"{other} is not a harness results database (it holds other tables: runs, users)"
     with pytest.raises(HarnessError, match="is not a harness results database"):
         ResultsStore(str(other))
     for args in (["runs"], ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0"]):
         result = invoke(*args, "--db", str(other))
         assert result.exit_code == 1
         assert message in one_line(result)
-    assert tables(other) == {"users"}
+    assert tables(other) == {"runs", "users"}
     assert hashlib.sha256(other.read_bytes()).hexdigest() == before
 
 

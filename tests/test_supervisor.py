@@ -98,3 +98,13 @@ def test_killed_parent_takes_its_children_and_temporary_folder(tmp_path: Path) -
     parent.wait()
     wait_until(lambda: not marked(mark), 30, f"no process left; left: {marked(mark)}")
     wait_until(lambda: not folder.exists(), 10, "the temporary folder to be removed")
+
+
+def test_signals_held_back_during_a_save_arrive_after_it() -> None:
+    from harness.signals import deferred
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt), deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("the rest of the block")
+    assert reached == ["the rest of the block"]
