@@ -63,14 +63,29 @@ def sigterm_raises() -> Iterator[None]:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back until the block is done (a save is never cut in half); Unix only."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    """Hold SIGINT and SIGTERM back until the block is done (a save is never cut in half), then act on the
+    first that came as its handler would have. Main thread only (elsewhere: nothing is held back).
+
+    Handlers, not a signal mask: a mask covers one thread, and torch or rich keep others that would take
+    the signal instead."""
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
     try:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (AttributeError, OSError, ValueError):
+        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
         yield
         return
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            handler = previous[held[0]]
+            if callable(handler):
+                handler(held[0], None)
+            elif handler in (signal.SIG_DFL, None):
+                signal.raise_signal(held[0])
