@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import signals
-from harness.errors import HarnessError, NsysError, first_line
+from harness.errors import HarnessError, NsysError
 from harness.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.runner import new_run_id
 from harness.sweep import read_worker_result, worker_command, write_worker_config
@@ -105,7 +105,8 @@ def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: objec
     try:
         store.save(result, **how)  # type: ignore[arg-type]
     except UnsavedRun as e:
-        out.unsaved.append(str(e))
+        if str(e) not in out.unsaved:  # saved again with the agreement: the same file, said once
+            out.unsaved.append(str(e))
 
 
 def _program_exit(returncode: int) -> int:
@@ -155,7 +156,7 @@ def profile_run(
         if prof.returncode != 0:
             what = f"profiled program failed (exit code {prof.returncode})"
         else:
-            what = f"run failed: {first_line(Exception(result.error or 'no result'))}"
+            what = f"run failed: {(result.error or 'no result').splitlines()[0]}"
         tail = (prof.stderr_tail or result.error or "").strip().splitlines()[-5:]
         out.error = f"{what}{files}" + ("\n" + "\n".join(tail) if tail else "")
         out.exit_code = _program_exit(prof.returncode)
