@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.trace import FRAMES, NULL, TIMED, Trace
+from analysis.trace import FRAMES, NULL, TIMED, Trace, valid_duration
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 CPU_FRAMES = ("runtime", "nvtx", "cpu_ops", "osrt")
@@ -153,6 +153,8 @@ class HtaView(Trace):
         for col in columns:
             if frame in TIMED and col in ("start", "end") and self.rounding and self.base.has(frame):
                 value: Any = self.times(frame)[0 if col == "start" else 1]
+            elif col == "duration" and self.rounding and self.base.has(frame):
+                value = valid_duration(*self.times(frame))
             else:
                 value = raw[col]
             out[col] = _take(value, keep)

@@ -121,7 +121,7 @@ OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory")
 def is_oom(exc: BaseException) -> bool:
     import torch
 
-    if isinstance(exc, torch.OutOfMemoryError):
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return True
     return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in OOM_MESSAGES)
 

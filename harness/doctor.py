@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -71,7 +72,7 @@ def self_test(info: NsysInfo) -> Check:
             output=Path(tmp) / "self-test", trace=("nvtx", "osrt"), python_backtrace=None
         )
         try:
-            prof = nsys.profile(info, opts, [sys.executable, str(script)])
+            prof = nsys.profile(info, opts, [sys.executable, str(script)], cleanup=[Path(tmp)])
         except OSError as e:
             return Check("self-test", "fail", f"nsys could not start: {e}")
         if prof.returncode != 0:
@@ -165,9 +166,25 @@ def check_nvml() -> Check:
 
 
 def check_db(db: str | None) -> Check:
-    from harness.store import describe_url, resolve_url
+    """Open the database read-only, as `harness runs` would: is it there, ours, readable, writable?"""
+    from harness.store import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
 
-    return Check("results database", "info", describe_url(resolve_url(db)))
+    url = resolve_url(db)
+    try:
+        store = ResultsStore(db, readonly=True)
+        count = store.count_runs()
+    except NoDatabase as e:
+        file = sqlite_file(url)
+        folder = next((p for p in file.absolute().parents if p.exists()), None) if file else None
+        if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+            return Check("results database", "fail", f"{e}, and {folder} is not writable to create one")
+        return Check("results database", "info", f"{e}")
+    except HarnessError as e:
+        return Check("results database", "fail", str(e))
+    detail = f"{describe_url(url)}: {count} runs"
+    if store.file is not None and not os.access(store.file, os.W_OK):
+        return Check("results database", "warn", f"{detail}; read-only: new runs cannot be saved there")
+    return Check("results database", "ok", detail)
 
 
 def diagnose(nsys_path: str | None = None, db: str | None = None, run_self_test: bool = True) -> list[Check]:

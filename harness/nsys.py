@@ -11,7 +11,6 @@ import glob
 import os
 import re
 import shutil
-import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -176,6 +175,7 @@ class ProfileResult:
     stderr_tail: str
     command: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    interrupted: int | None = None  # the signal passed on to nsys (SIGINT: Ctrl-C), if any
 
 
 def _tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -193,49 +193,106 @@ def _env_for(opts: ProfileOptions, env: dict[str, str] | None) -> dict[str, str]
     return full
 
 
+def requested_output(extra_args: Sequence[str]) -> str | None:
+    """The report name given with --output/-o among the pass-through arguments (the last one wins)."""
+    found = None
+    for i, arg in enumerate(extra_args):
+        if arg.startswith("--output="):
+            found = arg.split("=", 1)[1]
+        elif arg in ("--output", "-o") and i + 1 < len(extra_args):
+            found = extra_args[i + 1]
+    return found
+
+
+def report_base(opts: ProfileOptions) -> Path | None:
+    """The report path without extension that nsys will write; None when it holds nsys's %-patterns."""
+    given = requested_output(opts.extra_args)
+    if given is None:
+        return Path(opts.output)
+    if "%" in given:
+        return None
+    path = Path(given).expanduser().absolute()
+    return path.with_suffix("") if path.suffix in (".nsys-rep", ".qdrep") else path
+
+
+def _generated(nsys_output: str) -> list[Path]:
+    """The files nsys lists under "Generated:" at its end (it falls back to /tmp where it cannot write)."""
+    found: list[Path] = []
+    lines = [ln.rsplit("\r", 1)[-1] for ln in nsys_output.splitlines()]
+    for i, line in enumerate(lines):
+        if line.strip() == "Generated:":
+            for item in lines[i + 1 :]:
+                if not item.startswith((" ", "\t")) or not item.strip():
+                    break
+                found.append(Path(item.strip()))
+    return found
+
+
 def profile(
-    info: NsysInfo, opts: ProfileOptions, target: Sequence[str], env: dict[str, str] | None = None
+    info: NsysInfo,
+    opts: ProfileOptions,
+    target: Sequence[str],
+    env: dict[str, str] | None = None,
+    cleanup: Sequence[Path] = (),
 ) -> ProfileResult:
     """Run `target` under `nsys profile`; import a left-over .qdstrm and export SQLite where nsys did not.
 
-    Ctrl-C is passed on to nsys as SIGINT, which stops collection and writes what was recorded.
+    nsys runs under harness.supervisor: it and everything it starts end with the harness, and `cleanup`
+    folders go with them. Ctrl-C and SIGTERM are passed on to nsys, which stops collection, passes the signal
+    to the program and writes what was recorded. A report name given with --nsys-arg=--output is followed.
     """
+    from harness import supervisor
+    from harness.signals import name
+
     argv, _ = build_profile_command(info, opts, target)
-    out = Path(opts.output)
+    base = report_base(opts)
+    if base is not None:
+        try:
+            base.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise NsysError(f"cannot create the report's folder {base.parent}: {e.strerror}") from None
     notes: list[str] = []
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env_for(opts, env))
-    try:
-        output, _ = proc.communicate()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate()
-        notes.append("interrupted: nsys was stopped part way and kept what it had recorded")
-    text = output.decode(errors="replace")
-    if proc.returncode < 0:
-        notes.append(f"nsys was killed by signal {-proc.returncode} part way")
-    rep = _existing(out.with_name(out.name + ".nsys-rep"))
-    qdstrm = _existing(out.with_name(out.name + ".qdstrm")) or _left_qdstrm(text)
-    sqlite = _existing(out.with_name(out.name + ".sqlite"))
+    done = supervisor.run(argv, cleanup=cleanup, env=_env_for(opts, env), merge_stderr=True)
+    text = done.stdout
+    if done.interrupted:
+        notes.append(
+            f"interrupted ({name(done.interrupted)}): nsys was stopped part way and kept what it had recorded"
+        )
+    if done.returncode < 0:
+        notes.append(f"nsys was killed by signal {-done.returncode} part way")
+    generated = _generated(text)
+
+    def find(suffix: str) -> Path | None:
+        listed = [p for p in generated if p.suffix == suffix and p.is_file()]
+        if listed:
+            return listed[0]
+        return _existing(base.with_name(base.name + suffix)) if base is not None else None
+
+    rep, qdstrm, sqlite = find(".nsys-rep"), find(".qdstrm") or _left_qdstrm(text), find(".sqlite")
+    stem = base or (rep or qdstrm or Path("report")).with_suffix("")
     if rep is None and qdstrm is not None:
         try:
-            rep = import_qdstrm(qdstrm, out.with_name(out.name + ".nsys-rep"), info)
+            rep = import_qdstrm(qdstrm, stem.with_name(stem.name + ".nsys-rep"), info)
             notes.append(f"nsys left only {qdstrm.name}: imported it with QdstrmImporter")
         except NsysError as e:
             notes.append(str(e))
     if opts.export_sqlite and rep is not None and sqlite is None:
         try:
-            sqlite = export_sqlite(rep, out.with_name(out.name + ".sqlite"), info)
+            sqlite = export_sqlite(rep, rep.with_suffix(".sqlite"), info)
             notes.append(f"exported {sqlite.name} with `nsys export`")
         except NsysError as e:
             notes.append(str(e))
+    if base is not None and rep is not None and rep.parent != base.parent:
+        notes.append(f"nsys could not write beside {base}: it wrote {rep} instead")
     return ProfileResult(
-        returncode=proc.returncode,
+        returncode=done.returncode,
         rep=rep,
         sqlite=sqlite,
         qdstrm=qdstrm if rep is None else None,
         stderr_tail=_tail(text),
         command=argv,
         notes=notes,
+        interrupted=done.interrupted,
     )
 
 

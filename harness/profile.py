@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import signals
 from harness.errors import HarnessError, NsysError
 from harness.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.runner import new_run_id
@@ -49,10 +50,18 @@ class ProfiledRun:
     overhead: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    exit_code: int = 1  # with `error`: the profiled program's code, 128+N for signal N, else 1
+    unsaved: list[str] = field(default_factory=list)  # runs the database would not take, and their files
 
     @property
     def failed(self) -> bool:
-        return self.error is not None
+        return self.error is not None or bool(self.unsaved)
+
+    @property
+    def exit_status(self) -> int:
+        if self.error is not None:
+            return self.exit_code
+        return 1 if self.unsaved else 0
 
 
 def _check_writable(folder: Path) -> None:
@@ -81,10 +90,27 @@ def launch(
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)
         _, dropped = nsys.build_profile_command(info, opts, worker_command(cfg, res))
-        prof = nsys.profile(info, opts, worker_command(cfg, res))
+        prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)])
         result = read_worker_result(config, run_id, res, prof.returncode, prof.stderr_tail)
+    if prof.interrupted and result.status == "error":
+        result.status = "interrupted"
     notes = [f"dropped {d}" for d in dropped] + list(prof.notes)
     return result, prof, notes
+
+
+def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: object) -> None:
+    """Save; a run the database will not take is in a file by now: say so and go on."""
+    from harness.store import UnsavedRun
+
+    try:
+        store.save(result, **how)  # type: ignore[arg-type]
+    except UnsavedRun as e:
+        if str(e) not in out.unsaved:  # saved again with the agreement: the same file, said once
+            out.unsaved.append(str(e))
+
+
+def _program_exit(returncode: int) -> int:
+    return returncode if returncode > 0 else 128 - returncode if returncode < 0 else 1
 
 
 def profile_run(
@@ -94,35 +120,53 @@ def profile_run(
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
 ) -> ProfiledRun:
+    """Baseline (optional), the run under nsys, then its analysis. Every measured step is stored, whatever
+    happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
     from harness import nsys
     from harness.sweep import run_isolated
 
     info = nsys.find_nsys(request.nsys_path)
     _check_writable(request.profile_dir)
     run_id = new_run_id(config.model)
+    out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
     experiment = f"overhead-{run_id}" if request.baseline else None
     baseline = None
     if request.baseline:
         if progress:
             progress("baseline run without nsys (fresh process)")
         baseline = run_isolated(config)
-        store.save(baseline, experiment=experiment)
+        _save(store, baseline, out, experiment=experiment)
+        if baseline.status == "interrupted":
+            out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; stored as interrupted"
+            out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
+            return out
     if progress:
         progress(f"run under nsys {info.version}")
     result, prof, notes = launch(config, request, info, run_id)
-    out = ProfiledRun(run_id=run_id, result=result, profile=prof, nsys_version=info.version, notes=notes)
+    out.result, out.profile, out.notes = result, prof, notes
     save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **report_paths(prof)}
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
-    if prof.returncode != 0 or result.status == "error":
-        files = f"; files kept: {', '.join(kept)}" if kept else "; nothing was written"
-        tail = (prof.stderr_tail or result.error or "").strip().splitlines()[-5:]
-        out.error = f"profiled program failed (exit code {prof.returncode}){files}" + (
-            "\n" + "\n".join(tail) if tail else ""
-        )
-        if result.steps:
-            store.save(result, **save)
+    files = f"; files kept: {', '.join(kept)}" if kept else "; nsys wrote no report"
+    if result.status == "interrupted":
+        _save(store, result, out, **save)
+        out.error = f"run {run_id} {result.error}; stored as interrupted{files}"
+        out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
         return out
-    store.save(result, **save)
+    if prof.returncode != 0 or result.status == "error":
+        if prof.returncode != 0:
+            what = f"profiled program failed (exit code {prof.returncode})"
+        else:
+            what = f"run failed: {(result.error or 'no result').splitlines()[0]}"
+        tail = (prof.stderr_tail or result.error or "").strip().splitlines()[-5:]
+        out.error = f"{what}{files}" + ("\n" + "\n".join(tail) if tail else "")
+        out.exit_code = _program_exit(prof.returncode)
+        if result.steps:
+            _save(store, result, out, **save)
+        return out
+    _save(store, result, out, **save)
+    if result.status == "oom":
+        out.notes.append(f"out of memory: {result.error}; no analysis")
+        return out
     if baseline is not None:
         out.overhead = _overhead(baseline, result, request.mode, config, out.notes)
     if prof.sqlite is None:
@@ -134,7 +178,7 @@ def profile_run(
         out.error = str(e)
         return out
     if out.agreement is not None and len(out.agreement):
-        store.save_agreement(run_id, out.agreement)
+        _save(store, result, out, **save, agreement=out.agreement)
     return out
 
 
@@ -237,3 +281,5 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         warn(note)
     if p.error:
         err(p.error)
+    for line in p.unsaved:
+        err(line)

@@ -83,7 +83,7 @@ class ModelInfo:
 class RunResult:
     run_id: str
     config: RunConfig
-    status: str  # "ok" | "oom" | "error"
+    status: str  # "ok" | "oom" | "error" | "interrupted"
     device: str = "cpu"  # resolved device type
     device_name: str = ""
     model: ModelInfo | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 from collections.abc import Callable
 from datetime import datetime
@@ -20,6 +21,7 @@ from harness.devices import (
 )
 from harness.errors import UsageError
 from harness.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord
+from harness.signals import interrupted, signal_of
 from harness.timing import PhaseClock
 
 MODES = ("train", "forward", "generate")
@@ -27,6 +29,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 ATTENTIONS = ("math", "sdpa")
 
 ProgressFn = Callable[[int, int], None]
+StepFn = Callable[[StepRecord], None]
 
 
 def new_run_id(model: str) -> str:
@@ -87,12 +90,17 @@ def _autocast(device: Any, precision: str) -> contextlib.AbstractContextManager[
 
 
 def run_workload(
-    config: RunConfig, *, run_id: str | None = None, progress: ProgressFn | None = None
+    config: RunConfig,
+    *,
+    run_id: str | None = None,
+    progress: ProgressFn | None = None,
+    on_step: StepFn | None = None,
 ) -> RunResult:
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
-    Out of memory is caught and recorded (status "oom") with the steps finished before it; anything
-    else propagates.
+    Out of memory is caught and recorded (status "oom"), and so are Ctrl-C and SIGTERM (status
+    "interrupted", see harness.signals), each with the steps finished before it; anything else propagates.
+    `on_step` sees every step as soon as it is finished.
     """
     import torch
 
@@ -116,6 +124,13 @@ def run_workload(
     )
     torch.manual_seed(config.seed)
     reset_peak_memory(device)
+
+    def step_done(done: int, total: int) -> None:
+        if on_step:
+            on_step(result.steps[-1])
+        if progress:
+            progress(done, total)
+
     try:
         model = workloads.build_model(spec, attention=config.attention, seed=config.seed).to(device)
         result.model = ModelInfo(
@@ -131,16 +146,26 @@ def run_workload(
         if config.nvtx_detail:
             nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
         loop = {"train": _train, "forward": _forward, "generate": _generate}[config.mode]
-        loop(config, spec, model, device, result, progress)
+        loop(config, spec, model, device, result, step_done)
+    except KeyboardInterrupt as e:
+        measured = sum(not s.warmup for s in result.steps)
+        result.status = "interrupted"
+        result.error = interrupted(signal_of(e), f"after {measured} of {config.steps} measured steps")
     except Exception as e:
         if not is_oom(e):
             raise
         result.status = "oom"
-        result.error = str(e).splitlines()[0] if str(e) else "out of memory"
+        result.error = _oom_message(e)
         free_memory(device)
     result.peak_memory_bytes = peak_memory_bytes(device)
     _throughput(config, spec, result)
     return result
+
+
+def _oom_message(error: BaseException) -> str:
+    line = str(error).splitlines()[0] if str(error) else "out of memory"
+    # the CPU allocator's message starts with where in C++ it failed: "[enforce fail at alloc_cpu.cpp:127] …"
+    return re.sub(r"^\[enforce fail at [^\]]*\] err == 0\. ", "", line)
 
 
 def _steps(config: RunConfig):

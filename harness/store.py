@@ -1,34 +1,53 @@
 """The results database: every run, its steps, and what profiling found. SQLAlchemy 2.0 ORM.
 
-An embedded SQLite file by default; any SQLAlchemy URL (PostgreSQL included) through `--db` or `HARNESS_DB`.
+An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNESS_DB` (PostgreSQL with
+`pip install 'harness[postgresql]'`).
+
+- Ours or not: our databases carry a `harness_meta` table with the schema version (databases from before it
+  are known by their `runs` and `step_timings` tables). A database that holds other tables and none of ours
+  is never written to.
+- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder, file or
+  table is created, and SQLite files are opened with mode=ro.
+- A busy database is waited for (harness.dbfaults); a run it still will not take is written to
+  `harness-unsaved-<run-id>.json` (harness.unsaved) and `save` raises UnsavedRun saying where.
+  `import_file` stores such a file; a run id is stored once, however often it is imported.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
+import sqlite3
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Boolean,
-    DateTime,
-    Float,
-    ForeignKey,
-    Integer,
-    String,
-    Text,
-    create_engine,
-    select,
-)
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+from sqlalchemy import create_engine, delete, func, inspect, select
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import QueuePool
 
+from harness import dbfaults, signals, unsaved
 from harness.errors import HarnessError, first_line
 from harness.records import RunResult
+from harness.schema import (
+    ATTENTION_CELL_COLUMNS,
+    ATTENTION_COLUMNS,
+    OUR_TABLES,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    Agreement,
+    AttentionResult,
+    Base,
+    Meta,
+    Run,
+    StepTiming,
+    is_ours,
+    run_row,
+)
+from harness.unsaved import PendingRun
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,82 +55,29 @@ if TYPE_CHECKING:
 
     from harness.attention import AttentionCell, AttentionSweep
 
+__all__ = ["RUN_COLUMNS", "NoDatabase", "ResultsStore", "Run", "UnsavedRun"]
 
-class Base(DeclarativeBase):
-    pass
-
-
-class Run(Base):
-    __tablename__ = "runs"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    model: Mapped[str] = mapped_column(String(64), index=True)
-    mode: Mapped[str] = mapped_column(String(16))
-    device: Mapped[str] = mapped_column(String(16), index=True)
-    device_name: Mapped[str] = mapped_column(String(128), default="")
-    precision: Mapped[str] = mapped_column(String(8), index=True)
-    compile: Mapped[bool] = mapped_column(Boolean, default=False)
-    attention: Mapped[str] = mapped_column(String(16))
-    batch_size: Mapped[int] = mapped_column(Integer)
-    context_length: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    warmup: Mapped[int] = mapped_column(Integer)
-    steps: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16))  # ok | oom | error
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    # "none", or the profiler that watched the run ("nsys"); nsys_mode is light | full
-    profiler: Mapped[str] = mapped_column(String(16), default="none")
-    nsys_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    # groups runs made together: "sweep-…" or "overhead-…"
-    experiment: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
-    params: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    tokens_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    flops_per_step: Mapped[float | None] = mapped_column(Float, nullable=True)
-    achieved_flops: Mapped[float | None] = mapped_column(Float, nullable=True)
-    mfu: Mapped[float | None] = mapped_column(Float, nullable=True)
-    peak_memory_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    nsys_rep: Mapped[str | None] = mapped_column(Text, nullable=True)
-    nsys_sqlite: Mapped[str | None] = mapped_column(Text, nullable=True)
-    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-
-    step_timings: Mapped[list[StepTiming]] = relationship(
-        back_populates="run", cascade="all, delete-orphan", order_by="StepTiming.step"
-    )
-    agreement: Mapped[list[Agreement]] = relationship(back_populates="run", cascade="all, delete-orphan")
+T = TypeVar("T")
+CREATE_ATTEMPTS = 5
 
 
-class StepTiming(Base):
-    __tablename__ = "step_timings"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    step: Mapped[int] = mapped_column(Integer)
-    phase: Mapped[str] = mapped_column(String(32))
-    duration_ns: Mapped[int] = mapped_column(Integer)
-    warmup: Mapped[bool] = mapped_column(Boolean)
-
-    run: Mapped[Run] = relationship(back_populates="step_timings")
+class NoDatabase(HarnessError):
+    """A read-only command found no results database (it creates none)."""
 
 
-class Agreement(Base):
-    """Per phase: NVTX range durations from the export against the in-process timers of the same steps."""
+class UnsavedRun(HarnessError):
+    """The database would not take a run; it was written to `path` for `harness import`."""
 
-    __tablename__ = "agreement"
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    phase: Mapped[str] = mapped_column(String(32))
-    steps: Mapped[int] = mapped_column(Integer)
-    nvtx_mean_ns: Mapped[float] = mapped_column(Float)
-    nvtx_median_ns: Mapped[float] = mapped_column(Float)
-    timer_mean_ns: Mapped[float] = mapped_column(Float)
-    timer_median_ns: Mapped[float] = mapped_column(Float)
-    rel_diff: Mapped[float] = mapped_column(Float)  # (nvtx_mean - timer_mean) / timer_mean
 
-    run: Mapped[Run] = relationship(back_populates="agreement")
+@dataclass
+class Imported:
+    file: Path
+    run_id: str
+    replaced: bool  # the run id was in the database already
 
 
 def default_db_path() -> Path:
@@ -135,21 +101,117 @@ def describe_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-class ResultsStore:
-    """Open (and create if needed) the results database."""
+def sqlite_file(url: str) -> Path | None:
+    """The file of a sqlite:/// URL; None for other databases and in-memory SQLite."""
+    from sqlalchemy.engine import make_url
 
-    def __init__(self, db: str | None = None) -> None:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser()
+
+
+class ResultsStore:
+    """Open the results database; with readonly=False also create it (and its folder) where there is none."""
+
+    def __init__(self, db: str | None = None, *, readonly: bool = False) -> None:
         self.url = resolve_url(db)
+        self.readonly = readonly
+        self.timeout = dbfaults.busy_timeout()
+        self.file = sqlite_file(self.url)
+        self.where = str(self.file) if self.file else describe_url(self.url)
+        self.engine: Engine = self._engine()
+        self._guard(self._check_schema)
+
+    # --- opening ---------------------------------------------------------------------------------------
+
+    def _engine(self) -> Engine:
+        attempt = min(dbfaults.ATTEMPT_S, self.timeout)
+        scheme = self.url.split("://", 1)[0]
         try:
-            if self.url.startswith("sqlite:///"):
-                Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-            self.engine: Engine = create_engine(self.url)
-            Base.metadata.create_all(self.engine)
-        except (SQLAlchemyError, OSError, ValueError) as e:
+            if self.file is not None and self.readonly:
+                if not self.file.is_file():
+                    raise NoDatabase(
+                        f"no results database at {self.file} (`harness run` creates one; --db or HARNESS_DB "
+                        "names another)"
+                    )
+                uri = f"file:{quote(str(self.file.absolute()))}?mode=ro"
+                return create_engine(
+                    "sqlite://",
+                    creator=lambda: sqlite3.connect(uri, uri=True, timeout=attempt, check_same_thread=False),
+                    poolclass=QueuePool,
+                )
+            if self.file is not None:
+                self.file.parent.mkdir(parents=True, exist_ok=True)
+                return create_engine(self.url, connect_args={"timeout": attempt})
+            return create_engine(self.url)
+        except ImportError as e:
+            raise dbfaults.missing_driver(scheme, e) from None
+        except NoSuchModuleError:
             raise HarnessError(
-                f"cannot open results database {describe_url(self.url)}: {first_line(e)}. "
-                "Pass --db PATH_OR_URL or set HARNESS_DB to a writable location."
+                f"unknown database URL scheme {scheme + '://'!r} in --db/HARNESS_DB {self.where}; give a "
+                "path, sqlite:///PATH or postgresql://USER@HOST/DB"
             ) from None
+        except (ArgumentError, ValueError) as e:
+            raise HarnessError(f"not a database URL: {self.where} ({first_line(e)})") from None
+        except OSError as e:
+            raise HarnessError(
+                f"cannot open results database {self.where}: {e.strerror or e}. Pass --db PATH_OR_URL or set "
+                "HARNESS_DB to a writable location."
+            ) from None
+
+    def _check_schema(self) -> None:
+        with self.engine.connect() as conn:
+            inspector = inspect(conn)
+            tables = set(inspector.get_table_names())
+            columns = {t: {c["name"] for c in inspector.get_columns(t)} for t in tables & OUR_TABLES}
+            if tables and not is_ours(columns):
+                shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+                raise HarnessError(
+                    f"{self.where} is not a harness results database (it holds other tables: {shown}); "
+                    "harness writes only to its own: pass --db a new file"
+                )
+            version = None
+            if Meta.__tablename__ in tables:
+                row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
+                version = int(row[0]) if row and str(row[0]).isdigit() else None
+        if version is not None and version > SCHEMA_VERSION:
+            raise HarnessError(
+                f"results database {self.where} has schema {version}, newer than this harness knows "
+                f"({SCHEMA_VERSION}); upgrade harness"
+            )
+        if self.readonly:
+            if not tables:
+                raise NoDatabase(f"no results in {self.where} (an empty database; `harness run` fills it)")
+            return
+        if version is None or not tables >= OUR_TABLES:
+            self._create()
+
+    def _create(self) -> None:
+        # several processes may create the same new database at once: whoever loses a race looks again
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                Base.metadata.create_all(self.engine)
+                with Session(self.engine) as session, session.begin():
+                    if session.get(Meta, "schema_version") is None:
+                        session.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+                return
+            except (IntegrityError, OperationalError) as e:
+                lost_race = isinstance(e, IntegrityError) or "already exists" in str(e)
+                if not lost_race or attempt == CREATE_ATTEMPTS - 1:
+                    raise
+
+    def _guard(self, fn: Callable[[], T]) -> T:
+        """Run a database operation: wait out a busy database, turn its errors into one line."""
+        try:
+            return dbfaults.retry_busy(fn, self.timeout)
+        except SQLAlchemyError as e:
+            raise dbfaults.explain(e, self.where, self.timeout) from None
+
+    # --- writing ---------------------------------------------------------------------------------------
 
     def save(
         self,
@@ -160,11 +222,66 @@ class ResultsStore:
         experiment: str | None = None,
         nsys_rep: str | None = None,
         nsys_sqlite: str | None = None,
+        agreement: pd.DataFrame | None = None,
     ) -> str:
-        cfg = result.config
+        """Store a run (again: its row, steps and, if given, agreement are replaced).
+
+        When the database will not take it, the run goes to a file and UnsavedRun says where.
+        """
+        pending = PendingRun(
+            result=result,
+            created_at=datetime.now(UTC),
+            profiler=profiler,
+            nsys_mode=nsys_mode,
+            experiment=experiment,
+            nsys_rep=nsys_rep,
+            nsys_sqlite=nsys_sqlite,
+            agreement=unsaved.agreement_rows(agreement) if agreement is not None else None,
+        )
+        with signals.deferred():  # Ctrl-C lands after the run is in the database or in a file
+            try:
+                self._guard(lambda: self._write(pending))
+                return result.run_id
+            except HarnessError as e:
+                why = str(e)
+                path = unsaved.write(pending, self._unsaved_folders(), why)
+        raise UnsavedRun(
+            f"run {result.run_id} is not in the results database: {why}. It was written to {path}; "
+            f"`harness import {path}` stores it",
+            path,
+        )
+
+    def save_agreement(self, run_id: str, table: pd.DataFrame) -> None:
+        """`table` as returned by analysis.agreement.agreement_table; replaces the run's agreement rows."""
+        rows = unsaved.agreement_rows(table)
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                session.execute(delete(Agreement).where(Agreement.run_id == run_id))
+                session.add_all(Agreement(run_id=run_id, **row) for row in rows)
+
+        self._guard(write)
+
+    def import_file(self, path: Path) -> Imported:
+        """Store a run from a harness-unsaved-*.json file (again: the stored copy is replaced)."""
+        pending = unsaved.read(path)
+        run_id = pending.result.run_id
+
+        def write() -> bool:
+            with Session(self.engine) as session:
+                existed = session.get(Run, run_id) is not None
+            self._write(pending)
+            return existed
+
+        return Imported(file=path, run_id=run_id, replaced=self._guard(write))
+
+    def _write(self, pending: PendingRun) -> None:
+        if self.readonly:
+            raise RuntimeError("ResultsStore opened read-only")
+        result, cfg = pending.result, pending.result.config
         run = Run(
             id=result.run_id,
-            created_at=datetime.now(UTC),
+            created_at=pending.created_at,
             model=cfg.model,
             mode=cfg.mode,
             device=result.device,
@@ -178,17 +295,17 @@ class ResultsStore:
             steps=cfg.steps,
             status=result.status,
             error=result.error,
-            profiler=profiler,
-            nsys_mode=nsys_mode,
-            experiment=experiment,
+            profiler=pending.profiler,
+            nsys_mode=pending.nsys_mode,
+            experiment=pending.experiment,
             params=result.model.params if result.model else None,
             tokens_per_s=result.tokens_per_s,
             flops_per_step=result.flops_per_step,
             achieved_flops=result.achieved_flops,
             mfu=result.mfu,
             peak_memory_bytes=result.peak_memory_bytes,
-            nsys_rep=nsys_rep,
-            nsys_sqlite=nsys_sqlite,
+            nsys_rep=pending.nsys_rep,
+            nsys_sqlite=pending.nsys_sqlite,
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},
             env=result.env,
@@ -197,33 +314,36 @@ class ResultsStore:
                 **result.extra,
             },
         )
-        run.step_timings = [
-            StepTiming(step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup)
-            for s in result.steps
-            for phase, ns in s.phases.items()
-        ]
+        # relationships are left unset on `run`, so merge leaves them alone: the rows are replaced here
         with Session(self.engine) as session, session.begin():
+            session.execute(delete(StepTiming).where(StepTiming.run_id == run.id))
+            if pending.agreement is not None:
+                session.execute(delete(Agreement).where(Agreement.run_id == run.id))
             session.merge(run)
-        return run.id
+            session.add_all(
+                StepTiming(run_id=run.id, step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup)
+                for s in result.steps
+                for phase, ns in s.phases.items()
+            )
+            session.add_all(Agreement(run_id=run.id, **row) for row in pending.agreement or [])
 
-    def save_agreement(self, run_id: str, table: pd.DataFrame) -> None:
-        """`table` as returned by harness.agreement.agreement_table."""
-        with Session(self.engine) as session, session.begin():
-            for row in table.itertuples(index=False):
-                session.add(
-                    Agreement(
-                        run_id=run_id,
-                        phase=row.phase,
-                        steps=int(row.steps),
-                        nvtx_mean_ns=float(row.nvtx_mean_ns),
-                        nvtx_median_ns=float(row.nvtx_median_ns),
-                        timer_mean_ns=float(row.timer_mean_ns),
-                        timer_median_ns=float(row.timer_median_ns),
-                        rel_diff=float(row.rel_diff),
-                    )
-                )
+    def _unsaved_folders(self) -> list[Path]:
+        beside = [self.file.absolute().parent] if self.file is not None else []
+        return [*beside, default_db_path().parent]
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    def count_runs(self) -> int:
+        def count() -> int:
+            with Session(self.engine) as session:
+                return int(session.scalar(select(func.count()).select_from(Run)) or 0)
+
+        return self._guard(count)
 
     def get(self, run_id: str) -> Run:
+        return self._guard(lambda: self._get(run_id))
+
+    def _get(self, run_id: str) -> Run:
         with Session(self.engine, expire_on_commit=False) as session:
             run = session.get(Run, run_id)
             if run is None:
@@ -263,10 +383,12 @@ class ResultsStore:
             stmt = stmt.where(Run.experiment == experiment)
         if ids:
             stmt = stmt.where(Run.id.in_(ids))
-        with Session(self.engine) as session:
-            rows = session.scalars(stmt).all()
-            records = [run_row(r) for r in rows]
-        df = pd.DataFrame.from_records(records, columns=RUN_COLUMNS)
+
+        def read() -> list[dict[str, Any]]:
+            with Session(self.engine) as session:
+                return [run_row(r) for r in session.scalars(stmt).all()]
+
+        df = pd.DataFrame.from_records(self._guard(read), columns=RUN_COLUMNS)
         if last is not None:
             df = df.tail(last).reset_index(drop=True)
         return df
@@ -280,29 +402,21 @@ class ResultsStore:
         ).order_by(StepTiming.run_id, StepTiming.step)
         if run_ids is not None:
             stmt = stmt.where(StepTiming.run_id.in_(run_ids))
-        with self.engine.connect() as conn:
-            return pd.DataFrame(
-                conn.execute(stmt).all(), columns=["run_id", "step", "phase", "duration_ns", "warmup"]
-            )
+        rows = self._guard(lambda: self._rows(stmt))
+        return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup"])
 
     def agreement(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         import pandas as pd
 
-        cols = [
-            "run_id",
-            "phase",
-            "steps",
-            "nvtx_mean_ns",
-            "nvtx_median_ns",
-            "timer_mean_ns",
-            "timer_median_ns",
-            "rel_diff",
-        ]
-        stmt = select(*(getattr(Agreement, c) for c in cols))
+        cols = list(unsaved.AGREEMENT_COLUMNS)
+        stmt = select(Agreement.run_id, *(getattr(Agreement, c) for c in cols))
         if run_ids is not None:
             stmt = stmt.where(Agreement.run_id.in_(run_ids))
+        return pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["run_id", *cols])
+
+    def _rows(self, stmt: Any) -> list[Any]:
         with self.engine.connect() as conn:
-            return pd.DataFrame(conn.execute(stmt).all(), columns=cols)
+            return list(conn.execute(stmt).all())
 
     def save_attention(self, sweep: AttentionSweep, cell: AttentionCell) -> None:
         """One finished cell of an attention sweep (saved as it finishes, so a cut-short sweep keeps it)."""
@@ -334,148 +448,3 @@ class ResultsStore:
             stmt = stmt.where(AttentionResult.sweep_id == sweep_id)
         with self.engine.connect() as conn:
             return pd.DataFrame(conn.execute(stmt).all(), columns=ATTENTION_COLUMNS)
-
-
-RUN_COLUMNS = [
-    "run_id",
-    "created_at",
-    "model",
-    "mode",
-    "device",
-    "device_name",
-    "precision",
-    "compile",
-    "attention",
-    "batch_size",
-    "context_length",
-    "status",
-    "profiler",
-    "nsys_mode",
-    "experiment",
-    "params",
-    "d_model",
-    "d_ff",
-    "num_layers",
-    "num_heads",
-    "forward_mean_ns",
-    "forward_std_ns",
-    "backward_mean_ns",
-    "backward_std_ns",
-    "optimizer_mean_ns",
-    "optimizer_std_ns",
-    "prefill_mean_ns",
-    "decode_mean_ns",
-    "tokens_per_s",
-    "achieved_flops",
-    "mfu",
-    "peak_memory_bytes",
-    "nsys_rep",
-    "nsys_sqlite",
-]
-
-
-def run_row(r: Run) -> dict[str, Any]:
-    phases = {p["phase"]: p for p in (r.summary or {}).get("phases", [])}
-    info = r.model_info or {}
-
-    def stat(phase: str, key: str) -> float | None:
-        return phases[phase][key] if phase in phases else None
-
-    return {
-        "run_id": r.id,
-        "created_at": r.created_at.isoformat(timespec="seconds") if r.created_at else None,
-        "model": r.model,
-        "mode": r.mode,
-        "device": r.device,
-        "device_name": r.device_name,
-        "precision": r.precision,
-        "compile": r.compile,
-        "attention": r.attention,
-        "batch_size": r.batch_size,
-        "context_length": r.context_length,
-        "status": r.status,
-        "profiler": r.profiler,
-        "nsys_mode": r.nsys_mode,
-        "experiment": r.experiment,
-        "params": r.params,
-        "d_model": info.get("d_model"),
-        "d_ff": info.get("d_ff"),
-        "num_layers": info.get("num_layers"),
-        "num_heads": info.get("num_heads"),
-        "forward_mean_ns": stat("forward", "mean_ns"),
-        "forward_std_ns": stat("forward", "std_ns"),
-        "backward_mean_ns": stat("backward", "mean_ns"),
-        "backward_std_ns": stat("backward", "std_ns"),
-        "optimizer_mean_ns": stat("optimizer", "mean_ns"),
-        "optimizer_std_ns": stat("optimizer", "std_ns"),
-        "prefill_mean_ns": stat("prefill", "mean_ns"),
-        "decode_mean_ns": stat("decode", "mean_ns"),
-        "tokens_per_s": r.tokens_per_s,
-        "achieved_flops": r.achieved_flops,
-        "mfu": r.mfu,
-        "peak_memory_bytes": r.peak_memory_bytes,
-        "nsys_rep": r.nsys_rep,
-        "nsys_sqlite": r.nsys_sqlite,
-    }
-
-
-class AttentionResult(Base):
-    """One cell of `harness attention`: one implementation at one head dim × seq len. Times in ns."""
-
-    __tablename__ = "attention_results"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    sweep_id: Mapped[str] = mapped_column(String(64), index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    device: Mapped[str] = mapped_column(String(16))
-    device_name: Mapped[str] = mapped_column(String(128), default="")
-    impl: Mapped[str] = mapped_column(String(16))  # math | sdpa | compiled
-    precision: Mapped[str] = mapped_column(String(8))
-    batch_size: Mapped[int] = mapped_column(Integer)
-    num_heads: Mapped[int] = mapped_column(Integer)
-    head_dim: Mapped[int] = mapped_column(Integer)
-    seq_len: Mapped[int] = mapped_column(Integer)
-    causal: Mapped[bool] = mapped_column(Boolean)
-    warmup: Mapped[int] = mapped_column(Integer)
-    trials: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16))  # ok | oom | error
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    forward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    forward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    backward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    backward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    compile_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    # BigInteger: tens of GB overflow PostgreSQL's 32-bit INTEGER
-    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    memory_source: Mapped[str] = mapped_column(Text, default="")  # how peak_memory_bytes was measured
-    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-
-
-# The AttentionCell fields stored as they are.
-ATTENTION_CELL_COLUMNS = [
-    "impl",
-    "head_dim",
-    "seq_len",
-    "status",
-    "error",
-    "forward_mean_ns",
-    "forward_std_ns",
-    "backward_mean_ns",
-    "backward_std_ns",
-    "compile_ns",
-    "peak_memory_bytes",
-]
-ATTENTION_COLUMNS = [
-    "sweep_id",
-    "created_at",
-    "device",
-    "device_name",
-    "precision",
-    "batch_size",
-    "num_heads",
-    "causal",
-    "warmup",
-    "trials",
-    *ATTENTION_CELL_COLUMNS,
-    "memory_source",
-]

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
+import signal
 import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from harness import supervisor
 from harness.records import RunConfig, RunResult, result_from_dict
 from harness.runner import new_run_id, validate
+from harness.signals import name
+from harness.worker import read_steps
 
 STDERR_TAIL = 2000
 
@@ -39,21 +41,38 @@ def write_worker_config(config: RunConfig, run_id: str, path: Path) -> None:
 def read_worker_result(
     config: RunConfig, run_id: str, result_path: Path, returncode: int, stderr: str
 ) -> RunResult:
-    """The child's RunResult, or an error result saying how the child died."""
+    """The child's RunResult, or an error result saying how the child died, with the steps it logged."""
     if result_path.exists() and result_path.stat().st_size:
         return result_from_dict(json.loads(result_path.read_text()))
     tail = stderr.strip()[-STDERR_TAIL:]
-    how = f"exit code {returncode}" if returncode >= 0 else f"killed by signal {-returncode}"
-    return RunResult(run_id=run_id, config=config, status="error", error=f"worker {how}: {tail}")
+    if returncode >= 0:
+        how = f"exit code {returncode}"
+    else:
+        how = f"killed by {_signal_name(-returncode)}"
+        if -returncode == signal.SIGKILL:
+            how += " (often the kernel's out-of-memory killer)"
+    steps = read_steps(result_path)
+    measured = sum(not s.warmup for s in steps)
+    kept = f" after {measured} measured steps" if steps else ""
+    error = f"worker {how}{kept}" + (f": {tail}" if tail else "")
+    return RunResult(run_id=run_id, config=config, status="error", steps=steps, error=error)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return name(sig)
+    except ValueError:
+        return f"signal {sig}"
 
 
 def run_isolated(config: RunConfig, run_id: str | None = None) -> RunResult:
-    """One configuration in a fresh process."""
+    """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on)."""
     run_id = run_id or new_run_id(config.model)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)
-        proc = subprocess.run(
-            worker_command(cfg, res), capture_output=True, text=True, env={**os.environ}, check=False
-        )
-        return read_worker_result(config, run_id, res, proc.returncode, proc.stderr)
+        done = supervisor.run(worker_command(cfg, res), cleanup=[Path(tmp)])
+        result = read_worker_result(config, run_id, res, done.returncode, done.stderr)
+    if done.interrupted and result.status == "error":
+        result.status = "interrupted"
+    return result

@@ -9,6 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.store import ResultsStore
 
 runner = CliRunner()
 
@@ -52,12 +53,13 @@ def test_non_positive_sizes(tmp_db, option: str, value: str, message: str) -> No
 def test_bad_database(tmp_path) -> None:
     blocker = tmp_path / "f"
     blocker.write_text("x")
-    result = invoke("runs", "--db", str(blocker / "d" / "r.sqlite"))
+    result = invoke("run", "char", "--device", "cpu", "--db", str(blocker / "d" / "r.sqlite"))
     assert result.exit_code == 1
     assert "cannot open results database" in one_line_error(result)
 
 
 def test_show_unknown_run(tmp_db) -> None:
+    ResultsStore(tmp_db)
     result = invoke("show", "nope")
     assert result.exit_code == 2
     assert "no run with id 'nope'" in one_line_error(result)
@@ -117,3 +119,51 @@ def test_emulated_bf16_on_cpu_is_said() -> None:
         assert note is None
     else:
         assert note is not None and note.startswith("bf16 on this CPU is emulated")
+
+
+def test_cpu_out_of_memory_is_recorded(tmp_db) -> None:
+    # an embedding of 10**12 rows: the CPU allocator refuses at once (as for -t 1000000000, without
+    # first filling 16 GB with the batch)
+    args = ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "--vocab-size", str(10**12)]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "warning: out of memory: DefaultCPUAllocator: can't allocate memory" in result.output
+    assert "Traceback" not in result.output
+    listed = json.loads(invoke("runs", "--format", "json").stdout)
+    assert [r["status"] for r in listed] == ["oom"]
+
+
+@pytest.mark.slow
+def test_sweep_goes_on_after_cpu_out_of_memory(tmp_db) -> None:
+    args = ["sweep", "--models", "char,tiny", "--device", "cpu", "--steps", "1", "--warmup", "0"]
+    result = invoke(*args, "--vocab-size", str(10**12), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = [line.split(",") for line in result.stdout.strip().splitlines()[1:]]
+    assert [(r[0], r[-1]) for r in rows] == [("char", "OOM"), ("tiny", "OOM")]
+    listed = json.loads(invoke("runs", "--format", "json").stdout)
+    assert [r["status"] for r in listed] == ["oom", "oom"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_sweep_and_keeps_the_point(tmp_path) -> None:
+    import os
+    import signal
+    import uuid
+
+    from procs import logged_steps, marked, output, start, wait_until
+
+    from harness.store import ResultsStore
+
+    tmp, db, mark = tmp_path / "tmp", tmp_path / "r.sqlite", uuid.uuid4().hex
+    tmp.mkdir()
+    args = ["sweep", "--models", "char,tiny", "--device", "cpu", "--steps", "100000", "--warmup", "1"]
+    proc = start([*args, "-b", "1", "-t", "32", "--db", str(db)], tmp_path, mark, TMPDIR=str(tmp))
+    wait_until(lambda: logged_steps(tmp) >= 3, 300, "the first point to measure two steps")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(120) == 130, output(tmp_path)
+    text = output(tmp_path).replace("\n", "")
+    (run,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    assert run["model"] == "char" and run["status"] == "interrupted" and run["forward_mean_ns"] > 0
+    assert "warning: sweep stopped after 1 of 2 points" in text
+    assert f"error: run {run['run_id']} interrupted by SIGINT after " in text and "Traceback" not in text
+    assert marked(mark) == [] and list(tmp.glob("harness-*")) == []

@@ -23,7 +23,7 @@ def test_doctor_self_test_passes(nsys_bin: str, tmp_db: str, monkeypatch: pytest
     assert "read back range 'harness-doctor' (payload 7," in checks["self-test"]["Detail"]
     assert checks["nsys"]["Detail"].startswith(nsys_bin)
     assert checks["python nvtx"]["Detail"].startswith("0.2.11")
-    assert checks["results database"]["Detail"] == tmp_db
+    assert checks["results database"]["Detail"].startswith(f"no results database at {tmp_db[10:]}")
     assert checks["torch"]["Detail"].startswith("2.")
 
 
@@ -35,3 +35,28 @@ def test_doctor_without_nsys_fails_with_the_reason(tmp_db: str, tmp_path) -> Non
     assert "is not an executable file" in checks["nsys"]["Detail"]
     assert checks["self-test"] == {"Check": "self-test", "Status": "fail", "Detail": "skipped: no nsys"}
     assert "Traceback" not in result.output
+
+
+def test_doctor_tests_the_database_it_is_given(tmp_path) -> None:
+    result = runner.invoke(app, ["doctor", "--no-self-test", "--db", "foo://x", "--format", "json"])
+    assert result.exit_code == 1
+    checks = {row["Check"]: row for row in json.loads(result.stdout)}
+    assert checks["results database"]["Status"] == "fail"
+    assert checks["results database"]["Detail"].startswith("unknown database URL scheme 'foo://'")
+
+
+def test_database_check(tmp_path) -> None:
+    from test_store import make_result
+
+    from harness.doctor import check_db
+    from harness.store import ResultsStore
+
+    db = tmp_path / "r.sqlite"
+    missing = check_db(str(db))
+    assert (missing.status, missing.detail.split(" (")[0]) == ("info", f"no results database at {db}")
+    assert not db.exists()  # doctor creates nothing
+    ResultsStore(str(db)).save(make_result("tiny-1"))
+    assert (check_db(str(db)).status, check_db(str(db)).detail) == ("ok", f"sqlite:///{db}: 1 runs")
+    (tmp_path / "junk.sqlite").write_text("not a database\n" * 500)
+    junk = check_db(str(tmp_path / "junk.sqlite"))
+    assert junk.status == "fail" and "is not a SQLite database" in junk.detail

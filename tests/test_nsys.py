@@ -122,6 +122,48 @@ def test_nothing_found_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.Mo
         nsys.find_nsys()
 
 
+def test_nsys_named_in_the_environment_is_named_as_such(tmp_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    monkeypatch.setenv("HARNESS_NSYS", "/etc/passwd")
+    said = "nsys given by HARNESS_NSYS is not an executable file: /etc/passwd"
+    run = CliRunner().invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "1"])
+    assert run.exit_code == 1
+    assert run.output.strip().splitlines() == [f"error: {said}; {nsys.HOW_TO_GET}"]
+    doctor = CliRunner().invoke(app, ["doctor", "--no-self-test", "--format", "json"])
+    checks = {row["Check"]: row for row in json.loads(doctor.stdout)}
+    assert checks["nsys"]["Detail"].startswith(said)
+
+
+def test_report_name_from_pass_through_arguments() -> None:
+    opts = nsys.ProfileOptions(output=Path("/p/run-1"))
+    assert nsys.report_base(opts) == Path("/p/run-1")
+    for extra, base in (
+        (["--output=out/custom"], Path.cwd() / "out" / "custom"),
+        (["-o", "/abs/x.nsys-rep"], Path("/abs/x")),
+        (["--output", "/a", "--output=/b.qdrep"], Path("/b")),
+        (["--output=%p/rep-%h"], None),
+    ):
+        assert nsys.report_base(nsys.ProfileOptions(output=Path("/p/run-1"), extra_args=extra)) == base
+    argv, _ = nsys.build_profile_command(
+        NEW, nsys.ProfileOptions(output=Path("/p/run-1"), extra_args=["--output=out/custom"]), TARGET
+    )
+    assert [a for a in argv if "output" in a] == ["--output=out/custom"]
+
+
+def test_generated_files_are_read_from_nsys_output() -> None:
+    text = (
+        "Generating '/tmp/nsys-report-1.qdstrm'\r[1/1] [====100%] r.nsys-rep\n"
+        "Generated:\n    /tmp/nsys-report-4c98.nsys-rep\n    /tmp/nsys-report-db8b.sqlite\nbye\n"
+    )
+    listed = [Path("/tmp/nsys-report-4c98.nsys-rep"), Path("/tmp/nsys-report-db8b.sqlite")]
+    assert nsys._generated(text) == listed
+
+
 # --- with the real nsys ---------------------------------------------------------------------------------
 
 RANGES_SCRIPT = """

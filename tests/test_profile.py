@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
+from procs import logged_steps, marked, output, start, wait_until
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.store import ResultsStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.nsys]
+REPO = Path(__file__).resolve().parents[1]
 PHASES = ("forward", "backward", "optimizer")
 runner = CliRunner()
 
@@ -79,15 +86,20 @@ def test_overhead_prints_a_row_per_phase(in_tmp: Path) -> None:
 
 
 def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the only Python process under nsys is the worker: make it die at start-up with exit code 3
+    # the worker (the Python process under nsys) dies at start-up with exit code 3
     hook = in_tmp / "inject"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import os, sys\nsys.stderr.write('boom: injected failure\\n')\nsys.stderr.flush()\nos._exit(3)\n"
+        "import os, sys\n"
+        "if open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:3] == [b'-m', b'harness.worker']:\n"
+        "    sys.stderr.write('boom: injected failure\\n')\n"
+        "    sys.stderr.flush()\n"
+        "    os._exit(3)\n"
     )
-    monkeypatch.setenv("PYTHONPATH", str(hook))
-    result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "1", "--warmup", "0"])
-    assert result.exit_code == 1
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), str(REPO)]))
+    args = ["run", "char", "--device", "cpu", "--nsys", "--steps", "1", "--warmup", "0", "--no-nsys-baseline"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 3  # the profiled program's exit code
     assert "profiled program failed (exit code 3)" in result.output
     assert "boom: injected failure" in result.output
     assert "files kept:" in result.output
@@ -119,3 +131,69 @@ def test_unwritable_profile_dir_is_one_line(in_tmp: Path) -> None:
     assert result.output.strip().splitlines() == [
         f"error: cannot create profile folder {folder}: Not a directory; pass --profile-dir"
     ]
+
+
+def test_report_name_given_with_nsys_arg_is_followed(in_tmp: Path) -> None:
+    args = ["run", "char", "--device", "cpu", "--nsys", "--steps", "1", "--warmup", "0", "--no-nsys-baseline"]
+    result = runner.invoke(app, [*args, "--nsys-arg=--output=out/custom", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rep, sqlite = in_tmp / "out" / "custom.nsys-rep", in_tmp / "out" / "custom.sqlite"
+    assert rep.is_file() and sqlite.is_file()
+    assert not (in_tmp / "nsys_profiles").exists() or not list((in_tmp / "nsys_profiles").iterdir())
+    (stored,) = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    assert (stored["nsys_rep"], stored["nsys_sqlite"]) == (str(rep), str(sqlite))
+    assert "NVTX vs in-process timers" in json.loads(result.stdout)
+
+
+# --- interruptions, with real processes -----------------------------------------------------------------
+
+LONG_RUN = ["run", "char", "--device", "cpu", "--nsys", "--steps", "100000", "--warmup", "1", "-b", "1"]
+
+
+def _start_long_run(tmp_path: Path, nsys_bin: str) -> tuple[subprocess.Popen[bytes], Path, Path, str]:
+    """`harness run --nsys` as a real process, returned once its worker has measured two steps."""
+    tmp, db, mark = tmp_path / "tmp", tmp_path / "r.sqlite", uuid.uuid4().hex
+    tmp.mkdir()
+    args = [*LONG_RUN, "-t", "32", "--no-nsys-baseline", "--db", str(db), "--format", "json"]
+    proc = start(args, tmp_path, mark, TMPDIR=str(tmp), HARNESS_NSYS=nsys_bin)
+    try:
+        wait_until(lambda: logged_steps(tmp) >= 3, 300, "the worker under nsys to measure two steps")
+    except AssertionError:
+        proc.kill()
+        raise AssertionError(output(tmp_path)) from None
+    return proc, tmp, db, mark
+
+
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_interrupted_run_is_stored_with_its_steps_and_profile(
+    tmp_path: Path, nsys_bin: str, sig: int, code: int
+) -> None:
+    proc, tmp, db, mark = _start_long_run(tmp_path, nsys_bin)
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # a terminal's Ctrl-C: the foreground process group
+    else:
+        proc.send_signal(sig)
+    assert proc.wait(300) == code, output(tmp_path)
+    text = output(tmp_path)
+    assert "Traceback" not in text and "profiled program failed" not in text
+    (run,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    steps = ResultsStore(str(db), readonly=True).step_timings([run["run_id"]])
+    measured = int((~steps["warmup"]).sum() / 3)
+    assert measured >= 2 and run["status"] == "interrupted" and run["profiler"] == "nsys"
+    name = signal.Signals(sig).name
+    line = f"run {run['run_id']} interrupted by {name} after {measured} of 100000 measured steps"
+    assert f"error: {line}; stored as interrupted; files kept: {run['nsys_rep']}" in text.replace("\n", "")
+    assert Path(run["nsys_rep"]).is_file() and Path(run["nsys_sqlite"]).is_file()
+    assert marked(mark) == []
+    assert list(tmp.glob("harness-*")) == []
+
+
+def test_killed_harness_leaves_no_process_and_no_temporary_folder(tmp_path: Path, nsys_bin: str) -> None:
+    proc, tmp, _, mark = _start_long_run(tmp_path, nsys_bin)
+    assert len(marked(mark)) >= 6  # harness, supervisor, nsys, its launcher, agent and tee, the worker
+    proc.kill()
+    proc.wait()
+    wait_until(lambda: not marked(mark), 120, "every process the harness started to end")
+    wait_until(lambda: not list(tmp.glob("harness-*")), 10, "the temporary folder to be removed")

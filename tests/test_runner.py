@@ -10,6 +10,7 @@ import torch
 import workloads
 from harness.records import RunConfig
 from harness.runner import run_workload
+from harness.signals import Terminated
 from harness.store import ResultsStore
 from harness.tables import results_table
 
@@ -81,6 +82,68 @@ def test_out_of_memory_is_recorded_not_raised(monkeypatch, tmp_db) -> None:
     table = results_table([result])
     assert table.loc[0, "status"] == "OOM"
     assert math.isnan(table.loc[0, "forward mean (ns)"])
+
+
+CPU_OOM = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+    "allocate 2048000000000 bytes. Error code 12 (Cannot allocate memory)"
+)
+
+
+def test_cpu_allocator_failure_is_out_of_memory() -> None:
+    from harness.devices import is_oom
+
+    assert is_oom(RuntimeError(CPU_OOM)) and is_oom(MemoryError()) and is_oom(torch.OutOfMemoryError("x"))
+    assert not is_oom(RuntimeError("shape mismatch")) and not is_oom(ValueError("out of memory"))
+
+
+def test_cpu_out_of_memory_is_recorded() -> None:
+    # an embedding of 10**12 rows: the CPU allocator refuses at once, without touching memory
+    result = run_workload(RunConfig(model="char", device="cpu", warmup=0, steps=1, vocab_size=10**12))
+    assert result.status == "oom" and result.steps == []
+    assert (result.error or "").startswith("DefaultCPUAllocator: can't allocate memory: you tried to")
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, Terminated], ids=["ctrl-c", "sigterm"])
+def test_interruption_keeps_the_steps_measured(monkeypatch, interrupt: type[BaseException]) -> None:
+    calls = {"n": 0}
+    real_loss = workloads.loss_fn
+
+    def interrupted_loss(logits, targets):
+        calls["n"] += 1
+        if calls["n"] == 4:  # during the third measured step
+            raise interrupt()
+        return real_loss(logits, targets)
+
+    monkeypatch.setattr(workloads, "loss_fn", interrupted_loss)
+    seen = []
+    result = run_workload(RunConfig(model="char", device="cpu", warmup=1, steps=5), on_step=seen.append)
+    name = "SIGINT" if interrupt is KeyboardInterrupt else "SIGTERM"
+    assert result.status == "interrupted"
+    assert result.error == f"interrupted by {name} after 2 of 5 measured steps"
+    assert [s.step for s in result.steps] == [0, 1, 2] and seen == result.steps
+    assert [p.count for p in result.phase_stats()] == [2, 2, 2]
+    assert result.tokens_per_s is not None and result.tokens_per_s > 0
+
+
+def test_worker_killed_outright_keeps_the_steps_it_logged(tmp_path) -> None:
+    import json
+    from dataclasses import asdict
+
+    from harness.records import StepRecord
+    from harness.sweep import read_worker_result
+    from harness.worker import steps_path
+
+    config = RunConfig(model="char", warmup=1, steps=3)
+    res = tmp_path / "result.json"
+    steps = [StepRecord(0, True, {"forward": 5}), StepRecord(1, False, {"forward": 3})]
+    log = "".join(json.dumps(asdict(s)) + "\n" for s in steps) + '{"step": 2, "warm'  # cut mid-write
+    steps_path(res).write_text(log)
+    result = read_worker_result(config, "char-1", res, -9, "")
+    assert result.status == "error" and result.steps == steps
+    assert result.error == (
+        "worker killed by SIGKILL (often the kernel's out-of-memory killer) after 1 measured steps"
+    )
 
 
 def test_nvtx_detail_attaches_hooks_per_layer() -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from harness.commands.common import DbOpt, FormatOpt, cli_errors, warn
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.commands.options import Device, DeviceOpt, Precision, SeedOpt
 from harness.errors import UsageError
 from harness.output import Format
@@ -43,6 +43,7 @@ def attention_cmd(
     seed: SeedOpt = 0,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Time one attention call, forward and backward, for every head dim × seq len; OOM cells are recorded."""
     from harness.attention import AttentionConfig, attention_table, run_attention_sweep, validate
@@ -104,6 +105,7 @@ def attention_cmd(
         format,
         title=f"attention {sweep.sweep_id} on {sweep.device_name}",
         notes=notes,
+        wide=wide,
     )
     if failed:
         raise typer.Exit(1)

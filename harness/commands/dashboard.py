@@ -73,7 +73,7 @@ def dashboard_cmd(
     else:
         from harness.store import ResultsStore, describe_url
 
-        store = ResultsStore(db)
+        store = ResultsStore(db, readonly=True)
         ids = [store.get(r).id for r in _ids(runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)

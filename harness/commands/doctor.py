@@ -13,10 +13,7 @@ from harness.output import Format
 @cli_errors
 def doctor_cmd(
     nsys_path: Annotated[
-        str | None,
-        typer.Option(
-            "--nsys-path", envvar="HARNESS_NSYS", metavar="<path>", help="The nsys binary to check."
-        ),
+        str | None, typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to check.")
     ] = None,
     self_test: Annotated[
         bool, typer.Option("--self-test/--no-self-test", help="Profile a one-range script end to end.")
@@ -27,14 +24,14 @@ def doctor_cmd(
 ) -> None:
     """nsys (path, version, flags), an NVTX self-test, python nvtx, torch, CUDA, NVML, the results database.
 
-    Exits 1 when the self-test fails.
+    Exits 1 when the self-test fails or the results database cannot be used.
     """
     from harness.doctor import as_frame, diagnose
     from harness.output import emit
 
     checks = diagnose(nsys_path, db, run_self_test=self_test)
     emit(as_frame(checks), fmt, title="harness doctor", wide=wide)
-    if any(c.item == "self-test" and c.status == "fail" for c in checks):
+    if any(c.item in ("self-test", "results database") and c.status == "fail" for c in checks):
         raise typer.Exit(1)
 
 

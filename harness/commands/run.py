@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.commands.options import (
     Attention,
     AttentionOpt,
@@ -30,6 +30,11 @@ from harness.commands.options import (
     make_config,
 )
 from harness.output import Format
+from harness.signals import sigterm_raises
+
+if TYPE_CHECKING:
+    from harness.records import RunResult
+    from harness.store import ResultsStore
 
 
 class Capture(StrEnum):
@@ -45,7 +50,7 @@ class NsysMode(StrEnum):
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Profile under Nsight Systems (child process).")]
 NsysPathOpt = Annotated[
     str | None,
-    typer.Option("--nsys-path", envvar="HARNESS_NSYS", metavar="<path>", help="The nsys binary to use."),
+    typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to use (or HARNESS_NSYS)."),
 ]
 CaptureOpt = Annotated[
     Capture, typer.Option("--nsys-capture", help="measured: only the measured steps are recorded.")
@@ -127,15 +132,18 @@ def run_cmd(
             profile_dir=profile_dir,
             baseline=nsys_baseline,
         )
-        with Progress(f"{config.model} {config.mode} under nsys") as progress:
+        with sigterm_raises(), Progress(f"{config.model} {config.mode} under nsys") as progress:
             profiled = profile_run(config, request, store=store, progress=progress.stage)
         render_profiled(profiled, format, wide=wide)
         if profiled.failed:
-            raise typer.Exit(1)
+            raise typer.Exit(profiled.exit_status)
         return
-    with Progress(f"{config.model} {config.mode}", config.warmup + config.steps, unit="steps") as progress:
+    with (
+        sigterm_raises(),
+        Progress(f"{config.model} {config.mode}", config.warmup + config.steps, unit="steps") as progress,
+    ):
         result = run_workload(config, progress=progress.advance)
-    store.save(result)
+    unsaved = _save(store, result)
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
     emit_many(
@@ -146,6 +154,34 @@ def run_cmd(
         format,
         wide=wide,
     )
+    _finish([unsaved], [result])
+
+
+def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
+    """Save; when the database will not take the run it is in a file by now: the line saying where."""
+    from harness.store import UnsavedRun
+
+    try:
+        store.save(result, **how)
+    except UnsavedRun as e:
+        return str(e)
+    return None
+
+
+def _finish(unsaved: list[str | None], results: list[RunResult]) -> None:
+    """Say what was not saved or was interrupted, and exit with the code that goes with it."""
+    from rich.markup import escape
+
+    from harness import signals
+
+    for line in filter(None, unsaved):
+        err(escape(line))
+    stopped = next((r for r in results if r.status == "interrupted"), None)
+    if stopped is not None:
+        err(escape(f"run {stopped.run_id} {stopped.error}; stored as interrupted"))
+        raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
+    if any(unsaved):
+        raise typer.Exit(1)
 
 
 @cli_errors
@@ -200,20 +236,26 @@ def sweep_cmd(
     if note:
         warn(note)
     experiment = f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-    results = []
-    with Progress(experiment, len(configs), unit="runs") as progress:
+    results: list[RunResult] = []
+    unsaved: list[str | None] = []
+    with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:
         for done, config in enumerate(configs):
             progress.stage(f"{config.model} {config.precision}{' compiled' if config.compile else ''}")
-            result = run_isolated(config)
-            store.save(result, experiment=experiment)
+            result = run_isolated(config)  # Ctrl-C is passed on: the point ends "interrupted"
+            unsaved.append(_save(store, result, experiment=experiment))
             results.append(result)
             progress.advance(done + 1)
+            if result.status == "interrupted":
+                break
     for r in results:
-        if r.status != "ok":
+        if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
             warn(f"{r.config.model} {r.config.precision}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
     emit(results_table(results), format, title=title, wide=wide)
+    if len(results) < len(configs):
+        warn(f"sweep stopped after {len(results)} of {len(configs)} points")
+    _finish(unsaved, results)
 
 
 @cli_errors
@@ -232,7 +274,7 @@ def runs_cmd(
     from harness.output import emit
     from harness.store import ResultsStore, describe_url
 
-    store = ResultsStore(db)
+    store = ResultsStore(db, readonly=True)
     df = store.runs(model=model, device=device, precision=precision, last=last)
     if format is Format.table:
         cols = {
@@ -264,8 +306,32 @@ def show_cmd(
     from harness.show import show_tables
     from harness.store import ResultsStore
 
-    tables = show_tables(ResultsStore(db).get(run_id))
+    tables = show_tables(ResultsStore(db, readonly=True).get(run_id))
     emit_many(tables, format, wide=wide)
+
+
+@cli_errors
+def import_cmd(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="harness-unsaved-*.json files, written when the database would not take a run."),
+    ],
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Store runs that could not be saved; importing a file again stores its run once."""
+    import pandas as pd
+
+    from harness.output import emit
+    from harness.store import ResultsStore, describe_url
+
+    store = ResultsStore(db)
+    done = [store.import_file(f) for f in files]
+    table = pd.DataFrame(
+        [(str(d.file), d.run_id, "replaced" if d.replaced else "new") for d in done],
+        columns=["file", "run", "stored"],
+    )
+    emit(table, format, title=f"imported into {describe_url(store.url)}")
 
 
 def register(app: typer.Typer) -> None:
@@ -274,3 +340,6 @@ def register(app: typer.Typer) -> None:
     app.command("sweep", short_help="Run a grid of models × precisions × compile, a process each.")(sweep_cmd)
     app.command("runs", short_help="List saved runs (newest last).")(runs_cmd)
     app.command("show", short_help="Show one run: configuration, phases, agreement, files.")(show_cmd)
+    app.command("import", short_help="Store runs saved to a file when the database would not take them.")(
+        import_cmd
+    )

@@ -1,0 +1,91 @@
+"""Interruptions as exceptions: Ctrl-C (SIGINT) and SIGTERM both end a run early and keep what it measured.
+
+Python turns SIGINT into KeyboardInterrupt; `sigterm_raises` makes SIGTERM raise `Terminated`, a
+KeyboardInterrupt too, so one `except KeyboardInterrupt` stores an interrupted run whichever signal came.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+from collections.abc import Iterator
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (a scheduler, `kill`, a parent that is going away)."""
+
+
+def signal_of(interrupt: BaseException) -> int:
+    """The signal behind a KeyboardInterrupt: SIGTERM for Terminated, else SIGINT."""
+    return signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
+
+
+def name(sig: int) -> str:
+    return signal.Signals(sig).name
+
+
+def interrupted(sig: int, what: str) -> str:
+    """How an interrupted run's error reads: "interrupted by SIGINT after 3 of 10 measured steps"."""
+    return f"interrupted by {name(sig)} {what}"
+
+
+def signal_in(message: str | None) -> int:
+    """The signal named by `interrupted`'s message; SIGINT where it names none."""
+    found = re.search(r"interrupted by (SIG[A-Z]+)", message or "")
+    if found and found.group(1) in signal.Signals.__members__:
+        return signal.Signals[found.group(1)]
+    return signal.SIGINT
+
+
+def exit_code(sig: int) -> int:
+    """The shell's convention for a process ended by `sig`: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + int(sig)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises Terminated in the main thread (elsewhere: left as it is)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back until the block is done (a save is never cut in half), then act on the
+    first that came as its handler would have. Main thread only (elsewhere: nothing is held back).
+
+    Handlers, not a signal mask: a mask covers one thread, and torch or rich keep others that would take
+    the signal instead."""
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
+    try:
+        previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            handler = previous[held[0]]
+            if callable(handler):
+                handler(held[0], None)
+            elif handler in (signal.SIG_DFL, None):
+                signal.raise_signal(held[0])

@@ -1,0 +1,77 @@
+"""Real processes for the kill, lock and Ctrl-C tests: start them, find what they leave, count their steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MARK = "HARNESS_TEST_MARK"
+
+
+def _default_sigint() -> None:
+    # a shell's background job starts with SIGINT ignored, and Python then never raises KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start(args: list[str], cwd: Path, mark: str, **env: str) -> subprocess.Popen[bytes]:
+    """`python -m harness ARGS` in a session of its own (like a terminal's foreground job), output to files;
+    it and everything it starts carry `mark` in their environment."""
+    full = {**os.environ, "PYTHONPATH": str(REPO), MARK: mark, **env}
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        env=full,
+        stdin=subprocess.DEVNULL,
+        stdout=(cwd / "stdout.txt").open("wb"),
+        stderr=(cwd / "stderr.txt").open("wb"),
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
+
+
+def output(cwd: Path) -> str:
+    return (cwd / "stdout.txt").read_text() + (cwd / "stderr.txt").read_text()
+
+
+def marked(mark: str) -> list[str]:
+    """Processes still running with `mark` in their environment: 'pid command'."""
+    found = []
+    needle = f"{MARK}={mark}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z":
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found.append(f"{entry.name} {cmd[:160]}")
+    return found
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def logged_steps(tmp: Path) -> int:
+    """Steps the workers under TMPDIR=tmp have finished so far (harness.worker logs each one)."""
+    total = 0
+    for log in tmp.glob("harness-*/result.json.steps.jsonl"):
+        try:
+            total += len(log.read_text().splitlines())
+        except OSError:
+            continue
+    return total

@@ -1,0 +1,120 @@
+"""harness.supervisor: what the harness starts ends with it, however the harness ends; Ctrl-C is passed on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from procs import MARK, REPO, marked, wait_until
+
+from harness import supervisor
+
+# a command that leaves an orphan in a session of its own (as nsys's agent and its profiled program are),
+# says it is ready, and exits 5 on Ctrl-C
+CHILD = textwrap.dedent(
+    """
+    import pathlib, subprocess, sys, time
+    subprocess.run(["sh", "-c", "setsid sleep 300 >/dev/null 2>&1 &"])
+    pathlib.Path(sys.argv[1], "ready").touch()
+    try:
+        time.sleep(300)
+    except KeyboardInterrupt:
+        print("child got SIGINT", flush=True)
+        sys.exit(5)
+    """
+)
+PARENT = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from harness import supervisor
+    from harness.signals import sigterm_raises
+    folder = Path(sys.argv[1])
+    with sigterm_raises():
+        done = supervisor.run([sys.executable, "-c", sys.argv[2], str(folder)], cleanup=[folder])
+    print(json.dumps({"returncode": done.returncode, "interrupted": done.interrupted, "stdout": done.stdout}))
+    """
+)
+
+
+def test_exit_code_signal_and_output_are_passed_on() -> None:
+    assert supervisor.run([sys.executable, "-c", "import sys; sys.exit(4)"]).returncode == 4
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    assert supervisor.run([sys.executable, "-c", code]).returncode == -signal.SIGKILL
+    done = supervisor.run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"])
+    assert (done.stdout, done.stderr, done.interrupted) == ("out\n", "err\n", None)
+    merged = supervisor.run([sys.executable, "-c", "print('a')"], merge_stderr=True)
+    assert merged.stdout == "a\n" and merged.stderr == ""
+
+
+def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
+    mark = uuid.uuid4().hex
+    folder = tmp_path / "harness-tmp"
+    folder.mkdir()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(folder), CHILD],
+        env={**os.environ, "PYTHONPATH": str(REPO), MARK: mark},
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    wait_until(lambda: (folder / "ready").exists(), 60, "the supervised command to start")
+    assert len(marked(mark)) >= 4  # parent, supervisor, command, orphan
+    return parent, folder, mark
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_passed_on_and_leftovers_are_ended(tmp_path: Path) -> None:
+    parent, folder, mark = _start_parent(tmp_path)
+    os.killpg(parent.pid, signal.SIGINT)  # what a terminal does: the foreground group, here the parent alone
+    out, _ = parent.communicate(timeout=60)
+    done = json.loads(out)
+    assert done == {"returncode": 5, "interrupted": signal.SIGINT, "stdout": "child got SIGINT\n"}
+    assert marked(mark) == []  # the orphan in its own session was ended too
+    assert folder.exists()  # the harness is alive: its temporary folder is its own business
+
+
+@pytest.mark.slow
+def test_sigterm_is_passed_on(tmp_path: Path) -> None:
+    parent, _, mark = _start_parent(tmp_path)
+    parent.send_signal(signal.SIGTERM)
+    out, _ = parent.communicate(timeout=60)
+    assert json.loads(out)["returncode"] == -signal.SIGTERM
+    assert json.loads(out)["interrupted"] == signal.SIGTERM
+    assert marked(mark) == []
+
+
+@pytest.mark.slow
+def test_killed_parent_takes_its_children_and_temporary_folder(tmp_path: Path) -> None:
+    parent, folder, mark = _start_parent(tmp_path)
+    parent.kill()
+    parent.wait()
+    wait_until(lambda: not marked(mark), 30, f"no process left; left: {marked(mark)}")
+    wait_until(lambda: not folder.exists(), 10, "the temporary folder to be removed")
+
+
+def test_signals_held_back_during_a_save_arrive_after_it() -> None:
+    import threading
+
+    from harness.signals import deferred
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)  # a second thread (torch, rich) must not let it through
+    other.start()
+    reached = []
+    try:
+        with pytest.raises(KeyboardInterrupt), deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            reached.append("the rest of the block")
+    finally:
+        stop.set()
+        other.join()
+    assert reached == ["the rest of the block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
