@@ -1,13 +1,21 @@
-"""`harness overhead`: one configuration without and with nsys, alternating, each in a fresh process."""
+"""`harness overhead`: one configuration without and with nsys, alternating, each in a fresh process.
+
+Without `ci_target` it makes `repeats` rounds. With it, `repeats` is the least number of rounds, and rounds
+go on until the confidence interval of the whole-step overhead is narrower than ±ci_target % for every nsys
+mode, or until the next round would end after `max_time` seconds.
+"""
 
 from __future__ import annotations
 
+import math
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from harness import machine
 from harness.profile import ProfileRequest, launch, report_paths
 from harness.records import RunConfig, RunResult, phases_for
 from harness.runner import new_run_id
@@ -16,7 +24,11 @@ from harness.sweep import run_isolated
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.overhead import Comparison
+    from harness.nsys import NsysInfo, ProfileResult
     from harness.store import ResultsStore
+
+DEFAULT_MAX_TIME = 600.0
 
 
 @dataclass
@@ -25,6 +37,12 @@ class OverheadResult:
     runs: list[tuple[str, int, RunResult]]  # label, repeat, result
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    load: machine.MachineLoad | None = None  # before the first run to after the last
+    headline: dict[str, Comparison] = field(default_factory=dict)  # label -> whole-step comparison
+
+    @property
+    def repeats(self) -> int:
+        return len({repeat for _, repeat, _ in self.runs})
 
 
 def label_for(mode: str | None) -> str:
@@ -47,6 +65,42 @@ def step_table(runs: list[tuple[str, int, RunResult]]) -> pd.DataFrame:
     )
 
 
+def run_baseline(config: RunConfig) -> tuple[RunResult, machine.MachineLoad | None]:
+    """`config` in a fresh process without a profiler, with how busy the machine was meanwhile."""
+    start = machine.snapshot()
+    result = run_isolated(config)
+    load = machine.load_since(start)
+    if load:
+        result.extra["machine"] = load.to_dict()
+    return result, load
+
+
+def run_profiled(
+    config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
+) -> tuple[RunResult, ProfileResult, list[str]]:
+    """`launch` under nsys, recording the load averages (nsys's processes make the CPU shares meaningless)."""
+    start = machine.snapshot()
+    result, prof, notes = launch(config, request, info, run_id)
+    load = machine.load_since(start, others=False)
+    if load:
+        result.extra["machine"] = load.to_dict()
+    return result, prof, notes
+
+
+def run_load(result: RunResult) -> machine.MachineLoad | None:
+    data = result.extra.get("machine")
+    return machine.MachineLoad.from_dict(data) if data else None
+
+
+def experiment_load(runs: list[tuple[str, int, RunResult]]) -> machine.MachineLoad | None:
+    """Load average before the first run and after the last; CPU shares of the runs without nsys."""
+    loads = [load for _, _, r in runs if (load := run_load(r)) is not None]
+    overall = machine.combine([x for x in loads if x.others_share is not None])
+    if overall is None or not loads:
+        return overall
+    return replace(overall, load_before=loads[0].load_before, load_after=loads[-1].load_after)
+
+
 def measure_overhead(
     config: RunConfig,
     request: ProfileRequest,
@@ -54,34 +108,66 @@ def measure_overhead(
     repeats: int,
     modes: list[str],
     store: ResultsStore,
+    ci_target: float | None = None,
+    max_time: float | None = DEFAULT_MAX_TIME,
     progress: Callable[[str], None] | None = None,
 ) -> OverheadResult:
-    from analysis.overhead import overhead_table
+    from analysis.overhead import headline, overhead_table
     from harness import nsys
     from harness.errors import HarnessError
 
     info = nsys.find_nsys(request.nsys_path)
     experiment = f"overhead-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    phases = phases_for(config.mode)
     runs: list[tuple[str, int, RunResult]] = []
     notes: list[str] = []
-    for repeat in range(repeats):
+    found: dict[str, Comparison] = {}
+    began = time.monotonic()
+    repeat = 0
+    status = ""
+    while True:
         # alternate so drift in the machine's speed hits both sides alike
+        baseline_id = None
         for mode in [None, *modes]:
             label = label_for(mode)
             if progress:
-                progress(f"repeat {repeat + 1}/{repeats}: {label}")
+                progress(f"round {repeat + 1}{'' if ci_target else f'/{repeats}'}: {label}{status}")
             if mode is None:
-                result = run_isolated(config)
+                result, _ = run_baseline(config)
                 store.save(result, experiment=experiment)
+                baseline_id = result.run_id
             else:
                 run_id = new_run_id(config.model)
-                result, prof, run_notes = launch(config, replace(request, mode=mode), info, run_id)
+                result, prof, run_notes = run_profiled(config, replace(request, mode=mode), info, run_id)
                 notes += [n for n in run_notes if n not in notes]
                 store.save(
-                    result, profiler="nsys", nsys_mode=mode, experiment=experiment, **report_paths(prof)
-                )
+                    result, profiler="nsys", nsys_mode=mode, experiment=experiment,
+                    baseline_run_id=baseline_id, **report_paths(prof),
+                )  # fmt: skip
             if result.status != "ok":
                 raise HarnessError(f"{label} run {result.run_id} failed ({result.status}): {result.error}")
             runs.append((label, repeat, result))
-    table = overhead_table(step_table(runs), phases_for(config.mode))
-    return OverheadResult(experiment, runs, table, notes)
+        repeat += 1
+        if repeat < repeats:
+            continue
+        found = headline(step_table(runs), phases)
+        if ci_target is None:
+            break
+        noise = max(c.noise_pct if c.noise_pct == c.noise_pct else math.inf for c in found.values())
+        status = f" (±{noise:.1f}% so far, target ±{ci_target:g}%)"
+        if noise < ci_target:
+            break
+        elapsed = time.monotonic() - began
+        if max_time is not None and elapsed + elapsed / repeat > max_time:
+            notes.append(
+                f"stopped after {repeat} rounds ({elapsed:.0f} s): another would pass --max-time "
+                f"{max_time:g} s; the interval is ±{noise:.1f}%, not yet under ±{ci_target:g}%"
+            )
+            break
+    table = overhead_table(step_table(runs), phases)
+    load = experiment_load(runs)
+    busy = machine.busy_note(load, "the measurement")
+    notes += [busy] if busy else []
+    if repeats == 1 and ci_target is None:
+        notes.append("one round: the interval holds the step-to-step noise only, not run-to-run drift")
+    return OverheadResult(experiment, runs, table, notes, load, found)

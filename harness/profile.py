@@ -95,7 +95,7 @@ def profile_run(
     progress: Callable[[str], None] | None = None,
 ) -> ProfiledRun:
     from harness import nsys
-    from harness.sweep import run_isolated
+    from harness.overhead import run_baseline, run_profiled
 
     info = nsys.find_nsys(request.nsys_path)
     _check_writable(request.profile_dir)
@@ -105,13 +105,15 @@ def profile_run(
     if request.baseline:
         if progress:
             progress("baseline run without nsys (fresh process)")
-        baseline = run_isolated(config)
+        baseline, _ = run_baseline(config)
         store.save(baseline, experiment=experiment)
     if progress:
         progress(f"run under nsys {info.version}")
-    result, prof, notes = launch(config, request, info, run_id)
+    result, prof, notes = run_profiled(config, request, info, run_id)
     out = ProfiledRun(run_id=run_id, result=result, profile=prof, nsys_version=info.version, notes=notes)
     save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **report_paths(prof)}
+    if baseline is not None and baseline.status == "ok":
+        save["baseline_run_id"] = baseline.run_id
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
     if prof.returncode != 0 or result.status == "error":
         files = f"; files kept: {', '.join(kept)}" if kept else "; nothing was written"
@@ -141,15 +143,18 @@ def profile_run(
 def _overhead(
     baseline: RunResult, profiled: RunResult, mode: str, config: RunConfig, notes: list[str]
 ) -> pd.DataFrame | None:
-    """Per phase, the baseline run against the profiled one (one run each)."""
+    """Per phase, the baseline run against the profiled one (one run each), with intervals and verdicts."""
     from analysis.overhead import BASELINE, overhead_table
-    from harness.overhead import label_for, step_table
+    from harness import machine
+    from harness.overhead import experiment_load, label_for, step_table
 
     if baseline.status != "ok":
         notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
         return None
-    steps = step_table([(BASELINE, 0, baseline), (label_for(mode), 0, profiled)])
-    return overhead_table(steps, phases_for(config.mode))
+    runs = [(BASELINE, 0, baseline), (label_for(mode), 0, profiled)]
+    busy = machine.busy_note(experiment_load(runs), "the baseline run")
+    notes += [busy] if busy else []
+    return overhead_table(step_table(runs), phases_for(config.mode))
 
 
 def report_paths(prof: ProfileResult) -> dict[str, str | None]:

@@ -61,6 +61,10 @@ class Run(Base):
     nsys_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # groups runs made together: "sweep-…" or "overhead-…"
     experiment: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    # a profiled run: the run without a profiler it is compared with (same configuration, made beside it)
+    baseline_run_id: Mapped[str | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
+    )
     params: Mapped[int | None] = mapped_column(Integer, nullable=True)
     tokens_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     flops_per_step: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -111,6 +115,21 @@ class Agreement(Base):
     run: Mapped[Run] = relationship(back_populates="agreement")
 
 
+def _add_new_columns(engine: Engine) -> None:
+    """Add the nullable columns a database made by an older harness lacks (create_all only adds tables)."""
+    from sqlalchemy import inspect
+    from sqlalchemy.schema import CreateColumn
+
+    inspector = inspect(engine)
+    for table in Base.metadata.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have and column.nullable:
+                ddl = CreateColumn(column).compile(dialect=engine.dialect)
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
+
+
 def default_db_path() -> Path:
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "harness" / "results.sqlite"
@@ -142,6 +161,7 @@ class ResultsStore:
                 Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(self.url)
             Base.metadata.create_all(self.engine)
+            _add_new_columns(self.engine)
         except (SQLAlchemyError, OSError, ValueError) as e:
             raise HarnessError(
                 f"cannot open results database {describe_url(self.url)}: {first_line(e)}. "
@@ -157,6 +177,7 @@ class ResultsStore:
         experiment: str | None = None,
         nsys_rep: str | None = None,
         nsys_sqlite: str | None = None,
+        baseline_run_id: str | None = None,
     ) -> str:
         cfg = result.config
         run = Run(
@@ -178,6 +199,7 @@ class ResultsStore:
             profiler=profiler,
             nsys_mode=nsys_mode,
             experiment=experiment,
+            baseline_run_id=baseline_run_id,
             params=result.model.params if result.model else None,
             tokens_per_s=result.tokens_per_s,
             flops_per_step=result.flops_per_step,
@@ -235,6 +257,22 @@ class ResultsStore:
             run.step_timings  # noqa: B018  (load before the session closes)
             run.agreement  # noqa: B018
             return run
+
+    def linked(self, run_id: str) -> list[Run]:
+        """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                return []
+            stmt = (
+                select(Run)
+                .where((Run.id == run.baseline_run_id) | (Run.baseline_run_id == run_id))
+                .order_by(Run.created_at)
+            )
+            found = list(session.scalars(stmt).all())
+            for r in found:
+                r.step_timings  # noqa: B018  (load before the session closes)
+            return found
 
     def runs(
         self,
@@ -318,6 +356,7 @@ RUN_COLUMNS = [
     "profiler",
     "nsys_mode",
     "experiment",
+    "baseline_run_id",
     "params",
     "d_model",
     "d_ff",
@@ -363,6 +402,7 @@ def run_row(r: Run) -> dict[str, Any]:
         "profiler": r.profiler,
         "nsys_mode": r.nsys_mode,
         "experiment": r.experiment,
+        "baseline_run_id": r.baseline_run_id,
         "params": r.params,
         "d_model": info.get("d_model"),
         "d_ff": info.get("d_ff"),

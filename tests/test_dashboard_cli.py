@@ -33,9 +33,11 @@ def test_writes_page_from_the_store(db: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["dashboard", "--db", db, "--out", str(out), "--format", "json"])
     drawn = _panels(result)
     assert list(drawn) == [
-        "phases", "steps", "overhead", "agreement", "kernels", "nvtx", "timeline", "throughput", "compare"
+        "phases", "inference", "steps", "overhead", "agreement", "kernels", "nvtx", "timeline", "throughput",
+        "compare",
     ]  # fmt: skip
-    assert [k for k, v in drawn.items() if not v] == ["kernels", "nvtx", "timeline"]  # no export recorded
+    # no generate runs; no export recorded
+    assert [k for k, v in drawn.items() if not v] == ["inference", "kernels", "nvtx", "timeline"]
     text = out.read_text()
     assert "7 runs from sqlite:///" in text
 

@@ -29,6 +29,7 @@ from harness.commands.options import (
 )
 from harness.commands.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.output import Format
+from harness.overhead import DEFAULT_MAX_TIME
 
 
 @cli_errors
@@ -40,6 +41,19 @@ def overhead_cmd(
     modes: Annotated[
         str, typer.Option(help="nsys modes to compare with no nsys: light, full or light,full.")
     ] = "light",
+    ci_target: Annotated[
+        float | None,
+        typer.Option(
+            "--ci-target",
+            help="Keep alternating runs until the 95% interval of the whole-step overhead is under ±PCT "
+            "(--repeats is then the least number of rounds), or --max-time runs out.",
+            metavar="PCT",
+        ),
+    ] = None,
+    max_time: Annotated[
+        float,
+        typer.Option(help="With --ci-target: start no round that would end after this many seconds."),
+    ] = DEFAULT_MAX_TIME,
     mode: ModeOpt = Mode.train,
     device: DeviceOpt = Device.auto,
     precision: PrecisionOpt = Precision.fp32,
@@ -62,8 +76,10 @@ def overhead_cmd(
     """Run a configuration without nsys and under it, alternating; print per-phase overhead in percent."""
     from rich.console import Console
 
+    from analysis.overhead import overhead_verdict
     from harness.devices import resolve_device
     from harness.errors import UsageError
+    from harness.machine import describe
     from harness.output import emit
     from harness.overhead import measure_overhead
     from harness.profile import ProfileRequest
@@ -76,6 +92,12 @@ def overhead_cmd(
         raise UsageError(f"--modes takes light, full or light,full; got {modes!r}")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
+    if ci_target is not None and ci_target <= 0:
+        raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
+    if max_time <= 0:
+        raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
+    if ci_target is not None:
+        repeats = max(repeats, 2)  # the interval sees run-to-run drift only from two rounds on
     config = make_config(
         model, mode, device, precision, compile, batch_size, context_length, vocab_size,
         warmup, steps, seed, attention, new_tokens, False,
@@ -92,16 +114,21 @@ def overhead_cmd(
     with Console(stderr=True).status("measuring overhead…") as status:
         result = measure_overhead(
             config, request, repeats=repeats, modes=mode_list, store=store,
+            ci_target=ci_target, max_time=max_time,
             progress=lambda what: status.update(f"measuring overhead: {what}"),
         )  # fmt: skip
     for note in result.notes:
         warn(note)
-    n = repeats * config.steps
+    n = result.repeats * config.steps
+    notes = [f"whole steps: {overhead_verdict(c, label)}" for label, c in result.headline.items()]
+    if result.load:
+        notes.append(f"machine: {describe(result.load)}")
     emit(
         result.table,
         format,
         title=f"nsys overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
-        f"({repeats} repeats × {config.steps} steps = {n} steps each; {result.experiment})",
+        f"({result.repeats} rounds × {config.steps} steps = {n} steps each; {result.experiment})",
+        notes=notes,
     )
 
 

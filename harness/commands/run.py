@@ -240,6 +240,7 @@ def runs_cmd(
         cols = {
             "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
             "precision": "precision", "compile": "compile", "status": "status", "profiler": "profiler",
+            "baseline_run_id": "baseline run",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
             "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
         }  # fmt: skip
@@ -258,7 +259,9 @@ def show_cmd(
     from harness.show import show_tables
     from harness.store import ResultsStore
 
-    tables = show_tables(ResultsStore(db).get(run_id))
+    store = ResultsStore(db)
+    run = store.get(run_id)
+    tables = show_tables(run, store.linked(run.id))
     emit_many(tables, format)
 
 
