@@ -51,7 +51,11 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
     tables = []
     for other in linked:
         role = "baseline run" if other.id == run.baseline_run_id else "profiled run"
-        what = "no profiler" if other.profiler == "none" else _profiler(other)
+        what = (
+            "no profiler"
+            if other.profiler == "none"
+            else " ".join(filter(None, (other.profiler, other.nsys_mode)))
+        )
         tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
