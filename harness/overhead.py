@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from harness.store import ResultsStore
 
 DEFAULT_MAX_TIME = 600.0
+MAX_FAILED_ROUNDS = 2  # in a row, after a round succeeded: give up and report the rounds that worked
 
 
 @dataclass
@@ -123,15 +124,18 @@ def measure_overhead(
     notes: list[str] = []
     found: dict[str, Comparison] = {}
     began = time.monotonic()
-    repeat = 0
+    attempt = done = failed_in_a_row = 0
     status = ""
-    while True:
-        # alternate so drift in the machine's speed hits both sides alike
+
+    def one_round() -> list[tuple[str, int, RunResult]] | str:
+        """One run without nsys, then one per mode (alternating, so drift hits both sides alike); all
+        are stored. The round's runs, or why it failed."""
+        out: list[tuple[str, int, RunResult]] = []
         baseline_id = None
         for mode in [None, *modes]:
             label = label_for(mode)
             if progress:
-                progress(f"round {repeat + 1}{'' if ci_target else f'/{repeats}'}: {label}{status}")
+                progress(f"round {attempt + 1}{'' if ci_target else f'/{repeats}'}: {label}{status}")
             if mode is None:
                 result, _ = run_baseline(config)
                 store.save(result, experiment=experiment)
@@ -139,16 +143,32 @@ def measure_overhead(
             else:
                 run_id = new_run_id(config.model)
                 result, prof, run_notes = run_profiled(config, replace(request, mode=mode), info, run_id)
-                notes += [n for n in run_notes if n not in notes]
+                notes.extend(n for n in run_notes if n not in notes)
                 store.save(
                     result, profiler="nsys", nsys_mode=mode, experiment=experiment,
                     baseline_run_id=baseline_id, **report_paths(prof),
                 )  # fmt: skip
             if result.status != "ok":
-                raise HarnessError(f"{label} run {result.run_id} failed ({result.status}): {result.error}")
-            runs.append((label, repeat, result))
-        repeat += 1
-        if repeat < repeats:
+                return f"{label} run {result.run_id} failed ({result.status}): {result.error}"
+            out.append((label, attempt, result))
+        return out
+
+    while True:
+        outcome = one_round()
+        attempt += 1
+        if isinstance(outcome, str):
+            if not done:  # nothing measured yet: most likely the configuration itself fails
+                raise HarnessError(outcome)
+            failed_in_a_row += 1
+            notes.append(f"round {attempt} left out: {outcome.strip().splitlines()[0]}")
+            if failed_in_a_row >= MAX_FAILED_ROUNDS:
+                notes.append(f"stopped after {MAX_FAILED_ROUNDS} failed rounds in a row")
+                break
+            continue
+        runs += outcome
+        done += 1
+        failed_in_a_row = 0
+        if done < repeats:
             continue
         found = headline(step_table(runs), phases)
         if ci_target is None:
@@ -158,16 +178,17 @@ def measure_overhead(
         if noise < ci_target:
             break
         elapsed = time.monotonic() - began
-        if max_time is not None and elapsed + elapsed / repeat > max_time:
+        if max_time is not None and elapsed + elapsed / attempt > max_time:
             notes.append(
-                f"stopped after {repeat} rounds ({elapsed:.0f} s): another would pass --max-time "
+                f"stopped after {done} rounds ({elapsed:.0f} s): another would pass --max-time "
                 f"{max_time:g} s; the interval is ±{noise:.1f}%, not yet under ±{ci_target:g}%"
             )
             break
+    found = found or headline(step_table(runs), phases)
     table = overhead_table(step_table(runs), phases)
     load = experiment_load(runs)
     busy = machine.busy_note(load, "the measurement")
     notes += [busy] if busy else []
-    if repeats == 1 and ci_target is None:
+    if done == 1:
         notes.append("one round: the interval holds the step-to-step noise only, not run-to-run drift")
     return OverheadResult(experiment, runs, table, notes, load, found)

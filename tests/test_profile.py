@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,27 @@ def test_overhead_prints_a_row_per_phase(in_tmp: Path) -> None:
     assert len({r["experiment"] for r in listed}) == 1
     # each profiled run is paired with the run without nsys made just before it
     assert [r["baseline_run_id"] for r in listed] == [None, listed[0]["run_id"], None, listed[2]["run_id"]]
+
+
+def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the 4th Python process (round 2's run under nsys) dies at start-up; the rounds around it count
+    hook = in_tmp / "inject"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, pathlib\n"
+        f"counter = pathlib.Path({str(in_tmp / 'count')!r})\n"
+        "n = int(counter.read_text()) + 1 if counter.exists() else 1\n"
+        "counter.write_text(str(n))\n"
+        "if n == 4:\n    os._exit(3)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    args = ["overhead", "char", "--device", "cpu", "--repeats", "2", "--steps", "2", "--warmup", "1"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "round 2 left out: nsys light run " in result.output and "worker exit code 3" in result.output
+    assert "2 rounds × 2 steps = 4 steps each" in result.output
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    assert [r["status"] for r in listed] == ["ok", "ok", "ok", "error", "ok", "ok"]  # all kept in the store
 
 
 def test_overhead_ci_target_stops_at_max_time(in_tmp: Path) -> None:
