@@ -46,7 +46,7 @@ def overhead_cmd(
         typer.Option(
             "--ci-target",
             help="Keep alternating runs until the 95% interval of the whole-step overhead is under ±PCT "
-            "(--repeats is then the least number of rounds), or --max-time runs out.",
+            "and --repeats rounds are done, or until --max-time runs out (two rounds at least).",
             metavar="PCT",
         ),
     ] = None,
@@ -96,8 +96,6 @@ def overhead_cmd(
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
     if max_time <= 0:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
-    if ci_target is not None:
-        repeats = max(repeats, 2)  # the interval sees run-to-run drift only from two rounds on
     config = make_config(
         model, mode, device, precision, compile, batch_size, context_length, vocab_size,
         warmup, steps, seed, attention, new_tokens, False,
