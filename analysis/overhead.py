@@ -8,10 +8,11 @@ Why Welch on run means: steps of one run share that run's conditions (process st
 else the machine was doing), so they are not independent draws, and on a shared machine the run-to-run
 spread is often larger than the step-to-step one. A side with two runs or more is therefore summarised by its
 run means, whose spread holds both; the two sides may differ in variance (Welch, Satterthwaite's degrees of
-freedom). A two-stage bootstrap (runs, then steps) was tried first: with 2 to 5 runs a side it called 12 to
-25% of no-effect pairs significant at a nominal 5%, because a handful of runs cannot show a bootstrap their
-spread; Welch's t keeps it at 2 to 5% (benchmarks/overhead_calibration.py). With one run a side only the
-step-to-step noise is visible, and `Comparison.runs_seen` is False.
+freedom). A two-stage bootstrap (runs, then steps) was tried first: with 2 to 5 runs a side drifting from
+run to run it called 11 to 30% of no-effect pairs significant at a nominal 5%, because a handful of runs
+cannot show a bootstrap their spread; Welch's t keeps it at 1 to 6.5% (benchmarks/overhead_calibration.py,
+docs/performance.md). With one run a side only the step-to-step noise is visible, and
+`Comparison.runs_seen` is False.
 """
 
 from __future__ import annotations

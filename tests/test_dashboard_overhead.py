@@ -30,14 +30,15 @@ def test_overhead_uses_the_overhead_experiment(data: DashboardData) -> None:
     assert list(runs["run_id"]) == ["tiny-fp32-ovh000", "tiny-fp32-ovh001"]
     assert source == "experiment overhead-1"
     fig = overhead_panel(data).figure
-    base, nsys = fig.data
+    base, nsys, verdicts = fig.data
     assert (base.name, nsys.name) == ("no nsys", "nsys light")
     assert list(base.x) == ["forward", "backward", "optimizer", "step (sum)"]
     assert list(base.y) == pytest.approx([1.0, 2.0, 0.5, 3.5])
     assert list(nsys.y) == pytest.approx([1.1, 2.2, 0.55, 3.85])
     # every step of a run took the same time: the interval is the point, and the verdict is on the bar
-    assert list(nsys.text) == ["+10.0% (+10.0…+10.0)"] * 4
-    assert base.text is None
+    assert list(verdicts.text) == ["+10.0% (+10.0…+10.0)"] * 4
+    assert verdicts.mode == "text" and verdicts.offsetgroup == nsys.offsetgroup  # over the nsys bars
+    assert list(verdicts.y) == pytest.approx(list(nsys.y))  # no spread: the whisker ends at the mean
     assert nsys.customdata[3, 3] == "nsys light adds 10.0% (CI +10.0…+10.0%)"
     assert list(base.marker.color[:3]) == [PHASE_COLORS[p] for p in ("forward", "backward", "optimizer")]
     assert nsys.marker.pattern.shape == "/"
@@ -65,7 +66,8 @@ def test_overhead_bars_say_inconclusive_and_keep_whiskers_above_zero() -> None:
     fig = overhead_figure(table)
     bar = fig.data[0]
     assert bar.error_y.arrayminus[0] == pytest.approx(bar.y[0])  # … but its whisker stops at zero
-    assert list(fig.data[1].text) == [nsys["short"]]
+    assert list(fig.data[2].text) == [nsys["short"]]
+    assert fig.data[2].y[0] == pytest.approx(nsys["high_ns"] / 1e6)  # above the whisker's top
 
 
 def test_overhead_falls_back_to_separate_runs_of_one_config(data: DashboardData) -> None:

@@ -95,7 +95,7 @@ def overhead_bars(steps: pd.DataFrame, phases: list[str], baseline: str = BASELI
 
 def overhead_figure(table: pd.DataFrame, baseline: str = BASELINE):
     """Bars per phase (phase colours), one bar per label, whiskers the 95% interval of the mean (never below
-    zero); the profiled bars hatched and labelled with the overhead and its interval, or `inconclusive`."""
+    zero); the profiled bars hatched, and over each the overhead with its interval, or `inconclusive`."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -114,10 +114,7 @@ def overhead_figure(table: pd.DataFrame, baseline: str = BASELINE):
                 y=t["mean_ns"] / MS,
                 error_y={"type": "data", "array": (up / MS).tolist(), "arrayminus": (down / MS).tolist()},
                 marker={"color": colors, "pattern": {"shape": PATTERNS[i % len(PATTERNS)]}},
-                text=t["short"].fillna("").tolist() if compared else None,
-                textposition="outside",
-                textangle=0,
-                cliponaxis=False,
+                offsetgroup=str(i),
                 customdata=pd.DataFrame(
                     {
                         "ns": t["mean_ns"],
@@ -134,15 +131,31 @@ def overhead_figure(table: pd.DataFrame, baseline: str = BASELINE):
                 ),
             )
         )
+        if compared:  # the verdict above the whisker, where bar text would be crossed by it
+            fig.add_trace(
+                go.Scatter(
+                    name=f"{label} verdict",
+                    x=names,
+                    y=(t["mean_ns"] + up) / MS,
+                    text=t["short"].fillna("").tolist(),
+                    mode="text",
+                    textposition="top center",
+                    textfont={"size": 12},
+                    offsetgroup=str(i),
+                    cliponaxis=False,
+                    showlegend=False,
+                    hoverinfo="skip",
+                )
+            )
     top = float((table["high_ns"].fillna(table["mean_ns"])).max() / MS) if len(table) else 0.0
     fig.update_layout(
         template=TEMPLATE,
         barmode="group",
+        scattermode="group",  # the verdict texts sit over their own bar of each group
         height=460,
-        yaxis={"title": "mean time per step (ms); whiskers: 95% interval", "range": [0, top * 1.2]},
+        yaxis={"title": "mean time per step (ms); whiskers: 95% interval", "range": [0, top * 1.25]},
         xaxis_title="phase",
         legend_title_text="profiler (hatched: with nsys)",
-        uniformtext={"minsize": 10, "mode": "show"},
     )
     return fig
 
