@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.trace import FRAMES, NULL, TIMED, Trace, valid_duration
+from analysis.readers import valid_duration
+from analysis.trace import FRAMES, NULL, TIMED, Trace
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 CPU_FRAMES = ("runtime", "nvtx", "cpu_ops", "osrt")

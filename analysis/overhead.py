@@ -1,44 +1,230 @@
-"""Profiler overhead: per phase, step times without a profiler against the same configuration under it."""
+"""Is one side slower than the other? Per-step samples compared with a confidence interval, and a verdict.
+
+Used for profiler overhead (steps without nsys against the same configuration under it); `compare_samples`
+knows nothing of profilers, so a run-to-run diff can give the same regression / improvement / inconclusive
+answer.
+
+Why Welch on run means: steps of one run share that run's conditions (process start-up, memory layout, what
+else the machine was doing), so they are not independent draws, and on a shared machine the run-to-run
+spread is often larger than the step-to-step one. A side with two runs or more is therefore summarised by its
+run means, whose spread holds both; the two sides may differ in variance (Welch, Satterthwaite's degrees of
+freedom). A two-stage bootstrap (runs, then steps) was tried first: with 2 to 5 runs a side drifting from
+run to run it called 11 to 30% of no-effect pairs significant at a nominal 5%, because a handful of runs
+cannot show a bootstrap their spread; Welch's t keeps it at 1 to 6.5% (benchmarks/overhead_calibration.py,
+docs/performance.md). With one run a side only the step-to-step noise is visible, and
+`Comparison.runs_seen` is False.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 BASELINE = "no nsys"
 STEP_SUM = "step (sum)"
+CONFIDENCE = 0.95
+
+Outcome = Literal["increase", "decrease", "inconclusive"]
 
 
-def _row(name: str, durations: pd.DataFrame, labels: list[str], baseline: str) -> dict[str, object]:
-    """`durations`: label, duration_ns for one phase (or for whole steps)."""
-    row: dict[str, object] = {"Phase": name}
-    base_mean = None
-    for label in labels:
-        d = durations.loc[durations["label"] == label, "duration_ns"]
-        mean = float(d.mean()) if len(d) else float("nan")
-        row[f"{label} Avg (ns)"] = mean
-        row[f"{label} StdDev (ns)"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
-        if label == baseline:
-            base_mean = mean
-        elif base_mean:
-            row[f"{label} overhead (%)"] = (mean - base_mean) / base_mean * 100
-    return row
+@dataclass(frozen=True)
+class Comparison:
+    """Treatment against baseline: relative difference of means in percent, with its confidence interval."""
+
+    baseline_mean: float
+    treatment_mean: float
+    effect_pct: float  # (treatment mean − baseline mean) / baseline mean × 100
+    ci_low_pct: float
+    ci_high_pct: float
+    baseline_samples: int
+    treatment_samples: int
+    baseline_runs: int
+    treatment_runs: int
+    confidence: float = CONFIDENCE
+
+    @property
+    def noise_pct(self) -> float:
+        """Half the width of the confidence interval: effects smaller than this cannot be told from noise."""
+        return (self.ci_high_pct - self.ci_low_pct) / 2
+
+    @property
+    def outcome(self) -> Outcome:
+        """increase / decrease when the interval excludes zero, else inconclusive."""
+        if math.isnan(self.ci_low_pct) or math.isnan(self.ci_high_pct):
+            return "inconclusive"
+        if self.ci_low_pct > 0:
+            return "increase"
+        if self.ci_high_pct < 0:
+            return "decrease"
+        return "inconclusive"
+
+    @property
+    def runs_seen(self) -> bool:
+        """Whether run-to-run variation is inside the interval (needs two runs or more on each side)."""
+        return self.baseline_runs > 1 and self.treatment_runs > 1
 
 
-def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> pd.DataFrame:
-    """`steps`: label, repeat, step, phase, duration_ns (measured steps of every repeat, pooled per label).
+def _groups(samples: pd.DataFrame, value: str, run: str) -> list[np.ndarray]:
+    values = samples[value].astype("float64")
+    if run not in samples:
+        return [values.to_numpy()] if len(values) else []
+    return [g.to_numpy() for _, g in values.groupby(samples[run], sort=False) if len(g)]
 
-    One row per phase and one for whole steps: mean and sample standard deviation per label, and for each
-    label but the baseline its overhead in percent of the baseline mean. Labels keep first-seen order.
+
+def _side(groups: list[np.ndarray]) -> tuple[float, float, float]:
+    """Mean, squared standard error of that mean, and its degrees of freedom.
+
+    Two runs or more: from the run means (their spread holds the step-to-step noise and the run-to-run
+    drift). One run: from its steps.
     """
+    if len(groups) > 1:
+        means = np.array([g.mean() for g in groups])
+        return float(means.mean()), float(means.var(ddof=1) / len(means)), len(means) - 1.0
+    if groups and len(groups[0]) > 1:
+        g = groups[0]
+        return float(g.mean()), float(g.var(ddof=1) / len(g)), len(g) - 1.0
+    return (float(groups[0].mean()) if groups else math.nan), math.nan, math.nan
+
+
+def compare_samples(
+    baseline: pd.DataFrame,
+    treatment: pd.DataFrame,
+    *,
+    value: str = "duration_ns",
+    run: str = "run",
+    confidence: float = CONFIDENCE,
+) -> Comparison:
+    """Compare the mean of `value` of two sets of samples; `run` (if present) says which run each is from.
+
+    Welch's interval on the log of the ratio of means (unequal variances, Satterthwaite's degrees of freedom),
+    turned back into percent: asymmetric, as a ratio's interval should be. Each side's standard error comes
+    from its run means when it has two runs or more, else from its steps. Fewer than two samples on a side
+    give NaN bounds, which read as inconclusive.
+    """
+    from scipy import stats
+
+    a, b = _groups(baseline, value, run), _groups(treatment, value, run)
+    (mean_a, var_a, df_a), (mean_b, var_b, df_b) = _side(a), _side(b)
+    effect = (mean_b / mean_a - 1) * 100 if mean_a > 0 and mean_b > 0 else math.nan
+    low = high = math.nan
+    if not math.isnan(effect) and not math.isnan(var_a + var_b):
+        # relative variances: the standard error of log(mean)
+        ua, ub = var_a / mean_a**2, var_b / mean_b**2
+        se = math.sqrt(ua + ub)
+        df = (ua + ub) ** 2 / (ua**2 / df_a + ub**2 / df_b) if se > 0 else math.inf
+        half = float(stats.t.ppf((1 + confidence) / 2, df)) * se
+        d = math.log(mean_b / mean_a)
+        low, high = (math.exp(d - half) - 1) * 100, (math.exp(d + half) - 1) * 100
+    na, nb = sum(len(g) for g in a), sum(len(g) for g in b)
+    return Comparison(mean_a, mean_b, effect, low, high, na, nb, len(a), len(b), confidence)
+
+
+def mean_interval(
+    samples: pd.DataFrame, *, value: str = "duration_ns", run: str = "run", confidence: float = CONFIDENCE
+) -> tuple[float, float, float]:
+    """Mean of `value` and its confidence interval (Student's t; from run means with two runs or more)."""
+    from scipy import stats
+
+    mean, var, df = _side(_groups(samples, value, run))
+    if math.isnan(var):
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf((1 + confidence) / 2, df)) * math.sqrt(var) if var > 0 else 0.0
+    return mean, mean - half, mean + half
+
+
+def short_verdict(c: Comparison) -> str:
+    """The verdict in a few words, for a label on a bar: `+8.1% (+2.0…+14.3)` or `inconclusive (±52%)`."""
+    if math.isnan(c.ci_low_pct):
+        return "too few steps"
+    if c.outcome == "inconclusive":
+        return f"inconclusive (±{c.noise_pct:.0f}%)"
+    ci = f"({c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f})"
+    return f"{c.effect_pct:+.1f}% {ci}" if c.outcome == "increase" else f"faster {c.effect_pct:+.1f}% {ci}"
+
+
+def overhead_verdict(c: Comparison, profiler: str = "nsys") -> str:
+    """One line a person can act on; never a bare figure when the noise could explain it."""
+    if math.isnan(c.ci_low_pct):
+        return "inconclusive: too few steps to tell (two or more a side)"
+    ci = f"CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f}%"
+    if c.outcome == "increase":
+        return f"{profiler} adds {c.effect_pct:.1f}% ({ci})"
+    if c.outcome == "decrease":
+        return (
+            f"faster under {profiler} by {-c.effect_pct:.1f}% ({ci}): not an overhead; "
+            "something else changed between the runs"
+        )
+    return f"inconclusive: the noise (±{c.noise_pct:.1f}%) is larger than the effect"
+
+
+def ordered_labels(steps: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
+    """The labels of `steps` in first-seen order, the baseline first."""
     labels = list(dict.fromkeys(steps["label"]))
     if baseline in labels:
         labels.remove(baseline)
         labels.insert(0, baseline)
+    return labels
+
+
+def step_rows(steps: pd.DataFrame, phases: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(phase, its steps) per phase, then (STEP_SUM, whole steps) when there are several phases."""
     steps = steps[steps["phase"].isin(phases)]
-    rows = [_row(phase, steps[steps["phase"] == phase], labels, baseline) for phase in phases]
-    whole = steps.groupby(["label", "repeat", "step"], sort=False, as_index=False)["duration_ns"].sum()
-    if len(phases) > 1 and len(whole):
-        rows.append(_row(STEP_SUM, whole, labels, baseline))
+    out = [(phase, steps[steps["phase"] == phase]) for phase in phases]
+    if len(phases) > 1 and len(steps):
+        keys = ["label", "repeat", "step"]
+        out.append((STEP_SUM, steps.groupby(keys, sort=False, as_index=False)["duration_ns"].sum()))
+    return out
+
+
+def comparisons(
+    steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE
+) -> dict[tuple[str, str], Comparison]:
+    """(phase or STEP_SUM, label) -> Comparison of that label's steps against the baseline label's.
+
+    `steps`: label, repeat, step, phase, duration_ns; each (label, repeat) is one run.
+    """
+    labels = ordered_labels(steps, baseline)[1:] if baseline in set(steps["label"]) else []
+    out = {}
+    for name, part in step_rows(steps, phases):
+        base = part[part["label"] == baseline]
+        for label in labels:
+            out[name, label] = compare_samples(base, part[part["label"] == label], run="repeat")
+    return out
+
+
+def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> pd.DataFrame:
+    """`steps`: label, repeat, step, phase, duration_ns (measured steps of every run; one run per repeat).
+
+    One row per phase and one for whole steps: mean and sample standard deviation per label, and for each
+    label but the baseline its overhead in percent of the baseline mean with the 95% confidence interval and
+    a verdict. `overhead (%)` is filled only when the interval lies above zero: a figure inside the noise is
+    not an overhead. Labels keep first-seen order, the baseline first.
+    """
+    labels = ordered_labels(steps, baseline)
+    found = comparisons(steps, phases, baseline)
+    rows = []
+    for name, durations in step_rows(steps, phases):
+        row: dict[str, object] = {"Phase": name}
+        for label in labels:
+            d = durations.loc[durations["label"] == label, "duration_ns"]
+            row[f"{label} Avg (ns)"] = float(d.mean()) if len(d) else math.nan
+            row[f"{label} StdDev (ns)"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+            c = found.get((name, label))
+            if c is not None:
+                row[f"{label} overhead (%)"] = c.effect_pct if c.outcome == "increase" else math.nan
+                row[f"{label} CI low (%)"] = c.ci_low_pct
+                row[f"{label} CI high (%)"] = c.ci_high_pct
+                row[f"{label} verdict"] = overhead_verdict(c, label)
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def headline(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> dict[str, Comparison]:
+    """Per label: the comparison of whole steps (or of the only phase), the figure `--precision` watches."""
+    name = STEP_SUM if len(phases) > 1 else phases[0]
+    return {label: c for (row, label), c in comparisons(steps, phases, baseline).items() if row == name}

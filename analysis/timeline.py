@@ -47,7 +47,7 @@ def pick_step(trace: Trace, step: int | None = None) -> pd.Series:
 
 def step_events(trace: Trace, step: int | None = None, max_kernels: int = 20000) -> pd.DataFrame:
     """Rows (EVENT_COLUMNS) of one step: kind "nvtx" | "kernel" | "memcpy", name, start/end (ns), lane
-    (thread name or "tid N" for NVTX, "stream N" for GPU work), NVTX nesting level, step number.
+    (thread name and "main thread" or its tid for NVTX; "stream N" for GPU work), NVTX nesting level, step.
 
     Kernels are those whose launch call started in the step (or, without runtime data, that started in
     it); the first `max_kernels` are kept and `attrs["notes"]` says when more were cut.
@@ -63,7 +63,8 @@ def step_events(trace: Trace, step: int | None = None, max_kernels: int = 20000)
     level = inside["level"] - inside.groupby("global_tid")["level"].transform("min")
     threads = trace.thread_names()
     lanes = [
-        threads.get(int(g), f"tid {t}") for g, t in zip(inside["global_tid"], inside["tid"], strict=True)
+        thread_lane(threads.get(int(g)), int(t), pid)
+        for g, t in zip(inside["global_tid"], inside["tid"], strict=True)
     ]
     frames = [
         pd.DataFrame(
@@ -99,6 +100,12 @@ def step_events(trace: Trace, step: int | None = None, max_kernels: int = 20000)
     out = out.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
     out.attrs["notes"] = [*trace.notes, *notes]
     return out
+
+
+def thread_lane(name: str | None, tid: int, pid: int) -> str:
+    """`python (main thread)`, `pt_autograd_0 (thread 4242)`: the thread's name and which thread it is."""
+    which = "main thread" if tid == pid else f"thread {tid}"
+    return f"{name} ({which})" if name else which
 
 
 def _step_kernels(trace: Trace, lo: int, hi: int, pid: int, calls: pd.Series | None) -> pd.DataFrame:

@@ -40,8 +40,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.readers import NULL
 
-NULL = -9223372036854775807
 FRAMES: dict[str, tuple[str, ...]] = {
     "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
                 "block",
@@ -267,12 +267,6 @@ class Trace:
             write()  # the entry folder first, in this thread: the note must be in before tables print
             return
         _submit(write)
-
-
-def valid_duration(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """end - start, NULL where either is NULL or the end comes before the start."""
-    bad = (start == NULL) | (end == NULL) | (end < start)
-    return np.where(bad, NULL, end - start)
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import signals
+from harness import machine, signals
 from harness.errors import HarnessError, NsysError
 from harness.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.runner import new_run_id
-from harness.sweep import read_worker_result, worker_command, write_worker_config
+from harness.sweep import read_worker_result, run_isolated, worker_command, write_worker_config
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,6 +98,28 @@ def launch(
     return result, prof, notes
 
 
+def run_baseline(config: RunConfig) -> tuple[RunResult, machine.MachineLoad | None]:
+    """`config` in a fresh process without a profiler, with how busy the machine was meanwhile."""
+    start = machine.snapshot()
+    result = run_isolated(config)
+    load = machine.load_since(start)
+    if load:
+        result.extra["machine"] = load.to_dict()
+    return result, load
+
+
+def run_profiled(
+    config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
+) -> tuple[RunResult, ProfileResult, list[str]]:
+    """`launch` under nsys, recording the load averages (nsys's processes make the CPU shares meaningless)."""
+    start = machine.snapshot()
+    result, prof, notes = launch(config, request, info, run_id)
+    load = machine.load_since(start, others=False)
+    if load:
+        result.extra["machine"] = load.to_dict()
+    return result, prof, notes
+
+
 def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: object) -> None:
     """Save; a run the database will not take is in a file by now: say so and go on."""
     from harness.store import UnsavedRun
@@ -123,7 +145,6 @@ def profile_run(
     """Baseline (optional), the run under nsys, then its analysis. Every measured step is stored, whatever
     happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
     from harness import nsys
-    from harness.sweep import run_isolated
 
     info = nsys.find_nsys(request.nsys_path)
     _check_writable(request.profile_dir)
@@ -134,7 +155,7 @@ def profile_run(
     if request.baseline:
         if progress:
             progress("baseline run without nsys (fresh process)")
-        baseline = run_isolated(config)
+        baseline, _ = run_baseline(config)
         _save(store, baseline, out, experiment=experiment)
         if baseline.status == "interrupted":
             out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; stored as interrupted"
@@ -142,9 +163,11 @@ def profile_run(
             return out
     if progress:
         progress(f"run under nsys {info.version}")
-    result, prof, notes = launch(config, request, info, run_id)
+    result, prof, notes = run_profiled(config, request, info, run_id)
     out.result, out.profile, out.notes = result, prof, notes
     save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **report_paths(prof)}
+    if baseline is not None and baseline.status == "ok":
+        save["baseline_run_id"] = baseline.run_id
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
     files = f"; files kept: {', '.join(kept)}" if kept else "; nsys wrote no report"
     if result.status == "interrupted":
@@ -185,15 +208,17 @@ def profile_run(
 def _overhead(
     baseline: RunResult, profiled: RunResult, mode: str, config: RunConfig, notes: list[str]
 ) -> pd.DataFrame | None:
-    """Per phase, the baseline run against the profiled one (one run each)."""
+    """Per phase, the baseline run against the profiled one (one run each), with intervals and verdicts."""
     from analysis.overhead import BASELINE, overhead_table
-    from harness.overhead import label_for, step_table
+    from harness.overhead_steps import experiment_load, label_for, step_table
 
     if baseline.status != "ok":
         notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
         return None
-    steps = step_table([(BASELINE, 0, baseline), (label_for(mode), 0, profiled)])
-    return overhead_table(steps, phases_for(config.mode))
+    runs = [(BASELINE, 0, baseline), (label_for(mode), 0, profiled)]
+    busy = machine.busy_note(experiment_load(runs), "the baseline run")
+    notes += [busy] if busy else []
+    return overhead_table(step_table(runs), phases_for(config.mode))
 
 
 def report_paths(prof: ProfileResult) -> dict[str, str | None]:
@@ -249,37 +274,3 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
         out.kernels = kernel_summary(export).head(TOP_KERNELS)
     else:
         out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
-
-
-def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
-    from analysis.agreement import for_people
-    from harness.commands.common import err, warn
-    from harness.output import Format, emit_many
-    from harness.tables import results_table
-
-    tables: list[tuple[str, pd.DataFrame]] = []
-    if p.result is not None and p.result.steps:
-        tables.append((f"run {p.run_id} under nsys {p.nsys_version}", results_table([p.result])))
-    if p.nvtx is not None:
-        tables.append(("NVTX ranges (measured steps)", p.nvtx))
-    if p.kernels is not None:
-        tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
-    if p.agreement is not None and len(p.agreement):
-        tables.append(("NVTX vs in-process timers", for_people(p.agreement)))
-    if p.overhead is not None:
-        tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
-    files = []
-    if p.profile is not None:
-        files = [
-            f"{kind}: {path}"
-            for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
-            if path
-        ]
-    if tables:
-        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
-    for note in p.notes:
-        warn(note)
-    if p.error:
-        err(p.error)
-    for line in p.unsaved:
-        err(line)

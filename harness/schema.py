@@ -49,6 +49,10 @@ class Run(Base):
     nsys_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # groups runs made together: "sweep-…" or "overhead-…"
     experiment: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    # a profiled run: the run without a profiler it is compared with (same configuration, made beside it)
+    baseline_run_id: Mapped[str | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
+    )
     params: Mapped[int | None] = mapped_column(Integer, nullable=True)
     tokens_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     flops_per_step: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -197,6 +201,7 @@ RUN_COLUMNS = [
     "profiler",
     "nsys_mode",
     "experiment",
+    "baseline_run_id",
     "params",
     "d_model",
     "d_ff",
@@ -242,6 +247,7 @@ def run_row(r: Run) -> dict[str, Any]:
         "profiler": r.profiler,
         "nsys_mode": r.nsys_mode,
         "experiment": r.experiment,
+        "baseline_run_id": r.baseline_run_id,
         "params": r.params,
         "d_model": info.get("d_model"),
         "d_ff": info.get("d_ff"),

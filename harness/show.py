@@ -1,7 +1,8 @@
-"""The tables `harness show RUN_ID` prints for one stored run."""
+"""The tables `harness show RUN_ID` prints for one stored run, and for the run it is paired with."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -10,7 +11,70 @@ if TYPE_CHECKING:
     from harness.store import Run
 
 
-def show_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
+def _profiler(run: Run) -> str:
+    return run.profiler + (f" ({run.nsys_mode})" if run.nsys_mode else "")
+
+
+def _machine(run: Run) -> str | None:
+    from harness.machine import MachineLoad, describe
+
+    data = (run.summary or {}).get("machine")
+    return describe(MachineLoad.from_dict(data)) if data else None
+
+
+def phase_table(run: Run) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "Phase": p["phase"],
+                "Steps": p["count"],
+                "Avg (ns)": p["mean_ns"],
+                "Med (ns)": p["median_ns"],
+                "Min (ns)": p["min_ns"],
+                "Max (ns)": p["max_ns"],
+                "StdDev (ns)": p["std_ns"],
+            }
+            for p in (run.summary or {}).get("phases", [])
+        ]
+    )
+
+
+def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame]]:
+    """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
+    import pandas as pd
+
+    from analysis.overhead import BASELINE, overhead_table
+    from harness.records import phases_for
+
+    tables = []
+    for other in linked:
+        role = "baseline run" if other.id == run.baseline_run_id else "profiled run"
+        what = (
+            "no profiler"
+            if other.profiler == "none"
+            else " ".join(filter(None, (other.profiler, other.nsys_mode)))
+        )
+        tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
+        base, profiled = (other, run) if role == "baseline run" else (run, other)
+        label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
+        steps = pd.DataFrame(
+            [
+                (BASELINE if r is base else label, s.step, s.phase, s.duration_ns)
+                for r in (base, profiled)
+                for s in r.step_timings
+                if not s.warmup
+            ],
+            columns=["label", "step", "phase", "duration_ns"],
+        ).assign(repeat=0)
+        table = overhead_table(steps, phases_for(run.mode))
+        tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
+    return tables
+
+
+def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.DataFrame]]:
+    """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of)."""
     import pandas as pd
 
     info = {
@@ -31,8 +95,11 @@ def show_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
         "achieved TFLOP/s": run.achieved_flops / 1e12 if run.achieved_flops else None,
         "MFU (%)": run.mfu * 100 if run.mfu else None,
         "peak memory (MiB)": run.peak_memory_bytes / 2**20 if run.peak_memory_bytes else None,
-        "profiler": run.profiler + (f" ({run.nsys_mode})" if run.nsys_mode else ""),
+        "profiler": _profiler(run),
         "experiment": run.experiment,
+        "baseline run": run.baseline_run_id,
+        "profiled runs": ", ".join(r.id for r in linked if r.baseline_run_id == run.id) or None,
+        "machine": _machine(run),
         "nsys report": run.nsys_rep,
         "nsys sqlite": run.nsys_sqlite,
     }
@@ -40,20 +107,7 @@ def show_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
     # values keep their types (object column) so the table formats numbers and csv/json keep them exact
     config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
     config.attrs["wrap"] = ["value"]  # paths and error texts: wrapped whole, never cut in the middle
-    phases = pd.DataFrame(
-        [
-            {
-                "Phase": p["phase"],
-                "Steps": p["count"],
-                "Avg (ns)": p["mean_ns"],
-                "Med (ns)": p["median_ns"],
-                "Min (ns)": p["min_ns"],
-                "Max (ns)": p["max_ns"],
-                "StdDev (ns)": p["std_ns"],
-            }
-            for p in (run.summary or {}).get("phases", [])
-        ]
-    )
+    phases = phase_table(run)
     steps = pd.DataFrame(
         [(s.step, s.phase, s.duration_ns, s.warmup) for s in run.step_timings],
         columns=["step", "phase", "duration_ns", "warmup"],
@@ -83,4 +137,4 @@ def show_tables(run: Run) -> list[tuple[str, pd.DataFrame]]:
             ]
         )
         tables.append(("NVTX vs timers", agreement))
-    return tables
+    return tables + pair_tables(run, linked)

@@ -80,6 +80,21 @@ class Imported:
     replaced: bool  # the run id was in the database already
 
 
+def _add_new_columns(engine: Engine) -> None:
+    """Add the nullable columns a database made by an older harness lacks (create_all only adds tables)."""
+    from sqlalchemy import inspect
+    from sqlalchemy.schema import CreateColumn
+
+    inspector = inspect(engine)
+    for table in Base.metadata.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have and column.nullable:
+                ddl = CreateColumn(column).compile(dialect=engine.dialect)
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
+
+
 def default_db_path() -> Path:
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "harness" / "results.sqlite"
@@ -189,6 +204,7 @@ class ResultsStore:
             return
         if version is None or not tables >= OUR_TABLES:
             self._create()
+        _add_new_columns(self.engine)  # a database made by an older harness: its tables gain new columns
 
     def _create(self) -> None:
         # several processes may create the same new database at once: whoever loses a race looks again
@@ -223,6 +239,7 @@ class ResultsStore:
         nsys_rep: str | None = None,
         nsys_sqlite: str | None = None,
         agreement: pd.DataFrame | None = None,
+        baseline_run_id: str | None = None,
     ) -> str:
         """Store a run (again: its row, steps and, if given, agreement are replaced).
 
@@ -234,6 +251,7 @@ class ResultsStore:
             profiler=profiler,
             nsys_mode=nsys_mode,
             experiment=experiment,
+            baseline_run_id=baseline_run_id,
             nsys_rep=nsys_rep,
             nsys_sqlite=nsys_sqlite,
             agreement=unsaved.agreement_rows(agreement) if agreement is not None else None,
@@ -298,6 +316,7 @@ class ResultsStore:
             profiler=pending.profiler,
             nsys_mode=pending.nsys_mode,
             experiment=pending.experiment,
+            baseline_run_id=pending.baseline_run_id,
             params=result.model.params if result.model else None,
             tokens_per_s=result.tokens_per_s,
             flops_per_step=result.flops_per_step,
@@ -358,6 +377,22 @@ class ResultsStore:
             run.step_timings  # noqa: B018  (load before the session closes)
             run.agreement  # noqa: B018
             return run
+
+    def linked(self, run_id: str) -> list[Run]:
+        """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                return []
+            stmt = (
+                select(Run)
+                .where((Run.id == run.baseline_run_id) | (Run.baseline_run_id == run_id))
+                .order_by(Run.created_at)
+            )
+            found = list(session.scalars(stmt).all())
+            for r in found:
+                r.step_timings  # noqa: B018  (load before the session closes)
+            return found
 
     def runs(
         self,

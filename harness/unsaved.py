@@ -42,6 +42,7 @@ class PendingRun:
     profiler: str = "none"
     nsys_mode: str | None = None
     experiment: str | None = None
+    baseline_run_id: str | None = None  # a profiled run's run without a profiler
     nsys_rep: str | None = None
     nsys_sqlite: str | None = None
     agreement: list[dict[str, Any]] | None = None  # rows with AGREEMENT_COLUMNS; None: leave as stored
@@ -72,6 +73,7 @@ def write(pending: PendingRun, folders: list[Path], why: str) -> Path:
             "profiler": pending.profiler,
             "nsys_mode": pending.nsys_mode,
             "experiment": pending.experiment,
+            "baseline_run_id": pending.baseline_run_id,
             "nsys_rep": pending.nsys_rep,
             "nsys_sqlite": pending.nsys_sqlite,
         },
@@ -114,6 +116,7 @@ def read(path: Path) -> PendingRun:
             profiler=save.get("profiler") or "none",
             nsys_mode=save.get("nsys_mode"),
             experiment=save.get("experiment"),
+            baseline_run_id=save.get("baseline_run_id"),
             nsys_rep=save.get("nsys_rep"),
             nsys_sqlite=save.get("nsys_sqlite"),
             agreement=data.get("agreement"),

@@ -33,11 +33,11 @@ def test_writes_page_from_the_store(db: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["dashboard", "--db", db, "--out", str(out), "--format", "json"])
     drawn = _panels(result)
     assert list(drawn) == [
-        "phases", "steps", "overhead", "agreement", "kernels", "nvtx", "timeline", "throughput", "compare",
-        "attention",
+        "phases", "inference", "steps", "overhead", "agreement", "kernels", "nvtx", "timeline", "throughput",
+        "compare", "attention",
     ]  # fmt: skip
-    # no export recorded, no attention sweep
-    assert [k for k, v in drawn.items() if not v] == ["kernels", "nvtx", "timeline", "attention"]
+    # no generate runs; no export recorded; no attention sweep
+    assert [k for k, v in drawn.items() if not v] == ["inference", "kernels", "nvtx", "timeline", "attention"]
     text = out.read_text()
     assert "7 runs from sqlite:///" in text
 

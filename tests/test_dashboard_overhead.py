@@ -6,7 +6,13 @@ import pandas as pd
 import pytest
 from dashboard_data import fill
 
-from analysis.dashboard.overhead import agreement_panel, overhead_panel, overhead_runs
+from analysis.dashboard.overhead import (
+    agreement_panel,
+    overhead_bars,
+    overhead_figure,
+    overhead_panel,
+    overhead_runs,
+)
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.style import PHASE_COLORS
 from harness.store import ResultsStore
@@ -24,14 +30,44 @@ def test_overhead_uses_the_overhead_experiment(data: DashboardData) -> None:
     assert list(runs["run_id"]) == ["tiny-fp32-ovh000", "tiny-fp32-ovh001"]
     assert source == "experiment overhead-1"
     fig = overhead_panel(data).figure
-    base, nsys = fig.data
+    base, nsys, verdicts = fig.data
     assert (base.name, nsys.name) == ("no nsys", "nsys light")
     assert list(base.x) == ["forward", "backward", "optimizer", "step (sum)"]
     assert list(base.y) == pytest.approx([1.0, 2.0, 0.5, 3.5])
     assert list(nsys.y) == pytest.approx([1.1, 2.2, 0.55, 3.85])
-    assert list(nsys.customdata[:, 2]) == pytest.approx([10.0, 10.0, 10.0, 10.0])  # overhead %
+    # every step of a run took the same time: the interval is the point, and the verdict is on the bar
+    assert list(verdicts.text) == ["+10.0% (+10.0…+10.0)"] * 4
+    assert verdicts.mode == "text" and verdicts.offsetgroup == nsys.offsetgroup  # over the nsys bars
+    assert list(verdicts.y) == pytest.approx(list(nsys.y))  # no spread: the whisker ends at the mean
+    assert nsys.customdata[3, 3] == "nsys light adds 10.0% (CI +10.0…+10.0%)"
     assert list(base.marker.color[:3]) == [PHASE_COLORS[p] for p in ("forward", "backward", "optimizer")]
     assert nsys.marker.pattern.shape == "/"
+    notes = overhead_panel(data).notes
+    assert "Whole steps: nsys light adds 10.0% (CI +10.0…+10.0%)." in notes
+    assert any("One run on a side" in n for n in notes)
+
+
+def test_overhead_bars_say_inconclusive_and_keep_whiskers_above_zero() -> None:
+    # the case: a baseline whose std is about its mean, two runs a side of three steps
+    rows = []
+    for label, steps in (
+        ("no nsys", [[100, 900, 40], [60, 120, 80]]),
+        ("nsys light", [[150, 130, 160], [140, 170, 155]]),
+    ):
+        for repeat, durations in enumerate(steps):
+            rows += [(label, repeat, i, "forward", ns * 1_000_000) for i, ns in enumerate(durations)]
+    steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+    table = overhead_bars(steps, ["forward"])
+    nsys = table[table["label"] == "nsys light"].iloc[0]
+    assert nsys["outcome"] == "inconclusive" and nsys["short"].startswith("inconclusive (±")
+    assert nsys["verdict"].startswith("inconclusive: the noise (±")
+    base = table[table["label"] == "no nsys"].iloc[0]
+    assert base["low_ns"] < 0  # the interval of a mean whose std exceeds it reaches below zero …
+    fig = overhead_figure(table)
+    bar = fig.data[0]
+    assert bar.error_y.arrayminus[0] == pytest.approx(bar.y[0])  # … but its whisker stops at zero
+    assert list(fig.data[2].text) == [nsys["short"]]
+    assert fig.data[2].y[0] == pytest.approx(nsys["high_ns"] / 1e6)  # above the whisker's top
 
 
 def test_overhead_falls_back_to_separate_runs_of_one_config(data: DashboardData) -> None:

@@ -13,6 +13,7 @@ from analysis.dashboard.phases import (
     distribution_figure,
     distribution_panel,
     distribution_table,
+    inference_bars_panel,
     phase_bars_panel,
     phase_means,
 )
@@ -85,7 +86,64 @@ def test_distribution_marks_warmup_steps(store: ResultsStore) -> None:
     warm_y = [y for x, y in zip(warm.x, warm.y, strict=True) if x == label]
     assert warm_y == pytest.approx([9.0])  # the fixture's warm-up step is 3x the first measured one
     assert warm.marker.color == box.marker.color == PHASE_COLORS["forward"]
-    assert [a.text for a in fig.layout.annotations] == ["forward", "backward", "optimizer"]
+    assert [a.text for a in fig.layout.annotations] == [
+        "forward (own y-axis)",
+        "backward (own y-axis)",
+        "optimizer (own y-axis)",
+    ]
+    assert fig.layout.yaxis2.title.text == "backward per step (ms)"
+
+
+def test_distribution_shows_which_runs_were_profiled(store: ResultsStore) -> None:
+    table = distribution_table(store.step_timings(), store.runs())
+    profiled = table.drop_duplicates("run_id").set_index("run_id")
+    assert profiled.loc["tiny-fp32-prof01", "profiled"] == "nsys light"
+    assert profiled.loc["tiny-fp32-prof01", "label"].endswith(" · nsys light")
+    assert profiled.loc["tiny-fp32-sweep01", "profiled"] == ""
+    fig = distribution_figure(table)
+    under = next(t for t in fig.data if t.name == "forward · under a profiler")
+    assert set(under.x) == {
+        profiled.loc["tiny-fp32-prof01", "label"],
+        profiled.loc["tiny-fp32-ovh001", "label"],
+    }
+    assert under.marker.symbol == "diamond-open"
+    notes = distribution_panel(DashboardData(runs=store.runs(), steps=store.step_timings())).notes
+    assert any("own y-axis" in n for n in notes) and any("under a profiler" in n for n in notes)
+
+
+def test_phase_bars_give_each_setting_its_own_axis_and_a_log_button(store: ResultsStore) -> None:
+    fig = phase_bars_panel(DashboardData(runs=store.runs())).figure
+    assert fig.layout.yaxis2.matches is None  # not shared with the fp32 facet
+    (menu,) = fig.layout.updatemenus
+    assert [b.label for b in menu.buttons] == ["linear", "log"]
+    assert menu.buttons[1].args[0] == {"yaxis.type": "log", "yaxis2.type": "log"}
+
+
+def test_generate_runs_are_kept_out_of_the_training_panel(tmp_path) -> None:
+    from dashboard_data import MODELS, result
+
+    from harness.records import StepRecord
+
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    store.save(result("tiny-train", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)]))
+    gen = result("tiny-gen", "tiny", "fp32", [(1, 1, 1)])
+    gen.config.mode = "generate"
+    gen.model = MODELS["tiny"]
+    gen.steps = [StepRecord(0, False, {"prefill": 4_000_000, "decode": 30_000_000})]
+    store.save(gen)
+    runs = store.runs()
+    train = phase_means(runs)
+    assert set(train["run_id"]) == {"tiny-train"} and set(train["phase"]) == {
+        "forward",
+        "backward",
+        "optimizer",
+    }
+    fig = inference_bars_panel(DashboardData(runs=runs)).figure
+    assert sorted(t.name for t in fig.data) == ["decode", "prefill"]
+    assert next(t for t in fig.data if t.name == "decode").y[0] == pytest.approx(30.0)
+    assert (
+        "harness run tiny --mode generate" in inference_bars_panel(DashboardData(runs=runs.iloc[:1])).missing
+    )
 
 
 def test_distribution_panel_limits_runs_and_notes_it() -> None:

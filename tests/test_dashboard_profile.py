@@ -13,6 +13,7 @@ from analysis.dashboard.profile import (
     kernels_figure,
     kernels_panel,
     nvtx_gpu_panel,
+    range_totals,
     ranges_figure,
     timeline_figure,
     timeline_panel,
@@ -86,11 +87,20 @@ def test_gpu_profile_reads_no_os_runtime_table(a100_export: Path) -> None:
     assert prof.kernels is not None and len(prof.kernels) == 1 and prof.osrt is None
 
 
-def test_ranges_figure_colours_phases(nvtxsum: pd.DataFrame) -> None:
-    (bar,) = ranges_figure(nvtxsum, "total CPU time").data
-    assert list(bar.x) == ["step", "forward", "backward", "optimizer"]
-    assert list(bar.customdata[:, 0]) == [291431393, 155012301, 85643923, 49793985]
-    assert list(bar.marker.color) == [PHASE_COLORS[p] for p in ("step", "forward", "backward", "optimizer")]
+def test_ranges_figure_puts_enclosing_ranges_apart(nvtxsum: pd.DataFrame) -> None:
+    fig = ranges_figure(nvtxsum, "total CPU time")
+    phases, enclosing = fig.data
+    assert list(phases.x) == ["forward", "backward", "optimizer"]
+    assert list(phases.customdata[:, 0]) == [155012301, 85643923, 49793985]
+    assert list(phases.marker.color) == [PHASE_COLORS[p] for p in ("forward", "backward", "optimizer")]
+    # `step` holds the three phases: its own subplot, not a fourth bar beside them
+    assert list(enclosing.x) == ["step"] and list(enclosing.customdata[:, 0]) == [291431393]
+    assert (phases.xaxis, enclosing.xaxis) == ("x", "x2")
+    assert [a.text for a in fig.layout.annotations] == [
+        "phases and ranges inside them",
+        "enclosing ranges (contain the others)",
+    ]
+    assert list(range_totals(nvtxsum)["enclosing"]) == [True, False, False, False]
 
 
 def test_ranges_figure_sums_per_range_kernel_rows() -> None:
@@ -111,7 +121,7 @@ def test_nvtx_panel_falls_back_to_cpu_ranges(nvtxsum: pd.DataFrame) -> None:
     prof = Profile(label="cpu-train", path="r.sqlite", nvtx=nvtxsum, missing={"nvtx_gpu": "no kernels"})
     panel = nvtx_gpu_panel(DashboardData(profile=prof))
     assert panel.title.startswith("CPU time per NVTX range")
-    assert panel.figure.data[0].y[0] == pytest.approx(291.431393)
+    assert panel.figure.data[0].y[0] == pytest.approx(155.012301)  # forward; `step` is in the second subplot
     assert "no kernels" in panel.notes[0]
 
 
@@ -141,7 +151,10 @@ def test_timeline_rows_nest_ranges_and_start_at_zero() -> None:
     assert by_name.loc["memcpy HtoD", "rel_start_ns"] == 0
     assert by_name.loc["step", "rel_start_ns"] == 100
     assert list(by_name.loc[["step", "forward", "backward", "attn.qkv"], "depth"]) == [0, 1, 1, 2]
-    assert by_name.loc["attn.qkv", "row"] == "CPU thread 7 ▸2"
+    assert by_name.loc["step", "row"] == "CPU thread 7: step"
+    assert by_name.loc["backward", "row"] == "CPU thread 7: forward, backward"
+    assert by_name.loc["attn.qkv", "row"] == "CPU thread 7: attn.qkv"
+    assert by_name.loc["gemm", "row"] == "GPU stream 7"
     assert by_name.loc["gemm", "duration_ns"] == 600
 
 
@@ -155,13 +168,29 @@ def test_timeline_figure_bars_span_start_to_end() -> None:
     assert list(kernel.x) == pytest.approx([0.0006, 0.0005])
     assert list(kernel.customdata[:, 1]) == [600, 500]
     forward = fig.data[names.index("forward")]
-    assert forward.marker.color == PHASE_COLORS["forward"] and list(forward.y) == ["CPU thread 7 ▸1"]
+    assert forward.marker.color == PHASE_COLORS["forward"]
+    assert list(forward.y) == ["CPU thread 7: forward, backward"]
     assert list(fig.layout.yaxis.categoryarray) == [
-        "CPU thread 7",
-        "CPU thread 7 ▸1",
-        "CPU thread 7 ▸2",
-        "stream 7",
+        "CPU thread 7: step",
+        "CPU thread 7: forward, backward",
+        "CPU thread 7: attn.qkv",
+        "GPU stream 7",
     ]
+
+
+def test_timeline_rows_keep_same_names_at_two_depths_apart() -> None:
+    nested = pd.DataFrame(
+        {
+            "kind": "nvtx",
+            "name": ["block", "block"],
+            "start_ns": [0, 10],
+            "end_ns": [100, 90],
+            "lane": "python (main thread)",
+        }
+    )
+    ev, _ = timeline_rows(nested)
+    lane = "python (main thread)"
+    assert list(ev["row"]) == [f"{lane}: block (level 0)", f"{lane}: block (level 1)"]
 
 
 def test_timeline_caps_kernels_keeping_the_longest() -> None:

@@ -1,11 +1,96 @@
-"""Overhead table: per-phase means with and without the profiler, and the percentage."""
+"""Overhead statistics: intervals, verdicts, and the overhead table, on step series with known properties."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.overhead import STEP_SUM, overhead_table
+from analysis.overhead import (
+    STEP_SUM,
+    compare_samples,
+    headline,
+    mean_interval,
+    overhead_table,
+    overhead_verdict,
+    short_verdict,
+)
+
+PHASES = ["forward", "backward", "optimizer"]
+
+
+def series(mean: float, sd: float, runs: int, steps: int, *, run_sd: float = 0.0, seed: int) -> pd.DataFrame:
+    """Step times of `runs` runs: each run's level drawn around `mean` (run_sd), its steps around it (sd)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(runs):
+        level = mean + rng.normal(0, run_sd)
+        rows += [(r, level + rng.normal(0, sd)) for _ in range(steps)]
+    return pd.DataFrame(rows, columns=["run", "duration_ns"])
+
+
+def test_known_effect_is_found_with_an_interval_around_it() -> None:
+    base = series(100e6, 3e6, runs=3, steps=10, run_sd=1e6, seed=1)
+    slow = series(110e6, 3e6, runs=3, steps=10, run_sd=1e6, seed=2)
+    c = compare_samples(base, slow)
+    assert c.outcome == "increase" and c.runs_seen
+    assert c.ci_low_pct < 10 < c.ci_high_pct  # the true +10% is inside
+    assert 0 < c.ci_low_pct < c.effect_pct < c.ci_high_pct
+    assert c.effect_pct == pytest.approx((slow["duration_ns"].mean() / base["duration_ns"].mean() - 1) * 100)
+    assert (c.baseline_samples, c.treatment_samples, c.baseline_runs, c.treatment_runs) == (30, 30, 3, 3)
+    verdict = overhead_verdict(c, "nsys light")
+    assert verdict == f"nsys light adds {c.effect_pct:.1f}% (CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f}%)"
+
+
+def test_noise_larger_than_the_effect_is_inconclusive() -> None:
+    # +5% true effect under steps whose spread is about their mean, as on the issue's busy 2-core machine
+    base = series(380e6, 380e6, runs=2, steps=3, seed=3).assign(duration_ns=lambda d: d["duration_ns"].abs())
+    slow = series(400e6, 380e6, runs=2, steps=3, seed=4).assign(duration_ns=lambda d: d["duration_ns"].abs())
+    c = compare_samples(base, slow)
+    assert c.outcome == "inconclusive"
+    assert c.ci_low_pct < 0 < c.ci_high_pct and c.noise_pct > abs(c.effect_pct)
+    text = overhead_verdict(c)
+    assert text == f"inconclusive: the noise (±{c.noise_pct:.1f}%) is larger than the effect"
+    assert "adds" not in text and str(round(c.effect_pct, 1)) not in text  # no bare figure
+    assert short_verdict(c) == f"inconclusive (±{c.noise_pct:.0f}%)"
+
+
+def test_run_to_run_drift_is_in_the_interval() -> None:
+    # steps within a run agree closely; runs differ by ±10%: with runs, that drift must widen the interval
+    base = series(100.0, 0.5, runs=4, steps=20, run_sd=10, seed=5)
+    same = series(100.0, 0.5, runs=4, steps=20, run_sd=10, seed=6)
+    pooled = compare_samples(base.drop(columns="run"), same.drop(columns="run"))
+    by_run = compare_samples(base, same)
+    assert by_run.noise_pct > 3 * pooled.noise_pct
+    assert by_run.outcome == "inconclusive"
+    assert not pooled.runs_seen and by_run.runs_seen
+
+
+def test_faster_under_the_profiler_is_not_called_an_overhead() -> None:
+    base = series(100.0, 1.0, runs=3, steps=10, seed=7)
+    fast = series(80.0, 1.0, runs=3, steps=10, seed=8)
+    c = compare_samples(base, fast)
+    assert c.outcome == "decrease"
+    text = overhead_verdict(c, "nsys light")
+    assert text.startswith("faster under nsys light by ") and "not an overhead" in text
+
+
+def test_too_few_steps_say_so() -> None:
+    one = pd.DataFrame({"run": [0], "duration_ns": [100.0]})
+    c = compare_samples(one, one.assign(duration_ns=120.0))
+    assert c.outcome == "inconclusive" and math.isnan(c.ci_low_pct)
+    assert c.effect_pct == pytest.approx(20.0)
+    assert overhead_verdict(c).startswith("inconclusive: too few steps")
+
+
+def test_mean_interval_uses_run_means() -> None:
+    two_runs = pd.DataFrame({"run": [0, 0, 1, 1], "duration_ns": [9.0, 11.0, 19.0, 21.0]})
+    mean, low, high = mean_interval(two_runs)
+    # run means 10 and 20: standard error 5, Student's t with 1 degree of freedom (12.706)
+    assert mean == 15.0
+    assert (high - mean) == pytest.approx(12.7062047 * 5) and (mean - low) == pytest.approx(12.7062047 * 5)
 
 
 def test_overhead_table_values() -> None:
@@ -16,13 +101,26 @@ def test_overhead_table_values() -> None:
                 rows.append((label, repeat, step, "forward", int(100 * scale) + step))
                 rows.append((label, repeat, step, "backward", int(200 * scale)))
     df = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
-    table = overhead_table(df, ["forward", "backward", "optimizer"])
+    table = overhead_table(df, PHASES)
     assert list(table["Phase"]) == ["forward", "backward", "optimizer", STEP_SUM]
     fwd = table.set_index("Phase").loc["forward"]
     assert fwd["no nsys Avg (ns)"] == pytest.approx(101.0)
     assert fwd["nsys light Avg (ns)"] == pytest.approx(151.0)
     assert fwd["nsys light overhead (%)"] == pytest.approx(50 / 101 * 100)
+    assert fwd["nsys light CI low (%)"] == pytest.approx(50 / 101 * 100)  # both runs alike: no spread
+    assert fwd["nsys light verdict"] == "nsys light adds 49.5% (CI +49.5…+49.5%)"
     assert fwd["no nsys StdDev (ns)"] == pytest.approx(pd.Series([100, 101, 102] * 2).std())
     step = table.set_index("Phase").loc[STEP_SUM]
     assert step["no nsys Avg (ns)"] == pytest.approx(301.0)
     assert pd.isna(table.set_index("Phase").loc["optimizer", "no nsys Avg (ns)"])
+
+
+def test_overhead_table_leaves_an_inconclusive_overhead_empty() -> None:
+    base = series(100.0, 60.0, runs=2, steps=3, seed=9).assign(label="no nsys")
+    prof = series(90.0, 60.0, runs=2, steps=3, seed=10).assign(label="nsys light")
+    steps = pd.concat([base, prof]).rename(columns={"run": "repeat"}).assign(phase="forward", step=0)
+    row = overhead_table(steps, ["forward"]).iloc[0]
+    assert pd.isna(row["nsys light overhead (%)"])  # never a bare (here negative) figure as an overhead
+    assert row["nsys light CI low (%)"] < 0 < row["nsys light CI high (%)"]
+    assert row["nsys light verdict"].startswith("inconclusive")
+    assert list(headline(steps, ["forward"])) == ["nsys light"]  # one phase: that phase is the headline

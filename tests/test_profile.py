@@ -56,13 +56,29 @@ def test_run_nsys_end_to_end(in_tmp: Path) -> None:
     overhead = tables["nsys overhead (one run each; `harness overhead` alternates repeats)"]
     assert [r["Phase"] for r in overhead] == [*PHASES, "step (sum)"]
     assert all(r["no nsys Avg (ns)"] > 0 and "nsys light overhead (%)" in r for r in overhead)
+    for r in overhead:  # a verdict with its interval; a figure in the overhead column only when found
+        assert r["nsys light CI low (%)"] <= r["nsys light CI high (%)"]
+        found = r["nsys light verdict"].startswith("nsys light adds")
+        assert found == (r["nsys light overhead (%)"] is not None), r
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
     assert sorted(r["profiler"] for r in listed) == ["none", "nsys"]
     assert len({r["experiment"] for r in listed}) == 1  # the dashboard's overhead panel pairs them
     profiled = next(r for r in listed if r["profiler"] == "nsys")
+    baseline = next(r for r in listed if r["profiler"] == "none")
+    assert profiled["baseline_run_id"] == baseline["run_id"]  # the pair is linked in the database
     assert profiled["nsys_sqlite"] == str(sqlites[0].resolve())
     shown = json.loads(runner.invoke(app, ["show", profiled["run_id"], "--format", "json"]).stdout)
     assert {r["phase"] for r in shown["NVTX vs timers"]} == set(PHASES)
+    assert f"baseline run {baseline['run_id']} (no profiler): phases" in shown
+    pair = shown[f"overhead of {profiled['run_id']} against {baseline['run_id']} (one run each)"]
+    assert [r["Phase"] for r in pair] == [*PHASES, "step (sum)"]
+    info = {r["field"]: r["value"] for r in shown["run"]}
+    assert info["machine"].startswith("load average ")  # recorded for the profiled run too
+    base_info = {r["field"]: r["value"] for r in json.loads(
+        runner.invoke(app, ["show", baseline["run_id"], "--format", "json"]).stdout
+    )["run"]}  # fmt: skip
+    assert base_info["profiled runs"] == profiled["run_id"]
+    assert "other processes took" in base_info["machine"]
 
 
 def test_run_nsys_table_output(in_tmp: Path) -> None:
@@ -79,10 +95,54 @@ def test_overhead_prints_a_row_per_phase(in_tmp: Path) -> None:
     rows = json.loads(result.stdout)
     assert [r["Phase"] for r in rows] == [*PHASES, "step (sum)"]
     assert all(r["no nsys Avg (ns)"] > 0 and r["nsys light Avg (ns)"] > 0 for r in rows)
-    assert all("nsys light overhead (%)" in r for r in rows)
+    assert all("nsys light overhead (%)" in r and "nsys light verdict" in r for r in rows)
+    for r in rows:
+        verdict = r["nsys light verdict"]
+        assert verdict.startswith(("nsys light adds", "inconclusive: the noise", "faster under")), verdict
+        if r["nsys light overhead (%)"] is not None:  # a figure only with its interval above zero
+            assert r["nsys light CI low (%)"] > 0
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
-    assert sorted(r["profiler"] for r in listed) == ["none", "none", "nsys", "nsys"]
+    assert [r["profiler"] for r in listed] == ["none", "nsys", "none", "nsys"]  # alternated
     assert len({r["experiment"] for r in listed}) == 1
+    # each profiled run is paired with the run without nsys made just before it
+    assert [r["baseline_run_id"] for r in listed] == [None, listed[0]["run_id"], None, listed[2]["run_id"]]
+
+
+def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the 4th Python process (round 2's run under nsys) dies at start-up; the rounds around it count
+    hook = in_tmp / "inject"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, pathlib\n"
+        f"counter = pathlib.Path({str(in_tmp / 'count')!r})\n"
+        "n = int(counter.read_text()) + 1 if counter.exists() else 1\n"
+        "counter.write_text(str(n))\n"
+        "if n == 4:\n    os._exit(3)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    args = ["overhead", "char", "--device", "cpu", "--repeats", "2", "--steps", "2", "--warmup", "1"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "round 2 left out: nsys light run " in result.output and "worker exit code 3" in result.output
+    assert "2 rounds × 2 steps = 4 steps each" in result.output
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    assert [r["status"] for r in listed] == ["ok", "ok", "ok", "error", "ok", "ok"]  # all kept in the store
+
+
+def test_overhead_ci_target_stops_at_max_time(in_tmp: Path) -> None:
+    args = ["overhead", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--repeats", "1"]
+    result = runner.invoke(app, [*args, "--ci-target", "0.001", "--max-time", "1"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    # two rounds at least (the interval needs run-to-run drift), then --max-time stops it short of ±0.001%
+    assert "stopped after 2 rounds" in result.output and "not yet under ±0.001%" in result.output
+    assert "2 rounds × 2 steps = 4 steps each" in result.output
+    assert "whole steps: " in result.output and "machine: load average" in result.output
+
+
+def test_overhead_rejects_a_bad_ci_target(in_tmp: Path) -> None:
+    result = runner.invoke(app, ["overhead", "char", "--device", "cpu", "--ci-target", "-1"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: --ci-target must be a positive percentage, got -1"
 
 
 def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,3 +73,39 @@ def test_resolve_url(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("HARNESS_DB", str(tmp_path / "x.sqlite"))
     assert resolve_url(None) == f"sqlite:///{tmp_path / 'x.sqlite'}"
     assert resolve_url("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_profiled_run_is_linked_to_its_baseline(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-base"), experiment="overhead-1")
+    store.save(
+        make_result("tiny-prof", fwd=1_100_000),
+        profiler="nsys",
+        nsys_mode="light",
+        experiment="overhead-1",
+        baseline_run_id="tiny-base",
+    )
+    store.save(make_result("tiny-other"))
+    assert list(store.runs()["baseline_run_id"].fillna("")) == ["", "tiny-base", ""]
+    assert [r.id for r in store.linked("tiny-prof")] == ["tiny-base"]
+    (profiled,) = store.linked("tiny-base")
+    assert profiled.id == "tiny-prof" and len(profiled.step_timings) == 15  # loaded with its steps
+    assert store.linked("tiny-other") == [] and store.linked("nope") == []
+
+
+def test_database_of_an_older_harness_gets_the_new_columns(tmp_path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    ResultsStore(str(path)).save(make_result("tiny-old"))
+    with sqlite3.connect(path) as conn:  # as an older harness made it: no baseline_run_id
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "baseline_run_id"]
+        conn.execute("DROP INDEX ix_runs_baseline_run_id")
+        conn.execute(f"CREATE TABLE runs_old AS SELECT {', '.join(cols)} FROM runs")
+        conn.execute("DROP TABLE runs")
+        conn.execute("ALTER TABLE runs_old RENAME TO runs")
+        assert "baseline_run_id" not in [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
+    store = ResultsStore(str(path))
+    assert store.get("tiny-old").baseline_run_id is None
+    store.save(make_result("tiny-new"), baseline_run_id="tiny-old")
+    assert list(store.runs()["baseline_run_id"].fillna("")) == ["", "tiny-old"]

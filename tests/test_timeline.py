@@ -19,7 +19,7 @@ def test_cpu_steps(cpu_export: Path) -> None:
     # no payloads, no `measured` range: steps numbered 0..7, the median-length one is shown
     assert median["step"].iloc[0] == 5
     assert median["name"].tolist() == ["step", "forward", "backward", "optimizer"]
-    assert median["lane"].unique().tolist() == ["python"]
+    assert median["lane"].unique().tolist() == ["python (main thread)"]
     first = step_events(export, step=0)
     assert first["start_ns"].iloc[0] == 7178593525 and first["end_ns"].iloc[0] == 7345869498
     with pytest.raises(ExportError, match=r"no step 8 .*\(steps 0\.\.7\)"):

@@ -1,22 +1,29 @@
-"""Panel 3: profiler overhead per phase (without vs with nsys), and NVTX-vs-timer agreement."""
+"""Panel 3: profiler overhead per phase (without vs with nsys) with intervals and verdicts; NVTX agreement."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.runs import with_labels
+from analysis.dashboard.runs import profiler_label, with_labels
 from analysis.dashboard.style import MS, TEMPLATE, hover, ns_ms, ordered_phases, phase_color
-from analysis.overhead import BASELINE, overhead_table
+from analysis.overhead import (
+    BASELINE,
+    STEP_SUM,
+    comparisons,
+    mean_interval,
+    ordered_labels,
+    overhead_verdict,
+    short_verdict,
+    step_rows,
+)
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length"]
 PATTERNS = ("", "/", "x", ".")
 
 
-def _label(profiler: str, nsys_mode: object) -> str:
-    if profiler == "none":
-        return BASELINE
-    return f"{profiler} {nsys_mode}" if isinstance(nsys_mode, str) and nsys_mode else str(profiler)
+def _label(run: dict) -> str:
+    return profiler_label(run) or BASELINE
 
 
 def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -46,9 +53,7 @@ def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 def overhead_steps(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Measured steps of `runs` labelled by profiler: label, repeat, step, phase, duration_ns."""
-    labels = {
-        r.run_id: (_label(r.profiler, r.nsys_mode), i) for i, r in enumerate(runs.itertuples(index=False))
-    }
+    labels = {r["run_id"]: (_label(r), i) for i, r in enumerate(runs.to_dict("records"))}
     s = steps[steps["run_id"].isin(labels) & ~steps["warmup"].astype(bool)]
     return pd.DataFrame(
         {
@@ -61,39 +66,94 @@ def overhead_steps(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def overhead_figure(table: pd.DataFrame):
-    """Bars per phase (phase colours), one bar per label; the profiled ones hatched, overhead in hover."""
+def overhead_bars(steps: pd.DataFrame, phases: list[str], baseline: str = BASELINE) -> pd.DataFrame:
+    """What the overhead bars draw, one row per phase (and whole steps) and label.
+
+    row, label, mean_ns, low_ns, high_ns (95% interval of the mean), and for the labels compared with the
+    baseline: effect_pct, ci_low_pct, ci_high_pct, outcome, verdict, short.
+    """
+    found = comparisons(steps, phases, baseline)
+    rows = []
+    for name, part in step_rows(steps, phases):
+        for label in ordered_labels(steps, baseline):
+            mean, low, high = mean_interval(part[part["label"] == label], run="repeat")
+            row = {"row": name, "label": label, "mean_ns": mean, "low_ns": low, "high_ns": high}
+            c = found.get((name, label))
+            if c is not None:
+                row |= {
+                    "effect_pct": c.effect_pct,
+                    "ci_low_pct": c.ci_low_pct,
+                    "ci_high_pct": c.ci_high_pct,
+                    "outcome": c.outcome,
+                    "verdict": overhead_verdict(c, label),
+                    "short": short_verdict(c),
+                }
+            rows.append(row)
+    cols = ["row", "label", "mean_ns", "low_ns", "high_ns", "effect_pct", "ci_low_pct", "ci_high_pct"]
+    return pd.DataFrame(rows).reindex(columns=[*cols, "outcome", "verdict", "short"])
+
+
+def overhead_figure(table: pd.DataFrame, baseline: str = BASELINE):
+    """Bars per phase (phase colours), one bar per label, whiskers the 95% interval of the mean (never below
+    zero); the profiled bars hatched, and over each the overhead with its interval, or `inconclusive`."""
     import plotly.graph_objects as go
 
-    labels = [c.removesuffix(" Avg (ns)") for c in table.columns if c.endswith(" Avg (ns)")]
     fig = go.Figure()
-    colors = [phase_color(str(p).split()[0], i) for i, p in enumerate(table["Phase"])]
-    for i, label in enumerate(labels):
-        pct_col = f"{label} overhead (%)"
-        pct = table[pct_col] if pct_col in table else pd.Series(0.0, index=table.index)
+    names = list(dict.fromkeys(table["row"]))
+    colors = [phase_color(str(p).split()[0], i) for i, p in enumerate(names)]
+    for i, label in enumerate(dict.fromkeys(table["label"])):
+        t = table[table["label"] == label].set_index("row").reindex(names)
+        compared = label != baseline
+        up = (t["high_ns"] - t["mean_ns"]).fillna(0)
+        down = (t["mean_ns"] - t["low_ns"]).clip(upper=t["mean_ns"]).fillna(0)  # no whisker below zero
+        verdict = t["verdict"].fillna("baseline") if compared else pd.Series("baseline", index=t.index)
         fig.add_trace(
             go.Bar(
                 name=label,
-                x=table["Phase"],
-                y=table[f"{label} Avg (ns)"] / MS,
-                error_y={"type": "data", "array": (table[f"{label} StdDev (ns)"] / MS).tolist()},
+                x=names,
+                y=t["mean_ns"] / MS,
+                error_y={"type": "data", "array": (up / MS).tolist(), "arrayminus": (down / MS).tolist()},
                 marker={"color": colors, "pattern": {"shape": PATTERNS[i % len(PATTERNS)]}},
+                offsetgroup=str(i),
                 customdata=pd.DataFrame(
-                    {"ns": table[f"{label} Avg (ns)"], "std": table[f"{label} StdDev (ns)"], "pct": pct}
+                    {
+                        "ns": t["mean_ns"],
+                        "low": t["low_ns"] / MS,
+                        "high": t["high_ns"] / MS,
+                        "verdict": verdict,
+                    }
                 ).to_numpy(),
                 hovertemplate=hover(
                     f"%{{x}} · {label}",
                     ns_ms("mean", "y", "customdata[0]"),
-                    "std: %{customdata[1]:,.0f} ns",
-                    "overhead: %{customdata[2]:+.2f} %",
+                    "95% interval of the mean: %{customdata[1]:,.3f} … %{customdata[2]:,.3f} ms",
+                    "%{customdata[3]}",
                 ),
             )
         )
+        if compared:  # the verdict above the whisker, where bar text would be crossed by it
+            fig.add_trace(
+                go.Scatter(
+                    name=f"{label} verdict",
+                    x=names,
+                    y=(t["mean_ns"] + up) / MS,
+                    text=t["short"].fillna("").tolist(),
+                    mode="text",
+                    textposition="top center",
+                    textfont={"size": 12},
+                    offsetgroup=str(i),
+                    cliponaxis=False,
+                    showlegend=False,
+                    hoverinfo="skip",
+                )
+            )
+    top = float((table["high_ns"].fillna(table["mean_ns"])).max() / MS) if len(table) else 0.0
     fig.update_layout(
         template=TEMPLATE,
         barmode="group",
-        height=420,
-        yaxis_title="mean time per step (ms)",
+        scattermode="group",  # the verdict texts sit over their own bar of each group
+        height=460,
+        yaxis={"title": "mean time per step (ms); whiskers: 95% interval", "range": [0, top * 1.25]},
         xaxis_title="phase",
         legend_title_text="profiler (hatched: with nsys)",
     )
@@ -108,12 +168,25 @@ def overhead_panel(data: DashboardData) -> Panel:
             "(or `harness run tiny --nsys` beside a run without it)"
         )
     phases = ordered_phases(data.steps.loc[data.steps["run_id"].isin(runs["run_id"]), "phase"])
-    table = overhead_table(overhead_steps(runs, data.steps), phases)
+    table = overhead_bars(overhead_steps(runs, data.steps), phases)
     first = runs.iloc[0]
     title = f"Profiler overhead: {first['model']} {first['precision']} on {first.get('device', '')}, {source}"
-    return Panel(
-        figure=overhead_figure(table), title=title, notes=[f"{len(runs)} runs, measured steps only."]
-    )
+    counts = runs["profiler"].eq("none").value_counts()
+    notes = [
+        f"{counts.get(True, 0)} runs without and {counts.get(False, 0)} with nsys, measured steps only. "
+        "Whiskers: 95% interval of each mean. On the nsys bars: the overhead with its 95% interval, or "
+        "inconclusive when the noise is larger than the effect."
+    ]
+    steps_row = table[(table["row"] == STEP_SUM) & table["verdict"].notna()]
+    if steps_row.empty:
+        steps_row = table[table["verdict"].notna()].tail(1)
+    notes += [f"Whole steps: {v}." for v in steps_row["verdict"]]
+    if min(counts.get(True, 0), counts.get(False, 0)) < 2:
+        notes.append(
+            "One run on a side: the interval holds the step-to-step noise only, not run-to-run drift; "
+            "`harness overhead --ci-target 5` alternates runs until it is under ±5%."
+        )
+    return Panel(figure=overhead_figure(table), title=title, notes=notes)
 
 
 def agreement_figure(table: pd.DataFrame):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.runs import latest_per_config, model_order, setting_order, with_labels
+from analysis.dashboard.runs import (
+    latest_per_config,
+    model_order,
+    profiler_label,
+    setting_order,
+    with_labels,
+)
 from analysis.dashboard.style import (
     MS,
     OOM_COLOR,
@@ -19,15 +25,30 @@ from analysis.dashboard.style import (
 )
 
 NO_RUNS = "no runs in the results database: run `harness sweep --models tiny,small --device cpu --steps 3`"
+NO_INFERENCE = (
+    "no generate or forward-only runs: run `harness run tiny --mode generate --device cpu` "
+    "(or `harness sweep --mode generate`)"
+)
 MAX_DISTRIBUTION_RUNS = 12
+TRAIN_MODES = ("train",)
+INFERENCE_MODES = ("generate", "forward")
 
 
-def phase_means(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration and phase: model, setting, phase, mean_ns, std_ns, status, run_id.
+def _modes(runs: pd.DataFrame, modes: tuple[str, ...]) -> pd.DataFrame:
+    """The runs of these modes; runs of a store without a mode column count as training runs."""
+    if "mode" not in runs:
+        return runs if "train" in modes else runs.iloc[0:0]
+    return runs[runs["mode"].fillna("train").isin(modes)]
+
+
+def phase_means(runs: pd.DataFrame, modes: tuple[str, ...] = TRAIN_MODES) -> pd.DataFrame:
+    """One row per configuration and phase of runs in `modes`: model, setting, phase, mean_ns, std_ns,
+    status, run_id.
 
     Failed configurations (OOM, error) get one row with phase None, so they can be drawn as such.
     """
     cols = ["model", "setting", "phase", "mean_ns", "std_ns", "status", "run_id"]
+    runs = _modes(runs, modes)
     if runs.empty:
         return pd.DataFrame(columns=cols)
     latest = with_labels(latest_per_config(runs))
@@ -54,15 +75,17 @@ def _num(v: object) -> float:
 
 
 def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None):
-    """Grouped bars of mean phase time (ms) with std error bars; one facet per setting; OOM marked."""
+    """Grouped bars of mean phase time (ms) with std error bars; one facet per setting; OOM marked.
+
+    Each facet has its own y-axis (on a CPU, bf16 can be a hundred times slower than fp32), and a button
+    switches every axis to a log scale.
+    """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     settings = setting_order(table["setting"])
     models = models or list(dict.fromkeys(table["model"]))
-    fig = make_subplots(
-        rows=1, cols=len(settings), shared_yaxes=True, subplot_titles=settings, horizontal_spacing=0.04
-    )
+    fig = make_subplots(rows=1, cols=len(settings), subplot_titles=settings, horizontal_spacing=0.06)
     phases = ordered_phases(table["phase"].dropna())
     shown: set[str] = set()
     for col, setting in enumerate(settings, start=1):
@@ -116,75 +139,124 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None):
             )
             shown.add("failed")
         fig.update_xaxes(categoryorder="array", categoryarray=models, title_text="model", row=1, col=col)
-    fig.update_yaxes(title_text="mean time per step (ms)", row=1, col=1)
+    fig.update_yaxes(title_text="mean time per step (ms)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero")
+    axes = [k for k in fig.layout if k.startswith("yaxis")]
     fig.update_layout(
-        template=TEMPLATE, barmode="group", legend_title_text="phase", height=460, margin={"t": 60}
+        template=TEMPLATE,
+        barmode="group",
+        legend_title_text="phase",
+        height=480,
+        margin={"t": 90},
+        updatemenus=[
+            {
+                "type": "buttons",
+                "direction": "right",
+                "x": 1.0,
+                "xanchor": "right",
+                "y": 1.2,
+                "yanchor": "top",
+                "showactive": True,
+                "buttons": [
+                    {"label": scale, "method": "relayout", "args": [{f"{a}.type": scale for a in axes}]}
+                    for scale in ("linear", "log")
+                ],
+            }
+        ],
     )
     return fig
 
 
-def phase_bars_panel(data: DashboardData) -> Panel:
-    table = phase_means(data.runs)
+def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str) -> Panel:
+    table = phase_means(data.runs, modes)
     if table.empty:
-        return Panel(missing=NO_RUNS)
-    notes = []
+        return Panel(missing=missing)
+    notes = ["Each setting has its own y-axis: compare heights within a facet, or switch to the log scale."]
     if "profiler" in data.runs and (data.runs["profiler"] != "none").any():
         notes.append("Per configuration the newest run without a profiler is shown when there is one.")
     return Panel(figure=phase_bars_figure(table, model_order(data.runs)), notes=notes)
 
 
+def phase_bars_panel(data: DashboardData) -> Panel:
+    """Training runs only: forward, backward, optimizer."""
+    return _bars_panel(data, TRAIN_MODES, NO_RUNS)
+
+
+def inference_bars_panel(data: DashboardData) -> Panel:
+    """Generate (prefill, decode) and forward-only runs, kept apart from training."""
+    return _bars_panel(data, INFERENCE_MODES, NO_INFERENCE)
+
+
 def distribution_table(
     steps: pd.DataFrame, runs: pd.DataFrame, limit: int = MAX_DISTRIBUTION_RUNS
 ) -> pd.DataFrame:
-    """Step timings of the newest `limit` runs, labelled: label, run_id, step, phase, duration_ns, warmup."""
+    """Step timings of the newest `limit` runs, labelled: label, run_id, step, phase, duration_ns, warmup,
+    profiled (the profiler's name, "" for none). A profiled run's label ends with its profiler."""
+    cols = ["label", "run_id", "step", "phase", "duration_ns", "warmup", "profiled"]
     if steps.empty or runs.empty:
-        return pd.DataFrame(columns=["label", "run_id", "step", "phase", "duration_ns", "warmup"])
+        return pd.DataFrame(columns=cols)
     labelled = with_labels(runs)
     labelled = labelled[labelled["run_id"].isin(set(steps["run_id"]))].tail(limit)
-    out = steps.merge(labelled[["run_id", "label"]], on="run_id", how="inner")
+    labelled["profiled"] = [profiler_label(r) for r in labelled.to_dict("records")]
+    labelled["label"] = [
+        f"{label} · {p}" if p else label
+        for label, p in zip(labelled["label"], labelled["profiled"], strict=True)
+    ]
+    out = steps.merge(labelled[["run_id", "label", "profiled"]], on="run_id", how="inner")
     order = {label: i for i, label in enumerate(labelled["label"])}
     out = out.assign(_o=out["label"].map(order)).sort_values(["_o", "step"], kind="stable").drop(columns="_o")
-    return out[["label", "run_id", "step", "phase", "duration_ns", "warmup"]].reset_index(drop=True)
+    return out[cols].reset_index(drop=True)
 
 
 def distribution_figure(table: pd.DataFrame):
-    """One facet per phase: a box of measured steps per run, warm-up steps as crosses beside it."""
+    """One facet per phase, each with its own y-axis: a box of measured steps per run (hollow for a run
+    under a profiler), warm-up steps as crosses beside it."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     phases = ordered_phases(table["phase"])
     labels = list(dict.fromkeys(table["label"]))
-    fig = make_subplots(rows=1, cols=len(phases), subplot_titles=phases, horizontal_spacing=0.05)
-    warm_shown = False
+    profiled = table["profiled"].fillna("").astype(bool) if "profiled" in table else False
+    fig = make_subplots(
+        rows=1,
+        cols=len(phases),
+        subplot_titles=[f"{p} (own y-axis)" for p in phases],
+        horizontal_spacing=0.07,
+    )
+    shown: set[str] = set()
     for col, phase in enumerate(phases, start=1):
-        p = table[table["phase"] == phase]
-        measured = p[~p["warmup"].astype(bool)]
-        warm = p[p["warmup"].astype(bool)]
+        in_phase = table["phase"] == phase
         color = phase_color(phase)
-        fig.add_trace(
-            go.Box(
-                name=phase,
-                legendgroup=phase,
-                x=measured["label"],
-                y=measured["duration_ns"] / MS,
-                marker_color=color,
-                boxpoints="all",
-                jitter=0.3,
-                pointpos=0,
-                customdata=measured[["duration_ns", "step"]].to_numpy(),
-                hovertemplate=hover(
-                    f"%{{x}} · {phase}", "step %{customdata[1]}", ns_ms("time", "y", "customdata[0]")
+        for under, part in ((False, table[in_phase & ~profiled]), (True, table[in_phase & profiled])):
+            measured = part[~part["warmup"].astype(bool)]
+            if measured.empty:
+                continue
+            fig.add_trace(
+                go.Box(
+                    name=f"{phase} · under a profiler" if under else phase,
+                    legendgroup=f"{phase}{under}",
+                    x=measured["label"],
+                    y=measured["duration_ns"] / MS,
+                    marker={"color": color, "symbol": "diamond-open" if under else "circle"},
+                    fillcolor="rgba(255,255,255,0)" if under else None,
+                    boxpoints="all",
+                    jitter=0.3,
+                    pointpos=0,
+                    customdata=measured[["duration_ns", "step"]].to_numpy(),
+                    hovertemplate=hover(
+                        f"%{{x}} · {phase}", "step %{customdata[1]}", ns_ms("time", "y", "customdata[0]")
+                    ),
                 ),
-            ),
-            row=1,
-            col=col,
-        )
+                row=1,
+                col=col,
+            )
+        warm = table[in_phase & table["warmup"].astype(bool)]
         if not warm.empty:
             fig.add_trace(
                 go.Scatter(
                     name="warm-up step",
                     legendgroup="warmup",
-                    showlegend=not warm_shown,
+                    showlegend="warmup" not in shown,
                     x=warm["label"],
                     y=warm["duration_ns"] / MS,
                     mode="markers",
@@ -199,10 +271,10 @@ def distribution_figure(table: pd.DataFrame):
                 row=1,
                 col=col,
             )
-            warm_shown = True
+            shown.add("warmup")
         fig.update_xaxes(categoryorder="array", categoryarray=labels, tickangle=-30, row=1, col=col)
-    fig.update_yaxes(title_text="time per step (ms)", row=1, col=1)
-    fig.update_layout(template=TEMPLATE, height=480, legend_title_text="phase", margin={"t": 60})
+        fig.update_yaxes(title_text=f"{phase} per step (ms)", row=1, col=col)
+    fig.update_layout(template=TEMPLATE, height=520, legend_title_text="phase", margin={"t": 60})
     return fig
 
 
@@ -210,7 +282,14 @@ def distribution_panel(data: DashboardData) -> Panel:
     table = distribution_table(data.steps, data.runs)
     if table.empty:
         return Panel(missing="no step timings recorded: run `harness run tiny --device cpu`")
-    notes = []
+    notes = [
+        "Each phase has its own y-axis: compare runs within a phase, not heights across phases.",
+    ]
+    if table["profiled"].astype(bool).any():
+        notes.append(
+            "Hollow boxes with diamonds, and labels ending in the profiler (nsys light), are runs made under "
+            "a profiler; their times include its overhead."
+        )
     if not table["warmup"].astype(bool).any():
         notes.append("No warm-up steps recorded for these runs.")
     if data.runs["run_id"].nunique() > MAX_DISTRIBUTION_RUNS:

@@ -152,40 +152,78 @@ def _column(df: pd.DataFrame, *names: str) -> str | None:
     return next((c for c in names if c in df), None)
 
 
-def ranges_figure(table: pd.DataFrame, axis_title: str):
-    """Bars of total time (ms) per NVTX range, coloured by phase (other ranges from the palette)."""
-    import plotly.graph_objects as go
+# The harness's ranges that enclose the phases: drawn apart, so their totals are not read as a phase's.
+ENCLOSING = ("step", "measured")
 
+
+def range_totals(table: pd.DataFrame) -> pd.DataFrame:
+    """name, total, n, enclosing: per NVTX range (rows per range and kernel summed), largest first, top 30."""
     name_col = _column(table, "Range", "NVTX Range", "Name", "range", "name")
     total_col = _column(table, "Total Time (ns)", "Total GPU Time (ns)", "total_ns")
     if name_col is None or total_col is None:
         raise ValueError(f"range table lacks a name or total column: {list(table.columns)}")
     inst_col = _column(table, "Instances", "NVTX Inst", "Range Instances")
-    # tables with one row per range and kernel (nvtxkernsum-like) are summed per range
     g = table.groupby(name_col, sort=False)
     t = pd.DataFrame(
         {"total": g[total_col].sum(), "n": g[inst_col].max() if inst_col else float("nan")}
     ).reset_index()
-    t = t.sort_values("total", ascending=False, kind="stable").head(30)
-    names = [str(n) for n in t[name_col]]
-    colors = [phase_color(range_base(n), i) for i, n in enumerate(names)]
-    fig = go.Figure(
-        go.Bar(
-            name=axis_title,
-            x=names,
-            y=t["total"] / MS,
-            marker_color=colors,
-            customdata=t[["total", "n"]].to_numpy(),
-            hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "%{customdata[1]:,} instances"),
+    t = t.rename(columns={name_col: "name"}).sort_values("total", ascending=False, kind="stable").head(30)
+    t["name"] = t["name"].astype(str)
+    t["enclosing"] = t["name"].map(range_base).isin(ENCLOSING)
+    return t.reset_index(drop=True)
+
+
+def _range_bar(t: pd.DataFrame, axis_title: str, offset: int = 0):
+    import plotly.graph_objects as go
+
+    return go.Bar(
+        name=axis_title,
+        x=t["name"],
+        y=t["total"] / MS,
+        marker_color=[phase_color(range_base(n), offset + i) for i, n in enumerate(t["name"])],
+        customdata=t[["total", "n"]].to_numpy(),
+        hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "%{customdata[1]:,} instances"),
+    )
+
+
+def ranges_figure(table: pd.DataFrame, axis_title: str, groups: pd.DataFrame | None = None):
+    """Bars of total time (ms) per NVTX range, coloured by phase (other ranges from the palette).
+
+    The enclosing `step` and `measured` ranges get a subplot of their own beside the ranges they contain;
+    `groups` (attention vs MLP, from detail_groups) another.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    t = range_totals(table)
+    inner, outer = t[~t["enclosing"]], t[t["enclosing"]]
+    parts = [("phases and ranges inside them", inner, _range_bar(inner, axis_title))] if len(inner) else []
+    if len(outer):
+        bar = _range_bar(outer, axis_title, len(inner))
+        parts.append(("enclosing ranges (contain the others)", outer, bar))
+    if groups is not None and not groups.empty:
+        bar = go.Bar(
+            name="attention vs MLP",
+            x=groups["group"],
+            y=groups["total_ns"] / MS,
+            marker_color=[PALETTE[1], PALETTE[7]],
+            customdata=groups[["total_ns", "ranges"]].to_numpy(),
+            hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "ranges: %{customdata[1]}"),
         )
+        parts.append(("attention vs MLP", groups, bar))
+    widths = [max(len(p[1]), 1) + 1 for p in parts]
+    fig = make_subplots(
+        rows=1,
+        cols=len(parts),
+        column_widths=[w / sum(widths) for w in widths],
+        subplot_titles=[p[0] for p in parts] if len(parts) > 1 else None,
+        horizontal_spacing=0.08,
     )
-    fig.update_layout(
-        template=TEMPLATE,
-        height=400,
-        yaxis_title=f"{axis_title} (ms)",
-        xaxis_title="NVTX range",
-        showlegend=False,
-    )
+    for col, (_, _, bar) in enumerate(parts, start=1):
+        fig.add_trace(bar, row=1, col=col)
+        fig.update_yaxes(title_text=f"{axis_title} (ms)" if col == 1 else None, row=1, col=col)
+    fig.update_xaxes(title_text="NVTX range", row=1, col=1)
+    fig.update_layout(template=TEMPLATE, height=420, showlegend=False)
     return fig
 
 
@@ -223,38 +261,8 @@ def detail_groups(table: pd.DataFrame) -> pd.DataFrame:
     return out if len(out) == len(DETAIL_GROUPS) else out.iloc[0:0]
 
 
-def add_detail_groups(fig, groups: pd.DataFrame, axis_title: str):
-    """A second subplot beside the range bars: attention vs MLP."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    out = make_subplots(
-        rows=1, cols=2, column_widths=[0.75, 0.25], subplot_titles=["per range", "attention vs MLP"]
-    )
-    for trace in fig.data:
-        out.add_trace(trace, row=1, col=1)
-    out.add_trace(
-        go.Bar(
-            name="attention vs MLP",
-            x=groups["group"],
-            y=groups["total_ns"] / MS,
-            marker_color=[PALETTE[1], PALETTE[7]],
-            customdata=groups[["total_ns", "ranges"]].to_numpy(),
-            hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "ranges: %{customdata[1]}"),
-        ),
-        row=1,
-        col=2,
-    )
-    out.update_layout(template=TEMPLATE, height=420, showlegend=False)
-    out.update_yaxes(title_text=f"{axis_title} (ms)", row=1, col=1)
-    out.update_xaxes(title_text="NVTX range", row=1, col=1)
-    return out
-
-
 def _ranges_with_detail(table: pd.DataFrame, axis_title: str):
-    fig = ranges_figure(table, axis_title)
-    groups = detail_groups(table)
-    return add_detail_groups(fig, groups, axis_title) if not groups.empty else fig
+    return ranges_figure(table, axis_title, detail_groups(table))
 
 
 def nvtx_gpu_panel(data: DashboardData) -> Panel:
@@ -305,8 +313,38 @@ def timeline_rows(events: pd.DataFrame, max_kernels: int = MAX_TIMELINE_KERNELS)
         depth.append(len(stack))
         stack.append(end)
     ev.loc[nvtx.index, "depth"] = depth
-    ev["row"] = [f"{lane} ▸{d}" if d else str(lane) for lane, d in zip(ev["lane"], ev["depth"], strict=True)]
+    ev["row"] = row_labels(ev)
     return ev.reset_index(drop=True), dropped
+
+
+def row_labels(ev: pd.DataFrame) -> list[str]:
+    """A row per thread and nesting depth, named by the thread and the ranges on it:
+    `python (main thread): step`, `python (main thread): forward, backward, optimizer`; GPU lanes
+    `GPU stream 7`."""
+    nvtx = ev["kind"] == "nvtx"
+    names: dict[tuple[str, int], list[str]] = {}
+    for lane, d, name in zip(ev.loc[nvtx, "lane"], ev.loc[nvtx, "depth"], ev.loc[nvtx, "name"], strict=True):
+        seen = names.setdefault((str(lane), int(d)), [])
+        if range_base(str(name)) not in seen:
+            seen.append(range_base(str(name)))
+
+    labels = {}
+    for (lane, d), seen in names.items():
+        shown = ", ".join(shorten(n, 24) for n in seen[:3]) + (", …" if len(seen) > 3 else "")
+        labels[lane, d] = f"{lane}: {shown}"
+    taken = pd.Series(list(labels.values()))
+    for key, text in labels.items():
+        if (taken == text).sum() > 1:  # the same names at two depths: keep the rows apart
+            labels[key] = f"{text} (level {key[1]})"
+
+    def label(kind: str, lane: str, d: int) -> str:
+        if kind != "nvtx":
+            return f"GPU {lane}" if lane.startswith("stream") else lane
+        return labels[lane, d]
+
+    return [
+        label(k, str(lane), int(d)) for k, lane, d in zip(ev["kind"], ev["lane"], ev["depth"], strict=True)
+    ]
 
 
 def _row_order(ev: pd.DataFrame) -> list[str]:

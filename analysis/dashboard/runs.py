@@ -6,23 +6,34 @@ import pandas as pd
 
 from analysis.dashboard.style import setting_label
 
-CONFIG_KEYS = ["model", "precision", "compile", "device"]
+CONFIG_KEYS = ["model", "mode", "precision", "compile", "device"]
 
 
 def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
-    """Add `setting` (fp32, bf16+compile, …) and `label` (model · setting · short id) columns."""
+    """Add `setting` (fp32, bf16+compile, …) and `label` (model · setting · short id) columns.
+
+    The setting names the device, and the mode (train, forward, generate), where the runs hold more than one.
+    """
     out = runs.copy()
     out["setting"] = [
         setting_label(p, bool(c)) for p, c in zip(out["precision"], out["compile"], strict=True)
     ]
-    devices = out["device"].nunique() if "device" in out else 1
-    if devices > 1:
-        out["setting"] = out["device"].astype(str) + " " + out["setting"]
+    for key in ("device", "mode"):
+        if key in out and out[key].nunique() > 1:
+            out["setting"] = out[key].astype(str) + " " + out["setting"]
     out["label"] = [
         f"{m} · {s} · {short_id(r)}"
         for m, s, r in zip(out["model"], out["setting"], out["run_id"], strict=True)
     ]
     return out
+
+
+def profiler_label(run: dict) -> str:
+    """`nsys light` for a run made under nsys in light mode; "" for a run without a profiler."""
+    profiler, mode = run.get("profiler"), run.get("nsys_mode")
+    if not isinstance(profiler, str) or profiler in ("", "none"):
+        return ""
+    return f"{profiler} {mode}" if isinstance(mode, str) and mode else profiler
 
 
 def short_id(run_id: str) -> str:

@@ -39,11 +39,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.trace import valid_duration
+from analysis.readers import NULL, valid_duration
 
 VERSION = "kineto-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
-NULL = -9223372036854775807  # analysis.trace.NULL
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges

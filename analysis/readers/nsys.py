@@ -33,11 +33,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.readers import NULL
 
 VERSION = "nsys-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
-NULL = -9223372036854775807  # stands for SQL NULL in integer columns (analysis.trace.NULL)
 CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings
 SCAN_THREADS = min(4, os.cpu_count() or 1)
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

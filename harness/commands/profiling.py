@@ -29,6 +29,7 @@ from harness.commands.options import (
 )
 from harness.commands.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.output import Format
+from harness.overhead import DEFAULT_MAX_TIME
 
 
 @cli_errors
@@ -45,6 +46,19 @@ def overhead_cmd(
             help="nsys modes to compare with no nsys: light, full or light,full.",
         ),
     ] = "light",
+    ci_target: Annotated[
+        float | None,
+        typer.Option(
+            "--ci-target",
+            help="Keep alternating runs until the 95% interval of the whole-step overhead is under ±PCT "
+            "and --repeats rounds are done, or until --max-time runs out (two rounds at least).",
+            metavar="PCT",
+        ),
+    ] = None,
+    max_time: Annotated[
+        float,
+        typer.Option(help="With --ci-target: start no round that would end after this many seconds."),
+    ] = DEFAULT_MAX_TIME,
     mode: ModeOpt = Mode.train,
     device: DeviceOpt = Device.auto,
     precision: PrecisionOpt = Precision.fp32,
@@ -66,9 +80,11 @@ def overhead_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Run a configuration without nsys and under it, alternating; print per-phase overhead in percent."""
+    from analysis.overhead import overhead_verdict
     from harness.commands.progress import Progress
     from harness.devices import resolve_device
     from harness.errors import UsageError
+    from harness.machine import describe
     from harness.output import emit
     from harness.overhead import measure_overhead
     from harness.profile import ProfileRequest
@@ -81,6 +97,10 @@ def overhead_cmd(
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
+    if ci_target is not None and ci_target <= 0:
+        raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
+    if max_time <= 0:
+        raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
     config = make_config(
         model, mode, device, precision, compile, batch_size, context_length, vocab_size,
         warmup, steps, seed, attention, new_tokens, False,
@@ -96,16 +116,21 @@ def overhead_cmd(
     )
     with Progress(f"nsys overhead, {config.model} {config.mode}") as progress:
         result = measure_overhead(
-            config, request, repeats=repeats, modes=mode_list, store=store, progress=progress.stage
-        )
+            config, request, repeats=repeats, modes=mode_list, store=store,
+            ci_target=ci_target, max_time=max_time, progress=progress.stage,
+        )  # fmt: skip
     for note in result.notes:
         warn(note)
-    n = repeats * config.steps
+    n = result.repeats * config.steps
+    notes = [f"whole steps: {overhead_verdict(c, label)}" for label, c in result.headline.items()]
+    if result.load:
+        notes.append(f"machine: {describe(result.load)}")
     emit(
         result.table,
         format,
         title=f"nsys overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
-        f"({repeats} repeats × {config.steps} steps = {n} steps each; {result.experiment})",
+        f"({result.repeats} rounds × {config.steps} steps = {n} steps each; {result.experiment})",
+        notes=notes,
         wide=wide,
     )
 

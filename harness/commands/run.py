@@ -33,6 +33,9 @@ from harness.output import Format
 from harness.signals import sigterm_raises
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.profile import ProfiledRun
     from harness.records import RunResult
     from harness.store import ResultsStore
 
@@ -122,7 +125,7 @@ def run_cmd(
     if note:
         warn(note)
     if nsys:
-        from harness.profile import ProfileRequest, profile_run, render_profiled
+        from harness.profile import ProfileRequest, profile_run
 
         request = ProfileRequest(
             nsys_path=nsys_path,
@@ -280,6 +283,7 @@ def runs_cmd(
         cols = {
             "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
             "precision": "precision", "compile": "compile", "status": "status", "profiler": "profiler",
+            "baseline_run_id": "baseline run",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
             "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
         }  # fmt: skip
@@ -306,7 +310,9 @@ def show_cmd(
     from harness.show import show_tables
     from harness.store import ResultsStore
 
-    tables = show_tables(ResultsStore(db, readonly=True).get(run_id))
+    store = ResultsStore(db, readonly=True)
+    run = store.get(run_id)
+    tables = show_tables(run, store.linked(run.id))
     emit_many(tables, format, wide=wide)
 
 
@@ -343,3 +349,37 @@ def register(app: typer.Typer) -> None:
     app.command("import", short_help="Store runs saved to a file when the database would not take them.")(
         import_cmd
     )
+
+
+def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
+    from analysis.agreement import for_people
+    from harness.output import Format, emit_many
+    from harness.profile import TOP_KERNELS
+    from harness.tables import results_table
+
+    tables: list[tuple[str, pd.DataFrame]] = []
+    if p.result is not None and p.result.steps:
+        tables.append((f"run {p.run_id} under nsys {p.nsys_version}", results_table([p.result])))
+    if p.nvtx is not None:
+        tables.append(("NVTX ranges (measured steps)", p.nvtx))
+    if p.kernels is not None:
+        tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
+    if p.agreement is not None and len(p.agreement):
+        tables.append(("NVTX vs in-process timers", for_people(p.agreement)))
+    if p.overhead is not None:
+        tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
+    files = []
+    if p.profile is not None:
+        files = [
+            f"{kind}: {path}"
+            for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
+            if path
+        ]
+    if tables:
+        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
+    for note in p.notes:
+        warn(note)
+    if p.error:
+        err(p.error)
+    for line in p.unsaved:
+        err(line)

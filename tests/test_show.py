@@ -1,0 +1,59 @@
+"""`harness show`: a profiled run with its baseline, and the overhead between them."""
+
+from __future__ import annotations
+
+import pytest
+from test_store import make_result
+
+from harness.machine import MachineLoad
+from harness.show import show_tables
+from harness.store import ResultsStore
+
+
+@pytest.fixture
+def store(tmp_db: str) -> ResultsStore:
+    s = ResultsStore(tmp_db)
+    base = make_result("tiny-base")
+    base.extra["machine"] = MachineLoad(2, 10.0, 0.4, 1.2, 0.05, 0.45).to_dict()
+    s.save(base, experiment="overhead-1")
+    s.save(
+        make_result("tiny-prof", fwd=1_100_000),
+        profiler="nsys",
+        nsys_mode="light",
+        experiment="overhead-1",
+        baseline_run_id="tiny-base",
+    )
+    return s
+
+
+def test_show_profiled_run_shows_its_baseline_and_the_overhead(store: ResultsStore) -> None:
+    run = store.get("tiny-prof")
+    tables = dict(show_tables(run, store.linked(run.id)))
+    info = dict(zip(tables["run"]["field"], tables["run"]["value"], strict=True))
+    assert info["baseline run"] == "tiny-base" and info["profiler"] == "nsys (light)"
+    base_phases = tables["baseline run tiny-base (no profiler): phases"].set_index("Phase")
+    assert base_phases.loc["forward", "Avg (ns)"] == pytest.approx(1_000_003)
+    overhead = tables["overhead of tiny-prof against tiny-base (one run each)"].set_index("Phase")
+    fwd = overhead.loc["forward"]
+    assert fwd["nsys light Avg (ns)"] == pytest.approx(1_100_003)
+    assert fwd["nsys light overhead (%)"] == pytest.approx(100_000 / 1_000_003 * 100, rel=1e-6)
+    assert fwd["nsys light verdict"].startswith("nsys light adds 10.0% (CI ")
+    assert list(overhead.index) == ["forward", "backward", "optimizer", "step (sum)"]
+
+
+def test_show_baseline_names_its_profiled_run_and_machine_load(store: ResultsStore) -> None:
+    run = store.get("tiny-base")
+    tables = dict(show_tables(run, store.linked(run.id)))
+    info = dict(zip(tables["run"]["field"], tables["run"]["value"], strict=True))
+    assert info["profiled runs"] == "tiny-prof" and info["baseline run"] is None
+    assert info["machine"] == (
+        "load average 0.40 before, 1.20 after on 2 CPUs; other processes took 5% of the CPU time"
+    )
+    assert "profiled run tiny-prof (nsys light): phases" in tables
+    assert "overhead of tiny-prof against tiny-base (one run each)" in tables
+
+
+def test_show_unpaired_run_has_no_pair_tables(store: ResultsStore) -> None:
+    store.save(make_result("tiny-alone"))
+    names = [name for name, _ in show_tables(store.get("tiny-alone"), [])]
+    assert names == ["run", "phases (measured steps)", "steps"]
