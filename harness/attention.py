@@ -28,6 +28,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from analysis.names import PRECISIONS
 from harness.devices import (
     device_name,
     free_memory,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 IMPLS = ("math", "sdpa", "compiled")
-PRECISIONS = ("fp32", "bf16", "fp16")
+
 MEMORY_SOURCES = {
     "cuda": "torch.cuda.max_memory_allocated over the cell, inputs included",
     "cpu": "allocations recorded by torch.profiler in one extra forward+backward, inputs included",

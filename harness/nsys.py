@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
 from harness.errors import NsysError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,7 +27,7 @@ HOW_TO_GET = (
     "https://developer.nvidia.com/nsight-systems, then put nsys on PATH or set HARNESS_NSYS"
 )
 DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
-MEASURED_RANGE = "measured"  # the NVTX range around the measured steps (harness.nvtx_ranges opens it)
+
 LIGHT_ARGS = ("--sample=none", "--cpuctxsw=none")
 SHORT_FLAGS = {
     "-t": "trace",

@@ -12,8 +12,6 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-MEASURED_RANGE = "measured"  # wraps the measured steps; nsys --capture-range=nvtx starts on it
-
 _push: Callable[[str, int | None], None]
 _pop: Callable[[], None]
 EMITTER: str

@@ -6,14 +6,15 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-TRAIN_PHASES = ("forward", "backward", "optimizer")
-FORWARD_PHASES = ("forward",)
-GENERATE_PHASES = ("prefill", "decode")
-STEP_RANGE = "step"
+from analysis.names import GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
+from analysis.names import STEP as STEP_RANGE
+
+FORWARD_PHASES = PHASES_BY_MODE["forward"]
+__all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
 
 
 def phases_for(mode: str) -> tuple[str, ...]:
-    return {"train": TRAIN_PHASES, "forward": FORWARD_PHASES, "generate": GENERATE_PHASES}[mode]
+    return PHASES_BY_MODE[mode]
 
 
 @dataclass

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from analysis.names import MEASURED, MODES, PRECISIONS
 from harness import nvtx_ranges
 from harness.devices import (
     device_name,
@@ -24,8 +25,6 @@ from harness.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRec
 from harness.signals import interrupted, signal_of
 from harness.timing import PhaseClock
 
-MODES = ("train", "forward", "generate")
-PRECISIONS = ("fp32", "bf16", "fp16")
 ATTENTIONS = ("math", "sdpa")
 
 ProgressFn = Callable[[int, int], None]
@@ -175,7 +174,7 @@ def _steps(config: RunConfig):
     try:
         for i in range(total):
             if i == config.warmup:
-                nvtx_ranges.push(nvtx_ranges.MEASURED_RANGE)
+                nvtx_ranges.push(MEASURED)
                 opened = True
             yield i, i < config.warmup, total
     finally:
