@@ -1,0 +1,182 @@
+"""Two profiles or two runs side by side: what was added, removed or changed, largest change first.
+
+Pure functions of traces and step tables. Trace diffs compare per-name totals (count and total time, ns)
+of kernels, NVTX ranges and CPU operators; run diffs compare each phase's per-step durations with
+`analysis.overhead.compare_samples` (a confidence interval for the relative difference of means), so that
+a verdict never rests on two means alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.overhead import STEP_SUM, Comparison, compare_samples, short_verdict
+from analysis.trace import Trace
+
+DIFF_COLUMNS = [
+    "Name", "Change", "Instances A", "Instances B", "Δ Instances", "Total Time A (ns)", "Total Time B (ns)",
+    "Δ Total Time (ns)", "Δ Total Time (%)",
+]  # fmt: skip
+VERDICT_COLUMNS = [
+    "Phase", "Verdict", "Mean A (ns)", "Mean B (ns)", "Δ (%)", "CI Low (%)", "CI High (%)", "Steps A",
+    "Steps B", "Detail",
+]  # fmt: skip
+VERDICTS = {"increase": "regression", "decrease": "improvement", "inconclusive": "inconclusive"}
+
+
+def diff_totals(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Join two per-name tables (`name`, `count`, `total_ns`) into DIFF_COLUMNS, sorted by |Δ total|.
+
+    Change is added (only in B), removed (only in A), changed (count or total differs) or same.
+    """
+    keys = ["name", "count", "total_ns"]
+    left = a[keys].groupby("name", sort=False).sum()
+    right = b[keys].groupby("name", sort=False).sum()
+    j = left.join(right, how="outer", lsuffix="_a", rsuffix="_b")
+    in_a, in_b = j["count_a"].notna(), j["count_b"].notna()
+    j = j.fillna(0)
+    count_a, count_b = j["count_a"].astype(np.int64), j["count_b"].astype(np.int64)
+    total_a, total_b = j["total_ns_a"].astype(np.int64), j["total_ns_b"].astype(np.int64)
+    delta = total_b - total_a
+    change = np.where(
+        ~in_a,
+        "added",
+        np.where(~in_b, "removed", np.where((delta != 0) | (count_a != count_b), "changed", "same")),
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(total_a > 0, delta / total_a.where(total_a > 0, 1) * 100, np.nan)
+    out = pd.DataFrame(
+        {
+            "Name": j.index.astype(object),
+            "Change": change,
+            "Instances A": count_a.to_numpy(),
+            "Instances B": count_b.to_numpy(),
+            "Δ Instances": (count_b - count_a).to_numpy(),
+            "Total Time A (ns)": total_a.to_numpy(),
+            "Total Time B (ns)": total_b.to_numpy(),
+            "Δ Total Time (ns)": delta.to_numpy(),
+            "Δ Total Time (%)": pct,
+        }
+    )
+    order = np.lexsort((out["Name"].to_numpy(dtype=str), -np.abs(out["Δ Total Time (ns)"].to_numpy())))
+    return out.iloc[order].reset_index(drop=True)[DIFF_COLUMNS]
+
+
+def kernel_totals(trace: Trace) -> pd.DataFrame:
+    """name, count, total_ns per kernel name (launch shapes merged); empty when the trace has no kernels."""
+    if not trace.has("kernels"):
+        return _empty_totals()
+    from analysis.kernels import kernel_summary
+
+    k = kernel_summary(trace, by="name")
+    return pd.DataFrame({"name": k["Name"], "count": k["Instances"], "total_ns": k["Total Time (ns)"]})
+
+
+def range_totals(trace: Trace) -> pd.DataFrame:
+    """name (DOMAIN:NAME), count, total_ns per NVTX range name; empty when the trace has no ranges."""
+    if not trace.has("nvtx"):
+        return _empty_totals()
+    from analysis.nvtx import all_ranges, tagged
+
+    r = all_ranges(trace)
+    data = pd.DataFrame({"name": tagged(r).astype(object), "duration": r["duration_ns"]})
+    g = data.groupby("name", sort=False)["duration"].agg(["size", "sum"]).reset_index()
+    return pd.DataFrame({"name": g["name"], "count": g["size"], "total_ns": g["sum"]})
+
+
+def op_totals(trace: Trace) -> pd.DataFrame:
+    """name, count, total_ns per CPU operator (Kineto traces); empty when there are none."""
+    if not trace.has("cpu_ops"):
+        return _empty_totals()
+    ops = trace.frame("cpu_ops", ["name_id", "start", "end"])
+    g = (ops["end"] - ops["start"]).groupby(ops["name_id"]).agg(["size", "sum"])
+    names = trace.strings(g.index)
+    return pd.DataFrame({"name": g.index.map(names).astype(object), "count": g["size"].to_numpy(),
+                         "total_ns": g["sum"].to_numpy()})  # fmt: skip
+
+
+def _empty_totals() -> pd.DataFrame:
+    return pd.DataFrame({"name": pd.Series(dtype=object), "count": pd.Series(dtype=np.int64),
+                         "total_ns": pd.Series(dtype=np.int64)})  # fmt: skip
+
+
+def diff_kernels(trace_a: Trace, trace_b: Trace) -> pd.DataFrame:
+    return diff_totals(kernel_totals(trace_a), kernel_totals(trace_b))
+
+
+def diff_ranges(trace_a: Trace, trace_b: Trace) -> pd.DataFrame:
+    return diff_totals(range_totals(trace_a), range_totals(trace_b))
+
+
+def diff_ops(trace_a: Trace, trace_b: Trace) -> pd.DataFrame:
+    return diff_totals(op_totals(trace_a), op_totals(trace_b))
+
+
+# --- runs: per-phase verdicts from per-step distributions ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseVerdict:
+    phase: str
+    comparison: Comparison
+
+    @property
+    def verdict(self) -> str:
+        if math.isnan(self.comparison.ci_low_pct):
+            return "inconclusive"
+        return VERDICTS[self.comparison.outcome]
+
+
+def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """Measured (not warm-up) phase durations, plus STEP_SUM: each step's phases added up."""
+    s = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    s = s[["step", "phase", "duration_ns"]]
+    total = s.groupby("step", as_index=False)["duration_ns"].sum().assign(phase=STEP_SUM)
+    return pd.concat([s, total[["step", "phase", "duration_ns"]]], ignore_index=True)
+
+
+def phase_verdicts(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[PhaseVerdict]:
+    """Per phase present on both sides (and STEP_SUM last): B against A, from the per-step durations.
+
+    Each frame has step, phase, duration_ns (and optionally warmup, which is left out, and run, when a side
+    holds several runs).
+    """
+    a, b = measured_steps(steps_a), measured_steps(steps_b)
+    phases = [p for p in dict.fromkeys(a["phase"]) if p in set(b["phase"]) and p != STEP_SUM]
+    out = []
+    for phase in [*phases, STEP_SUM]:
+        c = compare_samples(a[a["phase"] == phase], b[b["phase"] == phase])
+        out.append(PhaseVerdict(phase, c))
+    return out
+
+
+def verdict_table(verdicts: list[PhaseVerdict]) -> pd.DataFrame:
+    rows = [
+        {
+            "Phase": "overall (step)" if v.phase == STEP_SUM else v.phase,
+            "Verdict": v.verdict,
+            "Mean A (ns)": v.comparison.baseline_mean,
+            "Mean B (ns)": v.comparison.treatment_mean,
+            "Δ (%)": v.comparison.effect_pct,
+            "CI Low (%)": v.comparison.ci_low_pct,
+            "CI High (%)": v.comparison.ci_high_pct,
+            "Steps A": v.comparison.baseline_samples,
+            "Steps B": v.comparison.treatment_samples,
+            "Detail": short_verdict(v.comparison),
+        }
+        for v in verdicts
+    ]
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+
+
+def gate_failures(verdicts: list[PhaseVerdict], pct: float) -> list[PhaseVerdict]:
+    """The phases that fail a `--gate PCT`.
+
+    A phase fails the gate when it is a regression (the interval excludes zero) and its estimated slowdown
+    exceeds `pct`; an inconclusive phase never fails it.
+    """
+    return [v for v in verdicts if v.verdict == "regression" and v.comparison.effect_pct > pct]
