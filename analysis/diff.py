@@ -36,7 +36,7 @@ def diff_totals(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     keys = ["name", "count", "total_ns"]
     left = a[keys].groupby("name", sort=False).sum()
     right = b[keys].groupby("name", sort=False).sum()
-    j = left.join(right, how="outer", lsuffix="_a", rsuffix="_b")
+    j = left.merge(right, how="outer", left_index=True, right_index=True, suffixes=("_a", "_b"))
     in_a, in_b = j["count_a"].notna(), j["count_b"].notna()
     j = j.fillna(0)
     count_a, count_b = j["count_a"].astype(np.int64), j["count_b"].astype(np.int64)

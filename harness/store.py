@@ -423,7 +423,9 @@ class ResultsStore:
         with self.engine.connect() as conn:
             if not inspect(conn).has_table(Baseline.__tablename__):
                 return pd.DataFrame(columns=["name", "run_id", "created_at"])
-        return pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["name", "run_id", "created_at"])
+        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["name", "run_id", "created_at"])
+        df["created_at"] = df["created_at"].map(lambda t: t.isoformat(timespec="seconds"))
+        return df
 
     def linked(self, run_id: str) -> list[Run]:
         """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline."""
