@@ -180,3 +180,68 @@ def gate_failures(verdicts: list[PhaseVerdict], pct: float) -> list[PhaseVerdict
     exceeds `pct`; an inconclusive phase never fails it.
     """
     return [v for v in verdicts if v.verdict == "regression" and v.comparison.effect_pct > pct]
+
+
+# --- Kineto traces: one profiler step's GPU events, as HTA's TraceDiff counts them ----------------------
+
+
+def _memop_names(kinds: pd.DataFrame, copy: bool) -> pd.Series:
+    """Kineto's own memcpy / memset names back from CUPTI's kinds ("Memcpy HtoD (Pinned -> Device)")."""
+    from analysis.readers.kineto import COPY_KINDS, MEMORY_KINDS
+
+    copy_name = {v: k for k, v in COPY_KINDS.items()}
+    memory = {v: k for k, v in MEMORY_KINDS.items()}
+    if copy:
+        return (
+            "Memcpy " + kinds["copy_kind"].map(copy_name) + " (" + kinds["src_kind"].map(memory) + " -> "
+            + kinds["dst_kind"].map(memory) + ")"
+        )  # fmt: skip
+    return "Memset (" + kinds["mem_kind"].map(memory) + ")"
+
+
+def step_gpu_totals(trace: Trace, step: str | None = None) -> pd.DataFrame:
+    """name, count, total_ns of the GPU events (kernels, copies, sets) of one profiler step.
+
+    As HTA's `TraceDiff.compare_traces(..., device_type=GPU)` takes them: HTA's rounding of times to whole
+    µs (analysis.hta_rules, without its last-step rule, which TraceDiff does not apply), the first
+    `ProfilerStep#` unless `step` names one, and a GPU event belongs to the step when the CUDA call with its
+    correlation id starts inside it (start <= ts < end). Totals in ns (HTA prints µs: ÷ 1000).
+    """
+    from analysis.hta_rules import hta_view
+
+    view = hta_view(trace)
+    view._last_step = None  # TraceDiff parses without the last-step filter
+    ranges = view.frame("nvtx", ["name", "start", "end"])
+    steps = ranges[ranges["name"].astype(str).str.startswith("ProfilerStep#")]
+    if step is not None:
+        steps = steps[steps["name"] == step]
+    if steps.empty:
+        from analysis.errors import ExportError
+
+        raise ExportError(f"no {step or 'ProfilerStep#'} range in {trace.path}")
+    first = steps.sort_values("start").iloc[0]
+    calls = view.frame("runtime", ["start", "correlation_id"])
+    ids = calls.loc[(calls["start"] >= first["start"]) & (calls["start"] < first["end"]), "correlation_id"]
+    parts = []
+    if view.has("kernels"):
+        k = view.frame("kernels", ["name_id", "start", "end", "correlation_id"])
+        k = k[k["correlation_id"].isin(ids)]
+        parts.append(pd.DataFrame({"name": k["name_id"].map(view.strings(k["name_id"].unique())),
+                                   "duration": k["end"] - k["start"]}))  # fmt: skip
+    for frame, cols in (("memcpy", ["copy_kind", "src_kind", "dst_kind"]), ("memset", ["mem_kind"])):
+        if view.has(frame):
+            m = view.frame(frame, [*cols, "start", "end", "correlation_id"])
+            m = m[m["correlation_id"].isin(ids)]
+            parts.append(pd.DataFrame({"name": _memop_names(m, frame == "memcpy"),
+                                       "duration": m["end"] - m["start"]}))  # fmt: skip
+    if not parts:
+        return _empty_totals()
+    data = pd.concat(parts, ignore_index=True)
+    g = data.groupby("name")["duration"].agg(["size", "sum"]).reset_index()
+    return pd.DataFrame({"name": g["name"].astype(object), "count": g["size"].astype(np.int64),
+                         "total_ns": g["sum"].astype(np.int64)})  # fmt: skip
+
+
+def diff_step_gpu(trace_a: Trace, trace_b: Trace, step: str | None = None) -> pd.DataFrame:
+    """GPU events of one profiler step of each Kineto trace (HTA TraceDiff's GPU-only table), B against A."""
+    return diff_totals(step_gpu_totals(trace_a, step), step_gpu_totals(trace_b, step))

@@ -182,10 +182,35 @@ def test_export_diff_against_fresh_run(tmp_db: str, tmp_path: Path, nsys_bin: st
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    (run_id,) = ResultsStore(tmp_db).runs()["id"]
+    (run_id,) = ResultsStore(tmp_db).runs()["run_id"]
     r = runner.invoke(app, ["diff", str(CPU_TRAIN), run_id, "--format", "json"])
     assert r.exit_code == 0, r.output
     ranges = {row["Name"]: row for row in json.loads(r.stdout)["NVTX ranges (sorted by |Δ Total Time|)"]}
     for phase in ("forward", "backward", "optimizer"):
         assert ranges[phase]["Instances A"] == 8 and ranges[phase]["Instances B"] == 3
         assert ranges[phase]["Total Time B (ns)"] > 0
+
+
+KINETO = SHARED / "kineto"
+
+
+def test_step_gpu_diff_equals_hta_trace_diff() -> None:
+    """HTA TraceDiff.compare_traces(device_type=GPU) on the diff-control / diff-test pair: counts equal,
+    totals equal (HTA in µs, ours in ns) for every name of both sides, first step ProfilerStep#1009."""
+    from analysis.diff import diff_step_gpu
+
+    with (
+        open_trace(KINETO / "diff-control" / "control.json.gz") as a,
+        open_trace(KINETO / "diff-test" / "test.json.gz") as b,
+    ):
+        d = diff_step_gpu(a, b).set_index("Name")
+    expected = pd.read_csv(KINETO / "diff-test" / "expected" / "trace_diff_compare_traces_gpu.csv")
+    expected = expected.set_index("name")
+    assert set(d.index) == set(expected.index) and len(d) == 201
+    d = d.loc[expected.index]
+    assert (d["Instances A"].to_numpy() == expected["Control_counts"].to_numpy()).all()
+    assert (d["Instances B"].to_numpy() == expected["Test_counts"].to_numpy()).all()
+    assert (d["Total Time A (ns)"].to_numpy() == expected["Control_total_duration"].to_numpy() * 1000).all()
+    assert (d["Total Time B (ns)"].to_numpy() == expected["Test_total_duration"].to_numpy() * 1000).all()
+    assert (d["Δ Total Time (ns)"].to_numpy() == expected["diff_duration"].to_numpy() * 1000).all()
+    assert d.loc["Memcpy DtoD (Device -> Device)", "Instances B"] == 768
