@@ -199,49 +199,78 @@ def _memop_names(kinds: pd.DataFrame, copy: bool) -> pd.Series:
     return "Memset (" + kinds["mem_kind"].map(memory) + ")"
 
 
-def step_gpu_totals(trace: Trace, step: str | None = None) -> pd.DataFrame:
-    """name, count, total_ns of the GPU events (kernels, copies, sets) of one profiler step.
+def step_ops_summary(trace: Trace, step: str | None = None) -> pd.DataFrame:
+    """cat, name, count, total_ns of every event of one profiler step: HTA's `get_ops_summary`.
 
-    As HTA's `TraceDiff.compare_traces(..., device_type=GPU)` takes them: HTA's rounding of times to whole
-    µs (analysis.hta_rules, without its last-step rule, which TraceDiff does not apply), the first
-    `ProfilerStep#` unless `step` names one, and a GPU event belongs to the step when the CUDA call with its
-    correlation id starts inside it (start <= ts < end). Totals in ns (HTA prints µs: ÷ 1000).
+    As HTA's TraceDiff takes them: times rounded to whole µs (analysis.hta_rules, without its last-step
+    rule, which TraceDiff does not apply), the first `ProfilerStep#` unless `step` names one. A CPU event
+    (operator `cpu_op`, CUDA call `cuda_runtime`, annotation `user_annotation`) belongs to the step when it
+    starts inside it (start <= ts < end); a GPU event (`kernel`, `gpu_memcpy`, `gpu_memset`) when the CUDA
+    call with its correlation id does. Totals in ns (HTA prints µs: ÷ 1000). Sorted by (cat, name).
     """
+    from analysis.errors import ExportError
     from analysis.hta_rules import hta_view
 
     view = hta_view(trace)
     view._last_step = None  # TraceDiff parses without the last-step filter
-    ranges = view.frame("nvtx", ["name", "start", "end"])
-    steps = ranges[ranges["name"].astype(str).str.startswith("ProfilerStep#")]
-    if step is not None:
+    ranges = view.frame("nvtx", ["name", "start", "end"]) if view.has("nvtx") else None
+    steps = ranges[ranges["name"].astype(str).str.startswith("ProfilerStep#")] if ranges is not None else None
+    if steps is not None and step is not None:
         steps = steps[steps["name"] == step]
-    if steps.empty:
-        from analysis.errors import ExportError
-
+    if steps is None or steps.empty:
         raise ExportError(f"no {step or 'ProfilerStep#'} range in {trace.path}")
     first = steps.sort_values("start").iloc[0]
-    calls = view.frame("runtime", ["start", "correlation_id"])
-    ids = calls.loc[(calls["start"] >= first["start"]) & (calls["start"] < first["end"]), "correlation_id"]
+
+    def inside(start: pd.Series) -> pd.Series:
+        return (start >= first["start"]) & (start < first["end"])
+
     parts = []
+    ann = ranges[inside(ranges["start"])]
+    parts.append(("user_annotation", ann["name"].astype(object), ann["end"] - ann["start"]))
+    for cat, frame in (("cpu_op", "cpu_ops"), ("cuda_runtime", "runtime")):
+        if view.has(frame):
+            o = view.frame(frame, ["name_id", "start", "end"])
+            o = o[inside(o["start"])]
+            parts.append((cat, o["name_id"].map(view.strings(o["name_id"].unique())), o["end"] - o["start"]))
+    ids = pd.Series(dtype=np.int64)
+    if view.has("runtime"):
+        calls = view.frame("runtime", ["start", "correlation_id"])
+        ids = calls.loc[inside(calls["start"]), "correlation_id"]
     if view.has("kernels"):
         k = view.frame("kernels", ["name_id", "start", "end", "correlation_id"])
         k = k[k["correlation_id"].isin(ids)]
-        parts.append(pd.DataFrame({"name": k["name_id"].map(view.strings(k["name_id"].unique())),
-                                   "duration": k["end"] - k["start"]}))  # fmt: skip
-    for frame, cols in (("memcpy", ["copy_kind", "src_kind", "dst_kind"]), ("memset", ["mem_kind"])):
+        parts.append(("kernel", k["name_id"].map(view.strings(k["name_id"].unique())), k["end"] - k["start"]))
+    for cat, frame, cols in (
+        ("gpu_memcpy", "memcpy", ["copy_kind", "src_kind", "dst_kind"]),
+        ("gpu_memset", "memset", ["mem_kind"]),
+    ):
         if view.has(frame):
             m = view.frame(frame, [*cols, "start", "end", "correlation_id"])
             m = m[m["correlation_id"].isin(ids)]
-            parts.append(pd.DataFrame({"name": _memop_names(m, frame == "memcpy"),
-                                       "duration": m["end"] - m["start"]}))  # fmt: skip
-    if not parts:
-        return _empty_totals()
-    data = pd.concat(parts, ignore_index=True)
-    g = data.groupby("name")["duration"].agg(["size", "sum"]).reset_index()
-    return pd.DataFrame({"name": g["name"].astype(object), "count": g["size"].astype(np.int64),
-                         "total_ns": g["sum"].astype(np.int64)})  # fmt: skip
+            parts.append((cat, _memop_names(m, frame == "memcpy"), m["end"] - m["start"]))
+    data = pd.concat(
+        [
+            pd.DataFrame({"cat": cat, "name": names.to_numpy(), "duration": d.to_numpy()})
+            for cat, names, d in parts
+        ],
+        ignore_index=True,
+    )
+    g = data.groupby(["cat", "name"])["duration"].agg(["size", "sum"]).reset_index()
+    g["cat"], g["name"] = g["cat"].astype(object), g["name"].astype(object)
+    return g.rename(columns={"size": "count", "sum": "total_ns"}).astype(
+        {"count": np.int64, "total_ns": np.int64}
+    )
 
 
-def diff_step_gpu(trace_a: Trace, trace_b: Trace, step: str | None = None) -> pd.DataFrame:
-    """GPU events of one profiler step of each Kineto trace (HTA TraceDiff's GPU-only table), B against A."""
-    return diff_totals(step_gpu_totals(trace_a, step), step_gpu_totals(trace_b, step))
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def diff_step(
+    trace_a: Trace, trace_b: Trace, step: str | None = None, *, gpu_only: bool = False
+) -> pd.DataFrame:
+    """One profiler step of each Kineto trace, B against A: HTA TraceDiff's compare_traces (all events, or
+    with `gpu_only` its device_type=GPU table), per name."""
+    a, b = step_ops_summary(trace_a, step), step_ops_summary(trace_b, step)
+    if gpu_only:
+        a, b = a[a["cat"].isin(GPU_CATS)], b[b["cat"].isin(GPU_CATS)]
+    return diff_totals(a, b)

@@ -76,6 +76,13 @@ def _open(path: Path, cache: bool) -> Trace:
     return open_report(path, cache=cache)
 
 
+def _has_steps(trace: Trace) -> bool:
+    if not trace.has("nvtx"):
+        return False
+    names = trace.frame("nvtx", ["name"])["name"].astype(str)
+    return bool(names.str.startswith("ProfilerStep#").any())
+
+
 def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
     """Every table both sides allow: verdicts for two runs; kernels, NVTX ranges, operators for two traces."""
     from analysis import diff as d
@@ -92,6 +99,14 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
             ):
                 if ta.has(frame) or tb.has(frame):
                     result.tables.append((title, fn(ta, tb)))
+            if ta.format == tb.format == "kineto-json" and _has_steps(ta) and _has_steps(tb):
+                result.tables.append(
+                    (
+                        "First profiler step, GPU events (HTA TraceDiff, GPU)",
+                        d.diff_step(ta, tb, gpu_only=True),
+                    )
+                )
+                result.tables.append(("First profiler step, all events (HTA TraceDiff)", d.diff_step(ta, tb)))
             result.notes += [*ta.notes, *tb.notes]
     elif a.run is None or b.run is None:
         missing = a if a.trace_path is None else b

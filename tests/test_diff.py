@@ -197,13 +197,13 @@ KINETO = SHARED / "kineto"
 def test_step_gpu_diff_equals_hta_trace_diff() -> None:
     """HTA TraceDiff.compare_traces(device_type=GPU) on the diff-control / diff-test pair: counts equal,
     totals equal (HTA in µs, ours in ns) for every name of both sides, first step ProfilerStep#1009."""
-    from analysis.diff import diff_step_gpu
+    from analysis.diff import diff_step
 
     with (
         open_trace(KINETO / "diff-control" / "control.json.gz") as a,
         open_trace(KINETO / "diff-test" / "test.json.gz") as b,
     ):
-        d = diff_step_gpu(a, b).set_index("Name")
+        d = diff_step(a, b, gpu_only=True).set_index("Name")
     expected = pd.read_csv(KINETO / "diff-test" / "expected" / "trace_diff_compare_traces_gpu.csv")
     expected = expected.set_index("name")
     assert set(d.index) == set(expected.index) and len(d) == 201
@@ -214,3 +214,38 @@ def test_step_gpu_diff_equals_hta_trace_diff() -> None:
     assert (d["Total Time B (ns)"].to_numpy() == expected["Test_total_duration"].to_numpy() * 1000).all()
     assert (d["Δ Total Time (ns)"].to_numpy() == expected["diff_duration"].to_numpy() * 1000).all()
     assert d.loc["Memcpy DtoD (Device -> Device)", "Instances B"] == 768
+
+
+@pytest.mark.parametrize("side", ["control", "test"])
+def test_step_ops_summary_equals_hta(side: str) -> None:
+    """HTA LabeledTrace.get_ops_summary per trace: every (cat, name), count and total (µs ↔ ns)."""
+    from analysis.diff import step_ops_summary
+
+    path = KINETO / f"diff-{side}" / f"{side}.json.gz"
+    with open_trace(path) as t:
+        ours = step_ops_summary(t).set_index(["cat", "name"])
+    expected = pd.read_csv(KINETO / "diff-test" / "expected" / f"trace_diff_{side}_ops_summary.csv")
+    expected = expected.set_index(["cat", "name"])
+    assert set(ours.index) == set(expected.index)
+    ours = ours.loc[expected.index]
+    assert (ours["count"].to_numpy() == expected["counts"].to_numpy()).all()
+    assert (ours["total_ns"].to_numpy() == expected["total_duration"].to_numpy() * 1000).all()
+
+
+def test_step_diff_all_devices_equals_hta() -> None:
+    from analysis.diff import diff_step
+
+    with (
+        open_trace(KINETO / "diff-control" / "control.json.gz") as a,
+        open_trace(KINETO / "diff-test" / "test.json.gz") as b,
+    ):
+        d = diff_step(a, b).set_index("Name")
+    expected = pd.read_csv(KINETO / "diff-test" / "expected" / "trace_diff_compare_traces.csv").set_index(
+        "name"
+    )
+    assert set(d.index) == set(expected.index)
+    d = d.loc[expected.index]
+    assert (d["Instances A"].to_numpy() == expected["Control_counts"].to_numpy()).all()
+    assert (d["Instances B"].to_numpy() == expected["Test_counts"].to_numpy()).all()
+    assert (d["Total Time A (ns)"].to_numpy() == expected["Control_total_duration"].to_numpy() * 1000).all()
+    assert (d["Total Time B (ns)"].to_numpy() == expected["Test_total_duration"].to_numpy() * 1000).all()
