@@ -249,3 +249,15 @@ def test_step_diff_all_devices_equals_hta() -> None:
     assert (d["Instances B"].to_numpy() == expected["Test_counts"].to_numpy()).all()
     assert (d["Total Time A (ns)"].to_numpy() == expected["Control_total_duration"].to_numpy() * 1000).all()
     assert (d["Total Time B (ns)"].to_numpy() == expected["Test_total_duration"].to_numpy() * 1000).all()
+
+
+def test_diff_figure_bars(tmp_path: Path) -> None:
+    from analysis.dashboard.diff import diff_figure
+
+    derived = derived_copy(tmp_path, "forward", 0.5)
+    with open_trace(CPU_TRAIN) as a, open_trace(derived) as b:
+        fig = diff_figure(diff_ranges(a, b))
+    bar = fig.data[0]
+    assert list(bar.y)[-1] == "forward"  # the largest change on top
+    assert bar.x[-1] == pytest.approx(-155_012_301 / 2 / 1e6, abs=1e-3)  # ms, half of forward's total
+    assert list(bar.x[:-1]) == [0, 0, 0]
