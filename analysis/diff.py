@@ -25,6 +25,7 @@ VERDICT_COLUMNS = [
     "Phase", "Verdict", "Mean A (ns)", "Mean B (ns)", "Δ (%)", "CI Low (%)", "CI High (%)", "Steps A",
     "Steps B", "Detail",
 ]  # fmt: skip
+OVERALL = "overall (step)"
 VERDICTS = {"increase": "regression", "decrease": "improvement", "inconclusive": "inconclusive"}
 
 
@@ -125,6 +126,10 @@ class PhaseVerdict:
     comparison: Comparison
 
     @property
+    def label(self) -> str:
+        return OVERALL if self.phase == STEP_SUM else self.phase
+
+    @property
     def verdict(self) -> str:
         if math.isnan(self.comparison.ci_low_pct):
             return "inconclusive"
@@ -157,7 +162,7 @@ def phase_verdicts(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[PhaseVe
 def verdict_table(verdicts: list[PhaseVerdict]) -> pd.DataFrame:
     rows = [
         {
-            "Phase": "overall (step)" if v.phase == STEP_SUM else v.phase,
+            "Phase": v.label,
             "Verdict": v.verdict,
             "Mean A (ns)": v.comparison.baseline_mean,
             "Mean B (ns)": v.comparison.treatment_mean,

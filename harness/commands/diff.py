@@ -119,7 +119,7 @@ def diff_cmd(
 
         failed = gate_failures(result.verdicts, gate)
         if failed:
-            what = ", ".join(f"{v.phase} {v.comparison.effect_pct:+.1f}%" for v in failed)
+            what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
             err(f"gate: regression beyond {gate:g}%: {what}")
             raise typer.Exit(1)
 
