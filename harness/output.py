@@ -400,3 +400,29 @@ def emit_many(
     if not tables:
         for note in notes:
             print_lines(console, note, prefix="note: ", prefix_style="dim")
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub pipe table for pull requests: `(ns)` columns in ms, pipes and control characters escaped."""
+    import pandas as pd
+
+    def cell(v: Any) -> str:
+        if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+            return ""
+        if isinstance(v, float):
+            return f"{v:,.2f}"
+        if isinstance(v, int):
+            return f"{v:,}"
+        return visible(str(v)).replace("|", "\\|")
+
+    cols = list(df.columns)
+    heads = [c.replace("(ns)", "(ms)") if isinstance(c, str) else str(c) for c in cols]
+    lines = ["| " + " | ".join(cell(h) for h in heads) + " |"]
+    lines.append("|" + "|".join("---:" if df[c].dtype.kind in "iuf" else "---" for c in cols) + "|")
+    for row in df.itertuples(index=False):
+        values = [
+            _py(v) / 1e6 if isinstance(c, str) and c.endswith("(ns)") and _py(v) is not None else _py(v)
+            for c, v in zip(cols, row, strict=True)
+        ]
+        lines.append("| " + " | ".join(cell(v) for v in values) + " |")
+    return "\n".join(lines) + "\n"

@@ -174,6 +174,16 @@ ATTENTION_COLUMNS = [
 ]
 
 
+class Baseline(Base):
+    """A named run to diff against: `harness baseline tag NAME RUN`, then `harness diff baseline:NAME RUN`."""
+
+    __tablename__ = "baselines"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 OUR_TABLES = set(Base.metadata.tables)
 
 

@@ -1,0 +1,263 @@
+"""`harness diff`: trace diffs of real exports, per-phase verdicts of runs, --gate, markdown, baselines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analysis.diff import diff_ranges, diff_totals, phase_verdicts
+from analysis.trace import open_trace
+from harness.cli import app
+from harness.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.store import ResultsStore
+
+runner = CliRunner()
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+CPU_TRAIN = SHARED / "nsys" / "cpu-train" / "report.sqlite"
+PHASES = {"forward": 10_000_000, "backward": 20_000_000, "optimizer": 5_000_000}
+
+
+def make_run(
+    run_id: str, *, noise: float, backward_scale: float = 1.0, steps: int = 30, seed: int = 0
+) -> RunResult:
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(steps + 2):
+        phases = {
+            p: int(ns * (backward_scale if p == "backward" else 1.0) * (1 + noise * rng.standard_normal()))
+            for p, ns in PHASES.items()
+        }
+        records.append(StepRecord(i, i < 2, phases))
+    return RunResult(
+        run_id=run_id,
+        config=RunConfig(model="tiny", warmup=2, steps=steps),
+        status="ok",
+        device="cpu",
+        model=ModelInfo("transformer", 64, 256, 2, 2, 1000, 64, 100_000),
+        steps=records,
+    )
+
+
+def steps_of(result: RunResult) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(s.step, p, ns, s.warmup) for s in result.steps for p, ns in s.phases.items()],
+        columns=["step", "phase", "duration_ns", "warmup"],
+    )
+
+
+@pytest.fixture
+def slow_pair(tmp_db: str) -> tuple[str, str]:
+    store = ResultsStore(tmp_db)
+    store.save(make_run("base-1", noise=0.01, seed=1))
+    store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
+    return "base-1", "slow-1"
+
+
+@pytest.fixture
+def noisy_pair(tmp_db: str) -> tuple[str, str]:
+    store = ResultsStore(tmp_db)
+    store.save(make_run("noisy-a", noise=0.40, steps=5, seed=3))
+    store.save(make_run("noisy-b", noise=0.40, backward_scale=1.10, steps=5, seed=4))
+    return "noisy-a", "noisy-b"
+
+
+def test_verdicts_known_slowdown_in_backward() -> None:
+    a = steps_of(make_run("a", noise=0.01, seed=1))
+    b = steps_of(make_run("b", noise=0.01, backward_scale=1.10, seed=2))
+    v = {x.phase: x for x in phase_verdicts(a, b)}
+    assert v["backward"].verdict == "regression"
+    assert 8 < v["backward"].comparison.effect_pct < 12
+    assert v["backward"].comparison.ci_low_pct > 5
+    assert v["forward"].verdict != "regression" or v["forward"].comparison.effect_pct < 2
+    assert v["step (sum)"].verdict == "regression"  # backward is 57% of the step: +5.7%
+    assert v["forward"].comparison.baseline_samples == 30  # warm-up steps left out
+
+
+def test_verdicts_noise_larger_than_change_is_inconclusive() -> None:
+    a = steps_of(make_run("a", noise=0.40, steps=5, seed=3))
+    b = steps_of(make_run("b", noise=0.40, backward_scale=1.10, steps=5, seed=4))
+    v = {x.phase: x for x in phase_verdicts(a, b)}
+    assert v["backward"].verdict == "inconclusive"
+    assert v["backward"].comparison.noise_pct > 10
+
+
+def test_cli_gate_fails_on_regression(slow_pair: tuple[str, str]) -> None:
+    r = runner.invoke(app, ["diff", *slow_pair, "--gate", "5"], env={"COLUMNS": "160"})
+    assert r.exit_code == 1, r.output
+    assert "regression" in r.stdout and "backward" in r.stdout
+    assert "gate: regression beyond 5%: backward +" in r.stderr
+    r = runner.invoke(app, ["diff", *slow_pair, "--gate", "20"])
+    assert r.exit_code == 0, r.output
+
+
+def test_cli_gate_passes_inconclusive(noisy_pair: tuple[str, str]) -> None:
+    r = runner.invoke(app, ["diff", *noisy_pair, "--gate", "5", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (phases,) = [v for k, v in doc.items() if k.startswith("Phases")]
+    by = {row["Phase"]: row for row in phases}
+    assert by["backward"]["Verdict"] == "inconclusive"
+    assert set(by) == {"forward", "backward", "optimizer", "overall (step)"}
+
+
+def test_cli_markdown_and_baseline(slow_pair: tuple[str, str]) -> None:
+    r = runner.invoke(app, ["baseline", "tag", "main", "base"])  # a unique prefix
+    assert r.exit_code == 0, r.output
+    assert "baseline:main = base-1" in r.stdout
+    r = runner.invoke(app, ["baseline", "list", "--format", "json"])
+    assert json.loads(r.stdout)[0]["run_id"] == "base-1"
+    r = runner.invoke(app, ["diff", "baseline:main", "slow-1", "--format", "markdown"])
+    assert r.exit_code == 0, r.output
+    assert "**A:** `baseline:main (base-1)`" in r.stdout
+    lines = [line for line in r.stdout.splitlines() if line.startswith("| backward |")]
+    assert len(lines) == 1 and "| regression |" in lines[0]
+    assert "| Phase | Verdict | Mean A (ms) |" in r.stdout
+    r = runner.invoke(app, ["diff", "baseline:nope", "slow-1"])
+    assert r.exit_code == 2 and "no baseline named 'nope'" in r.stderr
+
+
+def test_cli_gate_needs_runs(tmp_db: str) -> None:
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(CPU_TRAIN), "--gate", "5"])
+    assert r.exit_code == 2 and "--gate needs two runs" in r.stderr
+
+
+def derived_copy(tmp_path: Path, phase: str, scale: float) -> Path:
+    """The CPU fixture with one phase's NVTX ranges `scale` times as long."""
+    out = tmp_path / "derived.sqlite"
+    shutil.copy(CPU_TRAIN, out)
+    out.chmod(0o644)
+    with sqlite3.connect(out) as db:
+        (sid,) = db.execute("SELECT id FROM StringIds WHERE value = ?", (phase,)).fetchone()
+        db.execute(
+            "UPDATE NVTX_EVENTS SET end = start + CAST((end - start) * ? AS INTEGER) WHERE textId = ?",
+            (scale, sid),
+        )
+    return out
+
+
+def test_export_diff_against_derived_copy(tmp_path: Path) -> None:
+    """A real export against a copy with backward ranges 1.5× as long (the same steps otherwise)."""
+    derived = derived_copy(tmp_path, "backward", 1.5)
+    with open_trace(CPU_TRAIN) as a, open_trace(derived) as b:
+        d = diff_ranges(a, b)
+    assert d["Name"].iloc[0] == "backward"  # the only change, so the largest
+    top = d.iloc[0]
+    assert top["Change"] == "changed" and top["Instances A"] == top["Instances B"] == 8
+    assert top["Total Time A (ns)"] == 85_643_923
+    assert abs(top["Δ Total Time (%)"] - 50) < 0.01
+    assert (d["Change"].iloc[1:] == "same").all()
+    assert set(d["Name"]) == {"step", "forward", "backward", "optimizer"}
+
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(derived), "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    assert "# NVTX ranges (sorted by |Δ Total Time|)" in r.stdout
+    assert r.stdout.splitlines()[2].startswith("backward,changed,8,8,0,85643923,")
+
+
+def test_diff_totals_added_removed() -> None:
+    a = pd.DataFrame({"name": ["k1", "k2"], "count": [2, 3], "total_ns": [100, 50]})
+    b = pd.DataFrame({"name": ["k2", "k3"], "count": [3, 1], "total_ns": [50, 400]})
+    d = diff_totals(a, b).set_index("Name")
+    assert list(d.index) == ["k3", "k1", "k2"]
+    assert d.loc["k3", "Change"] == "added" and np.isnan(d.loc["k3", "Δ Total Time (%)"])
+    assert d.loc["k1", "Change"] == "removed" and d.loc["k1", "Δ Total Time (%)"] == -100
+    assert d.loc["k2", "Change"] == "same" and d.loc["k2", "Δ Instances"] == 0
+
+
+@pytest.mark.slow
+def test_export_diff_against_fresh_run(tmp_db: str, tmp_path: Path, nsys_bin: str) -> None:
+    """The CPU fixture against a run made now: same phase ranges, other counts and times."""
+    r = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "tiny", "--device", "cpu", "--nsys", "--steps", "2",
+         "--warmup", "1", "--profile-dir", str(tmp_path), "--no-nsys-baseline"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (run_id,) = ResultsStore(tmp_db).runs()["run_id"]
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), run_id, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    ranges = {row["Name"]: row for row in json.loads(r.stdout)["NVTX ranges (sorted by |Δ Total Time|)"]}
+    for phase in ("forward", "backward", "optimizer"):
+        assert ranges[phase]["Instances A"] == 8 and ranges[phase]["Instances B"] == 3
+        assert ranges[phase]["Total Time B (ns)"] > 0
+
+
+KINETO = SHARED / "kineto"
+
+
+def test_step_gpu_diff_equals_hta_trace_diff() -> None:
+    """HTA TraceDiff.compare_traces(device_type=GPU) on the diff-control / diff-test pair: counts equal,
+    totals equal (HTA in µs, ours in ns) for every name of both sides, first step ProfilerStep#1009."""
+    from analysis.diff import diff_step
+
+    with (
+        open_trace(KINETO / "diff-control" / "control.json.gz") as a,
+        open_trace(KINETO / "diff-test" / "test.json.gz") as b,
+    ):
+        d = diff_step(a, b, gpu_only=True).set_index("Name")
+    expected = pd.read_csv(KINETO / "diff-test" / "expected" / "trace_diff_compare_traces_gpu.csv")
+    expected = expected.set_index("name")
+    assert set(d.index) == set(expected.index) and len(d) == 201
+    d = d.loc[expected.index]
+    assert (d["Instances A"].to_numpy() == expected["Control_counts"].to_numpy()).all()
+    assert (d["Instances B"].to_numpy() == expected["Test_counts"].to_numpy()).all()
+    assert (d["Total Time A (ns)"].to_numpy() == expected["Control_total_duration"].to_numpy() * 1000).all()
+    assert (d["Total Time B (ns)"].to_numpy() == expected["Test_total_duration"].to_numpy() * 1000).all()
+    assert (d["Δ Total Time (ns)"].to_numpy() == expected["diff_duration"].to_numpy() * 1000).all()
+    assert d.loc["Memcpy DtoD (Device -> Device)", "Instances B"] == 768
+
+
+@pytest.mark.parametrize("side", ["control", "test"])
+def test_step_ops_summary_equals_hta(side: str) -> None:
+    """HTA LabeledTrace.get_ops_summary per trace: every (cat, name), count and total (µs ↔ ns)."""
+    from analysis.diff import step_ops_summary
+
+    path = KINETO / f"diff-{side}" / f"{side}.json.gz"
+    with open_trace(path) as t:
+        ours = step_ops_summary(t).set_index(["cat", "name"])
+    expected = pd.read_csv(KINETO / "diff-test" / "expected" / f"trace_diff_{side}_ops_summary.csv")
+    expected = expected.set_index(["cat", "name"])
+    assert set(ours.index) == set(expected.index)
+    ours = ours.loc[expected.index]
+    assert (ours["count"].to_numpy() == expected["counts"].to_numpy()).all()
+    assert (ours["total_ns"].to_numpy() == expected["total_duration"].to_numpy() * 1000).all()
+
+
+def test_step_diff_all_devices_equals_hta() -> None:
+    from analysis.diff import diff_step
+
+    with (
+        open_trace(KINETO / "diff-control" / "control.json.gz") as a,
+        open_trace(KINETO / "diff-test" / "test.json.gz") as b,
+    ):
+        d = diff_step(a, b).set_index("Name")
+    expected = pd.read_csv(KINETO / "diff-test" / "expected" / "trace_diff_compare_traces.csv").set_index(
+        "name"
+    )
+    assert set(d.index) == set(expected.index)
+    d = d.loc[expected.index]
+    assert (d["Instances A"].to_numpy() == expected["Control_counts"].to_numpy()).all()
+    assert (d["Instances B"].to_numpy() == expected["Test_counts"].to_numpy()).all()
+    assert (d["Total Time A (ns)"].to_numpy() == expected["Control_total_duration"].to_numpy() * 1000).all()
+    assert (d["Total Time B (ns)"].to_numpy() == expected["Test_total_duration"].to_numpy() * 1000).all()
+
+
+def test_diff_figure_bars(tmp_path: Path) -> None:
+    from analysis.dashboard.diff import diff_figure
+
+    derived = derived_copy(tmp_path, "forward", 0.5)
+    with open_trace(CPU_TRAIN) as a, open_trace(derived) as b:
+        fig = diff_figure(diff_ranges(a, b))
+    bar = fig.data[0]
+    assert list(bar.y)[-1] == "forward"  # the largest change on top
+    assert bar.x[-1] == pytest.approx(-155_012_301 / 2 / 1e6, abs=1e-3)  # ms, half of forward's total
+    assert list(bar.x[:-1]) == [0, 0, 0]
