@@ -148,17 +148,17 @@ def short_verdict(c: Comparison) -> str:
 
 
 def overhead_verdict(c: Comparison, profiler: str = "nsys") -> str:
-    """One line a person can act on; never a bare figure when the noise could explain it."""
+    """One line a person can act on; never a bare figure when the noise could explain it.
+
+    Faster under the profiler is not an overhead: something else changed between the runs (drift).
+    """
     if math.isnan(c.ci_low_pct):
         return "inconclusive: too few steps to tell (two or more a side)"
     ci = f"CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f}%"
     if c.outcome == "increase":
         return f"{profiler} adds {c.effect_pct:.1f}% ({ci})"
     if c.outcome == "decrease":
-        return (
-            f"faster under {profiler} by {-c.effect_pct:.1f}% ({ci}): not an overhead; "
-            "something else changed between the runs"
-        )
+        return f"faster under {profiler} by {-c.effect_pct:.1f}% ({ci}): not an overhead"
     return f"inconclusive: the noise (±{c.noise_pct:.1f}%) is larger than the effect"
 
 

@@ -218,7 +218,13 @@ def _overhead(
     runs = [(BASELINE, 0, baseline), (label_for(mode), 0, profiled)]
     busy = machine.busy_note(experiment_load(runs), "the baseline run")
     notes += [busy] if busy else []
-    return overhead_table(step_table(runs), phases_for(config.mode))
+    table = overhead_table(step_table(runs), phases_for(config.mode))
+    if not table.filter(like="verdict").stack().str.startswith("inconclusive").all():
+        notes.append(
+            "overhead from one run each: its interval holds the step-to-step noise only, and two processes "
+            "can differ by drift alone; `harness overhead --ci-target 5` alternates runs until it can tell"
+        )
+    return table
 
 
 def report_paths(prof: ProfileResult) -> dict[str, str | None]:

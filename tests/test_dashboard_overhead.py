@@ -70,6 +70,21 @@ def test_overhead_bars_say_inconclusive_and_keep_whiskers_above_zero() -> None:
     assert fig.data[2].y[0] == pytest.approx(nsys["high_ns"] / 1e6)  # above the whisker's top
 
 
+def test_overhead_prefers_an_alternated_experiment_to_a_newer_single_pair() -> None:
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a0", "a1", "a2", "a3", "p0", "p1"],
+            "experiment": ["overhead-alt"] * 4 + ["overhead-p1"] * 2,  # the run --nsys pair is newer
+            "profiler": ["none", "nsys", "none", "nsys", "none", "nsys"],
+            "status": "ok",
+        }
+    )
+    chosen, source = overhead_runs(runs)
+    assert list(chosen["run_id"]) == ["a0", "a1", "a2", "a3"] and source == "experiment overhead-alt"
+    chosen, source = overhead_runs(runs[runs["experiment"] == "overhead-p1"])
+    assert source == "experiment overhead-p1"
+
+
 def test_overhead_falls_back_to_separate_runs_of_one_config(data: DashboardData) -> None:
     runs = data.runs[~data.runs["experiment"].fillna("").str.startswith("overhead-")]
     chosen, source = overhead_runs(runs)

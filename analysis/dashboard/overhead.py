@@ -29,8 +29,9 @@ def _label(run: dict) -> str:
 def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The runs to compare and where they come from.
 
-    The newest `harness overhead` experiment; failing that, the newest configuration that has runs both
-    without and with a profiler (made separately, so machine drift is not controlled for).
+    The newest `harness overhead` experiment with two runs or more a side (else the newest with one each, as
+    `harness run --nsys` makes); failing that, the newest configuration that has runs both without and with a
+    profiler (made separately, so machine drift is not controlled for).
     """
     ok = runs[runs["status"] == "ok"] if not runs.empty else runs
     if ok.empty:
@@ -39,11 +40,16 @@ def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     def both(group: pd.DataFrame) -> bool:
         return bool((group["profiler"] == "none").any() and (group["profiler"] != "none").any())
 
+    def repeated(group: pd.DataFrame) -> bool:
+        return bool(group["profiler"].eq("none").value_counts().min() >= 2)
+
     exp = ok["experiment"].fillna("")
     overhead = ok[exp.str.startswith("overhead-")]
-    for name, group in reversed(list(overhead.groupby("experiment", sort=False))):
-        if both(group):
-            return group, f"experiment {name}"
+    paired = [(n, g) for n, g in reversed(list(overhead.groupby("experiment", sort=False))) if both(g)]
+    # an alternated `harness overhead` experiment over a newer `run --nsys` pair of one run each
+    if paired:
+        name, group = sorted(paired, key=lambda p: not repeated(p[1]))[0]  # stable: newest first
+        return group, f"experiment {name}"
     keys = [k for k in SAME_CONFIG if k in ok]
     for _, group in reversed(list(ok.groupby(keys, sort=False, dropna=False))):
         if both(group):

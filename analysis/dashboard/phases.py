@@ -31,6 +31,7 @@ NO_INFERENCE = (
 )
 MAX_DISTRIBUTION_RUNS = 12
 TRAIN_MODES = ("train",)
+GENERATE = ("prefill", "decode")
 INFERENCE_MODES = ("generate", "forward")
 
 
@@ -210,22 +211,29 @@ def distribution_table(
 
 def distribution_figure(table: pd.DataFrame):
     """One facet per phase, each with its own y-axis: a box of measured steps per run (hollow for a run
-    under a profiler), warm-up steps as crosses beside it."""
+    under a profiler), warm-up steps as crosses beside it. Prefill and decode get a row of their own."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    phases = ordered_phases(table["phase"])
-    labels = list(dict.fromkeys(table["label"]))
+    present = ordered_phases(table["phase"])
+    # training phases on one row, generate's prefill and decode on another: the runs differ too
+    groups = ([p for p in present if p not in GENERATE], [p for p in present if p in GENERATE])
+    rows = [g for g in groups if g]
+    cols = max(len(r) for r in rows)
+    cells = [(r, c, phase) for r, row in enumerate(rows, start=1) for c, phase in enumerate(row, start=1)]
+    titles = [f"{p} (own y-axis)" if p else "" for row in rows for p in row + [""] * (cols - len(row))]
     profiled = table["profiled"].fillna("").astype(bool) if "profiled" in table else False
     fig = make_subplots(
-        rows=1,
-        cols=len(phases),
-        subplot_titles=[f"{p} (own y-axis)" for p in phases],
+        rows=len(rows),
+        cols=cols,
+        subplot_titles=titles,
         horizontal_spacing=0.07,
+        vertical_spacing=0.22,  # room for the rotated run labels of the row above
     )
     shown: set[str] = set()
-    for col, phase in enumerate(phases, start=1):
+    for row, col, phase in cells:
         in_phase = table["phase"] == phase
+        labels = list(dict.fromkeys(table.loc[in_phase, "label"]))
         color = phase_color(phase)
         for under, part in ((False, table[in_phase & ~profiled]), (True, table[in_phase & profiled])):
             measured = part[~part["warmup"].astype(bool)]
@@ -247,7 +255,7 @@ def distribution_figure(table: pd.DataFrame):
                         f"%{{x}} · {phase}", "step %{customdata[1]}", ns_ms("time", "y", "customdata[0]")
                     ),
                 ),
-                row=1,
+                row=row,
                 col=col,
             )
         warm = table[in_phase & table["warmup"].astype(bool)]
@@ -268,13 +276,15 @@ def distribution_figure(table: pd.DataFrame):
                         ns_ms("time", "y", "customdata[0]"),
                     ),
                 ),
-                row=1,
+                row=row,
                 col=col,
             )
             shown.add("warmup")
-        fig.update_xaxes(categoryorder="array", categoryarray=labels, tickangle=-30, row=1, col=col)
-        fig.update_yaxes(title_text=f"{phase} per step (ms)", row=1, col=col)
-    fig.update_layout(template=TEMPLATE, height=520, legend_title_text="phase", margin={"t": 60})
+        fig.update_xaxes(
+            categoryorder="array", categoryarray=labels, tickangle=-35, dtick=1, row=row, col=col
+        )  # every run's label, none thinned out
+        fig.update_yaxes(title_text=f"{phase} per step (ms)", row=row, col=col)
+    fig.update_layout(template=TEMPLATE, height=560 * len(rows), legend_title_text="phase", margin={"t": 60})
     return fig
 
 
