@@ -96,6 +96,19 @@ def _add_new_columns(engine: Engine) -> None:
                     conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
 
 
+def _outdated(engine: Engine) -> bool:
+    """Whether our database lacks a table or nullable column this harness has (made by an older one)."""
+    inspector = inspect(engine)
+    names = set(inspector.get_table_names())
+    for table in Base.metadata.sorted_tables:
+        if table.name not in names:
+            return True
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        if any(c.name not in have and c.nullable for c in table.columns):
+            return True
+    return False
+
+
 def default_db_path() -> Path:
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "harness" / "results.sqlite"
@@ -202,10 +215,27 @@ class ResultsStore:
         if self.readonly:
             if not tables:
                 raise NoDatabase(f"no results in {self.where} (an empty database; `harness run` fills it)")
+            if _outdated(self.engine):
+                self._upgrade()
             return
         if version is None or not tables >= OUR_TABLES:
             self._create()
         _add_new_columns(self.engine)  # a database made by an older harness: its tables gain new columns
+
+    def _upgrade(self) -> None:
+        """Bring a database made by an older harness up to this schema (new tables, new nullable columns)
+        so that reading it works; it was ours already, and nothing in it changes."""
+        writer = create_engine(self.url)
+        try:
+            Base.metadata.create_all(writer)
+            _add_new_columns(writer)
+        except SQLAlchemyError as e:
+            raise HarnessError(
+                f"results database {self.where} was made by an older harness and cannot be upgraded "
+                f"({first_line(e)}): run `harness runs` where it is writable"
+            ) from None
+        finally:
+            writer.dispose()
 
     def _create(self) -> None:
         # several processes may create the same new database at once: whoever loses a race looks again

@@ -109,3 +109,22 @@ def test_database_of_an_older_harness_gets_the_new_columns(tmp_path) -> None:
     assert store.get("tiny-old").baseline_run_id is None
     store.save(make_result("tiny-new"), baseline_run_id="tiny-old")
     assert list(store.runs()["baseline_run_id"].fillna("")) == ["", "tiny-old"]
+
+
+def test_read_only_commands_read_a_database_of_an_older_harness(tmp_path) -> None:
+    """`harness runs` / `show` / `dashboard` on a database made before attention_results and
+    baseline_run_id existed: its tables are brought up to date, nothing else changes."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    ResultsStore(str(path)).save(make_result("tiny-old"))
+    with sqlite3.connect(path) as conn:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "baseline_run_id"]
+        conn.execute("DROP INDEX ix_runs_baseline_run_id")
+        conn.execute(f"CREATE TABLE runs_old AS SELECT {', '.join(cols)} FROM runs")
+        conn.execute("DROP TABLE runs")
+        conn.execute("ALTER TABLE runs_old RENAME TO runs")
+        conn.execute("DROP TABLE attention_results")
+    store = ResultsStore(str(path), readonly=True)
+    assert list(store.runs()["run_id"]) == ["tiny-old"]
+    assert store.attention_results().empty
