@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from analysis.dashboard import DashboardData
+from analysis.dashboard.energy import energy_panel
 from harness.cli import app
 from harness.power import POWERCAP, discover
 from harness.records import RunConfig, result_from_dict, result_to_dict
@@ -101,6 +103,8 @@ def test_runner_with_a_gpu_source_gives_joules_per_phase(tmp_path: Path, tmp_db)
     assert row["energy_j"] == pytest.approx(summary["energy_j"])
     assert row["avg_power_w"] == pytest.approx(WATTS, rel=0.02)
     assert row["energy_method"] == "counter"
+    panel = energy_panel(DashboardData(runs=ResultsStore(tmp_db, readonly=True).runs()))
+    assert panel.figure is not None and not panel.missing  # the dashboard reads the stored columns as is
 
 
 def test_step_starts_survive_the_unsaved_file_round_trip() -> None:
