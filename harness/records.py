@@ -33,6 +33,8 @@ class RunConfig:
     attention: str = "sdpa"
     new_tokens: int = 32
     nvtx_detail: bool = False
+    power: bool = False  # sample power over the measured steps (harness/power.py)
+    power_period_ms: int = 50
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -43,6 +45,7 @@ class StepRecord:
     step: int
     warmup: bool
     phases: dict[str, int]  # phase -> duration_ns
+    starts: dict[str, int] = field(default_factory=dict)  # phase -> perf_counter_ns at its start
 
 
 @dataclass

@@ -7,7 +7,7 @@ import re
 import secrets
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.names import MEASURED, MODES, PRECISIONS
 from harness import nvtx_ranges
@@ -25,10 +25,14 @@ from harness.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRec
 from harness.signals import interrupted, signal_of
 from harness.timing import PhaseClock
 
+if TYPE_CHECKING:
+    from harness.power import PowerSources
+
 ATTENTIONS = ("math", "sdpa")
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
+WindowFn = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
 def new_run_id(model: str) -> str:
@@ -51,6 +55,7 @@ def validate(config: RunConfig) -> None:
         "context length": config.context_length,
         "vocab size": config.vocab_size,
         "new tokens": config.new_tokens if config.mode == "generate" else 1,
+        "power period": config.power_period_ms if config.power else 1,
     }
     for name, value in positive.items():
         if value is not None and value <= 0:
@@ -94,12 +99,14 @@ def run_workload(
     run_id: str | None = None,
     progress: ProgressFn | None = None,
     on_step: StepFn | None = None,
+    power_sources: PowerSources | None = None,
 ) -> RunResult:
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
     Out of memory is caught and recorded (status "oom"), and so are Ctrl-C and SIGTERM (status
     "interrupted", see harness.signals), each with the steps finished before it; anything else propagates.
-    `on_step` sees every step as soon as it is finished.
+    `on_step` sees every step as soon as it is finished. With config.power the measured steps are
+    sampled (harness.run_energy); `power_sources` replaces the discovered sources (tests hand in theirs).
     """
     import torch
 
@@ -123,6 +130,11 @@ def run_workload(
     )
     torch.manual_seed(config.seed)
     reset_peak_memory(device)
+    meter = None
+    if config.power:
+        from harness.run_energy import EnergyMeter
+
+        meter = EnergyMeter(config, device, power_sources)
 
     def step_done(done: int, total: int) -> None:
         if on_step:
@@ -145,7 +157,9 @@ def run_workload(
         if config.nvtx_detail:
             nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
         loop = {"train": _train, "forward": _forward, "generate": _generate}[config.mode]
-        loop(config, spec, model, device, result, step_done)
+        loop(
+            config, spec, model, device, result, step_done, meter.window if meter else contextlib.nullcontext
+        )
     except KeyboardInterrupt as e:
         measured = sum(not s.warmup for s in result.steps)
         result.status = "interrupted"
@@ -158,6 +172,8 @@ def run_workload(
         free_memory(device)
     result.peak_memory_bytes = peak_memory_bytes(device)
     _throughput(config, spec, result)
+    if meter is not None:
+        meter.finish(result, spec)
     return result
 
 
@@ -167,23 +183,32 @@ def _oom_message(error: BaseException) -> str:
     return re.sub(r"^\[enforce fail at [^\]]*\] err == 0\. ", "", line)
 
 
-def _steps(config: RunConfig):
-    """Step indices with the `measured` NVTX range opened before the first measured step."""
+def _steps(config: RunConfig, window: WindowFn = contextlib.nullcontext):
+    """Step indices with the `measured` NVTX range and `window()` (power sampling) opened before the first
+    measured step and closed after the last."""
     total = config.warmup + config.steps
     opened = False
-    try:
-        for i in range(total):
-            if i == config.warmup:
-                nvtx_ranges.push(MEASURED)
-                opened = True
-            yield i, i < config.warmup, total
-    finally:
-        if opened:
-            nvtx_ranges.pop()
+    with contextlib.ExitStack() as stack:
+        try:
+            for i in range(total):
+                if i == config.warmup:
+                    nvtx_ranges.push(MEASURED)
+                    opened = True
+                    stack.enter_context(window())
+                yield i, i < config.warmup, total
+        finally:
+            if opened:
+                nvtx_ranges.pop()
 
 
 def _train(
-    config: RunConfig, spec: Any, model: Any, device: Any, result: RunResult, progress: ProgressFn | None
+    config: RunConfig,
+    spec: Any,
+    model: Any,
+    device: Any,
+    result: RunResult,
+    progress: ProgressFn | None,
+    window: WindowFn = contextlib.nullcontext,
 ):
     import torch
 
@@ -200,7 +225,7 @@ def _train(
     fn = torch.compile(model) if config.compile else model
     clock = PhaseClock(device)
     model.train()
-    for i, warm, total in _steps(config):
+    for i, warm, total in _steps(config, window):
         clock.reset()
         with nvtx_ranges.nvtx_range(STEP_RANGE, i):
             with clock.phase("forward", i), _autocast(device, config.precision):
@@ -214,13 +239,21 @@ def _train(
                 else:
                     opt.step()
                 opt.zero_grad(set_to_none=True)
-        result.steps.append(StepRecord(step=i, warmup=warm, phases=dict(clock.durations)))
+        result.steps.append(
+            StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
+        )
         if progress:
             progress(i + 1, total)
 
 
 def _forward(
-    config: RunConfig, spec: Any, model: Any, device: Any, result: RunResult, progress: ProgressFn | None
+    config: RunConfig,
+    spec: Any,
+    model: Any,
+    device: Any,
+    result: RunResult,
+    progress: ProgressFn | None,
+    window: WindowFn = contextlib.nullcontext,
 ):
     import torch
 
@@ -234,7 +267,7 @@ def _forward(
     clock = PhaseClock(device)
     model.eval()
     with torch.no_grad():
-        for i, warm, total in _steps(config):
+        for i, warm, total in _steps(config, window):
             clock.reset()
             with (
                 nvtx_ranges.nvtx_range(STEP_RANGE, i),
@@ -242,13 +275,21 @@ def _forward(
                 _autocast(device, config.precision),
             ):
                 fn(x)
-            result.steps.append(StepRecord(step=i, warmup=warm, phases=dict(clock.durations)))
+            result.steps.append(
+                StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
+            )
             if progress:
                 progress(i + 1, total)
 
 
 def _generate(
-    config: RunConfig, spec: Any, model: Any, device: Any, result: RunResult, progress: ProgressFn | None
+    config: RunConfig,
+    spec: Any,
+    model: Any,
+    device: Any,
+    result: RunResult,
+    progress: ProgressFn | None,
+    window: WindowFn = contextlib.nullcontext,
 ):
     """Prefill a prompt, then decode `new_tokens` tokens one at a time with a KV cache (greedy)."""
     import torch
@@ -262,7 +303,7 @@ def _generate(
     model.eval()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
     with torch.no_grad():
-        for i, warm, total in _steps(config):
+        for i, warm, total in _steps(config, window):
             clock.reset()
             cache = workloads.new_cache(
                 model,
@@ -280,7 +321,9 @@ def _generate(
                         logits = model(token, cache=cache)
                         token = logits[:, -1].argmax(dim=-1, keepdim=True)
                     synchronize(device)
-            result.steps.append(StepRecord(step=i, warmup=warm, phases=dict(clock.durations)))
+            result.steps.append(
+                StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
+            )
             if progress:
                 progress(i + 1, total)
 

@@ -61,6 +61,13 @@ class Run(Base):
     peak_memory_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     nsys_rep: Mapped[str | None] = mapped_column(Text, nullable=True)
     nsys_sqlite: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # `run --power` (analysis.energy.RUN_ENERGY_FIELDS); NULL without --power or without a power source
+    energy_j: Mapped[float | None] = mapped_column(Float, nullable=True)
+    avg_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
+    peak_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
+    flops_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tokens_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
+    energy_method: Mapped[str | None] = mapped_column(String(32), nullable=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -231,6 +238,12 @@ RUN_COLUMNS = [
     "peak_memory_bytes",
     "nsys_rep",
     "nsys_sqlite",
+    "energy_j",
+    "avg_power_w",
+    "peak_power_w",
+    "flops_per_j",
+    "tokens_per_j",
+    "energy_method",
 ]
 
 
@@ -277,4 +290,10 @@ def run_row(r: Run) -> dict[str, Any]:
         "peak_memory_bytes": r.peak_memory_bytes,
         "nsys_rep": r.nsys_rep,
         "nsys_sqlite": r.nsys_sqlite,
+        "energy_j": r.energy_j,
+        "avg_power_w": r.avg_power_w,
+        "peak_power_w": r.peak_power_w,
+        "flops_per_j": r.flops_per_j,
+        "tokens_per_j": r.tokens_per_j,
+        "energy_method": r.energy_method,
     }

@@ -102,6 +102,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "machine": _machine(run),
         "nsys report": run.nsys_rep,
         "nsys sqlite": run.nsys_sqlite,
+        "power notes": "\n".join((run.summary or {}).get("power_notes", [])) or None,
     }
     info.update({f"env.{k}": v for k, v in (run.env or {}).items()})
     # values keep their types (object column) so the table formats numbers and csv/json keep them exact
@@ -121,6 +122,10 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     )
     per_step.columns.name = None
     tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
+    if (run.summary or {}).get("energy"):
+        from harness.tables import energy_rows
+
+        tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
     if run.agreement:
         agreement = pd.DataFrame(
             [

@@ -327,7 +327,10 @@ class ResultsStore:
     def _write(self, pending: PendingRun) -> None:
         if self.readonly:
             raise RuntimeError("ResultsStore opened read-only")
+        from analysis.energy import RUN_ENERGY_FIELDS
+
         result, cfg = pending.result, pending.result.config
+        energy = result.extra.get("energy_summary") or {}
         run = Run(
             id=result.run_id,
             created_at=pending.created_at,
@@ -356,6 +359,7 @@ class ResultsStore:
             peak_memory_bytes=result.peak_memory_bytes,
             nsys_rep=pending.nsys_rep,
             nsys_sqlite=pending.nsys_sqlite,
+            **{name: energy.get(name) for name in RUN_ENERGY_FIELDS},
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},
             env=result.env,

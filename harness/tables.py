@@ -66,3 +66,16 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(
         {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
     )
+
+
+def energy_rows(records: list[dict[str, object]]) -> pd.DataFrame:
+    """The energy table a run keeps (analysis.energy.ENERGY_COLUMNS as records) for people."""
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(records)
+    cols = {
+        "scope": "scope", "device": "device", "method": "method", "joules": "energy (J)",
+        "avg_w": "avg power (W)", "peak_w": "peak power (W)", "samples": "samples",
+        "flops_per_j": "FLOPs/J", "tokens_per_j": "tokens/J",
+    }  # fmt: skip
+    return df.reindex(columns=list(cols)).rename(columns=cols)

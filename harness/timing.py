@@ -22,9 +22,11 @@ class PhaseClock:
     def __init__(self, device: Any) -> None:
         self.device = device
         self.durations: dict[str, int] = {}
+        self.starts: dict[str, int] = {}  # perf_counter_ns at each phase's start: power samples use it too
 
     def reset(self) -> None:
         self.durations = {}
+        self.starts = {}
 
     @contextlib.contextmanager
     def phase(self, name: str, step: int) -> Iterator[None]:
@@ -37,4 +39,5 @@ class PhaseClock:
         finally:
             t1 = time.perf_counter_ns()
             nvtx_ranges.pop()
+        self.starts[name] = t0
         self.durations[name] = t1 - t0

@@ -34,10 +34,12 @@ def test_writes_page_from_the_store(db: str, tmp_path: Path) -> None:
     drawn = _panels(result)
     assert list(drawn) == [
         "phases", "inference", "steps", "overhead", "agreement", "kernels", "nvtx", "timeline", "throughput",
-        "compare", "attention",
+        "compare", "attention", "energy",
     ]  # fmt: skip
-    # no generate runs; no export recorded; no attention sweep
-    assert [k for k, v in drawn.items() if not v] == ["inference", "kernels", "nvtx", "timeline", "attention"]
+    # no generate runs; no export recorded; no attention sweep; no run with --power
+    assert [k for k, v in drawn.items() if not v] == [
+        "inference", "kernels", "nvtx", "timeline", "attention", "energy",
+    ]  # fmt: skip
     text = out.read_text()
     assert "7 runs from sqlite:///" in text
 

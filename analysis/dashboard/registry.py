@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.dashboard import attention, compare, overhead, phases, profile, throughput
+from analysis.dashboard import attention, compare, energy, overhead, phases, profile, throughput
 from analysis.dashboard.panel import PanelSpec
 
 PANELS: list[PanelSpec] = [
@@ -17,4 +17,5 @@ PANELS: list[PanelSpec] = [
     PanelSpec("throughput", "Throughput per configuration", throughput.throughput_panel),
     PanelSpec("compare", "Run comparison", compare.compare_panel),
     PanelSpec("attention", "Attention forward + backward time", attention.attention_panel),
+    PanelSpec("energy", "FLOPs and tokens per joule against batch size", energy.energy_panel),
 ]

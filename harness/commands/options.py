@@ -53,6 +53,10 @@ NewTokensOpt = Annotated[int, typer.Option(help="generate: tokens decoded after 
 DetailOpt = Annotated[
     bool, typer.Option("--nvtx-detail", help="NVTX ranges per layer and inside attention and MLP.")
 ]
+PowerOpt = Annotated[
+    bool, typer.Option("--power", help="Sample GPU (NVML) and CPU (RAPL) power over the measured steps.")
+]
+PowerPeriodOpt = Annotated[int, typer.Option("--power-period", metavar="<ms>", help="Power sampling period.")]
 
 
 def make_config(
@@ -70,6 +74,8 @@ def make_config(
     attention: Attention,
     new_tokens: int,
     nvtx_detail: bool,
+    power: bool = False,
+    power_period_ms: int = 50,
 ) -> RunConfig:
     return RunConfig(
         model=model,
@@ -86,4 +92,6 @@ def make_config(
         attention=attention.value,
         new_tokens=new_tokens,
         nvtx_detail=nvtx_detail,
+        power=power,
+        power_period_ms=power_period_ms,
     )

@@ -21,6 +21,8 @@ from harness.commands.options import (
     Mode,
     ModeOpt,
     NewTokensOpt,
+    PowerOpt,
+    PowerPeriodOpt,
     Precision,
     PrecisionOpt,
     SeedOpt,
@@ -95,6 +97,8 @@ def run_cmd(
     attention: AttentionOpt = Attention.sdpa,
     new_tokens: NewTokensOpt = 32,
     nvtx_detail: DetailOpt = False,
+    power: PowerOpt = False,
+    power_period: PowerPeriodOpt = 50,
     nsys: NsysOpt = False,
     nsys_path: NsysPathOpt = None,
     nsys_capture: CaptureOpt = Capture.all,
@@ -107,15 +111,16 @@ def run_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
+    from harness.commands.common import note as say_note
     from harness.commands.progress import Progress
     from harness.output import emit_many
     from harness.runner import run_workload, validate
     from harness.store import ResultsStore
-    from harness.tables import results_table, throughput_table
+    from harness.tables import energy_rows, results_table, throughput_table
 
     config = make_config(
         model, mode, device, precision, compile, batch_size, context_length, vocab_size,
-        warmup, steps, seed, attention, new_tokens, nvtx_detail,
+        warmup, steps, seed, attention, new_tokens, nvtx_detail, power, power_period,
     )  # fmt: skip
     validate(config)
     store = ResultsStore(db)  # fail on a bad --db before the work, not after
@@ -149,14 +154,15 @@ def run_cmd(
     unsaved = _save(store, result)
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
-    emit_many(
-        [
-            (f"run {result.run_id} ({result.device_name})", results_table([result])),
-            ("throughput", throughput_table(result)),
-        ],
-        format,
-        wide=wide,
-    )
+    tables = [
+        (f"run {result.run_id} ({result.device_name})", results_table([result])),
+        ("throughput", throughput_table(result)),
+    ]
+    if result.extra.get("energy"):
+        tables.append(("energy (measured steps)", energy_rows(result.extra["energy"])))
+    emit_many(tables, format, wide=wide)
+    for line in result.extra.get("power_notes", []):
+        say_note(line)
     _finish([unsaved], [result])
 
 
@@ -206,6 +212,8 @@ def sweep_cmd(
     seed: SeedOpt = 0,
     attention: AttentionOpt = Attention.sdpa,
     new_tokens: NewTokensOpt = 32,
+    power: PowerOpt = False,
+    power_period: PowerPeriodOpt = 50,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -231,7 +239,7 @@ def sweep_cmd(
         raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
     base = make_config(
         "tiny", mode, device, Precision.fp32, False, batch_size, context_length, vocab_size,
-        warmup, steps, seed, attention, new_tokens, False,
+        warmup, steps, seed, attention, new_tokens, False, power, power_period,
     )  # fmt: skip
     configs = grid(base, split(models), split(precision), [compile_map[c.lower()] for c in split(compile)])
     store = ResultsStore(db)

@@ -1,0 +1,124 @@
+"""`harness run --power`: the sources found (or why none), the energy of the measured steps, what is stored.
+
+NVML is the one outside thing replaced, and only where a test hands the runner its sources (a parameter,
+no patched globals): `RampNvml` answers a constant 300 W and a counter that grows with it, so the joules
+of any window are known in advance.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from analysis.dashboard import DashboardData
+from analysis.dashboard.energy import energy_panel
+from harness.cli import app
+from harness.power import POWERCAP, discover
+from harness.records import RunConfig, result_from_dict, result_to_dict
+from harness.runner import run_workload
+from harness.store import ResultsStore
+from tests.power_data import ReplayNvml
+
+WATTS = 300.0
+ENERGY_COLUMNS = ["energy_j", "avg_power_w", "peak_power_w", "flops_per_j", "tokens_per_j", "energy_method"]
+
+
+class RampNvml(ReplayNvml):
+    """One GPU drawing a steady 300 W: power in mW, the total-energy counter in mJ growing 300 mJ per ms."""
+
+    def __init__(self) -> None:
+        super().__init__([[(0, 0, 0, 1980, 2619, 100, 40, 50)]])
+
+    def _answer(self, fn: str, handle: int, column: str) -> int:
+        row = super()._answer(fn, handle, column)
+        assert self.started_ns is not None
+        elapsed_ms = (self.clock() - self.started_ns) / 1e6
+        if column == "power_mw":
+            return int(WATTS * 1000)
+        if column == "energy_mj":
+            return 5_000_000 + int(WATTS * elapsed_ms)
+        return row
+
+
+def test_cli_run_power_says_why_there_are_no_sources_and_stores_nulls(tmp_db) -> None:
+    expected = discover([]).messages()  # this machine's reasons, found by the real code
+    result = CliRunner().invoke(
+        app, ["run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--power"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "note: NVML: not asked: the run is on the CPU, not a GPU" in result.output
+    for line in expected:
+        assert result.output.count(line) == 1, result.output
+    (run,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")
+    assert run["status"] == "ok"
+    if not Path(POWERCAP).exists():  # nothing to sample here: every energy figure is NULL, none made up
+        assert "RAPL: /sys/class/powercap not present" in result.output
+        assert all(run[c] is None for c in ENERGY_COLUMNS), run
+        assert "energy (measured steps)" not in result.output
+    shown = CliRunner().invoke(app, ["show", run["run_id"], "--format", "json"], catch_exceptions=False)
+    fields = {r["field"]: r["value"] for r in json.loads(shown.stdout)["run"]}
+    assert fields["power notes"].splitlines()[0] == "NVML: not asked: the run is on the CPU, not a GPU"
+
+
+def test_runner_with_a_gpu_source_gives_joules_per_phase(tmp_path: Path, tmp_db) -> None:
+    config = RunConfig("char", device="cpu", warmup=1, steps=3, power=True, power_period_ms=10)
+    sources = discover(nvml=RampNvml(), powercap=tmp_path / "no-powercap")
+    with sources:
+        result = run_workload(config, power_sources=sources)
+    assert result.status == "ok"
+    assert result.extra["power_notes"] == ["RAPL: " + str(tmp_path / "no-powercap") + " not present"]
+    table = {(r["scope"], r["device"]): r for r in result.extra["energy"]}
+    assert {s for s, _ in table} == {"run", "forward", "backward", "optimizer"}
+    measured = [s for s in result.steps if not s.warmup]
+    window_ns = max(s.starts["optimizer"] + s.phases["optimizer"] for s in measured) - min(
+        s.starts["forward"] for s in measured
+    )
+    run = table[("run", "gpu0")]
+    assert run["method"] == "counter"
+    assert run["duration_ns"] == window_ns
+    assert run["joules"] == pytest.approx(WATTS * window_ns / 1e9, rel=0.02)
+    assert run["avg_w"] == pytest.approx(WATTS, rel=0.02)
+    assert run["peak_w"] == WATTS
+    forward = table[("forward", "gpu0")]
+    assert forward["joules"] == pytest.approx(
+        WATTS * sum(s.phases["forward"] for s in measured) / 1e9, rel=0.05
+    )
+    assert forward["flops"] == pytest.approx(result.flops_per_step / 3 * len(measured))
+    assert table[("backward", "gpu0")]["flops"] == pytest.approx(2 * forward["flops"])
+    assert table[("optimizer", "gpu0")]["flops"] is None  # no analytic FLOPs for AdamW: NaN, stored as null
+    summary = result.extra["energy_summary"]
+    assert summary["energy_j"] == pytest.approx(table[("run", "total")]["joules"])
+    assert summary["flops_per_j"] == pytest.approx(
+        result.flops_per_step * len(measured) / summary["energy_j"]
+    )
+    tokens = config.batch_size * result.model.context_length * len(measured)
+    assert summary["tokens_per_j"] == pytest.approx(tokens / summary["energy_j"])
+
+    ResultsStore(tmp_db).save(result)
+    (row,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")
+    assert row["energy_j"] == pytest.approx(summary["energy_j"])
+    assert row["avg_power_w"] == pytest.approx(WATTS, rel=0.02)
+    assert row["energy_method"] == "counter"
+    panel = energy_panel(DashboardData(runs=ResultsStore(tmp_db, readonly=True).runs()))
+    assert panel.figure is not None and not panel.missing  # the dashboard reads the stored columns as is
+
+
+def test_step_starts_survive_the_unsaved_file_round_trip() -> None:
+    config = RunConfig("char", device="cpu", warmup=0, steps=1)
+    result = run_workload(config)
+    (step,) = result.steps
+    assert list(step.starts) == ["forward", "backward", "optimizer"]
+    assert step.starts["forward"] + step.phases["forward"] <= step.starts["backward"]
+    assert "power_notes" not in result.extra  # without --power nothing is sampled or said
+    again = result_from_dict(json.loads(json.dumps(result_to_dict(result))))
+    assert again.steps[0].starts == step.starts
+
+
+def test_power_period_must_be_positive(tmp_db) -> None:
+    result = CliRunner().invoke(app, ["run", "char", "--device", "cpu", "--power", "--power-period", "0"])
+    assert result.exit_code == 2
+    assert "power period must be a positive number, got 0" in result.output
