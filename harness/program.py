@@ -78,7 +78,9 @@ def _environment(nsys_version: str) -> dict[str, str | None]:
     }
 
 
-def program_result(run_id: str, name: str, argv: Sequence[str], prof: ProfileResult, version: str) -> RunResult:
+def program_result(
+    run_id: str, name: str, argv: Sequence[str], prof: ProfileResult, version: str
+) -> RunResult:
     """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error."""
     if prof.interrupted:
         status, error = "interrupted", signals.interrupted(prof.interrupted, "while the program ran")

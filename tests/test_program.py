@@ -76,7 +76,8 @@ def test_profile_program_stores_run_and_tables(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     prof_dir = tmp_path / "profiles"
-    args = ["profile", "--name", "demo", "--profile-dir", str(prof_dir), "--format", "json", "--", "./nvtx_demo"]
+    args = ["profile", "--name", "demo", "--profile-dir", str(prof_dir), "--format", "json"]
+    args += ["--", "./nvtx_demo"]
     result = runner.invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 3, result.output  # the program's exit code
 

@@ -82,6 +82,7 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
 def register(app: typer.Typer) -> None:
     app.command(
         "profile",
-        short_help="Any program under nsys, stored as a run: harness profile -- CMD ARGS….",
+        short_help="Any program under nsys, stored as a run: -- CMD ARGS….",
+        options_metavar="[OPTIONS] -- CMD ARGS…",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(profile_cmd)
