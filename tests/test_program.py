@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -115,6 +117,31 @@ def test_profile_program_table_output_and_exit_zero(tmp_path: Path, tmp_db: str,
     assert (run["model"], run["mode"], run["status"]) == ("true", "program", "ok")
 
 
+@pytest.mark.slow
+def test_failed_program_shows_its_last_lines(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    prof_dir = tmp_path / "profiles"
+    script = "echo first; echo 'boom: [red]x[/red]' >&2; exit 5"
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "profile",
+        "--profile-dir",
+        str(prof_dir),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_db, nsys_bin))
+    assert done.returncode == 5, done.stderr
+    tail = done.stderr.split("note: last lines of its output:\n", 1)[1]
+    assert tail.startswith("first\nboom: [red]x[/red]\n")  # as printed, never read as markup
+    assert "Generated:" not in tail
+    run = ResultsStore(tmp_db, readonly=True).runs().iloc[0]
+    assert (run["model"], run["status"]) == ("sh", "error")
+
+
 def test_profile_without_program_is_one_line_error(tmp_db: str) -> None:
     result = runner.invoke(app, ["profile"], catch_exceptions=False)
     assert result.exit_code == 2
@@ -128,7 +155,28 @@ def test_profile_missing_program_is_one_line_error(tmp_db: str, tmp_path: Path) 
 
 
 def _env(db: str, nsys_bin: str) -> dict[str, str]:
-    import os
-
     repo = str(Path(__file__).resolve().parents[1])
     return {**os.environ, "HARNESS_DB": db, "HARNESS_NSYS": nsys_bin, "PYTHONPATH": repo}
+
+
+@pytest.mark.slow
+def test_ctrl_c_stores_the_program_as_interrupted(tmp_path: Path, nsys_bin: str) -> None:
+    """A terminal's Ctrl-C to a real harness process: nsys keeps what it recorded, the run is stored as
+    interrupted, the exit code is 130 and nothing the harness started is left running."""
+    from procs import marked, output, start, wait_until
+
+    db = tmp_path / "results.sqlite"
+    script = tmp_path / "long.sh"
+    script.write_text("#!/bin/sh\ntouch started\nexec sleep 600\n")
+    script.chmod(0o755)
+    mark = f"profilecmd-{tmp_path.name}"
+    proc = start(["profile", "--db", str(db), "--", str(script)], tmp_path, mark, HARNESS_NSYS=nsys_bin)
+    wait_until(lambda: (tmp_path / "started").exists(), 120, "the program to start under nsys")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(300) == 130, output(tmp_path)
+    text = output(tmp_path)
+    assert "Traceback" not in text and "interrupted" in text
+    (run,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    assert (run["model"], run["status"], run["profiler"]) == ("long.sh", "interrupted", "nsys")
+    assert Path(run["nsys_rep"]).is_file()
+    wait_until(lambda: not marked(mark), 60, "every process the harness started to end")

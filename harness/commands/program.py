@@ -15,6 +15,8 @@ from harness.signals import sigterm_raises
 if TYPE_CHECKING:
     from harness.program import ProgramRun
 
+TAIL = 8  # lines of a failed program's output (captured together with nsys's) shown after it
+
 
 @cli_errors
 def profile_cmd(
@@ -56,27 +58,39 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
     prof = p.profile
     lines = [f"{kind}: {path}" for kind, path in (("report", prof.rep), ("export", prof.sqlite)) if path]
     if p.result is not None:
-        status = p.result.status + (f" ({p.result.error})" if p.result.error else "")
+        status, error = p.result.status, p.result.error
+        status = error if status == "interrupted" else status + (f" ({error})" if error else "")
         lines.insert(0, f"run {p.run_id} under nsys {p.nsys_version}: {status}")
     report = p.report
-    if report is not None and report.tables:
+    if report is not None and (report.tables or fmt is not Format.table):
         emit_many(report.tables, fmt, notes=report.notes, skipped=report.skipped, wide=wide)
-        if fmt is Format.table:
-            by_reason: dict[str, list[str]] = {}
-            for title, why in report.skipped.items():
-                by_reason.setdefault(why, []).append(title.split(" (")[0])
-            for why, titles in by_reason.items():
-                warn(f"skipped {', '.join(titles)}: {why}")
-    elif report is not None:
-        warn("nothing to tabulate in the export: " + "; ".join(dict.fromkeys(report.skipped.values())))
+    if report is not None and fmt is Format.table:
+        by_reason: dict[str, list[str]] = {}
+        for title, why in report.skipped.items():
+            by_reason.setdefault(why, []).append(title.split(" (")[0])
+        for why, titles in by_reason.items():
+            warn(f"skipped {', '.join(titles)}: {why}")
     for line in lines:
         note(line)
+    if p.result is not None and p.result.status == "error" and prof.stderr_tail.strip():
+        tail = program_lines(prof.stderr_tail)[-TAIL:]
+        if tail:
+            note("last lines of its output:\n" + "\n".join(tail))
     for line in p.notes:
         warn(line)
     if p.error:
         err(p.error)
     for line in p.unsaved:
         err(line)
+
+
+def program_lines(output: str) -> list[str]:
+    """The captured output without what nsys adds at its end (Generating '…qdstrm', Generated: and files)."""
+    lines = output.strip().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Generating '") or line.strip() == "Generated:":
+            return lines[:i]
+    return lines
 
 
 def register(app: typer.Typer) -> None:
