@@ -180,3 +180,12 @@ def test_ctrl_c_stores_the_program_as_interrupted(tmp_path: Path, nsys_bin: str)
     assert (run["model"], run["status"], run["profiler"]) == ("long.sh", "interrupted", "nsys")
     assert Path(run["nsys_rep"]).is_file()
     wait_until(lambda: not marked(mark), 60, "every process the harness started to end")
+
+
+def test_nsys_refusing_its_arguments_stores_nothing(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    args = ["profile", "--profile-dir", str(tmp_path), "--nsys-arg=--no-such-flag", "--", "true"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code != 0
+    assert "error: nsys wrote no report; nothing stored" in result.stderr
+    assert "--no-such-flag" in result.stderr  # nsys's own words follow
+    assert ResultsStore(tmp_db, readonly=True).runs().empty
