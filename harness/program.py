@@ -32,8 +32,8 @@ NOT_APPLICABLE = "n/a"  # RunConfig fields that describe a workload (precision, 
 @dataclass
 class ProgramRun:
     run_id: str
-    result: RunResult | None
-    profile: ProfileResult | None
+    result: RunResult | None  # None: nsys wrote no report, nothing was stored
+    profile: ProfileResult
     nsys_version: str = ""
     report: Report | None = None  # the export's summary tables
     notes: list[str] = field(default_factory=list)
@@ -44,8 +44,6 @@ class ProgramRun:
     def exit_code(self) -> int:
         """The program's exit code (128+N for signal N); 1 where it exited 0 but its run was not stored."""
         prof = self.profile
-        if prof is None:
-            return 1
         if prof.interrupted:
             return signals.exit_code(prof.interrupted)
         if prof.returncode < 0:
