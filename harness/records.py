@@ -10,11 +10,14 @@ from analysis.names import GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from analysis.names import STEP as STEP_RANGE
 
 FORWARD_PHASES = PHASES_BY_MODE["forward"]
-__all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
+__all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
+
+
+PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
 
 
 def phases_for(mode: str) -> tuple[str, ...]:
-    return PHASES_BY_MODE[mode]
+    return () if mode == PROGRAM_MODE else PHASES_BY_MODE[mode]
 
 
 @dataclass

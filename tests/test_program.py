@@ -1,0 +1,191 @@
+"""`harness profile -- CMD`: a real C program emitting NVTX3 ranges, profiled for real under nsys."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import missing
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.store import ResultsStore
+
+runner = CliRunner()
+
+DEMO_C = r"""
+#include <nvtx3/nvToolsExt.h>
+#include <stdio.h>
+#include <time.h>
+
+static void pause_ms(long ms) {
+    struct timespec t = {0, ms * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+int main(void) {
+    nvtxRangePushA("init");
+    pause_ms(2);
+    nvtxRangePop();
+    for (int i = 0; i < 3; i++) {
+        nvtxRangePushA("compute");
+        pause_ms(5);
+        nvtxRangePop();
+    }
+    nvtxRangePushA("finish");
+    pause_ms(1);
+    nvtxRangePop();
+    puts("nvtx_demo done");
+    return 3;
+}
+"""
+
+
+def nvtx_include(nsys_bin: str) -> Path:
+    """The folder holding nvtx3/ (header-only NVTX3): the nsys installation ships it, as does CUDA."""
+    real = Path(nsys_bin).resolve()
+    for parent in list(real.parents)[:4]:
+        for found in sorted(parent.glob("**/nvtx/include/nvtx3/nvToolsExt.h")):
+            return found.parent.parent
+    cuda = Path("/usr/local/cuda/include")
+    if (cuda / "nvtx3" / "nvToolsExt.h").is_file():
+        return cuda
+    missing(f"NVTX3 headers (nvtx3/nvToolsExt.h) not found near {real} nor in {cuda}")
+
+
+@pytest.fixture
+def nvtx_demo(tmp_path: Path, nsys_bin: str) -> Path:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        missing("gcc not found: the test builds a small C program")
+    src = tmp_path / "nvtx_demo.c"
+    src.write_text(DEMO_C)
+    exe = tmp_path / "nvtx_demo"
+    include = nvtx_include(nsys_bin)
+    subprocess.run([gcc, "-O1", f"-I{include}", "-o", str(exe), str(src), "-ldl"], check=True)
+    return exe
+
+
+@pytest.mark.slow
+def test_profile_program_stores_run_and_tables(
+    nvtx_demo: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    prof_dir = tmp_path / "profiles"
+    args = ["profile", "--name", "demo", "--profile-dir", str(prof_dir), "--format", "json"]
+    args += ["--", "./nvtx_demo"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 3, result.output  # the program's exit code
+
+    tables = json.loads(result.stdout)
+    nvtx = {row["Range"]: row for row in tables["NVTX ranges (nvtxsum)"]}
+    assert {name: row["Instances"] for name, row in nvtx.items()} == {"init": 1, "compute": 3, "finish": 1}
+    assert nvtx["compute"]["Min (ns)"] >= 5_000_000  # each compute range sleeps 5 ms
+    assert nvtx["compute"]["Style"] == "PushPop"
+
+    runs = ResultsStore(tmp_db, readonly=True).runs()
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    assert (run["model"], run["mode"], run["profiler"], run["status"]) == ("demo", "program", "nsys", "error")
+    assert run["nsys_sqlite"] == str(prof_dir / f"{run['run_id']}.sqlite")
+    assert Path(run["nsys_sqlite"]).is_file() and Path(run["nsys_rep"]).is_file()
+    stored = ResultsStore(tmp_db, readonly=True).get(run["run_id"])
+    assert stored.error == "the program exited with code 3"
+    assert stored.summary["command"] == ["./nvtx_demo"] and stored.summary["exit_code"] == 3
+
+    listed = runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False)
+    assert listed.exit_code == 0
+    [row] = json.loads(listed.stdout)
+    assert (row["model"], row["profiler"]) == ("demo", "nsys")
+
+
+@pytest.mark.slow
+def test_profile_program_table_output_and_exit_zero(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    """Through the real console script in a fresh process: a program exiting 0 is stored as ok."""
+    prof_dir = tmp_path / "profiles"
+    cmd = [sys.executable, "-m", "harness", "profile", "--profile-dir", str(prof_dir), "--", "true"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_db, nsys_bin))
+    assert done.returncode == 0, done.stderr
+    assert "under nsys" in done.stderr and ": ok" in done.stderr
+    run = ResultsStore(tmp_db, readonly=True).runs().iloc[0]
+    assert (run["model"], run["mode"], run["status"]) == ("true", "program", "ok")
+
+
+@pytest.mark.slow
+def test_failed_program_shows_its_last_lines(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    prof_dir = tmp_path / "profiles"
+    script = "echo first; echo 'boom: [red]x[/red]' >&2; exit 5"
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "profile",
+        "--profile-dir",
+        str(prof_dir),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_db, nsys_bin))
+    assert done.returncode == 5, done.stderr
+    tail = done.stderr.split("note: last lines of its output:\n", 1)[1]
+    assert tail.startswith("first\nboom: [red]x[/red]\n")  # as printed, never read as markup
+    assert "Generated:" not in tail
+    run = ResultsStore(tmp_db, readonly=True).runs().iloc[0]
+    assert (run["model"], run["status"]) == ("sh", "error")
+
+
+def test_profile_without_program_is_one_line_error(tmp_db: str) -> None:
+    result = runner.invoke(app, ["profile"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "no program given" in result.stderr and "Traceback" not in result.output
+
+
+def test_profile_missing_program_is_one_line_error(tmp_db: str, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["profile", "--", str(tmp_path / "nope")], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "is not an executable file" in result.stderr
+
+
+def _env(db: str, nsys_bin: str) -> dict[str, str]:
+    repo = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "HARNESS_DB": db, "HARNESS_NSYS": nsys_bin, "PYTHONPATH": repo}
+
+
+@pytest.mark.slow
+def test_ctrl_c_stores_the_program_as_interrupted(tmp_path: Path, nsys_bin: str) -> None:
+    """A terminal's Ctrl-C to a real harness process: nsys keeps what it recorded, the run is stored as
+    interrupted, the exit code is 130 and nothing the harness started is left running."""
+    from procs import marked, output, start, wait_until
+
+    db = tmp_path / "results.sqlite"
+    script = tmp_path / "long.sh"
+    script.write_text("#!/bin/sh\ntouch started\nexec sleep 600\n")
+    script.chmod(0o755)
+    mark = f"profilecmd-{tmp_path.name}"
+    proc = start(["profile", "--db", str(db), "--", str(script)], tmp_path, mark, HARNESS_NSYS=nsys_bin)
+    wait_until(lambda: (tmp_path / "started").exists(), 120, "the program to start under nsys")
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(300) == 130, output(tmp_path)
+    text = output(tmp_path)
+    assert "Traceback" not in text and "interrupted" in text
+    (run,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    assert (run["model"], run["status"], run["profiler"]) == ("long.sh", "interrupted", "nsys")
+    assert Path(run["nsys_rep"]).is_file()
+    wait_until(lambda: not marked(mark), 60, "every process the harness started to end")
+
+
+def test_nsys_refusing_its_arguments_stores_nothing(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    args = ["profile", "--profile-dir", str(tmp_path), "--nsys-arg=--no-such-flag", "--", "true"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code != 0
+    assert "error: nsys wrote no report; nothing stored" in result.stderr
+    assert "--no-such-flag" in result.stderr  # nsys's own words follow
+    assert ResultsStore(tmp_db, readonly=True).runs().empty
