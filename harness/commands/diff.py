@@ -164,7 +164,5 @@ def baseline_list_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff", short_help="Compare two runs, exports or traces; verdicts per phase, --gate for CI.")(
-        diff_cmd
-    )
+    app.command("diff", short_help="Compare two runs, exports or traces: verdicts, --gate for CI.")(diff_cmd)
     app.add_typer(baseline_app, name="baseline", short_help="Name runs as baselines for `harness diff`.")
