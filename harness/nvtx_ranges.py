@@ -54,21 +54,40 @@ except ImportError:  # pragma: no cover - depends on the install
         EMITTER = "none"
 
 
+# A second emitter beside NVTX (harness.profilers.torch: record_function ranges of the same names), as
+# (enter(name) -> handle, exit(handle)); `measured` is left to it, whose own schedule marks the measured steps.
+Mirror = tuple[Callable[[str], Any], Callable[[Any], None]]
+_mirror: Mirror | None = None
+_open: list[Any] = []
+
+
+def set_mirror(mirror: Mirror | None) -> None:
+    global _mirror
+    _mirror = mirror
+    _open.clear()
+
+
 def push(name: str, payload: int | None = None) -> None:
     _push(name, payload)
+    if _mirror is not None:
+        _open.append(_mirror[0](name) if name != MEASURED_RANGE else None)
 
 
 def pop() -> None:
     _pop()
+    if _mirror is not None and _open:
+        handle = _open.pop()
+        if handle is not None:
+            _mirror[1](handle)
 
 
 @contextlib.contextmanager
 def nvtx_range(name: str, payload: int | None = None) -> Iterator[None]:
-    _push(name, payload)
+    push(name, payload)
     try:
         yield
     finally:
-        _pop()
+        pop()
 
 
 def attach_detail_ranges(model: Any, detail: dict[str, str]) -> list[Any]:
@@ -81,12 +100,12 @@ def attach_detail_ranges(model: Any, detail: dict[str, str]) -> list[Any]:
 
     def pre(name: str) -> Callable[..., None]:
         def hook(module: Any, args: Any) -> None:
-            _push(name, None)
+            push(name, None)
 
         return hook
 
     def post(module: Any, args: Any, output: Any) -> None:
-        _pop()
+        pop()
 
     for qualname, module in model.named_modules():
         parts = qualname.split(".")

@@ -7,7 +7,7 @@ import re
 import secrets
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from harness import nvtx_ranges
 from harness.devices import (
@@ -30,6 +30,14 @@ ATTENTIONS = ("math", "sdpa")
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
+
+
+class StepHook(Protocol):
+    """An in-process profiler (harness.profilers.torch): on around the step loop, told of each step's end."""
+
+    def recording(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def step(self) -> None: ...
 
 
 def new_run_id(model: str) -> str:
@@ -95,12 +103,14 @@ def run_workload(
     run_id: str | None = None,
     progress: ProgressFn | None = None,
     on_step: StepFn | None = None,
+    hook: StepHook | None = None,
 ) -> RunResult:
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
     Out of memory is caught and recorded (status "oom"), and so are Ctrl-C and SIGTERM (status
     "interrupted", see harness.signals), each with the steps finished before it; anything else propagates.
-    `on_step` sees every step as soon as it is finished.
+    `on_step` sees every step as soon as it is finished; `hook` is started around the step loop and
+    told of the end of every step.
     """
     import torch
 
@@ -126,6 +136,8 @@ def run_workload(
     reset_peak_memory(device)
 
     def step_done(done: int, total: int) -> None:
+        if hook:
+            hook.step()
         if on_step:
             on_step(result.steps[-1])
         if progress:
@@ -146,7 +158,8 @@ def run_workload(
         if config.nvtx_detail:
             nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
         loop = {"train": _train, "forward": _forward, "generate": _generate}[config.mode]
-        loop(config, spec, model, device, result, step_done)
+        with hook.recording() if hook else contextlib.nullcontext():
+            loop(config, spec, model, device, result, step_done)
     except KeyboardInterrupt as e:
         measured = sum(not s.warmup for s in result.steps)
         result.status = "interrupted"

@@ -61,6 +61,9 @@ class Run(Base):
     peak_memory_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     nsys_rep: Mapped[str | None] = mapped_column(Text, nullable=True)
     nsys_sqlite: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # what the profiler left, {kind: path}: {"trace": …} (torch), {"nsys_rep": …, "nsys_sqlite": …} (nsys);
+    # nsys_rep and nsys_sqlite above stay for the databases and readers that know only them
+    artifacts: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -221,6 +224,7 @@ RUN_COLUMNS = [
     "peak_memory_bytes",
     "nsys_rep",
     "nsys_sqlite",
+    "artifacts",
 ]
 
 
@@ -267,4 +271,5 @@ def run_row(r: Run) -> dict[str, Any]:
         "peak_memory_bytes": r.peak_memory_bytes,
         "nsys_rep": r.nsys_rep,
         "nsys_sqlite": r.nsys_sqlite,
+        "artifacts": r.artifacts,
     }

@@ -238,6 +238,7 @@ class ResultsStore:
         experiment: str | None = None,
         nsys_rep: str | None = None,
         nsys_sqlite: str | None = None,
+        artifacts: dict[str, str] | None = None,
         agreement: pd.DataFrame | None = None,
         baseline_run_id: str | None = None,
     ) -> str:
@@ -254,6 +255,7 @@ class ResultsStore:
             baseline_run_id=baseline_run_id,
             nsys_rep=nsys_rep,
             nsys_sqlite=nsys_sqlite,
+            artifacts=artifacts or None,
             agreement=unsaved.agreement_rows(agreement) if agreement is not None else None,
         )
         with signals.deferred():  # Ctrl-C lands after the run is in the database or in a file
@@ -325,6 +327,7 @@ class ResultsStore:
             peak_memory_bytes=result.peak_memory_bytes,
             nsys_rep=pending.nsys_rep,
             nsys_sqlite=pending.nsys_sqlite,
+            artifacts=pending.artifacts,
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},
             env=result.env,

@@ -1,0 +1,225 @@
+"""`harness run MODEL --profiler torch`: torch.profiler around the measured steps, in a fresh worker process.
+
+The worker (harness.worker) runs the workload with a `TorchHook`: the profiler's schedule skips the warmup
+steps (the last one warms the profiler up) and records the measured ones; every NVTX range the harness opens
+(step, the phases, --nvtx-detail's layers) is also a `record_function` range of the same name. The trace is
+written as gzipped Chrome JSON (opens in Perfetto; `harness summary|nvtx|dashboard` read it). This process
+stores the run with the trace's path and computes the operator tables from the trace (analysis.operators).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from harness.records import RunConfig, RunResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.store import ResultsStore
+
+NAME = "torch"
+TRACE_SUFFIX = ".pt.trace.json.gz"
+TOP_OPERATORS = 15
+
+
+@dataclass
+class TorchRequest:
+    profile_dir: Path = Path("torch_profiles")
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
+
+    def worker_spec(self, trace: Path) -> dict[str, Any]:
+        """What the worker needs to build its TorchHook (JSON)."""
+        return {
+            "name": NAME,
+            "trace": str(trace),
+            "record_shapes": self.record_shapes,
+            "with_stack": self.with_stack,
+            "profile_memory": self.profile_memory,
+        }
+
+
+class TorchHook:
+    """torch.profiler over the step loop of harness.runner (the runner's StepHook)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        trace: str,
+        record_shapes: bool = False,
+        with_stack: bool = False,
+        profile_memory: bool = False,
+        **_: Any,
+    ) -> None:
+        self.config = config
+        self.trace = trace
+        self.options = {"record_shapes": record_shapes, "with_stack": with_stack,
+                        "profile_memory": profile_memory}  # fmt: skip
+        self.prof: Any = None
+        self.written = False
+
+    def _ready(self, prof: Any) -> None:
+        prof.export_chrome_trace(self.trace)
+        self.written = True
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        import torch
+        from torch.autograd.profiler import record_function
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        from harness import nvtx_ranges
+
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        warm = self.config.warmup
+        plan = schedule(skip_first=max(warm - 1, 0), wait=0, warmup=min(warm, 1), active=self.config.steps,
+                        repeat=1)  # fmt: skip
+
+        def enter(name: str) -> Any:
+            rf = record_function(name)
+            rf.__enter__()
+            return rf
+
+        def leave(rf: Any) -> None:
+            rf.__exit__(None, None, None)
+
+        nvtx_ranges.set_mirror((enter, leave))
+        try:
+            with profile(activities=activities, schedule=plan, on_trace_ready=self._ready,
+                         **self.options) as prof:  # fmt: skip
+                self.prof = prof
+                yield
+        finally:
+            self.prof = None
+            nvtx_ranges.set_mirror(None)
+
+    def step(self) -> None:
+        if self.prof is not None:
+            self.prof.step()
+
+
+def hook_for(config: RunConfig, spec: dict[str, Any] | None) -> TorchHook | None:
+    """The worker's hook for the profiler spec in its config file (None: no in-process profiler)."""
+    if not spec or spec.get("name") != NAME:
+        return None
+    return TorchHook(config, **spec)
+
+
+# --- the parent's side -------------------------------------------------------------------------------
+
+
+@dataclass
+class TorchProfiledRun:
+    run_id: str
+    result: RunResult | None = None
+    trace: Path | None = None
+    operators: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (title, table)
+    ranges: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    exit_code: int = 1
+    unsaved: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or bool(self.unsaved)
+
+    @property
+    def exit_status(self) -> int:
+        if self.error is not None:
+            return self.exit_code
+        return 1 if self.unsaved else 0
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        return {"trace": str(self.trace)} if self.trace else {}
+
+
+def _check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise HarnessError(f"cannot create profile folder {folder}: {e.strerror}; pass --profile-dir") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise HarnessError(f"profile folder {folder} is not writable; pass --profile-dir to write elsewhere")
+
+
+def profile_run(
+    config: RunConfig,
+    request: TorchRequest,
+    *,
+    store: ResultsStore,
+    progress: Callable[[str], None] | None = None,
+) -> TorchProfiledRun:
+    """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
+    from harness import signals
+    from harness.runner import new_run_id
+    from harness.store import UnsavedRun
+    from harness.sweep import run_isolated
+
+    _check_writable(request.profile_dir)
+    run_id = new_run_id(config.model)
+    out = TorchProfiledRun(run_id=run_id)
+    trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
+    if progress:
+        progress("run under torch.profiler (fresh process)")
+    result = run_isolated(config, run_id, profiler=request.worker_spec(trace))
+    out.result = result
+    out.trace = trace if trace.exists() else None
+    try:
+        store.save(result, profiler=NAME, artifacts=out.artifacts)
+    except UnsavedRun as e:
+        out.unsaved.append(str(e))
+    kept = f"; trace kept: {trace}" if out.trace else ""
+    if result.status == "interrupted":
+        out.error = f"run {run_id} {result.error}; stored as interrupted{kept}"
+        out.exit_code = signals.exit_code(signals.signal_in(result.error))
+        return out
+    if result.status == "error":
+        out.error = f"run failed: {(result.error or 'no result').strip().splitlines()[-1]}{kept}"
+        return out
+    if result.status == "oom":
+        out.notes.append(f"out of memory: {result.error}; no analysis")
+        return out
+    if out.trace is None:
+        out.error = f"torch.profiler wrote no trace to {trace}"
+        return out
+    try:
+        analyse(out, out.trace, config)
+    except HarnessError as e:
+        out.error = str(e)
+    return out
+
+
+def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
+    """Operator tables (whole run, or per phase in generate mode) and the phase ranges, from the trace."""
+    from analysis.agreement import range_summary
+    from analysis.nvtx import nvtx_ranges
+    from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
+    from analysis.trace import open_trace
+    from harness.records import STEP_RANGE, phases_for
+
+    phases = phases_for(config.mode)
+    with open_trace(trace_path) as trace:
+        ranges = nvtx_ranges(trace, names=[STEP_RANGE, *phases])
+        out.ranges = range_summary(ranges) if len(ranges) else None
+        parts = list(phases) if config.mode == "generate" else [None]
+        for part in parts:
+            table = operator_table(trace, within=part)
+            where = f" in {part}" if part else ""
+            out.operators.append((f"top {TOP_OPERATORS} operators{where} by self CPU", table.head(TOP_OPERATORS)))
+            if SELF_CUDA in table.columns:
+                out.operators.append(
+                    (f"top {TOP_OPERATORS} operators{where} by self CUDA", by_self_cuda(table).head(TOP_OPERATORS))
+                )
+        out.notes += trace.notes
