@@ -103,15 +103,10 @@ def operator_table(trace: Trace, within: str | None = None, *, top: int | None =
 
             raise ExportError(f"no range named {within!r} in {trace.path}")
         calls = calls[_inside(calls["start"].to_numpy(np.int64), ranges)]
-    table = (
-        calls.groupby("name", sort=False)
-        .agg(calls=("name", "size"), self_cpu=("self_cpu_ns", "sum"), total=("duration_ns", "sum"),
-             self_cuda=("self_cuda_ns", "sum"))  # fmt: skip
-        .reset_index()
-        .rename(columns={"name": NAME, "calls": CALLS, "self_cpu": SELF_CPU, "total": CPU_TOTAL,
-                         "self_cuda": SELF_CUDA})  # fmt: skip
-        .sort_values([SELF_CPU, NAME], ascending=[False, True], ignore_index=True)
-    )
+    sums = {NAME: ("name", "first"), CALLS: ("name", "size"), SELF_CPU: ("self_cpu_ns", "sum"),
+            CPU_TOTAL: ("duration_ns", "sum"), SELF_CUDA: ("self_cuda_ns", "sum")}  # fmt: skip
+    table = calls.groupby("name", sort=False).agg(**sums)
+    table = table.sort_values([SELF_CPU, NAME], ascending=[False, True], ignore_index=True)
     if not trace.has("kernels"):
         table = table.drop(columns=[SELF_CUDA])
     return table.head(top) if top else table

@@ -55,7 +55,8 @@ except ImportError:  # pragma: no cover - depends on the install
 
 
 # A second emitter beside NVTX (harness.profilers.torch: record_function ranges of the same names), as
-# (enter(name) -> handle, exit(handle)); `measured` is left to it, whose own schedule marks the measured steps.
+# (enter(name) -> handle, exit(handle)); `measured` is not mirrored: that profiler's schedule is the
+# measured steps already.
 Mirror = tuple[Callable[[str], Any], Callable[[Any], None]]
 _mirror: Mirror | None = None
 _open: list[Any] = []

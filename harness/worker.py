@@ -1,7 +1,8 @@
 """Child-process entry: run one configuration and write its RunResult as JSON.
 
-`harness sweep` starts one per configuration (so one's memory cannot affect the next) and
-`harness run --nsys` starts one under nsys, `harness run --profiler torch` one with torch.profiler on. Usage: python -m harness.worker CONFIG.json RESULT.json
+`harness sweep` starts one per configuration (so one's memory cannot affect the next),
+`harness run --nsys` starts one under nsys and `harness run --profiler torch` one with torch.profiler on
+(the config file's "profiler"). Usage: python -m harness.worker CONFIG.json RESULT.json
 
 Each finished step is also appended to RESULT.steps.jsonl at once, so the steps measured before the
 worker was killed outright (kill -9, the kernel's out-of-memory killer) are not lost. Ctrl-C and SIGTERM

@@ -149,7 +149,8 @@ def _check_writable(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise HarnessError(f"cannot create profile folder {folder}: {e.strerror}; pass --profile-dir") from None
+        why = f"cannot create profile folder {folder}: {e.strerror}; pass --profile-dir"
+        raise HarnessError(why) from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise HarnessError(f"profile folder {folder} is not writable; pass --profile-dir to write elsewhere")
 
@@ -216,10 +217,8 @@ def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
         parts = list(phases) if config.mode == "generate" else [None]
         for part in parts:
             table = operator_table(trace, within=part)
-            where = f" in {part}" if part else ""
-            out.operators.append((f"top {TOP_OPERATORS} operators{where} by self CPU", table.head(TOP_OPERATORS)))
+            title = f"top {TOP_OPERATORS} operators{f' in {part}' if part else ''} by self"
+            out.operators.append((f"{title} CPU", table.head(TOP_OPERATORS)))
             if SELF_CUDA in table.columns:
-                out.operators.append(
-                    (f"top {TOP_OPERATORS} operators{where} by self CUDA", by_self_cuda(table).head(TOP_OPERATORS))
-                )
+                out.operators.append((f"{title} CUDA", by_self_cuda(table).head(TOP_OPERATORS)))
         out.notes += trace.notes
