@@ -449,6 +449,8 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
 
 
 def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:
+    import pandas as pd
+
     from harness.output import Format, emit_many
     from harness.tables import results_table
 
@@ -460,6 +462,8 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
         tables.append(("record_function ranges (measured steps)", p.ranges))
     tables += p.operators
     files = [f"trace: {p.trace}"] if p.trace else []
+    if Format(fmt) is not Format.table and p.artifacts:
+        tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))
     if tables:
         emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
     for note in p.notes:
