@@ -111,6 +111,8 @@ def test_tiny_train_under_torch_profiler(tmp_db, tmp_path) -> None:
     (run,) = ResultsStore(tmp_db).runs().to_dict("records")
     assert run["profiler"] == "torch" and run["artifacts"] == {"trace": str(trace)}
     assert run["nsys_rep"] is None
+    shown = invoke("show", run["run_id"], "--format", "csv")
+    assert shown.exit_code == 0 and f"file.trace,{trace}" in shown.stdout
 
 
 @pytest.mark.slow
