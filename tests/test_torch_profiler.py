@@ -133,3 +133,19 @@ def test_gpt2_generate_prefill_and_decode_tables(tmp_db, tmp_path) -> None:
     kernels = invoke("kernels", str(trace))
     assert kernels.exit_code == 1
     assert "no CUDA kernel data" in one_line_error(kernels)
+
+
+def test_unsaved_run_keeps_its_artifacts(tmp_path) -> None:
+    from datetime import UTC, datetime
+
+    from harness import unsaved
+
+    config = RunConfig(model="tiny", device="cpu", warmup=0, steps=1)
+    result = RunResult(run_id="tiny-u", config=config, status="ok")
+    pending = unsaved.PendingRun(result=result, created_at=datetime.now(UTC), profiler="torch",
+                                 artifacts={"trace": "/p/t.pt.trace.json.gz"})  # fmt: skip
+    back = unsaved.read(unsaved.write(pending, [tmp_path], "test"))
+    assert (back.profiler, back.artifacts) == ("torch", {"trace": "/p/t.pt.trace.json.gz"})
+    store = ResultsStore(str(tmp_path / "r.sqlite"))
+    store.import_file(unsaved.write(pending, [tmp_path], "test"))
+    assert store.get("tiny-u").artifacts == {"trace": "/p/t.pt.trace.json.gz"}
