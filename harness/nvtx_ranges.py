@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from analysis.names import MEASURED
+
 _push: Callable[[str, int | None], None]
 _pop: Callable[[], None]
 EMITTER: str
@@ -52,21 +54,41 @@ except ImportError:  # pragma: no cover - depends on the install
         EMITTER = "none"
 
 
+# A second emitter beside NVTX (harness.profilers.torch: record_function ranges of the same names), as
+# (enter(name) -> handle, exit(handle)); `measured` is not mirrored: that profiler's schedule is the
+# measured steps already.
+Mirror = tuple[Callable[[str], Any], Callable[[Any], None]]
+_mirror: Mirror | None = None
+_open: list[Any] = []
+
+
+def set_mirror(mirror: Mirror | None) -> None:
+    global _mirror
+    _mirror = mirror
+    _open.clear()
+
+
 def push(name: str, payload: int | None = None) -> None:
     _push(name, payload)
+    if _mirror is not None:
+        _open.append(_mirror[0](name) if name != MEASURED else None)
 
 
 def pop() -> None:
     _pop()
+    if _mirror is not None and _open:
+        handle = _open.pop()
+        if handle is not None:
+            _mirror[1](handle)
 
 
 @contextlib.contextmanager
 def nvtx_range(name: str, payload: int | None = None) -> Iterator[None]:
-    _push(name, payload)
+    push(name, payload)
     try:
         yield
     finally:
-        _pop()
+        pop()
 
 
 def attach_detail_ranges(model: Any, detail: dict[str, str]) -> list[Any]:
@@ -79,12 +101,12 @@ def attach_detail_ranges(model: Any, detail: dict[str, str]) -> list[Any]:
 
     def pre(name: str) -> Callable[..., None]:
         def hook(module: Any, args: Any) -> None:
-            _push(name, None)
+            push(name, None)
 
         return hook
 
     def post(module: Any, args: Any, output: Any) -> None:
-        _pop()
+        pop()
 
     for qualname, module in model.named_modules():
         parts = qualname.split(".")

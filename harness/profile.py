@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness import machine, signals
 from harness.errors import HarnessError, NsysError
@@ -227,10 +227,14 @@ def _overhead(
     return table
 
 
-def report_paths(prof: ProfileResult) -> dict[str, str | None]:
+def report_paths(prof: ProfileResult) -> dict[str, Any]:
+    """What a run under nsys stores: the old nsys_* columns, and the same paths as `artifacts`."""
+    from harness.profilers import nsys_artifacts
+
     return {
         "nsys_rep": str(prof.rep) if prof.rep else None,
         "nsys_sqlite": str(prof.sqlite) if prof.sqlite else None,
+        "artifacts": nsys_artifacts(prof.rep, prof.sqlite),
     }
 
 

@@ -7,7 +7,7 @@ import re
 import secrets
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import MEASURED, MODES, PRECISIONS
 from harness import nvtx_ranges
@@ -33,6 +33,14 @@ ATTENTIONS = ("math", "sdpa")
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
 WindowFn = Callable[[], contextlib.AbstractContextManager[Any]]
+
+
+class StepHook(Protocol):
+    """An in-process profiler (harness.profilers.torch): on around the step loop, told of each step's end."""
+
+    def recording(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def step(self) -> None: ...
 
 
 def new_run_id(model: str) -> str:
@@ -100,6 +108,7 @@ def run_workload(
     progress: ProgressFn | None = None,
     on_step: StepFn | None = None,
     power_sources: PowerSources | None = None,
+    hook: StepHook | None = None,
 ) -> RunResult:
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
@@ -107,6 +116,8 @@ def run_workload(
     "interrupted", see harness.signals), each with the steps finished before it; anything else propagates.
     `on_step` sees every step as soon as it is finished. With config.power the measured steps are
     sampled (harness.run_energy); `power_sources` replaces the discovered sources (tests hand in theirs).
+    `on_step` sees every step as soon as it is finished; `hook` is started around the step loop and
+    told of the end of every step.
     """
     import torch
 
@@ -137,6 +148,8 @@ def run_workload(
         meter = EnergyMeter(config, device, power_sources)
 
     def step_done(done: int, total: int) -> None:
+        if hook:
+            hook.step()
         if on_step:
             on_step(result.steps[-1])
         if progress:
@@ -157,9 +170,16 @@ def run_workload(
         if config.nvtx_detail:
             nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
         loop = {"train": _train, "forward": _forward, "generate": _generate}[config.mode]
-        loop(
-            config, spec, model, device, result, step_done, meter.window if meter else contextlib.nullcontext
-        )
+        with hook.recording() if hook else contextlib.nullcontext():
+            loop(
+                config,
+                spec,
+                model,
+                device,
+                result,
+                step_done,
+                meter.window if meter else contextlib.nullcontext,
+            )
     except KeyboardInterrupt as e:
         measured = sum(not s.warmup for s in result.steps)
         result.status = "interrupted"

@@ -68,6 +68,9 @@ class Run(Base):
     flops_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
     tokens_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
     energy_method: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # what the profiler left, {kind: path}: {"trace": …} (torch), {"nsys_rep": …, "nsys_sqlite": …} (nsys);
+    # nsys_rep and nsys_sqlite above stay for the databases and readers that know only them
+    artifacts: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -244,6 +247,7 @@ RUN_COLUMNS = [
     "flops_per_j",
     "tokens_per_j",
     "energy_method",
+    "artifacts",
 ]
 
 
@@ -296,4 +300,5 @@ def run_row(r: Run) -> dict[str, Any]:
         "flops_per_j": r.flops_per_j,
         "tokens_per_j": r.tokens_per_j,
         "energy_method": r.energy_method,
+        "artifacts": r.artifacts,
     }

@@ -101,6 +101,8 @@ def _outdated(engine: Engine) -> bool:
     inspector = inspect(engine)
     names = set(inspector.get_table_names())
     for table in Base.metadata.sorted_tables:
+        if table.name == "harness_meta":
+            continue
         if table.name not in names:
             return True
         have = {c["name"] for c in inspector.get_columns(table.name)}
@@ -226,8 +228,10 @@ class ResultsStore:
         """Bring a database made by an older harness up to this schema (new tables, new nullable columns)
         so that reading it works; it was ours already, and nothing in it changes."""
         writer = create_engine(self.url)
-        try:
-            Base.metadata.create_all(writer)
+        try:  # the marker table stays as it was: reading does not make a database ours
+            Base.metadata.create_all(
+                writer, tables=[t for t in Base.metadata.sorted_tables if t.name != "harness_meta"]
+            )
             _add_new_columns(writer)
         except SQLAlchemyError as e:
             raise HarnessError(
@@ -269,6 +273,7 @@ class ResultsStore:
         experiment: str | None = None,
         nsys_rep: str | None = None,
         nsys_sqlite: str | None = None,
+        artifacts: dict[str, str] | None = None,
         agreement: pd.DataFrame | None = None,
         baseline_run_id: str | None = None,
     ) -> str:
@@ -285,6 +290,7 @@ class ResultsStore:
             baseline_run_id=baseline_run_id,
             nsys_rep=nsys_rep,
             nsys_sqlite=nsys_sqlite,
+            artifacts=artifacts or None,
             agreement=unsaved.agreement_rows(agreement) if agreement is not None else None,
         )
         with signals.deferred():  # Ctrl-C lands after the run is in the database or in a file
@@ -360,6 +366,7 @@ class ResultsStore:
             nsys_rep=pending.nsys_rep,
             nsys_sqlite=pending.nsys_sqlite,
             **{name: energy.get(name) for name in RUN_ENERGY_FIELDS},
+            artifacts=pending.artifacts,
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},
             env=result.env,

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from harness import supervisor
 from harness.records import RunConfig, RunResult, result_from_dict
@@ -34,8 +35,14 @@ def worker_command(config_path: Path, result_path: Path) -> list[str]:
     return [sys.executable, "-m", "harness.worker", str(config_path), str(result_path)]
 
 
-def write_worker_config(config: RunConfig, run_id: str, path: Path) -> None:
-    path.write_text(json.dumps({"run_id": run_id, "config": config.to_dict()}))
+def write_worker_config(
+    config: RunConfig, run_id: str, path: Path, profiler: dict[str, Any] | None = None
+) -> None:
+    """`profiler`: an in-process profiler for the worker to start (harness.profilers.torch.TorchRequest)."""
+    spec: dict[str, Any] = {"run_id": run_id, "config": config.to_dict()}
+    if profiler:
+        spec["profiler"] = profiler
+    path.write_text(json.dumps(spec))
 
 
 def read_worker_result(
@@ -65,12 +72,14 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-def run_isolated(config: RunConfig, run_id: str | None = None) -> RunResult:
+def run_isolated(
+    config: RunConfig, run_id: str | None = None, profiler: dict[str, Any] | None = None
+) -> RunResult:
     """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on)."""
     run_id = run_id or new_run_id(config.model)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
-        write_worker_config(config, run_id, cfg)
+        write_worker_config(config, run_id, cfg, profiler)
         done = supervisor.run(worker_command(cfg, res), cleanup=[Path(tmp)])
         result = read_worker_result(config, run_id, res, done.returncode, done.stderr)
     if done.interrupted and result.status == "error":

@@ -45,6 +45,7 @@ class PendingRun:
     baseline_run_id: str | None = None  # a profiled run's run without a profiler
     nsys_rep: str | None = None
     nsys_sqlite: str | None = None
+    artifacts: dict[str, str] | None = None  # {kind: path} of what the profiler left
     agreement: list[dict[str, Any]] | None = None  # rows with AGREEMENT_COLUMNS; None: leave as stored
 
 
@@ -76,6 +77,7 @@ def write(pending: PendingRun, folders: list[Path], why: str) -> Path:
             "baseline_run_id": pending.baseline_run_id,
             "nsys_rep": pending.nsys_rep,
             "nsys_sqlite": pending.nsys_sqlite,
+            "artifacts": pending.artifacts,
         },
         "agreement": pending.agreement,
         "result": result_to_dict(pending.result),
@@ -119,6 +121,7 @@ def read(path: Path) -> PendingRun:
             baseline_run_id=save.get("baseline_run_id"),
             nsys_rep=save.get("nsys_rep"),
             nsys_sqlite=save.get("nsys_sqlite"),
+            artifacts=save.get("artifacts"),
             agreement=data.get("agreement"),
         )
     except (KeyError, TypeError, ValueError) as e:

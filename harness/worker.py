@@ -1,7 +1,8 @@
 """Child-process entry: run one configuration and write its RunResult as JSON.
 
-`harness sweep` starts one per configuration (so one's memory cannot affect the next) and
-`harness run --nsys` starts one under nsys. Usage: python -m harness.worker CONFIG.json RESULT.json
+`harness sweep` starts one per configuration (so one's memory cannot affect the next),
+`harness run --nsys` starts one under nsys and `harness run --profiler torch` one with torch.profiler on
+(the config file's "profiler"). Usage: python -m harness.worker CONFIG.json RESULT.json
 
 Each finished step is also appended to RESULT.steps.jsonl at once, so the steps measured before the
 worker was killed outright (kill -9, the kernel's out-of-memory killer) are not lost. Ctrl-C and SIGTERM
@@ -53,9 +54,11 @@ def main(argv: list[str]) -> int:
             log.flush()
 
         try:
+            from harness.profilers.torch_hook import hook_for
             from harness.runner import run_workload
 
-            result = run_workload(config, run_id=spec["run_id"], on_step=on_step)
+            hook = hook_for(config, spec.get("profiler"))
+            result = run_workload(config, run_id=spec["run_id"], on_step=on_step, hook=hook)
         except HarnessError as e:
             print(f"error: {e}", file=sys.stderr)
             return e.exit_code

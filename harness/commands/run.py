@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.profile import ProfiledRun
+    from harness.profilers.torch import TorchProfiledRun
     from harness.records import RunResult
     from harness.store import ResultsStore
 
@@ -47,12 +48,34 @@ class Capture(StrEnum):
     measured = "measured"
 
 
+class Profiler(StrEnum):
+    nsys = "nsys"
+    torch = "torch"
+
+
 class NsysMode(StrEnum):
     light = "light"
     full = "full"
 
 
-NsysOpt = Annotated[bool, typer.Option("--nsys", help="Profile under Nsight Systems (child process).")]
+NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
+ProfilerOpt = Annotated[
+    Profiler | None,
+    typer.Option(
+        "--profiler",
+        help="nsys: under Nsight Systems; torch: torch.profiler over the measured steps. Each runs in a "
+        "fresh process.",
+    ),
+]
+RecordShapesOpt = Annotated[
+    bool, typer.Option("--record-shapes", help="With --profiler torch: record operator input shapes.")
+]
+WithStackOpt = Annotated[
+    bool, typer.Option("--with-stack", help="With --profiler torch: record Python stacks of operators.")
+]
+ProfileMemoryOpt = Annotated[
+    bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
+]
 NsysPathOpt = Annotated[
     str | None,
     typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to use (or HARNESS_NSYS)."),
@@ -75,7 +98,12 @@ BaselineOpt = Annotated[
     ),
 ]
 ProfileDirOpt = Annotated[
-    Path, typer.Option("--profile-dir", metavar="<dir>", help="Where .nsys-rep and .sqlite go.")
+    Path | None,
+    typer.Option(
+        "--profile-dir",
+        metavar="<dir>",
+        help="Where the profiler's files go [default: nsys_profiles, torch_profiles].",
+    ),
 ]
 
 
@@ -99,13 +127,17 @@ def run_cmd(
     nvtx_detail: DetailOpt = False,
     power: PowerOpt = False,
     power_period: PowerPeriodOpt = 50,
+    profiler: ProfilerOpt = None,
     nsys: NsysOpt = False,
     nsys_path: NsysPathOpt = None,
     nsys_capture: CaptureOpt = Capture.all,
     nsys_mode: NsysModeOpt = NsysMode.light,
     nsys_arg: NsysArgOpt = None,
-    profile_dir: ProfileDirOpt = Path("nsys_profiles"),
+    profile_dir: ProfileDirOpt = None,
     nsys_baseline: BaselineOpt = True,
+    record_shapes: RecordShapesOpt = False,
+    with_stack: WithStackOpt = False,
+    profile_memory: ProfileMemoryOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -123,21 +155,40 @@ def run_cmd(
         warmup, steps, seed, attention, new_tokens, nvtx_detail, power, power_period,
     )  # fmt: skip
     validate(config)
+    chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
     store = ResultsStore(db)  # fail on a bad --db before the work, not after
     from harness.devices import emulated_precision_note, resolve_device
 
     note = emulated_precision_note(resolve_device(config.device), [config.precision])
     if note:
         warn(note)
-    if nsys:
+    if chosen == "torch":
+        from harness.profilers import DEFAULT_DIRS
+        from harness.profilers.torch import TorchRequest
+        from harness.profilers.torch import profile_run as torch_run
+
+        treq = TorchRequest(
+            profile_dir=profile_dir or DEFAULT_DIRS["torch"],
+            record_shapes=record_shapes,
+            with_stack=with_stack,
+            profile_memory=profile_memory,
+        )
+        with sigterm_raises(), Progress(f"{config.model} {config.mode} under torch.profiler") as progress:
+            tprof = torch_run(config, treq, store=store, progress=progress.stage)
+        render_torch_profiled(tprof, format, wide=wide)
+        if tprof.failed:
+            raise typer.Exit(tprof.exit_status)
+        return
+    if chosen == "nsys":
         from harness.profile import ProfileRequest, profile_run
+        from harness.profilers import DEFAULT_DIRS
 
         request = ProfileRequest(
             nsys_path=nsys_path,
             capture=nsys_capture.value,
             mode=nsys_mode.value,
             extra_args=list(nsys_arg or []),
-            profile_dir=profile_dir,
+            profile_dir=profile_dir or DEFAULT_DIRS["nsys"],
             baseline=nsys_baseline,
         )
         with sigterm_raises(), Progress(f"{config.model} {config.mode} under nsys") as progress:
@@ -164,6 +215,18 @@ def run_cmd(
     for line in result.extra.get("power_notes", []):
         say_note(line)
     _finish([unsaved], [result])
+
+
+def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str | None:
+    """The profiler asked for: --profiler, or --nsys (its shorthand); they must not disagree."""
+    from harness.errors import UsageError
+
+    if nsys and profiler not in (None, Profiler.nsys):
+        raise UsageError(f"--nsys means --profiler nsys; it cannot go with --profiler {profiler}")
+    chosen = "nsys" if nsys else profiler.value if profiler else None
+    if torch_options and chosen != "torch":
+        raise UsageError("--record-shapes, --with-stack and --profile-memory need --profiler torch")
+    return chosen
 
 
 def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
@@ -383,6 +446,32 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
             for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
             if path
         ]
+    if tables:
+        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
+    for note in p.notes:
+        warn(note)
+    if p.error:
+        err(p.error)
+    for line in p.unsaved:
+        err(line)
+
+
+def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:
+    import pandas as pd
+
+    from harness.output import Format, emit_many
+    from harness.tables import results_table
+
+    tables: list[tuple[str, pd.DataFrame]] = []
+    if p.result is not None and p.result.steps:
+        title = f"run {p.run_id} under torch.profiler ({p.result.device_name})"
+        tables.append((title, results_table([p.result])))
+    if p.ranges is not None:
+        tables.append(("record_function ranges (measured steps)", p.ranges))
+    tables += p.operators
+    files = [f"trace: {p.trace}"] if p.trace else []
+    if Format(fmt) is not Format.table and p.artifacts:
+        tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))
     if tables:
         emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
     for note in p.notes:

@@ -1,0 +1,136 @@
+"""`harness run MODEL --profiler torch`: torch.profiler around the measured steps, in a fresh worker process.
+
+The worker (harness.worker) runs the workload with a `TorchHook`: the profiler's schedule skips the warmup
+steps (the last one warms the profiler up) and records the measured ones; every NVTX range the harness opens
+(step, the phases, --nvtx-detail's layers) is also a `record_function` range of the same name. The trace is
+written as gzipped Chrome JSON (opens in Perfetto; `harness summary|nvtx|dashboard` read it). This process
+stores the run with the trace's path and computes the operator tables from the trace (analysis.operators).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.errors import HarnessError
+from harness.records import RunConfig, RunResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.store import ResultsStore
+
+from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
+
+__all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchProfiledRun", "TorchRequest", "hook_for", "profile_run"]
+
+TOP_OPERATORS = 15
+
+
+@dataclass
+class TorchProfiledRun:
+    run_id: str
+    result: RunResult | None = None
+    trace: Path | None = None
+    operators: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (title, table)
+    ranges: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    exit_code: int = 1
+    unsaved: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or bool(self.unsaved)
+
+    @property
+    def exit_status(self) -> int:
+        if self.error is not None:
+            return self.exit_code
+        return 1 if self.unsaved else 0
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        return {"trace": str(self.trace)} if self.trace else {}
+
+
+def _check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = f"cannot create profile folder {folder}: {e.strerror}; pass --profile-dir"
+        raise HarnessError(why) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise HarnessError(f"profile folder {folder} is not writable; pass --profile-dir to write elsewhere")
+
+
+def profile_run(
+    config: RunConfig,
+    request: TorchRequest,
+    *,
+    store: ResultsStore,
+    progress: Callable[[str], None] | None = None,
+) -> TorchProfiledRun:
+    """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
+    from harness import signals
+    from harness.runner import new_run_id
+    from harness.store import UnsavedRun
+    from harness.sweep import run_isolated
+
+    _check_writable(request.profile_dir)
+    run_id = new_run_id(config.model)
+    out = TorchProfiledRun(run_id=run_id)
+    trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
+    if progress:
+        progress("run under torch.profiler (fresh process)")
+    result = run_isolated(config, run_id, profiler=request.worker_spec(trace))
+    out.result = result
+    out.trace = trace if trace.exists() else None
+    try:
+        store.save(result, profiler=NAME, artifacts=out.artifacts)
+    except UnsavedRun as e:
+        out.unsaved.append(str(e))
+    kept = f"; trace kept: {trace}" if out.trace else ""
+    if result.status == "interrupted":
+        out.error = f"run {run_id} {result.error}; stored as interrupted{kept}"
+        out.exit_code = signals.exit_code(signals.signal_in(result.error))
+        return out
+    if result.status == "error":
+        out.error = f"run failed: {(result.error or 'no result').strip().splitlines()[-1]}{kept}"
+        return out
+    if result.status == "oom":
+        out.notes.append(f"out of memory: {result.error}; no analysis")
+        return out
+    if out.trace is None:
+        out.error = f"torch.profiler wrote no trace to {trace}"
+        return out
+    try:
+        analyse(out, out.trace, config)
+    except HarnessError as e:
+        out.error = str(e)
+    return out
+
+
+def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
+    """Operator tables (whole run, or per phase in generate mode) and the phase ranges, from the trace."""
+    from analysis.agreement import range_summary
+    from analysis.nvtx import nvtx_ranges
+    from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
+    from analysis.trace import open_trace
+    from harness.records import STEP_RANGE, phases_for
+
+    phases = phases_for(config.mode)
+    with open_trace(trace_path) as trace:
+        ranges = nvtx_ranges(trace, names=[STEP_RANGE, *phases])
+        out.ranges = range_summary(ranges) if len(ranges) else None
+        parts = list(phases) if config.mode == "generate" else [None]
+        for part in parts:
+            table = operator_table(trace, within=part)
+            title = f"top {TOP_OPERATORS} operators{f' in {part}' if part else ''} by self"
+            out.operators.append((f"{title} CPU", table.head(TOP_OPERATORS)))
+            if SELF_CUDA in table.columns:
+                out.operators.append((f"{title} CUDA", by_self_cuda(table).head(TOP_OPERATORS)))
+        out.notes += trace.notes
