@@ -109,15 +109,17 @@ def test_overhead_prints_a_row_per_phase(in_tmp: Path) -> None:
 
 
 def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the 4th Python process (round 2's run under nsys) dies at start-up; the rounds around it count
+    # the 4th worker (round 2's run under nsys) dies at start-up; the rounds around it count. Workers are
+    # counted by their command line: each also has a supervisor process, which is Python too.
     hook = in_tmp / "inject"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
         "import os, pathlib\n"
-        f"counter = pathlib.Path({str(in_tmp / 'count')!r})\n"
-        "n = int(counter.read_text()) + 1 if counter.exists() else 1\n"
-        "counter.write_text(str(n))\n"
-        "if n == 4:\n    os._exit(3)\n"
+        "if pathlib.Path('/proc/self/cmdline').read_bytes().split(b'\\0')[1:3] == [b'-m', b'harness.worker']:\n"
+        f"    counter = pathlib.Path({str(in_tmp / 'count')!r})\n"
+        "    n = int(counter.read_text()) + 1 if counter.exists() else 1\n"
+        "    counter.write_text(str(n))\n"
+        "    if n == 4:\n        os._exit(3)\n"
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
     args = ["overhead", "char", "--device", "cpu", "--repeats", "2", "--steps", "2", "--warmup", "1"]
