@@ -115,7 +115,8 @@ def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.Mo
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
         "import os, pathlib\n"
-        "if pathlib.Path('/proc/self/cmdline').read_bytes().split(b'\\0')[1:3] == [b'-m', b'harness.worker']:\n"
+        "argv = pathlib.Path('/proc/self/cmdline').read_bytes().split(b'\\0')\n"
+        "if argv[1:3] == [b'-m', b'harness.worker']:\n"
         f"    counter = pathlib.Path({str(in_tmp / 'count')!r})\n"
         "    n = int(counter.read_text()) + 1 if counter.exists() else 1\n"
         "    counter.write_text(str(n))\n"
