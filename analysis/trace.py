@@ -6,13 +6,16 @@ what it read in a Parquet cache (analysis.cache) so that later commands never op
 
 Frames and their columns (times in ns on the source's clock, ids as int64, NULL as the `NULL` sentinel):
 
-- kernels: start, end, correlation_id, global_pid, device_id, stream_id, grid, block (launch dimensions
-  packed, see analysis.kernels), name_id, short_name_id, mangled_name_id
-- runtime (CUDA runtime and driver calls): start, end, correlation_id, global_tid, name_id
-- memcpy: start, end, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id, src_kind,
+- kernels: start, end, duration, correlation_id, global_pid, device_id, stream_id, grid, block (launch
+  dimensions packed, see analysis.kernels), name_id, short_name_id, mangled_name_id
+- runtime (CUDA runtime and driver calls): start, end, duration, correlation_id, global_tid, name_id
+- memcpy: start, end, duration, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id, src_kind,
   dst_kind (CUPTI's copy and memory kinds: copy_kind 1 is HtoD, memory kind 1 pageable, 3 device)
-- memset: start, end, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind
-- osrt (OS runtime calls): start, end, global_tid, name_id
+- memset: start, end, duration, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind
+- osrt (OS runtime calls): start, end, duration, global_tid, name_id
+
+`duration` is end - start, NULL where the row cannot be right: a table that needs only durations reads one
+column, not two.
 - nvtx (ranges): range_id, start, end, global_tid, pushpop (bool), payload (Int64), name, domain
 - syncs (CUDA synchronization as the GPU records it: stream waits, stream/context/event syncs): start, end,
   stream_id, correlation_id, global_pid, device_id, name_id
