@@ -38,8 +38,27 @@ class ProfileRequest:
     baseline: bool = True  # also run without nsys (fresh process) to say how much nsys slowed the run
 
 
+class Outcome:
+    """How a profiled run ended, for the exit code: `error` (with `exit_code`), or runs the database would
+    not take (`unsaved`). Mixed into the result dataclasses of the profilers."""
+
+    error: str | None
+    exit_code: int
+    unsaved: list[str]
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or bool(self.unsaved)
+
+    @property
+    def exit_status(self) -> int:
+        if self.error is not None:
+            return self.exit_code
+        return 1 if self.unsaved else 0
+
+
 @dataclass
-class ProfiledRun:
+class ProfiledRun(Outcome):
     run_id: str
     result: RunResult | None
     profile: ProfileResult | None
@@ -53,18 +72,9 @@ class ProfiledRun:
     exit_code: int = 1  # with `error`: the profiled program's code, 128+N for signal N, else 1
     unsaved: list[str] = field(default_factory=list)  # runs the database would not take, and their files
 
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or bool(self.unsaved)
 
-    @property
-    def exit_status(self) -> int:
-        if self.error is not None:
-            return self.exit_code
-        return 1 if self.unsaved else 0
-
-
-def _check_writable(folder: Path) -> None:
+def check_writable(folder: Path) -> None:
+    """Create the profile folder, or stop with one line: before the run, not after it."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -79,7 +89,7 @@ def launch(
     """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes."""
     from harness import nsys
 
-    _check_writable(request.profile_dir)
+    check_writable(request.profile_dir)
     opts = nsys.ProfileOptions(
         output=request.profile_dir.resolve() / run_id,
         capture=request.capture,
@@ -147,7 +157,7 @@ def profile_run(
     from harness import nsys
 
     info = nsys.find_nsys(request.nsys_path)
-    _check_writable(request.profile_dir)
+    check_writable(request.profile_dir)
     run_id = new_run_id(config.model)
     out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
     experiment = f"overhead-{run_id}" if request.baseline else None

@@ -121,12 +121,12 @@ def profile_program(
     A run is stored whenever nsys recorded something, whatever the program's exit code.
     """
     from harness import nsys
-    from harness.profile import _check_writable, report_paths
+    from harness.profile import check_writable, report_paths
     from harness.store import UnsavedRun
 
     _check_program(argv)
     info = nsys.find_nsys(nsys_path)
-    _check_writable(profile_dir)
+    check_writable(profile_dir)
     name = name or Path(argv[0]).name
     run_id = new_run_id(name)
     opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))

@@ -9,7 +9,6 @@ stores the run with the trace's path and computes the operator tables from the t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
 
     from harness.store import ResultsStore
 
+from harness.profile import Outcome, check_writable
 from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchProfiledRun", "TorchRequest", "hook_for", "profile_run"]
@@ -31,7 +31,7 @@ TOP_OPERATORS = 15
 
 
 @dataclass
-class TorchProfiledRun:
+class TorchProfiledRun(Outcome):
     run_id: str
     result: RunResult | None = None
     trace: Path | None = None
@@ -43,28 +43,8 @@ class TorchProfiledRun:
     unsaved: list[str] = field(default_factory=list)
 
     @property
-    def failed(self) -> bool:
-        return self.error is not None or bool(self.unsaved)
-
-    @property
-    def exit_status(self) -> int:
-        if self.error is not None:
-            return self.exit_code
-        return 1 if self.unsaved else 0
-
-    @property
     def artifacts(self) -> dict[str, str]:
         return {"trace": str(self.trace)} if self.trace else {}
-
-
-def _check_writable(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        why = f"cannot create profile folder {folder}: {e.strerror}; pass --profile-dir"
-        raise HarnessError(why) from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise HarnessError(f"profile folder {folder} is not writable; pass --profile-dir to write elsewhere")
 
 
 def profile_run(
@@ -80,7 +60,7 @@ def profile_run(
     from harness.store import UnsavedRun
     from harness.sweep import run_isolated
 
-    _check_writable(request.profile_dir)
+    check_writable(request.profile_dir)
     run_id = new_run_id(config.model)
     out = TorchProfiledRun(run_id=run_id)
     trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
