@@ -24,16 +24,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.names import RUN_ENERGY_FIELDS
+
 TOTAL = "total"  # the device label of the row summing every device
-# The run-level figures a results store keeps per run (run_summary), named as the runs frame names them.
-RUN_ENERGY_FIELDS = (
-    "energy_j",
-    "avg_power_w",
-    "peak_power_w",
-    "flops_per_j",
-    "tokens_per_j",
-    "energy_method",
-)
 RUN = "run"  # the scope of the whole measured window
 ENERGY_COLUMNS = [
     "scope",

@@ -14,3 +14,14 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 STEP = "step"  # one NVTX range around each step, payload = step index
 MEASURED = "measured"  # one NVTX range around all measured (non-warm-up) steps
 WARMUP = "warmup"
+
+# The run-level energy figures of `run --power` (analysis.energy.run_summary): the results store keeps a
+# column of each name
+RUN_ENERGY_FIELDS = (
+    "energy_j",
+    "avg_power_w",
+    "peak_power_w",
+    "flops_per_j",
+    "tokens_per_j",
+    "energy_method",
+)

@@ -23,17 +23,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.readers.nsys import KERNEL, MEMCPY, MEMSET, NVTX, OSRT, PUSHPOP_TYPES, RUNTIME, STARTEND_TYPES
+
 SHARED_NSYS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys"
 FIXTURE = SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite"  # PyTorch + DLProf, RTX 2070 SUPER
 A100_FIXTURE = SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite"  # the 5-kernel saxpy of earlier runs
 
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-NVTX = "NVTX_EVENTS"
-OSRT = "OSRT_API"
-RANGE_TYPES = (59, 60, 70, 71)  # NVTX push/pop and start/end ranges (NVTX and NVTXT); not domain events
+RANGE_TYPES = (*PUSHPOP_TYPES, *STARTEND_TYPES)  # NVTX ranges, not domain events
 CORRELATED = (KERNEL, RUNTIME, MEMCPY, MEMSET)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from analysis.names import RUN_ENERGY_FIELDS
+
 SCHEMA_VERSION = 1
 # columns by which a table is known as ours (a `runs` table of another program lacks them)
 SIGNATURES = {
@@ -61,7 +63,7 @@ class Run(Base):
     peak_memory_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     nsys_rep: Mapped[str | None] = mapped_column(Text, nullable=True)
     nsys_sqlite: Mapped[str | None] = mapped_column(Text, nullable=True)
-    # `run --power` (analysis.energy.RUN_ENERGY_FIELDS); NULL without --power or without a power source
+    # `run --power` (analysis.names.RUN_ENERGY_FIELDS); NULL without --power or without a power source
     energy_j: Mapped[float | None] = mapped_column(Float, nullable=True)
     avg_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
     peak_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -241,12 +243,7 @@ RUN_COLUMNS = [
     "peak_memory_bytes",
     "nsys_rep",
     "nsys_sqlite",
-    "energy_j",
-    "avg_power_w",
-    "peak_power_w",
-    "flops_per_j",
-    "tokens_per_j",
-    "energy_method",
+    *RUN_ENERGY_FIELDS,
     "artifacts",
 ]
 
@@ -294,11 +291,6 @@ def run_row(r: Run) -> dict[str, Any]:
         "peak_memory_bytes": r.peak_memory_bytes,
         "nsys_rep": r.nsys_rep,
         "nsys_sqlite": r.nsys_sqlite,
-        "energy_j": r.energy_j,
-        "avg_power_w": r.avg_power_w,
-        "peak_power_w": r.peak_power_w,
-        "flops_per_j": r.flops_per_j,
-        "tokens_per_j": r.tokens_per_j,
-        "energy_method": r.energy_method,
+        **{name: getattr(r, name) for name in RUN_ENERGY_FIELDS},
         "artifacts": r.artifacts,
     }

@@ -333,7 +333,7 @@ class ResultsStore:
     def _write(self, pending: PendingRun) -> None:
         if self.readonly:
             raise RuntimeError("ResultsStore opened read-only")
-        from analysis.energy import RUN_ENERGY_FIELDS
+        from analysis.names import RUN_ENERGY_FIELDS
 
         result, cfg = pending.result, pending.result.config
         energy = result.extra.get("energy_summary") or {}
