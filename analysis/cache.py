@@ -200,7 +200,8 @@ class Entry:
         return out
 
     def store(self, frame: str, df: pd.DataFrame) -> int:
-        """Write each column of `df` as its own file; bytes written."""
+        """Write each column of `df` as its own file, then keep the cache under its limit (least recently
+        used entries out, this one kept); bytes written."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -215,6 +216,7 @@ class Entry:
                 with contextlib.suppress(OSError):
                     tmp.unlink()
             written += _size(self.path(frame, col))
+        self.cache.evict(keep=self.folder)
         return written
 
     def _sweep_tmp(self) -> None:

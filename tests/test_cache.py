@@ -148,6 +148,25 @@ def test_least_recently_used_entries_go_first(a100_export: Path, tmp_path: Path,
     assert sorted(Path(e.source).name for e in cache.entries()) == ["r0.sqlite", "r2.sqlite"]
 
 
+def test_a_new_entry_keeps_the_cache_under_its_limit(
+    a100_export: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copies = []
+    for i in range(3):
+        copies.append(tmp_path / f"r{i}.sqlite")
+        shutil.copyfile(a100_export, copies[-1])
+    with open_trace(copies[0]) as t:
+        kernel_summary(t)
+    one = Cache(cache_dir).entries()[0].size_bytes
+    monkeypatch.setenv("HARNESS_CACHE_LIMIT", str(one + one // 2))  # room for one entry, not two
+    for path in copies[1:]:
+        time.sleep(0.02)
+        with open_trace(path) as t:
+            kernel_summary(t)
+    # each new entry pushed out the least recently used one; the newest is there
+    assert [Path(e.source).name for e in Cache(cache_dir).entries()] == ["r2.sqlite"]
+
+
 def test_cache_command_lists_and_clears(a100_export: Path, cache_dir: Path) -> None:
     from typer.testing import CliRunner
 
