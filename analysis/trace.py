@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -194,12 +195,16 @@ class Trace:
         out = pd.DataFrame({c: data[c] for c in cols}, copy=False)
         return out if keep.all() else out[keep].reset_index(drop=True)
 
-    def strings(self, ids: Iterable[int] | None = None) -> dict[int, str]:
-        """id -> string, for `ids` (all when None)."""
+    @functools.cached_property
+    def _string_table(self) -> dict[int, str]:
         s = self._columns("strings", ["id", "value"])
-        table = dict(zip(s["id"].tolist(), s["value"].tolist(), strict=True))
+        return dict(zip(s["id"].tolist(), s["value"].tolist(), strict=True))
+
+    def strings(self, ids: Iterable[int] | None = None) -> dict[int, str]:
+        """id -> string, for `ids` (all when None). The table is built once per trace: tables ask often."""
+        table = self._string_table
         if ids is None:
-            return table
+            return dict(table)
         return {int(i): table[int(i)] for i in ids if int(i) in table}
 
     def thread_names(self) -> dict[int, str]:
