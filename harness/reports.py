@@ -12,11 +12,16 @@ import hashlib
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from analysis.cache import cache_root
 from analysis.errors import ExportError
 from analysis.trace import REPORT_SUFFIXES, Trace, open_trace
 from harness.errors import NsysError
+
+if TYPE_CHECKING:
+    from analysis.multi_tables import Combined
+    from analysis.ranks import RanksReport
 
 
 def exports_dir() -> Path:
@@ -63,3 +68,40 @@ def sqlite_for(report: Path, *, cache: bool = True) -> Path:
 def open_report(report: Path, *, cache: bool = True) -> Trace:
     """A trace of `report` (an export, or a report exported first)."""
     return open_trace(sqlite_for(report, cache=cache), cache=cache)
+
+
+def analyse_many(
+    kind: str,
+    inputs: list[Path],
+    options: dict[str, Any],
+    *,
+    by_rank: bool = False,
+    jobs: int | None = None,
+    dask: str | None = None,
+    cache: bool = True,
+) -> Combined:
+    """One command's tables over several exports (analysis.multi): reports are exported first, here, and
+    the ranks come from the names the user gave."""
+    from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
+    from analysis.multi_tables import combine, run_task
+
+    check_name_ranks(inputs)
+    exports = [sqlite_for(p, cache=cache) for p in inputs]
+    parts = run_tasks(run_task, exports, kind, options, cache, jobs=jobs, dask=dask)
+    for given, part in zip(inputs, parts, strict=True):
+        part.path = str(given)
+    raise_errors(parts)
+    sources = label_sources(inputs, parts)
+    return combine(kind, parts, sources, by_rank=by_rank, options=options)
+
+
+def ranks_of(
+    inputs: list[Path], *, jobs: int | None = None, dask: str | None = None, cache: bool = True
+) -> RanksReport:
+    """`harness ranks` over exports or reports (reports exported first)."""
+    from analysis.multi import check_name_ranks
+    from analysis.ranks import ranks_report
+
+    check_name_ranks(inputs)
+    exports = [sqlite_for(p, cache=cache) for p in inputs]
+    return ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)

@@ -35,7 +35,7 @@ import pandas as pd
 from analysis.errors import ExportError
 from analysis.readers import NULL
 
-VERSION = "nsys-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = "nsys-2"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings
@@ -131,7 +131,31 @@ class NsysReader:
             "time_unit": "ns",
             "nonempty": nonempty,
             "hints": HINTS,
+            "session_start_ns": self._session_start(),
+            "programs": self._programs(),
         }
+
+    def _session_start(self) -> int | None:
+        """The wall clock (ns since the Unix epoch) at the session's time 0: what lines up several reports."""
+        table = "TARGET_INFO_SESSION_START_TIME"
+        if table not in self.tables or "utcEpochNs" not in self.columns(table):
+            return None
+        rows = self._rows(f"SELECT utcEpochNs FROM {table} LIMIT 1")
+        return int(rows[0][0]) if rows and isinstance(rows[0][0], int) else None
+
+    def _programs(self) -> list[str]:
+        """Names of the processes nsys launched (those with captured output streams)."""
+        if not {"ProcessStreams", "PROCESSES"} <= self.tables:
+            return []
+        if not {"globalPid", "name"} <= self.columns("PROCESSES") or "globalPid" not in self.columns(
+            "ProcessStreams"
+        ):
+            return []
+        sql = (
+            "SELECT DISTINCT p.name FROM PROCESSES p WHERE p.globalPid IN "
+            "(SELECT globalPid FROM ProcessStreams) ORDER BY p.name"
+        )
+        return [str(r[0]) for r in self._rows(sql) if r[0] is not None]
 
     def count(self, frame: str) -> int:
         """Rows of `frame` (a count(*) of its table)."""

@@ -22,10 +22,28 @@ if TYPE_CHECKING:
     from analysis.trace import Trace
 
 ReportArg = Annotated[
-    Path,
+    list[Path],
     typer.Argument(
         help="An nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
-        "profiler (Kineto) trace (.json, .json.gz)."
+        "profiler (Kineto) trace (.json, .json.gz). Several, a glob pattern or a folder: one table over "
+        "all of them (ranks from rank<R> in the file names), read in parallel.",
+        show_default=False,
+    ),
+]
+ByRankOpt = Annotated[
+    bool, typer.Option("--by-rank", help="Several exports: one block of rows per rank (or file).")
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option("--jobs", "-j", min=1, metavar="<n>", help="Several exports: at most N local processes."),
+]
+DaskOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dask",
+        metavar="<address>",
+        help="Several exports: read them on this Dask scheduler (tcp://host:8786) instead of local "
+        "processes. Needs pip install 'harness[dask]'.",
     ),
 ]
 NoCacheOpt = Annotated[
@@ -67,6 +85,46 @@ def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wid
     emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide)
 
 
+def _inputs(reports: list[Path]) -> list[Path]:
+    """The exports named: files, folders and glob patterns expanded (analysis.multi.expand)."""
+    from analysis.multi import expand
+
+    return expand(reports)
+
+
+def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int | None, dask: str | None,
+          no_cache: bool, fmt: Format, title: str, top: int | None, wide: bool,
+          titles: dict[str, str] | None = None) -> None:  # fmt: skip
+    """Several exports: the combined tables (harness.reports.analyse_many), rendered."""
+    from harness.output import emit, emit_many
+    from harness.reports import analyse_many
+
+    result = analyse_many(kind, paths, options, by_rank=by_rank, jobs=jobs, dask=dask, cache=not no_cache)
+    sources = result.sources
+    labels = sources.labels if sources is not None else []
+    label = sources.column if sources is not None else "Source"
+    first, last = (labels[0], labels[-1]) if labels else ("", "")
+    what = f"{len(paths)} exports" + (f" (ranks {first}-{last})" if label == "Rank" else "")
+    tables = []
+    for name, df in result.tables:
+        if top and label in df.columns:
+            df = df.groupby(label, sort=False, group_keys=False).head(top)
+        elif top:
+            df = df.head(top)
+        heading = (titles or {}).get(name, name)
+        tables.append((f"{heading} in {what}" if len(result.tables) > 1 else f"{title} in {what}", df))
+    notes = list(dict.fromkeys([*result.notes, *(n for _, df in tables for n in df.attrs.get("notes", []))]))
+    if len(tables) == 1 and not result.skipped:
+        emit(tables[0][1], fmt, title=tables[0][0], notes=notes, wide=wide)
+        return
+    emit_many(tables, fmt, notes=notes, skipped=result.skipped or None, wide=wide)
+    if fmt is Format.table and result.skipped:
+        from harness.commands.common import warn
+
+        for title_, why in result.skipped.items():
+            warn(f"skipped {title_.split(' (')[0]}: {why}")
+
+
 @cli_errors
 def kernels_cmd(
     report: ReportArg,
@@ -85,6 +143,9 @@ def kernels_cmd(
         ),
     ] = None,
     hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -95,6 +156,12 @@ def kernels_cmd(
     if base and mangled:
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
+    paths = _inputs(report)
+    if len(paths) > 1:
+        options = {"names": names, "by": by.value, "range_name": range_name, "hta": hta}
+        _many("kernels", paths, options, by_rank, jobs, dask, no_cache, format, "CUDA kernels", top, wide)
+        return
+    report = paths[0]
     trace = open_report(report, no_cache)
     if hta:
         from analysis.hta_rules import hta_view
@@ -111,6 +178,9 @@ def nvtx_cmd(
         bool, typer.Option("--trace", help="One row per push/pop range instance (like nvtxpptrace).")
     ] = False,
     top: TopOpt = None,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -118,6 +188,12 @@ def nvtx_cmd(
     """Time per NVTX range, like `nsys stats -r nvtxsum`."""
     from analysis.nvtx import nvtx_summary, nvtx_trace
 
+    paths = _inputs(report)
+    if len(paths) > 1:
+        options = {"trace_rows": trace}
+        _many("nvtx", paths, options, by_rank, jobs, dask, no_cache, format, "NVTX ranges", top, wide)
+        return
+    report = paths[0]
     tr = open_report(report, no_cache)
     df = nvtx_trace(tr) if trace else nvtx_summary(tr)
     _show(df, format, f"NVTX ranges in {report.name}", top, wide)
@@ -160,19 +236,49 @@ def nvtx_gpu_cmd(
         int | None,
         typer.Option("--top", min=1, metavar="<n>", help="With --kernels: top N kernels per range."),
     ] = None,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum."""
+    """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum.
+    Several exports: each rank's rows, one block per rank (the rows are per process already)."""
     from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
     from harness.output import emit_many
 
+    names = tuple(p.strip() for p in phases.split(",") if p.strip())
+    paths = _inputs(report)
+    if len(paths) > 1:
+        view = "projection" if projection else "kernels" if kernels else "summary"
+        options = {"view": view, "mode": mode.value, "phases": names, "exclusive": exclusive, "top": top}
+        titles = {
+            "ranges": "GPU time per NVTX range",
+            "check": "Do the phases add up? (measured steps)",
+            "kernels": "kernels per NVTX range",
+            "projection": "NVTX ranges projected onto the GPU",
+        }
+        _many(
+            "nvtx-gpu",
+            paths,
+            options,
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            titles["projection" if projection else "kernels" if kernels else "ranges"],
+            None,
+            wide,
+            titles,
+        )
+        return
+    report = paths[0]
     trace = open_report(report, no_cache)
     if projection:
         _show(nvtx_gpu_projection(trace), format, f"NVTX ranges projected onto the GPU in {report.name}", top)
         return
-    names = tuple(p.strip() for p in phases.split(",") if p.strip())
     if kernels:
         df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive)
         _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}", wide=wide)
@@ -189,6 +295,9 @@ def nvtx_gpu_cmd(
 def api_cmd(
     report: ReportArg,
     top: TopOpt = None,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -196,6 +305,11 @@ def api_cmd(
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
     from analysis.cuda_api import cuda_api_summary
 
+    paths = _inputs(report)
+    if len(paths) > 1:
+        _many("api", paths, {}, by_rank, jobs, dask, no_cache, format, "CUDA API calls", top, wide)
+        return
+    report = paths[0]
     _show(
         cuda_api_summary(open_report(report, no_cache)), format, f"CUDA API calls in {report.name}", top, wide
     )
@@ -203,12 +317,24 @@ def api_cmd(
 
 @cli_errors
 def memops_cmd(
-    report: ReportArg, no_cache: NoCacheOpt = False, format: FormatOpt = Format.table, wide: WideOpt = False
+    report: ReportArg,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
     from analysis.memops import memops_size, memops_time
     from harness.output import emit_many
 
+    paths = _inputs(report)
+    if len(paths) > 1:
+        titles = {"by time": "GPU memory operations by time", "by size": "by size (MB)"}
+        _many("memops", paths, {}, by_rank, jobs, dask, no_cache, format, "", None, wide, titles)
+        return
+    report = paths[0]
     trace = open_report(report, no_cache)
     by_time, by_size = memops_time(trace), memops_size(trace)
     emit_many(
@@ -223,13 +349,22 @@ def memops_cmd(
 def launch_cmd(
     report: ReportArg,
     top: TopOpt = None,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`."""
+    """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports:
+    each rank's rows, one block per rank (the rows are per process and thread already)."""
     from analysis.launch import launch_summary
 
+    paths = _inputs(report)
+    if len(paths) > 1:
+        _many("launch", paths, {}, by_rank, jobs, dask, no_cache, format, "kernel launch latency", top, wide)
+        return
+    report = paths[0]
     df = launch_summary(open_report(report, no_cache))
     df.attrs["priority"] = LAUNCH_PRIORITY
     _show(df, format, f"kernel launch latency in {report.name}", top, wide)
@@ -239,6 +374,9 @@ def launch_cmd(
 def osrt_cmd(
     report: ReportArg,
     top: TopOpt = None,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -246,6 +384,11 @@ def osrt_cmd(
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
     from analysis.osrt import osrt_summary
 
+    paths = _inputs(report)
+    if len(paths) > 1:
+        _many("osrt", paths, {}, by_rank, jobs, dask, no_cache, format, "OS runtime calls", top, wide)
+        return
+    report = paths[0]
     _show(
         osrt_summary(open_report(report, no_cache)), format, f"OS runtime calls in {report.name}", top, wide
     )
@@ -255,15 +398,25 @@ def osrt_cmd(
 def summary_cmd(
     report: ReportArg,
     top: TopOpt = None,
+    by_rank: ByRankOpt = False,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """Every table the export has data for, in one report."""
+    """Every table the export has data for, in one report. Several exports: the summaries combine like the
+    single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
     from analysis.summary import summary
     from harness.commands.common import warn
     from harness.output import emit_many
 
+    paths = _inputs(report)
+    if len(paths) > 1:
+        _many("summary", paths, {}, by_rank, jobs, dask, no_cache, format, "", top, wide,
+              {t: t for t in ()})  # fmt: skip
+        return
+    report = paths[0]
     result = summary(open_report(report, no_cache))
     if not result.tables:
         raise ExportError(

@@ -1,0 +1,420 @@
+"""Many exports, one analysis: find the exports, tell their ranks, read each in its own process, combine.
+
+Inputs are exports (nsys .sqlite, Kineto .json(.gz)), glob patterns (quoted, so the shell left them) and
+folders (every export in them; an .nsys-rep with its .sqlite beside it counts once). Reports must already
+be exported (the CLI layer does that, harness.reports).
+
+Each export is read by one task (analysis.multi_tasks.run_task) in a worker: a local process
+(ProcessPoolExecutor, as many as cores and inputs allow) or a Dask distributed worker (`dask=ADDRESS`). A task
+opens the trace through analysis.trace.open_trace, so the Parquet cache serves it, and returns a Part:
+small tables plus, for the summaries that are combined exactly, the per-row values (a name code and a
+duration per kernel, call or range).
+
+Ranks: `rank<R>` in the file name (`run.rank3.sqlite`, `rank_3`), else the trace's own rank (Kineto
+`distributedInfo.rank`), else no rank: rows are labelled by file (`Source`) and a note says so. Two inputs
+with one rank are refused.
+
+Combining: the row-level values of every export are concatenated and summarised once (analysis.stats
+.describe), so Total, count, Avg, Med, Min, Max and StdDev over all ranks are exact, the same as one export
+holding every row. Tables whose rows are already per process or per range instance (launch latency, GPU time
+per NVTX range, `nvtx --trace`) are stacked, one block per rank.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import ExportError
+from analysis.stats import describe, group_ids, time_percent
+
+RANK_RE = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.IGNORECASE)
+EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+DASK_MISSING = "--dask needs Dask: pip install 'harness[dask]'"
+
+
+# --- inputs ----------------------------------------------------------------------------------------------
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (*EXPORT_SUFFIXES, *REPORT_SUFFIXES):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name.removesuffix(".harness")
+
+
+def exports_in(folder: Path) -> list[Path]:
+    """The exports and reports in `folder`, one per stem: an export beside its report wins."""
+    best: dict[str, Path] = {}
+    suffixes = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
+    for p in sorted(folder.iterdir()):
+        if not p.is_file() or not p.name.endswith(suffixes):
+            continue
+        stem = _stem(p)
+        if stem not in best or best[stem].name.endswith(REPORT_SUFFIXES):
+            best[stem] = p
+    return sorted(best.values(), key=lambda p: _natural(p.name))
+
+
+def _natural(name: str) -> list[Any]:
+    """rank2 before rank10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def expand(inputs: Sequence[str | Path]) -> list[Path]:
+    """Paths from exports, folders and glob patterns, in the order given (a folder's and a pattern's files
+    in natural name order). Raises ExportError for a folder or pattern with no exports, or a file given
+    twice."""
+    out: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            found = exports_in(p)
+            if not found:
+                raise ExportError(f"no exports (.sqlite, .nsys-rep, .json, .json.gz) in the folder {p}")
+            out += found
+        elif not p.exists() and glob.has_magic(str(item)):
+            matched = [Path(m) for m in glob.glob(str(item)) if Path(m).is_file()]
+            if not matched:
+                raise ExportError(f"no file matches {item}")
+            out += sorted(matched, key=lambda m: _natural(m.name))
+        else:
+            out.append(p)
+    seen: dict[Path, Path] = {}
+    for p in out:
+        key = p.resolve()
+        if key in seen:
+            raise ExportError(f"{p} is given twice: each export counts once")
+        seen[key] = p
+    return out
+
+
+def rank_in_name(path: Path | str) -> int | None:
+    """R from `rank<R>` in the file name (`run.rank3.sqlite`, `trace_rank_3.json`), else None."""
+    m = RANK_RE.search(Path(path).name)
+    return int(m[1]) if m else None
+
+
+# --- results of the workers ----------------------------------------------------------------------------
+
+
+@dataclass
+class Piece:
+    """One table's share of one export: `rows` to summarise together (key columns + a value column), or a
+    finished `table` to stack."""
+
+    rows: pd.DataFrame | None = None
+    table: pd.DataFrame | None = None
+
+
+@dataclass
+class Part:
+    """What one task sends back: its pieces by table name, the trace's notes and facts, or the error."""
+
+    path: str
+    pieces: dict[str, Piece] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # table -> why it has no rows in this export
+    notes: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)  # rank, world_size, programs, session_start_ns, ...
+    error: str | None = None
+
+
+@dataclass
+class Source:
+    """One input and its label in the combined tables."""
+
+    path: Path
+    rank: int | None
+    how: str  # "name", "trace" or "" (no rank)
+    label: str = ""
+
+
+@dataclass
+class Sources:
+    """The inputs in label order, the label column's name (Rank or Source), and what is odd about them."""
+
+    items: list[Source]
+    column: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[Any]:
+        return [s.rank if self.column == "Rank" else s.label for s in self.items]
+
+
+def check_name_ranks(paths: Sequence[Path]) -> None:
+    """Refuse two inputs whose file names give one rank, before any work is done."""
+    _refuse_duplicates([(rank_in_name(p), p) for p in paths])
+
+
+def _refuse_duplicates(pairs: Sequence[tuple[int | None, Path]]) -> None:
+    first: dict[int, Path] = {}
+    for rank, path in pairs:
+        if rank is None:
+            continue
+        if rank in first:
+            raise ExportError(
+                f"rank {rank} is given twice ({first[rank].name} and {path.name}): give one export per rank"
+            )
+        first[rank] = path
+
+
+def label_sources(paths: Sequence[Path], parts: Sequence[Part]) -> Sources:
+    """Ranks from file names, else from the traces; the inputs sorted by rank; notes on mixed inputs."""
+    items = []
+    for path, part in zip(paths, parts, strict=True):
+        named = rank_in_name(path)
+        traced = part.info.get("rank")
+        if named is not None:
+            items.append(Source(path, named, "name"))
+        elif isinstance(traced, int):
+            items.append(Source(path, traced, "trace"))
+        else:
+            items.append(Source(path, None, ""))
+    _refuse_duplicates([(s.rank, s.path) for s in items])
+    notes: list[str] = []
+    if all(s.rank is not None for s in items):
+        column = "Rank"
+        items.sort(key=lambda s: s.rank)  # type: ignore[arg-type, return-value]
+        for s in items:
+            s.label = f"rank {s.rank}"
+    else:
+        column = "Source"
+        names = [s.path.name for s in items]
+        unique = len(set(names)) == len(names)
+        for s in items:
+            s.label = s.path.name if unique else str(s.path)
+        lacking = [s.path.name for s in items if s.rank is None]
+        notes.append(
+            f"no rank in the file name (rank<R>) or trace of {', '.join(lacking)}: rows are labelled by "
+            "file, in the order given"
+        )
+    notes += mixed_notes(items, {str(p): part for p, part in zip(paths, parts, strict=True)})
+    return Sources(items, column, notes)
+
+
+def mixed_notes(items: Sequence[Source], parts: dict[str, Part]) -> list[str]:
+    """Notes when the inputs look like more than one run: other programs, formats, rank counts, stems."""
+    notes = []
+    info = {str(s.path): parts[str(s.path)].info for s in items}
+
+    def spread(key: str) -> dict[str, list[str]]:
+        by: dict[str, list[str]] = {}
+        for s in items:
+            value = info[str(s.path)].get(key)
+            if value:
+                text = ", ".join(value) if isinstance(value, list) else str(value)
+                by.setdefault(text, []).append(s.label)
+        return by
+
+    for key, what in (("programs", "programs"), ("format", "formats"), ("world_size", "world sizes")):
+        by = spread(key)
+        if len(by) > 1:
+            listed = "; ".join(f"{v} ({', '.join(labels)})" for v, labels in by.items())
+            notes.append(f"the exports come from different {what}: {listed}")
+    named = [s for s in items if s.how == "name"]
+    stems = {RANK_RE.sub("", _stem(s.path)) for s in named}
+    if len(stems) > 1:
+        notes.append(
+            f"the exports' names point to {len(stems)} runs ({', '.join(sorted(stems))}): are these one run?"
+        )
+    ranks = sorted(s.rank for s in items if s.rank is not None)
+    sizes = {info[str(s.path)].get("world_size") for s in items} - {None}
+    expected = max(sizes) if sizes else (max(ranks) + 1 if ranks else 0)
+    if ranks and len(ranks) == len(items):
+        absent = sorted(set(range(expected)) - set(ranks))
+        if absent:
+            shown = ", ".join(map(str, absent[:8])) + (", ..." if len(absent) > 8 else "")
+            notes.append(f"{len(ranks)} of {expected} ranks given: rank {shown} missing")
+    return notes
+
+
+# --- running the tasks ---------------------------------------------------------------------------------
+
+
+def workers_for(n_inputs: int, jobs: int | None = None) -> int:
+    """Local processes: at most the cores, the inputs and `jobs`."""
+    n = min(os.cpu_count() or 1, n_inputs)
+    return max(1, min(n, jobs) if jobs else n)
+
+
+def run_tasks(
+    task: Callable[..., Part],
+    paths: Sequence[Path],
+    *args: Any,
+    jobs: int | None = None,
+    dask: str | None = None,
+) -> list[Part]:
+    """task(str(path), *args) for every path: in this process for one path (or jobs=1), else on local
+    processes, or on the Dask cluster at `dask`. Results in the order of `paths`."""
+    items = [str(p) for p in paths]
+    if dask:
+        return _on_dask(task, items, args, dask)
+    n = workers_for(len(items), jobs)
+    if n == 1:
+        return [task(p, *args) for p in items]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork: the workers start with pandas already imported (spawn re-imports it in each, ~1 s)
+    method = "fork" if sys.platform == "linux" else None
+    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(method)) as pool:
+        return list(pool.map(task, items, *[[a] * len(items) for a in args]))
+
+
+def _on_dask(task: Callable[..., Part], items: list[str], args: tuple[Any, ...], address: str) -> list[Part]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ExportError(DASK_MISSING) from None
+    try:
+        client = Client(address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise ExportError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+    with client:
+        futures = client.map(task, items, *[[a] * len(items) for a in args], pure=False)
+        return list(client.gather(futures))
+
+
+def raise_errors(parts: Sequence[Part]) -> None:
+    for part in parts:
+        if part.error is not None:
+            raise ExportError(part.error)
+
+
+# --- combining -----------------------------------------------------------------------------------------
+
+
+def gather_rows(parts: Sequence[Part], name: str, sources: Sources) -> pd.DataFrame | None:
+    """The row pieces named `name`, concatenated with `_src` (the source's position in label order); key
+    columns stay categorical (their categories unioned)."""
+    order = {str(s.path): i for i, s in enumerate(sources.items)}
+    frames = []
+    for part in sorted(parts, key=lambda p: order[p.path]):
+        piece = part.pieces.get(name)
+        if piece is not None and piece.rows is not None:
+            frames.append(piece.rows.assign(_src=np.int32(order[part.path])))
+    if not frames:
+        return None
+    cats = [c for c in frames[0].columns if isinstance(frames[0][c].dtype, pd.CategoricalDtype)]
+    for c in cats:
+        union = pd.api.types.union_categoricals([f[c] for f in frames], ignore_order=True)
+        categories = union.categories
+        frames = [f.assign(**{c: f[c].cat.set_categories(categories)}) for f in frames]
+    return pd.concat(frames, ignore_index=True)
+
+
+def compress_ranks(values: Sequence[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    vals = sorted(set(values))
+    runs: list[str] = []
+    i = 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        runs.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ",".join(runs)
+
+
+def stat_table(
+    rows: pd.DataFrame,
+    keys: Sequence[str],
+    columns: Sequence[str],
+    sources: Sources,
+    *,
+    by_rank: bool = False,
+    count_name: str = "Instances",
+    value: str = "duration",
+) -> pd.DataFrame:
+    """The nsys-stats summary of `rows` (keys + value + _src) over every source, or per source with
+    `by_rank`: the statistics of the concatenated rows (exact), Time (%) of each row's listing (per source
+    with `by_rank`), largest first. A Rank/Source column leads; over all sources, `Ranks`/`Sources` says
+    which sources have the row."""
+    label = sources.column
+    group = ["_src", *keys] if by_rank else list(keys)
+    out = describe(rows, group, value=value, count_name=count_name)
+    for k in keys:
+        if isinstance(out[k].dtype, pd.CategoricalDtype):
+            out[k] = out[k].astype(object)
+    total = "Total Time (ns)"
+    out = out.sort_values(list(keys), kind="stable").sort_values(total, ascending=False, kind="stable")
+    if by_rank:
+        out = out.sort_values("_src", kind="stable").reset_index(drop=True)
+        out["Time (%)"] = (
+            np.concatenate([time_percent(g[total]) for _, g in out.groupby("_src", sort=True)])
+            if len(out)
+            else np.zeros(0)
+        )
+        out.insert(0, label, np.asarray(sources.labels, dtype=object)[out["_src"].to_numpy()])
+        lead = [label]
+    else:
+        out = out.reset_index(drop=True)
+        out["Time (%)"] = time_percent(out[total])
+        out.insert(0, f"{label}s", _which(rows, keys, out, sources))
+        lead = [f"{label}s"]
+    out = out[[*lead, *columns]]
+    ints = {c: np.int64 for c in (total, count_name) if c in out}
+    out = out.astype(ints).reset_index(drop=True)
+    out.attrs["priority"] = lead  # the rank column stays when columns must go to fit the terminal
+    return out
+
+
+def _which(rows: pd.DataFrame, keys: Sequence[str], out: pd.DataFrame, sources: Sources) -> list[str]:
+    """For each row of `out`, the sources with rows of its keys ('0-3,5' for ranks, 'n of N' for files)."""
+    _, first = group_ids(rows, ["_src", *keys])
+    pairs = rows.iloc[first][[*keys, "_src"]]
+    for k in keys:
+        if isinstance(pairs[k].dtype, pd.CategoricalDtype):
+            pairs[k] = pairs[k].astype(object)
+    srcs = pairs.groupby(list(keys), sort=False, dropna=False)["_src"].agg(list)
+    index = pd.MultiIndex.from_frame(out[list(keys)]) if len(keys) > 1 else out[keys[0]]
+    found = srcs.reindex(index).tolist()
+    if sources.column == "Rank":
+        ranks = [s.rank for s in sources.items]
+        return [compress_ranks([ranks[i] for i in f]) for f in found]
+    n = len(sources.items)
+    return [f"{len(f)} of {n}" for f in found]
+
+
+def stack_tables(parts: Sequence[Part], name: str, sources: Sources) -> pd.DataFrame | None:
+    """The finished tables named `name`, one block per source in label order, a Rank/Source column first."""
+    order = {str(s.path): i for i, s in enumerate(sources.items)}
+    frames = []
+    for part in sorted(parts, key=lambda p: order[p.path]):
+        piece = part.pieces.get(name)
+        if piece is None or piece.table is None:
+            continue
+        t = piece.table.copy()
+        t.insert(0, sources.column, sources.labels[order[part.path]])
+        frames.append(t)
+    if not frames:
+        return None
+    out = pd.concat(frames, ignore_index=True)
+    out.attrs["priority"] = [sources.column, *frames[0].attrs.get("priority", [])]
+    return out
+
+
+def all_notes(parts: Sequence[Part], sources: Sources) -> list[str]:
+    """Sources' notes first, then each export's own notes once, prefixed with its label."""
+    label = {str(s.path): s.label for s in sources.items}
+    notes = list(sources.notes)
+    for part in parts:
+        for n in part.notes:
+            text = f"{label[part.path]}: {n}"
+            if text not in notes:
+                notes.append(text)
+    return notes

@@ -1,0 +1,294 @@
+"""Ranks side by side: phase times, GPU busy time, communication kernels and the straggler (`harness ranks`).
+
+The tables are functions of one long frame of phase instances, PHASE_COLUMNS = rank, phase, step,
+duration_ns, so that they work the same on exports (`phase_rows` of each rank's trace) and on the results
+store's per-rank step records:
+
+    phase_table(phases)      per rank and phase: steps, mean per step, total, min, max
+    straggler_table(phases)  per phase: mean over ranks, fastest and slowest rank, median, the straggler
+                             ratio slowest / median, the straggler named
+    gpu_table(gpu, phases)   per rank: GPU busy time, NCCL kernels and time, communication share of a step
+
+A rank's time for a phase is its mean per step. The straggler of a phase is its slowest rank; it is named
+in `Straggler` when its ratio to the median rank is at least STRAGGLER_AT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.names import GENERATE_PHASES, STEP, TRAIN_PHASES
+from analysis.trace import Trace
+
+ALLREDUCE = "allreduce"  # the gradient all-reduce's NVTX phase in multi-rank runs
+PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
+PHASE_ORDER = (TRAIN_PHASES[0], TRAIN_PHASES[1], ALLREDUCE, TRAIN_PHASES[2], *GENERATE_PHASES, STEP)
+PHASE_COLUMNS = ["rank", "phase", "step", "duration_ns"]
+COMM_PREFIX = "nccl"  # communication kernels: names starting with it, any case
+STRAGGLER_AT = 1.05  # slowest / median at or above this names the straggler
+MS = 1e6
+
+
+# --- one trace ------------------------------------------------------------------------------------------
+
+
+def phase_rows(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
+    """The phase ranges (and `step` ranges, as phase "step") of the measured steps: phase, step,
+    duration_ns, start_ns, end_ns on the trace's clock. Steps are numbered by the harness's payload (else
+    their order); without `step` ranges, each phase's instances are numbered in order."""
+    from analysis.nvtx import all_ranges
+    from analysis.nvtx_gpu import measured_steps
+    from analysis.timeline import step_index
+
+    cols = ["phase", "step", "duration_ns", "start_ns", "end_ns"]
+    if not trace.has("nvtx"):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "phase" else np.int64) for c in cols})
+    ranges = all_ranges(trace).astype({"name": object})
+    ph = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
+    all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)
+    if all_steps.empty:
+        step = ph.groupby("name", sort=False).cumcount().to_numpy()
+        out = ph.assign(step=step)
+    else:
+        numbers = step_index(all_steps, all_steps).to_numpy()
+        measured = measured_steps(all_steps.assign(step=numbers)).sort_values("start_ns", kind="stable")
+        hit = np.full(len(ph), -1, dtype=np.int64)
+        for pid, steps in measured.groupby("pid", sort=False):
+            mine = np.flatnonzero(ph["pid"].to_numpy() == pid)
+            starts, ends = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+            at = np.searchsorted(starts, ph["start_ns"].to_numpy()[mine], side="right") - 1
+            ok = (at >= 0) & (ph["start_ns"].to_numpy()[mine] <= ends[np.maximum(at, 0)])
+            hit[mine[ok]] = steps["step"].to_numpy()[at[ok]]
+        out = pd.concat(
+            [ph.assign(step=hit)[hit >= 0], measured.drop(columns="step").assign(step=measured["step"])],
+            ignore_index=True,
+        )
+    out = out.rename(columns={"name": "phase"})[cols]
+    return out.astype({"step": np.int64, "duration_ns": np.int64}).reset_index(drop=True)
+
+
+def union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of the intervals [start, end)."""
+    if not len(start):
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    group = np.cumsum(new) - 1
+    first = s[new]
+    last = np.maximum.reduceat(e, np.flatnonzero(new))
+    del group
+    return int((last - first).sum())
+
+
+def gpu_activity(trace: Trace) -> dict[str, Any]:
+    """Kernels, GPU busy ns (union of kernel intervals over all devices and streams), communication
+    kernels (names starting with `nccl`, any case) and their summed duration. No kernels: zeros, and
+    `note` says so."""
+    out: dict[str, Any] = {"kernels": 0, "gpu_busy_ns": 0, "comm_kernels": 0, "comm_ns": 0, "note": ""}
+    if not trace.has("kernels"):
+        out["note"] = "no kernels (a CPU run, or not traced with --trace=cuda)"
+        return out
+    kern = trace.frame("kernels", ["start", "end", "name_id"])
+    names = trace.strings(kern["name_id"].unique())
+    comm_ids = [i for i, n in names.items() if n.lower().startswith(COMM_PREFIX)]
+    comm = kern["name_id"].isin(comm_ids).to_numpy()
+    dur = (kern["end"] - kern["start"]).to_numpy()
+    out.update(
+        kernels=len(kern),
+        gpu_busy_ns=union_ns(kern["start"].to_numpy(), kern["end"].to_numpy()),
+        comm_kernels=int(comm.sum()),
+        comm_ns=int(dur[comm].sum()),
+    )
+    return out
+
+
+def export_pieces(trace: Trace) -> dict[str, Any]:
+    """A worker's share of `harness ranks`: the phase rows and the GPU activity of one trace."""
+    from analysis.multi import Piece
+
+    gpu = gpu_activity(trace)
+    return {"phases": Piece(table=phase_rows(trace)), "gpu": Piece(table=pd.DataFrame([gpu]))}
+
+
+# --- tables over ranks ----------------------------------------------------------------------------------
+
+
+def _ordered(phases: Sequence[str]) -> list[str]:
+    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    return sorted(set(phases), key=lambda p: (rank.get(p, len(rank)), p))
+
+
+def per_rank_means(phases: pd.DataFrame) -> pd.DataFrame:
+    """rank, phase, steps, mean_ns (per step), total_ns, min_ns, max_ns."""
+    g = phases.groupby(["rank", "phase"], sort=False)["duration_ns"]
+    out = g.agg(steps="size", mean_ns="mean", total_ns="sum", min_ns="min", max_ns="max").reset_index()
+    return out
+
+
+def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and phase (phases in step order): Rank, Phase, Steps, Mean (ms), Total (ms), Min (ms),
+    Max (ms). `phases` has PHASE_COLUMNS (one row per phase instance)."""
+    m = per_rank_means(phases)
+    order = {p: i for i, p in enumerate(_ordered(m["phase"]))}
+    m = m.sort_values(["rank", "phase"], key=lambda s: s.map(order) if s.name == "phase" else s)
+    return pd.DataFrame(
+        {
+            "Rank": m["rank"].to_numpy(),
+            "Phase": m["phase"].to_numpy(),
+            "Steps": m["steps"].to_numpy(),
+            "Mean (ms)": (m["mean_ns"] / MS).round(3).to_numpy(),
+            "Total (ms)": (m["total_ns"] / MS).round(3).to_numpy(),
+            "Min (ms)": (m["min_ns"] / MS).round(3).to_numpy(),
+            "Max (ms)": (m["max_ns"] / MS).round(3).to_numpy(),
+        }
+    )
+
+
+def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd.DataFrame:
+    """Per phase, over the ranks' mean time per step: Phase, Ranks, Mean (ms), Fastest Rank, Fastest (ms),
+    Median (ms), Slowest Rank, Slowest (ms), Spread (ms) (slowest - fastest), Straggler Ratio (slowest /
+    median), Straggler ("rank R" when the ratio is at least `threshold`, else "-").
+
+    `phases`: PHASE_COLUMNS, one row per phase instance, from exports (phase_rows) or the results store.
+    Ties go to the lowest rank.
+    """
+    m = per_rank_means(phases).sort_values(["phase", "rank"], kind="stable")
+    rows = []
+    for phase in _ordered(m["phase"]):
+        p = m[m["phase"] == phase]
+        mean = p["mean_ns"].to_numpy()
+        ranks = p["rank"].to_numpy()
+        slow, fast = int(np.argmax(mean)), int(np.argmin(mean))
+        median = float(np.median(mean))
+        ratio = mean[slow] / median if median > 0 else float("nan")
+        rows.append(
+            {
+                "Phase": phase,
+                "Ranks": len(p),
+                "Mean (ms)": round(float(mean.mean()) / MS, 3),
+                "Fastest Rank": ranks[fast],
+                "Fastest (ms)": round(float(mean[fast]) / MS, 3),
+                "Median (ms)": round(median / MS, 3),
+                "Slowest Rank": ranks[slow],
+                "Slowest (ms)": round(float(mean[slow]) / MS, 3),
+                "Spread (ms)": round(float(mean[slow] - mean[fast]) / MS, 3),
+                "Straggler Ratio": round(ratio, 3),
+                "Straggler": f"rank {ranks[slow]}" if len(p) > 1 and ratio >= threshold else "-",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL (% of busy), and with
+    phases the all-reduce share of a step, Comm (% of step) (all-reduce total / step total)."""
+    g = gpu.sort_values("rank")
+    busy = g["gpu_busy_ns"].to_numpy(dtype=float)
+    out = pd.DataFrame(
+        {
+            "Rank": g["rank"].to_numpy(),
+            "Kernels": g["kernels"].to_numpy(),
+            "GPU Busy (ms)": (busy / MS).round(3),
+            "NCCL Kernels": g["comm_kernels"].to_numpy(),
+            "NCCL Time (ms)": (g["comm_ns"].to_numpy() / MS).round(3),
+            "NCCL (% of busy)": np.where(
+                busy > 0, g["comm_ns"].to_numpy() * 100 / np.maximum(busy, 1), 0.0
+            ).round(1),
+        }
+    )
+    if phases is not None and len(phases):
+        totals = phases.groupby(["rank", "phase"])["duration_ns"].sum().unstack(fill_value=0)
+        if ALLREDUCE in totals and STEP in totals:
+            share = (totals[ALLREDUCE] * 100 / totals[STEP].where(totals[STEP] > 0)).round(1)
+            out["Comm (% of step)"] = out["Rank"].map(share).to_numpy()
+    return out
+
+
+# --- from exports --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RanksReport:
+    """`harness ranks` over exports: the long phase rows (PHASE_COLUMNS + start_ns/end_ns on the common
+    clock: ns since the earliest session start), per-rank GPU activity, the three tables and notes."""
+
+    phases: pd.DataFrame
+    gpu: pd.DataFrame
+    phase_times: pd.DataFrame
+    imbalance: pd.DataFrame
+    per_rank: pd.DataFrame
+    labels: dict[int, str] = field(default_factory=dict)  # rank -> file name
+    notes: list[str] = field(default_factory=list)
+
+
+def ranks_report(
+    paths: Sequence[Path],
+    *,
+    names: Sequence[Path] | None = None,
+    jobs: int | None = None,
+    dask: str | None = None,
+    cache: bool = True,
+) -> RanksReport:
+    """Read each export in a worker (analysis.multi) and build the tables. Ranks come from the file names
+    (`names`, the paths the user gave, when `paths` are exports made from them), else the traces, else the
+    order given (with a note)."""
+    from analysis.errors import ExportError
+    from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
+    from analysis.multi_tables import run_task
+
+    given = list(names) if names is not None else list(paths)
+    check_name_ranks(given)
+    parts = run_tasks(run_task, paths, "ranks", {}, cache, jobs=jobs, dask=dask)
+    for name, part in zip(given, parts, strict=True):
+        part.path = str(name)
+    raise_errors(parts)
+    sources = label_sources(given, parts)
+    notes = list(sources.notes)
+    if sources.column != "Rank":
+        notes = [n for n in notes if not n.startswith("no rank in")]
+        notes.insert(0, "no rank in some file names (rank<R>) or traces: ranks are the inputs' order")
+        for i, s in enumerate(sources.items):
+            s.rank = i
+    by_path = {p.path: p for p in parts}
+    starts = {s.rank: by_path[str(s.path)].info.get("session_start_ns") for s in sources.items}
+    known = [v for v in starts.values() if v is not None]
+    origin = min(known) if known else 0
+    if len(known) < len(starts):
+        lacking = [sources.items[i].path.name for i, v in enumerate(starts.values()) if v is None]
+        notes.append(f"no session start time in {', '.join(lacking)}: its timeline starts at the common 0")
+    frames, gpus = [], []
+    for s in sources.items:
+        part = by_path[str(s.path)]
+        ph = part.pieces["phases"].table
+        offset = (starts[s.rank] or origin) - origin
+        frames.append(ph.assign(rank=s.rank, start_ns=ph["start_ns"] + offset, end_ns=ph["end_ns"] + offset))
+        gpu = part.pieces["gpu"].table.assign(rank=s.rank)
+        if gpu["note"].iloc[0]:
+            notes.append(f"rank {s.rank}: {gpu['note'].iloc[0]}")
+        gpus.append(gpu)
+        notes += [f"rank {s.rank}: {n}" for n in part.notes if f"rank {s.rank}: {n}" not in notes]
+    phases = pd.concat(frames, ignore_index=True)[[*PHASE_COLUMNS, "start_ns", "end_ns"]]
+    gpu = pd.concat(gpus, ignore_index=True)
+    if phases.empty:
+        raise ExportError(
+            "no phase ranges (forward, backward, optimizer, allreduce, prefill, decode) in "
+            + ", ".join(p.name for p in given)
+        )
+    return RanksReport(
+        phases=phases,
+        gpu=gpu,
+        phase_times=phase_table(phases[phases["phase"] != STEP]),
+        imbalance=straggler_table(phases),
+        per_rank=gpu_table(gpu, phases),
+        labels={int(s.rank): s.path.name for s in sources.items},  # type: ignore[arg-type]
+        notes=notes,
+    )
