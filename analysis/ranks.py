@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.names import GENERATE_PHASES, STEP, TRAIN_PHASES
+from analysis.names import GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
 from analysis.trace import Trace
 
 ALLREDUCE = "allreduce"  # the gradient all-reduce's NVTX phase in multi-rank runs
@@ -57,7 +57,10 @@ def phase_rows(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
         out = ph.assign(step=step)
     else:
         numbers = step_index(all_steps, all_steps).to_numpy()
-        measured = measured_steps(all_steps.assign(step=numbers)).sort_values("start_ns", kind="stable")
+        marked = pd.concat(
+            [all_steps.assign(step=numbers), ranges[ranges["name"] == MEASURED]], ignore_index=True
+        )
+        measured = measured_steps(marked).sort_values("start_ns", kind="stable")
         hit = np.full(len(ph), -1, dtype=np.int64)
         for pid, steps in measured.groupby("pid", sort=False):
             mine = np.flatnonzero(ph["pid"].to_numpy() == pid)
@@ -185,7 +188,9 @@ def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd
                 "Straggler": f"rank {ranks[slow]}" if len(p) > 1 and ratio >= threshold else "-",
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["priority"] = ["Phase", "Slowest Rank", "Straggler Ratio", "Straggler", "Median (ms)"]
+    return out
 
 
 def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataFrame:

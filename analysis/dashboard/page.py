@@ -51,12 +51,16 @@ class Dashboard:
 
 
 def build_panels(
-    data: DashboardData, scope: Literal["all", "profile"] = "all", specs: Sequence[PanelSpec] = PANELS
+    data: DashboardData,
+    scope: Literal["all", "profile", "ranks"] = "all",
+    specs: Sequence[PanelSpec] = PANELS,
 ) -> list[Panel]:
     """Run every panel builder in the scope; a builder that raises becomes a panel saying so."""
     panels = []
     for spec in specs:
-        if scope == "profile" and spec.scope != "profile":
+        if scope != "all" and spec.scope != scope:
+            continue
+        if scope == "all" and spec.scope == "ranks":
             continue
         try:
             panels.append(spec(data))
@@ -126,7 +130,7 @@ def write_dashboard(
     data: DashboardData,
     out: Path,
     *,
-    scope: Literal["all", "profile"] = "all",
+    scope: Literal["all", "profile", "ranks"] = "all",
     title: str = "harness dashboard",
     specs: Sequence[PanelSpec] = PANELS,
 ) -> Dashboard:

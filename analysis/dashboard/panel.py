@@ -60,15 +60,19 @@ class DashboardData:
     compare_kernels: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None)
     # cells of the newest attention sweep: the results store's attention columns
     attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sweep_id", "impl"]))
+    # per-rank phase ranges (analysis.ranks.RanksReport.phases): rank, phase, step, duration_ns, start_ns,
+    # end_ns on the common clock; None outside `harness ranks --html`
+    ranks: pd.DataFrame | None = None
     source: str = ""  # where the data came from, for the page header
 
 
-Scope = Literal["runs", "profile"]
+Scope = Literal["runs", "profile", "ranks"]
 
 
 @dataclass(frozen=True)
 class PanelSpec:
-    """A registry entry. `scope` "profile" panels are the ones `harness dashboard REPORT.sqlite` shows."""
+    """A registry entry. `scope` "profile" panels are the ones `harness dashboard REPORT.sqlite` shows;
+    "ranks" panels only `harness ranks --html` (they draw several exports)."""
 
     key: str
     title: str

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.dashboard import attention, compare, energy, overhead, phases, profile, throughput
+from analysis.dashboard import attention, compare, energy, overhead, phases, profile, ranks, throughput
 from analysis.dashboard.panel import PanelSpec
 
 PANELS: list[PanelSpec] = [
@@ -18,4 +18,11 @@ PANELS: list[PanelSpec] = [
     PanelSpec("compare", "Run comparison", compare.compare_panel),
     PanelSpec("attention", "Attention forward + backward time", attention.attention_panel),
     PanelSpec("energy", "FLOPs and tokens per joule against batch size", energy.energy_panel),
+    PanelSpec("rank_phases", "Mean time per step: ranks × phases", ranks.rank_heatmap_panel, scope="ranks"),
+    PanelSpec(
+        "rank_timeline",
+        "Ranks on one clock (session starts aligned)",
+        ranks.rank_timeline_panel,
+        scope="ranks",
+    ),
 ]

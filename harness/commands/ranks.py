@@ -1,0 +1,66 @@
+"""`harness ranks`: per-rank phase times, GPU busy time, communication kernels and the straggler, from one
+export per rank (analysis.ranks). `--html` draws the ranks × phases heatmap and the aligned timeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.commands.analysis import DaskOpt, JobsOpt, NoCacheOpt
+from harness.commands.common import FormatOpt, WideOpt, cli_errors
+from harness.errors import HarnessError
+from harness.output import Format
+
+
+@cli_errors
+def ranks_cmd(
+    exports: Annotated[
+        list[Path],
+        typer.Argument(
+            help="One export (or report, or Kineto trace) per rank, a glob pattern or a folder; ranks from "
+            "rank<R> in the file names, else the traces, else the order given.",
+            show_default=False,
+        ),
+    ],
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", metavar="<file>", help="Also write the ranks × phases heatmap and timeline."),
+    ] = None,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
+    from analysis.multi import expand
+    from harness.commands.common import note
+    from harness.output import emit_many
+    from harness.reports import ranks_of
+
+    paths = expand(exports)
+    report = ranks_of(paths, jobs=jobs, dask=dask, cache=not no_cache)
+    n = len(report.labels)
+    tables = [
+        (f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance),
+        ("Phase time per rank", report.phase_times),
+        ("GPU and communication per rank", report.per_rank),
+    ]
+    emit_many(tables, format, notes=report.notes, wide=wide)
+    if html is not None:
+        from analysis.dashboard import DashboardData, write_dashboard
+
+        data = DashboardData(ranks=report.phases, source=f"{n} exports: {', '.join(report.labels.values())}")
+        try:
+            page = write_dashboard(data, html, scope="ranks", title="harness ranks")
+        except OSError as e:
+            raise HarnessError(
+                f"cannot write {html}: {e.strerror or e}; pass --html to a writable path"
+            ) from None
+        note(f"wrote {html} ({page.size_bytes / 1e6:.1f} MB): {len(page.drawn)} panels")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ranks", short_help="Per-rank phase times, GPU busy, NCCL time and the straggler.")(ranks_cmd)
