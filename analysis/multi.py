@@ -266,10 +266,16 @@ def run_tasks(
     if n == 1:
         return [task(p, *args) for p in items]
     import multiprocessing as mp
+    import threading
     from concurrent.futures import ProcessPoolExecutor
 
-    # fork: the workers start with pandas already imported (spawn re-imports it in each, ~1 s)
-    method = "fork" if sys.platform == "linux" else None
+    # fork: the workers start with pandas already imported (spawn re-imports it in each, ~1 s). Only from a
+    # process without other threads (a command's is: nothing is read before the workers start): a fork
+    # copies a lock another thread holds, and the worker waits on it forever. Else a fork server.
+    alone = threading.active_count() == 1
+    method = (
+        "fork" if sys.platform == "linux" and alone else "forkserver" if sys.platform != "win32" else None
+    )
     with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(method)) as pool:
         return list(pool.map(task, items, *[[a] * len(items) for a in args]))
 
@@ -286,6 +292,38 @@ def _on_dask(task: Callable[..., Part], items: list[str], args: tuple[Any, ...],
     with client:
         futures = client.map(task, items, *[[a] * len(items) for a in args], pure=False)
         return list(client.gather(futures))
+
+
+def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool = True) -> Part:
+    """In a worker: open the trace at `path` (through the Parquet cache), build its pieces, and say what
+    the trace is (rank, world size, programs, session start) and this process's peak RSS. An error a user
+    can cause (no such data, a broken file) comes back in `error`, not as an exception."""
+    import resource
+
+    from analysis.trace import open_trace
+
+    part = Part(path=path)
+    try:
+        with open_trace(path, cache=cache) as trace:  # closing flushes the cache writes
+            pieces = build(trace)
+            part.notes = list(trace.notes)
+            meta = trace.meta
+            part.info = {
+                "format": meta.get("format"),
+                "rank": meta.get("rank"),
+                "world_size": meta.get("world_size"),
+                "programs": meta.get("programs") or [],
+                "session_start_ns": meta.get("session_start_ns") or meta.get("base_time_ns"),
+            }
+    except ExportError as e:
+        part.error = str(e)
+        pieces = {}
+    skipped = pieces.pop("_skipped", None)
+    if skipped is not None and skipped.table is not None:
+        part.skipped = dict(zip(skipped.table["table"], skipped.table["why"], strict=True))
+    part.pieces = pieces
+    part.info["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return part
 
 
 def raise_errors(parts: Sequence[Part]) -> None:

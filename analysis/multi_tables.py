@@ -7,7 +7,6 @@ turns the parts into the command's tables. See analysis.multi for the rules.
 
 from __future__ import annotations
 
-import resource
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.multi import Part, Piece, Sources, all_notes, gather_rows, stack_tables, stat_table
-from analysis.trace import Trace, open_trace
+from analysis.multi import Part, Piece, Sources, all_notes, gather_rows, read_part, stack_tables, stat_table
+from analysis.trace import Trace
 
 KERNEL_STATS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                 "StdDev (ns)"]  # fmt: skip
@@ -181,33 +180,8 @@ def _launch(trace: Trace) -> pd.DataFrame:
 
 
 def run_task(path: str, kind: str, options: dict[str, Any], cache: bool = True) -> Part:
-    """Read one export for `kind` (a key of TASKS, or "ranks"): the Part a worker sends back. An error a
-    user can cause (no such data, a broken file) comes back in `error`, not as an exception."""
-    part = Part(path=path)
-    try:
-        with open_trace(path, cache=cache) as trace:
-            if kind == "ranks":
-                from analysis.ranks import export_pieces
-
-                part.pieces = export_pieces(trace, **options)
-            else:
-                part.pieces = TASKS[kind](trace, **options)
-            part.notes = list(trace.notes)
-            meta = trace.meta
-            part.info = {
-                "format": meta.get("format"),
-                "rank": meta.get("rank"),
-                "world_size": meta.get("world_size"),
-                "programs": meta.get("programs") or [],
-                "session_start_ns": meta.get("session_start_ns") or meta.get("base_time_ns"),
-            }
-    except ExportError as e:
-        part.error = str(e)
-    skipped = part.pieces.pop("_skipped", None)
-    if skipped is not None and skipped.table is not None:
-        part.skipped = dict(zip(skipped.table["table"], skipped.table["why"], strict=True))
-    part.info["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return part
+    """Read one export for `kind` (a key of TASKS): the Part a worker sends back."""
+    return read_part(path, lambda trace: TASKS[kind](trace, **options), cache)
 
 
 # --- combined tables ------------------------------------------------------------------------------------

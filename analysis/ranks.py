@@ -122,6 +122,13 @@ def export_pieces(trace: Trace) -> dict[str, Any]:
     return {"phases": Piece(table=phase_rows(trace)), "gpu": Piece(table=pd.DataFrame([gpu]))}
 
 
+def ranks_task(path: str, cache: bool = True) -> Any:
+    """The task a worker runs for `harness ranks` (a Part of analysis.multi)."""
+    from analysis.multi import read_part
+
+    return read_part(path, export_pieces, cache)
+
+
 # --- tables over ranks ----------------------------------------------------------------------------------
 
 
@@ -248,11 +255,10 @@ def ranks_report(
     order given (with a note)."""
     from analysis.errors import ExportError
     from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
-    from analysis.multi_tables import run_task
 
     given = list(names) if names is not None else list(paths)
     check_name_ranks(given)
-    parts = run_tasks(run_task, paths, "ranks", {}, cache, jobs=jobs, dask=dask)
+    parts = run_tasks(ranks_task, paths, cache, jobs=jobs, dask=dask)
     for name, part in zip(given, parts, strict=True):
         part.path = str(name)
     raise_errors(parts)

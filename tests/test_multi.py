@@ -1,0 +1,250 @@
+"""Many exports, one analysis: combined tables equal the statistics of the concatenated rows, --by-rank
+blocks equal the single-export tables, ranks from file names, refusals and notes, the Dask path."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from export_data import derive
+from typer.testing import CliRunner
+
+from analysis.multi import compress_ranks, expand, label_sources, rank_in_name, run_tasks
+from analysis.multi_tables import combine, run_task
+from analysis.stats import round_half_up
+from harness.cli import app
+
+runner = CliRunner()
+DLPROF = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "ext" / "dlprof_norelu"
+
+
+def run(*args: str | Path):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def csv(result) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    assert result.exit_code == 0, result.output
+    return pd.read_csv(io.StringIO(result.stdout))
+
+
+@pytest.fixture(scope="module")
+def dlprof() -> Path:
+    path = DLPROF / "report.sqlite"
+    if not path.exists():
+        pytest.skip(f"fixture {path} not found")
+    return path
+
+
+@pytest.fixture(scope="module")
+def pair(dlprof: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two different ranks: the dlprof export, and the same with every kernel made longer by 0..600 ns."""
+    folder = tmp_path_factory.mktemp("pair")
+    r0 = folder / "job.rank0.sqlite"
+    shutil.copyfile(dlprof, r0)
+    r1 = derive(
+        dlprof,
+        folder / "job.rank1.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + (rowid % 7) * 100",
+    )
+    return r0, r1
+
+
+def kernel_durations(path: Path) -> pd.DataFrame:
+    """The oracle's rows, straight from SQLite: kernel name and duration."""
+    con = sqlite3.connect(path)
+    try:
+        rows = con.execute(
+            "SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName"
+        ).fetchall()
+    finally:
+        con.close()
+    return pd.DataFrame(rows, columns=["Name", "duration"])
+
+
+def oracle_by_name(rows: pd.DataFrame) -> pd.DataFrame:
+    g = rows.groupby("Name")["duration"]
+    out = g.agg(["sum", "size", "mean", "median", "min", "max", "std"]).fillna({"std": 0.0})
+    return pd.DataFrame(
+        {
+            "Total Time (ns)": out["sum"],
+            "Instances": out["size"],
+            "Avg (ns)": round_half_up(out["mean"]),
+            "Med (ns)": round_half_up(out["median"]),
+            "Min (ns)": out["min"],
+            "Max (ns)": out["max"],
+            "StdDev (ns)": round_half_up(out["std"]),
+        }
+    )
+
+
+def test_combined_kernels_equal_the_statistics_of_the_concatenated_rows(pair: tuple[Path, Path]) -> None:
+    ours = csv(run("kernels", *pair, "--by", "name", "--format", "csv")).set_index("Name")
+    want = oracle_by_name(pd.concat([kernel_durations(p) for p in pair], ignore_index=True))
+    assert set(ours.index) == set(want.index) and len(ours) == 26
+    pd.testing.assert_frame_equal(ours[want.columns].loc[want.index], want, check_dtype=False)
+    assert (ours["Ranks"] == "0-1").all()
+    assert ours["Time (%)"].sum() == pytest.approx(100, abs=0.2)
+    totals = ours["Total Time (ns)"].to_numpy()
+    assert (np.diff(totals) <= 0).all()  # largest first
+
+
+def test_two_copies_double_instances_and_total_and_keep_avg(dlprof: Path, tmp_path: Path) -> None:
+    for r in (0, 1):
+        shutil.copyfile(dlprof, tmp_path / f"run.rank{r}.sqlite")
+    one = csv(run("kernels", tmp_path / "run.rank0.sqlite", "--format", "csv"))
+    both = csv(run("kernels", tmp_path, "--format", "csv"))  # a folder
+    key = ["Name", "GridXYZ", "BlockXYZ"]
+    one, both = one.set_index(key).sort_index(), both.set_index(key).sort_index()
+    assert (both["Instances"] == 2 * one["Instances"]).all()
+    assert (both["Total Time (ns)"] == 2 * one["Total Time (ns)"]).all()
+    for col in ("Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "Time (%)"):
+        assert (both[col] == one[col]).all(), col
+
+
+def test_combined_nvtx_over_two_copies(cpu_export: Path, tmp_path: Path) -> None:
+    for r in (0, 1):
+        shutil.copyfile(cpu_export, tmp_path / f"train.rank{r}.sqlite")
+    one = csv(run("nvtx", tmp_path / "train.rank0.sqlite", "--format", "csv")).set_index("Range")
+    both = csv(run("nvtx", str(tmp_path / "train.rank*.sqlite"), "--format", "csv")).set_index("Range")
+    assert list(both.columns[:2]) == ["Ranks", "Time (%)"]
+    assert both.loc["forward", "Instances"] == 2 * one.loc["forward", "Instances"] == 16
+    assert both.loc["forward", "Total Time (ns)"] == 2 * one.loc["forward", "Total Time (ns)"]
+    assert both.loc["forward", "Avg (ns)"] == one.loc["forward", "Avg (ns)"]
+
+
+def test_by_rank_blocks_equal_the_single_export_tables(pair: tuple[Path, Path]) -> None:
+    blocks = csv(run("kernels", *reversed(pair), "--by-rank", "--format", "csv"))
+    assert list(blocks["Rank"].unique()) == [0, 1]  # sorted by rank, whatever the input order
+    key = ["Name", "GridXYZ", "BlockXYZ"]
+    for rank, path in enumerate(pair):
+        single = csv(run("kernels", path, "--format", "csv")).set_index(key).sort_index()
+        block = blocks[blocks["Rank"] == rank].drop(columns="Rank").set_index(key).sort_index()
+        pd.testing.assert_frame_equal(block, single)
+
+
+def test_duplicate_ranks_are_refused(dlprof: Path, tmp_path: Path) -> None:
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        shutil.copyfile(dlprof, tmp_path / sub / "run.rank0.sqlite")
+    result = run("kernels", tmp_path / "a" / "run.rank0.sqlite", tmp_path / "b" / "run.rank0.sqlite")
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "rank 0 is given twice" in lines[0], result.stderr
+
+
+def test_the_same_file_twice_is_refused(dlprof: Path) -> None:
+    result = run("kernels", dlprof, dlprof)
+    assert result.exit_code == 1 and "given twice" in result.stderr
+
+
+def test_mixed_programs_get_a_note(cpu_export: Path, a100_export: Path, tmp_path: Path) -> None:
+    shutil.copyfile(cpu_export, tmp_path / "x.rank0.sqlite")
+    shutil.copyfile(a100_export, tmp_path / "y.rank1.sqlite")
+    result = run("nvtx", tmp_path, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert (
+        "different programs: /home/user/.venv/bin/python (rank 0); ./saxpy-mpi-cuda (rank 1)" in result.stderr
+    )
+    assert "point to 2 runs (x, y)" in result.stderr
+
+
+def test_missing_ranks_get_a_note(dlprof: Path, tmp_path: Path) -> None:
+    for r in (0, 2):
+        shutil.copyfile(dlprof, tmp_path / f"run.rank{r}.sqlite")
+    result = run("kernels", tmp_path, "--format", "csv")
+    assert result.exit_code == 0
+    assert "2 of 3 ranks given: rank 1 missing" in result.stderr
+
+
+def test_no_rank_labels_rows_by_file(dlprof: Path, tmp_path: Path) -> None:
+    shutil.copyfile(dlprof, tmp_path / "first.sqlite")
+    shutil.copyfile(dlprof, tmp_path / "second.sqlite")
+    blocks = csv(
+        run("kernels", tmp_path / "second.sqlite", tmp_path / "first.sqlite", "--by-rank", "--format", "csv")
+    )
+    assert list(blocks["Source"].unique()) == ["second.sqlite", "first.sqlite"]  # the order given
+    over = run("kernels", tmp_path, "--format", "csv")
+    assert csv(over)["Sources"].eq("2 of 2").all()
+    assert "rows are labelled by file" in over.stderr
+
+
+def test_api_memops_osrt_launch_summary_combine(a100_export: Path, cpu_export: Path, tmp_path: Path) -> None:
+    for r in (0, 1):
+        shutil.copyfile(a100_export, tmp_path / f"g.rank{r}.sqlite")
+    api = csv(run("api", tmp_path, "--format", "csv")).set_index("Name")
+    single = csv(run("api", tmp_path / "g.rank0.sqlite", "--format", "csv")).set_index("Name")
+    assert (api["Num Calls"] == 2 * single.loc[api.index, "Num Calls"]).all()
+    memops = run("memops", tmp_path, "--format", "csv")
+    assert memops.exit_code == 0 and "[CUDA memcpy HtoD]" in memops.stdout
+    launch = csv(run("launch", tmp_path, "--format", "csv"))
+    assert list(launch["Rank"].unique()) == [0, 1] and launch.columns[0] == "Rank"
+    summary = run("summary", tmp_path, "--format", "json")
+    assert summary.exit_code == 0, summary.output
+    assert "CUDA kernels (gpukernsum)" in summary.stdout
+    cpu = tmp_path / "cpu"
+    cpu.mkdir()
+    for r in (0, 1):
+        shutil.copyfile(cpu_export, cpu / f"c.rank{r}.sqlite")
+    osrt = csv(run("osrt", cpu, "--format", "csv"))
+    one = csv(run("osrt", cpu / "c.rank0.sqlite", "--format", "csv"))
+    assert osrt["Num Calls"].sum() == 2 * one["Num Calls"].sum()
+
+
+def test_an_export_without_the_data_fails_with_one_line(
+    cpu_export: Path, a100_export: Path, tmp_path: Path
+) -> None:
+    result = run("kernels", a100_export, cpu_export)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no CUDA kernel data in" in lines[0], result.stderr
+
+
+def test_rank_in_name_and_ranges() -> None:
+    assert rank_in_name("run.rank3.sqlite") == 3
+    assert rank_in_name("trace_rank_12.json.gz") == 12
+    assert rank_in_name("rank7.nsys-rep") == 7
+    assert rank_in_name("frankly.sqlite") is None
+    assert compress_ranks([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+
+
+def test_folder_prefers_the_export_beside_its_report(dlprof: Path, tmp_path: Path) -> None:
+    shutil.copyfile(dlprof, tmp_path / "r.rank0.sqlite")
+    (tmp_path / "r.rank0.nsys-rep").write_bytes(b"report")
+    shutil.copyfile(dlprof, tmp_path / "r.rank10.sqlite")
+    shutil.copyfile(dlprof, tmp_path / "r.rank2.sqlite")
+    assert [p.name for p in expand([tmp_path])] == ["r.rank0.sqlite", "r.rank2.sqlite", "r.rank10.sqlite"]
+
+
+def test_missing_dask_says_how_to_install(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # what an environment without Dask sees
+    result = run("kernels", *pair, "--dask", "tcp://127.0.0.1:1")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: --dask needs Dask: pip install 'harness[dask]'"
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_gives_the_local_table(pair: tuple[Path, Path]) -> None:
+    distributed = pytest.importorskip("distributed")
+    paths = list(pair)
+    options = {"names": "demangled", "by": "shape", "range_name": None, "hta": False}
+    local = run_tasks(run_task, paths, "kernels", options, True, jobs=2)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as c:
+        remote = run_tasks(run_task, paths, "kernels", options, True, dask=c.scheduler_address)
+        assert len({p.info["peak_rss_kb"] for p in remote}) >= 1
+        cli = run("nvtx", *paths, "--dask", c.scheduler_address, "--format", "csv")
+    tables = []
+    for parts in (local, remote):
+        sources = label_sources(paths, parts)
+        tables.append(combine("kernels", parts, sources, options=options).tables[0][1])
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert cli.exit_code == 0, cli.output
+    pd.testing.assert_frame_equal(csv(cli), csv(run("nvtx", *paths, "--format", "csv")))

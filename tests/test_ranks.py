@@ -1,0 +1,133 @@
+"""`harness ranks`: phase times per rank, GPU busy time, NCCL kernels, the straggler, the aligned clock."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from export_data import derive, with_harness_ranges
+from typer.testing import CliRunner
+
+from analysis.ranks import gpu_table, phase_rows, ranks_report, straggler_table, union_ns
+from analysis.trace import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+SLOW_NS = 30_000_000  # rank 1's backward takes 30 ms longer in every step
+SHIFT_NS = 1_000_000_000  # rank 1's session started 1 s later
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"
+
+
+@pytest.fixture(scope="module")
+def two_ranks(a100_export: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The A100 export with harness phases (steps 1..4 measured, backward 60 ms) and an `allreduce` of 2 ms
+    after each backward, as rank 0; rank 1: backward 30 ms longer, its first kernel an NCCL all-reduce,
+    its session 1 s later."""
+    folder = tmp_path_factory.mktemp("ranks")
+    base = with_harness_ranges(a100_export, folder / "base.sqlite")
+    allreduce = (
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, int64Value) "
+        "SELECT end - 2000000, end - 1, 59, 'allreduce', globalTid, 0, int64Value FROM NVTX_EVENTS "
+        "WHERE text = 'backward'"
+    )
+    r0 = derive(base, folder / "job.rank0.sqlite", allreduce)
+    r1 = derive(
+        base,
+        folder / "job.rank1.sqlite",
+        allreduce,
+        f"UPDATE NVTX_EVENTS SET end = end + {SLOW_NS} WHERE text = 'backward'",
+        f"UPDATE NVTX_EVENTS SET end = end + {SLOW_NS} WHERE text IN ('step', 'measured')",
+        "INSERT INTO StringIds (id, value) VALUES (999999, '" + NCCL + "')",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 999999 WHERE rowid = "
+        "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+        f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {SHIFT_NS}",
+    )
+    (folder / "base.sqlite").unlink()
+    return [r0, r1]
+
+
+def test_phase_rows_keep_the_measured_steps(two_ranks: list[Path]) -> None:
+    with open_trace(two_ranks[0]) as trace:
+        rows = phase_rows(trace)
+    assert sorted(rows["phase"].unique()) == ["allreduce", "backward", "forward", "step"]
+    assert sorted(rows.loc[rows["phase"] == "forward", "step"]) == [1, 2, 3, 4]  # step 0 is warm-up
+    assert (rows.loc[rows["phase"] == "allreduce", "duration_ns"] == 2_000_000 - 1).all()
+
+
+def test_straggler_named_with_its_ratio(two_ranks: list[Path]) -> None:
+    report = ranks_report(two_ranks, jobs=2)
+    imb = report.imbalance.set_index("Phase")
+    assert list(imb.index) == ["forward", "backward", "allreduce", "step"]
+    back = imb.loc["backward"]
+    assert back["Slowest Rank"] == 1 and back["Fastest Rank"] == 0
+    assert back["Fastest (ms)"] == pytest.approx(60.0, abs=1e-3)
+    assert back["Slowest (ms)"] == pytest.approx(90.0, abs=1e-3)
+    assert back["Straggler Ratio"] == pytest.approx(90 / 75, abs=1e-3)  # median of two ranks: their mean
+    assert back["Straggler"] == "rank 1"
+    assert imb.loc["forward", "Straggler"] == "-" and imb.loc["forward", "Straggler Ratio"] == 1.0
+    times = report.phase_times.set_index(["Rank", "Phase"])
+    assert times.loc[(1, "backward"), "Steps"] == 4
+    assert times.loc[(1, "backward"), "Total (ms)"] == pytest.approx(360.0, abs=1e-3)
+
+
+def test_gpu_busy_and_nccl_kernels(two_ranks: list[Path]) -> None:
+    per_rank = ranks_report(two_ranks).per_rank.set_index("Rank")
+    assert (per_rank["Kernels"] == 5).all()
+    assert per_rank["GPU Busy (ms)"].tolist() == pytest.approx([88.573, 88.573], abs=1e-3)  # 5 kernels, apart
+    assert per_rank["NCCL Kernels"].tolist() == [0, 1]
+    assert per_rank.loc[1, "NCCL Time (ms)"] == pytest.approx((942626994 - 924922186) / 1e6, abs=1e-3)
+    assert 0 < per_rank.loc[0, "Comm (% of step)"] < 5
+
+
+def test_ranks_share_one_clock(two_ranks: list[Path]) -> None:
+    phases = ranks_report(two_ranks).phases
+    first = phases[phases["phase"] == "forward"].groupby("rank")["start_ns"].min()
+    assert first[1] - first[0] == SHIFT_NS  # same program, session 1 s later: 1 s later on the common clock
+
+
+def test_straggler_table_from_store_shaped_rows() -> None:
+    """What the results store hands over: rank, phase, step, duration_ns."""
+    rows = [(r, p, s, d) for r, ms_ in ((0, 10), (1, 11), (2, 15)) for s in range(3)
+            for p, d in (("forward", ms_ * 1_000_000), ("allreduce", 2_000_000))]  # fmt: skip
+    table = straggler_table(pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"]))
+    fwd = table.set_index("Phase").loc["forward"]
+    assert fwd["Slowest Rank"] == 2 and fwd["Median (ms)"] == 11.0 and fwd["Mean (ms)"] == 12.0
+    assert fwd["Straggler Ratio"] == pytest.approx(15 / 11, abs=1e-3) and fwd["Straggler"] == "rank 2"
+    assert table.set_index("Phase").loc["allreduce", "Straggler"] == "-"
+
+
+def test_union_of_kernel_intervals() -> None:
+    start = np.array([0, 5, 20, 21, 100])
+    end = np.array([10, 8, 30, 25, 101])
+    assert union_ns(start, end) == 10 + 10 + 1
+    assert union_ns(np.array([], dtype=np.int64), np.array([], dtype=np.int64)) == 0
+
+
+def test_cpu_run_has_no_gpu_time(cpu_export: Path, tmp_path: Path) -> None:
+    one = derive(cpu_export, tmp_path / "cpu.rank0.sqlite")
+    report = ranks_report([one])
+    assert report.per_rank["GPU Busy (ms)"].tolist() == [0.0]
+    assert any("no kernels" in n for n in report.notes)
+    gpu = gpu_table(report.gpu, report.phases)
+    assert "Comm (% of step)" not in gpu.columns  # no allreduce phase on one rank
+
+
+def test_cli_tables_and_html(two_ranks: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "ranks.html"
+    result = runner.invoke(app, ["ranks", str(two_ranks[0].parent), "--html", str(out), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    first = result.stdout.split("\n\n")[0]
+    imb = pd.read_csv(io.StringIO(first.split("\n", 1)[1]))
+    assert imb.set_index("Phase").loc["backward", "Straggler"] == "rank 1"
+    html = out.read_text()
+    assert "ranks × phases" in html and "Ranks on one clock" in html
+    assert "wrote" in result.stderr and "2 panels" in result.stderr
+
+
+def test_cli_refuses_duplicate_ranks(two_ranks: list[Path], tmp_path: Path) -> None:
+    other = derive(two_ranks[0], tmp_path / "job.rank0.sqlite")
+    result = runner.invoke(app, ["ranks", str(two_ranks[0]), str(other)])
+    assert result.exit_code == 1 and "rank 0 is given twice" in result.stderr
