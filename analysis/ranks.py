@@ -201,8 +201,8 @@ def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd
 
 
 def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL (% of busy), and with
-    phases the all-reduce share of a step, Comm (% of step) (all-reduce total / step total)."""
+    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL Share (%) (of GPU busy),
+    and with phases the all-reduce share of a step, Comm Share (%) (all-reduce total / step total)."""
     g = gpu.sort_values("rank")
     busy = g["gpu_busy_ns"].to_numpy(dtype=float)
     out = pd.DataFrame(
@@ -212,7 +212,7 @@ def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataF
             "GPU Busy (ms)": (busy / MS).round(3),
             "NCCL Kernels": g["comm_kernels"].to_numpy(),
             "NCCL Time (ms)": (g["comm_ns"].to_numpy() / MS).round(3),
-            "NCCL (% of busy)": np.where(
+            "NCCL Share (%)": np.where(
                 busy > 0, g["comm_ns"].to_numpy() * 100 / np.maximum(busy, 1), 0.0
             ).round(1),
         }
@@ -221,7 +221,7 @@ def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataF
         totals = phases.groupby(["rank", "phase"])["duration_ns"].sum().unstack(fill_value=0)
         if ALLREDUCE in totals and STEP in totals:
             share = (totals[ALLREDUCE] * 100 / totals[STEP].where(totals[STEP] > 0)).round(1)
-            out["Comm (% of step)"] = out["Rank"].map(share).to_numpy()
+            out["Comm Share (%)"] = out["Rank"].map(share).to_numpy()
     return out
 
 

@@ -79,7 +79,7 @@ def test_gpu_busy_and_nccl_kernels(two_ranks: list[Path]) -> None:
     assert per_rank["GPU Busy (ms)"].tolist() == pytest.approx([88.573, 88.573], abs=1e-3)  # 5 kernels, apart
     assert per_rank["NCCL Kernels"].tolist() == [0, 1]
     assert per_rank.loc[1, "NCCL Time (ms)"] == pytest.approx((942626994 - 924922186) / 1e6, abs=1e-3)
-    assert 0 < per_rank.loc[0, "Comm (% of step)"] < 5
+    assert 0 < per_rank.loc[0, "Comm Share (%)"] < 5
 
 
 def test_ranks_share_one_clock(two_ranks: list[Path]) -> None:
@@ -112,7 +112,7 @@ def test_cpu_run_has_no_gpu_time(cpu_export: Path, tmp_path: Path) -> None:
     assert report.per_rank["GPU Busy (ms)"].tolist() == [0.0]
     assert any("no kernels" in n for n in report.notes)
     gpu = gpu_table(report.gpu, report.phases)
-    assert "Comm (% of step)" not in gpu.columns  # no allreduce phase on one rank
+    assert "Comm Share (%)" not in gpu.columns  # no allreduce phase on one rank
 
 
 def test_cli_tables_and_html(two_ranks: list[Path], tmp_path: Path) -> None:
