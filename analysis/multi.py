@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.stats import describe, group_ids, time_percent
+from analysis.stats import describe, time_percent
 
 RANK_RE = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.IGNORECASE)
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
@@ -368,6 +368,21 @@ def compress_ranks(values: Sequence[int]) -> str:
     return ",".join(runs)
 
 
+def _group_codes(rows: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """One int64 per row for its combination of `keys`, from the categories' codes (no factorizing, no
+    object arrays: this runs over every row of every export)."""
+    code = np.zeros(len(rows), dtype=np.int64)
+    for k in keys:
+        col = rows[k]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            c, n = col.cat.codes.to_numpy().astype(np.int64), len(col.cat.categories) + 1
+        else:
+            c, uniq = pd.factorize(col, use_na_sentinel=False)
+            n = max(len(uniq), 1)
+        code = code * n + c
+    return code
+
+
 def stat_table(
     rows: pd.DataFrame,
     keys: Sequence[str],
@@ -379,15 +394,19 @@ def stat_table(
     value: str = "duration",
 ) -> pd.DataFrame:
     """The nsys-stats summary of `rows` (keys + value + _src) over every source, or per source with
-    `by_rank`: the statistics of the concatenated rows (exact), Time (%) of each row's listing (per source
-    with `by_rank`), largest first. A Rank/Source column leads; over all sources, `Ranks`/`Sources` says
-    which sources have the row."""
+    `by_rank`: the statistics of the concatenated rows (exact; computed as analysis.stats.describe does),
+    Time (%) of each row's listing (per source with `by_rank`), largest first. A Rank/Source column leads;
+    over all sources, `Ranks`/`Sources` says which sources have the row."""
     label = sources.column
-    group = ["_src", *keys] if by_rank else list(keys)
-    out = describe(rows, group, value=value, count_name=count_name)
-    for k in keys:
-        if isinstance(out[k].dtype, pd.CategoricalDtype):
-            out[k] = out[k].astype(object)
+    group_keys = ["_src", *keys] if by_rank else list(keys)
+    group, uniq = pd.factorize(_group_codes(rows, group_keys), sort=False)
+    first = np.empty(len(uniq), dtype=np.int64)
+    first[group[::-1]] = np.arange(len(group) - 1, -1, -1)
+    out = describe(pd.DataFrame({"g": group, value: rows[value].to_numpy()}, copy=False), ["g"], value=value,
+                   count_name=count_name).drop(columns="g")  # fmt: skip
+    for k in group_keys:
+        col = rows[k].iloc[first]
+        out[k] = (col.astype(object) if isinstance(col.dtype, pd.CategoricalDtype) else col).to_numpy()
     total = "Total Time (ns)"
     out = out.sort_values(list(keys), kind="stable").sort_values(total, ascending=False, kind="stable")
     if by_rank:
@@ -400,9 +419,10 @@ def stat_table(
         out.insert(0, label, np.asarray(sources.labels, dtype=object)[out["_src"].to_numpy()])
         lead = [label]
     else:
-        out = out.reset_index(drop=True)
+        which = _which(group, rows["_src"].to_numpy(), len(uniq), sources)
+        out = out.reset_index(drop=False)  # "index" is the group number
         out["Time (%)"] = time_percent(out[total])
-        out.insert(0, f"{label}s", _which(rows, keys, out, sources))
+        out.insert(0, f"{label}s", [which[g] for g in out["index"]])
         lead = [f"{label}s"]
     out = out[[*lead, *columns]]
     ints = {c: np.int64 for c in (total, count_name) if c in out}
@@ -411,20 +431,16 @@ def stat_table(
     return out
 
 
-def _which(rows: pd.DataFrame, keys: Sequence[str], out: pd.DataFrame, sources: Sources) -> list[str]:
-    """For each row of `out`, the sources with rows of its keys ('0-3,5' for ranks, 'n of N' for files)."""
-    _, first = group_ids(rows, ["_src", *keys])
-    pairs = rows.iloc[first][[*keys, "_src"]]
-    for k in keys:
-        if isinstance(pairs[k].dtype, pd.CategoricalDtype):
-            pairs[k] = pairs[k].astype(object)
-    srcs = pairs.groupby(list(keys), sort=False, dropna=False)["_src"].agg(list)
-    index = pd.MultiIndex.from_frame(out[list(keys)]) if len(keys) > 1 else out[keys[0]]
-    found = srcs.reindex(index).tolist()
+def _which(group: np.ndarray, src: np.ndarray, n_groups: int, sources: Sources) -> list[str]:
+    """For each group, the sources with rows in it ('0-3,5' for ranks, 'n of N' for files)."""
+    n = len(sources.items)
+    pairs = np.unique(group.astype(np.int64) * n + src)
+    found: list[list[int]] = [[] for _ in range(n_groups)]
+    for g, s in zip((pairs // n).tolist(), (pairs % n).tolist(), strict=True):
+        found[g].append(s)
     if sources.column == "Rank":
         ranks = [s.rank for s in sources.items]
-        return [compress_ranks([ranks[i] for i in f]) for f in found]
-    n = len(sources.items)
+        return [compress_ranks([ranks[i] for i in f]) for f in found]  # type: ignore[misc]
     return [f"{len(f)} of {n}" for f in found]
 
 

@@ -248,3 +248,15 @@ def test_dask_local_cluster_gives_the_local_table(pair: tuple[Path, Path]) -> No
     pd.testing.assert_frame_equal(tables[0], tables[1])
     assert cli.exit_code == 0, cli.output
     pd.testing.assert_frame_equal(csv(cli), csv(run("nvtx", *paths, "--format", "csv")))
+
+
+def test_kineto_ranks_come_from_the_traces() -> None:
+    kineto = DLPROF.parents[2] / "kineto"
+    control, nccl = kineto / "diff-control" / "control.json.gz", kineto / "nccl" / "nccl_data.json.gz"
+    if not control.exists() or not nccl.exists():
+        pytest.skip(f"fixtures under {kineto} not found")
+    result = run("kernels", control, nccl, "--by-rank", "--by", "name", "--format", "csv")
+    assert list(csv(result)["Rank"].unique()) == [0, 3]  # distributedInfo.rank, in rank order
+    assert "different world sizes: 8 (rank 0); 2 (rank 3)" not in result.stderr
+    assert "different world sizes: 2 (rank 0); 8 (rank 3)" in result.stderr
+    assert "2 of 8 ranks given: rank 1, 2, 4, 5, 6, 7 missing" in result.stderr
