@@ -21,15 +21,13 @@ if TYPE_CHECKING:
 
     from analysis.trace import Trace
 
-ReportArg = Annotated[
-    list[Path],
-    typer.Argument(
-        help="An nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
-        "profiler (Kineto) trace (.json, .json.gz). Several, a glob pattern or a folder: one table over "
-        "all of them (ranks from rank<R> in the file names), read in parallel.",
-        show_default=False,
-    ),
-]
+REPORT_HELP = (
+    "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
+    "profiler (Kineto) trace (.json, .json.gz). Several, a glob pattern or a folder: one table over all "
+    "of them (ranks from rank<R> in the file names), read in parallel."
+)
+# hidden: Typer would print the argument's type as <list[Path]>; REPORT_HELP (the epilog) describes it
+ReportArg = Annotated[list[Path], typer.Argument(show_default=False, metavar="REPORT", hidden=True)]
 ByRankOpt = Annotated[
     bool, typer.Option("--by-rank", help="Several exports: one block of rows per rank (or file).")
 ]
@@ -437,20 +435,32 @@ def summary_cmd(
 
 def register(app: typer.Typer) -> None:
     # short help: one line each in `harness -h` at 80 columns
-    app.command("kernels", short_help="GPU time per CUDA kernel (nsys stats -r gpukernsum).")(kernels_cmd)
-    app.command("nvtx", short_help="Time per NVTX range (nvtxsum).")(nvtx_cmd)
-    app.command("nvtx-gpu", short_help="GPU time per NVTX range, through kernel launches (nvtxkernsum).")(
-        nvtx_gpu_cmd
-    )
-    app.command("api", short_help="Time in CUDA API calls, each counted once (cudaapisum).")(api_cmd)
-    app.command("memops", short_help="GPU memory copies and sets by time and by size (gpumem*sum).")(
-        memops_cmd
-    )
-    app.command("launch", short_help="API, queue and kernel time per launched kernel (kernexecsum).")(
-        launch_cmd
-    )
-    app.command("osrt", short_help="Time in OS runtime calls (osrtsum).")(osrt_cmd)
-    app.command("summary", short_help="Every table the export has data for, in one report.")(summary_cmd)
+    app.command(
+        "kernels", epilog=REPORT_HELP, short_help="GPU time per CUDA kernel (nsys stats -r gpukernsum)."
+    )(kernels_cmd)
+    app.command("nvtx", epilog=REPORT_HELP, short_help="Time per NVTX range (nvtxsum).")(nvtx_cmd)
+    app.command(
+        "nvtx-gpu",
+        epilog=REPORT_HELP,
+        short_help="GPU time per NVTX range, through kernel launches (nvtxkernsum).",
+    )(nvtx_gpu_cmd)
+    app.command(
+        "api", epilog=REPORT_HELP, short_help="Time in CUDA API calls, each counted once (cudaapisum)."
+    )(api_cmd)
+    app.command(
+        "memops",
+        epilog=REPORT_HELP,
+        short_help="GPU memory copies and sets by time and by size (gpumem*sum).",
+    )(memops_cmd)
+    app.command(
+        "launch",
+        epilog=REPORT_HELP,
+        short_help="API, queue and kernel time per launched kernel (kernexecsum).",
+    )(launch_cmd)
+    app.command("osrt", epilog=REPORT_HELP, short_help="Time in OS runtime calls (osrtsum).")(osrt_cmd)
+    app.command(
+        "summary", epilog=REPORT_HELP, short_help="Every table the export has data for, in one report."
+    )(summary_cmd)
     app.command("cache", short_help="List, clear or limit the Parquet cache of exports read before.")(
         cache_cmd
     )

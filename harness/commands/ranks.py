@@ -13,17 +13,16 @@ from harness.commands.common import FormatOpt, WideOpt, cli_errors
 from harness.errors import HarnessError
 from harness.output import Format
 
+# hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
+EXPORTS_HELP = (
+    "EXPORT: one export (or report, or Kineto trace) per rank, a glob pattern or a folder; ranks from "
+    "rank<R> in the file names, else the traces, else the order given."
+)
+
 
 @cli_errors
 def ranks_cmd(
-    exports: Annotated[
-        list[Path],
-        typer.Argument(
-            help="One export (or report, or Kineto trace) per rank, a glob pattern or a folder; ranks from "
-            "rank<R> in the file names, else the traces, else the order given.",
-            show_default=False,
-        ),
-    ],
+    exports: Annotated[list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True)],
     html: Annotated[
         Path | None,
         typer.Option("--html", metavar="<file>", help="Also write the ranks × phases heatmap and timeline."),
@@ -63,4 +62,8 @@ def ranks_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ranks", short_help="Per-rank phase times, GPU busy, NCCL time and the straggler.")(ranks_cmd)
+    app.command(
+        "ranks",
+        epilog=EXPORTS_HELP,
+        short_help="Per-rank phase times, GPU busy, NCCL time and the straggler.",
+    )(ranks_cmd)
