@@ -85,7 +85,9 @@ def timeline_figure(phases: pd.DataFrame):
 
     fig = go.Figure()
     lanes = [f"rank {r}" for r in sorted(phases["rank"].unique())]
-    for i, phase in enumerate(_order(phases["phase"])):
+    names = _order(phases["phase"])
+    names = [n for n in names if n == "step"] + [n for n in names if n != "step"]  # steps underneath
+    for i, phase in enumerate(names):
         part = phases[phases["phase"] == phase]
         color = PHASE_COLOR_ALLREDUCE if phase == "allreduce" else phase_color(phase, i)
         fig.add_bar(
@@ -108,7 +110,7 @@ def timeline_figure(phases: pd.DataFrame):
         xaxis_title="ms since the earliest session start",
         yaxis={"categoryorder": "array", "categoryarray": lanes, "autorange": "reversed"},
         height=max(260, 50 * len(lanes) + 140),
-        legend={"orientation": "h"},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02},
     )
     return fig
 
