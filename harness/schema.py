@@ -244,6 +244,7 @@ RUN_COLUMNS = [
     "nsys_rep",
     "nsys_sqlite",
     *RUN_ENERGY_FIELDS,
+    "power_notes",
     "artifacts",
 ]
 
@@ -292,5 +293,9 @@ def run_row(r: Run) -> dict[str, Any]:
         "nsys_rep": r.nsys_rep,
         "nsys_sqlite": r.nsys_sqlite,
         **{name: getattr(r, name) for name in RUN_ENERGY_FIELDS},
+        # `--power` runs only: the sources found and why others were not (one line each); None without it
+        "power_notes": "\n".join(notes)
+        if (notes := (r.summary or {}).get("power_notes")) is not None
+        else None,
         "artifacts": r.artifacts,
     }
