@@ -6,8 +6,11 @@ An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNES
 - Ours or not: our databases carry a `harness_meta` table with the schema version (databases from before it
   are known by their `runs` and `step_timings` tables). A database that holds other tables and none of ours
   is never written to.
-- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder, file or
-  table is created, and SQLite files are opened with mode=ro.
+- Schema: a new database is created from harness.schema and stamped at the newest Alembic revision; one
+  made by an older harness is upgraded to it on open (harness.migrations).
+- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder or file
+  is created, and SQLite files are opened with mode=ro; only a database made by an older harness is
+  upgraded, through a separate writing connection, so that it can be read.
 - A busy database is waited for (harness.dbfaults); a run it still will not take is written to
   `harness-unsaved-<run-id>.json` (harness.unsaved) and `save` raises UnsavedRun saying where.
   `import_file` stores such a file; a run id is stored once, however often it is imported.
