@@ -14,6 +14,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from analysis.names import RUN_ENERGY_FIELDS
 
+# The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
+# write through (a dropped or retyped column). Additive changes are Alembic revisions (harness.migrations)
+# and leave it alone, so an older harness can still use a database a newer one upgraded.
 SCHEMA_VERSION = 1
 # columns by which a table is known as ours (a `runs` table of another program lacks them)
 SIGNATURES = {
@@ -244,6 +247,7 @@ RUN_COLUMNS = [
     "nsys_rep",
     "nsys_sqlite",
     *RUN_ENERGY_FIELDS,
+    "power_notes",
     "artifacts",
 ]
 
@@ -292,5 +296,9 @@ def run_row(r: Run) -> dict[str, Any]:
         "nsys_rep": r.nsys_rep,
         "nsys_sqlite": r.nsys_sqlite,
         **{name: getattr(r, name) for name in RUN_ENERGY_FIELDS},
+        # `--power` runs only: the sources found and why others were not (one line each); None without it
+        "power_notes": "\n".join(notes)
+        if (notes := (r.summary or {}).get("power_notes")) is not None
+        else None,
         "artifacts": r.artifacts,
     }

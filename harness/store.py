@@ -6,8 +6,11 @@ An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNES
 - Ours or not: our databases carry a `harness_meta` table with the schema version (databases from before it
   are known by their `runs` and `step_timings` tables). A database that holds other tables and none of ours
   is never written to.
-- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder, file or
-  table is created, and SQLite files are opened with mode=ro.
+- Schema: a new database is created from harness.schema and stamped at the newest Alembic revision; one
+  made by an older harness is upgraded to it on open (harness.migrations).
+- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder or file
+  is created, and SQLite files are opened with mode=ro; only a database made by an older harness is
+  upgraded, through a separate writing connection, so that it can be read.
 - A busy database is waited for (harness.dbfaults); a run it still will not take is written to
   `harness-unsaved-<run-id>.json` (harness.unsaved) and `save` raises UnsavedRun saying where.
   `import_file` stores such a file; a run id is stored once, however often it is imported.
@@ -29,7 +32,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from harness import dbfaults, signals, unsaved
+from harness import dbfaults, migrations, signals, unsaved
 from harness.errors import HarnessError, first_line
 from harness.records import RunResult
 from harness.schema import (
@@ -52,7 +55,7 @@ from harness.unsaved import PendingRun
 
 if TYPE_CHECKING:
     import pandas as pd
-    from sqlalchemy.engine import Engine
+    from sqlalchemy.engine import Connection, Engine
 
     from harness.attention import AttentionCell, AttentionSweep
 
@@ -81,27 +84,13 @@ class Imported:
     replaced: bool  # the run id was in the database already
 
 
-def _add_new_columns(engine: Engine) -> None:
-    """Add the nullable columns a database made by an older harness lacks (create_all only adds tables)."""
-    from sqlalchemy import inspect
-    from sqlalchemy.schema import CreateColumn
-
-    inspector = inspect(engine)
-    for table in Base.metadata.sorted_tables:
-        have = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name not in have and column.nullable:
-                ddl = CreateColumn(column).compile(dialect=engine.dialect)
-                with engine.begin() as conn:
-                    conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
-
-
-def _outdated(engine: Engine) -> bool:
-    """Whether our database lacks a table or nullable column this harness has (made by an older one)."""
-    inspector = inspect(engine)
+def _outdated(connection: Connection) -> bool:
+    """Whether a database from before Alembic (no revision recorded) lacks a table or nullable column of
+    this harness's schema; harness_meta is not counted (a database from before it is ours too)."""
+    inspector = inspect(connection)
     names = set(inspector.get_table_names())
     for table in Base.metadata.sorted_tables:
-        if table.name == "harness_meta":
+        if table.name == Meta.__tablename__:
             continue
         if table.name not in names:
             return True
@@ -143,6 +132,16 @@ def sqlite_file(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database).expanduser()
+
+
+def _behind(connection: Connection, revision: str | None, *, writer: bool = False) -> bool:
+    """Whether the database needs upgrading: at an older revision of ours; or from before Alembic and, for
+    a reader, lacking something of this schema (a writer upgrades it anyway, which records the revision).
+    A revision this harness does not know is a newer harness's: its changes are additive (a change that is
+    not raises SCHEMA_VERSION), so the database is used as it is."""
+    if revision is None:
+        return writer or _outdated(connection)
+    return revision != migrations.HEAD and migrations.known(revision)
 
 
 class ResultsStore:
@@ -209,6 +208,8 @@ class ResultsStore:
             if Meta.__tablename__ in tables:
                 row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
                 version = int(row[0]) if row and str(row[0]).isdigit() else None
+            revision = migrations.revision_of(conn)
+            behind = _behind(conn, revision)
         if version is not None and version > SCHEMA_VERSION:
             raise HarnessError(
                 f"results database {self.where} has schema {version}, newer than this harness knows "
@@ -217,22 +218,19 @@ class ResultsStore:
         if self.readonly:
             if not tables:
                 raise NoDatabase(f"no results in {self.where} (an empty database; `harness run` fills it)")
-            if _outdated(self.engine):
+            if behind:
                 self._upgrade()
             return
-        if version is None or not tables >= OUR_TABLES:
-            self._create()
-        _add_new_columns(self.engine)  # a database made by an older harness: its tables gain new columns
+        if behind or revision is None or version is None:
+            self._migrate()
 
     def _upgrade(self) -> None:
-        """Bring a database made by an older harness up to this schema (new tables, new nullable columns)
-        so that reading it works; it was ours already, and nothing in it changes."""
+        """A read-only command on a database made by an older harness: bring it to this schema through a
+        writing connection so that reading works. It was ours already; the marker table stays as it was."""
         writer = create_engine(self.url)
-        try:  # the marker table stays as it was: reading does not make a database ours
-            Base.metadata.create_all(
-                writer, tables=[t for t in Base.metadata.sorted_tables if t.name != "harness_meta"]
-            )
-            _add_new_columns(writer)
+        try:
+            with writer.begin() as conn:
+                migrations.upgrade(conn, leave_marker=True)
         except SQLAlchemyError as e:
             raise HarnessError(
                 f"results database {self.where} was made by an older harness and cannot be upgraded "
@@ -241,17 +239,28 @@ class ResultsStore:
         finally:
             writer.dispose()
 
-    def _create(self) -> None:
-        # several processes may create the same new database at once: whoever loses a race looks again
+    def _migrate(self) -> None:
+        """Create a new database at the newest revision, or upgrade an older one to it, and mark it ours.
+
+        Several processes may do this to one database at once: whoever loses a race looks again.
+        """
+        from alembic.util import CommandError
+
         for attempt in range(CREATE_ATTEMPTS):
             try:
-                Base.metadata.create_all(self.engine)
+                with self.engine.begin() as conn:
+                    if not set(inspect(conn).get_table_names()) & OUR_TABLES:
+                        Base.metadata.create_all(conn)
+                        migrations.stamp(conn)
+                    elif _behind(conn, migrations.revision_of(conn), writer=True):
+                        migrations.upgrade(conn)
+                    Base.metadata.create_all(conn, tables=[Meta.__table__])
                 with Session(self.engine) as session, session.begin():
                     if session.get(Meta, "schema_version") is None:
                         session.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
                 return
-            except (IntegrityError, OperationalError) as e:
-                lost_race = isinstance(e, IntegrityError) or "already exists" in str(e)
+            except (IntegrityError, OperationalError, CommandError) as e:
+                lost_race = not isinstance(e, OperationalError) or "already exists" in str(e)
                 if not lost_race or attempt == CREATE_ATTEMPTS - 1:
                     raise
 

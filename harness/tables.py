@@ -21,6 +21,7 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "size": r.config.model,
             "precision": r.config.precision,
             "compile": r.config.compile,
+            "batch": r.config.batch_size,
             "d_model": m.d_model if m else None,
             "d_ff": m.d_ff if m else None,
             "num_layers": m.num_layers if m else None,
@@ -37,9 +38,11 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
         df = df.drop(columns=["compile"])
+    if not df.empty and df["batch"].nunique() == 1:  # shown only where it varies (a batch-size sweep)
+        df = df.drop(columns=["batch"])
     # on a narrow terminal: the phase means and throughput first, the model's shape last
     means = [c for c in df.columns if c.endswith("mean (ns)")]
-    df.attrs["priority"] = ["size", *means, "tokens/s", "status", "precision", "compile"]
+    df.attrs["priority"] = ["size", "batch", *means, "tokens/s", "status", "precision", "compile"]
     return df
 
 

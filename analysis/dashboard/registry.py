@@ -17,5 +17,5 @@ PANELS: list[PanelSpec] = [
     PanelSpec("throughput", "Throughput per configuration", throughput.throughput_panel),
     PanelSpec("compare", "Run comparison", compare.compare_panel),
     PanelSpec("attention", "Attention forward + backward time", attention.attention_panel),
-    PanelSpec("energy", "FLOPs and tokens per joule against batch size", energy.energy_panel),
+    PanelSpec("energy", "FLOPs per watt against batch size", energy.energy_panel),
 ]

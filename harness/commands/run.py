@@ -268,6 +268,14 @@ def sweep_cmd(
     mode: ModeOpt = Mode.train,
     device: DeviceOpt = Device.auto,
     batch_size: BatchOpt = 4,
+    batch_sizes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<list>",
+            help="Comma-separated batch sizes to sweep (e.g. 1,2,4,8; with --power: FLOPs per watt "
+            "against batch size). Default: --batch-size.",
+        ),
+    ] = None,
     context_length: ContextOpt = None,
     vocab_size: VocabOpt = None,
     warmup: WarmupOpt = 5,
@@ -281,7 +289,8 @@ def sweep_cmd(
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """Run a grid of models × precisions × compile settings, each in a fresh process; print one table."""
+    """Run a grid of models × precisions × compile settings × batch sizes, each in a fresh process; print
+    one table. The runs are stored as one experiment (sweep-…)."""
     import secrets
     from datetime import datetime
 
@@ -304,7 +313,9 @@ def sweep_cmd(
         "tiny", mode, device, Precision.fp32, False, batch_size, context_length, vocab_size,
         warmup, steps, seed, attention, new_tokens, False, power, power_period,
     )  # fmt: skip
-    configs = grid(base, split(models), split(precision), [compile_map[c.lower()] for c in split(compile)])
+    batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
+    compiles = [compile_map[c.lower()] for c in split(compile)]
+    configs = grid(base, split(models), split(precision), compiles, batches)
     store = ResultsStore(db)
     note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
     if note:
@@ -314,7 +325,10 @@ def sweep_cmd(
     unsaved: list[str | None] = []
     with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:
         for done, config in enumerate(configs):
-            progress.stage(f"{config.model} {config.precision}{' compiled' if config.compile else ''}")
+            progress.stage(
+                f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
+                + (f" batch {config.batch_size}" if batches else "")
+            )
             result = run_isolated(config)  # Ctrl-C is passed on: the point ends "interrupted"
             unsaved.append(_save(store, result, experiment=experiment))
             results.append(result)
@@ -324,12 +338,29 @@ def sweep_cmd(
     for r in results:
         if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
-            warn(f"{r.config.model} {r.config.precision}: {r.status.upper()}: {first_line}")
+            batch = f" batch {r.config.batch_size}" if batches else ""
+            warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
     emit(results_table(results), format, title=title, wide=wide)
+    if power:  # the sources are the same for every point: each line once
+        from harness.commands.common import note as say_note
+
+        for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
+            say_note(line)
     if len(results) < len(configs):
         warn(f"sweep stopped after {len(results)} of {len(configs)} points")
     _finish(unsaved, results)
+
+
+def _batch_sizes(items: list[str]) -> list[int]:
+    from harness.errors import UsageError
+
+    bad = [b for b in items if not b.isdigit() or int(b) < 1]
+    if bad or not items:
+        raise UsageError(
+            f"--batch-sizes takes positive integers, e.g. 1,2,4,8; got {', '.join(bad) or 'none'}"
+        )
+    return list(dict.fromkeys(int(b) for b in items))
 
 
 @cli_errors
