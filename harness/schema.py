@@ -73,6 +73,8 @@ class Run(Base):
     # what the profiler left, {kind: path}: {"trace": …} (torch), {"nsys_rep": …, "nsys_sqlite": …} (nsys);
     # nsys_rep and nsys_sqlite above stay for the databases and readers that know only them
     artifacts: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    # a run across ranks (`--nproc`): the number of ranks; NULL for a one-process run
+    world_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -93,6 +95,8 @@ class StepTiming(Base):
     phase: Mapped[str] = mapped_column(String(32))
     duration_ns: Mapped[int] = mapped_column(Integer)
     warmup: Mapped[bool] = mapped_column(Boolean)
+    # the global rank that timed the step (runs across ranks); NULL in databases from before it means 0
+    rank: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
 
     run: Mapped[Run] = relationship(back_populates="step_timings")
 
@@ -245,6 +249,7 @@ RUN_COLUMNS = [
     "nsys_sqlite",
     *RUN_ENERGY_FIELDS,
     "artifacts",
+    "world_size",
 ]
 
 
@@ -293,4 +298,5 @@ def run_row(r: Run) -> dict[str, Any]:
         "nsys_sqlite": r.nsys_sqlite,
         **{name: getattr(r, name) for name in RUN_ENERGY_FIELDS},
         "artifacts": r.artifacts,
+        "world_size": r.world_size,
     }
