@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from analysis.names import ALLREDUCE, BACKWARD, FORWARD, OPTIMIZER
 from harness.errors import UsageError
@@ -77,17 +77,18 @@ def finish() -> None:
 
 
 class Heartbeat:
-    """One line per phase start ("step phase"), flushed, so its mtime says when the rank last moved."""
+    """One line per phase start ("step phase"), flushed, so its mtime says when the rank last moved. The
+    file appears with the first phase: until then the rank is starting up (harness.multirank.STARTUP_S)."""
 
     def __init__(self, path: Path) -> None:
-        self.file = path.open("w")
+        self.path = path
+        self.file: TextIO | None = None
 
     def __call__(self, step: int, phase: str) -> None:
+        if self.file is None:
+            self.file = self.path.open("w")
         self.file.write(f"{step} {phase}\n")
         self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
 
 
 def _fault(step: int) -> None:

@@ -494,7 +494,8 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         ranks, rank_notes = rank_tables(result_frame(p.result))
         tables += ranks
     if p.nvtx is not None:
-        tables.append(("NVTX ranges (measured steps)", p.nvtx))
+        whose = f", rank {min(s.rank for s in p.result.steps)}'s report" if rank_notes and p.result else ""
+        tables.append((f"NVTX ranges (measured steps{whose})", p.nvtx))
     if p.kernels is not None:
         tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
     if p.agreement is not None and len(p.agreement):
