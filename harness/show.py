@@ -105,10 +105,9 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "nsys sqlite": run.nsys_sqlite,
         "power notes": "\n".join((run.summary or {}).get("power_notes", [])) or None,
     }
-    # other profilers' files (nsys's are the two rows above)
-    info.update(
-        {f"file.{k}": v for k, v in (run.artifacts or {}).items() if not k.startswith("nsys_") or ".rank" in k}
-    )
+    # other profilers' files and one report per rank (nsys's one report is the two rows above)
+    files = (run.artifacts or {}).items()
+    info.update({f"file.{k}": v for k, v in files if not k.startswith("nsys_") or ".rank" in k})
     info.update({f"env.{k}": v for k, v in (run.env or {}).items()})
     # values keep their types (object column) so the table formats numbers and csv/json keep them exact
     config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
