@@ -264,7 +264,8 @@ def launch_nsys(
         artifacts.update({f"nsys_sqlite.rank{rank}": str(sqlite)} if sqlite else {})
     rep, sqlite = found[local_ranks(config)[0]]
     prof = nsys.ProfileResult(
-        returncode=launched.returncode if launched.failure else 0,
+        # a failed rank is said by the result ("rank R: …"), not as the launcher's exit code
+        returncode=0 if launched.failure else launched.returncode,
         rep=rep,
         sqlite=sqlite,
         qdstrm=None,

@@ -46,6 +46,7 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
     import pandas as pd
 
     from analysis.overhead import BASELINE, overhead_table
+    from harness.overhead_steps import step_key
     from harness.records import phases_for
 
     tables = []
@@ -61,7 +62,7 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
         steps = pd.DataFrame(
             [
-                (BASELINE if r is base else label, s.step, s.phase, s.duration_ns)
+                (BASELINE if r is base else label, step_key(s.step, s.rank), s.phase, s.duration_ns)
                 for r in (base, profiled)
                 for s in r.step_timings
                 if not s.warmup
