@@ -195,3 +195,25 @@ def test_sweep_across_ranks(tmp_db: str) -> None:
     assert store.runs()["world_size"].tolist() == [2]
     steps = store.step_timings()
     assert set(steps["rank"]) == {0, 1} and "allreduce" in set(steps["phase"])
+
+
+@pytest.mark.slow
+@pytest.mark.nsys
+def test_overhead_across_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
+    args = ["overhead", "tiny", *SMALL, "--steps", "2", "--repeats", "1", "--nproc", "2", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = {row["Phase"]: row for row in json.loads(result.stdout)}
+    assert list(rows) == [*PHASES, "step (sum)"]
+    # a whole step is one rank's phases summed: not two ranks' (the sum of the phase means)
+    phase_sum = sum(rows[p]["no nsys Avg (ns)"] for p in PHASES)
+    assert rows["step (sum)"]["no nsys Avg (ns)"] == pytest.approx(phase_sum)
+    store = ResultsStore(tmp_db, readonly=True)
+    runs = store.runs()
+    assert sorted(runs["profiler"]) == ["none", "nsys"] and runs["world_size"].tolist() == [2, 2]
+    counts = store.step_timings().groupby(["run_id", "rank"]).size()
+    assert len(counts) == 4 and set(counts) == {12}  # 3 steps × 4 phases, per run and rank
