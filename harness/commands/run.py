@@ -243,7 +243,7 @@ def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: boo
     from rich.markup import escape
 
     from harness.commands.progress import Progress
-    from harness.multirank import run_ranks
+    from harness.multirank import local_ranks, run_ranks
     from harness.output import emit_many
     from harness.rank_tables import rank_tables, result_frame
     from harness.tables import results_table, throughput_table
@@ -253,11 +253,13 @@ def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: boo
         progress.stage(f"{config.nproc} ranks on this machine")
         result = run_ranks(config)
     unsaved = _save(store, result)
-    tables = [(f"run {result.run_id} ({result.device_name}, all ranks)", results_table([result]))]
-    ranks, notes = rank_tables(result_frame(result))
-    tables += ranks
+    ranks = local_ranks(config)
+    which = "all ranks" if config.nnodes == 1 else f"ranks {ranks[0]}-{ranks[-1]} of {config.world_size}"
+    tables = [(f"run {result.run_id} ({result.device_name}, {which})", results_table([result]))]
+    per_rank, notes = rank_tables(result_frame(result))
+    tables += per_rank
     if result.status == "ok":
-        tables.append(("throughput (all ranks)", throughput_table(result)))
+        tables.append((f"throughput ({which})", throughput_table(result)))
     emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
     if result.status in ("error", "oom"):
         err(escape(f"run {result.run_id} failed: {result.error}; stored as {result.status}"))
