@@ -382,6 +382,8 @@ def rank_profile_command(
     """`nsys profile` around one rank's command, for torchrun to start in place of the rank: each rank
     then writes `<output>.rank<R>.nsys-rep` (and .sqlite). The argv, the environment it needs, and the
     dropped flags."""
+    if requested_output(opts.extra_args) is not None:
+        raise NsysError("--nsys-arg --output does not go with --nproc: each rank's report is <run>.rank<R>")
     per_rank = ProfileOptions(**{**opts.__dict__, "output": Path(f"{opts.output}.rank{RANK_PATTERN}")})
     argv, dropped = build_profile_command(info, per_rank, target)
     return argv, _env_for(opts, None), dropped
