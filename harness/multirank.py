@@ -22,8 +22,8 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,7 +125,6 @@ class Launched:
     interrupted: int | None = None
     failed_rank: int | None = None
     failure: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 Wrap = Callable[[list[str]], tuple[list[str], dict[str, str]]]  # worker argv -> (profiler's argv, env)
@@ -217,8 +216,8 @@ def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
     return out
 
 
-def _sum(values: object) -> float | None:
-    found = [v for v in values if v is not None]  # type: ignore[attr-defined]
+def _sum(values: Iterable[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
     return float(sum(found)) if found else None
 
 
