@@ -8,6 +8,11 @@ PREFILL, DECODE = "prefill", "decode"
 TRAIN_PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 GENERATE_PHASES = (PREFILL, DECODE)
 PHASES_BY_MODE = {"train": TRAIN_PHASES, "forward": (FORWARD,), "generate": GENERATE_PHASES}
+# `run --nproc N` (train): backward runs under DDP's no_sync() and the gradients are then all-reduced
+# explicitly, timed as a phase of its own (harness/distributed.py)
+ALLREDUCE = "allreduce"
+COMM_PHASES = (ALLREDUCE,)
+DISTRIBUTED_TRAIN_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER)
 MODES = tuple(PHASES_BY_MODE)
 PRECISIONS = ("fp32", "bf16", "fp16")
 

@@ -63,7 +63,7 @@ def measure_overhead(
 
     info = nsys.find_nsys(request.nsys_path)
     experiment = f"overhead-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-    phases = phases_for(config.mode)
+    phases = phases_for(config.mode, config.world_size)
     runs: list[tuple[str, int, RunResult]] = []
     notes: list[str] = []
     found: dict[str, Comparison] = {}

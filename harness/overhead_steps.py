@@ -17,13 +17,19 @@ def label_for(mode: str | None) -> str:
     return "no nsys" if mode is None else f"nsys {mode}"
 
 
+def step_key(step: int, rank: int | None) -> int:
+    """A step's key in an overhead table: in a run across ranks each rank's steps are steps of their own
+    (a whole step is one rank's phases summed, never two ranks')."""
+    return (rank or 0) * 1_000_000 + step
+
+
 def step_table(runs: list[tuple[str, int, RunResult]]) -> pd.DataFrame:
     """The measured steps' phase durations of (label, repeat, run) triples, what overhead_table reads."""
     import pandas as pd
 
     return pd.DataFrame(
         [
-            (label, repeat, s.step, phase, ns)
+            (label, repeat, step_key(s.step, s.rank), phase, ns)
             for label, repeat, r in runs
             for s in r.steps
             if not s.warmup

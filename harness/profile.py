@@ -17,7 +17,7 @@ from harness import machine, signals
 from harness.errors import HarnessError, NsysError
 from harness.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.runner import new_run_id
-from harness.sweep import read_worker_result, run_isolated, worker_command, write_worker_config
+from harness.sweep import read_worker_result, worker_command, write_worker_config
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,6 +96,10 @@ def launch(
         mode=request.mode,
         extra_args=list(request.extra_args),
     )
+    if config.world_size > 1:  # one report per rank (harness/multirank.py)
+        from harness import multirank
+
+        return multirank.launch_nsys(config, info, opts, run_id)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)
@@ -110,8 +114,10 @@ def launch(
 
 def run_baseline(config: RunConfig) -> tuple[RunResult, machine.MachineLoad | None]:
     """`config` in a fresh process without a profiler, with how busy the machine was meanwhile."""
+    from harness.multirank import run_any
+
     start = machine.snapshot()
-    result = run_isolated(config)
+    result = run_any(config)
     load = machine.load_since(start)
     if load:
         result.extra["machine"] = load.to_dict()
@@ -228,7 +234,7 @@ def _overhead(
     runs = [(BASELINE, 0, baseline), (label_for(mode), 0, profiled)]
     busy = machine.busy_note(experiment_load(runs), "the baseline run")
     notes += [busy] if busy else []
-    table = overhead_table(step_table(runs), phases_for(config.mode))
+    table = overhead_table(step_table(runs), phases_for(config.mode, config.world_size))
     if not table.filter(like="verdict").stack().str.startswith("inconclusive").all():
         notes.append(
             "overhead from one run each: its interval holds the step-to-step noise only, and two processes "
@@ -244,7 +250,7 @@ def report_paths(prof: ProfileResult) -> dict[str, Any]:
     return {
         "nsys_rep": str(prof.rep) if prof.rep else None,
         "nsys_sqlite": str(prof.sqlite) if prof.sqlite else None,
-        "artifacts": nsys_artifacts(prof.rep, prof.sqlite),
+        "artifacts": {**nsys_artifacts(prof.rep, prof.sqlite), **prof.artifacts},
     }
 
 
@@ -271,13 +277,15 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
     from analysis.trace import open_trace
 
     assert out.result is not None
-    phases = phases_for(config.mode)
+    phases = phases_for(config.mode, config.world_size)
+    first = min((s.rank for s in out.result.steps), default=0)  # across ranks: the export is this rank's
+    steps = [s for s in out.result.steps if s.rank == first]
     export = open_trace(sqlite)  # fills the cache for the analysis commands that follow
     ranges = nvtx_ranges(export, names=[STEP_RANGE, *phases])
     nvtx_health(ranges, sqlite, phases)
-    measured_steps = {s.step for s in out.result.steps if not s.warmup}
+    measured_steps = {s.step for s in steps if not s.warmup}
     timers = pd.DataFrame(
-        [(s.step, p, ns, s.warmup) for s in out.result.steps for p, ns in s.phases.items()],
+        [(s.step, p, ns, s.warmup) for s in steps for p, ns in s.phases.items()],
         columns=["step", "phase", "duration_ns", "warmup"],
     )
     pairing = pair_ranges(timers, ranges, phases)

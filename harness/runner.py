@@ -34,6 +34,7 @@ ATTENTIONS = ("math", "sdpa")
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
 WindowFn = Callable[[], contextlib.AbstractContextManager[Any]]
+BodyFactory = Callable[["RunConfig", Any, Any, Any], "Body"]  # (config, spec, model, device) -> Body
 
 
 class StepHook(Protocol):
@@ -110,6 +111,7 @@ def run_workload(
     on_step: StepFn | None = None,
     power_sources: PowerSources | None = None,
     hook: StepHook | None = None,
+    make_body: BodyFactory | None = None,
 ) -> RunResult:
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
@@ -118,6 +120,7 @@ def run_workload(
     With config.power the measured steps are sampled (harness.run_energy); `power_sources` replaces the
     discovered sources (tests hand in theirs). `on_step` sees every step as soon as it is finished; `hook`
     (an in-process profiler) is started around the step loop and told of the end of every step.
+    `make_body` replaces the mode's step (harness.distributed: the train step of one rank of several).
     """
     import torch
 
@@ -169,7 +172,7 @@ def run_workload(
         )
         if config.nvtx_detail:
             nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
-        body = BODIES[config.mode](config, spec, model, device)
+        body = (make_body or BODIES[config.mode])(config, spec, model, device)
         with hook.recording() if hook else contextlib.nullcontext():
             _loop(config, body, device, result, step_done, meter.window if meter else contextlib.nullcontext)
     except KeyboardInterrupt as e:

@@ -76,6 +76,8 @@ class Run(Base):
     # what the profiler left, {kind: path}: {"trace": …} (torch), {"nsys_rep": …, "nsys_sqlite": …} (nsys);
     # nsys_rep and nsys_sqlite above stay for the databases and readers that know only them
     artifacts: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    # a run across ranks (`--nproc`): the number of ranks; NULL for a one-process run
+    world_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -96,6 +98,8 @@ class StepTiming(Base):
     phase: Mapped[str] = mapped_column(String(32))
     duration_ns: Mapped[int] = mapped_column(Integer)
     warmup: Mapped[bool] = mapped_column(Boolean)
+    # the global rank that timed the step (runs across ranks); NULL in databases from before it means 0
+    rank: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
 
     run: Mapped[Run] = relationship(back_populates="step_timings")
 
@@ -249,6 +253,7 @@ RUN_COLUMNS = [
     *RUN_ENERGY_FIELDS,
     "power_notes",
     "artifacts",
+    "world_size",
 ]
 
 
@@ -301,4 +306,5 @@ def run_row(r: Run) -> dict[str, Any]:
         if (notes := (r.summary or {}).get("power_notes")) is not None
         else None,
         "artifacts": r.artifacts,
+        "world_size": r.world_size,
     }

@@ -376,6 +376,7 @@ class ResultsStore:
             nsys_sqlite=pending.nsys_sqlite,
             **{name: energy.get(name) for name in RUN_ENERGY_FIELDS},
             artifacts=pending.artifacts,
+            world_size=cfg.world_size if cfg.world_size > 1 else None,
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},
             env=result.env,
@@ -391,7 +392,9 @@ class ResultsStore:
                 session.execute(delete(Agreement).where(Agreement.run_id == run.id))
             session.merge(run)
             session.add_all(
-                StepTiming(run_id=run.id, step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup)
+                StepTiming(
+                    run_id=run.id, step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup, rank=s.rank
+                )
                 for s in result.steps
                 for phase, ns in s.phases.items()
             )
@@ -528,16 +531,22 @@ class ResultsStore:
         return df
 
     def step_timings(self, run_ids: list[str] | None = None) -> pd.DataFrame:
-        """Every step's phase durations: run_id, step, phase, duration_ns, warmup."""
+        """Every step's phase durations: run_id, step, phase, duration_ns, warmup, rank (0: one process)."""
         import pandas as pd
 
+        rank = func.coalesce(StepTiming.rank, 0)
         stmt = select(
-            StepTiming.run_id, StepTiming.step, StepTiming.phase, StepTiming.duration_ns, StepTiming.warmup
-        ).order_by(StepTiming.run_id, StepTiming.step)
+            StepTiming.run_id,
+            StepTiming.step,
+            StepTiming.phase,
+            StepTiming.duration_ns,
+            StepTiming.warmup,
+            rank,
+        ).order_by(StepTiming.run_id, rank, StepTiming.step)
         if run_ids is not None:
             stmt = stmt.where(StepTiming.run_id.in_(run_ids))
         rows = self._guard(lambda: self._rows(stmt))
-        return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup"])
+        return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"])
 
     def agreement(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         import pandas as pd

@@ -28,7 +28,7 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "num_heads": m.num_heads if m else None,
         }
         stats = {s.phase: s for s in r.phase_stats()}
-        for phase in phases_for(r.config.mode):
+        for phase in phases_for(r.config.mode, r.config.world_size):
             s = stats.get(phase)
             row[f"{phase} mean (ns)"] = s.mean_ns if s and r.status == "ok" else float("nan")
             row[f"{phase} std (ns)"] = s.std_ns if s and r.status == "ok" else float("nan")

@@ -27,6 +27,14 @@ from harness.commands.options import (
     WarmupOpt,
     make_config,
 )
+from harness.commands.rank_options import (
+    NnodesOpt,
+    NodeRankOpt,
+    NprocOpt,
+    RankTimeoutOpt,
+    RdzvOpt,
+    with_ranks,
+)
 from harness.commands.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.output import Format
 from harness.overhead import DEFAULT_MAX_TIME
@@ -75,6 +83,11 @@ def overhead_cmd(
     nsys_capture: CaptureOpt = Capture.all,
     nsys_arg: NsysArgOpt = None,
     profile_dir: ProfileDirOpt = Path("nsys_profiles"),
+    nproc: NprocOpt = 1,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
+    rank_timeout: RankTimeoutOpt = 300.0,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -106,6 +119,7 @@ def overhead_cmd(
         warmup, steps, seed, attention, new_tokens, False,
     )  # fmt: skip
     validate(config)
+    config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     resolve_device(config.device)
     store = ResultsStore(db)
     request = ProfileRequest(

@@ -31,6 +31,14 @@ from harness.commands.options import (
     WarmupOpt,
     make_config,
 )
+from harness.commands.rank_options import (
+    NnodesOpt,
+    NodeRankOpt,
+    NprocOpt,
+    RankTimeoutOpt,
+    RdzvOpt,
+    with_ranks,
+)
 from harness.output import Format
 from harness.signals import sigterm_raises
 
@@ -39,7 +47,7 @@ if TYPE_CHECKING:
 
     from harness.profile import ProfiledRun
     from harness.profilers.torch import TorchProfiledRun
-    from harness.records import RunResult
+    from harness.records import RunConfig, RunResult
     from harness.store import ResultsStore
 
 
@@ -138,6 +146,11 @@ def run_cmd(
     record_shapes: RecordShapesOpt = False,
     with_stack: WithStackOpt = False,
     profile_memory: ProfileMemoryOpt = False,
+    nproc: NprocOpt = 1,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
+    rank_timeout: RankTimeoutOpt = 300.0,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -155,6 +168,7 @@ def run_cmd(
         warmup, steps, seed, attention, new_tokens, nvtx_detail, power, power_period,
     )  # fmt: skip
     validate(config)
+    config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
     store = ResultsStore(db)  # fail on a bad --db before the work, not after
     from harness.devices import emulated_precision_note, resolve_device
@@ -162,6 +176,10 @@ def run_cmd(
     note = emulated_precision_note(resolve_device(config.device), [config.precision])
     if note:
         warn(note)
+    if chosen == "torch" and config.world_size > 1:
+        from harness.errors import UsageError
+
+        raise UsageError("--profiler torch does not run across ranks yet: use --nsys with --nproc")
     if chosen == "torch":
         from harness.profilers import DEFAULT_DIRS
         from harness.profilers.torch import TorchRequest
@@ -197,6 +215,9 @@ def run_cmd(
         if profiled.failed:
             raise typer.Exit(profiled.exit_status)
         return
+    if config.world_size > 1:
+        _run_ranks(config, store, format, wide)
+        return
     with (
         sigterm_raises(),
         Progress(f"{config.model} {config.mode}", config.warmup + config.steps, unit="steps") as progress,
@@ -214,6 +235,37 @@ def run_cmd(
     emit_many(tables, format, wide=wide)
     for line in result.extra.get("power_notes", []):
         say_note(line)
+    _finish([unsaved], [result])
+
+
+def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: bool) -> None:
+    """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables."""
+    from rich.markup import escape
+
+    from harness.commands.progress import Progress
+    from harness.multirank import local_ranks, run_ranks
+    from harness.output import emit_many
+    from harness.rank_tables import rank_tables, result_frame
+    from harness.tables import results_table, throughput_table
+
+    what = f"{config.model} {config.mode} across {config.world_size} ranks (torchrun)"
+    with sigterm_raises(), Progress(what) as progress:
+        progress.stage(f"{config.nproc} ranks on this machine")
+        result = run_ranks(config)
+    unsaved = _save(store, result)
+    ranks = local_ranks(config)
+    which = "all ranks" if config.nnodes == 1 else f"ranks {ranks[0]}-{ranks[-1]} of {config.world_size}"
+    tables = [(f"run {result.run_id} ({result.device_name}, {which})", results_table([result]))]
+    per_rank, notes = rank_tables(result_frame(result))
+    tables += per_rank
+    if result.status == "ok":
+        tables.append((f"throughput ({which})", throughput_table(result)))
+    emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
+    if result.status in ("error", "oom"):
+        err(escape(f"run {result.run_id} failed: {result.error}; stored as {result.status}"))
+        for line in filter(None, [unsaved]):
+            err(escape(line))
+        raise typer.Exit(1)
     _finish([unsaved], [result])
 
 
@@ -285,6 +337,11 @@ def sweep_cmd(
     new_tokens: NewTokensOpt = 32,
     power: PowerOpt = False,
     power_period: PowerPeriodOpt = 50,
+    nproc: NprocOpt = 1,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
+    rank_timeout: RankTimeoutOpt = 300.0,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -297,9 +354,10 @@ def sweep_cmd(
     from harness.commands.progress import Progress
     from harness.devices import emulated_precision_note, resolve_device
     from harness.errors import UsageError
+    from harness.multirank import run_any
     from harness.output import emit
     from harness.store import ResultsStore
-    from harness.sweep import grid, run_isolated
+    from harness.sweep import grid
     from harness.tables import results_table
 
     def split(text: str) -> list[str]:
@@ -313,6 +371,7 @@ def sweep_cmd(
         "tiny", mode, device, Precision.fp32, False, batch_size, context_length, vocab_size,
         warmup, steps, seed, attention, new_tokens, False, power, power_period,
     )  # fmt: skip
+    base = with_ranks(base, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
     configs = grid(base, split(models), split(precision), compiles, batches)
@@ -329,7 +388,7 @@ def sweep_cmd(
                 f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
                 + (f" batch {config.batch_size}" if batches else "")
             )
-            result = run_isolated(config)  # Ctrl-C is passed on: the point ends "interrupted"
+            result = run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
             unsaved.append(_save(store, result, experiment=experiment))
             results.append(result)
             progress.advance(done + 1)
@@ -460,10 +519,16 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     from harness.tables import results_table
 
     tables: list[tuple[str, pd.DataFrame]] = []
+    rank_notes: list[str] = []
     if p.result is not None and p.result.steps:
         tables.append((f"run {p.run_id} under nsys {p.nsys_version}", results_table([p.result])))
+        from harness.rank_tables import rank_tables, result_frame
+
+        ranks, rank_notes = rank_tables(result_frame(p.result))
+        tables += ranks
     if p.nvtx is not None:
-        tables.append(("NVTX ranges (measured steps)", p.nvtx))
+        whose = f", rank {min(s.rank for s in p.result.steps)}'s report" if rank_notes and p.result else ""
+        tables.append((f"NVTX ranges (measured steps{whose})", p.nvtx))
     if p.kernels is not None:
         tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
     if p.agreement is not None and len(p.agreement):
@@ -471,14 +536,16 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if p.overhead is not None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
     files = []
-    if p.profile is not None:
+    if p.profile is not None and p.profile.artifacts:  # one report per rank
+        files = [f"{kind}: {path}" for kind, path in p.profile.artifacts.items()]
+    elif p.profile is not None:
         files = [
             f"{kind}: {path}"
             for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
             if path
         ]
     if tables:
-        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
+        emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
     for note in p.notes:
         warn(note)
     if p.error:
