@@ -47,7 +47,7 @@ _LAYER_RANGE = re.compile(r"^layer_(\d+)$")
 
 
 def kind_of(block: str) -> str:
-    """leaf (they add up), group (layer, attention, mlp: the sum of their parts and their own rest), outside."""
+    """leaf (leaves add up), group (layer, attention, mlp: their parts and their own rest), outside, total."""
     if block == OUTSIDE:
         return "outside"
     if block == STEP_ROW:
@@ -77,10 +77,7 @@ def block_records(
 
     trace.require("nvtx", "NVTX or record_function ranges (run with --nvtx-detail)")
     gpu = trace.has("kernels") if gpu is None else gpu
-    if gpu:
-        source = BLOCK_NVTX_GPU
-    else:
-        source = BLOCK_NVTX if trace.format.startswith("nsys") else BLOCK_TORCH
+    source = BLOCK_NVTX_GPU if gpu else BLOCK_NVTX if trace.format.startswith("nsys") else BLOCK_TORCH
     ranges = all_ranges(trace)
     ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
     if ranges.empty:

@@ -52,7 +52,8 @@ def resolve(store: ResultsStore, ref: str) -> Run:
     run = store.latest(nvtx_detail=True)
     if run is None:
         raise HarnessError(
-            "no run made with --nvtx-detail in the results database: `harness run tiny --nvtx-detail` makes one",
+            "no run made with --nvtx-detail in the results database; `harness run tiny --nvtx-detail` "
+            "makes one",
             exit_code=2,
         )
     return run

@@ -35,11 +35,11 @@ from harness.records import RunResult
 from harness.schema import (
     ATTENTION_CELL_COLUMNS,
     ATTENTION_COLUMNS,
+    BLOCK_COLUMNS,
     OUR_TABLES,
     RUN_COLUMNS,
     SCHEMA_VERSION,
     Agreement,
-    BLOCK_COLUMNS,
     AttentionResult,
     Base,
     Baseline,

@@ -18,9 +18,9 @@ from workloads.transformer import TransformerLM
 
 __all__ = [
     "DETAIL_RANGES",
-    "OUTER_RANGES",
     "GPT2",
     "MODEL_NAMES",
+    "OUTER_RANGES",
     "KVCache",
     "ModelSpec",
     "TransformerLM",
