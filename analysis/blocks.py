@@ -225,3 +225,11 @@ def share_by_block(records: pd.DataFrame, phase_ns: Mapping[str, float], steps: 
     return out.sort_values("block", key=lambda s: s.map(lambda b: ORDER.get(b, len(ORDER)))).reset_index(
         drop=True
     )
+
+
+def subblock_times(records: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """One step's time per leaf block and phase, all layers together (sub-block, pass, time_ns): the times
+    analysis.roofline.roofline_table places against the roofs (leaf names are its sub-block names)."""
+    leaves = records[records["block"].isin(list(LEAVES))]
+    out = leaves.groupby(["block", "phase"], sort=False)["duration_ns"].sum().div(steps).reset_index()
+    return out.rename(columns={"block": "sub-block", "phase": "pass", "duration_ns": "time_ns"})

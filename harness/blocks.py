@@ -45,16 +45,15 @@ def block_names() -> set[str]:
     return set(workloads.DETAIL_RANGES.values()) | set(workloads.OUTER_RANGES.values())
 
 
-def resolve(store: ResultsStore, ref: str) -> Run:
-    """A run by id (or unique prefix), or `latest`: the newest run made with --nvtx-detail."""
+def resolve(store: ResultsStore, ref: str, *, nvtx_detail: bool = True) -> Run:
+    """A run by id (or unique prefix), or `latest`: the newest run (made with --nvtx-detail, if asked)."""
     if ref != LATEST:
         return store.get(ref)
-    run = store.latest(nvtx_detail=True)
+    run = store.latest(nvtx_detail=nvtx_detail)
     if run is None:
+        what = "run made with --nvtx-detail" if nvtx_detail else "run"
         raise HarnessError(
-            "no run made with --nvtx-detail in the results database; `harness run tiny --nvtx-detail` "
-            "makes one",
-            exit_code=2,
+            f"no {what} in the results database; `harness run tiny --nvtx-detail` makes one", exit_code=2
         )
     return run
 
@@ -99,45 +98,55 @@ def store_from_trace(store: ResultsStore, run_id: str, path: Path, config: Any) 
     return None
 
 
+def block_records_of(store: ResultsStore, run: Run) -> tuple[pd.DataFrame, str, int] | None:
+    """(records, source, measured steps they cover) of a run: stored, else read from its trace; None for a
+    run made without --nvtx-detail."""
+    stored = store.block_timings([run.id])
+    if len(stored):
+        records = stored.drop(columns=["run_id", "source"])
+        source = str(stored["source"].iloc[0])
+    else:
+        if not (run.config or {}).get("nvtx_detail"):
+            return None
+        path = trace_of(run)
+        if path is None:
+            raise HarnessError(f"run {run.id} has no per-block times stored and no trace to read them from")
+        records, source = from_trace(path, run.mode, run.warmup)
+    if records.empty:
+        raise HarnessError(f"run {run.id} has no per-block times (status {run.status})")
+    return records, source, int(records["step"].nunique())
+
+
 def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> BlockReport:
     """The run's per-block table (analysis.blocks.block_table) with its source."""
     from analysis.blocks import block_table
 
     run = resolve(store, ref)
-    stored = store.block_timings([run.id])
+    found = block_records_of(store, run)
+    if found is None:
+        raise HarnessError(
+            f"run {run.id} was made without --nvtx-detail: it has no per-block times; "
+            f"`harness run {run.model} --nvtx-detail` makes a run that has",
+            exit_code=2,
+        )
+    records, source, steps = found
     notes: list[str] = []
-    if len(stored):
-        source = str(stored["source"].iloc[0])
-        records = stored.drop(columns=["run_id", "source"])
-    else:
-        path = trace_of(run)
-        if not (run.config or {}).get("nvtx_detail"):
-            raise HarnessError(
-                f"run {run.id} was made without --nvtx-detail: it has no per-block times; "
-                f"`harness run {run.model} --nvtx-detail` makes a run that has",
-                exit_code=2,
-            )
-        if path is None:
-            raise HarnessError(f"run {run.id} has no per-block times stored and no trace to read them from")
-        records, source = from_trace(path, run.mode, run.warmup)
-        notes.append(f"read from {path}")
-    if records.empty:
-        raise HarnessError(f"run {run.id} has no per-block times (status {run.status})")
-    measured = [t for t in run.step_timings if not t.warmup]
-    steps_with_blocks = set(int(s) for s in records["step"])
-    covered = [t for t in measured if t.step in steps_with_blocks] or measured
-    steps = len({t.step for t in covered})
+    if not len(store.block_timings([run.id])):
+        notes.append(f"read from {trace_of(run)}")
+    covered = {int(s) for s in records["step"]}
+    measured = [t for t in run.step_timings if not t.warmup and t.step in covered]
+    measured = measured or [t for t in run.step_timings if not t.warmup]
     phase_ns: dict[str, float] = {}
     for phase in phases_for(run.mode):
-        values = [t.duration_ns for t in covered if t.phase == phase]
+        values = [t.duration_ns for t in measured if t.phase == phase]
         if values:
-            phase_ns[phase] = sum(values) / steps
+            phase_ns[phase] = sum(values) / len(values)
     if not phase_ns:
         raise HarnessError(f"run {run.id} has no measured steps")
-    table = block_table(records, phase_ns, steps=len(steps_with_blocks), by_layer=by_layer)
+    table = block_table(records, phase_ns, steps=steps, by_layer=by_layer)
     notes += _notes(run, source, set(records["block"]))
-    return BlockReport(run.id, run.model, run.mode, run.attention, source, len(steps_with_blocks), records,
-                       phase_ns, table, notes)  # fmt: skip
+    return BlockReport(run.id, run.model, run.mode, run.attention, source, steps, records, phase_ns, table,
+                       notes)  # fmt: skip
 
 
 def _notes(run: Run, source: str, blocks: set[str]) -> list[str]:

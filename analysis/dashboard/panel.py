@@ -60,6 +60,12 @@ class DashboardData:
     compare_kernels: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None)
     # cells of the newest attention sweep: the results store's attention columns
     attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sweep_id", "impl"]))
+    # per-block times (--nvtx-detail) of the runs: the results store's block_timings columns
+    blocks: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(
+            columns=["run_id", "step", "layer", "block", "phase", "duration_ns", "calls", "source"]
+        )
+    )
     source: str = ""  # where the data came from, for the page header
 
 
