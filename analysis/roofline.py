@@ -157,7 +157,7 @@ def phase_table(
     per = roofline_table(costs, None, roofs)
     grouped = per.groupby("pass", sort=False)
     out = grouped[["flops", "bytes"]].sum().reset_index().rename(columns={"pass": "phase"})
-    out.insert(1, "model flops", out["phase"].map(model_flops(costs)).astype("float64"))
+    out.insert(1, "model flops", out["phase"].map(model_flops(costs)).astype("int64"))
     out["intensity"] = out["flops"] / out["bytes"]
     ridge = roofs.ridge if roofs else None
     out["bound"] = np.where(out["intensity"] < ridge, "memory", "compute") if ridge else None

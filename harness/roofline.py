@@ -17,6 +17,7 @@ from harness.errors import HarnessError, UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.dashboard.panel import RunRoofline
     from harness.store import ResultsStore
 
 
@@ -206,3 +207,29 @@ def run_report(
         report.notes.append("roofs measured on this machine now, not during the run")
     report.table = roofline_table(costs, times, report.used)
     return report
+
+
+def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataFrame) -> RunRoofline | None:
+    """The dashboard's roofline: the newest ok train/forward run among `runs` with per-block times, against
+    its GPU's datasheet roofs (none for a CPU: measuring here would not be the run's machine). None when no
+    run has block times; a run that cannot be placed is left out."""
+    from analysis.dashboard.panel import RunRoofline
+
+    with_blocks = set(blocks["run_id"]) if len(blocks) else set()
+    ok = runs[
+        runs["run_id"].isin(with_blocks) & (runs["status"] == "ok") & runs["mode"].isin(["train", "forward"])
+    ]
+    for run_id in reversed(list(ok["run_id"])):
+        try:
+            report = run_report(store, run_id)
+        except HarnessError:
+            continue
+        notes = [n for n in report.notes if not n.startswith("no roofs for")]
+        if report.used is None:
+            where = report.device_name or "this device"
+            notes.append(
+                f"no roofs for {where} (datasheet GPUs only): points only; "
+                f"`harness roofline {run_id} --measure --html FILE` measures this machine's"
+            )
+        return RunRoofline(run_id, report.table, report.used, report.title, notes)
+    return None

@@ -16,9 +16,10 @@ from analysis.dashboard.style import PALETTE, TEMPLATE, hover
 from analysis.names import PHASES_BY_MODE
 
 NO_BLOCKS = "no runs with per-block times: run `harness run tiny --device cpu --nvtx-detail --steps 3`"
-COLUMNS = ["label", "model", "run_id", "source", "block", "Mean (ns)", "Step (%)"]
-# left subplot: what a step is made of at the top level
+COLUMNS = ["label", "model", "run_id", "source", "view", "block", "Mean (ns)", "Step (%)"]
+# left subplot: what a step is made of at the top level (adds up to 100%); right: inside attention and MLP
 TOP = ("attention", "mlp", "norm", "embedding", "lm_head", OUTSIDE)
+INNER = tuple(b for b in LEAVES if PARENT.get(b) in GROUPS)
 BLOCK_COLORS = {
     "attention": "#4C78A8",
     "mlp": "#F58518",
@@ -39,7 +40,9 @@ BLOCK_COLORS = {
 
 
 def block_shares(data: DashboardData) -> pd.DataFrame:
-    """COLUMNS: per configuration (newest run with block times), each leaf and group's share of the step."""
+    """COLUMNS: per configuration (newest run with block times), each block's share of the step. view "top":
+    attention, mlp (wholes), norm, embedding, lm_head and the rest of the step (they add up to 100%); view
+    "inner": the leaves inside attention and the MLP."""
     blocks = data.blocks
     if blocks.empty or data.runs.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -60,12 +63,17 @@ def block_shares(data: DashboardData) -> pd.DataFrame:
             continue
         phase_ns = (steps.groupby("phase", sort=False)["duration_ns"].sum() / n).to_dict()
         shares = share_by_block(mine, _in_mode_order(phase_ns, r.get("mode")), n)
-        groups = _group_shares(mine, phase_ns, n)
+        inner = shares[shares["block"].isin(INNER)]
+        top = pd.concat([_group_shares(mine, phase_ns, n), shares[shares["block"].isin(TOP)]])
+        top = top[top["block"] != OUTSIDE]
+        rest = 100.0 - float(top["Step (%)"].sum())
+        step_ns = sum(phase_ns.values())
+        top.loc[len(top)] = {"block": OUTSIDE, "Mean (ns)": rest / 100 * step_ns, "Step (%)": rest}
         label = f"{r['model']} · {r['setting']}" if multi else str(r["model"])
-        for part in (shares, groups):
+        for view, part in (("top", top), ("inner", inner)):
             for b in part.to_dict("records"):
                 rows.append({"label": label, "model": r["model"], "run_id": r["run_id"],
-                             "source": str(mine["source"].iloc[0]), **b})  # fmt: skip
+                             "source": str(mine["source"].iloc[0]), "view": view, **b})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -94,10 +102,9 @@ def blocks_figure(shares: pd.DataFrame):
         subplot_titles=("attention vs MLP (share of the step)", "inside attention and the MLP"),
         horizontal_spacing=0.08,
     )
-    inner = [b for b in LEAVES if b in PARENT and PARENT[b] in GROUPS]
-    for col, names in ((1, TOP), (2, inner)):
+    for col, view, names in ((1, "top", TOP), (2, "inner", INNER)):
         for i, block in enumerate(names):
-            part = shares[shares["block"] == block]
+            part = shares[(shares["view"] == view) & (shares["block"] == block)]
             if part.empty:
                 continue
             fig.add_trace(
@@ -129,7 +136,8 @@ def blocks_panel(data: DashboardData) -> Panel:
         return Panel(missing=NO_BLOCKS)
     sources = sorted(set(shares["source"]))
     notes = [
-        f"source: {', '.join(sources)}; `outside blocks` is the rest of each phase (residual adds, RoPE, "
-        "the loss, the optimizer, and the backward where the source has forward ranges only)"
+        f"source: {', '.join(sources)}; `outside blocks` is the rest of the step: residual adds, the loss, "
+        "the optimizer, the backward where the source has forward ranges only (RoPE and reshapes are inside "
+        "attention on the left, outside on the right)"
     ]
     return Panel(figure=blocks_figure(shares), notes=notes)
