@@ -68,7 +68,8 @@ def block_shares(data: DashboardData) -> pd.DataFrame:
         top = top[top["block"] != OUTSIDE]
         rest = 100.0 - float(top["Step (%)"].sum())
         step_ns = sum(phase_ns.values())
-        top.loc[len(top)] = {"block": OUTSIDE, "Mean (ns)": rest / 100 * step_ns, "Step (%)": rest}
+        rest_row = {"block": OUTSIDE, "Mean (ns)": rest / 100 * step_ns, "Step (%)": rest}
+        top = pd.concat([top, pd.DataFrame([rest_row])], ignore_index=True)
         label = f"{r['model']} · {r['setting']}" if multi else str(r["model"])
         for view, part in (("top", top), ("inner", inner)):
             for b in part.to_dict("records"):
