@@ -110,7 +110,11 @@ def block_records_of(store: ResultsStore, run: Run) -> tuple[pd.DataFrame, str, 
             return None
         path = trace_of(run)
         if path is None:
-            raise HarnessError(f"run {run.id} has no per-block times stored and no trace to read them from")
+            why = " (--compile runs are not timed per block: hooks would break the compiled graph)"
+            raise HarnessError(
+                f"run {run.id} has no per-block times stored and no trace to read them from"
+                + (why if run.compile else "")
+            )
         records, source = from_trace(path, run.mode, run.warmup)
     if records.empty:
         raise HarnessError(f"run {run.id} has no per-block times (status {run.status})")
