@@ -140,6 +140,8 @@ def mfu_table(costs: pd.DataFrame, phase_ns: Mapping[str, float], peak_flops: fl
     if rows:
         rows.append(("step", sum(r[1] for r in rows), sum(r[2] for r in rows)))
     df = pd.DataFrame(rows, columns=["phase", "flops", "time (ns)"])
+    if df["flops"].notna().all():
+        df["flops"] = df["flops"].astype("int64")
     seconds = df["time (ns)"] / 1e9
     df["achieved TFLOP/s"] = df["flops"] / seconds / 1e12
     df["MFU (%)"] = df["flops"] / seconds / peak_flops * 100 if peak_flops else np.nan
