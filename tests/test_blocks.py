@@ -243,3 +243,17 @@ def test_blocks_of_a_run_without_detail_is_one_line(tmp_db) -> None:
     assert "Traceback" not in result.output
     latest = runner.invoke(app, ["blocks"])
     assert latest.exit_code == 2 and "no run made with --nvtx-detail" in latest.output
+
+
+@pytest.mark.slow
+def test_nsys_run_blocks_come_from_its_export(tmp_db, tmp_path: Path, nsys_bin: str) -> None:
+    args = ["run", "char", "--device", "cpu", "--nvtx-detail", "--steps", "2", "--warmup", "1",
+            "--batch-size", "2", "--nsys", "--no-nsys-baseline", "--profile-dir", str(tmp_path)]  # fmt: skip
+    run = runner.invoke(app, args)
+    assert run.exit_code == 0, run.output
+    stored = ResultsStore(tmp_db, readonly=True).block_timings()
+    assert set(stored["source"]) == {"nvtx"} and set(stored["step"]) == {1, 2}  # the steps' NVTX payloads
+    rows, _ = _blocks_json()
+    forward = pd.DataFrame(rows).query("phase == 'forward'").set_index("block")
+    assert (forward.loc[["sdpa", "mlp_up", "norm", "lm_head"], "Mean (ns)"] > 0).all()
+    assert forward.loc["norm", "Count"] == 2 * 9  # 2 steps × (4 layers × 2 + the final norm)
