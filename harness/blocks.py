@@ -98,10 +98,18 @@ def store_from_trace(store: ResultsStore, run_id: str, path: Path, config: Any) 
     return None
 
 
-def block_records_of(store: ResultsStore, run: Run) -> tuple[pd.DataFrame, str, int] | None:
-    """(records, source, measured steps they cover) of a run: stored, else read from its trace; None for a
-    run made without --nvtx-detail."""
+@dataclass
+class BlockRecords:
+    records: pd.DataFrame  # analysis.blocks.RECORD_COLUMNS
+    source: str
+    steps: int  # measured steps they cover
+    trace: Path | None = None  # read from this trace (not stored)
+
+
+def block_records_of(store: ResultsStore, run: Run) -> BlockRecords | None:
+    """A run's block records: stored, else read from its trace; None for a run made without --nvtx-detail."""
     stored = store.block_timings([run.id])
+    path = None
     if len(stored):
         records = stored.drop(columns=["run_id", "source"])
         source = str(stored["source"].iloc[0])
@@ -118,7 +126,7 @@ def block_records_of(store: ResultsStore, run: Run) -> tuple[pd.DataFrame, str, 
         records, source = from_trace(path, run.mode, run.warmup)
     if records.empty:
         raise HarnessError(f"run {run.id} has no per-block times (status {run.status})")
-    return records, source, int(records["step"].nunique())
+    return BlockRecords(records, source, int(records["step"].nunique()), path)
 
 
 def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> BlockReport:
@@ -133,10 +141,8 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
             f"`harness run {run.model} --nvtx-detail` makes a run that has",
             exit_code=2,
         )
-    records, source, steps = found
-    notes: list[str] = []
-    if not len(store.block_timings([run.id])):
-        notes.append(f"read from {trace_of(run)}")
+    records, source, steps = found.records, found.source, found.steps
+    notes = [f"read from {found.trace}"] if found.trace else []
     covered = {int(s) for s in records["step"]}
     measured = [t for t in run.step_timings if not t.warmup and t.step in covered]
     measured = measured or [t for t in run.step_timings if not t.warmup]

@@ -190,8 +190,8 @@ def run_report(
     found = block_records_of(store, run)
     times = None
     if found is not None:
-        records, report.source, n = found
-        times = subblock_times(records, n)
+        report.source = found.source
+        times = subblock_times(found.records, found.steps)
         if "optimizer" in report.phase_ns:  # the optimizer phase is the AdamW update, nothing else
             times.loc[len(times)] = ("optimizer", "optimizer", report.phase_ns["optimizer"])
         report.notes.append(

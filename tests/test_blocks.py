@@ -257,3 +257,19 @@ def test_nsys_run_blocks_come_from_its_export(tmp_db, tmp_path: Path, nsys_bin: 
     forward = pd.DataFrame(rows).query("phase == 'forward'").set_index("block")
     assert (forward.loc[["sdpa", "mlp_up", "norm", "lm_head"], "Mean (ns)"] > 0).all()
     assert forward.loc["norm", "Count"] == 2 * 9  # 2 steps × (4 layers × 2 + the final norm)
+
+
+def test_blocks_of_a_run_with_only_its_trace_are_read_from_it(tmp_db, tmp_path: Path) -> None:
+    """A profiled run whose block times were never stored (an older harness): read from its trace, here a
+    GPU trace, so the source is nvtx-gpu."""
+    trace = _kineto_with_kernels(tmp_path / "run.pt.trace.json")
+    config = RunConfig(model="tiny", warmup=5, steps=1, nvtx_detail=True)
+    phases = {"forward": 60_000, "backward": 30_000, "optimizer": 10_000}
+    result = RunResult(run_id="tiny-old", config=config, status="ok", steps=[StepRecord(5, False, phases)])
+    ResultsStore(tmp_db).save(result, profiler="torch", artifacts={"trace": str(trace)})
+    rows, notes = _blocks_json("tiny-old")
+    assert f"read from {trace}" in notes and "source: nvtx-gpu" in notes
+    table = pd.DataFrame(rows).set_index(["phase", "block"])
+    assert table.loc[("forward", "qkv_proj"), "Mean (ns)"] == 4_000
+    assert table.loc[("forward", OUTSIDE), "Mean (ns)"] == 60_000 - 4_000 - 6_000
+    assert table.loc[("all", "step"), "Mean (ns)"] == 100_000
