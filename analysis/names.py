@@ -30,3 +30,9 @@ RUN_ENERGY_FIELDS = (
     "tokens_per_j",
     "energy_method",
 )
+
+# Where a run's per-block times (--nvtx-detail) come from: the table of `harness blocks` names it
+BLOCK_TIMERS = "timers"  # synchronised forward/backward hooks in the run's process (harness.block_timers)
+BLOCK_TORCH = "torch-trace"  # record_function ranges of a torch.profiler trace (CPU time)
+BLOCK_NVTX = "nvtx"  # NVTX ranges of an nsys export (CPU time: a run without a GPU)
+BLOCK_NVTX_GPU = "nvtx-gpu"  # GPU time of the kernels launched inside each range (nsys or torch, on a GPU)

@@ -11,7 +11,18 @@ from typing import Annotated
 import typer
 
 from harness import __version__
-from harness.commands import analysis, attention, dashboard, diff, doctor, profiling, program, roofline, run
+from harness.commands import (
+    analysis,
+    attention,
+    blocks,
+    dashboard,
+    diff,
+    doctor,
+    profiling,
+    program,
+    roofline,
+    run,
+)
 
 app = typer.Typer(
     name="harness",
@@ -40,7 +51,7 @@ def _main(
     """Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust."""
 
 
-for group in (run, profiling, program, attention, roofline, doctor, analysis, dashboard, diff):
+for group in (run, profiling, program, attention, blocks, roofline, doctor, analysis, dashboard, diff):
     group.register(app)
 
 

@@ -216,6 +216,10 @@ def profile_run(
     except HarnessError as e:
         out.error = str(e)
         return out
+    from harness.blocks import store_from_trace
+
+    said = store_from_trace(store, run_id, prof.sqlite, config)
+    out.notes += [said] if said else []
     if out.agreement is not None and len(out.agreement):
         _save(store, result, out, **save, agreement=out.agreement)
     return out

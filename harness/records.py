@@ -66,6 +66,19 @@ class StepRecord:
 
 
 @dataclass
+class BlockRecord:
+    """One block's time in one measured step (summed over its `calls` in that step); layer None: a block
+    outside the layers (embedding, final norm, LM head)."""
+
+    step: int
+    layer: int | None
+    block: str
+    phase: str
+    duration_ns: int
+    calls: int = 1
+
+
+@dataclass
 class PhaseStats:
     phase: str
     count: int
@@ -116,6 +129,7 @@ class RunResult:
     mfu: float | None = None
     peak_memory_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # mode-specific figures (ttft_ns, per-token latency)
+    blocks: list[BlockRecord] = field(default_factory=list)  # --nvtx-detail's per-block timers (no profiler)
     env: dict[str, Any] = field(default_factory=dict)
 
     def measured(self, phase: str) -> list[int]:
@@ -139,4 +153,5 @@ def result_from_dict(data: dict[str, Any]) -> RunResult:
     data["config"] = RunConfig(**data["config"])
     data["model"] = ModelInfo(**data["model"]) if data.get("model") else None
     data["steps"] = [StepRecord(**s) for s in data.get("steps", [])]
+    data["blocks"] = [BlockRecord(**b) for b in data.get("blocks", [])]
     return RunResult(**data)

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import MEASURED, MODES, PRECISIONS
-from harness import nvtx_ranges
+from harness import block_timers, nvtx_ranges
 from harness.devices import (
     device_name,
     free_memory,
@@ -150,7 +150,11 @@ def run_workload(
 
         meter = EnergyMeter(config, device, power_sources)
 
+    timers: block_timers.BlockTimers | None = None
+
     def step_done(done: int, total: int) -> None:
+        if timers:
+            timers.next_step()
         if hook:
             hook.step()
         if on_step:
@@ -171,7 +175,9 @@ def run_workload(
             params=workloads.count_params(model),
         )
         if config.nvtx_detail:
-            nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
+            nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES, workloads.OUTER_RANGES)
+            if block_timers.wanted(config, hook is not None):
+                timers = block_timers.BlockTimers(model, device, config)
         body = (make_body or BODIES[config.mode])(config, spec, model, device)
         with hook.recording() if hook else contextlib.nullcontext():
             _loop(config, body, device, result, step_done, meter.window if meter else contextlib.nullcontext)
@@ -185,6 +191,9 @@ def run_workload(
         result.status = "oom"
         result.error = _oom_message(e)
         free_memory(device)
+    if timers:
+        timers.remove()
+        result.blocks = timers.records()
     result.peak_memory_bytes = peak_memory_bytes(device)
     _throughput(config, spec, result)
     if meter is not None:

@@ -122,6 +122,30 @@ class Agreement(Base):
     run: Mapped[Run] = relationship(back_populates="agreement")
 
 
+class BlockTiming(Base):
+    """--nvtx-detail's per-block breakdown: one block's time in one measured step, summed over its `calls`.
+
+    layer NULL: a block outside the layers (embedding, final norm, LM head). source: where the time comes
+    from: timers (synchronised in-process hooks), torch-trace (record_function ranges, CPU time), nvtx (NVTX
+    ranges of an nsys export, CPU time), nvtx-gpu (GPU time of the kernels launched inside the ranges).
+    """
+
+    __tablename__ = "block_timings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    layer: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    block: Mapped[str] = mapped_column(String(32))
+    phase: Mapped[str] = mapped_column(String(32))
+    duration_ns: Mapped[int] = mapped_column(BigInteger)
+    calls: Mapped[int] = mapped_column(Integer, default=1)
+    source: Mapped[str] = mapped_column(String(16))
+
+
+BLOCK_COLUMNS = ["run_id", "step", "layer", "block", "phase", "duration_ns", "calls", "source"]
+
+
 class Meta(Base):
     """What marks a database as ours: schema_version, and room for more."""
 

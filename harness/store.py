@@ -38,6 +38,7 @@ from harness.records import RunResult
 from harness.schema import (
     ATTENTION_CELL_COLUMNS,
     ATTENTION_COLUMNS,
+    BLOCK_COLUMNS,
     OUR_TABLES,
     RUN_COLUMNS,
     SCHEMA_VERSION,
@@ -45,6 +46,7 @@ from harness.schema import (
     AttentionResult,
     Base,
     Baseline,
+    BlockTiming,
     Meta,
     Run,
     StepTiming,
@@ -342,7 +344,7 @@ class ResultsStore:
     def _write(self, pending: PendingRun) -> None:
         if self.readonly:
             raise RuntimeError("ResultsStore opened read-only")
-        from analysis.names import RUN_ENERGY_FIELDS
+        from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
 
         result, cfg = pending.result, pending.result.config
         energy = result.extra.get("energy_summary") or {}
@@ -388,6 +390,8 @@ class ResultsStore:
         # relationships are left unset on `run`, so merge leaves them alone: the rows are replaced here
         with Session(self.engine) as session, session.begin():
             session.execute(delete(StepTiming).where(StepTiming.run_id == run.id))
+            if result.blocks:
+                session.execute(delete(BlockTiming).where(BlockTiming.run_id == run.id))
             if pending.agreement is not None:
                 session.execute(delete(Agreement).where(Agreement.run_id == run.id))
             session.merge(run)
@@ -399,6 +403,9 @@ class ResultsStore:
                 for phase, ns in s.phases.items()
             )
             session.add_all(Agreement(run_id=run.id, **row) for row in pending.agreement or [])
+            session.add_all(
+                BlockTiming(run_id=run.id, source=BLOCK_TIMERS, **asdict(b)) for b in result.blocks
+            )
 
     def _unsaved_folders(self) -> list[Path]:
         beside = [self.file.absolute().parent] if self.file is not None else []
@@ -431,6 +438,19 @@ class ResultsStore:
             run.step_timings  # noqa: B018  (load before the session closes)
             run.agreement  # noqa: B018
             return run
+
+    def latest(self, *, nvtx_detail: bool = False) -> Run | None:
+        """The newest run (made with --nvtx-detail, if asked), with its steps; None if there is none."""
+
+        def read() -> Run | None:
+            with Session(self.engine, expire_on_commit=False) as session:
+                for run in session.scalars(select(Run).order_by(Run.created_at.desc())):
+                    if not nvtx_detail or (run.config or {}).get("nvtx_detail"):
+                        run.step_timings  # noqa: B018  (load before the session closes)
+                        return run
+            return None
+
+        return self._guard(read)
 
     # --- named baselines -------------------------------------------------------------------------------
 
@@ -556,6 +576,46 @@ class ResultsStore:
         if run_ids is not None:
             stmt = stmt.where(Agreement.run_id.in_(run_ids))
         return pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["run_id", *cols])
+
+    def save_blocks(self, run_id: str, blocks: pd.DataFrame, source: str) -> None:
+        """Per-block times of a stored run found by analysis (analysis.blocks.block_records: step, layer,
+        block, phase, duration_ns, calls), replacing the run's earlier ones."""
+        import pandas as pd
+
+        rows = [
+            BlockTiming(
+                run_id=run_id,
+                step=int(r.step),
+                layer=None if pd.isna(r.layer) else int(r.layer),
+                block=str(r.block),
+                phase=str(r.phase),
+                duration_ns=int(r.duration_ns),
+                calls=int(r.calls),
+                source=source,
+            )
+            for r in blocks.astype(object).itertuples(index=False)
+        ]
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                session.execute(delete(BlockTiming).where(BlockTiming.run_id == run_id))
+                session.add_all(rows)
+
+        self._guard(write)
+
+    def block_timings(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """Per-block times (BLOCK_COLUMNS; layer nullable) of the given runs, or of all."""
+        import pandas as pd
+
+        with self.engine.connect() as conn:
+            if not inspect(conn).has_table(BlockTiming.__tablename__):
+                return pd.DataFrame(columns=BLOCK_COLUMNS)  # a read-only database from before block timings
+        stmt = select(*(getattr(BlockTiming, c) for c in BLOCK_COLUMNS)).order_by(BlockTiming.id)
+        if run_ids is not None:
+            stmt = stmt.where(BlockTiming.run_id.in_(run_ids))
+        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=BLOCK_COLUMNS)
+        df["layer"] = df["layer"].astype("Int64")
+        return df
 
     def _rows(self, stmt: Any) -> list[Any]:
         with self.engine.connect() as conn:

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from analysis.dashboard import attention, compare, energy, overhead, phases, profile, throughput
+from analysis.dashboard import (
+    attention,
+    blocks,
+    compare,
+    energy,
+    overhead,
+    phases,
+    profile,
+    roofline,
+    throughput,
+)
 from analysis.dashboard.panel import PanelSpec
 
 PANELS: list[PanelSpec] = [
     PanelSpec("phases", "Forward / backward / optimizer time per model size", phases.phase_bars_panel),
     PanelSpec("inference", "Prefill / decode time per model size", phases.inference_bars_panel),
+    PanelSpec("blocks", "Per-block share of the step per model size", blocks.blocks_panel),
+    PanelSpec("roofline", "Sub-blocks on the roofline (measured)", roofline.roofline_panel),
     PanelSpec("steps", "Per-step distributions and warm-up", phases.distribution_panel),
     PanelSpec("overhead", "Profiler overhead: without vs with nsys", overhead.overhead_panel),
     PanelSpec("agreement", "NVTX ranges vs in-process timers", overhead.agreement_panel),
