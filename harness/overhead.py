@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from harness import machine
 from harness.overhead_steps import experiment_load, label_for, step_table
-from harness.profile import ProfileRequest, report_paths, run_baseline, run_profiled
+from harness.profile import run_baseline
+from harness.profilers.nsys import ProfileRequest, report_paths, run_profiled
 from harness.records import RunConfig, RunResult, phases_for
 from harness.runner import new_run_id
 

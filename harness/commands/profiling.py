@@ -87,7 +87,7 @@ def overhead_cmd(
     from harness.machine import describe
     from harness.output import emit
     from harness.overhead import measure_overhead
-    from harness.profile import ProfileRequest
+    from harness.profilers.nsys import ProfileRequest
     from harness.runner import validate
     from harness.store import ResultsStore
 

@@ -37,7 +37,7 @@ from harness.signals import sigterm_raises
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.profile import ProfiledRun
+    from harness.profilers.nsys import ProfiledRun
     from harness.profilers.torch import TorchProfiledRun
     from harness.records import RunResult
     from harness.store import ResultsStore
@@ -180,8 +180,8 @@ def run_cmd(
             raise typer.Exit(tprof.exit_status)
         return
     if chosen == "nsys":
-        from harness.profile import ProfileRequest, profile_run
         from harness.profilers import DEFAULT_DIRS
+        from harness.profilers.nsys import ProfileRequest, profile_run
 
         request = ProfileRequest(
             nsys_path=nsys_path,
@@ -425,7 +425,7 @@ def register(app: typer.Typer) -> None:
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     from analysis.agreement import for_people
     from harness.output import Format, emit_many
-    from harness.profile import TOP_KERNELS
+    from harness.profilers.nsys import TOP_KERNELS
     from harness.tables import results_table
 
     tables: list[tuple[str, pd.DataFrame]] = []
