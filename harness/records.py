@@ -38,6 +38,7 @@ class RunConfig:
     nvtx_detail: bool = False
     power: bool = False  # sample power over the measured steps (harness/power.py)
     power_period_ms: int = 50
+    memory: bool = False  # record the measured steps' memory (harness/memory.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -128,6 +128,10 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         from harness.tables import energy_rows
 
         tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
+    from harness.records import phases_for
+    from harness.tables import extra_tables
+
+    tables += extra_tables(run.summary or {}, phases_for(run.mode))
     if run.agreement:
         agreement = pd.DataFrame(
             [
