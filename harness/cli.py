@@ -12,6 +12,7 @@ import typer
 
 from harness import __version__
 from harness.commands import analysis, attention, dashboard, diff, doctor, profiling, program, roofline, run
+from harness.commands import compile as compile_cmds
 
 app = typer.Typer(
     name="harness",
@@ -40,7 +41,7 @@ def _main(
     """Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust."""
 
 
-for group in (run, profiling, program, attention, roofline, doctor, analysis, dashboard, diff):
+for group in (run, profiling, program, attention, roofline, doctor, analysis, dashboard, diff, compile_cmds):
     group.register(app)
 
 

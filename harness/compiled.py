@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from harness.records import RunConfig, RunResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.store import ResultsStore
 
 
 def with_compile_warmup(config: RunConfig) -> RunConfig:
@@ -34,3 +40,18 @@ def record_first_step(result: RunResult) -> None:
         phase: max(0, round(ns - statistics.median(result.measured(phase)))) for phase, ns in first.items()
         if result.measured(phase)
     }  # fmt: skip
+
+
+def compile_table(
+    store: ResultsStore, *, model: str | None = None, device: str | None = None
+) -> pd.DataFrame:
+    """analysis.compile.compile_comparison over the stored runs (of one model / device)."""
+    from analysis.compile import compile_comparison
+
+    runs = store.runs(model=model, device=device)
+    steps = store.step_timings(list(runs["run_id"])) if len(runs) else None
+    if steps is None:
+        import pandas as pd
+
+        steps = pd.DataFrame(columns=["run_id", "step", "phase", "duration_ns", "warmup"])
+    return compile_comparison(runs, steps)

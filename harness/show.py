@@ -45,7 +45,7 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
     """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
     import pandas as pd
 
-    from analysis.overhead import BASELINE, overhead_table
+    from analysis.overhead import baseline_label, overhead_table
     from harness.records import phases_for
 
     tables = []
@@ -59,16 +59,17 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
         tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
+        baseline = baseline_label([profiled.profiler])
         steps = pd.DataFrame(
             [
-                (BASELINE if r is base else label, s.step, s.phase, s.duration_ns)
+                (baseline if r is base else label, s.step, s.phase, s.duration_ns)
                 for r in (base, profiled)
                 for s in r.step_timings
                 if not s.warmup
             ],
             columns=["label", "step", "phase", "duration_ns"],
         ).assign(repeat=0)
-        table = overhead_table(steps, phases_for(run.mode))
+        table = overhead_table(steps, phases_for(run.mode), baseline)
         tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
     return tables
 
