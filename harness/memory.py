@@ -108,9 +108,8 @@ class MemoryRecorder:
 
     def finish(self, result: RunResult) -> None:
         memory = result.extra.setdefault("memory", {})
-        memory["recorded"] = (
-            "cuda snapshot" if self.device.type == "cuda" else "torch.profiler profile_memory"
-        )
+        cuda = self.device.type == "cuda"
+        memory["recorded"] = "CUDA allocator history" if cuda else "torch.profiler profile_memory"
         if self.error:
             memory["error"] = self.error
         if self.operators:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.output import Format
 
 
@@ -28,16 +28,13 @@ def compare_compile_cmd(
 
     store = ResultsStore(db, readonly=True)
     table = compile_table(store, model=model, device=device)
-    notes = []
-    if table.empty:
-        notes.append(
+    if table.empty and format is Format.table:
+        note(
             "no configuration has both an eager and a compiled run without a profiler: run it twice, e.g. "
             "`harness run tiny --device cpu` and `harness run tiny --device cpu --compile`"
         )
-    else:
-        notes.append(
-            "medians of the measured steps; speed-up = eager / compiled; compile = first step − median"
-        )
+        return
+    notes = ["medians of the measured steps; speed-up = eager / compiled; compile = first step − median"]
     emit(table, format, title=f"eager vs torch.compile ({describe_url(store.url)})", notes=notes, wide=wide)
 
 
