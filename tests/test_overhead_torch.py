@@ -45,6 +45,13 @@ def test_overhead_of_torch_profiler_for_real(
     assert "no profiler Avg (ns)" in pair[0] and "torch Avg (ns)" in pair[0]
 
 
+def test_nsys_options_with_torch_are_a_usage_error(tmp_db: str) -> None:
+    args = ["overhead", "char", "--device", "cpu", "--profiler", "torch", "--nsys-mode", "full"]
+    got = runner.invoke(app, args)
+    assert got.exit_code == 2 and "Traceback" not in got.output
+    assert "--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys" in got.output
+
+
 def test_overhead_panel_names_the_profiler(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     base = [(1_000_000, 2_000_000, 500_000)] * 2

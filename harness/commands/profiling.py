@@ -100,6 +100,8 @@ def overhead_cmd(
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
+    if profiler is Profiler.torch and (mode_list != ["light"] or nsys_arg or nsys_capture is not Capture.all):
+        raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
     if ci_target is not None and ci_target <= 0:
