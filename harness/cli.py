@@ -23,6 +23,7 @@ from harness.commands import (
     roofline,
     run,
 )
+from harness.commands import compile as compile_cmds
 
 app = typer.Typer(
     name="harness",
@@ -51,7 +52,19 @@ def _main(
     """Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust."""
 
 
-for group in (run, profiling, program, attention, blocks, roofline, doctor, analysis, dashboard, diff):
+for group in (
+    run,
+    profiling,
+    program,
+    attention,
+    blocks,
+    roofline,
+    doctor,
+    analysis,
+    dashboard,
+    diff,
+    compile_cmds,
+):
     group.register(app)
 
 

@@ -41,6 +41,7 @@ class RunConfig:
     nvtx_detail: bool = False
     power: bool = False  # sample power over the measured steps (harness/power.py)
     power_period_ms: int = 50
+    memory: bool = False  # record the measured steps' memory (harness/memory.py)
     # across ranks (`--nproc`, harness/multirank.py): torchrun's layout; 1 × 1 is a plain one-process run
     nproc: int = 1
     nnodes: int = 1

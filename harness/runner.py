@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import MEASURED, MODES, PRECISIONS
-from harness import block_timers, nvtx_ranges
+from harness import block_timers, memory, nvtx_ranges
+from harness.compiled import record_first_step, with_compile_warmup
 from harness.devices import (
     device_name,
     free_memory,
@@ -22,11 +23,14 @@ from harness.devices import (
     synchronize,
 )
 from harness.errors import UsageError
+from harness.memory import MemoryRecorder
 from harness.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord
 from harness.signals import interrupted, signal_of
 from harness.timing import PhaseClock
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from harness.power import PowerSources
 
 ATTENTIONS = ("math", "sdpa")
@@ -112,6 +116,7 @@ def run_workload(
     power_sources: PowerSources | None = None,
     hook: StepHook | None = None,
     make_body: BodyFactory | None = None,
+    memory_dir: Path | None = None,
 ) -> RunResult:
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
@@ -120,7 +125,8 @@ def run_workload(
     With config.power the measured steps are sampled (harness.run_energy); `power_sources` replaces the
     discovered sources (tests hand in theirs). `on_step` sees every step as soon as it is finished; `hook`
     (an in-process profiler) is started around the step loop and told of the end of every step.
-    `make_body` replaces the mode's step (harness.distributed: the train step of one rank of several).
+    `make_body` replaces the mode's step (harness.distributed: the train step of one rank of several). With
+    config.memory the measured steps are recorded by harness.memory (files in `memory_dir`).
     """
     import torch
 
@@ -128,6 +134,7 @@ def run_workload(
     from harness import env
 
     validate(config)
+    config = with_compile_warmup(config)
     device = resolve_device(config.device)
     spec = workloads.get_spec(config.model)
     if config.mode != "generate":
@@ -149,6 +156,8 @@ def run_workload(
         from harness.run_energy import EnergyMeter
 
         meter = EnergyMeter(config, device, power_sources)
+    recorder = MemoryRecorder(device, result.run_id, memory_dir) if config.memory else None
+    windows = [w.window for w in (meter, recorder) if w is not None]
 
     timers: block_timers.BlockTimers | None = None
 
@@ -180,7 +189,7 @@ def run_workload(
                 timers = block_timers.BlockTimers(model, device, config)
         body = (make_body or BODIES[config.mode])(config, spec, model, device)
         with hook.recording() if hook else contextlib.nullcontext():
-            _loop(config, body, device, result, step_done, meter.window if meter else contextlib.nullcontext)
+            _loop(config, body, device, result, step_done, _windows(windows))
     except KeyboardInterrupt as e:
         measured = sum(not s.warmup for s in result.steps)
         result.status = "interrupted"
@@ -196,9 +205,26 @@ def run_workload(
         result.blocks = timers.records()
     result.peak_memory_bytes = peak_memory_bytes(device)
     _throughput(config, spec, result)
+    record_first_step(result)
+    memory.record(result, config, spec, device)
+    if recorder is not None:
+        recorder.finish(result)
     if meter is not None:
         meter.finish(result, spec)
     return result
+
+
+def _windows(windows: list[WindowFn]) -> WindowFn:
+    """One window opening all of `windows` (power sampling, memory recording) in order."""
+
+    @contextlib.contextmanager
+    def both() -> Any:
+        with contextlib.ExitStack() as stack:
+            for window in windows:
+                stack.enter_context(window())
+            yield
+
+    return both
 
 
 def _oom_message(error: BaseException) -> str:

@@ -45,7 +45,7 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
     """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
     import pandas as pd
 
-    from analysis.overhead import BASELINE, overhead_table
+    from analysis.overhead import baseline_label, overhead_table
     from harness.overhead_steps import step_key
     from harness.records import phases_for
 
@@ -60,16 +60,17 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
         tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
+        baseline = baseline_label([profiled.profiler])
         steps = pd.DataFrame(
             [
-                (BASELINE if r is base else label, step_key(s.step, s.rank), s.phase, s.duration_ns)
+                (baseline if r is base else label, step_key(s.step, s.rank), s.phase, s.duration_ns)
                 for r in (base, profiled)
                 for s in r.step_timings
                 if not s.warmup
             ],
             columns=["label", "step", "phase", "duration_ns"],
         ).assign(repeat=0)
-        table = overhead_table(steps, phases_for(run.mode, run.world_size or 1))
+        table = overhead_table(steps, phases_for(run.mode, run.world_size or 1), baseline)
         tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
     return tables
 
@@ -142,6 +143,10 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         from harness.tables import energy_rows
 
         tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
+    from harness.records import phases_for
+    from harness.tables import extra_tables
+
+    tables += extra_tables(run.summary or {}, phases_for(run.mode))
     if run.agreement:
         agreement = pd.DataFrame(
             [

@@ -377,7 +377,8 @@ class ResultsStore:
             nsys_rep=pending.nsys_rep,
             nsys_sqlite=pending.nsys_sqlite,
             **{name: energy.get(name) for name in RUN_ENERGY_FIELDS},
-            artifacts=pending.artifacts,
+            # a run's own files (--memory's snapshot) beside the profiler's
+            artifacts={**(result.extra.get("artifacts") or {}), **(pending.artifacts or {})} or None,
             world_size=cfg.world_size if cfg.world_size > 1 else None,
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},

@@ -45,7 +45,7 @@ from harness.signals import sigterm_raises
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.profile import ProfiledRun
+    from harness.profilers.nsys import ProfiledRun
     from harness.profilers.torch import TorchProfiledRun
     from harness.records import RunConfig, RunResult
     from harness.store import ResultsStore
@@ -105,12 +105,23 @@ BaselineOpt = Annotated[
         help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
     ),
 ]
+# --memory (harness/memory.py)
+MemoryOpt = Annotated[
+    bool,
+    typer.Option(
+        "--memory",
+        help="Record the measured steps' memory: on CUDA the allocator's history as a snapshot pickle "
+        "(pytorch.org/memory_viz; the dashboard's memory timeline), on the CPU torch.profiler's memory "
+        "table.",
+    ),
+]
 ProfileDirOpt = Annotated[
     Path | None,
     typer.Option(
         "--profile-dir",
         metavar="<dir>",
-        help="Where the profiler's files go [default: nsys_profiles, torch_profiles].",
+        help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
+        "memory_profiles].",
     ),
 ]
 
@@ -151,6 +162,7 @@ def run_cmd(
     node_rank: NodeRankOpt = 0,
     rdzv_endpoint: RdzvOpt = None,
     rank_timeout: RankTimeoutOpt = 300.0,
+    memory: MemoryOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -159,9 +171,10 @@ def run_cmd(
     from harness.commands.common import note as say_note
     from harness.commands.progress import Progress
     from harness.output import emit_many
+    from harness.records import phases_for
     from harness.runner import run_workload, validate
     from harness.store import ResultsStore
-    from harness.tables import energy_rows, results_table, throughput_table
+    from harness.tables import energy_rows, extra_tables, results_table, throughput_table
 
     config = make_config(
         model, mode, device, precision, compile, batch_size, context_length, vocab_size,
@@ -180,6 +193,7 @@ def run_cmd(
         from harness.errors import UsageError
 
         raise UsageError("--profiler torch does not run across ranks yet: use --nsys with --nproc")
+    config = _memory_and_compile(config, memory, chosen, resolve_device(config.device))
     if chosen == "torch":
         from harness.profilers import DEFAULT_DIRS
         from harness.profilers.torch import TorchRequest
@@ -198,8 +212,8 @@ def run_cmd(
             raise typer.Exit(tprof.exit_status)
         return
     if chosen == "nsys":
-        from harness.profile import ProfileRequest, profile_run
         from harness.profilers import DEFAULT_DIRS
+        from harness.profilers.nsys import ProfileRequest, profile_run
 
         request = ProfileRequest(
             nsys_path=nsys_path,
@@ -222,7 +236,7 @@ def run_cmd(
         sigterm_raises(),
         Progress(f"{config.model} {config.mode}", config.warmup + config.steps, unit="steps") as progress,
     ):
-        result = run_workload(config, progress=progress.advance)
+        result = run_workload(config, progress=progress.advance, memory_dir=profile_dir)
     unsaved = _save(store, result)
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
@@ -232,7 +246,9 @@ def run_cmd(
     ]
     if result.extra.get("energy"):
         tables.append(("energy (measured steps)", energy_rows(result.extra["energy"])))
+    tables += extra_tables(result.extra, phases_for(config.mode))
     emit_many(tables, format, wide=wide)
+    _memory_notes(result.extra)
     for line in result.extra.get("power_notes", []):
         say_note(line)
     _finish([unsaved], [result])
@@ -267,6 +283,32 @@ def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: boo
             err(escape(line))
         raise typer.Exit(1)
     _finish([unsaved], [result])
+
+
+def _memory_and_compile(config: RunConfig, memory: bool, profiler: str | None, device: Any) -> RunConfig:
+    """--memory into the configuration (not with torch.profiler on the CPU: one profiler at a time there), and
+    a --compile run's first step made a warmup step (the worker's profiler schedule must know it)."""
+    from dataclasses import replace
+
+    from harness.compiled import with_compile_warmup
+    from harness.errors import UsageError
+
+    if memory and profiler == "torch" and device.type != "cuda":
+        raise UsageError(
+            "--memory on the CPU is torch.profiler's memory table: with --profiler torch, use "
+            "--profile-memory"
+        )
+    return replace(with_compile_warmup(config), memory=memory)
+
+
+def _memory_notes(extra: dict[str, Any]) -> None:
+    from harness.commands.common import note
+
+    memory = extra.get("memory") or {}
+    if memory.get("error"):
+        warn(memory["error"])
+    if memory.get("snapshot"):
+        note(f"memory snapshot: {memory['snapshot']} (opens in https://pytorch.org/memory_viz)")
 
 
 def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str | None:
@@ -515,8 +557,9 @@ def register(app: typer.Typer) -> None:
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     from analysis.agreement import for_people
     from harness.output import Format, emit_many
-    from harness.profile import TOP_KERNELS
-    from harness.tables import results_table
+    from harness.profilers.nsys import TOP_KERNELS
+    from harness.records import phases_for
+    from harness.tables import extra_tables, results_table
 
     tables: list[tuple[str, pd.DataFrame]] = []
     rank_notes: list[str] = []
@@ -535,6 +578,8 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         tables.append(("NVTX vs in-process timers", for_people(p.agreement)))
     if p.overhead is not None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
+    if p.result is not None:
+        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
     files = []
     if p.profile is not None and p.profile.artifacts:  # one report per rank
         files = [f"{kind}: {path}" for kind, path in p.profile.artifacts.items()]
@@ -558,7 +603,8 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
     import pandas as pd
 
     from harness.output import Format, emit_many
-    from harness.tables import results_table
+    from harness.records import phases_for
+    from harness.tables import extra_tables, results_table
 
     tables: list[tuple[str, pd.DataFrame]] = []
     if p.result is not None and p.result.steps:
@@ -567,6 +613,8 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
     if p.ranges is not None:
         tables.append(("record_function ranges (measured steps)", p.ranges))
     tables += p.operators
+    if p.result is not None:
+        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
     files = [f"trace: {p.trace}"] if p.trace else []
     if Format(fmt) is not Format.table and p.artifacts:
         tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))
