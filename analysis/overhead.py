@@ -18,7 +18,7 @@ docs/performance.md). With one run a side only the step-to-step noise is visible
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +26,15 @@ import numpy as np
 import pandas as pd
 
 BASELINE = "no nsys"
+NO_PROFILER = "no profiler"  # the baseline's label where the profiled side is not (only) nsys
+
+
+def baseline_label(profilers: Iterable[str]) -> str:
+    """ "no nsys" against nsys alone (as it always was), else "no profiler"."""
+    found = {p for p in profilers if p and p != "none"}
+    return BASELINE if found <= {"nsys"} else NO_PROFILER
+
+
 STEP_SUM = "step (sum)"
 CONFIDENCE = 0.95
 

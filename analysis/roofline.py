@@ -35,6 +35,19 @@ TABLE_COLUMNS = [
     "of roof (%)",
 ]
 MFU_COLUMNS = ["phase", "flops", "time (ns)", "achieved TFLOP/s", "MFU (%)"]
+PHASE_COLUMNS = [
+    "phase",
+    "model flops",
+    "flops",
+    "bytes",
+    "intensity",
+    "bound",
+    "roofline time (ns)",
+    "time (ns)",
+    "achieved TFLOP/s",
+    "achieved GB/s",
+    "of roof (%)",
+]
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,38 @@ def mfu_table(costs: pd.DataFrame, phase_ns: Mapping[str, float], peak_flops: fl
     if rows:
         rows.append(("step", sum(r[1] for r in rows), sum(r[2] for r in rows)))
     df = pd.DataFrame(rows, columns=["phase", "flops", "time (ns)"])
+    if df["flops"].notna().all():
+        df["flops"] = df["flops"].astype("int64")
     seconds = df["time (ns)"] / 1e9
     df["achieved TFLOP/s"] = df["flops"] / seconds / 1e12
     df["MFU (%)"] = df["flops"] / seconds / peak_flops * 100 if peak_flops else np.nan
     return df[MFU_COLUMNS]
+
+
+def phase_table(
+    costs: pd.DataFrame, phase_ns: Mapping[str, float] | None = None, roofs: Roofs | None = None
+) -> pd.DataFrame:
+    """Per phase (forward, backward, optimizer): model (matmul) FLOPs, all FLOPs and bytes of its sub-blocks,
+    their intensity, the least time the roofs allow (the sum of the sub-blocks' roofline times); with
+    `phase_ns` (each phase's mean time over the measured steps), achieved TFLOP/s and GB/s and the share of
+    the roof, where the phase's whole work is placed at its own intensity: the view of a run whose blocks
+    were not timed. PHASE_COLUMNS."""
+    per = roofline_table(costs, None, roofs)
+    grouped = per.groupby("pass", sort=False)
+    out = grouped[["flops", "bytes"]].sum().reset_index().rename(columns={"pass": "phase"})
+    out.insert(1, "model flops", out["phase"].map(model_flops(costs)).astype("int64"))
+    out["intensity"] = out["flops"] / out["bytes"]
+    ridge = roofs.ridge if roofs else None
+    out["bound"] = np.where(out["intensity"] < ridge, "memory", "compute") if ridge else None
+    out["roofline time (ns)"] = grouped["roofline time (ns)"].sum(min_count=1).to_numpy()
+    times = out["phase"].map(dict(phase_ns or {})).astype("float64")
+    seconds = times.to_numpy() / 1e9
+    attainable = roofs.attainable(out["intensity"].to_numpy()) if roofs else np.full(len(out), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achieved = np.where(seconds > 0, out["flops"].to_numpy(dtype=np.float64) / seconds, np.nan)
+        out["time (ns)"] = times
+        out["achieved TFLOP/s"] = achieved / 1e12
+        out["achieved GB/s"] = np.where(seconds > 0, out["bytes"].to_numpy(dtype=np.float64) / seconds,
+                                        np.nan) / 1e9  # fmt: skip
+        out["of roof (%)"] = achieved / attainable * 100
+    return out[PHASE_COLUMNS]

@@ -14,6 +14,7 @@ from harness import __version__
 from harness.commands import (
     analysis,
     attention,
+    blocks,
     dashboard,
     diff,
     doctor,
@@ -23,6 +24,7 @@ from harness.commands import (
     roofline,
     run,
 )
+from harness.commands import compile as compile_cmds
 
 app = typer.Typer(
     name="harness",
@@ -51,7 +53,20 @@ def _main(
     """Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust."""
 
 
-for group in (run, profiling, program, attention, roofline, doctor, analysis, ranks, dashboard, diff):
+for group in (
+    run,
+    profiling,
+    program,
+    attention,
+    blocks,
+    roofline,
+    doctor,
+    analysis,
+    ranks,
+    dashboard,
+    diff,
+    compile_cmds,
+):
     group.register(app)
 
 

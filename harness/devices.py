@@ -113,6 +113,18 @@ def peak_memory_bytes(device: Any) -> int:
     return int(rss if sys.platform == "darwin" else rss * 1024)
 
 
+def peak_reserved_bytes(device: Any) -> int | None:
+    """Peak memory the caching allocator held from the driver (CUDA), or the driver's total (MPS). The CPU
+    has no caching allocator: None."""
+    import torch
+
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_reserved(device))
+    if device.type == "mps":
+        return int(torch.mps.driver_allocated_memory())
+    return None
+
+
 # What torch's allocators say when an allocation fails: CUDA/MPS ("... out of memory"), the CPU allocator
 # ("DefaultCPUAllocator: can't allocate memory" / "not enough memory"), which raises a plain RuntimeError.
 OOM_MESSAGES = ("out of memory", "can't allocate memory", "not enough memory")

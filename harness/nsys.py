@@ -177,6 +177,7 @@ class ProfileResult:
     command: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     interrupted: int | None = None  # the signal passed on to nsys (SIGINT: Ctrl-C), if any
+    artifacts: dict[str, str] = field(default_factory=dict)  # more files to store: one report per rank
 
 
 def _tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -368,3 +369,41 @@ def export_sqlite(rep: Path, out: Path | None = None, info: NsysInfo | None = No
     if proc.returncode != 0 or not out.is_file():
         raise NsysError(f"nsys export could not export {rep}: {_tail(proc.stdout + proc.stderr, 1)}")
     return out
+
+
+# --- one report per rank (harness/multirank.py) ----------------------------------------------------------
+
+RANK_PATTERN = "%q{RANK}"  # nsys expands it from each process's environment: torchrun sets RANK
+
+
+def rank_profile_command(
+    info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
+) -> tuple[list[str], dict[str, str], list[str]]:
+    """`nsys profile` around one rank's command, for torchrun to start in place of the rank: each rank
+    then writes `<output>.rank<R>.nsys-rep` (and .sqlite). The argv, the environment it needs, and the
+    dropped flags."""
+    if requested_output(opts.extra_args) is not None:
+        raise NsysError("--nsys-arg --output does not go with --nproc: each rank's report is <run>.rank<R>")
+    per_rank = ProfileOptions(**{**opts.__dict__, "output": Path(f"{opts.output}.rank{RANK_PATTERN}")})
+    argv, dropped = build_profile_command(info, per_rank, target)
+    return argv, _env_for(opts, None), dropped
+
+
+def rank_report(
+    info: NsysInfo, opts: ProfileOptions, rank: int
+) -> tuple[Path | None, Path | None, list[str]]:
+    """Rank `rank`'s .nsys-rep and .sqlite as nsys left them (a partial report of a stopped rank too),
+    exporting the SQLite where nsys did not; and notes."""
+    base = Path(f"{opts.output}.rank{rank}")
+    rep = _existing(base.with_name(base.name + ".nsys-rep"))
+    sqlite = _existing(base.with_name(base.name + ".sqlite"))
+    notes: list[str] = []
+    if rep is None:
+        return None, sqlite, [f"rank {rank}: nsys wrote no report"]
+    if opts.export_sqlite and sqlite is None:
+        try:
+            sqlite = export_sqlite(rep, rep.with_suffix(".sqlite"), info)
+            notes.append(f"rank {rank}: exported {sqlite.name} with `nsys export`")
+        except NsysError as e:
+            notes.append(f"rank {rank}: {e}")
+    return rep, sqlite, notes

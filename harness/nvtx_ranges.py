@@ -91,11 +91,30 @@ def nvtx_range(name: str, payload: int | None = None) -> Iterator[None]:
         pop()
 
 
-def attach_detail_ranges(model: Any, detail: dict[str, str]) -> list[Any]:
+def range_name(qualname: str, detail: dict[str, str], outer: dict[str, str] | None = None) -> str | None:
+    """The --nvtx-detail range name of submodule `qualname`, or None: blocks.N is "layer_N"; under blocks.,
+    a qualname ending in a `detail` suffix ("attn.qkv") takes its name ("qkv_proj"); anywhere, one whose
+    last part is in `outer` ("ln_f") takes that name ("norm")."""
+    parts = qualname.split(".")
+    if len(parts) == 2 and parts[0] == "blocks" and parts[1].isdigit():
+        return f"layer_{parts[1]}"
+    if parts[0] == "blocks":
+        for suffix, rname in detail.items():
+            if qualname.endswith("." + suffix):
+                return rname
+    if outer and qualname and parts[-1] in outer:
+        return outer[parts[-1]]
+    return None
+
+
+def attach_detail_ranges(
+    model: Any, detail: dict[str, str], outer: dict[str, str] | None = None
+) -> list[Any]:
     """Forward hooks that put an NVTX range around each block and each named piece inside it.
 
     `detail` maps submodule-name suffixes ("attn.qkv") to range names ("qkv_proj"); blocks become
-    "layer_{i}". Returns the hook handles (call .remove() on each to detach).
+    "layer_{i}"; `outer` names pieces outside attention and MLP (range_name). Returns the hook handles
+    (call .remove() on each to detach).
     """
     handles = []
 
@@ -109,16 +128,8 @@ def attach_detail_ranges(model: Any, detail: dict[str, str]) -> list[Any]:
         pop()
 
     for qualname, module in model.named_modules():
-        parts = qualname.split(".")
-        range_name = None
-        if len(parts) == 2 and parts[0] == "blocks" and parts[1].isdigit():
-            range_name = f"layer_{parts[1]}"
-        else:
-            for suffix, rname in detail.items():
-                if qualname.endswith("." + suffix) and parts[0] == "blocks":
-                    range_name = rname
-                    break
-        if range_name is not None:
-            handles.append(module.register_forward_pre_hook(pre(range_name)))
+        name = range_name(qualname, detail, outer)
+        if name is not None:
+            handles.append(module.register_forward_pre_hook(pre(name)))
             handles.append(module.register_forward_hook(post))
     return handles

@@ -215,7 +215,8 @@ def fit(columns: Sequence[_Column], order: Sequence[int], budget: int) -> tuple[
 def _order(df: pd.DataFrame) -> list[int]:
     """Column indices, most important first: the table's own `priority` attr, then by `rank`."""
     names = [str(c) for c in df.columns]
-    first = [names.index(c) for c in df.attrs.get("priority", ()) if c in names]
+    # dict.fromkeys: a name listed twice in `priority` is still one column
+    first = [names.index(c) for c in dict.fromkeys(df.attrs.get("priority", ())) if c in names]
     rest = sorted((i for i in range(len(names)) if i not in first), key=lambda i: (rank(names[i]), i))
     return first + rest
 

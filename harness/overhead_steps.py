@@ -1,5 +1,5 @@
 """The measured steps of overhead experiments as tables, and how busy the machine was while they ran: what
-`harness overhead` and `run --nsys`'s baseline comparison share."""
+`harness overhead` (nsys or torch.profiler) and `run --nsys`'s baseline comparison share."""
 
 from __future__ import annotations
 
@@ -13,8 +13,19 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def label_for(mode: str | None) -> str:
-    return "no nsys" if mode is None else f"nsys {mode}"
+def label_for(mode: str | None, profiler: str = "nsys") -> str:
+    """The label of a run in an overhead table: the baseline (mode None), `nsys light|full`, or `torch`."""
+    from analysis.overhead import baseline_label
+
+    if mode is None:
+        return baseline_label([profiler])
+    return f"nsys {mode}" if profiler == "nsys" else profiler
+
+
+def step_key(step: int, rank: int | None) -> int:
+    """A step's key in an overhead table: in a run across ranks each rank's steps are steps of their own
+    (a whole step is one rank's phases summed, never two ranks')."""
+    return (rank or 0) * 1_000_000 + step
 
 
 def step_table(runs: list[tuple[str, int, RunResult]]) -> pd.DataFrame:
@@ -23,7 +34,7 @@ def step_table(runs: list[tuple[str, int, RunResult]]) -> pd.DataFrame:
 
     return pd.DataFrame(
         [
-            (label, repeat, s.step, phase, ns)
+            (label, repeat, step_key(s.step, s.rank), phase, ns)
             for label, repeat, r in runs
             for s in r.steps
             if not s.warmup

@@ -121,7 +121,8 @@ def profile_program(
     A run is stored whenever nsys recorded something, whatever the program's exit code.
     """
     from harness import nsys
-    from harness.profile import check_writable, report_paths
+    from harness.profile import check_writable
+    from harness.profilers.nsys import report_paths
     from harness.store import UnsavedRun
 
     _check_program(argv)

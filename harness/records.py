@@ -6,7 +6,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from analysis.names import GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
+from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from analysis.names import STEP as STEP_RANGE
 
 FORWARD_PHASES = PHASES_BY_MODE["forward"]
@@ -16,8 +16,11 @@ __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "T
 PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
 
 
-def phases_for(mode: str) -> tuple[str, ...]:
-    return () if mode == PROGRAM_MODE else PHASES_BY_MODE[mode]
+def phases_for(mode: str, world_size: int = 1) -> tuple[str, ...]:
+    """The timed phases of a mode; a run across ranks (world_size > 1) adds the gradient all-reduce."""
+    if mode == PROGRAM_MODE:
+        return ()
+    return DISTRIBUTED_TRAIN_PHASES if world_size > 1 and mode == "train" else PHASES_BY_MODE[mode]
 
 
 @dataclass
@@ -38,6 +41,17 @@ class RunConfig:
     nvtx_detail: bool = False
     power: bool = False  # sample power over the measured steps (harness/power.py)
     power_period_ms: int = 50
+    memory: bool = False  # record the measured steps' memory (harness/memory.py)
+    # across ranks (`--nproc`, harness/multirank.py): torchrun's layout; 1 × 1 is a plain one-process run
+    nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rank_timeout: float = 300.0  # seconds a rank may go without starting a phase before the run is stopped
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +63,20 @@ class StepRecord:
     warmup: bool
     phases: dict[str, int]  # phase -> duration_ns
     starts: dict[str, int] = field(default_factory=dict)  # phase -> perf_counter_ns at its start
+    rank: int = 0  # the global rank that ran it (runs across ranks)
+
+
+@dataclass
+class BlockRecord:
+    """One block's time in one measured step (summed over its `calls` in that step); layer None: a block
+    outside the layers (embedding, final norm, LM head)."""
+
+    step: int
+    layer: int | None
+    block: str
+    phase: str
+    duration_ns: int
+    calls: int = 1
 
 
 @dataclass
@@ -102,6 +130,7 @@ class RunResult:
     mfu: float | None = None
     peak_memory_bytes: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # mode-specific figures (ttft_ns, per-token latency)
+    blocks: list[BlockRecord] = field(default_factory=list)  # --nvtx-detail's per-block timers (no profiler)
     env: dict[str, Any] = field(default_factory=dict)
 
     def measured(self, phase: str) -> list[int]:
@@ -109,7 +138,7 @@ class RunResult:
 
     def phase_stats(self) -> list[PhaseStats]:
         out = []
-        for phase in phases_for(self.config.mode):
+        for phase in phases_for(self.config.mode, self.config.world_size):
             durations = self.measured(phase)
             if durations:
                 out.append(PhaseStats.of(phase, durations))
@@ -125,4 +154,5 @@ def result_from_dict(data: dict[str, Any]) -> RunResult:
     data["config"] = RunConfig(**data["config"])
     data["model"] = ModelInfo(**data["model"]) if data.get("model") else None
     data["steps"] = [StepRecord(**s) for s in data.get("steps", [])]
+    data["blocks"] = [BlockRecord(**b) for b in data.get("blocks", [])]
     return RunResult(**data)

@@ -6,11 +6,13 @@ import contextlib
 import re
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import MEASURED, MODES, PRECISIONS
-from harness import nvtx_ranges
+from harness import block_timers, memory, nvtx_ranges
+from harness.compiled import record_first_step, with_compile_warmup
 from harness.devices import (
     device_name,
     free_memory,
@@ -21,11 +23,14 @@ from harness.devices import (
     synchronize,
 )
 from harness.errors import UsageError
+from harness.memory import MemoryRecorder
 from harness.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord
 from harness.signals import interrupted, signal_of
 from harness.timing import PhaseClock
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from harness.power import PowerSources
 
 ATTENTIONS = ("math", "sdpa")
@@ -33,6 +38,7 @@ ATTENTIONS = ("math", "sdpa")
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
 WindowFn = Callable[[], contextlib.AbstractContextManager[Any]]
+BodyFactory = Callable[["RunConfig", Any, Any, Any], "Body"]  # (config, spec, model, device) -> Body
 
 
 class StepHook(Protocol):
@@ -109,15 +115,18 @@ def run_workload(
     on_step: StepFn | None = None,
     power_sources: PowerSources | None = None,
     hook: StepHook | None = None,
+    make_body: BodyFactory | None = None,
+    memory_dir: Path | None = None,
 ) -> RunResult:
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
     Out of memory is caught and recorded (status "oom"), and so are Ctrl-C and SIGTERM (status
     "interrupted", see harness.signals), each with the steps finished before it; anything else propagates.
-    `on_step` sees every step as soon as it is finished. With config.power the measured steps are
-    sampled (harness.run_energy); `power_sources` replaces the discovered sources (tests hand in theirs).
-    `on_step` sees every step as soon as it is finished; `hook` is started around the step loop and
-    told of the end of every step.
+    With config.power the measured steps are sampled (harness.run_energy); `power_sources` replaces the
+    discovered sources (tests hand in theirs). `on_step` sees every step as soon as it is finished; `hook`
+    (an in-process profiler) is started around the step loop and told of the end of every step.
+    `make_body` replaces the mode's step (harness.distributed: the train step of one rank of several). With
+    config.memory the measured steps are recorded by harness.memory (files in `memory_dir`).
     """
     import torch
 
@@ -125,6 +134,7 @@ def run_workload(
     from harness import env
 
     validate(config)
+    config = with_compile_warmup(config)
     device = resolve_device(config.device)
     spec = workloads.get_spec(config.model)
     if config.mode != "generate":
@@ -146,8 +156,14 @@ def run_workload(
         from harness.run_energy import EnergyMeter
 
         meter = EnergyMeter(config, device, power_sources)
+    recorder = MemoryRecorder(device, result.run_id, memory_dir) if config.memory else None
+    windows = [w.window for w in (meter, recorder) if w is not None]
+
+    timers: block_timers.BlockTimers | None = None
 
     def step_done(done: int, total: int) -> None:
+        if timers:
+            timers.next_step()
         if hook:
             hook.step()
         if on_step:
@@ -168,18 +184,12 @@ def run_workload(
             params=workloads.count_params(model),
         )
         if config.nvtx_detail:
-            nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES)
-        loop = {"train": _train, "forward": _forward, "generate": _generate}[config.mode]
+            nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES, workloads.OUTER_RANGES)
+            if block_timers.wanted(config, hook is not None):
+                timers = block_timers.BlockTimers(model, device, config)
+        body = (make_body or BODIES[config.mode])(config, spec, model, device)
         with hook.recording() if hook else contextlib.nullcontext():
-            loop(
-                config,
-                spec,
-                model,
-                device,
-                result,
-                step_done,
-                meter.window if meter else contextlib.nullcontext,
-            )
+            _loop(config, body, device, result, step_done, _windows(windows))
     except KeyboardInterrupt as e:
         measured = sum(not s.warmup for s in result.steps)
         result.status = "interrupted"
@@ -190,11 +200,31 @@ def run_workload(
         result.status = "oom"
         result.error = _oom_message(e)
         free_memory(device)
+    if timers:
+        timers.remove()
+        result.blocks = timers.records()
     result.peak_memory_bytes = peak_memory_bytes(device)
     _throughput(config, spec, result)
+    record_first_step(result)
+    memory.record(result, config, spec, device)
+    if recorder is not None:
+        recorder.finish(result)
     if meter is not None:
         meter.finish(result, spec)
     return result
+
+
+def _windows(windows: list[WindowFn]) -> WindowFn:
+    """One window opening all of `windows` (power sampling, memory recording) in order."""
+
+    @contextlib.contextmanager
+    def both() -> Any:
+        with contextlib.ExitStack() as stack:
+            for window in windows:
+                stack.enter_context(window())
+            yield
+
+    return both
 
 
 def _oom_message(error: BaseException) -> str:
@@ -221,15 +251,40 @@ def _steps(config: RunConfig, window: WindowFn = contextlib.nullcontext):
                 nvtx_ranges.pop()
 
 
-def _train(
+@dataclass
+class Body:
+    """What one mode does in a step. `prepare` runs before the step's NVTX range opens (untimed) and its
+    value is handed to `step`, which times its phases on the clock. `context` is held around the loop."""
+
+    step: Callable[[int, PhaseClock, Any], None]
+    prepare: Callable[[], Any] = lambda: None
+    context: contextlib.AbstractContextManager[Any] = field(default_factory=contextlib.nullcontext)
+
+
+def _loop(
     config: RunConfig,
-    spec: Any,
-    model: Any,
+    body: Body,
     device: Any,
     result: RunResult,
-    progress: ProgressFn | None,
+    step_done: ProgressFn,
     window: WindowFn = contextlib.nullcontext,
-):
+) -> None:
+    """The one step loop every mode and profiler shares: warmup, then measured steps, each in its NVTX
+    `step` range, each recorded as soon as it is finished."""
+    clock = PhaseClock(device)
+    with body.context:
+        for i, warm, total in _steps(config, window):
+            clock.reset()
+            state = body.prepare()
+            with nvtx_ranges.nvtx_range(STEP_RANGE, i):
+                body.step(i, clock, state)
+            result.steps.append(
+                StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
+            )
+            step_done(i + 1, total)
+
+
+def _train(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     import torch
 
     import workloads
@@ -243,38 +298,25 @@ def _train(
         torch.amp.GradScaler(device.type) if config.precision == "fp16" and device.type == "cuda" else None
     )
     fn = torch.compile(model) if config.compile else model
-    clock = PhaseClock(device)
     model.train()
-    for i, warm, total in _steps(config, window):
-        clock.reset()
-        with nvtx_ranges.nvtx_range(STEP_RANGE, i):
-            with clock.phase("forward", i), _autocast(device, config.precision):
-                loss = workloads.loss_fn(fn(x), y)
-            with clock.phase("backward", i):
-                (scaler.scale(loss) if scaler else loss).backward()
-            with clock.phase("optimizer", i):
-                if scaler:
-                    scaler.step(opt)
-                    scaler.update()
-                else:
-                    opt.step()
-                opt.zero_grad(set_to_none=True)
-        result.steps.append(
-            StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
-        )
-        if progress:
-            progress(i + 1, total)
+
+    def step(i: int, clock: PhaseClock, _: Any) -> None:
+        with clock.phase("forward", i), _autocast(device, config.precision):
+            loss = workloads.loss_fn(fn(x), y)
+        with clock.phase("backward", i):
+            (scaler.scale(loss) if scaler else loss).backward()
+        with clock.phase("optimizer", i):
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    return Body(step)
 
 
-def _forward(
-    config: RunConfig,
-    spec: Any,
-    model: Any,
-    device: Any,
-    result: RunResult,
-    progress: ProgressFn | None,
-    window: WindowFn = contextlib.nullcontext,
-):
+def _forward(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     import torch
 
     import workloads
@@ -284,33 +326,16 @@ def _forward(
         spec, config.batch_size, spec.context_length, device=device, generator=gen
     )
     fn = torch.compile(model) if config.compile else model
-    clock = PhaseClock(device)
     model.eval()
-    with torch.no_grad():
-        for i, warm, total in _steps(config, window):
-            clock.reset()
-            with (
-                nvtx_ranges.nvtx_range(STEP_RANGE, i),
-                clock.phase("forward", i),
-                _autocast(device, config.precision),
-            ):
-                fn(x)
-            result.steps.append(
-                StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
-            )
-            if progress:
-                progress(i + 1, total)
+
+    def step(i: int, clock: PhaseClock, _: Any) -> None:
+        with clock.phase("forward", i), _autocast(device, config.precision):
+            fn(x)
+
+    return Body(step, context=torch.no_grad())
 
 
-def _generate(
-    config: RunConfig,
-    spec: Any,
-    model: Any,
-    device: Any,
-    result: RunResult,
-    progress: ProgressFn | None,
-    window: WindowFn = contextlib.nullcontext,
-):
+def _generate(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     """Prefill a prompt, then decode `new_tokens` tokens one at a time with a KV cache (greedy)."""
     import torch
 
@@ -319,33 +344,36 @@ def _generate(
     prompt_len = prompt_length(config, spec)
     gen = torch.Generator().manual_seed(config.seed)
     prompt, _ = workloads.synthetic_batch(spec, config.batch_size, prompt_len, device=device, generator=gen)
-    clock = PhaseClock(device)
     model.eval()
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
-    with torch.no_grad():
-        for i, warm, total in _steps(config, window):
-            clock.reset()
-            cache = workloads.new_cache(
-                model,
-                config.batch_size,
-                prompt_len + config.new_tokens,
-                device=device,
-                dtype=torch.float32 if config.precision == "fp32" else dtype,
-            )
-            with nvtx_ranges.nvtx_range(STEP_RANGE, i):
-                with clock.phase("prefill", i), _autocast(device, config.precision):
-                    logits = model(prompt, cache=cache)
-                    token = logits[:, -1].argmax(dim=-1, keepdim=True)
-                with clock.phase("decode", i), _autocast(device, config.precision):
-                    for _ in range(config.new_tokens - 1):
-                        logits = model(token, cache=cache)
-                        token = logits[:, -1].argmax(dim=-1, keepdim=True)
-                    synchronize(device)
-            result.steps.append(
-                StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
-            )
-            if progress:
-                progress(i + 1, total)
+
+    def new_cache() -> Any:
+        return workloads.new_cache(
+            model,
+            config.batch_size,
+            prompt_len + config.new_tokens,
+            device=device,
+            dtype=torch.float32 if config.precision == "fp32" else dtype,
+        )
+
+    def step(i: int, clock: PhaseClock, cache: Any) -> None:
+        with clock.phase("prefill", i), _autocast(device, config.precision):
+            logits = model(prompt, cache=cache)
+            token = logits[:, -1].argmax(dim=-1, keepdim=True)
+        with clock.phase("decode", i), _autocast(device, config.precision):
+            for _ in range(config.new_tokens - 1):
+                logits = model(token, cache=cache)
+                token = logits[:, -1].argmax(dim=-1, keepdim=True)
+            synchronize(device)
+
+    return Body(step, prepare=new_cache, context=torch.no_grad())
+
+
+BODIES: dict[str, Callable[[RunConfig, Any, Any, Any], Body]] = {
+    "train": _train,
+    "forward": _forward,
+    "generate": _generate,
+}
 
 
 def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:

@@ -14,6 +14,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from analysis.names import RUN_ENERGY_FIELDS
 
+# The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
+# write through (a dropped or retyped column). Additive changes are Alembic revisions (harness.migrations)
+# and leave it alone, so an older harness can still use a database a newer one upgraded.
 SCHEMA_VERSION = 1
 # columns by which a table is known as ours (a `runs` table of another program lacks them)
 SIGNATURES = {
@@ -73,6 +76,8 @@ class Run(Base):
     # what the profiler left, {kind: path}: {"trace": …} (torch), {"nsys_rep": …, "nsys_sqlite": …} (nsys);
     # nsys_rep and nsys_sqlite above stay for the databases and readers that know only them
     artifacts: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    # a run across ranks (`--nproc`): the number of ranks; NULL for a one-process run
+    world_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -93,6 +98,8 @@ class StepTiming(Base):
     phase: Mapped[str] = mapped_column(String(32))
     duration_ns: Mapped[int] = mapped_column(Integer)
     warmup: Mapped[bool] = mapped_column(Boolean)
+    # the global rank that timed the step (runs across ranks); NULL in databases from before it means 0
+    rank: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
 
     run: Mapped[Run] = relationship(back_populates="step_timings")
 
@@ -113,6 +120,30 @@ class Agreement(Base):
     rel_diff: Mapped[float] = mapped_column(Float)  # (nvtx_mean - timer_mean) / timer_mean
 
     run: Mapped[Run] = relationship(back_populates="agreement")
+
+
+class BlockTiming(Base):
+    """--nvtx-detail's per-block breakdown: one block's time in one measured step, summed over its `calls`.
+
+    layer NULL: a block outside the layers (embedding, final norm, LM head). source: where the time comes
+    from: timers (synchronised in-process hooks), torch-trace (record_function ranges, CPU time), nvtx (NVTX
+    ranges of an nsys export, CPU time), nvtx-gpu (GPU time of the kernels launched inside the ranges).
+    """
+
+    __tablename__ = "block_timings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    layer: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    block: Mapped[str] = mapped_column(String(32))
+    phase: Mapped[str] = mapped_column(String(32))
+    duration_ns: Mapped[int] = mapped_column(BigInteger)
+    calls: Mapped[int] = mapped_column(Integer, default=1)
+    source: Mapped[str] = mapped_column(String(16))
+
+
+BLOCK_COLUMNS = ["run_id", "step", "layer", "block", "phase", "duration_ns", "calls", "source"]
 
 
 class Meta(Base):
@@ -244,7 +275,9 @@ RUN_COLUMNS = [
     "nsys_rep",
     "nsys_sqlite",
     *RUN_ENERGY_FIELDS,
+    "power_notes",
     "artifacts",
+    "world_size",
 ]
 
 
@@ -292,5 +325,10 @@ def run_row(r: Run) -> dict[str, Any]:
         "nsys_rep": r.nsys_rep,
         "nsys_sqlite": r.nsys_sqlite,
         **{name: getattr(r, name) for name in RUN_ENERGY_FIELDS},
+        # `--power` runs only: the sources found and why others were not (one line each); None without it
+        "power_notes": "\n".join(notes)
+        if (notes := (r.summary or {}).get("power_notes")) is not None
+        else None,
         "artifacts": r.artifacts,
+        "world_size": r.world_size,
     }

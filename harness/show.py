@@ -45,7 +45,8 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
     """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
     import pandas as pd
 
-    from analysis.overhead import BASELINE, overhead_table
+    from analysis.overhead import baseline_label, overhead_table
+    from harness.overhead_steps import step_key
     from harness.records import phases_for
 
     tables = []
@@ -59,16 +60,17 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
         tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
+        baseline = baseline_label([profiled.profiler])
         steps = pd.DataFrame(
             [
-                (BASELINE if r is base else label, s.step, s.phase, s.duration_ns)
+                (baseline if r is base else label, step_key(s.step, s.rank), s.phase, s.duration_ns)
                 for r in (base, profiled)
                 for s in r.step_timings
                 if not s.warmup
             ],
             columns=["label", "step", "phase", "duration_ns"],
         ).assign(repeat=0)
-        table = overhead_table(steps, phases_for(run.mode))
+        table = overhead_table(steps, phases_for(run.mode, run.world_size or 1), baseline)
         tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
     return tables
 
@@ -98,36 +100,53 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "profiler": _profiler(run),
         "experiment": run.experiment,
         "baseline run": run.baseline_run_id,
+        "ranks": run.world_size,
         "profiled runs": ", ".join(r.id for r in linked if r.baseline_run_id == run.id) or None,
         "machine": _machine(run),
         "nsys report": run.nsys_rep,
         "nsys sqlite": run.nsys_sqlite,
         "power notes": "\n".join((run.summary or {}).get("power_notes", [])) or None,
     }
-    # other profilers' files (nsys's are the two rows above)
-    info.update({f"file.{k}": v for k, v in (run.artifacts or {}).items() if not k.startswith("nsys_")})
+    # other profilers' files and one report per rank (nsys's one report is the two rows above)
+    files = (run.artifacts or {}).items()
+    info.update({f"file.{k}": v for k, v in files if not k.startswith("nsys_") or ".rank" in k})
     info.update({f"env.{k}": v for k, v in (run.env or {}).items()})
     # values keep their types (object column) so the table formats numbers and csv/json keep them exact
     config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
     config.attrs["wrap"] = ["value"]  # paths and error texts: wrapped whole, never cut in the middle
     phases = phase_table(run)
     steps = pd.DataFrame(
-        [(s.step, s.phase, s.duration_ns, s.warmup) for s in run.step_timings],
-        columns=["step", "phase", "duration_ns", "warmup"],
+        [(s.step, s.phase, s.duration_ns, s.warmup, s.rank or 0) for s in run.step_timings],
+        columns=["step", "phase", "duration_ns", "warmup", "rank"],
     )
+    many = steps["rank"].nunique() > 1  # a run across ranks: a row per rank and step
+    index = ["rank", "step", "warmup"] if many else ["step", "warmup"]
     per_step = (
-        steps.pivot_table(index=["step", "warmup"], columns="phase", values="duration_ns", sort=False)
+        steps.pivot_table(index=index, columns="phase", values="duration_ns", sort=False)
         .reset_index()
-        .rename(columns=lambda c: f"{c} (ns)" if c not in ("step", "warmup") else c)
+        .rename(columns=lambda c: f"{c} (ns)" if c not in index else c)
         if len(steps)
-        else steps
+        else steps.drop(columns="rank")
     )
     per_step.columns.name = None
     tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
+    if many:
+        from harness.rank_tables import frame, rank_tables
+
+        measured = steps[~steps["warmup"].astype(bool)]
+        rows = measured[["rank", "phase", "step", "duration_ns"]].itertuples(index=False)
+        ranks, notes = rank_tables(frame(rows))
+        tables += ranks
+        if notes:
+            tables.append(("communication", pd.DataFrame({"note": notes})))
     if (run.summary or {}).get("energy"):
         from harness.tables import energy_rows
 
         tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
+    from harness.records import phases_for
+    from harness.tables import extra_tables
+
+    tables += extra_tables(run.summary or {}, phases_for(run.mode))
     if run.agreement:
         agreement = pd.DataFrame(
             [

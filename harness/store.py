@@ -6,8 +6,11 @@ An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNES
 - Ours or not: our databases carry a `harness_meta` table with the schema version (databases from before it
   are known by their `runs` and `step_timings` tables). A database that holds other tables and none of ours
   is never written to.
-- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder, file or
-  table is created, and SQLite files are opened with mode=ro.
+- Schema: a new database is created from harness.schema and stamped at the newest Alembic revision; one
+  made by an older harness is upgraded to it on open (harness.migrations).
+- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder or file
+  is created, and SQLite files are opened with mode=ro; only a database made by an older harness is
+  upgraded, through a separate writing connection, so that it can be read.
 - A busy database is waited for (harness.dbfaults); a run it still will not take is written to
   `harness-unsaved-<run-id>.json` (harness.unsaved) and `save` raises UnsavedRun saying where.
   `import_file` stores such a file; a run id is stored once, however often it is imported.
@@ -29,12 +32,13 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from harness import dbfaults, signals, unsaved
+from harness import dbfaults, migrations, signals, unsaved
 from harness.errors import HarnessError, first_line
 from harness.records import RunResult
 from harness.schema import (
     ATTENTION_CELL_COLUMNS,
     ATTENTION_COLUMNS,
+    BLOCK_COLUMNS,
     OUR_TABLES,
     RUN_COLUMNS,
     SCHEMA_VERSION,
@@ -42,6 +46,7 @@ from harness.schema import (
     AttentionResult,
     Base,
     Baseline,
+    BlockTiming,
     Meta,
     Run,
     StepTiming,
@@ -52,7 +57,7 @@ from harness.unsaved import PendingRun
 
 if TYPE_CHECKING:
     import pandas as pd
-    from sqlalchemy.engine import Engine
+    from sqlalchemy.engine import Connection, Engine
 
     from harness.attention import AttentionCell, AttentionSweep
 
@@ -81,27 +86,13 @@ class Imported:
     replaced: bool  # the run id was in the database already
 
 
-def _add_new_columns(engine: Engine) -> None:
-    """Add the nullable columns a database made by an older harness lacks (create_all only adds tables)."""
-    from sqlalchemy import inspect
-    from sqlalchemy.schema import CreateColumn
-
-    inspector = inspect(engine)
-    for table in Base.metadata.sorted_tables:
-        have = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name not in have and column.nullable:
-                ddl = CreateColumn(column).compile(dialect=engine.dialect)
-                with engine.begin() as conn:
-                    conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
-
-
-def _outdated(engine: Engine) -> bool:
-    """Whether our database lacks a table or nullable column this harness has (made by an older one)."""
-    inspector = inspect(engine)
+def _outdated(connection: Connection) -> bool:
+    """Whether a database from before Alembic (no revision recorded) lacks a table or nullable column of
+    this harness's schema; harness_meta is not counted (a database from before it is ours too)."""
+    inspector = inspect(connection)
     names = set(inspector.get_table_names())
     for table in Base.metadata.sorted_tables:
-        if table.name == "harness_meta":
+        if table.name == Meta.__tablename__:
             continue
         if table.name not in names:
             return True
@@ -143,6 +134,16 @@ def sqlite_file(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database).expanduser()
+
+
+def _behind(connection: Connection, revision: str | None, *, writer: bool = False) -> bool:
+    """Whether the database needs upgrading: at an older revision of ours; or from before Alembic and, for
+    a reader, lacking something of this schema (a writer upgrades it anyway, which records the revision).
+    A revision this harness does not know is a newer harness's: its changes are additive (a change that is
+    not raises SCHEMA_VERSION), so the database is used as it is."""
+    if revision is None:
+        return writer or _outdated(connection)
+    return revision != migrations.HEAD and migrations.known(revision)
 
 
 class ResultsStore:
@@ -209,6 +210,8 @@ class ResultsStore:
             if Meta.__tablename__ in tables:
                 row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
                 version = int(row[0]) if row and str(row[0]).isdigit() else None
+            revision = migrations.revision_of(conn)
+            behind = _behind(conn, revision)
         if version is not None and version > SCHEMA_VERSION:
             raise HarnessError(
                 f"results database {self.where} has schema {version}, newer than this harness knows "
@@ -217,22 +220,19 @@ class ResultsStore:
         if self.readonly:
             if not tables:
                 raise NoDatabase(f"no results in {self.where} (an empty database; `harness run` fills it)")
-            if _outdated(self.engine):
+            if behind:
                 self._upgrade()
             return
-        if version is None or not tables >= OUR_TABLES:
-            self._create()
-        _add_new_columns(self.engine)  # a database made by an older harness: its tables gain new columns
+        if behind or revision is None or version is None:
+            self._migrate()
 
     def _upgrade(self) -> None:
-        """Bring a database made by an older harness up to this schema (new tables, new nullable columns)
-        so that reading it works; it was ours already, and nothing in it changes."""
+        """A read-only command on a database made by an older harness: bring it to this schema through a
+        writing connection so that reading works. It was ours already; the marker table stays as it was."""
         writer = create_engine(self.url)
-        try:  # the marker table stays as it was: reading does not make a database ours
-            Base.metadata.create_all(
-                writer, tables=[t for t in Base.metadata.sorted_tables if t.name != "harness_meta"]
-            )
-            _add_new_columns(writer)
+        try:
+            with writer.begin() as conn:
+                migrations.upgrade(conn, leave_marker=True)
         except SQLAlchemyError as e:
             raise HarnessError(
                 f"results database {self.where} was made by an older harness and cannot be upgraded "
@@ -241,17 +241,28 @@ class ResultsStore:
         finally:
             writer.dispose()
 
-    def _create(self) -> None:
-        # several processes may create the same new database at once: whoever loses a race looks again
+    def _migrate(self) -> None:
+        """Create a new database at the newest revision, or upgrade an older one to it, and mark it ours.
+
+        Several processes may do this to one database at once: whoever loses a race looks again.
+        """
+        from alembic.util import CommandError
+
         for attempt in range(CREATE_ATTEMPTS):
             try:
-                Base.metadata.create_all(self.engine)
+                with self.engine.begin() as conn:
+                    if not set(inspect(conn).get_table_names()) & OUR_TABLES:
+                        Base.metadata.create_all(conn)
+                        migrations.stamp(conn)
+                    elif _behind(conn, migrations.revision_of(conn), writer=True):
+                        migrations.upgrade(conn)
+                    Base.metadata.create_all(conn, tables=[Meta.__table__])
                 with Session(self.engine) as session, session.begin():
                     if session.get(Meta, "schema_version") is None:
                         session.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
                 return
-            except (IntegrityError, OperationalError) as e:
-                lost_race = isinstance(e, IntegrityError) or "already exists" in str(e)
+            except (IntegrityError, OperationalError, CommandError) as e:
+                lost_race = not isinstance(e, OperationalError) or "already exists" in str(e)
                 if not lost_race or attempt == CREATE_ATTEMPTS - 1:
                     raise
 
@@ -333,7 +344,7 @@ class ResultsStore:
     def _write(self, pending: PendingRun) -> None:
         if self.readonly:
             raise RuntimeError("ResultsStore opened read-only")
-        from analysis.names import RUN_ENERGY_FIELDS
+        from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
 
         result, cfg = pending.result, pending.result.config
         energy = result.extra.get("energy_summary") or {}
@@ -366,7 +377,9 @@ class ResultsStore:
             nsys_rep=pending.nsys_rep,
             nsys_sqlite=pending.nsys_sqlite,
             **{name: energy.get(name) for name in RUN_ENERGY_FIELDS},
-            artifacts=pending.artifacts,
+            # a run's own files (--memory's snapshot) beside the profiler's
+            artifacts={**(result.extra.get("artifacts") or {}), **(pending.artifacts or {})} or None,
+            world_size=cfg.world_size if cfg.world_size > 1 else None,
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},
             env=result.env,
@@ -378,15 +391,22 @@ class ResultsStore:
         # relationships are left unset on `run`, so merge leaves them alone: the rows are replaced here
         with Session(self.engine) as session, session.begin():
             session.execute(delete(StepTiming).where(StepTiming.run_id == run.id))
+            if result.blocks:
+                session.execute(delete(BlockTiming).where(BlockTiming.run_id == run.id))
             if pending.agreement is not None:
                 session.execute(delete(Agreement).where(Agreement.run_id == run.id))
             session.merge(run)
             session.add_all(
-                StepTiming(run_id=run.id, step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup)
+                StepTiming(
+                    run_id=run.id, step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup, rank=s.rank
+                )
                 for s in result.steps
                 for phase, ns in s.phases.items()
             )
             session.add_all(Agreement(run_id=run.id, **row) for row in pending.agreement or [])
+            session.add_all(
+                BlockTiming(run_id=run.id, source=BLOCK_TIMERS, **asdict(b)) for b in result.blocks
+            )
 
     def _unsaved_folders(self) -> list[Path]:
         beside = [self.file.absolute().parent] if self.file is not None else []
@@ -419,6 +439,19 @@ class ResultsStore:
             run.step_timings  # noqa: B018  (load before the session closes)
             run.agreement  # noqa: B018
             return run
+
+    def latest(self, *, nvtx_detail: bool = False) -> Run | None:
+        """The newest run (made with --nvtx-detail, if asked), with its steps; None if there is none."""
+
+        def read() -> Run | None:
+            with Session(self.engine, expire_on_commit=False) as session:
+                for run in session.scalars(select(Run).order_by(Run.created_at.desc())):
+                    if not nvtx_detail or (run.config or {}).get("nvtx_detail"):
+                        run.step_timings  # noqa: B018  (load before the session closes)
+                        return run
+            return None
+
+        return self._guard(read)
 
     # --- named baselines -------------------------------------------------------------------------------
 
@@ -519,16 +552,22 @@ class ResultsStore:
         return df
 
     def step_timings(self, run_ids: list[str] | None = None) -> pd.DataFrame:
-        """Every step's phase durations: run_id, step, phase, duration_ns, warmup."""
+        """Every step's phase durations: run_id, step, phase, duration_ns, warmup, rank (0: one process)."""
         import pandas as pd
 
+        rank = func.coalesce(StepTiming.rank, 0)
         stmt = select(
-            StepTiming.run_id, StepTiming.step, StepTiming.phase, StepTiming.duration_ns, StepTiming.warmup
-        ).order_by(StepTiming.run_id, StepTiming.step)
+            StepTiming.run_id,
+            StepTiming.step,
+            StepTiming.phase,
+            StepTiming.duration_ns,
+            StepTiming.warmup,
+            rank,
+        ).order_by(StepTiming.run_id, rank, StepTiming.step)
         if run_ids is not None:
             stmt = stmt.where(StepTiming.run_id.in_(run_ids))
         rows = self._guard(lambda: self._rows(stmt))
-        return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup"])
+        return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"])
 
     def agreement(self, run_ids: list[str] | None = None) -> pd.DataFrame:
         import pandas as pd
@@ -538,6 +577,46 @@ class ResultsStore:
         if run_ids is not None:
             stmt = stmt.where(Agreement.run_id.in_(run_ids))
         return pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["run_id", *cols])
+
+    def save_blocks(self, run_id: str, blocks: pd.DataFrame, source: str) -> None:
+        """Per-block times of a stored run found by analysis (analysis.blocks.block_records: step, layer,
+        block, phase, duration_ns, calls), replacing the run's earlier ones."""
+        import pandas as pd
+
+        rows = [
+            BlockTiming(
+                run_id=run_id,
+                step=int(r.step),
+                layer=None if pd.isna(r.layer) else int(r.layer),
+                block=str(r.block),
+                phase=str(r.phase),
+                duration_ns=int(r.duration_ns),
+                calls=int(r.calls),
+                source=source,
+            )
+            for r in blocks.astype(object).itertuples(index=False)
+        ]
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                session.execute(delete(BlockTiming).where(BlockTiming.run_id == run_id))
+                session.add_all(rows)
+
+        self._guard(write)
+
+    def block_timings(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """Per-block times (BLOCK_COLUMNS; layer nullable) of the given runs, or of all."""
+        import pandas as pd
+
+        with self.engine.connect() as conn:
+            if not inspect(conn).has_table(BlockTiming.__tablename__):
+                return pd.DataFrame(columns=BLOCK_COLUMNS)  # a read-only database from before block timings
+        stmt = select(*(getattr(BlockTiming, c) for c in BLOCK_COLUMNS)).order_by(BlockTiming.id)
+        if run_ids is not None:
+            stmt = stmt.where(BlockTiming.run_id.in_(run_ids))
+        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=BLOCK_COLUMNS)
+        df["layer"] = df["layer"].astype("Int64")
+        return df
 
     def _rows(self, stmt: Any) -> list[Any]:
         with self.engine.connect() as conn:

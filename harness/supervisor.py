@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,10 +63,12 @@ def run(
     cleanup: Sequence[Path] = (),
     env: dict[str, str] | None = None,
     merge_stderr: bool = False,
+    watch: Callable[[], bool] | None = None,
 ) -> Finished:
     """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.signals) on.
 
     An interruption does not raise: the command is told, finishes, and `interrupted` says which signal.
+    `watch` is asked every POLL_S; once it says True the command gets SIGTERM (harness.multirank: hung rank).
     """
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())
@@ -83,10 +85,19 @@ def run(
             env=full_env,
             start_new_session=True,
         )
+        stopped = False
         while True:
             try:
-                proc.wait()
-                break
+                if watch is None or stopped:
+                    proc.wait()
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(POLL_S)
+                    break
+                if watch():
+                    stopped = True
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(signal.SIGTERM)
             except KeyboardInterrupt as e:  # a second one makes the supervisor kill everything
                 sig = signal_of(e)
                 interrupted = interrupted or sig

@@ -20,11 +20,18 @@ from harness.worker import read_steps
 STDERR_TAIL = 2000
 
 
-def grid(base: RunConfig, models: list[str], precisions: list[str], compiles: list[bool]) -> list[RunConfig]:
-    """The cross product, models outermost; every point is validated before anything runs."""
+def grid(
+    base: RunConfig,
+    models: list[str],
+    precisions: list[str],
+    compiles: list[bool],
+    batch_sizes: list[int] | None = None,
+) -> list[RunConfig]:
+    """The cross product, models outermost, batch sizes innermost (the base's batch size when none are
+    given); every point is validated before anything runs."""
     configs = [
-        replace(base, model=m, precision=p, compile=c)
-        for m, p, c in itertools.product(models, precisions, compiles)
+        replace(base, model=m, precision=p, compile=c, batch_size=b)
+        for m, p, c, b in itertools.product(models, precisions, compiles, batch_sizes or [base.batch_size])
     ]
     for config in configs:
         validate(config)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.records import RunResult, phases_for
 
@@ -21,13 +21,14 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "size": r.config.model,
             "precision": r.config.precision,
             "compile": r.config.compile,
+            "batch": r.config.batch_size,
             "d_model": m.d_model if m else None,
             "d_ff": m.d_ff if m else None,
             "num_layers": m.num_layers if m else None,
             "num_heads": m.num_heads if m else None,
         }
         stats = {s.phase: s for s in r.phase_stats()}
-        for phase in phases_for(r.config.mode):
+        for phase in phases_for(r.config.mode, r.config.world_size):
             s = stats.get(phase)
             row[f"{phase} mean (ns)"] = s.mean_ns if s and r.status == "ok" else float("nan")
             row[f"{phase} std (ns)"] = s.std_ns if s and r.status == "ok" else float("nan")
@@ -37,9 +38,11 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
         df = df.drop(columns=["compile"])
+    if not df.empty and df["batch"].nunique() == 1:  # shown only where it varies (a batch-size sweep)
+        df = df.drop(columns=["batch"])
     # on a narrow terminal: the phase means and throughput first, the model's shape last
     means = [c for c in df.columns if c.endswith("mean (ns)")]
-    df.attrs["priority"] = ["size", *means, "tokens/s", "status", "precision", "compile"]
+    df.attrs["priority"] = ["size", "batch", *means, "tokens/s", "status", "precision", "compile"]
     return df
 
 
@@ -79,3 +82,74 @@ def energy_rows(records: list[dict[str, object]]) -> pd.DataFrame:
         "flops_per_j": "FLOPs/J", "tokens_per_j": "tokens/J",
     }  # fmt: skip
     return df.reindex(columns=list(cols)).rename(columns=cols)
+
+
+def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+    """The tables a run's extra figures give (result.extra, or a stored run's summary): compile time apart
+    from the steady state, memory (peaks and the analytic breakdown), and --memory's operator table."""
+    tables = []
+    if "compile_ns" in extra:
+        tables.append(("compile (first step)", compile_rows(extra, phases)))
+    memory = extra.get("memory") or {}
+    if memory:
+        tables.append((f"memory (peak: {memory.get('peak_source', '')})", memory_rows(memory)))
+    if memory.get("operators"):
+        title = "top operators by CPU memory (torch.profiler profile_memory, measured steps)"
+        tables.append((title, memory_operator_rows(memory["operators"])))
+    return tables
+
+
+def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:
+    """Per phase and the whole step: the first step, the measured median, and the difference (compile)."""
+    import pandas as pd
+
+    first = extra.get("first_step_phases") or {}
+    compile_ns = extra.get("compile_phases_ns") or {}
+    rows = [
+        (p, first[p], first[p] - compile_ns[p] if p in compile_ns else None, compile_ns.get(p))
+        for p in phases
+        if p in first
+    ]
+    step = extra["first_step_ns"]
+    rows.append(("step", step, step - extra["compile_ns"], extra["compile_ns"]))
+    cols = ["phase", "first step (ns)", "steady median (ns)", "compile (first step) (ns)"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def memory_rows(memory: dict[str, Any]) -> pd.DataFrame:
+    """Peak allocated / reserved, then the analytic breakdown, in MiB."""
+    import pandas as pd
+
+    mib = 2**20
+    rows: list[tuple[str, object]] = [
+        ("peak allocated", memory.get("peak_allocated_bytes")),
+        ("peak reserved", memory.get("peak_reserved_bytes")),
+    ]
+    parts = memory.get("breakdown") or {}
+    labels = {"optimizer_state": "optimizer state", "weight_copies": "weight copies", "kv_cache": "KV cache"}
+    rows += [
+        (f"analytic: {labels.get(k, k)}", v) for k, v in parts.items() if k not in ("params", "total") and v
+    ]
+    if parts:
+        rows.append(("analytic: total", parts.get("total")))
+    return pd.DataFrame(
+        {
+            "memory": [r[0] for r in rows],
+            "MiB": pd.Series([r[1] / mib if r[1] is not None else None for r in rows], dtype=object),
+        }
+    )
+
+
+def memory_operator_rows(records: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(records)
+    mib = 2**20
+    return pd.DataFrame(
+        {
+            "operator": df["name"],
+            "calls": df["calls"],
+            "self CPU mem (MiB)": df["self_cpu_memory_bytes"] / mib,
+            "CPU mem (MiB)": df["cpu_memory_bytes"] / mib,
+        }
+    )

@@ -19,6 +19,7 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
+from harness.compiled import with_compile_warmup
 from harness.errors import HarnessError
 from harness.records import RunConfig, RunResult, StepRecord, result_to_dict
 from harness.signals import interrupted, signal_of, sigterm_raises
@@ -46,7 +47,17 @@ def read_steps(result_path: Path) -> list[StepRecord]:
 def main(argv: list[str]) -> int:
     config_path, result_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(config_path.read_text())
-    config = RunConfig(**spec["config"])
+    # the profiler's schedule must see the warmup the runner will use
+    config = with_compile_warmup(RunConfig(**spec["config"]))
+    rank = None
+    if config.world_size > 1:  # one rank of several, started by torchrun: files of its own
+        from harness import distributed
+
+        rank = distributed.rank_from_env()
+        if rank is None:
+            print("error: a run across ranks is started by torchrun (harness run --nproc)", file=sys.stderr)
+            return 2
+        result_path = distributed.rank_path(result_path, rank)
     with sigterm_raises(), steps_path(result_path).open("w") as log:
 
         def on_step(step: StepRecord) -> None:
@@ -58,7 +69,8 @@ def main(argv: list[str]) -> int:
             from harness.runner import run_workload
 
             hook = hook_for(config, spec.get("profiler"))
-            result = run_workload(config, run_id=spec["run_id"], on_step=on_step, hook=hook)
+            body = distributed.join(config, result_path) if rank is not None else None
+            result = run_workload(config, run_id=spec["run_id"], on_step=on_step, hook=hook, make_body=body)
         except HarnessError as e:
             print(f"error: {e}", file=sys.stderr)
             return e.exit_code
@@ -76,6 +88,11 @@ def main(argv: list[str]) -> int:
         partial = result_path.with_name(result_path.name + ".partial")
         partial.write_text(json.dumps(result_to_dict(result)))
         os.replace(partial, result_path)
+    if rank is not None:
+        # a rank that failed must exit nonzero: torchrun then stops the others (they would wait forever)
+        if result.status in ("error", "oom"):
+            return 1
+        distributed.finish()
     return 0
 
 

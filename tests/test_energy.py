@@ -213,7 +213,7 @@ def test_energy_figure_plots_gflops_per_joule_against_batch_size() -> None:
 
     fig = energy_figure(energy_sweep_table(sweep_runs()))
     flops_trace = fig.data[0]
-    assert flops_trace.name == "tiny · bf16"
+    assert flops_trace.name == "tiny · bf16 · cuda"
     assert list(flops_trace.x) == [1, 4, 16]
     assert list(flops_trace.y) == pytest.approx([2.0, 7.0, 9.0])  # GFLOP/J
     assert [t.yaxis for t in fig.data] == ["y", "y2", "y3"]

@@ -98,7 +98,8 @@ def test_database_of_an_older_harness_gets_the_new_columns(tmp_path) -> None:
 
     path = tmp_path / "old.sqlite"
     ResultsStore(str(path)).save(make_result("tiny-old"))
-    with sqlite3.connect(path) as conn:  # as an older harness made it: no baseline_run_id
+    with sqlite3.connect(path) as conn:  # as an older harness made it: no baseline_run_id, no revision
+        conn.execute("DROP TABLE harness_alembic_version")
         cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "baseline_run_id"]
         conn.execute("DROP INDEX ix_runs_baseline_run_id")
         conn.execute(f"CREATE TABLE runs_old AS SELECT {', '.join(cols)} FROM runs")
@@ -119,6 +120,7 @@ def test_read_only_commands_read_a_database_of_an_older_harness(tmp_path) -> Non
     path = tmp_path / "old.sqlite"
     ResultsStore(str(path)).save(make_result("tiny-old"))
     with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE harness_alembic_version")
         cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "baseline_run_id"]
         conn.execute("DROP INDEX ix_runs_baseline_run_id")
         conn.execute(f"CREATE TABLE runs_old AS SELECT {', '.join(cols)} FROM runs")

@@ -178,3 +178,14 @@ def test_progress_reminds_during_a_long_silence() -> None:
     assert any(
         line.startswith("progress: still running: small train under nsys: run under") for line in lines
     )
+
+
+def test_a_column_named_twice_in_priority_is_shown_once() -> None:
+    from harness.output import rich_table
+
+    df = pd.DataFrame({"Name": ["k"], "Total Time (ns)": [5], "Instances": [2]})
+    df.attrs["priority"] = ["Instances", "Name", "Instances"]
+    table, left_out = rich_table(df, width=200)
+    # shown in the frame's order, each once (ns columns are shown in ms)
+    assert [str(c.header) for c in table.columns] == ["Name", "Total Time (ms)", "Instances"]
+    assert left_out == []

@@ -20,6 +20,7 @@ __all__ = [
     "DETAIL_RANGES",
     "GPT2",
     "MODEL_NAMES",
+    "OUTER_RANGES",
     "KVCache",
     "ModelSpec",
     "TransformerLM",
@@ -47,6 +48,17 @@ DETAIL_RANGES: dict[str, str] = {
     "mlp.up": "mlp_up",
     "mlp.act": "mlp_act",
     "mlp.down": "mlp_down",
+}
+# The pieces outside attention and the MLP that are modules of their own: submodule name (the last part of
+# its qualified name, anywhere in the model) → range name. Together with DETAIL_RANGES they leave only the
+# residual adds, RoPE and the loss untimed.
+OUTER_RANGES: dict[str, str] = {
+    "tok_emb": "embedding",
+    "pos_emb": "embedding",
+    "ln_1": "norm",
+    "ln_2": "norm",
+    "ln_f": "norm",
+    "lm_head": "lm_head",
 }
 
 

@@ -126,6 +126,8 @@ def collect(
         source=source or f"{len(runs)} runs",
         attention=newest_sweep(store.attention_results()),
     )
+    if hasattr(store, "block_timings"):  # a store from before per-block times has none
+        data.blocks = store.block_timings(run_ids)
     pair = compare or pick_pair(runs)
     if pair:
         paths = [_export_of(runs, r) for r in pair]

@@ -1,4 +1,5 @@
-"""Panel 3: profiler overhead per phase (without vs with nsys) with intervals and verdicts; NVTX agreement."""
+"""Panel 3: profiler overhead per phase (without vs with nsys or torch.profiler, each its own bars) with
+intervals and verdicts; NVTX agreement."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from analysis.dashboard.style import MS, TEMPLATE, hover, ns_ms, ordered_phases,
 from analysis.overhead import (
     BASELINE,
     STEP_SUM,
+    baseline_label,
     comparisons,
     mean_interval,
     ordered_labels,
@@ -22,8 +24,8 @@ SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", 
 PATTERNS = ("", "/", "x", ".")
 
 
-def _label(run: dict) -> str:
-    return profiler_label(run) or BASELINE
+def _label(run: dict, baseline: str = BASELINE) -> str:
+    return profiler_label(run) or baseline
 
 
 def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -57,9 +59,10 @@ def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return ok.iloc[0:0], ""
 
 
-def overhead_steps(runs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Measured steps of `runs` labelled by profiler: label, repeat, step, phase, duration_ns."""
-    labels = {r["run_id"]: (_label(r), i) for i, r in enumerate(runs.to_dict("records"))}
+def overhead_steps(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+    """Measured steps of `runs` labelled by profiler (`baseline` without one): label, repeat, step, phase,
+    duration_ns."""
+    labels = {r["run_id"]: (_label(r, baseline), i) for i, r in enumerate(runs.to_dict("records"))}
     s = steps[steps["run_id"].isin(labels) & ~steps["warmup"].astype(bool)]
     return pd.DataFrame(
         {
@@ -161,7 +164,7 @@ def overhead_figure(table: pd.DataFrame, baseline: str = BASELINE):
         height=460,
         yaxis={"title": "mean time per step (ms); whiskers: 95% interval", "range": [0, top * 1.25]},
         xaxis_title="phase",
-        legend_title_text="profiler (hatched: with nsys)",
+        legend_title_text="profiler (hatched: profiled)",
     )
     return fig
 
@@ -170,18 +173,21 @@ def overhead_panel(data: DashboardData) -> Panel:
     runs, source = overhead_runs(data.runs)
     if runs.empty:
         return Panel(
-            missing="no runs both without and with nsys: run `harness overhead tiny --device cpu` "
-            "(or `harness run tiny --nsys` beside a run without it)"
+            missing="no runs both without and with a profiler: run `harness overhead tiny --device cpu` "
+            "(--profiler torch for torch.profiler; or `harness run tiny --nsys` beside a run without it)"
         )
     phases = ordered_phases(data.steps.loc[data.steps["run_id"].isin(runs["run_id"]), "phase"])
-    table = overhead_bars(overhead_steps(runs, data.steps), phases)
+    baseline = baseline_label(runs["profiler"])
+    table = overhead_bars(overhead_steps(runs, data.steps, baseline), phases, baseline)
     first = runs.iloc[0]
     title = f"Profiler overhead: {first['model']} {first['precision']} on {first.get('device', '')}, {source}"
     counts = runs["profiler"].eq("none").value_counts()
+    profiled = runs[runs["profiler"] != "none"]
+    kinds = ", ".join(dict.fromkeys(_label(r) for r in profiled.to_dict("records")))
     notes = [
-        f"{counts.get(True, 0)} runs without and {counts.get(False, 0)} with nsys, measured steps only. "
-        "Whiskers: 95% interval of each mean. On the nsys bars: the overhead with its 95% interval, or "
-        "inconclusive when the noise is larger than the effect."
+        f"{counts.get(True, 0)} runs without a profiler and {counts.get(False, 0)} with one ({kinds}), "
+        "measured steps only. Whiskers: 95% interval of each mean. On each profiled bar: the overhead with "
+        "its 95% interval, or inconclusive when the noise is larger than the effect."
     ]
     steps_row = table[(table["row"] == STEP_SUM) & table["verdict"].notna()]
     if steps_row.empty:
@@ -192,7 +198,7 @@ def overhead_panel(data: DashboardData) -> Panel:
             "One run on a side: the interval holds the step-to-step noise only, not run-to-run drift; "
             "`harness overhead --ci-target 5` alternates runs until it is under ±5%."
         )
-    return Panel(figure=overhead_figure(table), title=title, notes=notes)
+    return Panel(figure=overhead_figure(table, baseline), title=title, notes=notes)
 
 
 def agreement_figure(table: pd.DataFrame):

@@ -76,7 +76,9 @@ def _text(message: str) -> str:
     return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else html.escape(p) for i, p in enumerate(parts))
 
 
-def render_html(panels: Sequence[Panel], *, title: str, subtitle: str = "") -> str:
+def render_html(
+    panels: Sequence[Panel], *, title: str, subtitle: str = "", generator: str = "harness dashboard"
+) -> str:
     import plotly.io as pio
 
     sections = []
@@ -117,7 +119,7 @@ def render_html(panels: Sequence[Panel], *, title: str, subtitle: str = "") -> s
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>{html.escape(title)}</h1><p>{_text(subtitle)}</p>"
-        f"<p>Generated {stamp} by <code>harness dashboard</code>. Axes in ms; hover for exact ns.</p>"
+        f"<p>Generated {stamp} by <code>{html.escape(generator)}</code>. Axes in ms; hover for exact ns.</p>"
         f"</header><nav>{nav}</nav><main>{''.join(sections)}</main></body></html>\n"
     )
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
+from analysis.roofline import Roofs
+
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
@@ -60,10 +62,30 @@ class DashboardData:
     compare_kernels: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None)
     # cells of the newest attention sweep: the results store's attention columns
     attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sweep_id", "impl"]))
+    # per-block times (--nvtx-detail) of the runs: the results store's block_timings columns
+    blocks: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(
+            columns=["run_id", "step", "layer", "block", "phase", "duration_ns", "calls", "source"]
+        )
+    )
+    # the roofline of the newest run with per-block times (its table, roofs and title), made by the harness
+    # (the analytic FLOPs and bytes are the workloads')
+    roofline: RunRoofline | None = None
     # per-rank phase ranges (analysis.ranks.RanksReport.phases): rank, phase, step, duration_ns, start_ns,
     # end_ns on the common clock; None outside `harness ranks --html`
     ranks: pd.DataFrame | None = None
     source: str = ""  # where the data came from, for the page header
+
+
+@dataclass
+class RunRoofline:
+    """A run's sub-blocks on the roofline: analysis.roofline.roofline_table with times, and its roofs."""
+
+    run_id: str
+    table: pd.DataFrame
+    roofs: Roofs | None
+    title: str
+    notes: list[str] = field(default_factory=list)
 
 
 Scope = Literal["runs", "profile", "ranks"]

@@ -10,10 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import TEMPLATE, hover, phase_color
 from analysis.roofline import Roofs
 
 ROOF_COLOR = "#444444"
+NO_ROOFLINE = (
+    "no train or forward run with per-block times: run `harness run tiny --device cpu --nvtx-detail "
+    "--steps 3`; `harness roofline RUN --measure --html FILE` also measures a CPU's roofs"
+)
 
 
 def roofline_figure(table: pd.DataFrame, roofs: Roofs | None, title: str = ""):
@@ -21,7 +26,8 @@ def roofline_figure(table: pd.DataFrame, roofs: Roofs | None, title: str = ""):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    intensity = table["intensity"].astype(float)
+    drawn = table["achieved TFLOP/s"].notna() | table["attainable TFLOP/s"].notna()
+    intensity = table["intensity"].astype(float)[drawn]
     positive = intensity[intensity > 0]
     lo = float(positive.min()) / 2 if len(positive) else 0.01
     hi = float(positive.max()) * 2 if len(positive) else 1000.0
@@ -81,3 +87,14 @@ def roofline_figure(table: pd.DataFrame, roofs: Roofs | None, title: str = ""):
     fig.update_yaxes(type="log", title_text="TFLOP/s")
     fig.update_layout(template=TEMPLATE, height=520, title=title or (roofs.label if roofs else "roofline"))
     return fig
+
+
+def roofline_panel(data: DashboardData) -> Panel:
+    """The newest run with per-block times: each timed sub-block at its achieved TFLOP/s and intensity."""
+    found = data.roofline
+    if found is None:
+        return Panel(missing=NO_ROOFLINE)
+    title = f"Roofline: {found.title}" + (f" · against {found.roofs.label}" if found.roofs else "")
+    return Panel(
+        figure=roofline_figure(found.table, found.roofs, found.title), notes=found.notes, title=title
+    )

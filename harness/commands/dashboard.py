@@ -78,6 +78,9 @@ def dashboard_cmd(
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)
         data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
+        from harness.roofline import dashboard_roofline
+
+        data.roofline = dashboard_roofline(store, data.runs, data.blocks)
         if data.runs.empty:
             warn("no runs match: the page says what is missing; `harness runs` lists the runs")
         scope, title = "all", "harness dashboard"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -81,6 +82,15 @@ def diff_cmd(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor fill the Parquet cache.")
     ] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="<file>",
+            help="Also write a page: bars of the largest changes per table (--top, default 15), the "
+            "per-phase verdicts with their CI.",
+        ),
+    ] = None,
     db: DbOpt = None,
     wide: WideOpt = False,
 ) -> None:
@@ -114,6 +124,8 @@ def diff_cmd(
         if fmt is DiffFormat.table:
             note(f"A = {result.a.label}, B = {result.b.label}")
         emit_many(tables, fmt.value, notes=result.notes, wide=wide)
+    if html is not None:
+        _write_page(html, result, top, gate)
     if gate is not None and result.verdicts is not None:
         from analysis.diff import gate_failures
 
@@ -122,6 +134,20 @@ def diff_cmd(
             what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
             err(f"gate: regression beyond {gate:g}%: {what}")
             raise typer.Exit(1)
+
+
+def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:
+    from analysis.dashboard.diff import TOP, diff_panels, write_diff_page
+    from analysis.diff import verdict_table
+    from harness.errors import HarnessError
+
+    verdicts = verdict_table(result.verdicts) if result.verdicts is not None else None
+    panels = diff_panels(result.tables, verdicts, top=top or TOP, gate_pct=gate)
+    try:
+        page = write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
+    except OSError as e:
+        raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
+    note(f"wrote {page.path} ({len(page.drawn)} of {len(page.panels)} panels drawn)")
 
 
 baseline_app = typer.Typer(

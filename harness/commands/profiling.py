@@ -1,8 +1,7 @@
-"""`harness overhead`: how much nsys slows the work, per phase."""
+"""`harness overhead`: how much a profiler (nsys, or torch.profiler) slows the work, per phase."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -27,7 +26,15 @@ from harness.commands.options import (
     WarmupOpt,
     make_config,
 )
-from harness.commands.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt
+from harness.commands.rank_options import (
+    NnodesOpt,
+    NodeRankOpt,
+    NprocOpt,
+    RankTimeoutOpt,
+    RdzvOpt,
+    with_ranks,
+)
+from harness.commands.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt, Profiler
 from harness.output import Format
 from harness.overhead import DEFAULT_MAX_TIME
 
@@ -46,6 +53,10 @@ def overhead_cmd(
             help="nsys modes to compare with no nsys: light, full or light,full.",
         ),
     ] = "light",
+    profiler: Annotated[
+        Profiler,
+        typer.Option("--profiler", help="The profiler to measure: nsys (its --nsys-mode list) or torch."),
+    ] = Profiler.nsys,
     ci_target: Annotated[
         float | None,
         typer.Option(
@@ -74,12 +85,17 @@ def overhead_cmd(
     nsys_path: NsysPathOpt = None,
     nsys_capture: CaptureOpt = Capture.all,
     nsys_arg: NsysArgOpt = None,
-    profile_dir: ProfileDirOpt = Path("nsys_profiles"),
+    profile_dir: ProfileDirOpt = None,
+    nproc: NprocOpt = 1,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
+    rank_timeout: RankTimeoutOpt = 300.0,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """Run a configuration without nsys and under it, alternating; print per-phase overhead in percent."""
+    """Run a configuration without a profiler and under it, alternating; print per-phase overhead (%)."""
     from analysis.overhead import overhead_verdict
     from harness.commands.progress import Progress
     from harness.devices import resolve_device
@@ -87,7 +103,9 @@ def overhead_cmd(
     from harness.machine import describe
     from harness.output import emit
     from harness.overhead import measure_overhead
-    from harness.profile import ProfileRequest
+    from harness.profilers import DEFAULT_DIRS
+    from harness.profilers.nsys import ProfileRequest
+    from harness.profilers.torch import TorchRequest
     from harness.runner import validate
     from harness.store import ResultsStore
 
@@ -95,6 +113,8 @@ def overhead_cmd(
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
+    if profiler is Profiler.torch and (mode_list != ["light"] or nsys_arg or nsys_capture is not Capture.all):
+        raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
     if ci_target is not None and ci_target <= 0:
@@ -106,15 +126,21 @@ def overhead_cmd(
         warmup, steps, seed, attention, new_tokens, False,
     )  # fmt: skip
     validate(config)
+    config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     resolve_device(config.device)
     store = ResultsStore(db)
-    request = ProfileRequest(
-        nsys_path=nsys_path,
-        capture=nsys_capture.value,
-        extra_args=list(nsys_arg or []),
-        profile_dir=profile_dir,
+    folder = profile_dir or DEFAULT_DIRS[profiler.value]
+    request: ProfileRequest | TorchRequest = (
+        ProfileRequest(
+            nsys_path=nsys_path,
+            capture=nsys_capture.value,
+            extra_args=list(nsys_arg or []),
+            profile_dir=folder,
+        )
+        if profiler is Profiler.nsys
+        else TorchRequest(profile_dir=folder)
     )
-    with Progress(f"nsys overhead, {config.model} {config.mode}") as progress:
+    with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
         result = measure_overhead(
             config, request, repeats=repeats, modes=mode_list, store=store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
@@ -128,7 +154,7 @@ def overhead_cmd(
     emit(
         result.table,
         format,
-        title=f"nsys overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
+        title=f"{result.profiler} overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
         f"({result.repeats} rounds × {config.steps} steps = {n} steps each; {result.experiment})",
         notes=notes,
         wide=wide,
@@ -136,6 +162,6 @@ def overhead_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("overhead", short_help="How much nsys slows each phase: runs with and without it.")(
+    app.command("overhead", short_help="How much a profiler slows each phase: runs with and without it.")(
         overhead_cmd
     )

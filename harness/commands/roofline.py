@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from harness.commands.common import FormatOpt, cli_errors, note
+from harness.commands.common import DbOpt, FormatOpt, cli_errors, note
 from harness.commands.options import (
     Attention,
     AttentionOpt,
@@ -29,6 +29,13 @@ class RooflineMode(StrEnum):
 
 @cli_errors
 def roofline_cmd(
+    run: Annotated[
+        str | None,
+        typer.Argument(
+            help="A stored run (id, unique prefix or `latest`): its configuration and measured times. "
+            "Without it, the configuration options below."
+        ),
+    ] = None,
     model: Annotated[
         str, typer.Option("--model", "-m", help="Model name: tiny, small, …, gpt2, char.")
     ] = "tiny",
@@ -47,29 +54,46 @@ def roofline_cmd(
         bool, typer.Option("--measure", help="Measure the device's roofs: a large matmul and a large copy.")
     ] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Also write the log-log roofline here.")] = None,
+    db: DbOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Analytic FLOPs and minimum bytes of every sub-block (embedding … optimizer), forward and backward,
     their arithmetic intensity, and where they sit against the device's compute and memory roofs.
 
-    Roofs: the datasheet table for a known GPU (this one, or --gpu NAME), or --measure on --device.
+    With RUN: the run's model, batch, context, precision, mode and attention, its per-block times
+    (--nvtx-detail) placed on the roofs (achieved FLOP/s and bytes/s, share of the roof), its phase times
+    per phase, and MFU per phase and for the step.
+
+    Roofs: the datasheet table for a known GPU (this one or the run's, or --gpu NAME), or --measure on
+    --device (with RUN: on this machine's device of the run's kind).
     """
     from harness.output import emit_many
-    from harness.roofline import analytic_report
+    from harness.roofline import analytic_report, run_report
 
-    report = analytic_report(
-        model, batch_size=batch_size, context_length=context_length, precision=precision.value,
-        mode=mode.value, attention=attention.value, device=device.value, gpu=gpu, measure=measure,
-    )  # fmt: skip
-    title = (
-        f"{report.model} {report.mode}, batch {report.batch_size} × context {report.context_length}, "
-        f"{report.precision}, {report.attention} attention"
-    )
-    table = report.table
-    if fmt is Format.table:  # no times yet: the measured columns would be empty on screen
-        table = table.drop(columns=["time (ns)", "achieved TFLOP/s", "achieved GB/s", "of roof (%)"])
+    if run is not None:
+        from harness.store import ResultsStore
+
+        report = run_report(ResultsStore(db, readonly=True), run, gpu=gpu, measure=measure)
+    else:
+        report = analytic_report(
+            model, batch_size=batch_size, context_length=context_length, precision=precision.value,
+            mode=mode.value, attention=attention.value, device=device.value, gpu=gpu, measure=measure,
+        )  # fmt: skip
+    title = report.title
+    table, phases = report.table, report.phases_frame()
+    measured = ["time (ns)", "achieved TFLOP/s", "achieved GB/s", "of roof (%)"]
+    if fmt is Format.table and table["time (ns)"].isna().all():  # the measured columns would be empty
+        table = table.drop(columns=measured)
+    if fmt is Format.table and phases["time (ns)"].isna().all():
+        phases = phases.drop(columns=measured)
+    if report.run_id:  # on a narrow terminal, what was measured goes before what the roofs allow
+        first = ["time (ns)", "achieved TFLOP/s", "bound", "of roof (%)", "achieved GB/s", "intensity"]
+        table.attrs["priority"] = ["sub-block", "pass", *first]
+        phases.attrs["priority"] = ["phase", *first]
     tables = [("roofs", report.roofs_frame())] if report.roofs else []
-    tables += [(f"sub-blocks: {title}", table), ("per phase", report.phases_frame())]
+    tables += [(f"sub-blocks: {title}", table), ("per phase", phases)]
+    if report.phase_ns:
+        tables.append(("MFU (model FLOPs / time / peak)", report.mfu_frame()))
     emit_many(tables, fmt, notes=report.notes)
     if html is not None:
         from analysis.dashboard.roofline import roofline_figure

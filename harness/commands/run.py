@@ -31,15 +31,23 @@ from harness.commands.options import (
     WarmupOpt,
     make_config,
 )
+from harness.commands.rank_options import (
+    NnodesOpt,
+    NodeRankOpt,
+    NprocOpt,
+    RankTimeoutOpt,
+    RdzvOpt,
+    with_ranks,
+)
 from harness.output import Format
 from harness.signals import sigterm_raises
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.profile import ProfiledRun
+    from harness.profilers.nsys import ProfiledRun
     from harness.profilers.torch import TorchProfiledRun
-    from harness.records import RunResult
+    from harness.records import RunConfig, RunResult
     from harness.store import ResultsStore
 
 
@@ -97,12 +105,23 @@ BaselineOpt = Annotated[
         help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
     ),
 ]
+# --memory (harness/memory.py)
+MemoryOpt = Annotated[
+    bool,
+    typer.Option(
+        "--memory",
+        help="Record the measured steps' memory: on CUDA the allocator's history as a snapshot pickle "
+        "(pytorch.org/memory_viz; the dashboard's memory timeline), on the CPU torch.profiler's memory "
+        "table.",
+    ),
+]
 ProfileDirOpt = Annotated[
     Path | None,
     typer.Option(
         "--profile-dir",
         metavar="<dir>",
-        help="Where the profiler's files go [default: nsys_profiles, torch_profiles].",
+        help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
+        "memory_profiles].",
     ),
 ]
 
@@ -138,6 +157,12 @@ def run_cmd(
     record_shapes: RecordShapesOpt = False,
     with_stack: WithStackOpt = False,
     profile_memory: ProfileMemoryOpt = False,
+    nproc: NprocOpt = 1,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
+    rank_timeout: RankTimeoutOpt = 300.0,
+    memory: MemoryOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -146,15 +171,17 @@ def run_cmd(
     from harness.commands.common import note as say_note
     from harness.commands.progress import Progress
     from harness.output import emit_many
+    from harness.records import phases_for
     from harness.runner import run_workload, validate
     from harness.store import ResultsStore
-    from harness.tables import energy_rows, results_table, throughput_table
+    from harness.tables import energy_rows, extra_tables, results_table, throughput_table
 
     config = make_config(
         model, mode, device, precision, compile, batch_size, context_length, vocab_size,
         warmup, steps, seed, attention, new_tokens, nvtx_detail, power, power_period,
     )  # fmt: skip
     validate(config)
+    config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
     store = ResultsStore(db)  # fail on a bad --db before the work, not after
     from harness.devices import emulated_precision_note, resolve_device
@@ -162,6 +189,11 @@ def run_cmd(
     note = emulated_precision_note(resolve_device(config.device), [config.precision])
     if note:
         warn(note)
+    if chosen == "torch" and config.world_size > 1:
+        from harness.errors import UsageError
+
+        raise UsageError("--profiler torch does not run across ranks yet: use --nsys with --nproc")
+    config = _memory_and_compile(config, memory, chosen, resolve_device(config.device))
     if chosen == "torch":
         from harness.profilers import DEFAULT_DIRS
         from harness.profilers.torch import TorchRequest
@@ -180,8 +212,8 @@ def run_cmd(
             raise typer.Exit(tprof.exit_status)
         return
     if chosen == "nsys":
-        from harness.profile import ProfileRequest, profile_run
         from harness.profilers import DEFAULT_DIRS
+        from harness.profilers.nsys import ProfileRequest, profile_run
 
         request = ProfileRequest(
             nsys_path=nsys_path,
@@ -197,11 +229,14 @@ def run_cmd(
         if profiled.failed:
             raise typer.Exit(profiled.exit_status)
         return
+    if config.world_size > 1:
+        _run_ranks(config, store, format, wide)
+        return
     with (
         sigterm_raises(),
         Progress(f"{config.model} {config.mode}", config.warmup + config.steps, unit="steps") as progress,
     ):
-        result = run_workload(config, progress=progress.advance)
+        result = run_workload(config, progress=progress.advance, memory_dir=profile_dir)
     unsaved = _save(store, result)
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
@@ -211,10 +246,69 @@ def run_cmd(
     ]
     if result.extra.get("energy"):
         tables.append(("energy (measured steps)", energy_rows(result.extra["energy"])))
+    tables += extra_tables(result.extra, phases_for(config.mode))
     emit_many(tables, format, wide=wide)
+    _memory_notes(result.extra)
     for line in result.extra.get("power_notes", []):
         say_note(line)
     _finish([unsaved], [result])
+
+
+def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: bool) -> None:
+    """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables."""
+    from rich.markup import escape
+
+    from harness.commands.progress import Progress
+    from harness.multirank import local_ranks, run_ranks
+    from harness.output import emit_many
+    from harness.rank_tables import rank_tables, result_frame
+    from harness.tables import results_table, throughput_table
+
+    what = f"{config.model} {config.mode} across {config.world_size} ranks (torchrun)"
+    with sigterm_raises(), Progress(what) as progress:
+        progress.stage(f"{config.nproc} ranks on this machine")
+        result = run_ranks(config)
+    unsaved = _save(store, result)
+    ranks = local_ranks(config)
+    which = "all ranks" if config.nnodes == 1 else f"ranks {ranks[0]}-{ranks[-1]} of {config.world_size}"
+    tables = [(f"run {result.run_id} ({result.device_name}, {which})", results_table([result]))]
+    per_rank, notes = rank_tables(result_frame(result))
+    tables += per_rank
+    if result.status == "ok":
+        tables.append((f"throughput ({which})", throughput_table(result)))
+    emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
+    if result.status in ("error", "oom"):
+        err(escape(f"run {result.run_id} failed: {result.error}; stored as {result.status}"))
+        for line in filter(None, [unsaved]):
+            err(escape(line))
+        raise typer.Exit(1)
+    _finish([unsaved], [result])
+
+
+def _memory_and_compile(config: RunConfig, memory: bool, profiler: str | None, device: Any) -> RunConfig:
+    """--memory into the configuration (not with torch.profiler on the CPU: one profiler at a time there), and
+    a --compile run's first step made a warmup step (the worker's profiler schedule must know it)."""
+    from dataclasses import replace
+
+    from harness.compiled import with_compile_warmup
+    from harness.errors import UsageError
+
+    if memory and profiler == "torch" and device.type != "cuda":
+        raise UsageError(
+            "--memory on the CPU is torch.profiler's memory table: with --profiler torch, use "
+            "--profile-memory"
+        )
+    return replace(with_compile_warmup(config), memory=memory)
+
+
+def _memory_notes(extra: dict[str, Any]) -> None:
+    from harness.commands.common import note
+
+    memory = extra.get("memory") or {}
+    if memory.get("error"):
+        warn(memory["error"])
+    if memory.get("snapshot"):
+        note(f"memory snapshot: {memory['snapshot']} (opens in https://pytorch.org/memory_viz)")
 
 
 def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str | None:
@@ -268,6 +362,14 @@ def sweep_cmd(
     mode: ModeOpt = Mode.train,
     device: DeviceOpt = Device.auto,
     batch_size: BatchOpt = 4,
+    batch_sizes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<list>",
+            help="Comma-separated batch sizes to sweep (e.g. 1,2,4,8; with --power: FLOPs per watt "
+            "against batch size). Default: --batch-size.",
+        ),
+    ] = None,
     context_length: ContextOpt = None,
     vocab_size: VocabOpt = None,
     warmup: WarmupOpt = 5,
@@ -277,20 +379,27 @@ def sweep_cmd(
     new_tokens: NewTokensOpt = 32,
     power: PowerOpt = False,
     power_period: PowerPeriodOpt = 50,
+    nproc: NprocOpt = 1,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: RdzvOpt = None,
+    rank_timeout: RankTimeoutOpt = 300.0,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """Run a grid of models × precisions × compile settings, each in a fresh process; print one table."""
+    """Run a grid of models × precisions × compile settings × batch sizes, each in a fresh process; print
+    one table. The runs are stored as one experiment (sweep-…)."""
     import secrets
     from datetime import datetime
 
     from harness.commands.progress import Progress
     from harness.devices import emulated_precision_note, resolve_device
     from harness.errors import UsageError
+    from harness.multirank import run_any
     from harness.output import emit
     from harness.store import ResultsStore
-    from harness.sweep import grid, run_isolated
+    from harness.sweep import grid
     from harness.tables import results_table
 
     def split(text: str) -> list[str]:
@@ -304,7 +413,10 @@ def sweep_cmd(
         "tiny", mode, device, Precision.fp32, False, batch_size, context_length, vocab_size,
         warmup, steps, seed, attention, new_tokens, False, power, power_period,
     )  # fmt: skip
-    configs = grid(base, split(models), split(precision), [compile_map[c.lower()] for c in split(compile)])
+    base = with_ranks(base, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
+    batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
+    compiles = [compile_map[c.lower()] for c in split(compile)]
+    configs = grid(base, split(models), split(precision), compiles, batches)
     store = ResultsStore(db)
     note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
     if note:
@@ -314,8 +426,11 @@ def sweep_cmd(
     unsaved: list[str | None] = []
     with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:
         for done, config in enumerate(configs):
-            progress.stage(f"{config.model} {config.precision}{' compiled' if config.compile else ''}")
-            result = run_isolated(config)  # Ctrl-C is passed on: the point ends "interrupted"
+            progress.stage(
+                f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
+                + (f" batch {config.batch_size}" if batches else "")
+            )
+            result = run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
             unsaved.append(_save(store, result, experiment=experiment))
             results.append(result)
             progress.advance(done + 1)
@@ -324,12 +439,29 @@ def sweep_cmd(
     for r in results:
         if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
-            warn(f"{r.config.model} {r.config.precision}: {r.status.upper()}: {first_line}")
+            batch = f" batch {r.config.batch_size}" if batches else ""
+            warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
     emit(results_table(results), format, title=title, wide=wide)
+    if power:  # the sources are the same for every point: each line once
+        from harness.commands.common import note as say_note
+
+        for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
+            say_note(line)
     if len(results) < len(configs):
         warn(f"sweep stopped after {len(results)} of {len(configs)} points")
     _finish(unsaved, results)
+
+
+def _batch_sizes(items: list[str]) -> list[int]:
+    from harness.errors import UsageError
+
+    bad = [b for b in items if not b.isdigit() or int(b) < 1]
+    if bad or not items:
+        raise UsageError(
+            f"--batch-sizes takes positive integers, e.g. 1,2,4,8; got {', '.join(bad) or 'none'}"
+        )
+    return list(dict.fromkeys(int(b) for b in items))
 
 
 @cli_errors
@@ -425,29 +557,40 @@ def register(app: typer.Typer) -> None:
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     from analysis.agreement import for_people
     from harness.output import Format, emit_many
-    from harness.profile import TOP_KERNELS
-    from harness.tables import results_table
+    from harness.profilers.nsys import TOP_KERNELS
+    from harness.records import phases_for
+    from harness.tables import extra_tables, results_table
 
     tables: list[tuple[str, pd.DataFrame]] = []
+    rank_notes: list[str] = []
     if p.result is not None and p.result.steps:
         tables.append((f"run {p.run_id} under nsys {p.nsys_version}", results_table([p.result])))
+        from harness.rank_tables import rank_tables, result_frame
+
+        ranks, rank_notes = rank_tables(result_frame(p.result))
+        tables += ranks
     if p.nvtx is not None:
-        tables.append(("NVTX ranges (measured steps)", p.nvtx))
+        whose = f", rank {min(s.rank for s in p.result.steps)}'s report" if rank_notes and p.result else ""
+        tables.append((f"NVTX ranges (measured steps{whose})", p.nvtx))
     if p.kernels is not None:
         tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
     if p.agreement is not None and len(p.agreement):
         tables.append(("NVTX vs in-process timers", for_people(p.agreement)))
     if p.overhead is not None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
+    if p.result is not None:
+        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
     files = []
-    if p.profile is not None:
+    if p.profile is not None and p.profile.artifacts:  # one report per rank
+        files = [f"{kind}: {path}" for kind, path in p.profile.artifacts.items()]
+    elif p.profile is not None:
         files = [
             f"{kind}: {path}"
             for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
             if path
         ]
     if tables:
-        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
+        emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
     for note in p.notes:
         warn(note)
     if p.error:
@@ -460,7 +603,8 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
     import pandas as pd
 
     from harness.output import Format, emit_many
-    from harness.tables import results_table
+    from harness.records import phases_for
+    from harness.tables import extra_tables, results_table
 
     tables: list[tuple[str, pd.DataFrame]] = []
     if p.result is not None and p.result.steps:
@@ -469,6 +613,8 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
     if p.ranges is not None:
         tables.append(("record_function ranges (measured steps)", p.ranges))
     tables += p.operators
+    if p.result is not None:
+        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
     files = [f"trace: {p.trace}"] if p.trace else []
     if Format(fmt) is not Format.table and p.artifacts:
         tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))

@@ -3,7 +3,7 @@
 wrap the measured steps, leave artifacts in the profile folder, and return what the run stores (the
 profiler's name and its artifacts as {kind: path}).
 
-- nsys: harness.profile (the run in a child process under Nsight Systems; .nsys-rep and .sqlite)
+- nsys: harness.profilers.nsys (the run in a child process under Nsight Systems; .nsys-rep and .sqlite)
 - torch: harness.profilers.torch (torch.profiler in the worker process; a gzipped Chrome trace)
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 PROFILERS = ("nsys", "torch")
-MODULES = {"nsys": "harness.profile", "torch": "harness.profilers.torch"}
+MODULES = {"nsys": "harness.profilers.nsys", "torch": "harness.profilers.torch"}
 DEFAULT_DIRS = {"nsys": Path("nsys_profiles"), "torch": Path("torch_profiles")}
 
 

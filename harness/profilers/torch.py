@@ -91,6 +91,10 @@ def profile_run(
         analyse(out, out.trace, config)
     except HarnessError as e:
         out.error = str(e)
+    from harness.blocks import store_from_trace
+
+    said = store_from_trace(store, run_id, out.trace, config)
+    out.notes += [said] if said else []
     return out
 
 

@@ -1,0 +1,46 @@
+"""Migration steps that do only what is missing.
+
+Databases from before Alembic were upgraded by adding whatever nullable column or table the harness of the
+day lacked, so such a database may hold any part of a revision already. Each step here inspects first, and
+a revision built from them can run on any of those databases. New revisions use them too: they cost
+nothing and keep a half-finished upgrade (a process killed mid-way on SQLite, where DDL is not
+transactional) re-runnable.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+
+def _inspector() -> sa.Inspector:
+    return sa.inspect(op.get_bind())
+
+
+def create_table(name: str, *columns: sa.schema.SchemaItem) -> bool:
+    """Create the table unless it exists; True when it was created."""
+    if _inspector().has_table(name):
+        return False
+    op.create_table(name, *columns)
+    return True
+
+
+def add_columns(table: str, *columns: sa.Column) -> list[str]:
+    """Add the columns the table lacks (each must be nullable or have a server default); their names."""
+    have = {c["name"] for c in _inspector().get_columns(table)}
+    added = []
+    for column in columns:
+        if column.name not in have:
+            op.add_column(table, column)
+            added.append(column.name)
+    return added
+
+
+def create_index(name: str, table: str, columns: list[str]) -> None:
+    """Create the index unless the table has one of that name."""
+    if name not in {i["name"] for i in _inspector().get_indexes(table)}:
+        op.create_index(name, table, columns)
+
+
+def is_sqlite() -> bool:
+    return op.get_bind().dialect.name == "sqlite"

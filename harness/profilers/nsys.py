@@ -1,0 +1,268 @@
+"""`harness run MODEL --profiler nsys` (or --nsys): the workload in a child process under nsys, then what it
+recorded.
+
+The child (harness.worker) writes its in-process timings; this process stores the run with the paths of the
+.nsys-rep and .sqlite, reads the export (NVTX ranges, kernels) and checks the ranges against the timers.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import machine, signals
+from harness.errors import HarnessError
+from harness.profile import Outcome, check_writable, run_baseline
+from harness.records import STEP_RANGE, RunConfig, RunResult, phases_for
+from harness.runner import new_run_id
+from harness.sweep import read_worker_result, worker_command, write_worker_config
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.nsys import NsysInfo, ProfileResult
+    from harness.store import ResultsStore
+
+TOP_KERNELS = 10
+
+
+@dataclass
+class ProfileRequest:
+    nsys_path: str | None = None
+    capture: str = "all"  # all | measured
+    mode: str = "light"  # light | full
+    extra_args: list[str] = field(default_factory=list)
+    profile_dir: Path = Path("nsys_profiles")
+    baseline: bool = True  # also run without nsys (fresh process) to say how much nsys slowed the run
+
+
+@dataclass
+class ProfiledRun(Outcome):
+    run_id: str
+    result: RunResult | None
+    profile: ProfileResult | None
+    nsys_version: str = ""
+    nvtx: pd.DataFrame | None = None
+    kernels: pd.DataFrame | None = None
+    agreement: pd.DataFrame | None = None
+    overhead: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    exit_code: int = 1  # with `error`: the profiled program's code, 128+N for signal N, else 1
+    unsaved: list[str] = field(default_factory=list)  # runs the database would not take, and their files
+
+
+def launch(
+    config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
+) -> tuple[RunResult, ProfileResult, list[str]]:
+    """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes."""
+    from harness import nsys
+
+    check_writable(request.profile_dir)
+    opts = nsys.ProfileOptions(
+        output=request.profile_dir.resolve() / run_id,
+        capture=request.capture,
+        mode=request.mode,
+        extra_args=list(request.extra_args),
+    )
+    if config.world_size > 1:  # one report per rank (harness/multirank.py)
+        from harness import multirank
+
+        return multirank.launch_nsys(config, info, opts, run_id)
+    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+        cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        write_worker_config(config, run_id, cfg)
+        _, dropped = nsys.build_profile_command(info, opts, worker_command(cfg, res))
+        prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)])
+        result = read_worker_result(config, run_id, res, prof.returncode, prof.stderr_tail)
+    if prof.interrupted and result.status == "error":
+        result.status = "interrupted"
+    notes = [f"dropped {d}" for d in dropped] + list(prof.notes)
+    return result, prof, notes
+
+
+def run_profiled(
+    config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
+) -> tuple[RunResult, ProfileResult, list[str]]:
+    """`launch` under nsys, recording the load averages (nsys's processes make the CPU shares meaningless)."""
+    start = machine.snapshot()
+    result, prof, notes = launch(config, request, info, run_id)
+    load = machine.load_since(start, others=False)
+    if load:
+        result.extra["machine"] = load.to_dict()
+    return result, prof, notes
+
+
+def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: object) -> None:
+    """Save; a run the database will not take is in a file by now: say so and go on."""
+    from harness.store import UnsavedRun
+
+    try:
+        store.save(result, **how)  # type: ignore[arg-type]
+    except UnsavedRun as e:
+        if str(e) not in out.unsaved:  # saved again with the agreement: the same file, said once
+            out.unsaved.append(str(e))
+
+
+def _program_exit(returncode: int) -> int:
+    return returncode if returncode > 0 else 128 - returncode if returncode < 0 else 1
+
+
+def profile_run(
+    config: RunConfig,
+    request: ProfileRequest,
+    *,
+    store: ResultsStore,
+    progress: Callable[[str], None] | None = None,
+) -> ProfiledRun:
+    """Baseline (optional), the run under nsys, then its analysis. Every measured step is stored, whatever
+    happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
+    from harness import nsys
+
+    info = nsys.find_nsys(request.nsys_path)
+    check_writable(request.profile_dir)
+    run_id = new_run_id(config.model)
+    out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
+    experiment = f"overhead-{run_id}" if request.baseline else None
+    baseline = None
+    if request.baseline:
+        if progress:
+            progress("baseline run without nsys (fresh process)")
+        baseline, _ = run_baseline(config)
+        _save(store, baseline, out, experiment=experiment)
+        if baseline.status == "interrupted":
+            out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; stored as interrupted"
+            out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
+            return out
+    if progress:
+        progress(f"run under nsys {info.version}")
+    result, prof, notes = run_profiled(config, request, info, run_id)
+    out.result, out.profile, out.notes = result, prof, notes
+    save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **report_paths(prof)}
+    if baseline is not None and baseline.status == "ok":
+        save["baseline_run_id"] = baseline.run_id
+    kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
+    files = f"; files kept: {', '.join(kept)}" if kept else "; nsys wrote no report"
+    if result.status == "interrupted":
+        _save(store, result, out, **save)
+        out.error = f"run {run_id} {result.error}; stored as interrupted{files}"
+        out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
+        return out
+    if prof.returncode != 0 or result.status == "error":
+        if prof.returncode != 0:
+            what = f"profiled program failed (exit code {prof.returncode})"
+        else:
+            what = f"run failed: {(result.error or 'no result').splitlines()[0]}"
+        tail = (prof.stderr_tail or result.error or "").strip().splitlines()[-5:]
+        out.error = f"{what}{files}" + ("\n" + "\n".join(tail) if tail else "")
+        out.exit_code = _program_exit(prof.returncode)
+        if result.steps:
+            _save(store, result, out, **save)
+        return out
+    _save(store, result, out, **save)
+    if result.status == "oom":
+        out.notes.append(f"out of memory: {result.error}; no analysis")
+        return out
+    if baseline is not None:
+        out.overhead = _overhead(baseline, result, request.mode, config, out.notes)
+    if prof.sqlite is None:
+        out.error = f"nsys wrote no SQLite export; files kept: {', '.join(kept) or 'none'}"
+        return out
+    try:
+        analyse(out, prof.sqlite, config)
+    except HarnessError as e:
+        out.error = str(e)
+        return out
+    from harness.blocks import store_from_trace
+
+    said = store_from_trace(store, run_id, prof.sqlite, config)
+    out.notes += [said] if said else []
+    if out.agreement is not None and len(out.agreement):
+        _save(store, result, out, **save, agreement=out.agreement)
+    return out
+
+
+def _overhead(
+    baseline: RunResult, profiled: RunResult, mode: str, config: RunConfig, notes: list[str]
+) -> pd.DataFrame | None:
+    """Per phase, the baseline run against the profiled one (one run each), with intervals and verdicts."""
+    from analysis.overhead import BASELINE, overhead_table
+    from harness.overhead_steps import experiment_load, label_for, step_table
+
+    if baseline.status != "ok":
+        notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
+        return None
+    runs = [(BASELINE, 0, baseline), (label_for(mode), 0, profiled)]
+    busy = machine.busy_note(experiment_load(runs), "the baseline run")
+    notes += [busy] if busy else []
+    table = overhead_table(step_table(runs), phases_for(config.mode, config.world_size))
+    if not table.filter(like="verdict").stack().str.startswith("inconclusive").all():
+        notes.append(
+            "overhead from one run each: its interval holds the step-to-step noise only, and two processes "
+            "can differ by drift alone; `harness overhead --ci-target 5` alternates runs until it can tell"
+        )
+    return table
+
+
+def report_paths(prof: ProfileResult) -> dict[str, Any]:
+    """What a run under nsys stores: the old nsys_* columns, and the same paths as `artifacts`."""
+    from harness.profilers import nsys_artifacts
+
+    return {
+        "nsys_rep": str(prof.rep) if prof.rep else None,
+        "nsys_sqlite": str(prof.sqlite) if prof.sqlite else None,
+        "artifacts": {**nsys_artifacts(prof.rep, prof.sqlite), **prof.artifacts},
+    }
+
+
+def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]) -> None:
+    """Stop with a diagnosis when the export holds none of the harness's ranges."""
+    if ranges["name"].isin(phases).any():
+        return
+    from harness import nvtx_ranges
+
+    raise HarnessError(
+        f"the export {export_path} holds none of the harness's NVTX ranges ({', '.join(phases)}). "
+        f"Emitter: {nvtx_ranges.EMITTER}. Known cause: with nsys 2022.4 the python nvtx package 0.2.12 and "
+        "later records nothing (pip install nvtx==0.2.11); torch.cuda.nvtx needs a CUDA build of torch. "
+        "`harness doctor` runs a self-test."
+    )
+
+
+def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
+    """NVTX table of the measured steps, top kernels if any, and the NVTX-vs-timer agreement."""
+    import pandas as pd
+
+    from analysis.agreement import agreement_table, pair_ranges, range_summary
+    from analysis.nvtx import nvtx_ranges
+    from analysis.trace import open_trace
+
+    assert out.result is not None
+    phases = phases_for(config.mode, config.world_size)
+    first = min((s.rank for s in out.result.steps), default=0)  # across ranks: the export is this rank's
+    steps = [s for s in out.result.steps if s.rank == first]
+    export = open_trace(sqlite)  # fills the cache for the analysis commands that follow
+    ranges = nvtx_ranges(export, names=[STEP_RANGE, *phases])
+    nvtx_health(ranges, sqlite, phases)
+    measured_steps = {s.step for s in steps if not s.warmup}
+    timers = pd.DataFrame(
+        [(s.step, p, ns, s.warmup) for s in steps for p, ns in s.phases.items()],
+        columns=["step", "phase", "duration_ns", "warmup"],
+    )
+    pairing = pair_ranges(timers, ranges, phases)
+    out.notes += pairing.notes
+    out.agreement = agreement_table(pairing, phases)
+    if ranges["payload"].notna().all():
+        measured = ranges[ranges["payload"].astype("int64").isin(measured_steps)]
+    else:
+        measured = ranges
+    out.nvtx = range_summary(measured)
+    if export.has("kernels"):
+        from analysis.kernels import kernel_summary
+
+        out.kernels = kernel_summary(export).head(TOP_KERNELS)
+    else:
+        out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")

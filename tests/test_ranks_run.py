@@ -1,0 +1,220 @@
+"""Runs across ranks (`harness run --nproc N`): real torchrun, real gloo ranks, real nsys, real deaths."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from procs import marked, output, start, wait_until
+from typer.testing import CliRunner
+
+from analysis.rank_phases import communication_share, per_rank, straggler_table
+from harness.cli import app
+from harness.distributed import _buckets
+from harness.store import ResultsStore
+
+runner = CliRunner()
+PHASES = ("forward", "backward", "allreduce", "optimizer")
+# the tiny model with a small batch: the ranks share this machine's cores with everything else
+SMALL = ["--device", "cpu", "--steps", "3", "--warmup", "1", "--batch-size", "1", "--context-length", "32"]
+STRAGGLERS = "across ranks: straggler ratio = slowest / median rank"
+PER_RANK = "phases per rank (2 ranks, mean of measured steps)"
+
+
+def _frame() -> pd.DataFrame:
+    rows = [
+        (rank, phase, step, ns)
+        for rank, scale in ((0, 1.0), (1, 1.0), (2, 2.0))
+        for step in (1, 2)
+        for phase, ns in (("forward", 100), ("backward", 200), ("allreduce", 50), ("optimizer", 50))
+        for ns in [int(ns * scale) if phase == "backward" else ns]
+    ]
+    return pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"])
+
+
+def test_straggler_table_names_the_slow_rank_and_its_ratio() -> None:
+    table = straggler_table(_frame()).set_index("phase")
+    assert list(table.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
+    backward = table.loc["backward"]
+    assert backward["slowest rank"] == 2 and backward["Max (ns)"] == 400 and backward["Med (ns)"] == 200
+    assert backward["straggler ratio"] == 2.0
+    assert table.loc["forward", "straggler ratio"] == 1.0
+    # step: 400 ns on ranks 0 and 1, 600 on rank 2
+    assert table.loc["step", "Avg (ns)"] == pytest.approx(1400 / 3)
+    assert table.loc["step", "straggler ratio"] == 1.5
+    assert table.loc["allreduce", "share of step (%)"] == pytest.approx(50 / (1400 / 3) * 100)
+    assert communication_share(_frame()) == pytest.approx(50 / (1400 / 3))
+    means = per_rank(_frame()).set_index("rank")
+    assert means.loc[2, "backward (ns)"] == 400 and means.loc[0, "step (ns)"] == 400
+
+
+def test_gradient_buckets_keep_order_and_limit() -> None:
+    import torch
+
+    grads = [torch.zeros(10), torch.zeros(10), torch.zeros(100), torch.zeros(5, dtype=torch.float64)]
+    groups = list(_buckets(grads, limit=100))  # bytes: 40, 40, 400, 40
+    assert [[g.numel() for g in group] for group in groups] == [[10, 10], [100], [5]]
+
+
+def test_ranks_refuse_what_they_cannot_time(tmp_db: str) -> None:
+    for args, says in (
+        (["--mode", "forward", "--nproc", "2"], "train mode only"),
+        (["--nproc", "0"], "--nproc and --nnodes must be 1 or more"),
+        (["--nproc", "2", "--nnodes", "2"], "--rdzv-endpoint"),
+        (["--nproc", "2", "--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1"], "--node-rank"),
+        (["--nproc", "2", "--profiler", "torch"], "--profiler torch"),
+    ):
+        result = runner.invoke(app, ["run", "tiny", "--device", "cpu", *args])
+        assert result.exit_code == 2, result.output
+        assert says in result.output and "Traceback" not in result.output
+
+
+def test_an_older_database_gains_the_rank_columns(tmp_path: Path) -> None:
+    from harness.records import RunConfig, RunResult, StepRecord
+
+    db = tmp_path / "old.sqlite"
+    store = ResultsStore(str(db))
+    steps = [StepRecord(step=0, warmup=False, phases={"forward": 5})]
+    store.save(RunResult(run_id="old", config=RunConfig(model="tiny"), status="ok", steps=steps))
+    store.engine.dispose()
+    with sqlite3.connect(db) as conn:  # as a harness from before runs across ranks left it
+        conn.execute("ALTER TABLE step_timings DROP COLUMN rank")
+        conn.execute("ALTER TABLE runs DROP COLUMN world_size")
+        conn.execute("UPDATE harness_alembic_version SET version_num = '0006'")
+    store = ResultsStore(str(db))
+    timings = store.step_timings(["old"])
+    assert timings["rank"].tolist() == [0] and timings["duration_ns"].tolist() == [5]
+    assert store.runs()["world_size"].isna().all()
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks(tmp_db: str) -> None:
+    result = runner.invoke(app, ["run", "tiny", *SMALL, "--nproc", "2", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    per_rank_rows = {row["rank"]: row for row in tables[PER_RANK]}
+    assert sorted(per_rank_rows) == [0, 1]
+    for row in per_rank_rows.values():
+        assert all(row[f"{p} (ns)"] > 0 for p in PHASES)
+    stragglers = {row["phase"]: row for row in tables[STRAGGLERS]}
+    assert list(stragglers) == [*PHASES, "step"]
+    assert stragglers["allreduce"]["Avg (ns)"] > 0 and stragglers["step"]["straggler ratio"] >= 1.0
+    assert stragglers["step"]["slowest rank"] in (0, 1)
+    # stored once, with every step of every rank
+    store = ResultsStore(tmp_db, readonly=True)
+    runs = store.runs()
+    assert len(runs) == 1 and runs["world_size"].tolist() == [2] and runs["status"].tolist() == ["ok"]
+    steps = store.step_timings()
+    assert sorted(steps.groupby("rank").size().to_dict().items()) == [(0, 16), (1, 16)]  # 4 steps × 4
+    assert (steps[steps["phase"] == "allreduce"]["duration_ns"] > 0).all()
+    shown = runner.invoke(app, ["show", runs["run_id"][0], "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert {row["phase"] for row in json.loads(shown.stdout)[STRAGGLERS]} == {*PHASES, "step"}
+    text = runner.invoke(app, ["show", runs["run_id"][0]], env={"COLUMNS": "200"})
+    assert "communication (allreduce):" in text.output and "straggler ratio" in text.output
+
+
+@pytest.mark.slow
+@pytest.mark.nsys
+def test_two_ranks_under_nsys_leave_a_report_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
+) -> None:
+    from analysis.nvtx import nvtx_ranges
+    from analysis.trace import open_trace
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
+    args = ["run", "tiny", *SMALL, "--nproc", "2", "--nsys", "--no-nsys-baseline", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    run = ResultsStore(tmp_db, readonly=True).runs().iloc[0]
+    folder = tmp_path / "nsys_profiles"
+    for rank in (0, 1):
+        sqlite = folder / f"{run['run_id']}.rank{rank}.sqlite"
+        assert (folder / f"{run['run_id']}.rank{rank}.nsys-rep").is_file() and sqlite.is_file()
+        assert run["artifacts"][f"nsys_sqlite.rank{rank}"] == str(sqlite.resolve())
+        ranges = nvtx_ranges(open_trace(sqlite), names=list(PHASES))
+        for phase in PHASES:  # once per step, warmup included, in this rank's own report
+            steps = ranges[ranges["name"] == phase]["payload"].astype(int)
+            assert sorted(steps) == [0, 1, 2, 3], (rank, phase)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        f"{run['run_id']}.rank{r}.{ext}" for r in (0, 1) for ext in ("nsys-rep", "sqlite")
+    )
+    agreement = {row["Phase"] for row in json.loads(result.stdout)["NVTX vs in-process timers"]}
+    assert agreement == set(PHASES)
+
+
+def _failing_run(tmp_path: Path, fault: str, *extra: str) -> tuple[int, str, str]:
+    mark = uuid.uuid4().hex
+    db = tmp_path / "results.sqlite"
+    proc = start(
+        ["run", "tiny", *SMALL, "--nproc", "2", "--db", str(db), *extra],
+        tmp_path,
+        mark,
+        HARNESS_TEST_RANK_FAULT=fault,
+    )
+    code = proc.wait(timeout=300)
+    wait_until(lambda: not marked(mark), 30, f"no process left; left: {marked(mark)}")
+    return code, output(tmp_path), str(db)
+
+
+@pytest.mark.slow
+def test_a_killed_rank_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+    code, text, db = _failing_run(tmp_path, "1:2:kill")
+    assert code == 1, text
+    assert "rank 1: worker killed by SIGKILL" in text and "Traceback" not in text
+    store = ResultsStore(db, readonly=True)
+    run = store.runs().iloc[0]
+    assert run["status"] == "error"
+    stored = store.get(run["run_id"])
+    assert stored.error.startswith("rank 1: worker killed by SIGKILL")
+    assert stored.summary["failed_rank"] == 1
+    # what rank 1 measured before it died is kept (warmup step 0, measured step 1), and rank 0's steps
+    ranks = store.step_timings().groupby("rank")["step"].agg(set).to_dict()
+    assert ranks[1] == {0, 1} and {0, 1} <= ranks[0]
+
+
+@pytest.mark.slow
+def test_a_hung_rank_is_stopped_after_the_rank_timeout(tmp_path: Path) -> None:
+    code, text, db = _failing_run(tmp_path, "1:2:hang", "--rank-timeout", "5")
+    assert code == 1, text
+    assert "rank 1 started no phase for 5 s (--rank-timeout) (hung in step 2, forward)" in text
+    run = ResultsStore(db, readonly=True).runs().iloc[0]
+    assert run["status"] == "error"
+
+
+@pytest.mark.slow
+def test_sweep_across_ranks(tmp_db: str) -> None:
+    args = ["sweep", "--models", "tiny", *SMALL, "--steps", "2", "--nproc", "2", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    store = ResultsStore(tmp_db, readonly=True)
+    assert store.runs()["world_size"].tolist() == [2]
+    steps = store.step_timings()
+    assert set(steps["rank"]) == {0, 1} and "allreduce" in set(steps["phase"])
+
+
+@pytest.mark.slow
+@pytest.mark.nsys
+def test_overhead_across_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
+    args = ["overhead", "tiny", *SMALL, "--steps", "2", "--repeats", "1", "--nproc", "2", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = {row["Phase"]: row for row in json.loads(result.stdout)}
+    assert list(rows) == [*PHASES, "step (sum)"]
+    # a whole step is one rank's phases summed: not two ranks' (the sum of the phase means)
+    phase_sum = sum(rows[p]["no nsys Avg (ns)"] for p in PHASES)
+    assert rows["step (sum)"]["no nsys Avg (ns)"] == pytest.approx(phase_sum)
+    store = ResultsStore(tmp_db, readonly=True)
+    runs = store.runs()
+    assert sorted(runs["profiler"]) == ["none", "nsys"] and runs["world_size"].tolist() == [2, 2]
+    counts = store.step_timings().groupby(["run_id", "rank"]).size()
+    assert len(counts) == 4 and set(counts) == {12}  # 3 steps × 4 phases, per run and rank

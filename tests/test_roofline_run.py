@@ -1,0 +1,169 @@
+"""`harness roofline RUN`: a stored run's configuration and measured times on the roofline, MFU; the
+dashboard's roofline and per-block panels."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import workloads
+from analysis.blocks import OUTSIDE
+from analysis.dashboard import collect
+from analysis.dashboard.blocks import block_shares, blocks_panel
+from analysis.dashboard.roofline import roofline_panel
+from harness.cli import app
+from harness.records import BlockRecord, ModelInfo, RunConfig, RunResult, StepRecord
+from harness.roofline import dashboard_roofline, run_report
+from harness.store import ResultsStore
+from workloads.roofline import subblock_costs
+
+runner = CliRunner()
+H100_FP32 = 67e12  # workloads.peak: H100 SXM, fp32
+
+
+def _run(run_id: str, model: str, *, blocks: bool = True, mode: str = "train", device: str = "cpu",
+         name: str = "AMD EPYC") -> RunResult:  # fmt: skip
+    """Two measured steps of `model` (batch 2, context 16) with known phase and block times (ns)."""
+    spec = workloads.get_spec(model)
+    config = RunConfig(model=model, mode=mode, device=device, batch_size=2, context_length=16, warmup=1,
+                       steps=2, attention="math", nvtx_detail=blocks)  # fmt: skip
+    phases = {"forward": 4_000_000, "backward": 8_000_000, "optimizer": 2_000_000}
+    if mode == "forward":
+        phases = {"forward": 4_000_000}
+    steps = [StepRecord(i, i == 0, dict(phases)) for i in range(3)]
+    records = []
+    if blocks:
+        for step in (1, 2):
+            for layer in range(spec.num_layers):
+                records += [BlockRecord(step, layer, "qkv_proj", "forward", 100_000),
+                            BlockRecord(step, layer, "mlp_up", "forward", 200_000),
+                            BlockRecord(step, layer, "mlp_up", "backward", 400_000),
+                            BlockRecord(step, layer, "mlp", "forward", 500_000)]  # fmt: skip
+            records.append(BlockRecord(step, None, "lm_head", "forward", 300_000))
+    info = ModelInfo(spec.family, spec.d_model, spec.d_ff, spec.num_layers, spec.num_heads, spec.vocab_size,
+                     16, 1)  # fmt: skip
+    return RunResult(run_id=run_id, config=config, status="ok", device=device, device_name=name, model=info,
+                     steps=steps, blocks=records)  # fmt: skip
+
+
+def test_run_report_places_the_runs_block_times(tmp_db) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(_run("tiny-r1", "tiny", device="cuda", name="NVIDIA H100 80GB HBM3"))
+    report = run_report(store, "tiny-r1")
+    config = (report.batch_size, report.context_length, report.precision, report.attention)
+    assert config == (2, 16, "fp32", "math")
+    assert report.source == "timers" and report.used is not None and report.used.peak_flops == H100_FP32
+    costs = subblock_costs(workloads.get_spec("tiny").with_overrides(context_length=16), 2, 16, "fp32")
+    table = report.table.set_index(["sub-block", "pass"])
+    # qkv_proj: 100 µs per layer, 4 layers, per step
+    assert table.loc[("qkv_proj", "forward"), "time (ns)"] == 400_000
+    flops = costs.set_index(["sub-block", "pass"]).loc[("qkv_proj", "forward"), "flops"]
+    assert table.loc[("qkv_proj", "forward"), "achieved TFLOP/s"] == pytest.approx(flops / 400e-6 / 1e12)
+    assert table.loc[("mlp_up", "backward"), "time (ns)"] == 1_600_000
+    assert table.loc[("lm_head", "forward"), "time (ns)"] == 300_000
+    assert table.loc[("optimizer", "optimizer"), "time (ns)"] == 2_000_000  # the optimizer phase
+    assert np.isnan(table.loc[("rope", "forward"), "time (ns)"])  # nothing timed it
+    assert table.loc[("qkv_proj", "forward"), "bound"] in ("memory", "compute")
+    achieved = table.loc[("qkv_proj", "forward"), "achieved TFLOP/s"]
+    attainable = table.loc[("qkv_proj", "forward"), "attainable TFLOP/s"]
+    assert table.loc[("qkv_proj", "forward"), "of roof (%)"] == pytest.approx(achieved / attainable * 100)
+    mfu = report.mfu_frame().set_index("phase")
+    assert list(mfu.index) == ["forward", "backward", "optimizer", "step"]
+    assert mfu.loc["forward", "time (ns)"] == 4_000_000
+    assert mfu.loc["forward", "MFU (%)"] == pytest.approx(
+        mfu.loc["forward", "flops"] / 4e-3 / H100_FP32 * 100
+    )
+    assert mfu.loc["step", "time (ns)"] == 14_000_000
+    phases = report.phases_frame().set_index("phase")
+    assert phases.loc["backward", "time (ns)"] == 8_000_000
+    assert phases.loc["backward", "achieved GB/s"] == pytest.approx(
+        phases.loc["backward", "bytes"] / 8e-3 / 1e9
+    )
+
+
+def test_run_without_blocks_has_phase_times_only(tmp_db) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(_run("char-plain", "char", blocks=False))
+    report = run_report(store, "latest", gpu="A100")
+    assert report.source is None and report.table["time (ns)"].isna().all()
+    assert report.phases_frame()["time (ns)"].tolist() == [4_000_000, 8_000_000, 2_000_000]
+    assert any("no per-block times" in n for n in report.notes)
+
+
+def test_roofline_command_with_a_run(tmp_db) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(_run("char-r1", "char"))
+    store.save(_run("char-gen", "char", mode="forward"))
+    result = runner.invoke(app, ["roofline", "char-r1", "--gpu", "H100", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    title = next(k for k in tables if k.startswith("sub-blocks"))
+    assert "run char-r1: char train, batch 2 × context 16, fp32, math attention" in title
+    rows = {(r["sub-block"], r["pass"]): r for r in tables[title]}
+    assert rows[("qkv_proj", "forward")]["time (ns)"] == 400_000
+    phases = [r["phase"] for r in tables["MFU (model FLOPs / time / peak)"]]
+    assert phases == ["forward", "backward", "optimizer", "step"]
+    people = runner.invoke(app, ["roofline", "char-gen"])  # a CPU run: no roofs without --measure
+    assert people.exit_code == 0 and "achieved" in people.stdout and "pass --measure" in people.stdout
+
+
+def test_roofline_of_a_generate_run_is_one_line(tmp_db) -> None:
+    store = ResultsStore(tmp_db)
+    gen = _run("char-g", "char", blocks=False)
+    gen.config.mode = "generate"
+    store.save(gen)
+    result = runner.invoke(app, ["roofline", "char-g"])
+    assert result.exit_code == 2 and "generate run" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_dashboard_panels_for_block_runs(tmp_db) -> None:
+    store = ResultsStore(tmp_db)
+    empty = collect(store)
+    assert blocks_panel(empty).missing and roofline_panel(empty).missing
+    store.save(_run("tiny-d1", "tiny"))
+    store.save(_run("char-d1", "char"))
+    store.save(_run("char-plain", "char", blocks=False, mode="forward"))
+    data = collect(store)
+    shares = block_shares(data)
+    assert list(dict.fromkeys(shares["label"])) == ["char", "tiny"]  # smallest model first
+    top = shares[shares["view"] == "top"].groupby("label")["Step (%)"].sum()
+    assert top.tolist() == pytest.approx([100.0, 100.0])
+    tiny = shares[(shares["label"] == "tiny") & (shares["view"] == "top")].set_index("block")["Step (%)"]
+    assert tiny["mlp"] == pytest.approx(4 * 500_000 / 14_000_000 * 100)
+    assert tiny[OUTSIDE] == pytest.approx(100 - tiny.drop(OUTSIDE).sum())
+    panel = blocks_panel(data)
+    assert panel.figure is not None
+    assert {t.name for t in panel.figure.data} == {"mlp", "mlp_up", "qkv_proj", "lm_head", OUTSIDE}
+    data.roofline = dashboard_roofline(store, data.runs, data.blocks)
+    assert data.roofline is not None and data.roofline.run_id == "char-d1"
+    drawn = roofline_panel(data)
+    measured = [t for t in drawn.figure.data if t.name in ("forward", "backward")]
+    assert measured and "qkv_proj" in list(measured[0].text)
+
+
+@pytest.mark.slow
+def test_roofline_of_a_real_tiny_run(tmp_db) -> None:
+    args = ["run", "tiny", "--device", "cpu", "--nvtx-detail", "--steps", "2", "--warmup", "1",
+            "--batch-size", "1", "--context-length", "32", "--attention", "math"]  # fmt: skip
+    run = runner.invoke(app, args)
+    assert run.exit_code == 0, run.output
+    result = runner.invoke(app, ["roofline", "latest", "--measure", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    assert "measured: fp32 matmul" in tables["roofs"][0]["roofs"]
+    rows = pd.DataFrame(next(v for k, v in tables.items() if k.startswith("sub-blocks")))
+    timed = rows[rows["time (ns)"].notna()].set_index(["sub-block", "pass"])
+    blocks = ("norm", "qkv_proj", "qk_scores", "softmax", "attn_v", "out_proj", "mlp_up", "mlp_act",
+              "mlp_down", "lm_head")  # fmt: skip
+    expected = {(b, p) for b in blocks for p in ("forward", "backward")}
+    assert expected | {("embedding", "forward"), ("optimizer", "optimizer")} == set(timed.index)
+    assert (timed["achieved GB/s"] > 0).all() and set(timed["bound"]) <= {"compute", "memory"}
+    work = timed[timed["flops"] > 0]  # all but TransformerLM's embedding (a gather: no FLOPs)
+    assert (work["achieved TFLOP/s"] > 0).all() and (work["of roof (%)"] > 0).all()
+    mfu = pd.DataFrame(tables["MFU (model FLOPs / time / peak)"]).set_index("phase")
+    assert (mfu.loc[["forward", "backward", "step"], "MFU (%)"] > 0).all()
