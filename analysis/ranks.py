@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.names import GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
+from analysis.names import ALLREDUCE, COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
 from analysis.trace import Trace
 
-ALLREDUCE = "allreduce"  # the gradient all-reduce's NVTX phase in multi-rank runs
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PHASE_ORDER = (TRAIN_PHASES[0], TRAIN_PHASES[1], ALLREDUCE, TRAIN_PHASES[2], *GENERATE_PHASES, STEP)
 PHASE_COLUMNS = ["rank", "phase", "step", "duration_ns"]
@@ -142,6 +141,37 @@ def per_rank_means(phases: pd.DataFrame) -> pd.DataFrame:
     g = phases.groupby(["rank", "phase"], sort=False)["duration_ns"]
     out = g.agg(steps="size", mean_ns="mean", total_ns="sum", min_ns="min", max_ns="max").reset_index()
     return out
+
+
+def with_step_rows(phases: pd.DataFrame) -> pd.DataFrame:
+    """In-process timers have no step range: add one `step` row per rank and step, the sum of its phases."""
+    steps = phases.groupby(["rank", "step"], sort=True)["duration_ns"].sum().reset_index()
+    return pd.concat([phases[PHASE_COLUMNS], steps.assign(phase=STEP)[PHASE_COLUMNS]], ignore_index=True)
+
+
+def per_rank(phases: pd.DataFrame) -> pd.DataFrame:
+    """Rank × phase, for a terminal: each rank's mean per step and phase (ns), phases in step order, and
+    the whole step (the sum of the rank's phases per step)."""
+    if phases.empty:
+        return pd.DataFrame(columns=["rank"])
+    df = with_step_rows(phases[phases["phase"] != STEP])
+    table = df.pivot_table(index="rank", columns="phase", values="duration_ns", aggfunc="mean")
+    table = table[_ordered(table.columns)]
+    table.columns = [f"{c} (ns)" for c in table.columns]
+    table.columns.name = None
+    return table.reset_index()
+
+
+def communication_share(phases: pd.DataFrame) -> float:
+    """The communication phases' share of the mean step over ranks, 0 … 1 (NaN without steps)."""
+    df = phases[phases["phase"] != STEP]
+    if df.empty:
+        return float("nan")
+    per_step = df.groupby(["rank", "step"])["duration_ns"]
+    step = per_step.sum().mean()
+    comm = df[df["phase"].isin(COMM_PHASES)].groupby(["rank", "step"])["duration_ns"].sum()
+    comm = comm.reindex(per_step.size().index, fill_value=0)
+    return float(comm.mean() / step) if step else float("nan")
 
 
 def phase_table(phases: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,7 @@ import pytest
 from procs import marked, output, start, wait_until
 from typer.testing import CliRunner
 
-from analysis.rank_phases import communication_share, per_rank, straggler_table
+from analysis.ranks import communication_share, per_rank, straggler_table, with_step_rows
 from harness.cli import app
 from harness.distributed import _buckets
 from harness.store import ResultsStore
@@ -24,6 +24,8 @@ SMALL = ["--device", "cpu", "--steps", "3", "--warmup", "1", "--batch-size", "1"
 STRAGGLERS = "across ranks: straggler ratio = slowest / median rank"
 PER_RANK = "phases per rank (2 ranks, mean of measured steps)"
 
+MS = 1_000_000
+
 
 def _frame() -> pd.DataFrame:
     rows = [
@@ -31,25 +33,26 @@ def _frame() -> pd.DataFrame:
         for rank, scale in ((0, 1.0), (1, 1.0), (2, 2.0))
         for step in (1, 2)
         for phase, ns in (("forward", 100), ("backward", 200), ("allreduce", 50), ("optimizer", 50))
-        for ns in [int(ns * scale) if phase == "backward" else ns]
+        for ns in [int(ns * MS * (scale if phase == "backward" else 1))]
     ]
     return pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"])
 
 
 def test_straggler_table_names_the_slow_rank_and_its_ratio() -> None:
-    table = straggler_table(_frame()).set_index("phase")
+    table = straggler_table(with_step_rows(_frame())).set_index("Phase")
     assert list(table.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
     backward = table.loc["backward"]
-    assert backward["slowest rank"] == 2 and backward["Max (ns)"] == 400 and backward["Med (ns)"] == 200
-    assert backward["straggler ratio"] == 2.0
-    assert table.loc["forward", "straggler ratio"] == 1.0
-    # step: 400 ns on ranks 0 and 1, 600 on rank 2
-    assert table.loc["step", "Avg (ns)"] == pytest.approx(1400 / 3)
-    assert table.loc["step", "straggler ratio"] == 1.5
-    assert table.loc["allreduce", "share of step (%)"] == pytest.approx(50 / (1400 / 3) * 100)
+    assert (
+        backward["Slowest Rank"] == 2 and backward["Slowest (ms)"] == 400 and backward["Median (ms)"] == 200
+    )
+    assert backward["Straggler Ratio"] == 2.0 and backward["Straggler"] == "rank 2"
+    assert table.loc["forward", "Straggler Ratio"] == 1.0 and table.loc["forward", "Straggler"] == "-"
+    # step: 400 ms on ranks 0 and 1, 600 on rank 2
+    assert table.loc["step", "Mean (ms)"] == pytest.approx(1400 / 3, abs=1e-3)
+    assert table.loc["step", "Straggler Ratio"] == 1.5
     assert communication_share(_frame()) == pytest.approx(50 / (1400 / 3))
     means = per_rank(_frame()).set_index("rank")
-    assert means.loc[2, "backward (ns)"] == 400 and means.loc[0, "step (ns)"] == 400
+    assert means.loc[2, "backward (ns)"] == 400 * MS and means.loc[0, "step (ns)"] == 400 * MS
 
 
 def test_gradient_buckets_keep_order_and_limit() -> None:
@@ -100,10 +103,10 @@ def test_two_gloo_ranks(tmp_db: str) -> None:
     assert sorted(per_rank_rows) == [0, 1]
     for row in per_rank_rows.values():
         assert all(row[f"{p} (ns)"] > 0 for p in PHASES)
-    stragglers = {row["phase"]: row for row in tables[STRAGGLERS]}
+    stragglers = {row["Phase"]: row for row in tables[STRAGGLERS]}
     assert list(stragglers) == [*PHASES, "step"]
-    assert stragglers["allreduce"]["Avg (ns)"] > 0 and stragglers["step"]["straggler ratio"] >= 1.0
-    assert stragglers["step"]["slowest rank"] in (0, 1)
+    assert stragglers["allreduce"]["Mean (ms)"] > 0 and stragglers["step"]["Straggler Ratio"] >= 1.0
+    assert stragglers["step"]["Slowest Rank"] in (0, 1)
     # stored once, with every step of every rank
     store = ResultsStore(tmp_db, readonly=True)
     runs = store.runs()
@@ -113,9 +116,16 @@ def test_two_gloo_ranks(tmp_db: str) -> None:
     assert (steps[steps["phase"] == "allreduce"]["duration_ns"] > 0).all()
     shown = runner.invoke(app, ["show", runs["run_id"][0], "--format", "json"])
     assert shown.exit_code == 0, shown.output
-    assert {row["phase"] for row in json.loads(shown.stdout)[STRAGGLERS]} == {*PHASES, "step"}
+    assert {row["Phase"] for row in json.loads(shown.stdout)[STRAGGLERS]} == {*PHASES, "step"}
     text = runner.invoke(app, ["show", runs["run_id"][0]], env={"COLUMNS": "200"})
     assert "communication (allreduce):" in text.output and "straggler ratio" in text.output
+    # harness ranks RUN: no exports, so the timers; the same straggler table as `run` printed
+    ranked = runner.invoke(app, ["ranks", runs["run_id"][0], "--format", "json"])
+    assert ranked.exit_code == 0, ranked.output
+    imbalance = json.loads(ranked.stdout)["Imbalance per phase over 2 ranks (mean per step)"]
+    assert imbalance == tables[STRAGGLERS]
+    refused = runner.invoke(app, ["ranks", "latest", "--html", "x.html"])
+    assert refused.exit_code == 1 and "run it with --nsys" in refused.output
 
 
 @pytest.mark.slow
@@ -146,6 +156,17 @@ def test_two_ranks_under_nsys_leave_a_report_each(
     )
     agreement = {row["Phase"] for row in json.loads(result.stdout)["NVTX vs in-process timers"]}
     assert agreement == set(PHASES)
+    # harness ranks RUN reads the run's two exports; the analysis commands combine the folder
+    ranked = runner.invoke(app, ["ranks", "latest", "--format", "json", "--html", "ranks.html"])
+    assert ranked.exit_code == 0, ranked.output
+    times = json.loads(ranked.stdout)["Phase time per rank"]
+    assert {(row["Rank"], row["Phase"]) for row in times} == {(r, p) for r in (0, 1) for p in PHASES}
+    assert all(row["Steps"] == 3 for row in times)  # the measured steps
+    assert (tmp_path / "ranks.html").stat().st_size > 0
+    nvtx = runner.invoke(app, ["nvtx", str(folder), "--format", "json"])
+    assert nvtx.exit_code == 0, nvtx.output
+    rows = {row["Range"]: row for row in json.loads(nvtx.stdout)}
+    assert rows["forward"]["Instances"] == 8 and rows["forward"]["Ranks"] == "0-1"  # 4 steps × 2 ranks
 
 
 def _failing_run(tmp_path: Path, fault: str, *extra: str) -> tuple[int, str, str]:

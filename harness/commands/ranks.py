@@ -9,14 +9,15 @@ from typing import Annotated
 import typer
 
 from harness.commands.analysis import DaskOpt, JobsOpt, NoCacheOpt
-from harness.commands.common import FormatOpt, WideOpt, cli_errors
+from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.errors import HarnessError
 from harness.output import Format
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
 EXPORTS_HELP = (
     "EXPORT: one export (or report, or Kineto trace) per rank, a glob pattern or a folder; ranks from "
-    "rank<R> in the file names, else the traces, else the order given."
+    "rank<R> in the file names, else the traces, else the order given. Or a run id (or `latest`) of "
+    "`harness run --nproc`: its per-rank exports, else its per-rank timers."
 )
 
 
@@ -30,6 +31,7 @@ def ranks_cmd(
     jobs: JobsOpt = None,
     dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
+    db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
@@ -39,16 +41,26 @@ def ranks_cmd(
     from harness.output import emit_many
     from harness.reports import ranks_of
 
-    paths = expand(exports)
-    report = ranks_of(paths, jobs=jobs, dask=dask, cache=not no_cache)
+    read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
+    if len(exports) == 1 and not exports[0].exists() and not any(c in str(exports[0]) for c in "*?["):
+        from harness.rank_tables import ranks_of_run
+        from harness.store import ResultsStore
+
+        report = ranks_of_run(ResultsStore(db, readonly=True), str(exports[0]), **read)
+    else:
+        report = ranks_of(expand(exports), **read)
     n = len(report.labels)
     tables = [
         (f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance),
         ("Phase time per rank", report.phase_times),
-        ("GPU and communication per rank", report.per_rank),
+        ("GPU and communication per rank" if len(report.gpu) else "Mean per step per rank", report.per_rank),
     ]
     emit_many(tables, format, notes=report.notes, wide=wide)
     if html is not None:
+        if "start_ns" not in report.phases:
+            raise HarnessError(
+                "--html draws the ranks from their exports, and this run has none: run it with --nsys"
+            )
         from analysis.dashboard import DashboardData, write_dashboard
 
         data = DashboardData(ranks=report.phases, source=f"{n} exports: {', '.join(report.labels.values())}")
