@@ -53,8 +53,9 @@ def ranks_cmd(
     tables = [
         (f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance),
         ("Phase time per rank", report.phase_times),
-        ("GPU and communication per rank" if len(report.gpu) else "Mean per step per rank", report.per_rank),
     ]
+    if len(report.gpu):  # from exports; the timers' per-rank means are the table above
+        tables.append(("GPU and communication per rank", report.per_rank))
     emit_many(tables, format, notes=report.notes, wide=wide)
     if html is not None:
         if "start_ns" not in report.phases:
