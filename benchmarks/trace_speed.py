@@ -101,7 +101,10 @@ class Bench:
     # --- running -----------------------------------------------------------------------------------
 
     def env(self, cache_dir: Path) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_CACHE_DIR": str(cache_dir)}
+        # this checkout first; what PYTHONPATH had after it (e.g. a folder with other versions of packages)
+        rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != REPO]
+        path = os.pathsep.join([str(REPO), *rest])
+        return {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE_DIR": str(cache_dir)}
 
     def run_once(self, argv: list[str], cache_dir: Path) -> tuple[Run, str]:
         with tempfile.TemporaryFile() as out:
