@@ -42,12 +42,12 @@ def kernel_rows(trace: Trace, fields: tuple[str, ...], names: str = "demangled")
     return kern
 
 
-def runtime_calls(trace: Trace) -> pd.DataFrame:
+def runtime_calls(trace: Trace, *, keep: bool = True) -> pd.DataFrame:
     """One row per CUDA runtime call (correlation_id, start, end, global_tid, name_id), duplicates
     removed. `attrs["names"]` maps name_id to the plain name; `attrs["notes"]` holds the one-line note
-    when duplicates were dropped.
+    when duplicates were dropped. keep=False: the trace does not hold on to columns it reads for this.
     """
-    raw = trace.frame("runtime", ["correlation_id", "start", "end", "global_tid", "name_id"])
+    raw = trace.frame("runtime", ["correlation_id", "start", "end", "global_tid", "name_id"], keep=keep)
     raw_names = trace.strings(np.unique(raw["name_id"].to_numpy()))
     names = {i: plain_name(n) for i, n in raw_names.items()}
     versioned_ids = [i for i, n in raw_names.items() if names[i] != n]
@@ -88,11 +88,12 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
     found = np.full(len(kern), -1, dtype=np.int64)
     calls = None
     if trace.has("runtime") and len(kern):
-        calls = runtime_calls(trace)
+        # the runtime frame is often 6x the kernels: read it for the join, not kept (unless loaded before)
+        calls = runtime_calls(trace, keep=False)
         notes, api_names = calls.attrs["notes"], calls.attrs["names"]
-        found = _lookup(
-            _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
+        found = _first_of(
             _call_key(kern["correlation_id"].to_numpy(), kern["global_pid"].to_numpy()),
+            _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
         )
     has = found >= 0
     kern["has_call"] = has
@@ -101,6 +102,7 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
         if calls is not None:
             values[has] = calls[src].to_numpy()[found[has]]
         kern[col] = values
+    del calls
     kern.attrs["notes"] = notes
     kern.attrs["api_names"] = api_names
     return kern
@@ -109,6 +111,18 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
 def _call_key(correlation_id: np.ndarray, global_pid: np.ndarray) -> np.ndarray:
     """One integer per (correlationId, process): correlationIds are 32-bit counters, pids 24-bit."""
     return (correlation_id << 24) | ((global_pid >> 24) & 0xFFFFFF)
+
+
+def _first_of(wanted: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`_lookup(keys, wanted)` with the hash table built on `wanted`: less memory where `keys` is the
+    longer array (a hash table of 6M runtime calls is ~10x the 1M kernels')."""
+    codes, uniques = pd.factorize(wanted)
+    pos = pd.Index(uniques).get_indexer(keys)  # which wanted key each of `keys` is, -1: none
+    first = np.full(len(uniques) + 1, -1, dtype=np.int64)
+    hit = np.flatnonzero(pos >= 0)
+    first[pos[hit[::-1]]] = hit[::-1]  # reversed: the first position wins
+    del pos, hit
+    return first[codes]  # codes -1 (a NaN key: none here, ints) would read the -1 at the end
 
 
 def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:

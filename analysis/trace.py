@@ -162,8 +162,9 @@ class Trace:
             if self.has(frame) or frame in ("threads", "strings"):
                 self._columns(frame, list(columns))
 
-    def frame(self, frame: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """`columns` (default all) of the rows of `frame` that can be right."""
+    def frame(self, frame: str, columns: Sequence[str] | None = None, *, keep: bool = True) -> pd.DataFrame:
+        """`columns` (default all) of the rows of `frame` that can be right. keep=False: columns not in
+        memory yet are read for this call only (a big frame that one step needs is not held to the end)."""
         cols = list(FRAMES[frame] if columns is None else columns)
         unknown = [c for c in cols if c not in FRAMES[frame]]
         if unknown:
@@ -174,9 +175,9 @@ class Trace:
                 "duration" in FRAMES[frame] and "duration" in cols and not {"start", "end"} & set(cols)
             )
             check = ["duration"] if by_duration else ["start", "end"]
-        data = self._columns(frame, list(dict.fromkeys([*cols, *check])))
+        data = self._columns(frame, list(dict.fromkeys([*cols, *check])), keep=keep)
         n = len(next(iter(data.values()))) if data else 0
-        keep = np.ones(n, dtype=bool)
+        rows = np.ones(n, dtype=bool)
         if check and n:
             if check == ["duration"]:
                 bad = np.asarray(data["duration"]) == NULL
@@ -188,12 +189,14 @@ class Trace:
                     f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "
                     "(no start or end, or an end before the start)"
                 )
-                keep &= ~bad
+                rows &= ~bad
+                del bad
         for col in cols:
             if col.endswith("name_id") and n:
-                keep &= self._known_names(frame, col, np.asarray(data[col]), keep)
+                rows &= self._known_names(frame, col, np.asarray(data[col]), rows)
         out = pd.DataFrame({c: data[c] for c in cols}, copy=False)
-        return out if keep.all() else out[keep].reset_index(drop=True)
+        del data
+        return out if rows.all() else out[rows].reset_index(drop=True)
 
     @functools.cached_property
     def _string_table(self) -> dict[int, str]:
@@ -228,8 +231,17 @@ class Trace:
             )
         return known
 
-    def _columns(self, frame: str, columns: list[str]) -> dict[str, Any]:
-        """The raw (unfiltered) columns, from memory, the cache, or the reader, in that order."""
+    def _columns(self, frame: str, columns: list[str], keep: bool = True) -> dict[str, Any]:
+        """The raw (unfiltered) columns, from memory, the cache, or the reader, in that order; with
+        keep=False those not in memory yet are not kept there."""
+        if not keep and frame not in WHOLE:
+            held = self._data[frame]
+            have = {c: held[c] for c in columns if c in held}
+            self._data[frame] = have
+            try:
+                return self._columns(frame, columns)
+            finally:
+                self._data[frame] = held
         have = self._data[frame]
         if frame in WHOLE:
             columns = list(FRAMES[frame])
