@@ -29,6 +29,7 @@ from analysis.errors import ExportError
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx import all_ranges, tagged
+from analysis.readers import NULL
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.stats import describe, group_ids, time_percent
 from analysis.trace import Trace
@@ -83,8 +84,10 @@ def _with_enclosing(ranges: pd.DataFrame, launch: np.ndarray, inner: np.ndarray)
     _, order, parent_sorted = _nesting(ranges, by_thread=True)
     parent = np.full(len(ranges), -1, dtype=np.int64)
     parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
-    launches, hits = [launch], [inner]
-    cur_launch, cur = launch[inner >= 0], parent[inner[inner >= 0]]
+    small = np.int32 if max(len(ranges), len(launch)) < 2**31 else np.int64  # 6M credits for 1M kernels
+    parent = parent.astype(small)
+    launches, hits = [launch.astype(small)], [inner.astype(small)]
+    cur_launch, cur = launches[0][inner >= 0], parent[inner[inner >= 0]]
     while len(cur):
         keep = cur >= 0
         cur_launch, cur = cur_launch[keep], cur[keep]
@@ -122,7 +125,9 @@ def attribute(
     inclusive thread mode credits every range open around the call on its thread."""
     _require(trace)
     launches = kernel_launches(trace, names=names)
-    ranges = all_ranges(trace)
+    # 1.8M ranges: what is read for them is let go unless loaded before (summary loads it for all tables)
+    ranges = all_ranges(trace, keep=trace.holds("nvtx", ["range_id"]))
+    ranges = ranges.drop(columns=["duration_ns", "payload", "level"])
     if mode == "auto":
         mode = "phase" if ranges["name"].isin(list(phases)).any() else "thread"
     launches.attrs["mode"] = mode
@@ -233,15 +238,21 @@ def _credits(
     if by_name:
         name_code, name_ids = pd.factorize(launches["name_id"].to_numpy())
         n_names = max(len(name_ids), 1)
-        group = group * n_names + name_code[launch]
+        group *= n_names
+        group += name_code[launch]
     group, keys = pd.factorize(group)
     n_groups = len(keys)
-    # NVTX Inst: distinct ranges per row
-    pair = group * (len(ranges) + 1) + (rng + 1)
-    nvtx_inst = np.bincount(np.unique(pair) // (len(ranges) + 1), minlength=n_groups)
-    del pair
+    # NVTX Inst: distinct ranges per row (sorted in place: np.unique would hold copies of 6M values)
+    pair = group * (len(ranges) + 1)
+    pair += rng
+    pair += 1
+    pair.sort()
+    distinct = np.ones(len(pair), dtype=bool)
+    distinct[1:] = pair[1:] != pair[:-1]
+    nvtx_inst = np.bincount(pair[distinct] // (len(ranges) + 1), minlength=n_groups)
+    del pair, distinct
     counts = np.ones(len(group), dtype=bool)
-    if mode == "thread" and not exclusive and len(group):  # a kernel counts once per row
+    if _nested_alike(ranges, r_group, mode, exclusive) and len(group):  # a kernel counts once per row
         pair = group * len(launches) + launch
         order = np.argsort(pair, kind="stable")
         pair = pair[order]
@@ -279,6 +290,21 @@ def _credits(
         mode=mode,
         notes=notes,
     )
+
+
+def _nested_alike(ranges: pd.DataFrame, r_group: np.ndarray, mode: str, exclusive: bool) -> bool:
+    """Whether a kernel can be credited twice to one row: inclusive thread mode, and a range inside one
+    of the same row group (name, PID, TID). Most exports have none, and then no 6M-credit sort is needed."""
+    if mode != "thread" or exclusive or not len(ranges):
+        return False
+    ids = ranges["range_id"].to_numpy()
+    parent = pd.Index(ids).get_indexer(ranges["parent"].to_numpy(dtype=np.int64, na_value=NULL))
+    anc = parent
+    while (has := anc >= 0).any():
+        if (r_group[anc[has]] == r_group[has]).any():
+            return True
+        anc = np.where(has, parent[np.maximum(anc, 0)], -1)
+    return False
 
 
 def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:

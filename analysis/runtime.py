@@ -42,12 +42,33 @@ def kernel_rows(trace: Trace, fields: tuple[str, ...], names: str = "demangled")
     return kern
 
 
-def runtime_calls(trace: Trace, *, keep: bool = True) -> pd.DataFrame:
+RUNTIME_COLUMNS = ["correlation_id", "start", "end", "global_tid", "name_id"]
+
+
+def runtime_calls(
+    trace: Trace, *, keep: bool = True, correlation_ids: np.ndarray | None = None
+) -> pd.DataFrame:
     """One row per CUDA runtime call (correlation_id, start, end, global_tid, name_id), duplicates
     removed. `attrs["names"]` maps name_id to the plain name; `attrs["notes"]` holds the one-line note
     when duplicates were dropped. keep=False: the trace does not hold on to columns it reads for this.
+
+    correlation_ids: only the calls with these correlationIds (the same rows and notes as the whole
+    table, filtered), read without holding the whole table: 6M runtime calls are ~250 MB of columns.
     """
-    raw = trace.frame("runtime", ["correlation_id", "start", "end", "global_tid", "name_id"], keep=keep)
+    if correlation_ids is not None and not trace.holds("runtime", RUNTIME_COLUMNS):
+        return _calls_among(trace, correlation_ids)
+    raw = trace.frame("runtime", RUNTIME_COLUMNS, keep=keep)
+    calls, _ = _once(trace, raw, notes=True)
+    if correlation_ids is not None:
+        attrs = dict(calls.attrs)
+        calls = calls[np.isin(calls["correlation_id"].to_numpy(), correlation_ids)].reset_index(drop=True)
+        calls.attrs = attrs
+    return calls
+
+
+def _once(trace: Trace, raw: pd.DataFrame, notes: bool) -> tuple[pd.DataFrame, int]:
+    """`raw` with each correlationId's call kept once (the plain-named one, then the first), attrs
+    "names" and "notes" set; and how many were dropped."""
     raw_names = trace.strings(np.unique(raw["name_id"].to_numpy()))
     names = {i: plain_name(n) for i, n in raw_names.items()}
     versioned_ids = [i for i, n in raw_names.items() if names[i] != n]
@@ -58,21 +79,57 @@ def runtime_calls(trace: Trace, *, keep: bool = True) -> pd.DataFrame:
     first = np.ones(len(order), dtype=bool)
     first[1:] = sorted_corr[1:] != sorted_corr[:-1]
     first |= sorted_corr == NULL  # calls without a correlationId are all kept
-    notes: list[str] = []
-    if not first.all():
-        dropped = order[~first]
-        twin = raw_names.get(int(raw["name_id"].iloc[dropped[0]]), "?")
-        notes.append(
-            f"{len(dropped):,} CUDA runtime calls were recorded twice under one correlationId "
-            f"(e.g. {plain_name(twin)} and {twin}); each is counted once, under its plain name "
-            "(nsys stats counts both)"
-        )
+    said: list[str] = []
+    dropped = int((~first).sum())
+    if dropped:
+        if notes:
+            twin = raw_names.get(int(raw["name_id"].iloc[order[~first][0]]), "?")
+            said.append(_twice_note(dropped, twin))
         keep = np.sort(order[first])
         del order, sorted_corr, first, versioned
         raw = pd.DataFrame({c: raw.pop(c).to_numpy()[keep] for c in list(raw.columns)}, copy=False)
     raw.attrs["names"] = names
-    raw.attrs["notes"] = notes
-    return raw
+    raw.attrs["notes"] = said
+    return raw, dropped
+
+
+def _twice_note(dropped: int, twin: str) -> str:
+    return (
+        f"{dropped:,} CUDA runtime calls were recorded twice under one correlationId "
+        f"(e.g. {plain_name(twin)} and {twin}); each is counted once, under its plain name "
+        "(nsys stats counts both)"
+    )
+
+
+def _calls_among(trace: Trace, wanted: np.ndarray) -> pd.DataFrame:
+    """runtime_calls(trace, correlation_ids=wanted), a column at a time: each whole column is read, the
+    wanted rows taken, the column let go. The note on calls recorded twice still counts every call."""
+    ok = trace.rows_ok("runtime", RUNTIME_COLUMNS)
+    corr = trace.column("runtime", "correlation_id", keep=False)
+    valid = corr[ok]
+    valid.sort()  # in place: np.unique would hold several copies of 6M values
+    repeat = valid[1:] == valid[:-1]
+    repeat &= valid[1:] != NULL
+    dropped = int(repeat.sum())
+    twice = np.zeros(0, dtype=np.int64)
+    if dropped:  # the rows of the smallest correlationId recorded twice: the note names one of them
+        twice = np.flatnonzero((corr == valid[1:][np.argmax(repeat)]) & ok)
+    del valid, repeat
+    take = np.flatnonzero(ok & np.isin(corr, wanted))
+    del ok
+    columns, example = {}, {}
+    for col in RUNTIME_COLUMNS:
+        values = corr if col == "correlation_id" else trace.column("runtime", col, keep=False)
+        columns[col], example[col] = values[take], values[twice]
+        del values
+    del corr
+    calls, _ = _once(trace, pd.DataFrame(columns, copy=False), notes=False)
+    if dropped:
+        names = [trace.strings([i]).get(int(i), "?") for i in example["name_id"]]
+        versioned = np.array([plain_name(n) != n for n in names], dtype=bool)
+        second = np.lexsort((example["start"], versioned))[1]  # the first of them runtime_calls drops
+        calls.attrs["notes"] = [_twice_note(dropped, names[second])]
+    return calls
 
 
 def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -89,7 +146,7 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
     calls = None
     if trace.has("runtime") and len(kern):
         # the runtime frame is often 6x the kernels: read it for the join, not kept (unless loaded before)
-        calls = runtime_calls(trace, keep=False)
+        calls = runtime_calls(trace, keep=False, correlation_ids=pd.unique(kern["correlation_id"].to_numpy()))
         notes, api_names = calls.attrs["notes"], calls.attrs["names"]
         found = _first_of(
             _call_key(kern["correlation_id"].to_numpy(), kern["global_pid"].to_numpy()),

@@ -17,12 +17,8 @@ integer column) is read again with such values turned into NULL, so one bad row 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
-import platform
 import sqlite3
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers import NULL
+from analysis.readers import NULL, return_freed_buffers
 
 VERSION = "nsys-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -454,22 +450,6 @@ def check_header(path: Path) -> None:
         )
 
 
-_M_MMAP_THRESHOLD = -3  # glibc malloc.h
-
-
-@functools.cache
-def _return_freed_buffers() -> None:
-    """Have glibc serve allocations of 1 MiB and more with mmap, so freed chunk buffers leave the process.
-
-    scan() parses chunks on worker threads; with glibc's per-thread arenas and its self-raising mmap
-    threshold, the freed buffers otherwise stay resident (1M kernels, `nvtx-gpu`: 430 MB peak, not 370 MB).
-    """
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-
-
 def open_nsys(path: str | Path) -> NsysReader:
     """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong."""
     from sqlalchemy import create_engine, exc, text
@@ -477,7 +457,7 @@ def open_nsys(path: str | Path) -> NsysReader:
 
     path = Path(path)
     check_header(path)
-    _return_freed_buffers()
+    return_freed_buffers()
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
 
     def connect() -> sqlite3.Connection:
