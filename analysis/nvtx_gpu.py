@@ -227,33 +227,44 @@ def _credits(
     if by_thread:
         range_keys["pid"], range_keys["tid"] = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
     r_group, r_first = _groups(range_keys)
+    del range_keys
+    nested_alike = _nested_alike(ranges, r_group, mode, exclusive)
+    n_ranges = len(ranges)
+    r_pid = ranges["pid"].to_numpy() if len(ranges) else np.zeros(1, dtype=np.int64)
+    r_tid = ranges["tid"].to_numpy() if len(ranges) else np.zeros(1, dtype=np.int64)
+    del ranges  # the caller's is gone too: 1.8M ranges are ~150 MB
     l_pid = pid_of(launches["global_pid"].to_numpy())
     l_tid = tid_of(launches["global_tid"].to_numpy())
+    n_launches = len(launches)
+    kernel_name = launches["name_id"].to_numpy()
+    kernel_duration = launches["duration"].to_numpy()
+    del launches
     t_group, t_first = _groups(pd.DataFrame({"pid": l_pid, "tid": l_tid}))
     n_r = len(r_first)
     hit = rng >= 0
     group = np.where(hit, r_group[np.maximum(rng, 0)] if n_r else 0, n_r + t_group[launch])
     del hit
-    n_names, name_code, name_ids = 1, np.zeros(len(launches), dtype=np.int64), np.zeros(1, dtype=np.int64)
+    n_names, name_code, name_ids = 1, np.zeros(n_launches, dtype=np.int64), np.zeros(1, dtype=np.int64)
     if by_name:
-        name_code, name_ids = pd.factorize(launches["name_id"].to_numpy())
+        name_code, name_ids = pd.factorize(kernel_name)
         n_names = max(len(name_ids), 1)
         group *= n_names
         group += name_code[launch]
     group, keys = pd.factorize(group)
     n_groups = len(keys)
     # NVTX Inst: distinct ranges per row (sorted in place: np.unique would hold copies of 6M values)
-    pair = group * (len(ranges) + 1)
+    pair = group * (n_ranges + 1)
     pair += rng
     pair += 1
+    del rng
     pair.sort()
     distinct = np.ones(len(pair), dtype=bool)
     distinct[1:] = pair[1:] != pair[:-1]
-    nvtx_inst = np.bincount(pair[distinct] // (len(ranges) + 1), minlength=n_groups)
+    nvtx_inst = np.bincount(pair[distinct] // (n_ranges + 1), minlength=n_groups)
     del pair, distinct
     counts = np.ones(len(group), dtype=bool)
-    if _nested_alike(ranges, r_group, mode, exclusive) and len(group):  # a kernel counts once per row
-        pair = group * len(launches) + launch
+    if nested_alike and len(group):  # a kernel counts once per row
+        pair = group * n_launches + launch
         order = np.argsort(pair, kind="stable")
         pair = pair[order]
         twice = np.zeros(len(pair), dtype=bool)
@@ -271,12 +282,10 @@ def _credits(
     in_range = base < n_r
     rep = np.where(in_range, r_first[np.minimum(base, max(n_r - 1, 0))] if n_r else 0, 0)
     rep_l = t_first[np.maximum(base - n_r, 0)] if len(t_first) else np.zeros(n_groups, dtype=np.int64)
-    r_pid = ranges["pid"].to_numpy() if n_r else np.zeros(1, dtype=np.int64)
-    r_tid = ranges["tid"].to_numpy() if n_r else np.zeros(1, dtype=np.int64)
     label = np.where(in_range, codes[rep] if n_r else -1, -1)
     pid = np.where(in_range, r_pid[rep], l_pid[rep_l] if len(l_pid) else 0)
     tid = np.where(in_range, r_tid[rep], l_tid[rep_l] if len(l_tid) else 0)
-    duration = launches["duration"].to_numpy()[launch[counts]]
+    duration = kernel_duration[launch[counts] if not counts.all() else launch]
     return _Credits(
         group=group[counts],
         counts=counts,
@@ -314,11 +323,36 @@ def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
     )
 
 
+BLOCK = 1 << 20  # credits per describe() call
+
+
+def _describe_groups(group: np.ndarray, duration: np.ndarray) -> pd.DataFrame:
+    """describe() of `duration` by `group` (numbered from 0 in order of first appearance), a block of
+    whole groups at a time: pandas' groupby of 6M values holds several times their size at once. Each
+    group's values keep their order, so each figure is computed as one describe() would."""
+    if len(group) <= BLOCK:
+        return describe(
+            pd.DataFrame({"group": group, "duration": duration}), ["group"], count_name="Kern Inst"
+        )
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    bounds = np.concatenate(([0], np.flatnonzero(g[1:] != g[:-1]) + 1, [len(g)]))  # where groups start
+    del g
+    parts, lo = [], 0
+    while lo < len(order):
+        i = np.searchsorted(bounds, lo + BLOCK, side="right") - 1  # whole groups up to BLOCK credits
+        hi = int(bounds[i]) if bounds[i] > lo else int(bounds[np.searchsorted(bounds, lo, side="right")])
+        take = order[lo:hi]
+        block = pd.DataFrame({"group": group[take], "duration": duration[take]})
+        parts.append(describe(block, ["group"], count_name="Kern Inst"))
+        lo = hi
+    return pd.concat(parts, ignore_index=True)
+
+
 def _table(credits: _Credits, keys: Sequence[str]) -> pd.DataFrame:
     """describe() of the credits that count, one row per group, with `keys` (label, PID, TID, name_id)
     first and NVTX Inst last."""
-    out = describe(pd.DataFrame({"group": credits.group, "duration": credits.duration}), ["group"],
-                   count_name="Kern Inst")  # fmt: skip
+    out = _describe_groups(credits.group, credits.duration)
     group = out.pop("group").to_numpy()
     values = {"label": credits.label, "PID": credits.pid, "TID": credits.tid, "name_id": credits.name_id}
     for i, k in enumerate(keys):
