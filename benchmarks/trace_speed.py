@@ -269,7 +269,8 @@ def csv_sections(text: str) -> dict[str, pd.DataFrame]:
             out[title].append(line)
     import pandas as pd
 
-    return {t: pd.read_csv(io.StringIO("\n".join(rows))) for t, rows in out.items()}
+    # "# skipped TITLE: why" lines are sections without rows
+    return {t: pd.read_csv(io.StringIO("\n".join(rows))) for t, rows in out.items() if rows}
 
 
 def _load() -> str:
