@@ -53,17 +53,13 @@ def runtime_calls(
     when duplicates were dropped. keep=False: the trace does not hold on to columns it reads for this.
 
     correlation_ids: only the calls with these correlationIds (the same rows and notes as the whole
-    table, filtered), read without holding the whole table: 6M runtime calls are ~250 MB of columns.
+    table, filtered), read without holding the whole table (6M runtime calls are ~250 MB of columns) and
+    with a sort of the correlationIds, not a sort of every call by three keys.
     """
-    if correlation_ids is not None and not trace.holds("runtime", RUNTIME_COLUMNS):
+    if correlation_ids is not None:
         return _calls_among(trace, correlation_ids)
     raw = trace.frame("runtime", RUNTIME_COLUMNS, keep=keep)
-    calls, _ = _once(trace, raw, notes=True)
-    if correlation_ids is not None:
-        attrs = dict(calls.attrs)
-        calls = calls[np.isin(calls["correlation_id"].to_numpy(), correlation_ids)].reset_index(drop=True)
-        calls.attrs = attrs
-    return calls
+    return _once(trace, raw, notes=True)[0]
 
 
 def _once(trace: Trace, raw: pd.DataFrame, notes: bool) -> tuple[pd.DataFrame, int]:
