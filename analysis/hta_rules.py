@@ -19,7 +19,7 @@ computed from the trace's (cached) columns each time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -143,7 +143,10 @@ class HtaView(Trace):
         self._keep[frame] = mask
         return mask
 
-    def _columns(self, frame: str, columns: list[str]) -> dict[str, Any]:
+    def holds(self, frame: str, columns: Sequence[str]) -> bool:
+        return True  # the rules work on the base trace's whole columns: no table reads its frames in parts
+
+    def _columns(self, frame: str, columns: list[str], keep: bool = True) -> dict[str, Any]:
         if frame in ("threads", "strings"):
             return self.base._columns(frame, columns)
         if frame == "nvtx":

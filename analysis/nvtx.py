@@ -27,13 +27,14 @@ RANGE_COLUMNS = [
 ]  # fmt: skip
 
 
-def all_ranges(trace: Trace) -> pd.DataFrame:
+def all_ranges(trace: Trace, *, keep: bool = True) -> pd.DataFrame:
     """Every NVTX range instance (RANGE_COLUMNS), in start order; push/pop ranges nested per thread.
+    keep=False: the trace does not hold on to the NVTX frame for this (unless it held it before).
 
     `parent` is the parent's range_id (the export's NVTX_EVENTS rowid, what nsys calls RangeId); start/end
     ranges have level 0 and no parent.
     """
-    raw = trace.frame("nvtx")
+    raw = trace.frame("nvtx", keep=keep)
     start, end = raw["start"].to_numpy(), raw["end"].to_numpy()
     gtid, ids = raw["global_tid"].to_numpy(), raw["range_id"].to_numpy()
     pushpop = raw["pushpop"].to_numpy(dtype=bool)

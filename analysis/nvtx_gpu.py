@@ -19,6 +19,7 @@ export has one, else every `step` range (else everything). `phase_check` says wh
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -28,8 +29,9 @@ from analysis.errors import ExportError
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx import all_ranges, tagged
+from analysis.readers import NULL
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
-from analysis.stats import describe, time_percent
+from analysis.stats import aggregate, group_ids, round_half_up, time_percent
 from analysis.trace import Trace
 
 PHASES = TRAIN_PHASES
@@ -82,8 +84,10 @@ def _with_enclosing(ranges: pd.DataFrame, launch: np.ndarray, inner: np.ndarray)
     _, order, parent_sorted = _nesting(ranges, by_thread=True)
     parent = np.full(len(ranges), -1, dtype=np.int64)
     parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
-    launches, hits = [launch], [inner]
-    cur_launch, cur = launch[inner >= 0], parent[inner[inner >= 0]]
+    small = np.int32 if max(len(ranges), len(launch)) < 2**31 else np.int64  # 6M credits for 1M kernels
+    parent = parent.astype(small)
+    launches, hits = [launch.astype(small)], [inner.astype(small)]
+    cur_launch, cur = launches[0][inner >= 0], parent[inner[inner >= 0]]
     while len(cur):
         keep = cur >= 0
         cur_launch, cur = cur_launch[keep], cur[keep]
@@ -121,7 +125,9 @@ def attribute(
     inclusive thread mode credits every range open around the call on its thread."""
     _require(trace)
     launches = kernel_launches(trace, names=names)
-    ranges = all_ranges(trace)
+    # 1.8M ranges: what is read for them is let go unless loaded before (summary loads it for all tables)
+    ranges = all_ranges(trace, keep=trace.holds("nvtx", ["range_id"]))
+    ranges = ranges.drop(columns=["duration_ns", "payload", "level"])
     if mode == "auto":
         mode = "phase" if ranges["name"].isin(list(phases)).any() else "thread"
     launches.attrs["mode"] = mode
@@ -164,47 +170,150 @@ def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str,
     return codes, table
 
 
-def _range_labels(
-    ranges: pd.DataFrame, launches: pd.DataFrame, pairs: pd.DataFrame
-) -> tuple[pd.DataFrame, dict]:
-    """Per credit: its range's (name, style) code (-1: none), PID, TID and range id (the launching
-    thread's PID/TID where it has no range), the launch, the kernel's duration and name id; and the
-    code table."""
-    idx = pairs["range"].to_numpy()
-    launch = pairs["launch"].to_numpy()
-    hit = idx >= 0
-    pick = np.maximum(idx, 0)
-    codes, table = _range_codes(ranges) if len(ranges) else (np.zeros(1, dtype=np.int64), {})
-    if ranges.empty:
-        ranges = pd.DataFrame({c: [0] for c in ("pid", "tid", "range_id")})
-    rows = pd.DataFrame(
-        {
-            "label": np.where(hit, codes[pick], -1),
-            "PID": np.where(
-                hit, ranges["pid"].to_numpy()[pick], pid_of(launches["global_pid"].to_numpy()[launch])
-            ),
-            "TID": np.where(
-                hit, ranges["tid"].to_numpy()[pick], tid_of(launches["global_tid"].to_numpy()[launch])
-            ),
-            "range_key": np.where(hit, ranges["range_id"].to_numpy()[pick], -1),
-            "launch": launch,
-            "duration": launches["duration"].to_numpy()[launch],
-            "name_id": launches["name_id"].to_numpy()[launch],
-        }
+def _groups(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each row, numbered in order of first appearance; first row of each group)."""
+    if not len(df):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return group_ids(df, list(df.columns))
+
+
+@dataclass
+class _Credits:
+    """Credits (launch, range) as compact arrays: each credit's row group (numbered in order of first
+    appearance), whether it counts (not a repeat of its kernel in its row: nested ranges of one name), and
+    per group its range label code (-1: no range), PID, TID, kernel name id, range instances."""
+
+    group: np.ndarray
+    counts: np.ndarray
+    duration: np.ndarray
+    label: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    name_id: np.ndarray
+    nvtx_inst: np.ndarray
+    table: dict
+    mode: str
+    notes: list[str]
+
+
+def _credits(
+    trace: Trace,
+    mode: Mode,
+    phases: Sequence[str],
+    names: str,
+    exclusive: bool,
+    *,
+    by_name: bool,
+    by_thread: bool | None = None,
+    ranged_only: bool = False,
+) -> _Credits:
+    """The credits of `attribute`, grouped into the rows of a table: by range label, PID and TID (the
+    launching thread's where a kernel has no range; label only with by_thread=False), and kernel name
+    with by_name. ranged_only (and phase mode) leaves out kernels under no range. Never a frame with a row
+    per credit: inclusive thread mode makes several per kernel (6M for 1M kernels)."""
+    launches, ranges, pairs = attribute(trace, mode, phases, names, exclusive)
+    mode = launches.attrs["mode"]
+    notes = [*trace.notes, *launches.attrs.get("notes", [])]
+    if by_thread is None:
+        by_thread = mode == "thread"
+    launch, rng = pairs["launch"].to_numpy(), pairs["range"].to_numpy()
+    del pairs
+    if ranged_only or mode == "phase":
+        hit = rng >= 0
+        launch, rng = launch[hit], rng[hit]
+    codes, table = _range_codes(ranges) if len(ranges) else (np.zeros(0, dtype=np.int64), {})
+    # row groups of ranges, then of the launching threads of kernels under no range
+    range_keys = pd.DataFrame({"label": codes})
+    if by_thread:
+        range_keys["pid"], range_keys["tid"] = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
+    r_group, r_first = _groups(range_keys)
+    del range_keys
+    nested_alike = _nested_alike(ranges, r_group, mode, exclusive)
+    n_ranges = len(ranges)
+    r_pid = ranges["pid"].to_numpy() if len(ranges) else np.zeros(1, dtype=np.int64)
+    r_tid = ranges["tid"].to_numpy() if len(ranges) else np.zeros(1, dtype=np.int64)
+    del ranges  # the caller's is gone too: 1.8M ranges are ~150 MB
+    l_pid = pid_of(launches["global_pid"].to_numpy())
+    l_tid = tid_of(launches["global_tid"].to_numpy())
+    n_launches = len(launches)
+    kernel_name = launches["name_id"].to_numpy()
+    kernel_duration = launches["duration"].to_numpy()
+    del launches
+    t_group, t_first = _groups(pd.DataFrame({"pid": l_pid, "tid": l_tid}))
+    n_r = len(r_first)
+    hit = rng >= 0
+    group = np.where(hit, r_group[np.maximum(rng, 0)] if n_r else 0, n_r + t_group[launch])
+    del hit
+    n_names, name_code, name_ids = 1, np.zeros(n_launches, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    if by_name:
+        name_code, name_ids = pd.factorize(kernel_name)
+        n_names = max(len(name_ids), 1)
+        group *= n_names
+        group += name_code[launch]
+    group, keys = pd.factorize(group)
+    n_groups = len(keys)
+    # NVTX Inst: distinct ranges per row (sorted in place: np.unique would hold copies of 6M values)
+    pair = group * (n_ranges + 1)
+    pair += rng
+    pair += 1
+    del rng
+    pair.sort()
+    distinct = np.ones(len(pair), dtype=bool)
+    distinct[1:] = pair[1:] != pair[:-1]
+    nvtx_inst = np.bincount(pair[distinct] // (n_ranges + 1), minlength=n_groups)
+    del pair, distinct
+    counts = np.ones(len(group), dtype=bool)
+    if nested_alike and len(group):  # a kernel counts once per row
+        pair = group * n_launches + launch
+        order = np.argsort(pair, kind="stable")
+        pair = pair[order]
+        twice = np.zeros(len(pair), dtype=bool)
+        twice[1:] = pair[1:] == pair[:-1]
+        del pair
+        counts[order[twice]] = False
+        del order
+        if twice.any():
+            notes.append(
+                f"{int(twice.sum()):,} kernels ran inside nested NVTX ranges of the same name; each is "
+                "counted once per range name (nsys stats counts it once per range)"
+            )
+    # what each row group is
+    base = keys // n_names
+    in_range = base < n_r
+    rep = np.where(in_range, r_first[np.minimum(base, max(n_r - 1, 0))] if n_r else 0, 0)
+    rep_l = t_first[np.maximum(base - n_r, 0)] if len(t_first) else np.zeros(n_groups, dtype=np.int64)
+    label = np.where(in_range, codes[rep] if n_r else -1, -1)
+    pid = np.where(in_range, r_pid[rep], l_pid[rep_l] if len(l_pid) else 0)
+    tid = np.where(in_range, r_tid[rep], l_tid[rep_l] if len(l_tid) else 0)
+    duration = kernel_duration[launch[counts] if not counts.all() else launch]
+    return _Credits(
+        group=group[counts],
+        counts=counts,
+        duration=duration,
+        label=label,
+        pid=pid,
+        tid=tid,
+        name_id=np.asarray(name_ids)[keys % n_names] if by_name else np.zeros(n_groups, dtype=np.int64),
+        nvtx_inst=nvtx_inst,
+        table=table,
+        mode=mode,
+        notes=notes,
     )
-    return rows, table
 
 
-def _once_per_label(rows: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
-    """One credit per kernel and row label: a kernel inside nested ranges of one name counts once."""
-    twice = rows.duplicated(["launch", "label", "PID", "TID"])
-    if twice.any():
-        notes.append(
-            f"{int(twice.sum()):,} kernels ran inside nested NVTX ranges of the same name; each is counted "
-            "once per range name (nsys stats counts it once per range)"
-        )
-        rows = rows[~twice]
-    return rows
+def _nested_alike(ranges: pd.DataFrame, r_group: np.ndarray, mode: str, exclusive: bool) -> bool:
+    """Whether a kernel can be credited twice to one row: inclusive thread mode, and a range inside one
+    of the same row group (name, PID, TID). Most exports have none, and then no 6M-credit sort is needed."""
+    if mode != "thread" or exclusive or not len(ranges):
+        return False
+    ids = ranges["range_id"].to_numpy()
+    parent = pd.Index(ids).get_indexer(ranges["parent"].to_numpy(dtype=np.int64, na_value=NULL))
+    anc = parent
+    while (has := anc >= 0).any():
+        if (r_group[anc[has]] == r_group[has]).any():
+            return True
+        anc = np.where(has, parent[np.maximum(anc, 0)], -1)
+    return False
 
 
 def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
@@ -214,15 +323,24 @@ def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
     )
 
 
-def _credits(
-    trace: Trace, mode: Mode, phases: Sequence[str], names: str, exclusive: bool
-) -> tuple[pd.DataFrame, pd.DataFrame, dict, str, list[str]]:
-    """(all credits, credits counted once per label, code table, mode, notes)."""
-    launches, ranges, pairs = attribute(trace, mode, phases, names, exclusive)
-    mode = launches.attrs["mode"]
-    notes = [*trace.notes, *launches.attrs.get("notes", [])]
-    rows, table = _range_labels(ranges, launches, pairs)
-    return rows, _once_per_label(rows, notes), table, mode, notes
+KERN_STATS = {"sum": "Total Time (ns)", "size": "Kern Inst", "mean": "Avg (ns)", "median": "Med (ns)",
+              "min": "Min (ns)", "max": "Max (ns)", "std": "StdDev (ns)"}  # fmt: skip
+
+
+def _table(credits: _Credits, keys: Sequence[str]) -> pd.DataFrame:
+    """describe() of the credits that count, one row per group, with `keys` (label, PID, TID, name_id)
+    first and NVTX Inst last."""
+    # the groups are numbered in order of first appearance already: no describe() of a 6M-row frame
+    out = aggregate(credits.group, credits.duration).rename(columns=KERN_STATS)
+    out["StdDev (ns)"] = out["StdDev (ns)"].fillna(0.0)
+    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
+        out[col] = round_half_up(out[col])
+    group = np.arange(len(out))
+    values = {"label": credits.label, "PID": credits.pid, "TID": credits.tid, "name_id": credits.name_id}
+    for i, k in enumerate(keys):
+        out.insert(i, k, values[k][group])
+    out["NVTX Inst"] = credits.nvtx_inst[group]
+    return out
 
 
 def nvtx_gpu_kernels(
@@ -237,13 +355,10 @@ def nvtx_gpu_kernels(
     """Kernels per NVTX range, like nvtxkernsum (KERNSUM_COLUMNS): ordered by range, PID, TID, then the
     largest total; `top` keeps the first N kernels of each range. Kernels under no range have no name.
     """
-    every, rows, table, mode, notes = _credits(trace, mode, phases, names, exclusive)
-    if mode == "phase":
-        every, rows = every[every["label"] >= 0], rows[rows["label"] >= 0]
-    keys = ["label", "PID", "TID", "name_id"]
-    out = describe(rows, keys, count_name="Kern Inst")
-    inst = every.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
-    out = _with_labels(out.merge(inst, on=keys, how="left"), table)
+    credits = _credits(trace, mode, phases, names, exclusive, by_name=True, by_thread=True)
+    mode, notes = credits.mode, credits.notes
+    out = _with_labels(_table(credits, ["label", "PID", "TID", "name_id"]), credits.table)
+    del credits
     out.loc[out["NVTX Range"].isna(), "NVTX Inst"] = 0
     out["Kernel Name"] = out["name_id"].map(trace.strings(out["name_id"].unique()))
     out = out.sort_values(["Total Time (ns)"], ascending=False, kind="stable")
@@ -261,12 +376,11 @@ def nvtx_gpu_summary(
     """GPU time per range: Range (Style, PID, TID in thread mode), NVTX Inst, Kern Inst, the kernel-time
     statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only.
     """
-    every, rows, table, mode, notes = _credits(trace, mode, phases, "demangled", exclusive)
-    every, rows = every[every["label"] >= 0], rows[rows["label"] >= 0]
+    credits = _credits(trace, mode, phases, "demangled", exclusive, by_name=False, ranged_only=True)
+    mode, notes = credits.mode, credits.notes
     keys = ["label"] if mode == "phase" else ["label", "PID", "TID"]
-    out = describe(rows, keys, count_name="Kern Inst")
-    inst = every.groupby(keys, sort=False)["range_key"].nunique().rename("NVTX Inst").reset_index()
-    out = _with_labels(out.merge(inst, on=keys, how="left"), table)
+    out = _with_labels(_table(credits, keys), credits.table)
+    del credits
     if mode == "phase":
         # one row per phase name (a phase's ranges may come from several threads)
         rank = {p: i for i, p in enumerate(phases)}

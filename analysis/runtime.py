@@ -42,37 +42,96 @@ def kernel_rows(trace: Trace, fields: tuple[str, ...], names: str = "demangled")
     return kern
 
 
-def runtime_calls(trace: Trace) -> pd.DataFrame:
+RUNTIME_COLUMNS = ["correlation_id", "start", "end", "global_tid", "name_id"]
+
+
+def runtime_calls(
+    trace: Trace, *, keep: bool = True, correlation_ids: np.ndarray | None = None
+) -> pd.DataFrame:
     """One row per CUDA runtime call (correlation_id, start, end, global_tid, name_id), duplicates
     removed. `attrs["names"]` maps name_id to the plain name; `attrs["notes"]` holds the one-line note
-    when duplicates were dropped.
+    when duplicates were dropped. keep=False: the trace does not hold on to columns it reads for this.
+
+    correlation_ids: only the calls with these correlationIds (the same rows and notes as the whole
+    table, filtered), read without holding the whole table (6M runtime calls are ~250 MB of columns) and
+    with a sort of the correlationIds, not a sort of every call by three keys.
     """
-    raw = trace.frame("runtime", ["correlation_id", "start", "end", "global_tid", "name_id"])
+    if correlation_ids is not None:
+        return _calls_among(trace, correlation_ids)
+    raw = trace.frame("runtime", RUNTIME_COLUMNS, keep=keep)
+    return _once(trace, raw, notes=True)[0]
+
+
+def _once(trace: Trace, raw: pd.DataFrame, notes: bool) -> tuple[pd.DataFrame, int]:
+    """`raw` with each correlationId's call kept once (the plain-named one, then the first), attrs
+    "names" and "notes" set; and how many were dropped."""
     raw_names = trace.strings(np.unique(raw["name_id"].to_numpy()))
     names = {i: plain_name(n) for i, n in raw_names.items()}
     versioned_ids = [i for i, n in raw_names.items() if names[i] != n]
     corr = raw["correlation_id"].to_numpy()
+    ordered = np.sort(corr)
+    if not ((ordered[1:] == ordered[:-1]) & (ordered[1:] != NULL)).any():  # most exports: no 6M-row lexsort
+        raw.attrs["names"] = names
+        raw.attrs["notes"] = []
+        return raw, 0
+    del ordered
     versioned = np.isin(raw["name_id"].to_numpy(), versioned_ids)
     order = np.lexsort((raw["start"].to_numpy(), versioned, corr))
     sorted_corr = corr[order]
     first = np.ones(len(order), dtype=bool)
     first[1:] = sorted_corr[1:] != sorted_corr[:-1]
     first |= sorted_corr == NULL  # calls without a correlationId are all kept
-    notes: list[str] = []
-    if not first.all():
-        dropped = order[~first]
-        twin = raw_names.get(int(raw["name_id"].iloc[dropped[0]]), "?")
-        notes.append(
-            f"{len(dropped):,} CUDA runtime calls were recorded twice under one correlationId "
-            f"(e.g. {plain_name(twin)} and {twin}); each is counted once, under its plain name "
-            "(nsys stats counts both)"
-        )
+    said: list[str] = []
+    dropped = int((~first).sum())
+    if dropped:
+        if notes:
+            twin = raw_names.get(int(raw["name_id"].iloc[order[~first][0]]), "?")
+            said.append(_twice_note(dropped, twin))
         keep = np.sort(order[first])
         del order, sorted_corr, first, versioned
         raw = pd.DataFrame({c: raw.pop(c).to_numpy()[keep] for c in list(raw.columns)}, copy=False)
     raw.attrs["names"] = names
-    raw.attrs["notes"] = notes
-    return raw
+    raw.attrs["notes"] = said
+    return raw, dropped
+
+
+def _twice_note(dropped: int, twin: str) -> str:
+    return (
+        f"{dropped:,} CUDA runtime calls were recorded twice under one correlationId "
+        f"(e.g. {plain_name(twin)} and {twin}); each is counted once, under its plain name "
+        "(nsys stats counts both)"
+    )
+
+
+def _calls_among(trace: Trace, wanted: np.ndarray) -> pd.DataFrame:
+    """runtime_calls(trace, correlation_ids=wanted), a column at a time: each whole column is read, the
+    wanted rows taken, the column let go. The note on calls recorded twice still counts every call."""
+    ok = trace.rows_ok("runtime", RUNTIME_COLUMNS)
+    corr = trace.column("runtime", "correlation_id", keep=False)
+    valid = corr[ok]
+    valid.sort()  # in place: np.unique would hold several copies of 6M values
+    repeat = valid[1:] == valid[:-1]
+    repeat &= valid[1:] != NULL
+    dropped = int(repeat.sum())
+    twice = np.zeros(0, dtype=np.int64)
+    if dropped:  # the rows of the smallest correlationId recorded twice: the note names one of them
+        twice = np.flatnonzero((corr == valid[1:][np.argmax(repeat)]) & ok)
+    del valid, repeat
+    take = np.flatnonzero(ok & np.isin(corr, wanted))
+    del ok
+    columns, example = {}, {}
+    for col in RUNTIME_COLUMNS:
+        values = corr if col == "correlation_id" else trace.column("runtime", col, keep=False)
+        columns[col], example[col] = values[take], values[twice]
+        del values
+    del corr
+    calls, _ = _once(trace, pd.DataFrame(columns, copy=False), notes=False)
+    if dropped:
+        names = [trace.strings([i]).get(int(i), "?") for i in example["name_id"]]
+        versioned = np.array([plain_name(n) != n for n in names], dtype=bool)
+        second = np.lexsort((example["start"], versioned))[1]  # the first of them runtime_calls drops
+        calls.attrs["notes"] = [_twice_note(dropped, names[second])]
+    return calls
 
 
 def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -88,11 +147,12 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
     found = np.full(len(kern), -1, dtype=np.int64)
     calls = None
     if trace.has("runtime") and len(kern):
-        calls = runtime_calls(trace)
+        # the runtime frame is often 6x the kernels: read it for the join, not kept (unless loaded before)
+        calls = runtime_calls(trace, keep=False, correlation_ids=pd.unique(kern["correlation_id"].to_numpy()))
         notes, api_names = calls.attrs["notes"], calls.attrs["names"]
-        found = _lookup(
-            _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
+        found = _first_of(
             _call_key(kern["correlation_id"].to_numpy(), kern["global_pid"].to_numpy()),
+            _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
         )
     has = found >= 0
     kern["has_call"] = has
@@ -101,6 +161,7 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
         if calls is not None:
             values[has] = calls[src].to_numpy()[found[has]]
         kern[col] = values
+    del calls
     kern.attrs["notes"] = notes
     kern.attrs["api_names"] = api_names
     return kern
@@ -109,6 +170,18 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
 def _call_key(correlation_id: np.ndarray, global_pid: np.ndarray) -> np.ndarray:
     """One integer per (correlationId, process): correlationIds are 32-bit counters, pids 24-bit."""
     return (correlation_id << 24) | ((global_pid >> 24) & 0xFFFFFF)
+
+
+def _first_of(wanted: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`_lookup(keys, wanted)` with the hash table built on `wanted`: less memory where `keys` is the
+    longer array (a hash table of 6M runtime calls is ~10x the 1M kernels')."""
+    codes, uniques = pd.factorize(wanted)
+    pos = pd.Index(uniques).get_indexer(keys)  # which wanted key each of `keys` is, -1: none
+    first = np.full(len(uniques) + 1, -1, dtype=np.int64)
+    hit = np.flatnonzero(pos >= 0)
+    first[pos[hit[::-1]]] = hit[::-1]  # reversed: the first position wins
+    del pos, hit
+    return first[codes]  # codes -1 (a NaN key: none here, ints) would read the -1 at the end
 
 
 def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:

@@ -37,8 +37,7 @@ def describe(
     Groups come out in the order of their first appearance; callers sort.
     """
     group, first = group_ids(df, keys)
-    g = pd.Series(df[value].to_numpy()).groupby(group, sort=True)
-    out = g.agg(["sum", "size", "mean", "median", "min", "max", "std"]).reset_index(drop=True)
+    out = aggregate(group, df[value].to_numpy())
     for k in reversed(keys):
         out.insert(0, k, df[k].to_numpy()[first])
     out["std"] = out["std"].fillna(0.0)
@@ -54,6 +53,32 @@ def describe(
         "std": f"{prefix}StdDev ({unit})",
     }
     return out.rename(columns=names)
+
+
+BLOCK = 1 << 20  # rows per groupby
+
+
+def aggregate(group: np.ndarray, values: np.ndarray) -> pd.DataFrame:
+    """sum, size, mean, median, min, max, std of `values` per group (0, 1, ... in that order).
+
+    Past BLOCK rows, a block of whole groups at a time: pandas' groupby of 6M values holds several times
+    their size at once. Each group keeps its values in their order, so each figure is computed as one
+    groupby would (the sums and Welford's variance alike)."""
+    stats = ["sum", "size", "mean", "median", "min", "max", "std"]
+    if len(group) <= BLOCK:
+        return pd.Series(values).groupby(group, sort=True).agg(stats).reset_index(drop=True)
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    bounds = np.concatenate(([0], np.flatnonzero(g[1:] != g[:-1]) + 1, [len(g)]))  # where groups start
+    del g
+    parts, lo = [], 0
+    while lo < len(order):
+        i = np.searchsorted(bounds, lo + BLOCK, side="right") - 1  # whole groups, up to BLOCK rows
+        hi = int(bounds[i]) if bounds[i] > lo else int(bounds[np.searchsorted(bounds, lo, side="right")])
+        take = order[lo:hi]
+        parts.append(pd.Series(values[take]).groupby(group[take], sort=True).agg(stats))
+        lo = hi
+    return pd.concat(parts).reset_index(drop=True)
 
 
 def group_ids(df: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

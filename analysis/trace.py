@@ -162,8 +162,32 @@ class Trace:
             if self.has(frame) or frame in ("threads", "strings"):
                 self._columns(frame, list(columns))
 
-    def frame(self, frame: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """`columns` (default all) of the rows of `frame` that can be right."""
+    def frame(self, frame: str, columns: Sequence[str] | None = None, *, keep: bool = True) -> pd.DataFrame:
+        """`columns` (default all) of the rows of `frame` that can be right. keep=False: columns not in
+        memory yet are read for this call only (a big frame that one step needs is not held to the end)."""
+        cols, check = self._checked(frame, columns)
+        data = self._columns(frame, list(dict.fromkeys([*cols, *check])), keep=keep)
+        rows = self._rows_ok(frame, cols, check, lambda _: data)
+        out = pd.DataFrame({c: data[c] for c in cols}, copy=False)
+        return out if rows.all() else out[rows].reset_index(drop=True)
+
+    def holds(self, frame: str, columns: Sequence[str]) -> bool:
+        """Whether `columns` of `frame` are in memory already."""
+        return all(c in self._data[frame] for c in columns)
+
+    def rows_ok(self, frame: str, columns: Sequence[str]) -> np.ndarray:
+        """The rows `frame(frame, columns)` keeps, as a mask over the raw rows (the same notes), reading
+        a column or two at a time and keeping none of them."""
+        cols, check = self._checked(frame, columns)
+        return self._rows_ok(frame, cols, check, lambda c: self._columns(frame, c, keep=False))
+
+    def column(self, frame: str, column: str, rows: np.ndarray | None = None, *, keep: bool = True) -> Any:
+        """One raw column (unfiltered: index it with `rows_ok`), or its values at the positions `rows`."""
+        values = np.asarray(self._columns(frame, [column], keep=keep)[column])
+        return values if rows is None else values[rows]
+
+    def _checked(self, frame: str, columns: Sequence[str] | None) -> tuple[list[str], list[str]]:
+        """(the columns, the columns that say whether a row can be right)"""
         cols = list(FRAMES[frame] if columns is None else columns)
         unknown = [c for c in cols if c not in FRAMES[frame]]
         if unknown:
@@ -174,26 +198,31 @@ class Trace:
                 "duration" in FRAMES[frame] and "duration" in cols and not {"start", "end"} & set(cols)
             )
             check = ["duration"] if by_duration else ["start", "end"]
-        data = self._columns(frame, list(dict.fromkeys([*cols, *check])))
+        return cols, check
+
+    def _rows_ok(self, frame: str, cols: list[str], check: list[str], get: Any) -> np.ndarray:
+        data = get(check or cols[:1])
         n = len(next(iter(data.values()))) if data else 0
-        keep = np.ones(n, dtype=bool)
+        rows = np.ones(n, dtype=bool)
         if check and n:
             if check == ["duration"]:
                 bad = np.asarray(data["duration"]) == NULL
             else:
                 start, end = np.asarray(data["start"]), np.asarray(data["end"])
                 bad = (start == NULL) | (end == NULL) | (end < start)
+                del start, end
             if bad.any():
                 self.note(
                     f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "
                     "(no start or end, or an end before the start)"
                 )
-                keep &= ~bad
+                rows &= ~bad
+            del bad
+        del data
         for col in cols:
             if col.endswith("name_id") and n:
-                keep &= self._known_names(frame, col, np.asarray(data[col]), keep)
-        out = pd.DataFrame({c: data[c] for c in cols}, copy=False)
-        return out if keep.all() else out[keep].reset_index(drop=True)
+                rows &= self._known_names(frame, col, np.asarray(get([col])[col]), rows)
+        return rows
 
     @functools.cached_property
     def _string_table(self) -> dict[int, str]:
@@ -228,8 +257,17 @@ class Trace:
             )
         return known
 
-    def _columns(self, frame: str, columns: list[str]) -> dict[str, Any]:
-        """The raw (unfiltered) columns, from memory, the cache, or the reader, in that order."""
+    def _columns(self, frame: str, columns: list[str], keep: bool = True) -> dict[str, Any]:
+        """The raw (unfiltered) columns, from memory, the cache, or the reader, in that order; with
+        keep=False those not in memory yet are not kept there."""
+        if not keep and frame not in ("threads", "strings"):
+            held = self._data[frame]
+            have = {c: held[c] for c in columns if c in held}
+            self._data[frame] = have
+            try:
+                return self._columns(frame, columns)
+            finally:
+                self._data[frame] = held
         have = self._data[frame]
         if frame in WHOLE:
             columns = list(FRAMES[frame])

@@ -101,7 +101,16 @@ class Bench:
     # --- running -----------------------------------------------------------------------------------
 
     def env(self, cache_dir: Path) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_CACHE_DIR": str(cache_dir)}
+        # this checkout first; what PYTHONPATH had after it (e.g. a folder with other versions of packages)
+        rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != REPO]
+        path = os.pathsep.join([str(REPO), *rest])
+        env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE_DIR": str(cache_dir)}
+        # Compiled modules, as an installed harness has them (pandas' and sqlalchemy's are in site-packages):
+        # with PYTHONDONTWRITEBYTECODE every run would compile harness/ and analysis/ again (~0.03 s). Kept
+        # in the work folder, not beside the sources.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(self.workdir / "pycache")
+        return env
 
     def run_once(self, argv: list[str], cache_dir: Path) -> tuple[Run, str]:
         with tempfile.TemporaryFile() as out:
@@ -260,7 +269,8 @@ def csv_sections(text: str) -> dict[str, pd.DataFrame]:
             out[title].append(line)
     import pandas as pd
 
-    return {t: pd.read_csv(io.StringIO("\n".join(rows))) for t, rows in out.items()}
+    # "# skipped TITLE: why" lines are sections without rows
+    return {t: pd.read_csv(io.StringIO("\n".join(rows))) for t, rows in out.items() if rows}
 
 
 def _load() -> str:

@@ -2,39 +2,48 @@
 
 Help is click's plain layout (rich_markup_mode=None): at 80 columns it leaves descriptions ~46 columns, where
 Typer's rich panels leave ~17 and cut long flags; and help text is never read as markup.
+
+Start-up time counts (`harness kernels` on a small export is mostly imports): `main()` imports and registers
+only the command module of the command named on the command line (all of them for help, --version or a
+name it does not know). `app` is the whole CLI, built on first use (tests drive it with CliRunner).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness import __version__
-from harness.commands import (
-    analysis,
-    attention,
-    blocks,
-    dashboard,
-    diff,
-    doctor,
-    profiling,
-    program,
-    ranks,
-    roofline,
-    run,
-)
-from harness.commands import compile as compile_cmds
 
-app = typer.Typer(
-    name="harness",
-    help="Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+if TYPE_CHECKING:
+    app: typer.Typer
+
+GROUPS = (
+    "run", "profiling", "program", "attention", "blocks", "roofline", "doctor", "analysis", "ranks",
+    "dashboard", "diff", "compile",
+)  # fmt: skip
+# command -> the module in harness/commands that registers it (tests/test_cli_lazy.py keeps this true)
+COMMANDS = {
+    **dict.fromkeys(("run", "sweep", "runs", "show", "import"), "run"),
+    "overhead": "profiling",
+    "profile": "program",
+    "attention": "attention",
+    "blocks": "blocks",
+    "roofline": "roofline",
+    "doctor": "doctor",
+    **dict.fromkeys(
+        ("kernels", "nvtx", "nvtx-gpu", "api", "memops", "launch", "osrt", "summary", "cache", "breakdown"),
+        "analysis",
+    ),
+    "ranks": "ranks",
+    "dashboard": "dashboard",
+    **dict.fromkeys(("diff", "baseline"), "diff"),
+    "compare-compile": "compile",
+}
 
 
 def _version(value: bool) -> None:
@@ -43,7 +52,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _main(
     version: Annotated[
         bool,
@@ -53,25 +61,40 @@ def _main(
     """Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust."""
 
 
-for group in (
-    run,
-    profiling,
-    program,
-    attention,
-    blocks,
-    roofline,
-    doctor,
-    analysis,
-    ranks,
-    dashboard,
-    diff,
-    compile_cmds,
-):
-    group.register(app)
+def build(groups: Sequence[str] = GROUPS) -> typer.Typer:
+    """The CLI with the commands of `groups` (modules of harness/commands) registered."""
+    cli = typer.Typer(
+        name="harness",
+        help="Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    cli.callback()(_main)
+    for group in groups:
+        importlib.import_module(f"harness.commands.{group}").register(cli)
+    return cli
+
+
+def groups_for(args: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a command line needs: the named command's alone, or all of them."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    group = COMMANDS.get(command) if command is not None else None
+    return (group,) if group is not None else GROUPS
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":
+        whole = build()
+        globals()["app"] = whole
+        return whole
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    app(prog_name="harness")
+    build(groups_for(sys.argv[1:]))(prog_name="harness")
 
 
 if __name__ == "__main__":

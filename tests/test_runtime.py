@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from analysis.runtime import kernel_launches, plain_name, runtime_calls
 from analysis.trace import open_trace
 
@@ -34,3 +37,16 @@ def test_kernel_launches(a100_export: Path) -> None:
     assert k["correlation_id"].tolist() == [140, 156, 172, 188, 204]
     assert k["call_start"].iloc[0] == 924889832  # cudaLaunchKernel, not its _v7000 twin
     assert {k.attrs["api_names"][int(i)] for i in k["api_id"]} == {"cudaLaunchKernel"}
+
+
+def test_calls_of_some_correlation_ids_equal_the_whole_table_filtered(a100_export: Path) -> None:
+    whole = open_trace(a100_export, cache=False)
+    every = runtime_calls(whole)
+    wanted = np.array([138, 140, 156, 999_999])
+    part = open_trace(a100_export, cache=False)
+    some = runtime_calls(part, correlation_ids=wanted)  # read a column at a time, none kept
+    expected = every[every["correlation_id"].isin(wanted)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(some, expected)
+    assert some.attrs["notes"] == every.attrs["notes"]  # still counted over every call: 38
+    assert part.notes == whole.notes
+    assert not part.holds("runtime", ["correlation_id"])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from analysis import stats
 from analysis.stats import describe, order_like_nsys, round_half_up, time_percent
 
 
@@ -27,3 +29,14 @@ def test_time_percent_and_order() -> None:
     assert time_percent(df["Total Time (ns)"]).tolist() == [14.3, 42.9, 42.9, 0.0]
     ordered = order_like_nsys(df, "Total Time (ns)", ["name_id"])
     assert ordered["name_id"].tolist() == [2, 5, 9, 1]  # ties by string id, like SQLite's GROUP BY
+
+
+def test_aggregate_in_blocks_equals_one_groupby(monkeypatch) -> None:
+    rng = np.random.default_rng(0)
+    for groups in (1, 7, 300, 20_000):
+        group = pd.factorize(rng.integers(0, groups, 20_000))[0]
+        values = rng.integers(1, 10**9, 20_000)
+        whole = stats.aggregate(group, values)
+        monkeypatch.setattr(stats, "BLOCK", 999)  # whole groups a block at a time, one group past it alone
+        pd.testing.assert_frame_equal(stats.aggregate(group, values), whole)
+        monkeypatch.undo()

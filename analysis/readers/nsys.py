@@ -17,12 +17,8 @@ integer column) is read again with such values turned into NULL, so one bad row 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
-import platform
 import sqlite3
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers import NULL
+from analysis.readers import NULL, return_freed_buffers
 
 VERSION = "nsys-2"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -337,13 +333,23 @@ class NsysReader:
         last = self._rows(f"SELECT max(max(start), ifnull(max(end), 0)) FROM {NVTX}")[0][0]
         df["end"] = df["end"].where(df["end"] != NULL, int(last or 0))
         df["payload"] = df["payload"].astype("Int64").mask(df["payload"] == NULL)
-        texts = self._column_text(NVTX, "text", where) if "text" in cols else [None] * len(df)
-        if len(texts) != len(df):
-            texts = [None] * len(df)
-        id_names = self._strings_of(df.loc[df["text_id"] != NULL, "text_id"].unique())
-        by_id = df["text_id"].map(id_names)
-        named = by_id.where(by_id.notna(), pd.Series(texts, index=df.index, dtype=object))
-        del texts
+        no_text = (np.full(len(df), -1, dtype=np.int32), [])
+        text, texts = self._column_codes(NVTX, "text", where) if "text" in cols else no_text
+        if len(text) != len(df):
+            text, texts = no_text
+        text_id = df["text_id"].to_numpy()
+        id_names = self._strings_of(np.unique(text_id[text_id != NULL]))
+        # a name per row as a code into texts + the names of text ids + "": the registered string where
+        # the row has a text id, else its text, else ""
+        by_id = pd.Index(np.fromiter(id_names, dtype=np.int64, count=len(id_names))).get_indexer(text_id)
+        code = np.where(by_id >= 0, len(texts) + by_id, np.where(text >= 0, text, len(texts) + len(id_names)))
+        del by_id, text
+        values = [*texts, *id_names.values(), ""]
+        used = sorted({values[i] for i in np.unique(code)})  # the categories astype("category") makes
+        where_in = {v: i for i, v in enumerate(used)}
+        lut = np.array([where_in.get(v, -1) for v in values], dtype=np.int32)
+        named = pd.Categorical.from_codes(lut[code], categories=used)
+        del code
         domain = np.full(len(df), None, dtype=object)
         if domains := self.nvtx_domains():
             process = df["global_tid"].to_numpy() & ~0xFFFFFF
@@ -358,7 +364,7 @@ class NsysReader:
                 "global_tid": df["global_tid"],
                 "pushpop": np.isin(df["event_type"].to_numpy(), PUSHPOP_TYPES),
                 "payload": df["payload"],
-                "name": named.fillna("").astype("category"),
+                "name": named,
                 "domain": pd.Categorical(domain),
             }
         )
@@ -406,19 +412,31 @@ class NsysReader:
             params = {f"i{k}": v for k, v in enumerate(wanted)}
         return {int(i): str(v) for i, v in self._rows(sql, params) if isinstance(i, int)}
 
-    def _column_text(self, table: str, column: str, where: str) -> list[str | None]:
-        """A text column in rowid order (NULL as None): one string joined by SQLite, split here."""
-        cond = f" WHERE {where}" if where else ""
-        col = _ident(column)
+    def _column_codes(self, table: str, column: str, where: str) -> tuple[np.ndarray, list[str]]:
+        """A text column in rowid order as (codes, the distinct non-empty texts; -1: NULL or empty), read
+        a chunk of rowids at a time: 1.8M NVTX texts held as Python strings at once took ~1 GB."""
+        t, col = _ident(table), _ident(column)
+        lo, hi = self._rows(f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")[0]
+        if lo is None:
+            return np.zeros(0, dtype=np.int32), []
+        cond = f" AND ({where})" if where else ""
+        rows_of = f"FROM {t} WHERE rowid BETWEEN :lo AND :hi{cond}"
         # char(30) (record separator) joins the values; a value holding one falls back to row by row
-        blob, n = self._rows(
-            f"SELECT group_concat(ifnull({col}, ''), char(30)), count(*) FROM {_ident(table)}{cond}"
-        )[0]
-        values = str(blob).split("\x1e") if blob is not None else []
-        if len(values) != n:
-            rows = self._rows(f"SELECT {col} FROM {_ident(table)}{cond} ORDER BY rowid")
-            return [str(r[0]) if r[0] is not None else None for r in rows]
-        return [v if v else None for v in values]
+        joined = f"SELECT group_concat(ifnull({col}, ''), char(30)), count(*) {rows_of}"
+        texts: dict[str, int] = {}
+        parts = []
+        for first in range(int(lo), int(hi) + 1, CHUNK_ROWIDS):
+            bounds = {"lo": first, "hi": first + CHUNK_ROWIDS - 1}
+            blob, n = self._rows(joined, bounds)[0]
+            values = str(blob).split("\x1e") if blob is not None and n else []
+            if len(values) != n:
+                rows = self._rows(f"SELECT {col} {rows_of} ORDER BY rowid", bounds)
+                values = [str(r[0]) if r[0] is not None else "" for r in rows]
+            local, distinct = pd.factorize(pd.Series(values, dtype=object))
+            del values
+            lut = np.array([texts.setdefault(v, len(texts)) if v else -1 for v in distinct], dtype=np.int32)
+            parts.append(lut[local] if len(local) else np.zeros(0, dtype=np.int32))
+        return np.concatenate(parts), list(texts)
 
 
 def _expr(expr: str, present: set[str]) -> str:
@@ -478,22 +496,6 @@ def check_header(path: Path) -> None:
         )
 
 
-_M_MMAP_THRESHOLD = -3  # glibc malloc.h
-
-
-@functools.cache
-def _return_freed_buffers() -> None:
-    """Have glibc serve allocations of 1 MiB and more with mmap, so freed chunk buffers leave the process.
-
-    scan() parses chunks on worker threads; with glibc's per-thread arenas and its self-raising mmap
-    threshold, the freed buffers otherwise stay resident (1M kernels, `nvtx-gpu`: 430 MB peak, not 370 MB).
-    """
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-
-
 def open_nsys(path: str | Path) -> NsysReader:
     """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong."""
     from sqlalchemy import create_engine, exc, text
@@ -501,7 +503,7 @@ def open_nsys(path: str | Path) -> NsysReader:
 
     path = Path(path)
     check_header(path)
-    _return_freed_buffers()
+    return_freed_buffers()
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
 
     def connect() -> sqlite3.Connection:
