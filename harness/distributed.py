@@ -22,11 +22,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from analysis.names import ALLREDUCE, BACKWARD, FORWARD, OPTIMIZER
+from analysis.names import FORWARD
+from harness import runner
 from harness.errors import UsageError
 from harness.records import RunConfig
-from harness.runner import Body, BodyFactory, _autocast
-from harness.timing import PhaseClock
+from harness.runner import Body, BodyFactory
 
 BUCKET_BYTES = 25 * 2**20  # DDP's default bucket size
 FAULT_ENV = "HARNESS_TEST_RANK_FAULT"
@@ -143,46 +143,22 @@ def train_body(config: RunConfig, spec: Any, model: Any, device: Any, beat: Hear
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    import workloads
-
     rank, world = dist.get_rank(), dist.get_world_size()
-    gen = torch.Generator().manual_seed(config.seed + rank)
-    x, y = workloads.synthetic_batch(
-        spec, config.batch_size, spec.context_length, device=device, generator=gen
-    )
     ids = [torch.cuda.current_device()] if device.type == "cuda" else None
-    ddp = DistributedDataParallel(model, device_ids=ids)
-    params = [p for p in ddp.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=3e-4)
-    scaler = (
-        torch.amp.GradScaler(device.type) if config.precision == "fp16" and device.type == "cuda" else None
-    )
-    fn = torch.compile(ddp) if config.compile else ddp
-    ddp.train()
 
     def mark(i: int, phase: str) -> None:
         if beat is not None:
             beat(i, phase)
+        if phase == FORWARD:
+            _fault(i)
 
-    def step(i: int, clock: PhaseClock, _: Any) -> None:
-        mark(i, FORWARD)
-        _fault(i)
-        with ddp.no_sync():
-            with clock.phase(FORWARD, i), _autocast(device, config.precision):
-                loss = workloads.loss_fn(fn(x), y)
-            mark(i, BACKWARD)
-            with clock.phase(BACKWARD, i):
-                (scaler.scale(loss) if scaler else loss).backward()
-        mark(i, ALLREDUCE)
-        with clock.phase(ALLREDUCE, i):
-            allreduce_gradients(params, world)
-        mark(i, OPTIMIZER)
-        with clock.phase(OPTIMIZER, i):
-            if scaler:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-            opt.zero_grad(set_to_none=True)
-
-    return Body(step)
+    return runner.train_body(
+        config,
+        spec,
+        model,
+        device,
+        rank=rank,
+        wrap=lambda m: DistributedDataParallel(m, device_ids=ids),
+        allreduce=lambda params: allreduce_gradients(params, world),
+        mark=mark,
+    )

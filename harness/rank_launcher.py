@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
@@ -22,7 +23,7 @@ def main(argv: list[str]) -> int:
     try:
         torchrun.run(args)
     except ChildFailedError as e:
-        first_rank, _ = e.get_first_failure()
+        first_rank = _first(e)
         ranks = {
             str(rank): {"exitcode": f.exitcode, "pid": f.pid, "message": str(f.message)}
             for rank, f in e.failures.items()
@@ -31,6 +32,17 @@ def main(argv: list[str]) -> int:
         print(e.format_msg(), file=sys.stderr)
         return 1
     return 0
+
+
+def _first(error: Any) -> int:
+    """The rank that failed first. torchrun orders by timestamp, but a rank killed by a signal leaves no
+    error file and is stamped in whole seconds when seen, often with the ranks its death broke (their
+    collective calls fail): a rank killed by a signal is the cause, so it comes first."""
+    killed = [rank for rank, f in error.failures.items() if f.exitcode < 0]
+    if killed:
+        return min(killed, key=lambda rank: (error.failures[rank].timestamp, rank))
+    rank, _ = error.get_first_failure()
+    return rank
 
 
 if __name__ == "__main__":

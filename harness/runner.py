@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from analysis.names import MEASURED, MODES, PRECISIONS
+from analysis.names import ALLREDUCE, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 from harness import block_timers, memory, nvtx_ranges
 from harness.compiled import record_first_step, with_compile_warmup
 from harness.devices import (
@@ -284,28 +284,55 @@ def _loop(
             step_done(i + 1, total)
 
 
-def _train(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
+def train_body(
+    config: RunConfig,
+    spec: Any,
+    model: Any,
+    device: Any,
+    *,
+    rank: int = 0,
+    wrap: Callable[[Any], Any] | None = None,
+    allreduce: Callable[[list[Any]], None] | None = None,
+    mark: Callable[[int, str], None] | None = None,
+) -> Body:
+    """The train step. Across ranks (harness.distributed) `wrap` makes the model a DDP module, forward and
+    backward run under its no_sync() and `allreduce` averages the gradients as a phase of its own; `mark`
+    hears each phase start; each rank draws its own batch (seed + rank)."""
     import torch
 
     import workloads
 
-    gen = torch.Generator().manual_seed(config.seed)
+    gen = torch.Generator().manual_seed(config.seed + rank)
     x, y = workloads.synthetic_batch(
         spec, config.batch_size, spec.context_length, device=device, generator=gen
     )
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    module = wrap(model) if wrap else model
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=3e-4)
     scaler = (
         torch.amp.GradScaler(device.type) if config.precision == "fp16" and device.type == "cuda" else None
     )
-    fn = torch.compile(model) if config.compile else model
-    model.train()
+    fn = torch.compile(module) if config.compile else module
+    module.train()
+
+    def say(i: int, phase: str) -> None:
+        if mark is not None:
+            mark(i, phase)
 
     def step(i: int, clock: PhaseClock, _: Any) -> None:
-        with clock.phase("forward", i), _autocast(device, config.precision):
-            loss = workloads.loss_fn(fn(x), y)
-        with clock.phase("backward", i):
-            (scaler.scale(loss) if scaler else loss).backward()
-        with clock.phase("optimizer", i):
+        say(i, FORWARD)
+        with module.no_sync() if allreduce else contextlib.nullcontext():
+            with clock.phase(FORWARD, i), _autocast(device, config.precision):
+                loss = workloads.loss_fn(fn(x), y)
+            say(i, BACKWARD)
+            with clock.phase(BACKWARD, i):
+                (scaler.scale(loss) if scaler else loss).backward()
+        if allreduce is not None:
+            say(i, ALLREDUCE)
+            with clock.phase(ALLREDUCE, i):
+                allreduce(params)
+        say(i, OPTIMIZER)
+        with clock.phase(OPTIMIZER, i):
             if scaler:
                 scaler.step(opt)
                 scaler.update()
@@ -370,7 +397,7 @@ def _generate(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
 
 
 BODIES: dict[str, Callable[[RunConfig, Any, Any, Any], Body]] = {
-    "train": _train,
+    "train": train_body,
     "forward": _forward,
     "generate": _generate,
 }

@@ -239,3 +239,18 @@ def test_overhead_across_ranks(
     assert sorted(runs["profiler"]) == ["none", "nsys"] and runs["world_size"].tolist() == [2, 2]
     counts = store.step_timings().groupby(["run_id", "rank"]).size()
     assert len(counts) == 4 and set(counts) == {12}  # 3 steps × 4 phases, per run and rank
+
+
+def test_a_rank_killed_by_a_signal_is_named_before_the_ranks_its_death_broke(tmp_path: Path) -> None:
+    import signal
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from harness.rank_launcher import _first
+
+    missing = str(tmp_path / "no-error-file.json")  # as a killed rank leaves: stamped when seen
+    broken = ProcessFailure(local_rank=0, pid=100, exitcode=1, error_file=missing)
+    killed = ProcessFailure(local_rank=1, pid=101, exitcode=-signal.SIGKILL, error_file=missing)
+    killed.timestamp = broken.timestamp  # seen in the same poll
+    assert _first(ChildFailedError("worker", {0: broken, 1: killed})) == 1
+    assert _first(ChildFailedError("worker", {0: broken})) == 0
