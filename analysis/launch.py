@@ -18,6 +18,14 @@ MEASURES = (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))
 KEYS = ["PID", "TID", "DevId", "API Name", "Kernel Name"]
 
 
+def _codes(ids: pd.Series, names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+    """An integer code per row (-1: no name) and the name of each code: grouping by a string per row (1M
+    kernels) costs far more than by integers, and two ids with one name still make one group."""
+    per_row, distinct = pd.factorize(ids.to_numpy())
+    codes, labels = pd.factorize(pd.Series(distinct).map(names))
+    return codes[per_row], labels.to_numpy()
+
+
 def launch_summary(trace: Trace) -> pd.DataFrame:
     """Columns as kernexecsum: PID, TID, DevId, Count, QCount, then Avg/Med/Min/Max/StdDev (ns) of
     T(otal), A(PI), Q(ueue) and K(ernel) time, API Name, Kernel Name; largest TAvg first."""
@@ -29,20 +37,24 @@ def launch_summary(trace: Trace) -> pd.DataFrame:
     call_start = k["call_start"].to_numpy()
     call_end = k["call_end"].to_numpy()
     queue = k["start"].to_numpy() - call_end
-    names = trace.strings(k["name_id"].unique())
+    api_code, api_names = _codes(k["api_id"], api)
+    kernel_code, kernel_names = _codes(k["name_id"], trace.strings(k["name_id"].unique()))
     data = pd.DataFrame(
         {
             "PID": pid_of(k["global_tid"]),
             "TID": tid_of(k["global_tid"]),
             "DevId": k["device_id"].to_numpy(),
-            "API Name": k["api_id"].map(api).to_numpy(),
-            "Kernel Name": k["name_id"].map(names).to_numpy(),
+            "API Name": api_code,
+            "Kernel Name": kernel_code,
             "total": np.maximum(call_end, k["end"].to_numpy()) - call_start,
             "api": call_end - call_start,
             "queue": np.where(queue >= 0, queue, np.nan),
             "kernel": k["duration"].to_numpy(),
         }
     )
+    named = (api_code >= 0) & (kernel_code >= 0)  # code -1: no name (dropped, as groupby drops NaN keys)
+    if not named.all():
+        data = data[named]
     g = data.groupby(KEYS, sort=False)
     out = g.size().rename("Count").to_frame()
     out["QCount"] = g["queue"].count()
@@ -55,6 +67,8 @@ def launch_summary(trace: Trace) -> pd.DataFrame:
         out[f"{letter}Max (ns)"] = stats["max"].astype("Int64" if letter == "Q" else np.int64)
         out[f"{letter}StdDev (ns)"] = round_half_up(stats["std"])
     out = out.reset_index()
+    out["API Name"] = api_names[out["API Name"].to_numpy()]
+    out["Kernel Name"] = kernel_names[out["Kernel Name"].to_numpy()]
     out = out.sort_values("TAvg (ns)", ascending=False, kind="stable").reset_index(drop=True)
     out = out[[*KEYS[:3], *[c for c in out.columns if c not in KEYS], *KEYS[3:]]]
     out.attrs["notes"] = [*trace.notes, *notes]
