@@ -177,3 +177,21 @@ def test_visible_escapes() -> None:
     assert visible("tab\there\nline") == r"tab\there\nline"
     assert visible("keep\nline", keep="\n") == "keep\nline"
     assert visible("αβγ — ok […]") == "αβγ — ok […]"  # other text is left alone
+
+
+def test_a_failed_or_interrupted_run_is_said_as_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """err() prints plain text: a message escaped for markup first would show its backslashes."""
+    import typer
+
+    from harness.commands.run import _finish
+    from harness.records import RunConfig, RunResult
+
+    stopped = RunResult(
+        run_id="tiny-[x]", config=RunConfig(model="tiny"), status="interrupted", error="interrupted [SIGTERM]"
+    )
+    with pytest.raises(typer.Exit):
+        _finish(["not saved: run kept in /tmp/[bold]unsaved.json"], [stopped])
+    said = capsys.readouterr().err
+    assert "error: not saved: run kept in /tmp/[bold]unsaved.json" in said
+    assert "error: run tiny-[x] interrupted [SIGTERM]; stored as interrupted" in said
+    assert "\\[" not in said

@@ -256,7 +256,6 @@ def run_cmd(
 
 def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: bool) -> None:
     """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables."""
-    from rich.markup import escape
 
     from harness.commands.progress import Progress
     from harness.multirank import local_ranks, run_ranks
@@ -278,9 +277,9 @@ def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: boo
         tables.append((f"throughput ({which})", throughput_table(result)))
     emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
     if result.status in ("error", "oom"):
-        err(escape(f"run {result.run_id} failed: {result.error}; stored as {result.status}"))
+        err(f"run {result.run_id} failed: {result.error}; stored as {result.status}")
         for line in filter(None, [unsaved]):
-            err(escape(line))
+            err(line)
         raise typer.Exit(1)
     _finish([unsaved], [result])
 
@@ -336,15 +335,14 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
 
 def _finish(unsaved: list[str | None], results: list[RunResult]) -> None:
     """Say what was not saved or was interrupted, and exit with the code that goes with it."""
-    from rich.markup import escape
 
     from harness import signals
 
     for line in filter(None, unsaved):
-        err(escape(line))
+        err(line)
     stopped = next((r for r in results if r.status == "interrupted"), None)
     if stopped is not None:
-        err(escape(f"run {stopped.run_id} {stopped.error}; stored as interrupted"))
+        err(f"run {stopped.run_id} {stopped.error}; stored as interrupted")
         raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
     if any(unsaved):
         raise typer.Exit(1)
