@@ -131,3 +131,19 @@ def test_cli_refuses_duplicate_ranks(two_ranks: list[Path], tmp_path: Path) -> N
     other = derive(two_ranks[0], tmp_path / "job.rank0.sqlite")
     result = runner.invoke(app, ["ranks", str(two_ranks[0]), str(other)])
     assert result.exit_code == 1 and "rank 0 is given twice" in result.stderr
+
+
+def test_ranks_tells_a_missing_export_from_an_unknown_run(tmp_path: Path, tmp_db: str) -> None:
+    from harness.commands.ranks import _is_run_id
+
+    assert _is_run_id(Path("tiny-20261123-182010-3495")) and _is_run_id(Path("latest"))
+    assert not _is_run_id(Path("missing.rank0.sqlite")) and not _is_run_id(Path("runs/x"))
+    missing = CliRunner().invoke(app, ["ranks", str(tmp_path / "missing.rank0.sqlite")])
+    assert missing.exit_code != 0 and "no such export" in missing.output
+    unknown = CliRunner().invoke(app, ["ranks", "tiny-nope"])
+    assert unknown.exit_code != 0 and "no results database at" in unknown.output
+    from harness.store import ResultsStore
+
+    ResultsStore(tmp_db).count_runs()  # an empty database
+    unknown = CliRunner().invoke(app, ["ranks", "tiny-nope"])
+    assert unknown.exit_code != 0 and "no run with id 'tiny-nope'" in unknown.output

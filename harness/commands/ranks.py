@@ -21,6 +21,18 @@ EXPORTS_HELP = (
 )
 
 
+def _is_run_id(arg: Path) -> bool:
+    """A run id or `latest`, not a path: nothing there, no folder, no glob, no export suffix (a mistyped
+    file name is then said missing as a file, not as a run)."""
+    text = str(arg)
+    return (
+        not arg.exists()
+        and "/" not in text
+        and not any(c in text for c in "*?[")
+        and arg.suffix not in (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
+    )
+
+
 @cli_errors
 def ranks_cmd(
     exports: Annotated[list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True)],
@@ -42,7 +54,7 @@ def ranks_cmd(
     from harness.reports import ranks_of
 
     read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
-    if len(exports) == 1 and not exports[0].exists() and not any(c in str(exports[0]) for c in "*?["):
+    if len(exports) == 1 and _is_run_id(exports[0]):
         from harness.rank_tables import ranks_of_run
         from harness.store import ResultsStore
 
