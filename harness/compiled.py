@@ -1,25 +1,19 @@
 """torch.compile's cost, kept apart from the steady state: the first step compiles (Dynamo traces, Inductor
 generates and builds kernels), so it is always a warmup step, and its excess over the measured steps'
-median is the compile time a run reports."""
+median is the compile time a run reports. (RunConfig makes the first step of a --compile run a warmup
+step.)"""
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from harness.records import RunConfig, RunResult
+from harness.records import RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from harness.store import ResultsStore
-
-
-def with_compile_warmup(config: RunConfig) -> RunConfig:
-    """A --compile run with --warmup 0 gets one warmup step: its first step is compilation, never a
-    measured one."""
-    return replace(config, warmup=1) if config.compile and config.warmup == 0 else config
 
 
 def record_first_step(result: RunResult) -> None:

@@ -49,6 +49,12 @@ class RunConfig:
     rdzv_endpoint: str | None = None
     rank_timeout: float = 300.0  # seconds a rank may go without starting a phase before the run is stopped
 
+    def __post_init__(self) -> None:
+        # torch.compile compiles in the first step: it is always a warmup step, never a measured one, and
+        # every reader of the configuration (the runner, the profilers' schedules, progress) sees it so
+        if self.compile and self.warmup == 0:
+            self.warmup = 1
+
     @property
     def world_size(self) -> int:
         return self.nproc * self.nnodes

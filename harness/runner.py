@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import ALLREDUCE, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 from harness import block_timers, memory, nvtx_ranges
-from harness.compiled import record_first_step, with_compile_warmup
+from harness.compiled import record_first_step
 from harness.devices import (
     device_name,
     free_memory,
@@ -134,7 +134,6 @@ def run_workload(
     from harness import env
 
     validate(config)
-    config = with_compile_warmup(config)
     device = resolve_device(config.device)
     spec = workloads.get_spec(config.model)
     if config.mode != "generate":

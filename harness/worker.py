@@ -19,7 +19,6 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from harness.compiled import with_compile_warmup
 from harness.errors import HarnessError
 from harness.records import RunConfig, RunResult, StepRecord, result_to_dict
 from harness.signals import interrupted, signal_of, sigterm_raises
@@ -47,8 +46,7 @@ def read_steps(result_path: Path) -> list[StepRecord]:
 def main(argv: list[str]) -> int:
     config_path, result_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(config_path.read_text())
-    # the profiler's schedule must see the warmup the runner will use
-    config = with_compile_warmup(RunConfig(**spec["config"]))
+    config = RunConfig(**spec["config"])
     rank = None
     if config.world_size > 1:  # one rank of several, started by torchrun: files of its own
         from harness import distributed

@@ -7,6 +7,7 @@ objects in a real results database): compiling tiny on this CPU takes a minute o
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from dashboard_data import MODELS
@@ -16,7 +17,7 @@ from analysis.compile import COMPILE, compile_comparison
 from analysis.dashboard.compile import compile_panel
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
-from harness.compiled import compile_table, record_first_step, with_compile_warmup
+from harness.compiled import compile_table, record_first_step
 from harness.records import RunConfig, RunResult, StepRecord
 from harness.store import ResultsStore
 
@@ -59,9 +60,10 @@ def test_first_step_is_compile_time_apart_from_the_median() -> None:
 
 
 def test_compile_forces_a_warmup_step() -> None:
-    assert with_compile_warmup(RunConfig("tiny", compile=True, warmup=0)).warmup == 1
-    assert with_compile_warmup(RunConfig("tiny", compile=True, warmup=3)).warmup == 3
-    assert with_compile_warmup(RunConfig("tiny", compile=False, warmup=0)).warmup == 0
+    assert RunConfig("tiny", compile=True, warmup=0).warmup == 1
+    assert RunConfig("tiny", compile=True, warmup=3).warmup == 3
+    assert RunConfig("tiny", compile=False, warmup=0).warmup == 0
+    assert replace(RunConfig("tiny", warmup=0), compile=True).warmup == 1
 
 
 @pytest.fixture

@@ -186,14 +186,15 @@ def run_cmd(
     store = ResultsStore(db)  # fail on a bad --db before the work, not after
     from harness.devices import emulated_precision_note, resolve_device
 
-    note = emulated_precision_note(resolve_device(config.device), [config.precision])
+    resolved = resolve_device(config.device)
+    note = emulated_precision_note(resolved, [config.precision])
     if note:
         warn(note)
     if chosen == "torch" and config.world_size > 1:
         from harness.errors import UsageError
 
         raise UsageError("--profiler torch does not run across ranks yet: use --nsys with --nproc")
-    config = _memory_and_compile(config, memory, chosen, resolve_device(config.device))
+    config = _with_memory(config, memory, chosen, resolved)
     if chosen == "torch":
         from harness.profilers import DEFAULT_DIRS
         from harness.profilers.torch import TorchRequest
@@ -284,12 +285,10 @@ def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: boo
     _finish([unsaved], [result])
 
 
-def _memory_and_compile(config: RunConfig, memory: bool, profiler: str | None, device: Any) -> RunConfig:
-    """--memory into the configuration (not with torch.profiler on the CPU: one profiler at a time there), and
-    a --compile run's first step made a warmup step (the worker's profiler schedule must know it)."""
+def _with_memory(config: RunConfig, memory: bool, profiler: str | None, device: Any) -> RunConfig:
+    """--memory into the configuration (not with torch.profiler on the CPU: one profiler at a time there)."""
     from dataclasses import replace
 
-    from harness.compiled import with_compile_warmup
     from harness.errors import UsageError
 
     if memory and profiler == "torch" and device.type != "cuda":
@@ -297,7 +296,7 @@ def _memory_and_compile(config: RunConfig, memory: bool, profiler: str | None, d
             "--memory on the CPU is torch.profiler's memory table: with --profiler torch, use "
             "--profile-memory"
         )
-    return replace(with_compile_warmup(config), memory=memory)
+    return replace(config, memory=memory)
 
 
 def _memory_notes(extra: dict[str, Any]) -> None:
