@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.runtime import runtime_calls
-from analysis.stats import describe, order_like_nsys, time_percent
+from analysis.stats import describe, name_codes, order_like_nsys, time_percent
 from analysis.trace import Trace
 
 APISUM_COLUMNS = [
@@ -16,16 +16,12 @@ APISUM_COLUMNS = [
 
 
 def summarize_calls(calls: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:
-    """Time per function name (APISUM_COLUMNS), largest first, ties by string id like nsys.
-
-    Grouped by an integer code per name, looked up once per distinct string id: a string per call (6M
-    on a big export) would cost more memory than the calls themselves."""
-    per_call, distinct = pd.factorize(calls["name_id"].to_numpy())
-    codes, labels = pd.factorize(pd.Series(distinct).map(names).fillna("?"))
-    first_id = pd.Series(distinct).groupby(codes).min()  # two ids may name one function
-    data = pd.DataFrame({"code": codes[per_call], "duration": calls["duration"].to_numpy()})
+    """Time per function name (APISUM_COLUMNS), largest first, ties by string id like nsys; calls grouped
+    by an integer code per name (analysis.stats.name_codes)."""
+    code, labels, first_id = name_codes(calls["name_id"], names, missing="?")
+    data = pd.DataFrame({"code": code, "duration": calls["duration"].to_numpy()})
     out = describe(data, ["code"], count_name="Num Calls")
-    out["Name"] = labels.to_numpy()[out["code"].to_numpy()]
+    out["Name"] = labels[out["code"].to_numpy()]
     out["name_id"] = first_id.reindex(out["code"]).to_numpy()
     out = order_like_nsys(out, "Total Time (ns)", ["name_id"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])

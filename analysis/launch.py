@@ -11,19 +11,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.runtime import kernel_launches, pid_of, tid_of
-from analysis.stats import round_half_up
+from analysis.stats import name_codes, round_half_up
 from analysis.trace import Trace
 
 MEASURES = (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))
 KEYS = ["PID", "TID", "DevId", "API Name", "Kernel Name"]
-
-
-def _codes(ids: pd.Series, names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
-    """An integer code per row (-1: no name) and the name of each code: grouping by a string per row (1M
-    kernels) costs far more than by integers, and two ids with one name still make one group."""
-    per_row, distinct = pd.factorize(ids.to_numpy())
-    codes, labels = pd.factorize(pd.Series(distinct).map(names))
-    return codes[per_row], labels.to_numpy()
 
 
 def launch_summary(trace: Trace) -> pd.DataFrame:
@@ -37,8 +29,9 @@ def launch_summary(trace: Trace) -> pd.DataFrame:
     call_start = k["call_start"].to_numpy()
     call_end = k["call_end"].to_numpy()
     queue = k["start"].to_numpy() - call_end
-    api_code, api_names = _codes(k["api_id"], api)
-    kernel_code, kernel_names = _codes(k["name_id"], trace.strings(k["name_id"].unique()))
+    # grouped by integer codes, named after: a string per row (1M kernels) costs far more
+    api_code, api_names, _ = name_codes(k["api_id"], api)
+    kernel_code, kernel_names, _ = name_codes(k["name_id"], trace.strings(k["name_id"].unique()))
     data = pd.DataFrame(
         {
             "PID": pid_of(k["global_tid"]),

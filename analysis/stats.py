@@ -7,7 +7,7 @@ one decimal half away from zero, like SQLite's round(); Time (%) is each row's s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -95,6 +95,22 @@ def group_ids(df: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.nda
     first = np.empty(len(uniques), dtype=np.int64)
     first[group[::-1]] = np.arange(len(group) - 1, -1, -1)
     return group, first
+
+
+def name_codes(
+    ids: np.ndarray | pd.Series, names: Mapping[int, str], missing: str | None = None
+) -> tuple[np.ndarray, np.ndarray, pd.Series]:
+    """Rows' string ids as an integer code per name: (code of each row, the name of each code, the smallest
+    id of each code). Names are looked up once per distinct id, never as a string per row (6M CUDA calls:
+    more memory than the calls themselves); two ids with one name share a code. An id with no name gets
+    `missing`, or code -1 when `missing` is None."""
+    per_row, distinct = pd.factorize(np.asarray(ids))
+    named = pd.Series(distinct).map(names)
+    if missing is not None:
+        named = named.fillna(missing)
+    codes, labels = pd.factorize(named)
+    first_id = pd.Series(distinct).groupby(codes).min()
+    return codes[per_row], labels.to_numpy(), first_id
 
 
 def time_percent(total: pd.Series) -> np.ndarray:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import stats
-from analysis.stats import describe, order_like_nsys, round_half_up, time_percent
+from analysis.stats import describe, name_codes, order_like_nsys, round_half_up, time_percent
 
 
 def test_describe_like_nsys() -> None:
@@ -40,3 +40,14 @@ def test_aggregate_in_blocks_equals_one_groupby(monkeypatch) -> None:
         monkeypatch.setattr(stats, "BLOCK", 999)  # whole groups a block at a time, one group past it alone
         pd.testing.assert_frame_equal(stats.aggregate(group, values), whole)
         monkeypatch.undo()
+
+
+def test_name_codes_one_code_per_name_and_the_smallest_id() -> None:
+    ids = np.array([7, 3, 7, 9, 5])  # 3 and 5 name one function; 9 has no name
+    names = {3: "cudaMalloc", 5: "cudaMalloc", 7: "cudaLaunchKernel"}
+    code, labels, first_id = name_codes(ids, names)
+    named = ["cudaLaunchKernel", "cudaMalloc", "cudaLaunchKernel", "cudaMalloc"]
+    assert list(labels[code[code >= 0]]) == named
+    assert code[3] == -1 and first_id[code[1]] == 3 and first_id[code[0]] == 7
+    code, labels, _ = name_codes(ids, names, missing="?")
+    assert labels[code[3]] == "?" and len(labels) == 3
