@@ -12,20 +12,26 @@ if TYPE_CHECKING:
 
     from analysis.ranks import RanksReport
     from harness.records import RunResult
+    from harness.schema import Run
     from harness.store import ResultsStore
-
-COLUMNS = ["rank", "phase", "step", "duration_ns"]
 
 
 def frame(rows: Iterable[tuple[int, str, int, int]]) -> pd.DataFrame:
     import pandas as pd
 
-    return pd.DataFrame(list(rows), columns=COLUMNS)
+    from analysis.ranks import PHASE_COLUMNS
+
+    return pd.DataFrame(list(rows), columns=PHASE_COLUMNS)
 
 
 def result_frame(result: RunResult) -> pd.DataFrame:
     """The measured steps of a RunResult as rank, phase, step, duration_ns."""
     return frame((s.rank, p, s.step, ns) for s in result.steps if not s.warmup for p, ns in s.phases.items())
+
+
+def run_frame(run: Run) -> pd.DataFrame:
+    """The measured steps of a stored run as rank, phase, step, duration_ns (a NULL rank is 0)."""
+    return frame((t.rank or 0, t.phase, t.step, t.duration_ns) for t in run.step_timings if not t.warmup)
 
 
 def rank_tables(df: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
@@ -74,7 +80,7 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
         report = ranks_of(exports, **read)
         report.notes.insert(0, f"run {run.id}: its {len(exports)} per-rank exports")
         return report
-    df = frame((t.rank or 0, t.phase, t.step, t.duration_ns) for t in run.step_timings if not t.warmup)
+    df = run_frame(run)
     if df.empty:
         raise UsageError(f"run {run.id} has no measured steps")
     notes = [f"run {run.id}: in-process timers from the results database (GPU busy time needs --nsys)"]

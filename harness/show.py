@@ -131,11 +131,9 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     per_step.columns.name = None
     tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
     if many:
-        from harness.rank_tables import frame, rank_tables
+        from harness.rank_tables import rank_tables, run_frame
 
-        measured = steps[~steps["warmup"].astype(bool)]
-        rows = measured[["rank", "phase", "step", "duration_ns"]].itertuples(index=False)
-        ranks, notes = rank_tables(frame(rows))
+        ranks, notes = rank_tables(run_frame(run))
         tables += ranks
         if notes:
             tables.append(("communication", pd.DataFrame({"note": notes})))
