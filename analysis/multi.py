@@ -75,8 +75,8 @@ def _natural(name: str) -> list[Any]:
 
 def expand(inputs: Sequence[str | Path]) -> list[Path]:
     """Paths from exports, folders and glob patterns, in the order given (a folder's and a pattern's files
-    in natural name order). Raises ExportError for a folder or pattern with no exports, or a file given
-    twice."""
+    in natural name order). Raises ExportError for a folder or pattern with no exports, a file given twice,
+    or, among several inputs, a file that is not there (one input is said missing where it is opened)."""
     out: list[Path] = []
     for item in inputs:
         p = Path(item)
@@ -90,6 +90,8 @@ def expand(inputs: Sequence[str | Path]) -> list[Path]:
             if not matched:
                 raise ExportError(f"no file matches {item}")
             out += sorted(matched, key=lambda m: _natural(m.name))
+        elif not p.exists() and len(inputs) > 1:  # before any rank is read from the names
+            raise ExportError(f"no such export: {p}")
         else:
             out.append(p)
     seen: dict[Path, Path] = {}

@@ -260,3 +260,14 @@ def test_kineto_ranks_come_from_the_traces() -> None:
     assert "different world sizes: 8 (rank 0); 2 (rank 3)" not in result.stderr
     assert "different world sizes: 2 (rank 0); 8 (rank 3)" in result.stderr
     assert "2 of 8 ranks given: rank 1, 2, 4, 5, 6, 7 missing" in result.stderr
+
+
+def test_a_missing_export_among_several_is_said_missing(tmp_path: Path) -> None:
+    from analysis.errors import ExportError
+    from analysis.multi import expand
+
+    there = tmp_path / "run.rank0.sqlite"
+    there.write_bytes(b"")
+    with pytest.raises(ExportError, match=r"^no such export: .*run\.rank1\.sqlite$"):
+        expand([there, tmp_path / "run.rank1.sqlite"])
+    assert expand([tmp_path / "run.rank1.sqlite"]) == [tmp_path / "run.rank1.sqlite"]  # opened, then said
