@@ -129,7 +129,9 @@ def block_records(
     keep = (step >= 0) & np.array([p is not None for p in phase], dtype=bool)
     rows, step, layer, phase = rows[keep], step[keep], layer[keep], phase[keep]
     if gpu:
-        launches, granges, pairs = attribute(trace, mode="thread", exclusive=False)
+        launches, granges, pairs = attribute(
+            trace, mode="thread", exclusive=False, range_columns=("range_id",)
+        )
         hit = pairs["range"].to_numpy()
         credit = pd.DataFrame(
             {

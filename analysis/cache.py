@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 DEFAULT_LIMIT = 5 * 1000**3
@@ -194,9 +195,12 @@ class Entry:
             if not path.is_file():
                 continue
             try:
-                table = pq.ParquetFile(path).read()  # not read_table: that imports pyarrow.dataset (0.01 s)
-                out[col] = table.to_pandas(ignore_metadata=False)[col]
-                del table
+                file = pq.ParquetFile(path)  # not read_table: that imports pyarrow.dataset (0.01 s)
+                values = _int64_column(file)
+                if values is None:
+                    values = file.read().to_pandas(ignore_metadata=False)[col]
+                out[col] = values
+                del file, values
             except Exception:
                 with contextlib.suppress(OSError):
                     path.unlink()
@@ -214,7 +218,11 @@ class Entry:
             table = pa.Table.from_pandas(df[[col]], preserve_index=False)
             tmp = self.folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{frame}.{col}"
             try:
-                pq.write_table(table, tmp, compression="lz4")  # zstd: a third smaller, 2x slower to write
+                # zstd: a third smaller, 2x slower to write. Integers plain, not dictionary-encoded: the
+                # encoder's buffers stayed resident (~40 MB for the rest of the command), and plain
+                # columns read back faster; names and texts (categories) keep their dictionary.
+                plain = pa.types.is_integer(table.schema.field(0).type)
+                pq.write_table(table, tmp, compression="lz4", use_dictionary=not plain)
                 os.replace(tmp, self.path(frame, col))
             finally:
                 with contextlib.suppress(OSError):
@@ -229,6 +237,25 @@ class Entry:
             if now - _mtime(f) > STALE_TMP_S:
                 with contextlib.suppress(OSError):
                     f.unlink()
+
+
+def _int64_column(file: Any) -> np.ndarray | None:
+    """An int64 column without nulls as a numpy array, read a row group at a time into it (None for other
+    columns): a whole-file read then to_pandas holds the column two or three times over (6M runtime
+    calls: +130 MB at the peak for a 48 MB column, against +60 MB)."""
+    import pyarrow as pa
+
+    if file.schema_arrow.field(0).type != pa.int64():
+        return None
+    out = np.empty(file.metadata.num_rows, dtype=np.int64)
+    at = 0
+    for group in range(file.num_row_groups):
+        for chunk in file.read_row_group(group, use_threads=False).column(0).chunks:
+            if chunk.null_count:
+                return None
+            out[at : at + len(chunk)] = chunk.to_numpy()
+            at += len(chunk)
+    return out if at == len(out) else None
 
 
 @functools.cache

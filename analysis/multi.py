@@ -306,7 +306,7 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
 
     part = Part(path=path)
     try:
-        with open_trace(path, cache=cache) as trace:  # closing flushes the cache writes
+        with open_trace(path, cache=cache) as trace:
             pieces = build(trace)
             part.notes = list(trace.notes)
             meta = trace.meta

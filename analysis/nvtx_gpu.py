@@ -29,9 +29,8 @@ from analysis.errors import ExportError
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx import all_ranges, tagged
-from analysis.readers import NULL
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
-from analysis.stats import aggregate, group_ids, round_half_up, time_percent
+from analysis.stats import BLOCK, aggregate, factorize, group_ids, round_half_up, time_percent
 from analysis.trace import Trace
 
 PHASES = TRAIN_PHASES
@@ -59,19 +58,41 @@ def _nesting(ranges: pd.DataFrame, by_thread: bool) -> tuple[np.ndarray, np.ndar
     return group, order, parents(group[order], start[order], end[order])
 
 
-def _containing(ranges: pd.DataFrame, launches: pd.DataFrame, by_thread: bool, point: bool) -> np.ndarray:
-    """Row of `ranges` (positional) innermost around each launch call, or -1."""
+def _containing(
+    ranges: pd.DataFrame, launches: pd.DataFrame, by_thread: bool, point: bool, release: bool = False
+) -> np.ndarray:
+    """Row of `ranges` (positional) innermost around each launch call, or -1. release: the times of the
+    ranges and the launch calls are taken out of the frames (they are let go once sorted and searched)."""
     if ranges.empty or launches.empty:
         return np.full(len(launches), -1, dtype=np.int64)
-    group, order, parent = _nesting(ranges, by_thread)
-    start, end = ranges["start_ns"].to_numpy()[order], ranges["end_ns"].to_numpy()[order]
+
+    def column(df: pd.DataFrame, name: str) -> np.ndarray:
+        return (df.pop(name) if release else df[name]).to_numpy()
+
+    group = ranges["global_tid"].to_numpy()
+    if not by_thread:
+        group = group & PROCESS_MASK
+    start, end = column(ranges, "start_ns"), column(ranges, "end_ns")
+    order = sort_ranges(group, start, end)
+    # sorted once, for the nesting and the search both (1.8M ranges: each sorted copy is 14 MB)
+    group, start, end = group[order], start[order], end[order]
+    parent = parents(group, start, end)
     has = launches["has_call"].to_numpy()
-    q_group = launches["global_tid"].to_numpy()[has]
+    every = has.all()  # most exports: every kernel has its launch call, and no copies are needed
+
+    def queried(name: str) -> np.ndarray:
+        values = column(launches, name) if name != "global_tid" else launches[name].to_numpy()
+        return values if every else values[has]
+
+    q_group = queried("global_tid")
     if not by_thread:
         q_group = q_group & PROCESS_MASK
-    q_start = launches["call_start"].to_numpy()[has]
-    q_end = q_start if point else launches["call_end"].to_numpy()[has]
-    hit = enclosing(group[order], start, end, parent, q_group, q_start, q_end)
+    q_start = queried("call_start")
+    q_end = q_start if point else queried("call_end")
+    if release and "call_end" in launches:
+        launches.pop("call_end")
+    hit = enclosing(group, start, end, parent, q_group, q_start, q_end)
+    del group, start, end, parent, q_group, q_start, q_end
     out = np.full(len(launches), -1, dtype=np.int64)
     out[has] = np.where(hit >= 0, order[np.maximum(hit, 0)], -1)
     return out
@@ -81,9 +102,12 @@ def _with_enclosing(ranges: pd.DataFrame, launch: np.ndarray, inner: np.ndarray)
     """(launch, range) pairs: each launch with its innermost range and every range around that one."""
     if ranges.empty:
         return launch, inner
-    _, order, parent_sorted = _nesting(ranges, by_thread=True)
-    parent = np.full(len(ranges), -1, dtype=np.int64)
-    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    if "parent_row" in ranges:  # all_ranges nested push/pop ranges per thread already
+        parent = ranges["parent_row"].to_numpy()
+    else:
+        _, order, parent_sorted = _nesting(ranges, by_thread=True)
+        parent = np.full(len(ranges), -1, dtype=np.int64)
+        parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
     small = np.int32 if max(len(ranges), len(launch)) < 2**31 else np.int64  # 6M credits for 1M kernels
     parent = parent.astype(small)
     launches, hits = [launch.astype(small)], [inner.astype(small)]
@@ -94,7 +118,22 @@ def _with_enclosing(ranges: pd.DataFrame, launch: np.ndarray, inner: np.ndarray)
         launches.append(cur_launch)
         hits.append(cur)
         cur = parent[cur]
-    return np.concatenate(launches), np.concatenate(hits)
+    del cur_launch, cur
+    out_launch = np.concatenate(launches)
+    del launches
+    return out_launch, np.concatenate(hits)
+
+
+def _pushpop(ranges: pd.DataFrame) -> pd.DataFrame:
+    """The push/pop ranges of `ranges`, `parent_row` pointing into the result (start/end ranges are nobody's
+    parent)."""
+    keep = (ranges["style"] == "PushPop").to_numpy()
+    out = ranges[keep].reset_index(drop=True)
+    if "parent_row" in out:
+        row = np.cumsum(keep) - 1
+        up = out["parent_row"].to_numpy()
+        out["parent_row"] = np.where(up >= 0, row[np.maximum(up, 0)], -1)
+    return out
 
 
 def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
@@ -113,35 +152,47 @@ def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     return steps[inside]
 
 
+# the range columns attribution reads (of all_ranges' 13: 1.8M ranges)
+RANGE_FIELDS = ("start_ns", "end_ns", "name", "domain", "style", "global_tid", "parent_row")
+
+
 def attribute(
     trace: Trace,
     mode: Mode = "phase",
     phases: Sequence[str] = PHASES,
     names: str = "demangled",
     exclusive: bool = False,
+    range_columns: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(launches, ranges, pairs): pairs has one row per (launch, range) credit, positional rows into
     launches and ranges (range -1: none). Phase mode and exclusive thread mode credit one range at most;
-    inclusive thread mode credits every range open around the call on its thread."""
+    inclusive thread mode credits every range open around the call on its thread. `ranges` has
+    RANGE_FIELDS, pid in phase mode, and `range_columns` of all_ranges; in thread mode the ranges' times
+    and the launch calls' are taken out once searched (1.8M ranges and 1M calls: ~45 MB let go)."""
     _require(trace)
-    launches = kernel_launches(trace, names=names)
+    launches = kernel_launches(trace, names=names).drop(columns=["correlation_id", "api_id"])
     # 1.8M ranges: what is read for them is let go unless loaded before (summary loads it for all tables)
-    ranges = all_ranges(trace, keep=trace.holds("nvtx", ["range_id"]))
-    ranges = ranges.drop(columns=["duration_ns", "payload", "level"])
+    ranges = all_ranges(
+        trace,
+        keep=trace.holds("nvtx", ["start"]),
+        columns=list(dict.fromkeys([*RANGE_FIELDS, *range_columns])),
+    )
     if mode == "auto":
         mode = "phase" if ranges["name"].isin(list(phases)).any() else "thread"
     launches.attrs["mode"] = mode
     if mode == "thread":
         if (ranges["style"] != "PushPop").any():
-            ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
-        inner = _containing(ranges, launches, by_thread=True, point=False)
+            ranges = _pushpop(ranges)
+        inner = _containing(ranges, launches, by_thread=True, point=False, release=True)
         launch = np.arange(len(launches), dtype=np.int64)
         if not exclusive:
             launch, inner = _with_enclosing(ranges, launch, inner)
         launches.attrs["exclusive"] = exclusive
-        return launches, ranges, pd.DataFrame({"launch": launch, "range": inner})
+        return launches, ranges, pd.DataFrame({"launch": launch, "range": inner}, copy=False)
     if mode != "phase":
         raise ValueError(f"unknown mode {mode!r}: auto, phase or thread")
+    if "pid" not in ranges:
+        ranges["pid"] = pid_of(ranges["global_tid"].to_numpy())
     steps = measured_steps(ranges)
     if not steps.empty:
         in_step = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
@@ -149,7 +200,11 @@ def attribute(
     phase_ranges = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
     hit = _containing(phase_ranges, launches, by_thread=False, point=True)
     launches.attrs["mode"] = "phase"
-    return launches, phase_ranges, pd.DataFrame({"launch": np.arange(len(launches)), "range": hit})
+    return (
+        launches,
+        phase_ranges,
+        pd.DataFrame({"launch": np.arange(len(launches)), "range": hit}, copy=False),
+    )
 
 
 def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
@@ -168,6 +223,30 @@ def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str,
             label = f"{domain.categories[d - 1]}:{label}"
         table[int(code)] = (label, str(style.categories[s]))
     return codes, table
+
+
+def _row_keys(
+    rng: np.ndarray,
+    launch: np.ndarray,
+    r_group: np.ndarray,
+    t_group: np.ndarray,
+    n_r: int,
+    name_code: np.ndarray,
+    n_names: int,
+) -> np.ndarray:
+    """Credits' rows as one integer each: the range's row group, else (no range) the launching thread's
+    after them (`n_r` row groups of ranges); times the kernel names plus the kernel's name code where rows
+    are per kernel name."""
+    part = np.where(rng >= 0, r_group[np.maximum(rng, 0)] if n_r else 0, n_r + t_group[launch])
+    if len(name_code):
+        part *= n_names
+        part += name_code[launch]
+    return part
+
+
+def _thread_key(global_pid: np.ndarray, global_tid: np.ndarray) -> np.ndarray:
+    """PID << 24 | TID, one integer that keys a thread as the pair (PID, TID) does."""
+    return (pid_of(global_pid) << 24) | tid_of(global_tid)
 
 
 def _groups(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -221,39 +300,50 @@ def _credits(
     if ranged_only or mode == "phase":
         hit = rng >= 0
         launch, rng = launch[hit], rng[hit]
-    codes, table = _range_codes(ranges) if len(ranges) else (np.zeros(0, dtype=np.int64), {})
-    # row groups of ranges, then of the launching threads of kernels under no range
-    range_keys = pd.DataFrame({"label": codes})
-    if by_thread:
-        range_keys["pid"], range_keys["tid"] = ranges["pid"].to_numpy(), ranges["tid"].to_numpy()
-    r_group, r_first = _groups(range_keys)
-    del range_keys
-    nested_alike = _nested_alike(ranges, r_group, mode, exclusive)
-    n_ranges = len(ranges)
-    r_pid = ranges["pid"].to_numpy() if len(ranges) else np.zeros(1, dtype=np.int64)
-    r_tid = ranges["tid"].to_numpy() if len(ranges) else np.zeros(1, dtype=np.int64)
-    del ranges  # the caller's is gone too: 1.8M ranges are ~150 MB
-    l_pid = pid_of(launches["global_pid"].to_numpy())
-    l_tid = tid_of(launches["global_tid"].to_numpy())
+        del hit
+    # What the rows need of the kernels: a thread key (PID in bits 24-47, TID below), name and duration;
+    # the launch calls' columns go now (the attribution is done).
     n_launches = len(launches)
+    l_key = _thread_key(launches["global_pid"].to_numpy(), launches["global_tid"].to_numpy())
     kernel_name = launches["name_id"].to_numpy()
     kernel_duration = launches["duration"].to_numpy()
     del launches
-    t_group, t_first = _groups(pd.DataFrame({"pid": l_pid, "tid": l_tid}))
+    # Ranges: a label code and a thread key each; the rows they make (label, with PID and TID by thread)
+    n_ranges = len(ranges)
+    codes, table = _range_codes(ranges) if n_ranges else (np.zeros(0, dtype=np.int64), {})
+    r_key = _thread_key(ranges["global_tid"].to_numpy(), ranges["global_tid"].to_numpy())
+    r_parent = ranges["parent_row"].to_numpy() if "parent_row" in ranges else np.zeros(0, dtype=np.int64)
+    del ranges  # the caller's is gone too: 1.8M ranges are ~65 MB
+    range_keys = {"label": codes, "thread": r_key} if by_thread else {"label": codes}
+    r_group, r_first = _groups(pd.DataFrame(range_keys, copy=False))
+    del range_keys
+    nested_alike = _nested_alike(r_parent, r_group, mode, exclusive)
+    del r_parent
+    t_group, t_first = _groups(pd.DataFrame({"thread": l_key}, copy=False))
     n_r = len(r_first)
-    hit = rng >= 0
-    group = np.where(hit, r_group[np.maximum(rng, 0)] if n_r else 0, n_r + t_group[launch])
-    del hit
-    n_names, name_code, name_ids = 1, np.zeros(n_launches, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    n_names, name_code, name_ids = 1, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
     if by_name:
-        name_code, name_ids = pd.factorize(kernel_name)
+        name_code, name_ids = factorize(kernel_name)
         n_names = max(len(name_ids), 1)
-        group *= n_names
-        group += name_code[launch]
-    group, keys = pd.factorize(group)
+
+    # The rows numbered in order of first appearance, a block of credits at a time: 6M credits in one
+    # int64 array, and pandas' hash table sized for them, were the peak.
+    by = (r_group, t_group, n_r, name_code, n_names)
+    blocks = range(0, len(rng), BLOCK)
+    firsts = [pd.unique(_row_keys(rng[lo : lo + BLOCK], launch[lo : lo + BLOCK], *by)) for lo in blocks]
+    keys = pd.unique(np.concatenate([np.zeros(0, dtype=np.int64), *firsts]))
+    del firsts
     n_groups = len(keys)
+    group = np.empty(len(rng), dtype=np.int32 if n_groups < 2**31 else np.int64)
+    index = pd.Index(keys)
+    for lo in blocks:
+        group[lo : lo + BLOCK] = index.get_indexer(
+            _row_keys(rng[lo : lo + BLOCK], launch[lo : lo + BLOCK], *by)
+        )
+    del index, by, r_group, t_group, name_code
     # NVTX Inst: distinct ranges per row (sorted in place: np.unique would hold copies of 6M values)
-    pair = group * (n_ranges + 1)
+    pair = group.astype(np.int64)
+    pair *= n_ranges + 1
     pair += rng
     pair += 1
     del rng
@@ -264,7 +354,7 @@ def _credits(
     del pair, distinct
     counts = np.ones(len(group), dtype=bool)
     if nested_alike and len(group):  # a kernel counts once per row
-        pair = group * n_launches + launch
+        pair = group.astype(np.int64) * n_launches + launch
         order = np.argsort(pair, kind="stable")
         pair = pair[order]
         twice = np.zeros(len(pair), dtype=bool)
@@ -283,11 +373,14 @@ def _credits(
     rep = np.where(in_range, r_first[np.minimum(base, max(n_r - 1, 0))] if n_r else 0, 0)
     rep_l = t_first[np.maximum(base - n_r, 0)] if len(t_first) else np.zeros(n_groups, dtype=np.int64)
     label = np.where(in_range, codes[rep] if n_r else -1, -1)
-    pid = np.where(in_range, r_pid[rep], l_pid[rep_l] if len(l_pid) else 0)
-    tid = np.where(in_range, r_tid[rep], l_tid[rep_l] if len(l_tid) else 0)
-    duration = kernel_duration[launch[counts] if not counts.all() else launch]
+    thread = np.where(in_range, r_key[rep] if n_r else 0, l_key[rep_l] if len(l_key) else 0)
+    pid, tid = thread >> 24, thread & 0xFFFFFF
+    if not counts.all():
+        launch, group = launch[counts], group[counts]
+    duration = kernel_duration[launch]
+    del launch
     return _Credits(
-        group=group[counts],
+        group=group,
         counts=counts,
         duration=duration,
         label=label,
@@ -301,18 +394,21 @@ def _credits(
     )
 
 
-def _nested_alike(ranges: pd.DataFrame, r_group: np.ndarray, mode: str, exclusive: bool) -> bool:
+def _nested_alike(parent: np.ndarray, r_group: np.ndarray, mode: str, exclusive: bool) -> bool:
     """Whether a kernel can be credited twice to one row: inclusive thread mode, and a range inside one
-    of the same row group (name, PID, TID). Most exports have none, and then no 6M-credit sort is needed."""
-    if mode != "thread" or exclusive or not len(ranges):
+    of the same row group (name, PID, TID); `parent` is each range's parent row (-1: none). Most exports
+    have none, and then no 6M-credit sort is needed."""
+    if mode != "thread" or exclusive or not len(parent):
         return False
-    ids = ranges["range_id"].to_numpy()
-    parent = pd.Index(ids).get_indexer(ranges["parent"].to_numpy(dtype=np.int64, na_value=NULL))
-    anc = parent
-    while (has := anc >= 0).any():
-        if (r_group[anc[has]] == r_group[has]).any():
-            return True
-        anc = np.where(has, parent[np.maximum(anc, 0)], -1)
+    for lo in range(0, len(parent), BLOCK):  # walk up from a block of ranges at a time
+        todo = np.flatnonzero(parent[lo : lo + BLOCK] >= 0) + lo
+        anc = parent[todo]
+        while len(todo):
+            if (r_group[anc] == r_group[todo]).any():
+                return True
+            anc = parent[anc]
+            up = anc >= 0
+            todo, anc = todo[up], anc[up]
     return False
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.stats import factorize, member
 from analysis.trace import NULL, Trace
 
 PROCESS_MASK = ~0xFFFFFF  # globalTid -> the globalPid part
@@ -32,11 +33,14 @@ def plain_name(name: str) -> str:
     return name[:-6] if len(name) > 6 and name[-6:-4] == "_v" else name
 
 
-def kernel_rows(trace: Trace, fields: tuple[str, ...], names: str = "demangled") -> pd.DataFrame:
+def kernel_rows(
+    trace: Trace, fields: tuple[str, ...], names: str = "demangled", *, keep: bool = True
+) -> pd.DataFrame:
     """Kernels with `fields` (trace kernel columns, plus "duration"); "name_id" in the style `names`
-    (demangled, base, or mangled, which falls back to demangled where the export has none)."""
+    (demangled, base, or mangled, which falls back to demangled where the export has none). keep=False:
+    the trace does not hold on to columns it reads for this."""
     cols = [NAME_COLUMN[names] if f == "name_id" else f for f in fields]
-    kern = trace.frame("kernels", list(dict.fromkeys(cols)))
+    kern = trace.frame("kernels", list(dict.fromkeys(cols)), keep=keep)
     if names != "demangled" and "name_id" in fields:
         kern = kern.rename(columns={NAME_COLUMN[names]: "name_id"})
     return kern
@@ -117,14 +121,15 @@ def _calls_among(trace: Trace, wanted: np.ndarray) -> pd.DataFrame:
     if dropped:  # the rows of the smallest correlationId recorded twice: the note names one of them
         twice = np.flatnonzero((corr == valid[1:][np.argmax(repeat)]) & ok)
     del valid, repeat
-    take = np.flatnonzero(ok & np.isin(corr, wanted))
+    take = np.flatnonzero(ok & member(corr, wanted))
     del ok
-    columns, example = {}, {}
+    columns, example = {"correlation_id": corr[take]}, {"correlation_id": corr[twice]}
+    del corr  # before the next column is read: two 6M-row columns at once were the peak
     for col in RUNTIME_COLUMNS:
-        values = corr if col == "correlation_id" else trace.column("runtime", col, keep=False)
-        columns[col], example[col] = values[take], values[twice]
-        del values
-    del corr
+        if col not in columns:
+            values = trace.column("runtime", col, keep=False)
+            columns[col], example[col] = values[take], values[twice]
+            del values
     calls, _ = _once(trace, pd.DataFrame(columns, copy=False), notes=False)
     if dropped:
         names = [trace.strings([i]).get(int(i), "?") for i in example["name_id"]]
@@ -140,7 +145,8 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
     runtime not traced). `attrs`: "notes" (duplicate calls dropped), "api_names" (api_id -> name).
     """
     fields = ("name_id", "duration", "correlation_id", "global_pid", *extra)
-    kern = kernel_rows(trace, tuple(dict.fromkeys(fields)), names=names)
+    # the frame owns what it reads (unless the trace holds it already): 1M kernels are 8 MB a column
+    kern = kernel_rows(trace, tuple(dict.fromkeys(fields)), names=names, keep=False)
     cols = ("call_start", "call_end", "global_tid", "api_id")
     notes: list[str] = []
     api_names: dict[int, str] = {}
@@ -155,13 +161,16 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
             _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
         )
     has = found >= 0
-    kern["has_call"] = has
+    # one frame built from arrays: a column set on a frame is a copy of the array
+    columns = {c: kern[c].to_numpy() for c in kern.columns}
+    columns["has_call"] = has
     for col, src in zip(cols, ("start", "end", "global_tid", "name_id"), strict=True):
         values = np.full(len(kern), NULL, dtype=np.int64)
         if calls is not None:
             values[has] = calls[src].to_numpy()[found[has]]
-        kern[col] = values
-    del calls
+        columns[col] = values
+    del calls, found
+    kern = pd.DataFrame(columns, copy=False)
     kern.attrs["notes"] = notes
     kern.attrs["api_names"] = api_names
     return kern
@@ -175,7 +184,7 @@ def _call_key(correlation_id: np.ndarray, global_pid: np.ndarray) -> np.ndarray:
 def _first_of(wanted: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """`_lookup(keys, wanted)` with the hash table built on `wanted`: less memory where `keys` is the
     longer array (a hash table of 6M runtime calls is ~10x the 1M kernels')."""
-    codes, uniques = pd.factorize(wanted)
+    codes, uniques = factorize(wanted)
     pos = pd.Index(uniques).get_indexer(keys)  # which wanted key each of `keys` is, -1: none
     first = np.full(len(uniques) + 1, -1, dtype=np.int64)
     hit = np.flatnonzero(pos >= 0)

@@ -27,7 +27,7 @@ NEEDS = {
     "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id"),
     "memset": ("start", "end", "bytes", "stream_id", "correlation_id"),
     "osrt": ("duration", "name_id"),
-    "nvtx": (),
+    "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
     "strings": (),
 }
 

@@ -32,11 +32,9 @@ when a frame is handed out, and `notes` says how many.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +43,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.readers import NULL
+from analysis.stats import member
 
 FRAMES: dict[str, tuple[str, ...]] = {
     "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
@@ -62,15 +61,14 @@ FRAMES: dict[str, tuple[str, ...]] = {
     "threads": ("global_tid", "name"),
     "strings": ("id", "value"),
 }  # fmt: skip
-WHOLE = frozenset({"nvtx", "threads", "strings"})  # read in one piece
+WHOLE = frozenset({"threads", "strings"})  # read in one piece
+TYPED = frozenset({"nvtx", "threads", "strings"})  # the reader types their columns, rows or none
 TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops"})
 NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory copies",
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
             "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
-_writer: ThreadPoolExecutor | None = None
-_pending: list[Future[Any]] = []
 _unwritable_said: set[str] = set()
 
 
@@ -119,7 +117,6 @@ class Trace:
         return dict(self._reader.reads) if self._reader is not None else {}
 
     def close(self) -> None:
-        flush()
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -247,7 +244,7 @@ class Trace:
                 f"{self.path} has no string table (StringIds), so its {NAMES_OF[frame]} have no names: "
                 "export it again from the report"
             )
-        known = np.isin(ids, np.asarray(strings))
+        known = member(ids, np.asarray(strings))
         if col != "name_id":  # other name styles fall back to the main name where missing
             known |= ids == NULL
         missing = int((~known & keep).sum())
@@ -269,8 +266,6 @@ class Trace:
             finally:
                 self._data[frame] = held
         have = self._data[frame]
-        if frame in WHOLE:
-            columns = list(FRAMES[frame])
         missing = [c for c in columns if c not in have]
         if missing and self._entry_ready and self._entry is not None:
             for col, values in self._entry.load(frame, missing).items():
@@ -279,7 +274,7 @@ class Trace:
         if missing:
             if frame in WHOLE:
                 missing = list(FRAMES[frame])
-            df = self.reader.read(frame, missing) if self.has(frame) or frame in WHOLE else None
+            df = self.reader.read(frame, missing) if self.has(frame) or frame in TYPED else None
             if df is None:
                 df = _empty(frame, missing)
             lengths = {len(v) for v in have.values()}
@@ -292,46 +287,27 @@ class Trace:
         return {c: have[c] for c in columns}
 
     def _save(self, frame: str, df: pd.DataFrame) -> None:
+        """Write what was read from the source to the cache, now. Not on a thread of its own: a frame on its
+        way there was held while the command read the next (1M kernels, `nvtx-gpu` cold: ~25 MB more at
+        the peak), and the write costs a few percent of the read (docs/performance.md)."""
         entry = self._entry
         if entry is None:
             return
-
-        def write() -> None:
-            try:
-                if not self._entry_ready:
-                    entry.create(self.meta)
-                    self._entry_ready = True
-                entry.store(frame, df)
-            except OSError as e:
-                root = str(entry.cache.root)
-                if root not in _unwritable_said:
-                    _unwritable_said.add(root)
-                    self.note(f"cache folder {root} is not writable ({e.strerror}): nothing was cached")
-                self._entry = None
-
-        if not self._entry_ready:
-            write()  # the entry folder first, in this thread: the note must be in before tables print
-            return
-        _submit(write)
+        try:
+            if not self._entry_ready:
+                entry.create(self.meta)
+                self._entry_ready = True
+            entry.store(frame, df)
+        except OSError as e:
+            root = str(entry.cache.root)
+            if root not in _unwritable_said:
+                _unwritable_said.add(root)
+                self.note(f"cache folder {root} is not writable ({e.strerror}): nothing was cached")
+            self._entry = None
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
-
-
-def _submit(job: Any) -> None:
-    global _writer
-    if _writer is None:
-        _writer = ThreadPoolExecutor(1, thread_name_prefix="harness-cache")
-        atexit.register(flush)
-    _pending.append(_writer.submit(job))
-
-
-def flush() -> None:
-    """Wait for cache writes still under way (a command calls this before it exits)."""
-    while _pending:
-        with contextlib.suppress(Exception):
-            _pending.pop().result()
 
 
 def open_trace(path: str | Path, *, cache: bool = True) -> Trace:

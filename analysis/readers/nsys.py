@@ -20,6 +20,7 @@ import contextlib
 import os
 import sqlite3
 import warnings
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ PUSHPOP_TYPES = (59, 70)
 STARTEND_TYPES = (60, 71)
 DOMAIN_CREATE = 75
 OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
+FRAME_NVTX = ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain")
 
 # Frame -> source table, and the SQL expression of each column. Grid and block dimensions are packed into
 # one integer each (CUDA caps gridY/gridZ at 65535 and block dimensions at 1024 x 1024 x 64), so one value
@@ -176,7 +178,7 @@ class NsysReader:
     def read(self, frame: str, columns: Sequence[str]) -> pd.DataFrame:
         """`columns` of `frame` (all of them for nvtx, threads and strings, which are read whole)."""
         if frame == "nvtx":
-            return self.nvtx_ranges()
+            return self.nvtx_ranges(columns)
         if frame == "threads":
             return self.thread_names()
         if frame == "strings":
@@ -187,7 +189,7 @@ class NsysReader:
         where, params = "", {}
         if frame == "osrt" and "eventClass" in present:
             where, params = "eventClass = :cls", {"cls": OSRT_CLASS}
-        df = self.scan(table, exprs, where, params)
+        df = pd.DataFrame(self.scan(table, exprs, where, params), copy=False)
         # memory kinds: nsys counts from 0 (pageable) with 7 unknown, the trace model as CUPTI, 0 unknown
         for col in ("src_kind", "dst_kind", "mem_kind"):
             if col in df:
@@ -229,15 +231,21 @@ class NsysReader:
         return {}
 
     def scan(
-        self, table: str, exprs: Mapping[str, str], where: str = "", params: Mapping[str, Any] | None = None
-    ) -> pd.DataFrame:
+        self,
+        table: str,
+        exprs: Mapping[str, str],
+        where: str = "",
+        params: Mapping[str, Any] | None = None,
+        dtypes: Mapping[str, Any] | None = None,
+    ) -> dict[str, np.ndarray]:
         """Integer columns `exprs` (name -> SQL expression) of every row of `table` matching `where`.
 
         One query per chunk of rowids keeps the joined strings small. NULL, and a value that is not an
-        integer, reads as the NULL sentinel.
+        integer, reads as the NULL sentinel. `dtypes` narrows columns (int64 by default) whose expressions
+        keep them in range, NULL included. The arrays are the caller's to change.
         """
         names = list(exprs)
-        empty = pd.DataFrame({n: np.empty(0, dtype=np.int64) for n in names})
+        empty = {n: np.empty(0, dtype=(dtypes or {}).get(n, np.int64)) for n in names}
         if table not in self.tables:
             return empty
         self.reads[table] = self.reads.get(table, 0) + 1
@@ -266,21 +274,37 @@ class NsysReader:
                 parsed = [_parse_ints(b) for b in row[1:]]
             return list(parsed)
 
-        # SQLite does the work with the GIL released: chunks on separate connections scan in parallel
+        # SQLite does the work with the GIL released: chunks on separate connections scan in parallel.
+        # Each chunk is copied into the columns as it comes, in order, and let go: holding every chunk
+        # and then joining them held each column twice. A column is sized for every rowid (pages past
+        # the rows read are never touched, so they take no memory).
+        columns = [np.empty(int(hi) - int(lo) + 1, dtype=(dtypes or {}).get(n, np.int64)) for n in names]
+        at = 0
+
+        def take(parsed: list[np.ndarray | None]) -> None:
+            nonlocal at
+            n = len(parsed[0]) if parsed and parsed[0] is not None else 0
+            for out, part in zip(columns, parsed, strict=True):
+                out[at : at + n] = part
+            at += n
+
         workers = min(len(chunks), SCAN_THREADS)
         if workers > 1:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(workers) as pool:
-                parts = list(pool.map(read, chunks))
+            with ThreadPoolExecutor(workers) as pool:  # at most `workers` chunks in flight
+                queue = deque(pool.submit(read, first) for first in chunks[:workers])
+                for first in chunks[workers:]:
+                    parsed = queue.popleft().result()
+                    queue.append(pool.submit(read, first))
+                    take(parsed)
+                    del parsed
+                while queue:
+                    take(queue.popleft().result())
         else:
-            parts = [read(first) for first in chunks]
-        columns = {}
-        for i, n in enumerate(names):
-            columns[n] = np.concatenate([p[i] for p in parts])
-            for p in parts:
-                p[i] = None  # free each chunk once joined
-        return pd.DataFrame(columns, copy=False)
+            for first in chunks:
+                take(read(first))
+        return {n: c[:at] for n, c in zip(names, columns, strict=True)}
 
     def strings(self) -> pd.DataFrame:
         """StringIds: id, value."""
@@ -295,79 +319,105 @@ class NsysReader:
             }
         )
 
-    def nvtx_ranges(self) -> pd.DataFrame:
+    def nvtx_ranges(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges, one row each, names resolved and domains attached.
 
         Columns: range_id (rowid), start, end (the export's last timestamp for a range never closed),
         global_tid, pushpop (bool), payload (Int64, NA when none), name (category), domain (category, NA
-        outside named domains).
+        outside named domains); range_id and `columns` of them (default all), read in one scan.
         """
+        asked = set(FRAME_NVTX if columns is None else columns) | {"range_id"}
         cols = self.columns(NVTX)
         types = (*PUSHPOP_TYPES, *STARTEND_TYPES)
         where = f"eventType IN ({', '.join(map(str, types))})" if "eventType" in cols else ""
         payload_cols = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if c in cols]
+        # ids of strings and domains as int32 (-1: none), push/pop as a bool: 1.8M ranges are read here
+        int32 = "CASE WHEN {0} BETWEEN 0 AND 2147483647 THEN {0} ELSE -1 END"
         exprs = {
             "range_id": "rowid",
             "start": "start",
             "end": "end",
-            "event_type": "eventType",
+            "pushpop": f"eventType IN ({', '.join(map(str, PUSHPOP_TYPES))})",
             "global_tid": "globalTid",
-            "domain_id": "domainId" if "domainId" in cols else "0",
-            "text_id": "textId" if "textId" in cols else "NULL",
+            "domain_id": int32.format("domainId") if "domainId" in cols else "0",
+            "text_id": int32.format("textId") if "textId" in cols else "-1",
             "payload": f"coalesce({', '.join(payload_cols)}, NULL)" if payload_cols else "NULL",
         }
-        df = self.scan(NVTX, exprs, where)
-        if df.empty:
-            return pd.DataFrame(
-                {
-                    "range_id": df["range_id"],
-                    "start": df["start"],
-                    "end": df["end"],
-                    "global_tid": df["global_tid"],
-                    "pushpop": pd.Series(dtype=bool),
-                    "payload": pd.Series(dtype="Int64"),
-                    "name": pd.Categorical([]),
-                    "domain": pd.Categorical([]),
-                }
-            )
-        last = self._rows(f"SELECT max(max(start), ifnull(max(end), 0)) FROM {NVTX}")[0][0]
-        df["end"] = df["end"].where(df["end"] != NULL, int(last or 0))
-        df["payload"] = df["payload"].astype("Int64").mask(df["payload"] == NULL)
-        no_text = (np.full(len(df), -1, dtype=np.int32), [])
-        text, texts = self._column_codes(NVTX, "text", where) if "text" in cols else no_text
-        if len(text) != len(df):
+        needs = {"name": {"text_id"}, "domain": {"domain_id", "global_tid"}}
+        wanted = asked.union(*(needs.get(c, set()) for c in asked))
+        exprs = {c: e for c, e in exprs.items() if c in wanted}
+        narrow = {"pushpop": np.bool_, "domain_id": np.int32, "text_id": np.int32}
+        col = self.scan(NVTX, exprs, where, dtypes=narrow)
+        n = len(col["range_id"])
+        out: dict[str, Any] = {c: col[c] for c in ("range_id", "start", "end", "global_tid") if c in asked}
+        if not n:
+            empty = {
+                "pushpop": pd.Series(dtype=bool),
+                "payload": pd.Series(dtype="Int64"),
+                "name": pd.Categorical([]),
+                "domain": pd.Categorical([]),
+            }
+            return pd.DataFrame({**out, **{c: v for c, v in empty.items() if c in asked}})
+        if "end" in asked:
+            last = self._rows(f"SELECT max(max(start), ifnull(max(end), 0)) FROM {NVTX}")[0][0]
+            col["end"][col["end"] == NULL] = int(last or 0)
+        if "pushpop" in asked:
+            out["pushpop"] = col["pushpop"]
+        if "payload" in asked:
+            payload = col.pop("payload")
+            out["payload"] = pd.arrays.IntegerArray(payload, payload == NULL)  # the values, not a copy
+        if "name" in asked:
+            out["name"] = self._nvtx_names(col, cols, where)
+        if "domain" in asked:
+            out["domain"] = self._nvtx_domain_of(col)
+        return pd.DataFrame(out, copy=False)
+
+    def _nvtx_names(self, col: dict[str, np.ndarray], cols: set[str], where: str) -> pd.Categorical:
+        """The name of each range (scan() columns range_id and text_id): the registered string where it
+        has a text id, else its text, else ""."""
+        n = len(col["range_id"])
+        no_text = (np.full(n, -1, dtype=np.int32), [])
+        rowids = col["range_id"]
+        if "text" in cols and (rowids[1:] > rowids[:-1]).all():  # scan() reads in rowid order
+            text, texts = self._column_codes(NVTX, "text", where, rowids)
+        else:
             text, texts = no_text
-        text_id = df["text_id"].to_numpy()
-        id_names = self._strings_of(np.unique(text_id[text_id != NULL]))
+        text_id = col.pop("text_id")
+        id_names = self._strings_of(np.unique(text_id[text_id >= 0]))
         # a name per row as a code into texts + the names of text ids + "": the registered string where
         # the row has a text id, else its text, else ""
-        by_id = pd.Index(np.fromiter(id_names, dtype=np.int64, count=len(id_names))).get_indexer(text_id)
-        code = np.where(by_id >= 0, len(texts) + by_id, np.where(text >= 0, text, len(texts) + len(id_names)))
-        del by_id, text
+        code = text
+        code[code < 0] = len(texts) + len(id_names)
+        if id_names:
+            by_id = pd.Index(np.fromiter(id_names, dtype=np.int64, count=len(id_names))).get_indexer(text_id)
+            hit = by_id >= 0
+            code[hit] = len(texts) + by_id[hit]
+            del by_id, hit
+        del text, text_id
         values = [*texts, *id_names.values(), ""]
         used = sorted({values[i] for i in np.unique(code)})  # the categories astype("category") makes
         where_in = {v: i for i, v in enumerate(used)}
         lut = np.array([where_in.get(v, -1) for v in values], dtype=np.int32)
-        named = pd.Categorical.from_codes(lut[code], categories=used)
-        del code
-        domain = np.full(len(df), None, dtype=object)
+        return pd.Categorical.from_codes(lut[code], categories=used)
+
+    def _nvtx_domain_of(self, col: dict[str, np.ndarray]) -> pd.Categorical:
+        """The domain of each range (scan() columns domain_id and global_tid), as pd.Categorical of the
+        names (NA outside named domains) would make it, without an object per range."""
+        n = len(col["range_id"])
+        dom = col.pop("domain_id")
+        domain_of = np.full(n, -1, dtype=np.int32)
+        rows_of: dict[str, np.ndarray] = {}
         if domains := self.nvtx_domains():
-            process = df["global_tid"].to_numpy() & ~0xFFFFFF
-            dom = df["domain_id"].to_numpy()
+            process = col["global_tid"] & ~0xFFFFFF
             for (dom_id, pid), name in domains.items():
-                domain[(dom == dom_id) & (process == pid)] = name
-        return pd.DataFrame(
-            {
-                "range_id": df["range_id"],
-                "start": df["start"],
-                "end": df["end"],
-                "global_tid": df["global_tid"],
-                "pushpop": np.isin(df["event_type"].to_numpy(), PUSHPOP_TYPES),
-                "payload": df["payload"],
-                "name": named,
-                "domain": pd.Categorical(domain),
-            }
-        )
+                rows = (dom == dom_id) & (process == pid)
+                if rows.any():
+                    rows_of[name] = rows_of[name] | rows if name in rows_of else rows
+            del process
+        del dom
+        for i, name in enumerate(sorted(rows_of)):
+            domain_of[rows_of[name]] = i
+        return pd.Categorical.from_codes(domain_of, categories=sorted(rows_of) or pd.Index([], dtype=object))
 
     def nvtx_domains(self) -> dict[tuple[int, int], str]:
         """(domainId, process part of globalTid) -> domain name, from the domain-create events."""
@@ -412,31 +462,31 @@ class NsysReader:
             params = {f"i{k}": v for k, v in enumerate(wanted)}
         return {int(i): str(v) for i, v in self._rows(sql, params) if isinstance(i, int)}
 
-    def _column_codes(self, table: str, column: str, where: str) -> tuple[np.ndarray, list[str]]:
-        """A text column in rowid order as (codes, the distinct non-empty texts; -1: NULL or empty), read
-        a chunk of rowids at a time: 1.8M NVTX texts held as Python strings at once took ~1 GB."""
+    def _column_codes(
+        self, table: str, column: str, where: str, rowids: np.ndarray
+    ) -> tuple[np.ndarray, list[str]]:
+        """A text column as a code per row of `rowids` (the rows' rowids, ascending) and the distinct
+        non-empty texts (-1: NULL or empty). SQLite groups each chunk of rowids by text and hands back each
+        text once with its rowids: 1.8M NVTX texts made one Python string each took ~250 MB at the peak
+        (and ~1 GB held at once before chunks)."""
         t, col = _ident(table), _ident(column)
-        lo, hi = self._rows(f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")[0]
-        if lo is None:
-            return np.zeros(0, dtype=np.int32), []
+        out = np.full(len(rowids), -1, dtype=np.int32)
+        if not len(rowids):
+            return out, []
         cond = f" AND ({where})" if where else ""
-        rows_of = f"FROM {t} WHERE rowid BETWEEN :lo AND :hi{cond}"
-        # char(30) (record separator) joins the values; a value holding one falls back to row by row
-        joined = f"SELECT group_concat(ifnull({col}, ''), char(30)), count(*) {rows_of}"
+        grouped = (
+            f"SELECT {col}, group_concat(rowid) FROM {t} WHERE rowid BETWEEN :lo AND :hi{cond} "
+            f"AND {col} IS NOT NULL AND {col} != '' GROUP BY {col}"
+        )
         texts: dict[str, int] = {}
-        parts = []
-        for first in range(int(lo), int(hi) + 1, CHUNK_ROWIDS):
+        for first in range(int(rowids[0]), int(rowids[-1]) + 1, CHUNK_ROWIDS):
             bounds = {"lo": first, "hi": first + CHUNK_ROWIDS - 1}
-            blob, n = self._rows(joined, bounds)[0]
-            values = str(blob).split("\x1e") if blob is not None and n else []
-            if len(values) != n:
-                rows = self._rows(f"SELECT {col} {rows_of} ORDER BY rowid", bounds)
-                values = [str(r[0]) if r[0] is not None else "" for r in rows]
-            local, distinct = pd.factorize(pd.Series(values, dtype=object))
-            del values
-            lut = np.array([texts.setdefault(v, len(texts)) if v else -1 for v in distinct], dtype=np.int32)
-            parts.append(lut[local] if len(local) else np.zeros(0, dtype=np.int32))
-        return np.concatenate(parts), list(texts)
+            for value, ids in self._rows(grouped, bounds):
+                text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+                at = _parse_ints(ids)
+                pos = np.minimum(np.searchsorted(rowids, at), len(rowids) - 1)
+                out[pos[rowids[pos] == at]] = texts.setdefault(text, len(texts))
+        return out, list(texts)
 
 
 def _expr(expr: str, present: set[str]) -> str:
