@@ -247,6 +247,10 @@ def _int64_column(file: Any) -> np.ndarray | None:
 
     if file.schema_arrow.field(0).type != pa.int64():
         return None
+    if file.num_row_groups == 1:  # up to 1M rows: arrow's buffer as it is, no copy (read-only)
+        column = file.read_row_group(0, use_threads=False).column(0)
+        if column.num_chunks == 1 and not column.null_count:
+            return column.chunk(0).to_numpy()
     out = np.empty(file.metadata.num_rows, dtype=np.int64)
     at = 0
     for group in range(file.num_row_groups):

@@ -80,17 +80,16 @@ def _containing(
     has = launches["has_call"].to_numpy()
     every = has.all()  # most exports: every kernel has its launch call, and no copies are needed
 
-    def queried(name: str) -> np.ndarray:
-        values = column(launches, name) if name != "global_tid" else launches[name].to_numpy()
+    def queried(values: np.ndarray) -> np.ndarray:
         return values if every else values[has]
 
-    q_group = queried("global_tid")
+    q_group = queried(launches["global_tid"].to_numpy())
     if not by_thread:
         q_group = q_group & PROCESS_MASK
-    q_start = queried("call_start")
-    q_end = q_start if point else queried("call_end")
-    if release and "call_end" in launches:
-        launches.pop("call_end")
+    q_start = queried(column(launches, "call_start"))
+    call_end = column(launches, "call_end")
+    q_end = q_start if point else queried(call_end)
+    del call_end
     hit = enclosing(group, start, end, parent, q_group, q_start, q_end)
     del group, start, end, parent, q_group, q_start, q_end
     out = np.full(len(launches), -1, dtype=np.int64)

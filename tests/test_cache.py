@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import SHARED_NSYS, _require
 from export_data import as_printed, oracle
 
 import analysis.readers.nsys as nsys_reader
@@ -198,3 +199,25 @@ def test_parse_size() -> None:
     assert parse_size("2048") == 2048
     with pytest.raises(ValueError, match="not a size"):
         parse_size("5 parsecs")
+
+
+def test_nvtx_columns_read_apart_equal_the_whole_frame(cache_dir: Path) -> None:
+    """The nsys reader reads the NVTX columns a table asks for (one scan each time): names resolved from
+    texts and text ids, domains, payloads and open ranges' ends, each alone, equal the whole frame."""
+    export = _require(SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite")
+    whole = nsys_reader.open_nsys(export).nvtx_ranges()
+    assert len(whole) == 82 and whole["name"].nunique() > 10
+    for column in ("start", "end", "global_tid", "pushpop", "payload", "name", "domain"):
+        alone = nsys_reader.open_nsys(export).nvtx_ranges([column])
+        assert list(alone.columns) == ["range_id", column]
+        pd.testing.assert_series_equal(alone[column], whole[column])
+    # and through the cache: a column read later is added to the entry, the ones before are not read again
+    with open_trace(export) as first:
+        names = first.frame("nvtx", ["name"])
+    with open_trace(export) as second:
+        both = second.frame("nvtx", ["name", "payload"])
+        assert second.source_reads == {"NVTX_EVENTS": 1}
+    assert both["name"].tolist() == names["name"].tolist() == whole["name"].tolist()
+    with open_trace(export) as third:
+        third.frame("nvtx", ["name", "payload"])
+        assert third.source_reads == {}

@@ -45,3 +45,14 @@ def test_analysis_command_imports_no_other_command_module() -> None:
     assert "harness.commands.analysis" in done.stderr
     for group in set(GROUPS) - {"analysis"}:
         assert f"harness.commands.{group}'" not in done.stderr, done.stderr
+
+
+def test_a_command_line_registers_its_command_alone() -> None:
+    from harness.cli import build, command_of
+
+    assert command_of(["kernels", "x.sqlite"]) == "kernels" and command_of(["kernel"]) is None
+    only = build(groups_for(["nvtx-gpu"]), only="nvtx-gpu")
+    assert _names(only) == {"nvtx-gpu"}
+    # sub-apps (baseline) are kept whole: only the module's plain commands are left out
+    assert _names(build(("diff",), only="baseline")) == {"baseline"}
+    assert _names(build(("diff",), only="diff")) == {"diff", "baseline"}

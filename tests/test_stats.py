@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import stats
+from analysis.readers import NULL
 from analysis.stats import describe, name_codes, order_like_nsys, round_half_up, time_percent
 
 
@@ -51,3 +52,19 @@ def test_name_codes_one_code_per_name_and_the_smallest_id() -> None:
     assert code[3] == -1 and first_id[code[1]] == 3 and first_id[code[0]] == 7
     code, labels, _ = name_codes(ids, names, missing="?")
     assert labels[code[3]] == "?" and len(labels) == 3
+
+
+def test_member_and_factorize_in_blocks_equal_numpy_and_pandas() -> None:
+    from analysis.stats import factorize, member
+
+    rng = np.random.default_rng(3)
+    values = rng.integers(-5, 400, 10_000)
+    values[::97] = NULL
+    wanted = rng.integers(0, 500, 300)
+    assert member(values, wanted, block=512).tolist() == np.isin(values, wanted).tolist()
+    assert not member(values, np.zeros(0, dtype=np.int64)).any()
+    codes, uniques = factorize(values, block=512)  # 20 blocks
+    want_codes, want_uniques = pd.factorize(values)
+    assert codes.tolist() == want_codes.tolist() and uniques.tolist() == want_uniques.tolist()
+    named = pd.Series(["b", None, "a", "b"])  # not integers: pandas as it is, NA a group of its own
+    assert factorize(named)[0].tolist() == [0, 1, 2, 0]
