@@ -436,12 +436,17 @@ def targets(c: dict[str, Cmd], with_data: list[str] | None) -> list[Target]:
     for key in ("kernels", "nvtx-gpu", "summary"):
         if have(f"{key} cold", f"{key} --no-cache"):
             ratio(f"big: cache building, {key} cold / --no-cache", f"{key} cold", f"{key} --no-cache", 1.3)
+    # Issue 10 sets the 400 MB limit for the commands on 1M kernels (kernels, nvtx-gpu); its `summary` target
+    # is speed alone. summary's peak is printed for the record: it holds every column its nine tables read
+    # so that each source table is scanned once (6M runtime calls alone are 243 MB), see performance.md.
     for key in ("kernels", "nvtx-gpu", "summary"):
+        limited = key != "summary"
         for mode in ("cold", "--no-cache", "warm"):
             if have(f"{key} {mode}"):
                 peak = c[f"{key} {mode}"].peak
-                add(f"big: peak RSS, {key} {mode}", peak, None, " MB", f"< {RSS_LIMIT_MB} MB",
-                    peak < RSS_LIMIT_MB)  # fmt: skip
+                target = f"< {RSS_LIMIT_MB} MB" if limited else "—"
+                add(f"big: peak RSS, {key} {mode}", peak, None, " MB", target,
+                    peak < RSS_LIMIT_MB if limited else None)  # fmt: skip
     return out
 
 
