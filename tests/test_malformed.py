@@ -96,3 +96,23 @@ def test_flipped_page_in_the_kernel_table(a100_export: Path, tmp_path: Path) -> 
     else:
         assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
     assert bad.read_bytes() == before
+
+
+def test_a_text_id_that_is_not_an_integer_reads_as_none(cpu_export: Path, tmp_path: Path) -> None:
+    """The NVTX ids are read as int32: a REAL textId (the chunk is read again strictly) is no id, not the
+    NULL sentinel cut to 32 bits (which named it StringIds 1, "[kernel.kallsyms]"); the others keep their
+    names."""
+    whole = open_trace(cpu_export, cache=False).frame("nvtx", ["range_id", "name"])
+    first = int(whole["range_id"].iloc[0])
+    bad = derive(
+        cpu_export,
+        tmp_path / "bad.sqlite",
+        "CREATE TABLE n2 AS SELECT * FROM NVTX_EVENTS",
+        "DROP TABLE NVTX_EVENTS",
+        "ALTER TABLE n2 RENAME TO NVTX_EVENTS",
+        f"UPDATE NVTX_EVENTS SET textId = 2.5 WHERE rowid = {first}",
+    )
+    names = open_trace(bad, cache=False).frame("nvtx", ["range_id", "name"])
+    assert names["range_id"].tolist() == whole["range_id"].tolist()
+    assert names["name"].iloc[1:].tolist() == whole["name"].iloc[1:].tolist()
+    assert whole["name"].iloc[0] == "step" and names["name"].iloc[0] == ""  # no text of its own: no name

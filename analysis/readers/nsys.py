@@ -176,7 +176,7 @@ class NsysReader:
         return bool(self._rows(f"SELECT EXISTS (SELECT 1 FROM {_ident(table)}{cond})")[0][0])
 
     def read(self, frame: str, columns: Sequence[str]) -> pd.DataFrame:
-        """`columns` of `frame` (all of them for nvtx, threads and strings, which are read whole)."""
+        """`columns` of `frame` (range_id too for nvtx; threads and strings are read whole)."""
         if frame == "nvtx":
             return self.nvtx_ranges(columns)
         if frame == "threads":
@@ -242,7 +242,7 @@ class NsysReader:
 
         One query per chunk of rowids keeps the joined strings small. NULL, and a value that is not an
         integer, reads as the NULL sentinel. `dtypes` narrows columns (int64 by default) whose expressions
-        keep them in range, NULL included. The arrays are the caller's to change.
+        keep them in range; there NULL reads as -1 (False for bool). The arrays are the caller's to change.
         """
         names = list(exprs)
         empty = {n: np.empty(0, dtype=(dtypes or {}).get(n, np.int64)) for n in names}
@@ -285,6 +285,8 @@ class NsysReader:
             nonlocal at
             n = len(parsed[0]) if parsed and parsed[0] is not None else 0
             for out, part in zip(columns, parsed, strict=True):
+                if out.dtype != np.int64 and part is not None:  # the sentinel does not fit: -1 (or False)
+                    part = np.where(part == NULL, -1 if out.dtype.kind == "i" else 0, part)
                 out[at : at + n] = part
             at += n
 
