@@ -33,14 +33,12 @@ def all_ranges(trace: Trace, *, keep: bool = True, columns: Sequence[str] | None
     it before).
 
     `parent` is the parent's range_id (the export's NVTX_EVENTS rowid, what nsys calls RangeId); start/end
-    ranges have level 0 and no parent. `columns` may also name `parent_row`: the parent's row in the
-    returned frame (-1: none). Asking for fewer columns builds fewer: attribution over 1.8M ranges reads
-    five of them.
+    ranges have level 0 and no parent. Asking for fewer columns builds fewer: attribution over 1.8M
+    ranges reads six of them.
     """
     wanted = list(RANGE_COLUMNS if columns is None else columns)
-    known = {*RANGE_COLUMNS, "parent_row"}
-    if unknown := [c for c in wanted if c not in known]:
-        raise KeyError(f"no range column {unknown[0]!r}: {', '.join(RANGE_COLUMNS)}, parent_row")
+    if unknown := [c for c in wanted if c not in RANGE_COLUMNS]:
+        raise KeyError(f"no range column {unknown[0]!r}: {', '.join(RANGE_COLUMNS)}")
     raw_cols = ["start", "end", "global_tid", "pushpop"]
     raw_cols += [c for c in ("name", "domain", "payload") if c in wanted]
     if {"range_id", "parent"} & set(wanted):
@@ -72,14 +70,6 @@ def all_ranges(trace: Trace, *, keep: bool = True, columns: Sequence[str] | None
     if "level" in wanted:
         out["level"] = level[final].astype(np.int64)
     del level
-    if "parent_row" in wanted:
-        row = np.empty(n, dtype=small)
-        row[final] = np.arange(n, dtype=small)  # raw position -> row of the output
-        up = parent[final]
-        has = up >= 0
-        up[has] = row[up[has]]
-        out["parent_row"] = up
-        del row, has
     if "parent" in wanted:
         ids = src["range_id"].to_numpy()
         parent_id = pd.array(ids[np.maximum(parent, 0)], dtype="Int64")

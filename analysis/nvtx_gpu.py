@@ -18,6 +18,7 @@ export has one, else every `step` range (else everything). `phase_check` says wh
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -30,7 +31,15 @@ from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx import all_ranges, tagged
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
-from analysis.stats import BLOCK, aggregate, factorize, group_ids, round_half_up, time_percent
+from analysis.stats import (
+    BLOCK,
+    aggregate,
+    factorize,
+    factorize_blocks,
+    group_ids,
+    round_half_up,
+    time_percent,
+)
 from analysis.trace import Trace
 
 PHASES = TRAIN_PHASES
@@ -48,23 +57,15 @@ def _require(trace: Trace) -> None:
     trace.require("nvtx", "NVTX data")
 
 
-def _nesting(ranges: pd.DataFrame, by_thread: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(group, sort order, parent in sorted positions) of `ranges`."""
-    group = ranges["global_tid"].to_numpy()
-    if not by_thread:
-        group = group & PROCESS_MASK
-    start, end = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
-    order = sort_ranges(group, start, end)
-    return group, order, parents(group[order], start[order], end[order])
-
-
 def _containing(
     ranges: pd.DataFrame, launches: pd.DataFrame, by_thread: bool, point: bool, release: bool = False
-) -> np.ndarray:
-    """Row of `ranges` (positional) innermost around each launch call, or -1. release: the times of the
-    ranges and the launch calls are taken out of the frames (they are let go once sorted and searched)."""
-    if ranges.empty or launches.empty:
-        return np.full(len(launches), -1, dtype=np.int64)
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row of `ranges` innermost around each launch call or -1, each range's parent row or -1): the
+    ranges nested within a thread (by_thread) or a process, the parents the ones the search walked, so a
+    walk up from a hit meets the same ranges. release: the times of the ranges and the launch calls are
+    taken out of the frames (they are let go once sorted and searched)."""
+    if ranges.empty:
+        return np.full(len(launches), -1, dtype=np.int64), np.zeros(0, dtype=np.int64)
 
     def column(df: pd.DataFrame, name: str) -> np.ndarray:
         return (df.pop(name) if release else df[name]).to_numpy()
@@ -76,7 +77,7 @@ def _containing(
     order = sort_ranges(group, start, end)
     # sorted once, for the nesting and the search both (1.8M ranges: each sorted copy is 14 MB)
     group, start, end = group[order], start[order], end[order]
-    parent = parents(group, start, end)
+    parent_sorted = parents(group, start, end)
     has = launches["has_call"].to_numpy()
     every = has.all()  # most exports: every kernel has its launch call, and no copies are needed
 
@@ -90,24 +91,23 @@ def _containing(
     call_end = column(launches, "call_end")
     q_end = q_start if point else queried(call_end)
     del call_end
-    hit = enclosing(group, start, end, parent, q_group, q_start, q_end)
-    del group, start, end, parent, q_group, q_start, q_end
+    hit = enclosing(group, start, end, parent_sorted, q_group, q_start, q_end)
+    del group, start, end, q_group, q_start, q_end
     out = np.full(len(launches), -1, dtype=np.int64)
     out[has] = np.where(hit >= 0, order[np.maximum(hit, 0)], -1)
-    return out
+    del hit
+    parent = np.full(len(order), -1, dtype=np.int32 if len(order) < 2**31 else np.int64)
+    up = parent_sorted >= 0
+    parent[order[up]] = order[parent_sorted[up]]
+    return out, parent
 
 
-def _with_enclosing(ranges: pd.DataFrame, launch: np.ndarray, inner: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(launch, range) pairs: each launch with its innermost range and every range around that one."""
-    if ranges.empty:
+def _with_enclosing(parent: np.ndarray, launch: np.ndarray, inner: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(launch, range) pairs: each launch with its innermost range and every range around that one
+    (`parent`: each range's parent row, from `_containing`)."""
+    if not len(parent):
         return launch, inner
-    if "parent_row" in ranges:  # all_ranges nested push/pop ranges per thread already
-        parent = ranges["parent_row"].to_numpy()
-    else:
-        _, order, parent_sorted = _nesting(ranges, by_thread=True)
-        parent = np.full(len(ranges), -1, dtype=np.int64)
-        parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
-    small = np.int32 if max(len(ranges), len(launch)) < 2**31 else np.int64  # 6M credits for 1M kernels
+    small = np.int32 if max(len(parent), len(launch)) < 2**31 else np.int64  # 6M credits for 1M kernels
     parent = parent.astype(small)
     launches, hits = [launch.astype(small)], [inner.astype(small)]
     cur_launch, cur = launches[0][inner >= 0], parent[inner[inner >= 0]]
@@ -121,18 +121,6 @@ def _with_enclosing(ranges: pd.DataFrame, launch: np.ndarray, inner: np.ndarray)
     out_launch = np.concatenate(launches)
     del launches
     return out_launch, np.concatenate(hits)
-
-
-def _pushpop(ranges: pd.DataFrame) -> pd.DataFrame:
-    """The push/pop ranges of `ranges`, `parent_row` pointing into the result (start/end ranges are nobody's
-    parent)."""
-    keep = (ranges["style"] == "PushPop").to_numpy()
-    out = ranges[keep].reset_index(drop=True)
-    if "parent_row" in out:
-        row = np.cumsum(keep) - 1
-        up = out["parent_row"].to_numpy()
-        out["parent_row"] = np.where(up >= 0, row[np.maximum(up, 0)], -1)
-    return out
 
 
 def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
@@ -152,7 +140,7 @@ def measured_steps(ranges: pd.DataFrame) -> pd.DataFrame:
 
 
 # the range columns attribution reads (of all_ranges' 13: 1.8M ranges)
-RANGE_FIELDS = ("start_ns", "end_ns", "name", "domain", "style", "global_tid", "parent_row")
+RANGE_FIELDS = ("start_ns", "end_ns", "name", "domain", "style", "global_tid")
 
 
 def attribute(
@@ -166,8 +154,9 @@ def attribute(
     """(launches, ranges, pairs): pairs has one row per (launch, range) credit, positional rows into
     launches and ranges (range -1: none). Phase mode and exclusive thread mode credit one range at most;
     inclusive thread mode credits every range open around the call on its thread. `ranges` has
-    RANGE_FIELDS, pid in phase mode, and `range_columns` of all_ranges; in thread mode the ranges' times
-    and the launch calls' are taken out once searched (1.8M ranges and 1M calls: ~45 MB let go)."""
+    RANGE_FIELDS, pid in phase mode, and `range_columns` of all_ranges; in thread mode also parent_row
+    (each range's parent row, -1: none), and the ranges' times and the launch calls' are taken out once
+    searched (1.8M ranges and 1M calls: ~45 MB let go)."""
     _require(trace)
     launches = kernel_launches(trace, names=names).drop(columns=["correlation_id", "api_id"])
     # 1.8M ranges: what is read for them is let go unless loaded before (summary loads it for all tables)
@@ -181,11 +170,13 @@ def attribute(
     launches.attrs["mode"] = mode
     if mode == "thread":
         if (ranges["style"] != "PushPop").any():
-            ranges = _pushpop(ranges)
-        inner = _containing(ranges, launches, by_thread=True, point=False, release=True)
+            ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
+        inner, parent = _containing(ranges, launches, by_thread=True, point=False, release=True)
+        ranges["parent_row"] = parent
         launch = np.arange(len(launches), dtype=np.int64)
         if not exclusive:
-            launch, inner = _with_enclosing(ranges, launch, inner)
+            launch, inner = _with_enclosing(parent, launch, inner)
+        del parent
         launches.attrs["exclusive"] = exclusive
         return launches, ranges, pd.DataFrame({"launch": launch, "range": inner}, copy=False)
     if mode != "phase":
@@ -194,10 +185,10 @@ def attribute(
         ranges["pid"] = pid_of(ranges["global_tid"].to_numpy())
     steps = measured_steps(ranges)
     if not steps.empty:
-        in_step = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
+        in_step, _ = _containing(steps.reset_index(drop=True), launches, by_thread=False, point=True)
         launches = launches[in_step >= 0].reset_index(drop=True)
     phase_ranges = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
-    hit = _containing(phase_ranges, launches, by_thread=False, point=True)
+    hit, _ = _containing(phase_ranges, launches, by_thread=False, point=True)
     launches.attrs["mode"] = "phase"
     return (
         launches,
@@ -232,10 +223,13 @@ def _row_keys(
     n_r: int,
     name_code: np.ndarray,
     n_names: int,
+    lo: int,
+    hi: int,
 ) -> np.ndarray:
-    """Credits' rows as one integer each: the range's row group, else (no range) the launching thread's
-    after them (`n_r` row groups of ranges); times the kernel names plus the kernel's name code where rows
-    are per kernel name."""
+    """Rows of the credits lo:hi as one integer each: the range's row group, else (no range) the launching
+    thread's after them (`n_r` row groups of ranges); times the kernel names plus the kernel's name code
+    where rows are per kernel name."""
+    rng, launch = rng[lo:hi], launch[lo:hi]
     part = np.where(rng >= 0, r_group[np.maximum(rng, 0)] if n_r else 0, n_r + t_group[launch])
     if len(name_code):
         part *= n_names
@@ -327,19 +321,10 @@ def _credits(
 
     # The rows numbered in order of first appearance, a block of credits at a time: 6M credits in one
     # int64 array, and pandas' hash table sized for them, were the peak.
-    by = (r_group, t_group, n_r, name_code, n_names)
-    blocks = range(0, len(rng), BLOCK)
-    firsts = [pd.unique(_row_keys(rng[lo : lo + BLOCK], launch[lo : lo + BLOCK], *by)) for lo in blocks]
-    keys = pd.unique(np.concatenate([np.zeros(0, dtype=np.int64), *firsts]))
-    del firsts
+    keys_of = functools.partial(_row_keys, rng, launch, r_group, t_group, n_r, name_code, n_names)
+    group, keys = factorize_blocks(len(rng), keys_of, BLOCK)
+    del keys_of, r_group, t_group, name_code
     n_groups = len(keys)
-    group = np.empty(len(rng), dtype=np.int32 if n_groups < 2**31 else np.int64)
-    index = pd.Index(keys)
-    for lo in blocks:
-        group[lo : lo + BLOCK] = index.get_indexer(
-            _row_keys(rng[lo : lo + BLOCK], launch[lo : lo + BLOCK], *by)
-        )
-    del index, by, r_group, t_group, name_code
     # NVTX Inst: distinct ranges per row (sorted in place: np.unique would hold copies of 6M values)
     pair = group.astype(np.int64)
     pair *= n_ranges + 1
@@ -531,7 +516,7 @@ def kernels_in_ranges(
     picked = ranges[(ranges["name"] == range_name) | (tagged(ranges) == range_name)].reset_index(drop=True)
     if picked.empty:
         raise ExportError(f"no NVTX range named {range_name!r} in {trace.path}")
-    hit = _containing(picked, launches, by_thread=False, point=True)
+    hit, _ = _containing(picked, launches, by_thread=False, point=True)
     out = launches[hit >= 0].reset_index(drop=True)
     out.attrs["notes"] = launches.attrs.get("notes", [])
     return out
@@ -593,8 +578,8 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     ranges = all_ranges(trace)
     ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
     ops = gpu_ops(trace)
-    inner = _containing(ranges, ops, by_thread=True, point=False)
-    op, hit = _with_enclosing(ranges, np.arange(len(ops), dtype=np.int64), inner)
+    inner, parent = _containing(ranges, ops, by_thread=True, point=False)
+    op, hit = _with_enclosing(parent, np.arange(len(ops), dtype=np.int64), inner)
     keep = hit >= 0
     pairs = pd.DataFrame(
         {

@@ -7,7 +7,8 @@ one decimal half away from zero, like SQLite's round(); Time (%) is each row's s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -116,13 +117,23 @@ def factorize(values: np.ndarray | pd.Series, block: int = 1 << 18) -> tuple[np.
     if not isinstance(values, np.ndarray) or values.dtype.kind not in "iu" or len(values) <= block:
         codes, uniques = pd.factorize(values, sort=False, use_na_sentinel=False)
         return codes, np.asarray(uniques)
-    firsts = [pd.unique(values[lo : lo + block]) for lo in range(0, len(values), block)]
-    uniques = pd.unique(np.concatenate(firsts))
+    return factorize_blocks(len(values), lambda lo, hi: values[lo:hi], block, np.intp)
+
+
+def factorize_blocks(
+    n: int, part: Callable[[int, int], np.ndarray], block: int, dtype: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`factorize` of n integers that `part(lo, hi)` gives a block at a time, each block asked for twice
+    (its uniques, then its codes) so that the n values are never held at once. Codes are int32 where the
+    uniques allow, unless `dtype` says."""
+    blocks = range(0, n, block)
+    firsts = [pd.unique(part(lo, lo + block)) for lo in blocks]
+    uniques = pd.unique(np.concatenate([np.zeros(0, dtype=np.int64), *firsts]))
     del firsts
     index = pd.Index(uniques)
-    codes = np.empty(len(values), dtype=np.intp)
-    for lo in range(0, len(values), block):
-        codes[lo : lo + block] = index.get_indexer(values[lo : lo + block])
+    codes = np.empty(n, dtype=dtype or (np.int32 if len(uniques) < 2**31 else np.int64))
+    for lo in blocks:
+        codes[lo : lo + block] = index.get_indexer(part(lo, lo + block))
     return codes, uniques
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.trace import Trace
+from analysis.trace import FRAMES, Trace
 
 # The columns the tables below read, loaded together so that each source table is scanned once.
 NEEDS = {
@@ -27,7 +27,7 @@ NEEDS = {
     "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id"),
     "memset": ("start", "end", "bytes", "stream_id", "correlation_id"),
     "osrt": ("duration", "name_id"),
-    "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
+    "nvtx": FRAMES["nvtx"],
     "strings": (),
 }
 
