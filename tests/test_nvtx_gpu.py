@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from export_data import as_printed, launches_on_second_thread, oracle, with_harness_ranges
+from export_data import as_printed, derive, launches_on_second_thread, oracle, with_harness_ranges
 
 from analysis.nvtx_gpu import KERNSUM_COLUMNS, nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
 from analysis.trace import open_trace
@@ -78,3 +78,20 @@ def test_auto_mode_picks_phase_only_for_harness_exports(a100_export: Path, tmp_p
     harness_export = open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite"))
     harness = nvtx_gpu_summary(harness_export, mode="auto")
     assert harness.attrs["mode"] == "phase" and "forward" in harness["Range"].tolist()
+
+
+def test_a_range_of_the_same_span_around_each_range_gets_the_same_kernels(
+    a100_export: Path, tmp_path: Path
+) -> None:
+    """Two ranges of one span on one thread (a record_function around an op, at a trace's µs resolution):
+    one is inside the other, and the kernels are credited to both, once each, whichever the search found."""
+    twin = derive(
+        a100_export,
+        tmp_path / "twin.sqlite",
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+        "SELECT start, end, eventType, 'twin', globalTid, domainId FROM NVTX_EVENTS WHERE text = 'saxpy'",
+    )
+    table = nvtx_gpu_summary(open_trace(twin), mode="thread").set_index("Range")
+    assert table.loc["saxpy", "Kern Inst"] == table.loc["twin", "Kern Inst"] == 5
+    assert table.loc["saxpy", "Total Time (ns)"] == table.loc["twin", "Total Time (ns)"] == SAXPY_TOTAL
+    assert table.loc["saxpy", "NVTX Inst"] == table.loc["twin", "NVTX Inst"] == 5
