@@ -237,6 +237,9 @@ def _row_keys(
     return part
 
 
+NO_THREAD = -1  # the thread key of a kernel without its launching call
+
+
 def _thread_key(global_pid: np.ndarray, global_tid: np.ndarray) -> np.ndarray:
     """PID << 24 | TID, one integer that keys a thread as the pair (PID, TID) does."""
     return (pid_of(global_pid) << 24) | tid_of(global_tid)
@@ -259,8 +262,8 @@ class _Credits:
     counts: np.ndarray
     duration: np.ndarray
     label: np.ndarray
-    pid: np.ndarray
-    tid: np.ndarray
+    pid: np.ndarray | pd.api.extensions.ExtensionArray  # <NA> for kernels without their call
+    tid: np.ndarray | pd.api.extensions.ExtensionArray
     name_id: np.ndarray
     nvtx_inst: np.ndarray
     table: dict
@@ -298,6 +301,9 @@ def _credits(
     # the launch calls' columns go now (the attribution is done).
     n_launches = len(launches)
     l_key = _thread_key(launches["global_pid"].to_numpy(), launches["global_tid"].to_numpy())
+    # a kernel whose launching call is not in the export has no thread: those rows have no PID and TID,
+    # across processes, as nvtxkernsum prints them (not the kernel's process with a made-up TID)
+    l_key[~launches["has_call"].to_numpy()] = NO_THREAD
     kernel_name = launches["name_id"].to_numpy()
     kernel_duration = launches["duration"].to_numpy()
     del launches
@@ -359,6 +365,10 @@ def _credits(
     label = np.where(in_range, codes[rep] if n_r else -1, -1)
     thread = np.where(in_range, r_key[rep] if n_r else 0, l_key[rep_l] if len(l_key) else 0)
     pid, tid = thread >> 24, thread & 0xFFFFFF
+    if (thread == NO_THREAD).any():
+        pid, tid = pd.array(pid, dtype="Int64"), pd.array(tid, dtype="Int64")
+        pid[thread == NO_THREAD] = pd.NA
+        tid[thread == NO_THREAD] = pd.NA
     if not counts.all():
         launch, group = launch[counts], group[counts]
     duration = kernel_duration[launch]

@@ -2,7 +2,11 @@
 
 Some exports (the A100 fixture, nsys 2022.2) record every runtime call twice under one correlationId, once
 under the plain name and once under a versioned one (`cudaMemcpy` and `cudaMemcpy_v3020`). `nsys stats`
-counts both; here each correlationId keeps one call, the plain-named one, and a note says so.
+counts both; here each (thread, correlationId) keeps one call, the plain-named one, and a note says so.
+
+A correlationId is unique within a process, not within an export: in a capture of several processes (one
+nsys around torchrun) two processes reuse the same ids. Calls count as recorded twice only on one thread,
+and every join of GPU work to its launching call is keyed by (process, correlationId).
 
 Like nsys, a name is versioned only when it ends in `_v` and four more characters: `cudaMemcpy_v3020` is
 cudaMemcpy, while `cuMemAlloc_v2` and `cudaStreamIsCapturing_v10000` are names of their own.
@@ -67,8 +71,8 @@ def runtime_calls(
 
 
 def _once(trace: Trace, raw: pd.DataFrame, notes: bool) -> tuple[pd.DataFrame, int]:
-    """`raw` with each correlationId's call kept once (the plain-named one, then the first), attrs
-    "names" and "notes" set; and how many were dropped."""
+    """`raw` with each (thread, correlationId)'s call kept once (the plain-named one, then the first),
+    attrs "names" and "notes" set; and how many were dropped."""
     raw_names = trace.strings(np.unique(raw["name_id"].to_numpy()))
     names = {i: plain_name(n) for i, n in raw_names.items()}
     versioned_ids = [i for i, n in raw_names.items() if names[i] != n]
@@ -80,11 +84,13 @@ def _once(trace: Trace, raw: pd.DataFrame, notes: bool) -> tuple[pd.DataFrame, i
         return raw, 0
     del ordered
     versioned = np.isin(raw["name_id"].to_numpy(), versioned_ids)
-    order = np.lexsort((raw["start"].to_numpy(), versioned, corr))
-    sorted_corr = corr[order]
+    tid = raw["global_tid"].to_numpy()
+    order = np.lexsort((raw["start"].to_numpy(), versioned, tid, corr))
+    sorted_corr, sorted_tid = corr[order], tid[order]
     first = np.ones(len(order), dtype=bool)
-    first[1:] = sorted_corr[1:] != sorted_corr[:-1]
+    first[1:] = (sorted_corr[1:] != sorted_corr[:-1]) | (sorted_tid[1:] != sorted_tid[:-1])
     first |= sorted_corr == NULL  # calls without a correlationId are all kept
+    del sorted_tid
     said: list[str] = []
     dropped = int((~first).sum())
     if dropped:
@@ -116,10 +122,9 @@ def _calls_among(trace: Trace, wanted: np.ndarray) -> pd.DataFrame:
     valid.sort()  # in place: np.unique would hold several copies of 6M values
     repeat = valid[1:] == valid[:-1]
     repeat &= valid[1:] != NULL
-    dropped = int(repeat.sum())
-    twice = np.zeros(0, dtype=np.int64)
-    if dropped:  # the rows of the smallest correlationId recorded twice: the note names one of them
-        twice = np.flatnonzero((corr == valid[1:][np.argmax(repeat)]) & ok)
+    dropped, twice = 0, np.zeros(0, dtype=np.int64)
+    if repeat.any():  # ids seen more than once: twice on one thread, or reused by another process
+        dropped, twice = _repeated_on_a_thread(trace, corr, ok, np.unique(valid[1:][repeat]))
     del valid, repeat
     take = np.flatnonzero(ok & member(corr, wanted))
     del ok
@@ -137,6 +142,23 @@ def _calls_among(trace: Trace, wanted: np.ndarray) -> pd.DataFrame:
         second = np.lexsort((example["start"], versioned))[1]  # the first of them runtime_calls drops
         calls.attrs["notes"] = [_twice_note(dropped, names[second])]
     return calls
+
+
+def _repeated_on_a_thread(
+    trace: Trace, corr: np.ndarray, ok: np.ndarray, repeated: np.ndarray
+) -> tuple[int, np.ndarray]:
+    """Of the rows whose correlationId is among `repeated`: how many repeat a (thread, correlationId)
+    seen before, and the rows of the first such pair (the note names one of them). Only those rows'
+    threads are looked at: the whole thread column is not held beside the ids."""
+    rows = np.flatnonzero(ok & member(corr, repeated))
+    tid = trace.column("runtime", "global_tid", keep=False)[rows]
+    ids = corr[rows]
+    order = np.lexsort((tid, ids))
+    same = (ids[order][1:] == ids[order][:-1]) & (tid[order][1:] == tid[order][:-1])
+    if not same.any():
+        return 0, np.zeros(0, dtype=np.int64)
+    at = order[1:][np.argmax(same)]
+    return int(same.sum()), rows[(ids == ids[at]) & (tid == tid[at])]
 
 
 def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ...] = ()) -> pd.DataFrame:

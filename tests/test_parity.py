@@ -36,7 +36,8 @@ TABLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
 DOUBLE_COUNTED = {("a100-saxpy-mpi", "cudaapisum"), ("a100-saxpy-mpi", "kernexecsum"),
                   ("a100-saxpy-mpi", "nvtxkernsum")}  # fmt: skip
 FIXTURES = ["a100-saxpy-mpi", "cpu-train", *(f"ext/{n}" for n in
-            ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "weatherbench2"))]  # fmt: skip
+            ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "weatherbench2",
+                                          "torchrun_2gpu"))]  # fmt: skip
 
 
 def cases() -> list[tuple[str, str]]:
@@ -53,7 +54,7 @@ def test_every_fixture_is_there() -> None:
     for fixture in FIXTURES:
         if not (SHARED_NSYS / fixture / "report.sqlite").is_file():
             missing(f"fixture {fixture} not found under {SHARED_NSYS}")
-    assert len(cases()) == 50
+    assert len(cases()) == 59
 
 
 @pytest.mark.parametrize(("fixture", "report"), cases())
