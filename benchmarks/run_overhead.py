@@ -16,10 +16,10 @@ import statistics
 import time
 
 import torch
-
-import workloads
 from harness.records import RunConfig
 from harness.runner import run_workload
+
+import workloads
 
 
 def harness_round(config: RunConfig) -> list[int]:
@@ -50,8 +50,9 @@ def bare_round(config: RunConfig) -> list[int]:
 
 def instrumentation_ns(device: torch.device, steps: int = 20_000) -> float:
     """What the harness adds per training step with nothing inside: a `step` range and three timed phases."""
-    from harness import nvtx_ranges
     from harness.timing import PhaseClock
+
+    from harness import nvtx_ranges
 
     clock = PhaseClock(device)
     t0 = time.perf_counter_ns()

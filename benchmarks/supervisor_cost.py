@@ -20,8 +20,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from harness import supervisor
 from harness.records import StepRecord
+
+from harness import supervisor
 
 NOTHING = [sys.executable, "-c", "pass"]
 

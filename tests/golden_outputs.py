@@ -77,7 +77,7 @@ def run_cases(tmp: Path) -> Iterator[tuple[str, str]]:
     yield "runs/run-csv", invoke([*base, "--format", "csv"], tmp, **env)
     for fmt in ("csv", "json"):
         yield f"runs/runs.{fmt}", invoke(["runs", "--db", db, "--format", fmt], tmp)
-    from harness.store import ResultsStore
+    from harness.store.results import ResultsStore
 
     ids = list(ResultsStore(db, readonly=True).runs()["run_id"])
     for fmt in ("csv", "json"):

@@ -67,7 +67,7 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def logged_steps(tmp: Path) -> int:
-    """Steps the workers under TMPDIR=tmp have finished so far (harness.worker logs each one)."""
+    """Steps the workers under TMPDIR=tmp have finished so far (harness.execution.worker logs each one)."""
     total = 0
     for log in tmp.glob("harness-*/result.json.steps.jsonl"):
         try:

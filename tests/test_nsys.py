@@ -1,4 +1,4 @@
-"""harness.nsys: finding nsys, building `nsys profile` commands by capability, profiling, qdstrm import."""
+"""harness.execution.nsys: finding nsys, building `nsys profile` commands by capability, profiling, qdstrm import."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import nsys
-from harness.errors import NsysError
+from harness.core.errors import NsysError
+from harness.execution import nsys
 
 NEW = nsys.NsysInfo(
     path=Path("/opt/nsys/bin/nsys"),
@@ -34,7 +34,7 @@ NEW = nsys.NsysInfo(
 OLD = nsys.NsysInfo(
     path=NEW.path, version="2022.4.2.1", flags=NEW.flags - {"python-backtrace"}, source="PATH"
 )
-TARGET = ["python", "-m", "harness.worker", "c.json", "r.json"]
+TARGET = ["python", "-m", "harness.execution.worker", "c.json", "r.json"]
 
 
 def test_command_has_the_design_cards_flags_where_supported() -> None:

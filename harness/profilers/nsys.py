@@ -1,7 +1,7 @@
 """`harness run MODEL --profiler nsys` (or --nsys): the workload in a child process under nsys, then what it
 recorded.
 
-The child (harness.worker) writes its in-process timings; this process stores the run with the paths of the
+The child (harness.execution.worker) writes its in-process timings; this process stores the run with the paths of the
 .nsys-rep and .sqlite, reads the export (NVTX ranges, kernels) and checks the ranges against the timers.
 """
 
@@ -13,18 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import machine, signals
-from harness.errors import HarnessError
-from harness.profile import Outcome, check_writable, run_baseline
-from harness.records import STEP_RANGE, RunConfig, RunResult, phases_for
-from harness.runner import new_run_id
-from harness.sweep import read_worker_result, worker_command, write_worker_config
+from harness.core import machine, signals
+from harness.core.errors import HarnessError
+from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
+from harness.execution.runner import new_run_id
+from harness.experiments.sweep import read_worker_result, worker_command, write_worker_config
+from harness.profilers.base import Outcome, check_writable, run_baseline
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.nsys import NsysInfo, ProfileResult
-    from harness.store import ResultsStore
+    from harness.execution.nsys import NsysInfo, ProfileResult
+    from harness.store.results import ResultsStore
 
 TOP_KERNELS = 10
 
@@ -59,7 +59,7 @@ def launch(
     config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
 ) -> tuple[RunResult, ProfileResult, list[str]]:
     """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes."""
-    from harness import nsys
+    from harness.execution import nsys
 
     check_writable(request.profile_dir)
     opts = nsys.ProfileOptions(
@@ -68,8 +68,8 @@ def launch(
         mode=request.mode,
         extra_args=list(request.extra_args),
     )
-    if config.world_size > 1:  # one report per rank (harness/multirank.py)
-        from harness import multirank
+    if config.world_size > 1:  # one report per rank (harness/execution/ranks/multirank.py)
+        from harness.execution.ranks import multirank
 
         return multirank.launch_nsys(config, info, opts, run_id)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
@@ -98,7 +98,7 @@ def run_profiled(
 
 def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: object) -> None:
     """Save; a run the database will not take is in a file by now: say so and go on."""
-    from harness.store import UnsavedRun
+    from harness.store.results import UnsavedRun
 
     try:
         store.save(result, **how)  # type: ignore[arg-type]
@@ -120,7 +120,7 @@ def profile_run(
 ) -> ProfiledRun:
     """Baseline (optional), the run under nsys, then its analysis. Every measured step is stored, whatever
     happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
-    from harness import nsys
+    from harness.execution import nsys
 
     info = nsys.find_nsys(request.nsys_path)
     check_writable(request.profile_dir)
@@ -176,7 +176,7 @@ def profile_run(
     except HarnessError as e:
         out.error = str(e)
         return out
-    from harness.blocks import store_from_trace
+    from harness.store.blocks import store_from_trace
 
     said = store_from_trace(store, run_id, prof.sqlite, config)
     out.notes += [said] if said else []
@@ -190,7 +190,7 @@ def _overhead(
 ) -> pd.DataFrame | None:
     """Per phase, the baseline run against the profiled one (one run each), with intervals and verdicts."""
     from analysis.overhead import BASELINE, overhead_table
-    from harness.overhead_steps import experiment_load, label_for, step_table
+    from harness.profilers.overhead_steps import experiment_load, label_for, step_table
 
     if baseline.status != "ok":
         notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
@@ -222,7 +222,7 @@ def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]
     """Stop with a diagnosis when the export holds none of the harness's ranges."""
     if ranges["name"].isin(phases).any():
         return
-    from harness import nvtx_ranges
+    from harness.core import nvtx_ranges
 
     raise HarnessError(
         f"the export {export_path} holds none of the harness's NVTX ranges ({', '.join(phases)}). "

@@ -1,6 +1,6 @@
 """`harness run MODEL --profiler torch`: torch.profiler around the measured steps, in a fresh worker process.
 
-The worker (harness.worker) runs the workload with a `TorchHook`: the profiler's schedule skips the warmup
+The worker (harness.execution.worker) runs the workload with a `TorchHook`: the profiler's schedule skips the warmup
 steps (the last one warms the profiler up) and records the measured ones; every NVTX range the harness opens
 (step, the phases, --nvtx-detail's layers) is also a `record_function` range of the same name. The trace is
 written as gzipped Chrome JSON (opens in Perfetto; `harness summary|nvtx|dashboard` read it). This process
@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError
-from harness.records import RunConfig, RunResult
+from harness.core.errors import HarnessError
+from harness.core.records import RunConfig, RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.store import ResultsStore
+    from harness.store.results import ResultsStore
 
-from harness.profile import Outcome, check_writable
-from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
+from harness.execution.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
+from harness.profilers.base import Outcome, check_writable
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchProfiledRun", "TorchRequest", "hook_for", "profile_run"]
 
@@ -55,10 +55,10 @@ def profile_run(
     progress: Callable[[str], None] | None = None,
 ) -> TorchProfiledRun:
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
-    from harness import signals
-    from harness.runner import new_run_id
-    from harness.store import UnsavedRun
-    from harness.sweep import run_isolated
+    from harness.core import signals
+    from harness.execution.runner import new_run_id
+    from harness.experiments.sweep import run_isolated
+    from harness.store.results import UnsavedRun
 
     check_writable(request.profile_dir)
     run_id = new_run_id(config.model)
@@ -91,7 +91,7 @@ def profile_run(
         analyse(out, out.trace, config)
     except HarnessError as e:
         out.error = str(e)
-    from harness.blocks import store_from_trace
+    from harness.store.blocks import store_from_trace
 
     said = store_from_trace(store, run_id, out.trace, config)
     out.notes += [said] if said else []
@@ -104,7 +104,7 @@ def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
     from analysis.nvtx import nvtx_ranges
     from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
     from analysis.trace import open_trace
-    from harness.records import STEP_RANGE, phases_for
+    from harness.core.records import STEP_RANGE, phases_for
 
     phases = phases_for(config.mode)
     with open_trace(trace_path) as trace:

@@ -1,0 +1,194 @@
+"""`harness diff A B` and `harness baseline tag|list`: thin commands over harness.experiments.diff and the store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from harness.cli.common import DbOpt, WideOpt, cli_errors, err, note
+from harness.core.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.experiments.diff import DiffResult
+
+
+class DiffFormat(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+
+
+SideArg = Annotated[
+    str,
+    typer.Argument(
+        help="A run id (or unique prefix), baseline:NAME, or an nsys export / report / Kineto trace path.",
+        show_default=False,
+    ),
+]
+
+
+def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame]]:
+    from analysis.diff import verdict_table
+
+    out = []
+    if result.verdicts is not None:
+        out.append(
+            (
+                "Phases: B against A (95% CI of the relative difference of means)",
+                verdict_table(result.verdicts),
+            )
+        )
+    for title, df in result.tables:
+        out.append((f"{title} (sorted by |Δ Total Time|)", df.head(top) if top else df))
+    return out
+
+
+def _markdown(result: DiffResult, tables: list[tuple[str, pd.DataFrame]]) -> str:
+    from harness.cli.output import markdown_table, visible
+
+    parts = [f"**A:** `{visible(result.a.label)}`  \n**B:** `{visible(result.b.label)}`\n"]
+    for title, df in tables:
+        parts.append(f"### {visible(title)}\n\n{markdown_table(df)}")
+    parts += [f"> note: {visible(n)}\n" for n in result.notes]
+    return "\n".join(parts)
+
+
+@cli_errors
+def diff_cmd(
+    a: SideArg,
+    b: SideArg,
+    gate: Annotated[
+        float | None,
+        typer.Option(
+            "--gate",
+            metavar="<pct>",
+            min=0,
+            help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %.",
+        ),
+    ] = None,
+    top: Annotated[int | None, typer.Option("--top", min=1, metavar="<n>", help="Rows per table.")] = None,
+    fmt: Annotated[
+        DiffFormat,
+        typer.Option("--format", "-f", help="table for people; markdown for pull requests; csv or json."),
+    ] = DiffFormat.table,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor fill the Parquet cache.")
+    ] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="<file>",
+            help="Also write a page: bars of the largest changes per table (--top, default 15), the "
+            "per-phase verdicts with their CI.",
+        ),
+    ] = None,
+    db: DbOpt = None,
+    wide: WideOpt = False,
+) -> None:
+    """Compare two runs, exports or traces: kernels, NVTX ranges and operators added, removed or changed,
+    largest change first; for two runs also a verdict per phase (regression, improvement, inconclusive)."""
+    from harness.cli.output import emit_many, to_records
+    from harness.experiments import diff as hd
+    from harness.store.results import ResultsStore
+
+    stores: list[ResultsStore] = []
+
+    def store() -> ResultsStore:
+        if not stores:
+            stores.append(ResultsStore(db, readonly=True))
+        return stores[0]
+
+    side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
+    if gate is not None and (side_a.run is None or side_b.run is None):
+        raise UsageError("--gate needs two runs (their per-step timings give the verdicts)")
+    result = hd.diff(side_a, side_b, cache=not no_cache)
+    tables = _tables(result, top)
+    if fmt is DiffFormat.markdown:
+        sys.stdout.write(_markdown(result, tables))
+    elif fmt is DiffFormat.json:
+        doc = {"a": result.a.label, "b": result.b.label, **{t: to_records(df) for t, df in tables}}
+        if gate is not None:
+            doc["gate_pct"] = gate
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        if fmt is DiffFormat.table:
+            note(f"A = {result.a.label}, B = {result.b.label}")
+        emit_many(tables, fmt.value, notes=result.notes, wide=wide)
+    if html is not None:
+        _write_page(html, result, top, gate)
+    if gate is not None and result.verdicts is not None:
+        from analysis.diff import gate_failures
+
+        failed = gate_failures(result.verdicts, gate)
+        if failed:
+            what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
+            err(f"gate: regression beyond {gate:g}%: {what}")
+            raise typer.Exit(1)
+
+
+def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:
+    from analysis.dashboard.diff import TOP, diff_panels, write_diff_page
+    from analysis.diff import verdict_table
+    from harness.core.errors import HarnessError
+
+    verdicts = verdict_table(result.verdicts) if result.verdicts is not None else None
+    panels = diff_panels(result.tables, verdicts, top=top or TOP, gate_pct=gate)
+    try:
+        page = write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
+    except OSError as e:
+        raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
+    note(f"wrote {page.path} ({len(page.drawn)} of {len(page.panels)} panels drawn)")
+
+
+baseline_app = typer.Typer(
+    help="Named runs to diff against: `harness diff baseline:NAME RUN`.", no_args_is_help=True
+)
+
+
+@baseline_app.command("tag")
+@cli_errors
+def baseline_tag_cmd(
+    name: Annotated[
+        str, typer.Argument(help="The baseline's name (re-tagging moves it).", show_default=False)
+    ],
+    run: Annotated[str, typer.Argument(help="A run id or unique prefix.", show_default=False)],
+    db: DbOpt = None,
+) -> None:
+    """Name a run as a baseline."""
+    from harness.store.results import ResultsStore
+
+    if not name or ":" in name:
+        raise UsageError(f"a baseline name must be non-empty and have no ':': {name!r}")
+    run_id = ResultsStore(db).tag_baseline(name, run)
+    print(f"baseline:{name} = {run_id}")
+
+
+@baseline_app.command("list")
+@cli_errors
+def baseline_list_cmd(
+    db: DbOpt = None, fmt: Annotated[DiffFormat, typer.Option("--format", "-f")] = DiffFormat.table
+) -> None:
+    """The named baselines."""
+    from harness.cli.output import emit, markdown_table
+    from harness.store.results import ResultsStore
+
+    df = ResultsStore(db, readonly=True).baselines()
+    if fmt is DiffFormat.markdown:
+        sys.stdout.write(markdown_table(df))
+    else:
+        emit(df, fmt.value, title="Baselines")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff", short_help="Compare two runs, exports or traces: verdicts, --gate for CI.")(diff_cmd)
+    app.add_typer(baseline_app, name="baseline", short_help="Name runs as baselines for `harness diff`.")

@@ -1,0 +1,164 @@
+"""The data a run produces, independent of how it is stored or shown. Times are integer nanoseconds."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
+from analysis.names import STEP as STEP_RANGE
+
+FORWARD_PHASES = PHASES_BY_MODE["forward"]
+__all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
+
+
+PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
+
+
+def phases_for(mode: str, world_size: int = 1) -> tuple[str, ...]:
+    """The timed phases of a mode; a run across ranks (world_size > 1) adds the gradient all-reduce."""
+    if mode == PROGRAM_MODE:
+        return ()
+    return DISTRIBUTED_TRAIN_PHASES if world_size > 1 and mode == "train" else PHASES_BY_MODE[mode]
+
+
+@dataclass
+class RunConfig:
+    model: str
+    mode: str = "train"
+    device: str = "auto"
+    precision: str = "fp32"
+    compile: bool = False
+    batch_size: int = 4
+    context_length: int | None = None  # None: the model's default
+    vocab_size: int | None = None  # None: the model's default
+    warmup: int = 5
+    steps: int = 10
+    seed: int = 0
+    attention: str = "sdpa"
+    new_tokens: int = 32
+    nvtx_detail: bool = False
+    power: bool = False  # sample power over the measured steps (harness/energy/power.py)
+    power_period_ms: int = 50
+    memory: bool = False  # record the measured steps' memory (harness/execution/memory.py)
+    # across ranks (`--nproc`, harness/execution/ranks/multirank.py): torchrun's layout; 1 × 1 is a plain one-process run
+    nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rank_timeout: float = 300.0  # seconds a rank may go without starting a phase before the run is stopped
+
+    def __post_init__(self) -> None:
+        # torch.compile compiles in the first step: it is always a warmup step, never a measured one, and
+        # every reader of the configuration (the runner, the profilers' schedules, progress) sees it so
+        if self.compile and self.warmup == 0:
+            self.warmup = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepRecord:
+    step: int
+    warmup: bool
+    phases: dict[str, int]  # phase -> duration_ns
+    starts: dict[str, int] = field(default_factory=dict)  # phase -> perf_counter_ns at its start
+    rank: int = 0  # the global rank that ran it (runs across ranks)
+
+
+@dataclass
+class BlockRecord:
+    """One block's time in one measured step (summed over its `calls` in that step); layer None: a block
+    outside the layers (embedding, final norm, LM head)."""
+
+    step: int
+    layer: int | None
+    block: str
+    phase: str
+    duration_ns: int
+    calls: int = 1
+
+
+@dataclass
+class PhaseStats:
+    phase: str
+    count: int
+    mean_ns: float
+    std_ns: float
+    median_ns: float
+    min_ns: int
+    max_ns: int
+
+    @classmethod
+    def of(cls, phase: str, durations: list[int]) -> PhaseStats:
+        return cls(
+            phase=phase,
+            count=len(durations),
+            mean_ns=statistics.fmean(durations),
+            std_ns=statistics.stdev(durations) if len(durations) > 1 else 0.0,
+            median_ns=float(statistics.median(durations)),
+            min_ns=min(durations),
+            max_ns=max(durations),
+        )
+
+
+@dataclass
+class ModelInfo:
+    family: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    vocab_size: int
+    context_length: int
+    params: int
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    config: RunConfig
+    status: str  # "ok" | "oom" | "error" | "interrupted"
+    device: str = "cpu"  # resolved device type
+    device_name: str = ""
+    model: ModelInfo | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    error: str | None = None
+    tokens_per_s: float | None = None
+    flops_per_step: float | None = None
+    achieved_flops: float | None = None  # FLOP/s
+    mfu: float | None = None
+    peak_memory_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # mode-specific figures (ttft_ns, per-token latency)
+    blocks: list[BlockRecord] = field(default_factory=list)  # --nvtx-detail's per-block timers (no profiler)
+    env: dict[str, Any] = field(default_factory=dict)
+
+    def measured(self, phase: str) -> list[int]:
+        return [s.phases[phase] for s in self.steps if not s.warmup and phase in s.phases]
+
+    def phase_stats(self) -> list[PhaseStats]:
+        out = []
+        for phase in phases_for(self.config.mode, self.config.world_size):
+            durations = self.measured(phase)
+            if durations:
+                out.append(PhaseStats.of(phase, durations))
+        return out
+
+
+def result_to_dict(result: RunResult) -> dict[str, Any]:
+    return asdict(result)
+
+
+def result_from_dict(data: dict[str, Any]) -> RunResult:
+    data = dict(data)
+    data["config"] = RunConfig(**data["config"])
+    data["model"] = ModelInfo(**data["model"]) if data.get("model") else None
+    data["steps"] = [StepRecord(**s) for s in data.get("steps", [])]
+    data["blocks"] = [BlockRecord(**b) for b in data.get("blocks", [])]
+    return RunResult(**data)
