@@ -1,7 +1,8 @@
 """What the power tests replay: an NVML stand-in, one GPU series, a hand-settable clock, a powercap tree.
 
 No GPU is reachable where these tests run, so NVML is the one outside thing replaced: `ReplayNvml` has the
-functions and constants of nvidia-ml-py that harness.energy.power calls, answers from a series keyed by time since
+functions and constants of nvidia-ml-py that harness.energy.power calls, answers from a series keyed by time
+since
 nvmlInit, and raises the real pynvml.NVMLError for what the series marks unsupported. Everything else
 (the sampler thread, RAPL files, the arithmetic) is the real code.
 """

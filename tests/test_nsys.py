@@ -1,4 +1,5 @@
-"""harness.execution.nsys: finding nsys, building `nsys profile` commands by capability, profiling, qdstrm import."""
+"""harness.execution.nsys: finding nsys, building `nsys profile` commands by capability, profiling, qdstrm
+import."""
 
 from __future__ import annotations
 

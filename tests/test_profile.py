@@ -154,7 +154,8 @@ def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pyte
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
         "import os, sys\n"
-        "if open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:3] == [b'-m', b'harness.execution.worker']:\n"
+        "argv = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
+        "if argv[1:3] == [b'-m', b'harness.execution.worker']:\n"
         "    sys.stderr.write('boom: injected failure\\n')\n"
         "    sys.stderr.flush()\n"
         "    os._exit(3)\n"

@@ -131,8 +131,7 @@ def test_worker_killed_outright_keeps_the_steps_it_logged(tmp_path) -> None:
     from dataclasses import asdict
 
     from harness.core.records import StepRecord
-    from harness.execution.worker import steps_path
-    from harness.experiments.sweep import read_worker_result
+    from harness.execution.worker import read_worker_result, steps_path
 
     config = RunConfig(model="char", warmup=1, steps=3)
     res = tmp_path / "result.json"

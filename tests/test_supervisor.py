@@ -1,4 +1,5 @@
-"""harness.execution.supervisor: what the harness starts ends with it, however the harness ends; Ctrl-C is passed on."""
+"""harness.execution.supervisor: what the harness starts ends with it, however the harness ends; Ctrl-C is
+passed on."""
 
 from __future__ import annotations
 

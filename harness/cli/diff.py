@@ -1,4 +1,5 @@
-"""`harness diff A B` and `harness baseline tag|list`: thin commands over harness.experiments.diff and the store."""
+"""`harness diff A B` and `harness baseline tag|list`: thin commands over harness.experiments.diff and the
+store."""
 
 from __future__ import annotations
 

@@ -42,7 +42,8 @@ class RunConfig:
     power: bool = False  # sample power over the measured steps (harness/energy/power.py)
     power_period_ms: int = 50
     memory: bool = False  # record the measured steps' memory (harness/execution/memory.py)
-    # across ranks (`--nproc`, harness/execution/ranks/multirank.py): torchrun's layout; 1 × 1 is a plain one-process run
+    # across ranks (`--nproc`, harness/execution/ranks/multirank.py): torchrun's layout; 1 × 1 is a plain
+    # one-process run
     nproc: int = 1
     nnodes: int = 1
     node_rank: int = 0
@@ -162,3 +163,50 @@ def result_from_dict(data: dict[str, Any]) -> RunResult:
     data["steps"] = [StepRecord(**s) for s in data.get("steps", [])]
     data["blocks"] = [BlockRecord(**b) for b in data.get("blocks", [])]
     return RunResult(**data)
+
+
+# `harness attention`: one sweep of attention implementations over head dims × sequence lengths
+@dataclass(frozen=True)
+class AttentionConfig:
+    batch_size: int = 8
+    num_heads: int = 1
+    head_dims: tuple[int, ...] = (16, 32, 64, 128)
+    seq_lens: tuple[int, ...] = (128, 256, 512)
+    precision: str = "fp32"
+    impls: tuple[str, ...] = ("math", "sdpa")
+    warmup: int = 3
+    trials: int = 10
+    causal: bool = True
+    device: str = "auto"
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class AttentionCell:
+    """One implementation at one head dim × seq len. Times are ns; None where the cell did not finish."""
+
+    impl: str
+    head_dim: int
+    seq_len: int
+    status: str = "ok"  # ok | oom | error
+    forward_mean_ns: float | None = None
+    forward_std_ns: float | None = None
+    backward_mean_ns: float | None = None
+    backward_std_ns: float | None = None
+    peak_memory_bytes: int | None = None
+    compile_ns: int | None = None  # compiled: the first call, compilation included
+    error: str | None = None
+
+
+@dataclass
+class AttentionSweep:
+    sweep_id: str
+    config: AttentionConfig
+    device: str  # resolved device type
+    device_name: str
+    memory_source: str
+    env: dict[str, Any] = field(default_factory=dict)
+    cells: list[AttentionCell] = field(default_factory=list)

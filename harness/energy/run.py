@@ -1,6 +1,7 @@
 """`harness run --power`: sample power over a run's measured steps and add the energy figures to its result.
 
-The sources and the sampler are harness/energy/power.py's, the arithmetic analysis/energy.py's; this module only
+The sources and the sampler are harness/energy/power.py's, the arithmetic analysis/energy.py's; this module
+only
 joins them to a run: the sampler runs over the measured window, the phases' start times and durations
 become the intervals, and the analytic FLOPs and tokens of a step become FLOPs/J and tokens/J. Whatever
 goes wrong here becomes a line in result.extra["power_notes"]: a finished run is never lost to it.

@@ -239,7 +239,8 @@ def profile(
 ) -> ProfileResult:
     """Run `target` under `nsys profile`; import a left-over .qdstrm and export SQLite where nsys did not.
 
-    nsys runs under harness.execution.supervisor: it and everything it starts end with the harness, and `cleanup`
+    nsys runs under harness.execution.supervisor: it and everything it starts end with the harness, and
+    `cleanup`
     folders go with them. Ctrl-C and SIGTERM are passed on to nsys, which stops collection, passes the signal
     to the program and writes what was recorded. A report name given with --nsys-arg=--output is followed.
     """
@@ -371,7 +372,8 @@ def export_sqlite(rep: Path, out: Path | None = None, info: NsysInfo | None = No
     return out
 
 
-# --- one report per rank (harness/execution/ranks/multirank.py) ----------------------------------------------------------
+# --- one report per rank (harness/execution/ranks/multirank.py)
+# ----------------------------------------------------------
 
 RANK_PATTERN = "%q{RANK}"  # nsys expands it from each process's environment: torchrun sets RANK
 

@@ -122,11 +122,13 @@ def run_workload(
     """Build the model, warm up, then time `config.steps` steps phase by phase.
 
     Out of memory is caught and recorded (status "oom"), and so are Ctrl-C and SIGTERM (status
-    "interrupted", see harness.core.signals), each with the steps finished before it; anything else propagates.
+    "interrupted", see harness.core.signals), each with the steps finished before it; anything else
+    propagates.
     With config.power the measured steps are sampled (harness.energy.run); `power_sources` replaces the
     discovered sources (tests hand in theirs). `on_step` sees every step as soon as it is finished; `hook`
     (an in-process profiler) is started around the step loop and told of the end of every step.
-    `make_body` replaces the mode's step (harness.execution.ranks.distributed: the train step of one rank of several). With
+    `make_body` replaces the mode's step (harness.execution.ranks.distributed: the train step of one rank of
+    several). With
     config.memory the measured steps are recorded by harness.execution.memory (files in `memory_dir`).
     """
     import torch
@@ -295,7 +297,8 @@ def train_body(
     allreduce: Callable[[list[Any]], None] | None = None,
     mark: Callable[[int, str], None] | None = None,
 ) -> Body:
-    """The train step. Across ranks (harness.execution.ranks.distributed) `wrap` makes the model a DDP module, forward and
+    """The train step. Across ranks (harness.execution.ranks.distributed) `wrap` makes the model a DDP
+    module, forward and
     backward run under its no_sync() and `allreduce` averages the gradients as a phase of its own; `mark`
     hears each phase start; each rank draws its own batch (seed + rank)."""
     import torch

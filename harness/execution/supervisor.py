@@ -65,10 +65,12 @@ def run(
     merge_stderr: bool = False,
     watch: Callable[[], bool] | None = None,
 ) -> Finished:
-    """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.core.signals) on.
+    """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.core.signals)
+    on.
 
     An interruption does not raise: the command is told, finishes, and `interrupted` says which signal.
-    `watch` is asked every POLL_S; once it says True the command gets SIGTERM (harness.execution.ranks.multirank: hung rank).
+    `watch` is asked every POLL_S; once it says True the command gets SIGTERM
+    (harness.execution.ranks.multirank: hung rank).
     """
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())

@@ -4,6 +4,9 @@
 `harness run --nsys` starts one under nsys and `harness run --profiler torch` one with torch.profiler on
 (the config file's "profiler"). Usage: python -m harness.execution.worker CONFIG.json RESULT.json
 
+The parent half is here too: `run_isolated` writes the config, runs the worker under harness's supervisor
+and reads its result back (or says how it died); sweeps, profilers and ranks use it.
+
 Each finished step is also appended to RESULT.steps.jsonl at once, so the steps measured before the
 worker was killed outright (kill -9, the kernel's out-of-memory killer) are not lost. Ctrl-C and SIGTERM
 end the run early and still write RESULT.json, with status "interrupted".
@@ -15,13 +18,19 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import traceback
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.records import RunConfig, RunResult, StepRecord, result_to_dict
-from harness.core.signals import interrupted, signal_of, sigterm_raises
+from harness.core.records import RunConfig, RunResult, StepRecord, result_from_dict, result_to_dict
+from harness.core.signals import interrupted, name, signal_of, sigterm_raises
+from harness.execution import supervisor
+from harness.execution.runner import new_run_id
+
+STDERR_TAIL = 2000
 
 
 def steps_path(result_path: Path) -> Path:
@@ -92,6 +101,62 @@ def main(argv: list[str]) -> int:
             return 1
         distributed.finish()
     return 0
+
+
+def worker_command(config_path: Path, result_path: Path) -> list[str]:
+    return [sys.executable, "-m", "harness.execution.worker", str(config_path), str(result_path)]
+
+
+def write_worker_config(
+    config: RunConfig, run_id: str, path: Path, profiler: dict[str, Any] | None = None
+) -> None:
+    """`profiler`: an in-process profiler for the worker to start (harness.profilers.torch.TorchRequest)."""
+    spec: dict[str, Any] = {"run_id": run_id, "config": config.to_dict()}
+    if profiler:
+        spec["profiler"] = profiler
+    path.write_text(json.dumps(spec))
+
+
+def read_worker_result(
+    config: RunConfig, run_id: str, result_path: Path, returncode: int, stderr: str
+) -> RunResult:
+    """The child's RunResult, or an error result saying how the child died, with the steps it logged."""
+    if result_path.exists() and result_path.stat().st_size:
+        return result_from_dict(json.loads(result_path.read_text()))
+    tail = stderr.strip()[-STDERR_TAIL:]
+    if returncode >= 0:
+        how = f"exit code {returncode}"
+    else:
+        how = f"killed by {_signal_name(-returncode)}"
+        if -returncode == signal.SIGKILL:
+            how += " (often the kernel's out-of-memory killer)"
+    steps = read_steps(result_path)
+    measured = sum(not s.warmup for s in steps)
+    kept = f" after {measured} measured steps" if steps else ""
+    error = f"worker {how}{kept}" + (f": {tail}" if tail else "")
+    return RunResult(run_id=run_id, config=config, status="error", steps=steps, error=error)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return name(sig)
+    except ValueError:
+        return f"signal {sig}"
+
+
+def run_isolated(
+    config: RunConfig, run_id: str | None = None, profiler: dict[str, Any] | None = None
+) -> RunResult:
+    """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on)."""
+    run_id = run_id or new_run_id(config.model)
+    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+        cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        write_worker_config(config, run_id, cfg, profiler)
+        done = supervisor.run(worker_command(cfg, res), cleanup=[Path(tmp)])
+        result = read_worker_result(config, run_id, res, done.returncode, done.stderr)
+    if done.interrupted and result.status == "error":
+        result.status = "interrupted"
+    return result
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,7 @@ from harness.core.devices import (
     resolve_device,
 )
 from harness.core.errors import UsageError, first_line
-from harness.core.records import PhaseStats
+from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, PhaseStats
 from harness.execution.timing import PhaseClock
 
 if TYPE_CHECKING:
@@ -77,52 +76,6 @@ def _compiled(causal: bool) -> AttentionFn:
 
 # Name → factory(causal) → the attention function one cell times.
 FACTORIES: dict[str, Callable[[bool], AttentionFn]] = {"math": _math, "sdpa": _sdpa, "compiled": _compiled}
-
-
-@dataclass(frozen=True)
-class AttentionConfig:
-    batch_size: int = 8
-    num_heads: int = 1
-    head_dims: tuple[int, ...] = (16, 32, 64, 128)
-    seq_lens: tuple[int, ...] = (128, 256, 512)
-    precision: str = "fp32"
-    impls: tuple[str, ...] = ("math", "sdpa")
-    warmup: int = 3
-    trials: int = 10
-    causal: bool = True
-    device: str = "auto"
-    seed: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class AttentionCell:
-    """One implementation at one head dim × seq len. Times are ns; None where the cell did not finish."""
-
-    impl: str
-    head_dim: int
-    seq_len: int
-    status: str = "ok"  # ok | oom | error
-    forward_mean_ns: float | None = None
-    forward_std_ns: float | None = None
-    backward_mean_ns: float | None = None
-    backward_std_ns: float | None = None
-    peak_memory_bytes: int | None = None
-    compile_ns: int | None = None  # compiled: the first call, compilation included
-    error: str | None = None
-
-
-@dataclass
-class AttentionSweep:
-    sweep_id: str
-    config: AttentionConfig
-    device: str  # resolved device type
-    device_name: str
-    memory_source: str
-    env: dict[str, Any] = field(default_factory=dict)
-    cells: list[AttentionCell] = field(default_factory=list)
 
 
 def new_sweep_id() -> str:

@@ -166,7 +166,7 @@ def _nsys_runs(config: RunConfig, request: ProfileRequest, modes: list[str]) -> 
 
 def _torch_runs(config: RunConfig, request: TorchRequest) -> list[tuple[str, ProfiledFn]]:
     """One (label, run): the worker under torch.profiler as `run --profiler torch` runs it, and its trace."""
-    from harness.experiments.sweep import run_isolated
+    from harness.execution.worker import run_isolated
     from harness.profilers.base import check_writable
     from harness.profilers.torch import NAME, TRACE_SUFFIX
 

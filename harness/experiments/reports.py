@@ -1,6 +1,7 @@
 """Open what a user names for analysis: an nsys export (.sqlite) or report (.nsys-rep, .qdrep).
 
-A report is exported to SQLite first, with the nsys the harness finds (harness.execution.nsys). The export goes into
+A report is exported to SQLite first, with the nsys the harness finds (harness.execution.nsys). The export
+goes into
 the cache folder, never beside the user's file; an export that already lies beside the report (as
 `harness run --nsys` leaves it) and is newer than the report is used as it is.
 """

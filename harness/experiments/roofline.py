@@ -1,6 +1,7 @@
 """`harness roofline [RUN]`: the roofline of one configuration, against datasheet or measured roofs.
 
-Puts together workloads.roofline (FLOPs and bytes per sub-block), harness.experiments.roofs (the device's roofs) and
+Puts together workloads.roofline (FLOPs and bytes per sub-block), harness.experiments.roofs (the device's
+roofs) and
 analysis.roofline (the table). Given a stored run, the configuration is the run's and its measured times
 go in: per sub-block from its per-block times (--nvtx-detail: harness blocks), per phase from its step
 timers, and MFU per phase and for the step.

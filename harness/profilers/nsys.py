@@ -1,7 +1,8 @@
 """`harness run MODEL --profiler nsys` (or --nsys): the workload in a child process under nsys, then what it
 recorded.
 
-The child (harness.execution.worker) writes its in-process timings; this process stores the run with the paths of the
+The child (harness.execution.worker) writes its in-process timings; this process stores the run with the
+paths of the
 .nsys-rep and .sqlite, reads the export (NVTX ranges, kernels) and checks the ranges against the timers.
 """
 
@@ -17,7 +18,7 @@ from harness.core import machine, signals
 from harness.core.errors import HarnessError
 from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.execution.runner import new_run_id
-from harness.experiments.sweep import read_worker_result, worker_command, write_worker_config
+from harness.execution.worker import read_worker_result, worker_command, write_worker_config
 from harness.profilers.base import Outcome, check_writable, run_baseline
 
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
 """`harness run MODEL --profiler torch`: torch.profiler around the measured steps, in a fresh worker process.
 
-The worker (harness.execution.worker) runs the workload with a `TorchHook`: the profiler's schedule skips the warmup
+The worker (harness.execution.worker) runs the workload with a `TorchHook`: the profiler's schedule skips
+the warmup
 steps (the last one warms the profiler up) and records the measured ones; every NVTX range the harness opens
 (step, the phases, --nvtx-detail's layers) is also a `record_function` range of the same name. The trace is
 written as gzipped Chrome JSON (opens in Perfetto; `harness summary|nvtx|dashboard` read it). This process
@@ -57,7 +58,7 @@ def profile_run(
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
     from harness.core import signals
     from harness.execution.runner import new_run_id
-    from harness.experiments.sweep import run_isolated
+    from harness.execution.worker import run_isolated
     from harness.store.results import UnsavedRun
 
     check_writable(request.profile_dir)

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from sqlalchemy.engine import Connection, Engine
 
-    from harness.experiments.attention import AttentionCell, AttentionSweep
+    from harness.core.records import AttentionCell, AttentionSweep
 
 __all__ = ["RUN_COLUMNS", "NoDatabase", "ResultsStore", "Run", "UnsavedRun"]
 

@@ -15,7 +15,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from analysis.names import RUN_ENERGY_FIELDS
 
 # The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
-# write through (a dropped or retyped column). Additive changes are Alembic revisions (harness.store.migrations)
+# write through (a dropped or retyped column). Additive changes are Alembic revisions
+# (harness.store.migrations)
 # and leave it alone, so an older harness can still use a database a newer one upgraded.
 SCHEMA_VERSION = 1
 # columns by which a table is known as ours (a `runs` table of another program lacks them)

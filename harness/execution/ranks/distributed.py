@@ -7,7 +7,8 @@ buckets of BUCKET_BYTES, all-reduced, averaged and copied back, inside the `allr
 PhaseClock and NVTX range as forward, backward and optimizer). gloo on CPU, NCCL on CUDA.
 
 Each rank also writes a heartbeat line as each phase starts (`beat_path`), which the launching harness
-reads to find a hung rank (harness/execution/ranks/multirank.py). HARNESS_TEST_RANK_FAULT="RANK:STEP:kill|exit|hang"
+reads to find a hung rank (harness/execution/ranks/multirank.py).
+HARNESS_TEST_RANK_FAULT="RANK:STEP:kill|exit|hang"
 makes that rank die of SIGKILL, exit 3 or hang at the start of that step: a real failure, for the tests.
 """
 
@@ -78,7 +79,8 @@ def finish() -> None:
 
 class Heartbeat:
     """One line per phase start ("step phase"), flushed, so its mtime says when the rank last moved. The
-    file appears with the first phase: until then the rank is starting up (harness.execution.ranks.multirank.STARTUP_S)."""
+    file appears with the first phase: until then the rank is starting up
+    (harness.execution.ranks.multirank.STARTUP_S)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -1,9 +1,11 @@
 """Runs across ranks (`--nproc N`): N workers started by PyTorch's launcher, collected as one run.
 
-The harness starts `python -m harness.execution.ranks.rank_launcher` (torch.distributed.run, under harness.execution.supervisor) with
+The harness starts `python -m harness.execution.ranks.rank_launcher` (torch.distributed.run, under
+harness.execution.supervisor) with
 `--no-python` and the worker command (with --nsys: `nsys profile … worker`, one report per rank). Every
 rank writes its RunResult, its steps log and a heartbeat beside each other in one temporary folder
-(harness.execution.ranks.distributed.rank_path); this process reads them all and makes one RunResult whose steps carry
+(harness.execution.ranks.distributed.rank_path); this process reads them all and makes one RunResult whose
+steps carry
 their rank. Failures:
 
 - a rank that crashes, runs out of memory or is killed: torchrun stops the others, and rank_launcher writes
@@ -32,7 +34,7 @@ from harness.core.records import RunConfig, RunResult
 from harness.execution import supervisor
 from harness.execution.ranks.distributed import beat_path, rank_path
 from harness.execution.runner import new_run_id, validate
-from harness.experiments.sweep import read_worker_result, run_isolated, worker_command, write_worker_config
+from harness.execution.worker import read_worker_result, run_isolated, worker_command, write_worker_config
 
 if TYPE_CHECKING:
     from harness.execution.nsys import NsysInfo, ProfileOptions, ProfileResult
@@ -237,7 +239,7 @@ def run_ranks(config: RunConfig, run_id: str | None = None) -> RunResult:
 
 
 def run_any(config: RunConfig, run_id: str | None = None) -> RunResult:
-    """A fresh process for one rank (sweep.run_isolated), torchrun's N for several."""
+    """A fresh process for one rank (worker.run_isolated), torchrun's N for several."""
     return run_ranks(config, run_id) if config.world_size > 1 else run_isolated(config, run_id)
 
 

@@ -1,9 +1,11 @@
-"""torchrun, with its failures written down: `python -m harness.execution.ranks.rank_launcher FAILURES.json TORCHRUN_ARGS...`
+"""torchrun, with its failures written down: `python -m harness.execution.ranks.rank_launcher FAILURES.json
+TORCHRUN_ARGS...`
 
 Runs PyTorch's own launcher (torch.distributed.run: its argument parser and launch) in this process. When
 a rank fails, torchrun stops the others and raises ChildFailedError; this writes its failures to
 FAILURES.json as {"first": RANK, "ranks": {RANK: {"exitcode", "pid", "message"}}} for the harness
-(harness/execution/ranks/multirank.py) to name the failed rank, and exits 1. torchrun's own report still goes to stderr.
+(harness/execution/ranks/multirank.py) to name the failed rank, and exits 1. torchrun's own report still
+goes to stderr.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`python -m harness.store.migrations revision "MESSAGE"`: a new, empty revision file in versions/, numbered after
+"""`python -m harness.store.migrations revision "MESSAGE"`: a new, empty revision file in versions/,
+numbered after
 the newest; `python -m harness.store.migrations heads`: the newest revision. For developers, in a checkout."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Alembic's environment: migrate the connection harness.store.migrations hands in (never a URL from a file)."""
+"""Alembic's environment: migrate the connection harness.store.migrations hands in (never a URL from a
+file)."""
 
 from __future__ import annotations
 
