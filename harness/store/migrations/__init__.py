@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
 
-SCRIPT_LOCATION = "harness:migrations"
+SCRIPT_LOCATION = "harness.store:migrations"
 VERSION_TABLE = "harness_alembic_version"
 # the newest revision in versions/ (tests/test_migrations.py checks it is Alembic's head)
 HEAD = "0008"
