@@ -1,4 +1,4 @@
-"""Results database migrations (harness/migrations, Alembic): databases of older harnesses keep working.
+"""Results database migrations (harness/store/migrations, Alembic): databases of older harnesses keep working.
 
 The old database is made for real: the CREATE statements below are what SQLAlchemy emitted for
 harness/store/schema.py as of commit 11cbcff (the baseline revision, 0001), and its run is inserted as that

@@ -26,7 +26,7 @@ GROUPS = (
     "run", "profiling", "program", "attention", "blocks", "roofline", "doctor", "analysis", "ranks",
     "dashboard", "diff", "compile",
 )  # fmt: skip
-# command -> the module in harness/commands that registers it (tests/test_cli_lazy.py keeps this true)
+# command -> the module in harness/cli that registers it (tests/test_cli_lazy.py keeps this true)
 COMMANDS = {
     **dict.fromkeys(("run", "sweep", "runs", "show", "import"), "run"),
     "overhead": "profiling",
@@ -62,7 +62,7 @@ def _main(
 
 
 def build(groups: Sequence[str] = GROUPS, only: str | None = None) -> typer.Typer:
-    """The CLI with the commands of `groups` (modules of harness/commands) registered; with `only`, that
+    """The CLI with the commands of `groups` (modules of harness/cli) registered; with `only`, that
     command alone of theirs (Typer reads every registered command's signature when it starts: ~20 ms for
     the ten analysis commands)."""
     cli = typer.Typer(
