@@ -14,6 +14,7 @@ import pytest
 
 from harness.core.errors import NsysError
 from harness.execution import nsys
+from harness.execution.nsys import find as nsys_find
 
 NEW = nsys.NsysInfo(
     path=Path("/opt/nsys/bin/nsys"),
@@ -117,8 +118,8 @@ def test_named_but_missing_nsys_is_an_error(tmp_path: Path, monkeypatch: pytest.
 def test_nothing_found_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HARNESS_NSYS", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(nsys, "INSTALL_PLACES", ())
-    monkeypatch.setattr(nsys, "PROJECT_LOCAL", tmp_path / "none" / "nsys")
+    monkeypatch.setattr(nsys_find, "INSTALL_PLACES", ())
+    monkeypatch.setattr(nsys_find, "PROJECT_LOCAL", tmp_path / "none" / "nsys")
     with pytest.raises(NsysError, match=r"^nsys not found; install Nsight Systems: `make setup`"):
         nsys.find_nsys()
 

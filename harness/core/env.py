@@ -10,7 +10,7 @@ from typing import Any
 
 import harness
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def git_commit(root: Path = REPO_ROOT) -> str | None:

@@ -69,10 +69,10 @@ def launch(
         mode=request.mode,
         extra_args=list(request.extra_args),
     )
-    if config.world_size > 1:  # one report per rank (harness/execution/ranks/multirank.py)
-        from harness.execution.ranks import multirank
+    if config.world_size > 1:  # one report per rank (harness/execution/nsys/ranks.py)
+        from harness.execution.nsys.ranks import profile_ranks
 
-        return multirank.launch_nsys(config, info, opts, run_id)
+        return profile_ranks(config, info, opts, run_id)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)

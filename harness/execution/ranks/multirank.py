@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult
@@ -35,9 +34,6 @@ from harness.execution import supervisor
 from harness.execution.ranks.distributed import beat_path, rank_path
 from harness.execution.runner import new_run_id, validate
 from harness.execution.worker import read_worker_result, run_isolated, worker_command, write_worker_config
-
-if TYPE_CHECKING:
-    from harness.execution.nsys import NsysInfo, ProfileOptions, ProfileResult
 
 STARTUP_S = 60.0  # a rank's time to import torch, join the group and build the model before its first phase
 
@@ -241,44 +237,3 @@ def run_ranks(config: RunConfig, run_id: str | None = None) -> RunResult:
 def run_any(config: RunConfig, run_id: str | None = None) -> RunResult:
     """A fresh process for one rank (worker.run_isolated), torchrun's N for several."""
     return run_ranks(config, run_id) if config.world_size > 1 else run_isolated(config, run_id)
-
-
-def launch_nsys(
-    config: RunConfig, info: NsysInfo, opts: ProfileOptions, run_id: str
-) -> tuple[RunResult, ProfileResult, list[str]]:
-    """Every rank under its own `nsys profile` (report `<run>.rank<R>`); the result, a ProfileResult of the
-    lowest local rank's report carrying every rank's files as artifacts, and notes."""
-    from harness.execution import nsys
-
-    validate(config)
-    check(config)
-    dropped: list[str] = []
-
-    def wrap(worker: list[str]) -> tuple[list[str], dict[str, str]]:
-        argv, env, gone = nsys.rank_profile_command(info, opts, worker)
-        dropped[:] = gone
-        return argv, env
-
-    launched = launch(config, run_id, wrap)
-    result = combine(config, run_id, launched)
-    notes = [f"dropped {d}" for d in dropped]
-    artifacts: dict[str, str] = {}
-    found: dict[int, tuple[Path | None, Path | None]] = {}
-    for rank in local_ranks(config):
-        rep, sqlite, rank_notes = nsys.rank_report(info, opts, rank)
-        notes += rank_notes
-        found[rank] = (rep, sqlite)
-        artifacts.update({f"nsys_rep.rank{rank}": str(rep)} if rep else {})
-        artifacts.update({f"nsys_sqlite.rank{rank}": str(sqlite)} if sqlite else {})
-    rep, sqlite = found[local_ranks(config)[0]]
-    prof = nsys.ProfileResult(
-        # a failed rank is said by the result ("rank R: …"), not as the launcher's exit code
-        returncode=0 if launched.failure else launched.returncode,
-        rep=rep,
-        sqlite=sqlite,
-        qdstrm=None,
-        stderr_tail=_tail(launched.output),
-        interrupted=launched.interrupted,
-        artifacts=artifacts,
-    )
-    return result, prof, notes

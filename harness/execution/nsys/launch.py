@@ -1,31 +1,18 @@
-"""Everything that runs the `nsys` binary: finding it, reading its flags, profiling, importing, exporting.
-
-No other module shells out to nsys. Flags a given nsys does not know are dropped from the command and named,
-so one harness works with the Debian 2022.4 build (no --python-backtrace) and with current releases.
-"""
+"""`nsys profile` around a command: the command line built by capability, the run supervised, and a
+report (exported to SQLite) kept even when the run is cut short; one report per rank for torchrun."""
 
 from __future__ import annotations
 
-import functools
-import glob
 import os
-import re
-import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
 from harness.core.errors import NsysError
+from harness.execution.nsys.export import _existing, _left_qdstrm, _tail, export_sqlite, import_qdstrm
+from harness.execution.nsys.find import NsysInfo
 
-REPO = Path(__file__).resolve().parent.parent
-PROJECT_LOCAL = REPO / ".tools" / "nsys" / "usr" / "lib" / "nsight-systems" / "bin" / "nsys"
-INSTALL_PLACES = ("/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys")
-HOW_TO_GET = (
-    "install Nsight Systems: `make setup` (Debian/Ubuntu: project-local copy via scripts/install-nsys.sh) or "
-    "https://developer.nvidia.com/nsight-systems, then put nsys on PATH or set HARNESS_NSYS"
-)
 DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
 
 LIGHT_ARGS = ("--sample=none", "--cpuctxsw=none")
@@ -41,76 +28,6 @@ SHORT_FLAGS = {
     "-d": "duration",
     "-y": "delay",
 }
-TAIL_LINES = 20
-
-
-@dataclass(frozen=True)
-class NsysInfo:
-    path: Path
-    version: str  # "2022.4.2.1"
-    flags: frozenset[str]  # long options of `nsys profile`, without dashes
-    source: str  # how it was found
-
-    def supports(self, flag: str) -> bool:
-        return flag.lstrip("-").split("=", 1)[0] in self.flags
-
-
-def _version(path: Path) -> str:
-    try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise NsysError(f"{path} does not run ({e}); {HOW_TO_GET}") from None
-    found = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
-    if out.returncode != 0 or not found:
-        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise NsysError(f"{path} --version failed: {tail[0]}; {HOW_TO_GET}")
-    return found.group(1)
-
-
-def _profile_flags(path: Path) -> frozenset[str]:
-    out = subprocess.run([str(path), "profile", "--help"], capture_output=True, text=True, timeout=60)
-    flags = set(re.findall(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)", out.stdout, flags=re.MULTILINE))
-    # `--nvtx-domain-[include|exclude]=` is printed as one entry
-    if "nvtx-domain-" in out.stdout:
-        flags |= {"nvtx-domain-include", "nvtx-domain-exclude"}
-    return frozenset(flags)
-
-
-@functools.cache
-def probe(path: Path, source: str = "given") -> NsysInfo:
-    """Version and supported `nsys profile` flags of the nsys at `path`."""
-    path = Path(path)
-    return NsysInfo(path=path, version=_version(path), flags=_profile_flags(path), source=source)
-
-
-def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
-    """(path, how it was found) in the order they are tried."""
-    found: list[tuple[str, str]] = []
-    if explicit:
-        found.append((explicit, "--nsys-path"))
-    if os.environ.get("HARNESS_NSYS"):
-        found.append((os.environ["HARNESS_NSYS"], "HARNESS_NSYS"))
-    if on_path := shutil.which("nsys"):
-        found.append((on_path, "PATH"))
-    for pattern in INSTALL_PLACES:
-        found += [(p, "install place") for p in sorted(glob.glob(pattern), reverse=True)]
-    found.append((str(PROJECT_LOCAL), "the project-local copy in .tools/nsys"))
-    return found
-
-
-def find_nsys(explicit: str | None = None) -> NsysInfo:
-    """The nsys to use: --nsys-path, HARNESS_NSYS, PATH, usual install places, the project-local copy.
-
-    A path the user named that is not an executable is an error, not skipped silently.
-    """
-    for path, source in candidates(explicit):
-        p = Path(path)
-        usable = p.is_file() and os.access(p, os.X_OK)
-        if source in ("--nsys-path", "HARNESS_NSYS") and not usable:
-            raise NsysError(f"nsys given by {source} is not an executable file: {path}; {HOW_TO_GET}")
-        if usable:
-            return probe(Path(os.path.abspath(p)), source)
-    raise NsysError(f"nsys not found; {HOW_TO_GET}")
 
 
 @dataclass
@@ -178,13 +95,6 @@ class ProfileResult:
     notes: list[str] = field(default_factory=list)
     interrupted: int | None = None  # the signal passed on to nsys (SIGINT: Ctrl-C), if any
     artifacts: dict[str, str] = field(default_factory=dict)  # more files to store: one report per rank
-
-
-def _tail(text: str, lines: int = TAIL_LINES) -> str:
-    # nsys draws progress bars with carriage returns: keep only the lines a person would see
-    kept = [ln.rsplit("\r", 1)[-1] for ln in text.splitlines()]
-    kept = [ln for ln in kept if ln.strip() and not re.match(r"^\[\d/\d\] \[", ln)]
-    return "\n".join(kept[-lines:])
 
 
 def _env_for(opts: ProfileOptions, env: dict[str, str] | None) -> dict[str, str]:
@@ -299,81 +209,7 @@ def profile(
     )
 
 
-def _existing(path: Path) -> Path | None:
-    return path if path.is_file() else None
-
-
-def _left_qdstrm(nsys_output: str) -> Path | None:
-    """A .qdstrm nsys named in its output ("Generating '/tmp/nsys-report-ab12.qdstrm'") and did not import."""
-    for name in reversed(re.findall(r"'([^']+\.qdstrm)'", nsys_output)):
-        if Path(name).is_file():
-            return Path(name)
-    return None
-
-
-def find_importer(info: NsysInfo) -> Path:
-    """QdstrmImporter of this nsys installation (host-linux-x64/ beside or above the nsys binary)."""
-    real = info.path.resolve()
-    # its own installation first, then any other nsys this machine has (same-version importers only)
-    others = [Path(p).resolve() for p, _ in candidates() if Path(p).is_file()]
-    for nsys_bin in [real, *[o for o in others if o != real]]:
-        for parent in list(nsys_bin.parents)[:4]:
-            for cand in (parent / "host-linux-x64" / "QdstrmImporter", parent / "QdstrmImporter"):
-                if cand.is_file() and os.access(cand, os.X_OK) and _same_version(nsys_bin, info):
-                    return cand
-    raise NsysError(
-        f"QdstrmImporter not found near {real}: the nsys installation is incomplete "
-        "(scripts/install-nsys.sh links host-linux-x64 into place)"
-    )
-
-
-def _same_version(nsys_bin: Path, info: NsysInfo) -> bool:
-    if nsys_bin == info.path.resolve():
-        return True
-    try:
-        return _version(nsys_bin) == info.version
-    except NsysError:
-        return False
-
-
-def import_qdstrm(qdstrm: Path, rep: Path | None = None, info: NsysInfo | None = None) -> Path:
-    """Turn a .qdstrm (raw stream nsys writes during capture) into a .nsys-rep with QdstrmImporter."""
-    info = info or find_nsys()
-    importer = find_importer(info)
-    rep = rep or qdstrm.with_suffix(".nsys-rep")
-    proc = subprocess.run(
-        [str(importer), "--input-file", str(qdstrm), "--output-file", str(rep), "--force-overwrite"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0 or not rep.is_file():
-        raise NsysError(f"QdstrmImporter could not import {qdstrm}: {_tail(proc.stdout + proc.stderr, 1)}")
-    return rep
-
-
-def export_sqlite(rep: Path, out: Path | None = None, info: NsysInfo | None = None) -> Path:
-    """`nsys export --type=sqlite` of a .nsys-rep; the report itself is only read."""
-    info = info or find_nsys()
-    out = out or rep.with_suffix(".sqlite")
-    proc = subprocess.run(
-        [
-            str(info.path),
-            "export",
-            "--type=sqlite",
-            f"--output={out}",
-            "--force-overwrite=true",
-            str(rep),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0 or not out.is_file():
-        raise NsysError(f"nsys export could not export {rep}: {_tail(proc.stdout + proc.stderr, 1)}")
-    return out
-
-
-# --- one report per rank (harness/execution/ranks/multirank.py)
-# ----------------------------------------------------------
+# --- one report per rank (harness/execution/ranks/multirank.py) ---------------------------------------
 
 RANK_PATTERN = "%q{RANK}"  # nsys expands it from each process's environment: torchrun sets RANK
 
