@@ -51,7 +51,8 @@ def invoke(args: list[str], tmp: Path | None = None, **env: str) -> str:
 
     from harness.cli import app
 
-    result = CliRunner().invoke(app, args, env={"COLUMNS": "200", **env})
+    columns = "1000" if tmp is not None else "200"  # runs' tables: never wrapped, whatever their numbers
+    result = CliRunner().invoke(app, args, env={"COLUMNS": columns, **env})
     out, err = (text.replace(str(FIXTURES), "FIXTURES") for text in (result.stdout, result.stderr))
     if tmp is not None:
         out, err = mask(out, tmp), mask(err, tmp)
@@ -59,11 +60,18 @@ def invoke(args: list[str], tmp: Path | None = None, **env: str) -> str:
 
 
 def mask(text: str, tmp: Path) -> str:
-    """Numbers (times, dates, sizes) as 9, run ids' random suffix as XXXX, and the table frame's padding
-    (its widths follow the numbers) squeezed to one space."""
+    """What changes from run to run, masked: progress lines (their timing) dropped; numbers (times, dates,
+    sizes) as 9, run ids' random suffix as XXXX, the git commit as HEX; the verdicts of two runs' phases
+    (noise decides them with two steps each) as VERDICT; and the table frame's padding (its widths follow
+    the numbers) squeezed to one space."""
+    text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("progress: "))
     text = text.replace(str(tmp), "TMP")
+    text = re.sub(r"\\u[0-9a-fA-F]{4}", "ESC", text)  # json's escapes are not numbers
     text = re.sub(r"(\d{8}-\d{6})-[0-9a-f]{4}", r"\1-XXXX", text)
+    text = re.sub(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,40}\b", "HEX", text)
     text = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "9", text)
+    text = re.sub(r"(faster|slower) 9% \(9(…|ESC)9\)|inconclusive \((±|ESC)9%\)", "DETAIL", text)
+    text = re.sub(r"\b(improvement|regression|inconclusive)\b", "VERDICT", text)
     return re.sub(r"[ ─━]+", " ", text)
 
 

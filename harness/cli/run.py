@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -41,6 +43,11 @@ from harness.cli.rank_options import (
     with_ranks,
 )
 from harness.core.signals import sigterm_raises
+from harness.profilers import registry
+from harness.profilers.base import ProfilerOptions
+from harness.profilers.none import PlainRun
+from harness.profilers.nsys import ProfiledRun
+from harness.profilers.torch import TorchProfiledRun
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -190,55 +197,34 @@ def run_cmd(
     note = emulated_precision_note(resolved, [config.precision])
     if note:
         warn(note)
-    if chosen == "torch" and config.world_size > 1:
-        from harness.core.errors import UsageError
+    plugin = registry.get(chosen)
+    config = replace(config, memory=memory)
+    plugin.check(config, resolved.type)
+    options = ProfilerOptions(
+        profile_dir=profile_dir,
+        nsys_path=nsys_path,
+        capture=nsys_capture.value,
+        mode=nsys_mode.value,
+        extra_args=list(nsys_arg or []),
+        baseline=nsys_baseline,
+        record_shapes=record_shapes,
+        with_stack=with_stack,
+        profile_memory=profile_memory,
+    )
+    label, total = plugin.progress(config)
+    with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
+        outcome = plugin.run(config, options, store=store, progress=progress)
+    RENDERERS[type(outcome)](outcome, format, wide)
+    if outcome.failed:
+        raise typer.Exit(outcome.exit_status)
 
-        raise UsageError("--profiler torch does not run across ranks yet: use --nsys with --nproc")
-    config = _with_memory(config, memory, chosen, resolved)
-    if chosen == "torch":
-        from harness.profilers import DEFAULT_DIRS
-        from harness.profilers.torch import TorchRequest
-        from harness.profilers.torch import profile_run as torch_run
 
-        treq = TorchRequest(
-            profile_dir=profile_dir or DEFAULT_DIRS["torch"],
-            record_shapes=record_shapes,
-            with_stack=with_stack,
-            profile_memory=profile_memory,
-        )
-        with sigterm_raises(), Progress(f"{config.model} {config.mode} under torch.profiler") as progress:
-            tprof = torch_run(config, treq, store=store, progress=progress.stage)
-        render_torch_profiled(tprof, format, wide=wide)
-        if tprof.failed:
-            raise typer.Exit(tprof.exit_status)
-        return
-    if chosen == "nsys":
-        from harness.profilers import DEFAULT_DIRS
-        from harness.profilers.nsys import ProfileRequest, profile_run
-
-        request = ProfileRequest(
-            nsys_path=nsys_path,
-            capture=nsys_capture.value,
-            mode=nsys_mode.value,
-            extra_args=list(nsys_arg or []),
-            profile_dir=profile_dir or DEFAULT_DIRS["nsys"],
-            baseline=nsys_baseline,
-        )
-        with sigterm_raises(), Progress(f"{config.model} {config.mode} under nsys") as progress:
-            profiled = profile_run(config, request, store=store, progress=progress.stage)
-        render_profiled(profiled, format, wide=wide)
-        if profiled.failed:
-            raise typer.Exit(profiled.exit_status)
-        return
+def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
+    """A run without a profiler: its tables (per rank and the straggler with --nproc), then the exit code."""
+    result, config = p.result, p.result.config
     if config.world_size > 1:
-        _run_ranks(config, store, format, wide)
+        _render_ranks(p, Format(format), wide)
         return
-    with (
-        sigterm_raises(),
-        Progress(f"{config.model} {config.mode}", config.warmup + config.steps, unit="steps") as progress,
-    ):
-        result = run_workload(config, progress=progress.advance, memory_dir=profile_dir)
-    unsaved = _save(store, result)
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
     tables = [
@@ -252,23 +238,13 @@ def run_cmd(
     _memory_notes(result.extra)
     for line in result.extra.get("power_notes", []):
         say_note(line)
-    _finish([unsaved], [result])
+    _finish(p.unsaved, [result])
 
 
-def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: bool) -> None:
+def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
     """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables."""
-
-    from harness.cli.output import emit_many
-    from harness.cli.progress import Progress
-    from harness.execution.ranks.multirank import local_ranks, run_ranks
-    from harness.experiments.rank_tables import rank_tables, result_frame
-    from harness.experiments.tables import results_table, throughput_table
-
-    what = f"{config.model} {config.mode} across {config.world_size} ranks (torchrun)"
-    with sigterm_raises(), Progress(what) as progress:
-        progress.stage(f"{config.nproc} ranks on this machine")
-        result = run_ranks(config)
-    unsaved = _save(store, result)
+    result, config = p.result, p.result.config
+    unsaved = p.unsaved[0] if p.unsaved else None
     ranks = local_ranks(config)
     which = "all ranks" if config.nnodes == 1 else f"ranks {ranks[0]}-{ranks[-1]} of {config.world_size}"
     tables = [(f"run {result.run_id} ({result.device_name}, {which})", results_table([result]))]
@@ -283,20 +259,6 @@ def _run_ranks(config: RunConfig, store: ResultsStore, format: Format, wide: boo
             err(line)
         raise typer.Exit(1)
     _finish([unsaved], [result])
-
-
-def _with_memory(config: RunConfig, memory: bool, profiler: str | None, device: Any) -> RunConfig:
-    """--memory into the configuration (not with torch.profiler on the CPU: one profiler at a time there)."""
-    from dataclasses import replace
-
-    from harness.core.errors import UsageError
-
-    if memory and profiler == "torch" and device.type != "cuda":
-        raise UsageError(
-            "--memory on the CPU is torch.profiler's memory table: with --profiler torch, use "
-            "--profile-memory"
-        )
-    return replace(config, memory=memory)
 
 
 def _memory_notes(extra: dict[str, Any]) -> None:
@@ -623,3 +585,11 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
         err(p.error)
     for line in p.unsaved:
         err(line)
+
+
+# how `harness run` shows each profiler's outcome (harness.profilers.registry lists the profilers)
+RENDERERS: dict[type, Callable[[Any, str, bool], None]] = {
+    PlainRun: render_plain,
+    ProfiledRun: render_profiled,
+    TorchProfiledRun: render_torch_profiled,
+}

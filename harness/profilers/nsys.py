@@ -19,7 +19,7 @@ from harness.core.errors import HarnessError
 from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.execution.runner import new_run_id
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
-from harness.profilers.base import Outcome, check_writable, run_baseline
+from harness.profilers.base import Outcome, ProfilerOptions, Reporter, check_writable, run_baseline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -267,3 +267,32 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
         out.kernels = kernel_summary(export).head(TOP_KERNELS)
     else:
         out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
+
+
+class NsysProfiler:
+    name = "nsys"
+    wraps = "the worker process, under `nsys profile` (each rank under its own with --nproc)"
+    keeps = ("nsys_rep", "nsys_sqlite")
+    default_dir: Path | None = Path("nsys_profiles")
+
+    def check(self, config: RunConfig, device_type: str) -> None:
+        pass
+
+    def progress(self, config: RunConfig) -> tuple[str, int | None]:
+        return f"{config.model} {config.mode} under nsys", None
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> ProfiledRun:
+        request = ProfileRequest(
+            nsys_path=options.nsys_path,
+            capture=options.capture,
+            mode=options.mode,
+            extra_args=list(options.extra_args),
+            profile_dir=options.profile_dir or self.default_dir or Path("."),
+            baseline=options.baseline,
+        )
+        return profile_run(config, request, store=store, progress=progress.stage)
+
+
+PROFILER = NsysProfiler()

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
     from harness.store.results import ResultsStore
 
+from harness.core.errors import UsageError
 from harness.execution.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
-from harness.profilers.base import Outcome, check_writable
+from harness.profilers.base import Outcome, ProfilerOptions, Reporter, check_writable
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchProfiledRun", "TorchRequest", "hook_for", "profile_run"]
 
@@ -119,3 +120,36 @@ def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
             if SELF_CUDA in table.columns:
                 out.operators.append((f"{title} CUDA", by_self_cuda(table).head(TOP_OPERATORS)))
         out.notes += trace.notes
+
+
+class TorchProfiler:
+    name = NAME
+    wraps = "the measured steps, with torch.profiler in the worker process"
+    keeps = ("trace",)
+    default_dir: Path | None = Path("torch_profiles")
+
+    def check(self, config: RunConfig, device_type: str) -> None:
+        if config.world_size > 1:
+            raise UsageError("--profiler torch does not run across ranks yet: use --nsys with --nproc")
+        if config.memory and device_type != "cuda":
+            raise UsageError(
+                "--memory on the CPU is torch.profiler's memory table: with --profiler torch, use "
+                "--profile-memory"
+            )
+
+    def progress(self, config: RunConfig) -> tuple[str, int | None]:
+        return f"{config.model} {config.mode} under torch.profiler", None
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> TorchProfiledRun:
+        request = TorchRequest(
+            profile_dir=options.profile_dir or self.default_dir or Path("."),
+            record_shapes=options.record_shapes,
+            with_stack=options.with_stack,
+            profile_memory=options.profile_memory,
+        )
+        return profile_run(config, request, store=store, progress=progress.stage)
+
+
+PROFILER = TorchProfiler()
