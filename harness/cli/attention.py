@@ -8,8 +8,12 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
-from harness.cli.output import Format
+from harness.cli.output import Format, emit
+from harness.cli.progress import Progress
+from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
+from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
+from harness.store.results import ResultsStore
 
 
 def _ints(option: str, text: str) -> tuple[int, ...]:
@@ -46,11 +50,6 @@ def attention_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Time one attention call, forward and backward, for every head dim × seq len; OOM cells are recorded."""
-    from harness.cli.output import emit
-    from harness.cli.progress import Progress
-    from harness.core.devices import emulated_precision_note, resolve_device
-    from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
-    from harness.store.results import ResultsStore
 
     config = AttentionConfig(
         batch_size=batch_size,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from harness.cli.output import Format
+from harness.cli.output import Format, visible
 from harness.core.errors import user_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,8 +35,6 @@ def _say(label: str, style: str, message: str) -> None:
     escaped, and stays one line however long (tests and scripts look for it)."""
     from rich.console import Console
     from rich.text import Text
-
-    from harness.cli.output import visible
 
     line = Text(label, style=style) + Text(" " + visible(message, keep="\n\t"))
     Console(stderr=True, soft_wrap=True, highlight=False).print(line)

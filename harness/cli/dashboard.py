@@ -7,9 +7,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analysis.dashboard import collect, collect_export, write_dashboard
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
-from harness.cli.output import Format
+from harness.cli.output import Format, emit
 from harness.core.errors import ExportError, HarnessError, UsageError
+from harness.experiments.reports import sqlite_for
+from harness.experiments.roofline import dashboard_roofline
+from harness.store.results import ResultsStore, describe_url
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,7 +57,6 @@ def dashboard_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput)."""
-    from harness.cli.output import emit
 
     if report is not None and (runs or last or model or compare):
         raise UsageError(
@@ -65,20 +68,15 @@ def dashboard_cmd(
     if compare is not None and len(pair) != 2:
         raise UsageError(f"--compare takes two run ids separated by a comma, got {compare!r}")
 
-    from analysis.dashboard import collect, collect_export, write_dashboard
-
     if report is not None:
         data = collect_export(_checked_export(report), cache=not no_cache)
         scope, title = "profile", f"harness dashboard: {report.name}"
     else:
-        from harness.store.results import ResultsStore, describe_url
-
         store = ResultsStore(db, readonly=True)
         ids = [store.get(r).id for r in _ids(runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)
         data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
-        from harness.experiments.roofline import dashboard_roofline
 
         data.roofline = dashboard_roofline(store, data.runs, data.blocks)
         if data.runs.empty:
@@ -108,7 +106,6 @@ def dashboard_cmd(
 def _checked_export(report: Path) -> Path:
     """The SQLite export to draw: `report` itself, or a .nsys-rep / .qdrep exported the way the analysis
     commands export it (into the cache folder)."""
-    from harness.experiments.reports import sqlite_for
 
     if not report.exists():
         raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")

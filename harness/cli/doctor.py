@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
-from harness.cli.output import Format
+from harness.cli.output import Format, emit
+from harness.experiments.doctor import as_frame, diagnose
 
 
 @cli_errors
@@ -26,8 +27,6 @@ def doctor_cmd(
 
     Exits 1 when the self-test fails or the results database cannot be used.
     """
-    from harness.cli.output import emit
-    from harness.experiments.doctor import as_frame, diagnose
 
     checks = diagnose(nsys_path, db, run_self_test=self_test)
     emit(as_frame(checks), fmt, title="harness doctor", wide=wide)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from analysis.overhead import overhead_verdict
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
     Attention,
@@ -26,7 +27,8 @@ from harness.cli.options import (
     WarmupOpt,
     make_config,
 )
-from harness.cli.output import Format
+from harness.cli.output import Format, emit
+from harness.cli.progress import Progress
 from harness.cli.rank_options import (
     NnodesOpt,
     NodeRankOpt,
@@ -36,7 +38,15 @@ from harness.cli.rank_options import (
     with_ranks,
 )
 from harness.cli.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt, Profiler
-from harness.experiments.overhead import DEFAULT_MAX_TIME
+from harness.core.devices import resolve_device
+from harness.core.errors import UsageError
+from harness.core.machine import describe
+from harness.execution.runner import validate
+from harness.experiments.overhead import DEFAULT_MAX_TIME, measure_overhead
+from harness.profilers import DEFAULT_DIRS
+from harness.profilers.nsys import ProfileRequest
+from harness.profilers.torch import TorchRequest
+from harness.store.results import ResultsStore
 
 
 @cli_errors
@@ -96,18 +106,6 @@ def overhead_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Run a configuration without a profiler and under it, alternating; print per-phase overhead (%)."""
-    from analysis.overhead import overhead_verdict
-    from harness.cli.output import emit
-    from harness.cli.progress import Progress
-    from harness.core.devices import resolve_device
-    from harness.core.errors import UsageError
-    from harness.core.machine import describe
-    from harness.execution.runner import validate
-    from harness.experiments.overhead import measure_overhead
-    from harness.profilers import DEFAULT_DIRS
-    from harness.profilers.nsys import ProfileRequest
-    from harness.profilers.torch import TorchRequest
-    from harness.store.results import ResultsStore
 
     mode_list = [m.strip() for m in nsys_modes.split(",") if m.strip()]
     bad = [m for m in mode_list if m not in ("light", "full")]

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, note, warn
-from harness.cli.output import Format
+from harness.cli.output import Format, emit_many
 from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.core.signals import sigterm_raises
+from harness.experiments.program import profile_program
+from harness.store.results import ResultsStore
 
 if TYPE_CHECKING:
     from harness.experiments.program import ProgramRun
@@ -34,8 +36,6 @@ def profile_cmd(
 ) -> None:
     """Run CMD ARGS… under nsys with the harness's trace settings, store it as a run and print the
     export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
-    from harness.experiments.program import profile_program
-    from harness.store.results import ResultsStore
 
     store = ResultsStore(db)  # fail on a bad --db before the program runs
     with sigterm_raises():
@@ -53,7 +53,6 @@ def profile_cmd(
 
 def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
     """The summary tables on stdout; the run, its files and anything that went wrong on stderr."""
-    from harness.cli.output import emit_many
 
     prof = p.profile
     lines = [f"{kind}: {path}" for kind, path in (("report", prof.rep), ("export", prof.sqlite)) if path]

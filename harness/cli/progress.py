@@ -13,6 +13,8 @@ import time
 from types import TracebackType
 from typing import TextIO
 
+from harness.cli.output import visible
+
 
 def _live() -> bool:
     from rich.console import Console
@@ -116,7 +118,6 @@ class Progress:
             self._line()
 
     def _message(self) -> str:
-        from harness.cli.output import visible
 
         parts = [self.label]
         if self.text:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.core.records import RunConfig
+from harness.execution.ranks.multirank import check
 
 PANEL = "Across ranks (torchrun)"
 NprocOpt = Annotated[
@@ -41,7 +42,6 @@ def with_ranks(
     config: RunConfig, nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str | None, rank_timeout: float
 ) -> RunConfig:
     """`config` with its rank layout, checked (UsageError for one torchrun would refuse)."""
-    from harness.execution.ranks.multirank import check
 
     config = replace(
         config,

@@ -8,10 +8,15 @@ from typing import Annotated
 
 import typer
 
+from analysis.dashboard import DashboardData, write_dashboard
+from analysis.multi import expand
 from harness.cli.analysis import DaskOpt, JobsOpt, NoCacheOpt
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
-from harness.cli.output import Format
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
+from harness.cli.output import Format, emit_many
 from harness.core.errors import HarnessError
+from harness.experiments.rank_tables import ranks_of_run
+from harness.experiments.reports import ranks_of
+from harness.store.results import ResultsStore
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
 EXPORTS_HELP = (
@@ -48,16 +53,9 @@ def ranks_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
-    from analysis.multi import expand
-    from harness.cli.common import note
-    from harness.cli.output import emit_many
-    from harness.experiments.reports import ranks_of
 
     read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
     if len(exports) == 1 and _is_run_id(exports[0]):
-        from harness.experiments.rank_tables import ranks_of_run
-        from harness.store.results import ResultsStore
-
         report = ranks_of_run(ResultsStore(db, readonly=True), str(exports[0]), **read)
     else:
         report = ranks_of(expand(exports), **read)
@@ -74,7 +72,6 @@ def ranks_cmd(
             raise HarnessError(
                 "--html draws the ranks from their exports, and this run has none: run it with --nsys"
             )
-        from analysis.dashboard import DashboardData, write_dashboard
 
         data = DashboardData(ranks=report.phases, source=f"{n} exports: {', '.join(report.labels.values())}")
         try:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from analysis.dashboard.roofline import roofline_figure
 from harness.cli.common import DbOpt, FormatOpt, cli_errors, note
 from harness.cli.options import (
     Attention,
@@ -19,7 +20,10 @@ from harness.cli.options import (
     Precision,
     PrecisionOpt,
 )
-from harness.cli.output import Format
+from harness.cli.output import Format, emit_many
+from harness.core.errors import HarnessError, first_line
+from harness.experiments.roofline import analytic_report, run_report
+from harness.store.results import ResultsStore
 
 
 class RooflineMode(StrEnum):
@@ -67,12 +71,8 @@ def roofline_cmd(
     Roofs: the datasheet table for a known GPU (this one or the run's, or --gpu NAME), or --measure on
     --device (with RUN: on this machine's device of the run's kind).
     """
-    from harness.cli.output import emit_many
-    from harness.experiments.roofline import analytic_report, run_report
 
     if run is not None:
-        from harness.store.results import ResultsStore
-
         report = run_report(ResultsStore(db, readonly=True), run, gpu=gpu, measure=measure)
     else:
         report = analytic_report(
@@ -96,15 +96,11 @@ def roofline_cmd(
         tables.append(("MFU (model FLOPs / time / peak)", report.mfu_frame()))
     emit_many(tables, fmt, notes=report.notes)
     if html is not None:
-        from analysis.dashboard.roofline import roofline_figure
-
         try:
             against = f" · against {report.used.label}" if report.used else ""
             figure = roofline_figure(report.table, report.used, title + against)
             figure.write_html(html, include_plotlyjs=True)
         except OSError as e:
-            from harness.core.errors import HarnessError, first_line
-
             raise HarnessError(f"cannot write {html}: {first_line(e)}") from None
         note(f"roofline written to {html}")
 

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
+from analysis.agreement import for_people
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, note, warn
+from harness.cli.common import note as say_note
 from harness.cli.options import (
     Attention,
     AttentionOpt,
@@ -33,7 +35,8 @@ from harness.cli.options import (
     WarmupOpt,
     make_config,
 )
-from harness.cli.output import Format
+from harness.cli.output import Format, emit, emit_many
+from harness.cli.progress import Progress
 from harness.cli.rank_options import (
     NnodesOpt,
     NodeRankOpt,
@@ -42,17 +45,28 @@ from harness.cli.rank_options import (
     RdzvOpt,
     with_ranks,
 )
+from harness.core import signals
+from harness.core.devices import emulated_precision_note, resolve_device
+from harness.core.errors import UsageError
+from harness.core.records import phases_for
 from harness.core.signals import sigterm_raises
+from harness.execution.ranks.multirank import local_ranks, run_any
+from harness.execution.runner import validate
+from harness.experiments.rank_tables import rank_tables, result_frame
+from harness.experiments.show import show_tables
+from harness.experiments.sweep import grid
+from harness.experiments.tables import energy_rows, extra_tables, results_table, throughput_table
 from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
 from harness.profilers.none import PlainRun
-from harness.profilers.nsys import ProfiledRun
+from harness.profilers.nsys import TOP_KERNELS, ProfiledRun
 from harness.profilers.torch import TorchProfiledRun
+from harness.store.results import ResultsStore, UnsavedRun, describe_url
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.core.records import RunConfig, RunResult
+    from harness.core.records import RunResult
     from harness.profilers.nsys import ProfiledRun
     from harness.profilers.torch import TorchProfiledRun
     from harness.store.results import ResultsStore
@@ -175,13 +189,6 @@ def run_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
-    from harness.cli.common import note as say_note
-    from harness.cli.output import emit_many
-    from harness.cli.progress import Progress
-    from harness.core.records import phases_for
-    from harness.execution.runner import run_workload, validate
-    from harness.experiments.tables import energy_rows, extra_tables, results_table, throughput_table
-    from harness.store.results import ResultsStore
 
     config = make_config(
         model, mode, device, precision, compile, batch_size, context_length, vocab_size,
@@ -191,7 +198,6 @@ def run_cmd(
     config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
     store = ResultsStore(db)  # fail on a bad --db before the work, not after
-    from harness.core.devices import emulated_precision_note, resolve_device
 
     resolved = resolve_device(config.device)
     note = emulated_precision_note(resolved, [config.precision])
@@ -262,7 +268,6 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
 
 
 def _memory_notes(extra: dict[str, Any]) -> None:
-    from harness.cli.common import note
 
     memory = extra.get("memory") or {}
     if memory.get("error"):
@@ -273,7 +278,6 @@ def _memory_notes(extra: dict[str, Any]) -> None:
 
 def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str | None:
     """The profiler asked for: --profiler, or --nsys (its shorthand); they must not disagree."""
-    from harness.core.errors import UsageError
 
     if nsys and profiler not in (None, Profiler.nsys):
         raise UsageError(f"--nsys means --profiler nsys; it cannot go with --profiler {profiler}")
@@ -285,7 +289,6 @@ def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str
 
 def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
     """Save; when the database will not take the run it is in a file by now: the line saying where."""
-    from harness.store.results import UnsavedRun
 
     try:
         store.save(result, **how)
@@ -296,8 +299,6 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
 
 def _finish(unsaved: list[str | None], results: list[RunResult]) -> None:
     """Say what was not saved or was interrupted, and exit with the code that goes with it."""
-
-    from harness.core import signals
 
     for line in filter(None, unsaved):
         err(line)
@@ -352,15 +353,6 @@ def sweep_cmd(
     import secrets
     from datetime import datetime
 
-    from harness.cli.output import emit
-    from harness.cli.progress import Progress
-    from harness.core.devices import emulated_precision_note, resolve_device
-    from harness.core.errors import UsageError
-    from harness.execution.ranks.multirank import run_any
-    from harness.experiments.sweep import grid
-    from harness.experiments.tables import results_table
-    from harness.store.results import ResultsStore
-
     def split(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -403,8 +395,6 @@ def sweep_cmd(
     title = f"{experiment} ({results[0].device_name if results else ''})"
     emit(results_table(results), format, title=title, wide=wide)
     if power:  # the sources are the same for every point: each line once
-        from harness.cli.common import note as say_note
-
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)
     if len(results) < len(configs):
@@ -413,7 +403,6 @@ def sweep_cmd(
 
 
 def _batch_sizes(items: list[str]) -> list[int]:
-    from harness.core.errors import UsageError
 
     bad = [b for b in items if not b.isdigit() or int(b) < 1]
     if bad or not items:
@@ -436,8 +425,6 @@ def runs_cmd(
     wide: WideOpt = False,
 ) -> None:
     """List saved runs (newest last)."""
-    from harness.cli.output import emit
-    from harness.store.results import ResultsStore, describe_url
 
     store = ResultsStore(db, readonly=True)
     df = store.runs(model=model, device=device, precision=precision, last=last)
@@ -468,9 +455,6 @@ def show_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
-    from harness.cli.output import emit_many
-    from harness.experiments.show import show_tables
-    from harness.store.results import ResultsStore
 
     store = ResultsStore(db, readonly=True)
     run = store.get(run_id)
@@ -489,9 +473,6 @@ def import_cmd(
 ) -> None:
     """Store runs that could not be saved; importing a file again stores its run once."""
     import pandas as pd
-
-    from harness.cli.output import emit
-    from harness.store.results import ResultsStore, describe_url
 
     store = ResultsStore(db)
     done = [store.import_file(f) for f in files]
@@ -514,17 +495,11 @@ def register(app: typer.Typer) -> None:
 
 
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
-    from analysis.agreement import for_people
-    from harness.cli.output import Format, emit_many
-    from harness.core.records import phases_for
-    from harness.experiments.tables import extra_tables, results_table
-    from harness.profilers.nsys import TOP_KERNELS
 
     tables: list[tuple[str, pd.DataFrame]] = []
     rank_notes: list[str] = []
     if p.result is not None and p.result.steps:
         tables.append((f"run {p.run_id} under nsys {p.nsys_version}", results_table([p.result])))
-        from harness.experiments.rank_tables import rank_tables, result_frame
 
         ranks, rank_notes = rank_tables(result_frame(p.result))
         tables += ranks
@@ -550,8 +525,8 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         ]
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
-    for note in p.notes:
-        warn(note)
+    for line in p.notes:
+        warn(line)
     if p.error:
         err(p.error)
     for line in p.unsaved:
@@ -560,10 +535,6 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
 
 def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:
     import pandas as pd
-
-    from harness.cli.output import Format, emit_many
-    from harness.core.records import phases_for
-    from harness.experiments.tables import extra_tables, results_table
 
     tables: list[tuple[str, pd.DataFrame]] = []
     if p.result is not None and p.result.steps:
@@ -579,8 +550,8 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
         tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))
     if tables:
         emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
-    for note in p.notes:
-        warn(note)
+    for line in p.notes:
+        warn(line)
     if p.error:
         err(p.error)
     for line in p.unsaved:

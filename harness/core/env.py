@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.core import nvtx_ranges
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,8 +45,6 @@ def driver_version() -> str | None:
 
 def collect(device: Any = None) -> dict[str, Any]:
     import torch
-
-    from harness.core import nvtx_ranges
 
     env: dict[str, Any] = {
         "harness": harness.__version__,

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from analysis.energy import energy_table, run_summary
 from harness.core.errors import first_line
 from harness.core.records import RunConfig, RunResult
 from harness.energy.power import PowerSampler, PowerSources, discover, gpus_in_use
@@ -69,8 +70,6 @@ class EnergyMeter:
     def _finish(self, result: RunResult, spec: Any) -> None:
         import pandas as pd
 
-        from analysis.energy import energy_table, run_summary
-
         if self.sampler is None:
             return
         trace = self.sampler.trace()
@@ -96,7 +95,7 @@ class EnergyMeter:
 
 def step_work(result: RunResult, spec: Any) -> tuple[dict[str, float], float | None]:
     """Analytic FLOPs of each phase of one step, and the tokens one step processes (as `_throughput`)."""
-    from workloads import flops
+    from workloads import flops  # torch, via workloads: kept off the CLI start-up
 
     config, b = result.config, result.config.batch_size
     if config.mode == "generate":

@@ -41,7 +41,7 @@ class BlockTimers:
     """Hooks on `model`'s blocks; `next_step()` after every step; `remove()` detaches them."""
 
     def __init__(self, model: Any, device: Any, config: RunConfig) -> None:
-        import workloads
+        import workloads  # torch, via workloads: kept off the CLI start-up
 
         self.device = device
         self.mode = config.mode

@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
+from analysis.compile import compile_comparison
 from harness.core.records import RunResult
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ def compile_table(
     store: ResultsStore, *, model: str | None = None, device: str | None = None
 ) -> pd.DataFrame:
     """analysis.compile.compile_comparison over the stored runs (of one model / device)."""
-    from analysis.compile import compile_comparison
 
     runs = store.runs(model=model, device=device)
     steps = store.step_timings(list(runs["run_id"])) if len(runs) else None

@@ -32,7 +32,9 @@ BREAKDOWN_PARTS = ("parameters", "gradients", "optimizer_state", "weight_copies"
 
 def breakdown(config: RunConfig, spec: Any, context: int) -> dict[str, int]:
     """workloads.memory's analytic breakdown for this configuration, as stored (bytes, and `params`)."""
-    from workloads.memory import memory_breakdown
+    from workloads.memory import (
+        memory_breakdown,
+    )  # torch, via workloads: kept off the CLI start-up
 
     return memory_breakdown(
         spec,

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import ALLREDUCE, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
-from harness.core import nvtx_ranges
+from harness.core import env, nvtx_ranges
 from harness.core.devices import (
     device_name,
     free_memory,
@@ -24,6 +24,7 @@ from harness.core.devices import (
 from harness.core.errors import UsageError
 from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord
 from harness.core.signals import interrupted, signal_of
+from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
 from harness.execution.compiled import record_first_step
 from harness.execution.memory import MemoryRecorder
@@ -56,7 +57,7 @@ def new_run_id(model: str) -> str:
 
 def validate(config: RunConfig) -> None:
     """Raise UsageError for anything a user could have typed wrong, before any work starts."""
-    import workloads
+    import workloads  # torch, via workloads: kept off the CLI start-up
 
     if config.model not in workloads.MODEL_NAMES:
         raise UsageError(f"unknown model {config.model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
@@ -133,8 +134,7 @@ def run_workload(
     """
     import torch
 
-    import workloads
-    from harness.core import env
+    import workloads  # torch, via workloads: kept off the CLI start-up
 
     validate(config)
     device = resolve_device(config.device)
@@ -155,8 +155,6 @@ def run_workload(
     reset_peak_memory(device)
     meter = None
     if config.power:
-        from harness.energy.run import EnergyMeter
-
         meter = EnergyMeter(config, device, power_sources)
     recorder = MemoryRecorder(device, result.run_id, memory_dir) if config.memory else None
     windows = [w.window for w in (meter, recorder) if w is not None]
@@ -303,7 +301,7 @@ def train_body(
     hears each phase start; each rank draws its own batch (seed + rank)."""
     import torch
 
-    import workloads
+    import workloads  # torch, via workloads: kept off the CLI start-up
 
     gen = torch.Generator().manual_seed(config.seed + rank)
     x, y = workloads.synthetic_batch(
@@ -349,7 +347,7 @@ def train_body(
 def _forward(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     import torch
 
-    import workloads
+    import workloads  # torch, via workloads: kept off the CLI start-up
 
     gen = torch.Generator().manual_seed(config.seed)
     x, _ = workloads.synthetic_batch(
@@ -369,7 +367,7 @@ def _generate(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     """Prefill a prompt, then decode `new_tokens` tokens one at a time with a KV cache (greedy)."""
     import torch
 
-    import workloads
+    import workloads  # torch, via workloads: kept off the CLI start-up
 
     prompt_len = prompt_length(config, spec)
     gen = torch.Generator().manual_seed(config.seed)
@@ -410,7 +408,10 @@ def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:
     """tokens/s, analytic FLOPs per step, achieved FLOP/s and MFU (where the device's peak is known)."""
     import statistics
 
-    from workloads import flops, peak
+    from workloads import (
+        flops,
+        peak,
+    )  # torch, via workloads: kept off the CLI start-up
 
     measured = [sum(s.phases.values()) for s in result.steps if not s.warmup]
     if not measured or result.model is None:

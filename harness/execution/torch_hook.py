@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core import nvtx_ranges
 from harness.core.records import RunConfig
 
 NAME = "torch"
@@ -65,8 +66,6 @@ class TorchHook:
         import torch
         from torch.autograd.profiler import record_function
         from torch.profiler import ProfilerActivity, profile, schedule
-
-        from harness.core import nvtx_ranges
 
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():

@@ -28,7 +28,9 @@ from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, result_from_dict, result_to_dict
 from harness.core.signals import interrupted, name, signal_of, sigterm_raises
 from harness.execution import supervisor
-from harness.execution.runner import new_run_id
+from harness.execution.ranks import distributed
+from harness.execution.runner import new_run_id, run_workload
+from harness.execution.torch_hook import hook_for
 
 STDERR_TAIL = 2000
 
@@ -58,8 +60,6 @@ def main(argv: list[str]) -> int:
     config = RunConfig(**spec["config"])
     rank = None
     if config.world_size > 1:  # one rank of several, started by torchrun: files of its own
-        from harness.execution.ranks import distributed
-
         rank = distributed.rank_from_env()
         if rank is None:
             print("error: a run across ranks is started by torchrun (harness run --nproc)", file=sys.stderr)
@@ -72,9 +72,6 @@ def main(argv: list[str]) -> int:
             log.flush()
 
         try:
-            from harness.execution.runner import run_workload
-            from harness.execution.torch_hook import hook_for
-
             hook = hook_for(config, spec.get("profiler"))
             body = distributed.join(config, result_path) if rank is not None else None
             result = run_workload(config, run_id=spec["run_id"], on_step=on_step, hook=hook, make_body=body)

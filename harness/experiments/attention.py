@@ -28,6 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from analysis.names import PRECISIONS
+from harness.core import env
 from harness.core.devices import (
     device_name,
     free_memory,
@@ -54,13 +55,17 @@ AttentionFn = Callable[[Any, Any, Any], Any]
 
 
 def _math(causal: bool) -> AttentionFn:
-    from workloads.attention import math_attention
+    from workloads.attention import (
+        math_attention,
+    )  # torch, via workloads: kept off the CLI start-up
 
     return partial(math_attention, causal=causal)
 
 
 def _sdpa(causal: bool) -> AttentionFn:
-    from workloads.attention import sdpa_attention
+    from workloads.attention import (
+        sdpa_attention,
+    )  # torch, via workloads: kept off the CLI start-up
 
     return partial(sdpa_attention, causal=causal)
 
@@ -108,7 +113,6 @@ def run_attention_sweep(
 ) -> AttentionSweep:
     """Every cell of impls × head dims × seq lens (in that nesting). `progress` is called before each cell
     (its status still "ok", nothing measured); `on_cell` after it, measured or failed."""
-    from harness.core import env
 
     validate(config)
     device = resolve_device(config.device)

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis import diff as d
 from harness.core.errors import HarnessError
+from harness.experiments.reports import open_report
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,7 +73,6 @@ def steps_frame(run: Run) -> pd.DataFrame:
 
 
 def _open(path: Path, cache: bool) -> Trace:
-    from harness.experiments.reports import open_report
 
     return open_report(path, cache=cache)
 
@@ -85,7 +86,6 @@ def _has_steps(trace: Trace) -> bool:
 
 def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
     """Every table both sides allow: verdicts for two runs; kernels, NVTX ranges, operators for two traces."""
-    from analysis import diff as d
 
     result = DiffResult(a, b)
     if a.run is not None and b.run is not None:

@@ -12,7 +12,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.nvtx import nvtx_ranges
+from analysis.trace import open_trace
+from harness.core import nvtx_ranges as emitter
 from harness.core.errors import HarnessError
+from harness.execution import nsys
+from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,7 +37,6 @@ class Check:
 
 
 def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
-    from harness.execution import nsys
 
     try:
         info = nsys.find_nsys(nsys_path)
@@ -61,9 +65,6 @@ SELF_TEST_SCRIPT = textwrap.dedent(
 
 def self_test(info: NsysInfo) -> Check:
     """Profile a script that emits one range with the harness's emitter, export it, read the range back."""
-    from analysis.nvtx import nvtx_ranges
-    from analysis.trace import open_trace
-    from harness.execution import nsys
 
     with tempfile.TemporaryDirectory(prefix="harness-doctor-") as tmp:
         script = Path(tmp) / "emit_range.py"
@@ -86,8 +87,6 @@ def self_test(info: NsysInfo) -> Check:
         except HarnessError as e:
             return Check("self-test", "fail", str(e))
         if ranges.empty:
-            from harness.core import nvtx_ranges as emitter
-
             return Check(
                 "self-test",
                 "fail",
@@ -104,18 +103,16 @@ def self_test(info: NsysInfo) -> Check:
 
 
 def check_nvtx(info: NsysInfo | None) -> Check:
-    from harness.core import nvtx_ranges
-
     try:
         version = metadata.version("nvtx")
     except metadata.PackageNotFoundError:
-        return Check("python nvtx", "warn", f"not installed; emitter: {nvtx_ranges.EMITTER}")
+        return Check("python nvtx", "warn", f"not installed; emitter: {emitter.EMITTER}")
     parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
     if info is not None and info.version.startswith("2022.") and parts >= (0, 2, 12):
         return Check(
             "python nvtx", "warn", f"{version}: records nothing under nsys {info.version}; use 0.2.11"
         )
-    return Check("python nvtx", "ok", f"{version} (emitter: {nvtx_ranges.EMITTER})")
+    return Check("python nvtx", "ok", f"{version} (emitter: {emitter.EMITTER})")
 
 
 def check_torch() -> list[Check]:
@@ -167,7 +164,6 @@ def check_nvml() -> Check:
 
 def check_db(db: str | None) -> Check:
     """Open the database read-only, as `harness runs` would: is it there, ours, readable, writable?"""
-    from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
 
     url = resolve_url(db)
     try:

@@ -16,12 +16,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from analysis.overhead import headline, overhead_table
 from harness.core import machine
+from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, phases_for
+from harness.execution import nsys
 from harness.execution.runner import new_run_id
-from harness.profilers.base import run_baseline
+from harness.execution.worker import run_isolated
+from harness.profilers.base import check_writable, run_baseline
 from harness.profilers.nsys import ProfileRequest, report_paths, run_profiled
 from harness.profilers.overhead_steps import experiment_load, label_for, step_table
+from harness.profilers.torch import NAME, TRACE_SUFFIX
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,8 +69,6 @@ def measure_overhead(
     max_time: float | None = DEFAULT_MAX_TIME,
     progress: Callable[[str], None] | None = None,
 ) -> OverheadResult:
-    from analysis.overhead import headline, overhead_table
-    from harness.core.errors import HarnessError
 
     profiler = "nsys" if isinstance(request, ProfileRequest) else "torch"
     kinds = (
@@ -148,7 +151,6 @@ def measure_overhead(
 
 def _nsys_runs(config: RunConfig, request: ProfileRequest, modes: list[str]) -> list[tuple[str, ProfiledFn]]:
     """(label, run) per nsys mode: the worker under nsys, stored with its mode and report paths."""
-    from harness.execution import nsys
 
     info = nsys.find_nsys(request.nsys_path)
 
@@ -166,9 +168,6 @@ def _nsys_runs(config: RunConfig, request: ProfileRequest, modes: list[str]) -> 
 
 def _torch_runs(config: RunConfig, request: TorchRequest) -> list[tuple[str, ProfiledFn]]:
     """One (label, run): the worker under torch.profiler as `run --profiler torch` runs it, and its trace."""
-    from harness.execution.worker import run_isolated
-    from harness.profilers.base import check_writable
-    from harness.profilers.torch import NAME, TRACE_SUFFIX
 
     check_writable(request.profile_dir)
 

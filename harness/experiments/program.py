@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import harness
+from analysis.summary import summary
 from harness.core import signals
 from harness.core.env import git_commit
 from harness.core.errors import UsageError, user_errors
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
+from harness.execution import nsys
 from harness.execution.runner import new_run_id
+from harness.experiments.reports import open_report
+from harness.profilers.base import check_writable
+from harness.profilers.nsys import report_paths
+from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
     from analysis.summary import Report
@@ -120,10 +126,6 @@ def profile_program(
 
     A run is stored whenever nsys recorded something, whatever the program's exit code.
     """
-    from harness.execution import nsys
-    from harness.profilers.base import check_writable
-    from harness.profilers.nsys import report_paths
-    from harness.store.results import UnsavedRun
 
     _check_program(argv)
     info = nsys.find_nsys(nsys_path)
@@ -156,7 +158,5 @@ def profile_program(
 
 
 def summarise(sqlite: Path) -> Report:
-    from analysis.summary import summary
-    from harness.experiments.reports import open_report
 
     return summary(open_report(sqlite))

@@ -7,6 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from analysis.ranks import (
+    PHASE_COLUMNS,
+    RanksReport,
+    communication_share,
+    per_rank,
+    phase_table,
+    straggler_table,
+    with_step_rows,
+)
+from harness.core.errors import UsageError
+from harness.experiments.reports import ranks_of
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -18,8 +30,6 @@ if TYPE_CHECKING:
 
 def frame(rows: Iterable[tuple[int, str, int, int]]) -> pd.DataFrame:
     import pandas as pd
-
-    from analysis.ranks import PHASE_COLUMNS
 
     return pd.DataFrame(list(rows), columns=PHASE_COLUMNS)
 
@@ -36,7 +46,6 @@ def run_frame(run: Run) -> pd.DataFrame:
 
 def rank_tables(df: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
     """The two tables and a note with the communication share; nothing for fewer than two ranks."""
-    from analysis.ranks import communication_share, per_rank, straggler_table, with_step_rows
 
     if df.empty or df["rank"].nunique() < 2:
         return [], []
@@ -57,17 +66,6 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
     where it has them (GPU busy time, NCCL kernels, the aligned timeline), else from its per-rank timers
     in the results database (phase times and the straggler only)."""
     from pathlib import Path
-
-    from analysis.ranks import (
-        RanksReport,
-        communication_share,
-        per_rank,
-        phase_table,
-        straggler_table,
-        with_step_rows,
-    )
-    from harness.core.errors import UsageError
-    from harness.experiments.reports import ranks_of
 
     run = store.latest() if ref == "latest" else store.get(ref)
     if run is None:

@@ -17,8 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.cache import cache_root
 from analysis.errors import ExportError
+from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
+from analysis.multi_tables import combine, run_task
+from analysis.ranks import ranks_report
 from analysis.trace import REPORT_SUFFIXES, Trace, open_trace
 from harness.core.errors import NsysError
+from harness.execution.nsys import export_sqlite
 
 if TYPE_CHECKING:
     from analysis.multi_tables import Combined
@@ -53,7 +57,6 @@ def sqlite_for(report: Path, *, cache: bool = True) -> Path:
     if folder is None:
         folder = Path(tempfile.mkdtemp(prefix="harness-export-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    from harness.execution.nsys import export_sqlite
 
     target = folder / f"{key}.sqlite"
     partial = folder / f".tmp-{key}.sqlite"
@@ -83,8 +86,6 @@ def analyse_many(
 ) -> Combined:
     """One command's tables over several exports (analysis.multi): reports are exported first, here, and
     the ranks come from the names the user gave."""
-    from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
-    from analysis.multi_tables import combine, run_task
 
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]
@@ -100,8 +101,6 @@ def ranks_of(
     inputs: list[Path], *, jobs: int | None = None, dask: str | None = None, cache: bool = True
 ) -> RanksReport:
     """`harness ranks` over exports or reports (reports exported first)."""
-    from analysis.multi import check_name_ranks
-    from analysis.ranks import ranks_report
 
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]

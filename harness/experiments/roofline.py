@@ -12,8 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from analysis.blocks import subblock_times
+from analysis.dashboard.panel import RunRoofline
 from analysis.roofline import Roofs, mfu_table, phase_table, roofline_table
+from harness.core.devices import device_name, resolve_device
 from harness.core.errors import HarnessError, UsageError
+from harness.core.records import phases_for
+from harness.experiments.roofs import measure_roofs, table_roofs
+from harness.store.blocks import block_records_of, resolve
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,9 +95,10 @@ def analytic_report(
 ) -> RooflineReport:
     """FLOPs, bytes and intensity of every sub-block of `model`, placed against the roofs of `gpu` (a name
     from the datasheet table), of `device` (its datasheet entry), or measured on `device` (`measure`)."""
-    import workloads
-    from harness.core.devices import device_name, resolve_device
-    from workloads.roofline import subblock_costs
+    import workloads  # torch, via workloads: kept off the CLI start-up
+    from workloads.roofline import (
+        subblock_costs,
+    )  # torch, via workloads: kept off the CLI start-up
 
     if model not in workloads.MODEL_NAMES:
         raise UsageError(f"unknown model {model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
@@ -124,7 +131,6 @@ def _find_roofs(
 ) -> None:
     """The roofs of GPU `gpu` (datasheet), else of the device of type `kind` called `name` (its datasheet
     entry, for a GPU), and those measured on torch device `measure_on`; the last found is the one used."""
-    from harness.experiments.roofs import measure_roofs, table_roofs
 
     precision = report.precision
     if gpu:
@@ -160,12 +166,10 @@ def run_report(
 
     Roofs: `gpu`'s datasheet; else the run's GPU's datasheet; with `measure`, measured on this machine's
     device of the run's kind (a CPU run's only roofs)."""
-    import workloads
-    from analysis.blocks import subblock_times
-    from harness.core.devices import resolve_device
-    from harness.core.records import phases_for
-    from harness.store.blocks import block_records_of, resolve
-    from workloads.roofline import subblock_costs
+    import workloads  # torch, via workloads: kept off the CLI start-up
+    from workloads.roofline import (
+        subblock_costs,
+    )  # torch, via workloads: kept off the CLI start-up
 
     run = resolve(store, ref, nvtx_detail=False)
     if run.mode not in ("train", "forward"):
@@ -214,7 +218,6 @@ def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataF
     """The dashboard's roofline: the newest ok train/forward run among `runs` with per-block times, against
     its GPU's datasheet roofs (none for a CPU: measuring here would not be the run's machine). None when no
     run has block times; a run that cannot be placed is left out."""
-    from analysis.dashboard.panel import RunRoofline
 
     with_blocks = set(blocks["run_id"]) if len(blocks) else set()
     ok = runs[

@@ -24,7 +24,7 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 def table_roofs(name: str, precision: str) -> Roofs | None:
     """The datasheet roofs of the GPU called `name` (as torch names it, or a short name like "H100"); None
     when the table knows neither its peak nor its bandwidth."""
-    from workloads import peak
+    from workloads import peak  # torch, via workloads: kept off the CLI start-up
 
     flops, bandwidth = peak.peak_flops(name, precision), peak.peak_bandwidth(name)
     if flops is None and bandwidth is None:

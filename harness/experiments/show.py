@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from analysis.overhead import baseline_label, overhead_table
+from harness.core.machine import MachineLoad, describe
+from harness.core.records import phases_for
+from harness.experiments.rank_tables import rank_tables, run_frame
+from harness.experiments.tables import energy_rows, extra_tables
+from harness.profilers.overhead_steps import step_key
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -16,7 +23,6 @@ def _profiler(run: Run) -> str:
 
 
 def _machine(run: Run) -> str | None:
-    from harness.core.machine import MachineLoad, describe
 
     data = (run.summary or {}).get("machine")
     return describe(MachineLoad.from_dict(data)) if data else None
@@ -44,10 +50,6 @@ def phase_table(run: Run) -> pd.DataFrame:
 def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame]]:
     """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
     import pandas as pd
-
-    from analysis.overhead import baseline_label, overhead_table
-    from harness.core.records import phases_for
-    from harness.profilers.overhead_steps import step_key
 
     tables = []
     for other in linked:
@@ -131,18 +133,12 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     per_step.columns.name = None
     tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
     if many:
-        from harness.experiments.rank_tables import rank_tables, run_frame
-
         ranks, notes = rank_tables(run_frame(run))
         tables += ranks
         if notes:
             tables.append(("communication", pd.DataFrame({"note": notes})))
     if (run.summary or {}).get("energy"):
-        from harness.experiments.tables import energy_rows
-
         tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
-    from harness.core.records import phases_for
-    from harness.experiments.tables import extra_tables
 
     tables += extra_tables(run.summary or {}, phases_for(run.mode))
     if run.agreement:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from analysis.overhead import baseline_label
 from harness.core import machine
 from harness.core.records import RunResult
 
@@ -15,7 +16,6 @@ if TYPE_CHECKING:
 
 def label_for(mode: str | None, profiler: str = "nsys") -> str:
     """The label of a run in an overhead table: the baseline (mode None), `nsys light|full`, or `torch`."""
-    from analysis.overhead import baseline_label
 
     if mode is None:
         return baseline_label([profiler])

@@ -15,8 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.agreement import range_summary
+from analysis.nvtx import nvtx_ranges
+from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
+from analysis.trace import open_trace
+from harness.core import signals
 from harness.core.errors import HarnessError
-from harness.core.records import RunConfig, RunResult
+from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
+from harness.execution.runner import new_run_id
+from harness.execution.worker import run_isolated
+from harness.store.blocks import store_from_trace
+from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,10 +66,6 @@ def profile_run(
     progress: Callable[[str], None] | None = None,
 ) -> TorchProfiledRun:
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
-    from harness.core import signals
-    from harness.execution.runner import new_run_id
-    from harness.execution.worker import run_isolated
-    from harness.store.results import UnsavedRun
 
     check_writable(request.profile_dir)
     run_id = new_run_id(config.model)
@@ -93,7 +98,6 @@ def profile_run(
         analyse(out, out.trace, config)
     except HarnessError as e:
         out.error = str(e)
-    from harness.store.blocks import store_from_trace
 
     said = store_from_trace(store, run_id, out.trace, config)
     out.notes += [said] if said else []
@@ -102,11 +106,6 @@ def profile_run(
 
 def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
     """Operator tables (whole run, or per phase in generate mode) and the phase ranges, from the trace."""
-    from analysis.agreement import range_summary
-    from analysis.nvtx import nvtx_ranges
-    from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
-    from analysis.trace import open_trace
-    from harness.core.records import STEP_RANGE, phases_for
 
     phases = phases_for(config.mode)
     with open_trace(trace_path) as trace:

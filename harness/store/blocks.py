@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.blocks import block_records, block_table
+from analysis.errors import ExportError
 from analysis.names import BLOCK_TIMERS
+from analysis.trace import open_trace
 from harness.core.errors import HarnessError
 from harness.core.records import phases_for
 
@@ -41,7 +44,7 @@ class BlockReport:
 
 def block_names() -> set[str]:
     """Every --nvtx-detail range name that is a block (the layers' layer_N aside)."""
-    import workloads
+    import workloads  # torch, via workloads: kept off the CLI start-up
 
     return set(workloads.DETAIL_RANGES.values()) | set(workloads.OUTER_RANGES.values())
 
@@ -70,9 +73,6 @@ def trace_of(run: Run) -> Path | None:
 
 def from_trace(path: Path, mode: str, warmup: int) -> tuple[pd.DataFrame, str]:
     """Block records of a run's trace (and their source)."""
-    from analysis.blocks import block_records
-    from analysis.errors import ExportError
-    from analysis.trace import open_trace
 
     try:
         with open_trace(path) as trace:
@@ -132,7 +132,6 @@ def block_records_of(store: ResultsStore, run: Run) -> BlockRecords | None:
 
 def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> BlockReport:
     """The run's per-block table (analysis.blocks.block_table) with its source."""
-    from analysis.blocks import block_table
 
     run = resolve(store, ref)
     found = block_records_of(store, run)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
 from harness.core import signals
 from harness.core.errors import HarnessError
 from harness.core.records import RunResult
@@ -102,7 +103,6 @@ class RunsPart(Database):
     def _write(self, pending: PendingRun) -> None:
         if self.readonly:
             raise RuntimeError("ResultsStore opened read-only")
-        from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
 
         result, cfg = pending.result, pending.result.config
         energy = result.extra.get("energy_summary") or {}

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from analysis.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
 from harness.core.errors import NsysError
+from harness.core.signals import name
+from harness.execution import supervisor
 from harness.execution.nsys.export import _existing, _left_qdstrm, _tail, export_sqlite, import_qdstrm
 from harness.execution.nsys.find import NsysInfo
 
@@ -154,8 +156,6 @@ def profile(
     folders go with them. Ctrl-C and SIGTERM are passed on to nsys, which stops collection, passes the signal
     to the program and writes what was recorded. A report name given with --nsys-arg=--output is followed.
     """
-    from harness.core.signals import name
-    from harness.execution import supervisor
 
     argv, _ = build_profile_command(info, opts, target)
     base = report_base(opts)

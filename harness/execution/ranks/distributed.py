@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from analysis.names import FORWARD
+from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from harness.execution import runner
@@ -51,8 +52,6 @@ def init(config: RunConfig) -> None:
     """Join the process group torchrun set up (env://): NCCL on CUDA, gloo elsewhere."""
     import torch
     import torch.distributed as dist
-
-    from harness.core.devices import resolve_device
 
     device = resolve_device(config.device)
     if device.type == "cuda":
