@@ -1,13 +1,20 @@
-"""Workload options shared by `run`, `sweep` and `overhead`."""
+"""Workload options shared by `run`, `sweep` and `overhead`: declared once (`Workload`,
+`workload_options`)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Annotated
+from inspect import Parameter, Signature, signature
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
 from harness.core.records import RunConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Mode(StrEnum):
@@ -59,39 +66,105 @@ PowerOpt = Annotated[
 PowerPeriodOpt = Annotated[int, typer.Option("--power-period", metavar="<ms>", help="Power sampling period.")]
 
 
-def make_config(
-    model: str,
-    mode: Mode,
-    device: Device,
-    precision: Precision,
-    compile: bool,
-    batch_size: int,
-    context_length: int | None,
-    vocab_size: int | None,
-    warmup: int,
-    steps: int,
-    seed: int,
-    attention: Attention,
-    new_tokens: int,
-    nvtx_detail: bool,
-    power: bool = False,
-    power_period_ms: int = 50,
-) -> RunConfig:
+@dataclass(frozen=True)
+class Workload:
+    """The workload options of `run`, `sweep` and `overhead`, declared once: `workload_options` puts them
+    on a command (those it takes, in this order) and hands the command one Workload. A command that leaves
+    one out gets its default here."""
+
+    mode: Mode = Mode.train
+    device: Device = Device.auto
+    precision: Precision = Precision.fp32
+    compile: bool = False
+    batch_size: int = 4
+    context_length: int | None = None
+    vocab_size: int | None = None
+    warmup: int = 5
+    steps: int = 10
+    seed: int = 0
+    attention: Attention = Attention.sdpa
+    new_tokens: int = 32
+    nvtx_detail: bool = False
+    power: bool = False
+    power_period: int = 50
+
+
+# each field's command-line form
+WORKLOAD_OPTIONS = {
+    "mode": ModeOpt,
+    "device": DeviceOpt,
+    "precision": PrecisionOpt,
+    "compile": CompileOpt,
+    "batch_size": BatchOpt,
+    "context_length": ContextOpt,
+    "vocab_size": VocabOpt,
+    "warmup": WarmupOpt,
+    "steps": StepsOpt,
+    "seed": SeedOpt,
+    "attention": AttentionOpt,
+    "new_tokens": NewTokensOpt,
+    "nvtx_detail": DetailOpt,
+    "power": PowerOpt,
+    "power_period": PowerPeriodOpt,
+}
+
+
+def workload_options(
+    omit: tuple[str, ...] = (), after: dict[str, tuple[str, ...]] | None = None
+) -> Callable[[F], F]:
+    """Give a command the workload options in place of its parameter `workload: Workload`, leaving out
+    `omit`; `after` moves some of the command's own options in among them ({"batch_size": ("batch_sizes",)}
+    shows --batch-sizes right after --batch-size)."""
+    names = [f.name for f in fields(Workload) if f.name not in omit]
+    defaults = {f.name: f.default for f in fields(Workload)}
+
+    def wrap(fn: F) -> F:
+        hints = get_type_hints(fn, include_extras=True)
+        params_of = signature(fn).parameters.values()
+        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in params_of]
+        at = next(i for i, p in enumerate(own) if p.name == "workload")
+        moved = {name for names_after in (after or {}).values() for name in names_after}
+        by_name = {p.name: p for p in own}
+        group: list[Parameter] = []
+        for name in names:
+            group.append(Parameter(name, Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name],
+                                   annotation=WORKLOAD_OPTIONS[name]))  # fmt: skip
+            group += [by_name[n] for n in (after or {}).get(name, ())]
+        rest = [p for p in own if p.name not in moved]
+        params = [*rest[:at], *group, *rest[at + 1 :]]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            workload = Workload(**{name: kwargs.pop(name) for name in names})
+            return fn(workload=workload, **kwargs)
+
+        command.__signature__ = Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command  # type: ignore[return-value]
+
+    return wrap
+
+
+DEFAULT = Workload()
+
+
+def make_config(model: str, workload: Workload) -> RunConfig:
+    w = workload
     return RunConfig(
         model=model,
-        mode=mode.value,
-        device=device.value,
-        precision=precision.value,
-        compile=compile,
-        batch_size=batch_size,
-        context_length=context_length,
-        vocab_size=vocab_size,
-        warmup=warmup,
-        steps=steps,
-        seed=seed,
-        attention=attention.value,
-        new_tokens=new_tokens,
-        nvtx_detail=nvtx_detail,
-        power=power,
-        power_period_ms=power_period_ms,
+        mode=w.mode.value,
+        device=w.device.value,
+        precision=w.precision.value,
+        compile=w.compile,
+        batch_size=w.batch_size,
+        context_length=w.context_length,
+        vocab_size=w.vocab_size,
+        warmup=w.warmup,
+        steps=w.steps,
+        seed=w.seed,
+        attention=w.attention.value,
+        new_tokens=w.new_tokens,
+        nvtx_detail=w.nvtx_detail,
+        power=w.power,
+        power_period_ms=w.power_period,
     )

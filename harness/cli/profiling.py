@@ -9,23 +9,10 @@ import typer
 from analysis.overhead import overhead_verdict
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
-    Attention,
-    AttentionOpt,
-    BatchOpt,
-    CompileOpt,
-    ContextOpt,
-    Device,
-    DeviceOpt,
-    Mode,
-    ModeOpt,
-    NewTokensOpt,
-    Precision,
-    PrecisionOpt,
-    SeedOpt,
-    StepsOpt,
-    VocabOpt,
-    WarmupOpt,
+    DEFAULT,
+    Workload,
     make_config,
+    workload_options,
 )
 from harness.cli.output import Format, emit
 from harness.cli.progress import Progress
@@ -50,6 +37,7 @@ from harness.store.results import ResultsStore
 
 
 @cli_errors
+@workload_options(omit=("nvtx_detail", "power", "power_period"))
 def overhead_cmd(
     model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
     repeats: Annotated[
@@ -80,18 +68,7 @@ def overhead_cmd(
         float,
         typer.Option(help="With --ci-target: start no round that would end after this many seconds."),
     ] = DEFAULT_MAX_TIME,
-    mode: ModeOpt = Mode.train,
-    device: DeviceOpt = Device.auto,
-    precision: PrecisionOpt = Precision.fp32,
-    compile: CompileOpt = False,
-    batch_size: BatchOpt = 4,
-    context_length: ContextOpt = None,
-    vocab_size: VocabOpt = None,
-    warmup: WarmupOpt = 5,
-    steps: StepsOpt = 10,
-    seed: SeedOpt = 0,
-    attention: AttentionOpt = Attention.sdpa,
-    new_tokens: NewTokensOpt = 32,
+    workload: Workload = DEFAULT,
     nsys_path: NsysPathOpt = None,
     nsys_capture: CaptureOpt = Capture.all,
     nsys_arg: NsysArgOpt = None,
@@ -119,10 +96,7 @@ def overhead_cmd(
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
     if max_time <= 0:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
-    config = make_config(
-        model, mode, device, precision, compile, batch_size, context_length, vocab_size,
-        warmup, steps, seed, attention, new_tokens, False,
-    )  # fmt: skip
+    config = make_config(model, workload)
     validate(config)
     config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     resolve_device(config.device)

@@ -14,26 +14,10 @@ from analysis.agreement import for_people
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, note, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import (
-    Attention,
-    AttentionOpt,
-    BatchOpt,
-    CompileOpt,
-    ContextOpt,
-    DetailOpt,
-    Device,
-    DeviceOpt,
-    Mode,
-    ModeOpt,
-    NewTokensOpt,
-    PowerOpt,
-    PowerPeriodOpt,
-    Precision,
-    PrecisionOpt,
-    SeedOpt,
-    StepsOpt,
-    VocabOpt,
-    WarmupOpt,
+    DEFAULT,
+    Workload,
     make_config,
+    workload_options,
 )
 from harness.cli.output import Format, emit, emit_many
 from harness.cli.progress import Progress
@@ -148,25 +132,12 @@ ProfileDirOpt = Annotated[
 
 
 @cli_errors
+@workload_options()
 def run_cmd(
     model: Annotated[
         str, typer.Argument(help="Model name: tiny, small, medium, large, xl, 2.7B, gpt2, char, …")
     ],
-    mode: ModeOpt = Mode.train,
-    device: DeviceOpt = Device.auto,
-    precision: PrecisionOpt = Precision.fp32,
-    compile: CompileOpt = False,
-    batch_size: BatchOpt = 4,
-    context_length: ContextOpt = None,
-    vocab_size: VocabOpt = None,
-    warmup: WarmupOpt = 5,
-    steps: StepsOpt = 10,
-    seed: SeedOpt = 0,
-    attention: AttentionOpt = Attention.sdpa,
-    new_tokens: NewTokensOpt = 32,
-    nvtx_detail: DetailOpt = False,
-    power: PowerOpt = False,
-    power_period: PowerPeriodOpt = 50,
+    workload: Workload,
     profiler: ProfilerOpt = None,
     nsys: NsysOpt = False,
     nsys_path: NsysPathOpt = None,
@@ -190,10 +161,7 @@ def run_cmd(
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
 
-    config = make_config(
-        model, mode, device, precision, compile, batch_size, context_length, vocab_size,
-        warmup, steps, seed, attention, new_tokens, nvtx_detail, power, power_period,
-    )  # fmt: skip
+    config = make_config(model, workload)
     validate(config)
     config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
@@ -311,6 +279,7 @@ def _finish(unsaved: list[str | None], results: list[RunResult]) -> None:
 
 
 @cli_errors
+@workload_options(omit=("precision", "compile", "nvtx_detail"), after={"batch_size": ("batch_sizes",)})
 def sweep_cmd(
     models: Annotated[
         str, typer.Option(metavar="<list>", help="Comma-separated model names.")
@@ -319,9 +288,7 @@ def sweep_cmd(
         str, typer.Option(metavar="<list>", help="Comma-separated: fp32,bf16,fp16.")
     ] = "fp32",
     compile: Annotated[str, typer.Option(metavar="<list>", help="Comma-separated: off,on.")] = "off",
-    mode: ModeOpt = Mode.train,
-    device: DeviceOpt = Device.auto,
-    batch_size: BatchOpt = 4,
+    workload: Workload = DEFAULT,
     batch_sizes: Annotated[
         str | None,
         typer.Option(
@@ -330,15 +297,6 @@ def sweep_cmd(
             "against batch size). Default: --batch-size.",
         ),
     ] = None,
-    context_length: ContextOpt = None,
-    vocab_size: VocabOpt = None,
-    warmup: WarmupOpt = 5,
-    steps: StepsOpt = 10,
-    seed: SeedOpt = 0,
-    attention: AttentionOpt = Attention.sdpa,
-    new_tokens: NewTokensOpt = 32,
-    power: PowerOpt = False,
-    power_period: PowerPeriodOpt = 50,
     nproc: NprocOpt = 1,
     nnodes: NnodesOpt = 1,
     node_rank: NodeRankOpt = 0,
@@ -360,10 +318,7 @@ def sweep_cmd(
     bad = [c for c in split(compile) if c.lower() not in compile_map]
     if bad:
         raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
-    base = make_config(
-        "tiny", mode, device, Precision.fp32, False, batch_size, context_length, vocab_size,
-        warmup, steps, seed, attention, new_tokens, False, power, power_period,
-    )  # fmt: skip
+    base = make_config("tiny", workload)
     base = with_ranks(base, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
@@ -394,7 +349,7 @@ def sweep_cmd(
             warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
     emit(results_table(results), format, title=title, wide=wide)
-    if power:  # the sources are the same for every point: each line once
+    if workload.power:  # the sources are the same for every point: each line once
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)
     if len(results) < len(configs):
