@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
 
 from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from analysis.names import STEP as STEP_RANGE
@@ -109,8 +109,22 @@ class PhaseStats:
         )
 
 
+class ModelShape(Protocol):
+    """A model's shape as workloads.specs.ModelSpec declares it (no import here: workloads loads torch)."""
+
+    family: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    vocab_size: int
+    context_length: int
+
+
 @dataclass
 class ModelInfo:
+    """The model a run built, as stored: its ModelSpec's shape (`from_spec`) and its parameter count."""
+
     family: str
     d_model: int
     d_ff: int
@@ -119,6 +133,14 @@ class ModelInfo:
     vocab_size: int
     context_length: int
     params: int
+
+    @classmethod
+    def from_spec(cls, spec: ModelShape, params: int, context_length: int | None = None) -> ModelInfo:
+        """`spec`'s shape (with the context actually used, where it differs) and `params`."""
+        shape = {f.name: getattr(spec, f.name) for f in fields(cls) if f.name != "params"}
+        if context_length is not None:
+            shape["context_length"] = context_length
+        return cls(**shape, params=params)
 
 
 @dataclass

@@ -173,16 +173,8 @@ def run_workload(
 
     try:
         model = workloads.build_model(spec, attention=config.attention, seed=config.seed).to(device)
-        result.model = ModelInfo(
-            family=spec.family,
-            d_model=spec.d_model,
-            d_ff=spec.d_ff,
-            num_layers=spec.num_layers,
-            num_heads=spec.num_heads,
-            vocab_size=spec.vocab_size,
-            context_length=prompt_length(config, spec) if config.mode == "generate" else spec.context_length,
-            params=workloads.count_params(model),
-        )
+        context = prompt_length(config, spec) if config.mode == "generate" else None
+        result.model = ModelInfo.from_spec(spec, workloads.count_params(model), context)
         if config.nvtx_detail:
             nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES, workloads.OUTER_RANGES)
             if block_timers.wanted(config, hook is not None):
