@@ -19,7 +19,7 @@ import workloads
 from analysis.dashboard.roofline import roofline_figure
 from analysis.roofline import TABLE_COLUMNS, Roofs, mfu_table, model_flops, roofline_table
 from harness.cli import roofline as roofline_command
-from harness.experiments.roofs import measure_roofs, table_roofs
+from harness.experiments.roofline import measure_roofs, table_roofs
 from workloads import flops
 from workloads.peak import peak_bandwidth, peak_flops
 from workloads.roofline import MATMUL_SUBBLOCKS, param_count, phase_flops, subblock_costs

@@ -34,12 +34,13 @@ from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import phases_for
 from harness.core.signals import sigterm_raises
+from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks, run_any
 from harness.execution.runner import validate
 from harness.experiments.rank_tables import rank_tables, result_frame
 from harness.experiments.show import show_tables
 from harness.experiments.sweep import grid
-from harness.experiments.tables import energy_rows, extra_tables, results_table, throughput_table
+from harness.experiments.tables import extra_tables, results_table, throughput_table
 from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
 from harness.profilers.none import PlainRun

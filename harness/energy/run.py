@@ -1,10 +1,10 @@
 """`harness run --power`: sample power over a run's measured steps and add the energy figures to its result.
 
-The sources and the sampler are harness/energy/power.py's, the arithmetic analysis/energy.py's; this module
-only
-joins them to a run: the sampler runs over the measured window, the phases' start times and durations
-become the intervals, and the analytic FLOPs and tokens of a step become FLOPs/J and tokens/J. Whatever
-goes wrong here becomes a line in result.extra["power_notes"]: a finished run is never lost to it.
+The sources and the sampler are harness/energy/power.py's, the arithmetic analysis/energy.py's; this
+module only joins them to a run: the sampler runs over the measured window, the phases' start times
+and durations become the intervals, and the analytic FLOPs and tokens of a step become FLOPs/J and tokens/J.
+Whatever goes wrong here becomes a line in result.extra["power_notes"]:
+a finished run is never lost to it. `energy_rows` shows the energy table a run keeps (`run` and `show`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.energy import energy_table, run_summary
 from harness.core.errors import first_line
@@ -108,3 +108,20 @@ def step_work(result: RunResult, spec: Any) -> tuple[dict[str, float], float | N
     if config.mode == "train":
         return {"forward": forward, "backward": 2 * forward}, tokens
     return {"forward": forward}, tokens
+
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def energy_rows(records: list[dict[str, object]]) -> pd.DataFrame:
+    """The energy table a run keeps (analysis.energy.ENERGY_COLUMNS as records) for people."""
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(records)
+    cols = {
+        "scope": "scope", "device": "device", "method": "method", "joules": "energy (J)",
+        "avg_w": "avg power (W)", "peak_w": "peak power (W)", "samples": "samples",
+        "flops_per_j": "FLOPs/J", "tokens_per_j": "tokens/J",
+    }  # fmt: skip
+    return df.reindex(columns=list(cols)).rename(columns=cols)

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from analysis.overhead import baseline_label, overhead_table
 from harness.core.machine import MachineLoad, describe
 from harness.core.records import phases_for
+from harness.energy.run import energy_rows
 from harness.experiments.rank_tables import rank_tables, run_frame
-from harness.experiments.tables import energy_rows, extra_tables
+from harness.experiments.tables import extra_tables
 from harness.profilers.overhead_steps import step_key
 
 if TYPE_CHECKING:

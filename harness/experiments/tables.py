@@ -71,19 +71,6 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
     )
 
 
-def energy_rows(records: list[dict[str, object]]) -> pd.DataFrame:
-    """The energy table a run keeps (analysis.energy.ENERGY_COLUMNS as records) for people."""
-    import pandas as pd
-
-    df = pd.DataFrame.from_records(records)
-    cols = {
-        "scope": "scope", "device": "device", "method": "method", "joules": "energy (J)",
-        "avg_w": "avg power (W)", "peak_w": "peak power (W)", "samples": "samples",
-        "flops_per_j": "FLOPs/J", "tokens_per_j": "tokens/J",
-    }  # fmt: skip
-    return df.reindex(columns=list(cols)).rename(columns=cols)
-
-
 def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
     """The tables a run's extra figures give (result.extra, or a stored run's summary): compile time apart
     from the steady state, memory (peaks and the analytic breakdown), and --memory's operator table."""
