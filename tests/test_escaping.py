@@ -183,7 +183,7 @@ def test_a_failed_or_interrupted_run_is_said_as_is(capsys: pytest.CaptureFixture
     """err() prints plain text: a message escaped for markup first would show its backslashes."""
     import typer
 
-    from harness.cli.run import _finish
+    from harness.cli.render import _finish
     from harness.core.records import RunConfig, RunResult
 
     stopped = RunResult(
