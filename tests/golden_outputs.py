@@ -59,17 +59,23 @@ def invoke(args: list[str], tmp: Path | None = None, **env: str) -> str:
     return f"exit {result.exit_code}\n--- stdout\n{out}--- stderr\n{err}"
 
 
+TABLE_ROW = re.compile(r"(?m)^[│|].*$")
+
+
 def mask(text: str, tmp: Path) -> str:
-    """What changes from run to run, masked: progress lines (their timing) dropped; numbers (times, dates,
-    sizes) as 9, run ids' random suffix as XXXX, the git commit as HEX; the verdicts of two runs' phases
-    (noise decides them with two steps each) as VERDICT; and the table frame's padding (its widths follow
-    the numbers) squeezed to one space."""
-    text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("progress: "))
+    """What changes from run to run, masked: progress lines (their timing) and table header rows dropped;
+    numbers (times, dates, sizes) as 9, run ids' random suffix as XXXX, the git commit as HEX; the
+    verdicts of two runs' phases (noise decides them with two steps each) as VERDICT; and the table
+    frame's padding (its widths follow the numbers) squeezed to one space."""
+    # progress lines, and a table's header rows (where rich wraps a header follows its numbers' widths)
+    drop = ("progress: ", "┃")
+    text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(drop))
     text = text.replace(str(tmp), "TMP")
     text = re.sub(r"\\u[0-9a-fA-F]{4}", "ESC", text)  # json's escapes are not numbers
     text = re.sub(r"(\d{8}-\d{6})-[0-9a-f]{4}", r"\1-XXXX", text)
     text = re.sub(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,40}\b", "HEX", text)
     text = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "9", text)
+    text = TABLE_ROW.sub(lambda m: re.sub(r"9(,9)+", "9", m.group(0)), text)  # thousands separators
     text = re.sub(r"(faster|slower) 9% \(9(…|ESC)9\)|inconclusive \((±|ESC)9%\)", "DETAIL", text)
     text = re.sub(r"\b(improvement|regression|inconclusive)\b", "VERDICT", text)
     return re.sub(r"[ ─━]+", " ", text)
