@@ -13,7 +13,6 @@ from harness.cli.progress import Progress
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
-from harness.store.results import ResultsStore
 
 
 def _ints(option: str, text: str) -> tuple[int, ...]:
@@ -50,6 +49,10 @@ def attention_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Time one attention call, forward and backward, for every head dim × seq len; OOM cells are recorded."""
+
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     config = AttentionConfig(
         batch_size=batch_size,

@@ -9,7 +9,6 @@ import typer
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.cli.output import Format, emit
 from harness.store.blocks import block_report
-from harness.store.results import ResultsStore
 
 
 @cli_errors
@@ -28,6 +27,10 @@ def blocks_cmd(
     The source is what the run has: its synchronised timers (no profiler), the torch.profiler trace, or the
     nsys export (GPU time per range on a GPU); the title names it.
     """
+
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     store = ResultsStore(db, readonly=True)
     report = block_report(store, run, by_layer=by_layer)

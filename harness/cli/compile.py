@@ -9,7 +9,6 @@ import typer
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
 from harness.execution.compiled import compile_table
-from harness.store.results import ResultsStore, describe_url
 
 
 @cli_errors
@@ -24,6 +23,11 @@ def compare_compile_cmd(
 ) -> None:
     """Eager against compiled for each configuration run both ways: median ms per phase, speed-up, and the
     compiled run's first step beyond its median (compilation)."""
+
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     store = ResultsStore(db, readonly=True)
     table = compile_table(store, model=model, device=device)

@@ -13,7 +13,6 @@ from harness.cli.output import Format, emit
 from harness.core.errors import ExportError, HarnessError, UsageError
 from harness.experiments.reports import sqlite_for
 from harness.experiments.roofline import dashboard_roofline
-from harness.store.results import ResultsStore, describe_url
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,6 +56,11 @@ def dashboard_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput)."""
+
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     if report is not None and (runs or last or model or compare):
         raise UsageError(

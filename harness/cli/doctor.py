@@ -8,7 +8,6 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.cli.output import Format, emit
-from harness.experiments.doctor import as_frame, diagnose
 
 
 @cli_errors
@@ -27,6 +26,11 @@ def doctor_cmd(
 
     Exits 1 when the self-test fails or the results database cannot be used.
     """
+
+    from harness.experiments.doctor import (
+        as_frame,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+        diagnose,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     checks = diagnose(nsys_path, db, run_self_test=self_test)
     emit(as_frame(checks), fmt, title="harness doctor", wide=wide)

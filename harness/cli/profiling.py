@@ -29,11 +29,8 @@ from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.execution.runner import validate
-from harness.experiments.overhead import DEFAULT_MAX_TIME, measure_overhead
 from harness.profilers import DEFAULT_DIRS
-from harness.profilers.nsys import ProfileRequest
-from harness.profilers.torch import TorchRequest
-from harness.store.results import ResultsStore
+from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
 
 
 @cli_errors
@@ -83,6 +80,23 @@ def overhead_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Run a configuration without a profiler and under it, alternating; print per-phase overhead (%)."""
+
+    from harness.cli.run import (
+        Capture,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+        Profiler,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.experiments.overhead import (
+        measure_overhead,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.profilers.nsys import (
+        ProfileRequest,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.profilers.torch import (
+        TorchRequest,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     mode_list = [m.strip() for m in nsys_modes.split(",") if m.strip()]
     bad = [m for m in mode_list if m not in ("light", "full")]

@@ -11,8 +11,6 @@ from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, note,
 from harness.cli.output import Format, emit_many
 from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.core.signals import sigterm_raises
-from harness.experiments.program import profile_program
-from harness.store.results import ResultsStore
 
 if TYPE_CHECKING:
     from harness.experiments.program import ProgramRun
@@ -36,6 +34,13 @@ def profile_cmd(
 ) -> None:
     """Run CMD ARGS… under nsys with the harness's trace settings, store it as a run and print the
     export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
+
+    from harness.experiments.program import (
+        profile_program,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     store = ResultsStore(db)  # fail on a bad --db before the program runs
     with sigterm_raises():

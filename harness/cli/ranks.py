@@ -16,7 +16,6 @@ from harness.cli.output import Format, emit_many
 from harness.core.errors import HarnessError
 from harness.experiments.rank_tables import ranks_of_run
 from harness.experiments.reports import ranks_of
-from harness.store.results import ResultsStore
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
 EXPORTS_HELP = (
@@ -53,6 +52,10 @@ def ranks_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
+
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
     if len(exports) == 1 and _is_run_id(exports[0]):

@@ -23,7 +23,6 @@ from harness.cli.options import (
 from harness.cli.output import Format, emit_many
 from harness.core.errors import HarnessError, first_line
 from harness.experiments.roofline import analytic_report, run_report
-from harness.store.results import ResultsStore
 
 
 class RooflineMode(StrEnum):
@@ -71,6 +70,10 @@ def roofline_cmd(
     Roofs: the datasheet table for a known GPU (this one or the run's, or --gpu NAME), or --measure on
     --device (with RUN: on this machine's device of the run's kind).
     """
+
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     if run is not None:
         report = run_report(ResultsStore(db, readonly=True), run, gpu=gpu, measure=measure)

@@ -27,7 +27,6 @@ from harness.cli.rank_options import (
     RdzvOpt,
     with_ranks,
 )
-from harness.cli.render import RENDERERS, _finish
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
@@ -36,9 +35,7 @@ from harness.execution.runner import validate
 from harness.experiments.show import show_tables
 from harness.experiments.sweep import grid
 from harness.experiments.tables import results_table
-from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
-from harness.store.results import ResultsStore, UnsavedRun, describe_url
 
 if TYPE_CHECKING:
     from harness.core.records import RunResult
@@ -150,6 +147,16 @@ def run_cmd(
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
 
+    from harness.cli.render import (
+        RENDERERS,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.profilers import (
+        registry,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+
     config = make_config(model, workload)
     validate(config)
     config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
@@ -177,7 +184,7 @@ def run_cmd(
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
         outcome = plugin.run(config, options, store=store, progress=progress)
-    RENDERERS[type(outcome)](outcome, format, wide)
+    RENDERERS[type(outcome).__name__](outcome, format, wide)
     if outcome.failed:
         raise typer.Exit(outcome.exit_status)
 
@@ -195,6 +202,10 @@ def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str
 
 def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
     """Save; when the database will not take the run it is in a file by now: the line saying where."""
+
+    from harness.store.results import (
+        UnsavedRun,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     try:
         store.save(result, **how)
@@ -235,6 +246,13 @@ def sweep_cmd(
     one table. The runs are stored as one experiment (sweep-…)."""
     import secrets
     from datetime import datetime
+
+    from harness.cli.render import (
+        _finish,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     def split(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
@@ -306,6 +324,11 @@ def runs_cmd(
 ) -> None:
     """List saved runs (newest last)."""
 
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+
     store = ResultsStore(db, readonly=True)
     df = store.runs(model=model, device=device, precision=precision, last=last)
     if format is Format.table:
@@ -336,6 +359,10 @@ def show_cmd(
 ) -> None:
     """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
 
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
+
     store = ResultsStore(db, readonly=True)
     run = store.get(run_id)
     tables = show_tables(run, store.linked(run.id))
@@ -353,6 +380,11 @@ def import_cmd(
 ) -> None:
     """Store runs that could not be saved; importing a file again stores its run once."""
     import pandas as pd
+
+    from harness.store.results import (
+        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
+    )
 
     store = ResultsStore(db)
     done = [store.import_file(f) for f in files]

@@ -25,7 +25,7 @@ from harness.execution.runner import new_run_id
 from harness.execution.worker import run_isolated
 from harness.profilers.base import check_writable, run_baseline
 from harness.profilers.nsys import ProfileRequest, report_paths, run_profiled
-from harness.profilers.overhead_steps import experiment_load, label_for, step_table
+from harness.profilers.overhead_steps import DEFAULT_MAX_TIME, experiment_load, label_for, step_table
 from harness.profilers.torch import NAME, TRACE_SUFFIX
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 # one profiled run: its result, what it is stored with, notes
 ProfiledFn = Callable[[], tuple[RunResult, dict[str, Any], list[str]]]
 
-DEFAULT_MAX_TIME = 600.0
 MIN_ROUNDS = 2  # with a CI target: the interval sees run-to-run drift only from two rounds on
 MAX_FAILED_ROUNDS = 2  # in a row, after a round succeeded: give up and report the rounds that worked
 

@@ -13,6 +13,8 @@ from harness.core.records import RunResult
 if TYPE_CHECKING:
     import pandas as pd
 
+DEFAULT_MAX_TIME = 600.0  # s: `harness overhead --ci-target` starts no round that would end later
+
 
 def label_for(mode: str | None, profiler: str = "nsys") -> str:
     """The label of a run in an overhead table: the baseline (mode None), `nsys light|full`, or `torch`."""
