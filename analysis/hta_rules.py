@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.readers import valid_duration
+from analysis.runtime import PROCESS_MASK, _call_key
 from analysis.trace import FRAMES, NULL, TIMED, Trace
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
@@ -132,12 +133,17 @@ class HtaView(Trace):
         if last is not None and frame in CPU_FRAMES and self.base.has(frame):
             mask = self.times(frame)[0] < last
         elif last is not None and frame in GPU_FRAMES and self.base.has(frame):
-            launched = np.empty(0, dtype=np.int64)
+            launched = np.empty(0, dtype=np.int64)  # (process, correlationId): ids repeat across processes
             if self.base.has("runtime"):
-                calls = np.asarray(self.base._columns("runtime", ["correlation_id"])["correlation_id"])
-                launched = calls[self.keep("runtime")]
-            corr = np.asarray(self.base._columns(frame, ["correlation_id"])["correlation_id"])
-            mask = np.isin(corr, launched[launched != NULL]) | (
+                calls = self.base._columns("runtime", ["correlation_id", "global_tid"])
+                corr, tid = (np.asarray(calls[c]) for c in ("correlation_id", "global_tid"))
+                kept = self.keep("runtime")
+                if kept is not None:
+                    corr, tid = corr[kept], tid[kept]
+                launched = _call_key(corr[corr != NULL], tid[corr != NULL] & PROCESS_MASK)
+            ev = self.base._columns(frame, ["correlation_id", "global_pid"])
+            corr = np.asarray(ev["correlation_id"])
+            mask = np.isin(_call_key(corr, np.asarray(ev["global_pid"])), launched) & (corr != NULL) | (
                 (corr == NULL) & (self.times(frame)[0] < last)
             )
         self._keep[frame] = mask
