@@ -143,3 +143,32 @@ def test_the_api_counts_every_call_of_both_processes(pair: tuple[Path, Path, Pat
     single = single.set_index("Name")
     assert (double["Num Calls"] == 2 * single.loc[double.index, "Num Calls"]).all()
     assert (double["Total Time (ns)"] == 2 * single.loc[double.index, "Total Time (ns)"]).all()
+
+
+def test_a_kineto_trace_merged_from_two_ranks_credits_each_kernel_to_its_own_process(tmp_path: Path) -> None:
+    """Two ranks' events in one Kineto file: the same correlation ids, the second rank's CPU rows under
+    another pid and its GPU rows on device 1. Each kernel goes to the process that drove its device."""
+    from kineto_data import raw_events, write_trace
+
+    events = raw_events("alexnet")
+    main = 2869224
+    second = []
+    for e in events:
+        e2 = {**e, "args": dict(e.get("args") or {})}
+        if e.get("pid") == main:
+            e2["pid"] = main + 1
+            if e.get("tid") == main:
+                e2["tid"] = main + 1
+        elif isinstance(e.get("pid"), int) and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            e2["pid"] = 1
+            e2["args"]["device"] = 1
+        else:
+            continue
+        second.append(e2)
+    both = write_trace(tmp_path / "two_ranks.json", [*events, *second])
+    k = open_trace(both, cache=False).frame("kernels", ["global_pid", "device_id"])
+    pid = (k["global_pid"].to_numpy() >> 24) & 0xFFFFFF
+    n = sum(e.get("cat") == "kernel" for e in events)
+    assert n == 79
+    assert sorted(zip(k["device_id"], pid, strict=True)).count((0, main)) == n
+    assert sorted(zip(k["device_id"], pid, strict=True)).count((1, main + 1)) == n

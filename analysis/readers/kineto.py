@@ -31,6 +31,7 @@ import json
 import re
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -372,28 +373,31 @@ class _Builder:
             out[i] = gtid
         return out
 
-    def _launcher(self, *cpu_parts: dict[str, Any]) -> tuple[dict[int, int], int]:
-        """(correlation id -> global pid of the runtime call, the pid of the traced process)."""
+    def _launcher(self, *cpu_parts: dict[str, Any]) -> Launcher:
+        """Who launched each GPU event: correlation id -> global pid of the runtime call, the pid of the
+        traced process, and the correlation ids that several processes used (traces merged from ranks)."""
         rt = cpu_parts[0]
         corr = _ints([a.get("correlation") for a in rt["args"]])
         gpid = rt["global_tid"] & ~0xFFFFFF
-        by_corr = dict(zip(corr.tolist(), gpid.tolist(), strict=True))
+        by_corr: dict[int, int] = {}
+        shared: set[int] = set()
+        for c, p in zip(corr.tolist(), gpid.tolist(), strict=True):
+            if by_corr.setdefault(c, p) != p:
+                shared.add(c)
         main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
-        return by_corr, main
+        return Launcher(by_corr, main, shared, set(gpid.tolist()))
 
-    def gpu_frame(
-        self, frame: str, part: dict[str, Any], launcher: tuple[dict[int, int], int]
-    ) -> pd.DataFrame:
+    def gpu_frame(self, frame: str, part: dict[str, Any], launcher: Launcher) -> pd.DataFrame:
         args = part["args"]
         corr = _ints([a.get("correlation") for a in args])
-        by_corr, main = launcher
+        device = np.array(_device(part), dtype=np.int64)
         columns: dict[str, Any] = {
             "start": part["start"],
             "end": part["end"],
             "stream_id": _ints([a.get("stream") for a in args]),
             "correlation_id": corr,
-            "global_pid": np.fromiter((by_corr.get(c, main) for c in corr.tolist()), np.int64, len(corr)),
-            "device_id": np.array(_device(part), dtype=np.int64),
+            "global_pid": launcher.pids(corr, device),
+            "device_id": device,
         }
         names = part["name"]
         if frame == "kernels":
@@ -453,6 +457,34 @@ class _Builder:
         if gtid not in self.threads:
             self.threads[gtid] = f"GPU {device} stream {stream}"
         return gtid
+
+
+@dataclass
+class Launcher:
+    """The process that launched each GPU event, by its correlation id. A correlation id is unique within a
+    process only: where several processes used one (a trace merged from ranks), the event goes to the
+    process that launched the rest of its device's work, else, with as many such processes as devices, the
+    k-th process (by pid) drives the k-th device, as torchrun's local ranks do."""
+
+    by_corr: dict[int, int]
+    main: int
+    shared: set[int]
+    processes: set[int]
+
+    def pids(self, corr: np.ndarray, device: np.ndarray) -> np.ndarray:
+        out = np.fromiter((self.by_corr.get(c, self.main) for c in corr.tolist()), np.int64, len(corr))
+        if not self.shared:
+            return out
+        ambiguous = np.fromiter((c in self.shared for c in corr.tolist()), bool, len(corr))
+        sure = pd.DataFrame({"device": device[~ambiguous], "pid": out[~ambiguous]})
+        owner = sure.groupby("device")["pid"].agg(lambda p: p.mode().iloc[0]).to_dict() if len(sure) else {}
+        devices = sorted(set(device[ambiguous].tolist()) - set(owner))
+        processes = sorted(self.processes - set(owner.values()))
+        if len(devices) == len(processes):
+            owner.update(zip(devices, processes, strict=True))
+        guess = [owner.get(int(d), int(p)) for d, p in zip(device[ambiguous], out[ambiguous], strict=True)]
+        out[ambiguous] = guess
+        return out
 
 
 def _device(part: dict[str, Any]) -> list[int]:
