@@ -139,6 +139,7 @@ class NsysReader:
             "schema": self.export_meta.get("EXPORT_SCHEMA_VERSION"),
             "time_unit": "ns",
             "nonempty": nonempty,
+            "exists": {frame: table in self.tables for frame, table in TABLE.items()},  # nsys's rules ask
             "hints": HINTS,
             "session_start_ns": self._session_start(),
             "programs": self._programs(),
