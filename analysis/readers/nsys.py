@@ -474,6 +474,22 @@ class NsysReader:
             }
         )
 
+    def capture_facts(self) -> dict[str, int | bool]:
+        """What capture health asks of the source and the frames do not keep: whether NVTX was traced
+        (NVTX_EVENTS exists), its events of any kind, its ranges, and ranges never closed (no end: the
+        nvtx frame gives them the export's last timestamp)."""
+        if NVTX not in self.tables:
+            return {"nvtx_table": False, "nvtx_events": 0, "nvtx_ranges": 0, "open_ranges": 0}
+        cols = self.columns(NVTX)
+        ranges = f"eventType IN ({', '.join(map(str, (*PUSHPOP_TYPES, *STARTEND_TYPES)))})"
+        if "eventType" not in cols:
+            ranges = "1"
+        events, in_ranges, open_ = self._rows(
+            f"SELECT count(*), ifnull(sum({ranges}), 0), ifnull(sum(({ranges}) AND end IS NULL), 0) FROM {NVTX}"
+        )[0]
+        return {"nvtx_table": True, "nvtx_events": int(events), "nvtx_ranges": int(in_ranges),
+                "open_ranges": int(open_)}  # fmt: skip
+
     def diagnostics(self) -> pd.DataFrame:
         """DIAGNOSTIC_EVENT (nsys 2023 and newer): timestamp, global_pid, severity and source (their labels),
         text; in time order."""
