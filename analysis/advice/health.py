@@ -97,12 +97,19 @@ def capture_health(trace: Trace) -> Health:
 def _diagnostics(trace: Trace, health: Health) -> Check:
     name = "nsys messages"
     if not trace.has("diagnostics"):
-        return Check(name, OK, "the export holds no DIAGNOSTIC_EVENT messages (nsys 2022.4 and older keep none)")
+        return Check(
+            name, OK, "the export holds no DIAGNOSTIC_EVENT messages (nsys 2022.4 and older keep none)"
+        )
     d = trace.frame("diagnostics")
-    health.details["nsys messages"] = pd.DataFrame({
-        "Time (ns)": d["timestamp"], "Severity": d["severity"], "Source": d["source"],
-        "PID": np.where(d["global_pid"] == NULL, -1, (d["global_pid"].to_numpy() >> 24) & 0xFFFFFF), "Text": d["text"],
-    })  # fmt: skip
+    health.details["nsys messages"] = pd.DataFrame(
+        {
+            "Time (ns)": d["timestamp"],
+            "Severity": d["severity"],
+            "Source": d["source"],
+            "PID": np.where(d["global_pid"] == NULL, -1, (d["global_pid"].to_numpy() >> 24) & 0xFFFFFF),
+            "Text": d["text"],
+        }
+    )
     counts = d["severity"].value_counts()
     by = ", ".join(f"{n:,} {s}" for s, n in counts.items())
     lost = d[d["text"].str.contains(LOST)]
@@ -110,12 +117,20 @@ def _diagnostics(trace: Trace, health: Health) -> Check:
     collected = [t.replace("\t", "").strip() for t in d["text"] if t.startswith("Number of ")]
     evidence = f"{len(d):,} messages ({by})" + (f"; {'; '.join(collected)}" if collected else "")
     if len(lost):
-        return Check(name, FAIL, f"{evidence}; lost data: {_quote(lost['text'].iloc[0])}",
-                     "events were lost: give nsys bigger buffers or a shorter capture (--capture-range)")  # fmt: skip
+        return Check(
+            name,
+            FAIL,
+            f"{evidence}; lost data: {_quote(lost['text'].iloc[0])}",
+            "events were lost: give nsys bigger buffers or a shorter capture (--capture-range)",
+        )
     if len(serious):
         first = serious.iloc[0]
-        return Check(name, WARN, f"{evidence}; first {first['severity'].lower()}: {_quote(first['text'])}",
-                     "read the warnings and errors (table `nsys messages`): they say what nsys could not record")  # fmt: skip
+        return Check(
+            name,
+            WARN,
+            f"{evidence}; first {first['severity'].lower()}: {_quote(first['text'])}",
+            "read the warnings and errors (table `nsys messages`): they say what nsys could not record",
+        )
     return Check(name, OK, evidence)
 
 
@@ -132,9 +147,12 @@ def _overhead(trace: Trace, health: Health) -> Check:
     names = trace.strings(over["name_id"].unique())
     by_name = (
         over.assign(Name=over["name_id"].map(names))
-        .groupby("Name")["duration"].agg(["count", "sum"]).sort_values("sum", ascending=False).reset_index()
+        .groupby("Name")["duration"]
+        .agg(["count", "sum"])
+        .sort_values("sum", ascending=False)
+        .reset_index()
         .rename(columns={"count": "Count", "sum": "Total (ns)"})
-    )  # fmt: skip
+    )
     health.details["nsys overhead"] = by_name
     phases = overhead_in_phases(trace, over)
     total = int(over["duration"].sum())
@@ -143,13 +161,19 @@ def _overhead(trace: Trace, health: Health) -> Check:
     if phases.empty:
         return Check(name, OK, evidence + "; no NVTX phase ranges to place it in")
     health.details["nsys overhead by phase"] = phases
-    inside = "; ".join(f"{r['Phase']} {r['Overhead (ns)'] / 1e6:.3f} ms ({r['Share (%)']:.2f}%)"
-                       for _, r in phases.iterrows())  # fmt: skip
+    inside = "; ".join(
+        f"{r['Phase']} {r['Overhead (ns)'] / 1e6:.3f} ms ({r['Share (%)']:.2f}%)"
+        for _, r in phases.iterrows()
+    )
     worst = phases.loc[phases["Share (%)"].idxmax()]
     if worst["Share (%)"] >= OVERHEAD_WARN_PCT:
-        return Check(name, WARN, f"{evidence}; inside phases: {inside}",
-                     f"nsys's own work is {worst['Share (%)']:.1f}% of {worst['Phase']}: compare phase times "
-                     "with a run without nsys (`harness overhead`) before trusting them")  # fmt: skip
+        return Check(
+            name,
+            WARN,
+            f"{evidence}; inside phases: {inside}",
+            f"nsys's own work is {worst['Share (%)']:.1f}% of {worst['Phase']}: compare phase times "
+            "with a run without nsys (`harness overhead`) before trusting them",
+        )
     return Check(name, OK, f"{evidence}; inside phases: {inside}")
 
 
@@ -198,9 +222,13 @@ def _cuda_without_kernels(trace: Trace) -> Check:
     if not calls:
         return Check(name, OK, "CUDA not traced (no CUDA API calls)")
     copies = trace.count("memcpy") + trace.count("memset")
-    return Check(name, WARN, f"{calls:,} CUDA API calls and {copies:,} copies or sets, but no kernels",
-                 "the traced process launched no kernels: check that the work ran on the GPU and inside the "
-                 "capture (a capture range that starts too late records only setup)")  # fmt: skip
+    return Check(
+        name,
+        WARN,
+        f"{calls:,} CUDA API calls and {copies:,} copies or sets, but no kernels",
+        "the traced process launched no kernels: check that the work ran on the GPU and inside the "
+        "capture (a capture range that starts too late records only setup)",
+    )
 
 
 def _nvtx_without_ranges(trace: Trace, facts: dict[str, int | bool]) -> Check:
@@ -211,19 +239,31 @@ def _nvtx_without_ranges(trace: Trace, facts: dict[str, int | bool]) -> Check:
     if ranges:
         return Check(name, OK, f"{ranges:,} ranges ({events:,} NVTX events)")
     if events:
-        return Check(name, FAIL, f"{events:,} NVTX events but no ranges",
-                     "python `nvtx` 0.2.12 and newer with nsys 2022.4 records no ranges: pin nvtx==0.2.11 or "
-                     "use a newer nsys")  # fmt: skip
-    return Check(name, WARN, "NVTX traced but no events",
-                 "the program emitted no NVTX ranges: wrap its phases in nvtx ranges (harness runs do)")  # fmt: skip
+        return Check(
+            name,
+            FAIL,
+            f"{events:,} NVTX events but no ranges",
+            "python `nvtx` 0.2.12 and newer with nsys 2022.4 records no ranges: pin nvtx==0.2.11 or "
+            "use a newer nsys",
+        )
+    return Check(
+        name,
+        WARN,
+        "NVTX traced but no events",
+        "the program emitted no NVTX ranges: wrap its phases in nvtx ranges (harness runs do)",
+    )
 
 
 def _open_ranges(facts: dict[str, int | bool]) -> Check:
     n = int(facts["open_ranges"])
     if not n:
         return Check("open ranges", OK, "every NVTX range ends inside the capture")
-    return Check("open ranges", WARN, f"{n:,} NVTX ranges never end (their time runs to the capture's end)",
-                 "pop every range before the program exits or the capture stops")  # fmt: skip
+    return Check(
+        "open ranges",
+        WARN,
+        f"{n:,} NVTX ranges never end (their time runs to the capture's end)",
+        "pop every range before the program exits or the capture stops",
+    )
 
 
 # --- both formats -------------------------------------------------------------------------------------
@@ -233,26 +273,40 @@ def orphans(trace: Trace) -> pd.DataFrame:
     """GPU work (kernels, copies, sets) whose launching call is not in the trace: Kind, Start (ns),
     Correlation ID, PID, Name."""
     calls = (
-        trace.frame("runtime", ["correlation_id", "global_tid"]) if trace.has("runtime") else
-        pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
-    )  # fmt: skip
-    known = pd.MultiIndex.from_arrays([calls["global_tid"].to_numpy() & PROCESS, calls["correlation_id"].to_numpy()])
+        trace.frame("runtime", ["correlation_id", "global_tid"])
+        if trace.has("runtime")
+        else pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
+    )
+    known = pd.MultiIndex.from_arrays(
+        [calls["global_tid"].to_numpy() & PROCESS, calls["correlation_id"].to_numpy()]
+    )
     parts = []
     for frame in GPU_FRAMES:
         if not trace.has(frame):
             continue
         cols = ["start", "correlation_id", "global_pid"] + (["name_id"] if frame == "kernels" else [])
         ev = trace.frame(frame, cols)
-        key = pd.MultiIndex.from_arrays([ev["global_pid"].to_numpy() & PROCESS, ev["correlation_id"].to_numpy()])
+        key = pd.MultiIndex.from_arrays(
+            [ev["global_pid"].to_numpy() & PROCESS, ev["correlation_id"].to_numpy()]
+        )
         lost = ev[~key.isin(known)]
         names = trace.strings(lost["name_id"].unique()) if frame == "kernels" else {}
-        parts.append(pd.DataFrame({
-            "Kind": NAMES_OF[frame], "Start (ns)": lost["start"], "Correlation ID": lost["correlation_id"],
-            "PID": (lost["global_pid"].to_numpy() >> 24) & 0xFFFFFF,
-            "Name": lost["name_id"].map(names) if frame == "kernels" else "",
-        }))  # fmt: skip
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["Kind", "Start (ns)", "Correlation ID", "PID", "Name"])  # fmt: skip
+        parts.append(
+            pd.DataFrame(
+                {
+                    "Kind": NAMES_OF[frame],
+                    "Start (ns)": lost["start"],
+                    "Correlation ID": lost["correlation_id"],
+                    "PID": (lost["global_pid"].to_numpy() >> 24) & 0xFFFFFF,
+                    "Name": lost["name_id"].map(names) if frame == "kernels" else "",
+                }
+            )
+        )
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["Kind", "Start (ns)", "Correlation ID", "PID", "Name"])
+    )
 
 
 def _orphans(trace: Trace, health: Health) -> Check:
@@ -268,11 +322,15 @@ def _orphans(trace: Trace, health: Health) -> Check:
     kinds = ", ".join(f"{n:,} {k}" for k, n in lost["Kind"].value_counts().items())
     first = lost.iloc[0]
     example = f"e.g. correlation id {first['Correlation ID']} of process {first['PID']}" + (
-        f" ({_quote(first['Name'], 60)})" if first["Name"] else "")  # fmt: skip
-    return Check(name, FAIL if pct >= ORPHAN_FAIL_PCT else WARN,
-                 f"{len(lost):,} of {total:,} GPU events ({pct:.1f}%: {kinds}) have no launching call; {example}",
-                 "the launching calls were not recorded (CUDA API tracing off, or calls before the capture "
-                 "started): tables by launch or by NVTX range leave these out")  # fmt: skip
+        f" ({_quote(first['Name'], 60)})" if first["Name"] else ""
+    )
+    return Check(
+        name,
+        FAIL if pct >= ORPHAN_FAIL_PCT else WARN,
+        f"{len(lost):,} of {total:,} GPU events ({pct:.1f}%: {kinds}) have no launching call; {example}",
+        "the launching calls were not recorded (CUDA API tracing off, or calls before the capture "
+        "started): tables by launch or by NVTX range leave these out",
+    )
 
 
 def _times(trace: Trace) -> Check:
@@ -289,12 +347,19 @@ def _times(trace: Trace) -> Check:
             found.append((NAMES_OF[frame], missing, reversed_, negative))
     if not found:
         return Check(name, OK, "every start and end is there, and no end comes before its start")
-    text = "; ".join(f"{what}: {m:,} without start or end, {r:,} ending before they start, {n:,} negative"
-                     for what, m, r, n in found)  # fmt: skip
+    text = "; ".join(
+        f"{what}: {m:,} without start or end, {r:,} ending before they start, {n:,} negative"
+        for what, m, r, n in found
+    )
     bad = any(m or r for _, m, r, _ in found)
-    return Check(name, FAIL if bad else WARN, text,
-                 "these rows are left out of every table; a broken export: export the report again" if bad else
-                 "times before the capture's zero: events from before the session started")  # fmt: skip
+    return Check(
+        name,
+        FAIL if bad else WARN,
+        text,
+        "these rows are left out of every table; a broken export: export the report again"
+        if bad
+        else "times before the capture's zero: events from before the session started",
+    )
 
 
 # --- Kineto traces ------------------------------------------------------------------------------------
@@ -312,8 +377,13 @@ def _left_out(trace: Trace) -> Check:
     evidence = f"{unusable:,} events without a usable ts or dur" + (f"; {'; '.join(left)}" if left else "")
     evidence += f"; not modelled (flows, instants): {kept}" if kept else ""
     if unusable or left:
-        return Check(name, WARN, evidence, "these events are in no table: the trace was cut or written by a "
-                     "profiler that crashed; record it again")  # fmt: skip
+        return Check(
+            name,
+            WARN,
+            evidence,
+            "these events are in no table: the trace was cut or written by a "
+            "profiler that crashed; record it again",
+        )
     return Check(name, OK, evidence)
 
 
@@ -330,9 +400,13 @@ def _queue_lengths(trace: Trace, health: Health) -> Check:
     per = neg.groupby("Stream")["length"].agg(["count", "min"]).reset_index()
     health.details["negative queue lengths"] = per.rename(columns={"count": "Changes below 0", "min": "Min"})
     where = ", ".join(f"stream {r['Stream']}: {r['count']:,} (min {r['min']})" for _, r in per.iterrows())
-    return Check(name, FAIL, f"{len(neg):,} of {len(q):,} queue lengths below zero ({where})",
-                 "GPU work starts before the call that launched it: the CPU and GPU clocks disagree, so "
-                 "launch delays and host-wait time are wrong for these streams")  # fmt: skip
+    return Check(
+        name,
+        FAIL,
+        f"{len(neg):,} of {len(q):,} queue lengths below zero ({where})",
+        "GPU work starts before the call that launched it: the CPU and GPU clocks disagree, so "
+        "launch delays and host-wait time are wrong for these streams",
+    )
 
 
 def _profiler_steps(trace: Trace) -> Check:
@@ -340,12 +414,22 @@ def _profiler_steps(trace: Trace) -> Check:
     steps: list[int] = []
     if trace.has("nvtx"):
         names = trace.frame("nvtx", ["name"])["name"].astype(str)
-        steps = sorted({int(m[1]) for m in names.str.match(STEP.pattern).pipe(lambda ok: names[ok]).map(STEP.match)})
+        steps = sorted(
+            {int(m[1]) for m in names.str.match(STEP.pattern).pipe(lambda ok: names[ok]).map(STEP.match)}
+        )
     if not steps:
-        return Check(name, WARN, "no ProfilerStep#N ranges",
-                     "profile with a schedule and call prof.step() each step, so tables can be split by step")  # fmt: skip
+        return Check(
+            name,
+            WARN,
+            "no ProfilerStep#N ranges",
+            "profile with a schedule and call prof.step() each step, so tables can be split by step",
+        )
     missing = sorted(set(range(steps[0], steps[-1] + 1)) - set(steps))
     if missing:
-        return Check(name, WARN, f"steps {steps[0]}..{steps[-1]}, missing {', '.join(map(str, missing))}",
-                     "steps are missing from the trace (trimmed or dropped): per-step figures skip them")  # fmt: skip
+        return Check(
+            name,
+            WARN,
+            f"steps {steps[0]}..{steps[-1]}, missing {', '.join(map(str, missing))}",
+            "steps are missing from the trace (trimmed or dropped): per-step figures skip them",
+        )
     return Check(name, OK, f"{len(steps)} steps, #{steps[0]} to #{steps[-1]}, none missing")

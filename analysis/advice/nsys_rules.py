@@ -40,14 +40,45 @@ from analysis.trace import Trace
 
 PID_MASK = 0xFFFFFF
 # nsys's memory kinds (ENUM_CUDA_MEM_KIND); the trace model stores them + 1 (0: unknown)
-MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-            6: "Managed Static", 7: "Unknown"}  # fmt: skip
+MEM_KIND = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 PAGEABLE, PINNED, MANAGED = 1, 2, 5  # in the trace model's numbering
-FLUSH_OVERHEAD = ("CUDA profiling data flush overhead", "CUDA profiling stop overhead", "CUDA profiling overhead")
-MEMOP_HEADERS = ["Duration (ns)", "Start (ns)", "Src Kind", "Dst Kind", "Bytes (MB)", "PID", "Device ID",
-                 "Context ID", "Stream ID", "API Name"]  # fmt: skip
-MEMSET_HEADERS = ["Duration (ns)", "Start (ns)", "Memory Kind", "Bytes (MB)", "PID", "Device ID", "Context ID",
-                  "Stream ID", "API Name"]  # fmt: skip
+FLUSH_OVERHEAD = (
+    "CUDA profiling data flush overhead",
+    "CUDA profiling stop overhead",
+    "CUDA profiling overhead",
+)
+MEMOP_HEADERS = [
+    "Duration (ns)",
+    "Start (ns)",
+    "Src Kind",
+    "Dst Kind",
+    "Bytes (MB)",
+    "PID",
+    "Device ID",
+    "Context ID",
+    "Stream ID",
+    "API Name",
+]
+MEMSET_HEADERS = [
+    "Duration (ns)",
+    "Start (ns)",
+    "Memory Kind",
+    "Bytes (MB)",
+    "PID",
+    "Device ID",
+    "Context ID",
+    "Stream ID",
+    "API Name",
+]
 SYNC_HEADERS = ["Duration (ns)", "Start (ns)", "PID", "TID", "API Name"]
 GAP_HEADERS = ["Row#", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID"]
 UTIL_HEADERS = ["Row#", "In-Use (%)", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID"]
@@ -109,13 +140,15 @@ def sync_api(trace: Trace, rows: int = 50) -> pd.DataFrame:
     sync = (like("cudaDeviceSynchronize%"), like("cudaStreamSynchronize%"))
     names = _names(trace, calls["name_id"], lambda s: any(p.fullmatch(s) for p in sync))
     calls = calls[calls["name_id"].isin(list(names))]
-    out = pd.DataFrame({
-        "Duration (ns)": calls["end"] - calls["start"],
-        "Start (ns)": calls["start"],
-        "PID": _pid(calls["global_tid"]),
-        "TID": calls["global_tid"].to_numpy() & PID_MASK,
-        "API Name": calls["name_id"].map(names),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "Duration (ns)": calls["end"] - calls["start"],
+            "Start (ns)": calls["start"],
+            "PID": _pid(calls["global_tid"]),
+            "TID": calls["global_tid"].to_numpy() & PID_MASK,
+            "API Name": calls["name_id"].map(names),
+        }
+    )
     return _longest_first(out, rows)
 
 
@@ -127,10 +160,15 @@ def _with_calls(trace: Trace, frame: str, columns: list[str], name_ok: Callable[
     calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
     names = _names(trace, calls["name_id"], name_ok)
     calls = calls[calls["name_id"].isin(list(names))]
-    calls = pd.DataFrame({
-        "correlation_id": calls["correlation_id"], "pid": _pid(calls["global_tid"]),
-        "call_start": calls["start"], "call_end": calls["end"], "api": calls["name_id"].map(names),
-    })  # fmt: skip
+    calls = pd.DataFrame(
+        {
+            "correlation_id": calls["correlation_id"],
+            "pid": _pid(calls["global_tid"]),
+            "call_start": calls["start"],
+            "call_end": calls["end"],
+            "api": calls["name_id"].map(names),
+        }
+    )
     joined = ops.merge(calls, on=["pid", "correlation_id"], how="inner")
     return joined.sort_values("row", kind="stable")
 
@@ -144,7 +182,9 @@ def _memop_rows(trace: Trace, joined: pd.DataFrame, kinds: list[tuple[str, str]]
         "Bytes (MB)": _mb(joined["bytes"]),
         "PID": joined["pid"],
         "Device ID": joined["device_id"],
-        "Context ID": [ctx.get((int(p), int(d)), 0) for p, d in zip(joined["pid"], joined["device_id"], strict=True)],
+        "Context ID": [
+            ctx.get((int(p), int(d)), 0) for p, d in zip(joined["pid"], joined["device_id"], strict=True)
+        ],
         "Stream ID": joined["stream_id"],
         "API Name": joined["api"],
     }
@@ -156,7 +196,9 @@ def async_memcpy(trace: Trace, rows: int = 50) -> pd.DataFrame:
     cols = ["src_kind", "dst_kind", "bytes", "device_id", "stream_id"]
     joined = _with_calls(trace, "memcpy", cols, like("cudaMemcpy%Async%").fullmatch)
     joined = joined[(joined["src_kind"] == PAGEABLE) | (joined["dst_kind"] == PAGEABLE)]
-    return _longest_first(_memop_rows(trace, joined, [("Src Kind", "src_kind"), ("Dst Kind", "dst_kind")]), rows)
+    return _longest_first(
+        _memop_rows(trace, joined, [("Src Kind", "src_kind"), ("Dst Kind", "dst_kind")]), rows
+    )
 
 
 def _synchronous(name: str) -> bool:
@@ -169,7 +211,9 @@ def sync_memcpy(trace: Trace, rows: int = 50) -> pd.DataFrame:
     joined = _with_calls(trace, "memcpy", cols, _synchronous)
     pageable = (joined["src_kind"] == PAGEABLE) | (joined["dst_kind"] == PAGEABLE)
     joined = joined[pageable & (joined["start"] < joined["call_end"])]
-    return _longest_first(_memop_rows(trace, joined, [("Src Kind", "src_kind"), ("Dst Kind", "dst_kind")]), rows)
+    return _longest_first(
+        _memop_rows(trace, joined, [("Src Kind", "src_kind"), ("Dst Kind", "dst_kind")]), rows
+    )
 
 
 def sync_memset(trace: Trace, rows: int = 50) -> pd.DataFrame:
@@ -199,14 +243,19 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
         return pd.DataFrame({c: np.empty(0, np.int64) for c in ("start", "end", "pid", "device")})
     ops = pd.concat(parts, ignore_index=True)
     ops = ops[ops["start"] > 0]
-    ops = pd.DataFrame({"start": ops["start"], "end": ops["end"], "pid": _pid(ops["global_pid"]),
-                        "device": ops["device_id"]})  # fmt: skip
+    ops = pd.DataFrame(
+        {"start": ops["start"], "end": ops["end"], "pid": _pid(ops["global_pid"]), "device": ops["device_id"]}
+    )
     if trace.has("overhead"):
         over = trace.frame("overhead", ["start", "end", "global_tid", "name_id"])
         names = _names(trace, over["name_id"], lambda s: s in FLUSH_OVERHEAD)
         over = over[over["name_id"].isin(list(names))]
         over = pd.DataFrame({"start": over["start"], "end": over["end"], "pid": _pid(over["global_tid"])})
-        span = ops.groupby(["pid", "device"], sort=False).agg(lo=("start", "min"), hi=("end", "max")).reset_index()
+        span = (
+            ops.groupby(["pid", "device"], sort=False)
+            .agg(lo=("start", "min"), hi=("end", "max"))
+            .reset_index()
+        )
         inside = over.merge(span, on="pid")
         inside = inside[(inside["start"] > inside["lo"]) & (inside["end"] < inside["hi"])]
         ops = pd.concat([ops, inside[["start", "end", "pid", "device"]]], ignore_index=True)
@@ -222,8 +271,17 @@ def gpu_gaps(trace: Trace, gap_ms: int = 500, rows: int = 50) -> pd.DataFrame:
         lo, hi = ends[:-1], starts[1:]  # each end with the next start: a gap where nothing runs
         dur = hi - lo
         keep = (dur > gap_ms * 1_000_000) & (lo < hi)
-        found.append(pd.DataFrame({"Duration (ns)": dur[keep], "Start (ns)": lo[keep], "PID": pid,
-                                   "Device ID": device, "Context ID": ctx.get((int(pid), int(device)), 0)}))  # fmt: skip
+        found.append(
+            pd.DataFrame(
+                {
+                    "Duration (ns)": dur[keep],
+                    "Start (ns)": lo[keep],
+                    "PID": pid,
+                    "Device ID": device,
+                    "Context ID": ctx.get((int(pid), int(device)), 0),
+                }
+            )
+        )
     out = pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=GAP_HEADERS[1:])
     out = out.sort_values(["Duration (ns)", "Start (ns)"], ascending=[False, True], kind="stable")
     if rows >= 0:
@@ -263,8 +321,16 @@ def gpu_low_util(trace: Trace, threshold: int = 50, chunks: int = 30, rows: int 
         for g in groups:
             start, end = g[0][0], g[-1][1]
             avg = sum((ce - cs) * p for cs, ce, p in g) / sum(ce - cs for cs, ce, _ in g)
-            found.append({"In-Use (%)": _round1(avg), "Duration (ns)": end - start, "Start (ns)": start,
-                          "PID": pid, "Device ID": device, "Context ID": ctx.get((int(pid), int(device)), 0)})  # fmt: skip
+            found.append(
+                {
+                    "In-Use (%)": _round1(avg),
+                    "Duration (ns)": end - start,
+                    "Start (ns)": start,
+                    "PID": pid,
+                    "Device ID": device,
+                    "Context ID": ctx.get((int(pid), int(device)), 0),
+                }
+            )
     out = pd.DataFrame(found, columns=UTIL_HEADERS[1:])
     out = out.sort_values(["In-Use (%)", "Duration (ns)"], kind="stable")
     if rows >= 0:
@@ -278,15 +344,23 @@ GPU_WORK = ("kernels", "memcpy", "memset")
 RULES: dict[str, Rule] = {
     r.name: r
     for r in (
-        Rule("cuda-async-memcpy", "CUDA Async Memcpy with Pageable Memory", ("runtime", "memcpy"), async_memcpy),
+        Rule(
+            "cuda-async-memcpy", "CUDA Async Memcpy with Pageable Memory", ("runtime", "memcpy"), async_memcpy
+        ),
         Rule("cuda-sync-api", "CUDA Synchronization APIs", ("runtime",), sync_api),
         Rule("cuda-sync-memcpy", "CUDA Synchronous Memcpy", ("runtime", "memcpy"), sync_memcpy),
         Rule("cuda-sync-memset", "CUDA Synchronous Memset", ("runtime", "memset"), sync_memset),
-        Rule("gpu-low-util", "GPU Low Utilization", (), gpu_low_util, {"threshold": 50, "chunks": 30},
-             needs_any=GPU_WORK),
+        Rule(
+            "gpu-low-util",
+            "GPU Low Utilization",
+            (),
+            gpu_low_util,
+            {"threshold": 50, "chunks": 30},
+            needs_any=GPU_WORK,
+        ),
         Rule("gpu-starv", "GPU Starvation", (), gpu_gaps, {"gap": 500}, needs_any=GPU_WORK),
     )
-}  # fmt: skip
+}
 
 
 def parse_rule(spec: str) -> tuple[Rule, dict[str, int]]:

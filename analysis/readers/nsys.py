@@ -184,7 +184,9 @@ class NsysReader:
         return named.get(frame, TABLE.get(frame, "")), ""
 
     def _any_in(self, table: str) -> bool:
-        return table in self.tables and bool(self._rows(f"SELECT EXISTS (SELECT 1 FROM {_ident(table)})")[0][0])
+        return table in self.tables and bool(
+            self._rows(f"SELECT EXISTS (SELECT 1 FROM {_ident(table)})")[0][0]
+        )
 
     def _any(self, frame: str) -> bool:
         table, where = self._source(frame)
@@ -484,9 +486,8 @@ class NsysReader:
         ranges = f"eventType IN ({', '.join(map(str, (*PUSHPOP_TYPES, *STARTEND_TYPES)))})"
         if "eventType" not in cols:
             ranges = "1"
-        events, in_ranges, open_ = self._rows(
-            f"SELECT count(*), ifnull(sum({ranges}), 0), ifnull(sum(({ranges}) AND end IS NULL), 0) FROM {NVTX}"
-        )[0]
+        sums = f"ifnull(sum({ranges}), 0), ifnull(sum(({ranges}) AND end IS NULL), 0)"
+        events, in_ranges, open_ = self._rows(f"SELECT count(*), {sums} FROM {NVTX}")[0]
         return {"nvtx_table": True, "nvtx_events": int(events), "nvtx_ranges": int(in_ranges),
                 "open_ranges": int(open_)}  # fmt: skip
 
@@ -499,9 +500,8 @@ class NsysReader:
             self.reads[DIAGNOSTIC] = self.reads.get(DIAGNOSTIC, 0) + 1
             pid = "globalPid" if "globalPid" in cols else "NULL"
             source = "source" if "source" in cols else "0"
-            rows = self._rows(
-                f"SELECT timestamp, {pid}, severity, {source}, text FROM {DIAGNOSTIC} ORDER BY timestamp, rowid"
-            )
+            columns = f"timestamp, {pid}, severity, {source}, text"
+            rows = self._rows(f"SELECT {columns} FROM {DIAGNOSTIC} ORDER BY timestamp, rowid")
         severity = {**SEVERITY, **self._enum("ENUM_DIAGNOSTIC_SEVERITY_LEVEL")}
         source_of = {**SOURCE, **self._enum("ENUM_DIAGNOSTIC_SOURCE_TYPE")}
 
