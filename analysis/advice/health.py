@@ -97,9 +97,10 @@ def capture_health(trace: Trace) -> Health:
 def _diagnostics(trace: Trace, health: Health) -> Check:
     name = "nsys messages"
     if not trace.has("diagnostics"):
-        return Check(
-            name, OK, "the export holds no DIAGNOSTIC_EVENT messages (nsys 2022.4 and older keep none)"
-        )
+        if trace.meta.get("exists", {}).get("diagnostics"):
+            return Check(name, OK, "nsys left no messages (DIAGNOSTIC_EVENT is empty)")
+        why = "the export holds no DIAGNOSTIC_EVENT messages (nsys 2022.4 and older keep none)"
+        return Check(name, OK, why)
     d = trace.frame("diagnostics")
     health.details["nsys messages"] = pd.DataFrame(
         {

@@ -32,7 +32,7 @@ import pandas as pd
 from analysis.errors import ExportError
 from analysis.readers import NULL, return_freed_buffers
 
-VERSION = "nsys-3"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = "nsys-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings
@@ -139,7 +139,8 @@ class NsysReader:
             "schema": self.export_meta.get("EXPORT_SCHEMA_VERSION"),
             "time_unit": "ns",
             "nonempty": nonempty,
-            "exists": {frame: table in self.tables for frame, table in TABLE.items()},  # nsys's rules ask
+            # tables present, rows or none (nsys's rules and capture health ask)
+            "exists": {f: t in self.tables for f, t in {**TABLE, "diagnostics": DIAGNOSTIC}.items()},
             "hints": HINTS,
             "session_start_ns": self._session_start(),
             "programs": self._programs(),
