@@ -42,6 +42,7 @@ class Thresholds:
     launch_share_above: float = 0.30  # ... while launch calls take at least this share of it
     optimizer_kernels: int = 50  # optimizer: kernels per optimizer step from this many ...
     optimizer_median_ns: int = 20_000  # ... with a median kernel shorter than this
+    overhead_share: float = 0.02  # nsys's own time inside a phase, share of the phase (health's threshold)
 
 
 @dataclass
@@ -58,7 +59,7 @@ def findings(trace: Trace, thresholds: Thresholds | None = None) -> list[Finding
     """Every rule that fires on `trace`, largest time at stake first."""
     th = thresholds or Thresholds()
     found: list[Finding] = []
-    for rule in (host_wait, syncs_in_steps, launch_bound, optimizer_small_kernels):
+    for rule in (host_wait, syncs_in_steps, launch_bound, optimizer_small_kernels, nsys_overhead_in_phases):
         found += rule(trace, th)
     return sorted(found, key=lambda f: -f.at_stake_ns)
 
@@ -312,3 +313,30 @@ def optimizer_small_kernels(trace: Trace, th: Thresholds) -> list[Finding]:
         _ranges(trace), opt["start"].to_numpy(), (opt["end"] - opt["start"]).to_numpy(), opt["pid"].to_numpy()
     )
     return [Finding("optimizer-small-kernels", max(wall - busy, 0), where, evidence, fix)]
+
+
+def nsys_overhead_in_phases(trace: Trace, th: Thresholds) -> list[Finding]:
+    """nsys's own work (PROFILER_OVERHEAD) inside a phase, large enough to change what its time says."""
+    if not (trace.has("overhead") and trace.has("nvtx")):
+        return []
+    from analysis.advice.health import overhead_in_phases
+
+    table = overhead_in_phases(trace)
+    big = table[table["Share (%)"] >= 100 * th.overhead_share]
+    if big.empty:
+        return []
+    inside = int(big["Overhead (ns)"].sum())
+    parts = "; ".join(
+        f"{r['Phase']}: {_ms(r['Overhead (ns)'])} of {_ms(r['Phase time (ns)'])} ({r['Share (%)']:.1f}%)"
+        for _, r in big.iterrows()
+    )
+    where = ", ".join(f"{r['Phase']} {100 * r['Overhead (ns)'] / inside:.0f}%" for _, r in big.iterrows())
+    fix = (
+        "the profiler's own time is inside the phase: leave warm-up out of the capture (--nsys-capture "
+        "measured) or compare the phase with a run without nsys (`harness overhead`)"
+    )
+    return [
+        Finding(
+            "nsys-overhead-in-phase", inside, where, f"nsys's own work inside phases: {parts}", fix, table
+        )
+    ]

@@ -115,7 +115,7 @@ def _diagnostics(trace: Trace, health: Health) -> Check:
     by = ", ".join(f"{n:,} {s}" for s, n in counts.items())
     lost = d[d["text"].str.contains(LOST)]
     serious = d[d["severity"].isin(["Warning", "Error"])]
-    collected = [t.replace("\t", "").strip() for t in d["text"] if t.startswith("Number of ")]
+    collected = [t.replace("\t", "").strip().rstrip(".") for t in d["text"] if t.startswith("Number of ")]
     evidence = f"{len(d):,} messages ({by})" + (f"; {'; '.join(collected)}" if collected else "")
     if len(lost):
         return Check(

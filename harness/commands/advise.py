@@ -82,7 +82,6 @@ def advise_cmd(
 
 def _findings(trace, format: Format, wide: bool) -> None:
     from analysis.advice.findings import findings, findings_table
-
     from harness.output import emit
 
     found = findings(trace)
@@ -121,6 +120,9 @@ def health_cmd(
     else:
         emit(health.table(), format, title=f"Capture health of {report.name}", wide=wide)
     if format is Format.table:
+        for check in health.checks:  # the table shortens long cells: the ones that matter, whole
+            if check.status != "ok":
+                warn(f"{check.name} ({check.status}): {check.evidence}. What to do: {check.fix}")
         (warn if health.worst != "ok" else note)(health.line())
     if strict and health.worst == FAIL:
         raise typer.Exit(1)
