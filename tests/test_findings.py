@@ -4,6 +4,7 @@ stays silent on one where it must."""
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pandas as pd
@@ -171,3 +172,43 @@ def test_nsys_overhead_in_phase_silent_on_cpu_train_and_fires_from_one_percent()
     assert found.at_stake_ns // 1000 == 2_685  # µs
     assert found.where == "forward 100%"
     assert table.loc["forward", "Phase time (ns)"] // 1_000_000 == 155
+
+
+def test_thresholds_from_the_command_line() -> None:
+    """--threshold changes when a rule fires; the thresholds in force are stated; a bad one is one line."""
+    path = str(trace_path("nccl"))
+    result = runner.invoke(app, ["advise", path, "-t", "launch_share_above=0.03", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(io.StringIO(result.stdout))
+    assert table["Rule"].tolist()[:3] == ["gpu-host-wait", "launch-bound", "launch-bound"]
+    assert table["Time at stake (ns)"].tolist()[1] == 270_812_205
+    assert "launch_share_above=0.03" in result.stderr and "host_wait_share=0.1" in result.stderr
+    bad = runner.invoke(app, ["advise", path, "-t", "host_wait=0.2"])
+    assert bad.exit_code != 0 and "threshold 'host_wait=0.2': use NAME=VALUE" in bad.stderr
+    assert "Traceback" not in bad.output
+
+
+def test_several_rules_as_json() -> None:
+    from conftest import A100_DIR
+
+    args = [
+        "advise",
+        str(A100_DIR / "report.sqlite"),
+        "-r",
+        "cuda-sync-memcpy:rows=3",
+        "-r",
+        "gpu-starv:gap=1",
+    ]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    oracle = pd.read_csv(A100_DIR / "expected" / "analyze" / "cuda-sync-memcpy.csv")
+    assert [r["Duration (ns)"] for r in doc["cuda-sync-memcpy:rows=3"]] == oracle["Duration (ns)"][
+        :3
+    ].tolist()
+    assert [r["API Name"] for r in doc["cuda-sync-memcpy:rows=3"]] == [
+        "cudaMemcpy",
+        "cudaMemcpy_v3020",
+        "cudaMemcpy",
+    ]
+    assert [r["Row#"] for r in doc["gpu-starv:gap=1"]] == [1, 2, 3, 4]

@@ -14,7 +14,7 @@ process (GPU time against CPU ranges: the GPU lags the host, so placement is by 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,25 @@ class Thresholds:
     optimizer_kernels: int = 50  # optimizer: kernels per optimizer step from this many ...
     optimizer_median_ns: int = 20_000  # ... with a median kernel shorter than this
     overhead_share: float = 0.02  # nsys's own time inside a phase, share of the phase (health's threshold)
+
+    def with_options(self, options: list[str]) -> Thresholds:
+        """These thresholds with `NAME=VALUE` options applied; AnalysisError naming what is wrong."""
+        from analysis.errors import AnalysisError
+
+        types = {f.name: type(getattr(self, f.name)) for f in fields(self)}
+        changed = {}
+        for opt in options:
+            key, eq, value = opt.partition("=")
+            if key not in types or not eq:
+                raise AnalysisError(f"threshold {opt!r}: use NAME=VALUE, NAME one of {', '.join(types)}")
+            try:
+                changed[key] = types[key](value)
+            except ValueError:
+                raise AnalysisError(f"threshold {key} takes a {types[key].__name__}, not {value!r}") from None
+        return replace(self, **changed)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in asdict(self).items())
 
 
 @dataclass

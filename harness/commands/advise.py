@@ -45,21 +45,33 @@ def advise_cmd(
             "Repeat for several.",
         ),
     ] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            metavar="NAME=VALUE",
+            help="Change when a finding fires (docs/advice.md), e.g. host_wait_share=0.05. "
+            "Repeat for several.",
+        ),
+    ] = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
     """Findings ranked by the time at stake (rule, evidence, phase, upper bound of what fixing saves, the
     fix); with --rule, the rows of nsys's expert-system rules."""
+    from analysis.advice.findings import Thresholds
     from analysis.advice.nsys_rules import Skipped, parse_rule, run_rule
     from harness.output import emit, emit_many
 
     specs = list(rule or [])
     for spec in specs:
         parse_rule(spec)  # a misspelt rule or option is an error before anything is read
+    thresholds = Thresholds().with_options(list(threshold or []))
     with _open(report, no_cache) as trace:
         if not specs:
-            _findings(trace, format, wide)
+            _findings(trace, thresholds, format, wide)
             return
         tables, skipped = [], {}
         for spec in specs:
@@ -80,21 +92,19 @@ def advise_cmd(
         emit_many(tables, format, skipped=skipped, wide=wide)
 
 
-def _findings(trace, format: Format, wide: bool) -> None:
+def _findings(trace, thresholds, format: Format, wide: bool) -> None:
     from analysis.advice.findings import findings, findings_table
     from harness.output import emit
 
-    found = findings(trace)
-    table = findings_table(found)
+    table = findings_table(findings(trace, thresholds))
+    stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
     if table.empty:
-        note(f"no findings in {trace.path.name}: no rule fired (thresholds in docs/advice.md)")
-    emit(
-        table,
-        format,
-        title=f"Findings in {trace.path.name}, largest time at stake first",
-        wide=wide,
-        notes=table.attrs.get("notes", []),
-    )
+        note(f"no findings in {trace.path.name}: no rule fired; {stated}")
+        if format is not Format.table:
+            emit(table, format)
+        return
+    title = f"Findings in {trace.path.name}, largest time at stake first"
+    emit(table, format, title=title, wide=wide, notes=[stated])
 
 
 @cli_errors
