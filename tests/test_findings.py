@@ -212,3 +212,21 @@ def test_several_rules_as_json() -> None:
         "cudaMemcpy",
     ]
     assert [r["Row#"] for r in doc["gpu-starv:gap=1"]] == [1, 2, 3, 4]
+
+
+def test_data_loading_silent_on_diff_control_and_fires_from_a_lower_share() -> None:
+    """diff-control's loader (enumerate(DataLoader), 6 ranges) and the gaps between its 6 steps hold the GPU
+    idle 0.598 ms of 465 ms of steps: far under 5%. From 0.01% it is a finding with that time at stake."""
+    trace = open_trace(trace_path("diff-control"))
+    assert _rule(findings(trace), "data-loading") is None
+    nv = trace.frame("nvtx", ["start", "end", "name"])
+    names = nv["name"].astype(str)
+    loads = nv[names.str.startswith("enumerate(DataLoader)")][["start", "end"]]
+    steps = nv[names.str.startswith("ProfilerStep#")].sort_values("start")
+    gaps = pd.DataFrame({"start": steps["end"].to_numpy()[:-1], "end": steps["start"].to_numpy()[1:]})
+    want = _idle_in(trace, pd.concat([loads, gaps], ignore_index=True))
+    found = _rule(findings(trace, Thresholds(data_loading_share=0.0001)), "data-loading")
+    assert found.at_stake_ns == want == 598_000
+    assert found.evidence.startswith(
+        "DataLoader: 6 spans, 0.420 ms with the GPU idle; between steps: 5 spans"
+    )

@@ -29,6 +29,7 @@ from analysis.trace import Trace
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF
 COLUMNS = ["Rule", "Time at stake (ns)", "Where", "Evidence", "Fix"]
+LOADER = r"enumerate\(DataLoader\)"  # torch.profiler's range around each next(iter(loader))
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
 
@@ -43,6 +44,7 @@ class Thresholds:
     optimizer_kernels: int = 50  # optimizer: kernels per optimizer step from this many ...
     optimizer_median_ns: int = 20_000  # ... with a median kernel shorter than this
     overhead_share: float = 0.02  # nsys's own time inside a phase, share of the phase (health's threshold)
+    data_loading_share: float = 0.05  # GPU idle while loading data / between steps, share of the steps' time
 
     def with_options(self, options: list[str]) -> Thresholds:
         """These thresholds with `NAME=VALUE` options applied; AnalysisError naming what is wrong."""
@@ -78,7 +80,15 @@ def findings(trace: Trace, thresholds: Thresholds | None = None) -> list[Finding
     """Every rule that fires on `trace`, largest time at stake first."""
     th = thresholds or Thresholds()
     found: list[Finding] = []
-    for rule in (host_wait, syncs_in_steps, launch_bound, optimizer_small_kernels, nsys_overhead_in_phases):
+    rules = (
+        host_wait,
+        syncs_in_steps,
+        launch_bound,
+        optimizer_small_kernels,
+        data_loading,
+        nsys_overhead_in_phases,
+    )
+    for rule in rules:
         found += rule(trace, th)
     return sorted(found, key=lambda f: -f.at_stake_ns)
 
@@ -359,3 +369,59 @@ def nsys_overhead_in_phases(trace: Trace, th: Thresholds) -> list[Finding]:
             "nsys-overhead-in-phase", inside, where, f"nsys's own work inside phases: {parts}", fix, table
         )
     ]
+
+
+def data_loading(trace: Trace, th: Thresholds) -> list[Finding]:
+    """Time spent getting the next batch with the GPU idle: torch.profiler's `enumerate(DataLoader)` ranges
+    and the gaps between consecutive steps of a process."""
+    ranges = _ranges(trace)
+    steps = ranges[ranges["is_step"]].sort_values(["pid", "start"])
+    if steps.empty:
+        return []
+    spans = []
+    for pid, ps in steps.groupby("pid"):
+        ends, starts = ps["end"].to_numpy()[:-1], ps["start"].to_numpy()[1:]
+        keep = starts > ends
+        spans.append(
+            pd.DataFrame({"start": ends[keep], "end": starts[keep], "pid": pid, "kind": "between steps"})
+        )
+    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name"])
+    loads = nv[nv["name"].astype(str).str.contains(LOADER)]
+    spans.append(
+        pd.DataFrame(
+            {
+                "start": loads["start"],
+                "end": loads["end"],
+                "pid": loads["global_tid"].to_numpy() & PROCESS,
+                "kind": "DataLoader",
+            }
+        )
+    )
+    spans = pd.concat(spans, ignore_index=True)
+    if spans.empty:
+        return []
+    if any(trace.has(f) for f in ("kernels", "memcpy", "memset")):
+        ev = gpu_events(trace)
+        us, ue = merge(ev["start"].to_numpy(), ev["end"].to_numpy())
+        busy = np.array(
+            [_busy_within(us, ue, s, e) for s, e in zip(spans["start"], spans["end"], strict=True)]
+        )
+    else:
+        busy = np.zeros(len(spans), dtype=np.int64)
+    idle = (spans["end"] - spans["start"]).to_numpy() - busy
+    stake, step_time = int(idle.sum()), int((steps["end"] - steps["start"]).sum())
+    if not step_time or stake < th.data_loading_share * step_time:
+        return []
+    by_kind = "; ".join(
+        f"{k}: {int((spans['kind'] == k).sum()):,} spans, {_ms(idle[(spans['kind'] == k).to_numpy()].sum())} "
+        "with the GPU idle"
+        for k in ("DataLoader", "between steps")
+        if (spans["kind"] == k).any()
+    )
+    evidence = f"{by_kind}; the {len(steps)} steps take {_ms(step_time)}"
+    fix = (
+        "load the next batch while the GPU works: DataLoader(num_workers=N, pin_memory=True, "
+        "persistent_workers=True, prefetch_factor=2) and .to(device, non_blocking=True)"
+    )
+    where = place(ranges, spans["start"].to_numpy(), idle, spans["pid"].to_numpy())
+    return [Finding("data-loading", stake, where, evidence, fix)]
