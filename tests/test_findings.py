@@ -230,3 +230,21 @@ def test_data_loading_silent_on_diff_control_and_fires_from_a_lower_share() -> N
     assert found.evidence.startswith(
         "DataLoader: 6 spans, 0.420 ms with the GPU idle; between steps: 5 spans"
     )
+
+
+def test_exposed_communication_fires_on_diff_control_and_silent_on_nccl(nccl: Trace) -> None:
+    """diff-control: NCCL kernels run 163.535 ms, 87.921 ms of it with no compute kernel beside them, 18.9%
+    of the GPU's span: a finding. The share overlapped agrees with comm_comp_overlap (HTA's table).
+    nccl: 39.559 ms exposed, 6.0% of its span: under 10%, silent."""
+    from analysis.breakdown import comm_comp_overlap
+
+    trace = open_trace(trace_path("diff-control"))
+    found = _rule(findings(trace), "exposed-communication")
+    assert found.at_stake_ns == 87_921_000
+    assert "communication kernels run 163.535 ms, 87.921 ms of it (53.8%)" in found.evidence
+    overlap = comm_comp_overlap(trace)["Comm/Comp Overlap (%)"].item()
+    assert overlap == round(100 * (163_535_000 - 87_921_000) / 163_535_000, 2)
+    assert _rule(findings(nccl), "exposed-communication") is None
+    assert _rule(
+        findings(nccl, Thresholds(exposed_comm_share=0.05)), "exposed-communication"
+    ).at_stake_ns == (39_559_468)

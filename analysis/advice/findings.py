@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
-from analysis.gpu_events import gpu_events, merge
+from analysis.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
 from analysis.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
 from analysis.readers.kineto import STEP_RE
 from analysis.runtime import plain_name
@@ -45,6 +45,7 @@ class Thresholds:
     optimizer_median_ns: int = 20_000  # ... with a median kernel shorter than this
     overhead_share: float = 0.02  # nsys's own time inside a phase, share of the phase (health's threshold)
     data_loading_share: float = 0.05  # GPU idle while loading data / between steps, share of the steps' time
+    exposed_comm_share: float = 0.10  # communication kernels with no computation beside, share of GPU span
 
     def with_options(self, options: list[str]) -> Thresholds:
         """These thresholds with `NAME=VALUE` options applied; AnalysisError naming what is wrong."""
@@ -86,6 +87,7 @@ def findings(trace: Trace, thresholds: Thresholds | None = None) -> list[Finding
         launch_bound,
         optimizer_small_kernels,
         data_loading,
+        exposed_communication,
         nsys_overhead_in_phases,
     )
     for rule in rules:
@@ -425,3 +427,36 @@ def data_loading(trace: Trace, th: Thresholds) -> list[Finding]:
     )
     where = place(ranges, spans["start"].to_numpy(), idle, spans["pid"].to_numpy())
     return [Finding("data-loading", stake, where, evidence, fix)]
+
+
+def exposed_communication(trace: Trace, th: Thresholds) -> list[Finding]:
+    """Collectives with no computation beside them: the time of communication kernels (HTA's COMMUNICATION
+    type) during which no compute kernel runs, the part of analysis.breakdown.comm_comp_overlap that is not
+    overlapped."""
+    if not trace.has("kernels"):
+        return []
+    ev = gpu_events(trace)
+    kind = types_of(ev)
+    start, end = ev["start"].to_numpy(), ev["end"].to_numpy()
+    comm = merge(start[kind == "COMMUNICATION"], end[kind == "COMMUNICATION"])
+    total = int((comm[1] - comm[0]).sum())
+    if not total:
+        return []
+    comp = merge(start[kind == COMPUTATION], end[kind == COMPUTATION])
+    state, lo, hi = sweep([comm, comp])
+    alone = state == 1  # communication only
+    exposed = int((hi - lo)[alone].sum())
+    span = int(end.max() - start.min())
+    if not span or exposed < th.exposed_comm_share * span:
+        return []
+    evidence = (
+        f"communication kernels run {_ms(total)}, {_ms(exposed)} of it ({100 * exposed / total:.1f}%) "
+        f"with no computation beside it, {100 * exposed / span:.1f}% of the GPU's {_ms(span)} span"
+    )
+    fix = (
+        "overlap collectives with compute: DDP bucketing (bucket_cap_mb), gradient all-reduce during "
+        "backward, FSDP prefetch (forward_prefetch, backward_prefetch); do not wait on a collective right "
+        "after starting it"
+    )
+    where = place(_ranges(trace), lo[alone], (hi - lo)[alone])
+    return [Finding("exposed-communication", exposed, where, evidence, fix)]
