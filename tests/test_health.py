@@ -261,3 +261,23 @@ def test_health_json_carries_details() -> None:
     doc = json.loads(result.stdout)
     assert [r["Check"] for r in doc["health"]][:2] == ["nsys messages", "nsys overhead"]
     assert len(doc["nsys messages"]) == 12
+
+
+def test_message_text_is_data_not_markup(tmp_path: Path) -> None:
+    """A message from the export holding rich markup and a terminal escape prints as it is, escaped."""
+    text = "[bold red]lost[/] \x1b]0;owned\x07 events"
+    path = derive(
+        _export("ext/fuser_report1"),
+        tmp_path / "markup.sqlite",
+        f"UPDATE DIAGNOSTIC_EVENT SET severity = 2, text = '{text}' "
+        "WHERE rowid = (SELECT min(rowid) FROM DIAGNOSTIC_EVENT)",
+    )
+    result = runner.invoke(
+        app, ["health", str(path), "--no-cache", "--details", "--wide"], env={"COLUMNS": "400"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "\x1b]0;" not in result.output and "\\x1b]0;owned\\x07" in result.output
+    assert "[bold red]lost[/]" in result.output
+    with open_trace(path, cache=False) as trace:
+        check = _check(capture_health(trace), "nsys messages")
+    assert check.status == "fail"  # "lost": nsys says events were lost
