@@ -22,8 +22,12 @@ column, not two.
 - cpu_ops (framework operators, e.g. PyTorch's aten:: ops): start, end, global_tid, name_id, external_id
 - threads: global_tid, name
 - strings: id, value (what the *name_id columns point at)
+- overhead (nsys's own time, PROFILER_OVERHEAD): start, end, duration, global_tid, name_id
+- diagnostics (nsys's messages, DIAGNOSTIC_EVENT): timestamp, global_pid, severity, source, text
+- contexts (the CUDA contexts GPU work ran in): global_pid, device_id, context_id
 
-A reader fills the frames its format has; the others are empty (nsys exports: no syncs, no cpu_ops).
+A reader fills the frames its format has; the others are empty (nsys exports: no syncs, no cpu_ops;
+Kineto traces: no overhead, diagnostics or contexts).
 
 global_tid / global_pid follow nsys: the process id in bits 24-47, the thread id in bits 0-23.
 Rows that cannot be right (no start or end, end before start, a name id with no string) are left out
@@ -60,13 +64,17 @@ FRAMES: dict[str, tuple[str, ...]] = {
     "cpu_ops": ("start", "end", "global_tid", "name_id", "external_id"),
     "threads": ("global_tid", "name"),
     "strings": ("id", "value"),
+    "overhead": ("start", "end", "duration", "global_tid", "name_id"),
+    "diagnostics": ("timestamp", "global_pid", "severity", "source", "text"),
+    "contexts": ("global_pid", "device_id", "context_id"),
 }  # fmt: skip
-WHOLE = frozenset({"threads", "strings"})  # read in one piece
-TYPED = frozenset({"nvtx", "threads", "strings"})  # the reader types their columns, rows or none
-TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops"})
+WHOLE = frozenset({"threads", "strings", "diagnostics", "contexts"})  # read in one piece
+TYPED = frozenset({"nvtx", "threads", "strings", "diagnostics", "contexts"})  # the reader types them
+TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops", "overhead"})
 NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory copies",
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
-            "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators"}  # fmt: skip
+            "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
+            "overhead": "profiler overhead events"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 _unwritable_said: set[str] = set()
