@@ -209,10 +209,11 @@ def comparisons(
 def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> pd.DataFrame:
     """`steps`: label, repeat, step, phase, duration_ns (measured steps of every run; one run per repeat).
 
-    One row per phase and one for whole steps: mean and sample standard deviation per label, and for each
-    label but the baseline its overhead in percent of the baseline mean with the 95% confidence interval and
-    a verdict. `overhead (%)` is filled only when the interval lies above zero: a figure inside the noise is
-    not an overhead. Labels keep first-seen order, the baseline first.
+    One row per phase and one for whole steps: mean and sample standard deviation per label (both empty
+    where the label has no steps of that phase), and for each label but the baseline its overhead in
+    percent of the baseline mean with the 95% confidence interval and a verdict. `overhead (%)` is filled
+    only when the interval lies above zero: a figure inside the noise is not an overhead. Labels keep
+    first-seen order, the baseline first.
     """
     labels = ordered_labels(steps, baseline)
     found = comparisons(steps, phases, baseline)
@@ -222,7 +223,8 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
         for label in labels:
             d = durations.loc[durations["label"] == label, "duration_ns"]
             row[f"{label} Avg (ns)"] = float(d.mean()) if len(d) else math.nan
-            row[f"{label} StdDev (ns)"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+            # no samples: no figure (one: 0.0, as every table here prints one instance's StdDev)
+            row[f"{label} StdDev (ns)"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0 if len(d) else math.nan
             c = found.get((name, label))
             if c is not None:
                 row[f"{label} overhead (%)"] = c.effect_pct if c.outcome == "increase" else math.nan
