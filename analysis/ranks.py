@@ -91,15 +91,22 @@ def union_ns(start: np.ndarray, end: np.ndarray) -> int:
     return int((last - first).sum())
 
 
-def gpu_activity(trace: Trace) -> dict[str, Any]:
+NOT_TRACED = "CUDA not traced (no kernel data: a CPU run, or profiled without --trace=cuda)"
+
+
+def gpu_activity(trace: Trace, pid: int | None = None) -> dict[str, Any]:
     """Kernels, GPU busy ns (union of kernel intervals over all devices and streams), communication
-    kernels (names starting with `nccl`, any case) and their summed duration. No kernels: zeros, and
-    `note` says so."""
+    kernels (names starting with `nccl`, any case) and their summed duration; `pid`: only the kernels
+    that process launched. No kernel data: None for each (not 0: nothing was measured), and `note` says
+    the export did not trace CUDA."""
     out: dict[str, Any] = {"kernels": 0, "gpu_busy_ns": 0, "comm_kernels": 0, "comm_ns": 0, "note": ""}
     if not trace.has("kernels"):
-        out["note"] = "no kernels (a CPU run, or not traced with --trace=cuda)"
-        return out
-    kern = trace.frame("kernels", ["start", "end", "name_id"])
+        return {**dict.fromkeys(out, None), "note": NOT_TRACED}
+    kern = trace.frame("kernels", ["start", "end", "name_id", "global_pid"])
+    if pid is not None:
+        from analysis.runtime import pid_of
+
+        kern = kern[pid_of(kern["global_pid"].to_numpy()) == pid]
     names = trace.strings(kern["name_id"].unique())
     comm_ids = [i for i, n in names.items() if n.lower().startswith(COMM_PREFIX)]
     comm = kern["name_id"].isin(comm_ids).to_numpy()
@@ -231,20 +238,23 @@ def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd
 
 
 def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL Share (%) (of GPU busy),
-    and with phases the all-reduce share of a step, Comm Share (%) (all-reduce total / step total)."""
+    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL Share (%) (of GPU busy;
+    empty when the GPU was never busy; every cell but Rank empty where CUDA was not traced), and with
+    phases the all-reduce share of a step, Comm Share (%) (all-reduce total / step total)."""
     g = gpu.sort_values("rank")
-    busy = g["gpu_busy_ns"].to_numpy(dtype=float)
+    # None where CUDA was not traced: the cells stay empty, never 0
+    busy = pd.to_numeric(g["gpu_busy_ns"], errors="coerce").to_numpy(dtype=float)
+    comm_ns = pd.to_numeric(g["comm_ns"], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(busy > 0, comm_ns * 100 / busy, np.nan)  # never busy: no share, not 0.0
     out = pd.DataFrame(
         {
             "Rank": g["rank"].to_numpy(),
-            "Kernels": g["kernels"].to_numpy(),
+            "Kernels": pd.array(g["kernels"], dtype="Int64"),
             "GPU Busy (ms)": (busy / MS).round(3),
-            "NCCL Kernels": g["comm_kernels"].to_numpy(),
-            "NCCL Time (ms)": (g["comm_ns"].to_numpy() / MS).round(3),
-            "NCCL Share (%)": np.where(
-                busy > 0, g["comm_ns"].to_numpy() * 100 / np.maximum(busy, 1), 0.0
-            ).round(1),
+            "NCCL Kernels": pd.array(g["comm_kernels"], dtype="Int64"),
+            "NCCL Time (ms)": (comm_ns / MS).round(3),
+            "NCCL Share (%)": share.round(1),
         }
     )
     if phases is not None and len(phases):
