@@ -37,22 +37,23 @@ MS = 1e6
 # --- one trace ------------------------------------------------------------------------------------------
 
 
-def phase_rows(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
+def phase_rows(trace: Trace, phases: Sequence[str] = PHASES, *, with_pid: bool = False) -> pd.DataFrame:
     """The phase ranges (and `step` ranges, as phase "step") of the measured steps: phase, step,
-    duration_ns, start_ns, end_ns on the trace's clock. Steps are numbered by the harness's payload (else
-    their order); without `step` ranges, each phase's instances are numbered in order."""
+    duration_ns, start_ns, end_ns on the trace's clock (and pid, the process that pushed the range, with
+    `with_pid`). Steps are numbered by the harness's payload (else their order); without `step` ranges,
+    each phase's instances are numbered in order (per process)."""
     from analysis.nvtx import all_ranges
     from analysis.nvtx_gpu import measured_steps
     from analysis.timeline import step_index
 
-    cols = ["phase", "step", "duration_ns", "start_ns", "end_ns"]
+    cols = ["phase", "step", "duration_ns", "start_ns", "end_ns", *(["pid"] if with_pid else [])]
     if not trace.has("nvtx"):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "phase" else np.int64) for c in cols})
     ranges = all_ranges(trace).astype({"name": object})
     ph = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
     all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)
     if all_steps.empty:
-        step = ph.groupby("name", sort=False).cumcount().to_numpy()
+        step = ph.groupby(["pid", "name"], sort=False).cumcount().to_numpy()
         out = ph.assign(step=step)
     else:
         numbers = step_index(all_steps, all_steps).to_numpy()
@@ -72,7 +73,8 @@ def phase_rows(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
             ignore_index=True,
         )
     out = out.rename(columns={"name": "phase"})[cols]
-    return out.astype({"step": np.int64, "duration_ns": np.int64}).reset_index(drop=True)
+    out = out.astype({"step": np.int64, "duration_ns": np.int64}).reset_index(drop=True)
+    return out.astype({"pid": np.int64}) if with_pid else out
 
 
 def union_ns(start: np.ndarray, end: np.ndarray) -> int:
@@ -278,8 +280,11 @@ class RanksReport:
     phase_times: pd.DataFrame
     imbalance: pd.DataFrame
     per_rank: pd.DataFrame
-    labels: dict[int, str] = field(default_factory=dict)  # rank -> file name
+    labels: dict[int, str] = field(default_factory=dict)  # rank -> file name (or process, in one capture)
     notes: list[str] = field(default_factory=list)
+    # one capture of several ranks (analysis.capture_ranks): each rank's collectives, and per rank
+    collectives: pd.DataFrame | None = None
+    around: pd.DataFrame | None = None
 
 
 def ranks_report(
@@ -292,7 +297,7 @@ def ranks_report(
 ) -> RanksReport:
     """Read each export in a worker (analysis.multi) and build the tables. Ranks come from the file names
     (`names`, the paths the user gave, when `paths` are exports made from them), else the traces, else the
-    order given (with a note)."""
+    order given (with a note). One export of several ranks: analysis.capture_ranks.ranks_of_exports."""
     from analysis.errors import ExportError
     from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
 

@@ -99,9 +99,9 @@ def ranks_of(
     inputs: list[Path], *, jobs: int | None = None, dask: str | None = None, cache: bool = True
 ) -> RanksReport:
     """`harness ranks` over exports or reports (reports exported first)."""
+    from analysis.capture_ranks import ranks_of_exports
     from analysis.multi import check_name_ranks
-    from analysis.ranks import ranks_report
 
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]
-    return ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    return ranks_of_exports(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)

@@ -110,9 +110,18 @@ def test_cpu_run_says_cuda_not_traced(cpu_export: Path, tmp_path: Path) -> None:
     one = derive(cpu_export, tmp_path / "cpu.rank0.sqlite")
     report = ranks_report([one])
     cells = report.per_rank.drop(columns="Rank")
-    assert list(cells.columns) == ["Kernels", "GPU Busy (ms)", "NCCL Kernels", "NCCL Time (ms)", "NCCL Share (%)"]
+    assert list(cells.columns) == [
+        "Kernels",
+        "GPU Busy (ms)",
+        "NCCL Kernels",
+        "NCCL Time (ms)",
+        "NCCL Share (%)",
+    ]
     assert cells.isna().all().all()  # not traced: every cell empty, never 0
-    assert "rank 0: CUDA not traced (no kernel data: a CPU run, or profiled without --trace=cuda)" in report.notes
+    assert (
+        "rank 0: CUDA not traced (no kernel data: a CPU run, or profiled without --trace=cuda)"
+        in report.notes
+    )
     gpu = gpu_table(report.gpu, report.phases)
     assert "Comm Share (%)" not in gpu.columns  # no allreduce phase on one rank
 
@@ -154,7 +163,8 @@ def test_ranks_tells_a_missing_export_from_an_unknown_run(tmp_path: Path, tmp_db
 def test_nccl_share_is_empty_when_the_gpu_was_never_busy() -> None:
     gpu = pd.DataFrame(
         [{"rank": 0, "kernels": 0, "gpu_busy_ns": 0, "comm_kernels": 0, "comm_ns": 0, "note": ""},
-         {"rank": 1, "kernels": 4, "gpu_busy_ns": 8_000_000, "comm_kernels": 1, "comm_ns": 2_000_000, "note": ""}]
+         {"rank": 1, "kernels": 4, "gpu_busy_ns": 8_000_000, "comm_kernels": 1, "comm_ns": 2_000_000,
+          "note": ""}]
     )  # fmt: skip
     table = gpu_table(gpu)
     assert pd.isna(table["NCCL Share (%)"].iloc[0]) and table["NCCL Share (%)"].iloc[1] == 25.0

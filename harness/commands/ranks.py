@@ -68,6 +68,11 @@ def ranks_cmd(
     ]
     if len(report.gpu):  # from exports; the timers' per-rank means are the table above
         tables.append(("GPU and communication per rank", report.per_rank))
+    if report.around is not None:  # one capture of several ranks (analysis.capture_ranks)
+        tables.append(
+            ("Around the collectives, per rank: compute before, wait for the last rank", report.around)
+        )
+        tables.append(("Each collective on each rank", report.collectives))
     emit_many(tables, format, notes=report.notes, wide=wide)
     if html is not None:
         if "start_ns" not in report.phases:
