@@ -64,6 +64,30 @@ class By(StrEnum):
     name = "name"
 
 
+class NvtxBy(StrEnum):
+    op = "op"
+    shape = "shape"
+
+
+NvtxByOpt = Annotated[
+    NvtxBy,
+    typer.Option(
+        "--by",
+        help="PyTorch's NVTX ranges (`aten::to, seq = N, op_id = N`): op groups them by operator (as "
+        "torch.profiler's key_averages()), shape by operator and input sizes.",
+    ),
+]
+RawNamesOpt = Annotated[
+    bool,
+    typer.Option("--raw-names", help="NVTX names as recorded, one row each (what nsys stats prints)."),
+]
+
+
+def grouping(by: NvtxBy, raw_names: bool) -> str:
+    """The NVTX grouping of analysis.nvtx_names the options name."""
+    return "raw" if raw_names else by.value
+
+
 class GpuMode(StrEnum):
     auto = "auto"
     phase = "phase"
@@ -175,6 +199,8 @@ def nvtx_cmd(
     trace: Annotated[
         bool, typer.Option("--trace", help="One row per push/pop range instance (like nvtxpptrace).")
     ] = False,
+    by: NvtxByOpt = NvtxBy.op,
+    raw_names: RawNamesOpt = False,
     top: TopOpt = None,
     by_rank: ByRankOpt = False,
     jobs: JobsOpt = None,
@@ -183,17 +209,19 @@ def nvtx_cmd(
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """Time per NVTX range, like `nsys stats -r nvtxsum`."""
+    """Time per NVTX range, like `nsys stats -r nvtxsum` (with --raw-names: the same rows). PyTorch's
+    ranges are grouped by operator."""
     from analysis.nvtx import nvtx_summary, nvtx_trace
 
+    group = grouping(by, raw_names)
     paths = _inputs(report)
     if len(paths) > 1:
-        options = {"trace_rows": trace}
+        options = {"trace_rows": trace, "by": group}
         _many("nvtx", paths, options, by_rank, jobs, dask, no_cache, format, "NVTX ranges", top, wide)
         return
     report = paths[0]
     tr = open_report(report, no_cache)
-    df = nvtx_trace(tr) if trace else nvtx_summary(tr)
+    df = nvtx_trace(tr) if trace else nvtx_summary(tr, by=group)
     _show(df, format, f"NVTX ranges in {report.name}", top, wide)
 
 
@@ -234,6 +262,8 @@ def nvtx_gpu_cmd(
         int | None,
         typer.Option("--top", min=1, metavar="<n>", help="With --kernels: top N kernels per range."),
     ] = None,
+    by: NvtxByOpt = NvtxBy.op,
+    raw_names: RawNamesOpt = False,
     by_rank: ByRankOpt = False,
     jobs: JobsOpt = None,
     dask: DaskOpt = None,
@@ -247,10 +277,12 @@ def nvtx_gpu_cmd(
     from harness.output import emit_many
 
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
+    group = grouping(by, raw_names)
     paths = _inputs(report)
     if len(paths) > 1:
         view = "projection" if projection else "kernels" if kernels else "summary"
         options = {"view": view, "mode": mode.value, "phases": names, "exclusive": exclusive, "top": top}
+        options["by"] = group
         titles = {
             "ranges": "GPU time per NVTX range",
             "check": "Do the phases add up? (measured steps)",
@@ -278,10 +310,10 @@ def nvtx_gpu_cmd(
         _show(nvtx_gpu_projection(trace), format, f"NVTX ranges projected onto the GPU in {report.name}", top)
         return
     if kernels:
-        df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive)
+        df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive, by=group)
         _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}", wide=wide)
         return
-    per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive)
+    per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive, by=group)
     chosen = per_range.attrs["mode"]
     tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
     if chosen == "phase":
@@ -395,6 +427,8 @@ def osrt_cmd(
 @cli_errors
 def summary_cmd(
     report: ReportArg,
+    by: NvtxByOpt = NvtxBy.op,
+    raw_names: RawNamesOpt = False,
     top: TopOpt = None,
     by_rank: ByRankOpt = False,
     jobs: JobsOpt = None,
@@ -409,13 +443,14 @@ def summary_cmd(
     from harness.commands.common import warn
     from harness.output import emit_many
 
+    group = grouping(by, raw_names)
     paths = _inputs(report)
     if len(paths) > 1:
-        _many("summary", paths, {}, by_rank, jobs, dask, no_cache, format, "", top, wide,
+        _many("summary", paths, {"by": group}, by_rank, jobs, dask, no_cache, format, "", top, wide,
               {t: t for t in ()})  # fmt: skip
         return
     report = paths[0]
-    result = summary(open_report(report, no_cache))
+    result = summary(open_report(report, no_cache), by=group)
     if not result.tables:
         raise ExportError(
             f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
