@@ -78,7 +78,7 @@ def test_wide_shows_every_column_and_whole_names(a100_export: Path, cpu_export: 
                  ("nvtx-gpu", a100_export), ("summary", a100_export)):  # fmt: skip
         narrow, wide = run(*args), run(*args, "--wide")
         assert wide.exit_code == 0, wide.output
-        assert "left out" in narrow.stdout and "left out" not in wide.stdout, args
+        assert "columns left out" in narrow.stdout and "columns left out" not in wide.stdout, args
         assert max(map(cell_len, wide.stdout.splitlines())) > 80
     launch = run("launch", a100_export, "--wide").stdout
     for header in ("PID", "QStdDev", "API Name", "saxpy(double *, double *, double *, double, int)"):

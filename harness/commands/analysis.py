@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.commands.common import FormatOpt, WideOpt, cli_errors
+from harness.commands.common import FormatOpt, LimitOpt, WideOpt, cli_errors
 from harness.errors import ExportError, UsageError
 from harness.output import Format
 
@@ -100,11 +100,12 @@ def open_report(report: Path, no_cache: bool = False) -> Trace:
     return open_it(report, cache=not no_cache)
 
 
-def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False) -> None:
+def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False,
+          limit: int | None = None) -> None:  # fmt: skip
     from harness.output import emit
 
     notes = df.attrs.get("notes", [])
-    emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide)
+    emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide, limit=limit)
 
 
 def _inputs(reports: list[Path]) -> list[Path]:
@@ -116,7 +117,7 @@ def _inputs(reports: list[Path]) -> list[Path]:
 
 def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int | None, dask: str | None,
           no_cache: bool, fmt: Format, title: str, top: int | None, wide: bool,
-          titles: dict[str, str] | None = None) -> None:  # fmt: skip
+          titles: dict[str, str] | None = None, limit: int | None = None) -> None:  # fmt: skip
     """Several exports: the combined tables (harness.reports.analyse_many), rendered."""
     from harness.output import emit, emit_many
     from harness.reports import analyse_many
@@ -137,9 +138,9 @@ def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int 
         tables.append((f"{heading} in {what}" if len(result.tables) > 1 else f"{title} in {what}", df))
     notes = list(dict.fromkeys([*result.notes, *(n for _, df in tables for n in df.attrs.get("notes", []))]))
     if len(tables) == 1 and not result.skipped:
-        emit(tables[0][1], fmt, title=tables[0][0], notes=notes, wide=wide)
+        emit(tables[0][1], fmt, title=tables[0][0], notes=notes, wide=wide, limit=limit)
         return
-    emit_many(tables, fmt, notes=notes, skipped=result.skipped or None, wide=wide)
+    emit_many(tables, fmt, notes=notes, skipped=result.skipped or None, wide=wide, limit=limit)
     if fmt is Format.table and result.skipped:
         from harness.commands.common import warn
 
@@ -171,6 +172,7 @@ def kernels_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
     from analysis.kernels import kernel_summary
@@ -181,7 +183,20 @@ def kernels_cmd(
     paths = _inputs(report)
     if len(paths) > 1:
         options = {"names": names, "by": by.value, "range_name": range_name, "hta": hta}
-        _many("kernels", paths, options, by_rank, jobs, dask, no_cache, format, "CUDA kernels", top, wide)
+        _many(
+            "kernels",
+            paths,
+            options,
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "CUDA kernels",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     trace = open_report(report, no_cache)
@@ -190,7 +205,7 @@ def kernels_cmd(
 
         trace = hta_view(trace)
     df = kernel_summary(trace, names=names, by=by.value, range_name=range_name)
-    _show(df, format, f"CUDA kernels in {report.name}", top, wide)
+    _show(df, format, f"CUDA kernels in {report.name}", top, wide, limit)
 
 
 @cli_errors
@@ -208,6 +223,7 @@ def nvtx_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Time per NVTX range, like `nsys stats -r nvtxsum` (with --raw-names: the same rows). PyTorch's
     ranges are grouped by operator."""
@@ -217,12 +233,25 @@ def nvtx_cmd(
     paths = _inputs(report)
     if len(paths) > 1:
         options = {"trace_rows": trace, "by": group}
-        _many("nvtx", paths, options, by_rank, jobs, dask, no_cache, format, "NVTX ranges", top, wide)
+        _many(
+            "nvtx",
+            paths,
+            options,
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "NVTX ranges",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     tr = open_report(report, no_cache)
     df = nvtx_trace(tr) if trace else nvtx_summary(tr, by=group)
-    _show(df, format, f"NVTX ranges in {report.name}", top, wide)
+    _show(df, format, f"NVTX ranges in {report.name}", top, wide, limit)
 
 
 @cli_errors
@@ -270,6 +299,7 @@ def nvtx_gpu_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum.
     Several exports: each rank's rows, one block per rank (the rows are per process already)."""
@@ -302,23 +332,26 @@ def nvtx_gpu_cmd(
             None,
             wide,
             titles,
+            limit,
         )
         return
     report = paths[0]
     trace = open_report(report, no_cache)
     if projection:
-        _show(nvtx_gpu_projection(trace), format, f"NVTX ranges projected onto the GPU in {report.name}", top)
+        title = f"NVTX ranges projected onto the GPU in {report.name}"
+        _show(nvtx_gpu_projection(trace), format, title, top, wide, limit)
         return
     if kernels:
         df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive, by=group)
-        _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}", wide=wide)
+        title = f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}"
+        _show(df, format, title, wide=wide, limit=limit)
         return
     per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive, by=group)
     chosen = per_range.attrs["mode"]
     tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
     if chosen == "phase":
         tables.append(("Do the phases add up? (measured steps)", phase_check(trace, names)))
-    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide)
+    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide, limit=limit)
 
 
 @cli_errors
@@ -331,17 +364,25 @@ def api_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
     from analysis.cuda_api import cuda_api_summary
 
     paths = _inputs(report)
     if len(paths) > 1:
-        _many("api", paths, {}, by_rank, jobs, dask, no_cache, format, "CUDA API calls", top, wide)
+        _many(
+            "api", paths, {}, by_rank, jobs, dask, no_cache, format, "CUDA API calls", top, wide, limit=limit
+        )
         return
     report = paths[0]
     _show(
-        cuda_api_summary(open_report(report, no_cache)), format, f"CUDA API calls in {report.name}", top, wide
+        cuda_api_summary(open_report(report, no_cache)),
+        format,
+        f"CUDA API calls in {report.name}",
+        top,
+        wide,
+        limit,
     )
 
 
@@ -354,6 +395,7 @@ def memops_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
     from analysis.memops import memops_size, memops_time
@@ -362,7 +404,7 @@ def memops_cmd(
     paths = _inputs(report)
     if len(paths) > 1:
         titles = {"by time": "GPU memory operations by time", "by size": "by size (MB)"}
-        _many("memops", paths, {}, by_rank, jobs, dask, no_cache, format, "", None, wide, titles)
+        _many("memops", paths, {}, by_rank, jobs, dask, no_cache, format, "", None, wide, titles, limit)
         return
     report = paths[0]
     trace = open_report(report, no_cache)
@@ -372,6 +414,7 @@ def memops_cmd(
         format,
         notes=by_time.attrs.get("notes", []),
         wide=wide,
+        limit=limit,
     )
 
 
@@ -385,6 +428,7 @@ def launch_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports:
     each rank's rows, one block per rank (the rows are per process and thread already)."""
@@ -392,12 +436,25 @@ def launch_cmd(
 
     paths = _inputs(report)
     if len(paths) > 1:
-        _many("launch", paths, {}, by_rank, jobs, dask, no_cache, format, "kernel launch latency", top, wide)
+        _many(
+            "launch",
+            paths,
+            {},
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "kernel launch latency",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     df = launch_summary(open_report(report, no_cache))
     df.attrs["priority"] = LAUNCH_PRIORITY
-    _show(df, format, f"kernel launch latency in {report.name}", top, wide)
+    _show(df, format, f"kernel launch latency in {report.name}", top, wide, limit)
 
 
 @cli_errors
@@ -410,17 +467,36 @@ def osrt_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
     from analysis.osrt import osrt_summary
 
     paths = _inputs(report)
     if len(paths) > 1:
-        _many("osrt", paths, {}, by_rank, jobs, dask, no_cache, format, "OS runtime calls", top, wide)
+        _many(
+            "osrt",
+            paths,
+            {},
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "OS runtime calls",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     _show(
-        osrt_summary(open_report(report, no_cache)), format, f"OS runtime calls in {report.name}", top, wide
+        osrt_summary(open_report(report, no_cache)),
+        format,
+        f"OS runtime calls in {report.name}",
+        top,
+        wide,
+        limit,
     )
 
 
@@ -436,6 +512,7 @@ def summary_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Every table the export has data for, in one report. Several exports: the summaries combine like the
     single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
@@ -447,7 +524,7 @@ def summary_cmd(
     paths = _inputs(report)
     if len(paths) > 1:
         _many("summary", paths, {"by": group}, by_rank, jobs, dask, no_cache, format, "", top, wide,
-              {t: t for t in ()})  # fmt: skip
+              {t: t for t in ()}, limit)  # fmt: skip
         return
     report = paths[0]
     result = summary(open_report(report, no_cache), by=group)
@@ -459,7 +536,7 @@ def summary_cmd(
     for title, df in tables:
         if "kernexecsum" in title:
             df.attrs["priority"] = LAUNCH_PRIORITY
-    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide)
+    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide, limit=limit)
     if format is Format.table:
         by_reason: dict[str, list[str]] = {}
         for title, why in result.skipped.items():
@@ -593,6 +670,7 @@ def breakdown_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
     per kernel type, and idle time per stream by cause."""
@@ -625,4 +703,4 @@ def breakdown_cmd(
         if all(t.has("runtime") for t in traces):
             tables.append(("Queue length per stream", b.queue_length_summary(traces, **rules)))
     notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
-    emit_many(tables, format, notes=notes, wide=wide)
+    emit_many(tables, format, notes=notes, wide=wide, limit=limit)
