@@ -25,8 +25,9 @@ per rank (gpu_activity of the process's kernels); and what happens around each c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ from analysis.ranks import (
     straggler_table,
 )
 from analysis.runtime import pid_of
-from analysis.trace import Trace, open_trace
+from analysis.trace import FRAMES, Trace, open_trace
 
 CAPTURE = "capture"  # the phase name of a rank's whole capture, where there are no phase ranges
 COLLECTIVE_COLUMNS = [
@@ -243,3 +244,112 @@ def ranks_of_exports(
         if len(procs) > 1:
             return capture_report(trace, procs)
     return ranks_report(paths, names=names, jobs=jobs, dask=dask, cache=cache)
+
+
+# --- `--by-rank` on one capture: each process's share of the trace ---------------------------------------
+
+
+class ProcessView(Trace):
+    """One process of a trace, as a trace: every frame holds only that process's rows (kernels, copies,
+    sets and syncs by the process that launched them; calls, ranges and threads by their thread's
+    process). The tables run on it unchanged; the data stays the base trace's, read once."""
+
+    def __init__(self, base: Trace, pid: int) -> None:  # no super().__init__: the base trace holds the data
+        self.base = base
+        self.pid = pid
+        self.path = base.path
+        self.meta = base.meta
+        self.format = base.format
+        self.notes = list(base.notes)
+        self._masks: dict[str, np.ndarray | None] = {}
+
+    def __repr__(self) -> str:
+        return f"ProcessView({self.base!r}, pid={self.pid})"
+
+    @property
+    def reader(self) -> Any:
+        return self.base.reader
+
+    @property
+    def source_reads(self) -> dict[str, int]:
+        return self.base.source_reads
+
+    def close(self) -> None:
+        self.base.close()
+
+    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
+        self.base.load(wanted)
+
+    def holds(self, frame: str, columns: Sequence[str]) -> bool:
+        return self.base.holds(frame, columns)
+
+    def count(self, frame: str) -> int:
+        mask = self._mask(frame)
+        return self.base.count(frame) if mask is None else int(mask.sum())
+
+    def _mask(self, frame: str) -> np.ndarray | None:
+        """The base's raw rows of `frame` that belong to the process (None: every row)."""
+        if frame not in self._masks:
+            key = next((c for c in ("global_pid", "global_tid") if c in FRAMES[frame]), None)
+            if key is None:  # strings
+                self._masks[frame] = None
+            else:
+                ids = np.asarray(self.base._columns(frame, [key])[key])
+                self._masks[frame] = pid_of(ids) == self.pid
+        return self._masks[frame]
+
+    def _columns(self, frame: str, columns: list[str], keep: bool = True) -> dict[str, Any]:
+        data = self.base._columns(frame, columns, keep=keep)
+        mask = self._mask(frame)
+        if mask is None:
+            return data
+        return {
+            c: v[mask].reset_index(drop=True) if isinstance(v, pd.Series) else v[mask]
+            for c, v in data.items()
+        }
+
+
+def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache: bool = True) -> Any:
+    """One command's tables over one capture split by process (`--by-rank` on one export): each process
+    that launched kernels is a rank (kernel_processes), its share of the trace a ProcessView, and the
+    tables combine as those of one export per rank do (analysis.multi_tables.combine)."""
+    from analysis.errors import ExportError
+    from analysis.multi import Part, Source, Sources
+    from analysis.multi_tables import TASKS, combine
+
+    trace = open_trace(path, cache=cache)
+    procs = kernel_processes(trace)
+    if len(procs) < 2:
+        raise ExportError(
+            f"--by-rank on one export splits it by the processes that launched kernels, and {path.name} "
+            f"has {len(procs) or 'none'}: give one export per rank"
+        )
+    parts, items, errors = [], [], []
+    for rank, pid in zip(procs["rank"], procs["pid"], strict=True):
+        view = ProcessView(trace, int(pid))
+        part = Part(path=f"{path}#{pid}")
+        try:
+            pieces = TASKS[kind](view, **options)
+        except ExportError as e:  # this process has none of it: the others may
+            pieces, part.skipped = {}, {kind: str(e)}
+            errors.append(str(e))
+        skipped = pieces.pop("_skipped", None)
+        if skipped is not None and skipped.table is not None:
+            part.skipped = dict(zip(skipped.table["table"], skipped.table["why"], strict=True))
+        part.pieces = pieces
+        part.notes = list(view.notes)
+        part.info = {
+            "format": trace.format,
+            "rank": int(rank),
+            "session_start_ns": trace.meta.get("session_start_ns"),
+        }
+        parts.append(part)
+        items.append(Source(Path(part.path), int(rank), "process", f"rank {int(rank)}"))
+    if len(errors) == len(parts):  # no process has it: as for the whole export
+        raise ExportError(errors[0])
+    labels = ", ".join(
+        f"rank {r} = PID {p} (device {d})"
+        for r, p, d in zip(procs["rank"], procs["pid"], procs["device"], strict=True)
+    )
+    sources = Sources(items, "Rank", [f"one capture split by process, ranks numbered by device: {labels}"])
+    return combine(kind, parts, sources, by_rank=True, options=options)

@@ -127,3 +127,37 @@ def test_cli_names_two_ranks(capture: Path) -> None:
     blocks = {b.split("\n", 1)[0]: b.split("\n", 1)[1] for b in csv.stdout.strip().split("\n\n")}
     each = pd.read_csv(io.StringIO(blocks["# Each collective on each rank"]))
     assert len(each) == 66  # csv keeps every row
+
+
+def test_by_rank_splits_one_capture_by_process(capture: Path) -> None:
+    kernels = runner.invoke(app, ["kernels", str(capture), "--by-rank", "--format", "csv"])
+    assert kernels.exit_code == 0, kernels.output
+    table = pd.read_csv(io.StringIO(kernels.stdout))
+    per_rank = table.groupby("Rank")[["Total Time (ns)", "Instances"]].sum()
+    sql = _sql(
+        capture,
+        "SELECT (globalPid >> 24) & 0xFFFFFF, SUM(end - start), COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "GROUP BY 1 ORDER BY 1",
+    )
+    assert sql == [(144, 270_875_926, 1993), (145, 264_324_724, 2017)]
+    assert per_rank["Total Time (ns)"].tolist() == [270_875_926, 264_324_724]
+    assert per_rank["Instances"].tolist() == [1993, 2017]
+    api = runner.invoke(app, ["api", str(capture), "--by-rank", "--format", "csv"])
+    calls = pd.read_csv(io.StringIO(api.stdout)).set_index(["Rank", "Name"])
+    launches = _sql(
+        capture,
+        "SELECT (r.globalTid >> 24) & 0xFFFFFF, COUNT(*), SUM(r.end - r.start) "
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "WHERE s.value = 'cuLaunchKernelEx' GROUP BY 1 ORDER BY 1",
+    )
+    assert [(n, t) for _, n, t in launches] == [
+        tuple(calls.loc[(r, "cuLaunchKernelEx"), ["Num Calls", "Total Time (ns)"]]) for r in (0, 1)
+    ]
+    assert sum(n for _, n, _ in launches) == 402
+    assert "rank 0 = PID 144 (device 0), rank 1 = PID 145 (device 1)" in api.stderr
+
+
+def test_by_rank_on_one_process_is_one_line(a100_export: Path) -> None:
+    result = runner.invoke(app, ["kernels", str(a100_export), "--by-rank"])
+    assert result.exit_code == 1
+    assert "--by-rank on one export splits it by the processes that launched kernels" in result.stderr

@@ -29,7 +29,12 @@ REPORT_HELP = (
 # hidden: Typer would print the argument's type as <list[Path]>; REPORT_HELP (the epilog) describes it
 ReportArg = Annotated[list[Path], typer.Argument(show_default=False, metavar="REPORT", hidden=True)]
 ByRankOpt = Annotated[
-    bool, typer.Option("--by-rank", help="Several exports: one block of rows per rank (or file).")
+    bool,
+    typer.Option(
+        "--by-rank",
+        help="Several exports: one block of rows per rank (or file). One export of several ranks (one "
+        "nsys around torchrun): split by process, each process that launched kernels a rank.",
+    ),
 ]
 JobsOpt = Annotated[
     int | None,
@@ -127,7 +132,8 @@ def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int 
     labels = sources.labels if sources is not None else []
     label = sources.column if sources is not None else "Source"
     first, last = (labels[0], labels[-1]) if labels else ("", "")
-    what = f"{len(paths)} exports" + (f" (ranks {first}-{last})" if label == "Rank" else "")
+    what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
+    what += f" (ranks {first}-{last})" if label == "Rank" else ""
     tables = []
     for name, df in result.tables:
         if top and label in df.columns:
@@ -181,7 +187,7 @@ def kernels_cmd(
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         options = {"names": names, "by": by.value, "range_name": range_name, "hta": hta}
         _many(
             "kernels",
@@ -231,7 +237,7 @@ def nvtx_cmd(
 
     group = grouping(by, raw_names)
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         options = {"trace_rows": trace, "by": group}
         _many(
             "nvtx",
@@ -309,7 +315,7 @@ def nvtx_gpu_cmd(
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
     group = grouping(by, raw_names)
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         view = "projection" if projection else "kernels" if kernels else "summary"
         options = {"view": view, "mode": mode.value, "phases": names, "exclusive": exclusive, "top": top}
         options["by"] = group
@@ -370,7 +376,7 @@ def api_cmd(
     from analysis.cuda_api import cuda_api_summary
 
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         _many(
             "api", paths, {}, by_rank, jobs, dask, no_cache, format, "CUDA API calls", top, wide, limit=limit
         )
@@ -402,7 +408,7 @@ def memops_cmd(
     from harness.output import emit_many
 
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         titles = {"by time": "GPU memory operations by time", "by size": "by size (MB)"}
         _many("memops", paths, {}, by_rank, jobs, dask, no_cache, format, "", None, wide, titles, limit)
         return
@@ -435,7 +441,7 @@ def launch_cmd(
     from analysis.launch import launch_summary
 
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         _many(
             "launch",
             paths,
@@ -473,7 +479,7 @@ def osrt_cmd(
     from analysis.osrt import osrt_summary
 
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         _many(
             "osrt",
             paths,
@@ -522,7 +528,7 @@ def summary_cmd(
 
     group = grouping(by, raw_names)
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         _many("summary", paths, {"by": group}, by_rank, jobs, dask, no_cache, format, "", top, wide,
               {t: t for t in ()}, limit)  # fmt: skip
         return
