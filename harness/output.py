@@ -344,14 +344,16 @@ def timed(df: pd.DataFrame) -> bool:
     return any(str(c).endswith(("(ns)", "(ms)")) for c in df.columns)
 
 
-def rows_left_out(left: int, total: int, height: int, option: bool = True) -> str:
-    """The line under a table cut to fit the terminal's height (`option`: the command has --limit)."""
+def rows_left_out(left: int, total: int, height: int | None, option: bool = True) -> str:
+    """The line under a table cut to fit the terminal's `height` (None: cut by --limit); `option`: the
+    command has --limit."""
     how = (
         "--limit N shows N rows (0: all), --format csv or json every row"
         if option
         else ("--format csv or json shows every row")
     )
-    return f"{left:,} of {total:,} rows left out to fit {height} lines: {how}"
+    why = f" to fit {height} lines" if height is not None else ""
+    return f"{left:,} of {total:,} rows left out{why}: {how}"
 
 
 def _render(
@@ -390,7 +392,7 @@ def _render(
             f"{', '.join(dropped)}; --wide shows them"
         )
     if rows < total:
-        notes.append(rows_left_out(total - rows, total, console.height, option))
+        notes.append(rows_left_out(total - rows, total, console.height if limit is None else None, option))
     for note in notes:
         print_lines(console, note, prefix="note: ", prefix_style="dim")
 

@@ -217,7 +217,10 @@ def test_timed_tables_fit_the_terminal_height(cpu_export: Path) -> None:
     tall = runner.invoke(app, ["osrt", str(cpu_export)], env={"COLUMNS": "100", "LINES": "60"})
     assert len(_rows(tall.stdout)) == 21 and "rows left out" not in tall.stdout
     five = runner.invoke(app, ["osrt", str(cpu_export), "--limit", "5"], env={"COLUMNS": "100"})
-    assert len(_rows(five.stdout)) == 5 and "16 of 21 rows left out" in five.stdout
+    assert (
+        len(_rows(five.stdout)) == 5
+        and "16 of 21 rows left out: --limit N shows N rows (0: all)" in five.stdout
+    )
     every = runner.invoke(
         app, ["osrt", str(cpu_export), "--limit", "0"], env={"COLUMNS": "100", "LINES": "10"}
     )
