@@ -81,10 +81,15 @@ def analyse_many(
     cache: bool = True,
 ) -> Combined:
     """One command's tables over several exports (analysis.multi): reports are exported first, here, and
-    the ranks come from the names the user gave."""
+    the ranks come from the names the user gave. One export with `by_rank`: split by process
+    (analysis.capture_ranks)."""
     from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
     from analysis.multi_tables import combine, run_task
 
+    if by_rank and len(inputs) == 1:
+        from analysis.capture_ranks import analyse_by_process
+
+        return analyse_by_process(kind, sqlite_for(inputs[0], cache=cache), options, cache=cache)
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]
     parts = run_tasks(run_task, exports, kind, options, cache, jobs=jobs, dask=dask)
@@ -99,9 +104,9 @@ def ranks_of(
     inputs: list[Path], *, jobs: int | None = None, dask: str | None = None, cache: bool = True
 ) -> RanksReport:
     """`harness ranks` over exports or reports (reports exported first)."""
+    from analysis.capture_ranks import ranks_of_exports
     from analysis.multi import check_name_ranks
-    from analysis.ranks import ranks_report
 
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]
-    return ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    return ranks_of_exports(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)

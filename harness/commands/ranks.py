@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from harness.commands.analysis import DaskOpt, JobsOpt, NoCacheOpt
-from harness.commands.common import DbOpt, FormatOpt, WideOpt, cli_errors
+from harness.commands.common import DbOpt, FormatOpt, LimitOpt, WideOpt, cli_errors
 from harness.errors import HarnessError
 from harness.output import Format
 
@@ -46,6 +46,7 @@ def ranks_cmd(
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
     from analysis.multi import expand
@@ -68,7 +69,12 @@ def ranks_cmd(
     ]
     if len(report.gpu):  # from exports; the timers' per-rank means are the table above
         tables.append(("GPU and communication per rank", report.per_rank))
-    emit_many(tables, format, notes=report.notes, wide=wide)
+    if report.around is not None:  # one capture of several ranks (analysis.capture_ranks)
+        tables.append(
+            ("Around the collectives, per rank: compute before, wait for the last rank", report.around)
+        )
+        tables.append(("Each collective on each rank", report.collectives))
+    emit_many(tables, format, notes=report.notes, wide=wide, limit=limit)
     if html is not None:
         if "start_ns" not in report.phases:
             raise HarnessError(
