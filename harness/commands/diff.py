@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from harness.diff import DiffResult
 
 
+class NvtxBy(StrEnum):
+    op = "op"
+    shape = "shape"
+
+
 class DiffFormat(StrEnum):
     table = "table"
     csv = "csv"
@@ -91,11 +96,47 @@ def diff_cmd(
             "per-phase verdicts with their CI.",
         ),
     ] = None,
+    iteration_range: Annotated[
+        str | None,
+        typer.Option(
+            "--iteration-range",
+            metavar="<name>",
+            help="Two exports: the NVTX range that marks an iteration (default: the harness's `step` "
+            "ranges, else Kineto's ProfilerStep#N).",
+        ),
+    ] = None,
+    iteration: Annotated[
+        int | None,
+        typer.Option(
+            "--iteration",
+            min=0,
+            metavar="<n>",
+            help="Two exports: figures and tables of iteration N of each side only (from 0, warm-up "
+            "included); the verdict still uses every iteration.",
+        ),
+    ] = None,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup",
+            min=0,
+            metavar="<n>",
+            help="Two exports: iterations left out at the start of each side.",
+        ),
+    ] = 0,
+    by: Annotated[
+        NvtxBy,
+        typer.Option("--by", help="Two exports: NVTX ranges by operator, or operator and input sizes."),
+    ] = NvtxBy.op,
+    raw_names: Annotated[
+        bool, typer.Option("--raw-names", help="Two exports: NVTX range names as recorded (no grouping).")
+    ] = False,
     db: DbOpt = None,
     wide: WideOpt = False,
 ) -> None:
-    """Compare two runs, exports or traces: kernels, NVTX ranges and operators added, removed or changed,
-    largest change first; for two runs also a verdict per phase (regression, improvement, inconclusive)."""
+    """Compare two runs, exports or traces. Two exports or traces: the answer first (GPU time, its split,
+    iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
+    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables."""
     from harness import diff as hd
     from harness.output import emit_many, to_records
     from harness.store import ResultsStore
@@ -108,8 +149,21 @@ def diff_cmd(
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
+    if side_a.run is None and side_b.run is None:
+        from harness.commands import export_diff as ed
+
+        d = ed.compute(
+            side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
+            warmup=warmup, by="raw" if raw_names else by.value,
+        )  # fmt: skip
+        ed.render(d, fmt.value, top, wide, gate)
+        if html is not None:
+            _write_page(html, hd.DiffResult(side_a, side_b, tables=d.tables, notes=d.notes), top, gate)
+        if gate is not None:
+            ed.apply_gate(d, gate)
+        return
     if gate is not None and (side_a.run is None or side_b.run is None):
-        raise UsageError("--gate needs two runs (their per-step timings give the verdicts)")
+        raise UsageError("--gate needs two runs or two exports (a run and an export give no verdict)")
     result = hd.diff(side_a, side_b, cache=not no_cache)
     tables = _tables(result, top)
     if fmt is DiffFormat.markdown:
