@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.diff import DiffResult
+    from harness.store import ResultsStore
 
 
 class NvtxBy(StrEnum):
@@ -139,11 +140,12 @@ def diff_cmd(
     Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables."""
     from harness import diff as hd
     from harness.output import emit_many, to_records
-    from harness.store import ResultsStore
 
     stores: list[ResultsStore] = []
 
     def store() -> ResultsStore:
+        from harness.store import ResultsStore  # only when a run is named: two exports need no database
+
         if not stores:
             stores.append(ResultsStore(db, readonly=True))
         return stores[0]
