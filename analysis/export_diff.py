@@ -7,7 +7,8 @@
   split into compute, communication not under compute (exposed), memory copies and sets under neither,
   other GPU work (syncs) and idle, which add up to the span, plus communication under compute (overlapped).
   Kinds are HTA's (analysis.gpu_events), unions and overlaps its `merge` and `sweep`.
-- iterations: NVTX ranges named `--iteration-range NAME`, else the harness's `step` ranges (those inside a
+- iterations: NVTX ranges named `--iteration-range NAME` (as recorded, or PyTorch's operator name without
+  its `, seq = N, op_id = N` fields), else the harness's `step` ranges (those inside a
   `measured` range when there is one), else Kineto's `ProfilerStep#N`. Per process in start order; with
   several processes (ranks) iteration k takes the longest of the ranks' k-th ranges.
 - a verdict: with two iterations or more a side, from the confidence interval of the relative difference of
@@ -164,7 +165,10 @@ def find_iterations(trace: Trace, name: str | None = None, *, warmup: int = 0, l
     names = tagged(r).astype(str).to_numpy()
     measured = np.zeros(len(r), dtype=bool)
     if name is not None:
-        pick = names == name
+        from analysis.nvtx_names import group_names
+
+        # the name as recorded, or PyTorch's operator (`aten::mm` for `aten::mm, seq = 4, op_id = 9`)
+        pick = (names == name) | (group_names(pd.Series(names, dtype=object)).to_numpy() == name)
         source = f"NVTX ranges `{name}`"
         if not pick.any():
             raise AnalysisError(
@@ -246,7 +250,7 @@ class Side:
 def _schema(trace: Trace) -> str:
     meta = trace.meta
     if trace.format == "kineto-json":
-        return f"Kineto schema {meta.get('schema', '?')}"
+        return f"Kineto {meta.get('schema', '?')}"
     version = meta.get("producer_version")
     schema = meta.get("schema")
     return f"{schema or 'no schema'} (nsys {version})" if version else str(schema or "no schema version")
@@ -379,9 +383,9 @@ def verdict(a: Side, b: Side, comp: Comparability) -> Verdict:
     if a.devices and b.devices:
         c = _compare(np.array([d.busy_ns for d in a.devices]), np.array([d.busy_ns for d in b.devices]))
         pv = PhaseVerdict("GPU busy time", c)
-        detail = f"{why}: GPU busy time, each of {a.gpus} → {b.gpus} devices a sample"
+        detail = f"{why}; each device's busy time a sample, {a.gpus} → {b.gpus} devices"
         if a.gpus < 2 or b.gpus < 2:
-            detail += "; one device a side has no spread to judge from"
+            detail = f"{why}; one device a side: no spread to judge from"
         return Verdict(pv.verdict, "GPU busy time", True, detail, c)
     return Verdict("none", "", True, f"{why}, and no GPU work on both sides: nothing to judge")
 
@@ -451,6 +455,15 @@ def _row(label: str, a: float | None, b: float | None) -> list[Any]:
     return [label, a_, b_, delta, pct]
 
 
+def device_pairs(a: Side, b: Side) -> list[tuple[DeviceTime | None, DeviceTime | None]]:
+    """The devices of A and B side by side: by id; where both have as many devices but other ids (the
+    traces of two ranks), in id order."""
+    da, db = {d.device: d for d in a.devices}, {d.device: d for d in b.devices}
+    if set(da) != set(db) and len(da) == len(db):
+        return list(zip(a.devices, b.devices, strict=True))
+    return [(da.get(dev), db.get(dev)) for dev in sorted(set(da) | set(db))]
+
+
 def headline(a: Side, b: Side) -> pd.DataFrame:
     rows, keys = [], []
 
@@ -460,15 +473,12 @@ def headline(a: Side, b: Side) -> pd.DataFrame:
 
     if a.devices or b.devices:
         add("gpu_time", "GPU time, all devices", a.kernel_ns, b.kernel_ns)
-        da, db = {d.device: d for d in a.devices}, {d.device: d for d in b.devices}
-        for dev in sorted(set(da) | set(db)):
-            va = da[dev].kernel_ns if dev in da else None
-            add(
-                f"gpu_time.device{dev}",
-                f"GPU time, device {dev}",
-                va,
-                db[dev].kernel_ns if dev in db else None,
-            )
+        for dev_a, dev_b in device_pairs(a, b):
+            va = dev_a.kernel_ns if dev_a is not None else None
+            vb = dev_b.kernel_ns if dev_b is not None else None
+            ids = [d.device for d in (dev_a, dev_b) if d is not None]
+            key = "device" + ("_".join(map(str, ids)) if len(set(ids)) > 1 else str(ids[0]))
+            add(f"gpu_time.{key}", "GPU time, device " + " → ".join(map(str, dict.fromkeys(ids))), va, vb)
     add("wall_span", "wall span", a.span_ns, b.span_ns)
     if a.iterations.count or b.iterations.count:
         add("iteration_mean", "iteration time, mean",

@@ -45,8 +45,10 @@ def verdict_line(v: Verdict) -> str:
         return f"verdict: {v.verdict} ({v.reason})"
     c = v.comparison
     ci = f"{c.confidence:.0%} CI {_pct(c.ci_low_pct)} to {_pct(c.ci_high_pct)}"
+    if math.isnan(c.ci_low_pct):
+        ci = "no interval"
     weaker = " [weaker: no iterations]" if v.weaker else ""
-    return f"verdict: {v.verdict}{weaker}: {v.basis} {_pct(c.effect_pct)} ({ci}; {v.reason})"
+    return f"verdict: {v.verdict}{weaker}: {v.basis} {_pct(c.effect_pct)} ({ci}); {v.reason}"
 
 
 def comparability_line(d: ExportDiff) -> str:
@@ -79,24 +81,27 @@ def iterations_line(d: ExportDiff) -> str:
     return line
 
 
-def changes_line(d: ExportDiff) -> str | None:
+def changes_lines(d: ExportDiff, width: int | None = None) -> list[str]:
+    """The top regression and improvement among kernels; names shortened in the middle to fit `width`."""
+    from harness.output import shorten
+
     up, down = d.top_changes()
-    parts = []
+    out = []
     for word, row in (("top regression", up), ("top improvement", down)):
         if row is not None:
-            parts.append(
-                f"{word}: {row['Name']} {row['Δ Total Time (ns)'] / 1e6:+,.2f} ms "
-                f"({row['Instances A']:,} → {row['Instances B']:,} launches)"
-            )
-    return "; ".join(parts) if parts else None
+            delta, count_a, count_b = row["Δ Total Time (ns)"], row["Instances A"], row["Instances B"]
+            rest = f" {delta / 1e6:+,.2f} ms ({count_a:,} → {count_b:,} launches)"
+            name = str(row["Name"])
+            if width is not None:
+                name = shorten(name, max(24, width - len(word) - 2 - len(rest)))
+            out.append(f"{word}: {name}{rest}")
+    return out
 
 
-def headline_lines(d: ExportDiff) -> list[str]:
+def headline_lines(d: ExportDiff, width: int | None = None) -> list[str]:
     lines = [f"A = {d.a.label}", f"B = {d.b.label}", verdict_line(d.verdict), comparability_line(d)]
     lines.append(iterations_line(d))
-    if (changes := changes_line(d)) is not None:
-        lines.append(changes)
-    return lines
+    return lines + changes_lines(d, width)
 
 
 def default_top(d: ExportDiff) -> int:
@@ -153,7 +158,7 @@ def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | N
         sys.stdout.write("\n".join(parts) + "\n")
         return
     console = console_for()
-    for i, line in enumerate(headline_lines(d)):
+    for i, line in enumerate(headline_lines(d, console.width)):
         style = "bold" if i == 2 else ""
         print_lines(console, line, style=style)
     title = "B against A; GPU time: kernels summed; the indented rows split each device's span, summed"
