@@ -160,7 +160,9 @@ def diff_cmd(
         )  # fmt: skip
         ed.render(d, fmt.value, top, wide, gate)
         if html is not None:
-            _write_page(html, hd.DiffResult(side_a, side_b, tables=d.tables, notes=d.notes), top, gate)
+            phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs
+            page = hd.DiffResult(side_a, side_b, d.tables, [phase] if phase else None, d.notes)
+            _write_page(html, page, top, gate)
         if gate is not None:
             ed.apply_gate(d, gate)
         return
