@@ -428,7 +428,7 @@ class ExportDiff:
             out.append(
                 {
                     "key": h.attrs["keys"][i],
-                    "figure": row[0],
+                    "figure": str(row[0]).strip(),
                     "unit": "ns",
                     "a": _num(row[1]),
                     "b": _num(row[2]),
@@ -504,6 +504,14 @@ def _totals(names: pd.Series, durations: np.ndarray) -> pd.DataFrame:
                          "total_ns": agg["sum"].astype(np.int64)})  # fmt: skip
 
 
+def _changes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """diff_totals of two per-name tables; among equal changes (the unchanged rows) the largest first."""
+    d = diff_totals(a, b)
+    size = np.maximum(d["Total Time A (ns)"].to_numpy(), d["Total Time B (ns)"].to_numpy())
+    order = np.lexsort((d["Name"].to_numpy(dtype=str), -size, -np.abs(d["Δ Total Time (ns)"].to_numpy())))
+    return d.iloc[order].reset_index(drop=True)
+
+
 def _event_totals(side: Side, kinds: tuple[str, ...]) -> pd.DataFrame:
     ev = side.events
     if ev is None:
@@ -564,21 +572,21 @@ def diff_exports(
         wa = wb = None
     tables: list[tuple[str, pd.DataFrame]] = []
     if a.events is not None or b.events is not None:
-        tables.append(("Kernels", diff_totals(_event_totals(a, ("kernel",)), _event_totals(b, ("kernel",)))))
-        mem = diff_totals(_event_totals(a, ("memcpy", "memset")), _event_totals(b, ("memcpy", "memset")))
+        tables.append(("Kernels", _changes(_event_totals(a, ("kernel",)), _event_totals(b, ("kernel",)))))
+        mem = _changes(_event_totals(a, ("memcpy", "memset")), _event_totals(b, ("memcpy", "memset")))
         if len(mem):
             tables.append(("Memory copies and sets", mem))
     if trace_a.has("nvtx") or trace_b.has("nvtx"):
         empty = _totals(pd.Series([], dtype=object), np.empty(0, np.int64))
         ra = _range_totals(trace_a, wa, by) if trace_a.has("nvtx") else empty
         rb = _range_totals(trace_b, wb, by) if trace_b.has("nvtx") else empty
-        tables.append(("NVTX ranges", diff_totals(ra, rb)))
+        tables.append(("NVTX ranges", _changes(ra, rb)))
     for title, frame, fn in (("CUDA API", "runtime", _api_totals), ("CPU operators", "cpu_ops", _op_totals)):
         if trace_a.has(frame) or trace_b.has(frame):
             empty = _totals(pd.Series([], dtype=object), np.empty(0, np.int64))
             ta = fn(trace_a, wa) if trace_a.has(frame) else empty
             tb = fn(trace_b, wb) if trace_b.has(frame) else empty
-            tables.append((title, diff_totals(ta, tb)))
+            tables.append((title, _changes(ta, tb)))
     notes = list(dict.fromkeys([*trace_a.notes, *trace_b.notes]))
     for s in (a, b):
         s.events = None  # the tables are built: let the events go
