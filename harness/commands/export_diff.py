@@ -147,7 +147,7 @@ def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | N
     if fmt == "csv":
         tables = [("Headline (B against A)", _headline_frame(d, True))]
         tables += [(f"{t} (sorted by |Δ Total Time|)", df) for t, df in d.tables]
-        emit_many(tables, "csv", notes=[*headline_lines(d), *d.notes])
+        emit_many(tables, "csv", notes=[*headline_lines(d, 120), *d.notes])
         return
     rows = top or default_top(d)
     if fmt == "markdown":
