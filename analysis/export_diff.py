@@ -253,7 +253,9 @@ def _schema(trace: Trace) -> str:
         return f"Kineto {meta.get('schema', '?')}"
     version = meta.get("producer_version")
     schema = meta.get("schema")
-    return f"{schema or 'no schema'} (nsys {version})" if version else str(schema or "no schema version")
+    if version:
+        return f"{schema or 'unknown'} (nsys {version})"
+    return str(schema) if schema else "unknown (no metadata table)"
 
 
 def _has_gpu(trace: Trace) -> bool:
@@ -332,10 +334,14 @@ class Comparability:
         return not self.reasons
 
 
+def _gpus(n: int) -> str:
+    return "no GPU" if n == 0 else "1 GPU" if n == 1 else f"{n} GPUs"
+
+
 def comparability(a: Side, b: Side) -> Comparability:
     reasons = []
     if a.gpus != b.gpus:
-        reasons.append(f"GPU work on {a.gpus} GPU(s) in A, {b.gpus} in B")
+        reasons.append(f"GPU work on {_gpus(a.gpus)} in A, {_gpus(b.gpus)} in B")
     union = a.kernel_names | b.kernel_names
     common = 100 * len(a.kernel_names & b.kernel_names) / len(union) if union else math.nan
     ratio = b.kernels / a.kernels if a.kernels else math.nan

@@ -167,7 +167,7 @@ def test_verdict_regression_improvement_and_refusal(pairs: dict[str, Path]) -> N
     code, doc = diff_json(a, str(pairs["one_gpu"]), "--gate", "0")
     assert code == 0 and doc["gate_failed"] is False
     assert doc["verdict"]["verdict"] == "refused" and doc["verdict"]["effect_pct"] is None
-    reasons = ["GPU work on 2 GPU(s) in A, 1 in B", "kernel counts 4,010 and 1,993 are more than 2× apart"]
+    reasons = ["GPU work on 2 GPUs in A, 1 GPU in B", "kernel counts 4,010 and 1,993 are more than 2× apart"]
     assert doc["comparability"]["reasons"] == reasons
     assert doc["verdict"]["reason"] == "not comparable: " + "; ".join(reasons)
 
