@@ -7,10 +7,8 @@
   split into compute, communication not under compute (exposed), memory copies and sets under neither,
   other GPU work (syncs) and idle, which add up to the span, plus communication under compute (overlapped).
   Kinds are HTA's (analysis.gpu_events), unions and overlaps its `merge` and `sweep`.
-- iterations: NVTX ranges named `--iteration-range NAME` (as recorded, or PyTorch's operator name without
-  its `, seq = N, op_id = N` fields), else the harness's `step` ranges (those inside a
-  `measured` range when there is one), else Kineto's `ProfilerStep#N`. Per process in start order; with
-  several processes (ranks) iteration k takes the longest of the ranks' k-th ranges.
+- iterations (analysis.iterations): `--iteration-range NAME`, else the harness's `step` ranges, else
+  Kineto's `ProfilerStep#N`.
 - a verdict: with two iterations or more a side, from the confidence interval of the relative difference of
   mean iteration time (analysis.overhead.compare_samples, the statistic of the per-phase verdicts of two runs,
   worded by analysis.diff.PhaseVerdict). Without iterations, from GPU busy time with each device a sample
@@ -39,13 +37,12 @@ import pandas as pd
 from analysis.diff import PhaseVerdict, diff_totals, gate_failures
 from analysis.errors import AnalysisError
 from analysis.gpu_events import COMMUNICATION, COMPUTATION, MEMORY, gpu_events, merge, sweep, types_of
-from analysis.names import MEASURED, STEP
+from analysis.iterations import Iterations, find_iterations, in_windows
 from analysis.overhead import Comparison, compare_samples
 from analysis.runtime import pid_of
 from analysis.trace import NULL, Trace
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
-PROFILER_STEP = "ProfilerStep#"
 MIN_NAMES_COMMON_PCT = 50.0  # under this share of kernel names in common, no verdict
 MAX_COUNT_RATIO = 2.0  # kernel counts further apart than this, no verdict
 SPLIT = (
@@ -87,12 +84,10 @@ def device_times(events: pd.DataFrame) -> list[DeviceTime]:
     for device in np.unique(events["device"].to_numpy()):
         on = (events["device"] == device).to_numpy()
         start, end, k = events["start"].to_numpy()[on], events["end"].to_numpy()[on], kind[on]
-        # bits: 1 compute, 2 communication, 4 memory, 8 other
-        state, lo, hi = sweep(
-            [merge(start[k == t], end[k == t]) for t in (COMPUTATION, COMMUNICATION, MEMORY)]
-            + [merge(start[~np.isin(k, (COMPUTATION, COMMUNICATION, MEMORY))], end[~np.isin(
-                k, (COMPUTATION, COMMUNICATION, MEMORY))])]
-        )  # fmt: skip
+        # the union of each type; state bits: 1 compute, 2 communication, 4 memory, 8 other (syncs)
+        masks = [k == t for t in (COMPUTATION, COMMUNICATION, MEMORY)]
+        masks.append(~(masks[0] | masks[1] | masks[2]))
+        state, lo, hi = sweep([merge(start[m], end[m]) for m in masks])
         length = hi - lo
 
         def part(mask: np.ndarray, length: np.ndarray = length) -> int:
@@ -115,104 +110,6 @@ def device_times(events: pd.DataFrame) -> list[DeviceTime]:
             )
         )
     return out
-
-
-# --- iterations ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Iterations:
-    """The iterations of one side. `ranges`: pid, index (per process, from 0, warm-up included), start, end,
-    warmup (bool); `durations`: one per iteration index after warm-up, the longest over processes (ns)."""
-
-    source: str  # what was found: "NVTX `step` ranges", "ProfilerStep#N ranges", "NVTX ranges `x`", ""
-    ranges: pd.DataFrame
-    durations: np.ndarray
-    warmup: int  # left out at the start of each process
-
-    @property
-    def count(self) -> int:
-        return len(self.durations)
-
-    def window(self, index: int, label: str) -> pd.DataFrame:
-        """pid, start, end of iteration `index` on each process."""
-        per = self.ranges[self.ranges["index"] == index]
-        if per.empty:
-            have = int(self.ranges["index"].max()) + 1 if len(self.ranges) else 0
-            found = f"only {have} (0..{have - 1})" if have else "none"
-            raise AnalysisError(
-                f"--iteration {index}: {label} has {found} iterations ({self.source or 'none found'})"
-            )
-        return per[["pid", "start", "end"]].reset_index(drop=True)
-
-
-def _no_iterations() -> Iterations:
-    columns = {"pid": np.int64, "index": np.int64, "start": np.int64, "end": np.int64, "warmup": bool}
-    empty = pd.DataFrame({c: np.empty(0, dtype=t) for c, t in columns.items()})
-    return Iterations("", empty, np.empty(0, np.int64), 0)
-
-
-def find_iterations(trace: Trace, name: str | None = None, *, warmup: int = 0, label: str = "") -> Iterations:
-    """The iterations of `trace` (see the module's docstring); `warmup` more left out at the start of each
-    process. A `name` no range has is an error; finding none otherwise is not."""
-    if not trace.has("nvtx"):
-        if name is not None:
-            raise AnalysisError(f"--iteration-range {name}: {label or trace.path} has no NVTX ranges")
-        return _no_iterations()
-    from analysis.nvtx import all_ranges, tagged
-
-    r = all_ranges(trace, columns=["name", "domain", "start_ns", "end_ns", "global_tid"])
-    names = tagged(r).astype(str).to_numpy()
-    measured = np.zeros(len(r), dtype=bool)
-    if name is not None:
-        from analysis.nvtx_names import group_names
-
-        # the name as recorded, or PyTorch's operator (`aten::mm` for `aten::mm, seq = 4, op_id = 9`)
-        pick = (names == name) | (group_names(pd.Series(names, dtype=object)).to_numpy() == name)
-        source = f"NVTX ranges `{name}`"
-        if not pick.any():
-            raise AnalysisError(
-                f"--iteration-range {name}: no NVTX range of that name in {label or trace.path}"
-            )
-    else:
-        pick = names == STEP
-        source = f"NVTX `{STEP}` ranges"
-        if not pick.any():
-            pick = np.char.startswith(names.astype(str), PROFILER_STEP)
-            source = f"{PROFILER_STEP}N ranges"
-        if not pick.any():
-            return _no_iterations()
-        measured = names == MEASURED
-    pid = pid_of(r["global_tid"].to_numpy())
-    start, end = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
-    it = pd.DataFrame({"pid": pid[pick], "start": start[pick], "end": end[pick]})
-    it = it.sort_values(["pid", "start"], kind="stable").reset_index(drop=True)
-    it["index"] = it.groupby("pid").cumcount().astype(np.int64)
-    early = it["index"].to_numpy() < warmup
-    if measured.any():  # the harness's warm-up steps lie outside its `measured` range
-        m = pd.DataFrame({"pid": pid[measured], "start": start[measured], "end": end[measured]})
-        inside = np.zeros(len(it), dtype=bool)
-        for row in m.itertuples(index=False):
-            inside |= (
-                (it["pid"] == row.pid) & (it["start"] >= row.start) & (it["end"] <= row.end)
-            ).to_numpy()
-        early |= ~inside
-    it["warmup"] = early
-    kept = it[~early].copy()
-    kept["k"] = kept.groupby("pid").cumcount()
-    per_process = kept.groupby("pid")["k"].max() + 1
-    n = int(per_process.min()) if len(per_process) else 0
-    durations = (kept["end"] - kept["start"]).groupby(kept["k"]).max().to_numpy()[:n].astype(np.int64)
-    left = int(early.sum() // max(it["pid"].nunique(), 1))
-    return Iterations(source, it[["pid", "index", "start", "end", "warmup"]], durations, left)
-
-
-def _in_windows(pid: np.ndarray, t: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
-    """Whether each moment `t` of process `pid` lies in that process's window [start, end)."""
-    inside = np.zeros(len(t), dtype=bool)
-    for w in windows.itertuples(index=False):
-        inside |= (pid == w.pid) & (t >= w.start) & (t < w.end)
-    return inside
 
 
 # --- one side -----------------------------------------------------------------------------------------
@@ -271,7 +168,7 @@ def _events(trace: Trace, windows: pd.DataFrame | None) -> pd.DataFrame | None:
 
         launch = _launch_start(trace, ev)
         when = np.where(launch != NULL, launch, ev["start"].to_numpy())
-        ev = ev[_in_windows(pid_of(ev["global_pid"].to_numpy()), when, windows)].reset_index(drop=True)
+        ev = ev[in_windows(pid_of(ev["global_pid"].to_numpy()), when, windows)].reset_index(drop=True)
     return ev
 
 
@@ -532,7 +429,7 @@ def _range_totals(trace: Trace, windows: pd.DataFrame | None, by: str) -> pd.Dat
 
     r = all_ranges(trace, columns=["name", "domain", "start_ns", "duration_ns", "global_tid"])
     if windows is not None:
-        r = r[_in_windows(pid_of(r["global_tid"].to_numpy()), r["start_ns"].to_numpy(), windows)]
+        r = r[in_windows(pid_of(r["global_tid"].to_numpy()), r["start_ns"].to_numpy(), windows)]
     return _totals(group_names(tagged(r).astype(object), by=by), r["duration_ns"].to_numpy())
 
 
@@ -542,14 +439,14 @@ def _api_totals(trace: Trace, windows: pd.DataFrame | None) -> pd.DataFrame:
     calls = runtime_calls(trace)
     names = calls.attrs["names"]
     if windows is not None:
-        calls = calls[_in_windows(pid_of(calls["global_tid"].to_numpy()), calls["start"].to_numpy(), windows)]
+        calls = calls[in_windows(pid_of(calls["global_tid"].to_numpy()), calls["start"].to_numpy(), windows)]
     return _totals(calls["name_id"].map(names).fillna("?"), (calls["end"] - calls["start"]).to_numpy())
 
 
 def _op_totals(trace: Trace, windows: pd.DataFrame | None) -> pd.DataFrame:
     ops = trace.frame("cpu_ops", ["name_id", "start", "end", "global_tid"])
     if windows is not None:
-        ops = ops[_in_windows(pid_of(ops["global_tid"].to_numpy()), ops["start"].to_numpy(), windows)]
+        ops = ops[in_windows(pid_of(ops["global_tid"].to_numpy()), ops["start"].to_numpy(), windows)]
     names = trace.strings(ops["name_id"].unique())
     return _totals(ops["name_id"].map(names), (ops["end"] - ops["start"]).to_numpy())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,60 @@ def test_library_kineto_pair_by_profiler_steps() -> None:
 def sorted_durations(steps) -> list[int]:  # type: ignore[no-untyped-def]
     s = steps.sort_values("start")
     return (s["end"] - s["start"]).tolist()
+
+
+def with_steps(src: Path, dst: Path, steps: int = 4) -> tuple[Path, dict[int, list[tuple[int, int]]]]:
+    """`src` with NVTX `step` ranges on each process's busiest thread: its CUDA calls' span cut in `steps`
+    equal parts. Returns the copy and each process's windows."""
+    threads = sql(
+        src,
+        "SELECT globalTid, MIN(start), MAX(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY globalTid "
+        "ORDER BY COUNT(*) DESC",
+    )
+    windows: dict[int, list[tuple[int, int]]] = {}
+    rows = []
+    for gtid, lo, hi in threads:
+        pid = (gtid >> 24) & 0xFFFFFF
+        if pid in windows:
+            continue
+        cuts = [lo + (hi - lo) * i // steps for i in range(steps + 1)]
+        windows[pid] = list(pairwise(cuts))
+        rows += [f"({s}, {e}, 59, {gtid}, 'step')" for s, e in windows[pid]]
+    sql_insert = f"INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text) VALUES {', '.join(rows)}"
+    return derive(src, dst, sql_insert), windows
+
+
+def test_one_iteration_of_a_gpu_capture_equals_sql(tmp_path: Path, pairs: dict[str, Path]) -> None:
+    """Iteration 1 of the torchrun capture with 4 `step` ranges a process: the GPU work whose launching call
+    started in it (on the same process), summed in SQL per device."""
+    a, windows = with_steps(TORCHRUN, tmp_path / "steps.sqlite")
+    assert sorted(windows) == [144, 145]
+    b = derive(a, tmp_path / "steps_longer.sqlite", LONGER)
+    _, doc = diff_json(str(a), str(b), "--iteration", "1")
+    its = doc["a"]["iterations"]
+    assert its["source"] == "NVTX `step` ranges" and its["count"] == 4
+    lengths = [max(w[k][1] - w[k][0] for w in windows.values()) for k in range(4)]
+    assert its["durations_ns"] == lengths  # the slower process's range, per iteration
+    cases = " ".join(f"WHEN {pid} THEN {s} " for pid, w in windows.items() for s, _ in [w[1]])
+    ends = " ".join(f"WHEN {pid} THEN {e} " for pid, w in windows.items() for _, e in [w[1]])
+    pid = "((k.globalPid >> 24) & 16777215)"
+    query = (
+        f"SELECT k.deviceId, SUM(k.end - k.start), COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
+        f"LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId "
+        f"AND ((r.globalTid >> 24) & 16777215) = {pid} "
+        f"WHERE COALESCE(r.start, k.start) >= CASE {pid} {cases}END "
+        f"AND COALESCE(r.start, k.start) < CASE {pid} {ends}END GROUP BY k.deviceId"
+    )
+    figures = {f["key"]: f for f in doc["figures"]}
+    for side, path in (("a", a), ("b", b)):
+        per = sql(path, query)
+        assert len(per) == 2
+        for dev, total, _ in per:
+            assert figures[f"gpu_time.device{dev}"][side] == total, (side, dev)
+        assert figures["gpu_time"][side] == sum(t for _, t, _ in per)
+        count = sum(row[f"Instances {side.upper()}"] for row in doc["tables"]["Kernels"])
+        assert count == sum(n for _, _, n in per)
+    span = max(w[1][1] for w in windows.values()) - min(w[1][0] for w in windows.values())
+    assert figures["wall_span"]["a"] == figures["wall_span"]["b"] == span
+    # the CPU ranges did not move, so the iteration times are equal: no change can be claimed
+    assert doc["verdict"]["basis"] == "iteration time" and doc["verdict"]["verdict"] == "inconclusive"
