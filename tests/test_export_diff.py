@@ -337,3 +337,9 @@ def test_one_iteration_of_a_gpu_capture_equals_sql(tmp_path: Path, pairs: dict[s
     assert figures["wall_span"]["a"] == figures["wall_span"]["b"] == span
     # the CPU ranges did not move, so the iteration times are equal: no change can be claimed
     assert doc["verdict"]["basis"] == "iteration time" and doc["verdict"]["verdict"] == "inconclusive"
+
+
+def test_a_missing_export_is_one_line(tmp_path: Path, tmp_db: str) -> None:
+    r = runner.invoke(app, ["diff", str(tmp_path / "nothere.sqlite"), str(CPU_TRAIN)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip() == f"error: no such export or trace: {tmp_path / 'nothere.sqlite'}"
