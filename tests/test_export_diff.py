@@ -343,3 +343,28 @@ def test_a_missing_export_is_one_line(tmp_path: Path, tmp_db: str) -> None:
     r = runner.invoke(app, ["diff", str(tmp_path / "nothere.sqlite"), str(CPU_TRAIN)])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert r.stderr.strip() == f"error: no such export or trace: {tmp_path / 'nothere.sqlite'}"
+
+
+def test_warm_up_steps_outside_the_measured_range_are_left_out(tmp_path: Path) -> None:
+    """The A100 fixture with the harness's ranges (tests/export_data.py): 5 `step` ranges, the first outside
+    the `measured` range."""
+    from export_data import with_harness_ranges
+
+    a100 = SHARED / "nsys" / "a100-saxpy-mpi" / "report.sqlite"
+    path = with_harness_ranges(a100, tmp_path / "harness_ranges.sqlite")
+    steps = [
+        d for (d,) in sql(path, "SELECT end - start FROM NVTX_EVENTS WHERE text = 'step' ORDER BY start")
+    ]
+    assert len(steps) == 5
+    _, doc = diff_json(str(path), str(path))
+    its = doc["a"]["iterations"]
+    assert (its["source"], its["count"], its["warmup"], its["durations_ns"]) == (
+        "NVTX `step` ranges", 4, 1, steps[1:],
+    )  # fmt: skip
+    v = doc["verdict"]
+    assert (v["verdict"], v["basis"], v["samples_a"], v["effect_pct"]) == (
+        "inconclusive",
+        "iteration time",
+        4,
+        0,
+    )
