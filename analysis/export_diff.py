@@ -47,8 +47,8 @@ MIN_NAMES_COMMON_PCT = 50.0  # under this share of kernel names in common, no ve
 MAX_COUNT_RATIO = 2.0  # kernel counts further apart than this, no verdict
 SPLIT = (
     ("compute", "compute"),
-    ("comm_exposed", "communication, exposed"),
-    ("comm_overlapped", "communication, overlapped"),
+    ("comm_exposed", "comm., exposed"),
+    ("comm_overlapped", "comm., overlapped"),
     ("memory", "copies and sets"),
     ("other", "other GPU work (syncs)"),
     ("idle", "GPU idle"),
@@ -388,7 +388,7 @@ def headline(a: Side, b: Side) -> pd.DataFrame:
             round(float(a.iterations.durations.mean())) if a.iterations.count else None,
             round(float(b.iterations.durations.mean())) if b.iterations.count else None)  # fmt: skip
     if a.devices or b.devices:
-        add("gpu_busy", "GPU busy (all devices)", a.total("busy_ns"), b.total("busy_ns"))
+        add("gpu_busy", "GPU busy, all devices", a.total("busy_ns"), b.total("busy_ns"))
         for key, label in SPLIT:
             va, vb = a.total(key), b.total(key)
             if key == "other" and not va and not vb:
@@ -397,6 +397,7 @@ def headline(a: Side, b: Side) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=HEADLINE_COLUMNS)
     df.attrs["keys"] = keys
     df.attrs["digits"] = {"Δ (%)": 1}
+    df.attrs["priority"] = HEADLINE_COLUMNS  # short of room, Δ (%) goes first
     return df
 
 

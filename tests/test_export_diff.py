@@ -252,7 +252,7 @@ def test_headline_first_at_80_columns(pairs: dict[str, Path]) -> None:
     text = "\n".join(head)
     for want in ("comparable: GPUs 2 → 2", "iterations: A none; B none", "top regression: void flash::",
                  "GPU time, all devices", "GPU time, device 0", "GPU time, device 1", "wall span",
-                 "communication, exposed", "communication, overlapped", "copies and sets", "GPU idle",
+                 "comm., exposed", "comm., overlapped", "copies and sets", "GPU idle",
                  "A (ms)", "B (ms)", "(%)"):  # fmt: skip
         assert want in text, want
     row = next(x for x in head if "GPU time, all devices" in x)

@@ -161,7 +161,10 @@ def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | N
     for i, line in enumerate(headline_lines(d, console.width)):
         style = "bold" if i == 2 else ""
         print_lines(console, line, style=style)
-    title = "B against A; GPU time: kernels summed; the indented rows split each device's span, summed"
+    title = (
+        "B against A; GPU time: kernels summed; the indented rows split each device's span, summed "
+        "(comm.: communication, NCCL kernels)"
+    )
     emit(d.headline, "table", title=title, wide=wide)
     for i, (name, df) in enumerate(d.tables):
         notes = _left_out(df, rows)
