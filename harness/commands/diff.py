@@ -77,10 +77,19 @@ def diff_cmd(
             "--gate",
             metavar="<pct>",
             min=0,
-            help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %.",
+            help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %; of two "
+            "exports, the iteration time (without iterations: the weaker GPU busy time).",
         ),
     ] = None,
-    top: Annotated[int | None, typer.Option("--top", min=1, metavar="<n>", help="Rows per table.")] = None,
+    top: Annotated[
+        int | None,
+        typer.Option(
+            "--top",
+            min=1,
+            metavar="<n>",
+            help="Rows per table (two exports: default as many as fit the terminal).",
+        ),
+    ] = None,
     fmt: Annotated[
         DiffFormat,
         typer.Option("--format", "-f", help="table for people; markdown for pull requests; csv or json."),
