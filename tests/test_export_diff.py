@@ -368,3 +368,19 @@ def test_warm_up_steps_outside_the_measured_range_are_left_out(tmp_path: Path) -
         4,
         0,
     )
+
+
+def test_names_from_the_export_reach_the_terminal_escaped(tmp_path: Path, pairs: dict[str, Path]) -> None:
+    """A kernel renamed to hold an escape sequence and rich markup: shown as text, never sent as is."""
+    evil = "\x1b]0;owned\x07[bold red]flash[/]"
+    b = derive(
+        pairs["longer"],
+        tmp_path / "evil.sqlite",
+        f"UPDATE StringIds SET value = '{evil}' WHERE id = (SELECT demangledName FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN StringIds AS s ON s.id = k.shortName "
+        "WHERE s.value = 'flash_fwd_kernel' LIMIT 1)",
+    )
+    r = runner.invoke(app, ["diff", str(TORCHRUN), str(b), "--top", "30"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "top regression: \\x1b]0;owned\\x07[bold red]flash[/] +326.78 ms (0 → 68 launches)" in r.stdout
