@@ -115,7 +115,7 @@ def compare_samples(
     from its run means when it has two runs or more, else from its steps. Fewer than two samples on a side
     give NaN bounds, which read as inconclusive.
     """
-    from scipy import stats
+    from scipy.special import stdtrit  # t quantile, as stats.t.ppf, without importing scipy.stats
 
     a, b = _groups(baseline, value, run), _groups(treatment, value, run)
     (mean_a, var_a, df_a), (mean_b, var_b, df_b) = _side(a), _side(b)
@@ -126,7 +126,7 @@ def compare_samples(
         ua, ub = var_a / mean_a**2, var_b / mean_b**2
         se = math.sqrt(ua + ub)
         df = (ua + ub) ** 2 / (ua**2 / df_a + ub**2 / df_b) if se > 0 else math.inf
-        half = float(stats.t.ppf((1 + confidence) / 2, df)) * se
+        half = float(stdtrit(df, (1 + confidence) / 2)) * se
         d = math.log(mean_b / mean_a)
         low, high = (math.exp(d - half) - 1) * 100, (math.exp(d + half) - 1) * 100
     na, nb = sum(len(g) for g in a), sum(len(g) for g in b)
@@ -137,12 +137,12 @@ def mean_interval(
     samples: pd.DataFrame, *, value: str = "duration_ns", run: str = "run", confidence: float = CONFIDENCE
 ) -> tuple[float, float, float]:
     """Mean of `value` and its confidence interval (Student's t; from run means with two runs or more)."""
-    from scipy import stats
+    from scipy.special import stdtrit  # t quantile, as stats.t.ppf, without importing scipy.stats
 
     mean, var, df = _side(_groups(samples, value, run))
     if math.isnan(var):
         return mean, math.nan, math.nan
-    half = float(stats.t.ppf((1 + confidence) / 2, df)) * math.sqrt(var) if var > 0 else 0.0
+    half = float(stdtrit(df, (1 + confidence) / 2)) * math.sqrt(var) if var > 0 else 0.0
     return mean, mean - half, mean + half
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from harness.schema import Run
 
 BASELINE_PREFIX = "baseline:"
+TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".json.gz")
 
 
 @dataclass
@@ -50,6 +51,8 @@ def resolve(spec: str, store_factory: object) -> Side:
         if path.is_dir():
             raise HarnessError(f"{spec} is a folder; give an export, report or trace file", exit_code=2)
         return Side(spec, trace_path=path)
+    if spec.endswith(TRACE_SUFFIXES) or "/" in spec:  # meant as a file: say so, not "no such run"
+        raise HarnessError(f"no such export or trace: {spec}", exit_code=2)
     run = store_factory().get(spec)  # type: ignore[attr-defined]
     return Side(run.id, run=run, trace_path=_run_trace(run))
 

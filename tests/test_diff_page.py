@@ -95,7 +95,7 @@ def test_page_marks_added_and_removed_kernels_from_a_real_pair(tmp_path: Path) -
     panels = sections(html)
     assert "Kernels: top 8 of 197 by |Δ total time|" in panels["diff-0"]
     assert "27 added, 66 removed, 102 changed; 2 the same." in panels["diff-0"]
-    assert "Missing: verdicts need two runs" in panels["verdicts"]  # two traces: no per-step timings
+    assert "iteration time: regression, +60.1%" in panels["verdicts"]  # ProfilerStep#N ranges, 6 a side
     (bar,) = page_figures(html)["fig-diff-0"]
     assert _array(bar["x"]) == pytest.approx((changed["Δ Total Time (ns)"].iloc[::-1] / 1e6).tolist())
     assert "volta_sgemm_128x32_nt (added)" in bar["y"]

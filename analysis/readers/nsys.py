@@ -569,11 +569,33 @@ class NsysReader:
         texts: dict[str, int] = {}
         for first in range(int(rowids[0]), int(rowids[-1]) + 1, CHUNK_ROWIDS):
             bounds = {"lo": first, "hi": first + CHUNK_ROWIDS - 1}
-            for value, ids in self._rows(grouped, bounds):
-                text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-                at = _parse_ints(ids)
-                pos = np.minimum(np.searchsorted(rowids, at), len(rowids) - 1)
-                out[pos[rowids[pos] == at]] = texts.setdefault(text, len(texts))
+            groups = self._rows(grouped, bounds)
+            codes = np.fromiter(
+                (
+                    texts.setdefault(
+                        v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v), len(texts)
+                    )
+                    for v, _ in groups
+                ),
+                dtype=np.int32,
+                count=len(groups),
+            )
+            # every group's rowids parsed at once, not a parse per text: PyTorch's NVTX ranges have a text
+            # each (19,118 ranges, 18,656 texts in torchrun_2gpu: 0.33 -> 0.1 s)
+            blobs = [ids or "" for _, ids in groups]
+            counts = np.fromiter(
+                (b.count(",") + 1 if b else 0 for b in blobs), dtype=np.int64, count=len(blobs)
+            )
+            at = _parse_ints(",".join(b for b in blobs if b))
+            if len(at) == int(counts.sum()):
+                code = np.repeat(codes, counts)
+            else:  # a rowid that is not an integer: group by group, as far as each parses
+                parts = [_parse_ints(b) for b in blobs]
+                at = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+                code = np.repeat(codes, [len(x) for x in parts])
+            pos = np.minimum(np.searchsorted(rowids, at), len(rowids) - 1)
+            hit = rowids[pos] == at
+            out[pos[hit]] = code[hit]
         return out, list(texts)
 
 
