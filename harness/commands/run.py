@@ -458,6 +458,10 @@ def _batch_sizes(items: list[str]) -> list[int]:
         raise UsageError(
             f"--batch-sizes takes positive integers, e.g. 1,2,4,8; got {', '.join(bad) or 'none'}"
         )
+    from harness.bounds import check_count
+
+    for b in items:
+        check_count("--batch-sizes", int(b))
     return list(dict.fromkeys(int(b) for b in items))
 
 
