@@ -95,6 +95,8 @@ class Trace:
             meta = self.reader.meta()
         self.meta: dict[str, Any] = meta
         self.format: str = str(meta.get("format", "?"))
+        for text in meta.get("notes", ()):  # what the reader left out or changed (Kineto events, names)
+            self.note(str(text))
 
     def __repr__(self) -> str:
         return f"Trace({str(self.path)!r}, format={self.format})"

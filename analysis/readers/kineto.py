@@ -41,9 +41,11 @@ import pandas as pd
 from analysis.errors import ExportError
 from analysis.readers import NULL, valid_duration
 
-VERSION = "kineto-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = "kineto-2"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
+MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
+MAX_US = MAX_NS // 1000
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -94,7 +96,7 @@ class KinetoReader:
 
     def meta(self) -> dict[str, Any]:
         nonempty = {name: len(df) > 0 for name, df in self._frames.items()}
-        return {**self._meta, "format": self.format, "nonempty": nonempty, "hints": HINTS}
+        return {"hints": HINTS, **self._meta, "format": self.format, "nonempty": nonempty}
 
     def count(self, frame: str) -> int:
         df = self._frames.get(frame)
@@ -163,14 +165,19 @@ def text_ns(value: Any) -> int:
 def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(ns as int64, which were valid) of microsecond values; one numpy call when all are integers."""
     try:
-        return np.array(values, dtype=np.int64) * 1000, np.ones(len(values), dtype=bool)
+        us = np.array(values, dtype=np.int64)
+        if not len(us) or np.abs(us).max() <= MAX_US:  # times 1000 without wrapping round
+            return us * 1000, np.ones(len(values), dtype=bool)
     except (TypeError, ValueError, OverflowError):
         pass
     out = np.empty(len(values), dtype=np.int64)
     ok = np.ones(len(values), dtype=bool)
     for i, v in enumerate(values):
         try:
-            out[i] = text_ns(v)
+            ns = text_ns(v)
+            if not -MAX_NS <= ns <= MAX_NS:
+                raise OverflowError(ns)
+            out[i] = ns
         except (ValueError, OverflowError):
             out[i], ok[i] = NULL, False
     return out, ok
@@ -190,12 +197,37 @@ def _ints(values: list[Any]) -> np.ndarray:
 
 
 def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
-    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z, 0 where absent."""
+    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z; 0 where absent, NULL (shown as
+    unknown) where present but not three non-negative integers that fit their bits."""
     out = np.zeros(len(values), dtype=np.int64)
+    limits = (1 << (63 - shifts[0]), 1 << (shifts[0] - shifts[1]), 1 << shifts[1])
     for i, v in enumerate(values):
-        if isinstance(v, list) and len(v) == 3 and all(type(d) is int for d in v):
+        if v is None:
+            continue
+        if (
+            isinstance(v, list)
+            and len(v) == 3
+            and all(type(d) is int and 0 <= d < top for d, top in zip(v, limits, strict=True))
+        ):
             out[i] = (v[0] << shifts[0]) + (v[1] << shifts[1]) + v[2]
+        else:
+            out[i] = NULL
     return out
+
+
+def clean_name(value: Any) -> tuple[str, bool]:
+    """(a name as text, whether it held invalid Unicode): a list or number becomes its JSON-like text, None
+    empty; lone surrogates ("\\ud800", which JSON allows and UTF-8 cannot hold) become the escape
+    `\\ud800` so the name is kept and can be written to Parquet."""
+    if type(value) is not str:
+        value = "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    if value.isascii():
+        return value, False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8"), True
+    return value, False
 
 
 def shorten(name: str) -> str:
@@ -276,14 +308,54 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
         elif ph == "M":
             args = e.get("args")
             if e.get("name") == "thread_name" and type(args) is dict and isinstance(args.get("name"), str):
-                thread_names[(e.get("pid"), e.get("tid"))] = args["name"].strip()
+                thread_names[_key(e.get("pid"), e.get("tid"))] = clean_name(args["name"].strip())[0]
             continue
         key = str(e.get("cat", f"ph={ph}"))
         ignored[key] = ignored.get(key, 0) + 1
     b = _Builder(thread_names)
     frames = b.frames(groups)
-    meta = _meta(doc, float_times, ignored, b.unusable)
+    meta = _meta(doc, float_times, ignored, sum(b.unusable.values()))
+    meta["notes"], meta["hints"] = _notes(b, frames)
     return frames, meta
+
+
+def _key(pid: Any, tid: Any) -> tuple[Any, Any]:
+    """A (pid, tid) key that can be hashed whatever the JSON held (a list, an object)."""
+    return _hashable(pid), _hashable(tid)
+
+
+def _hashable(v: Any) -> Any:
+    return v if v is None or isinstance(v, int | str | float) else json.dumps(v, default=str)
+
+
+# which frame's events each category group fills, and what they are called in a note
+GROUP_FRAMES = {"kernels": "kernels", "memcpy": "memcpy", "memset": "memset", "syncs": "syncs",
+                "runtime": "runtime", "annotation": "nvtx", "gpu_annotation": "nvtx",
+                "cpu_ops": "cpu_ops"}  # fmt: skip
+GROUP_NAMES = {"kernels": "kernel", "memcpy": "memcpy", "memset": "memset", "syncs": "cuda_sync",
+               "runtime": "CUDA runtime", "annotation": "user_annotation",
+               "gpu_annotation": "gpu_user_annotation", "cpu_ops": "cpu_op"}  # fmt: skip
+UNUSABLE = "no usable ts or dur: missing, not a number, or a negative dur"
+
+
+def _notes(b: _Builder, frames: dict[str, pd.DataFrame]) -> tuple[list[str], dict[str, str]]:
+    """The notes every table of this trace carries (events left out, names escaped), and the hints for
+    frames that are empty because all their events were left out."""
+    notes = []
+    hints = dict(HINTS)
+    dropped = {k: n for k, n in b.unusable.items() if n}
+    if dropped:
+        parts = ", ".join(f"{n:,} {GROUP_NAMES[k]}" for k, n in dropped.items())
+        notes.append(f"left out {sum(dropped.values()):,} Kineto events with {UNUSABLE} ({parts})")
+        for k, n in dropped.items():
+            frame = GROUP_FRAMES[k]
+            if len(frames[frame]) == 0:
+                hints[frame] = f"all {n:,} of its {GROUP_NAMES[k]} events were left out ({UNUSABLE})"
+    if b.escaped:
+        notes.append(
+            f"{b.escaped:,} names held invalid Unicode (lone surrogates): kept, with \\uXXXX escapes"
+        )
+    return notes, hints
 
 
 class _Builder:
@@ -294,11 +366,15 @@ class _Builder:
         self.strings = _Strings()
         self.thread_names = thread_names
         self.threads: dict[int, str] = {}
-        self.unusable = 0  # X events without a usable ts or dur
+        self.unusable: dict[str, int] = {}  # X events without a usable ts or dur, by group
+        self.escaped = 0  # distinct names that held lone surrogates
+        self._names: dict[str, str] = {}
 
     def frames(self, groups: dict[str, list[tuple[int, dict[str, Any]]]]) -> dict[str, pd.DataFrame]:
-        cpu = {k: self.common(groups[k], thread=True) for k in ("runtime", "annotation", "cpu_ops")}
-        gpu = {k: self.common(groups[k], thread=False) for k in ("kernels", "memcpy", "memset", "syncs")}
+        cpu = {k: self.common(groups[k], thread=True, kind=k) for k in ("runtime", "annotation", "cpu_ops")}
+        gpu = {
+            k: self.common(groups[k], thread=False, kind=k) for k in ("kernels", "memcpy", "memset", "syncs")
+        }
         launcher = self._launcher(cpu["runtime"], cpu["annotation"], cpu["cpu_ops"])
         out: dict[str, pd.DataFrame] = {}
         rt = cpu["runtime"]
@@ -323,7 +399,8 @@ class _Builder:
                 "external_id": _ints([a.get("External id") for a in ops["args"]]),
             }
         )
-        out["nvtx"] = self.ranges(cpu["annotation"], self.common(groups["gpu_annotation"], thread=False))
+        gpu_ranges = self.common(groups["gpu_annotation"], thread=False, kind="gpu_annotation")
+        out["nvtx"] = self.ranges(cpu["annotation"], gpu_ranges)
         out["threads"] = pd.DataFrame(
             {
                 "global_tid": np.fromiter(self.threads, dtype=np.int64, count=len(self.threads)),
@@ -333,28 +410,39 @@ class _Builder:
         out["strings"] = self.strings.frame()
         return out
 
-    def common(self, group: list[tuple[int, dict[str, Any]]], *, thread: bool) -> dict[str, Any]:
+    def common(self, group: list[tuple[int, dict[str, Any]]], *, thread: bool, kind: str) -> dict[str, Any]:
         """start, end (ns), index, name, args, pid, tid, and for CPU events global_tid, of the events whose
         ts and dur are usable."""
         ts, ok_ts = _times([e.get("ts") for _, e in group])
         dur, ok_dur = _times([e.get("dur") for _, e in group])
         ok = ok_ts & ok_dur & (dur >= 0)
         if not ok.all():
-            self.unusable += int((~ok).sum())
+            self.unusable[kind] = int((~ok).sum())
             group = [g for g, keep in zip(group, ok, strict=True) if keep]
             ts, dur = ts[ok], dur[ok]
         part: dict[str, Any] = {
             "start": ts,
             "end": ts + dur,
             "index": np.fromiter((i for i, _ in group), dtype=np.int64, count=len(group)),
-            "name": [e.get("name", "") for _, e in group],
+            "name": [self.name(e.get("name", "")) for _, e in group],
             "args": [a if type(a := e.get("args")) is dict else {} for _, e in group],
-            "pid": [e.get("pid") for _, e in group],
-            "tid": [e.get("tid") for _, e in group],
+            "pid": [p if type(p := e.get("pid")) is int else _hashable(p) for _, e in group],
+            "tid": [t if type(t := e.get("tid")) is int else _hashable(t) for _, e in group],
         }
         if thread:
             part["global_tid"] = self.cpu_threads(part["pid"], part["tid"])
         return part
+
+    def name(self, value: Any) -> str:
+        if type(value) is str and value.isascii():
+            return value
+        if type(value) is str and value in self._names:
+            return self._names[value]
+        text, escaped = clean_name(value)
+        if type(value) is str:
+            self._names[value] = text
+            self.escaped += escaped
+        return text
 
     def cpu_threads(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
         out = np.empty(len(pids), dtype=np.int64)
@@ -368,7 +456,7 @@ class _Builder:
                     name = self.thread_names.get(key) or f"thread {key[1]}"
                     if pid >= SMALL_ID or tid >= SMALL_ID:
                         name += f" [pid {key[0]}, tid {key[1]}]"
-                    self.threads[gtid] = name
+                    self.threads[gtid] = self.name(name)
             out[i] = gtid
         return out
 
@@ -476,7 +564,9 @@ def _memop_kinds(name: Any) -> tuple[int, int, int]:
 
 def _step(name: str) -> int | None:
     m = STEP_RE.match(name)
-    return int(m[1]) if m else None
+    if not m or len(m[1]) > 18:  # a step number past int64 is no step number
+        return None
+    return int(m[1])
 
 
 def _meta(doc: Any, float_times: bool, ignored: dict[str, int], unusable: int) -> dict[str, Any]:
