@@ -87,10 +87,12 @@ class Trace:
         if cache:
             from analysis.cache import Cache
 
-            with contextlib.suppress(OSError):
-                self._entry = Cache().entry(path, version)
-                meta = self._entry.meta()
-                self._entry_ready = meta is not None
+            store = Cache()
+            if store.limit > 0:  # a limit of 0 caches nothing (`harness cache --max-size 0`)
+                with contextlib.suppress(OSError):
+                    self._entry = store.entry(path, version)
+                    meta = self._entry.meta()
+                    self._entry_ready = meta is not None
         if meta is None:
             meta = self.reader.meta()
         self.meta: dict[str, Any] = meta
