@@ -84,3 +84,31 @@ def _available_memory() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+NAME_BYTES = 200  # a run id is the name and 21 characters more; a file name holds 255 bytes
+
+
+def check_run_name(name: str | None) -> None:
+    """UsageError unless `name` is a name (it becomes a run id and the report's file name): not empty, no
+    folder in it, no control characters, at most NAME_BYTES bytes."""
+    if name is None:
+        return
+    why = None
+    if not name.strip() or name in (".", ".."):
+        why = "it is empty"
+    elif "/" in name or "\\" in name:
+        why = "it holds a folder separator (a name, not a path: --profile-dir says where files go)"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+        why = "it holds control characters"
+    elif len(name.encode("utf-8", "surrogatepass")) > NAME_BYTES:
+        why = f"it is longer than {NAME_BYTES} bytes (it becomes a file name)"
+    if why:
+        shown = name if len(name) <= 60 else name[:40] + "…" + name[-10:]
+        raise UsageError(f"--name {shown!r} is not a run name: {why}")
+
+
+def default_run_name(program: str) -> str:
+    """A program's file name cut to NAME_BYTES bytes (a whole character at the end)."""
+    data = program.encode("utf-8", "surrogateescape")[:NAME_BYTES]
+    return data.decode("utf-8", "ignore") or "program"
