@@ -108,8 +108,7 @@ def diff_cmd(
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
-    if gate is not None and (side_a.run is None or side_b.run is None):
-        raise UsageError("--gate needs two runs (their per-step timings give the verdicts)")
+    hd.check_gate(gate, side_a, side_b)
     result = hd.diff(side_a, side_b, cache=not no_cache)
     tables = _tables(result, top)
     if fmt is DiffFormat.markdown:
@@ -126,6 +125,9 @@ def diff_cmd(
         emit_many(tables, fmt.value, notes=result.notes, wide=wide)
     if html is not None:
         _write_page(html, result, top, gate)
+    if gate is not None and (refusal := hd.gate_refusal(result)):
+        err(refusal)
+        raise typer.Exit(1)
     if gate is not None and result.verdicts is not None:
         from analysis.diff import gate_failures
 
