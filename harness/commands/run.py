@@ -328,6 +328,11 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
     try:
         store.save(result, **how)
     except UnsavedRun as e:
+        if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
+            from harness import signals
+
+            err(str(e))
+            raise typer.Exit(signals.exit_code(e.signal)) from None
         return str(e)
     return None
 
