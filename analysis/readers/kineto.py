@@ -140,6 +140,27 @@ def open_kineto(path: str | Path) -> KinetoReader:
     return KinetoReader(path, doc)
 
 
+def is_complete(path: Path) -> bool:
+    """Whether a trace file was written to its end: a gzip stream that ends properly, and JSON text that
+    ends with its closing bracket (a worker stopped while torch wrote it leaves neither). Reads the file
+    once, a MiB at a time, keeping nothing."""
+    last = b""
+    try:
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            unzip = zlib.decompressobj(wbits=47) if gzipped else None
+            while chunk := f.read(1 << 20):
+                data = unzip.decompress(chunk) if unzip is not None else chunk
+                if data.strip():
+                    last = data.rstrip()[-1:]
+            if unzip is not None and not unzip.eof:
+                return False
+    except (OSError, zlib.error):
+        return False
+    return last in (b"}", b"]")
+
+
 # --- numbers -----------------------------------------------------------------------------------------
 
 
