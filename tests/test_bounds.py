@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 
-pytestmark = pytest.mark.attack
+pytestmark = pytest.mark.attack(saves=True)
 HUGE = str(10**23)
 
 

@@ -20,7 +20,7 @@ from harness import unsaved
 from harness.cli import app
 from harness.store import UnsavedRun
 
-pytestmark = pytest.mark.attack
+pytestmark = pytest.mark.attack(saves=True)
 runner = CliRunner()
 
 

@@ -15,7 +15,7 @@ from harness.profilers.torch import TorchRequest, profile_run
 from harness.records import RunConfig
 from harness.store import ResultsStore
 
-pytestmark = pytest.mark.attack
+pytestmark = pytest.mark.attack(saves=True)
 
 
 def test_is_complete_tells_whole_traces_from_cut_ones(tmp_path: Path) -> None:
