@@ -194,7 +194,10 @@ def idle_intervals(trace: Trace) -> pd.DataFrame:
     """Every kernel, copy and set with the gap before it on its stream (NaN for a stream's first) and the
     gap's category: Stream, start, end, gap (ns), category. Streams in increasing order."""
     ev = gpu_events(trace)
-    ev = ev[ev["kind"] != "sync"].reset_index(drop=True)  # HTA leaves cuda_sync events out here
+    ev = ev[ev["kind"] != "sync"]  # HTA leaves cuda_sync events out here
+    # one event recorded twice (duplicated rows of a damaged export) is one event: its copy would make a
+    # gap of minus its duration. Events that merely overlap keep HTA's (negative) gap between them.
+    ev = ev.drop_duplicates(["stream", "start", "end", "correlation_id"]).reset_index(drop=True)
     launch = _launch_start(trace, ev)
     order = np.lexsort((ev["start"].to_numpy(), ev["stream"].to_numpy()))
     stream = ev["stream"].to_numpy()[order]

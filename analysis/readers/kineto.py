@@ -321,7 +321,8 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
             continue
         ph = e.get("ph")
         if ph == "X":
-            kind = CATEGORIES.get(e.get("cat"))  # type: ignore[arg-type]
+            cat = e.get("cat")
+            kind = CATEGORIES.get(cat) if type(cat) is str else None
             if kind is not None:
                 groups[kind].append((i, e))
                 float_times = float_times or type(e.get("ts")) is str
