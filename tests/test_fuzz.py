@@ -67,7 +67,7 @@ VALUES = [
     f"'{LONG}'", "'[bold red]x[/]'", "'\x1b]0;pwned\x07'", "CAST(X'EDA080' AS TEXT)", "X'00FF'",
     "987654321", "'k[/x]\\n'",
 ]  # fmt: skip
-COMMANDS = ["kernels", "nvtx", "nvtx-gpu", "api", "memops", "launch", "osrt", "summary", "breakdown"]
+COMMANDS = ["kernels", "nvtx", "nvtx-gpu", "api", "memops", "launch", "osrt", "summary", "breakdown", "diff"]
 # output columns that hold totals, counts and times: finite and never negative
 NON_NEGATIVE = ("Total", "Instances", "Count", "Time (%)", "Avg", "Med", "Min", "Max", "StdDev", "(ns)")
 runner = CliRunner()
@@ -128,9 +128,16 @@ def check_numbers(doc: Any, where: str) -> None:
             check_numbers(item, where)
 
 
-def run_command(command: str, path: Path, no_cache: bool) -> Any:
-    args = [command, str(path), "--format", "json", *(["--no-cache"] if no_cache else [])]
+def run_command(command: str, path: Path, no_cache: bool, original: Path) -> Any:
+    """`command` on the mutated file (diff: the original fixture against it), JSON out."""
+    inputs = [str(original), str(path)] if command == "diff" else [str(path)]
+    args = [command, *inputs, "--format", "json", *(["--no-cache"] if no_cache else [])]
     return runner.invoke(app, args, env={"COLUMNS": "120"})
+
+
+def check_nothing_else_written(tmp: Path, path: Path) -> None:
+    """The command wrote nothing beside its input: only the trace cache (in its own folder) is new."""
+    assert {p.name for p in tmp.iterdir()} <= {path.name, "cache"}
 
 
 # --- nsys exports --------------------------------------------------------------------------------------
@@ -218,8 +225,9 @@ def check_export_example(fixture: Path, mutations: list[tuple], cut: float | Non
         path.chmod(0o644)
         mutate_export(path, mutations, cut)
         before = digest(path)
-        result = run_command(command, path, no_cache)
+        result = run_command(command, path, no_cache, fixture)
         assert digest(path) == before, "the command changed its input"
+        check_nothing_else_written(tmp, path)
         check_outcome(result, command)
     assert digest(fixture) == before_fixture
 
@@ -339,8 +347,9 @@ def check_trace_example(fixture: str, mutations: list[tuple], gz: bool, cut: flo
         path = tmp / ("trace.json.gz" if gz else "trace.json")
         write_mutated(path, mutate_trace(kineto_base(fixture), mutations), gz, cut)
         before = digest(path)
-        result = run_command(command, path, no_cache)
+        result = run_command(command, path, no_cache, trace_path(fixture))
         assert digest(path) == before, "the command changed its input"
+        check_nothing_else_written(tmp, path)
         check_outcome(result, command)
 
 
