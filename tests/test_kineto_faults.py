@@ -103,3 +103,9 @@ def test_odd_pids_and_step_numbers(tmp_path: Path) -> None:
     for command in ("kernels", "nvtx", "nvtx-gpu", "summary"):
         result = runner.invoke(app, [command, str(path)])
         assert result.exit_code in (0, 1) and "Traceback" not in result.output, (command, result.output)
+
+
+def test_the_most_negative_int64_timestamp_is_left_out(tmp_path: Path) -> None:
+    events = [KERNEL, {**KERNEL, "ts": -(2**63)}, {**KERNEL, "dur": -(2**63)}]
+    trace = open_trace(write_trace(tmp_path / "t.json", events), cache=False)
+    assert kernel_summary(trace)["Total Time (ns)"].tolist() == [5000]

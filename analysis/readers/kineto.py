@@ -187,7 +187,7 @@ def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(ns as int64, which were valid) of microsecond values; one numpy call when all are integers."""
     try:
         us = np.array(values, dtype=np.int64)
-        if not len(us) or np.abs(us).max() <= MAX_US:  # times 1000 without wrapping round
+        if not len(us) or (us.max() <= MAX_US and us.min() >= -MAX_US):  # times 1000 without wrapping
             return us * 1000, np.ones(len(values), dtype=bool)
     except (TypeError, ValueError, OverflowError):
         pass
