@@ -204,7 +204,9 @@ def mutate_export(path: Path, mutations: list[tuple], cut: float | None) -> None
                     (c for c in cols if c in ("demangledName", "shortName", "nameId", "textId")), column
                 )
                 con.execute(f'UPDATE "{table}" SET "{ref}" = 987654321 {where}')
-            elif kind == "name" and "StringIds" in tables:
+            elif (
+                kind == "name" and "StringIds" in tables and {"id", "value"} <= set(columns(con, "StringIds"))
+            ):
                 loosen(con, "StringIds")
                 text = value if value != "-start" else "'-'"
                 con.execute(f"UPDATE StringIds SET value = {text} WHERE id % {m} = {r % m}")
