@@ -14,7 +14,7 @@ Every example must end in a table (exit 0) or one `error:` line (exit 1 or 2), n
 input file must keep its bytes; every total, count and time in the output must be finite and not negative.
 
 Profiles: HARNESS_FUZZ=short (default: a few dozen examples per test, seconds) or HARNESS_FUZZ=slow; the
-`slow`-marked tests run FUZZ_SLOW_EXAMPLES (default 700) examples each, 2,100 in all. Examples that once
+`slow`-marked tests run FUZZ_SLOW_EXAMPLES (default 1,000) examples each, 2,000 in all. Examples that once
 failed are kept as regular tests in tests/test_fuzz_found.py.
 """
 
@@ -47,9 +47,9 @@ pytestmark = pytest.mark.attack
 settings.register_profile(
     "short", max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
 )
-settings.register_profile("slow", max_examples=700, deadline=None, suppress_health_check=list(HealthCheck))
+settings.register_profile("slow", max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HARNESS_FUZZ", "short"))
-SLOW_EXAMPLES = int(os.environ.get("FUZZ_SLOW_EXAMPLES", "700"))
+SLOW_EXAMPLES = int(os.environ.get("FUZZ_SLOW_EXAMPLES", "1000"))
 
 NSYS_FIXTURES = [
     SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite",
