@@ -68,6 +68,7 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
             "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+MAX_TIME = 2**62  # ns; a start or end past ±this is left out
 
 _unwritable_said: set[str] = set()
 
@@ -211,7 +212,16 @@ class Trace:
             else:
                 start, end = np.asarray(data["start"]), np.asarray(data["end"])
                 bad = (start == NULL) | (end == NULL) | (end < start)
+                # past ±2**62 ns (146 years) no time is right, and end - start would wrap round int64
+                wild = ~bad & ((start < -MAX_TIME) | (end > MAX_TIME))
                 del start, end
+                if wild.any():
+                    self.note(
+                        f"left out {int(wild.sum()):,} of {n:,} {NAMES_OF[frame]} with a start or end past "
+                        "±2**62 ns (146 years): not a time"
+                    )
+                    rows &= ~wild
+                del wild
             if bad.any():
                 self.note(
                     f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "

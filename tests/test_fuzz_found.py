@@ -23,3 +23,30 @@ def test_duplicated_kernels_leave_no_negative_idle_time() -> None:
         ("duplicate", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 1, 0, "NULL"),
     ]
     check_export_example(A100, mutations, None, "breakdown", False)
+
+
+def test_a_start_of_minus_2_63_is_left_out_not_wrapped() -> None:
+    """Kernel starts of -2**63 (one past the NULL sentinel): end - start wrapped round int64 and the launch
+    table's KAvg was -9.2e18 ns."""
+    mutations = [("set", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 1, 0, "-9223372036854775808")]
+    check_export_example(A100, mutations, None, "launch", False)
+
+
+def test_times_past_2_62_are_left_out_and_counted(tmp_path) -> None:
+    from export_data import derive
+
+    from analysis.kernels import kernel_summary
+    from analysis.trace import open_trace
+
+    bad = derive(
+        A100,
+        tmp_path / "bad.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808 WHERE correlationId = 140",
+    )
+    table = kernel_summary(open_trace(bad, cache=False))
+    assert table["Instances"].tolist() == [4] and table["Total Time (ns)"].tolist() == [
+        88_573_480 - 17_704_808
+    ]
+    assert any(n.startswith("left out 1 of 5 kernels") for n in table.attrs["notes"])
+    rows = open_trace(bad, cache=False).frame("kernels", ["start", "end"])  # start and end: the range check
+    assert len(rows) == 4
