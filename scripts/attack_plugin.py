@@ -3,7 +3,8 @@
 Loaded by scripts/attack.sh (`-p attack_plugin`). Every command an attack test runs in-process
 (typer's CliRunner.invoke) is one attempt:
 
-- a clear error: a nonzero exit with exactly one `error:` line and no exception;
+- a clear error: a nonzero exit with exactly one `error:` line (or click's one `Error:` line for an
+  option it rejects) and no exception; anything else nonzero is an unclear error, listed;
 - a right result: exit 0 (the test itself asserts the figure or the saved data);
 - a traceback: an exception other than SystemExit, or "Traceback" in the output.
 
@@ -28,6 +29,7 @@ COUNTS = dict.fromkeys(
     ["tried", "clear errors", "right results", "tracebacks", "files changed", "runs lost"], 0
 )
 FAILED: list[str] = []
+UNCLEAR: list[str] = []  # nonzero exits without one clear line (printed, to be fixed)
 _state: dict[str, Any] = {"invoked": 0}
 
 
@@ -80,8 +82,13 @@ def pytest_configure(config: pytest.Config) -> None:
         elif result.exit_code == 0:
             COUNTS["right results"] += 1
         else:
-            errors = [line for line in output.splitlines() if line.startswith("error:")]
-            COUNTS["clear errors" if len(errors) == 1 else "tracebacks"] += 1
+            # ours (`error: …`), or click's usage error (`Error: Invalid value for '--gate' …`)
+            errors = [line for line in output.splitlines() if line.startswith(("error:", "Error: "))]
+            if len(errors) == 1:
+                COUNTS["clear errors"] += 1
+            else:
+                COUNTS["unclear errors"] = COUNTS.get("unclear errors", 0) + 1
+                UNCLEAR.append(f"{args}: exit {result.exit_code}: {output[-300:]!r}")
         return result
 
     CliRunner.invoke = invoke  # type: ignore[method-assign]
@@ -125,5 +132,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write("attacks (issue 22):")
     for key, value in COUNTS.items():
         write(f"  {key:<14} {value}")
+    for line in UNCLEAR[:5]:
+        write(f"  unclear: {line}")
     if FAILED:
         write(f"  failed tests   {len(FAILED)}: {', '.join(FAILED[:10])}")
