@@ -257,7 +257,9 @@ def test_fuzz_exports() -> None:
 def test_fuzz_exports_slow() -> None:
     from hypothesis import given
 
-    @settings(max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False
+    )
     @given(export_cases)
     def prop(case: tuple) -> None:
         check_export_example(*case)
@@ -379,7 +381,9 @@ def test_fuzz_traces() -> None:
 def test_fuzz_traces_slow() -> None:
     from hypothesis import given
 
-    @settings(max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False
+    )
     @given(trace_cases)
     def prop(case: tuple) -> None:
         check_trace_example(*case)

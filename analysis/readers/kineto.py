@@ -40,6 +40,9 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.readers import NULL, valid_duration
+from analysis.readers.kineto_checks import clean_name, hashable, is_complete, notes_and_hints
+
+__all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
 VERSION = "kineto-2"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
@@ -140,27 +143,6 @@ def open_kineto(path: str | Path) -> KinetoReader:
     return KinetoReader(path, doc)
 
 
-def is_complete(path: Path) -> bool:
-    """Whether a trace file was written to its end: a gzip stream that ends properly, and JSON text that
-    ends with its closing bracket (a worker stopped while torch wrote it leaves neither). Reads the file
-    once, a MiB at a time, keeping nothing."""
-    last = b""
-    try:
-        with open(path, "rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b"
-            f.seek(0)
-            unzip = zlib.decompressobj(wbits=47) if gzipped else None
-            while chunk := f.read(1 << 20):
-                data = unzip.decompress(chunk) if unzip is not None else chunk
-                if data.strip():
-                    last = data.rstrip()[-1:]
-            if unzip is not None and not unzip.eof:
-                return False
-    except (OSError, zlib.error):
-        return False
-    return last in (b"}", b"]")
-
-
 # --- numbers -----------------------------------------------------------------------------------------
 
 
@@ -234,21 +216,6 @@ def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
         else:
             out[i] = NULL
     return out
-
-
-def clean_name(value: Any) -> tuple[str, bool]:
-    """(a name as text, whether it held invalid Unicode): a list or number becomes its JSON-like text, None
-    empty; lone surrogates ("\\ud800", which JSON allows and UTF-8 cannot hold) become the escape
-    `\\ud800` so the name is kept and can be written to Parquet."""
-    if type(value) is not str:
-        value = "" if value is None else json.dumps(value, ensure_ascii=False, default=str)
-    if value.isascii():
-        return value, False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "backslashreplace").decode("utf-8"), True
-    return value, False
 
 
 def shorten(name: str) -> str:
@@ -337,47 +304,13 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     b = _Builder(thread_names)
     frames = b.frames(groups)
     meta = _meta(doc, float_times, ignored, sum(b.unusable.values()))
-    meta["notes"], meta["hints"] = _notes(b, frames)
+    meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.escaped, frames, HINTS)
     return frames, meta
 
 
 def _key(pid: Any, tid: Any) -> tuple[Any, Any]:
     """A (pid, tid) key that can be hashed whatever the JSON held (a list, an object)."""
-    return _hashable(pid), _hashable(tid)
-
-
-def _hashable(v: Any) -> Any:
-    return v if v is None or isinstance(v, int | str | float) else json.dumps(v, default=str)
-
-
-# which frame's events each category group fills, and what they are called in a note
-GROUP_FRAMES = {"kernels": "kernels", "memcpy": "memcpy", "memset": "memset", "syncs": "syncs",
-                "runtime": "runtime", "annotation": "nvtx", "gpu_annotation": "nvtx",
-                "cpu_ops": "cpu_ops"}  # fmt: skip
-GROUP_NAMES = {"kernels": "kernel", "memcpy": "memcpy", "memset": "memset", "syncs": "cuda_sync",
-               "runtime": "CUDA runtime", "annotation": "user_annotation",
-               "gpu_annotation": "gpu_user_annotation", "cpu_ops": "cpu_op"}  # fmt: skip
-UNUSABLE = "no usable ts or dur: missing, not a number, or a negative dur"
-
-
-def _notes(b: _Builder, frames: dict[str, pd.DataFrame]) -> tuple[list[str], dict[str, str]]:
-    """The notes every table of this trace carries (events left out, names escaped), and the hints for
-    frames that are empty because all their events were left out."""
-    notes = []
-    hints = dict(HINTS)
-    dropped = {k: n for k, n in b.unusable.items() if n}
-    if dropped:
-        parts = ", ".join(f"{n:,} {GROUP_NAMES[k]}" for k, n in dropped.items())
-        notes.append(f"left out {sum(dropped.values()):,} Kineto events with {UNUSABLE} ({parts})")
-        for k, n in dropped.items():
-            frame = GROUP_FRAMES[k]
-            if len(frames[frame]) == 0:
-                hints[frame] = f"all {n:,} of its {GROUP_NAMES[k]} events were left out ({UNUSABLE})"
-    if b.escaped:
-        notes.append(
-            f"{b.escaped:,} names held invalid Unicode (lone surrogates): kept, with \\uXXXX escapes"
-        )
-    return notes, hints
+    return hashable(pid), hashable(tid)
 
 
 class _Builder:
@@ -448,8 +381,8 @@ class _Builder:
             "index": np.fromiter((i for i, _ in group), dtype=np.int64, count=len(group)),
             "name": [self.name(e.get("name", "")) for _, e in group],
             "args": [a if type(a := e.get("args")) is dict else {} for _, e in group],
-            "pid": [p if type(p := e.get("pid")) is int else _hashable(p) for _, e in group],
-            "tid": [t if type(t := e.get("tid")) is int else _hashable(t) for _, e in group],
+            "pid": [p if type(p := e.get("pid")) is int else hashable(p) for _, e in group],
+            "tid": [t if type(t := e.get("tid")) is int else hashable(t) for _, e in group],
         }
         if thread:
             part["global_tid"] = self.cpu_threads(part["pid"], part["tid"])
