@@ -217,6 +217,8 @@ def _launch_start(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
     if not trace.has("runtime"):
         return np.full(len(ev), NULL, dtype=np.int64)
     calls = trace.frame("runtime", ["start", "correlation_id", "global_tid"])
+    if calls.empty:  # every call left out (no start: a damaged export)
+        return np.full(len(ev), NULL, dtype=np.int64)
     found = _lookup(
         _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
         _call_key(ev["correlation_id"].to_numpy(), ev["global_pid"].to_numpy()),

@@ -50,3 +50,10 @@ def test_times_past_2_62_are_left_out_and_counted(tmp_path) -> None:
     assert any(n.startswith("left out 1 of 5 kernels") for n in table.attrs["notes"])
     rows = open_trace(bad, cache=False).frame("kernels", ["start", "end"])  # start and end: the range check
     assert len(rows) == 4
+
+
+def test_breakdown_when_every_runtime_call_is_left_out() -> None:
+    """The runtime table's start column dropped: every call is left out, and the launch lookup indexed an
+    empty array (IndexError)."""
+    mutations = [("drop_column", "CUPTI_ACTIVITY_KIND_RUNTIME", 0, 1, 0, "NULL")]
+    check_export_example(A100, mutations, None, "breakdown", False)
