@@ -57,3 +57,13 @@ def test_breakdown_when_every_runtime_call_is_left_out() -> None:
     empty array (IndexError)."""
     mutations = [("drop_column", "CUPTI_ACTIVITY_KIND_RUNTIME", 0, 1, 0, "NULL")]
     check_export_example(A100, mutations, None, "breakdown", False)
+
+
+def test_memory_sizes_without_a_byte_count() -> None:
+    """The memset table's bytes column dropped: its NULL sentinel became an average of -9.2e12 MB."""
+    mutations = [
+        ("drop_column", "CUPTI_ACTIVITY_KIND_MEMSET", 2, 1, 0, "NULL"),
+        ("drop_column", "CUPTI_ACTIVITY_KIND_MEMSET", 17, 1, 0, "NULL"),
+        ("drop_table", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 1, 0, "NULL"),
+    ]
+    check_export_example(NSYS_FIXTURES[1], mutations, None, "memops", False)
