@@ -67,3 +67,10 @@ def test_memory_sizes_without_a_byte_count() -> None:
         ("drop_table", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 1, 0, "NULL"),
     ]
     check_export_example(NSYS_FIXTURES[1], mutations, None, "memops", False)
+
+
+def test_nvtx_with_text_in_start() -> None:
+    """NVTX starts of 'soon': the last time (for ranges never closed) was max(start), which SQLite made the
+    text, and int('soon') raised ValueError."""
+    mutations = [("set", "NVTX_EVENTS", 0, 1, 0, "'soon'")]
+    check_export_example(A100, mutations, None, "nvtx", False)
