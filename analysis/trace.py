@@ -76,6 +76,7 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
             "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
             "overhead": "profiler overhead events"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+MAX_TIME = 2**62  # ns; a start or end past ±this is left out
 
 _unwritable_said: set[str] = set()
 
@@ -95,14 +96,18 @@ class Trace:
         if cache:
             from analysis.cache import Cache
 
-            with contextlib.suppress(OSError):
-                self._entry = Cache().entry(path, version)
-                meta = self._entry.meta()
-                self._entry_ready = meta is not None
+            store = Cache()
+            if store.limit > 0:  # a limit of 0 caches nothing (`harness cache --max-size 0`)
+                with contextlib.suppress(OSError):
+                    self._entry = store.entry(path, version)
+                    meta = self._entry.meta()
+                    self._entry_ready = meta is not None
         if meta is None:
             meta = self.reader.meta()
         self.meta: dict[str, Any] = meta
         self.format: str = str(meta.get("format", "?"))
+        for text in meta.get("notes", ()):  # what the reader left out or changed (Kineto events, names)
+            self.note(str(text))
 
     def __repr__(self) -> str:
         return f"Trace({str(self.path)!r}, format={self.format})"
@@ -215,7 +220,16 @@ class Trace:
             else:
                 start, end = np.asarray(data["start"]), np.asarray(data["end"])
                 bad = (start == NULL) | (end == NULL) | (end < start)
+                # past ±2**62 ns (146 years) no time is right, and end - start would wrap round int64
+                wild = ~bad & ((start < -MAX_TIME) | (end > MAX_TIME))
                 del start, end
+                if wild.any():
+                    self.note(
+                        f"left out {int(wild.sum()):,} of {n:,} {NAMES_OF[frame]} with a start or end past "
+                        "±2**62 ns (146 years): not a time"
+                    )
+                    rows &= ~wild
+                del wild
             if bad.any():
                 self.note(
                     f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "

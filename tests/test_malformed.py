@@ -15,6 +15,8 @@ from analysis.launch import launch_summary
 from analysis.trace import open_trace
 from harness.cli import app
 
+pytestmark = pytest.mark.attack  # scripts/attack.sh runs and counts these
+
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 FIRST = 140  # correlationId of the first saxpy launch: 17,704,808 ns
 TOTAL = 88_573_480

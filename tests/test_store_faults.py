@@ -25,6 +25,7 @@ from harness.cli import app
 from harness.errors import HarnessError
 from harness.store import NoDatabase, ResultsStore, UnsavedRun
 
+pytestmark = pytest.mark.attack(saves=True)  # scripts/attack.sh runs and counts these
 runner = CliRunner()
 
 

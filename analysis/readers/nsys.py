@@ -386,8 +386,12 @@ class NsysReader:
             }
             return pd.DataFrame({**out, **{c: v for c, v in empty.items() if c in asked}})
         if "end" in asked:
-            last = self._rows(f"SELECT max(max(start), ifnull(max(end), 0)) FROM {NVTX}")[0][0]
-            col["end"][col["end"] == NULL] = int(last or 0)
+            # integers only: SQLite orders text after every number (a damaged export's 'soon')
+            last = self._rows(
+                "SELECT max(ifnull(max(CASE WHEN typeof(start) = 'integer' THEN start END), 0), "
+                f"ifnull(max(CASE WHEN typeof(end) = 'integer' THEN end END), 0)) FROM {NVTX}"
+            )[0][0]
+            col["end"][col["end"] == NULL] = last if type(last) is int else 0
         if "pushpop" in asked:
             out["pushpop"] = col["pushpop"]
         if "payload" in asked:

@@ -616,7 +616,14 @@ def cache_cmd(
             limit = parse_size(max_size)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        cache.set_limit(limit)
+        try:
+            cache.set_limit(limit)
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+            raise UsageError(
+                f"cannot save the cache limit in {cache.root}: {why}; make it a writable folder, or set "
+                "HARNESS_CACHE_DIR to one (HARNESS_CACHE_LIMIT sets the limit without saving it)"
+            ) from None
         freed = cache.evict()
         note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
     if clear:

@@ -160,6 +160,7 @@ def diff_cmd(
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
+    hd.check_gate(gate, side_a, side_b)
     if side_a.run is None and side_b.run is None:
         from harness.commands import export_diff as ed
 
@@ -175,8 +176,6 @@ def diff_cmd(
         if gate is not None:
             ed.apply_gate(d, gate)
         return
-    if gate is not None and (side_a.run is None or side_b.run is None):
-        raise UsageError("--gate needs two runs or two exports (a run and an export give no verdict)")
     result = hd.diff(side_a, side_b, cache=not no_cache)
     tables = _tables(result, top)
     if fmt is DiffFormat.markdown:
@@ -193,6 +192,9 @@ def diff_cmd(
         emit_many(tables, fmt.value, notes=result.notes, wide=wide)
     if html is not None:
         _write_page(html, result, top, gate)
+    if gate is not None and (refusal := hd.gate_refusal(result)):
+        err(refusal)
+        raise typer.Exit(1)
     if gate is not None and result.verdicts is not None:
         from analysis.diff import gate_failures
 

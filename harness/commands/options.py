@@ -77,7 +77,9 @@ def make_config(
     power: bool = False,
     power_period_ms: int = 50,
 ) -> RunConfig:
-    return RunConfig(
+    from harness.bounds import check_storable
+
+    config = RunConfig(
         model=model,
         mode=mode.value,
         device=device.value,
@@ -95,3 +97,5 @@ def make_config(
         power=power,
         power_period_ms=power_period_ms,
     )
+    check_storable(config)  # before anything runs: a count the database cannot store would lose the run
+    return config

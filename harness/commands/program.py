@@ -34,9 +34,11 @@ def profile_cmd(
 ) -> None:
     """Run CMD ARGS… under nsys with the harness's trace settings, store it as a run and print the
     export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
+    from harness.bounds import check_run_name
     from harness.program import profile_program
     from harness.store import ResultsStore
 
+    check_run_name(name)
     store = ResultsStore(db)  # fail on a bad --db before the program runs
     with sigterm_raises():
         done = profile_program(

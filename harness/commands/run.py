@@ -328,6 +328,11 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
     try:
         store.save(result, **how)
     except UnsavedRun as e:
+        if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
+            from harness import signals
+
+            err(str(e))
+            raise typer.Exit(signals.exit_code(e.signal)) from None
         return str(e)
     return None
 
@@ -458,6 +463,10 @@ def _batch_sizes(items: list[str]) -> list[int]:
         raise UsageError(
             f"--batch-sizes takes positive integers, e.g. 1,2,4,8; got {', '.join(bad) or 'none'}"
         )
+    from harness.bounds import check_count
+
+    for b in items:
+        check_count("--batch-sizes", int(b))
     return list(dict.fromkeys(int(b) for b in items))
 
 
