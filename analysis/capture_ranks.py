@@ -25,7 +25,7 @@ per rank (gpu_activity of the process's kernels); and what happens around each c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from analysis.ranks import (
     straggler_table,
 )
 from analysis.runtime import pid_of
-from analysis.trace import FRAMES, Trace, open_trace
+from analysis.trace import FRAMES, Trace, TraceView, open_trace
 
 CAPTURE = "capture"  # the phase name of a rank's whole capture, where there are no phase ranges
 COLLECTIVE_COLUMNS = [
@@ -249,36 +249,19 @@ def ranks_of_exports(
 # --- `--by-rank` on one capture: each process's share of the trace ---------------------------------------
 
 
-class ProcessView(Trace):
+class ProcessView(TraceView):
     """One process of a trace, as a trace: every frame holds only that process's rows (kernels, copies,
     sets and syncs by the process that launched them; calls, ranges and threads by their thread's
     process). The tables run on it unchanged; the data stays the base trace's, read once."""
 
-    def __init__(self, base: Trace, pid: int) -> None:  # no super().__init__: the base trace holds the data
-        self.base = base
+    def __init__(self, base: Trace, pid: int) -> None:
+        super().__init__(base)
         self.pid = pid
-        self.path = base.path
-        self.meta = base.meta
-        self.format = base.format
         self.notes = list(base.notes)
         self._masks: dict[str, np.ndarray | None] = {}
 
     def __repr__(self) -> str:
         return f"ProcessView({self.base!r}, pid={self.pid})"
-
-    @property
-    def reader(self) -> Any:
-        return self.base.reader
-
-    @property
-    def source_reads(self) -> dict[str, int]:
-        return self.base.source_reads
-
-    def close(self) -> None:
-        self.base.close()
-
-    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
-        self.base.load(wanted)
 
     def holds(self, frame: str, columns: Sequence[str]) -> bool:
         return self.base.holds(frame, columns)

@@ -19,7 +19,7 @@ computed from the trace's (cached) columns each time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ import pandas as pd
 
 from analysis.readers import valid_duration
 from analysis.runtime import PROCESS_MASK, _call_key
-from analysis.trace import FRAMES, NULL, TIMED, Trace
+from analysis.trace import FRAMES, NULL, TIMED, Trace, TraceView
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 CPU_FRAMES = ("runtime", "nvtx", "cpu_ops", "osrt")
@@ -40,14 +40,11 @@ def hta_view(trace: Trace) -> HtaView:
     return trace if isinstance(trace, HtaView) else HtaView(trace)
 
 
-class HtaView(Trace):
+class HtaView(TraceView):
     """A `Trace` whose frames follow HTA's load rules; everything else is the underlying trace's."""
 
-    def __init__(self, base: Trace) -> None:  # no super().__init__: the base trace holds the data
-        self.base = base
-        self.path = base.path
-        self.meta = base.meta
-        self.format = base.format
+    def __init__(self, base: Trace) -> None:
+        super().__init__(base)
         self._notes: list[str] = []
         self._keep: dict[str, np.ndarray | None] = {}
         self._times: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -65,20 +62,6 @@ class HtaView(Trace):
     def note(self, text: str) -> None:
         if text not in self._notes:
             self._notes.append(text)
-
-    @property
-    def reader(self) -> Any:
-        return self.base.reader
-
-    @property
-    def source_reads(self) -> dict[str, int]:
-        return self.base.source_reads
-
-    def close(self) -> None:
-        self.base.close()
-
-    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
-        self.base.load(wanted)
 
     # --- the rules ---------------------------------------------------------------------------------------
 

@@ -328,6 +328,31 @@ class Trace:
             self._entry = None
 
 
+class TraceView(Trace):
+    """A trace seen through a rule (HTA's load rules, one process of a capture): the frames are the
+    subclass's, the data and the source stay the base trace's, read once."""
+
+    def __init__(self, base: Trace) -> None:  # no super().__init__: the base trace holds the data
+        self.base = base
+        self.path = base.path
+        self.meta = base.meta
+        self.format = base.format
+
+    @property
+    def reader(self) -> Any:
+        return self.base.reader
+
+    @property
+    def source_reads(self) -> dict[str, int]:
+        return self.base.source_reads
+
+    def close(self) -> None:
+        self.base.close()
+
+    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
+        self.base.load(wanted)
+
+
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
 
