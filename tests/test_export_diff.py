@@ -345,13 +345,12 @@ def test_a_missing_export_is_one_line(tmp_path: Path, tmp_db: str) -> None:
     assert r.stderr.strip().startswith(f"error: no such file: {tmp_path / 'nothere.sqlite'}")
 
 
-def test_warm_up_steps_outside_the_measured_range_are_left_out(tmp_path: Path) -> None:
+def test_warm_up_steps_outside_the_measured_range_are_left_out(tmp_path: Path, a100_export: Path) -> None:
     """The A100 fixture with the harness's ranges (tests/export_data.py): 5 `step` ranges, the first outside
     the `measured` range."""
     from export_data import with_harness_ranges
 
-    a100 = SHARED / "nsys" / "a100-saxpy-mpi" / "report.sqlite"
-    path = with_harness_ranges(a100, tmp_path / "harness_ranges.sqlite")
+    path = with_harness_ranges(a100_export, tmp_path / "harness_ranges.sqlite")
     steps = [
         d for (d,) in sql(path, "SELECT end - start FROM NVTX_EVENTS WHERE text = 'step' ORDER BY start")
     ]
