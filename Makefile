@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint nsys bench clean
+.PHONY: setup demo test test-fast attack lint nsys bench clean
 
 setup: $(STAMP) nsys
 
@@ -27,6 +27,9 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"
+
+attack: setup
+	PYTHON=$(BIN)/python scripts/attack.sh
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

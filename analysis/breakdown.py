@@ -194,7 +194,10 @@ def idle_intervals(trace: Trace) -> pd.DataFrame:
     """Every kernel, copy and set with the gap before it on its stream (NaN for a stream's first) and the
     gap's category: Stream, start, end, gap (ns), category. Streams in increasing order."""
     ev = gpu_events(trace)
-    ev = ev[ev["kind"] != "sync"].reset_index(drop=True)  # HTA leaves cuda_sync events out here
+    ev = ev[ev["kind"] != "sync"]  # HTA leaves cuda_sync events out here
+    # one event recorded twice (duplicated rows of a damaged export) is one event: its copy would make a
+    # gap of minus its duration. Events that merely overlap keep HTA's (negative) gap between them.
+    ev = ev.drop_duplicates(["stream", "start", "end", "correlation_id"]).reset_index(drop=True)
     launch = _launch_start(trace, ev)
     order = np.lexsort((ev["start"].to_numpy(), ev["stream"].to_numpy()))
     stream = ev["stream"].to_numpy()[order]
@@ -214,6 +217,8 @@ def _launch_start(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
     if not trace.has("runtime"):
         return np.full(len(ev), NULL, dtype=np.int64)
     calls = trace.frame("runtime", ["start", "correlation_id", "global_tid"])
+    if calls.empty:  # every call left out (no start: a damaged export)
+        return np.full(len(ev), NULL, dtype=np.int64)
     found = _lookup(
         _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
         _call_key(ev["correlation_id"].to_numpy(), ev["global_pid"].to_numpy()),

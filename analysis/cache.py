@@ -1,8 +1,11 @@
 """A Parquet cache of trace frames, so that an export is read from its source once.
 
-An entry is a folder under the cache root named by a hash of the source's resolved path, size, mtime and
-the reader's version: a changed export or a newer reader gets a new entry, and the old one is removed
-when the new one is made. Inside: `meta.json` (what the reader said about the source: producer, schema,
+An entry is a folder under the cache root named by a hash of the source's resolved path, size, mtime,
+sampled content (`content_digest`: the whole file up to 256 KiB, else its first and last 64 KiB and 16
+blocks of 4 KiB spread between; an SQLite file's header holds its change counter, a gzip file's tail
+its CRC) and the reader's version: a changed export (even one rewritten with the same size and its mtime
+put back) or a newer reader gets a new entry, and the old one is removed when the new one is made.
+Inside: `meta.json` (what the reader said about the source: producer, schema,
 row counts) and one Parquet file per frame column (`kernels.start.parquet`), so a command reads only the
 columns it needs and a later command adds the columns it needs next.
 
@@ -34,6 +37,9 @@ DEFAULT_LIMIT = 5 * 1000**3
 CONFIG = "config.json"
 META = "meta.json"
 STALE_TMP_S = 3600  # temporary files older than this are from killed commands
+WHOLE_FILE = 256 << 10  # sources up to this size are hashed whole
+EDGE, BLOCK, BLOCKS = 64 << 10, 4 << 10, 16  # bigger ones: head and tail, and blocks spread between
+LIMIT_ENV = "HARNESS_CACHE_LIMIT"
 
 
 def cache_root() -> Path:
@@ -83,10 +89,16 @@ class Cache:
 
     @property
     def limit(self) -> int:
-        env = os.environ.get("HARNESS_CACHE_LIMIT")
+        env = os.environ.get(LIMIT_ENV)
         if env:
-            with contextlib.suppress(ValueError):
+            try:
                 return parse_size(env)
+            except ValueError:
+                from analysis.errors import AnalysisError
+
+                raise AnalysisError(
+                    f"{LIMIT_ENV}={env!r} is not a size (e.g. 5GB, 500MB; 0 caches nothing): fix or unset it"
+                ) from None
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
             return int(json.loads((self.root / CONFIG).read_text())["limit_bytes"])
         return DEFAULT_LIMIT
@@ -98,7 +110,10 @@ class Cache:
     def entry(self, source: Path, reader_version: str) -> Entry:
         st = source.stat()
         resolved = str(source.resolve())
-        key = hashlib.sha256(f"{resolved}\0{st.st_size}\0{st.st_mtime_ns}\0{reader_version}".encode())
+        digest = content_digest(source, st.st_size)
+        key = hashlib.sha256(
+            f"{resolved}\0{st.st_size}\0{st.st_mtime_ns}\0{digest}\0{reader_version}".encode()
+        )
         return Entry(self, self.root / key.hexdigest()[:32], resolved, st.st_size, st.st_mtime_ns)
 
     def entries(self) -> list[EntryInfo]:
@@ -274,6 +289,23 @@ def _malloc_pool() -> None:
     return_freed_buffers()
     with contextlib.suppress(Exception):
         pa.set_memory_pool(pa.system_memory_pool())
+
+
+def content_digest(path: Path, size: int) -> str:
+    """A hash of the file's content: all of it up to WHOLE_FILE bytes, else head, tail and BLOCKS blocks
+    between (about 200 KB read, ~0.3 ms warm). Raises OSError when the file cannot be read."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        if size <= WHOLE_FILE:
+            h.update(f.read())
+            return h.hexdigest()
+        fd = f.fileno()
+        h.update(os.pread(fd, EDGE, 0))
+        step = (size - 2 * EDGE) // (BLOCKS + 1)
+        for i in range(1, BLOCKS + 1):
+            h.update(os.pread(fd, BLOCK, EDGE + i * step))
+        h.update(os.pread(fd, EDGE, size - EDGE))
+    return h.hexdigest()
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.overhead import STEP_SUM, Comparison, compare_samples, short_verdict
+from analysis.runtime import PROCESS_MASK, _call_key
 from analysis.trace import Trace
 
 DIFF_COLUMNS = [
@@ -237,21 +238,26 @@ def step_ops_summary(trace: Trace, step: str | None = None) -> pd.DataFrame:
             o = view.frame(frame, ["name_id", "start", "end"])
             o = o[inside(o["start"])]
             parts.append((cat, o["name_id"].map(view.strings(o["name_id"].unique())), o["end"] - o["start"]))
-    ids = pd.Series(dtype=np.int64)
+    keys = np.zeros(
+        0, dtype=np.int64
+    )  # (process, correlationId) of the calls in the step: ids repeat across ranks
     if view.has("runtime"):
-        calls = view.frame("runtime", ["start", "correlation_id"])
-        ids = calls.loc[inside(calls["start"]), "correlation_id"]
+        calls = view.frame("runtime", ["start", "correlation_id", "global_tid"])
+        calls = calls[inside(calls["start"])]
+        keys = _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK)
+
+    def launched(df: pd.DataFrame) -> pd.DataFrame:
+        return df[np.isin(_call_key(df["correlation_id"].to_numpy(), df["global_pid"].to_numpy()), keys)]
+
     if view.has("kernels"):
-        k = view.frame("kernels", ["name_id", "start", "end", "correlation_id"])
-        k = k[k["correlation_id"].isin(ids)]
+        k = launched(view.frame("kernels", ["name_id", "start", "end", "correlation_id", "global_pid"]))
         parts.append(("kernel", k["name_id"].map(view.strings(k["name_id"].unique())), k["end"] - k["start"]))
     for cat, frame, cols in (
         ("gpu_memcpy", "memcpy", ["copy_kind", "src_kind", "dst_kind"]),
         ("gpu_memset", "memset", ["mem_kind"]),
     ):
         if view.has(frame):
-            m = view.frame(frame, [*cols, "start", "end", "correlation_id"])
-            m = m[m["correlation_id"].isin(ids)]
+            m = launched(view.frame(frame, [*cols, "start", "end", "correlation_id", "global_pid"]))
             parts.append((cat, _memop_names(m, frame == "memcpy"), m["end"] - m["start"]))
     data = pd.concat(
         [

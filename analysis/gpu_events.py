@@ -30,7 +30,7 @@ NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 KINDS = ("kernel", "memcpy", "memset", "sync")
 COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}
 MEMORY_NAMES = {v: k for k, v in MEMORY_KINDS.items()}
-EVENT_COLUMNS = ["kind", "name", "start", "end", "stream", "correlation_id", "global_pid"]
+EVENT_COLUMNS = ["kind", "name", "start", "end", "stream", "correlation_id", "global_pid", "device"]
 
 
 def kernel_type(name: str) -> str:
@@ -64,7 +64,7 @@ def rank_of(trace: Trace) -> int:
 def gpu_events(trace: Trace) -> pd.DataFrame:
     """Kernels, copies, sets and sync events that ran on a stream (EVENT_COLUMNS; kind and name as
     categories), in that order and each kind in the trace's order. `attrs["types"]`: name -> kernel type."""
-    common = ["start", "end", "stream_id", "correlation_id", "global_pid"]
+    common = ["start", "end", "stream_id", "correlation_id", "global_pid", "device_id"]
     parts: list[pd.DataFrame] = []
     names: list[pd.Series] = []
     if trace.has("kernels"):
@@ -99,6 +99,7 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
             "stream": np.concatenate([p["stream_id"].to_numpy() for p in parts]),
             "correlation_id": np.concatenate([p["correlation_id"].to_numpy() for p in parts]),
             "global_pid": np.concatenate([p["global_pid"].to_numpy() for p in parts]),
+            "device": np.concatenate([p["device_id"].to_numpy() for p in parts]),
         }
     )
     on_stream = (out["stream"] != NULL) & (out["stream"] != -1)  # HTA: stream -1 is not GPU work

@@ -19,14 +19,15 @@ computed from the trace's (cached) columns each time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from analysis.readers import valid_duration
-from analysis.trace import FRAMES, NULL, TIMED, Trace
+from analysis.runtime import PROCESS_MASK, _call_key
+from analysis.trace import FRAMES, NULL, TIMED, Trace, TraceView
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 CPU_FRAMES = ("runtime", "nvtx", "cpu_ops", "osrt")
@@ -39,14 +40,11 @@ def hta_view(trace: Trace) -> HtaView:
     return trace if isinstance(trace, HtaView) else HtaView(trace)
 
 
-class HtaView(Trace):
+class HtaView(TraceView):
     """A `Trace` whose frames follow HTA's load rules; everything else is the underlying trace's."""
 
-    def __init__(self, base: Trace) -> None:  # no super().__init__: the base trace holds the data
-        self.base = base
-        self.path = base.path
-        self.meta = base.meta
-        self.format = base.format
+    def __init__(self, base: Trace) -> None:
+        super().__init__(base)
         self._notes: list[str] = []
         self._keep: dict[str, np.ndarray | None] = {}
         self._times: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -64,20 +62,6 @@ class HtaView(Trace):
     def note(self, text: str) -> None:
         if text not in self._notes:
             self._notes.append(text)
-
-    @property
-    def reader(self) -> Any:
-        return self.base.reader
-
-    @property
-    def source_reads(self) -> dict[str, int]:
-        return self.base.source_reads
-
-    def close(self) -> None:
-        self.base.close()
-
-    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
-        self.base.load(wanted)
 
     # --- the rules ---------------------------------------------------------------------------------------
 
@@ -132,12 +116,17 @@ class HtaView(Trace):
         if last is not None and frame in CPU_FRAMES and self.base.has(frame):
             mask = self.times(frame)[0] < last
         elif last is not None and frame in GPU_FRAMES and self.base.has(frame):
-            launched = np.empty(0, dtype=np.int64)
+            launched = np.empty(0, dtype=np.int64)  # (process, correlationId): ids repeat across processes
             if self.base.has("runtime"):
-                calls = np.asarray(self.base._columns("runtime", ["correlation_id"])["correlation_id"])
-                launched = calls[self.keep("runtime")]
-            corr = np.asarray(self.base._columns(frame, ["correlation_id"])["correlation_id"])
-            mask = np.isin(corr, launched[launched != NULL]) | (
+                calls = self.base._columns("runtime", ["correlation_id", "global_tid"])
+                corr, tid = (np.asarray(calls[c]) for c in ("correlation_id", "global_tid"))
+                kept = self.keep("runtime")
+                if kept is not None:
+                    corr, tid = corr[kept], tid[kept]
+                launched = _call_key(corr[corr != NULL], tid[corr != NULL] & PROCESS_MASK)
+            ev = self.base._columns(frame, ["correlation_id", "global_pid"])
+            corr = np.asarray(ev["correlation_id"])
+            mask = np.isin(_call_key(corr, np.asarray(ev["global_pid"])), launched) & (corr != NULL) | (
                 (corr == NULL) & (self.times(frame)[0] < last)
             )
         self._keep[frame] = mask

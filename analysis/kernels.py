@@ -7,6 +7,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from analysis.readers import NULL
 from analysis.runtime import kernel_rows
 from analysis.stats import describe, order_like_nsys, time_percent
 from analysis.trace import Trace
@@ -26,7 +27,11 @@ def dims_text(packed: pd.Series, shifts: tuple[int, int], masks: tuple[int, int]
     x = values >> shifts[0]
     y = (values >> shifts[1]) & masks[0]
     z = values & masks[1]
-    return pd.Series([f"{a:4d} {b:4d} {c:4d}" for a, b, c in zip(x, y, z, strict=True)], index=packed.index)
+    text = [f"{a:4d} {b:4d} {c:4d}" for a, b, c in zip(x, y, z, strict=True)]
+    unknown = values == NULL  # present in the trace but not three dimensions (a Kineto grid of "zz")
+    if unknown.any():
+        text = ["unknown" if u else t for u, t in zip(unknown.tolist(), text, strict=True)]
+    return pd.Series(text, index=packed.index)
 
 
 def grid_text(packed: pd.Series) -> pd.Series:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.readers import NULL
 from analysis.stats import describe, order_like_nsys, round_half_up, time_percent
 from analysis.trace import Trace
 
@@ -64,7 +65,14 @@ def memops_time(trace: Trace) -> pd.DataFrame:
 def memops_size(trace: Trace) -> pd.DataFrame:
     """Bytes moved per memory operation kind, in MB (10^6 bytes) to 3 decimals, largest first."""
     ops = memory_ops(trace)
-    g = ops.groupby("Operation", sort=False)["bytes"]
+    bad = (ops["bytes"] == NULL) | (ops["bytes"] < 0)
+    if bad.any():  # a damaged export: no byte count (the NULL sentinel would be -9.2e12 MB)
+        trace.note(
+            f"left out {int(bad.sum()):,} of {len(ops):,} memory operations with no byte count from the sizes"
+        )
+        ops = ops[~bad]
+    # float64 sums: exact to 9 PB, and a huge count in a damaged export cannot wrap int64 round
+    g = ops.assign(bytes=ops["bytes"].astype(np.float64)).groupby("Operation", sort=False)["bytes"]
     stats = g.agg(["sum", "size", "mean", "median", "min", "max", "std"]).reset_index()
     stats["std"] = stats["std"].fillna(0.0)
     out = pd.DataFrame(

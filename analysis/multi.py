@@ -298,8 +298,8 @@ def _on_dask(task: Callable[..., Part], items: list[str], args: tuple[Any, ...],
 
 def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool = True) -> Part:
     """In a worker: open the trace at `path` (through the Parquet cache), build its pieces, and say what
-    the trace is (rank, world size, programs, session start) and this process's peak RSS. An error a user
-    can cause (no such data, a broken file) comes back in `error`, not as an exception."""
+    the trace is (rank, world size, programs, session start), and this process's peak RSS and pid. An error
+    a user can cause (no such data, a broken file) comes back in `error`, not as an exception."""
     import resource
 
     from analysis.trace import open_trace
@@ -325,6 +325,7 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
         part.skipped = dict(zip(skipped.table["table"], skipped.table["why"], strict=True))
     part.pieces = pieces
     part.info["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    part.info["pid"] = os.getpid()  # which worker read it
     return part
 
 

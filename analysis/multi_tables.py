@@ -69,25 +69,33 @@ def _kernels(trace: Trace, names: str = "demangled", by: str = "shape", range_na
     return {"kernels": Piece(rows=kernel_rows_named(trace, names=names, by=by, range_name=range_name))}
 
 
-def nvtx_rows(trace: Trace) -> pd.DataFrame:
-    """One row per NVTX range: Range (DOMAIN:NAME), Style, duration."""
-    from analysis.nvtx import all_ranges, tagged
+def nvtx_rows(trace: Trace, by: str = "op") -> pd.DataFrame:
+    """One row per NVTX range: Range (DOMAIN:NAME, grouped as `by` says: analysis.nvtx_names), Style,
+    duration. The line saying how names are grouped goes to the trace's notes."""
+    from analysis.nvtx import all_ranges, grouped_tags
 
     trace.require("nvtx", "NVTX data")
     ranges = all_ranges(trace)
     if ranges.empty:
         raise ExportError(f"no NVTX ranges in {trace.path}: only marks or domain events")
+    names, said = grouped_tags(ranges, by)
+    for line in said:
+        trace.note(line)
     return pd.DataFrame(
-        {"Range": _cat(tagged(ranges)), "Style": _cat(ranges["style"]), "duration": ranges["duration_ns"]}
+        {
+            "Range": _cat(names.astype(object)),
+            "Style": _cat(ranges["style"]),
+            "duration": ranges["duration_ns"],
+        }
     )
 
 
-def _nvtx(trace: Trace, trace_rows: bool = False) -> dict[str, Piece]:
+def _nvtx(trace: Trace, trace_rows: bool = False, by: str = "op") -> dict[str, Piece]:
     from analysis.nvtx import nvtx_trace
 
     if trace_rows:
         return {"nvtx": Piece(table=nvtx_trace(trace))}
-    return {"nvtx": Piece(rows=nvtx_rows(trace))}
+    return {"nvtx": Piece(rows=nvtx_rows(trace, by))}
 
 
 def api_rows(trace: Trace) -> pd.DataFrame:
@@ -117,15 +125,16 @@ def memop_rows(trace: Trace) -> pd.DataFrame:
 
 
 def _nvtx_gpu(trace: Trace, view: str = "summary", mode: str = "auto", phases: tuple[str, ...] = (),
-              exclusive: bool = False, top: int | None = None) -> dict[str, Piece]:  # fmt: skip
+              exclusive: bool = False, top: int | None = None,
+              by: str = "op") -> dict[str, Piece]:  # fmt: skip
     from analysis import nvtx_gpu as g
 
     if view == "projection":
         return {"projection": Piece(table=g.nvtx_gpu_projection(trace))}
     if view == "kernels":
-        df = g.nvtx_gpu_kernels(trace, mode=mode, phases=phases, top=top, exclusive=exclusive)  # type: ignore[arg-type]
+        df = g.nvtx_gpu_kernels(trace, mode=mode, phases=phases, top=top, exclusive=exclusive, by=by)  # type: ignore[arg-type]
         return {"kernels": Piece(table=df)}
-    per_range = g.nvtx_gpu_summary(trace, mode=mode, phases=phases, exclusive=exclusive)  # type: ignore[arg-type]
+    per_range = g.nvtx_gpu_summary(trace, mode=mode, phases=phases, exclusive=exclusive, by=by)  # type: ignore[arg-type]
     pieces = {"ranges": Piece(table=per_range)}
     if per_range.attrs["mode"] == "phase":
         pieces["check"] = Piece(table=g.phase_check(trace, phases))
@@ -136,7 +145,7 @@ def _table(build: Callable[[Trace], pd.DataFrame], name: str) -> Callable[[Trace
     return lambda trace: {name: Piece(table=build(trace))}
 
 
-def _summary(trace: Trace) -> dict[str, Piece]:
+def _summary(trace: Trace, by: str = "op") -> dict[str, Piece]:
     """Every summary table's piece; those without data go to `skipped` (see run_task)."""
     from analysis.launch import launch_summary
     from analysis.summary import NEEDS
@@ -146,7 +155,7 @@ def _summary(trace: Trace) -> dict[str, Piece]:
     skipped: dict[str, str] = {}
     builds: list[tuple[str, Callable[[], Piece]]] = [
         ("kernels", lambda: Piece(rows=kernel_rows_named(trace))),
-        ("nvtx", lambda: Piece(rows=nvtx_rows(trace))),
+        ("nvtx", lambda: Piece(rows=nvtx_rows(trace, by))),
         ("api", lambda: Piece(rows=api_rows(trace))),
         ("memops", lambda: Piece(rows=memop_rows(trace))),
         ("launch", lambda: Piece(table=launch_summary(trace))),

@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.intervals import levels, parents, sort_ranges
+from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.runtime import pid_of, tid_of
 from analysis.stats import describe, order_like_nsys, time_percent
 from analysis.trace import Trace
@@ -123,26 +124,37 @@ def tagged(ranges: pd.DataFrame) -> pd.Series:
     return out
 
 
-def nvtx_summary(trace: Trace) -> pd.DataFrame:
-    """Time per range name and style, like nvtxsum (NVTXSUM_COLUMNS), largest first."""
+def grouped_tags(ranges: pd.DataFrame, by: str = "op") -> tuple[pd.Series, list[str]]:
+    """The printed name of each range (`tagged`) grouped as `by` says (analysis.nvtx_names: "op" by
+    operator, "shape" by operator and input sizes, "raw" as recorded), and the note saying so where
+    PyTorch's per-call fields are in the names."""
+    cat, fields = grouped_categories(tagged(ranges), by)
+    return pd.Series(cat, index=ranges.index, copy=False), grouping_notes(fields, by)
+
+
+def nvtx_summary(trace: Trace, by: str = "op") -> pd.DataFrame:
+    """Time per range name and style, like nvtxsum (NVTXSUM_COLUMNS), largest first. PyTorch's ranges
+    (`aten::to, seq = 46176, op_id = 993781`) count under their operator by default; `by="raw"` keeps
+    every name as recorded, which is what nsys stats prints (the parity form)."""
     trace.require("nvtx", "NVTX data")
     ranges = all_ranges(trace)
     if ranges.empty:
         raise ExportError(f"no NVTX ranges in {trace.path}: only marks or domain events")
+    names, said = grouped_tags(ranges, by)
     data = pd.DataFrame(
-        {"Range": tagged(ranges), "Style": ranges["style"], "duration": ranges["duration_ns"]}
+        {"Range": names.astype(object), "Style": ranges["style"], "duration": ranges["duration_ns"]}
     )
     out = describe(data, ["Range", "Style"])
     out = order_like_nsys(out, "Total Time (ns)", ["Range", "Style"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     out = out[NVTXSUM_COLUMNS]
-    out.attrs["notes"] = list(trace.notes)
+    out.attrs["notes"] = [*said, *trace.notes]
     return out
 
 
-def nvtx_pushpop_summary(trace: Trace) -> pd.DataFrame:
-    """Like nvtxppsum: push/pop ranges only, no Style column."""
-    out = nvtx_summary(trace)
+def nvtx_pushpop_summary(trace: Trace, by: str = "op") -> pd.DataFrame:
+    """Like nvtxppsum: push/pop ranges only, no Style column (`by` as in nvtx_summary)."""
+    out = nvtx_summary(trace, by)
     out = out[out["Style"] == "PushPop"].drop(columns="Style").reset_index(drop=True)
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     return out

@@ -30,6 +30,7 @@ from analysis.errors import ExportError
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx import all_ranges, tagged
+from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.stats import (
     BLOCK,
@@ -197,9 +198,13 @@ def attribute(
     )
 
 
-def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
-    """An integer per range for its (printed name, style), and the code -> (name, style) table."""
-    name = pd.Categorical(ranges["name"])
+def _range_codes(
+    ranges: pd.DataFrame, by: str = "raw"
+) -> tuple[np.ndarray, dict[int, tuple[str, str]], bool]:
+    """An integer per range for its (printed name, style), the code -> (name, style) table, and whether
+    the names carry PyTorch's per-call fields. Names are grouped as `by` says (analysis.nvtx_names)
+    before the domain is put in front: PyTorch's ranges are in the default domain."""
+    name, fields = grouped_categories(ranges["name"], by)
     domain = pd.Categorical(ranges["domain"])
     style = pd.Categorical(ranges["style"], categories=["PushPop", "StartEnd"])
     n_dom, n_style = len(domain.categories) + 1, 2
@@ -212,7 +217,7 @@ def _range_codes(ranges: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str,
         if d:
             label = f"{domain.categories[d - 1]}:{label}"
         table[int(code)] = (label, str(style.categories[s]))
-    return codes, table
+    return codes, table, fields
 
 
 def _row_keys(
@@ -281,6 +286,7 @@ def _credits(
     by_name: bool,
     by_thread: bool | None = None,
     ranged_only: bool = False,
+    by: str = "raw",
 ) -> _Credits:
     """The credits of `attribute`, grouped into the rows of a table: by range label, PID and TID (the
     launching thread's where a kernel has no range; label only with by_thread=False), and kernel name
@@ -309,7 +315,8 @@ def _credits(
     del launches
     # Ranges: a label code and a thread key each; the rows they make (label, with PID and TID by thread)
     n_ranges = len(ranges)
-    codes, table = _range_codes(ranges) if n_ranges else (np.zeros(0, dtype=np.int64), {})
+    codes, table, fields = _range_codes(ranges, by) if n_ranges else (np.zeros(0, dtype=np.int64), {}, False)
+    notes[:0] = grouping_notes(fields, by)
     r_key = _thread_key(ranges["global_tid"].to_numpy(), ranges["global_tid"].to_numpy())
     r_parent = ranges["parent_row"].to_numpy() if "parent_row" in ranges else np.zeros(0, dtype=np.int64)
     del ranges  # the caller's is gone too: 1.8M ranges are ~65 MB
@@ -441,11 +448,14 @@ def nvtx_gpu_kernels(
     top: int | None = None,
     names: str = "demangled",
     exclusive: bool = False,
+    by: str = "op",
 ) -> pd.DataFrame:
     """Kernels per NVTX range, like nvtxkernsum (KERNSUM_COLUMNS): ordered by range, PID, TID, then the
     largest total; `top` keeps the first N kernels of each range. Kernels under no range have no name.
+    PyTorch's ranges count under their operator (`by`, as in analysis.nvtx.nvtx_summary; "raw": as
+    nvtxkernsum prints them).
     """
-    credits = _credits(trace, mode, phases, names, exclusive, by_name=True, by_thread=True)
+    credits = _credits(trace, mode, phases, names, exclusive, by_name=True, by_thread=True, by=by)
     mode, notes = credits.mode, credits.notes
     out = _with_labels(_table(credits, ["label", "PID", "TID", "name_id"]), credits.table)
     del credits
@@ -461,12 +471,18 @@ def nvtx_gpu_kernels(
 
 
 def nvtx_gpu_summary(
-    trace: Trace, *, mode: Mode = "phase", phases: Sequence[str] = PHASES, exclusive: bool = False
+    trace: Trace,
+    *,
+    mode: Mode = "phase",
+    phases: Sequence[str] = PHASES,
+    exclusive: bool = False,
+    by: str = "op",
 ) -> pd.DataFrame:
     """GPU time per range: Range (Style, PID, TID in thread mode), NVTX Inst, Kern Inst, the kernel-time
-    statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only.
+    statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only. PyTorch's
+    ranges count under their operator (`by`, as in analysis.nvtx.nvtx_summary).
     """
-    credits = _credits(trace, mode, phases, "demangled", exclusive, by_name=False, ranged_only=True)
+    credits = _credits(trace, mode, phases, "demangled", exclusive, by_name=False, ranged_only=True, by=by)
     mode, notes = credits.mode, credits.notes
     keys = ["label"] if mode == "phase" else ["label", "PID", "TID"]
     out = _with_labels(_table(credits, keys), credits.table)

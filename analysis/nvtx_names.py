@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
 GROUPINGS = ("op", "shape", "raw")
@@ -25,7 +26,7 @@ GROUPING_LINE = {
     "op": "NVTX ranges grouped by operator (PyTorch's `, seq = N, op_id = N` fields dropped; "
     "--by shape adds input sizes, --raw-names keeps the names as recorded)",
     "shape": "NVTX ranges grouped by operator and input sizes (--by op: by operator alone)",
-    "raw": "NVTX ranges by name as recorded",
+    "raw": "NVTX ranges by name as recorded (default: grouped by operator)",
 }
 
 
@@ -56,3 +57,28 @@ def group_names(names: pd.Series, by: str = "op") -> pd.Series:
 def has_fields(names: pd.Series) -> bool:
     """Whether any of `names` carries PyTorch's per-call fields (so the grouping changes the table)."""
     return bool(names.astype(str).str.contains(_FIELD).any()) if len(names) else False
+
+
+def check_grouping(by: str) -> str:
+    if by not in GROUPINGS:
+        raise ValueError(f"unknown NVTX grouping {by!r}: {', '.join(GROUPINGS)}")
+    return by
+
+
+def grouped_categories(names: pd.Series | pd.Categorical, by: str = "op") -> tuple[pd.Categorical, bool]:
+    """`names` as a Categorical of their groups, and whether any name carries PyTorch's fields. Works on
+    the distinct names only (1.8M ranges have a few thousand), and keeps missing names missing."""
+    check_grouping(by)
+    cat = names if isinstance(names, pd.Categorical) else pd.Categorical(names)
+    texts = [str(c) for c in cat.categories]
+    fields = any(_FIELD.search(t) is not None for t in texts)
+    if by == "raw" or not fields:
+        return cat, fields
+    codes, labels = pd.factorize(pd.Index([group_name(t, by) for t in texts]))
+    new = np.where(cat.codes >= 0, codes[np.maximum(cat.codes, 0)] if len(codes) else -1, -1)
+    return pd.Categorical.from_codes(new, categories=labels), fields
+
+
+def grouping_notes(fields: bool, by: str) -> list[str]:
+    """The one line that says how a table's NVTX names are grouped, where the grouping changes them."""
+    return [GROUPING_LINE[by]] if fields else []

@@ -115,7 +115,7 @@ def compare_samples(
     from its run means when it has two runs or more, else from its steps. Fewer than two samples on a side
     give NaN bounds, which read as inconclusive.
     """
-    from scipy import stats
+    from scipy.special import stdtrit  # t quantile, as stats.t.ppf, without importing scipy.stats
 
     a, b = _groups(baseline, value, run), _groups(treatment, value, run)
     (mean_a, var_a, df_a), (mean_b, var_b, df_b) = _side(a), _side(b)
@@ -126,7 +126,7 @@ def compare_samples(
         ua, ub = var_a / mean_a**2, var_b / mean_b**2
         se = math.sqrt(ua + ub)
         df = (ua + ub) ** 2 / (ua**2 / df_a + ub**2 / df_b) if se > 0 else math.inf
-        half = float(stats.t.ppf((1 + confidence) / 2, df)) * se
+        half = float(stdtrit(df, (1 + confidence) / 2)) * se
         d = math.log(mean_b / mean_a)
         low, high = (math.exp(d - half) - 1) * 100, (math.exp(d + half) - 1) * 100
     na, nb = sum(len(g) for g in a), sum(len(g) for g in b)
@@ -137,12 +137,12 @@ def mean_interval(
     samples: pd.DataFrame, *, value: str = "duration_ns", run: str = "run", confidence: float = CONFIDENCE
 ) -> tuple[float, float, float]:
     """Mean of `value` and its confidence interval (Student's t; from run means with two runs or more)."""
-    from scipy import stats
+    from scipy.special import stdtrit  # t quantile, as stats.t.ppf, without importing scipy.stats
 
     mean, var, df = _side(_groups(samples, value, run))
     if math.isnan(var):
         return mean, math.nan, math.nan
-    half = float(stats.t.ppf((1 + confidence) / 2, df)) * math.sqrt(var) if var > 0 else 0.0
+    half = float(stdtrit(df, (1 + confidence) / 2)) * math.sqrt(var) if var > 0 else 0.0
     return mean, mean - half, mean + half
 
 
@@ -209,10 +209,11 @@ def comparisons(
 def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> pd.DataFrame:
     """`steps`: label, repeat, step, phase, duration_ns (measured steps of every run; one run per repeat).
 
-    One row per phase and one for whole steps: mean and sample standard deviation per label, and for each
-    label but the baseline its overhead in percent of the baseline mean with the 95% confidence interval and
-    a verdict. `overhead (%)` is filled only when the interval lies above zero: a figure inside the noise is
-    not an overhead. Labels keep first-seen order, the baseline first.
+    One row per phase and one for whole steps: mean and sample standard deviation per label (both empty
+    where the label has no steps of that phase), and for each label but the baseline its overhead in
+    percent of the baseline mean with the 95% confidence interval and a verdict. `overhead (%)` is filled
+    only when the interval lies above zero: a figure inside the noise is not an overhead. Labels keep
+    first-seen order, the baseline first.
     """
     labels = ordered_labels(steps, baseline)
     found = comparisons(steps, phases, baseline)
@@ -222,7 +223,8 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
         for label in labels:
             d = durations.loc[durations["label"] == label, "duration_ns"]
             row[f"{label} Avg (ns)"] = float(d.mean()) if len(d) else math.nan
-            row[f"{label} StdDev (ns)"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+            # no samples: no figure (one: 0.0, as every table here prints one instance's StdDev)
+            row[f"{label} StdDev (ns)"] = float(d.std(ddof=1)) if len(d) > 1 else 0.0 if len(d) else math.nan
             c = found.get((name, label))
             if c is not None:
                 row[f"{label} overhead (%)"] = c.effect_pct if c.outcome == "increase" else math.nan

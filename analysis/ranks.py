@@ -37,22 +37,23 @@ MS = 1e6
 # --- one trace ------------------------------------------------------------------------------------------
 
 
-def phase_rows(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
+def phase_rows(trace: Trace, phases: Sequence[str] = PHASES, *, with_pid: bool = False) -> pd.DataFrame:
     """The phase ranges (and `step` ranges, as phase "step") of the measured steps: phase, step,
-    duration_ns, start_ns, end_ns on the trace's clock. Steps are numbered by the harness's payload (else
-    their order); without `step` ranges, each phase's instances are numbered in order."""
+    duration_ns, start_ns, end_ns on the trace's clock (and pid, the process that pushed the range, with
+    `with_pid`). Steps are numbered by the harness's payload (else their order); without `step` ranges,
+    each phase's instances are numbered in order (per process)."""
     from analysis.nvtx import all_ranges
     from analysis.nvtx_gpu import measured_steps
     from analysis.timeline import step_index
 
-    cols = ["phase", "step", "duration_ns", "start_ns", "end_ns"]
+    cols = ["phase", "step", "duration_ns", "start_ns", "end_ns", *(["pid"] if with_pid else [])]
     if not trace.has("nvtx"):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "phase" else np.int64) for c in cols})
     ranges = all_ranges(trace).astype({"name": object})
     ph = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
     all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)
     if all_steps.empty:
-        step = ph.groupby("name", sort=False).cumcount().to_numpy()
+        step = ph.groupby(["pid", "name"], sort=False).cumcount().to_numpy()
         out = ph.assign(step=step)
     else:
         numbers = step_index(all_steps, all_steps).to_numpy()
@@ -72,7 +73,8 @@ def phase_rows(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
             ignore_index=True,
         )
     out = out.rename(columns={"name": "phase"})[cols]
-    return out.astype({"step": np.int64, "duration_ns": np.int64}).reset_index(drop=True)
+    out = out.astype({"step": np.int64, "duration_ns": np.int64}).reset_index(drop=True)
+    return out.astype({"pid": np.int64}) if with_pid else out
 
 
 def union_ns(start: np.ndarray, end: np.ndarray) -> int:
@@ -91,15 +93,22 @@ def union_ns(start: np.ndarray, end: np.ndarray) -> int:
     return int((last - first).sum())
 
 
-def gpu_activity(trace: Trace) -> dict[str, Any]:
+NOT_TRACED = "CUDA not traced (no kernel data: a CPU run, or profiled without --trace=cuda)"
+
+
+def gpu_activity(trace: Trace, pid: int | None = None) -> dict[str, Any]:
     """Kernels, GPU busy ns (union of kernel intervals over all devices and streams), communication
-    kernels (names starting with `nccl`, any case) and their summed duration. No kernels: zeros, and
-    `note` says so."""
+    kernels (names starting with `nccl`, any case) and their summed duration; `pid`: only the kernels
+    that process launched. No kernel data: None for each (not 0: nothing was measured), and `note` says
+    the export did not trace CUDA."""
     out: dict[str, Any] = {"kernels": 0, "gpu_busy_ns": 0, "comm_kernels": 0, "comm_ns": 0, "note": ""}
     if not trace.has("kernels"):
-        out["note"] = "no kernels (a CPU run, or not traced with --trace=cuda)"
-        return out
-    kern = trace.frame("kernels", ["start", "end", "name_id"])
+        return {**dict.fromkeys(out, None), "note": NOT_TRACED}
+    kern = trace.frame("kernels", ["start", "end", "name_id", "global_pid"])
+    if pid is not None:
+        from analysis.runtime import pid_of
+
+        kern = kern[pid_of(kern["global_pid"].to_numpy()) == pid]
     names = trace.strings(kern["name_id"].unique())
     comm_ids = [i for i, n in names.items() if n.lower().startswith(COMM_PREFIX)]
     comm = kern["name_id"].isin(comm_ids).to_numpy()
@@ -231,20 +240,23 @@ def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd
 
 
 def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL Share (%) (of GPU busy),
-    and with phases the all-reduce share of a step, Comm Share (%) (all-reduce total / step total)."""
+    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL Share (%) (of GPU busy;
+    empty when the GPU was never busy; every cell but Rank empty where CUDA was not traced), and with
+    phases the all-reduce share of a step, Comm Share (%) (all-reduce total / step total)."""
     g = gpu.sort_values("rank")
-    busy = g["gpu_busy_ns"].to_numpy(dtype=float)
+    # None where CUDA was not traced: the cells stay empty, never 0
+    busy = pd.to_numeric(g["gpu_busy_ns"], errors="coerce").to_numpy(dtype=float)
+    comm_ns = pd.to_numeric(g["comm_ns"], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(busy > 0, comm_ns * 100 / busy, np.nan)  # never busy: no share, not 0.0
     out = pd.DataFrame(
         {
             "Rank": g["rank"].to_numpy(),
-            "Kernels": g["kernels"].to_numpy(),
+            "Kernels": pd.array(g["kernels"], dtype="Int64"),
             "GPU Busy (ms)": (busy / MS).round(3),
-            "NCCL Kernels": g["comm_kernels"].to_numpy(),
-            "NCCL Time (ms)": (g["comm_ns"].to_numpy() / MS).round(3),
-            "NCCL Share (%)": np.where(
-                busy > 0, g["comm_ns"].to_numpy() * 100 / np.maximum(busy, 1), 0.0
-            ).round(1),
+            "NCCL Kernels": pd.array(g["comm_kernels"], dtype="Int64"),
+            "NCCL Time (ms)": (comm_ns / MS).round(3),
+            "NCCL Share (%)": share.round(1),
         }
     )
     if phases is not None and len(phases):
@@ -268,8 +280,11 @@ class RanksReport:
     phase_times: pd.DataFrame
     imbalance: pd.DataFrame
     per_rank: pd.DataFrame
-    labels: dict[int, str] = field(default_factory=dict)  # rank -> file name
+    labels: dict[int, str] = field(default_factory=dict)  # rank -> file name (or process, in one capture)
     notes: list[str] = field(default_factory=list)
+    # one capture of several ranks (analysis.capture_ranks): each rank's collectives, and per rank
+    collectives: pd.DataFrame | None = None
+    around: pd.DataFrame | None = None
 
 
 def ranks_report(
@@ -282,7 +297,7 @@ def ranks_report(
 ) -> RanksReport:
     """Read each export in a worker (analysis.multi) and build the tables. Ranks come from the file names
     (`names`, the paths the user gave, when `paths` are exports made from them), else the traces, else the
-    order given (with a note)."""
+    order given (with a note). One export of several ranks: analysis.capture_ranks.ranks_of_exports."""
     from analysis.errors import ExportError
     from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
 

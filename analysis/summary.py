@@ -41,7 +41,7 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _builders() -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
+def _builders(by: str = "op") -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
     from analysis.cuda_api import cuda_api_summary
     from analysis.kernels import kernel_summary
     from analysis.launch import launch_summary
@@ -51,8 +51,8 @@ def _builders() -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
     from analysis.osrt import osrt_summary
 
     def gpu_per_range(trace: Trace) -> pd.DataFrame:
-        out = nvtx_gpu_summary(trace, mode="phase")
-        return out if len(out) else nvtx_gpu_summary(trace, mode="thread")
+        out = nvtx_gpu_summary(trace, mode="phase", by=by)
+        return out if len(out) else nvtx_gpu_summary(trace, mode="thread", by=by)
 
     def phases_add_up(trace: Trace) -> pd.DataFrame:
         out = phase_check(trace)
@@ -62,7 +62,7 @@ def _builders() -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
 
     return [
         ("CUDA kernels (gpukernsum)", kernel_summary),
-        ("NVTX ranges (nvtxsum)", nvtx_summary),
+        ("NVTX ranges (nvtxsum)", lambda trace: nvtx_summary(trace, by)),
         ("GPU time per NVTX range (nvtxkernsum)", gpu_per_range),
         ("Do the phases add up?", phases_add_up),
         ("CUDA API (cudaapisum)", cuda_api_summary),
@@ -73,11 +73,12 @@ def _builders() -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
     ]
 
 
-def summary(trace: Trace) -> Report:
-    """Build every table; a table without data is skipped and the reason kept in `skipped`."""
+def summary(trace: Trace, by: str = "op") -> Report:
+    """Build every table; a table without data is skipped and the reason kept in `skipped`. NVTX names
+    are grouped as `by` says (analysis.nvtx_names; "raw": as nsys stats prints them)."""
     report = Report()
     trace.load(NEEDS)
-    for title, build in _builders():
+    for title, build in _builders(by):
         try:
             table = build(trace)
         except ExportError as e:

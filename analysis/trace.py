@@ -22,8 +22,12 @@ column, not two.
 - cpu_ops (framework operators, e.g. PyTorch's aten:: ops): start, end, global_tid, name_id, external_id
 - threads: global_tid, name
 - strings: id, value (what the *name_id columns point at)
+- overhead (nsys's own time, PROFILER_OVERHEAD): start, end, duration, global_tid, name_id
+- diagnostics (nsys's messages, DIAGNOSTIC_EVENT): timestamp, global_pid, severity, source, text
+- contexts (the CUDA contexts GPU work ran in): global_pid, device_id, context_id
 
-A reader fills the frames its format has; the others are empty (nsys exports: no syncs, no cpu_ops).
+A reader fills the frames its format has; the others are empty (nsys exports: no syncs, no cpu_ops;
+Kineto traces: no overhead, diagnostics or contexts).
 
 global_tid / global_pid follow nsys: the process id in bits 24-47, the thread id in bits 0-23.
 Rows that cannot be right (no start or end, end before start, a name id with no string) are left out
@@ -60,14 +64,19 @@ FRAMES: dict[str, tuple[str, ...]] = {
     "cpu_ops": ("start", "end", "global_tid", "name_id", "external_id"),
     "threads": ("global_tid", "name"),
     "strings": ("id", "value"),
+    "overhead": ("start", "end", "duration", "global_tid", "name_id"),
+    "diagnostics": ("timestamp", "global_pid", "severity", "source", "text"),
+    "contexts": ("global_pid", "device_id", "context_id"),
 }  # fmt: skip
-WHOLE = frozenset({"threads", "strings"})  # read in one piece
-TYPED = frozenset({"nvtx", "threads", "strings"})  # the reader types their columns, rows or none
-TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops"})
+WHOLE = frozenset({"threads", "strings", "diagnostics", "contexts"})  # read in one piece
+TYPED = frozenset({"nvtx", "threads", "strings", "diagnostics", "contexts"})  # the reader types them
+TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops", "overhead"})
 NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory copies",
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
-            "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators"}  # fmt: skip
+            "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
+            "overhead": "profiler overhead events"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+MAX_TIME = 2**62  # ns; a start or end past ±this is left out
 
 _unwritable_said: set[str] = set()
 
@@ -87,14 +96,18 @@ class Trace:
         if cache:
             from analysis.cache import Cache
 
-            with contextlib.suppress(OSError):
-                self._entry = Cache().entry(path, version)
-                meta = self._entry.meta()
-                self._entry_ready = meta is not None
+            store = Cache()
+            if store.limit > 0:  # a limit of 0 caches nothing (`harness cache --max-size 0`)
+                with contextlib.suppress(OSError):
+                    self._entry = store.entry(path, version)
+                    meta = self._entry.meta()
+                    self._entry_ready = meta is not None
         if meta is None:
             meta = self.reader.meta()
         self.meta: dict[str, Any] = meta
         self.format: str = str(meta.get("format", "?"))
+        for text in meta.get("notes", ()):  # what the reader left out or changed (Kineto events, names)
+            self.note(str(text))
 
     def __repr__(self) -> str:
         return f"Trace({str(self.path)!r}, format={self.format})"
@@ -207,7 +220,16 @@ class Trace:
             else:
                 start, end = np.asarray(data["start"]), np.asarray(data["end"])
                 bad = (start == NULL) | (end == NULL) | (end < start)
+                # past ±2**62 ns (146 years) no time is right, and end - start would wrap round int64
+                wild = ~bad & ((start < -MAX_TIME) | (end > MAX_TIME))
                 del start, end
+                if wild.any():
+                    self.note(
+                        f"left out {int(wild.sum()):,} of {n:,} {NAMES_OF[frame]} with a start or end past "
+                        "±2**62 ns (146 years): not a time"
+                    )
+                    rows &= ~wild
+                del wild
             if bad.any():
                 self.note(
                     f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "
@@ -304,6 +326,31 @@ class Trace:
                 _unwritable_said.add(root)
                 self.note(f"cache folder {root} is not writable ({e.strerror}): nothing was cached")
             self._entry = None
+
+
+class TraceView(Trace):
+    """A trace seen through a rule (HTA's load rules, one process of a capture): the frames are the
+    subclass's, the data and the source stay the base trace's, read once."""
+
+    def __init__(self, base: Trace) -> None:  # no super().__init__: the base trace holds the data
+        self.base = base
+        self.path = base.path
+        self.meta = base.meta
+        self.format = base.format
+
+    @property
+    def reader(self) -> Any:
+        return self.base.reader
+
+    @property
+    def source_reads(self) -> dict[str, int]:
+        return self.base.source_reads
+
+    def close(self) -> None:
+        self.base.close()
+
+    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
+        self.base.load(wanted)
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:

@@ -16,8 +16,8 @@ import statistics
 import time
 
 import torch
-from harness.records import RunConfig
-from harness.runner import run_workload
+from harness.core.records import RunConfig
+from harness.execution.runner import run_workload
 
 import workloads
 
@@ -50,7 +50,7 @@ def bare_round(config: RunConfig) -> list[int]:
 
 def instrumentation_ns(device: torch.device, steps: int = 20_000) -> float:
     """What the harness adds per training step with nothing inside: a `step` range and three timed phases."""
-    from harness.timing import PhaseClock
+    from harness.execution.timing import PhaseClock
 
     from harness import nvtx_ranges
 

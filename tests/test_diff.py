@@ -125,9 +125,9 @@ def test_cli_markdown_and_baseline(slow_pair: tuple[str, str]) -> None:
     assert r.exit_code == 2 and "no baseline named 'nope'" in r.stderr
 
 
-def test_cli_gate_needs_runs(tmp_db: str) -> None:
-    r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(CPU_TRAIN), "--gate", "5"])
-    assert r.exit_code == 2 and "--gate needs two runs" in r.stderr
+def test_cli_gate_needs_runs(slow_pair: tuple[str, str]) -> None:
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), slow_pair[1], "--gate", "5"])
+    assert r.exit_code == 2 and "--gate needs two runs or two exports" in r.stderr
 
 
 def derived_copy(tmp_path: Path, phase: str, scale: float) -> Path:
@@ -159,8 +159,10 @@ def test_export_diff_against_derived_copy(tmp_path: Path) -> None:
 
     r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(derived), "--format", "csv"])
     assert r.exit_code == 0, r.output
-    assert "# NVTX ranges (sorted by |Δ Total Time|)" in r.stdout
-    assert r.stdout.splitlines()[2].startswith("backward,changed,8,8,0,85643923,")
+    lines = r.stdout.splitlines()
+    at = lines.index("# NVTX ranges (sorted by |Δ Total Time|)")
+    assert lines[at + 2].startswith("backward,changed,8,8,0,85643923,")
+    assert lines[0] == "# Headline (B against A)" and lines[2].startswith("wall_span,wall span,ns,291598353,")
 
 
 def test_diff_totals_added_removed() -> None:

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 
+pytestmark = pytest.mark.attack  # scripts/attack.sh runs and counts these
+
 runner = CliRunner()
 SAXPY_ID = 670  # StringIds row of the A100 fixture's demangled kernel name
 TERMINAL_ATTACK = "\x1b]0;PWNED\x07\x1b[31mRED\x00"  # retitles the window, turns the text red; a NUL

@@ -243,11 +243,128 @@ def test_second_open_reads_parquet_only(tmp_path: Path, monkeypatch: pytest.Monk
     assert warm.source_reads == {} and warm.meta["float_times"] is True
 
 
-@pytest.mark.parametrize("command", ["kernels", "nvtx", "nvtx-gpu", "api", "memops", "launch", "summary"])
+@pytest.mark.parametrize("command", ["kernels", "nvtx", "nvtx-gpu"])
 def test_analysis_commands_take_a_kineto_trace(command: str) -> None:
     result = runner.invoke(app, [command, str(trace_path("alexnet")), "--format", "csv"])
     assert result.exit_code == 0, result.output
     assert len(result.stdout.splitlines()) > 2
+
+
+def _sections(text: str) -> dict[str, pd.DataFrame]:
+    """The tables of a command's CSV output, by their `# title` line (one untitled table: key "")."""
+    if not text.startswith("# "):
+        return {"": pd.read_csv(io.StringIO(text))}
+    out: dict[str, pd.DataFrame] = {}
+    for block in text[2:].split("\n# "):
+        title, _, body = block.partition("\n")
+        if body.strip():
+            out[title.strip()] = pd.read_csv(io.StringIO(body))
+    return out
+
+
+def _csv(command: str) -> dict[str, pd.DataFrame]:
+    result = runner.invoke(app, [command, str(trace_path("alexnet")), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    return _sections(result.stdout)
+
+
+def _alexnet_sums() -> dict[str, dict[str, tuple[int, int]]]:
+    """Straight from the trace's JSON events, in ns: name -> (events, summed `dur`) for the CUDA runtime
+    calls, the copies and sets, the kernels and the user annotations (alexnet's times are whole µs)."""
+    sums: dict[str, dict[str, tuple[int, int]]] = {}
+    for e in raw_events("alexnet"):
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "gpu_memcpy", "gpu_memset", "kernel",
+                                                    "user_annotation"):  # fmt: skip
+            n, t = sums.setdefault(e["cat"], {}).get(e["name"], (0, 0))
+            sums[e["cat"]][e["name"]] = (n + 1, t + us_to_ns(e["dur"]))
+    return sums
+
+
+def _totals(by_name: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    return sum(n for n, _ in by_name.values()), sum(t for _, t in by_name.values())
+
+
+def test_api_on_a_kineto_trace_sums_its_runtime_events() -> None:
+    (table,) = _csv("api").values()
+    ours = {
+        n: (c, t) for n, c, t in zip(table["Name"], table["Num Calls"], table["Total Time (ns)"], strict=True)
+    }
+    assert ours == _alexnet_sums()["cuda_runtime"]  # 22 names, 361 calls
+    assert ours["cudaLaunchKernel"] == (79, 3_056_561_000)  # sum(dur) of its 79 events: 3,056,561 µs
+
+
+def test_memops_on_a_kineto_trace_sums_its_copies_and_sets() -> None:
+    sums = _alexnet_sums()
+    times, sizes = _csv("memops").values()
+    # the 16 copies are all "Memcpy HtoD (Pageable -> Device)", the 3 sets "Memset (Device)"
+    (copies,), (sets,) = sums["gpu_memcpy"].values(), sums["gpu_memset"].values()
+    got = times.set_index("Operation")[["Count", "Total Time (ns)"]].T.to_dict("list")
+    assert got == {"[CUDA memcpy HtoD]": list(copies), "[CUDA memset]": list(sets)}
+    assert copies == (16, 55_503_000) and sets == (3, 8_000)
+    # bytes: sum(args.bytes) over the same events, 244,403,360 and 21,760, in MB (10^6) to 3 places
+    nbytes = {c: sum(e["args"]["bytes"] for e in raw_events("alexnet") if e.get("cat") == c)
+              for c in ("gpu_memcpy", "gpu_memset")}  # fmt: skip
+    assert nbytes == {"gpu_memcpy": 244_403_360, "gpu_memset": 21_760}
+    assert sizes.set_index("Operation")[["Count", "Total (MB)"]].T.to_dict("list") == {
+        "[CUDA memcpy HtoD]": [16, 244.403],
+        "[CUDA memset]": [3, 0.022],
+    }
+
+
+def _launches() -> pd.DataFrame:
+    """Each kernel with the runtime call of the same correlation id: api and kernel durations, and the
+    total from the call's start to the kernel's end, in ns."""
+    events = raw_events("alexnet")
+    calls = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"}
+    rows = []
+    for k in (e for e in events if e.get("cat") == "kernel"):
+        call = calls[k["args"]["correlation"]]
+        total = us_to_ns(k["ts"]) + us_to_ns(k["dur"]) - us_to_ns(call["ts"])
+        rows.append((call["name"], k["name"], us_to_ns(call["dur"]), us_to_ns(k["dur"]), total))
+    return pd.DataFrame(rows, columns=["API Name", "Kernel Name", "api", "kernel", "total"])
+
+
+def test_launch_on_a_kineto_trace_joins_each_kernel_to_its_call() -> None:
+    (table,) = _csv("launch").values()
+    mine = _launches()
+    assert len(mine) == 79 and set(mine["API Name"]) == {"cudaLaunchKernel"}
+    assert mine[["api", "kernel", "total"]].sum().tolist() == [3_056_561_000, 10_692_000, 3_105_444_000]
+    # a row per (API, kernel name, grid/block...): its Count and mean per name add up to the events'
+    keys = ["API Name", "Kernel Name"]
+    for col, avg in (("api", "AAvg (ns)"), ("kernel", "KAvg (ns)"), ("total", "TAvg (ns)")):
+        table[col] = table["Count"] * table[avg]
+    ours = table.groupby(keys)[["Count", "api", "kernel", "total"]].sum()
+    theirs = mine.groupby(keys).agg(Count=("api", "size"), api=("api", "sum"), kernel=("kernel", "sum"),
+                                    total=("total", "sum"))  # fmt: skip
+    pd.testing.assert_index_equal(ours.index, theirs.index)
+    assert ours["Count"].tolist() == theirs["Count"].tolist()
+    for col in ("api", "kernel", "total"):  # each mean printed to 0.1 ns: Count × 0.05 ns at most, 79 in all
+        np.testing.assert_allclose(ours[col], theirs[col], rtol=0, atol=0.05 * 79)
+
+
+def test_summary_on_a_kineto_trace_adds_up_to_its_events() -> None:
+    sums = _alexnet_sums()
+    tables = _csv("summary")
+    kern = tables["CUDA kernels (gpukernsum)"]
+    assert (
+        (kern["Instances"].sum(), kern["Total Time (ns)"].sum())
+        == _totals(sums["kernel"])
+        == (79, 10_692_000)
+    )
+    api = tables["CUDA API (cudaapisum)"]
+    assert (api["Num Calls"].sum(), api["Total Time (ns)"].sum()) == _totals(sums["cuda_runtime"])
+    assert _totals(sums["cuda_runtime"]) == (361, 42_297_605_000)  # sum(dur): 42,297,605 µs
+    nvtx = tables["NVTX ranges (nvtxsum)"]
+    ranges = zip(nvtx["Range"], nvtx["Instances"], nvtx["Total Time (ns)"], strict=True)
+    assert {name: (n, t) for name, n, t in ranges} == sums["user_annotation"]  # 5 names, 8 annotations
+    # every kernel runs inside the outermost annotation, [param|cuda] (43,425,283 µs from 1695835542514261)
+    inside = tables["GPU time per NVTX range (nvtxkernsum)"].set_index("Range")
+    assert inside.loc["[param|cuda]", ["Kern Inst", "Total Time (ns)"]].tolist() == [79, 10_692_000]
+    mem = tables["GPU memory time (gpumemtimesum)"]
+    assert mem["Total Time (ns)"].tolist() == [55_503_000, 8_000] and mem["Count"].tolist() == [16, 3]
+    assert tables["GPU memory size (gpumemsizesum)"]["Total (MB)"].tolist() == [244.403, 0.022]
+    launch = tables["Launch latency (kernexecsum)"]
+    assert launch["Count"].sum() == 79 and set(launch["API Name"]) == {"cudaLaunchKernel"}
 
 
 def test_kernels_cli_hta_option() -> None:

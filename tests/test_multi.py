@@ -4,6 +4,7 @@ blocks equal the single-export tables, ranks from file names, refusals and notes
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import sqlite3
 import sys
@@ -12,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import SHARED_NSYS, missing
 from export_data import derive
+from kineto_data import trace_path
 from typer.testing import CliRunner
 
 from analysis.multi import compress_ranks, expand, label_sources, rank_in_name, run_tasks
@@ -21,7 +24,7 @@ from analysis.stats import round_half_up
 from harness.cli import app
 
 runner = CliRunner()
-DLPROF = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "ext" / "dlprof_norelu"
+DLPROF = SHARED_NSYS / "ext" / "dlprof_norelu"
 
 
 def run(*args: str | Path):  # type: ignore[no-untyped-def]
@@ -37,7 +40,7 @@ def csv(result) -> pd.DataFrame:  # type: ignore[no-untyped-def]
 def dlprof() -> Path:
     path = DLPROF / "report.sqlite"
     if not path.exists():
-        pytest.skip(f"fixture {path} not found")
+        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
     return path
 
 
@@ -231,7 +234,10 @@ def test_missing_dask_says_how_to_install(pair: tuple[Path, Path], monkeypatch: 
 
 @pytest.mark.slow
 def test_dask_local_cluster_gives_the_local_table(pair: tuple[Path, Path]) -> None:
-    distributed = pytest.importorskip("distributed")
+    try:
+        import distributed
+    except ImportError:
+        missing("Dask's distributed is not installed: `make setup` installs the test extras")
     paths = list(pair)
     options = {"names": "demangled", "by": "shape", "range_name": None, "hta": False}
     local = run_tasks(run_task, paths, "kernels", options, True, jobs=2)
@@ -239,7 +245,12 @@ def test_dask_local_cluster_gives_the_local_table(pair: tuple[Path, Path]) -> No
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as c:
         remote = run_tasks(run_task, paths, "kernels", options, True, dask=c.scheduler_address)
-        assert len({p.info["peak_rss_kb"] for p in remote}) >= 1
+        with distributed.Client(c) as client:
+            workers = set(client.run(os.getpid).values())
+        # each export was read by one of the cluster's two worker processes, which says its peak RSS
+        assert len(workers) == 2 and os.getpid() not in workers
+        assert [p.path for p in remote] == [str(p) for p in paths] and all(p.error is None for p in remote)
+        assert all(p.info["pid"] in workers and p.info["peak_rss_kb"] > 0 for p in remote)
         cli = run("nvtx", *paths, "--dask", c.scheduler_address, "--format", "csv")
     tables = []
     for parts in (local, remote):
@@ -251,10 +262,7 @@ def test_dask_local_cluster_gives_the_local_table(pair: tuple[Path, Path]) -> No
 
 
 def test_kineto_ranks_come_from_the_traces() -> None:
-    kineto = DLPROF.parents[2] / "kineto"
-    control, nccl = kineto / "diff-control" / "control.json.gz", kineto / "nccl" / "nccl_data.json.gz"
-    if not control.exists() or not nccl.exists():
-        pytest.skip(f"fixtures under {kineto} not found")
+    control, nccl = trace_path("diff-control"), trace_path("nccl")  # each missing fails under CI
     result = run("kernels", control, nccl, "--by-rank", "--by", "name", "--format", "csv")
     assert list(csv(result)["Rank"].unique()) == [0, 3]  # distributedInfo.rank, in rank order
     assert "different world sizes: 8 (rank 0); 2 (rank 3)" not in result.stderr

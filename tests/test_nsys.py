@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import missing
 
 from harness.core.errors import NsysError
 from harness.execution import nsys
@@ -235,7 +236,7 @@ def test_qdstrm_left_by_nsys_is_imported(real: nsys.NsysInfo, tmp_path: Path) ->
     """A target dir without host-linux-x64 beside it leaves only a .qdstrm: the harness imports it"""
     target_dir = real.path.resolve().parent
     if target_dir.name != "target-linux-x64":
-        pytest.skip("needs the Debian layout of the project-local nsys")
+        missing(f"needs the Debian layout of the project-local nsys (target-linux-x64/nsys), not {real.path}")
     broken = tmp_path / "broken" / "target-linux-x64"
     broken.parent.mkdir()
     # hard links: a whole nsys target tree without copying 177 MB

@@ -112,7 +112,11 @@ def test_overhead_table_values() -> None:
     assert fwd["no nsys StdDev (ns)"] == pytest.approx(pd.Series([100, 101, 102] * 2).std())
     step = table.set_index("Phase").loc[STEP_SUM]
     assert step["no nsys Avg (ns)"] == pytest.approx(301.0)
-    assert pd.isna(table.set_index("Phase").loc["optimizer", "no nsys Avg (ns)"])
+    optimizer = table.set_index("Phase").loc["optimizer"]  # no samples: every figure empty, none 0.0
+    for label in ("no nsys", "nsys light"):
+        assert pd.isna(optimizer[f"{label} Avg (ns)"]) and pd.isna(optimizer[f"{label} StdDev (ns)"])
+    one = overhead_table(df[(df["repeat"] == 0) & (df["step"] == 0)], PHASES).set_index("Phase")
+    assert one.loc["forward", "no nsys StdDev (ns)"] == 0.0  # one sample: 0.0, as nsys prints one instance's
 
 
 def test_overhead_table_leaves_an_inconclusive_overhead_empty() -> None:

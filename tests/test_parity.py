@@ -26,10 +26,10 @@ TABLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "gpumemtimesum": memops.memops_time,
     "gpumemsizesum": memops.memops_size,
     "kernexecsum": launch.launch_summary,
-    "nvtxkernsum": lambda t: nvtx_gpu.nvtx_gpu_kernels(t, mode="thread"),
+    "nvtxkernsum": lambda t: nvtx_gpu.nvtx_gpu_kernels(t, mode="thread", by="raw"),
     "nvtxgpuproj": nvtx_gpu.nvtx_gpu_projection,
-    "nvtxsum": nvtx.nvtx_summary,
-    "nvtxppsum": nvtx.nvtx_pushpop_summary,
+    "nvtxsum": lambda t: nvtx.nvtx_summary(t, by="raw"),
+    "nvtxppsum": lambda t: nvtx.nvtx_pushpop_summary(t, by="raw"),
     "nvtxpptrace": nvtx.nvtx_trace,
     "osrtsum": osrt.osrt_summary,
 }

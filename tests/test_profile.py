@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from procs import logged_steps, marked, output, start, wait_until
+from procs import fixed_phase_times, logged_steps, marked, output, start, wait_until
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -88,19 +88,22 @@ def test_run_nsys_table_output(in_tmp: Path) -> None:
         assert title in result.output
 
 
-def test_overhead_prints_a_row_per_phase(in_tmp: Path) -> None:
+def test_overhead_prints_a_row_per_phase(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every phase of a run without nsys measures 1 ms, under nsys 1.25 ms: +25.0% with no spread, so one
+    # verdict is right. The runs, nsys and the store are real.
+    hook = fixed_phase_times(in_tmp / "inject", 1_000_000, 1_250_000)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([hook, os.environ.get("PYTHONPATH", "")]))
     args = ["overhead", "char", "--device", "cpu", "--repeats", "2", "--steps", "3", "--warmup", "1"]
     result = runner.invoke(app, [*args, "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [r["Phase"] for r in rows] == [*PHASES, "step (sum)"]
-    assert all(r["no nsys Avg (ns)"] > 0 and r["nsys light Avg (ns)"] > 0 for r in rows)
-    assert all("nsys light overhead (%)" in r and "nsys light verdict" in r for r in rows)
-    for r in rows:
-        verdict = r["nsys light verdict"]
-        assert verdict.startswith(("nsys light adds", "inconclusive: the noise", "faster under")), verdict
-        if r["nsys light overhead (%)"] is not None:  # a figure only with its interval above zero
-            assert r["nsys light CI low (%)"] > 0
+    for r, ms in zip(rows, (1, 1, 1, 3), strict=True):  # the step: its three phases
+        assert (r["no nsys Avg (ns)"], r["nsys light Avg (ns)"]) == (ms * 1_000_000, ms * 1_250_000), r
+        assert r["no nsys StdDev (ns)"] == r["nsys light StdDev (ns)"] == 0
+        assert r["nsys light overhead (%)"] == pytest.approx(25.0)
+        assert r["nsys light CI low (%)"] == pytest.approx(25.0) == r["nsys light CI high (%)"]
+        assert r["nsys light verdict"] == "nsys light adds 25.0% (CI +25.0…+25.0%)"
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
     assert [r["profiler"] for r in listed] == ["none", "nsys", "none", "nsys"]  # alternated
     assert len({r["experiment"] for r in listed}) == 1

@@ -106,11 +106,22 @@ def test_union_of_kernel_intervals() -> None:
     assert union_ns(np.array([], dtype=np.int64), np.array([], dtype=np.int64)) == 0
 
 
-def test_cpu_run_has_no_gpu_time(cpu_export: Path, tmp_path: Path) -> None:
+def test_cpu_run_says_cuda_not_traced(cpu_export: Path, tmp_path: Path) -> None:
     one = derive(cpu_export, tmp_path / "cpu.rank0.sqlite")
     report = ranks_report([one])
-    assert report.per_rank["GPU Busy (ms)"].tolist() == [0.0]
-    assert any("no kernels" in n for n in report.notes)
+    cells = report.per_rank.drop(columns="Rank")
+    assert list(cells.columns) == [
+        "Kernels",
+        "GPU Busy (ms)",
+        "NCCL Kernels",
+        "NCCL Time (ms)",
+        "NCCL Share (%)",
+    ]
+    assert cells.isna().all().all()  # not traced: every cell empty, never 0
+    assert (
+        "rank 0: CUDA not traced (no kernel data: a CPU run, or profiled without --trace=cuda)"
+        in report.notes
+    )
     gpu = gpu_table(report.gpu, report.phases)
     assert "Comm Share (%)" not in gpu.columns  # no allreduce phase on one rank
 
@@ -147,3 +158,14 @@ def test_ranks_tells_a_missing_export_from_an_unknown_run(tmp_path: Path, tmp_db
     ResultsStore(tmp_db).count_runs()  # an empty database
     unknown = CliRunner().invoke(app, ["ranks", "tiny-nope"])
     assert unknown.exit_code != 0 and "no run with id 'tiny-nope'" in unknown.output
+
+
+def test_nccl_share_is_empty_when_the_gpu_was_never_busy() -> None:
+    gpu = pd.DataFrame(
+        [{"rank": 0, "kernels": 0, "gpu_busy_ns": 0, "comm_kernels": 0, "comm_ns": 0, "note": ""},
+         {"rank": 1, "kernels": 4, "gpu_busy_ns": 8_000_000, "comm_kernels": 1, "comm_ns": 2_000_000,
+          "note": ""}]
+    )  # fmt: skip
+    table = gpu_table(gpu)
+    assert pd.isna(table["NCCL Share (%)"].iloc[0]) and table["NCCL Share (%)"].iloc[1] == 25.0
+    assert table["GPU Busy (ms)"].tolist() == [0.0, 8.0]

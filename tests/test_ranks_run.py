@@ -254,3 +254,14 @@ def test_a_rank_killed_by_a_signal_is_named_before_the_ranks_its_death_broke(tmp
     killed.timestamp = broken.timestamp  # seen in the same poll
     assert _first(ChildFailedError("worker", {0: broken, 1: killed})) == 1
     assert _first(ChildFailedError("worker", {0: broken})) == 0
+    # Once rank 1 has died, torchrun ends the others with SIGTERM and lists them as failed too. Under load
+    # rank 0 has often seen its all-reduce fail by then, written its result and is exiting: it dies of that
+    # SIGTERM, stamped in the same second. What a loaded machine gave (rank 1 seen first, then rank 0):
+    ended = ProcessFailure(local_rank=0, pid=100, exitcode=-signal.SIGTERM, error_file=missing)
+    ended.timestamp = killed.timestamp
+    assert _first(ChildFailedError("worker", {1: killed, 0: ended})) == 1
+    assert _first(ChildFailedError("worker", {0: ended, 1: killed})) == 1
+    exited = ProcessFailure(local_rank=1, pid=101, exitcode=3, error_file=missing)
+    exited.timestamp = ended.timestamp
+    assert _first(ChildFailedError("worker", {0: ended, 1: exited})) == 1  # its exit code is the cause
+    assert _first(ChildFailedError("worker", {0: ended})) == 0  # a SIGTERM from outside, nothing else

@@ -355,10 +355,45 @@ def test_command_prints_the_analytic_table(app: typer.Typer) -> None:
     assert result.exit_code == 0, result.output
     tables = json.loads(result.stdout)
     rows = next(v for k, v in tables.items() if k.startswith("sub-blocks"))
-    expected = subblock_costs(workloads.get_spec("tiny").with_overrides(context_length=256), 8, 256)
-    assert [(r["sub-block"], r["pass"], r["flops"]) for r in rows] == list(
-        expected[["sub-block", "pass", "flops"]].itertuples(index=False, name=None)
-    )
+    # tiny: d = 512, f = 1344, L = 4 layers, h = 16 heads, V = 10,000; n = 8 × 256 = 2,048 tokens, so
+    # nd = n·d = 1,048,576 and one layer's attention matrix has 8·16·256² = 8,388,608 elements (A).
+    # A linear n×i → n×o is 2·n·i·o, its backward twice that; attention's products are 2·b·t²·d per layer.
+    # Parameters (optimizer, 14 FLOPs each): 2·V·d + L·(4d² + 3·d·f + 2d) + d = 22,696,448.
+    forward = [
+        ("embedding", 0),  # a gather
+        ("norm", 37_748_736),  # (2L + 1) RMSNorms × 4 per element × nd
+        ("qkv_proj", 12_884_901_888),  # L × 2·n·d·3d
+        ("rope", 25_165_824),  # L × 3 per element × 2nd (q and k)
+        ("qk_scores", 2_147_483_648),  # L × 2·8·256²·512
+        ("softmax", 167_772_160),  # L × 5 × A
+        ("attn_v", 2_147_483_648),  # as qk_scores
+        ("out_proj", 4_294_967_296),  # L × 2·n·d·d
+        ("mlp_up", 22_548_578_304),  # L × 2·n·d·2f (SwiGLU's two halves at once)
+        ("mlp_act", 66_060_288),  # L × 6 × n·f
+        ("mlp_down", 11_274_289_152),  # L × 2·n·f·d
+        ("residual", 8_388_608),  # 2L × nd
+        ("lm_head", 20_971_520_000),  # 2·n·d·V
+        ("loss", 81_926_144),  # 4 per logit × n·V + 3n
+    ]
+    backward = [
+        ("embedding", 1_048_576),  # nd, the scatter into the table's gradient
+        ("norm", 84_934_656),  # (2L + 1) × 9 × nd
+        ("qkv_proj", 25_769_803_776),  # twice forward (input and weight gradients), as every matmul
+        ("rope", 25_165_824),  # as forward
+        ("qk_scores", 4_294_967_296),
+        ("softmax", 134_217_728),  # L × 4 × A
+        ("attn_v", 4_294_967_296),
+        ("out_proj", 8_589_934_592),
+        ("mlp_up", 45_097_156_608),
+        ("mlp_act", 132_120_576),  # L × 12 × n·f
+        ("mlp_down", 22_548_578_304),
+        ("residual", 8_388_608),  # as forward
+        ("lm_head", 41_943_040_000),
+        ("loss", 61_442_048),  # 3 per logit × n·V + n
+    ]
+    expected = [(name, "forward", f) for name, f in forward] + [(name, "backward", f) for name, f in backward]
+    expected.append(("optimizer", "optimizer", 317_750_272))  # 14 × 22,696,448
+    assert [(r["sub-block"], r["pass"], r["flops"]) for r in rows] == expected
     assert "no roofs for" in result.stderr and "--measure" in result.stderr
 
 

@@ -25,6 +25,7 @@ from harness.cli import app
 from harness.core.errors import HarnessError
 from harness.store.results import NoDatabase, ResultsStore, UnsavedRun
 
+pytestmark = pytest.mark.attack(saves=True)  # scripts/attack.sh runs and counts these
 runner = CliRunner()
 
 

@@ -78,7 +78,7 @@ def test_wide_shows_every_column_and_whole_names(a100_export: Path, cpu_export: 
                  ("nvtx-gpu", a100_export), ("summary", a100_export)):  # fmt: skip
         narrow, wide = run(*args), run(*args, "--wide")
         assert wide.exit_code == 0, wide.output
-        assert "left out" in narrow.stdout and "left out" not in wide.stdout, args
+        assert "columns left out" in narrow.stdout and "columns left out" not in wide.stdout, args
         assert max(map(cell_len, wide.stdout.splitlines())) > 80
     launch = run("launch", a100_export, "--wide").stdout
     for header in ("PID", "QStdDev", "API Name", "saxpy(double *, double *, double *, double, int)"):
@@ -189,3 +189,45 @@ def test_a_column_named_twice_in_priority_is_shown_once() -> None:
     # shown in the frame's order, each once (ns columns are shown in ms)
     assert [str(c.header) for c in table.columns] == ["Name", "Total Time (ms)", "Instances"]
     assert left_out == []
+
+
+def _rows(text: str) -> list[str]:
+    """The body rows of a boxed table (lines between the header rule and the bottom border)."""
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("└"))
+    return lines[top + 1 : end]
+
+
+def test_timed_tables_fit_the_terminal_height(cpu_export: Path) -> None:
+    """cpu-train's osrtsum has 21 rows: at 25 lines the first 14 (largest time first), then one line."""
+    full = pd.read_csv(io.StringIO(run("osrt", cpu_export, "--format", "csv").stdout))
+    assert len(full) == 21  # csv keeps every row
+    short = runner.invoke(app, ["osrt", str(cpu_export)], env={"COLUMNS": "100", "LINES": "25"})
+    assert short.exit_code == 0, short.output
+    lines = short.stdout.splitlines()
+    assert len(lines) <= 24  # and the prompt
+    rows = _rows(short.stdout)
+    assert [r.split("│")[-2].strip() for r in rows] == full["Name"].head(len(rows)).tolist()
+    assert len(rows) == 14
+    assert (
+        "note: 7 of 21 rows left out to fit 25 lines: --limit N shows N rows (0: all), --format csv or json"
+        in (short.stdout)
+    )
+    tall = runner.invoke(app, ["osrt", str(cpu_export)], env={"COLUMNS": "100", "LINES": "60"})
+    assert len(_rows(tall.stdout)) == 21 and "rows left out" not in tall.stdout
+    five = runner.invoke(app, ["osrt", str(cpu_export), "--limit", "5"], env={"COLUMNS": "100"})
+    assert (
+        len(_rows(five.stdout)) == 5
+        and "16 of 21 rows left out: --limit N shows N rows (0: all)" in five.stdout
+    )
+    every = runner.invoke(
+        app, ["osrt", str(cpu_export), "--limit", "0"], env={"COLUMNS": "100", "LINES": "10"}
+    )
+    assert len(_rows(every.stdout)) == 21 and "rows left out" not in every.stdout
+
+
+def test_records_are_never_cut(a100_export: Path) -> None:
+    """A table without a time column (doctor's checks, show's fields) is shown whole at any height."""
+    doctor = runner.invoke(app, ["doctor"], env={"COLUMNS": "100", "LINES": "8"})
+    assert len(_rows(doctor.stdout)) > 5 and "rows left out" not in doctor.stdout

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analysis.dashboard.page import Dashboard, render_html
+from analysis.dashboard.page import Dashboard, render_html, write_page
 from analysis.dashboard.panel import Panel
 from analysis.dashboard.style import KERNEL_COLOR, MS, OOM_COLOR, TEMPLATE, shorten
 
@@ -177,6 +177,5 @@ def write_diff_page(
     """Write the page of `panels` to `out`: A and B in the header, the diff's notes under it."""
     subtitle = " ".join([f"A = `{a}`, B = `{b}`.", *notes])
     text = render_html(panels, title="harness diff", subtitle=subtitle, generator="harness diff")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_page(out, text)
     return Dashboard(path=out, panels=panels, size_bytes=len(text.encode()))

@@ -139,6 +139,35 @@ def write_dashboard(
     """Build the panels and write the page to `out`."""
     panels = build_panels(data, scope, specs)
     text = render_html(panels, title=title, subtitle=data.source)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    write_page(out, text)
     return Dashboard(path=out, panels=panels, size_bytes=len(text.encode()))
+
+
+def write_page(out: Path, text: str) -> None:
+    """Write the page to a temporary file beside `out`, then rename it into place: a full disk or a
+    killed command leaves the old page whole, never a truncated one."""
+    import contextlib
+    import os
+    import tempfile
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -31,6 +31,7 @@ import json
 import re
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,15 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.readers import NULL, valid_duration
+from analysis.readers.kineto_checks import clean_name, hashable, is_complete, notes_and_hints
 
-VERSION = "kineto-1"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+__all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
+
+VERSION = "kineto-2"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
+MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
+MAX_US = MAX_NS // 1000
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -94,7 +100,7 @@ class KinetoReader:
 
     def meta(self) -> dict[str, Any]:
         nonempty = {name: len(df) > 0 for name, df in self._frames.items()}
-        return {**self._meta, "format": self.format, "nonempty": nonempty, "hints": HINTS}
+        return {"hints": HINTS, **self._meta, "format": self.format, "nonempty": nonempty}
 
     def count(self, frame: str) -> int:
         df = self._frames.get(frame)
@@ -163,14 +169,19 @@ def text_ns(value: Any) -> int:
 def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(ns as int64, which were valid) of microsecond values; one numpy call when all are integers."""
     try:
-        return np.array(values, dtype=np.int64) * 1000, np.ones(len(values), dtype=bool)
+        us = np.array(values, dtype=np.int64)
+        if not len(us) or (us.max() <= MAX_US and us.min() >= -MAX_US):  # times 1000 without wrapping
+            return us * 1000, np.ones(len(values), dtype=bool)
     except (TypeError, ValueError, OverflowError):
         pass
     out = np.empty(len(values), dtype=np.int64)
     ok = np.ones(len(values), dtype=bool)
     for i, v in enumerate(values):
         try:
-            out[i] = text_ns(v)
+            ns = text_ns(v)
+            if not -MAX_NS <= ns <= MAX_NS:
+                raise OverflowError(ns)
+            out[i] = ns
         except (ValueError, OverflowError):
             out[i], ok[i] = NULL, False
     return out, ok
@@ -190,11 +201,21 @@ def _ints(values: list[Any]) -> np.ndarray:
 
 
 def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
-    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z, 0 where absent."""
+    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z; 0 where absent, NULL (shown as
+    unknown) where present but not three non-negative integers that fit their bits."""
     out = np.zeros(len(values), dtype=np.int64)
+    limits = (1 << (63 - shifts[0]), 1 << (shifts[0] - shifts[1]), 1 << shifts[1])
     for i, v in enumerate(values):
-        if isinstance(v, list) and len(v) == 3 and all(type(d) is int for d in v):
+        if v is None:
+            continue
+        if (
+            isinstance(v, list)
+            and len(v) == 3
+            and all(type(d) is int and 0 <= d < top for d, top in zip(v, limits, strict=True))
+        ):
             out[i] = (v[0] << shifts[0]) + (v[1] << shifts[1]) + v[2]
+        else:
+            out[i] = NULL
     return out
 
 
@@ -268,7 +289,8 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
             continue
         ph = e.get("ph")
         if ph == "X":
-            kind = CATEGORIES.get(e.get("cat"))  # type: ignore[arg-type]
+            cat = e.get("cat")
+            kind = CATEGORIES.get(cat) if type(cat) is str else None
             if kind is not None:
                 groups[kind].append((i, e))
                 float_times = float_times or type(e.get("ts")) is str
@@ -276,14 +298,20 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
         elif ph == "M":
             args = e.get("args")
             if e.get("name") == "thread_name" and type(args) is dict and isinstance(args.get("name"), str):
-                thread_names[(e.get("pid"), e.get("tid"))] = args["name"].strip()
+                thread_names[_key(e.get("pid"), e.get("tid"))] = clean_name(args["name"].strip())[0]
             continue
         key = str(e.get("cat", f"ph={ph}"))
         ignored[key] = ignored.get(key, 0) + 1
     b = _Builder(thread_names)
     frames = b.frames(groups)
-    meta = _meta(doc, float_times, ignored, b.unusable)
+    meta = _meta(doc, float_times, ignored, sum(b.unusable.values()))
+    meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.escaped, frames, HINTS)
     return frames, meta
+
+
+def _key(pid: Any, tid: Any) -> tuple[Any, Any]:
+    """A (pid, tid) key that can be hashed whatever the JSON held (a list, an object)."""
+    return hashable(pid), hashable(tid)
 
 
 class _Builder:
@@ -294,11 +322,15 @@ class _Builder:
         self.strings = _Strings()
         self.thread_names = thread_names
         self.threads: dict[int, str] = {}
-        self.unusable = 0  # X events without a usable ts or dur
+        self.unusable: dict[str, int] = {}  # X events without a usable ts or dur, by group
+        self.escaped = 0  # distinct names that held lone surrogates
+        self._names: dict[str, str] = {}
 
     def frames(self, groups: dict[str, list[tuple[int, dict[str, Any]]]]) -> dict[str, pd.DataFrame]:
-        cpu = {k: self.common(groups[k], thread=True) for k in ("runtime", "annotation", "cpu_ops")}
-        gpu = {k: self.common(groups[k], thread=False) for k in ("kernels", "memcpy", "memset", "syncs")}
+        cpu = {k: self.common(groups[k], thread=True, kind=k) for k in ("runtime", "annotation", "cpu_ops")}
+        gpu = {
+            k: self.common(groups[k], thread=False, kind=k) for k in ("kernels", "memcpy", "memset", "syncs")
+        }
         launcher = self._launcher(cpu["runtime"], cpu["annotation"], cpu["cpu_ops"])
         out: dict[str, pd.DataFrame] = {}
         rt = cpu["runtime"]
@@ -323,7 +355,8 @@ class _Builder:
                 "external_id": _ints([a.get("External id") for a in ops["args"]]),
             }
         )
-        out["nvtx"] = self.ranges(cpu["annotation"], self.common(groups["gpu_annotation"], thread=False))
+        gpu_ranges = self.common(groups["gpu_annotation"], thread=False, kind="gpu_annotation")
+        out["nvtx"] = self.ranges(cpu["annotation"], gpu_ranges)
         out["threads"] = pd.DataFrame(
             {
                 "global_tid": np.fromiter(self.threads, dtype=np.int64, count=len(self.threads)),
@@ -333,28 +366,39 @@ class _Builder:
         out["strings"] = self.strings.frame()
         return out
 
-    def common(self, group: list[tuple[int, dict[str, Any]]], *, thread: bool) -> dict[str, Any]:
+    def common(self, group: list[tuple[int, dict[str, Any]]], *, thread: bool, kind: str) -> dict[str, Any]:
         """start, end (ns), index, name, args, pid, tid, and for CPU events global_tid, of the events whose
         ts and dur are usable."""
         ts, ok_ts = _times([e.get("ts") for _, e in group])
         dur, ok_dur = _times([e.get("dur") for _, e in group])
         ok = ok_ts & ok_dur & (dur >= 0)
         if not ok.all():
-            self.unusable += int((~ok).sum())
+            self.unusable[kind] = int((~ok).sum())
             group = [g for g, keep in zip(group, ok, strict=True) if keep]
             ts, dur = ts[ok], dur[ok]
         part: dict[str, Any] = {
             "start": ts,
             "end": ts + dur,
             "index": np.fromiter((i for i, _ in group), dtype=np.int64, count=len(group)),
-            "name": [e.get("name", "") for _, e in group],
+            "name": [self.name(e.get("name", "")) for _, e in group],
             "args": [a if type(a := e.get("args")) is dict else {} for _, e in group],
-            "pid": [e.get("pid") for _, e in group],
-            "tid": [e.get("tid") for _, e in group],
+            "pid": [p if type(p := e.get("pid")) is int else hashable(p) for _, e in group],
+            "tid": [t if type(t := e.get("tid")) is int else hashable(t) for _, e in group],
         }
         if thread:
             part["global_tid"] = self.cpu_threads(part["pid"], part["tid"])
         return part
+
+    def name(self, value: Any) -> str:
+        if type(value) is str and value.isascii():
+            return value
+        if type(value) is str and value in self._names:
+            return self._names[value]
+        text, escaped = clean_name(value)
+        if type(value) is str:
+            self._names[value] = text
+            self.escaped += escaped
+        return text
 
     def cpu_threads(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
         out = np.empty(len(pids), dtype=np.int64)
@@ -368,32 +412,35 @@ class _Builder:
                     name = self.thread_names.get(key) or f"thread {key[1]}"
                     if pid >= SMALL_ID or tid >= SMALL_ID:
                         name += f" [pid {key[0]}, tid {key[1]}]"
-                    self.threads[gtid] = name
+                    self.threads[gtid] = self.name(name)
             out[i] = gtid
         return out
 
-    def _launcher(self, *cpu_parts: dict[str, Any]) -> tuple[dict[int, int], int]:
-        """(correlation id -> global pid of the runtime call, the pid of the traced process)."""
+    def _launcher(self, *cpu_parts: dict[str, Any]) -> Launcher:
+        """Who launched each GPU event: correlation id -> global pid of the runtime call, the pid of the
+        traced process, and the correlation ids that several processes used (traces merged from ranks)."""
         rt = cpu_parts[0]
         corr = _ints([a.get("correlation") for a in rt["args"]])
         gpid = rt["global_tid"] & ~0xFFFFFF
-        by_corr = dict(zip(corr.tolist(), gpid.tolist(), strict=True))
+        by_corr: dict[int, int] = {}
+        shared: set[int] = set()
+        for c, p in zip(corr.tolist(), gpid.tolist(), strict=True):
+            if by_corr.setdefault(c, p) != p:
+                shared.add(c)
         main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
-        return by_corr, main
+        return Launcher(by_corr, main, shared, set(gpid.tolist()))
 
-    def gpu_frame(
-        self, frame: str, part: dict[str, Any], launcher: tuple[dict[int, int], int]
-    ) -> pd.DataFrame:
+    def gpu_frame(self, frame: str, part: dict[str, Any], launcher: Launcher) -> pd.DataFrame:
         args = part["args"]
         corr = _ints([a.get("correlation") for a in args])
-        by_corr, main = launcher
+        device = np.array(_device(part), dtype=np.int64)
         columns: dict[str, Any] = {
             "start": part["start"],
             "end": part["end"],
             "stream_id": _ints([a.get("stream") for a in args]),
             "correlation_id": corr,
-            "global_pid": np.fromiter((by_corr.get(c, main) for c in corr.tolist()), np.int64, len(corr)),
-            "device_id": np.array(_device(part), dtype=np.int64),
+            "global_pid": launcher.pids(corr, device),
+            "device_id": device,
         }
         names = part["name"]
         if frame == "kernels":
@@ -455,6 +502,34 @@ class _Builder:
         return gtid
 
 
+@dataclass
+class Launcher:
+    """The process that launched each GPU event, by its correlation id. A correlation id is unique within a
+    process only: where several processes used one (a trace merged from ranks), the event goes to the
+    process that launched the rest of its device's work, else, with as many such processes as devices, the
+    k-th process (by pid) drives the k-th device, as torchrun's local ranks do."""
+
+    by_corr: dict[int, int]
+    main: int
+    shared: set[int]
+    processes: set[int]
+
+    def pids(self, corr: np.ndarray, device: np.ndarray) -> np.ndarray:
+        out = np.fromiter((self.by_corr.get(c, self.main) for c in corr.tolist()), np.int64, len(corr))
+        if not self.shared:
+            return out
+        ambiguous = np.fromiter((c in self.shared for c in corr.tolist()), bool, len(corr))
+        sure = pd.DataFrame({"device": device[~ambiguous], "pid": out[~ambiguous]})
+        owner = sure.groupby("device")["pid"].agg(lambda p: p.mode().iloc[0]).to_dict() if len(sure) else {}
+        devices = sorted(set(device[ambiguous].tolist()) - set(owner))
+        processes = sorted(self.processes - set(owner.values()))
+        if len(devices) == len(processes):
+            owner.update(zip(devices, processes, strict=True))
+        guess = [owner.get(int(d), int(p)) for d, p in zip(device[ambiguous], out[ambiguous], strict=True)]
+        out[ambiguous] = guess
+        return out
+
+
 def _device(part: dict[str, Any]) -> list[int]:
     """Each GPU event's device: args.device, else the event's pid (Kineto's pid of GPU rows), else 0."""
     out = []
@@ -476,7 +551,9 @@ def _memop_kinds(name: Any) -> tuple[int, int, int]:
 
 def _step(name: str) -> int | None:
     m = STEP_RE.match(name)
-    return int(m[1]) if m else None
+    if not m or len(m[1]) > 18:  # a step number past int64 is no step number
+        return None
+    return int(m[1])
 
 
 def _meta(doc: Any, float_times: bool, ignored: dict[str, int], unusable: int) -> dict[str, Any]:

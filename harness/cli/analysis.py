@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import FormatOpt, WideOpt, cli_errors
-from harness.cli.output import Format
+from harness.cli.common import FormatOpt, LimitOpt, WideOpt, cli_errors
 from harness.core.errors import ExportError, UsageError
+from harness.cli.output import Format
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +29,12 @@ REPORT_HELP = (
 # hidden: Typer would print the argument's type as <list[Path]>; REPORT_HELP (the epilog) describes it
 ReportArg = Annotated[list[Path], typer.Argument(show_default=False, metavar="REPORT", hidden=True)]
 ByRankOpt = Annotated[
-    bool, typer.Option("--by-rank", help="Several exports: one block of rows per rank (or file).")
+    bool,
+    typer.Option(
+        "--by-rank",
+        help="Several exports: one block of rows per rank (or file). One export of several ranks (one "
+        "nsys around torchrun): split by process, each process that launched kernels a rank.",
+    ),
 ]
 JobsOpt = Annotated[
     int | None,
@@ -64,6 +69,30 @@ class By(StrEnum):
     name = "name"
 
 
+class NvtxBy(StrEnum):
+    op = "op"
+    shape = "shape"
+
+
+NvtxByOpt = Annotated[
+    NvtxBy,
+    typer.Option(
+        "--by",
+        help="PyTorch's NVTX ranges (`aten::to, seq = N, op_id = N`): op groups them by operator (as "
+        "torch.profiler's key_averages()), shape by operator and input sizes.",
+    ),
+]
+RawNamesOpt = Annotated[
+    bool,
+    typer.Option("--raw-names", help="NVTX names as recorded, one row each (what nsys stats prints)."),
+]
+
+
+def grouping(by: NvtxBy, raw_names: bool) -> str:
+    """The NVTX grouping of analysis.nvtx_names the options name."""
+    return "raw" if raw_names else by.value
+
+
 class GpuMode(StrEnum):
     auto = "auto"
     phase = "phase"
@@ -76,11 +105,12 @@ def open_report(report: Path, no_cache: bool = False) -> Trace:
     return open_it(report, cache=not no_cache)
 
 
-def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False) -> None:
+def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False,
+          limit: int | None = None) -> None:  # fmt: skip
     from harness.cli.output import emit
 
     notes = df.attrs.get("notes", [])
-    emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide)
+    emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide, limit=limit)
 
 
 def _inputs(reports: list[Path]) -> list[Path]:
@@ -92,7 +122,7 @@ def _inputs(reports: list[Path]) -> list[Path]:
 
 def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int | None, dask: str | None,
           no_cache: bool, fmt: Format, title: str, top: int | None, wide: bool,
-          titles: dict[str, str] | None = None) -> None:  # fmt: skip
+          titles: dict[str, str] | None = None, limit: int | None = None) -> None:  # fmt: skip
     """Several exports: the combined tables (harness.experiments.reports.analyse_many), rendered."""
     from harness.cli.output import emit, emit_many
     from harness.experiments.reports import analyse_many
@@ -102,7 +132,8 @@ def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int 
     labels = sources.labels if sources is not None else []
     label = sources.column if sources is not None else "Source"
     first, last = (labels[0], labels[-1]) if labels else ("", "")
-    what = f"{len(paths)} exports" + (f" (ranks {first}-{last})" if label == "Rank" else "")
+    what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
+    what += f" (ranks {first}-{last})" if label == "Rank" else ""
     tables = []
     for name, df in result.tables:
         if top and label in df.columns:
@@ -113,9 +144,9 @@ def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int 
         tables.append((f"{heading} in {what}" if len(result.tables) > 1 else f"{title} in {what}", df))
     notes = list(dict.fromkeys([*result.notes, *(n for _, df in tables for n in df.attrs.get("notes", []))]))
     if len(tables) == 1 and not result.skipped:
-        emit(tables[0][1], fmt, title=tables[0][0], notes=notes, wide=wide)
+        emit(tables[0][1], fmt, title=tables[0][0], notes=notes, wide=wide, limit=limit)
         return
-    emit_many(tables, fmt, notes=notes, skipped=result.skipped or None, wide=wide)
+    emit_many(tables, fmt, notes=notes, skipped=result.skipped or None, wide=wide, limit=limit)
     if fmt is Format.table and result.skipped:
         from harness.cli.common import warn
 
@@ -147,6 +178,7 @@ def kernels_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
     from analysis.kernels import kernel_summary
@@ -155,9 +187,22 @@ def kernels_cmd(
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         options = {"names": names, "by": by.value, "range_name": range_name, "hta": hta}
-        _many("kernels", paths, options, by_rank, jobs, dask, no_cache, format, "CUDA kernels", top, wide)
+        _many(
+            "kernels",
+            paths,
+            options,
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "CUDA kernels",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     trace = open_report(report, no_cache)
@@ -166,7 +211,7 @@ def kernels_cmd(
 
         trace = hta_view(trace)
     df = kernel_summary(trace, names=names, by=by.value, range_name=range_name)
-    _show(df, format, f"CUDA kernels in {report.name}", top, wide)
+    _show(df, format, f"CUDA kernels in {report.name}", top, wide, limit)
 
 
 @cli_errors
@@ -175,6 +220,8 @@ def nvtx_cmd(
     trace: Annotated[
         bool, typer.Option("--trace", help="One row per push/pop range instance (like nvtxpptrace).")
     ] = False,
+    by: NvtxByOpt = NvtxBy.op,
+    raw_names: RawNamesOpt = False,
     top: TopOpt = None,
     by_rank: ByRankOpt = False,
     jobs: JobsOpt = None,
@@ -182,19 +229,35 @@ def nvtx_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
-    """Time per NVTX range, like `nsys stats -r nvtxsum`."""
+    """Time per NVTX range, like `nsys stats -r nvtxsum` (with --raw-names: the same rows). PyTorch's
+    ranges are grouped by operator."""
     from analysis.nvtx import nvtx_summary, nvtx_trace
 
+    group = grouping(by, raw_names)
     paths = _inputs(report)
-    if len(paths) > 1:
-        options = {"trace_rows": trace}
-        _many("nvtx", paths, options, by_rank, jobs, dask, no_cache, format, "NVTX ranges", top, wide)
+    if len(paths) > 1 or by_rank:
+        options = {"trace_rows": trace, "by": group}
+        _many(
+            "nvtx",
+            paths,
+            options,
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "NVTX ranges",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     tr = open_report(report, no_cache)
-    df = nvtx_trace(tr) if trace else nvtx_summary(tr)
-    _show(df, format, f"NVTX ranges in {report.name}", top, wide)
+    df = nvtx_trace(tr) if trace else nvtx_summary(tr, by=group)
+    _show(df, format, f"NVTX ranges in {report.name}", top, wide, limit)
 
 
 @cli_errors
@@ -234,12 +297,15 @@ def nvtx_gpu_cmd(
         int | None,
         typer.Option("--top", min=1, metavar="<n>", help="With --kernels: top N kernels per range."),
     ] = None,
+    by: NvtxByOpt = NvtxBy.op,
+    raw_names: RawNamesOpt = False,
     by_rank: ByRankOpt = False,
     jobs: JobsOpt = None,
     dask: DaskOpt = None,
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum.
     Several exports: each rank's rows, one block per rank (the rows are per process already)."""
@@ -247,10 +313,12 @@ def nvtx_gpu_cmd(
     from harness.cli.output import emit_many
 
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
+    group = grouping(by, raw_names)
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         view = "projection" if projection else "kernels" if kernels else "summary"
         options = {"view": view, "mode": mode.value, "phases": names, "exclusive": exclusive, "top": top}
+        options["by"] = group
         titles = {
             "ranges": "GPU time per NVTX range",
             "check": "Do the phases add up? (measured steps)",
@@ -270,23 +338,26 @@ def nvtx_gpu_cmd(
             None,
             wide,
             titles,
+            limit,
         )
         return
     report = paths[0]
     trace = open_report(report, no_cache)
     if projection:
-        _show(nvtx_gpu_projection(trace), format, f"NVTX ranges projected onto the GPU in {report.name}", top)
+        title = f"NVTX ranges projected onto the GPU in {report.name}"
+        _show(nvtx_gpu_projection(trace), format, title, top, wide, limit)
         return
     if kernels:
-        df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive)
-        _show(df, format, f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}", wide=wide)
+        df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive, by=group)
+        title = f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}"
+        _show(df, format, title, wide=wide, limit=limit)
         return
-    per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive)
+    per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive, by=group)
     chosen = per_range.attrs["mode"]
     tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
     if chosen == "phase":
         tables.append(("Do the phases add up? (measured steps)", phase_check(trace, names)))
-    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide)
+    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide, limit=limit)
 
 
 @cli_errors
@@ -299,17 +370,25 @@ def api_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
     from analysis.cuda_api import cuda_api_summary
 
     paths = _inputs(report)
-    if len(paths) > 1:
-        _many("api", paths, {}, by_rank, jobs, dask, no_cache, format, "CUDA API calls", top, wide)
+    if len(paths) > 1 or by_rank:
+        _many(
+            "api", paths, {}, by_rank, jobs, dask, no_cache, format, "CUDA API calls", top, wide, limit=limit
+        )
         return
     report = paths[0]
     _show(
-        cuda_api_summary(open_report(report, no_cache)), format, f"CUDA API calls in {report.name}", top, wide
+        cuda_api_summary(open_report(report, no_cache)),
+        format,
+        f"CUDA API calls in {report.name}",
+        top,
+        wide,
+        limit,
     )
 
 
@@ -322,15 +401,16 @@ def memops_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
     from analysis.memops import memops_size, memops_time
     from harness.cli.output import emit_many
 
     paths = _inputs(report)
-    if len(paths) > 1:
+    if len(paths) > 1 or by_rank:
         titles = {"by time": "GPU memory operations by time", "by size": "by size (MB)"}
-        _many("memops", paths, {}, by_rank, jobs, dask, no_cache, format, "", None, wide, titles)
+        _many("memops", paths, {}, by_rank, jobs, dask, no_cache, format, "", None, wide, titles, limit)
         return
     report = paths[0]
     trace = open_report(report, no_cache)
@@ -340,6 +420,7 @@ def memops_cmd(
         format,
         notes=by_time.attrs.get("notes", []),
         wide=wide,
+        limit=limit,
     )
 
 
@@ -353,19 +434,33 @@ def launch_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports:
     each rank's rows, one block per rank (the rows are per process and thread already)."""
     from analysis.launch import launch_summary
 
     paths = _inputs(report)
-    if len(paths) > 1:
-        _many("launch", paths, {}, by_rank, jobs, dask, no_cache, format, "kernel launch latency", top, wide)
+    if len(paths) > 1 or by_rank:
+        _many(
+            "launch",
+            paths,
+            {},
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "kernel launch latency",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     df = launch_summary(open_report(report, no_cache))
     df.attrs["priority"] = LAUNCH_PRIORITY
-    _show(df, format, f"kernel launch latency in {report.name}", top, wide)
+    _show(df, format, f"kernel launch latency in {report.name}", top, wide, limit)
 
 
 @cli_errors
@@ -378,23 +473,44 @@ def osrt_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
     from analysis.osrt import osrt_summary
 
     paths = _inputs(report)
-    if len(paths) > 1:
-        _many("osrt", paths, {}, by_rank, jobs, dask, no_cache, format, "OS runtime calls", top, wide)
+    if len(paths) > 1 or by_rank:
+        _many(
+            "osrt",
+            paths,
+            {},
+            by_rank,
+            jobs,
+            dask,
+            no_cache,
+            format,
+            "OS runtime calls",
+            top,
+            wide,
+            limit=limit,
+        )
         return
     report = paths[0]
     _show(
-        osrt_summary(open_report(report, no_cache)), format, f"OS runtime calls in {report.name}", top, wide
+        osrt_summary(open_report(report, no_cache)),
+        format,
+        f"OS runtime calls in {report.name}",
+        top,
+        wide,
+        limit,
     )
 
 
 @cli_errors
 def summary_cmd(
     report: ReportArg,
+    by: NvtxByOpt = NvtxBy.op,
+    raw_names: RawNamesOpt = False,
     top: TopOpt = None,
     by_rank: ByRankOpt = False,
     jobs: JobsOpt = None,
@@ -402,6 +518,7 @@ def summary_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Every table the export has data for, in one report. Several exports: the summaries combine like the
     single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
@@ -409,13 +526,14 @@ def summary_cmd(
     from harness.cli.common import warn
     from harness.cli.output import emit_many
 
+    group = grouping(by, raw_names)
     paths = _inputs(report)
-    if len(paths) > 1:
-        _many("summary", paths, {}, by_rank, jobs, dask, no_cache, format, "", top, wide,
-              {t: t for t in ()})  # fmt: skip
+    if len(paths) > 1 or by_rank:
+        _many("summary", paths, {"by": group}, by_rank, jobs, dask, no_cache, format, "", top, wide,
+              {t: t for t in ()}, limit)  # fmt: skip
         return
     report = paths[0]
-    result = summary(open_report(report, no_cache))
+    result = summary(open_report(report, no_cache), by=group)
     if not result.tables:
         raise ExportError(
             f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
@@ -424,7 +542,7 @@ def summary_cmd(
     for title, df in tables:
         if "kernexecsum" in title:
             df.attrs["priority"] = LAUNCH_PRIORITY
-    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide)
+    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide, limit=limit)
     if format is Format.table:
         by_reason: dict[str, list[str]] = {}
         for title, why in result.skipped.items():
@@ -498,7 +616,14 @@ def cache_cmd(
             limit = parse_size(max_size)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        cache.set_limit(limit)
+        try:
+            cache.set_limit(limit)
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+            raise UsageError(
+                f"cannot save the cache limit in {cache.root}: {why}; make it a writable folder, or set "
+                "HARNESS_CACHE_DIR to one (HARNESS_CACHE_LIMIT sets the limit without saving it)"
+            ) from None
         freed = cache.evict()
         note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
     if clear:
@@ -558,6 +683,7 @@ def breakdown_cmd(
     no_cache: NoCacheOpt = False,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
     per kernel type, and idle time per stream by cause."""
@@ -590,4 +716,4 @@ def breakdown_cmd(
         if all(t.has("runtime") for t in traces):
             tables.append(("Queue length per stream", b.queue_length_summary(traces, **rules)))
     notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
-    emit_many(tables, format, notes=notes, wide=wide)
+    emit_many(tables, format, notes=notes, wide=wide, limit=limit)

@@ -1,4 +1,4 @@
-"""What every command shares: one-line errors and warnings, the --format, --wide and --db options."""
+"""What every command shares: one-line errors and warnings, the --format, --wide, --limit and --db options."""
 
 from __future__ import annotations
 
@@ -20,6 +20,16 @@ WideOpt = Annotated[
     bool,
     typer.Option(
         "--wide", help="Show every column and whole names, however wide (default: fit the terminal)."
+    ),
+]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        min=0,
+        metavar="<n>",
+        help="Tables: show the first N rows (0: all; default: as many as fit the terminal). csv and json "
+        "keep every row.",
     ),
 ]
 DbOpt = Annotated[

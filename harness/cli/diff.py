@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.experiments.diff import DiffResult
+    from harness.store.results import ResultsStore
+
+
+class NvtxBy(StrEnum):
+    op = "op"
+    shape = "shape"
 
 
 class DiffFormat(StrEnum):
@@ -72,10 +78,19 @@ def diff_cmd(
             "--gate",
             metavar="<pct>",
             min=0,
-            help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %.",
+            help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %; of two "
+            "exports, the iteration time (without iterations: the weaker GPU busy time).",
         ),
     ] = None,
-    top: Annotated[int | None, typer.Option("--top", min=1, metavar="<n>", help="Rows per table.")] = None,
+    top: Annotated[
+        int | None,
+        typer.Option(
+            "--top",
+            min=1,
+            metavar="<n>",
+            help="Rows per table (two exports: default as many as fit the terminal).",
+        ),
+    ] = None,
     fmt: Annotated[
         DiffFormat,
         typer.Option("--format", "-f", help="table for people; markdown for pull requests; csv or json."),
@@ -92,25 +107,76 @@ def diff_cmd(
             "per-phase verdicts with their CI.",
         ),
     ] = None,
+    iteration_range: Annotated[
+        str | None,
+        typer.Option(
+            "--iteration-range",
+            metavar="<name>",
+            help="Two exports: the NVTX range that marks an iteration (default: the harness's `step` "
+            "ranges, else Kineto's ProfilerStep#N).",
+        ),
+    ] = None,
+    iteration: Annotated[
+        int | None,
+        typer.Option(
+            "--iteration",
+            min=0,
+            metavar="<n>",
+            help="Two exports: figures and tables of iteration N of each side only (from 0, warm-up "
+            "included); the verdict still uses every iteration.",
+        ),
+    ] = None,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup",
+            min=0,
+            metavar="<n>",
+            help="Two exports: iterations left out at the start of each side.",
+        ),
+    ] = 0,
+    by: Annotated[
+        NvtxBy,
+        typer.Option("--by", help="Two exports: NVTX ranges by operator, or operator and input sizes."),
+    ] = NvtxBy.op,
+    raw_names: Annotated[
+        bool, typer.Option("--raw-names", help="Two exports: NVTX range names as recorded (no grouping).")
+    ] = False,
     db: DbOpt = None,
     wide: WideOpt = False,
 ) -> None:
-    """Compare two runs, exports or traces: kernels, NVTX ranges and operators added, removed or changed,
-    largest change first; for two runs also a verdict per phase (regression, improvement, inconclusive)."""
+    """Compare two runs, exports or traces. Two exports or traces: the answer first (GPU time, its split,
+    iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
+    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables."""
+    from harness import diff as hd
     from harness.cli.output import emit_many, to_records
-    from harness.experiments import diff as hd
-    from harness.store.results import ResultsStore
 
     stores: list[ResultsStore] = []
 
     def store() -> ResultsStore:
+        from harness.store.results import ResultsStore  # only when a run is named: two exports need no database
+
         if not stores:
             stores.append(ResultsStore(db, readonly=True))
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
-    if gate is not None and (side_a.run is None or side_b.run is None):
-        raise UsageError("--gate needs two runs (their per-step timings give the verdicts)")
+    hd.check_gate(gate, side_a, side_b)
+    if side_a.run is None and side_b.run is None:
+        from harness.cli import export_diff as ed
+
+        d = ed.compute(
+            side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
+            warmup=warmup, by="raw" if raw_names else by.value,
+        )  # fmt: skip
+        ed.render(d, fmt.value, top, wide, gate)
+        if html is not None:
+            phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs
+            page = hd.DiffResult(side_a, side_b, d.tables, [phase] if phase else None, d.notes)
+            _write_page(html, page, top, gate)
+        if gate is not None:
+            ed.apply_gate(d, gate)
+        return
     result = hd.diff(side_a, side_b, cache=not no_cache)
     tables = _tables(result, top)
     if fmt is DiffFormat.markdown:
@@ -127,6 +193,9 @@ def diff_cmd(
         emit_many(tables, fmt.value, notes=result.notes, wide=wide)
     if html is not None:
         _write_page(html, result, top, gate)
+    if gate is not None and (refusal := hd.gate_refusal(result)):
+        err(refusal)
+        raise typer.Exit(1)
     if gate is not None and result.verdicts is not None:
         from analysis.diff import gate_failures
 

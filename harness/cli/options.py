@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
+from harness.core.bounds import check_storable
 from harness.core.records import RunConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -150,7 +151,7 @@ DEFAULT = Workload()
 
 def make_config(model: str, workload: Workload) -> RunConfig:
     w = workload
-    return RunConfig(
+    config = RunConfig(
         model=model,
         mode=w.mode.value,
         device=w.device.value,
@@ -168,3 +169,5 @@ def make_config(model: str, workload: Workload) -> RunConfig:
         power=w.power,
         power_period_ms=w.power_period,
     )
+    check_storable(config)  # before anything runs: a count the database cannot store would lose the run
+    return config

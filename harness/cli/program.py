@@ -42,6 +42,7 @@ def profile_cmd(
         ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
     )
 
+    check_run_name(name)
     store = ResultsStore(db)  # fail on a bad --db before the program runs
     with sigterm_raises():
         done = profile_program(

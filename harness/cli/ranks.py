@@ -11,7 +11,7 @@ import typer
 from analysis.dashboard import DashboardData, write_dashboard
 from analysis.multi import expand
 from harness.cli.analysis import DaskOpt, JobsOpt, NoCacheOpt
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
+from harness.cli.common import DbOpt, FormatOpt, LimitOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
 from harness.core.errors import HarnessError
 from harness.experiments.rank_tables import ranks_of_run
@@ -50,6 +50,7 @@ def ranks_cmd(
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
+    limit: LimitOpt = None,
 ) -> None:
     """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
 
@@ -69,7 +70,12 @@ def ranks_cmd(
     ]
     if len(report.gpu):  # from exports; the timers' per-rank means are the table above
         tables.append(("GPU and communication per rank", report.per_rank))
-    emit_many(tables, format, notes=report.notes, wide=wide)
+    if report.around is not None:  # one capture of several ranks (analysis.capture_ranks)
+        tables.append(
+            ("Around the collectives, per rank: compute before, wait for the last rank", report.around)
+        )
+        tables.append(("Each collective on each rank", report.collectives))
+    emit_many(tables, format, notes=report.notes, wide=wide, limit=limit)
     if html is not None:
         if "start_ns" not in report.phases:
             raise HarnessError(

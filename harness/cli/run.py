@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import (
     DEFAULT,
@@ -27,6 +27,8 @@ from harness.cli.rank_options import (
     RdzvOpt,
     with_ranks,
 )
+from harness.core import signals
+from harness.core.bounds import check_count
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
@@ -210,6 +212,9 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
     try:
         store.save(result, **how)
     except UnsavedRun as e:
+        if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
+            err(str(e))
+            raise typer.Exit(signals.exit_code(e.signal)) from None
         return str(e)
     return None
 
@@ -307,6 +312,8 @@ def _batch_sizes(items: list[str]) -> list[int]:
         raise UsageError(
             f"--batch-sizes takes positive integers, e.g. 1,2,4,8; got {', '.join(bad) or 'none'}"
         )
+    for b in items:
+        check_count("--batch-sizes", int(b))
     return list(dict.fromkeys(int(b) for b in items))
 
 

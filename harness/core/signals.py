@@ -62,9 +62,11 @@ def sigterm_raises() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def deferred() -> Iterator[None]:
+def deferred() -> Iterator[list[int]]:
     """Hold SIGINT and SIGTERM back until the block is done (a save is never cut in half), then act on the
-    first that came as its handler would have. Main thread only (elsewhere: nothing is held back).
+    first that came as its handler would have. Main thread only (elsewhere: nothing is held back). The
+    block gets the list of signals held so far: it may stop waiting when one came, and clear the list when
+    it has acted on the signal itself.
 
     Handlers, not a signal mask: a mask covers one thread, and torch or rich keep others that would take
     the signal instead."""
@@ -76,10 +78,10 @@ def deferred() -> Iterator[None]:
     try:
         previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:
-        yield
+        yield held
         return
     try:
-        yield
+        yield held
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from harness.store.schema import Run
 
 BASELINE_PREFIX = "baseline:"
+# what a path names, so that a missing one is "no such file", not "no run with id"
+PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 
 
 @dataclass
@@ -52,6 +54,8 @@ def resolve(spec: str, store_factory: object) -> Side:
         if path.is_dir():
             raise HarnessError(f"{spec} is a folder; give an export, report or trace file", exit_code=2)
         return Side(spec, trace_path=path)
+    if "/" in spec or spec.endswith(PATH_SUFFIXES):  # meant as a file: say so, not "no such run"
+        raise HarnessError(f"no such file: {spec} (and a path is not a run id)", exit_code=2)
     run = store_factory().get(spec)  # type: ignore[attr-defined]
     return Side(run.id, run=run, trace_path=_run_trace(run))
 
@@ -107,7 +111,7 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
                     )
                 )
                 result.tables.append(("First profiler step, all events (HTA TraceDiff)", d.diff_step(ta, tb)))
-            result.notes += [*ta.notes, *tb.notes]
+            result.notes += [n for n in dict.fromkeys([*ta.notes, *tb.notes]) if n not in result.notes]
     elif a.run is None or b.run is None:
         missing = a if a.trace_path is None else b
         raise HarnessError(
@@ -122,3 +126,33 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
                     f"{side.label} has no export: phase verdicts only (profile it with --nsys)"
                 )
     return result
+
+
+def check_gate(gate: float | None, a: Side, b: Side) -> None:
+    """UsageError for a `--gate` that cannot gate: not a finite percentage, or not between two runs."""
+    import math
+
+    from harness.core.errors import UsageError
+
+    if gate is None:
+        return
+    if not math.isfinite(gate):
+        raise UsageError(f"--gate {gate:g} is not a percentage: give a finite number, e.g. --gate 5")
+    if (a.run is None) != (b.run is None):
+        raise UsageError("--gate needs two runs or two exports (a run and an export give no verdict)")
+
+
+def gate_refusal(result: DiffResult) -> str | None:
+    """Why a gate fails before any verdict: a side with no measured steps (a failed or OOM run) cannot
+    show it did not regress."""
+    for side in (result.a, result.b):
+        run = side.run
+        if run is None:
+            continue
+        measured = sum(1 for s in run.step_timings if not s.warmup)
+        if not measured:
+            return (
+                f"gate: {side.label} has no measured steps (status {run.status}): a gate needs measured "
+                "steps on both sides; run it again"
+            )
+    return None

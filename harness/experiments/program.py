@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import harness
 from analysis.summary import summary
 from harness.core import signals
+from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
 from harness.core.errors import UsageError, user_errors
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
@@ -127,10 +128,11 @@ def profile_program(
     A run is stored whenever nsys recorded something, whatever the program's exit code.
     """
 
+    check_run_name(name)  # a name, not a path: nothing is written outside profile_dir
     _check_program(argv)
     info = nsys.find_nsys(nsys_path)
     check_writable(profile_dir)
-    name = name or Path(argv[0]).name
+    name = name or default_run_name(Path(argv[0]).name)
     run_id = new_run_id(name)
     opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))
     _, dropped = nsys.build_profile_command(info, opts, argv)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.cache import cache_root
+from analysis.capture_ranks import analyse_by_process, ranks_of_exports
 from analysis.errors import ExportError
 from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
 from analysis.multi_tables import combine, run_task
@@ -87,6 +88,8 @@ def analyse_many(
     """One command's tables over several exports (analysis.multi): reports are exported first, here, and
     the ranks come from the names the user gave."""
 
+    if by_rank and len(inputs) == 1:
+        return analyse_by_process(kind, sqlite_for(inputs[0], cache=cache), options, cache=cache)
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]
     parts = run_tasks(run_task, exports, kind, options, cache, jobs=jobs, dask=dask)
@@ -101,7 +104,6 @@ def ranks_of(
     inputs: list[Path], *, jobs: int | None = None, dask: str | None = None, cache: bool = True
 ) -> RanksReport:
     """`harness ranks` over exports or reports (reports exported first)."""
-
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]
-    return ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    return ranks_of_exports(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)

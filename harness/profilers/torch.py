@@ -46,6 +46,7 @@ class TorchProfiledRun(Outcome):
     run_id: str
     result: RunResult | None = None
     trace: Path | None = None
+    trace_partial: bool = False  # the worker stopped while writing it: cut short, kept, not analysed
     operators: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (title, table)
     ranges: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
@@ -55,7 +56,9 @@ class TorchProfiledRun(Outcome):
 
     @property
     def artifacts(self) -> dict[str, str]:
-        return {"trace": str(self.trace)} if self.trace else {}
+        if self.trace is None:
+            return {}
+        return {"trace_partial" if self.trace_partial else "trace": str(self.trace)}
 
 
 def profile_run(
@@ -76,11 +79,17 @@ def profile_run(
     result = run_isolated(config, run_id, profiler=request.worker_spec(trace))
     out.result = result
     out.trace = trace if trace.exists() else None
+    if out.trace is not None and result.status != "ok":
+        from analysis.readers.kineto import is_complete
+
+        out.trace_partial = not is_complete(trace)
     try:
         store.save(result, profiler=NAME, artifacts=out.artifacts)
     except UnsavedRun as e:
         out.unsaved.append(str(e))
     kept = f"; trace kept: {trace}" if out.trace else ""
+    if out.trace_partial:
+        kept = f"; trace cut short, kept as partial (not analysed): {trace}"
     if result.status == "interrupted":
         out.error = f"run {run_id} {result.error}; stored as interrupted{kept}"
         out.exit_code = signals.exit_code(signals.signal_in(result.error))

@@ -56,9 +56,10 @@ class NoDatabase(HarnessError):
 class UnsavedRun(HarnessError):
     """The database would not take a run; it was written to `path` for `harness import`."""
 
-    def __init__(self, message: str, path: Path) -> None:
+    def __init__(self, message: str, path: Path, signal: int | None = None) -> None:
         super().__init__(message)
         self.path = path
+        self.signal = signal  # SIGINT or SIGTERM came while it waited for the database: end with it
 
 
 @dataclass
@@ -118,6 +119,18 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser()
 
 
+def _in_memory(url: str) -> bool:
+    """Whether `url` is SQLite in memory (sqlite://, sqlite:///:memory:, file::memory:…)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    database = parsed.database or ""
+    return parsed.get_backend_name() == "sqlite" and (database in ("", ":memory:") or "mode=memory" in url)
+
+
 def _behind(connection: Connection, revision: str | None, *, writer: bool = False) -> bool:
     """Whether the database needs upgrading: at an older revision of ours; or from before Alembic and, for
     a reader, lacking something of this schema (a writer upgrades it anyway, which records the revision).
@@ -138,6 +151,18 @@ class Database:
         self.timeout = dbfaults.busy_timeout()
         self.file = sqlite_file(self.url)
         self.where = str(self.file) if self.file else describe_url(self.url)
+        if self.file is None and _in_memory(self.url):
+            raise HarnessError(
+                f"--db {self.where} is a database in memory: what a command stores there is gone when it "
+                "ends; give a file (--db results.sqlite)",
+                exit_code=2,
+            )
+        if self.file is not None and self.file.is_dir():
+            raise HarnessError(
+                f"--db {self.file} is a folder, not a database file; give a file in it, e.g. "
+                f"--db {self.file / 'results.sqlite'}",
+                exit_code=2,
+            )
         self.engine: Engine = self._engine()
         self._guard(self._check_schema)
 
@@ -249,10 +274,10 @@ class Database:
                 if not lost_race or attempt == CREATE_ATTEMPTS - 1:
                     raise
 
-    def _guard(self, fn: Callable[[], T]) -> T:
+    def _guard(self, fn: Callable[[], T], stop: Callable[[], bool] | None = None) -> T:
         """Run a database operation: wait out a busy database, turn its errors into one line."""
         try:
-            return dbfaults.retry_busy(fn, self.timeout)
+            return dbfaults.retry_busy(fn, self.timeout, stop)
         except SQLAlchemyError as e:
             raise dbfaults.explain(e, self.where, self.timeout) from None
 

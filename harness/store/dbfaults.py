@@ -51,15 +51,16 @@ def is_busy(error: BaseException) -> bool:
     return isinstance(error, OperationalError) and ("locked" in text or "busy" in text)
 
 
-def retry_busy(fn: Callable[[], T], timeout: float) -> T:
-    """Call `fn`; while the database is busy, call it again after a growing pause, `timeout` s in all."""
+def retry_busy(fn: Callable[[], T], timeout: float, stop: Callable[[], bool] | None = None) -> T:
+    """Call `fn`; while the database is busy, call it again after a growing pause, `timeout` s in all (or
+    until `stop()` says to give up: a signal came)."""
     deadline = time.monotonic() + timeout
     pause = FIRST_BACKOFF_S
     while True:
         try:
             return fn()
         except OperationalError as e:
-            if not is_busy(e) or time.monotonic() + pause > deadline:
+            if not is_busy(e) or time.monotonic() + pause > deadline or (stop is not None and stop()):
                 raise
         time.sleep(pause)
         pause = min(pause * 2, MAX_BACKOFF_S)

@@ -63,17 +63,22 @@ class RunsPart(Database):
             artifacts=artifacts or None,
             agreement=unsaved.agreement_rows(agreement) if agreement is not None else None,
         )
-        with signals.deferred():  # Ctrl-C lands after the run is in the database or in a file
+        with signals.deferred() as held:  # Ctrl-C lands after the run is in the database or in a file
             try:
-                self._guard(lambda: self._write(pending))
+                self._guard(lambda: self._write(pending), stop=lambda: bool(held))
                 return result.run_id
             except HarnessError as e:
                 why = str(e)
+                if held:  # a signal ended the wait: say so, and hand the signal to the caller
+                    why = f"{signals.name(held[0])} came while it waited ({why})"
                 path = unsaved.write(pending, self._unsaved_folders(), why)
+                sig = held.pop(0) if held else None
+                held.clear()
         raise UnsavedRun(
             f"run {result.run_id} is not in the results database: {why}. It was written to {path}; "
             f"`harness import {path}` stores it",
             path,
+            signal=sig,
         )
 
     def save_agreement(self, run_id: str, table: pd.DataFrame) -> None:

@@ -8,6 +8,7 @@ first that takes it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -89,8 +90,13 @@ def write(pending: PendingRun, folders: list[Path], why: str) -> Path:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(path.name + ".partial")
-            partial.write_text(text)
-            os.replace(partial, path)
+            try:
+                partial.write_text(text)
+                os.replace(partial, path)
+            except BaseException:  # a full disk, or an interruption: no half file left behind
+                with contextlib.suppress(OSError):
+                    partial.unlink()
+                raise
             return path
         except OSError as e:
             tried.append(f"{folder} ({e.strerror})")

@@ -40,8 +40,12 @@ STARTUP_S = 60.0  # a rank's time to import torch, join the group and build the 
 
 def check(config: RunConfig) -> None:
     """Raise UsageError for a rank layout torchrun would refuse, or a mode runs across ranks do not time."""
+    from harness.core.bounds import check_ranks, check_storable
+
+    check_storable(config)
     if config.nproc < 1 or config.nnodes < 1:
         raise UsageError(f"--nproc and --nnodes must be 1 or more, got {config.nproc} and {config.nnodes}")
+    check_ranks(config.nproc)
     if config.world_size == 1:
         return
     if config.mode != "train":

@@ -11,6 +11,7 @@ goes to stderr.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,23 @@ def main(argv: list[str]) -> int:
 
 
 def _first(error: Any) -> int:
-    """The rank that failed first. torchrun orders by timestamp, but a rank killed by a signal leaves no
-    error file and is stamped in whole seconds when seen, often with the ranks its death broke (their
-    collective calls fail): a rank killed by a signal is the cause, so it comes first."""
-    killed = [rank for rank, f in error.failures.items() if f.exitcode < 0]
-    if killed:
-        return min(killed, key=lambda rank: (error.failures[rank].timestamp, rank))
+    """The rank that failed first.
+
+    torchrun orders failures by timestamp, but a rank that leaves no error file is stamped in whole seconds
+    when torchrun sees it, so the cause and the ranks its death broke often share a second. Once one rank has
+    failed, torchrun ends the others with SIGTERM and lists them too: under load a rank whose collective call
+    failed is often still exiting then, and dies of that SIGTERM. So, first to last: a rank killed by a
+    signal torchrun does not send (SIGKILL, SIGSEGV...: the cause), a rank that exited with an error (whose
+    collective call may have failed), a rank ended by torchrun's SIGTERM (only ever a cause when no other
+    rank failed). Within each, the earliest; of one second, the first that torchrun saw."""
+    failures = error.failures
+    closing = -int(signal.SIGTERM)
+    for group in (
+        [r for r, f in failures.items() if f.exitcode < 0 and f.exitcode != closing],
+        [r for r, f in failures.items() if f.exitcode > 0],
+    ):
+        if group:
+            return min(group, key=lambda rank: failures[rank].timestamp)  # min keeps the first of equals
     rank, _ = error.get_first_failure()
     return rank
 

@@ -1,0 +1,436 @@
+"""Capture health: can this capture be trusted? Checks of one Trace, each ok / warn / fail with its evidence
+(counts, example rows) and what to do.
+
+nsys exports: nsys's own messages (DIAGNOSTIC_EVENT) by severity; nsys's own overhead (PROFILER_OVERHEAD),
+its total and how much of it falls inside each NVTX phase; CUDA traced but no kernels; NVTX traced but no
+ranges; ranges still open at the end. Kineto traces: events left out as invalid, by reason; negative queue
+lengths; missing profiler steps. Both: GPU work whose launching call is not in the trace (joined by process
+and correlationId: correlationIds are unique within a process only), and times that cannot be right.
+
+A check that has nothing to look at says so and is ok: a capture is not unhealthy for lacking a table that
+older nsys versions never wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.gpu_events import merge
+from analysis.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
+from analysis.readers import NULL
+from analysis.trace import NAMES_OF, Trace
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
+PROCESS = ~0xFFFFFF
+# nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
+# moves by 2% changes the conclusion of most comparisons the harness makes)
+OVERHEAD_WARN_PCT = 2.0
+# kernels without their launching call: from this share on the per-kernel tables cannot be trusted
+ORPHAN_FAIL_PCT = 1.0
+LOST = re.compile(r"\b(?:lost|dropp?ed|discard(?:ed)?|overflow(?:ed)?)\b", re.IGNORECASE)
+STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+GPU_FRAMES = ("kernels", "memcpy", "memset")
+TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
+
+
+@dataclass
+class Check:
+    """One check: its name, ok / warn / fail, the evidence, and what to do (empty when ok)."""
+
+    name: str
+    status: str
+    evidence: str
+    fix: str = ""
+
+
+@dataclass
+class Health:
+    """Every check of one trace, and the detail tables behind them (title -> table)."""
+
+    path: str
+    checks: list[Check] = field(default_factory=list)
+    details: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [(c.name, c.status, c.evidence, c.fix) for c in self.checks],
+            columns=["Check", "Status", "Evidence", "What to do"],
+        )
+
+    @property
+    def worst(self) -> str:
+        statuses = {c.status for c in self.checks}
+        return FAIL if FAIL in statuses else WARN if WARN in statuses else OK
+
+    def line(self) -> str:
+        """One line: the worst status and the checks that are not ok."""
+        bad = [f"{c.name} {c.status}" for c in self.checks if c.status != OK]
+        return f"health {self.worst}: {len(self.checks)} checks" + (f"; {', '.join(bad)}" if bad else "")
+
+
+def capture_health(trace: Trace) -> Health:
+    """Every check that applies to `trace` (an nsys export or a Kineto trace)."""
+    health = Health(str(trace.path))
+    if trace.format == "nsys-sqlite":
+        facts = trace.reader.capture_facts()
+        health.checks += [
+            _diagnostics(trace, health),
+            _overhead(trace, health),
+            _cuda_without_kernels(trace),
+            _nvtx_without_ranges(trace, facts),
+            _open_ranges(facts),
+        ]
+    else:
+        health.checks += [_left_out(trace), _queue_lengths(trace, health), _profiler_steps(trace)]
+    health.checks += [_orphans(trace, health), _times(trace)]
+    return health
+
+
+# --- nsys exports --------------------------------------------------------------------------------------
+
+
+def _diagnostics(trace: Trace, health: Health) -> Check:
+    name = "nsys messages"
+    if not trace.has("diagnostics"):
+        if trace.meta.get("exists", {}).get("diagnostics"):
+            return Check(name, OK, "nsys left no messages (DIAGNOSTIC_EVENT is empty)")
+        why = "the export holds no DIAGNOSTIC_EVENT messages (nsys 2022.4 and older keep none)"
+        return Check(name, OK, why)
+    d = trace.frame("diagnostics")
+    health.details["nsys messages"] = pd.DataFrame(
+        {
+            "Time (ns)": d["timestamp"],
+            "Severity": d["severity"],
+            "Source": d["source"],
+            "PID": np.where(d["global_pid"] == NULL, -1, (d["global_pid"].to_numpy() >> 24) & 0xFFFFFF),
+            "Text": d["text"],
+        }
+    )
+    counts = d["severity"].value_counts()
+    by = ", ".join(f"{n:,} {s}" for s, n in counts.items())
+    lost = d[d["text"].str.contains(LOST)]
+    serious = d[d["severity"].isin(["Warning", "Error"])]
+    collected = [t.replace("\t", "").strip().rstrip(".") for t in d["text"] if t.startswith("Number of ")]
+    evidence = f"{len(d):,} messages ({by})" + (f"; {'; '.join(collected)}" if collected else "")
+    if len(lost):
+        return Check(
+            name,
+            FAIL,
+            f"{evidence}; lost data: {_quote(lost['text'].iloc[0])}",
+            "events were lost: give nsys bigger buffers or a shorter capture (--capture-range)",
+        )
+    if len(serious):
+        first = serious.iloc[0]
+        return Check(
+            name,
+            WARN,
+            f"{evidence}; first {first['severity'].lower()}: {_quote(first['text'])}",
+            "read the warnings and errors (table `nsys messages`): they say what nsys could not record",
+        )
+    return Check(name, OK, evidence)
+
+
+def _quote(text: str, limit: int = 120) -> str:
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _overhead(trace: Trace, health: Health) -> Check:
+    name = "nsys overhead"
+    if not trace.has("overhead"):
+        return Check(name, OK, "the export records no profiler overhead (PROFILER_OVERHEAD)")
+    over = trace.frame("overhead", ["start", "end", "duration", "global_tid", "name_id"])
+    names = trace.strings(over["name_id"].unique())
+    by_name = (
+        over.assign(Name=over["name_id"].map(names))
+        .groupby("Name")["duration"]
+        .agg(["count", "sum"])
+        .sort_values("sum", ascending=False)
+        .reset_index()
+        .rename(columns={"count": "Count", "sum": "Total (ns)"})
+    )
+    health.details["nsys overhead"] = by_name
+    phases = overhead_in_phases(trace, over)
+    total = int(over["duration"].sum())
+    top = ", ".join(f"{r['Name']} {r['Total (ns)'] / 1e6:.1f} ms" for _, r in by_name.head(3).iterrows())
+    evidence = f"{len(over):,} events, {total / 1e6:,.1f} ms in all ({top})"
+    if phases.empty:
+        return Check(name, OK, evidence + "; no NVTX phase ranges to place it in")
+    health.details["nsys overhead by phase"] = phases
+    inside = "; ".join(
+        f"{r['Phase']} {r['Overhead (ns)'] / 1e6:.3f} ms ({r['Share (%)']:.2f}%)"
+        for _, r in phases.iterrows()
+    )
+    worst = phases.loc[phases["Share (%)"].idxmax()]
+    if worst["Share (%)"] >= OVERHEAD_WARN_PCT:
+        return Check(
+            name,
+            WARN,
+            f"{evidence}; inside phases: {inside}",
+            f"nsys's own work is {worst['Share (%)']:.1f}% of {worst['Phase']}: compare phase times "
+            "with a run without nsys (`harness overhead`) before trusting them",
+        )
+    return Check(name, OK, f"{evidence}; inside phases: {inside}")
+
+
+def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.DataFrame:
+    """nsys's overhead inside each NVTX phase range (forward, backward, optimizer, ...) of the same process:
+    Phase, Ranges, Phase time (ns), Overhead (ns), Share (%). Overhead events that overlap count once."""
+    if not trace.has("nvtx"):
+        return pd.DataFrame(columns=["Phase", "Ranges", "Phase time (ns)", "Overhead (ns)", "Share (%)"])
+    if over is None:
+        over = trace.frame("overhead", ["start", "end", "global_tid"])
+    ranges = trace.frame("nvtx", ["start", "end", "global_tid", "name"])
+    ranges = ranges[ranges["name"].astype(str).isin(PHASES)]
+    rows = []
+    for phase, rs in ranges.groupby(ranges["name"].astype(str), sort=False):
+        inside = 0
+        for pid, prs in rs.groupby(rs["global_tid"].to_numpy() & PROCESS):
+            po = over[(over["global_tid"].to_numpy() & PROCESS) == pid]
+            us, ue = merge(po["start"].to_numpy(), po["end"].to_numpy())
+            inside += _covered(us, ue, prs["start"].to_numpy(), prs["end"].to_numpy())
+        span = int((rs["end"] - rs["start"]).sum())
+        rows.append((phase, len(rs), span, inside, 100 * inside / span if span else 0.0))
+    out = pd.DataFrame(rows, columns=["Phase", "Ranges", "Phase time (ns)", "Overhead (ns)", "Share (%)"])
+    order = {p: i for i, p in enumerate(PHASES)}
+    return out.sort_values("Phase", key=lambda s: s.map(order)).reset_index(drop=True)
+
+
+def _covered(us: np.ndarray, ue: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """Time of the disjoint sorted intervals (us, ue) inside each [start, end), summed."""
+    if not len(us):
+        return 0
+    cum = np.concatenate([[0], np.cumsum(ue - us)])
+
+    def upto(t: np.ndarray) -> np.ndarray:  # covered time before t
+        i = np.searchsorted(us, t, side="right")  # intervals starting at or before t
+        partial = np.where(i > 0, np.minimum(ue[np.maximum(i - 1, 0)], t) - us[np.maximum(i - 1, 0)], 0)
+        return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0)
+
+    return int((upto(end) - upto(start)).sum())
+
+
+def _cuda_without_kernels(trace: Trace) -> Check:
+    name = "CUDA kernels"
+    calls, kernels = trace.count("runtime"), trace.count("kernels")
+    if kernels:
+        return Check(name, OK, f"{kernels:,} kernels from {calls:,} CUDA API calls")
+    if not calls:
+        return Check(name, OK, "CUDA not traced (no CUDA API calls)")
+    copies = trace.count("memcpy") + trace.count("memset")
+    return Check(
+        name,
+        WARN,
+        f"{calls:,} CUDA API calls and {copies:,} copies or sets, but no kernels",
+        "the traced process launched no kernels: check that the work ran on the GPU and inside the "
+        "capture (a capture range that starts too late records only setup)",
+    )
+
+
+def _nvtx_without_ranges(trace: Trace, facts: dict[str, int | bool]) -> Check:
+    name = "NVTX ranges"
+    if not facts["nvtx_table"]:
+        return Check(name, OK, "NVTX not traced (no NVTX_EVENTS table)")
+    events, ranges = int(facts["nvtx_events"]), int(facts["nvtx_ranges"])
+    if ranges:
+        return Check(name, OK, f"{ranges:,} ranges ({events:,} NVTX events)")
+    if events:
+        return Check(
+            name,
+            FAIL,
+            f"{events:,} NVTX events but no ranges",
+            "python `nvtx` 0.2.12 and newer with nsys 2022.4 records no ranges: pin nvtx==0.2.11 or "
+            "use a newer nsys",
+        )
+    return Check(
+        name,
+        WARN,
+        "NVTX traced but no events",
+        "the program emitted no NVTX ranges: wrap its phases in nvtx ranges (harness runs do)",
+    )
+
+
+def _open_ranges(facts: dict[str, int | bool]) -> Check:
+    n = int(facts["open_ranges"])
+    if not n:
+        return Check("open ranges", OK, "every NVTX range ends inside the capture")
+    return Check(
+        "open ranges",
+        WARN,
+        f"{n:,} NVTX ranges never end (their time runs to the capture's end)",
+        "pop every range before the program exits or the capture stops",
+    )
+
+
+# --- both formats -------------------------------------------------------------------------------------
+
+
+def orphans(trace: Trace) -> pd.DataFrame:
+    """GPU work (kernels, copies, sets) whose launching call is not in the trace: Kind, Start (ns),
+    Correlation ID, PID, Name."""
+    calls = (
+        trace.frame("runtime", ["correlation_id", "global_tid"])
+        if trace.has("runtime")
+        else pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
+    )
+    known = pd.MultiIndex.from_arrays(
+        [calls["global_tid"].to_numpy() & PROCESS, calls["correlation_id"].to_numpy()]
+    )
+    parts = []
+    for frame in GPU_FRAMES:
+        if not trace.has(frame):
+            continue
+        cols = ["start", "correlation_id", "global_pid"] + (["name_id"] if frame == "kernels" else [])
+        ev = trace.frame(frame, cols)
+        key = pd.MultiIndex.from_arrays(
+            [ev["global_pid"].to_numpy() & PROCESS, ev["correlation_id"].to_numpy()]
+        )
+        lost = ev[~key.isin(known)]
+        names = trace.strings(lost["name_id"].unique()) if frame == "kernels" else {}
+        parts.append(
+            pd.DataFrame(
+                {
+                    "Kind": NAMES_OF[frame],
+                    "Start (ns)": lost["start"],
+                    "Correlation ID": lost["correlation_id"],
+                    "PID": (lost["global_pid"].to_numpy() >> 24) & 0xFFFFFF,
+                    "Name": lost["name_id"].map(names) if frame == "kernels" else "",
+                }
+            )
+        )
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["Kind", "Start (ns)", "Correlation ID", "PID", "Name"])
+    )
+
+
+def _orphans(trace: Trace, health: Health) -> Check:
+    name = "launch correlation"
+    total = sum(trace.count(f) for f in GPU_FRAMES if trace.has(f))
+    if not total:
+        return Check(name, OK, "no GPU work in the trace")
+    lost = orphans(trace)
+    if lost.empty:
+        return Check(name, OK, f"all {total:,} kernels, copies and sets have their launching call")
+    health.details["GPU work without its launch"] = lost
+    pct = 100 * len(lost) / total
+    kinds = ", ".join(f"{n:,} {k}" for k, n in lost["Kind"].value_counts().items())
+    first = lost.iloc[0]
+    example = f"e.g. correlation id {first['Correlation ID']} of process {first['PID']}" + (
+        f" ({_quote(first['Name'], 60)})" if first["Name"] else ""
+    )
+    return Check(
+        name,
+        FAIL if pct >= ORPHAN_FAIL_PCT else WARN,
+        f"{len(lost):,} of {total:,} GPU events ({pct:.1f}%: {kinds}) have no launching call; {example}",
+        "the launching calls were not recorded (CUDA API tracing off, or calls before the capture "
+        "started): tables by launch or by NVTX range leave these out",
+    )
+
+
+def _times(trace: Trace) -> Check:
+    name = "times"
+    found = []
+    for frame in TIMED_CHECKED:
+        if not trace.has(frame):
+            continue
+        start, end = trace.column(frame, "start", keep=False), trace.column(frame, "end", keep=False)
+        missing = int(((start == NULL) | (end == NULL)).sum())
+        reversed_ = int(((start != NULL) & (end != NULL) & (end < start)).sum())
+        negative = int(((start != NULL) & (start < 0)).sum())
+        if missing or reversed_ or negative:
+            found.append((NAMES_OF[frame], missing, reversed_, negative))
+    if not found:
+        return Check(name, OK, "every start and end is there, and no end comes before its start")
+    text = "; ".join(
+        f"{what}: {m:,} without start or end, {r:,} ending before they start, {n:,} negative"
+        for what, m, r, n in found
+    )
+    bad = any(m or r for _, m, r, _ in found)
+    return Check(
+        name,
+        FAIL if bad else WARN,
+        text,
+        "these rows are left out of every table; a broken export: export the report again"
+        if bad
+        else "times before the capture's zero: events from before the session started",
+    )
+
+
+# --- Kineto traces ------------------------------------------------------------------------------------
+
+
+def _left_out(trace: Trace) -> Check:
+    name = "invalid events"
+    unusable = int(trace.meta.get("unusable", 0) or 0)
+    ignored = trace.meta.get("ignored", {}) or {}
+    for frame in ("kernels", "runtime", "memcpy", "memset", "nvtx", "cpu_ops", "syncs"):
+        if trace.has(frame):
+            trace.rows_ok(frame, ["start", "end"])  # notes what cannot be right
+    left = [n for n in trace.notes if n.startswith("left out")]
+    kept = ", ".join(f"{n:,} {k}" for k, n in sorted(ignored.items(), key=lambda kv: -kv[1]))
+    evidence = f"{unusable:,} events without a usable ts or dur" + (f"; {'; '.join(left)}" if left else "")
+    evidence += f"; not modelled (flows, instants): {kept}" if kept else ""
+    if unusable or left:
+        return Check(
+            name,
+            WARN,
+            evidence,
+            "these events are in no table: the trace was cut or written by a "
+            "profiler that crashed; record it again",
+        )
+    return Check(name, OK, evidence)
+
+
+def _queue_lengths(trace: Trace, health: Health) -> Check:
+    name = "queue lengths"
+    if not (trace.has("runtime") and any(trace.has(f) for f in GPU_FRAMES)):
+        return Check(name, OK, "no launches and GPU work to count")
+    from analysis.breakdown import queue_lengths
+
+    q = queue_lengths(trace)
+    neg = q[q["length"] < 0]
+    if neg.empty:
+        return Check(name, OK, f"{len(q):,} changes on {q['Stream'].nunique()} streams, none below zero")
+    per = neg.groupby("Stream")["length"].agg(["count", "min"]).reset_index()
+    health.details["negative queue lengths"] = per.rename(columns={"count": "Changes below 0", "min": "Min"})
+    where = ", ".join(f"stream {r['Stream']}: {r['count']:,} (min {r['min']})" for _, r in per.iterrows())
+    return Check(
+        name,
+        FAIL,
+        f"{len(neg):,} of {len(q):,} queue lengths below zero ({where})",
+        "GPU work starts before the call that launched it: the CPU and GPU clocks disagree, so "
+        "launch delays and host-wait time are wrong for these streams",
+    )
+
+
+def _profiler_steps(trace: Trace) -> Check:
+    name = "profiler steps"
+    steps: list[int] = []
+    if trace.has("nvtx"):
+        names = trace.frame("nvtx", ["name"])["name"].astype(str)
+        steps = sorted(
+            {int(m[1]) for m in names.str.match(STEP.pattern).pipe(lambda ok: names[ok]).map(STEP.match)}
+        )
+    if not steps:
+        return Check(
+            name,
+            WARN,
+            "no ProfilerStep#N ranges",
+            "profile with a schedule and call prof.step() each step, so tables can be split by step",
+        )
+    missing = sorted(set(range(steps[0], steps[-1] + 1)) - set(steps))
+    if missing:
+        return Check(
+            name,
+            WARN,
+            f"steps {steps[0]}..{steps[-1]}, missing {', '.join(map(str, missing))}",
+            "steps are missing from the trace (trimmed or dropped): per-step figures skip them",
+        )
+    return Check(name, OK, f"{len(steps)} steps, #{steps[0]} to #{steps[-1]}, none missing")

@@ -1,0 +1,111 @@
+"""The results database under attack (issue 22): --db in memory or naming a folder, SIGTERM while a save
+waits on a locked database, an interrupted unsaved-run file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import typer
+from test_store import make_result
+from test_store_faults import filled, hold_lock
+from typer.testing import CliRunner
+
+from harness import unsaved
+from harness.cli import app
+from harness.store.results import UnsavedRun
+
+pytestmark = pytest.mark.attack(saves=True)
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+@pytest.mark.parametrize("command", [["run", "tiny", "--device", "cpu"], ["runs"], ["import", "x.json"]])
+def test_a_database_in_memory_is_refused(url: str, command: list[str], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*command, "--db", url])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "is a database in memory" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["run", "tiny", "--device", "cpu"], ["runs"], ["show", "x"]])
+def test_a_db_that_is_a_folder_says_so(command: list[str], tmp_path: Path) -> None:
+    result = runner.invoke(app, [*command, "--db", str(tmp_path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"--db {tmp_path} is a folder, not a database file" in result.output.replace("\n", "")
+    assert "unable to open database file" not in result.output
+
+
+def test_sigterm_while_waiting_on_a_locked_database_keeps_the_run_and_says_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESS_DB_TIMEOUT", "120")
+    db = tmp_path / "r.sqlite"
+    store = filled(db, 1)
+    holder = hold_lock(db, 120)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    began = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(UnsavedRun) as caught:
+            store.save(make_result("tiny-term"))
+    finally:
+        timer.cancel()
+        holder.kill()
+        holder.wait()
+    assert time.monotonic() - began < 30  # it stopped waiting, not after HARNESS_DB_TIMEOUT
+    file = tmp_path / "harness-unsaved-tiny-term.json"
+    assert caught.value.path == file and file.is_file() and caught.value.signal == signal.SIGTERM
+    assert "SIGTERM came while it waited" in str(caught.value)
+    assert unsaved.read(file).result.run_id == "tiny-term"
+
+
+def test_the_command_says_where_the_run_went_and_exits_143(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli.run import _save
+
+    class Locked:
+        def save(self, result: object, **how: object) -> None:
+            raise UnsavedRun("run r is not in the results database: ... It was written to F", Path("F"), 15)
+
+    with pytest.raises(typer.Exit) as ended:
+        _save(Locked(), make_result("r"))  # type: ignore[arg-type]
+    assert ended.value.exit_code == 143
+    assert "It was written to F" in capsys.readouterr().err
+
+
+def test_an_interrupted_unsaved_file_leaves_no_partial(tmp_path: Path, monkeypatch) -> None:
+    real = Path.write_text
+
+    def cut(self: Path, text: str, *args: object, **kwargs: object) -> int:
+        real(self, text[:10])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", cut)
+    pending = unsaved.PendingRun(result=make_result("r"), created_at=datetime.now())
+    with pytest.raises(KeyboardInterrupt):
+        unsaved.write(pending, [tmp_path], "locked")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unsaved_file_in_a_full_folder_leaves_no_partial(tmp_path: Path, monkeypatch) -> None:
+    real = Path.write_text
+
+    def full(self: Path, text: str, *args: object, **kwargs: object) -> int:
+        if self.parent == tmp_path:
+            real(self, text[:10])
+            raise OSError(28, "No space left on device")
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    monkeypatch.chdir(tmp_path.parent)  # the next folder tried after the full one
+    pending = unsaved.PendingRun(result=make_result("r2"), created_at=datetime.now())
+    path = unsaved.write(pending, [tmp_path], "locked")
+    assert path.parent != tmp_path and path.is_file()
+    path.unlink()
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,76 @@
+"""What tests/test_fuzz.py found, kept as regular tests (issue 22): each is the shrunk failing example,
+run as the fuzzer ran it, and then its figure checked where there is one."""
+
+from __future__ import annotations
+
+import pytest
+from test_fuzz import NSYS_FIXTURES, check_export_example, check_trace_example
+
+pytestmark = pytest.mark.attack
+A100 = NSYS_FIXTURES[0]
+
+
+def test_a_category_that_is_a_list() -> None:
+    """`"cat": []` raised TypeError (unhashable) while events were sorted into frames."""
+    check_trace_example("nccl", [("set", 0, "cat", "correlation", [])], False, None, "kernels", False)
+
+
+def test_duplicated_kernels_leave_no_negative_idle_time() -> None:
+    """Every kernel row duplicated (half with no start): idle time per stream was -53,075,352 ns, from
+    the gap between a kernel and its own copy."""
+    mutations = [
+        ("set", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 2, 0, "NULL"),
+        ("duplicate", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 1, 0, "NULL"),
+    ]
+    check_export_example(A100, mutations, None, "breakdown", False)
+
+
+def test_a_start_of_minus_2_63_is_left_out_not_wrapped() -> None:
+    """Kernel starts of -2**63 (one past the NULL sentinel): end - start wrapped round int64 and the launch
+    table's KAvg was -9.2e18 ns."""
+    mutations = [("set", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 1, 0, "-9223372036854775808")]
+    check_export_example(A100, mutations, None, "launch", False)
+
+
+def test_times_past_2_62_are_left_out_and_counted(tmp_path) -> None:
+    from export_data import derive
+
+    from analysis.kernels import kernel_summary
+    from analysis.trace import open_trace
+
+    bad = derive(
+        A100,
+        tmp_path / "bad.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808 WHERE correlationId = 140",
+    )
+    table = kernel_summary(open_trace(bad, cache=False))
+    assert table["Instances"].tolist() == [4] and table["Total Time (ns)"].tolist() == [
+        88_573_480 - 17_704_808
+    ]
+    assert any(n.startswith("left out 1 of 5 kernels") for n in table.attrs["notes"])
+    rows = open_trace(bad, cache=False).frame("kernels", ["start", "end"])  # start and end: the range check
+    assert len(rows) == 4
+
+
+def test_breakdown_when_every_runtime_call_is_left_out() -> None:
+    """The runtime table's start column dropped: every call is left out, and the launch lookup indexed an
+    empty array (IndexError)."""
+    mutations = [("drop_column", "CUPTI_ACTIVITY_KIND_RUNTIME", 0, 1, 0, "NULL")]
+    check_export_example(A100, mutations, None, "breakdown", False)
+
+
+def test_memory_sizes_without_a_byte_count() -> None:
+    """The memset table's bytes column dropped: its NULL sentinel became an average of -9.2e12 MB."""
+    mutations = [
+        ("drop_column", "CUPTI_ACTIVITY_KIND_MEMSET", 2, 1, 0, "NULL"),
+        ("drop_column", "CUPTI_ACTIVITY_KIND_MEMSET", 17, 1, 0, "NULL"),
+        ("drop_table", "CUPTI_ACTIVITY_KIND_KERNEL", 0, 1, 0, "NULL"),
+    ]
+    check_export_example(NSYS_FIXTURES[1], mutations, None, "memops", False)
+
+
+def test_nvtx_with_text_in_start() -> None:
+    """NVTX starts of 'soon': the last time (for ranges never closed) was max(start), which SQLite made the
+    text, and int('soon') raised ValueError."""
+    mutations = [("set", "NVTX_EVENTS", 0, 1, 0, "'soon'")]
+    check_export_example(A100, mutations, None, "nvtx", False)

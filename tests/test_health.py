@@ -1,0 +1,283 @@
+"""`harness health`: capture health of the shared exports and traces, held against what their tables hold
+(counted here in SQL or plain Python, not through the trace model)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import SHARED_NSYS, missing
+from export_data import derive
+from kineto_data import raw_events, trace_path, write_trace
+from typer.testing import CliRunner
+
+from analysis.advice.health import capture_health, overhead_in_phases
+from analysis.trace import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+WITH_MESSAGES = ["ext/fuser_report1", "ext/llama3_realsim", "ext/weatherbench2"]
+ALL_EXPORTS = [
+    "a100-saxpy-mpi",
+    "cpu-train",
+    *(
+        f"ext/{n}"
+        for n in (
+            "beast1",
+            "dlprof_norelu",
+            "fuser_report1",
+            "llama3_realsim",
+            "torchrun_2gpu",
+            "weatherbench2",
+        )
+    ),
+]
+
+
+def _export(name: str) -> Path:
+    path = SHARED_NSYS / name / "report.sqlite"
+    if not path.exists():
+        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    return path
+
+
+def _sql(path: Path, query: str) -> list[tuple]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def _check(health, name: str):  # type: ignore[no-untyped-def]
+    return next(c for c in health.checks if c.name == name)
+
+
+@pytest.mark.parametrize("export", WITH_MESSAGES)
+def test_nsys_messages_as_in_diagnostic_event(export: str) -> None:
+    path = _export(export)
+    rows = _sql(
+        path,
+        "SELECT e.timestamp, l.label, e.text FROM DIAGNOSTIC_EVENT e "
+        "JOIN ENUM_DIAGNOSTIC_SEVERITY_LEVEL l ON l.id = e.severity ORDER BY e.timestamp, e.rowid",
+    )
+    with open_trace(path) as trace:
+        health = capture_health(trace)
+    messages = health.details["nsys messages"]
+    assert messages["Time (ns)"].tolist() == [r[0] for r in rows]
+    assert messages["Severity"].tolist() == [r[1] for r in rows]
+    assert messages["Text"].tolist() == [r[2] for r in rows]
+    check = _check(health, "nsys messages")
+    counts = dict(_sql(path, "SELECT severity, count(*) FROM DIAGNOSTIC_EVENT GROUP BY 1"))
+    assert check.evidence.startswith(f"{len(rows):,} messages (")
+    # every warning or error makes the check a warning: fuser 1 error, llama3 27 warnings, weatherbench2 3
+    assert (counts.get(2, 0), counts.get(3, 0)) == {
+        "ext/fuser_report1": (0, 1),
+        "ext/llama3_realsim": (27, 0),
+        "ext/weatherbench2": (3, 0),
+    }[export]
+    assert check.status == "warn"
+    cuda = [
+        t for (t,) in _sql(path, "SELECT text FROM DIAGNOSTIC_EVENT WHERE text LIKE 'Number of CUDA events%'")
+    ]
+    for text in cuda:  # "Number of CUDA events collected: 989." (fuser), 7539 (llama3), 24 (weatherbench2)
+        assert text.replace("\t", "").strip().rstrip(".") in check.evidence
+
+
+def test_export_without_messages_is_ok() -> None:
+    with open_trace(_export("a100-saxpy-mpi")) as trace:
+        check = _check(capture_health(trace), "nsys messages")
+    assert check.status == "ok" and "no DIAGNOSTIC_EVENT" in check.evidence
+
+
+@pytest.mark.parametrize("export", ALL_EXPORTS)
+def test_nsys_overhead_totals_as_in_profiler_overhead(export: str) -> None:
+    path = _export(export)
+    rows = _sql(
+        path,
+        "SELECT s.value, count(*), sum(o.end - o.start) FROM PROFILER_OVERHEAD o "
+        "JOIN StringIds s ON s.id = o.nameId GROUP BY s.value",
+    )
+    with open_trace(path) as trace:
+        health = capture_health(trace)
+    table = health.details["nsys overhead"]
+    assert {(n, c, t) for n, c, t in table.itertuples(index=False)} == set(rows)
+    total = sum(r[2] for r in rows)
+    assert (
+        f"{sum(r[1] for r in rows):,} events, {total / 1e6:,.1f} ms in all"
+        in _check(health, "nsys overhead").evidence
+    )
+
+
+def test_nsys_overhead_inside_phases_cpu_train() -> None:
+    """Each phase range's overlap with the union of nsys's overhead in its process, brute force."""
+    path = _export("cpu-train")
+    over = _sql(path, "SELECT start, end, globalTid >> 24 FROM PROFILER_OVERHEAD ORDER BY start")
+    ranges = _sql(
+        path,
+        "SELECT e.start, e.end, e.globalTid >> 24, coalesce(e.text, s.value) FROM NVTX_EVENTS e "
+        "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59",
+    )
+    union: dict[int, list[list[int]]] = {}
+    for s, e, pid in over:
+        spans = union.setdefault(pid, [])
+        if spans and s <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], e)
+        else:
+            spans.append([s, e])
+    want = {}
+    for s, e, pid, name in ranges:
+        if name in ("forward", "backward", "optimizer"):
+            inside = sum(max(0, min(e, b) - max(s, a)) for a, b in union.get(pid, []))
+            want[name] = want.get(name, 0) + inside
+    with open_trace(path) as trace:
+        got = overhead_in_phases(trace)
+    assert dict(zip(got["Phase"], got["Overhead (ns)"], strict=True)) == want
+    assert want["forward"] > 0  # nsys's OS runtime initialisation falls inside the first forward
+    spans = {n: sum(e - s for s, e, _, m in ranges if m == n) for n in want}
+    assert dict(zip(got["Phase"], got["Phase time (ns)"], strict=True)) == spans
+
+
+def test_gpu_work_without_its_launch_torchrun() -> None:
+    """Joined by process and correlationId, 31 GPU events of the 2-rank capture have no launching call."""
+    path = _export("ext/torchrun_2gpu")
+    lost = {
+        table: _sql(
+            path,
+            f"SELECT count(*) FROM {table} g WHERE NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "WHERE r.correlationId = g.correlationId AND r.globalTid >> 24 = g.globalPid >> 24)",
+        )[0][0]
+        for table in (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+        )
+    }
+    with open_trace(path) as trace:
+        health = capture_health(trace)
+    table = health.details["GPU work without its launch"]
+    assert table["Kind"].value_counts().to_dict() == {
+        "kernels": lost["CUPTI_ACTIVITY_KIND_KERNEL"],
+        "memory copies": lost["CUPTI_ACTIVITY_KIND_MEMCPY"],
+        "memory sets": lost["CUPTI_ACTIVITY_KIND_MEMSET"],
+    }
+    assert len(table) == 31
+    check = _check(health, "launch correlation")
+    assert check.status == "warn" and check.evidence.startswith("31 of 5,299 GPU events (0.6%")
+
+
+def test_cuda_traced_without_kernels() -> None:
+    with open_trace(_export("ext/weatherbench2")) as trace:
+        check = _check(capture_health(trace), "CUDA kernels")
+    assert check.status == "warn"
+    assert check.evidence == "23 CUDA API calls and 1 copies or sets, but no kernels"
+
+
+def test_nvtx_without_ranges_fails_strict(tmp_path: Path) -> None:
+    """The python nvtx >= 0.2.12 trap: NVTX events recorded, not one range. --strict exits 1."""
+    src = _export("cpu-train")
+    path = derive(
+        src, tmp_path / "noranges.sqlite", "DELETE FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70, 71)"
+    )
+    left = _sql(path, "SELECT count(*) FROM NVTX_EVENTS")[0][0]
+    with open_trace(path, cache=False) as trace:
+        check = _check(capture_health(trace), "NVTX ranges")
+    assert check.status == "fail" and check.evidence == f"{left:,} NVTX events but no ranges"
+    assert "nvtx==0.2.11" in check.fix
+    assert runner.invoke(app, ["health", str(path), "--no-cache"]).exit_code == 0
+    strict = runner.invoke(app, ["health", str(path), "--no-cache", "--strict"])
+    assert strict.exit_code == 1 and "Traceback" not in strict.output
+    assert runner.invoke(app, ["health", str(src), "--strict"]).exit_code == 0
+
+
+def test_open_ranges_and_reversed_times(tmp_path: Path) -> None:
+    path = derive(
+        _export("cpu-train"),
+        tmp_path / "broken.sqlite",
+        "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid IN "
+        "(SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start DESC LIMIT 2)",
+        "UPDATE OSRT_API SET end = start - 5 "
+        "WHERE rowid = (SELECT min(rowid) FROM OSRT_API WHERE eventClass = 27)",
+    )
+    with open_trace(path, cache=False) as trace:
+        health = capture_health(trace)
+    assert _check(health, "open ranges").evidence.startswith("2 NVTX ranges never end")
+    times = _check(health, "times")
+    assert times.status == "fail"
+    assert (
+        times.evidence == "OS runtime calls: 0 without start or end, 1 ending before they start, 0 negative"
+    )
+
+
+# --- Kineto traces ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ["alexnet", "nccl", "diff-control", "diff-test"])
+def test_queue_lengths_of_the_hta_fixtures_never_go_below_zero(fixture: str) -> None:
+    """Every GPU event of the four shared traces starts after its launching call: no queue goes negative."""
+    with open_trace(trace_path(fixture)) as trace:
+        check = _check(capture_health(trace), "queue lengths")
+    assert check.status == "ok" and check.evidence.endswith("none below zero")
+
+
+def test_negative_queue_length_fails(tmp_path: Path) -> None:
+    """A kernel moved to start before the call that launched it (clocks that disagree): its stream's queue
+    goes to -1 there."""
+    events = raw_events("alexnet")
+    calls = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    kernel = next(e for e in events if e.get("cat") == "kernel" and e["args"]["correlation"] in calls)
+    kernel["ts"] = calls[kernel["args"]["correlation"]]["ts"] - 5
+    path = write_trace(tmp_path / "early.json", events)
+    with open_trace(path, cache=False) as trace:
+        health = capture_health(trace)
+    check = _check(health, "queue lengths")
+    assert check.status == "fail"
+    stream = kernel["args"]["stream"]
+    per = health.details["negative queue lengths"]
+    assert per["Stream"].tolist() == [stream] and per["Min"].tolist() == [-1]
+    assert f"stream {stream}: 1 (min -1)" in check.evidence
+
+
+def test_profiler_steps(tmp_path: Path) -> None:
+    with open_trace(trace_path("nccl")) as trace:
+        check = _check(capture_health(trace), "profiler steps")
+    assert (check.status, check.evidence) == ("ok", "3 steps, #4 to #6, none missing")
+    events = [e for e in raw_events("nccl") if e.get("name") != "ProfilerStep#5"]
+    path = write_trace(tmp_path / "gap.json", events)
+    with open_trace(path, cache=False) as trace:
+        check = _check(capture_health(trace), "profiler steps")
+    assert (check.status, check.evidence) == ("warn", "steps 4..6, missing 5")
+
+
+def test_health_json_carries_details() -> None:
+    result = runner.invoke(app, ["health", str(_export("ext/fuser_report1")), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [r["Check"] for r in doc["health"]][:2] == ["nsys messages", "nsys overhead"]
+    assert len(doc["nsys messages"]) == 12
+
+
+def test_message_text_is_data_not_markup(tmp_path: Path) -> None:
+    """A message from the export holding rich markup and a terminal escape prints as it is, escaped."""
+    text = "[bold red]lost[/] \x1b]0;owned\x07 events"
+    path = derive(
+        _export("ext/fuser_report1"),
+        tmp_path / "markup.sqlite",
+        f"UPDATE DIAGNOSTIC_EVENT SET severity = 2, text = '{text}' "
+        "WHERE rowid = (SELECT min(rowid) FROM DIAGNOSTIC_EVENT)",
+    )
+    result = runner.invoke(
+        app, ["health", str(path), "--no-cache", "--details", "--wide"], env={"COLUMNS": "400"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "\x1b]0;" not in result.output and "\\x1b]0;owned\\x07" in result.output
+    assert "[bold red]lost[/]" in result.output
+    with open_trace(path, cache=False) as trace:
+        check = _check(capture_health(trace), "nsys messages")
+    assert check.status == "fail"  # "lost": nsys says events were lost

@@ -1,0 +1,43 @@
+"""`harness profile --name`: a name, not a path, and short enough to be a file name (issue 22). Refused
+before nsys starts or a database is made; nothing is written anywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.core.bounds import NAME_BYTES, default_run_name
+from harness.cli import app
+
+pytestmark = pytest.mark.attack
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("x" * 300, "longer than 200 bytes"),
+        ("../../x", "folder separator"),
+        ("/abs/path", "folder separator"),
+        ("..", "empty"),
+        ("", "empty"),
+        ("a\nb", "control characters"),
+    ],
+    ids=["300-chars", "dotdot", "absolute", "parent", "empty", "newline"],
+)
+def test_a_name_that_is_not_a_name_is_refused(tmp_path: Path, monkeypatch, name: str, why: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "results.sqlite"
+    args = ["profile", "--name", name, "--profile-dir", str(work / "p"), "--db", str(db), "--", "true"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "is not a run name" in result.output and why in result.output
+    assert list(tmp_path.rglob("*")) == [work]  # nothing written, inside or outside
+
+
+def test_a_long_program_name_is_cut_to_a_file_name() -> None:
+    assert len(default_run_name("é" * 300).encode()) <= NAME_BYTES
+    assert default_run_name("python3") == "python3"
