@@ -16,10 +16,10 @@ import statistics
 import time
 
 import torch
-from harness.core.records import RunConfig
-from harness.execution.runner import run_workload
 
 import workloads
+from harness.core.records import RunConfig
+from harness.execution.runner import run_workload
 
 
 def harness_round(config: RunConfig) -> list[int]:
@@ -50,9 +50,8 @@ def bare_round(config: RunConfig) -> list[int]:
 
 def instrumentation_ns(device: torch.device, steps: int = 20_000) -> float:
     """What the harness adds per training step with nothing inside: a `step` range and three timed phases."""
-    from harness.execution.timing import PhaseClock
-
     from harness import nvtx_ranges
+    from harness.execution.timing import PhaseClock
 
     clock = PhaseClock(device)
     t0 = time.perf_counter_ns()

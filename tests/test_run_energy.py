@@ -18,7 +18,7 @@ from analysis.dashboard import DashboardData
 from analysis.dashboard.energy import energy_panel
 from harness.cli import app
 from harness.core.records import RunConfig, result_from_dict, result_to_dict
-from harness.energy.power import POWERCAP, discover
+from harness.energy.power import discover
 from harness.execution.runner import run_workload
 from harness.store.results import ResultsStore
 from tests.power_data import ReplayNvml

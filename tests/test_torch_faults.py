@@ -11,8 +11,8 @@ from kineto_data import trace_path
 from test_store import make_result
 
 from analysis.readers.kineto import is_complete
-from harness.profilers.torch import TorchRequest, profile_run
 from harness.core.records import RunConfig
+from harness.profilers.torch import TorchRequest, profile_run
 from harness.store.results import ResultsStore
 
 pytestmark = pytest.mark.attack(saves=True)

@@ -1,25 +1,31 @@
-"""Tables from an Nsight Systems export: `harness kernels`, `nvtx`, `nvtx-gpu`, `api`, `memops`, `launch`,
-`osrt` and `summary`. Each parses its arguments, calls one analysis function and renders what it returns.
-
-No torch or plotly here (start-up time counts): pandas and the analysis modules load inside the commands.
+"""Tables from an Nsight Systems export or a Kineto trace: `harness kernels`, `nvtx`, `nvtx-gpu`, `api`,
+`memops`, `launch`, `osrt` and `summary`, made from the registry of tables (analysis.tables), plus
+`breakdown` and `cache`. Each command parses the options only it has, takes the options every analysis
+command shares as one `Reading`, and hands both to `show_table`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import FormatOpt, LimitOpt, WideOpt, cli_errors
+from harness.cli.common import FormatOpt, LimitOpt, WideOpt, cli_errors, note, warn
+from harness.cli.options import F, option_group
+from harness.cli.output import Format, emit, emit_many
 from harness.core.errors import ExportError, UsageError
-from harness.cli.output import Format
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.trace import Trace
+    from analysis.cache import Cache
+    from analysis.tables import Table, Tables
 
 REPORT_HELP = (
     "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
@@ -56,8 +62,6 @@ NoCacheOpt = Annotated[
 TopOpt = Annotated[
     int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")
 ]
-# kernexecsum: the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
-LAUNCH_PRIORITY = ["Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount"]
 HTA_HELP = (
     "Apply Holistic Trace Analysis's load rules first (drop the last ProfilerStep, round float µs "
     "timestamps inward), so the numbers equal HTA's."
@@ -99,62 +103,112 @@ class GpuMode(StrEnum):
     thread = "thread"
 
 
-def open_report(report: Path, no_cache: bool = False) -> Trace:
-    from harness.experiments.reports import open_report as open_it
+@dataclass(frozen=True)
+class Reading:
+    """The options every analysis command shares, declared once (`reading_options` puts them on a
+    command): how the exports are read, and how the tables are printed."""
 
-    return open_it(report, cache=not no_cache)
+    by_rank: bool = False
+    jobs: int | None = None
+    dask: str | None = None
+    no_cache: bool = False
+    format: Format = Format.table
+    wide: bool = False
+    limit: int | None = None
 
 
-def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False,
-          limit: int | None = None) -> None:  # fmt: skip
-    from harness.cli.output import emit
+READING_OPTIONS = {
+    "by_rank": ByRankOpt,
+    "jobs": JobsOpt,
+    "dask": DaskOpt,
+    "no_cache": NoCacheOpt,
+    "format": FormatOpt,
+    "wide": WideOpt,
+    "limit": LimitOpt,
+}
 
-    notes = df.attrs.get("notes", [])
-    emit(df.head(top) if top else df, fmt, title=title, notes=notes, wide=wide, limit=limit)
+
+def reading_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """The shared analysis options on a command, in place of its parameter `reading: Reading`."""
+    return option_group("reading", Reading, READING_OPTIONS, omit)
 
 
-def _inputs(reports: list[Path]) -> list[Path]:
-    """The exports named: files, folders and glob patterns expanded (analysis.multi.expand)."""
+def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None = None,
+               **options: object) -> None:  # fmt: skip
+    """The table `kind` of the registry over the exports named: from one export (`Table.one`), or combined
+    over several (or over one capture's processes with --by-rank), rendered in the chosen format."""
+    # the registry and the readers load pandas: only once a table is asked for, never for `harness --help`
     from analysis.multi import expand
+    from analysis.tables import TABLES
+    from harness.experiments.reports import analyse_many, open_report
 
-    return expand(reports)
+    table = TABLES[kind]
+    if not table.cuts_rows and top is not None:
+        options["top"] = top
+        top = None
+    paths = expand(reports)
+    if len(paths) > 1 or reading.by_rank:
+        result = analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
+                              dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
+        _render(table, _combined(table, result, paths, top), reading, top=None)
+        return
+    trace = open_report(paths[0], cache=not reading.no_cache)
+    _render(table, table.one(trace, paths[0].name, **options), reading, top)
 
 
-def _many(kind: str, paths: list[Path], options: dict, by_rank: bool, jobs: int | None, dask: str | None,
-          no_cache: bool, fmt: Format, title: str, top: int | None, wide: bool,
-          titles: dict[str, str] | None = None, limit: int | None = None) -> None:  # fmt: skip
-    """Several exports: the combined tables (harness.experiments.reports.analyse_many), rendered."""
-    from harness.cli.output import emit, emit_many
-    from harness.experiments.reports import analyse_many
+def _combined(table: Table, result: object, paths: list[Path], top: int | None) -> Tables:
+    """The tables over several exports, titled with what they cover; --top keeps N rows per rank."""
+    from analysis.tables import Tables
 
-    result = analyse_many(kind, paths, options, by_rank=by_rank, jobs=jobs, dask=dask, cache=not no_cache)
-    sources = result.sources
+    sources = result.sources  # type: ignore[attr-defined]
     labels = sources.labels if sources is not None else []
     label = sources.column if sources is not None else "Source"
     first, last = (labels[0], labels[-1]) if labels else ("", "")
     what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
     what += f" (ranks {first}-{last})" if label == "Rank" else ""
-    tables = []
-    for name, df in result.tables:
+    parts = result.tables  # type: ignore[attr-defined]
+    out = Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
+    for name, df in parts:
         if top and label in df.columns:
             df = df.groupby(label, sort=False, group_keys=False).head(top)
         elif top:
             df = df.head(top)
-        heading = (titles or {}).get(name, name)
-        tables.append((f"{heading} in {what}" if len(result.tables) > 1 else f"{title} in {what}", df))
-    notes = list(dict.fromkeys([*result.notes, *(n for _, df in tables for n in df.attrs.get("notes", []))]))
-    if len(tables) == 1 and not result.skipped:
-        emit(tables[0][1], fmt, title=tables[0][0], notes=notes, wide=wide, limit=limit)
-        return
-    emit_many(tables, fmt, notes=notes, skipped=result.skipped or None, wide=wide, limit=limit)
-    if fmt is Format.table and result.skipped:
-        from harness.cli.common import warn
+        heading = table.headings.get(name, name if len(parts) > 1 else table.title)
+        out.tables.append((f"{heading} in {what}", df))
+    said = (n for _, df in out.tables for n in df.attrs.get("notes", []))
+    out.notes = list(dict.fromkeys([*result.notes, *said]))  # type: ignore[attr-defined]
+    out.titled = len(out.tables) != 1 or bool(out.skipped)
+    return out
 
-        for title_, why in result.skipped.items():
-            warn(f"skipped {title_.split(' (')[0]}: {why}")
+
+def _render(table: Table, result: Tables, reading: Reading, top: int | None) -> None:
+    """One table alone, or a titled list; the deciding columns are the last a narrow terminal drops; the
+    tables with no data are named (a warning each reason, in the table format)."""
+    from analysis.tables import deciding
+
+    tables = []
+    for title, df in result.tables:
+        df = df.head(top) if top else df
+        df.attrs["priority"] = deciding(table, title)
+        tables.append((title, df))
+    how = {"wide": reading.wide, "limit": reading.limit}
+    if len(tables) == 1 and not result.titled:
+        emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]
+        return
+    emit_many(tables, reading.format, notes=result.notes, skipped=result.skipped, **how)  # type: ignore[arg-type]
+    if reading.format is Format.table and result.skipped:
+        by_reason: dict[str, list[str]] = {}
+        for title, why in result.skipped.items():
+            by_reason.setdefault(why, []).append(title.split(" (")[0])
+        for why, titles in by_reason.items():
+            warn(f"skipped {', '.join(titles)}: {why}")
+
+
+# --- the commands: each parses its own options ---------------------------------------------------------
 
 
 @cli_errors
+@reading_options()
 def kernels_cmd(
     report: ReportArg,
     top: TopOpt = None,
@@ -172,49 +226,17 @@ def kernels_cmd(
         ),
     ] = None,
     hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
+    reading: Reading = Reading(),
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
-    from analysis.kernels import kernel_summary
-
     if base and mangled:
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        options = {"names": names, "by": by.value, "range_name": range_name, "hta": hta}
-        _many(
-            "kernels",
-            paths,
-            options,
-            by_rank,
-            jobs,
-            dask,
-            no_cache,
-            format,
-            "CUDA kernels",
-            top,
-            wide,
-            limit=limit,
-        )
-        return
-    report = paths[0]
-    trace = open_report(report, no_cache)
-    if hta:
-        from analysis.hta_rules import hta_view
-
-        trace = hta_view(trace)
-    df = kernel_summary(trace, names=names, by=by.value, range_name=range_name)
-    _show(df, format, f"CUDA kernels in {report.name}", top, wide, limit)
+    show_table("kernels", report, reading, top, names=names, by=by.value, range_name=range_name, hta=hta)
 
 
 @cli_errors
+@reading_options()
 def nvtx_cmd(
     report: ReportArg,
     trace: Annotated[
@@ -223,44 +245,15 @@ def nvtx_cmd(
     by: NvtxByOpt = NvtxBy.op,
     raw_names: RawNamesOpt = False,
     top: TopOpt = None,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
+    reading: Reading = Reading(),
 ) -> None:
     """Time per NVTX range, like `nsys stats -r nvtxsum` (with --raw-names: the same rows). PyTorch's
     ranges are grouped by operator."""
-    from analysis.nvtx import nvtx_summary, nvtx_trace
-
-    group = grouping(by, raw_names)
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        options = {"trace_rows": trace, "by": group}
-        _many(
-            "nvtx",
-            paths,
-            options,
-            by_rank,
-            jobs,
-            dask,
-            no_cache,
-            format,
-            "NVTX ranges",
-            top,
-            wide,
-            limit=limit,
-        )
-        return
-    report = paths[0]
-    tr = open_report(report, no_cache)
-    df = nvtx_trace(tr) if trace else nvtx_summary(tr, by=group)
-    _show(df, format, f"NVTX ranges in {report.name}", top, wide, limit)
+    show_table("nvtx", report, reading, top, trace_rows=trace, by=grouping(by, raw_names))
 
 
 @cli_errors
+@reading_options()
 def nvtx_gpu_cmd(
     report: ReportArg,
     mode: Annotated[
@@ -299,286 +292,75 @@ def nvtx_gpu_cmd(
     ] = None,
     by: NvtxByOpt = NvtxBy.op,
     raw_names: RawNamesOpt = False,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
+    reading: Reading = Reading(),
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum.
     Several exports: each rank's rows, one block per rank (the rows are per process already)."""
-    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
-    from harness.cli.output import emit_many
-
+    view = "projection" if projection else "kernels" if kernels else "summary"
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
-    group = grouping(by, raw_names)
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        view = "projection" if projection else "kernels" if kernels else "summary"
-        options = {"view": view, "mode": mode.value, "phases": names, "exclusive": exclusive, "top": top}
-        options["by"] = group
-        titles = {
-            "ranges": "GPU time per NVTX range",
-            "check": "Do the phases add up? (measured steps)",
-            "kernels": "kernels per NVTX range",
-            "projection": "NVTX ranges projected onto the GPU",
-        }
-        _many(
-            "nvtx-gpu",
-            paths,
-            options,
-            by_rank,
-            jobs,
-            dask,
-            no_cache,
-            format,
-            titles["projection" if projection else "kernels" if kernels else "ranges"],
-            None,
-            wide,
-            titles,
-            limit,
-        )
-        return
-    report = paths[0]
-    trace = open_report(report, no_cache)
-    if projection:
-        title = f"NVTX ranges projected onto the GPU in {report.name}"
-        _show(nvtx_gpu_projection(trace), format, title, top, wide, limit)
-        return
-    if kernels:
-        df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive, by=group)
-        title = f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}"
-        _show(df, format, title, wide=wide, limit=limit)
-        return
-    per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive, by=group)
-    chosen = per_range.attrs["mode"]
-    tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
-    if chosen == "phase":
-        tables.append(("Do the phases add up? (measured steps)", phase_check(trace, names)))
-    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide, limit=limit)
+    show_table("nvtx-gpu", report, reading, top, view=view, mode=mode.value, phases=names,
+               exclusive=exclusive, by=grouping(by, raw_names))  # fmt: skip
 
 
 @cli_errors
-def api_cmd(
-    report: ReportArg,
-    top: TopOpt = None,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
-) -> None:
+@reading_options()
+def api_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = Reading()) -> None:
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
-    from analysis.cuda_api import cuda_api_summary
-
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        _many(
-            "api", paths, {}, by_rank, jobs, dask, no_cache, format, "CUDA API calls", top, wide, limit=limit
-        )
-        return
-    report = paths[0]
-    _show(
-        cuda_api_summary(open_report(report, no_cache)),
-        format,
-        f"CUDA API calls in {report.name}",
-        top,
-        wide,
-        limit,
-    )
+    show_table("api", report, reading, top)
 
 
 @cli_errors
-def memops_cmd(
-    report: ReportArg,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
-) -> None:
+@reading_options()
+def memops_cmd(report: ReportArg, reading: Reading = Reading()) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
-    from analysis.memops import memops_size, memops_time
-    from harness.cli.output import emit_many
-
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        titles = {"by time": "GPU memory operations by time", "by size": "by size (MB)"}
-        _many("memops", paths, {}, by_rank, jobs, dask, no_cache, format, "", None, wide, titles, limit)
-        return
-    report = paths[0]
-    trace = open_report(report, no_cache)
-    by_time, by_size = memops_time(trace), memops_size(trace)
-    emit_many(
-        [("GPU memory operations by time", by_time), ("by size (MB)", by_size)],
-        format,
-        notes=by_time.attrs.get("notes", []),
-        wide=wide,
-        limit=limit,
-    )
+    show_table("memops", report, reading)
 
 
 @cli_errors
-def launch_cmd(
-    report: ReportArg,
-    top: TopOpt = None,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
-) -> None:
+@reading_options()
+def launch_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = Reading()) -> None:
     """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports:
     each rank's rows, one block per rank (the rows are per process and thread already)."""
-    from analysis.launch import launch_summary
-
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        _many(
-            "launch",
-            paths,
-            {},
-            by_rank,
-            jobs,
-            dask,
-            no_cache,
-            format,
-            "kernel launch latency",
-            top,
-            wide,
-            limit=limit,
-        )
-        return
-    report = paths[0]
-    df = launch_summary(open_report(report, no_cache))
-    df.attrs["priority"] = LAUNCH_PRIORITY
-    _show(df, format, f"kernel launch latency in {report.name}", top, wide, limit)
+    show_table("launch", report, reading, top)
 
 
 @cli_errors
-def osrt_cmd(
-    report: ReportArg,
-    top: TopOpt = None,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
-) -> None:
+@reading_options()
+def osrt_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = Reading()) -> None:
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
-    from analysis.osrt import osrt_summary
-
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        _many(
-            "osrt",
-            paths,
-            {},
-            by_rank,
-            jobs,
-            dask,
-            no_cache,
-            format,
-            "OS runtime calls",
-            top,
-            wide,
-            limit=limit,
-        )
-        return
-    report = paths[0]
-    _show(
-        osrt_summary(open_report(report, no_cache)),
-        format,
-        f"OS runtime calls in {report.name}",
-        top,
-        wide,
-        limit,
-    )
+    show_table("osrt", report, reading, top)
 
 
 @cli_errors
+@reading_options()
 def summary_cmd(
     report: ReportArg,
     by: NvtxByOpt = NvtxBy.op,
     raw_names: RawNamesOpt = False,
     top: TopOpt = None,
-    by_rank: ByRankOpt = False,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
+    reading: Reading = Reading(),
 ) -> None:
     """Every table the export has data for, in one report. Several exports: the summaries combine like the
     single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
-    from analysis.summary import summary
-    from harness.cli.common import warn
-    from harness.cli.output import emit_many
+    show_table("summary", report, reading, top, by=grouping(by, raw_names))
 
-    group = grouping(by, raw_names)
-    paths = _inputs(report)
-    if len(paths) > 1 or by_rank:
-        _many("summary", paths, {"by": group}, by_rank, jobs, dask, no_cache, format, "", top, wide,
-              {t: t for t in ()}, limit)  # fmt: skip
-        return
-    report = paths[0]
-    result = summary(open_report(report, no_cache), by=group)
-    if not result.tables:
-        raise ExportError(
-            f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
-        )
-    tables = [(title, df.head(top) if top else df) for title, df in result.tables]
-    for title, df in tables:
-        if "kernexecsum" in title:
-            df.attrs["priority"] = LAUNCH_PRIORITY
-    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide, limit=limit)
-    if format is Format.table:
-        by_reason: dict[str, list[str]] = {}
-        for title, why in result.skipped.items():
-            by_reason.setdefault(why, []).append(title.split(" (")[0])
-        for why, titles in by_reason.items():
-            warn(f"skipped {', '.join(titles)}: {why}")
+
+# short help: one line each in `harness -h` at 80 columns
+TABLE_COMMANDS = {
+    "kernels": (kernels_cmd, "GPU time per CUDA kernel (nsys stats -r gpukernsum)."),
+    "nvtx": (nvtx_cmd, "Time per NVTX range (nvtxsum)."),
+    "nvtx-gpu": (nvtx_gpu_cmd, "GPU time per NVTX range, through kernel launches (nvtxkernsum)."),
+    "api": (api_cmd, "Time in CUDA API calls, each counted once (cudaapisum)."),
+    "memops": (memops_cmd, "GPU memory copies and sets by time and by size (gpumem*sum)."),
+    "launch": (launch_cmd, "API, queue and kernel time per launched kernel (kernexecsum)."),
+    "osrt": (osrt_cmd, "Time in OS runtime calls (osrtsum)."),
+    "summary": (summary_cmd, "Every table the export has data for, in one report."),
+}
 
 
 def register(app: typer.Typer) -> None:
-    # short help: one line each in `harness -h` at 80 columns
-    app.command(
-        "kernels", epilog=REPORT_HELP, short_help="GPU time per CUDA kernel (nsys stats -r gpukernsum)."
-    )(kernels_cmd)
-    app.command("nvtx", epilog=REPORT_HELP, short_help="Time per NVTX range (nvtxsum).")(nvtx_cmd)
-    app.command(
-        "nvtx-gpu",
-        epilog=REPORT_HELP,
-        short_help="GPU time per NVTX range, through kernel launches (nvtxkernsum).",
-    )(nvtx_gpu_cmd)
-    app.command(
-        "api", epilog=REPORT_HELP, short_help="Time in CUDA API calls, each counted once (cudaapisum)."
-    )(api_cmd)
-    app.command(
-        "memops",
-        epilog=REPORT_HELP,
-        short_help="GPU memory copies and sets by time and by size (gpumem*sum).",
-    )(memops_cmd)
-    app.command(
-        "launch",
-        epilog=REPORT_HELP,
-        short_help="API, queue and kernel time per launched kernel (kernexecsum).",
-    )(launch_cmd)
-    app.command("osrt", epilog=REPORT_HELP, short_help="Time in OS runtime calls (osrtsum).")(osrt_cmd)
-    app.command(
-        "summary", epilog=REPORT_HELP, short_help="Every table the export has data for, in one report."
-    )(summary_cmd)
+    for name, (command, short) in TABLE_COMMANDS.items():
+        app.command(name, epilog=REPORT_HELP, short_help=short)(command)
     app.command("cache", short_help="List, clear or limit the Parquet cache of exports read before.")(
         cache_cmd
     )
@@ -606,9 +388,9 @@ def cache_cmd(
     format: FormatOpt = Format.table,
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
+    # pyarrow, pandas: only for this command
     from analysis.cache import Cache, parse_size
-    from harness.cli.common import note
-    from harness.cli.output import emit
+    from harness.experiments.reports import exports_dir
 
     cache = Cache()
     if max_size is not None:
@@ -629,22 +411,16 @@ def cache_cmd(
     if clear:
         removed, freed = cache.clear(report)
         if report is None:
-            import shutil
-
-            from harness.experiments.reports import exports_dir
-
             shutil.rmtree(exports_dir(), ignore_errors=True)
         note(f"removed {removed} cache entries ({freed:,} bytes) from {cache.root}")
         return
     emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
 
 
-def cache_table(cache: object) -> pd.DataFrame:
-    import datetime as dt
-
+def cache_table(cache: Cache) -> pd.DataFrame:
     import pandas as pd
 
-    entries = cache.entries()  # type: ignore[attr-defined]
+    entries = cache.entries()
     return pd.DataFrame(
         {
             "Source": [e.source for e in entries],
@@ -663,6 +439,7 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @cli_errors
+@reading_options(omit=("by_rank", "jobs", "dask"))
 def breakdown_cmd(
     reports: Annotated[
         list[Path],
@@ -680,15 +457,13 @@ def breakdown_cmd(
             "and queue lengths.",
         ),
     ] = False,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
+    reading: Reading = Reading(),
 ) -> None:
     """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
     per kernel type, and idle time per stream by cause."""
+    # pandas: only once a table is asked for
     from analysis import breakdown as b
-    from harness.cli.output import emit_many
+    from harness.experiments.reports import open_report
 
     paths: list[Path] = []
     for path in reports:
@@ -699,7 +474,7 @@ def breakdown_cmd(
             paths += found
         else:
             paths.append(path)
-    traces = [open_report(p, no_cache) for p in paths]
+    traces = [open_report(p, cache=not reading.no_cache) for p in paths]
     rules = {"hta_rules": hta}
     name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
     tables = [
@@ -716,4 +491,4 @@ def breakdown_cmd(
         if all(t.has("runtime") for t in traces):
             tables.append(("Queue length per stream", b.queue_length_summary(traces, **rules)))
     notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
-    emit_many(tables, format, notes=notes, wide=wide, limit=limit)
+    emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)

@@ -154,7 +154,9 @@ def diff_cmd(
     stores: list[ResultsStore] = []
 
     def store() -> ResultsStore:
-        from harness.store.results import ResultsStore  # only when a run is named: two exports need no database
+        from harness.store.results import (
+            ResultsStore,  # only when a run is named: two exports need no database
+        )
 
         if not stores:
             stores.append(ResultsStore(db, readonly=True))

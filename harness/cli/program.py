@@ -10,6 +10,7 @@ import typer
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, note, warn
 from harness.cli.output import Format, emit_many
 from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
+from harness.core.bounds import check_run_name
 from harness.core.signals import sigterm_raises
 
 if TYPE_CHECKING:

@@ -19,8 +19,7 @@ from analysis.cache import cache_root
 from analysis.capture_ranks import analyse_by_process, ranks_of_exports
 from analysis.errors import ExportError
 from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
-from analysis.multi_tables import combine, run_task
-from analysis.ranks import ranks_report
+from analysis.tables import combine, run_task
 from analysis.trace import REPORT_SUFFIXES, Trace, open_trace
 from harness.core.errors import NsysError
 from harness.execution.nsys import export_sqlite
