@@ -21,7 +21,20 @@ FIXTURES = REPO.parent / "shared" / "fixtures"
 UPDATE = os.environ.get("HARNESS_UPDATE_GOLDEN") == "1"
 GZIP_OVER = 32_000  # bytes: bigger goldens are kept gzipped (tests/golden stays small)
 
-ANALYSIS = ("kernels", "nvtx", "nvtx-gpu", "api", "memops", "launch", "osrt", "summary", "breakdown", "ranks")
+ANALYSIS = (
+    "kernels",
+    "nvtx",
+    "nvtx-gpu",
+    "api",
+    "memops",
+    "launch",
+    "osrt",
+    "summary",
+    "breakdown",
+    "ranks",
+    "advise",
+    "health",
+)
 FORMATS = ("csv", "json")
 
 

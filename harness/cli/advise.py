@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
+from harness.cli import lazy
 from harness.cli.common import FormatOpt, WideOpt, cli_errors, note, warn
-from harness.cli.output import Format
+from harness.cli.output import Format, emit, emit_many
 
 ReportArg = Annotated[
     Path,
@@ -25,9 +26,8 @@ NoCacheOpt = Annotated[
 
 
 def _open(report: Path, no_cache: bool):
-    from harness.experiments.reports import open_report
 
-    return open_report(report, cache=not no_cache)
+    return lazy.open_report(report, cache=not no_cache)
 
 
 @cli_errors
@@ -61,14 +61,11 @@ def advise_cmd(
 ) -> None:
     """Findings ranked by the time at stake (rule, evidence, phase, upper bound of what fixing saves, the
     fix); with --rule, the rows of nsys's expert-system rules."""
-    from analysis.advice.findings import Thresholds
-    from analysis.advice.nsys_rules import Skipped, parse_rule, run_rule
-    from harness.cli.output import emit, emit_many
 
     specs = list(rule or [])
     for spec in specs:
-        parse_rule(spec)  # a misspelt rule or option is an error before anything is read
-    thresholds = Thresholds().with_options(list(threshold or []))
+        lazy.parse_rule(spec)  # a misspelt rule or option is an error before anything is read
+    thresholds = lazy.Thresholds().with_options(list(threshold or []))
     with _open(report, no_cache) as trace:
         if not specs:
             _findings(trace, thresholds, format, wide)
@@ -76,8 +73,8 @@ def advise_cmd(
         tables, skipped = [], {}
         for spec in specs:
             try:
-                tables.append((spec, run_rule(trace, spec)))
-            except Skipped as e:
+                tables.append((spec, lazy.run_rule(trace, spec)))
+            except lazy.Skipped as e:
                 skipped[spec] = str(e)
                 note(str(e))
     if len(specs) == 1 and tables:
@@ -93,10 +90,8 @@ def advise_cmd(
 
 
 def _findings(trace, thresholds, format: Format, wide: bool) -> None:
-    from analysis.advice.findings import findings, findings_table
-    from harness.cli.output import emit
 
-    table = findings_table(findings(trace, thresholds))
+    table = lazy.findings_table(lazy.findings(trace, thresholds))
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
     if table.empty:
         note(f"no findings in {trace.path.name}: no rule fired; {stated}")
@@ -120,11 +115,9 @@ def health_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do."""
-    from analysis.advice.health import FAIL, capture_health
-    from harness.cli.output import emit, emit_many
 
     with _open(report, no_cache) as trace:
-        health = capture_health(trace)
+        health = lazy.capture_health(trace)
     if details or format is Format.json:
         emit_many([("health", health.table()), *health.details.items()], format, wide=wide)
     else:
@@ -134,7 +127,7 @@ def health_cmd(
             if check.status != "ok":
                 warn(f"{check.name} ({check.status}): {check.evidence}. What to do: {check.fix}")
         (warn if health.worst != "ok" else note)(health.line())
-    if strict and health.worst == FAIL:
+    if strict and health.worst == lazy.FAIL:
         raise typer.Exit(1)
 
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analysis import breakdown as b
+from harness.cli import lazy
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, cli_errors, note, warn
 from harness.cli.options import F, option_group
 from harness.cli.output import Format, emit, emit_many
@@ -138,27 +140,23 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
     """The table `kind` of the registry over the exports named: from one export (`Table.one`), or combined
     over several (or over one capture's processes with --by-rank), rendered in the chosen format."""
     # the registry and the readers load pandas: only once a table is asked for, never for `harness --help`
-    from analysis.multi import expand
-    from analysis.tables import TABLES
-    from harness.experiments.reports import analyse_many, open_report
 
-    table = TABLES[kind]
+    table = lazy.TABLES[kind]
     if not table.cuts_rows and top is not None:
         options["top"] = top
         top = None
-    paths = expand(reports)
+    paths = lazy.expand(reports)
     if len(paths) > 1 or reading.by_rank:
-        result = analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
+        result = lazy.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
                               dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
         _render(table, _combined(table, result, paths, top), reading, top=None)
         return
-    trace = open_report(paths[0], cache=not reading.no_cache)
+    trace = lazy.open_report(paths[0], cache=not reading.no_cache)
     _render(table, table.one(trace, paths[0].name, **options), reading, top)
 
 
-def _combined(table: Table, result: object, paths: list[Path], top: int | None) -> Tables:
+def _combined(table: Table, result: object, paths: list[Path], top: int | None) -> lazy.Tables:
     """The tables over several exports, titled with what they cover; --top keeps N rows per rank."""
-    from analysis.tables import Tables
 
     sources = result.sources  # type: ignore[attr-defined]
     labels = sources.labels if sources is not None else []
@@ -167,7 +165,7 @@ def _combined(table: Table, result: object, paths: list[Path], top: int | None) 
     what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
     what += f" (ranks {first}-{last})" if label == "Rank" else ""
     parts = result.tables  # type: ignore[attr-defined]
-    out = Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
+    out = lazy.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
     for name, df in parts:
         if top and label in df.columns:
             df = df.groupby(label, sort=False, group_keys=False).head(top)
@@ -184,12 +182,11 @@ def _combined(table: Table, result: object, paths: list[Path], top: int | None) 
 def _render(table: Table, result: Tables, reading: Reading, top: int | None) -> None:
     """One table alone, or a titled list; the deciding columns are the last a narrow terminal drops; the
     tables with no data are named (a warning each reason, in the table format)."""
-    from analysis.tables import deciding
 
     tables = []
     for title, df in result.tables:
         df = df.head(top) if top else df
-        df.attrs["priority"] = deciding(table, title)
+        df.attrs["priority"] = lazy.deciding(table, title)
         tables.append((title, df))
     how = {"wide": reading.wide, "limit": reading.limit}
     if len(tables) == 1 and not result.titled:
@@ -389,13 +386,11 @@ def cache_cmd(
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
     # pyarrow, pandas: only for this command
-    from analysis.cache import Cache, parse_size
-    from harness.experiments.reports import exports_dir
 
-    cache = Cache()
+    cache = lazy.Cache()
     if max_size is not None:
         try:
-            limit = parse_size(max_size)
+            limit = lazy.parse_size(max_size)
         except ValueError as e:
             raise UsageError(str(e)) from None
         try:
@@ -411,7 +406,7 @@ def cache_cmd(
     if clear:
         removed, freed = cache.clear(report)
         if report is None:
-            shutil.rmtree(exports_dir(), ignore_errors=True)
+            shutil.rmtree(lazy.exports_dir(), ignore_errors=True)
         note(f"removed {removed} cache entries ({freed:,} bytes) from {cache.root}")
         return
     emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
@@ -462,8 +457,6 @@ def breakdown_cmd(
     """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
     per kernel type, and idle time per stream by cause."""
     # pandas: only once a table is asked for
-    from analysis import breakdown as b
-    from harness.experiments.reports import open_report
 
     paths: list[Path] = []
     for path in reports:
@@ -474,7 +467,7 @@ def breakdown_cmd(
             paths += found
         else:
             paths.append(path)
-    traces = [open_report(p, cache=not reading.no_cache) for p in paths]
+    traces = [lazy.open_report(p, cache=not reading.no_cache) for p in paths]
     rules = {"hta_rules": hta}
     name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
     tables = [

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
 from harness.cli.output import Format, emit
@@ -50,10 +51,6 @@ def attention_cmd(
 ) -> None:
     """Time one attention call, forward and backward, for every head dim × seq len; OOM cells are recorded."""
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     config = AttentionConfig(
         batch_size=batch_size,
         num_heads=heads,
@@ -68,7 +65,7 @@ def attention_cmd(
         seed=seed,
     )
     validate(config)
-    store = ResultsStore(db)  # fail on a bad --db before the work, not after
+    store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
     note = emulated_precision_note(resolve_device(config.device), [config.precision])
     if note:
         warn(note)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.cli.output import Format, emit
 from harness.store.blocks import block_report
@@ -28,11 +29,7 @@ def blocks_cmd(
     nsys export (GPU time per range on a GPU); the title names it.
     """
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
-    store = ResultsStore(db, readonly=True)
+    store = lazy.ResultsStore(db, readonly=True)
     report = block_report(store, run, by_layer=by_layer)
     table = report.table
     if fmt is not Format.table:

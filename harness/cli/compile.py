@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
 from harness.execution.compiled import compile_table
@@ -24,12 +25,7 @@ def compare_compile_cmd(
     """Eager against compiled for each configuration run both ways: median ms per phase, speed-up, and the
     compiled run's first step beyond its median (compilation)."""
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
-    store = ResultsStore(db, readonly=True)
+    store = lazy.ResultsStore(db, readonly=True)
     table = compile_table(store, model=model, device=device)
     if table.empty and format is Format.table:
         note(
@@ -38,7 +34,13 @@ def compare_compile_cmd(
         )
         return
     notes = ["medians of the measured steps; speed-up = eager / compiled; compile = first step − median"]
-    emit(table, format, title=f"eager vs torch.compile ({describe_url(store.url)})", notes=notes, wide=wide)
+    emit(
+        table,
+        format,
+        title=f"eager vs torch.compile ({lazy.describe_url(store.url)})",
+        notes=notes,
+        wide=wide,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from analysis.dashboard import collect, collect_export, write_dashboard
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.output import Format, emit
 from harness.core.errors import ExportError, HarnessError, UsageError
@@ -57,11 +58,6 @@ def dashboard_cmd(
 ) -> None:
     """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput)."""
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     if report is not None and (runs or last or model or compare):
         raise UsageError(
             "give either an export (REPORT.sqlite) or run filters (--runs/--last/--model), not both"
@@ -76,11 +72,11 @@ def dashboard_cmd(
         data = collect_export(_checked_export(report), cache=not no_cache)
         scope, title = "profile", f"harness dashboard: {report.name}"
     else:
-        store = ResultsStore(db, readonly=True)
+        store = lazy.ResultsStore(db, readonly=True)
         ids = [store.get(r).id for r in _ids(runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)
-        data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
+        data.source = f"{len(data.runs)} runs from {lazy.describe_url(store.url)}"
 
         data.roofline = dashboard_roofline(store, data.runs, data.blocks)
         if data.runs.empty:

@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from harness import diff as hd
+from harness.cli import export_diff as ed
+from harness.cli import lazy
 from harness.cli.common import DbOpt, WideOpt, cli_errors, err, note
-from harness.core.errors import UsageError
+from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
+from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from harness.experiments.diff import DiffResult
-    from harness.store.results import ResultsStore
 
 
 class NvtxBy(StrEnum):
@@ -43,14 +46,13 @@ SideArg = Annotated[
 
 
 def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame]]:
-    from analysis.diff import verdict_table
 
     out = []
     if result.verdicts is not None:
         out.append(
             (
                 "Phases: B against A (95% CI of the relative difference of means)",
-                verdict_table(result.verdicts),
+                lazy.verdict_table(result.verdicts),
             )
         )
     for title, df in result.tables:
@@ -59,7 +61,6 @@ def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame
 
 
 def _markdown(result: DiffResult, tables: list[tuple[str, pd.DataFrame]]) -> str:
-    from harness.cli.output import markdown_table, visible
 
     parts = [f"**A:** `{visible(result.a.label)}`  \n**B:** `{visible(result.b.label)}`\n"]
     for title, df in tables:
@@ -148,25 +149,18 @@ def diff_cmd(
     """Compare two runs, exports or traces. Two exports or traces: the answer first (GPU time, its split,
     iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
     Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables."""
-    from harness import diff as hd
-    from harness.cli.output import emit_many, to_records
 
-    stores: list[ResultsStore] = []
+    stores: list[lazy.ResultsStore] = []
 
-    def store() -> ResultsStore:
-        from harness.store.results import (
-            ResultsStore,  # only when a run is named: two exports need no database
-        )
+    def store() -> lazy.ResultsStoreStore:
 
         if not stores:
-            stores.append(ResultsStore(db, readonly=True))
+            stores.append(lazy.ResultsStoreStore(db, readonly=True))
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
     hd.check_gate(gate, side_a, side_b)
     if side_a.run is None and side_b.run is None:
-        from harness.cli import export_diff as ed
-
         d = ed.compute(
             side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
             warmup=warmup, by="raw" if raw_names else by.value,
@@ -199,9 +193,7 @@ def diff_cmd(
         err(refusal)
         raise typer.Exit(1)
     if gate is not None and result.verdicts is not None:
-        from analysis.diff import gate_failures
-
-        failed = gate_failures(result.verdicts, gate)
+        failed = lazy.gate_failures(result.verdicts, gate)
         if failed:
             what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
             err(f"gate: regression beyond {gate:g}%: {what}")
@@ -209,14 +201,11 @@ def diff_cmd(
 
 
 def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:
-    from analysis.dashboard.diff import TOP, diff_panels, write_diff_page
-    from analysis.diff import verdict_table
-    from harness.core.errors import HarnessError
 
-    verdicts = verdict_table(result.verdicts) if result.verdicts is not None else None
-    panels = diff_panels(result.tables, verdicts, top=top or TOP, gate_pct=gate)
+    verdicts = lazy.verdict_table(result.verdicts) if result.verdicts is not None else None
+    panels = lazy.diff_panels(result.tables, verdicts, top=top or lazy.TOP, gate_pct=gate)
     try:
-        page = write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
+        page = lazy.write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
     except OSError as e:
         raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
     note(f"wrote {page.path} ({len(page.drawn)} of {len(page.panels)} panels drawn)")
@@ -237,11 +226,10 @@ def baseline_tag_cmd(
     db: DbOpt = None,
 ) -> None:
     """Name a run as a baseline."""
-    from harness.store.results import ResultsStore
 
     if not name or ":" in name:
         raise UsageError(f"a baseline name must be non-empty and have no ':': {name!r}")
-    run_id = ResultsStore(db).tag_baseline(name, run)
+    run_id = lazy.ResultsStore(db).tag_baseline(name, run)
     print(f"baseline:{name} = {run_id}")
 
 
@@ -251,10 +239,8 @@ def baseline_list_cmd(
     db: DbOpt = None, fmt: Annotated[DiffFormat, typer.Option("--format", "-f")] = DiffFormat.table
 ) -> None:
     """The named baselines."""
-    from harness.cli.output import emit, markdown_table
-    from harness.store.results import ResultsStore
 
-    df = ResultsStore(db, readonly=True).baselines()
+    df = lazy.ResultsStore(db, readonly=True).baselines()
     if fmt is DiffFormat.markdown:
         sys.stdout.write(markdown_table(df))
     else:

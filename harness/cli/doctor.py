@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.cli.output import Format, emit
 
@@ -27,13 +28,8 @@ def doctor_cmd(
     Exits 1 when the self-test fails or the results database cannot be used.
     """
 
-    from harness.experiments.doctor import (
-        as_frame,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-        diagnose,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
-    checks = diagnose(nsys_path, db, run_self_test=self_test)
-    emit(as_frame(checks), fmt, title="harness doctor", wide=wide)
+    checks = lazy.diagnose(nsys_path, db, run_self_test=self_test)
+    emit(lazy.as_frame(checks), fmt, title="harness doctor", wide=wide)
     if any(c.item in ("self-test", "results database") and c.status == "fail" for c in checks):
         raise typer.Exit(1)
 

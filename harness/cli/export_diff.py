@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from harness import diff as hd
+from harness.cli import lazy
 from harness.cli.common import err, note
+from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines, shorten, to_records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,7 +86,6 @@ def iterations_line(d: ExportDiff) -> str:
 
 def changes_lines(d: ExportDiff, width: int | None = None) -> list[str]:
     """The top regression and improvement among kernels; names shortened in the middle to fit `width`."""
-    from harness.cli.output import shorten
 
     up, down = d.top_changes()
     out = []
@@ -137,7 +139,6 @@ def _headline_frame(d: ExportDiff, machine: bool) -> pd.DataFrame:
 
 
 def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | None) -> None:
-    from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines
 
     if fmt == "json":
         doc = to_json(d, gate)
@@ -176,7 +177,6 @@ def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | N
 
 
 def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
-    from harness.cli.output import to_records
 
     v, c = d.verdict, d.comparability
     comp = v.comparison
@@ -227,10 +227,8 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
         "notes": d.notes,
     }  # fmt: skip
     if gate is not None:
-        from analysis.export_diff import gate_failed
-
         doc["gate_pct"] = gate
-        doc["gate_failed"] = gate_failed(v, gate)
+        doc["gate_failed"] = lazy.gate_failed(v, gate)
     return doc
 
 
@@ -244,12 +242,10 @@ def compute(
     warmup: int,
     by: str,
 ) -> ExportDiff:
-    from analysis.export_diff import diff_exports
-    from harness import diff as hd
 
     assert side_a.trace_path is not None and side_b.trace_path is not None
     with hd._open(side_a.trace_path, cache) as ta, hd._open(side_b.trace_path, cache) as tb:
-        return diff_exports(
+        return lazy.diff_exports(
             ta, tb, labels=(side_a.label, side_b.label), iteration_range=iteration_range,
             iteration=iteration, warmup=warmup, by=by,
         )  # fmt: skip
@@ -257,9 +253,8 @@ def compute(
 
 def apply_gate(d: ExportDiff, gate: float) -> None:
     """Exit 1 with one line on a regression verdict beyond `gate` percent."""
-    from analysis.export_diff import gate_failed
 
-    if gate_failed(d.verdict, gate):
+    if lazy.gate_failed(d.verdict, gate):
         c = d.verdict.comparison
         assert c is not None
         weaker = " (weaker: no iterations)" if d.verdict.weaker else ""

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from analysis.overhead import overhead_verdict
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
     DEFAULT,
@@ -81,23 +82,6 @@ def overhead_cmd(
 ) -> None:
     """Run a configuration without a profiler and under it, alternating; print per-phase overhead (%)."""
 
-    from harness.cli.run import (
-        Capture,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-        Profiler,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.experiments.overhead import (
-        measure_overhead,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.profilers.nsys import (
-        ProfileRequest,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.profilers.torch import (
-        TorchRequest,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     mode_list = [m.strip() for m in nsys_modes.split(",") if m.strip()]
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
@@ -114,20 +98,20 @@ def overhead_cmd(
     validate(config)
     config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     resolve_device(config.device)
-    store = ResultsStore(db)
+    store = lazy.ResultsStore(db)
     folder = profile_dir or DEFAULT_DIRS[profiler.value]
-    request: ProfileRequest | TorchRequest = (
-        ProfileRequest(
+    request: lazy.ProfileRequest | lazy.TorchRequest = (
+        lazy.ProfileRequest(
             nsys_path=nsys_path,
             capture=nsys_capture.value,
             extra_args=list(nsys_arg or []),
             profile_dir=folder,
         )
         if profiler is Profiler.nsys
-        else TorchRequest(profile_dir=folder)
+        else lazy.TorchRequest(profile_dir=folder)
     )
     with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
-        result = measure_overhead(
+        result = lazy.measure_overhead(
             config, request, repeats=repeats, modes=mode_list, store=store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
         )  # fmt: skip

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, note, warn
 from harness.cli.output import Format, emit_many
 from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
@@ -36,17 +37,10 @@ def profile_cmd(
     """Run CMD ARGS… under nsys with the harness's trace settings, store it as a run and print the
     export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
 
-    from harness.experiments.program import (
-        profile_program,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     check_run_name(name)
-    store = ResultsStore(db)  # fail on a bad --db before the program runs
+    store = lazy.ResultsStore(db)  # fail on a bad --db before the program runs
     with sigterm_raises():
-        done = profile_program(
+        done = lazy.profile_program(
             list(ctx.args),
             store=store,
             name=name,

@@ -10,6 +10,7 @@ import typer
 
 from analysis.dashboard import DashboardData, write_dashboard
 from analysis.multi import expand
+from harness.cli import lazy
 from harness.cli.analysis import DaskOpt, JobsOpt, NoCacheOpt
 from harness.cli.common import DbOpt, FormatOpt, LimitOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
@@ -54,13 +55,9 @@ def ranks_cmd(
 ) -> None:
     """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
     if len(exports) == 1 and _is_run_id(exports[0]):
-        report = ranks_of_run(ResultsStore(db, readonly=True), str(exports[0]), **read)
+        report = ranks_of_run(lazy.ResultsStore(db, readonly=True), str(exports[0]), **read)
     else:
         report = ranks_of(expand(exports), **read)
     n = len(report.labels)

@@ -18,6 +18,7 @@ from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks
 from harness.experiments.rank_tables import rank_tables, result_frame
 from harness.experiments.tables import extra_tables, results_table, throughput_table
+from harness.profilers.nsys import TOP_KERNELS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +48,7 @@ def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
     _memory_notes(result.extra)
     for line in result.extra.get("power_notes", []):
         say_note(line)
-    _finish(p.unsaved, [result])
+    finish(p.unsaved, [result])
 
 
 def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
@@ -67,7 +68,7 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
         for line in filter(None, [unsaved]):
             err(line)
         raise typer.Exit(1)
-    _finish([unsaved], [result])
+    finish([unsaved], [result])
 
 
 def _memory_notes(extra: dict[str, Any]) -> None:
@@ -79,7 +80,7 @@ def _memory_notes(extra: dict[str, Any]) -> None:
         note(f"memory snapshot: {memory['snapshot']} (opens in https://pytorch.org/memory_viz)")
 
 
-def _finish(unsaved: list[str | None], results: list[RunResult]) -> None:
+def finish(unsaved: list[str | None], results: list[RunResult]) -> None:
     """Say what was not saved or was interrupted, and exit with the code that goes with it."""
 
     for line in filter(None, unsaved):
@@ -93,10 +94,6 @@ def _finish(unsaved: list[str | None], results: list[RunResult]) -> None:
 
 
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
-
-    from harness.profilers.nsys import (
-        TOP_KERNELS,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
 
     tables: list[tuple[str, pd.DataFrame]] = []
     rank_notes: list[str] = []

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from analysis.dashboard.roofline import roofline_figure
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, cli_errors, note
 from harness.cli.options import (
     Attention,
@@ -71,12 +72,8 @@ def roofline_cmd(
     --device (with RUN: on this machine's device of the run's kind).
     """
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     if run is not None:
-        report = run_report(ResultsStore(db, readonly=True), run, gpu=gpu, measure=measure)
+        report = run_report(lazy.ResultsStore(db, readonly=True), run, gpu=gpu, measure=measure)
     else:
         report = analytic_report(
             model, batch_size=batch_size, context_length=context_length, precision=precision.value,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import (
@@ -149,27 +150,17 @@ def run_cmd(
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
 
-    from harness.cli.render import (
-        RENDERERS,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.profilers import (
-        registry,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     config = make_config(model, workload)
     validate(config)
     config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
-    store = ResultsStore(db)  # fail on a bad --db before the work, not after
+    store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
 
     resolved = resolve_device(config.device)
     note = emulated_precision_note(resolved, [config.precision])
     if note:
         warn(note)
-    plugin = registry.get(chosen)
+    plugin = lazy.profiler(chosen)
     config = replace(config, memory=memory)
     plugin.check(config, resolved.type)
     options = ProfilerOptions(
@@ -186,7 +177,7 @@ def run_cmd(
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
         outcome = plugin.run(config, options, store=store, progress=progress)
-    RENDERERS[type(outcome).__name__](outcome, format, wide)
+    lazy.RENDERERS[type(outcome).__name__](outcome, format, wide)
     if outcome.failed:
         raise typer.Exit(outcome.exit_status)
 
@@ -205,13 +196,9 @@ def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str
 def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
     """Save; when the database will not take the run it is in a file by now: the line saying where."""
 
-    from harness.store.results import (
-        UnsavedRun,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     try:
         store.save(result, **how)
-    except UnsavedRun as e:
+    except lazy.UnsavedRun as e:
         if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
             err(str(e))
             raise typer.Exit(signals.exit_code(e.signal)) from None
@@ -252,13 +239,6 @@ def sweep_cmd(
     import secrets
     from datetime import datetime
 
-    from harness.cli.render import (
-        _finish,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
     def split(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -271,7 +251,7 @@ def sweep_cmd(
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
     configs = grid(base, split(models), split(precision), compiles, batches)
-    store = ResultsStore(db)
+    store = lazy.ResultsStore(db)
     note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
     if note:
         warn(note)
@@ -302,7 +282,7 @@ def sweep_cmd(
             say_note(line)
     if len(results) < len(configs):
         warn(f"sweep stopped after {len(results)} of {len(configs)} points")
-    _finish(unsaved, results)
+    lazy.finish(unsaved, results)
 
 
 def _batch_sizes(items: list[str]) -> list[int]:
@@ -331,12 +311,7 @@ def runs_cmd(
 ) -> None:
     """List saved runs (newest last)."""
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
-    store = ResultsStore(db, readonly=True)
+    store = lazy.ResultsStore(db, readonly=True)
     df = store.runs(model=model, device=device, precision=precision, last=last)
     if format is Format.table:
         cols = {
@@ -354,7 +329,7 @@ def runs_cmd(
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
     notes = [] if len(df) else ["no runs yet"]
-    emit(df, format, title=f"runs in {describe_url(store.url)}", notes=notes, wide=wide)
+    emit(df, format, title=f"runs in {lazy.describe_url(store.url)}", notes=notes, wide=wide)
 
 
 @cli_errors
@@ -366,11 +341,7 @@ def show_cmd(
 ) -> None:
     """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
-    store = ResultsStore(db, readonly=True)
+    store = lazy.ResultsStore(db, readonly=True)
     run = store.get(run_id)
     tables = show_tables(run, store.linked(run.id))
     emit_many(tables, format, wide=wide)
@@ -388,18 +359,13 @@ def import_cmd(
     """Store runs that could not be saved; importing a file again stores its run once."""
     import pandas as pd
 
-    from harness.store.results import (
-        ResultsStore,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-        describe_url,  # the store loads sqlalchemy: not at start-up (tests/test_cache.py)
-    )
-
-    store = ResultsStore(db)
+    store = lazy.ResultsStore(db)
     done = [store.import_file(f) for f in files]
     table = pd.DataFrame(
         [(str(d.file), d.run_id, "replaced" if d.replaced else "new") for d in done],
         columns=["file", "run", "stored"],
     )
-    emit(table, format, title=f"imported into {describe_url(store.url)}")
+    emit(table, format, title=f"imported into {lazy.describe_url(store.url)}")
 
 
 def register(app: typer.Typer) -> None:

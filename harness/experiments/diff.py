@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis import diff as d
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, UsageError
 from harness.experiments.reports import open_report
 
 if TYPE_CHECKING:
@@ -131,8 +131,6 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
 def check_gate(gate: float | None, a: Side, b: Side) -> None:
     """UsageError for a `--gate` that cannot gate: not a finite percentage, or not between two runs."""
     import math
-
-    from harness.core.errors import UsageError
 
     if gate is None:
         return

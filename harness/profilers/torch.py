@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from analysis.agreement import range_summary
 from analysis.nvtx import nvtx_ranges
 from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
+from analysis.readers.kineto import is_complete
 from analysis.trace import open_trace
 from harness.core import signals
 from harness.core.errors import HarnessError
@@ -80,8 +81,6 @@ def profile_run(
     out.result = result
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
-        from analysis.readers.kineto import is_complete
-
         out.trace_partial = not is_complete(trace)
     try:
         store.save(result, profiler=NAME, artifacts=out.artifacts)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.bounds import check_ranks, check_storable
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult
 from harness.execution import supervisor
@@ -40,7 +41,6 @@ STARTUP_S = 60.0  # a rank's time to import torch, join the group and build the 
 
 def check(config: RunConfig) -> None:
     """Raise UsageError for a rank layout torchrun would refuse, or a mode runs across ranks do not time."""
-    from harness.core.bounds import check_ranks, check_storable
 
     check_storable(config)
     if config.nproc < 1 or config.nnodes < 1:
