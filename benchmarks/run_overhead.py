@@ -50,7 +50,7 @@ def bare_round(config: RunConfig) -> list[int]:
 
 def instrumentation_ns(device: torch.device, steps: int = 20_000) -> float:
     """What the harness adds per training step with nothing inside: a `step` range and three timed phases."""
-    from harness import nvtx_ranges
+    from harness.core import nvtx_ranges
     from harness.execution.timing import PhaseClock
 
     clock = PhaseClock(device)

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from harness import supervisor
+from harness.execution import supervisor
 from harness.core.records import StepRecord
 
 NOTHING = [sys.executable, "-c", "pass"]

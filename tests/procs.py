@@ -86,7 +86,7 @@ if argv[1:3] == [b'-m', b'harness.execution.worker']:
     parent = os.path.basename(pathlib.Path(f'/proc/{ppid}/cmdline').read_bytes().split(b'\\0')[0])
     spec = json.loads(pathlib.Path(os.fsdecode(argv[3])).read_text())
     ns = PROFILED_NS if parent.startswith(b'nsys') or 'profiler' in spec else BASELINE_NS
-    from harness import timing
+    from harness.execution import timing
 
     real = timing.PhaseClock.phase
 

@@ -16,7 +16,7 @@ from test_store import make_result
 from test_store_faults import filled, hold_lock
 from typer.testing import CliRunner
 
-from harness import unsaved
+from harness.store import unsaved
 from harness.cli import app
 from harness.store.results import UnsavedRun
 

@@ -185,14 +185,14 @@ def test_a_failed_or_interrupted_run_is_said_as_is(capsys: pytest.CaptureFixture
     """err() prints plain text: a message escaped for markup first would show its backslashes."""
     import typer
 
-    from harness.cli.render import _finish
+    from harness.cli.render import finish
     from harness.core.records import RunConfig, RunResult
 
     stopped = RunResult(
         run_id="tiny-[x]", config=RunConfig(model="tiny"), status="interrupted", error="interrupted [SIGTERM]"
     )
     with pytest.raises(typer.Exit):
-        _finish(["not saved: run kept in /tmp/[bold]unsaved.json"], [stopped])
+        finish(["not saved: run kept in /tmp/[bold]unsaved.json"], [stopped])
     said = capsys.readouterr().err
     assert "error: not saved: run kept in /tmp/[bold]unsaved.json" in said
     assert "error: run tiny-[x] interrupted [SIGTERM]; stored as interrupted" in said

@@ -45,7 +45,7 @@ def test_an_interrupted_run_records_its_trace_as_partial(
         result.status, result.error = "interrupted", "interrupted by SIGINT after 3 of 5 measured steps"
         return result
 
-    monkeypatch.setattr("harness.execution.worker.run_isolated", interrupted)
+    monkeypatch.setattr("harness.profilers.torch.run_isolated", interrupted)
     store = ResultsStore(str(tmp_path / "r.sqlite"))
     out = profile_run(RunConfig(model="tiny"), TorchRequest(profile_dir=tmp_path / "p"), store=store)
     run = store.get(out.run_id)

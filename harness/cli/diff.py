@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness import diff as hd
+from harness.experiments import diff as hd
 from harness.cli import export_diff as ed
 from harness.cli import lazy
 from harness.cli.common import DbOpt, WideOpt, cli_errors, err, note
@@ -152,10 +152,9 @@ def diff_cmd(
 
     stores: list[lazy.ResultsStore] = []
 
-    def store() -> lazy.ResultsStoreStore:
-
+    def store() -> lazy.ResultsStore:
         if not stores:
-            stores.append(lazy.ResultsStoreStore(db, readonly=True))
+            stores.append(lazy.ResultsStore(db, readonly=True))
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)

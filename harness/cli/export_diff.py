@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from harness import diff as hd
+from harness.experiments import diff as hd
 from harness.cli import lazy
 from harness.cli.common import err, note
 from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines, shorten, to_records
