@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from harness.execution import supervisor
 from harness.core.records import StepRecord
+from harness.execution import supervisor
 
 NOTHING = [sys.executable, "-c", "pass"]
 

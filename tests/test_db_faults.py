@@ -16,8 +16,8 @@ from test_store import make_result
 from test_store_faults import filled, hold_lock
 from typer.testing import CliRunner
 
-from harness.store import unsaved
 from harness.cli import app
+from harness.store import unsaved
 from harness.store.results import UnsavedRun
 
 pytestmark = pytest.mark.attack(saves=True)

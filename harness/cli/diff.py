@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.experiments import diff as hd
 from harness.cli import export_diff as ed
 from harness.cli import lazy
 from harness.cli.common import DbOpt, WideOpt, cli_errors, err, note
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
 from harness.core.errors import HarnessError, UsageError
+from harness.experiments import diff as hd
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from harness.experiments import diff as hd
 from harness.cli import lazy
 from harness.cli.common import err, note
 from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines, shorten, to_records
+from harness.experiments import diff as hd
 
 if TYPE_CHECKING:
     import pandas as pd
