@@ -8,62 +8,31 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from analysis import breakdown as b
 from harness.cli import lazy
-from harness.cli.common import FormatOpt, LimitOpt, WideOpt, cli_errors, note, warn
-from harness.cli.options import F, option_group
+from harness.cli.common import FormatOpt, cli_errors, note
 from harness.cli.output import Format, emit, emit_many
+from harness.cli.reading import (
+    AS_GIVEN,
+    REPORT_HELP,
+    Reading,
+    ReportArg,
+    TopOpt,
+    reading_options,
+    show_table,
+)
 from harness.core.errors import ExportError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.cache import Cache
-    from analysis.tables import Table, Tables
 
-REPORT_HELP = (
-    "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
-    "profiler (Kineto) trace (.json, .json.gz). Several, a glob pattern or a folder: one table over all "
-    "of them (ranks from rank<R> in the file names), read in parallel."
-)
-# hidden: Typer would print the argument's type as <list[Path]>; REPORT_HELP (the epilog) describes it
-ReportArg = Annotated[list[Path], typer.Argument(show_default=False, metavar="REPORT", hidden=True)]
-ByRankOpt = Annotated[
-    bool,
-    typer.Option(
-        "--by-rank",
-        help="Several exports: one block of rows per rank (or file). One export of several ranks (one "
-        "nsys around torchrun): split by process, each process that launched kernels a rank.",
-    ),
-]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option("--jobs", "-j", min=1, metavar="<n>", help="Several exports: at most N local processes."),
-]
-DaskOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--dask",
-        metavar="<address>",
-        help="Several exports: read them on this Dask scheduler (tcp://host:8786) instead of local "
-        "processes. Needs pip install 'harness[dask]'.",
-    ),
-]
-NoCacheOpt = Annotated[
-    bool,
-    typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache."),
-]
-TopOpt = Annotated[
-    int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")
-]
 HTA_HELP = (
     "Apply Holistic Trace Analysis's load rules first (drop the last ProfilerStep, round float µs "
     "timestamps inward), so the numbers equal HTA's."
@@ -105,102 +74,6 @@ class GpuMode(StrEnum):
     thread = "thread"
 
 
-@dataclass(frozen=True)
-class Reading:
-    """The options every analysis command shares, declared once (`reading_options` puts them on a
-    command): how the exports are read, and how the tables are printed."""
-
-    by_rank: bool = False
-    jobs: int | None = None
-    dask: str | None = None
-    no_cache: bool = False
-    format: Format = Format.table
-    wide: bool = False
-    limit: int | None = None
-
-
-READING_OPTIONS = {
-    "by_rank": ByRankOpt,
-    "jobs": JobsOpt,
-    "dask": DaskOpt,
-    "no_cache": NoCacheOpt,
-    "format": FormatOpt,
-    "wide": WideOpt,
-    "limit": LimitOpt,
-}
-
-
-def reading_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
-    """The shared analysis options on a command, in place of its parameter `reading: Reading`."""
-    return option_group("reading", Reading, READING_OPTIONS, omit)
-
-
-def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None = None,
-               **options: object) -> None:  # fmt: skip
-    """The table `kind` of the registry over the exports named: from one export (`Table.one`), or combined
-    over several (or over one capture's processes with --by-rank), rendered in the chosen format."""
-    # the registry and the readers load pandas: only once a table is asked for, never for `harness --help`
-
-    table = lazy.TABLES[kind]
-    if not table.cuts_rows and top is not None:
-        options["top"] = top
-        top = None
-    paths = lazy.expand(reports)
-    if len(paths) > 1 or reading.by_rank:
-        result = lazy.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
-                              dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
-        _render(table, _combined(table, result, paths, top), reading, top=None)
-        return
-    trace = lazy.open_report(paths[0], cache=not reading.no_cache)
-    _render(table, table.one(trace, paths[0].name, **options), reading, top)
-
-
-def _combined(table: Table, result: object, paths: list[Path], top: int | None) -> lazy.Tables:
-    """The tables over several exports, titled with what they cover; --top keeps N rows per rank."""
-
-    sources = result.sources  # type: ignore[attr-defined]
-    labels = sources.labels if sources is not None else []
-    label = sources.column if sources is not None else "Source"
-    first, last = (labels[0], labels[-1]) if labels else ("", "")
-    what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
-    what += f" (ranks {first}-{last})" if label == "Rank" else ""
-    parts = result.tables  # type: ignore[attr-defined]
-    out = lazy.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
-    for name, df in parts:
-        if top and label in df.columns:
-            df = df.groupby(label, sort=False, group_keys=False).head(top)
-        elif top:
-            df = df.head(top)
-        heading = table.headings.get(name, name if len(parts) > 1 else table.title)
-        out.tables.append((f"{heading} in {what}", df))
-    said = (n for _, df in out.tables for n in df.attrs.get("notes", []))
-    out.notes = list(dict.fromkeys([*result.notes, *said]))  # type: ignore[attr-defined]
-    out.titled = len(out.tables) != 1 or bool(out.skipped)
-    return out
-
-
-def _render(table: Table, result: Tables, reading: Reading, top: int | None) -> None:
-    """One table alone, or a titled list; the deciding columns are the last a narrow terminal drops; the
-    tables with no data are named (a warning each reason, in the table format)."""
-
-    tables = []
-    for title, df in result.tables:
-        df = df.head(top) if top else df
-        df.attrs["priority"] = lazy.deciding(table, title)
-        tables.append((title, df))
-    how = {"wide": reading.wide, "limit": reading.limit}
-    if len(tables) == 1 and not result.titled:
-        emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]
-        return
-    emit_many(tables, reading.format, notes=result.notes, skipped=result.skipped, **how)  # type: ignore[arg-type]
-    if reading.format is Format.table and result.skipped:
-        by_reason: dict[str, list[str]] = {}
-        for title, why in result.skipped.items():
-            by_reason.setdefault(why, []).append(title.split(" (")[0])
-        for why, titles in by_reason.items():
-            warn(f"skipped {', '.join(titles)}: {why}")
-
-
 # --- the commands: each parses its own options ---------------------------------------------------------
 
 
@@ -223,7 +96,7 @@ def kernels_cmd(
         ),
     ] = None,
     hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
-    reading: Reading = Reading(),
+    reading: Reading = AS_GIVEN,
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
     if base and mangled:
@@ -242,7 +115,7 @@ def nvtx_cmd(
     by: NvtxByOpt = NvtxBy.op,
     raw_names: RawNamesOpt = False,
     top: TopOpt = None,
-    reading: Reading = Reading(),
+    reading: Reading = AS_GIVEN,
 ) -> None:
     """Time per NVTX range, like `nsys stats -r nvtxsum` (with --raw-names: the same rows). PyTorch's
     ranges are grouped by operator."""
@@ -289,7 +162,7 @@ def nvtx_gpu_cmd(
     ] = None,
     by: NvtxByOpt = NvtxBy.op,
     raw_names: RawNamesOpt = False,
-    reading: Reading = Reading(),
+    reading: Reading = AS_GIVEN,
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum.
     Several exports: each rank's rows, one block per rank (the rows are per process already)."""
@@ -301,21 +174,21 @@ def nvtx_gpu_cmd(
 
 @cli_errors
 @reading_options()
-def api_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = Reading()) -> None:
+def api_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN) -> None:
     """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
     show_table("api", report, reading, top)
 
 
 @cli_errors
 @reading_options()
-def memops_cmd(report: ReportArg, reading: Reading = Reading()) -> None:
+def memops_cmd(report: ReportArg, reading: Reading = AS_GIVEN) -> None:
     """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
     show_table("memops", report, reading)
 
 
 @cli_errors
 @reading_options()
-def launch_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = Reading()) -> None:
+def launch_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN) -> None:
     """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports:
     each rank's rows, one block per rank (the rows are per process and thread already)."""
     show_table("launch", report, reading, top)
@@ -323,7 +196,7 @@ def launch_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = Reading
 
 @cli_errors
 @reading_options()
-def osrt_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = Reading()) -> None:
+def osrt_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN) -> None:
     """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
     show_table("osrt", report, reading, top)
 
@@ -335,7 +208,7 @@ def summary_cmd(
     by: NvtxByOpt = NvtxBy.op,
     raw_names: RawNamesOpt = False,
     top: TopOpt = None,
-    reading: Reading = Reading(),
+    reading: Reading = AS_GIVEN,
 ) -> None:
     """Every table the export has data for, in one report. Several exports: the summaries combine like the
     single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
@@ -452,7 +325,7 @@ def breakdown_cmd(
             "and queue lengths.",
         ),
     ] = False,
-    reading: Reading = Reading(),
+    reading: Reading = AS_GIVEN,
 ) -> None:
     """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
     per kernel type, and idle time per stream by cause."""
@@ -471,17 +344,26 @@ def breakdown_cmd(
     rules = {"hta_rules": hta}
     name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
     tables = [
-        (f"GPU time per rank in {name}: idle, compute, non-compute", b.temporal_breakdown(traces, **rules)),
-        ("GPU time per kernel type (overlaps split out)", b.kernel_type_breakdown(traces, **rules)),
-        ("Idle time per stream, by cause", b.idle_time_breakdown(traces, **rules)),
+        (
+            f"GPU time per rank in {name}: idle, compute, non-compute",
+            lazy.breakdown.temporal_breakdown(traces, **rules),
+        ),
+        (
+            "GPU time per kernel type (overlaps split out)",
+            lazy.breakdown.kernel_type_breakdown(traces, **rules),
+        ),
+        ("Idle time per stream, by cause", lazy.breakdown.idle_time_breakdown(traces, **rules)),
     ]
     if all_tables:
         tables += [
-            ("GPU time per kernel (10 per type, then others)", b.kernel_breakdown(traces, **rules)),
-            ("Idle gaps per stream and cause", b.idle_interval_stats(traces, **rules)),
-            ("Communication overlapped by computation", b.comm_comp_overlap(traces, **rules)),
+            (
+                "GPU time per kernel (10 per type, then others)",
+                lazy.breakdown.kernel_breakdown(traces, **rules),
+            ),
+            ("Idle gaps per stream and cause", lazy.breakdown.idle_interval_stats(traces, **rules)),
+            ("Communication overlapped by computation", lazy.breakdown.comm_comp_overlap(traces, **rules)),
         ]
         if all(t.has("runtime") for t in traces):
-            tables.append(("Queue length per stream", b.queue_length_summary(traces, **rules)))
+            tables.append(("Queue length per stream", lazy.breakdown.queue_length_summary(traces, **rules)))
     notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 # name -> the module that holds it
 WHERE = {
+    "breakdown": "analysis.breakdown",
     "Thresholds": "analysis.advice.findings",
     "findings": "analysis.advice.findings",
     "findings_table": "analysis.advice.findings",
@@ -53,6 +54,7 @@ WHERE = {
 }
 
 ALIASES = {"profiler": "get"}  # a name here -> its name in its module
+MODULES = {"breakdown"}  # names that are the module itself
 
 if TYPE_CHECKING:
     pass
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name not in WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(WHERE[name]), ALIASES.get(name, name))
+    module = importlib.import_module(WHERE[name])
+    value = module if name in MODULES else getattr(module, ALIASES.get(name, name))
     globals()[name] = value
     return value

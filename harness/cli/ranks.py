@@ -11,9 +11,9 @@ import typer
 from analysis.dashboard import DashboardData, write_dashboard
 from analysis.multi import expand
 from harness.cli import lazy
-from harness.cli.analysis import DaskOpt, JobsOpt, NoCacheOpt
 from harness.cli.common import DbOpt, FormatOpt, LimitOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
+from harness.cli.reading import DaskOpt, JobsOpt, NoCacheOpt
 from harness.core.errors import HarnessError
 from harness.experiments.rank_tables import ranks_of_run
 from harness.experiments.reports import ranks_of
