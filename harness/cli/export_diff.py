@@ -19,7 +19,8 @@ import typer
 
 from harness.cli import lazy
 from harness.cli.common import err, note
-from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines, shorten, to_records
+from harness.cli.fit import shorten
+from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines, to_records
 from harness.experiments import diff as hd
 
 if TYPE_CHECKING:
