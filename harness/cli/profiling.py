@@ -17,14 +17,7 @@ from harness.cli.options import (
 )
 from harness.cli.output import Format, emit
 from harness.cli.progress import Progress
-from harness.cli.rank_options import (
-    NnodesOpt,
-    NodeRankOpt,
-    NprocOpt,
-    RankTimeoutOpt,
-    RdzvOpt,
-    with_ranks,
-)
+from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
 from harness.cli.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt, Profiler
 from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
@@ -36,6 +29,7 @@ from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
 
 @cli_errors
 @workload_options(omit=("nvtx_detail", "power", "power_period"))
+@rank_options()
 def overhead_cmd(
     model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
     repeats: Annotated[
@@ -71,11 +65,7 @@ def overhead_cmd(
     nsys_capture: CaptureOpt = Capture.all,
     nsys_arg: NsysArgOpt = None,
     profile_dir: ProfileDirOpt = None,
-    nproc: NprocOpt = 1,
-    nnodes: NnodesOpt = 1,
-    node_rank: NodeRankOpt = 0,
-    rdzv_endpoint: RdzvOpt = None,
-    rank_timeout: RankTimeoutOpt = 300.0,
+    ranks: Ranks = ONE_RANK,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -96,7 +86,7 @@ def overhead_cmd(
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
     config = make_config(model, workload)
     validate(config)
-    config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
+    config = with_ranks(config, ranks)
     resolve_device(config.device)
     store = lazy.ResultsStore(db)
     folder = profile_dir or DEFAULT_DIRS[profiler.value]

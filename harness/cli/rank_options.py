@@ -1,12 +1,15 @@
-"""The options of runs across ranks (`--nproc` …), shared by `run`, `sweep` and `overhead`."""
+"""The options of runs across ranks (`--nproc` …), declared once (`Ranks`, `rank_options`) for `run`,
+`sweep` and `overhead`."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import typer
 
+from harness.cli.options import F, option_group
 from harness.core.records import RunConfig
 from harness.execution.ranks.multirank import check
 
@@ -38,18 +41,42 @@ RankTimeoutOpt = Annotated[
 ]  # fmt: skip
 
 
-def with_ranks(
-    config: RunConfig, nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str | None, rank_timeout: float
-) -> RunConfig:
-    """`config` with its rank layout, checked (UsageError for one torchrun would refuse)."""
+@dataclass(frozen=True)
+class Ranks:
+    """Where a run's ranks go: how many on this machine, on how many machines, this machine's place,
+    node 0's address, and how long a rank may start no phase before the run is stopped."""
 
+    nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rank_timeout: float = 300.0
+
+
+ONE_RANK = Ranks()
+RANK_OPTIONS = {
+    "nproc": NprocOpt,
+    "nnodes": NnodesOpt,
+    "node_rank": NodeRankOpt,
+    "rdzv_endpoint": RdzvOpt,
+    "rank_timeout": RankTimeoutOpt,
+}
+
+
+def rank_options() -> Callable[[F], F]:
+    """The rank options on a command, in place of its parameter `ranks: Ranks`."""
+    return option_group("ranks", Ranks, RANK_OPTIONS)
+
+
+def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
+    """`config` with its rank layout, checked (UsageError for one torchrun would refuse)."""
     config = replace(
         config,
-        nproc=nproc,
-        nnodes=nnodes,
-        node_rank=node_rank,
-        rdzv_endpoint=rdzv_endpoint,
-        rank_timeout=rank_timeout,
+        nproc=ranks.nproc,
+        nnodes=ranks.nnodes,
+        node_rank=ranks.node_rank,
+        rdzv_endpoint=ranks.rdzv_endpoint,
+        rank_timeout=ranks.rank_timeout,
     )
     check(config)
     return config

@@ -20,14 +20,7 @@ from harness.cli.options import (
 )
 from harness.cli.output import Format, emit, emit_many
 from harness.cli.progress import Progress
-from harness.cli.rank_options import (
-    NnodesOpt,
-    NodeRankOpt,
-    NprocOpt,
-    RankTimeoutOpt,
-    RdzvOpt,
-    with_ranks,
-)
+from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
 from harness.core import signals
 from harness.core.bounds import check_count
 from harness.core.devices import emulated_precision_note, resolve_device
@@ -122,6 +115,7 @@ ProfileDirOpt = Annotated[
 
 @cli_errors
 @workload_options()
+@rank_options()
 def run_cmd(
     model: Annotated[
         str, typer.Argument(help="Model name: tiny, small, medium, large, xl, 2.7B, gpt2, char, …")
@@ -138,11 +132,7 @@ def run_cmd(
     record_shapes: RecordShapesOpt = False,
     with_stack: WithStackOpt = False,
     profile_memory: ProfileMemoryOpt = False,
-    nproc: NprocOpt = 1,
-    nnodes: NnodesOpt = 1,
-    node_rank: NodeRankOpt = 0,
-    rdzv_endpoint: RdzvOpt = None,
-    rank_timeout: RankTimeoutOpt = 300.0,
+    ranks: Ranks = ONE_RANK,
     memory: MemoryOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
@@ -152,7 +142,7 @@ def run_cmd(
 
     config = make_config(model, workload)
     validate(config)
-    config = with_ranks(config, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
+    config = with_ranks(config, ranks)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
     store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
 
@@ -208,6 +198,7 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
 
 @cli_errors
 @workload_options(omit=("precision", "compile", "nvtx_detail"), after={"batch_size": ("batch_sizes",)})
+@rank_options()
 def sweep_cmd(
     models: Annotated[
         str, typer.Option(metavar="<list>", help="Comma-separated model names.")
@@ -225,11 +216,7 @@ def sweep_cmd(
             "against batch size). Default: --batch-size.",
         ),
     ] = None,
-    nproc: NprocOpt = 1,
-    nnodes: NnodesOpt = 1,
-    node_rank: NodeRankOpt = 0,
-    rdzv_endpoint: RdzvOpt = None,
-    rank_timeout: RankTimeoutOpt = 300.0,
+    ranks: Ranks = ONE_RANK,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -247,7 +234,7 @@ def sweep_cmd(
     if bad:
         raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
     base = make_config("tiny", workload)
-    base = with_ranks(base, nproc, nnodes, node_rank, rdzv_endpoint, rank_timeout)
+    base = with_ranks(base, ranks)
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
     configs = grid(base, split(models), split(precision), compiles, batches)
