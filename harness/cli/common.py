@@ -62,6 +62,17 @@ def note(message: str) -> None:
     _say("note:", "", message)
 
 
+def say_ending(outcome: Any) -> None:
+    """How a profiled run ended, after its tables: its notes as warnings, then its error and the runs the
+    database would not take (harness.profilers.base.Outcome, with `notes`)."""
+    for line in outcome.notes:
+        warn(line)
+    if outcome.error:
+        err(outcome.error)
+    for line in outcome.unsaved:
+        err(line)
+
+
 def cli_errors(fn: F) -> F:
     """Turn a HarnessError into one line on stderr and its exit code; never a traceback."""
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness.cli import lazy
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, note, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn
 from harness.cli.output import Format, emit_many
 from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.core.bounds import check_run_name
@@ -76,12 +76,7 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
         tail = program_lines(prof.stderr_tail)[-TAIL:]
         if tail:
             note("last lines of its output:\n" + "\n".join(tail))
-    for line in p.notes:
-        warn(line)
-    if p.error:
-        err(p.error)
-    for line in p.unsaved:
-        err(line)
+    say_ending(p)
 
 
 def program_lines(output: str) -> list[str]:

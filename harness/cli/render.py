@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from analysis.agreement import for_people
-from harness.cli.common import err, note, warn
+from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
 from harness.cli.output import Format, emit_many
 from harness.core import signals
@@ -124,12 +124,7 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         ]
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
-    for line in p.notes:
-        warn(line)
-    if p.error:
-        err(p.error)
-    for line in p.unsaved:
-        err(line)
+    say_ending(p)
 
 
 def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:
@@ -149,12 +144,7 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
         tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))
     if tables:
         emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
-    for line in p.notes:
-        warn(line)
-    if p.error:
-        err(p.error)
-    for line in p.unsaved:
-        err(line)
+    say_ending(p)
 
 
 # how `harness run` shows each profiler's outcome, by the outcome's type (its name: the profilers import the
