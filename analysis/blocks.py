@@ -2,7 +2,7 @@
 
 Input is one row per (measured step, layer, block, phase) with the block's time in that step summed over its
 calls, from any source (analysis.names: timers, torch-trace, nvtx, nvtx-gpu). `block_records` makes those
-rows from a trace's ranges; harness.block_timers makes them in the run's process.
+rows from a trace's ranges; harness.execution.block_timers makes them in the run's process.
 
 Blocks nest: a layer holds two norms, attention and the MLP; attention holds qkv_proj, then qk_scores,
 softmax and attn_v (attention="math") or one fused sdpa, then out_proj; the MLP holds mlp_up, mlp_act and

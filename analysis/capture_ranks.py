@@ -295,10 +295,10 @@ class ProcessView(TraceView):
 def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache: bool = True) -> Any:
     """One command's tables over one capture split by process (`--by-rank` on one export): each process
     that launched kernels is a rank (kernel_processes), its share of the trace a ProcessView, and the
-    tables combine as those of one export per rank do (analysis.multi_tables.combine)."""
+    tables combine as those of one export per rank do (analysis.tables.combine)."""
     from analysis.errors import ExportError
     from analysis.multi import Part, Source, Sources
-    from analysis.multi_tables import TASKS, combine
+    from analysis.tables import TABLES, combine  # the registry reads every table: only when asked
 
     trace = open_trace(path, cache=cache)
     procs = kernel_processes(trace)
@@ -312,7 +312,7 @@ def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache:
         view = ProcessView(trace, int(pid))
         part = Part(path=f"{path}#{pid}")
         try:
-            pieces = TASKS[kind](view, **options)
+            pieces = TABLES[kind].pieces(view, **options)
         except ExportError as e:  # this process has none of it: the others may
             pieces, part.skipped = {}, {kind: str(e)}
             errors.append(str(e))

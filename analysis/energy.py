@@ -1,5 +1,5 @@
 """Energy arithmetic over power samples: joules per run and per phase, average and peak watts, FLOPs and
-tokens per joule. Pure functions of DataFrames; the sampling itself lives in harness/power.py.
+tokens per joule. Pure functions of DataFrames; the sampling itself lives in harness/energy/power.py.
 
 Samples frame (one row per device per sampler tick):
 

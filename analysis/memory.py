@@ -43,7 +43,8 @@ def read_snapshot(path: str | Path) -> dict[str, Any]:
 def memory_timeline(snapshot: dict[str, Any], phases: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per alloc / free_completed event of every device: TIMELINE_COLUMNS.
 
-    `phases`: step, phase, start_ns, end_ns (Unix-time ns; harness.memory writes them beside the snapshot);
+    `phases`: step, phase, start_ns, end_ns (Unix-time ns; harness.execution.memory writes them beside the
+    snapshot);
     an event outside every phase gets phase None.
     """
     frames = []

@@ -2,7 +2,7 @@
 
 Inputs are exports (nsys .sqlite, Kineto .json(.gz)), glob patterns (quoted, so the shell left them) and
 folders (every export in them; an .nsys-rep with its .sqlite beside it counts once). Reports must already
-be exported (the CLI layer does that, harness.reports).
+be exported (the CLI layer does that, harness.experiments.reports).
 
 Each export is read by one task (analysis.multi_tasks.run_task) in a worker: a local process
 (ProcessPoolExecutor, as many as cores and inputs allow) or a Dask distributed worker (`dask=ADDRESS`). A task

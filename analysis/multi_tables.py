@@ -1,13 +1,10 @@
-"""What each analysis command reads from one export in a worker, and how its tables combine over exports.
-
-`run_task(path, kind, options, cache)` is the task a worker runs (a local process or a Dask worker): it opens
-the trace (through the Parquet cache), builds the pieces of `kind` and returns a `Part`. `combine(kind, ...)`
-turns the parts into the command's tables. See analysis.multi for the rules.
+"""The rows one export contributes to a table read over several exports, and the summaries of those rows
+(the registry, analysis.tables, says which table uses which). See analysis.multi for the rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +12,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.multi import Part, Piece, Sources, all_notes, gather_rows, read_part, stack_tables, stat_table
+from analysis.kernels import block_text, grid_text
+from analysis.memops import SIZE_COLUMNS, memory_ops
+from analysis.multi import Part, Sources, gather_rows, stat_table
+from analysis.nvtx import all_ranges, grouped_tags
+from analysis.nvtx_gpu import kernels_in_ranges
+from analysis.runtime import kernel_rows, runtime_calls
+from analysis.stats import round_half_up
 from analysis.trace import Trace
 
 KERNEL_STATS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -37,15 +40,10 @@ def kernel_rows_named(
     trace: Trace, *, names: str = "demangled", by: str = "shape", range_name: str | None = None
 ) -> pd.DataFrame:
     """One row per kernel: Name (and GridXYZ, BlockXYZ by shape) as categories, duration."""
-    from analysis.kernels import block_text, grid_text
-    from analysis.runtime import kernel_rows
-
     trace.require("kernels", "CUDA kernel data")
     if range_name is None:
         kern = kernel_rows(trace, ("name_id", "grid", "block", "duration"), names=names)
     else:
-        from analysis.nvtx_gpu import kernels_in_ranges
-
         kern = kernels_in_ranges(trace, range_name, names=names, extra=("grid", "block"))
     codes, ids = pd.factorize(kern["name_id"], sort=False)
     strings = trace.strings(ids)
@@ -60,20 +58,9 @@ def kernel_rows_named(
     return pd.DataFrame(out)
 
 
-def _kernels(trace: Trace, names: str = "demangled", by: str = "shape", range_name: str | None = None,
-             hta: bool = False) -> dict[str, Piece]:  # fmt: skip
-    if hta:
-        from analysis.hta_rules import hta_view
-
-        trace = hta_view(trace)  # type: ignore[assignment]
-    return {"kernels": Piece(rows=kernel_rows_named(trace, names=names, by=by, range_name=range_name))}
-
-
 def nvtx_rows(trace: Trace, by: str = "op") -> pd.DataFrame:
     """One row per NVTX range: Range (DOMAIN:NAME, grouped as `by` says: analysis.nvtx_names), Style,
     duration. The line saying how names are grouped goes to the trace's notes."""
-    from analysis.nvtx import all_ranges, grouped_tags
-
     trace.require("nvtx", "NVTX data")
     ranges = all_ranges(trace)
     if ranges.empty:
@@ -90,17 +77,7 @@ def nvtx_rows(trace: Trace, by: str = "op") -> pd.DataFrame:
     )
 
 
-def _nvtx(trace: Trace, trace_rows: bool = False, by: str = "op") -> dict[str, Piece]:
-    from analysis.nvtx import nvtx_trace
-
-    if trace_rows:
-        return {"nvtx": Piece(table=nvtx_trace(trace))}
-    return {"nvtx": Piece(rows=nvtx_rows(trace, by))}
-
-
 def api_rows(trace: Trace) -> pd.DataFrame:
-    from analysis.runtime import runtime_calls
-
     trace.require("runtime", "CUDA API calls")
     calls = runtime_calls(trace)
     trace.notes += [n for n in calls.attrs["notes"] if n not in trace.notes]
@@ -116,81 +93,10 @@ def osrt_rows(trace: Trace) -> pd.DataFrame:
 
 
 def memop_rows(trace: Trace) -> pd.DataFrame:
-    from analysis.memops import memory_ops
-
     ops = memory_ops(trace)
     return pd.DataFrame(
         {"Operation": _cat(ops["Operation"]), "duration": ops["duration"].to_numpy(), "bytes": ops["bytes"]}
     )
-
-
-def _nvtx_gpu(trace: Trace, view: str = "summary", mode: str = "auto", phases: tuple[str, ...] = (),
-              exclusive: bool = False, top: int | None = None,
-              by: str = "op") -> dict[str, Piece]:  # fmt: skip
-    from analysis import nvtx_gpu as g
-
-    if view == "projection":
-        return {"projection": Piece(table=g.nvtx_gpu_projection(trace))}
-    if view == "kernels":
-        df = g.nvtx_gpu_kernels(trace, mode=mode, phases=phases, top=top, exclusive=exclusive, by=by)  # type: ignore[arg-type]
-        return {"kernels": Piece(table=df)}
-    per_range = g.nvtx_gpu_summary(trace, mode=mode, phases=phases, exclusive=exclusive, by=by)  # type: ignore[arg-type]
-    pieces = {"ranges": Piece(table=per_range)}
-    if per_range.attrs["mode"] == "phase":
-        pieces["check"] = Piece(table=g.phase_check(trace, phases))
-    return pieces
-
-
-def _table(build: Callable[[Trace], pd.DataFrame], name: str) -> Callable[[Trace], dict[str, Piece]]:
-    return lambda trace: {name: Piece(table=build(trace))}
-
-
-def _summary(trace: Trace, by: str = "op") -> dict[str, Piece]:
-    """Every summary table's piece; those without data go to `skipped` (see run_task)."""
-    from analysis.launch import launch_summary
-    from analysis.summary import NEEDS
-
-    trace.load(NEEDS)
-    out: dict[str, Piece] = {}
-    skipped: dict[str, str] = {}
-    builds: list[tuple[str, Callable[[], Piece]]] = [
-        ("kernels", lambda: Piece(rows=kernel_rows_named(trace))),
-        ("nvtx", lambda: Piece(rows=nvtx_rows(trace, by))),
-        ("api", lambda: Piece(rows=api_rows(trace))),
-        ("memops", lambda: Piece(rows=memop_rows(trace))),
-        ("launch", lambda: Piece(table=launch_summary(trace))),
-        ("osrt", lambda: Piece(rows=osrt_rows(trace))),
-    ]
-    for name, build in builds:
-        try:
-            out[name] = build()
-        except ExportError as e:
-            skipped[name] = str(e)
-    out["_skipped"] = Piece(table=pd.DataFrame({"table": list(skipped), "why": list(skipped.values())}))
-    return out
-
-
-TASKS: dict[str, Callable[..., dict[str, Piece]]] = {
-    "kernels": _kernels,
-    "nvtx": _nvtx,
-    "nvtx-gpu": _nvtx_gpu,
-    "api": lambda trace: {"api": Piece(rows=api_rows(trace))},
-    "osrt": lambda trace: {"osrt": Piece(rows=osrt_rows(trace))},
-    "memops": lambda trace: {"memops": Piece(rows=memop_rows(trace))},
-    "launch": lambda trace: {"launch": Piece(table=_launch(trace))},
-    "summary": _summary,
-}
-
-
-def _launch(trace: Trace) -> pd.DataFrame:
-    from analysis.launch import launch_summary
-
-    return launch_summary(trace)
-
-
-def run_task(path: str, kind: str, options: dict[str, Any], cache: bool = True) -> Part:
-    """Read one export for `kind` (a key of TASKS): the Part a worker sends back."""
-    return read_part(path, lambda trace: TASKS[kind](trace, **options), cache)
 
 
 # --- combined tables ------------------------------------------------------------------------------------
@@ -206,10 +112,11 @@ class Combined:
     sources: Sources | None = None
 
 
-def _size_table(rows: pd.DataFrame, sources: Sources, by_rank: bool) -> pd.DataFrame:
-    from analysis.memops import SIZE_COLUMNS
-    from analysis.stats import round_half_up
-
+def size_table(parts: Sequence[Part], sources: Sources, by_rank: bool) -> pd.DataFrame | None:
+    """gpumemsizesum over several exports (per export with `by_rank`)."""
+    rows = gather_rows(parts, "memops", sources)
+    if rows is None:
+        return None
     keys = ["_src", "Operation"] if by_rank else ["Operation"]
     data = rows.assign(Operation=rows["Operation"].astype(object))
     stats = data.groupby(keys, sort=False)["bytes"].agg(
@@ -231,9 +138,11 @@ def _size_table(rows: pd.DataFrame, sources: Sources, by_rank: bool) -> pd.DataF
     return out[SIZE_COLUMNS].reset_index(drop=True)
 
 
-def _stats(
+def summarised(
     name: str, parts: Sequence[Part], sources: Sources, by_rank: bool, **spec: Any
 ) -> pd.DataFrame | None:
+    """The rows of piece `name` from every part summarised as nsys stats summarises one export's
+    (analysis.multi.stat_table): `spec` names the key columns, the output columns and the count's name."""
     rows = gather_rows(parts, name, sources)
     if rows is None:
         return None
@@ -242,51 +151,6 @@ def _stats(
 
 def kernel_columns(by: str) -> list[str]:
     return [*KERNEL_STATS, *(["GridXYZ", "BlockXYZ"] if by == "shape" else []), "Name"]
-
-
-def combine(kind: str, parts: Sequence[Part], sources: Sources, *, by_rank: bool = False,
-            options: dict[str, Any] | None = None) -> Combined:  # fmt: skip
-    """The command's tables over every export (or per export with `by_rank`)."""
-    options = options or {}
-    out = Combined(notes=all_notes(parts, sources), sources=sources)
-    stats = {
-        "kernels": lambda: _stats(
-            "kernels", parts, sources, by_rank, **_kernel_spec(options.get("by", "shape"))
-        ),
-        "nvtx": lambda: _stats("nvtx", parts, sources, by_rank, keys=["Range", "Style"],
-                               columns=[*KERNEL_STATS, "Style", "Range"]),
-        "api": lambda: _stats("api", parts, sources, by_rank, keys=["Name"], columns=[*CALL_STATS, "Name"],
-                              count_name="Num Calls"),
-        "osrt": lambda: _stats("osrt", parts, sources, by_rank, keys=["Name"], columns=[*CALL_STATS, "Name"],
-                               count_name="Num Calls"),
-        "memops": lambda: _stats("memops", parts, sources, by_rank, keys=["Operation"],
-                                 columns=[*MEMOP_STATS, "Operation"], count_name="Count"),
-    }  # fmt: skip
-    if kind in ("kernels", "api", "osrt"):
-        out.tables.append((kind, stats[kind]()))  # type: ignore[arg-type]
-    elif kind == "nvtx":
-        if options.get("trace_rows"):
-            out.tables.append(("nvtx", stack_tables(parts, "nvtx", sources)))  # type: ignore[arg-type]
-        else:
-            out.tables.append(("nvtx", stats["nvtx"]()))  # type: ignore[arg-type]
-    elif kind == "memops":
-        out.tables.append(("by time", stats["memops"]()))  # type: ignore[arg-type]
-        rows = gather_rows(parts, "memops", sources)
-        out.tables.append(("by size", _size_table(rows, sources, by_rank)))  # type: ignore[arg-type]
-    elif kind in ("launch", "nvtx-gpu"):
-        names = sorted({n for p in parts for n in p.pieces})
-        for name in names:
-            table = stack_tables(parts, name, sources)
-            if table is not None:
-                out.tables.append((name, table))
-    elif kind == "summary":
-        _combine_summary(out, parts, sources, by_rank, stats)
-    return out
-
-
-def _kernel_spec(by: str) -> dict[str, Any]:
-    keys = ["Name", "GridXYZ", "BlockXYZ"] if by == "shape" else ["Name"]
-    return {"keys": keys, "columns": kernel_columns(by)}
 
 
 SUMMARY_TITLES = {
@@ -298,26 +162,3 @@ SUMMARY_TITLES = {
     "launch": "Launch latency (kernexecsum)",
     "osrt": "OS runtime (osrtsum)",
 }
-
-
-def _combine_summary(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bool,
-                     stats: dict[str, Callable[[], pd.DataFrame | None]]) -> None:  # fmt: skip
-    for name in ("kernels", "nvtx", "api", "memops", "launch", "osrt"):
-        have = [p for p in parts if name in p.pieces]
-        if not have:
-            why = next((p.skipped[name] for p in parts if name in p.skipped), "no rows")
-            out.skipped[SUMMARY_TITLES[name]] = why
-            if name == "memops":
-                out.skipped[SUMMARY_TITLES["memops_size"]] = why
-            continue
-        if len(have) < len(parts):
-            label = {str(s.path): s.label for s in sources.items}
-            lacking = [label[p.path] for p in parts if name not in p.pieces]
-            out.notes.append(f"{SUMMARY_TITLES[name]}: no data in {', '.join(lacking)}")
-        if name == "launch":
-            out.tables.append((SUMMARY_TITLES[name], stack_tables(parts, name, sources)))  # type: ignore[arg-type]
-            continue
-        out.tables.append((SUMMARY_TITLES[name], stats[name]()))  # type: ignore[arg-type]
-        if name == "memops":
-            rows = gather_rows(parts, "memops", sources)
-            out.tables.append((SUMMARY_TITLES["memops_size"], _size_table(rows, sources, by_rank)))  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ TRAIN_PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 GENERATE_PHASES = (PREFILL, DECODE)
 PHASES_BY_MODE = {"train": TRAIN_PHASES, "forward": (FORWARD,), "generate": GENERATE_PHASES}
 # `run --nproc N` (train): backward runs under DDP's no_sync() and the gradients are then all-reduced
-# explicitly, timed as a phase of its own (harness/distributed.py)
+# explicitly, timed as a phase of its own (harness/execution/ranks/distributed.py)
 ALLREDUCE = "allreduce"
 COMM_PHASES = (ALLREDUCE,)
 DISTRIBUTED_TRAIN_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER)
@@ -32,7 +32,9 @@ RUN_ENERGY_FIELDS = (
 )
 
 # Where a run's per-block times (--nvtx-detail) come from: the table of `harness blocks` names it
-BLOCK_TIMERS = "timers"  # synchronised forward/backward hooks in the run's process (harness.block_timers)
+BLOCK_TIMERS = (
+    "timers"  # synchronised forward/backward hooks in the run's process (harness.execution.block_timers)
+)
 BLOCK_TORCH = "torch-trace"  # record_function ranges of a torch.profiler trace (CPU time)
 BLOCK_NVTX = "nvtx"  # NVTX ranges of an nsys export (CPU time: a run without a GPU)
 BLOCK_NVTX_GPU = "nvtx-gpu"  # GPU time of the kernels launched inside each range (nsys or torch, on a GPU)

@@ -4,7 +4,7 @@ Inputs are plain frames, so any timing source plugs in:
 - costs: workloads.roofline.subblock_costs (sub-block, pass, kind, flops, bytes, intensity) for one step;
 - times: one step's time per sub-block and pass (sub-block, pass, time_ns), from per-block timers or GPU
   time per --nvtx-detail range (nvtx-gpu), divided by the measured steps; None for the analytic table;
-- roofs: Roofs, from the datasheet table or measured (harness.roofs).
+- roofs: Roofs, from the datasheet table or measured (harness.experiments.roofs).
 
 A sub-block is memory-bound when its intensity (FLOP/byte) is below the ridge point peak / bandwidth.
 Attainable FLOP/s = min(peak, bandwidth × intensity); the roofline time = max(flops / peak, bytes /

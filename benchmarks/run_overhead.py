@@ -18,8 +18,8 @@ import time
 import torch
 
 import workloads
-from harness.records import RunConfig
-from harness.runner import run_workload
+from harness.core.records import RunConfig
+from harness.execution.runner import run_workload
 
 
 def harness_round(config: RunConfig) -> list[int]:
@@ -50,8 +50,8 @@ def bare_round(config: RunConfig) -> list[int]:
 
 def instrumentation_ns(device: torch.device, steps: int = 20_000) -> float:
     """What the harness adds per training step with nothing inside: a `step` range and three timed phases."""
-    from harness import nvtx_ranges
-    from harness.timing import PhaseClock
+    from harness.core import nvtx_ranges
+    from harness.execution.timing import PhaseClock
 
     clock = PhaseClock(device)
     t0 = time.perf_counter_ns()

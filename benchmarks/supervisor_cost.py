@@ -1,7 +1,7 @@
 """What surviving faults costs: the supervisor's start-up per child process, and the worker's per-step log.
 
-Every worker and every nsys runs under `python -m harness.supervisor` (harness/supervisor.py), and the worker
-appends each finished step to a log (harness/worker.py) so kill -9 loses nothing. Start-up is measured on a
+Every worker and every nsys runs under `python -m harness.execution.supervisor`, and the worker appends each
+finished step to a log (harness/execution/worker.py) so kill -9 loses nothing. Start-up is measured on a
 child that does nothing, direct and supervised, alternating (ABBA) so the machine's drift hits both; the log
 as the worker writes it, between steps (outside every timed phase).
 
@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from harness import supervisor
-from harness.records import StepRecord
+from harness.core.records import StepRecord
+from harness.execution import supervisor
 
 NOTHING = [sys.executable, "-c", "pass"]
 

@@ -66,7 +66,8 @@ def tmp_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture(scope="session")
 def nsys_bin() -> str:
-    from harness.nsys import NsysError, find_nsys
+    from harness.core.errors import NsysError
+    from harness.execution.nsys import find_nsys
 
     try:
         return str(find_nsys().path)  # the nsys the harness itself would use

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.records import ModelInfo, RunConfig, RunResult, StepRecord
-from harness.store import ResultsStore
+from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.store.results import ResultsStore
 
 MODELS = {
     "tiny": ModelInfo("transformer", 64, 256, 2, 2, 1000, 64, 100_000),

@@ -1,7 +1,8 @@
 """What the power tests replay: an NVML stand-in, one GPU series, a hand-settable clock, a powercap tree.
 
 No GPU is reachable where these tests run, so NVML is the one outside thing replaced: `ReplayNvml` has the
-functions and constants of nvidia-ml-py that harness.power calls, answers from a series keyed by time since
+functions and constants of nvidia-ml-py that harness.energy.power calls, answers from a series keyed by time
+since
 nvmlInit, and raises the real pynvml.NVMLError for what the series marks unsupported. Everything else
 (the sampler thread, RAPL files, the arithmetic) is the real code.
 """
@@ -49,7 +50,7 @@ class ManualClock:
 
 
 class ReplayNvml:
-    """The part of nvidia-ml-py harness.power uses, replaying `series` per GPU by time since nvmlInit.
+    """The part of nvidia-ml-py harness.energy.power uses, replaying `series` per GPU by time since nvmlInit.
 
     Each GPU answers with the last row whose t_ms has passed (the first row before that). `unsupported`
     lists NVML function names every GPU answers with NVML_ERROR_NOT_SUPPORTED.

@@ -67,7 +67,7 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def logged_steps(tmp: Path) -> int:
-    """Steps the workers under TMPDIR=tmp have finished so far (harness.worker logs each one)."""
+    """Steps the workers under TMPDIR=tmp have finished so far (harness.execution.worker logs each one)."""
     total = 0
     for log in tmp.glob("harness-*/result.json.steps.jsonl"):
         try:
@@ -80,13 +80,13 @@ def logged_steps(tmp: Path) -> int:
 FIXED_PHASES = """\
 import contextlib, json, os, pathlib
 argv = pathlib.Path('/proc/self/cmdline').read_bytes().split(b'\\0')
-if argv[1:3] == [b'-m', b'harness.worker']:
+if argv[1:3] == [b'-m', b'harness.execution.worker']:
     status = pathlib.Path('/proc/self/status').read_text().splitlines()
     ppid = next(line.split()[1] for line in status if line.startswith('PPid:'))
     parent = os.path.basename(pathlib.Path(f'/proc/{ppid}/cmdline').read_bytes().split(b'\\0')[0])
     spec = json.loads(pathlib.Path(os.fsdecode(argv[3])).read_text())
     ns = PROFILED_NS if parent.startswith(b'nsys') or 'profiler' in spec else BASELINE_NS
-    from harness import timing
+    from harness.execution import timing
 
     real = timing.PhaseClock.phase
 

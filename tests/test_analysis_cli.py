@@ -147,7 +147,7 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_reports_are_exported_into_the_cache_never_beside_them(
     nsys_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness import nsys
+    from harness.execution import nsys
 
     script = tmp_path / "ranges.py"
     script.write_text(

@@ -9,10 +9,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from harness import attention
-from harness.attention import AttentionConfig, attention_table, run_attention_sweep
 from harness.cli import app
-from harness.store import ResultsStore
+from harness.experiments import attention
+from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep
+from harness.store.results import ResultsStore
 from workloads.attention import math_attention, sdpa_attention
 
 runner = CliRunner()

@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 import workloads
 from analysis.blocks import GROUPS, LAYER, LEAVES, OUTSIDE, block_records, block_table, leaf_sum_check
 from analysis.trace import open_trace
-from harness.block_timers import BlockTimers
 from harness.cli import app
-from harness.records import RunConfig, RunResult, StepRecord
-from harness.runner import run_workload
-from harness.store import ResultsStore
+from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.execution.block_timers import BlockTimers
+from harness.execution.runner import run_workload
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 MATH_LEAVES = {"embedding", "norm", "qkv_proj", "qk_scores", "softmax", "attn_v", "out_proj", "mlp_up",
@@ -159,7 +159,7 @@ def _times(records: pd.DataFrame) -> dict[tuple[str, int | None], int]:
 
 def test_store_keeps_block_timings(tmp_db) -> None:
     store = ResultsStore(tmp_db)
-    from harness.records import BlockRecord
+    from harness.core.records import BlockRecord
 
     result = RunResult(run_id="tiny-blk", config=RunConfig(model="tiny", nvtx_detail=True, warmup=0, steps=1),
                        status="ok", steps=[StepRecord(0, False, {"forward": 100})],

@@ -52,7 +52,7 @@ def test_nproc_past_the_machine_is_refused_with_the_override(
 ) -> None:
     monkeypatch.delenv("HARNESS_MAX_RANKS", raising=False)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)  # 2 cores, 8 GiB: 8
-    monkeypatch.setattr("harness.bounds._available_memory", lambda: 8 * 1024**3)
+    monkeypatch.setattr("harness.core.bounds._available_memory", lambda: 8 * 1024**3)
     db = tmp_path / "results.sqlite"
     result = CliRunner().invoke(app, ["run", "tiny", "--device", "cpu", "--nproc", "1000", "--db", str(db)])
     assert result.exit_code == 2
@@ -63,7 +63,7 @@ def test_nproc_past_the_machine_is_refused_with_the_override(
 
 
 def test_the_rank_limit_can_be_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.bounds import check_ranks, rank_limit
+    from harness.core.bounds import check_ranks, rank_limit
 
     monkeypatch.setenv("HARNESS_MAX_RANKS", "2000")
     assert rank_limit()[0] == 2000
@@ -74,10 +74,10 @@ def test_the_rank_limit_can_be_raised(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_memory_limits_the_ranks_when_it_is_lower(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.bounds import rank_limit
+    from harness.core.bounds import rank_limit
 
     monkeypatch.delenv("HARNESS_MAX_RANKS", raising=False)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)), raising=False)
-    monkeypatch.setattr("harness.bounds._available_memory", lambda: 2 * 1024**3)
+    monkeypatch.setattr("harness.core.bounds._available_memory", lambda: 2 * 1024**3)
     limit, why = rank_limit()
     assert limit == 5 and "GiB available" in why

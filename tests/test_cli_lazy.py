@@ -20,7 +20,7 @@ def test_every_command_is_listed_with_its_module() -> None:
     listed: dict[str, str] = {}
     for group in GROUPS:
         one = typer.Typer()
-        importlib.import_module(f"harness.commands.{group}").register(one)
+        importlib.import_module(f"harness.cli.{group}").register(one)
         listed |= dict.fromkeys(_names(one), group)
     assert listed == COMMANDS
     assert _names(app) == set(COMMANDS)
@@ -39,12 +39,12 @@ def test_analysis_command_imports_no_other_command_module() -> None:
     code = (
         "import sys\nfrom harness.cli import main\nsys.argv = ['harness', 'kernels', '-h']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')), file=sys.stderr)"
+        "print(sorted(m for m in sys.modules if m.startswith('harness.cli.')), file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
-    assert "harness.commands.analysis" in done.stderr
+    assert "harness.cli.analysis" in done.stderr
     for group in set(GROUPS) - {"analysis"}:
-        assert f"harness.commands.{group}'" not in done.stderr, done.stderr
+        assert f"harness.cli.{group}'" not in done.stderr, done.stderr
 
 
 def test_a_command_line_registers_its_command_alone() -> None:

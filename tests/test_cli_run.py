@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 
@@ -110,7 +110,7 @@ def test_sweep_runs_each_point_in_its_own_process(tmp_db) -> None:
 
 
 def test_emulated_bf16_on_cpu_is_said() -> None:
-    from harness.devices import emulated_precision_note
+    from harness.core.devices import emulated_precision_note
 
     cpu = torch.device("cpu")
     assert emulated_precision_note(cpu, ["fp32"]) is None
@@ -152,7 +152,7 @@ def test_ctrl_c_stops_a_sweep_and_keeps_the_point(tmp_path) -> None:
 
     from procs import logged_steps, marked, output, start, wait_until
 
-    from harness.store import ResultsStore
+    from harness.store.results import ResultsStore
 
     tmp, db, mark = tmp_path / "tmp", tmp_path / "r.sqlite", uuid.uuid4().hex
     tmp.mkdir()

@@ -17,9 +17,9 @@ from analysis.compile import COMPILE, compile_comparison
 from analysis.dashboard.compile import compile_panel
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
-from harness.compiled import compile_table, record_first_step
-from harness.records import RunConfig, RunResult, StepRecord
-from harness.store import ResultsStore
+from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.execution.compiled import compile_table, record_first_step
+from harness.store.results import ResultsStore
 
 MS = 1_000_000
 runner = CliRunner()

@@ -10,8 +10,8 @@ import pytest
 from analysis.dashboard import collect
 from analysis.dashboard.attention import attention_figure, attention_grid, attention_panel, newest_sweep
 from analysis.dashboard.panel import DashboardData
-from harness.attention import AttentionCell, AttentionConfig, AttentionSweep
-from harness.store import ResultsStore
+from harness.experiments.attention import AttentionCell, AttentionConfig, AttentionSweep
+from harness.store.results import ResultsStore
 
 MS = 1_000_000
 

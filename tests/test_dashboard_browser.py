@@ -12,7 +12,7 @@ from conftest import missing
 from dashboard_data import fill
 
 from analysis.dashboard import collect, write_dashboard
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

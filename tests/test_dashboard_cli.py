@@ -12,7 +12,7 @@ from dashboard_data import fill
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ from analysis.dashboard.overhead import (
 )
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.style import PHASE_COLORS
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 
 @pytest.fixture(scope="module")

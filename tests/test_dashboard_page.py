@@ -12,7 +12,7 @@ from dashboard_data import fill
 
 from analysis.dashboard import PANELS, DashboardData, Panel, PanelSpec, Profile, collect, write_dashboard
 from analysis.dashboard.page import build_panels, render_html
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 
 @pytest.fixture(scope="module")

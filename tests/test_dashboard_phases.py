@@ -18,7 +18,7 @@ from analysis.dashboard.phases import (
     phase_means,
 )
 from analysis.dashboard.style import PHASE_COLORS
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_phase_bars_give_each_setting_its_own_axis_and_a_log_button(store: Resul
 def test_generate_runs_are_kept_out_of_the_training_panel(tmp_path) -> None:
     from dashboard_data import MODELS, result
 
-    from harness.records import StepRecord
+    from harness.core.records import StepRecord
 
     store = ResultsStore(str(tmp_path / "results.sqlite"))
     store.save(result("tiny-train", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)]))

@@ -16,9 +16,9 @@ from test_store import make_result
 from test_store_faults import filled, hold_lock
 from typer.testing import CliRunner
 
-from harness import unsaved
 from harness.cli import app
-from harness.store import UnsavedRun
+from harness.store import unsaved
+from harness.store.results import UnsavedRun
 
 pytestmark = pytest.mark.attack(saves=True)
 runner = CliRunner()
@@ -67,7 +67,7 @@ def test_sigterm_while_waiting_on_a_locked_database_keeps_the_run_and_says_where
 
 
 def test_the_command_says_where_the_run_went_and_exits_143(capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.commands.run import _save
+    from harness.cli.run import _save
 
     class Locked:
         def save(self, result: object, **how: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.devices import is_oom
+from harness.core.devices import is_oom
 
 
 def test_a_failed_cpu_allocation_is_out_of_memory() -> None:

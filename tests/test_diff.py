@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from analysis.diff import diff_ranges, diff_totals, phase_verdicts
 from analysis.trace import open_trace
 from harness.cli import app
-from harness.records import ModelInfo, RunConfig, RunResult, StepRecord
-from harness.store import ResultsStore
+from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"

@@ -10,8 +10,8 @@ from test_diff import CPU_TRAIN, make_run
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.records import RunConfig, RunResult
-from harness.store import ResultsStore
+from harness.core.records import RunConfig, RunResult
+from harness.store.results import ResultsStore
 
 pytestmark = pytest.mark.attack
 runner = CliRunner()

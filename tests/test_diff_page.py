@@ -21,7 +21,7 @@ from analysis.dashboard.diff import diff_figure, table_panel
 from analysis.diff import diff_kernels
 from analysis.trace import open_trace
 from harness.cli import app
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 KINETO = SHARED / "kineto"

@@ -48,8 +48,8 @@ def test_doctor_tests_the_database_it_is_given(tmp_path) -> None:
 def test_database_check(tmp_path) -> None:
     from test_store import make_result
 
-    from harness.doctor import check_db
-    from harness.store import ResultsStore
+    from harness.experiments.doctor import check_db
+    from harness.store.results import ResultsStore
 
     db = tmp_path / "r.sqlite"
     missing = check_db(str(db))

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from analysis.dashboard import DashboardData, collect
 from analysis.dashboard.energy import energy_panel
 from harness.cli import app
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 from tests.dashboard_data import result
 
 NO_SOURCE = ["NVML: not asked: the run is on the CPU, not a GPU", "RAPL: /sys/class/powercap not present"]

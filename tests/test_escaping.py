@@ -173,7 +173,7 @@ def test_profile_dir_with_brackets(nsys_bin: str, tmp_db: str, tmp_path: Path, m
 
 
 def test_visible_escapes() -> None:
-    from harness.output import visible
+    from harness.cli.output import visible
 
     assert visible("a\x1b[31mb\x07\x00\x9b\u202ec") == r"a\x1b[31mb\x07\x00\x9b\u202ec"
     assert visible("tab\there\nline") == r"tab\there\nline"
@@ -185,14 +185,14 @@ def test_a_failed_or_interrupted_run_is_said_as_is(capsys: pytest.CaptureFixture
     """err() prints plain text: a message escaped for markup first would show its backslashes."""
     import typer
 
-    from harness.commands.run import _finish
-    from harness.records import RunConfig, RunResult
+    from harness.cli.render import finish
+    from harness.core.records import RunConfig, RunResult
 
     stopped = RunResult(
         run_id="tiny-[x]", config=RunConfig(model="tiny"), status="interrupted", error="interrupted [SIGTERM]"
     )
     with pytest.raises(typer.Exit):
-        _finish(["not saved: run kept in /tmp/[bold]unsaved.json"], [stopped])
+        finish(["not saved: run kept in /tmp/[bold]unsaved.json"], [stopped])
     said = capsys.readouterr().err
     assert "error: not saved: run kept in /tmp/[bold]unsaved.json" in said
     assert "error: run tiny-[x] interrupted [SIGTERM]; stored as interrupted" in said

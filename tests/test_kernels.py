@@ -10,7 +10,7 @@ from export_data import as_printed, derive, newer_schema, oracle, with_harness_r
 
 from analysis.kernels import KERNSUM_COLUMNS, kernel_summary
 from analysis.trace import open_trace
-from harness.errors import ExportError
+from harness.core.errors import ExportError
 
 
 def test_equals_gpukernsum_oracle(a100_export: Path, a100_expected: Path) -> None:

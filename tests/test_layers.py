@@ -1,17 +1,24 @@
 """The layers point one way (docs/architecture.md), checked by walking every import with ast:
 
-workloads/ imports nothing of ours; analysis/ imports nothing from harness/ (or workloads/); no library
-module of harness/ imports harness.commands or harness.cli; and no two modules import each other in a
-loop, lazy imports inside functions included.
+workloads/ imports nothing of ours; analysis/ imports nothing from harness/ (or workloads/); the
+sub-packages of harness/ import only those below them in LAYERS (harness.cli at the top, harness.core at
+the bottom; a module may import its own sub-package, and any may read harness.__version__); and no two
+modules import each other in a loop, lazy imports inside functions included.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
+import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "analysis", "workloads")
+# harness's sub-packages, top first: each imports only those after it
+LAYERS = ("cli", "experiments", "profilers", "execution", "energy", "store", "core")
 
 
 def module_name(path: Path) -> str:
@@ -62,15 +69,56 @@ def test_analysis_imports_nothing_from_harness() -> None:
     assert bad == {}
 
 
-def test_library_modules_do_not_import_the_cli() -> None:
-    bad = {
-        m: sorted(x for x in d if x.startswith(("harness.commands", "harness.cli")))
-        for m, d in graph().items()
-        if m.startswith("harness")
-        and not m.startswith(("harness.commands", "harness.cli", "harness.__main__"))
-        and any(x.startswith(("harness.commands", "harness.cli")) for x in d)
+def layer_of(module: str) -> str | None:
+    """The sub-package of harness a module is in (None: outside harness, or harness/__init__, __main__)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "harness" and len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def upward_imports(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """module of harness -> what it imports from a sub-package above its own (or from a harness module in
+    no sub-package; harness/__init__, the version, is for all)."""
+    bad: dict[str, list[str]] = {}
+    for module, deps in edges.items():
+        if not module.startswith("harness") or module == "harness.__main__":
+            continue
+        mine = layer_of(module)
+        for dep in deps:
+            if not dep.startswith("harness."):
+                continue
+            theirs = layer_of(dep)
+            if mine is None or theirs is None or LAYERS.index(theirs) < LAYERS.index(mine):
+                bad.setdefault(module, []).append(dep)
+    return {m: sorted(d) for m, d in bad.items()}
+
+
+def test_every_harness_module_is_in_a_sub_package() -> None:
+    loose = sorted(m for m in graph() if m.startswith("harness.") and layer_of(m) is None)
+    assert loose == ["harness.__main__"]
+
+
+def test_sub_packages_import_only_those_below_them() -> None:
+    assert upward_imports(graph()) == {}
+
+
+def test_the_layer_check_fails_on_an_upward_import() -> None:
+    edges = graph()
+    edges["harness.core.records"] = edges["harness.core.records"] | {"harness.store.results"}
+    edges["harness.execution.runner"] = edges["harness.execution.runner"] | {"harness.cli.run"}
+    assert upward_imports(edges) == {
+        "harness.core.records": ["harness.store.results"],
+        "harness.execution.runner": ["harness.cli.run"],
     }
-    assert bad == {}
+
+
+def test_the_layer_check_finds_a_planted_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real file with an upward import, planted in a copy of the tree, is found by the walk itself."""
+    copy = tmp_path / "repo"
+    for pkg in PACKAGES:
+        shutil.copytree(REPO / pkg, copy / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "harness" / "core" / "planted.py").write_text("from harness.experiments import sweep\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", copy)
+    assert upward_imports(graph()) == {"harness.core.planted": ["harness.experiments.sweep"]}
 
 
 def test_no_import_cycles() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.machine import MachineLoad, busy_note, combine, describe, load_since, snapshot
+from harness.core.machine import MachineLoad, busy_note, combine, describe, load_since, snapshot
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
 

@@ -10,7 +10,7 @@ from export_data import as_printed, derive, oracle
 
 from analysis.memops import memops_size, memops_time
 from analysis.trace import open_trace
-from harness.errors import ExportError
+from harness.core.errors import ExportError
 
 
 def test_gpumemtimesum_oracle(a100_export: Path, a100_expected: Path) -> None:

@@ -20,7 +20,7 @@ from conftest import SHARED_NSYS, missing
 
 from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
 from analysis.multi import label_sources
-from analysis.multi_tables import combine, run_task
+from analysis.tables import combine, run_task
 from analysis.trace import open_trace
 
 OTHER_PID = 4242  # the renumbered process

@@ -1,7 +1,7 @@
-"""Results database migrations (harness/migrations, Alembic): databases of older harnesses keep working.
+"""Results database migrations (harness/store/migrations, Alembic): databases of older harnesses keep working.
 
 The old database is made for real: the CREATE statements below are what SQLAlchemy emitted for
-harness/schema.py as of commit 11cbcff (the baseline revision, 0001), and its run is inserted as that
+harness/store/schema.py as of commit 11cbcff (the baseline revision, 0001), and its run is inserted as that
 harness wrote runs.
 """
 
@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import create_engine
 from test_store import make_result
 
-from harness import migrations
-from harness.schema import SCHEMA_VERSION, Base
-from harness.store import ResultsStore
+from harness.store import migrations
+from harness.store.results import ResultsStore
+from harness.store.schema import SCHEMA_VERSION, Base
 
 OLD_SCHEMA = """
 CREATE TABLE runs (
@@ -167,7 +167,7 @@ def test_new_database_is_created_from_the_schema_and_stamped_at_head(tmp_path: P
 
 
 def test_the_revisions_build_what_harness_schema_declares(tmp_path: Path) -> None:
-    """A column or table added to harness/schema.py without a revision fails here."""
+    """A column or table added to harness/store/schema.py without a revision fails here."""
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
     from alembic.script import ScriptDirectory
@@ -187,7 +187,10 @@ def test_the_revisions_build_what_harness_schema_declares(tmp_path: Path) -> Non
 
 def test_heads_command(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness.migrations", "heads"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "harness.store.migrations", "heads"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == migrations.HEAD
 
@@ -197,7 +200,7 @@ def test_old_database_opened_by_two_writers_at_once_is_upgraded_once(tmp_path: P
     """Two processes open the same old database together: both succeed, and one revision is recorded."""
     path = old_database(tmp_path / "old.sqlite", marker=marker)
     code = (
-        "import sys; from harness.store import ResultsStore; from test_store import make_result; "
+        "import sys; from harness.store.results import ResultsStore; from test_store import make_result; "
         "ResultsStore(sys.argv[1]).save(make_result(sys.argv[2]))"
     )
     env = {**os.environ, "PYTHONPATH": f"{Path(__file__).parent}{os.pathsep}{Path(__file__).parents[1]}"}

@@ -19,8 +19,8 @@ from kineto_data import trace_path
 from typer.testing import CliRunner
 
 from analysis.multi import compress_ranks, expand, label_sources, rank_in_name, run_tasks
-from analysis.multi_tables import combine, run_task
 from analysis.stats import round_half_up
+from analysis.tables import combine, run_task
 from harness.cli import app
 
 runner = CliRunner()

@@ -1,4 +1,5 @@
-"""harness.nsys: finding nsys, building `nsys profile` commands by capability, profiling, qdstrm import."""
+"""harness.execution.nsys: finding nsys, building `nsys profile` commands by capability, profiling, qdstrm
+import."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import missing
 
-from harness import nsys
-from harness.errors import NsysError
+from harness.core.errors import NsysError
+from harness.execution import nsys
+from harness.execution.nsys import find as nsys_find
 
 NEW = nsys.NsysInfo(
     path=Path("/opt/nsys/bin/nsys"),
@@ -35,7 +37,7 @@ NEW = nsys.NsysInfo(
 OLD = nsys.NsysInfo(
     path=NEW.path, version="2022.4.2.1", flags=NEW.flags - {"python-backtrace"}, source="PATH"
 )
-TARGET = ["python", "-m", "harness.worker", "c.json", "r.json"]
+TARGET = ["python", "-m", "harness.execution.worker", "c.json", "r.json"]
 
 
 def test_command_has_the_design_cards_flags_where_supported() -> None:
@@ -117,8 +119,8 @@ def test_named_but_missing_nsys_is_an_error(tmp_path: Path, monkeypatch: pytest.
 def test_nothing_found_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HARNESS_NSYS", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(nsys, "INSTALL_PLACES", ())
-    monkeypatch.setattr(nsys, "PROJECT_LOCAL", tmp_path / "none" / "nsys")
+    monkeypatch.setattr(nsys_find, "INSTALL_PLACES", ())
+    monkeypatch.setattr(nsys_find, "PROJECT_LOCAL", tmp_path / "none" / "nsys")
     with pytest.raises(NsysError, match=r"^nsys not found; install Nsight Systems: `make setup`"):
         nsys.find_nsys()
 

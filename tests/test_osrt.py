@@ -10,7 +10,7 @@ from export_data import as_printed, oracle
 
 from analysis.osrt import osrt_summary
 from analysis.trace import open_trace
-from harness.errors import ExportError
+from harness.core.errors import ExportError
 
 
 def test_osrtsum_oracle(cpu_export: Path, cpu_expected: Path) -> None:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from analysis.dashboard.overhead import overhead_panel
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 PHASES = ("forward", "backward", "optimizer")
 runner = CliRunner()

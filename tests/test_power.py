@@ -1,4 +1,4 @@
-"""harness.power: finding NVML and RAPL (and saying why not), sampling them, the samples frame."""
+"""harness.energy.power: finding NVML and RAPL (and saying why not), sampling them, the samples frame."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from power_data import (
 )
 
 from analysis.energy import energy_table, integrate
-from harness.power import PowerSampler, discover, gpus_in_use
+from harness.energy.power import PowerSampler, discover, gpus_in_use
 
 MS = 1_000_000
 

@@ -15,7 +15,7 @@ from conftest import missing
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 

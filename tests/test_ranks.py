@@ -145,7 +145,7 @@ def test_cli_refuses_duplicate_ranks(two_ranks: list[Path], tmp_path: Path) -> N
 
 
 def test_ranks_tells_a_missing_export_from_an_unknown_run(tmp_path: Path, tmp_db: str) -> None:
-    from harness.commands.ranks import _is_run_id
+    from harness.cli.ranks import _is_run_id
 
     assert _is_run_id(Path("tiny-20261123-182010-3495")) and _is_run_id(Path("latest"))
     assert not _is_run_id(Path("missing.rank0.sqlite")) and not _is_run_id(Path("runs/x"))
@@ -153,7 +153,7 @@ def test_ranks_tells_a_missing_export_from_an_unknown_run(tmp_path: Path, tmp_db
     assert missing.exit_code != 0 and "no such export" in missing.output
     unknown = CliRunner().invoke(app, ["ranks", "tiny-nope"])
     assert unknown.exit_code != 0 and "no results database at" in unknown.output
-    from harness.store import ResultsStore
+    from harness.store.results import ResultsStore
 
     ResultsStore(tmp_db).count_runs()  # an empty database
     unknown = CliRunner().invoke(app, ["ranks", "tiny-nope"])

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from analysis.ranks import communication_share, per_rank, straggler_table, with_step_rows
 from harness.cli import app
-from harness.distributed import _buckets
-from harness.store import ResultsStore
+from harness.execution.ranks.distributed import _buckets
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 PHASES = ("forward", "backward", "allreduce", "optimizer")
@@ -77,7 +77,7 @@ def test_ranks_refuse_what_they_cannot_time(tmp_db: str) -> None:
 
 
 def test_an_older_database_gains_the_rank_columns(tmp_path: Path) -> None:
-    from harness.records import RunConfig, RunResult, StepRecord
+    from harness.core.records import RunConfig, RunResult, StepRecord
 
     db = tmp_path / "old.sqlite"
     store = ResultsStore(str(db))
@@ -246,7 +246,7 @@ def test_a_rank_killed_by_a_signal_is_named_before_the_ranks_its_death_broke(tmp
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
-    from harness.rank_launcher import _first
+    from harness.execution.ranks.rank_launcher import _first
 
     missing = str(tmp_path / "no-error-file.json")  # as a killed rank leaves: stamped when seen
     broken = ProcessFailure(local_rank=0, pid=100, exitcode=1, error_file=missing)

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 import workloads
 from analysis.dashboard.roofline import roofline_figure
 from analysis.roofline import TABLE_COLUMNS, Roofs, mfu_table, model_flops, roofline_table
-from harness.commands import roofline as roofline_command
-from harness.roofs import measure_roofs, table_roofs
+from harness.cli import roofline as roofline_command
+from harness.experiments.roofline import measure_roofs, table_roofs
 from workloads import flops
 from workloads.peak import peak_bandwidth, peak_flops
 from workloads.roofline import MATMUL_SUBBLOCKS, param_count, phase_flops, subblock_costs

@@ -16,9 +16,9 @@ from analysis.dashboard import collect
 from analysis.dashboard.blocks import block_shares, blocks_panel
 from analysis.dashboard.roofline import roofline_panel
 from harness.cli import app
-from harness.records import BlockRecord, ModelInfo, RunConfig, RunResult, StepRecord
-from harness.roofline import dashboard_roofline, run_report
-from harness.store import ResultsStore
+from harness.core.records import BlockRecord, ModelInfo, RunConfig, RunResult, StepRecord
+from harness.experiments.roofline import dashboard_roofline, run_report
+from harness.store.results import ResultsStore
 from workloads.roofline import subblock_costs
 
 runner = CliRunner()

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from analysis.dashboard import DashboardData
 from analysis.dashboard.energy import energy_panel
 from harness.cli import app
-from harness.power import discover
-from harness.records import RunConfig, result_from_dict, result_to_dict
-from harness.runner import run_workload
-from harness.store import ResultsStore
+from harness.core.records import RunConfig, result_from_dict, result_to_dict
+from harness.energy.power import discover
+from harness.execution.runner import run_workload
+from harness.store.results import ResultsStore
 from tests.power_data import ReplayNvml
 
 WATTS = 300.0

@@ -19,10 +19,10 @@ from analysis.dashboard.panel import DashboardData
 from analysis.errors import AnalysisError
 from analysis.memory import memory_timeline, phase_peaks, read_snapshot
 from harness.cli import app
-from harness.memory import MemoryRecorder, phase_intervals
-from harness.records import RunConfig, RunResult, StepRecord
-from harness.runner import run_workload
-from harness.store import ResultsStore
+from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.execution.memory import MemoryRecorder, phase_intervals
+from harness.execution.runner import run_workload
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 SMALL = {"batch_size": 2, "context_length": 16, "warmup": 1, "steps": 2, "device": "cpu"}

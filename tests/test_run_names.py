@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.bounds import NAME_BYTES, default_run_name
 from harness.cli import app
+from harness.core.bounds import NAME_BYTES, default_run_name
 
 pytestmark = pytest.mark.attack
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import workloads
-from harness.records import RunConfig
-from harness.runner import run_workload
-from harness.signals import Terminated
-from harness.store import ResultsStore
-from harness.tables import results_table
+from harness.core.records import RunConfig
+from harness.core.signals import Terminated
+from harness.execution.runner import run_workload
+from harness.experiments.tables import results_table
+from harness.store.results import ResultsStore
 
 
 def test_train_records_every_step_and_excludes_warmup() -> None:
@@ -91,7 +91,7 @@ CPU_OOM = (
 
 
 def test_cpu_allocator_failure_is_out_of_memory() -> None:
-    from harness.devices import is_oom
+    from harness.core.devices import is_oom
 
     assert is_oom(RuntimeError(CPU_OOM)) and is_oom(MemoryError()) and is_oom(torch.OutOfMemoryError("x"))
     assert not is_oom(RuntimeError("shape mismatch")) and not is_oom(ValueError("out of memory"))
@@ -130,9 +130,8 @@ def test_worker_killed_outright_keeps_the_steps_it_logged(tmp_path) -> None:
     import json
     from dataclasses import asdict
 
-    from harness.records import StepRecord
-    from harness.sweep import read_worker_result
-    from harness.worker import steps_path
+    from harness.core.records import StepRecord
+    from harness.execution.worker import read_worker_result, steps_path
 
     config = RunConfig(model="char", warmup=1, steps=3)
     res = tmp_path / "result.json"
@@ -147,7 +146,7 @@ def test_worker_killed_outright_keeps_the_steps_it_logged(tmp_path) -> None:
 
 
 def test_nvtx_detail_attaches_hooks_per_layer() -> None:
-    from harness.nvtx_ranges import attach_detail_ranges
+    from harness.core.nvtx_ranges import attach_detail_ranges
 
     model = workloads.build_model(workloads.get_spec("tiny"), attention="math")
     handles = attach_detail_ranges(model, workloads.DETAIL_RANGES)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from test_store import make_result
 
-from harness.machine import MachineLoad
-from harness.show import show_tables
-from harness.store import ResultsStore
+from harness.core.machine import MachineLoad
+from harness.experiments.show import show_tables
+from harness.store.results import ResultsStore
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.records import ModelInfo, RunConfig, RunResult, StepRecord
-from harness.store import ResultsStore, resolve_url
+from harness.core.errors import HarnessError
+from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.store.results import ResultsStore, resolve_url
 
 
 def make_result(run_id: str, model: str = "tiny", precision: str = "fp32", fwd: int = 1_000_000) -> RunResult:

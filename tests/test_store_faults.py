@@ -22,8 +22,8 @@ from test_store import make_result
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.errors import HarnessError
-from harness.store import NoDatabase, ResultsStore, UnsavedRun
+from harness.core.errors import HarnessError
+from harness.store.results import NoDatabase, ResultsStore, UnsavedRun
 
 pytestmark = pytest.mark.attack(saves=True)  # scripts/attack.sh runs and counts these
 runner = CliRunner()

@@ -1,4 +1,5 @@
-"""harness.supervisor: what the harness starts ends with it, however the harness ends; Ctrl-C is passed on."""
+"""harness.execution.supervisor: what the harness starts ends with it, however the harness ends; Ctrl-C is
+passed on."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from procs import MARK, REPO, marked, wait_until
 
-from harness import supervisor
+from harness.execution import supervisor
 
 # a command that leaves an orphan in a session of its own (as nsys's agent and its profiled program are),
 # says it is ready, and exits 5 on Ctrl-C
@@ -34,8 +35,8 @@ PARENT = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from harness import supervisor
-    from harness.signals import sigterm_raises
+    from harness.execution import supervisor
+    from harness.core.signals import sigterm_raises
     folder = Path(sys.argv[1])
     with sigterm_raises():
         done = supervisor.run([sys.executable, "-c", sys.argv[2], str(folder)], cleanup=[folder])
@@ -103,7 +104,7 @@ def test_killed_parent_takes_its_children_and_temporary_folder(tmp_path: Path) -
 def test_signals_held_back_during_a_save_arrive_after_it() -> None:
     import threading
 
-    from harness.signals import deferred
+    from harness.core.signals import deferred
 
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)  # a second thread (torch, rich) must not let it through

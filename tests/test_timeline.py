@@ -9,7 +9,7 @@ from export_data import with_harness_ranges
 
 from analysis.timeline import EVENT_COLUMNS, step_events
 from analysis.trace import open_trace
-from harness.errors import ExportError
+from harness.core.errors import ExportError
 
 
 def test_cpu_steps(cpu_export: Path) -> None:

@@ -11,9 +11,9 @@ from kineto_data import trace_path
 from test_store import make_result
 
 from analysis.readers.kineto import is_complete
+from harness.core.records import RunConfig
 from harness.profilers.torch import TorchRequest, profile_run
-from harness.records import RunConfig
-from harness.store import ResultsStore
+from harness.store.results import ResultsStore
 
 pytestmark = pytest.mark.attack(saves=True)
 
@@ -45,7 +45,7 @@ def test_an_interrupted_run_records_its_trace_as_partial(
         result.status, result.error = "interrupted", "interrupted by SIGINT after 3 of 5 measured steps"
         return result
 
-    monkeypatch.setattr("harness.sweep.run_isolated", interrupted)
+    monkeypatch.setattr("harness.profilers.torch.run_isolated", interrupted)
     store = ResultsStore(str(tmp_path / "r.sqlite"))
     out = profile_run(RunConfig(model="tiny"), TorchRequest(profile_dir=tmp_path / "p"), store=store)
     run = store.get(out.run_id)

@@ -14,8 +14,8 @@ from analysis.nvtx import nvtx_ranges
 from analysis.operators import CALLS, CPU_TOTAL, NAME, SELF_CPU, _nest, operator_table
 from analysis.trace import open_trace
 from harness.cli import app
-from harness.records import RunConfig, RunResult, StepRecord
-from harness.store import ResultsStore
+from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.store.results import ResultsStore
 
 runner = CliRunner()
 
@@ -139,7 +139,7 @@ def test_gpt2_generate_prefill_and_decode_tables(tmp_db, tmp_path) -> None:
 def test_unsaved_run_keeps_its_artifacts(tmp_path) -> None:
     from datetime import UTC, datetime
 
-    from harness import unsaved
+    from harness.store import unsaved
 
     config = RunConfig(model="tiny", device="cpu", warmup=0, steps=1)
     result = RunResult(run_id="tiny-u", config=config, status="ok")

@@ -20,7 +20,7 @@ EXPORT_ERRORS = (LookupError, ExportError)
 
 
 class RunSource(Protocol):
-    """What the dashboard needs from the results store (harness.store.ResultsStore has it)."""
+    """What the dashboard needs from the results store (harness.store.results.ResultsStore has it)."""
 
     def runs(
         self, *, model: str | None = ..., ids: list[str] | None = ..., last: int | None = ...

@@ -1,7 +1,8 @@
 """`harness run MODEL --profiler nsys` (or --nsys): the workload in a child process under nsys, then what it
 recorded.
 
-The child (harness.worker) writes its in-process timings; this process stores the run with the paths of the
+The child (harness.execution.worker) writes its in-process timings; this process stores the run with the
+paths of the
 .nsys-rep and .sqlite, reads the export (NVTX ranges, kernels) and checks the ranges against the timers.
 """
 
@@ -13,18 +14,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import machine, signals
-from harness.errors import HarnessError
-from harness.profile import Outcome, check_writable, run_baseline
-from harness.records import STEP_RANGE, RunConfig, RunResult, phases_for
-from harness.runner import new_run_id
-from harness.sweep import read_worker_result, worker_command, write_worker_config
+from analysis import nvtx as nvtx_table
+from analysis.agreement import agreement_table, pair_ranges, range_summary
+from analysis.kernels import kernel_summary
+from analysis.overhead import BASELINE, overhead_table
+from analysis.trace import open_trace
+from harness.core import machine, nvtx_ranges, signals
+from harness.core.errors import HarnessError
+from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
+from harness.execution import nsys
+from harness.execution.nsys.ranks import profile_ranks
+from harness.execution.runner import new_run_id
+from harness.execution.worker import read_worker_result, worker_command, write_worker_config
+from harness.profilers import nsys_artifacts
+from harness.profilers.base import Outcome, ProfilerOptions, Reporter, check_writable, run_baseline
+from harness.profilers.overhead_steps import experiment_load, label_for, step_table
+from harness.store.blocks import store_from_trace
+from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.nsys import NsysInfo, ProfileResult
-    from harness.store import ResultsStore
+    from harness.execution.nsys import NsysInfo, ProfileResult
+    from harness.store.results import ResultsStore
 
 TOP_KERNELS = 10
 
@@ -59,7 +71,6 @@ def launch(
     config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
 ) -> tuple[RunResult, ProfileResult, list[str]]:
     """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes."""
-    from harness import nsys
 
     check_writable(request.profile_dir)
     opts = nsys.ProfileOptions(
@@ -68,10 +79,8 @@ def launch(
         mode=request.mode,
         extra_args=list(request.extra_args),
     )
-    if config.world_size > 1:  # one report per rank (harness/multirank.py)
-        from harness import multirank
-
-        return multirank.launch_nsys(config, info, opts, run_id)
+    if config.world_size > 1:  # one report per rank (harness/execution/nsys/ranks.py)
+        return profile_ranks(config, info, opts, run_id)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)
@@ -98,7 +107,6 @@ def run_profiled(
 
 def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: object) -> None:
     """Save; a run the database will not take is in a file by now: say so and go on."""
-    from harness.store import UnsavedRun
 
     try:
         store.save(result, **how)  # type: ignore[arg-type]
@@ -120,7 +128,6 @@ def profile_run(
 ) -> ProfiledRun:
     """Baseline (optional), the run under nsys, then its analysis. Every measured step is stored, whatever
     happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
-    from harness import nsys
 
     info = nsys.find_nsys(request.nsys_path)
     check_writable(request.profile_dir)
@@ -176,7 +183,6 @@ def profile_run(
     except HarnessError as e:
         out.error = str(e)
         return out
-    from harness.blocks import store_from_trace
 
     said = store_from_trace(store, run_id, prof.sqlite, config)
     out.notes += [said] if said else []
@@ -189,8 +195,6 @@ def _overhead(
     baseline: RunResult, profiled: RunResult, mode: str, config: RunConfig, notes: list[str]
 ) -> pd.DataFrame | None:
     """Per phase, the baseline run against the profiled one (one run each), with intervals and verdicts."""
-    from analysis.overhead import BASELINE, overhead_table
-    from harness.overhead_steps import experiment_load, label_for, step_table
 
     if baseline.status != "ok":
         notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
@@ -209,7 +213,6 @@ def _overhead(
 
 def report_paths(prof: ProfileResult) -> dict[str, Any]:
     """What a run under nsys stores: the old nsys_* columns, and the same paths as `artifacts`."""
-    from harness.profilers import nsys_artifacts
 
     return {
         "nsys_rep": str(prof.rep) if prof.rep else None,
@@ -222,7 +225,6 @@ def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]
     """Stop with a diagnosis when the export holds none of the harness's ranges."""
     if ranges["name"].isin(phases).any():
         return
-    from harness import nvtx_ranges
 
     raise HarnessError(
         f"the export {export_path} holds none of the harness's NVTX ranges ({', '.join(phases)}). "
@@ -236,16 +238,12 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
     """NVTX table of the measured steps, top kernels if any, and the NVTX-vs-timer agreement."""
     import pandas as pd
 
-    from analysis.agreement import agreement_table, pair_ranges, range_summary
-    from analysis.nvtx import nvtx_ranges
-    from analysis.trace import open_trace
-
     assert out.result is not None
     phases = phases_for(config.mode, config.world_size)
     first = min((s.rank for s in out.result.steps), default=0)  # across ranks: the export is this rank's
     steps = [s for s in out.result.steps if s.rank == first]
     export = open_trace(sqlite)  # fills the cache for the analysis commands that follow
-    ranges = nvtx_ranges(export, names=[STEP_RANGE, *phases])
+    ranges = nvtx_table.nvtx_ranges(export, names=[STEP_RANGE, *phases])
     nvtx_health(ranges, sqlite, phases)
     measured_steps = {s.step for s in steps if not s.warmup}
     timers = pd.DataFrame(
@@ -261,8 +259,35 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
         measured = ranges
     out.nvtx = range_summary(measured)
     if export.has("kernels"):
-        from analysis.kernels import kernel_summary
-
         out.kernels = kernel_summary(export).head(TOP_KERNELS)
     else:
         out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
+
+
+class NsysProfiler:
+    name = "nsys"
+    wraps = "the worker process, under `nsys profile` (each rank under its own with --nproc)"
+    keeps = ("nsys_rep", "nsys_sqlite")
+    default_dir: Path | None = Path("nsys_profiles")
+
+    def check(self, config: RunConfig, device_type: str) -> None:
+        pass
+
+    def progress(self, config: RunConfig) -> tuple[str, int | None]:
+        return f"{config.model} {config.mode} under nsys", None
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> ProfiledRun:
+        request = ProfileRequest(
+            nsys_path=options.nsys_path,
+            capture=options.capture,
+            mode=options.mode,
+            extra_args=list(options.extra_args),
+            profile_dir=options.profile_dir or self.default_dir or Path("."),
+            baseline=options.baseline,
+        )
+        return profile_run(config, request, store=store, progress=progress.stage)
+
+
+PROFILER = NsysProfiler()

@@ -1,6 +1,7 @@
 """`harness run MODEL --profiler torch`: torch.profiler around the measured steps, in a fresh worker process.
 
-The worker (harness.worker) runs the workload with a `TorchHook`: the profiler's schedule skips the warmup
+The worker (harness.execution.worker) runs the workload with a `TorchHook`: the profiler's schedule skips
+the warmup
 steps (the last one warms the profiler up) and records the measured ones; every NVTX range the harness opens
 (step, the phases, --nvtx-detail's layers) is also a `record_function` range of the same name. The trace is
 written as gzipped Chrome JSON (opens in Perfetto; `harness summary|nvtx|dashboard` read it). This process
@@ -14,16 +15,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError
-from harness.records import RunConfig, RunResult
+from analysis.agreement import range_summary
+from analysis.nvtx import nvtx_ranges
+from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
+from analysis.readers.kineto import is_complete
+from analysis.trace import open_trace
+from harness.core import signals
+from harness.core.errors import HarnessError
+from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
+from harness.execution.runner import new_run_id
+from harness.execution.worker import run_isolated
+from harness.store.blocks import store_from_trace
+from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.store import ResultsStore
+    from harness.store.results import ResultsStore
 
-from harness.profile import Outcome, check_writable
-from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
+from harness.core.errors import UsageError
+from harness.execution.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
+from harness.profilers.base import Outcome, ProfilerOptions, Reporter, check_writable
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchProfiledRun", "TorchRequest", "hook_for", "profile_run"]
 
@@ -58,10 +70,6 @@ def profile_run(
     progress: Callable[[str], None] | None = None,
 ) -> TorchProfiledRun:
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
-    from harness import signals
-    from harness.runner import new_run_id
-    from harness.store import UnsavedRun
-    from harness.sweep import run_isolated
 
     check_writable(request.profile_dir)
     run_id = new_run_id(config.model)
@@ -73,8 +81,6 @@ def profile_run(
     out.result = result
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
-        from analysis.readers.kineto import is_complete
-
         out.trace_partial = not is_complete(trace)
     try:
         store.save(result, profiler=NAME, artifacts=out.artifacts)
@@ -100,7 +106,6 @@ def profile_run(
         analyse(out, out.trace, config)
     except HarnessError as e:
         out.error = str(e)
-    from harness.blocks import store_from_trace
 
     said = store_from_trace(store, run_id, out.trace, config)
     out.notes += [said] if said else []
@@ -109,11 +114,6 @@ def profile_run(
 
 def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
     """Operator tables (whole run, or per phase in generate mode) and the phase ranges, from the trace."""
-    from analysis.agreement import range_summary
-    from analysis.nvtx import nvtx_ranges
-    from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
-    from analysis.trace import open_trace
-    from harness.records import STEP_RANGE, phases_for
 
     phases = phases_for(config.mode)
     with open_trace(trace_path) as trace:
@@ -127,3 +127,36 @@ def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
             if SELF_CUDA in table.columns:
                 out.operators.append((f"{title} CUDA", by_self_cuda(table).head(TOP_OPERATORS)))
         out.notes += trace.notes
+
+
+class TorchProfiler:
+    name = NAME
+    wraps = "the measured steps, with torch.profiler in the worker process"
+    keeps = ("trace",)
+    default_dir: Path | None = Path("torch_profiles")
+
+    def check(self, config: RunConfig, device_type: str) -> None:
+        if config.world_size > 1:
+            raise UsageError("--profiler torch does not run across ranks yet: use --nsys with --nproc")
+        if config.memory and device_type != "cuda":
+            raise UsageError(
+                "--memory on the CPU is torch.profiler's memory table: with --profiler torch, use "
+                "--profile-memory"
+            )
+
+    def progress(self, config: RunConfig) -> tuple[str, int | None]:
+        return f"{config.model} {config.mode} under torch.profiler", None
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> TorchProfiledRun:
+        request = TorchRequest(
+            profile_dir=options.profile_dir or self.default_dir or Path("."),
+            record_shapes=options.record_shapes,
+            with_stack=options.with_stack,
+            profile_memory=options.profile_memory,
+        )
+        return profile_run(config, request, store=store, progress=progress.stage)
+
+
+PROFILER = TorchProfiler()

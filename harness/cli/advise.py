@@ -1,0 +1,138 @@
+"""`harness advise` and `harness health`: thin commands over analysis.advice (findings, nsys's expert-system
+rules, capture health)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import FormatOpt, WideOpt, cli_errors, note, warn
+from harness.cli.output import Format, emit, emit_many
+
+ReportArg = Annotated[
+    Path,
+    typer.Argument(
+        show_default=False,
+        metavar="REPORT",
+        help="An nsys export (.sqlite), a report (.nsys-rep, exported first) or a Kineto trace (.json(.gz)).",
+    ),
+]
+NoCacheOpt = Annotated[
+    bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache.")
+]
+
+
+def _open(report: Path, no_cache: bool):
+
+    return lazy.open_report(report, cache=not no_cache)
+
+
+@cli_errors
+def advise_cmd(
+    report: ReportArg,
+    rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            "-r",
+            metavar="NAME[:opt=val]",
+            help="One of nsys analyze's rules, in its syntax: cuda-async-memcpy, cuda-sync-api, "
+            "cuda-sync-memcpy, cuda-sync-memset, gpu-low-util[:threshold=50][:chunks=30], "
+            "gpu-starv[:gap=500]; each takes rows=50. Prints what `nsys analyze -r NAME` prints. "
+            "Repeat for several.",
+        ),
+    ] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            metavar="NAME=VALUE",
+            help="Change when a finding fires (docs/advice.md), e.g. host_wait_share=0.05. "
+            "Repeat for several.",
+        ),
+    ] = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Findings ranked by the time at stake (rule, evidence, phase, upper bound of what fixing saves, the
+    fix); with --rule, the rows of nsys's expert-system rules."""
+
+    specs = list(rule or [])
+    for spec in specs:
+        lazy.parse_rule(spec)  # a misspelt rule or option is an error before anything is read
+    thresholds = lazy.Thresholds().with_options(list(threshold or []))
+    with _open(report, no_cache) as trace:
+        if not specs:
+            _findings(trace, thresholds, format, wide)
+            return
+        tables, skipped = [], {}
+        for spec in specs:
+            try:
+                tables.append((spec, lazy.run_rule(trace, spec)))
+            except lazy.Skipped as e:
+                skipped[spec] = str(e)
+                note(str(e))
+    if len(specs) == 1 and tables:
+        spec, df = tables[0]
+        if df.empty:  # nsys prints nothing for a rule that found nothing
+            note(f"{spec}: no rows: nothing found")
+            if format is Format.json:
+                emit(df, format)
+            return
+        emit(df, format, title=f"{df.attrs.get('title', spec)} ({report.name})", wide=wide)
+    elif len(specs) > 1:
+        emit_many(tables, format, skipped=skipped, wide=wide)
+
+
+def _findings(trace, thresholds, format: Format, wide: bool) -> None:
+
+    table = lazy.findings_table(lazy.findings(trace, thresholds))
+    stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
+    if table.empty:
+        note(f"no findings in {trace.path.name}: no rule fired; {stated}")
+        if format is not Format.table:
+            emit(table, format)
+        return
+    title = f"Findings in {trace.path.name}, largest time at stake first"
+    emit(table, format, title=title, wide=wide, notes=[stated])
+
+
+@cli_errors
+def health_cmd(
+    report: ReportArg,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any check fails (for CI).")] = False,
+    details: Annotated[
+        bool,
+        typer.Option("--details", help="Also print the tables behind the checks (messages, overhead, …)."),
+    ] = False,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do."""
+
+    with _open(report, no_cache) as trace:
+        health = lazy.capture_health(trace)
+    if details or format is Format.json:
+        emit_many([("health", health.table()), *health.details.items()], format, wide=wide)
+    else:
+        emit(health.table(), format, title=f"Capture health of {report.name}", wide=wide)
+    if format is Format.table:
+        for check in health.checks:  # the table shortens long cells: the ones that matter, whole
+            if check.status != "ok":
+                warn(f"{check.name} ({check.status}): {check.evidence}. What to do: {check.fix}")
+        (warn if health.worst != "ok" else note)(health.line())
+    if strict and health.worst == lazy.FAIL:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("advise", short_help="Findings by time at stake; nsys analyze's rules (--rule).")(advise_cmd)
+    app.command("health", short_help="Capture health: ok / warn / fail per check, --strict for CI.")(
+        health_cmd
+    )

@@ -1,0 +1,116 @@
+"""`harness attention`: forward/backward time and peak memory of attention over head dim × seq len."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
+from harness.cli.output import Format, emit
+from harness.cli.progress import Progress
+from harness.core.devices import emulated_precision_note, resolve_device
+from harness.core.errors import UsageError
+from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
+
+
+def _ints(option: str, text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise UsageError(f"{option} takes comma-separated positive integers, got {text!r}") from None
+
+
+@cli_errors
+def attention_cmd(
+    batch_size: Annotated[int, typer.Option("--batch", "--batch-size", "-b")] = 8,
+    heads: Annotated[int, typer.Option("--heads", help="Attention heads; head dim is per head.")] = 1,
+    head_dims: Annotated[str, typer.Option("--head-dims", help="Comma-separated.")] = "16,32,64,128",
+    seq_lens: Annotated[str, typer.Option("--seq-lens", help="Comma-separated.")] = "128,256,512",
+    precision: Annotated[
+        Precision, typer.Option(help="dtype of q, k and v (the computation runs in it; no autocast).")
+    ] = Precision.fp32,
+    impl: Annotated[
+        str,
+        typer.Option(
+            "--impl",
+            help="Comma-separated: math (QKᵀ, softmax, ·V), sdpa (fused), compiled (torch.compile of math, "
+            "compiled per cell: slow on a CPU).",
+        ),
+    ] = "math,sdpa",
+    warmup: Annotated[int, typer.Option(help="Untimed forward+backward calls per cell.")] = 3,
+    trials: Annotated[int, typer.Option(help="Timed forward+backward calls per cell.")] = 10,
+    causal: Annotated[bool, typer.Option("--causal/--no-causal", help="Mask future positions.")] = True,
+    device: DeviceOpt = Device.auto,
+    seed: SeedOpt = 0,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Time one attention call, forward and backward, for every head dim × seq len; OOM cells are recorded."""
+
+    config = AttentionConfig(
+        batch_size=batch_size,
+        num_heads=heads,
+        head_dims=tuple(dict.fromkeys(_ints("--head-dims", head_dims))),
+        seq_lens=tuple(dict.fromkeys(_ints("--seq-lens", seq_lens))),
+        precision=precision.value,
+        impls=tuple(dict.fromkeys(i.strip() for i in impl.split(",") if i.strip())),
+        warmup=warmup,
+        trials=trials,
+        causal=causal,
+        device=device.value,
+        seed=seed,
+    )
+    validate(config)
+    store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
+    note = emulated_precision_note(resolve_device(config.device), [config.precision])
+    if note:
+        warn(note)
+    total = len(config.impls) * len(config.head_dims) * len(config.seq_lens)
+    with Progress("attention", total, unit="cells") as bar:
+        done = 0
+
+        def show(cell) -> None:  # type: ignore[no-untyped-def]
+            bar.stage(f"{cell.impl} head_dim {cell.head_dim} seq_len {cell.seq_len}")
+
+        def save(sweep, cell) -> None:  # type: ignore[no-untyped-def]
+            nonlocal done
+            store.save_attention(sweep, cell)
+            done += 1
+            bar.advance(done)
+
+        sweep = run_attention_sweep(config, on_cell=save, progress=show)
+    failed = [c for c in sweep.cells if c.status == "error"]
+    for c in failed:
+        warn(f"{c.impl} head_dim {c.head_dim} seq_len {c.seq_len}: {c.error}")
+    oom = [c for c in sweep.cells if c.status == "oom"]
+    notes = [
+        f"batch {config.batch_size}, {config.num_heads} head(s), {config.precision}, "
+        f"{'causal' if config.causal else 'no mask'}; {config.trials} timed calls after {config.warmup} "
+        "warm-up per cell",
+        f"peak memory: {sweep.memory_source}",
+    ]
+    if oom:
+        first = oom[0]
+        notes.append(
+            f"{len(oom)} of {len(sweep.cells)} cells ran out of memory (OOM), the first ({first.impl}, "
+            f"head_dim {first.head_dim}, seq_len {first.seq_len}) with: {first.error}"
+        )
+    emit(
+        attention_table(sweep),
+        format,
+        title=f"attention {sweep.sweep_id} on {sweep.device_name}",
+        notes=notes,
+        wide=wide,
+    )
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("attention", short_help="Attention forward/backward time and memory per head dim, seq len.")(
+        attention_cmd
+    )

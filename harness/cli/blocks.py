@@ -1,0 +1,47 @@
+"""`harness blocks RUN`: per-block time of an --nvtx-detail run (attention against MLP, and their parts)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
+from harness.cli.output import Format, emit
+from harness.store.blocks import block_report
+
+
+@cli_errors
+def blocks_cmd(
+    run: Annotated[
+        str, typer.Argument(help="A run id (or a unique prefix), or `latest`: the newest --nvtx-detail run.")
+    ] = "latest",
+    by_layer: Annotated[bool, typer.Option("--by-layer", help="One row per block and layer.")] = False,
+    db: DbOpt = None,
+    fmt: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Mean time per step of every block (layer, attention, mlp and their parts; embedding, norm, lm_head),
+    its share of the step and how often it ran; `outside blocks` is the rest of each phase.
+
+    The source is what the run has: its synchronised timers (no profiler), the torch.profiler trace, or the
+    nsys export (GPU time per range on a GPU); the title names it.
+    """
+
+    store = lazy.ResultsStore(db, readonly=True)
+    report = block_report(store, run, by_layer=by_layer)
+    table = report.table
+    if fmt is not Format.table:
+        table = table.assign(source=report.source)
+    title = (
+        f"blocks of run {report.run_id} ({report.model} {report.mode}, {report.attention} attention): "
+        f"mean per step over {report.steps} steps, source {report.source}"
+    )
+    emit(table, fmt, title=title, notes=report.notes, wide=wide)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("blocks", short_help="Per-block time of an --nvtx-detail run: attention vs MLP and parts.")(
+        blocks_cmd
+    )

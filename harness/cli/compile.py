@@ -1,0 +1,49 @@
+"""`harness compare-compile`: eager against torch.compile, per configuration and phase, from stored runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
+from harness.cli.output import Format, emit
+from harness.execution.compiled import compile_table
+
+
+@cli_errors
+def compare_compile_cmd(
+    model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
+    device: Annotated[
+        str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+    ] = None,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Eager against compiled for each configuration run both ways: median ms per phase, speed-up, and the
+    compiled run's first step beyond its median (compilation)."""
+
+    store = lazy.ResultsStore(db, readonly=True)
+    table = compile_table(store, model=model, device=device)
+    if table.empty and format is Format.table:
+        note(
+            "no configuration has both an eager and a compiled run without a profiler: run it twice, e.g. "
+            "`harness run tiny --device cpu` and `harness run tiny --device cpu --compile`"
+        )
+        return
+    notes = ["medians of the measured steps; speed-up = eager / compiled; compile = first step − median"]
+    emit(
+        table,
+        format,
+        title=f"eager vs torch.compile ({lazy.describe_url(store.url)})",
+        notes=notes,
+        wide=wide,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare-compile", short_help="Eager vs torch.compile per phase, from stored runs.")(
+        compare_compile_cmd
+    )

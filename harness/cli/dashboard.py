@@ -1,0 +1,132 @@
+"""`harness dashboard`: one self-contained HTML page of plotly panels from the results store or an export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from analysis.dashboard import collect, collect_export, write_dashboard
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.output import Format, emit
+from harness.core.errors import ExportError, HarnessError, UsageError
+from harness.experiments.reports import sqlite_for
+from harness.experiments.roofline import dashboard_roofline
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.dashboard import Panel
+
+
+def _ids(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+@cli_errors
+def dashboard_cmd(
+    report: Annotated[
+        Path | None,
+        typer.Argument(help="An nsys export (.sqlite) or report (.nsys-rep, .qdrep): its profile panels."),
+    ] = None,
+    runs: Annotated[
+        str | None,
+        typer.Option("--runs", metavar="<ids>", help="Comma-separated run ids (unique prefixes work)."),
+    ] = None,
+    last: Annotated[
+        int | None, typer.Option("--last", min=1, metavar="<n>", help="Only the newest N runs.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="<name>", help="Only runs of this model.")
+    ] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option("--compare", metavar="<a,b>", help="Two run ids A,B for the run comparison panel."),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="<file>", help="The HTML file to write.")
+    ] = Path("dashboard.html"),
+    open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
+    ] = False,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput)."""
+
+    if report is not None and (runs or last or model or compare):
+        raise UsageError(
+            "give either an export (REPORT.sqlite) or run filters (--runs/--last/--model), not both"
+        )
+    if runs and last:
+        raise UsageError("give --runs or --last, not both")
+    pair = _ids(compare)
+    if compare is not None and len(pair) != 2:
+        raise UsageError(f"--compare takes two run ids separated by a comma, got {compare!r}")
+
+    if report is not None:
+        data = collect_export(_checked_export(report), cache=not no_cache)
+        scope, title = "profile", f"harness dashboard: {report.name}"
+    else:
+        store = lazy.ResultsStore(db, readonly=True)
+        ids = [store.get(r).id for r in _ids(runs)] or None
+        pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
+        data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)
+        data.source = f"{len(data.runs)} runs from {lazy.describe_url(store.url)}"
+
+        data.roofline = dashboard_roofline(store, data.runs, data.blocks)
+        if data.runs.empty:
+            warn("no runs match: the page says what is missing; `harness runs` lists the runs")
+        scope, title = "all", "harness dashboard"
+    try:
+        page = write_dashboard(data, out, scope=scope, title=title)
+    except OSError as e:
+        raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --out to a writable path") from None
+    for panel in page.panels:
+        if panel.failed:
+            warn(f"panel {panel.key!r} failed: {panel.missing}")
+    summary = _summary(page.panels)
+    emit(
+        summary,
+        format,
+        title=f"wrote {out} ({page.size_bytes / 1e6:.1f} MB): "
+        f"{len(page.drawn)} panels drawn, {len(page.lacking)} missing",
+        wide=wide,
+    )
+    if open_page:
+        import webbrowser
+
+        webbrowser.open(out.resolve().as_uri())
+
+
+def _checked_export(report: Path) -> Path:
+    """The SQLite export to draw: `report` itself, or a .nsys-rep / .qdrep exported the way the analysis
+    commands export it (into the cache folder)."""
+
+    if not report.exists():
+        raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
+    return sqlite_for(report)
+
+
+def _summary(panels: list[Panel]) -> pd.DataFrame:
+    import pandas as pd
+
+    out = pd.DataFrame(
+        {
+            "Panel": [p.key for p in panels],
+            "Drawn": [p.figure is not None for p in panels],
+            "Title or what is missing": [p.title if p.figure is not None else p.missing for p in panels],
+        }
+    )
+    out.attrs["wrap"] = ["Title or what is missing"]  # a sentence: wrap it, never cut it
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dashboard", short_help="Write an HTML page of plotly panels: saved runs or one export.")(
+        dashboard_cmd
+    )

@@ -1,0 +1,251 @@
+"""`harness diff A B` and `harness baseline tag|list`: thin commands over harness.experiments.diff and the
+store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from harness.cli import export_diff as ed
+from harness.cli import lazy
+from harness.cli.common import DbOpt, WideOpt, cli_errors, err, note
+from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
+from harness.core.errors import HarnessError, UsageError
+from harness.experiments import diff as hd
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.experiments.diff import DiffResult
+
+
+class NvtxBy(StrEnum):
+    op = "op"
+    shape = "shape"
+
+
+class DiffFormat(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+
+
+SideArg = Annotated[
+    str,
+    typer.Argument(
+        help="A run id (or unique prefix), baseline:NAME, or an nsys export / report / Kineto trace path.",
+        show_default=False,
+    ),
+]
+
+
+def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame]]:
+
+    out = []
+    if result.verdicts is not None:
+        out.append(
+            (
+                "Phases: B against A (95% CI of the relative difference of means)",
+                lazy.verdict_table(result.verdicts),
+            )
+        )
+    for title, df in result.tables:
+        out.append((f"{title} (sorted by |Δ Total Time|)", df.head(top) if top else df))
+    return out
+
+
+def _markdown(result: DiffResult, tables: list[tuple[str, pd.DataFrame]]) -> str:
+
+    parts = [f"**A:** `{visible(result.a.label)}`  \n**B:** `{visible(result.b.label)}`\n"]
+    for title, df in tables:
+        parts.append(f"### {visible(title)}\n\n{markdown_table(df)}")
+    parts += [f"> note: {visible(n)}\n" for n in result.notes]
+    return "\n".join(parts)
+
+
+@cli_errors
+def diff_cmd(
+    a: SideArg,
+    b: SideArg,
+    gate: Annotated[
+        float | None,
+        typer.Option(
+            "--gate",
+            metavar="<pct>",
+            min=0,
+            help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %; of two "
+            "exports, the iteration time (without iterations: the weaker GPU busy time).",
+        ),
+    ] = None,
+    top: Annotated[
+        int | None,
+        typer.Option(
+            "--top",
+            min=1,
+            metavar="<n>",
+            help="Rows per table (two exports: default as many as fit the terminal).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        DiffFormat,
+        typer.Option("--format", "-f", help="table for people; markdown for pull requests; csv or json."),
+    ] = DiffFormat.table,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor fill the Parquet cache.")
+    ] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="<file>",
+            help="Also write a page: bars of the largest changes per table (--top, default 15), the "
+            "per-phase verdicts with their CI.",
+        ),
+    ] = None,
+    iteration_range: Annotated[
+        str | None,
+        typer.Option(
+            "--iteration-range",
+            metavar="<name>",
+            help="Two exports: the NVTX range that marks an iteration (default: the harness's `step` "
+            "ranges, else Kineto's ProfilerStep#N).",
+        ),
+    ] = None,
+    iteration: Annotated[
+        int | None,
+        typer.Option(
+            "--iteration",
+            min=0,
+            metavar="<n>",
+            help="Two exports: figures and tables of iteration N of each side only (from 0, warm-up "
+            "included); the verdict still uses every iteration.",
+        ),
+    ] = None,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup",
+            min=0,
+            metavar="<n>",
+            help="Two exports: iterations left out at the start of each side.",
+        ),
+    ] = 0,
+    by: Annotated[
+        NvtxBy,
+        typer.Option("--by", help="Two exports: NVTX ranges by operator, or operator and input sizes."),
+    ] = NvtxBy.op,
+    raw_names: Annotated[
+        bool, typer.Option("--raw-names", help="Two exports: NVTX range names as recorded (no grouping).")
+    ] = False,
+    db: DbOpt = None,
+    wide: WideOpt = False,
+) -> None:
+    """Compare two runs, exports or traces. Two exports or traces: the answer first (GPU time, its split,
+    iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
+    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables."""
+
+    stores: list[lazy.ResultsStore] = []
+
+    def store() -> lazy.ResultsStore:
+        if not stores:
+            stores.append(lazy.ResultsStore(db, readonly=True))
+        return stores[0]
+
+    side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
+    hd.check_gate(gate, side_a, side_b)
+    if side_a.run is None and side_b.run is None:
+        d = ed.compute(
+            side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
+            warmup=warmup, by="raw" if raw_names else by.value,
+        )  # fmt: skip
+        ed.render(d, fmt.value, top, wide, gate)
+        if html is not None:
+            phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs
+            page = hd.DiffResult(side_a, side_b, d.tables, [phase] if phase else None, d.notes)
+            _write_page(html, page, top, gate)
+        if gate is not None:
+            ed.apply_gate(d, gate)
+        return
+    result = hd.diff(side_a, side_b, cache=not no_cache)
+    tables = _tables(result, top)
+    if fmt is DiffFormat.markdown:
+        sys.stdout.write(_markdown(result, tables))
+    elif fmt is DiffFormat.json:
+        doc = {"a": result.a.label, "b": result.b.label, **{t: to_records(df) for t, df in tables}}
+        if gate is not None:
+            doc["gate_pct"] = gate
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        if fmt is DiffFormat.table:
+            note(f"A = {result.a.label}, B = {result.b.label}")
+        emit_many(tables, fmt.value, notes=result.notes, wide=wide)
+    if html is not None:
+        _write_page(html, result, top, gate)
+    if gate is not None and (refusal := hd.gate_refusal(result)):
+        err(refusal)
+        raise typer.Exit(1)
+    if gate is not None and result.verdicts is not None:
+        failed = lazy.gate_failures(result.verdicts, gate)
+        if failed:
+            what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
+            err(f"gate: regression beyond {gate:g}%: {what}")
+            raise typer.Exit(1)
+
+
+def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:
+
+    verdicts = lazy.verdict_table(result.verdicts) if result.verdicts is not None else None
+    panels = lazy.diff_panels(result.tables, verdicts, top=top or lazy.TOP, gate_pct=gate)
+    try:
+        page = lazy.write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
+    except OSError as e:
+        raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
+    note(f"wrote {page.path} ({len(page.drawn)} of {len(page.panels)} panels drawn)")
+
+
+baseline_app = typer.Typer(
+    help="Named runs to diff against: `harness diff baseline:NAME RUN`.", no_args_is_help=True
+)
+
+
+@baseline_app.command("tag")
+@cli_errors
+def baseline_tag_cmd(
+    name: Annotated[
+        str, typer.Argument(help="The baseline's name (re-tagging moves it).", show_default=False)
+    ],
+    run: Annotated[str, typer.Argument(help="A run id or unique prefix.", show_default=False)],
+    db: DbOpt = None,
+) -> None:
+    """Name a run as a baseline."""
+
+    if not name or ":" in name:
+        raise UsageError(f"a baseline name must be non-empty and have no ':': {name!r}")
+    run_id = lazy.ResultsStore(db).tag_baseline(name, run)
+    print(f"baseline:{name} = {run_id}")
+
+
+@baseline_app.command("list")
+@cli_errors
+def baseline_list_cmd(
+    db: DbOpt = None, fmt: Annotated[DiffFormat, typer.Option("--format", "-f")] = DiffFormat.table
+) -> None:
+    """The named baselines."""
+
+    df = lazy.ResultsStore(db, readonly=True).baselines()
+    if fmt is DiffFormat.markdown:
+        sys.stdout.write(markdown_table(df))
+    else:
+        emit(df, fmt.value, title="Baselines")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff", short_help="Compare two runs, exports or traces: verdicts, --gate for CI.")(diff_cmd)
+    app.add_typer(baseline_app, name="baseline", short_help="Name runs as baselines for `harness diff`.")

@@ -1,0 +1,265 @@
+"""`harness diff A B` of two exports or traces (analysis.export_diff): the answer first, then the tables.
+
+Table format: the sides, the verdict, the comparability and iterations lines, the largest kernel changes, the
+headline figures (ms), then per table the `--top` largest changes (default: as many as fit the terminal's
+height) and one line on what is not shown. csv: the headline and every row of every table; json: every
+headline figure with its unit, the verdict, the comparability, and every table's rows; markdown: the same
+as the table format, for a pull request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import err, note
+from harness.cli.fit import shorten
+from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines, to_records
+from harness.experiments import diff as hd
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.export_diff import ExportDiff, Verdict
+    from harness.experiments.diff import Side
+
+# the diff tables on screen: short headers, so that a name and A, B, Δ, Δ (%) fit 80 columns
+SHOWN = {
+    "Name": "Name", "Total Time A (ns)": "A (ns)", "Total Time B (ns)": "B (ns)",
+    "Δ Total Time (ns)": "Δ (ns)", "Δ Total Time (%)": "Δ (%)", "Instances A": "Count A",
+    "Instances B": "Count B", "Change": "Change",
+}  # fmt: skip
+PRIORITY = ["Name", "Δ (ns)", "B (ns)", "A (ns)", "Δ (%)", "Count A", "Count B", "Change"]
+MIN_ROWS = 5
+TABLE_LINES = 7  # a table's title, header (two lines), borders and note, besides its rows
+
+
+def _pct(x: float) -> str:
+    return "—" if math.isnan(x) else f"{x:+.1f}%"
+
+
+def verdict_line(v: Verdict) -> str:
+    if v.comparison is None:
+        return f"verdict: {v.verdict} ({v.reason})"
+    c = v.comparison
+    ci = f"{c.confidence:.0%} CI {_pct(c.ci_low_pct)} to {_pct(c.ci_high_pct)}"
+    if math.isnan(c.ci_low_pct):
+        ci = "no interval"
+    weaker = " [weaker: no iterations]" if v.weaker else ""
+    return f"verdict: {v.verdict}{weaker}: {v.basis} {_pct(c.effect_pct)} ({ci}); {v.reason}"
+
+
+def comparability_line(d: ExportDiff) -> str:
+    c = d.comparability
+    parts = [f"GPUs {c.gpus[0]} → {c.gpus[1]}"]
+    parts.append(
+        f"schema {c.schema[0]}" if c.schema[0] == c.schema[1] else f"schema {c.schema[0]} → {c.schema[1]}"
+    )
+    if not math.isnan(c.names_common_pct):
+        parts.append(f"kernel names in common {c.names_common_pct:.1f}%")
+    if not math.isnan(c.kernel_ratio):
+        parts.append(f"kernels {c.kernels[0]:,} → {c.kernels[1]:,} (×{c.kernel_ratio:.2f})")
+    head = "comparable" if c.comparable else "NOT comparable"
+    return f"{head}: " + ", ".join(parts)
+
+
+def iterations_line(d: ExportDiff) -> str:
+    def one(label: str, side: Any) -> str:
+        its = side.iterations
+        if not its.source:
+            return f"{label} none"
+        warm = f", {its.warmup} warm-up left out" if its.warmup else ""
+        return f"{label} {its.count} ({its.source}{warm})"
+
+    line = "iterations: " + "; ".join([one("A", d.a), one("B", d.b)])
+    if not d.a.iterations.source and not d.b.iterations.source:
+        line += " (no `step` or ProfilerStep#N ranges; --iteration-range NAME names a repeated NVTX range)"
+    if d.iteration is not None:
+        line += f"; figures and tables of iteration {d.iteration} only"
+    return line
+
+
+def changes_lines(d: ExportDiff, width: int | None = None) -> list[str]:
+    """The top regression and improvement among kernels; names shortened in the middle to fit `width`."""
+
+    up, down = d.top_changes()
+    out = []
+    for word, row in (("top regression", up), ("top improvement", down)):
+        if row is not None:
+            delta, count_a, count_b = row["Δ Total Time (ns)"], row["Instances A"], row["Instances B"]
+            rest = f" {delta / 1e6:+,.2f} ms ({count_a:,} → {count_b:,} launches)"
+            name = str(row["Name"])
+            if width is not None:
+                name = shorten(name, max(24, width - len(word) - 2 - len(rest)))
+            out.append(f"{word}: {name}{rest}")
+    return out
+
+
+def headline_lines(d: ExportDiff, width: int | None = None) -> list[str]:
+    lines = [f"A = {d.a.label}", f"B = {d.b.label}", verdict_line(d.verdict), comparability_line(d)]
+    lines.append(iterations_line(d))
+    return lines + changes_lines(d, width)
+
+
+def default_top(d: ExportDiff) -> int:
+    """Rows per table so that the tables after the headline about fill the terminal's height."""
+    height = shutil.get_terminal_size((80, 24)).lines
+    used = 8 + len(d.headline) + TABLE_LINES
+    return max(MIN_ROWS, (height - used) // max(len(d.tables), 1) - TABLE_LINES)
+
+
+def shown(df: pd.DataFrame, top: int) -> pd.DataFrame:
+    out = df.head(top)[list(SHOWN)].rename(columns=SHOWN)
+    out.attrs["priority"] = PRIORITY
+    return out
+
+
+def _left_out(df: pd.DataFrame, top: int) -> list[str]:
+    hidden = len(df) - min(top, len(df))
+    if not hidden:
+        return []
+    return [
+        f"{hidden:,} of {len(df):,} rows not shown: --top {len(df)} shows them all, --format csv every row"
+    ]
+
+
+def _headline_frame(d: ExportDiff, machine: bool) -> pd.DataFrame:
+    h = d.headline.copy()
+    if machine:
+        for col in ("A (ns)", "B (ns)", "Δ (ns)"):
+            h[col] = h[col].round().astype("Int64")  # whole ns; <NA> where a side lacks the figure
+        h.insert(0, "Key", h.attrs["keys"])
+        h.insert(2, "Unit", "ns")
+    return h
+
+
+def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | None) -> None:
+
+    if fmt == "json":
+        doc = to_json(d, gate)
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
+    if fmt == "csv":
+        tables = [("Headline (B against A)", _headline_frame(d, True))]
+        tables += [(f"{t} (sorted by |Δ Total Time|)", df) for t, df in d.tables]
+        emit_many(tables, "csv", notes=[*headline_lines(d, 120), *d.notes])
+        return
+    rows = top or default_top(d)
+    if fmt == "markdown":
+        parts = [f"- {line}" for line in headline_lines(d)]
+        parts.append(f"\n### Headline (ms)\n\n{markdown_table(d.headline)}")
+        for title, df in d.tables:
+            parts.append(f"### {title}: largest changes\n\n{markdown_table(shown(df, rows))}")
+        sys.stdout.write("\n".join(parts) + "\n")
+        return
+    console = console_for()
+    for i, line in enumerate(headline_lines(d, console.width)):
+        style = "bold" if i == 2 else ""
+        print_lines(console, line, style=style)
+    title = (
+        "B against A; GPU time: kernels summed; the indented rows split each device's span, summed "
+        "(comm.: communication, NCCL kernels)"
+    )
+    emit(d.headline, "table", title=title, wide=wide)
+    for i, (name, df) in enumerate(d.tables):
+        notes = _left_out(df, rows)
+        if name == "NVTX ranges":
+            notes.append(d.grouping)
+        if i == len(d.tables) - 1:
+            notes += d.notes
+        emit(shown(df, rows), "table", title=f"{name}: largest changes first", notes=notes, wide=wide)
+
+
+def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
+
+    v, c = d.verdict, d.comparability
+    comp = v.comparison
+    up, down = d.top_changes()
+
+    def side(s: Any) -> dict[str, Any]:
+        its = s.iterations
+        return {
+            "label": s.label, "format": s.format, "schema": s.schema, "gpus": s.gpus, "kernels": s.kernels,
+            "iterations": {"source": its.source or None, "count": its.count, "warmup": its.warmup,
+                           "durations_ns": [int(x) for x in its.durations]},
+        }  # fmt: skip
+
+    def change(row: Any) -> dict[str, Any] | None:
+        if row is None:
+            return None
+        return {"name": row["Name"], "delta_ns": int(row["Δ Total Time (ns)"]), "unit": "ns",
+                "count_a": int(row["Instances A"]), "count_b": int(row["Instances B"])}  # fmt: skip
+
+    def num(x: float) -> float | None:
+        return None if x is None or math.isnan(x) else float(x)
+
+    doc: dict[str, Any] = {
+        "a": side(d.a),
+        "b": side(d.b),
+        "iteration": d.iteration,
+        "figures": d.figures(),
+        "verdict": {
+            "verdict": v.verdict, "basis": v.basis or None, "weaker": v.weaker, "reason": v.reason,
+            "effect_pct": num(comp.effect_pct) if comp else None,
+            "ci_low_pct": num(comp.ci_low_pct) if comp else None,
+            "ci_high_pct": num(comp.ci_high_pct) if comp else None,
+            "confidence": comp.confidence if comp else None,
+            "samples_a": comp.baseline_samples if comp else None,
+            "samples_b": comp.treatment_samples if comp else None,
+            "unit": "%",
+        },
+        "comparability": {
+            "comparable": c.comparable, "reasons": list(c.reasons), "gpus_a": c.gpus[0], "gpus_b": c.gpus[1],
+            "schema_a": c.schema[0], "schema_b": c.schema[1], "kernels_a": c.kernels[0],
+            "kernels_b": c.kernels[1], "kernel_names_common_pct": num(c.names_common_pct),
+            "kernel_count_ratio": num(c.kernel_ratio),
+        },
+        "top_regression": change(up),
+        "top_improvement": change(down),
+        "nvtx_grouping": d.grouping,
+        "tables": {t: to_records(df) for t, df in d.tables},
+        "notes": d.notes,
+    }  # fmt: skip
+    if gate is not None:
+        doc["gate_pct"] = gate
+        doc["gate_failed"] = lazy.gate_failed(v, gate)
+    return doc
+
+
+def compute(
+    side_a: Side,
+    side_b: Side,
+    *,
+    cache: bool,
+    iteration_range: str | None,
+    iteration: int | None,
+    warmup: int,
+    by: str,
+) -> ExportDiff:
+
+    assert side_a.trace_path is not None and side_b.trace_path is not None
+    with hd._open(side_a.trace_path, cache) as ta, hd._open(side_b.trace_path, cache) as tb:
+        return lazy.diff_exports(
+            ta, tb, labels=(side_a.label, side_b.label), iteration_range=iteration_range,
+            iteration=iteration, warmup=warmup, by=by,
+        )  # fmt: skip
+
+
+def apply_gate(d: ExportDiff, gate: float) -> None:
+    """Exit 1 with one line on a regression verdict beyond `gate` percent."""
+
+    if lazy.gate_failed(d.verdict, gate):
+        c = d.verdict.comparison
+        assert c is not None
+        weaker = " (weaker: no iterations)" if d.verdict.weaker else ""
+        err(f"gate: regression beyond {gate:g}%: {d.verdict.basis} {c.effect_pct:+.1f}%{weaker}")
+        raise typer.Exit(1)
+    if d.verdict.comparison is None:
+        note(f"gate: not applied: no verdict ({d.verdict.reason})")

@@ -1,0 +1,69 @@
+"""What the commands load only when they run: the one place the CLI defers imports.
+
+`harness` imports just the command module a command line names (harness/cli/__init__.py), and `harness
+--help` imports them all; these names pull in pandas and pyarrow (the analysis modules), SQLAlchemy (the
+results store) or plotly (the pages), which would cost every command their start-up (a warm `harness kernels`
+never loads SQLAlchemy: tests/test_cache.py). A command writes `lazy.NAME`; the module holding NAME is
+imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# name -> the module that holds it
+WHERE = {
+    "breakdown": "analysis.breakdown",
+    "Thresholds": "analysis.advice.findings",
+    "findings": "analysis.advice.findings",
+    "findings_table": "analysis.advice.findings",
+    "FAIL": "analysis.advice.health",
+    "capture_health": "analysis.advice.health",
+    "Skipped": "analysis.advice.nsys_rules",
+    "parse_rule": "analysis.advice.nsys_rules",
+    "run_rule": "analysis.advice.nsys_rules",
+    "Cache": "analysis.cache",
+    "parse_size": "analysis.cache",
+    "TOP": "analysis.dashboard.diff",
+    "diff_panels": "analysis.dashboard.diff",
+    "write_diff_page": "analysis.dashboard.diff",
+    "gate_failures": "analysis.diff",
+    "verdict_table": "analysis.diff",
+    "diff_exports": "analysis.export_diff",
+    "gate_failed": "analysis.export_diff",
+    "expand": "analysis.multi",
+    "TABLES": "analysis.tables",
+    "Tables": "analysis.tables",
+    "deciding": "analysis.tables",
+    "RENDERERS": "harness.cli.render",
+    "finish": "harness.cli.render",
+    "profiler": "harness.profilers.registry",
+    "as_frame": "harness.experiments.doctor",
+    "diagnose": "harness.experiments.doctor",
+    "measure_overhead": "harness.experiments.overhead",
+    "profile_program": "harness.experiments.program",
+    "analyse_many": "harness.experiments.reports",
+    "exports_dir": "harness.experiments.reports",
+    "open_report": "harness.experiments.reports",
+    "ProfileRequest": "harness.profilers.nsys",
+    "TorchRequest": "harness.profilers.torch",
+    "ResultsStore": "harness.store.results",
+    "UnsavedRun": "harness.store.results",
+    "describe_url": "harness.store.results",
+}
+
+ALIASES = {"profiler": "get"}  # a name here -> its name in its module
+MODULES = {"breakdown"}  # names that are the module itself
+
+if TYPE_CHECKING:
+    pass
+
+
+def __getattr__(name: str) -> Any:
+    if name not in WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(WHERE[name])
+    value = module if name in MODULES else getattr(module, ALIASES.get(name, name))
+    globals()[name] = value
+    return value

@@ -1,0 +1,127 @@
+"""`harness overhead`: how much a profiler (nsys, or torch.profiler) slows the work, per phase."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from analysis.overhead import overhead_verdict
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.options import (
+    DEFAULT,
+    Workload,
+    make_config,
+    workload_options,
+)
+from harness.cli.output import Format, emit
+from harness.cli.progress import Progress
+from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
+from harness.cli.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt, Profiler
+from harness.core.devices import resolve_device
+from harness.core.errors import UsageError
+from harness.core.machine import describe
+from harness.execution.runner import validate
+from harness.profilers import DEFAULT_DIRS
+from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
+
+
+@cli_errors
+@workload_options(omit=("nvtx_detail", "power", "power_period"))
+@rank_options()
+def overhead_cmd(
+    model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
+    repeats: Annotated[
+        int, typer.Option(help="Runs of each kind, alternating, each in a fresh process.")
+    ] = 3,
+    nsys_modes: Annotated[
+        str,
+        typer.Option(
+            "--nsys-mode",
+            metavar="<list>",
+            help="nsys modes to compare with no nsys: light, full or light,full.",
+        ),
+    ] = "light",
+    profiler: Annotated[
+        Profiler,
+        typer.Option("--profiler", help="The profiler to measure: nsys (its --nsys-mode list) or torch."),
+    ] = Profiler.nsys,
+    ci_target: Annotated[
+        float | None,
+        typer.Option(
+            "--ci-target",
+            help="Keep alternating runs until the 95% interval of the whole-step overhead is under ±PCT "
+            "and --repeats rounds are done, or until --max-time runs out (two rounds at least).",
+            metavar="PCT",
+        ),
+    ] = None,
+    max_time: Annotated[
+        float,
+        typer.Option(help="With --ci-target: start no round that would end after this many seconds."),
+    ] = DEFAULT_MAX_TIME,
+    workload: Workload = DEFAULT,
+    nsys_path: NsysPathOpt = None,
+    nsys_capture: CaptureOpt = Capture.all,
+    nsys_arg: NsysArgOpt = None,
+    profile_dir: ProfileDirOpt = None,
+    ranks: Ranks = ONE_RANK,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Run a configuration without a profiler and under it, alternating; print per-phase overhead (%)."""
+
+    mode_list = [m.strip() for m in nsys_modes.split(",") if m.strip()]
+    bad = [m for m in mode_list if m not in ("light", "full")]
+    if bad or not mode_list:
+        raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
+    if profiler is Profiler.torch and (mode_list != ["light"] or nsys_arg or nsys_capture is not Capture.all):
+        raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
+    if repeats <= 0:
+        raise UsageError(f"--repeats must be a positive number, got {repeats}")
+    if ci_target is not None and ci_target <= 0:
+        raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
+    if max_time <= 0:
+        raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
+    config = make_config(model, workload)
+    validate(config)
+    config = with_ranks(config, ranks)
+    resolve_device(config.device)
+    store = lazy.ResultsStore(db)
+    folder = profile_dir or DEFAULT_DIRS[profiler.value]
+    request: lazy.ProfileRequest | lazy.TorchRequest = (
+        lazy.ProfileRequest(
+            nsys_path=nsys_path,
+            capture=nsys_capture.value,
+            extra_args=list(nsys_arg or []),
+            profile_dir=folder,
+        )
+        if profiler is Profiler.nsys
+        else lazy.TorchRequest(profile_dir=folder)
+    )
+    with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
+        result = lazy.measure_overhead(
+            config, request, repeats=repeats, modes=mode_list, store=store,
+            ci_target=ci_target, max_time=max_time, progress=progress.stage,
+        )  # fmt: skip
+    for note in result.notes:
+        warn(note)
+    n = result.repeats * config.steps
+    notes = [f"whole steps: {overhead_verdict(c, label)}" for label, c in result.headline.items()]
+    if result.load:
+        notes.append(f"machine: {describe(result.load)}")
+    emit(
+        result.table,
+        format,
+        title=f"{result.profiler} overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
+        f"({result.repeats} rounds × {config.steps} steps = {n} steps each; {result.experiment})",
+        notes=notes,
+        wide=wide,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("overhead", short_help="How much a profiler slows each phase: runs with and without it.")(
+        overhead_cmd
+    )

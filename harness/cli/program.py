@@ -1,0 +1,97 @@
+"""`harness profile [OPTIONS] -- CMD ARGS…`: any program under nsys, stored as a run, its tables printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn
+from harness.cli.output import Format, emit_many
+from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
+from harness.core.bounds import check_run_name
+from harness.core.signals import sigterm_raises
+
+if TYPE_CHECKING:
+    from harness.experiments.program import ProgramRun
+
+TAIL = 8  # lines of a failed program's output (captured together with nsys's) shown after it
+
+
+@cli_errors
+def profile_cmd(
+    ctx: typer.Context,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", metavar="<name>", help="The run's model name (default: the program's name)."),
+    ] = None,
+    nsys_arg: NsysArgOpt = None,
+    nsys_path: NsysPathOpt = None,
+    profile_dir: ProfileDirOpt = Path("nsys_profiles"),
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Run CMD ARGS… under nsys with the harness's trace settings, store it as a run and print the
+    export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
+
+    check_run_name(name)
+    store = lazy.ResultsStore(db)  # fail on a bad --db before the program runs
+    with sigterm_raises():
+        done = lazy.profile_program(
+            list(ctx.args),
+            store=store,
+            name=name,
+            nsys_args=list(nsys_arg or []),
+            profile_dir=profile_dir,
+            nsys_path=nsys_path,
+        )
+    render(done, format, wide)
+    raise typer.Exit(done.exit_code)
+
+
+def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
+    """The summary tables on stdout; the run, its files and anything that went wrong on stderr."""
+
+    prof = p.profile
+    lines = [f"{kind}: {path}" for kind, path in (("report", prof.rep), ("export", prof.sqlite)) if path]
+    if p.result is not None:
+        status, error = p.result.status, p.result.error
+        status = error if status == "interrupted" else status + (f" ({error})" if error else "")
+        lines.insert(0, f"run {p.run_id} under nsys {p.nsys_version}: {status}")
+    report = p.report
+    if report is not None and (report.tables or fmt is not Format.table):
+        emit_many(report.tables, fmt, notes=report.notes, skipped=report.skipped, wide=wide)
+    if report is not None and fmt is Format.table:
+        by_reason: dict[str, list[str]] = {}
+        for title, why in report.skipped.items():
+            by_reason.setdefault(why, []).append(title.split(" (")[0])
+        for why, titles in by_reason.items():
+            warn(f"skipped {', '.join(titles)}: {why}")
+    for line in lines:
+        note(line)
+    if p.result is not None and p.result.status == "error" and prof.stderr_tail.strip():
+        tail = program_lines(prof.stderr_tail)[-TAIL:]
+        if tail:
+            note("last lines of its output:\n" + "\n".join(tail))
+    say_ending(p)
+
+
+def program_lines(output: str) -> list[str]:
+    """The captured output without what nsys adds at its end (Generating '…qdstrm', Generated: and files)."""
+    lines = output.strip().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Generating '") or line.strip() == "Generated:":
+            return lines[:i]
+    return lines
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "profile",
+        short_help="Any program under nsys, stored as a run: -- CMD ARGS….",
+        options_metavar="[OPTIONS] -- CMD ARGS…",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(profile_cmd)

@@ -1,0 +1,82 @@
+"""The options of runs across ranks (`--nproc` …), declared once (`Ranks`, `rank_options`) for `run`,
+`sweep` and `overhead`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Annotated
+
+import typer
+
+from harness.cli.options import F, option_group
+from harness.core.records import RunConfig
+from harness.execution.ranks.multirank import check
+
+PANEL = "Across ranks (torchrun)"
+NprocOpt = Annotated[
+    int,
+    typer.Option(
+        "--nproc", help="Ranks on this machine (torchrun --nproc-per-node): DDP, gloo on CPU, NCCL on CUDA.",
+        rich_help_panel=PANEL,
+    ),
+]  # fmt: skip
+NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Machines taking part.", rich_help_panel=PANEL)]
+NodeRankOpt = Annotated[
+    int, typer.Option("--node-rank", help="This machine's place, 0 … nnodes-1.", rich_help_panel=PANEL)
+]
+RdzvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rdzv-endpoint", metavar="HOST:PORT", help="Node 0's address, with --nnodes > 1.",
+        rich_help_panel=PANEL,
+    ),
+]  # fmt: skip
+RankTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--rank-timeout", metavar="SECONDS", rich_help_panel=PANEL,
+        help="Stop the run when a rank starts no phase for this long (a hung rank).",
+    ),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where a run's ranks go: how many on this machine, on how many machines, this machine's place,
+    node 0's address, and how long a rank may start no phase before the run is stopped."""
+
+    nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rank_timeout: float = 300.0
+
+
+ONE_RANK = Ranks()
+RANK_OPTIONS = {
+    "nproc": NprocOpt,
+    "nnodes": NnodesOpt,
+    "node_rank": NodeRankOpt,
+    "rdzv_endpoint": RdzvOpt,
+    "rank_timeout": RankTimeoutOpt,
+}
+
+
+def rank_options() -> Callable[[F], F]:
+    """The rank options on a command, in place of its parameter `ranks: Ranks`."""
+    return option_group("ranks", Ranks, RANK_OPTIONS)
+
+
+def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
+    """`config` with its rank layout, checked (UsageError for one torchrun would refuse)."""
+    config = replace(
+        config,
+        nproc=ranks.nproc,
+        nnodes=ranks.nnodes,
+        node_rank=ranks.node_rank,
+        rdzv_endpoint=ranks.rdzv_endpoint,
+        rank_timeout=ranks.rank_timeout,
+    )
+    check(config)
+    return config

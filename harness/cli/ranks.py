@@ -1,0 +1,97 @@
+"""`harness ranks`: per-rank phase times, GPU busy time, communication kernels and the straggler, from one
+export per rank (analysis.ranks). `--html` draws the ranks × phases heatmap and the aligned timeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from analysis.dashboard import DashboardData, write_dashboard
+from analysis.multi import expand
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, LimitOpt, WideOpt, cli_errors, note
+from harness.cli.output import Format, emit_many
+from harness.cli.reading import DaskOpt, JobsOpt, NoCacheOpt
+from harness.core.errors import HarnessError
+from harness.experiments.rank_tables import ranks_of_run
+from harness.experiments.reports import ranks_of
+
+# hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
+EXPORTS_HELP = (
+    "EXPORT: one export (or report, or Kineto trace) per rank, a glob pattern or a folder; ranks from "
+    "rank<R> in the file names, else the traces, else the order given. Or a run id (or `latest`) of "
+    "`harness run --nproc`: its per-rank exports, else its per-rank timers."
+)
+
+
+def _is_run_id(arg: Path) -> bool:
+    """A run id or `latest`, not a path: nothing there, no folder, no glob, no export suffix (a mistyped
+    file name is then said missing as a file, not as a run)."""
+    text = str(arg)
+    return (
+        not arg.exists()
+        and "/" not in text
+        and not any(c in text for c in "*?[")
+        and arg.suffix not in (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
+    )
+
+
+@cli_errors
+def ranks_cmd(
+    exports: Annotated[list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True)],
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", metavar="<file>", help="Also write the ranks × phases heatmap and timeline."),
+    ] = None,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
+    no_cache: NoCacheOpt = False,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+    limit: LimitOpt = None,
+) -> None:
+    """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
+
+    read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
+    if len(exports) == 1 and _is_run_id(exports[0]):
+        report = ranks_of_run(lazy.ResultsStore(db, readonly=True), str(exports[0]), **read)
+    else:
+        report = ranks_of(expand(exports), **read)
+    n = len(report.labels)
+    tables = [
+        (f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance),
+        ("Phase time per rank", report.phase_times),
+    ]
+    if len(report.gpu):  # from exports; the timers' per-rank means are the table above
+        tables.append(("GPU and communication per rank", report.per_rank))
+    if report.around is not None:  # one capture of several ranks (analysis.capture_ranks)
+        tables.append(
+            ("Around the collectives, per rank: compute before, wait for the last rank", report.around)
+        )
+        tables.append(("Each collective on each rank", report.collectives))
+    emit_many(tables, format, notes=report.notes, wide=wide, limit=limit)
+    if html is not None:
+        if "start_ns" not in report.phases:
+            raise HarnessError(
+                "--html draws the ranks from their exports, and this run has none: run it with --nsys"
+            )
+
+        data = DashboardData(ranks=report.phases, source=f"{n} exports: {', '.join(report.labels.values())}")
+        try:
+            page = write_dashboard(data, html, scope="ranks", title="harness ranks")
+        except OSError as e:
+            raise HarnessError(
+                f"cannot write {html}: {e.strerror or e}; pass --html to a writable path"
+            ) from None
+        note(f"wrote {html} ({page.size_bytes / 1e6:.1f} MB): {len(page.drawn)} panels")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "ranks",
+        epilog=EXPORTS_HELP,
+        short_help="Per-rank phase times, GPU busy, NCCL time and the straggler.",
+    )(ranks_cmd)

@@ -1,0 +1,155 @@
+"""What every table command shares: the exports it reads and how it prints them, declared once (`Reading`,
+`reading_options`), and `show_table`, which reads a table of the registry (analysis.tables) from one export
+or several and renders it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
+from harness.cli.options import F, option_group
+from harness.cli.output import Format, emit, emit_many
+
+if TYPE_CHECKING:
+    from analysis.multi_tables import Combined
+    from analysis.tables import Table, Tables
+
+REPORT_HELP = (
+    "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
+    "profiler (Kineto) trace (.json, .json.gz). Several, a glob pattern or a folder: one table over all "
+    "of them (ranks from rank<R> in the file names), read in parallel."
+)
+# hidden: Typer would print the argument's type as <list[Path]>; REPORT_HELP (the epilog) describes it
+ReportArg = Annotated[list[Path], typer.Argument(show_default=False, metavar="REPORT", hidden=True)]
+ByRankOpt = Annotated[
+    bool,
+    typer.Option(
+        "--by-rank",
+        help="Several exports: one block of rows per rank (or file). One export of several ranks (one "
+        "nsys around torchrun): split by process, each process that launched kernels a rank.",
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option("--jobs", "-j", min=1, metavar="<n>", help="Several exports: at most N local processes."),
+]
+DaskOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dask",
+        metavar="<address>",
+        help="Several exports: read them on this Dask scheduler (tcp://host:8786) instead of local "
+        "processes. Needs pip install 'harness[dask]'.",
+    ),
+]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache."),
+]
+TopOpt = Annotated[
+    int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")
+]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The options every analysis command shares, declared once (`reading_options` puts them on a
+    command): how the exports are read, and how the tables are printed."""
+
+    by_rank: bool = False
+    jobs: int | None = None
+    dask: str | None = None
+    no_cache: bool = False
+    format: Format = Format.table
+    wide: bool = False
+    limit: int | None = None
+
+
+AS_GIVEN = Reading()  # the default a command's `reading` parameter names (reading_options fills it)
+
+READING_OPTIONS = {
+    "by_rank": ByRankOpt,
+    "jobs": JobsOpt,
+    "dask": DaskOpt,
+    "no_cache": NoCacheOpt,
+    "format": FormatOpt,
+    "wide": WideOpt,
+    "limit": LimitOpt,
+}
+
+
+def reading_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """The shared analysis options on a command, in place of its parameter `reading: Reading`."""
+    return option_group("reading", Reading, READING_OPTIONS, omit)
+
+
+def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None = None,
+               **options: object) -> None:  # fmt: skip
+    """The table `kind` of the registry over the exports named: from one export (`Table.one`), or combined
+    over several (or over one capture's processes with --by-rank), rendered in the chosen format."""
+    # the registry and the readers load pandas: only once a table is asked for, never for `harness --help`
+
+    table = lazy.TABLES[kind]
+    if not table.cuts_rows and top is not None:
+        options["top"] = top
+        top = None
+    paths = lazy.expand(reports)
+    if len(paths) > 1 or reading.by_rank:
+        result = lazy.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
+                              dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
+        _render(table, _combined(table, result, paths, top), reading, top=None)
+        return
+    trace = lazy.open_report(paths[0], cache=not reading.no_cache)
+    _render(table, table.one(trace, paths[0].name, **options), reading, top)
+
+
+def _combined(table: Table, result: Combined, paths: list[Path], top: int | None) -> lazy.Tables:
+    """The tables over several exports, titled with what they cover; --top keeps N rows per rank."""
+
+    sources = result.sources  # type: ignore[attr-defined]
+    labels = sources.labels if sources is not None else []
+    label = sources.column if sources is not None else "Source"
+    first, last = (labels[0], labels[-1]) if labels else ("", "")
+    what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
+    what += f" (ranks {first}-{last})" if label == "Rank" else ""
+    parts = result.tables  # type: ignore[attr-defined]
+    out = lazy.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
+    for name, df in parts:
+        if top and label in df.columns:
+            df = df.groupby(label, sort=False, group_keys=False).head(top)
+        elif top:
+            df = df.head(top)
+        heading = table.headings.get(name, name if len(parts) > 1 else table.title)
+        out.tables.append((f"{heading} in {what}", df))
+    said = (n for _, df in out.tables for n in df.attrs.get("notes", []))
+    out.notes = list(dict.fromkeys([*result.notes, *said]))  # type: ignore[attr-defined]
+    out.titled = len(out.tables) != 1 or bool(out.skipped)
+    return out
+
+
+def _render(table: Table, result: Tables, reading: Reading, top: int | None) -> None:
+    """One table alone, or a titled list; the deciding columns are the last a narrow terminal drops; the
+    tables with no data are named (a warning each reason, in the table format)."""
+
+    tables = []
+    for title, df in result.tables:
+        df = df.head(top) if top else df
+        df.attrs["priority"] = lazy.deciding(table, title)
+        tables.append((title, df))
+    how = {"wide": reading.wide, "limit": reading.limit}
+    if len(tables) == 1 and not result.titled:
+        emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]
+        return
+    emit_many(tables, reading.format, notes=result.notes, skipped=result.skipped, **how)  # type: ignore[arg-type]
+    if reading.format is Format.table and result.skipped:
+        by_reason: dict[str, list[str]] = {}
+        for title, why in result.skipped.items():
+            by_reason.setdefault(why, []).append(title.split(" (")[0])
+        for why, titles in by_reason.items():
+            warn(f"skipped {', '.join(titles)}: {why}")

@@ -1,0 +1,156 @@
+"""How `harness run` shows what a run gave: the outcome of each profiler (RENDERERS, by its type), and the
+exit code that goes with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from analysis.agreement import for_people
+from harness.cli.common import err, note, say_ending, warn
+from harness.cli.common import note as say_note
+from harness.cli.output import Format, emit_many
+from harness.core import signals
+from harness.core.records import phases_for
+from harness.energy.run import energy_rows
+from harness.execution.ranks.multirank import local_ranks
+from harness.experiments.rank_tables import rank_tables, result_frame
+from harness.experiments.tables import extra_tables, results_table, throughput_table
+from harness.profilers.nsys import TOP_KERNELS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.core.records import RunResult
+    from harness.profilers.none import PlainRun
+    from harness.profilers.nsys import ProfiledRun
+    from harness.profilers.torch import TorchProfiledRun
+
+
+def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
+    """A run without a profiler: its tables (per rank and the straggler with --nproc), then the exit code."""
+    result, config = p.result, p.result.config
+    if config.world_size > 1:
+        _render_ranks(p, Format(format), wide)
+        return
+    if result.status == "oom":
+        warn(f"out of memory: {result.error}")
+    tables = [
+        (f"run {result.run_id} ({result.device_name})", results_table([result])),
+        ("throughput", throughput_table(result)),
+    ]
+    if result.extra.get("energy"):
+        tables.append(("energy (measured steps)", energy_rows(result.extra["energy"])))
+    tables += extra_tables(result.extra, phases_for(config.mode))
+    emit_many(tables, format, wide=wide)
+    _memory_notes(result.extra)
+    for line in result.extra.get("power_notes", []):
+        say_note(line)
+    finish(p.unsaved, [result])
+
+
+def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
+    """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables."""
+    result, config = p.result, p.result.config
+    unsaved = p.unsaved[0] if p.unsaved else None
+    ranks = local_ranks(config)
+    which = "all ranks" if config.nnodes == 1 else f"ranks {ranks[0]}-{ranks[-1]} of {config.world_size}"
+    tables = [(f"run {result.run_id} ({result.device_name}, {which})", results_table([result]))]
+    per_rank, notes = rank_tables(result_frame(result))
+    tables += per_rank
+    if result.status == "ok":
+        tables.append((f"throughput ({which})", throughput_table(result)))
+    emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
+    if result.status in ("error", "oom"):
+        err(f"run {result.run_id} failed: {result.error}; stored as {result.status}")
+        for line in filter(None, [unsaved]):
+            err(line)
+        raise typer.Exit(1)
+    finish([unsaved], [result])
+
+
+def _memory_notes(extra: dict[str, Any]) -> None:
+
+    memory = extra.get("memory") or {}
+    if memory.get("error"):
+        warn(memory["error"])
+    if memory.get("snapshot"):
+        note(f"memory snapshot: {memory['snapshot']} (opens in https://pytorch.org/memory_viz)")
+
+
+def finish(unsaved: list[str | None], results: list[RunResult]) -> None:
+    """Say what was not saved or was interrupted, and exit with the code that goes with it."""
+
+    for line in filter(None, unsaved):
+        err(line)
+    stopped = next((r for r in results if r.status == "interrupted"), None)
+    if stopped is not None:
+        err(f"run {stopped.run_id} {stopped.error}; stored as interrupted")
+        raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
+    if any(unsaved):
+        raise typer.Exit(1)
+
+
+def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
+
+    tables: list[tuple[str, pd.DataFrame]] = []
+    rank_notes: list[str] = []
+    if p.result is not None and p.result.steps:
+        tables.append((f"run {p.run_id} under nsys {p.nsys_version}", results_table([p.result])))
+
+        ranks, rank_notes = rank_tables(result_frame(p.result))
+        tables += ranks
+    if p.nvtx is not None:
+        whose = f", rank {min(s.rank for s in p.result.steps)}'s report" if rank_notes and p.result else ""
+        tables.append((f"NVTX ranges (measured steps{whose})", p.nvtx))
+    if p.kernels is not None:
+        tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
+    if p.agreement is not None and len(p.agreement):
+        tables.append(("NVTX vs in-process timers", for_people(p.agreement)))
+    if p.overhead is not None:
+        tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
+    if p.result is not None:
+        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
+    files = []
+    if p.profile is not None and p.profile.artifacts:  # one report per rank
+        files = [f"{kind}: {path}" for kind, path in p.profile.artifacts.items()]
+    elif p.profile is not None:
+        files = [
+            f"{kind}: {path}"
+            for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
+            if path
+        ]
+    if tables:
+        emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
+    say_ending(p)
+
+
+def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:
+    import pandas as pd
+
+    tables: list[tuple[str, pd.DataFrame]] = []
+    if p.result is not None and p.result.steps:
+        title = f"run {p.run_id} under torch.profiler ({p.result.device_name})"
+        tables.append((title, results_table([p.result])))
+    if p.ranges is not None:
+        tables.append(("record_function ranges (measured steps)", p.ranges))
+    tables += p.operators
+    if p.result is not None:
+        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
+    files = [f"trace: {p.trace}"] if p.trace else []
+    if Format(fmt) is not Format.table and p.artifacts:
+        tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))
+    if tables:
+        emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
+    say_ending(p)
+
+
+# how `harness run` shows each profiler's outcome, by the outcome's type (its name: the profilers import the
+# store, which this module leaves to run time)
+RENDERERS: dict[str, Callable[[Any, str, bool], None]] = {
+    "PlainRun": render_plain,
+    "ProfiledRun": render_profiled,
+    "TorchProfiledRun": render_torch_profiled,
+}

@@ -1,0 +1,111 @@
+"""`harness roofline`: FLOPs, bytes and arithmetic intensity per sub-block against a device's roofs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from analysis.dashboard.roofline import roofline_figure
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, cli_errors, note
+from harness.cli.options import (
+    Attention,
+    AttentionOpt,
+    BatchOpt,
+    ContextOpt,
+    Device,
+    DeviceOpt,
+    Precision,
+    PrecisionOpt,
+)
+from harness.cli.output import Format, emit_many
+from harness.core.errors import HarnessError, first_line
+from harness.experiments.roofline import analytic_report, run_report
+
+
+class RooflineMode(StrEnum):
+    train = "train"
+    forward = "forward"
+
+
+@cli_errors
+def roofline_cmd(
+    run: Annotated[
+        str | None,
+        typer.Argument(
+            help="A stored run (id, unique prefix or `latest`): its configuration and measured times. "
+            "Without it, the configuration options below."
+        ),
+    ] = None,
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="Model name: tiny, small, …, gpt2, char.")
+    ] = "tiny",
+    batch_size: BatchOpt = 8,
+    context_length: ContextOpt = None,
+    precision: PrecisionOpt = Precision.fp32,
+    mode: Annotated[
+        RooflineMode, typer.Option(help="train: forward, backward, optimizer; forward: no_grad.")
+    ] = (RooflineMode.train),
+    attention: AttentionOpt = Attention.math,
+    device: DeviceOpt = Device.auto,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="Place against this GPU's datasheet roofs (e.g. H100, A100).")
+    ] = None,
+    measure: Annotated[
+        bool, typer.Option("--measure", help="Measure the device's roofs: a large matmul and a large copy.")
+    ] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write the log-log roofline here.")] = None,
+    db: DbOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Analytic FLOPs and minimum bytes of every sub-block (embedding … optimizer), forward and backward,
+    their arithmetic intensity, and where they sit against the device's compute and memory roofs.
+
+    With RUN: the run's model, batch, context, precision, mode and attention, its per-block times
+    (--nvtx-detail) placed on the roofs (achieved FLOP/s and bytes/s, share of the roof), its phase times
+    per phase, and MFU per phase and for the step.
+
+    Roofs: the datasheet table for a known GPU (this one or the run's, or --gpu NAME), or --measure on
+    --device (with RUN: on this machine's device of the run's kind).
+    """
+
+    if run is not None:
+        report = run_report(lazy.ResultsStore(db, readonly=True), run, gpu=gpu, measure=measure)
+    else:
+        report = analytic_report(
+            model, batch_size=batch_size, context_length=context_length, precision=precision.value,
+            mode=mode.value, attention=attention.value, device=device.value, gpu=gpu, measure=measure,
+        )  # fmt: skip
+    title = report.title
+    table, phases = report.table, report.phases_frame()
+    measured = ["time (ns)", "achieved TFLOP/s", "achieved GB/s", "of roof (%)"]
+    if fmt is Format.table and table["time (ns)"].isna().all():  # the measured columns would be empty
+        table = table.drop(columns=measured)
+    if fmt is Format.table and phases["time (ns)"].isna().all():
+        phases = phases.drop(columns=measured)
+    if report.run_id:  # on a narrow terminal, what was measured goes before what the roofs allow
+        first = ["time (ns)", "achieved TFLOP/s", "bound", "of roof (%)", "achieved GB/s", "intensity"]
+        table.attrs["priority"] = ["sub-block", "pass", *first]
+        phases.attrs["priority"] = ["phase", *first]
+    tables = [("roofs", report.roofs_frame())] if report.roofs else []
+    tables += [(f"sub-blocks: {title}", table), ("per phase", phases)]
+    if report.phase_ns:
+        tables.append(("MFU (model FLOPs / time / peak)", report.mfu_frame()))
+    emit_many(tables, fmt, notes=report.notes)
+    if html is not None:
+        try:
+            against = f" · against {report.used.label}" if report.used else ""
+            figure = roofline_figure(report.table, report.used, title + against)
+            figure.write_html(html, include_plotlyjs=True)
+        except OSError as e:
+            raise HarnessError(f"cannot write {html}: {first_line(e)}") from None
+        note(f"roofline written to {html}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("roofline", short_help="FLOPs, bytes and intensity per sub-block, on the device roofline.")(
+        roofline_cmd
+    )

@@ -1,0 +1,366 @@
+"""`harness run`, `harness sweep`, `harness runs`, `harness show`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
+from harness.cli.common import note as say_note
+from harness.cli.options import (
+    DEFAULT,
+    Workload,
+    make_config,
+    workload_options,
+)
+from harness.cli.output import Format, emit, emit_many
+from harness.cli.progress import Progress
+from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
+from harness.core import signals
+from harness.core.bounds import check_count
+from harness.core.devices import emulated_precision_note, resolve_device
+from harness.core.errors import UsageError
+from harness.core.signals import sigterm_raises
+from harness.execution.ranks.multirank import run_any
+from harness.execution.runner import validate
+from harness.experiments.show import show_tables
+from harness.experiments.sweep import grid
+from harness.experiments.tables import results_table
+from harness.profilers.base import ProfilerOptions
+
+if TYPE_CHECKING:
+    from harness.core.records import RunResult
+    from harness.store.results import ResultsStore
+
+
+class Capture(StrEnum):
+    all = "all"
+    measured = "measured"
+
+
+class Profiler(StrEnum):
+    nsys = "nsys"
+    torch = "torch"
+
+
+class NsysMode(StrEnum):
+    light = "light"
+    full = "full"
+
+
+NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
+ProfilerOpt = Annotated[
+    Profiler | None,
+    typer.Option(
+        "--profiler",
+        help="nsys: under Nsight Systems; torch: torch.profiler over the measured steps. Each runs in a "
+        "fresh process.",
+    ),
+]
+RecordShapesOpt = Annotated[
+    bool, typer.Option("--record-shapes", help="With --profiler torch: record operator input shapes.")
+]
+WithStackOpt = Annotated[
+    bool, typer.Option("--with-stack", help="With --profiler torch: record Python stacks of operators.")
+]
+ProfileMemoryOpt = Annotated[
+    bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
+]
+NsysPathOpt = Annotated[
+    str | None,
+    typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to use (or HARNESS_NSYS)."),
+]
+CaptureOpt = Annotated[
+    Capture, typer.Option("--nsys-capture", help="measured: only the measured steps are recorded.")
+]
+NsysModeOpt = Annotated[
+    NsysMode, typer.Option("--nsys-mode", help="light: --sample=none --cpuctxsw=none; full: nsys defaults.")
+]
+NsysArgOpt = Annotated[
+    list[str] | None,
+    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
+]
+BaselineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-baseline/--no-nsys-baseline",
+        help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
+    ),
+]
+# --memory (harness/execution/memory.py)
+MemoryOpt = Annotated[
+    bool,
+    typer.Option(
+        "--memory",
+        help="Record the measured steps' memory: on CUDA the allocator's history as a snapshot pickle "
+        "(pytorch.org/memory_viz; the dashboard's memory timeline), on the CPU torch.profiler's memory "
+        "table.",
+    ),
+]
+ProfileDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--profile-dir",
+        metavar="<dir>",
+        help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
+        "memory_profiles].",
+    ),
+]
+
+
+@cli_errors
+@workload_options()
+@rank_options()
+def run_cmd(
+    model: Annotated[
+        str, typer.Argument(help="Model name: tiny, small, medium, large, xl, 2.7B, gpt2, char, …")
+    ],
+    workload: Workload,
+    profiler: ProfilerOpt = None,
+    nsys: NsysOpt = False,
+    nsys_path: NsysPathOpt = None,
+    nsys_capture: CaptureOpt = Capture.all,
+    nsys_mode: NsysModeOpt = NsysMode.light,
+    nsys_arg: NsysArgOpt = None,
+    profile_dir: ProfileDirOpt = None,
+    nsys_baseline: BaselineOpt = True,
+    record_shapes: RecordShapesOpt = False,
+    with_stack: WithStackOpt = False,
+    profile_memory: ProfileMemoryOpt = False,
+    ranks: Ranks = ONE_RANK,
+    memory: MemoryOpt = False,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
+
+    config = make_config(model, workload)
+    validate(config)
+    config = with_ranks(config, ranks)
+    chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
+    store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
+
+    resolved = resolve_device(config.device)
+    note = emulated_precision_note(resolved, [config.precision])
+    if note:
+        warn(note)
+    plugin = lazy.profiler(chosen)
+    config = replace(config, memory=memory)
+    plugin.check(config, resolved.type)
+    options = ProfilerOptions(
+        profile_dir=profile_dir,
+        nsys_path=nsys_path,
+        capture=nsys_capture.value,
+        mode=nsys_mode.value,
+        extra_args=list(nsys_arg or []),
+        baseline=nsys_baseline,
+        record_shapes=record_shapes,
+        with_stack=with_stack,
+        profile_memory=profile_memory,
+    )
+    label, total = plugin.progress(config)
+    with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
+        outcome = plugin.run(config, options, store=store, progress=progress)
+    lazy.RENDERERS[type(outcome).__name__](outcome, format, wide)
+    if outcome.failed:
+        raise typer.Exit(outcome.exit_status)
+
+
+def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str | None:
+    """The profiler asked for: --profiler, or --nsys (its shorthand); they must not disagree."""
+
+    if nsys and profiler not in (None, Profiler.nsys):
+        raise UsageError(f"--nsys means --profiler nsys; it cannot go with --profiler {profiler}")
+    chosen = "nsys" if nsys else profiler.value if profiler else None
+    if torch_options and chosen != "torch":
+        raise UsageError("--record-shapes, --with-stack and --profile-memory need --profiler torch")
+    return chosen
+
+
+def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
+    """Save; when the database will not take the run it is in a file by now: the line saying where."""
+
+    try:
+        store.save(result, **how)
+    except lazy.UnsavedRun as e:
+        if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
+            err(str(e))
+            raise typer.Exit(signals.exit_code(e.signal)) from None
+        return str(e)
+    return None
+
+
+@cli_errors
+@workload_options(omit=("precision", "compile", "nvtx_detail"), after={"batch_size": ("batch_sizes",)})
+@rank_options()
+def sweep_cmd(
+    models: Annotated[
+        str, typer.Option(metavar="<list>", help="Comma-separated model names.")
+    ] = "tiny,small",
+    precision: Annotated[
+        str, typer.Option(metavar="<list>", help="Comma-separated: fp32,bf16,fp16.")
+    ] = "fp32",
+    compile: Annotated[str, typer.Option(metavar="<list>", help="Comma-separated: off,on.")] = "off",
+    workload: Workload = DEFAULT,
+    batch_sizes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<list>",
+            help="Comma-separated batch sizes to sweep (e.g. 1,2,4,8; with --power: FLOPs per watt "
+            "against batch size). Default: --batch-size.",
+        ),
+    ] = None,
+    ranks: Ranks = ONE_RANK,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Run a grid of models × precisions × compile settings × batch sizes, each in a fresh process; print
+    one table. The runs are stored as one experiment (sweep-…)."""
+    import secrets
+    from datetime import datetime
+
+    def split(text: str) -> list[str]:
+        return [t.strip() for t in text.split(",") if t.strip()]
+
+    compile_map = {"off": False, "on": True, "false": False, "true": True}
+    bad = [c for c in split(compile) if c.lower() not in compile_map]
+    if bad:
+        raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
+    base = make_config("tiny", workload)
+    base = with_ranks(base, ranks)
+    batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
+    compiles = [compile_map[c.lower()] for c in split(compile)]
+    configs = grid(base, split(models), split(precision), compiles, batches)
+    store = lazy.ResultsStore(db)
+    note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
+    if note:
+        warn(note)
+    experiment = f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    results: list[RunResult] = []
+    unsaved: list[str | None] = []
+    with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:
+        for done, config in enumerate(configs):
+            progress.stage(
+                f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
+                + (f" batch {config.batch_size}" if batches else "")
+            )
+            result = run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
+            unsaved.append(_save(store, result, experiment=experiment))
+            results.append(result)
+            progress.advance(done + 1)
+            if result.status == "interrupted":
+                break
+    for r in results:
+        if r.status not in ("ok", "interrupted"):
+            first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
+            batch = f" batch {r.config.batch_size}" if batches else ""
+            warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
+    title = f"{experiment} ({results[0].device_name if results else ''})"
+    emit(results_table(results), format, title=title, wide=wide)
+    if workload.power:  # the sources are the same for every point: each line once
+        for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
+            say_note(line)
+    if len(results) < len(configs):
+        warn(f"sweep stopped after {len(results)} of {len(configs)} points")
+    lazy.finish(unsaved, results)
+
+
+def _batch_sizes(items: list[str]) -> list[int]:
+
+    bad = [b for b in items if not b.isdigit() or int(b) < 1]
+    if bad or not items:
+        raise UsageError(
+            f"--batch-sizes takes positive integers, e.g. 1,2,4,8; got {', '.join(bad) or 'none'}"
+        )
+    for b in items:
+        check_count("--batch-sizes", int(b))
+    return list(dict.fromkeys(int(b) for b in items))
+
+
+@cli_errors
+def runs_cmd(
+    model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
+    device: Annotated[
+        str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+    ] = None,
+    precision: Annotated[str | None, typer.Option(metavar="<name>", help="Only this precision.")] = None,
+    last: Annotated[int | None, typer.Option(metavar="<n>", help="Only the newest N.")] = None,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """List saved runs (newest last)."""
+
+    store = lazy.ResultsStore(db, readonly=True)
+    df = store.runs(model=model, device=device, precision=precision, last=last)
+    if format is Format.table:
+        cols = {
+            "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
+            "precision": "precision", "compile": "compile", "status": "status", "profiler": "profiler",
+            "baseline_run_id": "baseline run",
+            "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
+            "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
+        }  # fmt: skip
+        df = df[list(cols)].rename(columns=cols)
+        # the run id (model-date-time) is what `harness show` takes: first, and never shortened
+        df.attrs["priority"] = [
+            "run", "forward (ns)", "backward (ns)", "optimizer (ns)", "tokens/s",
+            "status", "model", "precision", "mode", "device", "compile", "profiler",
+        ]  # fmt: skip
+        df.attrs["whole"] = ["run"]
+    notes = [] if len(df) else ["no runs yet"]
+    emit(df, format, title=f"runs in {lazy.describe_url(store.url)}", notes=notes, wide=wide)
+
+
+@cli_errors
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(help="A run id (or a unique prefix) from `harness runs`.")],
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
+
+    store = lazy.ResultsStore(db, readonly=True)
+    run = store.get(run_id)
+    tables = show_tables(run, store.linked(run.id))
+    emit_many(tables, format, wide=wide)
+
+
+@cli_errors
+def import_cmd(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="harness-unsaved-*.json files, written when the database would not take a run."),
+    ],
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
+    """Store runs that could not be saved; importing a file again stores its run once."""
+    import pandas as pd
+
+    store = lazy.ResultsStore(db)
+    done = [store.import_file(f) for f in files]
+    table = pd.DataFrame(
+        [(str(d.file), d.run_id, "replaced" if d.replaced else "new") for d in done],
+        columns=["file", "run", "stored"],
+    )
+    emit(table, format, title=f"imported into {lazy.describe_url(store.url)}")
+
+
+def register(app: typer.Typer) -> None:
+    # short help: one line each in `harness -h` at 80 columns
+    app.command("run", short_help="Run one workload, time its phases, save and print the result.")(run_cmd)
+    app.command("sweep", short_help="Run a grid of models × precisions × compile, a process each.")(sweep_cmd)
+    app.command("runs", short_help="List saved runs (newest last).")(runs_cmd)
+    app.command("show", short_help="Show one run: configuration, phases, agreement, files.")(show_cmd)
+    app.command("import", short_help="Store runs saved to a file when the database would not take them.")(
+        import_cmd
+    )

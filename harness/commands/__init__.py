@@ -1,1 +1,0 @@
-"""Typer command groups. Each module's `register(app)` adds its commands; heavy imports stay inside them."""

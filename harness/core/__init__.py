@@ -1,0 +1,1 @@
+"""Shared by every layer: run configuration and records, devices, errors, environment, signals."""

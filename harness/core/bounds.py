@@ -1,0 +1,114 @@
+"""Limits checked before anything runs: counts the results database can store, and how many ranks this
+machine can hold.
+
+A count past int64 (`--steps 100000000000000000000000`) ran and was then lost on save (SQLite stores
+signed 64-bit integers); a seed past it failed inside torch with a traceback. `--nproc 1000` started a
+thousand Python processes with torch until the OOM killer stepped in. Both are refused here with one line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+from typing import Any
+
+from harness.core.errors import UsageError
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# the option each RunConfig field comes from, for the error line
+OPTIONS = {
+    "batch_size": "--batch-size", "context_length": "--context-length", "vocab_size": "--vocab-size",
+    "warmup": "--warmup", "steps": "--steps", "seed": "--seed", "new_tokens": "--new-tokens",
+    "power_period_ms": "--power-period", "nproc": "--nproc", "nnodes": "--nnodes", "node_rank": "--node-rank",
+}  # fmt: skip
+RANK_MEMORY = 400 * 1024**2  # a rank's Python, torch and a tiny model: ~350 MB resident, measured on CPU
+RANKS_PER_CORE = 4
+MAX_RANKS_ENV = "HARNESS_MAX_RANKS"
+
+
+def check_storable(config: Any) -> None:
+    """UsageError naming the first integer setting of `config` (a RunConfig) the database cannot store."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+            option = OPTIONS.get(f.name, f.name)
+            raise UsageError(
+                f"{option} {value} is out of range: the results database stores integers from {INT64_MIN} "
+                f"to {INT64_MAX}"
+            )
+
+
+def check_count(option: str, value: int) -> None:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise UsageError(f"{option} {value} is out of range: at most {INT64_MAX}")
+
+
+def rank_limit() -> tuple[int, str]:
+    """(the most ranks this machine starts, why): HARNESS_MAX_RANKS, else by cores and available memory."""
+    env = os.environ.get(MAX_RANKS_ENV)
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            raise UsageError(f"{MAX_RANKS_ENV}={env!r} is not a whole number of ranks") from None
+        if value < 1:
+            raise UsageError(f"{MAX_RANKS_ENV}={env!r} must be 1 or more")
+        return value, f"{MAX_RANKS_ENV}={value}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    by_cores = RANKS_PER_CORE * cores
+    available = _available_memory()
+    by_memory = max(1, available // RANK_MEMORY) if available else by_cores
+    if by_memory < by_cores:
+        return by_memory, f"{available / 1024**3:.1f} GiB available at ~{RANK_MEMORY // 1024**2} MB a rank"
+    return by_cores, f"{cores} cores, {RANKS_PER_CORE} ranks a core"
+
+
+def check_ranks(nproc: int) -> None:
+    """UsageError when `nproc` ranks would not fit this machine (one line: the limit and the override)."""
+    if nproc <= 1:
+        return
+    limit, why = rank_limit()
+    if nproc > limit:
+        raise UsageError(
+            f"--nproc {nproc} is more ranks than this machine holds (at most {limit}: {why}); "
+            f"set {MAX_RANKS_ENV}={nproc} to start them anyway"
+        )
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+NAME_BYTES = 200  # a run id is the name and 21 characters more; a file name holds 255 bytes
+
+
+def check_run_name(name: str | None) -> None:
+    """UsageError unless `name` is a name (it becomes a run id and the report's file name): not empty, no
+    folder in it, no control characters, at most NAME_BYTES bytes."""
+    if name is None:
+        return
+    why = None
+    if not name.strip() or name in (".", ".."):
+        why = "it is empty"
+    elif "/" in name or "\\" in name:
+        why = "it holds a folder separator (a name, not a path: --profile-dir says where files go)"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+        why = "it holds control characters"
+    elif len(name.encode("utf-8", "surrogatepass")) > NAME_BYTES:
+        why = f"it is longer than {NAME_BYTES} bytes (it becomes a file name)"
+    if why:
+        shown = name if len(name) <= 60 else name[:40] + "…" + name[-10:]
+        raise UsageError(f"--name {shown!r} is not a run name: {why}")
+
+
+def default_run_name(program: str) -> str:
+    """A program's file name cut to NAME_BYTES bytes (a whole character at the end)."""
+    data = program.encode("utf-8", "surrogateescape")[:NAME_BYTES]
+    return data.decode("utf-8", "ignore") or "program"

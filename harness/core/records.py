@@ -1,0 +1,234 @@
+"""The data a run produces, independent of how it is stored or shown. Times are integer nanoseconds."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
+
+from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
+from analysis.names import STEP as STEP_RANGE
+
+FORWARD_PHASES = PHASES_BY_MODE["forward"]
+__all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
+
+
+PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
+
+
+def phases_for(mode: str, world_size: int = 1) -> tuple[str, ...]:
+    """The timed phases of a mode; a run across ranks (world_size > 1) adds the gradient all-reduce."""
+    if mode == PROGRAM_MODE:
+        return ()
+    return DISTRIBUTED_TRAIN_PHASES if world_size > 1 and mode == "train" else PHASES_BY_MODE[mode]
+
+
+@dataclass
+class RunConfig:
+    model: str
+    mode: str = "train"
+    device: str = "auto"
+    precision: str = "fp32"
+    compile: bool = False
+    batch_size: int = 4
+    context_length: int | None = None  # None: the model's default
+    vocab_size: int | None = None  # None: the model's default
+    warmup: int = 5
+    steps: int = 10
+    seed: int = 0
+    attention: str = "sdpa"
+    new_tokens: int = 32
+    nvtx_detail: bool = False
+    power: bool = False  # sample power over the measured steps (harness/energy/power.py)
+    power_period_ms: int = 50
+    memory: bool = False  # record the measured steps' memory (harness/execution/memory.py)
+    # across ranks (`--nproc`, harness/execution/ranks/multirank.py): torchrun's layout; 1 × 1 is a plain
+    # one-process run
+    nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rank_timeout: float = 300.0  # seconds a rank may go without starting a phase before the run is stopped
+
+    def __post_init__(self) -> None:
+        # torch.compile compiles in the first step: it is always a warmup step, never a measured one, and
+        # every reader of the configuration (the runner, the profilers' schedules, progress) sees it so
+        if self.compile and self.warmup == 0:
+            self.warmup = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepRecord:
+    step: int
+    warmup: bool
+    phases: dict[str, int]  # phase -> duration_ns
+    starts: dict[str, int] = field(default_factory=dict)  # phase -> perf_counter_ns at its start
+    rank: int = 0  # the global rank that ran it (runs across ranks)
+
+
+@dataclass
+class BlockRecord:
+    """One block's time in one measured step (summed over its `calls` in that step); layer None: a block
+    outside the layers (embedding, final norm, LM head)."""
+
+    step: int
+    layer: int | None
+    block: str
+    phase: str
+    duration_ns: int
+    calls: int = 1
+
+
+@dataclass
+class PhaseStats:
+    phase: str
+    count: int
+    mean_ns: float
+    std_ns: float
+    median_ns: float
+    min_ns: int
+    max_ns: int
+
+    @classmethod
+    def of(cls, phase: str, durations: list[int]) -> PhaseStats:
+        return cls(
+            phase=phase,
+            count=len(durations),
+            mean_ns=statistics.fmean(durations),
+            std_ns=statistics.stdev(durations) if len(durations) > 1 else 0.0,
+            median_ns=float(statistics.median(durations)),
+            min_ns=min(durations),
+            max_ns=max(durations),
+        )
+
+
+class ModelShape(Protocol):
+    """A model's shape as workloads.specs.ModelSpec declares it (no import here: workloads loads torch)."""
+
+    family: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    vocab_size: int
+    context_length: int
+
+
+@dataclass
+class ModelInfo:
+    """The model a run built, as stored: its ModelSpec's shape (`from_spec`) and its parameter count."""
+
+    family: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    vocab_size: int
+    context_length: int
+    params: int
+
+    @classmethod
+    def from_spec(cls, spec: ModelShape, params: int, context_length: int | None = None) -> ModelInfo:
+        """`spec`'s shape (with the context actually used, where it differs) and `params`."""
+        shape = {f.name: getattr(spec, f.name) for f in fields(cls) if f.name != "params"}
+        if context_length is not None:
+            shape["context_length"] = context_length
+        return cls(**shape, params=params)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    config: RunConfig
+    status: str  # "ok" | "oom" | "error" | "interrupted"
+    device: str = "cpu"  # resolved device type
+    device_name: str = ""
+    model: ModelInfo | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    error: str | None = None
+    tokens_per_s: float | None = None
+    flops_per_step: float | None = None
+    achieved_flops: float | None = None  # FLOP/s
+    mfu: float | None = None
+    peak_memory_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # mode-specific figures (ttft_ns, per-token latency)
+    blocks: list[BlockRecord] = field(default_factory=list)  # --nvtx-detail's per-block timers (no profiler)
+    env: dict[str, Any] = field(default_factory=dict)
+
+    def measured(self, phase: str) -> list[int]:
+        return [s.phases[phase] for s in self.steps if not s.warmup and phase in s.phases]
+
+    def phase_stats(self) -> list[PhaseStats]:
+        out = []
+        for phase in phases_for(self.config.mode, self.config.world_size):
+            durations = self.measured(phase)
+            if durations:
+                out.append(PhaseStats.of(phase, durations))
+        return out
+
+
+def result_to_dict(result: RunResult) -> dict[str, Any]:
+    return asdict(result)
+
+
+def result_from_dict(data: dict[str, Any]) -> RunResult:
+    data = dict(data)
+    data["config"] = RunConfig(**data["config"])
+    data["model"] = ModelInfo(**data["model"]) if data.get("model") else None
+    data["steps"] = [StepRecord(**s) for s in data.get("steps", [])]
+    data["blocks"] = [BlockRecord(**b) for b in data.get("blocks", [])]
+    return RunResult(**data)
+
+
+# `harness attention`: one sweep of attention implementations over head dims × sequence lengths
+@dataclass(frozen=True)
+class AttentionConfig:
+    batch_size: int = 8
+    num_heads: int = 1
+    head_dims: tuple[int, ...] = (16, 32, 64, 128)
+    seq_lens: tuple[int, ...] = (128, 256, 512)
+    precision: str = "fp32"
+    impls: tuple[str, ...] = ("math", "sdpa")
+    warmup: int = 3
+    trials: int = 10
+    causal: bool = True
+    device: str = "auto"
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class AttentionCell:
+    """One implementation at one head dim × seq len. Times are ns; None where the cell did not finish."""
+
+    impl: str
+    head_dim: int
+    seq_len: int
+    status: str = "ok"  # ok | oom | error
+    forward_mean_ns: float | None = None
+    forward_std_ns: float | None = None
+    backward_mean_ns: float | None = None
+    backward_std_ns: float | None = None
+    peak_memory_bytes: int | None = None
+    compile_ns: int | None = None  # compiled: the first call, compilation included
+    error: str | None = None
+
+
+@dataclass
+class AttentionSweep:
+    sweep_id: str
+    config: AttentionConfig
+    device: str  # resolved device type
+    device_name: str
+    memory_source: str
+    env: dict[str, Any] = field(default_factory=dict)
+    cells: list[AttentionCell] = field(default_factory=list)

@@ -1,0 +1,78 @@
+"""Everything that runs the `nsys` binary: finding it and reading its flags (find.py), profiling a command
+or each rank of a torchrun launch (launch.py, ranks.py), importing and exporting reports (export.py).
+
+No other module shells out to nsys. Flags a given nsys does not know are dropped from the command and named,
+so one harness works with the Debian 2022.4 build (no --python-backtrace) and with current releases.
+"""
+
+from harness.execution.nsys.export import (
+    TAIL_LINES,
+    _existing,
+    _left_qdstrm,
+    _same_version,
+    _tail,
+    export_sqlite,
+    find_importer,
+    import_qdstrm,
+)
+from harness.execution.nsys.find import (
+    HOW_TO_GET,
+    INSTALL_PLACES,
+    PROJECT_LOCAL,
+    REPO,
+    NsysInfo,
+    candidates,
+    find_nsys,
+    probe,
+)
+from harness.execution.nsys.launch import (
+    DEFAULT_TRACE,
+    LIGHT_ARGS,
+    RANK_PATTERN,
+    SHORT_FLAGS,
+    ProfileOptions,
+    ProfileResult,
+    _env_for,
+    _flag_name,
+    _generated,
+    build_profile_command,
+    profile,
+    rank_profile_command,
+    rank_report,
+    report_base,
+    requested_output,
+)
+
+__all__ = [
+    "DEFAULT_TRACE",
+    "HOW_TO_GET",
+    "INSTALL_PLACES",
+    "LIGHT_ARGS",
+    "PROJECT_LOCAL",
+    "RANK_PATTERN",
+    "REPO",
+    "SHORT_FLAGS",
+    "TAIL_LINES",
+    "NsysInfo",
+    "ProfileOptions",
+    "ProfileResult",
+    "_env_for",
+    "_existing",
+    "_flag_name",
+    "_generated",
+    "_left_qdstrm",
+    "_same_version",
+    "_tail",
+    "build_profile_command",
+    "candidates",
+    "export_sqlite",
+    "find_importer",
+    "find_nsys",
+    "import_qdstrm",
+    "probe",
+    "profile",
+    "rank_profile_command",
+    "rank_report",
+    "report_base",
+    "requested_output",
+]

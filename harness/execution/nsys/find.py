@@ -1,0 +1,92 @@
+"""Finding nsys: the binary (HARNESS_NSYS, PATH, the project-local copy, install places), its version and
+the flags its `nsys profile` knows."""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.errors import NsysError
+
+REPO = Path(__file__).resolve().parents[3]
+PROJECT_LOCAL = REPO / ".tools" / "nsys" / "usr" / "lib" / "nsight-systems" / "bin" / "nsys"
+INSTALL_PLACES = ("/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys")
+HOW_TO_GET = (
+    "install Nsight Systems: `make setup` (Debian/Ubuntu: project-local copy via scripts/install-nsys.sh) or "
+    "https://developer.nvidia.com/nsight-systems, then put nsys on PATH or set HARNESS_NSYS"
+)
+
+
+@dataclass(frozen=True)
+class NsysInfo:
+    path: Path
+    version: str  # "2022.4.2.1"
+    flags: frozenset[str]  # long options of `nsys profile`, without dashes
+    source: str  # how it was found
+
+    def supports(self, flag: str) -> bool:
+        return flag.lstrip("-").split("=", 1)[0] in self.flags
+
+
+def _version(path: Path) -> str:
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise NsysError(f"{path} does not run ({e}); {HOW_TO_GET}") from None
+    found = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
+    if out.returncode != 0 or not found:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise NsysError(f"{path} --version failed: {tail[0]}; {HOW_TO_GET}")
+    return found.group(1)
+
+
+def _profile_flags(path: Path) -> frozenset[str]:
+    out = subprocess.run([str(path), "profile", "--help"], capture_output=True, text=True, timeout=60)
+    flags = set(re.findall(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)", out.stdout, flags=re.MULTILINE))
+    # `--nvtx-domain-[include|exclude]=` is printed as one entry
+    if "nvtx-domain-" in out.stdout:
+        flags |= {"nvtx-domain-include", "nvtx-domain-exclude"}
+    return frozenset(flags)
+
+
+@functools.cache
+def probe(path: Path, source: str = "given") -> NsysInfo:
+    """Version and supported `nsys profile` flags of the nsys at `path`."""
+    path = Path(path)
+    return NsysInfo(path=path, version=_version(path), flags=_profile_flags(path), source=source)
+
+
+def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
+    """(path, how it was found) in the order they are tried."""
+    found: list[tuple[str, str]] = []
+    if explicit:
+        found.append((explicit, "--nsys-path"))
+    if os.environ.get("HARNESS_NSYS"):
+        found.append((os.environ["HARNESS_NSYS"], "HARNESS_NSYS"))
+    if on_path := shutil.which("nsys"):
+        found.append((on_path, "PATH"))
+    for pattern in INSTALL_PLACES:
+        found += [(p, "install place") for p in sorted(glob.glob(pattern), reverse=True)]
+    found.append((str(PROJECT_LOCAL), "the project-local copy in .tools/nsys"))
+    return found
+
+
+def find_nsys(explicit: str | None = None) -> NsysInfo:
+    """The nsys to use: --nsys-path, HARNESS_NSYS, PATH, usual install places, the project-local copy.
+
+    A path the user named that is not an executable is an error, not skipped silently.
+    """
+    for path, source in candidates(explicit):
+        p = Path(path)
+        usable = p.is_file() and os.access(p, os.X_OK)
+        if source in ("--nsys-path", "HARNESS_NSYS") and not usable:
+            raise NsysError(f"nsys given by {source} is not an executable file: {path}; {HOW_TO_GET}")
+        if usable:
+            return probe(Path(os.path.abspath(p)), source)
+    raise NsysError(f"nsys not found; {HOW_TO_GET}")

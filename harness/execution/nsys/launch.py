@@ -1,0 +1,247 @@
+"""`nsys profile` around a command: the command line built by capability, the run supervised, and a
+report (exported to SQLite) kept even when the run is cut short; one report per rank for torchrun."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
+from harness.core.errors import NsysError
+from harness.core.signals import name
+from harness.execution import supervisor
+from harness.execution.nsys.export import _existing, _left_qdstrm, _tail, export_sqlite, import_qdstrm
+from harness.execution.nsys.find import NsysInfo
+
+DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
+
+LIGHT_ARGS = ("--sample=none", "--cpuctxsw=none")
+SHORT_FLAGS = {
+    "-t": "trace",
+    "-s": "sample",
+    "-o": "output",
+    "-c": "capture-range",
+    "-p": "nvtx-capture",
+    "-f": "force-overwrite",
+    "-x": "stop-on-exit",
+    "-b": "backtrace",
+    "-d": "duration",
+    "-y": "delay",
+}
+
+
+@dataclass
+class ProfileOptions:
+    output: Path  # report path without extension
+    trace: tuple[str, ...] = DEFAULT_TRACE
+    python_backtrace: str | None = "cuda"
+    capture: str = "all"  # all | measured
+    mode: str = "light"  # light | full
+    extra_args: list[str] = field(default_factory=list)
+    export_sqlite: bool = True
+
+
+def _flag_name(arg: str) -> str | None:
+    if arg.startswith("--"):
+        return arg[2:].split("=", 1)[0]
+    if arg.startswith("-") and len(arg) >= 2:
+        return SHORT_FLAGS.get(arg[:2])
+    return None
+
+
+def build_profile_command(
+    info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The `nsys profile` argv and the requested flags this nsys does not support (dropped).
+
+    `extra_args` come last and replace any default flag of the same name.
+    """
+    defaults = [f"--trace={','.join(opts.trace)}"]
+    if opts.python_backtrace:
+        defaults.append(f"--python-backtrace={opts.python_backtrace}")
+    if opts.mode == "light":
+        defaults += LIGHT_ARGS
+    if opts.capture == "measured":
+        defaults += [
+            "--capture-range=nvtx",
+            f"--nvtx-capture={MEASURED_RANGE}",
+            "--capture-range-end=stop",
+        ]
+    defaults += [f"--output={opts.output}", "--force-overwrite=true"]
+    if opts.export_sqlite:
+        defaults.append("--export=sqlite")
+    overridden = {_flag_name(a) for a in opts.extra_args} - {None}
+    argv = [str(info.path), "profile"]
+    dropped = []
+    for arg in defaults:
+        name = _flag_name(arg)
+        if name in overridden:
+            continue
+        if info.flags and not info.supports(arg):
+            dropped.append(f"{arg} (nsys {info.version} does not support it)")
+            continue
+        argv.append(arg)
+    return [*argv, *opts.extra_args, *target], dropped
+
+
+@dataclass
+class ProfileResult:
+    returncode: int  # the profiled program's exit code as nsys reports it; negative: killed by a signal
+    rep: Path | None
+    sqlite: Path | None
+    qdstrm: Path | None
+    stderr_tail: str
+    command: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    interrupted: int | None = None  # the signal passed on to nsys (SIGINT: Ctrl-C), if any
+    artifacts: dict[str, str] = field(default_factory=dict)  # more files to store: one report per rank
+
+
+def _env_for(opts: ProfileOptions, env: dict[str, str] | None) -> dict[str, str]:
+    full = dict(os.environ if env is None else env)
+    if opts.capture == "measured":
+        # nsys matches --nvtx-capture against registered strings only, unless told otherwise
+        full.setdefault("NSYS_NVTX_PROFILER_REGISTER_ONLY", "0")
+    return full
+
+
+def requested_output(extra_args: Sequence[str]) -> str | None:
+    """The report name given with --output/-o among the pass-through arguments (the last one wins)."""
+    found = None
+    for i, arg in enumerate(extra_args):
+        if arg.startswith("--output="):
+            found = arg.split("=", 1)[1]
+        elif arg in ("--output", "-o") and i + 1 < len(extra_args):
+            found = extra_args[i + 1]
+    return found
+
+
+def report_base(opts: ProfileOptions) -> Path | None:
+    """The report path without extension that nsys will write; None when it holds nsys's %-patterns."""
+    given = requested_output(opts.extra_args)
+    if given is None:
+        return Path(opts.output)
+    if "%" in given:
+        return None
+    path = Path(given).expanduser().absolute()
+    return path.with_suffix("") if path.suffix in (".nsys-rep", ".qdrep") else path
+
+
+def _generated(nsys_output: str) -> list[Path]:
+    """The files nsys lists under "Generated:" at its end (it falls back to /tmp where it cannot write)."""
+    found: list[Path] = []
+    lines = [ln.rsplit("\r", 1)[-1] for ln in nsys_output.splitlines()]
+    for i, line in enumerate(lines):
+        if line.strip() == "Generated:":
+            for item in lines[i + 1 :]:
+                if not item.startswith((" ", "\t")) or not item.strip():
+                    break
+                found.append(Path(item.strip()))
+    return found
+
+
+def profile(
+    info: NsysInfo,
+    opts: ProfileOptions,
+    target: Sequence[str],
+    env: dict[str, str] | None = None,
+    cleanup: Sequence[Path] = (),
+) -> ProfileResult:
+    """Run `target` under `nsys profile`; import a left-over .qdstrm and export SQLite where nsys did not.
+
+    nsys runs under harness.execution.supervisor: it and everything it starts end with the harness, and
+    `cleanup`
+    folders go with them. Ctrl-C and SIGTERM are passed on to nsys, which stops collection, passes the signal
+    to the program and writes what was recorded. A report name given with --nsys-arg=--output is followed.
+    """
+
+    argv, _ = build_profile_command(info, opts, target)
+    base = report_base(opts)
+    if base is not None:
+        try:
+            base.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise NsysError(f"cannot create the report's folder {base.parent}: {e.strerror}") from None
+    notes: list[str] = []
+    done = supervisor.run(argv, cleanup=cleanup, env=_env_for(opts, env), merge_stderr=True)
+    text = done.stdout
+    if done.interrupted:
+        notes.append(
+            f"interrupted ({name(done.interrupted)}): nsys was stopped part way and kept what it had recorded"
+        )
+    if done.returncode < 0:
+        notes.append(f"nsys was killed by signal {-done.returncode} part way")
+    generated = _generated(text)
+
+    def find(suffix: str) -> Path | None:
+        listed = [p for p in generated if p.suffix == suffix and p.is_file()]
+        if listed:
+            return listed[0]
+        return _existing(base.with_name(base.name + suffix)) if base is not None else None
+
+    rep, qdstrm, sqlite = find(".nsys-rep"), find(".qdstrm") or _left_qdstrm(text), find(".sqlite")
+    stem = base or (rep or qdstrm or Path("report")).with_suffix("")
+    if rep is None and qdstrm is not None:
+        try:
+            rep = import_qdstrm(qdstrm, stem.with_name(stem.name + ".nsys-rep"), info)
+            notes.append(f"nsys left only {qdstrm.name}: imported it with QdstrmImporter")
+        except NsysError as e:
+            notes.append(str(e))
+    if opts.export_sqlite and rep is not None and sqlite is None:
+        try:
+            sqlite = export_sqlite(rep, rep.with_suffix(".sqlite"), info)
+            notes.append(f"exported {sqlite.name} with `nsys export`")
+        except NsysError as e:
+            notes.append(str(e))
+    if base is not None and rep is not None and rep.parent != base.parent:
+        notes.append(f"nsys could not write beside {base}: it wrote {rep} instead")
+    return ProfileResult(
+        returncode=done.returncode,
+        rep=rep,
+        sqlite=sqlite,
+        qdstrm=qdstrm if rep is None else None,
+        stderr_tail=_tail(text),
+        command=argv,
+        notes=notes,
+        interrupted=done.interrupted,
+    )
+
+
+# --- one report per rank (harness/execution/ranks/multirank.py) ---------------------------------------
+
+RANK_PATTERN = "%q{RANK}"  # nsys expands it from each process's environment: torchrun sets RANK
+
+
+def rank_profile_command(
+    info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
+) -> tuple[list[str], dict[str, str], list[str]]:
+    """`nsys profile` around one rank's command, for torchrun to start in place of the rank: each rank
+    then writes `<output>.rank<R>.nsys-rep` (and .sqlite). The argv, the environment it needs, and the
+    dropped flags."""
+    if requested_output(opts.extra_args) is not None:
+        raise NsysError("--nsys-arg --output does not go with --nproc: each rank's report is <run>.rank<R>")
+    per_rank = ProfileOptions(**{**opts.__dict__, "output": Path(f"{opts.output}.rank{RANK_PATTERN}")})
+    argv, dropped = build_profile_command(info, per_rank, target)
+    return argv, _env_for(opts, None), dropped
+
+
+def rank_report(
+    info: NsysInfo, opts: ProfileOptions, rank: int
+) -> tuple[Path | None, Path | None, list[str]]:
+    """Rank `rank`'s .nsys-rep and .sqlite as nsys left them (a partial report of a stopped rank too),
+    exporting the SQLite where nsys did not; and notes."""
+    base = Path(f"{opts.output}.rank{rank}")
+    rep = _existing(base.with_name(base.name + ".nsys-rep"))
+    sqlite = _existing(base.with_name(base.name + ".sqlite"))
+    notes: list[str] = []
+    if rep is None:
+        return None, sqlite, [f"rank {rank}: nsys wrote no report"]
+    if opts.export_sqlite and sqlite is None:
+        try:
+            sqlite = export_sqlite(rep, rep.with_suffix(".sqlite"), info)
+            notes.append(f"rank {rank}: exported {sqlite.name} with `nsys export`")
+        except NsysError as e:
+            notes.append(f"rank {rank}: {e}")
+    return rep, sqlite, notes

@@ -1,0 +1,1 @@
+"""torchrun: N ranks of the worker as one run."""

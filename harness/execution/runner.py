@@ -1,0 +1,435 @@
+"""Run one workload configuration in this process and time it: train, forward or generate."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from analysis.names import ALLREDUCE, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
+from harness.core import env, nvtx_ranges
+from harness.core.devices import (
+    device_name,
+    free_memory,
+    is_oom,
+    peak_memory_bytes,
+    reset_peak_memory,
+    resolve_device,
+    synchronize,
+)
+from harness.core.errors import UsageError
+from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord
+from harness.core.signals import interrupted, signal_of
+from harness.energy.run import EnergyMeter
+from harness.execution import block_timers, memory
+from harness.execution.compiled import record_first_step
+from harness.execution.memory import MemoryRecorder
+from harness.execution.timing import PhaseClock
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from harness.energy.power import PowerSources
+
+ATTENTIONS = ("math", "sdpa")
+
+ProgressFn = Callable[[int, int], None]
+StepFn = Callable[[StepRecord], None]
+WindowFn = Callable[[], contextlib.AbstractContextManager[Any]]
+BodyFactory = Callable[["RunConfig", Any, Any, Any], "Body"]  # (config, spec, model, device) -> Body
+
+
+class StepHook(Protocol):
+    """An in-process profiler (harness.profilers.torch): on around the step loop, told of each step's end."""
+
+    def recording(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def step(self) -> None: ...
+
+
+def new_run_id(model: str) -> str:
+    return f"{model}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def validate(config: RunConfig) -> None:
+    """Raise UsageError for anything a user could have typed wrong, before any work starts."""
+    import workloads  # torch, via workloads: kept off the CLI start-up
+
+    if config.model not in workloads.MODEL_NAMES:
+        raise UsageError(f"unknown model {config.model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
+    for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS)):
+        value = getattr(config, name)
+        if value not in allowed:
+            raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+    positive = {
+        "batch size": config.batch_size,
+        "steps": config.steps,
+        "context length": config.context_length,
+        "vocab size": config.vocab_size,
+        "new tokens": config.new_tokens if config.mode == "generate" else 1,
+        "power period": config.power_period_ms if config.power else 1,
+    }
+    for name, value in positive.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be a positive number, got {value}")
+    if config.warmup < 0:
+        raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
+    spec = workloads.get_spec(config.model)
+    if config.mode == "generate":
+        prompt = prompt_length(config, spec)
+        if spec.family == "gpt2" and prompt + config.new_tokens > spec.context_length:
+            raise UsageError(
+                f"{config.model} has learned positions for {spec.context_length} tokens; prompt {prompt} + "
+                f"{config.new_tokens} new tokens is more: lower --context-length or --new-tokens"
+            )
+    elif spec.family == "gpt2" and config.context_length and config.context_length > spec.context_length:
+        raise UsageError(
+            f"{config.model} has learned positions for {spec.context_length} tokens; "
+            f"--context-length {config.context_length} is more"
+        )
+
+
+def prompt_length(config: RunConfig, spec: Any) -> int:
+    """Generate mode's prompt: --context-length if given, else 64 tokens (capped by the model)."""
+    if config.context_length:
+        return config.context_length
+    return min(64, spec.context_length // 2)
+
+
+def _autocast(device: Any, precision: str) -> contextlib.AbstractContextManager[Any]:
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def run_workload(
+    config: RunConfig,
+    *,
+    run_id: str | None = None,
+    progress: ProgressFn | None = None,
+    on_step: StepFn | None = None,
+    power_sources: PowerSources | None = None,
+    hook: StepHook | None = None,
+    make_body: BodyFactory | None = None,
+    memory_dir: Path | None = None,
+) -> RunResult:
+    """Build the model, warm up, then time `config.steps` steps phase by phase.
+
+    Out of memory is caught and recorded (status "oom"), and so are Ctrl-C and SIGTERM (status
+    "interrupted", see harness.core.signals), each with the steps finished before it; anything else
+    propagates.
+    With config.power the measured steps are sampled (harness.energy.run); `power_sources` replaces the
+    discovered sources (tests hand in theirs). `on_step` sees every step as soon as it is finished; `hook`
+    (an in-process profiler) is started around the step loop and told of the end of every step.
+    `make_body` replaces the mode's step (harness.execution.ranks.distributed: the train step of one rank of
+    several). With
+    config.memory the measured steps are recorded by harness.execution.memory (files in `memory_dir`).
+    """
+    import torch
+
+    import workloads  # torch, via workloads: kept off the CLI start-up
+
+    validate(config)
+    device = resolve_device(config.device)
+    spec = workloads.get_spec(config.model)
+    if config.mode != "generate":
+        spec = spec.with_overrides(vocab_size=config.vocab_size, context_length=config.context_length)
+    elif config.vocab_size:
+        spec = spec.with_overrides(vocab_size=config.vocab_size)
+    result = RunResult(
+        run_id=run_id or new_run_id(config.model),
+        config=config,
+        status="ok",
+        device=device.type,
+        device_name=device_name(device),
+        env=env.collect(device),
+    )
+    torch.manual_seed(config.seed)
+    reset_peak_memory(device)
+    meter = None
+    if config.power:
+        meter = EnergyMeter(config, device, power_sources)
+    recorder = MemoryRecorder(device, result.run_id, memory_dir) if config.memory else None
+    windows = [w.window for w in (meter, recorder) if w is not None]
+
+    timers: block_timers.BlockTimers | None = None
+
+    def step_done(done: int, total: int) -> None:
+        if timers:
+            timers.next_step()
+        if hook:
+            hook.step()
+        if on_step:
+            on_step(result.steps[-1])
+        if progress:
+            progress(done, total)
+
+    try:
+        model = workloads.build_model(spec, attention=config.attention, seed=config.seed).to(device)
+        context = prompt_length(config, spec) if config.mode == "generate" else None
+        result.model = ModelInfo.from_spec(spec, workloads.count_params(model), context)
+        if config.nvtx_detail:
+            nvtx_ranges.attach_detail_ranges(model, workloads.DETAIL_RANGES, workloads.OUTER_RANGES)
+            if block_timers.wanted(config, hook is not None):
+                timers = block_timers.BlockTimers(model, device, config)
+        body = (make_body or BODIES[config.mode])(config, spec, model, device)
+        with hook.recording() if hook else contextlib.nullcontext():
+            _loop(config, body, device, result, step_done, _windows(windows))
+    except KeyboardInterrupt as e:
+        measured = sum(not s.warmup for s in result.steps)
+        result.status = "interrupted"
+        result.error = interrupted(signal_of(e), f"after {measured} of {config.steps} measured steps")
+    except Exception as e:
+        if not is_oom(e):
+            raise
+        result.status = "oom"
+        result.error = _oom_message(e)
+        free_memory(device)
+    if timers:
+        timers.remove()
+        result.blocks = timers.records()
+    result.peak_memory_bytes = peak_memory_bytes(device)
+    _throughput(config, spec, result)
+    record_first_step(result)
+    memory.record(result, config, spec, device)
+    if recorder is not None:
+        recorder.finish(result)
+    if meter is not None:
+        meter.finish(result, spec)
+    return result
+
+
+def _windows(windows: list[WindowFn]) -> WindowFn:
+    """One window opening all of `windows` (power sampling, memory recording) in order."""
+
+    @contextlib.contextmanager
+    def both() -> Any:
+        with contextlib.ExitStack() as stack:
+            for window in windows:
+                stack.enter_context(window())
+            yield
+
+    return both
+
+
+def _oom_message(error: BaseException) -> str:
+    line = str(error).splitlines()[0] if str(error) else "out of memory"
+    # the CPU allocator's message starts with where in C++ it failed: "[enforce fail at alloc_cpu.cpp:127] …"
+    return re.sub(r"^\[enforce fail at [^\]]*\] err == 0\. ", "", line)
+
+
+def _steps(config: RunConfig, window: WindowFn = contextlib.nullcontext):
+    """Step indices with the `measured` NVTX range and `window()` (power sampling) opened before the first
+    measured step and closed after the last."""
+    total = config.warmup + config.steps
+    opened = False
+    with contextlib.ExitStack() as stack:
+        try:
+            for i in range(total):
+                if i == config.warmup:
+                    nvtx_ranges.push(MEASURED)
+                    opened = True
+                    stack.enter_context(window())
+                yield i, i < config.warmup, total
+        finally:
+            if opened:
+                nvtx_ranges.pop()
+
+
+@dataclass
+class Body:
+    """What one mode does in a step. `prepare` runs before the step's NVTX range opens (untimed) and its
+    value is handed to `step`, which times its phases on the clock. `context` is held around the loop."""
+
+    step: Callable[[int, PhaseClock, Any], None]
+    prepare: Callable[[], Any] = lambda: None
+    context: contextlib.AbstractContextManager[Any] = field(default_factory=contextlib.nullcontext)
+
+
+def _loop(
+    config: RunConfig,
+    body: Body,
+    device: Any,
+    result: RunResult,
+    step_done: ProgressFn,
+    window: WindowFn = contextlib.nullcontext,
+) -> None:
+    """The one step loop every mode and profiler shares: warmup, then measured steps, each in its NVTX
+    `step` range, each recorded as soon as it is finished."""
+    clock = PhaseClock(device)
+    with body.context:
+        for i, warm, total in _steps(config, window):
+            clock.reset()
+            state = body.prepare()
+            with nvtx_ranges.nvtx_range(STEP_RANGE, i):
+                body.step(i, clock, state)
+            result.steps.append(
+                StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
+            )
+            step_done(i + 1, total)
+
+
+def train_body(
+    config: RunConfig,
+    spec: Any,
+    model: Any,
+    device: Any,
+    *,
+    rank: int = 0,
+    wrap: Callable[[Any], Any] | None = None,
+    allreduce: Callable[[list[Any]], None] | None = None,
+    mark: Callable[[int, str], None] | None = None,
+) -> Body:
+    """The train step. Across ranks (harness.execution.ranks.distributed) `wrap` makes the model a DDP
+    module, forward and
+    backward run under its no_sync() and `allreduce` averages the gradients as a phase of its own; `mark`
+    hears each phase start; each rank draws its own batch (seed + rank)."""
+    import torch
+
+    import workloads  # torch, via workloads: kept off the CLI start-up
+
+    gen = torch.Generator().manual_seed(config.seed + rank)
+    x, y = workloads.synthetic_batch(
+        spec, config.batch_size, spec.context_length, device=device, generator=gen
+    )
+    module = wrap(model) if wrap else model
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=3e-4)
+    scaler = (
+        torch.amp.GradScaler(device.type) if config.precision == "fp16" and device.type == "cuda" else None
+    )
+    fn = torch.compile(module) if config.compile else module
+    module.train()
+
+    def say(i: int, phase: str) -> None:
+        if mark is not None:
+            mark(i, phase)
+
+    def step(i: int, clock: PhaseClock, _: Any) -> None:
+        say(i, FORWARD)
+        with module.no_sync() if allreduce else contextlib.nullcontext():
+            with clock.phase(FORWARD, i), _autocast(device, config.precision):
+                loss = workloads.loss_fn(fn(x), y)
+            say(i, BACKWARD)
+            with clock.phase(BACKWARD, i):
+                (scaler.scale(loss) if scaler else loss).backward()
+        if allreduce is not None:
+            say(i, ALLREDUCE)
+            with clock.phase(ALLREDUCE, i):
+                allreduce(params)
+        say(i, OPTIMIZER)
+        with clock.phase(OPTIMIZER, i):
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    return Body(step)
+
+
+def _forward(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
+    import torch
+
+    import workloads  # torch, via workloads: kept off the CLI start-up
+
+    gen = torch.Generator().manual_seed(config.seed)
+    x, _ = workloads.synthetic_batch(
+        spec, config.batch_size, spec.context_length, device=device, generator=gen
+    )
+    fn = torch.compile(model) if config.compile else model
+    model.eval()
+
+    def step(i: int, clock: PhaseClock, _: Any) -> None:
+        with clock.phase("forward", i), _autocast(device, config.precision):
+            fn(x)
+
+    return Body(step, context=torch.no_grad())
+
+
+def _generate(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
+    """Prefill a prompt, then decode `new_tokens` tokens one at a time with a KV cache (greedy)."""
+    import torch
+
+    import workloads  # torch, via workloads: kept off the CLI start-up
+
+    prompt_len = prompt_length(config, spec)
+    gen = torch.Generator().manual_seed(config.seed)
+    prompt, _ = workloads.synthetic_batch(spec, config.batch_size, prompt_len, device=device, generator=gen)
+    model.eval()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
+
+    def new_cache() -> Any:
+        return workloads.new_cache(
+            model,
+            config.batch_size,
+            prompt_len + config.new_tokens,
+            device=device,
+            dtype=torch.float32 if config.precision == "fp32" else dtype,
+        )
+
+    def step(i: int, clock: PhaseClock, cache: Any) -> None:
+        with clock.phase("prefill", i), _autocast(device, config.precision):
+            logits = model(prompt, cache=cache)
+            token = logits[:, -1].argmax(dim=-1, keepdim=True)
+        with clock.phase("decode", i), _autocast(device, config.precision):
+            for _ in range(config.new_tokens - 1):
+                logits = model(token, cache=cache)
+                token = logits[:, -1].argmax(dim=-1, keepdim=True)
+            synchronize(device)
+
+    return Body(step, prepare=new_cache, context=torch.no_grad())
+
+
+BODIES: dict[str, Callable[[RunConfig, Any, Any, Any], Body]] = {
+    "train": train_body,
+    "forward": _forward,
+    "generate": _generate,
+}
+
+
+def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:
+    """tokens/s, analytic FLOPs per step, achieved FLOP/s and MFU (where the device's peak is known)."""
+    import statistics
+
+    from workloads import (
+        flops,
+        peak,
+    )  # torch, via workloads: kept off the CLI start-up
+
+    measured = [sum(s.phases.values()) for s in result.steps if not s.warmup]
+    if not measured or result.model is None:
+        return
+    step_ns = statistics.fmean(measured)
+    b = config.batch_size
+    if config.mode == "generate":
+        p = result.model.context_length
+        n = config.new_tokens
+        per_step = flops.forward_flops(spec, b, p) + sum(
+            flops.decode_flops(spec, b, p + k + 1) for k in range(n - 1)
+        )
+        result.tokens_per_s = b * n / (step_ns / 1e9)
+        prefill = result.measured("prefill")
+        decode = result.measured("decode")
+        result.extra["ttft_ns"] = statistics.fmean(prefill)
+        if n > 1:
+            per_token = statistics.fmean(decode) / (n - 1)
+            result.extra["per_token_ns"] = per_token
+            result.extra["decode_tokens_per_s"] = b / (per_token / 1e9)
+    else:
+        t = spec.context_length
+        per_step = (flops.train_flops if config.mode == "train" else flops.forward_flops)(spec, b, t)
+        result.tokens_per_s = b * t / (step_ns / 1e9)
+    result.flops_per_step = float(per_step)
+    result.achieved_flops = per_step / (step_ns / 1e9)
+    device_peak = peak.peak_flops(result.device_name, config.precision) if result.device == "cuda" else None
+    if device_peak:
+        result.mfu = result.achieved_flops / device_peak

@@ -1,0 +1,285 @@
+"""Child processes that cannot outlive the harness. Every worker and every nsys it starts runs under
+`python -m harness.execution.supervisor [--cleanup DIR]... -- COMMAND...`, which:
+
+- runs in a session of its own, so a terminal's Ctrl-C reaches only the harness, which passes it on;
+- gets SIGTERM from the kernel when the harness dies, even by kill -9 (Linux PR_SET_PDEATHSIG, which
+  fires when the thread that started it ends: the harness starts children from its main thread; other
+  systems poll for a new parent every POLL_S);
+- is a child subreaper (Linux): what COMMAND leaves behind is re-parented to it instead of to PID 1. nsys
+  needs this: its agent daemonises and its launcher puts the program in a session of its own, so neither is
+  in nsys's process group, and a killed nsys used to leave both running;
+- passes SIGINT and SIGTERM on to COMMAND (nsys then stops collecting, passes the signal to the program
+  and writes its report; the worker keeps the steps it measured). GRACE_S after a SIGTERM, or at a second
+  SIGINT (Ctrl-C twice), it kills everything that is left;
+- when COMMAND is done, ends what it left behind, and if the harness is gone removes the folders given
+  with --cleanup (the harness's temporary folders: nobody else will).
+
+Starting it costs one bare Python start-up (about 30 ms); it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.signals import signal_of
+
+PARENT_ENV = "HARNESS_SUPERVISOR_PARENT"
+POLL_S = 0.1
+GRACE_S = 30.0  # after SIGTERM: time for nsys to write its report before everything is killed
+LEFTOVER_WAIT_S = 3.0  # after COMMAND exits: time for what it started to exit by itself
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+# --- the harness's side ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Finished:
+    returncode: int  # COMMAND's exit code; negative: killed by that signal
+    stdout: str
+    stderr: str  # empty with merge_stderr
+    interrupted: int | None = None  # the signal the harness passed on (SIGINT: Ctrl-C; SIGTERM)
+
+
+def command(argv: Sequence[str], cleanup: Sequence[Path] = ()) -> list[str]:
+    folders = [a for d in cleanup for a in ("--cleanup", str(d))]
+    return [sys.executable, "-m", "harness.execution.supervisor", *folders, "--", *argv]
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cleanup: Sequence[Path] = (),
+    env: dict[str, str] | None = None,
+    merge_stderr: bool = False,
+    watch: Callable[[], bool] | None = None,
+) -> Finished:
+    """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.core.signals)
+    on.
+
+    An interruption does not raise: the command is told, finishes, and `interrupted` says which signal.
+    `watch` is asked every POLL_S; once it says True the command gets SIGTERM
+    (harness.execution.ranks.multirank: hung rank).
+    """
+    full_env = dict(os.environ if env is None else env)
+    full_env[PARENT_ENV] = str(os.getpid())
+    interrupted: int | None = None
+    import tempfile
+
+    # files, not pipes: a harness killed with a pipe's read end would kill the writers with SIGPIPE
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            command(argv, cleanup),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out if merge_stderr else err,
+            env=full_env,
+            start_new_session=True,
+        )
+        stopped = False
+        while True:
+            try:
+                if watch is None or stopped:
+                    proc.wait()
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(POLL_S)
+                    break
+                if watch():
+                    stopped = True
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(signal.SIGTERM)
+            except KeyboardInterrupt as e:  # a second one makes the supervisor kill everything
+                sig = signal_of(e)
+                interrupted = interrupted or sig
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(sig)
+        out.seek(0)
+        err.seek(0)
+        return Finished(
+            returncode=proc.returncode,
+            stdout=out.read().decode(errors="replace"),
+            stderr=err.read().decode(errors="replace"),
+            interrupted=interrupted,
+        )
+
+
+# --- the supervisor's side ------------------------------------------------------------------------------
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(option, value, 0, 0, 0) == 0
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process, from /proc (empty where there is no /proc)."""
+    table: dict[int, tuple[int, str]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()  # the name in (...) may hold spaces
+            except OSError:
+                continue
+            table[int(entry.name)] = (int(fields[1]), fields[0].decode())
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """Living descendants of `pid` (zombies left out)."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for p, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(p)
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            if table[child][1] != "Z":
+                found.append(child)
+    return found
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+class _Wake(Exception):
+    """Raised by the signal handler to get out of a blocking waitpid."""
+
+
+class _Supervisor:
+    def __init__(self, argv: list[str], cleanup: list[Path], parent: int) -> None:
+        self.argv, self.cleanup, self.parent = argv, cleanup, parent
+        self.pending: list[int] = []
+        self.passed: int | None = None
+        self.deadline: float | None = None
+        self.parent_gone = False
+        self.waiting = False  # in waitpid: a signal handler raises _Wake to get out
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.pending.append(signum)
+        if self.waiting:
+            raise _Wake()
+
+    def wait(self, child: subprocess.Popen[bytes]) -> None:
+        """Until COMMAND exits: blocked in waitpid (a signal wakes it), polling only where it must."""
+        blocking = sys.platform.startswith("linux")  # elsewhere, only polling sees the parent go
+        while True:
+            try:
+                self.waiting = True
+                try:
+                    if not self.pending:
+                        child.wait(None if blocking and self.deadline is None else POLL_S)
+                finally:
+                    self.waiting = False
+            except (_Wake, subprocess.TimeoutExpired):
+                pass
+            self.check(child)
+            if child.poll() is not None:
+                return
+
+    def check(self, child: subprocess.Popen[bytes] | None) -> None:
+        """Act on signals that came, on the parent's death and on the deadline."""
+        if not self.parent_gone and os.getppid() != self.parent:
+            self.parent_gone = True
+            self.pending.append(signal.SIGTERM)
+        while self.pending:
+            sig = signal.SIGINT if self.pending.pop(0) == signal.SIGINT else signal.SIGTERM
+            if self.passed is None or (sig == signal.SIGTERM and self.passed == signal.SIGINT):
+                self.passed = sig
+                if child is not None and child.poll() is None:
+                    child.send_signal(sig)
+                if sig == signal.SIGTERM:
+                    self.deadline = time.monotonic() + GRACE_S
+            elif sig == signal.SIGINT:  # Ctrl-C twice: stop waiting
+                self.deadline = time.monotonic()
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            _signal_all(descendants(os.getpid()), signal.SIGKILL)
+
+    def end_leftovers(self) -> None:
+        """What COMMAND started and left: a moment to exit by itself, then SIGTERM, then SIGKILL."""
+        me = os.getpid()
+        for sig, wait in ((None, LEFTOVER_WAIT_S), (signal.SIGTERM, LEFTOVER_WAIT_S), (signal.SIGKILL, 1.0)):
+            left = descendants(me)
+            if not left:
+                return
+            if sig is not None:
+                _signal_all(left, sig)
+            end = time.monotonic() + wait
+            while time.monotonic() < end and descendants(me):
+                _reap()
+                self.check(None)
+                time.sleep(POLL_S)
+
+    def main(self) -> int:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self.on_signal)
+        self.check(None)  # the parent may have died before PR_SET_PDEATHSIG took hold
+        if self.parent_gone:
+            self.remove_folders()
+            return -signal.SIGTERM
+        child = subprocess.Popen(self.argv)
+        self.wait(child)
+        self.end_leftovers()
+        _reap()
+        self.check(None)
+        if self.parent_gone:
+            self.remove_folders()
+        return child.returncode
+
+    def remove_folders(self) -> None:
+        for folder in self.cleanup:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _exit_like(returncode: int) -> None:
+    """Exit with COMMAND's code, or die of COMMAND's signal, so the harness sees what COMMAND did."""
+    if returncode >= 0:
+        sys.exit(returncode)
+    sig = -returncode
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP keep their default anyway
+        signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    sys.exit(128 + sig)
+
+
+def main(args: list[str]) -> None:
+    split = args.index("--")
+    options, argv = args[:split], args[split + 1 :]
+    cleanup = [Path(options[i + 1]) for i, a in enumerate(options) if a == "--cleanup"]
+    parent = int(os.environ.pop(PARENT_ENV, "0") or 0) or os.getppid()
+    _exit_like(_Supervisor(argv, cleanup, parent).main())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

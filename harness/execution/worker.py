@@ -1,0 +1,160 @@
+"""Child-process entry: run one configuration and write its RunResult as JSON.
+
+`harness sweep` starts one per configuration (so one's memory cannot affect the next),
+`harness run --nsys` starts one under nsys and `harness run --profiler torch` one with torch.profiler on
+(the config file's "profiler"). Usage: python -m harness.execution.worker CONFIG.json RESULT.json
+
+The parent half is here too: `run_isolated` writes the config, runs the worker under harness's supervisor
+and reads its result back (or says how it died); sweeps, profilers and ranks use it.
+
+Each finished step is also appended to RESULT.steps.jsonl at once, so the steps measured before the
+worker was killed outright (kill -9, the kernel's out-of-memory killer) are not lost. Ctrl-C and SIGTERM
+end the run early and still write RESULT.json, with status "interrupted".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import HarnessError
+from harness.core.records import RunConfig, RunResult, StepRecord, result_from_dict, result_to_dict
+from harness.core.signals import interrupted, name, signal_of, sigterm_raises
+from harness.execution import supervisor
+from harness.execution.ranks import distributed
+from harness.execution.runner import new_run_id, run_workload
+from harness.execution.torch_hook import hook_for
+
+STDERR_TAIL = 2000
+
+
+def steps_path(result_path: Path) -> Path:
+    return result_path.with_name(result_path.name + ".steps.jsonl")
+
+
+def read_steps(result_path: Path) -> list[StepRecord]:
+    """The steps a worker logged before it died (a last line cut short is left out)."""
+    steps = []
+    try:
+        lines = steps_path(result_path).read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            steps.append(StepRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            break
+    return steps
+
+
+def main(argv: list[str]) -> int:
+    config_path, result_path = Path(argv[0]), Path(argv[1])
+    spec = json.loads(config_path.read_text())
+    config = RunConfig(**spec["config"])
+    rank = None
+    if config.world_size > 1:  # one rank of several, started by torchrun: files of its own
+        rank = distributed.rank_from_env()
+        if rank is None:
+            print("error: a run across ranks is started by torchrun (harness run --nproc)", file=sys.stderr)
+            return 2
+        result_path = distributed.rank_path(result_path, rank)
+    with sigterm_raises(), steps_path(result_path).open("w") as log:
+
+        def on_step(step: StepRecord) -> None:
+            log.write(json.dumps(asdict(step)) + "\n")
+            log.flush()
+
+        try:
+            hook = hook_for(config, spec.get("profiler"))
+            body = distributed.join(config, result_path) if rank is not None else None
+            result = run_workload(config, run_id=spec["run_id"], on_step=on_step, hook=hook, make_body=body)
+        except HarnessError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return e.exit_code
+        except KeyboardInterrupt as e:  # before the first step could start
+            why = interrupted(signal_of(e), "before the first step")
+            result = RunResult(run_id=spec["run_id"], config=config, status="interrupted", error=why)
+        except Exception as e:  # a crash in a sweep point is recorded, and the sweep goes on
+            traceback.print_exc()
+            result = RunResult(
+                run_id=spec["run_id"], config=config, status="error", error=f"{type(e).__name__}: {e}"
+            )
+        # what was measured is written whole, whatever signal comes next
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        partial = result_path.with_name(result_path.name + ".partial")
+        partial.write_text(json.dumps(result_to_dict(result)))
+        os.replace(partial, result_path)
+    if rank is not None:
+        # a rank that failed must exit nonzero: torchrun then stops the others (they would wait forever)
+        if result.status in ("error", "oom"):
+            return 1
+        distributed.finish()
+    return 0
+
+
+def worker_command(config_path: Path, result_path: Path) -> list[str]:
+    return [sys.executable, "-m", "harness.execution.worker", str(config_path), str(result_path)]
+
+
+def write_worker_config(
+    config: RunConfig, run_id: str, path: Path, profiler: dict[str, Any] | None = None
+) -> None:
+    """`profiler`: an in-process profiler for the worker to start (harness.profilers.torch.TorchRequest)."""
+    spec: dict[str, Any] = {"run_id": run_id, "config": config.to_dict()}
+    if profiler:
+        spec["profiler"] = profiler
+    path.write_text(json.dumps(spec))
+
+
+def read_worker_result(
+    config: RunConfig, run_id: str, result_path: Path, returncode: int, stderr: str
+) -> RunResult:
+    """The child's RunResult, or an error result saying how the child died, with the steps it logged."""
+    if result_path.exists() and result_path.stat().st_size:
+        return result_from_dict(json.loads(result_path.read_text()))
+    tail = stderr.strip()[-STDERR_TAIL:]
+    if returncode >= 0:
+        how = f"exit code {returncode}"
+    else:
+        how = f"killed by {_signal_name(-returncode)}"
+        if -returncode == signal.SIGKILL:
+            how += " (often the kernel's out-of-memory killer)"
+    steps = read_steps(result_path)
+    measured = sum(not s.warmup for s in steps)
+    kept = f" after {measured} measured steps" if steps else ""
+    error = f"worker {how}{kept}" + (f": {tail}" if tail else "")
+    return RunResult(run_id=run_id, config=config, status="error", steps=steps, error=error)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return name(sig)
+    except ValueError:
+        return f"signal {sig}"
+
+
+def run_isolated(
+    config: RunConfig, run_id: str | None = None, profiler: dict[str, Any] | None = None
+) -> RunResult:
+    """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on)."""
+    run_id = run_id or new_run_id(config.model)
+    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+        cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        write_worker_config(config, run_id, cfg, profiler)
+        done = supervisor.run(worker_command(cfg, res), cleanup=[Path(tmp)])
+        result = read_worker_result(config, run_id, res, done.returncode, done.stderr)
+    if done.interrupted and result.status == "error":
+        result.status = "interrupted"
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

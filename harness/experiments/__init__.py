@@ -1,0 +1,1 @@
+"""What the commands run: sweeps, overhead, attention, profiling a program, diff, tables."""

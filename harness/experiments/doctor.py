@@ -1,0 +1,202 @@
+"""`harness doctor`: is this machine ready to profile? nsys, an NVTX self-test, torch, CUDA, NVML."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.nvtx import nvtx_ranges
+from analysis.trace import open_trace
+from harness.core import nvtx_ranges as emitter
+from harness.core.errors import HarnessError
+from harness.execution import nsys
+from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.execution.nsys import NsysInfo
+
+SELF_TEST_RANGE = "harness-doctor"
+SELF_TEST_PAYLOAD = 7
+FLAGS_OF_INTEREST = ("python-backtrace", "capture-range-end", "cpuctxsw", "sample", "cudabacktrace", "export")
+
+
+@dataclass
+class Check:
+    item: str
+    status: str  # ok | warn | fail | info
+    detail: str
+
+
+def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
+
+    try:
+        info = nsys.find_nsys(nsys_path)
+    except HarnessError as e:
+        return [Check("nsys", "fail", str(e))], None
+    known = [f for f in FLAGS_OF_INTEREST if info.supports(f)]
+    missing = [f for f in FLAGS_OF_INTEREST if not info.supports(f)]
+    flags = "supports " + ", ".join(f"--{f}" for f in known)
+    if missing:
+        flags += "; lacks " + ", ".join(f"--{f}" for f in missing) + " (dropped from commands)"
+    return [
+        Check("nsys", "ok", f"{info.path} (found via {info.source})"),
+        Check("nsys version", "ok", info.version),
+        Check("nsys profile flags", "info", flags),
+    ], info
+
+
+SELF_TEST_SCRIPT = textwrap.dedent(
+    f"""
+    from harness.core import nvtx_ranges
+    with nvtx_ranges.nvtx_range({SELF_TEST_RANGE!r}, {SELF_TEST_PAYLOAD}):
+        sum(range(100000))
+    """
+)
+
+
+def self_test(info: NsysInfo) -> Check:
+    """Profile a script that emits one range with the harness's emitter, export it, read the range back."""
+
+    with tempfile.TemporaryDirectory(prefix="harness-doctor-") as tmp:
+        script = Path(tmp) / "emit_range.py"
+        script.write_text(SELF_TEST_SCRIPT)
+        opts = nsys.ProfileOptions(
+            output=Path(tmp) / "self-test", trace=("nvtx", "osrt"), python_backtrace=None
+        )
+        try:
+            prof = nsys.profile(info, opts, [sys.executable, str(script)], cleanup=[Path(tmp)])
+        except OSError as e:
+            return Check("self-test", "fail", f"nsys could not start: {e}")
+        if prof.returncode != 0:
+            return Check("self-test", "fail", f"profiled script exited {prof.returncode}: {prof.stderr_tail}")
+        if prof.sqlite is None:
+            return Check(
+                "self-test", "fail", "no SQLite export: " + "; ".join(prof.notes or [prof.stderr_tail])
+            )
+        try:
+            ranges = nvtx_ranges(open_trace(prof.sqlite, cache=False), names=[SELF_TEST_RANGE])
+        except HarnessError as e:
+            return Check("self-test", "fail", str(e))
+        if ranges.empty:
+            return Check(
+                "self-test",
+                "fail",
+                f"nsys recorded no NVTX range from the emitter ({emitter.EMITTER}); with nsys 2022.4 use "
+                "the python nvtx package 0.2.11 (pip install nvtx==0.2.11)",
+            )
+        payload = ranges["payload"].iloc[0]
+        return Check(
+            "self-test",
+            "ok",
+            f"profiled, exported and read back range {SELF_TEST_RANGE!r} (payload {payload}, "
+            f"{int(ranges['duration_ns'].iloc[0]):,} ns)",
+        )
+
+
+def check_nvtx(info: NsysInfo | None) -> Check:
+    try:
+        version = metadata.version("nvtx")
+    except metadata.PackageNotFoundError:
+        return Check("python nvtx", "warn", f"not installed; emitter: {emitter.EMITTER}")
+    parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+    if info is not None and info.version.startswith("2022.") and parts >= (0, 2, 12):
+        return Check(
+            "python nvtx", "warn", f"{version}: records nothing under nsys {info.version}; use 0.2.11"
+        )
+    return Check("python nvtx", "ok", f"{version} (emitter: {emitter.EMITTER})")
+
+
+def check_torch() -> list[Check]:
+    # a child process: importing torch here would slow every other command that imports this module
+    code = textwrap.dedent(
+        """
+        import torch
+        print(torch.__version__)
+        print(torch.version.cuda or "")
+        print(torch.cuda.is_available())
+        print(";".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())))
+        mps = getattr(torch.backends, "mps", None)
+        print(bool(mps and mps.is_available()))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return [Check("torch", "fail", f"import failed: {tail}")]
+    version, cuda, available, names, mps = (out.stdout.splitlines() + [""] * 5)[:5]
+    devices = ["cpu"] + [f"cuda ({n})" for n in names.split(";") if n] + (["mps"] if mps == "True" else [])
+    checks = [Check("torch", "ok", f"{version}; devices: {', '.join(devices)}")]
+    if cuda:
+        status = "ok" if available == "True" else "warn"
+        detail = cuda if available == "True" else f"{cuda} (built for CUDA, but no GPU is visible)"
+        checks.append(Check("CUDA (torch build)", status, detail))
+    else:
+        checks.append(Check("CUDA (torch build)", "info", "CPU-only build of torch: no CUDA"))
+    return checks
+
+
+def check_nvml() -> Check:
+    try:
+        import pynvml
+    except ImportError:
+        return Check("NVML", "warn", "nvidia-ml-py not installed (pip install nvidia-ml-py)")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return Check("NVML", "info", f"not available: {e} (no NVIDIA driver on this machine)")
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        count = pynvml.nvmlDeviceGetCount()
+    finally:
+        pynvml.nvmlShutdown()
+    driver = driver.decode() if isinstance(driver, bytes) else driver
+    return Check("NVML", "ok", f"driver {driver}, {count} GPU(s)")
+
+
+def check_db(db: str | None) -> Check:
+    """Open the database read-only, as `harness runs` would: is it there, ours, readable, writable?"""
+
+    url = resolve_url(db)
+    try:
+        store = ResultsStore(db, readonly=True)
+        count = store.count_runs()
+    except NoDatabase as e:
+        file = sqlite_file(url)
+        folder = next((p for p in file.absolute().parents if p.exists()), None) if file else None
+        if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+            return Check("results database", "fail", f"{e}, and {folder} is not writable to create one")
+        return Check("results database", "info", f"{e}")
+    except HarnessError as e:
+        return Check("results database", "fail", str(e))
+    detail = f"{describe_url(url)}: {count} runs"
+    if store.file is not None and not os.access(store.file, os.W_OK):
+        return Check("results database", "warn", f"{detail}; read-only: new runs cannot be saved there")
+    return Check("results database", "ok", detail)
+
+
+def diagnose(nsys_path: str | None = None, db: str | None = None, run_self_test: bool = True) -> list[Check]:
+    checks, info = check_nsys(nsys_path)
+    if run_self_test:
+        checks.append(self_test(info) if info else Check("self-test", "fail", "skipped: no nsys"))
+    checks.append(check_nvtx(info))
+    checks += check_torch()
+    checks.append(check_nvml())
+    checks.append(check_db(db))
+    return checks
+
+
+def as_frame(checks: list[Check]) -> pd.DataFrame:
+    import pandas as pd
+
+    df = pd.DataFrame([(c.item, c.status, c.detail) for c in checks], columns=["Check", "Status", "Detail"])
+    df.attrs["wrap"] = ["Detail"]
+    return df

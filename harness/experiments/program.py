@@ -1,0 +1,164 @@
+"""`harness profile -- CMD ARGS…`: any program under nsys with the harness's trace settings, stored as a run.
+
+The harness times nothing inside such a program: the run has no steps and no phase timers (mode "program").
+What the program marks with NVTX ranges is in the export, and its summary tables are the report.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import harness
+from analysis.summary import summary
+from harness.core import signals
+from harness.core.bounds import check_run_name, default_run_name
+from harness.core.env import git_commit
+from harness.core.errors import UsageError, user_errors
+from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
+from harness.execution import nsys
+from harness.execution.runner import new_run_id
+from harness.experiments.reports import open_report
+from harness.profilers.base import check_writable
+from harness.profilers.nsys import report_paths
+from harness.store.results import UnsavedRun
+
+if TYPE_CHECKING:
+    from analysis.summary import Report
+    from harness.execution.nsys import ProfileResult
+    from harness.store.results import ResultsStore
+
+NOT_APPLICABLE = "n/a"  # RunConfig fields that describe a workload (precision, device), not a program
+
+
+@dataclass
+class ProgramRun:
+    run_id: str
+    result: RunResult | None  # None: nsys wrote no report, nothing was stored
+    profile: ProfileResult
+    nsys_version: str = ""
+    report: Report | None = None  # the export's summary tables
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    unsaved: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """The program's exit code (128+N for signal N); 1 where it exited 0 but its run was not stored."""
+        prof = self.profile
+        if prof.interrupted:
+            return signals.exit_code(prof.interrupted)
+        if prof.returncode < 0:
+            return 128 - prof.returncode
+        if prof.returncode > 0:
+            return prof.returncode
+        return 1 if self.error or self.unsaved else 0
+
+
+def program_config(name: str) -> RunConfig:
+    return RunConfig(
+        model=name,
+        mode=PROGRAM_MODE,
+        device=NOT_APPLICABLE,
+        precision=NOT_APPLICABLE,
+        batch_size=0,
+        warmup=0,
+        steps=0,
+        attention=NOT_APPLICABLE,
+    )
+
+
+def _environment(nsys_version: str) -> dict[str, str | None]:
+    return {
+        "harness": harness.__version__,
+        "git_commit": git_commit(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "nsys": nsys_version,
+    }
+
+
+def program_result(
+    run_id: str, name: str, argv: Sequence[str], prof: ProfileResult, version: str
+) -> RunResult:
+    """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error."""
+    if prof.interrupted:
+        status, error = "interrupted", signals.interrupted(prof.interrupted, "while the program ran")
+    elif prof.returncode == 0:
+        status, error = "ok", None
+    elif prof.returncode < 0:
+        status, error = "error", f"the program was killed by signal {-prof.returncode}"
+    else:
+        status, error = "error", f"the program exited with code {prof.returncode}"
+    return RunResult(
+        run_id=run_id,
+        config=program_config(name),
+        status=status,
+        device=NOT_APPLICABLE,
+        error=error,
+        extra={"command": list(argv), "exit_code": prof.returncode},
+        env=_environment(version),
+    )
+
+
+def _check_program(argv: Sequence[str]) -> None:
+    if not argv:
+        raise UsageError("no program given: harness profile [OPTIONS] -- CMD ARGS…")
+    if shutil.which(argv[0]) is None:
+        where = "not an executable file" if "/" in argv[0] else "not found on PATH"
+        raise UsageError(f"program {argv[0]!r} is {where}")
+
+
+def profile_program(
+    argv: Sequence[str],
+    *,
+    store: ResultsStore,
+    name: str | None = None,
+    nsys_args: Sequence[str] = (),
+    profile_dir: Path = Path("nsys_profiles"),
+    nsys_path: str | None = None,
+) -> ProgramRun:
+    """Run `argv` under nsys, store it as a run with the report's paths, and summarise the export.
+
+    A run is stored whenever nsys recorded something, whatever the program's exit code.
+    """
+
+    check_run_name(name)  # a name, not a path: nothing is written outside profile_dir
+    _check_program(argv)
+    info = nsys.find_nsys(nsys_path)
+    check_writable(profile_dir)
+    name = name or default_run_name(Path(argv[0]).name)
+    run_id = new_run_id(name)
+    opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))
+    _, dropped = nsys.build_profile_command(info, opts, argv)
+    prof = nsys.profile(info, opts, argv)
+    out = ProgramRun(run_id=run_id, result=None, profile=prof, nsys_version=info.version)
+    out.notes = [f"dropped {d}" for d in dropped] + list(prof.notes)
+    if prof.rep is None and prof.qdstrm is None:
+        tail = prof.stderr_tail.strip().splitlines()[-5:]
+        out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
+        return out
+    out.result = program_result(run_id, name, argv, prof, info.version)
+    try:
+        store.save(out.result, profiler="nsys", nsys_mode=opts.mode, **report_paths(prof))
+    except UnsavedRun as e:
+        out.unsaved.append(str(e))
+    if prof.sqlite is None:
+        kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
+        out.error = f"nsys wrote no SQLite export; files kept: {kept}"
+        return out
+    try:
+        out.report = summarise(prof.sqlite)
+    except user_errors as e:
+        out.error = str(e)
+    return out
+
+
+def summarise(sqlite: Path) -> Report:
+
+    return summary(open_report(sqlite))

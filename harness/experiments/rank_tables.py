@@ -1,0 +1,98 @@
+"""The tables of a run across ranks for `harness run --nproc` and `harness show`: each rank's mean phase
+times, and per phase the mean over ranks, slowest and fastest rank, straggler ratio and share of the step
+(analysis.ranks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from analysis.ranks import (
+    PHASE_COLUMNS,
+    RanksReport,
+    communication_share,
+    per_rank,
+    phase_table,
+    straggler_table,
+    with_step_rows,
+)
+from harness.core.errors import UsageError
+from harness.experiments.reports import ranks_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.ranks import RanksReport
+    from harness.core.records import RunResult
+    from harness.store.results import ResultsStore
+    from harness.store.schema import Run
+
+
+def frame(rows: Iterable[tuple[int, str, int, int]]) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(list(rows), columns=PHASE_COLUMNS)
+
+
+def result_frame(result: RunResult) -> pd.DataFrame:
+    """The measured steps of a RunResult as rank, phase, step, duration_ns."""
+    return frame((s.rank, p, s.step, ns) for s in result.steps if not s.warmup for p, ns in s.phases.items())
+
+
+def run_frame(run: Run) -> pd.DataFrame:
+    """The measured steps of a stored run as rank, phase, step, duration_ns (a NULL rank is 0)."""
+    return frame((t.rank or 0, t.phase, t.step, t.duration_ns) for t in run.step_timings if not t.warmup)
+
+
+def rank_tables(df: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
+    """The two tables and a note with the communication share; nothing for fewer than two ranks."""
+
+    if df.empty or df["rank"].nunique() < 2:
+        return [], []
+    n = df["rank"].nunique()
+    stragglers = straggler_table(with_step_rows(df))
+    stragglers.attrs["whole"] = ["Phase"]
+    tables = [
+        (f"phases per rank ({n} ranks, mean of measured steps)", per_rank(df)),
+        ("across ranks: straggler ratio = slowest / median rank", stragglers),
+    ]
+    share = communication_share(df)
+    notes = [f"communication (allreduce): {share * 100:.1f}% of the step"] if share == share else []
+    return tables, notes
+
+
+def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
+    """`harness ranks RUN` (a run id, a unique prefix, or `latest`): from the run's per-rank nsys exports
+    where it has them (GPU busy time, NCCL kernels, the aligned timeline), else from its per-rank timers
+    in the results database (phase times and the straggler only)."""
+    from pathlib import Path
+
+    run = store.latest() if ref == "latest" else store.get(ref)
+    if run is None:
+        raise UsageError("the results database has no runs yet: run `harness run MODEL --nproc N` first")
+    exports = sorted(
+        (Path(path) for kind, path in (run.artifacts or {}).items() if kind.startswith("nsys_sqlite.rank")),
+        key=lambda p: p.name,
+    )
+    if exports and all(p.exists() for p in exports):
+        report = ranks_of(exports, **read)
+        report.notes.insert(0, f"run {run.id}: its {len(exports)} per-rank exports")
+        return report
+    df = run_frame(run)
+    if df.empty:
+        raise UsageError(f"run {run.id} has no measured steps")
+    notes = [f"run {run.id}: in-process timers from the results database (GPU busy time needs --nsys)"]
+    if exports:
+        notes.append(f"its exports are gone ({', '.join(p.name for p in exports if not p.exists())})")
+    share = communication_share(df)
+    if share == share:
+        notes.append(f"communication (allreduce): {share * 100:.1f}% of the step")
+    return RanksReport(
+        phases=df,
+        gpu=frame([]),
+        phase_times=phase_table(df),
+        imbalance=straggler_table(with_step_rows(df)),
+        per_rank=per_rank(df),
+        labels={int(r): f"rank {r}" for r in sorted(df["rank"].unique())},
+        notes=notes,
+    )

@@ -1,0 +1,161 @@
+"""The tables `harness show RUN_ID` prints for one stored run, and for the run it is paired with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from analysis.overhead import baseline_label, overhead_table
+from harness.core.machine import MachineLoad, describe
+from harness.core.records import phases_for
+from harness.energy.run import energy_rows
+from harness.experiments.rank_tables import rank_tables, run_frame
+from harness.experiments.tables import extra_tables
+from harness.profilers.overhead_steps import step_key
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.store.results import Run
+
+
+def _profiler(run: Run) -> str:
+    return run.profiler + (f" ({run.nsys_mode})" if run.nsys_mode else "")
+
+
+def _machine(run: Run) -> str | None:
+
+    data = (run.summary or {}).get("machine")
+    return describe(MachineLoad.from_dict(data)) if data else None
+
+
+def phase_table(run: Run) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "Phase": p["phase"],
+                "Steps": p["count"],
+                "Avg (ns)": p["mean_ns"],
+                "Med (ns)": p["median_ns"],
+                "Min (ns)": p["min_ns"],
+                "Max (ns)": p["max_ns"],
+                "StdDev (ns)": p["std_ns"],
+            }
+            for p in (run.summary or {}).get("phases", [])
+        ]
+    )
+
+
+def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame]]:
+    """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
+    import pandas as pd
+
+    tables = []
+    for other in linked:
+        role = "baseline run" if other.id == run.baseline_run_id else "profiled run"
+        what = (
+            "no profiler"
+            if other.profiler == "none"
+            else " ".join(filter(None, (other.profiler, other.nsys_mode)))
+        )
+        tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
+        base, profiled = (other, run) if role == "baseline run" else (run, other)
+        label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
+        baseline = baseline_label([profiled.profiler])
+        steps = pd.DataFrame(
+            [
+                (baseline if r is base else label, step_key(s.step, s.rank), s.phase, s.duration_ns)
+                for r in (base, profiled)
+                for s in r.step_timings
+                if not s.warmup
+            ],
+            columns=["label", "step", "phase", "duration_ns"],
+        ).assign(repeat=0)
+        table = overhead_table(steps, phases_for(run.mode, run.world_size or 1), baseline)
+        tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
+    return tables
+
+
+def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.DataFrame]]:
+    """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of)."""
+    import pandas as pd
+
+    info = {
+        "run": run.id,
+        "created": run.created_at.isoformat(timespec="seconds") if run.created_at else None,
+        "status": run.status + (f" ({run.error})" if run.error else ""),
+        "model": run.model,
+        "mode": run.mode,
+        "device": f"{run.device} ({run.device_name})",
+        "precision": run.precision,
+        "compile": run.compile,
+        "attention": run.attention,
+        "batch size": run.batch_size,
+        "context length": run.context_length,
+        "warmup / steps": f"{run.warmup} / {run.steps}",
+        "parameters": run.params,
+        "tokens/s": run.tokens_per_s,
+        "achieved TFLOP/s": run.achieved_flops / 1e12 if run.achieved_flops else None,
+        "MFU (%)": run.mfu * 100 if run.mfu else None,
+        "peak memory (MiB)": run.peak_memory_bytes / 2**20 if run.peak_memory_bytes else None,
+        "profiler": _profiler(run),
+        "experiment": run.experiment,
+        "baseline run": run.baseline_run_id,
+        "ranks": run.world_size,
+        "profiled runs": ", ".join(r.id for r in linked if r.baseline_run_id == run.id) or None,
+        "machine": _machine(run),
+        "nsys report": run.nsys_rep,
+        "nsys sqlite": run.nsys_sqlite,
+        "power notes": "\n".join((run.summary or {}).get("power_notes", [])) or None,
+    }
+    # other profilers' files and one report per rank (nsys's one report is the two rows above)
+    files = (run.artifacts or {}).items()
+    info.update({f"file.{k}": v for k, v in files if not k.startswith("nsys_") or ".rank" in k})
+    info.update({f"env.{k}": v for k, v in (run.env or {}).items()})
+    # values keep their types (object column) so the table formats numbers and csv/json keep them exact
+    config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
+    config.attrs["wrap"] = ["value"]  # paths and error texts: wrapped whole, never cut in the middle
+    phases = phase_table(run)
+    steps = pd.DataFrame(
+        [(s.step, s.phase, s.duration_ns, s.warmup, s.rank or 0) for s in run.step_timings],
+        columns=["step", "phase", "duration_ns", "warmup", "rank"],
+    )
+    many = steps["rank"].nunique() > 1  # a run across ranks: a row per rank and step
+    index = ["rank", "step", "warmup"] if many else ["step", "warmup"]
+    per_step = (
+        steps.pivot_table(index=index, columns="phase", values="duration_ns", sort=False)
+        .reset_index()
+        .rename(columns=lambda c: f"{c} (ns)" if c not in index else c)
+        if len(steps)
+        else steps.drop(columns="rank")
+    )
+    per_step.columns.name = None
+    tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
+    if many:
+        ranks, notes = rank_tables(run_frame(run))
+        tables += ranks
+        if notes:
+            tables.append(("communication", pd.DataFrame({"note": notes})))
+    if (run.summary or {}).get("energy"):
+        tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
+
+    tables += extra_tables(run.summary or {}, phases_for(run.mode))
+    if run.agreement:
+        agreement = pd.DataFrame(
+            [
+                {
+                    "phase": a.phase,
+                    "steps": a.steps,
+                    "NVTX mean (ns)": a.nvtx_mean_ns,
+                    "timer mean (ns)": a.timer_mean_ns,
+                    "NVTX median (ns)": a.nvtx_median_ns,
+                    "timer median (ns)": a.timer_median_ns,
+                    "difference (%)": a.rel_diff * 100,
+                }
+                for a in run.agreement
+            ]
+        )
+        tables.append(("NVTX vs timers", agreement))
+    return tables + pair_tables(run, linked)

@@ -1,0 +1,142 @@
+"""Tables of runs for people: the benchmark-table shape (size, d_model, …, forward/backward/optimizer)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from harness.core.records import RunResult, phases_for
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def results_table(results: list[RunResult]) -> pd.DataFrame:
+    """One row per run: model shape, then per phase mean and std (ns); OOM rows keep NaN timings."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        m = r.model
+        row: dict[str, object] = {
+            "size": r.config.model,
+            "precision": r.config.precision,
+            "compile": r.config.compile,
+            "batch": r.config.batch_size,
+            "d_model": m.d_model if m else None,
+            "d_ff": m.d_ff if m else None,
+            "num_layers": m.num_layers if m else None,
+            "num_heads": m.num_heads if m else None,
+        }
+        stats = {s.phase: s for s in r.phase_stats()}
+        for phase in phases_for(r.config.mode, r.config.world_size):
+            s = stats.get(phase)
+            row[f"{phase} mean (ns)"] = s.mean_ns if s and r.status == "ok" else float("nan")
+            row[f"{phase} std (ns)"] = s.std_ns if s and r.status == "ok" else float("nan")
+        row["tokens/s"] = r.tokens_per_s if r.status == "ok" else float("nan")
+        row["status"] = r.status.upper() if r.status != "ok" else "ok"
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
+        df = df.drop(columns=["compile"])
+    if not df.empty and df["batch"].nunique() == 1:  # shown only where it varies (a batch-size sweep)
+        df = df.drop(columns=["batch"])
+    # on a narrow terminal: the phase means and throughput first, the model's shape last
+    means = [c for c in df.columns if c.endswith("mean (ns)")]
+    df.attrs["priority"] = ["size", "batch", *means, "tokens/s", "status", "precision", "compile"]
+    return df
+
+
+def throughput_table(result: RunResult) -> pd.DataFrame:
+    """Mode-specific figures of one run: tokens/s, FLOPs, MFU, memory; generate adds TTFT and per-token."""
+    import pandas as pd
+
+    rows: list[tuple[str, object]] = [
+        ("parameters", result.model.params if result.model else None),
+        ("tokens/s", result.tokens_per_s),
+    ]
+    if result.config.mode == "generate":
+        rows += [
+            ("time to first token (ns)", result.extra.get("ttft_ns")),
+            ("per-token latency (ns)", result.extra.get("per_token_ns")),
+            ("decode tokens/s", result.extra.get("decode_tokens_per_s")),
+        ]
+    rows += [
+        ("FLOPs per step", result.flops_per_step),
+        ("achieved TFLOP/s", result.achieved_flops / 1e12 if result.achieved_flops else None),
+        ("MFU (%)", result.mfu * 100 if result.mfu else None),
+        ("peak memory (MiB)", result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),
+    ]
+    return pd.DataFrame(
+        {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
+    )
+
+
+def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+    """The tables a run's extra figures give (result.extra, or a stored run's summary): compile time apart
+    from the steady state, memory (peaks and the analytic breakdown), and --memory's operator table."""
+    tables = []
+    if "compile_ns" in extra:
+        tables.append(("compile (first step)", compile_rows(extra, phases)))
+    memory = extra.get("memory") or {}
+    if memory:
+        tables.append((f"memory (peak: {memory.get('peak_source', '')})", memory_rows(memory)))
+    if memory.get("operators"):
+        title = "top operators by CPU memory (torch.profiler profile_memory, measured steps)"
+        tables.append((title, memory_operator_rows(memory["operators"])))
+    return tables
+
+
+def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:
+    """Per phase and the whole step: the first step, the measured median, and the difference (compile)."""
+    import pandas as pd
+
+    first = extra.get("first_step_phases") or {}
+    compile_ns = extra.get("compile_phases_ns") or {}
+    rows = [
+        (p, first[p], first[p] - compile_ns[p] if p in compile_ns else None, compile_ns.get(p))
+        for p in phases
+        if p in first
+    ]
+    step = extra["first_step_ns"]
+    rows.append(("step", step, step - extra["compile_ns"], extra["compile_ns"]))
+    cols = ["phase", "first step (ns)", "steady median (ns)", "compile (first step) (ns)"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def memory_rows(memory: dict[str, Any]) -> pd.DataFrame:
+    """Peak allocated / reserved, then the analytic breakdown, in MiB."""
+    import pandas as pd
+
+    mib = 2**20
+    rows: list[tuple[str, object]] = [
+        ("peak allocated", memory.get("peak_allocated_bytes")),
+        ("peak reserved", memory.get("peak_reserved_bytes")),
+    ]
+    parts = memory.get("breakdown") or {}
+    labels = {"optimizer_state": "optimizer state", "weight_copies": "weight copies", "kv_cache": "KV cache"}
+    rows += [
+        (f"analytic: {labels.get(k, k)}", v) for k, v in parts.items() if k not in ("params", "total") and v
+    ]
+    if parts:
+        rows.append(("analytic: total", parts.get("total")))
+    return pd.DataFrame(
+        {
+            "memory": [r[0] for r in rows],
+            "MiB": pd.Series([r[1] / mib if r[1] is not None else None for r in rows], dtype=object),
+        }
+    )
+
+
+def memory_operator_rows(records: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    df = pd.DataFrame.from_records(records)
+    mib = 2**20
+    return pd.DataFrame(
+        {
+            "operator": df["name"],
+            "calls": df["calls"],
+            "self CPU mem (MiB)": df["self_cpu_memory_bytes"] / mib,
+            "CPU mem (MiB)": df["cpu_memory_bytes"] / mib,
+        }
+    )

@@ -1,0 +1,108 @@
+"""What the profilers share (harness.profilers.nsys, harness.profilers.torch, harness.profilers.none,
+harness profile -- CMD, and `harness overhead`): the `Profiler` contract, the options `harness run` gives
+it, how a profiled run ended (`Outcome`), the profile-folder check, and the baseline run without a
+profiler."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from harness.core import machine
+from harness.core.errors import NsysError
+from harness.core.records import RunConfig, RunResult
+from harness.execution.ranks.multirank import run_any
+
+if TYPE_CHECKING:
+    from harness.store.results import ResultsStore
+
+
+@dataclass(frozen=True)
+class ProfilerOptions:
+    """Every profiler option of `harness run`; each profiler reads the ones it knows."""
+
+    profile_dir: Path | None = None  # None: the profiler's default_dir
+    nsys_path: str | None = None
+    capture: str = "all"  # nsys: all | measured
+    mode: str = "light"  # nsys: light | full
+    extra_args: list[str] = field(default_factory=list)  # nsys: --nsys-arg, passed on as they are
+    baseline: bool = True  # nsys: also a run without it, to say how much it slowed the run
+    record_shapes: bool = False  # torch.profiler's options
+    with_stack: bool = False
+    profile_memory: bool = False
+
+
+class Reporter(Protocol):
+    """Progress as a run goes (harness.cli.progress.Progress): a stage's name, or steps done."""
+
+    def stage(self, text: str) -> None: ...
+
+    def advance(self, done: int, total: int | None = None) -> None: ...
+
+
+class Profiler(Protocol):
+    """What `harness run` asks of a profiler. One object per profiler, listed in harness.profilers.registry.
+
+    - name: recorded as the run's `profiler` ("none" for a run without one);
+    - wraps: what it puts itself around, in words; keeps: the kinds of file it leaves (the keys of the run's
+      `artifacts`), in `default_dir` unless --profile-dir says otherwise;
+    - check: refuse a configuration it cannot profile, before anything runs (UsageError);
+    - progress: the progress line's label, and the number of steps it counts (None: stages only);
+    - run: profile one configuration and store it. A capture cut short (Ctrl-C, SIGTERM, a failed child)
+      is still stored, as "interrupted" or with the steps it finished, and the files written so far are
+      kept; the Outcome says so (`error`, `exit_status`) and names them.
+    """
+
+    name: str
+    wraps: str
+    keeps: tuple[str, ...]
+    default_dir: Path | None
+
+    def check(self, config: RunConfig, device_type: str) -> None: ...
+
+    def progress(self, config: RunConfig) -> tuple[str, int | None]: ...
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> Outcome: ...
+
+
+class Outcome:
+    """How a profiled run ended, for the exit code: `error` (with `exit_code`), or runs the database would
+    not take (`unsaved`). Mixed into the result dataclasses of the profilers."""
+
+    error: str | None
+    exit_code: int
+    unsaved: list[str]
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or bool(self.unsaved)
+
+    @property
+    def exit_status(self) -> int:
+        if self.error is not None:
+            return self.exit_code
+        return 1 if self.unsaved else 0
+
+
+def check_writable(folder: Path) -> None:
+    """Create the profile folder, or stop with one line: before the run, not after it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NsysError(f"cannot create profile folder {folder}: {e.strerror}; pass --profile-dir") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise NsysError(f"profile folder {folder} is not writable; pass --profile-dir to write elsewhere")
+
+
+def run_baseline(config: RunConfig) -> tuple[RunResult, machine.MachineLoad | None]:
+    """`config` in a fresh process without a profiler, with how busy the machine was meanwhile."""
+    start = machine.snapshot()
+    result = run_any(config)
+    load = machine.load_since(start)
+    if load:
+        result.extra["machine"] = load.to_dict()
+    return result, load

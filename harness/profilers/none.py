@@ -1,0 +1,59 @@
+"""The run without a profiler ("none"): the workload in this process (or its ranks under torchrun), timed by
+its own clocks, and stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.core.records import RunConfig, RunResult
+from harness.execution.ranks.multirank import run_ranks
+from harness.execution.runner import run_workload
+from harness.profilers.base import Outcome, ProfilerOptions, Reporter
+from harness.store.results import UnsavedRun
+
+if TYPE_CHECKING:
+    from harness.store.results import ResultsStore
+
+
+@dataclass
+class PlainRun(Outcome):
+    run_id: str
+    result: RunResult
+    unsaved: list[str] = field(default_factory=list)
+    error: str | None = None
+    exit_code: int = 1
+
+
+class NoProfiler:
+    name = "none"
+    wraps = "nothing: the measured steps in this process (torchrun's ranks with --nproc), timed in-process"
+    keeps: tuple[str, ...] = ()  # --memory's snapshot goes to --profile-dir, if given
+    default_dir: Path | None = None
+
+    def check(self, config: RunConfig, device_type: str) -> None:
+        pass
+
+    def progress(self, config: RunConfig) -> tuple[str, int | None]:
+        if config.world_size > 1:
+            return f"{config.model} {config.mode} across {config.world_size} ranks (torchrun)", None
+        return f"{config.model} {config.mode}", config.warmup + config.steps
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> PlainRun:
+        if config.world_size > 1:
+            progress.stage(f"{config.nproc} ranks on this machine")
+            result = run_ranks(config)
+        else:
+            result = run_workload(config, progress=progress.advance, memory_dir=options.profile_dir)
+        out = PlainRun(run_id=result.run_id, result=result)
+        try:
+            store.save(result)
+        except UnsavedRun as e:
+            out.unsaved.append(str(e))
+        return out
+
+
+PROFILER = NoProfiler()

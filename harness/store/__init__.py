@@ -1,0 +1,1 @@
+"""The results database, split by what it stores; its schema and migrations beside it."""

@@ -1,0 +1,54 @@
+"""Attention sweeps in the results database (`harness attention`): one row per cell."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from harness.store.schema import (
+    ATTENTION_CELL_COLUMNS,
+    ATTENTION_COLUMNS,
+    AttentionResult,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.core.records import AttentionCell, AttentionSweep
+from harness.store.database import Database
+
+
+class AttentionPart(Database):
+    def save_attention(self, sweep: AttentionSweep, cell: AttentionCell) -> None:
+        """One finished cell of an attention sweep (saved as it finishes, so a cut-short sweep keeps it)."""
+        cfg = sweep.config
+        row = AttentionResult(
+            sweep_id=sweep.sweep_id,
+            created_at=datetime.now(UTC),
+            device=sweep.device,
+            device_name=sweep.device_name,
+            precision=cfg.precision,
+            batch_size=cfg.batch_size,
+            num_heads=cfg.num_heads,
+            causal=cfg.causal,
+            warmup=cfg.warmup,
+            trials=cfg.trials,
+            memory_source=sweep.memory_source,
+            env=sweep.env,
+            **{c: getattr(cell, c) for c in ATTENTION_CELL_COLUMNS},
+        )
+        with Session(self.engine) as session, session.begin():
+            session.add(row)
+
+    def attention_results(self, sweep_id: str | None = None) -> pd.DataFrame:
+        """Attention cells (one sweep, or all), oldest first, with ATTENTION_COLUMNS."""
+        import pandas as pd
+
+        stmt = select(*(getattr(AttentionResult, c) for c in ATTENTION_COLUMNS)).order_by(AttentionResult.id)
+        if sweep_id is not None:
+            stmt = stmt.where(AttentionResult.sweep_id == sweep_id)
+        with self.engine.connect() as conn:
+            return pd.DataFrame(conn.execute(stmt).all(), columns=ATTENTION_COLUMNS)

@@ -1,0 +1,70 @@
+"""Named baselines in the results database (`harness baseline tag|list`, `harness diff NAME`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import inspect, select
+from sqlalchemy.orm import Session
+
+from harness.core.errors import HarnessError
+from harness.store.schema import (
+    Baseline,
+    Run,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from harness.store.database import Database
+
+
+class BaselinesPart(Database):
+    # --- named baselines -------------------------------------------------------------------------------
+
+    def tag_baseline(self, name: str, run_id: str) -> str:
+        """Tag run `run_id` (or a unique prefix) as baseline `name`, replacing an older tag; the full id."""
+        run = self.get(run_id)
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                row = session.get(Baseline, name)
+                if row is None:
+                    session.add(Baseline(name=name, run_id=run.id, created_at=datetime.now(UTC)))
+                else:
+                    row.run_id, row.created_at = run.id, datetime.now(UTC)
+
+        self._guard(write)
+        return run.id
+
+    def get_baseline(self, name: str) -> Run:
+        """The run tagged `name`."""
+
+        def read() -> str | None:
+            with Session(self.engine) as session:
+                if not inspect(session.connection()).has_table(Baseline.__tablename__):
+                    return None  # a database older than named baselines
+                row = session.get(Baseline, name)
+                return row.run_id if row is not None else None
+
+        run_id = self._guard(read)
+        if run_id is None:
+            raise HarnessError(
+                f"no baseline named {name!r}; `harness baseline tag NAME RUN` makes one, "
+                "`harness baseline list` lists them",
+                exit_code=2,
+            )
+        return self.get(run_id)
+
+    def baselines(self) -> pd.DataFrame:
+        """name, run_id, created_at of every named baseline, by name."""
+        import pandas as pd
+
+        stmt = select(Baseline.name, Baseline.run_id, Baseline.created_at).order_by(Baseline.name)
+        with self.engine.connect() as conn:
+            if not inspect(conn).has_table(Baseline.__tablename__):
+                return pd.DataFrame(columns=["name", "run_id", "created_at"])
+        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["name", "run_id", "created_at"])
+        df["created_at"] = df["created_at"].map(lambda t: t.isoformat(timespec="seconds"))
+        return df

@@ -1,0 +1,286 @@
+"""The results database: every run, its steps, and what profiling found. SQLAlchemy 2.0 ORM.
+
+An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNESS_DB` (PostgreSQL with
+`pip install 'harness[postgresql]'`).
+
+- Ours or not: our databases carry a `harness_meta` table with the schema version (databases from before it
+  are known by their `runs` and `step_timings` tables). A database that holds other tables and none of ours
+  is never written to.
+- Schema: a new database is created from harness.store.schema and stamped at the newest Alembic revision; one
+  made by an older harness is upgraded to it on open (harness.store.migrations).
+- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder or file
+  is created, and SQLite files are opened with mode=ro; only a database made by an older harness is
+  upgraded, through a separate writing connection, so that it can be read.
+- A busy database is waited for (harness.store.dbfaults); a run it still will not take is written to
+  `harness-unsaved-<run-id>.json` (harness.store.unsaved) and `save` raises UnsavedRun saying where.
+  `import_file` stores such a file; a run id is stored once, however often it is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from sqlalchemy import create_engine, inspect, select
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import QueuePool
+
+from harness.core.errors import HarnessError, first_line
+from harness.store import dbfaults, migrations
+from harness.store.schema import (
+    OUR_TABLES,
+    SCHEMA_VERSION,
+    Base,
+    Meta,
+    is_ours,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+
+T = TypeVar("T")
+CREATE_ATTEMPTS = 5
+
+
+class NoDatabase(HarnessError):
+    """A read-only command found no results database (it creates none)."""
+
+
+class UnsavedRun(HarnessError):
+    """The database would not take a run; it was written to `path` for `harness import`."""
+
+    def __init__(self, message: str, path: Path, signal: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.signal = signal  # SIGINT or SIGTERM came while it waited for the database: end with it
+
+
+@dataclass
+class Imported:
+    file: Path
+    run_id: str
+    replaced: bool  # the run id was in the database already
+
+
+def _outdated(connection: Connection) -> bool:
+    """Whether a database from before Alembic (no revision recorded) lacks a table or nullable column of
+    this harness's schema; harness_meta is not counted (a database from before it is ours too)."""
+    inspector = inspect(connection)
+    names = set(inspector.get_table_names())
+    for table in Base.metadata.sorted_tables:
+        if table.name == Meta.__tablename__:
+            continue
+        if table.name not in names:
+            return True
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        if any(c.name not in have and c.nullable for c in table.columns):
+            return True
+    return False
+
+
+def default_db_path() -> Path:
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "harness" / "results.sqlite"
+
+
+def resolve_url(db: str | None = None) -> str:
+    """`--db` value, else HARNESS_DB, else the default SQLite file. Plain paths become sqlite URLs."""
+    db = db or os.environ.get("HARNESS_DB") or str(default_db_path())
+    if "://" in db:
+        return db
+    path = Path(db).expanduser()
+    return f"sqlite:///{path.resolve()}"
+
+
+def describe_url(url: str) -> str:
+    """The URL without its password, for display."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a sqlite:/// URL; None for other databases and in-memory SQLite."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser()
+
+
+def _in_memory(url: str) -> bool:
+    """Whether `url` is SQLite in memory (sqlite://, sqlite:///:memory:, file::memory:…)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    database = parsed.database or ""
+    return parsed.get_backend_name() == "sqlite" and (database in ("", ":memory:") or "mode=memory" in url)
+
+
+def _behind(connection: Connection, revision: str | None, *, writer: bool = False) -> bool:
+    """Whether the database needs upgrading: at an older revision of ours; or from before Alembic and, for
+    a reader, lacking something of this schema (a writer upgrades it anyway, which records the revision).
+    A revision this harness does not know is a newer harness's: its changes are additive (a change that is
+    not raises SCHEMA_VERSION), so the database is used as it is."""
+    if revision is None:
+        return writer or _outdated(connection)
+    return revision != migrations.HEAD and migrations.known(revision)
+
+
+class Database:
+    """Open the results database; with readonly=False also create it (and its folder) where there is none.
+    What a store keeps is in the parts ResultsStore is made of (harness.store.results)."""
+
+    def __init__(self, db: str | None = None, *, readonly: bool = False) -> None:
+        self.url = resolve_url(db)
+        self.readonly = readonly
+        self.timeout = dbfaults.busy_timeout()
+        self.file = sqlite_file(self.url)
+        self.where = str(self.file) if self.file else describe_url(self.url)
+        if self.file is None and _in_memory(self.url):
+            raise HarnessError(
+                f"--db {self.where} is a database in memory: what a command stores there is gone when it "
+                "ends; give a file (--db results.sqlite)",
+                exit_code=2,
+            )
+        if self.file is not None and self.file.is_dir():
+            raise HarnessError(
+                f"--db {self.file} is a folder, not a database file; give a file in it, e.g. "
+                f"--db {self.file / 'results.sqlite'}",
+                exit_code=2,
+            )
+        self.engine: Engine = self._engine()
+        self._guard(self._check_schema)
+
+    # --- opening ---------------------------------------------------------------------------------------
+
+    def _engine(self) -> Engine:
+        attempt = min(dbfaults.ATTEMPT_S, self.timeout)
+        scheme = self.url.split("://", 1)[0]
+        try:
+            if self.file is not None and self.readonly:
+                if not self.file.is_file():
+                    raise NoDatabase(
+                        f"no results database at {self.file} (`harness run` creates one; --db or HARNESS_DB "
+                        "names another)"
+                    )
+                uri = f"file:{quote(str(self.file.absolute()))}?mode=ro"
+                return create_engine(
+                    "sqlite://",
+                    creator=lambda: sqlite3.connect(uri, uri=True, timeout=attempt, check_same_thread=False),
+                    poolclass=QueuePool,
+                )
+            if self.file is not None:
+                self.file.parent.mkdir(parents=True, exist_ok=True)
+                return create_engine(self.url, connect_args={"timeout": attempt})
+            return create_engine(self.url)
+        except ImportError as e:
+            raise dbfaults.missing_driver(scheme, e) from None
+        except NoSuchModuleError:
+            raise HarnessError(
+                f"unknown database URL scheme {scheme + '://'!r} in --db/HARNESS_DB {self.where}; give a "
+                "path, sqlite:///PATH or postgresql://USER@HOST/DB"
+            ) from None
+        except (ArgumentError, ValueError) as e:
+            raise HarnessError(f"not a database URL: {self.where} ({first_line(e)})") from None
+        except OSError as e:
+            raise HarnessError(
+                f"cannot open results database {self.where}: {e.strerror or e}. Pass --db PATH_OR_URL or set "
+                "HARNESS_DB to a writable location."
+            ) from None
+
+    def _check_schema(self) -> None:
+        with self.engine.connect() as conn:
+            inspector = inspect(conn)
+            tables = set(inspector.get_table_names())
+            columns = {t: {c["name"] for c in inspector.get_columns(t)} for t in tables & OUR_TABLES}
+            if tables and not is_ours(columns):
+                shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+                raise HarnessError(
+                    f"{self.where} is not a harness results database (it holds other tables: {shown}); "
+                    "harness writes only to its own: pass --db a new file"
+                )
+            version = None
+            if Meta.__tablename__ in tables:
+                row = conn.execute(select(Meta.value).where(Meta.key == "schema_version")).first()
+                version = int(row[0]) if row and str(row[0]).isdigit() else None
+            revision = migrations.revision_of(conn)
+            behind = _behind(conn, revision)
+        if version is not None and version > SCHEMA_VERSION:
+            raise HarnessError(
+                f"results database {self.where} has schema {version}, newer than this harness knows "
+                f"({SCHEMA_VERSION}); upgrade harness"
+            )
+        if self.readonly:
+            if not tables:
+                raise NoDatabase(f"no results in {self.where} (an empty database; `harness run` fills it)")
+            if behind:
+                self._upgrade()
+            return
+        if behind or revision is None or version is None:
+            self._migrate()
+
+    def _upgrade(self) -> None:
+        """A read-only command on a database made by an older harness: bring it to this schema through a
+        writing connection so that reading works. It was ours already; the marker table stays as it was."""
+        writer = create_engine(self.url)
+        try:
+            with writer.begin() as conn:
+                migrations.upgrade(conn, leave_marker=True)
+        except SQLAlchemyError as e:
+            raise HarnessError(
+                f"results database {self.where} was made by an older harness and cannot be upgraded "
+                f"({first_line(e)}): run `harness runs` where it is writable"
+            ) from None
+        finally:
+            writer.dispose()
+
+    def _migrate(self) -> None:
+        """Create a new database at the newest revision, or upgrade an older one to it, and mark it ours.
+
+        Several processes may do this to one database at once: whoever loses a race looks again.
+        """
+        from alembic.util import CommandError
+
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                with self.engine.begin() as conn:
+                    if not set(inspect(conn).get_table_names()) & OUR_TABLES:
+                        Base.metadata.create_all(conn)
+                        migrations.stamp(conn)
+                    elif _behind(conn, migrations.revision_of(conn), writer=True):
+                        migrations.upgrade(conn)
+                    Base.metadata.create_all(conn, tables=[Meta.__table__])
+                with Session(self.engine) as session, session.begin():
+                    if session.get(Meta, "schema_version") is None:
+                        session.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+                return
+            except (IntegrityError, OperationalError, CommandError) as e:
+                lost_race = not isinstance(e, OperationalError) or "already exists" in str(e)
+                if not lost_race or attempt == CREATE_ATTEMPTS - 1:
+                    raise
+
+    def _guard(self, fn: Callable[[], T], stop: Callable[[], bool] | None = None) -> T:
+        """Run a database operation: wait out a busy database, turn its errors into one line."""
+        try:
+            return dbfaults.retry_busy(fn, self.timeout, stop)
+        except SQLAlchemyError as e:
+            raise dbfaults.explain(e, self.where, self.timeout) from None
+
+    def _rows(self, stmt: Any) -> list[Any]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(stmt).all())

@@ -1,0 +1,267 @@
+"""Runs in the results database: save one (or import one saved to a file), read one, list them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
+from harness.core import signals
+from harness.core.errors import HarnessError
+from harness.core.records import RunResult
+from harness.store import unsaved
+from harness.store.schema import (
+    RUN_COLUMNS,
+    Agreement,
+    BlockTiming,
+    Run,
+    StepTiming,
+    run_row,
+)
+from harness.store.unsaved import PendingRun
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from harness.store.database import Database, Imported, UnsavedRun, default_db_path
+
+
+class RunsPart(Database):
+    # --- writing ---------------------------------------------------------------------------------------
+
+    def save(
+        self,
+        result: RunResult,
+        *,
+        profiler: str = "none",
+        nsys_mode: str | None = None,
+        experiment: str | None = None,
+        nsys_rep: str | None = None,
+        nsys_sqlite: str | None = None,
+        artifacts: dict[str, str] | None = None,
+        agreement: pd.DataFrame | None = None,
+        baseline_run_id: str | None = None,
+    ) -> str:
+        """Store a run (again: its row, steps and, if given, agreement are replaced).
+
+        When the database will not take it, the run goes to a file and UnsavedRun says where.
+        """
+        pending = PendingRun(
+            result=result,
+            created_at=datetime.now(UTC),
+            profiler=profiler,
+            nsys_mode=nsys_mode,
+            experiment=experiment,
+            baseline_run_id=baseline_run_id,
+            nsys_rep=nsys_rep,
+            nsys_sqlite=nsys_sqlite,
+            artifacts=artifacts or None,
+            agreement=unsaved.agreement_rows(agreement) if agreement is not None else None,
+        )
+        with signals.deferred() as held:  # Ctrl-C lands after the run is in the database or in a file
+            try:
+                self._guard(lambda: self._write(pending), stop=lambda: bool(held))
+                return result.run_id
+            except HarnessError as e:
+                why = str(e)
+                if held:  # a signal ended the wait: say so, and hand the signal to the caller
+                    why = f"{signals.name(held[0])} came while it waited ({why})"
+                path = unsaved.write(pending, self._unsaved_folders(), why)
+                sig = held.pop(0) if held else None
+                held.clear()
+        raise UnsavedRun(
+            f"run {result.run_id} is not in the results database: {why}. It was written to {path}; "
+            f"`harness import {path}` stores it",
+            path,
+            signal=sig,
+        )
+
+    def save_agreement(self, run_id: str, table: pd.DataFrame) -> None:
+        """`table` as returned by analysis.agreement.agreement_table; replaces the run's agreement rows."""
+        rows = unsaved.agreement_rows(table)
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                session.execute(delete(Agreement).where(Agreement.run_id == run_id))
+                session.add_all(Agreement(run_id=run_id, **row) for row in rows)
+
+        self._guard(write)
+
+    def import_file(self, path: Path) -> Imported:
+        """Store a run from a harness-unsaved-*.json file (again: the stored copy is replaced)."""
+        pending = unsaved.read(path)
+        run_id = pending.result.run_id
+
+        def write() -> bool:
+            with Session(self.engine) as session:
+                existed = session.get(Run, run_id) is not None
+            self._write(pending)
+            return existed
+
+        return Imported(file=path, run_id=run_id, replaced=self._guard(write))
+
+    def _write(self, pending: PendingRun) -> None:
+        if self.readonly:
+            raise RuntimeError("ResultsStore opened read-only")
+
+        result, cfg = pending.result, pending.result.config
+        energy = result.extra.get("energy_summary") or {}
+        run = Run(
+            id=result.run_id,
+            created_at=pending.created_at,
+            model=cfg.model,
+            mode=cfg.mode,
+            device=result.device,
+            device_name=result.device_name,
+            precision=cfg.precision,
+            compile=cfg.compile,
+            attention=cfg.attention,
+            batch_size=cfg.batch_size,
+            context_length=result.model.context_length if result.model else cfg.context_length,
+            warmup=cfg.warmup,
+            steps=cfg.steps,
+            status=result.status,
+            error=result.error,
+            profiler=pending.profiler,
+            nsys_mode=pending.nsys_mode,
+            experiment=pending.experiment,
+            baseline_run_id=pending.baseline_run_id,
+            params=result.model.params if result.model else None,
+            tokens_per_s=result.tokens_per_s,
+            flops_per_step=result.flops_per_step,
+            achieved_flops=result.achieved_flops,
+            mfu=result.mfu,
+            peak_memory_bytes=result.peak_memory_bytes,
+            nsys_rep=pending.nsys_rep,
+            nsys_sqlite=pending.nsys_sqlite,
+            **{name: energy.get(name) for name in RUN_ENERGY_FIELDS},
+            # a run's own files (--memory's snapshot) beside the profiler's
+            artifacts={**(result.extra.get("artifacts") or {}), **(pending.artifacts or {})} or None,
+            world_size=cfg.world_size if cfg.world_size > 1 else None,
+            config=cfg.to_dict(),
+            model_info=asdict(result.model) if result.model else {},
+            env=result.env,
+            summary={
+                "phases": [asdict(s) for s in result.phase_stats()],
+                **result.extra,
+            },
+        )
+        # relationships are left unset on `run`, so merge leaves them alone: the rows are replaced here
+        with Session(self.engine) as session, session.begin():
+            session.execute(delete(StepTiming).where(StepTiming.run_id == run.id))
+            if result.blocks:
+                session.execute(delete(BlockTiming).where(BlockTiming.run_id == run.id))
+            if pending.agreement is not None:
+                session.execute(delete(Agreement).where(Agreement.run_id == run.id))
+            session.merge(run)
+            session.add_all(
+                StepTiming(
+                    run_id=run.id, step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup, rank=s.rank
+                )
+                for s in result.steps
+                for phase, ns in s.phases.items()
+            )
+            session.add_all(Agreement(run_id=run.id, **row) for row in pending.agreement or [])
+            session.add_all(
+                BlockTiming(run_id=run.id, source=BLOCK_TIMERS, **asdict(b)) for b in result.blocks
+            )
+
+    def _unsaved_folders(self) -> list[Path]:
+        beside = [self.file.absolute().parent] if self.file is not None else []
+        return [*beside, default_db_path().parent]
+
+    # --- reading ---------------------------------------------------------------------------------------
+
+    def count_runs(self) -> int:
+        def count() -> int:
+            with Session(self.engine) as session:
+                return int(session.scalar(select(func.count()).select_from(Run)) or 0)
+
+        return self._guard(count)
+
+    def get(self, run_id: str) -> Run:
+        return self._guard(lambda: self._get(run_id))
+
+    def _get(self, run_id: str) -> Run:
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                # accept a unique prefix, like git does for commits
+                matches = session.scalars(select(Run).where(Run.id.startswith(run_id, autoescape=True))).all()
+                if len(matches) != 1:
+                    what = "no run" if not matches else f"{len(matches)} runs"
+                    raise HarnessError(
+                        f"{what} with id {run_id!r}; `harness runs` lists the runs", exit_code=2
+                    )
+                run = matches[0]
+            run.step_timings  # noqa: B018  (load before the session closes)
+            run.agreement  # noqa: B018
+            return run
+
+    def latest(self, *, nvtx_detail: bool = False) -> Run | None:
+        """The newest run (made with --nvtx-detail, if asked), with its steps; None if there is none."""
+
+        def read() -> Run | None:
+            with Session(self.engine, expire_on_commit=False) as session:
+                for run in session.scalars(select(Run).order_by(Run.created_at.desc())):
+                    if not nvtx_detail or (run.config or {}).get("nvtx_detail"):
+                        run.step_timings  # noqa: B018  (load before the session closes)
+                        return run
+            return None
+
+        return self._guard(read)
+
+    def linked(self, run_id: str) -> list[Run]:
+        """The runs paired with `run_id`: its baseline, and the profiled runs with it as their baseline."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                return []
+            stmt = (
+                select(Run)
+                .where((Run.id == run.baseline_run_id) | (Run.baseline_run_id == run_id))
+                .order_by(Run.created_at)
+            )
+            found = list(session.scalars(stmt).all())
+            for r in found:
+                r.step_timings  # noqa: B018  (load before the session closes)
+            return found
+
+    def runs(
+        self,
+        *,
+        model: str | None = None,
+        device: str | None = None,
+        precision: str | None = None,
+        experiment: str | None = None,
+        ids: list[str] | None = None,
+        last: int | None = None,
+    ) -> pd.DataFrame:
+        """One row per run, newest last, with per-phase mean/std (ns) as columns."""
+        import pandas as pd
+
+        stmt = select(Run).order_by(Run.created_at)
+        if model:
+            stmt = stmt.where(Run.model == model)
+        if device:
+            stmt = stmt.where(Run.device == device)
+        if precision:
+            stmt = stmt.where(Run.precision == precision)
+        if experiment:
+            stmt = stmt.where(Run.experiment == experiment)
+        if ids:
+            stmt = stmt.where(Run.id.in_(ids))
+
+        def read() -> list[dict[str, Any]]:
+            with Session(self.engine) as session:
+                return [run_row(r) for r in session.scalars(stmt).all()]
+
+        df = pd.DataFrame.from_records(self._guard(read), columns=RUN_COLUMNS)
+        if last is not None:
+            df = df.tail(last).reset_index(drop=True)
+        return df

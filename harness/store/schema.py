@@ -1,0 +1,335 @@
+"""The results database's tables (SQLAlchemy 2.0 ORM) and the one-row-per-run view of them.
+
+`harness_meta` marks a database as ours and holds its schema version (harness.store.results reads it before
+writing anything).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from analysis.names import RUN_ENERGY_FIELDS
+
+# The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
+# write through (a dropped or retyped column). Additive changes are Alembic revisions
+# (harness.store.migrations)
+# and leave it alone, so an older harness can still use a database a newer one upgraded.
+SCHEMA_VERSION = 1
+# columns by which a table is known as ours (a `runs` table of another program lacks them)
+SIGNATURES = {
+    "runs": {"id", "created_at", "model", "mode", "device", "precision", "status", "config"},
+    "step_timings": {"run_id", "step", "phase", "duration_ns", "warmup"},
+    "agreement": {"run_id", "phase", "nvtx_mean_ns", "timer_mean_ns", "rel_diff"},
+    "harness_meta": {"key", "value"},
+}
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    model: Mapped[str] = mapped_column(String(64), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    device: Mapped[str] = mapped_column(String(16), index=True)
+    device_name: Mapped[str] = mapped_column(String(128), default="")
+    precision: Mapped[str] = mapped_column(String(8), index=True)
+    compile: Mapped[bool] = mapped_column(Boolean, default=False)
+    attention: Mapped[str] = mapped_column(String(16))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    context_length: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    warmup: Mapped[int] = mapped_column(Integer)
+    steps: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))  # ok | oom | error | interrupted
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # "none", or the profiler that watched the run ("nsys"); nsys_mode is light | full
+    profiler: Mapped[str] = mapped_column(String(16), default="none")
+    nsys_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # groups runs made together: "sweep-…" or "overhead-…"
+    experiment: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    # a profiled run: the run without a profiler it is compared with (same configuration, made beside it)
+    baseline_run_id: Mapped[str | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+    params: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tokens_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    flops_per_step: Mapped[float | None] = mapped_column(Float, nullable=True)
+    achieved_flops: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mfu: Mapped[float | None] = mapped_column(Float, nullable=True)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    nsys_rep: Mapped[str | None] = mapped_column(Text, nullable=True)
+    nsys_sqlite: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # `run --power` (analysis.names.RUN_ENERGY_FIELDS); NULL without --power or without a power source
+    energy_j: Mapped[float | None] = mapped_column(Float, nullable=True)
+    avg_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
+    peak_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
+    flops_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tokens_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
+    energy_method: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # what the profiler left, {kind: path}: {"trace": …} (torch), {"nsys_rep": …, "nsys_sqlite": …} (nsys);
+    # nsys_rep and nsys_sqlite above stay for the databases and readers that know only them
+    artifacts: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    # a run across ranks (`--nproc`): the number of ranks; NULL for a one-process run
+    world_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    step_timings: Mapped[list[StepTiming]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="StepTiming.step"
+    )
+    agreement: Mapped[list[Agreement]] = relationship(back_populates="run", cascade="all, delete-orphan")
+
+
+class StepTiming(Base):
+    __tablename__ = "step_timings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    phase: Mapped[str] = mapped_column(String(32))
+    duration_ns: Mapped[int] = mapped_column(Integer)
+    warmup: Mapped[bool] = mapped_column(Boolean)
+    # the global rank that timed the step (runs across ranks); NULL in databases from before it means 0
+    rank: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
+
+    run: Mapped[Run] = relationship(back_populates="step_timings")
+
+
+class Agreement(Base):
+    """Per phase: NVTX range durations from the export against the in-process timers of the same steps."""
+
+    __tablename__ = "agreement"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    phase: Mapped[str] = mapped_column(String(32))
+    steps: Mapped[int] = mapped_column(Integer)
+    nvtx_mean_ns: Mapped[float] = mapped_column(Float)
+    nvtx_median_ns: Mapped[float] = mapped_column(Float)
+    timer_mean_ns: Mapped[float] = mapped_column(Float)
+    timer_median_ns: Mapped[float] = mapped_column(Float)
+    rel_diff: Mapped[float] = mapped_column(Float)  # (nvtx_mean - timer_mean) / timer_mean
+
+    run: Mapped[Run] = relationship(back_populates="agreement")
+
+
+class BlockTiming(Base):
+    """--nvtx-detail's per-block breakdown: one block's time in one measured step, summed over its `calls`.
+
+    layer NULL: a block outside the layers (embedding, final norm, LM head). source: where the time comes
+    from: timers (synchronised in-process hooks), torch-trace (record_function ranges, CPU time), nvtx (NVTX
+    ranges of an nsys export, CPU time), nvtx-gpu (GPU time of the kernels launched inside the ranges).
+    """
+
+    __tablename__ = "block_timings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    layer: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    block: Mapped[str] = mapped_column(String(32))
+    phase: Mapped[str] = mapped_column(String(32))
+    duration_ns: Mapped[int] = mapped_column(BigInteger)
+    calls: Mapped[int] = mapped_column(Integer, default=1)
+    source: Mapped[str] = mapped_column(String(16))
+
+
+BLOCK_COLUMNS = ["run_id", "step", "layer", "block", "phase", "duration_ns", "calls", "source"]
+
+
+class Meta(Base):
+    """What marks a database as ours: schema_version, and room for more."""
+
+    __tablename__ = "harness_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class AttentionResult(Base):
+    """One cell of `harness attention`: one implementation at one head dim × seq len. Times in ns."""
+
+    __tablename__ = "attention_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sweep_id: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    device: Mapped[str] = mapped_column(String(16))
+    device_name: Mapped[str] = mapped_column(String(128), default="")
+    impl: Mapped[str] = mapped_column(String(16))  # math | sdpa | compiled
+    precision: Mapped[str] = mapped_column(String(8))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    num_heads: Mapped[int] = mapped_column(Integer)
+    head_dim: Mapped[int] = mapped_column(Integer)
+    seq_len: Mapped[int] = mapped_column(Integer)
+    causal: Mapped[bool] = mapped_column(Boolean)
+    warmup: Mapped[int] = mapped_column(Integer)
+    trials: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))  # ok | oom | error
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    forward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    forward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    backward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    backward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    compile_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # BigInteger: tens of GB overflow PostgreSQL's 32-bit INTEGER
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    memory_source: Mapped[str] = mapped_column(Text, default="")  # how peak_memory_bytes was measured
+    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# The AttentionCell fields stored as they are.
+ATTENTION_CELL_COLUMNS = [
+    "impl",
+    "head_dim",
+    "seq_len",
+    "status",
+    "error",
+    "forward_mean_ns",
+    "forward_std_ns",
+    "backward_mean_ns",
+    "backward_std_ns",
+    "compile_ns",
+    "peak_memory_bytes",
+]
+ATTENTION_COLUMNS = [
+    "sweep_id",
+    "created_at",
+    "device",
+    "device_name",
+    "precision",
+    "batch_size",
+    "num_heads",
+    "causal",
+    "warmup",
+    "trials",
+    *ATTENTION_CELL_COLUMNS,
+    "memory_source",
+]
+
+
+class Baseline(Base):
+    """A named run to diff against: `harness baseline tag NAME RUN`, then `harness diff baseline:NAME RUN`."""
+
+    __tablename__ = "baselines"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+OUR_TABLES = set(Base.metadata.tables)
+
+
+def is_ours(columns: dict[str, set[str]]) -> bool:
+    """Whether a database whose tables of our names have these columns is a harness results database: some
+    of our tables, each with our columns. One being created by another process at this moment has some of
+    them; one from before harness_meta has all but that one."""
+    present = {t: c for t, c in columns.items() if t in SIGNATURES}
+    return bool(present) and all(c >= SIGNATURES[t] for t, c in present.items())
+
+
+RUN_COLUMNS = [
+    "run_id",
+    "created_at",
+    "model",
+    "mode",
+    "device",
+    "device_name",
+    "precision",
+    "compile",
+    "attention",
+    "batch_size",
+    "context_length",
+    "status",
+    "profiler",
+    "nsys_mode",
+    "experiment",
+    "baseline_run_id",
+    "params",
+    "d_model",
+    "d_ff",
+    "num_layers",
+    "num_heads",
+    "forward_mean_ns",
+    "forward_std_ns",
+    "backward_mean_ns",
+    "backward_std_ns",
+    "optimizer_mean_ns",
+    "optimizer_std_ns",
+    "prefill_mean_ns",
+    "decode_mean_ns",
+    "tokens_per_s",
+    "achieved_flops",
+    "mfu",
+    "peak_memory_bytes",
+    "nsys_rep",
+    "nsys_sqlite",
+    *RUN_ENERGY_FIELDS,
+    "power_notes",
+    "artifacts",
+    "world_size",
+]
+
+
+def run_row(r: Run) -> dict[str, Any]:
+    phases = {p["phase"]: p for p in (r.summary or {}).get("phases", [])}
+    info = r.model_info or {}
+
+    def stat(phase: str, key: str) -> float | None:
+        return phases[phase][key] if phase in phases else None
+
+    return {
+        "run_id": r.id,
+        "created_at": r.created_at.isoformat(timespec="seconds") if r.created_at else None,
+        "model": r.model,
+        "mode": r.mode,
+        "device": r.device,
+        "device_name": r.device_name,
+        "precision": r.precision,
+        "compile": r.compile,
+        "attention": r.attention,
+        "batch_size": r.batch_size,
+        "context_length": r.context_length,
+        "status": r.status,
+        "profiler": r.profiler,
+        "nsys_mode": r.nsys_mode,
+        "experiment": r.experiment,
+        "baseline_run_id": r.baseline_run_id,
+        "params": r.params,
+        "d_model": info.get("d_model"),
+        "d_ff": info.get("d_ff"),
+        "num_layers": info.get("num_layers"),
+        "num_heads": info.get("num_heads"),
+        "forward_mean_ns": stat("forward", "mean_ns"),
+        "forward_std_ns": stat("forward", "std_ns"),
+        "backward_mean_ns": stat("backward", "mean_ns"),
+        "backward_std_ns": stat("backward", "std_ns"),
+        "optimizer_mean_ns": stat("optimizer", "mean_ns"),
+        "optimizer_std_ns": stat("optimizer", "std_ns"),
+        "prefill_mean_ns": stat("prefill", "mean_ns"),
+        "decode_mean_ns": stat("decode", "mean_ns"),
+        "tokens_per_s": r.tokens_per_s,
+        "achieved_flops": r.achieved_flops,
+        "mfu": r.mfu,
+        "peak_memory_bytes": r.peak_memory_bytes,
+        "nsys_rep": r.nsys_rep,
+        "nsys_sqlite": r.nsys_sqlite,
+        **{name: getattr(r, name) for name in RUN_ENERGY_FIELDS},
+        # `--power` runs only: the sources found and why others were not (one line each); None without it
+        "power_notes": "\n".join(notes)
+        if (notes := (r.summary or {}).get("power_notes")) is not None
+        else None,
+        "artifacts": r.artifacts,
+        "world_size": r.world_size,
+    }

@@ -1,0 +1,90 @@
+"""What the results database keeps per run beside it: step timings, agreement tables, per-block times."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import delete, func, inspect, select
+from sqlalchemy.orm import Session
+
+from harness.store import unsaved
+from harness.store.schema import (
+    BLOCK_COLUMNS,
+    Agreement,
+    BlockTiming,
+    StepTiming,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from harness.store.database import Database
+
+
+class TimingsPart(Database):
+    def step_timings(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """Every step's phase durations: run_id, step, phase, duration_ns, warmup, rank (0: one process)."""
+        import pandas as pd
+
+        rank = func.coalesce(StepTiming.rank, 0)
+        stmt = select(
+            StepTiming.run_id,
+            StepTiming.step,
+            StepTiming.phase,
+            StepTiming.duration_ns,
+            StepTiming.warmup,
+            rank,
+        ).order_by(StepTiming.run_id, rank, StepTiming.step)
+        if run_ids is not None:
+            stmt = stmt.where(StepTiming.run_id.in_(run_ids))
+        rows = self._guard(lambda: self._rows(stmt))
+        return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"])
+
+    def agreement(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        import pandas as pd
+
+        cols = list(unsaved.AGREEMENT_COLUMNS)
+        stmt = select(Agreement.run_id, *(getattr(Agreement, c) for c in cols))
+        if run_ids is not None:
+            stmt = stmt.where(Agreement.run_id.in_(run_ids))
+        return pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["run_id", *cols])
+
+    def save_blocks(self, run_id: str, blocks: pd.DataFrame, source: str) -> None:
+        """Per-block times of a stored run found by analysis (analysis.blocks.block_records: step, layer,
+        block, phase, duration_ns, calls), replacing the run's earlier ones."""
+        import pandas as pd
+
+        rows = [
+            BlockTiming(
+                run_id=run_id,
+                step=int(r.step),
+                layer=None if pd.isna(r.layer) else int(r.layer),
+                block=str(r.block),
+                phase=str(r.phase),
+                duration_ns=int(r.duration_ns),
+                calls=int(r.calls),
+                source=source,
+            )
+            for r in blocks.astype(object).itertuples(index=False)
+        ]
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                session.execute(delete(BlockTiming).where(BlockTiming.run_id == run_id))
+                session.add_all(rows)
+
+        self._guard(write)
+
+    def block_timings(self, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """Per-block times (BLOCK_COLUMNS; layer nullable) of the given runs, or of all."""
+        import pandas as pd
+
+        with self.engine.connect() as conn:
+            if not inspect(conn).has_table(BlockTiming.__tablename__):
+                return pd.DataFrame(columns=BLOCK_COLUMNS)  # a read-only database from before block timings
+        stmt = select(*(getattr(BlockTiming, c) for c in BLOCK_COLUMNS)).order_by(BlockTiming.id)
+        if run_ids is not None:
+            stmt = stmt.where(BlockTiming.run_id.in_(run_ids))
+        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=BLOCK_COLUMNS)
+        df["layer"] = df["layer"].astype("Int64")
+        return df
