@@ -13,7 +13,7 @@ import typer
 
 from harness.cli import export_diff as ed
 from harness.cli import lazy
-from harness.cli.common import DbOpt, WideOpt, cli_errors, err, note
+from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments import diff as hd
@@ -39,7 +39,8 @@ class DiffFormat(StrEnum):
 SideArg = Annotated[
     str,
     typer.Argument(
-        help="A run id (or unique prefix), baseline:NAME, or an nsys export / report / Kineto trace path.",
+        help="A run id (or unique prefix, `latest`, -1, -2, …), baseline:NAME, or an nsys export / report / "
+        "Kineto trace path.",
         show_default=False,
     ),
 ]
@@ -215,13 +216,15 @@ baseline_app = typer.Typer(
 )
 
 
-@baseline_app.command("tag")
+@baseline_app.command("tag", cls=RunRefCommand)
 @cli_errors
 def baseline_tag_cmd(
     name: Annotated[
         str, typer.Argument(help="The baseline's name (re-tagging moves it).", show_default=False)
     ],
-    run: Annotated[str, typer.Argument(help="A run id or unique prefix.", show_default=False)],
+    run: Annotated[
+        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]}.", show_default=False)
+    ],
     db: DbOpt = None,
 ) -> None:
     """Name a run as a baseline."""
@@ -247,5 +250,7 @@ def baseline_list_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff", short_help="Compare two runs, exports or traces: verdicts, --gate for CI.")(diff_cmd)
+    app.command(
+        "diff", cls=RunRefCommand, short_help="Compare two runs, exports or traces: verdicts, --gate for CI."
+    )(diff_cmd)
     app.add_typer(baseline_app, name="baseline", short_help="Name runs as baselines for `harness diff`.")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli import lazy
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
+from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import (
     DEFAULT,
@@ -315,13 +315,24 @@ def runs_cmd(
             "status", "model", "precision", "mode", "device", "compile", "profiler",
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
-    notes = [] if len(df) else ["no runs yet"]
+    notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
     emit(df, format, title=f"runs in {lazy.describe_url(store.url)}", notes=notes, wide=wide)
+
+
+def _no_runs(store: ResultsStore, **filters: object) -> str:
+    """Why `harness runs` lists nothing: no run at all, or none that matches the filters (named)."""
+    given = ", ".join(f"--{k} {v}" for k, v in filters.items() if v is not None and k != "last")
+    if not given:
+        return "no runs yet"
+    have = store.count_runs()
+    return f"no run matches {given} ({have} run{'s' * (have != 1)} in all; `harness runs` lists them)"
 
 
 @cli_errors
 def show_cmd(
-    run_id: Annotated[str, typer.Argument(help="A run id (or a unique prefix) from `harness runs`.")],
+    run_id: Annotated[
+        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]} (`harness runs` lists them).")
+    ],
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -360,7 +371,9 @@ def register(app: typer.Typer) -> None:
     app.command("run", short_help="Run one workload, time its phases, save and print the result.")(run_cmd)
     app.command("sweep", short_help="Run a grid of models × precisions × compile, a process each.")(sweep_cmd)
     app.command("runs", short_help="List saved runs (newest last).")(runs_cmd)
-    app.command("show", short_help="Show one run: configuration, phases, agreement, files.")(show_cmd)
+    app.command(
+        "show", cls=RunRefCommand, short_help="Show one run: configuration, phases, agreement, files."
+    )(show_cmd)
     app.command("import", short_help="Store runs saved to a file when the database would not take them.")(
         import_cmd
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from analysis.overhead import baseline_label, overhead_table
 from harness.core.machine import MachineLoad, describe
-from harness.core.records import phases_for
+from harness.core.records import PhaseStats, phases_for, step_stats
 from harness.energy.run import energy_rows
 from harness.experiments.rank_tables import rank_tables, run_frame
 from harness.experiments.tables import extra_tables
@@ -29,9 +30,21 @@ def _machine(run: Run) -> str | None:
     return describe(MachineLoad.from_dict(data)) if data else None
 
 
+def run_step_stats(run: Run) -> PhaseStats | None:
+    """The stored run's step: its measured steps' phases summed, per rank and step."""
+    steps: dict[tuple[int, int], dict[str, int]] = {}
+    for s in run.step_timings:
+        if not s.warmup:
+            steps.setdefault((s.rank or 0, s.step), {})[s.phase] = s.duration_ns
+    return step_stats(list(steps.values()), phases_for(run.mode, run.world_size or 1))
+
+
 def phase_table(run: Run) -> pd.DataFrame:
+    """The step (its phases summed: the first figure people compare), then each phase."""
     import pandas as pd
 
+    step = run_step_stats(run)
+    stats = [asdict(step)] if step is not None else []
     return pd.DataFrame(
         [
             {
@@ -43,7 +56,7 @@ def phase_table(run: Run) -> pd.DataFrame:
                 "Max (ns)": p["max_ns"],
                 "StdDev (ns)": p["std_ns"],
             }
-            for p in (run.summary or {}).get("phases", [])
+            for p in [*stats, *(run.summary or {}).get("phases", [])]
         ]
     )
 

@@ -11,7 +11,8 @@ if TYPE_CHECKING:
 
 
 def results_table(results: list[RunResult]) -> pd.DataFrame:
-    """One row per run: model shape, then per phase mean and std (ns); OOM rows keep NaN timings."""
+    """One row per run: model shape, then the step (its phases summed) and per phase mean and std (ns);
+    OOM rows keep NaN timings."""
     import pandas as pd
 
     rows = []
@@ -28,8 +29,13 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "num_heads": m.num_heads if m else None,
         }
         stats = {s.phase: s for s in r.phase_stats()}
-        for phase in phases_for(r.config.mode, r.config.world_size):
+        step = r.step_stats()
+        if step is not None:
+            stats["step"] = step
+        for phase in ("step", *phases_for(r.config.mode, r.config.world_size)):
             s = stats.get(phase)
+            if phase == "step" and s is None and r.status == "ok":
+                continue  # no step with every phase (a run without steps)
             row[f"{phase} mean (ns)"] = s.mean_ns if s and r.status == "ok" else float("nan")
             row[f"{phase} std (ns)"] = s.std_ns if s and r.status == "ok" else float("nan")
         row["tokens/s"] = r.tokens_per_s if r.status == "ok" else float("nan")
