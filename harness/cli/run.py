@@ -342,7 +342,11 @@ def show_cmd(
     store = lazy.ResultsStore(db, readonly=True)
     run = store.get(run_id)
     tables = show_tables(run, store.linked(run.id))
+    if run.advice and format is not Format.table:
+        tables += lazy.advice_tables(run.advice)
     emit_many(tables, format, wide=wide)
+    if run.advice and format is Format.table:
+        lazy.say_advice(run.advice)
 
 
 @cli_errors

@@ -108,6 +108,17 @@ class RunsPart(Database):
 
         self._guard(write)
 
+    def save_advice(self, run_id: str, record: dict[str, Any]) -> None:
+        """The run's health and findings (analysis.advice.record), replacing what it had."""
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                run = session.get(Run, run_id)
+                if run is not None:
+                    run.advice = record
+
+        self._guard(write)
+
     def import_file(self, path: Path) -> Imported:
         """Store a run from a harness-unsaved-*.json file (again: the stored copy is replaced)."""
         pending = unsaved.read(path)
