@@ -122,3 +122,19 @@ def test_warnings_wrap_on_a_terminal_and_stay_whole_when_piped(monkeypatch: pyte
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in shown.splitlines()]
     assert len(lines) == 3 and max(len(line) for line in lines) <= 80
     assert " ".join(lines) == f"warning: {message}"
+
+
+def test_cpu_memory_is_labelled_rss_and_an_allocator_keeps_its_labels() -> None:
+    from harness.experiments.tables import memory_rows
+
+    mib = 2**20
+    cpu = memory_rows(
+        {"peak_rss_bytes": 900 * mib, "breakdown": {"parameters": 463 * mib, "total": 463 * mib}}
+    )
+    assert list(cpu["memory"]) == ["peak RSS (process)", "analytic: parameters", "analytic: total"]
+    assert list(cpu["MiB"]) == [900, 463, 463]
+    # a CPU run stored before: its RSS sat under peak_allocated_bytes; shown as what it is
+    old = memory_rows({"peak_allocated_bytes": 900 * mib, "peak_source": "process peak resident set (no …)"})
+    assert list(old["memory"]) == ["peak RSS (process)"] and list(old["MiB"]) == [900]
+    cuda = memory_rows({"peak_allocated_bytes": 512 * mib, "peak_reserved_bytes": 600 * mib})
+    assert list(cuda["memory"]) == ["peak allocated", "peak reserved"] and list(cuda["MiB"]) == [512, 600]

@@ -11,7 +11,7 @@ from harness.core.machine import MachineLoad, describe
 from harness.core.records import PhaseStats, phases_for, step_stats
 from harness.energy.run import energy_rows
 from harness.experiments.rank_tables import rank_tables, run_frame
-from harness.experiments.tables import extra_tables
+from harness.experiments.tables import extra_tables, peak_label
 from harness.profilers.overhead_steps import step_key
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "tokens/s": run.tokens_per_s,
         "achieved TFLOP/s": run.achieved_flops / 1e12 if run.achieved_flops else None,
         "MFU (%)": run.mfu * 100 if run.mfu else None,
-        "peak memory (MiB)": run.peak_memory_bytes / 2**20 if run.peak_memory_bytes else None,
+        peak_label(run.device): run.peak_memory_bytes / 2**20 if run.peak_memory_bytes else None,
         "profiler": _profiler(run),
         "experiment": run.experiment,
         "baseline run": run.baseline_run_id,

@@ -52,6 +52,14 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
     return df
 
 
+RSS_LABEL = "peak RSS (process)"
+
+
+def peak_label(device: str) -> str:
+    """How a run's peak memory is called: the allocator's on CUDA and MPS, the process's RSS on the CPU."""
+    return f"{RSS_LABEL} (MiB)" if device == "cpu" else "peak memory (MiB)"
+
+
 def throughput_table(result: RunResult) -> pd.DataFrame:
     """Mode-specific figures of one run: tokens/s, FLOPs, MFU, memory; generate adds TTFT and per-token."""
     import pandas as pd
@@ -70,7 +78,7 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
         ("FLOPs per step", result.flops_per_step),
         ("achieved TFLOP/s", result.achieved_flops / 1e12 if result.achieved_flops else None),
         ("MFU (%)", result.mfu * 100 if result.mfu else None),
-        ("peak memory (MiB)", result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),
+        (peak_label(result.device), result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),
     ]
     return pd.DataFrame(
         {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
@@ -110,14 +118,22 @@ def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame
 
 
 def memory_rows(memory: dict[str, Any]) -> pd.DataFrame:
-    """Peak allocated / reserved, then the analytic breakdown, in MiB."""
+    """The allocator's peak allocated / reserved (CUDA, MPS), or on the CPU the process's peak RSS (never
+    under an allocator's label: it holds the interpreter and torch too), then the analytic breakdown (MiB)."""
     import pandas as pd
 
     mib = 2**20
-    rows: list[tuple[str, object]] = [
-        ("peak allocated", memory.get("peak_allocated_bytes")),
-        ("peak reserved", memory.get("peak_reserved_bytes")),
-    ]
+    rss = memory.get("peak_rss_bytes")
+    if rss is None and str(memory.get("peak_source", "")).startswith("process peak resident"):
+        rss = memory.get("peak_allocated_bytes")  # a CPU run stored before RSS had its own field
+    rows: list[tuple[str, object]] = (
+        [(RSS_LABEL, rss)]
+        if rss is not None
+        else [
+            ("peak allocated", memory.get("peak_allocated_bytes")),
+            ("peak reserved", memory.get("peak_reserved_bytes")),
+        ]
+    )
     parts = memory.get("breakdown") or {}
     labels = {"optimizer_state": "optimizer state", "weight_copies": "weight copies", "kv_cache": "KV cache"}
     rows += [
