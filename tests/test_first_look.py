@@ -138,3 +138,18 @@ def test_cpu_memory_is_labelled_rss_and_an_allocator_keeps_its_labels() -> None:
     assert list(old["memory"]) == ["peak RSS (process)"] and list(old["MiB"]) == [900]
     cuda = memory_rows({"peak_allocated_bytes": 512 * mib, "peak_reserved_bytes": 600 * mib})
     assert list(cuda["memory"]) == ["peak allocated", "peak reserved"] and list(cuda["MiB"]) == [512, 600]
+
+
+def test_show_prints_report_paths_whole_on_their_own_line(tmp_db: str, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    deep = tmp_path / ("a-long-folder-name-" * 4) / "nsys_profiles" / "tiny-20261125-080209-346f.sqlite"
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(deep))
+    assert len(str(deep)) > 80
+    out = invoke("show", "tiny-prof").stdout
+    lines = out.splitlines()
+    assert str(deep) in [line.strip() for line in lines]  # the whole path, alone on its line
+    assert "note: nsys sqlite:" in out
+    assert not any(str(deep)[:30] in line and line.strip() != str(deep) for line in lines)
+    doc = json.loads(invoke("show", "tiny-prof", "--format", "json").stdout)  # scripts keep it in the table
+    assert {r["field"]: r["value"] for r in doc["run"]}["nsys sqlite"] == str(deep)

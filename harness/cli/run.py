@@ -28,7 +28,7 @@ from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
 from harness.execution.ranks.multirank import run_any
 from harness.execution.runner import validate
-from harness.experiments.show import show_tables
+from harness.experiments.show import paths_apart, show_tables
 from harness.experiments.sweep import grid
 from harness.experiments.tables import results_table
 from harness.profilers.base import ProfilerOptions
@@ -342,9 +342,12 @@ def show_cmd(
     store = lazy.ResultsStore(db, readonly=True)
     run = store.get(run_id)
     tables = show_tables(run, store.linked(run.id))
-    if run.advice and format is not Format.table:
+    files: list[str] = []
+    if format is Format.table:
+        tables, files = paths_apart(tables)
+    elif run.advice:
         tables += lazy.advice_tables(run.advice)
-    emit_many(tables, format, wide=wide)
+    emit_many(tables, format, wide=wide, notes=files)
     if run.advice and format is Format.table:
         lazy.say_advice(run.advice)
 

@@ -61,6 +61,25 @@ def phase_table(run: Run) -> pd.DataFrame:
     )
 
 
+PATH_FIELDS = ("nsys report", "nsys sqlite")  # and every file.*
+
+
+def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
+    """For people: the run table without its paths, and `field: path` lines to print whole, each on its own
+    line (a path wrapped inside a table cell breaks where it cannot be copied back)."""
+    out, lines = [], []
+    for name, df in tables:
+        if name == "run":
+            is_path = df["field"].isin(PATH_FIELDS) | df["field"].astype(str).str.startswith("file.")
+            lines += [
+                f"{f}: {v}" for f, v in zip(df["field"][is_path], df["value"][is_path], strict=True) if v
+            ]
+            df = df[~is_path].reset_index(drop=True)
+            df.attrs["wrap"] = ["value"]
+        out.append((name, df))
+    return out, lines
+
+
 def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame]]:
     """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
     import pandas as pd
