@@ -8,6 +8,7 @@ import json
 import re
 import sys
 
+import pandas as pd
 import pytest
 from test_store import make_result
 from typer.testing import CliRunner
@@ -153,3 +154,18 @@ def test_show_prints_report_paths_whole_on_their_own_line(tmp_db: str, monkeypat
     assert not any(str(deep)[:30] in line and line.strip() != str(deep) for line in lines)
     doc = json.loads(invoke("show", "tiny-prof", "--format", "json").stdout)  # scripts keep it in the table
     assert {r["field"]: r["value"] for r in doc["run"]}["nsys sqlite"] == str(deep)
+
+
+def test_diff_of_two_runs_as_one_tidy_csv(three: ResultsStore) -> None:
+    result = invoke("diff", "tiny-old", "tiny-mid", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    tidy = pd.read_csv(io.StringIO(result.stdout))
+    assert tidy.columns[0] == "table" and tidy["table"].nunique() == 1
+    verdicts = tidy.set_index("Phase")
+    # tiny-mid's phases take twice tiny-old's: forward 2,000,003 against 1,000,003 ns on average
+    assert verdicts.loc["forward", ["Verdict", "Mean A (ns)", "Mean B (ns)"]].tolist() == [
+        "regression",
+        1_000_003,
+        2_000_003,
+    ]
+    assert verdicts.loc["overall (step)", ["Mean A (ns)", "Mean B (ns)"]].tolist() == [3_500_006, 7_000_006]

@@ -208,3 +208,39 @@ def test_health_and_advise_take_a_run(tmp_db: str, cpu_export) -> None:
     with open_trace(cpu_export) as trace:
         inside = overhead_in_phases(trace).set_index("Phase")
     assert rows[0]["Time at stake (ns)"] == inside.loc["forward", "Overhead (ns)"] == 2_685_231
+
+
+RUN = ["--device", "cpu", "--steps", "2", "--warmup", "1", "--no-nsys-baseline"]
+
+
+@pytest.mark.slow
+def test_run_nsys_prints_its_health_and_findings_and_show_repeats_them(
+    tmp_db: str, nsys_bin, tmp_path
+) -> None:
+    result = runner.invoke(
+        app, ["run", "tiny", "--nsys", *RUN, "--profile-dir", str(tmp_path)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    run = ResultsStore(tmp_db).get("latest")
+    assert run.advice is not None
+    line = health_line(run.advice)
+    checks = {c["name"]: c["status"] for c in run.advice["health"]["checks"]}
+    assert checks["capture"] == OK and checks["NVTX ranges"] == OK and checks["ranks"] == OK
+    assert checks["profiler overhead"] == OK  # no baseline run: no figure, said so
+    assert line in result.stderr and "findings: none fired" in result.stderr  # a CPU run launches no kernel
+    shown = runner.invoke(app, ["show", "-1"], catch_exceptions=False)
+    assert line in shown.stderr and "findings: none fired" in shown.stderr
+
+
+@pytest.mark.slow
+def test_a_capture_range_that_never_started_is_named(tmp_db: str, nsys_bin, tmp_path) -> None:
+    never = ["--nsys-arg=--capture-range=nvtx", "--nsys-arg=--nvtx-capture=never-pushed"]
+    result = runner.invoke(
+        app, ["run", "tiny", "--nsys", *RUN, *never, "--profile-dir", str(tmp_path)], catch_exceptions=False
+    )
+    assert result.exit_code != 0
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith(
+        "error: the capture range never started (--capture-range=nvtx): nsys recorded nothing"
+    )
+    assert list(tmp_path.iterdir()) == []  # nsys 2022.4 writes no report at all
