@@ -169,3 +169,35 @@ def test_diff_of_two_runs_as_one_tidy_csv(three: ResultsStore) -> None:
         2_000_003,
     ]
     assert verdicts.loc["overall (step)", ["Mean A (ns)", "Mean B (ns)"]].tolist() == [3_500_006, 7_000_006]
+
+
+SMALL_RUN = [
+    "--device",
+    "cpu",
+    "--batch-size",
+    "2",
+    "--context-length",
+    "16",
+    "--warmup",
+    "1",
+    "--steps",
+    "2",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "label"),
+    [
+        (["--profiler", "torch"], "char train under torch.profiler"),
+        (["--nproc", "2"], "char train across 2 ranks"),
+    ],
+)
+def test_runs_in_other_processes_count_their_steps(
+    tmp_db: str, tmp_path, args: list[str], label: str
+) -> None:
+    result = invoke("run", "char", *SMALL_RUN, *args, "--profile-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
+    # piped: a line at the first step counted and at the last (a bar on a terminal)
+    assert any(label in line and "3/3 steps" in line for line in progress), progress

@@ -300,6 +300,7 @@ def runs_cmd(
 
     store = lazy.ResultsStore(db, readonly=True)
     df = store.runs(model=model, device=device, precision=precision, last=last)
+    df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
     if format is Format.table:
         cols = {
             "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",

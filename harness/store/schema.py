@@ -281,6 +281,7 @@ RUN_COLUMNS = [
     "power_notes",
     "artifacts",
     "world_size",
+    "advice",
 ]
 
 
@@ -334,4 +335,5 @@ def run_row(r: Run) -> dict[str, Any]:
         else None,
         "artifacts": r.artifacts,
         "world_size": r.world_size,
+        "advice": r.advice,
     }
