@@ -245,3 +245,22 @@ def test_a_capture_range_that_never_started_is_named(tmp_db: str, nsys_bin, tmp_
         "error: the capture range never started (--capture-range=nvtx): nsys recorded nothing"
     )
     assert not prof.exists() or list(prof.iterdir()) == []  # nsys 2022.4 writes no report at all
+
+
+def test_run_nsys_json_and_csv_carry_health_and_findings(capsys) -> None:
+    from harness.cli.render import render_profiled
+    from harness.profilers.nsys import ProfiledRun
+
+    health = Health("r.sqlite")
+    health.checks = run_checks(RunFacts(world_size=2, ranks_seen=[0]))
+    record = advice_record(
+        health, [Finding("sync-in-step", 79_000, "forward 100%", "24 calls", "drop .item()")]
+    )
+    render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "json")
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["Status"] for c in doc["health"]] == ["ok", "ok", "fail", "ok"]
+    assert doc["findings"][0]["Rule"] == "sync-in-step" and doc["findings"][0]["Time at stake (ns)"] == 79_000
+    render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "csv")
+    out = capsys.readouterr()
+    assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix\nsync-in-step,79000," in out.out
+    assert "health:" not in out.err  # the one-line forms are for people (table format)
