@@ -52,7 +52,7 @@ class RunFacts:
     agreement: pd.DataFrame | None = None  # phase, steps, rel_diff (analysis.agreement's table)
     world_size: int = 1
     ranks_seen: list[int] = field(default_factory=list)
-    busy: list[str] | None = None  # why the machine was busy (empty: quiet; None: not measured)
+    busy: list[str] | None = None  # why the machine was busy (empty: quiet; None: not recorded)
 
 
 def run_checks(facts: RunFacts) -> list[Check]:
@@ -123,7 +123,7 @@ def _ranks(facts: RunFacts) -> Check:
 def _machine(busy: list[str] | None) -> Check:
     name = "machine load"
     if busy is None:
-        return Check(name, OK, "not measured (no /proc)")
+        return Check(name, OK, "not recorded for this run")
     if not busy:
         return Check(name, OK, "quiet while the run ran")
     return Check(
