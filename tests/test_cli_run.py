@@ -90,9 +90,10 @@ def test_run_prints_the_table(tmp_db) -> None:
     assert result.exit_code == 0
     out = result.stdout
     # the seed table's columns (all of them with --wide); headers may wrap at spaces in the terminal
-    for word in ("size", "d_model", "d_ff", "num_layers", "num_heads", "forward", "backward", "optimizer"):
+    words = ("size", "d_model", "d_ff", "num_layers", "num_heads", "step", "forward", "backward", "optimizer")
+    for word in words:
         assert word in out
-    assert out.count("mean") == 3 and out.count("std") == 3 and "(ms)" in out and "(ns)" not in out
+    assert out.count("mean") == 4 and out.count("std") == 4 and "(ms)" in out and "(ns)" not in out
     assert "char" in out and "tokens/s" in out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import sqlite3
@@ -159,10 +160,25 @@ def test_export_diff_against_derived_copy(tmp_path: Path) -> None:
 
     r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(derived), "--format", "csv"])
     assert r.exit_code == 0, r.output
-    lines = r.stdout.splitlines()
-    at = lines.index("# NVTX ranges (sorted by |Δ Total Time|)")
-    assert lines[at + 2].startswith("backward,changed,8,8,0,85643923,")
-    assert lines[0] == "# Headline (B against A)" and lines[2].startswith("wall_span,wall span,ns,291598353,")
+    # one tidy CSV: the `table` column names each row's table
+    tidy = pd.read_csv(io.StringIO(r.stdout))
+    assert tidy.columns[0] == "table"
+    assert list(tidy["table"].unique()) == [
+        "Headline (B against A)",
+        "NVTX ranges (sorted by |Δ Total Time|)",
+    ]
+    nvtx = tidy[tidy["table"] == "NVTX ranges (sorted by |Δ Total Time|)"].iloc[0]
+    assert (nvtx["Name"], nvtx["Change"], nvtx["Total Time A (ns)"]) == ("backward", "changed", 85_643_923)
+    head = tidy[tidy["table"] == "Headline (B against A)"].iloc[0]
+    assert head.iloc[1:4].tolist() == ["wall_span", "wall span", "ns"] and head.iloc[4] == 291_598_353
+    # --out DIR: one CSV per table
+    folder = tmp_path / "csv"
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(derived), "-f", "csv", "--out", str(folder)])
+    assert r.exit_code == 0, r.output
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == ["01-headline-b-against-a.csv", "02-nvtx-ranges-sorted-by-total-time.csv"]
+    per_table = pd.read_csv(folder / files[1])
+    assert per_table.iloc[0]["Name"] == "backward" and "table" not in per_table.columns
 
 
 def test_diff_totals_added_removed() -> None:

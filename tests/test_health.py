@@ -259,7 +259,7 @@ def test_health_json_carries_details() -> None:
     result = runner.invoke(app, ["health", str(_export("ext/fuser_report1")), "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert [r["Check"] for r in doc["health"]][:2] == ["nsys messages", "nsys overhead"]
+    assert [r["Check"] for r in doc["health"]][:3] == ["capture", "nsys messages", "nsys overhead"]
     assert len(doc["nsys messages"]) == 12
 
 

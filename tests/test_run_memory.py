@@ -36,8 +36,9 @@ def test_every_run_records_peaks_and_the_breakdown_of_its_real_tensors() -> None
     config = RunConfig("char", **SMALL)
     result = run_workload(config)
     memory = result.extra["memory"]
-    assert memory["peak_allocated_bytes"] == result.peak_memory_bytes > 0
-    assert memory["peak_reserved_bytes"] is None  # no caching allocator on the CPU
+    assert memory["peak_rss_bytes"] == result.peak_memory_bytes > 0
+    # no allocator statistics on the CPU: the RSS is never stored under an allocator's name
+    assert "peak_allocated_bytes" not in memory and "peak_reserved_bytes" not in memory
     assert "resident set" in memory["peak_source"]
     # the same model and optimizer the runner builds, measured: parameters, gradients, AdamW's state
     spec = workloads.get_spec("char").with_overrides(context_length=16)
@@ -75,14 +76,17 @@ def test_memory_on_cpu_prints_the_operators_table_and_show_keeps_it(tmp_db: str)
     assert ops and all(r["operator"].startswith("aten::") for r in ops)
     assert ops[0]["self CPU mem (MiB)"] > 0
     memory = {r["memory"]: r["MiB"] for r in next(v for k, v in tables.items() if k.startswith("memory"))}
-    assert memory["peak allocated"] > 0 and memory["analytic: parameters"] > 0
+    assert memory["peak RSS (process)"] > 0 and memory["analytic: parameters"] > 0
+    assert "peak allocated" not in memory and "peak reserved" not in memory
     (run,) = ResultsStore(tmp_db).runs().to_dict("records")
     shown = json.loads(runner.invoke(app, ["show", run["run_id"], "--format", "json"]).stdout)
     assert [t for t in shown if t.startswith("top operators by CPU memory")]
-    assert {r["memory"] for r in next(v for k, v in shown.items() if k.startswith("memory"))} >= {
-        "peak allocated",
-        "analytic: optimizer state",
-    }
+    shown_memory = {r["memory"] for r in next(v for k, v in shown.items() if k.startswith("memory"))}
+    assert shown_memory >= {"peak RSS (process)", "analytic: optimizer state"}
+    assert "peak allocated" not in shown_memory
+    fields = {r["field"]: r["value"] for r in shown["run"]}
+    assert fields["peak RSS (process) (MiB)"] == run["peak_memory_bytes"] / 2**20
+    assert "peak memory (MiB)" not in fields
 
 
 def test_memory_with_torch_profiler_on_cpu_is_a_usage_error(tmp_db: str) -> None:

@@ -79,6 +79,7 @@ def capture_health(trace: Trace) -> Health:
     if trace.format == "nsys-sqlite":
         facts = trace.reader.capture_facts()
         health.checks += [
+            _capture_started(trace),
             _diagnostics(trace, health),
             _overhead(trace, health),
             _cuda_without_kernels(trace),
@@ -213,6 +214,28 @@ def _covered(us: np.ndarray, ue: np.ndarray, start: np.ndarray, end: np.ndarray)
         return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0)
 
     return int((upto(end) - upto(start)).sum())
+
+
+EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "osrt", "nvtx")
+
+
+def _capture_started(trace: Trace) -> Check:
+    """An export with no event at all: a capture range (--capture-range=cudaProfilerApi or nvtx) that
+    never started, or one that started after the work ended; nsys still writes the process list."""
+    name = "capture"
+    counts = {f: trace.count(f) for f in EVENT_FRAMES if trace.has(f)}
+    total = sum(counts.values())
+    if total:
+        said = ", ".join(f"{n:,} {f}" for f, n in counts.items() if n)
+        return Check(name, OK, f"{total:,} events recorded ({said})")
+    return Check(
+        name,
+        FAIL,
+        "no event recorded after the capture started (no kernel, CUDA call, OS runtime call or NVTX event)",
+        "with --capture-range=cudaProfilerApi the program must call cudaProfilerStart (torch.cuda.profiler."
+        "start()); with --capture-range=nvtx the range named by --nvtx-capture must be pushed (and, for a "
+        "name not registered, NSYS_NVTX_PROFILER_REGISTER_ONLY=0 set); or the capture started after the work",
+    )
 
 
 def _cuda_without_kernels(trace: Trace) -> Check:

@@ -9,17 +9,20 @@ from typing import Annotated
 import typer
 
 from harness.cli import lazy
-from harness.cli.common import FormatOpt, WideOpt, cli_errors, note, warn
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, note, warn
 from harness.cli.output import Format, emit, emit_many
+from harness.core.errors import UsageError
 
 ReportArg = Annotated[
-    Path,
+    str,
     typer.Argument(
         show_default=False,
-        metavar="REPORT",
-        help="An nsys export (.sqlite), a report (.nsys-rep, exported first) or a Kineto trace (.json(.gz)).",
+        metavar="REPORT|RUN",
+        help="An nsys export (.sqlite), a report (.nsys-rep, exported first) or a Kineto trace (.json(.gz)); "
+        "or a stored run: its id (or a unique prefix), `latest`, or -1, -2, … counted from the newest.",
     ),
 ]
+SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache.")
 ]
@@ -28,6 +31,18 @@ NoCacheOpt = Annotated[
 def _open(report: Path, no_cache: bool):
 
     return lazy.open_report(report, cache=not no_cache)
+
+
+def _run_ref(report: str) -> bool:
+    """A stored run, not a file: nothing there by that name, no folder in it, no export suffix (a mistyped
+    file name is then said missing as a file)."""
+    path = Path(report)
+    return not path.exists() and "/" not in report and not report.endswith(SUFFIXES)
+
+
+def _say_notes(notes: list[str]) -> None:
+    for line in notes:
+        note(line)
 
 
 @cli_errors
@@ -56,6 +71,7 @@ def advise_cmd(
         ),
     ] = None,
     no_cache: NoCacheOpt = False,
+    db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
@@ -66,7 +82,17 @@ def advise_cmd(
     for spec in specs:
         lazy.parse_rule(spec)  # a misspelt rule or option is an error before anything is read
     thresholds = lazy.Thresholds().with_options(list(threshold or []))
-    with _open(report, no_cache) as trace:
+    if _run_ref(report):
+        if specs:
+            raise UsageError("--rule reads an export: give the run's export (`harness show RUN` names it)")
+        advice = lazy.run_advice(
+            lazy.ResultsStore(db, readonly=True), report, thresholds=thresholds, cache=not no_cache
+        )
+        _say_notes(advice.notes)
+        table = lazy.findings_frame(advice.record)
+        _show_findings(table, f"run {advice.run_id}", thresholds, format, wide)
+        return
+    with _open(Path(report), no_cache) as trace:
         if not specs:
             _findings(trace, thresholds, format, wide)
             return
@@ -84,7 +110,7 @@ def advise_cmd(
             if format is Format.json:
                 emit(df, format)
             return
-        emit(df, format, title=f"{df.attrs.get('title', spec)} ({report.name})", wide=wide)
+        emit(df, format, title=f"{df.attrs.get('title', spec)} ({Path(report).name})", wide=wide)
     elif len(specs) > 1:
         emit_many(tables, format, skipped=skipped, wide=wide)
 
@@ -92,13 +118,18 @@ def advise_cmd(
 def _findings(trace, thresholds, format: Format, wide: bool) -> None:
 
     table = lazy.findings_table(lazy.findings(trace, thresholds))
+    _show_findings(table, trace.path.name, thresholds, format, wide)
+
+
+def _show_findings(table, what: str, thresholds, format: Format, wide: bool) -> None:
+
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
     if table.empty:
-        note(f"no findings in {trace.path.name}: no rule fired; {stated}")
+        note(f"no findings in {what}: no rule fired; {stated}")
         if format is not Format.table:
             emit(table, format)
         return
-    title = f"Findings in {trace.path.name}, largest time at stake first"
+    title = f"Findings in {what}, largest time at stake first"
     emit(table, format, title=title, wide=wide, notes=[stated])
 
 
@@ -111,17 +142,24 @@ def health_cmd(
         typer.Option("--details", help="Also print the tables behind the checks (messages, overhead, …)."),
     ] = False,
     no_cache: NoCacheOpt = False,
+    db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
     """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do."""
 
-    with _open(report, no_cache) as trace:
-        health = lazy.capture_health(trace)
+    if _run_ref(report):
+        advice = lazy.run_advice(lazy.ResultsStore(db, readonly=True), report, cache=not no_cache)
+        _say_notes(advice.notes)
+        health, title = advice.health, f"Health of run {advice.run_id}"
+    else:
+        with _open(Path(report), no_cache) as trace:
+            health = lazy.capture_health(trace)
+        title = f"Capture health of {Path(report).name}"
     if details or format is Format.json:
         emit_many([("health", health.table()), *health.details.items()], format, wide=wide)
     else:
-        emit(health.table(), format, title=f"Capture health of {report.name}", wide=wide)
+        emit(health.table(), format, title=title, wide=wide)
     if format is Format.table:
         for check in health.checks:  # the table shortens long cells: the ones that matter, whole
             if check.status != "ok":
@@ -132,7 +170,9 @@ def health_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("advise", short_help="Findings by time at stake; nsys analyze's rules (--rule).")(advise_cmd)
-    app.command("health", short_help="Capture health: ok / warn / fail per check, --strict for CI.")(
-        health_cmd
-    )
+    app.command(
+        "advise", cls=RunRefCommand, short_help="Findings by time at stake; nsys analyze's rules (--rule)."
+    )(advise_cmd)
+    app.command(
+        "health", cls=RunRefCommand, short_help="Capture health: ok / warn / fail per check, --strict for CI."
+    )(health_cmd)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from harness.cli import lazy
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
 from harness.cli.output import Format, emit
 from harness.store.blocks import block_report
 
@@ -15,7 +15,11 @@ from harness.store.blocks import block_report
 @cli_errors
 def blocks_cmd(
     run: Annotated[
-        str, typer.Argument(help="A run id (or a unique prefix), or `latest`: the newest --nvtx-detail run.")
+        str,
+        typer.Argument(
+            help="A run id (or a unique prefix), -1, -2, … from the newest, or `latest`: the newest "
+            "--nvtx-detail run."
+        ),
     ] = "latest",
     by_layer: Annotated[bool, typer.Option("--by-layer", help="One row per block and layer.")] = False,
     db: DbOpt = None,
@@ -42,6 +46,8 @@ def blocks_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("blocks", short_help="Per-block time of an --nvtx-detail run: attention vs MLP and parts.")(
-        blocks_cmd
-    )
+    app.command(
+        "blocks",
+        cls=RunRefCommand,
+        short_help="Per-block time of an --nvtx-detail run: attention vs MLP and parts.",
+    )(blocks_cmd)

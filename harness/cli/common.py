@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from harness.cli.output import Format, visible
 from harness.core.errors import user_errors
@@ -40,14 +42,37 @@ DbOpt = Annotated[
 ]
 
 
+NEWEST = re.compile(r"-[1-9][0-9]*")  # a run counted from the newest: -1, -2, ...
+RUN_REF_HELP = "a run id (or a unique prefix), `latest`, or -1, -2, … counted from the newest"
+
+
+class RunRefCommand(TyperCommand):
+    """A command that takes run ids: `-1`, `-2`, … are run references, not options (click would refuse
+    them as unknown options). Every other dash word must be an option the command has: a misspelt one is
+    reported as itself."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        words = args[: args.index("--")] if "--" in args else args
+        if any(NEWEST.fullmatch(a) for a in words):
+            known = {o for p in self.params for o in (*p.opts, *getattr(p, "secondary_opts", []))}
+            dashed = [a.split("=", 1)[0] for a in words if a.startswith("-") and not NEWEST.fullmatch(a)]
+            unknown = [a for a in dashed if a not in known]
+            if unknown:  # click names the misspelt option, not the -N beside it
+                return super().parse_args(ctx, [a for a in args if not NEWEST.fullmatch(a)])
+            ctx.ignore_unknown_options = True
+        return super().parse_args(ctx, args)
+
+
 def _say(label: str, style: str, message: str) -> None:
     """`label: message` on stderr; the message is plain text (never markup) with control characters
-    escaped, and stays one line however long (tests and scripts look for it)."""
+    escaped. On a terminal it wraps to the terminal's width; piped (tests, scripts) it stays one line
+    however long, so a search finds the whole message."""
     from rich.console import Console
     from rich.text import Text
 
     line = Text(label, style=style) + Text(" " + visible(message, keep="\n\t"))
-    Console(stderr=True, soft_wrap=True, highlight=False).print(line)
+    console = Console(stderr=True, highlight=False)
+    console.print(line, soft_wrap=not console.is_terminal)
 
 
 def err(message: str) -> None:

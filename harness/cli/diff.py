@@ -13,8 +13,9 @@ import typer
 
 from harness.cli import export_diff as ed
 from harness.cli import lazy
-from harness.cli.common import DbOpt, WideOpt, cli_errors, err, note
+from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
+from harness.cli.tidy import write_csv
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments import diff as hd
 
@@ -39,7 +40,8 @@ class DiffFormat(StrEnum):
 SideArg = Annotated[
     str,
     typer.Argument(
-        help="A run id (or unique prefix), baseline:NAME, or an nsys export / report / Kineto trace path.",
+        help="A run id (or unique prefix, `latest`, -1, -2, …), baseline:NAME, or an nsys export / report / "
+        "Kineto trace path.",
         show_default=False,
     ),
 ]
@@ -143,12 +145,27 @@ def diff_cmd(
     raw_names: Annotated[
         bool, typer.Option("--raw-names", help="Two exports: NVTX range names as recorded (no grouping).")
     ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="<dir>",
+            help="With --format csv: one CSV file per table in this folder (NN-title.csv) instead of one "
+            "tidy CSV on stdout.",
+        ),
+    ] = None,
     db: DbOpt = None,
     wide: WideOpt = False,
 ) -> None:
     """Compare two runs, exports or traces. Two exports or traces: the answer first (GPU time, its split,
     iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
-    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables."""
+    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables.
+
+    --format csv writes one tidy CSV: a first column `table` names the table each row comes from (the
+    union of the tables' columns, empty where a table has no such column); with --out DIR, one CSV per
+    table in DIR instead."""
+    if out is not None and fmt is not DiffFormat.csv:
+        raise UsageError("--out DIR goes with --format csv (one CSV file per table)")
 
     stores: list[lazy.ResultsStore] = []
 
@@ -164,7 +181,7 @@ def diff_cmd(
             side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
             warmup=warmup, by="raw" if raw_names else by.value,
         )  # fmt: skip
-        ed.render(d, fmt.value, top, wide, gate)
+        ed.render(d, fmt.value, top, wide, gate, out=out)
         if html is not None:
             phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs
             page = hd.DiffResult(side_a, side_b, d.tables, [phase] if phase else None, d.notes)
@@ -182,9 +199,10 @@ def diff_cmd(
             doc["gate_pct"] = gate
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
+    elif fmt is DiffFormat.csv:
+        write_csv(tables, out, result.notes)
     else:
-        if fmt is DiffFormat.table:
-            note(f"A = {result.a.label}, B = {result.b.label}")
+        note(f"A = {result.a.label}, B = {result.b.label}")
         emit_many(tables, fmt.value, notes=result.notes, wide=wide)
     if html is not None:
         _write_page(html, result, top, gate)
@@ -215,13 +233,15 @@ baseline_app = typer.Typer(
 )
 
 
-@baseline_app.command("tag")
+@baseline_app.command("tag", cls=RunRefCommand)
 @cli_errors
 def baseline_tag_cmd(
     name: Annotated[
         str, typer.Argument(help="The baseline's name (re-tagging moves it).", show_default=False)
     ],
-    run: Annotated[str, typer.Argument(help="A run id or unique prefix.", show_default=False)],
+    run: Annotated[
+        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]}.", show_default=False)
+    ],
     db: DbOpt = None,
 ) -> None:
     """Name a run as a baseline."""
@@ -247,5 +267,7 @@ def baseline_list_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff", short_help="Compare two runs, exports or traces: verdicts, --gate for CI.")(diff_cmd)
+    app.command(
+        "diff", cls=RunRefCommand, short_help="Compare two runs, exports or traces: verdicts, --gate for CI."
+    )(diff_cmd)
     app.add_typer(baseline_app, name="baseline", short_help="Name runs as baselines for `harness diff`.")

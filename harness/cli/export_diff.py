@@ -13,6 +13,7 @@ import json
 import math
 import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -20,7 +21,8 @@ import typer
 from harness.cli import lazy
 from harness.cli.common import err, note
 from harness.cli.fit import shorten
-from harness.cli.output import console_for, emit, emit_many, markdown_table, print_lines, to_records
+from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
+from harness.cli.tidy import write_csv
 from harness.experiments import diff as hd
 
 if TYPE_CHECKING:
@@ -139,7 +141,9 @@ def _headline_frame(d: ExportDiff, machine: bool) -> pd.DataFrame:
     return h
 
 
-def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | None) -> None:
+def render(
+    d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | None, out: Path | None = None
+) -> None:
 
     if fmt == "json":
         doc = to_json(d, gate)
@@ -149,7 +153,7 @@ def render(d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | N
     if fmt == "csv":
         tables = [("Headline (B against A)", _headline_frame(d, True))]
         tables += [(f"{t} (sorted by |Δ Total Time|)", df) for t, df in d.tables]
-        emit_many(tables, "csv", notes=[*headline_lines(d, 120), *d.notes])
+        write_csv(tables, out, [*headline_lines(d, 120), *d.notes])
         return
     rows = top or default_top(d)
     if fmt == "markdown":

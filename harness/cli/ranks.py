@@ -11,7 +11,7 @@ import typer
 from analysis.dashboard import DashboardData, write_dashboard
 from analysis.multi import expand
 from harness.cli import lazy
-from harness.cli.common import DbOpt, FormatOpt, LimitOpt, WideOpt, cli_errors, note
+from harness.cli.common import DbOpt, FormatOpt, LimitOpt, RunRefCommand, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
 from harness.cli.reading import DaskOpt, JobsOpt, NoCacheOpt
 from harness.core.errors import HarnessError
@@ -92,6 +92,7 @@ def ranks_cmd(
 def register(app: typer.Typer) -> None:
     app.command(
         "ranks",
+        cls=RunRefCommand,
         epilog=EXPORTS_HELP,
         short_help="Per-rank phase times, GPU busy, NCCL time and the straggler.",
     )(ranks_cmd)

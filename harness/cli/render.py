@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from analysis.advice.record import findings_frame, health_table, summary_lines
 from analysis.agreement import for_people
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
@@ -122,9 +123,26 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
             for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
             if path
         ]
+    if p.advice is not None and Format(fmt) is not Format.table:
+        tables += advice_tables(p.advice)
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
+    if p.advice is not None and Format(fmt) is Format.table:
+        say_advice(p.advice)
     say_ending(p)
+
+
+def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
+    """The run's health and findings whole, for csv and json."""
+    return [("health", health_table(record)), ("findings", findings_frame(record))]
+
+
+def say_advice(record: dict[str, Any]) -> None:
+    """After a run's tables: its health in one line (a warning when not ok), then its top findings."""
+    first, *rest = summary_lines(record)
+    (note if first.startswith("health ok") else warn)(first)
+    for line in rest:
+        note(line)
 
 
 def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:

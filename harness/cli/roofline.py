@@ -10,7 +10,7 @@ import typer
 
 from analysis.dashboard.roofline import roofline_figure
 from harness.cli import lazy
-from harness.cli.common import DbOpt, FormatOpt, cli_errors, note
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note
 from harness.cli.options import (
     Attention,
     AttentionOpt,
@@ -106,6 +106,8 @@ def roofline_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("roofline", short_help="FLOPs, bytes and intensity per sub-block, on the device roofline.")(
-        roofline_cmd
-    )
+    app.command(
+        "roofline",
+        cls=RunRefCommand,
+        short_help="FLOPs, bytes and intensity per sub-block, on the device roofline.",
+    )(roofline_cmd)

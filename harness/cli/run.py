@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli import lazy
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
+from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import (
     DEFAULT,
@@ -28,7 +28,7 @@ from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
 from harness.execution.ranks.multirank import run_any
 from harness.execution.runner import validate
-from harness.experiments.show import show_tables
+from harness.experiments.show import paths_apart, show_tables
 from harness.experiments.sweep import grid
 from harness.experiments.tables import results_table
 from harness.profilers.base import ProfilerOptions
@@ -300,6 +300,7 @@ def runs_cmd(
 
     store = lazy.ResultsStore(db, readonly=True)
     df = store.runs(model=model, device=device, precision=precision, last=last)
+    df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
     if format is Format.table:
         cols = {
             "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
@@ -315,13 +316,24 @@ def runs_cmd(
             "status", "model", "precision", "mode", "device", "compile", "profiler",
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
-    notes = [] if len(df) else ["no runs yet"]
+    notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
     emit(df, format, title=f"runs in {lazy.describe_url(store.url)}", notes=notes, wide=wide)
+
+
+def _no_runs(store: ResultsStore, **filters: object) -> str:
+    """Why `harness runs` lists nothing: no run at all, or none that matches the filters (named)."""
+    given = ", ".join(f"--{k} {v}" for k, v in filters.items() if v is not None and k != "last")
+    if not given:
+        return "no runs yet"
+    have = store.count_runs()
+    return f"no run matches {given} ({have} run{'s' * (have != 1)} in all; `harness runs` lists them)"
 
 
 @cli_errors
 def show_cmd(
-    run_id: Annotated[str, typer.Argument(help="A run id (or a unique prefix) from `harness runs`.")],
+    run_id: Annotated[
+        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]} (`harness runs` lists them).")
+    ],
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -331,7 +343,14 @@ def show_cmd(
     store = lazy.ResultsStore(db, readonly=True)
     run = store.get(run_id)
     tables = show_tables(run, store.linked(run.id))
-    emit_many(tables, format, wide=wide)
+    files: list[str] = []
+    if format is Format.table:
+        tables, files = paths_apart(tables)
+    elif run.advice:
+        tables += lazy.advice_tables(run.advice)
+    emit_many(tables, format, wide=wide, notes=files)
+    if run.advice and format is Format.table:
+        lazy.say_advice(run.advice)
 
 
 @cli_errors
@@ -360,7 +379,9 @@ def register(app: typer.Typer) -> None:
     app.command("run", short_help="Run one workload, time its phases, save and print the result.")(run_cmd)
     app.command("sweep", short_help="Run a grid of models × precisions × compile, a process each.")(sweep_cmd)
     app.command("runs", short_help="List saved runs (newest last).")(runs_cmd)
-    app.command("show", short_help="Show one run: configuration, phases, agreement, files.")(show_cmd)
+    app.command(
+        "show", cls=RunRefCommand, short_help="Show one run: configuration, phases, agreement, files."
+    )(show_cmd)
     app.command("import", short_help="Store runs saved to a file when the database would not take them.")(
         import_cmd
     )

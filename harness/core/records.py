@@ -109,6 +109,15 @@ class PhaseStats:
         )
 
 
+STEP_SUM = "step (sum)"
+
+
+def step_stats(steps: list[dict[str, int]], phases: tuple[str, ...]) -> PhaseStats | None:
+    """Statistics of the steps' phase sums; a step missing one of `phases` is left out (None: no step)."""
+    sums = [sum(p[name] for name in phases) for p in steps if phases and all(n in p for n in phases)]
+    return PhaseStats.of(STEP_SUM, sums) if sums else None
+
+
 class ModelShape(Protocol):
     """A model's shape as workloads.specs.ModelSpec declares it (no import here: workloads loads torch)."""
 
@@ -164,6 +173,11 @@ class RunResult:
 
     def measured(self, phase: str) -> list[int]:
         return [s.phases[phase] for s in self.steps if not s.warmup and phase in s.phases]
+
+    def step_stats(self) -> PhaseStats | None:
+        """The step: each measured step's phases summed (the first figure people compare), per rank."""
+        measured = [s.phases for s in self.steps if not s.warmup]
+        return step_stats(measured, phases_for(self.config.mode, self.config.world_size))
 
     def phase_stats(self) -> list[PhaseStats]:
         out = []

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
 
 DEFAULT_DIR = Path("memory_profiles")
+# what a CPU run's peak is: the whole process (interpreter, torch, data), not what torch allocated
+RSS_SOURCE = "process peak resident set (no allocator statistics on the CPU)"
 SNAPSHOT_SUFFIX = ".memory.pickle"
 PHASES_SUFFIX = ".memory-phases.json"
 MAX_ENTRIES = 1_000_000  # allocator events kept (a few hundred bytes each, with stacks)
@@ -50,11 +52,13 @@ def breakdown(config: RunConfig, spec: Any, context: int) -> dict[str, int]:
 def record(result: RunResult, config: RunConfig, spec: Any, device: Any) -> None:
     """Peak allocated / reserved and the breakdown into result.extra["memory"] (kept beside --memory's)."""
     memory = result.extra.setdefault("memory", {})
-    memory["peak_allocated_bytes"] = result.peak_memory_bytes
-    memory["peak_reserved_bytes"] = peak_reserved_bytes(device)
-    memory["peak_source"] = {"cuda": "CUDA caching allocator", "mps": "MPS driver"}.get(
-        device.type, "process peak resident set (no allocator statistics on the CPU)"
-    )
+    if device.type in ("cuda", "mps"):
+        memory["peak_allocated_bytes"] = result.peak_memory_bytes
+        memory["peak_reserved_bytes"] = peak_reserved_bytes(device)
+        memory["peak_source"] = {"cuda": "CUDA caching allocator", "mps": "MPS driver"}[device.type]
+    else:  # no allocator statistics on the CPU: the process's peak RSS, never under an allocator's label
+        memory["peak_rss_bytes"] = result.peak_memory_bytes
+        memory["peak_source"] = RSS_SOURCE
     if result.model is not None:
         memory["breakdown"] = breakdown(config, spec, result.model.context_length)
 

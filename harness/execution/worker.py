@@ -19,7 +19,9 @@ import os
 import signal
 import sys
 import tempfile
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -141,15 +143,47 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
+def logged_steps(result_path: Path) -> int:
+    """How many steps a running worker has finished (the lines of its step log)."""
+    try:
+        return steps_path(result_path).read_bytes().count(b"\n")
+    except OSError:
+        return 0
+
+
+class StepWatch:
+    """A supervisor `watch` that never stops the command: every `every_s` it reports the steps the slowest
+    of the workers writing `results` has finished (the progress bar of a run in another process)."""
+
+    def __init__(self, results: list[Path], on_steps: Callable[[int], None], every_s: float = 0.5) -> None:
+        self.results, self.on_steps, self.every_s = results, on_steps, every_s
+        self.last, self.said = 0.0, -1
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            done = min((logged_steps(r) for r in self.results), default=0)
+            if done != self.said:
+                self.said = done
+                self.on_steps(done)
+        return False
+
+
 def run_isolated(
-    config: RunConfig, run_id: str | None = None, profiler: dict[str, Any] | None = None
+    config: RunConfig,
+    run_id: str | None = None,
+    profiler: dict[str, Any] | None = None,
+    on_steps: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on)."""
+    """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on);
+    `on_steps(n)` as its steps finish, for a progress bar."""
     run_id = run_id or new_run_id(config.model)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg, profiler)
-        done = supervisor.run(worker_command(cfg, res), cleanup=[Path(tmp)])
+        watch = StepWatch([res], on_steps) if on_steps else None
+        done = supervisor.run(worker_command(cfg, res), cleanup=[Path(tmp)], watch=watch)
         result = read_worker_result(config, run_id, res, done.returncode, done.stderr)
     if done.interrupted and result.status == "error":
         result.status = "interrupted"

@@ -67,9 +67,7 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
     in the results database (phase times and the straggler only)."""
     from pathlib import Path
 
-    run = store.latest() if ref == "latest" else store.get(ref)
-    if run is None:
-        raise UsageError("the results database has no runs yet: run `harness run MODEL --nproc N` first")
+    run = store.get(ref)
     exports = sorted(
         (Path(path) for kind, path in (run.artifacts or {}).items() if kind.startswith("nsys_sqlite.rank")),
         key=lambda p: p.name,

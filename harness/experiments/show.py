@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from analysis.overhead import baseline_label, overhead_table
 from harness.core.machine import MachineLoad, describe
-from harness.core.records import phases_for
+from harness.core.records import PhaseStats, phases_for, step_stats
 from harness.energy.run import energy_rows
 from harness.experiments.rank_tables import rank_tables, run_frame
-from harness.experiments.tables import extra_tables
+from harness.experiments.tables import extra_tables, peak_label
 from harness.profilers.overhead_steps import step_key
 
 if TYPE_CHECKING:
@@ -29,9 +30,21 @@ def _machine(run: Run) -> str | None:
     return describe(MachineLoad.from_dict(data)) if data else None
 
 
+def run_step_stats(run: Run) -> PhaseStats | None:
+    """The stored run's step: its measured steps' phases summed, per rank and step."""
+    steps: dict[tuple[int, int], dict[str, int]] = {}
+    for s in run.step_timings:
+        if not s.warmup:
+            steps.setdefault((s.rank or 0, s.step), {})[s.phase] = s.duration_ns
+    return step_stats(list(steps.values()), phases_for(run.mode, run.world_size or 1))
+
+
 def phase_table(run: Run) -> pd.DataFrame:
+    """The step (its phases summed: the first figure people compare), then each phase."""
     import pandas as pd
 
+    step = run_step_stats(run)
+    stats = [asdict(step)] if step is not None else []
     return pd.DataFrame(
         [
             {
@@ -43,9 +56,28 @@ def phase_table(run: Run) -> pd.DataFrame:
                 "Max (ns)": p["max_ns"],
                 "StdDev (ns)": p["std_ns"],
             }
-            for p in (run.summary or {}).get("phases", [])
+            for p in [*stats, *(run.summary or {}).get("phases", [])]
         ]
     )
+
+
+PATH_FIELDS = ("nsys report", "nsys sqlite")  # and every file.*
+
+
+def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
+    """For people: the run table without its paths, and `field: path` lines to print whole, each on its own
+    line (a path wrapped inside a table cell breaks where it cannot be copied back)."""
+    out, lines = [], []
+    for name, df in tables:
+        if name == "run":
+            is_path = df["field"].isin(PATH_FIELDS) | df["field"].astype(str).str.startswith("file.")
+            lines += [
+                f"{f}: {v}" for f, v in zip(df["field"][is_path], df["value"][is_path], strict=True) if v
+            ]
+            df = df[~is_path].reset_index(drop=True)
+            df.attrs["wrap"] = ["value"]
+        out.append((name, df))
+    return out, lines
 
 
 def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame]]:
@@ -99,7 +131,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "tokens/s": run.tokens_per_s,
         "achieved TFLOP/s": run.achieved_flops / 1e12 if run.achieved_flops else None,
         "MFU (%)": run.mfu * 100 if run.mfu else None,
-        "peak memory (MiB)": run.peak_memory_bytes / 2**20 if run.peak_memory_bytes else None,
+        peak_label(run.device): run.peak_memory_bytes / 2**20 if run.peak_memory_bytes else None,
         "profiler": _profiler(run),
         "experiment": run.experiment,
         "baseline run": run.baseline_run_id,

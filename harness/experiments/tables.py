@@ -11,7 +11,8 @@ if TYPE_CHECKING:
 
 
 def results_table(results: list[RunResult]) -> pd.DataFrame:
-    """One row per run: model shape, then per phase mean and std (ns); OOM rows keep NaN timings."""
+    """One row per run: model shape, then the step (its phases summed) and per phase mean and std (ns);
+    OOM rows keep NaN timings."""
     import pandas as pd
 
     rows = []
@@ -28,8 +29,13 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "num_heads": m.num_heads if m else None,
         }
         stats = {s.phase: s for s in r.phase_stats()}
-        for phase in phases_for(r.config.mode, r.config.world_size):
+        step = r.step_stats()
+        if step is not None:
+            stats["step"] = step
+        for phase in ("step", *phases_for(r.config.mode, r.config.world_size)):
             s = stats.get(phase)
+            if phase == "step" and s is None and r.status == "ok":
+                continue  # no step with every phase (a run without steps)
             row[f"{phase} mean (ns)"] = s.mean_ns if s and r.status == "ok" else float("nan")
             row[f"{phase} std (ns)"] = s.std_ns if s and r.status == "ok" else float("nan")
         row["tokens/s"] = r.tokens_per_s if r.status == "ok" else float("nan")
@@ -44,6 +50,14 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
     means = [c for c in df.columns if c.endswith("mean (ns)")]
     df.attrs["priority"] = ["size", "batch", *means, "tokens/s", "status", "precision", "compile"]
     return df
+
+
+RSS_LABEL = "peak RSS (process)"
+
+
+def peak_label(device: str) -> str:
+    """How a run's peak memory is called: the allocator's on CUDA and MPS, the process's RSS on the CPU."""
+    return f"{RSS_LABEL} (MiB)" if device == "cpu" else "peak memory (MiB)"
 
 
 def throughput_table(result: RunResult) -> pd.DataFrame:
@@ -64,7 +78,7 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
         ("FLOPs per step", result.flops_per_step),
         ("achieved TFLOP/s", result.achieved_flops / 1e12 if result.achieved_flops else None),
         ("MFU (%)", result.mfu * 100 if result.mfu else None),
-        ("peak memory (MiB)", result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),
+        (peak_label(result.device), result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),
     ]
     return pd.DataFrame(
         {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
@@ -104,14 +118,22 @@ def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame
 
 
 def memory_rows(memory: dict[str, Any]) -> pd.DataFrame:
-    """Peak allocated / reserved, then the analytic breakdown, in MiB."""
+    """The allocator's peak allocated / reserved (CUDA, MPS), or on the CPU the process's peak RSS (never
+    under an allocator's label: it holds the interpreter and torch too), then the analytic breakdown (MiB)."""
     import pandas as pd
 
     mib = 2**20
-    rows: list[tuple[str, object]] = [
-        ("peak allocated", memory.get("peak_allocated_bytes")),
-        ("peak reserved", memory.get("peak_reserved_bytes")),
-    ]
+    rss = memory.get("peak_rss_bytes")
+    if rss is None and str(memory.get("peak_source", "")).startswith("process peak resident"):
+        rss = memory.get("peak_allocated_bytes")  # a CPU run stored before RSS had its own field
+    rows: list[tuple[str, object]] = (
+        [(RSS_LABEL, rss)]
+        if rss is not None
+        else [
+            ("peak allocated", memory.get("peak_allocated_bytes")),
+            ("peak reserved", memory.get("peak_reserved_bytes")),
+        ]
+    )
     parts = memory.get("breakdown") or {}
     labels = {"optimizer_state": "optimizer state", "weight_copies": "weight copies", "kv_cache": "KV cache"}
     rows += [

@@ -36,8 +36,10 @@ class NoProfiler:
         pass
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
-        if config.world_size > 1:
-            return f"{config.model} {config.mode} across {config.world_size} ranks (torchrun)", None
+        if config.world_size > 1:  # counts the steps of the slowest rank on this machine
+            return f"{config.model} {config.mode} across {config.world_size} ranks (torchrun)", (
+                config.warmup + config.steps
+            )
         return f"{config.model} {config.mode}", config.warmup + config.steps
 
     def run(
@@ -45,7 +47,7 @@ class NoProfiler:
     ) -> PlainRun:
         if config.world_size > 1:
             progress.stage(f"{config.nproc} ranks on this machine")
-            result = run_ranks(config)
+            result = run_ranks(config, on_steps=progress.advance)
         else:
             result = run_workload(config, progress=progress.advance, memory_dir=options.profile_dir)
         out = PlainRun(run_id=result.run_id, result=result)

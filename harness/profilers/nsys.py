@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis import nvtx as nvtx_table
+from analysis.advice.findings import findings
+from analysis.advice.health import capture_health
+from analysis.advice.record import advice_record
+from analysis.advice.run_checks import RunFacts, overhead_of, run_checks
 from analysis.agreement import agreement_table, pair_ranges, range_summary
+from analysis.errors import AnalysisError
 from analysis.kernels import kernel_summary
-from analysis.overhead import BASELINE, overhead_table
+from analysis.overhead import BASELINE, headline, overhead_table
 from analysis.trace import open_trace
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.errors import HarnessError
@@ -65,6 +70,7 @@ class ProfiledRun(Outcome):
     error: str | None = None
     exit_code: int = 1  # with `error`: the profiled program's code, 128+N for signal N, else 1
     unsaved: list[str] = field(default_factory=list)  # runs the database would not take, and their files
+    advice: dict[str, Any] | None = None  # health and findings (analysis.advice.record), stored with the run
 
 
 def launch(
@@ -177,6 +183,14 @@ def profile_run(
         out.overhead = _overhead(baseline, result, request.mode, config, out.notes)
     if prof.sqlite is None:
         out.error = f"nsys wrote no SQLite export; files kept: {', '.join(kept) or 'none'}"
+        ranged = capture_range(request)
+        if ranged and prof.rep is None:  # nsys 2022.4 writes no report at all for a range never started
+            out.error = (
+                f"the capture range never started ({ranged}): nsys recorded nothing and wrote no report. "
+                "With --capture-range=nvtx the range named by --nvtx-capture must be pushed (a name "
+                "that is not registered needs NSYS_NVTX_PROFILER_REGISTER_ONLY=0); with cudaProfilerApi the "
+                "program must call cudaProfilerStart"
+            )
         return out
     try:
         analyse(out, prof.sqlite, config)
@@ -188,7 +202,72 @@ def profile_run(
     out.notes += [said] if said else []
     if out.agreement is not None and len(out.agreement):
         _save(store, result, out, **save, agreement=out.agreement)
+    try:
+        out.advice = advise(out, prof.sqlite, config, baseline, request.mode)
+    except (AnalysisError, HarnessError) as e:
+        out.notes.append(f"no health or findings: {e}")
+        return out
+    if not out.unsaved:
+        try:
+            store.save_advice(run_id, out.advice)
+        except HarnessError as e:
+            out.notes.append(f"health and findings not stored: {e}")
     return out
+
+
+def capture_range(request: ProfileRequest) -> str | None:
+    """The capture range a run asked for: `--nsys-capture measured`, or one passed with --nsys-arg."""
+    args = request.extra_args
+    for i, arg in enumerate(args):
+        if arg.startswith("--capture-range=") or arg.startswith("-c="):
+            return arg
+        if arg in ("--capture-range", "-c") and i + 1 < len(args):
+            return f"{arg} {args[i + 1]}"
+    return "--nsys-capture measured" if request.capture == "measured" else None
+
+
+def run_facts(
+    result: RunResult, baseline: RunResult | None, mode: str, agreement: pd.DataFrame | None
+) -> RunFacts:
+    """What the run says about itself: overhead against its baseline (one run each), the agreement, the
+    ranks that reported steps, and the machine's load while each ran."""
+    overhead = None
+    if baseline is not None and baseline.status == "ok":
+        label = label_for(mode)
+        runs = [(BASELINE, 0, baseline), (label, 0, result)]
+        comparison = headline(step_table(runs), phases_for(result.config.mode, result.config.world_size))
+        overhead = overhead_of(comparison.get(label), label, f"baseline run {baseline.run_id}")
+    # the load average before a run that follows our own baseline run is ours: judged for the first only
+    loads = [
+        (r.extra["machine"], r is baseline or baseline is None)
+        for r in (baseline, result)
+        if r is not None and r.extra.get("machine")
+    ]
+    busy = None
+    if loads:
+        busy = [
+            why
+            for data, first in loads
+            for why in machine.MachineLoad.from_dict(data).busy_reasons(load_counts=first)
+        ]
+    return RunFacts(
+        overhead=overhead,
+        agreement=agreement,
+        world_size=result.config.world_size,
+        ranks_seen=sorted({s.rank for s in result.steps}),
+        busy=busy,
+    )
+
+
+def advise(
+    out: ProfiledRun, sqlite: Path, config: RunConfig, baseline: RunResult | None, mode: str
+) -> dict[str, Any]:
+    """The run's health (its capture's checks and the run's own) and its findings, as stored."""
+    assert out.result is not None
+    trace = open_trace(sqlite)
+    health = capture_health(trace)
+    health.checks += run_checks(run_facts(out.result, baseline, mode, out.agreement))
+    return advice_record(health, findings(trace))
 
 
 def _overhead(

@@ -68,6 +68,7 @@ def profile_run(
     *,
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
+    steps: Callable[[int], None] | None = None,
 ) -> TorchProfiledRun:
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
 
@@ -77,7 +78,7 @@ def profile_run(
     trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
     if progress:
         progress("run under torch.profiler (fresh process)")
-    result = run_isolated(config, run_id, profiler=request.worker_spec(trace))
+    result = run_isolated(config, run_id, profiler=request.worker_spec(trace), on_steps=steps)
     out.result = result
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
@@ -103,6 +104,8 @@ def profile_run(
         out.error = f"torch.profiler wrote no trace to {trace}"
         return out
     try:
+        if progress:
+            progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
         analyse(out, out.trace, config)
     except HarnessError as e:
         out.error = str(e)
@@ -145,7 +148,7 @@ class TorchProfiler:
             )
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
-        return f"{config.model} {config.mode} under torch.profiler", None
+        return f"{config.model} {config.mode} under torch.profiler", config.warmup + config.steps
 
     def run(
         self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
@@ -156,7 +159,7 @@ class TorchProfiler:
             with_stack=options.with_stack,
             profile_memory=options.profile_memory,
         )
-        return profile_run(config, request, store=store, progress=progress.stage)
+        return profile_run(config, request, store=store, progress=progress.stage, steps=progress.advance)
 
 
 PROFILER = TorchProfiler()

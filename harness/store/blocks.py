@@ -18,14 +18,13 @@ from analysis.names import BLOCK_TIMERS
 from analysis.trace import open_trace
 from harness.core.errors import HarnessError
 from harness.core.records import phases_for
+from harness.store.runs import LATEST
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
-
-LATEST = "latest"
 
 
 @dataclass

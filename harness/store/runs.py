@@ -30,6 +30,22 @@ if TYPE_CHECKING:
 
 from harness.store.database import Database, Imported, UnsavedRun, default_db_path
 
+LATEST = "latest"
+
+
+def newest_back(ref: str) -> int | None:
+    """How far back from the newest run `ref` counts (`latest` and -1: 0, -2: 1, ...); None: an id."""
+    if ref == LATEST:
+        return 0
+    if ref.startswith("-") and ref[1:].isdigit() and int(ref[1:]) >= 1:
+        return int(ref[1:]) - 1
+    return None
+
+
+def _nth_newest(session: Session, back: int) -> Run | None:
+    stmt = select(Run).order_by(Run.created_at.desc(), Run.id.desc()).offset(back).limit(1)
+    return session.scalars(stmt).first()
+
 
 class RunsPart(Database):
     # --- writing ---------------------------------------------------------------------------------------
@@ -89,6 +105,17 @@ class RunsPart(Database):
             with Session(self.engine) as session, session.begin():
                 session.execute(delete(Agreement).where(Agreement.run_id == run_id))
                 session.add_all(Agreement(run_id=run_id, **row) for row in rows)
+
+        self._guard(write)
+
+    def save_advice(self, run_id: str, record: dict[str, Any]) -> None:
+        """The run's health and findings (analysis.advice.record), replacing what it had."""
+
+        def write() -> None:
+            with Session(self.engine) as session, session.begin():
+                run = session.get(Run, run_id)
+                if run is not None:
+                    run.advice = record
 
         self._guard(write)
 
@@ -189,7 +216,15 @@ class RunsPart(Database):
 
     def _get(self, run_id: str) -> Run:
         with Session(self.engine, expire_on_commit=False) as session:
-            run = session.get(Run, run_id)
+            back = newest_back(run_id)
+            run = session.get(Run, run_id) if back is None else _nth_newest(session, back)
+            if run is None and back is not None:
+                have = int(session.scalar(select(func.count()).select_from(Run)) or 0)
+                raise HarnessError(
+                    f"no run {run_id!r}: the results database holds {have} run{'s' * (have != 1)}; "
+                    "`harness runs` lists them",
+                    exit_code=2,
+                )
             if run is None:
                 # accept a unique prefix, like git does for commits
                 matches = session.scalars(select(Run).where(Run.id.startswith(run_id, autoescape=True))).all()
@@ -202,6 +237,10 @@ class RunsPart(Database):
             run.step_timings  # noqa: B018  (load before the session closes)
             run.agreement  # noqa: B018
             return run
+
+    def resolve(self, ref: str) -> str:
+        """The full id of the run `ref` names: an id, a unique prefix, `latest` or -N (-1 the newest)."""
+        return self.get(ref).id
 
     def latest(self, *, nvtx_detail: bool = False) -> Run | None:
         """The newest run (made with --nvtx-detail, if asked), with its steps; None if there is none."""

@@ -83,6 +83,8 @@ class Run(Base):
     model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # the run's health and findings (analysis.advice.record): `run --nsys` stores them, `show` repeats them
+    advice: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     step_timings: Mapped[list[StepTiming]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="StepTiming.step"
@@ -279,6 +281,7 @@ RUN_COLUMNS = [
     "power_notes",
     "artifacts",
     "world_size",
+    "advice",
 ]
 
 
@@ -332,4 +335,5 @@ def run_row(r: Run) -> dict[str, Any]:
         else None,
         "artifacts": r.artifacts,
         "world_size": r.world_size,
+        "advice": r.advice,
     }

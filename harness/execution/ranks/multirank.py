@@ -34,7 +34,13 @@ from harness.core.records import RunConfig, RunResult
 from harness.execution import supervisor
 from harness.execution.ranks.distributed import beat_path, rank_path
 from harness.execution.runner import new_run_id, validate
-from harness.execution.worker import read_worker_result, run_isolated, worker_command, write_worker_config
+from harness.execution.worker import (
+    StepWatch,
+    read_worker_result,
+    run_isolated,
+    worker_command,
+    write_worker_config,
+)
 
 STARTUP_S = 60.0  # a rank's time to import torch, join the group and build the model before its first phase
 
@@ -132,9 +138,11 @@ class Launched:
 Wrap = Callable[[list[str]], tuple[list[str], dict[str, str]]]  # worker argv -> (profiler's argv, env)
 
 
-def launch(config: RunConfig, run_id: str, wrap: Wrap | None = None) -> Launched:
+def launch(
+    config: RunConfig, run_id: str, wrap: Wrap | None = None, on_steps: Callable[[int], None] | None = None
+) -> Launched:
     """Start the ranks (each under `wrap`, a profiler around the worker command, if given), wait, and read
-    what each left."""
+    what each left; `on_steps(n)`: the steps the slowest local rank has finished, as they finish."""
     ranks = local_ranks(config)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res, failures = Path(tmp) / "config.json", Path(tmp) / "result.json", Path(tmp) / "failures.json"
@@ -149,7 +157,14 @@ def launch(config: RunConfig, run_id: str, wrap: Wrap | None = None) -> Launched
             *target,
         ]
         watchdog = Watchdog(res, ranks, config.rank_timeout)
-        done = supervisor.run(argv, cleanup=[Path(tmp)], env=env, merge_stderr=True, watch=watchdog)
+        steps = StepWatch([rank_path(res, r) for r in ranks], on_steps) if on_steps else None
+
+        def watch() -> bool:
+            if steps is not None:
+                steps()
+            return watchdog()
+
+        done = supervisor.run(argv, cleanup=[Path(tmp)], env=env, merge_stderr=True, watch=watch)
         failed = json.loads(failures.read_text()) if failures.is_file() else {}
         per_rank: dict[int, RunResult] = {}
         for rank in ranks:
@@ -230,12 +245,14 @@ def _sum(values: Iterable[float | None]) -> float | None:
     return float(sum(found)) if found else None
 
 
-def run_ranks(config: RunConfig, run_id: str | None = None) -> RunResult:
-    """`config` across its ranks, as one RunResult (see `combine`)."""
+def run_ranks(
+    config: RunConfig, run_id: str | None = None, on_steps: Callable[[int], None] | None = None
+) -> RunResult:
+    """`config` across its ranks, as one RunResult (see `combine`); `on_steps` as in `launch`."""
     validate(config)
     check(config)
     run_id = run_id or new_run_id(config.model)
-    return combine(config, run_id, launch(config, run_id))
+    return combine(config, run_id, launch(config, run_id, on_steps=on_steps))
 
 
 def run_any(config: RunConfig, run_id: str | None = None) -> RunResult:

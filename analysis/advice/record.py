@@ -1,0 +1,95 @@
+"""A run's advice as stored with it and printed after its tables: the health (every check, the worst first
+in one line) and the findings, largest time at stake first. `run --nsys` prints the health line and the
+top three findings; `show RUN` repeats them from the results database; csv and json carry them whole.
+
+The record is plain JSON (the results database keeps it in `runs.advice`):
+`{"source": path, "health": {"worst": ..., "checks": [{name, status, evidence, fix}]},
+"findings": [{rule, at_stake_ns, where, evidence, fix}]}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from analysis.advice.findings import COLUMNS, Finding
+from analysis.advice.health import FAIL, OK, WARN, Check, Health
+
+TOP = 3
+RANK = {FAIL: 0, WARN: 1, OK: 2}
+
+
+def advice_record(health: Health, found: list[Finding]) -> dict[str, Any]:
+    return {
+        "source": health.path,
+        "health": {"worst": health.worst, "checks": [asdict(c) for c in health.checks]},
+        "findings": [
+            {
+                "rule": f.rule,
+                "at_stake_ns": int(f.at_stake_ns),
+                "where": f.where,
+                "evidence": f.evidence,
+                "fix": f.fix,
+            }
+            for f in found
+        ],
+    }
+
+
+def checks_of(record: dict[str, Any]) -> list[Check]:
+    return [Check(**c) for c in (record.get("health") or {}).get("checks", [])]
+
+
+def health_line(record: dict[str, Any]) -> str:
+    """`health ok (12 checks)`, or `health: 2 warnings, 1 failure of 12 checks; worst: NAME (fail): …`."""
+    checks = checks_of(record)
+    if not checks:
+        return "health: not checked"
+    bad = sorted((c for c in checks if c.status != OK), key=lambda c: RANK.get(c.status, 3))
+    if not bad:
+        return f"health ok ({len(checks)} checks)"
+    counts = [
+        f"{n} {word}{'s' * (n != 1)}"
+        for status, word in ((FAIL, "failure"), (WARN, "warning"))
+        if (n := sum(c.status == status for c in bad))
+    ]
+    worst = bad[0]
+    worst_said = f"{worst.name} ({worst.status}): {worst.evidence}"
+    return f"health: {', '.join(counts)} of {len(checks)} checks; worst: {worst_said}"
+
+
+def finding_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
+    """One line per finding, the largest time at stake first: rule, time at stake, fix."""
+    return [
+        f"finding {i}: {f['rule']}: {f['at_stake_ns'] / 1e6:.3f} ms at stake ({f['where']}); fix: {f['fix']}"
+        for i, f in enumerate(record.get("findings", [])[:top], 1)
+    ]
+
+
+def summary_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
+    """The health line, then the top findings (or that none fired)."""
+    found = record.get("findings", [])
+    lines = [health_line(record), *finding_lines(record, top)]
+    if not found:
+        lines.append("findings: none fired")
+    elif len(found) > top:
+        lines.append(f"{len(found) - top} more findings: `harness advise RUN` lists them all")
+    return lines
+
+
+def health_table(record: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(c.name, c.status, c.evidence, c.fix) for c in checks_of(record)],
+        columns=["Check", "Status", "Evidence", "What to do"],
+    )
+
+
+def findings_frame(record: dict[str, Any]) -> pd.DataFrame:
+    rows = [
+        (f["rule"], f["at_stake_ns"], f["where"], f["evidence"], f["fix"]) for f in record.get("findings", [])
+    ]
+    out = pd.DataFrame(rows, columns=COLUMNS).astype({"Time at stake (ns)": "int64"})
+    out.attrs["priority"] = ["Rule", "Time at stake (ns)", "Where", "Fix", "Evidence"]
+    return out

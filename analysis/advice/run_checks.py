@@ -1,0 +1,149 @@
+"""Run-level health: what a stored run says about its own trustworthiness, beside its capture's checks.
+
+A run brings figures no trace holds: the profiler's overhead against the run without it (with its
+confidence interval), the agreement of NVTX ranges with the in-process timers, the ranks that reported
+steps against the ranks started, and how busy the machine was. Each check here is ok / warn / fail with its
+evidence and what to do (analysis.advice.health.Check), from plain figures handed in by the caller
+(harness/experiments/advice.py reads them from the results database; `run --nsys` from what it measured):
+this module reads neither the database nor /proc.
+
+Thresholds:
+- overhead: warn from 5% of the step (a profiled phase that moved by 5% is no longer the phase measured
+  without it), fail from 20% (nsys-ai's `doctor` fails a capture there).
+- NVTX vs timers: warn from 2% (the 2% that changes the comparisons the harness makes), fail from 10%
+  (the ranges no longer time the phases: a range pushed on another thread, a capture started late).
+- ranks: fail when a rank of a multi-rank run reported no step (its figures are missing from every table).
+- machine: warn when the load measures (harness.core.machine) call the machine busy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analysis.advice.health import FAIL, OK, WARN, Check
+
+OVERHEAD_WARN_PCT = 5.0
+OVERHEAD_FAIL_PCT = 20.0  # nsys-ai's doctor fails here
+AGREEMENT_WARN_PCT = 2.0
+AGREEMENT_FAIL_PCT = 10.0
+RUN_CHECKS = ("profiler overhead", "NVTX vs timers", "ranks", "machine load")  # the checks' names
+
+
+@dataclass
+class Overhead:
+    """The profiler's overhead on whole steps: percent of the baseline mean, with its confidence interval."""
+
+    profiler: str
+    effect_pct: float
+    ci_low_pct: float
+    ci_high_pct: float
+    baseline: str  # the run it is measured against
+    runs: int = 1  # profiled runs behind the figure (`harness overhead` alternates several)
+
+
+@dataclass
+class RunFacts:
+    """What a run says about itself. None: the run has no such figure (the check says so and is ok)."""
+
+    overhead: Overhead | None = None
+    agreement: pd.DataFrame | None = None  # phase, steps, rel_diff (analysis.agreement's table)
+    world_size: int = 1
+    ranks_seen: list[int] = field(default_factory=list)
+    busy: list[str] | None = None  # why the machine was busy (empty: quiet; None: not recorded)
+
+
+def run_checks(facts: RunFacts) -> list[Check]:
+    return [_overhead(facts.overhead), _agreement(facts.agreement), _ranks(facts), _machine(facts.busy)]
+
+
+def _overhead(o: Overhead | None) -> Check:
+    name = "profiler overhead"
+    if o is None:
+        return Check(name, OK, "no baseline run without the profiler: no overhead figure")
+    ci = f"95% CI {o.ci_low_pct:+.1f}% to {o.ci_high_pct:+.1f}%"
+    evidence = f"{o.profiler} adds {o.effect_pct:+.1f}% to the step ({ci}) against {o.baseline}" + (
+        f", {o.runs} runs" if o.runs > 1 else ", one run each"
+    )
+    status = FAIL if o.effect_pct >= OVERHEAD_FAIL_PCT else WARN if o.effect_pct >= OVERHEAD_WARN_PCT else OK
+    if status == OK:
+        return Check(name, OK, evidence)
+    fix = (
+        "compare phase times only with runs under the same profiler; lighten the capture (--nsys-mode light, "
+        "fewer traced APIs, --nsys-capture measured)"
+    )
+    if o.runs == 1:
+        fix += "; `harness overhead --ci-target 5` measures it with alternating repeats"
+    limit = OVERHEAD_FAIL_PCT if status == FAIL else OVERHEAD_WARN_PCT
+    return Check(name, status, f"{evidence}; {limit:g}% or more", fix)
+
+
+def _agreement(table: pd.DataFrame | None) -> Check:
+    name = "NVTX vs timers"
+    if table is None or table.empty:
+        return Check(name, OK, "no agreement table (a run without NVTX ranges read back)")
+    diffs = table.assign(pct=table["rel_diff"].astype(float) * 100).dropna(subset=["pct"])
+    if diffs.empty:
+        return Check(name, OK, "no phase with both NVTX ranges and timers")
+    worst = diffs.loc[diffs["pct"].abs().idxmax()]
+    pct = float(worst["pct"])
+    evidence = f"largest difference {pct:+.2f}% ({worst['phase']}, {int(worst['steps'])} steps)"
+    status = FAIL if abs(pct) >= AGREEMENT_FAIL_PCT else WARN if abs(pct) >= AGREEMENT_WARN_PCT else OK
+    if status == OK:
+        return Check(name, OK, f"{evidence}; every phase within {AGREEMENT_WARN_PCT:g}%")
+    limit = AGREEMENT_FAIL_PCT if status == FAIL else AGREEMENT_WARN_PCT
+    return Check(
+        name,
+        status,
+        f"{evidence}: {limit:g}% or more",
+        "the ranges and the timers no longer time the same interval: look for a capture that started late, "
+        "a range pushed on another thread or work left running across the synchronisation",
+    )
+
+
+def _ranks(facts: RunFacts) -> Check:
+    name = "ranks"
+    if facts.world_size <= 1:
+        return Check(name, OK, "one process")
+    missing = sorted(set(range(facts.world_size)) - set(facts.ranks_seen))
+    if not missing:
+        return Check(name, OK, f"all {facts.world_size} ranks reported steps")
+    shown = ", ".join(map(str, missing[:8])) + (", …" if len(missing) > 8 else "")
+    return Check(
+        name,
+        FAIL,
+        f"{len(missing)} of {facts.world_size} ranks reported no step (rank {shown})",
+        "the per-rank and straggler tables leave them out: look at those ranks' logs (a rank that died or "
+        "hung), then run again",
+    )
+
+
+def _machine(busy: list[str] | None) -> Check:
+    name = "machine load"
+    if busy is None:
+        return Check(name, OK, "not recorded for this run")
+    if not busy:
+        return Check(name, OK, "quiet while the run ran")
+    return Check(
+        name,
+        WARN,
+        f"busy while the run ran: {'; '.join(busy)}",
+        "timings are noisier than usual: run again on a quiet machine, or compare only runs made together",
+    )
+
+
+def overhead_of(comparison: object, profiler: str, baseline: str, runs: int = 1) -> Overhead | None:
+    """An Overhead from analysis.overhead's Comparison (None when it has no figure)."""
+    effect = getattr(comparison, "effect_pct", math.nan)
+    if comparison is None or effect != effect:
+        return None
+    return Overhead(
+        profiler,
+        float(effect),
+        float(comparison.ci_low_pct),
+        float(comparison.ci_high_pct),
+        baseline,
+        runs,  # type: ignore[attr-defined]
+    )

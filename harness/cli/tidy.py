@@ -1,0 +1,64 @@
+"""Several tables as CSV for scripts: one tidy file with a `table` column naming each row's table (the
+default of `diff --format csv`), or one file per table in a folder (`--out DIR`)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from harness.cli.common import note
+from harness.cli.output import Format, emit
+from harness.core.errors import HarnessError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TABLE = "table"
+
+
+def tidy(tables: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The tables stacked: `table` (the title) first, then the union of their columns in first-seen order."""
+    import pandas as pd
+
+    parts = [df.assign(**{TABLE: title}) for title, df in tables]
+    if not parts:
+        return pd.DataFrame(columns=[TABLE])
+    out = pd.concat(parts, ignore_index=True, sort=False)
+    return out[[TABLE, *(c for c in out.columns if c != TABLE)]]
+
+
+def write_tidy(tables: Sequence[tuple[str, pd.DataFrame]], file: TextIO | None = None) -> None:
+    emit(tidy(tables), Format.csv, file=file or sys.stdout)
+
+
+def slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "table"
+
+
+def write_folder(tables: Sequence[tuple[str, pd.DataFrame]], folder: Path) -> list[Path]:
+    """One CSV per table, `NN-title.csv` in table order; the files written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for i, (title, df) in enumerate(tables, 1):
+            path = folder / f"{i:02d}-{slug(title)}.csv"
+            with path.open("w", newline="") as f:
+                emit(df, Format.csv, file=f)
+            written.append(path)
+    except OSError as e:
+        raise HarnessError(f"cannot write CSV files into {folder}: {e.strerror or e}", exit_code=2) from None
+    return written
+
+
+def write_csv(tables: Sequence[tuple[str, pd.DataFrame]], out: Path | None, notes: Sequence[str]) -> None:
+    """One tidy CSV on stdout (a `table` column), or with `out` one file per table there; notes on stderr."""
+    if out is None:
+        write_tidy(tables)
+    else:
+        for path in write_folder(tables, out):
+            note(f"wrote {path}")
+    for line in notes:
+        note(line)

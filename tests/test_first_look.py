@@ -1,0 +1,203 @@
+"""What users look for first (issue 21 §7): the step time beside the phases, `latest` and -N wherever a run
+id goes, what `runs` says when a filter matches nothing, warnings wrapped on a terminal only."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+
+import pandas as pd
+import pytest
+from test_store import make_result
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.experiments.show import phase_table
+from harness.experiments.tables import results_table
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def three(tmp_db: str) -> ResultsStore:
+    store = ResultsStore(tmp_db)
+    for run_id, fwd in (("tiny-old", 1_000_000), ("tiny-mid", 2_000_000), ("tiny-new", 3_000_000)):
+        store.save(make_result(run_id, fwd=fwd))
+    return store
+
+
+def test_step_time_is_the_sum_of_the_phases_beside_them() -> None:
+    # make_result: measured steps 2, 3, 4 with forward f+i, backward 2f+i, optimizer f//2 (f = 1 ms)
+    table = results_table([make_result("tiny-1")])
+    steps = [1_000_000 + i + 2_000_000 + i + 500_000 for i in (2, 3, 4)]
+    assert table.loc[0, "step mean (ns)"] == sum(steps) / 3 == 3_500_006
+    assert table.loc[0, "step std (ns)"] == pytest.approx(2.0)  # 3,500,004, 3,500,006, 3,500,008
+    means = [c for c in table.columns if c.endswith("mean (ns)")]
+    assert means == ["step mean (ns)", "forward mean (ns)", "backward mean (ns)", "optimizer mean (ns)"]
+    priority = table.attrs["priority"]
+    assert priority.index("step mean (ns)") < priority.index("forward mean (ns)")  # kept first when narrow
+
+
+def test_show_puts_the_step_first(three: ResultsStore) -> None:
+    phases = phase_table(three.get("tiny-old")).set_index("Phase")
+    assert list(phases.index) == ["step (sum)", "forward", "backward", "optimizer"]
+    assert phases.loc["step (sum)", "Avg (ns)"] == 3_500_006  # (3,500,004 + 3,500,006 + 3,500,008) / 3
+    assert phases.loc["step (sum)", "Min (ns)"] == 3_500_004 and phases.loc["step (sum)", "Steps"] == 3
+    result = invoke("show", "tiny-old", "--format", "json")
+    assert result.exit_code == 0
+    shown = json.loads(result.stdout)["phases (measured steps)"]
+    assert shown[0]["Phase"] == "step (sum)" and shown[0]["Avg (ns)"] == 3_500_006
+
+
+@pytest.mark.parametrize(
+    ("ref", "expected"), [("latest", "tiny-new"), ("-1", "tiny-new"), ("-3", "tiny-old")]
+)
+def test_latest_and_counted_from_the_newest(three: ResultsStore, ref: str, expected: str) -> None:
+    assert three.resolve(ref) == expected
+    result = invoke("show", ref, "--format", "json")  # -N is a run, not an unknown option
+    assert result.exit_code == 0, result.output
+    run = {r["field"]: r["value"] for r in json.loads(result.stdout)["run"]}
+    assert run["run"] == expected
+
+
+def test_past_the_oldest_run_is_one_line(three: ResultsStore) -> None:
+    result = invoke("show", "-4")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: no run '-4': the results database holds 3 runs; `harness runs` lists them"
+    )
+
+
+def test_a_misspelt_option_is_still_refused_beside_a_run_reference(three: ResultsStore) -> None:
+    result = invoke("show", "-1", "--formt", "json")
+    assert result.exit_code == 2 and "No such option: --formt" in result.output
+
+
+def test_every_run_command_takes_latest_and_minus_n(three: ResultsStore) -> None:
+    diff = invoke("diff", "-3", "latest", "--format", "json")
+    assert diff.exit_code == 0, diff.output
+    assert "tiny-old" in diff.stdout and "tiny-new" in diff.stdout
+    tag = invoke("baseline", "tag", "before", "-2")
+    assert tag.exit_code == 0 and tag.stdout.strip() == "baseline:before = tiny-mid"
+
+
+def test_runs_with_a_filter_that_matches_nothing_names_it(three: ResultsStore) -> None:
+    result = invoke("runs", "--model", "nomatch")
+    assert result.exit_code == 0
+    assert "no run matches --model nomatch (3 runs in all; `harness runs` lists them)" in result.output
+    assert "no runs yet" not in result.output
+
+
+def test_runs_on_an_empty_database_says_no_runs_yet(tmp_db: str) -> None:
+    ResultsStore(tmp_db)
+    assert "no runs yet" in invoke("runs").output
+
+
+def _stderr_of(monkeypatch: pytest.MonkeyPatch, tty: bool, message: str) -> str:
+    from harness.cli.common import warn
+
+    class Stream(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    stream = Stream()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    warn(message)
+    return stream.getvalue()
+
+
+def test_warnings_wrap_on_a_terminal_and_stay_whole_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = "the machine was busy: " + " ".join(f"word{i}" for i in range(30))
+    piped = _stderr_of(monkeypatch, False, message)
+    assert piped == f"warning: {message}\n"
+    shown = _stderr_of(monkeypatch, True, message)
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in shown.splitlines()]
+    assert len(lines) == 3 and max(len(line) for line in lines) <= 80
+    assert " ".join(lines) == f"warning: {message}"
+
+
+def test_cpu_memory_is_labelled_rss_and_an_allocator_keeps_its_labels() -> None:
+    from harness.experiments.tables import memory_rows
+
+    mib = 2**20
+    cpu = memory_rows(
+        {"peak_rss_bytes": 900 * mib, "breakdown": {"parameters": 463 * mib, "total": 463 * mib}}
+    )
+    assert list(cpu["memory"]) == ["peak RSS (process)", "analytic: parameters", "analytic: total"]
+    assert list(cpu["MiB"]) == [900, 463, 463]
+    # a CPU run stored before: its RSS sat under peak_allocated_bytes; shown as what it is
+    old = memory_rows({"peak_allocated_bytes": 900 * mib, "peak_source": "process peak resident set (no …)"})
+    assert list(old["memory"]) == ["peak RSS (process)"] and list(old["MiB"]) == [900]
+    cuda = memory_rows({"peak_allocated_bytes": 512 * mib, "peak_reserved_bytes": 600 * mib})
+    assert list(cuda["memory"]) == ["peak allocated", "peak reserved"] and list(cuda["MiB"]) == [512, 600]
+
+
+def test_show_prints_report_paths_whole_on_their_own_line(tmp_db: str, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    deep = tmp_path / ("a-long-folder-name-" * 4) / "nsys_profiles" / "tiny-20261125-080209-346f.sqlite"
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(deep))
+    assert len(str(deep)) > 80
+    out = invoke("show", "tiny-prof").stdout
+    lines = out.splitlines()
+    assert str(deep) in [line.strip() for line in lines]  # the whole path, alone on its line
+    assert "note: nsys sqlite:" in out
+    assert not any(str(deep)[:30] in line and line.strip() != str(deep) for line in lines)
+    doc = json.loads(invoke("show", "tiny-prof", "--format", "json").stdout)  # scripts keep it in the table
+    assert {r["field"]: r["value"] for r in doc["run"]}["nsys sqlite"] == str(deep)
+
+
+def test_diff_of_two_runs_as_one_tidy_csv(three: ResultsStore) -> None:
+    result = invoke("diff", "tiny-old", "tiny-mid", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    tidy = pd.read_csv(io.StringIO(result.stdout))
+    assert tidy.columns[0] == "table" and tidy["table"].nunique() == 1
+    verdicts = tidy.set_index("Phase")
+    # tiny-mid's phases take twice tiny-old's: forward 2,000,003 against 1,000,003 ns on average
+    assert verdicts.loc["forward", ["Verdict", "Mean A (ns)", "Mean B (ns)"]].tolist() == [
+        "regression",
+        1_000_003,
+        2_000_003,
+    ]
+    assert verdicts.loc["overall (step)", ["Mean A (ns)", "Mean B (ns)"]].tolist() == [3_500_006, 7_000_006]
+
+
+SMALL_RUN = [
+    "--device",
+    "cpu",
+    "--batch-size",
+    "2",
+    "--context-length",
+    "16",
+    "--warmup",
+    "1",
+    "--steps",
+    "2",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "label"),
+    [
+        (["--profiler", "torch"], "char train under torch.profiler"),
+        (["--nproc", "2"], "char train across 2 ranks"),
+    ],
+)
+def test_runs_in_other_processes_count_their_steps(
+    tmp_db: str, tmp_path, args: list[str], label: str
+) -> None:
+    result = invoke("run", "char", *SMALL_RUN, *args, "--profile-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
+    # piped: a line at the first step counted and at the last (a bar on a terminal)
+    assert any(label in line and "3/3 steps" in line for line in progress), progress

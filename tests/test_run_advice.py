@@ -1,0 +1,266 @@
+"""A run's own health (profiler overhead, NVTX vs timers, missing ranks, a busy machine), the capture check,
+and the advice stored with a run (`show` repeats it; `advise RUN`, `health RUN`)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sqlite3
+
+import pandas as pd
+import pytest
+from test_agreement import PHASES, timers_frame
+from test_store import make_result
+from typer.testing import CliRunner
+
+from analysis.advice.findings import Finding
+from analysis.advice.health import FAIL, OK, WARN, Health, capture_health, overhead_in_phases
+from analysis.advice.record import advice_record, health_line, summary_lines
+from analysis.advice.run_checks import RunFacts, run_checks
+from analysis.agreement import agreement_table, pair_ranges
+from analysis.nvtx import nvtx_ranges
+from analysis.trace import open_trace
+from harness.cli import app
+from harness.core.machine import MachineLoad
+from harness.experiments.advice import run_advice, stored_facts
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+
+
+def checks(facts: RunFacts) -> dict[str, tuple[str, str]]:
+    return {c.name: (c.status, c.evidence) for c in run_checks(facts)}
+
+
+def _pair(store: ResultsStore, fwd_profiled: int) -> None:
+    base = make_result("tiny-base")
+    store.save(base, experiment="overhead-x")
+    store.save(
+        make_result("tiny-prof", fwd=fwd_profiled),
+        profiler="nsys",
+        nsys_mode="light",
+        experiment="overhead-x",
+        baseline_run_id="tiny-base",
+    )
+
+
+def test_profiler_overhead_fails_from_20_percent(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    _pair(store, 1_300_000)  # every phase 30% longer: steps 4,550,004..08 against 3,500,004..08
+    o = stored_facts(store, store.get("tiny-prof")).overhead
+    assert o is not None and o.runs == 1 and o.baseline == "baseline run tiny-base"
+    assert o.effect_pct == pytest.approx((4_550_006 - 3_500_006) / 3_500_006 * 100)
+    assert o.ci_low_pct < o.effect_pct < o.ci_high_pct
+    status, evidence = checks(RunFacts(overhead=o))["profiler overhead"]
+    assert status == FAIL
+    assert evidence.startswith("nsys light adds +30.0% to the step (95% CI ") and "20% or more" in evidence
+
+
+def test_profiler_overhead_below_5_percent_is_ok(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    _pair(store, 1_010_000)  # 1% longer
+    o = stored_facts(store, store.get("tiny-prof")).overhead
+    assert o is not None and o.effect_pct == pytest.approx((3_535_006 - 3_500_006) / 3_500_006 * 100)
+    assert checks(RunFacts(overhead=o))["profiler overhead"][0] == OK
+    assert stored_facts(store, store.get("tiny-base")).overhead is None  # a run without a profiler
+
+
+def _cpu_train_agreement(cpu_export, scale_backward: float) -> pd.DataFrame:
+    records = json.loads((cpu_export.parent / "timers.json").read_text())
+    records = [{**r, "backward_ns": int(r["backward_ns"] * scale_backward)} for r in records]
+    ranges = nvtx_ranges(open_trace(cpu_export), names=["step", *PHASES])
+    return agreement_table(pair_ranges(timers_frame(records), ranges, PHASES), PHASES)
+
+
+def test_nvtx_and_timers_agree_on_cpu_train(cpu_export) -> None:
+    table = _cpu_train_agreement(cpu_export, 1.0)
+    worst = table.loc[table["rel_diff"].abs().idxmax()]
+    status, evidence = checks(RunFacts(agreement=table))["NVTX vs timers"]
+    assert status == OK
+    assert evidence.startswith(
+        f"largest difference {worst['rel_diff'] * 100:+.2f}% ({worst['phase']}, 5 steps)"
+    )
+
+
+def test_nvtx_and_timers_disagreeing_warns(cpu_export) -> None:
+    # the same export with every backward timer 5% longer than it was: NVTX now reads about 5% shorter
+    table = _cpu_train_agreement(cpu_export, 1.05).set_index("phase")
+    nvtx, timer = table.loc["backward", "nvtx_mean_ns"], table.loc["backward", "timer_mean_ns"]
+    pct = table.loc["backward", "rel_diff"] * 100
+    assert pct == pytest.approx((nvtx - timer) / timer * 100) and -6 < pct < -4
+    status, evidence = checks(RunFacts(agreement=table.reset_index()))["NVTX vs timers"]
+    assert status == WARN and evidence == f"largest difference {pct:+.2f}% (backward, 5 steps): 2% or more"
+
+
+def test_missing_ranks_fail_and_all_ranks_pass() -> None:
+    status, evidence = checks(RunFacts(world_size=4, ranks_seen=[0, 2]))["ranks"]
+    assert status == FAIL and evidence == "2 of 4 ranks reported no step (rank 1, 3)"
+    assert checks(RunFacts(world_size=2, ranks_seen=[0, 1]))["ranks"] == (OK, "all 2 ranks reported steps")
+
+
+def test_busy_machine_warns_and_quiet_passes(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    busy, quiet = make_result("tiny-busy"), make_result("tiny-quiet")
+    busy.extra["machine"] = MachineLoad(2, 10.0, 1.6, 1.8, 0.25, 0.5).to_dict()
+    quiet.extra["machine"] = MachineLoad(2, 10.0, 0.2, 0.3, 0.02, 0.5).to_dict()
+    store.save(busy)
+    store.save(quiet)
+    status, evidence = checks(stored_facts(store, store.get("tiny-busy")))["machine load"]
+    assert status == WARN
+    assert evidence == (
+        "busy while the run ran: load average 1.60 before on 2 CPUs; other processes took 25% of the CPU time"
+    )
+    assert checks(stored_facts(store, store.get("tiny-quiet")))["machine load"] == (
+        OK,
+        "quiet while the run ran",
+    )
+
+
+def test_capture_check_on_a_real_export_and_on_one_emptied(cpu_export, tmp_path) -> None:
+    with open_trace(cpu_export) as trace:
+        nvtx, osrt = trace.count("nvtx"), trace.count("osrt")
+        first = capture_health(trace).checks[0]
+    assert (first.name, first.status) == ("capture", OK)
+    assert first.evidence == f"{nvtx + osrt:,} events recorded ({osrt:,} osrt, {nvtx:,} nvtx)"
+    # the same export with its events deleted: what a capture range that never started leaves
+    empty = tmp_path / "empty.sqlite"
+    shutil.copy(cpu_export, empty)
+    with sqlite3.connect(empty) as db:
+        db.execute("DELETE FROM NVTX_EVENTS")
+        db.execute("DELETE FROM OSRT_API")
+    with open_trace(empty) as trace:
+        first = capture_health(trace).checks[0]
+    assert (first.name, first.status) == ("capture", FAIL)
+    assert first.evidence.startswith("no event recorded after the capture started")
+
+
+def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
+    health = Health("x.sqlite")
+    health.checks = run_checks(
+        RunFacts(world_size=2, ranks_seen=[0], busy=["load average 3.00 before on 2 CPUs"])
+    )
+    found = [
+        Finding("sync-in-step", 79_000, "forward 100%", "24 calls", "drop .item()"),
+        Finding("gpu-host-wait", 540_091_000, "forward 47%", "idle", "overlap"),
+    ]
+    record = advice_record(health, sorted(found, key=lambda f: -f.at_stake_ns))
+    assert health_line(record) == (
+        "health: 1 failure, 1 warning of 4 checks; worst: ranks (fail): "
+        "1 of 2 ranks reported no step (rank 1)"
+    )
+    assert summary_lines(record)[1:] == [
+        "finding 1: gpu-host-wait: 540.091 ms at stake (forward 47%); fix: overlap",
+        "finding 2: sync-in-step: 0.079 ms at stake (forward 100%); fix: drop .item()",
+    ]
+    health.checks = run_checks(RunFacts())
+    assert summary_lines(advice_record(health, [])) == ["health ok (4 checks)", "findings: none fired"]
+
+
+def test_show_repeats_stored_advice_and_csv_json_carry_it(tmp_db: str, cpu_export) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
+    with open_trace(cpu_export) as trace:
+        health = capture_health(trace)
+    health.checks += run_checks(RunFacts())
+    record = advice_record(
+        health, [Finding("sync-in-step", 2_500_000, "forward 100%", "8 calls", "drop .item()")]
+    )
+    store.save_advice("tiny-prof", record)
+    shown = runner.invoke(app, ["show", "latest"], catch_exceptions=False)
+    assert shown.exit_code == 0
+    assert health_line(record) in shown.stderr
+    assert "finding 1: sync-in-step: 2.500 ms at stake (forward 100%); fix: drop .item()" in shown.stderr
+    doc = json.loads(runner.invoke(app, ["show", "-1", "--format", "json"]).stdout)
+    assert doc["findings"] == [
+        {"Rule": "sync-in-step", "Time at stake (ns)": 2_500_000, "Where": "forward 100%",
+         "Evidence": "8 calls", "Fix": "drop .item()"}
+    ]  # fmt: skip
+    assert [c["Check"] for c in doc["health"]][-4:] == [
+        "profiler overhead",
+        "NVTX vs timers",
+        "ranks",
+        "machine load",
+    ]
+    csv = runner.invoke(app, ["show", "-1", "--format", "csv"]).stdout
+    assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix\nsync-in-step,2500000," in csv
+
+
+def test_health_and_advise_take_a_run(tmp_db: str, cpu_export) -> None:
+    store = ResultsStore(tmp_db)
+    _pair(store, 1_300_000)
+    store.save(make_result("tiny-prof", fwd=1_300_000), profiler="nsys", nsys_mode="light",
+               experiment="overhead-x", baseline_run_id="tiny-base", nsys_sqlite=str(cpu_export))  # fmt: skip
+    advice = run_advice(store, "latest")
+    by_name = {c.name: c.status for c in advice.health.checks}
+    assert by_name["capture"] == OK and by_name["profiler overhead"] == FAIL  # the export's and the run's
+    result = runner.invoke(app, ["health", "-1", "--strict", "--format", "csv"])
+    assert result.exit_code == 1  # a failed check under --strict
+    table = pd.read_csv(io.StringIO(result.stdout)).set_index("Check")
+    assert table.loc["profiler overhead", "Status"] == "fail"
+    assert table.loc["profiler overhead", "Evidence"].startswith("nsys light adds +30.0% to the step")
+    advise = runner.invoke(app, ["advise", "tiny-prof", "-t", "overhead_share=0.01", "--format", "json"])
+    assert advise.exit_code == 0, advise.output
+    rows = json.loads(advise.stdout)
+    assert [r["Rule"] for r in rows] == [
+        "nsys-overhead-in-phase"
+    ]  # fires from 1%: cpu-train's forward holds 1.7%
+    with open_trace(cpu_export) as trace:
+        inside = overhead_in_phases(trace).set_index("Phase")
+    assert rows[0]["Time at stake (ns)"] == inside.loc["forward", "Overhead (ns)"] == 2_685_231
+
+
+RUN = ["--device", "cpu", "--steps", "2", "--warmup", "1", "--no-nsys-baseline"]
+
+
+@pytest.mark.slow
+def test_run_nsys_prints_its_health_and_findings_and_show_repeats_them(
+    tmp_db: str, nsys_bin, tmp_path
+) -> None:
+    result = runner.invoke(
+        app, ["run", "tiny", "--nsys", *RUN, "--profile-dir", str(tmp_path)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    run = ResultsStore(tmp_db).get("latest")
+    assert run.advice is not None
+    line = health_line(run.advice)
+    checks = {c["name"]: c["status"] for c in run.advice["health"]["checks"]}
+    assert checks["capture"] == OK and checks["NVTX ranges"] == OK and checks["ranks"] == OK
+    assert checks["profiler overhead"] == OK  # no baseline run: no figure, said so
+    assert line in result.stderr and "findings: none fired" in result.stderr  # a CPU run launches no kernel
+    shown = runner.invoke(app, ["show", "-1"], catch_exceptions=False)
+    assert line in shown.stderr and "findings: none fired" in shown.stderr
+
+
+@pytest.mark.slow
+def test_a_capture_range_that_never_started_is_named(tmp_db: str, nsys_bin, tmp_path) -> None:
+    never = ["--nsys-arg=--capture-range=nvtx", "--nsys-arg=--nvtx-capture=never-pushed"]
+    prof = tmp_path / "prof"
+    result = runner.invoke(
+        app, ["run", "tiny", "--nsys", *RUN, *never, "--profile-dir", str(prof)], catch_exceptions=False
+    )
+    assert result.exit_code != 0
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith(
+        "error: the capture range never started (--capture-range=nvtx): nsys recorded nothing"
+    )
+    assert not prof.exists() or list(prof.iterdir()) == []  # nsys 2022.4 writes no report at all
+
+
+def test_run_nsys_json_and_csv_carry_health_and_findings(capsys) -> None:
+    from harness.cli.render import render_profiled
+    from harness.profilers.nsys import ProfiledRun
+
+    health = Health("r.sqlite")
+    health.checks = run_checks(RunFacts(world_size=2, ranks_seen=[0]))
+    record = advice_record(
+        health, [Finding("sync-in-step", 79_000, "forward 100%", "24 calls", "drop .item()")]
+    )
+    render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "json")
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["Status"] for c in doc["health"]] == ["ok", "ok", "fail", "ok"]
+    assert doc["findings"][0]["Rule"] == "sync-in-step" and doc["findings"][0]["Time at stake (ns)"] == 79_000
+    render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "csv")
+    out = capsys.readouterr()
+    assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix\nsync-in-step,79000," in out.out
+    assert "health:" not in out.err  # the one-line forms are for people (table format)
