@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from analysis.steady import REMAINDER
 from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
@@ -18,6 +19,13 @@ def compare_compile_cmd(
     device: Annotated[
         str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
     ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<run>",
+            help="The eager run to compare with (default: the newest eager run of each configuration).",
+        ),
+    ] = None,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -26,14 +34,19 @@ def compare_compile_cmd(
     compiled run's first step beyond its median (compilation)."""
 
     store = lazy.ResultsStore(db, readonly=True)
-    table = compile_table(store, model=model, device=device)
+    table = compile_table(store, model=model, device=device, baseline=baseline)
     if table.empty and format is Format.table:
         note(
             "no configuration has both an eager and a compiled run without a profiler: run it twice, e.g. "
             "`harness run tiny --device cpu` and `harness run tiny --device cpu --compile`"
         )
         return
-    notes = ["medians of the measured steps; speed-up = eager / compiled; compile = first step − median"]
+    notes = [
+        *table.attrs.get("notes", []),
+        "medians of the measured steps with their 95% intervals; speed-up = eager / compiled (interval: "
+        "bootstrap of the step medians; one run a side holds the step-to-step noise only); compile = first "
+        f"step − median; {REMAINDER} = the step's median − the phases' medians",
+    ]
     emit(
         table,
         format,
