@@ -164,6 +164,8 @@ def compile_comparison(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str | 
                 rows.append({**config, **_remainder(both, e, c, step)})
             rows.append({**config, **step})
     out = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("batch_size", "context_length"):  # counts print as integers, missing or not
+        out[col] = pd.to_numeric(out[col]).astype("Int64")
     # the configuration columns that do not vary say nothing in a table: the caller names them in its title
     out.attrs["priority"] = [
         "model",

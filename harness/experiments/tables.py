@@ -23,6 +23,7 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "precision": r.config.precision,
             "compile": r.config.compile,
             "batch": r.config.batch_size,
+            "context": m.context_length if m else r.config.context_length,
             "d_model": m.d_model if m else None,
             "d_ff": m.d_ff if m else None,
             "num_layers": m.num_layers if m else None,
@@ -39,11 +40,14 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
         df = df.drop(columns=["compile"])
-    if not df.empty and df["batch"].nunique() == 1:  # shown only where it varies (a batch-size sweep)
-        df = df.drop(columns=["batch"])
+    if not df.empty:  # counts stay integers where a run has none (an OOM before the model was built)
+        df["context"] = df["context"].astype("Int64")
+    for col in ("batch", "context"):  # shown only where it varies (a batch-size or context-length sweep)
+        if not df.empty and df[col].nunique(dropna=False) == 1:
+            df = df.drop(columns=[col])
     # on a narrow terminal: the phase means and throughput first, the model's shape last
     means = [c for c in df.columns if c.endswith("mean (ns)")]
-    df.attrs["priority"] = ["size", "batch", *means, "tokens/s", "status", "precision", "compile"]
+    df.attrs["priority"] = ["size", "batch", "context", *means, "tokens/s", "status", "precision", "compile"]
     return df
 
 
