@@ -224,7 +224,10 @@ def test_compare_compile_has_spread_and_intervals(tmp_db: str) -> None:
     assert backward["speed-up CI low"] < backward["speed-up"] < backward["speed-up CI high"]
     assert rows[REMAINDER]["speed-up"] is None  # a difference has no speed-up
     shown = runner.invoke(app, ["compare-compile"], env={"COLUMNS": "80"}, catch_exceptions=False).output
-    assert "speed-up CI" in " ".join(shown.split()) or "CI low" in shown
+    lines = {line.split("│")[2].strip(): line for line in shown.splitlines() if line.startswith("│")}
+    low, high = backward["speed-up CI low"], backward["speed-up CI high"]
+    assert f"{low:.2f}…{high:.2f}" in lines["backward"]  # both bounds, one column, at 80 columns
+    assert "2.381" in lines["backward"]
 
 
 def test_median_interval_from_order_statistics() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
 from harness.execution.compiled import compile_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @cli_errors
@@ -47,6 +50,8 @@ def compare_compile_cmd(
         "bootstrap of the step medians; one run a side holds the step-to-step noise only); compile = first "
         f"step − median; {REMAINDER} = the step's median − the phases' medians",
     ]
+    if format is Format.table:
+        table = _intervals_as_text(table)
     emit(
         table,
         format,
@@ -54,6 +59,20 @@ def compare_compile_cmd(
         notes=notes,
         wide=wide,
     )
+
+
+def _intervals_as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """On screen each interval is one column (`0.80…1.35`), so a narrow terminal keeps both bounds or
+    neither; csv and json keep the bounds as numbers."""
+    out = table.copy()
+    low, high = out.pop("speed-up CI low"), out.pop("speed-up CI high")
+    text = [f"{a:.2f}…{b:.2f}" if a == a and b == b else "—" for a, b in zip(low, high, strict=True)]
+    out.insert(out.columns.get_loc("speed-up") + 1, "speed-up 95% CI", text)
+    priority = list(table.attrs.get("priority", []))
+    out.attrs["priority"] = [
+        "speed-up 95% CI" if c == "speed-up CI low" else c for c in priority if c != "speed-up CI high"
+    ]
+    return out
 
 
 def register(app: typer.Typer) -> None:
