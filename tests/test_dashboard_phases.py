@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
 import pandas as pd
 import pytest
 from dashboard_data import fill
@@ -117,7 +118,11 @@ def test_phase_bars_give_each_setting_its_own_axis_and_a_log_button(store: Resul
     assert fig.layout.yaxis2.matches is None  # not shared with the fp32 facet
     (menu,) = fig.layout.updatemenus
     assert [b.label for b in menu.buttons] == ["linear", "log"]
-    assert menu.buttons[1].args[0] == {"yaxis.type": "log", "yaxis2.type": "log"}
+    log = menu.buttons[1].args[0]
+    assert (log["yaxis.type"], log["yaxis2.type"]) == ("log", "log")
+    assert menu.buttons[0].args[0] == {
+        "yaxis.type": "linear", "yaxis2.type": "linear", "yaxis.autorange": True, "yaxis2.autorange": True
+    }  # fmt: skip
 
 
 def test_generate_runs_are_kept_out_of_the_training_panel(tmp_path) -> None:
@@ -145,6 +150,8 @@ def test_generate_runs_are_kept_out_of_the_training_panel(tmp_path) -> None:
     assert next(t for t in fig.data if t.name == "decode").y[0] == pytest.approx(30.0)
     # prefill (4 ms) beside decode (30 ms): a log axis from the start, the linear one a button away
     assert fig.layout.yaxis.type == "log" and fig.layout.updatemenus[0].active == 1
+    # the axis starts a decade below the prefill bar (4 ms), so that bar keeps a visible height
+    assert fig.layout.yaxis.range[0] == pytest.approx(np.log10(4.0) - 1)
     assert panel.notes[0].startswith("Log scale: prefill and decode differ by orders of magnitude")
     assert phase_bars_panel(DashboardData(runs=runs)).figure.layout.yaxis.type in (None, "linear", "-")
     assert (
@@ -184,7 +191,7 @@ def test_box_plot_labels_have_room_at_the_default_size(store: ResultsStore) -> N
     axis = fig.layout.yaxis
     assert axis.tickangle == 0 and axis.dtick == 1 and list(axis.categoryarray) == labels[::-1]
     assert fig.layout.yaxis2.matches == "y" and not fig.layout.yaxis2.showticklabels  # labels once a row
-    plot_px = fig.layout.height - fig.layout.margin.t - 140  # the facets' share of the page height
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b  # the facets' share
     assert plot_px / len(labels) >= LABEL_ROW_PX - 1e-9
     many = pd.concat([table.assign(label=table["label"] + f" #{i}") for i in range(4)], ignore_index=True)
     bigger = distribution_figure(many)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
@@ -143,9 +144,20 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
         fig.update_xaxes(categoryorder="array", categoryarray=models, title_text="model", row=1, col=col)
     fig.update_yaxes(title_text="mean time per step (ms)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero")
-    if log:
-        fig.update_yaxes(type="log", rangemode="normal")
     axes = [k for k in fig.layout if k.startswith("yaxis")]
+    # a log axis of bars starts where the range does: from a decade below the smallest bar, so the small
+    # bar keeps its height (plotly's autorange would start at it and draw it as nothing)
+    values = (table["mean_ns"] / MS)[table["mean_ns"] > 0]
+    low = float(np.log10(values.min())) - 1 if len(values) else 0.0
+    high = (
+        float(np.log10((table["mean_ns"] + table["std_ns"].fillna(0)).max() / MS)) + 0.15
+        if len(values)
+        else 1.0
+    )
+    log_axes = {**{f"{a}.type": "log" for a in axes}, **{f"{a}.range": [low, high] for a in axes}}
+    linear_axes = {**{f"{a}.type": "linear" for a in axes}, **{f"{a}.autorange": True for a in axes}}
+    if log:
+        fig.update_yaxes(type="log", rangemode="normal", range=[low, high])
     fig.update_layout(
         template=TEMPLATE,
         barmode="group",
@@ -163,8 +175,8 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
                 "showactive": True,
                 "active": 1 if log else 0,
                 "buttons": [
-                    {"label": scale, "method": "relayout", "args": [{f"{a}.type": scale for a in axes}]}
-                    for scale in ("linear", "log")
+                    {"label": "linear", "method": "relayout", "args": [linear_axes]},
+                    {"label": "log", "method": "relayout", "args": [log_axes]},
                 ],
             }
         ],
@@ -219,6 +231,8 @@ def distribution_table(
 
 
 LABEL_ROW_PX = 30  # height of one run's row: its label never crowds the next at the default size
+ROW_GAP_PX = 110  # between rows of facets
+MARGIN_PX = 140  # above and below the facets
 
 
 def distribution_figure(table: pd.DataFrame):
@@ -239,13 +253,14 @@ def distribution_figure(table: pd.DataFrame):
     cells = [(r, c, phase) for r, row in enumerate(rows, start=1) for c, phase in enumerate(row, start=1)]
     titles = [f"{p} (own time axis)" if p else "" for row in rows for p in row + [""] * (cols - len(row))]
     profiled = table["profiled"].fillna("").astype(bool) if "profiled" in table else False
+    gap = ROW_GAP_PX * (len(rows) - 1)  # between rows: the upper axis title, then the lower facets' titles
     fig = make_subplots(
         rows=len(rows),
         cols=cols,
         subplot_titles=titles,
         shared_yaxes=True,  # the run labels once, on the left of each row
         horizontal_spacing=0.04,
-        vertical_spacing=0.12 if len(rows) > 1 else 0.0,
+        vertical_spacing=ROW_GAP_PX / (sum(heights) + gap) if len(rows) > 1 else 0.0,
         row_heights=[h / sum(heights) for h in heights],
     )
     shown: set[str] = set()
@@ -305,10 +320,9 @@ def distribution_figure(table: pd.DataFrame):
                          automargin=True, row=row, col=1)  # fmt: skip
     fig.update_layout(
         template=TEMPLATE,
-        height=sum(heights) + 140,
+        height=sum(heights) + gap + MARGIN_PX,
         legend_title_text="phase",
-        legend={"orientation": "h", "y": -0.08 if len(rows) == 1 else -0.04, "yanchor": "top"},
-        margin={"t": 60, "l": 10},
+        margin={"t": 60, "b": MARGIN_PX - 60, "l": 10},
         boxmode="overlay",
     )
     return fig
