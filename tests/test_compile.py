@@ -140,6 +140,9 @@ def test_compile_run_shows_compile_time_apart(tmp_db: str) -> None:
     (run,) = ResultsStore(tmp_db).runs().to_dict("records")
     stored = ResultsStore(tmp_db).get(run["run_id"]).summary
     assert stored["compile_ns"] > 0 and stored["first_step_ns"] > stored["compile_ns"]
+    cache = stored["inductor_cache"]  # torch's own counters: graphs compiled afresh or loaded
+    assert cache["hits"] + cache["misses"] > 0 and cache["state"] in ("warm", "cold", "partly warm")
+    assert "torch.compile cache (Inductor FX graphs)" in result.stdout
     shown = runner.invoke(app, ["show", run["run_id"], "--format", "json"], catch_exceptions=False)
     table = json.loads(shown.stdout)["compile (first step)"]
     assert table[-1]["phase"] == "step" and table[-1]["compile (first step) (ns)"] == stored["compile_ns"]
