@@ -104,3 +104,10 @@ def test_operators_command(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = runner.invoke(app, ["operators", path, "--sort", "bogus"])
     assert bad.exit_code != 0 and len(bad.output.strip().splitlines()) == 1
     assert "no operator column 'bogus' to sort by" in bad.output
+
+
+def test_operators_of_an_nsys_export_is_one_line(cpu_export) -> None:
+    out = runner.invoke(app, ["operators", str(cpu_export)])
+    assert out.exit_code == 1 and out.output.strip().splitlines() == [
+        f"error: no CPU operators in {cpu_export}: record it with the matching trace option"
+    ]
