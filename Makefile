@@ -9,17 +9,23 @@ STAMP  := $(VENV)/.installed
 setup: $(STAMP) nsys
 
 $(STAMP): pyproject.toml
+	@echo "setup 1/4: virtual environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "setup 2/4: upgrading pip"
 	$(BIN)/python -m pip install -q --upgrade pip
-	# Without an NVIDIA GPU, take the CPU build of torch first (an unpinned torch pulls GBs of CUDA wheels).
-	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/python -m pip install -q torch==2.13.0; fi
-	$(BIN)/python -m pip install -q -e '.[test]'
+	@# Without an NVIDIA GPU, take the CPU build of torch first (an unpinned torch pulls GBs of CUDA wheels).
+	@# The long installs keep pip's own progress (no -q): `make demo` is never silent for a minute.
+	@echo "setup 3/4: torch (the CPU build when there is no NVIDIA GPU)"
+	if ! command -v nvidia-smi >/dev/null 2>&1; then $(BIN)/python -m pip install torch==2.13.0; fi
+	@echo "setup 4/4: the harness and its dependencies (pip install -e '.[test]')"
+	$(BIN)/python -m pip install -e '.[test]'
 	touch $(STAMP)
 
 nsys:
 	bash scripts/install-nsys.sh || echo "warning: nsys not installed; --nsys runs and nsys tests will be skipped"
 
 demo: setup
+	@echo "demo: harness run tiny --device auto"
 	$(BIN)/harness run tiny --device auto
 
 test: setup

@@ -175,3 +175,38 @@ def phase_table(
                                         np.nan) / 1e9  # fmt: skip
         out["of roof (%)"] = achieved / attainable * 100
     return out[PHASE_COLUMNS]
+
+
+ABOVE = 100.0  # of roof (%) beyond which a point lies above the roof it is placed against
+
+
+def above_roof(table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block") -> list[str]:
+    """One line per measured point above its roof (of roof > 100%): which roof, by how much, and why that
+    is possible, instead of a bare 120%. A memory-bound point above the bandwidth roof moved its bytes faster
+    than the roof's copy (or the datasheet's DRAM figure): its working set stayed in cache, which the roof,
+    counting every byte as a trip to DRAM, does not see. A compute-bound point above the compute roof did
+    more FLOP/s than the peak the roofs hold: a measured peak is one matmul size's, a datasheet peak may be
+    a dense, non-boost figure, and the count may charge work the kernels skip."""
+    if roofs is None or "of roof (%)" not in table or table["of roof (%)"].isna().all():
+        return []
+    kind = "measured" if "measured" in roofs.label else "datasheet"
+    lines = []
+    for row in table[table["of roof (%)"] > ABOVE].to_dict("records"):
+        label = f"{row[name]} {row['pass']}" if "pass" in row else f"{row[name]} (whole phase)"
+        pct = row["of roof (%)"]
+        if row.get("bound") == "memory" and roofs.bandwidth:
+            rate = row["achieved GB/s"]
+            lines.append(
+                f"{label}: {pct:.0f}% of the {kind} bandwidth roof ({rate:,.1f} GB/s against "
+                f"{roofs.bandwidth / 1e9:,.1f} GB/s): its {row['bytes'] / 2**20:,.1f} MiB stayed in cache "
+                "between reads and writes, faster than the memory the roof measures; the roof counts every "
+                "byte as a trip to memory, so a cache-resident point can lie above it"
+            )
+        else:
+            lines.append(
+                f"{label}: {pct:.0f}% of the {kind} compute roof ({row['achieved TFLOP/s']:,.3f} against "
+                f"{(roofs.peak_flops or 0) / 1e12:,.3f} TFLOP/s): the roof's peak is below what this shape "
+                "reaches (a measured peak is one matmul size's, a datasheet peak a base-clock figure), or "
+                "the analytic count charges work its kernels skip"
+            )
+    return lines

@@ -39,6 +39,7 @@ from analysis.multi_tables import (
     summarised,
 )
 from analysis.nvtx import nvtx_summary, nvtx_trace
+from analysis.operators import operator_table
 from analysis.osrt import osrt_summary
 from analysis.summary import NEEDS, summary
 from analysis.trace import Trace
@@ -266,6 +267,14 @@ def _one_table(title: str, build: Callable[[Trace], pd.DataFrame]) -> Callable[.
     return lambda trace, source: _single(f"{title} in {source}", build(trace))
 
 
+def _operators_one(trace: Trace, source: str, **options: Any) -> Tables:
+    return _single(f"operators in {source}", operator_table(trace, **options))
+
+
+def _operators_pieces(trace: Trace, **options: Any) -> dict[str, Piece]:
+    return {"operators": Piece(table=operator_table(trace, **options))}
+
+
 def _launch_pieces(trace: Trace) -> dict[str, Piece]:
     return {"launch": Piece(table=launch_summary(trace))}
 
@@ -320,6 +329,11 @@ TABLES: dict[str, Table] = {
             "osrt", "OS runtime calls", "nsys stats -r osrtsum",
             one=_one_table("OS runtime calls", osrt_summary), pieces=_rows_of("osrt", osrt_rows),
             combine=_stats_of("osrt", **API_SPEC), deciding=CALL_DECIDING,
+        ),
+        Table(
+            "operators", "framework operators", "torch.profiler key_averages().table()",
+            one=_operators_one, pieces=_operators_pieces, combine=_stacked,
+            deciding=("Name", "Calls"),
         ),
         Table(
             "summary", "", "the nsys stats reports above, in one run",

@@ -149,3 +149,100 @@ def _step_copies(trace: Trace, lo: int, hi: int, calls: pd.Series | None) -> pd.
             "level": 0,
         }
     )
+
+
+# --- a window of the capture, for exports without the harness's `step` ranges ------------------------------
+
+WINDOW_NS = 1_000_000_000  # the busiest second by default
+
+
+def _activity(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start and end (ns) of what the capture shows, and how much each weighs: kernels by their GPU time;
+    without kernels, NVTX ranges by their time."""
+    if trace.has("kernels"):
+        k = kernel_rows(trace, ("start", "end"))
+        start, end = k["start"].to_numpy(np.int64), k["end"].to_numpy(np.int64)
+    else:
+        trace.require("nvtx", "NVTX data or kernels")
+        r = all_ranges(trace, columns=["start_ns", "end_ns"])
+        start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    order = np.argsort(start, kind="stable")
+    return start[order], end[order], (end - start)[order]
+
+
+def capture_start(trace: Trace) -> int:
+    """The first thing the capture recorded (kernel, NVTX range or CUDA call): the origin of --start/--end."""
+    firsts = []
+    for frame in ("kernels", "nvtx", "runtime"):
+        if trace.has(frame):
+            firsts.append(int(trace.frame(frame, ["start"])["start"].min()))
+    return min(firsts) if firsts else 0
+
+
+def busiest_window(trace: Trace, width: int = WINDOW_NS) -> tuple[int, int]:
+    """The `width` ns of the capture holding the most activity (kernel time, else NVTX range time), starting
+    at an event's start; the whole capture when it is shorter."""
+    start, end, weight = _activity(trace)
+    if not len(start):
+        raise ExportError(f"no kernels or NVTX ranges in {trace.path} to draw")
+    if end.max() - start[0] <= width:
+        return int(start[0]), int(end.max())
+    total = np.concatenate([[0], np.cumsum(np.minimum(weight, width))])
+    last = np.searchsorted(start, start + width, side="left")  # events starting inside [s, s + width)
+    best = int(np.argmax(total[last] - total[np.arange(len(start))]))
+    return int(start[best]), int(start[best]) + width
+
+
+def window_events(trace: Trace, lo: int, hi: int, max_kernels: int = 20000) -> pd.DataFrame:
+    """Rows (EVENT_COLUMNS, step -1) of the window [lo, hi] ns of the capture, every process: NVTX ranges
+    overlapping it (clipped to it), kernels and memory operations starting in it (the first `max_kernels`)."""
+    frames = []
+    notes: list[str] = []
+    if trace.has("nvtx"):
+        ranges = all_ranges(trace)
+        inside = ranges[(ranges["end_ns"] >= lo) & (ranges["start_ns"] <= hi)]
+        level = inside["level"] - inside.groupby("global_tid")["level"].transform("min")
+        threads = trace.thread_names()
+        lanes = [
+            thread_lane(threads.get(int(g)), int(t), int(p))
+            for g, t, p in zip(inside["global_tid"], inside["tid"], inside["pid"], strict=True)
+        ]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kind": "nvtx",
+                    "name": inside["name"].to_numpy(dtype=object),
+                    "start_ns": inside["start_ns"].clip(lower=lo).to_numpy(),
+                    "end_ns": inside["end_ns"].clip(upper=hi).to_numpy(),
+                    "lane": lanes,
+                    "level": level.to_numpy(),
+                }
+            )
+        )
+    if trace.has("kernels"):
+        fields = ("name_id", "start", "end", "stream_id")
+        kern = kernel_rows(trace, fields)
+        kern = kern[(kern["start"] >= lo) & (kern["start"] <= hi)].sort_values("start", kind="stable")
+        if len(kern) > max_kernels:
+            notes.append(f"showing the first {max_kernels:,} of {len(kern):,} kernels in the window")
+            kern = kern.iloc[:max_kernels]
+        names = trace.strings(kern["name_id"].unique())
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kind": "kernel",
+                    "name": kern["name_id"].map(names).to_numpy(dtype=object),
+                    "start_ns": kern["start"].to_numpy(),
+                    "end_ns": kern["end"].to_numpy(),
+                    "lane": [f"stream {s}" for s in kern["stream_id"]],
+                    "level": 0,
+                }
+            )
+        )
+        frames.append(_step_copies(trace, lo, hi, None))
+    kept = [f for f in frames if len(f)]
+    out = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=EVENT_COLUMNS[:-1])
+    out["step"] = -1
+    out = out.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
+    out.attrs["notes"] = [*trace.notes, *notes]
+    return out

@@ -19,7 +19,8 @@ column, not two.
 - nvtx (ranges): range_id, start, end, global_tid, pushpop (bool), payload (Int64), name, domain
 - syncs (CUDA synchronization as the GPU records it: stream waits, stream/context/event syncs): start, end,
   stream_id, correlation_id, global_pid, device_id, name_id
-- cpu_ops (framework operators, e.g. PyTorch's aten:: ops): start, end, global_tid, name_id, external_id
+- cpu_ops (framework operators, e.g. PyTorch's aten:: ops): start, end, global_tid, name_id, external_id,
+  shapes_id (the operator's input sizes with record_shapes, "" without)
 - threads: global_tid, name
 - strings: id, value (what the *name_id columns point at)
 - overhead (nsys's own time, PROFILER_OVERHEAD): start, end, duration, global_tid, name_id
@@ -61,7 +62,7 @@ FRAMES: dict[str, tuple[str, ...]] = {
     "osrt": ("start", "end", "duration", "global_tid", "name_id"),
     "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
     "syncs": ("start", "end", "stream_id", "correlation_id", "global_pid", "device_id", "name_id"),
-    "cpu_ops": ("start", "end", "global_tid", "name_id", "external_id"),
+    "cpu_ops": ("start", "end", "global_tid", "name_id", "external_id", "shapes_id"),
     "threads": ("global_tid", "name"),
     "strings": ("id", "value"),
     "overhead": ("start", "end", "duration", "global_tid", "name_id"),

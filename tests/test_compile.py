@@ -13,7 +13,7 @@ import pytest
 from dashboard_data import MODELS
 from typer.testing import CliRunner
 
-from analysis.compile import COMPILE, compile_comparison
+from analysis.compile import COMPILE, REMAINDER, compile_comparison
 from analysis.dashboard.compile import compile_panel
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
@@ -84,7 +84,7 @@ def store(tmp_db: str) -> ResultsStore:
 
 def test_comparison_pairs_eager_and_compiled_of_the_same_configuration(store: ResultsStore) -> None:
     table = compile_table(store).set_index("phase")
-    assert list(table.index) == ["forward", "backward", "optimizer", "step"]
+    assert list(table.index) == ["forward", "backward", "optimizer", REMAINDER, "step"]
     assert set(table["eager run"]) == {"tiny-eager"} and set(table["compiled run"]) == {"tiny-compiled"}
     assert table.loc["forward", "eager (ns)"] == 10 * MS and table.loc["forward", "compiled (ns)"] == 5 * MS
     assert table.loc["backward", "speed-up"] == pytest.approx(2.0)
@@ -99,7 +99,7 @@ def test_compare_compile_command(store: ResultsStore) -> None:
     result = runner.invoke(app, ["compare-compile", "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
-    assert [r["phase"] for r in rows] == ["forward", "backward", "optimizer", "step"]
+    assert [r["phase"] for r in rows] == ["forward", "backward", "optimizer", REMAINDER, "step"]
     assert rows[-1]["speed-up"] == pytest.approx(1.75)
     shown = runner.invoke(app, ["compare-compile", "--wide"], catch_exceptions=False).stdout
     assert "(ms)" in shown and "(ns)" not in shown and "speed-up" in shown and "1.750" in shown
@@ -117,10 +117,10 @@ def test_compile_panel(store: ResultsStore) -> None:
     panel = compile_panel(data)
     eager, compiled = panel.figure.data
     assert (eager.name, compiled.name) == ("eager", "compiled")
-    assert list(eager.y) == pytest.approx([10, 20, 5, 35]) and list(compiled.y) == pytest.approx(
-        [5, 10, 5, 20]
+    assert list(eager.y) == pytest.approx([10, 20, 5, 0, 35]) and list(compiled.y) == pytest.approx(
+        [5, 10, 5, 0, 20]
     )
-    assert list(compiled.text) == ["×2.00", "×2.00", "×1.00", "×1.75"]
+    assert list(compiled.text) == ["×2.00", "×2.00", "×1.00", "", "×1.75"]
     assert any("compile (first step) 68,986.000 ms" in n for n in panel.notes)
     assert compile_panel(DashboardData()).missing.startswith("no configuration run both eager and compiled")
 
@@ -140,6 +140,149 @@ def test_compile_run_shows_compile_time_apart(tmp_db: str) -> None:
     (run,) = ResultsStore(tmp_db).runs().to_dict("records")
     stored = ResultsStore(tmp_db).get(run["run_id"]).summary
     assert stored["compile_ns"] > 0 and stored["first_step_ns"] > stored["compile_ns"]
+    cache = stored["inductor_cache"]  # torch's own counters: graphs compiled afresh or loaded
+    assert cache["hits"] + cache["misses"] > 0 and cache["state"] in ("warm", "cold", "partly warm")
+    assert "torch.compile cache (Inductor FX graphs)" in result.stdout
     shown = runner.invoke(app, ["show", run["run_id"], "--format", "json"], catch_exceptions=False)
     table = json.loads(shown.stdout)["compile (first step)"]
     assert table[-1]["phase"] == "step" and table[-1]["compile (first step) (ns)"] == stored["compile_ns"]
+
+
+# Medians chosen so that the median step (sum of each step's phases) is not the sum of the phases' medians.
+SKEWED_EAGER = made(
+    "tiny-skewed-eager",
+    False,
+    (13 * MS, 30 * MS, 6 * MS),
+    [
+        (10 * MS, 30 * MS, 5 * MS),
+        (14 * MS, 20 * MS, 5 * MS),
+        (11 * MS, 26 * MS, 7 * MS),
+        (12 * MS, 24 * MS, 6 * MS),
+    ],
+)
+SKEWED_COMPILED = made(
+    "tiny-skewed-compiled",
+    True,
+    (900 * MS, 700 * MS, 9 * MS),
+    [
+        (5 * MS, 12 * MS, 3 * MS),
+        (7 * MS, 9 * MS, 4 * MS),
+        (6 * MS, 11 * MS, 3 * MS),
+        (4 * MS, 10 * MS, 5 * MS),
+    ],
+)
+
+
+def _json(*args: str) -> object:
+    result = runner.invoke(app, [*args, "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_every_command_gives_one_figure_the_same_value(tmp_db: str) -> None:
+    """Issue 21 §3: the steady median of a phase is computed once (analysis.steady) and `show`'s phase
+    table, `show`'s compile table, `compare-compile` and the dashboard's compile panel all print it."""
+    store = ResultsStore(tmp_db)
+    store.save(SKEWED_EAGER)
+    store.save(SKEWED_COMPILED)
+    compared = {r["phase"]: r for r in _json("compare-compile")}
+    panel = compile_panel(DashboardData(runs=store.runs(), steps=store.step_timings()))
+    eager_bars, compiled_bars = (dict(zip(t.x, t.y, strict=True)) for t in panel.figure.data)
+    for run, side in ((SKEWED_EAGER, "eager"), (SKEWED_COMPILED, "compiled")):
+        shown = _json("show", run.run_id)
+        medians = {r["Phase"]: r["Med (ns)"] for r in shown["phases (measured steps)"]}
+        bars = eager_bars if side == "eager" else compiled_bars
+        for phase in ("forward", "backward", "optimizer"):
+            figure = medians[phase]
+            assert compared[phase][f"{side} (ns)"] == figure
+            assert bars[next(x for x in bars if x.endswith(f"<br>{phase}"))] * MS == pytest.approx(figure)
+            if side == "compiled":
+                rows = {r["phase"]: r for r in shown["compile (first step)"]}
+                assert rows[phase]["steady median (ns)"] == figure
+    assert medians == {"forward": 5.5 * MS, "backward": 10.5 * MS, "optimizer": 3.5 * MS}
+    # the step: sums 20, 20, 20, 19 ms → median 20 ms, while the phases' medians add up to 19.5 ms
+    compiled_show = {r["phase"]: r for r in _json("show", SKEWED_COMPILED.run_id)["compile (first step)"]}
+    assert compiled_show["step"]["steady median (ns)"] == compared["step"]["compiled (ns)"] == 20 * MS
+    assert compiled_show[REMAINDER]["steady median (ns)"] == compared[REMAINDER]["compiled (ns)"] == 0.5 * MS
+    for table, col in ((compiled_show, "steady median (ns)"), (compared, "compiled (ns)")):
+        parts = [table[p][col] for p in ("forward", "backward", "optimizer", REMAINDER)]
+        assert sum(parts) == table["step"][col]  # the phases add up to the step
+    for col in (COMPILE, "compiled first step (ns)", "eager (ns)", "eager first step (ns)"):
+        parts = [compared[p][col] for p in ("forward", "backward", "optimizer", REMAINDER)]
+        assert sum(parts) == pytest.approx(compared["step"][col])
+    assert compiled_show["step"]["compile (first step) (ns)"] == compared["step"][COMPILE] == 1_589 * MS
+
+
+def test_compare_compile_has_spread_and_intervals(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(SKEWED_EAGER)
+    store.save(SKEWED_COMPILED)
+    rows = {r["phase"]: r for r in _json("compare-compile")}
+    backward = rows["backward"]
+    # eager backward: 20, 24, 26, 30 ms → std 4.163 ms; four steps are too few for a 95% interval of the
+    # median from order statistics, so it is the whole range
+    assert backward["eager std (ns)"] == pytest.approx(4_163_332.0, rel=1e-6)
+    assert (backward["eager CI low (ns)"], backward["eager CI high (ns)"]) == (20 * MS, 30 * MS)
+    assert backward["speed-up"] == pytest.approx(25 / 10.5)
+    assert backward["speed-up CI low"] < backward["speed-up"] < backward["speed-up CI high"]
+    assert rows[REMAINDER]["speed-up"] is None  # a difference has no speed-up
+    shown = runner.invoke(app, ["compare-compile"], env={"COLUMNS": "80"}, catch_exceptions=False).output
+    lines = {line.split("│")[2].strip(): line for line in shown.splitlines() if line.startswith("│")}
+    low, high = backward["speed-up CI low"], backward["speed-up CI high"]
+    assert f"{low:.2f}…{high:.2f}" in lines["backward"]  # both bounds, one column, at 80 columns
+    assert "2.381" in lines["backward"]
+
+
+def test_median_interval_from_order_statistics() -> None:
+    from analysis.steady import median_rank, steady
+
+    assert [median_rank(n) for n in (5, 6, 10, 20)] == [0, 1, 2, 6]
+    s = steady(list(range(1, 11)))  # 1..10: the 2nd and 9th values bound the median at ≥95%
+    assert (s.median_ns, s.ci_low_ns, s.ci_high_ns) == (5.5, 2.0, 9.0)
+
+
+def test_baseline_is_explicit_and_can_be_named(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(EAGER)
+    store.save(COMPILED)
+    newer = made("tiny-eager-newer", False, (40 * MS, 40 * MS, 10 * MS), [(20 * MS, 40 * MS, 10 * MS)] * 3)
+    store.save(newer)
+    default = runner.invoke(app, ["compare-compile"], env={"COLUMNS": "80"}, catch_exceptions=False)
+    said = " ".join(default.output.split())
+    assert (
+        "baseline: eager run tiny-eager-newer (the newest of 2 eager runs of this configuration; "
+        "--baseline RUN picks another); compiled run tiny-compiled" in said
+    )
+    rows = {r["phase"]: r for r in _json("compare-compile")}
+    assert rows["step"]["eager run"] == "tiny-eager-newer" and rows["step"]["speed-up"] == pytest.approx(3.5)
+    named = runner.invoke(app, ["compare-compile", "--baseline", "tiny-eager"], catch_exceptions=False)
+    assert "baseline: eager run tiny-eager (named by --baseline)" in " ".join(named.output.split())
+    rows = {r["phase"]: r for r in _json("compare-compile", "--baseline", "tiny-eager")}
+    assert rows["step"]["eager run"] == "tiny-eager" and rows["step"]["speed-up"] == pytest.approx(1.75)
+    for bad, why in (("nope", "no run with id 'nope'"), ("tiny-compiled", "is not an eager run")):
+        result = runner.invoke(app, ["compare-compile", "--baseline", bad], catch_exceptions=False)
+        assert result.exit_code == 2 and why in result.output
+        assert len(result.output.strip().splitlines()) == 1
+
+
+def test_inductor_cache_state_is_said(tmp_db: str) -> None:
+    from harness.execution.compiled import cache_state
+
+    assert [cache_state(3, 0), cache_state(0, 3), cache_state(1, 2), cache_state(0, 0)] == [
+        "warm",
+        "cold",
+        "partly warm",
+        "unknown",
+    ]
+    store = ResultsStore(tmp_db)
+    store.save(EAGER)
+    warm = made("tiny-compiled-warm", True, (900 * MS, 700 * MS, 9 * MS), [(5 * MS, 10 * MS, 5 * MS)] * 3)
+    warm.extra["inductor_cache"] = {"hits": 4, "misses": 0, "state": "warm"}
+    store.save(warm)
+    said = " ".join(runner.invoke(app, ["compare-compile"], catch_exceptions=False).output.split())
+    assert (
+        "compiled run tiny-compiled-warm: the cache was warm: the compile time is a cache load, not a "
+        "compilation (4 FX graphs from the cache, 0 compiled)" in said
+    )
+    shown = _json("show", "tiny-compiled-warm")["torch.compile cache (Inductor FX graphs)"]
+    assert shown == [{"state": "warm", "FX graphs from the cache": 4, "FX graphs compiled": 0}]

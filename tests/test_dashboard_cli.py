@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_NSYS
 from dashboard_data import fill
 from typer.testing import CliRunner
 
@@ -100,10 +101,11 @@ def test_report_mode_draws_the_fixture_profile(a100_export: Path, tmp_path: Path
     drawn = _panels(
         runner.invoke(app, ["dashboard", str(a100_export), "--out", str(out), "--format", "json"])
     )
-    # the saxpy program has kernels but no harness `step` ranges, so there is no step to draw
-    assert drawn == {"kernels": True, "nvtx": True, "timeline": False}
+    # the saxpy program has kernels but no harness `step` ranges: the timeline is the busiest second
+    assert drawn == {"kernels": True, "nvtx": True, "timeline": True}
     text = out.read_text()
-    assert "saxpy(double *, double *, double *, double, int)" in text and "no &#x27;step&#x27; NVTX" in text
+    assert "saxpy(double *, double *, double *, double, int)" in text
+    assert "No &#x27;step&#x27; NVTX ranges (not recorded by the harness): showing the busiest second" in text
 
 
 def test_report_mode_draws_the_cpu_step_timeline(cpu_export: Path, tmp_path: Path) -> None:
@@ -111,3 +113,51 @@ def test_report_mode_draws_the_cpu_step_timeline(cpu_export: Path, tmp_path: Pat
     drawn = _panels(runner.invoke(app, ["dashboard", str(cpu_export), "--out", str(out), "--format", "json"]))
     # no kernels without a GPU: the kernels panel shows the OS runtime calls instead
     assert drawn == {"kernels": True, "nvtx": True, "timeline": True}
+
+
+LLAMA = SHARED_NSYS / "ext" / "llama3_realsim"
+
+
+def test_an_export_the_harness_did_not_record_shows_a_window_of_its_capture(tmp_path: Path) -> None:
+    """Issue 21 §8: `harness dashboard report.sqlite` on the llama3_realsim fixture draws a window of the
+    capture (the busiest second by default, or --start/--end) instead of "no 'step' NVTX ranges"."""
+    from analysis.dashboard import collect_export
+    from analysis.dashboard.profile import timeline_panel
+    from analysis.trace import open_trace
+
+    export = LLAMA / "report.sqlite"
+    data = collect_export(export)
+    panel = timeline_panel(data)
+    assert panel.figure is not None and data.profile is not None and data.profile.window is not None
+    lo, hi = data.profile.window
+    with open_trace(export) as trace:  # the window holds the capture's kernels (shorter than a second)
+        kernels = trace.frame("kernels", ["start"])["start"]
+        from analysis.timeline import capture_start
+
+        t0 = capture_start(trace)
+    assert (lo, hi) == (int(kernels.min()) - t0, hi) and hi - lo < 1_000_000_000
+    assert panel.title == f"Timeline of {lo / 1e9:,.3f}–{hi / 1e9:,.3f} s of the capture: report.sqlite"
+    assert any("the capture's activity is shorter than a second: showing all of it" in n for n in panel.notes)
+    drawn_kernels = sum(len(t.x) for t in panel.figure.data if t.name == "kernel")
+    assert drawn_kernels == len(kernels)  # every kernel of the capture falls inside it
+    out = tmp_path / "w.html"
+    args = ["dashboard", str(export), "--start", "0.3", "--end", "0.4", "--out", str(out), "--format", "json"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = {r["Panel"]: r for r in json.loads(result.stdout)}
+    assert (
+        rows["timeline"]["Title or what is missing"]
+        == "Timeline of 0.300–0.400 s of the capture: report.sqlite"
+    )
+    bad = runner.invoke(app, ["dashboard", str(export), "--start", "2", "--end", "1", "--out", str(out)])
+    assert bad.exit_code == 2 and "--end (1.0 s) must be after --start (2.0 s)" in bad.output
+    runs_only = runner.invoke(app, ["dashboard", "--start", "1", "--out", str(out)])
+    assert runs_only.exit_code == 2 and len(runs_only.output.strip().splitlines()) == 1
+
+
+def test_the_wrote_line_counts_panels_in_english(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    weather = LLAMA.parent / "weatherbench2" / "report.sqlite"
+    result = runner.invoke(app, ["dashboard", str(weather), "--out", str(tmp_path / "w.html")])
+    assert result.exit_code == 0, result.output
+    assert "1 panel drawn, 2 missing" in result.output  # not "1 panels"

@@ -62,3 +62,23 @@ def test_compare_panel_missing_cases() -> None:
     assert "fewer than two" in compare_panel(DashboardData(runs=RUNS.iloc[:1])).missing
     absent = compare_panel(DashboardData(runs=RUNS, compare=("tiny-1", "nope")))
     assert absent.figure is None and "nope" in absent.missing
+
+
+def test_runs_with_and_without_a_profiler_are_kept_apart_or_marked() -> None:
+    """Issue 21 §8: the default pair is made the same way; a pair that is not says so, and its legend
+    names the profiler."""
+    runs = RUNS.iloc[:3].assign(profiler=["none", "none", "nsys"], nsys_mode=[None, None, "light"])
+    runs = pd.concat(
+        [runs, runs.iloc[[2]].assign(run_id="tiny-3", profiler="nsys", forward_mean_ns=1_200_000.0)],
+        ignore_index=True,
+    )
+    assert pick_pair(runs) == ("tiny-2", "tiny-3")  # both under nsys, not tiny-1 without it
+    mixed = compare_panel(DashboardData(runs=runs, compare=("tiny-1", "tiny-3")))
+    assert mixed.notes[0] == (
+        "Warning: A ran without a profiler and B under nsys (light): the difference holds the profiler's "
+        "overhead as well as any real change; compare runs made the same way (`harness overhead` measures "
+        "the overhead itself)."
+    )
+    assert [t.name for t in mixed.figure.data[:2]] == ["A tiny-1", "B tiny-3 (under nsys (light))"]
+    same = compare_panel(DashboardData(runs=runs, compare=("tiny-2", "tiny-3")))
+    assert not any(n.startswith("Warning") for n in same.notes)

@@ -36,7 +36,7 @@ def test_overhead_uses_the_overhead_experiment(data: DashboardData) -> None:
     assert list(base.y) == pytest.approx([1.0, 2.0, 0.5, 3.5])
     assert list(nsys.y) == pytest.approx([1.1, 2.2, 0.55, 3.85])
     # every step of a run took the same time: the interval is the point, and the verdict is on the bar
-    assert list(verdicts.text) == ["+10.0% (+10.0…+10.0)"] * 4
+    assert list(verdicts.text) == ["adds +10.0% (CI +10.0…+10.0%)"] * 4
     assert verdicts.mode == "text" and verdicts.offsetgroup == nsys.offsetgroup  # over the nsys bars
     assert list(verdicts.y) == pytest.approx(list(nsys.y))  # no spread: the whisker ends at the mean
     assert nsys.customdata[3, 3] == "nsys light adds 10.0% (CI +10.0…+10.0%)"
@@ -44,6 +44,7 @@ def test_overhead_uses_the_overhead_experiment(data: DashboardData) -> None:
     assert nsys.marker.pattern.shape == "/"
     notes = overhead_panel(data).notes
     assert "Whole steps: nsys light adds 10.0% (CI +10.0…+10.0%)." in notes
+    assert "backward: nsys light adds 10.0% (CI +10.0…+10.0%)." in notes  # every phase's verdict
     assert any("One run on a side" in n for n in notes)
 
 
@@ -59,7 +60,8 @@ def test_overhead_bars_say_inconclusive_and_keep_whiskers_above_zero() -> None:
     steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
     table = overhead_bars(steps, ["forward"])
     nsys = table[table["label"] == "nsys light"].iloc[0]
-    assert nsys["outcome"] == "inconclusive" and nsys["short"].startswith("inconclusive (±")
+    assert nsys["outcome"] == "inconclusive"
+    assert nsys["short"] == f"inconclusive (CI {nsys['ci_low_pct']:+.1f}…{nsys['ci_high_pct']:+.1f}%)"
     assert nsys["verdict"].startswith("inconclusive: the noise (±")
     base = table[table["label"] == "no nsys"].iloc[0]
     assert base["low_ns"] < 0  # the interval of a mean whose std exceeds it reaches below zero …

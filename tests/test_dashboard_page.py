@@ -38,9 +38,33 @@ def test_page_inlines_plotly_once_and_loads_nothing_from_the_network(
 
 def test_missing_panels_say_what_and_how(data: DashboardData) -> None:
     text = render_html(build_panels(data), title="t")
-    section = re.search(r'<section[^>]*data-panel="kernels"[^>]*>(.*?)</section>', text).group(1)
-    assert 'data-state="missing"' in text
-    assert "Missing: no profiled run" in section and "<code>harness run tiny --nsys</code>" in section
+    item = re.search(r'<li[^>]*data-panel="kernels" data-state="missing"[^>]*>(.*?)</li>', text).group(1)
+    assert "no profiled run" in item and "<code>harness run tiny --nsys</code>" in item
+
+
+def test_panels_with_data_first_and_the_rest_in_one_list_at_the_end(data: DashboardData) -> None:
+    """Issue 21 §8: a database of ordinary runs draws its panels, then one short list of the others, each
+    with the command that fills it; no empty boxes between the figures."""
+    panels = build_panels(data)
+    text = render_html(panels, title="t")
+    lacking = [p for p in panels if p.figure is None]
+    drawn = [p.key for p in panels if p.figure is not None]
+    # every figure comes before the list, in registry order
+    figures = [
+        m.group(1) for m in re.finditer(r'<section[^>]*data-panel="([^"]+)" data-state="figure"', text)
+    ]
+    assert figures == drawn
+    assert "Missing:" not in text and '<section class="panel" id="panel-kernels"' not in text
+    tail = text[text.index('id="not-drawn"') :]
+    assert all(f'id="fig-{k}"' not in tail for k in drawn)
+    assert f"No data yet for {len(lacking)} panels" in tail
+    items = re.findall(r'<li id="panel-([^"]+)" data-panel="[^"]+" data-state="missing">(.*?)</li>', tail)
+    assert [k for k, _ in items] == [p.key for p in lacking]
+    assert all("<code>harness " in body for _, body in items)  # each says the command that fills it
+    nav = re.search(r"<nav>(.*?)</nav>", text).group(1)
+    assert nav.endswith(f'<a href="#not-drawn" class="missing">no data yet ({len(lacking)})</a>')
+    one = render_html([Panel(key="x", title="X", missing="run `harness run tiny`")], title="t")
+    assert "No data yet for 1 panel<" in one
 
 
 def test_profile_scope_keeps_profile_panels_only(data: DashboardData) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
 import pandas as pd
 import pytest
 from dashboard_data import fill
@@ -81,17 +82,18 @@ def test_distribution_marks_warmup_steps(store: ResultsStore) -> None:
     box = next(t for t in fig.data if t.type == "box" and t.name == "forward")
     warm = next(t for t in fig.data if t.name == "warm-up step" and t.xaxis == "x")
     label = table.loc[table["run_id"] == "small-fp32-sweep01", "label"].iloc[0]
-    measured = [y for x, y in zip(box.x, box.y, strict=True) if x == label]
+    # horizontal boxes: the run on y, its times on x
+    measured = [x for x, y in zip(box.x, box.y, strict=True) if y == label]
     assert measured == pytest.approx([3.0, 3.4])
-    warm_y = [y for x, y in zip(warm.x, warm.y, strict=True) if x == label]
-    assert warm_y == pytest.approx([9.0])  # the fixture's warm-up step is 3x the first measured one
+    warm_x = [x for x, y in zip(warm.x, warm.y, strict=True) if y == label]
+    assert warm_x == pytest.approx([9.0])  # the fixture's warm-up step is 3x the first measured one
     assert warm.marker.color == box.marker.color == PHASE_COLORS["forward"]
     assert [a.text for a in fig.layout.annotations] == [
-        "forward (own y-axis)",
-        "backward (own y-axis)",
-        "optimizer (own y-axis)",
+        "forward (own time axis)",
+        "backward (own time axis)",
+        "optimizer (own time axis)",
     ]
-    assert fig.layout.yaxis2.title.text == "backward per step (ms)"
+    assert fig.layout.xaxis2.title.text == "backward per step (ms)"
 
 
 def test_distribution_shows_which_runs_were_profiled(store: ResultsStore) -> None:
@@ -102,13 +104,13 @@ def test_distribution_shows_which_runs_were_profiled(store: ResultsStore) -> Non
     assert profiled.loc["tiny-fp32-sweep01", "profiled"] == ""
     fig = distribution_figure(table)
     under = next(t for t in fig.data if t.name == "forward · under a profiler")
-    assert set(under.x) == {
+    assert set(under.y) == {
         profiled.loc["tiny-fp32-prof01", "label"],
         profiled.loc["tiny-fp32-ovh001", "label"],
     }
     assert under.marker.symbol == "diamond-open"
     notes = distribution_panel(DashboardData(runs=store.runs(), steps=store.step_timings())).notes
-    assert any("own y-axis" in n for n in notes) and any("under a profiler" in n for n in notes)
+    assert any("own time axis" in n for n in notes) and any("under a profiler" in n for n in notes)
 
 
 def test_phase_bars_give_each_setting_its_own_axis_and_a_log_button(store: ResultsStore) -> None:
@@ -116,7 +118,11 @@ def test_phase_bars_give_each_setting_its_own_axis_and_a_log_button(store: Resul
     assert fig.layout.yaxis2.matches is None  # not shared with the fp32 facet
     (menu,) = fig.layout.updatemenus
     assert [b.label for b in menu.buttons] == ["linear", "log"]
-    assert menu.buttons[1].args[0] == {"yaxis.type": "log", "yaxis2.type": "log"}
+    log = menu.buttons[1].args[0]
+    assert (log["yaxis.type"], log["yaxis2.type"]) == ("log", "log")
+    assert menu.buttons[0].args[0] == {
+        "yaxis.type": "linear", "yaxis2.type": "linear", "yaxis.autorange": True, "yaxis2.autorange": True
+    }  # fmt: skip
 
 
 def test_generate_runs_are_kept_out_of_the_training_panel(tmp_path) -> None:
@@ -138,9 +144,16 @@ def test_generate_runs_are_kept_out_of_the_training_panel(tmp_path) -> None:
         "backward",
         "optimizer",
     }
-    fig = inference_bars_panel(DashboardData(runs=runs)).figure
+    panel = inference_bars_panel(DashboardData(runs=runs))
+    fig = panel.figure
     assert sorted(t.name for t in fig.data) == ["decode", "prefill"]
     assert next(t for t in fig.data if t.name == "decode").y[0] == pytest.approx(30.0)
+    # prefill (4 ms) beside decode (30 ms): a log axis from the start, the linear one a button away
+    assert fig.layout.yaxis.type == "log" and fig.layout.updatemenus[0].active == 1
+    # the axis starts a decade below the prefill bar (4 ms), so that bar keeps a visible height
+    assert fig.layout.yaxis.range[0] == pytest.approx(np.log10(4.0) - 1)
+    assert panel.notes[0].startswith("Log scale: prefill and decode differ by orders of magnitude")
+    assert phase_bars_panel(DashboardData(runs=runs)).figure.layout.yaxis.type in (None, "linear", "-")
     assert (
         "harness run tiny --mode generate" in inference_bars_panel(DashboardData(runs=runs.iloc[:1])).missing
     )
@@ -162,5 +175,24 @@ def test_distribution_panel_limits_runs_and_notes_it() -> None:
     )
     panel = distribution_panel(DashboardData(runs=runs, steps=steps))
     box = panel.figure.data[0]
-    assert len(box.y) == 12 and box.y[0] == pytest.approx(3e-6)  # the newest 12: r03 … r14
+    assert len(box.x) == 12 and box.x[0] == pytest.approx(3e-6)  # the newest 12: r03 … r14
     assert any("newest 12" in n for n in panel.notes)
+
+
+def test_box_plot_labels_have_room_at_the_default_size(store: ResultsStore) -> None:
+    """Issue 21 §8: run labels on the left, one unrotated line each, at least LABEL_ROW_PX apart whatever the
+    number of runs, shown once per row of facets (shared), never thinned out."""
+    from analysis.dashboard.phases import LABEL_ROW_PX
+
+    table = distribution_table(store.step_timings(), store.runs())
+    fig = distribution_figure(table)
+    labels = list(dict.fromkeys(table["label"]))
+    assert all(t.orientation == "h" for t in fig.data if t.type == "box")
+    axis = fig.layout.yaxis
+    assert axis.tickangle == 0 and axis.dtick == 1 and list(axis.categoryarray) == labels[::-1]
+    assert fig.layout.yaxis2.matches == "y" and not fig.layout.yaxis2.showticklabels  # labels once a row
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b  # the facets' share
+    assert plot_px / len(labels) >= LABEL_ROW_PX - 1e-9
+    many = pd.concat([table.assign(label=table["label"] + f" #{i}") for i in range(4)], ignore_index=True)
+    bigger = distribution_figure(many)
+    assert bigger.layout.height >= 4 * len(labels) * LABEL_ROW_PX  # the figure grows with the runs

@@ -223,3 +223,18 @@ def test_detail_ranges_add_attention_vs_mlp() -> None:
     assert groups.customdata[0, 1] == ":attn_scores, :qkv_proj"
     plain = nvtx_gpu_panel(DashboardData(profile=Profile("p", "p", nvtx_gpu=table.iloc[:1]))).figure
     assert len(plain.data) == 1  # no detail ranges, no second subplot
+
+
+def test_empty_nvtx_panel_gives_the_lack_of_ranges_as_its_cause() -> None:
+    """Issue 21 §8: an export with neither NVTX ranges nor kernels (weatherbench2) lacks the panel because
+    it has no NVTX ranges; the missing kernels are not the cause."""
+    from analysis.dashboard.profile import nvtx_gpu_panel
+
+    p = Profile(label="r.sqlite", path="r.sqlite")
+    p.missing = {
+        "nvtx_gpu": "no CUDA kernel data in r.sqlite: profile on a GPU with --trace=cuda",
+        "nvtx": "no NVTX data in r.sqlite: profile with --trace=nvtx and a program that emits NVTX ranges",
+    }
+    assert nvtx_gpu_panel(DashboardData(profile=p)).missing == p.missing["nvtx"]
+    p.missing, p.nvtx = {"nvtx_gpu": p.missing["nvtx_gpu"]}, pd.DataFrame()
+    assert nvtx_gpu_panel(DashboardData(profile=p)).missing == "no NVTX ranges in r.sqlite"

@@ -432,3 +432,25 @@ def test_command_errors_are_one_line(app: typer.Typer, args: list[str], message:
     result = CliRunner().invoke(app, ["roofline", *args])
     assert result.exit_code == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_point_above_its_roof_is_said_with_why() -> None:
+    """Seed 000: softmax backward at 120% of the measured copy-bandwidth roof (its data stays in cache)."""
+    from analysis.roofline import above_roof
+
+    roofs = Roofs("EPYC, measured: fp32 matmul 1024×1024, copy 64 MiB", peak_flops=100e12, bandwidth=1e12)
+    # softmax: 2e9 bytes at 1 TB/s take 2 ms on the roof; 1.6667 ms is 120% of it; mlp_up 125% of compute
+    times = {("softmax", "forward"): 2e6 / 1.2, ("mlp_up", "forward"): 16e6}
+    table = roofline_table(small_costs(), times, roofs)
+    assert table.set_index("sub-block").loc["softmax", "of roof (%)"] == pytest.approx(120.0)
+    lines = above_roof(table, roofs)
+    assert lines == [
+        "mlp_up forward: 125% of the measured compute roof (125.000 against 100.000 TFLOP/s): the roof's "
+        "peak is below what this shape reaches (a measured peak is one matmul size's, a datasheet peak a "
+        "base-clock figure), or the analytic count charges work its kernels skip",
+        "softmax forward: 120% of the measured bandwidth roof (1,200.0 GB/s against 1,000.0 GB/s): its "
+        "1,907.3 MiB stayed in cache between reads and writes, faster than the memory the roof measures; "
+        "the roof counts every byte as a trip to memory, so a cache-resident point can lie above it",
+    ]
+    below = roofline_table(small_costs(), {("softmax", "forward"): 4e6}, roofs)
+    assert above_roof(below, roofs) == [] and above_roof(table, None) == []

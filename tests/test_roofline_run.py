@@ -167,3 +167,22 @@ def test_roofline_of_a_real_tiny_run(tmp_db) -> None:
     assert (work["achieved TFLOP/s"] > 0).all() and (work["of roof (%)"] > 0).all()
     mfu = pd.DataFrame(tables["MFU (model FLOPs / time / peak)"]).set_index("phase")
     assert (mfu.loc[["forward", "backward", "step"], "MFU (%)"] > 0).all()
+
+
+def test_roofline_command_says_why_a_point_lies_above_its_roof(tmp_db, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    result = _run("char-fast", "char")
+    # lm_head timed at 10 ns a step: far faster than an H100's roofs allow
+    result.blocks = [b if b.block != "lm_head" else BlockRecord(b.step, None, "lm_head", "forward", 10)
+                     for b in result.blocks]  # fmt: skip
+    ResultsStore(tmp_db).save(result)
+    out = runner.invoke(app, ["roofline", "char-fast", "--gpu", "H100"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())
+    report = run_report(ResultsStore(tmp_db, readonly=True), "char-fast", gpu="H100")
+    row = report.table.set_index(["sub-block", "pass"]).loc[("lm_head", "forward")]
+    assert row["of roof (%)"] > 100
+    kind = "bandwidth" if row["bound"] == "memory" else "compute"
+    assert f"lm_head forward: {row['of roof (%)']:.0f}% of the datasheet {kind} roof" in said
+    assert ("stayed in cache" if kind == "bandwidth" else "the roof's peak is below") in said
+    assert not any(line.startswith("qkv_proj") for line in report.above_roof())  # below its roof: silent

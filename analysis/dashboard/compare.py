@@ -19,7 +19,14 @@ from analysis.dashboard.style import (
 )
 
 TOP_DIFFS = 15
-MATCH_KEYS = (["model", "mode", "device", "precision", "compile"], ["model", "mode"], ["mode"])
+# the same profiler first: a run under nsys is slower by its overhead, which would read as a change
+MATCH_KEYS = (
+    ["model", "mode", "device", "precision", "compile", "profiler"],
+    ["model", "mode", "device", "precision", "compile"],
+    ["model", "mode", "profiler"],
+    ["model", "mode"],
+    ["mode"],
+)
 
 
 def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
@@ -121,6 +128,21 @@ def compare_figure(phases: pd.DataFrame, kernels: pd.DataFrame | None, a_label: 
     return fig
 
 
+def _made_with(runs: pd.DataFrame, run_id: str) -> str:
+    """`without a profiler`, `under nsys (light)`, `under torch`."""
+    row = runs[runs["run_id"] == run_id].iloc[0]
+    profiler = str(row.get("profiler") or "none")
+    if profiler == "none":
+        return "without a profiler"
+    mode = row.get("nsys_mode")
+    return f"under {profiler}" + (f" ({mode})" if isinstance(mode, str) and mode else "")
+
+
+def _profiled(made: str) -> str:
+    """What a run's legend entry adds: nothing for a run without a profiler, `(under nsys)` otherwise."""
+    return "" if made == "without a profiler" else f" ({made})"
+
+
 def compare_panel(data: DashboardData) -> Panel:
     pair = data.compare or pick_pair(data.runs)
     if pair is None:
@@ -141,11 +163,19 @@ def compare_panel(data: DashboardData) -> Panel:
         kernel_diff(ka, kb) if ka is not None and kb is not None and not ka.empty and not kb.empty else None
     )
     notes = [f"A = {a}, B = {b}; pick others with --compare A,B."]
+    made = {r: _made_with(data.runs, r) for r in pair}
+    if made[a] != made[b]:
+        notes.insert(
+            0,
+            f"Warning: A ran {made[a]} and B {made[b]}: the difference holds the profiler's overhead as "
+            "well as any real change; compare runs made the same way (`harness overhead` measures the "
+            "overhead itself).",
+        )
     if kernels is None:
         notes.append(
             "Per-kernel differences need both runs profiled with kernels (`harness run … --nsys` on CUDA)."
         )
-    a_label, b_label = f"A {short_id(a)}", f"B {short_id(b)}"
+    a_label, b_label = (f"{side} {short_id(r)}" + _profiled(made[r]) for side, r in (("A", a), ("B", b)))
     return Panel(
         figure=compare_figure(phases, kernels, a_label, b_label),
         title=f"Run comparison: {a} vs {b}",

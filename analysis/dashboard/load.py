@@ -13,6 +13,7 @@ from analysis.dashboard.attention import newest_sweep
 from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
 from analysis.errors import ExportError, first_line
+from analysis.names import STEP
 from analysis.trace import Trace, open_trace
 
 # The errors that mean "this export lacks that table" (or cannot be read), not a bug.
@@ -52,10 +53,22 @@ TABLES: list[tuple[str, Callable[[Trace], pd.DataFrame], Callable[[Profile], boo
 ]
 
 
+Window = tuple[float | None, float | None]  # seconds from the capture's start; None: the busiest second
+
+
 def load_profile(
-    path: str | Path, label: str | None = None, tables: list[str] | None = None, *, cache: bool = True
+    path: str | Path,
+    label: str | None = None,
+    tables: list[str] | None = None,
+    *,
+    cache: bool = True,
+    window: Window | None = None,
 ) -> Profile:
     """Read the profile panels' tables from one export. A table that cannot be had is recorded in `missing`.
+
+    The timeline's events are one step of the harness's `step` ranges; with `window`, or in an export
+    without them (one the harness did not record), a window of the capture: the busiest second unless
+    `window` names its start and end.
 
     Opening errors (no such file, not an export) propagate: the caller decides whether that is the user's.
     """
@@ -65,13 +78,47 @@ def load_profile(
         for name, build, when in TABLES:
             if (tables is not None and name not in tables) or not when(prof):
                 continue
+            if name == "events" and window is not None:
+                continue
             try:
                 setattr(prof, name, build(trace))
             except EXPORT_ERRORS as e:
                 prof.missing[name] = first_line(e)
+        no_steps = "events" in prof.missing  # no `step` ranges (or no NVTX at all): not the harness's
+        if (tables is None or "events" in tables) and (window is not None or no_steps):
+            why = (
+                "asked for"
+                if window is not None
+                else f"no '{STEP}' NVTX ranges (not recorded by the harness)"
+            )
+            try:
+                _window(prof, trace, window or (None, None), why)
+            except EXPORT_ERRORS as e:
+                if window is not None or not no_steps:
+                    prof.missing["events"] = first_line(e)  # else the step's reason stands
     finally:
         trace.close()
     return prof
+
+
+def _window(prof: Profile, trace: Trace, window: Window, why: str) -> None:
+    """The timeline's events from a window of the capture (seconds from its start; None: the busiest
+    second)."""
+    t0 = timeline.capture_start(trace)
+    start, end = window
+    if start is None and end is None:
+        lo, hi = timeline.busiest_window(trace)
+        if hi - lo < timeline.WINDOW_NS:
+            why += "; the capture's activity is shorter than a second"
+    else:
+        lo = t0 + round((start or 0.0) * 1e9)
+        hi = t0 + round(end * 1e9) if end is not None else lo + timeline.WINDOW_NS
+        if hi <= lo:
+            raise ExportError(f"the window {start}…{end} s is empty: --end must be after --start")
+    prof.events = timeline.window_events(trace, lo, hi)
+    prof.missing.pop("events", None)
+    prof.window = (lo - t0, hi - t0)
+    prof.window_why = why
 
 
 def _export_of(runs: pd.DataFrame, run_id: str) -> str | None:
@@ -140,7 +187,7 @@ def collect(
     return data
 
 
-def collect_export(path: str | Path, *, cache: bool = True) -> DashboardData:
-    """The profile panels' data for one export given on the command line."""
-    profile = load_profile(path, cache=cache)
+def collect_export(path: str | Path, *, cache: bool = True, window: Window | None = None) -> DashboardData:
+    """The profile panels' data for one export given on the command line (`window`: its timeline's)."""
+    profile = load_profile(path, cache=cache, window=window)
     return DashboardData(profile=profile, source=f"export {path}")

@@ -3,6 +3,8 @@ intervals and verdicts; NVTX agreement."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
@@ -11,12 +13,12 @@ from analysis.dashboard.style import MS, TEMPLATE, hover, ns_ms, ordered_phases,
 from analysis.overhead import (
     BASELINE,
     STEP_SUM,
+    Comparison,
     baseline_label,
     comparisons,
     mean_interval,
     ordered_labels,
     overhead_verdict,
-    short_verdict,
     step_rows,
 )
 
@@ -75,6 +77,19 @@ def overhead_steps(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str = BASE
     )
 
 
+def bar_label(c: Comparison) -> str:
+    """The label over a profiled bar: the verdict in a word and the 95% interval, never a bare figure:
+    `adds +8.1% (CI +2.0…+14.3%)`, `inconclusive (CI −40.1…+52.3%)`, `faster −5.0% (CI …): not overhead`."""
+    if math.isnan(c.ci_low_pct):
+        return "too few steps to tell"
+    ci = f"(CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f}%)"
+    if c.outcome == "increase":
+        return f"adds {c.effect_pct:+.1f}% {ci}"
+    if c.outcome == "decrease":
+        return f"faster {c.effect_pct:+.1f}% {ci}: not overhead"
+    return f"inconclusive {ci}"
+
+
 def overhead_bars(steps: pd.DataFrame, phases: list[str], baseline: str = BASELINE) -> pd.DataFrame:
     """What the overhead bars draw, one row per phase (and whole steps) and label.
 
@@ -95,7 +110,7 @@ def overhead_bars(steps: pd.DataFrame, phases: list[str], baseline: str = BASELI
                     "ci_high_pct": c.ci_high_pct,
                     "outcome": c.outcome,
                     "verdict": overhead_verdict(c, label),
-                    "short": short_verdict(c),
+                    "short": bar_label(c),
                 }
             rows.append(row)
     cols = ["row", "label", "mean_ns", "low_ns", "high_ns", "effect_pct", "ci_low_pct", "ci_high_pct"]
@@ -193,6 +208,9 @@ def overhead_panel(data: DashboardData) -> Panel:
     if steps_row.empty:
         steps_row = table[table["verdict"].notna()].tail(1)
     notes += [f"Whole steps: {v}." for v in steps_row["verdict"]]
+    # every phase's verdict with its interval, not only the label on the bar
+    phases_rows = table[(table["row"] != STEP_SUM) & table["verdict"].notna()]
+    notes += [f"{r['row']}: {r['verdict']}." for r in phases_rows.to_dict("records")]
     if min(counts.get(True, 0), counts.get(False, 0)) < 2:
         notes.append(
             "One run on a side: the interval holds the step-to-step noise only, not run-to-run drift; "

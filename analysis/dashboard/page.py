@@ -28,8 +28,8 @@ section.panel { background: #fff; border: 1px solid #e5e5e5; border-radius: 6px;
   padding: 12px 16px; }
 section.panel h2 { font-size: 17px; margin: 2px 0 6px; }
 p.note { color: #666; font-size: 12px; margin: 2px 0; }
-p.missing { color: #8a5a00; background: #fff8e6; border: 1px dashed #e0b050; padding: 10px 12px;
-  margin: 6px 0; }
+ul.missing { color: #555; font-size: 13px; margin: 4px 0; padding-left: 20px; }
+ul.missing li { margin: 3px 0; }
 p.failed { color: #a00; background: #fff0f0; border: 1px dashed #d77; padding: 10px 12px; margin: 6px 0; }
 code { background: #f0f0f0; padding: 1px 4px; border-radius: 3px; }
 """
@@ -79,12 +79,16 @@ def _text(message: str) -> str:
 def render_html(
     panels: Sequence[Panel], *, title: str, subtitle: str = "", generator: str = "harness dashboard"
 ) -> str:
+    """The panels that have something to show (a figure, or a failure to report) in registry order, then
+    one short list at the end of those without data, each with what is missing and the command that fills
+    it: a page of ordinary training runs is not a column of empty boxes."""
     import plotly.io as pio
 
     sections = []
     plotlyjs_done = False
-    for panel in panels:
-        failed = panel.failed
+    shown = [p for p in panels if p.figure is not None or p.failed]
+    lacking = [p for p in panels if p.figure is None and not p.failed]
+    for panel in shown:
         body = []
         if panel.figure is not None:
             body.append(
@@ -99,21 +103,26 @@ def render_html(
             plotlyjs_done = True
             state = "figure"
         else:
-            css = "failed" if failed else "missing"
-            body.append(
-                f'<p class="{css}">{"Failed" if failed else "Missing"}: {_text(panel.missing or "")}</p>'
-            )
-            state = "failed" if failed else "missing"
+            body.append(f'<p class="failed">Failed: {_text(panel.missing or "")}</p>')
+            state = "failed"
         notes = "".join(f'<p class="note">{_text(n)}</p>' for n in panel.notes)
         sections.append(
             f'<section class="panel" id="panel-{panel.key}" data-panel="{panel.key}" data-state="{state}">'
             f"<h2>{html.escape(panel.title)}</h2>{notes}{''.join(body)}</section>"
         )
-    nav = "".join(
-        f'<a href="#panel-{p.key}" class="{"drawn" if p.figure is not None else "missing"}">'
-        f"{html.escape(_short(p))}</a>"
-        for p in panels
-    )
+    if lacking:
+        items = "".join(
+            f'<li id="panel-{p.key}" data-panel="{p.key}" data-state="missing">'
+            f"<b>{html.escape(_short(p))}</b>: {_text(p.missing or '')}</li>"
+            for p in lacking
+        )
+        sections.append(
+            f'<section class="panel" id="not-drawn"><h2>No data yet for {_count(len(lacking), "panel")}</h2>'
+            f'<ul class="missing">{items}</ul></section>'
+        )
+    nav = "".join(f'<a href="#panel-{p.key}" class="drawn">{html.escape(_short(p))}</a>' for p in shown)
+    if lacking:
+        nav += f'<a href="#not-drawn" class="missing">no data yet ({len(lacking)})</a>'
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M")
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
@@ -122,6 +131,11 @@ def render_html(
         f"<p>Generated {stamp} by <code>{html.escape(generator)}</code>. Axes in ms; hover for exact ns.</p>"
         f"</header><nav>{nav}</nav><main>{''.join(sections)}</main></body></html>\n"
     )
+
+
+def _count(n: int, what: str) -> str:
+    """`1 panel`, `2 panels`."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def _short(panel: Panel) -> str:

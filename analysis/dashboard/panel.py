@@ -40,6 +40,9 @@ class Profile:
     nvtx: pd.DataFrame | None = None  # nvtxsum columns (CPU time per range)
     events: pd.DataFrame | None = None  # one step: kind, name, start_ns, end_ns, lane
     osrt: pd.DataFrame | None = None  # osrtsum columns; read only when the export has no kernels
+    # `events` is a window of the capture, not a step: (start, end) ns from the capture's start, and why
+    window: tuple[int, int] | None = None
+    window_why: str = ""
     missing: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 

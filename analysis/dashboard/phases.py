@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
@@ -75,11 +76,12 @@ def _num(v: object) -> float:
     return float("nan") if v is None or pd.isna(v) else float(v)  # type: ignore[arg-type]
 
 
-def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None):
+def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, log: bool = False):
     """Grouped bars of mean phase time (ms) with std error bars; one facet per setting; OOM marked.
 
     Each facet has its own y-axis (on a CPU, bf16 can be a hundred times slower than fp32), and a button
-    switches every axis to a log scale.
+    switches every axis between linear and log scales; `log` starts on the log scale (prefill and decode:
+    one short prompt pass beside many decode steps, which a linear axis would flatten).
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -143,6 +145,19 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None):
     fig.update_yaxes(title_text="mean time per step (ms)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero")
     axes = [k for k in fig.layout if k.startswith("yaxis")]
+    # a log axis of bars starts where the range does: from a decade below the smallest bar, so the small
+    # bar keeps its height (plotly's autorange would start at it and draw it as nothing)
+    values = (table["mean_ns"] / MS)[table["mean_ns"] > 0]
+    low = float(np.log10(values.min())) - 1 if len(values) else 0.0
+    high = (
+        float(np.log10((table["mean_ns"] + table["std_ns"].fillna(0)).max() / MS)) + 0.15
+        if len(values)
+        else 1.0
+    )
+    log_axes = {**{f"{a}.type": "log" for a in axes}, **{f"{a}.range": [low, high] for a in axes}}
+    linear_axes = {**{f"{a}.type": "linear" for a in axes}, **{f"{a}.autorange": True for a in axes}}
+    if log:
+        fig.update_yaxes(type="log", rangemode="normal", range=[low, high])
     fig.update_layout(
         template=TEMPLATE,
         barmode="group",
@@ -158,9 +173,10 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None):
                 "y": 1.2,
                 "yanchor": "top",
                 "showactive": True,
+                "active": 1 if log else 0,
                 "buttons": [
-                    {"label": scale, "method": "relayout", "args": [{f"{a}.type": scale for a in axes}]}
-                    for scale in ("linear", "log")
+                    {"label": "linear", "method": "relayout", "args": [linear_axes]},
+                    {"label": "log", "method": "relayout", "args": [log_axes]},
                 ],
             }
         ],
@@ -168,14 +184,19 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None):
     return fig
 
 
-def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str) -> Panel:
+def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str, *, log: bool = False) -> Panel:
     table = phase_means(data.runs, modes)
     if table.empty:
         return Panel(missing=missing)
     notes = ["Each setting has its own y-axis: compare heights within a facet, or switch to the log scale."]
+    if log:
+        notes = [
+            "Log scale: prefill and decode differ by orders of magnitude, and a linear axis would flatten "
+            "the smaller to nothing. Each setting has its own y-axis; the buttons switch to linear."
+        ]
     if "profiler" in data.runs and (data.runs["profiler"] != "none").any():
         notes.append("Per configuration the newest run without a profiler is shown when there is one.")
-    return Panel(figure=phase_bars_figure(table, model_order(data.runs)), notes=notes)
+    return Panel(figure=phase_bars_figure(table, model_order(data.runs), log=log), notes=notes)
 
 
 def phase_bars_panel(data: DashboardData) -> Panel:
@@ -185,7 +206,7 @@ def phase_bars_panel(data: DashboardData) -> Panel:
 
 def inference_bars_panel(data: DashboardData) -> Panel:
     """Generate (prefill, decode) and forward-only runs, kept apart from training."""
-    return _bars_panel(data, INFERENCE_MODES, NO_INFERENCE)
+    return _bars_panel(data, INFERENCE_MODES, NO_INFERENCE, log=True)
 
 
 def distribution_table(
@@ -209,9 +230,16 @@ def distribution_table(
     return out[cols].reset_index(drop=True)
 
 
+LABEL_ROW_PX = 30  # height of one run's row: its label never crowds the next at the default size
+ROW_GAP_PX = 110  # between rows of facets
+MARGIN_PX = 140  # above and below the facets
+
+
 def distribution_figure(table: pd.DataFrame):
-    """One facet per phase, each with its own y-axis: a box of measured steps per run (hollow for a run
-    under a profiler), warm-up steps as crosses beside it. Prefill and decode get a row of their own."""
+    """One facet per phase, each with its own time axis: a horizontal box of measured steps per run (hollow
+    for a run under a profiler), warm-up steps as crosses on the same line. Run labels read across on the
+    left, once per row of facets and one line each, so they cannot crowd or overlap however many runs
+    there are; the figure grows with them. Prefill and decode get a row of their own."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -220,20 +248,24 @@ def distribution_figure(table: pd.DataFrame):
     groups = ([p for p in present if p not in GENERATE], [p for p in present if p in GENERATE])
     rows = [g for g in groups if g]
     cols = max(len(r) for r in rows)
+    row_labels = [list(dict.fromkeys(table.loc[table["phase"].isin(r), "label"])) for r in rows]
+    heights = [max(len(labels), 2) * LABEL_ROW_PX + 60 for labels in row_labels]
     cells = [(r, c, phase) for r, row in enumerate(rows, start=1) for c, phase in enumerate(row, start=1)]
-    titles = [f"{p} (own y-axis)" if p else "" for row in rows for p in row + [""] * (cols - len(row))]
+    titles = [f"{p} (own time axis)" if p else "" for row in rows for p in row + [""] * (cols - len(row))]
     profiled = table["profiled"].fillna("").astype(bool) if "profiled" in table else False
+    gap = ROW_GAP_PX * (len(rows) - 1)  # between rows: the upper axis title, then the lower facets' titles
     fig = make_subplots(
         rows=len(rows),
         cols=cols,
         subplot_titles=titles,
-        horizontal_spacing=0.07,
-        vertical_spacing=0.22,  # room for the rotated run labels of the row above
+        shared_yaxes=True,  # the run labels once, on the left of each row
+        horizontal_spacing=0.04,
+        vertical_spacing=ROW_GAP_PX / (sum(heights) + gap) if len(rows) > 1 else 0.0,
+        row_heights=[h / sum(heights) for h in heights],
     )
     shown: set[str] = set()
     for row, col, phase in cells:
         in_phase = table["phase"] == phase
-        labels = list(dict.fromkeys(table.loc[in_phase, "label"]))
         color = phase_color(phase)
         for under, part in ((False, table[in_phase & ~profiled]), (True, table[in_phase & profiled])):
             measured = part[~part["warmup"].astype(bool)]
@@ -243,8 +275,9 @@ def distribution_figure(table: pd.DataFrame):
                 go.Box(
                     name=f"{phase} · under a profiler" if under else phase,
                     legendgroup=f"{phase}{under}",
-                    x=measured["label"],
-                    y=measured["duration_ns"] / MS,
+                    orientation="h",
+                    y=measured["label"],
+                    x=measured["duration_ns"] / MS,
                     marker={"color": color, "symbol": "diamond-open" if under else "circle"},
                     fillcolor="rgba(255,255,255,0)" if under else None,
                     boxpoints="all",
@@ -252,7 +285,7 @@ def distribution_figure(table: pd.DataFrame):
                     pointpos=0,
                     customdata=measured[["duration_ns", "step"]].to_numpy(),
                     hovertemplate=hover(
-                        f"%{{x}} · {phase}", "step %{customdata[1]}", ns_ms("time", "y", "customdata[0]")
+                        f"%{{y}} · {phase}", "step %{customdata[1]}", ns_ms("time", "x", "customdata[0]")
                     ),
                 ),
                 row=row,
@@ -265,26 +298,33 @@ def distribution_figure(table: pd.DataFrame):
                     name="warm-up step",
                     legendgroup="warmup",
                     showlegend="warmup" not in shown,
-                    x=warm["label"],
-                    y=warm["duration_ns"] / MS,
+                    y=warm["label"],
+                    x=warm["duration_ns"] / MS,
                     mode="markers",
                     marker={"symbol": "x-thin-open", "size": 10, "color": color, "line": {"width": 2}},
                     customdata=warm[["duration_ns", "step"]].to_numpy(),
                     hovertemplate=hover(
-                        f"%{{x}} · {phase} (warm-up)",
+                        f"%{{y}} · {phase} (warm-up)",
                         "step %{customdata[1]}",
-                        ns_ms("time", "y", "customdata[0]"),
+                        ns_ms("time", "x", "customdata[0]"),
                     ),
                 ),
                 row=row,
                 col=col,
             )
             shown.add("warmup")
-        fig.update_xaxes(
-            categoryorder="array", categoryarray=labels, tickangle=-35, dtick=1, row=row, col=col
-        )  # every run's label, none thinned out
-        fig.update_yaxes(title_text=f"{phase} per step (ms)", row=row, col=col)
-    fig.update_layout(template=TEMPLATE, height=560 * len(rows), legend_title_text="phase", margin={"t": 60})
+        fig.update_xaxes(title_text=f"{phase} per step (ms)", row=row, col=col)
+    for row, labels in enumerate(row_labels, start=1):
+        # newest run at the top, every label shown, none thinned out or rotated
+        fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], dtick=1, tickangle=0,
+                         automargin=True, row=row, col=1)  # fmt: skip
+    fig.update_layout(
+        template=TEMPLATE,
+        height=sum(heights) + gap + MARGIN_PX,
+        legend_title_text="phase",
+        margin={"t": 60, "b": MARGIN_PX - 60, "l": 10},
+        boxmode="overlay",
+    )
     return fig
 
 
@@ -293,7 +333,7 @@ def distribution_panel(data: DashboardData) -> Panel:
     if table.empty:
         return Panel(missing="no step timings recorded: run `harness run tiny --device cpu`")
     notes = [
-        "Each phase has its own y-axis: compare runs within a phase, not heights across phases.",
+        "Each phase has its own time axis: compare runs within a phase, not lengths across phases.",
     ]
     if table["profiled"].astype(bool).any():
         notes.append(

@@ -281,7 +281,8 @@ def nvtx_gpu_panel(data: DashboardData) -> Panel:
             title=f"CPU time per NVTX range: {p.label}",
             notes=[f"No GPU time per range ({why}); showing the ranges' own duration on the CPU thread."],
         )
-    return Panel(missing=p.missing.get("nvtx_gpu") or p.missing.get("nvtx") or f"no NVTX ranges in {p.label}")
+    # the cause of an empty panel is the lack of NVTX ranges; a lack of kernels alone leaves the CPU times
+    return Panel(missing=p.missing.get("nvtx") or f"no NVTX ranges in {p.label}")
 
 
 # --- timeline of one step ----------------------------------------------------------------------------
@@ -420,13 +421,33 @@ def timeline_panel(data: DashboardData) -> Panel:
         return Panel(missing=missing)
     assert p is not None and p.events is not None
     if p.events.empty:
-        return Panel(missing=f"no NVTX ranges or kernels to draw in {p.label}")
+        what = "this window" if p.window else p.label
+        return Panel(missing=f"no NVTX ranges or kernels to draw in {what}")
     ev, dropped = timeline_rows(p.events)
     notes = list(p.notes)
+    title = f"Timeline of one step: {p.label}"
+    origin = "the step began"
+    if p.window is not None:
+        lo, hi = (t / 1e9 for t in p.window)
+        span = f"{lo:,.3f}–{hi:,.3f} s of the capture"
+        title = f"Timeline of {span}: {p.label}"
+        origin = "the window began"
+        chosen = (
+            "the window asked for" if p.window_why == "asked for" else "the busiest second (most kernel time)"
+        )
+        if "shorter than a second" in p.window_why:
+            chosen = "all of it"
+        notes.append(
+            f"{p.window_why[0].upper()}{p.window_why[1:]}: showing {chosen}, {span}; "
+            f"`harness dashboard {p.label} --start S --end S` shows another window (seconds)."
+        )
     if dropped:
         notes.append(
             f"Showing the {MAX_TIMELINE_KERNELS:,} longest of {dropped + MAX_TIMELINE_KERNELS:,} kernels."
         )
     if not (ev["kind"] == "kernel").any():
-        notes.append("No kernels in this step (recorded without a GPU): only the CPU thread's NVTX ranges.")
-    return Panel(figure=timeline_figure(ev), title=f"Timeline of one step: {p.label}", notes=notes)
+        where = "this window" if p.window else "this step"
+        notes.append(f"No kernels in {where} (recorded without a GPU): only the CPU thread's NVTX ranges.")
+    figure = timeline_figure(ev)
+    figure.update_layout(xaxis_title=f"time since {origin} (ms); drag to zoom, double-click to reset")
+    return Panel(figure=figure, title=title, notes=notes)

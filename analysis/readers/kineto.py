@@ -45,7 +45,7 @@ from analysis.readers.kineto_checks import clean_name, hashable, is_complete, no
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
-VERSION = "kineto-2"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = "kineto-3"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
 MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
@@ -309,6 +309,19 @@ def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     return frames, meta
 
 
+def _shapes(dims: Any) -> str:
+    """An operator's input sizes as torch prints them ([[2, 3], [], [3]]); "" when not recorded."""
+    if type(dims) is not list:
+        return ""
+    return (
+        "["
+        + ", ".join(
+            "[" + ", ".join(str(d) for d in x) + "]" if type(x) is list else json.dumps(x) for x in dims
+        )
+        + "]"
+    )
+
+
 def _key(pid: Any, tid: Any) -> tuple[Any, Any]:
     """A (pid, tid) key that can be hashed whatever the JSON held (a list, an object)."""
     return hashable(pid), hashable(tid)
@@ -353,6 +366,8 @@ class _Builder:
                 "global_tid": ops["global_tid"],
                 "name_id": self.strings.ids_of(ops["name"]),
                 "external_id": _ints([a.get("External id") for a in ops["args"]]),
+                # record_shapes=True: input sizes, as key_averages(group_by_input_shape=True) shows them
+                "shapes_id": self.strings.ids_of([_shapes(a.get("Input Dims")) for a in ops["args"]]),
             }
         )
         gpu_ranges = self.common(groups["gpu_annotation"], thread=False, kind="gpu_annotation")

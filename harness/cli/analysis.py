@@ -203,6 +203,40 @@ def osrt_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN)
 
 @cli_errors
 @reading_options()
+def operators_cmd(
+    report: ReportArg,
+    top: TopOpt = None,
+    sort: Annotated[
+        str,
+        typer.Option(
+            "--sort",
+            metavar="<column>",
+            help="Sort by this column (descending), e.g. 'Self CUDA', 'CPU Total', Calls, or a torch sort_by "
+            "key (self_cpu_time_total, cuda_time_total, count).",
+        ),
+    ] = "Self CPU",
+    shapes: Annotated[
+        bool,
+        typer.Option(
+            "--group-by-input-shape",
+            help="One row per operator and input shapes (traces recorded with record_shapes=True).",
+        ),
+    ] = False,
+    range_name: Annotated[
+        str | None,
+        typer.Option(
+            "--range", metavar="<name>", help="Only operators that start inside ranges of this name."
+        ),
+    ] = None,
+    reading: Reading = AS_GIVEN,
+) -> None:
+    """Framework operators (aten:: …) of a torch.profiler trace, with the columns of torch.profiler's
+    key_averages() table: self and total CPU and CUDA time with their %, averages, calls."""
+    show_table("operators", report, reading, top, sort=sort, group_by_input_shape=shapes, within=range_name)
+
+
+@cli_errors
+@reading_options()
 def summary_cmd(
     report: ReportArg,
     by: NvtxByOpt = NvtxBy.op,
@@ -224,6 +258,7 @@ TABLE_COMMANDS = {
     "memops": (memops_cmd, "GPU memory copies and sets by time and by size (gpumem*sum)."),
     "launch": (launch_cmd, "API, queue and kernel time per launched kernel (kernexecsum)."),
     "osrt": (osrt_cmd, "Time in OS runtime calls (osrtsum)."),
+    "operators": (operators_cmd, "Framework operators of a torch.profiler trace (key_averages)."),
     "summary": (summary_cmd, "Every table the export has data for, in one report."),
 }
 

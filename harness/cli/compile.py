@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analysis.steady import REMAINDER
 from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
 from harness.execution.compiled import compile_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @cli_errors
@@ -17,6 +21,13 @@ def compare_compile_cmd(
     model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
     device: Annotated[
         str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<run>",
+            help="The eager run to compare with (default: the newest eager run of each configuration).",
+        ),
     ] = None,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
@@ -26,14 +37,21 @@ def compare_compile_cmd(
     compiled run's first step beyond its median (compilation)."""
 
     store = lazy.ResultsStore(db, readonly=True)
-    table = compile_table(store, model=model, device=device)
+    table = compile_table(store, model=model, device=device, baseline=baseline)
     if table.empty and format is Format.table:
         note(
             "no configuration has both an eager and a compiled run without a profiler: run it twice, e.g. "
             "`harness run tiny --device cpu` and `harness run tiny --device cpu --compile`"
         )
         return
-    notes = ["medians of the measured steps; speed-up = eager / compiled; compile = first step − median"]
+    notes = [
+        *table.attrs.get("notes", []),
+        "medians of the measured steps with their 95% intervals; speed-up = eager / compiled (interval: "
+        "bootstrap of the step medians; one run a side holds the step-to-step noise only); compile = first "
+        f"step − median; {REMAINDER} = the step's median − the phases' medians",
+    ]
+    if format is Format.table:
+        table = _intervals_as_text(table)
     emit(
         table,
         format,
@@ -41,6 +59,20 @@ def compare_compile_cmd(
         notes=notes,
         wide=wide,
     )
+
+
+def _intervals_as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """On screen each interval is one column (`0.80…1.35`), so a narrow terminal keeps both bounds or
+    neither; csv and json keep the bounds as numbers."""
+    out = table.copy()
+    low, high = out.pop("speed-up CI low"), out.pop("speed-up CI high")
+    text = [f"{a:.2f}…{b:.2f}" if a == a and b == b else "—" for a, b in zip(low, high, strict=True)]
+    out.insert(out.columns.get_loc("speed-up") + 1, "speed-up 95% CI", text)
+    priority = list(table.attrs.get("priority", []))
+    out.attrs["priority"] = [
+        "speed-up 95% CI" if c == "speed-up CI low" else c for c in priority if c != "speed-up CI high"
+    ]
+    return out
 
 
 def register(app: typer.Typer) -> None:

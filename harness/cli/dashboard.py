@@ -48,6 +48,19 @@ def dashboard_cmd(
     out: Annotated[
         Path, typer.Option("--out", "-o", metavar="<file>", help="The HTML file to write.")
     ] = Path("dashboard.html"),
+    start: Annotated[
+        float | None,
+        typer.Option(
+            "--start",
+            metavar="<s>",
+            help="With an export: the timeline from this many seconds into the capture (default: the busiest "
+            "second, where the export has no harness `step` ranges).",
+        ),
+    ] = None,
+    end: Annotated[
+        float | None,
+        typer.Option("--end", metavar="<s>", help="With an export: the timeline up to this many seconds."),
+    ] = None,
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
@@ -62,6 +75,12 @@ def dashboard_cmd(
         raise UsageError(
             "give either an export (REPORT.sqlite) or run filters (--runs/--last/--model), not both"
         )
+    if (start is not None or end is not None) and report is None:
+        raise UsageError(
+            "--start/--end pick a window of an export's timeline: give the export (REPORT.sqlite)"
+        )
+    if start is not None and end is not None and end <= start:
+        raise UsageError(f"--end ({end} s) must be after --start ({start} s)")
     if runs and last:
         raise UsageError("give --runs or --last, not both")
     pair = _ids(compare)
@@ -69,7 +88,8 @@ def dashboard_cmd(
         raise UsageError(f"--compare takes two run ids separated by a comma, got {compare!r}")
 
     if report is not None:
-        data = collect_export(_checked_export(report), cache=not no_cache)
+        window = (start, end) if start is not None or end is not None else None
+        data = collect_export(_checked_export(report), cache=not no_cache, window=window)
         scope, title = "profile", f"harness dashboard: {report.name}"
     else:
         store = lazy.ResultsStore(db, readonly=True)
@@ -94,13 +114,18 @@ def dashboard_cmd(
         summary,
         format,
         title=f"wrote {out} ({page.size_bytes / 1e6:.1f} MB): "
-        f"{len(page.drawn)} panels drawn, {len(page.lacking)} missing",
+        f"{_count(len(page.drawn), 'panel')} drawn, {len(page.lacking)} missing",
         wide=wide,
     )
     if open_page:
         import webbrowser
 
         webbrowser.open(out.resolve().as_uri())
+
+
+def _count(n: int, what: str) -> str:
+    """`1 panel`, `2 panels`."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def _checked_export(report: Path) -> Path:

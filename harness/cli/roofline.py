@@ -94,7 +94,7 @@ def roofline_cmd(
     tables += [(f"sub-blocks: {title}", table), ("per phase", phases)]
     if report.phase_ns:
         tables.append(("MFU (model FLOPs / time / peak)", report.mfu_frame()))
-    emit_many(tables, fmt, notes=report.notes)
+    emit_many(tables, fmt, notes=[*report.notes, *report.above_roof()])
     if html is not None:
         try:
             against = f" · against {report.used.label}" if report.used else ""

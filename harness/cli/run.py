@@ -197,7 +197,10 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
 
 
 @cli_errors
-@workload_options(omit=("precision", "compile", "nvtx_detail"), after={"batch_size": ("batch_sizes",)})
+@workload_options(
+    omit=("precision", "compile", "nvtx_detail", "context_length"),
+    after={"batch_size": ("batch_sizes", "context_lengths")},
+)
 @rank_options()
 def sweep_cmd(
     models: Annotated[
@@ -216,13 +219,22 @@ def sweep_cmd(
             "against batch size). Default: --batch-size.",
         ),
     ] = None,
+    context_lengths: Annotated[
+        str | None,
+        typer.Option(
+            "--context-length",
+            "-t",
+            metavar="<list>",
+            help="Comma-separated context lengths to sweep (e.g. 128,512,1024). Default: the model's.",
+        ),
+    ] = None,
     ranks: Ranks = ONE_RANK,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """Run a grid of models × precisions × compile settings × batch sizes, each in a fresh process; print
-    one table. The runs are stored as one experiment (sweep-…)."""
+    """Run a grid of models × precisions × compile settings × batch sizes × context lengths, each in a
+    fresh process; print one table. The runs are stored as one experiment (sweep-…)."""
     import secrets
     from datetime import datetime
 
@@ -236,8 +248,9 @@ def sweep_cmd(
     base = make_config("tiny", workload)
     base = with_ranks(base, ranks)
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
+    contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
-    configs = grid(base, split(models), split(precision), compiles, batches)
+    configs = grid(base, split(models), split(precision), compiles, batches, contexts)
     store = lazy.ResultsStore(db)
     note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
     if note:
@@ -250,6 +263,7 @@ def sweep_cmd(
             progress.stage(
                 f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
                 + (f" batch {config.batch_size}" if batches else "")
+                + (f" context {config.context_length}" if contexts else "")
             )
             result = run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
             unsaved.append(_save(store, result, experiment=experiment))
@@ -261,6 +275,7 @@ def sweep_cmd(
         if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
             batch = f" batch {r.config.batch_size}" if batches else ""
+            batch += f" context {r.config.context_length}" if contexts else ""
             warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
     emit(results_table(results), format, title=title, wide=wide)
@@ -273,14 +288,17 @@ def sweep_cmd(
 
 
 def _batch_sizes(items: list[str]) -> list[int]:
+    return _sizes("--batch-sizes", items)
 
+
+def _sizes(option: str, items: list[str]) -> list[int]:
+    """A sweep axis of positive integers (`--batch-sizes`, `--context-length`), duplicates dropped."""
     bad = [b for b in items if not b.isdigit() or int(b) < 1]
     if bad or not items:
-        raise UsageError(
-            f"--batch-sizes takes positive integers, e.g. 1,2,4,8; got {', '.join(bad) or 'none'}"
-        )
+        example = "1,2,4,8" if option == "--batch-sizes" else "128,512,1024"
+        raise UsageError(f"{option} takes positive integers, e.g. {example}; got {', '.join(bad) or 'none'}")
     for b in items:
-        check_count("--batch-sizes", int(b))
+        check_count(option, int(b))
     return list(dict.fromkeys(int(b) for b in items))
 
 

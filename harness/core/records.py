@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from analysis.names import STEP as STEP_RANGE
+from analysis.steady import steady
 
 FORWARD_PHASES = PHASES_BY_MODE["forward"]
 __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
@@ -98,12 +98,14 @@ class PhaseStats:
 
     @classmethod
     def of(cls, phase: str, durations: list[int]) -> PhaseStats:
+        """The figures of analysis.steady (one computation for every command that shows them)."""
+        s = steady(durations)
         return cls(
             phase=phase,
-            count=len(durations),
-            mean_ns=statistics.fmean(durations),
-            std_ns=statistics.stdev(durations) if len(durations) > 1 else 0.0,
-            median_ns=float(statistics.median(durations)),
+            count=s.count,
+            mean_ns=s.mean_ns,
+            std_ns=s.std_ns,
+            median_ns=s.median_ns,
             min_ns=min(durations),
             max_ns=max(durations),
         )

@@ -5,10 +5,11 @@ step.)"""
 
 from __future__ import annotations
 
-import statistics
 from typing import TYPE_CHECKING
 
-from analysis.compile import compile_comparison
+from analysis.compile import baseline_choice, compile_comparison, compile_pairs
+from analysis.steady import STEP, run_steady
+from harness.core.errors import UsageError
 from harness.core.records import RunResult
 
 if TYPE_CHECKING:
@@ -19,8 +20,9 @@ if TYPE_CHECKING:
 
 def record_first_step(result: RunResult) -> None:
     """The first step (wall time, and per phase) into result.extra, and with --compile `compile_ns`: the
-    first step minus the median measured step (per phase too). Eager runs keep their first step as well, the
-    warm-up cost compiled runs are compared with."""
+    first step minus the median measured step (per phase too), and the steady medians they were taken from
+    (`steady_phases_ns`, from analysis.steady, as every command shows them). Eager runs keep their first
+    step as well, the warm-up cost compiled runs are compared with."""
     if not result.steps or not result.steps[0].warmup:
         return
     first = result.steps[0].phases
@@ -29,23 +31,87 @@ def record_first_step(result: RunResult) -> None:
     measured = [s for s in result.steps if not s.warmup]
     if not result.config.compile or not measured:
         return
-    steady = statistics.median(sum(s.phases.values()) for s in measured)
-    result.extra["compile_ns"] = max(0, round(result.extra["first_step_ns"] - steady))
+    rows = [(s.step, phase, ns, s.warmup) for s in result.steps for phase, ns in s.phases.items()]
+    figures = run_steady(rows, tuple(first))
+    result.extra["compile_ns"] = round(figures.compile_ns(STEP) or 0)
     result.extra["compile_phases_ns"] = {
-        phase: max(0, round(ns - statistics.median(result.measured(phase)))) for phase, ns in first.items()
-        if result.measured(phase)
-    }  # fmt: skip
+        phase: round(figures.compile_ns(phase) or 0) for phase in first if phase in figures.figures
+    }
+    result.extra["steady_phases_ns"] = {phase: f.median_ns for phase, f in figures.figures.items()}
+
+
+def record_inductor_cache(result: RunResult) -> None:
+    """With --compile: whether Inductor's FX graph cache was warm (graphs loaded, none compiled afresh),
+    from torch's own counters, into result.extra["inductor_cache"]. A warm cache makes the first step
+    short, so a compile time means little without it."""
+    if not result.config.compile:
+        return
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # pragma: no cover - torch without dynamo
+        return
+    hits = int(counters["inductor"].get("fxgraph_cache_hit", 0))
+    misses = int(counters["inductor"].get("fxgraph_cache_miss", 0))
+    result.extra["inductor_cache"] = {"hits": hits, "misses": misses, "state": cache_state(hits, misses)}
+
+
+def cache_state(hits: int, misses: int) -> str:
+    """warm (every graph from the cache), cold (none), partly warm, or unknown (the cache not consulted)."""
+    if hits and not misses:
+        return "warm"
+    if misses and not hits:
+        return "cold"
+    return "partly warm" if hits else "unknown"
 
 
 def compile_table(
-    store: ResultsStore, *, model: str | None = None, device: str | None = None
+    store: ResultsStore,
+    *,
+    model: str | None = None,
+    device: str | None = None,
+    baseline: str | None = None,
 ) -> pd.DataFrame:
-    """analysis.compile.compile_comparison over the stored runs (of one model / device)."""
+    """analysis.compile.compile_comparison over the stored runs (of one model / device); `baseline` names
+    the eager run to compare with (a unique prefix will do). The lines saying which eager run is the
+    baseline and whether the compiled run found Inductor's cache warm are in `table.attrs["notes"]`."""
 
+    if baseline is not None:
+        chosen = store.get(baseline)  # one line and exit 2 when there is no such run
+        if chosen.compile or chosen.status != "ok" or (chosen.profiler or "none") != "none":
+            raise UsageError(
+                f"--baseline {baseline}: run {chosen.id} is not an eager run without a profiler that "
+                "finished ok; `harness runs` lists the runs"
+            )
+        baseline = chosen.id
+        model, device = model or chosen.model, device or chosen.device
     runs = store.runs(model=model, device=device)
     steps = store.step_timings(list(runs["run_id"])) if len(runs) else None
     if steps is None:
         import pandas as pd
 
         steps = pd.DataFrame(columns=["run_id", "step", "phase", "duration_ns", "warmup"])
-    return compile_comparison(runs, steps)
+    table = compile_comparison(runs, steps, baseline)
+    if baseline is not None and table.empty:
+        raise UsageError(f"--baseline {baseline}: no compiled run of the same configuration to compare with")
+    pairs = compile_pairs(runs, baseline)
+    notes = baseline_choice(runs, pairs, baseline)
+    for _, compiled in pairs:
+        cache = ((store.get(compiled["run_id"]).summary or {}).get("inductor_cache")) or {}
+        notes.append(f"compiled run {compiled['run_id']}: {cache_note(cache)}")
+    table.attrs["notes"] = notes
+    return table
+
+
+def cache_note(cache: dict) -> str:
+    """What a run's stored `inductor_cache` says about its compile time."""
+    state = cache.get("state")
+    if state is None:
+        return "Inductor cache state not recorded (a run from before it was)"
+    counts = f"{cache.get('hits', 0)} FX graphs from the cache, {cache.get('misses', 0)} compiled"
+    meaning = {
+        "warm": "the cache was warm: the compile time is a cache load, not a compilation",
+        "cold": "the cache was cold: the compile time is a full compilation",
+        "partly warm": "the cache was partly warm: the compile time is partly a cache load",
+        "unknown": "the cache was not consulted",
+    }[state]
+    return f"{meaning} ({counts})"

@@ -26,7 +26,7 @@ from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, St
 from harness.core.signals import interrupted, signal_of
 from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
-from harness.execution.compiled import record_first_step
+from harness.execution.compiled import record_first_step, record_inductor_cache
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
 
@@ -198,6 +198,7 @@ def run_workload(
     result.peak_memory_bytes = peak_memory_bytes(device)
     _throughput(config, spec, result)
     record_first_step(result)
+    record_inductor_cache(result)
     memory.record(result, config, spec, device)
     if recorder is not None:
         recorder.finish(result)

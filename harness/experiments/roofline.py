@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.blocks import subblock_times
 from analysis.dashboard.panel import RunRoofline
-from analysis.roofline import Roofs, mfu_table, phase_table, roofline_table
+from analysis.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import phases_for
@@ -73,6 +73,10 @@ class RooflineReport:
         """Per phase: model (matmul) FLOPs, all FLOPs, bytes, the least time the roofs allow and, for a run,
         its measured time placed on the roofs (analysis.roofline.phase_table)."""
         return phase_table(self.costs, self.phase_ns, self.used)
+
+    def above_roof(self) -> list[str]:
+        """The measured points above their roof, each said with why (analysis.roofline.above_roof)."""
+        return above_roof(self.table, self.used) + above_roof(self.phases_frame(), self.used, "phase")
 
     def mfu_frame(self) -> pd.DataFrame:
         """MFU per phase and for the step (a run's phase times against the peak of the roofs used)."""
@@ -315,5 +319,5 @@ def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataF
                 f"no roofs for {where} (datasheet GPUs only): points only; "
                 f"`harness roofline {run_id} --measure --html FILE` measures this machine's"
             )
-        return RunRoofline(run_id, report.table, report.used, report.title, notes)
+        return RunRoofline(run_id, report.table, report.used, report.title, notes + report.above_roof())
     return None

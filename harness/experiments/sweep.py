@@ -16,12 +16,21 @@ def grid(
     precisions: list[str],
     compiles: list[bool],
     batch_sizes: list[int] | None = None,
+    context_lengths: list[int] | None = None,
 ) -> list[RunConfig]:
-    """The cross product, models outermost, batch sizes innermost (the base's batch size when none are
-    given); every point is validated before anything runs."""
+    """The cross product, models outermost, then precisions, compile settings, batch sizes and context
+    lengths innermost (the base's batch size and context length when none are given); every point is
+    validated before anything runs."""
+    axes = itertools.product(
+        models,
+        precisions,
+        compiles,
+        batch_sizes or [base.batch_size],
+        context_lengths or [base.context_length],
+    )
     configs = [
-        replace(base, model=m, precision=p, compile=c, batch_size=b)
-        for m, p, c, b in itertools.product(models, precisions, compiles, batch_sizes or [base.batch_size])
+        replace(base, model=m, precision=p, compile=c, batch_size=b, context_length=t)
+        for m, p, c, b, t in axes
     ]
     for config in configs:
         validate(config)

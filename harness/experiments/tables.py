@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from analysis.steady import REMAINDER, STEP
 from harness.core.records import RunResult, phases_for
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "precision": r.config.precision,
             "compile": r.config.compile,
             "batch": r.config.batch_size,
+            "context": m.context_length if m else r.config.context_length,
             "d_model": m.d_model if m else None,
             "d_ff": m.d_ff if m else None,
             "num_layers": m.num_layers if m else None,
@@ -44,11 +46,14 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
         df = df.drop(columns=["compile"])
-    if not df.empty and df["batch"].nunique() == 1:  # shown only where it varies (a batch-size sweep)
-        df = df.drop(columns=["batch"])
+    if not df.empty:  # counts stay integers where a run has none (an OOM before the model was built)
+        df["context"] = df["context"].astype("Int64")
+    for col in ("batch", "context"):  # shown only where it varies (a batch-size or context-length sweep)
+        if not df.empty and df[col].nunique(dropna=False) == 1:
+            df = df.drop(columns=[col])
     # on a narrow terminal: the phase means and throughput first, the model's shape last
     means = [c for c in df.columns if c.endswith("mean (ns)")]
-    df.attrs["priority"] = ["size", "batch", *means, "tokens/s", "status", "precision", "compile"]
+    df.attrs["priority"] = ["size", "batch", "context", *means, "tokens/s", "status", "precision", "compile"]
     return df
 
 
@@ -91,6 +96,8 @@ def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[s
     tables = []
     if "compile_ns" in extra:
         tables.append(("compile (first step)", compile_rows(extra, phases)))
+    if extra.get("inductor_cache"):
+        tables.append(("torch.compile cache (Inductor FX graphs)", cache_rows(extra["inductor_cache"])))
     memory = extra.get("memory") or {}
     if memory:
         tables.append((f"memory (peak: {memory.get('peak_source', '')})", memory_rows(memory)))
@@ -101,20 +108,50 @@ def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[s
 
 
 def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:
-    """Per phase and the whole step: the first step, the measured median, and the difference (compile)."""
+    """Per phase, the remainder (step − phases) and the whole step: the first step, the measured median
+    (analysis.steady's, as stored by record_first_step) and the difference (compile)."""
     import pandas as pd
 
     first = extra.get("first_step_phases") or {}
     compile_ns = extra.get("compile_phases_ns") or {}
-    rows = [
-        (p, first[p], first[p] - compile_ns[p] if p in compile_ns else None, compile_ns.get(p))
-        for p in phases
-        if p in first
-    ]
+    steady = extra.get("steady_phases_ns") or {}  # runs from before it was stored: first − compile
+
+    def median(phase: str, first_ns: float, compiled: float | None) -> float | None:
+        if phase in steady:
+            return steady[phase]
+        return first_ns - compiled if compiled is not None else None
+
+    present = [p for p in phases if p in first]
+    rows = [(p, first[p], median(p, first[p], compile_ns.get(p)), compile_ns.get(p)) for p in present]
     step = extra["first_step_ns"]
-    rows.append(("step", step, step - extra["compile_ns"], extra["compile_ns"]))
+    last = (STEP, step, median(STEP, step, extra["compile_ns"]), extra["compile_ns"])
+    if len(rows) > 1 and all(r[2] is not None and r[3] is not None for r in rows):
+        rows.append(
+            (
+                REMAINDER,
+                step - sum(r[1] for r in rows),
+                last[2] - sum(r[2] for r in rows),
+                last[3] - sum(r[3] for r in rows),
+            )
+        )
+    rows.append(last)
     cols = ["phase", "first step (ns)", "steady median (ns)", "compile (first step) (ns)"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def cache_rows(cache: dict[str, Any]) -> pd.DataFrame:
+    """Whether Inductor's FX graph cache was warm for a --compile run (harness.execution.compiled)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "state": cache.get("state"),
+                "FX graphs from the cache": cache.get("hits"),
+                "FX graphs compiled": cache.get("misses"),
+            }
+        ]
+    )
 
 
 def memory_rows(memory: dict[str, Any]) -> pd.DataFrame:

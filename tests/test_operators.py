@@ -1,0 +1,113 @@
+"""The operator table of a torch.profiler trace (seed 001): torch.profiler key_averages()'s columns (self and
+total CPU and CUDA time with their %, averages, calls), sorting by any column, a row limit, and grouping by
+input shape; checked against the raw events of a real Kineto trace."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+from kineto_data import raw_events, trace_path
+from typer.testing import CliRunner
+
+from analysis.operators import (
+    CALLS,
+    CPU_AVG,
+    CPU_TOTAL,
+    CPU_TOTAL_PCT,
+    CUDA_TOTAL,
+    NAME,
+    SELF_CPU,
+    SELF_CPU_PCT,
+    SELF_CUDA,
+    SELF_CUDA_PCT,
+    SHAPES,
+    operator_table,
+)
+from analysis.trace import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def control():
+    with open_trace(trace_path("diff-control")) as trace:
+        yield operator_table(trace), operator_table(trace, group_by_input_shape=True)
+
+
+def _raw_ops() -> dict[tuple[str, str], list[float]]:
+    """(name, input dims as json) -> durations (µs) of the trace's cpu_op events, read with plain json."""
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for e in raw_events("diff-control"):
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            dims = (e.get("args") or {}).get("Input Dims")
+            out[(e["name"], json.dumps(dims) if dims is not None else "")].append(float(e["dur"]))
+    return out
+
+
+def test_columns_are_key_averages_with_their_shares(control) -> None:
+    table, _ = control
+    assert list(table.columns) == [
+        NAME, SELF_CPU_PCT, SELF_CPU, CPU_TOTAL_PCT, CPU_TOTAL, CPU_AVG,
+        SELF_CUDA, SELF_CUDA_PCT, CUDA_TOTAL, "CUDA Total (%)", "CUDA Avg (ns)", CALLS,
+    ]  # fmt: skip
+    assert table[SELF_CPU_PCT].sum() == pytest.approx(100.0)
+    assert table[SELF_CUDA_PCT].sum() == pytest.approx(100.0)
+    assert (table[CPU_TOTAL] >= table[SELF_CPU]).all() and (table[CUDA_TOTAL] >= table[SELF_CUDA]).all()
+    assert list(table[SELF_CPU]) == sorted(table[SELF_CPU], reverse=True)  # torch's default order
+    raw = _raw_ops()
+    mm = table.set_index(NAME).loc["aten::mm"]
+    durations = [d for (name, _), ds in raw.items() if name == "aten::mm" for d in ds]
+    assert mm[CALLS] == len(durations) == 1092
+    assert mm[CPU_TOTAL] == pytest.approx(sum(durations) * 1000)
+    assert mm[CPU_AVG] == pytest.approx(mm[CPU_TOTAL] / 1092)
+    assert mm[CPU_TOTAL_PCT] == pytest.approx(mm[CPU_TOTAL] / table[SELF_CPU].sum() * 100)
+
+
+def test_grouped_by_input_shape_as_torch_groups(control) -> None:
+    table, grouped = control
+    raw = _raw_ops()
+    cat = grouped[grouped[NAME] == "aten::cat"]
+    expect = {json.loads(dims).__repr__(): len(ds) for (name, dims), ds in raw.items() if name == "aten::cat"}
+    assert {s: int(n) for s, n in zip(cat[SHAPES], cat[CALLS], strict=True)} == expect
+    assert cat[CALLS].sum() == table.set_index(NAME).loc["aten::cat", CALLS]  # the groups add up
+    assert grouped[CPU_TOTAL].sum() == table[CPU_TOTAL].sum()
+
+
+def test_sort_by_any_column_and_limit() -> None:
+    with open_trace(trace_path("diff-control")) as trace:
+        by_calls = operator_table(trace, sort="Calls", top=3)
+        by_cuda = operator_table(trace, sort="cuda_time_total", top=5)  # torch's sort_by key
+        by_name = operator_table(trace, sort="name", top=2)
+        with pytest.raises(Exception, match="no operator column 'bogus' to sort by"):
+            operator_table(trace, sort="bogus")
+    assert len(by_calls) == 3 and list(by_calls[CALLS]) == sorted(by_calls[CALLS], reverse=True)
+    assert list(by_cuda[CUDA_TOTAL]) == sorted(by_cuda[CUDA_TOTAL], reverse=True)
+    assert list(by_name[NAME]) == sorted(by_name[NAME])
+
+
+def test_operators_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    path = str(trace_path("diff-control"))
+    args = ["operators", path, "--sort", "Self CUDA", "--top", "4", "--group-by-input-shape"]
+    out = runner.invoke(app, args, catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.stdout.splitlines() if line.startswith("│")]
+    assert len(lines) == 4 and lines[0].split("│")[1].strip() == "record_param_comms"
+    header = " ".join(out.stdout.split("┡")[0].split())
+    assert "Self" in header and "CUDA" in header and "Calls" in header  # the sort column stays at 80
+    rows = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    assert [r[NAME] for r in rows][:1] == ["record_param_comms"] and len(rows) == 4
+    assert rows[0][SELF_CUDA] == 163_535_000 and rows[0][CALLS] == 102
+    bad = runner.invoke(app, ["operators", path, "--sort", "bogus"])
+    assert bad.exit_code != 0 and len(bad.output.strip().splitlines()) == 1
+    assert "no operator column 'bogus' to sort by" in bad.output
+
+
+def test_operators_of_an_nsys_export_is_one_line(cpu_export) -> None:
+    out = runner.invoke(app, ["operators", str(cpu_export)])
+    assert out.exit_code == 1 and out.output.strip().splitlines() == [
+        f"error: no CPU operators in {cpu_export}: record it with the matching trace option"
+    ]

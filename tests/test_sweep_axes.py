@@ -1,0 +1,74 @@
+"""`harness sweep` axes: context lengths beside models, precisions, compile settings and batch sizes
+(seeds 003 and 004), and counts that print as integers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.core.records import RunConfig, RunResult
+from harness.experiments.sweep import grid
+from harness.experiments.tables import results_table
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+
+
+def test_grid_has_a_context_length_axis_innermost() -> None:
+    configs = grid(RunConfig("tiny", device="cpu"), ["tiny", "char"], ["fp32"], [False], [1, 2], [16, 64])
+    assert [(c.model, c.batch_size, c.context_length) for c in configs] == [
+        ("tiny", 1, 16),
+        ("tiny", 1, 64),
+        ("tiny", 2, 16),
+        ("tiny", 2, 64),
+        ("char", 1, 16),
+        ("char", 1, 64),
+        ("char", 2, 16),
+        ("char", 2, 64),
+    ]
+    # without the axis: the base's context length (the model's own when None)
+    assert [
+        c.context_length for c in grid(RunConfig("tiny", context_length=64), ["tiny"], ["fp32"], [False])
+    ] == [64]
+
+
+def test_sweep_context_lengths_must_be_positive_integers(tmp_db: str) -> None:
+    out = runner.invoke(app, ["sweep", "--models", "tiny", "--device", "cpu", "--context-length", "128,x,0"])
+    assert out.exit_code == 2
+    assert "--context-length takes positive integers, e.g. 128,512,1024; got x, 0" in out.output
+    assert len(out.output.strip().splitlines()) == 1
+
+
+def test_context_column_is_an_integer_even_beside_a_run_without_a_model() -> None:
+    from dashboard_data import MODELS
+
+    ok = RunResult("a", RunConfig("tiny", context_length=128), "ok", model=MODELS["tiny"])
+    ok.model = type(ok.model)(**{**ok.model.__dict__, "context_length": 128})
+    oom = RunResult("b", RunConfig("tiny", context_length=1024), "oom")  # failed before the model was built
+    table = results_table([ok, oom])
+    assert str(table["context"].dtype) == "Int64" and list(table["context"]) == [128, 1024]
+    import io
+
+    from harness.cli.output import emit
+
+    out = io.StringIO()
+    emit(table, "table", file=out, wide=True)
+    assert "128.000" not in out.getvalue() and "1,024" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_sweep_over_context_lengths(tmp_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    args = ["sweep", "--models", "char", "--device", "cpu", "--context-length", "16,32", "--steps", "1"]
+    out = runner.invoke(app, [*args, "--warmup", "0"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.stdout.splitlines() if line.startswith("│")]
+    assert [line.split("│")[1:3] for line in lines] == [[" char ", "      16 "], [" char ", "      32 "]]
+    assert "16.000" not in out.stdout
+    runs = ResultsStore(tmp_db, readonly=True).runs()
+    assert list(runs["context_length"]) == [16, 32] and len(set(runs["experiment"])) == 1
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    assert [r["context_length"] for r in listed] == [16, 32]
