@@ -140,7 +140,7 @@ def _render(table: Table, result: Tables, reading: Reading, top: int | None) -> 
     tables = []
     for title, df in result.tables:
         df = df.head(top) if top else df
-        df.attrs["priority"] = lazy.deciding(table, title)
+        df.attrs["deciding"] = lazy.deciding(table, title)
         tables.append((title, df))
     how = {"wide": reading.wide, "limit": reading.limit}
     if len(tables) == 1 and not result.titled:
