@@ -15,6 +15,7 @@ from test_roofline_run import _run
 from typer.testing import CliRunner
 
 from analysis.overhead import overhead_table
+from analysis.ranks import imbalance_table, straggler_table
 from analysis.tables import TABLES
 from harness.cli import app
 from harness.cli.fit import distinct, rich_table
@@ -154,3 +155,17 @@ def test_cache_paths_shortened_alike_stay_apart(tmp_path: Path, cpu_export: Path
     ]
     assert len(sources) == len(set(sources)) == 2  # e.g. /tmp/pytest-of…001/experiments/ex…ort.sqlite
     assert {"001/experiments", "002/experiments"} <= {s.split("…")[1][:15] for s in sources}
+
+
+def test_rank_tables_keep_the_straggler_at_80_columns() -> None:
+    def ms(rank: int) -> dict[str, int]:  # rank 3 computes 200 ms longer; the others wait for it
+        late = 200 if rank == 3 else 0
+        return {"forward": 100 + late, "backward": 200, "allreduce": 250 - late, "optimizer": 50}
+
+    rows = [(r, p, s, ns * 1_000_000) for r in range(4) for s in (1, 2) for p, ns in ms(r).items()]
+    phases = pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"])
+    stragglers = straggler_table(phases)
+    assert headers(stragglers)[:1] == ["Rank"]
+    assert {"Compute (ms)", "Wait (ms)", "Straggler", "Costs Others (ms)"} <= set(headers(stragglers))
+    assert stragglers["Straggler"].tolist() == ["-", "-", "-", "rank 3"]
+    assert {"Phase", "Slowest Rank", "Straggler Ratio"} <= set(headers(imbalance_table(phases)))
