@@ -93,6 +93,27 @@ def temporal_breakdown(traces: Traces, *, hta_rules: bool = False) -> pd.DataFra
     return out
 
 
+def hta_difference(traces: Traces, table: pd.DataFrame) -> list[str]:
+    """What HTA would report instead of `table` (temporal_breakdown without its load rules): a note per
+    rank whose idle time HTA's rules change, by how much and why; none where they change nothing."""
+    views = _traces(traces, True)
+    theirs = temporal_breakdown(views, hta_rules=True).set_index("Rank")["Idle Time (ns)"]
+    rules = [n.removeprefix("HTA's load rules: ") for n in _notes(views) if n.startswith("HTA's load rules")]
+    why = "; ".join(rules) or "its load rules"
+    notes = []
+    for rank, ours in zip(table["Rank"], table["Idle Time (ns)"], strict=True):
+        hta = theirs.get(rank)
+        if hta is None or hta == ours:
+            continue
+        than = "less" if hta < ours else "more"
+        notes.append(
+            f"rank {rank}: HTA reports {hta / 1e6:,.3f} ms idle, {abs(ours - hta) / 1e6:,.3f} ms {than} than "
+            f"{ours / 1e6:,.3f} ms here, because HTA's loader changes the trace ({why}); this table keeps "
+            "every event at its exact time, --hta applies HTA's rules"
+        )
+    return notes
+
+
 def kernel_type_breakdown(
     traces: Traces, *, hta_rules: bool = False, include_memory: bool = True
 ) -> pd.DataFrame:

@@ -34,20 +34,22 @@ import pandas as pd
 
 from analysis.names import STEP
 from analysis.ranks import (
+    CAPTURE,
     COMM_PREFIX,
     PHASE_COLUMNS,
     RanksReport,
     gpu_activity,
     gpu_table,
+    imbalance_table,
     phase_rows,
     phase_table,
     ranks_report,
+    straggler_note,
     straggler_table,
 )
 from analysis.runtime import pid_of
 from analysis.trace import FRAMES, Trace, TraceView, open_trace
 
-CAPTURE = "capture"  # the phase name of a rank's whole capture, where there are no phase ranges
 COLLECTIVE_COLUMNS = [
     "Collective", "Rank", "Kernel", "Start (ns)", "Compute Before (ns)", "Wait (ns)", "Duration (ns)",
     "Last",
@@ -215,11 +217,15 @@ def capture_report(trace: Trace, procs: pd.DataFrame | None = None) -> RanksRepo
     notes += more
     if rows.empty:
         notes.append("no communication kernels (nccl*): no collectives to line up")
+    stragglers = straggler_table(phases)
+    said = straggler_note(stragglers)
+    notes += [said] if said else []
     return RanksReport(
         phases=phases,
         gpu=gpu,
         phase_times=phase_table(phases[phases["phase"] != STEP]),
-        imbalance=straggler_table(phases),
+        imbalance=imbalance_table(phases),
+        stragglers=stragglers,
         per_rank=gpu_table(gpu, phases),
         labels=labels,
         notes=notes + list(trace.notes),

@@ -176,7 +176,9 @@ def verdict_table(verdicts: list[PhaseVerdict]) -> pd.DataFrame:
         }
         for v in verdicts
     ]
-    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    out = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    out.attrs["deciding"] = ["Phase", "Verdict", "Mean A (ns)", "Mean B (ns)", "Δ (%)"]
+    return out
 
 
 def gate_failures(verdicts: list[PhaseVerdict], pct: float) -> list[PhaseVerdict]:

@@ -232,7 +232,12 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
                 row[f"{label} CI high (%)"] = c.ci_high_pct
                 row[f"{label} verdict"] = overhead_verdict(c, label)
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    measured = [c for c in out.columns if c.endswith((" verdict", " overhead (%)"))]
+    treated = [f"{label} Avg (ns)" for label in labels if label != baseline]
+    out.attrs["deciding"] = ["Phase", *measured, *treated]
+    out.attrs["priority"] = [f"{baseline} Avg (ns)"]
+    return out
 
 
 def headline(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> dict[str, Comparison]:

@@ -5,12 +5,17 @@ duration_ns, so that they work the same on exports (`phase_rows` of each rank's 
 store's per-rank step records:
 
     phase_table(phases)      per rank and phase: steps, mean per step, total, min, max
-    straggler_table(phases)  per phase: mean over ranks, fastest and slowest rank, median, the straggler
-                             ratio slowest / median, the straggler named
+    imbalance_table(phases)  per phase: mean over ranks, fastest and slowest rank, median, slowest / median
+    straggler_table(phases)  per rank: time computing and time waiting in collectives per step, the
+                             straggler and what it costs the others
     gpu_table(gpu, phases)   per rank: GPU busy time, NCCL kernels and time, communication share of a step
 
-A rank's time for a phase is its mean per step. The straggler of a phase is its slowest rank; it is named
-in `Straggler` when its ratio to the median rank is at least STRAGGLER_AT.
+A rank's time for a phase is its mean per step. The slowest rank of a phase is not its straggler: a
+collective (the gradient all-reduce) lasts until the last rank arrives, so the slowest rank inside it is
+the one that waited longest, a victim. The straggler is the rank that arrives last: the most time
+computing before the collective and the least waiting inside it (compute − wait largest). What it costs the
+others is their wait beyond its own. It is named when it computes at least STRAGGLER_AT times the median
+rank's compute, or costs the others at least STRAGGLER_AT − 1 of the median step.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PHASE_ORDER = (TRAIN_PHASES[0], TRAIN_PHASES[1], ALLREDUCE, TRAIN_PHASES[2], *GENERATE_PHASES, STEP)
 PHASE_COLUMNS = ["rank", "phase", "step", "duration_ns"]
 COMM_PREFIX = "nccl"  # communication kernels: names starting with it, any case
-STRAGGLER_AT = 1.05  # slowest / median at or above this names the straggler
+STRAGGLER_AT = 1.05  # compute at or above this times the median's names the straggler
+CAPTURE = "capture"  # the phase of a rank's whole capture, where there are no phase ranges
 MS = 1e6
 
 
@@ -122,12 +128,28 @@ def gpu_activity(trace: Trace, pid: int | None = None) -> dict[str, Any]:
     return out
 
 
+def capture_rows(trace: Trace) -> pd.DataFrame:
+    """Without phase ranges: one phase CAPTURE, the trace's first kernel start to its last kernel end (no
+    row without kernels), as phase_rows's columns."""
+    cols = ["phase", "step", "duration_ns", "start_ns", "end_ns"]
+    if not trace.has("kernels") or not trace.count("kernels"):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "phase" else np.int64) for c in cols})
+    k = trace.frame("kernels", ["start", "end"])
+    first, last = int(k["start"].min()), int(k["end"].max())
+    return pd.DataFrame([{"phase": CAPTURE, "step": 0, "duration_ns": last - first, "start_ns": first,
+                          "end_ns": last}], columns=cols)  # fmt: skip
+
+
 def export_pieces(trace: Trace) -> dict[str, Any]:
-    """A worker's share of `harness ranks`: the phase rows and the GPU activity of one trace."""
+    """A worker's share of `harness ranks`: the phase rows (the whole capture without phase ranges) and the
+    GPU activity of one trace."""
     from analysis.multi import Piece
 
     gpu = gpu_activity(trace)
-    return {"phases": Piece(table=phase_rows(trace)), "gpu": Piece(table=pd.DataFrame([gpu]))}
+    phases = phase_rows(trace)
+    if phases.empty:
+        phases = capture_rows(trace)
+    return {"phases": Piece(table=phases), "gpu": Piece(table=pd.DataFrame([gpu]))}
 
 
 def ranks_task(path: str, cache: bool = True) -> Any:
@@ -202,10 +224,10 @@ def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd.DataFrame:
+def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
     """Per phase, over the ranks' mean time per step: Phase, Ranks, Mean (ms), Fastest Rank, Fastest (ms),
     Median (ms), Slowest Rank, Slowest (ms), Spread (ms) (slowest - fastest), Straggler Ratio (slowest /
-    median), Straggler ("rank R" when the ratio is at least `threshold`, else "-").
+    median). In a collective the slowest rank waited longest: straggler_table names the straggler.
 
     `phases`: PHASE_COLUMNS, one row per phase instance, from exports (phase_rows) or the results store.
     Ties go to the lowest rank.
@@ -231,12 +253,94 @@ def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd
                 "Slowest (ms)": round(float(mean[slow]) / MS, 3),
                 "Spread (ms)": round(float(mean[slow] - mean[fast]) / MS, 3),
                 "Straggler Ratio": round(ratio, 3),
-                "Straggler": f"rank {ranks[slow]}" if len(p) > 1 and ratio >= threshold else "-",
             }
         )
     out = pd.DataFrame(rows)
-    out.attrs["priority"] = ["Phase", "Slowest Rank", "Straggler Ratio", "Straggler", "Median (ms)"]
+    out.attrs["deciding"] = ["Phase", "Slowest Rank", "Straggler Ratio"]
+    out.attrs["priority"] = ["Median (ms)", "Fastest Rank"]
     return out
+
+
+STRAGGLER_COLUMNS = [
+    "Rank",
+    "Steps",
+    "Compute (ms)",
+    "Wait (ms)",
+    "Step (ms)",
+    "Straggler",
+    "Costs Others (ms)",
+]
+
+
+def compute_and_wait(phases: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, the mean per step of its time computing (every phase but the collectives) and of its time
+    in collectives (COMM_PHASES; NaN where there are none): rank, steps, compute_ns, wait_ns."""
+    df = phases[~phases["phase"].isin([STEP, CAPTURE])]
+    comm = df["phase"].isin(COMM_PHASES).to_numpy()
+    dur = df["duration_ns"].to_numpy(dtype=float)
+    per_step = (
+        df[["rank", "step"]]
+        .assign(compute_ns=np.where(comm, 0.0, dur), wait_ns=np.where(comm, dur, 0.0))
+        .groupby(["rank", "step"], sort=True)[["compute_ns", "wait_ns"]]
+        .sum()
+    )
+    g = per_step.groupby(level="rank")
+    out = g.mean().assign(steps=g.size()).reset_index()
+    if not comm.any():
+        out["wait_ns"] = np.nan
+    return out[["rank", "steps", "compute_ns", "wait_ns"]]
+
+
+def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd.DataFrame:
+    """Per rank: Rank, Steps, Compute (ms) and Wait (ms) (in collectives) per step, Step (ms), Straggler
+    (`rank R` on the straggler's row, `-` elsewhere) and Costs Others (ms) (on its row: the other ranks'
+    mean wait per step beyond its own). Empty for fewer than two ranks or without phases but whole
+    captures. `phases`: PHASE_COLUMNS (step rows are left out)."""
+    m = compute_and_wait(phases).sort_values("rank", kind="stable").reset_index(drop=True)
+    if len(m) < 2:
+        return pd.DataFrame(columns=STRAGGLER_COLUMNS)
+    compute, wait = m["compute_ns"].to_numpy(), m["wait_ns"].to_numpy()
+    waits = not np.isnan(wait).all()
+    late = compute - wait if waits else compute  # arrives last: computes longest, waits least
+    s = int(np.argmax(late))  # ties: the lowest rank
+    others = np.arange(len(m)) != s
+    cost = float((wait[others] - wait[s]).mean()) if waits else float("nan")
+    step = np.median(compute + (wait if waits else 0))
+    median = float(np.median(compute))
+    named = compute[s] >= threshold * median or (waits and cost >= (threshold - 1) * step)
+    straggler = int(m["rank"].iloc[s]) if named else None
+    out = pd.DataFrame(
+        {
+            "Rank": m["rank"].to_numpy(),
+            "Steps": m["steps"].to_numpy(),
+            "Compute (ms)": (compute / MS).round(3),
+            "Wait (ms)": (wait / MS).round(3),
+            "Step (ms)": ((compute + np.nan_to_num(wait)) / MS).round(3),
+            "Straggler": [f"rank {r}" if r == straggler else "-" for r in m["rank"]],
+            "Costs Others (ms)": [round(cost / MS, 3) if r == straggler else np.nan for r in m["rank"]],
+        }
+    )
+    out.attrs["deciding"] = ["Rank", "Compute (ms)", "Wait (ms)", "Straggler", "Costs Others (ms)"]
+    return out
+
+
+def straggler_note(table: pd.DataFrame) -> str:
+    """One line on straggler_table: who arrives last and what it costs the others, or that no rank does."""
+    if table.empty:
+        return ""
+    named = table[table["Straggler"] != "-"]
+    if named.empty:
+        return f"no straggler: every rank computes within {STRAGGLER_AT - 1:.0%} of the median rank"
+    row = named.iloc[0]
+    others = table[table["Rank"] != row["Rank"]]
+    more = row["Compute (ms)"] - float(np.median(others["Compute (ms)"]))
+    line = f"straggler: rank {row['Rank']} computes {more:,.3f} ms more per step than the others"
+    if np.isnan(row["Costs Others (ms)"]):
+        return line + " (no collective phases: what it costs them is not measured)"
+    return (
+        line + f" and arrives last at the all-reduce: the others wait {row['Costs Others (ms)']:,.3f} ms "
+        "per step there beyond its own wait"
+    )
 
 
 def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -282,6 +386,7 @@ class RanksReport:
     per_rank: pd.DataFrame
     labels: dict[int, str] = field(default_factory=dict)  # rank -> file name (or process, in one capture)
     notes: list[str] = field(default_factory=list)
+    stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)  # straggler_table
     # one capture of several ranks (analysis.capture_ranks): each rank's collectives, and per rank
     collectives: pd.DataFrame | None = None
     around: pd.DataFrame | None = None
@@ -336,15 +441,22 @@ def ranks_report(
     gpu = pd.concat(gpus, ignore_index=True)
     if phases.empty:
         raise ExportError(
-            "no phase ranges (forward, backward, optimizer, allreduce, prefill, decode) in "
+            "no phase ranges (forward, backward, optimizer, allreduce, prefill, decode) and no kernels in "
             + ", ".join(p.name for p in given)
         )
+    whole = sorted({int(r) for r in phases.loc[phases["phase"] == CAPTURE, "rank"]})
+    if whole:
+        which = "any export" if len(whole) == len(sources.items) else ", ".join(f"rank {r}" for r in whole)
+        notes.insert(0, f"no harness phase ranges in {which}: the whole capture, first kernel to last")
+    stragglers = straggler_table(phases)
+    said = straggler_note(stragglers)
     return RanksReport(
         phases=phases,
         gpu=gpu,
         phase_times=phase_table(phases[phases["phase"] != STEP]),
-        imbalance=straggler_table(phases),
+        imbalance=imbalance_table(phases),
         per_rank=gpu_table(gpu, phases),
         labels={int(s.rank): s.path.name for s in sources.items},  # type: ignore[arg-type]
-        notes=notes,
+        notes=notes + ([said] if said else []),
+        stragglers=stragglers,
     )

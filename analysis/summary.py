@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.names import STEP, TRAIN_PHASES
 from analysis.trace import FRAMES, Trace
 
 # The columns the tables below read, loaded together so that each source table is scanned once.
@@ -30,6 +31,22 @@ NEEDS = {
     "nvtx": FRAMES["nvtx"],
     "strings": (),
 }
+
+
+NO_PHASES = (
+    "the export has no harness phase ranges (forward, backward, optimizer, step): the tables cover the "
+    "whole capture"
+)
+
+
+def has_phase_ranges(trace: Trace) -> bool:
+    """Whether the trace holds any of the harness's phase ranges (forward, backward, optimizer, step)."""
+    if not trace.has("nvtx"):
+        return False
+    from analysis.nvtx import all_ranges
+
+    names = all_ranges(trace, columns=["name"])["name"]
+    return bool(names.isin([*TRAIN_PHASES, STEP]).any())
 
 
 @dataclass
@@ -55,9 +72,11 @@ def _builders(by: str = "op") -> list[tuple[str, Callable[[Trace], pd.DataFrame]
         return out if len(out) else nvtx_gpu_summary(trace, mode="thread", by=by)
 
     def phases_add_up(trace: Trace) -> pd.DataFrame:
+        if not has_phase_ranges(trace):
+            raise ExportError(NO_PHASES)
         out = phase_check(trace)
         if out["Kernels"].iloc[:-2].sum() == 0:
-            raise ExportError("no kernels in harness phase ranges")
+            raise ExportError("no kernels in the harness's phase ranges")
         return out
 
     return [

@@ -190,3 +190,19 @@ def test_breakdown_cli() -> None:
     assert "Queue length per stream" in folder.stdout and '"Rank":3' in folder.stdout.replace(" ", "")
     empty = runner.invoke(app, ["breakdown", str(path.parent / "expected")])
     assert empty.exit_code == 1 and "no .json or .json.gz traces" in empty.output
+
+
+def test_default_breakdown_says_how_far_and_why_it_differs_from_hta() -> None:
+    """nccl: 503.051 ms idle on the exact trace, 338.781 ms in HTA (its last profiler step dropped)."""
+    result = runner.invoke(app, ["breakdown", str(trace_path("nccl"))], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert (
+        "note: rank 0: HTA reports 338.781 ms idle, 164.270 ms less than 503.051 ms here, because HTA's "
+        "loader changes the trace (the last profiler step (ProfilerStep#6) is left out; times rounded "
+        "inward to whole µs); this table keeps every event at its exact time, --hta applies HTA's rules"
+    ) in said
+    ruled = runner.invoke(app, ["breakdown", str(trace_path("nccl")), "--hta"], env={"COLUMNS": "80"})
+    assert "HTA reports" not in ruled.stdout and "338.781" in ruled.stdout
+    alexnet = runner.invoke(app, ["breakdown", str(trace_path("alexnet"))], env={"COLUMNS": "80"})
+    assert alexnet.exit_code == 0 and "HTA reports" not in alexnet.stdout  # one step, int µs: the same

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from export_data import derive, with_harness_ranges
 from typer.testing import CliRunner
 
-from analysis.ranks import gpu_table, phase_rows, ranks_report, straggler_table, union_ns
+from analysis.ranks import gpu_table, imbalance_table, phase_rows, ranks_report, straggler_table, union_ns
 from analysis.trace import open_trace
 from harness.cli import app
 
@@ -66,8 +67,14 @@ def test_straggler_named_with_its_ratio(two_ranks: list[Path]) -> None:
     assert back["Fastest (ms)"] == pytest.approx(60.0, abs=1e-3)
     assert back["Slowest (ms)"] == pytest.approx(90.0, abs=1e-3)
     assert back["Straggler Ratio"] == pytest.approx(90 / 75, abs=1e-3)  # median of two ranks: their mean
-    assert back["Straggler"] == "rank 1"
-    assert imb.loc["forward", "Straggler"] == "-" and imb.loc["forward", "Straggler Ratio"] == 1.0
+    assert imb.loc["forward", "Straggler Ratio"] == 1.0
+    # rank 1 computes 30 ms longer; this derived export's all-reduce is 2 ms on both (no wait recorded)
+    stragglers = report.stragglers.set_index("Rank")
+    assert stragglers["Straggler"].tolist() == ["-", "rank 1"]
+    assert stragglers.loc[1, "Compute (ms)"] - stragglers.loc[0, "Compute (ms)"] == pytest.approx(
+        30, abs=1e-3
+    )
+    assert stragglers.loc[1, "Costs Others (ms)"] == pytest.approx(0, abs=1e-3)
     times = report.phase_times.set_index(["Rank", "Phase"])
     assert times.loc[(1, "backward"), "Steps"] == 4
     assert times.loc[(1, "backward"), "Total (ms)"] == pytest.approx(360.0, abs=1e-3)
@@ -92,11 +99,11 @@ def test_straggler_table_from_store_shaped_rows() -> None:
     """What the results store hands over: rank, phase, step, duration_ns."""
     rows = [(r, p, s, d) for r, ms_ in ((0, 10), (1, 11), (2, 15)) for s in range(3)
             for p, d in (("forward", ms_ * 1_000_000), ("allreduce", 2_000_000))]  # fmt: skip
-    table = straggler_table(pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"]))
-    fwd = table.set_index("Phase").loc["forward"]
+    frame = pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"])
+    fwd = imbalance_table(frame).set_index("Phase").loc["forward"]
     assert fwd["Slowest Rank"] == 2 and fwd["Median (ms)"] == 11.0 and fwd["Mean (ms)"] == 12.0
-    assert fwd["Straggler Ratio"] == pytest.approx(15 / 11, abs=1e-3) and fwd["Straggler"] == "rank 2"
-    assert table.set_index("Phase").loc["allreduce", "Straggler"] == "-"
+    assert fwd["Straggler Ratio"] == pytest.approx(15 / 11, abs=1e-3)
+    assert straggler_table(frame)["Straggler"].tolist() == ["-", "-", "rank 2"]
 
 
 def test_union_of_kernel_intervals() -> None:
@@ -130,9 +137,10 @@ def test_cli_tables_and_html(two_ranks: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "ranks.html"
     result = runner.invoke(app, ["ranks", str(two_ranks[0].parent), "--html", str(out), "--format", "csv"])
     assert result.exit_code == 0, result.output
-    first = result.stdout.split("\n\n")[0]
-    imb = pd.read_csv(io.StringIO(first.split("\n", 1)[1]))
-    assert imb.set_index("Phase").loc["backward", "Straggler"] == "rank 1"
+    second = result.stdout.split("\n\n")[1]
+    assert second.startswith("# Straggler: compute and wait in collectives per rank")
+    stragglers = pd.read_csv(io.StringIO(second.split("\n", 1)[1]))
+    assert stragglers.set_index("Rank").loc[1, "Straggler"] == "rank 1"
     html = out.read_text()
     assert "ranks × phases" in html and "Ranks on one clock" in html
     assert "wrote" in result.stderr and "2 panels" in result.stderr
@@ -169,3 +177,27 @@ def test_nccl_share_is_empty_when_the_gpu_was_never_busy() -> None:
     table = gpu_table(gpu)
     assert pd.isna(table["NCCL Share (%)"].iloc[0]) and table["NCCL Share (%)"].iloc[1] == 25.0
     assert table["GPU Busy (ms)"].tolist() == [0.0, 8.0]
+
+
+def test_exports_without_harness_phases_give_gpu_and_nccl_per_rank(a100_export: Path, tmp_path: Path) -> None:
+    """Third-party exports (no forward/backward/... ranges): the whole capture per rank, said in one line."""
+    torchrun = a100_export.parents[1] / "ext" / "torchrun_2gpu" / "report.sqlite"
+    shutil.copy(a100_export, tmp_path / "rank0.sqlite")
+    shutil.copy(torchrun, tmp_path / "rank1.sqlite")
+    result = runner.invoke(app, ["ranks", str(tmp_path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert "note: no harness phase ranges in any export: the whole capture, first kernel to last" in said
+    gpu = pd.read_csv(io.StringIO(_csv_table(tmp_path, "GPU and communication per rank"))).set_index("Rank")
+    assert gpu["GPU Busy (ms)"].tolist() == pytest.approx([88.573, 285.206], abs=1e-3)
+    assert gpu["NCCL Kernels"].tolist() == [0, 66]
+    assert gpu.loc[1, "NCCL Time (ms)"] == pytest.approx(25.402, abs=1e-3)
+    times = pd.read_csv(io.StringIO(_csv_table(tmp_path, "Phase time per rank"))).set_index("Rank")
+    assert times["Phase"].tolist() == ["capture", "capture"]
+    assert times.loc[0, "Total (ms)"] == pytest.approx(1040.574, abs=1e-3)
+
+
+def _csv_table(folder: Path, title: str) -> str:
+    out = runner.invoke(app, ["ranks", str(folder), "--format", "csv"]).stdout
+    block = next(b for b in out.split("\n\n") if b.startswith(f"# {title}"))
+    return block.split("\n", 1)[1]

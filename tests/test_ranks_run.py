@@ -12,47 +12,68 @@ import pytest
 from procs import marked, output, start, wait_until
 from typer.testing import CliRunner
 
-from analysis.ranks import communication_share, per_rank, straggler_table, with_step_rows
+from analysis.ranks import (
+    communication_share,
+    imbalance_table,
+    per_rank,
+    straggler_note,
+    straggler_table,
+    with_step_rows,
+)
 from harness.cli import app
 from harness.execution.ranks.distributed import _buckets
+from harness.experiments.rank_tables import IMBALANCE, STRAGGLER
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
 PHASES = ("forward", "backward", "allreduce", "optimizer")
 # the tiny model with a small batch: the ranks share this machine's cores with everything else
 SMALL = ["--device", "cpu", "--steps", "3", "--warmup", "1", "--batch-size", "1", "--context-length", "32"]
-STRAGGLERS = "across ranks: straggler ratio = slowest / median rank"
 PER_RANK = "phases per rank (2 ranks, mean of measured steps)"
 
 MS = 1_000_000
 
 
-def _frame() -> pd.DataFrame:
-    rows = [
-        (rank, phase, step, ns)
-        for rank, scale in ((0, 1.0), (1, 1.0), (2, 2.0))
-        for step in (1, 2)
-        for phase, ns in (("forward", 100), ("backward", 200), ("allreduce", 50), ("optimizer", 50))
-        for ns in [int(ns * MS * (scale if phase == "backward" else 1))]
-    ]
+def _frame(backward: float = 2.0) -> pd.DataFrame:
+    """Three ranks; rank 2's backward `backward` times as long, so ranks 0 and 1 wait for it in the
+    all-reduce (50 ms of transfer each, and the time rank 2 computes longer)."""
+    rows = []
+    for rank in (0, 1, 2):
+        slow = backward if rank == 2 else 1.0
+        late = int(200 * MS * (backward - 1))  # how much later rank 2 reaches the all-reduce
+        for step in (1, 2):
+            phases = {"forward": 100 * MS, "backward": int(200 * MS * slow),
+                      "allreduce": 50 * MS + (0 if rank == 2 else late), "optimizer": 50 * MS}  # fmt: skip
+            rows += [(rank, phase, step, ns) for phase, ns in phases.items()]
     return pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"])
 
 
-def test_straggler_table_names_the_slow_rank_and_its_ratio() -> None:
-    table = straggler_table(with_step_rows(_frame())).set_index("Phase")
+def test_the_slowest_rank_in_the_allreduce_is_its_victim_not_the_straggler() -> None:
+    table = imbalance_table(with_step_rows(_frame())).set_index("Phase")
     assert list(table.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
     backward = table.loc["backward"]
     assert (
         backward["Slowest Rank"] == 2 and backward["Slowest (ms)"] == 400 and backward["Median (ms)"] == 200
     )
-    assert backward["Straggler Ratio"] == 2.0 and backward["Straggler"] == "rank 2"
-    assert table.loc["forward", "Straggler Ratio"] == 1.0 and table.loc["forward", "Straggler"] == "-"
-    # step: 400 ms on ranks 0 and 1, 600 on rank 2
-    assert table.loc["step", "Mean (ms)"] == pytest.approx(1400 / 3, abs=1e-3)
-    assert table.loc["step", "Straggler Ratio"] == 1.5
-    assert communication_share(_frame()) == pytest.approx(50 / (1400 / 3))
+    assert backward["Straggler Ratio"] == 2.0 and "Straggler" not in table.columns
+    assert table.loc["allreduce", "Slowest Rank"] == 0  # waited 200 ms for rank 2: a victim
+    # every rank's step: 600 ms (ranks 0 and 1 wait as long as rank 2 computes longer)
+    assert table.loc["step", "Mean (ms)"] == pytest.approx(600, abs=1e-3)
+    stragglers = straggler_table(_frame()).set_index("Rank")
+    assert stragglers["Compute (ms)"].tolist() == [350, 350, 550]
+    assert stragglers["Wait (ms)"].tolist() == [250, 250, 50]
+    assert stragglers["Straggler"].tolist() == ["-", "-", "rank 2"]
+    assert stragglers.loc[2, "Costs Others (ms)"] == 200 and stragglers["Costs Others (ms)"].isna().sum() == 2
+    assert straggler_note(straggler_table(_frame())) == (
+        "straggler: rank 2 computes 200.000 ms more per step than the others and arrives last at the "
+        "all-reduce: the others wait 200.000 ms per step there beyond its own wait"
+    )
+    balanced = straggler_table(_frame(backward=1.0))
+    assert (balanced["Straggler"] == "-").all()
+    assert straggler_note(balanced) == "no straggler: every rank computes within 5% of the median rank"
+    assert communication_share(_frame()) == pytest.approx((250 + 250 + 50) / 3 / 600)
     means = per_rank(_frame()).set_index("rank")
-    assert means.loc[2, "backward (ns)"] == 400 * MS and means.loc[0, "step (ns)"] == 400 * MS
+    assert means.loc[2, "backward (ns)"] == 400 * MS and means.loc[0, "step (ns)"] == 600 * MS
 
 
 def test_gradient_buckets_keep_order_and_limit() -> None:
@@ -70,6 +91,9 @@ def test_ranks_refuse_what_they_cannot_time(tmp_db: str) -> None:
         (["--nproc", "2", "--nnodes", "2"], "--rdzv-endpoint"),
         (["--nproc", "2", "--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1"], "--node-rank"),
         (["--nproc", "2", "--profiler", "torch"], "--profiler torch"),
+        (["--delay-rank", "1:200"], "--delay-rank delays one rank of several: give --nproc 2 or more"),
+        (["--nproc", "2", "--delay-rank", "2:200"], "rank 2 is not one of the 2 ranks"),
+        (["--nproc", "2", "--delay-rank", "1"], "--delay-rank takes RANK:MS (e.g. 1:200), got '1'"),
     ):
         result = runner.invoke(app, ["run", "tiny", "--device", "cpu", *args])
         assert result.exit_code == 2, result.output
@@ -103,10 +127,11 @@ def test_two_gloo_ranks(tmp_db: str) -> None:
     assert sorted(per_rank_rows) == [0, 1]
     for row in per_rank_rows.values():
         assert all(row[f"{p} (ns)"] > 0 for p in PHASES)
-    stragglers = {row["Phase"]: row for row in tables[STRAGGLERS]}
-    assert list(stragglers) == [*PHASES, "step"]
-    assert stragglers["allreduce"]["Mean (ms)"] > 0 and stragglers["step"]["Straggler Ratio"] >= 1.0
-    assert stragglers["step"]["Slowest Rank"] in (0, 1)
+    imbalance = {row["Phase"]: row for row in tables[IMBALANCE]}
+    assert list(imbalance) == [*PHASES, "step"]
+    assert imbalance["allreduce"]["Mean (ms)"] > 0 and imbalance["step"]["Straggler Ratio"] >= 1.0
+    assert imbalance["step"]["Slowest Rank"] in (0, 1)
+    assert [row["Rank"] for row in tables[STRAGGLER]] == [0, 1]
     # stored once, with every step of every rank
     store = ResultsStore(tmp_db, readonly=True)
     runs = store.runs()
@@ -116,16 +141,42 @@ def test_two_gloo_ranks(tmp_db: str) -> None:
     assert (steps[steps["phase"] == "allreduce"]["duration_ns"] > 0).all()
     shown = runner.invoke(app, ["show", runs["run_id"][0], "--format", "json"])
     assert shown.exit_code == 0, shown.output
-    assert {row["Phase"] for row in json.loads(shown.stdout)[STRAGGLERS]} == {*PHASES, "step"}
+    assert {row["Phase"] for row in json.loads(shown.stdout)[IMBALANCE]} == {*PHASES, "step"}
     text = runner.invoke(app, ["show", runs["run_id"][0]], env={"COLUMNS": "200"})
-    assert "communication (allreduce):" in text.output and "straggler ratio" in text.output
-    # harness ranks RUN: no exports, so the timers; the same straggler table as `run` printed
+    assert "communication (allreduce):" in text.output and "straggler" in text.output
+    # harness ranks RUN: no exports, so the timers; the same tables as `run` printed
     ranked = runner.invoke(app, ["ranks", runs["run_id"][0], "--format", "json"])
     assert ranked.exit_code == 0, ranked.output
-    imbalance = json.loads(ranked.stdout)["Imbalance per phase over 2 ranks (mean per step)"]
-    assert imbalance == tables[STRAGGLERS]
+    doc = json.loads(ranked.stdout)
+    assert doc["Imbalance per phase over 2 ranks (mean per step)"] == tables[IMBALANCE]
+    assert doc["Straggler: compute and wait in collectives per rank (mean per step)"] == tables[STRAGGLER]
     refused = runner.invoke(app, ["ranks", "latest", "--html", "x.html"])
     assert refused.exit_code == 1 and "run it with --nsys" in refused.output
+
+
+@pytest.mark.slow
+def test_a_delayed_rank_is_named_the_straggler(tmp_db: str) -> None:
+    """Rank 1 sleeps 200 ms in every forward: it computes 200 ms longer, rank 0 waits for it in the
+    all-reduce, and rank 1 (not rank 0, the slowest in the all-reduce) is the straggler."""
+    args = ["run", "tiny", *SMALL, "--nproc", "2", "--delay-rank", "1:200", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    rows = {row["Rank"]: row for row in tables[STRAGGLER]}
+    assert rows[0]["Straggler"] == "-" and rows[1]["Straggler"] == "rank 1"
+    # two ranks share this machine's cores with everything else: bounds wide enough for its noise
+    assert rows[1]["Compute (ms)"] > rows[0]["Compute (ms)"] + 100 and rows[1]["Costs Others (ms)"] > 100
+    waited = rows[0]["Wait (ms)"] - rows[1]["Wait (ms)"]  # rank 0's wait beyond rank 1's
+    assert rows[1]["Costs Others (ms)"] == pytest.approx(waited, abs=2e-3)
+    forward = {row["rank"]: row["forward (ns)"] / MS for row in tables[PER_RANK]}
+    assert 150 < forward[1] - forward[0] < 400  # the 200 ms sleep, inside the timed forward
+    imbalance = {row["Phase"]: row for row in tables[IMBALANCE]}
+    assert imbalance["allreduce"]["Slowest Rank"] == 0 and imbalance["forward"]["Slowest Rank"] == 1
+    run = ResultsStore(tmp_db, readonly=True).runs().iloc[0]
+    stored = ResultsStore(tmp_db, readonly=True).get(run["run_id"])
+    assert (stored.config["delay_rank"], stored.config["delay_ms"]) == (1, 200)
+    text = runner.invoke(app, ["show", run["run_id"]], env={"COLUMNS": "80"})
+    assert "straggler: rank 1 computes" in " ".join(text.stdout.split())
 
 
 @pytest.mark.slow

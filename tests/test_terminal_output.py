@@ -185,10 +185,10 @@ def test_a_column_named_twice_in_priority_is_shown_once() -> None:
 
     df = pd.DataFrame({"Name": ["k"], "Total Time (ns)": [5], "Instances": [2]})
     df.attrs["priority"] = ["Instances", "Name", "Instances"]
-    table, left_out = rich_table(df, width=200)
+    fitted = rich_table(df, width=200)
     # shown in the frame's order, each once (ns columns are shown in ms)
-    assert [str(c.header) for c in table.columns] == ["Name", "Total Time (ms)", "Instances"]
-    assert left_out == []
+    assert [str(c.header) for c in fitted.table.columns] == ["Name", "Total Time (ms)", "Instances"]
+    assert fitted.dropped == []
 
 
 def _rows(text: str) -> list[str]:

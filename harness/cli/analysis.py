@@ -401,4 +401,6 @@ def breakdown_cmd(
         if all(t.has("runtime") for t in traces):
             tables.append(("Queue length per stream", lazy.breakdown.queue_length_summary(traces, **rules)))
     notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
+    if not hta:  # say where the oracle's numbers differ, and why
+        notes += lazy.breakdown.hta_difference(traces, tables[0][1])
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)

@@ -20,7 +20,7 @@ import typer
 
 from harness.cli import lazy
 from harness.cli.common import err, note
-from harness.cli.fit import shorten
+from harness.cli.fit import distinct
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
 from harness.cli.tidy import write_csv
 from harness.experiments import diff as hd
@@ -37,7 +37,8 @@ SHOWN = {
     "Δ Total Time (ns)": "Δ (ns)", "Δ Total Time (%)": "Δ (%)", "Instances A": "Count A",
     "Instances B": "Count B", "Change": "Change",
 }  # fmt: skip
-PRIORITY = ["Name", "Δ (ns)", "B (ns)", "A (ns)", "Δ (%)", "Count A", "Count B", "Change"]
+DECIDING = ["Name", "Δ (ns)", "B (ns)", "A (ns)"]
+PRIORITY = ["Δ (%)", "Change", "Count B", "Count A"]  # short of room, B's count before A's
 MIN_ROWS = 5
 TABLE_LINES = 7  # a table's title, header (two lines), borders and note, besides its rows
 
@@ -91,16 +92,18 @@ def changes_lines(d: ExportDiff, width: int | None = None) -> list[str]:
     """The top regression and improvement among kernels; names shortened in the middle to fit `width`."""
 
     up, down = d.top_changes()
-    out = []
-    for word, row in (("top regression", up), ("top improvement", down)):
-        if row is not None:
-            delta, count_a, count_b = row["Δ Total Time (ns)"], row["Instances A"], row["Instances B"]
-            rest = f" {delta / 1e6:+,.2f} ms ({count_a:,} → {count_b:,} launches)"
-            name = str(row["Name"])
-            if width is not None:
-                name = shorten(name, max(24, width - len(word) - 2 - len(rest)))
-            out.append(f"{word}: {name}{rest}")
-    return out
+    found = (("top regression", up), ("top improvement", down))
+    rows = [(word, row) for word, row in found if row is not None]
+    rests = []
+    for _, row in rows:
+        delta, count_a, count_b = row["Δ Total Time (ns)"], row["Instances A"], row["Instances B"]
+        rests.append(f" {delta / 1e6:+,.2f} ms ({count_a:,} → {count_b:,} launches)")
+    names = [str(row["Name"]) for _, row in rows]
+    if width is not None and names:  # one width for both, so that two names shortened alike stay apart
+        pairs = zip(rows, rests, strict=True)
+        room = min(max(24, width - len(word) - 2 - len(rest)) for (word, _), rest in pairs)
+        names = distinct(names, room)[0]
+    return [f"{word}: {name}{rest}" for (word, _), name, rest in zip(rows, names, rests, strict=True)]
 
 
 def headline_lines(d: ExportDiff, width: int | None = None) -> list[str]:
@@ -118,7 +121,7 @@ def default_top(d: ExportDiff) -> int:
 
 def shown(df: pd.DataFrame, top: int) -> pd.DataFrame:
     out = df.head(top)[list(SHOWN)].rename(columns=SHOWN)
-    out.attrs["priority"] = PRIORITY
+    out.attrs.update(deciding=DECIDING, priority=PRIORITY)
     return out
 
 

@@ -1,6 +1,7 @@
 """How a table fits the terminal: cells as text (ns as ms, ids as nsys prints them, control characters as
-visible escapes), names shortened in the middle, and the least important columns left out first
-(`rank`, or a table's own `priority`: its deciding columns)."""
+visible escapes), names shortened in the middle, and the least important columns left out first: columns
+empty in every row, then by `rank`, or by a table's own `priority`. A table's `deciding` columns (the
+verdict, the B side of a comparison, the measured value) are never left out."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ LABELS = frozenset(
 COUNTS = frozenset(
     {"instances", "num calls", "count", "qcount", "steps", "nvtx inst", "kern inst", "kernels"}
 )
+
+EMPTY = "—"  # a cell with no value
 
 # C0 and C1 control characters, DEL, and the bidi overrides that reorder what a terminal shows
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -69,7 +72,7 @@ def _cell(
     import math
 
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—", False
+        return EMPTY, False
     if isinstance(value, bool):
         return ("yes" if value else "no"), False
     if ns_column and isinstance(value, int | float):
@@ -174,17 +177,20 @@ def table_width(widths: Iterable[int]) -> int:
     return sum(widths) + 3 * len(widths) + 1
 
 
-def fit(columns: Sequence[_Column], order: Sequence[int], budget: int) -> tuple[list[int], list[int]]:
+def fit(
+    columns: Sequence[_Column], order: Sequence[int], budget: int, keep: int = 1
+) -> tuple[list[int], list[int]]:
     """Which columns to show (indices, table order) and their widths so the table fits `budget` cells.
 
     Names are shortened to COMFORTABLE first; then the least important columns (end of `order`) are left
-    out; then names get the room left, the most important first. The most important column always stays.
+    out; then names get the room left, the most important first. The first `keep` of `order` (the most
+    important column, or the deciding ones) always stay.
     """
     natural = [c.natural for c in columns]
     if table_width(natural) <= budget:
         return list(range(len(columns))), natural
     shown = list(order)
-    while len(shown) > 1 and table_width(columns[i].comfortable for i in shown) > budget:
+    while len(shown) > max(keep, 1) and table_width(columns[i].comfortable for i in shown) > budget:
         shown.pop()
     floor = "comfortable" if table_width(columns[i].comfortable for i in shown) <= budget else "narrowest"
     widths = {i: getattr(columns[i], floor) for i in shown}
@@ -197,26 +203,120 @@ def fit(columns: Sequence[_Column], order: Sequence[int], budget: int) -> tuple[
     return keep, [widths[i] for i in keep]
 
 
-def _order(df: pd.DataFrame) -> list[int]:
-    """Column indices, most important first: the table's own `priority` attr, then by `rank`."""
+def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
+    """Column indices, most important first, and how many of them are never left out: the table's
+    `deciding` columns, then its own `priority`, then by `rank`; the columns `empty` in every row last (an
+    empty column decides nothing, even a deciding one)."""
     names = [str(c) for c in df.columns]
-    # dict.fromkeys: a name listed twice in `priority` is still one column
+    # dict.fromkeys: a name listed twice is still one column
+    deciding = [names.index(c) for c in dict.fromkeys(df.attrs.get("deciding", ())) if c in names]
+    deciding = [i for i in deciding if i not in empty]
     first = [names.index(c) for c in dict.fromkeys(df.attrs.get("priority", ())) if c in names]
-    rest = sorted((i for i in range(len(names)) if i not in first), key=lambda i: (rank(names[i]), i))
-    return first + rest
+    first = [i for i in first if i not in deciding and i not in empty]
+    taken = {*deciding, *first, *empty}
+    rest = sorted((i for i in range(len(names)) if i not in taken), key=lambda i: (rank(names[i]), i))
+    return [*deciding, *first, *rest, *sorted(empty)], len(deciding)
 
 
-def rich_table(df: pd.DataFrame, width: int | None = None) -> tuple[Table, list[str]]:
-    """A rich Table of `df` that fits `width` cells (None: every column, every name whole), and the
-    headers of the columns left out to fit."""
+def _around(text: str, start: int, width: int) -> str:
+    """`text` in `width` cells keeping its head, its tail and the part from `start` on (where it differs
+    from names that shorten alike)."""
+    head, tail = max(1, (width - 2) // 3), max(1, (width - 2) // 4)
+    middle = width - 2 - head - tail
+    if middle < 1 or start <= head:
+        return shorten(text, width)
+    if start + middle >= len(text) - tail:  # the difference is near the end: keep the end whole
+        return f"{text[:head]}…{text[-(width - head - 1) :]}"
+    return f"{text[:head]}…{text[start : start + middle]}…{text[-tail:]}"
+
+
+def _common_head(texts: Sequence[str]) -> int:
+    """How many leading characters all `texts` share."""
+    n = min(len(t) for t in texts)
+    return next((i for i in range(n) if len({t[i] for t in texts}) > 1), n)
+
+
+def distinct(texts: Sequence[str], width: int) -> tuple[list[str], list[str]]:
+    """`texts` shortened to `width`, different names staying different: where two shorten alike, the part
+    where they differ is kept; where even that is not enough, they are numbered (`#1`) and the second list
+    holds the full names (`#1: …`) for a note."""
+    short = {t: shorten(t, width) for t in dict.fromkeys(texts)}
+    alike: dict[str, list[str]] = {}
+    for t, s in short.items():
+        alike.setdefault(s, []).append(t)
+    for group in (g for g in alike.values() if len(g) > 1):
+        start = max(0, _common_head(group) - 2)  # two characters of context
+        for t in group:
+            short[t] = _around(t, start, width)
+    full: list[str] = []
+    seen: dict[str, list[str]] = {}
+    for t, s in short.items():
+        seen.setdefault(s, []).append(t)
+    for group in (g for g in seen.values() if len(g) > 1):
+        for t in group:
+            mark = f" #{len(full) + 1}"
+            short[t] = shorten(t, max(1, width - len(mark))) + mark
+            full.append(f"{mark.strip()}: {t}")
+    return [short[t] for t in texts], full
+
+
+def _alike(columns: Sequence[_Column], shown: Sequence[int], cells: dict[int, list[str]]) -> list[int]:
+    """The left-out columns that tell apart rows shown identical in every cell."""
+    if not shown:
+        return []
+    rows: dict[tuple[str, ...], list[int]] = {}
+    for r in range(len(cells[shown[0]])):
+        rows.setdefault(tuple(cells[i][r] for i in shown), []).append(r)
+    groups = [g for g in rows.values() if len(g) > 1]
+    hidden = [i for i in range(len(columns)) if i not in shown]
+    return [i for i in hidden if any(len({columns[i].cells[r] for r in g}) > 1 for g in groups)]
+
+
+def _cells(
+    columns: Sequence[_Column], shown: Sequence[int], widths: Sequence[int]
+) -> tuple[dict[int, list[str]], list[str]]:
+    """The shown cells (names shortened, different ones kept different), and the numbered names' notes."""
+    cells: dict[int, list[str]] = {}
+    notes: list[str] = []
+    for i, w in zip(shown, widths, strict=True):
+        c = columns[i]
+        if c.kind == "wrap":
+            cells[i] = c.cells
+            continue
+        cells[i], full = distinct(c.cells, w)
+        notes += [f"{c.header} {line}" for line in full]
+    return cells, notes
+
+
+@dataclass
+class Fitted:
+    table: Table
+    dropped: list[str]  # headers of the columns left out
+    notes: list[str]  # the full names of numbered ones
+
+
+def rich_table(df: pd.DataFrame, width: int | None = None) -> Fitted:
+    """A rich Table of `df` that fits `width` cells (None: every column, every name whole), the headers of
+    the columns left out to fit, and notes on names shortened alike. Rows that would look alike keep the
+    columns that tell them apart."""
     from rich.table import Table
     from rich.text import Text
 
     columns = _columns(df, wide=width is None)
     if width is None:
         shown, widths = list(range(len(columns))), [c.natural for c in columns]
+        cells, notes = _cells(columns, shown, widths)
     else:
-        shown, widths = fit(columns, _order(df), width)
+        empty = {i for i, c in enumerate(columns) if c.cells and all(t == EMPTY for t in c.cells)}
+        order, keep = _order(df, empty)
+        shown, widths = fit(columns, order, width, keep)
+        cells, notes = _cells(columns, shown, widths)
+        apart = _alike(columns, shown, cells)
+        if apart:  # kept next to the deciding columns (or the most important one)
+            keep = max(keep, 1)
+            order = [*order[:keep], *apart, *(i for i in order[keep:] if i not in apart)]
+            shown, widths = fit(columns, order, width, keep + len(apart))
+            cells, notes = _cells(columns, shown, widths)
     table = Table()
     for i, w in zip(shown, widths, strict=True):
         c = columns[i]
@@ -224,16 +324,15 @@ def rich_table(df: pd.DataFrame, width: int | None = None) -> tuple[Table, list[
         justify = "right" if c.numeric else "left"
         table.add_column(Text(c.header, overflow="fold"), justify=justify, width=w, overflow="fold")
     for r in range(len(df)):
-        cells = []
-        for i, w in zip(shown, widths, strict=True):
-            text, kind = columns[i].cells[r], columns[i].kind
-            if kind == "wrap":
-                cells.append(Text(text, overflow="fold"))
-            else:
-                cells.append(Text(shorten(text, w), no_wrap=True, overflow="ellipsis"))
-        table.add_row(*cells)
+        row = [
+            Text(cells[i][r], overflow="fold")
+            if columns[i].kind == "wrap"
+            else Text(cells[i][r], no_wrap=True, overflow="ellipsis")
+            for i in shown
+        ]
+        table.add_row(*row)
     dropped = [columns[i].header for i in range(len(columns)) if i not in shown]
-    return table, dropped
+    return Fitted(table, dropped, notes)
 
 
 def python_value(value: Any) -> Any:

@@ -22,12 +22,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TextIO
 
-from harness.cli.fit import CONTROL, FEWEST_ROWS, FIT, python_value, rich_table, table_width, visible
+from harness.cli.fit import (
+    CONTROL,
+    FEWEST_ROWS,
+    FIT,
+    Fitted,
+    python_value,
+    rich_table,
+    table_width,
+    visible,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
-    from rich.table import Table
 
 
 class Format(StrEnum):
@@ -100,11 +108,11 @@ def _text_lines(console: Console, text: str | None, prefix: str = "") -> int:
     )
 
 
-def _table_for(df: pd.DataFrame, console: Console, wide: bool) -> tuple[Table, list[str]]:
+def _table_for(df: pd.DataFrame, console: Console, wide: bool) -> Fitted:
     if wide:
-        table, dropped = rich_table(df)
-        console.width = max(console.width, table_width(c.width or 0 for c in table.columns))
-        return table, dropped
+        fitted = rich_table(df)
+        console.width = max(console.width, table_width(c.width or 0 for c in fitted.table.columns))
+        return fitted
     return rich_table(df, console.width)
 
 
@@ -148,20 +156,22 @@ def _render(
         around = _text_lines(console, title) + sum(_text_lines(console, n, "note: ") for n in notes)
         around += 2 * _text_lines(console, rows_left_out(total, total, console.height, option), "note: ") + 1
         rows = min(total, max(FEWEST_ROWS, console.height - around - 4))  # 4: borders and a header line
-    table, dropped = _table_for(df.head(rows) if rows < total else df, console, wide)
+    fitted = _table_for(df.head(rows) if rows < total else df, console, wide)
     for _ in range(3) if limit is None else ():  # rows or headers taller than a line: take rows off
-        over = len(console.render_lines(table, console.options)) + around - console.height
+        over = len(console.render_lines(fitted.table, console.options)) + around - console.height
         if over <= 0 or rows <= FEWEST_ROWS:
             break
         rows = max(FEWEST_ROWS, rows - over)
-        table, dropped = _table_for(df.head(rows), console, wide)
+        fitted = _table_for(df.head(rows), console, wide)
     if title:
         print_lines(console, title, style="italic")
-    console.print(table)
+    console.print(fitted.table)
+    dropped = fitted.dropped
+    notes += fitted.notes
     if dropped:
         notes.append(
             f"{len(dropped)} of {len(df.columns)} columns left out to fit {console.width} columns: "
-            f"{', '.join(dropped)}; --wide shows them"
+            f"{', '.join(dropped)}; --wide shows them, --format csv or json every column"
         )
     if rows < total:
         notes.append(rows_left_out(total - rows, total, console.height if limit is None else None, option))

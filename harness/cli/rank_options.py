@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.options import F, option_group
+from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from harness.execution.ranks.multirank import check
 
@@ -40,6 +41,14 @@ RankTimeoutOpt = Annotated[
     ),
 ]  # fmt: skip
 
+DelayRankOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--delay-rank", metavar="R:MS", rich_help_panel=PANEL,
+        help="Rank R sleeps MS ms inside every forward: a straggler of known cost, for tests and demos.",
+    ),
+]  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Ranks:
@@ -51,6 +60,7 @@ class Ranks:
     node_rank: int = 0
     rdzv_endpoint: str | None = None
     rank_timeout: float = 300.0
+    delay_rank: str | None = None  # R:MS
 
 
 ONE_RANK = Ranks()
@@ -60,6 +70,7 @@ RANK_OPTIONS = {
     "node_rank": NodeRankOpt,
     "rdzv_endpoint": RdzvOpt,
     "rank_timeout": RankTimeoutOpt,
+    "delay_rank": DelayRankOpt,
 }
 
 
@@ -68,8 +79,24 @@ def rank_options() -> Callable[[F], F]:
     return option_group("ranks", Ranks, RANK_OPTIONS)
 
 
+def delay(text: str | None, world_size: int) -> tuple[int | None, int]:
+    """`--delay-rank R:MS` as (rank, ms); (None, 0) without it. UsageError for a malformed one, a rank
+    outside the run, or a run of one rank."""
+    if text is None:
+        return None, 0
+    rank, sep, ms = text.partition(":")
+    if not sep or not rank.strip().isdigit() or not ms.strip().isdigit():
+        raise UsageError(f"--delay-rank takes RANK:MS (e.g. 1:200), got {text!r}")
+    if world_size < 2:
+        raise UsageError("--delay-rank delays one rank of several: give --nproc 2 or more")
+    if int(rank) >= world_size:
+        raise UsageError(f"--delay-rank {text}: rank {int(rank)} is not one of the {world_size} ranks")
+    return int(rank), int(ms)
+
+
 def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
     """`config` with its rank layout, checked (UsageError for one torchrun would refuse)."""
+    delay_rank, delay_ms = delay(ranks.delay_rank, ranks.nproc * ranks.nnodes)
     config = replace(
         config,
         nproc=ranks.nproc,
@@ -77,6 +104,8 @@ def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
         node_rank=ranks.node_rank,
         rdzv_endpoint=ranks.rdzv_endpoint,
         rank_timeout=ranks.rank_timeout,
+        delay_rank=delay_rank,
+        delay_ms=delay_ms,
     )
     check(config)
     return config

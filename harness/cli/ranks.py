@@ -61,10 +61,12 @@ def ranks_cmd(
     else:
         report = ranks_of(expand(exports), **read)
     n = len(report.labels)
-    tables = [
-        (f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance),
-        ("Phase time per rank", report.phase_times),
-    ]
+    tables = [(f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance)]
+    if len(report.stragglers):
+        tables.append(
+            ("Straggler: compute and wait in collectives per rank (mean per step)", report.stragglers)
+        )
+    tables.append(("Phase time per rank", report.phase_times))
     if len(report.gpu):  # from exports; the timers' per-rank means are the table above
         tables.append(("GPU and communication per rank", report.per_rank))
     if report.around is not None:  # one capture of several ranks (analysis.capture_ranks)

@@ -140,8 +140,9 @@ def _render(table: Table, result: Tables, reading: Reading, top: int | None) -> 
     tables = []
     for title, df in result.tables:
         df = df.head(top) if top else df
+        df.attrs["deciding"] = lazy.deciding(table, title)
         # then what the table itself says matters (e.g. the column it is sorted by)
-        df.attrs["priority"] = [*lazy.deciding(table, title), *df.attrs.get("then", ())]
+        df.attrs["priority"] = [*df.attrs["deciding"], *df.attrs.get("then", ())]
         tables.append((title, df))
     how = {"wide": reading.wide, "limit": reading.limit}
     if len(tables) == 1 and not result.titled:

@@ -86,10 +86,11 @@ def roofline_cmd(
         table = table.drop(columns=measured)
     if fmt is Format.table and phases["time (ns)"].isna().all():
         phases = phases.drop(columns=measured)
-    if report.run_id:  # on a narrow terminal, what was measured goes before what the roofs allow
-        first = ["time (ns)", "achieved TFLOP/s", "bound", "of roof (%)", "achieved GB/s", "intensity"]
-        table.attrs["priority"] = ["sub-block", "pass", *first]
-        phases.attrs["priority"] = ["phase", *first]
+    if report.run_id:  # what was measured and where it sits against the roof decide; never left out
+        deciding = ["time (ns)", "achieved TFLOP/s", "bound", "of roof (%)"]
+        then = ["achieved GB/s", "intensity", "flops", "model flops", "bytes"]
+        table.attrs.update(deciding=["sub-block", "pass", *deciding], priority=then)
+        phases.attrs.update(deciding=["phase", *deciding], priority=then)
     tables = [("roofs", report.roofs_frame())] if report.roofs else []
     tables += [(f"sub-blocks: {title}", table), ("per phase", phases)]
     if report.phase_ns:

@@ -49,6 +49,9 @@ class RunConfig:
     node_rank: int = 0
     rdzv_endpoint: str | None = None
     rank_timeout: float = 300.0  # seconds a rank may go without starting a phase before the run is stopped
+    # `--delay-rank R:MS`: rank R sleeps MS ms in every forward (a known straggler, for tests and demos)
+    delay_rank: int | None = None
+    delay_ms: int = 0
 
     def __post_init__(self) -> None:
         # torch.compile compiles in the first step: it is always a warmup step, never a measured one, and

@@ -1,5 +1,6 @@
 """The tables of a run across ranks for `harness run --nproc` and `harness show`: each rank's mean phase
-times, and per phase the mean over ranks, slowest and fastest rank, straggler ratio and share of the step
+times; per phase the mean over ranks, slowest and fastest rank; per rank its time computing and waiting in
+the all-reduce, and the straggler, the rank that arrives last, with what it costs the others
 (analysis.ranks)."""
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from analysis.ranks import (
     PHASE_COLUMNS,
     RanksReport,
     communication_share,
+    imbalance_table,
     per_rank,
     phase_table,
+    straggler_note,
     straggler_table,
     with_step_rows,
 )
@@ -26,6 +29,10 @@ if TYPE_CHECKING:
     from harness.core.records import RunResult
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
+
+
+IMBALANCE = "across ranks: slowest / median rank per phase (in the all-reduce, the slowest waited longest)"
+STRAGGLER = "straggler: the rank that arrives last at the all-reduce (most compute, least wait)"
 
 
 def frame(rows: Iterable[tuple[int, str, int, int]]) -> pd.DataFrame:
@@ -45,19 +52,22 @@ def run_frame(run: Run) -> pd.DataFrame:
 
 
 def rank_tables(df: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
-    """The two tables and a note with the communication share; nothing for fewer than two ranks."""
+    """The three tables, the straggler and the communication share; nothing for fewer than two ranks."""
 
     if df.empty or df["rank"].nunique() < 2:
         return [], []
     n = df["rank"].nunique()
-    stragglers = straggler_table(with_step_rows(df))
-    stragglers.attrs["whole"] = ["Phase"]
+    imbalance = imbalance_table(with_step_rows(df))
+    imbalance.attrs["whole"] = ["Phase"]
+    stragglers = straggler_table(df)
     tables = [
         (f"phases per rank ({n} ranks, mean of measured steps)", per_rank(df)),
-        ("across ranks: straggler ratio = slowest / median rank", stragglers),
+        (IMBALANCE, imbalance),
+        (STRAGGLER, stragglers),
     ]
     share = communication_share(df)
-    notes = [f"communication (allreduce): {share * 100:.1f}% of the step"] if share == share else []
+    notes = [straggler_note(stragglers)]
+    notes += [f"communication (allreduce): {share * 100:.1f}% of the step"] if share == share else []
     return tables, notes
 
 
@@ -82,6 +92,8 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
     notes = [f"run {run.id}: in-process timers from the results database (GPU busy time needs --nsys)"]
     if exports:
         notes.append(f"its exports are gone ({', '.join(p.name for p in exports if not p.exists())})")
+    stragglers = straggler_table(df)
+    notes += [straggler_note(stragglers)] if len(stragglers) else []
     share = communication_share(df)
     if share == share:
         notes.append(f"communication (allreduce): {share * 100:.1f}% of the step")
@@ -89,7 +101,8 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
         phases=df,
         gpu=frame([]),
         phase_times=phase_table(df),
-        imbalance=straggler_table(with_step_rows(df)),
+        imbalance=imbalance_table(with_step_rows(df)),
+        stragglers=stragglers,
         per_rank=per_rank(df),
         labels={int(r): f"rank {r}" for r in sorted(df["rank"].unique())},
         notes=notes,

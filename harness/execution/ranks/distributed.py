@@ -10,6 +10,8 @@ Each rank also writes a heartbeat line as each phase starts (`beat_path`), which
 reads to find a hung rank (harness/execution/ranks/multirank.py).
 HARNESS_TEST_RANK_FAULT="RANK:STEP:kill|exit|hang"
 makes that rank die of SIGKILL, exit 3 or hang at the start of that step: a real failure, for the tests.
+`--delay-rank R:MS` (config.delay_rank, delay_ms) makes rank R sleep MS ms at the start of every forward,
+inside its timed forward phase: it reaches the all-reduce MS ms late, a straggler of known cost.
 """
 
 from __future__ import annotations
@@ -146,6 +148,9 @@ def train_body(config: RunConfig, spec: Any, model: Any, device: Any, beat: Hear
 
     rank, world = dist.get_rank(), dist.get_world_size()
     ids = [torch.cuda.current_device()] if device.type == "cuda" else None
+    if config.delay_rank == rank and config.delay_ms > 0:
+        seconds = config.delay_ms / 1000
+        model.register_forward_pre_hook(lambda *_: time.sleep(seconds))
 
     def mark(i: int, phase: str) -> None:
         if beat is not None:

@@ -1,0 +1,171 @@
+"""A table fitted to 80 columns keeps the columns that carry its decision, leaves out empty columns first,
+says how to see what it left out, and never shows two different names (or two different rows) alike."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_diff import make_run
+from test_roofline_run import _run
+from typer.testing import CliRunner
+
+from analysis.overhead import overhead_table
+from analysis.ranks import imbalance_table, straggler_table
+from analysis.tables import TABLES
+from harness.cli import app
+from harness.cli.fit import distinct, rich_table
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+ALEXNET = SHARED / "kineto" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
+
+
+def cli(*args: str | Path) -> str:
+    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "80", "LINES": "60"})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def left_out(text: str) -> list[list[str]]:
+    """The columns each note says were left out (a note may wrap: joined back into one line)."""
+    joined = " ".join(line.strip() for line in text.splitlines())
+    found = re.findall(
+        r"columns left out to fit 80 columns: (.*?); --wide shows them, --format csv or json every column",
+        joined,
+    )
+    return [f.split(", ") for f in found]
+
+
+def headers(df: pd.DataFrame) -> list[str]:
+    return [str(c.header) for c in rich_table(df, 80).table.columns]
+
+
+def test_diff_of_runs_keeps_verdict_and_both_means(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(make_run("base-1", noise=0.01, seed=1))
+    store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
+    out = cli("diff", "base-1", "slow-1")
+    (dropped,) = left_out(out)
+    assert dropped == ["CI Low (%)", "CI High (%)", "Steps A", "Steps B"]
+    backward = next(line for line in out.splitlines() if line.startswith("│ backward "))
+    cells = [c.strip() for c in backward.strip("│").split("│")]
+    assert cells[:3] == ["backward", "regression", "19.987"] and cells[3] == "22.020"  # Mean A, Mean B
+
+
+def test_overhead_of_run_nsys_keeps_its_verdict() -> None:
+    """`run --nsys`'s overhead table: the profiled side's mean, overhead and verdict stay at 80 columns."""
+    rng = np.random.default_rng(0)
+    rows = [
+        (label, 0, step, phase, int(ns * scale * (1 + 0.01 * rng.standard_normal())))
+        for label, scale in (("no nsys", 1.0), ("nsys light", 1.08))
+        for step in range(10)
+        for phase, ns in (("forward", 10e6), ("backward", 20e6), ("optimizer", 5e6))
+    ]
+    steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+    table = overhead_table(steps, ("forward", "backward", "optimizer"))
+    shown = headers(table)
+    assert shown == ["Phase", "no nsys Avg (ms)", "nsys light Avg (ms)", "nsys light overhead (%)",
+                     "nsys light verdict"]  # fmt: skip
+    fitted = rich_table(table, 80)
+    assert "nsys light StdDev (ms)" in fitted.dropped
+
+
+def test_roofline_of_a_cpu_run_leaves_out_the_empty_columns_first(tmp_db: str) -> None:
+    ResultsStore(tmp_db).save(_run("char-r1", "char"))
+    out = cli("roofline", "char-r1")
+    sub_blocks, phases = left_out(out)
+    # no roofs on a CPU: bound and % of roof are empty, and go before columns with values
+    assert {"bound", "of roof (%)", "attainable TFLOP/s"} <= set(sub_blocks)
+    assert "intensity" not in sub_blocks and "flops" not in sub_blocks
+    assert {"bound", "of roof (%)"} <= set(phases) and "intensity" not in phases
+    qkv = next(line for line in out.splitlines() if line.startswith("│ qkv_proj "))
+    assert [c.strip() for c in qkv.strip("│").split("│")] == [
+        "qkv_proj", "forward", "12,582,912", "11.930", "0.400", "0.031", "2.637"
+    ]  # fmt: skip
+
+
+def test_an_empty_deciding_column_still_goes_first() -> None:
+    df = pd.DataFrame({"Name": ["a" * 40, "b" * 40], "Verdict": [None, None], "Total Time (ns)": [1, 2],
+                       "Detail": ["x" * 30, "y" * 30]})  # fmt: skip
+    df.attrs["deciding"] = ["Name", "Verdict"]
+    fitted = rich_table(df, 80)
+    assert fitted.dropped == ["Verdict"]
+
+
+@pytest.mark.parametrize("name", ["kernels", "nvtx", "nvtx-gpu", "api", "memops", "launch"])
+def test_registry_tables_keep_their_deciding_columns(name: str, a100_export: Path) -> None:
+    out = cli(name, a100_export)
+    dropped = {c for found in left_out(out) for c in found}
+    deciding = {c.replace("(ns)", "(ms)") for c in TABLES[name].deciding}
+    assert not deciding & dropped, (deciding & dropped, out)
+
+
+def test_names_shortened_alike_stay_apart() -> None:
+    head, tail = "void at::native::max_pool_forward_nchw<float, float>(int, ", ", long, long)"
+    a, b = head + "float const*, int" * 4 + tail, head + "double const*, int" * 4 + tail
+    short, numbered = distinct([a, b, a], 33)
+    assert short[0] == short[2] and short[0] != short[1] and numbered == []
+    assert all(len(s) == 33 for s in short)
+    assert "float" in short[0].split("…")[1] and "double" in short[1].split("…")[1]
+    # two of three differ beyond the part shown: numbered, their full names in a note
+    x, m, y = "x" * 30, "m" * 100, "y" * 10
+    c, d, e = f"{x}1{m}1{y}", f"{x}1{m}2{y}", f"{x}2{m}1{y}"
+    short, numbered = distinct([c, d, e], 20)
+    assert short[0].endswith(" #1") and short[1].endswith(" #2") and len(set(short)) == 3
+    assert numbered == [f"#1: {c}", f"#2: {d}"]
+
+
+def test_kineto_kernel_names_shortened_alike_stay_apart() -> None:
+    """Two fft2d_r2c_32x32 kernels differ only in their template arguments, in the middle of the name."""
+    out = cli("kernels", ALEXNET, "--limit", "0")
+    names = [line.strip("│").split("│")[-1].strip() for line in out.splitlines() if "void fft2d" in line]
+    # at 80 columns each shows where it differs: void fft2d…, 5u, true>(fl…t, int)
+    assert len(names) == len(set(names)) == 3, names
+    assert sum("5u, true" in n for n in names) == 1 and sum("0u, false" in n for n in names) == 1
+
+
+def test_rows_shown_identical_keep_what_tells_them_apart() -> None:
+    df = pd.DataFrame({"Name": ["k", "k"], "Comment": ["x" * 70, "x" * 70], "Total Time (ns)": [5, 5],
+                       "GridXYZ": ["1 1 1", "2 1 1"]})  # fmt: skip
+    df.attrs["priority"] = ["Name", "Comment"]
+    # without GridXYZ the two rows would look the same
+    assert rich_table(df, 30).dropped == ["Comment", "Total Time (ms)"]
+    df["GridXYZ"] = "1 1 1"
+    assert rich_table(df, 30).dropped == ["Comment", "Total Time (ms)", "GridXYZ"]
+
+
+def test_cache_paths_shortened_alike_stay_apart(tmp_path: Path, cpu_export: Path, a100_export: Path) -> None:
+    deep = "/".join(["experiments"] * 6)
+    for run, export in (("run-000001", cpu_export), ("run-000002", a100_export)):
+        path = tmp_path / deep / run / deep / "report.sqlite"
+        path.parent.mkdir(parents=True)
+        shutil.copy(export, path)
+        cli("nvtx", path)
+    out = cli("cache")
+    sources = [
+        line.strip("│").split("│")[0].strip()
+        for line in out.splitlines()
+        if line.startswith(f"│ {str(tmp_path)[:5]}")
+    ]
+    assert len(sources) == len(set(sources)) == 2  # e.g. /tmp/pytest-of…001/experiments/ex…ort.sqlite
+    assert {"001/experiments", "002/experiments"} <= {s.split("…")[1][:15] for s in sources}
+
+
+def test_rank_tables_keep_the_straggler_at_80_columns() -> None:
+    def ms(rank: int) -> dict[str, int]:  # rank 3 computes 200 ms longer; the others wait for it
+        late = 200 if rank == 3 else 0
+        return {"forward": 100 + late, "backward": 200, "allreduce": 250 - late, "optimizer": 50}
+
+    rows = [(r, p, s, ns * 1_000_000) for r in range(4) for s in (1, 2) for p, ns in ms(r).items()]
+    phases = pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"])
+    stragglers = straggler_table(phases)
+    assert headers(stragglers)[:1] == ["Rank"]
+    assert {"Compute (ms)", "Wait (ms)", "Straggler", "Costs Others (ms)"} <= set(headers(stragglers))
+    assert stragglers["Straggler"].tolist() == ["-", "-", "-", "rank 3"]
+    assert {"Phase", "Slowest Rank", "Straggler Ratio"} <= set(headers(imbalance_table(phases)))
