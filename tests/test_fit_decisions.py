@@ -140,7 +140,10 @@ def test_rows_shown_identical_keep_what_tells_them_apart() -> None:
     assert rich_table(df, 30).dropped == ["Comment", "Total Time (ms)", "GridXYZ"]
 
 
-def test_cache_paths_shortened_alike_stay_apart(tmp_path: Path, cpu_export: Path, a100_export: Path) -> None:
+def test_cache_paths_shortened_alike_stay_apart(
+    tmp_path: Path, cpu_export: Path, a100_export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))  # its own entries, none of other tests'
     deep = "/".join(["experiments"] * 6)
     for run, export in (("run-000001", cpu_export), ("run-000002", a100_export)):
         path = tmp_path / deep / run / deep / "report.sqlite"
