@@ -68,6 +68,6 @@ def test_overhead_panel_names_the_profiler(tmp_db: str) -> None:
     base_bars, torch_bars, verdicts = panel.figure.data
     assert (base_bars.name, torch_bars.name) == ("no profiler", "torch")
     assert list(torch_bars.y) == pytest.approx([1.3, 2.6, 0.65, 4.55])
-    assert list(verdicts.text) == ["+30.0% (+30.0…+30.0)"] * 4
+    assert list(verdicts.text) == ["adds +30.0% (CI +30.0…+30.0%)"] * 4
     assert "Whole steps: torch adds 30.0% (CI +30.0…+30.0%)." in panel.notes
     assert panel.notes[0].startswith("1 runs without a profiler and 1 with one (torch), measured steps only.")

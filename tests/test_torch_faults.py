@@ -37,7 +37,7 @@ def test_is_complete_tells_whole_traces_from_cut_ones(tmp_path: Path) -> None:
 def test_an_interrupted_run_records_its_trace_as_partial(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: bool
 ) -> None:
-    def interrupted(config: RunConfig, run_id: str, profiler: dict) -> object:
+    def interrupted(config: RunConfig, run_id: str, profiler: dict, **_: object) -> object:
         trace = Path(profiler["trace"])
         data = trace_path("nccl").read_bytes()
         trace.write_bytes(data[: len(data) // 3] if cut else data)

@@ -13,6 +13,7 @@ FORWARD_PHASES = PHASES_BY_MODE["forward"]
 __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
 
 
+LATEST = "latest"  # the newest run, wherever a run id is taken
 PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
 
 

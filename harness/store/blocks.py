@@ -17,8 +17,7 @@ from analysis.errors import ExportError
 from analysis.names import BLOCK_TIMERS
 from analysis.trace import open_trace
 from harness.core.errors import HarnessError
-from harness.core.records import phases_for
-from harness.store.runs import LATEST
+from harness.core.records import LATEST, phases_for
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
 from harness.core import signals
 from harness.core.errors import HarnessError
-from harness.core.records import RunResult
+from harness.core.records import LATEST, RunResult
 from harness.store import unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from harness.store.database import Database, Imported, UnsavedRun, default_db_path
-
-LATEST = "latest"
 
 
 def newest_back(ref: str) -> int | None:
