@@ -22,7 +22,6 @@ HTA is not a dependency of the harness. Install it for this benchmark only, into
 from __future__ import annotations
 
 import argparse
-import copy
 import gzip
 import json
 import os
@@ -58,56 +57,62 @@ print(time.perf_counter() - t0, sum(len(df) for df in ta.t.traces.values()))
 """
 
 
-def make_trace(src: Path, dst: Path, target: int) -> int:
+def make_trace(src: Path, dst: Path, target: int) -> tuple[int, int]:
     """Write to `dst` the trace `src` with copies of its profiler steps appended until it has `target`
-    complete events; the number of complete events written."""
+    complete events: (complete events written, bytes of uncompressed JSON). The copies are written as they
+    are made, so building a 3M-event trace holds only the source trace in memory."""
     with gzip.open(src, "rt") as f:
         doc = json.load(f)
-    events: list[dict[str, Any]] = doc["traceEvents"]
+    events: list[dict[str, Any]] = doc.pop("traceEvents")
     steps = sorted(
         (e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"]
     )
     first, last = steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
     period = last - first
     corr_step: dict[int, int] = {}
-    owned: list[tuple[int, dict[str, Any]]] = []  # (step, event) of the events that belong to a step
+    owned: list[list[dict[str, Any]]] = [[] for _ in steps]  # the events of each step
     for e in events:
         if e.get("ph") == "X" and e.get("cat") not in GPU_CATS and first <= e.get("ts", -1) < last:
             step = next(i for i, s in enumerate(steps) if e["ts"] < s["ts"] + s["dur"])
-            owned.append((step, e))
+            owned[step].append(e)
             if "correlation" in e.get("args", {}):
                 corr_step[e["args"]["correlation"]] = step
     for e in events:
         key = e.get("args", {}).get("correlation") if e.get("ph") == "X" else e.get("id")
         gpu_or_flow = (e.get("ph") == "X" and e.get("cat") in GPU_CATS) or e.get("ph") in ("s", "f")
         if gpu_or_flow and key in corr_step:
-            owned.append((corr_step[key], e))
+            owned[corr_step[key]].append(e)
     ids = [e.get("args", {}).get(k, 0) for e in events for k in ("correlation", "External id")]
     id_span = max(max(ids), max(e.get("id", 0) for e in events if isinstance(e.get("id"), int))) + 1
     count = sum(e.get("ph") == "X" for e in events)
-    block = 1
-    while count < target:
-        for step in range(len(steps)):
-            if count >= target:
-                break
-            for _, e in (pair for pair in owned if pair[0] == step):
-                c = copy.deepcopy(e)
-                c["ts"] += block * period
-                args = c.get("args", {})
-                for k in ("correlation", "External id"):
-                    if isinstance(args.get(k), int) and args[k] > 0:
-                        args[k] += block * id_span
-                if isinstance(c.get("id"), int):
-                    c["id"] += block * id_span
-                if str(c.get("name", "")).startswith("ProfilerStep#"):
-                    c["name"] = f"ProfilerStep#{int(c['name'][13:]) + block * len(steps)}"
-                events.append(c)
-                count += c.get("ph") == "X"
-        block += 1
     dst.parent.mkdir(parents=True, exist_ok=True)
+    encode = json.JSONEncoder().encode
     with gzip.open(dst, "wt", compresslevel=1) as f:
-        json.dump(doc, f)
-    return count
+        written = f.write(encode(doc)[:-1] + (", " if doc else "") + '"traceEvents": [')
+        written += f.write(", ".join(map(encode, events)))
+        block = 1
+        while count < target:
+            for owned_events in owned:
+                if count >= target:
+                    break
+                out = []
+                for e in owned_events:
+                    c = dict(e, ts=e["ts"] + block * period)
+                    if "args" in c:
+                        args = c["args"] = dict(c["args"])
+                        for k in ("correlation", "External id"):
+                            if isinstance(args.get(k), int) and args[k] > 0:
+                                args[k] += block * id_span
+                    if isinstance(c.get("id"), int):
+                        c["id"] += block * id_span
+                    if str(c.get("name", "")).startswith("ProfilerStep#"):
+                        c["name"] = f"ProfilerStep#{int(c['name'][13:]) + block * len(steps)}"
+                    out.append(encode(c))
+                    count += c.get("ph") == "X"
+                written += f.write(", " + ", ".join(out))
+            block += 1
+        written += f.write("]}")
+    return count, written
 
 
 def child(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -131,7 +136,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kineto-speed-") as tmp:
         folder = (args.keep or Path(tmp)) / "trace"
         path = folder / "big.json.gz"
-        n = make_trace(FIXTURE, path, args.events)
+        n, size = make_trace(FIXTURE, path, args.events)  # noqa: RUF059 (used below)
         print(f"built {path}: {n:,} complete events, {path.stat().st_size / 1e6:.1f} MB gzipped", flush=True)
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         hta_env = dict(env)

@@ -27,21 +27,25 @@ is the process that launched them (through the correlation id), as in nsys expor
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from isal import igzip_threaded
+from isal.isal_zlib import IsalError
 
 from analysis.errors import ExportError
 from analysis.readers import NULL, valid_duration
 from analysis.readers.kineto_checks import clean_name, hashable, is_complete, notes_and_hints
+from analysis.readers.kineto_stream import NOT_EVENT, UNSET, Args, Event, TraceStream
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
@@ -82,15 +86,15 @@ HINTS = {
 
 
 class KinetoReader:
-    """One parsed trace: its frames (built on open, the whole file being one JSON document) and metadata."""
+    """One parsed trace: its frames (built on open, in one pass over the file) and metadata."""
 
     format = FORMAT
     version = VERSION
 
-    def __init__(self, path: Path, doc: Any) -> None:
+    def __init__(self, path: Path, stream: TraceStream) -> None:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
-        self._frames, self._meta = _build(doc)
+        self._frames, self._meta = _build(stream)
 
     def __repr__(self) -> str:
         return f"KinetoReader({str(self.path)!r})"
@@ -119,29 +123,22 @@ class KinetoReader:
 
 
 def open_kineto(path: str | Path) -> KinetoReader:
-    """Parse `path` (a Chrome/Kineto trace, gzipped or not), or raise ExportError saying what is wrong."""
+    """Parse `path` (a Chrome/Kineto trace, gzipped or not), or raise ExportError saying what is wrong.
+    The file is read as a stream (analysis.readers.kineto_stream): never whole in memory."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            if not gzipped:
+                return KinetoReader(path, TraceStream(path, f.read))
+            with igzip_threaded.open(f, "rb", threads=1) as unzipped:
+                return KinetoReader(path, TraceStream(path, unzipped.read))
+    except (EOFError, zlib.error, gzip.BadGzipFile, IsalError) as e:
+        raise ExportError(f"{path} is a corrupt or truncated gzip file ({e})") from None
     except OSError as e:
         why = e.strerror or str(e)
         raise ExportError(f"cannot read {path}: {why}") from None
-    except (EOFError, zlib.error) as e:
-        raise ExportError(f"{path} is a corrupt or truncated gzip file ({e})") from None
-    if not raw.strip():
-        raise ExportError(f"{path} is empty: not a Kineto trace")
-    try:
-        doc = json.loads(raw, parse_float=str)  # floats as their text: exact nanoseconds below
-    except (ValueError, RecursionError) as e:
-        why = str(e).splitlines()[0]
-        raise ExportError(f"{path} is not valid JSON ({why}): not a Kineto trace") from None
-    if isinstance(doc, dict) and not isinstance(doc.get("traceEvents"), list):
-        raise ExportError(f"{path} is JSON but not a Chrome/Kineto trace (no traceEvents list)")
-    if not isinstance(doc, dict | list):
-        raise ExportError(f"{path} is JSON but not a Chrome/Kineto trace")
-    return KinetoReader(path, doc)
 
 
 # --- numbers -----------------------------------------------------------------------------------------
@@ -254,58 +251,60 @@ class _Ids:
         return self.small[key]
 
 
-class _Strings:
+class _Names:
+    """Every name seen, cleaned (analysis.readers.kineto_checks.clean_name), as integer ids in order of
+    first sight; the raw strings already seen map straight to their id."""
+
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
+        self.texts: list[str] = []
+        self.text_ids: dict[str, int] = {}
+        self.raw: dict[str, int] = {}
+        self.escaped = 0  # distinct names that held lone surrogates
 
-    def ids_of(self, names: list[Any]) -> np.ndarray:
-        ids = self.ids
-        return np.fromiter(
-            (ids.setdefault(n if type(n) is str else str(n), len(ids)) for n in names),
-            dtype=np.int64,
-            count=len(names),
-        )
+    def ids(self, values: list[Any]) -> np.ndarray:
+        try:
+            return np.fromiter(map(self.raw.__getitem__, values), dtype=np.int64, count=len(values))
+        except (KeyError, TypeError):
+            return np.fromiter(map(self.id, values), dtype=np.int64, count=len(values))
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            {"id": np.arange(len(self.ids), dtype=np.int64), "value": pd.Series(list(self.ids), dtype=object)}
-        )
+    def id(self, value: Any) -> int:
+        if type(value) is str and value in self.raw:
+            return self.raw[value]
+        text = self.clean(value)
+        i = self.text_ids.setdefault(text, len(self.texts))
+        if i == len(self.texts):
+            self.texts.append(text)
+        if type(value) is str:
+            self.raw[value] = i
+        return i
+
+    def clean(self, value: Any) -> str:
+        if type(value) is str and value.isascii():
+            return value
+        text, escaped = clean_name(value)
+        if type(value) is str:
+            self.escaped += escaped
+        return text
 
 
-def _events(doc: Any) -> list[Any]:
-    return doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+# the groups of complete events, by category; CPU groups first (their threads are named in this order)
+GROUPS = ("runtime", "annotation", "cpu_ops", "kernels", "memcpy", "memset", "syncs", "gpu_annotation")
+CPU_GROUPS = GROUPS[:3]
+_METADATA, _OTHER = len(GROUPS), len(GROUPS) + 1
+_CODES = {("X", cat): GROUPS.index(group) for cat, group in CATEGORIES.items()}
+NO_ARGS = Args()
 
 
-def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
-    """Every frame of the trace model from the parsed document, and what meta() reports."""
-    events = _events(doc)
-    groups: dict[str, list[tuple[int, dict[str, Any]]]] = {k: [] for k in set(CATEGORIES.values())}
-    thread_names: dict[tuple[Any, Any], str] = {}
-    ignored: dict[str, int] = {}
-    float_times = False
-    for i, e in enumerate(events):
-        if type(e) is not dict:
-            ignored["not an event"] = ignored.get("not an event", 0) + 1
-            continue
-        ph = e.get("ph")
-        if ph == "X":
-            cat = e.get("cat")
-            kind = CATEGORIES.get(cat) if type(cat) is str else None
-            if kind is not None:
-                groups[kind].append((i, e))
-                float_times = float_times or type(e.get("ts")) is str
-                continue
-        elif ph == "M":
-            args = e.get("args")
-            if e.get("name") == "thread_name" and type(args) is dict and isinstance(args.get("name"), str):
-                thread_names[_key(e.get("pid"), e.get("tid"))] = clean_name(args["name"].strip())[0]
-            continue
-        key = str(e.get("cat", f"ph={ph}"))
-        ignored[key] = ignored.get(key, 0) + 1
-    b = _Builder(thread_names)
-    frames = b.frames(groups)
-    meta = _meta(doc, float_times, ignored, sum(b.unusable.values()))
-    meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.escaped, frames, HINTS)
+def _build(stream: TraceStream) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Every frame of the trace model from the events of a stream, and what meta() reports."""
+    b = _Builder()
+    for events in stream:
+        b.add(events)
+    if not stream.has_events:
+        raise ExportError(f"{stream.path} is JSON but not a Chrome/Kineto trace (no traceEvents list)")
+    frames = b.frames()
+    meta = _meta(stream.top, b.float_times, b.ignored, sum(b.unusable.values()))
+    meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.names.escaped, frames, HINTS)
     return frames, meta
 
 
@@ -314,172 +313,250 @@ def _key(pid: Any, tid: Any) -> tuple[Any, Any]:
     return hashable(pid), hashable(tid)
 
 
-class _Builder:
-    """Turns the events of each category into columns."""
+def _ignored_key(e: Event) -> str:
+    if e.ph is NOT_EVENT:
+        return "not an event"
+    return f"ph={e.ph}" if e.cat is UNSET else str(e.cat)
 
-    def __init__(self, thread_names: dict[tuple[Any, Any], str]) -> None:
+
+def _codes(events: list[Event]) -> np.ndarray:
+    """Each event's group (an index into GROUPS), or _METADATA, or _OTHER."""
+    phs = [e.ph for e in events]
+    try:
+        codes = np.fromiter(
+            map(_CODES.get, zip(phs, [e.cat for e in events], strict=True), repeat(_OTHER)),
+            dtype=np.int8,
+            count=len(events),
+        )
+    except TypeError:  # a category that cannot be a key (a list): one event at a time
+        codes = np.fromiter(
+            (_CODES.get(("X", e.cat), _OTHER) if type(e.cat) is str else _OTHER for e in events),
+            dtype=np.int8,
+            count=len(events),
+        )
+    meta = np.fromiter((p == "M" for p in phs), dtype=bool, count=len(phs)) if "M" in phs else None
+    if meta is not None:
+        codes[meta] = _METADATA
+    return codes
+
+
+class _Builder:
+    """Turns the events of each group into columns, a chunk at a time (numpy arrays, names as ids), and
+    the columns into frames at the end."""
+
+    def __init__(self) -> None:
         self.pids, self.tids = _Ids(), _Ids()
-        self.strings = _Strings()
-        self.thread_names = thread_names
+        self.names = _Names()
+        self.pieces: dict[str, list[dict[str, np.ndarray]]] = {k: [] for k in GROUPS}
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.cpu_threads: dict[int, tuple[int, int, Any, Any]] = {}  # gtid -> (group, index, pid, tid)
         self.threads: dict[int, str] = {}
         self.unusable: dict[str, int] = {}  # X events without a usable ts or dur, by group
-        self.escaped = 0  # distinct names that held lone surrogates
-        self._names: dict[str, str] = {}
+        self.ignored: dict[str, int] = {}
+        self.float_times = False
+        self.seen = 0  # events so far: the index of the next one in the file
 
-    def frames(self, groups: dict[str, list[tuple[int, dict[str, Any]]]]) -> dict[str, pd.DataFrame]:
-        cpu = {k: self.common(groups[k], thread=True, kind=k) for k in ("runtime", "annotation", "cpu_ops")}
-        gpu = {
-            k: self.common(groups[k], thread=False, kind=k) for k in ("kernels", "memcpy", "memset", "syncs")
-        }
-        launcher = self._launcher(cpu["runtime"], cpu["annotation"], cpu["cpu_ops"])
+    # --- a chunk of events ------------------------------------------------------------------------
+
+    def add(self, events: list[Event]) -> None:
+        first, self.seen = self.seen, self.seen + len(events)
+        codes = _codes(events)
+        for code in np.unique(codes).tolist():
+            where = np.flatnonzero(codes == code)
+            chosen = [events[i] for i in where.tolist()]
+            if code == _METADATA:
+                self.metadata(chosen)
+            elif code == _OTHER:
+                self.other(chosen)
+            else:
+                self.group(GROUPS[code], chosen, where + first)
+
+    def metadata(self, events: list[Event]) -> None:
+        for e in events:
+            a = e.args
+            if e.name == "thread_name" and a is not None and isinstance(a.name, str):
+                self.thread_names[_key(e.pid, e.tid)] = clean_name(a.name.strip())[0]
+
+    def other(self, events: list[Event]) -> None:
+        for key, n in Counter(map(_ignored_key, events)).items():
+            self.ignored[key] = self.ignored.get(key, 0) + n
+
+    def group(self, kind: str, events: list[Event], index: np.ndarray) -> None:
+        ts_values = [e.ts for e in events]
+        self.float_times = self.float_times or str in set(map(type, ts_values))
+        ts, ok_ts = _times(ts_values)
+        dur, ok_dur = _times([e.dur for e in events])
+        ok = ok_ts & ok_dur & (dur >= 0)
+        if not ok.all():
+            self.unusable[kind] = self.unusable.get(kind, 0) + int((~ok).sum())
+            events = [e for e, keep in zip(events, ok.tolist(), strict=True) if keep]
+            ts, dur, index = ts[ok], dur[ok], index[ok]
+        args = [NO_ARGS if (a := e.args) is None else a for e in events]
+        names = self.names.ids([e.name for e in events])
+        piece = {"start": ts, "end": ts + dur, "index": index, "name": names}
+        if kind in CPU_GROUPS:
+            piece["global_tid"] = self.cpu_tids(events, GROUPS.index(kind), index)
+        if kind == "runtime":
+            piece["correlation"] = _ints([a.correlation for a in args])
+        elif kind == "cpu_ops":
+            piece["external_id"] = _ints([a.external_id for a in args])
+        elif kind == "gpu_annotation":
+            piece["device"] = _device(args, events)
+            streams = [e.tid if a.stream is UNSET else a.stream for a, e in zip(args, events, strict=True)]
+            piece["stream"] = _ints(streams)
+        elif kind != "annotation":
+            piece["device"] = _device(args, events)
+            piece["stream"] = _ints([a.stream for a in args])
+            piece["correlation"] = _ints([a.correlation for a in args])
+            if kind == "kernels":
+                piece["grid"] = _dims([a.grid for a in args], (32, 16))
+                piece["block"] = _dims([a.block for a in args], (22, 11))
+            elif kind in ("memcpy", "memset"):
+                piece["bytes"] = _ints([a.bytes for a in args])
+        self.pieces[kind].append(piece)
+
+    def cpu_tids(self, events: list[Event], group: int, index: np.ndarray) -> np.ndarray:
+        """global_tid of CPU events; a thread seen for the first time is remembered with where."""
+        pids, tids = [e.pid for e in events], [e.tid for e in events]
+        if set(map(type, pids)) | set(map(type, tids)) <= {int}:
+            p, t = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
+            if len(p) == 0 or (p.min() >= 0 and t.min() >= 0 and p.max() < SMALL_ID and t.max() < SMALL_ID):
+                out = (p << 24) | t
+                new, first = np.unique(out, return_index=True)
+                for gtid, i in zip(new.tolist(), first.tolist(), strict=True):
+                    self.thread_seen(gtid, (group, int(index[i]), pids[i], tids[i]))
+                return out
+        out = np.empty(len(pids), dtype=np.int64)
+        for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):
+            gtid = (self.pids(hashable(pid)) << 24) | self.tids(hashable(tid))
+            self.thread_seen(gtid, (group, int(index[i]), hashable(pid), hashable(tid)))
+            out[i] = gtid
+        return out
+
+    def thread_seen(self, gtid: int, where: tuple[int, int, Any, Any]) -> None:
+        """Keep where a thread is first seen: its first group, then its first event there."""
+        known = self.cpu_threads.get(gtid)
+        if known is None or where[:2] < known[:2]:
+            self.cpu_threads[gtid] = where
+
+    # --- the frames --------------------------------------------------------------------------------
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        parts = {k: _concat(self.pieces.pop(k)) for k in GROUPS}
+        self.name_threads()
+        rt, ops = parts["runtime"], parts["cpu_ops"]
+        launcher = self._launcher(rt, parts["annotation"], ops)
+        kernels = parts["kernels"]
+        texts = self.names.texts
+        short = np.array(
+            [self.names.id(shorten(texts[i])) for i in range(len(texts))] or [0], dtype=np.int64
+        )  # every name's short name, by id (only kernels' are used)
+        kernels["short"] = short[kernels["name"]]
+        strings = _StringTable(
+            texts, [rt["name"], kernels["name"], kernels["short"], parts["syncs"]["name"], ops["name"]]
+        )
         out: dict[str, pd.DataFrame] = {}
-        rt = cpu["runtime"]
         out["runtime"] = pd.DataFrame(
             {
                 "start": rt["start"],
                 "end": rt["end"],
-                "correlation_id": _ints([a.get("correlation") for a in rt["args"]]),
+                "correlation_id": rt["correlation"],
                 "global_tid": rt["global_tid"],
-                "name_id": self.strings.ids_of(rt["name"]),
+                "name_id": strings.ids(rt["name"]),
             }
         )
-        for frame, part in gpu.items():
-            out[frame] = self.gpu_frame(frame, part, launcher)
-        ops = cpu["cpu_ops"]
+        for frame in ("kernels", "memcpy", "memset", "syncs"):
+            out[frame] = self.gpu_frame(frame, parts[frame], launcher, strings)
         out["cpu_ops"] = pd.DataFrame(
             {
                 "start": ops["start"],
                 "end": ops["end"],
                 "global_tid": ops["global_tid"],
-                "name_id": self.strings.ids_of(ops["name"]),
-                "external_id": _ints([a.get("External id") for a in ops["args"]]),
+                "name_id": strings.ids(ops["name"]),
+                "external_id": ops["external_id"],
             }
         )
-        gpu_ranges = self.common(groups["gpu_annotation"], thread=False, kind="gpu_annotation")
-        out["nvtx"] = self.ranges(cpu["annotation"], gpu_ranges)
+        out["nvtx"] = self.ranges(parts["annotation"], parts["gpu_annotation"])
         out["threads"] = pd.DataFrame(
             {
                 "global_tid": np.fromiter(self.threads, dtype=np.int64, count=len(self.threads)),
                 "name": pd.Series(list(self.threads.values()), dtype=object),
             }
         )
-        out["strings"] = self.strings.frame()
+        out["strings"] = strings.frame()
         return out
 
-    def common(self, group: list[tuple[int, dict[str, Any]]], *, thread: bool, kind: str) -> dict[str, Any]:
-        """start, end (ns), index, name, args, pid, tid, and for CPU events global_tid, of the events whose
-        ts and dur are usable."""
-        ts, ok_ts = _times([e.get("ts") for _, e in group])
-        dur, ok_dur = _times([e.get("dur") for _, e in group])
-        ok = ok_ts & ok_dur & (dur >= 0)
-        if not ok.all():
-            self.unusable[kind] = int((~ok).sum())
-            group = [g for g, keep in zip(group, ok, strict=True) if keep]
-            ts, dur = ts[ok], dur[ok]
-        part: dict[str, Any] = {
-            "start": ts,
-            "end": ts + dur,
-            "index": np.fromiter((i for i, _ in group), dtype=np.int64, count=len(group)),
-            "name": [self.name(e.get("name", "")) for _, e in group],
-            "args": [a if type(a := e.get("args")) is dict else {} for _, e in group],
-            "pid": [p if type(p := e.get("pid")) is int else hashable(p) for _, e in group],
-            "tid": [t if type(t := e.get("tid")) is int else hashable(t) for _, e in group],
-        }
-        if thread:
-            part["global_tid"] = self.cpu_threads(part["pid"], part["tid"])
-        return part
+    def name_threads(self) -> None:
+        """Name the CPU threads (now that every thread_name event is read), in the order the groups and
+        the file first show them."""
+        for gtid, (_, _, pid, tid) in sorted(self.cpu_threads.items(), key=lambda kv: kv[1][:2]):
+            name = self.thread_names.get((pid, tid)) or f"thread {tid}"
+            if (gtid >> 24) >= SMALL_ID or (gtid & 0xFFFFFF) >= SMALL_ID:
+                name += f" [pid {pid}, tid {tid}]"
+            self.threads[gtid] = self.names.texts[self.names.id(name)]
 
-    def name(self, value: Any) -> str:
-        if type(value) is str and value.isascii():
-            return value
-        if type(value) is str and value in self._names:
-            return self._names[value]
-        text, escaped = clean_name(value)
-        if type(value) is str:
-            self._names[value] = text
-            self.escaped += escaped
-        return text
-
-    def cpu_threads(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
-        out = np.empty(len(pids), dtype=np.int64)
-        seen: dict[tuple[Any, Any], int] = {}
-        for i, key in enumerate(zip(pids, tids, strict=True)):
-            gtid = seen.get(key)
-            if gtid is None:
-                pid, tid = self.pids(key[0]), self.tids(key[1])
-                gtid = seen[key] = (pid << 24) | tid
-                if gtid not in self.threads:
-                    name = self.thread_names.get(key) or f"thread {key[1]}"
-                    if pid >= SMALL_ID or tid >= SMALL_ID:
-                        name += f" [pid {key[0]}, tid {key[1]}]"
-                    self.threads[gtid] = self.name(name)
-            out[i] = gtid
-        return out
-
-    def _launcher(self, *cpu_parts: dict[str, Any]) -> Launcher:
+    def _launcher(self, *cpu_parts: dict[str, np.ndarray]) -> Launcher:
         """Who launched each GPU event: correlation id -> global pid of the runtime call, the pid of the
         traced process, and the correlation ids that several processes used (traces merged from ranks)."""
         rt = cpu_parts[0]
-        corr = _ints([a.get("correlation") for a in rt["args"]])
         gpid = rt["global_tid"] & ~0xFFFFFF
         by_corr: dict[int, int] = {}
         shared: set[int] = set()
-        for c, p in zip(corr.tolist(), gpid.tolist(), strict=True):
+        for c, p in zip(rt["correlation"].tolist(), gpid.tolist(), strict=True):
             if by_corr.setdefault(c, p) != p:
                 shared.add(c)
         main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
         return Launcher(by_corr, main, shared, set(gpid.tolist()))
 
-    def gpu_frame(self, frame: str, part: dict[str, Any], launcher: Launcher) -> pd.DataFrame:
-        args = part["args"]
-        corr = _ints([a.get("correlation") for a in args])
-        device = np.array(_device(part), dtype=np.int64)
+    def gpu_frame(
+        self, frame: str, part: dict[str, np.ndarray], launcher: Launcher, strings: _StringTable
+    ) -> pd.DataFrame:
+        corr, device = part["correlation"], part["device"]
         columns: dict[str, Any] = {
             "start": part["start"],
             "end": part["end"],
-            "stream_id": _ints([a.get("stream") for a in args]),
+            "stream_id": part["stream"],
             "correlation_id": corr,
             "global_pid": launcher.pids(corr, device),
             "device_id": device,
         }
-        names = part["name"]
         if frame == "kernels":
-            ids = self.strings.ids_of(names)
-            short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(names)}
+            ids = strings.ids(part["name"])
             columns.update(
-                grid=_dims([a.get("grid") for a in args], (32, 16)),
-                block=_dims([a.get("block") for a in args], (22, 11)),
+                grid=part["grid"],
+                block=part["block"],
                 name_id=ids,
-                short_name_id=self.strings.ids_of([short[n] for n in names]),
+                short_name_id=strings.ids(part["short"]),
                 mangled_name_id=ids,  # Kineto keeps demangled names only: fall back to them, as nsys does
             )
         elif frame == "syncs":
-            columns["name_id"] = self.strings.ids_of(names)
+            columns["name_id"] = strings.ids(part["name"])
         else:
-            columns["bytes"] = _ints([a.get("bytes") for a in args])
-            kinds = [_memop_kinds(n) for n in names]
+            columns["bytes"] = part["bytes"]
+            distinct = np.unique(part["name"])
+            kinds = np.zeros((len(self.names.texts), 3), dtype=np.int64)
+            for i in distinct.tolist():
+                kinds[i] = _memop_kinds(self.names.texts[i])
+            kind = kinds[part["name"]]
             if frame == "memcpy":
-                columns.update(
-                    copy_kind=np.array([k[0] for k in kinds], dtype=np.int64),
-                    src_kind=np.array([k[1] for k in kinds], dtype=np.int64),
-                    dst_kind=np.array([k[2] for k in kinds], dtype=np.int64),
-                )
+                columns.update(copy_kind=kind[:, 0], src_kind=kind[:, 1], dst_kind=kind[:, 2])
             else:
-                columns["mem_kind"] = np.array([k[1] for k in kinds], dtype=np.int64)
+                columns["mem_kind"] = kind[:, 1]
         return pd.DataFrame(columns)
 
-    def ranges(self, cpu: dict[str, Any], gpu: dict[str, Any]) -> pd.DataFrame:
+    def ranges(self, cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> pd.DataFrame:
         """user_annotation ranges (push/pop on their thread) and gpu_user_annotation ones (start/end, domain
         GPU, on their stream's thread), in file order; range_id is the event's index in the file."""
-        device = _device(gpu)
-        stream = _ints([a.get("stream", t) for a, t in zip(gpu["args"], gpu["tid"], strict=True)])
+        streams = np.where(gpu["stream"] == NULL, 0, gpu["stream"])
         gpu_tid = np.fromiter(
-            (self.gpu_thread(d, s if s != NULL else 0) for d, s in zip(device, stream.tolist(), strict=True)),
+            (self.gpu_thread(d, s) for d, s in zip(gpu["device"].tolist(), streams.tolist(), strict=True)),
             dtype=np.int64,
-            count=len(device),
+            count=len(streams),
         )
         n_cpu = len(cpu["start"])
-        names = [n if isinstance(n, str) else str(n) for n in (*cpu["name"], *gpu["name"])]
+        ids = np.concatenate([cpu["name"], gpu["name"]])
+        texts = np.array([*self.names.texts, ""], dtype=object)
+        steps = {i: _step(texts[i]) for i in np.unique(ids).tolist()}
         df = pd.DataFrame(
             {
                 "range_id": np.concatenate([cpu["index"], gpu["index"]]),
@@ -487,8 +564,8 @@ class _Builder:
                 "end": np.concatenate([cpu["end"], gpu["end"]]),
                 "global_tid": np.concatenate([cpu["global_tid"], gpu_tid]),
                 "pushpop": np.concatenate([np.ones(n_cpu, dtype=bool), np.zeros(len(gpu_tid), dtype=bool)]),
-                "payload": pd.array([_step(n) for n in names], dtype="Int64"),
-                "name": pd.Categorical(names),
+                "payload": pd.array([steps[i] for i in ids.tolist()], dtype="Int64"),
+                "name": pd.Categorical(texts[ids]),
                 "domain": pd.Categorical([None] * n_cpu + [ANNOTATION_DOMAIN] * len(gpu_tid)),
             }
         )
@@ -500,6 +577,37 @@ class _Builder:
         if gtid not in self.threads:
             self.threads[gtid] = f"GPU {device} stream {stream}"
         return gtid
+
+
+# the columns of each group, with their dtypes, for a group without events
+_COLUMNS = ("start", "end", "index", "name", "global_tid", "correlation", "external_id", "device", "stream",
+            "grid", "block", "bytes")  # fmt: skip
+
+
+def _concat(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if not pieces:
+        return {c: np.empty(0, dtype=np.int64) for c in _COLUMNS}
+    return {c: np.concatenate([p[c] for p in pieces]) for c in pieces[0]}
+
+
+class _StringTable:
+    """The strings frame: the names that tables look up by id, numbered in the order the frames list
+    them (runtime, kernels, their short names, syncs, cpu_ops), as they were before the reader streamed."""
+
+    def __init__(self, texts: list[str], in_order: list[np.ndarray]) -> None:
+        self.order = pd.unique(np.concatenate(in_order)) if in_order else np.empty(0, dtype=np.int64)
+        self.remap = np.full(len(texts) + 1, -1, dtype=np.int64)
+        self.remap[self.order] = np.arange(len(self.order), dtype=np.int64)
+        self.texts = texts
+
+    def ids(self, names: np.ndarray) -> np.ndarray:
+        return self.remap[names]
+
+    def frame(self) -> pd.DataFrame:
+        values = [self.texts[i] for i in self.order.tolist()]
+        return pd.DataFrame(
+            {"id": np.arange(len(values), dtype=np.int64), "value": pd.Series(values, dtype=object)}
+        )
 
 
 @dataclass
@@ -530,13 +638,13 @@ class Launcher:
         return out
 
 
-def _device(part: dict[str, Any]) -> list[int]:
+def _device(args: list[Args], events: list[Event]) -> np.ndarray:
     """Each GPU event's device: args.device, else the event's pid (Kineto's pid of GPU rows), else 0."""
     out = []
-    for a, pid in zip(part["args"], part["pid"], strict=True):
-        d = a.get("device", pid)
-        out.append(d if type(d) is int and d >= 0 else 0)
-    return out
+    for a, e in zip(args, events, strict=True):
+        d = e.pid if a.device is UNSET else a.device
+        out.append(d if type(d) is int and 0 <= d < 2**63 else 0)
+    return np.array(out, dtype=np.int64)
 
 
 def _memop_kinds(name: Any) -> tuple[int, int, int]:
@@ -556,8 +664,7 @@ def _step(name: str) -> int | None:
     return int(m[1])
 
 
-def _meta(doc: Any, float_times: bool, ignored: dict[str, int], unusable: int) -> dict[str, Any]:
-    top = doc if isinstance(doc, dict) else {}
+def _meta(top: dict[str, Any], float_times: bool, ignored: dict[str, int], unusable: int) -> dict[str, Any]:
     dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     devices = top.get("deviceProperties") if isinstance(top.get("deviceProperties"), list) else []
     rank = dist.get("rank")
