@@ -26,16 +26,19 @@ is the process that launched them (through the correlation id), as in nsys expor
 
 from __future__ import annotations
 
+import gc
 import gzip
+import multiprocessing as mp
+import os
 import re
 import zlib
-from collections import Counter
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -44,28 +47,29 @@ from isal.isal_zlib import IsalError
 
 from analysis.errors import ExportError
 from analysis.readers import NULL, valid_duration
-from analysis.readers.kineto_checks import clean_name, hashable, is_complete, notes_and_hints
-from analysis.readers.kineto_stream import NOT_EVENT, UNSET, Args, Event, TraceStream
+from analysis.readers.kineto_checks import clean_name, is_complete, notes_and_hints
+from analysis.readers.kineto_columns import (
+    CPU_GROUPS,
+    GROUPS,
+    Piece,
+    columns,
+    decode_columns,
+    ignored_key,
+    text_ns,
+)
+from analysis.readers.kineto_stream import Parsed, Stop, Text, TraceStream
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
 VERSION = "kineto-2"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
-MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
-MAX_US = MAX_NS // 1000
+IN_FLIGHT = 8  # pieces handed to workers and not yet merged: at most 32 MiB of JSON
+PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
-# category -> frame ("annotation" and "gpu_annotation" go to nvtx). Older traces use capitalised names.
-CATEGORIES = {
-    "kernel": "kernels", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "syncs",
-    "cuda_runtime": "runtime", "cuda_driver": "runtime", "user_annotation": "annotation",
-    "gpu_user_annotation": "gpu_annotation", "cpu_op": "cpu_ops",
-    "Kernel": "kernels", "Memcpy": "memcpy", "Memset": "memset", "Runtime": "runtime",
-    "Operator": "cpu_ops",
-}  # fmt: skip
 # CUPTI's enums, as Kineto spells them in memcpy/memset names ("Memcpy HtoD (Pageable -> Device)")
 COPY_KINDS = {"Unknown": 0, "HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
               "DtoD": 8, "HtoH": 9, "PtoP": 10}  # fmt: skip
@@ -91,10 +95,10 @@ class KinetoReader:
     format = FORMAT
     version = VERSION
 
-    def __init__(self, path: Path, stream: TraceStream) -> None:
+    def __init__(self, path: Path, stream: TraceStream, pool: ProcessPoolExecutor | None = None) -> None:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
-        self._frames, self._meta = _build(stream)
+        self._frames, self._meta = _build(stream, pool)
 
     def __repr__(self) -> str:
         return f"KinetoReader({str(self.path)!r})"
@@ -122,18 +126,21 @@ class KinetoReader:
         return out
 
 
-def open_kineto(path: str | Path) -> KinetoReader:
+def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
     """Parse `path` (a Chrome/Kineto trace, gzipped or not), or raise ExportError saying what is wrong.
-    The file is read as a stream (analysis.readers.kineto_stream): never whole in memory."""
+    The file is read as a stream (analysis.readers.kineto_stream), never whole in memory; a big one is
+    turned into columns by `workers` processes (default: as many as cores, up to 4, for files of
+    PARALLEL_BYTES of JSON or more, in a process that is not itself a worker)."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, ExitStack() as stack:
             gzipped = f.read(2) == b"\x1f\x8b"
+            if workers is None:
+                workers = _workers(f, gzipped)
             f.seek(0)
-            if not gzipped:
-                return KinetoReader(path, TraceStream(path, f.read))
-            with igzip_threaded.open(f, "rb", threads=1) as unzipped:
-                return KinetoReader(path, TraceStream(path, unzipped.read))
+            pool = stack.enter_context(_pool(workers)) if workers > 1 else None
+            read = stack.enter_context(igzip_threaded.open(f, "rb", threads=1)).read if gzipped else f.read
+            return KinetoReader(path, TraceStream(path, read), pool)
     except (EOFError, zlib.error, gzip.BadGzipFile, IsalError) as e:
         raise ExportError(f"{path} is a corrupt or truncated gzip file ({e})") from None
     except OSError as e:
@@ -141,79 +148,24 @@ def open_kineto(path: str | Path) -> KinetoReader:
         raise ExportError(f"cannot read {path}: {why}") from None
 
 
-# --- numbers -----------------------------------------------------------------------------------------
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """Worker processes, started now: forked before the decompressing thread exists (a fork copies no
+    thread), and without importing the caller's main module again, as spawn would."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
+    pool.submit(int).result()  # a fork pool starts all its processes on the first task
+    return pool
 
 
-def text_ns(value: Any) -> int:
-    """Microseconds as Kineto writes them (an int, or a float's text) -> integer nanoseconds, exactly
-    (sub-nanosecond digits rounded half to even). Raises ValueError for anything else."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, int):
-        return value * 1000
-    if not isinstance(value, str):
-        raise ValueError(value)
-    whole, dot, frac = value.partition(".")
-    if dot and len(frac) <= 3 and frac.isdigit() and whole.lstrip("-").isdigit():
-        ns = abs(int(whole)) * 1000 + int(frac.ljust(3, "0"))
-        return -ns if whole.startswith("-") else ns
-    try:
-        return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
-    except (InvalidOperation, ValueError, OverflowError):
-        raise ValueError(value) from None
-
-
-def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(ns as int64, which were valid) of microsecond values; one numpy call when all are integers."""
-    try:
-        us = np.array(values, dtype=np.int64)
-        if not len(us) or (us.max() <= MAX_US and us.min() >= -MAX_US):  # times 1000 without wrapping
-            return us * 1000, np.ones(len(values), dtype=bool)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.empty(len(values), dtype=np.int64)
-    ok = np.ones(len(values), dtype=bool)
-    for i, v in enumerate(values):
-        try:
-            ns = text_ns(v)
-            if not -MAX_NS <= ns <= MAX_NS:
-                raise OverflowError(ns)
-            out[i] = ns
-        except (ValueError, OverflowError):
-            out[i], ok[i] = NULL, False
-    return out, ok
-
-
-def _ints(values: list[Any]) -> np.ndarray:
-    """Integer args (stream, device, correlation, bytes); NULL where absent or not an integer."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.full(len(values), NULL, dtype=np.int64)
-    for i, v in enumerate(values):
-        if type(v) is int and -(2**63) < v < 2**63:
-            out[i] = v
-    return out
-
-
-def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
-    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z; 0 where absent, NULL (shown as
-    unknown) where present but not three non-negative integers that fit their bits."""
-    out = np.zeros(len(values), dtype=np.int64)
-    limits = (1 << (63 - shifts[0]), 1 << (shifts[0] - shifts[1]), 1 << shifts[1])
-    for i, v in enumerate(values):
-        if v is None:
-            continue
-        if (
-            isinstance(v, list)
-            and len(v) == 3
-            and all(type(d) is int and 0 <= d < top for d, top in zip(v, limits, strict=True))
-        ):
-            out[i] = (v[0] << shifts[0]) + (v[1] << shifts[1]) + v[2]
-        else:
-            out[i] = NULL
-    return out
+def _workers(f: BinaryIO, gzipped: bool) -> int:
+    """How many processes to read a file with: 1 below PARALLEL_BYTES of JSON (gzip's trailer says how
+    much, modulo 4 GiB) or inside a worker process (no pools within pools)."""
+    size = f.seek(0, os.SEEK_END)
+    if gzipped and size >= 4:
+        f.seek(-4, os.SEEK_END)
+        size = max(size, int.from_bytes(f.read(4), "little"))
+    if size < PARALLEL_BYTES or mp.parent_process() is not None:
+        return 1
+    return min(os.cpu_count() or 1, 4)
 
 
 def shorten(name: str) -> str:
@@ -249,6 +201,14 @@ class _Ids:
         if key not in self.small:
             self.small[key] = SMALL_ID + len(self.small)
         return self.small[key]
+
+
+def _small_ids(values: np.ndarray, ids: _Ids) -> np.ndarray:
+    """Integer pids or tids as their 24-bit ids."""
+    if values.min() >= 0 and values.max() < SMALL_ID:
+        return values
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return np.array([ids(v) for v in distinct.tolist()], dtype=np.int64)[inverse]
 
 
 class _Names:
@@ -287,19 +247,19 @@ class _Names:
         return text
 
 
-# the groups of complete events, by category; CPU groups first (their threads are named in this order)
-GROUPS = ("runtime", "annotation", "cpu_ops", "kernels", "memcpy", "memset", "syncs", "gpu_annotation")
-CPU_GROUPS = GROUPS[:3]
-_METADATA, _OTHER = len(GROUPS), len(GROUPS) + 1
-_CODES = {("X", cat): GROUPS.index(group) for cat, group in CATEGORIES.items()}
-NO_ARGS = Args()
-
-
-def _build(stream: TraceStream) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+def _build(
+    stream: TraceStream, pool: ProcessPoolExecutor | None
+) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Every frame of the trace model from the events of a stream, and what meta() reports."""
     b = _Builder()
-    for events in stream:
-        b.add(events)
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of short-lived objects and no cycles: the collector would only rescan them
+    try:
+        for piece in _pieces(stream, pool):
+            b.merge(piece)
+    finally:
+        if gc_was_on:
+            gc.enable()
     if not stream.has_events:
         raise ExportError(f"{stream.path} is JSON but not a Chrome/Kineto trace (no traceEvents list)")
     frames = b.frames()
@@ -308,36 +268,43 @@ def _build(stream: TraceStream) -> tuple[dict[str, pd.DataFrame], dict[str, Any]
     return frames, meta
 
 
-def _key(pid: Any, tid: Any) -> tuple[Any, Any]:
-    """A (pid, tid) key that can be hashed whatever the JSON held (a list, an object)."""
-    return hashable(pid), hashable(tid)
-
-
-def _ignored_key(e: Event) -> str:
-    if e.ph is NOT_EVENT:
-        return "not an event"
-    return f"ph={e.ph}" if e.cat is UNSET else str(e.cat)
-
-
-def _codes(events: list[Event]) -> np.ndarray:
-    """Each event's group (an index into GROUPS), or _METADATA, or _OTHER."""
-    phs = [e.ph for e in events]
-    try:
-        codes = np.fromiter(
-            map(_CODES.get, zip(phs, [e.cat for e in events], strict=True), repeat(_OTHER)),
-            dtype=np.int8,
-            count=len(events),
-        )
-    except TypeError:  # a category that cannot be a key (a list): one event at a time
-        codes = np.fromiter(
-            (_CODES.get(("X", e.cat), _OTHER) if type(e.cat) is str else _OTHER for e in events),
-            dtype=np.int8,
-            count=len(events),
-        )
-    meta = np.fromiter((p == "M" for p in phs), dtype=bool, count=len(phs)) if "M" in phs else None
-    if meta is not None:
-        codes[meta] = _METADATA
-    return codes
+def _pieces(stream: TraceStream, pool: ProcessPoolExecutor | None) -> Iterator[Piece]:
+    """The stream's pieces as columns, in file order: decoded here, or by the pool's processes. A piece
+    that does not decode is handed back to the stream, with all taken after it, and parsed there."""
+    parts = iter(stream)
+    pending: deque[tuple[Text | Parsed | Stop, Future[Piece | None] | Piece | None]] = deque()
+    done = False
+    while True:
+        # a Stop (end of traceEvents, or an error) waits until every piece before it is settled
+        while (
+            not done and len(pending) < (IN_FLIGHT if pool else 1) and not (pending and pending[-1][0].closes)
+        ):
+            part = next(parts, None)
+            if part is None:
+                done = True
+            elif isinstance(part, Stop):
+                pending.append((part, None))
+            elif isinstance(part, Parsed):
+                pending.append((part, columns(part.events)))
+            elif pool is None:
+                pending.append((part, decode_columns(part.data)))
+            else:
+                pending.append((part, pool.submit(decode_columns, part.data)))
+        if not pending:
+            return
+        part, result = pending.popleft()
+        if isinstance(part, Stop):
+            continue  # the stream ends the list or raises when asked for the next part
+        piece = result.result() if isinstance(result, Future) else result
+        if piece is None:
+            for _, r in pending:
+                if isinstance(r, Future):
+                    r.cancel()
+            stream.rewind(b"".join(p.raw() for p in [part, *(p for p, _ in pending)]))
+            pending.clear()
+            done = False
+            continue
+        yield piece
 
 
 class _Builder:
@@ -356,80 +323,41 @@ class _Builder:
         self.float_times = False
         self.seen = 0  # events so far: the index of the next one in the file
 
-    # --- a chunk of events ------------------------------------------------------------------------
+    # --- a piece of events ------------------------------------------------------------------------
 
-    def add(self, events: list[Event]) -> None:
-        first, self.seen = self.seen, self.seen + len(events)
-        codes = _codes(events)
-        for code in np.unique(codes).tolist():
-            where = np.flatnonzero(codes == code)
-            chosen = [events[i] for i in where.tolist()]
-            if code == _METADATA:
-                self.metadata(chosen)
-            elif code == _OTHER:
-                self.other(chosen)
-            else:
-                self.group(GROUPS[code], chosen, where + first)
+    def merge(self, piece: Piece) -> None:
+        """Take a piece's columns: trace-wide indexes, name ids and thread ids."""
+        first, self.seen = self.seen, self.seen + piece.count
+        lookup = np.fromiter(map(self.names.id, piece.names), dtype=np.int64, count=len(piece.names))
+        for kind, out in piece.groups.items():
+            out["index"] = out["index"] + first
+            out["name"] = lookup[out["name"]] if len(lookup) else out["name"]
+            if kind in CPU_GROUPS:
+                out["global_tid"] = self.cpu_tids(
+                    out.pop("pid"), out.pop("tid"), GROUPS.index(kind), out["index"]
+                )
+            self.pieces[kind].append(out)
+        for (ph, cat), n in piece.ignored.items():
+            k = ignored_key(ph, cat)
+            self.ignored[k] = self.ignored.get(k, 0) + n
+        self.thread_names.update(piece.thread_names)
+        for kind, n in piece.unusable.items():
+            self.unusable[kind] = self.unusable.get(kind, 0) + n
+        self.float_times = self.float_times or piece.float_times
 
-    def metadata(self, events: list[Event]) -> None:
-        for e in events:
-            a = e.args
-            if e.name == "thread_name" and a is not None and isinstance(a.name, str):
-                self.thread_names[_key(e.pid, e.tid)] = clean_name(a.name.strip())[0]
-
-    def other(self, events: list[Event]) -> None:
-        for key, n in Counter(map(_ignored_key, events)).items():
-            self.ignored[key] = self.ignored.get(key, 0) + n
-
-    def group(self, kind: str, events: list[Event], index: np.ndarray) -> None:
-        ts_values = [e.ts for e in events]
-        self.float_times = self.float_times or str in set(map(type, ts_values))
-        ts, ok_ts = _times(ts_values)
-        dur, ok_dur = _times([e.dur for e in events])
-        ok = ok_ts & ok_dur & (dur >= 0)
-        if not ok.all():
-            self.unusable[kind] = self.unusable.get(kind, 0) + int((~ok).sum())
-            events = [e for e, keep in zip(events, ok.tolist(), strict=True) if keep]
-            ts, dur, index = ts[ok], dur[ok], index[ok]
-        args = [NO_ARGS if (a := e.args) is None else a for e in events]
-        names = self.names.ids([e.name for e in events])
-        piece = {"start": ts, "end": ts + dur, "index": index, "name": names}
-        if kind in CPU_GROUPS:
-            piece["global_tid"] = self.cpu_tids(events, GROUPS.index(kind), index)
-        if kind == "runtime":
-            piece["correlation"] = _ints([a.correlation for a in args])
-        elif kind == "cpu_ops":
-            piece["external_id"] = _ints([a.external_id for a in args])
-        elif kind == "gpu_annotation":
-            piece["device"] = _device(args, events)
-            streams = [e.tid if a.stream is UNSET else a.stream for a, e in zip(args, events, strict=True)]
-            piece["stream"] = _ints(streams)
-        elif kind != "annotation":
-            piece["device"] = _device(args, events)
-            piece["stream"] = _ints([a.stream for a in args])
-            piece["correlation"] = _ints([a.correlation for a in args])
-            if kind == "kernels":
-                piece["grid"] = _dims([a.grid for a in args], (32, 16))
-                piece["block"] = _dims([a.block for a in args], (22, 11))
-            elif kind in ("memcpy", "memset"):
-                piece["bytes"] = _ints([a.bytes for a in args])
-        self.pieces[kind].append(piece)
-
-    def cpu_tids(self, events: list[Event], group: int, index: np.ndarray) -> np.ndarray:
+    def cpu_tids(self, pids: Any, tids: Any, group: int, index: np.ndarray) -> np.ndarray:
         """global_tid of CPU events; a thread seen for the first time is remembered with where."""
-        pids, tids = [e.pid for e in events], [e.tid for e in events]
-        if set(map(type, pids)) | set(map(type, tids)) <= {int}:
-            p, t = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
-            if len(p) == 0 or (p.min() >= 0 and t.min() >= 0 and p.max() < SMALL_ID and t.max() < SMALL_ID):
-                out = (p << 24) | t
-                new, first = np.unique(out, return_index=True)
-                for gtid, i in zip(new.tolist(), first.tolist(), strict=True):
-                    self.thread_seen(gtid, (group, int(index[i]), pids[i], tids[i]))
-                return out
+        if isinstance(pids, np.ndarray) and isinstance(tids, np.ndarray):
+            out = (_small_ids(pids, self.pids) << 24) | _small_ids(tids, self.tids)
+            new, first = np.unique(out, return_index=True)
+            for gtid, i in zip(new.tolist(), first.tolist(), strict=True):
+                self.thread_seen(gtid, (group, int(index[i]), int(pids[i]), int(tids[i])))
+            return out
         out = np.empty(len(pids), dtype=np.int64)
         for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):
-            gtid = (self.pids(hashable(pid)) << 24) | self.tids(hashable(tid))
-            self.thread_seen(gtid, (group, int(index[i]), hashable(pid), hashable(tid)))
+            pid, tid = (v.item() if isinstance(v, np.integer) else v for v in (pid, tid))
+            gtid = (self.pids(pid) << 24) | self.tids(tid)
+            self.thread_seen(gtid, (group, int(index[i]), pid, tid))
             out[i] = gtid
         return out
 
@@ -636,15 +564,6 @@ class Launcher:
         guess = [owner.get(int(d), int(p)) for d, p in zip(device[ambiguous], out[ambiguous], strict=True)]
         out[ambiguous] = guess
         return out
-
-
-def _device(args: list[Args], events: list[Event]) -> np.ndarray:
-    """Each GPU event's device: args.device, else the event's pid (Kineto's pid of GPU rows), else 0."""
-    out = []
-    for a, e in zip(args, events, strict=True):
-        d = e.pid if a.device is UNSET else a.device
-        out.append(d if type(d) is int and 0 <= d < 2**63 else 0)
-    return np.array(out, dtype=np.int64)
 
 
 def _memop_kinds(name: Any) -> tuple[int, int, int]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +63,52 @@ class Event(msgspec.Struct, gc=False):
 
 
 NOT_EVENT = object()
-_DECODE = msgspec.json.Decoder(list[Event], float_hook=str)
+DECODE = msgspec.json.Decoder(list[Event], float_hook=str)
 _JSON = json.JSONDecoder(parse_float=str)
 _WS = b" \t\n\r"
 _AFTER = re.compile(rb"[ \t\n\r]*([,\]])")  # what follows the last `}` of an element
 _KEY = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+@dataclass
+class Text:
+    """Whole events as the JSON list `data`, not decoded yet; `tail` is what followed the last one in the
+    file: whitespace and the comma (none before the closing bracket, which is left for a Stop)."""
+
+    data: bytes
+    tail: bytes
+    closes = False
+
+    def raw(self) -> bytes:
+        """The file's bytes this piece was made of."""
+        return self.data[1:-1] + self.tail
+
+
+@dataclass
+class Parsed:
+    """Events the stdlib parsed (where msgspec did not take the text), with the text they came from."""
+
+    events: list[Event]
+    text: bytes
+    closes = False
+
+    def raw(self) -> bytes:
+        return self.text
+
+
+@dataclass
+class Stop:
+    """The end of traceEvents (`error` None, `text` the closing bracket and the whitespace before it), or
+    an error in the text. The caller settles every piece before it, then goes on: a piece handed back
+    means the stop came from a wrong cut and parsing resumes there; otherwise the list ends here, or the
+    error is raised."""
+
+    text: bytes
+    error: ExportError | None = None
+    closes = True
+
+    def raw(self) -> bytes:
+        return self.text
 
 
 def event_of(value: Any) -> Event:
@@ -99,8 +141,12 @@ def event_of(value: Any) -> Event:
 
 
 class TraceStream:
-    """Iterate over a trace's events in chunks (lists of Event, in file order); after the iteration,
-    `top` holds the top-level object without traceEvents ({} when the file is a bare list of events)."""
+    """Iterate over a trace's events in pieces, in file order: Text (to be decoded by the caller, with
+    msgspec: `DECODE`) or Parsed. Where a Text does not decode (a wrong cut, or text msgspec refuses),
+    the caller hands it back with `rewind`, with every piece it has taken since, before it takes the next
+    after a piece that closes the list; the stream then parses that text element by element.
+    After the iteration, `top` holds the top-level object without traceEvents ({} when the file is a
+    bare list of events)."""
 
     def __init__(self, path: Path, read: Callable[[int], bytes]) -> None:
         self.path = path
@@ -111,6 +157,14 @@ class TraceStream:
         self.eof = False
         self.top: dict[str, Any] = {}
         self.has_events = False  # whether the document held an events list
+        self.rewound = False  # text was handed back: parse it element by element
+
+    def rewind(self, raw: bytes) -> None:
+        """Put `raw` (the text of pieces already taken, in order) back in front of what is left."""
+        self.buf = raw + self.buf[self.pos :]
+        self.offset += self.pos - len(raw)
+        self.pos = 0
+        self.rewound = True
 
     # --- the buffer --------------------------------------------------------------------------------
 
@@ -133,17 +187,16 @@ class TraceStream:
         self.buf = b"".join(parts)
         return got > 0
 
-    def _peek(self) -> bytes:
-        """The next byte that is not whitespace (b"" at the end), with pos on it."""
+    def _peek(self, skip: bool = True) -> bytes:
+        """The next byte that is not whitespace (b"" at the end), with pos on it when `skip`."""
         while True:
             buf, pos = self.buf, self.pos
             while pos < len(buf) and buf[pos] in _WS:
                 pos += 1
-            self.pos = pos
-            if pos < len(buf):
+            if pos < len(buf) or not self._more():
+                if skip:
+                    self.pos = pos
                 return buf[pos : pos + 1]
-            if not self._more():
-                return b""
 
     def _invalid(self, why: str) -> ExportError:
         return ExportError(f"{self.path} is not valid JSON ({why}): not a Kineto trace")
@@ -182,7 +235,7 @@ class TraceStream:
 
     # --- the document ------------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[list[Event]]:
+    def __iter__(self) -> Iterator[Text | Parsed | Stop]:
         first = self._peek()
         if not first:
             raise ExportError(f"{self.path} is empty: not a Kineto trace")
@@ -199,7 +252,7 @@ class TraceStream:
         if self._peek():
             raise self._invalid("extra data after the document")
 
-    def _object(self) -> Iterator[list[Event]]:
+    def _object(self) -> Iterator[Text | Parsed | Stop]:
         self.pos += 1
         if self._peek() == b"}":
             self.pos += 1
@@ -229,33 +282,47 @@ class TraceStream:
             if sep != b",":
                 raise self._invalid("expected ',' or '}'")
 
-    def _array(self) -> Iterator[list[Event]]:
-        """The events of the list at pos, in pieces; pos ends after its closing bracket."""
+    def _array(self) -> Iterator[Text | Parsed | Stop]:
+        """The events of the list at pos, in pieces; pos ends after its closing bracket. A piece's text
+        starts where the previous one ended, whitespace included: handed back, it is the file's text."""
         self.pos += 1
+        slow = False
         while True:
-            if self._peek() == b"]":
-                self.pos += 1
-                return
-            if len(self.buf) - self.pos < CHUNK:
-                self._more()
-            cut = self._cut()
-            if cut is not None:
-                end, after = cut
-                try:
-                    events = _DECODE.decode(b"[" + self.buf[self.pos : end] + b"]")
-                except (msgspec.DecodeError, UnicodeDecodeError):
-                    pass  # a wrong cut, or what only the stdlib takes: element by element below
+            start = self.offset + self.pos
+            piece: Text | Parsed | Stop
+            try:
+                if self._peek(skip=False) == b"]":
+                    self._peek()
+                    self.pos += 1
+                    piece = Stop(self._since(start))
                 else:
-                    closed = self.buf[after - 1 : after] == b"]"
-                    self.pos = after
-                    yield events
-                    if closed:
-                        return
-                    continue
-            events, closed = self._elements(cut)
-            yield events
-            if closed:
+                    piece = self._piece(start, slow)
+            except ExportError as e:
+                piece = Stop(b"", e)
+            yield piece
+            slow = self.rewound
+            self.rewound = False
+            if isinstance(piece, Stop) and not slow:
+                if piece.error is not None:
+                    raise piece.error
                 return
+
+    def _piece(self, start: int, slow: bool) -> Text | Parsed:
+        if len(self.buf) - self.pos < CHUNK:
+            self._more()
+        cut = self._cut()
+        if cut is not None and not slow:
+            end, after = cut
+            if self.buf[after - 1 : after] == b"]":
+                after -= 1
+            text = Text(b"[" + self.buf[self.pos : end] + b"]", self.buf[end:after])
+            self.pos = after
+            return text
+        return Parsed(self._elements(cut), self._since(start))
+
+    def _since(self, start: int) -> bytes:
+        """The text from document offset `start` to pos (still in the buffer, or the caller's pieces)."""
+        return self.buf[start - self.offset : self.pos] if start >= self.offset else b""
 
     def _cut(self) -> tuple[int, int] | None:
         """(end of the last whole element, position after the `,` or `]` that follows it) in the buffer's
@@ -269,14 +336,14 @@ class TraceStream:
             q = buf.rfind(b"}", self.pos, q)
         return None
 
-    def _elements(self, cut: tuple[int, int] | None) -> tuple[list[Event], bool]:
+    def _elements(self, cut: tuple[int, int] | None) -> list[Event]:
         """Parse elements one by one from pos, up to the cut when given (where a good cut would end),
-        reading on until at least one is whole: (events, whether the list closed)."""
+        reading on until at least one is whole; pos ends after a comma or on the closing bracket."""
         events: list[Event] = []
         while True:
             end = len(self.buf) if cut is None else cut[0]
             text = self._text(self.buf[self.pos : end])
-            i, n, closed, at_cut = 0, len(text), False, False
+            i, n, at_cut = 0, len(text), False
             while True:
                 while i < n and text[i] in " \t\n\r":
                     i += 1
@@ -294,7 +361,6 @@ class TraceStream:
                     if cut is not None:  # at the cut, whose separator is known
                         events.append(event_of(value))
                         at_cut = True
-                        closed = self.buf[cut[1] - 1 : cut[1]] == b"]"
                     elif self.eof:
                         events.append(event_of(value))
                         i = n
@@ -302,13 +368,16 @@ class TraceStream:
                 if text[k] not in ",]":
                     raise self._invalid(f"expected ',' or ']' after an event, found {text[k]!r}")
                 events.append(event_of(value))
-                i = k + 1
                 if text[k] == "]":
-                    closed = True
+                    i = k
                     break
-            self.pos = cut[1] if at_cut else self.pos + len(text[:i].encode())
-            if events or closed:
-                return events, closed
+                i = k + 1
+            if at_cut:
+                self.pos = cut[1] - (self.buf[cut[1] - 1 : cut[1]] == b"]")
+            else:
+                self.pos += len(text[:i].encode())
+            if events:
+                return events
             if cut is not None:  # a wrong cut: try the whole buffer
                 cut = None
                 continue
