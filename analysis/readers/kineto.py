@@ -18,6 +18,12 @@ Times: Kineto writes microseconds, integers in most traces and floats with nanos
 ones. The JSON is parsed with floats kept as their text and turned into integer nanoseconds digit by digit,
 so 1695835542514261.123 µs is 1695835542514261123 ns exactly (a float64 keeps 0.25 µs there).
 
+Reading: the file is a stream (analysis.readers.kineto_stream: decompressed in a thread, cut into ~4 MiB
+pieces of traceEvents, never whole in memory); each piece becomes columns (analysis.readers.kineto_columns),
+here or, for a file of PARALLEL_BYTES of JSON and more, in worker processes; this module merges the pieces
+in file order (names and threads get trace-wide ids) and builds the frames. docs/performance.md, "Kineto
+traces at scale", has the measurements behind each choice.
+
 Ids: `global_tid` is composed as nsys does (pid in bits 24-47, tid in bits 0-23). Linux pids and tids fit;
 one that does not (a string, a pthread id) gets a small id of its own and the threads frame keeps the real
 one in the name. A GPU's streams are threads of a process of their own, 2**23 + device: kernels' global_pid
