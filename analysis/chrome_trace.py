@@ -177,8 +177,12 @@ class _Writer:
         return df.reset_index(drop=True)
 
     def names(self, ids: np.ndarray) -> dict[int, str]:
-        """Names of string ids as JSON strings (escaped: names are outside text)."""
-        return {i: json.dumps(s) for i, s in self.trace.strings(np.unique(ids).tolist()).items()}
+        """Names of string ids as JSON strings (escaped: names are outside text); "" for an unknown id."""
+        wanted = np.unique(ids).tolist()
+        out = {i: json.dumps(s) for i, s in self.trace.strings(wanted).items()}
+        for i in wanted:
+            out.setdefault(i, '""')
+        return out
 
     # --- frames --------------------------------------------------------------------------------------
 
