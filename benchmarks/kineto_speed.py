@@ -172,10 +172,13 @@ def main() -> None:
                 for what in order:
                     if what == "read":
                         wall, rss, out = child([sys.executable, "-c", READ, str(path)], env)
-                        runs.setdefault((target, "read"), []).append((float(out.split()[0]), wall, rss))
                     elif args.hta_python:
                         wall, rss, out = child([args.hta_python, "-c", HTA, str(path.parent)], env)
-                        runs.setdefault((target, "HTA"), []).append((float(out.split()[0]), wall, rss))
+                    else:
+                        continue
+                    runs.setdefault((target, what), []).append((float(out.split()[0]), wall, rss))
+                    print(f"  {target:,} {what}: {float(out.split()[0]):.2f} s in the process, {wall:.2f} s "
+                          f"whole, {rss / 1024:,.0f} MB peak", flush=True)  # fmt: skip
                 if args.commands:
                     harness = [sys.executable, "-m", "harness", "kernels", str(path), "--format", "csv"]
                     subprocess.run(["rm", "-rf", str(cache)], check=True)
