@@ -141,12 +141,17 @@ class _Writer:
         self.first = True
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
-        self.launches: list[pd.DataFrame] = []  # (pid, correlation, tid, start) of the calls written
+        self.launched = np.empty(0, dtype=np.int64)  # launch keys (_key) of the GPU work to be written
+        self.calls: list[tuple[np.ndarray, ...]] = []  # (key, pid, tid, start) of the calls that launched it
+        self.call_keys = np.empty(0, dtype=np.int64)  # the same, sorted by key once all calls are written
+        self.call_rows: tuple[np.ndarray, ...] = ()
 
     def write(self) -> None:
         meta = {"source": self.trace.path.name, "format": self.trace.format, "window_ns": self.window}
         self.f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
+        self.launched = self.gpu_keys()
         self.runtime()
+        self.index_calls()
         for frame, cat in (("kernels", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset"),
                            ("syncs", "cuda_sync")):  # fmt: skip
             self.gpu(frame, cat)
@@ -212,18 +217,32 @@ class _Writer:
                     )
                 ),
             )
-        corr = df["correlation_id"].to_numpy()
-        known = corr != NULL
-        self.launches.append(
-            pd.DataFrame(
-                {
-                    "pid": pid[known],
-                    "corr": corr[known],
-                    "tid": tid[known],
-                    "ts": df["start"].to_numpy()[known],
-                }
-            )
-        )
+        key = _key(pid, df["correlation_id"].to_numpy())
+        hit = np.isin(key, self.launched) & (key >= 0)
+        self.calls.append((key[hit], pid[hit], tid[hit], df["start"].to_numpy()[hit]))
+
+    def gpu_keys(self) -> np.ndarray:
+        """The launch keys of the GPU work in the window (to keep, of the API calls, those that launched)."""
+        keys = []
+        for frame in ("kernels", "memcpy", "memset"):
+            df = self.rows(frame, ["start", "end", "global_pid", "correlation_id"])
+            if df is not None and len(df):
+                keys.append(
+                    np.unique(_key(df["global_pid"].to_numpy() >> 24, df["correlation_id"].to_numpy()))
+                )
+        return np.unique(np.concatenate(keys)) if keys else np.empty(0, dtype=np.int64)
+
+    def index_calls(self) -> None:
+        if not self.calls:
+            return
+        key, pid, tid, start = (np.concatenate(c) for c in zip(*self.calls, strict=True))
+        self.calls = []
+        key_order = np.argsort(key, kind="stable")
+        first = np.ones(len(key), dtype=bool)
+        first[1:] = key[key_order][1:] != key[key_order][:-1]  # a key twice: the first call launched
+        order = key_order[first]
+        self.call_keys = key[order]
+        self.call_rows = (pid[order], tid[order], start[order])
 
     def gpu(self, frame: str, cat: str) -> None:
         columns = ["start", "end", "correlation_id", "global_pid", "device_id", "stream_id"]
@@ -279,30 +298,25 @@ class _Writer:
 
     def flows(self, df: pd.DataFrame, pid: np.ndarray, tid: np.ndarray) -> None:
         """An arrow from each written call to the GPU work it launched (same process, same correlation)."""
-        if not self.launches:
+        if not len(self.call_keys):
             return
-        calls = pd.concat(self.launches, ignore_index=True).drop_duplicates(["pid", "corr"], keep="first")
-        work = pd.DataFrame(
-            {
-                "pid": (df["global_pid"].to_numpy() >> 24) & TID_MASK,
-                "corr": df["correlation_id"].to_numpy(),
-                "gpid": pid,
-                "gtid": tid,
-                "gts": df["start"].to_numpy(),
-            }
-        )
-        pairs = work.merge(calls, on=["pid", "corr"], how="inner", sort=False)
+        key = _key(df["global_pid"].to_numpy() >> 24, df["correlation_id"].to_numpy())
+        at = np.minimum(np.searchsorted(self.call_keys, key), len(self.call_keys) - 1)
+        hit = np.flatnonzero((self.call_keys[at] == key) & (key >= 0))
+        call = at[hit]
+        call_pid, call_tid, call_ts = (column[call] for column in self.call_rows)
+        work_pid, work_tid, work_ts = pid[hit], tid[hit], df["start"].to_numpy()[hit]
         first = self.counts.get("flow", 0) // 2
         start = '{"ph":"s","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
         finish = '{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
-        for lo in range(0, len(pairs), CHUNK):
-            part = pairs.iloc[lo : lo + CHUNK]
-            ids = range(first + lo + 1, first + lo + 1 + len(part))
+        for lo in range(0, len(hit), CHUNK):
+            hi = min(lo + CHUNK, len(hit))
+            ids = range(first + lo + 1, first + hi + 1)
             calls_at = zip(
-                ids, part["pid"].tolist(), part["tid"].tolist(), _us(part["ts"].to_numpy()), strict=True
+                ids, call_pid[lo:hi].tolist(), call_tid[lo:hi].tolist(), _us(call_ts[lo:hi]), strict=True
             )
             work_at = zip(
-                ids, part["gpid"].tolist(), part["gtid"].tolist(), _us(part["gts"].to_numpy()), strict=True
+                ids, work_pid[lo:hi].tolist(), work_tid[lo:hi].tolist(), _us(work_ts[lo:hi]), strict=True
             )
             self.emit(
                 "flow",
@@ -433,6 +447,13 @@ def _meta(what: str, pid: int, tid: int, name: str) -> str:
 def _pid_tid(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A global thread id's process and thread (bits 24-47 and 0-23, as nsys composes them)."""
     return (gtid >> 24) & TID_MASK, gtid & TID_MASK
+
+
+def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """(process, correlation id) as one integer, -1 where there is none (a correlation id unknown or past
+    39 bits): a launch and what it launched share it."""
+    ok = (corr >= 0) & (corr < 1 << 39)
+    return np.where(ok, ((pid & TID_MASK) << 39) | np.where(ok, corr, 0), -1)
 
 
 def _pid_tid_one(gtid: int) -> tuple[int, int]:
