@@ -41,6 +41,7 @@ import zlib
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,7 +145,9 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
             if workers is None:
                 workers = _workers(f, gzipped)
             f.seek(0)
-            pool = stack.enter_context(_pool(workers)) if workers > 1 else None
+            pool = _pool(workers) if workers > 1 else None
+            if pool is not None:
+                stack.enter_context(pool)
             read = stack.enter_context(igzip_threaded.open(f, "rb", threads=1)).read if gzipped else f.read
             return KinetoReader(path, TraceStream(path, read), pool)
     except (EOFError, zlib.error, gzip.BadGzipFile, IsalError) as e:
@@ -154,11 +157,15 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
         raise ExportError(f"cannot read {path}: {why}") from None
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
+def _pool(workers: int) -> ProcessPoolExecutor | None:
     """Worker processes, started now: forked before the decompressing thread exists (a fork copies no
-    thread), and without importing the caller's main module again, as spawn would."""
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
-    pool.submit(int).result()  # a fork pool starts all its processes on the first task
+    thread), and without importing the caller's main module again, as spawn would. None where processes
+    cannot be had (the trace is then read in this process)."""
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
+        pool.submit(int).result()  # a fork pool starts all its processes on the first task
+    except (OSError, ValueError, BrokenProcessPool):
+        return None
     return pool
 
 
