@@ -176,10 +176,10 @@ class _Writer:
         if not self.trace.has(frame):
             return None
         df = self.trace.frame(frame, columns, keep=False)
-        if self.window is not None and len(df):
-            lo, hi = self.window
-            df = df[(df["end"].to_numpy() >= lo) & (df["start"].to_numpy() <= hi)]
-        return df.reset_index(drop=True)
+        if self.window is None or not len(df):
+            return df.reset_index(drop=True, inplace=False) if not isinstance(df.index, pd.RangeIndex) else df
+        lo, hi = self.window
+        return df[(df["end"].to_numpy() >= lo) & (df["start"].to_numpy() <= hi)].reset_index(drop=True)
 
     def names(self, ids: np.ndarray) -> dict[int, str]:
         """Names of string ids as JSON strings (escaped: names are outside text); "" for an unknown id."""
@@ -331,16 +331,22 @@ class _Writer:
         pid, tid = _pid_tid(df["global_tid"].to_numpy())
         gpu = pid >= GPU_PROCESS
         self.thread_seen(pid[~gpu], tid[~gpu])
-        names = df["name"].astype(object).where(df["name"].notna(), "").map(json.dumps)
-        domains = df["domain"].astype(object)
+        # names and domains are categories: escaped once each, looked up by code a chunk at a time
+        name, domain = df["name"].astype("category"), df["domain"].astype("category")  # no copy if they are
+        name_text = np.array([*map(json.dumps, name.cat.categories.astype(str)), '""'], dtype=object)
+        name_code = name.cat.codes.to_numpy()  # -1 (no name) picks the last: ""
+        domain_text = np.array([*domain.cat.categories.astype(str), None], dtype=object)
+        domain_code = domain.cat.codes.to_numpy()
         payload = df["payload"]
         for lo in range(0, len(df), CHUNK):
             hi = min(lo + CHUNK, len(df))
             start, end = df["start"].to_numpy()[lo:hi], df["end"].to_numpy()[lo:hi]
+            names = name_text[name_code[lo:hi]].tolist()
+            domains = domain_text[domain_code[lo:hi]].tolist()
             lines = []
             for name, p, t, g, ts, dur, dom, load in zip(
-                names.iloc[lo:hi].tolist(), pid[lo:hi].tolist(), tid[lo:hi].tolist(), gpu[lo:hi].tolist(),
-                _us(start), _us(end - start), domains.iloc[lo:hi].tolist(), payload.iloc[lo:hi].tolist(),
+                names, pid[lo:hi].tolist(), tid[lo:hi].tolist(), gpu[lo:hi].tolist(),
+                _us(start), _us(end - start), domains, payload.iloc[lo:hi].tolist(),
                 strict=True,
             ):  # fmt: skip
                 args = {}
@@ -361,18 +367,19 @@ class _Writer:
                     f',"args":{json.dumps(args)}}}'
                 )
             self.emit("user_annotation", lines)
-        self.harness_track(df, names)
+        self.harness_track(df)
 
-    def harness_track(self, df: pd.DataFrame, names: pd.Series) -> None:
+    def harness_track(self, df: pd.DataFrame) -> None:
         """The harness's steps (and measured/warmup) on one thread, its phases on another."""
-        raw = df["name"].astype(object)
-        mine = raw.isin(HARNESS_RANGES).to_numpy()
+        mine = df["name"].isin(HARNESS_RANGES).to_numpy()
         if not mine.any():
             return
+        raw = df["name"][mine].astype(object)
+        names = raw.map(json.dumps)
         self.processes[HARNESS_PID] = "harness"
         lines = []
         for name, text, start, end, load in zip(
-            names[mine].tolist(), raw[mine].tolist(), df["start"].to_numpy()[mine].tolist(),
+            names.tolist(), raw.tolist(), df["start"].to_numpy()[mine].tolist(),
             df["end"].to_numpy()[mine].tolist(), df["payload"][mine].tolist(), strict=True,
         ):  # fmt: skip
             tid = 2 if text in PHASES else 1
