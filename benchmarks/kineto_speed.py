@@ -1,28 +1,32 @@
 """How fast the harness reads a Kineto trace, against Holistic Trace Analysis (HTA) loading the same file.
 
-Builds a trace of about 100,000 complete events from the diff-control fixture (../shared/fixtures/kineto:
-a real DLRM-like training trace, 6 profiler steps, 74,937 complete events) by appending copies of its
-steps, shifted in time, with fresh correlation, External and flow ids, until the target is reached. Then
-times, each in a fresh child process, alternating and repeated (the median is reported):
+Builds traces of 1M and 3M complete events (by default; --events) from the diff-control fixture
+(../shared/fixtures/kineto: a real DLRM-like training trace, 6 profiler steps, 74,937 complete events) by
+appending copies of its steps, shifted in time, with fresh correlation, External and flow ids, until the
+target is reached (written as they are made, into --workdir; nothing is committed). Then times, each in a
+fresh child process, alternating (the order flips every repeat) and repeated (medians reported):
 
-    read   open_trace(TRACE, cache=False) and every frame of the trace model   (import time excluded)
-    HTA    TraceAnalysis(trace_dir=FOLDER): HTA's parse and load of the same file (import time excluded)
-    cold   `harness kernels TRACE --format csv` with an empty cache             (whole process)
-    warm   the same with the cache filled by a previous run                     (whole process)
+    read   open_trace(TRACE, cache=False) and every frame of the trace model: time in the process (import
+           excluded), the whole process's wall time (import included: the MB/s figure) and peak RSS
+    HTA    TraceAnalysis(trace_dir=FOLDER) with ParserBackend.IJSON_BATCH_AND_COMPRESS: time in the
+           process (import excluded) and peak RSS
+    cold   `harness kernels TRACE --format csv` with an empty cache (whole process; with --commands)
+    warm   the same with the cache filled by a previous run (whole process; with --commands)
 
-HTA is not a dependency of the harness. Install it for this benchmark only, into the venv or beside it:
+Peak RSS is what wait4 reports for the child: the largest of the process and the processes it reaped
+(the reader's workers, HTA's parser pool).
 
-    .venv/bin/python -m pip install holistictraceanalysis==0.5.0
-    # or, without its jupyterlab dependencies:
-    .venv/bin/python -m pip install --no-deps --target /tmp/hta holistictraceanalysis==0.5.0 \\
-        psutil pydot pyparsing pyyaml networkx
-    .venv/bin/python benchmarks/kineto_speed.py --hta-path /tmp/hta [--events 100000] [--repeat 3]
+HTA is not a dependency of the harness. Install its newest release in a virtual environment of its own,
+with ijson's C backend (yajl2_c), and name that environment's python:
+
+    python3 -m venv /work/hta-venv && /work/hta-venv/bin/pip install traceinsight==0.6.1 ijson
+    .venv/bin/python benchmarks/kineto_speed.py --hta-python /work/hta-venv/bin/python \
+        --workdir /work/bench-kineto --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import gzip
 import json
 import os
@@ -38,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO.parent / "shared" / "fixtures" / "kineto" / "diff-control" / "control.json.gz"
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation"}
 READ = """
-import sys, time
+import resource, sys, time
 from analysis.trace import FRAMES, open_trace
 t0 = time.perf_counter()
 trace = open_trace(sys.argv[1], cache=False)
@@ -51,111 +55,166 @@ import logging, sys, time, warnings
 warnings.simplefilter("ignore")
 from hta.configs.config import logger
 logger.setLevel(logging.ERROR)
+from hta.common.trace_parser import set_default_trace_parsing_backend
+from hta.configs.parser_config import ParserBackend
 from hta.trace_analysis import TraceAnalysis
+set_default_trace_parsing_backend(ParserBackend.IJSON_BATCH_AND_COMPRESS)
 t0 = time.perf_counter()
 ta = TraceAnalysis(trace_dir=sys.argv[1])
 print(time.perf_counter() - t0, sum(len(df) for df in ta.t.traces.values()))
 """
 
 
-def make_trace(src: Path, dst: Path, target: int) -> int:
+def make_trace(src: Path, dst: Path, target: int) -> tuple[int, int]:
     """Write to `dst` the trace `src` with copies of its profiler steps appended until it has `target`
-    complete events; the number of complete events written."""
+    complete events: (complete events written, bytes of uncompressed JSON). The copies are written as they
+    are made, so building a 3M-event trace holds only the source trace in memory."""
     with gzip.open(src, "rt") as f:
         doc = json.load(f)
-    events: list[dict[str, Any]] = doc["traceEvents"]
+    events: list[dict[str, Any]] = doc.pop("traceEvents")
     steps = sorted(
         (e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"]
     )
     first, last = steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
     period = last - first
     corr_step: dict[int, int] = {}
-    owned: list[tuple[int, dict[str, Any]]] = []  # (step, event) of the events that belong to a step
+    owned: list[list[dict[str, Any]]] = [[] for _ in steps]  # the events of each step
     for e in events:
         if e.get("ph") == "X" and e.get("cat") not in GPU_CATS and first <= e.get("ts", -1) < last:
             step = next(i for i, s in enumerate(steps) if e["ts"] < s["ts"] + s["dur"])
-            owned.append((step, e))
+            owned[step].append(e)
             if "correlation" in e.get("args", {}):
                 corr_step[e["args"]["correlation"]] = step
     for e in events:
         key = e.get("args", {}).get("correlation") if e.get("ph") == "X" else e.get("id")
         gpu_or_flow = (e.get("ph") == "X" and e.get("cat") in GPU_CATS) or e.get("ph") in ("s", "f")
         if gpu_or_flow and key in corr_step:
-            owned.append((corr_step[key], e))
+            owned[corr_step[key]].append(e)
     ids = [e.get("args", {}).get(k, 0) for e in events for k in ("correlation", "External id")]
     id_span = max(max(ids), max(e.get("id", 0) for e in events if isinstance(e.get("id"), int))) + 1
     count = sum(e.get("ph") == "X" for e in events)
-    block = 1
-    while count < target:
-        for step in range(len(steps)):
-            if count >= target:
-                break
-            for _, e in (pair for pair in owned if pair[0] == step):
-                c = copy.deepcopy(e)
-                c["ts"] += block * period
-                args = c.get("args", {})
-                for k in ("correlation", "External id"):
-                    if isinstance(args.get(k), int) and args[k] > 0:
-                        args[k] += block * id_span
-                if isinstance(c.get("id"), int):
-                    c["id"] += block * id_span
-                if str(c.get("name", "")).startswith("ProfilerStep#"):
-                    c["name"] = f"ProfilerStep#{int(c['name'][13:]) + block * len(steps)}"
-                events.append(c)
-                count += c.get("ph") == "X"
-        block += 1
     dst.parent.mkdir(parents=True, exist_ok=True)
+    encode = json.JSONEncoder().encode
     with gzip.open(dst, "wt", compresslevel=1) as f:
-        json.dump(doc, f)
-    return count
+        written = f.write(encode(doc)[:-1] + (", " if doc else "") + '"traceEvents": [')
+        written += f.write(", ".join(map(encode, events)))
+        block = 1
+        while count < target:
+            for owned_events in owned:
+                if count >= target:
+                    break
+                out = []
+                for e in owned_events:
+                    c = dict(e, ts=e["ts"] + block * period)
+                    if "args" in c:
+                        args = c["args"] = dict(c["args"])
+                        for k in ("correlation", "External id"):
+                            if isinstance(args.get(k), int) and args[k] > 0:
+                                args[k] += block * id_span
+                    if isinstance(c.get("id"), int):
+                        c["id"] += block * id_span
+                    if str(c.get("name", "")).startswith("ProfilerStep#"):
+                        c["name"] = f"ProfilerStep#{int(c['name'][13:]) + block * len(steps)}"
+                    out.append(encode(c))
+                    count += c.get("ph") == "X"
+                written += f.write(", " + ", ".join(out))
+            block += 1
+        written += f.write("]}")
+    return count, written
 
 
-def child(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
-    """Wall time of a child process and its stdout."""
+def child(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    """Wall time of a child process, its peak RSS in KB (wait4: itself or any process it reaped), stdout."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[:3])} ... failed:\n{proc.stderr[-2000:]}")
-    return wall, proc.stdout
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(argv[:3])} ... failed:\n{err.read().decode()[-2000:]}")
+        return wall, usage.ru_maxrss, out.read().decode()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=100_000, help="complete events in the built trace")
+    ap.add_argument("--events", default="1000000,3000000", help="complete events of each built trace")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--hta-path", help="a folder holding the hta package (pip install --target)")
-    ap.add_argument("--keep", type=Path, help="write the built trace here and keep it")
+    ap.add_argument("--hta-python", help="the python of a virtual environment with traceinsight and ijson")
+    ap.add_argument(
+        "--workdir", type=Path, help="build the traces here and keep them (else a temporary folder)"
+    )
+    ap.add_argument("--commands", action="store_true", help="also time `harness kernels`, cold and warm")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="kineto-speed-") as tmp:
-        folder = (args.keep or Path(tmp)) / "trace"
-        path = folder / "big.json.gz"
-        n = make_trace(FIXTURE, path, args.events)
-        print(f"built {path}: {n:,} complete events, {path.stat().st_size / 1e6:.1f} MB gzipped", flush=True)
+        work = args.workdir or Path(tmp)
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        hta_env = dict(env)
-        if args.hta_path:
-            hta_env["PYTHONPATH"] = os.pathsep.join([args.hta_path, str(REPO)])
+        traces: dict[int, tuple[Path, int, int]] = {}
+        for target in (int(n) for n in args.events.split(",")):
+            path = work / f"kineto-{target}" / "trace.json.gz"
+            size_file = path.with_suffix(".size")
+            if path.exists() and size_file.exists():
+                n, size = (int(x) for x in size_file.read_text().split())
+            else:
+                n, size = make_trace(FIXTURE, path, target)
+                size_file.write_text(f"{n} {size}")
+            traces[target] = (path, n, size)
+            print(f"{path}: {n:,} complete events, {size / 1e6:,.0f} MB of JSON, "
+                  f"{path.stat().st_size / 1e6:.0f} MB gzipped", flush=True)  # fmt: skip
+        runs: dict[tuple[int, str], list[tuple[float, ...]]] = {}
         cache = Path(tmp) / "cache"
-        harness = [sys.executable, "-m", "harness", "kernels", str(path), "--format", "csv"]
-        runs: dict[str, list[float]] = {"read": [], "HTA": [], "cold": [], "warm": []}
-        rows = 0
-        for _ in range(args.repeat):
-            _, out = child([sys.executable, "-c", READ, str(path)], env)
-            runs["read"].append(float(out.split()[0]))
-            _, out = child([sys.executable, "-c", HTA, str(folder)], hta_env)
-            runs["HTA"].append(float(out.split()[0]))
-            rows = int(out.split()[1])
-            subprocess.run(["rm", "-rf", str(cache)], check=True)
-            runs["cold"].append(child(harness, {**env, "HARNESS_CACHE_DIR": str(cache)})[0])
-            runs["warm"].append(child(harness, {**env, "HARNESS_CACHE_DIR": str(cache)})[0])
-        med = {k: statistics.median(v) for k, v in runs.items()}
-        print(f"HTA's frame: {rows:,} rows")
-        print("| step | median (s) | runs (s) |\n|---|---|---|")
-        for k, v in runs.items():
-            print(f"| {k} | {med[k]:.2f} | {', '.join(f'{x:.2f}' for x in v)} |")
-        print(f"read / HTA load: {med['read'] / med['HTA']:.2f} (≤ 1 is the target)")
+        for r in range(args.repeat):
+            for target, (path, _, _) in traces.items():
+                order = ["read", "HTA"] if r % 2 == 0 else ["HTA", "read"]
+                for what in order:
+                    if what == "read":
+                        wall, rss, out = child([sys.executable, "-c", READ, str(path)], env)
+                    elif args.hta_python:
+                        wall, rss, out = child([args.hta_python, "-c", HTA, str(path.parent)], env)
+                    else:
+                        continue
+                    runs.setdefault((target, what), []).append((float(out.split()[0]), wall, rss))
+                    print(f"  {target:,} {what}: {float(out.split()[0]):.2f} s in the process, {wall:.2f} s "
+                          f"whole, {rss / 1024:,.0f} MB peak", flush=True)  # fmt: skip
+                if args.commands:
+                    harness = [sys.executable, "-m", "harness", "kernels", str(path), "--format", "csv"]
+                    subprocess.run(["rm", "-rf", str(cache)], check=True)
+                    for step in ("cold", "warm"):
+                        wall, rss, _ = child(harness, {**env, "HARNESS_CACHE_DIR": str(cache)})
+                        runs.setdefault((target, step), []).append((wall, wall, rss))
+                print(f"repeat {r + 1}: {target:,} done", flush=True)
+        report(runs, traces)
+
+
+def report(
+    runs: dict[tuple[int, str], list[tuple[float, ...]]], traces: dict[int, tuple[Path, int, int]]
+) -> None:
+    med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in runs.items()}
+    print("\n| trace | step | time in process (median; runs) | whole process | peak RSS | JSON read rate |")
+    print("|---|---|---|---|---|---|")
+    for (target, what), v in runs.items():
+        size = traces[target][2]
+        t, wall, rss = med[(target, what)]
+        each = ", ".join(f"{x[0]:.2f}" for x in v)
+        rate = f"{size / 1e6 / wall:.0f} MB/s" if what == "read" else ""
+        print(f"| {target:,} | {what} | {t:.2f} s ({each}) | {wall:.2f} s | {rss / 1024:,.0f} MB | {rate} |")
+    sizes = sorted(traces)
+    for target in sizes:
+        if (target, "HTA") in med:
+            read, hta = med[(target, "read")], med[(target, "HTA")]
+            print(f"{target:,}: read / HTA load {read[0] / hta[0]:.3f} (target <= 0.25); "
+                  f"peak RSS read / HTA {read[2] / hta[2]:.3f} (target <= 0.5)")  # fmt: skip
+    if len(sizes) > 1:
+        small, big = sizes[0], sizes[-1]
+        grow = med[(big, "read")][0] / med[(small, "read")][0]
+        events = traces[big][1] / traces[small][1]
+        print(f"read {big:,} / read {small:,}: {grow:.2f}x for {events:.2f}x the events (target <= 3.3)")
+    for target in sizes:
+        rate = traces[target][2] / 1e6 / med[(target, "read")][1]
+        print(f"{target:,}: {rate:.0f} MB/s of JSON, whole process (target >= 100)")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,12 @@ Times: Kineto writes microseconds, integers in most traces and floats with nanos
 ones. The JSON is parsed with floats kept as their text and turned into integer nanoseconds digit by digit,
 so 1695835542514261.123 µs is 1695835542514261123 ns exactly (a float64 keeps 0.25 µs there).
 
+Reading: the file is a stream (analysis.readers.kineto_stream: decompressed in a thread, cut into ~4 MiB
+pieces of traceEvents, never whole in memory); each piece becomes columns (analysis.readers.kineto_columns),
+here or, for a file of PARALLEL_BYTES of JSON and more, in worker processes; this module merges the pieces
+in file order (names and threads get trace-wide ids) and builds the frames. docs/performance.md, "Kineto
+traces at scale", has the measurements behind each choice.
+
 Ids: `global_tid` is composed as nsys does (pid in bits 24-47, tid in bits 0-23). Linux pids and tids fit;
 one that does not (a string, a pthread id) gets a small id of its own and the threads frame keeps the real
 one in the name. A GPU's streams are threads of a process of their own, 2**23 + device: kernels' global_pid
@@ -26,42 +32,51 @@ is the process that launched them (through the correlation id), as in nsys expor
 
 from __future__ import annotations
 
+import gc
 import gzip
-import json
+import multiprocessing as mp
+import os
 import re
 import zlib
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
+from isal import igzip_threaded
+from isal.isal_zlib import IsalError
 
 from analysis.errors import ExportError
 from analysis.readers import NULL, valid_duration
-from analysis.readers.kineto_checks import clean_name, hashable, is_complete, notes_and_hints
+from analysis.readers.kineto_checks import clean_name, is_complete, notes_and_hints
+from analysis.readers.kineto_columns import (
+    CPU_GROUPS,
+    GROUPS,
+    Piece,
+    columns,
+    decode_columns,
+    ignored_key,
+    text_ns,
+)
+from analysis.readers.kineto_stream import Parsed, Stop, Text, TraceStream
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
-VERSION = "kineto-3"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = "kineto-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
-MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
-MAX_US = MAX_NS // 1000
+IN_FLIGHT = 8  # pieces handed to workers and not yet merged: at most 32 MiB of JSON
+PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
-# category -> frame ("annotation" and "gpu_annotation" go to nvtx). Older traces use capitalised names.
-CATEGORIES = {
-    "kernel": "kernels", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "syncs",
-    "cuda_runtime": "runtime", "cuda_driver": "runtime", "user_annotation": "annotation",
-    "gpu_user_annotation": "gpu_annotation", "cpu_op": "cpu_ops",
-    "Kernel": "kernels", "Memcpy": "memcpy", "Memset": "memset", "Runtime": "runtime",
-    "Operator": "cpu_ops",
-}  # fmt: skip
 # CUPTI's enums, as Kineto spells them in memcpy/memset names ("Memcpy HtoD (Pageable -> Device)")
 COPY_KINDS = {"Unknown": 0, "HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
               "DtoD": 8, "HtoH": 9, "PtoP": 10}  # fmt: skip
@@ -82,15 +97,15 @@ HINTS = {
 
 
 class KinetoReader:
-    """One parsed trace: its frames (built on open, the whole file being one JSON document) and metadata."""
+    """One parsed trace: its frames (built on open, in one pass over the file) and metadata."""
 
     format = FORMAT
     version = VERSION
 
-    def __init__(self, path: Path, doc: Any) -> None:
+    def __init__(self, path: Path, stream: TraceStream, pool: ProcessPoolExecutor | None = None) -> None:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
-        self._frames, self._meta = _build(doc)
+        self._frames, self._meta = _build(stream, pool)
 
     def __repr__(self) -> str:
         return f"KinetoReader({str(self.path)!r})"
@@ -118,105 +133,52 @@ class KinetoReader:
         return out
 
 
-def open_kineto(path: str | Path) -> KinetoReader:
-    """Parse `path` (a Chrome/Kineto trace, gzipped or not), or raise ExportError saying what is wrong."""
+def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
+    """Parse `path` (a Chrome/Kineto trace, gzipped or not), or raise ExportError saying what is wrong.
+    The file is read as a stream (analysis.readers.kineto_stream), never whole in memory; a big one is
+    turned into columns by `workers` processes (default: as many as cores, up to 4, for files of
+    PARALLEL_BYTES of JSON or more, in a process that is not itself a worker)."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        with open(path, "rb") as f, ExitStack() as stack:
+            gzipped = f.read(2) == b"\x1f\x8b"
+            if workers is None:
+                workers = _workers(f, gzipped)
+            f.seek(0)
+            pool = _pool(workers) if workers > 1 else None
+            if pool is not None:
+                stack.enter_context(pool)
+            read = stack.enter_context(igzip_threaded.open(f, "rb", threads=1)).read if gzipped else f.read
+            return KinetoReader(path, TraceStream(path, read), pool)
+    except (EOFError, zlib.error, gzip.BadGzipFile, IsalError) as e:
+        raise ExportError(f"{path} is a corrupt or truncated gzip file ({e})") from None
     except OSError as e:
         why = e.strerror or str(e)
         raise ExportError(f"cannot read {path}: {why}") from None
-    except (EOFError, zlib.error) as e:
-        raise ExportError(f"{path} is a corrupt or truncated gzip file ({e})") from None
-    if not raw.strip():
-        raise ExportError(f"{path} is empty: not a Kineto trace")
+
+
+def _pool(workers: int) -> ProcessPoolExecutor | None:
+    """Worker processes, started now: forked before the decompressing thread exists (a fork copies no
+    thread), and without importing the caller's main module again, as spawn would. None where processes
+    cannot be had (the trace is then read in this process)."""
     try:
-        doc = json.loads(raw, parse_float=str)  # floats as their text: exact nanoseconds below
-    except (ValueError, RecursionError) as e:
-        why = str(e).splitlines()[0]
-        raise ExportError(f"{path} is not valid JSON ({why}): not a Kineto trace") from None
-    if isinstance(doc, dict) and not isinstance(doc.get("traceEvents"), list):
-        raise ExportError(f"{path} is JSON but not a Chrome/Kineto trace (no traceEvents list)")
-    if not isinstance(doc, dict | list):
-        raise ExportError(f"{path} is JSON but not a Chrome/Kineto trace")
-    return KinetoReader(path, doc)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
+        pool.submit(int).result()  # a fork pool starts all its processes on the first task
+    except (OSError, ValueError, BrokenProcessPool):
+        return None
+    return pool
 
 
-# --- numbers -----------------------------------------------------------------------------------------
-
-
-def text_ns(value: Any) -> int:
-    """Microseconds as Kineto writes them (an int, or a float's text) -> integer nanoseconds, exactly
-    (sub-nanosecond digits rounded half to even). Raises ValueError for anything else."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, int):
-        return value * 1000
-    if not isinstance(value, str):
-        raise ValueError(value)
-    whole, dot, frac = value.partition(".")
-    if dot and len(frac) <= 3 and frac.isdigit() and whole.lstrip("-").isdigit():
-        ns = abs(int(whole)) * 1000 + int(frac.ljust(3, "0"))
-        return -ns if whole.startswith("-") else ns
-    try:
-        return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
-    except (InvalidOperation, ValueError, OverflowError):
-        raise ValueError(value) from None
-
-
-def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(ns as int64, which were valid) of microsecond values; one numpy call when all are integers."""
-    try:
-        us = np.array(values, dtype=np.int64)
-        if not len(us) or (us.max() <= MAX_US and us.min() >= -MAX_US):  # times 1000 without wrapping
-            return us * 1000, np.ones(len(values), dtype=bool)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.empty(len(values), dtype=np.int64)
-    ok = np.ones(len(values), dtype=bool)
-    for i, v in enumerate(values):
-        try:
-            ns = text_ns(v)
-            if not -MAX_NS <= ns <= MAX_NS:
-                raise OverflowError(ns)
-            out[i] = ns
-        except (ValueError, OverflowError):
-            out[i], ok[i] = NULL, False
-    return out, ok
-
-
-def _ints(values: list[Any]) -> np.ndarray:
-    """Integer args (stream, device, correlation, bytes); NULL where absent or not an integer."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.full(len(values), NULL, dtype=np.int64)
-    for i, v in enumerate(values):
-        if type(v) is int and -(2**63) < v < 2**63:
-            out[i] = v
-    return out
-
-
-def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
-    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z; 0 where absent, NULL (shown as
-    unknown) where present but not three non-negative integers that fit their bits."""
-    out = np.zeros(len(values), dtype=np.int64)
-    limits = (1 << (63 - shifts[0]), 1 << (shifts[0] - shifts[1]), 1 << shifts[1])
-    for i, v in enumerate(values):
-        if v is None:
-            continue
-        if (
-            isinstance(v, list)
-            and len(v) == 3
-            and all(type(d) is int and 0 <= d < top for d, top in zip(v, limits, strict=True))
-        ):
-            out[i] = (v[0] << shifts[0]) + (v[1] << shifts[1]) + v[2]
-        else:
-            out[i] = NULL
-    return out
+def _workers(f: BinaryIO, gzipped: bool) -> int:
+    """How many processes to read a file with: 1 below PARALLEL_BYTES of JSON (gzip's trailer says how
+    much, modulo 4 GiB) or inside a worker process (no pools within pools)."""
+    size = f.seek(0, os.SEEK_END)
+    if gzipped and size >= 4:
+        f.seek(-4, os.SEEK_END)
+        size = max(size, int.from_bytes(f.read(4), "little"))
+    if size < PARALLEL_BYTES or mp.parent_process() is not None:
+        return 1
+    return min(os.cpu_count() or 1, 4)
 
 
 def shorten(name: str) -> str:
@@ -254,247 +216,299 @@ class _Ids:
         return self.small[key]
 
 
-class _Strings:
+def _small_ids(values: np.ndarray, ids: _Ids) -> np.ndarray:
+    """Integer pids or tids as their 24-bit ids."""
+    if values.min() >= 0 and values.max() < SMALL_ID:
+        return values
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return np.array([ids(v) for v in distinct.tolist()], dtype=np.int64)[inverse]
+
+
+class _Names:
+    """Every name seen, cleaned (analysis.readers.kineto_checks.clean_name), as integer ids in order of
+    first sight; the raw strings already seen map straight to their id."""
+
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
+        self.texts: list[str] = []
+        self.text_ids: dict[str, int] = {}
+        self.raw: dict[str, int] = {}
+        self.escaped = 0  # distinct names that held lone surrogates
 
-    def ids_of(self, names: list[Any]) -> np.ndarray:
-        ids = self.ids
-        return np.fromiter(
-            (ids.setdefault(n if type(n) is str else str(n), len(ids)) for n in names),
-            dtype=np.int64,
-            count=len(names),
-        )
+    def ids(self, values: list[Any]) -> np.ndarray:
+        try:
+            return np.fromiter(map(self.raw.__getitem__, values), dtype=np.int64, count=len(values))
+        except (KeyError, TypeError):
+            return np.fromiter(map(self.id, values), dtype=np.int64, count=len(values))
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            {"id": np.arange(len(self.ids), dtype=np.int64), "value": pd.Series(list(self.ids), dtype=object)}
-        )
+    def id(self, value: Any) -> int:
+        if type(value) is str and value in self.raw:
+            return self.raw[value]
+        text = self.clean(value)
+        i = self.text_ids.setdefault(text, len(self.texts))
+        if i == len(self.texts):
+            self.texts.append(text)
+        if type(value) is str:
+            self.raw[value] = i
+        return i
+
+    def clean(self, value: Any) -> str:
+        if type(value) is str and value.isascii():
+            return value
+        text, escaped = clean_name(value)
+        if type(value) is str:
+            self.escaped += escaped
+        return text
 
 
-def _events(doc: Any) -> list[Any]:
-    return doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-
-
-def _build(doc: Any) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
-    """Every frame of the trace model from the parsed document, and what meta() reports."""
-    events = _events(doc)
-    groups: dict[str, list[tuple[int, dict[str, Any]]]] = {k: [] for k in set(CATEGORIES.values())}
-    thread_names: dict[tuple[Any, Any], str] = {}
-    ignored: dict[str, int] = {}
-    float_times = False
-    for i, e in enumerate(events):
-        if type(e) is not dict:
-            ignored["not an event"] = ignored.get("not an event", 0) + 1
-            continue
-        ph = e.get("ph")
-        if ph == "X":
-            cat = e.get("cat")
-            kind = CATEGORIES.get(cat) if type(cat) is str else None
-            if kind is not None:
-                groups[kind].append((i, e))
-                float_times = float_times or type(e.get("ts")) is str
-                continue
-        elif ph == "M":
-            args = e.get("args")
-            if e.get("name") == "thread_name" and type(args) is dict and isinstance(args.get("name"), str):
-                thread_names[_key(e.get("pid"), e.get("tid"))] = clean_name(args["name"].strip())[0]
-            continue
-        key = str(e.get("cat", f"ph={ph}"))
-        ignored[key] = ignored.get(key, 0) + 1
-    b = _Builder(thread_names)
-    frames = b.frames(groups)
-    meta = _meta(doc, float_times, ignored, sum(b.unusable.values()))
-    meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.escaped, frames, HINTS)
+def _build(
+    stream: TraceStream, pool: ProcessPoolExecutor | None
+) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Every frame of the trace model from the events of a stream, and what meta() reports."""
+    b = _Builder()
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of short-lived objects and no cycles: the collector would only rescan them
+    try:
+        for piece in _pieces(stream, pool):
+            b.merge(piece)
+    finally:
+        if gc_was_on:
+            gc.enable()
+    if not stream.has_events:
+        raise ExportError(f"{stream.path} is JSON but not a Chrome/Kineto trace (no traceEvents list)")
+    frames = b.frames()
+    meta = _meta(stream.top, b.float_times, b.ignored, sum(b.unusable.values()))
+    meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.names.escaped, frames, HINTS)
     return frames, meta
 
 
-def _shapes(dims: Any) -> str:
-    """An operator's input sizes as torch prints them ([[2, 3], [], [3]]); "" when not recorded."""
-    if type(dims) is not list:
-        return ""
-    return (
-        "["
-        + ", ".join(
-            "[" + ", ".join(str(d) for d in x) + "]" if type(x) is list else json.dumps(x) for x in dims
-        )
-        + "]"
-    )
-
-
-def _key(pid: Any, tid: Any) -> tuple[Any, Any]:
-    """A (pid, tid) key that can be hashed whatever the JSON held (a list, an object)."""
-    return hashable(pid), hashable(tid)
+def _pieces(stream: TraceStream, pool: ProcessPoolExecutor | None) -> Iterator[Piece]:
+    """The stream's pieces as columns, in file order: decoded here, or by the pool's processes. A piece
+    that does not decode is handed back to the stream, with all taken after it, and parsed there."""
+    parts = iter(stream)
+    pending: deque[tuple[Text | Parsed | Stop, Future[Piece | None] | Piece | None]] = deque()
+    done = False
+    while True:
+        # a Stop (end of traceEvents, or an error) waits until every piece before it is settled
+        while (
+            not done and len(pending) < (IN_FLIGHT if pool else 1) and not (pending and pending[-1][0].closes)
+        ):
+            part = next(parts, None)
+            if part is None:
+                done = True
+            elif isinstance(part, Stop):
+                pending.append((part, None))
+            elif isinstance(part, Parsed):
+                pending.append((part, columns(part.events)))
+            elif pool is None:
+                pending.append((part, decode_columns(part.data)))
+            else:
+                pending.append((part, pool.submit(decode_columns, part.data)))
+        if not pending:
+            return
+        part, result = pending.popleft()
+        if isinstance(part, Stop):
+            continue  # the stream ends the list or raises when asked for the next part
+        piece = result.result() if isinstance(result, Future) else result
+        if piece is None:
+            for _, r in pending:
+                if isinstance(r, Future):
+                    r.cancel()
+            stream.rewind(b"".join(p.raw() for p in [part, *(p for p, _ in pending)]))
+            pending.clear()
+            done = False
+            continue
+        yield piece
 
 
 class _Builder:
-    """Turns the events of each category into columns."""
+    """Turns the events of each group into columns, a chunk at a time (numpy arrays, names as ids), and
+    the columns into frames at the end."""
 
-    def __init__(self, thread_names: dict[tuple[Any, Any], str]) -> None:
+    def __init__(self) -> None:
         self.pids, self.tids = _Ids(), _Ids()
-        self.strings = _Strings()
-        self.thread_names = thread_names
+        self.names = _Names()
+        self.pieces: dict[str, list[dict[str, np.ndarray]]] = {k: [] for k in GROUPS}
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.cpu_threads: dict[int, tuple[int, int, Any, Any]] = {}  # gtid -> (group, index, pid, tid)
         self.threads: dict[int, str] = {}
         self.unusable: dict[str, int] = {}  # X events without a usable ts or dur, by group
-        self.escaped = 0  # distinct names that held lone surrogates
-        self._names: dict[str, str] = {}
+        self.ignored: dict[str, int] = {}
+        self.float_times = False
+        self.seen = 0  # events so far: the index of the next one in the file
 
-    def frames(self, groups: dict[str, list[tuple[int, dict[str, Any]]]]) -> dict[str, pd.DataFrame]:
-        cpu = {k: self.common(groups[k], thread=True, kind=k) for k in ("runtime", "annotation", "cpu_ops")}
-        gpu = {
-            k: self.common(groups[k], thread=False, kind=k) for k in ("kernels", "memcpy", "memset", "syncs")
-        }
-        launcher = self._launcher(cpu["runtime"], cpu["annotation"], cpu["cpu_ops"])
+    # --- a piece of events ------------------------------------------------------------------------
+
+    def merge(self, piece: Piece) -> None:
+        """Take a piece's columns: trace-wide indexes, name ids and thread ids."""
+        first, self.seen = self.seen, self.seen + piece.count
+        lookup = np.fromiter(map(self.names.id, piece.names), dtype=np.int64, count=len(piece.names))
+        for kind, out in piece.groups.items():
+            out["index"] = out["index"] + first
+            out["name"] = lookup[out["name"]] if len(lookup) else out["name"]
+            if "shapes" in out:
+                out["shapes"] = lookup[out["shapes"]] if len(lookup) else out["shapes"]
+            if kind in CPU_GROUPS:
+                out["global_tid"] = self.cpu_tids(
+                    out.pop("pid"), out.pop("tid"), GROUPS.index(kind), out["index"]
+                )
+            self.pieces[kind].append(out)
+        for (ph, cat), n in piece.ignored.items():
+            k = ignored_key(ph, cat)
+            self.ignored[k] = self.ignored.get(k, 0) + n
+        self.thread_names.update(piece.thread_names)
+        for kind, n in piece.unusable.items():
+            self.unusable[kind] = self.unusable.get(kind, 0) + n
+        self.float_times = self.float_times or piece.float_times
+
+    def cpu_tids(self, pids: Any, tids: Any, group: int, index: np.ndarray) -> np.ndarray:
+        """global_tid of CPU events; a thread seen for the first time is remembered with where."""
+        if isinstance(pids, np.ndarray) and isinstance(tids, np.ndarray):
+            out = (_small_ids(pids, self.pids) << 24) | _small_ids(tids, self.tids)
+            new, first = np.unique(out, return_index=True)
+            for gtid, i in zip(new.tolist(), first.tolist(), strict=True):
+                self.thread_seen(gtid, (group, int(index[i]), int(pids[i]), int(tids[i])))
+            return out
+        out = np.empty(len(pids), dtype=np.int64)
+        for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):
+            pid, tid = (v.item() if isinstance(v, np.integer) else v for v in (pid, tid))
+            gtid = (self.pids(pid) << 24) | self.tids(tid)
+            self.thread_seen(gtid, (group, int(index[i]), pid, tid))
+            out[i] = gtid
+        return out
+
+    def thread_seen(self, gtid: int, where: tuple[int, int, Any, Any]) -> None:
+        """Keep where a thread is first seen: its first group, then its first event there."""
+        known = self.cpu_threads.get(gtid)
+        if known is None or where[:2] < known[:2]:
+            self.cpu_threads[gtid] = where
+
+    # --- the frames --------------------------------------------------------------------------------
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        parts = {k: _concat(self.pieces.pop(k)) for k in GROUPS}
+        self.name_threads()
+        rt, ops = parts["runtime"], parts["cpu_ops"]
+        launcher = self._launcher(rt, parts["annotation"], ops)
+        kernels = parts["kernels"]
+        texts = self.names.texts
+        short = np.array(
+            [self.names.id(shorten(texts[i])) for i in range(len(texts))] or [0], dtype=np.int64
+        )  # every name's short name, by id (only kernels' are used)
+        kernels["short"] = short[kernels["name"]]
+        strings = _StringTable(
+            texts,
+            [
+                rt["name"],
+                kernels["name"],
+                kernels["short"],
+                parts["syncs"]["name"],
+                ops["name"],
+                ops["shapes"],
+            ],
+        )
         out: dict[str, pd.DataFrame] = {}
-        rt = cpu["runtime"]
         out["runtime"] = pd.DataFrame(
             {
                 "start": rt["start"],
                 "end": rt["end"],
-                "correlation_id": _ints([a.get("correlation") for a in rt["args"]]),
+                "correlation_id": rt["correlation"],
                 "global_tid": rt["global_tid"],
-                "name_id": self.strings.ids_of(rt["name"]),
+                "name_id": strings.ids(rt["name"]),
             }
         )
-        for frame, part in gpu.items():
-            out[frame] = self.gpu_frame(frame, part, launcher)
-        ops = cpu["cpu_ops"]
+        for frame in ("kernels", "memcpy", "memset", "syncs"):
+            out[frame] = self.gpu_frame(frame, parts[frame], launcher, strings)
         out["cpu_ops"] = pd.DataFrame(
             {
                 "start": ops["start"],
                 "end": ops["end"],
                 "global_tid": ops["global_tid"],
-                "name_id": self.strings.ids_of(ops["name"]),
-                "external_id": _ints([a.get("External id") for a in ops["args"]]),
-                # record_shapes=True: input sizes, as key_averages(group_by_input_shape=True) shows them
-                "shapes_id": self.strings.ids_of([_shapes(a.get("Input Dims")) for a in ops["args"]]),
+                "name_id": strings.ids(ops["name"]),
+                "external_id": ops["external_id"],
+                "shapes_id": strings.ids(ops["shapes"]),
             }
         )
-        gpu_ranges = self.common(groups["gpu_annotation"], thread=False, kind="gpu_annotation")
-        out["nvtx"] = self.ranges(cpu["annotation"], gpu_ranges)
+        out["nvtx"] = self.ranges(parts["annotation"], parts["gpu_annotation"])
         out["threads"] = pd.DataFrame(
             {
                 "global_tid": np.fromiter(self.threads, dtype=np.int64, count=len(self.threads)),
                 "name": pd.Series(list(self.threads.values()), dtype=object),
             }
         )
-        out["strings"] = self.strings.frame()
+        out["strings"] = strings.frame()
         return out
 
-    def common(self, group: list[tuple[int, dict[str, Any]]], *, thread: bool, kind: str) -> dict[str, Any]:
-        """start, end (ns), index, name, args, pid, tid, and for CPU events global_tid, of the events whose
-        ts and dur are usable."""
-        ts, ok_ts = _times([e.get("ts") for _, e in group])
-        dur, ok_dur = _times([e.get("dur") for _, e in group])
-        ok = ok_ts & ok_dur & (dur >= 0)
-        if not ok.all():
-            self.unusable[kind] = int((~ok).sum())
-            group = [g for g, keep in zip(group, ok, strict=True) if keep]
-            ts, dur = ts[ok], dur[ok]
-        part: dict[str, Any] = {
-            "start": ts,
-            "end": ts + dur,
-            "index": np.fromiter((i for i, _ in group), dtype=np.int64, count=len(group)),
-            "name": [self.name(e.get("name", "")) for _, e in group],
-            "args": [a if type(a := e.get("args")) is dict else {} for _, e in group],
-            "pid": [p if type(p := e.get("pid")) is int else hashable(p) for _, e in group],
-            "tid": [t if type(t := e.get("tid")) is int else hashable(t) for _, e in group],
-        }
-        if thread:
-            part["global_tid"] = self.cpu_threads(part["pid"], part["tid"])
-        return part
+    def name_threads(self) -> None:
+        """Name the CPU threads (now that every thread_name event is read), in the order the groups and
+        the file first show them."""
+        for gtid, (_, _, pid, tid) in sorted(self.cpu_threads.items(), key=lambda kv: kv[1][:2]):
+            name = self.thread_names.get((pid, tid)) or f"thread {tid}"
+            if (gtid >> 24) >= SMALL_ID or (gtid & 0xFFFFFF) >= SMALL_ID:
+                name += f" [pid {pid}, tid {tid}]"
+            self.threads[gtid] = self.names.texts[self.names.id(name)]
 
-    def name(self, value: Any) -> str:
-        if type(value) is str and value.isascii():
-            return value
-        if type(value) is str and value in self._names:
-            return self._names[value]
-        text, escaped = clean_name(value)
-        if type(value) is str:
-            self._names[value] = text
-            self.escaped += escaped
-        return text
-
-    def cpu_threads(self, pids: list[Any], tids: list[Any]) -> np.ndarray:
-        out = np.empty(len(pids), dtype=np.int64)
-        seen: dict[tuple[Any, Any], int] = {}
-        for i, key in enumerate(zip(pids, tids, strict=True)):
-            gtid = seen.get(key)
-            if gtid is None:
-                pid, tid = self.pids(key[0]), self.tids(key[1])
-                gtid = seen[key] = (pid << 24) | tid
-                if gtid not in self.threads:
-                    name = self.thread_names.get(key) or f"thread {key[1]}"
-                    if pid >= SMALL_ID or tid >= SMALL_ID:
-                        name += f" [pid {key[0]}, tid {key[1]}]"
-                    self.threads[gtid] = self.name(name)
-            out[i] = gtid
-        return out
-
-    def _launcher(self, *cpu_parts: dict[str, Any]) -> Launcher:
+    def _launcher(self, *cpu_parts: dict[str, np.ndarray]) -> Launcher:
         """Who launched each GPU event: correlation id -> global pid of the runtime call, the pid of the
         traced process, and the correlation ids that several processes used (traces merged from ranks)."""
         rt = cpu_parts[0]
-        corr = _ints([a.get("correlation") for a in rt["args"]])
         gpid = rt["global_tid"] & ~0xFFFFFF
         by_corr: dict[int, int] = {}
         shared: set[int] = set()
-        for c, p in zip(corr.tolist(), gpid.tolist(), strict=True):
+        for c, p in zip(rt["correlation"].tolist(), gpid.tolist(), strict=True):
             if by_corr.setdefault(c, p) != p:
                 shared.add(c)
         main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
         return Launcher(by_corr, main, shared, set(gpid.tolist()))
 
-    def gpu_frame(self, frame: str, part: dict[str, Any], launcher: Launcher) -> pd.DataFrame:
-        args = part["args"]
-        corr = _ints([a.get("correlation") for a in args])
-        device = np.array(_device(part), dtype=np.int64)
+    def gpu_frame(
+        self, frame: str, part: dict[str, np.ndarray], launcher: Launcher, strings: _StringTable
+    ) -> pd.DataFrame:
+        corr, device = part["correlation"], part["device"]
         columns: dict[str, Any] = {
             "start": part["start"],
             "end": part["end"],
-            "stream_id": _ints([a.get("stream") for a in args]),
+            "stream_id": part["stream"],
             "correlation_id": corr,
             "global_pid": launcher.pids(corr, device),
             "device_id": device,
         }
-        names = part["name"]
         if frame == "kernels":
-            ids = self.strings.ids_of(names)
-            short = {n: shorten(n) if isinstance(n, str) else str(n) for n in set(names)}
+            ids = strings.ids(part["name"])
             columns.update(
-                grid=_dims([a.get("grid") for a in args], (32, 16)),
-                block=_dims([a.get("block") for a in args], (22, 11)),
+                grid=part["grid"],
+                block=part["block"],
                 name_id=ids,
-                short_name_id=self.strings.ids_of([short[n] for n in names]),
+                short_name_id=strings.ids(part["short"]),
                 mangled_name_id=ids,  # Kineto keeps demangled names only: fall back to them, as nsys does
             )
         elif frame == "syncs":
-            columns["name_id"] = self.strings.ids_of(names)
+            columns["name_id"] = strings.ids(part["name"])
         else:
-            columns["bytes"] = _ints([a.get("bytes") for a in args])
-            kinds = [_memop_kinds(n) for n in names]
+            columns["bytes"] = part["bytes"]
+            distinct = np.unique(part["name"])
+            kinds = np.zeros((len(self.names.texts), 3), dtype=np.int64)
+            for i in distinct.tolist():
+                kinds[i] = _memop_kinds(self.names.texts[i])
+            kind = kinds[part["name"]]
             if frame == "memcpy":
-                columns.update(
-                    copy_kind=np.array([k[0] for k in kinds], dtype=np.int64),
-                    src_kind=np.array([k[1] for k in kinds], dtype=np.int64),
-                    dst_kind=np.array([k[2] for k in kinds], dtype=np.int64),
-                )
+                columns.update(copy_kind=kind[:, 0], src_kind=kind[:, 1], dst_kind=kind[:, 2])
             else:
-                columns["mem_kind"] = np.array([k[1] for k in kinds], dtype=np.int64)
+                columns["mem_kind"] = kind[:, 1]
         return pd.DataFrame(columns)
 
-    def ranges(self, cpu: dict[str, Any], gpu: dict[str, Any]) -> pd.DataFrame:
+    def ranges(self, cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> pd.DataFrame:
         """user_annotation ranges (push/pop on their thread) and gpu_user_annotation ones (start/end, domain
         GPU, on their stream's thread), in file order; range_id is the event's index in the file."""
-        device = _device(gpu)
-        stream = _ints([a.get("stream", t) for a, t in zip(gpu["args"], gpu["tid"], strict=True)])
+        streams = np.where(gpu["stream"] == NULL, 0, gpu["stream"])
         gpu_tid = np.fromiter(
-            (self.gpu_thread(d, s if s != NULL else 0) for d, s in zip(device, stream.tolist(), strict=True)),
+            (self.gpu_thread(d, s) for d, s in zip(gpu["device"].tolist(), streams.tolist(), strict=True)),
             dtype=np.int64,
-            count=len(device),
+            count=len(streams),
         )
         n_cpu = len(cpu["start"])
-        names = [n if isinstance(n, str) else str(n) for n in (*cpu["name"], *gpu["name"])]
+        ids = np.concatenate([cpu["name"], gpu["name"]])
+        texts = np.array([*self.names.texts, ""], dtype=object)
+        steps = {i: _step(texts[i]) for i in np.unique(ids).tolist()}
         df = pd.DataFrame(
             {
                 "range_id": np.concatenate([cpu["index"], gpu["index"]]),
@@ -502,8 +516,8 @@ class _Builder:
                 "end": np.concatenate([cpu["end"], gpu["end"]]),
                 "global_tid": np.concatenate([cpu["global_tid"], gpu_tid]),
                 "pushpop": np.concatenate([np.ones(n_cpu, dtype=bool), np.zeros(len(gpu_tid), dtype=bool)]),
-                "payload": pd.array([_step(n) for n in names], dtype="Int64"),
-                "name": pd.Categorical(names),
+                "payload": pd.array([steps[i] for i in ids.tolist()], dtype="Int64"),
+                "name": pd.Categorical(texts[ids]),
                 "domain": pd.Categorical([None] * n_cpu + [ANNOTATION_DOMAIN] * len(gpu_tid)),
             }
         )
@@ -515,6 +529,37 @@ class _Builder:
         if gtid not in self.threads:
             self.threads[gtid] = f"GPU {device} stream {stream}"
         return gtid
+
+
+# the columns of each group, with their dtypes, for a group without events
+_COLUMNS = ("start", "end", "index", "name", "global_tid", "correlation", "external_id", "device", "stream",
+            "grid", "block", "bytes", "shapes")  # fmt: skip
+
+
+def _concat(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if not pieces:
+        return {c: np.empty(0, dtype=np.int64) for c in _COLUMNS}
+    return {c: np.concatenate([p[c] for p in pieces]) for c in pieces[0]}
+
+
+class _StringTable:
+    """The strings frame: the names that tables look up by id, numbered in the order the frames list
+    them (runtime, kernels, their short names, syncs, cpu_ops), as they were before the reader streamed."""
+
+    def __init__(self, texts: list[str], in_order: list[np.ndarray]) -> None:
+        self.order = pd.unique(np.concatenate(in_order)) if in_order else np.empty(0, dtype=np.int64)
+        self.remap = np.full(len(texts) + 1, -1, dtype=np.int64)
+        self.remap[self.order] = np.arange(len(self.order), dtype=np.int64)
+        self.texts = texts
+
+    def ids(self, names: np.ndarray) -> np.ndarray:
+        return self.remap[names]
+
+    def frame(self) -> pd.DataFrame:
+        values = [self.texts[i] for i in self.order.tolist()]
+        return pd.DataFrame(
+            {"id": np.arange(len(values), dtype=np.int64), "value": pd.Series(values, dtype=object)}
+        )
 
 
 @dataclass
@@ -545,15 +590,6 @@ class Launcher:
         return out
 
 
-def _device(part: dict[str, Any]) -> list[int]:
-    """Each GPU event's device: args.device, else the event's pid (Kineto's pid of GPU rows), else 0."""
-    out = []
-    for a, pid in zip(part["args"], part["pid"], strict=True):
-        d = a.get("device", pid)
-        out.append(d if type(d) is int and d >= 0 else 0)
-    return out
-
-
 def _memop_kinds(name: Any) -> tuple[int, int, int]:
     """(copy kind, source or set memory kind, destination memory kind) from a Kineto memcpy/memset name."""
     if isinstance(name, str):
@@ -571,8 +607,7 @@ def _step(name: str) -> int | None:
     return int(m[1])
 
 
-def _meta(doc: Any, float_times: bool, ignored: dict[str, int], unusable: int) -> dict[str, Any]:
-    top = doc if isinstance(doc, dict) else {}
+def _meta(top: dict[str, Any], float_times: bool, ignored: dict[str, int], unusable: int) -> dict[str, Any]:
     dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     devices = top.get("deviceProperties") if isinstance(top.get("deviceProperties"), list) else []
     rank = dist.get("rank")

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # a worker reading part of a trace (analysis.readers.kineto_columns) starts without pandas
+    import pandas as pd
 
 
 def clean_name(value: Any) -> tuple[str, bool]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 GROUPS = (
     "run", "profiling", "program", "attention", "blocks", "roofline", "doctor", "analysis", "ranks",
-    "dashboard", "diff", "compile", "advise",
+    "dashboard", "diff", "compile", "advise", "timeline",
 )  # fmt: skip
 # command -> the module in harness/cli that registers it (tests/test_cli_lazy.py keeps this true)
 COMMANDS = {
@@ -56,6 +56,7 @@ COMMANDS = {
     **dict.fromkeys(("diff", "baseline"), "diff"),
     "compare-compile": "compile",
     **dict.fromkeys(("advise", "health"), "advise"),
+    "timeline": "timeline",
 }
 
 

@@ -1,0 +1,515 @@
+"""A trace as a Chrome trace (JSON, optionally gzipped) that Perfetto UI and chrome://tracing open.
+
+What it holds, in the categories Kineto uses where Kineto has one (so the harness's own Kineto reader reads
+the file back into the same frames, and `harness kernels FILE` equals `harness kernels REPORT`):
+
+- complete events (`ph` X): kernels (`kernel`), memory copies (`gpu_memcpy`, named as Kineto names them so
+  their kinds survive), memory sets (`gpu_memset`), synchronisations (`cuda_sync`), CUDA API calls
+  (`cuda_runtime`), NVTX ranges (`user_annotation`; GPU ranges of a Kineto trace: `gpu_user_annotation`),
+  CPU operators of a Kineto trace (`cpu_op`) and OS runtime calls (`os_runtime`, a category of ours);
+- the harness's steps and phases (NVTX ranges named `step`, `forward`, …) once more, on a track of their
+  own (`harness_phase`, which no reader takes for NVTX);
+- flow arrows (`s` at the launching call, `f` with `bp: e` at the GPU work), joined by process and
+  correlation id, as Kineto's `ac2g` flows;
+- metadata (`M`): process and thread names; a GPU is a process of its own, its streams are its threads.
+
+Times are microseconds written as exact decimals of the nanoseconds (123.456), which the Kineto reader
+turns back into the same nanoseconds. The file is written a chunk of rows at a time: memory holds the
+columns of one frame, never the text of the whole file. A window (`--step`, `--phase`, `--start/--end`)
+keeps the events that overlap it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import pandas as pd
+from isal import igzip
+
+from analysis.errors import AnalysisError, ExportError
+from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
+from analysis.readers import NULL
+from analysis.readers.kineto import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
+from analysis.timeline import step_index
+from analysis.trace import Trace
+
+CHUNK = 50_000  # rows formatted and written at a time
+_X = '{"ph":"X","cat":"CAT","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s'  # a complete event, to be ended
+_US = "%d.%03d"
+GPU_PID = 1 << 30  # + device: the process a GPU's streams are shown under (clear of real pids)
+HARNESS_PID = GPU_PID - 1  # the track of the harness's steps and phases
+PHASES = frozenset((*TRAIN_PHASES, *GENERATE_PHASES, *COMM_PHASES))
+HARNESS_RANGES = frozenset((STEP, MEASURED, WARMUP, *PHASES))
+COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}
+MEMORY_NAMES = {v: k for k, v in MEMORY_KINDS.items()}
+TID_MASK = 0xFFFFFF
+GPU_COLUMNS = {
+    "kernels": ["grid", "block", "name_id"],
+    "memcpy": ["bytes", "copy_kind", "src_kind", "dst_kind"],
+    "memset": ["bytes", "mem_kind"],
+    "syncs": ["name_id"],
+}
+
+
+@dataclass
+class Written:
+    """What a Chrome trace holds: events per kind, and the window they were cut to (ns; None: all)."""
+
+    path: Path
+    counts: dict[str, int] = field(default_factory=dict)
+    window: tuple[int, int] | None = None
+
+
+def window_of(
+    trace: Trace,
+    *,
+    step: int | None = None,
+    phase: str | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> tuple[int, int] | None:
+    """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
+    one phase of it, or `start`..`end`; None for the whole trace."""
+    if (step is not None or phase is not None) and (start is not None or end is not None):
+        raise AnalysisError("--step/--phase and --start/--end exclude each other: pick one way to cut")
+    if phase is not None and step is None:
+        raise AnalysisError(f"--phase {phase} needs --step N: a phase runs once per step")
+    if step is None:
+        if start is None and end is None:
+            return None
+        lo, hi = start if start is not None else -(2**62), end if end is not None else 2**62
+        if hi < lo:
+            raise AnalysisError(f"--end {hi} is before --start {lo}")
+        return lo, hi
+    trace.require("nvtx", "NVTX data (the harness's step ranges)")
+    nvtx = trace.frame("nvtx", ["range_id", "start", "end", "global_tid", "payload", "name"])
+    steps = nvtx[nvtx["name"] == STEP].reset_index(drop=True)
+    if steps.empty:
+        raise ExportError(f"no '{STEP}' NVTX ranges in {trace.path}: it was not recorded by the harness")
+    numbers = step_index(steps, steps).to_numpy()
+    chosen = steps[numbers == step]
+    if chosen.empty:
+        raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
+    lo, hi = int(chosen["start"].min()), int(chosen["end"].max())
+    if phase is None:
+        return lo, hi
+    inside = nvtx[(nvtx["name"] == phase) & (nvtx["start"] >= lo) & (nvtx["end"] <= hi)]
+    if inside.empty:
+        raise ExportError(f"no '{phase}' range in step {step} of {trace.path}")
+    return int(inside["start"].min()), int(inside["end"].max())
+
+
+def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] | None = None) -> Written:
+    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds.
+    The file appears whole or not at all (written beside it, then renamed)."""
+    path = Path(path)
+    part = path.with_name(path.name + ".part")
+    written = Written(path, window=window)
+    try:
+        with _open(part) as f:
+            _Writer(trace, f, window, written.counts).write()
+        os.replace(part, path)
+    except OSError as e:
+        part.unlink(missing_ok=True)
+        raise AnalysisError(f"cannot write {path}: {e.strerror or e}") from None
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def _open(path: Path) -> TextIO:
+    if path.name.endswith(".gz.part"):
+        return igzip.open(path, "wt", compresslevel=1, encoding="ascii")  # type: ignore[return-value]
+    return open(path, "w", encoding="ascii")
+
+
+class _Writer:
+    def __init__(
+        self, trace: Trace, f: TextIO, window: tuple[int, int] | None, counts: dict[str, int]
+    ) -> None:
+        self.trace = trace
+        self.f = f
+        self.window = window
+        self.counts = counts
+        self.first = True
+        self.processes: dict[int, str] = {}
+        self.threads: dict[tuple[int, int], str] = {}
+        self.launched = np.empty(0, dtype=np.int64)  # launch keys (_key) of the GPU work to be written
+        self.calls: list[tuple[np.ndarray, ...]] = []  # (key, pid, tid, start) of the calls that launched it
+        self.call_keys = np.empty(0, dtype=np.int64)  # the same, sorted by key once all calls are written
+        self.call_rows: tuple[np.ndarray, ...] = ()
+
+    def write(self) -> None:
+        meta = {"source": self.trace.path.name, "format": self.trace.format, "window_ns": self.window}
+        self.f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
+        self.launched = self.gpu_keys()
+        self.runtime()
+        self.index_calls()
+        for frame, cat in (("kernels", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset"),
+                           ("syncs", "cuda_sync")):  # fmt: skip
+            self.gpu(frame, cat)
+        self.nvtx()
+        self.cpu("osrt", "os_runtime")
+        self.cpu("cpu_ops", "cpu_op")
+        self.metadata()
+        self.f.write("\n]}\n")
+
+    # --- output -------------------------------------------------------------------------------------
+
+    def emit(self, kind: str, lines: Iterable[str]) -> None:
+        lines = list(lines)
+        if not lines:
+            return
+        self.f.write(("" if self.first else ",\n") + ",\n".join(lines))
+        self.first = False
+        self.counts[kind] = self.counts.get(kind, 0) + len(lines)
+
+    def rows(self, frame: str, columns: list[str]) -> pd.DataFrame | None:
+        """The frame's rows in the window (whole rows: a row overlapping it is kept)."""
+        if not self.trace.has(frame):
+            return None
+        df = self.trace.frame(frame, columns, keep=False)
+        if self.window is None or not len(df):
+            return df.reset_index(drop=True, inplace=False) if not isinstance(df.index, pd.RangeIndex) else df
+        lo, hi = self.window
+        return df[(df["end"].to_numpy() >= lo) & (df["start"].to_numpy() <= hi)].reset_index(drop=True)
+
+    def names(self, ids: np.ndarray) -> dict[int, str]:
+        """Names of string ids as JSON strings (escaped: names are outside text); "" for an unknown id."""
+        wanted = np.unique(ids).tolist()
+        out = {i: json.dumps(s) for i, s in self.trace.strings(wanted).items()}
+        for i in wanted:
+            out.setdefault(i, '""')
+        return out
+
+    # --- frames --------------------------------------------------------------------------------------
+
+    def runtime(self) -> None:
+        df = self.rows("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
+        if df is None or df.empty:
+            return
+        pid, tid = _pid_tid(df["global_tid"].to_numpy())
+        self.thread_seen(pid, tid)
+        names = self.names(df["name_id"].to_numpy())
+        template = _X.replace("CAT", "cuda_runtime") + ',"args":{"correlation":%s}}'
+        for lo in range(0, len(df), CHUNK):
+            part = df.iloc[lo : lo + CHUNK]
+            start, end = part["start"].to_numpy(), part["end"].to_numpy()
+            self.emit(
+                "cuda_runtime",
+                (
+                    template % row
+                    for row in zip(
+                        map(names.__getitem__, part["name_id"].tolist()),
+                        pid[lo : lo + CHUNK].tolist(),
+                        tid[lo : lo + CHUNK].tolist(),
+                        _us(start),
+                        _us(end - start),
+                        _ints(part["correlation_id"].to_numpy()),
+                        strict=True,
+                    )
+                ),
+            )
+        key = _key(pid, df["correlation_id"].to_numpy())
+        hit = np.isin(key, self.launched) & (key >= 0)
+        self.calls.append((key[hit], pid[hit], tid[hit], df["start"].to_numpy()[hit]))
+
+    def gpu_keys(self) -> np.ndarray:
+        """The launch keys of the GPU work in the window (to keep, of the API calls, those that launched)."""
+        keys = []
+        for frame in ("kernels", "memcpy", "memset"):
+            df = self.rows(frame, ["start", "end", "global_pid", "correlation_id"])
+            if df is not None and len(df):
+                keys.append(
+                    np.unique(_key(df["global_pid"].to_numpy() >> 24, df["correlation_id"].to_numpy()))
+                )
+        return np.unique(np.concatenate(keys)) if keys else np.empty(0, dtype=np.int64)
+
+    def index_calls(self) -> None:
+        if not self.calls:
+            return
+        key, pid, tid, start = (np.concatenate(c) for c in zip(*self.calls, strict=True))
+        self.calls = []
+        key_order = np.argsort(key, kind="stable")
+        first = np.ones(len(key), dtype=bool)
+        first[1:] = key[key_order][1:] != key[key_order][:-1]  # a key twice: the first call launched
+        order = key_order[first]
+        self.call_keys = key[order]
+        self.call_rows = (pid[order], tid[order], start[order])
+
+    def gpu(self, frame: str, cat: str) -> None:
+        columns = ["start", "end", "correlation_id", "global_pid", "device_id", "stream_id"]
+        extra = GPU_COLUMNS[frame]
+        df = self.rows(frame, columns + extra)
+        if df is None or df.empty:
+            return
+        device, stream = df["device_id"].to_numpy(), df["stream_id"].to_numpy()
+        pid = GPU_PID + np.where(device == NULL, 0, device)
+        tid = np.where(stream == NULL, 0, stream) & TID_MASK
+        for d, s in {(int(d), int(s)) for d, s in zip(pid.tolist(), tid.tolist(), strict=True)}:
+            self.processes.setdefault(d, f"GPU {d - GPU_PID}")
+            self.threads.setdefault((d, s), f"stream {s}")
+        names = self.names(df["name_id"].to_numpy()) if "name_id" in df else {}
+        self.flows(df, pid, tid)
+        base = _X.replace("CAT", cat) + ',"args":{"device":%s,"stream":%s,"correlation":%s'
+        for lo in range(0, len(df), CHUNK):
+            part = df.iloc[lo : lo + CHUNK]
+            start, end = part["start"].to_numpy(), part["end"].to_numpy()
+            common = [
+                _ints(part["device_id"].to_numpy()),
+                _ints(part["stream_id"].to_numpy()),
+                _ints(part["correlation_id"].to_numpy()),
+            ]
+            if frame == "kernels":
+                template = base + ',"grid":%s,"block":%s}}'
+                fields = [_dims(part["grid"].to_numpy(), (32, 16)), _dims(part["block"].to_numpy(), (22, 11))]
+                name = map(names.__getitem__, part["name_id"].tolist())
+            elif frame == "syncs":
+                template = base + "}}"
+                fields = []
+                name = map(names.__getitem__, part["name_id"].tolist())
+            else:
+                template = base + ',"bytes":%s}}'
+                fields = [_ints(part["bytes"].to_numpy())]
+                name = _memop_names(part, frame)
+            self.emit(
+                cat,
+                (
+                    template % row
+                    for row in zip(
+                        name,
+                        pid[lo : lo + CHUNK].tolist(),
+                        tid[lo : lo + CHUNK].tolist(),
+                        _us(start),
+                        _us(end - start),
+                        *common,
+                        *fields,
+                        strict=True,
+                    )
+                ),
+            )
+
+    def flows(self, df: pd.DataFrame, pid: np.ndarray, tid: np.ndarray) -> None:
+        """An arrow from each written call to the GPU work it launched (same process, same correlation)."""
+        if not len(self.call_keys):
+            return
+        key = _key(df["global_pid"].to_numpy() >> 24, df["correlation_id"].to_numpy())
+        at = np.minimum(np.searchsorted(self.call_keys, key), len(self.call_keys) - 1)
+        hit = np.flatnonzero((self.call_keys[at] == key) & (key >= 0))
+        call = at[hit]
+        call_pid, call_tid, call_ts = (column[call] for column in self.call_rows)
+        work_pid, work_tid, work_ts = pid[hit], tid[hit], df["start"].to_numpy()[hit]
+        first = self.counts.get("flow", 0) // 2
+        start = '{"ph":"s","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
+        finish = '{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
+        for lo in range(0, len(hit), CHUNK):
+            hi = min(lo + CHUNK, len(hit))
+            ids = range(first + lo + 1, first + hi + 1)
+            calls_at = zip(
+                ids, call_pid[lo:hi].tolist(), call_tid[lo:hi].tolist(), _us(call_ts[lo:hi]), strict=True
+            )
+            work_at = zip(
+                ids, work_pid[lo:hi].tolist(), work_tid[lo:hi].tolist(), _us(work_ts[lo:hi]), strict=True
+            )
+            self.emit(
+                "flow",
+                (line for a, b in zip(calls_at, work_at, strict=True) for line in (start % a, finish % b)),
+            )
+
+    def nvtx(self) -> None:
+        df = self.rows("nvtx", ["start", "end", "global_tid", "payload", "name", "domain"])
+        if df is None or df.empty:
+            return
+        df = df[df["end"].to_numpy() >= df["start"].to_numpy()].reset_index(drop=True)  # ranges that ended
+        pid, tid = _pid_tid(df["global_tid"].to_numpy())
+        gpu = pid >= GPU_PROCESS
+        self.thread_seen(pid[~gpu], tid[~gpu])
+        # names and domains are categories: escaped once each, looked up by code a chunk at a time
+        name, domain = df["name"].astype("category"), df["domain"].astype("category")  # no copy if they are
+        name_text = np.array([*map(json.dumps, name.cat.categories.astype(str)), '""'], dtype=object)
+        name_code = name.cat.codes.to_numpy()  # -1 (no name) picks the last: ""
+        domain_text = np.array([*domain.cat.categories.astype(str), None], dtype=object)
+        domain_code = domain.cat.codes.to_numpy()
+        payload = df["payload"]
+        for lo in range(0, len(df), CHUNK):
+            hi = min(lo + CHUNK, len(df))
+            start, end = df["start"].to_numpy()[lo:hi], df["end"].to_numpy()[lo:hi]
+            names = name_text[name_code[lo:hi]].tolist()
+            domains = domain_text[domain_code[lo:hi]].tolist()
+            lines = []
+            for name, p, t, g, ts, dur, dom, load in zip(
+                names, pid[lo:hi].tolist(), tid[lo:hi].tolist(), gpu[lo:hi].tolist(),
+                _us(start), _us(end - start), domains, payload.iloc[lo:hi].tolist(),
+                strict=True,
+            ):  # fmt: skip
+                args = {}
+                if isinstance(dom, str):
+                    args["domain"] = dom
+                if load is not None and load is not pd.NA:
+                    args["payload"] = int(load)
+                if g:  # a GPU range of a Kineto trace: on its stream
+                    device, cat = p - GPU_PROCESS, "gpu_user_annotation"
+                    args.update(device=device, stream=t)
+                    p = GPU_PID + device
+                    self.processes.setdefault(p, f"GPU {device}")
+                    self.threads.setdefault((p, t), f"stream {t}")
+                else:
+                    cat = "user_annotation"
+                lines.append(
+                    f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{p},"tid":{t},"ts":{ts},"dur":{dur}'
+                    f',"args":{json.dumps(args)}}}'
+                )
+            self.emit("user_annotation", lines)
+        self.harness_track(df)
+
+    def harness_track(self, df: pd.DataFrame) -> None:
+        """The harness's steps (and measured/warmup) on one thread, its phases on another."""
+        mine = df["name"].isin(HARNESS_RANGES).to_numpy()
+        if not mine.any():
+            return
+        raw = df["name"][mine].astype(object)
+        names = raw.map(json.dumps)
+        self.processes[HARNESS_PID] = "harness"
+        lines = []
+        for name, text, start, end, load in zip(
+            names.tolist(), raw.tolist(), df["start"].to_numpy()[mine].tolist(),
+            df["end"].to_numpy()[mine].tolist(), df["payload"][mine].tolist(), strict=True,
+        ):  # fmt: skip
+            tid = 2 if text in PHASES else 1
+            self.threads[(HARNESS_PID, tid)] = "phases" if tid == 2 else "steps"
+            step = "" if load is None or load is pd.NA else f',"args":{{"step":{int(load)}}}'
+            ts, dur = _us(np.array([start, end - start], dtype=np.int64))
+            lines.append(
+                f'{{"ph":"X","cat":"harness_phase","name":{name},"pid":{HARNESS_PID},"tid":{tid},'
+                f'"ts":{ts},"dur":{dur}{step}}}'
+            )
+        self.emit("harness_phase", lines)
+
+    def cpu(self, frame: str, cat: str) -> None:
+        extra = ["external_id"] if frame == "cpu_ops" else []
+        df = self.rows(frame, ["start", "end", "global_tid", "name_id", *extra])
+        if df is None or df.empty:
+            return
+        pid, tid = _pid_tid(df["global_tid"].to_numpy())
+        self.thread_seen(pid, tid)
+        names = self.names(df["name_id"].to_numpy())
+        args = ',"args":{"External id":%s}' if extra else ""
+        template = _X.replace("CAT", cat) + args + "}"
+        for lo in range(0, len(df), CHUNK):
+            part = df.iloc[lo : lo + CHUNK]
+            start, end = part["start"].to_numpy(), part["end"].to_numpy()
+            fields = [_ints(part["external_id"].to_numpy())] if extra else []
+            self.emit(
+                cat,
+                (
+                    template % row
+                    for row in zip(
+                        map(names.__getitem__, part["name_id"].tolist()),
+                        pid[lo : lo + CHUNK].tolist(),
+                        tid[lo : lo + CHUNK].tolist(),
+                        _us(start),
+                        _us(end - start),
+                        *fields,
+                        strict=True,
+                    )
+                ),
+            )
+
+    # --- names ---------------------------------------------------------------------------------------
+
+    def thread_seen(self, pid: np.ndarray, tid: np.ndarray) -> None:
+        for p, t in set(zip(pid.tolist(), tid.tolist(), strict=True)):
+            self.processes.setdefault(p, f"process {p}")
+            self.threads.setdefault((p, t), "")
+
+    def metadata(self) -> None:
+        known = (
+            {_pid_tid_one(g): name for g, name in self.trace.thread_names().items()}
+            if self.trace.has("threads")
+            else {}
+        )
+        lines = []
+        for pid, name in sorted(self.processes.items()):
+            lines.append(_meta("process_name", pid, 0, name))
+            if pid == HARNESS_PID:
+                lines.append(
+                    f'{{"ph":"M","name":"process_sort_index","pid":{pid},"tid":0,"args":{{"sort_index":-1}}}}'
+                )
+        for (pid, tid), name in sorted(self.threads.items()):
+            lines.append(_meta("thread_name", pid, tid, name or known.get((pid, tid)) or f"thread {tid}"))
+        self.emit("metadata", lines)
+
+
+def _meta(what: str, pid: int, tid: int, name: str) -> str:
+    return f'{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"args":{{"name":{json.dumps(name)}}}}}'
+
+
+def _pid_tid(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A global thread id's process and thread (bits 24-47 and 0-23, as nsys composes them)."""
+    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
+
+
+def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """(process, correlation id) as one integer, -1 where there is none (a correlation id unknown or past
+    39 bits): a launch and what it launched share it."""
+    ok = (corr >= 0) & (corr < 1 << 39)
+    return np.where(ok, ((pid & TID_MASK) << 39) | np.where(ok, corr, 0), -1)
+
+
+def _pid_tid_one(gtid: int) -> tuple[int, int]:
+    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
+
+
+def _us(ns: np.ndarray) -> list[str]:
+    """Nanoseconds as exact decimal microseconds ("123.456")."""
+    if len(ns) == 0:
+        return []
+    if ns.min() >= 0:
+        return [_US % qr for qr in zip((ns // 1000).tolist(), (ns % 1000).tolist(), strict=True)]
+    a = np.abs(ns)
+    return [
+        ("-" + _US if neg else _US) % (q, r)
+        for neg, q, r in zip((ns < 0).tolist(), (a // 1000).tolist(), (a % 1000).tolist(), strict=True)
+    ]
+
+
+def _ints(values: np.ndarray) -> list[str]:
+    """Integers as JSON: null where missing."""
+    text = [str(v) for v in values.tolist()]
+    if (values == NULL).any():
+        text = ["null" if v == NULL else t for v, t in zip(values.tolist(), text, strict=True)]
+    return text
+
+
+def _dims(packed: np.ndarray, shifts: tuple[int, int]) -> Iterator[str]:
+    """Launch dimensions packed as (x << s0) + (y << s1) + z as [x,y,z]; unknown ones as [-1,-1,-1], which
+    a reader takes for unknown again."""
+    x = packed >> shifts[0]
+    y = (packed >> shifts[1]) & ((1 << (shifts[0] - shifts[1])) - 1)
+    z = packed & ((1 << shifts[1]) - 1)
+    for p, a, b, c in zip(packed.tolist(), x.tolist(), y.tolist(), z.tolist(), strict=True):
+        yield "[-1,-1,-1]" if p == NULL else f"[{a},{b},{c}]"
+
+
+def _memop_names(part: pd.DataFrame, frame: str) -> list[str]:
+    """Kineto's names of copies and sets, which say their kinds ("Memcpy HtoD (Pageable -> Device)")."""
+    if frame == "memcpy":
+        kinds = zip(
+            part["copy_kind"].tolist(), part["src_kind"].tolist(), part["dst_kind"].tolist(), strict=True
+        )
+        return [
+            json.dumps(f"Memcpy {COPY_NAMES.get(k, 'Unknown')} ({_memory(s)} -> {_memory(d)})")
+            for k, s, d in kinds
+        ]
+    return [json.dumps(f"Memset ({_memory(k)})") for k in part["mem_kind"].tolist()]
+
+
+def _memory(kind: int) -> str:
+    return MEMORY_NAMES.get(kind, "Unknown")

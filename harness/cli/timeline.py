@@ -1,0 +1,66 @@
+"""`harness timeline REPORT -o FILE.json.gz`: an export or trace as a Chrome trace for Perfetto UI and
+chrome://tracing (analysis.chrome_trace), the whole of it or one step, phase or window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli import lazy
+from harness.cli.common import cli_errors, note
+
+ReportArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="REPORT",
+        show_default=False,
+        help="An nsys export (.sqlite), a report (.nsys-rep, .qdrep) or a PyTorch profiler trace (.json, "
+        ".json.gz).",
+    ),
+]
+
+
+@cli_errors
+def timeline_cmd(
+    report: ReportArg,
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="<file>",
+            help="The Chrome trace to write (gzipped when it ends in .gz).",
+        ),
+    ],
+    step: Annotated[
+        int | None, typer.Option("--step", metavar="<n>", help="Only the harness's step N (its NVTX range).")
+    ] = None,
+    phase: Annotated[
+        str | None,
+        typer.Option("--phase", metavar="<name>", help="With --step: only that phase of it (forward, …)."),
+    ] = None,
+    start: Annotated[
+        int | None, typer.Option("--start", metavar="<ns>", help="Only events that end at or after this.")
+    ] = None,
+    end: Annotated[
+        int | None, typer.Option("--end", metavar="<ns>", help="Only events that start at or before this.")
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
+    ] = False,
+) -> None:
+    """Write kernels, memory copies and sets, CUDA API calls, NVTX ranges and OS runtime calls as a Chrome
+    trace: processes, threads and streams named, an arrow from each launch to its kernel, the harness's
+    steps and phases on a track of their own. Open it in https://ui.perfetto.dev or chrome://tracing."""
+    trace = lazy.open_report(report, cache=not no_cache)
+    window = lazy.window_of(trace, step=step, phase=phase, start=start, end=end)
+    written = lazy.write_chrome_trace(trace, output, window)
+    held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
+    cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
+    note(f"wrote {output}{cut}: {held or 'no events'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("timeline", short_help="An export or trace as a Chrome trace for Perfetto UI.")(timeline_cmd)

@@ -1,0 +1,155 @@
+"""`harness timeline`: an export as a Chrome trace, read back by the harness's own Kineto reader. The kernel
+table of the file equals the export's row for row, and it holds every event the export has."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SHARED_NSYS, missing
+from kineto_data import write_trace
+from typer.testing import CliRunner
+
+from analysis.chrome_trace import HARNESS_PID, write_chrome_trace
+from analysis.trace import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+EXPORTS = ["a100-saxpy-mpi", "cpu-train", "ext/beast1", "ext/dlprof_norelu", "ext/fuser_report1",
+           "ext/llama3_realsim", "ext/weatherbench2", "ext/torchrun_2gpu"]  # fmt: skip
+
+
+def export(name: str) -> Path:
+    path = SHARED_NSYS / name / "report.sqlite"
+    if not path.is_file():
+        missing(f"nsys fixture {path} not found (../shared/fixtures beside the checkout)")
+    return path
+
+
+def timeline(report: Path, out: Path, *options: str) -> list[dict[str, Any]]:
+    result = runner.invoke(app, ["timeline", str(report), "-o", str(out), "--no-cache", *options])
+    assert result.exit_code == 0, result.output
+    with gzip.open(out, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def kernels_csv(path: Path) -> tuple[int, str]:
+    result = runner.invoke(app, ["kernels", str(path), "-f", "csv", "--no-cache"])
+    return result.exit_code, result.stdout
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_the_timeline_reads_back_as_the_export(name: str, tmp_path: Path) -> None:
+    report = export(name)
+    out = tmp_path / "timeline.json.gz"
+    events = timeline(report, out)
+    assert kernels_csv(out) == kernels_csv(report)
+    source, back = open_trace(report, cache=False), open_trace(out, cache=False)
+    for frame in ("kernels", "memcpy", "memset", "runtime"):
+        expected = len(source.frame(frame, ["start"])) if source.has(frame) else 0
+        assert (back.count(frame) if back.has(frame) else 0) == expected, frame
+    if source.has("nvtx"):
+        ranges = source.frame("nvtx", ["start", "end"])
+        assert back.count("nvtx") == int((ranges["end"] >= ranges["start"]).sum())
+    cats = Counter(e.get("cat") for e in events)
+    assert cats["os_runtime"] == (len(source.frame("osrt", ["start"])) if source.has("osrt") else 0)
+    # one arrow (start and finish, same id) per GPU operation whose launching call is in the file
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    finishes = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts.keys() == finishes.keys()
+    gpu_ops = sum(cats[c] for c in ("kernel", "gpu_memcpy", "gpu_memset"))
+    assert len(starts) <= gpu_ops
+    if source.has("kernels") and source.has("runtime"):
+        assert len(starts) > 0.9 * gpu_ops
+
+
+def test_a100_holds_every_launch_as_an_arrow_and_names_its_tracks(tmp_path: Path) -> None:
+    events = timeline(export("a100-saxpy-mpi"), tmp_path / "t.json.gz")
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert len(kernels) == 5 and sum(e["ph"] == "f" for e in events) == 5 + 15  # kernels and copies
+    calls = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("cat") == "cuda_runtime"}
+    for s in (e for e in events if e["ph"] == "s"):
+        assert (s["pid"], s["tid"], s["ts"]) in calls  # each arrow starts at a launch call
+    names = {(e["name"], e["pid"]): e["args"]["name"] for e in events if e["ph"] == "M"}
+    gpu = kernels[0]["pid"]
+    assert names[("process_name", gpu)] == f"GPU {kernels[0]['args']['device']}"
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert threads[(gpu, kernels[0]["tid"])] == f"stream {kernels[0]['args']['stream']}"
+    assert all(threads[(e["pid"], e["tid"])] for e in events if e.get("cat") == "cuda_runtime")
+
+
+def test_phases_and_steps_get_a_track_and_a_step_cuts_a_window(tmp_path: Path) -> None:
+    report = export("cpu-train")
+    events = timeline(report, tmp_path / "all.json.gz")
+    track = [e for e in events if e.get("cat") == "harness_phase"]
+    assert len(track) == 32 and {e["pid"] for e in track} == {HARNESS_PID}
+    assert Counter(e["name"] for e in track) == {"step": 8, "forward": 8, "backward": 8, "optimizer": 8}
+    steps = sorted((e for e in track if e["name"] == "step"), key=lambda e: e["ts"])
+    backward = sorted((e for e in track if e["name"] == "backward"), key=lambda e: e["ts"])
+
+    cut = timeline(report, tmp_path / "step.json.gz", "--step", "5")
+    lo, hi = float(steps[5]["ts"]), float(steps[5]["ts"]) + float(steps[5]["dur"])
+    timed = [e for e in cut if e["ph"] == "X"]
+    assert timed and all(e["ts"] <= hi and e["ts"] + e["dur"] >= lo for e in timed)
+    assert len(timed) < len([e for e in events if e["ph"] == "X"])
+
+    phase = timeline(report, tmp_path / "phase.json.gz", "--step", "5", "--phase", "backward")
+    ranges = [e for e in phase if e.get("cat") == "harness_phase" and e["name"] == "backward"]
+    assert [(e["ts"], e["dur"]) for e in ranges] == [(backward[5]["ts"], backward[5]["dur"])]
+
+    nanos = timeline(report, tmp_path / "ns.json.gz", "--start", "0", "--end", str(int(lo * 1000)))
+    assert all(e["ts"] <= lo for e in nanos if e["ph"] == "X")
+
+
+def test_times_are_exact_nanoseconds(tmp_path: Path) -> None:
+    report = export("ext/torchrun_2gpu")
+    out = tmp_path / "t.json.gz"
+    timeline(report, out)
+    source = open_trace(report, cache=False).frame("kernels", ["start", "end"])
+    back = open_trace(out, cache=False).frame("kernels", ["start", "end"])
+    assert sorted(zip(back["start"], back["end"], strict=True)) == sorted(
+        zip(source["start"], source["end"], strict=True)
+    )
+
+
+def test_hostile_names_stay_text_and_a_kineto_trace_round_trips(tmp_path: Path) -> None:
+    args = {"stream": 7, "correlation": 1, "device": 0, "grid": [2, 1, 1], "block": [128, 1, 1]}
+    names = ['k"\\x</script>', "k\x1b]0;title\x07", "k\ud800"]
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": 6, "ts": 1, "dur": 1,
+         "args": {"correlation": 1}},
+        *({"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": 10 + i, "dur": 1.5, "args": args}
+          for i, n in enumerate(names)),
+    ]  # fmt: skip
+    trace = write_trace(tmp_path / "in.json", events)
+    out = tmp_path / "out.json"
+    write_chrome_trace(open_trace(trace, cache=False), out)
+    with open(out, encoding="ascii") as f:  # ASCII: every outside character escaped
+        written = json.load(f)["traceEvents"]
+    kept = [*names[:2], "k\\ud800"]  # the reader keeps a lone surrogate as its escape
+    assert sorted(e["name"] for e in written if e.get("cat") == "kernel") == sorted(kept)
+    assert kernels_csv(out) == kernels_csv(trace)
+
+
+def test_errors_a_user_can_cause_are_one_line(tmp_path: Path) -> None:
+    report = export("cpu-train")
+    cases = [
+        (["--phase", "backward"], "--phase backward needs --step N"),
+        (["--step", "99"], "no step 99"),
+        (["--step", "1", "--start", "5"], "exclude each other"),
+        (["--start", "9", "--end", "1"], "is before --start"),
+    ]
+    for options, message in cases:
+        result = runner.invoke(app, ["timeline", str(report), "-o", str(tmp_path / "x.json.gz"), *options])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert message in result.output and len(result.output.strip().splitlines()) == 1
+    missing_dir = tmp_path / "no" / "such" / "t.json.gz"
+    result = runner.invoke(app, ["timeline", str(report), "-o", str(missing_dir)])
+    assert result.exit_code == 1 and "cannot write" in result.output and "Traceback" not in result.output
+    assert not list(tmp_path.glob("**/*.part"))
+    result = runner.invoke(app, ["timeline", str(tmp_path / "nope.sqlite"), "-o", str(tmp_path / "x.json")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
