@@ -28,10 +28,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: finding an entry (a warm command's first step) needs neither
+    import numpy as np
+    import pandas as pd
 
 DEFAULT_LIMIT = 5 * 1000**3
 CONFIG = "config.json"
@@ -258,6 +259,7 @@ def _int64_column(file: Any) -> np.ndarray | None:
     """An int64 column without nulls as a numpy array, read a row group at a time into it (None for other
     columns): a whole-file read then to_pandas holds the column two or three times over (6M runtime
     calls: +130 MB at the peak for a 48 MB column, against +60 MB)."""
+    import numpy as np
     import pyarrow as pa
 
     if file.schema_arrow.field(0).type != pa.int64():

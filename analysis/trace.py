@@ -129,6 +129,11 @@ class Trace:
         """How many times each source table was scanned (nothing when everything came from the cache)."""
         return dict(self._reader.reads) if self._reader is not None else {}
 
+    @property
+    def cache_entry(self) -> Any:
+        """The cache entry (analysis.cache.Entry) holding this trace's frames; None without one."""
+        return self._entry if self._entry_ready else None
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
@@ -345,6 +350,11 @@ class TraceView(Trace):
     @property
     def source_reads(self) -> dict[str, int]:
         return self.base.source_reads
+
+    @property
+    def cache_entry(self) -> Any:
+        """None: the entry is the source's, and a view's tables are not the source's."""
+        return None
 
     def close(self) -> None:
         self.base.close()

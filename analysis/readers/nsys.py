@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, return_freed_buffers
+from analysis.readers import NSYS_VERSION, NULL, return_freed_buffers
 
-VERSION = "nsys-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = NSYS_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings

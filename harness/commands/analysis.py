@@ -181,11 +181,19 @@ def kernels_cmd(
     limit: LimitOpt = None,
 ) -> None:
     """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
-    from analysis.kernels import kernel_summary
-
     if base and mangled:
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
+    kept = {"names": names, "by": by.value, "range_name": range_name}
+    if len(report) == 1 and not (by_rank or hta or no_cache):
+        from analysis.results import cached
+
+        served = cached(report[0], "kernels", kept)  # computed before: no pandas (analysis/results.py)
+        if served is not None:
+            _show(served, format, f"CUDA kernels in {report[0].name}", top, wide, limit)  # type: ignore[arg-type]
+            return
+    from analysis.kernels import kernel_summary
+
     paths = _inputs(report)
     if len(paths) > 1 or by_rank:
         options = {"names": names, "by": by.value, "range_name": range_name, "hta": hta}
@@ -211,6 +219,10 @@ def kernels_cmd(
 
         trace = hta_view(trace)
     df = kernel_summary(trace, names=names, by=by.value, range_name=range_name)
+    if not hta:
+        from analysis.results import keep
+
+        keep(trace, "kernels", kept, df)
     _show(df, format, f"CUDA kernels in {report.name}", top, wide, limit)
 
 

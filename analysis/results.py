@@ -1,0 +1,212 @@
+"""Computed tables kept in the trace cache, and served again without pandas.
+
+`harness kernels BIG` warm spent most of its time importing pandas and pyarrow (~0.5 s here, against
+`nsys stats -r gpukernsum`'s ~2 s): reading the cached columns and aggregating them took a fifth of it. So
+a table a command computed from a trace with a cache entry is also kept in that entry, as
+`result.<key>.json`: its columns, each column's dtype kind, its rows as Python values, the records its
+JSON output holds, and its attrs (notes, column priorities). A later command with the same options reads
+it back with the standard library alone (no pandas, no pyarrow, no SQLite) and renders it.
+
+Invalidation reuses the cache's: an entry's folder is named by the export's identity (resolved path, size,
+mtime, sampled content, reader version: analysis.cache), so a changed export finds no result. The key
+holds the table's name and options and a stamp of the analysis code (each module's size and mtime), so a
+changed analysis finds none either. What a table depends on beyond those (pandas' and numpy's versions)
+is not in the key; `harness cache --clear` drops every result with the frames.
+
+`Rows` is what `cached` hands back: the part of a DataFrame's interface the renderers use (harness.output:
+columns, attrs, len, head, itertuples, a column's dtype kind and map, copy, rename, to_csv, to_json),
+writing csv and json byte for byte as pandas writes the frame it was made from (tests/test_results.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from analysis.cache import Cache, Entry, write_atomic
+from analysis.errors import AnalysisError
+from analysis.readers import NSYS_VERSION
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.trace import Trace
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+FORMAT = 1  # of the result files: bump when what they hold changes
+
+
+@functools.cache
+def code_stamp() -> str:
+    """A hash of the size and mtime of every module of analysis/ and analysis/readers/ (~50 stats)."""
+    h = hashlib.blake2b(digest_size=8)
+    root = Path(__file__).resolve().parent
+    for folder in (root, root / "readers"):
+        with os.scandir(folder) as it:
+            files = sorted((e for e in it if e.name.endswith(".py")), key=lambda e: e.name)
+        for e in files:
+            st = e.stat()
+            h.update(f"{folder.name}/{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def key_of(name: str, options: Mapping[str, Any]) -> str:
+    text = json.dumps([FORMAT, code_stamp(), name, dict(sorted(options.items()))], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _path(entry: Entry, name: str, options: Mapping[str, Any]) -> Path:
+    return entry.folder / f"result.{name}.{key_of(name, options)}.json"
+
+
+def keep(trace: Trace, name: str, options: Mapping[str, Any], df: pd.DataFrame) -> bool:
+    """Keep `df`, the table `name` with `options` of `trace`, in its cache entry; whether it was kept (not
+    without a cache entry, nor for a table whose cells or attrs JSON cannot hold exactly)."""
+    entry = trace.cache_entry
+    if entry is None:
+        return False
+    columns = list(df.columns)
+    if not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
+        return False
+    kinds = [df[c].dtype.kind for c in columns]
+    rows = [[_py(v) for v in row] for row in df.itertuples(index=False)]
+    if not all(isinstance(v, str | int | float | bool) or v is None for row in rows for v in row):
+        return False  # pd.NA, timestamps, lists: not kept, computed each time
+    try:
+        records = json.loads(df.to_json(orient="records", double_precision=15))
+        text = json.dumps(
+            {"name": name, "options": dict(options), "columns": columns, "kinds": kinds, "rows": rows,
+             "records": records, "attrs": dict(df.attrs)},
+        )  # fmt: skip
+        write_atomic(_path(entry, name, options), text.encode())
+    except (TypeError, ValueError, OSError):
+        return False
+    return True
+
+
+def cached(path: Path, name: str, options: Mapping[str, Any]) -> Rows | None:
+    """The table `name` with `options` of the nsys export at `path`, as kept by `keep`; None when there is
+    none (not an SQLite export, no cache entry, the export or the analysis changed since, caching off)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                return None
+        cache = Cache()
+        if cache.limit <= 0:
+            return None
+        entry = cache.entry(path, NSYS_VERSION)
+        if entry.meta() is None:
+            return None
+        data = json.loads(_path(entry, name, options).read_bytes())
+        return Rows(data["columns"], data["kinds"], data["rows"], data["records"], data["attrs"])
+    except (OSError, ValueError, KeyError, TypeError, AnalysisError):
+        return None
+
+
+def _py(value: Any) -> Any:
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+
+
+class Column:
+    """One column of `Rows`: its values and a dtype with pandas' kind letter."""
+
+    def __init__(self, values: list[Any], kind: str) -> None:
+        self.values = values
+        self.dtype = Kind(kind)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def map(self, fn: Callable[[Any], Any]) -> Column:
+        return Column([fn(v) for v in self.values], "O")
+
+    def any(self) -> bool:
+        return any(self.values)
+
+
+class Rows:
+    """A computed table without pandas: columns, rows of Python values, the JSON records, attrs."""
+
+    def __init__(
+        self,
+        columns: Sequence[str],
+        kinds: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        records: Sequence[dict[str, Any]],
+        attrs: Mapping[str, Any],
+    ) -> None:
+        self.columns = list(columns)
+        self.kinds = list(kinds)
+        self.rows = [tuple(r) for r in rows]
+        self.records = list(records)
+        self.attrs = dict(attrs)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, column: str) -> Column:
+        i = self.columns.index(column)
+        return Column([r[i] for r in self.rows], self.kinds[i])
+
+    def __setitem__(self, column: str, values: Column) -> None:
+        i = self.columns.index(column)
+        self.rows = [(*r[:i], v, *r[i + 1 :]) for r, v in zip(self.rows, values, strict=True)]
+
+    @property
+    def empty(self) -> bool:
+        return not self.rows
+
+    def head(self, n: int = 5) -> Rows:
+        return Rows(self.columns, self.kinds, self.rows[:n], self.records[:n], self.attrs)
+
+    def copy(self) -> Rows:
+        return self.head(len(self.rows))
+
+    def rename(self, columns: Callable[[str], str]) -> Rows:
+        return Rows([columns(c) for c in self.columns], self.kinds, self.rows, self.records, self.attrs)
+
+    def itertuples(self, index: bool = False) -> Iterator[tuple[Any, ...]]:
+        if index:
+            raise ValueError("Rows have no index")
+        return iter(self.rows)
+
+    def to_json(self, orient: str = "records", double_precision: int = 15) -> str:
+        """The records as `DataFrame.to_json(orient="records", double_precision=15)` gave them."""
+        if orient != "records" or double_precision != 15:
+            raise ValueError("Rows keep the records of to_json(orient='records', double_precision=15)")
+        return json.dumps(self.records)
+
+    def to_csv(self, out: TextIO, index: bool = False, lineterminator: str = "\n") -> None:
+        """As `DataFrame.to_csv(out, index=False)`: csv's minimal quoting, floats as repr, NaN and None
+        empty."""
+        if index:
+            raise ValueError("Rows have no index")
+        writer = csv.writer(out, lineterminator=lineterminator, quoting=csv.QUOTE_MINIMAL)
+        writer.writerow(self.columns)
+        for row in self.rows:
+            writer.writerow([_csv_cell(v) for v in row])
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return value

@@ -1,0 +1,152 @@
+"""Computed tables kept in the cache (analysis/results.py): a warm `harness kernels` served without pandas
+prints the same bytes as the table computed from the trace, in every format, on every fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SHARED_NSYS
+from typer.testing import CliRunner
+
+import analysis.kernels
+from analysis import results
+from analysis.trace import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+FIXTURES = ["a100-saxpy-mpi", *(f"ext/{n}" for n in ("beast1", "dlprof_norelu", "fuser_report1",
+                                                     "llama3_realsim", "torchrun_2gpu"))]  # fmt: skip
+OPTIONS = [
+    [],
+    ["--top", "3"],
+    ["--by", "name"],
+    ["--base"],
+    ["--mangled", "--wide"],
+    ["--limit", "2"],
+]
+
+
+def export_of(fixture: str) -> Path:
+    path = SHARED_NSYS / fixture / "report.sqlite"
+    if not path.is_file():
+        pytest.fail(f"fixture {path} not found")
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(folder))
+    monkeypatch.setenv("COLUMNS", "110")
+    monkeypatch.setenv("LINES", "24")
+    return folder
+
+
+def kernels(*args: str | Path) -> tuple[str, str]:
+    result = runner.invoke(app, ["kernels", *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_served_equals_computed_in_every_format(
+    fixture: str, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    export = export_of(fixture)
+    for fmt in ("table", "csv", "json"):
+        for opts in OPTIONS:
+            args = [export, "--format", fmt, *opts]
+            computed = kernels(*args, "--no-cache")  # never kept
+            cold = kernels(*args)  # computed, frames and table kept
+            with monkeypatch.context() as m:  # served: the table is not computed again
+                m.setattr(analysis.kernels, "kernel_summary", _not_called)
+                served = kernels(*args)
+            assert cold == computed, (fmt, opts)
+            assert served == computed, (fmt, opts)
+            if fmt == "json" and not opts:
+                assert json.loads(served[0])[0]["Instances"] >= 1
+
+
+def _not_called(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the warm command computed the table again")
+
+
+def test_result_file_holds_the_table(cache: Path) -> None:
+    export = export_of("a100-saxpy-mpi")
+    kernels(export, "--format", "csv")
+    options = {"names": "demangled", "by": "shape", "range_name": None}
+    rows = results.cached(export, "kernels", options)
+    assert rows is not None and len(rows) == 1
+    assert rows.columns[:3] == ["Time (%)", "Total Time (ns)", "Instances"]
+    assert rows.rows[0][1:3] == (88_573_480, 5)  # the oracle's gpukernsum: 5 saxpy launches
+    assert rows.kinds[:3] == ["f", "i", "i"]
+    assert results.cached(export, "kernels", {**options, "by": "name"}) is None  # not asked for yet
+
+
+def test_changed_export_is_not_served(cache: Path, tmp_path: Path) -> None:
+    export = tmp_path / "report.sqlite"
+    shutil.copyfile(export_of("a100-saxpy-mpi"), export)
+    options = {"names": "demangled", "by": "shape", "range_name": None}
+    kernels(export, "--format", "csv")
+    assert results.cached(export, "kernels", options) is not None
+    with open(export, "r+b") as f:  # SQLite's change counter (bytes 24-27), size and mtime kept
+        st = os.stat(export)
+        f.seek(24)
+        counter = int.from_bytes(f.read(4), "big")
+        f.seek(24)
+        f.write((counter + 1).to_bytes(4, "big"))
+    os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert results.cached(export, "kernels", options) is None
+
+
+def test_nothing_kept_without_a_cache(cache: Path) -> None:
+    export = export_of("a100-saxpy-mpi")
+    kernels(export, "--no-cache")
+    assert not cache.exists() or not list(cache.rglob("result.*"))
+    trace = open_trace(export, cache=False)
+    assert trace.cache_entry is None
+    assert not results.keep(trace, "kernels", {}, analysis.kernels.kernel_summary(trace))
+
+
+def test_changed_analysis_code_is_not_served(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    export = export_of("a100-saxpy-mpi")
+    options = {"names": "demangled", "by": "shape", "range_name": None}
+    kernels(export, "--format", "csv")
+    assert results.cached(export, "kernels", options) is not None
+    monkeypatch.setattr(results, "code_stamp", lambda: "another version")
+    assert results.cached(export, "kernels", options) is None
+
+
+def test_control_characters_escaped_the_same(cache: Path, tmp_path: Path) -> None:
+    from export_data import derive
+
+    odd = derive(
+        export_of("a100-saxpy-mpi"),
+        tmp_path / "odd.sqlite",
+        "UPDATE StringIds SET value = 'k\x1b]0;x\x07, \"q\"' WHERE id = 670",
+    )
+    for fmt in ("table", "csv", "json"):
+        computed = kernels(odd, "--format", fmt, "--no-cache")
+        kernels(odd, "--format", fmt)
+        assert kernels(odd, "--format", fmt) == computed
+    assert "\x1b" not in computed[0]
+
+
+def test_warm_kernels_imports_no_pandas(cache: Path) -> None:
+    export = export_of("a100-saxpy-mpi")
+    kernels(export, "--format", "csv")
+    code = (
+        "import sys; from harness.cli import main; sys.argv = ['harness', 'kernels', sys.argv[1], "
+        "'--format', 'csv']\ntry:\n main()\nexcept SystemExit:\n pass\n"
+        "assert 'pandas' not in sys.modules and 'numpy' not in sys.modules, 'imported'"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code, str(export)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
