@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from analysis import readers
 from analysis.cache import Cache, Entry, write_atomic
 from analysis.errors import AnalysisError
-from analysis.readers import NSYS_VERSION
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -102,7 +102,7 @@ def cached(path: Path, name: str, options: Mapping[str, Any]) -> Rows | None:
         cache = Cache()
         if cache.limit <= 0:
             return None
-        entry = cache.entry(path, NSYS_VERSION)
+        entry = cache.entry(path, readers.NSYS_VERSION)
         if entry.meta() is None:
             return None
         data = json.loads(_path(entry, name, options).read_bytes())
@@ -158,6 +158,35 @@ class Rows:
         self.records = list(records)
         self.attrs = dict(attrs)
 
+    @classmethod
+    def computed(
+        cls,
+        columns: Sequence[str],
+        kinds: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        attrs: Mapping[str, Any],
+    ) -> Rows:
+        """A table computed without pandas. Its JSON records are what `DataFrame.to_json(orient="records",
+        double_precision=15)` writes for a frame of these values, for the values tables here hold: integers,
+        texts and floats rounded to one decimal (pandas writes 15 decimals, which read back as the same
+        float); NaN as null."""
+        records = [{c: _json_value(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+        return cls(columns, kinds, rows, records, attrs)
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a pandas DataFrame: int64, float64 and object columns, as the kinds say."""
+        import numpy as np
+        import pandas as pd
+
+        dtypes = {"i": np.int64, "f": np.float64, "b": bool}
+        data = {
+            c: pd.Series([r[i] for r in self.rows], dtype=dtypes.get(self.kinds[i], object))
+            for i, c in enumerate(self.columns)
+        }
+        out = pd.DataFrame(data, columns=self.columns)
+        out.attrs.update(self.attrs)
+        return out
+
     def __len__(self) -> int:
         return len(self.rows)
 
@@ -202,6 +231,12 @@ class Rows:
         writer.writerow(self.columns)
         for row in self.rows:
             writer.writerow([_csv_cell(v) for v in row])
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not isinstance(value, bool):
+        return float(f"{value:.15f}") if math.isfinite(value) else None
+    return value
 
 
 def _csv_cell(value: Any) -> Any:

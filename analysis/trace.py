@@ -38,16 +38,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from analysis import readers
 from analysis.errors import ExportError
 from analysis.readers import NULL
 from analysis.stats import member
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: tables over `blocks` need none
+    import pandas as pd
 
 FRAMES: dict[str, tuple[str, ...]] = {
     "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
@@ -77,6 +80,9 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
             "overhead": "profiler overhead events"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAX_TIME = 2**62  # ns; a start or end past ±this is left out
+BLOCK_ROWS = 1 << 18  # rows per block of `Trace.blocks`
+# the kernels' name column of each name style (mangled falls back to demangled where none was recorded)
+NAME_COLUMN = {"demangled": "name_id", "base": "short_name_id", "mangled": "mangled_name_id"}
 
 _unwritable_said: set[str] = set()
 
@@ -183,8 +189,133 @@ class Trace:
         cols, check = self._checked(frame, columns)
         data = self._columns(frame, list(dict.fromkeys([*cols, *check])), keep=keep)
         rows = self._rows_ok(frame, cols, check, lambda _: data)
+        import pandas as pd
+
         out = pd.DataFrame({c: data[c] for c in cols}, copy=False)
         return out if rows.all() else out[rows].reset_index(drop=True)
+
+    def blocks(
+        self, frame: str, columns: Sequence[str], rows: int = BLOCK_ROWS
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """The rows of `frame` that `frame(frame, columns)` keeps, in the same order and with the same notes
+        (added when the last block is out), as int64 arrays of at most `rows` rows, never the whole frame
+        at once: from memory, else from the cache, else from the source (and then into the cache as they
+        come). For tables that aggregate (`analysis.kernels`): memory stays what the aggregate holds,
+        whatever the export's size, and nothing here imports pandas when the cache has the columns."""
+        cols, check = self._checked(frame, columns)
+        wanted = list(dict.fromkeys([*cols, *check]))
+        named = [c for c in cols if c.endswith("name_id")]
+        strings = None
+        if named:
+            strings = np.sort(np.fromiter(self._string_table.keys(), dtype=np.int64))
+            if not len(strings):
+                raise ExportError(
+                    f"{self.path} has no string table (StringIds), so its {NAMES_OF[frame]} have no names: "
+                    "export it again from the report"
+                )
+        n = bad = wild = 0
+        missing = dict.fromkeys(named, 0)
+        for raw in self._raw_blocks(frame, wanted, rows):
+            size = len(raw[wanted[0]])
+            n += size
+            keep = np.ones(size, dtype=bool)
+            if check == ["duration"]:
+                wrong = raw["duration"] == NULL
+            elif check:
+                start, end = raw["start"], raw["end"]
+                wrong = (start == NULL) | (end == NULL) | (end < start)
+                far = ~wrong & ((start < -MAX_TIME) | (end > MAX_TIME))
+                wild += int(far.sum())
+                keep &= ~far
+            else:
+                wrong = np.zeros(size, dtype=bool)
+            bad += int(wrong.sum())
+            keep &= ~wrong
+            for col in named:
+                ids = raw[col]
+                known = member(ids, strings)  # type: ignore[arg-type]
+                if col != "name_id":
+                    known |= ids == NULL
+                missing[col] += int((~known & keep).sum())
+                keep &= known
+            yield {c: raw[c] if keep.all() else raw[c][keep] for c in cols}
+        if wild:
+            self.note(
+                f"left out {wild:,} of {n:,} {NAMES_OF[frame]} with a start or end past "
+                "±2**62 ns (146 years): not a time"
+            )
+        if bad:
+            self.note(
+                f"left out {bad:,} of {n:,} {NAMES_OF[frame]} that cannot be right "
+                "(no start or end, or an end before the start)"
+            )
+        for count in missing.values():
+            if count:
+                self.note(
+                    f"left out {count:,} {NAMES_OF[frame]} whose name is not in the export's string table"
+                )
+
+    def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
+        held = self._data[frame]
+        if all(c in held for c in columns) or not self.has(frame):
+            data = self._columns(frame, columns)
+            total = len(data[columns[0]])
+            for lo in range(0, total, rows):
+                yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+            return
+        entry = self._entry
+        if self._entry_ready and entry is not None and all(entry.has(frame, c) for c in columns):
+            batches = entry.batches(frame, columns, rows)
+            if batches is not None:
+                try:
+                    yield from batches
+                except Exception as e:  # a damaged file the footer did not show: blocks were handed out
+                    for c in columns:
+                        with contextlib.suppress(OSError):
+                            entry.path(frame, c).unlink()
+                    from analysis.errors import AnalysisError
+
+                    raise AnalysisError(
+                        f"the cached {NAMES_OF.get(frame, frame)} of {self.path} could not be read ({e}); "
+                        "they were deleted: run the command again"
+                    ) from None
+                return
+        read_blocks = getattr(self.reader, "read_blocks", None)
+        source = read_blocks(frame, columns) if read_blocks is not None else None
+        if source is None:  # a format or frame read whole: read it, keep none of it
+            data = self._columns(frame, columns, keep=False)
+            total = len(data[columns[0]])
+            for lo in range(0, total, rows):
+                yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+            return
+        writer = self._writer(frame, [c for c in columns if entry is None or not entry.has(frame, c)])
+        try:
+            for block in source:
+                if writer is not None:
+                    writer.write(block)
+                total = len(block[columns[0]])
+                for lo in range(0, total, rows):
+                    yield {c: block[c][lo : lo + rows] for c in columns}
+            if writer is not None:
+                writer.close()
+                writer = None
+        finally:
+            if writer is not None:
+                writer.abort()
+
+    def _writer(self, frame: str, columns: list[str]) -> Any:
+        """A block writer of `columns` into the cache entry (analysis.cache.ColumnWriter); None without."""
+        entry = self._entry
+        if entry is None or not columns:
+            return None
+        try:
+            if not self._entry_ready:
+                entry.create(self.meta)
+                self._entry_ready = True
+            return entry.writer(frame, columns)
+        except OSError as e:
+            self._unwritable(e)
+            return None
 
     def holds(self, frame: str, columns: Sequence[str]) -> bool:
         """Whether `columns` of `frame` are in memory already."""
@@ -250,8 +381,22 @@ class Trace:
 
     @functools.cached_property
     def _string_table(self) -> dict[int, str]:
+        cached = self._cached_strings()
+        if cached is not None:
+            return cached
         s = self._columns("strings", ["id", "value"])
         return dict(zip(s["id"].tolist(), s["value"].tolist(), strict=True))
+
+    def _cached_strings(self) -> dict[int, str] | None:
+        """The string table from the cache without pandas (a table over `blocks` needs none), when it is
+        there and not in memory yet."""
+        entry = self._entry
+        if self._data["strings"] or not self._entry_ready or entry is None:
+            return None
+        cached = entry.strings("strings", ["id", "value"])
+        if cached is None or None in cached["value"]:
+            return None
+        return dict(zip(cached["id"], cached["value"], strict=True))
 
     def strings(self, ids: Iterable[int] | None = None) -> dict[int, str]:
         """id -> string, for `ids` (all when None). The table is built once per trace: tables ask often."""
@@ -326,11 +471,16 @@ class Trace:
                 self._entry_ready = True
             entry.store(frame, df)
         except OSError as e:
+            self._unwritable(e)
+
+    def _unwritable(self, e: OSError) -> None:
+        entry = self._entry
+        if entry is not None:
             root = str(entry.cache.root)
             if root not in _unwritable_said:
                 _unwritable_said.add(root)
                 self.note(f"cache folder {root} is not writable ({e.strerror}): nothing was cached")
-            self._entry = None
+        self._entry = None
 
 
 class TraceView(Trace):
@@ -356,6 +506,15 @@ class TraceView(Trace):
         """None: the entry is the source's, and a view's tables are not the source's."""
         return None
 
+    def _cached_strings(self) -> dict[int, str] | None:
+        return None
+
+    def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
+        """The view's columns (its `_columns`), whole, handed out a block at a time."""
+        data = self._columns(frame, columns)
+        for lo in range(0, len(data[columns[0]]), rows):
+            yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+
     def close(self) -> None:
         self.base.close()
 
@@ -364,6 +523,8 @@ class TraceView(Trace):
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
 
 
@@ -384,9 +545,14 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
         from analysis.readers import kineto
 
         return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
+    return Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache)
+
+
+def _open_nsys(path: Path) -> Any:
+    """The nsys reader, imported when the source is read (it imports pandas): not on a warm command."""
     from analysis.readers import nsys
 
-    return Trace(path, nsys.open_nsys, nsys.VERSION, cache=cache)
+    return nsys.open_nsys(path)
 
 
 def _looks_like_json(path: Path) -> bool:

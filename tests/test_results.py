@@ -3,6 +3,7 @@ prints the same bytes as the table computed from the trace, in every format, on 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from conftest import REPO, SHARED_NSYS
 from typer.testing import CliRunner
 
 import analysis.kernels
+import analysis.stats
 from analysis import results
 from analysis.trace import open_trace
 from harness.cli import app
@@ -150,3 +152,40 @@ def test_warm_kernels_imports_no_pandas(cache: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code, str(export)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_rows_render_as_their_dataframe(fixture: str, cache: Path) -> None:
+    """kernel_table (no pandas) and the DataFrame of the same table print the same bytes in every format,
+    and JSON's records are those pandas writes."""
+    from harness.output import emit
+
+    trace = open_trace(export_of(fixture), cache=False)
+    for options in ({}, {"by": "name"}, {"names": "base"}, {"names": "mangled"}):
+        rows = analysis.kernels.kernel_table(trace, **options)  # type: ignore[arg-type]
+        frame = rows.frame()
+        assert rows.kinds == [frame[c].dtype.kind for c in frame.columns]
+        assert rows.records == json.loads(frame.to_json(orient="records", double_precision=15))
+        for fmt in ("table", "csv", "json"):
+            for top in (None, 2):
+                outs = []
+                for table in (rows, frame):
+                    buffer = io.StringIO()
+                    emit(table.head(top) if top else table, fmt, title="t", notes=["n"], file=buffer)  # type: ignore[arg-type]
+                    outs.append(buffer.getvalue())
+                assert outs[0] == outs[1], (fixture, options, fmt, top)
+
+
+def test_json_records_of_rounded_floats_are_pandas() -> None:
+    """Floats rounded to one decimal (every float of the tables kept) read back from pandas' to_json as
+    Rows.computed writes them."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    values = np.concatenate([np.floor(rng.random(20_000) * 10.0 ** rng.integers(1, 15, 20_000)) / 10, [0.0]])
+    values = analysis.stats.round_half_up(values)
+    rows = results.Rows.computed(["x"], ["f"], [[v] for v in values.tolist()], {})
+    assert rows.records == json.loads(
+        pd.DataFrame({"x": values}).to_json(orient="records", double_precision=15)
+    )

@@ -192,9 +192,10 @@ def kernels_cmd(
         if served is not None:
             _show(served, format, f"CUDA kernels in {report[0].name}", top, wide, limit)  # type: ignore[arg-type]
             return
-    from analysis.kernels import kernel_summary
+    from analysis.kernels import kernel_table
 
-    paths = _inputs(report)
+    single = len(report) == 1 and report[0].is_file()  # expand() is analysis.multi's, which imports pandas
+    paths = [report[0]] if single else _inputs(report)
     if len(paths) > 1 or by_rank:
         options = {"names": names, "by": by.value, "range_name": range_name, "hta": hta}
         _many(
@@ -218,12 +219,12 @@ def kernels_cmd(
         from analysis.hta_rules import hta_view
 
         trace = hta_view(trace)
-    df = kernel_summary(trace, names=names, by=by.value, range_name=range_name)
+    table = kernel_table(trace, names=names, by=by.value, range_name=range_name)  # no pandas from the cache
     if not hta:
         from analysis.results import keep
 
-        keep(trace, "kernels", kept, df)
-    _show(df, format, f"CUDA kernels in {report.name}", top, wide, limit)
+        keep(trace, "kernels", kept, table)
+    _show(table, format, f"CUDA kernels in {report.name}", top, wide, limit)  # type: ignore[arg-type]
 
 
 @cli_errors
