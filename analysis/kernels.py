@@ -2,11 +2,12 @@
 
 The kernels are read a block at a time (`Trace.blocks`: from the cache, or from the export while it is
 cached), and each block's durations are split by launch shape (name, grid, block) as they come: what
-stays is the durations alone, 8 bytes a kernel, since the median needs them all; the key columns are let
-go block by block. So memory grows with the export by 8 bytes a kernel, not by the four columns read
-(1M kernels: 8 MB against the ~80 MB pandas held for them). Nothing here imports pandas unless asked for a
-DataFrame: `kernel_table` gives the table as `analysis.results.Rows`, which a warm `harness kernels` renders
-without pandas (its import is most of a warm command's time); `kernel_summary` gives the same DataFrame.
+stays is the durations alone, since the median needs them all, 4 bytes a kernel (8 for one of 2.1 s or
+more); the key columns are let go block by block. So memory grows with the export by those bytes, not by
+the four columns read (1M kernels: 4 MB against the ~80 MB pandas held). Nothing here imports pandas
+unless asked for a DataFrame: `kernel_table` gives the table as `analysis.results.Rows`, which `harness
+kernels` renders without pandas (its import was most of a warm command's time); `kernel_summary` gives
+the same table as a DataFrame.
 
 Statistics as analysis.stats computes them (the way nsys does): total, count, mean, the median (the mean of
 the two middle values for an even count), min, max and the sample standard deviation (0 for one kernel),
@@ -16,7 +17,7 @@ Avg, Med and StdDev rounded half away from zero to one decimal; largest total fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from analysis.readers import NULL
 from analysis.results import Rows
 from analysis.stats import round_half_up
-from analysis.trace import NAME_COLUMN, Trace
+from analysis.trace import BLOCK_ROWS, NAME_COLUMN, Trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,11 +86,15 @@ def kernel_table(
         kern = kernels_in_ranges(trace, range_name, names=names, extra=("grid", "block"))
         notes += kern.attrs.get("notes", [])
         given = ["name_id", *keys[1:], "duration"]  # kernels_in_ranges names the name column name_id
-        blocks = [{k: kern[c].to_numpy() for k, c in zip([*keys, "duration"], given, strict=True)}]
-    groups = list(_shapes(blocks, keys))
-    strings = trace.strings({k[0] for k, _ in groups})
+        blocks = [
+            {
+                k: kern[c].to_numpy()[lo : lo + BLOCK_ROWS]
+                for k, c in zip([*keys, "duration"], given, strict=True)
+            }
+            for lo in range(0, len(kern), BLOCK_ROWS)
+        ]
     rows = []
-    for key, durations in groups:
+    for key, durations in _shapes(blocks, keys):  # one group's durations at a time, let go after
         count = len(durations)
         total = int(durations.sum())
         half = count // 2
@@ -100,9 +105,11 @@ def kernel_table(
         if count > 1:
             std = float(np.sqrt(np.square(durations - mean).sum() / (count - 1)))
         shape = [dims(key[1], *GRID), dims(key[2], *BLOCK)] if by == "shape" else []
-        rows.append([total, count, mean, median, int(part.min()), int(part.max()), std, *shape,
-                     strings.get(key[0], ""), key[0]])  # fmt: skip
-        del part
+        rows.append([total, count, mean, median, int(part.min()), int(part.max()), std, *shape, key[0]])
+        del part, durations
+    strings = trace.strings({r[-1] for r in rows})
+    for r in rows:
+        r.insert(-1, strings.get(r[-1], ""))
     rows.sort(key=lambda r: (r[-1], *r[7:-2]))  # ties: name id, grid and block text ascending
     rows.sort(key=lambda r: -r[0])  # stable: largest total first
     totals = np.array([r[0] for r in rows], dtype=np.int64)
@@ -121,34 +128,69 @@ def _shapes(
     blocks: Iterable[dict[str, np.ndarray]], keys: list[str]
 ) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
     """(key values, durations) of each group of rows with equal `keys` (groups in no particular order),
-    each group's durations in the order of its rows. A block at a time: per block, each key is coded by
-    its sorted distinct values, the codes combined into one integer, and the durations split by it."""
+    each group's durations in the order of its rows. A block at a time: each key coded (`_codes`), the
+    codes combined into one integer, the groups numbered through a table of that integer's span where it
+    is short (else sorted), and the durations split by group with a radix sort of the group numbers."""
     index: dict[tuple[int, ...], int] = {}
     parts: list[list[np.ndarray]] = []
     for block in blocks:
         durations = np.asarray(block["duration"], dtype=np.int64)
         if not len(durations):
             continue
+        if durations.min() >= 0 and durations.max() < 2**31:  # kernels under 2.1 s: held in 4 bytes
+            durations = durations.astype(np.int32)
         code = np.zeros(len(durations), dtype=np.int64)
+        decode = []
+        span = 1
         for k in keys:
-            distinct, inverse = np.unique(block[k], return_inverse=True)
-            code *= len(distinct)
-            code += inverse.reshape(-1)
-        _, first, group = np.unique(code, return_index=True, return_inverse=True)
-        group = group.reshape(-1)
-        order = np.argsort(group, kind="stable")
-        bounds = np.cumsum(np.bincount(group, minlength=len(first)))[:-1]
-        for at, piece in zip(first.tolist(), np.split(durations[order], bounds), strict=True):
-            key = tuple(int(block[k][at]) for k in keys)
+            codes, size, values = _codes(np.asarray(block[k]))
+            code *= size
+            code += codes
+            span *= size
+            decode.append((size, values))
+            del codes
+        if span <= 1 << 22:
+            present = np.zeros(span, dtype=bool)
+            present[code] = True
+            found = np.flatnonzero(present)
+            del present
+            number = np.empty(span, dtype=np.int32)
+            number[found] = np.arange(len(found), dtype=np.int32)
+            group = number[code]
+            del number
+        else:
+            found, group = np.unique(code, return_inverse=True)
+            group = group.reshape(-1)
+        del code
+        ordered = group.astype(np.int16 if len(found) < 2**15 else np.int32)  # stable: radix sort
+        order = np.argsort(ordered, kind="stable")
+        bounds = np.cumsum(np.bincount(group, minlength=len(found)))[:-1]
+        del group, ordered
+        columns = []
+        for size, values in reversed(decode):  # each group's key values from its combined code
+            found, rest = np.divmod(found, size)
+            columns.append(values(rest).tolist())
+        for key, piece in zip(zip(*reversed(columns), strict=True), np.split(durations[order], bounds),
+                              strict=True):  # fmt: skip
             g = index.setdefault(key, len(parts))
             if g == len(parts):
                 parts.append([])
             parts[g].append(piece)
-        del code, group, order
+        del order
     for key, g in index.items():
         pieces = parts[g]
         parts[g] = []
         yield key, pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, int, Callable[[np.ndarray], np.ndarray]]:
+    """(code of each value, how many codes, code -> value): the value less the smallest where their span
+    is no longer than the block (string ids), else the rank among the distinct values (a sort)."""
+    low, high = int(values.min()), int(values.max())
+    if high - low < max(len(values), 1 << 16):
+        return values - low, high - low + 1, lambda c: c + low
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1), len(distinct), lambda c: distinct[c]
 
 
 def kernel_summary(
