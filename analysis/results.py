@@ -67,24 +67,35 @@ def _path(entry: Entry, name: str, options: Mapping[str, Any]) -> Path:
     return entry.folder / f"result.{name}.{key_of(name, options)}.json"
 
 
-def keep(trace: Trace, name: str, options: Mapping[str, Any], df: pd.DataFrame) -> bool:
-    """Keep `df`, the table `name` with `options` of `trace`, in its cache entry; whether it was kept (not
-    without a cache entry, nor for a table whose cells or attrs JSON cannot hold exactly)."""
+@dataclass
+class Kept:
+    """What a command printed, kept: its titled tables, its notes, and the tables it skipped and why."""
+
+    tables: list[tuple[str, Rows]]
+    notes: list[str]
+    skipped: dict[str, str] | None
+
+
+def keep(
+    trace: Trace,
+    name: str,
+    options: Mapping[str, Any],
+    tables: Sequence[tuple[str, Any]],
+    notes: Sequence[str] = (),
+    skipped: Mapping[str, str] | None = None,
+) -> bool:
+    """Keep `tables` (title, DataFrame or Rows), what command `name` with `options` made of `trace`, in
+    its cache entry; whether they were kept (not without a cache entry, nor when a cell, attr or column
+    name is one JSON cannot hold exactly: such tables are computed each time)."""
     entry = trace.cache_entry
     if entry is None:
         return False
-    columns = list(df.columns)
-    if not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
-        return False
-    kinds = [df[c].dtype.kind for c in columns]
-    rows = [[_py(v) for v in row] for row in df.itertuples(index=False)]
-    if not all(isinstance(v, str | int | float | bool) or v is None for row in rows for v in row):
-        return False  # pd.NA, timestamps, lists: not kept, computed each time
     try:
-        records = json.loads(df.to_json(orient="records", double_precision=15))
+        data = [{"title": title, **_table(df)} for title, df in tables]
         text = json.dumps(
-            {"name": name, "options": dict(options), "columns": columns, "kinds": kinds, "rows": rows,
-             "records": records, "attrs": dict(df.attrs)},
+            {"name": name, "options": dict(options), "tables": data, "notes": list(notes),
+             "skipped": None if skipped is None else dict(skipped)},
+            allow_nan=True,
         )  # fmt: skip
         write_atomic(_path(entry, name, options), text.encode())
     except (TypeError, ValueError, OSError):
@@ -92,9 +103,26 @@ def keep(trace: Trace, name: str, options: Mapping[str, Any], df: pd.DataFrame) 
     return True
 
 
-def cached(path: Path, name: str, options: Mapping[str, Any]) -> Rows | None:
-    """The table `name` with `options` of the nsys export at `path`, as kept by `keep`; None when there is
-    none (not an SQLite export, no cache entry, the export or the analysis changed since, caching off)."""
+def _table(df: Any) -> dict[str, Any]:
+    columns = list(df.columns)
+    if not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
+        raise TypeError("column names must be distinct strings")
+    rows = [[_stored(_py(v)) for v in row] for row in df.itertuples(index=False)]
+    if not all(isinstance(v, str | int | float | bool | dict) or v is None for row in rows for v in row):
+        raise TypeError("timestamps, lists: computed each time")
+    return {
+        "columns": columns,
+        "kinds": [df[c].dtype.kind for c in columns],
+        "rows": rows,
+        "records": json.loads(df.to_json(orient="records", double_precision=15)),
+        "attrs": dict(df.attrs),
+    }
+
+
+def cached(path: Path, name: str, options: Mapping[str, Any]) -> Kept | None:
+    """What command `name` with `options` printed for the nsys export at `path`, as `keep` kept it; None
+    when there is none (not an SQLite export, no cache entry, the export or the analysis changed since,
+    caching off)."""
     try:
         with open(path, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
@@ -106,9 +134,32 @@ def cached(path: Path, name: str, options: Mapping[str, Any]) -> Rows | None:
         if entry.meta() is None:
             return None
         data = json.loads(_path(entry, name, options).read_bytes())
-        return Rows(data["columns"], data["kinds"], data["rows"], data["records"], data["attrs"])
+        tables = [
+            (t["title"], Rows(t["columns"], t["kinds"], _loaded(t["rows"]), t["records"], t["attrs"]))
+            for t in data["tables"]
+        ]
+        return Kept(tables, list(data["notes"]), data["skipped"])
     except (OSError, ValueError, KeyError, TypeError, AnalysisError):
         return None
+
+
+class _Missing:
+    """pandas' NA (a nullable integer column's missing value) as the renderers see it: printed `<NA>`,
+    empty in csv; JSON's records hold null."""
+
+    def __repr__(self) -> str:
+        return "<NA>"
+
+
+NA = _Missing()
+
+
+def _stored(value: Any) -> Any:
+    return {"na": None} if type(value).__name__ == "NAType" else value
+
+
+def _loaded(rows: list[list[Any]]) -> list[list[Any]]:
+    return [[NA if isinstance(v, dict) else v for v in row] for row in rows]
 
 
 def _py(value: Any) -> Any:
@@ -240,7 +291,7 @@ def _json_value(value: Any) -> Any:
 
 
 def _csv_cell(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is NA or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
         return repr(value)

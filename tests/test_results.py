@@ -79,16 +79,23 @@ def _not_called(*args: object, **kwargs: object) -> None:
     raise AssertionError("the warm command computed the table again")
 
 
+def kept(export: Path, options: dict[str, object]) -> results.Kept | None:
+    """What `harness kernels EXPORT` with `options` kept."""
+    return results.cached(export, "kernels", {**options, "file": export.name})
+
+
 def test_result_file_holds_the_table(cache: Path) -> None:
     export = export_of("a100-saxpy-mpi")
     kernels(export, "--format", "csv")
     options = {"names": "demangled", "by": "shape", "range_name": None}
-    rows = results.cached(export, "kernels", options)
-    assert rows is not None and len(rows) == 1
+    served = kept(export, options)
+    assert served is not None and served.tables[0][0] == "CUDA kernels in report.sqlite"
+    rows = served.tables[0][1]
+    assert len(rows) == 1
     assert rows.columns[:3] == ["Time (%)", "Total Time (ns)", "Instances"]
     assert rows.rows[0][1:3] == (88_573_480, 5)  # the oracle's gpukernsum: 5 saxpy launches
     assert rows.kinds[:3] == ["f", "i", "i"]
-    assert results.cached(export, "kernels", {**options, "by": "name"}) is None  # not asked for yet
+    assert kept(export, {**options, "by": "name"}) is None  # not asked for yet
 
 
 def test_changed_export_is_not_served(cache: Path, tmp_path: Path) -> None:
@@ -96,7 +103,7 @@ def test_changed_export_is_not_served(cache: Path, tmp_path: Path) -> None:
     shutil.copyfile(export_of("a100-saxpy-mpi"), export)
     options = {"names": "demangled", "by": "shape", "range_name": None}
     kernels(export, "--format", "csv")
-    assert results.cached(export, "kernels", options) is not None
+    assert kept(export, options) is not None
     with open(export, "r+b") as f:  # SQLite's change counter (bytes 24-27), size and mtime kept
         st = os.stat(export)
         f.seek(24)
@@ -104,7 +111,7 @@ def test_changed_export_is_not_served(cache: Path, tmp_path: Path) -> None:
         f.seek(24)
         f.write((counter + 1).to_bytes(4, "big"))
     os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert results.cached(export, "kernels", options) is None
+    assert kept(export, options) is None
 
 
 def test_nothing_kept_without_a_cache(cache: Path) -> None:
@@ -113,16 +120,16 @@ def test_nothing_kept_without_a_cache(cache: Path) -> None:
     assert not cache.exists() or not list(cache.rglob("result.*"))
     trace = open_trace(export, cache=False)
     assert trace.cache_entry is None
-    assert not results.keep(trace, "kernels", {}, analysis.kernels.kernel_summary(trace))
+    assert not results.keep(trace, "kernels", {}, [("t", analysis.kernels.kernel_summary(trace))])
 
 
 def test_changed_analysis_code_is_not_served(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     export = export_of("a100-saxpy-mpi")
     options = {"names": "demangled", "by": "shape", "range_name": None}
     kernels(export, "--format", "csv")
-    assert results.cached(export, "kernels", options) is not None
+    assert kept(export, options) is not None
     monkeypatch.setattr(results, "code_stamp", lambda: "another version")
-    assert results.cached(export, "kernels", options) is None
+    assert kept(export, options) is None
 
 
 def test_control_characters_escaped_the_same(cache: Path, tmp_path: Path) -> None:
@@ -189,3 +196,38 @@ def test_json_records_of_rounded_floats_are_pandas() -> None:
     assert rows.records == json.loads(
         pd.DataFrame({"x": values}).to_json(orient="records", double_precision=15)
     )
+
+
+COMMANDS = [
+    ["summary"],
+    ["summary", "--raw-names", "--top", "3"],
+    ["nvtx-gpu"],
+    ["nvtx-gpu", "--kernels", "--mode", "thread"],
+    ["nvtx-gpu", "--projection"],
+]
+
+
+@pytest.mark.parametrize("fixture", ["a100-saxpy-mpi", "ext/dlprof_norelu", "ext/torchrun_2gpu"])
+def test_summary_and_nvtx_gpu_served_equal_computed(
+    fixture: str, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import analysis.nvtx_gpu
+    import analysis.summary
+
+    export = export_of(fixture)
+    for command in COMMANDS:
+        for fmt in ("table", "csv", "json"):
+            args = [*command, str(export), "--format", fmt]
+            computed = runner.invoke(app, [*args, "--no-cache"])
+            runner.invoke(app, args)  # computed and kept
+            with monkeypatch.context() as m:
+                for module in (analysis.summary, analysis.nvtx_gpu):
+                    for name in ("summary", "nvtx_gpu_summary", "nvtx_gpu_kernels", "nvtx_gpu_projection"):
+                        if hasattr(module, name):
+                            m.setattr(module, name, _not_called)
+                served = runner.invoke(app, args)
+            assert (served.exit_code, served.stdout, served.stderr) == (
+                computed.exit_code,
+                computed.stdout,
+                computed.stderr,
+            ), (command, fmt)

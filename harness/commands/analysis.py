@@ -6,6 +6,7 @@ No torch or plotly here (start-up time counts): pandas and the analysis modules 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,6 +20,7 @@ from harness.output import Format
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.results import Kept
     from analysis.trace import Trace
 
 REPORT_HELP = (
@@ -105,6 +107,24 @@ def open_report(report: Path, no_cache: bool = False) -> Trace:
     return open_it(report, cache=not no_cache)
 
 
+def _served(report: list[Path], name: str, options: dict, no_cache: bool, by_rank: bool) -> Kept | None:
+    """What command `name` printed before for this one export with these options, kept in the cache and
+    read back without pandas (analysis/results.py); None when it has to be computed."""
+    if len(report) != 1 or by_rank or no_cache or not report[0].is_file():
+        return None
+    from analysis.results import cached
+
+    return cached(report[0], name, {**options, "file": report[0].name})
+
+
+def _keep(trace: Trace, name: str, options: dict, report: Path, tables: list, notes: Sequence[str] = (),
+          skipped: dict[str, str] | None = None) -> None:  # fmt: skip
+    """Keep what the command prints in the trace's cache entry, for `_served`."""
+    from analysis.results import keep
+
+    keep(trace, name, {**options, "file": report.name}, tables, notes, skipped)
+
+
 def _show(df: pd.DataFrame, fmt: Format, title: str, top: int | None = None, wide: bool = False,
           limit: int | None = None) -> None:  # fmt: skip
     from harness.output import emit
@@ -185,13 +205,10 @@ def kernels_cmd(
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
     kept = {"names": names, "by": by.value, "range_name": range_name}
-    if len(report) == 1 and not (by_rank or hta or no_cache):
-        from analysis.results import cached
-
-        served = cached(report[0], "kernels", kept)  # computed before: no pandas (analysis/results.py)
-        if served is not None:
-            _show(served, format, f"CUDA kernels in {report[0].name}", top, wide, limit)  # type: ignore[arg-type]
-            return
+    served = None if hta else _served(report, "kernels", kept, no_cache, by_rank)
+    if served is not None:  # printed before: no pandas, no pyarrow
+        _show(served.tables[0][1], format, served.tables[0][0], top, wide, limit)  # type: ignore[arg-type]
+        return
     from analysis.kernels import kernel_table
 
     single = len(report) == 1 and report[0].is_file()  # expand() is analysis.multi's, which imports pandas
@@ -220,11 +237,10 @@ def kernels_cmd(
 
         trace = hta_view(trace)
     table = kernel_table(trace, names=names, by=by.value, range_name=range_name)  # no pandas from the cache
+    title = f"CUDA kernels in {report.name}"
     if not hta:
-        from analysis.results import keep
-
-        keep(trace, "kernels", kept, table)
-    _show(table, format, f"CUDA kernels in {report.name}", top, wide, limit)  # type: ignore[arg-type]
+        _keep(trace, "kernels", kept, report, [(title, table)])
+    _show(table, format, title, top, wide, limit)  # type: ignore[arg-type]
 
 
 @cli_errors
@@ -322,12 +338,11 @@ def nvtx_gpu_cmd(
 ) -> None:
     """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum.
     Several exports: each rank's rows, one block per rank (the rows are per process already)."""
-    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
     from harness.output import emit_many
 
     names = tuple(p.strip() for p in phases.split(",") if p.strip())
     group = grouping(by, raw_names)
-    paths = _inputs(report)
+    paths = [report[0]] if len(report) == 1 and report[0].is_file() else _inputs(report)
     if len(paths) > 1 or by_rank:
         view = "projection" if projection else "kernels" if kernels else "summary"
         options = {"view": view, "mode": mode.value, "phases": names, "exclusive": exclusive, "top": top}
@@ -354,23 +369,38 @@ def nvtx_gpu_cmd(
             limit,
         )
         return
+    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
+
     report = paths[0]
-    trace = open_report(report, no_cache)
+    kept = {"mode": mode.value, "phases": names, "exclusive": exclusive, "by": group, "kernels": kernels,
+            "projection": projection, "top": top}  # fmt: skip
+    served = _served([report], "nvtx-gpu", kept, no_cache, by_rank)
+    if served is not None:  # printed before: no pandas, no pyarrow
+        tables, notes = served.tables, served.notes
+    else:
+        trace = open_report(report, no_cache)
+        if projection:
+            title = f"NVTX ranges projected onto the GPU in {report.name}"
+            tables, notes = [(title, nvtx_gpu_projection(trace))], []
+        elif kernels:
+            df = nvtx_gpu_kernels(
+                trace, mode=mode.value, phases=names, top=top, exclusive=exclusive, by=group
+            )
+            tables, notes = [(f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}", df)], []
+        else:
+            per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive, by=group)
+            chosen = per_range.attrs["mode"]
+            tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
+            if chosen == "phase":
+                tables.append(("Do the phases add up? (measured steps)", phase_check(trace, names)))
+            notes = per_range.attrs.get("notes", [])
+        _keep(trace, "nvtx-gpu", kept, report, tables, notes)
     if projection:
-        title = f"NVTX ranges projected onto the GPU in {report.name}"
-        _show(nvtx_gpu_projection(trace), format, title, top, wide, limit)
-        return
-    if kernels:
-        df = nvtx_gpu_kernels(trace, mode=mode.value, phases=names, top=top, exclusive=exclusive, by=group)
-        title = f"kernels per NVTX range ({df.attrs['mode']} mode) in {report.name}"
-        _show(df, format, title, wide=wide, limit=limit)
-        return
-    per_range = nvtx_gpu_summary(trace, mode=mode.value, phases=names, exclusive=exclusive, by=group)
-    chosen = per_range.attrs["mode"]
-    tables = [(f"GPU time per NVTX range ({chosen} mode) in {report.name}", per_range)]
-    if chosen == "phase":
-        tables.append(("Do the phases add up? (measured steps)", phase_check(trace, names)))
-    emit_many(tables, format, notes=per_range.attrs.get("notes", []), wide=wide, limit=limit)
+        _show(tables[0][1], format, tables[0][0], top, wide, limit)
+    elif kernels:
+        _show(tables[0][1], format, tables[0][0], wide=wide, limit=limit)
+    else:
+        emit_many(tables, format, notes=notes, wide=wide, limit=limit)
 
 
 @cli_errors
@@ -535,30 +565,38 @@ def summary_cmd(
 ) -> None:
     """Every table the export has data for, in one report. Several exports: the summaries combine like the
     single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
-    from analysis.summary import summary
     from harness.commands.common import warn
     from harness.output import emit_many
 
     group = grouping(by, raw_names)
-    paths = _inputs(report)
+    paths = [report[0]] if len(report) == 1 and report[0].is_file() else _inputs(report)
     if len(paths) > 1 or by_rank:
         _many("summary", paths, {"by": group}, by_rank, jobs, dask, no_cache, format, "", top, wide,
               {t: t for t in ()}, limit)  # fmt: skip
         return
     report = paths[0]
-    result = summary(open_report(report, no_cache), by=group)
-    if not result.tables:
-        raise ExportError(
-            f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
-        )
-    tables = [(title, df.head(top) if top else df) for title, df in result.tables]
-    for title, df in tables:
-        if "kernexecsum" in title:
-            df.attrs["priority"] = LAUNCH_PRIORITY
-    emit_many(tables, format, notes=result.notes, skipped=result.skipped, wide=wide, limit=limit)
+    served = _served([report], "summary", {"by": group}, no_cache, by_rank)
+    if served is not None:  # printed before: no pandas, no pyarrow
+        whole, notes, skipped = served.tables, served.notes, served.skipped or {}
+    else:
+        from analysis.summary import summary
+
+        trace = open_report(report, no_cache)
+        result = summary(trace, by=group)
+        if not result.tables:
+            raise ExportError(
+                f"nothing to report in {report}: " + "; ".join(dict.fromkeys(result.skipped.values()))
+            )
+        whole, notes, skipped = result.tables, result.notes, result.skipped
+        for title, df in whole:
+            if "kernexecsum" in title:
+                df.attrs["priority"] = LAUNCH_PRIORITY
+        _keep(trace, "summary", {"by": group}, report, whole, notes, skipped)
+    tables = [(title, df.head(top) if top else df) for title, df in whole]
+    emit_many(tables, format, notes=notes, skipped=skipped, wide=wide, limit=limit)  # type: ignore[arg-type]
     if format is Format.table:
         by_reason: dict[str, list[str]] = {}
-        for title, why in result.skipped.items():
+        for title, why in skipped.items():
             by_reason.setdefault(why, []).append(title.split(" (")[0])
         for why, titles in by_reason.items():
             warn(f"skipped {', '.join(titles)}: {why}")
