@@ -183,6 +183,49 @@ class Trace:
             if self.has(frame) or frame in ("threads", "strings"):
                 self._columns(frame, list(columns))
 
+    def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
+        """Put the columns of several frames in the cache now, each source table scanned once, holding none
+        of them: a frame read in chunks (kernels, runtime, memcpy, memset, osrt) goes to the cache a chunk
+        at a time, another (nvtx) is read whole and let go. False, having done nothing, without a writable
+        cache (then `load` is the way to scan each table once). `summary` stages what its tables read, then
+        builds them one at a time from the cache, letting each one's frames go (`release`)."""
+        if self._entry is None:
+            return False
+        for frame, columns in wanted.items():
+            if not (self.has(frame) or frame in ("threads", "strings")) or self.holds(frame, list(columns)):
+                continue
+            cols = list(dict.fromkeys(columns))
+            if self._entry_ready and all(self._entry.has(frame, c) for c in cols):
+                continue
+            if frame in ("threads", "strings"):
+                self._columns(frame, cols)
+                continue
+            read_blocks = getattr(self.reader, "read_blocks", None)
+            source = read_blocks(frame, cols) if read_blocks is not None else None
+            if source is None:
+                self._columns(frame, cols, keep=False)
+            else:
+                writer = self._writer(frame, cols)
+                if writer is None:
+                    return False
+                try:
+                    for block in source:
+                        writer.write(block)
+                    writer.close()
+                except BaseException:
+                    writer.abort()
+                    raise
+            if self._entry is None:  # the cache folder turned out not writable
+                return False
+        return True
+
+    def release(self) -> None:
+        """Let go of the frames held in memory (the string and thread tables stay); read again, they come
+        from the cache."""
+        for frame, held in self._data.items():
+            if frame not in ("threads", "strings"):
+                held.clear()
+
     def frame(self, frame: str, columns: Sequence[str] | None = None, *, keep: bool = True) -> pd.DataFrame:
         """`columns` (default all) of the rows of `frame` that can be right. keep=False: columns not in
         memory yet are read for this call only (a big frame that one step needs is not held to the end)."""
@@ -520,6 +563,12 @@ class TraceView(Trace):
 
     def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
         self.base.load(wanted)
+
+    def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
+        return False  # a view's frames are its own: `load` them
+
+    def release(self) -> None:
+        return None
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
