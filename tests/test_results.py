@@ -147,18 +147,24 @@ def test_control_characters_escaped_the_same(cache: Path, tmp_path: Path) -> Non
     assert "\x1b" not in computed[0]
 
 
-def test_warm_kernels_imports_no_pandas(cache: Path) -> None:
+@pytest.mark.parametrize("command", [["kernels"], ["summary"], ["nvtx-gpu"], ["nvtx-gpu", "--kernels"]])
+def test_warm_command_imports_no_pandas(command: list[str], cache: Path) -> None:
     export = export_of("a100-saxpy-mpi")
-    kernels(export, "--format", "csv")
+    first = runner.invoke(app, [*command, str(export), "--format", "csv"])
+    assert first.exit_code == 0, first.output
     code = (
-        "import sys; from harness.cli import main; sys.argv = ['harness', 'kernels', sys.argv[1], "
+        "import sys; from harness.cli import main; sys.argv = ['harness', *sys.argv[2:], sys.argv[1], "
         "'--format', 'csv']\ntry:\n main()\nexcept SystemExit:\n pass\n"
         "assert 'pandas' not in sys.modules and 'numpy' not in sys.modules, 'imported'"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code, str(export)], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(export), *command], env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
+    assert done.stdout == first.stdout
+    if command == ["kernels"]:
+        assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)

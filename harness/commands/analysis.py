@@ -369,8 +369,6 @@ def nvtx_gpu_cmd(
             limit,
         )
         return
-    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
-
     report = paths[0]
     kept = {"mode": mode.value, "phases": names, "exclusive": exclusive, "by": group, "kernels": kernels,
             "projection": projection, "top": top}  # fmt: skip
@@ -378,6 +376,8 @@ def nvtx_gpu_cmd(
     if served is not None:  # printed before: no pandas, no pyarrow
         tables, notes = served.tables, served.notes
     else:
+        from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_projection, nvtx_gpu_summary, phase_check
+
         trace = open_report(report, no_cache)
         if projection:
             title = f"NVTX ranges projected onto the GPU in {report.name}"
