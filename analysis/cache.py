@@ -25,13 +25,14 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: finding an entry (a warm command's first step) needs neither
+    import numpy as np
+    import pandas as pd
 
 DEFAULT_LIMIT = 5 * 1000**3
 CONFIG = "config.json"
@@ -246,6 +247,48 @@ class Entry:
         self.cache.evict(keep=self.folder)
         return written
 
+    def batches(
+        self, frame: str, columns: Sequence[str], rows: int
+    ) -> Iterator[dict[str, np.ndarray]] | None:
+        """The cached int64 `columns` of `frame`, `rows` at a time, the files read in step (a batch of each
+        at once, never a whole column); None unless every one is cached, int64 and of one length (a file
+        that cannot be opened is deleted). One that fails mid-way raises (`Trace.blocks` deletes it)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        _malloc_pool()
+        files = {}
+        for col in columns:
+            try:
+                file = pq.ParquetFile(self.path(frame, col))
+            except Exception:  # cannot be read: deleted, so read again from the source
+                with contextlib.suppress(OSError):
+                    self.path(frame, col).unlink()
+                return None
+            if file.schema_arrow.field(0).type != pa.int64():
+                return None
+            files[col] = file
+        if len({f.metadata.num_rows for f in files.values()}) > 1:
+            return None
+        return _in_step(files, rows)
+
+    def strings(self, frame: str, columns: Sequence[str]) -> dict[str, list[Any]] | None:
+        """Whole cached columns as Python lists, without pandas (the string table); None unless all are
+        there."""
+        import pyarrow.parquet as pq
+
+        _malloc_pool()
+        try:
+            return {c: pq.ParquetFile(self.path(frame, c)).read().column(0).to_pylist() for c in columns}
+        except Exception:
+            return None
+
+    def writer(self, frame: str, columns: Sequence[str]) -> ColumnWriter:
+        """Writes int64 `columns` of `frame` a block at a time (`ColumnWriter.write`), each file renamed into
+        place when `close` is called after the last block."""
+        _malloc_pool()
+        return ColumnWriter(self, frame, list(columns))
+
     def _sweep_tmp(self) -> None:
         now = time.time()
         for f in self.folder.glob(".tmp-*"):
@@ -254,10 +297,81 @@ class Entry:
                     f.unlink()
 
 
+class ColumnWriter:
+    """Int64 columns written block by block, one Parquet file each (a row group per block), as `store`
+    writes them: lz4, plain encoding. Nothing is in place until `close`; `abort` leaves nothing."""
+
+    def __init__(self, entry: Entry, frame: str, columns: list[str]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.entry = entry
+        self.frame = frame
+        self.tmp = {
+            c: entry.folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{frame}.{c}" for c in columns
+        }
+        self.writers = {}
+        try:
+            for c, tmp in self.tmp.items():
+                schema = pa.schema([pa.field(c, pa.int64())])
+                self.writers[c] = pq.ParquetWriter(tmp, schema, compression="lz4", use_dictionary=False)
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, block: dict[str, np.ndarray]) -> None:
+        import pyarrow as pa
+
+        for c, w in self.writers.items():
+            w.write_table(pa.table({c: pa.array(block[c], type=pa.int64())}))
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+        for c, tmp in self.tmp.items():
+            os.replace(tmp, self.entry.path(self.frame, c))
+        self.writers = {}
+        self.entry.cache.evict(keep=self.entry.folder)
+
+    def abort(self) -> None:
+        for w in self.writers.values():
+            with contextlib.suppress(Exception):
+                w.close()
+        for tmp in self.tmp.values():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        self.writers = {}
+
+
+def _in_step(files: dict[str, Any], rows: int) -> Iterator[dict[str, np.ndarray]]:
+    """Aligned blocks of the files' columns: batches of files written in different row groups (a whole
+    column by `store`, blocks by `ColumnWriter`) end at different rows, so each block is cut to the
+    shortest batch at hand and the rest kept for the next."""
+    import numpy as np
+
+    its = {c: f.iter_batches(batch_size=rows, use_threads=False) for c, f in files.items()}
+    pending: dict[str, np.ndarray] = {c: np.empty(0, dtype=np.int64) for c in files}
+    while True:
+        for c, it in its.items():
+            if not len(pending[c]):
+                batch = next(it, None)
+                if batch is None:
+                    return
+                column = batch.column(0)
+                if column.null_count:
+                    raise OSError(f"nulls in cached column {c}")
+                # the data buffer as it is (read-only): Array.to_numpy asks whether pandas is there
+                pending[c] = np.frombuffer(column.buffers()[1], np.int64, len(column), column.offset * 8)
+        n = min(len(v) for v in pending.values())
+        yield {c: v[:n] for c, v in pending.items()}
+        pending = {c: v[n:] for c, v in pending.items()}
+
+
 def _int64_column(file: Any) -> np.ndarray | None:
     """An int64 column without nulls as a numpy array, read a row group at a time into it (None for other
     columns): a whole-file read then to_pandas holds the column two or three times over (6M runtime
     calls: +130 MB at the peak for a 48 MB column, against +60 MB)."""
+    import numpy as np
     import pyarrow as pa
 
     if file.schema_arrow.field(0).type != pa.int64():

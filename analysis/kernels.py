@@ -1,51 +1,73 @@
-"""The CUDA kernel summary, like `nsys stats -r gpukernsum` (cuda_gpu_kern_sum in newer nsys)."""
+"""The CUDA kernel summary, like `nsys stats -r gpukernsum` (cuda_gpu_kern_sum in newer nsys).
+
+The kernels are read a block at a time (`Trace.blocks`: from the cache, or from the export while it is
+cached), and each block's durations are split by launch shape (name, grid, block) as they come: what
+stays is the durations alone, since the median needs them all, 4 bytes a kernel (8 for one of 2.1 s or
+more); the key columns are let go block by block. So memory grows with the export by those bytes, not by
+the four columns read (1M kernels: 4 MB against the ~80 MB pandas held). Nothing here imports pandas
+unless asked for a DataFrame: `kernel_table` gives the table as `analysis.results.Rows`, which `harness
+kernels` renders without pandas (its import was most of a warm command's time); `kernel_summary` gives
+the same table as a DataFrame.
+
+Statistics as analysis.stats computes them (the way nsys does): total, count, mean, the median (the mean of
+the two middle values for an even count), min, max and the sample standard deviation (0 for one kernel),
+Avg, Med and StdDev rounded half away from zero to one decimal; largest total first, ties in the order of
+(name id, grid, block) as SQLite's GROUP BY leaves them.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 
 from analysis.readers import NULL
-from analysis.runtime import kernel_rows
-from analysis.stats import describe, order_like_nsys, time_percent
-from analysis.trace import Trace
+from analysis.results import Rows
+from analysis.stats import round_half_up
+from analysis.trace import BLOCK_ROWS, NAME_COLUMN, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KERNSUM_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
     "StdDev (ns)", "GridXYZ", "BlockXYZ", "Name",
 ]  # fmt: skip
+KINDS = dict(zip(KERNSUM_COLUMNS, "fiiffiifOOO", strict=True))  # the columns' dtype kinds, as pandas has them
 
 Names = Literal["demangled", "base", "mangled"]
 By = Literal["shape", "name"]
+GRID = ((32, 16), (0xFFFF, 0xFFFF))  # dimensions packed as (x << 32) + (y << 16) + z
+BLOCK = ((22, 11), (0x7FF, 0x7FF))
+
+
+def dims(value: int, shifts: tuple[int, int], masks: tuple[int, int]) -> str:
+    """'%4d %4d %4d' of dimensions packed as (x << s0) + (y << s1) + z, the way nsys prints them; unknown
+    for NULL (present in the trace but not three dimensions: a Kineto grid of "zz")."""
+    if value == NULL:
+        return "unknown"
+    return f"{value >> shifts[0]:4d} {(value >> shifts[1]) & masks[0]:4d} {value & masks[1]:4d}"
 
 
 def dims_text(packed: pd.Series, shifts: tuple[int, int], masks: tuple[int, int]) -> pd.Series:
-    """'%4d %4d %4d' of dimensions packed as (x << s0) + (y << s1) + z, the way nsys prints them."""
-    values = packed.to_numpy()
-    x = values >> shifts[0]
-    y = (values >> shifts[1]) & masks[0]
-    z = values & masks[1]
-    text = [f"{a:4d} {b:4d} {c:4d}" for a, b, c in zip(x, y, z, strict=True)]
-    unknown = values == NULL  # present in the trace but not three dimensions (a Kineto grid of "zz")
-    if unknown.any():
-        text = ["unknown" if u else t for u, t in zip(unknown.tolist(), text, strict=True)]
-    return pd.Series(text, index=packed.index)
+    import pandas as pd
+
+    return pd.Series([dims(v, shifts, masks) for v in packed.tolist()], index=packed.index)
 
 
 def grid_text(packed: pd.Series) -> pd.Series:
-    return dims_text(packed, (32, 16), (0xFFFF, 0xFFFF))
+    return dims_text(packed, *GRID)
 
 
 def block_text(packed: pd.Series) -> pd.Series:
-    return dims_text(packed, (22, 11), (0x7FF, 0x7FF))
+    return dims_text(packed, *BLOCK)
 
 
-def kernel_summary(
+def kernel_table(
     trace: Trace, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
-) -> pd.DataFrame:
-    """GPU time per kernel (and launch shape), largest first, in the columns of gpukernsum.
+) -> Rows:
+    """GPU time per kernel (and launch shape), largest first, in the columns of gpukernsum, without pandas.
 
     names: demangled (default), base (no arguments or templates) or mangled (falls back to demangled
     where the export has no mangled names). by="name" merges launch shapes (no GridXYZ/BlockXYZ).
@@ -53,26 +75,126 @@ def kernel_summary(
     """
     trace.require("kernels", "CUDA kernel data")
     notes: list[str] = []
+    name = NAME_COLUMN[names]
+    keys = [name, "grid", "block"] if by == "shape" else [name]
+    blocks: Iterable[dict[str, np.ndarray]]
     if range_name is None:
-        kern = kernel_rows(trace, ("name_id", "grid", "block", "duration"), names=names)
+        blocks = trace.blocks("kernels", [*keys, "duration"])
     else:
         from analysis.nvtx_gpu import kernels_in_ranges
 
         kern = kernels_in_ranges(trace, range_name, names=names, extra=("grid", "block"))
         notes += kern.attrs.get("notes", [])
-    keys = ["name_id", "grid", "block"] if by == "shape" else ["name_id"]
-    out = describe(kern, keys)
-    strings = trace.strings(out["name_id"].unique())
-    out["Name"] = out["name_id"].map(strings).fillna("").astype(object)
-    columns = KERNSUM_COLUMNS
-    if by == "shape":
-        out["GridXYZ"] = grid_text(out["grid"])
-        out["BlockXYZ"] = block_text(out["block"])
-        out = order_like_nsys(out, "Total Time (ns)", ["name_id", "GridXYZ", "BlockXYZ"])
-    else:
-        out = order_like_nsys(out, "Total Time (ns)", ["name_id"])
-        columns = [c for c in KERNSUM_COLUMNS if c not in ("GridXYZ", "BlockXYZ")]
-    out["Time (%)"] = time_percent(out["Total Time (ns)"])
-    out = out[columns].astype({"Total Time (ns)": np.int64, "Instances": np.int64})
-    out.attrs["notes"] = [*trace.notes, *notes]
-    return out
+        given = ["name_id", *keys[1:], "duration"]  # kernels_in_ranges names the name column name_id
+        blocks = [
+            {
+                k: kern[c].to_numpy()[lo : lo + BLOCK_ROWS]
+                for k, c in zip([*keys, "duration"], given, strict=True)
+            }
+            for lo in range(0, len(kern), BLOCK_ROWS)
+        ]
+    rows = []
+    for key, durations in _shapes(blocks, keys):  # one group's durations at a time, let go after
+        count = len(durations)
+        total = int(durations.sum())
+        half = count // 2
+        part = np.partition(durations, [half - 1, half] if count > 1 else [half])
+        median = float(part[half]) if count % 2 else (float(part[half - 1]) + float(part[half])) / 2
+        mean = float(total) / count
+        std = 0.0
+        if count > 1:
+            std = float(np.sqrt(np.square(durations - mean).sum() / (count - 1)))
+        shape = [dims(key[1], *GRID), dims(key[2], *BLOCK)] if by == "shape" else []
+        rows.append([total, count, mean, median, int(part.min()), int(part.max()), std, *shape, key[0]])
+        del part, durations
+    strings = trace.strings({r[-1] for r in rows})
+    for r in rows:
+        r.insert(-1, strings.get(r[-1], ""))
+    rows.sort(key=lambda r: (r[-1], *r[7:-2]))  # ties: name id, grid and block text ascending
+    rows.sort(key=lambda r: -r[0])  # stable: largest total first
+    totals = np.array([r[0] for r in rows], dtype=np.int64)
+    whole = float(totals.sum())
+    share = round_half_up(totals.astype(np.float64) * 100.0 / whole) if whole else np.zeros(len(rows))
+    rounded = round_half_up(np.array([[*r[2:4], r[6]] for r in rows], dtype=np.float64).reshape(-1, 3))
+    columns = [c for c in KERNSUM_COLUMNS if by == "shape" or c not in ("GridXYZ", "BlockXYZ")]
+    table = [
+        [pct, r[0], r[1], avg, med, r[4], r[5], std, *r[7:-1]]
+        for pct, r, (avg, med, std) in zip(share.tolist(), rows, rounded.tolist(), strict=True)
+    ]
+    return Rows.computed(columns, [KINDS[c] for c in columns], table, {"notes": [*trace.notes, *notes]})
+
+
+def _shapes(
+    blocks: Iterable[dict[str, np.ndarray]], keys: list[str]
+) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+    """(key values, durations) of each group of rows with equal `keys` (groups in no particular order),
+    each group's durations in the order of its rows. A block at a time: each key coded (`_codes`), the
+    codes combined into one integer, the groups numbered through a table of that integer's span where it
+    is short (else sorted), and the durations split by group with a radix sort of the group numbers."""
+    index: dict[tuple[int, ...], int] = {}
+    parts: list[list[np.ndarray]] = []
+    for block in blocks:
+        durations = np.asarray(block["duration"], dtype=np.int64)
+        if not len(durations):
+            continue
+        if durations.min() >= 0 and durations.max() < 2**31:  # kernels under 2.1 s: held in 4 bytes
+            durations = durations.astype(np.int32)
+        code = np.zeros(len(durations), dtype=np.int64)
+        decode = []
+        span = 1
+        for k in keys:
+            codes, size, values = _codes(np.asarray(block[k]))
+            code *= size
+            code += codes
+            span *= size
+            decode.append((size, values))
+            del codes
+        if span <= 1 << 22:
+            present = np.zeros(span, dtype=bool)
+            present[code] = True
+            found = np.flatnonzero(present)
+            del present
+            number = np.empty(span, dtype=np.int32)
+            number[found] = np.arange(len(found), dtype=np.int32)
+            group = number[code]
+            del number
+        else:
+            found, group = np.unique(code, return_inverse=True)
+            group = group.reshape(-1)
+        del code
+        ordered = group.astype(np.int16 if len(found) < 2**15 else np.int32)  # stable: radix sort
+        order = np.argsort(ordered, kind="stable")
+        bounds = np.cumsum(np.bincount(group, minlength=len(found)))[:-1]
+        del group, ordered
+        columns = []
+        for size, values in reversed(decode):  # each group's key values from its combined code
+            found, rest = np.divmod(found, size)
+            columns.append(values(rest).tolist())
+        for key, piece in zip(zip(*reversed(columns), strict=True), np.split(durations[order], bounds),
+                              strict=True):  # fmt: skip
+            g = index.setdefault(key, len(parts))
+            if g == len(parts):
+                parts.append([])
+            parts[g].append(piece)
+        del order
+    for key, g in index.items():
+        pieces = parts[g]
+        parts[g] = []
+        yield key, pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, int, Callable[[np.ndarray], np.ndarray]]:
+    """(code of each value, how many codes, code -> value): the value less the smallest where their span
+    is no longer than the block (string ids), else the rank among the distinct values (a sort)."""
+    low, high = int(values.min()), int(values.max())
+    if high - low < max(len(values), 1 << 16):
+        return values - low, high - low + 1, lambda c: c + low
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1), len(distinct), lambda c: distinct[c]
+
+
+def kernel_summary(
+    trace: Trace, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
+) -> pd.DataFrame:
+    """`kernel_table` as a DataFrame."""
+    return kernel_table(trace, names=names, by=by, range_name=range_name).frame()

@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats import factorize, member
-from analysis.trace import NULL, Trace
+from analysis.trace import NAME_COLUMN, NULL, Trace
 
 PROCESS_MASK = ~0xFFFFFF  # globalTid -> the globalPid part
-NAME_COLUMN = {"demangled": "name_id", "base": "short_name_id", "mangled": "mangled_name_id"}
 
 
 def pid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:

@@ -8,10 +8,12 @@ one decimal half away from zero, like SQLite's round(); Time (%) is each row's s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where used: member and round_half_up serve pandas-free tables
+    import pandas as pd
 
 STAT_COLUMNS = ["Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
 
@@ -92,6 +94,8 @@ def aggregate(group: np.ndarray, values: np.ndarray) -> pd.DataFrame:
     Past BLOCK rows, a block of whole groups at a time: pandas' groupby of 6M values holds several times
     their size at once. Each group keeps its values in their order, so each figure is computed as one
     groupby would (the sums and Welford's variance alike)."""
+    import pandas as pd
+
     stats = ["sum", "size", "mean", "median", "min", "max", "std"]
     if len(group) <= BLOCK:
         return pd.Series(values).groupby(group, sort=True).agg(stats).reset_index(drop=True)
@@ -113,6 +117,8 @@ def factorize(values: np.ndarray | pd.Series, block: int = 1 << 18) -> tuple[np.
     """pd.factorize of integers (codes in order of first appearance, the uniques), a block at a time:
     pandas sizes its hash table for every value (6M values: ~100 MB), here for a block and the uniques.
     Other dtypes go to pd.factorize as they are."""
+    import pandas as pd
+
     values = values.to_numpy() if isinstance(values, pd.Series) and values.dtype.kind in "iu" else values
     if not isinstance(values, np.ndarray) or values.dtype.kind not in "iu" or len(values) <= block:
         codes, uniques = pd.factorize(values, sort=False, use_na_sentinel=False)
@@ -126,6 +132,8 @@ def factorize_blocks(
     """`factorize` of n integers that `part(lo, hi)` gives a block at a time, each block asked for twice
     (its uniques, then its codes) so that the n values are never held at once. Codes are int32 where the
     uniques allow, unless `dtype` says."""
+    import pandas as pd
+
     blocks = range(0, n, block)
     firsts = [pd.unique(part(lo, lo + block)) for lo in blocks]
     uniques = pd.unique(np.concatenate([np.zeros(0, dtype=np.int64), *firsts]))
@@ -180,6 +188,8 @@ def name_codes(
     id of each code). Names are looked up once per distinct id, never as a string per row (6M CUDA calls:
     more memory than the calls themselves); two ids with one name share a code. An id with no name gets
     `missing`, or code -1 when `missing` is None."""
+    import pandas as pd
+
     per_row, distinct = pd.factorize(np.asarray(ids))
     named = pd.Series(distinct).map(names)
     if missing is not None:

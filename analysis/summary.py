@@ -1,4 +1,10 @@
-"""Every table an export has data for, in one report (`harness summary`)."""
+"""Every table an export has data for, in one report (`harness summary`).
+
+Each source table is scanned once. With a cache, the columns every table reads go there first (a chunk at
+a time where the reader reads in chunks) and the tables are built one after another from it, each one's
+frames let go before the next: the peak is the largest table's, not the sum of all (1M kernels: ~950 MB
+when every column was held for all nine tables). Without a cache, every column is held from the start.
+"""
 
 from __future__ import annotations
 
@@ -96,13 +102,18 @@ def summary(trace: Trace, by: str = "op") -> Report:
     """Build every table; a table without data is skipped and the reason kept in `skipped`. NVTX names
     are grouped as `by` says (analysis.nvtx_names; "raw": as nsys stats prints them)."""
     report = Report()
-    trace.load(NEEDS)
+    staged = trace.stage(NEEDS)  # into the cache, scanned once; else held, scanned once
+    if not staged:
+        trace.load(NEEDS)
     for title, build in _builders(by):
         try:
             table = build(trace)
         except ExportError as e:
             report.skipped[title] = str(e)
             continue
+        finally:
+            if staged:  # the next table reads its columns from the cache: one table's frames at a time
+                trace.release()
         if table.empty:
             report.skipped[title] = "no rows"
             continue

@@ -39,16 +39,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from analysis import readers
 from analysis.errors import ExportError
 from analysis.readers import NULL
 from analysis.stats import member
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: tables over `blocks` need none
+    import pandas as pd
 
 FRAMES: dict[str, tuple[str, ...]] = {
     "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
@@ -78,6 +81,9 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
             "overhead": "profiler overhead events"}  # fmt: skip
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAX_TIME = 2**62  # ns; a start or end past ±this is left out
+BLOCK_ROWS = 1 << 18  # rows per block of `Trace.blocks`
+# the kernels' name column of each name style (mangled falls back to demangled where none was recorded)
+NAME_COLUMN = {"demangled": "name_id", "base": "short_name_id", "mangled": "mangled_name_id"}
 
 _unwritable_said: set[str] = set()
 
@@ -130,6 +136,11 @@ class Trace:
         """How many times each source table was scanned (nothing when everything came from the cache)."""
         return dict(self._reader.reads) if self._reader is not None else {}
 
+    @property
+    def cache_entry(self) -> Any:
+        """The cache entry (analysis.cache.Entry) holding this trace's frames; None without one."""
+        return self._entry if self._entry_ready else None
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
@@ -173,14 +184,182 @@ class Trace:
             if self.has(frame) or frame in ("threads", "strings"):
                 self._columns(frame, list(columns))
 
+    def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
+        """Put the columns of several frames in the cache now, each source table scanned once, holding none
+        of them: a frame read in chunks (kernels, runtime, memcpy, memset, osrt) goes to the cache a chunk
+        at a time, another (nvtx) is read whole and let go. False, having done nothing, without a writable
+        cache (then `load` is the way to scan each table once). `summary` stages what its tables read, then
+        builds them one at a time from the cache, letting each one's frames go (`release`)."""
+        if self._entry is None:
+            return False
+        for frame, columns in wanted.items():
+            if not (self.has(frame) or frame in ("threads", "strings")) or self.holds(frame, list(columns)):
+                continue
+            cols = list(dict.fromkeys(columns))
+            if self._entry_ready and all(self._entry.has(frame, c) for c in cols):
+                continue
+            if frame in ("threads", "strings"):
+                self._columns(frame, cols)
+                continue
+            read_blocks = getattr(self.reader, "read_blocks", None)
+            source = read_blocks(frame, cols) if read_blocks is not None else None
+            if source is None:
+                self._columns(frame, cols, keep=False)
+            else:
+                writer = self._writer(frame, cols)
+                if writer is None:
+                    return False
+                try:
+                    for block in source:
+                        writer.write(block)
+                    writer.close()
+                except BaseException:
+                    writer.abort()
+                    raise
+            if self._entry is None:  # the cache folder turned out not writable
+                return False
+        return True
+
+    def release(self) -> None:
+        """Let go of the frames held in memory (the string and thread tables stay); read again, they come
+        from the cache."""
+        for frame, held in self._data.items():
+            if frame not in ("threads", "strings"):
+                held.clear()
+
     def frame(self, frame: str, columns: Sequence[str] | None = None, *, keep: bool = True) -> pd.DataFrame:
         """`columns` (default all) of the rows of `frame` that can be right. keep=False: columns not in
         memory yet are read for this call only (a big frame that one step needs is not held to the end)."""
         cols, check = self._checked(frame, columns)
         data = self._columns(frame, list(dict.fromkeys([*cols, *check])), keep=keep)
         rows = self._rows_ok(frame, cols, check, lambda _: data)
+        import pandas as pd
+
         out = pd.DataFrame({c: data[c] for c in cols}, copy=False)
         return out if rows.all() else out[rows].reset_index(drop=True)
+
+    def blocks(
+        self, frame: str, columns: Sequence[str], rows: int = BLOCK_ROWS
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """The rows of `frame` that `frame(frame, columns)` keeps, in the same order and with the same notes
+        (added when the last block is out), as int64 arrays of at most `rows` rows, never the whole frame
+        at once: from memory, else from the cache, else from the source (and then into the cache as they
+        come). For tables that aggregate (`analysis.kernels`): memory stays what the aggregate holds,
+        whatever the export's size, and nothing here imports pandas when the cache has the columns."""
+        cols, check = self._checked(frame, columns)
+        wanted = list(dict.fromkeys([*cols, *check]))
+        named = [c for c in cols if c.endswith("name_id")]
+        strings = None
+        if named:
+            strings = np.sort(np.fromiter(self._string_table.keys(), dtype=np.int64))
+            if not len(strings):
+                raise ExportError(
+                    f"{self.path} has no string table (StringIds), so its {NAMES_OF[frame]} have no names: "
+                    "export it again from the report"
+                )
+        n = bad = wild = 0
+        missing = dict.fromkeys(named, 0)
+        for raw in self._raw_blocks(frame, wanted, rows):
+            size = len(raw[wanted[0]])
+            n += size
+            keep = np.ones(size, dtype=bool)
+            if check == ["duration"]:
+                wrong = raw["duration"] == NULL
+            elif check:
+                start, end = raw["start"], raw["end"]
+                wrong = (start == NULL) | (end == NULL) | (end < start)
+                far = ~wrong & ((start < -MAX_TIME) | (end > MAX_TIME))
+                wild += int(far.sum())
+                keep &= ~far
+            else:
+                wrong = np.zeros(size, dtype=bool)
+            bad += int(wrong.sum())
+            keep &= ~wrong
+            for col in named:
+                ids = raw[col]
+                known = member(ids, strings)  # type: ignore[arg-type]
+                if col != "name_id":
+                    known |= ids == NULL
+                missing[col] += int((~known & keep).sum())
+                keep &= known
+            yield {c: raw[c] if keep.all() else raw[c][keep] for c in cols}
+        if wild:
+            self.note(
+                f"left out {wild:,} of {n:,} {NAMES_OF[frame]} with a start or end past "
+                "±2**62 ns (146 years): not a time"
+            )
+        if bad:
+            self.note(
+                f"left out {bad:,} of {n:,} {NAMES_OF[frame]} that cannot be right "
+                "(no start or end, or an end before the start)"
+            )
+        for count in missing.values():
+            if count:
+                self.note(
+                    f"left out {count:,} {NAMES_OF[frame]} whose name is not in the export's string table"
+                )
+
+    def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
+        held = self._data[frame]
+        if all(c in held for c in columns) or not self.has(frame):
+            data = self._columns(frame, columns)
+            total = len(data[columns[0]])
+            for lo in range(0, total, rows):
+                yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+            return
+        entry = self._entry
+        if self._entry_ready and entry is not None and all(entry.has(frame, c) for c in columns):
+            batches = entry.batches(frame, columns, rows)
+            if batches is not None:
+                try:
+                    yield from batches
+                except Exception as e:  # a damaged file the footer did not show: blocks were handed out
+                    for c in columns:
+                        with contextlib.suppress(OSError):
+                            entry.path(frame, c).unlink()
+                    from analysis.errors import AnalysisError
+
+                    raise AnalysisError(
+                        f"the cached {NAMES_OF.get(frame, frame)} of {self.path} could not be read ({e}); "
+                        "they were deleted: run the command again"
+                    ) from None
+                return
+        read_blocks = getattr(self.reader, "read_blocks", None)
+        source = read_blocks(frame, columns) if read_blocks is not None else None
+        if source is None:  # a format or frame read whole: read it, keep none of it
+            data = self._columns(frame, columns, keep=False)
+            total = len(data[columns[0]])
+            for lo in range(0, total, rows):
+                yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+            return
+        writer = self._writer(frame, [c for c in columns if entry is None or not entry.has(frame, c)])
+        try:
+            for block in source:
+                if writer is not None:
+                    writer.write(block)
+                total = len(block[columns[0]])
+                for lo in range(0, total, rows):
+                    yield {c: block[c][lo : lo + rows] for c in columns}
+            if writer is not None:
+                writer.close()
+                writer = None
+        finally:
+            if writer is not None:
+                writer.abort()
+
+    def _writer(self, frame: str, columns: list[str]) -> Any:
+        """A block writer of `columns` into the cache entry (analysis.cache.ColumnWriter); None without."""
+        entry = self._entry
+        if entry is None or not columns:
+            return None
+        try:
+            if not self._entry_ready:
+                entry.create(self.meta)
+                self._entry_ready = True
+            return entry.writer(frame, columns)
+        except OSError as e:
+            self._unwritable(e)
+            return None
 
     def holds(self, frame: str, columns: Sequence[str]) -> bool:
         """Whether `columns` of `frame` are in memory already."""
@@ -246,8 +425,22 @@ class Trace:
 
     @functools.cached_property
     def _string_table(self) -> dict[int, str]:
+        cached = self._cached_strings()
+        if cached is not None:
+            return cached
         s = self._columns("strings", ["id", "value"])
         return dict(zip(s["id"].tolist(), s["value"].tolist(), strict=True))
+
+    def _cached_strings(self) -> dict[int, str] | None:
+        """The string table from the cache without pandas (a table over `blocks` needs none), when it is
+        there and not in memory yet."""
+        entry = self._entry
+        if self._data["strings"] or not self._entry_ready or entry is None:
+            return None
+        cached = entry.strings("strings", ["id", "value"])
+        if cached is None or None in cached["value"]:
+            return None
+        return dict(zip(cached["id"], cached["value"], strict=True))
 
     def strings(self, ids: Iterable[int] | None = None) -> dict[int, str]:
         """id -> string, for `ids` (all when None). The table is built once per trace: tables ask often."""
@@ -322,11 +515,16 @@ class Trace:
                 self._entry_ready = True
             entry.store(frame, df)
         except OSError as e:
+            self._unwritable(e)
+
+    def _unwritable(self, e: OSError) -> None:
+        entry = self._entry
+        if entry is not None:
             root = str(entry.cache.root)
             if root not in _unwritable_said:
                 _unwritable_said.add(root)
                 self.note(f"cache folder {root} is not writable ({e.strerror}): nothing was cached")
-            self._entry = None
+        self._entry = None
 
 
 class TraceView(Trace):
@@ -347,14 +545,36 @@ class TraceView(Trace):
     def source_reads(self) -> dict[str, int]:
         return self.base.source_reads
 
+    @property
+    def cache_entry(self) -> Any:
+        """None: the entry is the source's, and a view's tables are not the source's."""
+        return None
+
+    def _cached_strings(self) -> dict[int, str] | None:
+        return None
+
+    def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
+        """The view's columns (its `_columns`), whole, handed out a block at a time."""
+        data = self._columns(frame, columns)
+        for lo in range(0, len(data[columns[0]]), rows):
+            yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+
     def close(self) -> None:
         self.base.close()
 
     def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
         self.base.load(wanted)
 
+    def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
+        return False  # a view's frames are its own: `load` them
+
+    def release(self) -> None:
+        return None
+
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
 
 
@@ -375,9 +595,14 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
         from analysis.readers import kineto
 
         return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
+    return Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache)
+
+
+def _open_nsys(path: Path) -> Any:
+    """The nsys reader, imported when the source is read (it imports pandas): not on a warm command."""
     from analysis.readers import nsys
 
-    return Trace(path, nsys.open_nsys, nsys.VERSION, cache=cache)
+    return nsys.open_nsys(path)
 
 
 def _looks_like_json(path: Path) -> bool:

@@ -15,6 +15,7 @@ import pytest
 from conftest import SHARED_NSYS, _require
 from export_data import as_printed, oracle
 
+import analysis.readers
 import analysis.readers.nsys as nsys_reader
 from analysis.cache import Cache, parse_size
 from analysis.kernels import kernel_summary
@@ -100,7 +101,7 @@ def test_changed_export_and_new_reader_rebuild(
         assert t.source_reads  # read from the export again
     second = {p.name for p in cache_dir.iterdir()}
     assert len(second) == 1 and second != first  # the stale entry is gone
-    monkeypatch.setattr(nsys_reader, "VERSION", "nsys-test")
+    monkeypatch.setattr(analysis.readers, "NSYS_VERSION", "nsys-test")
     with open_trace(mine) as t:
         kernel_summary(t)
         assert t.source_reads

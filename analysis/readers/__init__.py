@@ -10,14 +10,20 @@ import ctypes
 import functools
 import platform
 import sys
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: a warm command served from the cache needs none
+    import numpy as np
 
 NULL = -9223372036854775807  # stands for a missing value in integer columns
+# The nsys reader's version, here so that finding a cache entry imports no reader (analysis.results).
+NSYS_VERSION = "nsys-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 
 
 def valid_duration(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """end - start, NULL where either is NULL or the end comes before the start."""
+    import numpy as np
+
     bad = (start == NULL) | (end == NULL) | (end < start)
     return np.where(bad, NULL, end - start)
 

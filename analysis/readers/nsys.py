@@ -21,7 +21,7 @@ import os
 import sqlite3
 import warnings
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, return_freed_buffers
+from analysis.readers import NSYS_VERSION, NULL, return_freed_buffers
 
-VERSION = "nsys-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = NSYS_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings
@@ -271,15 +271,80 @@ class NsysReader:
         """
         names = list(exprs)
         empty = {n: np.empty(0, dtype=(dtypes or {}).get(n, np.int64)) for n in names}
-        if table not in self.tables:
+        span = self._rowids(table)
+        if span is None or not names:
             return empty
+        # Each chunk is copied into the columns as it comes, in order, and let go: holding every chunk
+        # and then joining them held each column twice. A column is sized for every rowid (pages past
+        # the rows read are never touched, so they take no memory).
+        columns = [np.empty(span[1] - span[0] + 1, dtype=(dtypes or {}).get(n, np.int64)) for n in names]
+        at = 0
+        for parsed in self._chunks(table, exprs, where, params, span):
+            n = len(parsed[0]) if parsed and parsed[0] is not None else 0
+            for out, part in zip(columns, parsed, strict=True):
+                if out.dtype != np.int64 and part is not None:  # the sentinel does not fit: -1 (or False)
+                    part = np.where(part == NULL, -1 if out.dtype.kind == "i" else 0, part)
+                out[at : at + n] = part
+            at += n
+            del parsed
+        return {n: c[:at] for n, c in zip(names, columns, strict=True)}
+
+    def scan_blocks(
+        self, table: str, exprs: Mapping[str, str], where: str = "", params: Mapping[str, Any] | None = None
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """`scan` a chunk of rowids at a time: int64 columns of the chunk's matching rows, never the whole
+        table at once."""
+        names = list(exprs)
+        span = self._rowids(table)
+        if span is None or not names:
+            return
+        for parsed in self._chunks(table, exprs, where, params, span):
+            yield dict(zip(names, parsed, strict=True))
+
+    def read_blocks(self, frame: str, columns: Sequence[str]) -> Iterator[dict[str, np.ndarray]] | None:
+        """`read` a chunk at a time, for the frames read by scanning one table (kernels, runtime, memcpy,
+        memset, osrt, overhead); None for the others."""
+        if frame not in TABLE or frame not in EXPRS:
+            return None
+        table = TABLE[frame]
+        present = self.columns(table)
+        exprs = {c: _expr(EXPRS[frame][c], present) for c in columns}
+        where, params = "", {}
+        if frame == "osrt" and "eventClass" in present:
+            where, params = "eventClass = :cls", {"cls": OSRT_CLASS}
+        kinds = [c for c in ("src_kind", "dst_kind", "mem_kind") if c in exprs]
+
+        def blocks() -> Iterator[dict[str, np.ndarray]]:
+            for block in self.scan_blocks(table, exprs, where, params):
+                for col in kinds:  # as `read` maps them
+                    kind = block[col]
+                    block[col] = np.where(
+                        (kind >= 0) & (kind <= 6), kind + 1, np.where(kind == NULL, NULL, 0)
+                    )
+                yield block
+
+        return blocks()
+
+    def _rowids(self, table: str) -> tuple[int, int] | None:
+        """The first and last rowid of `table` (None when it is missing or empty); counts a scan."""
+        if table not in self.tables:
+            return None
         self.reads[table] = self.reads.get(table, 0) + 1
         t = _ident(table)  # two subqueries: SQLite answers each from the b-tree's ends, not by a full scan
         lo, hi = self._rows(f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")[0]
-        if lo is None or not names:
-            return empty
+        return None if lo is None else (int(lo), int(hi))
+
+    def _chunks(
+        self,
+        table: str,
+        exprs: Mapping[str, str],
+        where: str,
+        params: Mapping[str, Any] | None,
+        span: tuple[int, int],
+    ) -> Iterator[list[np.ndarray]]:
+        """The parsed columns of each chunk of CHUNK_ROWIDS rowids in `span`, in order."""
         cond = f" AND ({where})" if where else ""
-        chunks = range(int(lo), int(hi) + 1, CHUNK_ROWIDS)
+        chunks = range(span[0], span[1] + 1, CHUNK_ROWIDS)
 
         def query(strict: bool) -> str:
             cols = [
@@ -290,7 +355,7 @@ class NsysReader:
 
         loose, strict = query(False), query(True)
 
-        def read(first: int) -> list[np.ndarray | None]:
+        def read(first: int) -> list[np.ndarray]:
             bounds = {**(params or {}), "lo": first, "hi": first + CHUNK_ROWIDS - 1}
             row = self._rows(loose, bounds)[0]
             parsed = [_parse_ints(b) for b in row[1:]]
@@ -299,39 +364,24 @@ class NsysReader:
                 parsed = [_parse_ints(b) for b in row[1:]]
             return list(parsed)
 
-        # SQLite does the work with the GIL released: chunks on separate connections scan in parallel.
-        # Each chunk is copied into the columns as it comes, in order, and let go: holding every chunk
-        # and then joining them held each column twice. A column is sized for every rowid (pages past
-        # the rows read are never touched, so they take no memory).
-        columns = [np.empty(int(hi) - int(lo) + 1, dtype=(dtypes or {}).get(n, np.int64)) for n in names]
-        at = 0
-
-        def take(parsed: list[np.ndarray | None]) -> None:
-            nonlocal at
-            n = len(parsed[0]) if parsed and parsed[0] is not None else 0
-            for out, part in zip(columns, parsed, strict=True):
-                if out.dtype != np.int64 and part is not None:  # the sentinel does not fit: -1 (or False)
-                    part = np.where(part == NULL, -1 if out.dtype.kind == "i" else 0, part)
-                out[at : at + n] = part
-            at += n
-
+        # SQLite does the work with the GIL released: chunks on separate connections scan in parallel,
+        # at most `workers` in flight, handed on in order.
         workers = min(len(chunks), SCAN_THREADS)
         if workers > 1:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(workers) as pool:  # at most `workers` chunks in flight
+            with ThreadPoolExecutor(workers) as pool:
                 queue = deque(pool.submit(read, first) for first in chunks[:workers])
                 for first in chunks[workers:]:
                     parsed = queue.popleft().result()
                     queue.append(pool.submit(read, first))
-                    take(parsed)
+                    yield parsed
                     del parsed
                 while queue:
-                    take(queue.popleft().result())
+                    yield queue.popleft().result()
         else:
             for first in chunks:
-                take(read(first))
-        return {n: c[:at] for n, c in zip(names, columns, strict=True)}
+                yield read(first)
 
     def strings(self) -> pd.DataFrame:
         """StringIds: id, value."""

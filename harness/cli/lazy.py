@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 # name -> the module that holds it
 WHERE = {
+    "cached": "analysis.results",
+    "keep": "analysis.results",
     "window_of": "analysis.chrome_trace",
     "write_chrome_trace": "analysis.chrome_trace",
     "breakdown": "analysis.breakdown",

@@ -71,6 +71,11 @@ class Reading:
     limit: int | None = None
 
 
+# tables kept in the export's cache entry and served again without pandas (analysis.results)
+SERVED = frozenset({"kernels", "nvtx-gpu", "summary"})
+# tables that take --top themselves (Table.cuts_rows False; the registry itself loads pandas)
+TOP_IN_TABLE = frozenset({"nvtx-gpu"})
+
 AS_GIVEN = Reading()  # the default a command's `reading` parameter names (reading_options fills it)
 
 READING_OPTIONS = {
@@ -93,20 +98,40 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
                **options: object) -> None:  # fmt: skip
     """The table `kind` of the registry over the exports named: from one export (`Table.one`), or combined
     over several (or over one capture's processes with --by-rank), rendered in the chosen format."""
-    # the registry and the readers load pandas: only once a table is asked for, never for `harness --help`
-
-    table = lazy.TABLES[kind]
-    if not table.cuts_rows and top is not None:
+    if kind in TOP_IN_TABLE and top is not None:
         options["top"] = top
         top = None
-    paths = lazy.expand(reports)
+    one = len(reports) == 1 and reports[0].is_file() and not reading.by_rank
+    if one and kind in SERVED and not reading.no_cache and not options.get("hta"):
+        kept = {**options, "file": reports[0].name}
+        served = lazy.cached(reports[0], kind, kept)  # printed before: no pandas, no pyarrow
+        if served is not None:
+            result = lazy.Tables(served.tables, served.notes, served.skipped, served.titled)
+            _render(result, reading, top)
+            return
+    # the registry and the readers load pandas: only once a table is computed, never for `harness --help`
+    table = lazy.TABLES[kind]
+    paths = [reports[0]] if one else lazy.expand(reports)
     if len(paths) > 1 or reading.by_rank:
         result = lazy.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
                               dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
-        _render(table, _combined(table, result, paths, top), reading, top=None)
+        _render(_decided(table, _combined(table, result, paths, top)), reading, top=None)
         return
     trace = lazy.open_report(paths[0], cache=not reading.no_cache)
-    _render(table, table.one(trace, paths[0].name, **options), reading, top)
+    result = _decided(table, table.one(trace, paths[0].name, **options))
+    if kind in SERVED and not options.get("hta"):
+        kept = {**options, "file": paths[0].name}
+        lazy.keep(trace, kind, kept, result.tables, result.notes, result.skipped, titled=result.titled)
+    _render(result, reading, top)
+
+
+def _decided(table: Table, result: Tables) -> Tables:
+    """Each table's deciding columns (the last a narrow terminal drops), then what the table itself says
+    matters (e.g. the column it is sorted by), in its attrs: kept with it when it is served again."""
+    for title, df in result.tables:
+        df.attrs["deciding"] = lazy.deciding(table, title)
+        df.attrs["priority"] = [*df.attrs["deciding"], *df.attrs.get("then", ())]
+    return result
 
 
 def _combined(table: Table, result: Combined, paths: list[Path], top: int | None) -> lazy.Tables:
@@ -133,17 +158,10 @@ def _combined(table: Table, result: Combined, paths: list[Path], top: int | None
     return out
 
 
-def _render(table: Table, result: Tables, reading: Reading, top: int | None) -> None:
-    """One table alone, or a titled list; the deciding columns are the last a narrow terminal drops; the
-    tables with no data are named (a warning each reason, in the table format)."""
-
-    tables = []
-    for title, df in result.tables:
-        df = df.head(top) if top else df
-        df.attrs["deciding"] = lazy.deciding(table, title)
-        # then what the table itself says matters (e.g. the column it is sorted by)
-        df.attrs["priority"] = [*df.attrs["deciding"], *df.attrs.get("then", ())]
-        tables.append((title, df))
+def _render(result: Tables, reading: Reading, top: int | None) -> None:
+    """One table alone, or a titled list; the tables with no data are named (a warning each reason, in the
+    table format)."""
+    tables = [(title, df.head(top) if top else df) for title, df in result.tables]
     how = {"wide": reading.wide, "limit": reading.limit}
     if len(tables) == 1 and not result.titled:
         emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]

@@ -1,0 +1,239 @@
+"""Computed tables kept in the cache (analysis/results.py): a warm `harness kernels` served without pandas
+prints the same bytes as the table computed from the trace, in every format, on every fixture."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SHARED_NSYS
+from typer.testing import CliRunner
+
+import analysis.kernels
+import analysis.stats
+from analysis import results
+from analysis.trace import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+FIXTURES = ["a100-saxpy-mpi", *(f"ext/{n}" for n in ("beast1", "dlprof_norelu", "fuser_report1",
+                                                     "llama3_realsim", "torchrun_2gpu"))]  # fmt: skip
+OPTIONS = [
+    [],
+    ["--top", "3"],
+    ["--by", "name"],
+    ["--base"],
+    ["--mangled", "--wide"],
+    ["--limit", "2"],
+]
+
+
+def export_of(fixture: str) -> Path:
+    path = SHARED_NSYS / fixture / "report.sqlite"
+    if not path.is_file():
+        pytest.fail(f"fixture {path} not found")
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(folder))
+    monkeypatch.setenv("COLUMNS", "110")
+    monkeypatch.setenv("LINES", "24")
+    return folder
+
+
+def kernels(*args: str | Path) -> tuple[str, str]:
+    result = runner.invoke(app, ["kernels", *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_served_equals_computed_in_every_format(
+    fixture: str, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    export = export_of(fixture)
+    for fmt in ("table", "csv", "json"):
+        for opts in OPTIONS:
+            args = [export, "--format", fmt, *opts]
+            computed = kernels(*args, "--no-cache")  # never kept
+            cold = kernels(*args)  # computed, frames and table kept
+            with monkeypatch.context() as m:  # served: the table is not computed again
+                m.setattr(analysis.kernels, "kernel_summary", _not_called)
+                served = kernels(*args)
+            assert cold == computed, (fmt, opts)
+            assert served == computed, (fmt, opts)
+            if fmt == "json" and not opts:
+                assert json.loads(served[0])[0]["Instances"] >= 1
+
+
+def _not_called(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the warm command computed the table again")
+
+
+def kept(export: Path, options: dict[str, object]) -> results.Kept | None:
+    """What `harness kernels EXPORT` with `options` kept."""
+    return results.cached(export, "kernels", {**options, "file": export.name})
+
+
+def test_result_file_holds_the_table(cache: Path) -> None:
+    export = export_of("a100-saxpy-mpi")
+    kernels(export, "--format", "csv")
+    options = {"names": "demangled", "by": "shape", "range_name": None}
+    served = kept(export, options)
+    assert served is not None and served.tables[0][0] == "CUDA kernels in report.sqlite"
+    rows = served.tables[0][1]
+    assert len(rows) == 1
+    assert rows.columns[:3] == ["Time (%)", "Total Time (ns)", "Instances"]
+    assert rows.rows[0][1:3] == (88_573_480, 5)  # the oracle's gpukernsum: 5 saxpy launches
+    assert rows.kinds[:3] == ["f", "i", "i"]
+    assert kept(export, {**options, "by": "name"}) is None  # not asked for yet
+
+
+def test_changed_export_is_not_served(cache: Path, tmp_path: Path) -> None:
+    export = tmp_path / "report.sqlite"
+    shutil.copyfile(export_of("a100-saxpy-mpi"), export)
+    options = {"names": "demangled", "by": "shape", "range_name": None}
+    kernels(export, "--format", "csv")
+    assert kept(export, options) is not None
+    with open(export, "r+b") as f:  # SQLite's change counter (bytes 24-27), size and mtime kept
+        st = os.stat(export)
+        f.seek(24)
+        counter = int.from_bytes(f.read(4), "big")
+        f.seek(24)
+        f.write((counter + 1).to_bytes(4, "big"))
+    os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert kept(export, options) is None
+
+
+def test_nothing_kept_without_a_cache(cache: Path) -> None:
+    export = export_of("a100-saxpy-mpi")
+    kernels(export, "--no-cache")
+    assert not cache.exists() or not list(cache.rglob("result.*"))
+    trace = open_trace(export, cache=False)
+    assert trace.cache_entry is None
+    assert not results.keep(trace, "kernels", {}, [("t", analysis.kernels.kernel_summary(trace))])
+
+
+def test_changed_analysis_code_is_not_served(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    export = export_of("a100-saxpy-mpi")
+    options = {"names": "demangled", "by": "shape", "range_name": None}
+    kernels(export, "--format", "csv")
+    assert kept(export, options) is not None
+    monkeypatch.setattr(results, "code_stamp", lambda: "another version")
+    assert kept(export, options) is None
+
+
+def test_control_characters_escaped_the_same(cache: Path, tmp_path: Path) -> None:
+    from export_data import derive
+
+    odd = derive(
+        export_of("a100-saxpy-mpi"),
+        tmp_path / "odd.sqlite",
+        "UPDATE StringIds SET value = 'k\x1b]0;x\x07, \"q\"' WHERE id = 670",
+    )
+    for fmt in ("table", "csv", "json"):
+        computed = kernels(odd, "--format", fmt, "--no-cache")
+        kernels(odd, "--format", fmt)
+        assert kernels(odd, "--format", fmt) == computed
+    assert "\x1b" not in computed[0]
+
+
+@pytest.mark.parametrize("command", [["kernels"], ["summary"], ["nvtx-gpu"], ["nvtx-gpu", "--kernels"]])
+def test_warm_command_imports_no_pandas(command: list[str], cache: Path) -> None:
+    export = export_of("a100-saxpy-mpi")
+    first = runner.invoke(app, [*command, str(export), "--format", "csv"])
+    assert first.exit_code == 0, first.output
+    code = (
+        "import sys; from harness.cli import main; sys.argv = ['harness', *sys.argv[2:], sys.argv[1], "
+        "'--format', 'csv']\ntry:\n main()\nexcept SystemExit:\n pass\n"
+        "assert 'pandas' not in sys.modules and 'numpy' not in sys.modules, 'imported'"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(export), *command], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == first.stdout
+    if command == ["kernels"]:
+        assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_rows_render_as_their_dataframe(fixture: str, cache: Path) -> None:
+    """kernel_table (no pandas) and the DataFrame of the same table print the same bytes in every format,
+    and JSON's records are those pandas writes."""
+    from harness.cli.output import emit
+
+    trace = open_trace(export_of(fixture), cache=False)
+    for options in ({}, {"by": "name"}, {"names": "base"}, {"names": "mangled"}):
+        rows = analysis.kernels.kernel_table(trace, **options)  # type: ignore[arg-type]
+        frame = rows.frame()
+        assert rows.kinds == [frame[c].dtype.kind for c in frame.columns]
+        assert rows.records == json.loads(frame.to_json(orient="records", double_precision=15))
+        for fmt in ("table", "csv", "json"):
+            for top in (None, 2):
+                outs = []
+                for table in (rows, frame):
+                    buffer = io.StringIO()
+                    emit(table.head(top) if top else table, fmt, title="t", notes=["n"], file=buffer)  # type: ignore[arg-type]
+                    outs.append(buffer.getvalue())
+                assert outs[0] == outs[1], (fixture, options, fmt, top)
+
+
+def test_json_records_of_rounded_floats_are_pandas() -> None:
+    """Floats rounded to one decimal (every float of the tables kept) read back from pandas' to_json as
+    Rows.computed writes them."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    values = np.concatenate([np.floor(rng.random(20_000) * 10.0 ** rng.integers(1, 15, 20_000)) / 10, [0.0]])
+    values = analysis.stats.round_half_up(values)
+    rows = results.Rows.computed(["x"], ["f"], [[v] for v in values.tolist()], {})
+    assert rows.records == json.loads(
+        pd.DataFrame({"x": values}).to_json(orient="records", double_precision=15)
+    )
+
+
+COMMANDS = [
+    ["summary"],
+    ["summary", "--raw-names", "--top", "3"],
+    ["nvtx-gpu"],
+    ["nvtx-gpu", "--kernels", "--mode", "thread"],
+    ["nvtx-gpu", "--projection"],
+]
+
+
+@pytest.mark.parametrize("fixture", ["a100-saxpy-mpi", "ext/dlprof_norelu", "ext/torchrun_2gpu"])
+def test_summary_and_nvtx_gpu_served_equal_computed(
+    fixture: str, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import analysis.nvtx_gpu
+    import analysis.summary
+
+    export = export_of(fixture)
+    for command in COMMANDS:
+        for fmt in ("table", "csv", "json"):
+            args = [*command, str(export), "--format", fmt]
+            computed = runner.invoke(app, [*args, "--no-cache"])
+            runner.invoke(app, args)  # computed and kept
+            with monkeypatch.context() as m:
+                for module in (analysis.summary, analysis.nvtx_gpu):
+                    for name in ("summary", "nvtx_gpu_summary", "nvtx_gpu_kernels", "nvtx_gpu_projection"):
+                        if hasattr(module, name):
+                            m.setattr(module, name, _not_called)
+                served = runner.invoke(app, args)
+            assert (served.exit_code, served.stdout, served.stderr) == (
+                computed.exit_code,
+                computed.stdout,
+                computed.stderr,
+            ), (command, fmt)
