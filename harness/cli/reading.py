@@ -103,11 +103,9 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         top = None
     one = len(reports) == 1 and reports[0].is_file() and not reading.by_rank
     if one and kind in SERVED and not reading.no_cache and not options.get("hta"):
-        kept = {**options, "file": reports[0].name}
-        served = lazy.cached(reports[0], kind, kept)  # printed before: no pandas, no pyarrow
+        served = lazy.cached(reports[0], kind, _key(options, reports[0]))  # no pandas, no pyarrow
         if served is not None:
-            result = lazy.Tables(served.tables, served.notes, served.skipped, served.titled)
-            _render(result, reading, top)
+            _render(served, reading, top)  # type: ignore[arg-type]  # Kept: Tables' fields, Rows for frames
             return
     # the registry and the readers load pandas: only once a table is computed, never for `harness --help`
     table = lazy.TABLES[kind]
@@ -120,9 +118,14 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
     trace = lazy.open_report(paths[0], cache=not reading.no_cache)
     result = _decided(table, table.one(trace, paths[0].name, **options))
     if kind in SERVED and not options.get("hta"):
-        kept = {**options, "file": paths[0].name}
-        lazy.keep(trace, kind, kept, result.tables, result.notes, result.skipped, titled=result.titled)
+        key = _key(options, paths[0])
+        lazy.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
     _render(result, reading, top)
+
+
+def _key(options: dict[str, object], report: Path) -> dict[str, object]:
+    """What a kept table is kept under: the options that shape it, and the file's name (in its titles)."""
+    return {**{k: v for k, v in options.items() if k != "hta"}, "file": report.name}
 
 
 def _decided(table: Table, result: Tables) -> Tables:
