@@ -17,7 +17,7 @@ from harness.store.results import ResultsStore
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 STORE_PANELS = {"phases", "steps", "overhead", "agreement", "throughput", "compare"}
-PROFILE_PANELS = {"kernels", "nvtx"}  # the a100 fixture has no harness `step` range for a timeline
+PROFILE_PANELS = {"kernels", "nvtx", "timeline"}  # no `step` range: the timeline shows the busiest second
 
 # per plotly graph div: traces holding data, and drawn marks (bars, boxes, points) in the SVG
 DRAWN = """
