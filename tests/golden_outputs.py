@@ -89,7 +89,8 @@ def mask(text: str, tmp: Path) -> str:
     text = re.sub(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,40}\b", "HEX", text)
     text = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "9", text)
     text = TABLE_ROW.sub(lambda m: re.sub(r"9(,9)+", "9", m.group(0)), text)  # thousands separators
-    text = re.sub(r"(faster|slower) 9% \(9(…|ESC)9\)|inconclusive \((±|ESC)9%\)", "DETAIL", text)
+    detail = r"(faster|slower) 9% \(9(…|ESC)9\)|inconclusive \((±|ESC)9%\)|\+?9% \(\+?9(…|ESC)\+?9\)"
+    text = re.sub(detail, "DETAIL", text)
     text = re.sub(r"\b(improvement|regression|inconclusive)\b", "VERDICT", text)
     return re.sub(r"[ ─━]+", " ", text)
 
