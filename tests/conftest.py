@@ -12,6 +12,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_NSYS = REPO.parent / "shared" / "fixtures" / "nsys"
 A100_DIR = SHARED_NSYS / "a100-saxpy-mpi"
 CPU_DIR = SHARED_NSYS / "cpu-train"
+# every nsys export of the corpus, by its folder under SHARED_NSYS
+EXTERNAL = ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "torchrun_2gpu", "weatherbench2")
+NSYS_EXPORTS = ["a100-saxpy-mpi", "cpu-train", *(f"ext/{n}" for n in EXTERNAL)]
 
 
 def missing(reason: str) -> NoReturn:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
 from kineto_data import write_trace
 from typer.testing import CliRunner
 
@@ -19,8 +19,7 @@ from analysis.trace import open_trace
 from harness.cli import app
 
 runner = CliRunner()
-EXPORTS = ["a100-saxpy-mpi", "cpu-train", "ext/beast1", "ext/dlprof_norelu", "ext/fuser_report1",
-           "ext/llama3_realsim", "ext/weatherbench2", "ext/torchrun_2gpu"]  # fmt: skip
+EXPORTS = NSYS_EXPORTS
 
 
 def export(name: str) -> Path:

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
 from export_data import derive
 from kineto_data import raw_events, trace_path, write_trace
 from typer.testing import CliRunner
@@ -19,21 +19,7 @@ from harness.cli import app
 
 runner = CliRunner()
 WITH_MESSAGES = ["ext/fuser_report1", "ext/llama3_realsim", "ext/weatherbench2"]
-ALL_EXPORTS = [
-    "a100-saxpy-mpi",
-    "cpu-train",
-    *(
-        f"ext/{n}"
-        for n in (
-            "beast1",
-            "dlprof_norelu",
-            "fuser_report1",
-            "llama3_realsim",
-            "torchrun_2gpu",
-            "weatherbench2",
-        )
-    ),
-]
+ALL_EXPORTS = NSYS_EXPORTS
 
 
 def _export(name: str) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
 from typer.testing import CliRunner
 
 from analysis.advice.nsys_rules import RULES, Skipped, gpu_gaps, parse_rule, run_rule
@@ -14,20 +14,7 @@ from analysis.errors import AnalysisError
 from analysis.trace import open_trace
 from harness.cli import app
 
-EXPORTS = [
-    "a100-saxpy-mpi",
-    *(
-        f"ext/{n}"
-        for n in (
-            "beast1",
-            "dlprof_norelu",
-            "fuser_report1",
-            "llama3_realsim",
-            "torchrun_2gpu",
-            "weatherbench2",
-        )
-    ),
-]
+EXPORTS = [n for n in NSYS_EXPORTS if n != "cpu-train"]  # the GPU exports
 CASES = [*((r, r) for r in RULES), ("gpu-starv_gap1", "gpu-starv:gap=1")]
 runner = CliRunner()
 

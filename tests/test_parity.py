@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
 from export_data import as_printed
 
 from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
@@ -35,9 +35,7 @@ TABLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
 }
 DOUBLE_COUNTED = {("a100-saxpy-mpi", "cudaapisum"), ("a100-saxpy-mpi", "kernexecsum"),
                   ("a100-saxpy-mpi", "nvtxkernsum")}  # fmt: skip
-FIXTURES = ["a100-saxpy-mpi", "cpu-train", *(f"ext/{n}" for n in
-            ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "weatherbench2",
-                                          "torchrun_2gpu"))]  # fmt: skip
+FIXTURES = NSYS_EXPORTS
 
 
 def cases() -> list[tuple[str, str]]:
