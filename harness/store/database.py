@@ -1,19 +1,7 @@
-"""The results database: every run, its steps, and what profiling found. SQLAlchemy 2.0 ORM.
-
-An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNESS_DB` (PostgreSQL with
-`pip install 'harness[postgresql]'`).
-
-- Ours or not: our databases carry a `harness_meta` table with the schema version (databases from before it
-  are known by their `runs` and `step_timings` tables). A database that holds other tables and none of ours
-  is never written to.
-- Schema: a new database is created from harness.store.schema and stamped at the newest Alembic revision; one
-  made by an older harness is upgraded to it on open (harness.store.migrations).
-- Read-only commands (`runs`, `show`, `dashboard`, `doctor`) open with `readonly=True`: no folder or file
-  is created, and SQLite files are opened with mode=ro; only a database made by an older harness is
-  upgraded, through a separate writing connection, so that it can be read.
-- A busy database is waited for (harness.store.dbfaults); a run it still will not take is written to
-  `harness-unsaved-<run-id>.json` (harness.store.unsaved) and `save` raises UnsavedRun saying where.
-  `import_file` stores such a file; a run id is stored once, however often it is imported.
+"""Opening the results database (ResultsStore in harness.store.results is made of parts over it): resolve
+the URL, tell ours from others', create or migrate the schema (harness.store.migrations), open SQLite
+read-only for read-only commands, wait out a busy database (harness.store.dbfaults) and turn its errors into
+one line. What the database holds and how runs that it will not take are kept: harness.store.results.
 """
 
 from __future__ import annotations
