@@ -150,3 +150,67 @@ def test_unsaved_run_keeps_its_artifacts(tmp_path) -> None:
     store = ResultsStore(str(tmp_path / "r.sqlite"))
     store.import_file(unsaved.write(pending, [tmp_path], "test"))
     assert store.get("tiny-u").artifacts == {"trace": "/p/t.pt.trace.json.gz"}
+
+
+def _table_rows(text: str, title: str) -> list[list[str]]:
+    """The body rows of the printed table titled `title`, cell by cell."""
+    lines = text.splitlines()
+    at = lines.index(title)
+    rows: list[list[str]] = []
+    for line in lines[at + 1 :]:
+        if line.startswith("└"):
+            return rows
+        if line.startswith("│"):
+            rows.append([c.strip() for c in line.strip("│").split("│")])
+    raise AssertionError(f"table {title!r} has no end:\n{text}")
+
+
+def _headers(text: str, title: str) -> list[str]:
+    """The printed table's column names (a header may wrap over several lines: joined per column)."""
+    lines = text.splitlines()
+    at = lines.index(title)
+    heads = []
+    for line in lines[at + 2 :]:
+        if line.startswith("┡"):
+            break
+        heads.append([c.strip() for c in line.strip("┃").split("┃")])
+    return [" ".join(p for p in parts if p) for parts in zip(*heads, strict=True)]
+
+
+@pytest.mark.slow
+def test_run_torch_sort_and_top_order_and_cut_the_printed_operator_table(tmp_db, tmp_path) -> None:
+    """`run --profiler torch --sort Calls --top 4`, the options of `harness operators`: the printed table
+    is ordered by calls (descending) and has 4 rows; the same run's trace through `harness operators` with
+    the same options gives the same operators."""
+    args = ["run", "tiny", "--device", "cpu", "--warmup", "1", "--steps", "2", "--batch-size", "1",
+            "--context-length", "16", "--profiler", "torch", "--profile-dir", str(tmp_path / "prof"),
+            "--sort", "Calls", "--top", "4"]  # fmt: skip
+    result = runner.invoke(app, args, env={"COLUMNS": "80", "LINES": "60"}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    title = "top 4 operators by Calls"
+    assert "top 15 operators by self CPU" not in result.stdout
+    heads = _headers(result.stdout, title)
+    rows = _table_rows(result.stdout, title)
+    assert len(rows) == 4 and heads[0] == "Name" and "Calls" in heads
+    calls = [int(r[heads.index("Calls")].replace(",", "")) for r in rows]
+    assert calls == sorted(calls, reverse=True) and calls[0] > calls[-1] > 0
+    (trace,) = (tmp_path / "prof").glob("*.pt.trace.json.gz")
+    same = runner.invoke(app, ["operators", str(trace), "--sort", "Calls", "--top", "4", "--format", "json"])
+    assert same.exit_code == 0, same.output
+    ops = json.loads(same.stdout)
+    assert [r[CALLS] for r in ops] == calls
+    assert [r[NAME][:10] for r in ops] == [r[0][:10] for r in rows]
+
+
+def test_run_sort_and_top_need_the_torch_profiler(tmp_db) -> None:
+    for args in (["--sort", "Calls"], ["--nsys", "--top", "3"]):
+        result = invoke("run", "tiny", "--device", "cpu", *args)
+        assert result.exit_code == 2
+        assert "--sort and --top order the operator table of --profiler torch" in one_line_error(result)
+
+
+def test_run_sort_names_a_column_before_the_run(tmp_db) -> None:
+    result = invoke("run", "tiny", "--device", "cpu", "--profiler", "torch", "--sort", "bogus")
+    assert result.exit_code == 1
+    assert "no operator column 'bogus' to sort by" in one_line_error(result)
+    assert ResultsStore(tmp_db).runs().empty

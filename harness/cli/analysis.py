@@ -16,6 +16,7 @@ import typer
 
 from harness.cli import lazy
 from harness.cli.common import FormatOpt, cli_errors, note
+from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, operator_options
 from harness.cli.output import Format, emit, emit_many
 from harness.cli.reading import (
     AS_GIVEN,
@@ -202,19 +203,11 @@ def osrt_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN)
 
 
 @cli_errors
+@operator_options()
 @reading_options()
 def operators_cmd(
     report: ReportArg,
-    top: TopOpt = None,
-    sort: Annotated[
-        str,
-        typer.Option(
-            "--sort",
-            metavar="<column>",
-            help="Sort by this column (descending), e.g. 'Self CUDA', 'CPU Total', Calls, or a torch sort_by "
-            "key (self_cpu_time_total, cuda_time_total, count).",
-        ),
-    ] = "Self CPU",
+    view: OperatorView = AS_TORCH_SORTS,
     shapes: Annotated[
         bool,
         typer.Option(
@@ -232,7 +225,9 @@ def operators_cmd(
 ) -> None:
     """Framework operators (aten:: …) of a torch.profiler trace, with the columns of torch.profiler's
     key_averages() table: self and total CPU and CUDA time with their %, averages, calls."""
-    show_table("operators", report, reading, top, sort=sort, group_by_input_shape=shapes, within=range_name)
+    show_table(
+        "operators", report, reading, view.top, sort=view.sort, group_by_input_shape=shapes, within=range_name
+    )
 
 
 @cli_errors

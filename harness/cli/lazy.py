@@ -19,6 +19,7 @@ WHERE = {
     "window_of": "analysis.chrome_trace",
     "write_chrome_trace": "analysis.chrome_trace",
     "breakdown": "analysis.breakdown",
+    "operators": "analysis.operators",
     "Thresholds": "analysis.advice.findings",
     "findings": "analysis.advice.findings",
     "findings_table": "analysis.advice.findings",
@@ -62,7 +63,7 @@ WHERE = {
 }
 
 ALIASES = {"profiler": "get"}  # a name here -> its name in its module
-MODULES = {"breakdown"}  # names that are the module itself
+MODULES = {"breakdown", "operators"}  # names that are the module itself
 
 if TYPE_CHECKING:
     pass

@@ -12,6 +12,7 @@ import typer
 from harness.cli import lazy
 from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
+from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
 from harness.cli.options import (
     DEFAULT,
     Workload,
@@ -115,6 +116,7 @@ ProfileDirOpt = Annotated[
 
 @cli_errors
 @workload_options()
+@operator_options()
 @rank_options()
 def run_cmd(
     model: Annotated[
@@ -132,6 +134,7 @@ def run_cmd(
     record_shapes: RecordShapesOpt = False,
     with_stack: WithStackOpt = False,
     profile_memory: ProfileMemoryOpt = False,
+    view: OperatorView = AS_TORCH_SORTS,
     ranks: Ranks = ONE_RANK,
     memory: MemoryOpt = False,
     db: DbOpt = None,
@@ -143,7 +146,7 @@ def run_cmd(
     config = make_config(model, workload)
     validate(config)
     config = with_ranks(config, ranks)
-    chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory)
+    chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory, view)
     store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
 
     resolved = resolve_device(config.device)
@@ -163,6 +166,8 @@ def run_cmd(
         record_shapes=record_shapes,
         with_stack=with_stack,
         profile_memory=profile_memory,
+        operator_sort=None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
+        operator_top=view.top,
     )
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
@@ -172,7 +177,9 @@ def run_cmd(
         raise typer.Exit(outcome.exit_status)
 
 
-def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str | None:
+def _profiler(
+    profiler: Profiler | None, nsys: bool, torch_options: bool, view: OperatorView = AS_TORCH_SORTS
+) -> str | None:
     """The profiler asked for: --profiler, or --nsys (its shorthand); they must not disagree."""
 
     if nsys and profiler not in (None, Profiler.nsys):
@@ -180,6 +187,11 @@ def _profiler(profiler: Profiler | None, nsys: bool, torch_options: bool) -> str
     chosen = "nsys" if nsys else profiler.value if profiler else None
     if torch_options and chosen != "torch":
         raise UsageError("--record-shapes, --with-stack and --profile-memory need --profiler torch")
+    if view != AS_TORCH_SORTS and chosen != "torch":
+        raise UsageError(
+            "--sort and --top order the operator table of --profiler torch; without it there is none "
+            "(`harness operators TRACE` takes them too)"
+        )
     return chosen
 
 

@@ -32,6 +32,8 @@ class ProfilerOptions:
     record_shapes: bool = False  # torch.profiler's options
     with_stack: bool = False
     profile_memory: bool = False
+    operator_sort: str | None = None  # torch: the operator table's column (None: self CPU, then self CUDA)
+    operator_top: int | None = None  # torch: its rows (None: TOP_OPERATORS)
 
 
 class Reporter(Protocol):

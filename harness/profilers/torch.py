@@ -21,7 +21,7 @@ from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
 from analysis.readers.kineto import is_complete
 from analysis.trace import open_trace
 from harness.core import signals
-from harness.core.errors import HarnessError
+from harness.core.errors import user_errors
 from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.execution.runner import new_run_id
 from harness.execution.worker import run_isolated
@@ -69,6 +69,8 @@ def profile_run(
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
     steps: Callable[[int], None] | None = None,
+    sort: str | None = None,
+    top: int | None = None,
 ) -> TorchProfiledRun:
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
 
@@ -106,8 +108,8 @@ def profile_run(
     try:
         if progress:
             progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
-        analyse(out, out.trace, config)
-    except HarnessError as e:
+        analyse(out, out.trace, config, sort=sort, top=top)
+    except user_errors as e:  # also analysis's: --sort 'Self CUDA' on a trace without kernels
         out.error = str(e)
 
     said = store_from_trace(store, run_id, out.trace, config)
@@ -115,20 +117,35 @@ def profile_run(
     return out
 
 
-def analyse(out: TorchProfiledRun, trace_path: Path, config: RunConfig) -> None:
-    """Operator tables (whole run, or per phase in generate mode) and the phase ranges, from the trace."""
+def analyse(
+    out: TorchProfiledRun,
+    trace_path: Path,
+    config: RunConfig,
+    *,
+    sort: str | None = None,
+    top: int | None = None,
+) -> None:
+    """Operator tables (whole run, or per phase in generate mode) and the phase ranges, from the trace: the
+    first `top` operators (default TOP_OPERATORS) by self CPU time and, with kernels, by self CUDA time; or
+    one table ordered by the column `sort` names (`run --sort`, as `harness operators --sort`)."""
 
     phases = phases_for(config.mode)
+    top = top or TOP_OPERATORS
     with open_trace(trace_path) as trace:
         ranges = nvtx_ranges(trace, names=[STEP_RANGE, *phases])
         out.ranges = range_summary(ranges) if len(ranges) else None
         parts = list(phases) if config.mode == "generate" else [None]
         for part in parts:
+            title = f"top {top} operators{f' in {part}' if part else ''} by"
+            if sort is not None:
+                table = operator_table(trace, within=part, sort=sort)
+                by = table.attrs["then"][0].removesuffix(" (ns)")
+                out.operators.append((f"{title} {by}", table.head(top)))
+                continue
             table = operator_table(trace, within=part)
-            title = f"top {TOP_OPERATORS} operators{f' in {part}' if part else ''} by self"
-            out.operators.append((f"{title} CPU", table.head(TOP_OPERATORS)))
+            out.operators.append((f"{title} self CPU", table.head(top)))
             if SELF_CUDA in table.columns:
-                out.operators.append((f"{title} CUDA", by_self_cuda(table).head(TOP_OPERATORS)))
+                out.operators.append((f"{title} self CUDA", by_self_cuda(table).head(top)))
         out.notes += trace.notes
 
 
@@ -159,7 +176,15 @@ class TorchProfiler:
             with_stack=options.with_stack,
             profile_memory=options.profile_memory,
         )
-        return profile_run(config, request, store=store, progress=progress.stage, steps=progress.advance)
+        return profile_run(
+            config,
+            request,
+            store=store,
+            progress=progress.stage,
+            steps=progress.advance,
+            sort=options.operator_sort,
+            top=options.operator_top,
+        )
 
 
 PROFILER = TorchProfiler()
