@@ -12,7 +12,15 @@ import pytest
 from export_data import derive, with_harness_ranges
 from typer.testing import CliRunner
 
-from analysis.ranks import gpu_table, imbalance_table, phase_rows, ranks_report, straggler_table, union_ns
+from analysis.ranks import (
+    gpu_table,
+    imbalance_table,
+    phase_rows,
+    ranks_report,
+    straggler_note,
+    straggler_table,
+    union_ns,
+)
 from analysis.trace import open_trace
 from harness.cli import app
 
@@ -143,7 +151,8 @@ def test_cli_tables_and_html(two_ranks: list[Path], tmp_path: Path) -> None:
     assert stragglers.set_index("Rank").loc[1, "Straggler"] == "rank 1"
     html = out.read_text()
     assert "ranks × phases" in html and "Ranks on one clock" in html
-    assert "wrote" in result.stderr and "2 panels" in result.stderr
+    assert "Straggler: rank 1 arrives last" in html and "straggler ratio" not in html
+    assert "wrote" in result.stderr and "3 panels" in result.stderr
 
 
 def test_cli_refuses_duplicate_ranks(two_ranks: list[Path], tmp_path: Path) -> None:
@@ -201,3 +210,40 @@ def _csv_table(folder: Path, title: str) -> str:
     out = runner.invoke(app, ["ranks", str(folder), "--format", "csv"]).stdout
     block = next(b for b in out.split("\n\n") if b.startswith(f"# {title}"))
     return block.split("\n", 1)[1]
+
+
+def test_straggler_panel_draws_what_harness_ranks_reports(two_ranks: list[Path]) -> None:
+    """The page's straggler panel is `harness ranks`' straggler table: per rank a compute bar and a wait bar
+    (ms per step, the table's values), the straggler named on its bar and in the title, and no axis that
+    still says "straggler ratio" (the slowest rank in a collective is its victim)."""
+    from analysis.dashboard import DashboardData
+    from analysis.dashboard.ranks import (
+        COMPUTE_TRACE,
+        STRAGGLER_AXIS,
+        WAIT_TRACE,
+        rank_heatmap_panel,
+        rank_straggler_panel,
+    )
+
+    report = ranks_report(two_ranks, jobs=2)
+    data = DashboardData(ranks=report.phases)
+    panel = rank_straggler_panel(data)
+    table = report.stragglers
+    fig = panel.figure
+    assert fig is not None and panel.title.startswith("Straggler: rank 1 arrives last")
+    assert [t.name for t in fig.data] == [COMPUTE_TRACE, WAIT_TRACE]
+    assert (
+        fig.layout.xaxis.title.text
+        == STRAGGLER_AXIS
+        == "ms per step (mean): compute, then the wait in collectives"
+    )
+    compute, wait = fig.data
+    assert list(compute.y) == ["rank 0", "rank 1 (straggler)"]
+    assert list(compute.x) == table["Compute (ms)"].tolist()
+    assert list(wait.x) == table["Wait (ms)"].tolist()
+    cost = table.set_index("Rank").loc[1, "Costs Others (ms)"]
+    assert list(wait.text) == ["", f"costs the others {cost:,.3f} ms"]
+    assert panel.notes == [straggler_note(table)]
+    heat = rank_heatmap_panel(data).figure
+    assert heat is not None and "ratio" not in (heat.layout.xaxis.title.text or "")
+    assert list(heat.data[0].x) == ["forward", "backward", "allreduce", "step"]

@@ -12,6 +12,8 @@ import pytest
 from procs import marked, output, start, wait_until
 from typer.testing import CliRunner
 
+from analysis.dashboard import DashboardData
+from analysis.dashboard.ranks import COMPUTE_TRACE, WAIT_TRACE, rank_straggler_panel
 from analysis.ranks import (
     communication_share,
     imbalance_table,
@@ -22,7 +24,7 @@ from analysis.ranks import (
 )
 from harness.cli import app
 from harness.execution.ranks.distributed import _buckets
-from harness.experiments.rank_tables import IMBALANCE, STRAGGLER
+from harness.experiments.rank_tables import IMBALANCE, STRAGGLER, ranks_of_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -177,6 +179,19 @@ def test_a_delayed_rank_is_named_the_straggler(tmp_db: str) -> None:
     assert (stored.config["delay_rank"], stored.config["delay_ms"]) == (1, 200)
     text = runner.invoke(app, ["show", run["run_id"]], env={"COLUMNS": "80"})
     assert "straggler: rank 1 computes" in " ".join(text.stdout.split())
+    # the ranks page's straggler panel draws the same figures from the stored run
+    report = ranks_of_run(ResultsStore(tmp_db, readonly=True), run["run_id"])
+    panel = rank_straggler_panel(DashboardData(ranks=report.phases))
+    assert panel.figure is not None
+    compute, wait = panel.figure.data
+    assert (compute.name, wait.name) == (COMPUTE_TRACE, WAIT_TRACE)
+    assert list(compute.y) == ["rank 0", "rank 1 (straggler)"]
+    assert list(compute.x) == [rows[0]["Compute (ms)"], rows[1]["Compute (ms)"]]
+    assert list(wait.x) == [rows[0]["Wait (ms)"], rows[1]["Wait (ms)"]]
+    assert (
+        panel.title
+        == f"Straggler: rank 1 arrives last, costs the others {rows[1]['Costs Others (ms)']:,.3f} ms per step"
+    )
 
 
 @pytest.mark.slow

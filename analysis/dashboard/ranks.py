@@ -1,5 +1,7 @@
-"""Multi-rank panels (`harness ranks --html`): a ranks × phases heatmap of the mean time per step, and a
-timeline with every rank's phase ranges on one clock (ns since the earliest report's session start)."""
+"""Multi-rank panels (`harness ranks --html`): what `harness ranks` reports of the straggler (per rank its
+compute and its wait in collectives per step, the straggler named with what it costs the others:
+analysis.ranks.straggler_table), a ranks × phases heatmap of the mean time per step, and a timeline with
+every rank's phase ranges on one clock (ns since the earliest report's session start)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,15 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import MS, TEMPLATE, hover, ordered_phases, phase_color
+from analysis.ranks import straggler_note, straggler_table
 
 RANK_PHASES = ("forward", "backward", "allreduce", "optimizer", "prefill", "decode", "step")
 MAX_TIMELINE_RANGES = 20_000
 PHASE_COLOR_ALLREDUCE = "#E45756"
+COMPUTE_COLOR = "#4C78A8"
+COMPUTE_TRACE = "compute (every phase but the collectives)"
+WAIT_TRACE = "wait in collectives (all-reduce)"
+STRAGGLER_AXIS = "ms per step (mean): compute, then the wait in collectives"
 
 
 def _missing(data: DashboardData) -> str | None:
@@ -32,8 +39,10 @@ def rank_phase_matrix(phases: pd.DataFrame) -> pd.DataFrame:
     return mean[_order(phases["phase"])].sort_index()
 
 
-def heatmap_figure(matrix: pd.DataFrame, ratio: pd.Series):
-    """Colour: each cell's time relative to the phase's median rank (1 = the median), text: ms."""
+def heatmap_figure(matrix: pd.DataFrame):
+    """Colour: each cell's time relative to the phase's median rank (1 = the median), text: ms. In a
+    collective the slowest rank is the one that waited longest, not the straggler: the straggler panel
+    names that one."""
     import plotly.graph_objects as go
 
     rel = matrix / matrix.median(axis=0)
@@ -41,14 +50,14 @@ def heatmap_figure(matrix: pd.DataFrame, ratio: pd.Series):
     fig = go.Figure(
         go.Heatmap(
             z=rel.to_numpy(),
-            x=[f"{p} (x{ratio.get(p, 1.0):.2f})" for p in matrix.columns],
+            x=list(matrix.columns),
             y=ys,
             text=matrix.round(3).to_numpy(),
             texttemplate="%{text} ms",
             customdata=matrix.to_numpy(),
             colorscale="RdBu_r",
             zmid=1.0,
-            colorbar={"title": "÷ median"},
+            colorbar={"title": "÷ median rank"},
             hovertemplate=hover(
                 "%{y}, %{x}", "mean per step: %{customdata:,.3f} ms", "÷ median rank: %{z:.3f}"
             ),
@@ -56,7 +65,7 @@ def heatmap_figure(matrix: pd.DataFrame, ratio: pd.Series):
     )
     fig.update_layout(
         template=TEMPLATE,
-        xaxis_title="phase (straggler ratio: slowest ÷ median rank)",
+        xaxis_title="phase (colour: the rank's mean ÷ the phase's median rank)",
         yaxis={"autorange": "reversed"},
         height=max(260, 40 * len(ys) + 120),
     )
@@ -69,14 +78,80 @@ def rank_heatmap_panel(data: DashboardData) -> Panel:
         return Panel(missing=missing)
     assert data.ranks is not None
     matrix = rank_phase_matrix(data.ranks)
-    ratio = matrix.max(axis=0) / matrix.median(axis=0)
-    slow = matrix.idxmax(axis=0)
-    notes = [
-        f"{p}: slowest rank {slow[p]} at {ratio[p]:.2f}× the median rank"
-        for p in matrix.columns
-        if len(matrix) > 1 and ratio[p] >= 1.05
-    ]
-    return Panel(figure=heatmap_figure(matrix, ratio), notes=notes)
+    notes = []
+    if len(matrix) > 1 and "allreduce" in matrix.columns:
+        notes.append(
+            f"allreduce: rank {matrix['allreduce'].idxmax()} spends longest in it, waiting for the last rank "
+            "to arrive: a victim, not the straggler (the straggler panel names the rank that arrives last)"
+        )
+    return Panel(figure=heatmap_figure(matrix), notes=notes)
+
+
+def straggler_figure(table: pd.DataFrame):
+    """`harness ranks`' straggler table drawn: a bar per rank of its compute and, stacked after it, its
+    wait in collectives (ms per step); the straggler's bar is labelled with what it costs the others."""
+    import plotly.graph_objects as go
+
+    named = table[table["Straggler"] != "-"]
+    straggler = int(named["Rank"].iloc[0]) if len(named) else None
+    ys = [f"rank {r}" + (" (straggler)" if r == straggler else "") for r in table["Rank"]]
+    fig = go.Figure()
+    fig.add_bar(
+        name=COMPUTE_TRACE,
+        y=ys,
+        x=table["Compute (ms)"].to_numpy(),
+        orientation="h",
+        marker_color=COMPUTE_COLOR,
+        hovertemplate=hover("%{y}", "compute: %{x:,.3f} ms per step"),
+    )
+    if table["Wait (ms)"].notna().any():
+        costs = [
+            f"costs the others {c:,.3f} ms" if r == straggler else ""
+            for r, c in zip(table["Rank"], table["Costs Others (ms)"], strict=True)
+        ]
+        fig.add_bar(
+            name=WAIT_TRACE,
+            y=ys,
+            x=table["Wait (ms)"].to_numpy(),
+            orientation="h",
+            marker_color=PHASE_COLOR_ALLREDUCE,
+            text=costs,
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate=hover("%{y}", "wait in collectives: %{x:,.3f} ms per step", "%{text}"),
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="stack",
+        xaxis_title=STRAGGLER_AXIS,
+        yaxis={"title": "rank", "autorange": "reversed"},
+        height=max(240, 50 * len(ys) + 140),
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02},
+        margin={"r": 160},
+    )
+    return fig
+
+
+def straggler_title(table: pd.DataFrame) -> str:
+    """The panel's title: who arrives last and what it costs the others, or that no rank is one."""
+    named = table[table["Straggler"] != "-"]
+    if named.empty:
+        return "Straggler: none (compute and wait in collectives per rank)"
+    row = named.iloc[0]
+    cost = row["Costs Others (ms)"]
+    costs = "" if pd.isna(cost) else f", costs the others {cost:,.3f} ms per step"
+    return f"Straggler: rank {row['Rank']} arrives last{costs}"
+
+
+def rank_straggler_panel(data: DashboardData) -> Panel:
+    missing = _missing(data)
+    if missing:
+        return Panel(missing=missing)
+    assert data.ranks is not None
+    table = straggler_table(data.ranks)
+    if table.empty:
+        return Panel(missing="one rank, or whole captures without phases: no straggler to name")
+    return Panel(figure=straggler_figure(table), notes=[straggler_note(table)], title=straggler_title(table))
 
 
 def timeline_figure(phases: pd.DataFrame):

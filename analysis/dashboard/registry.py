@@ -37,6 +37,12 @@ PANELS: list[PanelSpec] = [
     PanelSpec("energy", "FLOPs per watt against batch size", energy.energy_panel),
     PanelSpec("compile", "Eager vs torch.compile per phase", compile_panels.compile_panel),
     PanelSpec("memory", "Memory timeline (CUDA snapshot)", memory.memory_panel),
+    PanelSpec(
+        "rank_straggler",
+        "Straggler: compute and wait in collectives per rank",
+        ranks.rank_straggler_panel,
+        scope="ranks",
+    ),
     PanelSpec("rank_phases", "Mean time per step: ranks × phases", ranks.rank_heatmap_panel, scope="ranks"),
     PanelSpec(
         "rank_timeline",

@@ -1,5 +1,6 @@
 """`harness ranks`: per-rank phase times, GPU busy time, communication kernels and the straggler, from one
-export per rank (analysis.ranks). `--html` draws the ranks × phases heatmap and the aligned timeline."""
+export per rank (analysis.ranks). `--html` draws the straggler (compute and wait per rank), the ranks ×
+phases heatmap and the aligned timeline."""
 
 from __future__ import annotations
 
@@ -43,7 +44,12 @@ def ranks_cmd(
     exports: Annotated[list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True)],
     html: Annotated[
         Path | None,
-        typer.Option("--html", metavar="<file>", help="Also write the ranks × phases heatmap and timeline."),
+        typer.Option(
+            "--html",
+            metavar="<file>",
+            help="Also write a page: the straggler (compute and wait per rank), the ranks × phases heatmap "
+            "and the timeline.",
+        ),
     ] = None,
     jobs: JobsOpt = None,
     dask: DaskOpt = None,
@@ -88,7 +94,8 @@ def ranks_cmd(
             raise HarnessError(
                 f"cannot write {html}: {e.strerror or e}; pass --html to a writable path"
             ) from None
-        note(f"wrote {html} ({page.size_bytes / 1e6:.1f} MB): {len(page.drawn)} panels")
+        drawn = len(page.drawn)
+        note(f"wrote {html} ({page.size_bytes / 1e6:.1f} MB): {drawn} panel{'' if drawn == 1 else 's'}")
 
 
 def register(app: typer.Typer) -> None:
