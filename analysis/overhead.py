@@ -237,6 +237,7 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
     treated = [f"{label} Avg (ns)" for label in labels if label != baseline]
     out.attrs["deciding"] = ["Phase", *measured, *treated]
     out.attrs["priority"] = [f"{baseline} Avg (ns)"]
+    out.attrs["wrap"] = [c for c in out.columns if c.endswith(" verdict")]  # sentences: wrapped, never cut
     return out
 
 

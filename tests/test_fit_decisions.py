@@ -3,6 +3,7 @@ says how to see what it left out, and never shows two different names (or two di
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 from pathlib import Path
@@ -74,6 +75,30 @@ def test_overhead_of_run_nsys_keeps_its_verdict() -> None:
                      "nsys light verdict"]  # fmt: skip
     fitted = rich_table(table, 80)
     assert "nsys light StdDev (ms)" in fitted.dropped
+
+
+def test_overhead_verdicts_read_whole_at_80_columns() -> None:
+    """An inconclusive verdict is a sentence: at 80 columns it wraps within its column, never cut in the
+    middle ("inconclus…(±71.7%) is l… effect", as `run --nsys` printed on a noisy machine)."""
+    rng = np.random.default_rng(1)
+    rows = [
+        (label, 0, step, phase, int(ns * (1 + 0.5 * rng.standard_normal() ** 2)))
+        for label in ("no nsys", "nsys light")
+        for step in range(4)
+        for phase, ns in (("forward", 10e6), ("backward", 20e6), ("optimizer", 5e6))
+    ]
+    steps = pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+    table = overhead_table(steps, ("forward", "backward", "optimizer"))
+    verdicts = table["nsys light verdict"].tolist()
+    assert all(v.startswith("inconclusive: the noise (±") for v in verdicts), verdicts
+    from rich.console import Console
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(rich_table(table, 80).table)
+    text = console.export_text()
+    assert "…" not in text
+    column = [line.strip("│").split("│")[-1].strip() for line in text.splitlines() if line.startswith("│")]
+    assert " ".join(c for c in column if c) == " ".join(verdicts)
 
 
 def test_roofline_of_a_cpu_run_leaves_out_the_empty_columns_first(tmp_db: str) -> None:
