@@ -454,3 +454,61 @@ def test_a_point_above_its_roof_is_said_with_why() -> None:
     ]
     below = roofline_table(small_costs(), {("softmax", "forward"): 4e6}, roofs)
     assert above_roof(below, roofs) == [] and above_roof(table, None) == []
+
+
+# A real run: `harness run tiny --device cpu --nvtx-detail --steps 3 --warmup 1 --attention math` on this
+# project's shared 2-core AMD EPYC (run tiny-20261125-105730-f6fe), its mean time per step of each sub-block
+# (ns, `harness roofline RUN --format json`), and the roofs `harness roofline RUN --measure` measured on
+# the same machine a few minutes later, as its roofs table printed them (0.020 TFLOP/s, 5.722 GB/s).
+REAL_TIMES_NS = {
+    ("embedding", "forward"): 18_778_762,
+    ("norm", "forward"): 277_329_395,
+    ("qkv_proj", "forward"): 234_903_494,
+    ("qk_scores", "forward"): 107_144_049,
+    ("softmax", "forward"): 34_929_218,
+    ("attn_v", "forward"): 58_340_259,
+    ("out_proj", "forward"): 83_684_288,
+    ("mlp_up", "forward"): 336_055_969,
+    ("mlp_act", "forward"): 58_076_859,
+    ("mlp_down", "forward"): 170_493_849,
+    ("lm_head", "forward"): 254_087_200,
+    ("norm", "backward"): 479_982_005,
+    ("qkv_proj", "backward"): 364_811_947,
+    ("qk_scores", "backward"): 161_898_444,
+    ("softmax", "backward"): 43_211_328,
+    ("attn_v", "backward"): 114_380_212,
+    ("out_proj", "backward"): 171_340_146,
+    ("mlp_up", "backward"): 589_450_240,
+    ("mlp_act", "backward"): 168_343_514,
+    ("mlp_down", "backward"): 338_960_328,
+    ("lm_head", "backward"): 478_219_652,
+}
+REAL_ROOFS = Roofs(
+    "AMD EPYC, measured: fp32 matmul 1024×1024, copy 64 MiB", peak_flops=0.020e12, bandwidth=5.722e9
+)
+
+
+def test_a_real_point_above_a_measured_roof_is_said_with_why() -> None:
+    """On real data: the tiny model's LM head (its largest matmul, 4·128 × 512 × 10,000) ran faster than the
+    1024×1024 matmul that measured the compute roof, so it lies above that roof, forward and backward; the
+    command says so and why, and stays silent on every point below its roof."""
+    from analysis.roofline import above_roof
+
+    costs = subblock_costs(workloads.get_spec("tiny"), 4, 128, "fp32", "train", attention="math")
+    table = roofline_table(costs, REAL_TIMES_NS, REAL_ROOFS)
+    rows = table.set_index(["sub-block", "pass"])
+    above = rows[rows["of roof (%)"] > 100]
+    assert list(above.index) == [("lm_head", "forward"), ("lm_head", "backward")]
+    assert above["of roof (%)"].round(1).tolist() == [103.2, 109.6]
+    lines = above_roof(table, REAL_ROOFS)
+    why = (
+        ": the roof's peak is below what this shape reaches (a measured peak is one matmul size's, a "
+        "datasheet peak a base-clock figure), or the analytic count charges work its kernels skip"
+    )
+    assert lines == [
+        "lm_head forward: 103% of the measured compute roof (0.021 against 0.020 TFLOP/s)" + why,
+        "lm_head backward: 110% of the measured compute roof (0.022 against 0.020 TFLOP/s)" + why,
+    ]
+    # the memory-bound points (softmax, norms, activation) stay well below the copy-bandwidth roof here
+    memory = rows[(rows["bound"] == "memory") & rows["of roof (%)"].notna()]
+    assert len(memory) >= 5 and (memory["of roof (%)"] < 100).all()
