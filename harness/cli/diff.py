@@ -225,7 +225,8 @@ def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | No
         page = lazy.write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
     except OSError as e:
         raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
-    note(f"wrote {page.path} ({len(page.drawn)} of {len(page.panels)} panels drawn)")
+    total = len(page.panels)
+    note(f"wrote {page.path} ({len(page.drawn)} of {total} panel{'' if total == 1 else 's'} drawn)")
 
 
 baseline_app = typer.Typer(
