@@ -197,3 +197,15 @@ def test_rank_tables_keep_the_straggler_at_80_columns() -> None:
     assert {"Compute (ms)", "Wait (ms)", "Straggler", "Costs Others (ms)"} <= set(headers(stragglers))
     assert stragglers["Straggler"].tolist() == ["-", "-", "-", "rank 3"]
     assert {"Phase", "Slowest Rank", "Straggler Ratio"} <= set(headers(imbalance_table(phases)))
+
+
+def test_a_missing_count_prints_as_a_dash_not_na() -> None:
+    """`harness ranks` on a CPU run's exports: the kernel counts are pandas' NA (nullable integers); the
+    table shows "—", as for every other missing value, never "<NA>"."""
+    from rich.console import Console
+
+    df = pd.DataFrame({"Rank": [0, 1], "Kernels": pd.array([pd.NA, 5], dtype="Int64")})
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(rich_table(df, 80).table)
+    rows = [line for line in console.export_text().splitlines() if line.startswith("│")]
+    assert [[c.strip() for c in r.strip("│").split("│")] for r in rows] == [["0", "—"], ["1", "5"]]

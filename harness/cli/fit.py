@@ -71,8 +71,8 @@ def _cell(
     """The cell's text and whether it is a number (numbers are never shortened)."""
     import math
 
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return EMPTY, False
+    if value is None or type(value).__name__ == "NAType" or (isinstance(value, float) and math.isnan(value)):
+        return EMPTY, False  # pandas' NA too (nullable integer columns): never printed as <NA>
     if isinstance(value, bool):
         return ("yes" if value else "no"), False
     if ns_column and isinstance(value, int | float):
