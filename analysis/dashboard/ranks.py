@@ -126,7 +126,7 @@ def straggler_figure(table: pd.DataFrame):
         xaxis_title=STRAGGLER_AXIS,
         yaxis={"title": "rank", "autorange": "reversed"},
         height=max(240, 50 * len(ys) + 140),
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "traceorder": "normal"},
         margin={"r": 160},
     )
     return fig
