@@ -11,7 +11,6 @@ import typer
 
 from harness.cli import lazy
 from harness.cli.options import F, option_group
-from harness.cli.reading import TopOpt
 
 SortOpt = Annotated[
     str,
@@ -20,6 +19,16 @@ SortOpt = Annotated[
         metavar="<column>",
         help="Sort the operators by this column (descending), e.g. 'Self CUDA', 'CPU Total', Calls, or a "
         "torch sort_by key (self_cpu_time_total, cuda_time_total, count).",
+    ),
+]
+
+TopOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--top",
+        min=1,
+        metavar="<n>",
+        help="Keep the first N operators (default: every one; run --profiler torch: 15).",
     ),
 ]
 
