@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from kineto_data import trace_path, write_trace
 
+import analysis.readers.kineto_columns as columns
 import analysis.readers.kineto_stream as stream
 from analysis.errors import ExportError
 from analysis.readers.kineto import open_kineto
@@ -79,6 +80,42 @@ def test_float_times_are_exact(tmp_path: Path) -> None:
     kernels = frames(path)[0]["kernels"]
     assert kernels["start"].tolist() == [1695835542514261123, 1000]
     assert kernels["end"].tolist() == [1695835542514261123, 2501000]  # half a ns rounds to even
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["4458676522690.655", "4458676522709.059", ".123", "0.000"],  # the fast path: three decimals
+        ["1.5", "1.123"],  # fewer decimals
+        ["1.2.345", "1.123"],  # two dots
+        ["1_0.123", " 10.123", "-1.123", "\u0661.123"],  # what int() or isdigit() would let through
+        ["9223372036854775.807", "99999999999999999999.123"],  # out of range
+        ["1.123", 2],  # text and integers
+    ],
+)
+def test_times_equal_each_text_read_alone(values: list[Any]) -> None:
+    ns, ok = columns._times(values)
+    for v, got, good in zip(values, ns.tolist(), ok.tolist(), strict=True):
+        try:
+            want = columns.text_ns(v)
+            assert good == (-columns.MAX_NS <= want <= columns.MAX_NS)
+            assert not good or got == want
+        except ValueError:
+            assert not good
+
+
+def test_input_shapes_as_torch_prints_them(tmp_path: Path) -> None:
+    op = {"ph": "X", "cat": "cpu_op", "pid": 3, "tid": 4, "ts": 1, "dur": 1}
+    dims = [[[2, 3], [], [3]], [[2, 3], [], [3]], [1.5, "x"], None]  # the second: other spacing
+    events = [{**op, "name": f"op{i}", "args": {"Input Dims": d}} for i, d in enumerate(dims)]
+    events.append({**op, "name": "none", "args": {}})
+    path = write_trace(tmp_path / "t.json", events)
+    reader = open_kineto(path)
+    ops = reader._frames["cpu_ops"]
+    texts = reader._frames["strings"].set_index("id")["value"]
+    # a number that is not an integer keeps its digits as text, as every float of the trace does
+    want = ["[[2, 3], [], [3]]", "[[2, 3], [], [3]]", '["1.5", "x"]', "", ""]
+    assert texts[ops["shapes_id"]].tolist() == want
 
 
 def test_a_bare_list_of_events_is_a_trace(tmp_path: Path) -> None:

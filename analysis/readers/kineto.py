@@ -162,7 +162,10 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
     thread), and without importing the caller's main module again, as spawn would. None where processes
     cannot be had (the trace is then read in this process)."""
     try:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
+        # gc off in the workers as in _build: they only make short-lived objects without cycles
+        pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=mp.get_context("fork"), initializer=gc.disable
+        )
         pool.submit(int).result()  # a fork pool starts all its processes on the first task
     except (OSError, ValueError, BrokenProcessPool):
         return None
@@ -451,14 +454,12 @@ class _Builder:
         """Who launched each GPU event: correlation id -> global pid of the runtime call, the pid of the
         traced process, and the correlation ids that several processes used (traces merged from ranks)."""
         rt = cpu_parts[0]
-        gpid = rt["global_tid"] & ~0xFFFFFF
-        by_corr: dict[int, int] = {}
-        shared: set[int] = set()
-        for c, p in zip(rt["correlation"].tolist(), gpid.tolist(), strict=True):
-            if by_corr.setdefault(c, p) != p:
-                shared.add(c)
+        corr, gpid = rt["correlation"], rt["global_tid"] & ~0xFFFFFF
+        keys, first = np.unique(corr, return_index=True)  # each id's first call decides, as in file order
+        pid = gpid[first]
+        shared = np.unique(corr[gpid != pid[np.searchsorted(keys, corr)]])
         main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
-        return Launcher(by_corr, main, shared, set(gpid.tolist()))
+        return Launcher(keys, pid, main, set(shared.tolist()), set(np.unique(gpid).tolist()))
 
     def gpu_frame(
         self, frame: str, part: dict[str, np.ndarray], launcher: Launcher, strings: _StringTable
@@ -569,16 +570,19 @@ class Launcher:
     process that launched the rest of its device's work, else, with as many such processes as devices, the
     k-th process (by pid) drives the k-th device, as torchrun's local ranks do."""
 
-    by_corr: dict[int, int]
+    keys: np.ndarray  # the runtime calls' correlation ids, sorted, distinct
+    pid: np.ndarray  # the global pid of each key's first call
     main: int
     shared: set[int]
     processes: set[int]
 
     def pids(self, corr: np.ndarray, device: np.ndarray) -> np.ndarray:
-        out = np.fromiter((self.by_corr.get(c, self.main) for c in corr.tolist()), np.int64, len(corr))
+        at = np.minimum(np.searchsorted(self.keys, corr), max(len(self.keys) - 1, 0))
+        found = self.keys[at] == corr if len(self.keys) else np.zeros(len(corr), dtype=bool)
+        out = np.where(found, self.pid[at] if len(self.keys) else 0, self.main).astype(np.int64)
         if not self.shared:
             return out
-        ambiguous = np.fromiter((c in self.shared for c in corr.tolist()), bool, len(corr))
+        ambiguous = np.isin(corr, np.fromiter(self.shared, np.int64, len(self.shared)))
         sure = pd.DataFrame({"device": device[~ambiguous], "pid": out[~ambiguous]})
         owner = sure.groupby("device")["pid"].agg(lambda p: p.mode().iloc[0]).to_dict() if len(sure) else {}
         devices = sorted(set(device[ambiguous].tolist()) - set(owner))

@@ -41,6 +41,8 @@ _OTHER = len(GROUPS)
 _CODES = {("X", cat): GROUPS.index(group) for cat, group in CATEGORIES.items()}
 _KIND = attrgetter("ph", "cat")
 NO_ARGS = Args()
+_DIMS = json.JSONDecoder(parse_float=str)  # numbers as DECODE reads them; also what json.dumps wrote
+_SHOWN: dict[bytes, str] = {}  # Input Dims text -> shapes()
 
 
 @dataclass
@@ -72,15 +74,17 @@ def columns(events: list[Event]) -> Piece:
     piece = Piece(len(events))
     local: dict[Any, int] = {}
     codes = _codes(events)
-    array = np.empty(len(events), dtype=object)
-    array[:] = events
-    for code in np.unique(codes).tolist():
-        where = np.flatnonzero(codes == code)
-        chosen = array[where].tolist()
+    buckets: list[list[Event]] = [[] for _ in range(_OTHER + 1)]
+    append = [bucket.append for bucket in buckets]
+    for e, code in zip(events, codes.tolist(), strict=True):  # one pass: 2x faster than a gather per group
+        append[code](e)
+    for code, chosen in enumerate(buckets):
+        if not chosen:
+            continue
         if code == _OTHER:
             _other(piece, chosen)
         else:
-            _group(piece, GROUPS[code], chosen, where, local)
+            _group(piece, GROUPS[code], chosen, np.flatnonzero(codes == code), local)
     piece.names = list(local)
     return piece
 
@@ -138,13 +142,29 @@ def shapes(dims: Any) -> str:
     return "[" + ", ".join(inner) + "]"
 
 
+def _shape_texts(dims: list[msgspec.Raw]) -> list[str]:
+    """`shapes` of each event's Input Dims (JSON text), computed once per distinct text in the process."""
+    texts = list(map(bytes, dims))
+    if len(_SHOWN) > 1 << 18:  # bounded: a trace of ever new shapes does not grow it without end
+        _SHOWN.clear()
+    for text in set(texts).difference(_SHOWN):
+        _SHOWN[text] = shapes(_DIMS.decode(text.decode()))
+    return list(map(_SHOWN.__getitem__, texts))
+
+
 def _ids(values: list[Any], local: dict[Any, int]) -> np.ndarray:
     """Ids of names in the piece's list of distinct names (names that are not text: as their text)."""
     try:
-        return np.array([local.setdefault(v, len(local)) for v in values], dtype=np.int64)
+        return _known_ids(values, local)
     except TypeError:  # a name that cannot be a key (a list)
         values = [v if type(v) is str or v is None else clean_name(v)[0] for v in values]
-        return np.array([local.setdefault(v, len(local)) for v in values], dtype=np.int64)
+        return _known_ids(values, local)
+
+
+def _known_ids(values: list[Any], local: dict[Any, int]) -> np.ndarray:
+    for v in dict.fromkeys(values):  # the distinct values, in order of first sight
+        local.setdefault(v, len(local))
+    return np.fromiter(map(local.__getitem__, values), dtype=np.int64, count=len(values))
 
 
 def _group(piece: Piece, kind: str, events: list[Event], index: np.ndarray, local: dict[Any, int]) -> None:
@@ -170,7 +190,7 @@ def _group(piece: Piece, kind: str, events: list[Event], index: np.ndarray, loca
     elif kind == "cpu_ops":
         out["external_id"] = _ints([a.external_id for a in args])
         # as key_averages(group_by_input_shape=True) shows them
-        out["shapes"] = _ids([shapes(a.input_dims) for a in args], local)
+        out["shapes"] = _ids(_shape_texts([a.input_dims for a in args]), local)
     elif kind == "gpu_annotation":
         out["device"] = _device(args, pids)
         out["stream"] = _ints([t if a.stream is UNSET else a.stream for a, t in zip(args, tids, strict=True)])
@@ -235,6 +255,9 @@ def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
             return us * 1000, np.ones(len(values), dtype=bool)
     except (TypeError, ValueError, OverflowError):
         pass
+    decimal = _decimal_ns(values)
+    if decimal is not None:
+        return decimal, np.ones(len(values), dtype=bool)
     out = np.empty(len(values), dtype=np.int64)
     ok = np.ones(len(values), dtype=bool)
     for i, v in enumerate(values):
@@ -246,6 +269,25 @@ def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         except (ValueError, OverflowError):
             out[i], ok[i] = NULL, False
     return out, ok
+
+
+def _decimal_ns(values: list[Any]) -> np.ndarray | None:
+    """Microseconds written with three decimals, as newer Kineto writes times ("4458676522690.655"), as
+    ns: the digits without the dot (a twentieth of the time of `text_ns` on each). None where any value
+    is written otherwise, or is out of range."""
+    if not values or set(map(type, values)) != {str}:
+        return None
+    text = "".join(values)
+    if text.count(".") != len(values) or not all(v[-4:-3] == "." for v in values):
+        return None  # each value: one dot, three digits after it
+    digits = list(map(str.replace, values, repeat("."), repeat("")))
+    if not ("".join(digits).isdigit() and text.isascii()):
+        return None
+    try:
+        ns = np.array(list(map(int, digits)), dtype=np.int64)
+    except OverflowError:
+        return None
+    return ns if ns.max() <= MAX_NS else None
 
 
 def _ints(values: list[Any]) -> np.ndarray:

@@ -46,7 +46,8 @@ class Args(msgspec.Struct, gc=False):
     block: Any = None
     bytes: Any = None
     external_id: Any = msgspec.field(default=None, name="External id")
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")  # record_shapes=True: input sizes
+    # record_shapes=True: input sizes, kept as their JSON text (few distinct values: each formatted once)
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b"null"), name="Input Dims")
     name: Any = None  # a metadata event's thread name
 
 
@@ -67,7 +68,8 @@ NOT_EVENT = object()
 DECODE = msgspec.json.Decoder(list[Event], float_hook=str)
 _JSON = json.JSONDecoder(parse_float=str)
 _WS = b" \t\n\r"
-_AFTER = re.compile(rb"[ \t\n\r]*([,\]])")  # what follows the last `}` of an element
+# what follows the last `}` of an element: `]`, or `,` and the next element's `{` (a name can hold `}, `)
+_AFTER = re.compile(rb"[ \t\n\r]*(?:\]|,(?=[ \t\n\r]*\{))")
 _KEY = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
@@ -127,7 +129,7 @@ def event_of(value: Any) -> Event:
             block=args.get("block"),
             bytes=args.get("bytes"),
             external_id=args.get("External id"),
-            input_dims=args.get("Input Dims"),
+            input_dims=msgspec.Raw(json.dumps(args.get("Input Dims")).encode()),
             name=args.get("name"),
         )
     return Event(
@@ -175,9 +177,8 @@ class TraceStream:
         if self.eof:
             return False
         self.offset += self.pos
-        self.buf = self.buf[self.pos :]
+        parts: list[bytes | memoryview] = [memoryview(self.buf)[self.pos :]]  # copied once, by the join
         self.pos = 0
-        parts = [self.buf]
         got = 0
         while got < at_least:
             data = self._read(max(at_least - got, 1 << 20))
@@ -317,7 +318,7 @@ class TraceStream:
             end, after = cut
             if self.buf[after - 1 : after] == b"]":
                 after -= 1
-            text = Text(b"[" + self.buf[self.pos : end] + b"]", self.buf[end:after])
+            text = Text(b"".join((b"[", memoryview(self.buf)[self.pos : end], b"]")), self.buf[end:after])
             self.pos = after
             return text
         return Parsed(self._elements(cut), self._since(start))
