@@ -226,8 +226,9 @@ def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
 
 def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
     """Per phase, over the ranks' mean time per step: Phase, Ranks, Mean (ms), Fastest Rank, Fastest (ms),
-    Median (ms), Slowest Rank, Slowest (ms), Spread (ms) (slowest - fastest), Straggler Ratio (slowest /
-    median). In a collective the slowest rank waited longest: straggler_table names the straggler.
+    Median (ms), Slowest Rank, Slowest (ms), Spread (ms) (slowest - fastest), Imbalance (slowest /
+    median). The slowest rank is not the straggler: in a collective it waited longest; straggler_table
+    names the rank that arrived last.
 
     `phases`: PHASE_COLUMNS, one row per phase instance, from exports (phase_rows) or the results store.
     Ties go to the lowest rank.
@@ -252,11 +253,11 @@ def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
                 "Slowest Rank": ranks[slow],
                 "Slowest (ms)": round(float(mean[slow]) / MS, 3),
                 "Spread (ms)": round(float(mean[slow] - mean[fast]) / MS, 3),
-                "Straggler Ratio": round(ratio, 3),
+                "Imbalance": round(ratio, 3),
             }
         )
     out = pd.DataFrame(rows)
-    out.attrs["deciding"] = ["Phase", "Slowest Rank", "Straggler Ratio"]
+    out.attrs["deciding"] = ["Phase", "Slowest Rank", "Imbalance"]
     out.attrs["priority"] = ["Median (ms)", "Fastest Rank"]
     return out
 

@@ -196,7 +196,7 @@ def test_rank_tables_keep_the_straggler_at_80_columns() -> None:
     assert headers(stragglers)[:1] == ["Rank"]
     assert {"Compute (ms)", "Wait (ms)", "Straggler", "Costs Others (ms)"} <= set(headers(stragglers))
     assert stragglers["Straggler"].tolist() == ["-", "-", "-", "rank 3"]
-    assert {"Phase", "Slowest Rank", "Straggler Ratio"} <= set(headers(imbalance_table(phases)))
+    assert {"Phase", "Slowest Rank", "Imbalance"} <= set(headers(imbalance_table(phases)))
 
 
 def test_a_missing_count_prints_as_a_dash_not_na() -> None:
