@@ -64,6 +64,9 @@ def block_text(packed: pd.Series) -> pd.Series:
     return dims_text(packed, *BLOCK)
 
 
+DECIDING = ("Name", "Total Time (ns)", "Time (%)", "Instances")  # never dropped to fit (analysis.tables)
+
+
 def kernel_table(
     trace: Trace, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
 ) -> Rows:

@@ -19,6 +19,7 @@ from analysis import nvtx_gpu as gpu
 from analysis.cuda_api import cuda_api_summary
 from analysis.errors import ExportError
 from analysis.hta_rules import hta_view
+from analysis.kernels import DECIDING as KERNEL_DECIDING
 from analysis.kernels import kernel_summary
 from analysis.launch import launch_summary
 from analysis.memops import memops_size, memops_time
@@ -283,7 +284,6 @@ def _rows_of(piece: str, build: Callable[[Trace], pd.DataFrame]) -> Callable[...
     return lambda trace: {piece: Piece(rows=build(trace))}
 
 
-KERNEL_DECIDING = ("Name", "Total Time (ns)", "Time (%)", "Instances")
 CALL_DECIDING = ("Name", "Total Time (ns)", "Time (%)", "Num Calls")
 GPU_HEADINGS = {
     "ranges": "GPU time per NVTX range",

@@ -12,7 +12,7 @@ from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.output import Format, emit
 from harness.core.errors import ExportError, HarnessError, UsageError
-from harness.experiments.reports import sqlite_for
+from harness.experiments.opening import sqlite_for
 from harness.experiments.roofline import dashboard_roofline
 
 if TYPE_CHECKING:

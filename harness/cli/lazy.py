@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 WHERE = {
     "cached": "analysis.results",
     "keep": "analysis.results",
+    "Kept": "analysis.results",
+    "kernel_table": "analysis.kernels",
+    "KERNEL_DECIDING": "analysis.kernels",
     "window_of": "analysis.chrome_trace",
     "write_chrome_trace": "analysis.chrome_trace",
     "breakdown": "analysis.breakdown",
@@ -53,8 +56,8 @@ WHERE = {
     "measure_overhead": "harness.experiments.overhead",
     "profile_program": "harness.experiments.program",
     "analyse_many": "harness.experiments.reports",
-    "exports_dir": "harness.experiments.reports",
-    "open_report": "harness.experiments.reports",
+    "exports_dir": "harness.experiments.opening",
+    "open_report": "harness.experiments.opening",
     "ProfileRequest": "harness.profilers.nsys",
     "TorchRequest": "harness.profilers.torch",
     "ResultsStore": "harness.store.results",
@@ -62,7 +65,7 @@ WHERE = {
     "describe_url": "harness.store.results",
 }
 
-ALIASES = {"profiler": "get"}  # a name here -> its name in its module
+ALIASES = {"profiler": "get", "KERNEL_DECIDING": "DECIDING"}  # a name here -> its name in its module
 MODULES = {"breakdown", "operators"}  # names that are the module itself
 
 if TYPE_CHECKING:

@@ -107,6 +107,9 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         if served is not None:
             _render(served, reading, top)  # type: ignore[arg-type]  # Kept: Tables' fields, Rows for frames
             return
+    if one and kind == "kernels" and not options.get("hta"):
+        _kernels(reports[0], reading, top, options)  # without pandas where the columns are cached
+        return
     # the registry and the readers load pandas: only once a table is computed, never for `harness --help`
     table = lazy.TABLES[kind]
     paths = [reports[0]] if one else lazy.expand(reports)
@@ -121,6 +124,19 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         key = _key(options, paths[0])
         lazy.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
     _render(result, reading, top)
+
+
+def _kernels(report: Path, reading: Reading, top: int | None, options: dict[str, object]) -> None:
+    """`kernels` of one export as the registry's Table gives it, from analysis.kernels.kernel_table: a table
+    not asked for before on a cached export imports pyarrow and numpy, not pandas (issue 24 §3)."""
+    trace = lazy.open_report(report, cache=not reading.no_cache)
+    rows = lazy.kernel_table(trace, **{k: v for k, v in options.items() if k != "hta"})
+    rows.attrs["deciding"] = list(lazy.KERNEL_DECIDING)
+    rows.attrs["priority"] = [*rows.attrs["deciding"], *rows.attrs.get("then", ())]
+    result = lazy.Kept([(f"CUDA kernels in {report.name}", rows)], list(rows.attrs.get("notes", [])), None)
+    if not reading.no_cache:
+        lazy.keep(trace, "kernels", _key(options, report), result.tables, result.notes, titled=False)
+    _render(result, reading, top)  # type: ignore[arg-type]
 
 
 def _key(options: dict[str, object], report: Path) -> dict[str, object]:

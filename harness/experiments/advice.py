@@ -19,7 +19,7 @@ from analysis.advice.run_checks import RUN_CHECKS, RunFacts, overhead_of, run_ch
 from analysis.overhead import BASELINE, headline
 from harness.core.machine import MachineLoad
 from harness.core.records import phases_for
-from harness.experiments.reports import open_report
+from harness.experiments.opening import open_report
 from harness.profilers.overhead_steps import label_for, step_key
 from harness.store.blocks import trace_of
 

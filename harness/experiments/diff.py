@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from analysis import diff as d
 from harness.core.errors import HarnessError, UsageError
-from harness.experiments.reports import open_report
+from harness.experiments.opening import open_report
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -23,7 +23,7 @@ from harness.core.errors import UsageError, user_errors
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
 from harness.execution import nsys
 from harness.execution.runner import new_run_id
-from harness.experiments.reports import open_report
+from harness.experiments.opening import open_report
 from harness.profilers.base import check_writable
 from harness.profilers.nsys import report_paths
 from harness.store.results import UnsavedRun
