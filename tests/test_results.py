@@ -167,6 +167,26 @@ def test_warm_command_imports_no_pandas(command: list[str], cache: Path) -> None
         assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
 
 
+def test_new_kernels_table_on_a_cached_export_imports_no_pandas(cache: Path) -> None:
+    """A table not asked for before (--by name), its export's columns in the cache: pyarrow and numpy, no
+    pandas (issue 24 §3: under a third of nsys stats needs to stay below pandas' import)."""
+    export = export_of("a100-saxpy-mpi")
+    assert runner.invoke(app, ["kernels", str(export), "--format", "csv"]).exit_code == 0  # fills the cache
+    code = (
+        "import sys; from harness.cli import main; sys.argv = ['harness', 'kernels', sys.argv[1], '--by', "
+        "'name', '--format', 'csv']\ntry:\n main()\nexcept SystemExit:\n pass\n"
+        "assert 'pandas' not in sys.modules and 'numpy' in sys.modules, 'imported'"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code, str(export)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with_pandas = runner.invoke(
+        app, ["kernels", str(export), "--by", "name", "--format", "csv", "--no-cache"]
+    )
+    assert done.stdout == with_pandas.stdout
+    assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
+
+
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_rows_render_as_their_dataframe(fixture: str, cache: Path) -> None:
     """kernel_table (no pandas) and the DataFrame of the same table print the same bytes in every format,
