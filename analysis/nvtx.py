@@ -190,7 +190,6 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     out = out.astype({c: np.int64 for c in ("Total Time (ns)", "Instances", "Min (ns)", "Max (ns)")})
     for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
         out[col] = round_half_up(out[col].astype(np.float64))
-    out["Range"] = out["Range"].astype(object)
     out = order_like_nsys(out, "Total Time (ns)", ["Range", "Style"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     out = out[NVTXSUM_COLUMNS]
