@@ -57,7 +57,7 @@ class _Repeated(Exception):
 def _durations(trace: Trace, block_rows: int | None) -> Iterator[dict[str, np.ndarray]]:
     """(name_id, duration) of the calls a block at a time; raises _Repeated at a correlationId seen
     before (or ids too far apart to be checked so)."""
-    repeats = Repeats(1 << 26)  # ids up to 64M apart: a table of at most 64 MB
+    repeats = Repeats()
     extra = {} if block_rows is None else {"rows": block_rows}
     for block in trace.blocks("runtime", BLOCK_COLUMNS, **extra):
         if repeats.seen(block["correlation_id"], NULL) is not False:

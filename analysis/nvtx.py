@@ -153,8 +153,11 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     style = raw.pop("pushpop").to_numpy(dtype=bool) ^ True  # 0: PushPop, 1: StartEnd
     duration = raw.pop("end").to_numpy() - raw.pop("start").to_numpy()
     del raw
+    if len(duration) and duration.max() < 2**31:  # ranges under 2.1 s (none is negative): 4 bytes each
+        duration = duration.astype(np.int32)
     n_dom = len(domain.categories) + 1
-    key = name.codes.astype(np.int64) + 1
+    small = np.int32 if (len(name.categories) + 1) * n_dom * 2 < 2**31 else np.int64
+    key = name.codes.astype(small) + 1
     key *= n_dom
     key += domain.codes
     key += 1

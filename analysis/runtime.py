@@ -117,7 +117,7 @@ def _calls_among(trace: Trace, wanted: np.ndarray, block_rows: int | None = None
     the wanted rows kept, while a table of the correlationIds seen says whether any came twice; only an
     export where one did is read a column at a time (`_calls_among_columns`), for the calls recorded
     twice and their note. 6M calls: ~25 MB of blocks at a time, against two whole 48 MB columns."""
-    repeats = Repeats(1 << 26)
+    repeats = Repeats()
     test = membership(wanted, 8 * len(wanted))  # a table of up to 8 bytes per kernel
     # no correlationId comes twice (else the columns' way is taken), so each wanted one is taken once at
     # most: the columns are filled in place, not gathered in pieces and joined (that held them twice)
