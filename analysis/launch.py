@@ -25,7 +25,8 @@ def launch_summary(trace: Trace) -> pd.DataFrame:
     trace.require("runtime", "CUDA runtime calls (needed for launch latency)")
     k = kernel_launches(trace, extra=("start", "end", "device_id"))
     notes, api = k.attrs["notes"], k.attrs["api_names"]
-    k = k[k["has_call"]]
+    if not k["has_call"].all():  # a mask of all True would copy every column of 1M kernels
+        k = k[k["has_call"]]
     call_start = k["call_start"].to_numpy()
     call_end = k["call_end"].to_numpy()
     queue = k["start"].to_numpy() - call_end
@@ -46,6 +47,8 @@ def launch_summary(trace: Trace) -> pd.DataFrame:
         "kernel": k["duration"].to_numpy(),
     }
     del k, call_start, call_end, queue
+    for c in list(measures):  # 4 bytes a value where they fit, each 8-byte column let go in turn
+        measures[c] = _narrow(measures[c])
     named = (api_code >= 0) & (kernel_code >= 0)  # code -1: no name (dropped, as groupby drops NaN keys)
     if not named.all():
         keys = {c: v[named] for c, v in keys.items()}
@@ -98,3 +101,9 @@ def _per_group(keys: dict[str, np.ndarray], measures: dict[str, np.ndarray]) -> 
     for i, c in enumerate(KEYS):
         out.insert(i, c, keys[c][first])
     return out
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    if len(values) and values.min() > -(2**31) and values.max() < 2**31:
+        return values.astype(np.int32)
+    return values
