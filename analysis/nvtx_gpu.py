@@ -34,9 +34,9 @@ from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.stats import (
     BLOCK,
-    aggregate,
     factorize,
     factorize_blocks,
+    figures,
     group_ids,
     round_half_up,
     time_percent,
@@ -312,6 +312,8 @@ def _credits(
     l_key[~launches["has_call"].to_numpy()] = NO_THREAD
     kernel_name = launches["name_id"].to_numpy()
     kernel_duration = launches["duration"].to_numpy()
+    if len(kernel_duration) and kernel_duration.min() >= 0 and kernel_duration.max() < 2**31:
+        kernel_duration = kernel_duration.astype(np.int32)  # 4 bytes a credit (24M credits at 4M kernels)
     del launches
     # Ranges: a label code and a thread key each; the rows they make (label, with PID and TID by thread)
     n_ranges = len(ranges)
@@ -338,17 +340,8 @@ def _credits(
     group, keys = factorize_blocks(len(rng), keys_of, BLOCK)
     del keys_of, r_group, t_group, name_code
     n_groups = len(keys)
-    # NVTX Inst: distinct ranges per row (sorted in place: np.unique would hold copies of 6M values)
-    pair = group.astype(np.int64)
-    pair *= n_ranges + 1
-    pair += rng
-    pair += 1
+    nvtx_inst = _distinct_ranges(group, rng, n_ranges, n_groups)
     del rng
-    pair.sort()
-    distinct = np.ones(len(pair), dtype=bool)
-    distinct[1:] = pair[1:] != pair[:-1]
-    nvtx_inst = np.bincount(pair[distinct] // (n_ranges + 1), minlength=n_groups)
-    del pair, distinct
     counts = np.ones(len(group), dtype=bool)
     if nested_alike and len(group):  # a kernel counts once per row
         pair = group.astype(np.int64) * n_launches + launch
@@ -395,6 +388,30 @@ def _credits(
     )
 
 
+def _distinct_ranges(group: np.ndarray, rng: np.ndarray, n_ranges: int, n_groups: int) -> np.ndarray:
+    """NVTX Inst: how many distinct ranges (-1, none, counts as one) each row group's credits have. The
+    (group, range) pairs are made and counted a slice of the ranges at a time, about 2M credits each:
+    one int64 pair per credit, sorted at once, was the peak at 4M kernels (24M credits: ~220 MB)."""
+    out = np.zeros(n_groups, dtype=np.int64)
+    span = n_ranges + 1  # rng + 1 is in [0, n_ranges]
+    parts = max(1, -(-len(rng) // (1 << 21)))
+    step = -(-span // parts)
+    for lo in range(-1, n_ranges, step):
+        inside = rng >= lo
+        inside &= rng < lo + step
+        pair = group[inside].astype(np.int64)
+        pair *= span
+        pair += rng[inside]
+        pair += 1
+        del inside
+        pair.sort()  # in place: np.unique holds copies
+        distinct = np.ones(len(pair), dtype=bool)
+        distinct[1:] = pair[1:] != pair[:-1]
+        out += np.bincount(pair[distinct] // span, minlength=n_groups)
+        del pair, distinct
+    return out
+
+
 def _nested_alike(parent: np.ndarray, r_group: np.ndarray, mode: str, exclusive: bool) -> bool:
     """Whether a kernel can be credited twice to one row: inclusive thread mode, and a range inside one
     of the same row group (name, PID, TID); `parent` is each range's parent row (-1: none). Most exports
@@ -427,11 +444,23 @@ KERN_STATS = {"sum": "Total Time (ns)", "size": "Kern Inst", "mean": "Avg (ns)",
 def _table(credits: _Credits, keys: Sequence[str]) -> pd.DataFrame:
     """describe() of the credits that count, one row per group, with `keys` (label, PID, TID, name_id)
     first and NVTX Inst last."""
-    # the groups are numbered in order of first appearance already: no describe() of a 6M-row frame
-    out = aggregate(credits.group, credits.duration).rename(columns=KERN_STATS)
-    out["StdDev (ns)"] = out["StdDev (ns)"].fillna(0.0)
+    # the groups are numbered in order of first appearance already: no describe() of a 6M-row frame, and
+    # no sort of every credit by group (an int64 order of 24M credits at 4M kernels: 192 MB) either: the
+    # durations are split by group a block of credits at a time (analysis.kernels._shapes)
+    from analysis.kernels import _shapes
+
+    group, duration = credits.group, credits.duration
+    blocks = (
+        {"g": group[lo : lo + BLOCK], "duration": duration[lo : lo + BLOCK]}
+        for lo in range(0, len(group), BLOCK)
+    )
+    stats = [(g, figures(values)) for (g,), values in _shapes(blocks, ["g"])]
+    del group, duration, blocks
+    stats.sort(key=lambda item: item[0])
+    out = pd.DataFrame([f for _, f in stats], columns=list(KERN_STATS.values()))
+    out = out.astype({c: np.int64 for c in ("Total Time (ns)", "Kern Inst", "Min (ns)", "Max (ns)")})
     for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
-        out[col] = round_half_up(out[col])
+        out[col] = round_half_up(out[col].astype(np.float64))
     group = np.arange(len(out))
     values = {"label": credits.label, "PID": credits.pid, "TID": credits.tid, "name_id": credits.name_id}
     for i, k in enumerate(keys):

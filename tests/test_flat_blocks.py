@@ -1,0 +1,92 @@
+"""The tables built a block at a time (issue 24 §2) give the numbers of the whole-column way they replaced:
+on every nsys export of the corpus, with tiny blocks (so every group spans many blocks) and the default."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import NSYS_EXPORTS, SHARED_NSYS
+
+from analysis.cuda_api import cuda_api_summary, summarize_calls
+from analysis.errors import ExportError
+from analysis.nvtx import NVTXSUM_COLUMNS, all_ranges, grouped_tags, nvtx_summary
+from analysis.readers import NULL
+from analysis.runtime import _calls_among, _calls_among_columns, runtime_calls
+from analysis.stats import Repeats, describe, order_like_nsys, time_percent
+from analysis.trace import open_trace
+
+
+def _export(name: str):
+    path = SHARED_NSYS / name / "report.sqlite"
+    if not path.exists():
+        pytest.skip(f"fixture {path} not found")
+    return path
+
+
+def _whole_nvtxsum(trace, by: str) -> pd.DataFrame:
+    """nvtx_summary as it was: every range's printed name, grouped by pandas (stats.describe)."""
+    ranges = all_ranges(trace)
+    names, _ = grouped_tags(ranges, by)
+    data = pd.DataFrame(
+        {"Range": names.astype(object), "Style": ranges["style"], "duration": ranges["duration_ns"]}
+    )
+    out = describe(data, ["Range", "Style"])
+    out = order_like_nsys(out, "Total Time (ns)", ["Range", "Style"])
+    out["Time (%)"] = time_percent(out["Total Time (ns)"])
+    return out[NVTXSUM_COLUMNS]
+
+
+@pytest.mark.parametrize("name", NSYS_EXPORTS)
+def test_cudaapisum_blocks_equal_the_whole_table(name: str) -> None:
+    trace = open_trace(_export(name), cache=False)
+    if not trace.has("runtime"):
+        pytest.skip("no runtime calls")
+    calls = runtime_calls(trace)
+    whole = summarize_calls(calls.assign(duration=calls["end"] - calls["start"]), calls.attrs["names"])
+    for rows in (7, 1000, None):
+        got = cuda_api_summary(open_trace(_export(name), cache=False), block_rows=rows)
+        pd.testing.assert_frame_equal(got, whole, check_exact=True)
+
+
+@pytest.mark.parametrize("name", NSYS_EXPORTS)
+@pytest.mark.parametrize("by", ["raw", "op"])
+def test_nvtxsum_blocks_equal_the_whole_table(name: str, by: str) -> None:
+    trace = open_trace(_export(name), cache=False)
+    if not trace.has("nvtx"):
+        pytest.skip("no NVTX ranges")
+    try:
+        whole = _whole_nvtxsum(trace, by)
+    except ExportError:
+        pytest.skip("no ranges")
+    for rows in (5, None):
+        got = nvtx_summary(open_trace(_export(name), cache=False), by, block_rows=rows)
+        pd.testing.assert_frame_equal(
+            got.reset_index(drop=True), whole.reset_index(drop=True), check_exact=True
+        )
+
+
+@pytest.mark.parametrize("name", NSYS_EXPORTS)
+def test_launch_calls_by_blocks_equal_the_columns_way(name: str) -> None:
+    trace = open_trace(_export(name), cache=False)
+    if not (trace.has("runtime") and trace.has("kernels")):
+        pytest.skip("no kernels or no runtime calls")
+    wanted = pd.unique(trace.frame("kernels", ["correlation_id"])["correlation_id"].to_numpy())
+    whole = _calls_among_columns(trace, wanted)
+    for rows in (3, None):
+        got = _calls_among(open_trace(_export(name), cache=False), wanted, block_rows=rows)
+        pd.testing.assert_frame_equal(
+            got.reset_index(drop=True), whole.reset_index(drop=True), check_exact=True
+        )
+        assert got.attrs == whole.attrs
+
+
+def test_repeats_finds_an_id_seen_twice_across_blocks_and_within_one() -> None:
+    rng = np.random.default_rng(3)
+    ids = rng.permutation(100_000) + 5_000
+    r = Repeats(1 << 20)
+    assert all(r.seen(part, NULL) is False for part in np.array_split(ids, 17))
+    assert r.seen(np.array([NULL, NULL, 7], dtype=np.int64), NULL) is False  # NULL never repeats; 7 is new
+    assert r.seen(np.array([ids[500]], dtype=np.int64), NULL) is True
+    assert Repeats(1 << 20).seen(np.array([9, 3, 9], dtype=np.int64), NULL) is True
+    assert Repeats(10).seen(np.array([0, 100], dtype=np.int64), NULL) is None  # past the limit: cannot say
