@@ -66,9 +66,9 @@ def _durations(trace: Trace, block_rows: int | None) -> Iterator[dict[str, np.nd
 
 
 def _by_blocks(trace: Trace, block_rows: int | None = None) -> pd.DataFrame:
-    from analysis.kernels import _shapes
+    from analysis.stats import durations_by_group
 
-    per_id = dict(_shapes(_durations(trace, block_rows), ["name_id"]))  # (name_id,) -> durations
+    per_id = dict(durations_by_group(_durations(trace, block_rows), ["name_id"]))  # (name_id,) -> durations
     ids = sorted(k[0] for k in per_id)
     strings = trace.strings(ids)
     by_name: dict[str, list[int]] = {}

@@ -17,14 +17,14 @@ Avg, Med and StdDev rounded half away from zero to one decimal; largest total fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from analysis.readers import NULL
 from analysis.results import Rows
-from analysis.stats import round_half_up
+from analysis.stats import durations_by_group, round_half_up
 from analysis.trace import BLOCK_ROWS, NAME_COLUMN, Trace
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def kernel_table(
             for lo in range(0, len(kern), BLOCK_ROWS)
         ]
     rows = []
-    for key, durations in _shapes(blocks, keys):  # one group's durations at a time, let go after
+    for key, durations in durations_by_group(blocks, keys):  # one group's durations at a time, let go after
         count = len(durations)
         total = int(durations.sum())
         half = count // 2
@@ -125,75 +125,6 @@ def kernel_table(
         for pct, r, (avg, med, std) in zip(share.tolist(), rows, rounded.tolist(), strict=True)
     ]
     return Rows.computed(columns, [KINDS[c] for c in columns], table, {"notes": [*trace.notes, *notes]})
-
-
-def _shapes(
-    blocks: Iterable[dict[str, np.ndarray]], keys: list[str]
-) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
-    """(key values, durations) of each group of rows with equal `keys` (groups in no particular order),
-    each group's durations in the order of its rows. A block at a time: each key coded (`_codes`), the
-    codes combined into one integer, the groups numbered through a table of that integer's span where it
-    is short (else sorted), and the durations split by group with a radix sort of the group numbers."""
-    index: dict[tuple[int, ...], int] = {}
-    parts: list[list[np.ndarray]] = []
-    for block in blocks:
-        durations = np.asarray(block["duration"], dtype=np.int64)
-        if not len(durations):
-            continue
-        if durations.min() >= 0 and durations.max() < 2**31:  # kernels under 2.1 s: held in 4 bytes
-            durations = durations.astype(np.int32)
-        code = np.zeros(len(durations), dtype=np.int64)
-        decode = []
-        span = 1
-        for k in keys:
-            codes, size, values = _codes(np.asarray(block[k]))
-            code *= size
-            code += codes
-            span *= size
-            decode.append((size, values))
-            del codes
-        if span <= 1 << 22:
-            present = np.zeros(span, dtype=bool)
-            present[code] = True
-            found = np.flatnonzero(present)
-            del present
-            number = np.empty(span, dtype=np.int32)
-            number[found] = np.arange(len(found), dtype=np.int32)
-            group = number[code]
-            del number
-        else:
-            found, group = np.unique(code, return_inverse=True)
-            group = group.reshape(-1)
-        del code
-        ordered = group.astype(np.int16 if len(found) < 2**15 else np.int32)  # stable: radix sort
-        order = np.argsort(ordered, kind="stable")
-        bounds = np.cumsum(np.bincount(group, minlength=len(found)))[:-1]
-        del group, ordered
-        columns = []
-        for size, values in reversed(decode):  # each group's key values from its combined code
-            found, rest = np.divmod(found, size)
-            columns.append(values(rest).tolist())
-        for key, piece in zip(zip(*reversed(columns), strict=True), np.split(durations[order], bounds),
-                              strict=True):  # fmt: skip
-            g = index.setdefault(key, len(parts))
-            if g == len(parts):
-                parts.append([])
-            parts[g].append(piece)
-        del order
-    for key, g in index.items():
-        pieces = parts[g]
-        parts[g] = []
-        yield key, pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-
-
-def _codes(values: np.ndarray) -> tuple[np.ndarray, int, Callable[[np.ndarray], np.ndarray]]:
-    """(code of each value, how many codes, code -> value): the value less the smallest where their span
-    is no longer than the block (string ids), else the rank among the distinct values (a sort)."""
-    low, high = int(values.min()), int(values.max())
-    if high - low < max(len(values), 1 << 16):
-        return values - low, high - low + 1, lambda c: c + low
-    distinct, inverse = np.unique(values, return_inverse=True)
-    return inverse.reshape(-1), len(distinct), lambda c: distinct[c]
 
 
 def kernel_summary(

@@ -141,8 +141,7 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     of `block_rows` at a time by an integer per (name, domain, style), so that what stays is each group's
     durations: the names are made once per group, not once per range (1.8M ranges: ~470 MB at the peak
     when every range's printed name was a Python string)."""
-    from analysis.kernels import _shapes
-    from analysis.stats import figures, round_half_up
+    from analysis.stats import durations_by_group, figures, round_half_up
     from analysis.trace import BLOCK_ROWS
 
     trace.require("nvtx", "NVTX data")
@@ -168,7 +167,7 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     blocks = (
         {"key": key[lo : lo + rows], "duration": duration[lo : lo + rows]} for lo in range(0, len(key), rows)
     )
-    per_key = dict(_shapes(blocks, ["key"]))
+    per_key = dict(durations_by_group(blocks, ["key"]))
     del key, duration
     labels = []
     for (k,) in per_key:  # the name nsys prints (`tagged`): DOMAIN:NAME in a named domain

@@ -446,15 +446,15 @@ def _table(credits: _Credits, keys: Sequence[str]) -> pd.DataFrame:
     first and NVTX Inst last."""
     # the groups are numbered in order of first appearance already: no describe() of a 6M-row frame, and
     # no sort of every credit by group (an int64 order of 24M credits at 4M kernels: 192 MB) either: the
-    # durations are split by group a block of credits at a time (analysis.kernels._shapes)
-    from analysis.kernels import _shapes
+    # durations are split by group a block of credits at a time (analysis.stats.durations_by_group)
+    from analysis.stats import durations_by_group
 
     group, duration = credits.group, credits.duration
     blocks = (
         {"g": group[lo : lo + BLOCK], "duration": duration[lo : lo + BLOCK]}
         for lo in range(0, len(group), BLOCK)
     )
-    stats = [(g, figures(values)) for (g,), values in _shapes(blocks, ["g"])]
+    stats = [(g, figures(values)) for (g,), values in durations_by_group(blocks, ["g"])]
     del group, duration, blocks
     stats.sort(key=lambda item: item[0])
     out = pd.DataFrame([f for _, f in stats], columns=list(KERN_STATS.values()))

@@ -7,7 +7,7 @@ one decimal half away from zero, like SQLite's round(); Time (%) is each row's s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -270,7 +270,7 @@ class Repeats:
 
 def time_percent(total: pd.Series) -> np.ndarray:
     """Each row's share of the sum of `total`, in percent, rounded to one decimal."""
-    whole = float(total.sum())
+    whole = float(total.astype("float64").sum())  # an int64 sum could wrap round
     if whole == 0:
         return np.zeros(len(total))
     return round_half_up(total.astype("float64") * 100.0 / whole)
@@ -280,3 +280,72 @@ def order_like_nsys(df: pd.DataFrame, total: str, tiebreak: Sequence[str]) -> pd
     """Largest total first; ties in the order SQLite's GROUP BY left them (ascending `tiebreak`)."""
     out = df.sort_values(list(tiebreak), kind="stable")
     return out.sort_values(total, ascending=False, kind="stable").reset_index(drop=True)
+
+
+def durations_by_group(
+    blocks: Iterable[dict[str, np.ndarray]], keys: list[str]
+) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+    """(key values, durations) of each group of rows with equal `keys` (groups in no particular order),
+    each group's durations in the order of its rows. A block at a time: each key coded (`_key_codes`), the
+    codes combined into one integer, the groups numbered through a table of that integer's span where it
+    is short (else sorted), and the durations split by group with a radix sort of the group numbers."""
+    index: dict[tuple[int, ...], int] = {}
+    parts: list[list[np.ndarray]] = []
+    for block in blocks:
+        durations = np.asarray(block["duration"], dtype=np.int64)
+        if not len(durations):
+            continue
+        if durations.min() >= 0 and durations.max() < 2**31:  # kernels under 2.1 s: held in 4 bytes
+            durations = durations.astype(np.int32)
+        code = np.zeros(len(durations), dtype=np.int64)
+        decode = []
+        span = 1
+        for k in keys:
+            codes, size, values = _key_codes(np.asarray(block[k]))
+            code *= size
+            code += codes
+            span *= size
+            decode.append((size, values))
+            del codes
+        if span <= 1 << 22:
+            present = np.zeros(span, dtype=bool)
+            present[code] = True
+            found = np.flatnonzero(present)
+            del present
+            number = np.empty(span, dtype=np.int32)
+            number[found] = np.arange(len(found), dtype=np.int32)
+            group = number[code]
+            del number
+        else:
+            found, group = np.unique(code, return_inverse=True)
+            group = group.reshape(-1)
+        del code
+        ordered = group.astype(np.int16 if len(found) < 2**15 else np.int32)  # stable: radix sort
+        order = np.argsort(ordered, kind="stable")
+        bounds = np.cumsum(np.bincount(group, minlength=len(found)))[:-1]
+        del group, ordered
+        columns = []
+        for size, values in reversed(decode):  # each group's key values from its combined code
+            found, rest = np.divmod(found, size)
+            columns.append(values(rest).tolist())
+        for key, piece in zip(zip(*reversed(columns), strict=True), np.split(durations[order], bounds),
+                              strict=True):  # fmt: skip
+            g = index.setdefault(key, len(parts))
+            if g == len(parts):
+                parts.append([])
+            parts[g].append(piece)
+        del order
+    for key, g in index.items():
+        pieces = parts[g]
+        parts[g] = []
+        yield key, pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _key_codes(values: np.ndarray) -> tuple[np.ndarray, int, Callable[[np.ndarray], np.ndarray]]:
+    """(code of each value, how many codes, code -> value): the value less the smallest where their span
+    is no longer than the block (string ids), else the rank among the distinct values (a sort)."""
+    low, high = int(values.min()), int(values.max())
+    if high - low < max(len(values), 1 << 16):
+        return values - low, high - low + 1, lambda c: c + low
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1), len(distinct), lambda c: distinct[c]

@@ -265,6 +265,9 @@ class Trace:
             keep = np.ones(size, dtype=bool)
             if check == ["duration"]:
                 wrong = raw["duration"] == NULL
+                far = ~wrong & (raw["duration"] > MAX_TIME)  # its start or end past ±2**61 at least
+                wild += int(far.sum())
+                keep &= ~far
             elif check:
                 start, end = raw["start"], raw["end"]
                 wrong = (start == NULL) | (end == NULL) | (end < start)
@@ -284,10 +287,8 @@ class Trace:
                 keep &= known
             yield {c: raw[c] if keep.all() else raw[c][keep] for c in cols}
         if wild:
-            self.note(
-                f"left out {wild:,} of {n:,} {NAMES_OF[frame]} with a start or end past "
-                "±2**62 ns (146 years): not a time"
-            )
+            what = "a duration past 2**62" if check == ["duration"] else "a start or end past ±2**62"
+            self.note(f"left out {wild:,} of {n:,} {NAMES_OF[frame]} with {what} ns (146 years): not a time")
         if bad:
             self.note(
                 f"left out {bad:,} of {n:,} {NAMES_OF[frame]} that cannot be right "
@@ -396,7 +397,17 @@ class Trace:
         rows = np.ones(n, dtype=bool)
         if check and n:
             if check == ["duration"]:
-                bad = np.asarray(data["duration"]) == NULL
+                duration = np.asarray(data["duration"])
+                bad = duration == NULL
+                wild = ~bad & (duration > MAX_TIME)  # its start or end past ±2**61 at least
+                del duration
+                if wild.any():
+                    self.note(
+                        f"left out {int(wild.sum()):,} of {n:,} {NAMES_OF[frame]} with a duration past "
+                        "2**62 ns (146 years): not a time"
+                    )
+                    rows &= ~wild
+                del wild
             else:
                 start, end = np.asarray(data["start"]), np.asarray(data["end"])
                 bad = (start == NULL) | (end == NULL) | (end < start)

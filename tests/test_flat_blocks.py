@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS
+from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
 
 from analysis.cuda_api import cuda_api_summary, summarize_calls
 from analysis.errors import ExportError
@@ -20,7 +20,7 @@ from analysis.trace import open_trace
 def _export(name: str):
     path = SHARED_NSYS / name / "report.sqlite"
     if not path.exists():
-        pytest.skip(f"fixture {path} not found")
+        missing(f"nsys fixture {path} not found (../shared/fixtures beside the checkout)")
     return path
 
 
@@ -40,8 +40,10 @@ def _whole_nvtxsum(trace, by: str) -> pd.DataFrame:
 @pytest.mark.parametrize("name", NSYS_EXPORTS)
 def test_cudaapisum_blocks_equal_the_whole_table(name: str) -> None:
     trace = open_trace(_export(name), cache=False)
-    if not trace.has("runtime"):
-        pytest.skip("no runtime calls")
+    if not trace.has("runtime"):  # the block way refuses as the whole way does
+        with pytest.raises(ExportError, match="CUDA API"):
+            cuda_api_summary(trace, block_rows=7)
+        return
     calls = runtime_calls(trace)
     whole = summarize_calls(calls.assign(duration=calls["end"] - calls["start"]), calls.attrs["names"])
     for rows in (7, 1000, None):
@@ -53,12 +55,11 @@ def test_cudaapisum_blocks_equal_the_whole_table(name: str) -> None:
 @pytest.mark.parametrize("by", ["raw", "op"])
 def test_nvtxsum_blocks_equal_the_whole_table(name: str, by: str) -> None:
     trace = open_trace(_export(name), cache=False)
-    if not trace.has("nvtx"):
-        pytest.skip("no NVTX ranges")
-    try:
-        whole = _whole_nvtxsum(trace, by)
-    except ExportError:
-        pytest.skip("no ranges")
+    if not trace.has("nvtx"):  # the block way refuses, naming what is missing
+        with pytest.raises(ExportError, match=r"^no NVTX data in"):
+            nvtx_summary(trace, by, block_rows=5)
+        return
+    whole = _whole_nvtxsum(trace, by)
     for rows in (5, None):
         got = nvtx_summary(open_trace(_export(name), cache=False), by, block_rows=rows)
         pd.testing.assert_frame_equal(
@@ -69,9 +70,10 @@ def test_nvtxsum_blocks_equal_the_whole_table(name: str, by: str) -> None:
 @pytest.mark.parametrize("name", NSYS_EXPORTS)
 def test_launch_calls_by_blocks_equal_the_columns_way(name: str) -> None:
     trace = open_trace(_export(name), cache=False)
-    if not (trace.has("runtime") and trace.has("kernels")):
-        pytest.skip("no kernels or no runtime calls")
-    wanted = pd.unique(trace.frame("kernels", ["correlation_id"])["correlation_id"].to_numpy())
+    if trace.has("kernels"):
+        wanted = pd.unique(trace.frame("kernels", ["correlation_id"])["correlation_id"].to_numpy())
+    else:  # calls by ids of no kernel
+        wanted = np.array([1, 2, 10**12], dtype=np.int64)
     whole = _calls_among_columns(trace, wanted)
     for rows in (3, None):
         got = _calls_among(open_trace(_export(name), cache=False), wanted, block_rows=rows)

@@ -74,3 +74,27 @@ def test_nvtx_with_text_in_start() -> None:
     text, and int('soon') raised ValueError."""
     mutations = [("set", "NVTX_EVENTS", 0, 1, 0, "'soon'")]
     check_export_example(A100, mutations, None, "nvtx", False)
+
+
+def test_os_runtime_durations_past_2_62_are_left_out(tmp_path) -> None:
+    """Every OS runtime call's end set to 2**63 - 1: osrt reads durations alone, which had no range check,
+    and the int64 sums wrapped round (Time (%) -23,579,871.2)."""
+    from export_data import derive
+
+    from analysis.osrt import osrt_summary
+    from analysis.trace import open_trace
+
+    cpu_train = next(f for f in NSYS_FIXTURES if f.parent.name == "cpu-train")
+    mutations = [("set", "OSRT_API", 1, 1, 0, "9223372036854775807")]
+    check_export_example(cpu_train, mutations, None, "osrt", False)
+    bad = derive(
+        cpu_train,
+        tmp_path / "bad.sqlite",
+        "UPDATE OSRT_API SET end = 9223372036854775807 WHERE rowid % 2 = 0",
+    )
+    table = osrt_summary(open_trace(bad, cache=False))
+    left = [n for n in table.attrs["notes"] if "duration past 2**62" in n]
+    assert left == [
+        "left out 5,454 of 10,908 OS runtime calls with a duration past 2**62 ns (146 years): not a time"
+    ]
+    assert table["Num Calls"].sum() == 10_908 - 5_454 and (table["Time (%)"] >= 0).all()
