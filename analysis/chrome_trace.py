@@ -192,34 +192,41 @@ class _Writer:
     # --- frames --------------------------------------------------------------------------------------
 
     def runtime(self) -> None:
-        df = self.rows("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
-        if df is None or df.empty:
+        """The API calls a block at a time (the export's biggest table: never whole in memory)."""
+        if not self.trace.has("runtime"):
             return
-        pid, tid = _pid_tid(df["global_tid"].to_numpy())
-        self.thread_seen(pid, tid)
-        names = self.names(df["name_id"].to_numpy())
         template = _X.replace("CAT", "cuda_runtime") + ',"args":{"correlation":%s}}'
-        for lo in range(0, len(df), CHUNK):
-            part = df.iloc[lo : lo + CHUNK]
-            start, end = part["start"].to_numpy(), part["end"].to_numpy()
-            self.emit(
-                "cuda_runtime",
-                (
-                    template % row
-                    for row in zip(
-                        map(names.__getitem__, part["name_id"].tolist()),
-                        pid[lo : lo + CHUNK].tolist(),
-                        tid[lo : lo + CHUNK].tolist(),
-                        _us(start),
-                        _us(end - start),
-                        _ints(part["correlation_id"].to_numpy()),
-                        strict=True,
-                    )
-                ),
-            )
-        key = _key(pid, df["correlation_id"].to_numpy())
-        hit = np.isin(key, self.launched) & (key >= 0)
-        self.calls.append((key[hit], pid[hit], tid[hit], df["start"].to_numpy()[hit]))
+        columns = ["start", "end", "correlation_id", "global_tid", "name_id"]
+        for block in self.trace.blocks("runtime", columns):
+            if self.window is not None:
+                lo, hi = self.window
+                inside = (block["end"] >= lo) & (block["start"] <= hi)
+                block = {c: v[inside] for c, v in block.items()}
+            if not len(block["start"]):
+                continue
+            pid, tid = _pid_tid(block["global_tid"])
+            self.thread_seen(pid, tid)
+            names = self.names(block["name_id"])
+            for lo in range(0, len(pid), CHUNK):
+                start, end = block["start"][lo : lo + CHUNK], block["end"][lo : lo + CHUNK]
+                self.emit(
+                    "cuda_runtime",
+                    (
+                        template % row
+                        for row in zip(
+                            map(names.__getitem__, block["name_id"][lo : lo + CHUNK].tolist()),
+                            pid[lo : lo + CHUNK].tolist(),
+                            tid[lo : lo + CHUNK].tolist(),
+                            _us(start),
+                            _us(end - start),
+                            _ints(block["correlation_id"][lo : lo + CHUNK]),
+                            strict=True,
+                        )
+                    ),
+                )
+            key = _key(pid, block["correlation_id"])
+            hit = np.isin(key, self.launched) & (key >= 0)
+            self.calls.append((key[hit], pid[hit], tid[hit], block["start"][hit]))
 
     def gpu_keys(self) -> np.ndarray:
         """The launch keys of the GPU work in the window (to keep, of the API calls, those that launched)."""
