@@ -263,21 +263,12 @@ class Trace:
             size = len(raw[wanted[0]])
             n += size
             keep = np.ones(size, dtype=bool)
-            if check == ["duration"]:
-                wrong = raw["duration"] == NULL
-                far = ~wrong & (raw["duration"] > MAX_TIME)  # its start or end past ±2**61 at least
+            if check:
+                wrong, far = _wrong_and_wild(check, raw)
+                bad += int(wrong.sum())
                 wild += int(far.sum())
-                keep &= ~far
-            elif check:
-                start, end = raw["start"], raw["end"]
-                wrong = (start == NULL) | (end == NULL) | (end < start)
-                far = ~wrong & ((start < -MAX_TIME) | (end > MAX_TIME))
-                wild += int(far.sum())
-                keep &= ~far
-            else:
-                wrong = np.zeros(size, dtype=bool)
-            bad += int(wrong.sum())
-            keep &= ~wrong
+                keep &= ~(wrong | far)
+                del wrong, far
             for col in named:
                 ids = raw[col]
                 known = member(ids, strings)  # type: ignore[arg-type]
@@ -286,14 +277,8 @@ class Trace:
                 missing[col] += int((~known & keep).sum())
                 keep &= known
             yield {c: raw[c] if keep.all() else raw[c][keep] for c in cols}
-        if wild:
-            what = "a duration past 2**62" if check == ["duration"] else "a start or end past ±2**62"
-            self.note(f"left out {wild:,} of {n:,} {NAMES_OF[frame]} with {what} ns (146 years): not a time")
-        if bad:
-            self.note(
-                f"left out {bad:,} of {n:,} {NAMES_OF[frame]} that cannot be right "
-                "(no start or end, or an end before the start)"
-            )
+        for text in _left_out(frame, check, n, wild, bad):
+            self.note(text)
         for count in missing.values():
             if count:
                 self.note(
@@ -396,38 +381,11 @@ class Trace:
         n = len(next(iter(data.values()))) if data else 0
         rows = np.ones(n, dtype=bool)
         if check and n:
-            if check == ["duration"]:
-                duration = np.asarray(data["duration"])
-                bad = duration == NULL
-                wild = ~bad & (duration > MAX_TIME)  # its start or end past ±2**61 at least
-                del duration
-                if wild.any():
-                    self.note(
-                        f"left out {int(wild.sum()):,} of {n:,} {NAMES_OF[frame]} with a duration past "
-                        "2**62 ns (146 years): not a time"
-                    )
-                    rows &= ~wild
-                del wild
-            else:
-                start, end = np.asarray(data["start"]), np.asarray(data["end"])
-                bad = (start == NULL) | (end == NULL) | (end < start)
-                # past ±2**62 ns (146 years) no time is right, and end - start would wrap round int64
-                wild = ~bad & ((start < -MAX_TIME) | (end > MAX_TIME))
-                del start, end
-                if wild.any():
-                    self.note(
-                        f"left out {int(wild.sum()):,} of {n:,} {NAMES_OF[frame]} with a start or end past "
-                        "±2**62 ns (146 years): not a time"
-                    )
-                    rows &= ~wild
-                del wild
-            if bad.any():
-                self.note(
-                    f"left out {int(bad.sum()):,} of {n:,} {NAMES_OF[frame]} that cannot be right "
-                    "(no start or end, or an end before the start)"
-                )
-                rows &= ~bad
-            del bad
+            wrong, far = _wrong_and_wild(check, data)
+            for text in _left_out(frame, check, n, int(far.sum()), int(wrong.sum())):
+                self.note(text)
+            rows &= ~(wrong | far)
+            del wrong, far
         del data
         for col in cols:
             if col.endswith("name_id") and n:
@@ -587,6 +545,32 @@ def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
+
+
+def _wrong_and_wild(check: list[str], data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows that cannot be right, the rows with a time past ±2**62 ns) by `check`'s columns: past it
+    (146 years) no time is right, and end - start would wrap round int64."""
+    if check == ["duration"]:
+        duration = np.asarray(data["duration"])
+        wrong = duration == NULL
+        return wrong, ~wrong & (duration > MAX_TIME)  # its start or end past ±2**61 at least
+    start, end = np.asarray(data["start"]), np.asarray(data["end"])
+    wrong = (start == NULL) | (end == NULL) | (end < start)
+    return wrong, ~wrong & ((start < -MAX_TIME) | (end > MAX_TIME))
+
+
+def _left_out(frame: str, check: list[str], n: int, wild: int, bad: int) -> list[str]:
+    """The notes on the rows `_wrong_and_wild` left out of `n`."""
+    notes = []
+    if wild:
+        what = "a duration past 2**62" if check == ["duration"] else "a start or end past ±2**62"
+        notes.append(f"left out {wild:,} of {n:,} {NAMES_OF[frame]} with {what} ns (146 years): not a time")
+    if bad:
+        notes.append(
+            f"left out {bad:,} of {n:,} {NAMES_OF[frame]} that cannot be right "
+            "(no start or end, or an end before the start)"
+        )
+    return notes
 
 
 def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
