@@ -178,8 +178,13 @@ class _Writer:
         df = self.trace.frame(frame, columns, keep=False)
         if self.window is None or not len(df):
             return df.reset_index(drop=True, inplace=False) if not isinstance(df.index, pd.RangeIndex) else df
+        return df[self.inside(df["start"].to_numpy(), df["end"].to_numpy())].reset_index(drop=True)
+
+    def inside(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Which rows overlap the window (there is one)."""
+        assert self.window is not None
         lo, hi = self.window
-        return df[(df["end"].to_numpy() >= lo) & (df["start"].to_numpy() <= hi)].reset_index(drop=True)
+        return (end >= lo) & (start <= hi)
 
     def names(self, ids: np.ndarray) -> dict[int, str]:
         """Names of string ids as JSON strings (escaped: names are outside text); "" for an unknown id."""
@@ -199,8 +204,7 @@ class _Writer:
         columns = ["start", "end", "correlation_id", "global_tid", "name_id"]
         for block in self.trace.blocks("runtime", columns):
             if self.window is not None:
-                lo, hi = self.window
-                inside = (block["end"] >= lo) & (block["start"] <= hi)
+                inside = self.inside(block["start"], block["end"])
                 block = {c: v[inside] for c, v in block.items()}
             if not len(block["start"]):
                 continue
