@@ -67,6 +67,11 @@ def block_text(packed: pd.Series) -> pd.Series:
 DECIDING = ("Name", "Total Time (ns)", "Time (%)", "Instances")  # never dropped to fit (analysis.tables)
 
 
+def title(source: str) -> str:
+    """The kernels table's title, whichever way it is computed."""
+    return f"CUDA kernels in {source}"
+
+
 def kernel_table(
     trace: Trace, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
 ) -> Rows:

@@ -21,6 +21,7 @@ from analysis.errors import ExportError
 from analysis.hta_rules import hta_view
 from analysis.kernels import DECIDING as KERNEL_DECIDING
 from analysis.kernels import kernel_summary
+from analysis.kernels import title as kernel_title
 from analysis.launch import launch_summary
 from analysis.memops import memops_size, memops_time
 from analysis.multi import Part, Piece, Sources, all_notes, read_part, stack_tables
@@ -89,7 +90,7 @@ def _kernels_one(trace: Trace, source: str, names: str = "demangled", by: str = 
                  range_name: str | None = None, hta: bool = False) -> Tables:  # fmt: skip
     trace = hta_view(trace) if hta else trace  # type: ignore[assignment]
     df = kernel_summary(trace, names=names, by=by, range_name=range_name)
-    return _single(f"CUDA kernels in {source}", df)
+    return _single(kernel_title(source), df)
 
 
 def _nvtx_one(trace: Trace, source: str, trace_rows: bool = False, by: str = "op") -> Tables:

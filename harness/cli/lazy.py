@@ -19,6 +19,7 @@ WHERE = {
     "Kept": "analysis.results",
     "kernel_table": "analysis.kernels",
     "KERNEL_DECIDING": "analysis.kernels",
+    "kernels_title": "analysis.kernels",
     "window_of": "analysis.chrome_trace",
     "write_chrome_trace": "analysis.chrome_trace",
     "breakdown": "analysis.breakdown",
@@ -65,7 +66,11 @@ WHERE = {
     "describe_url": "harness.store.results",
 }
 
-ALIASES = {"profiler": "get", "KERNEL_DECIDING": "DECIDING"}  # a name here -> its name in its module
+ALIASES = {
+    "profiler": "get",
+    "KERNEL_DECIDING": "DECIDING",
+    "kernels_title": "title",
+}  # a name here -> its name in its module
 MODULES = {"breakdown", "operators"}  # names that are the module itself
 
 if TYPE_CHECKING:

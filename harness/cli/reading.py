@@ -4,10 +4,10 @@ or several and renders it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -130,10 +130,9 @@ def _kernels(report: Path, reading: Reading, top: int | None, options: dict[str,
     """`kernels` of one export as the registry's Table gives it, from analysis.kernels.kernel_table: a table
     not asked for before on a cached export imports pyarrow and numpy, not pandas (issue 24 §3)."""
     trace = lazy.open_report(report, cache=not reading.no_cache)
-    rows = lazy.kernel_table(trace, **{k: v for k, v in options.items() if k != "hta"})
-    rows.attrs["deciding"] = list(lazy.KERNEL_DECIDING)
-    rows.attrs["priority"] = [*rows.attrs["deciding"], *rows.attrs.get("then", ())]
-    result = lazy.Kept([(f"CUDA kernels in {report.name}", rows)], list(rows.attrs.get("notes", [])), None)
+    table = lazy.kernel_table(trace, **{k: v for k, v in options.items() if k != "hta"})
+    rows = _marked(table, lazy.KERNEL_DECIDING)
+    result = lazy.Kept([(lazy.kernels_title(report.name), rows)], list(rows.attrs.get("notes", [])), None)
     if not reading.no_cache:
         lazy.keep(trace, "kernels", _key(options, report), result.tables, result.notes, titled=False)
     _render(result, reading, top)  # type: ignore[arg-type]
@@ -148,9 +147,15 @@ def _decided(table: Table, result: Tables) -> Tables:
     """Each table's deciding columns (the last a narrow terminal drops), then what the table itself says
     matters (e.g. the column it is sorted by), in its attrs: kept with it when it is served again."""
     for title, df in result.tables:
-        df.attrs["deciding"] = lazy.deciding(table, title)
-        df.attrs["priority"] = [*df.attrs["deciding"], *df.attrs.get("then", ())]
+        _marked(df, lazy.deciding(table, title))
     return result
+
+
+def _marked(df: Any, deciding: Sequence[str]) -> Any:
+    """`df` (a DataFrame or Rows) with its deciding columns, then what the table says matters, in attrs."""
+    df.attrs["deciding"] = list(deciding)
+    df.attrs["priority"] = [*df.attrs["deciding"], *df.attrs.get("then", ())]
+    return df
 
 
 def _combined(table: Table, result: Combined, paths: list[Path], top: int | None) -> lazy.Tables:
