@@ -92,8 +92,8 @@ def straggler_figure(table: pd.DataFrame):
     wait in collectives (ms per step); the straggler's bar is labelled with what it costs the others."""
     import plotly.graph_objects as go
 
-    named = table[table["Straggler"] != "-"]
-    straggler = int(named["Rank"].iloc[0]) if len(named) else None
+    row = _straggler(table)
+    straggler = None if row is None else int(row["Rank"])
     ys = [f"rank {r}" + (" (straggler)" if r == straggler else "") for r in table["Rank"]]
     fig = go.Figure()
     fig.add_bar(
@@ -132,12 +132,17 @@ def straggler_figure(table: pd.DataFrame):
     return fig
 
 
+def _straggler(table: pd.DataFrame) -> pd.Series | None:
+    """The straggler table's row of the rank it names, if it names one."""
+    named = table[table["Straggler"] != "-"]
+    return None if named.empty else named.iloc[0]
+
+
 def straggler_title(table: pd.DataFrame) -> str:
     """The panel's title: who arrives last and what it costs the others, or that no rank is one."""
-    named = table[table["Straggler"] != "-"]
-    if named.empty:
+    row = _straggler(table)
+    if row is None:
         return "Straggler: none (compute and wait in collectives per rank)"
-    row = named.iloc[0]
     cost = row["Costs Others (ms)"]
     costs = "" if pd.isna(cost) else f", costs the others {cost:,.3f} ms per step"
     return f"Straggler: rank {row['Rank']} arrives last{costs}"

