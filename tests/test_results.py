@@ -147,21 +147,26 @@ def test_control_characters_escaped_the_same(cache: Path, tmp_path: Path) -> Non
     assert "\x1b" not in computed[0]
 
 
+def harness_alone(args: list[str], assertion: str) -> subprocess.CompletedProcess[str]:
+    """`harness ARGS --format csv` in a fresh process that then asserts `assertion` (on sys.modules)."""
+    code = (
+        "import sys; from harness.cli import main; sys.argv = ['harness', *sys.argv[1:], '--format', 'csv']"
+        f"\ntry:\n main()\nexcept SystemExit:\n pass\nassert {assertion}, 'imported'"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 @pytest.mark.parametrize("command", [["kernels"], ["summary"], ["nvtx-gpu"], ["nvtx-gpu", "--kernels"]])
 def test_warm_command_imports_no_pandas(command: list[str], cache: Path) -> None:
     export = export_of("a100-saxpy-mpi")
     first = runner.invoke(app, [*command, str(export), "--format", "csv"])
     assert first.exit_code == 0, first.output
-    code = (
-        "import sys; from harness.cli import main; sys.argv = ['harness', *sys.argv[2:], sys.argv[1], "
-        "'--format', 'csv']\ntry:\n main()\nexcept SystemExit:\n pass\n"
-        "assert 'pandas' not in sys.modules and 'numpy' not in sys.modules, 'imported'"
+    done = harness_alone(
+        [*command, str(export)], "'pandas' not in sys.modules and 'numpy' not in sys.modules"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(export), *command], env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
     assert done.stdout == first.stdout
     if command == ["kernels"]:
         assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
@@ -172,14 +177,9 @@ def test_new_kernels_table_on_a_cached_export_imports_no_pandas(cache: Path) -> 
     pandas (issue 24 §3: under a third of nsys stats needs to stay below pandas' import)."""
     export = export_of("a100-saxpy-mpi")
     assert runner.invoke(app, ["kernels", str(export), "--format", "csv"]).exit_code == 0  # fills the cache
-    code = (
-        "import sys; from harness.cli import main; sys.argv = ['harness', 'kernels', sys.argv[1], '--by', "
-        "'name', '--format', 'csv']\ntry:\n main()\nexcept SystemExit:\n pass\n"
-        "assert 'pandas' not in sys.modules and 'numpy' in sys.modules, 'imported'"
+    done = harness_alone(
+        ["kernels", str(export), "--by", "name"], "'pandas' not in sys.modules and 'numpy' in sys.modules"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code, str(export)], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
     with_pandas = runner.invoke(
         app, ["kernels", str(export), "--by", "name", "--format", "csv", "--no-cache"]
     )
