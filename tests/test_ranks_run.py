@@ -266,6 +266,20 @@ def test_a_killed_rank_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_rank_that_raises_keeps_the_steps_it_finished(tmp_path: Path) -> None:
+    # a Python exception in a rank (as gloo raises in the survivor when its peer dies) is stored as the
+    # failure, with the steps both ranks finished before it
+    code, text, db = _failing_run(tmp_path, "1:2:raise")
+    assert code == 1, text
+    store = ResultsStore(db, readonly=True)
+    stored = store.get(store.runs().iloc[0]["run_id"])
+    assert stored.status == "error" and stored.summary["failed_rank"] == 1
+    assert stored.error == "rank 1: RuntimeError: injected fault at step 2", stored.error
+    ranks = store.step_timings().groupby("rank")["step"].agg(set).to_dict()
+    assert ranks[1] == {0, 1} and {0, 1} <= ranks[0]
+
+
+@pytest.mark.slow
 def test_a_hung_rank_is_stopped_after_the_rank_timeout(tmp_path: Path) -> None:
     code, text, db = _failing_run(tmp_path, "1:2:hang", "--rank-timeout", "5")
     assert code == 1, text

@@ -8,8 +8,8 @@ The parent half is here too: `run_isolated` writes the config, runs the worker u
 and reads its result back (or says how it died); sweeps, profilers and ranks use it.
 
 Each finished step is also appended to RESULT.steps.jsonl at once, so the steps measured before the
-worker was killed outright (kill -9, the kernel's out-of-memory killer) are not lost. Ctrl-C and SIGTERM
-end the run early and still write RESULT.json, with status "interrupted".
+worker was killed outright (kill -9, the kernel's out-of-memory killer) or crashed are not lost. Ctrl-C and
+SIGTERM end the run early and still write RESULT.json, with status "interrupted".
 """
 
 from __future__ import annotations
@@ -85,8 +85,13 @@ def main(argv: list[str]) -> int:
             result = RunResult(run_id=spec["run_id"], config=config, status="interrupted", error=why)
         except Exception as e:  # a crash in a sweep point is recorded, and the sweep goes on
             traceback.print_exc()
+            # the steps finished before it are kept (a rank whose peer died fails in its collective call)
             result = RunResult(
-                run_id=spec["run_id"], config=config, status="error", error=f"{type(e).__name__}: {e}"
+                run_id=spec["run_id"],
+                config=config,
+                status="error",
+                error=f"{type(e).__name__}: {e}",
+                steps=read_steps(result_path),
             )
         # what was measured is written whole, whatever signal comes next
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -8,8 +8,9 @@ PhaseClock and NVTX range as forward, backward and optimizer). gloo on CPU, NCCL
 
 Each rank also writes a heartbeat line as each phase starts (`beat_path`), which the launching harness
 reads to find a hung rank (harness/execution/ranks/multirank.py).
-HARNESS_TEST_RANK_FAULT="RANK:STEP:kill|exit|hang"
-makes that rank die of SIGKILL, exit 3 or hang at the start of that step: a real failure, for the tests.
+HARNESS_TEST_RANK_FAULT="RANK:STEP:kill|exit|raise|hang"
+makes that rank die of SIGKILL, exit 3, raise RuntimeError (as a collective call does when a peer is gone)
+or hang at the start of that step: a real failure, for the tests.
 `--delay-rank R:MS` (config.delay_rank, delay_ms) makes rank R sleep MS ms at the start of every forward,
 inside its timed forward phase: it reaches the all-reduce MS ms late, a straggler of known cost.
 """
@@ -106,6 +107,8 @@ def _fault(step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "exit":
         os._exit(3)
+    if how == "raise":
+        raise RuntimeError(f"injected fault at step {step}")
     while how == "hang":
         time.sleep(1)
 
