@@ -180,6 +180,19 @@ class _Writer:
             return df.reset_index(drop=True, inplace=False) if not isinstance(df.index, pd.RangeIndex) else df
         return df[self.inside(df["start"].to_numpy(), df["end"].to_numpy())].reset_index(drop=True)
 
+    def blocks(self, frame: str, columns: list[str]) -> Iterator[dict[str, np.ndarray]]:
+        """The frame's rows in the window a block at a time (Trace.blocks: never the whole frame); no
+        empty block."""
+        if not self.trace.has(frame):
+            return
+        for block in self.trace.blocks(frame, columns):
+            if self.window is not None:
+                inside = self.inside(block["start"], block["end"])
+                if not inside.all():
+                    block = {c: v[inside] for c, v in block.items()}
+            if len(block["start"]):
+                yield block
+
     def inside(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Which rows overlap the window (there is one)."""
         assert self.window is not None
@@ -197,17 +210,10 @@ class _Writer:
     # --- frames --------------------------------------------------------------------------------------
 
     def runtime(self) -> None:
-        """The API calls a block at a time (the export's biggest table: never whole in memory)."""
-        if not self.trace.has("runtime"):
-            return
+        """The API calls (the export's biggest table)."""
         template = _X.replace("CAT", "cuda_runtime") + ',"args":{"correlation":%s}}'
         columns = ["start", "end", "correlation_id", "global_tid", "name_id"]
-        for block in self.trace.blocks("runtime", columns):
-            if self.window is not None:
-                inside = self.inside(block["start"], block["end"])
-                block = {c: v[inside] for c, v in block.items()}
-            if not len(block["start"]):
-                continue
+        for block in self.blocks("runtime", columns):
             pid, tid = _pid_tid(block["global_tid"])
             self.thread_seen(pid, tid)
             names = self.names(block["name_id"])
@@ -234,13 +240,11 @@ class _Writer:
 
     def gpu_keys(self) -> np.ndarray:
         """The launch keys of the GPU work in the window (to keep, of the API calls, those that launched)."""
-        keys = []
-        for frame in ("kernels", "memcpy", "memset"):
-            df = self.rows(frame, ["start", "end", "global_pid", "correlation_id"])
-            if df is not None and len(df):
-                keys.append(
-                    np.unique(_key(df["global_pid"].to_numpy() >> 24, df["correlation_id"].to_numpy()))
-                )
+        keys = [
+            np.unique(_key(block["global_pid"] >> 24, block["correlation_id"]))
+            for frame in ("kernels", "memcpy", "memset")
+            for block in self.blocks(frame, ["start", "end", "global_pid", "correlation_id"])
+        ]
         return np.unique(np.concatenate(keys)) if keys else np.empty(0, dtype=np.int64)
 
     def index_calls(self) -> None:
@@ -257,66 +261,58 @@ class _Writer:
 
     def gpu(self, frame: str, cat: str) -> None:
         columns = ["start", "end", "correlation_id", "global_pid", "device_id", "stream_id"]
-        extra = GPU_COLUMNS[frame]
-        df = self.rows(frame, columns + extra)
-        if df is None or df.empty:
-            return
-        device, stream = df["device_id"].to_numpy(), df["stream_id"].to_numpy()
-        pid = GPU_PID + np.where(device == NULL, 0, device)
-        tid = np.where(stream == NULL, 0, stream) & TID_MASK
-        for d, s in {(int(d), int(s)) for d, s in zip(pid.tolist(), tid.tolist(), strict=True)}:
-            self.processes.setdefault(d, f"GPU {d - GPU_PID}")
-            self.threads.setdefault((d, s), f"stream {s}")
-        names = self.names(df["name_id"].to_numpy()) if "name_id" in df else {}
-        self.flows(df, pid, tid)
         base = _X.replace("CAT", cat) + ',"args":{"device":%s,"stream":%s,"correlation":%s'
-        for lo in range(0, len(df), CHUNK):
-            part = df.iloc[lo : lo + CHUNK]
-            start, end = part["start"].to_numpy(), part["end"].to_numpy()
-            common = [
-                _ints(part["device_id"].to_numpy()),
-                _ints(part["stream_id"].to_numpy()),
-                _ints(part["correlation_id"].to_numpy()),
-            ]
-            if frame == "kernels":
-                template = base + ',"grid":%s,"block":%s}}'
-                fields = [_dims(part["grid"].to_numpy(), (32, 16)), _dims(part["block"].to_numpy(), (22, 11))]
-                name = map(names.__getitem__, part["name_id"].tolist())
-            elif frame == "syncs":
-                template = base + "}}"
-                fields = []
-                name = map(names.__getitem__, part["name_id"].tolist())
-            else:
-                template = base + ',"bytes":%s}}'
-                fields = [_ints(part["bytes"].to_numpy())]
-                name = _memop_names(part, frame)
-            self.emit(
-                cat,
-                (
-                    template % row
-                    for row in zip(
-                        name,
-                        pid[lo : lo + CHUNK].tolist(),
-                        tid[lo : lo + CHUNK].tolist(),
-                        _us(start),
-                        _us(end - start),
-                        *common,
-                        *fields,
-                        strict=True,
-                    )
-                ),
-            )
+        template = base + {"kernels": ',"grid":%s,"block":%s}}', "syncs": "}}"}.get(frame, ',"bytes":%s}}')
+        for block in self.blocks(frame, columns + GPU_COLUMNS[frame]):
+            device, stream = block["device_id"], block["stream_id"]
+            pid = GPU_PID + np.where(device == NULL, 0, device)
+            tid = np.where(stream == NULL, 0, stream) & TID_MASK
+            for d, s in set(zip(pid.tolist(), tid.tolist(), strict=True)):
+                self.processes.setdefault(d, f"GPU {d - GPU_PID}")
+                self.threads.setdefault((d, s), f"stream {s}")
+            names = self.names(block["name_id"]) if "name_id" in block else {}
+            self.flows(block, pid, tid)
+            for lo in range(0, len(pid), CHUNK):
+                part = {c: v[lo : lo + CHUNK] for c, v in block.items()}
+                if frame == "kernels":
+                    fields = [_dims(part["grid"], (32, 16)), _dims(part["block"], (22, 11))]
+                elif frame == "syncs":
+                    fields = []
+                else:
+                    fields = [_ints(part["bytes"])]
+                if "name_id" in part:
+                    name: Iterable[str] = map(names.__getitem__, part["name_id"].tolist())
+                else:
+                    name = _memop_names(part, frame)
+                self.emit(
+                    cat,
+                    (
+                        template % row
+                        for row in zip(
+                            name,
+                            pid[lo : lo + CHUNK].tolist(),
+                            tid[lo : lo + CHUNK].tolist(),
+                            _us(part["start"]),
+                            _us(part["end"] - part["start"]),
+                            _ints(part["device_id"]),
+                            _ints(part["stream_id"]),
+                            _ints(part["correlation_id"]),
+                            *fields,
+                            strict=True,
+                        )
+                    ),
+                )
 
-    def flows(self, df: pd.DataFrame, pid: np.ndarray, tid: np.ndarray) -> None:
+    def flows(self, work: dict[str, np.ndarray], pid: np.ndarray, tid: np.ndarray) -> None:
         """An arrow from each written call to the GPU work it launched (same process, same correlation)."""
         if not len(self.call_keys):
             return
-        key = _key(df["global_pid"].to_numpy() >> 24, df["correlation_id"].to_numpy())
+        key = _key(work["global_pid"] >> 24, work["correlation_id"])
         at = np.minimum(np.searchsorted(self.call_keys, key), len(self.call_keys) - 1)
         hit = np.flatnonzero((self.call_keys[at] == key) & (key >= 0))
         call = at[hit]
         call_pid, call_tid, call_ts = (column[call] for column in self.call_rows)
-        work_pid, work_tid, work_ts = pid[hit], tid[hit], df["start"].to_numpy()[hit]
+        work_pid, work_tid, work_ts = pid[hit], tid[hit], work["start"][hit]
         first = self.counts.get("flow", 0) // 2
         start = '{"ph":"s","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
         finish = '{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
@@ -405,33 +401,29 @@ class _Writer:
 
     def cpu(self, frame: str, cat: str) -> None:
         extra = ["external_id"] if frame == "cpu_ops" else []
-        df = self.rows(frame, ["start", "end", "global_tid", "name_id", *extra])
-        if df is None or df.empty:
-            return
-        pid, tid = _pid_tid(df["global_tid"].to_numpy())
-        self.thread_seen(pid, tid)
-        names = self.names(df["name_id"].to_numpy())
-        args = ',"args":{"External id":%s}' if extra else ""
-        template = _X.replace("CAT", cat) + args + "}"
-        for lo in range(0, len(df), CHUNK):
-            part = df.iloc[lo : lo + CHUNK]
-            start, end = part["start"].to_numpy(), part["end"].to_numpy()
-            fields = [_ints(part["external_id"].to_numpy())] if extra else []
-            self.emit(
-                cat,
-                (
-                    template % row
-                    for row in zip(
-                        map(names.__getitem__, part["name_id"].tolist()),
-                        pid[lo : lo + CHUNK].tolist(),
-                        tid[lo : lo + CHUNK].tolist(),
-                        _us(start),
-                        _us(end - start),
-                        *fields,
-                        strict=True,
-                    )
-                ),
-            )
+        template = _X.replace("CAT", cat) + (',"args":{"External id":%s}' if extra else "") + "}"
+        for block in self.blocks(frame, ["start", "end", "global_tid", "name_id", *extra]):
+            pid, tid = _pid_tid(block["global_tid"])
+            self.thread_seen(pid, tid)
+            names = self.names(block["name_id"])
+            for lo in range(0, len(pid), CHUNK):
+                part = {c: v[lo : lo + CHUNK] for c, v in block.items()}
+                fields = [_ints(part["external_id"])] if extra else []
+                self.emit(
+                    cat,
+                    (
+                        template % row
+                        for row in zip(
+                            map(names.__getitem__, part["name_id"].tolist()),
+                            pid[lo : lo + CHUNK].tolist(),
+                            tid[lo : lo + CHUNK].tolist(),
+                            _us(part["start"]),
+                            _us(part["end"] - part["start"]),
+                            *fields,
+                            strict=True,
+                        )
+                    ),
+                )
 
     # --- names ---------------------------------------------------------------------------------------
 
@@ -509,7 +501,7 @@ def _dims(packed: np.ndarray, shifts: tuple[int, int]) -> Iterator[str]:
         yield "[-1,-1,-1]" if p == NULL else f"[{a},{b},{c}]"
 
 
-def _memop_names(part: pd.DataFrame, frame: str) -> list[str]:
+def _memop_names(part: dict[str, np.ndarray], frame: str) -> list[str]:
     """Kineto's names of copies and sets, which say their kinds ("Memcpy HtoD (Pageable -> Device)")."""
     if frame == "memcpy":
         kinds = zip(
