@@ -142,18 +142,19 @@ class _Writer:
         self.first = True
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
-        self.launched = np.empty(0, dtype=np.int64)  # launch keys (_key) of the GPU work to be written
-        # (key, thread, start) of the calls that launched it: thread is the global thread id's low 48 bits
-        self.calls: list[tuple[np.ndarray, ...]] = []
-        self.call_keys = np.empty(0, dtype=np.int64)  # the same, sorted by key once all calls are written
-        self.call_rows: tuple[np.ndarray, ...] = ()
+        self.launched = np.empty(0, dtype=np.int64)  # launch keys (_key) of the GPU work written, sorted
+        # the call that launched each of them, by its place in `launched`: the thread (the global thread id's
+        # low 48 bits; -1: no call seen yet) and its start; 24 bytes per launch in all
+        self.call_thread = np.empty(0, dtype=np.int64)
+        self.call_start = np.empty(0, dtype=np.int64)
 
     def write(self) -> None:
         meta = {"source": self.trace.path.name, "format": self.trace.format, "window_ns": self.window}
         self.f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
         self.launched = self.gpu_keys()
+        self.call_thread = np.full(len(self.launched), -1, dtype=np.int64)
+        self.call_start = np.zeros(len(self.launched), dtype=np.int64)
         self.runtime()
-        self.index_calls()
         for frame, cat in (("kernels", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset"),
                            ("syncs", "cuda_sync")):  # fmt: skip
             self.gpu(frame, cat)
@@ -227,30 +228,33 @@ class _Writer:
                         )
                     ),
                 )
-            key = _key(pid, block["correlation_id"])
-            hit = np.isin(key, self.launched) & (key >= 0)
-            self.calls.append((key[hit], block["global_tid"][hit] & _THREAD_MASK, block["start"][hit]))
+            self.note_calls(block)
 
     def gpu_keys(self) -> np.ndarray:
         """The launch keys of the GPU work in the window (to keep, of the API calls, those that launched)."""
-        keys = [
-            np.unique(_key(block["global_pid"] >> 24, block["correlation_id"]))
-            for frame in ("kernels", "memcpy", "memset")
-            for block in self.blocks(frame, ["start", "end", "global_pid", "correlation_id"])
-        ]
-        return np.unique(np.concatenate(keys)) if keys else np.empty(0, dtype=np.int64)
+        keys = np.empty(0, dtype=np.int64)
+        for frame in ("kernels", "memcpy", "memset"):
+            for block in self.blocks(frame, ["start", "end", "global_pid", "correlation_id"]):
+                keys = np.union1d(keys, _key(block["global_pid"] >> 24, block["correlation_id"]))
+        return keys
 
-    def index_calls(self) -> None:
-        if not self.calls:
-            return
-        key, thread, start = (np.concatenate(c) for c in zip(*self.calls, strict=True))
-        self.calls = []
-        key_order = np.argsort(key, kind="stable")
-        first = np.ones(len(key), dtype=bool)
-        first[1:] = key[key_order][1:] != key[key_order][:-1]  # a key twice: the first call launched
-        order = key_order[first]
-        self.call_keys = key[order]
-        self.call_rows = (thread[order], start[order])
+    def launch_of(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, their places in `launched`): the rows whose launch key is one of the GPU work's."""
+        if not len(self.launched):
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.launched, key), len(self.launched) - 1)
+        rows = np.flatnonzero((self.launched[at] == key) & (key >= 0))
+        return rows, at[rows]
+
+    def note_calls(self, calls: dict[str, np.ndarray]) -> None:
+        """Keep the thread and start of the calls that launched GPU work (a key twice: the first call)."""
+        pid = (calls["global_tid"] >> 24) & TID_MASK
+        rows, at = self.launch_of(_key(pid, calls["correlation_id"]))
+        at, first = np.unique(at, return_index=True)
+        new = self.call_thread[at] < 0
+        rows, at = rows[first[new]], at[new]
+        self.call_thread[at] = calls["global_tid"][rows] & _THREAD_MASK
+        self.call_start[at] = calls["start"][rows]
 
     def gpu(self, frame: str, cat: str) -> None:
         columns = ["start", "end", "correlation_id", "global_pid", "device_id", "stream_id"]
@@ -298,14 +302,11 @@ class _Writer:
 
     def flows(self, work: dict[str, np.ndarray], pid: np.ndarray, tid: np.ndarray) -> None:
         """An arrow from each written call to the GPU work it launched (same process, same correlation)."""
-        if not len(self.call_keys):
-            return
-        key = _key(work["global_pid"] >> 24, work["correlation_id"])
-        at = np.minimum(np.searchsorted(self.call_keys, key), len(self.call_keys) - 1)
-        hit = np.flatnonzero((self.call_keys[at] == key) & (key >= 0))
-        call = at[hit]
-        call_thread, call_ts = (column[call] for column in self.call_rows)
-        call_pid, call_tid = _pid_tid(call_thread)
+        rows, at = self.launch_of(_key(work["global_pid"] >> 24, work["correlation_id"]))
+        called = self.call_thread[at] >= 0
+        hit, at = rows[called], at[called]
+        call_pid, call_tid = _pid_tid(self.call_thread[at])
+        call_ts = self.call_start[at]
         work_pid, work_tid, work_ts = pid[hit], tid[hit], work["start"][hit]
         first = self.counts.get("flow", 0) // 2
         start = '{"ph":"s","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
