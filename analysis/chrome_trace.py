@@ -14,8 +14,9 @@ the file back into the same frames, and `harness kernels FILE` equals `harness k
 - metadata (`M`): process and thread names; a GPU is a process of its own, its streams are its threads.
 
 Times are microseconds written as exact decimals of the nanoseconds (123.456), which the Kineto reader
-turns back into the same nanoseconds. The file is written a chunk of rows at a time: memory holds the
-columns of one frame, never the text of the whole file. A window (`--step`, `--phase`, `--start/--end`)
+turns back into the same nanoseconds. The file is written a chunk of rows at a time: memory holds a block
+of each table (Trace.blocks; the NVTX ranges as one frame) and 24 bytes per GPU operation for the arrows,
+never the text of the whole file. A window (`--step`, `--phase`, `--start/--end`)
 keeps the events that overlap it.
 """
 
