@@ -401,15 +401,33 @@ class Trace:
         return dict(zip(s["id"].tolist(), s["value"].tolist(), strict=True))
 
     def _cached_strings(self) -> dict[int, str] | None:
-        """The string table from the cache without pandas (a table over `blocks` needs none), when it is
-        there and not in memory yet."""
+        """The string table without pandas (a table over `blocks` needs none) when it is not in memory yet:
+        from the cache, else from a reader that gives it as columns (nsys), then kept in the cache."""
         entry = self._entry
-        if self._data["strings"] or not self._entry_ready or entry is None:
+        if self._data["strings"]:
             return None
-        cached = entry.strings("strings", ["id", "value"])
-        if cached is None or None in cached["value"]:
+        cached = (
+            entry.strings("strings", ["id", "value"]) if self._entry_ready and entry is not None else None
+        )
+        if cached is None:
+            return self._read_strings()
+        if None in cached["value"]:
             return None
         return dict(zip(cached["id"], cached["value"], strict=True))
+
+    def _read_strings(self) -> dict[int, str] | None:
+        """The string table of a reader that gives it as columns (nsys), held and put in the cache without
+        pandas; None for another reader."""
+        read = getattr(self.reader, "string_columns", None)
+        if read is None:
+            return None
+        ids, values = read()
+        self._data["strings"].update(id=ids, value=np.array(values, dtype=object))
+        if self._entry is not None:
+            from analysis.arrow_arrays import int64_array, string_array
+
+            self._save("strings", {"id": int64_array(ids), "value": string_array(values)})
+        return dict(zip(ids.tolist(), values, strict=True))
 
     def strings(self, ids: Iterable[int] | None = None) -> dict[int, str]:
         """id -> string, for `ids` (all when None). The table is built once per trace: tables ask often."""
@@ -471,7 +489,7 @@ class Trace:
             self._save(frame, df)
         return {c: have[c] for c in columns}
 
-    def _save(self, frame: str, df: pd.DataFrame) -> None:
+    def _save(self, frame: str, df: pd.DataFrame | Mapping[str, Any]) -> None:
         """Write what was read from the source to the cache, now. Not on a thread of its own: a frame on its
         way there was held while the command read the next (1M kernels, `nvtx-gpu` cold: ~25 MB more at
         the peak), and the write costs a few percent of the read (docs/performance.md)."""

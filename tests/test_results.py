@@ -187,6 +187,27 @@ def test_new_kernels_table_on_a_cached_export_imports_no_pandas(cache: Path) -> 
     assert done.stdout.splitlines()[1].startswith("100.0,88573480,5,")
 
 
+@pytest.mark.parametrize("by", ["shape", "name"])
+def test_cold_kernels_imports_no_pandas(by: str, cache: Path) -> None:
+    """Nothing cached yet: the export read through the reader, its columns and strings put in the cache,
+    the table printed, and no pandas (issue 24 §3, cold: its import was a third of the time). What went
+    into the cache without pandas serves the other table as the export does."""
+    export = export_of("a100-saxpy-mpi")
+    other = "name" if by == "shape" else "shape"
+
+    def computed(by: str) -> str:
+        done = runner.invoke(app, ["kernels", str(export), "--by", by, "--format", "csv", "--no-cache"])
+        assert done.exit_code == 0, done.output
+        return done.stdout
+
+    cold = harness_alone(["kernels", str(export), "--by", by], "'pandas' not in sys.modules")
+    assert {p.name for p in cache.rglob("*.parquet")} >= {"kernels.duration.parquet", "strings.value.parquet"}
+    assert cold.stdout == computed(by)
+    assert cold.stdout.splitlines()[1].startswith("100.0,88573480,5,")
+    then = harness_alone(["kernels", str(export), "--by", other], "'pandas' not in sys.modules")
+    assert then.stdout == computed(other)
+
+
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_rows_render_as_their_dataframe(fixture: str, cache: Path) -> None:
     """kernel_table (no pandas) and the DataFrame of the same table print the same bytes in every format,

@@ -23,14 +23,16 @@ import warnings
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import numpy as np
-import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.readers import NSYS_VERSION, NULL, return_freed_buffers
+
+if TYPE_CHECKING:  # imported where a frame is made: `harness kernels` reads blocks and strings without it
+    import pandas as pd
 
 VERSION = NSYS_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -198,6 +200,8 @@ class NsysReader:
 
     def read(self, frame: str, columns: Sequence[str]) -> pd.DataFrame:
         """`columns` of `frame` (range_id too for nvtx; threads and strings are read whole)."""
+        import pandas as pd
+
         if frame == "nvtx":
             return self.nvtx_ranges(columns)
         if frame == "threads":
@@ -385,16 +389,20 @@ class NsysReader:
 
     def strings(self) -> pd.DataFrame:
         """StringIds: id, value."""
+        import pandas as pd
+
+        ids, values = self.string_columns()
+        return pd.DataFrame({"id": ids, "value": pd.Series(values, dtype=object)})
+
+    def string_columns(self) -> tuple[np.ndarray, list[str]]:
+        """`strings` as its columns (ids as int64, values), without pandas: the string table of a table
+        made from blocks (`harness kernels`)."""
         if "StringIds" not in self.tables:
-            return pd.DataFrame({"id": np.empty(0, dtype=np.int64), "value": pd.Series(dtype=object)})
+            return np.empty(0, dtype=np.int64), []
         self.reads["StringIds"] = self.reads.get("StringIds", 0) + 1
         rows = self._rows("SELECT id, value FROM StringIds WHERE typeof(id) = 'integer'")
-        return pd.DataFrame(
-            {
-                "id": np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-                "value": pd.Series([str(r[1]) if r[1] is not None else "" for r in rows], dtype=object),
-            }
-        )
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return ids, [str(r[1]) if r[1] is not None else "" for r in rows]
 
     def nvtx_ranges(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges, one row each, names resolved and domains attached.
@@ -403,6 +411,8 @@ class NsysReader:
         global_tid, pushpop (bool), payload (Int64, NA when none), name (category), domain (category, NA
         outside named domains); range_id and `columns` of them (default all), read in one scan.
         """
+        import pandas as pd
+
         asked = set(FRAME_NVTX if columns is None else columns) | {"range_id"}
         cols = self.columns(NVTX)
         types = (*PUSHPOP_TYPES, *STARTEND_TYPES)
@@ -456,6 +466,8 @@ class NsysReader:
     def _nvtx_names(self, col: dict[str, np.ndarray], cols: set[str], where: str) -> pd.Categorical:
         """The name of each range (scan() columns range_id and text_id): the registered string where it
         has a text id, else its text, else ""."""
+        import pandas as pd
+
         n = len(col["range_id"])
         no_text = (np.full(n, -1, dtype=np.int32), [])
         rowids = col["range_id"]
@@ -484,6 +496,8 @@ class NsysReader:
     def _nvtx_domain_of(self, col: dict[str, np.ndarray]) -> pd.Categorical:
         """The domain of each range (scan() columns domain_id and global_tid), as pd.Categorical of the
         names (NA outside named domains) would make it, without an object per range."""
+        import pandas as pd
+
         n = len(col["range_id"])
         dom = col.pop("domain_id")
         domain_of = np.full(n, -1, dtype=np.int32)
@@ -517,6 +531,8 @@ class NsysReader:
 
     def thread_names(self) -> pd.DataFrame:
         """ThreadNames: global_tid, name."""
+        import pandas as pd
+
         rows: list[tuple[Any, ...]] = []
         if {"ThreadNames", "StringIds"} <= self.tables:
             self.reads["ThreadNames"] = self.reads.get("ThreadNames", 0) + 1
@@ -549,6 +565,8 @@ class NsysReader:
     def diagnostics(self) -> pd.DataFrame:
         """DIAGNOSTIC_EVENT (nsys 2023 and newer): timestamp, global_pid, severity and source (their labels),
         text; in time order."""
+        import pandas as pd
+
         rows: list[tuple[Any, ...]] = []
         cols = self.columns(DIAGNOSTIC)
         if {"timestamp", "severity", "text"} <= cols:
@@ -575,6 +593,8 @@ class NsysReader:
 
     def contexts(self) -> pd.DataFrame:
         """The CUDA contexts of the GPU work: global_pid, device_id, context_id, once each."""
+        import pandas as pd
+
         parts = [
             f"SELECT globalPid, deviceId, contextId FROM {t}"
             for t in (KERNEL, MEMCPY, MEMSET)
