@@ -86,6 +86,8 @@ def mask(text: str, tmp: Path) -> str:
     text = text.replace(str(tmp), "TMP")
     text = re.sub(r"\\u[0-9a-fA-F]{4}", "ESC", text)  # json's escapes are not numbers
     text = re.sub(r"(\d{8}-\d{6})-[0-9a-f]{4}", r"\1-XXXX", text)
+    # the commit by its field first: one of only digits (0704341) or only letters is a commit too
+    text = re.sub(r"(git_commit(?:\W|value)*?)[0-9a-f]{6,40}\b", r"\1HEX", text)
     text = re.sub(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,40}\b", "HEX", text)
     text = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "9", text)
     text = TABLE_ROW.sub(lambda m: re.sub(r"9(,9)+", "9", m.group(0)), text)  # thousands separators
