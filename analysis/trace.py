@@ -239,13 +239,17 @@ class Trace:
         return out if rows.all() else out[rows].reset_index(drop=True)
 
     def blocks(
-        self, frame: str, columns: Sequence[str], rows: int = BLOCK_ROWS
+        self, frame: str, columns: Sequence[str], rows: int = BLOCK_ROWS, *, notes: list[str] | None = None
     ) -> Iterator[dict[str, np.ndarray]]:
         """The rows of `frame` that `frame(frame, columns)` keeps, in the same order and with the same notes
         (added when the last block is out), as int64 arrays of at most `rows` rows, never the whole frame
         at once: from memory, else from the cache, else from the source (and then into the cache as they
         come). For tables that aggregate (`analysis.kernels`): memory stays what the aggregate holds,
-        whatever the export's size, and nothing here imports pandas when the cache has the columns."""
+        whatever the export's size, and nothing here imports pandas when the cache has the columns.
+        `notes`: a list the notes go to instead (a pass reading several frames at once orders them itself).
+        Columns that are not integers (nvtx's pushpop, name, domain) come as numpy booleans and pandas
+        Categoricals."""
+        note = self.note if notes is None else functools.partial(_add_note, notes)
         cols, check = self._checked(frame, columns)
         wanted = list(dict.fromkeys([*cols, *check]))
         named = [c for c in cols if c.endswith("name_id")]
@@ -278,12 +282,10 @@ class Trace:
                 keep &= known
             yield {c: raw[c] if keep.all() else raw[c][keep] for c in cols}
         for text in _left_out(frame, check, n, wild, bad):
-            self.note(text)
+            note(text)
         for count in missing.values():
             if count:
-                self.note(
-                    f"left out {count:,} {NAMES_OF[frame]} whose name is not in the export's string table"
-                )
+                note(f"left out {count:,} {NAMES_OF[frame]} whose name is not in the export's string table")
 
     def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
         held = self._data[frame]
@@ -539,6 +541,11 @@ class TraceView(Trace):
 
     def release(self) -> None:
         return None
+
+
+def _add_note(notes: list[str], text: str) -> None:
+    if text not in notes:
+        notes.append(text)
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:

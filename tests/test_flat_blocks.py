@@ -92,3 +92,44 @@ def test_repeats_finds_an_id_seen_twice_across_blocks_and_within_one() -> None:
     assert r.seen(np.array([ids[500]], dtype=np.int64), NULL) is True
     assert Repeats(1 << 20).seen(np.array([9, 3, 9], dtype=np.int64), NULL) is True
     assert Repeats(10).seen(np.array([0, 100], dtype=np.int64), NULL) is None  # past the limit: cannot say
+
+
+def _thread_tables(trace, **kw) -> tuple[pd.DataFrame, ...]:
+    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary
+
+    return (
+        nvtx_gpu_kernels(trace, mode="thread", by="raw", **kw),
+        nvtx_gpu_kernels(trace, mode="thread", by="op", top=2, **kw),
+        nvtx_gpu_summary(trace, mode="thread", **kw),
+    )
+
+
+@pytest.mark.parametrize("name", NSYS_EXPORTS)
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_thread_attribution_in_one_pass_equals_the_whole_join(
+    name: str, exclusive: bool, monkeypatch
+) -> None:
+    import functools
+
+    import analysis.nvtx_gpu as nvtx_gpu
+    import analysis.nvtx_sweep as sweep
+
+    trace = open_trace(_export(name), cache=False)
+    if not (trace.has("nvtx") and trace.has("kernels") and trace.has("runtime")):
+        return
+    whole_way = nvtx_gpu._swept
+    with monkeypatch.context() as m:
+        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        whole = _thread_tables(trace, exclusive=exclusive)
+        whole_notes = [t.attrs["notes"] for t in whole]
+    calls = []
+    original = sweep.thread_sweep
+    for rows in (3, 7, 1 << 18):
+        with monkeypatch.context() as m:
+            m.setattr(sweep, "thread_sweep", functools.partial(original, rows=rows))
+            m.setattr(nvtx_gpu, "_swept", lambda *a, **k: calls.append(a) or whole_way(*a, **k))
+            got = _thread_tables(open_trace(_export(name), cache=False), exclusive=exclusive)
+        for g, w, notes in zip(got, whole, whole_notes, strict=True):
+            pd.testing.assert_frame_equal(g, w, check_exact=True)
+            assert g.attrs["notes"] == notes
+    assert calls
