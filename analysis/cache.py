@@ -412,10 +412,12 @@ def _other_chunks(file: Any) -> Iterator[Any]:
                     raise OSError("nulls in a cached boolean column")
                 yield np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=bool)
             elif pa.types.is_dictionary(chunk.type):
-                codes = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+                codes = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False)
                 yield pd.Categorical.from_codes(codes, categories=chunk.dictionary.to_pylist())
+            elif pa.types.is_null(chunk.type):  # no domain anywhere: every value missing
+                yield pd.Categorical.from_codes(np.full(len(chunk), -1, dtype=np.int8), categories=[])
             else:
-                yield pd.Categorical(chunk.to_pylist())
+                yield pd.Categorical(chunk.to_pandas())
         del column
 
 

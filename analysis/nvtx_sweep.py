@@ -28,11 +28,13 @@ from analysis.launch_join import Unordered, launch_blocks
 from analysis.nvtx_names import grouped_categories
 from analysis.runtime import pid_of, tid_of
 from analysis.stats import figures
-from analysis.trace import BLOCK_ROWS, Trace
+from analysis.trace import Trace
 
 NO_THREAD = -1
 RANGE_READ = ["start", "end", "global_tid", "pushpop", "name", "domain"]
 LEVEL_SHIFT = 40  # first appearance: level << 40 | kernel row
+# kernels per block: a block's credits (~6 a kernel) and their temporaries are the memory a block takes
+SWEEP_ROWS = 1 << 16
 
 
 @dataclass
@@ -201,7 +203,7 @@ def thread_sweep(
     by_name: bool,
     ranged_only: bool,
     by: str = "raw",
-    rows: int = BLOCK_ROWS,
+    rows: int = SWEEP_ROWS,
 ) -> Swept:
     """The row groups of thread-mode attribution (`_credits` with by_thread), a block of `rows` kernels at
     a time. Raises `Unordered` where the export is not in time order."""
@@ -353,11 +355,18 @@ def _credit_block(
         again[1:] = pair[1:] == pair[:-1]
         counts[order[again]] = False
         twice = int(again.sum())
-    duration = block["duration"]
-    if len(duration) and duration.min() >= 0 and duration.max() < 2**31:
-        duration = duration.astype(np.int32)
+    duration = _narrow(block["duration"])
     _keep_durations(found, group[counts], level_a[counts], duration[launch_a[counts]], index)
     return twice
+
+
+def _narrow(duration: np.ndarray) -> np.ndarray:
+    """Durations in 2 bytes where they fit (kernels under 65.5 us: most of a training step's), else 4, else
+    8: they are what grows with the export. `figures` gives the same numbers from any integer type."""
+    if not len(duration) or duration.min() < 0:
+        return duration
+    top = int(duration.max())
+    return duration.astype(np.uint16 if top < 2**16 else np.int32 if top < 2**31 else np.int64)
 
 
 def _local_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
