@@ -133,3 +133,22 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
             pd.testing.assert_frame_equal(g, w, check_exact=True)
             assert g.attrs["notes"] == notes
     assert calls
+
+
+@pytest.mark.parametrize("name", NSYS_EXPORTS)
+def test_kernexecsum_by_blocks_equals_the_whole_join(name: str) -> None:
+    from analysis.launch import _by_blocks, _whole
+    from analysis.launch_join import Unordered
+
+    trace = open_trace(_export(name), cache=False)
+    if not (trace.has("kernels") and trace.has("runtime")):
+        return
+    whole = _whole(trace)
+    for rows in (3, 7, 1 << 18):
+        fresh = open_trace(_export(name), cache=False)
+        try:
+            got = _by_blocks(fresh, rows)
+        except Unordered:  # the export is not in correlationId order: launch_summary takes the whole join
+            continue
+        pd.testing.assert_frame_equal(got, whole, check_exact=True)
+        assert got.attrs["notes"] == whole.attrs["notes"]
