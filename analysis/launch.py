@@ -12,9 +12,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, narrow, numbered
 from analysis.runtime import kernel_launches, pid_of, plain_name, tid_of
 from analysis.stats import figures, group_ids, name_codes, round_half_up
-from analysis.trace import BLOCK_ROWS, Trace
+from analysis.trace import Trace
 
 MEASURES = (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))
 KEYS = ["PID", "TID", "DevId", "API Name", "Kernel Name"]
@@ -25,8 +26,6 @@ def launch_summary(trace: Trace) -> pd.DataFrame:
     T(otal), A(PI), Q(ueue) and K(ernel) time, API Name, Kernel Name; largest TAvg first."""
     trace.require("kernels", "CUDA kernel data")
     trace.require("runtime", "CUDA runtime calls (needed for launch latency)")
-    from analysis.launch_join import Unordered
-
     try:
         return _by_blocks(trace)
     except Unordered:
@@ -103,19 +102,20 @@ class _Names:
         return np.array(list(self.code_of_name), dtype=object)
 
 
-def _by_blocks(trace: Trace, rows: int = BLOCK_ROWS) -> pd.DataFrame:
+def _by_blocks(trace: Trace, rows: int | None = None) -> pd.DataFrame:
     """launch_summary with the kernels and their calls a block at a time (analysis.launch_join): each
     group's four measures are kept in the kernels' order (2 or 4 bytes a value where they fit), not a frame
     of every kernel with its call (4M kernels: ~660 MB at the peak). Raises launch_join.Unordered."""
-    from analysis.launch_join import launch_blocks
-
     api = _Names(lambda ids: {i: plain_name(n) for i, n in trace.strings(ids).items()})
     kernel = _Names(trace.strings)
     index: dict[tuple[int, ...], int] = {}
     pieces: list[dict[str, list[np.ndarray]]] = []
     notes: list[str] = []
     for block in launch_blocks(
-        trace, ("name_id", "duration", "global_pid", "start", "end", "device_id"), notes=notes
+        trace,
+        ("name_id", "duration", "global_pid", "start", "end", "device_id"),
+        rows=rows or SWEEP_ROWS,
+        notes=notes,
     ):
         has = block["has_call"]
         b = block if has.all() else {c: v[has] for c, v in block.items()}
@@ -158,9 +158,7 @@ def _add_block(
     values of each measure, in the kernels' order."""
     if not len(keys[0]):
         return
-    from analysis.nvtx_sweep import _local_rows, _narrow
-
-    local, first = _local_rows(*keys)
+    local, first = numbered(*keys)
     number = np.empty(len(first), dtype=np.int64)
     for i, key in enumerate(zip(*(k[first].tolist() for k in keys), strict=True)):
         g = index.get(key)
@@ -171,7 +169,7 @@ def _add_block(
     order = np.argsort(local, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(local, minlength=len(first)))))
     for col, values in measures.items():
-        values = _narrow(values[order])
+        values = narrow(values[order])
         for i in range(len(first)):
             pieces[number[i]][col].append(values[bounds[i] : bounds[i + 1]].copy())
 

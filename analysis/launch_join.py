@@ -13,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import pandas as pd
 
 from analysis.readers import NULL
 from analysis.runtime import RUNTIME_COLUMNS, pid_of
 from analysis.trace import BLOCK_ROWS, NAME_COLUMN, Trace
 
 CALL_FIELDS = ("has_call", "call_start", "call_end", "global_tid", "api_id")
+# kernels per block of a one-pass table: a block's temporaries (nvtx-gpu: ~6 credits a kernel) and the
+# calls held for it (~6 runtime calls a kernel) are the memory a block takes
+SWEEP_ROWS = 1 << 16
 
 
 class Unordered(Exception):
@@ -135,3 +139,25 @@ def _call_columns(calls: _Calls | None, at: np.ndarray) -> dict[str, np.ndarray]
             values[has] = calls.cols[src][at[has]]
         out[col] = values
     return out
+
+
+def numbered(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(number of each credit's key tuple, in order of first appearance; first credit of each number)."""
+    combined = np.zeros(len(keys[0]), dtype=np.int64)
+    for values in keys:
+        codes, uniques = pd.factorize(values)
+        combined *= max(len(uniques), 1)
+        combined += codes
+    local, uniques = pd.factorize(combined)
+    first = np.empty(len(uniques), dtype=np.int64)
+    first[local[::-1]] = np.arange(len(local) - 1, -1, -1)
+    return local, first
+
+
+def narrow(duration: np.ndarray) -> np.ndarray:
+    """Durations in 2 bytes where they fit (kernels under 65.5 us: most of a training step's), else 4, else
+    8: they are what grows with the export. `figures` gives the same numbers from any integer type."""
+    if not len(duration) or duration.min() < 0:
+        return duration
+    top = int(duration.max())
+    return duration.astype(np.uint16 if top < 2**16 else np.int32 if top < 2**31 else np.int64)

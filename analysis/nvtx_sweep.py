@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
-from analysis.launch_join import Unordered, launch_blocks
+from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, narrow, numbered
 from analysis.nvtx_names import grouped_categories
 from analysis.runtime import pid_of, tid_of
 from analysis.stats import figures
@@ -33,8 +33,6 @@ from analysis.trace import Trace
 NO_THREAD = -1
 RANGE_READ = ["start", "end", "global_tid", "pushpop", "name", "domain"]
 LEVEL_SHIFT = 40  # first appearance: level << 40 | kernel row
-# kernels per block: a block's credits (~6 a kernel) and their temporaries are the memory a block takes
-SWEEP_ROWS = 1 << 16
 
 
 @dataclass
@@ -340,7 +338,7 @@ def _credit_block(
     end = np.where(ranged, 0 if none else r["end"][at], 2**63 - 1)
     del at, r_key
     # the block's rows, numbered here, then as rows of the whole table
-    local, first_at = _local_rows(label, thread, name)
+    local, first_at = numbered(label, thread, name)
     appear = (level_a[first_at] << LEVEL_SHIFT) | (row0 + launch_a[first_at])
     rows_of = found.numbers(label[first_at], thread[first_at], name[first_at], appear)
     group = rows_of[local]
@@ -355,31 +353,9 @@ def _credit_block(
         again[1:] = pair[1:] == pair[:-1]
         counts[order[again]] = False
         twice = int(again.sum())
-    duration = _narrow(block["duration"])
+    duration = narrow(block["duration"])
     _keep_durations(found, group[counts], level_a[counts], duration[launch_a[counts]], index)
     return twice
-
-
-def _narrow(duration: np.ndarray) -> np.ndarray:
-    """Durations in 2 bytes where they fit (kernels under 65.5 us: most of a training step's), else 4, else
-    8: they are what grows with the export. `figures` gives the same numbers from any integer type."""
-    if not len(duration) or duration.min() < 0:
-        return duration
-    top = int(duration.max())
-    return duration.astype(np.uint16 if top < 2**16 else np.int32 if top < 2**31 else np.int64)
-
-
-def _local_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(number of each credit's key tuple, in order of first appearance; first credit of each number)."""
-    combined = np.zeros(len(keys[0]), dtype=np.int64)
-    for values in keys:
-        codes, uniques = pd.factorize(values)
-        combined *= max(len(uniques), 1)
-        combined += codes
-    local, uniques = pd.factorize(combined)
-    first = np.empty(len(uniques), dtype=np.int64)
-    first[local[::-1]] = np.arange(len(local) - 1, -1, -1)
-    return local, first
 
 
 def _launch_thread(block: dict[str, np.ndarray]) -> np.ndarray:
