@@ -12,9 +12,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, narrow, numbered
+from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, numbered
 from analysis.runtime import kernel_launches, pid_of, plain_name, tid_of
-from analysis.stats import figures, group_ids, name_codes, round_half_up
+from analysis.stats import figures, group_ids, name_codes, narrow, round_half_up
 from analysis.trace import Trace
 
 MEASURES = (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))

@@ -152,12 +152,3 @@ def numbered(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = np.empty(len(uniques), dtype=np.int64)
     first[local[::-1]] = np.arange(len(local) - 1, -1, -1)
     return local, first
-
-
-def narrow(duration: np.ndarray) -> np.ndarray:
-    """Durations in 2 bytes where they fit (kernels under 65.5 us: most of a training step's), else 4, else
-    8: they are what grows with the export. `figures` gives the same numbers from any integer type."""
-    if not len(duration) or duration.min() < 0:
-        return duration
-    top = int(duration.max())
-    return duration.astype(np.uint16 if top < 2**16 else np.int32 if top < 2**31 else np.int64)

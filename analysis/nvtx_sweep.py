@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
-from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, narrow, numbered
+from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, numbered
 from analysis.nvtx_names import grouped_categories
 from analysis.runtime import pid_of, tid_of
-from analysis.stats import figures
+from analysis.stats import figures, narrow
 from analysis.trace import Trace
 
 NO_THREAD = -1
