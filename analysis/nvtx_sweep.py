@@ -26,6 +26,7 @@ import pandas as pd
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, numbered
 from analysis.nvtx_names import grouped_categories
+from analysis.readers import trim_heap
 from analysis.runtime import pid_of, tid_of
 from analysis.stats import figures, narrow
 from analysis.trace import Trace
@@ -33,6 +34,7 @@ from analysis.trace import Trace
 NO_THREAD = -1
 RANGE_READ = ["start", "end", "global_tid", "pushpop", "name", "domain"]
 LEVEL_SHIFT = 40  # first appearance: level << 40 | kernel row
+TRIM_EVERY = 8  # blocks between two trims of the heap
 
 
 @dataclass
@@ -232,6 +234,8 @@ def thread_sweep(
             inner, parent, r = _innermost(ranges.cols, block, calls)
         else:
             parent, r = np.zeros(0, dtype=np.int64), {}
+        if index % TRIM_EVERY == TRIM_EVERY - 1:
+            trim_heap()  # the rows' small pieces of durations, freed blocks' temporaries between them
         twice += _credit_block(
             block, inner, parent, r, found, carried, index, row0, exclusive, by_name, ranged_only
         )

@@ -226,6 +226,7 @@ class Trace:
         for frame, held in self._data.items():
             if frame not in ("threads", "strings"):
                 held.clear()
+        readers.trim_heap()
 
     def frame(self, frame: str, columns: Sequence[str] | None = None, *, keep: bool = True) -> pd.DataFrame:
         """`columns` (default all) of the rows of `frame` that can be right. keep=False: columns not in
