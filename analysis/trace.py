@@ -79,6 +79,9 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
             "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
             "overhead": "profiler overhead events"}  # fmt: skip
+# (format, frame) staged a column at a time: an nsys export's NVTX ranges are read whole, by a scan of
+# their table that costs little per column
+BY_COLUMN = frozenset({("nsys-sqlite", "nvtx")})
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAX_TIME = 2**62  # ns; a start or end past ±this is left out
 BLOCK_ROWS = 1 << 18  # rows per block of `Trace.blocks`
@@ -203,7 +206,9 @@ class Trace:
                 continue
             read_blocks = getattr(self.reader, "read_blocks", None)
             source = read_blocks(frame, cols) if read_blocks is not None else None
-            if source is None:
+            if source is None and (self.format, frame) in BY_COLUMN:
+                self._stage_by_column(frame, cols)
+            elif source is None:
                 self._columns(frame, cols, keep=False)
             else:
                 writer = self._writer(frame, cols)
@@ -219,6 +224,15 @@ class Trace:
             if self._entry is None:  # the cache folder turned out not writable
                 return False
         return True
+
+    def _stage_by_column(self, frame: str, columns: list[str]) -> None:
+        """Stage `columns` of a frame read whole a column at a time (each read is a scan of the source
+        table): one column is held at once, not all (7.1M NVTX ranges: ~60 MB a column)."""
+        for col in columns:
+            if self._entry is None:
+                return
+            if not (self._entry_ready and self._entry.has(frame, col)):
+                self._columns(frame, [col], keep=False)
 
     def release(self) -> None:
         """Let go of the frames held in memory (the string and thread tables stay); read again, they come
@@ -539,6 +553,15 @@ class TraceView(Trace):
 
     def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
         return False  # a view's frames are its own: `load` them
+
+    def _stage_by_column(self, frame: str, columns: list[str]) -> None:
+        """Stage `columns` of a frame read whole a column at a time (each read is a scan of the source
+        table): one column is held at once, not all (7.1M NVTX ranges: ~60 MB a column)."""
+        for col in columns:
+            if self._entry is None:
+                return
+            if not (self._entry_ready and self._entry.has(frame, col)):
+                self._columns(frame, [col], keep=False)
 
     def release(self) -> None:
         return None

@@ -152,3 +152,40 @@ def test_kernexecsum_by_blocks_equals_the_whole_join(name: str) -> None:
             continue
         pd.testing.assert_frame_equal(got, whole, check_exact=True)
         assert got.attrs["notes"] == whole.attrs["notes"]
+
+
+def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, monkeypatch) -> None:
+    """A range inside one of the same name on its thread (renamed so in a copy of a fixture the one-pass
+    way reads): each kernel once per row, and the note, as the whole join gives them."""
+    import functools
+    import sqlite3
+
+    from export_data import derive
+
+    import analysis.nvtx_gpu as nvtx_gpu
+    import analysis.nvtx_sweep as sweep
+    from analysis.nvtx_gpu import attribute
+
+    src = _export("ext/dlprof_norelu")
+    _, ranges, pairs = attribute(open_trace(src, cache=False), "thread", range_columns=("range_id",))
+    credited = pairs.loc[pairs["range"] >= 0, "range"].unique()
+    inner = next(r for r in credited if ranges["parent_row"].iloc[r] >= 0)
+    ids = ranges["range_id"].iloc[[inner, ranges["parent_row"].iloc[inner]]].tolist()
+    has_text_id = "textId" in {r[1] for r in sqlite3.connect(src).execute("PRAGMA table_info(NVTX_EVENTS)")}
+    renamed = "text = 'twice'" + (", textId = NULL" if has_text_id else "")
+    path = derive(
+        src, tmp_path / "nested.sqlite", f"UPDATE NVTX_EVENTS SET {renamed} WHERE rowid IN {tuple(ids)}"
+    )
+    with monkeypatch.context() as m:
+        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        whole = _thread_tables(open_trace(path, cache=False))
+    assert any("nested NVTX ranges of the same name" in n for n in whole[0].attrs["notes"])
+    original = sweep.thread_sweep
+    for rows in (3, 1 << 16):
+        with monkeypatch.context() as m:
+            m.setattr(sweep, "thread_sweep", functools.partial(original, rows=rows))
+            got = _thread_tables(open_trace(path, cache=False))
+        for g, w in zip(got, whole, strict=True):
+            pd.testing.assert_frame_equal(g, w, check_exact=True)
+            assert g.attrs["notes"] == w.attrs["notes"]
+    assert sweep.thread_sweep(open_trace(path, cache=False), by_name=True, ranged_only=False).twice
