@@ -102,6 +102,12 @@ def all_ranges(trace: Trace, *, keep: bool = True, columns: Sequence[str] | None
     return pd.DataFrame({c: out[c] for c in wanted}, copy=False)
 
 
+def any_named(trace: Trace, names: Sequence[str]) -> bool:
+    """Whether any NVTX range (right or not) has one of `names`: the name column alone, not the ranges."""
+    raw = pd.Series(trace._columns("nvtx", ["name"], keep=False)["name"], copy=False)
+    return bool(raw.isin(list(names)).any())
+
+
 def nvtx_ranges(trace: Trace, names: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per range instance (RANGE_COLUMNS), optionally only those named in `names`."""
     trace.require("nvtx", "NVTX data")

@@ -29,7 +29,7 @@ import pandas as pd
 from analysis.errors import ExportError
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
-from analysis.nvtx import all_ranges, tagged
+from analysis.nvtx import all_ranges, any_named, tagged
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.stats import (
@@ -291,6 +291,8 @@ def _credits(
     with by_name. ranged_only (and phase mode) leaves out kernels under no range. Never a frame with a row
     per credit: inclusive thread mode makes several per kernel (6M for 1M kernels). Thread mode goes
     through the export once in time order where it can (analysis.nvtx_sweep)."""
+    if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases):
+        mode = "thread"  # what `attribute` decides where no range has a phase's name
     if mode == "thread" and by_thread is not False:
         swept = _swept(trace, names, exclusive, by_name=by_name, ranged_only=ranged_only, by=by)
         if swept is not None:
