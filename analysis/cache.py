@@ -254,9 +254,10 @@ class Entry:
     def batches(
         self, frame: str, columns: Sequence[str], rows: int
     ) -> Iterator[dict[str, np.ndarray]] | None:
-        """The cached int64 `columns` of `frame`, `rows` at a time, the files read in step (a batch of each
-        at once, never a whole column); None unless every one is cached, int64 and of one length (a file
-        that cannot be opened is deleted). One that fails mid-way raises (`Trace.blocks` deletes it)."""
+        """The cached `columns` of `frame`, `rows` at a time, the files read in step (a batch of each
+        at once, never a whole column); None unless every one is cached, of one length and int64 (or
+        boolean, or names: nvtx's pushpop, name and domain, `_other_chunks`); a file that cannot be opened is
+        deleted. One that fails mid-way raises (`Trace.blocks` deletes it)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -269,7 +270,8 @@ class Entry:
                 with contextlib.suppress(OSError):
                     self.path(frame, col).unlink()
                 return None
-            if file.schema_arrow.field(0).type != pa.int64():
+            kind = file.schema_arrow.field(0).type
+            if kind != pa.int64() and not _named_or_flag(kind):
                 return None
             files[col] = file
         if len({f.metadata.num_rows for f in files.values()}) > 1:
@@ -374,13 +376,54 @@ def _row_groups(name: str, file: Any) -> Iterator[np.ndarray]:
     """The chunks of an int64 column without nulls, a row group at a time, as read-only numpy arrays over
     arrow's buffers (Array.to_numpy asks whether pandas is there)."""
     import numpy as np
+    import pyarrow as pa
 
+    if file.schema_arrow.field(0).type != pa.int64():
+        yield from _other_chunks(file)
+        return
     for group in range(file.num_row_groups):
         column = file.read_row_group(group, use_threads=False).column(0)
         for chunk in column.chunks:
             if chunk.null_count:
                 raise OSError(f"nulls in cached column {name}")
             yield np.frombuffer(chunk.buffers()[1], np.int64, len(chunk), chunk.offset * 8)
+        del column
+
+
+def _named_or_flag(kind: Any) -> bool:
+    """Whether `_other_chunks` reads a column of this arrow type: booleans, strings, names (dictionaries),
+    or nothing but nulls (an export without NVTX domains)."""
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_boolean(kind)
+        or pa.types.is_dictionary(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_null(kind)
+    )
+
+
+def _other_chunks(file: Any) -> Iterator[Any]:
+    """A boolean column's chunks as numpy booleans, a column of names (or nulls) as pandas Categoricals (a
+    missing name is a missing value), a row group at a time."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    for group in range(file.num_row_groups):
+        column = file.read_row_group(group, use_threads=False).column(0)
+        for chunk in column.chunks:
+            if pa.types.is_boolean(chunk.type):
+                if chunk.null_count:
+                    raise OSError("nulls in a cached boolean column")
+                yield np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=bool)
+            elif pa.types.is_dictionary(chunk.type):
+                codes = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+                yield pd.Categorical.from_codes(codes, categories=chunk.dictionary.to_pylist())
+            elif pa.types.is_null(chunk.type):  # no domain anywhere: every value missing
+                yield pd.Categorical.from_codes(np.full(len(chunk), -1, dtype=np.int8), categories=[])
+            else:
+                yield pd.Categorical(chunk.to_pandas())
         del column
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -102,6 +102,12 @@ def all_ranges(trace: Trace, *, keep: bool = True, columns: Sequence[str] | None
     return pd.DataFrame({c: out[c] for c in wanted}, copy=False)
 
 
+def any_named(trace: Trace, names: Sequence[str]) -> bool:
+    """Whether any NVTX range (right or not) has one of `names`: the name column alone, not the ranges."""
+    raw = pd.Series(trace._columns("nvtx", ["name"], keep=False)["name"], copy=False)
+    return bool(raw.isin(list(names)).any())
+
+
 def nvtx_ranges(trace: Trace, names: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per range instance (RANGE_COLUMNS), optionally only those named in `names`."""
     trace.require("nvtx", "NVTX data")
@@ -137,50 +143,43 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     (`aten::to, seq = 46176, op_id = 993781`) count under their operator by default; `by="raw"` keeps
     every name as recorded, which is what nsys stats prints (the parity form).
 
-    Only the five columns it needs are read (not the ranges' nesting), and the ranges are grouped a block
-    of `block_rows` at a time by an integer per (name, domain, style), so that what stays is each group's
-    durations: the names are made once per group, not once per range (1.8M ranges: ~470 MB at the peak
-    when every range's printed name was a Python string)."""
+    Only the five columns it needs are read (not the ranges' nesting), a block of `block_rows` ranges at
+    a time (`Trace.blocks`; 7.1M ranges: five whole columns were ~200 MB), grouped by (name, domain,
+    style) as integers, so that what stays is each group's durations: the names are made once per group,
+    not once per range (1.8M ranges: ~470 MB at the peak when every range's printed name was a Python
+    string)."""
     from analysis.stats import durations_by_group, figures, round_half_up
     from analysis.trace import BLOCK_ROWS
 
     trace.require("nvtx", "NVTX data")
-    raw = trace.frame("nvtx", ["start", "end", "pushpop", "name", "domain"], keep=False)
-    if raw.empty:
+    names, domains = _Codes(), _Codes()
+    read = [0]
+
+    def blocks() -> Iterator[dict[str, np.ndarray]]:
+        for block in trace.blocks(
+            "nvtx", ["start", "end", "pushpop", "name", "domain"], block_rows or BLOCK_ROWS
+        ):
+            read[0] += len(block["start"])
+            yield {
+                "name": names.of(block["name"]),
+                "domain": domains.of(block["domain"]),
+                "style": (~np.asarray(block["pushpop"], dtype=bool)).astype(np.int8),  # 1: StartEnd
+                "duration": block["end"] - block["start"],
+            }
+
+    per_key = dict(durations_by_group(blocks(), ["name", "domain", "style"]))
+    if not read[0]:
         raise ExportError(f"no NVTX ranges in {trace.path}: only marks or domain events")
-    name, domain = _categorical(raw.pop("name")), _categorical(raw.pop("domain"))
-    style = raw.pop("pushpop").to_numpy(dtype=bool) ^ True  # 0: PushPop, 1: StartEnd
-    duration = raw.pop("end").to_numpy() - raw.pop("start").to_numpy()
-    del raw
-    if len(duration) and duration.max() < 2**31:  # ranges under 2.1 s (none is negative): 4 bytes each
-        duration = duration.astype(np.int32)
-    n_dom = len(domain.categories) + 1
-    small = np.int32 if (len(name.categories) + 1) * n_dom * 2 < 2**31 else np.int64
-    key = name.codes.astype(small) + 1
-    key *= n_dom
-    key += domain.codes
-    key += 1
-    key *= 2
-    key += style
-    del style
-    rows = block_rows or BLOCK_ROWS
-    blocks = (
-        {"key": key[lo : lo + rows], "duration": duration[lo : lo + rows]} for lo in range(0, len(key), rows)
-    )
-    per_key = dict(durations_by_group(blocks, ["key"]))
-    del key, duration
     labels = []
-    for (k,) in per_key:  # the name nsys prints (`tagged`): DOMAIN:NAME in a named domain
-        rest, _ = divmod(int(k), 2)
-        n, d = divmod(rest, n_dom)
-        text = None if n == 0 else str(name.categories[n - 1])
-        if text is not None and d:
-            text = f"{domain.categories[d - 1]}:{text}"
+    for n, d, _ in per_key:  # the name nsys prints (`tagged`): DOMAIN:NAME in a named domain
+        text = None if n < 0 else names.texts[n]
+        if text is not None and d >= 0:
+            text = f"{domains.texts[d]}:{text}"
         labels.append(text)
     grouped, fields = grouped_categories(pd.Categorical(labels), by)
     per_group: dict[tuple[object, str], list[np.ndarray]] = {}
-    for (k,), label in zip(list(per_key), grouped.astype(object), strict=True):
-        per_group.setdefault((label, ("PushPop", "StartEnd")[int(k) % 2]), []).append(per_key.pop((k,)))
+    for key, label in zip(list(per_key), grouped.astype(object), strict=True):
+        per_group.setdefault((label, ("PushPop", "StartEnd")[int(key[2])]), []).append(per_key.pop(key))
     table = []
     for (label, sty), pieces in per_group.items():
         values = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
@@ -199,9 +198,26 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     return out
 
 
-def _categorical(column: pd.Series) -> pd.Categorical:
-    values = column.array
-    return values if isinstance(values, pd.Categorical) else pd.Categorical(column)
+class _Codes:
+    """Names (or domains) as one integer each across blocks, in order of first appearance; -1: none."""
+
+    def __init__(self) -> None:
+        self.code: dict[str, int] = {}
+        self.texts: list[str] = []
+
+    def of(self, values: object) -> np.ndarray:
+        """The code of each value of a block (a Categorical from the cache, else an object array)."""
+        local, uniques = pd.factorize(
+            values if isinstance(values, pd.Categorical) else np.asarray(values, dtype=object)
+        )
+        table = np.empty(len(uniques) + 1, dtype=np.int64)
+        table[-1] = -1  # local code -1 (a missing value) reads the last entry
+        for i, text in enumerate(str(u) for u in uniques):
+            if text not in self.code:
+                self.code[text] = len(self.texts)
+                self.texts.append(text)
+            table[i] = self.code[text]
+        return table[local]
 
 
 def nvtx_pushpop_summary(trace: Trace, by: str = "op") -> pd.DataFrame:

@@ -29,7 +29,7 @@ import pandas as pd
 from analysis.errors import ExportError
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
-from analysis.nvtx import all_ranges, tagged
+from analysis.nvtx import all_ranges, any_named, tagged
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.stats import (
@@ -259,13 +259,11 @@ def _groups(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass
 class _Credits:
-    """Credits (launch, range) as compact arrays: each credit's row group (numbered in order of first
-    appearance), whether it counts (not a repeat of its kernel in its row: nested ranges of one name), and
-    per group its range label code (-1: no range), PID, TID, kernel name id, range instances."""
+    """Credits (launch, range) grouped into row groups (numbered in order of first appearance): per group
+    the figures of its kernels' durations (a kernel once per row: nested ranges of one name), its range
+    label code (-1: no range), PID, TID, kernel name id, range instances."""
 
-    group: np.ndarray
-    counts: np.ndarray
-    duration: np.ndarray
+    figures: list[tuple]  # stats.figures of each row group's durations, in group order
     label: np.ndarray
     pid: np.ndarray | pd.api.extensions.ExtensionArray  # <NA> for kernels without their call
     tid: np.ndarray | pd.api.extensions.ExtensionArray
@@ -291,7 +289,14 @@ def _credits(
     """The credits of `attribute`, grouped into the rows of a table: by range label, PID and TID (the
     launching thread's where a kernel has no range; label only with by_thread=False), and kernel name
     with by_name. ranged_only (and phase mode) leaves out kernels under no range. Never a frame with a row
-    per credit: inclusive thread mode makes several per kernel (6M for 1M kernels)."""
+    per credit: inclusive thread mode makes several per kernel (6M for 1M kernels). Thread mode goes
+    through the export once in time order where it can (analysis.nvtx_sweep)."""
+    if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases):
+        mode = "thread"  # what `attribute` decides where no range has a phase's name
+    if mode == "thread" and by_thread is not False:
+        swept = _swept(trace, names, exclusive, by_name=by_name, ranged_only=ranged_only, by=by)
+        if swept is not None:
+            return swept
     launches, ranges, pairs = attribute(trace, mode, phases, names, exclusive)
     mode = launches.attrs["mode"]
     notes = [*trace.notes, *launches.attrs.get("notes", [])]
@@ -353,10 +358,7 @@ def _credits(
         counts[order[twice]] = False
         del order
         if twice.any():
-            notes.append(
-                f"{int(twice.sum()):,} kernels ran inside nested NVTX ranges of the same name; each is "
-                "counted once per range name (nsys stats counts it once per range)"
-            )
+            notes.append(_nested_note(int(twice.sum())))
     # what each row group is
     base = keys // n_names
     in_range = base < n_r
@@ -364,19 +366,13 @@ def _credits(
     rep_l = t_first[np.maximum(base - n_r, 0)] if len(t_first) else np.zeros(n_groups, dtype=np.int64)
     label = np.where(in_range, codes[rep] if n_r else -1, -1)
     thread = np.where(in_range, r_key[rep] if n_r else 0, l_key[rep_l] if len(l_key) else 0)
-    pid, tid = thread >> 24, thread & 0xFFFFFF
-    if (thread == NO_THREAD).any():
-        pid, tid = pd.array(pid, dtype="Int64"), pd.array(tid, dtype="Int64")
-        pid[thread == NO_THREAD] = pd.NA
-        tid[thread == NO_THREAD] = pd.NA
+    pid, tid = _pid_tid(thread)
     if not counts.all():
         launch, group = launch[counts], group[counts]
     duration = kernel_duration[launch]
     del launch
     return _Credits(
-        group=group,
-        counts=counts,
-        duration=duration,
+        figures=_group_figures(group, duration),
         label=label,
         pid=pid,
         tid=tid,
@@ -384,6 +380,71 @@ def _credits(
         nvtx_inst=nvtx_inst,
         table=table,
         mode=mode,
+        notes=notes,
+    )
+
+
+def _nested_note(twice: int) -> str:
+    return (
+        f"{twice:,} kernels ran inside nested NVTX ranges of the same name; each is counted once per range "
+        "name (nsys stats counts it once per range)"
+    )
+
+
+def _pid_tid(thread: np.ndarray) -> tuple[np.ndarray | pd.api.extensions.ExtensionArray, ...]:
+    """PID and TID of thread keys; nullable, <NA> for NO_THREAD, where a kernel had no launch call."""
+    pid, tid = thread >> 24, thread & 0xFFFFFF
+    if (thread == NO_THREAD).any():
+        pid, tid = pd.array(pid, dtype="Int64"), pd.array(tid, dtype="Int64")
+        pid[thread == NO_THREAD] = pd.NA
+        tid[thread == NO_THREAD] = pd.NA
+    return pid, tid
+
+
+def _group_figures(group: np.ndarray, duration: np.ndarray) -> list[tuple]:
+    """stats.figures of each group's durations, in group order: the durations split by group a block of
+    credits at a time (analysis.stats.durations_by_group), not an int64 order of every credit (24M credits
+    at 4M kernels: 192 MB)."""
+    from analysis.stats import durations_by_group
+
+    blocks = (
+        {"g": group[lo : lo + BLOCK], "duration": duration[lo : lo + BLOCK]}
+        for lo in range(0, len(group), BLOCK)
+    )
+    stats = [(g, figures(values)) for (g,), values in durations_by_group(blocks, ["g"])]
+    stats.sort(key=lambda item: item[0])
+    return [f for _, f in stats]
+
+
+def _swept(
+    trace: Trace, names: str, exclusive: bool, *, by_name: bool, ranged_only: bool, by: str
+) -> _Credits | None:
+    """`_credits` in thread mode by one pass over time (analysis.nvtx_sweep); None where the export is not
+    in the order it needs. The NVTX ranges go to the cache first where there is one (read whole from an
+    export, then a block at a time from the cache)."""
+    from analysis.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
+
+    _require(trace)
+    trace.stage({"nvtx": RANGE_READ})
+    try:
+        swept = thread_sweep(trace, names, exclusive, by_name=by_name, ranged_only=ranged_only, by=by)
+    except Unordered:
+        return None
+    for text in swept.notes:
+        trace.note(text)
+    notes = [*grouping_notes(swept.fields, by), *trace.notes]
+    if swept.twice:
+        notes.append(_nested_note(swept.twice))
+    pid, tid = _pid_tid(swept.thread)
+    return _Credits(
+        figures=swept.figures,
+        label=swept.label,
+        pid=pid,
+        tid=tid,
+        name_id=swept.name_id if by_name else np.zeros(len(swept.label), dtype=np.int64),
+        nvtx_inst=swept.nvtx_inst,
+        table=swept.table,
+        mode="thread",
         notes=notes,
     )
 
@@ -444,20 +505,7 @@ KERN_STATS = {"sum": "Total Time (ns)", "size": "Kern Inst", "mean": "Avg (ns)",
 def _table(credits: _Credits, keys: Sequence[str]) -> pd.DataFrame:
     """describe() of the credits that count, one row per group, with `keys` (label, PID, TID, name_id)
     first and NVTX Inst last."""
-    # the groups are numbered in order of first appearance already: no describe() of a 6M-row frame, and
-    # no sort of every credit by group (an int64 order of 24M credits at 4M kernels: 192 MB) either: the
-    # durations are split by group a block of credits at a time (analysis.stats.durations_by_group)
-    from analysis.stats import durations_by_group
-
-    group, duration = credits.group, credits.duration
-    blocks = (
-        {"g": group[lo : lo + BLOCK], "duration": duration[lo : lo + BLOCK]}
-        for lo in range(0, len(group), BLOCK)
-    )
-    stats = [(g, figures(values)) for (g,), values in durations_by_group(blocks, ["g"])]
-    del group, duration, blocks
-    stats.sort(key=lambda item: item[0])
-    out = pd.DataFrame([f for _, f in stats], columns=list(KERN_STATS.values()))
+    out = pd.DataFrame(credits.figures, columns=list(KERN_STATS.values()))
     out = out.astype({c: np.int64 for c in ("Total Time (ns)", "Kern Inst", "Min (ns)", "Max (ns)")})
     for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
         out[col] = round_half_up(out[col].astype(np.float64))

@@ -51,11 +51,11 @@ def has_phase_ranges(trace: Trace) -> bool:
         return False
     # the names alone, not the 1.8M ranges' nesting that all_ranges builds; the rows all_ranges keeps
     # (those with a start and an end) are only asked for where a phase name is there at all
+    from analysis.nvtx import any_named
+
     wanted = [*TRAIN_PHASES, STEP]
-    raw = pd.Series(trace._columns("nvtx", ["name"], keep=False)["name"], copy=False)
-    if not raw.isin(wanted).any():
+    if not any_named(trace, wanted):
         return False
-    del raw
     names = trace.frame("nvtx", ["start", "end", "name"], keep=False)["name"]
     return bool(names.isin(wanted).any())
 
@@ -74,13 +74,17 @@ def _builders(by: str = "op") -> list[tuple[str, Callable[[Trace], pd.DataFrame]
     from analysis.kernels import kernel_summary
     from analysis.launch import launch_summary
     from analysis.memops import memops_size, memops_time
-    from analysis.nvtx import nvtx_summary
+    from analysis.nvtx import any_named, nvtx_summary
     from analysis.nvtx_gpu import nvtx_gpu_summary, phase_check
     from analysis.osrt import osrt_summary
 
     def gpu_per_range(trace: Trace) -> pd.DataFrame:
-        out = nvtx_gpu_summary(trace, mode="phase", by=by)
-        return out if len(out) else nvtx_gpu_summary(trace, mode="thread", by=by)
+        # phase mode has rows only where a range is named after a phase: else not built (a whole join)
+        if trace.has("nvtx") and any_named(trace, list(TRAIN_PHASES)):
+            out = nvtx_gpu_summary(trace, mode="phase", by=by)
+            if len(out):
+                return out
+        return nvtx_gpu_summary(trace, mode="thread", by=by)
 
     def phases_add_up(trace: Trace) -> pd.DataFrame:
         if not has_phase_ranges(trace):

@@ -79,6 +79,9 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
             "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
             "overhead": "profiler overhead events"}  # fmt: skip
+# (format, frame) staged a column at a time: an nsys export's NVTX ranges are read whole, by a scan of
+# their table that costs little per column
+BY_COLUMN = frozenset({("nsys-sqlite", "nvtx")})
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAX_TIME = 2**62  # ns; a start or end past ±this is left out
 BLOCK_ROWS = 1 << 18  # rows per block of `Trace.blocks`
@@ -203,7 +206,9 @@ class Trace:
                 continue
             read_blocks = getattr(self.reader, "read_blocks", None)
             source = read_blocks(frame, cols) if read_blocks is not None else None
-            if source is None:
+            if source is None and (self.format, frame) in BY_COLUMN:
+                self._stage_by_column(frame, cols)
+            elif source is None:
                 self._columns(frame, cols, keep=False)
             else:
                 writer = self._writer(frame, cols)
@@ -220,12 +225,22 @@ class Trace:
                 return False
         return True
 
+    def _stage_by_column(self, frame: str, columns: list[str]) -> None:
+        """Stage `columns` of a frame read whole a column at a time (each read is a scan of the source
+        table): one column is held at once, not all (7.1M NVTX ranges: ~60 MB a column)."""
+        for col in columns:
+            if self._entry is None:
+                return
+            if not (self._entry_ready and self._entry.has(frame, col)):
+                self._columns(frame, [col], keep=False)
+
     def release(self) -> None:
         """Let go of the frames held in memory (the string and thread tables stay); read again, they come
         from the cache."""
         for frame, held in self._data.items():
             if frame not in ("threads", "strings"):
                 held.clear()
+        readers.trim_heap()
 
     def frame(self, frame: str, columns: Sequence[str] | None = None, *, keep: bool = True) -> pd.DataFrame:
         """`columns` (default all) of the rows of `frame` that can be right. keep=False: columns not in
@@ -239,13 +254,17 @@ class Trace:
         return out if rows.all() else out[rows].reset_index(drop=True)
 
     def blocks(
-        self, frame: str, columns: Sequence[str], rows: int = BLOCK_ROWS
+        self, frame: str, columns: Sequence[str], rows: int = BLOCK_ROWS, *, notes: list[str] | None = None
     ) -> Iterator[dict[str, np.ndarray]]:
         """The rows of `frame` that `frame(frame, columns)` keeps, in the same order and with the same notes
         (added when the last block is out), as int64 arrays of at most `rows` rows, never the whole frame
         at once: from memory, else from the cache, else from the source (and then into the cache as they
         come). For tables that aggregate (`analysis.kernels`): memory stays what the aggregate holds,
-        whatever the export's size, and nothing here imports pandas when the cache has the columns."""
+        whatever the export's size, and nothing here imports pandas when the cache has the columns.
+        `notes`: a list the notes go to instead (a pass reading several frames at once orders them itself).
+        Columns that are not integers (nvtx's pushpop, name, domain) come as numpy booleans and pandas
+        Categoricals."""
+        note = self.note if notes is None else functools.partial(_add_note, notes)
         cols, check = self._checked(frame, columns)
         wanted = list(dict.fromkeys([*cols, *check]))
         named = [c for c in cols if c.endswith("name_id")]
@@ -278,12 +297,10 @@ class Trace:
                 keep &= known
             yield {c: raw[c] if keep.all() else raw[c][keep] for c in cols}
         for text in _left_out(frame, check, n, wild, bad):
-            self.note(text)
+            note(text)
         for count in missing.values():
             if count:
-                self.note(
-                    f"left out {count:,} {NAMES_OF[frame]} whose name is not in the export's string table"
-                )
+                note(f"left out {count:,} {NAMES_OF[frame]} whose name is not in the export's string table")
 
     def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
         held = self._data[frame]
@@ -555,8 +572,22 @@ class TraceView(Trace):
     def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
         return False  # a view's frames are its own: `load` them
 
+    def _stage_by_column(self, frame: str, columns: list[str]) -> None:
+        """Stage `columns` of a frame read whole a column at a time (each read is a scan of the source
+        table): one column is held at once, not all (7.1M NVTX ranges: ~60 MB a column)."""
+        for col in columns:
+            if self._entry is None:
+                return
+            if not (self._entry_ready and self._entry.has(frame, col)):
+                self._columns(frame, [col], keep=False)
+
     def release(self) -> None:
         return None
+
+
+def _add_note(notes: list[str], text: str) -> None:
+    if text not in notes:
+        notes.append(text)
 
 
 def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:

@@ -92,3 +92,100 @@ def test_repeats_finds_an_id_seen_twice_across_blocks_and_within_one() -> None:
     assert r.seen(np.array([ids[500]], dtype=np.int64), NULL) is True
     assert Repeats(1 << 20).seen(np.array([9, 3, 9], dtype=np.int64), NULL) is True
     assert Repeats(10).seen(np.array([0, 100], dtype=np.int64), NULL) is None  # past the limit: cannot say
+
+
+def _thread_tables(trace, **kw) -> tuple[pd.DataFrame, ...]:
+    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary
+
+    return (
+        nvtx_gpu_kernels(trace, mode="thread", by="raw", **kw),
+        nvtx_gpu_kernels(trace, mode="thread", by="op", top=2, **kw),
+        nvtx_gpu_summary(trace, mode="thread", **kw),
+    )
+
+
+@pytest.mark.parametrize("name", NSYS_EXPORTS)
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_thread_attribution_in_one_pass_equals_the_whole_join(
+    name: str, exclusive: bool, monkeypatch
+) -> None:
+    import functools
+
+    import analysis.nvtx_gpu as nvtx_gpu
+    import analysis.nvtx_sweep as sweep
+
+    trace = open_trace(_export(name), cache=False)
+    if not (trace.has("nvtx") and trace.has("kernels") and trace.has("runtime")):
+        return
+    whole_way = nvtx_gpu._swept
+    with monkeypatch.context() as m:
+        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        whole = _thread_tables(trace, exclusive=exclusive)
+        whole_notes = [t.attrs["notes"] for t in whole]
+    calls = []
+    original = sweep.thread_sweep
+    for rows in (3, 7, 1 << 18):
+        with monkeypatch.context() as m:
+            m.setattr(sweep, "thread_sweep", functools.partial(original, rows=rows))
+            m.setattr(nvtx_gpu, "_swept", lambda *a, **k: calls.append(a) or whole_way(*a, **k))
+            got = _thread_tables(open_trace(_export(name), cache=False), exclusive=exclusive)
+        for g, w, notes in zip(got, whole, whole_notes, strict=True):
+            pd.testing.assert_frame_equal(g, w, check_exact=True)
+            assert g.attrs["notes"] == notes
+    assert calls
+
+
+@pytest.mark.parametrize("name", NSYS_EXPORTS)
+def test_kernexecsum_by_blocks_equals_the_whole_join(name: str) -> None:
+    from analysis.launch import _by_blocks, _whole
+    from analysis.launch_join import Unordered
+
+    trace = open_trace(_export(name), cache=False)
+    if not (trace.has("kernels") and trace.has("runtime")):
+        return
+    whole = _whole(trace)
+    for rows in (3, 7, 1 << 18):
+        fresh = open_trace(_export(name), cache=False)
+        try:
+            got = _by_blocks(fresh, rows)
+        except Unordered:  # the export is not in correlationId order: launch_summary takes the whole join
+            continue
+        pd.testing.assert_frame_equal(got, whole, check_exact=True)
+        assert got.attrs["notes"] == whole.attrs["notes"]
+
+
+def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, monkeypatch) -> None:
+    """A range inside one of the same name on its thread (renamed so in a copy of a fixture the one-pass
+    way reads): each kernel once per row, and the note, as the whole join gives them."""
+    import functools
+    import sqlite3
+
+    from export_data import derive
+
+    import analysis.nvtx_gpu as nvtx_gpu
+    import analysis.nvtx_sweep as sweep
+    from analysis.nvtx_gpu import attribute
+
+    src = _export("ext/dlprof_norelu")
+    _, ranges, pairs = attribute(open_trace(src, cache=False), "thread", range_columns=("range_id",))
+    credited = pairs.loc[pairs["range"] >= 0, "range"].unique()
+    inner = next(r for r in credited if ranges["parent_row"].iloc[r] >= 0)
+    ids = ranges["range_id"].iloc[[inner, ranges["parent_row"].iloc[inner]]].tolist()
+    has_text_id = "textId" in {r[1] for r in sqlite3.connect(src).execute("PRAGMA table_info(NVTX_EVENTS)")}
+    renamed = "text = 'twice'" + (", textId = NULL" if has_text_id else "")
+    path = derive(
+        src, tmp_path / "nested.sqlite", f"UPDATE NVTX_EVENTS SET {renamed} WHERE rowid IN {tuple(ids)}"
+    )
+    with monkeypatch.context() as m:
+        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        whole = _thread_tables(open_trace(path, cache=False))
+    assert any("nested NVTX ranges of the same name" in n for n in whole[0].attrs["notes"])
+    original = sweep.thread_sweep
+    for rows in (3, 1 << 16):
+        with monkeypatch.context() as m:
+            m.setattr(sweep, "thread_sweep", functools.partial(original, rows=rows))
+            got = _thread_tables(open_trace(path, cache=False))
+        for g, w in zip(got, whole, strict=True):
+            pd.testing.assert_frame_equal(g, w, check_exact=True)
+            assert g.attrs["notes"] == w.attrs["notes"]
+    assert sweep.thread_sweep(open_trace(path, cache=False), by_name=True, ranged_only=False).twice

@@ -44,3 +44,13 @@ def return_freed_buffers() -> None:
         return
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+
+
+def trim_heap() -> None:
+    """Hand the heap's free pages back to the system (glibc's malloc_trim). Buffers under the mmap
+    threshold that were freed between ones still held leave pages the heap cannot shrink past: one table
+    of `summary` at 1M kernels left ~35 MB resident for the next, at 4M more."""
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
