@@ -65,6 +65,7 @@ class _Labels:
         self.codes: dict[tuple[int, str | None], int] = {}
         self.table: dict[int, tuple[str, str]] = {}
         self.fields = False
+        self._texts: list[str] = []  # the grouped names in code order, refreshed when a code is past it
 
     def of(self, name: object, domain: object) -> np.ndarray:
         """The label code of each range of a block (name and domain as Categoricals or object arrays)."""
@@ -100,7 +101,7 @@ class _Labels:
     def _text(self, grouped: int) -> str | None:
         if grouped < 0:
             return None
-        if not hasattr(self, "_texts") or len(self._texts) <= grouped:
+        if len(self._texts) <= grouped:
             self._texts = list(self.grouped)
         return self._texts[grouped]
 

@@ -572,15 +572,6 @@ class TraceView(Trace):
     def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
         return False  # a view's frames are its own: `load` them
 
-    def _stage_by_column(self, frame: str, columns: list[str]) -> None:
-        """Stage `columns` of a frame read whole a column at a time (each read is a scan of the source
-        table): one column is held at once, not all (7.1M NVTX ranges: ~60 MB a column)."""
-        for col in columns:
-            if self._entry is None:
-                return
-            if not (self._entry_ready and self._entry.has(frame, col)):
-                self._columns(frame, [col], keep=False)
-
     def release(self) -> None:
         return None
 
