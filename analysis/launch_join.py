@@ -11,6 +11,7 @@ kernel without an id) `Unordered` is raised and the caller takes the whole join.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,37 @@ class Unordered(Exception):
     """The export is not in the order a one-pass table needs: the whole-table way gives the answer."""
 
 
-class _Calls:
+class Stream:
+    """Blocks of a table in order, read only as far as needed: `last` is where the blocks read so far end
+    (an id, a start); `_append` keeps a block, `_pass` checks one that is not kept."""
+
+    blocks: Iterator[Any]
+    last: int
+    done: bool
+
+    def read_past(self, limit: int) -> None:
+        """Read until a block that ends past `limit` is in (or the blocks run out)."""
+        while not self.done and self.last <= limit:
+            block = next(self.blocks, None)
+            if block is None:
+                self.done = True
+                return
+            self._append(block)
+
+    def drain(self) -> None:
+        """Read the rest, checked (their order, what they count for notes), none kept."""
+        for block in self.blocks:
+            self._pass(block)
+        self.done = True
+
+    def _append(self, block: Any) -> None:
+        raise NotImplementedError
+
+    def _pass(self, block: Any) -> None:
+        raise NotImplementedError
+
+
+class _Calls(Stream):
     """The runtime calls read so far whose correlationId a kernel to come may have, in id order."""
 
     def __init__(self, blocks: Iterator[dict[str, np.ndarray]]) -> None:
@@ -39,20 +70,8 @@ class _Calls:
         self.low = NULL  # ids below it were let go
         self.done = False
 
-    def read_past(self, high: int) -> None:
-        """Read until a call with an id above `high` is in (or the calls run out)."""
-        while not self.done and self.last <= high:
-            block = next(self.blocks, None)
-            if block is None:
-                self.done = True
-                return
-            self._append(block)
-
-    def drain(self) -> None:
-        """Read the rest, checking its order (the whole join would note calls recorded twice)."""
-        for block in self.blocks:
-            self._check(block["correlation_id"])
-        self.done = True
+    def _pass(self, block: dict[str, np.ndarray]) -> None:
+        self._check(block["correlation_id"])  # the whole join would note calls recorded twice
 
     def _check(self, corr: np.ndarray) -> np.ndarray:
         keep = corr != NULL

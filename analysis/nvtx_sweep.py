@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
-from analysis.launch_join import SWEEP_ROWS, Unordered, launch_blocks, numbered
+from analysis.launch_join import SWEEP_ROWS, Stream, Unordered, launch_blocks, numbered
 from analysis.nvtx_names import grouped_categories
 from analysis.readers import trim_heap
 from analysis.runtime import pid_of, tid_of
@@ -111,39 +111,27 @@ def _is_cat(values: object) -> bool:
 
 
 @dataclass
-class _Ranges:
+class _Ranges(Stream):
     """The push/pop ranges that can still hold a call: start, end, thread (global tid), label code, and a
     number that names each range across blocks."""
 
     blocks: Iterator[dict[str, object]]
     labels: _Labels
     cols: dict[str, np.ndarray] = field(default_factory=dict)
-    last_start: int = -(2**63)
+    last: int = -(2**63)  # the latest start read
     done: bool = False
     count: int = 0
 
-    def read_through(self, until: int) -> None:
-        """Read until a range starting after `until` is in (or the ranges run out)."""
-        while not self.done and self.last_start <= until:
-            block = next(self.blocks, None)
-            if block is None:
-                self.done = True
-                return
-            self._append(block)
-
-    def drain(self) -> None:
-        """Read the ranges left, their order checked and names seen, none kept."""
-        for block in self.blocks:
-            self._checked(block)
-        self.done = True
+    def _pass(self, block: dict[str, object]) -> None:
+        self._checked(block)  # order checked and names seen, for the notes (as the whole frame is read)
 
     def _checked(self, block: dict[str, object]) -> np.ndarray:
         """The block's label codes, its start order checked (every range's name counts for the note)."""
         start = np.asarray(block["start"])
         if len(start):
-            if start[0] < self.last_start or (np.diff(start) < 0).any():
+            if start[0] < self.last or (np.diff(start) < 0).any():
                 raise Unordered("NVTX ranges not in start order")
-            self.last_start = int(start[-1])
+            self.last = int(start[-1])
         return self.labels.of(block["name"], block["domain"])
 
     def _append(self, block: dict[str, object]) -> None:
@@ -229,7 +217,7 @@ def thread_sweep(
             if low < threshold:
                 raise Unordered("launch calls going back in time across blocks")
             threshold = low
-            ranges.read_through(high)
+            ranges.read_past(high)
             ranges.drop_ended_before(low)
             carried.drop_ended_before(low)
             inner, parent, r = _innermost(ranges.cols, block, calls)
