@@ -117,6 +117,7 @@ def _calls_among(trace: Trace, wanted: np.ndarray, block_rows: int | None = None
     the wanted rows kept, while a table of the correlationIds seen says whether any came twice; only an
     export where one did is read a column at a time (`_calls_among_columns`), for the calls recorded
     twice and their note. 6M calls: ~25 MB of blocks at a time, against two whole 48 MB columns."""
+    wanted = wanted[wanted != NULL]  # a kernel without a correlationId has no call (none is NULL's)
     repeats = Repeats()
     test = membership(wanted, 8 * len(wanted))  # a table of up to 8 bytes per kernel
     # no correlationId comes twice (else the columns' way is taken), so each wanted one is taken once at
@@ -142,6 +143,7 @@ def _calls_among(trace: Trace, wanted: np.ndarray, block_rows: int | None = None
 def _calls_among_columns(trace: Trace, wanted: np.ndarray) -> pd.DataFrame:
     """runtime_calls(trace, correlation_ids=wanted), a column at a time: each whole column is read, the
     wanted rows taken, the column let go. The note on calls recorded twice still counts every call."""
+    wanted = wanted[wanted != NULL]
     ok = trace.rows_ok("runtime", RUNTIME_COLUMNS)
     corr = trace.column("runtime", "correlation_id", keep=False)
     valid = corr[ok]
@@ -208,6 +210,7 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
             _call_key(kern["correlation_id"].to_numpy(), kern["global_pid"].to_numpy()),
             _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK),
         )
+        found[kern["correlation_id"].to_numpy() == NULL] = -1  # its key would wrap onto correlationId 1's
     has = found >= 0
     # one frame built from arrays: a column set on a frame is a copy of the array
     columns = {c: kern[c].to_numpy() for c in kern.columns}

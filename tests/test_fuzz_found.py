@@ -98,3 +98,34 @@ def test_os_runtime_durations_past_2_62_are_left_out(tmp_path) -> None:
         "left out 5,454 of 10,908 OS runtime calls with a duration past 2**62 ns (146 years): not a time"
     ]
     assert table["Num Calls"].sum() == 10_908 - 5_454 and (table["Time (%)"] >= 0).all()
+
+
+def test_kernels_and_calls_without_correlation_ids_are_not_joined() -> None:
+    """The kernels' and the runtime calls' correlationId columns dropped (every id NULL): the block-wise
+    launch-call join took the 95 calls of the wanted NULL id into room for one (ValueError)."""
+    mutations = [
+        ("drop_column", "CUPTI_ACTIVITY_KIND_KERNEL", 5, 1, 0, "NULL"),
+        ("drop_column", "CUPTI_ACTIVITY_KIND_RUNTIME", 4, 1, 0, "NULL"),
+    ]
+    check_export_example(A100, mutations, None, "nvtx-gpu", False)
+
+
+def test_a_kernel_without_a_correlation_id_has_no_launch_call(tmp_path) -> None:
+    """A kernel whose correlationId is NULL has no call. Its join key (the id shifted past the process
+    bits) wrapped onto id 1's: with another kernel launched by the call of id 1, the kernel without an id
+    took that call too."""
+    from export_data import derive
+
+    from analysis.readers import NULL
+    from analysis.runtime import kernel_launches
+    from analysis.trace import open_trace
+
+    bad = derive(
+        A100,
+        tmp_path / "bad.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 1",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 1 WHERE rowid = 2",
+    )
+    launches = kernel_launches(open_trace(bad, cache=False))
+    by_id = dict(zip(launches["correlation_id"].tolist(), launches["has_call"].tolist(), strict=True))
+    assert by_id == {NULL: False, 1: True, 172: True, 188: True, 204: True}
