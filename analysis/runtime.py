@@ -61,10 +61,11 @@ def runtime_calls(
 
     correlation_ids: only the calls with these correlationIds (the same rows and notes as the whole
     table, filtered), read without holding the whole table (6M runtime calls are ~250 MB of columns) and
-    with a sort of the correlationIds, not a sort of every call by three keys.
+    with a sort of the correlationIds, not a sort of every call by three keys. NULL among them asks for
+    nothing: a kernel without a correlationId has no call.
     """
     if correlation_ids is not None:
-        return _calls_among(trace, correlation_ids)
+        return _calls_among(trace, correlation_ids[correlation_ids != NULL])
     raw = trace.frame("runtime", RUNTIME_COLUMNS, keep=keep)
     return _once(trace, raw, notes=True)[0]
 
@@ -117,7 +118,6 @@ def _calls_among(trace: Trace, wanted: np.ndarray, block_rows: int | None = None
     the wanted rows kept, while a table of the correlationIds seen says whether any came twice; only an
     export where one did is read a column at a time (`_calls_among_columns`), for the calls recorded
     twice and their note. 6M calls: ~25 MB of blocks at a time, against two whole 48 MB columns."""
-    wanted = wanted[wanted != NULL]  # a kernel without a correlationId has no call (none is NULL's)
     repeats = Repeats()
     test = membership(wanted, 8 * len(wanted))  # a table of up to 8 bytes per kernel
     # no correlationId comes twice (else the columns' way is taken), so each wanted one is taken once at
@@ -143,7 +143,6 @@ def _calls_among(trace: Trace, wanted: np.ndarray, block_rows: int | None = None
 def _calls_among_columns(trace: Trace, wanted: np.ndarray) -> pd.DataFrame:
     """runtime_calls(trace, correlation_ids=wanted), a column at a time: each whole column is read, the
     wanted rows taken, the column let go. The note on calls recorded twice still counts every call."""
-    wanted = wanted[wanted != NULL]
     ok = trace.rows_ok("runtime", RUNTIME_COLUMNS)
     corr = trace.column("runtime", "correlation_id", keep=False)
     valid = corr[ok]
