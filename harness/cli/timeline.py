@@ -10,6 +10,7 @@ import typer
 
 from harness.cli import lazy
 from harness.cli.common import cli_errors, note
+from harness.core.signals import sigterm_raises
 
 ReportArg = Annotated[
     Path,
@@ -56,7 +57,8 @@ def timeline_cmd(
     steps and phases on a track of their own. Open it in https://ui.perfetto.dev or chrome://tracing."""
     trace = lazy.open_report(report, cache=not no_cache)
     window = lazy.window_of(trace, step=step, phase=phase, start=start, end=end)
-    written = lazy.write_chrome_trace(trace, output, window)
+    with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
+        written = lazy.write_chrome_trace(trace, output, window)
     held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
     cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
     note(f"wrote {output}{cut}: {held or 'no events'}")
