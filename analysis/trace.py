@@ -7,11 +7,12 @@ what it read in a Parquet cache (analysis.cache) so that later commands never op
 Frames and their columns (times in ns on the source's clock, ids as int64, NULL as the `NULL` sentinel):
 
 - kernels: start, end, duration, correlation_id, global_pid, device_id, stream_id, grid, block (launch
-  dimensions packed, see analysis.kernels), name_id, short_name_id, mangled_name_id
+  dimensions packed, see analysis.kernels), name_id, short_name_id, mangled_name_id, context_id
 - runtime (CUDA runtime and driver calls): start, end, duration, correlation_id, global_tid, name_id
 - memcpy: start, end, duration, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id, src_kind,
-  dst_kind (CUPTI's copy and memory kinds: copy_kind 1 is HtoD, memory kind 1 pageable, 3 device)
-- memset: start, end, duration, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind
+  dst_kind (CUPTI's copy and memory kinds: copy_kind 1 is HtoD, memory kind 1 pageable, 3 device),
+  context_id, src_device, dst_device (the devices a copy reads and writes; NULL where not recorded)
+- memset: start, end, duration, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind, context_id
 - osrt (OS runtime calls): start, end, duration, global_tid, name_id
 
 `duration` is end - start, NULL where the row cannot be right: a table that needs only durations reads one
@@ -56,12 +57,12 @@ if TYPE_CHECKING:  # pandas is imported where a frame is made: tables over `bloc
 FRAMES: dict[str, tuple[str, ...]] = {
     "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
                 "block",
-                "name_id", "short_name_id", "mangled_name_id"),
+                "name_id", "short_name_id", "mangled_name_id", "context_id"),
     "runtime": ("start", "end", "duration", "correlation_id", "global_tid", "name_id"),
     "memcpy": ("start", "end", "duration", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid",
-               "device_id", "src_kind", "dst_kind"),
+               "device_id", "src_kind", "dst_kind", "context_id", "src_device", "dst_device"),
     "memset": ("start", "end", "duration", "bytes", "stream_id", "correlation_id", "global_pid", "device_id",
-               "mem_kind"),
+               "mem_kind", "context_id"),
     "osrt": ("start", "end", "duration", "global_tid", "name_id"),
     "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
     "syncs": ("start", "end", "stream_id", "correlation_id", "global_pid", "device_id", "name_id"),

@@ -1,61 +1,55 @@
 """The six CUDA rules of Nsight Systems' expert system (`nsys analyze -r RULE`), as tables of a Trace.
 
 Each rule gives the columns, headers and rows, in the same order, that `nsys analyze -r RULE -f csv` of
-Nsight Systems 2022.4 prints (tests/test_nsys_rules.py holds them against its output on every shared
-export). Written from what the rules are documented to find and checked against that output, not from
-nsys's code:
+Nsight Systems 2022.4 prints. The conditions are those of the rule's own definition, which ships with nsys
+(`target-linux-x64/rules/RULE.py`: an SQL query over the export), each held by a test on an export derived
+to need it, against what nsys printed for that export (tests/test_nsys_rules.py, docs/advice.md lists them):
 
-- cuda-sync-api: cudaDeviceSynchronize / cudaStreamSynchronize calls, longest first.
-- cuda-sync-memcpy: copies made by a synchronous cudaMemcpy* call (not *Async*) between pageable host
-  memory and the device that the GPU started while the call still held the host (a pageable host-to-device
-  copy that the driver only staged, the call returning before the GPU copied, blocks nobody and is not
-  listed), longest first.
-- cuda-async-memcpy: copies made by a cudaMemcpy*Async* call from or to pageable host memory (the driver
-  runs them synchronously), longest first.
-- cuda-sync-memset: memsets of pinned host or managed memory by a synchronous cudaMemset* call.
-- gpu-starv: per process and device, the idle gaps between GPU work (kernels, copies, memsets, and nsys's
-  own CUDA flush overhead, which the user cannot remove) longer than `gap` ms, longest first.
-- gpu-low-util: per process and device, the span from the first to the last GPU work cut into `chunks`
-  equal chunks; chunks in use less than `threshold` percent, consecutive ones merged (their size-weighted
-  mean), least used first.
+- cuda-sync-api: calls named like `cudaDeviceSynchronize%` or `cudaStreamSynchronize%`, longest first.
+- cuda-sync-memcpy: copies launched by a call named like `cudaMemcpy%` and not like `%Async%`, except
+  host-to-device copies of 64,000 bytes or less and copies within one device; any memory kind.
+- cuda-async-memcpy: copies launched by a call named like `cudaMemcpy%Async%` from or to pageable memory.
+- cuda-sync-memset: memsets of pinned or managed memory launched by a call named like `cudaMemset%` and
+  not like `%async%`.
+- gpu-starv, gpu-low-util: analysis.advice.nsys_gpu_rules.
 
-What nsys does that these keep: names match as SQL's LIKE does (case-insensitive; the recorded name, so
-an export that records every runtime call twice, `cudaMemcpy` and `cudaMemcpy_v3020`, lists each copy
-twice); a GPU operation joins its launching call by process and correlationId (correlationIds are unique
-within a process only); a rule is skipped, not empty, when the export lacks a table it reads.
+What nsys does that these keep: names match as SQL's LIKE does (ASCII case-insensitive; the recorded name,
+so an export that records every runtime call twice, `cudaMemcpy` and `cudaMemcpy_v3020`, lists each copy
+twice); a copy or memset joins its launching call by correlationId alone, in whatever process (ids repeat
+across the processes of one export: a copy then shows once per call that shares its id and passes the name
+test); SQL's NULL logic in every condition; the start=, end= and nvtx= options of every rule; a rule is
+skipped, not empty, when the export lacks a table it reads (an empty table is read).
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from analysis.advice.nsys_gpu_rules import GPU_WORK, gpu_gaps, gpu_low_util
+from analysis.advice.nsys_query import DEFAULT_ROWS, PID_MASK, Query, Skipped, like, pid_of, window
 from analysis.errors import AnalysisError
+from analysis.readers import NULL
 from analysis.trace import Trace
 
-PID_MASK = 0xFFFFFF
-# nsys's memory kinds (ENUM_CUDA_MEM_KIND); the trace model stores them + 1 (0: unknown)
-MEM_KIND = {
-    0: "Pageable",
-    1: "Pinned",
-    2: "Device",
-    3: "Array",
-    4: "Managed",
-    5: "Device Static",
-    6: "Managed Static",
-    7: "Unknown",
+HTOD = 1  # CUPTI's copy kind host-to-device
+SMALL_HTOD_BYTES = 64_000  # cuda-sync-memcpy leaves out host-to-device copies of this size or less
+# nsys's memory kinds (MemKindStrs, 0-7) by the trace model's numbering (nsys's + 1, 0 for 7 and beyond)
+KIND_NAME = {
+    1: "Pageable",
+    2: "Pinned",
+    3: "Device",
+    4: "Array",
+    5: "Managed",
+    6: "Device Static",
+    7: "Managed Static",
+    0: "Unknown",
 }
-PAGEABLE, PINNED, MANAGED = 1, 2, 5  # in the trace model's numbering
-FLUSH_OVERHEAD = (
-    "CUDA profiling data flush overhead",
-    "CUDA profiling stop overhead",
-    "CUDA profiling overhead",
-)
+PAGEABLE, PINNED, MANAGED = 1, 2, 5
+NONE = "None"  # how nsys prints a NULL (a memory kind not recorded, a NULL id)
 MEMOP_HEADERS = [
     "Duration (ns)",
     "Start (ns)",
@@ -68,316 +62,226 @@ MEMOP_HEADERS = [
     "Stream ID",
     "API Name",
 ]
-MEMSET_HEADERS = [
-    "Duration (ns)",
-    "Start (ns)",
-    "Memory Kind",
-    "Bytes (MB)",
-    "PID",
-    "Device ID",
-    "Context ID",
-    "Stream ID",
-    "API Name",
-]
+MEMSET_HEADERS = [h for h in MEMOP_HEADERS if h not in ("Src Kind", "Dst Kind")]
+MEMSET_HEADERS.insert(2, "Memory Kind")
 SYNC_HEADERS = ["Duration (ns)", "Start (ns)", "PID", "TID", "API Name"]
-GAP_HEADERS = ["Row#", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID"]
-UTIL_HEADERS = ["Row#", "In-Use (%)", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID"]
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One rule: its name, what it finds, the frames it needs (any of `needs_any`), its options."""
-
-    name: str
-    title: str
-    needs: tuple[str, ...]
-    run: Callable[..., pd.DataFrame]
-    options: dict[str, int] = field(default_factory=dict)
-    needs_any: tuple[str, ...] = ()
+def _matches(*patterns: str, unless: str | None = None) -> Callable[[str], bool]:
+    wanted, unwanted = [like(p) for p in patterns], like(unless) if unless else None
+    return lambda s: any(p.fullmatch(s) for p in wanted) and not (unwanted and unwanted.fullmatch(s))
 
 
-class Skipped(AnalysisError):
-    """nsys skips a rule when the export lacks the data it reads: say so, in one line."""
+SYNC_API_NAME = _matches("cudaDeviceSynchronize%", "cudaStreamSynchronize%")
+SYNC_MEMCPY_NAME = _matches("cudaMemcpy%", unless="%Async%")
+ASYNC_MEMCPY_NAME = _matches("cudaMemcpy%Async%")
+SYNC_MEMSET_NAME = _matches("cudaMemset%", unless="%async%")
 
 
-def like(pattern: str) -> re.Pattern[str]:
-    """SQL LIKE as SQLite has it (case-insensitive, % any run, _ one character) as a regex."""
-    parts = (".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+# --- the calls rules -----------------------------------------------------------------------------------
 
 
 def _names(trace: Trace, ids: pd.Series, keep: Callable[[str], bool]) -> dict[int, str]:
     return {i: s for i, s in trace.strings(ids.unique()).items() if keep(s)}
 
 
-def _pid(global_id: pd.Series | np.ndarray) -> np.ndarray:
-    return (np.asarray(global_id) >> 24) & PID_MASK
+def _longest_first(q: Query, df: pd.DataFrame) -> pd.DataFrame:
+    """ORDER BY duration DESC LIMIT rows; ties keep the order nsys 2022.4 scans them in (the table's)."""
+    return q.limit(df.sort_values("Duration (ns)", ascending=False, kind="stable"))
 
 
-def _context_of(trace: Trace) -> dict[tuple[int, int], int]:
-    """(process id, device) -> CUDA context (nsys's contexts: one per process and device)."""
-    ctx = trace.frame("contexts")
-    return {
-        (int(p), int(d)): int(c)
-        for p, d, c in zip(_pid(ctx["global_pid"]), ctx["device_id"], ctx["context_id"], strict=True)
-    }
-
-
-def _longest_first(df: pd.DataFrame, rows: int) -> pd.DataFrame:
-    """nsys's ORDER BY duration DESC LIMIT rows; ties keep the order of the source table."""
-    out = df.sort_values("Duration (ns)", ascending=False, kind="stable")
-    return out.head(rows).reset_index(drop=True) if rows >= 0 else out.reset_index(drop=True)
+def _ids(values: pd.Series) -> pd.Series:
+    """An id column as nsys prints it: NULL as `None` (Python's None, as its rules hand it on)."""
+    return values.astype(object).where(values != NULL, NONE) if (values == NULL).any() else values
 
 
 def _mb(nbytes: pd.Series) -> pd.Series:
     """Bytes as nsys prints MB: three decimals (text, so csv keeps them as printed)."""
-    return nbytes.map(lambda b: f"{b / 1e6:.3f}")
+    return nbytes.map(lambda b: NONE if b == NULL else f"{b / 1e6:.3f}")
 
 
-def sync_api(trace: Trace, rows: int = 50) -> pd.DataFrame:
+def sync_api(q: Query) -> pd.DataFrame:
     """cuda-sync-api: calls that block the host until the device (or a stream) is done."""
-    calls = trace.frame("runtime", ["start", "end", "global_tid", "name_id"])
-    sync = (like("cudaDeviceSynchronize%"), like("cudaStreamSynchronize%"))
-    names = _names(trace, calls["name_id"], lambda s: any(p.fullmatch(s) for p in sync))
+    calls = q.frame("runtime", ["name_id"], "global_tid")
+    names = _names(q.trace, calls["name_id"], SYNC_API_NAME)
     calls = calls[calls["name_id"].isin(list(names))]
     out = pd.DataFrame(
         {
             "Duration (ns)": calls["end"] - calls["start"],
             "Start (ns)": calls["start"],
-            "PID": _pid(calls["global_tid"]),
+            "PID": pid_of(calls["global_tid"]),
             "TID": calls["global_tid"].to_numpy() & PID_MASK,
             "API Name": calls["name_id"].map(names),
         }
     )
-    return _longest_first(out, rows)
+    return _longest_first(q, out)
 
 
-def _with_calls(trace: Trace, frame: str, columns: list[str], name_ok: Callable[[str], bool]) -> pd.DataFrame:
-    """Rows of `frame` joined with their launching calls whose names pass (one row per such call), by
-    process and correlationId; `call_start`, `call_end`, `api` added."""
-    ops = trace.frame(frame, ["start", "end", "correlation_id", "global_pid", *columns])
-    ops = ops.assign(pid=_pid(ops["global_pid"]), row=np.arange(len(ops)))
-    calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
-    names = _names(trace, calls["name_id"], name_ok)
-    calls = calls[calls["name_id"].isin(list(names))]
+def every_call(q: Query) -> pd.DataFrame:
+    """The calls a copy or memset joins: all of them, whatever start=, end= or nvtx= (nsys reads them as
+    `main.CUPTI_ACTIVITY_KIND_RUNTIME`, the table its time filter does not cut)."""
+    return q.trace.frame("runtime", ["correlation_id", "global_tid", "name_id"])
+
+
+def same_call(ops: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """Each row of `ops` with each call that has its correlationId, in any process (nsys's join); in the
+    order of the rows, then of the calls by name id, then by row (nsys 2022.4's SQLite looks a copy's calls
+    up in an index on correlationId and nameId)."""
+    joined = ops.merge(calls, on="correlation_id", how="inner")
+    return joined.sort_values(["op", "name_id", "call"], kind="stable")
+
+
+def _launched(q: Query, frame: str, columns: list[str], name_ok: Callable[[str], bool]) -> pd.DataFrame:
+    """Rows of `frame` (in the window) joined with the calls that launched them whose names pass: one
+    row per pair; `api` (the call's name) and `call_pid` added."""
+    common = ["correlation_id", "global_pid", "device_id", "context_id", "stream_id", "bytes"]
+    ops = q.frame(frame, [*common, *columns], "global_pid")
+    calls = every_call(q)
+    names = _names(q.trace, calls["name_id"], name_ok)
+    calls = calls[calls["name_id"].isin(list(names)) & (calls["correlation_id"] != NULL)]
     calls = pd.DataFrame(
         {
             "correlation_id": calls["correlation_id"],
-            "pid": _pid(calls["global_tid"]),
-            "call_start": calls["start"],
-            "call_end": calls["end"],
+            "name_id": calls["name_id"],
             "api": calls["name_id"].map(names),
+            "call_pid": pid_of(calls["global_tid"]),
+            "call": np.arange(len(calls)),
         }
     )
-    joined = ops.merge(calls, on=["pid", "correlation_id"], how="inner")
-    return joined.sort_values("row", kind="stable")
+    return same_call(ops.assign(op=np.arange(len(ops))), calls)
 
 
-def _memop_rows(trace: Trace, joined: pd.DataFrame, kinds: list[tuple[str, str]]) -> pd.DataFrame:
-    ctx = _context_of(trace)
+def _memop_table(joined: pd.DataFrame, kinds: dict[str, str], headers: list[str]) -> pd.DataFrame:
     out = {"Duration (ns)": joined["end"] - joined["start"], "Start (ns)": joined["start"]}
-    for header, col in kinds:
-        out[header] = joined[col].map(lambda k: MEM_KIND.get(int(k) - 1, MEM_KIND[7]))
+    for header, col in kinds.items():
+        out[header] = joined[col].map(lambda k: NONE if k == NULL else KIND_NAME.get(int(k), KIND_NAME[0]))
     out |= {
         "Bytes (MB)": _mb(joined["bytes"]),
-        "PID": joined["pid"],
-        "Device ID": joined["device_id"],
-        "Context ID": [
-            ctx.get((int(p), int(d)), 0) for p, d in zip(joined["pid"], joined["device_id"], strict=True)
-        ],
-        "Stream ID": joined["stream_id"],
+        "PID": pid_of(joined["global_pid"]),
+        "Device ID": _ids(joined["device_id"]),
+        "Context ID": _ids(joined["context_id"]),
+        "Stream ID": _ids(joined["stream_id"]),
         "API Name": joined["api"],
     }
-    return pd.DataFrame(out)
+    return pd.DataFrame(out)[headers]
 
 
-def async_memcpy(trace: Trace, rows: int = 50) -> pd.DataFrame:
+def not_small_htod(ops: pd.DataFrame) -> np.ndarray:
+    """NOT (bytes <= 64000 AND copyKind == 1), NULL read as SQL does (unknown: the row is left out)."""
+    b, k = ops["bytes"].to_numpy(), ops["copy_kind"].to_numpy()
+    return ((b != NULL) & (b > SMALL_HTOD_BYTES)) | ((k != NULL) & (k != HTOD))
+
+
+def not_within_device(ops: pd.DataFrame) -> np.ndarray:
+    """NOT (srcDeviceId IS NOT NULL AND srcDeviceId == dstDeviceId)."""
+    src, dst = ops["src_device"].to_numpy(), ops["dst_device"].to_numpy()
+    return (src == NULL) | ((dst != NULL) & (src != dst))
+
+
+def touches_pageable(ops: pd.DataFrame) -> np.ndarray:
+    """srcKind == 0 OR dstKind == 0 (pageable host memory)."""
+    return (ops["src_kind"].to_numpy() == PAGEABLE) | (ops["dst_kind"].to_numpy() == PAGEABLE)
+
+
+def pinned_or_managed(ops: pd.DataFrame) -> np.ndarray:
+    """memKind == 1 OR memKind == 4."""
+    return np.isin(ops["mem_kind"].to_numpy(), [PINNED, MANAGED])
+
+
+COPY_COLUMNS = ["copy_kind", "src_kind", "dst_kind", "src_device", "dst_device"]
+COPY_KINDS = {"Src Kind": "src_kind", "Dst Kind": "dst_kind"}
+
+
+def sync_memcpy(q: Query) -> pd.DataFrame:
+    """cuda-sync-memcpy: copies by synchronous calls, except small host-to-device ones and those within
+    one device."""
+    joined = _launched(q, "memcpy", COPY_COLUMNS, SYNC_MEMCPY_NAME)
+    joined = joined[not_small_htod(joined) & not_within_device(joined)]
+    return _longest_first(q, _memop_table(joined, COPY_KINDS, MEMOP_HEADERS))
+
+
+def async_memcpy(q: Query) -> pd.DataFrame:
     """cuda-async-memcpy: async copies from or to pageable host memory (they run synchronously)."""
-    cols = ["src_kind", "dst_kind", "bytes", "device_id", "stream_id"]
-    joined = _with_calls(trace, "memcpy", cols, like("cudaMemcpy%Async%").fullmatch)
-    joined = joined[(joined["src_kind"] == PAGEABLE) | (joined["dst_kind"] == PAGEABLE)]
-    return _longest_first(
-        _memop_rows(trace, joined, [("Src Kind", "src_kind"), ("Dst Kind", "dst_kind")]), rows
-    )
+    joined = _launched(q, "memcpy", COPY_COLUMNS, ASYNC_MEMCPY_NAME)
+    joined = joined[touches_pageable(joined)]
+    return _longest_first(q, _memop_table(joined, COPY_KINDS, MEMOP_HEADERS))
 
 
-def _synchronous(name: str) -> bool:
-    return like("cudaMemcpy%").fullmatch(name) is not None and like("%async%").fullmatch(name) is None
-
-
-def sync_memcpy(trace: Trace, rows: int = 50) -> pd.DataFrame:
-    """cuda-sync-memcpy: copies by synchronous calls that held the host while the GPU copied."""
-    cols = ["src_kind", "dst_kind", "bytes", "device_id", "stream_id"]
-    joined = _with_calls(trace, "memcpy", cols, _synchronous)
-    pageable = (joined["src_kind"] == PAGEABLE) | (joined["dst_kind"] == PAGEABLE)
-    joined = joined[pageable & (joined["start"] < joined["call_end"])]
-    return _longest_first(
-        _memop_rows(trace, joined, [("Src Kind", "src_kind"), ("Dst Kind", "dst_kind")]), rows
-    )
-
-
-def sync_memset(trace: Trace, rows: int = 50) -> pd.DataFrame:
+def sync_memset(q: Query) -> pd.DataFrame:
     """cuda-sync-memset: memsets of pinned host or managed memory by synchronous calls."""
-
-    def synchronous(name: str) -> bool:
-        return like("cudaMemset%").fullmatch(name) is not None and like("%async%").fullmatch(name) is None
-
-    joined = _with_calls(trace, "memset", ["mem_kind", "bytes", "device_id", "stream_id"], synchronous)
-    joined = joined[joined["mem_kind"].isin([PINNED, MANAGED])]
-    out = _memop_rows(trace, joined, [("Memory Kind", "mem_kind")])
-    return _longest_first(out[MEMSET_HEADERS], rows)
+    joined = _launched(q, "memset", ["mem_kind"], SYNC_MEMSET_NAME)
+    joined = joined[pinned_or_managed(joined)]
+    return _longest_first(q, _memop_table(joined, {"Memory Kind": "mem_kind"}, MEMSET_HEADERS))
 
 
-# --- GPU time: gaps and utilisation ----------------------------------------------------------------------
+# --- the registry and nsys's option syntax --------------------------------------------------------------
 
 
-def gpu_ops(trace: Trace) -> pd.DataFrame:
-    """GPU work per process and device (start, end, pid, device): kernels, copies, memsets that have a
-    start, and nsys's CUDA flush overhead of the process strictly inside each device's span of work."""
-    parts = [
-        trace.frame(f, ["start", "end", "global_pid", "device_id"])
-        for f in ("kernels", "memcpy", "memset")
-        if trace.has(f)
-    ]
-    if not parts:
-        return pd.DataFrame({c: np.empty(0, np.int64) for c in ("start", "end", "pid", "device")})
-    ops = pd.concat(parts, ignore_index=True)
-    ops = ops[ops["start"] > 0]
-    ops = pd.DataFrame(
-        {"start": ops["start"], "end": ops["end"], "pid": _pid(ops["global_pid"]), "device": ops["device_id"]}
-    )
-    if trace.has("overhead"):
-        over = trace.frame("overhead", ["start", "end", "global_tid", "name_id"])
-        names = _names(trace, over["name_id"], lambda s: s in FLUSH_OVERHEAD)
-        over = over[over["name_id"].isin(list(names))]
-        over = pd.DataFrame({"start": over["start"], "end": over["end"], "pid": _pid(over["global_tid"])})
-        span = (
-            ops.groupby(["pid", "device"], sort=False)
-            .agg(lo=("start", "min"), hi=("end", "max"))
-            .reset_index()
+@dataclass(frozen=True)
+class Rule:
+    """One rule: its name, what it finds, the tables it needs (all of `needs`, any of `needs_any`), its
+    own options and their defaults."""
+
+    name: str
+    title: str
+    run: Callable[..., pd.DataFrame]
+    needs: tuple[str, ...] = ()
+    needs_any: tuple[str, ...] = ()
+    options: dict[str, int] = field(default_factory=dict)
+
+
+def _rules() -> dict[str, Rule]:
+    return {
+        r.name: r
+        for r in (
+            Rule(
+                "cuda-async-memcpy",
+                "CUDA Async Memcpy with Pageable Memory",
+                async_memcpy,
+                ("runtime", "memcpy"),
+            ),
+            Rule("cuda-sync-api", "CUDA Synchronization APIs", sync_api, ("runtime",)),
+            Rule("cuda-sync-memcpy", "CUDA Synchronous Memcpy", sync_memcpy, ("runtime", "memcpy")),
+            Rule("cuda-sync-memset", "CUDA Synchronous Memset", sync_memset, ("runtime", "memset")),
+            Rule(
+                "gpu-low-util",
+                "GPU Low Utilization",
+                gpu_low_util,
+                needs_any=GPU_WORK,
+                options={"threshold": 50, "chunks": 30},
+            ),
+            Rule("gpu-starv", "GPU Starvation", gpu_gaps, needs_any=GPU_WORK, options={"gap": 500}),
         )
-        inside = over.merge(span, on="pid")
-        inside = inside[(inside["start"] > inside["lo"]) & (inside["end"] < inside["hi"])]
-        ops = pd.concat([ops, inside[["start", "end", "pid", "device"]]], ignore_index=True)
-    return ops.reset_index(drop=True)
+    }
 
 
-def gpu_gaps(trace: Trace, gap_ms: int = 500, rows: int = 50) -> pd.DataFrame:
-    """gpu-starv: idle gaps of each process's device longer than `gap_ms`, longest first."""
-    ctx = _context_of(trace)
-    found = []
-    for (pid, device), ops in gpu_ops(trace).groupby(["pid", "device"], sort=True):
-        starts, ends = np.sort(ops["start"].to_numpy()), np.sort(ops["end"].to_numpy())
-        lo, hi = ends[:-1], starts[1:]  # each end with the next start: a gap where nothing runs
-        dur = hi - lo
-        keep = (dur > gap_ms * 1_000_000) & (lo < hi)
-        found.append(
-            pd.DataFrame(
-                {
-                    "Duration (ns)": dur[keep],
-                    "Start (ns)": lo[keep],
-                    "PID": pid,
-                    "Device ID": device,
-                    "Context ID": ctx.get((int(pid), int(device)), 0),
-                }
-            )
-        )
-    out = pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=GAP_HEADERS[1:])
-    out = out.sort_values(["Duration (ns)", "Start (ns)"], ascending=[False, True], kind="stable")
-    if rows >= 0:
-        out = out.head(rows)
-    out.insert(0, "Row#", np.arange(1, len(out) + 1))
-    return out.reset_index(drop=True)[GAP_HEADERS]
+RULES: dict[str, Rule] = _rules()
+COMMON_OPTIONS: dict[str, int | str | None] = {"rows": DEFAULT_ROWS, "start": None, "end": None, "nvtx": None}
 
 
-def _round1(x: float) -> float:
-    return math.floor(x * 10 + 0.5) / 10
-
-
-def gpu_low_util(trace: Trace, threshold: int = 50, chunks: int = 30, rows: int = 50) -> pd.DataFrame:
-    """gpu-low-util: equal chunks of each process's device span in use less than `threshold` percent."""
-    if not 1 <= chunks <= 1000:
-        raise AnalysisError(f"gpu-low-util: chunks must be between 1 and 1000, not {chunks}")
-    ctx = _context_of(trace)
-    found = []
-    for (pid, device), ops in gpu_ops(trace).groupby(["pid", "device"], sort=True):
-        s, e = ops["start"].to_numpy(), ops["end"].to_numpy()
-        lo, hi = int(s.min()), int(e.max())
-        size = math.ceil(float(hi - lo) / chunks)
-        groups: list[list[tuple[int, int, float]]] = []
-        last = -2
-        for i in range(chunks):
-            cs, ce = i * size + lo, min(i * size + lo + size, hi)
-            if not cs < ce:
-                continue
-            inside = (s < ce) & (e > cs)
-            busy = float((np.minimum(e[inside], ce) - np.maximum(s[inside], cs)).sum())
-            pct = busy / (ce - cs) * 100
-            if pct < threshold:
-                if i != last + 1 or not groups:
-                    groups.append([])
-                groups[-1].append((cs, ce, pct))
-                last = i
-        for g in groups:
-            start, end = g[0][0], g[-1][1]
-            avg = sum((ce - cs) * p for cs, ce, p in g) / sum(ce - cs for cs, ce, _ in g)
-            found.append(
-                {
-                    "In-Use (%)": _round1(avg),
-                    "Duration (ns)": end - start,
-                    "Start (ns)": start,
-                    "PID": pid,
-                    "Device ID": device,
-                    "Context ID": ctx.get((int(pid), int(device)), 0),
-                }
-            )
-    out = pd.DataFrame(found, columns=UTIL_HEADERS[1:])
-    out = out.sort_values(["In-Use (%)", "Duration (ns)"], kind="stable")
-    if rows >= 0:
-        out = out.head(rows)
-    out.insert(0, "Row#", np.arange(1, len(out) + 1))
-    out["In-Use (%)"] = out["In-Use (%)"].map(lambda v: f"{v:.1f}")
-    return out.reset_index(drop=True)[UTIL_HEADERS]
-
-
-GPU_WORK = ("kernels", "memcpy", "memset")
-RULES: dict[str, Rule] = {
-    r.name: r
-    for r in (
-        Rule(
-            "cuda-async-memcpy", "CUDA Async Memcpy with Pageable Memory", ("runtime", "memcpy"), async_memcpy
-        ),
-        Rule("cuda-sync-api", "CUDA Synchronization APIs", ("runtime",), sync_api),
-        Rule("cuda-sync-memcpy", "CUDA Synchronous Memcpy", ("runtime", "memcpy"), sync_memcpy),
-        Rule("cuda-sync-memset", "CUDA Synchronous Memset", ("runtime", "memset"), sync_memset),
-        Rule(
-            "gpu-low-util",
-            "GPU Low Utilization",
-            (),
-            gpu_low_util,
-            {"threshold": 50, "chunks": 30},
-            needs_any=GPU_WORK,
-        ),
-        Rule("gpu-starv", "GPU Starvation", (), gpu_gaps, {"gap": 500}, needs_any=GPU_WORK),
-    )
-}
-
-
-def parse_rule(spec: str) -> tuple[Rule, dict[str, int]]:
+def parse_rule(spec: str) -> tuple[Rule, dict[str, int | str | None]]:
     """`NAME[:option=value[:option=value]]`, as nsys takes it, -> (rule, options with defaults)."""
     name, *opts = spec.split(":")
     if name not in RULES:
         raise AnalysisError(f"unknown rule {name!r}: one of {', '.join(RULES)}")
     rule = RULES[name]
-    options = {"rows": 50, **rule.options}
+    options: dict[str, int | str | None] = {**COMMON_OPTIONS, **rule.options}
     for opt in opts:
         key, eq, value = opt.partition("=")
         if key not in options:
             raise AnalysisError(f"rule {name} has no option {key!r}: options {', '.join(options)}")
+        if not eq:
+            raise AnalysisError(f"rule {name}: option {key} takes a value ({key}=VALUE)")
+        if key == "nvtx":
+            options[key] = value
+            continue
         try:
-            options[key] = int(value) if eq else int("x")
+            options[key] = int(value)
         except ValueError:
             raise AnalysisError(f"rule {name}: option {key} takes an integer, not {value!r}") from None
+    chunks = options.get("chunks")
+    if isinstance(chunks, int) and chunks and not 1 <= chunks <= 1000:  # 0 passes nsys's test: no rows
+        raise AnalysisError(f"rule {name}: chunks must be between 1 and 1000, not {chunks}")
     return rule, options
 
 
@@ -392,7 +296,10 @@ def run_rule(trace: Trace, spec: str) -> pd.DataFrame:
         lacking.append("kernels, memory copies or memsets")
     if lacking:
         raise Skipped(f"{rule.name} skipped: {trace.path} has no {' or '.join(lacking)} (nsys skips it too)")
-    kwargs = {"gap_ms" if k == "gap" else k: v for k, v in options.items()}
-    out = rule.run(trace, **kwargs)
+    start, end, nvtx = options.pop("start"), options.pop("end"), options.pop("nvtx")
+    rows = options.pop("rows")
+    assert isinstance(rows, int)
+    q = Query(trace, rows, window(trace, start, end, nvtx))  # type: ignore[arg-type]
+    out = rule.run(q, **options)
     out.attrs["title"] = rule.title
     return out

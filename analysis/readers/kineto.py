@@ -473,6 +473,10 @@ class _Builder:
             "global_pid": launcher.pids(corr, device),
             "device_id": device,
         }
+        if frame != "syncs":  # Kineto records no CUDA context, nor a copy's devices
+            columns["context_id"] = np.full(len(corr), NULL, dtype=np.int64)
+        if frame == "memcpy":
+            columns["src_device"] = columns["dst_device"] = columns["context_id"]
         if frame == "kernels":
             ids = strings.ids(part["name"])
             columns.update(
