@@ -11,8 +11,10 @@ Frames and their columns (times in ns on the source's clock, ids as int64, NULL 
 - runtime (CUDA runtime and driver calls): start, end, duration, correlation_id, global_tid, name_id
 - memcpy: start, end, duration, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id, src_kind,
   dst_kind (CUPTI's copy and memory kinds: copy_kind 1 is HtoD, memory kind 1 pageable, 3 device),
-  context_id, src_device, dst_device (the devices a copy reads and writes; NULL where not recorded)
-- memset: start, end, duration, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind, context_id
+  context_id, src_device, dst_device (the devices a copy reads and writes; NULL where not recorded),
+  green_context_id (NULL before schema 3.x)
+- memset: start, end, duration, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind, context_id,
+  green_context_id
 - osrt (OS runtime calls): start, end, duration, global_tid, name_id
 
 `duration` is end - start, NULL where the row cannot be right: a table that needs only durations reads one
@@ -60,9 +62,10 @@ FRAMES: dict[str, tuple[str, ...]] = {
                 "name_id", "short_name_id", "mangled_name_id", "context_id"),
     "runtime": ("start", "end", "duration", "correlation_id", "global_tid", "name_id"),
     "memcpy": ("start", "end", "duration", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid",
-               "device_id", "src_kind", "dst_kind", "context_id", "src_device", "dst_device"),
+               "device_id", "src_kind", "dst_kind", "context_id", "src_device", "dst_device",
+               "green_context_id"),
     "memset": ("start", "end", "duration", "bytes", "stream_id", "correlation_id", "global_pid", "device_id",
-               "mem_kind", "context_id"),
+               "mem_kind", "context_id", "green_context_id"),
     "osrt": ("start", "end", "duration", "global_tid", "name_id"),
     "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
     "syncs": ("start", "end", "stream_id", "correlation_id", "global_pid", "device_id", "name_id"),

@@ -36,6 +36,7 @@ class Case:
     sql: tuple[str, ...]
     specs: tuple[str, ...]
     holds: str
+    versions: tuple[str, ...] = ("2022.4", "2023.4")  # the nsys versions whose output is kept
 
 
 def build(case: Case, fixtures: Path, dst: Path) -> Path:
@@ -43,7 +44,7 @@ def build(case: Case, fixtures: Path, dst: Path) -> Path:
 
 
 def oracle_name(spec: str) -> str:
-    return spec.replace(":", "_") + ".csv"
+    return spec.replace(":", "_").replace("/", "#") + ".csv"
 
 
 # --- SQL helpers: each returns statements --------------------------------------------------------------
@@ -418,3 +419,62 @@ CASES: list[Case] = [
         "every rule on the project's own H100 capture",
     ),
 ]
+
+# --- nsys 2023.4's names for the same rules ------------------------------------------------------------
+
+NEW_NAME = {
+    "cuda-async-memcpy": "cuda_memcpy_async",
+    "cuda-sync-api": "cuda_api_sync",
+    "cuda-sync-memcpy": "cuda_memcpy_sync",
+    "cuda-sync-memset": "cuda_memset_sync",
+    "gpu-low-util": "gpu_time_util",
+    "gpu-starv": "gpu_gaps",
+}
+SHARED = ("a100-saxpy-mpi", "ext/beast1", "ext/dlprof_norelu", "ext/fuser_report1", "ext/llama3_realsim",
+          "ext/torchrun_2gpu", "ext/weatherbench2", "h100-medium")  # fmt: skip
+# what schema 3.x exports hold and 2022.2 ones lack: the memory kinds' names, a green context per copy/set
+SCHEMA_3 = (
+    "CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT, label TEXT)",
+    "INSERT INTO ENUM_CUDA_MEM_KIND VALUES (0, 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', 'Pageable'), "
+    "(1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned'), (2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device'), "
+    "(3, 'CUDA_MEMOPR_MEMORY_KIND_ARRAY', 'Array'), (4, 'CUDA_MEMOPR_MEMORY_KIND_MANAGED', 'Managed'), "
+    "(5, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC', 'Device Static'), "
+    "(6, 'CUDA_MEMOPR_MEMORY_KIND_MANAGED_STATIC', 'Managed Static'), "
+    "(7, 'CUDA_MEMOPR_MEMORY_KIND_UNKNOWN', 'Unknown')",
+    f"ALTER TABLE {MEMCPY} ADD COLUMN greenContextId INTEGER",
+    f"UPDATE {MEMCPY} SET greenContextId = 0 WHERE rowid % 3 = 1",
+    f"UPDATE {MEMCPY} SET greenContextId = 5 WHERE rowid % 3 = 2",
+)
+
+
+def renamed(spec: str) -> str:
+    name, colon, options = spec.partition(":")
+    return NEW_NAME[name] + colon + options
+
+
+def in_2023(case: Case, *specs: str, sql: tuple[str, ...] = ()) -> Case:
+    """The case for nsys 2023.4's names (its specs renamed, or `specs`), on an export with schema 3.x's
+    tables where the fixture is older."""
+    schema = SCHEMA_3 if case.source in (A100, DLPROF) else ()
+    if case.name == "memset_sync":
+        schema += (f"ALTER TABLE {MEMSET} ADD COLUMN greenContextId INTEGER",)
+    return Case(
+        f"{case.name}_2023", case.source, (*case.sql, *schema, *sql),
+        specs or tuple(map(renamed, case.specs)), case.holds, versions=("2023.4",),
+    )  # fmt: skip
+
+
+_BY_NAME = {c.name: c for c in CASES}
+CASES += [
+    *(Case(f"new_names_{src.split('/')[-1]}", src, (), (*NEW_NAME.values(), "gpu_gaps:gap=1"),
+           "2023.4's names: its output on every shared export", versions=("2023.4",)) for src in SHARED),
+    *(in_2023(_BY_NAME[n]) for n in ("memcpy_small_htod", "memcpy_within_device", "memcpy_any_kind",
+                                     "memcpy_names", "memcpy_other_process", "memcpy_async_pageable",
+                                     "memset_sync", "gpu_contexts", "gpu_devices", "gpu_processes",
+                                     "gpu_util_chunks", "gpu_util_round")),
+    in_2023(_BY_NAME["nvtx_thread"], "cuda_api_sync:thread=2440842",
+            "cuda_api_sync:process=2440841:end=1600000000", "cuda_api_sync:nvtx=token_0_processing",
+            "gpu_gaps:gap=0:nvtx=layer_3_computation/2"),
+    in_2023(_BY_NAME["nvtx_domains"], "cuda_memcpy_sync:nvtx=copies/1",
+            "cuda_memcpy_sync:nvtx=copies@MPI/0", "gpu_gaps:gap=0:nvtx=copies@MPI"),
+]  # fmt: skip

@@ -38,7 +38,8 @@ FLUSH_OVERHEAD = (
 GAP_HEADERS = ["Row#", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID"]
 UTIL_HEADERS = ["Row#", "In-Use (%)", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID"]
 OPS_COLUMNS = ("start", "end", "pid", "device", "context")
-MERGE_IDLE = True  # nsys 2022.4 groups gpu-low-util's chunks by the work in them (see above)
+# whether gpu-low-util merges chunks without work across devices and processes (see above): 2022.4 does
+MERGE_IDLE = {"2022.4": True, "2023.4": False}
 
 
 def started(ops: pd.DataFrame) -> np.ndarray:
@@ -196,7 +197,7 @@ def gpu_low_util(
 ) -> pd.DataFrame:
     """gpu-low-util: runs of chunks of each process's device span in use less than `threshold` percent."""
     ops = gpu_ops(q)
-    merge_idle = MERGE_IDLE if merge_idle is None else merge_idle
+    merge_idle = MERGE_IDLE[q.nsys] if merge_idle is None else merge_idle
     low = []
     if chunks and not ops.empty:
         low = [c for c in _chunks(ops, _spans(ops), chunks, merge_idle) if below(c["pct"], threshold)]

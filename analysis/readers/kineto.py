@@ -475,6 +475,8 @@ class _Builder:
         }
         if frame != "syncs":  # Kineto records no CUDA context, nor a copy's devices
             columns["context_id"] = np.full(len(corr), NULL, dtype=np.int64)
+        if frame in ("memcpy", "memset"):
+            columns["green_context_id"] = columns["context_id"]
         if frame == "memcpy":
             columns["src_device"] = columns["dst_device"] = columns["context_id"]
         if frame == "kernels":

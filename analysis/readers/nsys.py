@@ -95,8 +95,14 @@ EXPRS: dict[str, dict[str, str]] = {
         "context_id": "contextId",
         "src_device": "srcDeviceId",
         "dst_device": "dstDeviceId",
+        "green_context_id": "greenContextId",
     },
-    "memset": {**_MEMOP, "mem_kind": "memKind", "context_id": "contextId"},
+    "memset": {
+        **_MEMOP,
+        "mem_kind": "memKind",
+        "context_id": "contextId",
+        "green_context_id": "greenContextId",
+    },
     "osrt": {**_TIMES, "global_tid": "globalTid", "name_id": "nameId"},
     "overhead": {**_TIMES, "global_tid": "globalTid", "name_id": "nameId"},
 }
@@ -153,8 +159,17 @@ class NsysReader:
             # tables present, rows or none (nsys's rules and capture health ask)
             "exists": {f: t in self.tables for f, t in {**TABLE, "diagnostics": DIAGNOSTIC}.items()},
             "hints": HINTS,
+            "schema_facts": self.schema_facts(),
             "session_start_ns": self._session_start(),
             "programs": self._programs(),
+        }
+
+    def schema_facts(self) -> dict[str, bool]:
+        """Tables and columns whose presence decides whether nsys 2023.4 runs a rule."""
+        return {
+            "ENUM_CUDA_MEM_KIND": "ENUM_CUDA_MEM_KIND" in self.tables,
+            "StringIds": "StringIds" in self.tables,
+            **{f"{t}.greenContextId": "greenContextId" in self.columns(t) for t in (MEMCPY, MEMSET)},
         }
 
     def _session_start(self) -> int | None:
