@@ -56,8 +56,10 @@ def advise_cmd(
             metavar="NAME[:opt=val]",
             help="One of nsys analyze's rules, in its syntax: cuda-async-memcpy, cuda-sync-api, "
             "cuda-sync-memcpy, cuda-sync-memset, gpu-low-util[:threshold=50][:chunks=30], "
-            "gpu-starv[:gap=500]; each takes rows=50. Prints what `nsys analyze -r NAME` prints. "
-            "Repeat for several.",
+            "gpu-starv[:gap=500] (as nsys 2022.4 prints them), or 2023.4's names cuda_memcpy_async, "
+            "cuda_api_sync[:process=PID][:thread=TID], cuda_memcpy_sync, cuda_memset_sync, gpu_time_util, "
+            "gpu_gaps (as 2023.4 prints them); each takes rows=50, start=NS, end=NS, nvtx=TEXT[@DOMAIN]. "
+            "Prints what `nsys analyze -r NAME` prints. Repeat for several.",
         ),
     ] = None,
     threshold: Annotated[
