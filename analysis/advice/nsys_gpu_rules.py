@@ -1,4 +1,4 @@
-"""nsys analyze's two rules of GPU time, gpu-starv and gpu-low-util, as Nsight Systems 2022.4 prints them.
+"""nsys analyze's two rules of GPU time, gpu-starv and gpu-low-util (2023.4: gpu_gaps, gpu_time_util).
 
 Both read the same GPU work (nsys's gpustats.GPUOperation): per process and device, the kernels, copies and
 memsets that have a start above 0, and nsys's own CUDA flush overhead (named exactly "CUDA profiling data
@@ -17,7 +17,8 @@ strictly inside the span of that device's work (the user cannot remove it, so it
   that of the device's work that ends last.
   nsys 2022.4 groups the chunks by the *work* they hold: the chunks that hold none, of every device and
   process with the same chunk number, make one chunk, which takes the first such device's place (by device,
-  then process) at 0 %: with several devices, the others lose their idle chunks. Kept (`merge_idle`).
+  then process) at 0 %: with several devices, the others lose their idle chunks. Kept under 2022.4's name
+  (MERGE_IDLE); 2023.4 groups each chunk by its own device and process.
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ def sqlite_round1(x: float) -> float:
 def _chunks(ops: pd.DataFrame, spans: pd.DataFrame, chunks: int, merge_idle: bool) -> list[dict]:
     """nsys's `utilization`: each chunk of each span with its share of time in use (%), chunk-major, the
     spans by device then process; chunks without work merged across spans where `merge_idle`."""
-    work = {key: g for key, g in ops.groupby(["device", "pid"], sort=False)}
+    work = {
+        key: (g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64))
+        for key, g in ops.groupby(["device", "pid"], sort=False)
+    }
     out: list[dict] = []
     idle_taken: set[int] = set()
     for k in range(chunks):
@@ -171,8 +175,7 @@ def _chunks(ops: pd.DataFrame, spans: pd.DataFrame, chunks: int, merge_idle: boo
             ce = min(cs + size, hi)
             if not cs < ce:
                 continue
-            g = work[(span.device, span.pid)]
-            s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+            s, e = work[(span.device, span.pid)]
             hit = (s < ce) & (e > cs)
             row = {
                 "k": k,

@@ -108,7 +108,7 @@ def window(
         return Window()
     if nvtx is not None and (process is not None or thread is not None):
         raise AnalysisError("the nvtx option cannot be used with process or thread")
-    tid = None
+    range_tid = None
     if nvtx is not None:
         name, index = _range_index(nvtx) if nsys != "2022.4" else (nvtx, 0)
         ranges = (
@@ -126,13 +126,13 @@ def window(
         first = found.iloc[index]
         start = int(first["start"]) if start is None else start
         end = int(first["end"]) if end is None else end
-        tid = int(first["global_tid"])
+        range_tid = int(first["global_tid"])
     start, end = (0 if start is None else start), (LAST_NS if end is None else end)
     if start > end:
         raise AnalysisError(
             f"start={start} is after end={end}: the start time cannot be greater than the end"
         )
-    return Window(start, end, tid, whole=False, pid=process, tid=thread)
+    return Window(start, end, range_tid, whole=False, pid=process, tid=thread)
 
 
 @dataclass(frozen=True)
