@@ -205,8 +205,11 @@ class Cache:
             return out
         self.check()
         for folder in self.root.iterdir():
-            meta = _read_json(folder / META) if folder.is_dir() else None
-            if meta is None:
+            # only what names an entry: a folder of 32 hex digits whose meta.json names its source
+            meta = (
+                _read_json(folder / META) if ENTRY_NAME.fullmatch(folder.name) and folder.is_dir() else None
+            )
+            if meta is None or "source" not in meta:
                 continue
             files = [f for f in folder.iterdir() if f.is_file()]
             out.append(

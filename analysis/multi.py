@@ -114,9 +114,15 @@ def expand(inputs: Sequence[str | Path], notes: list[str] | None = None) -> list
                 notes.append(f"skipped in the folder {p}: {', '.join(skipped)}")
             out += found
         elif not p.exists() and glob.has_magic(str(item)):
-            matched = [Path(m) for m in glob.glob(str(item)) if Path(m).is_file()]
+            found_all = [Path(m) for m in glob.glob(str(item))]
+            matched = [m for m in found_all if m.is_file()]
+            others = [f"{m} ({_what(m)}, not a file)" for m in found_all if not m.is_file()]
+            if others and notes is not None:
+                notes.append(f"skipped of what {item} matches: {', '.join(others)}")
             if not matched:
-                raise ExportError(f"no file matches {item}")
+                raise ExportError(
+                    f"no file matches {item}" + (f" (only {', '.join(others)})" if others else "")
+                )
             out += sorted(matched, key=lambda m: _natural(m.name))
         elif not p.exists() and len(inputs) > 1:  # before any rank is read from the names
             raise ExportError(f"no such export: {p}")

@@ -680,4 +680,6 @@ def _looks_like_json(path: Path) -> bool:
         return False
     if head.startswith(b"\x1f\x8b") or head.removeprefix(BOM).lstrip()[:1] in (b"{", b"["):
         return True
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):  # UTF-16/32 text: the reader says so
+        return True
     return path.name.endswith((".json", ".json.gz"))

@@ -287,3 +287,17 @@ def test_a_cache_folder_from_before_the_tag_is_the_caches(
     assert (root / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
     assert json.loads((root / "config.json").read_text()) == {"limit_bytes": 2 * 1000**3}
     assert len(Cache().entries()) == 1
+
+
+def test_a_users_folder_inside_the_cache_folder_is_not_an_entry(
+    a100_export: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eviction and --clear remove entries: a folder that only looks like one (a meta.json, a name that is
+    not an entry's) is the user's, and stays."""
+    assert runner.invoke(app, ["kernels", str(a100_export)]).exit_code == 0
+    mine = cache_dir / "project"
+    mine.mkdir()
+    (mine / "meta.json").write_text('{"source": "/x", "size": 1}')
+    assert [e.source for e in Cache().entries()] == [str(a100_export.resolve())]
+    assert runner.invoke(app, ["cache", "--clear"]).exit_code == 0
+    assert (mine / "meta.json").is_file() and Cache().entries() == []

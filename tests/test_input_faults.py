@@ -236,3 +236,69 @@ def test_a_folder_with_an_unreadable_export_says_which_were_read_and_which_refus
     assert f"{folder / 'broken.sqlite'} is truncated" in text and f"{folder / 'empty.json'} is empty" in text
     assert f"Read: {folder / 'B.SQLITE'}, {folder / 'a.sqlite'}." in text  # natural order, as ranks are
     assert "skipped in the folder" in text and "c.sqlite3" in text
+
+
+# --- the second round: the same families on other inputs and paths ---------------------------------------
+
+
+def test_an_export_left_half_written_is_read_as_sqlite_rolls_it_back(
+    a100_export: Path, tmp_path: Path
+) -> None:
+    """A writer that stopped mid-transaction leaves a hot journal: `mode=ro` cannot roll it back ("attempt to
+    write a readonly database", shown as "cannot read"), and the file alone is half-changed. It is read
+    from a private copy of both, as SQLite rolls it back; the user's files stay as they are."""
+    folder = tmp_path / "hot"
+    folder.mkdir()
+    export = folder / "report.sqlite"
+    shutil.copy(a100_export, export)
+    code = (
+        "import os, sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None); db.execute('PRAGMA cache_size=2')\n"
+        "db.execute('BEGIN EXCLUSIVE')\n"
+        "for t in ('CUPTI_ACTIVITY_KIND_KERNEL', 'CUPTI_ACTIVITY_KIND_RUNTIME', 'StringIds'):\n"
+        "    db.execute(f'DELETE FROM {t}')\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(export)], check=True)
+    files = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert sorted(files) == ["report.sqlite", "report.sqlite-journal"]
+    for _ in range(2):  # never from the cache: the journal is part of what the file holds
+        result = runner.invoke(app, ["kernels", str(export), "-f", "csv"])
+        assert result.exit_code == 0, result.output
+        assert pd.read_csv(io.StringIO(result.stdout))["Instances"].sum() == 5
+        assert "has a rollback journal beside it (report.sqlite-journal" in " ".join(result.stderr.split())
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == files
+
+
+def test_a_named_pipe_among_several_exports_is_named_with_the_ones_read(
+    a100_export: Path, fifo: Path, tmp_path: Path
+) -> None:
+    with Feeder(fifo, b"{}"):
+        result = runner.invoke(app, ["kernels", str(a100_export), str(fifo)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert f"error: 1 of 2 exports could not be read, so no table was made: {fifo} is a named pipe" in text
+    assert f"Read: {a100_export}." in text
+
+
+def test_a_glob_says_what_it_matched_and_skipped(a100_export: Path, tmp_path: Path) -> None:
+    shutil.copy(a100_export, tmp_path / "a.sqlite")
+    os.mkfifo(tmp_path / "b.sqlite")
+    (tmp_path / "c.sqlite").mkdir()
+    result = runner.invoke(app, ["kernels", str(tmp_path / "*.sqlite"), "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    note = " ".join(result.stderr.split())
+    assert f"skipped of what {tmp_path / '*.sqlite'} matches: {tmp_path / 'b.sqlite'} (a named pipe" in note
+    assert f"{tmp_path / 'c.sqlite'} (a folder, not a file)" in note
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_trace_in_utf16_or_utf32_says_so(tmp_path: Path, encoding: str) -> None:
+    text = gzip.decompress(trace_path("alexnet").read_bytes()).decode()
+    for name in ("t.json", "t.txt"):  # named like a trace or not
+        path = tmp_path / name
+        path.write_bytes(text.encode(encoding))
+        result = runner.invoke(app, ["kernels", str(path)])
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        said = " ".join(result.output.split())
+        assert f"error: {path} is {encoding.upper()} text (it starts with its byte-order mark)" in said

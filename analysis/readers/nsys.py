@@ -753,49 +753,60 @@ def check_header(path: Path) -> None:
 
 
 def open_nsys(path: str | Path) -> NsysReader:
-    """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong."""
-    from sqlalchemy import create_engine, exc, text
-    from sqlalchemy.pool import QueuePool
+    """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong. Where
+    SQLite would have to write to read it (a log without its index, a rollback journal left by a writer
+    that stopped: analysis.readers.sqlite_files), it reads a private copy of the file and what lies beside
+    it, and the user's files stay as they are."""
+    from sqlalchemy import exc
 
     path = Path(path)
     check_header(path)
     return_freed_buffers()
     how = sqlite_files.opening(path)
-    source, folder = path, None
-    if how.mode == "copy":
+    try:
+        if how.mode != "copy":
+            try:
+                return _open(path, sqlite_files.uri(path, how.mode))
+            except exc.DBAPIError as e:
+                if not (sqlite_files.must_write(e.orig) and sqlite_files.beside(path)):
+                    raise sqlite_error(path, e.orig) from None
         try:
             source, folder = sqlite_files.private_copy(path)
         except OSError as e:
+            with_it = ", ".join(sqlite_files.beside(path))
             raise ExportError(
-                f"cannot read {path}: its {how.pending:,} bytes of changes in "
-                f"{sqlite_files.wal_of(path).name} (SQLite's WAL mode) are read from a private copy, and "
-                f"copying failed ({e.strerror or e}); free space in {tempfile.gettempdir()} or set TMPDIR"
+                f"cannot read {path}: SQLite needs what lies beside it ({with_it}) to read it, which is "
+                f"read from a private copy, and copying failed ({e.strerror or e}); free space in "
+                f"{tempfile.gettempdir()} or set TMPDIR"
             ) from None
-    uri = sqlite_files.uri(source, "ro" if how.mode == "copy" else how.mode)
+        try:
+            return _open(path, sqlite_files.uri(source, "rw"), folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+    except exc.DBAPIError as e:
+        raise sqlite_error(path, e.orig) from None
+
+
+def _open(path: Path, uri: str, folder: Path | None = None) -> NsysReader:
+    """The reader of `path` through `uri` (`folder`: its private copy's, removed on close). Raises
+    SQLAlchemy's DBAPIError where SQLite refuses."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import QueuePool
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, check_same_thread=False)
-
-    def fail(e: BaseException) -> ExportError:
-        engine.dispose()
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-        return sqlite_error(path, e)
 
     # a small pool, not one shared connection: scan() reads chunks on several threads at once
     engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=SCAN_THREADS)
     try:
         with engine.connect() as conn:
             tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
-    except exc.DBAPIError as e:
-        raise fail(e.orig) from None
-    if "StringIds" not in tables and not tables & set(META_TABLES):
-        fail(None)
-        raise ExportError(
-            f"{path} is an SQLite database but not an Nsight Systems export (no StringIds table)"
-        )
-    try:
+        if "StringIds" not in tables and not tables & set(META_TABLES):
+            raise ExportError(
+                f"{path} is an SQLite database but not an Nsight Systems export (no StringIds table)"
+            )
         return NsysReader(path, engine, tables, folder)
     except BaseException:
-        fail(None)
+        engine.dispose()
         raise

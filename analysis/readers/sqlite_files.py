@@ -1,7 +1,8 @@
 """How an SQLite export is opened so that it is read as it is and nothing is written beside it.
 
 SQLite keeps a database's changes in files beside it: a rollback journal (`X-journal`) while a writer
-works, and in WAL mode (`PRAGMA journal_mode=wal`) a write-ahead log (`X-wal`) holding committed
+works (left behind, "hot", by one that stopped mid-way: the file is then half-changed until the journal
+is rolled back), and in WAL mode (`PRAGMA journal_mode=wal`) a write-ahead log (`X-wal`) holding committed
 transactions that are not in the file yet, with its index (`X-shm`). A read-only connection (`mode=ro`) to
 a WAL database creates `X-wal` and `X-shm` when they are not there and cannot remove them when it closes
 (it may not checkpoint), so they stay beside the user's file; on a read-only folder it cannot create them
@@ -14,8 +15,12 @@ transaction in `X-wal` would be missed. So (`opening`):
   writer's exclusive lock, as `nsys export` holds while it writes, is then reported as such).
 - a log with content (`pending`): with `X-shm` there, `mode=ro` reads file and log; without it, both are
   copied into a private temporary folder and read there (nothing is created beside the user's file, and
-  a read-only folder is no obstacle). Such an export is read without the trace cache: its content is
-  file plus log, and the log changes without the file (`analysis.trace`).
+  a read-only folder is no obstacle).
+- where `mode=ro` fails because SQLite would have to write to read (`must_write`: a hot journal to roll
+  back, an index it cannot make), the file and what lies beside it are read from such a copy too.
+
+An export whose log or journal holds something is read without the trace cache (`not_cached_why`): its
+content is file plus log, and the log changes without the file (`analysis.trace`).
 
 This module imports only the standard library: the warm path (analysis.results) asks it whether an
 export can be served from the cache.
@@ -23,6 +28,7 @@ export can be served from the cache.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -42,6 +48,25 @@ class Opening:
 
 def wal_of(path: Path) -> Path:
     return path.with_name(path.name + "-wal")
+
+
+def journal_of(path: Path) -> Path:
+    return path.with_name(path.name + "-journal")
+
+
+SIDECARS = ("-wal", "-journal")  # what SQLite reads beside a database (the index, -shm, it rebuilds)
+
+
+def beside(path: Path) -> list[str]:
+    """The names of the log and journal with content beside `path`."""
+    return [path.name + s for s in SIDECARS if _size(path.with_name(path.name + s))]
+
+
+def must_write(err: BaseException | None) -> bool:
+    """Whether SQLite's error says it would have to write to read (SQLITE_READONLY: a hot journal to roll
+    back, a WAL index to rebuild; SQLITE_CANTOPEN: a `-shm` it cannot make)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (8, 14)
 
 
 def shm_of(path: Path) -> Path:
@@ -81,22 +106,25 @@ def opening(path: Path) -> Opening:
 
 
 def uri(path: Path, mode: str) -> str:
-    """The SQLite URI that opens `path` read-only (`mode` "ro" or "immutable")."""
-    extra = "&immutable=1" if mode == "immutable" else ""
-    return f"file:{quote(str(path.resolve()))}?mode=ro{extra}"
+    """The SQLite URI that opens `path` with `mode` "ro", "immutable" (both read-only) or "rw" (a private
+    copy only)."""
+    return f"file:{quote(str(path.resolve()))}?" + {"ro": "mode=ro", "immutable": "mode=ro&immutable=1",
+                                                     "rw": "mode=rw"}[mode]  # fmt: skip
 
 
 def private_copy(path: Path) -> tuple[Path, Path]:
-    """`path` and its `-wal` copied into a new temporary folder: (the copy, the folder). The caller removes
-    the folder. Raises OSError (no space, say) having removed it."""
+    """`path` and its log or journal copied into a new temporary folder: (the copy, the folder). The caller
+    removes the folder. Raises OSError (no space, say) having removed it."""
     import shutil
     import tempfile
 
-    folder = Path(tempfile.mkdtemp(prefix="harness-wal-"))
+    folder = Path(tempfile.mkdtemp(prefix="harness-export-"))
     try:
         copy = folder / "export.sqlite"
         shutil.copyfile(path, copy)
-        shutil.copyfile(wal_of(path), wal_of(copy))
+        for suffix in SIDECARS:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copyfile(path.with_name(path.name + suffix), copy.with_name(copy.name + suffix))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -106,9 +134,15 @@ def private_copy(path: Path) -> tuple[Path, Path]:
 def not_cached_why(path: Path) -> str | None:
     """Why `path` is read without the trace cache (a note), or None when the cache may serve it."""
     size = pending(path)
-    if not size:
-        return None
-    return (
-        f"{path} has {size:,} bytes of changes in {wal_of(path).name} that are not in the file itself "
-        "(SQLite's WAL mode): read with them, without the trace cache"
-    )
+    if size:
+        return (
+            f"{path} has {size:,} bytes of changes in {wal_of(path).name} that are not in the file itself "
+            "(SQLite's WAL mode): read with them, without the trace cache"
+        )
+    size = _size(journal_of(path)) or 0
+    if size:
+        return (
+            f"{path} has a rollback journal beside it ({journal_of(path).name}, {size:,} bytes): a program "
+            "was writing it, or stopped while it did; read as SQLite rolls that back, without the trace cache"
+        )
+    return None
