@@ -295,8 +295,6 @@ class Entry:
         for info in self.cache.entries():
             if info.source == self.source and self.cache.root / info.key != self.folder:
                 shutil.rmtree(self.cache.root / info.key, ignore_errors=True)
-        if self.folder.is_dir() and self.whole is not None:  # a racy entry made again: nothing of the old
-            shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._sweep_tmp()
         full = {**meta, "source": self.source, "size": self.size, "mtime_ns": self.mtime_ns}

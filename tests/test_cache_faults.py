@@ -301,3 +301,26 @@ def test_a_users_folder_inside_the_cache_folder_is_not_an_entry(
     assert [e.source for e in Cache().entries()] == [str(a100_export.resolve())]
     assert runner.invoke(app, ["cache", "--clear"]).exit_code == 0
     assert (mine / "meta.json").is_file() and Cache().entries() == []
+
+
+def test_a_wal_export_named_through_a_link_is_read_with_its_log(
+    a100_export: Path, tmp_path: Path, cache_dir: Path
+) -> None:
+    """SQLite keeps the log beside the file a link points to, not beside the link: looking beside the link
+    found none, and the export was read `immutable=1`, without its changes."""
+    real, links = tmp_path / "real", tmp_path / "links"
+    real.mkdir()
+    links.mkdir()
+    export = real / "report.sqlite"
+    shutil.copy(a100_export, export)
+    with sqlite3.connect(export) as db:
+        db.execute("PRAGMA journal_mode=wal")
+    db.close()
+    link = links / "report.sqlite"
+    link.symlink_to(export)
+    assert _kernels(link)[0]["Instances"].sum() == 5
+    _commit_without_checkpoint(export)
+    table, err = _kernels(link)
+    assert table["Instances"].sum() == 10
+    assert "changes in report.sqlite-wal that are not in the file itself" in err.replace("\n      ", " ")
+    assert sorted(p.name for p in links.iterdir()) == ["report.sqlite"]

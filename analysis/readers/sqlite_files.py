@@ -46,12 +46,18 @@ class Opening:
     pending: int = 0
 
 
+def _beside(path: Path, suffix: str) -> Path:
+    """The file SQLite keeps beside `path`: beside the file a link points to, as SQLite resolves it."""
+    real = path.resolve()
+    return real.with_name(real.name + suffix)
+
+
 def wal_of(path: Path) -> Path:
-    return path.with_name(path.name + "-wal")
+    return _beside(path, "-wal")
 
 
 def journal_of(path: Path) -> Path:
-    return path.with_name(path.name + "-journal")
+    return _beside(path, "-journal")
 
 
 SIDECARS = ("-wal", "-journal")  # what SQLite reads beside a database (the index, -shm, it rebuilds)
@@ -59,7 +65,7 @@ SIDECARS = ("-wal", "-journal")  # what SQLite reads beside a database (the inde
 
 def beside(path: Path) -> list[str]:
     """The names of the log and journal with content beside `path`."""
-    return [path.name + s for s in SIDECARS if _size(path.with_name(path.name + s))]
+    return [_beside(path, s).name for s in SIDECARS if _size(_beside(path, s))]
 
 
 def must_write(err: BaseException | None) -> bool:
@@ -70,7 +76,7 @@ def must_write(err: BaseException | None) -> bool:
 
 
 def shm_of(path: Path) -> Path:
-    return path.with_name(path.name + "-shm")
+    return _beside(path, "-shm")
 
 
 def _size(path: Path) -> int | None:
@@ -124,7 +130,7 @@ def private_copy(path: Path) -> tuple[Path, Path]:
         shutil.copyfile(path, copy)
         for suffix in SIDECARS:
             with contextlib.suppress(FileNotFoundError):
-                shutil.copyfile(path.with_name(path.name + suffix), copy.with_name(copy.name + suffix))
+                shutil.copyfile(_beside(path, suffix), copy.with_name(copy.name + suffix))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
