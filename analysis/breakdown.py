@@ -221,7 +221,8 @@ def comm_comp_overlap(traces: Traces, *, hta_rules: bool = False) -> pd.DataFram
 
 def idle_intervals(trace: Trace, notes: list[str] | None = None) -> pd.DataFrame:
     """Every kernel, copy and set with the gap before it on its stream (NaN for a stream's first) and the
-    gap's category: Stream, start, end, gap (ns), category. Streams in increasing order. The gap runs from
+    gap's category: Stream, start, end, gap (ns), category. Streams in increasing order (a stream id used
+    on several devices or by several processes: each of them in turn). The gap runs from
     the end of the stream's busy time so far (0 when the event starts inside it), or, for a trace seen
     with HTA's rules (HtaView), from the previous event's end as HTA measures it. `notes` gets what was
     counted once or measured HTA's way."""
@@ -231,19 +232,28 @@ def idle_intervals(trace: Trace, notes: list[str] | None = None) -> pd.DataFrame
     # one event recorded twice (duplicated rows of a damaged export) is one event: its copy would make a
     # gap of minus its duration
     n = len(ev)
-    ev = ev.drop_duplicates(["stream", "start", "end", "correlation_id"]).reset_index(drop=True)
+    ev = ev.drop_duplicates(["stream", "device", "global_pid", "start", "end", "correlation_id"])
+    ev = ev.reset_index(drop=True)
     if n > len(ev) and notes is not None:
         notes.append(
             f"idle time: {n - len(ev):,} kernels, copies or sets recorded twice (the same stream, start, end "
             "and correlation id: a damaged export) counted once"
         )
     launch = _launch_start(trace, ev)
-    order = np.lexsort((ev["start"].to_numpy(), ev["stream"].to_numpy()))
+    # a stream is a stream of one device of one process (two GPUs' default streams share an id); HTA's
+    # traces are one rank each, and it keys by the id alone
+    lanes = (
+        [ev["stream"].to_numpy()] if hta else [ev[c].to_numpy() for c in ("global_pid", "device", "stream")]
+    )
+    order = np.lexsort((ev["start"].to_numpy(), *lanes))
     stream = ev["stream"].to_numpy()[order]
     start, end, launch = ev["start"].to_numpy()[order], ev["end"].to_numpy()[order], launch[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = stream[1:] != stream[:-1]
-    busy = end if hta else pd.Series(end).groupby(stream).cummax().to_numpy()  # busy until, so far
+    first = np.zeros(len(order), dtype=bool)
+    first[:1] = True
+    for lane in lanes:
+        first[1:] |= lane[order][1:] != lane[order][:-1]
+    run = np.cumsum(first)  # which stream of which device each event is on
+    busy = end if hta else pd.Series(end).groupby(run).cummax().to_numpy()  # busy until, so far
     prev_end = np.where(first, 0, np.roll(busy, 1))
     gap = np.where(first, np.nan, (start - prev_end).astype(np.float64))
     overlapped = ~first & (start < prev_end)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import shutil
 import sqlite3
+from itertools import pairwise
 from pathlib import Path
 
 import pandas as pd
@@ -165,3 +166,30 @@ def test_a_kineto_kernel_without_grid_or_block_is_unknown(tmp_path: Path) -> Non
     _run("timeline", str(path), "-o", str(timeline), "--no-cache")
     again = pd.read_csv(io.StringIO(_run("kernels", str(timeline), "-f", "csv", "--no-cache")[0]))
     assert sorted(again["GridXYZ"]) == ["   2    1    1", "unknown"]
+
+
+def test_two_gpus_streams_of_one_id_are_two_streams(a100_export: Path, tmp_path: Path) -> None:
+    """Second round: a capture of two GPUs (one process) whose streams share an id (CUDA's default stream
+    is 7 on every device), their kernels interleaved: measured as one stream, a kernel on one GPU started
+    "while the other's ran", and idle time lost what the other GPU was busy. Each (process, device,
+    stream) is a stream of its own; the rows still say Stream 7, their idle time the sum of both."""
+    export = _copy(
+        a100_export,
+        tmp_path,
+        f"INSERT INTO {KERNELS} (start, end, deviceId, contextId, streamId, correlationId, globalPid, "
+        "demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, "
+        "dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, sharedMemoryExecuted, "
+        "registersPerThread) SELECT start + 5000000, end + 5000000, 1, contextId, streamId, correlationId, "
+        "globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ, "
+        "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, "
+        f"sharedMemoryExecuted, registersPerThread FROM {KERNELS}",
+    )
+    with sqlite3.connect(a100_export) as db:
+        times = db.execute(f"SELECT start, end FROM {KERNELS} ORDER BY start").fetchall()
+    db.close()
+    second_gpu = sum(s - e for (_, e), (s, _) in pairwise(times))
+    out, said = _run("breakdown", str(export), "-f", "csv", "--no-cache")
+    idle = _tables(out)["Idle time per stream, by cause"]
+    assert idle["Stream"].unique().tolist() == [7] and (idle["Idle Time (ns)"] >= 0).all()
+    assert idle["Idle Time (ns)"].sum() == 724_054_763 + second_gpu  # the A100's own, and the copy's gaps
+    assert "start while earlier work on their stream is still running" not in said
