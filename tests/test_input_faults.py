@@ -302,3 +302,12 @@ def test_a_trace_in_utf16_or_utf32_says_so(tmp_path: Path, encoding: str) -> Non
         assert result.exit_code == 1 and "Traceback" not in result.output
         said = " ".join(result.output.split())
         assert f"error: {path} is {encoding.upper()} text (it starts with its byte-order mark)" in said
+
+
+def test_a_named_pipe_named_like_a_report_is_refused_as_a_pipe(tmp_path: Path) -> None:
+    """A pipe named `.nsys-rep` was "no such report": it is there, and it is a pipe."""
+    pipe = tmp_path / "run.nsys-rep"
+    os.mkfifo(pipe)
+    result = runner.invoke(app, ["kernels", str(pipe)])
+    assert result.exit_code == 1
+    assert f"error: {pipe} is a named pipe, not a file" in " ".join(result.output.split())

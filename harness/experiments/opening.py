@@ -16,7 +16,7 @@ from pathlib import Path
 
 from analysis.cache import Cache, cache_root
 from analysis.errors import ExportError
-from analysis.trace import REPORT_SUFFIXES, Trace, open_trace
+from analysis.trace import REPORT_SUFFIXES, Trace, not_a_file, open_trace
 from harness.core.errors import NsysError
 from harness.execution.nsys import export_sqlite
 
@@ -29,8 +29,9 @@ def sqlite_for(report: Path, *, cache: bool = True) -> Path:
     """The SQLite export of `report`: itself, or for a report an export made (once) into the cache."""
     if report.suffix not in REPORT_SUFFIXES:
         return report
-    if not report.is_file():
+    if not report.exists():
         raise ExportError(f"no such report: {report}")
+    not_a_file(report)  # a pipe or a device: nsys would read it once, the key's stat means nothing
     rep_mtime = report.stat().st_mtime
     for beside in (report.with_suffix(".sqlite"), report.with_name(f"{report.stem}.harness.sqlite")):
         if beside.is_file() and beside.stat().st_mtime >= rep_mtime:
