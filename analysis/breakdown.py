@@ -8,8 +8,16 @@
   `duration_ratio` of the cumulative time a type's names fold into one row `others`, whose Avg/Min/Max/
   StdDev are over the folded names' totals (HTA's rule), not over events.
 - idle_time_breakdown / idle_interval_stats: per stream, each gap before a kernel, copy or set is
-  host_wait (its launch call started after the previous event ended: the CPU was late), kernel_wait (a gap
-  under `consecutive_kernel_delay`, 30 µs: launch overhead) or other.
+  host_wait (its launch call started after the stream's previous work ended: the CPU was late),
+  kernel_wait (a gap under `consecutive_kernel_delay`, 30 µs: launch overhead) or other. The gap is
+  measured from the end of the stream's busy time so far (the union of its earlier events), and is 0
+  for an event that starts while the stream is still busy: the gaps of a stream add up to its span less
+  the union of its events, as the temporal breakdown counts idle time. HTA measures each gap from the
+  end of the previous event alone, so an event that overlaps the one before it (on one stream they
+  cannot both run: their times are off) gets a negative gap, and kernel_wait can fall below 0 and
+  host_wait pass 100 %; with HTA's rules (`--hta`, analysis.hta_rules) its arithmetic is kept, for
+  parity, and a note says how many gaps are negative. An event recorded twice (the same start, end,
+  stream and correlation id) counts once, with a note.
 - comm_comp_overlap: the share of communication time during which computation also ran.
 - queue_length_summary: outstanding launches per stream (+1 at a launch call, -1 when its GPU event starts).
 
@@ -36,7 +44,7 @@ from analysis.gpu_events import (
     sweep,
     types_of,
 )
-from analysis.hta_rules import hta_view
+from analysis.hta_rules import HtaView, hta_view
 from analysis.runtime import PROCESS_MASK, _call_key, _lookup, plain_name
 from analysis.trace import NULL, Trace
 
@@ -211,22 +219,60 @@ def comm_comp_overlap(traces: Traces, *, hta_rules: bool = False) -> pd.DataFram
     return out
 
 
-def idle_intervals(trace: Trace) -> pd.DataFrame:
+def idle_intervals(trace: Trace, notes: list[str] | None = None) -> pd.DataFrame:
     """Every kernel, copy and set with the gap before it on its stream (NaN for a stream's first) and the
-    gap's category: Stream, start, end, gap (ns), category. Streams in increasing order."""
+    gap's category: Stream, start, end, gap (ns), category. Streams in increasing order (a stream id used
+    on several devices or by several processes: each of them in turn). The gap runs from
+    the end of the stream's busy time so far (0 when the event starts inside it), or, for a trace seen
+    with HTA's rules (HtaView), from the previous event's end as HTA measures it. `notes` gets what was
+    counted once or measured HTA's way."""
+    hta = isinstance(trace, HtaView)
     ev = gpu_events(trace)
     ev = ev[ev["kind"] != "sync"]  # HTA leaves cuda_sync events out here
     # one event recorded twice (duplicated rows of a damaged export) is one event: its copy would make a
-    # gap of minus its duration. Events that merely overlap keep HTA's (negative) gap between them.
-    ev = ev.drop_duplicates(["stream", "start", "end", "correlation_id"]).reset_index(drop=True)
+    # gap of minus its duration
+    n = len(ev)
+    ev = ev.drop_duplicates(["stream", "device", "global_pid", "start", "end", "correlation_id"])
+    ev = ev.reset_index(drop=True)
+    if n > len(ev) and notes is not None:
+        notes.append(
+            f"idle time: {n - len(ev):,} kernels, copies or sets recorded twice (the same stream, start, end "
+            "and correlation id: a damaged export) counted once"
+        )
     launch = _launch_start(trace, ev)
-    order = np.lexsort((ev["start"].to_numpy(), ev["stream"].to_numpy()))
+    # a stream is a stream of one device of one process (two GPUs' default streams share an id); HTA's
+    # traces are one rank each, and it keys by the id alone
+    lanes = (
+        [ev["stream"].to_numpy()] if hta else [ev[c].to_numpy() for c in ("global_pid", "device", "stream")]
+    )
+    order = np.lexsort((ev["start"].to_numpy(), *lanes))
     stream = ev["stream"].to_numpy()[order]
     start, end, launch = ev["start"].to_numpy()[order], ev["end"].to_numpy()[order], launch[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = stream[1:] != stream[:-1]
-    prev_end = np.where(first, 0, np.roll(end, 1))
+    first = np.zeros(len(order), dtype=bool)
+    first[:1] = True
+    for lane in lanes:
+        first[1:] |= lane[order][1:] != lane[order][:-1]
+    run = np.cumsum(first)  # which stream of which device each event is on
+    busy = end if hta else pd.Series(end).groupby(run).cummax().to_numpy()  # busy until, so far
+    prev_end = np.where(first, 0, np.roll(busy, 1))
     gap = np.where(first, np.nan, (start - prev_end).astype(np.float64))
+    overlapped = ~first & (start < prev_end)
+    if overlapped.any() and notes is not None:
+        if hta:
+            notes.append(
+                f"idle time (HTA's arithmetic): {int(overlapped.sum()):,} kernels, copies or sets start "
+                f"before the one before them on their stream ended; their gaps are negative "
+                f"({np.nansum(gap[overlapped]) / 1e6:,.3f} ms in all), as HTA counts them; without --hta a "
+                "stream's idle time is its span less the union of its events"
+            )
+        else:
+            notes.append(
+                f"idle time: {int(overlapped.sum()):,} kernels, copies or sets start while earlier work on "
+                "their stream is still running (their times overlap: one stream runs one at a time); no "
+                "gap before them, and the stream's busy time is the union of its events"
+            )
+    if not hta:
+        gap = np.where(overlapped, 0.0, gap)
     host = ~first & (launch != NULL) & (launch > prev_end)
     kernel = ~first & ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
     category = np.where(host, "host_wait", np.where(kernel, "kernel_wait", "other"))
@@ -252,8 +298,9 @@ def idle_time_breakdown(traces: Traces, *, hta_rules: bool = False) -> pd.DataFr
     the stream's idle time. A category without gaps on a stream has no row (as in HTA)."""
     items = _traces(traces, hta_rules)
     parts = []
+    said: list[str] = []
     for t in items:
-        gaps = idle_intervals(t)
+        gaps = idle_intervals(t, said)
         per = gaps.groupby(["Stream", "category"])["gap"].sum().astype(np.int64).rename("Idle Time (ns)")
         per = per.reset_index()
         per["Share (%)"] = (
@@ -262,7 +309,7 @@ def idle_time_breakdown(traces: Traces, *, hta_rules: bool = False) -> pd.DataFr
         parts.append(per.assign(Rank=rank_of(t)))
     out = pd.concat(parts, ignore_index=True).rename(columns={"category": "Idle Category"})
     out = out[["Rank", "Stream", "Idle Category", "Idle Time (ns)", "Share (%)"]]
-    out.attrs["notes"] = _notes(items)
+    out.attrs["notes"] = list(dict.fromkeys([*_notes(items), *said]))
     return out
 
 
@@ -271,15 +318,16 @@ def idle_interval_stats(traces: Traces, *, hta_rules: bool = False) -> pd.DataFr
     Max. A stream's first event has no gap but its category (other) still gets a row, with Count 0."""
     items = _traces(traces, hta_rules)
     parts = []
+    said: list[str] = []
     for t in items:
-        gaps = idle_intervals(t)
+        gaps = idle_intervals(t, said)
         stats = gaps.groupby(["Stream", "category"])["gap"].describe().reset_index()
         parts.append(stats.assign(Rank=rank_of(t)))
     out = pd.concat(parts, ignore_index=True)
     out = out.rename(columns={"category": "Idle Category", **{k: f"{v} (ns)" for k, v in STATS[1:]}})
     out = out.rename(columns={"count": "Count"}).astype({"Count": np.int64})
     out = out[["Rank", "Stream", "Idle Category", "Count", *(f"{v} (ns)" for _, v in STATS[1:])]]
-    out.attrs["notes"] = _notes(items)
+    out.attrs["notes"] = list(dict.fromkeys([*_notes(items), *said]))
     return out
 
 

@@ -1,13 +1,27 @@
 """A Parquet cache of trace frames, so that an export is read from its source once.
 
-An entry is a folder under the cache root named by a hash of the source's resolved path, size, mtime,
-sampled content (`content_digest`: the whole file up to 256 KiB, else its first and last 64 KiB and 16
-blocks of 4 KiB spread between; an SQLite file's header holds its change counter, a gzip file's tail
-its CRC) and the reader's version: a changed export (even one rewritten with the same size and its mtime
-put back) or a newer reader gets a new entry, and the old one is removed when the new one is made.
-Inside: `meta.json` (what the reader said about the source: producer, schema,
+An entry is a folder under the cache root named by a hash of the source's identity and the reader's
+version. The identity is the source's resolved path, device and inode, size, mtime and ctime, and a
+sampled content digest (`content_digest`: the whole file up to 256 KiB, else its first and last 64 KiB and
+16 blocks of 4 KiB spread between). The ctime is what makes the key complete: every write to a file sets
+it to the current time, and unlike the mtime no program can put it back (`os.utime` sets it too), so a
+file changed in any place, with its size and mtime put back, gets a new key. One case is left: two
+changes within one tick of the file system's clock (a few ms; a second on some) share a ctime. So a source
+whose ctime is less than RACY_NS old when its key is taken is "racy" (git's word for the same problem):
+its entry also holds a hash of the whole file, checked on every use until the source is no longer racy,
+and then dropped (`whole_digest`; its cost: docs/performance.md). A changed export or a newer reader gets
+a new entry, and the old one is removed when the new one is made. An SQLite export whose write-ahead log
+holds changes is not cached at all (analysis.readers.sqlite_files).
+
+Inside an entry: `meta.json` (what the reader said about the source: producer, schema,
 row counts) and one Parquet file per frame column (`kernels.start.parquet`), so a command reads only the
 columns it needs and a later command adds the columns it needs next.
+
+The cache folder holds only what the cache wrote: it is marked as the cache's with a CACHEDIR.TAG (the
+cache directory tagging convention, which backup tools honour), and a folder that holds other files is
+refused (`ForeignCacheFolder`) before anything is written or removed in it: HARNESS_CACHE_DIR naming a
+user's folder must not cost them a file. A folder from before the tag that holds only what the cache
+writes is tagged and used.
 
 Safety: every file is written under a temporary name and renamed into place, so a killed command leaves
 no half file and two commands filling the same entry at once write the same bytes. A file that cannot be
@@ -22,6 +36,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -29,6 +44,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from analysis.errors import AnalysisError
 
 if TYPE_CHECKING:  # imported where used: finding an entry (a warm command's first step) needs neither
     import numpy as np
@@ -41,6 +58,15 @@ STALE_TMP_S = 3600  # temporary files older than this are from killed commands
 WHOLE_FILE = 256 << 10  # sources up to this size are hashed whole
 EDGE, BLOCK, BLOCKS = 64 << 10, 4 << 10, 16  # bigger ones: head and tail, and blocks spread between
 LIMIT_ENV = "HARNESS_CACHE_LIMIT"
+RACY_NS = 2 * 10**9  # a source changed less than this before its key was taken is checked by content too
+TAG = "CACHEDIR.TAG"
+TAG_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by harness (its trace cache).\n"
+    "# For information about cache directory tags, see https://bford.info/cachedir/\n"
+)
+ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
+EXPORTS = "exports"  # reports exported to SQLite (harness.experiments.opening)
 
 
 def cache_root() -> Path:
@@ -82,6 +108,19 @@ class EntryInfo:
     source_exists: bool
 
 
+class ForeignCacheFolder(AnalysisError):
+    """The cache folder holds files the cache did not write: nothing is written or removed in it."""
+
+    def __init__(self, root: Path, found: list[str]) -> None:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3:,} more" if len(found) > 3 else "")
+        super().__init__(
+            f"the cache folder {root} holds files the trace cache did not write ({shown}), so it is not "
+            "used: set HARNESS_CACHE_DIR to a new or empty folder (the cache marks its own with "
+            f"{TAG})"
+        )
+        self.root = root
+
+
 class Cache:
     """The cache folder: entries, their size limit, eviction."""
 
@@ -95,8 +134,6 @@ class Cache:
             try:
                 return parse_size(env)
             except ValueError:
-                from analysis.errors import AnalysisError
-
                 raise AnalysisError(
                     f"{LIMIT_ENV}={env!r} is not a size (e.g. 5GB, 500MB; 0 caches nothing): fix or unset it"
                 ) from None
@@ -105,25 +142,74 @@ class Cache:
         return DEFAULT_LIMIT
 
     def set_limit(self, limit: int) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.claim()
         write_atomic(self.root / CONFIG, json.dumps({"limit_bytes": int(limit)}).encode())
 
+    def check(self) -> None:
+        """Raise ForeignCacheFolder when the folder exists and holds files the cache did not write (an
+        untagged folder holding only what the cache writes is the cache's, from before the tag). Writes
+        nothing."""
+        try:
+            if (self.root / TAG).read_text(errors="replace").startswith(TAG_TEXT.splitlines()[0]):
+                return
+        except OSError:
+            pass
+        try:
+            names = sorted(os.listdir(self.root))
+        except OSError:  # not there (made when needed), or not a folder (making it fails, saying why)
+            return
+        foreign = [n for n in names if not self._ours(n)]
+        if foreign:
+            raise ForeignCacheFolder(self.root, foreign)
+
+    def _ours(self, name: str) -> bool:
+        """Whether `name` in an untagged folder is something the cache writes."""
+        path = self.root / name
+        if name.startswith(".tmp-") or name == TAG:
+            return True
+        if name == CONFIG:
+            data = _read_json(path)
+            return data is not None and set(data) <= {"limit_bytes"}
+        if name == EXPORTS:
+            return path.is_dir()
+        if ENTRY_NAME.fullmatch(name) and path.is_dir():
+            return all(
+                f.name.startswith(".tmp-") or f.name in (META, TAG) or f.name.endswith((".parquet", ".json"))
+                for f in path.iterdir()
+            )
+        return False
+
+    def claim(self) -> None:
+        """Make the folder (and its parents) if needed and mark it as the cache's, or raise
+        ForeignCacheFolder (or OSError: it cannot be made or written)."""
+        self.check()
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.root / TAG).is_file():
+            write_atomic(self.root / TAG, TAG_TEXT.encode())
+
     def entry(self, source: Path, reader_version: str) -> Entry:
+        """The entry of `source` as it is now (see the module's docstring for what names it)."""
         st = source.stat()
+        taken = time.time_ns()
         resolved = str(source.resolve())
         digest = content_digest(source, st.st_size)
-        key = hashlib.sha256(
-            f"{resolved}\0{st.st_size}\0{st.st_mtime_ns}\0{digest}\0{reader_version}".encode()
-        )
-        return Entry(self, self.root / key.hexdigest()[:32], resolved, st.st_size, st.st_mtime_ns)
+        stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+        key = hashlib.sha256(f"{resolved}\0{stamp}\0{digest}\0{reader_version}".encode())
+        racy = taken - max(st.st_ctime_ns, st.st_mtime_ns) < RACY_NS
+        whole = whole_digest(source) if racy else None
+        return Entry(self, self.root / key.hexdigest()[:32], resolved, st.st_size, st.st_mtime_ns, whole)
 
     def entries(self) -> list[EntryInfo]:
-        out = []
+        out: list[EntryInfo] = []
         if not self.root.is_dir():
             return out
+        self.check()
         for folder in self.root.iterdir():
-            meta = _read_json(folder / META) if folder.is_dir() else None
-            if meta is None:
+            # only what names an entry: a folder of 32 hex digits whose meta.json names its source
+            meta = (
+                _read_json(folder / META) if ENTRY_NAME.fullmatch(folder.name) and folder.is_dir() else None
+            )
+            if meta is None or "source" not in meta:
                 continue
             files = [f for f in folder.iterdir() if f.is_file()]
             out.append(
@@ -143,6 +229,7 @@ class Cache:
         """Remove every entry (or those of `source`): (entries, bytes) removed."""
         removed = freed = 0
         wanted = str(source.resolve()) if source is not None else None
+        self.check()
         for info in self.entries():
             if wanted is None or info.source == wanted:
                 shutil.rmtree(self.root / info.key, ignore_errors=True)
@@ -167,31 +254,52 @@ class Cache:
 
 
 class Entry:
-    """The cached frames of one source."""
+    """The cached frames of one source. `whole`: the hash of the whole source, taken with the key, where
+    the source is racy (changed less than RACY_NS before)."""
 
-    def __init__(self, cache: Cache, folder: Path, source: str, size: int, mtime_ns: int) -> None:
+    def __init__(
+        self, cache: Cache, folder: Path, source: str, size: int, mtime_ns: int, whole: str | None = None
+    ) -> None:
         self.cache = cache
         self.folder = folder
         self.source = source
         self.size = size
         self.mtime_ns = mtime_ns
+        self.whole = whole
 
     def meta(self) -> dict[str, Any] | None:
         meta = _read_json(self.folder / META)
         if meta is None or meta.get("source") != self.source or meta.get("size") != self.size:
             return None
+        kept = meta.get("whole")
+        if kept is not None:  # made while the source was racy: its content decides
+            try:
+                now = self.whole or whole_digest(Path(self.source))
+            except OSError:
+                return None
+            if now != kept:  # changed within one tick of its ctime: the entry is stale
+                shutil.rmtree(self.folder, ignore_errors=True)
+                return None
+            if self.whole is None:  # no longer racy: a change from now on gets a new ctime, a new key
+                meta.pop("whole")
+                with contextlib.suppress(OSError):
+                    write_atomic(self.folder / META, json.dumps(meta).encode())
         with contextlib.suppress(OSError):
             os.utime(self.folder / META)  # the entry was used: least recently used goes first
         return meta
 
     def create(self, meta: dict[str, Any]) -> None:
-        """Start the entry with the reader's `meta`; remove the entries of older versions of the source."""
+        """Start the entry with the reader's `meta`; remove the entries of older versions of the source.
+        Raises ForeignCacheFolder where the cache folder is not the cache's."""
+        self.cache.claim()
         for info in self.cache.entries():
             if info.source == self.source and self.cache.root / info.key != self.folder:
                 shutil.rmtree(self.cache.root / info.key, ignore_errors=True)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._sweep_tmp()
         full = {**meta, "source": self.source, "size": self.size, "mtime_ns": self.mtime_ns}
+        if self.whole is not None:
+            full["whole"] = self.whole
         write_atomic(self.folder / META, json.dumps(full).encode())
 
     def path(self, frame: str, column: str) -> Path:
@@ -479,6 +587,15 @@ def content_digest(path: Path, size: int) -> str:
         for i in range(1, BLOCKS + 1):
             h.update(os.pread(fd, BLOCK, EDGE + i * step))
         h.update(os.pread(fd, EDGE, size - EDGE))
+    return h.hexdigest()
+
+
+def whole_digest(path: Path) -> str:
+    """A hash of every byte of the file (BLAKE2b, read 1 MiB at a time). Raises OSError."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
     return h.hexdigest()
 
 

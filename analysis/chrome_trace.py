@@ -61,11 +61,13 @@ GPU_COLUMNS = {
 
 @dataclass
 class Written:
-    """What a Chrome trace holds: events per kind, and the window they were cut to (ns; None: all)."""
+    """What a Chrome trace holds: events per kind, the window they were cut to (ns; None: all), and what
+    was left out and why (the trace's notes: the same words and counts as every table's)."""
 
     path: Path
     counts: dict[str, int] = field(default_factory=dict)
     window: tuple[int, int] | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def window_of(
@@ -117,6 +119,7 @@ def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] |
         with _open(part) as f:
             _Writer(trace, f, window, written.counts).write()
         os.replace(part, path)
+        written.notes = list(trace.notes)
     except OSError as e:
         part.unlink(missing_ok=True)
         raise AnalysisError(f"cannot write {path}: {e.strerror or e}") from None

@@ -40,6 +40,8 @@ from analysis.stats import describe, time_percent
 RANK_RE = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.IGNORECASE)
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+# names of a folder's files that look like an export's but are not taken: said, not passed over in silence
+NEAR_SUFFIXES = (".sqlite3", ".db", ".json.bz2", ".json.xz", ".json.zst", ".nsys-rep.gz")
 DASK_MISSING = "--dask needs Dask: pip install 'harness[dask]'"
 
 
@@ -49,23 +51,44 @@ DASK_MISSING = "--dask needs Dask: pip install 'harness[dask]'"
 def _stem(path: Path) -> str:
     name = path.name
     for suffix in (*EXPORT_SUFFIXES, *REPORT_SUFFIXES):
-        if name.endswith(suffix):
+        if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
             break
     return name.removesuffix(".harness")
 
 
-def exports_in(folder: Path) -> list[Path]:
-    """The exports and reports in `folder`, one per stem: an export beside its report wins."""
+def exports_in(folder: Path, skipped: list[str] | None = None) -> list[Path]:
+    """The exports and reports in `folder`, one per stem: an export beside its report wins. Names are
+    matched whatever their case (`REPORT.SQLITE`). What is named like one and is not taken (a folder, a
+    named pipe, `.sqlite3`) goes to `skipped`, with why."""
     best: dict[str, Path] = {}
     suffixes = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
     for p in sorted(folder.iterdir()):
-        if not p.is_file() or not p.name.endswith(suffixes):
+        name = p.name.lower()
+        if not name.endswith(suffixes):
+            if name.endswith(NEAR_SUFFIXES) and skipped is not None:
+                skipped.append(f"{p.name} (not an export's name: {', '.join(suffixes)})")
+            continue
+        if not p.is_file():
+            if skipped is not None:
+                skipped.append(f"{p.name} ({_what(p)}, not a file)")
             continue
         stem = _stem(p)
-        if stem not in best or best[stem].name.endswith(REPORT_SUFFIXES):
+        if stem not in best or best[stem].name.lower().endswith(REPORT_SUFFIXES):
             best[stem] = p
     return sorted(best.values(), key=lambda p: _natural(p.name))
+
+
+def _what(path: Path) -> str:
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a broken link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 def _natural(name: str) -> list[Any]:
@@ -73,22 +96,33 @@ def _natural(name: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def expand(inputs: Sequence[str | Path]) -> list[Path]:
+def expand(inputs: Sequence[str | Path], notes: list[str] | None = None) -> list[Path]:
     """Paths from exports, folders and glob patterns, in the order given (a folder's and a pattern's files
     in natural name order). Raises ExportError for a folder or pattern with no exports, a file given twice,
-    or, among several inputs, a file that is not there (one input is said missing where it is opened)."""
+    or, among several inputs, a file that is not there (one input is said missing where it is opened).
+    `notes` gets a line per folder saying what in it was named like an export and not taken."""
     out: list[Path] = []
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            found = exports_in(p)
+            skipped: list[str] = []
+            found = exports_in(p, skipped)
+            said = f"; skipped: {', '.join(skipped)}" if skipped else ""
             if not found:
-                raise ExportError(f"no exports (.sqlite, .nsys-rep, .json, .json.gz) in the folder {p}")
+                raise ExportError(f"no exports (.sqlite, .nsys-rep, .json, .json.gz) in the folder {p}{said}")
+            if skipped and notes is not None:
+                notes.append(f"skipped in the folder {p}: {', '.join(skipped)}")
             out += found
         elif not p.exists() and glob.has_magic(str(item)):
-            matched = [Path(m) for m in glob.glob(str(item)) if Path(m).is_file()]
+            found_all = [Path(m) for m in glob.glob(str(item))]
+            matched = [m for m in found_all if m.is_file()]
+            others = [f"{m} ({_what(m)}, not a file)" for m in found_all if not m.is_file()]
+            if others and notes is not None:
+                notes.append(f"skipped of what {item} matches: {', '.join(others)}")
             if not matched:
-                raise ExportError(f"no file matches {item}")
+                raise ExportError(
+                    f"no file matches {item}" + (f" (only {', '.join(others)})" if others else "")
+                )
             out += sorted(matched, key=lambda m: _natural(m.name))
         elif not p.exists() and len(inputs) > 1:  # before any rank is read from the names
             raise ExportError(f"no such export: {p}")
@@ -330,9 +364,34 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
 
 
 def raise_errors(parts: Sequence[Part]) -> None:
-    for part in parts:
-        if part.error is not None:
-            raise ExportError(part.error)
+    """Raise ExportError if an export could not be read: its error alone, or, among several, which were
+    refused and why (first lines, up to SHOWN) and which were read."""
+    refused = [p for p in parts if p.error is not None]
+    if not refused:
+        return
+    if len(parts) == 1:
+        raise ExportError(refused[0].error)
+    read = [p.path for p in parts if p.error is None]
+    why = "; ".join(_named(p.path, _first(p.error or "")) for p in refused[:SHOWN])
+    why += f"; and {len(refused) - SHOWN:,} more" if len(refused) > SHOWN else ""
+    were = ", ".join(read[:SHOWN]) + (f" and {len(read) - SHOWN:,} more" if len(read) > SHOWN else "")
+    raise ExportError(
+        f"{len(refused):,} of {len(parts):,} exports could not be read, so no table was made: {why}. "
+        + (f"Read: {were}. " if read else "None could be read. ")
+        + "Fix or leave out the ones refused"
+    )
+
+
+SHOWN = 5  # refused (and read) exports named in the error
+
+
+def _first(text: str) -> str:
+    return text.splitlines()[0] if text else "unreadable"
+
+
+def _named(path: str, error: str) -> str:
+    """An export's error, naming the export as the user gave it."""
+    return error if path in error else f"{path}: {error}"
 
 
 # --- combining -----------------------------------------------------------------------------------------

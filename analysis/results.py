@@ -7,8 +7,9 @@ a table a command computed from a trace with a cache entry is also kept in that 
 JSON output holds, and its attrs (notes, column priorities). A later command with the same options reads
 it back with the standard library alone (no pandas, no pyarrow, no SQLite) and renders it.
 
-Invalidation reuses the cache's: an entry's folder is named by the export's identity (resolved path, size,
-mtime, sampled content, reader version: analysis.cache), so a changed export finds no result. The key
+Invalidation reuses the cache's: an entry's folder is named by the export's identity (resolved path, inode,
+size, mtime, ctime, sampled content, reader version: analysis.cache), so a changed export finds no result;
+an export whose write-ahead log holds changes is never served (analysis.readers.sqlite_files). The key
 holds the table's name and options and a stamp of the analysis code (each module's size and mtime), so a
 changed analysis finds none either. What a table depends on beyond those (pandas' and numpy's versions)
 is not in the key; `harness cache --clear` drops every result with the frames.
@@ -26,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from analysis import readers
 from analysis.cache import Cache, Entry, write_atomic
 from analysis.errors import AnalysisError
+from analysis.readers import sqlite_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -127,6 +130,8 @@ def cached(path: Path, name: str, options: Mapping[str, Any]) -> Kept | None:
     when there is none (not an SQLite export, no cache entry, the export or the analysis changed since,
     caching off)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode) or sqlite_files.pending(path):
+            return None  # a pipe is not opened twice; an export with changes in its log is not cached
         with open(path, "rb") as f:
             if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
                 return None

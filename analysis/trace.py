@@ -88,6 +88,7 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
 BY_COLUMN = frozenset({("nsys-sqlite", "nvtx")})
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAX_TIME = 2**62  # ns; a start or end past ±this is left out
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
 BLOCK_ROWS = 1 << 18  # rows per block of `Trace.blocks`
 # the kernels' name column of each name style (mangled falls back to demangled where none was recorded)
 NAME_COLUMN = {"demangled": "name_id", "base": "short_name_id", "mangled": "mangled_name_id"}
@@ -111,6 +112,7 @@ class Trace:
             from analysis.cache import Cache
 
             store = Cache()
+            store.check()  # a folder of the user's: refused before anything is read
             if store.limit > 0:  # a limit of 0 caches nothing (`harness cache --max-size 0`)
                 with contextlib.suppress(OSError):
                     self._entry = store.entry(path, version)
@@ -626,6 +628,7 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
         raise ExportError(f"no such export: {path}")
     if path.is_dir():
         raise ExportError(f"{path} is a folder: pass the .sqlite export or the .json(.gz) trace inside it")
+    not_a_file(path)
     if path.suffix in REPORT_SUFFIXES:
         raise ExportError(
             f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
@@ -634,7 +637,33 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
         from analysis.readers import kineto
 
         return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
-    return Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache)
+    from analysis.readers import sqlite_files
+
+    # an export whose write-ahead log holds changes: its content is file and log, and the log changes
+    # without the file, so the file's identity does not name it
+    why = sqlite_files.not_cached_why(path) if cache else None
+    trace = Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache and why is None)
+    if why is not None:
+        trace.note(why)
+    return trace
+
+
+def not_a_file(path: Path) -> None:
+    """Raise ExportError unless `path` is a regular file (after links): a named pipe, a device or a socket
+    would be used up by the first look at it (and a second open of a pipe waits for a writer for ever)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise ExportError(f"cannot read {path}: {e.strerror}") from None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    what = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    raise ExportError(
+        f"{path} is {what}, not a file: an export or trace is read more than once (its type, the cache's "
+        "key, then its rows), so save it to a file first (e.g. `cat … > trace.json`) and pass that"
+    )
 
 
 def _open_nsys(path: Path) -> Any:
@@ -653,6 +682,8 @@ def _looks_like_json(path: Path) -> bool:
         raise ExportError(f"cannot read {path}: {e.strerror}") from None
     if head.startswith(b"SQLite format 3\x00"):
         return False
-    if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] in (b"{", b"["):
+    if head.startswith(b"\x1f\x8b") or head.removeprefix(BOM).lstrip()[:1] in (b"{", b"["):
+        return True
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):  # UTF-16/32 text: the reader says so
         return True
     return path.name.endswith((".json", ".json.gz"))

@@ -47,7 +47,7 @@ def test_second_open_reads_parquet_only(a100_export: Path, a100_expected: Path, 
     with open_trace(a100_export) as cold:
         kernel_summary(cold)
         assert cold.source_reads["CUPTI_ACTIVITY_KIND_KERNEL"] == 1
-    files = sorted(p.name for p in next(cache_dir.iterdir()).iterdir())
+    files = sorted(p.name for p in next(p for p in cache_dir.iterdir() if p.is_dir()).iterdir())
     assert "kernels.grid.parquet" in files and "meta.json" in files
     assert "kernels.correlation_id.parquet" not in files  # only the columns the table read
     warm = open_trace(a100_export)
@@ -94,18 +94,18 @@ def test_changed_export_and_new_reader_rebuild(
     shutil.copyfile(a100_export, mine)
     with open_trace(mine) as t:
         kernel_summary(t)
-    first = {p.name for p in cache_dir.iterdir()}
+    first = {p.name for p in cache_dir.iterdir() if p.is_dir()}
     os.utime(mine, ns=(time.time_ns(), time.time_ns() + 10**9))  # the export changed
     with open_trace(mine) as t:
         kernel_summary(t)
         assert t.source_reads  # read from the export again
-    second = {p.name for p in cache_dir.iterdir()}
+    second = {p.name for p in cache_dir.iterdir() if p.is_dir()}
     assert len(second) == 1 and second != first  # the stale entry is gone
     monkeypatch.setattr(analysis.readers, "NSYS_VERSION", "nsys-test")
     with open_trace(mine) as t:
         kernel_summary(t)
         assert t.source_reads
-    assert len({p.name for p in cache_dir.iterdir()} - second) == 1
+    assert len({p.name for p in cache_dir.iterdir() if p.is_dir()} - second) == 1
 
 
 def test_unwritable_cache_folder_says_so_once(a100_export: Path, tmp_path: Path, monkeypatch) -> None:

@@ -88,7 +88,7 @@ def capture_health(trace: Trace) -> Health:
         ]
     else:
         health.checks += [_left_out(trace), _queue_lengths(trace, health), _profiler_steps(trace)]
-    health.checks += [_orphans(trace, health), _times(trace)]
+    health.checks += [_orphans(trace, health), _times(trace), _repeated(trace)]
     return health
 
 
@@ -383,6 +383,47 @@ def _times(trace: Trace) -> Check:
         "these rows are left out of every table; a broken export: export the report again"
         if bad
         else "times before the capture's zero: events from before the session started",
+    )
+
+
+def _repeated(trace: Trace) -> Check:
+    """GPU work recorded twice (rows equal in every time and id): per-kernel tables count every row, as
+    `nsys stats` and HTA do, so a row recorded twice doubles its kernel's count and time there, while the
+    breakdown's busy and idle times count it once: the numbers disagree, and this check fails saying why.
+    Work overlapping earlier work on its stream (a stream runs one thing at a time, so the times are off)
+    is named in the evidence."""
+    from analysis.gpu_events import gpu_events
+
+    name = "GPU work recorded once"
+    if not any(trace.has(f) for f in GPU_FRAMES):
+        return Check(name, OK, "no GPU work in the trace")
+    ev = gpu_events(trace)
+    ev = ev[(ev["kind"] != "sync").to_numpy()].reset_index(drop=True)
+    twice = ev.duplicated(
+        ["kind", "name", "start", "end", "stream", "device", "correlation_id", "global_pid"]
+    )
+    repeats = ev["kind"][twice].astype(str).value_counts()
+    ev = ev[~twice.to_numpy()]
+    by = ["global_pid", "device", "stream"]
+    ev = ev.sort_values([*by, "start"], kind="stable")
+    busy = ev.groupby(by, sort=False)["end"].cummax()  # each stream busy until, so far
+    previous = busy.groupby([ev[c] for c in by], sort=False).shift(1)
+    overlapping = int((ev["start"] < previous).sum())
+    overlap = (
+        f"; {overlapping:,} start before earlier work on their stream ended (times a little off, as in many "
+        "Kineto traces: the breakdown counts a stream's busy time as the union of its events)"
+        if overlapping
+        else ""
+    )
+    if not len(repeats):
+        return Check(name, OK, f"{len(ev):,} kernels, copies and sets, none recorded twice{overlap}")
+    each = ", ".join(f"{int(n):,} {kind}" for kind, n in repeats.items())
+    return Check(
+        name,
+        FAIL,
+        f"{int(twice.sum()):,} rows repeat another exactly ({each}): the kernel tables count them twice, "
+        f"as nsys stats does, the breakdown's busy and idle times once{overlap}",
+        "a damaged export (rows written twice): export the report again",
     )
 
 

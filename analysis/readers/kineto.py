@@ -39,7 +39,7 @@ import os
 import re
 import zlib
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
@@ -68,8 +68,11 @@ from analysis.readers.kineto_stream import Parsed, Stop, Text, TraceStream
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
-VERSION = "kineto-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = "kineto-5"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
+WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+             (b"\xfe\xff", "UTF-16"))  # fmt: skip
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
 IN_FLIGHT = 8  # pieces handed to workers and not yet merged: at most 32 MiB of JSON
 PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
@@ -149,12 +152,37 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
             if pool is not None:
                 stack.enter_context(pool)
             read = stack.enter_context(igzip_threaded.open(f, "rb", threads=1)).read if gzipped else f.read
-            return KinetoReader(path, TraceStream(path, read), pool)
+            return KinetoReader(path, TraceStream(path, _without_bom(path, read)), pool)
     except (EOFError, zlib.error, gzip.BadGzipFile, IsalError) as e:
         raise ExportError(f"{path} is a corrupt or truncated gzip file ({e})") from None
     except OSError as e:
         why = e.strerror or str(e)
         raise ExportError(f"cannot read {path}: {why}") from None
+
+
+def _without_bom(path: Path, read: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    """`read`, with a UTF-8 byte-order mark at the start of the text left out (editors on Windows write
+    one before JSON; JSON parsers refuse it); text that starts with UTF-16's or UTF-32's is refused, saying
+    so."""
+    first = True
+
+    def reader(n: int) -> bytes:
+        nonlocal first
+        data = read(n)
+        if first:
+            first = False
+            while len(data) < 4 and (more := read(n)):
+                data += more  # a first read shorter than a mark
+            for mark, name in WIDE_BOMS:
+                if data.startswith(mark):
+                    raise ExportError(
+                        f"{path} is {name} text (it starts with its byte-order mark): a trace is UTF-8 JSON; "
+                        "save it as UTF-8"
+                    )
+            data = data.removeprefix(BOM)
+        return data
+
+    return reader
 
 
 def _pool(workers: int) -> ProcessPoolExecutor | None:

@@ -307,8 +307,9 @@ def _ints(values: list[Any]) -> np.ndarray:
 
 
 def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
-    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z; 0 where absent, NULL (shown as
-    unknown) where present but not three non-negative integers that fit their bits."""
+    """[x, y, z] launch dimensions packed as (x << s0) + (y << s1) + z; NULL (shown as unknown) where
+    absent, or present but not three non-negative integers that fit their bits (a kernel launched with
+    no grid does not run: `0 0 0` would be a shape no kernel has)."""
     limits = (1 << (63 - shifts[0]), 1 << (shifts[0] - shifts[1]), 1 << shifts[1])
     if values and set(map(type, values)) == {list} and set(map(type, chain.from_iterable(values))) == {int}:
         try:
@@ -322,16 +323,12 @@ def _dims(values: list[Any], shifts: tuple[int, int]) -> np.ndarray:
             and (dims < limits).all()
         ):
             return (dims[:, 0] << shifts[0]) + (dims[:, 1] << shifts[1]) + dims[:, 2]
-    out = np.zeros(len(values), dtype=np.int64)
+    out = np.full(len(values), NULL, dtype=np.int64)
     for i, v in enumerate(values):
-        if v is None:
-            continue
         if (
             isinstance(v, list)
             and len(v) == 3
             and all(type(d) is int and 0 <= d < top for d, top in zip(v, limits, strict=True))
         ):
             out[i] = (v[0] << shifts[0]) + (v[1] << shifts[1]) + v[2]
-        else:
-            out[i] = NULL
     return out

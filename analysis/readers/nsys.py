@@ -7,8 +7,10 @@ of EXPORT_META_DATA, add columns (mangledName, greenContextId) and leave out tab
 Speed: big exports hold millions of rows. Fetching them row by row as Python tuples (what pandas.read_sql
 does) is what makes the naive way slow, and SQLite's GROUP BY sorts every row. So SQLite scans each table
 once and hands back each needed column as one comma-joined string built in C (group_concat, in chunks of
-rowids), numpy parses it, and pandas aggregates with hash tables. Nothing is written to the user's file:
-the connection is opened with mode=ro.
+rowids), numpy parses it, and pandas aggregates with hash tables. Nothing is written to the user's file
+or beside it: the connection is opened read-only, as analysis.readers.sqlite_files decides (mode=ro;
+immutable=1 for a WAL database with no changes in its log; a private copy for one whose log holds changes
+and has no index beside it).
 
 Malformed values: a chunk whose joined string does not parse to one integer per row (a REAL or TEXT in an
 integer column) is read again with such values turned into NULL, so one bad row costs its own row only.
@@ -18,18 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
 import warnings
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import numpy as np
 
 from analysis.errors import ExportError
-from analysis.readers import NSYS_VERSION, NULL, return_freed_buffers
+from analysis.readers import NSYS_VERSION, NULL, return_freed_buffers, sqlite_files
 
 if TYPE_CHECKING:  # imported where a frame is made: `harness kernels` reads blocks and strings without it
     import pandas as pd
@@ -128,9 +131,10 @@ class NsysReader:
     format = "nsys-sqlite"
     version = VERSION
 
-    def __init__(self, path: Path, engine: Any, tables: set[str]) -> None:
+    def __init__(self, path: Path, engine: Any, tables: set[str], copy_folder: Path | None = None) -> None:
         self.path = path
         self.engine = engine
+        self.copy_folder = copy_folder  # a private copy of a WAL export and its log: removed on close
         self.tables = tables
         self._columns: dict[str, set[str]] = {}
         self.reads: dict[str, int] = {}  # source table -> scans, for tests that count reads
@@ -141,6 +145,8 @@ class NsysReader:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self.copy_folder is not None:
+            shutil.rmtree(self.copy_folder, ignore_errors=True)
 
     # --- what the trace model asks ------------------------------------------------------------------
 
@@ -273,7 +279,7 @@ class NsysReader:
             with self.engine.connect() as conn:
                 return [tuple(r) for r in conn.execute(text(sql), dict(params or {}))]
         except exc.DBAPIError as e:
-            raise _corrupt(self.path, e.orig) from None
+            raise sqlite_error(self.path, e.orig) from None
 
     def _read_meta(self) -> dict[str, str]:
         for table in META_TABLES:
@@ -723,8 +729,24 @@ def _parse_ints(blob: str | None) -> np.ndarray:
             return np.empty(0, dtype=np.int64)
 
 
-def _corrupt(path: Path, err: BaseException | None) -> ExportError:
+def sqlite_error(path: Path, err: BaseException | None) -> ExportError:
+    """What SQLite's error means for the user: locked by a writer, not readable where it lies, or
+    corrupt."""
     why = str(err).splitlines()[0] if err else "unreadable"
+    code = getattr(err, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in (5, 6):  # SQLITE_BUSY, SQLITE_LOCKED
+        return ExportError(
+            f"{path} is locked by another program that is writing it (SQLite: {why}), as `nsys export` "
+            "holds it until it is done: wait for that to finish, then run again"
+        )
+    if primary in (8, 14):  # SQLITE_READONLY (a WAL index it may not write), SQLITE_CANTOPEN
+        return ExportError(
+            f"cannot read {path} (SQLite: {why}): SQLite could not open it, or the files it keeps beside "
+            "it, read-only; check that the file and its folder can be read, or copy it to a writable folder"
+        )
+    if primary in (10, 23):  # SQLITE_IOERR, SQLITE_AUTH
+        return ExportError(f"cannot read {path} (SQLite: {why})")
     return ExportError(f"{path} is corrupt or truncated ({why}): export it again from the .nsys-rep")
 
 
@@ -755,14 +777,46 @@ def check_header(path: Path) -> None:
 
 
 def open_nsys(path: str | Path) -> NsysReader:
-    """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong."""
-    from sqlalchemy import create_engine, exc, text
-    from sqlalchemy.pool import QueuePool
+    """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong. Where
+    SQLite would have to write to read it (a log without its index, a rollback journal left by a writer
+    that stopped: analysis.readers.sqlite_files), it reads a private copy of the file and what lies beside
+    it, and the user's files stay as they are."""
+    from sqlalchemy import exc
 
     path = Path(path)
     check_header(path)
     return_freed_buffers()
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    how = sqlite_files.opening(path)
+    try:
+        if how.mode != "copy":
+            try:
+                return _open(path, sqlite_files.uri(path, how.mode))
+            except exc.DBAPIError as e:
+                if not (sqlite_files.must_write(e.orig) and sqlite_files.beside(path)):
+                    raise sqlite_error(path, e.orig) from None
+        try:
+            source, folder = sqlite_files.private_copy(path)
+        except OSError as e:
+            with_it = ", ".join(sqlite_files.beside(path))
+            raise ExportError(
+                f"cannot read {path}: SQLite needs what lies beside it ({with_it}) to read it, which is "
+                f"read from a private copy, and copying failed ({e.strerror or e}); free space in "
+                f"{tempfile.gettempdir()} or set TMPDIR"
+            ) from None
+        try:
+            return _open(path, sqlite_files.uri(source, "rw"), folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+    except exc.DBAPIError as e:
+        raise sqlite_error(path, e.orig) from None
+
+
+def _open(path: Path, uri: str, folder: Path | None = None) -> NsysReader:
+    """The reader of `path` through `uri` (`folder`: its private copy's, removed on close). Raises
+    SQLAlchemy's DBAPIError where SQLite refuses."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import QueuePool
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -772,12 +826,11 @@ def open_nsys(path: str | Path) -> NsysReader:
     try:
         with engine.connect() as conn:
             tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
-    except exc.DBAPIError as e:
+        if "StringIds" not in tables and not tables & set(META_TABLES):
+            raise ExportError(
+                f"{path} is an SQLite database but not an Nsight Systems export (no StringIds table)"
+            )
+        return NsysReader(path, engine, tables, folder)
+    except BaseException:
         engine.dispose()
-        raise _corrupt(path, e.orig) from None
-    if "StringIds" not in tables and not tables & set(META_TABLES):
-        engine.dispose()
-        raise ExportError(
-            f"{path} is an SQLite database but not an Nsight Systems export (no StringIds table)"
-        )
-    return NsysReader(path, engine, tables)
+        raise

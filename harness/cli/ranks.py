@@ -62,10 +62,12 @@ def ranks_cmd(
     """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
 
     read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
+    skipped: list[str] = []  # what a folder held that looked like an export and was not taken
     if len(exports) == 1 and _is_run_id(exports[0]):
         report = ranks_of_run(lazy.ResultsStore(db, readonly=True), str(exports[0]), **read)
     else:
-        report = ranks_of(expand(exports), **read)
+        report = ranks_of(expand(exports, skipped), **read)
+    report.notes = [*skipped, *report.notes]
     n = len(report.labels)
     tables = [(f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance)]
     if len(report.stragglers):

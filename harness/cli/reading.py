@@ -15,6 +15,7 @@ from harness.cli import lazy
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
 from harness.cli.options import F, option_group
 from harness.cli.output import Format, emit, emit_many
+from harness.core.errors import ExportError
 
 if TYPE_CHECKING:
     from analysis.multi_tables import Combined
@@ -112,14 +113,21 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         return
     # the registry and the readers load pandas: only once a table is computed, never for `harness --help`
     table = lazy.TABLES[kind]
-    paths = [reports[0]] if one else lazy.expand(reports)
+    skipped: list[str] = []  # what a folder held that looked like an export and was not taken
+    paths = [reports[0]] if one else lazy.expand(reports, skipped)
     if len(paths) > 1 or reading.by_rank:
-        result = lazy.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
-                              dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
-        _render(_decided(table, _combined(table, result, paths, top)), reading, top=None)
+        try:
+            result = lazy.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
+                                       dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
+        except ExportError as e:
+            raise ExportError("; ".join([str(e), *skipped])) from None
+        combined = _combined(table, result, paths, top)
+        combined.notes = [*skipped, *combined.notes]
+        _render(_decided(table, combined), reading, top=None)
         return
     trace = lazy.open_report(paths[0], cache=not reading.no_cache)
     result = _decided(table, table.one(trace, paths[0].name, **options))
+    result.notes = [*skipped, *result.notes]
     if kind in SERVED and not options.get("hta"):
         key = _key(options, paths[0])
         lazy.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)

@@ -62,6 +62,8 @@ def timeline_cmd(
     held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
     cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
     note(f"wrote {output}{cut}: {held or 'no events'}")
+    for text in written.notes:  # what it left out, as every table says it
+        note(text)
 
 
 def register(app: typer.Typer) -> None:

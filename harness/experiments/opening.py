@@ -14,9 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from analysis.cache import cache_root
+from analysis.cache import Cache, cache_root
 from analysis.errors import ExportError
-from analysis.trace import REPORT_SUFFIXES, Trace, open_trace
+from analysis.trace import REPORT_SUFFIXES, Trace, not_a_file, open_trace
 from harness.core.errors import NsysError
 from harness.execution.nsys import export_sqlite
 
@@ -29,20 +29,25 @@ def sqlite_for(report: Path, *, cache: bool = True) -> Path:
     """The SQLite export of `report`: itself, or for a report an export made (once) into the cache."""
     if report.suffix not in REPORT_SUFFIXES:
         return report
-    if not report.is_file():
+    if not report.exists():
         raise ExportError(f"no such report: {report}")
+    not_a_file(report)  # a pipe or a device: nsys would read it once, the key's stat means nothing
     rep_mtime = report.stat().st_mtime
     for beside in (report.with_suffix(".sqlite"), report.with_name(f"{report.stem}.harness.sqlite")):
         if beside.is_file() and beside.stat().st_mtime >= rep_mtime:
             return beside
     st = report.stat()
-    key = hashlib.sha256(f"{report.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
+    # inode and ctime as in the trace cache's key (analysis.cache): a report rewritten with its size and
+    # mtime put back is exported again
+    stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+    key = hashlib.sha256(f"{report.resolve()}\0{stamp}".encode()).hexdigest()[:32]
     folder = exports_dir() if cache else None
     if folder is not None:
         cached = folder / f"{key}.sqlite"
         if cached.is_file():
             return cached
         try:
+            Cache().claim()  # refuses a folder of the user's (ForeignCacheFolder)
             folder.mkdir(parents=True, exist_ok=True)
         except OSError:
             folder = None
