@@ -21,7 +21,7 @@ import numpy as np
 
 from analysis.readers import NULL
 from analysis.readers.kineto_checks import clean_name, hashable
-from analysis.readers.kineto_stream import DECODE, NOT_EVENT, UNSET, Args, Event
+from analysis.readers.kineto_stream import NOT_EVENT, UNSET, Args, Event, decode
 
 MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
 MAX_US = MAX_NS // 1000
@@ -63,11 +63,8 @@ class Piece:
 def decode_columns(data: bytes) -> Piece | None:
     """The columns of a JSON list of events; None where msgspec does not take it (the caller parses it
     element by element)."""
-    try:
-        events = DECODE.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-    return columns(events)
+    events = decode(data)
+    return None if events is None else columns(events)
 
 
 def columns(events: list[Event]) -> Piece:
@@ -123,9 +120,8 @@ def _other(piece: Piece, events: list[Event]) -> None:
         pairs = Counter((_hashable(e.ph), _hashable(e.cat)) for e in events)
     if any(ph == "M" for ph, _ in pairs):
         for e in events:
-            a = e.args
-            if e.ph == "M" and e.name == "thread_name" and a is not None and isinstance(a.name, str):
-                piece.thread_names[key(e.pid, e.tid)] = clean_name(a.name.strip())[0]
+            if e.ph == "M" and e.name == "thread_name" and isinstance(getattr(e.args, "name", None), str):
+                piece.thread_names[key(e.pid, e.tid)] = clean_name(e.args.name.strip())[0]
     piece.ignored = Counter({pair: n for pair, n in pairs.items() if pair[0] != "M"})
 
 

@@ -24,6 +24,8 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +67,45 @@ class Event(msgspec.Struct, gc=False):
 
 
 NOT_EVENT = object()
-DECODE = msgspec.json.Decoder(list[Event], float_hook=str)
+DECODE = msgspec.json.Decoder(list[Event], float_hook=str)  # any element that is an object
+
+
+def _phase(ph: str, fields: list[tuple[str, Any, Any]]) -> type[msgspec.Struct]:
+    """An event struct for one value of `ph` (also its class attribute `ph`, so it reads like an Event)."""
+    return msgspec.defstruct(
+        f"Phase{ord(ph)}", fields, tag_field="ph", tag=ph, gc=False, namespace={"ph": ph}
+    )
+
+
+# The Chrome trace format's phases, each decoded into a struct of the fields the reader uses from it:
+# complete events whole, metadata for thread names, every other phase (flows: a third of a trace's
+# events) only its category, which is what it is counted by. 25% less decoding than Event for all.
+_FIELDS = {f.name: (f.encode_name, f.type, f.default) for f in msgspec.structs.fields(Event)}
+_WHOLE = [_FIELDS[f] for f in _FIELDS if f != "ph"]
+_META = [_FIELDS[f] for f in ("cat", "name", "pid", "tid", "args")]
+_PHASES = [_phase("X", _WHOLE), _phase("M", _META)]
+_PHASES += [_phase(ph, [("cat", Any, UNSET)]) for ph in "BEiICbneNOPDstfRcVv()"]
+DECODE_PHASES = msgspec.json.Decoder(list[reduce(or_, _PHASES)], float_hook=str)  # type: ignore[misc]
+
+
+def decode(data: bytes | memoryview) -> list[Any] | None:
+    """A JSON list of events as structs that read like Events (by phase where every element has a known
+    `ph`, else as Events); None where it is not JSON that msgspec takes (a wrong cut, NaN, ...)."""
+    try:
+        return DECODE_PHASES.decode(data)
+    except msgspec.ValidationError:  # an element without a known phase, or not an object
+        pass
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    try:
+        return DECODE.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
 _JSON = json.JSONDecoder(parse_float=str)
-_WS = b" \t\n\r"
+_SPACE = re.compile(rb"[ \t\n\r]*")  # skipped in C: a run of whitespace costs no Python step per byte
+_SPACE_TEXT = re.compile(r"[ \t\n\r]*")
 # what follows the last `}` of an element: `]`, or `,` and the next element's `{` (a name can hold `}, `)
 _AFTER = re.compile(rb"[ \t\n\r]*(?:\]|,(?=[ \t\n\r]*\{))")
 _KEY = re.compile(rb'"(?:[^"\\]|\\.)*"')
@@ -80,11 +118,12 @@ class Text:
 
     data: bytes
     tail: bytes
+    lead: int = 0  # whitespace before it that was skipped, not held (see `stand_in`)
     closes = False
 
     def raw(self) -> bytes:
         """The file's bytes this piece was made of."""
-        return self.data[1:-1] + self.tail
+        return stand_in(self.lead) + self.data[1:-1] + self.tail
 
 
 @dataclass
@@ -93,10 +132,11 @@ class Parsed:
 
     events: list[Event]
     text: bytes
+    lead: int = 0
     closes = False
 
     def raw(self) -> bytes:
-        return self.text
+        return stand_in(self.lead) + self.text
 
 
 @dataclass
@@ -108,10 +148,19 @@ class Stop:
 
     text: bytes
     error: ExportError | None = None
+    lead: int = 0
     closes = True
 
     def raw(self) -> bytes:
-        return self.text
+        return stand_in(self.lead) + self.text
+
+
+def stand_in(lead: int) -> bytes:
+    """What stands for a piece's leading whitespace that ran past the buffer and was skipped: `lead`
+    spaces (a bad cut may have put them inside a string, where only spaces can be), or, for a run that
+    held other whitespace (-1: never inside a valid string), one newline, which keeps an invalid string
+    invalid."""
+    return b"\n" if lead < 0 else b" " * lead
 
 
 def event_of(value: Any) -> Event:
@@ -172,10 +221,12 @@ class TraceStream:
 
     # --- the buffer --------------------------------------------------------------------------------
 
-    def _more(self, at_least: int = CHUNK) -> bool:
-        """Append at least `at_least` bytes (fewer at the end of the file); False at the end."""
+    def _more(self, at_least: int = 0) -> bool:
+        """Append at least `at_least` bytes (CHUNK where 0; fewer at the end of the file); False at the
+        end."""
         if self.eof:
             return False
+        at_least = at_least or CHUNK
         self.offset += self.pos
         parts: list[bytes | memoryview] = [memoryview(self.buf)[self.pos :]]  # copied once, by the join
         self.pos = 0
@@ -190,16 +241,28 @@ class TraceStream:
         self.buf = b"".join(parts)
         return got > 0
 
-    def _peek(self, skip: bool = True) -> bytes:
-        """The next byte that is not whitespace (b"" at the end), with pos on it when `skip`."""
+    def _peek(self) -> bytes:
+        """The next byte that is not whitespace (b"" at the end), with pos on it. Whitespace that runs to
+        the buffer's end is dropped before reading on, so a long run is neither held nor scanned twice."""
         while True:
-            buf, pos = self.buf, self.pos
-            while pos < len(buf) and buf[pos] in _WS:
-                pos += 1
-            if pos < len(buf) or not self._more():
-                if skip:
-                    self.pos = pos
-                return buf[pos : pos + 1]
+            self.pos = _SPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf) or not self._more():
+                return self.buf[self.pos : self.pos + 1]
+
+    def _space(self) -> int:
+        """Skip whitespace at pos for as long as it runs to the buffer's end, reading on; how much was
+        skipped (-1 where it was not only spaces: see `stand_in`). Whitespace that ends in the buffer
+        stays there."""
+        skipped = 0
+        while True:
+            end = _SPACE.match(self.buf, self.pos).end()
+            if end < len(self.buf) or self.eof:
+                return skipped
+            if skipped >= 0:
+                only_spaces = self.buf.count(b" ", self.pos, end) == end - self.pos
+                skipped = skipped + end - self.pos if only_spaces else -1
+            self.pos = end
+            self._more()
 
     def _invalid(self, why: str) -> ExportError:
         return ExportError(f"{self.path} is not valid JSON ({why}): not a Kineto trace")
@@ -287,19 +350,22 @@ class TraceStream:
 
     def _array(self) -> Iterator[Text | Parsed | Stop]:
         """The events of the list at pos, in pieces; pos ends after its closing bracket. A piece's text
-        starts where the previous one ended, whitespace included: handed back, it is the file's text."""
+        starts where the previous one ended, whitespace included (a run past the buffer's end is skipped,
+        and stood in for: `stand_in`): handed back, it is the file's text."""
         self.pos += 1
         slow = False
         while True:
-            start = self.offset + self.pos
             piece: Text | Parsed | Stop
             try:
-                if self._peek(skip=False) == b"]":
-                    self._peek()
+                lead = self._space()
+                start = self.offset + self.pos
+                if self._peek() == b"]":
                     self.pos += 1
                     piece = Stop(self._since(start))
                 else:
+                    self.pos = start - self.offset  # the whitespace left in the buffer is the piece's
                     piece = self._piece(start, slow)
+                piece.lead = lead
             except ExportError as e:
                 piece = Stop(b"", e)
             yield piece
@@ -339,6 +405,14 @@ class TraceStream:
             q = buf.rfind(b"}", self.pos, q)
         return None
 
+    def _drop_space(self, at: int, size: int) -> None:
+        """Take out the `size` bytes of whitespace `at` bytes after pos (an element's end, before its
+        separator is read): a long run is then not held while the buffer grows to reach the separator."""
+        at += self.pos
+        self.buf = self.buf[self.pos : at] + self.buf[at + size :]
+        self.offset += self.pos
+        self.pos = 0
+
     def _elements(self, cut: tuple[int, int] | None) -> list[Event]:
         """Parse elements one by one from pos, up to the cut when given (where a good cut would end),
         reading on until at least one is whole; pos ends after a comma or on the closing bracket."""
@@ -348,8 +422,7 @@ class TraceStream:
             text = self._text(self.buf[self.pos : end])
             i, n, at_cut = 0, len(text), False
             while True:
-                while i < n and text[i] in " \t\n\r":
-                    i += 1
+                i = _SPACE_TEXT.match(text, i).end()
                 if i == n:
                     break
                 try:
@@ -358,8 +431,7 @@ class TraceStream:
                     if isinstance(e, json.JSONDecodeError) and _malformed(e, n):
                         raise self._parse_error(e, text) from None
                     break
-                while k < n and text[k] in " \t\n\r":
-                    k += 1
+                value_end, k = k, _SPACE_TEXT.match(text, k).end()
                 if k == n:  # the element ends where the text does
                     if cut is not None:  # at the cut, whose separator is known
                         events.append(event_of(value))
@@ -367,6 +439,8 @@ class TraceStream:
                     elif self.eof:
                         events.append(event_of(value))
                         i = n
+                    elif not events and k > value_end:
+                        self._drop_space(len(text[:value_end].encode()), k - value_end)
                     break
                 if text[k] not in ",]":
                     raise self._invalid(f"expected ',' or ']' after an event, found {text[k]!r}")
