@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import mmap
 import multiprocessing as mp
 import os
 import re
@@ -53,7 +54,7 @@ from isal import igzip_threaded
 from isal.isal_zlib import IsalError
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, valid_duration
+from analysis.readers import NULL, kineto_stream, valid_duration
 from analysis.readers.kineto_checks import clean_name, is_complete, notes_and_hints
 from analysis.readers.kineto_columns import (
     CPU_GROUPS,
@@ -72,6 +73,7 @@ VERSION = "kineto-4"  # bump when what a frame holds changes: cached frames of o
 FORMAT = "kineto-json"
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
 IN_FLIGHT = 8  # pieces handed to workers and not yet merged: at most 32 MiB of JSON
+COMPACT = 16  # pieces of a group held apart before they are joined
 PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
@@ -102,7 +104,7 @@ class KinetoReader:
     format = FORMAT
     version = VERSION
 
-    def __init__(self, path: Path, stream: TraceStream, pool: ProcessPoolExecutor | None = None) -> None:
+    def __init__(self, path: Path, stream: TraceStream, pool: _Pool | None = None) -> None:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
         self._frames, self._meta = _build(stream, pool)
@@ -147,7 +149,7 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
             f.seek(0)
             pool = _pool(workers) if workers > 1 else None
             if pool is not None:
-                stack.enter_context(pool)
+                stack.callback(pool.close)
             read = stack.enter_context(igzip_threaded.open(f, "rb", threads=1)).read if gzipped else f.read
             return KinetoReader(path, TraceStream(path, read), pool)
     except (EOFError, zlib.error, gzip.BadGzipFile, IsalError) as e:
@@ -157,16 +159,12 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
         raise ExportError(f"cannot read {path}: {why}") from None
 
 
-def _pool(workers: int) -> ProcessPoolExecutor | None:
-    """Worker processes, started now: forked before the decompressing thread exists (a fork copies no
-    thread), and without importing the caller's main module again, as spawn would. None where processes
-    cannot be had (the trace is then read in this process)."""
+def _pool(workers: int) -> _Pool | None:
+    """Worker processes, started now; None where processes cannot be had (the trace is then read in this
+    process)."""
     try:
-        # gc off in the workers as in _build: they only make short-lived objects without cycles
-        pool = ProcessPoolExecutor(
-            max_workers=workers, mp_context=mp.get_context("fork"), initializer=gc.disable
-        )
-        pool.submit(int).result()  # a fork pool starts all its processes on the first task
+        pool = _Pool(workers)
+        pool.executor.submit(int).result()  # a fork pool starts all its processes on the first task
     except (OSError, ValueError, BrokenProcessPool):
         return None
     return pool
@@ -263,9 +261,7 @@ class _Names:
         return text
 
 
-def _build(
-    stream: TraceStream, pool: ProcessPoolExecutor | None
-) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+def _build(stream: TraceStream, pool: _Pool | None) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Every frame of the trace model from the events of a stream, and what meta() reports."""
     b = _Builder()
     gc_was_on = gc.isenabled()
@@ -284,14 +280,17 @@ def _build(
     return frames, meta
 
 
-def _pieces(stream: TraceStream, pool: ProcessPoolExecutor | None) -> Iterator[Piece]:
-    """The stream's pieces as columns, in file order: decoded here, or by the pool's processes. A piece
-    that does not decode is handed back to the stream, with all taken after it, and parsed there."""
+def _pieces(stream: TraceStream, pool: _Pool | None) -> Iterator[Piece]:
+    """The stream's pieces as columns, in file order: decoded here, or by the pool's processes (from its
+    shared slots: a piece is copied once on its way, not pickled and piped). A piece that does not
+    decode is handed back to the stream, with all taken after it, and parsed there."""
     parts = iter(stream)
     pending: deque[tuple[Text | Parsed | Stop, Future[Piece | None] | Piece | None]] = deque()
     done = False
+    sent = 0  # pieces sent to the pool: the next goes to slot sent % IN_FLIGHT
     while True:
-        # a Stop (end of traceEvents, or an error) waits until every piece before it is settled
+        # a Stop (end of traceEvents, or an error) waits until every piece before it is settled.
+        # At most IN_FLIGHT pieces pending: a slot is written again only after its piece is settled
         while (
             not done and len(pending) < (IN_FLIGHT if pool else 1) and not (pending and pending[-1][0].closes)
         ):
@@ -305,7 +304,8 @@ def _pieces(stream: TraceStream, pool: ProcessPoolExecutor | None) -> Iterator[P
             elif pool is None:
                 pending.append((part, decode_columns(part.data)))
             else:
-                pending.append((part, pool.submit(decode_columns, part.data)))
+                pending.append((part, pool.submit(part, sent % IN_FLIGHT)))
+                sent += 1
         if not pending:
             return
         part, result = pending.popleft()
@@ -315,12 +315,52 @@ def _pieces(stream: TraceStream, pool: ProcessPoolExecutor | None) -> Iterator[P
         if piece is None:
             for _, r in pending:
                 if isinstance(r, Future):
-                    r.cancel()
+                    r.cancel()  # one that runs reads a slot that may be written again: its result is dropped
             stream.rewind(b"".join(p.raw() for p in [part, *(p for p, _ in pending)]))
             pending.clear()
             done = False
             continue
         yield piece
+
+
+_SLOTS: mmap.mmap | None = None  # in a worker: the pool's shared slots
+
+
+def _attach(slots: mmap.mmap) -> None:
+    """A worker's start: keep the slots (inherited through fork, not pickled); gc off as in _build: the
+    workers only make short-lived objects without cycles."""
+    global _SLOTS
+    _SLOTS = slots
+    gc.disable()
+
+
+def _decode_slot(start: int, size: int) -> Piece | None:
+    """In a worker: the columns of the piece in the slot at `start`."""
+    assert _SLOTS is not None
+    return decode_columns(memoryview(_SLOTS)[start : start + size])
+
+
+class _Pool:
+    """Worker processes and the shared memory they read pieces from: IN_FLIGHT slots of a piece's most
+    bytes (an anonymous shared mapping, made before the fork: nothing to name or clean up after)."""
+
+    def __init__(self, workers: int) -> None:
+        self.slot = kineto_stream.CHUNK + 2  # a piece's most bytes: CHUNK and its brackets
+        self.slots = mmap.mmap(-1, IN_FLIGHT * self.slot)
+        # forked before the decompressing thread exists (a fork copies no thread), and without importing
+        # the caller's main module again, as spawn would
+        self.executor = ProcessPoolExecutor(
+            workers, mp_context=mp.get_context("fork"), initializer=_attach, initargs=(self.slots,)
+        )
+
+    def submit(self, text: Text, slot: int) -> Future[Piece | None]:
+        start = slot * self.slot
+        text.write(memoryview(self.slots)[start : start + text.size])
+        return self.executor.submit(_decode_slot, start, text.size)
+
+    def close(self) -> None:
+        self.executor.shutdown(cancel_futures=True)
+        self.slots.close()
 
 
 class _Builder:
@@ -331,6 +371,7 @@ class _Builder:
         self.pids, self.tids = _Ids(), _Ids()
         self.names = _Names()
         self.pieces: dict[str, list[dict[str, np.ndarray]]] = {k: [] for k in GROUPS}
+        self.fresh = dict.fromkeys(GROUPS, 0)  # the last pieces of each group, not joined yet
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.cpu_threads: dict[int, tuple[int, int, Any, Any]] = {}  # gtid -> (group, index, pid, tid)
         self.threads: dict[int, str] = {}
@@ -344,7 +385,7 @@ class _Builder:
     def merge(self, piece: Piece) -> None:
         """Take a piece's columns: trace-wide indexes, name ids and thread ids."""
         first, self.seen = self.seen, self.seen + piece.count
-        lookup = np.fromiter(map(self.names.id, piece.names), dtype=np.int64, count=len(piece.names))
+        lookup = self.names.ids(piece.names)
         for kind, out in piece.groups.items():
             out["index"] = out["index"] + first
             out["name"] = lookup[out["name"]] if len(lookup) else out["name"]
@@ -354,7 +395,16 @@ class _Builder:
                 out["global_tid"] = self.cpu_tids(
                     out.pop("pid"), out.pop("tid"), GROUPS.index(kind), out["index"]
                 )
-            self.pieces[kind].append(out)
+            if kind not in ("annotation", "gpu_annotation"):
+                del out["index"]  # a range's id; no other frame keeps where an event was in the file
+            pieces = self.pieces[kind]
+            pieces.append(out)
+            self.fresh[kind] += 1
+            if self.fresh[kind] == COMPACT:
+                self.fresh[kind] = 0
+                # the last pieces' small arrays (malloc's heap, which a process does not give back) joined
+                # into a big one (its own mapping, given back when freed): the heap is reused, not grown
+                pieces[-COMPACT:] = [_concat(pieces[-COMPACT:])]
         for (ph, cat), n in piece.ignored.items():
             k = ignored_key(ph, cat)
             self.ignored[k] = self.ignored.get(k, 0) + n
@@ -394,9 +444,9 @@ class _Builder:
         launcher = self._launcher(rt, parts["annotation"], ops)
         kernels = parts["kernels"]
         texts = self.names.texts
-        short = np.array(
-            [self.names.id(shorten(texts[i])) for i in range(len(texts))] or [0], dtype=np.int64
-        )  # every name's short name, by id (only kernels' are used)
+        short = np.zeros(len(texts) or 1, dtype=np.int64)  # kernel names' short names, by id
+        for i in np.unique(kernels["name"]).tolist():
+            short[i] = self.names.id(shorten(texts[i]))
         kernels["short"] = short[kernels["name"]]
         strings = _StringTable(
             texts,
@@ -417,7 +467,8 @@ class _Builder:
                 "correlation_id": rt["correlation"],
                 "global_tid": rt["global_tid"],
                 "name_id": strings.ids(rt["name"]),
-            }
+            },
+            copy=False,  # the columns are the frame's own: no second copy of them (memory)
         )
         for frame in ("kernels", "memcpy", "memset", "syncs"):
             out[frame] = self.gpu_frame(frame, parts[frame], launcher, strings)
@@ -429,7 +480,8 @@ class _Builder:
                 "name_id": strings.ids(ops["name"]),
                 "external_id": ops["external_id"],
                 "shapes_id": strings.ids(ops["shapes"]),
-            }
+            },
+            copy=False,
         )
         out["nvtx"] = self.ranges(parts["annotation"], parts["gpu_annotation"])
         out["threads"] = pd.DataFrame(
@@ -495,7 +547,7 @@ class _Builder:
                 columns.update(copy_kind=kind[:, 0], src_kind=kind[:, 1], dst_kind=kind[:, 2])
             else:
                 columns["mem_kind"] = kind[:, 1]
-        return pd.DataFrame(columns)
+        return pd.DataFrame(columns, copy=False)
 
     def ranges(self, cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> pd.DataFrame:
         """user_annotation ranges (push/pop on their thread) and gpu_user_annotation ones (start/end, domain
@@ -538,9 +590,10 @@ _COLUMNS = ("start", "end", "index", "name", "global_tid", "correlation", "exter
 
 
 def _concat(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The pieces' columns joined, a column at a time: each piece's column is freed once joined."""
     if not pieces:
         return {c: np.empty(0, dtype=np.int64) for c in _COLUMNS}
-    return {c: np.concatenate([p[c] for p in pieces]) for c in pieces[0]}
+    return {c: np.concatenate([p.pop(c) for p in pieces]) for c in list(pieces[0])}
 
 
 class _StringTable:
@@ -554,7 +607,8 @@ class _StringTable:
         self.texts = texts
 
     def ids(self, names: np.ndarray) -> np.ndarray:
-        return self.remap[names]
+        """The strings' ids of names (ids into the reader's names), written over them: each is asked once."""
+        return np.take(self.remap, names, out=names)
 
     def frame(self) -> pd.DataFrame:
         values = [self.texts[i] for i in self.order.tolist()]

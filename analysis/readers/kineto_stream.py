@@ -37,7 +37,7 @@ CHUNK = 1 << 22  # bytes of JSON per msgspec decode: big enough to amortise a ca
 UNSET = msgspec.UNSET
 
 
-class Args(msgspec.Struct, gc=False):
+class Args(msgspec.Struct, frozen=True, gc=False):
     """The `args` keys the reader uses (every other key is skipped by the decoder). UNSET where a key is
     absent and the reader falls back to another field (device → pid, stream → tid)."""
 
@@ -65,26 +65,40 @@ class Event(msgspec.Struct, gc=False):
     dur: Any = None
     args: Args | None = None
 
+    @property
+    def category(self) -> Any:
+        """What a left-out event is counted by, with `ph` (a phase struct reads the same)."""
+        return self.cat
+
 
 NOT_EVENT = object()
 DECODE = msgspec.json.Decoder(list[Event], float_hook=str)  # any element that is an object
 
 
-def _phase(ph: str, fields: list[tuple[str, Any, Any]]) -> type[msgspec.Struct]:
+NO_ARGS = Args()
+NOT_COMPLETE = object()  # the `cat` of a phase struct other than X: no group's category
+
+
+def _phase(ph: str, fields: list[tuple[str, Any, Any]], namespace: dict[str, Any]) -> type[msgspec.Struct]:
     """An event struct for one value of `ph` (also its class attribute `ph`, so it reads like an Event)."""
     return msgspec.defstruct(
-        f"Phase{ord(ph)}", fields, tag_field="ph", tag=ph, gc=False, namespace={"ph": ph}
+        f"Phase{ord(ph)}", fields, tag_field="ph", tag=ph, gc=False, namespace={"ph": ph, **namespace}
     )
 
 
 # The Chrome trace format's phases, each decoded into a struct of the fields the reader uses from it:
 # complete events whole, metadata for thread names, every other phase (flows: a third of a trace's
-# events) only its category, which is what it is counted by. 25% less decoding than Event for all.
+# events) only its category, which is what it is counted by. Only X has a `cat` of its own: a group is
+# found from `cat` alone. `args` is never None (null: the piece is decoded as Events).
 _FIELDS = {f.name: (f.encode_name, f.type, f.default) for f in msgspec.structs.fields(Event)}
-_WHOLE = [_FIELDS[f] for f in _FIELDS if f != "ph"]
-_META = [_FIELDS[f] for f in ("cat", "name", "pid", "tid", "args")]
-_PHASES = [_phase("X", _WHOLE), _phase("M", _META)]
-_PHASES += [_phase(ph, [("cat", Any, UNSET)]) for ph in "BEiICbneNOPDstfRcVv()"]
+_FIELDS["args"] = ("args", Args, NO_ARGS)
+_CATEGORY = ("category", Any, msgspec.field(default=UNSET, name="cat"))
+_OWN_CAT = {"category": Event.category}
+_PHASES = [
+    _phase("X", [_FIELDS[f] for f in _FIELDS if f != "ph"], _OWN_CAT),
+    _phase("M", [_CATEGORY, *(_FIELDS[f] for f in ("name", "pid", "tid", "args"))], {"cat": NOT_COMPLETE}),
+    *(_phase(ph, [_CATEGORY], {"cat": NOT_COMPLETE}) for ph in "BEiICbneNOPDstfRcVv()"),
+]
 DECODE_PHASES = msgspec.json.Decoder(list[reduce(or_, _PHASES)], float_hook=str)  # type: ignore[misc]
 
 
@@ -113,17 +127,36 @@ _KEY = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 @dataclass
 class Text:
-    """Whole events as the JSON list `data`, not decoded yet; `tail` is what followed the last one in the
-    file: whitespace and the comma (none before the closing bracket, which is left for a Stop)."""
+    """Whole events, not decoded yet: bytes `start` to `end` of the stream's buffer `buf` (kept as it
+    is: a buffer is never changed, only replaced); `tail` is what followed the last one in the file:
+    whitespace and the comma (none before the closing bracket, which is left for a Stop)."""
 
-    data: bytes
+    buf: bytes
+    start: int
+    end: int
     tail: bytes
     lead: int = 0  # whitespace before it that was skipped, not held (see `stand_in`)
     closes = False
 
+    @property
+    def size(self) -> int:
+        """Bytes of `data`."""
+        return self.end - self.start + 2
+
+    @property
+    def data(self) -> bytes:
+        """The events as a JSON list (a copy)."""
+        return b"".join((b"[", memoryview(self.buf)[self.start : self.end], b"]"))
+
+    def write(self, into: memoryview) -> None:
+        """Write `data` at the start of `into` (a slot of shared memory), copying the text once."""
+        into[0] = 0x5B  # [
+        into[1 : self.size - 1] = memoryview(self.buf)[self.start : self.end]
+        into[self.size - 1] = 0x5D  # ]
+
     def raw(self) -> bytes:
         """The file's bytes this piece was made of."""
-        return stand_in(self.lead) + self.data[1:-1] + self.tail
+        return stand_in(self.lead) + self.buf[self.start : self.end] + self.tail
 
 
 @dataclass
@@ -384,7 +417,7 @@ class TraceStream:
             end, after = cut
             if self.buf[after - 1 : after] == b"]":
                 after -= 1
-            text = Text(b"".join((b"[", memoryview(self.buf)[self.pos : end], b"]")), self.buf[end:after])
+            text = Text(self.buf, self.pos, end, self.buf[end:after])
             self.pos = after
             return text
         return Parsed(self._elements(cut), self._since(start))
