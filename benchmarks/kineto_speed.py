@@ -1,13 +1,19 @@
 """How fast the harness reads a Kineto trace, against Holistic Trace Analysis (HTA) loading the same file.
 
-Builds traces of 1M and 3M complete events (by default; --events) from the diff-control fixture
-(../shared/fixtures/kineto: a real DLRM-like training trace, 6 profiler steps, 74,937 complete events) by
-appending copies of its steps, shifted in time, with fresh correlation, External and flow ids, until the
-target is reached (written as they are made, into --workdir; nothing is committed). Then times, each in a
-fresh child process, alternating (the order flips every repeat) and repeated (medians reported):
+Builds traces of 280 MB and 2 GB of JSON (by default; --mb, or --events for a count of complete events)
+from the diff-control fixture (../shared/fixtures/kineto: a real DLRM-like training trace, 6 profiler
+steps, 74,937 complete events) by appending copies of its steps, shifted in time, with fresh correlation,
+External and flow ids, until the target is reached (written as they are made, into --workdir; nothing is
+committed). Then times, each in a fresh child process, alternating (the order flips every repeat) and
+repeated (minimum and median reported, with the load average at each run):
 
-    read   open_trace(TRACE, cache=False) and every frame of the trace model: time in the process (import
-           excluded), the whole process's wall time (import included: the MB/s figure) and peak RSS
+    read      open_trace(TRACE, cache=False) and every frame of the trace model: time in the process
+              (import excluded), the whole process's wall time (import included: the MB/s figure), CPU
+              (user + sys, workers included) and peak RSS
+    baseline  the same with the reader of another checkout (--baseline DIR: e.g. `git archive` of the
+              commit before a change, unpacked), under the same load: the ratio is the figure to trust
+    parse     orjson.loads of the same pieces of traceEvents (decompressed and cut as the reader does):
+              a plain parse into dicts, no table (--parse)
     HTA    TraceAnalysis(trace_dir=FOLDER) with ParserBackend.IJSON_BATCH_AND_COMPRESS: time in the
            process (import excluded) and peak RSS
     cold   `harness kernels TRACE --format csv` with an empty cache (whole process; with --commands)
@@ -22,6 +28,8 @@ with ijson's C backend (yajl2_c), and name that environment's python:
     python3 -m venv /work/hta-venv && /work/hta-venv/bin/pip install traceinsight==0.6.1 ijson
     .venv/bin/python benchmarks/kineto_speed.py --hta-python /work/hta-venv/bin/python \
         --workdir /work/bench-kineto --repeat 3
+
+orjson is not a dependency of the harness either: `.venv/bin/pip install orjson` for --parse.
 """
 
 from __future__ import annotations

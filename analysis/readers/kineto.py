@@ -20,8 +20,9 @@ so 1695835542514261.123 µs is 1695835542514261123 ns exactly (a float64 keeps 0
 
 Reading: the file is a stream (analysis.readers.kineto_stream: decompressed in a thread, cut into ~4 MiB
 pieces of traceEvents, never whole in memory); each piece becomes columns (analysis.readers.kineto_columns),
-here or, for a file of PARALLEL_BYTES of JSON and more, in worker processes; this module merges the pieces
-in file order (names and threads get trace-wide ids) and builds the frames. docs/performance.md, "Kineto
+here or, for a file of PARALLEL_BYTES of JSON and more, in worker processes, which read it from slots of
+memory shared with this one (copied once, not pickled through a pipe); this module merges the pieces in
+file order (names and threads get trace-wide ids) and builds the frames. docs/performance.md, "Kineto
 traces at scale", has the measurements behind each choice.
 
 Ids: `global_tid` is composed as nsys does (pid in bits 24-47, tid in bits 0-23). Linux pids and tids fit;
@@ -34,15 +35,11 @@ from __future__ import annotations
 
 import gc
 import gzip
-import mmap
 import multiprocessing as mp
 import os
 import re
 import zlib
-from collections import deque
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,25 +51,22 @@ from isal import igzip_threaded
 from isal.isal_zlib import IsalError
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, kineto_stream, valid_duration
+from analysis.readers import NULL, kineto_pool, valid_duration
 from analysis.readers.kineto_checks import clean_name, is_complete, notes_and_hints
 from analysis.readers.kineto_columns import (
     CPU_GROUPS,
     GROUPS,
     Piece,
-    columns,
-    decode_columns,
     ignored_key,
     text_ns,
 )
-from analysis.readers.kineto_stream import Parsed, Stop, Text, TraceStream
+from analysis.readers.kineto_stream import TraceStream
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
 VERSION = "kineto-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 FORMAT = "kineto-json"
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
-IN_FLIGHT = 8  # pieces handed to workers and not yet merged: at most 32 MiB of JSON
 COMPACT = 16  # pieces of a group held apart before they are joined
 PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
@@ -104,7 +98,7 @@ class KinetoReader:
     format = FORMAT
     version = VERSION
 
-    def __init__(self, path: Path, stream: TraceStream, pool: _Pool | None = None) -> None:
+    def __init__(self, path: Path, stream: TraceStream, pool: kineto_pool.Pool | None = None) -> None:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
         self._frames, self._meta = _build(stream, pool)
@@ -147,7 +141,7 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
             if workers is None:
                 workers = _workers(f, gzipped)
             f.seek(0)
-            pool = _pool(workers) if workers > 1 else None
+            pool = kineto_pool.start(workers) if workers > 1 else None
             if pool is not None:
                 stack.callback(pool.close)
             read = stack.enter_context(igzip_threaded.open(f, "rb", threads=1)).read if gzipped else f.read
@@ -157,17 +151,6 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
     except OSError as e:
         why = e.strerror or str(e)
         raise ExportError(f"cannot read {path}: {why}") from None
-
-
-def _pool(workers: int) -> _Pool | None:
-    """Worker processes, started now; None where processes cannot be had (the trace is then read in this
-    process)."""
-    try:
-        pool = _Pool(workers)
-        pool.executor.submit(int).result()  # a fork pool starts all its processes on the first task
-    except (OSError, ValueError, BrokenProcessPool):
-        return None
-    return pool
 
 
 def _workers(f: BinaryIO, gzipped: bool) -> int:
@@ -261,13 +244,15 @@ class _Names:
         return text
 
 
-def _build(stream: TraceStream, pool: _Pool | None) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+def _build(
+    stream: TraceStream, pool: kineto_pool.Pool | None
+) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Every frame of the trace model from the events of a stream, and what meta() reports."""
     b = _Builder()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived objects and no cycles: the collector would only rescan them
     try:
-        for piece in _pieces(stream, pool):
+        for piece in kineto_pool.pieces(stream, pool):
             b.merge(piece)
     finally:
         if gc_was_on:
@@ -278,89 +263,6 @@ def _build(stream: TraceStream, pool: _Pool | None) -> tuple[dict[str, pd.DataFr
     meta = _meta(stream.top, b.float_times, b.ignored, sum(b.unusable.values()))
     meta["notes"], meta["hints"] = notes_and_hints(b.unusable, b.names.escaped, frames, HINTS)
     return frames, meta
-
-
-def _pieces(stream: TraceStream, pool: _Pool | None) -> Iterator[Piece]:
-    """The stream's pieces as columns, in file order: decoded here, or by the pool's processes (from its
-    shared slots: a piece is copied once on its way, not pickled and piped). A piece that does not
-    decode is handed back to the stream, with all taken after it, and parsed there."""
-    parts = iter(stream)
-    pending: deque[tuple[Text | Parsed | Stop, Future[Piece | None] | Piece | None]] = deque()
-    done = False
-    sent = 0  # pieces sent to the pool: the next goes to slot sent % IN_FLIGHT
-    while True:
-        # a Stop (end of traceEvents, or an error) waits until every piece before it is settled.
-        # At most IN_FLIGHT pieces pending: a slot is written again only after its piece is settled
-        while (
-            not done and len(pending) < (IN_FLIGHT if pool else 1) and not (pending and pending[-1][0].closes)
-        ):
-            part = next(parts, None)
-            if part is None:
-                done = True
-            elif isinstance(part, Stop):
-                pending.append((part, None))
-            elif isinstance(part, Parsed):
-                pending.append((part, columns(part.events)))
-            elif pool is None:
-                pending.append((part, decode_columns(part.data)))
-            else:
-                pending.append((part, pool.submit(part, sent % IN_FLIGHT)))
-                sent += 1
-        if not pending:
-            return
-        part, result = pending.popleft()
-        if isinstance(part, Stop):
-            continue  # the stream ends the list or raises when asked for the next part
-        piece = result.result() if isinstance(result, Future) else result
-        if piece is None:
-            for _, r in pending:
-                if isinstance(r, Future):
-                    r.cancel()  # one that runs reads a slot that may be written again: its result is dropped
-            stream.rewind(b"".join(p.raw() for p in [part, *(p for p, _ in pending)]))
-            pending.clear()
-            done = False
-            continue
-        yield piece
-
-
-_SLOTS: mmap.mmap | None = None  # in a worker: the pool's shared slots
-
-
-def _attach(slots: mmap.mmap) -> None:
-    """A worker's start: keep the slots (inherited through fork, not pickled); gc off as in _build: the
-    workers only make short-lived objects without cycles."""
-    global _SLOTS
-    _SLOTS = slots
-    gc.disable()
-
-
-def _decode_slot(start: int, size: int) -> Piece | None:
-    """In a worker: the columns of the piece in the slot at `start`."""
-    assert _SLOTS is not None
-    return decode_columns(memoryview(_SLOTS)[start : start + size])
-
-
-class _Pool:
-    """Worker processes and the shared memory they read pieces from: IN_FLIGHT slots of a piece's most
-    bytes (an anonymous shared mapping, made before the fork: nothing to name or clean up after)."""
-
-    def __init__(self, workers: int) -> None:
-        self.slot = kineto_stream.CHUNK + 2  # a piece's most bytes: CHUNK and its brackets
-        self.slots = mmap.mmap(-1, IN_FLIGHT * self.slot)
-        # forked before the decompressing thread exists (a fork copies no thread), and without importing
-        # the caller's main module again, as spawn would
-        self.executor = ProcessPoolExecutor(
-            workers, mp_context=mp.get_context("fork"), initializer=_attach, initargs=(self.slots,)
-        )
-
-    def submit(self, text: Text, slot: int) -> Future[Piece | None]:
-        start = slot * self.slot
-        text.write(memoryview(self.slots)[start : start + text.size])
-        return self.executor.submit(_decode_slot, start, text.size)
-
-    def close(self) -> None:
-        self.executor.shutdown(cancel_futures=True)
-        self.slots.close()
 
 
 class _Builder:
@@ -601,7 +503,13 @@ class _StringTable:
     them (runtime, kernels, their short names, syncs, cpu_ops), as they were before the reader streamed."""
 
     def __init__(self, texts: list[str], in_order: list[np.ndarray]) -> None:
-        self.order = pd.unique(np.concatenate(in_order)) if in_order else np.empty(0, dtype=np.int64)
+        seen = np.zeros(len(texts) + 1, dtype=bool)
+        order = [np.empty(0, dtype=np.int64)]
+        for names in in_order:  # the ids in order of first sight, without joining the columns (memory)
+            distinct = pd.unique(names)
+            order.append(distinct[~seen[distinct]])
+            seen[distinct] = True
+        self.order = np.concatenate(order)
         self.remap = np.full(len(texts) + 1, -1, dtype=np.int64)
         self.remap[self.order] = np.arange(len(self.order), dtype=np.int64)
         self.texts = texts
