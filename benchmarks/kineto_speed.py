@@ -56,7 +56,8 @@ t0 = time.perf_counter()
 trace = open_trace(sys.argv[1], cache=False)
 for frame in FRAMES:
     trace.frame(frame) if frame not in ("threads", "strings") else trace._columns(frame, list(FRAMES[frame]))
-print(time.perf_counter() - t0, trace.count("kernels"))
+import analysis
+print(time.perf_counter() - t0, trace.count("kernels"), analysis.__file__.rsplit("/", 2)[0])
 """
 PARSE = """
 import sys, time, orjson
@@ -145,12 +146,12 @@ def make_trace(src: Path, dst: Path, target: int, size: int = 0) -> tuple[int, i
     return count, written
 
 
-def child(argv: list[str], env: dict[str, str]) -> tuple[float, int, float, str]:
+def child(argv: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[float, int, float, str]:
     """Wall time of a child process, its peak RSS in KB (wait4: itself or any process it reaped), its CPU
     seconds (user + sys, with the processes it reaped), stdout."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -210,14 +211,17 @@ def main() -> None:
                     if what == "read":
                         wall, rss, cpu, out = child([sys.executable, "-c", READ, str(path)], env)
                     elif what == "baseline":
+                        # run there: `python -c` puts the working folder first on the path
                         base_env = {**os.environ, "PYTHONPATH": str(args.baseline)}
-                        wall, rss, cpu, out = child([sys.executable, "-c", READ, str(path)], base_env)
+                        argv = [sys.executable, "-c", READ, str(path.resolve())]
+                        wall, rss, cpu, out = child(argv, base_env, cwd=args.baseline)
                     elif what == "parse":
                         wall, rss, cpu, out = child([sys.executable, "-c", PARSE, str(path)], env)
                     else:
                         wall, rss, cpu, out = child([args.hta_python, "-c", HTA, str(path.parent)], env)
                     inside = float(out.split()[0])
                     runs.setdefault((name, what), []).append((inside, wall, rss, cpu, load))
+                    assert what != "baseline" or out.split()[2] == str(args.baseline), out
                     print(f"  {name} {what}: {inside:.2f} s in the process, {wall:.2f} s whole, {cpu:.2f} s "
                           f"CPU, {rss / 1024:,.0f} MB peak, load {load:.1f}", flush=True)  # fmt: skip
                 if args.commands:
