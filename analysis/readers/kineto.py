@@ -20,8 +20,9 @@ so 1695835542514261.123 µs is 1695835542514261123 ns exactly (a float64 keeps 0
 
 Reading: the file is a stream (analysis.readers.kineto_stream: decompressed in a thread, cut into ~4 MiB
 pieces of traceEvents, never whole in memory); each piece becomes columns (analysis.readers.kineto_columns),
-here or, for a file of PARALLEL_BYTES of JSON and more, in worker processes; this module merges the pieces
-in file order (names and threads get trace-wide ids) and builds the frames. docs/performance.md, "Kineto
+here or, for a file of PARALLEL_BYTES of JSON and more, in worker processes, which read it from slots of
+memory shared with this one (copied once, not pickled through a pipe); this module merges the pieces in
+file order (names and threads get trace-wide ids) and builds the frames. docs/performance.md, "Kineto
 traces at scale", has the measurements behind each choice.
 
 Ids: `global_tid` is composed as nsys does (pid in bits 24-47, tid in bits 0-23). Linux pids and tids fit;
@@ -38,10 +39,7 @@ import multiprocessing as mp
 import os
 import re
 import zlib
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,18 +51,16 @@ from isal import igzip_threaded
 from isal.isal_zlib import IsalError
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, valid_duration
+from analysis.readers import NULL, kineto_pool, valid_duration
 from analysis.readers.kineto_checks import clean_name, is_complete, notes_and_hints
 from analysis.readers.kineto_columns import (
     CPU_GROUPS,
     GROUPS,
     Piece,
-    columns,
-    decode_columns,
     ignored_key,
     text_ns,
 )
-from analysis.readers.kineto_stream import Parsed, Stop, Text, TraceStream
+from analysis.readers.kineto_stream import TraceStream
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
@@ -74,7 +70,7 @@ BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
              (b"\xfe\xff", "UTF-16"))  # fmt: skip
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
-IN_FLIGHT = 8  # pieces handed to workers and not yet merged: at most 32 MiB of JSON
+COMPACT = 16  # pieces of a group held apart before they are joined
 PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
@@ -105,7 +101,7 @@ class KinetoReader:
     format = FORMAT
     version = VERSION
 
-    def __init__(self, path: Path, stream: TraceStream, pool: ProcessPoolExecutor | None = None) -> None:
+    def __init__(self, path: Path, stream: TraceStream, pool: kineto_pool.Pool | None = None) -> None:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
         self._frames, self._meta = _build(stream, pool)
@@ -148,9 +144,9 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
             if workers is None:
                 workers = _workers(f, gzipped)
             f.seek(0)
-            pool = _pool(workers) if workers > 1 else None
+            pool = kineto_pool.start(workers) if workers > 1 else None
             if pool is not None:
-                stack.enter_context(pool)
+                stack.callback(pool.close)
             read = stack.enter_context(igzip_threaded.open(f, "rb", threads=1)).read if gzipped else f.read
             return KinetoReader(path, TraceStream(path, _without_bom(path, read)), pool)
     except (EOFError, zlib.error, gzip.BadGzipFile, IsalError) as e:
@@ -183,21 +179,6 @@ def _without_bom(path: Path, read: Callable[[int], bytes]) -> Callable[[int], by
         return data
 
     return reader
-
-
-def _pool(workers: int) -> ProcessPoolExecutor | None:
-    """Worker processes, started now: forked before the decompressing thread exists (a fork copies no
-    thread), and without importing the caller's main module again, as spawn would. None where processes
-    cannot be had (the trace is then read in this process)."""
-    try:
-        # gc off in the workers as in _build: they only make short-lived objects without cycles
-        pool = ProcessPoolExecutor(
-            max_workers=workers, mp_context=mp.get_context("fork"), initializer=gc.disable
-        )
-        pool.submit(int).result()  # a fork pool starts all its processes on the first task
-    except (OSError, ValueError, BrokenProcessPool):
-        return None
-    return pool
 
 
 def _workers(f: BinaryIO, gzipped: bool) -> int:
@@ -292,14 +273,14 @@ class _Names:
 
 
 def _build(
-    stream: TraceStream, pool: ProcessPoolExecutor | None
+    stream: TraceStream, pool: kineto_pool.Pool | None
 ) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Every frame of the trace model from the events of a stream, and what meta() reports."""
     b = _Builder()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived objects and no cycles: the collector would only rescan them
     try:
-        for piece in _pieces(stream, pool):
+        for piece in kineto_pool.pieces(stream, pool):
             b.merge(piece)
     finally:
         if gc_was_on:
@@ -312,45 +293,6 @@ def _build(
     return frames, meta
 
 
-def _pieces(stream: TraceStream, pool: ProcessPoolExecutor | None) -> Iterator[Piece]:
-    """The stream's pieces as columns, in file order: decoded here, or by the pool's processes. A piece
-    that does not decode is handed back to the stream, with all taken after it, and parsed there."""
-    parts = iter(stream)
-    pending: deque[tuple[Text | Parsed | Stop, Future[Piece | None] | Piece | None]] = deque()
-    done = False
-    while True:
-        # a Stop (end of traceEvents, or an error) waits until every piece before it is settled
-        while (
-            not done and len(pending) < (IN_FLIGHT if pool else 1) and not (pending and pending[-1][0].closes)
-        ):
-            part = next(parts, None)
-            if part is None:
-                done = True
-            elif isinstance(part, Stop):
-                pending.append((part, None))
-            elif isinstance(part, Parsed):
-                pending.append((part, columns(part.events)))
-            elif pool is None:
-                pending.append((part, decode_columns(part.data)))
-            else:
-                pending.append((part, pool.submit(decode_columns, part.data)))
-        if not pending:
-            return
-        part, result = pending.popleft()
-        if isinstance(part, Stop):
-            continue  # the stream ends the list or raises when asked for the next part
-        piece = result.result() if isinstance(result, Future) else result
-        if piece is None:
-            for _, r in pending:
-                if isinstance(r, Future):
-                    r.cancel()
-            stream.rewind(b"".join(p.raw() for p in [part, *(p for p, _ in pending)]))
-            pending.clear()
-            done = False
-            continue
-        yield piece
-
-
 class _Builder:
     """Turns the events of each group into columns, a chunk at a time (numpy arrays, names as ids), and
     the columns into frames at the end."""
@@ -359,6 +301,7 @@ class _Builder:
         self.pids, self.tids = _Ids(), _Ids()
         self.names = _Names()
         self.pieces: dict[str, list[dict[str, np.ndarray]]] = {k: [] for k in GROUPS}
+        self.fresh = dict.fromkeys(GROUPS, 0)  # the last pieces of each group, not joined yet
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.cpu_threads: dict[int, tuple[int, int, Any, Any]] = {}  # gtid -> (group, index, pid, tid)
         self.threads: dict[int, str] = {}
@@ -372,7 +315,7 @@ class _Builder:
     def merge(self, piece: Piece) -> None:
         """Take a piece's columns: trace-wide indexes, name ids and thread ids."""
         first, self.seen = self.seen, self.seen + piece.count
-        lookup = np.fromiter(map(self.names.id, piece.names), dtype=np.int64, count=len(piece.names))
+        lookup = self.names.ids(piece.names)
         for kind, out in piece.groups.items():
             out["index"] = out["index"] + first
             out["name"] = lookup[out["name"]] if len(lookup) else out["name"]
@@ -382,7 +325,16 @@ class _Builder:
                 out["global_tid"] = self.cpu_tids(
                     out.pop("pid"), out.pop("tid"), GROUPS.index(kind), out["index"]
                 )
-            self.pieces[kind].append(out)
+            if kind not in ("annotation", "gpu_annotation"):
+                del out["index"]  # a range's id; no other frame keeps where an event was in the file
+            pieces = self.pieces[kind]
+            pieces.append(out)
+            self.fresh[kind] += 1
+            if self.fresh[kind] == COMPACT:
+                self.fresh[kind] = 0
+                # the last pieces' small arrays (malloc's heap, which a process does not give back) joined
+                # into a big one (its own mapping, given back when freed): the heap is reused, not grown
+                pieces[-COMPACT:] = [_concat(pieces[-COMPACT:])]
         for (ph, cat), n in piece.ignored.items():
             k = ignored_key(ph, cat)
             self.ignored[k] = self.ignored.get(k, 0) + n
@@ -422,9 +374,9 @@ class _Builder:
         launcher = self._launcher(rt, parts["annotation"], ops)
         kernels = parts["kernels"]
         texts = self.names.texts
-        short = np.array(
-            [self.names.id(shorten(texts[i])) for i in range(len(texts))] or [0], dtype=np.int64
-        )  # every name's short name, by id (only kernels' are used)
+        short = np.zeros(len(texts) or 1, dtype=np.int64)  # kernel names' short names, by id
+        for i in np.unique(kernels["name"]).tolist():
+            short[i] = self.names.id(shorten(texts[i]))
         kernels["short"] = short[kernels["name"]]
         strings = _StringTable(
             texts,
@@ -445,7 +397,8 @@ class _Builder:
                 "correlation_id": rt["correlation"],
                 "global_tid": rt["global_tid"],
                 "name_id": strings.ids(rt["name"]),
-            }
+            },
+            copy=False,  # the columns are the frame's own: no second copy of them (memory)
         )
         for frame in ("kernels", "memcpy", "memset", "syncs"):
             out[frame] = self.gpu_frame(frame, parts[frame], launcher, strings)
@@ -457,7 +410,8 @@ class _Builder:
                 "name_id": strings.ids(ops["name"]),
                 "external_id": ops["external_id"],
                 "shapes_id": strings.ids(ops["shapes"]),
-            }
+            },
+            copy=False,
         )
         out["nvtx"] = self.ranges(parts["annotation"], parts["gpu_annotation"])
         out["threads"] = pd.DataFrame(
@@ -529,7 +483,7 @@ class _Builder:
                 columns.update(copy_kind=kind[:, 0], src_kind=kind[:, 1], dst_kind=kind[:, 2])
             else:
                 columns["mem_kind"] = kind[:, 1]
-        return pd.DataFrame(columns)
+        return pd.DataFrame(columns, copy=False)
 
     def ranges(self, cpu: dict[str, np.ndarray], gpu: dict[str, np.ndarray]) -> pd.DataFrame:
         """user_annotation ranges (push/pop on their thread) and gpu_user_annotation ones (start/end, domain
@@ -572,9 +526,10 @@ _COLUMNS = ("start", "end", "index", "name", "global_tid", "correlation", "exter
 
 
 def _concat(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The pieces' columns joined, a column at a time: each piece's column is freed once joined."""
     if not pieces:
         return {c: np.empty(0, dtype=np.int64) for c in _COLUMNS}
-    return {c: np.concatenate([p[c] for p in pieces]) for c in pieces[0]}
+    return {c: np.concatenate([p.pop(c) for p in pieces]) for c in list(pieces[0])}
 
 
 class _StringTable:
@@ -582,13 +537,20 @@ class _StringTable:
     them (runtime, kernels, their short names, syncs, cpu_ops), as they were before the reader streamed."""
 
     def __init__(self, texts: list[str], in_order: list[np.ndarray]) -> None:
-        self.order = pd.unique(np.concatenate(in_order)) if in_order else np.empty(0, dtype=np.int64)
+        seen = np.zeros(len(texts) + 1, dtype=bool)
+        order = [np.empty(0, dtype=np.int64)]
+        for names in in_order:  # the ids in order of first sight, without joining the columns (memory)
+            distinct = pd.unique(names)
+            order.append(distinct[~seen[distinct]])
+            seen[distinct] = True
+        self.order = np.concatenate(order)
         self.remap = np.full(len(texts) + 1, -1, dtype=np.int64)
         self.remap[self.order] = np.arange(len(self.order), dtype=np.int64)
         self.texts = texts
 
     def ids(self, names: np.ndarray) -> np.ndarray:
-        return self.remap[names]
+        """The strings' ids of names (ids into the reader's names), written over them: each is asked once."""
+        return np.take(self.remap, names, out=names)
 
     def frame(self) -> pd.DataFrame:
         values = [self.texts[i] for i in self.order.tolist()]

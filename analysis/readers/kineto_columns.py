@@ -21,7 +21,7 @@ import numpy as np
 
 from analysis.readers import NULL
 from analysis.readers.kineto_checks import clean_name, hashable
-from analysis.readers.kineto_stream import DECODE, NOT_EVENT, UNSET, Args, Event
+from analysis.readers.kineto_stream import NO_ARGS, NOT_EVENT, UNSET, Args, Event, decode
 
 MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
 MAX_US = MAX_NS // 1000
@@ -39,8 +39,15 @@ GROUPS = ("runtime", "annotation", "cpu_ops", "kernels", "memcpy", "memset", "sy
 CPU_GROUPS = GROUPS[:3]
 _OTHER = len(GROUPS)
 _CODES = {("X", cat): GROUPS.index(group) for cat, group in CATEGORIES.items()}
-_KIND = attrgetter("ph", "cat")
-NO_ARGS = Args()
+_CAT_CODES = {cat: GROUPS.index(group) for cat, group in CATEGORIES.items()}
+_PH_CAT = attrgetter("ph", "cat")
+_KIND = attrgetter("ph", "category")  # what a left-out event is counted by
+_CAT, _TS, _DUR, _NAME, _PID, _TID, _ARGS = map(
+    attrgetter, ("cat", "ts", "dur", "name", "pid", "tid", "args")
+)
+_CORRELATION, _STREAM, _DEVICE, _EXTERNAL, _INPUT_DIMS, _GRID, _BLOCK, _BYTES = map(
+    attrgetter, ("correlation", "stream", "device", "external_id", "input_dims", "grid", "block", "bytes")
+)
 _DIMS = json.JSONDecoder(parse_float=str)  # numbers as DECODE reads them; also what json.dumps wrote
 _SHOWN: dict[bytes, str] = {}  # Input Dims text -> shapes()
 
@@ -63,11 +70,8 @@ class Piece:
 def decode_columns(data: bytes) -> Piece | None:
     """The columns of a JSON list of events; None where msgspec does not take it (the caller parses it
     element by element)."""
-    try:
-        events = DECODE.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-    return columns(events)
+    events = decode(data)
+    return None if events is None else columns(events)
 
 
 def columns(events: list[Event]) -> Piece:
@@ -92,8 +96,12 @@ def columns(events: list[Event]) -> Piece:
 def _codes(events: list[Event]) -> np.ndarray:
     """Each event's group (an index into GROUPS), or _OTHER."""
     try:
+        if events and type(events[0]) is not Event:  # phase structs: only X has a category of its own
+            return np.fromiter(
+                map(_CAT_CODES.get, map(_CAT, events), repeat(_OTHER)), dtype=np.int8, count=len(events)
+            )
         return np.fromiter(
-            map(_CODES.get, map(_KIND, events), repeat(_OTHER)), dtype=np.int8, count=len(events)
+            map(_CODES.get, map(_PH_CAT, events), repeat(_OTHER)), dtype=np.int8, count=len(events)
         )
     except TypeError:  # a ph or cat that cannot be a key (a list): one event at a time
         return np.fromiter(
@@ -120,12 +128,11 @@ def _other(piece: Piece, events: list[Event]) -> None:
     try:
         pairs = Counter(map(_KIND, events))
     except TypeError:  # a ph or cat that cannot be a key
-        pairs = Counter((_hashable(e.ph), _hashable(e.cat)) for e in events)
+        pairs = Counter((_hashable(e.ph), _hashable(e.category)) for e in events)
     if any(ph == "M" for ph, _ in pairs):
         for e in events:
-            a = e.args
-            if e.ph == "M" and e.name == "thread_name" and a is not None and isinstance(a.name, str):
-                piece.thread_names[key(e.pid, e.tid)] = clean_name(a.name.strip())[0]
+            if e.ph == "M" and e.name == "thread_name" and isinstance(getattr(e.args, "name", None), str):
+                piece.thread_names[key(e.pid, e.tid)] = clean_name(e.args.name.strip())[0]
     piece.ignored = Counter({pair: n for pair, n in pairs.items() if pair[0] != "M"})
 
 
@@ -168,9 +175,15 @@ def _known_ids(values: list[Any], local: dict[Any, int]) -> np.ndarray:
 
 
 def _group(piece: Piece, kind: str, events: list[Event], index: np.ndarray, local: dict[Any, int]) -> None:
-    ts_values, dur_values = [e.ts for e in events], [e.dur for e in events]
-    name_values, pids, tids = [e.name for e in events], [e.pid for e in events], [e.tid for e in events]
-    args = [e.args for e in events]
+    ts_values, dur_values = list(map(_TS, events)), list(map(_DUR, events))
+    name_values, args = list(map(_NAME, events)), list(map(_ARGS, events))
+    cpu = kind in CPU_GROUPS
+    pids = (
+        list(map(_PID, events))
+        if cpu or kind in ("kernels", "memcpy", "memset", "syncs", "gpu_annotation")
+        else []
+    )
+    tids = list(map(_TID, events)) if cpu or kind == "gpu_annotation" else []
     piece.float_times = piece.float_times or str in set(map(type, ts_values))
     ts, ok_ts = _times(ts_values)
     dur, ok_dur = _times(dur_values)
@@ -178,31 +191,33 @@ def _group(piece: Piece, kind: str, events: list[Event], index: np.ndarray, loca
     if not ok.all():
         piece.unusable[kind] = int((~ok).sum())
         keep = ok.tolist()
-        name_values, pids, tids, args = (list(compress(c, keep)) for c in (name_values, pids, tids, args))
+        name_values, pids, tids, args = (
+            list(compress(c, keep)) if c else c for c in (name_values, pids, tids, args)
+        )
         ts, dur, index = ts[ok], dur[ok], index[ok]
-    if None in args:
+    if type(events[0]) is Event and None in args:  # (a phase struct's args are never None)
         args = [NO_ARGS if a is None else a for a in args]
     out: dict[str, Any] = {"start": ts, "end": ts + dur, "index": index, "name": _ids(name_values, local)}
-    if kind in CPU_GROUPS:
+    if cpu:
         out["pid"], out["tid"] = _pids(pids), _pids(tids)
     if kind == "runtime":
-        out["correlation"] = _ints([a.correlation for a in args])
+        out["correlation"] = _ints(list(map(_CORRELATION, args)))
     elif kind == "cpu_ops":
-        out["external_id"] = _ints([a.external_id for a in args])
+        out["external_id"] = _ints(list(map(_EXTERNAL, args)))
         # as key_averages(group_by_input_shape=True) shows them
-        out["shapes"] = _ids(_shape_texts([a.input_dims for a in args]), local)
+        out["shapes"] = _ids(_shape_texts(list(map(_INPUT_DIMS, args))), local)
     elif kind == "gpu_annotation":
         out["device"] = _device(args, pids)
         out["stream"] = _ints([t if a.stream is UNSET else a.stream for a, t in zip(args, tids, strict=True)])
     elif kind != "annotation":
         out["device"] = _device(args, pids)
-        out["stream"] = _ints([a.stream for a in args])
-        out["correlation"] = _ints([a.correlation for a in args])
+        out["stream"] = _ints(list(map(_STREAM, args)))
+        out["correlation"] = _ints(list(map(_CORRELATION, args)))
         if kind == "kernels":
-            out["grid"] = _dims([a.grid for a in args], (32, 16))
-            out["block"] = _dims([a.block for a in args], (22, 11))
+            out["grid"] = _dims(list(map(_GRID, args)), (32, 16))
+            out["block"] = _dims(list(map(_BLOCK, args)), (22, 11))
         elif kind in ("memcpy", "memset"):
-            out["bytes"] = _ints([a.bytes for a in args])
+            out["bytes"] = _ints(list(map(_BYTES, args)))
     piece.groups[kind] = out
 
 
@@ -218,6 +233,13 @@ def _pids(values: list[Any]) -> np.ndarray | list[Any]:
 
 def _device(args: list[Args], pids: list[Any]) -> np.ndarray:
     """Each GPU event's device: args.device, else the event's pid (Kineto's pid of GPU rows), else 0."""
+    devices = list(map(_DEVICE, args))
+    if set(map(type, devices)) == {int}:  # all given, all integers: in one numpy call
+        try:
+            out = np.array(devices, dtype=np.int64)
+            return np.where(out < 0, 0, out)
+        except OverflowError:
+            pass
     out = []
     for a, pid in zip(args, pids, strict=True):
         d = pid if a.device is UNSET else a.device
