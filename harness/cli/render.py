@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from analysis.advice.record import findings_frame, health_table, summary_lines
+from analysis.advice.record import findings_frame, findings_lines, health_line, health_table
 from analysis.agreement import for_people
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
@@ -95,7 +95,10 @@ def finish(unsaved: list[str | None], results: list[RunResult]) -> None:
 
 
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
-
+    """A run under nsys: its health first (a capture that failed says so before any number drawn from it),
+    then its tables, then its findings (or why they are not ranked), then how it ended."""
+    if p.advice is not None and Format(fmt) is Format.table:
+        say_health(p.advice, p.run_id if p.degraded else None)
     tables: list[tuple[str, pd.DataFrame]] = []
     rank_notes: list[str] = []
     if p.result is not None and p.result.steps:
@@ -128,7 +131,7 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
     if p.advice is not None and Format(fmt) is Format.table:
-        say_advice(p.advice)
+        say_findings(p.advice)
     say_ending(p)
 
 
@@ -138,11 +141,24 @@ def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
 
 
 def say_advice(record: dict[str, Any]) -> None:
-    """After a run's tables: its health in one line (a warning when not ok), then its top findings."""
-    first, *rest = summary_lines(record)
-    (note if first.startswith("health ok") else warn)(first)
-    for line in rest:
-        note(line)
+    """A stored run's health in one line (a warning when not ok), then its top findings."""
+    say_health(record)
+    say_findings(record)
+
+
+def say_health(record: dict[str, Any], degraded: str | None = None) -> None:
+    """The health in one line, a warning when not ok; for a run stored as degraded, that first."""
+    line = health_line(record)
+    if degraded:
+        warn(f"run {degraded} stored as degraded: its capture cannot be trusted; {line}")
+    else:
+        (note if line.startswith("health ok") else warn)(line)
+
+
+def say_findings(record: dict[str, Any]) -> None:
+    """The top findings, one line each, or why they are not ranked (a warning)."""
+    for line in findings_lines(record):
+        (warn if line.startswith("findings not ranked") else note)(line)
 
 
 def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:
