@@ -74,9 +74,8 @@ def origin(trace: Trace) -> int:
     event."""
     if trace.format == "nsys-sqlite":
         return 0
-    starts = [int(trace.frame(f, ["start"])["start"].min()) for f in (*GPU_FRAMES, "runtime", "nvtx")]
-    return min((s for s, f in zip(starts, (*GPU_FRAMES, "runtime", "nvtx"), strict=True) if trace.has(f)),
-               default=0)  # fmt: skip
+    frames = [f for f in (*GPU_FRAMES, "syncs", "runtime", "nvtx", "cpu_ops") if trace.has(f)]
+    return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
 
 
 def seconds(ns: float, zero: int) -> str:
@@ -437,7 +436,8 @@ def _ordered(names: frozenset[str]) -> list[str]:
 def export_facts(trace: Trace) -> ExportFacts:
     """What a run's own checks need of its export: kernels, CUDA calls, the steps each harness range has."""
     st = steps(trace)
-    ranged: dict[str, set[int]] | None = None
+    # no step range at all: no step has its ranges; ranges without step indices (payloads): cannot tell
+    ranged: dict[str, set[int]] | None = None if st.source in ("step ranges", "ProfilerStep") else {}
     if st.source == "harness":
         ranged = {}
         for step, phases in zip(st.frame["step"], st.frame["phases"], strict=True):
@@ -447,7 +447,5 @@ def export_facts(trace: Trace) -> ExportFacts:
         kernels=trace.count("kernels") if trace.has("kernels") else 0,
         calls=trace.count("runtime") if trace.has("runtime") else 0,
         ranged=ranged,
-        nvtx_end=seconds(st.nvtx_end, origin(trace))
-        if len(st.frame)
-        else "the capture's start (none recorded)",
+        nvtx_end=seconds(st.nvtx_end, origin(trace)) if len(st.frame) else None,
     )

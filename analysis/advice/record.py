@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis.advice.checks import (
     FAIL,
+    NOT_OF_THE_CAPTURE,
     OK,
     WARN,
     Check,
@@ -59,7 +60,11 @@ def health_line(record: dict[str, Any]) -> str:
     checks = checks_of(record)
     if not checks:
         return "health: not checked"
-    bad = sorted((c for c in checks if c.status != OK), key=lambda c: RANK.get(c.status, 3))
+    # the worst first; among failures, those that make the capture untrustworthy
+    bad = sorted(
+        (c for c in checks if c.status != OK),
+        key=lambda c: (RANK.get(c.status, 3), c.name in NOT_OF_THE_CAPTURE),
+    )
     if not bad:
         return f"health ok ({len(checks)} checks)"
     counts = [
@@ -93,14 +98,20 @@ def untrusted_line(record: dict[str, Any], what: str = "RUN") -> str | None:
     )
 
 
+def degraded_reason(record: dict[str, Any]) -> str | None:
+    """Why a run with this advice is stored as `degraded` (runs.error), or None when its capture is sound."""
+    why = why_untrusted(checks_of(record))
+    return f"its capture failed its health checks: {why}" if why else None
+
+
 def summary_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
     """The health line, then the top findings (or that none fired, or why they are not ranked)."""
     return [health_line(record), *findings_lines(record, top)]
 
 
-def findings_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
+def findings_lines(record: dict[str, Any], top: int = TOP, run: str = "RUN") -> list[str]:
     """The top findings, one line each (or that none fired, or why they are not ranked)."""
-    untrusted = untrusted_line(record)
+    untrusted = untrusted_line(record, run)
     if untrusted:
         return [untrusted]
     found = record.get("findings", [])
@@ -108,7 +119,7 @@ def findings_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
     if not found:
         lines.append("findings: none fired")
     elif len(found) > top:
-        lines.append(f"{len(found) - top} more findings: `harness advise RUN` lists them all")
+        lines.append(f"{len(found) - top} more findings: `harness advise {run}` lists them all")
     return lines
 
 

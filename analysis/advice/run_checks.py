@@ -72,7 +72,7 @@ class ExportFacts:
     calls: int  # CUDA API calls in the export
     # range name (step, phases) -> the step indices (payloads) it has; None: ranges without step indices
     ranged: dict[str, set[int]] | None
-    nvtx_end: str  # when the harness's ranges end, said for people ("18.497 s")
+    nvtx_end: str | None  # when the harness's ranges end, said for people ("18.497 s"); None: no range
 
 
 def run_checks(facts: RunFacts) -> list[Check]:
@@ -163,7 +163,12 @@ def _untimed(
             name,
             FAIL,
             f"{len(lacking)} of {len(timed)} timed measured steps lack NVTX ranges: step {step} is the "
-            f"first, with {what}; the harness's ranges end at {export.nvtx_end}",
+            f"first, with {what}; "
+            + (
+                f"the harness's ranges end at {export.nvtx_end}"
+                if export.nvtx_end
+                else "the export holds none"
+            ),
             fix,
         )
     if table is None or table.empty:

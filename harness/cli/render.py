@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from analysis.advice.record import findings_frame, findings_lines, health_line, health_table
+from analysis.advice.record import degraded_reason, findings_frame, findings_lines, health_line, health_table
 from analysis.agreement import for_people
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
@@ -131,7 +131,7 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
     if p.advice is not None and Format(fmt) is Format.table:
-        say_findings(p.advice)
+        say_findings(p.advice, p.run_id)
     say_ending(p)
 
 
@@ -140,24 +140,19 @@ def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
     return [("health", health_table(record)), ("findings", findings_frame(record))]
 
 
-def say_advice(record: dict[str, Any]) -> None:
-    """A stored run's health in one line (a warning when not ok), then its top findings."""
-    say_health(record)
-    say_findings(record)
-
-
 def say_health(record: dict[str, Any], degraded: str | None = None) -> None:
-    """The health in one line, a warning when not ok; for a run stored as degraded, that first."""
+    """The health in one line, a warning when not ok; for the run `degraded` names (stored as degraded),
+    why first."""
     line = health_line(record)
-    if degraded:
-        warn(f"run {degraded} stored as degraded: its capture cannot be trusted; {line}")
-    else:
-        (note if line.startswith("health ok") else warn)(line)
+    reason = degraded_reason(record)
+    if degraded and reason:
+        warn(f"run {degraded} stored as degraded: {reason}")
+    (note if line.startswith("health ok") else warn)(line)
 
 
-def say_findings(record: dict[str, Any]) -> None:
+def say_findings(record: dict[str, Any], run: str = "RUN") -> None:
     """The top findings, one line each, or why they are not ranked (a warning)."""
-    for line in findings_lines(record):
+    for line in findings_lines(record, run=run):
         (warn if line.startswith("findings not ranked") else note)(line)
 
 

@@ -382,7 +382,7 @@ def show_cmd(
         lazy.say_health(run.advice, run.id if run.status == "degraded" else None)
     emit_many(tables, format, wide=wide, notes=files)
     if run.advice and format is Format.table:
-        lazy.say_findings(run.advice)
+        lazy.say_findings(run.advice, run.id)
 
 
 @cli_errors

@@ -18,7 +18,7 @@ from analysis import nvtx as nvtx_table
 from analysis.advice.coverage import export_facts
 from analysis.advice.findings import findings
 from analysis.advice.health import capture_health
-from analysis.advice.record import advice_record
+from analysis.advice.record import advice_record, degraded_reason
 from analysis.advice.run_checks import RunFacts, overhead_of, run_checks
 from analysis.agreement import agreement_table, pair_ranges, range_summary
 from analysis.errors import AnalysisError
@@ -204,7 +204,10 @@ def profile_run(
         return out
     try:
         analyse(out, prof.sqlite, config)
-    except HarnessError as e:  # the export holds none of the harness's ranges: its health says why
+    except (
+        AnalysisError,
+        HarnessError,
+    ) as e:  # no NVTX, or none of the harness's ranges: its health says why
         out.error = str(e)
     else:
         said = store_from_trace(store, run_id, prof.sqlite, config)
@@ -216,9 +219,10 @@ def profile_run(
     except (AnalysisError, HarnessError) as e:
         out.notes.append(f"no health or findings: {e}")
         return out
-    if out.advice.get("untrusted") and result.status == "ok":
-        out.degraded = str(out.advice["untrusted"])
-        result.status, result.error = "degraded", f"its capture failed its health checks: {out.degraded}"
+    reason = degraded_reason(out.advice)
+    if reason and result.status == "ok":
+        out.degraded = reason
+        result.status, result.error = "degraded", reason
     if not out.unsaved:
         try:
             store.save_advice(run_id, out.advice, status=result.status, error=result.error)
