@@ -128,14 +128,14 @@ def test_h100_whole_capture_says_what_its_warm_up_lost() -> None:
 
 @pytest.mark.parametrize("fixture", list(TRACES))
 def test_whole_kineto_traces_pass(fixture: str) -> None:
-    """Every launch call of the four Kineto traces has its GPU work. (diff-test fails another check, launch
-    correlation: 614 of its GPU events have no launching call, 3.9%.)"""
+    """Every launch call of the four Kineto traces has its GPU work, and no check fails (diff-test's 614 GPU
+    events without their launching call were launched before the trace started: in flight, not lost)."""
     path = trace_path(fixture)
     kernels = [e for e in raw_events(fixture) if e.get("cat") == "cuda_runtime" and LAUNCH.match(e["name"])]
     code, checks = _checks(path)
     assert checks["GPU coverage"]["Status"] == OK and checks["NVTX steps"]["Status"] == OK
     failed = [name for name, c in checks.items() if c["Status"] == FAIL]
-    assert (code, failed) == ((1, ["launch correlation"]) if fixture == "diff-test" else (0, []))
+    assert (code, failed) == (0, [])
     assert checks["GPU coverage"]["Evidence"].startswith(
         f"{len(kernels):,} of {len(kernels):,} kernel launch"
     )

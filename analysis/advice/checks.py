@@ -59,6 +59,12 @@ def checks_table(checks: list[Check]) -> pd.DataFrame:
     return out
 
 
+def quote(text: str, limit: int = 120) -> str:
+    """Outside text (a message, a kernel name) in evidence: on one line, at most `limit` characters."""
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
 def capture_failures(checks: list[Check]) -> list[Check]:
     """The failed checks that make what the capture says untrustworthy."""
     return [c for c in checks if c.status == FAIL and c.name not in NOT_OF_THE_CAPTURE]

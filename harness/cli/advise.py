@@ -100,16 +100,16 @@ def advise_cmd(
             lazy.ResultsStore(db, readonly=True), report, thresholds=thresholds, cache=not no_cache
         )
         _say_notes(advice.notes)
+        _refuse_untrusted(f"run {advice.run_id}", advice.health.checks, ignore_health)
         table = lazy.findings_frame(advice.record)
-        _show_findings(
-            table, f"run {advice.run_id}", thresholds, format, wide, advice.health.checks, ignore_health
-        )
+        _show_findings(table, f"run {advice.run_id}", thresholds, format, wide, advice.health.checks)
         return
     with _open(Path(report), no_cache) as trace:
         if not specs:
-            table = lazy.findings_table(lazy.findings(trace, thresholds))
             checks = lazy.capture_health(trace).checks
-            _show_findings(table, trace.path.name, thresholds, format, wide, checks, ignore_health)
+            _refuse_untrusted(trace.path.name, checks, ignore_health)
+            table = lazy.findings_table(lazy.findings(trace, thresholds))
+            _show_findings(table, trace.path.name, thresholds, format, wide, checks)
             return
         tables, skipped = [], {}
         for spec in specs:
@@ -130,23 +130,27 @@ def advise_cmd(
         emit_many(tables, format, skipped=skipped, wide=wide)
 
 
-def _show_findings(
-    table, what: str, thresholds, format: Format, wide: bool, checks, ignore_health: bool
-) -> None:
-    """The findings, largest time at stake first; for a capture that failed its health checks, why they
-    are not ranked (exit 1), or with --ignore-health the findings marked untrusted."""
+def _refuse_untrusted(what: str, checks, ignore_health: bool) -> None:
+    """Exit 1 saying why, when the capture failed its health checks (unless --ignore-health)."""
+    failed = lazy.capture_failures(checks)
+    if not failed or ignore_health:
+        return
+    for check in failed:
+        err(f"{check.name} (fail): {check.evidence}")
+    err(
+        f"no findings ranked for {what}: its capture failed {len(failed)} health "
+        f"check{'s' * (len(failed) != 1)} ({', '.join(c.name for c in failed)}), so the time at stake would "
+        "come from what is left of it and cannot be trusted; `harness health` says more, --ignore-health "
+        "lists the findings anyway"
+    )
+    raise typer.Exit(1)
+
+
+def _show_findings(table, what: str, thresholds, format: Format, wide: bool, checks) -> None:
+    """The findings, largest time at stake first; marked untrusted where the capture failed its health
+    checks (and --ignore-health asked for them)."""
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
     failed = lazy.capture_failures(checks)
-    if failed and not ignore_health:
-        for check in failed:
-            err(f"{check.name} (fail): {check.evidence}")
-        err(
-            f"no findings ranked for {what}: its capture failed {len(failed)} health "
-            f"check{'s' * (len(failed) != 1)} ({', '.join(c.name for c in failed)}), so the time at stake "
-            f"would come from what is left of it and cannot be trusted; `harness health` says more, "
-            f"--ignore-health lists the {len(table)} findings anyway"
-        )
-        raise typer.Exit(1)
     if failed:
         warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")
     if table.empty:
@@ -165,9 +169,8 @@ def _fitted(table, wide: bool):
     fixes = table["What to do"].astype(str).str.strip()
     if (fixes == "").all():
         return table.drop(columns=["What to do"])
-    width = console_for().width
-    labels = max(len(str(v)) for v in table["Check"]) + len("Status")
-    if wide or table_width([labels, COMFORTABLE, COMFORTABLE]) + 3 <= width:
+    check = max(len(str(v)) for v in [*table["Check"], "Check"])
+    if wide or table_width([check, len("Status"), COMFORTABLE, COMFORTABLE]) <= console_for().width:
         return table
     folded = table["Evidence"].astype(str) + [f". What to do: {f}" if f else "" for f in fixes]
     out = table.drop(columns=["What to do"]).assign(Evidence=folded)
