@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import H100_DIR, NSYS_EXPORTS, SHARED_NSYS, missing
-from kineto_data import TRACES, cut_after_step, raw_events, trace_path
+from kineto_data import TRACES, cut_after_step, raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
 from analysis.advice.checks import FAIL, OK, WARN
@@ -250,6 +250,27 @@ def test_kineto_cuda_dropped_after_a_step_fails(tmp_path: Path) -> None:
         check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
     assert check.status == FAIL
     assert check.evidence.startswith(
-        "steps 5, 6 of 3 steps recorded no launch call and no GPU work while the others launch 900 kernels "
-        "each: the CUDA trace stops before "
+        "steps 5, 6 of 3 steps recorded no launch call and no GPU work while step 4 launches 900 kernels: "
+        "the CUDA trace stops before "
     )
+
+
+def test_graph_launches_without_kernels_do_not_fail(tmp_path: Path) -> None:
+    """Where nsys traces CUDA graphs whole (--cuda-graph-trace=graph) a graph launch has no kernel events:
+    nccl with steps 5 and 6 launching graphs only, none of them with GPU work, is not a trace that stopped."""
+    events = raw_events("nccl")
+    step4 = next(e for e in events if e.get("name") == "ProfilerStep#4" and e["cat"] == "user_annotation")
+    end = step4["ts"] + step4["dur"]
+    kept = []
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "ac2g") and e.get("ts", 0) > end:
+            continue
+        if e.get("cat") == "cuda_runtime" and e["ts"] > end and LAUNCH.match(e["name"]):
+            e = {**e, "name": "cudaGraphLaunch"}
+        kept.append(e)
+    graphs = sum(1 for e in kept if e.get("name") == "cudaGraphLaunch")
+    path = write_trace(tmp_path / "graphs.json", kept)
+    with open_trace(path, cache=False) as trace:
+        check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
+    assert check.status == OK
+    assert f"; {graphs:,} graph launches, 0 with GPU work; 3 steps checked" in check.evidence

@@ -124,7 +124,7 @@ def test_a_degraded_run_says_so_everywhere(tmp_db: str, broken_h100: dict[str, P
     shown = runner.invoke(app, ["show", "medium-cut"], env={"COLUMNS": "200"})
     assert shown.exit_code == 0
     first = shown.stderr.splitlines()[0]
-    assert first.startswith("warning: run medium-cut stored as degraded: its capture cannot be trusted;")
+    assert first == f"warning: run medium-cut stored as degraded: {reason}"
     assert "findings not ranked: the capture failed GPU coverage" in shown.stderr
     info = {r["field"]: r["value"] for r in json.loads(
         runner.invoke(app, ["show", "medium-cut", "--format", "json"]).stdout

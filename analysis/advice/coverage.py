@@ -58,8 +58,8 @@ STEP_MISSING_SHARE = 0.5
 # NVTX that stops while CUDA goes on: more launch calls after the last step's range than in an average step
 # (a harness run launches nothing after its steps but the synchronisation that ends them).
 AFTER_STEPS_SHARE = 1.0
-# A measured step with no CUDA at all fails when the other measured steps launch this many kernels each on
-# average (a step of a GPU program launches hundreds; a CPU step none)
+# A measured step with no CUDA at all fails when the steps that launch (warm-up ones too) launch this many
+# kernels each on average (a step of a GPU program launches hundreds; a CPU step none)
 QUIET_AGAINST = 10
 
 
@@ -211,8 +211,8 @@ def steps(trace: Trace) -> Steps:
 
 
 def step_table(trace: Trace, st: Steps, calls: pd.DataFrame) -> pd.DataFrame:
-    """Per step: Step, Measured, Start (ns), End (ns), Launch calls, Without GPU work, and the Kernels, Copies
-    and Sets launched from it (by the time of their launching call)."""
+    """Per step: Step, Measured, Start (ns), End (ns), Launch calls (of kernels), Without GPU work, Graph
+    launches, and the Kernels, Copies and Sets launched from it (by the time of their launching call)."""
     work = gpu_work(trace)
     if len(work) and trace.has("runtime"):
         rt = trace.frame("runtime", ["start", "correlation_id", "global_tid"])
@@ -223,21 +223,21 @@ def step_table(trace: Trace, st: Steps, calls: pd.DataFrame) -> pd.DataFrame:
         work = work.merge(key, on=["pid", "correlation_id"], how="inner")
     else:
         work = work.assign(call=work["start"])
-    kernel_calls = calls[~calls["graph"].astype(bool)]
     rows = []
     for r in st.frame.itertuples(index=False):
-        lc = kernel_calls[(kernel_calls["pid"] == r.pid) & (kernel_calls["start"] >= r.start)
-                          & (kernel_calls["start"] < r.end)]  # fmt: skip
+        lc = calls[(calls["pid"] == r.pid) & (calls["start"] >= r.start) & (calls["start"] < r.end)]
+        graph = lc["graph"].astype(bool)
         w = work[(work["pid"] == r.pid) & (work["call"] >= r.start) & (work["call"] < r.end)]
         kinds = w["kind"].value_counts()
         rows.append(
-            (int(r.step), bool(r.measured), int(r.start), int(r.end), len(lc), int((lc["work"] == 0).sum()),
-             int(kinds.get("kernels", 0)), int(kinds.get("memcpy", 0)), int(kinds.get("memset", 0)))
+            (int(r.step), bool(r.measured), int(r.start), int(r.end), int((~graph).sum()),
+             int(((lc["work"] == 0) & ~graph).sum()), int(graph.sum()), int(kinds.get("kernels", 0)),
+             int(kinds.get("memcpy", 0)), int(kinds.get("memset", 0)))
         )  # fmt: skip
     return pd.DataFrame(
         rows,
-        columns=["Step", "Measured", "Start (ns)", "End (ns)", "Launch calls", "Without GPU work", "Kernels",
-                 "Copies", "Sets"],
+        columns=["Step", "Measured", "Start (ns)", "End (ns)", "Launch calls", "Without GPU work",
+                 "Graph launches", "Kernels", "Copies", "Sets"],
     )  # fmt: skip
 
 
@@ -312,7 +312,7 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
                 f"{stopped}",
                 FIX_GPU,
             )
-        quiet = _quiet(measured, kernel_calls, zero, which)
+        quiet = _quiet(table, kernel_calls, zero, which)
         if quiet:
             return Check(name, FAIL, quiet, FIX_GPU)
     if pct >= MISSING_FAIL_PCT:
@@ -334,13 +334,13 @@ def _stop(calls: pd.DataFrame, kernel_calls: pd.DataFrame, st: Steps, zero: int)
     )
 
 
-def _quiet(measured: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: str) -> str | None:
-    """Steps with no CUDA at all (no launch call, no GPU work) while the others launch: the CUDA trace has a
-    gap there, or stopped."""
-    busy = measured[measured["Launch calls"] > 0]
-    quiet = measured[
-        (measured["Launch calls"] == 0) & (measured[["Kernels", "Copies", "Sets"]].sum(axis=1) == 0)
-    ]
+def _quiet(table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: str) -> str | None:
+    """Measured steps with no CUDA at all (no launch call of a kernel or a graph, no GPU work) while other
+    steps (warm-up ones too) launch: the CUDA trace has a gap there, or stopped."""
+    busy = table[table["Launch calls"] > 0]
+    measured = table[table["Measured"]]
+    nothing = measured[["Launch calls", "Graph launches", "Kernels", "Copies", "Sets"]].sum(axis=1) == 0
+    quiet = measured[nothing]
     if busy.empty or quiet.empty or busy["Launch calls"].mean() < QUIET_AGAINST:
         return None
     first = quiet.iloc[0]
@@ -352,8 +352,14 @@ def _quiet(measured: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which:
         else f"the CUDA trace stops before {seconds(start, zero)}"
     )
     return (
-        f"{_steps_said(quiet['Step'].tolist())} of {which} recorded no launch call and no GPU work while the "
-        f"others launch {busy['Launch calls'].mean():,.0f} kernels each: {gap}"
+        f"{_steps_said(quiet['Step'].tolist())} of {which} recorded no launch call and no GPU work while "
+        f"{_steps_said(busy['Step'].tolist())} "
+        + (
+            f"launches {busy['Launch calls'].iloc[0]:,}"
+            if len(busy) == 1
+            else f"launch {busy['Launch calls'].mean():,.0f}"
+        )
+        + f" kernels{'' if len(busy) == 1 else ' each'}: {gap}"
     )
 
 
