@@ -77,6 +77,11 @@ def health_line(record: dict[str, Any]) -> str:
     return f"health: {', '.join(counts)} of {len(checks)} checks; worst: {worst_said}"
 
 
+def health_counts(record: dict[str, Any]) -> str:
+    """`health: 2 failures, 1 warning of 16 checks`: the health line without its worst check."""
+    return health_line(record).split("; worst: ", 1)[0]
+
+
 def finding_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
     """One line per finding, the largest time at stake first: rule, time at stake, fix."""
     return [

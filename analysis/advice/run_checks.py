@@ -144,8 +144,9 @@ def _untimed(
         return None
     name = "NVTX vs timers"
     fix = (
-        "NVTX ranges were lost: the NVTX tables and the agreement leave these steps out. Capture again with "
-        "a profiler that supports the program's CUDA (`harness doctor`), one profiling session at a time"
+        "NVTX ranges were lost (or not traced): the NVTX tables and the agreement leave these steps out. "
+        "Capture again with NVTX traced and a profiler that supports the program's CUDA (`harness doctor`), "
+        "one profiling session at a time"
     )
     if export is not None and export.ranged is not None:
         ranged = export.ranged

@@ -100,14 +100,14 @@ def advise_cmd(
             lazy.ResultsStore(db, readonly=True), report, thresholds=thresholds, cache=not no_cache
         )
         _say_notes(advice.notes)
-        _refuse_untrusted(f"run {advice.run_id}", advice.health.checks, ignore_health)
+        _refuse_untrusted(f"run {advice.run_id}", advice.run_id, advice.health.checks, ignore_health)
         table = lazy.findings_frame(advice.record)
         _show_findings(table, f"run {advice.run_id}", thresholds, format, wide, advice.health.checks)
         return
     with _open(Path(report), no_cache) as trace:
         if not specs:
             checks = lazy.capture_health(trace).checks
-            _refuse_untrusted(trace.path.name, checks, ignore_health)
+            _refuse_untrusted(trace.path.name, report, checks, ignore_health)
             table = lazy.findings_table(lazy.findings(trace, thresholds))
             _show_findings(table, trace.path.name, thresholds, format, wide, checks)
             return
@@ -130,8 +130,9 @@ def advise_cmd(
         emit_many(tables, format, skipped=skipped, wide=wide)
 
 
-def _refuse_untrusted(what: str, checks, ignore_health: bool) -> None:
-    """Exit 1 saying why, when the capture failed its health checks (unless --ignore-health)."""
+def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
+    """Exit 1 saying why, when the capture failed its health checks (unless --ignore-health); `ref`: what
+    the user named (a run or a path), for the command that says more."""
     failed = lazy.capture_failures(checks)
     if not failed or ignore_health:
         return
@@ -140,8 +141,8 @@ def _refuse_untrusted(what: str, checks, ignore_health: bool) -> None:
     err(
         f"no findings ranked for {what}: its capture failed {len(failed)} health "
         f"check{'s' * (len(failed) != 1)} ({', '.join(c.name for c in failed)}), so the time at stake would "
-        "come from what is left of it and cannot be trusted; `harness health` says more, --ignore-health "
-        "lists the findings anyway"
+        f"come from what is left of it and cannot be trusted; `harness health {ref}` says more, "
+        "--ignore-health lists the findings anyway"
     )
     raise typer.Exit(1)
 

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from analysis.advice.record import degraded_reason, findings_frame, findings_lines, health_line, health_table
+from analysis.advice.record import (
+    degraded_reason,
+    findings_frame,
+    findings_lines,
+    health_counts,
+    health_line,
+    health_table,
+)
 from analysis.agreement import for_people
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
@@ -145,8 +152,10 @@ def say_health(record: dict[str, Any], degraded: str | None = None) -> None:
     why first."""
     line = health_line(record)
     reason = degraded_reason(record)
-    if degraded and reason:
+    if degraded and reason:  # the reason names the failed checks: the counts, then where to see them all
         warn(f"run {degraded} stored as degraded: {reason}")
+        warn(f"{health_counts(record)}: `harness health {degraded}` shows each")
+        return
     (note if line.startswith("health ok") else warn)(line)
 
 
