@@ -204,10 +204,7 @@ def profile_run(
         return out
     try:
         analyse(out, prof.sqlite, config)
-    except (
-        AnalysisError,
-        HarnessError,
-    ) as e:  # no NVTX, or none of the harness's ranges: its health says why
+    except (AnalysisError, HarnessError) as e:  # no NVTX, or none of the harness's: health says why
         out.error = str(e)
     else:
         said = store_from_trace(store, run_id, prof.sqlite, config)
