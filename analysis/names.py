@@ -16,6 +16,10 @@ DISTRIBUTED_TRAIN_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER)
 MODES = tuple(PHASES_BY_MODE)
 PRECISIONS = ("fp32", "bf16", "fp16")
 
+# run statuses whose timers measured every step: `degraded` is such a run whose capture failed its health
+# checks (its timings stand; numbers drawn from its capture do not)
+MEASURED_STATUSES = ("ok", "degraded")
+
 STEP = "step"  # one NVTX range around each step, payload = step index
 MEASURED = "measured"  # one NVTX range around all measured (non-warm-up) steps
 WARMUP = "warmup"

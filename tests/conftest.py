@@ -12,6 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_NSYS = REPO.parent / "shared" / "fixtures" / "nsys"
 A100_DIR = SHARED_NSYS / "a100-saxpy-mpi"
 CPU_DIR = SHARED_NSYS / "cpu-train"
+H100_DIR = SHARED_NSYS / "h100-medium"
 # every nsys export of the corpus, by its folder under SHARED_NSYS
 EXTERNAL = ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "torchrun_2gpu", "weatherbench2")
 NSYS_EXPORTS = ["a100-saxpy-mpi", "cpu-train", *(f"ext/{n}" for n in EXTERNAL)]
@@ -51,6 +52,15 @@ def a100_expected() -> Path:
 @pytest.fixture(scope="session")
 def cpu_expected() -> Path:
     return _require(CPU_DIR / "expected")
+
+
+@pytest.fixture(scope="session")
+def broken_h100(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Copies of h100-medium broken as real GPUs break captures (export_data.broken_captures), made once per
+    session: the export is 20 MB."""
+    from export_data import broken_captures
+
+    return broken_captures(_require(H100_DIR / "report.sqlite"), tmp_path_factory.mktemp("broken-h100"))
 
 
 @pytest.fixture(autouse=True, scope="session")

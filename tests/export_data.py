@@ -109,3 +109,35 @@ def oracle(folder: Path, report: str):  # type: ignore[no-untyped-def]
     import pandas as pd
 
     return pd.read_csv(folder / f"{report}.csv")
+
+
+H100_STEP_END = (
+    "SELECT e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+    "WHERE s.value = 'step' AND e.int64Value = {step}"
+)
+
+
+def broken_captures(src: Path, folder: Path) -> dict[str, Path]:
+    """h100-medium broken as real GPUs break captures, one copy each: `kernels-cut` (the trace of kernels
+    stops after the first measured step, 5: PyTorch #192021, tritonbench #468), `nvtx-cut` (NVTX stops after
+    step 2 while CUDA goes on, as nsys 2022.4 did with a CUDA 13 program), `unknown` (every kernel named
+    `[Unknown]`, as nsys 2023.4 named 72% of this one's GPU time)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    unknown = "(SELECT id FROM StringIds WHERE value = '[Unknown]')"
+    return {
+        "kernels-cut": derive(
+            src,
+            folder / "kernels-cut.sqlite",
+            f"DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start > ({H100_STEP_END.format(step=5)})",
+        ),
+        "nvtx-cut": derive(
+            src,
+            folder / "nvtx-cut.sqlite",
+            f"DELETE FROM NVTX_EVENTS WHERE start > ({H100_STEP_END.format(step=2)})",
+        ),
+        "unknown": derive(
+            src,
+            folder / "unknown.sqlite",
+            f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = {unknown}, shortName = {unknown}",
+        ),
+    }

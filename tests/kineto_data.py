@@ -45,3 +45,18 @@ def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
     else:
         path.write_text(text)
     return path
+
+
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def cut_after_step(fixture: str, step: int, path: Path, categories: tuple[str, ...] = GPU_CATEGORIES) -> Path:
+    """The fixture with its events of `categories` (by default its GPU events: kernels, copies, sets) that
+    start after ProfilerStep#`step` ends dropped, as a trace loses them when CUPTI's buffers are lost."""
+    events = raw_events(fixture)
+    step_ = next(
+        e for e in events if e.get("cat") == "user_annotation" and e.get("name") == f"ProfilerStep#{step}"
+    )
+    end = step_["ts"] + step_["dur"]
+    kept = [e for e in events if not (e.get("cat") in categories and e.get("ts", 0) > end)]
+    return write_trace(path, kept)

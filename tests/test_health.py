@@ -127,20 +127,22 @@ def test_nsys_overhead_inside_phases_cpu_train() -> None:
 
 
 def test_gpu_work_without_its_launch_torchrun() -> None:
-    """Joined by process and correlationId, 31 GPU events of the 2-rank capture have no launching call."""
+    """Joined by process and correlationId, 31 GPU events of the 2-rank capture have no launching call; every
+    one's id is below the first call of its process the capture holds: launched before the capture started,
+    in flight when it did, not lost (ok)."""
     path = _export("ext/torchrun_2gpu")
-    lost = {
-        table: _sql(
-            path,
-            f"SELECT count(*) FROM {table} g WHERE NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-            "WHERE r.correlationId = g.correlationId AND r.globalTid >> 24 = g.globalPid >> 24)",
-        )[0][0]
-        for table in (
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "CUPTI_ACTIVITY_KIND_MEMCPY",
-            "CUPTI_ACTIVITY_KIND_MEMSET",
+    lost, before = {}, {}
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        missing_call = (
+            f"FROM {table} g WHERE NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "WHERE r.correlationId = g.correlationId AND r.globalTid >> 24 = g.globalPid >> 24)"
         )
-    }
+        lost[table] = _sql(path, f"SELECT count(*) {missing_call}")[0][0]
+        before[table] = _sql(
+            path,
+            f"SELECT count(*) {missing_call} AND g.correlationId < (SELECT min(r.correlationId) FROM "
+            "CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.globalTid >> 24 = g.globalPid >> 24)",
+        )[0][0]
     with open_trace(path) as trace:
         health = capture_health(trace)
     table = health.details["GPU work without its launch"]
@@ -149,9 +151,32 @@ def test_gpu_work_without_its_launch_torchrun() -> None:
         "memory copies": lost["CUPTI_ACTIVITY_KIND_MEMCPY"],
         "memory sets": lost["CUPTI_ACTIVITY_KIND_MEMSET"],
     }
-    assert len(table) == 31
+    assert len(table) == sum(before.values()) == 31 and table["Before the capture"].all()
     check = _check(health, "launch correlation")
-    assert check.status == "warn" and check.evidence.startswith("31 of 5,299 GPU events (0.6%")
+    assert check.status == "ok" and check.evidence.startswith(
+        "5,268 of 5,299 GPU events have their launching call; 31 launched before the capture started"
+    )
+
+
+def test_gpu_work_whose_launch_was_lost_fails(tmp_path: Path) -> None:
+    """The a100 export with the launching calls of its last two kernels deleted: 2 of its 20 GPU events have
+    no launching call although their ids come after the process's first call: lost, not in flight."""
+    path = derive(
+        _export("a100-saxpy-mpi"),
+        tmp_path / "lost.sqlite",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
+        "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC LIMIT 2)",
+    )
+    total = sum(
+        _sql(path, f"SELECT count(*) FROM {t}")[0][0]
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+    )
+    with open_trace(path, cache=False) as trace:
+        check = _check(capture_health(trace), "launch correlation")
+    assert check.status == "fail"
+    assert check.evidence.startswith(
+        f"2 of {total:,} GPU events ({200 / total:.1f}%: 2 kernels) have no launching"
+    )
 
 
 def test_cuda_traced_without_kernels() -> None:

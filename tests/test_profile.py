@@ -86,6 +86,34 @@ def test_run_nsys_table_output(in_tmp: Path) -> None:
     assert result.exit_code == 0, result.output
     for title in ("NVTX ranges (measured steps)", "NVTX vs in-process timers", "report:", "export:"):
         assert title in result.output
+    # the health first, then the tables drawn from the capture; "CPU run" said of a run on the CPU
+    said = "\n".join(line for line in result.output.splitlines() if not line.startswith("progress:"))
+    assert said.startswith("note: health ok") or said.startswith("warning: health:")
+    assert said.index("health") < said.index("NVTX ranges (measured steps)")
+    assert "no CUDA kernels in the export (CPU run)" in result.output
+
+
+def test_run_nsys_whose_capture_fails_is_stored_degraded(in_tmp: Path) -> None:
+    """A real broken capture on a machine without a GPU: nsys told to trace the OS runtime only records no
+    NVTX range of the steps the timers timed. The run says so first, is stored as degraded with why, exits
+    1, and its findings are not ranked."""
+    args = ["run", "char", "--device", "cpu", "--nsys", "--steps", "2", "--warmup", "1"]
+    result = runner.invoke(app, [*args, "--nsys-arg=--trace=osrt"])
+    assert result.exit_code == 1, result.output
+    said = [line for line in result.output.splitlines() if not line.startswith("progress:")]
+    assert (
+        said[0].startswith("warning: run ")
+        and " stored as degraded: its capture failed its health " in said[0]
+    )
+    assert "findings not ranked: the capture failed NVTX vs timers" in result.output
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    profiled = next(r for r in listed if r["profiler"] == "nsys")
+    assert profiled["status"] == "degraded"
+    run = ResultsStore(readonly=True).get(profiled["run_id"])
+    assert run.error == (
+        "its capture failed its health checks: NVTX vs timers: 2 of 2 timed measured steps lack NVTX ranges: "
+        "step 1 is the first, with no NVTX range; the export holds none"
+    )
 
 
 def test_overhead_prints_a_row_per_phase(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

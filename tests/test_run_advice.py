@@ -146,7 +146,7 @@ def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
     ]
     record = advice_record(health, sorted(found, key=lambda f: -f.at_stake_ns))
     assert health_line(record) == (
-        "health: 1 failure, 1 warning of 4 checks; worst: ranks (fail): "
+        "health: 1 failure, 1 warning of 5 checks; worst: ranks (fail): "
         "1 of 2 ranks reported no step (rank 1)"
     )
     assert summary_lines(record)[1:] == [
@@ -154,7 +154,7 @@ def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
         "finding 2: sync-in-step: 0.079 ms at stake (forward 100%); fix: drop .item()",
     ]
     health.checks = run_checks(RunFacts())
-    assert summary_lines(advice_record(health, [])) == ["health ok (4 checks)", "findings: none fired"]
+    assert summary_lines(advice_record(health, [])) == ["health ok (5 checks)", "findings: none fired"]
 
 
 def test_show_repeats_stored_advice_and_csv_json_carry_it(tmp_db: str, cpu_export) -> None:
@@ -176,11 +176,12 @@ def test_show_repeats_stored_advice_and_csv_json_carry_it(tmp_db: str, cpu_expor
         {"Rule": "sync-in-step", "Time at stake (ns)": 2_500_000, "Where": "forward 100%",
          "Evidence": "8 calls", "Fix": "drop .item()"}
     ]  # fmt: skip
-    assert [c["Check"] for c in doc["health"]][-4:] == [
+    assert [c["Check"] for c in doc["health"]][-5:] == [
         "profiler overhead",
         "NVTX vs timers",
         "ranks",
         "machine load",
+        "device",
     ]
     csv = runner.invoke(app, ["show", "-1", "--format", "csv"]).stdout
     assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix\nsync-in-step,2500000," in csv
@@ -258,7 +259,7 @@ def test_run_nsys_json_and_csv_carry_health_and_findings(capsys) -> None:
     )
     render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "json")
     doc = json.loads(capsys.readouterr().out)
-    assert [c["Status"] for c in doc["health"]] == ["ok", "ok", "fail", "ok"]
+    assert [c["Status"] for c in doc["health"]] == ["ok", "ok", "fail", "ok", "ok"]
     assert doc["findings"][0]["Rule"] == "sync-in-step" and doc["findings"][0]["Time at stake (ns)"] == 79_000
     render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "csv")
     out = capsys.readouterr()

@@ -114,8 +114,12 @@ def phase_of(name: str) -> str | None:
 
 def _ranges(trace: Trace) -> pd.DataFrame:
     """Phase and step ranges: start, end, pid, phase (or None), step (or -1)."""
-    if not trace.has("nvtx"):
-        return pd.DataFrame({"start": [], "end": [], "pid": [], "phase": [], "step": [], "is_step": []})
+    if not trace.has("nvtx"):  # typed: a float is_step would select columns, not rows
+        i64 = np.empty(0, np.int64)
+        return pd.DataFrame(
+            {"start": i64, "end": i64, "pid": i64, "phase": np.empty(0, object), "step": i64,
+             "is_step": np.empty(0, bool)}
+        )  # fmt: skip
     nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload"])
     names = nv["name"].astype(str)
     phase = names.map(phase_of)

@@ -5,7 +5,10 @@ nsys exports: nsys's own messages (DIAGNOSTIC_EVENT) by severity; nsys's own ove
 its total and how much of it falls inside each NVTX phase; CUDA traced but no kernels; NVTX traced but no
 ranges; ranges still open at the end. Kineto traces: events left out as invalid, by reason; negative queue
 lengths; missing profiler steps. Both: GPU work whose launching call is not in the trace (joined by process
-and correlationId: correlationIds are unique within a process only), and times that cannot be right.
+and correlationId: correlationIds are unique within a process only), coverage over time (launch calls whose
+GPU work is missing and steps without their NVTX ranges, per step: analysis.advice.coverage), kernels nsys
+could not name, and times that cannot be right. What a check is and which failures make a run degraded:
+analysis.advice.checks.
 
 A check that has nothing to look at says so and is ok: a capture is not unhealthy for lacking a table that
 older nsys versions never wrote.
@@ -14,63 +17,27 @@ older nsys versions never wrote.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
+from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
+from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.gpu_events import merge
 from analysis.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
 from analysis.readers import NULL
 from analysis.trace import NAMES_OF, Trace
 
-OK, WARN, FAIL = "ok", "warn", "fail"
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF
 # nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
 # moves by 2% changes the conclusion of most comparisons the harness makes)
 OVERHEAD_WARN_PCT = 2.0
-# kernels without their launching call: from this share on the per-kernel tables cannot be trusted
-ORPHAN_FAIL_PCT = 1.0
 LOST = re.compile(r"\b(?:lost|dropp?ed|discard(?:ed)?|overflow(?:ed)?)\b", re.IGNORECASE)
 STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 GPU_FRAMES = ("kernels", "memcpy", "memset")
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
-
-
-@dataclass
-class Check:
-    """One check: its name, ok / warn / fail, the evidence, and what to do (empty when ok)."""
-
-    name: str
-    status: str
-    evidence: str
-    fix: str = ""
-
-
-@dataclass
-class Health:
-    """Every check of one trace, and the detail tables behind them (title -> table)."""
-
-    path: str
-    checks: list[Check] = field(default_factory=list)
-    details: dict[str, pd.DataFrame] = field(default_factory=dict)
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            [(c.name, c.status, c.evidence, c.fix) for c in self.checks],
-            columns=["Check", "Status", "Evidence", "What to do"],
-        )
-
-    @property
-    def worst(self) -> str:
-        statuses = {c.status for c in self.checks}
-        return FAIL if FAIL in statuses else WARN if WARN in statuses else OK
-
-    def line(self) -> str:
-        """One line: the worst status and the checks that are not ok."""
-        bad = [f"{c.name} {c.status}" for c in self.checks if c.status != OK]
-        return f"health {self.worst}: {len(self.checks)} checks" + (f"; {', '.join(bad)}" if bad else "")
 
 
 def capture_health(trace: Trace) -> Health:
@@ -88,7 +55,15 @@ def capture_health(trace: Trace) -> Health:
         ]
     else:
         health.checks += [_left_out(trace), _queue_lengths(trace, health), _profiler_steps(trace)]
-    health.checks += [_orphans(trace, health), _times(trace), _repeated(trace)]
+    cov = coverage_of(trace)
+    health.checks += [
+        launch_correlation(trace, health),
+        gpu_coverage(trace, health, cov),
+        nvtx_steps(trace, health, cov),
+        kernel_names(trace),
+        _times(trace),
+        _repeated(trace),
+    ]
     return health
 
 
@@ -122,7 +97,7 @@ def _diagnostics(trace: Trace, health: Health) -> Check:
         return Check(
             name,
             FAIL,
-            f"{evidence}; lost data: {_quote(lost['text'].iloc[0])}",
+            f"{evidence}; lost data: {quote(lost['text'].iloc[0])}",
             "events were lost: give nsys bigger buffers or a shorter capture (--capture-range)",
         )
     if len(serious):
@@ -130,15 +105,10 @@ def _diagnostics(trace: Trace, health: Health) -> Check:
         return Check(
             name,
             WARN,
-            f"{evidence}; first {first['severity'].lower()}: {_quote(first['text'])}",
+            f"{evidence}; first {first['severity'].lower()}: {quote(first['text'])}",
             "read the warnings and errors (table `nsys messages`): they say what nsys could not record",
         )
     return Check(name, OK, evidence)
-
-
-def _quote(text: str, limit: int = 120) -> str:
-    text = " ".join(str(text).split())
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def _overhead(trace: Trace, health: Health) -> Check:
@@ -291,70 +261,6 @@ def _open_ranges(facts: dict[str, int | bool]) -> Check:
 
 
 # --- both formats -------------------------------------------------------------------------------------
-
-
-def orphans(trace: Trace) -> pd.DataFrame:
-    """GPU work (kernels, copies, sets) whose launching call is not in the trace: Kind, Start (ns),
-    Correlation ID, PID, Name."""
-    calls = (
-        trace.frame("runtime", ["correlation_id", "global_tid"])
-        if trace.has("runtime")
-        else pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
-    )
-    known = pd.MultiIndex.from_arrays(
-        [calls["global_tid"].to_numpy() & PROCESS, calls["correlation_id"].to_numpy()]
-    )
-    parts = []
-    for frame in GPU_FRAMES:
-        if not trace.has(frame):
-            continue
-        cols = ["start", "correlation_id", "global_pid"] + (["name_id"] if frame == "kernels" else [])
-        ev = trace.frame(frame, cols)
-        key = pd.MultiIndex.from_arrays(
-            [ev["global_pid"].to_numpy() & PROCESS, ev["correlation_id"].to_numpy()]
-        )
-        lost = ev[~key.isin(known)]
-        names = trace.strings(lost["name_id"].unique()) if frame == "kernels" else {}
-        parts.append(
-            pd.DataFrame(
-                {
-                    "Kind": NAMES_OF[frame],
-                    "Start (ns)": lost["start"],
-                    "Correlation ID": lost["correlation_id"],
-                    "PID": (lost["global_pid"].to_numpy() >> 24) & 0xFFFFFF,
-                    "Name": lost["name_id"].map(names) if frame == "kernels" else "",
-                }
-            )
-        )
-    return (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame(columns=["Kind", "Start (ns)", "Correlation ID", "PID", "Name"])
-    )
-
-
-def _orphans(trace: Trace, health: Health) -> Check:
-    name = "launch correlation"
-    total = sum(trace.count(f) for f in GPU_FRAMES if trace.has(f))
-    if not total:
-        return Check(name, OK, "no GPU work in the trace")
-    lost = orphans(trace)
-    if lost.empty:
-        return Check(name, OK, f"all {total:,} kernels, copies and sets have their launching call")
-    health.details["GPU work without its launch"] = lost
-    pct = 100 * len(lost) / total
-    kinds = ", ".join(f"{n:,} {k}" for k, n in lost["Kind"].value_counts().items())
-    first = lost.iloc[0]
-    example = f"e.g. correlation id {first['Correlation ID']} of process {first['PID']}" + (
-        f" ({_quote(first['Name'], 60)})" if first["Name"] else ""
-    )
-    return Check(
-        name,
-        FAIL if pct >= ORPHAN_FAIL_PCT else WARN,
-        f"{len(lost):,} of {total:,} GPU events ({pct:.1f}%: {kinds}) have no launching call; {example}",
-        "the launching calls were not recorded (CUDA API tracing off, or calls before the capture "
-        "started): tables by launch or by NVTX range leave these out",
-    )
 
 
 def _times(trace: Trace) -> Check:

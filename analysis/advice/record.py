@@ -4,7 +4,9 @@ top three findings; `show RUN` repeats them from the results database; csv and j
 
 The record is plain JSON (the results database keeps it in `runs.advice`):
 `{"source": path, "health": {"worst": ..., "checks": [{name, status, evidence, fix}]},
-"findings": [{rule, at_stake_ns, where, evidence, fix}]}`.
+"findings": [{rule, at_stake_ns, where, evidence, fix}], "untrusted": why or null}`. `untrusted` says why
+the capture cannot be trusted (its failed checks, analysis.advice.checks.why_untrusted): its findings are
+kept but not ranked, since their time at stake comes from what is left of the capture.
 """
 
 from __future__ import annotations
@@ -14,8 +16,18 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.advice.checks import (
+    FAIL,
+    NOT_OF_THE_CAPTURE,
+    OK,
+    WARN,
+    Check,
+    Health,
+    capture_failures,
+    checks_table,
+    why_untrusted,
+)
 from analysis.advice.findings import COLUMNS, Finding
-from analysis.advice.health import FAIL, OK, WARN, Check, Health
 
 TOP = 3
 RANK = {FAIL: 0, WARN: 1, OK: 2}
@@ -35,6 +47,7 @@ def advice_record(health: Health, found: list[Finding]) -> dict[str, Any]:
             }
             for f in found
         ],
+        "untrusted": why_untrusted(health.checks) or None,
     }
 
 
@@ -47,7 +60,11 @@ def health_line(record: dict[str, Any]) -> str:
     checks = checks_of(record)
     if not checks:
         return "health: not checked"
-    bad = sorted((c for c in checks if c.status != OK), key=lambda c: RANK.get(c.status, 3))
+    # the worst first; among failures, those that make the capture untrustworthy
+    bad = sorted(
+        (c for c in checks if c.status != OK),
+        key=lambda c: (RANK.get(c.status, 3), c.name in NOT_OF_THE_CAPTURE),
+    )
     if not bad:
         return f"health ok ({len(checks)} checks)"
     counts = [
@@ -60,6 +77,11 @@ def health_line(record: dict[str, Any]) -> str:
     return f"health: {', '.join(counts)} of {len(checks)} checks; worst: {worst_said}"
 
 
+def health_counts(record: dict[str, Any]) -> str:
+    """`health: 2 failures, 1 warning of 16 checks`: the health line without its worst check."""
+    return health_line(record).split("; worst: ", 1)[0]
+
+
 def finding_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
     """One line per finding, the largest time at stake first: rule, time at stake, fix."""
     return [
@@ -68,22 +90,46 @@ def finding_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
     ]
 
 
+def untrusted_line(record: dict[str, Any], what: str = "RUN") -> str | None:
+    """Why the findings are not ranked, when the capture failed its health checks; None when it did not."""
+    failed = capture_failures(checks_of(record))
+    if not failed:
+        return None
+    names = ", ".join(c.name for c in failed)
+    n = len(record.get("findings", []))
+    return (
+        f"findings not ranked: the capture failed {names}, so their time at stake would come from what is "
+        f"left of it ({n} fired; `harness advise {what} --ignore-health` lists them, untrusted)"
+    )
+
+
+def degraded_reason(record: dict[str, Any]) -> str | None:
+    """Why a run with this advice is stored as `degraded` (runs.error), or None when its capture is sound."""
+    why = why_untrusted(checks_of(record))
+    return f"its capture failed its health checks: {why}" if why else None
+
+
 def summary_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
-    """The health line, then the top findings (or that none fired)."""
+    """The health line, then the top findings (or that none fired, or why they are not ranked)."""
+    return [health_line(record), *findings_lines(record, top)]
+
+
+def findings_lines(record: dict[str, Any], top: int = TOP, run: str = "RUN") -> list[str]:
+    """The top findings, one line each (or that none fired, or why they are not ranked)."""
+    untrusted = untrusted_line(record, run)
+    if untrusted:
+        return [untrusted]
     found = record.get("findings", [])
-    lines = [health_line(record), *finding_lines(record, top)]
+    lines = finding_lines(record, top)
     if not found:
         lines.append("findings: none fired")
     elif len(found) > top:
-        lines.append(f"{len(found) - top} more findings: `harness advise RUN` lists them all")
+        lines.append(f"{len(found) - top} more findings: `harness advise {run}` lists them all")
     return lines
 
 
 def health_table(record: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [(c.name, c.status, c.evidence, c.fix) for c in checks_of(record)],
-        columns=["Check", "Status", "Evidence", "What to do"],
-    )
+    return checks_table(checks_of(record))
 
 
 def findings_frame(record: dict[str, Any]) -> pd.DataFrame:

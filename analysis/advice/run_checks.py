@@ -12,8 +12,12 @@ Thresholds:
   without it), fail from 20% (nsys-ai's `doctor` fails a capture there).
 - NVTX vs timers: warn from 2% (the 2% that changes the comparisons the harness makes), fail from 10%
   (the ranges no longer time the phases: a range pushed on another thread, a capture started late).
+- NVTX vs timers also fails when a measured step the timers timed has no step range or lacks a phase range
+  in the export (naming the first such step): the NVTX tables and the agreement leave it out silently.
 - ranks: fail when a rank of a multi-rank run reported no step (its figures are missing from every table).
 - machine: warn when the load measures (harness.core.machine) call the machine busy.
+- device: fail when a run on a GPU (`--device cuda`) has an export without a single kernel: the profiler did
+  not trace the GPU, and every GPU table would be empty or say "CPU run".
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from analysis.advice.health import FAIL, OK, WARN, Check
+from analysis.advice.checks import FAIL, OK, WARN, Check
+from analysis.names import STEP
 
 OVERHEAD_WARN_PCT = 5.0
 OVERHEAD_FAIL_PCT = 20.0  # nsys-ai's doctor fails here
 AGREEMENT_WARN_PCT = 2.0
 AGREEMENT_FAIL_PCT = 10.0
-RUN_CHECKS = ("profiler overhead", "NVTX vs timers", "ranks", "machine load")  # the checks' names
+RUN_CHECKS = ("profiler overhead", "NVTX vs timers", "ranks", "machine load", "device")  # the checks' names
+GPU_DEVICES = ("cuda",)
 
 
 @dataclass
@@ -53,10 +59,30 @@ class RunFacts:
     world_size: int = 1
     ranks_seen: list[int] = field(default_factory=list)
     busy: list[str] | None = None  # why the machine was busy (empty: quiet; None: not recorded)
+    timed: dict[int, list[str]] | None = None  # measured step -> the phases its timers timed
+    export: ExportFacts | None = None  # what the run's export holds (None: no export read)
+    device: str | None = None  # the device type the run asked for (cpu, cuda, mps)
+
+
+@dataclass
+class ExportFacts:
+    """What a run's export holds, for the run's own checks (analysis.advice.coverage.export_facts)."""
+
+    kernels: int  # kernels in the export
+    calls: int  # CUDA API calls in the export
+    # range name (step, phases) -> the step indices (payloads) it has; None: ranges without step indices
+    ranged: dict[str, set[int]] | None
+    nvtx_end: str | None  # when the harness's ranges end, said for people ("18.497 s"); None: no range
 
 
 def run_checks(facts: RunFacts) -> list[Check]:
-    return [_overhead(facts.overhead), _agreement(facts.agreement), _ranks(facts), _machine(facts.busy)]
+    return [
+        _overhead(facts.overhead),
+        _agreement(facts.agreement, facts.timed, facts.export),
+        _ranks(facts),
+        _machine(facts.busy),
+        _device(facts.device, facts.export),
+    ]
 
 
 def _overhead(o: Overhead | None) -> Check:
@@ -80,8 +106,13 @@ def _overhead(o: Overhead | None) -> Check:
     return Check(name, status, f"{evidence}; {limit:g}% or more", fix)
 
 
-def _agreement(table: pd.DataFrame | None) -> Check:
+def _agreement(
+    table: pd.DataFrame | None, timed: dict[int, list[str]] | None = None, export: ExportFacts | None = None
+) -> Check:
     name = "NVTX vs timers"
+    missing = _untimed(table, timed, export)
+    if missing is not None:
+        return missing
     if table is None or table.empty:
         return Check(name, OK, "no agreement table (a run without NVTX ranges read back)")
     diffs = table.assign(pct=table["rel_diff"].astype(float) * 100).dropna(subset=["pct"])
@@ -100,6 +131,74 @@ def _agreement(table: pd.DataFrame | None) -> Check:
         f"{evidence}: {limit:g}% or more",
         "the ranges and the timers no longer time the same interval: look for a capture that started late, "
         "a range pushed on another thread or work left running across the synchronisation",
+    )
+
+
+def _untimed(
+    table: pd.DataFrame | None, timed: dict[int, list[str]] | None, export: ExportFacts | None
+) -> Check | None:
+    """A failure when measured steps the timers timed have no NVTX range (or lack a phase's), else None.
+    From the export's ranges when it was read (naming the first such step), else from the stored agreement's
+    step counts."""
+    if not timed:
+        return None
+    name = "NVTX vs timers"
+    fix = (
+        "NVTX ranges were lost (or not traced): the NVTX tables and the agreement leave these steps out. "
+        "Capture again with NVTX traced and a profiler that supports the program's CUDA (`harness doctor`), "
+        "one profiling session at a time"
+    )
+    if export is not None and export.ranged is not None:
+        ranged = export.ranged
+        lacking = {
+            step: [n for n in (STEP, *phases) if step not in ranged.get(n, set())]
+            for step, phases in sorted(timed.items())
+        }
+        lacking = {s: names for s, names in lacking.items() if names}
+        if not lacking:
+            return None
+        step, names = next(iter(lacking.items()))
+        whole = [n for n in (STEP, *timed[step])]
+        what = "no NVTX range" if names == whole else f"no {', '.join(names)} range"
+        return Check(
+            name,
+            FAIL,
+            f"{len(lacking)} of {len(timed)} timed measured steps lack NVTX ranges: step {step} is the "
+            f"first, with {what}; "
+            + (
+                f"the harness's ranges end at {export.nvtx_end}"
+                if export.nvtx_end
+                else "the export holds none"
+            ),
+            fix,
+        )
+    if table is None or table.empty:
+        return None
+    counted = dict(zip(table["phase"], table["steps"].astype(int), strict=True))
+    short = [(p, n) for p, n in counted.items() if n < len(timed)]
+    if not short:
+        return None
+    said = ", ".join(f"{p} {n} of {len(timed)}" for p, n in short)
+    return Check(name, FAIL, f"NVTX ranges paired with fewer steps than the timers timed: {said}", fix)
+
+
+def _device(device: str | None, export: ExportFacts | None) -> Check:
+    name = "device"
+    if device is None:
+        return Check(name, OK, "device not recorded")
+    if device not in GPU_DEVICES:
+        return Check(name, OK, f"a {device} run: no GPU work to trace")
+    if export is None:
+        return Check(name, OK, f"a {device} run; no export read")
+    if export.kernels:
+        return Check(name, OK, f"a {device} run with {export.kernels:,} kernels in its export")
+    return Check(
+        name,
+        FAIL,
+        f"a --device {device} run whose export holds no kernel ({export.calls:,} CUDA API calls): the "
+        "profiler did not trace the GPU work",
+        "the nsys in use cannot trace this program's CUDA, or CUDA tracing was off: `harness doctor` says "
+        "which nsys is used; install one that supports the program's CUDA and run again",
     )
 
 

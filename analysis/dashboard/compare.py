@@ -17,6 +17,7 @@ from analysis.dashboard.style import (
     phase_color,
     shorten,
 )
+from analysis.names import MEASURED_STATUSES
 
 TOP_DIFFS = 15
 # the same profiler first: a run under nsys is slower by its overhead, which would read as a change
@@ -31,7 +32,7 @@ MATCH_KEYS = (
 
 def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
     """Default pair: the newest successful run, against the newest earlier one most like it."""
-    ok = runs[runs["status"] == "ok"] if not runs.empty else runs
+    ok = runs[runs["status"].isin(MEASURED_STATUSES)] if not runs.empty else runs
     if len(ok) < 2:
         return None
     newest = ok.iloc[-1]

@@ -16,6 +16,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import model_order, setting_order, with_labels
 from analysis.dashboard.style import PALETTE, TEMPLATE, hover
+from analysis.names import MEASURED_STATUSES
 
 # column, subplot title, scale to the unit shown, hover format
 METRICS = (
@@ -35,7 +36,7 @@ def energy_sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["model", "setting", "device", "batch_size", "experiment", "run_id", *(m[0] for m in METRICS)]
     if runs.empty or not {"batch_size", *(m[0] for m in METRICS)} <= set(runs):
         return pd.DataFrame(columns=cols)
-    ok = runs[(runs["status"] == "ok") & runs[[m[0] for m in METRICS]].notna().any(axis=1)]
+    ok = runs[runs["status"].isin(MEASURED_STATUSES) & runs[[m[0] for m in METRICS]].notna().any(axis=1)]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     keys = [k for k in SWEEP_KEYS if k in ok]
@@ -53,7 +54,7 @@ def unmeasured(runs: pd.DataFrame) -> pd.DataFrame:
     metrics = [m[0] for m in METRICS]
     if runs.empty or "power_notes" not in runs or not set(metrics) <= set(runs):
         return runs.iloc[0:0]
-    asked = runs[(runs["status"] == "ok") & runs["power_notes"].notna()]
+    asked = runs[runs["status"].isin(MEASURED_STATUSES) & runs["power_notes"].notna()]
     return asked[asked[metrics].isna().all(axis=1)]
 
 

@@ -3,7 +3,8 @@ each can save, analysis.advice.findings), with its health line as the title: wha
 after its tables and `show RUN` repeats.
 
 Reads the `advice` column of the runs frame (analysis.advice.record, stored with a run by `run --nsys`).
-A run without stored advice is left out; the panel says how to get some.
+A run without stored advice is left out; the panel says how to get some. A run whose capture failed its
+health checks (stored as `degraded`) gets no bars: the panel says why its findings are not ranked.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import html
 
 import pandas as pd
 
-from analysis.advice.record import findings_frame, health_line
+from analysis.advice.record import findings_frame, health_line, untrusted_line
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import PALETTE, TEMPLATE, hover
 
@@ -38,6 +39,9 @@ def findings_panel(data: DashboardData) -> Panel:
         return Panel(missing="no run with stored findings: `harness run tiny --nsys` stores them")
     run_id, record = found
     line = health_line(record)
+    untrusted = untrusted_line(record, run_id)
+    if untrusted:  # a degraded run: its findings are not drawn as if they could be trusted
+        return Panel(missing=f"run {run_id}: {untrusted}; {line}")
     table = findings_frame(record)
     if table.empty:
         return Panel(missing=f"run {run_id}: no finding fired; {line}")

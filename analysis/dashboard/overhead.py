@@ -10,6 +10,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import profiler_label, with_labels
 from analysis.dashboard.style import MS, TEMPLATE, hover, ns_ms, ordered_phases, phase_color
+from analysis.names import MEASURED_STATUSES
 from analysis.overhead import (
     BASELINE,
     STEP_SUM,
@@ -37,7 +38,7 @@ def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     `harness run --nsys` makes); failing that, the newest configuration that has runs both without and with a
     profiler (made separately, so machine drift is not controlled for).
     """
-    ok = runs[runs["status"] == "ok"] if not runs.empty else runs
+    ok = runs[runs["status"].isin(MEASURED_STATUSES)] if not runs.empty else runs
     if ok.empty:
         return ok, ""
 

@@ -24,6 +24,7 @@ from analysis.dashboard.style import (
     ordered_phases,
     phase_color,
 )
+from analysis.names import MEASURED_STATUSES
 
 NO_RUNS = "no runs in the results database: run `harness sweep --models tiny,small --device cpu --steps 3`"
 NO_INFERENCE = (
@@ -56,7 +57,7 @@ def phase_means(runs: pd.DataFrame, modes: tuple[str, ...] = TRAIN_MODES) -> pd.
     latest = with_labels(latest_per_config(runs))
     rows = []
     for r in latest.to_dict("records"):
-        if r["status"] != "ok":
+        if r["status"] not in MEASURED_STATUSES:
             rows.append({**_key(r), "phase": None, "mean_ns": None, "std_ns": None})
             continue
         for phase in PHASE_ORDER:

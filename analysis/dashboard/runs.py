@@ -21,9 +21,10 @@ def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
     for key in ("device", "mode"):
         if key in out and out[key].nunique() > 1:
             out["setting"] = out[key].astype(str) + " " + out["setting"]
+    degraded = out["status"] == "degraded" if "status" in out else pd.Series(False, index=out.index)
     out["label"] = [
-        f"{m} · {s} · {short_id(r)}"
-        for m, s, r in zip(out["model"], out["setting"], out["run_id"], strict=True)
+        f"{m} · {s} · {short_id(r)}" + (" (degraded)" if d else "")
+        for m, s, r, d in zip(out["model"], out["setting"], out["run_id"], degraded, strict=True)
     ]
     return out
 

@@ -7,6 +7,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import latest_per_config, model_order, setting_order, with_labels
 from analysis.dashboard.style import PALETTE, TEMPLATE, hover
+from analysis.names import MEASURED_STATUSES
 
 # column, subplot title, scale to the unit shown, hover format
 METRICS = (
@@ -21,7 +22,7 @@ def throughput_table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["model", "setting", "run_id", *(m[0] for m in METRICS)]
     if runs.empty:
         return pd.DataFrame(columns=cols)
-    ok = runs[runs["status"] == "ok"]
+    ok = runs[runs["status"].isin(MEASURED_STATUSES)]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     return with_labels(latest_per_config(ok))[cols].reset_index(drop=True)

@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 
 from harness.cli import lazy
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, note, warn
-from harness.cli.output import Format, emit, emit_many
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, note, warn
+from harness.cli.fit import COMFORTABLE, table_width
+from harness.cli.output import Format, console_for, emit, emit_many
 from harness.core.errors import UsageError
 
 ReportArg = Annotated[
@@ -25,6 +26,14 @@ ReportArg = Annotated[
 SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache.")
+]
+IgnoreHealthOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ignore-health",
+        help="List the findings even when the capture failed its health checks (they are then marked "
+        "untrusted: their time at stake comes from what is left of the capture).",
+    ),
 ]
 
 
@@ -72,13 +81,15 @@ def advise_cmd(
             "Repeat for several.",
         ),
     ] = None,
+    ignore_health: IgnoreHealthOpt = False,
     no_cache: NoCacheOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
     """Findings ranked by the time at stake (rule, evidence, phase, upper bound of what fixing saves, the
-    fix); with --rule, the rows of nsys's expert-system rules."""
+    fix); with --rule, the rows of nsys's expert-system rules. A capture that fails its health checks
+    (`harness health`) gets no ranking: exit 1, saying which checks failed."""
 
     specs = list(rule or [])
     for spec in specs:
@@ -91,12 +102,16 @@ def advise_cmd(
             lazy.ResultsStore(db, readonly=True), report, thresholds=thresholds, cache=not no_cache
         )
         _say_notes(advice.notes)
+        _refuse_untrusted(f"run {advice.run_id}", advice.run_id, advice.health.checks, ignore_health)
         table = lazy.findings_frame(advice.record)
-        _show_findings(table, f"run {advice.run_id}", thresholds, format, wide)
+        _show_findings(table, f"run {advice.run_id}", thresholds, format, wide, advice.health.checks)
         return
     with _open(Path(report), no_cache) as trace:
         if not specs:
-            _findings(trace, thresholds, format, wide)
+            checks = lazy.capture_health(trace).checks
+            _refuse_untrusted(trace.path.name, report, checks, ignore_health)
+            table = lazy.findings_table(lazy.findings(trace, thresholds))
+            _show_findings(table, trace.path.name, thresholds, format, wide, checks)
             return
         tables, skipped = [], {}
         for spec in specs:
@@ -117,22 +132,54 @@ def advise_cmd(
         emit_many(tables, format, skipped=skipped, wide=wide)
 
 
-def _findings(trace, thresholds, format: Format, wide: bool) -> None:
+def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
+    """Exit 1 saying why, when the capture failed its health checks (unless --ignore-health); `ref`: what
+    the user named (a run or a path), for the command that says more."""
+    failed = lazy.capture_failures(checks)
+    if not failed or ignore_health:
+        return
+    for check in failed:
+        err(f"{check.name} (fail): {check.evidence}")
+    err(
+        f"no findings ranked for {what}: its capture failed {len(failed)} health "
+        f"check{'s' * (len(failed) != 1)} ({', '.join(c.name for c in failed)}), so the time at stake would "
+        f"come from what is left of it and cannot be trusted; `harness health {ref}` says more, "
+        "--ignore-health lists the findings anyway"
+    )
+    raise typer.Exit(1)
 
-    table = lazy.findings_table(lazy.findings(trace, thresholds))
-    _show_findings(table, trace.path.name, thresholds, format, wide)
 
-
-def _show_findings(table, what: str, thresholds, format: Format, wide: bool) -> None:
-
+def _show_findings(table, what: str, thresholds, format: Format, wide: bool, checks) -> None:
+    """The findings, largest time at stake first; marked untrusted where the capture failed its health
+    checks (and --ignore-health asked for them)."""
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
+    failed = lazy.capture_failures(checks)
+    if failed:
+        warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")
     if table.empty:
         note(f"no findings in {what}: no rule fired; {stated}")
         if format is not Format.table:
             emit(table, format)
         return
-    title = f"Findings in {what}, largest time at stake first"
+    title = f"Findings in {what}, largest time at stake first" + (" (untrusted)" if failed else "")
     emit(table, format, title=title, wide=wide, notes=[stated])
+
+
+def _fitted(table, wide: bool):
+    """The health table as a terminal shows it, every sentence whole: without the "What to do" column when
+    no check has anything to do (an empty column only takes room from the evidence); with what to do
+    folded into the evidence where the terminal cannot give both sentences a column of their own."""
+    fixes = table["What to do"].astype(str).str.strip()
+    if (fixes == "").all():
+        return table.drop(columns=["What to do"])
+    check = max(len(str(v)) for v in [*table["Check"], "Check"])
+    if wide or table_width([check, len("Status"), COMFORTABLE, COMFORTABLE]) <= console_for().width:
+        return table
+    folded = table["Evidence"].astype(str) + [f". What to do: {f}" if f else "" for f in fixes]
+    out = table.drop(columns=["What to do"]).assign(Evidence=folded)
+    out = out.rename(columns={"Evidence": "Evidence, what to do"})
+    out.attrs.update(table.attrs, wrap=["Evidence, what to do"], priority=list(out.columns))
+    return out
 
 
 @cli_errors
@@ -158,14 +205,14 @@ def health_cmd(
         with _open(Path(report), no_cache) as trace:
             health = lazy.capture_health(trace)
         title = f"Capture health of {Path(report).name}"
+    table = health.table()
+    if format is Format.table:  # sentences wrapped whole, never cut: no need to repeat them below
+        table = _fitted(table, wide)
     if details or format is Format.json:
-        emit_many([("health", health.table()), *health.details.items()], format, wide=wide)
+        emit_many([("health", table), *health.details.items()], format, wide=wide)
     else:
-        emit(health.table(), format, title=title, wide=wide)
+        emit(table, format, title=title, wide=wide)
     if format is Format.table:
-        for check in health.checks:  # the table shortens long cells: the ones that matter, whole
-            if check.status != "ok":
-                warn(f"{check.name} ({check.status}): {check.evidence}. What to do: {check.fix}")
         (warn if health.worst != "ok" else note)(health.line())
     if strict and health.worst == lazy.FAIL:
         raise typer.Exit(1)

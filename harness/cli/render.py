@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from analysis.advice.record import findings_frame, health_table, summary_lines
+from analysis.advice.record import (
+    degraded_reason,
+    findings_frame,
+    findings_lines,
+    health_counts,
+    health_line,
+    health_table,
+)
 from analysis.agreement import for_people
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
@@ -95,7 +102,10 @@ def finish(unsaved: list[str | None], results: list[RunResult]) -> None:
 
 
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
-
+    """A run under nsys: its health first (a capture that failed says so before any number drawn from it),
+    then its tables, then its findings (or why they are not ranked), then how it ended."""
+    if p.advice is not None and Format(fmt) is Format.table:
+        say_health(p.advice, p.run_id if p.degraded else None)
     tables: list[tuple[str, pd.DataFrame]] = []
     rank_notes: list[str] = []
     if p.result is not None and p.result.steps:
@@ -128,7 +138,7 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
     if p.advice is not None and Format(fmt) is Format.table:
-        say_advice(p.advice)
+        say_findings(p.advice, p.run_id)
     say_ending(p)
 
 
@@ -137,12 +147,22 @@ def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
     return [("health", health_table(record)), ("findings", findings_frame(record))]
 
 
-def say_advice(record: dict[str, Any]) -> None:
-    """After a run's tables: its health in one line (a warning when not ok), then its top findings."""
-    first, *rest = summary_lines(record)
-    (note if first.startswith("health ok") else warn)(first)
-    for line in rest:
-        note(line)
+def say_health(record: dict[str, Any], degraded: str | None = None) -> None:
+    """The health in one line, a warning when not ok; for the run `degraded` names (stored as degraded),
+    why first."""
+    line = health_line(record)
+    reason = degraded_reason(record)
+    if degraded and reason:  # the reason names the failed checks: the counts, then where to see them all
+        warn(f"run {degraded} stored as degraded: {reason}")
+        warn(f"{health_counts(record)}: `harness health {degraded}` shows each")
+        return
+    (note if line.startswith("health ok") else warn)(line)
+
+
+def say_findings(record: dict[str, Any], run: str = "RUN") -> None:
+    """The top findings, one line each, or why they are not ranked (a warning)."""
+    for line in findings_lines(record, run=run):
+        (warn if line.startswith("findings not ranked") else note)(line)
 
 
 def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:

@@ -378,9 +378,11 @@ def show_cmd(
         tables, files = paths_apart(tables)
     elif run.advice:
         tables += lazy.advice_tables(run.advice)
+    if run.advice and format is Format.table:  # first: a degraded run's tables are read knowing it
+        lazy.say_health(run.advice, run.id if run.status == "degraded" else None)
     emit_many(tables, format, wide=wide, notes=files)
     if run.advice and format is Format.table:
-        lazy.say_advice(run.advice)
+        lazy.say_findings(run.advice, run.id)
 
 
 @cli_errors

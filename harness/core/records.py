@@ -162,7 +162,7 @@ class ModelInfo:
 class RunResult:
     run_id: str
     config: RunConfig
-    status: str  # "ok" | "oom" | "error" | "interrupted"
+    status: str  # "ok" | "degraded" (its capture failed its health checks) | "oom" | "error" | "interrupted"
     device: str = "cpu"  # resolved device type
     device_name: str = ""
     model: ModelInfo | None = None

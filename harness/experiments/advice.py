@@ -12,16 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from analysis.advice.checks import why_untrusted
+from analysis.advice.coverage import export_facts
 from analysis.advice.findings import Thresholds, findings
 from analysis.advice.health import Health, capture_health
 from analysis.advice.record import advice_record, checks_of
-from analysis.advice.run_checks import RUN_CHECKS, RunFacts, overhead_of, run_checks
+from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, RunFacts, overhead_of, run_checks
 from analysis.overhead import BASELINE, headline
 from harness.core.machine import MachineLoad
 from harness.core.records import phases_for
 from harness.experiments.opening import open_report
 from harness.profilers.overhead_steps import label_for, step_key
 from harness.store.blocks import trace_of
+
+# the run's own checks that read its export (what it stored is kept when the export is gone)
+EXPORT_RUN_CHECKS = ("NVTX vs timers", "device")
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,8 +61,8 @@ def _overhead_runs(store: ResultsStore, run: Run) -> tuple[list[str], list[str]]
     return ([run.baseline_run_id], [run.id]) if run.baseline_run_id else ([], [])
 
 
-def stored_facts(store: ResultsStore, run: Run) -> RunFacts:
-    """The run's own figures, from the results database."""
+def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = None) -> RunFacts:
+    """The run's own figures, from the results database (and what its export holds, when it was read)."""
     import pandas as pd
 
     overhead = None
@@ -97,12 +102,20 @@ def stored_facts(store: ResultsStore, run: Run) -> RunFacts:
             for i, data in enumerate(loads)
             for why in MachineLoad.from_dict(data).busy_reasons(load_counts=i > 0 or not run.baseline_run_id)
         ]
+    first = min((s.rank or 0 for s in run.step_timings), default=0)  # the export is this rank's
+    timed: dict[int, list[str]] = {}
+    for s in run.step_timings:
+        if (s.rank or 0) == first and not s.warmup:
+            timed.setdefault(s.step, []).append(s.phase)
     return RunFacts(
         overhead=overhead,
         agreement=agreement,
         world_size=run.world_size or 1,
         ranks_seen=sorted({s.rank or 0 for s in run.step_timings}),
         busy=busy,
+        timed=timed,
+        export=export,
+        device=run.device,
     )
 
 
@@ -121,10 +134,12 @@ def run_advice(
     run = store.get(ref)
     notes: list[str] = []
     export = trace_of(run)
+    facts = None
     if export is not None:
         with open_report(export, cache=cache) as trace:
             health = capture_health(trace)
             found = findings(trace, thresholds)
+            facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)
     elif run.advice:
         record = dict(run.advice)
@@ -135,6 +150,11 @@ def run_advice(
         record = {"source": None, "health": {}, "findings": []}
         health = Health(f"run {run.id}")
         notes.append(f"run {run.id} has no export or trace: only the run's own checks")
-    health.checks += run_checks(stored_facts(store, run))
+    checks = run_checks(stored_facts(store, run, facts))
+    if export is None and run.advice:  # the checks that read the export: as stored when it is gone
+        stored = {c.name: c for c in checks_of(run.advice)}
+        checks = [stored.get(c.name, c) if c.name in EXPORT_RUN_CHECKS else c for c in checks]
+    health.checks += checks
     record["health"] = advice_record(health, [])["health"]
+    record["untrusted"] = why_untrusted(health.checks) or None
     return RunAdvice(run.id, record, health, notes)

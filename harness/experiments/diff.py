@@ -92,6 +92,12 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
     """Every table both sides allow: verdicts for two runs; kernels, NVTX ranges, operators for two traces."""
 
     result = DiffResult(a, b)
+    for side in (a, b):
+        if side.run is not None and side.run.status == "degraded":
+            result.notes.append(
+                f"{side.label} is degraded: {side.run.error or 'its capture failed its health checks'}; its "
+                "step times stand, the tables drawn from its capture do not"
+            )
     if a.run is not None and b.run is not None:
         result.verdicts = d.phase_verdicts(steps_frame(a.run), steps_frame(b.run))
     if a.trace_path is not None and b.trace_path is not None:
@@ -142,11 +148,17 @@ def check_gate(gate: float | None, a: Side, b: Side) -> None:
 
 def gate_refusal(result: DiffResult) -> str | None:
     """Why a gate fails before any verdict: a side with no measured steps (a failed or OOM run) cannot
-    show it did not regress."""
+    show it did not regress; nor can a degraded one (its capture failed its health checks: what it was
+    profiled for cannot be trusted, so neither can a pass)."""
     for side in (result.a, result.b):
         run = side.run
         if run is None:
             continue
+        if run.status == "degraded":
+            return (
+                f"gate: {side.label} is degraded ({run.error or 'its capture failed its health checks'}): "
+                "a gate passes only between runs whose captures can be trusted; run it again"
+            )
         measured = sum(1 for s in run.step_timings if not s.warmup)
         if not measured:
             return (

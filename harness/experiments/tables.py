@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from analysis.names import MEASURED_STATUSES
 from analysis.steady import REMAINDER, STEP
 from harness.core.records import RunResult, phases_for
 
@@ -36,11 +37,12 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             stats["step"] = step
         for phase in ("step", *phases_for(r.config.mode, r.config.world_size)):
             s = stats.get(phase)
-            if phase == "step" and s is None and r.status == "ok":
+            measured = r.status in MEASURED_STATUSES
+            if phase == "step" and s is None and measured:
                 continue  # no step with every phase (a run without steps)
-            row[f"{phase} mean (ns)"] = s.mean_ns if s and r.status == "ok" else float("nan")
-            row[f"{phase} std (ns)"] = s.std_ns if s and r.status == "ok" else float("nan")
-        row["tokens/s"] = r.tokens_per_s if r.status == "ok" else float("nan")
+            row[f"{phase} mean (ns)"] = s.mean_ns if s and measured else float("nan")
+            row[f"{phase} std (ns)"] = s.std_ns if s and measured else float("nan")
+        row["tokens/s"] = r.tokens_per_s if r.status in MEASURED_STATUSES else float("nan")
         row["status"] = r.status.upper() if r.status != "ok" else "ok"
         rows.append(row)
     df = pd.DataFrame(rows)

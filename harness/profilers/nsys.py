@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis import nvtx as nvtx_table
+from analysis.advice.coverage import export_facts
 from analysis.advice.findings import findings
 from analysis.advice.health import capture_health
-from analysis.advice.record import advice_record
+from analysis.advice.record import advice_record, degraded_reason
 from analysis.advice.run_checks import RunFacts, overhead_of, run_checks
 from analysis.agreement import agreement_table, pair_ranges, range_summary
 from analysis.errors import AnalysisError
@@ -71,6 +72,15 @@ class ProfiledRun(Outcome):
     exit_code: int = 1  # with `error`: the profiled program's code, 128+N for signal N, else 1
     unsaved: list[str] = field(default_factory=list)  # runs the database would not take, and their files
     advice: dict[str, Any] | None = None  # health and findings (analysis.advice.record), stored with the run
+    degraded: str | None = None  # why the capture cannot be trusted (the run is stored as `degraded`)
+
+    @property
+    def failed(self) -> bool:
+        return super().failed or self.degraded is not None
+
+    @property
+    def exit_status(self) -> int:
+        return super().exit_status or (1 if self.degraded else 0)
 
 
 def launch(
@@ -194,22 +204,25 @@ def profile_run(
         return out
     try:
         analyse(out, prof.sqlite, config)
-    except HarnessError as e:
+    except (AnalysisError, HarnessError) as e:  # no NVTX, or none of the harness's: health says why
         out.error = str(e)
-        return out
-
-    said = store_from_trace(store, run_id, prof.sqlite, config)
-    out.notes += [said] if said else []
-    if out.agreement is not None and len(out.agreement):
-        _save(store, result, out, **save, agreement=out.agreement)
+    else:
+        said = store_from_trace(store, run_id, prof.sqlite, config)
+        out.notes += [said] if said else []
+        if out.agreement is not None and len(out.agreement):
+            _save(store, result, out, **save, agreement=out.agreement)
     try:
         out.advice = advise(out, prof.sqlite, config, baseline, request.mode)
     except (AnalysisError, HarnessError) as e:
         out.notes.append(f"no health or findings: {e}")
         return out
+    reason = degraded_reason(out.advice)
+    if reason and result.status == "ok":
+        out.degraded = reason
+        result.status, result.error = "degraded", reason
     if not out.unsaved:
         try:
-            store.save_advice(run_id, out.advice)
+            store.save_advice(run_id, out.advice, status=result.status, error=result.error)
         except HarnessError as e:
             out.notes.append(f"health and findings not stored: {e}")
     return out
@@ -229,8 +242,9 @@ def capture_range(request: ProfileRequest) -> str | None:
 def run_facts(
     result: RunResult, baseline: RunResult | None, mode: str, agreement: pd.DataFrame | None
 ) -> RunFacts:
-    """What the run says about itself: overhead against its baseline (one run each), the agreement, the
-    ranks that reported steps, and the machine's load while each ran."""
+    """What the run says about itself: overhead against its baseline (one run each), the agreement and the
+    steps its timers timed, the ranks that reported steps, the device, and the machine's load while each
+    ran."""
     overhead = None
     if baseline is not None and baseline.status == "ok":
         label = label_for(mode)
@@ -250,12 +264,15 @@ def run_facts(
             for data, first in loads
             for why in machine.MachineLoad.from_dict(data).busy_reasons(load_counts=first)
         ]
+    first = min((s.rank for s in result.steps), default=0)  # the export read is this rank's
     return RunFacts(
         overhead=overhead,
         agreement=agreement,
         world_size=result.config.world_size,
         ranks_seen=sorted({s.rank for s in result.steps}),
         busy=busy,
+        timed={s.step: list(s.phases) for s in result.steps if s.rank == first and not s.warmup},
+        device=result.device,
     )
 
 
@@ -266,7 +283,9 @@ def advise(
     assert out.result is not None
     trace = open_trace(sqlite)
     health = capture_health(trace)
-    health.checks += run_checks(run_facts(out.result, baseline, mode, out.agreement))
+    facts = run_facts(out.result, baseline, mode, out.agreement)
+    facts.export = export_facts(trace)
+    health.checks += run_checks(facts)
     return advice_record(health, findings(trace))
 
 
@@ -339,8 +358,13 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
     out.nvtx = range_summary(measured)
     if export.has("kernels"):
         out.kernels = kernel_summary(export).head(TOP_KERNELS)
-    else:
+    elif out.result.device == "cpu":
         out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
+    else:
+        out.notes.append(
+            f"no CUDA kernels in the export of this {out.result.device} run: the profiler did not trace the "
+            "GPU (health check `device`)"
+        )
 
 
 class NsysProfiler:

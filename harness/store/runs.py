@@ -106,14 +106,19 @@ class RunsPart(Database):
 
         self._guard(write)
 
-    def save_advice(self, run_id: str, record: dict[str, Any]) -> None:
-        """The run's health and findings (analysis.advice.record), replacing what it had."""
+    def save_advice(
+        self, run_id: str, record: dict[str, Any], *, status: str | None = None, error: str | None = None
+    ) -> None:
+        """The run's health and findings (analysis.advice.record), replacing what it had; with `status`, the
+        run's status and its reason too (`degraded`: its capture failed its health checks)."""
 
         def write() -> None:
             with Session(self.engine) as session, session.begin():
                 run = session.get(Run, run_id)
                 if run is not None:
                     run.advice = record
+                    if status is not None:
+                        run.status, run.error = status, error
 
         self._guard(write)
 

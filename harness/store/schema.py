@@ -48,8 +48,9 @@ class Run(Base):
     context_length: Mapped[int | None] = mapped_column(Integer, nullable=True)
     warmup: Mapped[int] = mapped_column(Integer)
     steps: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16))  # ok | oom | error | interrupted
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # ok | degraded (measured, but its capture failed its health checks) | oom | error | interrupted
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why the status, when not ok
     # "none", or the profiler that watched the run ("nsys"); nsys_mode is light | full
     profiler: Mapped[str] = mapped_column(String(16), default="none")
     nsys_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)

@@ -1,0 +1,470 @@
+"""Coverage over time: did the capture record the GPU work and the NVTX ranges of every step, or did a trace
+stop part way while the program went on?
+
+Real captures break that way without a word from the profiler: on an H100 with a CUDA 13 program, nsys 2023.4
+recorded every CUDA API call and NVTX range of 7 training steps but only 13 kernels (its trace of kernels
+stopped in the first step); Kineto loses GPU events when CUPTI's buffers are lost. Counts over the whole
+capture hide it (13 kernels is "some kernels"); time does not. So each check here lines up, per step, the
+kernel launch calls the host made against the GPU work they launched (kernels, copies and sets with the same
+process and correlation id), and the NVTX ranges against the CUDA calls that go on after them.
+
+Steps are the harness's `step` ranges (their int64 payload is the step index; a step whose `step` range was
+lost is still known from its phase ranges' payload), Kineto's `ProfilerStep#N`, or plain `step` ranges
+numbered in order. Measured steps are those inside the harness's `measured` range (all steps without one).
+
+Times are said in seconds on the capture's own clock: nsys's timeline (nanoseconds since its session
+started), or, for a Kineto trace, since its first event.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.advice.checks import FAIL, OK, Check, Health
+from analysis.advice.run_checks import ExportFacts
+from analysis.names import MEASURED, STEP
+from analysis.readers.kineto import STEP_RE
+from analysis.trace import Trace
+
+PROCESS = ~0xFFFFFF
+GPU_FRAMES = ("kernels", "memcpy", "memset")
+# calls that launch one kernel each (their versioned and per-thread-stream forms too: _v7000, _ptsz)
+KERNEL_LAUNCHES = frozenset({
+    "cudaLaunch", "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice", "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice",
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+})  # fmt: skip
+# calls that launch a whole graph: many kernels under one correlation id, or none where nsys traces graphs
+# as a whole (--cuda-graph-trace=graph writes them to a table of their own)
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
+PHASE_NAMES = ("forward", "backward", "optimizer", "allreduce", "prefill", "decode")
+
+# Launch calls without GPU work over the whole capture: from this share on the capture fails. A few are
+# normal: a launch that fails (a bad configuration) runs nothing; launches made while a stream is being
+# captured into a CUDA graph run nothing until the graph is launched; the capture's last calls may launch
+# kernels that end after the capture stops. The largest share of any shared export or trace is 0.50%
+# (torchrun_2gpu: 20 of 4,006, its last calls; the others 0: docs/advice.md lists each); a trace of kernels
+# that stopped leaves most calls without (h100-medium cut after step 5 of 15: 79.6%).
+MISSING_FAIL_PCT = 1.0
+# A measured step fails when more than this share of its launch calls have no GPU work: what a trace that
+# stopped leaves (every launch after the stop), never a few failed launches.
+STEP_MISSING_SHARE = 0.5
+# NVTX that stops while CUDA goes on: more launch calls after the last step's range than in an average step
+# (a harness run launches nothing after its steps but the synchronisation that ends them).
+AFTER_STEPS_SHARE = 1.0
+# A measured step with no CUDA at all fails when the steps that launch (warm-up ones too) launch this many
+# kernels each on average (a step of a GPU program launches hundreds; a CPU step none)
+QUIET_AGAINST = 10
+
+
+def base_name(name: str) -> str:
+    """A CUDA call's name without its version and per-thread-stream suffixes: cudaLaunchKernel_v7000 ->
+    cudaLaunchKernel, cudaLaunchKernelExC_v11060 -> cudaLaunchKernelExC."""
+    return SUFFIX.sub("", name)
+
+
+def origin(trace: Trace) -> int:
+    """The zero of the times said to people: nsys's own (its session's start), a Kineto trace's first
+    event."""
+    if trace.format == "nsys-sqlite":
+        return 0
+    frames = [f for f in (*GPU_FRAMES, "syncs", "runtime", "nvtx", "cpu_ops") if trace.has(f)]
+    return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
+
+
+def seconds(ns: float, zero: int) -> str:
+    return f"{(ns - zero) / 1e9:,.3f} s"
+
+
+def launches(trace: Trace) -> pd.DataFrame:
+    """Every kernel or graph launch call: start, end, pid, correlation_id, name, graph (bool), work (GPU
+    events with its process and correlation id), work_end (the last of them to end, 0 without)."""
+    if not trace.has("runtime"):
+        i64 = np.empty(0, np.int64)
+        return pd.DataFrame(
+            {"start": i64, "end": i64, "pid": i64, "correlation_id": i64, "name": np.empty(0, object),
+             "graph": np.empty(0, bool), "work": i64, "work_end": i64}
+        )  # fmt: skip
+    calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
+    names = {i: base_name(n) for i, n in trace.strings(calls["name_id"].unique()).items()}
+    name = calls["name_id"].map(names)
+    keep = name.isin(KERNEL_LAUNCHES | GRAPH_LAUNCHES).to_numpy()
+    out = pd.DataFrame(
+        {
+            "start": calls["start"].to_numpy()[keep],
+            "end": calls["end"].to_numpy()[keep],
+            "pid": calls["global_tid"].to_numpy()[keep] & PROCESS,
+            "correlation_id": calls["correlation_id"].to_numpy()[keep],
+            "name": name.to_numpy()[keep],
+        }
+    )
+    out["graph"] = out["name"].isin(GRAPH_LAUNCHES)
+    work = gpu_work(trace)
+    by = work.groupby(["pid", "correlation_id"]).agg(work=("end", "size"), work_end=("end", "max"))
+    out = out.merge(by, left_on=["pid", "correlation_id"], right_index=True, how="left")
+    out["work"] = out["work"].fillna(0).astype(np.int64)
+    out["work_end"] = out["work_end"].fillna(0).astype(np.int64)
+    return out.sort_values("start", kind="stable").reset_index(drop=True)
+
+
+def gpu_work(trace: Trace) -> pd.DataFrame:
+    """Kernels, copies and sets: kind, start, end, pid (of the launching process), correlation_id."""
+    parts = [
+        trace.frame(f, ["start", "end", "correlation_id", "global_pid"]).assign(kind=f)
+        for f in GPU_FRAMES
+        if trace.has(f)
+    ]
+    if not parts:
+        return pd.DataFrame({"kind": [], "start": [], "end": [], "pid": [], "correlation_id": []})
+    work = pd.concat(parts, ignore_index=True)
+    return pd.DataFrame(
+        {
+            "kind": work["kind"],
+            "start": work["start"],
+            "end": work["end"],
+            "pid": work["global_pid"].to_numpy() & PROCESS,
+            "correlation_id": work["correlation_id"],
+        }
+    )
+
+
+@dataclass
+class Steps:
+    """The steps of a trace: a frame of step, start, end, pid, measured, phases (the harness phase ranges it
+    has, with `step` itself when its step range is there), and where they come from."""
+
+    frame: pd.DataFrame
+    source: str  # "harness" (payloads), "ProfilerStep", "step ranges", or "" (none)
+    has_measured: bool = False
+    nvtx_end: int = 0  # the end of the last harness range (step, phase or measured)
+
+
+def steps(trace: Trace) -> Steps:
+    empty = pd.DataFrame({"step": [], "start": [], "end": [], "pid": [], "measured": [], "phases": []})
+    if not trace.has("nvtx"):
+        return Steps(empty, "")
+    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload", "domain"])
+    nv = nv[nv["domain"].astype(object).fillna("") != "GPU"]  # Kineto's GPU-side copies of the ranges
+    names = nv["name"].astype(str)
+    pid = nv["global_tid"].to_numpy() & PROCESS
+    kineto = names.str.extract(STEP_RE.pattern, expand=False)
+    if kineto.notna().any():
+        ks = nv[kineto.notna().to_numpy()]
+        frame = pd.DataFrame(
+            {
+                "step": kineto.dropna().astype(np.int64).to_numpy(),
+                "start": ks["start"].to_numpy(),
+                "end": ks["end"].to_numpy(),
+                "pid": pid[kineto.notna().to_numpy()],
+                "measured": True,
+                "phases": [frozenset({STEP})] * len(ks),
+            }
+        )
+        return Steps(
+            frame.sort_values("start").reset_index(drop=True), "ProfilerStep", nvtx_end=int(ks["end"].max())
+        )
+    harness = names.isin([STEP, *PHASE_NAMES]).to_numpy() & nv["payload"].notna().to_numpy()
+    measured = nv[(names == MEASURED).to_numpy()]
+    if harness.any():
+        hs = nv[harness].assign(pid=pid[harness], name=names[harness].to_numpy())
+        hs = hs.assign(step=hs["payload"].astype(np.int64))
+        rows = []
+        for (p, step), g in hs.groupby(["pid", "step"], sort=True):
+            own = g[g["name"] == STEP]
+            span = own if len(own) else g
+            rows.append((step, int(span["start"].min()), int(span["end"].max()), p, frozenset(g["name"])))
+        frame = pd.DataFrame(rows, columns=["step", "start", "end", "pid", "phases"])
+        inside = np.zeros(len(frame), dtype=bool)
+        for s, e, p in zip(measured["start"], measured["end"], measured["global_tid"].to_numpy() & PROCESS,
+                           strict=True):  # fmt: skip
+            inside |= (
+                (frame["pid"].to_numpy() == p)
+                & (frame["start"].to_numpy() >= s)
+                & (frame["start"].to_numpy() < e)
+            )
+        frame["measured"] = inside if len(measured) else True
+        ends = [int(hs["end"].max()), *(int(e) for e in measured["end"])]
+        frame = frame.sort_values("start").reset_index(drop=True)[
+            ["step", "start", "end", "pid", "measured", "phases"]
+        ]
+        return Steps(frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends))
+    plain = nv[(names == STEP).to_numpy()].sort_values("start")
+    if plain.empty:
+        return Steps(empty, "")
+    frame = pd.DataFrame(
+        {
+            "step": np.arange(len(plain), dtype=np.int64),
+            "start": plain["start"].to_numpy(),
+            "end": plain["end"].to_numpy(),
+            "pid": plain["global_tid"].to_numpy() & PROCESS,
+            "measured": True,
+            "phases": [frozenset({STEP})] * len(plain),
+        }
+    )
+    return Steps(frame, "step ranges", nvtx_end=int(plain["end"].max()))
+
+
+def step_table(trace: Trace, st: Steps, calls: pd.DataFrame) -> pd.DataFrame:
+    """Per step: Step, Measured, Start (ns), End (ns), Launch calls (of kernels), Without GPU work, Graph
+    launches, and the Kernels, Copies and Sets launched from it (by the time of their launching call)."""
+    work = gpu_work(trace)
+    if len(work) and trace.has("runtime"):
+        rt = trace.frame("runtime", ["start", "correlation_id", "global_tid"])
+        key = pd.DataFrame(
+            {"pid": rt["global_tid"].to_numpy() & PROCESS, "correlation_id": rt["correlation_id"].to_numpy(),
+             "call": rt["start"].to_numpy()}
+        ).drop_duplicates(["pid", "correlation_id"])  # fmt: skip
+        work = work.merge(key, on=["pid", "correlation_id"], how="inner")
+    else:
+        work = work.assign(call=work["start"])
+    rows = []
+    for r in st.frame.itertuples(index=False):
+        lc = calls[(calls["pid"] == r.pid) & (calls["start"] >= r.start) & (calls["start"] < r.end)]
+        graph = lc["graph"].astype(bool)
+        w = work[(work["pid"] == r.pid) & (work["call"] >= r.start) & (work["call"] < r.end)]
+        kinds = w["kind"].value_counts()
+        rows.append(
+            (int(r.step), bool(r.measured), int(r.start), int(r.end), int((~graph).sum()),
+             int(((lc["work"] == 0) & ~graph).sum()), int(graph.sum()), int(kinds.get("kernels", 0)),
+             int(kinds.get("memcpy", 0)), int(kinds.get("memset", 0)))
+        )  # fmt: skip
+    return pd.DataFrame(
+        rows,
+        columns=["Step", "Measured", "Start (ns)", "End (ns)", "Launch calls", "Without GPU work",
+                 "Graph launches", "Kernels", "Copies", "Sets"],
+    )  # fmt: skip
+
+
+def _steps_said(steps: list[int]) -> str:
+    """`step 3`, `steps 3, 4`, `steps 3–14`, `steps 1, 3, 5, …`."""
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if steps == list(range(steps[0], steps[-1] + 1)) and len(steps) > 2:
+        return f"steps {steps[0]}–{steps[-1]}"
+    return "steps " + ", ".join(map(str, steps[:8])) + (", …" if len(steps) > 8 else "")
+
+
+def _step_at(st: Steps, t: int) -> str:
+    f = st.frame
+    inside = f[(f["start"] <= t) & (f["end"] > t)]
+    if len(inside):
+        return f" (step {int(inside['step'].iloc[-1])})"
+    before = f[f["end"] <= t]
+    return f" (after step {int(before['step'].iloc[-1])})" if len(before) else " (before the first step)"
+
+
+FIX_GPU = (
+    "the profiler stopped recording GPU work while the program went on: every table of kernels and GPU "
+    "time, and every finding, misses it. Check that the profiler supports the program's CUDA (`harness "
+    "doctor`) and that no other profiling session ran at the same time, then capture again"
+)
+
+
+@dataclass
+class Coverage:
+    """What both checks read: the trace's steps and its launch calls with their GPU work."""
+
+    steps: Steps
+    launches: pd.DataFrame
+
+
+def coverage_of(trace: Trace) -> Coverage:
+    return Coverage(steps(trace), launches(trace))
+
+
+def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> Check:
+    """Each launch call against the GPU work it launched, over the capture and per measured step."""
+    name = "GPU coverage"
+    cov = cov or coverage_of(trace)
+    calls = cov.launches
+    if calls.empty:
+        return Check(name, OK, "no kernel launch calls to follow (no CUDA API trace, or a CPU run)")
+    zero = origin(trace)
+    kernel_calls = calls[~calls["graph"].astype(bool)]
+    missing = kernel_calls[kernel_calls["work"] == 0]
+    pct = 100 * len(missing) / len(kernel_calls) if len(kernel_calls) else 0.0
+    st = cov.steps
+    table = step_table(trace, st, calls) if len(st.frame) else pd.DataFrame()
+    if len(table):
+        health.details["GPU coverage by step"] = table
+    stopped = _stop(calls, kernel_calls, st, zero)
+    measured = table[table["Measured"]] if len(table) else table
+    which = f"{len(measured)} {'measured ' if st.has_measured else ''}steps"
+    if len(measured):
+        lost = measured[
+            (measured["Launch calls"] > 0)
+            & (measured["Without GPU work"] > STEP_MISSING_SHARE * measured["Launch calls"])
+        ]
+        if len(lost):
+            first = lost.iloc[0]
+            return Check(
+                name,
+                FAIL,
+                f"{_steps_said(lost['Step'].tolist())} of {which} launch kernels that never ran: step "
+                f"{first['Step']} (from {seconds(first['Start (ns)'], zero)}) has "
+                f"{first['Without GPU work']:,} of {first['Launch calls']:,} launch calls without GPU work; "
+                f"{stopped}",
+                FIX_GPU,
+            )
+        quiet = _quiet(table, kernel_calls, zero, which)
+        if quiet:
+            return Check(name, FAIL, quiet, FIX_GPU)
+    if pct >= MISSING_FAIL_PCT:
+        said = f"{len(missing):,} of {len(kernel_calls):,} kernel launch calls ({pct:.2f}%) have no GPU work"
+        return Check(name, FAIL, f"{said}; {stopped}", FIX_GPU)
+    return Check(name, OK, _covered(calls, kernel_calls, missing, pct, table, zero))
+
+
+def _stop(calls: pd.DataFrame, kernel_calls: pd.DataFrame, st: Steps, zero: int) -> str:
+    """When the trace of kernels stops: the last launch call that has its GPU work, and the calls after it."""
+    covered = calls[calls["work"] > 0]
+    if covered.empty:
+        return "no launch call has GPU work: the trace of kernels recorded nothing"
+    stop = int(covered["start"].max())
+    after = kernel_calls[kernel_calls["start"] > stop]
+    return (
+        f"the trace of kernels stops at {seconds(stop, zero)}{_step_at(st, stop)}: the {len(after):,} launch "
+        f"calls after it, to {seconds(kernel_calls['start'].max(), zero)}, have none"
+    )
+
+
+def _quiet(table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: str) -> str | None:
+    """Measured steps with no CUDA at all (no launch call of a kernel or a graph, no GPU work) while other
+    steps (warm-up ones too) launch: the CUDA trace has a gap there, or stopped."""
+    busy = table[table["Launch calls"] > 0]
+    measured = table[table["Measured"]]
+    nothing = measured[["Launch calls", "Graph launches", "Kernels", "Copies", "Sets"]].sum(axis=1) == 0
+    quiet = measured[nothing]
+    if busy.empty or quiet.empty or busy["Launch calls"].mean() < QUIET_AGAINST:
+        return None
+    first = quiet.iloc[0]
+    start = int(first["Start (ns)"])
+    resumes = kernel_calls[kernel_calls["start"] > quiet["End (ns)"].max()]
+    gap = (
+        f"the CUDA trace has nothing from {seconds(start, zero)} to {seconds(resumes['start'].min(), zero)}"
+        if len(resumes)
+        else f"the CUDA trace stops before {seconds(start, zero)}"
+    )
+    return (
+        f"{_steps_said(quiet['Step'].tolist())} of {which} recorded no launch call and no GPU work while "
+        f"{_steps_said(busy['Step'].tolist())} "
+        + (
+            f"launches {busy['Launch calls'].iloc[0]:,}"
+            if len(busy) == 1
+            else f"launch {busy['Launch calls'].mean():,.0f}"
+        )
+        + f" kernels{'' if len(busy) == 1 else ' each'}: {gap}"
+    )
+
+
+def _covered(
+    calls: pd.DataFrame, kernel_calls: pd.DataFrame, missing: pd.DataFrame, pct: float, table: pd.DataFrame,
+    zero: int,
+) -> str:  # fmt: skip
+    """The evidence of a capture whose GPU work is all there."""
+    evidence = f"{len(kernel_calls) - len(missing):,} of {len(kernel_calls):,} kernel launch calls ran"
+    if len(missing):
+        evidence += (
+            f"; {len(missing):,} ({pct:.2f}%) did not, from {seconds(missing['start'].min(), zero)} (below "
+            f"{MISSING_FAIL_PCT:g}%: failed launches, launches into a CUDA graph being captured, the "
+            "capture's last calls)"
+        )
+    graphs = calls[calls["graph"].astype(bool)]
+    if len(graphs):
+        evidence += f"; {len(graphs):,} graph launches, {int((graphs['work'] > 0).sum()):,} with GPU work"
+    if len(table):
+        measured = table[table["Measured"]]
+        evidence += (
+            f"; {len(measured)} steps checked, {measured['Launch calls'].median():,.0f} launch calls each"
+        )
+        warm = table[~table["Measured"] & (table["Launch calls"] == 0)]
+        if len(warm) and (measured["Launch calls"] > 0).any():
+            evidence += (
+                f"; warm-up {_steps_said(warm['Step'].tolist())}: no launch call recorded (not measured)"
+            )
+    return evidence
+
+
+def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None) -> Check:
+    """Every measured step has its step and phase ranges, and no CUDA work goes on after the last step."""
+    name = "NVTX steps"
+    cov = cov or coverage_of(trace)
+    st = cov.steps
+    if st.frame.empty:
+        return Check(name, OK, "no step ranges (the harness's `step`, or ProfilerStep#N)")
+    zero = origin(trace)
+    f = st.frame
+    kernel_calls = cov.launches[~cov.launches["graph"].astype(bool)]
+    in_steps = sum(
+        int(((kernel_calls["pid"] == p) & (kernel_calls["start"] >= s) & (kernel_calls["start"] < e)).sum())
+        for s, e, p in zip(f["start"], f["end"], f["pid"], strict=True)
+    )
+    after = kernel_calls[kernel_calls["start"] >= st.nvtx_end]
+    per_step = in_steps / len(f)
+    if per_step > 0 and len(after) > AFTER_STEPS_SHARE * per_step:
+        last = int(f.loc[f["end"].idxmax(), "step"])
+        return Check(
+            name,
+            FAIL,
+            f"the step ranges stop after step {last} at {seconds(st.nvtx_end, zero)}, but {len(after):,} "
+            f"kernel launch calls ({100 * len(after) / len(kernel_calls):.0f}%) follow, to "
+            f"{seconds(after['start'].max(), zero)}: NVTX recording stopped while the program went on",
+            "the NVTX tables, the split by phase and NVTX vs timers miss every step after it. Capture again "
+            "with a profiler that supports the program's CUDA (`harness doctor`), one session at a time",
+        )
+    if st.source != "harness":
+        return Check(name, OK, f"{len(f)} steps ({st.source}), no launch call after the last one")
+    expected = frozenset().union(*f["phases"])
+    checked = f[f["measured"]]
+    which = "measured steps" if st.has_measured else "steps"
+    lacking = [
+        (int(r.step), _ordered(expected - r.phases)) for r in checked.itertuples() if expected - r.phases
+    ]
+    if lacking:
+        step, names = lacking[0]
+        return Check(
+            name,
+            FAIL,
+            f"{_steps_said([s for s, _ in lacking])} of {len(checked)} {which} lack NVTX ranges: step {step} "
+            f"has no {', '.join(names)}; the harness's ranges end at {seconds(st.nvtx_end, zero)}",
+            "NVTX events were lost: the NVTX tables, the split by phase and NVTX vs timers leave these steps "
+            "out. Capture again with a profiler that supports the program's CUDA (`harness doctor`)",
+        )
+    evidence = f"{len(checked)} {which} ({_steps_said(checked['step'].tolist())}), each with "
+    evidence += ", ".join(_ordered(expected))
+    if not st.has_measured:
+        evidence += "; no `measured` range: every step checked"
+    warm = [(int(r.step), _ordered(expected - r.phases)) for r in f[~f["measured"]].itertuples()]
+    warm = [(s, n) for s, n in warm if n]
+    if warm:
+        evidence += "; warm-up, not measured: " + ", ".join(f"step {s} lacks {', '.join(n)}" for s, n in warm)
+    return Check(name, OK, evidence)
+
+
+def _ordered(names: frozenset[str]) -> list[str]:
+    order = {n: i for i, n in enumerate((STEP, *PHASE_NAMES))}
+    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+def export_facts(trace: Trace) -> ExportFacts:
+    """What a run's own checks need of its export: kernels, CUDA calls, the steps each harness range has."""
+    st = steps(trace)
+    # no step range at all: no step has its ranges; ranges without step indices (payloads): cannot tell
+    ranged: dict[str, set[int]] | None = None if st.source in ("step ranges", "ProfilerStep") else {}
+    if st.source == "harness":
+        ranged = {}
+        for step, phases in zip(st.frame["step"], st.frame["phases"], strict=True):
+            for name in phases:
+                ranged.setdefault(name, set()).add(int(step))
+    return ExportFacts(
+        kernels=trace.count("kernels") if trace.has("kernels") else 0,
+        calls=trace.count("runtime") if trace.has("runtime") else 0,
+        ranged=ranged,
+        nvtx_end=seconds(st.nvtx_end, origin(trace)) if len(st.frame) else None,
+    )

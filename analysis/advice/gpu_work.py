@@ -1,0 +1,140 @@
+"""What the GPU work itself says about a capture: whether each kernel, copy and set has its launching call
+(launch correlation), and whether nsys could name the kernels (kernel names). Launch calls without their
+GPU work, the other way round, are analysis.advice.coverage's.
+
+GPU work and calls are joined by process and correlation id (ids are unique within a process only). CUPTI
+numbers a process's calls in the order they are made, so GPU work whose id is below the first call the trace
+holds of its process was launched before the capture started and was still queued or running when it did:
+in flight, not lost. torchrun_2gpu (31 events) and the Kineto diff-test trace (614) hold such work only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
+from analysis.trace import NAMES_OF, Trace
+
+PROCESS = ~0xFFFFFF
+GPU_FRAMES = ("kernels", "memcpy", "memset")
+# GPU work launched inside the capture without its launching call: from this share on the per-kernel tables
+# cannot be trusted
+ORPHAN_FAIL_PCT = 1.0
+# kernels nsys could not name; from this share of the kernels' GPU time on, tables by name lose a part that
+# moves most comparisons the harness makes (the same 2% as elsewhere)
+UNKNOWN_NAMES = ("[Unknown]",)
+UNKNOWN_WARN_PCT = 2.0
+COLUMNS = ["Kind", "Start (ns)", "Correlation ID", "PID", "Name", "Before the capture"]
+
+
+def orphans(trace: Trace) -> pd.DataFrame:
+    """GPU work (kernels, copies, sets) whose launching call is not in the trace: Kind, Start (ns),
+    Correlation ID, PID, Name, Before the capture (its correlation id is below the first call of its
+    process the trace holds: launched before the capture started)."""
+    calls = (
+        trace.frame("runtime", ["correlation_id", "global_tid"])
+        if trace.has("runtime")
+        else pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
+    )
+    pids = calls["global_tid"].to_numpy() & PROCESS
+    known = pd.MultiIndex.from_arrays([pids, calls["correlation_id"].to_numpy()])
+    first = pd.Series(calls["correlation_id"].to_numpy()).groupby(pids).min()
+    parts = []
+    for frame in GPU_FRAMES:
+        if not trace.has(frame):
+            continue
+        cols = ["start", "correlation_id", "global_pid"] + (["name_id"] if frame == "kernels" else [])
+        ev = trace.frame(frame, cols)
+        key = pd.MultiIndex.from_arrays(
+            [ev["global_pid"].to_numpy() & PROCESS, ev["correlation_id"].to_numpy()]
+        )
+        lost = ev[~key.isin(known)]
+        names = trace.strings(lost["name_id"].unique()) if frame == "kernels" else {}
+        since = (lost["global_pid"].to_numpy() & PROCESS).astype(np.int64)
+        below = lost["correlation_id"].to_numpy() < pd.Series(since).map(first).to_numpy(
+            dtype=float, na_value=-1
+        )
+        parts.append(
+            pd.DataFrame(
+                {
+                    "Kind": NAMES_OF[frame],
+                    "Start (ns)": lost["start"],
+                    "Correlation ID": lost["correlation_id"],
+                    "PID": (lost["global_pid"].to_numpy() >> 24) & 0xFFFFFF,
+                    "Name": lost["name_id"].map(names) if frame == "kernels" else "",
+                    "Before the capture": below,
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def launch_correlation(trace: Trace, health: Health) -> Check:
+    name = "launch correlation"
+    total = sum(trace.count(f) for f in GPU_FRAMES if trace.has(f))
+    if not total:
+        return Check(name, OK, "no GPU work in the trace")
+    found = orphans(trace)
+    if found.empty:
+        return Check(name, OK, f"all {total:,} kernels, copies and sets have their launching call")
+    health.details["GPU work without its launch"] = found
+    before = found[found["Before the capture"].astype(bool)]
+    lost = found[~found["Before the capture"].astype(bool)]
+    in_flight = (
+        f"{len(before):,} launched before the capture started (in flight when it did: correlation ids below "
+        "the first call of their process)"
+    )
+    if lost.empty:
+        return Check(
+            name,
+            OK,
+            f"{total - len(before):,} of {total:,} GPU events have their launching call; {in_flight}",
+        )
+    pct = 100 * len(lost) / total
+    kinds = ", ".join(f"{n:,} {k}" for k, n in lost["Kind"].value_counts().items())
+    first = lost.iloc[0]
+    example = f"e.g. correlation id {first['Correlation ID']} of process {first['PID']}" + (
+        f" ({quote(first['Name'], 60)})" if first["Name"] else ""
+    )
+    evidence = (
+        f"{len(lost):,} of {total:,} GPU events ({pct:.1f}%: {kinds}) have no launching call; {example}"
+    )
+    return Check(
+        name,
+        FAIL if pct >= ORPHAN_FAIL_PCT else WARN,
+        evidence + (f"; {in_flight}" if len(before) else ""),
+        "the launching calls were not recorded (CUDA API tracing off or lost): tables by launch or by NVTX "
+        "range leave these out",
+    )
+
+
+def kernel_names(trace: Trace) -> Check:
+    """The share of kernel time under names the profiler could not resolve (`[Unknown]`)."""
+    name = "kernel names"
+    if not trace.has("kernels"):
+        return Check(name, OK, "no kernels")
+    kern = trace.frame("kernels", ["duration", "name_id"])
+    names = trace.strings(kern["name_id"].unique())
+    unknown = kern["name_id"].map(names).isin(UNKNOWN_NAMES).to_numpy()
+    total = int(kern["duration"].sum())
+    if not unknown.any():
+        return Check(name, OK, f"all {len(kern):,} kernels named")
+    lost = int(kern["duration"].to_numpy()[unknown].sum())
+    pct = 100 * lost / total if total else 0.0
+    evidence = (
+        f"{int(unknown.sum()):,} of {len(kern):,} kernels named `[Unknown]`: {lost / 1e6:,.3f} ms, "
+        f"{pct:.1f}% of the kernels' GPU time"
+    )
+    if pct < UNKNOWN_WARN_PCT:
+        return Check(name, OK, f"{evidence} (below {UNKNOWN_WARN_PCT:g}%)")
+    version = trace.meta.get("producer_version")
+    by = f"nsys {version}" if version and trace.format == "nsys-sqlite" else "the profiler"
+    return Check(
+        name,
+        WARN,
+        evidence,
+        f"{by} could not resolve these kernels' names, as a profiler older than the program's CUDA does: "
+        "tables by kernel name show them as one row `[Unknown]`. Use a profiler release that supports the "
+        "program's CUDA version (`harness doctor` shows the nsys in use)",
+    )

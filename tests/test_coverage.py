@@ -1,0 +1,276 @@
+"""Coverage over time (analysis/advice/coverage.py) and the kernel-names check: each fires on a capture made
+broken as real GPUs break them (copies of h100-medium, export_data.broken_captures; Kineto traces with events
+dropped after a step) and stays silent on every whole shared export and trace. The expected figures are
+counted here in SQL or plain Python, not through the trace model."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import H100_DIR, NSYS_EXPORTS, SHARED_NSYS, missing
+from kineto_data import TRACES, cut_after_step, raw_events, trace_path, write_trace
+from typer.testing import CliRunner
+
+from analysis.advice.checks import FAIL, OK, WARN
+from analysis.advice.coverage import MISSING_FAIL_PCT
+from analysis.advice.health import capture_health
+from analysis.trace import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+EXPORTS = [*NSYS_EXPORTS, "h100-medium"]
+LAUNCH = re.compile(r"^(cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cuLaunchKernelEx)(_v\d+)?$")
+COVERAGE = ("GPU coverage", "NVTX steps", "kernel names")
+
+
+def _export(name: str) -> Path:
+    path = SHARED_NSYS / name / "report.sqlite"
+    if not path.exists():
+        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    return path
+
+
+def _sql(path: Path, query: str) -> list[tuple]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def _tables(path: Path) -> set[str]:
+    return {n for (n,) in _sql(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _launches(path: Path) -> list[tuple[int, bool]]:
+    """(start, ran) of every kernel launch call: ran when a kernel has its process and correlation id."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in _tables(path):
+        return []
+    ran = set()
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in _tables(path):
+        ran = set(_sql(path, "SELECT globalPid >> 24, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    rows = _sql(
+        path,
+        "SELECT r.start, r.globalTid >> 24, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "JOIN StringIds s ON s.id = r.nameId",
+    )
+    return sorted((start, (pid, corr) in ran) for start, pid, corr, name in rows if LAUNCH.match(name))
+
+
+def _step(path: Path, step: int) -> tuple[int, int]:
+    return _sql(
+        path,
+        "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+        f"WHERE s.value = 'step' AND e.int64Value = {step}",
+    )[0]
+
+
+def _s(ns: int) -> str:
+    return f"{ns / 1e9:,.3f} s"
+
+
+def _checks(path: Path) -> tuple[int, dict[str, dict]]:
+    """`harness health PATH --strict --format json`: its exit code and its checks by name."""
+    result = runner.invoke(app, ["health", str(path), "--strict", "--format", "json"])
+    assert "Traceback" not in result.output
+    return result.exit_code, {r["Check"]: r for r in json.loads(result.stdout)["health"]}
+
+
+def test_the_list_of_exports_is_every_shared_export() -> None:
+    """The silence tests below run on every export of ../shared: one added there must be added here."""
+    found = {str(p.parent.relative_to(SHARED_NSYS)) for p in SHARED_NSYS.glob("*/report.sqlite")}
+    found |= {str(p.parent.relative_to(SHARED_NSYS)) for p in SHARED_NSYS.glob("ext/*/report.sqlite")}
+    if not found:
+        missing(f"fixtures not found: {SHARED_NSYS} (../shared/fixtures beside the checkout)")
+    assert found == set(EXPORTS)
+
+
+@pytest.mark.parametrize("export", EXPORTS)
+def test_whole_exports_pass_strict(export: str) -> None:
+    """Every whole shared export: no check fails (`--strict` exits 0); the launch calls without a kernel,
+    counted in SQL, are below the threshold and said in the evidence."""
+    path = _export(export)
+    code, checks = _checks(path)
+    assert code == 0 and not [c for c in checks.values() if c["Status"] == FAIL]
+    assert checks["GPU coverage"]["Status"] == OK and checks["NVTX steps"]["Status"] == OK
+    calls = _launches(path)
+    ran = sum(r for _, r in calls)
+    if calls:
+        assert 100 * (len(calls) - ran) / len(calls) < MISSING_FAIL_PCT
+        assert checks["GPU coverage"]["Evidence"].startswith(
+            f"{ran:,} of {len(calls):,} kernel launch calls ran"
+        )
+    # 20 of torchrun_2gpu's 4,006 launch calls have no kernel: its last ones (the capture stopped first)
+    assert (len(calls) - ran, len(calls)) == {"ext/torchrun_2gpu": (20, 4006), "h100-medium": (0, 30528)}.get(
+        export, (0, len(calls))
+    )
+    assert checks["kernel names"]["Status"] == (WARN if export == "h100-medium" else OK)
+
+
+def test_h100_whole_capture_says_what_its_warm_up_lost() -> None:
+    """h100-medium is whole over its measured steps 5–14; nsys lost CUDA in warm-up steps 1–2 and three NVTX
+    ranges of steps 3–4: said, not failed (no table of measured steps uses them)."""
+    code, checks = _checks(_export("h100-medium"))
+    assert code == 0
+    assert checks["GPU coverage"]["Evidence"] == (
+        "30,528 of 30,528 kernel launch calls ran; 10 steps checked, 2,700 launch calls each; warm-up "
+        "steps 1, 2: no launch call recorded (not measured)"
+    )
+    assert checks["NVTX steps"]["Evidence"] == (
+        "10 measured steps (steps 5–14), each with step, forward, backward, optimizer; warm-up, not "
+        "measured: step 3 lacks optimizer, step 4 lacks step, forward"
+    )
+
+
+@pytest.mark.parametrize("fixture", list(TRACES))
+def test_whole_kineto_traces_pass(fixture: str) -> None:
+    """Every launch call of the four Kineto traces has its GPU work, and no check fails (diff-test's 614 GPU
+    events without their launching call were launched before the trace started: in flight, not lost)."""
+    path = trace_path(fixture)
+    kernels = [e for e in raw_events(fixture) if e.get("cat") == "cuda_runtime" and LAUNCH.match(e["name"])]
+    code, checks = _checks(path)
+    assert checks["GPU coverage"]["Status"] == OK and checks["NVTX steps"]["Status"] == OK
+    failed = [name for name, c in checks.items() if c["Status"] == FAIL]
+    assert (code, failed) == (0, [])
+    assert checks["GPU coverage"]["Evidence"].startswith(
+        f"{len(kernels):,} of {len(kernels):,} kernel launch"
+    )
+
+
+def test_kernels_cut_after_a_step_fail_naming_the_step_and_time(broken_h100: dict[str, Path]) -> None:
+    """The trace of kernels stops after measured step 5 (as PyTorch #192021 and tritonbench #468 lost them):
+    steps 6–14 launch thousands of kernels that are not in the export."""
+    path = broken_h100["kernels-cut"]
+    calls = _launches(path)
+    start6, end6 = _step(path, 6)
+    in6 = [r for t, r in calls if start6 <= t < end6]
+    stop = max(t for t, r in calls if r)
+    after = [t for t, _ in calls if t > stop]
+    start5, end5 = _step(path, 5)
+    assert start5 <= stop < end5
+    code, checks = _checks(path)
+    assert code == 1
+    check = checks["GPU coverage"]
+    assert check["Status"] == FAIL
+    assert check["Evidence"] == (
+        f"steps 6–14 of 10 measured steps launch kernels that never ran: step 6 (from {_s(start6)}) has "
+        f"{in6.count(False):,} of {len(in6):,} launch calls without GPU work; the trace of kernels stops at "
+        f"{_s(stop)} (step 5): the {len(after):,} launch calls after it, to {_s(calls[-1][0])}, have none"
+    )
+    assert in6.count(False) == len(in6) == 2700
+    assert checks["NVTX steps"]["Status"] == OK  # NVTX is whole: only the check that should fires
+
+
+def test_nvtx_cut_after_step_2_fails_naming_the_step_and_time(broken_h100: dict[str, Path]) -> None:
+    """NVTX stops after step 2 while CUDA goes on, as nsys 2022.4 recorded a CUDA 13 run: the step ranges
+    end at step 2's end and the launch calls of steps 3–14 follow. With no `measured` range left every
+    step counts, so h100's warm-up gap in CUDA (steps 1–2) fails GPU coverage too."""
+    path = broken_h100["nvtx-cut"]
+    _, end2 = _step(path, 2)
+    last_end = _sql(path, "SELECT max(end) FROM NVTX_EVENTS WHERE eventType = 59")[0][0]
+    assert last_end == end2
+    calls = _launches(path)
+    after = [t for t, _ in calls if t >= end2]
+    code, checks = _checks(path)
+    assert code == 1
+    assert checks["NVTX steps"]["Status"] == FAIL
+    assert checks["NVTX steps"]["Evidence"] == (
+        f"the step ranges stop after step 2 at {_s(end2)}, but {len(after):,} kernel launch calls "
+        f"({100 * len(after) / len(calls):.0f}%) follow, to {_s(after[-1])}: NVTX recording stopped while "
+        "the program went on"
+    )
+    start1, _ = _step(path, 1)
+    resumes = min(t for t, _ in calls if t > end2)
+    assert checks["GPU coverage"]["Evidence"].endswith(
+        f"the CUDA trace has nothing from {_s(start1)} to {_s(resumes)}"
+    )
+
+
+def test_kernels_named_unknown_warn_with_their_share(broken_h100: dict[str, Path]) -> None:
+    """nsys names kernels it cannot resolve `[Unknown]`: h100-medium as recorded (72%) and with every kernel
+    renamed (100%)."""
+    for path in (H100_DIR / "report.sqlite", broken_h100["unknown"]):
+        path = _export("h100-medium") if path.parent == H100_DIR else path
+        n, ns = _sql(
+            path,
+            "SELECT count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName WHERE s.value = '[Unknown]'",
+        )[0]
+        total, all_ns = _sql(path, "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
+        code, checks = _checks(path)
+        check = checks["kernel names"]
+        assert code == 0 and check["Status"] == WARN
+        assert check["Evidence"] == (
+            f"{n:,} of {total:,} kernels named `[Unknown]`: {ns / 1e6:,.3f} ms, {100 * ns / all_ns:.1f}% of "
+            "the kernels' GPU time"
+        )
+        assert "nsys 2023.4.4.54 could not resolve" in check["What to do"]
+    assert n == total == 30528
+
+
+def test_kineto_gpu_events_dropped_after_a_step_fail(tmp_path: Path) -> None:
+    """A Kineto trace whose GPU events stop after ProfilerStep#4 (CUPTI buffers lost, kineto #1545): steps
+    5 and 6 launch kernels that are not there."""
+    path = cut_after_step("nccl", 4, tmp_path / "cut.json")
+    events = raw_events("nccl")
+    modelled = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "cuda_runtime", "cuda_driver", "cpu_op")
+    first = min(
+        e["ts"] for e in events if e.get("cat") in (*modelled, "user_annotation", "gpu_user_annotation")
+    )
+    step5 = next(e for e in events if e.get("name") == "ProfilerStep#5" and e["cat"] == "user_annotation")
+    launches5 = [
+        e
+        for e in events
+        if e.get("cat") == "cuda_runtime"
+        and LAUNCH.match(e["name"])
+        and step5["ts"] <= e["ts"] < step5["ts"] + step5["dur"]
+    ]
+    with open_trace(path, cache=False) as trace:
+        check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
+    assert check.status == FAIL
+    start = (step5["ts"] - first) / 1e6
+    assert check.evidence.startswith(
+        f"steps 5, 6 of 3 steps launch kernels that never ran: step 5 (from {start:,.3f} s) has "
+        f"{len(launches5):,} of {len(launches5):,} launch calls without GPU work; the trace of kernels "
+        "stops at"
+    )
+    assert runner.invoke(app, ["health", str(path), "--no-cache", "--strict"]).exit_code == 1
+
+
+def test_kineto_cuda_dropped_after_a_step_fails(tmp_path: Path) -> None:
+    """The CUDA trace as a whole (launch calls and GPU work) stops after ProfilerStep#4: the steps after it
+    have nothing while the step before launched 900 kernels."""
+    cats = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "ac2g")
+    path = cut_after_step("nccl", 4, tmp_path / "quiet.json", cats)
+    with open_trace(path, cache=False) as trace:
+        check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
+    assert check.status == FAIL
+    assert check.evidence.startswith(
+        "steps 5, 6 of 3 steps recorded no launch call and no GPU work while step 4 launches 900 kernels: "
+        "the CUDA trace stops before "
+    )
+
+
+def test_graph_launches_without_kernels_do_not_fail(tmp_path: Path) -> None:
+    """Where nsys traces CUDA graphs whole (--cuda-graph-trace=graph) a graph launch has no kernel events:
+    nccl with steps 5 and 6 launching graphs only, none of them with GPU work, is not a trace that stopped."""
+    events = raw_events("nccl")
+    step4 = next(e for e in events if e.get("name") == "ProfilerStep#4" and e["cat"] == "user_annotation")
+    end = step4["ts"] + step4["dur"]
+    kept = []
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "ac2g") and e.get("ts", 0) > end:
+            continue
+        if e.get("cat") == "cuda_runtime" and e["ts"] > end and LAUNCH.match(e["name"]):
+            e = {**e, "name": "cudaGraphLaunch"}
+        kept.append(e)
+    graphs = sum(1 for e in kept if e.get("name") == "cudaGraphLaunch")
+    path = write_trace(tmp_path / "graphs.json", kept)
+    with open_trace(path, cache=False) as trace:
+        check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
+    assert check.status == OK
+    assert f"; {graphs:,} graph launches, 0 with GPU work; 3 steps checked" in check.evidence
