@@ -75,7 +75,7 @@ def stanza(uri: str = MIRROR, suites: str = "bookworm bookworm-updates", types: 
     return first + "\n" + DEBIAN_MAIN.split("\n\n")[1]
 
 
-# the machine's own archive for bookworm, as archive_uri reads it from the sources (DEB: none found, the default)
+# the machine's own archive for bookworm as archive_uri reads it from the sources (DEB: none, the default)
 CASES = {
     "Debian's own": ({DEBIAN: DEBIAN_MAIN}, DEB),
     "a mirror": ({DEBIAN: stanza()}, MIRROR),
@@ -102,7 +102,7 @@ def test_archive_uri(tmp_path: Path, files: dict[str, str], expected: str) -> No
 
 
 def test_private_apt_state_is_all_in_its_folder(tmp_path: Path) -> None:
-    stub = fake_bin(tmp_path, "echo \"$@\" > \"$ARGS_FILE\"")
+    stub = fake_bin(tmp_path, 'echo "$@" > "$ARGS_FILE"')
     root = tmp_path / "state"
     env = {"PATH": f"{stub}:/usr/bin:/bin", "ARGS_FILE": str(tmp_path / "args")}
     done = bash(tmp_path, f'private_source "{root}" {MIRROR} trixie non-free /k.gpg; '
@@ -183,8 +183,9 @@ def build_debs(folder: Path, version: str) -> None:
                 (stats / module).write_text(f"# {module}\n")
         else:
             (tree / "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64").mkdir(parents=True)
-        subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(tree),
-                        str(folder / f"{package}_{version}_amd64.deb")], check=True, capture_output=True)  # fmt: skip
+        deb = folder / f"{package}_{version}_amd64.deb"
+        subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(tree), str(deb)],
+                       check=True, capture_output=True)  # fmt: skip
         shutil.rmtree(tree)
 
 
@@ -244,7 +245,8 @@ def test_falls_back_to_the_machines_own_suite(machine: dict[str, str]) -> None:
     done = install(machine)
     assert done.returncode == 0, done.stderr
     assert "Debian trixie non-free could not be had" in done.stdout
-    assert f"installed Nsight Systems 2022.4.2.1 from bookworm non-free ({MIRROR}), the fallback" in done.stdout
+    fallback = f"installed Nsight Systems 2022.4.2.1 from bookworm non-free ({MIRROR}), the fallback"
+    assert fallback in done.stdout
 
 
 def test_replaces_an_older_project_local_copy(machine: dict[str, str]) -> None:
