@@ -15,6 +15,11 @@ CPU_DIR = SHARED_NSYS / "cpu-train"
 # every nsys export of the corpus, by its folder under SHARED_NSYS
 EXTERNAL = ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "torchrun_2gpu", "weatherbench2")
 NSYS_EXPORTS = ["a100-saxpy-mpi", "cpu-train", *(f"ext/{n}" for n in EXTERNAL)]
+# the project's own `harness run medium --nsys` on an H100 (nsys 2023.4, 30,528 kernels): with `nsys stats`
+# oracles of 2022.4 (expected/) and 2023.4 (expected-2023.4/), and the run's record (run.json)
+H100_DIR = SHARED_NSYS / "h100-medium"
+# `nsys stats` of 2023.4.4 for every export above (tests/oracles/README.md says how they were made)
+ORACLES = REPO / "tests" / "oracles"
 
 
 def missing(reason: str) -> NoReturn:
