@@ -49,6 +49,12 @@ def cpu_export() -> Path:
 
 
 @pytest.fixture(scope="session")
+def h100_export() -> Path:
+    """The project's own `harness run medium --nsys` on an H100, recorded and exported by nsys 2023.4."""
+    return _require(H100_DIR / "report.sqlite")
+
+
+@pytest.fixture(scope="session")
 def a100_expected() -> Path:
     return _require(A100_DIR / "expected")
 
@@ -62,6 +68,14 @@ def cpu_expected() -> Path:
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Tests never write to the user's cache folder: one trace cache for the whole session."""
     os.environ["HARNESS_CACHE_DIR"] = str(tmp_path_factory.mktemp("trace-cache"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _stats_format() -> None:
+    """The tables print in the format of the nsys installed (analysis.stats_format): tests pin 2022.4's,
+    the format of the shared oracles and the goldens, so that nothing they assert depends on which nsys
+    this machine has. Tests of the other format or of `auto` set it themselves."""
+    os.environ["HARNESS_STATS_FORMAT"] = "2022.4"
 
 
 @pytest.fixture

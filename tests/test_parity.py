@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import H100_DIR, NSYS_EXPORTS, ORACLES, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, missing
 from export_data import as_printed
 
 from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt

@@ -60,6 +60,7 @@ WHERE = {
     "exports_dir": "harness.experiments.opening",
     "open_report": "harness.experiments.opening",
     "ProfileRequest": "harness.profilers.nsys",
+    "nsys_cuda_check": "harness.profilers.nsys",
     "TorchRequest": "harness.profilers.torch",
     "ResultsStore": "harness.store.results",
     "UnsavedRun": "harness.store.results",
@@ -70,6 +71,7 @@ ALIASES = {
     "profiler": "get",
     "KERNEL_DECIDING": "DECIDING",
     "kernels_title": "title",
+    "nsys_cuda_check": "cuda_check_for",
 }  # a name here -> its name in its module
 MODULES = {"breakdown", "operators"}  # names that are the module itself
 

@@ -46,7 +46,7 @@ def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
     missing = [f for f in FLAGS_OF_INTEREST if not info.supports(f)]
     flags = "supports " + ", ".join(f"--{f}" for f in known)
     if missing:
-        flags += "; lacks " + ", ".join(f"--{f}" for f in missing) + " (dropped from commands)"
+        flags += "; lacks " + ", ".join(f"--{f}" for f in missing) + " (left out of the commands)"
     return [
         Check("nsys", "ok", f"{info.path} (found via {info.source})"),
         Check("nsys version", "ok", info.version),
@@ -177,7 +177,7 @@ def check_db(db: str | None) -> Check:
         return Check("results database", "info", f"{e}")
     except HarnessError as e:
         return Check("results database", "fail", str(e))
-    detail = f"{describe_url(url)}: {count} runs"
+    detail = f"{describe_url(url)}: {count:,} run{'' if count == 1 else 's'}"
     if store.file is not None and not os.access(store.file, os.W_OK):
         return Check("results database", "warn", f"{detail}; read-only: new runs cannot be saved there")
     return Check("results database", "ok", detail)
