@@ -54,6 +54,7 @@ WHERE = {
     "profiler": "harness.profilers.registry",
     "as_frame": "harness.experiments.doctor",
     "diagnose": "harness.experiments.doctor",
+    "doctor_failed": "harness.experiments.doctor",
     "measure_overhead": "harness.experiments.overhead",
     "profile_program": "harness.experiments.program",
     "analyse_many": "harness.experiments.reports",
@@ -72,6 +73,7 @@ ALIASES = {
     "KERNEL_DECIDING": "DECIDING",
     "kernels_title": "title",
     "nsys_cuda_check": "cuda_check_for",
+    "doctor_failed": "failed",
 }  # a name here -> its name in its module
 MODULES = {"breakdown", "operators"}  # names that are the module itself
 
