@@ -62,3 +62,22 @@ def test_database_check(tmp_path) -> None:
     (tmp_path / "junk.sqlite").write_text("not a database\n" * 500)
     junk = check_db(str(tmp_path / "junk.sqlite"))
     assert junk.status == "fail" and "is not a SQLite database" in junk.detail
+
+
+@pytest.mark.parametrize(
+    ("nsys", "status"), [("2022.4.2.1", "warn"), ("2023.4.4.54", "warn"), ("2025.3.2", "ok")]
+)
+def test_a_newer_python_nvtx_is_warned_about_where_it_records_nothing(
+    monkeypatch: pytest.MonkeyPatch, nsys: str, status: str
+) -> None:
+    """nvtx 0.2.17 recorded 0 of 3 ranges under nsys 2022.4 and 2023.4 (docs/nsys.md); newer nsys untried."""
+    from pathlib import Path
+
+    from harness.execution.nsys import NsysInfo
+    from harness.experiments import doctor
+
+    monkeypatch.setattr(doctor.metadata, "version", lambda name: "0.2.17")
+    check = doctor.check_nvtx(NsysInfo(path=Path("/x"), version=nsys, flags=frozenset(), source="t"))
+    assert check.status == status
+    if status == "warn":
+        assert check.detail == f"0.2.17: records nothing under nsys {nsys}; use 0.2.11"
