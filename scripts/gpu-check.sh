@@ -12,6 +12,7 @@
 #           every file the steps write (results.sqlite, nsys_profiles/, traces, pages). Default: gpu-check-DATE.
 # --device  cpu rehearses the script on a machine without a GPU (steps that need CUDA are skipped).
 # --budget  seconds for all steps (default 470); a step that would start past it is skipped and said so.
+# GPU_CHECK_SCALE=N  multiplies every step's limit (a rehearsal on a slow or busy CPU machine).
 #
 # Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
 # its export, `run --profiler torch`, a CUDA-graph program under nsys (`harness profile`), `run --memory`, a
@@ -91,7 +92,7 @@ no_nsys_left() {
 # step NAME LIMIT [capture] -- COMMAND...: run COMMAND (a harness command or a shell function) under
 # `timeout LIMIT`, its output into the log, its time and exit code after it
 step() {
-  local name="$1" limit="$2" capture=""
+  local name="$1" limit=$(($2 * ${GPU_CHECK_SCALE:-1})) capture=""
   shift 2
   [[ "$1" == capture ]] && capture=1 && shift
   [[ "$1" == -- ]] && shift
