@@ -12,7 +12,8 @@ the same table as a DataFrame.
 Statistics as analysis.stats computes them (the way nsys does): total, count, mean, the median (the mean of
 the two middle values for an even count), min, max and the sample standard deviation (0 for one kernel),
 Avg, Med and StdDev rounded half away from zero to one decimal; largest total first, ties in the order of
-(name id, grid, block) as SQLite's GROUP BY leaves them.
+(name id, grid, block) as SQLite's GROUP BY leaves them (2022.4), or from nsys 2023 (`ORDER BY total DESC,
+instances, name`) by fewer instances, then by name.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import numpy as np
 from analysis.readers import NULL
 from analysis.results import Rows
 from analysis.stats import durations_by_group, round_half_up
+from analysis.stats_format import DEFAULT as DEFAULT_FORMAT
+from analysis.stats_format import kernels_by_name, producer
 from analysis.trace import BLOCK_ROWS, NAME_COLUMN, Trace
 
 if TYPE_CHECKING:
@@ -73,15 +76,23 @@ def title(source: str) -> str:
 
 
 def kernel_table(
-    trace: Trace, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
+    trace: Trace,
+    *,
+    names: Names = "demangled",
+    by: By | None = None,
+    range_name: str | None = None,
+    stats_format: str = DEFAULT_FORMAT,
 ) -> Rows:
     """GPU time per kernel (and launch shape), largest first, in the columns of gpukernsum, without pandas.
 
     names: demangled (default), base (no arguments or templates) or mangled (falls back to demangled
-    where the export has no mangled names). by="name" merges launch shapes (no GridXYZ/BlockXYZ).
-    range_name keeps only kernels launched while an NVTX range of that name was open in their process.
+    where the export has no mangled names). by="name" merges launch shapes (no GridXYZ/BlockXYZ); by
+    default the `stats_format` decides (analysis.stats_format: by name from nsys 2023.1, as
+    cuda_gpu_kern_sum). range_name keeps only kernels launched while an NVTX range of that name was open in
+    their process.
     """
     trace.require("kernels", "CUDA kernel data")
+    by = by or kernel_grouping(trace, stats_format)
     notes: list[str] = []
     name = NAME_COLUMN[names]
     keys = [name, "grid", "block"] if by == "shape" else [name]
@@ -119,7 +130,10 @@ def kernel_table(
     for r in rows:
         r.insert(-1, strings.get(r[-1], ""))
     rows.sort(key=lambda r: (r[-1], *r[7:-2]))  # ties: name id, grid and block text ascending
-    rows.sort(key=lambda r: -r[0])  # stable: largest total first
+    if kernels_by_name(stats_format, producer(trace)):  # 2023's reports: ties by fewer instances, then name
+        rows.sort(key=lambda r: (-r[0], r[1], r[-2]))
+    else:
+        rows.sort(key=lambda r: -r[0])  # stable: largest total first
     totals = np.array([r[0] for r in rows], dtype=np.int64)
     whole = float(totals.sum())
     share = round_half_up(totals.astype(np.float64) * 100.0 / whole) if whole else np.zeros(len(rows))
@@ -132,8 +146,19 @@ def kernel_table(
     return Rows.computed(columns, [KINDS[c] for c in columns], table, {"notes": [*trace.notes, *notes]})
 
 
+def kernel_grouping(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> By:
+    """How the kernel summary of `stats_format` groups kernels: by name (2023.1 and later) or by shape."""
+    return "name" if kernels_by_name(stats_format, producer(trace)) else "shape"
+
+
 def kernel_summary(
-    trace: Trace, *, names: Names = "demangled", by: By = "shape", range_name: str | None = None
+    trace: Trace,
+    *,
+    names: Names = "demangled",
+    by: By | None = None,
+    range_name: str | None = None,
+    stats_format: str = DEFAULT_FORMAT,
 ) -> pd.DataFrame:
     """`kernel_table` as a DataFrame."""
-    return kernel_table(trace, names=names, by=by, range_name=range_name).frame()
+    table = kernel_table(trace, names=names, by=by, range_name=range_name, stats_format=stats_format)
+    return table.frame()

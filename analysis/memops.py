@@ -7,13 +7,11 @@ import pandas as pd
 
 from analysis.readers import NULL
 from analysis.stats import describe, order_like_nsys, round_half_up, time_percent
+from analysis.stats_format import DEFAULT as DEFAULT_FORMAT
+from analysis.stats_format import copy_label as _label
+from analysis.stats_format import producer
 from analysis.trace import Trace
 
-# CUDA_MEMCPY_KIND (ENUM_CUDA_MEMCPY_OPER in newer exports), as nsys stats labels them
-COPY_KINDS = {
-    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
-    9: "HtoH", 10: "PtoP", 11: "Unified HtoD", 12: "Unified DtoH", 13: "Unified DtoD",
-}  # fmt: skip
 MEMSET_LABEL = "[CUDA memset]"
 TIME_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Count", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)",
@@ -24,23 +22,27 @@ SIZE_COLUMNS = [
 ]  # fmt: skip
 
 
-def copy_label(kind: int) -> str:
-    return f"[CUDA memcpy {COPY_KINDS.get(int(kind), f'kind {kind}')}]"
+def copy_label(kind: int, trace: Trace | None = None, stats_format: str = DEFAULT_FORMAT) -> str:
+    """How `nsys stats` of `stats_format` names a copy kind (analysis.stats_format): [CUDA memcpy HtoD] in
+    2022.4, [CUDA memcpy Host-to-Device] from 2023.3."""
+    return _label(kind, stats_format, producer(trace) if trace is not None else None)
 
 
-MEMOP_COLUMNS = ["bytes", "start", "end", "stream_id", "correlation_id"]
+MEMOP_COLUMNS = ["bytes", "start", "end", "stream_id", "correlation_id", "global_pid"]
 
 
-def memory_ops(trace: Trace, window: tuple[int, int] | None = None) -> pd.DataFrame:
+def memory_ops(
+    trace: Trace, window: tuple[int, int] | None = None, stats_format: str = DEFAULT_FORMAT
+) -> pd.DataFrame:
     """Every memcpy and memset (those starting inside `window`): Operation, bytes, start, end, duration,
-    stream_id, correlation_id."""
+    stream_id, correlation_id, global_pid."""
     if trace.count("memcpy") + trace.count("memset") == 0:
         trace.require("memcpy", "GPU memory operations")
     copies = trace.frame("memcpy", ["copy_kind", *MEMOP_COLUMNS]) if trace.has("memcpy") else None
     sets = trace.frame("memset", MEMOP_COLUMNS) if trace.has("memset") else None
     parts = []
     if copies is not None:
-        labels = {k: copy_label(k) for k in copies["copy_kind"].unique()}
+        labels = {k: copy_label(k, trace, stats_format) for k in copies["copy_kind"].unique()}
         parts.append(copies.assign(Operation=copies["copy_kind"].map(labels)).drop(columns="copy_kind"))
     if sets is not None:
         parts.append(sets.assign(Operation=MEMSET_LABEL))
@@ -51,7 +53,7 @@ def memory_ops(trace: Trace, window: tuple[int, int] | None = None) -> pd.DataFr
     return ops
 
 
-def _by_kind(trace: Trace, value: str) -> tuple[pd.DataFrame, dict[int, str]]:
+def _by_kind(trace: Trace, value: str, stats_format: str) -> tuple[pd.DataFrame, dict[int, str]]:
     """The rows of `memory_ops` as (Operation code, `value`: duration or bytes), and code -> Operation: an
     integer per row, not a string, and only the columns the value needs (a frame of every column with a
     string per row was the peak of `summary` at 1M memory operations)."""
@@ -62,7 +64,7 @@ def _by_kind(trace: Trace, value: str) -> tuple[pd.DataFrame, dict[int, str]]:
     if trace.has("memcpy"):
         copies = trace.frame("memcpy", ["copy_kind", *read])
         kind = copies["copy_kind"].to_numpy()
-        labels = {int(k): copy_label(k) for k in pd.unique(kind)}
+        labels = {int(k): copy_label(k, trace, stats_format) for k in pd.unique(kind)}
         codes.append(kind)
         values.append(_value(copies, value))
         del copies
@@ -81,9 +83,10 @@ def _value(ops: pd.DataFrame, value: str) -> np.ndarray:
     return (ops["end"] - ops["start"]).to_numpy() if value == "duration" else ops["bytes"].to_numpy()
 
 
-def memops_time(trace: Trace) -> pd.DataFrame:
-    """GPU time per memory operation kind (TIME_COLUMNS), largest first."""
-    ops, labels = _by_kind(trace, "duration")
+def memops_time(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFrame:
+    """GPU time per memory operation kind (TIME_COLUMNS), largest first; copies named as `nsys stats` of
+    `stats_format` names them."""
+    ops, labels = _by_kind(trace, "duration", stats_format)
     out = describe(ops, ["Operation"], count_name="Count")
     del ops
     out["Operation"] = out["Operation"].map(labels)
@@ -94,9 +97,9 @@ def memops_time(trace: Trace) -> pd.DataFrame:
     return out
 
 
-def memops_size(trace: Trace) -> pd.DataFrame:
+def memops_size(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFrame:
     """Bytes moved per memory operation kind, in MB (10^6 bytes) to 3 decimals, largest first."""
-    ops, labels = _by_kind(trace, "bytes")
+    ops, labels = _by_kind(trace, "bytes", stats_format)
     bad = (ops["bytes"] == NULL) | (ops["bytes"] < 0)
     if bad.any():  # a damaged export: no byte count (the NULL sentinel would be -9.2e12 MB)
         trace.note(

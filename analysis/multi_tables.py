@@ -12,13 +12,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.kernels import block_text, grid_text
+from analysis.kernels import block_text, grid_text, kernel_grouping
 from analysis.memops import SIZE_COLUMNS, memory_ops
 from analysis.multi import Part, Sources, gather_rows, stat_table
 from analysis.nvtx import all_ranges, grouped_tags
 from analysis.nvtx_gpu import kernels_in_ranges
 from analysis.runtime import kernel_rows, runtime_calls
 from analysis.stats import round_half_up
+from analysis.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.trace import Trace
 
 KERNEL_STATS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -37,10 +38,17 @@ def _cat(values: Any) -> pd.Categorical:
 
 
 def kernel_rows_named(
-    trace: Trace, *, names: str = "demangled", by: str = "shape", range_name: str | None = None
+    trace: Trace,
+    *,
+    names: str = "demangled",
+    by: str | None = None,
+    range_name: str | None = None,
+    stats_format: str = DEFAULT_FORMAT,
 ) -> pd.DataFrame:
-    """One row per kernel: Name (and GridXYZ, BlockXYZ by shape) as categories, duration."""
+    """One row per kernel: Name (and GridXYZ, BlockXYZ by shape; by default as `stats_format` groups
+    kernels) as categories, duration."""
     trace.require("kernels", "CUDA kernel data")
+    by = by or kernel_grouping(trace, stats_format)
     if range_name is None:
         kern = kernel_rows(trace, ("name_id", "grid", "block", "duration"), names=names)
     else:
@@ -92,8 +100,8 @@ def osrt_rows(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({"Name": _cat(names), "duration": calls["duration"].to_numpy()})
 
 
-def memop_rows(trace: Trace) -> pd.DataFrame:
-    ops = memory_ops(trace)
+def memop_rows(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFrame:
+    ops = memory_ops(trace, stats_format=stats_format)
     return pd.DataFrame(
         {"Operation": _cat(ops["Operation"]), "duration": ops["duration"].to_numpy(), "bytes": ops["bytes"]}
     )

@@ -674,7 +674,7 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
 def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     """Each push/pop range projected onto the GPU, like `nsys stats -r nvtxgpuproj`: the span from the first
     start to the last end of the GPU operations launched inside it (or inside a range it encloses) on its
-    thread. Ranges without GPU operations are left out."""
+    thread. Ranges without GPU operations are left out, and NumChild counts the children that have some."""
     from analysis.nvtx import nvtx_trace
 
     _require(trace)
@@ -714,6 +714,11 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
             "RangeStack": tree.loc[ids, "RangeStack"].to_numpy(),
         }
     )
-    out = out.sort_values(["Projected Start (ns)", "RangeId"], kind="stable").reset_index(drop=True)
+    # NumChild: the children that are projected themselves (nsys's `child` counts those of the projection)
+    children = out["ParentId"].dropna().astype("int64").value_counts()
+    out["NumChild"] = out["RangeId"].map(children).fillna(0).astype("int64")
+    # by RangeId: nsys's `ORDER BY "Projected Start"` names no column of its query (they are "Projected
+    # Start:ts_ns"), so SQLite orders by a constant and the rows come as its GROUP BY range id left them
+    out = out.sort_values("RangeId", kind="stable").reset_index(drop=True)
     out.attrs["notes"] = list(trace.notes)
     return out[PROJECTION_COLUMNS]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.names import STEP, TRAIN_PHASES
+from analysis.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.trace import FRAMES, Trace
 
 # The columns the tables below read, loaded together so that each source table is scanned once.
@@ -31,8 +32,8 @@ NEEDS = {
         "device_id",
     ),
     "runtime": ("start", "end", "correlation_id", "global_tid", "name_id"),
-    "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id"),
-    "memset": ("start", "end", "bytes", "stream_id", "correlation_id"),
+    "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid"),
+    "memset": ("start", "end", "bytes", "stream_id", "correlation_id", "global_pid"),
     "osrt": ("duration", "name_id"),
     "nvtx": FRAMES["nvtx"],
     "strings": (),
@@ -69,7 +70,9 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _builders(by: str = "op") -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
+def _builders(
+    by: str = "op", stats_format: str = DEFAULT_FORMAT
+) -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
     from analysis.cuda_api import cuda_api_summary
     from analysis.kernels import kernel_summary
     from analysis.launch import launch_summary
@@ -95,26 +98,27 @@ def _builders(by: str = "op") -> list[tuple[str, Callable[[Trace], pd.DataFrame]
         return out
 
     return [
-        ("CUDA kernels (gpukernsum)", kernel_summary),
+        ("CUDA kernels (gpukernsum)", lambda trace: kernel_summary(trace, stats_format=stats_format)),
         ("NVTX ranges (nvtxsum)", lambda trace: nvtx_summary(trace, by)),
         ("GPU time per NVTX range (nvtxkernsum)", gpu_per_range),
         ("Do the phases add up?", phases_add_up),
         ("CUDA API (cudaapisum)", cuda_api_summary),
-        ("GPU memory time (gpumemtimesum)", memops_time),
-        ("GPU memory size (gpumemsizesum)", memops_size),
+        ("GPU memory time (gpumemtimesum)", lambda trace: memops_time(trace, stats_format)),
+        ("GPU memory size (gpumemsizesum)", lambda trace: memops_size(trace, stats_format)),
         ("Launch latency (kernexecsum)", launch_summary),
         ("OS runtime (osrtsum)", osrt_summary),
     ]
 
 
-def summary(trace: Trace, by: str = "op") -> Report:
+def summary(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> Report:
     """Build every table; a table without data is skipped and the reason kept in `skipped`. NVTX names
-    are grouped as `by` says (analysis.nvtx_names; "raw": as nsys stats prints them)."""
+    are grouped as `by` says (analysis.nvtx_names; "raw": as nsys stats prints them); kernels and memory
+    operations as `nsys stats` of `stats_format` prints them (analysis.stats_format)."""
     report = Report()
     staged = trace.stage(NEEDS)  # into the cache, scanned once; else held, scanned once
     if not staged:
         trace.load(NEEDS)
-    for title, build in _builders(by):
+    for title, build in _builders(by, stats_format):
         try:
             table = build(trace)
         except ExportError as e:

@@ -43,6 +43,7 @@ from analysis.multi_tables import (
 from analysis.nvtx import nvtx_summary, nvtx_trace
 from analysis.operators import operator_table
 from analysis.osrt import osrt_summary
+from analysis.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.summary import NEEDS, summary
 from analysis.trace import Trace
 
@@ -86,10 +87,11 @@ def _single(title: str, df: pd.DataFrame) -> Tables:
 # --- one export -----------------------------------------------------------------------------------------
 
 
-def _kernels_one(trace: Trace, source: str, names: str = "demangled", by: str = "shape",
-                 range_name: str | None = None, hta: bool = False) -> Tables:  # fmt: skip
+def _kernels_one(trace: Trace, source: str, names: str = "demangled", by: str | None = None,
+                 range_name: str | None = None, hta: bool = False,
+                 stats_format: str = DEFAULT_FORMAT) -> Tables:  # fmt: skip
     trace = hta_view(trace) if hta else trace  # type: ignore[assignment]
-    df = kernel_summary(trace, names=names, by=by, range_name=range_name)
+    df = kernel_summary(trace, names=names, by=by, range_name=range_name, stats_format=stats_format)  # type: ignore[arg-type]
     return _single(kernel_title(source), df)
 
 
@@ -116,14 +118,14 @@ def _nvtx_gpu_one(trace: Trace, source: str, view: str = "summary", mode: str = 
     return out
 
 
-def _memops_one(trace: Trace, source: str) -> Tables:
-    by_time = memops_time(trace)
-    tables = [("GPU memory operations by time", by_time), ("by size (MB)", memops_size(trace))]
+def _memops_one(trace: Trace, source: str, stats_format: str = DEFAULT_FORMAT) -> Tables:
+    by_time = memops_time(trace, stats_format)
+    tables = [("GPU memory operations by time", by_time), ("by size (MB)", memops_size(trace, stats_format))]
     return Tables(tables, notes=list(by_time.attrs.get("notes", [])), titled=True)
 
 
-def _summary_one(trace: Trace, source: str, by: str = "op") -> Tables:
-    report = summary(trace, by=by)
+def _summary_one(trace: Trace, source: str, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> Tables:
+    report = summary(trace, by=by, stats_format=stats_format)
     if not report.tables:
         reasons = "; ".join(dict.fromkeys(report.skipped.values()))
         raise ExportError(f"nothing to report in {trace.path}: {reasons}")
@@ -133,10 +135,16 @@ def _summary_one(trace: Trace, source: str, by: str = "op") -> Tables:
 # --- several exports: what each contributes ---------------------------------------------------------------
 
 
-def _kernels_pieces(trace: Trace, names: str = "demangled", by: str = "shape", range_name: str | None = None,
-                    hta: bool = False) -> dict[str, Piece]:  # fmt: skip
+def _kernels_pieces(trace: Trace, names: str = "demangled", by: str | None = None,
+                    range_name: str | None = None, hta: bool = False,
+                    stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:  # fmt: skip
     trace = hta_view(trace) if hta else trace  # type: ignore[assignment]
-    return {"kernels": Piece(rows=kernel_rows_named(trace, names=names, by=by, range_name=range_name))}
+    rows = kernel_rows_named(trace, names=names, by=by, range_name=range_name, stats_format=stats_format)
+    return {"kernels": Piece(rows=rows)}
+
+
+def _memops_pieces(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:
+    return {"memops": Piece(rows=memop_rows(trace, stats_format))}
 
 
 def _nvtx_pieces(trace: Trace, trace_rows: bool = False, by: str = "op") -> dict[str, Piece]:
@@ -154,16 +162,16 @@ def _nvtx_gpu_pieces(trace: Trace, view: str = "summary", mode: str = "auto", ph
     return {name: Piece(table=df) for name, (_, df) in zip(names, tables, strict=False)}
 
 
-def _summary_pieces(trace: Trace, by: str = "op") -> dict[str, Piece]:
+def _summary_pieces(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:
     """Every summary table's piece; those without data go to `_skipped` (see analysis.multi.read_part)."""
     trace.load(NEEDS)
     out: dict[str, Piece] = {}
     skipped: dict[str, str] = {}
     builds: list[tuple[str, Callable[[], Piece]]] = [
-        ("kernels", lambda: Piece(rows=kernel_rows_named(trace))),
+        ("kernels", lambda: Piece(rows=kernel_rows_named(trace, by="name"))),
         ("nvtx", lambda: Piece(rows=nvtx_rows(trace, by))),
         ("api", lambda: Piece(rows=api_rows(trace))),
-        ("memops", lambda: Piece(rows=memop_rows(trace))),
+        ("memops", lambda: Piece(rows=memop_rows(trace, stats_format))),
         ("launch", lambda: Piece(table=launch_summary(trace))),
         ("osrt", lambda: Piece(rows=osrt_rows(trace))),
     ]
@@ -200,8 +208,15 @@ def _stacked(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
 
 def _kernels_combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bool,
                      options: dict[str, Any]) -> None:  # fmt: skip
-    spec = kernel_spec(options.get("by", "shape"))
+    # by default each export's rows are grouped as its stats format says: by shape only where all are
+    by = options.get("by") or ("shape" if all(_has_shape(p) for p in parts) else "name")
+    spec = kernel_spec(by)
     out.tables.append(("kernels", summarised("kernels", parts, sources, by_rank, **spec)))  # type: ignore[arg-type]
+
+
+def _has_shape(part: Part) -> bool:
+    piece = part.pieces.get("kernels")
+    return piece is None or piece.rows is None or "GridXYZ" in piece.rows.columns
 
 
 def kernel_spec(by: str) -> dict[str, Any]:
@@ -317,7 +332,7 @@ TABLES: dict[str, Table] = {
         ),
         Table(
             "memops", "", "nsys stats -r gpumemtimesum, gpumemsizesum",
-            one=_memops_one, pieces=_rows_of("memops", memop_rows), combine=_memops_combine,
+            one=_memops_one, pieces=_memops_pieces, combine=_memops_combine,
             deciding=("Operation", "Total Time (ns)", "Total (MB)", "Count"),
             headings={"by time": "GPU memory operations by time", "by size": "by size (MB)"},
         ),

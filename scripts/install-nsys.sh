@@ -1,144 +1,222 @@
 #!/usr/bin/env bash
-# Install a project-local Nsight Systems (Debian's 2022.4.2.1 from non-free) into .tools/nsys
-# without pulling NVIDIA driver packages. Does nothing if nsys is already usable.
+# Install a project-local Nsight Systems into .tools/nsys without NVIDIA driver packages and without touching
+# the system's apt configuration. Does nothing when a usable nsys is already there.
 #
-# apt is left as it was found: the non-free (Ubuntu: multiverse) component is added only when no source
-# enables it yet, and what was added is removed again once the packages are downloaded.
-# Sourcing this file (`source scripts/install-nsys.sh`) only defines the functions; HARNESS_APT_DIR
-# (default /etc/apt) points them at another tree of sources files, as the tests do.
+# Which one: Debian's nsight-systems 2023.4.4 (trixie, non-free; made for CUDA 12.4, supports
+# --python-backtrace). Debian 12's own 2022.4.2.1 (bookworm non-free, made for CUDA 11.8) recorded 0 kernels
+# of a CUDA 13 program on an H100, so it is only the fallback where trixie cannot be had, and a project-local
+# copy older than 2023.4 is replaced by it.
+#
+# How: the packages are fetched with a private apt state in a temporary folder (its own sources file, package
+# lists and cache; apt-get -o Dir::...), from the machine's own Debian (or Ubuntu) archive as its sources
+# name it. /etc/apt and the system's package lists are only read.
+#
+# Sourcing this file (`source scripts/install-nsys.sh`) only defines the functions. tests/test_install_nsys.py
+# points them elsewhere: HARNESS_APT_DIR (default /etc/apt, the sources read), HARNESS_OS_RELEASE,
+# HARNESS_DEBIAN_KEYRING, HARNESS_NSYS_ROOT (default .tools/nsys) and HARNESS_NSYS_SUITE (default trixie).
 set -euo pipefail
 
 APT_DIR="${HARNESS_APT_DIR:-/etc/apt}"
-ADDED_SOURCES="harness-nonfree.sources"
-SUDO=""
+NEWER_SUITE="${HARNESS_NSYS_SUITE:-trixie}" # the Debian suite whose non-free holds nsight-systems 2023.4.4
+WANTED="2023.4"                              # a project-local nsys older than this is replaced
+OS_RELEASE="${HARNESS_OS_RELEASE:-/etc/os-release}"
+DEBIAN_KEYRING="${HARNESS_DEBIAN_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}"
+UBUNTU_KEYRING=/usr/share/keyrings/ubuntu-archive-keyring.gpg
 
-# component_enabled COMPONENT SUITE: does an enabled `deb` source in $APT_DIR give COMPONENT for SUITE?
-# Reads sources.list and sources.list.d/*.list (one-line format) and sources.list.d/*.sources (deb822).
-component_enabled() {
-  local component="$1" suite="$2" f
+# archive_uri SUITE DEFAULT: the URI of the first enabled `deb` source in $APT_DIR that serves SUITE (the
+# machine's own mirror), else DEFAULT. Reads sources.list and sources.list.d/*.list (one-line format) and
+# sources.list.d/*.sources (deb822); `deb-src`, commented and `Enabled: no` entries do not count.
+archive_uri() {
+  local suite="$1" default="$2" f found=""
   local -a lists=() stanzas=()
   [[ -f "$APT_DIR/sources.list" ]] && lists+=("$APT_DIR/sources.list")
   for f in "$APT_DIR"/sources.list.d/*.list; do [[ -f "$f" ]] && lists+=("$f"); done
   for f in "$APT_DIR"/sources.list.d/*.sources; do [[ -f "$f" ]] && stanzas+=("$f"); done
-  if ((${#lists[@]})) && awk -v comp="$component" -v suite="$suite" '
+  if ((${#lists[@]})); then
+    found="$(awk -v suite="$suite" '
       { sub(/#.*/, "") }
       $1 != "deb" { next }
       {
         i = 2
         if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }  # [options]
-        if ($(i + 1) != suite) next
-        for (j = i + 2; j <= NF; j++) if ($j == comp) found = 1
+        if ($(i + 1) == suite) { print $i; exit }
+      }' "${lists[@]}")"
+  fi
+  if [[ -z "$found" ]] && ((${#stanzas[@]})); then
+    # deb822: stanzas separated by blank lines; fields Types, URIs, Suites, Enabled
+    found="$(awk -v suite="$suite" '
+      function check() {
+        if (!done && types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " suite " ") && uris) {
+          split(uris, u, " "); print u[1]; done = 1
+        }
+        types = suites = uris = ""; enabled = "yes"
       }
-      END { exit found ? 0 : 1 }' "${lists[@]}"; then
-    return 0
+      FNR == 1 { check() }
+      /^[ \t]*#/ { next }
+      /^[ \t]*$/ { check(); next }
+      {
+        key = tolower($1); value = $0; sub(/^[^:]*:[ \t]*/, "", value); gsub(/[ \t]+/, " ", value)
+        if (key == "types:") types = value
+        else if (key == "uris:") uris = value
+        else if (key == "suites:") suites = value
+        else if (key == "enabled:") enabled = tolower(value)
+      }
+      END { check() }' "${stanzas[@]}")"
   fi
-  ((${#stanzas[@]})) || return 1
-  # deb822: stanzas separated by blank lines; fields Types, Suites, Components, Enabled
-  awk -v comp="$component" -v suite="$suite" '
-    function check() {
-      if (types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " suite " ") \
-          && (" " comps " ") ~ (" " comp " ")) found = 1
-      types = suites = comps = ""; enabled = "yes"
-    }
-    FNR == 1 { check() }
-    /^[ \t]*#/ { next }
-    /^[ \t]*$/ { check(); next }
-    {
-      key = tolower($1); value = $0; sub(/^[^:]*:[ \t]*/, "", value); gsub(/[ \t]+/, " ", value)
-      if (key == "types:") types = value
-      else if (key == "suites:") suites = value
-      else if (key == "components:") comps = value
-      else if (key == "enabled:") enabled = tolower(value)
-    }
-    END { check(); exit found ? 0 : 1 }' "${stanzas[@]}"
+  echo "${found:-$default}"
 }
 
-# add_debian_component COMPONENT SUITE: a sources file of our own for it, with the same Signed-By as
-# Debian's own entries (apt refuses conflicting ones). Prints its path.
-add_debian_component() {
-  local file="$APT_DIR/sources.list.d/$ADDED_SOURCES"
-  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: %s\nSigned-By: %s\n' \
-    "$2" "$1" /usr/share/keyrings/debian-archive-keyring.gpg | $SUDO tee "$file" >/dev/null
-  echo "$file"
+# private_source ROOT URI SUITE COMPONENT KEYRING: the one sources file of a private apt state in ROOT
+private_source() {
+  mkdir -p "$1/sources.list.d" "$1/lists/partial" "$1/cache/archives/partial" "$1/prefs"
+  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: %s\nSigned-By: %s\n' "$2" "$3" "$4" "$5" \
+    >"$1/sources.list.d/nsys.sources"
 }
 
-# remove_added WHAT: take back what add_debian_component (a file) or add-apt-repository (multiverse) added.
-remove_added() {
-  case "$1" in
-    "") ;;
-    multiverse) $SUDO add-apt-repository -y --remove multiverse ;;
-    *) $SUDO rm -f "$1" ;;
-  esac
+# private_apt ROOT ARGS...: apt-get with its sources, package lists, cache and preferences in ROOT only
+private_apt() {
+  local root="$1"
+  shift
+  apt-get -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$root/sources.list.d" \
+    -o Dir::State::Lists="$root/lists" -o Dir::Cache="$root/cache" \
+    -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts="$root/prefs" "$@"
 }
 
-# Once the packages are downloaded (or on a failure before): what was added to apt goes, and with it the
-# package lists it brought.
-take_back() {
-  if [[ -n "${ADDED:-}" ]]; then
-    remove_added "$ADDED" && $SUDO apt-get update -qq || true
-    ADDED=""
+# fetch ROOT URI SUITE COMPONENT KEYRING: download nsight-systems and nsight-systems-target from that one
+# source into ROOT/debs; fails (quietly) where the source or the packages cannot be had
+fetch() {
+  local root="$1"
+  rm -rf "$root"
+  private_source "$root" "$2" "$3" "$4" "$5"
+  mkdir -p "$root/debs"
+  private_apt "$root" update -qq >"$root/apt.log" 2>&1 || return 1
+  (cd "$root/debs" && private_apt "$root" download -qq nsight-systems nsight-systems-target) \
+    >>"$root/apt.log" 2>&1 || return 1
+  compgen -G "$root/debs/nsight-systems-target_*.deb" >/dev/null
+}
+
+# unpack DEBS DEST: both packages into DEST, and the layout made whole: nsys looks for QdstrmImporter beside
+# its target folder (without the link it leaves only a .qdstrm), wants libssh.so, and `nsys stats` imports
+# nsysstats and gpustats from host-linux-x64/python/lib (the packages put them in python3's dist-packages)
+unpack() {
+  local debs="$1" dest="$2" deb host
+  mkdir -p "$dest"
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$dest"; done
+  mkdir -p "$dest/usr/lib/x86_64-linux-gnu/nsight-systems"
+  ln -sfn ../../nsight-systems/host-linux-x64 "$dest/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64"
+  host="$dest/usr/lib/nsight-systems/host-linux-x64"
+  ln -sfn /usr/lib/x86_64-linux-gnu/libssh.so.4 "$host/libssh.so"
+  if compgen -G "$dest/usr/lib/python3/dist-packages/*stats.py" >/dev/null; then
+    mkdir -p "$host/python/lib"
+    cp -n "$dest"/usr/lib/python3/dist-packages/{nsysstats,gpustats}.py "$host/python/lib/" 2>/dev/null || true
   fi
 }
 
-cleanup() {
-  if [[ -n "${TMP:-}" ]]; then rm -rf "$TMP"; fi
-  take_back
+# nsys_version NSYS: "2023.4.4.54" of a runnable nsys, else nothing
+nsys_version() {
+  [[ -x "$1" ]] || return 0
+  "$1" --version 2>/dev/null | grep -oE '[0-9]{4}\.[0-9]+(\.[0-9]+)*' | head -1 || true
+}
+
+# older VERSION THAN: is VERSION (2022.4.2.1) older than THAN (2023.4)?
+older() {
+  [[ "$1" != "$2" && "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" == "$1" ]]
 }
 
 main() {
-  local root dest nsys cand
+  local root dest nsys cand have got uri suite component keyring
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   dest="${HARNESS_NSYS_ROOT:-$root/.tools/nsys}"
   nsys="$dest/usr/lib/nsight-systems/bin/nsys"
 
-  if [[ -x "$nsys" ]]; then echo "nsys: $nsys (project-local, already installed)"; return 0; fi
-  if [[ -n "${HARNESS_NSYS:-}" && -x "${HARNESS_NSYS}" ]]; then echo "nsys: $HARNESS_NSYS (HARNESS_NSYS)"; return 0; fi
-  if command -v nsys >/dev/null 2>&1; then echo "nsys: $(command -v nsys) (on PATH, nothing installed)"; return 0; fi
-  for cand in /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys; do
-    if [[ -x "$cand" ]]; then echo "nsys: $cand (found, nothing installed)"; return 0; fi
-  done
-
-  if ! command -v apt-get >/dev/null 2>&1 || ! grep -qiE 'debian|ubuntu' /etc/os-release; then
-    echo "nsys not found and this is not Debian/Ubuntu: install Nsight Systems from" \
-         "https://developer.nvidia.com/nsight-systems and put nsys on PATH (or set HARNESS_NSYS)." >&2
-    return 1
+  have="$(nsys_version "$nsys")"
+  if [[ -n "$have" ]] && ! older "$have" "$WANTED"; then
+    echo "nsys: $nsys (project-local $have, already installed)"
+    return 0
   fi
-
-  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-
-  # Debian's nsight-systems lives in non-free (Ubuntu: multiverse). Add the component only when no source
-  # enables it; a component that is there but not yet fetched only needs `apt-get update`.
-  ADDED="" TMP=""
-  trap cleanup EXIT
-  . /etc/os-release
-  if ! apt-cache policy nsight-systems-target 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-    local component=non-free
-    [[ "${ID:-}" == "debian" ]] || component=multiverse
-    if ! component_enabled "$component" "${VERSION_CODENAME}"; then
-      if [[ "${ID:-}" == "debian" ]]; then
-        ADDED="$(add_debian_component non-free "${VERSION_CODENAME}")"
-      else
-        $SUDO add-apt-repository -y multiverse
-        ADDED="multiverse"
-      fi
-      echo "added $ADDED for nsight-systems; it is removed again once the packages are downloaded"
+  if [[ -z "$have" ]]; then
+    if [[ -n "${HARNESS_NSYS:-}" && -x "${HARNESS_NSYS}" ]]; then
+      echo "nsys: $HARNESS_NSYS (HARNESS_NSYS, nothing installed)"
+      return 0
     fi
-    $SUDO apt-get update -qq
+    if command -v nsys >/dev/null 2>&1; then
+      echo "nsys: $(command -v nsys) (on PATH, nothing installed)"
+      return 0
+    fi
+    for cand in /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys; do
+      if [[ -x "$cand" ]]; then
+        echo "nsys: $cand (found, nothing installed)"
+        return 0
+      fi
+    done
   fi
-  # Runtime libraries nsys needs; installing nsight-systems itself would pull NVIDIA driver libs.
-  $SUDO apt-get install -y -qq libssh-4 libpfm4 >/dev/null
+
+  if ! command -v apt-get >/dev/null 2>&1 || ! grep -qiE 'debian|ubuntu' "$OS_RELEASE"; then
+    echo "nsys not found and this is not Debian/Ubuntu: install Nsight Systems from" \
+      "https://developer.nvidia.com/nsight-systems and put nsys on PATH (or set HARNESS_NSYS)." >&2
+    [[ -n "$have" ]] && return 0 || return 1
+  fi
+  . "$OS_RELEASE"
+  [[ -n "$have" ]] && echo "nsys: the project-local $have is older than $WANTED (it recorded no kernels of" \
+    "a CUDA 13 program): replacing it"
 
   TMP="$(mktemp -d)"
-  (cd "$TMP" && apt-get download -qq nsight-systems nsight-systems-target)
-  take_back
-  mkdir -p "$dest"
-  for deb in "$TMP"/*.deb; do dpkg -x "$deb" "$dest"; done
+  trap 'rm -rf "$TMP" "${DEST_NEW:-}"' EXIT
+  local tmp="$TMP"
+  got=""
+  # 1. Debian's 2023.4.4 from trixie's non-free, through the machine's own Debian mirror
+  if [[ -f "$DEBIAN_KEYRING" ]]; then
+    uri="$(archive_uri "${VERSION_CODENAME:-}" http://deb.debian.org/debian)"
+    [[ "${ID:-}" == "debian" ]] || uri=http://deb.debian.org/debian
+    if fetch "$tmp/apt" "$uri" "$NEWER_SUITE" non-free "$DEBIAN_KEYRING"; then
+      got="Debian $NEWER_SUITE non-free ($uri)"
+    else
+      echo "nsys: Debian $NEWER_SUITE non-free could not be had from $uri: $(tail -1 "$tmp/apt/apt.log" 2>/dev/null)"
+    fi
+  fi
+  # 2. the fallback: this release's own suite (Debian non-free, Ubuntu multiverse)
+  if [[ -z "$got" ]]; then
+    suite="${VERSION_CODENAME:-}" component=non-free keyring="$DEBIAN_KEYRING"
+    uri="$(archive_uri "$suite" http://deb.debian.org/debian)"
+    if [[ "${ID:-}" != "debian" ]]; then
+      component=multiverse keyring="$UBUNTU_KEYRING"
+      uri="$(archive_uri "$suite" http://archive.ubuntu.com/ubuntu)"
+    fi
+    if fetch "$tmp/apt" "$uri" "$suite" "$component" "$keyring"; then
+      got="$suite $component ($uri), the fallback"
+    else
+      echo "nsys: could not download nsight-systems from $uri $suite $component:" \
+        "$(tail -1 "$tmp/apt/apt.log" 2>/dev/null)" >&2
+      [[ -n "$have" ]] && echo "nsys: keeping the project-local $have" && return 0
+      return 1
+    fi
+  fi
 
-  # Make the layout whole: nsys looks for QdstrmImporter beside its target dir, and wants libssh.so.
-  ln -sfn ../../nsight-systems/host-linux-x64 "$dest/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64"
-  ln -sfn /usr/lib/x86_64-linux-gnu/libssh.so.4 "$dest/usr/lib/nsight-systems/host-linux-x64/libssh.so"
+  # Runtime libraries nsys needs (installing nsight-systems itself would pull NVIDIA driver libraries)
+  if ! dpkg -s libssh-4 libpfm4 >/dev/null 2>&1; then
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    $sudo apt-get install -y -qq libssh-4 libpfm4 >/dev/null
+  fi
 
-  "$nsys" --version
+  # unpacked beside, then swapped in: an interrupted install leaves the old copy (or none), never half of one
+  DEST_NEW="$dest.new"
+  rm -rf "$dest.new"
+  unpack "$tmp/apt/debs" "$dest.new"
+  local version
+  version="$(nsys_version "$dest.new/usr/lib/nsight-systems/bin/nsys")"
+  if [[ -z "$version" ]]; then
+    rm -rf "$dest.new"
+    echo "nsys: the unpacked nsys does not run (missing libraries?)" >&2
+    return 1
+  fi
+  rm -rf "$dest.old"
+  [[ -e "$dest" ]] && mv "$dest" "$dest.old"
+  mkdir -p "$(dirname "$dest")"
+  mv "$dest.new" "$dest"
+  DEST_NEW=""
+  rm -rf "$dest.old"
+  echo "nsys: installed Nsight Systems $version from $got"
   echo "nsys: $nsys (project-local)"
 }
 

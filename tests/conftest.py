@@ -16,6 +16,11 @@ H100_DIR = SHARED_NSYS / "h100-medium"
 # every nsys export of the corpus, by its folder under SHARED_NSYS
 EXTERNAL = ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "torchrun_2gpu", "weatherbench2")
 NSYS_EXPORTS = ["a100-saxpy-mpi", "cpu-train", *(f"ext/{n}" for n in EXTERNAL)]
+# the project's own `harness run medium --nsys` on an H100 (nsys 2023.4, 30,528 kernels): with `nsys stats`
+# oracles of 2022.4 (expected/) and 2023.4 (expected-2023.4/), and the run's record (run.json)
+H100_DIR = SHARED_NSYS / "h100-medium"
+# `nsys stats` of 2023.4.4 for every export above (tests/oracles/README.md says how they were made)
+ORACLES = REPO / "tests" / "oracles"
 
 
 def missing(reason: str) -> NoReturn:
@@ -45,6 +50,12 @@ def cpu_export() -> Path:
 
 
 @pytest.fixture(scope="session")
+def h100_export() -> Path:
+    """The project's own `harness run medium --nsys` on an H100, recorded and exported by nsys 2023.4."""
+    return _require(H100_DIR / "report.sqlite")
+
+
+@pytest.fixture(scope="session")
 def a100_expected() -> Path:
     return _require(A100_DIR / "expected")
 
@@ -67,6 +78,14 @@ def broken_h100(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Tests never write to the user's cache folder: one trace cache for the whole session."""
     os.environ["HARNESS_CACHE_DIR"] = str(tmp_path_factory.mktemp("trace-cache"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _stats_format() -> None:
+    """The tables print in the format of the nsys installed (analysis.stats_format): tests pin 2022.4's,
+    the format of the shared oracles and the goldens, so that nothing they assert depends on which nsys
+    this machine has. Tests of the other format or of `auto` set it themselves."""
+    os.environ["HARNESS_STATS_FORMAT"] = "2022.4"
 
 
 @pytest.fixture

@@ -65,7 +65,8 @@ def invoke(args: list[str], tmp: Path | None = None, **env: str) -> str:
     from harness.cli import app
 
     columns = "1000" if tmp is not None else "200"  # runs' tables: never wrapped, whatever their numbers
-    result = CliRunner().invoke(app, args, env={"COLUMNS": columns, **env})
+    # the goldens are in 2022.4's stats format, whichever nsys is installed (analysis.stats_format)
+    result = CliRunner().invoke(app, args, env={"COLUMNS": columns, "HARNESS_STATS_FORMAT": "2022.4", **env})
     out, err = (text.replace(str(FIXTURES), "FIXTURES") for text in (result.stdout, result.stderr))
     if tmp is not None:
         out, err = mask(out, tmp), mask(err, tmp)

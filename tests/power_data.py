@@ -99,6 +99,12 @@ class ReplayNvml:
     def nvmlShutdown(self) -> None:
         self.shutdowns += 1
 
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.159.04"  # the H100 of issue 30
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return 13000  # CUDA 13.0
+
     def nvmlDeviceGetCount(self) -> int:
         return len(self.series)
 

@@ -56,7 +56,28 @@ def test_database_check(tmp_path) -> None:
     assert (missing.status, missing.detail.split(" (")[0]) == ("info", f"no results database at {db}")
     assert not db.exists()  # doctor creates nothing
     ResultsStore(str(db)).save(make_result("tiny-1"))
-    assert (check_db(str(db)).status, check_db(str(db)).detail) == ("ok", f"sqlite:///{db}: 1 runs")
+    assert (check_db(str(db)).status, check_db(str(db)).detail) == ("ok", f"sqlite:///{db}: 1 run")
+    ResultsStore(str(db)).save(make_result("tiny-2"))
+    assert check_db(str(db)).detail == f"sqlite:///{db}: 2 runs"
     (tmp_path / "junk.sqlite").write_text("not a database\n" * 500)
     junk = check_db(str(tmp_path / "junk.sqlite"))
     assert junk.status == "fail" and "is not a SQLite database" in junk.detail
+
+
+@pytest.mark.parametrize(
+    ("nsys", "status"), [("2022.4.2.1", "warn"), ("2023.4.4.54", "warn"), ("2025.3.2", "ok")]
+)
+def test_a_newer_python_nvtx_is_warned_about_where_it_records_nothing(
+    monkeypatch: pytest.MonkeyPatch, nsys: str, status: str
+) -> None:
+    """nvtx 0.2.17 recorded 0 of 3 ranges under nsys 2022.4 and 2023.4 (docs/nsys.md); newer nsys untried."""
+    from pathlib import Path
+
+    from harness.execution.nsys import NsysInfo
+    from harness.experiments import doctor
+
+    monkeypatch.setattr(doctor.metadata, "version", lambda name: "0.2.17")
+    check = doctor.check_nvtx(NsysInfo(path=Path("/x"), version=nsys, flags=frozenset(), source="t"))
+    assert check.status == status
+    if status == "warn":
+        assert check.detail == f"0.2.17: records nothing under nsys {nsys}; use 0.2.11"

@@ -1,11 +1,16 @@
-"""scripts/install-nsys.sh decides from the apt sources whether to add non-free, and takes back what it added.
+"""scripts/install-nsys.sh: which archive it reads from the apt sources, the private apt state it downloads
+with, which nsys it installs (2023.4 from trixie, 2022.4 only as the fallback), that it replaces an older
+project-local copy and says what it installed, and that /etc/apt is only read.
 
-The functions run against a temporary tree of sources files (HARNESS_APT_DIR); apt itself never runs here.
+The functions run against a temporary tree of sources files (HARNESS_APT_DIR); apt-get is a stub that serves
+small .deb packages built here (dpkg-deb), so no network and no real apt run.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -27,21 +32,23 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 """
+NODESOURCE = """\
+Types: deb
+URIs: https://deb.nodesource.com/node_20.x
+Suites: nodistro
+Components: main
+Signed-By: /usr/share/keyrings/nodesource.gpg
+"""
 
 
-def bash(apt_dir: Path, code: str) -> subprocess.CompletedProcess[str]:
+def bash(apt_dir: Path, code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     if shutil.which("bash") is None:
         missing("bash not found")
     return subprocess.run(
         ["bash", "-c", f'source "{SCRIPT}"; {code}'],
-        capture_output=True, text=True, env={"HARNESS_APT_DIR": str(apt_dir), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True,
+        env={"HARNESS_APT_DIR": str(apt_dir), "PATH": "/usr/bin:/bin", **(env or {})},
     )  # fmt: skip
-
-
-def enabled(apt_dir: Path, component: str = "non-free", suite: str = "bookworm") -> bool:
-    done = bash(apt_dir, f"component_enabled {component} {suite}")
-    assert done.returncode in (0, 1), done.stderr
-    return done.returncode == 0
 
 
 def apt_tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -57,65 +64,224 @@ def snapshot(apt: Path) -> dict[str, str]:
 
 
 DEB = "http://deb.debian.org/debian"
-OURS = "sources.list.d/harness-nonfree.sources"
+MIRROR = "http://mirror.example/debian"
 DEBIAN = "sources.list.d/debian.sources"
 
 
-def stanza(
-    components: str, suites: str = "bookworm bookworm-updates", types: str = "deb", extra: str = ""
-) -> str:
-    """A deb822 sources file: Debian's stanza with these fields, then the security stanza."""
-    first = f"Types: {types}\nURIs: {DEB}\nSuites: {suites}\nComponents: {components}\n{extra}"
+def stanza(uri: str = MIRROR, suites: str = "bookworm bookworm-updates", types: str = "deb",
+           extra: str = "") -> str:  # fmt: skip
+    """A deb822 sources file: a Debian stanza with these fields, then the security stanza."""
+    first = f"Types: {types}\nURIs: {uri}\nSuites: {suites}\nComponents: main\n{extra}"
     return first + "\n" + DEBIAN_MAIN.split("\n\n")[1]
 
 
+# the machine's own archive for bookworm as archive_uri reads it from the sources (DEB: none, the default)
 CASES = {
-    "main only": ({DEBIAN: DEBIAN_MAIN}, False),
-    "non-free among others": ({DEBIAN: stanza("main contrib non-free non-free-firmware")}, True),
-    "non-free-firmware is not non-free": ({DEBIAN: stanza("main non-free-firmware")}, False),
-    "stanza disabled": ({DEBIAN: stanza("main non-free", extra="Enabled: no\n")}, False),
-    "deb-src only": ({DEBIAN: stanza("main non-free", types="deb-src")}, False),
-    "another suite": ({DEBIAN: stanza("main non-free", suites="bookworm-updates")}, False),
-    "our own earlier file": ({DEBIAN: DEBIAN_MAIN, OURS: stanza("non-free", "bookworm")}, True),
-    "one-line format": ({"sources.list": f"deb {DEB} bookworm main contrib non-free\n"}, True),
-    "one-line with options, a mirror": (
-        {"sources.list": "deb [arch=amd64 signed-by=/k] http://mirror.example/d bookworm non-free"}, True),
-    "commented out": ({"sources.list": f"# deb {DEB} bookworm non-free\ndeb {DEB} bookworm main\n"}, False),
-    "one-line deb-src": ({"sources.list": f"deb-src {DEB} bookworm main non-free\n"}, False),
-    "backports only": ({"sources.list.d/extra.list": f"deb {DEB} bookworm-backports non-free\n"}, False),
-    "a file apt ignores": ({"sources.list.d/extra.list.disabled": f"deb {DEB} bookworm non-free\n"}, False),
-    "no sources": ({}, False),
+    "Debian's own": ({DEBIAN: DEBIAN_MAIN}, DEB),
+    "a mirror": ({DEBIAN: stanza()}, MIRROR),
+    "security and nodesource are not it": ({DEBIAN: DEBIAN_MAIN.split("\n\n")[1],
+                                            "sources.list.d/node.sources": NODESOURCE}, DEB),
+    "stanza disabled": ({DEBIAN: stanza(extra="Enabled: no\n")}, DEB),
+    "deb-src only": ({DEBIAN: stanza(types="deb-src")}, DEB),
+    "another suite": ({DEBIAN: stanza(suites="bookworm-updates")}, DEB),
+    "one-line format": ({"sources.list": f"deb {MIRROR} bookworm main contrib\n"}, MIRROR),
+    "one-line with options": (
+        {"sources.list": f"deb [arch=amd64 signed-by=/k] {MIRROR} bookworm main"}, MIRROR),
+    "commented out": ({"sources.list": f"# deb {MIRROR} bookworm main\n"}, DEB),
+    "one-line deb-src": ({"sources.list": f"deb-src {MIRROR} bookworm main\n"}, DEB),
+    "a file apt ignores": ({"sources.list.d/extra.list.disabled": f"deb {MIRROR} bookworm main\n"}, DEB),
+    "no sources": ({}, DEB),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize(("files", "expected"), list(CASES.values()), ids=list(CASES))
-def test_component_enabled(tmp_path: Path, files: dict[str, str], expected: bool) -> None:
-    assert enabled(apt_tree(tmp_path, files)) is expected
+def test_archive_uri(tmp_path: Path, files: dict[str, str], expected: str) -> None:
+    done = bash(apt_tree(tmp_path, files), f"archive_uri bookworm {DEB}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{expected}\n"
 
 
-def test_ubuntu_multiverse(tmp_path: Path) -> None:
-    line = "deb http://archive.ubuntu.com/ubuntu jammy main restricted universe multiverse\n"
-    assert enabled(apt_tree(tmp_path, {"sources.list": line}), "multiverse", "jammy")
-    assert not enabled(
-        apt_tree(tmp_path / "b", {"sources.list": line.replace(" multiverse", "")}), "multiverse", "jammy"
+def test_private_apt_state_is_all_in_its_folder(tmp_path: Path) -> None:
+    stub = fake_bin(tmp_path, 'echo "$@" > "$ARGS_FILE"')
+    root = tmp_path / "state"
+    env = {"PATH": f"{stub}:/usr/bin:/bin", "ARGS_FILE": str(tmp_path / "args")}
+    done = bash(tmp_path, f'private_source "{root}" {MIRROR} trixie non-free /k.gpg; '
+                f'private_apt "{root}" update', env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (root / "sources.list.d" / "nsys.sources").read_text() == (
+        f"Types: deb\nURIs: {MIRROR}\nSuites: trixie\nComponents: non-free\nSigned-By: /k.gpg\n"
     )
+    args = (tmp_path / "args").read_text().split()
+    assert args[-1] == "update"
+    options = dict(a.split("=", 1) for a in args[1:-1:2])
+    assert options == {
+        "Dir::Etc::SourceList": "/dev/null",
+        "Dir::Etc::SourceParts": f"{root}/sources.list.d",
+        "Dir::State::Lists": f"{root}/lists",
+        "Dir::Cache": f"{root}/cache",
+        "Dir::Etc::Preferences": "/dev/null",
+        "Dir::Etc::PreferencesParts": f"{root}/prefs",
+    }
 
 
-def test_adds_once_and_takes_back_what_it_added(tmp_path: Path) -> None:
-    apt = apt_tree(tmp_path, {DEBIAN: DEBIAN_MAIN})
-    before = snapshot(apt)
-    assert not enabled(apt)
-    added = bash(apt, "add_debian_component non-free bookworm")
-    assert added.returncode == 0, added.stderr
-    path = Path(added.stdout.strip())
-    assert path == apt / "sources.list.d" / "harness-nonfree.sources"
-    assert (
-        "Suites: bookworm\nComponents: non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg"
-        in (path.read_text())
+# --- the whole script, with a stub apt-get serving small packages ------------------------------------------
+
+# apt-get as the script calls it: `update` fails for a suite the stub does not serve (as apt does for a
+# Release file it cannot get); `download` copies that suite's packages into the current folder
+APT_STUB = r"""
+parts="" cmd=""
+while (($#)); do
+  case "$1" in
+    -o) [[ "$2" == Dir::Etc::SourceParts=* ]] && parts="${2#*=}"; shift 2 ;;
+    -*) shift ;;
+    *) [[ -z "$cmd" ]] && cmd="$1"; shift ;;
+  esac
+done
+echo "$cmd" >> "$STUB_LOG"
+[[ "$cmd" == install ]] && exit 0
+suite="$(awk '/^Suites:/ {print $2}' "$parts"/*.sources)"
+if [[ ! -d "$STUB_DEBS/$suite" ]]; then
+  echo "E: The repository 'x $suite Release' does not have a Release file." >&2; exit 100
+fi
+[[ "$cmd" == download ]] && cp "$STUB_DEBS/$suite"/*.deb .
+exit 0
+"""
+
+
+def fake_bin(tmp_path: Path, apt_get: str) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for name, body in {"apt-get": apt_get, "sudo": '"$@"'}.items():
+        tool = folder / name
+        tool.write_text(f"#!/usr/bin/env bash\n{body}\n")
+        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return folder
+
+
+def build_debs(folder: Path, version: str) -> None:
+    """nsight-systems and nsight-systems-target as Debian lays them out: an nsys that prints `version`,
+    host-linux-x64/, and the stats modules in python3's dist-packages."""
+    if shutil.which("dpkg-deb") is None:
+        missing("dpkg-deb not found")
+    folder.mkdir(parents=True)
+    for package in ("nsight-systems", "nsight-systems-target"):
+        tree = folder / package
+        (tree / "DEBIAN").mkdir(parents=True)
+        (tree / "DEBIAN" / "control").write_text(
+            f"Package: {package}\nVersion: {version}\nArchitecture: amd64\nMaintainer: t <t@t>\n"
+            "Description: test\n"
+        )
+        if package == "nsight-systems":
+            nsys = tree / "usr/lib/nsight-systems/bin/nsys"
+            nsys.parent.mkdir(parents=True)
+            nsys.write_text(f"#!/bin/sh\necho 'NVIDIA Nsight Systems version {version}-0'\n")
+            nsys.chmod(0o755)
+            (tree / "usr/lib/nsight-systems/host-linux-x64").mkdir(parents=True)
+            stats = tree / "usr/lib/python3/dist-packages"
+            stats.mkdir(parents=True)
+            for module in ("nsysstats.py", "gpustats.py"):
+                (stats / module).write_text(f"# {module}\n")
+        else:
+            (tree / "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64").mkdir(parents=True)
+        deb = folder / f"{package}_{version}_amd64.deb"
+        subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(tree), str(deb)],
+                       check=True, capture_output=True)  # fmt: skip
+        shutil.rmtree(tree)
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> dict[str, str]:
+    """A Debian 12 machine whose apt sources name a mirror; the stub serves trixie (2023.4.4) and bookworm
+    (2022.4.2.1)."""
+    debs = tmp_path / "debs"
+    build_debs(debs / "trixie", "2023.4.4.54")
+    build_debs(debs / "bookworm", "2022.4.2.1")
+    release = tmp_path / "os-release"
+    release.write_text('ID=debian\nVERSION_CODENAME=bookworm\nPRETTY_NAME="Debian GNU/Linux 12"\n')
+    keyring = tmp_path / "debian-archive-keyring.gpg"
+    keyring.write_text("")
+    apt = apt_tree(tmp_path, {DEBIAN: stanza()})
+    return {
+        "HARNESS_APT_DIR": str(apt),
+        "HARNESS_OS_RELEASE": str(release),
+        "HARNESS_DEBIAN_KEYRING": str(keyring),
+        "HARNESS_NSYS_ROOT": str(tmp_path / "tools" / "nsys"),
+        "PATH": f"{fake_bin(tmp_path, APT_STUB)}:/usr/bin:/bin",
+        "STUB_DEBS": str(debs),
+        "STUB_LOG": str(tmp_path / "apt.log"),
+        "HOME": str(tmp_path),
+    }
+
+
+def install(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env)
+
+
+def nsys_of(env: dict[str, str]) -> Path:
+    return Path(env["HARNESS_NSYS_ROOT"]) / "usr/lib/nsight-systems/bin/nsys"
+
+
+def test_installs_2023_4_from_trixie_and_says_so(machine: dict[str, str]) -> None:
+    apt = snapshot(Path(machine["HARNESS_APT_DIR"]))
+    done = install(machine)
+    assert done.returncode == 0, done.stderr
+    assert f"installed Nsight Systems 2023.4.4.54 from Debian trixie non-free ({MIRROR})" in done.stdout
+    assert subprocess.run([nsys_of(machine), "--version"], capture_output=True, text=True).stdout.startswith(
+        "NVIDIA Nsight Systems version 2023.4.4.54"
     )
-    assert enabled(apt)  # a second run of the script finds it there and adds nothing
-    assert bash(apt, f'remove_added "{path}"').returncode == 0
-    assert snapshot(apt) == before and not enabled(apt)
+    root = Path(machine["HARNESS_NSYS_ROOT"])
+    host = root / "usr/lib/nsight-systems/host-linux-x64"
+    assert os.readlink(root / "usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64") == (
+        "../../nsight-systems/host-linux-x64"
+    )
+    assert os.readlink(host / "libssh.so") == "/usr/lib/x86_64-linux-gnu/libssh.so.4"
+    assert sorted(p.name for p in (host / "python/lib").iterdir()) == ["gpustats.py", "nsysstats.py"]
+    assert snapshot(Path(machine["HARNESS_APT_DIR"])) == apt  # the sources were only read
+    assert not Path(f"{root}.new").exists() and not Path(f"{root}.old").exists()
+
+
+def test_falls_back_to_the_machines_own_suite(machine: dict[str, str]) -> None:
+    shutil.rmtree(Path(machine["STUB_DEBS"]) / "trixie")  # trixie cannot be had
+    done = install(machine)
+    assert done.returncode == 0, done.stderr
+    assert "Debian trixie non-free could not be had" in done.stdout
+    fallback = f"installed Nsight Systems 2022.4.2.1 from bookworm non-free ({MIRROR}), the fallback"
+    assert fallback in done.stdout
+
+
+def test_replaces_an_older_project_local_copy(machine: dict[str, str]) -> None:
+    trixie = Path(machine["STUB_DEBS"]) / "trixie"
+    trixie.rename(trixie.with_name("held"))
+    assert "2022.4.2.1" in install(machine).stdout  # a user who ran the old `make setup`
+    trixie.with_name("held").rename(trixie)
+    done = install(machine)
+    assert done.returncode == 0, done.stderr
+    assert "the project-local 2022.4.2.1 is older than 2023.4" in done.stdout
+    assert "installed Nsight Systems 2023.4.4.54" in done.stdout
+    calls = Path(machine["STUB_LOG"]).read_text()
+    again = install(machine)  # now current: nothing downloaded
+    assert again.stdout == f"nsys: {nsys_of(machine)} (project-local 2023.4.4.54, already installed)\n"
+    assert Path(machine["STUB_LOG"]).read_text() == calls
+
+
+def test_an_older_copy_is_kept_when_nothing_newer_can_be_had(machine: dict[str, str]) -> None:
+    trixie = Path(machine["STUB_DEBS"]) / "trixie"
+    shutil.rmtree(trixie)
+    install(machine)
+    shutil.rmtree(Path(machine["STUB_DEBS"]) / "bookworm")  # now offline
+    done = install(machine)
+    assert done.returncode == 0
+    assert "keeping the project-local 2022.4.2.1" in done.stdout
+    assert nsys_of(machine).is_file()
+
+
+def test_nothing_installed_where_an_nsys_is_given(machine: dict[str, str], tmp_path: Path) -> None:
+    given = tmp_path / "nsys"
+    given.write_text("#!/bin/sh\n")
+    given.chmod(0o755)
+    done = install({**machine, "HARNESS_NSYS": str(given)})
+    assert done.stdout == f"nsys: {given} (HARNESS_NSYS, nothing installed)\n"
+    assert not Path(machine["STUB_LOG"]).exists()
 
 
 def test_sourcing_runs_nothing(tmp_path: Path) -> None:

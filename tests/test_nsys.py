@@ -56,6 +56,30 @@ def test_unsupported_flag_is_dropped_and_named() -> None:
     assert dropped == ["--python-backtrace=cuda (nsys 2022.4.2.1 does not support it)"]
 
 
+def test_a_default_flag_this_nsys_lacks_is_left_out_unsaid(monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:  # fmt: skip
+    """`warning: dropped --python-backtrace=cuda` was printed on a CPU run under 2022.4, where nothing asked
+    for the flag (issue 32 §3): the run leaves it out and says nothing."""
+    from harness.core.records import RunConfig
+    from harness.profilers.nsys import ProfileRequest, launch
+
+    seen: list[list[str]] = []
+
+    def profile(info, opts, target, env=None, cleanup=()):  # type: ignore[no-untyped-def]
+        seen.append(nsys.build_profile_command(info, opts, target)[0])
+        return nsys.ProfileResult(
+            returncode=1, rep=None, sqlite=None, qdstrm=None, stderr_tail="", notes=["n"]
+        )
+
+    monkeypatch.setattr(nsys, "profile", profile)
+    config = RunConfig(model="tiny", device="cpu", warmup=0, steps=1)
+    _, _, notes = launch(config, ProfileRequest(profile_dir=tmp_path), OLD, "tiny-1")
+    assert notes == ["n"]
+    assert not any(a.startswith("--python-backtrace") for a in seen[0])
+    _, _, notes = launch(config, ProfileRequest(profile_dir=tmp_path), NEW, "tiny-2")
+    assert "--python-backtrace=cuda" in seen[1] and notes == ["n"]
+
+
 def test_full_mode_keeps_sampling_and_measured_capture_uses_nvtx_range() -> None:
     opts = nsys.ProfileOptions(output=Path("/p/run"), mode="full", capture="measured")
     argv, _ = nsys.build_profile_command(NEW, opts, TARGET)

@@ -23,9 +23,12 @@ from harness.cli.reading import (
     REPORT_HELP,
     Reading,
     ReportArg,
+    StatsFormat,
+    StatsFormatOpt,
     TopOpt,
     reading_options,
     show_table,
+    stats_format,
 )
 from harness.core.errors import ExportError, UsageError
 
@@ -88,8 +91,14 @@ def kernels_cmd(
     ] = False,
     mangled: Annotated[bool, typer.Option("--mangled", help="Mangled kernel names, where recorded.")] = False,
     by: Annotated[
-        By, typer.Option("--by", help="shape: one row per name and launch shape; name: merge shapes.")
-    ] = By.shape,
+        By | None,
+        typer.Option(
+            "--by",
+            help="shape: one row per name and launch shape (gpukernsum, cuda_gpu_kern_gb_sum); name: merge "
+            "shapes (cuda_gpu_kern_sum). Default: as --stats-format does.",
+            show_default=False,
+        ),
+    ] = None,
     range_name: Annotated[
         str | None,
         typer.Option(
@@ -97,13 +106,15 @@ def kernels_cmd(
         ),
     ] = None,
     hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
+    stats: StatsFormatOpt = StatsFormat.auto,
     reading: Reading = AS_GIVEN,
 ) -> None:
-    """GPU time per CUDA kernel, like `nsys stats -r gpukernsum`."""
+    """GPU time per CUDA kernel, like `nsys stats -r cuda_gpu_kern_sum` (2022.4: gpukernsum)."""
     if base and mangled:
         raise UsageError("--base and --mangled exclude each other: pick one")
     names = "base" if base else "mangled" if mangled else "demangled"
-    show_table("kernels", report, reading, top, names=names, by=by.value, range_name=range_name, hta=hta)
+    show_table("kernels", report, reading, top, names=names, by=by.value if by else None,
+               range_name=range_name, hta=hta, stats_format=stats_format(stats))  # fmt: skip
 
 
 @cli_errors
@@ -182,9 +193,12 @@ def api_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN) 
 
 @cli_errors
 @reading_options()
-def memops_cmd(report: ReportArg, reading: Reading = AS_GIVEN) -> None:
-    """GPU memory copies and sets by time and by size, like gpumemtimesum and gpumemsizesum."""
-    show_table("memops", report, reading)
+def memops_cmd(
+    report: ReportArg, stats: StatsFormatOpt = StatsFormat.auto, reading: Reading = AS_GIVEN
+) -> None:
+    """GPU memory copies and sets by time and by size, like cuda_gpu_mem_time_sum and _size_sum (2022.4:
+    gpumemtimesum, gpumemsizesum)."""
+    show_table("memops", report, reading, stats_format=stats_format(stats))
 
 
 @cli_errors
@@ -237,11 +251,12 @@ def summary_cmd(
     by: NvtxByOpt = NvtxBy.op,
     raw_names: RawNamesOpt = False,
     top: TopOpt = None,
+    stats: StatsFormatOpt = StatsFormat.auto,
     reading: Reading = AS_GIVEN,
 ) -> None:
     """Every table the export has data for, in one report. Several exports: the summaries combine like the
     single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
-    show_table("summary", report, reading, top, by=grouping(by, raw_names))
+    show_table("summary", report, reading, top, by=grouping(by, raw_names), stats_format=stats_format(stats))
 
 
 # short help: one line each in `harness -h` at 80 columns

@@ -17,24 +17,29 @@ def doctor_cmd(
         str | None, typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to check.")
     ] = None,
     self_test: Annotated[
-        bool, typer.Option("--self-test/--no-self-test", help="Profile a one-range script end to end.")
+        bool,
+        typer.Option(
+            "--self-test/--no-self-test",
+            help="Profile a one-range script end to end (on a GPU, also a kernel, cuBLAS and a CUDA graph).",
+        ),
     ] = True,
     db: DbOpt = None,
     fmt: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """nsys (path, version, flags), an NVTX self-test, python nvtx, torch, CUDA, NVML, the results database.
+    """nsys (path, version, flags), an NVTX self-test, python nvtx, torch, CUDA, NVML, whether this nsys
+    traces this CUDA, a GPU self-test (kernel, cuBLAS, CUDA graph: on a machine with a GPU), the results
+    database.
 
-    Exits 1 when the self-test fails or the results database cannot be used.
+    Exits 1 when a self-test fails, the nsys records nothing of this CUDA, or the results database cannot be
+    used.
     """
 
     checks = lazy.diagnose(nsys_path, db, run_self_test=self_test)
     emit(lazy.as_frame(checks), fmt, title="harness doctor", wide=wide)
-    if any(c.item in ("self-test", "results database") and c.status == "fail" for c in checks):
+    if lazy.doctor_failed(checks):
         raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor", short_help="Is this machine ready? nsys, an NVTX self-test, torch, CUDA.")(
-        doctor_cmd
-    )
+    app.command("doctor", short_help="Is this machine ready? nsys, self-tests, torch, CUDA.")(doctor_cmd)

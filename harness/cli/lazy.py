@@ -56,12 +56,14 @@ WHERE = {
     "profiler": "harness.profilers.registry",
     "as_frame": "harness.experiments.doctor",
     "diagnose": "harness.experiments.doctor",
+    "doctor_failed": "harness.experiments.doctor",
     "measure_overhead": "harness.experiments.overhead",
     "profile_program": "harness.experiments.program",
     "analyse_many": "harness.experiments.reports",
     "exports_dir": "harness.experiments.opening",
     "open_report": "harness.experiments.opening",
     "ProfileRequest": "harness.profilers.nsys",
+    "nsys_cuda_check": "harness.profilers.nsys",
     "TorchRequest": "harness.profilers.torch",
     "ResultsStore": "harness.store.results",
     "UnsavedRun": "harness.store.results",
@@ -72,6 +74,8 @@ ALIASES = {
     "profiler": "get",
     "KERNEL_DECIDING": "DECIDING",
     "kernels_title": "title",
+    "nsys_cuda_check": "cuda_check_for",
+    "doctor_failed": "failed",
 }  # a name here -> its name in its module
 MODULES = {"breakdown", "operators"}  # names that are the module itself
 

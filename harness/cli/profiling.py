@@ -18,7 +18,15 @@ from harness.cli.options import (
 from harness.cli.output import Format, emit
 from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
-from harness.cli.run import Capture, CaptureOpt, NsysArgOpt, NsysPathOpt, ProfileDirOpt, Profiler
+from harness.cli.run import (
+    Capture,
+    CaptureOpt,
+    NsysArgOpt,
+    NsysForceOpt,
+    NsysPathOpt,
+    ProfileDirOpt,
+    Profiler,
+)
 from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
@@ -64,6 +72,7 @@ def overhead_cmd(
     nsys_path: NsysPathOpt = None,
     nsys_capture: CaptureOpt = Capture.all,
     nsys_arg: NsysArgOpt = None,
+    nsys_force: NsysForceOpt = False,
     profile_dir: ProfileDirOpt = None,
     ranks: Ranks = ONE_RANK,
     db: DbOpt = None,
@@ -87,8 +96,11 @@ def overhead_cmd(
     config = make_config(model, workload)
     validate(config)
     config = with_ranks(config, ranks)
-    resolve_device(config.device)
+    resolved = resolve_device(config.device)
     store = lazy.ResultsStore(db)
+    if profiler is Profiler.nsys:  # what this nsys may lose of the run's CUDA, before any run (or refused)
+        for line in lazy.nsys_cuda_check(nsys_path, resolved.type, nsys_force):
+            warn(line)
     folder = profile_dir or DEFAULT_DIRS[profiler.value]
     request: lazy.ProfileRequest | lazy.TorchRequest = (
         lazy.ProfileRequest(
@@ -96,6 +108,7 @@ def overhead_cmd(
             capture=nsys_capture.value,
             extra_args=list(nsys_arg or []),
             profile_dir=folder,
+            force_cuda=nsys_force,
         )
         if profiler is Profiler.nsys
         else lazy.TorchRequest(profile_dir=folder)

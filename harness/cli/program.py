@@ -39,6 +39,8 @@ def profile_cmd(
 
     check_run_name(name)
     store = lazy.ResultsStore(db)  # fail on a bad --db before the program runs
+    for line in lazy.nsys_cuda_check(nsys_path, None):  # its CUDA is unknown: the driver's, said before
+        warn(line)
     with sigterm_raises():
         done = lazy.profile_program(
             list(ctx.args),

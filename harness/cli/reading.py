@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -56,6 +57,31 @@ NoCacheOpt = Annotated[
 TopOpt = Annotated[
     int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")
 ]
+
+
+class StatsFormat(StrEnum):
+    auto = "auto"
+    v2022_4 = "2022.4"
+    v2023_4 = "2023.4"
+
+
+StatsFormatOpt = Annotated[
+    StatsFormat,
+    typer.Option(
+        "--stats-format",
+        help="Rows and names as `nsys stats` of this release prints them: 2022.4 (gpukernsum: a row per "
+        "kernel and launch shape; [CUDA memcpy HtoD]) or 2023.4 (cuda_gpu_kern_sum: a row per kernel; [CUDA "
+        "memcpy Host-to-Device]). auto: HARNESS_STATS_FORMAT, else the nsys in use, else the nsys that "
+        "wrote the export.",
+    ),
+]
+
+
+def stats_format(choice: StatsFormat) -> str:
+    """The format the tables print (harness.execution.nsys.formats): auto resolved here, once."""
+    from harness.execution.nsys.formats import stats_format as resolve
+
+    return resolve(choice.value)
 
 
 @dataclass(frozen=True)

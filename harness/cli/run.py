@@ -86,6 +86,14 @@ NsysArgOpt = Annotated[
     list[str] | None,
     typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
 ]
+NsysForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-force",
+        help="Capture even where this nsys is known to record nothing of the program's CUDA (an nsys made "
+        "for CUDA two major versions older: see `harness doctor`).",
+    ),
+]
 BaselineOpt = Annotated[
     bool,
     typer.Option(
@@ -131,6 +139,7 @@ def run_cmd(
     nsys_arg: NsysArgOpt = None,
     profile_dir: ProfileDirOpt = None,
     nsys_baseline: BaselineOpt = True,
+    nsys_force: NsysForceOpt = False,
     record_shapes: RecordShapesOpt = False,
     with_stack: WithStackOpt = False,
     profile_memory: ProfileMemoryOpt = False,
@@ -163,12 +172,16 @@ def run_cmd(
         mode=nsys_mode.value,
         extra_args=list(nsys_arg or []),
         baseline=nsys_baseline,
+        force_cuda=nsys_force,
         record_shapes=record_shapes,
         with_stack=with_stack,
         profile_memory=profile_memory,
         operator_sort=None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
         operator_top=view.top,
     )
+    if chosen == "nsys":  # what this nsys may lose of the run's CUDA, said before the capture (or refused)
+        for line in lazy.nsys_cuda_check(nsys_path, resolved.type, nsys_force):
+            warn(line)
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
         outcome = plugin.run(config, options, store=store, progress=progress)

@@ -113,6 +113,45 @@ def discover(
     return sources
 
 
+@dataclass(frozen=True)
+class Driver:
+    """What NVML says of the NVIDIA driver: its version, the newest CUDA it runs ("13.0"), its GPUs; or why
+    it says nothing (`missing`)."""
+
+    version: str | None = None
+    cuda: str | None = None
+    gpus: int = 0
+    missing: str | None = None
+
+
+def driver(nvml: Any = None) -> Driver:
+    """The driver as NVML reports it (nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion: 13000 is
+    CUDA 13.0). Never raises: no nvidia-ml-py or no driver is a `missing` line."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return Driver(missing="nvidia-ml-py not installed (pip install nvidia-ml-py)")
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as e:
+        return Driver(missing=f"not available: {first_line(e)} (no NVIDIA driver on this machine)")
+    try:
+        version = nvml.nvmlSystemGetDriverVersion()
+        version = version.decode() if isinstance(version, bytes) else str(version)
+        gpus = int(nvml.nvmlDeviceGetCount())
+        try:
+            number = int(nvml.nvmlSystemGetCudaDriverVersion())
+            cuda = f"{number // 1000}.{number % 1000 // 10}"
+        except nvml.NVMLError:
+            cuda = None
+    except nvml.NVMLError as e:
+        return Driver(missing=f"the driver did not answer: {first_line(e)}")
+    finally:
+        nvml.nvmlShutdown()
+    return Driver(version=version, cuda=cuda, gpus=gpus)
+
+
 def _not_supported(nvml: Any, error: Exception) -> bool:
     return getattr(error, "value", None) == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3)
 

@@ -35,7 +35,10 @@ from harness.core.signals import signal_of
 
 PARENT_ENV = "HARNESS_SUPERVISOR_PARENT"
 POLL_S = 0.1
-GRACE_S = 30.0  # after SIGTERM: time for nsys to write its report before everything is killed
+# after SIGTERM: time for nsys to write its report and export it before everything is killed. nsys 2023.4
+# took 35 s for a small CPU capture on a busy 2-core machine (30 s killed it part way through the export,
+# leaving a truncated .sqlite); 2022.4 took less
+GRACE_S = 120.0
 LEFTOVER_WAIT_S = 3.0  # after COMMAND exits: time for what it started to exit by itself
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36

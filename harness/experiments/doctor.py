@@ -1,4 +1,5 @@
-"""`harness doctor`: is this machine ready to profile? nsys, an NVTX self-test, torch, CUDA, NVML."""
+"""`harness doctor`: is this machine ready to profile? nsys, an NVTX self-test, torch, CUDA, NVML, whether the
+nsys can trace this CUDA, and on a GPU a self-test of the GPU path (harness.experiments.gpu_selftest)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.nvtx import nvtx_ranges
+from analysis.stats_format import release
 from analysis.trace import open_trace
 from harness.core import nvtx_ranges as emitter
 from harness.core.errors import HarnessError
+from harness.energy import power
 from harness.execution import nsys
+from harness.execution.nsys.cuda_support import assess
+from harness.experiments.gpu_selftest import ITEM, gpu_self_test
 from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
 
 if TYPE_CHECKING:
@@ -46,7 +51,7 @@ def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
     missing = [f for f in FLAGS_OF_INTEREST if not info.supports(f)]
     flags = "supports " + ", ".join(f"--{f}" for f in known)
     if missing:
-        flags += "; lacks " + ", ".join(f"--{f}" for f in missing) + " (dropped from commands)"
+        flags += "; lacks " + ", ".join(f"--{f}" for f in missing) + " (left out of the commands)"
     return [
         Check("nsys", "ok", f"{info.path} (found via {info.source})"),
         Check("nsys version", "ok", info.version),
@@ -108,15 +113,27 @@ def check_nvtx(info: NsysInfo | None) -> Check:
     except metadata.PackageNotFoundError:
         return Check("python nvtx", "warn", f"not installed; emitter: {emitter.EMITTER}")
     parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
-    if info is not None and info.version.startswith("2022.") and parts >= (0, 2, 12):
+    # measured: 0.2.12+ records nothing under nsys 2022.4 and 2023.4 (docs/nsys.md); newer nsys untried
+    if info is not None and (release(info.version) or (0, 0)) <= (2023, 4) and parts >= (0, 2, 12):
         return Check(
             "python nvtx", "warn", f"{version}: records nothing under nsys {info.version}; use 0.2.11"
         )
     return Check("python nvtx", "ok", f"{version} (emitter: {emitter.EMITTER})")
 
 
-def check_torch() -> list[Check]:
-    # a child process: importing torch here would slow every other command that imports this module
+@dataclass
+class TorchFacts:
+    """What the torch of this environment says (read in a child process: importing torch here would slow
+    every other command that imports this module)."""
+
+    version: str = ""
+    cuda: str = ""  # torch.version.cuda: the CUDA the program is built for ("" for a CPU build)
+    gpus: list[str] = field(default_factory=list)  # names of the CUDA devices torch sees
+    mps: bool = False
+    error: str | None = None
+
+
+def torch_facts() -> TorchFacts:
     code = textwrap.dedent(
         """
         import torch
@@ -130,36 +147,72 @@ def check_torch() -> list[Check]:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return [Check("torch", "fail", f"import failed: {tail}")]
+        return TorchFacts(error=(out.stderr.strip().splitlines() or ["no output"])[-1])
     version, cuda, available, names, mps = (out.stdout.splitlines() + [""] * 5)[:5]
-    devices = ["cpu"] + [f"cuda ({n})" for n in names.split(";") if n] + (["mps"] if mps == "True" else [])
-    checks = [Check("torch", "ok", f"{version}; devices: {', '.join(devices)}")]
-    if cuda:
-        status = "ok" if available == "True" else "warn"
-        detail = cuda if available == "True" else f"{cuda} (built for CUDA, but no GPU is visible)"
+    gpus = [n for n in names.split(";") if n] if available == "True" else []
+    return TorchFacts(version=version, cuda=cuda, gpus=gpus, mps=mps == "True")
+
+
+def check_torch(facts: TorchFacts) -> list[Check]:
+    if facts.error is not None:
+        return [Check("torch", "fail", f"import failed: {facts.error}")]
+    devices = ["cpu"] + [f"cuda ({n})" for n in facts.gpus] + (["mps"] if facts.mps else [])
+    checks = [Check("torch", "ok", f"{facts.version}; devices: {', '.join(devices)}")]
+    if facts.cuda:
+        status = "ok" if facts.gpus else "warn"
+        detail = facts.cuda if facts.gpus else f"{facts.cuda} (built for CUDA, but no GPU is visible)"
         checks.append(Check("CUDA (torch build)", status, detail))
     else:
         checks.append(Check("CUDA (torch build)", "info", "CPU-only build of torch: no CUDA"))
     return checks
 
 
-def check_nvml() -> Check:
-    try:
-        import pynvml
-    except ImportError:
-        return Check("NVML", "warn", "nvidia-ml-py not installed (pip install nvidia-ml-py)")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as e:
-        return Check("NVML", "info", f"not available: {e} (no NVIDIA driver on this machine)")
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        count = pynvml.nvmlDeviceGetCount()
-    finally:
-        pynvml.nvmlShutdown()
-    driver = driver.decode() if isinstance(driver, bytes) else driver
-    return Check("NVML", "ok", f"driver {driver}, {count} GPU(s)")
+def check_nvml(driver: power.Driver) -> Check:
+    if driver.missing is not None:
+        status = "warn" if driver.missing.startswith("nvidia-ml-py") else "info"
+        return Check("NVML", status, driver.missing)
+    cuda = f" (CUDA {driver.cuda})" if driver.cuda else ""
+    return Check("NVML", "ok", f"driver {driver.version}{cuda}, {driver.gpus} GPU(s)")
+
+
+def check_cuda_support(info: NsysInfo | None, facts: TorchFacts, driver: power.Driver) -> Check:
+    """The nsys against the program's CUDA (torch's) and the driver's (execution.nsys.cuda_support)."""
+    item = "nsys and CUDA"
+    if info is None:
+        return Check(item, "info", "no nsys to compare")
+    program = facts.cuda if facts.gpus else None
+    found = assess(info.version, program, driver.cuda)
+    if not found:
+        why = "torch is a CPU-only build" if not facts.cuda else "torch sees no GPU"
+        return Check(item, "info", f"nothing to compare: {why} and NVML reports no driver")
+    worst = min(found, key=lambda s: ("none", "partial", "ok").index(s.verdict))
+    status = {"ok": "ok", "partial": "warn", "none": "fail"}[worst.verdict]
+    return Check(item, status, "; ".join(dict.fromkeys(s.line for s in found)))
+
+
+def check_gpu(info: NsysInfo | None, facts: TorchFacts, run: bool) -> list[Check]:
+    """The GPU self-test (harness.experiments.gpu_selftest) where torch sees a GPU; else why it did not
+    run."""
+    if not run:
+        return [Check(ITEM, "info", "not run (--no-self-test)")]
+    if info is None:
+        return [Check(ITEM, "fail", "skipped: no nsys")]
+    if not facts.gpus:
+        why = (
+            f"torch {facts.version} is a CPU-only build" if facts.version and not facts.cuda
+            else f"torch {facts.version} (CUDA {facts.cuda}) sees no GPU" if facts.version
+            else "torch did not import"
+        )  # fmt: skip
+        return [
+            Check(
+                ITEM,
+                "info",
+                f"not run: no GPU ({why}). On a machine with one it profiles a kernel, a cuBLAS matrix "
+                "product and a CUDA graph replay and checks each is in the export with its launch call and "
+                "a name",
+            )
+        ]
+    return [Check(item, status, detail) for item, status, detail in gpu_self_test(info)]
 
 
 def check_db(db: str | None) -> Check:
@@ -177,7 +230,7 @@ def check_db(db: str | None) -> Check:
         return Check("results database", "info", f"{e}")
     except HarnessError as e:
         return Check("results database", "fail", str(e))
-    detail = f"{describe_url(url)}: {count} runs"
+    detail = f"{describe_url(url)}: {count:,} run{'' if count == 1 else 's'}"
     if store.file is not None and not os.access(store.file, os.W_OK):
         return Check("results database", "warn", f"{detail}; read-only: new runs cannot be saved there")
     return Check("results database", "ok", detail)
@@ -188,10 +241,20 @@ def diagnose(nsys_path: str | None = None, db: str | None = None, run_self_test:
     if run_self_test:
         checks.append(self_test(info) if info else Check("self-test", "fail", "skipped: no nsys"))
     checks.append(check_nvtx(info))
-    checks += check_torch()
-    checks.append(check_nvml())
+    facts, driver = torch_facts(), power.driver()
+    checks += check_torch(facts)
+    checks.append(check_nvml(driver))
+    checks.append(check_cuda_support(info, facts, driver))
+    checks += check_gpu(info, facts, run_self_test)
     checks.append(check_db(db))
     return checks
+
+
+def failed(checks: list[Check]) -> bool:
+    """Whether doctor exits 1: a self-test failed (NVTX or GPU), the nsys records nothing of this CUDA, or
+    the results database cannot be used."""
+    decisive = ("self-test", "results database", "nsys and CUDA", ITEM)
+    return any(c.status == "fail" and c.item.startswith(decisive) for c in checks)
 
 
 def as_frame(checks: list[Check]) -> pd.DataFrame:

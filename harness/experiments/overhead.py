@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.overhead import headline, overhead_table
 from harness.core import machine
+from harness.core.devices import resolve_device
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, phases_for
 from harness.execution import nsys
 from harness.execution.runner import new_run_id
 from harness.execution.worker import run_isolated
 from harness.profilers.base import check_writable, run_baseline
-from harness.profilers.nsys import ProfileRequest, report_paths, run_profiled
+from harness.profilers.nsys import ProfileRequest, cuda_check, report_paths, run_profiled
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME, experiment_load, label_for, step_table
 from harness.profilers.torch import NAME, TRACE_SUFFIX
 
@@ -152,6 +153,7 @@ def _nsys_runs(config: RunConfig, request: ProfileRequest, modes: list[str]) -> 
     """(label, run) per nsys mode: the worker under nsys, stored with its mode and report paths."""
 
     info = nsys.find_nsys(request.nsys_path)
+    cuda_check(info, resolve_device(config.device).type, request.force_cuda)  # refused before any run
 
     def under(mode: str) -> ProfiledFn:
         def run() -> tuple[RunResult, dict[str, Any], list[str]]:

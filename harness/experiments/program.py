@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import harness
+from analysis.stats_format import EXPORT
 from analysis.summary import summary
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
@@ -22,6 +23,7 @@ from harness.core.env import git_commit
 from harness.core.errors import UsageError, user_errors
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
 from harness.execution import nsys
+from harness.execution.nsys.formats import stats_format
 from harness.execution.runner import new_run_id
 from harness.experiments.opening import open_report
 from harness.profilers.base import check_writable
@@ -135,10 +137,9 @@ def profile_program(
     name = name or default_run_name(Path(argv[0]).name)
     run_id = new_run_id(name)
     opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))
-    _, dropped = nsys.build_profile_command(info, opts, argv)
     prof = nsys.profile(info, opts, argv)
     out = ProgramRun(run_id=run_id, result=None, profile=prof, nsys_version=info.version)
-    out.notes = [f"dropped {d}" for d in dropped] + list(prof.notes)
+    out.notes = list(prof.notes)  # defaults this nsys lacks are left out unsaid, as for `run --nsys`
     if prof.rep is None and prof.qdstrm is None:
         tail = prof.stderr_tail.strip().splitlines()[-5:]
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
@@ -153,12 +154,12 @@ def profile_program(
         out.error = f"nsys wrote no SQLite export; files kept: {kept}"
         return out
     try:
-        out.report = summarise(prof.sqlite)
+        out.report = summarise(prof.sqlite, stats_format("auto", info.version))
     except user_errors as e:
         out.error = str(e)
     return out
 
 
-def summarise(sqlite: Path) -> Report:
-
-    return summary(open_report(sqlite))
+def summarise(sqlite: Path, tables_format: str = EXPORT) -> Report:
+    """The summary tables of the export, in `nsys stats` of `tables_format` (analysis.stats_format)."""
+    return summary(open_report(sqlite), stats_format=tables_format)

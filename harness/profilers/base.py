@@ -29,6 +29,7 @@ class ProfilerOptions:
     mode: str = "light"  # nsys: light | full
     extra_args: list[str] = field(default_factory=list)  # nsys: --nsys-arg, passed on as they are
     baseline: bool = True  # nsys: also a run without it, to say how much it slowed the run
+    force_cuda: bool = False  # nsys: capture even where this nsys records nothing of the program's CUDA
     record_shapes: bool = False  # torch.profiler's options
     with_stack: bool = False
     profile_memory: bool = False

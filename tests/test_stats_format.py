@@ -1,0 +1,127 @@
+"""The tables in the format of the nsys a user has (analysis.stats_format, harness.execution.nsys.formats):
+2022.4's gpukernsum rows per launch shape and [CUDA memcpy HtoD], or 2023.4's cuda_gpu_kern_sum rows per
+name and [CUDA memcpy Host-to-Device]; `auto` follows HARNESS_STATS_FORMAT, else the nsys in use, else the
+nsys that wrote the export. Values from the H100 export and its two oracles."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import H100_DIR, ORACLES
+from typer.testing import CliRunner
+
+from analysis import stats_format as sf
+from harness.cli import app
+from harness.core.errors import UsageError
+from harness.execution.nsys import formats
+
+runner = CliRunner()
+OLD = H100_DIR / "expected"
+NEW = ORACLES / "nsys-2023.4" / "h100-medium"
+
+
+def csv_of(*args: str | Path, env: dict[str, str] | None = None) -> pd.DataFrame:
+    result = runner.invoke(app, [str(a) for a in args] + ["--format", "csv"], env=env)
+    assert result.exit_code == 0, result.output
+    return pd.read_csv(io.StringIO(result.stdout))
+
+
+def test_what_each_release_prints() -> None:
+    assert sf.release("2023.4.4.54") == (2023, 4) and sf.release("nsys") is None
+    assert not sf.kernels_by_name("2022.4") and sf.kernels_by_name("2023.1") and sf.kernels_by_name("2023.4")
+    assert [sf.copy_label(k, v) for v in ("2022.4", "2023.2", "2023.3") for k in (1, 8)] == [
+        "[CUDA memcpy HtoD]", "[CUDA memcpy DtoD]", "[CUDA memcpy HtoD]", "[CUDA memcpy DtoD]",
+        "[CUDA memcpy Host-to-Device]", "[CUDA memcpy Device-to-Device]",
+    ]  # fmt: skip
+    # EXPORT: the release that wrote the export; the newest format where nothing says
+    assert sf.kernels_by_name(sf.EXPORT, "2023.4.4.54") and not sf.kernels_by_name(sf.EXPORT, "2022.2.1.31")
+    assert sf.resolve(sf.EXPORT, None) == (2023, 4)
+    with pytest.raises(ValueError, match="not a stats format"):
+        sf.check("latest")
+
+
+@pytest.mark.parametrize(
+    ("version", "kernels", "memops"),
+    [("2022.4", OLD / "gpukernsum.csv", OLD / "gpumemtimesum.csv"),
+     ("2023.4", NEW / "cuda_gpu_kern_sum.csv", NEW / "cuda_gpu_mem_time_sum.csv")],
+)  # fmt: skip
+def test_commands_print_the_format_asked_for(h100_export: Path, version: str, kernels: Path,
+                                             memops: Path) -> None:  # fmt: skip
+    ours = csv_of("kernels", h100_export, "--stats-format", version)
+    pd.testing.assert_frame_equal(ours, pd.read_csv(kernels))
+    assert len(ours) == (55 if version == "2022.4" else 21)
+    result = runner.invoke(app, ["memops", str(h100_export), "--stats-format", version, "--format", "csv"])
+    by_time = result.stdout.split("\n\n")[0].split("\n", 1)[1]  # "# GPU memory operations by time", rows
+    pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(by_time)), pd.read_csv(memops))
+
+
+def test_by_shape_in_2023_is_cuda_gpu_kern_gb_sum(h100_export: Path) -> None:
+    ours = csv_of("kernels", h100_export, "--stats-format", "2023.4", "--by", "shape")
+    pd.testing.assert_frame_equal(ours, pd.read_csv(NEW / "cuda_gpu_kern_gb_sum.csv"))
+
+
+def test_the_summary_follows_the_format(h100_export: Path) -> None:
+    result = runner.invoke(app, ["summary", str(h100_export), "--stats-format", "2023.4", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert "[CUDA memcpy Host-to-Device]" in result.stdout and "[CUDA memcpy HtoD]" not in result.stdout
+    assert "GridXYZ" not in result.stdout
+
+
+def fake_nsys(tmp_path: Path, version: str) -> str:
+    nsys = tmp_path / "nsys"
+    nsys.write_text(f"#!/bin/sh\necho 'NVIDIA Nsight Systems version {version}-0'\n")
+    nsys.chmod(0o755)
+    return str(nsys)
+
+
+@pytest.fixture
+def auto(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """`auto` as a user has it: no HARNESS_STATS_FORMAT (conftest pins one), the nsys looked up afresh."""
+    monkeypatch.delenv("HARNESS_STATS_FORMAT", raising=False)
+    lookup = formats.installed_version
+    lookup.cache_clear()
+    yield monkeypatch
+    lookup.cache_clear()
+
+
+def test_auto_follows_the_nsys_in_use(auto: pytest.MonkeyPatch, tmp_path: Path, h100_export: Path) -> None:
+    auto.setenv("HARNESS_NSYS", fake_nsys(tmp_path, "2022.4.2.1"))
+    assert formats.stats_format("auto") == "2022.4"
+    assert "GridXYZ" in csv_of("kernels", h100_export).columns
+    formats.installed_version.cache_clear()
+    auto.setenv("HARNESS_NSYS", fake_nsys(tmp_path, "2023.4.4.54"))
+    assert formats.stats_format("auto") == "2023.4"
+    assert len(csv_of("kernels", h100_export)) == 21
+    # the nsys that recorded a run decides for that run's tables; the environment variable over both
+    assert formats.stats_format("auto", nsys_version="2022.4.2.1") == "2022.4"
+    auto.setenv("HARNESS_STATS_FORMAT", "2022.4")
+    assert formats.stats_format("auto") == "2022.4" and formats.stats_format("2023.4") == "2023.4"
+
+
+def test_without_nsys_the_export_decides(auto: pytest.MonkeyPatch, h100_export: Path,
+                                         a100_export: Path) -> None:  # fmt: skip
+    auto.setattr(formats, "installed_version", lambda: None)
+    assert formats.stats_format("auto") == sf.EXPORT
+    assert len(csv_of("kernels", h100_export)) == 21  # written by nsys 2023.4
+    assert "GridXYZ" in csv_of("kernels", a100_export).columns  # written by nsys 2022.2
+
+
+def test_a_bad_format_is_one_line(auto: pytest.MonkeyPatch, h100_export: Path) -> None:
+    auto.setenv("HARNESS_STATS_FORMAT", "newest")
+    with pytest.raises(UsageError, match="HARNESS_STATS_FORMAT=newest: not a stats format"):
+        formats.stats_format("auto")
+    result = runner.invoke(app, ["kernels", str(h100_export)])
+    assert result.exit_code == 2 and "HARNESS_STATS_FORMAT=newest" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_several_exports_combine_in_one_format(h100_export: Path, a100_export: Path) -> None:
+    both = csv_of("kernels", h100_export, a100_export, "--stats-format", "2023.4")
+    assert "GridXYZ" not in both.columns
+    assert both["Instances"].sum() == 30_528 + 5
+    shapes = csv_of("kernels", h100_export, a100_export, "--stats-format", "2022.4")
+    assert {"GridXYZ", "BlockXYZ"} <= set(shapes.columns) and len(shapes) == 55 + 1
