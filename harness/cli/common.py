@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperCommand
 
-from harness.cli.output import Format, visible
-from harness.core.errors import user_errors
+from harness.cli.output import Format, console_for, print_lines, visible
+from harness.core.errors import UsageError, user_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +43,17 @@ DbOpt = Annotated[
 ]
 
 
+def one_out(out: Path | None, alias: Path | None, option: str = "--out") -> Path:
+    """The file a command writes: `--out` (or `-o`), or its hidden old name (`--output`); both only when
+    they agree."""
+    if out is not None and alias is not None and out != alias:
+        raise UsageError(f"{option} {out} and --output {alias} name two files; give one")
+    target = out if out is not None else alias
+    if target is None:
+        raise UsageError(f"give the file to write: {option} FILE (- for standard output)")
+    return target
+
+
 NEWEST = re.compile(r"-[1-9][0-9]*")  # a run counted from the newest: -1, -2, ...
 RUN_REF_HELP = "a run id (or a unique prefix), `latest`, or -1, -2, … counted from the newest"
 
@@ -65,14 +77,17 @@ class RunRefCommand(TyperCommand):
 
 def _say(label: str, style: str, message: str) -> None:
     """`label: message` on stderr; the message is plain text (never markup) with control characters
-    escaped. On a terminal it wraps to the terminal's width; piped (tests, scripts) it stays one line
-    however long, so a search finds the whole message."""
-    from rich.console import Console
+    escaped. On a terminal it wraps to the terminal's width as a table's notes do (the lines after the
+    first indented under the message); piped (tests, scripts, logs) it stays one line however long, so a
+    search finds the whole message."""
     from rich.text import Text
 
+    console = console_for(stderr=True)
+    if console.is_terminal:
+        print_lines(console, message, prefix=f"{label} ", prefix_style=style, keep="\n\t")
+        return
     line = Text(label, style=style) + Text(" " + visible(message, keep="\n\t"))
-    console = Console(stderr=True, highlight=False)
-    console.print(line, soft_wrap=not console.is_terminal)
+    console.print(line, soft_wrap=True)
 
 
 def err(message: str) -> None:

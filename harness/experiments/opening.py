@@ -61,6 +61,13 @@ def sqlite_for(report: Path, *, cache: bool = True) -> Path:
     return target
 
 
+def files_read(report: Path) -> list[Path]:
+    """The files opening `report` may read: itself and, for a report, the exports beside it."""
+    if report.suffix not in REPORT_SUFFIXES:
+        return [report]
+    return [report, report.with_suffix(".sqlite"), report.with_name(f"{report.stem}.harness.sqlite")]
+
+
 def open_report(report: Path, *, cache: bool = True) -> Trace:
     """A trace of `report` (an export, or a report exported first)."""
     return open_trace(sqlite_for(report, cache=cache), cache=cache)

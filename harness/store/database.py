@@ -54,7 +54,8 @@ class UnsavedRun(HarnessError):
 class Imported:
     file: Path
     run_id: str
-    replaced: bool  # the run id was in the database already
+    stored: str  # new, replaced (--replace), or already stored (the same run: nothing written)
+    was: str | None = None  # replaced: the run that was stored, in words
 
 
 def _outdated(connection: Connection) -> bool:
