@@ -76,17 +76,6 @@ def refuse_inputs(target: str | Path, inputs: Iterable[str | Path | None], optio
     one of `inputs` (or a SQLite journal beside one)."""
     if is_stdout(target):
         return
-    st = _stat(target)
-    if st is None:
-        return  # nothing there yet (or not reachable: writing it will say why)
-    if stat.S_ISDIR(st.st_mode):
-        raise OutputRefused(
-            f"{option} {target} is a folder; give a file name (in it, e.g. {Path(target) / 'out'})"
-        )
-    if stat.S_ISBLK(st.st_mode):
-        raise OutputRefused(f"{option} {target} is a block device (a disk): the harness writes no disks")
-    if stat.S_ISCHR(st.st_mode):
-        return  # /dev/null, a terminal: nothing of the inputs can be there
     inputs = [p for p in inputs if p is not None and str(p) != ""]
     real = os.path.realpath(target)
     for p in inputs:  # the journal SQLite would take for the export's own, there or not
@@ -95,6 +84,16 @@ def refuse_inputs(target: str | Path, inputs: Iterable[str | Path | None], optio
                 f"{option} {target} is where SQLite keeps the journal of {p}, which this command reads: "
                 "writing it would damage that export; give another file name"
             )
+    st = _stat(target)
+    if st is None:
+        return  # nothing there yet (or not reachable: writing it will say why)
+    if stat.S_ISDIR(st.st_mode):
+        example = Path(target) / "out"
+        raise OutputRefused(f"{option} {target} is a folder; give a file name (in it, e.g. {example})")
+    if stat.S_ISBLK(st.st_mode):
+        raise OutputRefused(f"{option} {target} is a block device (a disk): the harness writes no disks")
+    if stat.S_ISCHR(st.st_mode):
+        return  # /dev/null, a terminal: nothing of the inputs can be there
     for p in files_read(inputs):
         other = _stat(p)
         if other is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):

@@ -98,9 +98,21 @@ def shorten(text: str, width: int = MAX_TEXT) -> str:
     if width <= len(mark):
         return mark[:width]
     room = width - len(mark)
-    head = room * 2 // 3
-    tail = room - head
-    return f"{text[:head]}{mark}{text[-tail:]}" if tail else f"{text[:head]}{mark}"
+    head = _cut(text, room * 2 // 3, back=True)
+    tail = len(text) - _cut(text, len(text) - (room - room * 2 // 3), back=False)
+    return f"{text[:head]}{mark}{text[len(text) - tail :]}" if tail else f"{text[:head]}{mark}"
+
+
+ESCAPE = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[tnr])")  # what visible() writes
+
+
+def _cut(text: str, at: int, back: bool) -> int:
+    """`at`, or where an escape of visible() that `at` falls inside starts (`back`) or ends: a name is
+    never cut through `\\x1b`."""
+    for m in ESCAPE.finditer(text, max(0, at - 10), at + 10):
+        if m.start() < at < m.end():
+            return m.start() if back else m.end()
+    return at
 
 
 def _cell(

@@ -136,7 +136,7 @@ def check_config(cfg: RunConfig) -> None:
     run_id(cfg.model, "config.model")
     one_of(cfg.device, DEVICES, "config.device")
     one_of(cfg.precision, (*PRECISIONS, "n/a") if program else PRECISIONS, "config.precision")
-    one_of(cfg.attention, ATTENTIONS, "config.attention")
+    one_of(cfg.attention, (*ATTENTIONS, "n/a") if program else ATTENTIONS, "config.attention")
     for name in ("compile", "nvtx_detail", "power", "memory"):
         if type(getattr(cfg, name)) is not bool:
             raise _fail(f"config.{name}", f"is {getattr(cfg, name)!r}, not true or false")
@@ -230,13 +230,12 @@ def check_save(save: dict[str, Any]) -> None:
 def check_agreement(
     rows: Any, phases: tuple[str, ...], columns: tuple[str, ...]
 ) -> list[dict[str, Any]] | None:
-    """The agreement rows (their `columns`: phase, steps, then figures), NaN figures (a phase without NVTX
-    ranges) as None."""
+    """The agreement rows: their `columns` (phase, steps, then figures: times in ns, the relative
+    difference of any sign), every figure finite (the database holds no NULL there)."""
     if rows is None:
         return None
     if not isinstance(rows, list):
         raise _fail("agreement", f"is {type(rows).__name__}, not a list")
-    out = []
     for i, row in enumerate(rows):
         where = f"agreement[{i}]"
         row = mapping(row, where)
@@ -244,17 +243,13 @@ def check_agreement(
             raise _fail(where, f"has fields {sorted(row)}, not {list(columns)}")
         one_of(row["phase"], phases, f"{where}.phase")
         whole(row["steps"], f"{where}.steps")
-        clean = dict(row)
         for name in columns[2:]:
             value = row[name]
-            if type(value) is float and math.isnan(value):
-                clean[name] = None
-                continue
-            figure(value, f"{where}.{name}", negative=name == "rel_diff")
-            if name != "rel_diff" and value is not None and value > MAX_NS:
+            if figure(value, f"{where}.{name}", negative=name == "rel_diff") is None:
+                raise _fail(f"{where}.{name}", "is missing (null)")
+            if name != "rel_diff" and value > MAX_NS:
                 raise _fail(f"{where}.{name}", f"is {value}, past {MAX_NS} ns")
-        out.append(clean)
-    return out
+    return rows
 
 
 def created(value: Any) -> datetime:
