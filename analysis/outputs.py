@@ -104,6 +104,49 @@ def refuse_inputs(target: str | Path, inputs: Iterable[str | Path | None], optio
             )
 
 
+def refuse_streams_over(inputs: Iterable[str | Path | None]) -> None:
+    """OutputRefused when standard output or error is redirected into one of `inputs` (`harness kernels
+    x.sqlite >> x.sqlite`): what the command prints would be written into the file it reads. Standard
+    error so redirected is first pointed elsewhere, that the error line does not land there either."""
+    reads = files_read(p for p in inputs if p is not None and str(p) != "")
+    found = []
+    for fd, name in ((1, "standard output"), (2, "standard error")):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        for p in reads:
+            other = _stat(p)
+            if other is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                found.append((fd, name, p))
+                break
+    if not found:
+        return
+    if found[-1][0] == 2:
+        _away_from(2)
+    _, name, p = found[0]
+    raise OutputRefused(
+        f"{name} is redirected into {p}, which this command reads: what it prints would damage it; redirect "
+        "it to another file"
+    )
+
+
+def _away_from(fd: int) -> None:
+    """Point `fd` at standard output (or /dev/null when that is no better)."""
+    with contextlib.suppress(OSError):
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    try:
+        same = os.path.samestat(os.fstat(1), os.fstat(fd))
+    except OSError:
+        same = True
+    target = os.open(os.devnull, os.O_WRONLY) if same else os.dup(1)
+    os.dup2(target, fd)
+    os.close(target)
+
+
 @contextlib.contextmanager
 def open_output(target: str | Path, *, make_folder: bool = False) -> Iterator[IO[bytes]]:
     """A binary file to write `target` through (see the module's docstring): the rename happens when the

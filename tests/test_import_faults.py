@@ -107,6 +107,21 @@ CASES = [
     ("save.baseline_run_id", "../x", "save.baseline_run_id is '../x': it holds a folder separator"),
     ("agreement", [{"phase": "forward"}], "agreement[0] has fields"),
     ("agreement", "all", "agreement is str, not a list"),
+    # second round: the parts the first did not edit
+    ("result.extra.energy_summary", {"energy_j": -3.0}, "extra.energy_summary.energy_j is -3.0, below 0"),
+    ("result.extra.artifacts", {"memory": "/x\u0000y"}, r"extra.artifacts.memory is '/x\x00y'"),
+    ("result.model.family", "gpt2\x1b[2J", r"model.family is 'gpt2\x1b[2J': it holds control characters"),
+    ("result.device_name", "AMD\u2028EPYC", r"device_name is 'AMD\u2028EPYC': it holds control characters"),
+    (
+        "result.blocks",
+        [{"step": 0, "layer": None, "block": "mlp", "phase": "forward", "duration_ns": -1}],
+        "blocks[0].duration_ns is -1",
+    ),
+    ("result.config.delay_rank", 4, "config.delay_rank is 4, outside 0..0"),
+    ("result.config.node_rank", 1, "config.node_rank is 1, outside 0..0"),
+    ("result.env", ["x"], "env is list, not an object"),
+    ("save", [], "save is list, not an object"),
+    ("save.nsys_sqlite", 5, "save.nsys_sqlite is 5, not text"),
 ]
 
 
@@ -117,6 +132,25 @@ def test_an_edited_field_is_refused_and_nothing_is_stored(
     line = one_error(invoke(edited(tmp_path, where, value), db=db), message)
     assert line.endswith("(harness writes no such run): nothing imported"), line
     assert stored(db) == {}
+
+
+def test_a_result_without_its_status(tmp_path: Path, db: Path) -> None:
+    data = json.loads(REAL.read_text())
+    del data["result"]["status"]
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(data))
+    one_error(invoke(path, db=db), "result lacks status")
+    assert stored(db) == {}
+
+
+def test_a_folder_is_one_line(tmp_path: Path, db: Path) -> None:
+    one_error(invoke(tmp_path, db=db), f"cannot read {tmp_path}: Is a directory")
+
+
+def test_two_copies_in_one_command_store_the_first_only(tmp_path: Path, db: Path) -> None:
+    other = edited(tmp_path, "result.steps.1.phases.forward", 5)
+    one_error(invoke(REAL, other, db=db), "its step times differ")
+    assert stored(db)[RUN_ID][1] != 5
 
 
 def test_a_version_that_is_not_a_number(tmp_path: Path, db: Path) -> None:

@@ -217,3 +217,112 @@ def test_every_file_output_is_named_out(export: Path, tmp_path: Path) -> None:
 def test_timeline_without_an_output_says_which_option(export: Path) -> None:
     result = runner.invoke(app, ["timeline", str(export)])
     one_error(result, "--out FILE")
+
+
+# --- second round: the other commands that write, the other ways a file is read ---------------------------
+
+
+@pytest.fixture
+def two_runs(export: Path, tmp_path: Path) -> Path:
+    """A results database of two nsys runs whose exports are copies of the A100 export."""
+    db = tmp_path / "r.sqlite"
+    store = ResultsStore(str(db))
+    for run_id, fwd in (("tiny-a", 1_000_000), ("tiny-b", 2_000_000)):
+        copy = tmp_path / f"{run_id}.sqlite"
+        shutil.copyfile(export, copy)
+        store.save(make_result(run_id, fwd=fwd), profiler="nsys", nsys_sqlite=str(copy))
+    return db
+
+
+@pytest.mark.attack(saves=True)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diff", "tiny-a", "tiny-b", "--html", "tiny-a.sqlite"],
+        ["diff", "tiny-a", "tiny-b", "--html", "r.sqlite"],
+        ["dashboard", "-o", "tiny-b.sqlite"],
+        ["roofline", "tiny-a", "--html", "r.sqlite"],
+        ["ranks", "tiny-a", "--html", "r.sqlite"],
+    ],
+    ids=["diff-run-export", "diff-db", "dashboard-run-export", "roofline-db", "ranks-db"],
+)
+def test_what_a_run_reads_is_refused_too(
+    two_runs: Path, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = two_runs.parent
+    monkeypatch.chdir(folder)
+    before = {p.name: digest(p) for p in folder.glob("*.sqlite")}
+    one_error(runner.invoke(app, [*args, "--db", str(two_runs)]), READS)
+    assert {p.name: digest(p) for p in folder.glob("*.sqlite")} == before
+    assert list(ResultsStore(str(two_runs), readonly=True).runs()["run_id"]) == ["tiny-a", "tiny-b"]
+
+
+def test_ranks_page_over_a_rank_export_is_refused(a100_export: Path, tmp_path: Path) -> None:
+    from export_data import with_harness_ranges
+
+    ranks = [with_harness_ranges(a100_export, tmp_path / f"job.rank{r}.sqlite") for r in (0, 1)]
+    before = digest(ranks[1])
+    result = runner.invoke(app, ["ranks", str(ranks[0]), str(ranks[1]), "--html", str(ranks[1])])
+    one_error(result, READS)
+    assert digest(ranks[1]) == before
+
+
+def test_the_export_beside_a_report_is_refused(export: Path, tmp_path: Path) -> None:
+    """`timeline x.nsys-rep -o x.sqlite`: the export beside the report (newer than it) is what is read."""
+    report = tmp_path / "x.nsys-rep"
+    report.write_bytes(b"not read: the export beside it is newer")
+    os.utime(report, (1, 1))
+    before = digest(export)
+    for command in ("timeline", "dashboard"):
+        one_error(runner.invoke(app, COMMANDS[command](report, export)), READS)
+    assert digest(export) == before
+
+
+def _harness(args: list[str], **redirect: object) -> subprocess.CompletedProcess[bytes]:
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run([sys.executable, "-m", "harness", *args], env=env, timeout=300, **redirect)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr", "both"])
+def test_output_redirected_into_the_input_is_refused(export: Path, stream: str) -> None:
+    """`harness kernels x.sqlite >> x.sqlite` (or `2>>`): the export keeps its bytes; the error line goes
+    where the other stream goes."""
+    before = digest(export)
+    with export.open("ab") as into:
+        redirect = {
+            "stdout": {"stdout": into, "stderr": subprocess.PIPE},
+            "stderr": {"stdout": subprocess.PIPE, "stderr": into},
+            "both": {"stdout": into, "stderr": into},
+        }[stream]
+        proc = _harness(["kernels", str(export)], **redirect)
+    assert proc.returncode == 2 and digest(export) == before
+    said = (proc.stderr if stream == "stdout" else proc.stdout or b"").decode()
+    if stream != "both":
+        assert said.startswith("error: standard ") and "which this command reads" in said, said
+
+
+@pytest.mark.attack(saves=True)
+def test_runs_redirected_into_the_database_is_refused(two_runs: Path) -> None:
+    before = digest(two_runs)
+    with two_runs.open("ab") as into:
+        proc = _harness(["runs", "--db", str(two_runs)], stdout=into, stderr=subprocess.PIPE)
+    assert proc.returncode == 2 and b"standard output is redirected into" in proc.stderr
+    assert digest(two_runs) == before
+    assert list(ResultsStore(str(two_runs), readonly=True).runs()["run_id"]) == ["tiny-a", "tiny-b"]
+
+
+def test_a_socket_as_the_output_is_one_line(export: Path, tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "s.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(path))
+        result = runner.invoke(app, ["timeline", str(export), "-o", str(path)])
+    finally:
+        server.close()
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(f"error: cannot write {path}")
+    assert path.is_socket()

@@ -212,3 +212,47 @@ def test_a_long_note_is_one_line_in_a_pipe(cpu_export: Path) -> None:
     proc = harness("advise", cpu_export, COLUMNS="80")
     notes = [line for line in proc.stderr.decode().splitlines() if line.startswith("note: no findings")]
     assert len(notes) == 1 and len(notes[0]) > 150 and notes[0].endswith("changes them)"), proc.stderr
+
+
+# --- second round: other commands, the other stream, a run ------------------------------------------------
+
+
+def test_diff_in_ascii_draws_its_headline_and_tables(a100_export: Path) -> None:
+    """`diff` prints Δ, ×, → and its own sentences: in ASCII they are stand-ins or escapes, never an error."""
+    for fmt in ("table", "markdown"):
+        proc = harness("diff", a100_export, a100_export, "-f", fmt, PYTHONIOENCODING="ascii")
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr.decode(), proc.stderr.decode()
+        text = " ".join(proc.stdout.decode("ascii").split())
+        assert "GPU busy time" in text and "kernels 5 -> 5" in text, text
+
+
+@pytest.mark.parametrize("how", ["closed", "full"])
+def test_errors_into_a_lost_stderr_keep_their_exit_code(tmp_path: Path, how: str) -> None:
+    """Standard error closed or full: the error cannot be said, the exit code still is; nothing leaks
+    into standard output."""
+    if how == "full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    full = {**os.environ, "PYTHONPATH": str(REPO)}
+    with open("/dev/full" if how == "full" else os.devnull, "wb") as sink:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "kernels", str(tmp_path / "missing.sqlite")],
+            stdout=subprocess.PIPE, stderr=sink, env=full, timeout=300,
+            preexec_fn=(lambda: os.close(2)) if how == "closed" else None,
+        )  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == b""
+
+
+@pytest.mark.slow
+@pytest.mark.attack(saves=True)
+def test_a_run_into_a_full_stdout_is_saved_and_says_so(tmp_path: Path) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    db = tmp_path / "r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "-b", "1", "-t", "16"]
+    with open("/dev/full", "wb") as full:
+        proc = harness(*args, "--db", db, stdout=full)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "error: cannot write to standard output: No space left on device"
+    listed = runner.invoke(app, ["runs", "--db", str(db), "--format", "csv"])
+    assert listed.exit_code == 0 and listed.stdout.count("\nchar-") == 1, listed.output

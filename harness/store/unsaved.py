@@ -138,7 +138,7 @@ def _pending(data: dict[str, Any]) -> PendingRun:
     result = check.result_fields(data.get("result"))
     run = result_from_dict(result)
     check.check_result(run)
-    save = check.mapping(data.get("save") or {}, "save")
+    save = check.mapping({} if data.get("save") is None else data["save"], "save")
     check.check_save(save)
     phases = phases_for(run.config.mode, run.config.world_size)
     return PendingRun(
