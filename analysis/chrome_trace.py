@@ -125,6 +125,8 @@ def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] |
                     f.flush()
                 finally:
                     f.detach()  # the stream stays open for open_output (standard output stays open)
+    except BrokenPipeError:
+        raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
         raise AnalysisError(f"cannot write {shown(path)}: {e.strerror or e}") from None
     return written

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -142,9 +143,19 @@ def _away_from(fd: int) -> None:
         same = os.path.samestat(os.fstat(1), os.fstat(fd))
     except OSError:
         same = True
-    target = os.open(os.devnull, os.O_WRONLY) if same else os.dup(1)
+    if same:
+        _point_at_null(fd)
+        return
+    target = os.dup(1)
     os.dup2(target, fd)
     os.close(target)
+
+
+def _point_at_null(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
 
 
 @contextlib.contextmanager
@@ -155,10 +166,14 @@ def open_output(target: str | Path, *, make_folder: bool = False) -> Iterator[IO
     if is_stdout(target):
         out = sys.stdout
         if out is None:
-            raise OSError(9, "standard output is closed")
+            raise OSError(errno.EBADF, "standard output is closed")
         out.flush()
-        yield out.buffer
-        out.buffer.flush()
+        try:
+            yield out.buffer
+            out.buffer.flush()
+        except OSError:  # full, closed, a pipe whose reader left: the interpreter's last flush must not
+            _point_at_null(1)  # fail again on what is still buffered
+            raise
         return
     if is_stream(target):
         with open(target, "wb") as f:

@@ -256,3 +256,19 @@ def test_a_run_into_a_full_stdout_is_saved_and_says_so(tmp_path: Path) -> None:
     assert err.strip().splitlines()[-1] == "error: cannot write to standard output: No space left on device"
     listed = runner.invoke(app, ["runs", "--db", str(db), "--format", "csv"])
     assert listed.exit_code == 0 and listed.stdout.count("\nchar-") == 1, listed.output
+
+
+@pytest.mark.parametrize("how", ["closed", "full"])
+@pytest.mark.parametrize("command", ["timeline", "dashboard"])
+def test_dash_into_a_lost_stdout_says_so(a100_export: Path, how: str, command: str) -> None:
+    """`-o -` writes the file's bytes past the text layer: a closed or full standard output is still one
+    line, and the interpreter's last flush adds nothing."""
+    if how == "full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full" if how == "full" else os.devnull, "wb") as sink:
+        proc = harness(command, a100_export, "-o", "-", stdout=sink, close_stdout=how == "closed")
+    why = "it is closed" if how == "closed" else "No space left on device"
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1].startswith(f"error: cannot write standard output: {why}"), err
+    assert sum(line.startswith("error:") for line in err.splitlines()) == 1, err

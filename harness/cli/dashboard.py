@@ -114,6 +114,8 @@ def dashboard_cmd(
         refuse_inputs(out, [store.file, *run_files(data.runs)], "--out")
     try:
         page = write_dashboard(data, out, scope=scope, title=title)
+    except BrokenPipeError:
+        raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
         raise HarnessError(
             f"cannot write {shown(out)}: {e.strerror or e}; pass --out to a writable path"

@@ -121,6 +121,10 @@ class _Closed:
     def fileno(self) -> int:
         raise OSError(errno.EBADF, "it is closed")
 
+    @property
+    def buffer(self) -> Any:
+        raise OSError(errno.EBADF, "it is closed")
+
 
 class _Dropped(_Closed):
     """Closed standard error: what is said there is lost, nothing fails for it."""
