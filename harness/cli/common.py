@@ -11,7 +11,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperCommand
 
-from harness.cli.output import Format, console_for, print_lines, visible
+from harness.cli.output import Format, say
 from harness.core.errors import UsageError, user_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,31 +75,16 @@ class RunRefCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _say(label: str, style: str, message: str) -> None:
-    """`label: message` on stderr; the message is plain text (never markup) with control characters
-    escaped. On a terminal it wraps to the terminal's width as a table's notes do (the lines after the
-    first indented under the message); piped (tests, scripts, logs) it stays one line however long, so a
-    search finds the whole message."""
-    from rich.text import Text
-
-    console = console_for(stderr=True)
-    if console.is_terminal:
-        print_lines(console, message, prefix=f"{label} ", prefix_style=style, keep="\n\t")
-        return
-    line = Text(label, style=style) + Text(" " + visible(message, keep="\n\t"))
-    console.print(line, soft_wrap=True)
-
-
 def err(message: str) -> None:
-    _say("error:", "bold red", message)
+    say("error:", "bold red", message)
 
 
 def warn(message: str) -> None:
-    _say("warning:", "yellow", message)
+    say("warning:", "yellow", message)
 
 
 def note(message: str) -> None:
-    _say("note:", "", message)
+    say("note:", "", message)
 
 
 def say_ending(outcome: Any) -> None:

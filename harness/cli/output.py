@@ -192,9 +192,23 @@ def _render(
         print_lines(console, note, prefix="note: ", prefix_style="dim")
 
 
+def say(label: str, style: str, message: str) -> None:
+    """`label message` on stderr (`error:`, `warning:`, `note:`): plain text (never markup), control
+    characters escaped. On a terminal it wraps to the terminal's width as a table's notes do (the lines
+    after the first indented under the message); piped (tests, scripts, logs) it stays one line however
+    long, so a search finds the whole message."""
+    from rich.text import Text
+
+    console = console_for(stderr=True)
+    if console.is_terminal:
+        print_lines(console, message, prefix=f"{label} ", prefix_style=style, keep="\n\t")
+        return
+    console.print(Text(label, style=style) + Text(" " + visible(message, keep="\n\t")), soft_wrap=True)
+
+
 def _stderr_notes(notes: Iterable[str]) -> None:
     for note in notes:
-        print(f"note: {visible(note, keep=chr(10))}", file=sys.stderr)
+        say("note:", "", note)
 
 
 def emit(
