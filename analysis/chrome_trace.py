@@ -22,8 +22,8 @@ keeps the events that overlap it.
 
 from __future__ import annotations
 
+import io
 import json
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ from isal import igzip
 
 from analysis.errors import AnalysisError, ExportError
 from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
+from analysis.outputs import open_output, shown
 from analysis.readers import NULL
 from analysis.readers.kineto import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
 from analysis.timeline import step_index
@@ -111,28 +112,27 @@ def window_of(
 
 def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] | None = None) -> Written:
     """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds.
-    The file appears whole or not at all (written beside it, then renamed)."""
-    path = Path(path)
-    part = path.with_name(path.name + ".part")
-    written = Written(path, window=window)
+    A file appears whole or not at all (written beside it, then renamed); `-`, a device or a pipe is
+    written as a stream (analysis.outputs)."""
+    written = Written(Path(path), window=window)
     try:
-        with _open(part) as f:
-            _Writer(trace, f, window, written.counts).write()
-        os.replace(part, path)
+        with open_output(path) as raw:
+            if str(path).endswith(".gz"):
+                with igzip.open(raw, "wt", compresslevel=1, encoding="ascii") as f:
+                    _Writer(trace, f, window, written.counts).write()  # type: ignore[arg-type]
+            else:
+                f = io.TextIOWrapper(raw, encoding="ascii", write_through=False)
+                try:
+                    _Writer(trace, f, window, written.counts).write()
+                    f.flush()
+                finally:
+                    f.detach()  # the stream stays open for open_output (standard output stays open)
         written.notes = list(trace.notes)
+    except BrokenPipeError:
+        raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
-        part.unlink(missing_ok=True)
-        raise AnalysisError(f"cannot write {path}: {e.strerror or e}") from None
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
+        raise AnalysisError(f"cannot write {shown(path)}: {e.strerror or e}") from None
     return written
-
-
-def _open(path: Path) -> TextIO:
-    if path.name.endswith(".gz.part"):
-        return igzip.open(path, "wt", compresslevel=1, encoding="ascii")  # type: ignore[return-value]
-    return open(path, "w", encoding="ascii")
 
 
 class _Writer:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-OUTPUT_OPTIONS = {"--out", "-o", "--html", "--db", "--profile-dir", "--json"}
+OUTPUT_OPTIONS = {"--out", "-o", "--output", "--html", "--db", "--profile-dir", "--json"}
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 COUNTS = dict.fromkeys(
     ["tried", "clear errors", "right results", "tracebacks", "files changed", "runs lost"], 0

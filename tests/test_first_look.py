@@ -121,8 +121,10 @@ def test_warnings_wrap_on_a_terminal_and_stay_whole_when_piped(monkeypatch: pyte
     assert piped == f"warning: {message}\n"
     shown = _stderr_of(monkeypatch, True, message)
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in shown.splitlines()]
-    assert len(lines) == 3 and max(len(line) for line in lines) <= 80
-    assert " ".join(lines) == f"warning: {message}"
+    assert len(lines) >= 3 and max(len(line) for line in lines) <= 80
+    # the lines after the first indented under the message, as a table's notes (issue 32 §3)
+    assert all(line.startswith(" " * len("warning: ")) for line in lines[1:])
+    assert " ".join(line.strip() for line in lines) == f"warning: {message}"
 
 
 def test_cpu_memory_is_labelled_rss_and_an_allocator_keeps_its_labels() -> None:

@@ -251,7 +251,7 @@ def test_locked_database_keeps_the_run_in_a_file_for_import(
         "process (waited 1 s; HARNESS_DB_TIMEOUT sets how long)"
     )
     assert f"`harness import {file}` stores it" in str(caught.value)
-    for expected in ("new", "replaced"):  # importing twice stores the run once
+    for expected in ("new", "already stored"):  # importing twice stores the run once
         result = invoke("import", str(file), "--db", str(db), "--format", "json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout) == [{"file": str(file), "run": "tiny-locked", "stored": expected}]

@@ -12,6 +12,7 @@ from typing import Literal
 
 from analysis.dashboard.panel import DashboardData, Panel, PanelSpec
 from analysis.dashboard.registry import PANELS
+from analysis.outputs import write_text
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"scale": 2}}
 
@@ -158,30 +159,7 @@ def write_dashboard(
 
 
 def write_page(out: Path, text: str) -> None:
-    """Write the page to a temporary file beside `out`, then rename it into place: a full disk or a
-    killed command leaves the old page whole, never a truncated one."""
-    import contextlib
-    import os
-    import tempfile
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644 & ~_umask())
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    import os
-
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """Write the page as analysis.outputs writes a file: to a temporary file beside `out`, then renamed
+    into place (a full disk or a killed command leaves the old page whole, never a truncated one); `-`, a
+    device or a pipe as a stream."""
+    write_text(out, text, make_folder=True)

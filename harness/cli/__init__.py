@@ -117,8 +117,22 @@ def __getattr__(name: str) -> typer.Typer:
 
 
 def main() -> None:
+    """The `harness` command: its streams guarded first (harness.cli.streams: closed or full standard
+    output, encodings without the harness's characters), standard output flushed last, where a full disk
+    shows."""
+    from harness.cli import streams
+
     args = sys.argv[1:]
-    build(groups_for(args), only=command_of(args))(prog_name="harness")
+    streams.prepare()
+    try:
+        build(groups_for(args), only=command_of(args))(prog_name="harness")
+        code: int | str | None = 0
+    except SystemExit as e:
+        code = e.code
+    except streams.StreamError as e:  # raised where no command catches it (click's own help and usage)
+        streams.say_error(str(e))
+        code = 1
+    sys.exit(streams.finish(code))
 
 
 if __name__ == "__main__":

@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperCommand
 
-from harness.cli.output import Format, visible
-from harness.core.errors import user_errors
+from harness.cli.output import Format, say
+from harness.core.errors import UsageError, user_errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +43,17 @@ DbOpt = Annotated[
 ]
 
 
+def one_out(out: Path | None, alias: Path | None, option: str = "--out") -> Path:
+    """The file a command writes: `--out` (or `-o`), or its hidden old name (`--output`); both only when
+    they agree."""
+    if out is not None and alias is not None and out != alias:
+        raise UsageError(f"{option} {out} and --output {alias} name two files; give one")
+    target = out if out is not None else alias
+    if target is None:
+        raise UsageError(f"give the file to write: {option} FILE (- for standard output)")
+    return target
+
+
 NEWEST = re.compile(r"-[1-9][0-9]*")  # a run counted from the newest: -1, -2, ...
 RUN_REF_HELP = "a run id (or a unique prefix), `latest`, or -1, -2, … counted from the newest"
 
@@ -63,28 +75,16 @@ class RunRefCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-def _say(label: str, style: str, message: str) -> None:
-    """`label: message` on stderr; the message is plain text (never markup) with control characters
-    escaped. On a terminal it wraps to the terminal's width; piped (tests, scripts) it stays one line
-    however long, so a search finds the whole message."""
-    from rich.console import Console
-    from rich.text import Text
-
-    line = Text(label, style=style) + Text(" " + visible(message, keep="\n\t"))
-    console = Console(stderr=True, highlight=False)
-    console.print(line, soft_wrap=not console.is_terminal)
-
-
 def err(message: str) -> None:
-    _say("error:", "bold red", message)
+    say("error:", "bold red", message)
 
 
 def warn(message: str) -> None:
-    _say("warning:", "yellow", message)
+    say("warning:", "yellow", message)
 
 
 def note(message: str) -> None:
-    _say("note:", "", message)
+    say("note:", "", message)
 
 
 def say_ending(outcome: Any) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from analysis.dashboard import collect, collect_export, write_dashboard
+from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
 from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.output import Format, emit
@@ -46,8 +48,10 @@ def dashboard_cmd(
         typer.Option("--compare", metavar="<a,b>", help="Two run ids A,B for the run comparison panel."),
     ] = None,
     out: Annotated[
-        Path, typer.Option("--out", "-o", metavar="<file>", help="The HTML file to write.")
+        Path,
+        typer.Option("--out", "-o", metavar="<file>", help="The HTML file to write (- for standard output)."),
     ] = Path("dashboard.html"),
+    output: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,  # as timeline's old name
     start: Annotated[
         float | None,
         typer.Option(
@@ -83,13 +87,18 @@ def dashboard_cmd(
         raise UsageError(f"--end ({end} s) must be after --start ({start} s)")
     if runs and last:
         raise UsageError("give --runs or --last, not both")
+    out = output if output is not None else out
+    if open_page and is_stream(out):
+        raise UsageError(f"--open opens a page file in a browser; {shown(out)} is not one: give a file name")
     pair = _ids(compare)
     if compare is not None and len(pair) != 2:
         raise UsageError(f"--compare takes two run ids separated by a comma, got {compare!r}")
 
     if report is not None:
         window = (start, end) if start is not None or end is not None else None
-        data = collect_export(_checked_export(report), cache=not no_cache, window=window)
+        export = _checked_export(report)
+        refuse_inputs(out, [*lazy.files_read(report), export], "--out")
+        data = collect_export(export, cache=not no_cache, window=window)
         scope, title = "profile", f"harness dashboard: {report.name}"
     else:
         store = lazy.ResultsStore(db, readonly=True)
@@ -102,10 +111,15 @@ def dashboard_cmd(
         if data.runs.empty:
             warn("no runs match: the page says what is missing; `harness runs` lists the runs")
         scope, title = "all", "harness dashboard"
+        refuse_inputs(out, [store.file, *run_files(data.runs)], "--out")
     try:
         page = write_dashboard(data, out, scope=scope, title=title)
+    except BrokenPipeError:
+        raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
-        raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --out to a writable path") from None
+        raise HarnessError(
+            f"cannot write {shown(out)}: {e.strerror or e}; pass --out to a writable path"
+        ) from None
     for panel in page.panels:
         if panel.failed:
             warn(f"panel {panel.key!r} failed: {panel.missing}")
@@ -113,14 +127,21 @@ def dashboard_cmd(
     emit(
         summary,
         format,
-        title=f"wrote {out} ({page.size_bytes / 1e6:.1f} MB): "
+        title=f"wrote {shown(out)} ({page.size_bytes / 1e6:.1f} MB): "
         f"{_count(len(page.drawn), 'panel')} drawn, {len(page.lacking)} missing",
         wide=wide,
+        file=sys.stderr if is_stdout(out) else None,  # the page is on standard output
     )
     if open_page:
         import webbrowser
 
         webbrowser.open(out.resolve().as_uri())
+
+
+def run_files(runs: pd.DataFrame) -> list[str]:
+    """The exports and reports the runs' panels may read."""
+    columns = [c for c in ("nsys_sqlite", "nsys_rep") if c in runs]
+    return [str(v) for c in columns for v in runs[c].dropna()]
 
 
 def _count(n: int, what: str) -> str:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import export_diff as ed
 from harness.cli import lazy
 from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
@@ -149,11 +150,13 @@ def diff_cmd(
         Path | None,
         typer.Option(
             "--out",
+            "-o",
             metavar="<dir>",
             help="With --format csv: one CSV file per table in this folder (NN-title.csv) instead of one "
             "tidy CSV on stdout.",
         ),
     ] = None,
+    output: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,  # as timeline's old name
     db: DbOpt = None,
     wide: WideOpt = False,
 ) -> None:
@@ -164,8 +167,13 @@ def diff_cmd(
     --format csv writes one tidy CSV: a first column `table` names the table each row comes from (the
     union of the tables' columns, empty where a table has no such column); with --out DIR, one CSV per
     table in DIR instead."""
+    out = output if output is not None else out
     if out is not None and fmt is not DiffFormat.csv:
         raise UsageError("--out DIR goes with --format csv (one CSV file per table)")
+    if out is not None and is_stdout(out):
+        out = None  # the tidy CSV on standard output, as without --out
+    if html is not None and is_stdout(html):
+        raise UsageError("--html - would put the page among the tables on standard output: give a file name")
 
     stores: list[lazy.ResultsStore] = []
 
@@ -176,12 +184,18 @@ def diff_cmd(
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
     hd.check_gate(gate, side_a, side_b)
+    inputs = [
+        *(f for side in (side_a, side_b) if side.trace_path for f in lazy.files_read(side.trace_path)),
+        *(s.file for s in stores),
+    ]
+    if html is not None:
+        refuse_inputs(html, inputs, "--html")
     if side_a.run is None and side_b.run is None:
         d = ed.compute(
             side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
             warmup=warmup, by="raw" if raw_names else by.value,
         )  # fmt: skip
-        ed.render(d, fmt.value, top, wide, gate, out=out)
+        ed.render(d, fmt.value, top, wide, gate, out=out, inputs=inputs)
         if html is not None:
             phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs
             page = hd.DiffResult(side_a, side_b, d.tables, [phase] if phase else None, d.notes)
@@ -200,7 +214,7 @@ def diff_cmd(
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif fmt is DiffFormat.csv:
-        write_csv(tables, out, result.notes)
+        write_csv(tables, out, result.notes, inputs)
     else:
         note(f"A = {result.a.label}, B = {result.b.label}")
         emit_many(tables, fmt.value, notes=result.notes, wide=wide)

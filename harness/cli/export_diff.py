@@ -13,6 +13,7 @@ import json
 import math
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,7 +146,13 @@ def _headline_frame(d: ExportDiff, machine: bool) -> pd.DataFrame:
 
 
 def render(
-    d: ExportDiff, fmt: str, top: int | None, wide: bool, gate: float | None, out: Path | None = None
+    d: ExportDiff,
+    fmt: str,
+    top: int | None,
+    wide: bool,
+    gate: float | None,
+    out: Path | None = None,
+    inputs: Sequence[str | Path | None] = (),
 ) -> None:
 
     if fmt == "json":
@@ -156,7 +163,7 @@ def render(
     if fmt == "csv":
         tables = [("Headline (B against A)", _headline_frame(d, True))]
         tables += [(f"{t} (sorted by |Δ Total Time|)", df) for t, df in d.tables]
-        write_csv(tables, out, [*headline_lines(d, 120), *d.notes])
+        write_csv(tables, out, [*headline_lines(d, 120), *d.notes], inputs)
         return
     rows = top or default_top(d)
     if fmt == "markdown":

@@ -33,9 +33,39 @@ COUNTS = frozenset(
 
 EMPTY = "—"  # a cell with no value
 
-# C0 and C1 control characters, DEL, and the bidi overrides that reorder what a terminal shows
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Every character that is not shown as itself: controls (C0, C1, DEL), format characters (the bidi
+# marks, overrides and isolates that reorder what a terminal shows, zero-width spaces and joiners, the soft
+# hyphen, the byte-order mark, tags), the line and paragraph separators (U+2028, U+2029) and lone
+# surrogates (a file name of invalid UTF-8): Unicode's categories Cc, Cf, Zl, Zp and Cs
+# (tests/test_stream_faults.py checks this class against unicodedata).
+CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# The output's encoding where it lacks the harness's own characters (harness.cli.streams): names are then
+# shortened with ASCII dots, and text is made to fit it before it is measured
+_OUTPUT: dict[str, Any] = {"encoding": None, "ellipsis": "…", "empty": "—"}
+
+
+def use_encoding(encoding: str | None, errors: str = "backslashreplace") -> None:
+    """Draw for an output in `encoding` (None: one that holds every character), whose characters it lacks
+    `errors` (a codec error handler) replaces."""
+
+    def holds(text: str) -> bool:
+        try:
+            text.encode(encoding or "utf-8")
+        except (UnicodeError, LookupError):
+            return False
+        return True
+
+    _OUTPUT.update(
+        encoding=encoding,
+        errors=errors,
+        ellipsis="…" if holds("…") else "...",
+        empty="—" if holds("—") else "-",
+    )
 
 
 def visible(text: str, keep: str = "") -> str:
@@ -49,20 +79,40 @@ def visible(text: str, keep: str = "") -> str:
         if c in keep:
             return c
         code = ord(c)
-        return _NAMED.get(c) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        return _NAMED.get(c) or (
+            f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+        )
 
-    return CONTROL.sub(sub, text)
+    out = CONTROL.sub(sub, text)
+    encoding = _OUTPUT["encoding"]
+    if encoding is not None:  # what the output cannot hold, as it will be written (before it is measured)
+        out = out.encode(encoding, _OUTPUT["errors"]).decode(encoding)
+    return out
 
 
 def shorten(text: str, width: int = MAX_TEXT) -> str:
     """Keep the head and tail of a long name (kernel names differ at both ends)."""
     if len(text) <= width:
         return text
-    if width <= 1:
-        return "…"[:width]
-    head = (width - 1) * 2 // 3
-    tail = width - 1 - head
-    return f"{text[:head]}…{text[-tail:]}" if tail else f"{text[:head]}…"
+    mark = _OUTPUT["ellipsis"]
+    if width <= len(mark):
+        return mark[:width]
+    room = width - len(mark)
+    head = _cut(text, room * 2 // 3, back=True)
+    tail = len(text) - _cut(text, len(text) - (room - room * 2 // 3), back=False)
+    return f"{text[:head]}{mark}{text[len(text) - tail :]}" if tail else f"{text[:head]}{mark}"
+
+
+ESCAPE = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|[tnr])")  # what visible() writes
+
+
+def _cut(text: str, at: int, back: bool) -> int:
+    """`at`, or where an escape of visible() that `at` falls inside starts (`back`) or ends: a name is
+    never cut through `\\x1b`."""
+    for m in ESCAPE.finditer(text, max(0, at - 10), at + 10):
+        if m.start() < at < m.end():
+            return m.start() if back else m.end()
+    return at
 
 
 def _cell(
@@ -72,7 +122,7 @@ def _cell(
     import math
 
     if value is None or type(value).__name__ == "NAType" or (isinstance(value, float) and math.isnan(value)):
-        return EMPTY, False  # pandas' NA too (nullable integer columns): never printed as <NA>
+        return _OUTPUT["empty"], False  # pandas' NA too (nullable integer columns): never printed as <NA>
     if isinstance(value, bool):
         return ("yes" if value else "no"), False
     if ns_column and isinstance(value, int | float):
@@ -221,13 +271,15 @@ def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
 def _around(text: str, start: int, width: int) -> str:
     """`text` in `width` cells keeping its head, its tail and the part from `start` on (where it differs
     from names that shorten alike)."""
-    head, tail = max(1, (width - 2) // 3), max(1, (width - 2) // 4)
-    middle = width - 2 - head - tail
+    mark = _OUTPUT["ellipsis"]
+    room = width - 2 * len(mark)
+    head, tail = max(1, room // 3), max(1, room // 4)
+    middle = room - head - tail
     if middle < 1 or start <= head:
         return shorten(text, width)
     if start + middle >= len(text) - tail:  # the difference is near the end: keep the end whole
-        return f"{text[:head]}…{text[-(width - head - 1) :]}"
-    return f"{text[:head]}…{text[start : start + middle]}…{text[-tail:]}"
+        return f"{text[:head]}{mark}{text[-(width - head - len(mark)) :]}"
+    return f"{text[:head]}{mark}{text[start : start + middle]}{mark}{text[-tail:]}"
 
 
 def _common_head(texts: Sequence[str]) -> int:
@@ -307,7 +359,7 @@ def rich_table(df: pd.DataFrame, width: int | None = None) -> Fitted:
         shown, widths = list(range(len(columns))), [c.natural for c in columns]
         cells, notes = _cells(columns, shown, widths)
     else:
-        empty = {i for i, c in enumerate(columns) if c.cells and all(t == EMPTY for t in c.cells)}
+        empty = {i for i, c in enumerate(columns) if c.cells and all(t == _OUTPUT["empty"] for t in c.cells)}
         order, keep = _order(df, empty)
         shown, widths = fit(columns, order, width, keep)
         cells, notes = _cells(columns, shown, widths)

@@ -61,6 +61,7 @@ WHERE = {
     "profile_program": "harness.experiments.program",
     "analyse_many": "harness.experiments.reports",
     "exports_dir": "harness.experiments.opening",
+    "files_read": "harness.experiments.opening",
     "open_report": "harness.experiments.opening",
     "ProfileRequest": "harness.profilers.nsys",
     "nsys_cuda_check": "harness.profilers.nsys",

@@ -32,6 +32,7 @@ from harness.cli.fit import (
     table_width,
     visible,
 )
+from harness.cli.streams import terminal_size
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,22 +69,30 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns=lambda c: clean(c) if isinstance(c, str) else c)
 
 
-def console_for(out: TextIO | None = None, width: int | None = None) -> Console:
-    """A console on `out` (stdout) as wide as the terminal: COLUMNS when set, else the size of whichever
-    standard stream is a terminal, else 80."""
+def console_for(out: TextIO | None = None, width: int | None = None, stderr: bool = False) -> Console:
+    """A console on `out` (stdout; stderr with `stderr`) as wide as the terminal: COLUMNS when it is a
+    width, else the size of whichever standard stream is a terminal, else 80 (harness.cli.streams)."""
     from rich.console import Console
 
-    return Console(file=out or sys.stdout, width=width, highlight=False)
+    columns, lines = terminal_size()
+    file = out or (sys.stderr if stderr else sys.stdout)
+    return Console(file=file, width=width or columns, height=lines, highlight=False)
 
 
 def print_lines(
-    console: Console, text: str, style: str = "", prefix: str = "", prefix_style: str = ""
+    console: Console,
+    text: str,
+    style: str = "",
+    prefix: str = "",
+    prefix_style: str = "",
+    keep: str = "\n",
 ) -> None:
     """Outside text as plain lines wrapped at spaces to the console's width; a word longer than a line (a
-    path) is kept whole on a line of its own, never broken."""
+    path) is kept whole on a line of its own, never broken. Control characters are escaped but those in
+    `keep` (a title keeps none: a newline in a file name is shown as `\\n`)."""
     from rich.text import Text
 
-    body = visible(text, keep="\n")
+    body = visible(text, keep=keep)
     lines = []
     for para in body.split("\n"):
         lines += textwrap.wrap(
@@ -97,23 +106,24 @@ def print_lines(
         console.print(first + Text(line, style=style), soft_wrap=True)
 
 
-def _text_lines(console: Console, text: str | None, prefix: str = "") -> int:
+def _text_lines(console: Console, text: str | None, prefix: str = "", keep: str = "\n") -> int:
     """How many lines print_lines takes for `text`."""
     if not text:
         return 0
     width = max(console.width - len(prefix), 20)
-    paras = visible(text, keep="\n").split("\n")
+    paras = visible(text, keep=keep).split("\n")
     return sum(
         max(1, len(textwrap.wrap(p, width, break_long_words=False, break_on_hyphens=False))) for p in paras
     )
 
 
 def _table_for(df: pd.DataFrame, console: Console, wide: bool) -> Fitted:
-    if wide:
-        fitted = rich_table(df)
-        console.width = max(console.width, table_width(c.width or 0 for c in fitted.table.columns))
-        return fitted
-    return rich_table(df, console.width)
+    """The table fitted to the console; wider than it (--wide, or a terminal too narrow for the deciding
+    columns, whose numbers are never cut) the console is made as wide as the table, and the terminal wraps
+    its lines."""
+    fitted = rich_table(df) if wide else rich_table(df, console.width)
+    console.width = max(console.width, table_width(c.width or 0 for c in fitted.table.columns))
+    return fitted
 
 
 def timed(df: pd.DataFrame) -> bool:
@@ -146,6 +156,7 @@ def _render(
 ) -> None:
     """Draw `df` (its first `limit` rows; 0: all; None or FIT: as many as fit the console's height)."""
     notes = list(notes)
+    width = console.width
     option = limit != FIT
     limit = None if limit == FIT else limit
     if limit is None and not timed(df):
@@ -153,7 +164,7 @@ def _render(
     total = len(df)
     rows = total if limit == 0 or limit is None else min(limit, total)
     if limit is None:  # lines besides the table's: title, notes, the two notes of what was left out, prompt
-        around = _text_lines(console, title) + sum(_text_lines(console, n, "note: ") for n in notes)
+        around = _text_lines(console, title, keep="") + sum(_text_lines(console, n, "note: ") for n in notes)
         around += 2 * _text_lines(console, rows_left_out(total, total, console.height, option), "note: ") + 1
         rows = min(total, max(FEWEST_ROWS, console.height - around - 4))  # 4: borders and a header line
     fitted = _table_for(df.head(rows) if rows < total else df, console, wide)
@@ -164,8 +175,10 @@ def _render(
         rows = max(FEWEST_ROWS, rows - over)
         fitted = _table_for(df.head(rows), console, wide)
     if title:
-        print_lines(console, title, style="italic")
+        print_lines(console, title, style="italic", keep="")
     console.print(fitted.table)
+    if not wide:
+        console.width = width  # the notes wrap at the terminal's width
     dropped = fitted.dropped
     notes += fitted.notes
     if dropped:
@@ -179,9 +192,23 @@ def _render(
         print_lines(console, note, prefix="note: ", prefix_style="dim")
 
 
+def say(label: str, style: str, message: str) -> None:
+    """`label message` on stderr (`error:`, `warning:`, `note:`): plain text (never markup), control
+    characters escaped. On a terminal it wraps to the terminal's width as a table's notes do (the lines
+    after the first indented under the message); piped (tests, scripts, logs) it stays one line however
+    long, so a search finds the whole message."""
+    from rich.text import Text
+
+    console = console_for(stderr=True)
+    if console.is_terminal:
+        print_lines(console, message, prefix=f"{label} ", prefix_style=style, keep="\n\t")
+        return
+    console.print(Text(label, style=style) + Text(" " + visible(message, keep="\n\t")), soft_wrap=True)
+
+
 def _stderr_notes(notes: Iterable[str]) -> None:
     for note in notes:
-        print(f"note: {visible(note, keep=chr(10))}", file=sys.stderr)
+        say("note:", "", note)
 
 
 def emit(

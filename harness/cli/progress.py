@@ -13,13 +13,11 @@ import time
 from types import TracebackType
 from typing import TextIO
 
-from harness.cli.output import visible
+from harness.cli.output import console_for, visible
 
 
 def _live() -> bool:
-    from rich.console import Console
-
-    return Console(stderr=True).is_terminal and sys.stdout.isatty()
+    return console_for(stderr=True).is_terminal and sys.stdout.isatty()
 
 
 def _elapsed(seconds: float) -> str:
@@ -62,7 +60,6 @@ class Progress:
     def __enter__(self) -> Progress:
         self._start = time.monotonic()
         if self.live:
-            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -78,7 +75,7 @@ class Progress:
                 TextColumn("{task.description}", markup=False),
                 *counted,
                 TimeElapsedColumn(),
-                console=Console(stderr=True),
+                console=console_for(stderr=True),  # COLUMNS as the tables take it
                 transient=True,
             )
             self._bar.start()

@@ -11,11 +11,12 @@ import typer
 
 from analysis.dashboard import DashboardData, write_dashboard
 from analysis.multi import expand
+from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, LimitOpt, RunRefCommand, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
 from harness.cli.reading import DaskOpt, JobsOpt, NoCacheOpt
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, UsageError
 from harness.experiments.rank_tables import ranks_of_run
 from harness.experiments.reports import ranks_of
 
@@ -63,10 +64,21 @@ def ranks_cmd(
 
     read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
+    if html is not None and is_stdout(html):
+        raise UsageError("--html - would put the page among the tables on standard output: give a file name")
     if len(exports) == 1 and _is_run_id(exports[0]):
-        report = ranks_of_run(lazy.ResultsStore(db, readonly=True), str(exports[0]), **read)
+        store = lazy.ResultsStore(db, readonly=True)
+        run = store.get(str(exports[0]))
+        inputs = [store.file, run.nsys_sqlite, run.nsys_rep, *(run.artifacts or {}).values()]
+        if html is not None:
+            refuse_inputs(html, inputs, "--html")
+        report = ranks_of_run(store, run.id, **read)
     else:
-        report = ranks_of(expand(exports, skipped), **read)
+        paths = expand(exports, skipped)
+        inputs = [f for p in paths for f in lazy.files_read(p)]
+        if html is not None:
+            refuse_inputs(html, inputs, "--html")
+        report = ranks_of(paths, **read)
     report.notes = [*skipped, *report.notes]
     n = len(report.labels)
     tables = [(f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance)]

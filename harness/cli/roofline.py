@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from analysis.dashboard.roofline import roofline_figure
+from analysis.outputs import is_stdout, refuse_inputs, write_text
 from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note
 from harness.cli.options import (
@@ -22,7 +23,7 @@ from harness.cli.options import (
     PrecisionOpt,
 )
 from harness.cli.output import Format, emit_many
-from harness.core.errors import HarnessError, first_line
+from harness.core.errors import HarnessError, UsageError, first_line
 from harness.experiments.roofline import analytic_report, run_report
 
 
@@ -72,8 +73,13 @@ def roofline_cmd(
     --device (with RUN: on this machine's device of the run's kind).
     """
 
+    if html is not None and is_stdout(html):
+        raise UsageError("--html - would put the page among the tables on standard output: give a file name")
+    store = lazy.ResultsStore(db, readonly=True) if run is not None else None
+    if html is not None:
+        refuse_inputs(html, [store.file] if store is not None else [], "--html")
     if run is not None:
-        report = run_report(lazy.ResultsStore(db, readonly=True), run, gpu=gpu, measure=measure)
+        report = run_report(store, run, gpu=gpu, measure=measure)
     else:
         report = analytic_report(
             model, batch_size=batch_size, context_length=context_length, precision=precision.value,
@@ -100,7 +106,7 @@ def roofline_cmd(
         try:
             against = f" · against {report.used.label}" if report.used else ""
             figure = roofline_figure(report.table, report.used, title + against)
-            figure.write_html(html, include_plotlyjs=True)
+            write_text(html, figure.to_html(include_plotlyjs=True))
         except OSError as e:
             raise HarnessError(f"cannot write {html}: {first_line(e)}") from None
         note(f"roofline written to {html}")

@@ -404,19 +404,29 @@ def import_cmd(
         list[Path],
         typer.Argument(help="harness-unsaved-*.json files, written when the database would not take a run."),
     ],
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Replace a stored run of the same id (without it such a file is refused)."
+        ),
+    ] = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
 ) -> None:
-    """Store runs that could not be saved; importing a file again stores its run once."""
+    """Store runs that could not be saved, every field checked. A run already stored is never replaced
+    unless --replace (which says what it replaced); importing the same file again writes nothing."""
     import pandas as pd
 
     store = lazy.ResultsStore(db)
-    done = [store.import_file(f) for f in files]
+    done = [store.import_file(f, replace=replace) for f in files]
     table = pd.DataFrame(
-        [(str(d.file), d.run_id, "replaced" if d.replaced else "new") for d in done],
+        [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],
     )
     emit(table, format, title=f"imported into {lazy.describe_url(store.url)}")
+    for d in done:
+        if d.stored == "replaced":
+            say_note(f"run {d.run_id} replaced: it was {d.was}")
 
 
 def register(app: typer.Typer) -> None:

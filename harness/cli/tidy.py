@@ -3,12 +3,14 @@ default of `diff --format csv`), or one file per table in a folder (`--out DIR`)
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from analysis.outputs import refuse_inputs, write_text
 from harness.cli.common import note
 from harness.cli.output import Format, emit
 from harness.core.errors import HarnessError
@@ -38,27 +40,36 @@ def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "table"
 
 
-def write_folder(tables: Sequence[tuple[str, pd.DataFrame]], folder: Path) -> list[Path]:
-    """One CSV per table, `NN-title.csv` in table order; the files written."""
+def write_folder(
+    tables: Sequence[tuple[str, pd.DataFrame]], folder: Path, inputs: Sequence[str | Path | None] = ()
+) -> list[Path]:
+    """One CSV per table, `NN-title.csv` in table order (each written as analysis.outputs writes a file;
+    none of them one of `inputs`, the files the command read); the files written."""
+    paths = [folder / f"{i:02d}-{slug(title)}.csv" for i, (title, _) in enumerate(tables, 1)]
+    for path in paths:
+        refuse_inputs(path, inputs, "--out")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        written = []
-        for i, (title, df) in enumerate(tables, 1):
-            path = folder / f"{i:02d}-{slug(title)}.csv"
-            with path.open("w", newline="") as f:
-                emit(df, Format.csv, file=f)
-            written.append(path)
+        for path, (_, df) in zip(paths, tables, strict=True):
+            text = io.StringIO()
+            emit(df, Format.csv, file=text)
+            write_text(path, text.getvalue())
     except OSError as e:
         raise HarnessError(f"cannot write CSV files into {folder}: {e.strerror or e}", exit_code=2) from None
-    return written
+    return paths
 
 
-def write_csv(tables: Sequence[tuple[str, pd.DataFrame]], out: Path | None, notes: Sequence[str]) -> None:
+def write_csv(
+    tables: Sequence[tuple[str, pd.DataFrame]],
+    out: Path | None,
+    notes: Sequence[str],
+    inputs: Sequence[str | Path | None] = (),
+) -> None:
     """One tidy CSV on stdout (a `table` column), or with `out` one file per table there; notes on stderr."""
     if out is None:
         write_tidy(tables)
     else:
-        for path in write_folder(tables, out):
+        for path in write_folder(tables, out, inputs):
             note(f"wrote {path}")
     for line in notes:
         note(line)

@@ -1,4 +1,4 @@
-"""`harness timeline REPORT -o FILE.json.gz`: an export or trace as a Chrome trace for Perfetto UI and
+"""`harness timeline REPORT --out FILE.json.gz`: an export or trace as a Chrome trace for Perfetto UI and
 chrome://tracing (analysis.chrome_trace), the whole of it or one step, phase or window."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
+from analysis.outputs import refuse_inputs, shown
 from harness.cli import lazy
-from harness.cli.common import cli_errors, note
+from harness.cli.common import cli_errors, note, one_out
 from harness.core.signals import sigterm_raises
 
 ReportArg = Annotated[
@@ -26,15 +27,17 @@ ReportArg = Annotated[
 @cli_errors
 def timeline_cmd(
     report: ReportArg,
-    output: Annotated[
-        Path,
+    out: Annotated[
+        Path | None,
         typer.Option(
-            "--output",
+            "--out",
             "-o",
             metavar="<file>",
-            help="The Chrome trace to write (gzipped when it ends in .gz).",
+            show_default=False,
+            help="The Chrome trace to write (gzipped when it ends in .gz; - for standard output).",
         ),
-    ],
+    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,  # the old name
     step: Annotated[
         int | None, typer.Option("--step", metavar="<n>", help="Only the harness's step N (its NVTX range).")
     ] = None,
@@ -55,13 +58,16 @@ def timeline_cmd(
     """Write kernels, memory copies and sets, CUDA API calls, NVTX ranges and OS runtime calls as a Chrome
     trace: processes, threads and streams named, an arrow from each launch to its kernel, the harness's
     steps and phases on a track of their own. Open it in https://ui.perfetto.dev or chrome://tracing."""
+    target = one_out(out, output)
+    refuse_inputs(target, lazy.files_read(report), "--out")
     trace = lazy.open_report(report, cache=not no_cache)
+    refuse_inputs(target, [trace.path], "--out")
     window = lazy.window_of(trace, step=step, phase=phase, start=start, end=end)
     with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
-        written = lazy.write_chrome_trace(trace, output, window)
+        written = lazy.write_chrome_trace(trace, target, window)
     held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
     cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
-    note(f"wrote {output}{cut}: {held or 'no events'}")
+    note(f"wrote {shown(target)}{cut}: {held or 'no events'}")
     for text in written.notes:  # what it left out, as every table says it
         note(text)
 

@@ -87,6 +87,16 @@ def _available_memory() -> int:
 
 
 NAME_BYTES = 200  # a run id is the name and 21 characters more; a file name holds 255 bytes
+# characters a terminal does not show as themselves (Unicode's control, format, separator and surrogate
+# categories): never in a name
+HIDDEN = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def hidden(text: str) -> bool:
+    """Whether `text` holds a control or format character (ESC, a bidi mark, U+2028, …)."""
+    import unicodedata
+
+    return any(unicodedata.category(c) in HIDDEN for c in text)
 
 
 def check_run_name(name: str | None) -> None:
@@ -99,7 +109,7 @@ def check_run_name(name: str | None) -> None:
         why = "it is empty"
     elif "/" in name or "\\" in name:
         why = "it holds a folder separator (a name, not a path: --profile-dir says where files go)"
-    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+    elif hidden(name):
         why = "it holds control characters"
     elif len(name.encode("utf-8", "surrogatepass")) > NAME_BYTES:
         why = f"it is longer than {NAME_BYTES} bytes (it becomes a file name)"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from analysis.cache import Cache, cache_root
 from analysis.errors import ExportError
+from analysis.outputs import refuse_streams_over
 from analysis.trace import REPORT_SUFFIXES, Trace, not_a_file, open_trace
 from harness.core.errors import NsysError
 from harness.execution.nsys import export_sqlite
@@ -26,7 +27,9 @@ def exports_dir() -> Path:
 
 
 def sqlite_for(report: Path, *, cache: bool = True) -> Path:
-    """The SQLite export of `report`: itself, or for a report an export made (once) into the cache."""
+    """The SQLite export of `report`: itself, or for a report an export made (once) into the cache. Refused
+    when the command's own output is redirected into the file it would read."""
+    refuse_streams_over(files_read(report))
     if report.suffix not in REPORT_SUFFIXES:
         return report
     if not report.exists():
@@ -64,6 +67,13 @@ def sqlite_for(report: Path, *, cache: bool = True) -> Path:
         raise NsysError(f"cannot export {report} to SQLite: {e}") from None
     partial.replace(target)
     return target
+
+
+def files_read(report: Path) -> list[Path]:
+    """The files opening `report` may read: itself and, for a report, the exports beside it."""
+    if report.suffix not in REPORT_SUFFIXES:
+        return [report]
+    return [report, report.with_suffix(".sqlite"), report.with_name(f"{report.stem}.harness.sqlite")]
 
 
 def open_report(report: Path, *, cache: bool = True) -> Trace:

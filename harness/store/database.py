@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
+from analysis.outputs import refuse_streams_over
 from harness.core.errors import HarnessError, first_line
 from harness.store import dbfaults, migrations
 from harness.store.schema import (
@@ -54,7 +55,8 @@ class UnsavedRun(HarnessError):
 class Imported:
     file: Path
     run_id: str
-    replaced: bool  # the run id was in the database already
+    stored: str  # new, replaced (--replace), or already stored (the same run: nothing written)
+    was: str | None = None  # replaced: the run that was stored, in words
 
 
 def _outdated(connection: Connection) -> bool:
@@ -151,6 +153,7 @@ class Database:
                 f"--db {self.file / 'results.sqlite'}",
                 exit_code=2,
             )
+        refuse_streams_over([self.file])  # `harness runs >> results.sqlite` would damage the database
         self.engine: Engine = self._engine()
         self._guard(self._check_schema)
 

@@ -16,7 +16,8 @@ An embedded SQLite file by default; any SQLAlchemy URL through `--db` or `HARNES
   upgraded, through a separate writing connection, so that it can be read.
 - A busy database is waited for (harness.store.dbfaults); a run it still will not take is written to
   `harness-unsaved-<run-id>.json` (harness.store.unsaved) and `save` raises UnsavedRun saying where.
-  `import_file` stores such a file; a run id is stored once, however often it is imported.
+  `import_file` stores such a file, every field checked (harness.store.unsaved_check); a stored run is
+  replaced only when asked (`replace`), and importing the same file again writes nothing.
 """
 
 from __future__ import annotations

@@ -45,6 +45,44 @@ def _nth_newest(session: Session, back: int) -> Run | None:
     return session.scalars(stmt).first()
 
 
+def _utc(when: datetime) -> datetime:
+    """`when` as naive UTC (SQLite gives back what it stored without its zone)."""
+    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
+
+
+def _differences(stored: Run, pending: PendingRun) -> list[str]:
+    """What tells `pending` from the run stored (nothing: the same run, imported before)."""
+    result = pending.result
+    mine = sorted((s.step, p, ns, s.warmup, s.rank) for s in result.steps for p, ns in s.phases.items())
+    theirs = sorted((t.step, t.phase, t.duration_ns, t.warmup, t.rank) for t in stored.step_timings)
+    return [
+        what
+        for what, differs in (
+            ("status", stored.status != result.status),
+            ("step times", mine != theirs),
+            ("creation time", _utc(stored.created_at) != _utc(pending.created_at)),
+        )
+        if differs
+    ]
+
+
+def _in_words(status: str, model: str, mode: str, created: datetime, measured: int) -> str:
+    return (
+        f"{status}, {model} {mode}, created {_utc(created):%Y-%m-%d %H:%M:%S} UTC, {measured} measured steps"
+    )
+
+
+def _described(run: Run) -> str:
+    measured = len({(t.step, t.rank) for t in run.step_timings if not t.warmup})
+    return _in_words(run.status, run.model, run.mode, run.created_at, measured)
+
+
+def _described_pending(pending: PendingRun) -> str:
+    r = pending.result
+    measured = len({(s.step, s.rank) for s in r.steps if not s.warmup})
+    return _in_words(r.status, r.config.model, r.config.mode, pending.created_at, measured)
+
+
 class RunsPart(Database):
     # --- writing ---------------------------------------------------------------------------------------
 
@@ -122,18 +160,33 @@ class RunsPart(Database):
 
         self._guard(write)
 
-    def import_file(self, path: Path) -> Imported:
-        """Store a run from a harness-unsaved-*.json file (again: the stored copy is replaced)."""
+    def import_file(self, path: Path, *, replace: bool = False) -> Imported:
+        """Store a run from a harness-unsaved-*.json file. A run of the same id already stored is never
+        replaced unless `replace`: the same run (imported from this file before: its creation time, status
+        and step times alike) is left as it is, another one is refused with both described."""
         pending = unsaved.read(path)
         run_id = pending.result.run_id
 
-        def write() -> bool:
+        def write() -> Imported:
             with Session(self.engine) as session:
-                existed = session.get(Run, run_id) is not None
+                stored = session.get(Run, run_id)
+                differs = _differences(stored, pending) if stored is not None else []
+                was = _described(stored) if stored is not None else None
+            if stored is None:
+                self._write(pending)
+                return Imported(file=path, run_id=run_id, stored="new")
+            if not differs:
+                return Imported(file=path, run_id=run_id, stored="already stored", was=was)
+            if not replace:
+                raise HarnessError(
+                    f"run {run_id} is already in the results database ({was}); {path} holds another copy "
+                    f"of it ({_described_pending(pending)}; its {' and '.join(differs)} differ): nothing "
+                    "imported; --replace replaces the stored run with the file's"
+                )
             self._write(pending)
-            return existed
+            return Imported(file=path, run_id=run_id, stored="replaced", was=was)
 
-        return Imported(file=path, run_id=run_id, replaced=self._guard(write))
+        return self._guard(write)
 
     def _write(self, pending: PendingRun) -> None:
         if self.readonly:

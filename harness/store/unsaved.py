@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.records import RunResult, result_from_dict, result_to_dict
+from harness.core.records import RunResult, phases_for, result_from_dict, result_to_dict
+from harness.store import unsaved_check as check
 
 FORMAT = "harness-unsaved-run"
 VERSION = 1
@@ -106,29 +107,49 @@ def write(pending: PendingRun, folders: list[Path], why: str) -> Path:
 
 
 def read(path: Path) -> PendingRun:
+    """The run a harness-unsaved-RUN.json holds, every field checked as `harness run` writes it
+    (harness.store.unsaved_check); HarnessError naming the first that is not."""
     try:
-        data = json.loads(path.read_text())
+        raw = path.read_text(encoding="utf-8")
     except OSError as e:
         raise HarnessError(f"cannot read {path}: {e.strerror}") from None
-    except ValueError as e:
+    except UnicodeDecodeError as e:
+        raise HarnessError(f"{path} is not a harness unsaved-run file (not UTF-8 text: {e.reason})") from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as e:
         raise HarnessError(f"{path} is not a harness unsaved-run file (not JSON: {e})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise HarnessError(f"{path} is not a harness unsaved-run file (harness-unsaved-RUN.json)")
-    if data.get("version", 0) > VERSION:
-        raise HarnessError(f"{path} was written by a newer harness (version {data['version']}); upgrade")
+    version = data.get("version", 0)
+    if type(version) is not int or version < 1:
+        raise HarnessError(f"{path} is damaged: version is {version!r}, not a version of the file format")
+    if version > VERSION:
+        raise HarnessError(f"{path} was written by a newer harness (version {version}); upgrade")
     try:
-        save = data.get("save") or {}
-        return PendingRun(
-            result=result_from_dict(data["result"]),
-            created_at=datetime.fromisoformat(data["created_at"]),
-            profiler=save.get("profiler") or "none",
-            nsys_mode=save.get("nsys_mode"),
-            experiment=save.get("experiment"),
-            baseline_run_id=save.get("baseline_run_id"),
-            nsys_rep=save.get("nsys_rep"),
-            nsys_sqlite=save.get("nsys_sqlite"),
-            artifacts=save.get("artifacts"),
-            agreement=data.get("agreement"),
-        )
-    except (KeyError, TypeError, ValueError) as e:
+        return _pending(data)
+    except check.Damaged as e:
+        raise HarnessError(f"{path} is damaged: {e} (harness writes no such run): nothing imported") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise HarnessError(f"{path} is damaged: {type(e).__name__}: {e}") from None
+
+
+def _pending(data: dict[str, Any]) -> PendingRun:
+    result = check.result_fields(data.get("result"))
+    run = result_from_dict(result)
+    check.check_result(run)
+    save = check.mapping({} if data.get("save") is None else data["save"], "save")
+    check.check_save(save)
+    phases = phases_for(run.config.mode, run.config.world_size)
+    return PendingRun(
+        result=run,
+        created_at=check.created(data.get("created_at")),
+        profiler=save.get("profiler") or "none",
+        nsys_mode=save.get("nsys_mode"),
+        experiment=save.get("experiment"),
+        baseline_run_id=save.get("baseline_run_id"),
+        nsys_rep=save.get("nsys_rep"),
+        nsys_sqlite=save.get("nsys_sqlite"),
+        artifacts=save.get("artifacts"),
+        agreement=check.check_agreement(data.get("agreement"), phases, AGREEMENT_COLUMNS),
+    )

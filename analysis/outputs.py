@@ -1,0 +1,213 @@
+"""Where a file the harness writes (a page, a Chrome trace, a CSV) goes, and how it gets there.
+
+- A regular file, or a name that is not there yet, is written under a temporary name beside it and renamed
+  into place: a full disk or a killed command leaves the old file whole, never half of a new one. A
+  symbolic link is followed: the file it names is replaced, the link stays a link.
+- `-` is standard output; a character device (`/dev/null`, a terminal), a named pipe or a socket that is
+  already there is opened and written as a stream. A rename would put a regular file in its place: the
+  device would be gone and the pipe's reader would get nothing.
+- A folder or a block device is refused, and so is any file the command reads (`refuse_inputs`): the same
+  file by device and inode, whatever its name (a link, `./x`, another spelling), and the journal files
+  SQLite keeps beside an export. Writing over an input would lose it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from analysis.errors import AnalysisError
+
+STDOUT = "-"
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+class OutputRefused(AnalysisError):
+    """A target that cannot be written without losing something (an input, a folder, a disk)."""
+
+    exit_code = 2
+
+
+def is_stdout(target: str | Path) -> bool:
+    return str(target) == STDOUT
+
+
+def shown(target: str | Path) -> str:
+    """How a target is named in messages."""
+    return "standard output" if is_stdout(target) else str(target)
+
+
+def _stat(path: str | Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def is_stream(target: str | Path) -> bool:
+    """Whether `target` is written as a stream: `-`, or a character device, pipe or socket already there."""
+    if is_stdout(target):
+        return True
+    st = _stat(target)
+    return st is not None and (
+        stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)
+    )
+
+
+def files_read(paths: Iterable[str | Path | None]) -> list[Path]:
+    """`paths` (None left out) and, for SQLite files, the journal files beside them that are there."""
+    out: list[Path] = []
+    for p in paths:
+        if p is None or str(p) == "":
+            continue
+        path = Path(p)
+        out.append(path)
+        out += [s for s in (path.with_name(path.name + x) for x in SQLITE_SIDECARS) if s.exists()]
+    return out
+
+
+def refuse_inputs(target: str | Path, inputs: Iterable[str | Path | None], option: str) -> None:
+    """OutputRefused when `target` (given as `option`) is a folder, a block device, or the same file as
+    one of `inputs` (or a SQLite journal beside one)."""
+    if is_stdout(target):
+        return
+    inputs = [p for p in inputs if p is not None and str(p) != ""]
+    real = os.path.realpath(target)
+    for p in inputs:  # the journal SQLite would take for the export's own, there or not
+        if real in {os.path.realpath(p) + x for x in SQLITE_SIDECARS}:
+            raise OutputRefused(
+                f"{option} {target} is where SQLite keeps the journal of {p}, which this command reads: "
+                "writing it would damage that export; give another file name"
+            )
+    st = _stat(target)
+    if st is None:
+        return  # nothing there yet (or not reachable: writing it will say why)
+    if stat.S_ISDIR(st.st_mode):
+        example = Path(target) / "out"
+        raise OutputRefused(f"{option} {target} is a folder; give a file name (in it, e.g. {example})")
+    if stat.S_ISBLK(st.st_mode):
+        raise OutputRefused(f"{option} {target} is a block device (a disk): the harness writes no disks")
+    if stat.S_ISCHR(st.st_mode):
+        return  # /dev/null, a terminal: nothing of the inputs can be there
+    for p in files_read(inputs):
+        other = _stat(p)
+        if other is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            same = "" if os.path.abspath(p) == os.path.abspath(target) else f" ({p})"
+            raise OutputRefused(
+                f"{option} {target} is a file this command reads{same}: writing it would destroy it; "
+                "give another file name"
+            )
+
+
+def refuse_streams_over(inputs: Iterable[str | Path | None]) -> None:
+    """OutputRefused when standard output or error is redirected into one of `inputs` (`harness kernels
+    x.sqlite >> x.sqlite`): what the command prints would be written into the file it reads. Standard
+    error so redirected is first pointed elsewhere, that the error line does not land there either."""
+    reads = files_read(p for p in inputs if p is not None and str(p) != "")
+    found = []
+    for fd, name in ((1, "standard output"), (2, "standard error")):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        for p in reads:
+            other = _stat(p)
+            if other is not None and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                found.append((fd, name, p))
+                break
+    if not found:
+        return
+    if found[-1][0] == 2:
+        _away_from(2)
+    _, name, p = found[0]
+    raise OutputRefused(
+        f"{name} is redirected into {p}, which this command reads: what it prints would damage it; redirect "
+        "it to another file"
+    )
+
+
+def _away_from(fd: int) -> None:
+    """Point `fd` at standard output (or /dev/null when that is no better)."""
+    with contextlib.suppress(OSError):
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    try:
+        same = os.path.samestat(os.fstat(1), os.fstat(fd))
+    except OSError:
+        same = True
+    if same:
+        _point_at_null(fd)
+        return
+    target = os.dup(1)
+    os.dup2(target, fd)
+    os.close(target)
+
+
+def _point_at_null(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+
+@contextlib.contextmanager
+def open_output(target: str | Path, *, make_folder: bool = False) -> Iterator[IO[bytes]]:
+    """A binary file to write `target` through (see the module's docstring): the rename happens when the
+    block ends without an exception; any exception removes the temporary file. `make_folder`: create the
+    target's missing folders."""
+    if is_stdout(target):
+        out = sys.stdout
+        if out is None:
+            raise OSError(errno.EBADF, "standard output is closed")
+        out.flush()
+        try:
+            yield out.buffer
+            out.buffer.flush()
+        except OSError:  # full, closed, a pipe whose reader left: the interpreter's last flush must not
+            _point_at_null(1)  # fail again on what is still buffered
+            raise
+        return
+    if is_stream(target):
+        with open(target, "wb") as f:
+            yield f
+        return
+    path = Path(os.path.realpath(target))  # a link: replace the file it names, keep the link
+    st = _stat(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OutputRefused(f"{target} is neither a file nor a device or pipe; give a file name")
+    if make_folder:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(target: str | Path, text: str, *, make_folder: bool = False) -> None:
+    """`text` as UTF-8 to `target`, as open_output writes."""
+    with open_output(target, make_folder=make_folder) as f:
+        f.write(text.encode("utf-8", "backslashreplace"))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,261 @@
+"""What a harness-unsaved-RUN.json may hold before `harness import` stores it: every field as `harness run`
+(or `profile`, `sweep`, `overhead`) writes it, checked, or the file is refused with the field named.
+
+The file is outside text: a copy can be edited, cut or made up. An edited phase of NaN, `"fast"`, 1e300 or
+-5 was stored (and then broke `diff`), a status `weird` and a run id `../../etc/evil\\x1b[31m` were taken.
+Here a time is a whole number of nanoseconds from 0 to 2**62, a count a whole number in its range, a
+figure a finite number, a status, mode or precision one the harness writes, and a run id a name (no
+folder separators, no control or format characters, at most 255 bytes: it becomes a file name).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
+
+from analysis.names import MODES, PRECISIONS, RUN_ENERGY_FIELDS
+from harness.core.bounds import hidden
+from harness.core.records import (
+    PROGRAM_MODE,
+    BlockRecord,
+    ModelInfo,
+    RunConfig,
+    RunResult,
+    StepRecord,
+    phases_for,
+)
+
+STATUSES = ("ok", "oom", "error", "interrupted")
+PROFILERS = ("none", "nsys", "torch")
+DEVICES = ("auto", "cpu", "cuda", "mps", "n/a")  # asked for (config.device); n/a: a program's run
+ATTENTIONS = ("math", "sdpa")
+MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.MAX_TIME)
+INT64_MAX = 2**63 - 1
+ID_BYTES = 255
+
+
+class Damaged(ValueError):
+    """A field that `harness run` would not have written: the message names it and says why."""
+
+
+def _fail(where: str, why: str) -> Damaged:
+    return Damaged(f"{where} {why}")
+
+
+def whole(value: Any, where: str, low: int = 0, high: int = INT64_MAX) -> int:
+    if type(value) is not int:
+        raise _fail(where, f"is {value!r}, not a whole number")
+    if not low <= value <= high:
+        raise _fail(where, f"is {value}, outside {low}..{high}")
+    return value
+
+
+def duration(value: Any, where: str) -> int:
+    return whole(value, where, 0, MAX_NS)
+
+
+def figure(value: Any, where: str, *, negative: bool = False) -> float | int | None:
+    """None or a finite number (not below 0 unless `negative`)."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value) or abs(value) > 1e30:
+        raise _fail(where, f"is {value!r}, not a finite number")
+    if value < 0 and not negative:
+        raise _fail(where, f"is {value}, below 0")
+    return value
+
+
+def text(value: Any, where: str, *, optional: bool = False, plain: bool = False) -> str | None:
+    """A string (None where `optional`); `plain`: without control or format characters."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise _fail(where, f"is {value!r}, not text")
+    if "\x00" in value or (plain and hidden(value)):
+        raise _fail(where, f"is {value!r}: it holds control characters")
+    return value
+
+
+def one_of(value: Any, allowed: tuple[str, ...], where: str) -> str:
+    if value not in allowed:
+        raise _fail(where, f"is {value!r}, not one of {', '.join(allowed)}")
+    return value
+
+
+def run_id(value: Any, where: str = "run_id", *, optional: bool = False) -> str | None:
+    """A name: not empty, no folder separator, no control characters, at most ID_BYTES bytes."""
+    if value is None and optional:
+        return None
+    name = text(value, where, plain=True)
+    assert name is not None
+    if not name.strip() or name in (".", ".."):
+        raise _fail(where, "is empty")
+    if "/" in name or "\\" in name:
+        raise _fail(where, f"is {name!r}: it holds a folder separator")
+    if len(name.encode("utf-8", "surrogatepass")) > ID_BYTES:
+        raise _fail(where, f"is longer than {ID_BYTES} bytes")
+    return name
+
+
+def mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(where, f"is {type(value).__name__}, not an object")
+    return value
+
+
+def known_keys(value: dict[str, Any], cls: type, where: str) -> None:
+    unknown = sorted(set(value) - {f.name for f in fields(cls)})
+    if unknown:
+        raise _fail(where, f"holds fields the harness does not write: {', '.join(map(repr, unknown))}")
+
+
+def result_fields(value: Any) -> dict[str, Any]:
+    """The file's `result` object, its fields and those of its parts the ones a RunResult has."""
+    result = mapping(value, "result")
+    known_keys(result, RunResult, "result")
+    missing = [name for name in ("run_id", "config", "status") if name not in result]
+    if missing:
+        raise _fail("result", f"lacks {', '.join(missing)}")
+    known_keys(mapping(result["config"], "config"), RunConfig, "config")
+    if result.get("model") is not None:
+        known_keys(mapping(result["model"], "model"), ModelInfo, "model")
+    for name, cls in (("steps", StepRecord), ("blocks", BlockRecord)):
+        items = result.get(name, [])
+        if not isinstance(items, list):
+            raise _fail(name, f"is {type(items).__name__}, not a list")
+        for i, item in enumerate(items):
+            known_keys(mapping(item, f"{name}[{i}]"), cls, f"{name}[{i}]")
+    return result
+
+
+def check_config(cfg: RunConfig) -> None:
+    program = cfg.mode == PROGRAM_MODE
+    one_of(cfg.mode, (*MODES, PROGRAM_MODE), "config.mode")
+    run_id(cfg.model, "config.model")
+    one_of(cfg.device, DEVICES, "config.device")
+    one_of(cfg.precision, (*PRECISIONS, "n/a") if program else PRECISIONS, "config.precision")
+    one_of(cfg.attention, (*ATTENTIONS, "n/a") if program else ATTENTIONS, "config.attention")
+    for name in ("compile", "nvtx_detail", "power", "memory"):
+        if type(getattr(cfg, name)) is not bool:
+            raise _fail(f"config.{name}", f"is {getattr(cfg, name)!r}, not true or false")
+    first = 0 if program else 1
+    whole(cfg.batch_size, "config.batch_size", first)
+    whole(cfg.steps, "config.steps", first)
+    whole(cfg.warmup, "config.warmup")
+    whole(cfg.seed, "config.seed", -(2**63))
+    whole(cfg.new_tokens, "config.new_tokens", 1)
+    whole(cfg.power_period_ms, "config.power_period_ms", 1)
+    whole(cfg.nproc, "config.nproc", 1)
+    whole(cfg.nnodes, "config.nnodes", 1)
+    whole(cfg.node_rank, "config.node_rank", 0, cfg.nnodes - 1)
+    whole(cfg.delay_ms, "config.delay_ms")
+    for name in ("context_length", "vocab_size"):
+        if getattr(cfg, name) is not None:
+            whole(getattr(cfg, name), f"config.{name}", 1)
+    if cfg.delay_rank is not None:
+        whole(cfg.delay_rank, "config.delay_rank", 0, cfg.world_size - 1)
+    text(cfg.rdzv_endpoint, "config.rdzv_endpoint", optional=True, plain=True)
+    if figure(cfg.rank_timeout, "config.rank_timeout") == 0:
+        raise _fail("config.rank_timeout", "is 0")
+
+
+def check_result(result: RunResult) -> None:
+    run_id(result.run_id)
+    check_config(result.config)
+    one_of(result.status, STATUSES, "status")
+    text(result.device, "device", plain=True)
+    text(result.device_name, "device_name", plain=True)
+    text(result.error, "error", optional=True)
+    if result.model is not None:
+        for f in fields(result.model):
+            value = getattr(result.model, f.name)
+            if f.name == "family":
+                text(value, "model.family", plain=True)
+            else:
+                whole(value, f"model.{f.name}", 0 if f.name == "params" else 1)
+    phases = phases_for(result.config.mode, result.config.world_size)
+    for i, s in enumerate(result.steps):
+        where = f"steps[{i}]"
+        whole(s.step, f"{where}.step")
+        whole(s.rank, f"{where}.rank", 0, result.config.world_size - 1)
+        if type(s.warmup) is not bool:
+            raise _fail(f"{where}.warmup", f"is {s.warmup!r}, not true or false")
+        for phase, ns in mapping(s.phases, f"{where}.phases").items():
+            one_of(phase, phases, f"{where}.phases: phase")
+            duration(ns, f"{where}.phases.{phase}")
+        for phase, at in mapping(s.starts, f"{where}.starts").items():
+            one_of(phase, phases, f"{where}.starts: phase")
+            whole(at, f"{where}.starts.{phase}")
+    for i, b in enumerate(result.blocks):
+        where = f"blocks[{i}]"
+        whole(b.step, f"{where}.step")
+        if b.layer is not None:
+            whole(b.layer, f"{where}.layer")
+        text(b.block, f"{where}.block", plain=True)
+        one_of(b.phase, phases, f"{where}.phase")
+        duration(b.duration_ns, f"{where}.duration_ns")
+        whole(b.calls, f"{where}.calls", 1)
+    for name in ("tokens_per_s", "flops_per_step", "achieved_flops", "mfu"):
+        figure(getattr(result, name), name)
+    if result.peak_memory_bytes is not None:
+        whole(result.peak_memory_bytes, "peak_memory_bytes")
+    extra = mapping(result.extra, "extra")
+    mapping(result.env, "env")
+    energy = mapping(extra.get("energy_summary") or {}, "extra.energy_summary")
+    for name in RUN_ENERGY_FIELDS:
+        value = energy.get(name)
+        if name == "energy_method":
+            text(value, f"extra.energy_summary.{name}", optional=True, plain=True)
+        else:
+            figure(value, f"extra.energy_summary.{name}")
+    for kind, path in mapping(extra.get("artifacts") or {}, "extra.artifacts").items():
+        text(kind, "extra.artifacts: kind", plain=True)
+        text(path, f"extra.artifacts.{kind}")
+
+
+def check_save(save: dict[str, Any]) -> None:
+    one_of(save.get("profiler") or "none", PROFILERS, "save.profiler")
+    for name in ("nsys_mode", "experiment"):
+        text(save.get(name), f"save.{name}", optional=True, plain=True)
+    run_id(save.get("baseline_run_id"), "save.baseline_run_id", optional=True)
+    for name in ("nsys_rep", "nsys_sqlite"):
+        text(save.get(name), f"save.{name}", optional=True)
+    for kind, path in mapping(save.get("artifacts") or {}, "save.artifacts").items():
+        text(kind, "save.artifacts: kind", plain=True)
+        text(path, f"save.artifacts.{kind}")
+
+
+def check_agreement(
+    rows: Any, phases: tuple[str, ...], columns: tuple[str, ...]
+) -> list[dict[str, Any]] | None:
+    """The agreement rows: their `columns` (phase, steps, then figures: times in ns, the relative
+    difference of any sign), every figure finite (the database holds no NULL there)."""
+    if rows is None:
+        return None
+    if not isinstance(rows, list):
+        raise _fail("agreement", f"is {type(rows).__name__}, not a list")
+    for i, row in enumerate(rows):
+        where = f"agreement[{i}]"
+        row = mapping(row, where)
+        if set(row) != set(columns):
+            raise _fail(where, f"has fields {sorted(row)}, not {list(columns)}")
+        one_of(row["phase"], phases, f"{where}.phase")
+        whole(row["steps"], f"{where}.steps")
+        for name in columns[2:]:
+            value = row[name]
+            if figure(value, f"{where}.{name}", negative=name == "rel_diff") is None:
+                raise _fail(f"{where}.{name}", "is missing (null)")
+            if name != "rel_diff" and value > MAX_NS:
+                raise _fail(f"{where}.{name}", f"is {value}, past {MAX_NS} ns")
+    return rows
+
+
+def created(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise _fail("created_at", f"is {value!r}, not a date")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise _fail("created_at", f"is {value!r}, not an ISO date") from None

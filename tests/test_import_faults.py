@@ -1,0 +1,262 @@
+"""`harness import` under attack (issue 35 §6): edited copies of a real harness-unsaved-*.json
+(tests/data/harness-unsaved-char.json: a `harness run char` whose save found the database locked). Every
+field is checked as `harness run` writes it: a bad one is one line naming the field, and nothing is
+stored. A stored run is never replaced unless --replace, which says what it replaced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.store.results import ResultsStore
+
+pytestmark = pytest.mark.attack(saves=True)
+runner = CliRunner()
+REAL = Path(__file__).parent / "data" / "harness-unsaved-char.json"
+RUN_ID = "char-20261127-101937-51e2"
+
+
+def edited(tmp_path: Path, where: str, value: Any, name: str = "e.json") -> Path:
+    """A copy of the real file with the field at `where` (dots; list items by number) set to `value`."""
+    data = json.loads(REAL.read_text())
+    keys = where.split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    last = keys[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    out = tmp_path / name
+    out.write_text(json.dumps(data))  # NaN as JSON's NaN, as json.dumps writes it
+    return out
+
+
+def invoke(*args: str | Path, db: Path):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, ["import", *map(str, args), "--db", str(db)])
+
+
+def one_error(result, needle: str) -> str:  # type: ignore[no-untyped-def]
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit | None), result.output
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], result.output
+    return lines[0]
+
+
+def stored(db: Path) -> dict[str, list[int]]:
+    """The runs in `db` and their forward times, in step order."""
+    store = ResultsStore(str(db), readonly=True)
+    ids = list(store.runs()["run_id"])
+    if not ids:
+        return {}
+    steps = store.step_timings(ids)
+    fwd = steps[steps["phase"] == "forward"].sort_values(["run_id", "step"])
+    return {i: fwd[fwd["run_id"] == i]["duration_ns"].tolist() for i in ids}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "results.sqlite"
+    ResultsStore(str(path))  # created, empty
+    return path
+
+
+CASES = [
+    ("result.steps.1.phases.forward", float("nan"), "steps[1].phases.forward is nan, not a whole number"),
+    ("result.steps.1.phases.forward", "fast", "steps[1].phases.forward is 'fast', not a whole number"),
+    ("result.steps.1.phases.forward", 1e300, "steps[1].phases.forward is 1e+300, not a whole number"),
+    ("result.steps.1.phases.forward", 10**30, "steps[1].phases.forward is 1000000000000000000000000000000"),
+    ("result.steps.1.phases.forward", -5, "steps[1].phases.forward is -5, outside 0..4611686018427387904"),
+    ("result.steps.1.phases.forward", True, "steps[1].phases.forward is True, not a whole number"),
+    ("result.steps.1.phases.walk", 5, "steps[1].phases: phase is 'walk', not one of forward, backward"),
+    ("result.steps.1.rank", 3, "steps[1].rank is 3, outside 0..0"),
+    ("result.steps.1.warmup", "no", "steps[1].warmup is 'no', not true or false"),
+    ("result.status", "weird", "status is 'weird', not one of ok, oom, error, interrupted"),
+    ("result.run_id", "../../etc/evil\x1b[31m", "run_id is '../../etc/evil\\x1b[31m': it holds control"),
+    ("result.run_id", "../../etc/evil", "run_id is '../../etc/evil': it holds a folder separator"),
+    ("result.run_id", "a\\b", "it holds a folder separator"),
+    ("result.run_id", "r\u202eun", "it holds control characters"),
+    ("result.run_id", "", "run_id is empty"),
+    ("result.run_id", "x" * 300, "run_id is longer than 255 bytes"),
+    ("result.run_id", 5, "run_id is 5, not text"),
+    ("result.config.mode", "fly", "config.mode is 'fly', not one of train, forward, generate, program"),
+    ("result.config.precision", "fp8", "config.precision is 'fp8'"),
+    ("result.config.batch_size", 0, "config.batch_size is 0, outside 1.."),
+    ("result.config.steps", -1, "config.steps is -1"),
+    ("result.config.rank_timeout", float("inf"), "config.rank_timeout is inf, not a finite number"),
+    ("result.config.surprise", 1, "config holds fields the harness does not write: 'surprise'"),
+    ("result.tokens_per_s", -1, "tokens_per_s is -1, below 0"),
+    ("result.tokens_per_s", float("nan"), "tokens_per_s is nan, not a finite number"),
+    ("result.tokens_per_s", "fast", "tokens_per_s is 'fast', not a finite number"),
+    ("result.achieved_flops", 1e300, "achieved_flops is 1e+300, not a finite number"),
+    ("result.peak_memory_bytes", -1, "peak_memory_bytes is -1"),
+    ("result.model.d_model", 0, "model.d_model is 0"),
+    ("result.steps", {"a": 1}, "steps is dict, not a list"),
+    ("result.steps.1", [], "steps[1] is list, not an object"),
+    ("result.extra", [], "extra is list, not an object"),
+    ("result", [], "result is list, not an object"),
+    ("created_at", 5, "created_at is 5, not a date"),
+    ("created_at", "yesterday", "created_at is 'yesterday', not an ISO date"),
+    ("save.profiler", "perf", "save.profiler is 'perf', not one of none, nsys, torch"),
+    ("save.baseline_run_id", "../x", "save.baseline_run_id is '../x': it holds a folder separator"),
+    ("agreement", [{"phase": "forward"}], "agreement[0] has fields"),
+    ("agreement", "all", "agreement is str, not a list"),
+    # second round: the parts the first did not edit
+    ("result.extra.energy_summary", {"energy_j": -3.0}, "extra.energy_summary.energy_j is -3.0, below 0"),
+    ("result.extra.artifacts", {"memory": "/x\u0000y"}, r"extra.artifacts.memory is '/x\x00y'"),
+    ("result.model.family", "gpt2\x1b[2J", r"model.family is 'gpt2\x1b[2J': it holds control characters"),
+    ("result.device_name", "AMD\u2028EPYC", r"device_name is 'AMD\u2028EPYC': it holds control characters"),
+    (
+        "result.blocks",
+        [{"step": 0, "layer": None, "block": "mlp", "phase": "forward", "duration_ns": -1}],
+        "blocks[0].duration_ns is -1",
+    ),
+    ("result.config.delay_rank", 4, "config.delay_rank is 4, outside 0..0"),
+    ("result.config.node_rank", 1, "config.node_rank is 1, outside 0..0"),
+    ("result.env", ["x"], "env is list, not an object"),
+    ("save", [], "save is list, not an object"),
+    ("save.nsys_sqlite", 5, "save.nsys_sqlite is 5, not text"),
+]
+
+
+@pytest.mark.parametrize(("where", "value", "message"), CASES, ids=[f"{c[0]}={c[1]!r}"[:60] for c in CASES])
+def test_an_edited_field_is_refused_and_nothing_is_stored(
+    tmp_path: Path, db: Path, where: str, value: Any, message: str
+) -> None:
+    line = one_error(invoke(edited(tmp_path, where, value), db=db), message)
+    assert line.endswith("(harness writes no such run): nothing imported"), line
+    assert stored(db) == {}
+
+
+def test_a_result_without_its_status(tmp_path: Path, db: Path) -> None:
+    data = json.loads(REAL.read_text())
+    del data["result"]["status"]
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(data))
+    one_error(invoke(path, db=db), "result lacks status")
+    assert stored(db) == {}
+
+
+def test_a_folder_is_one_line(tmp_path: Path, db: Path) -> None:
+    one_error(invoke(tmp_path, db=db), f"cannot read {tmp_path}: Is a directory")
+
+
+def test_two_copies_in_one_command_store_the_first_only(tmp_path: Path, db: Path) -> None:
+    other = edited(tmp_path, "result.steps.1.phases.forward", 5)
+    one_error(invoke(REAL, other, db=db), "its step times differ")
+    assert stored(db)[RUN_ID][1] != 5
+
+
+def test_a_version_that_is_not_a_number(tmp_path: Path, db: Path) -> None:
+    one_error(invoke(edited(tmp_path, "version", "1"), db=db), "version is '1', not a version")
+    assert stored(db) == {}
+
+
+def test_the_real_file_is_stored_once(db: Path) -> None:
+    first = runner.invoke(app, ["import", str(REAL), "--db", str(db), "-f", "json"])
+    assert first.exit_code == 0 and json.loads(first.stdout)[0]["stored"] == "new", first.output
+    again = runner.invoke(app, ["import", str(REAL), "--db", str(db), "-f", "json"])
+    assert again.exit_code == 0 and json.loads(again.stdout)[0]["stored"] == "already stored", again.output
+    times = stored(db)[RUN_ID]
+    assert (
+        len(times) == 21
+        and times[1] == json.loads(REAL.read_text())["result"]["steps"][1]["phases"]["forward"]
+    )
+
+
+def test_another_copy_never_replaces_the_stored_run(tmp_path: Path, db: Path) -> None:
+    assert invoke(REAL, db=db).exit_code == 0
+    good = stored(db)
+    other = edited(tmp_path, "result.steps.1.phases.forward", 5)
+    line = one_error(invoke(other, db=db), f"run {RUN_ID} is already in the results database (ok, char train")
+    assert "its step times differ" in line and "--replace replaces the stored run" in line
+    assert stored(db) == good
+    status = edited(tmp_path, "result.status", "error", name="status.json")
+    assert "its status differ" in one_error(invoke(status, db=db), "nothing imported")
+    assert stored(db) == good
+
+
+def test_replace_replaces_and_says_what(tmp_path: Path, db: Path) -> None:
+    assert invoke(REAL, db=db).exit_code == 0
+    other = edited(tmp_path, "result.steps.1.phases.forward", 5)
+    result = runner.invoke(app, ["import", str(other), "--db", str(db), "--replace"])
+    assert result.exit_code == 0, result.output
+    was = "ok, char train, created 2026-11-27 10:20:24 UTC, 20 measured steps"
+    assert f"note: run {RUN_ID} replaced: it was {was}" in " ".join(result.stderr.split())
+    assert stored(db)[RUN_ID][1] == 5
+
+
+def test_a_file_of_nan_literals_is_refused_where_they_stand(tmp_path: Path, db: Path) -> None:
+    """`NaN` and `Infinity` as json.dumps writes them: refused in the field that holds them."""
+    text = REAL.read_text().replace('"mfu": null', '"mfu": Infinity')
+    path = tmp_path / "inf.json"
+    path.write_text(text)
+    one_error(invoke(path, db=db), "mfu is inf, not a finite number")
+
+
+def test_not_utf8_is_refused(tmp_path: Path, db: Path) -> None:
+    path = tmp_path / "bin.json"
+    path.write_bytes(b"\xff\xfe" + REAL.read_bytes())
+    one_error(invoke(path, db=db), "is not a harness unsaved-run file (not UTF-8 text")
+
+
+def test_a_deeply_nested_copy_is_refused(tmp_path: Path, db: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "deep.json"
+    path.write_text(REAL.read_text().rstrip()[:-1] + ', "deep": ' + deep + "}")
+    one_error(invoke(path, db=db), "is not a harness unsaved-run file (not JSON")
+
+
+def written(result: Any, tmp_path: Path, **save: Any) -> Path:
+    from datetime import UTC, datetime
+
+    from harness.store import unsaved
+
+    pending = unsaved.PendingRun(result=result, created_at=datetime.now(UTC), **save)
+    return unsaved.write(pending, [tmp_path], "test")
+
+
+def test_every_kind_of_run_the_harness_writes_is_taken(tmp_path: Path, db: Path) -> None:
+    """A train run with agreement rows, a generate run, a run across two ranks with its all-reduce, a
+    program's run and a failed one: each written as `run` writes it, each imported."""
+    from test_store import make_result
+
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.experiments.program import program_config
+
+    agreement = [
+        {"phase": "forward", "steps": 3, "nvtx_mean_ns": 1e6, "nvtx_median_ns": 1e6, "timer_mean_ns": 1.01e6,
+         "timer_median_ns": 1e6, "rel_diff": -0.01},
+    ]  # fmt: skip
+    generate = RunResult(
+        run_id="gpt2-g", config=RunConfig(model="gpt2", mode="generate", warmup=0, steps=1), status="ok",
+        steps=[StepRecord(step=0, warmup=False, phases={"prefill": 10, "decode": 30})],
+    )  # fmt: skip
+    phases = {"forward": 1, "backward": 2, "allreduce": 3, "optimizer": 4}
+    ranks = RunResult(
+        run_id="tiny-r", config=RunConfig(model="tiny", nproc=2, warmup=0, steps=1), status="ok",
+        steps=[StepRecord(step=0, warmup=False, rank=r, phases=phases) for r in (0, 1)],
+    )  # fmt: skip
+    program = RunResult(
+        run_id="python3-20261127-101937-51e2", config=program_config("python3"), status="error",
+        device="n/a", error="the program exited with code 3", extra={"command": ["python3", "x.py"]},
+    )  # fmt: skip
+    oom = RunResult(run_id="xl-oom", config=RunConfig(model="xl"), status="oom", error="CUDA out of memory")
+    files = [
+        written(make_result("tiny-a"), tmp_path, profiler="nsys", nsys_mode="light", agreement=agreement,
+                nsys_sqlite="/runs/tiny-a.sqlite", nsys_rep="/runs/tiny-a.nsys-rep"),
+        written(generate, tmp_path, profiler="torch", artifacts={"trace": "/p/t.pt.trace.json.gz"}),
+        written(ranks, tmp_path),
+        written(program, tmp_path, profiler="nsys", experiment="profile"),
+        written(oom, tmp_path, baseline_run_id="tiny-a"),
+    ]  # fmt: skip
+    result = runner.invoke(app, ["import", *map(str, files), "--db", str(db), "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert [r["stored"] for r in json.loads(result.stdout)] == ["new"] * 5
+    assert set(stored(db)) == {"tiny-a", "gpt2-g", "tiny-r", "python3-20261127-101937-51e2", "xl-oom"}
