@@ -80,7 +80,7 @@ def test_run_then_runs_and_show(tmp_db) -> None:
     assert phases["forward"]["Steps"] == 2
     assert phases["forward"]["Avg (ns)"] == pytest.approx(listed[0]["forward_mean_ns"])
     assert len(shown["steps"]) == 3
-    fields = {r["field"]: r["value"] for r in shown["run"]}
+    fields = shown["run"]
     assert fields["compile"] is False and fields["batch size"] == 4 and fields["MFU (%)"] is None
     assert fields["parameters"] == listed[0]["params"] > 0
 

@@ -72,11 +72,11 @@ def test_run_nsys_end_to_end(in_tmp: Path) -> None:
     assert f"baseline run {baseline['run_id']} (no profiler): phases" in shown
     pair = shown[f"overhead of {profiled['run_id']} against {baseline['run_id']} (one run each)"]
     assert [r["Phase"] for r in pair] == [*PHASES, "step (sum)"]
-    info = {r["field"]: r["value"] for r in shown["run"]}
+    info = shown["run"]
     assert info["machine"].startswith("load average ")  # recorded for the profiled run too
-    base_info = {r["field"]: r["value"] for r in json.loads(
+    base_info = json.loads(
         runner.invoke(app, ["show", baseline["run_id"], "--format", "json"]).stdout
-    )["run"]}  # fmt: skip
+    )["run"]  # fmt: skip
     assert base_info["profiled runs"] == profiled["run_id"]
     assert "other processes took" in base_info["machine"]
 
