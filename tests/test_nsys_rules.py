@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 from typer.testing import CliRunner
 
 from analysis.advice.nsys_rules import RULES, Skipped, gpu_gaps, parse_rule, run_rule
@@ -21,8 +21,7 @@ runner = CliRunner()
 
 def _export(name: str) -> Path:
     path = SHARED_NSYS / name / "report.sqlite"
-    if not path.exists():
-        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 
@@ -45,8 +44,7 @@ def test_rule_csv_equals_nsys_analyze(export: str, oracle: str, spec: str) -> No
 def test_the_oracles_hold_rows() -> None:
     """The parametrized test above compares something: 18 of the 44 oracle files have rows, 50 at most."""
     files = sorted(SHARED_NSYS.glob("**/expected/analyze/*.csv"))
-    if not SHARED_NSYS.is_dir():
-        missing(f"fixtures {SHARED_NSYS} not found (../shared/fixtures beside the checkout)")
+    need(SHARED_NSYS)
     with_rows = [f for f in files if f.read_text().strip()]
     assert (len(files), len(with_rows)) == (44, 18)
     assert max(len(f.read_text().splitlines()) - 1 for f in with_rows) == 50
@@ -90,8 +88,7 @@ def test_kineto_trace_is_skipped_in_one_line() -> None:
     trace_path = (
         SHARED_NSYS.parent / "kineto" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
     )
-    if not trace_path.exists():
-        missing(f"fixture {trace_path} not found")
+    need(trace_path)
     result = runner.invoke(app, ["advise", str(trace_path), "--rule", "gpu-starv", "--format", "csv"])
     assert result.exit_code == 0 and result.stdout == ""
     assert "nsys's rules read nsys exports" in result.stderr

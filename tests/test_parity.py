@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, corpus_cases, need
 from export_data import as_printed
 
 from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
@@ -50,15 +50,14 @@ def cases() -> list[tuple[str, str]]:
 
 def test_every_fixture_is_there() -> None:
     for fixture in FIXTURES:
-        if not (SHARED_NSYS / fixture / "report.sqlite").is_file():
-            missing(f"fixture {fixture} not found under {SHARED_NSYS}")
+        need(SHARED_NSYS / fixture / "report.sqlite")
     assert len(cases()) == 59
 
 
-@pytest.mark.parametrize(("fixture", "report"), cases())
+@pytest.mark.parametrize(("fixture", "report"), corpus_cases(cases(), 2, SHARED_NSYS))
 @pytest.mark.parametrize("cache", [False, True], ids=["source", "cache"])
 def test_equals_nsys_stats(fixture: str, report: str, cache: bool) -> None:
-    folder = SHARED_NSYS / fixture
+    folder = need(SHARED_NSYS / fixture)
     assert report in TABLES, f"no table for the oracle report {report}"
     if cache:  # read once to fill the cache, then again from Parquet alone
         with open_trace(folder / "report.sqlite") as first:  # closing waits for the cache writes

@@ -81,11 +81,11 @@ def test_show_json_gives_the_run_as_an_object_keyed_by_field_with_numbers_as_num
 def test_show_json_of_earlier_versions_reads_the_same_fields() -> None:
     import json
 
-    from conftest import SHARED_NSYS, _require
+    from conftest import SHARED_NSYS, need
 
     from harness.experiments.show import run_fields
 
-    old = json.loads(_require(SHARED_NSYS / "h100-medium" / "run.json").read_text())
+    old = json.loads(need(SHARED_NSYS / "h100-medium" / "run.json").read_text())
     assert isinstance(old["run"], list)  # [{"field": …, "value": …}, …], as `show` wrote it before
     run = run_fields(old)
     assert run["run"] == "medium-20261127-074355-aaff" and run["batch size"] == 4
