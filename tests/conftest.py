@@ -19,7 +19,7 @@ CPU_DIR = SHARED_NSYS / "cpu-train"
 EXTERNAL = ("beast1", "dlprof_norelu", "fuser_report1", "llama3_realsim", "torchrun_2gpu", "weatherbench2")
 NSYS_EXPORTS = ["a100-saxpy-mpi", "cpu-train", *(f"ext/{n}" for n in EXTERNAL)]
 # the words every "fixture missing" line carries: the report hooks below find them by it
-NEEDS_CORPUS = "of the fixture corpus"
+NEEDS_CORPUS = "from the fixture corpus"
 
 
 def missing(reason: str) -> NoReturn:
@@ -31,11 +31,11 @@ def missing(reason: str) -> NoReturn:
 
 
 def corpus_reason(path: Path | str) -> str:
-    """What a test needs of the corpus, and where the corpus is expected: `nsys/cpu-train/report.sqlite of
-    the fixture corpus not found (expected at /x/shared/fixtures, beside the checkout)`."""
+    """What a test needs of the corpus, and where the corpus is expected: `needs nsys/cpu-train/report.sqlite
+    from the fixture corpus, expected at /x/shared/fixtures (beside the checkout)`."""
     path = Path(path)
     name = path.relative_to(CORPUS) if path.is_relative_to(CORPUS) else path
-    return f"{name} {NEEDS_CORPUS} not found (expected at {CORPUS}, beside the checkout)"
+    return f"needs {name} {NEEDS_CORPUS}, expected at {CORPUS} (beside the checkout)"
 
 
 def need(path: Path) -> Path:
@@ -109,7 +109,8 @@ def _corpus_error(outcome: Any) -> None:
     """A test (or its set-up) that opened a corpus file in a clone without the corpus: one skip line naming
     the file (a failure under CI), not a FileNotFoundError from deep inside the test."""
     error = outcome.excinfo
-    if error is None or CORPUS.exists():
+    said = (pytest.skip.Exception, pytest.fail.Exception)  # a test's own skip or failure: kept
+    if error is None or CORPUS.exists() or isinstance(error[1], said):
         return
     found = _CORPUS_PATH.search(str(error[1]))
     if found is None:
@@ -141,7 +142,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         path, line = item.reportinfo()[:2]
         reason = longrepr[2].removeprefix("Skipped: ")
         name = getattr(item, "originalname", item.name)
-        report.longrepr = (os.fspath(path), (line or 0) + 1, f"{name}: needs {reason}")
+        report.longrepr = (os.fspath(path), (line or 0) + 1, f"{name}: {reason}")
 
 
 _missing: list[str] = []  # the tests skipped (failed under CI) for want of the corpus
