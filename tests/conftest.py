@@ -79,8 +79,10 @@ def cpu_expected() -> Path:
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Tests never write to the user's cache folder: one trace cache for the whole session."""
+    """Tests never write to the user's cache or data folders: one trace cache for the whole session (one
+    per pytest-xdist worker), and the default results database in a folder of its own."""
     os.environ["HARNESS_CACHE_DIR"] = str(tmp_path_factory.mktemp("trace-cache"))
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("data-home"))
 
 
 @pytest.fixture

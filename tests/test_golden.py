@@ -32,6 +32,7 @@ def test_analysis_output_is_golden(name: str, args: list[str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_run_show_runs_diff_dashboard_are_golden(tmp_path: Path) -> None:
     problems = [p for name, text in g.run_cases(tmp_path) if (p := g.check(name, text))]
     assert problems == [], "\n".join(problems)

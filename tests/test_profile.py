@@ -89,6 +89,7 @@ def test_run_nsys_end_to_end(in_tmp: Path) -> None:
     assert "other processes took" in base_info["machine"]
 
 
+@pytest.mark.elsewhere
 def test_run_nsys_table_output(in_tmp: Path) -> None:
     result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "2", "--warmup", "1"])
     assert result.exit_code == 0, result.output
@@ -119,6 +120,7 @@ def test_overhead_prints_a_row_per_phase(in_tmp: Path, monkeypatch: pytest.Monke
     assert [r["baseline_run_id"] for r in listed] == [None, listed[0]["run_id"], None, listed[2]["run_id"]]
 
 
+@pytest.mark.elsewhere
 def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the 4th worker (round 2's run under nsys) dies at start-up; the rounds around it count. Workers are
     # counted by their command line: each also has a supervisor process, which is Python too.
@@ -144,6 +146,7 @@ def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.Mo
     assert [r["status"] for r in listed] == ["ok", "ok", "ok", "error", "ok", "ok"]  # all kept in the store
 
 
+@pytest.mark.elsewhere
 def test_overhead_ci_target_stops_at_max_time(in_tmp: Path) -> None:
     args = ["overhead", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--repeats", "1"]
     result = runner.invoke(app, [*args, "--ci-target", "0.001", "--max-time", "1"], catch_exceptions=False)

@@ -214,6 +214,7 @@ RUN = ["--device", "cpu", "--steps", "2", "--warmup", "1", "--no-nsys-baseline"]
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_run_nsys_prints_its_health_and_findings_and_show_repeats_them(
     tmp_db: str, nsys_bin, tmp_path
 ) -> None:
