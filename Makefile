@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # long fuzzer, `make fuzz` runs it; `make test-elsewhere` runs them as another machine (scripts/elsewhere.sh).
 # CI (.ci/run) runs all three.
 TEST_WORKERS ?= auto
-PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS)
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: setup demo test test-fast test-elsewhere fuzz attack lint nsys bench clean
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -102,6 +103,40 @@ def nsys_bin() -> str:
         return str(find_nsys().path)  # the nsys the harness itself would use
     except NsysError:
         missing("nsys not found: `make setup` installs a project-local copy (scripts/install-nsys.sh)")
+
+
+@dataclass(frozen=True)
+class NsysRun:
+    db: str  # the results database holding the run, alone
+    run_id: str
+    profile_dir: Path
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def nsys_tiny(tmp_path_factory: pytest.TempPathFactory, nsys_bin: str) -> NsysRun:
+    """One `harness run tiny --nsys` (2 measured steps, no baseline run) for the tests that only read it:
+    one capture per session, not one per test. Those tests share the xdist group "nsys-tiny", so that under
+    pytest-xdist they run on one worker and it is made once there too."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    folder = tmp_path_factory.mktemp("nsys-tiny")
+    db = f"sqlite:///{folder / 'results.sqlite'}"
+    args = ["run", "tiny", "--device", "cpu", "--steps", "2", "--warmup", "1", "--nsys", "--no-nsys-baseline"]
+    result = CliRunner().invoke(
+        app,
+        [*args, "--profile-dir", str(folder / "profiles"), "--db", db],
+        env={"HARNESS_NSYS": nsys_bin},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    from harness.store.results import ResultsStore
+
+    (run_id,) = ResultsStore(db, readonly=True).runs()["run_id"]
+    return NsysRun(db, run_id, folder / "profiles", result.stdout, result.stderr)
 
 
 _CORPUS_PATH = re.compile(re.escape(str(CORPUS)) + r"[^\s'\"),;:]*")
