@@ -4,7 +4,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast attack lint nsys bench clean
+# Tests: on every core (pytest-xdist; TEST_WORKERS=1 runs them one at a time). `make test` leaves out the
+# long fuzzer, `make fuzz` runs it; `make test-elsewhere` runs them as another machine (scripts/elsewhere.sh).
+# CI (.ci/run) runs all three.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+.PHONY: setup demo test test-fast test-elsewhere fuzz attack lint nsys bench clean
 
 setup: $(STAMP) nsys
 
@@ -29,10 +35,16 @@ demo: setup
 	$(BIN)/harness run tiny --device auto
 
 test: setup
-	$(BIN)/python -m pytest
+	$(PYTEST) -m "not fuzz"
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
+
+test-elsewhere: setup
+	PYTEST="$(PYTEST)" scripts/elsewhere.sh
+
+fuzz: setup
+	$(PYTEST) -m fuzz
 
 attack: setup
 	PYTHON=$(BIN)/python scripts/attack.sh

@@ -9,6 +9,7 @@ are masked (`mask`); the analysis outputs are kept exactly.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import sys
@@ -74,17 +75,27 @@ def invoke(args: list[str], tmp: Path | None = None, **env: str) -> str:
 
 
 TABLE_ROW = re.compile(r"(?m)^[│|].*$")
+# `harness show`'s environment fields that the machine decides, as csv (`env.host,vm`) or json
+# (`"env.host": "vm"`): the value, quoted or not, up to the end of the cell
+MACHINE_FIELD = re.compile(r'(env\.(?:host|platform|torch|cuda)"?[,:] ?)("[^"\n]*"|[^,\n]*)')
 
 
 def mask(text: str, tmp: Path) -> str:
     """What changes from run to run, masked: progress lines (their timing) and table header rows dropped;
     numbers (times, dates, sizes) as 9, run ids' random suffix as XXXX, the git commit as HEX; the
-    verdicts of two runs' phases (noise decides them with two steps each) as VERDICT; and the table
+    verdicts of two runs' phases (noise decides them with two steps each) as VERDICT; what the machine
+    decides (its CPU's name as CPU, its host name, platform and torch build as MACHINE); and the table
     frame's padding (its widths follow the numbers) squeezed to one space."""
+    from harness.core.devices import cpu_name
+
     # progress lines, and a table's header rows (where rich wraps a header follows its numbers' widths)
     drop = ("progress: ", "┃")
     text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(drop))
     text = text.replace(str(tmp), "TMP")
+    name = cpu_name()
+    for form in dict.fromkeys((name, json.dumps(name)[1:-1])):  # as printed, and inside a JSON string
+        text = text.replace(form, "CPU")
+    text = MACHINE_FIELD.sub(r"\1MACHINE", text)
     text = re.sub(r"\\u[0-9a-fA-F]{4}", "ESC", text)  # json's escapes are not numbers
     text = re.sub(r"(\d{8}-\d{6})-[0-9a-f]{4}", r"\1-XXXX", text)
     # the commit by its field first: one of only digits (0704341) or only letters is a commit too

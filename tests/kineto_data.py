@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from conftest import SHARED_NSYS, missing
+from conftest import SHARED_NSYS, need
 
 SHARED_KINETO = SHARED_NSYS.parent / "kineto"
 TRACES = {
@@ -22,8 +22,7 @@ TRACES = {
 
 def trace_path(fixture: str) -> Path:
     path = SHARED_KINETO / fixture / TRACES[fixture]
-    if not path.is_file():
-        missing(f"Kineto fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 

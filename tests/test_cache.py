@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED_NSYS, _require
+from conftest import SHARED_NSYS, need
 from export_data import as_printed, oracle
 
 import analysis.readers
@@ -205,7 +205,7 @@ def test_parse_size() -> None:
 def test_nvtx_columns_read_apart_equal_the_whole_frame(cache_dir: Path) -> None:
     """The nsys reader reads the NVTX columns a table asks for (one scan each time): names resolved from
     texts and text ids, domains, payloads and open ranges' ends, each alone, equal the whole frame."""
-    export = _require(SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite")
+    export = need(SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite")
     whole = nsys_reader.open_nsys(export).nvtx_ranges()
     assert len(whole) == 82 and whole["name"].nunique() > 10
     for column in ("start", "end", "global_tid", "pushpop", "payload", "name", "domain"):

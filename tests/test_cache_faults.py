@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from kineto_data import write_trace
+from reading import flat
 from typer.testing import CliRunner
 
 from analysis.cache import BLOCK, EDGE, WHOLE_FILE, Cache, Entry, content_digest
@@ -87,7 +88,7 @@ def test_max_size_on_a_cache_folder_that_cannot_be_written(
     finally:
         root.chmod(0o700) if root.is_dir() else None
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert f"cannot save the cache limit in {root}" in result.output.replace("\n", "")
+    assert f"cannot save the cache limit in {root}" in flat(result.output)
     if blocker == "file":
         assert root.read_text() == "not a folder"
 

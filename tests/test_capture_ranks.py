@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED_NSYS, missing
+from conftest import SHARED_NSYS, need
 from typer.testing import CliRunner
 
 from analysis.capture_ranks import kernel_processes
@@ -44,8 +44,7 @@ FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY pid ORDER BY pid
 @pytest.fixture(scope="module")
 def capture() -> Path:
     path = SHARED_NSYS / "ext" / "torchrun_2gpu" / "report.sqlite"
-    if not path.exists():
-        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 

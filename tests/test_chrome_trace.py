@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 from kineto_data import write_trace
 from typer.testing import CliRunner
 
@@ -24,8 +24,7 @@ EXPORTS = NSYS_EXPORTS
 
 def export(name: str) -> Path:
     path = SHARED_NSYS / name / "report.sqlite"
-    if not path.is_file():
-        missing(f"nsys fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from reading import flat
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -80,7 +81,7 @@ def test_run_then_runs_and_show(tmp_db) -> None:
     assert phases["forward"]["Steps"] == 2
     assert phases["forward"]["Avg (ns)"] == pytest.approx(listed[0]["forward_mean_ns"])
     assert len(shown["steps"]) == 3
-    fields = {r["field"]: r["value"] for r in shown["run"]}
+    fields = shown["run"]
     assert fields["compile"] is False and fields["batch size"] == 4 and fields["MFU (%)"] is None
     assert fields["parameters"] == listed[0]["params"] > 0
 
@@ -162,7 +163,7 @@ def test_ctrl_c_stops_a_sweep_and_keeps_the_point(tmp_path) -> None:
     wait_until(lambda: logged_steps(tmp) >= 3, 300, "the first point to measure two steps")
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(120) == 130, output(tmp_path)
-    text = output(tmp_path).replace("\n", "")
+    text = flat(output(tmp_path))
     (run,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
     assert run["model"] == "char" and run["status"] == "interrupted" and run["forward_mean_ns"] > 0
     assert "warning: sweep stopped after 1 of 2 points" in text

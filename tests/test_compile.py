@@ -130,6 +130,7 @@ def test_comparison_of_no_runs_is_empty() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_compile_run_shows_compile_time_apart(tmp_db: str) -> None:
     """The issue's command, for real: torch.compile on the CPU (about a minute for tiny)."""
     result = runner.invoke(

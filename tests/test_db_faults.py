@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from reading import flat
 from test_store import make_result
 from test_store_faults import filled, hold_lock
 from typer.testing import CliRunner
@@ -38,7 +39,7 @@ def test_a_database_in_memory_is_refused(url: str, command: list[str], tmp_path:
 def test_a_db_that_is_a_folder_says_so(command: list[str], tmp_path: Path) -> None:
     result = runner.invoke(app, [*command, "--db", str(tmp_path)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert f"--db {tmp_path} is a folder, not a database file" in result.output.replace("\n", "")
+    assert f"--db {tmp_path} is a folder, not a database file" in flat(result.output)
     assert "unable to open database file" not in result.output
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import H100_DIR, SHARED_NSYS, missing
+from conftest import H100_DIR, SHARED_NSYS, need
 from test_store import make_result
 from typer.testing import CliRunner
 
@@ -31,8 +31,7 @@ PHASES = ("forward", "backward", "optimizer")
 
 def _h100_result(run_id: str, device: str = "cuda") -> RunResult:
     path = H100_DIR / "run.json"
-    if not path.exists():
-        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     doc = json.loads(path.read_text())
     steps = [
         StepRecord(step=r["step"], warmup=r["warmup"], phases={p: int(r[f"{p} (ns)"]) for p in PHASES})
@@ -85,8 +84,7 @@ def test_cuda_run_whose_export_has_no_kernels_fails(tmp_db: str) -> None:
     """A --device cuda run whose export holds CUDA API calls and not one kernel (weatherbench2's: 23 calls):
     the device check fails; a CPU run's export without kernels is what it should be."""
     weather = SHARED_NSYS / "ext" / "weatherbench2" / "report.sqlite"
-    if not weather.exists():
-        missing(f"fixture {weather} not found (../shared/fixtures beside the checkout)")
+    need(weather)
     store = ResultsStore(tmp_db)
     _store_h100(store, "medium-nokernels", weather)
     code, checks = _checks(["health", "medium-nokernels", "--strict"])
@@ -169,8 +167,7 @@ def test_health_table_keeps_sentences_whole_at_80_columns(tmp_db: str) -> None:
     """COLUMNS=80: no empty "What to do" column squeezed beside the evidence, no evidence cut mid-word; a
     run's checks with something to do show it (folded into the evidence), as an export's would."""
     cpu = SHARED_NSYS / "cpu-train" / "report.sqlite"
-    if not cpu.exists():
-        missing(f"fixture {cpu} not found (../shared/fixtures beside the checkout)")
+    need(cpu)
     shown = runner.invoke(app, ["health", str(cpu)], env={"COLUMNS": "80"})
     assert shown.exit_code == 0
     assert "What" not in shown.stdout and "…" not in shown.stdout

@@ -6,13 +6,12 @@ import io
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import NsysRun
 from typer.testing import CliRunner
 
 from analysis.diff import diff_ranges, diff_totals, phase_verdicts
@@ -192,16 +191,12 @@ def test_diff_totals_added_removed() -> None:
 
 
 @pytest.mark.slow
-def test_export_diff_against_fresh_run(tmp_db: str, tmp_path: Path, nsys_bin: str) -> None:
+@pytest.mark.xdist_group("nsys-tiny")
+def test_export_diff_against_fresh_run(nsys_tiny: NsysRun) -> None:
     """The CPU fixture against a run made now: same phase ranges, other counts and times."""
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "tiny", "--device", "cpu", "--nsys", "--steps", "2",
-         "--warmup", "1", "--profile-dir", str(tmp_path), "--no-nsys-baseline"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    (run_id,) = ResultsStore(tmp_db).runs()["run_id"]
-    r = runner.invoke(app, ["diff", str(CPU_TRAIN), run_id, "--format", "json"])
+    r = runner.invoke(
+        app, ["diff", str(CPU_TRAIN), nsys_tiny.run_id, "--db", nsys_tiny.db, "--format", "json"]
+    )
     assert r.exit_code == 0, r.output
     ranges = {row["Name"]: row for row in json.loads(r.stdout)["NVTX ranges (sorted by |Δ Total Time|)"]}
     for phase in ("forward", "backward", "optimizer"):

@@ -99,6 +99,7 @@ def test_sweep_batch_sizes_must_be_positive_integers(tmp_db: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_sweep_over_batch_sizes_stores_one_experiment(tmp_db: str) -> None:
     args = ["sweep", "--models", "tiny", "--device", "cpu", "--batch-sizes", "1,2", "--steps", "1"]
     out = CliRunner().invoke(app, [*args, "--warmup", "0", "--power", "--wide"], catch_exceptions=False)

@@ -157,6 +157,7 @@ def test_show_prints_stored_text_as_is(tmp_db: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_profile_dir_with_brackets(nsys_bin: str, tmp_db: str, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """`run --nsys --profile-dir 'p[/x]'` used to save the run and then crash printing the file paths."""
     monkeypatch.chdir(tmp_path)

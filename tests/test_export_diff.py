@@ -10,6 +10,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from conftest import need
 from export_data import derive
 from typer.testing import CliRunner
 
@@ -36,10 +37,8 @@ STEP_ID = "(SELECT id FROM StringIds WHERE value = 'step')"
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """torchrun: the 2-GPU capture; longer: its kernels 20% longer (LONGER); one_gpu: device 1's GPU work
     gone; cpu_slow: the CPU capture with its `step` ranges 20% longer."""
-    if not TORCHRUN.exists() or not CPU_TRAIN.exists():
-        from conftest import missing
-
-        missing("fixtures ../shared/fixtures/nsys/ext/torchrun_2gpu and cpu-train not found")
+    need(TORCHRUN)
+    need(CPU_TRAIN)
     d = tmp_path_factory.mktemp("pairs")
     return {
         "torchrun": TORCHRUN,
@@ -263,10 +262,7 @@ def test_headline_first_at_80_columns(pairs: dict[str, Path]) -> None:
 
 def test_library_kineto_pair_by_profiler_steps() -> None:
     control, test = KINETO / "diff-control" / "control.json.gz", KINETO / "diff-test" / "test.json.gz"
-    if not control.exists():
-        from conftest import missing
-
-        missing(f"fixture {control} not found")
+    need(control)
     with open_trace(control) as ta, open_trace(test) as tb:
         d = diff_exports(ta, tb)
         steps = ta.frame("nvtx", ["name", "start", "end"])

@@ -63,7 +63,7 @@ def test_latest_and_counted_from_the_newest(three: ResultsStore, ref: str, expec
     assert three.resolve(ref) == expected
     result = invoke("show", ref, "--format", "json")  # -N is a run, not an unknown option
     assert result.exit_code == 0, result.output
-    run = {r["field"]: r["value"] for r in json.loads(result.stdout)["run"]}
+    run = json.loads(result.stdout)["run"]
     assert run["run"] == expected
 
 
@@ -155,7 +155,7 @@ def test_show_prints_report_paths_whole_on_their_own_line(tmp_db: str, monkeypat
     assert "note: nsys sqlite:" in out
     assert not any(str(deep)[:30] in line and line.strip() != str(deep) for line in lines)
     doc = json.loads(invoke("show", "tiny-prof", "--format", "json").stdout)  # scripts keep it in the table
-    assert {r["field"]: r["value"] for r in doc["run"]}["nsys sqlite"] == str(deep)
+    assert doc["run"]["nsys sqlite"] == str(deep)
 
 
 def test_diff_of_two_runs_as_one_tidy_csv(three: ResultsStore) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 
 from analysis.cuda_api import cuda_api_summary, summarize_calls
 from analysis.errors import ExportError
@@ -19,8 +19,7 @@ from analysis.trace import open_trace
 
 def _export(name: str):
     path = SHARED_NSYS / name / "report.sqlite"
-    if not path.exists():
-        missing(f"nsys fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 

@@ -14,8 +14,9 @@ Every example must end in a table (exit 0) or one `error:` line (exit 1 or 2), n
 input file must keep its bytes; every total, count and time in the output must be finite and not negative.
 
 Profiles: HARNESS_FUZZ=short (default: a few dozen examples per test, seconds) or HARNESS_FUZZ=slow; the
-`slow`-marked tests run FUZZ_SLOW_EXAMPLES (default 1,000) examples each, 2,000 in all. Examples that once
-failed are kept as regular tests in tests/test_fuzz_found.py.
+tests marked `fuzz` (and `slow`) run FUZZ_SLOW_EXAMPLES (default 1,000) examples each, 2,000 in all, in
+SLOW_PARTS parts that run in parallel: `make fuzz` (and CI) runs them, `make test` leaves them out.
+Examples that once failed are kept as regular tests in tests/test_fuzz_found.py.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ settings.register_profile(
 settings.register_profile("slow", max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HARNESS_FUZZ", "short"))
 SLOW_EXAMPLES = int(os.environ.get("FUZZ_SLOW_EXAMPLES", "1000"))
+SLOW_PARTS = 4  # each slow test runs as this many parts (random examples each), which pytest-xdist spreads
 
 NSYS_FIXTURES = [
     SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite",
@@ -254,11 +256,16 @@ def test_fuzz_exports() -> None:
 
 
 @pytest.mark.slow
-def test_fuzz_exports_slow() -> None:
+@pytest.mark.fuzz
+@pytest.mark.parametrize("part", range(SLOW_PARTS))
+def test_fuzz_exports_slow(part: int) -> None:
     from hypothesis import given
 
     @settings(
-        max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False
+        max_examples=SLOW_EXAMPLES // SLOW_PARTS,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
     )
     @given(export_cases)
     def prop(case: tuple) -> None:
@@ -378,11 +385,16 @@ def test_fuzz_traces() -> None:
 
 
 @pytest.mark.slow
-def test_fuzz_traces_slow() -> None:
+@pytest.mark.fuzz
+@pytest.mark.parametrize("part", range(SLOW_PARTS))
+def test_fuzz_traces_slow(part: int) -> None:
     from hypothesis import given
 
     @settings(
-        max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False
+        max_examples=SLOW_EXAMPLES // SLOW_PARTS,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
     )
     @given(trace_cases)
     def prop(case: tuple) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import golden_outputs as g
 import pytest
+from conftest import need
 
 SLOW = pytest.mark.slow
 CASES = list(g.analysis_cases())
@@ -25,13 +26,13 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     [pytest.param(n, a, id=n, marks=[] if any(q in n for q in QUICK) else [SLOW]) for n, a in CASES],
 )
 def test_analysis_output_is_golden(name: str, args: list[str]) -> None:
-    if not Path(args[1]).exists():
-        pytest.skip(f"fixture {args[1]} not found")
+    need(Path(args[1]))
     problem = g.check(name, g.invoke(args))
     assert problem is None, problem
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_run_show_runs_diff_dashboard_are_golden(tmp_path: Path) -> None:
     problems = [p for name, text in g.run_cases(tmp_path) if (p := g.check(name, text))]
     assert problems == [], "\n".join(problems)

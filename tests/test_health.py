@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 from export_data import derive
 from kineto_data import raw_events, trace_path, write_trace
 from typer.testing import CliRunner
@@ -24,8 +24,7 @@ ALL_EXPORTS = NSYS_EXPORTS
 
 def _export(name: str) -> Path:
     path = SHARED_NSYS / name / "report.sqlite"
-    if not path.exists():
-        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from procs import wait_until
 
 from harness.core.machine import MachineLoad, busy_note, combine, describe, load_since, snapshot
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_another_process_burning_a_cpu_is_seen_as_others() -> None:
@@ -19,21 +26,21 @@ def test_another_process_burning_a_cpu_is_seen_as_others() -> None:
     assert start is not None
     # not waited for until after the measurement: its CPU time is not ours
     burner = subprocess.Popen(
-        [sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"]
+        [sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 60: pass"]
     )
     try:
-        time.sleep(1.5)
+        # however busy the machine: until the burner has had half a second of CPU, not a wall time
+        wait_until(lambda: _cpu_seconds(burner.pid) >= 0.5, 120, "the burner to use 0.5 s of CPU")
         load = load_since(start)
     finally:
         burner.kill()
         burner.wait()
-    assert load is not None and load.seconds == pytest.approx(1.5, abs=0.5)
-    # one busy CPU of `cpus`, less its start-up: a clear share of the machine
-    assert load.others_share is not None and load.others_share > 0.5 / load.cpus
-    assert load.own_share is not None and load.own_share < 0.2
-    assert any("other processes took" in r for r in load.busy_reasons())
-    note = busy_note(load, "the test")
-    assert note is not None and note.startswith("the machine was busy during the test (")
+    assert load is not None and load.seconds > 0
+    assert load.others_share is not None and load.own_share is not None
+    others_s, own_s = (share * load.seconds * load.cpus for share in (load.others_share, load.own_share))
+    # the burner's CPU time is others', not ours (how large a share of the machine that is depends on its
+    # number of CPUs and on who else is working: busy_reasons are tested on given figures below)
+    assert others_s >= 0.45 and own_s < 0.45
 
 
 def test_our_own_waited_children_are_not_others() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED_NSYS, missing
+from conftest import SHARED_NSYS, need
 
 from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
 from analysis.multi import label_sources
@@ -86,8 +86,7 @@ def merged(src: Path, dst: Path) -> Path:
 @pytest.fixture(params=["a100-saxpy-mpi", "ext/llama3_realsim"])
 def pair(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, Path, Path]:
     src = SHARED_NSYS / request.param / "report.sqlite"
-    if not src.is_file():
-        missing(f"fixture {src} not found")
+    need(src)
     return src, renumbered(src, tmp_path / "other.sqlite"), merged(src, tmp_path / "merged.sqlite")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SHARED_NSYS, missing
+from conftest import SHARED_NSYS, missing, need
 from export_data import derive
 from kineto_data import trace_path
 from typer.testing import CliRunner
@@ -39,8 +39,7 @@ def csv(result) -> pd.DataFrame:  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def dlprof() -> Path:
     path = DLPROF / "report.sqlite"
-    if not path.exists():
-        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 from rule_exports import CASES, Case, build, oracle_name
 from typer.testing import CliRunner
 
@@ -39,8 +39,7 @@ runner = CliRunner()
 
 def _export(name: str) -> Path:
     path = SHARED_NSYS / name / "report.sqlite"
-    if not path.exists():
-        missing(f"fixture {path} not found (../shared/fixtures beside the checkout)")
+    need(path)
     return path
 
 
@@ -129,8 +128,7 @@ def test_where_2023_4_differs() -> None:
 def test_the_oracles_hold_rows() -> None:
     """The comparisons above compare something: 18 of the 44 shared oracle files have rows, 50 at most;
     of the derived ones, all but the few where nsys found nothing or skipped."""
-    if not SHARED_NSYS.is_dir():
-        missing(f"fixtures {SHARED_NSYS} not found (../shared/fixtures beside the checkout)")
+    need(SHARED_NSYS)
     files = sorted(SHARED_NSYS.glob("**/expected/analyze/*.csv"))
     with_rows = [f for f in files if f.read_text().strip()]
     assert (len(files), len(with_rows)) == (44, 18)
@@ -341,8 +339,7 @@ def test_kineto_trace_is_skipped_in_one_line() -> None:
     trace_path = (
         SHARED_NSYS.parent / "kineto" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
     )
-    if not trace_path.exists():
-        missing(f"fixture {trace_path} not found")
+    need(trace_path)
     result = runner.invoke(app, ["advise", str(trace_path), "--rule", "gpu-starv", "--format", "csv"])
     assert result.exit_code == 0 and result.stdout == ""
     assert "nsys's rules read nsys exports" in result.stderr

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from reading import flat
 from typer.testing import CliRunner
 
 from analysis.dashboard.page import write_page
@@ -63,5 +64,5 @@ def test_the_commands_say_so_in_one_line(
         args = ["diff", str(CPU_TRAIN), str(CPU_TRAIN), "--html", str(page)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert f"cannot write {page}: No space left on device" in result.output.replace("\n", "")
+    assert f"cannot write {page}: No space left on device" in flat(result.output)
     assert page.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["page.html"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, missing
+from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, corpus_cases, need
 from export_data import as_printed
 
 from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
@@ -101,8 +101,7 @@ def read_oracle(csv: Path) -> pd.DataFrame:
 
 def test_every_fixture_is_there() -> None:
     for fixture in FIXTURES:
-        if not (SHARED_NSYS / fixture / "report.sqlite").is_file():
-            missing(f"fixture {fixture} not found under {SHARED_NSYS}")
+        need(SHARED_NSYS / fixture / "report.sqlite")
     found = cases()
     assert sum(v == V2022 for _, v, _ in found) == 70  # 59 of the corpus, 11 of h100-medium
     assert sum(v == V2023 for _, v, _ in found) == 97  # 86 made here, 11 of h100-medium's expected-2023.4
@@ -111,13 +110,13 @@ def test_every_fixture_is_there() -> None:
 
 
 def idents() -> list[str]:
-    return [f"{f}-{v}-{csv.parent.name}-{csv.name.split('.')[0]}" for f, v, csv in cases()]
+    return [f"{f}-{v}-{csv.parent.name}-{csv.name.split('.')[0]}" for f, v, csv in cases()] or ["no-corpus"]
 
 
-@pytest.mark.parametrize(("fixture", "version", "csv"), cases(), ids=idents())
+@pytest.mark.parametrize(("fixture", "version", "csv"), corpus_cases(cases(), 3, SHARED_NSYS), ids=idents())
 @pytest.mark.parametrize("cache", [False, True], ids=["source", "cache"])
 def test_equals_nsys_stats(fixture: str, version: str, csv: Path, cache: bool) -> None:
-    folder = SHARED_NSYS / fixture
+    folder = need(SHARED_NSYS / fixture)
     build = TABLES[table_of(csv)]
     if cache:  # read once to fill the cache, then again from Parquet alone
         with open_trace(folder / "report.sqlite") as first:  # closing waits for the cache writes

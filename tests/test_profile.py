@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from procs import fixed_phase_times, logged_steps, marked, output, start, wait_until
+from reading import flat
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -45,10 +46,7 @@ def test_run_nsys_end_to_end(in_tmp: Path) -> None:
         per_step = ranges[ranges["name"] == phase]["payload"].astype(int).value_counts().sort_index()
         assert list(per_step.index) == [0, 1, 2, 3] and set(per_step) == {1}  # once per step, warmup included
     agreement = {row["Phase"]: row for row in tables["NVTX vs in-process timers"]}
-    assert set(agreement) == set(PHASES)
-    for row in agreement.values():
-        assert row["Steps"] == 3
-        assert abs(row["Difference (%)"]) < 10
+    assert set(agreement) == set(PHASES) and all(row["Steps"] == 3 for row in agreement.values())
     nvtx = {row["Range"]: row for row in tables["NVTX ranges (measured steps)"]}
     assert nvtx["forward"]["Instances"] == 3 and nvtx["step"]["Instances"] == 3
     # the run is stored with its profile and agreement
@@ -67,20 +65,31 @@ def test_run_nsys_end_to_end(in_tmp: Path) -> None:
     baseline = next(r for r in listed if r["profiler"] == "none")
     assert profiled["baseline_run_id"] == baseline["run_id"]  # the pair is linked in the database
     assert profiled["nsys_sqlite"] == str(sqlites[0].resolve())
+    # the agreement: the export's ranges against the stored timers of the 3 measured steps (how far they
+    # agree depends on how busy the machine was: not asserted)
+    timers = ResultsStore(os.environ["HARNESS_DB"]).get(profiled["run_id"]).step_timings
+    for phase, row in agreement.items():
+        measured = ranges[(ranges["name"] == phase) & (ranges["payload"].astype(int) > 0)]
+        by_nvtx = measured["duration_ns"].mean()
+        by_timer = sum(t.duration_ns for t in timers if t.phase == phase and not t.warmup) / 3
+        assert row["NVTX Avg (ns)"] == pytest.approx(by_nvtx)
+        assert row["Timer Avg (ns)"] == pytest.approx(by_timer)
+        assert row["Difference (%)"] == pytest.approx((by_nvtx - by_timer) / by_timer * 100)
     shown = json.loads(runner.invoke(app, ["show", profiled["run_id"], "--format", "json"]).stdout)
     assert {r["phase"] for r in shown["NVTX vs timers"]} == set(PHASES)
     assert f"baseline run {baseline['run_id']} (no profiler): phases" in shown
     pair = shown[f"overhead of {profiled['run_id']} against {baseline['run_id']} (one run each)"]
     assert [r["Phase"] for r in pair] == [*PHASES, "step (sum)"]
-    info = {r["field"]: r["value"] for r in shown["run"]}
+    info = shown["run"]
     assert info["machine"].startswith("load average ")  # recorded for the profiled run too
-    base_info = {r["field"]: r["value"] for r in json.loads(
+    base_info = json.loads(
         runner.invoke(app, ["show", baseline["run_id"], "--format", "json"]).stdout
-    )["run"]}  # fmt: skip
+    )["run"]  # fmt: skip
     assert base_info["profiled runs"] == profiled["run_id"]
     assert "other processes took" in base_info["machine"]
 
 
+@pytest.mark.elsewhere
 def test_run_nsys_table_output(in_tmp: Path) -> None:
     result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "2", "--warmup", "1"])
     assert result.exit_code == 0, result.output
@@ -139,6 +148,7 @@ def test_overhead_prints_a_row_per_phase(in_tmp: Path, monkeypatch: pytest.Monke
     assert [r["baseline_run_id"] for r in listed] == [None, listed[0]["run_id"], None, listed[2]["run_id"]]
 
 
+@pytest.mark.elsewhere
 def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the 4th worker (round 2's run under nsys) dies at start-up; the rounds around it count. Workers are
     # counted by their command line: each also has a supervisor process, which is Python too.
@@ -157,20 +167,23 @@ def test_overhead_leaves_a_failed_round_out(in_tmp: Path, monkeypatch: pytest.Mo
     args = ["overhead", "char", "--device", "cpu", "--repeats", "2", "--steps", "2", "--warmup", "1"]
     result = runner.invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "round 2 left out: nsys light run " in result.output and "worker exit code 3" in result.output
-    assert "2 rounds × 2 steps = 4 steps each" in result.output
+    said = flat(result.output)
+    assert "round 2 left out: nsys light run " in said and "worker exit code 3" in said
+    assert "2 rounds × 2 steps = 4 steps each" in said
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
     assert [r["status"] for r in listed] == ["ok", "ok", "ok", "error", "ok", "ok"]  # all kept in the store
 
 
+@pytest.mark.elsewhere
 def test_overhead_ci_target_stops_at_max_time(in_tmp: Path) -> None:
     args = ["overhead", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--repeats", "1"]
     result = runner.invoke(app, [*args, "--ci-target", "0.001", "--max-time", "1"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     # two rounds at least (the interval needs run-to-run drift), then --max-time stops it short of ±0.001%
-    assert "stopped after 2 rounds" in result.output and "not yet under ±0.001%" in result.output
-    assert "2 rounds × 2 steps = 4 steps each" in result.output
-    assert "whole steps: " in result.output and "machine: load average" in result.output
+    said = flat(result.output)
+    assert "stopped after 2 rounds" in said and "not yet under ±0.001%" in said
+    assert "2 rounds × 2 steps = 4 steps each" in said
+    assert "whole steps: " in said and "machine: load average" in said
 
 
 def test_overhead_rejects_a_bad_ci_target(in_tmp: Path) -> None:
@@ -279,7 +292,7 @@ def test_interrupted_run_is_stored_with_its_steps_and_profile(
     assert measured >= 2 and run["status"] == "interrupted" and run["profiler"] == "nsys"
     name = signal.Signals(sig).name
     line = f"run {run['run_id']} interrupted by {name} after {measured} of 100000 measured steps"
-    assert f"error: {line}; stored as interrupted; files kept: {run['nsys_rep']}" in text.replace("\n", "")
+    assert f"error: {line}; stored as interrupted; files kept: {run['nsys_rep']}" in flat(text)
     assert Path(run["nsys_rep"]).is_file() and Path(run["nsys_sqlite"]).is_file()
     assert marked(mark) == []
     assert list(tmp.glob("harness-*")) == []

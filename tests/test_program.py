@@ -106,6 +106,7 @@ def test_profile_program_stores_run_and_tables(
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_profile_program_table_output_and_exit_zero(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
     """Through the real console script in a fresh process: a program exiting 0 is stored as ok."""
     prof_dir = tmp_path / "profiles"

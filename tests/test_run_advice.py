@@ -10,6 +10,8 @@ import sqlite3
 
 import pandas as pd
 import pytest
+from conftest import NsysRun
+from reading import flat
 from test_agreement import PHASES, timers_frame
 from test_store import make_result
 from typer.testing import CliRunner
@@ -215,22 +217,19 @@ RUN = ["--device", "cpu", "--steps", "2", "--warmup", "1", "--no-nsys-baseline"]
 
 
 @pytest.mark.slow
-def test_run_nsys_prints_its_health_and_findings_and_show_repeats_them(
-    tmp_db: str, nsys_bin, tmp_path
-) -> None:
-    result = runner.invoke(
-        app, ["run", "tiny", "--nsys", *RUN, "--profile-dir", str(tmp_path)], catch_exceptions=False
-    )
-    assert result.exit_code == 0, result.output
-    run = ResultsStore(tmp_db).get("latest")
+@pytest.mark.elsewhere
+@pytest.mark.xdist_group("nsys-tiny")
+def test_run_nsys_prints_its_health_and_findings_and_show_repeats_them(nsys_tiny: NsysRun) -> None:
+    run = ResultsStore(nsys_tiny.db, readonly=True).get("latest")
     assert run.advice is not None
     line = health_line(run.advice)
     checks = {c["name"]: c["status"] for c in run.advice["health"]["checks"]}
     assert checks["capture"] == OK and checks["NVTX ranges"] == OK and checks["ranks"] == OK
     assert checks["profiler overhead"] == OK  # no baseline run: no figure, said so
-    assert line in result.stderr and "findings: none fired" in result.stderr  # a CPU run launches no kernel
-    shown = runner.invoke(app, ["show", "-1"], catch_exceptions=False)
-    assert line in shown.stderr and "findings: none fired" in shown.stderr
+    said = flat(nsys_tiny.stderr)
+    assert flat(line) in said and "findings: none fired" in said  # a CPU run launches no kernel
+    shown = runner.invoke(app, ["show", "-1", "--db", nsys_tiny.db], catch_exceptions=False)
+    assert flat(line) in flat(shown.stderr) and "findings: none fired" in shown.stderr
 
 
 @pytest.mark.slow

@@ -84,7 +84,7 @@ def test_memory_on_cpu_prints_the_operators_table_and_show_keeps_it(tmp_db: str)
     shown_memory = {r["memory"] for r in next(v for k, v in shown.items() if k.startswith("memory"))}
     assert shown_memory >= {"peak RSS (process)", "analytic: optimizer state"}
     assert "peak allocated" not in shown_memory
-    fields = {r["field"]: r["value"] for r in shown["run"]}
+    fields = shown["run"]
     assert fields["peak RSS (process) (MiB)"] == run["peak_memory_bytes"] / 2**20
     assert "peak memory (MiB)" not in fields
 

@@ -57,3 +57,37 @@ def test_show_unpaired_run_has_no_pair_tables(store: ResultsStore) -> None:
     store.save(make_result("tiny-alone"))
     names = [name for name, _ in show_tables(store.get("tiny-alone"), [])]
     assert names == ["run", "phases (measured steps)", "steps"]
+
+
+def test_show_json_gives_the_run_as_an_object_keyed_by_field_with_numbers_as_numbers(
+    store: ResultsStore, tmp_db: str
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.experiments.show import run_fields
+
+    result = CliRunner().invoke(app, ["show", "tiny-base", "--db", tmp_db, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.stdout)["run"]
+    assert run["run"] == "tiny-base" and run["batch size"] == 4 and run["tokens/s"] == 1234.5
+    assert (run["warmup steps"], run["measured steps"]) == (2, 3)
+    assert run["parameters"] == 22_696_448 and run["baseline run"] is None
+    assert run_fields({"run": run}) == run
+
+
+def test_show_json_of_earlier_versions_reads_the_same_fields() -> None:
+    import json
+
+    from conftest import SHARED_NSYS, need
+
+    from harness.experiments.show import run_fields
+
+    old = json.loads(need(SHARED_NSYS / "h100-medium" / "run.json").read_text())
+    assert isinstance(old["run"], list)  # [{"field": …, "value": …}, …], as `show` wrote it before
+    run = run_fields(old)
+    assert run["run"] == "medium-20261127-074355-aaff" and run["batch size"] == 4
+    assert (run["warmup steps"], run["measured steps"]) == (5, 10)
+    assert run["device"] == "cuda (NVIDIA H100 80GB HBM3)"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from procs import output, start, wait_until
+from reading import flat
 from test_store import make_result
 from typer.testing import CliRunner
 
@@ -300,7 +301,7 @@ def test_run_that_cannot_be_saved_says_where_it_went(tmp_path: Path) -> None:
     assert "Traceback" not in text
     (file,) = tmp_path.glob("harness-unsaved-char-*.json")
     assert "is locked by another process (waited 1 s; HARNESS_DB_TIMEOUT sets how long)" in text
-    assert f"It was written to {file}; `harness import {file}` stores it" in text.replace("\n", "")
+    assert f"It was written to {file}; `harness import {file}` stores it" in flat(text)
     assert "forward" in text  # the results were printed all the same
     assert invoke("import", str(file), "--db", str(db)).exit_code == 0
     listed = json.loads(invoke("runs", "--db", str(db), "--format", "json").stdout)

@@ -60,6 +60,7 @@ def test_context_column_is_an_integer_even_beside_a_run_without_a_model() -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_sweep_over_context_lengths(tmp_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     args = ["sweep", "--models", "char", "--device", "cpu", "--context-length", "16,32", "--steps", "1"]

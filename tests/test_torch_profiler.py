@@ -178,6 +178,7 @@ def _headers(text: str, title: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.elsewhere
 def test_run_torch_sort_and_top_order_and_cut_the_printed_operator_table(tmp_db, tmp_path) -> None:
     """`run --profiler torch --sort Calls --top 4`, the options of `harness operators`: the printed table
     is ordered by calls (descending) and has 4 rows; the same run's trace through `harness operators` with

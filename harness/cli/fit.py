@@ -27,6 +27,9 @@ LABELS = frozenset(
     {"name", "kernel name", "range", "nvtx range", "operation", "phase", "metric", "field", "value", "check",
      "status", "detail", "panel", "size", "run", "model"}
 )  # fmt: skip
+# With a summary's name, what tells its rows apart (the same kernel launched with two grids): shown where
+# rows would otherwise read alike.
+KEYS = frozenset({"GridXYZ", "BlockXYZ", "Style"})
 COUNTS = frozenset(
     {"instances", "num calls", "count", "qcount", "steps", "nvtx inst", "kern inst", "kernels"}
 )
@@ -184,6 +187,7 @@ def _columns(df: pd.DataFrame, wide: bool) -> list[_Column]:
     wrapped = set(df.attrs.get("wrap", ()))  # sentences: wrap them rather than cut them
     whole = set(df.attrs.get("whole", ()))  # ids a user copies (run ids): never shortened
     digits = df.attrs.get("digits", {})  # decimals of a percent column, where 1 is too few
+    narrow = set(df.attrs.get("narrow", ()))  # names a narrow terminal shortens as far as they go first
     names = [str(c) for c in df.columns]
     kinds = [(c.endswith("(ns)"), c.endswith("(%)"), digits.get(c, 1), c in ID_COLUMNS) for c in names]
     rows = []
@@ -214,7 +218,9 @@ def _columns(df: pd.DataFrame, wide: bool) -> list[_Column]:
                 numeric=numeric,
                 kind=kind,
                 natural=natural,
-                comfortable=max(word, min(natural, COMFORTABLE)) if flexible else natural,
+                comfortable=max(word, min(natural, NARROWEST if name in narrow else COMFORTABLE))
+                if flexible
+                else natural,
                 narrowest=max(word, min(natural, NARROWEST)) if flexible else natural,
             )
         )
@@ -228,20 +234,30 @@ def table_width(widths: Iterable[int]) -> int:
 
 
 def fit(
-    columns: Sequence[_Column], order: Sequence[int], budget: int, keep: int = 1
+    columns: Sequence[_Column],
+    order: Sequence[int],
+    budget: int,
+    keep: int = 1,
+    together: Sequence[Sequence[int]] = (),
 ) -> tuple[list[int], list[int]]:
     """Which columns to show (indices, table order) and their widths so the table fits `budget` cells.
 
     Names are shortened to COMFORTABLE first; then the least important columns (end of `order`) are left
-    out; then names get the room left, the most important first. The first `keep` of `order` (the most
-    important column, or the deciding ones) always stay.
+    out, the columns of a group in `together` (an interval's bounds) all at once; then names get the room
+    left, the most important first. The first `keep` of `order` (the most important column, or the
+    deciding ones) always stay.
     """
     natural = [c.natural for c in columns]
     if table_width(natural) <= budget:
         return list(range(len(columns))), natural
+    group = {i: set(g) for g in together for i in g}
     shown = list(order)
-    while len(shown) > max(keep, 1) and table_width(columns[i].comfortable for i in shown) > budget:
-        shown.pop()
+    kept = {j for i in order[: max(keep, 1)] for j in group.get(i, {i})}
+    while table_width(columns[i].comfortable for i in shown) > budget:
+        left = [i for i in shown if i not in kept]
+        if not left:
+            break
+        shown = [i for i in shown if i not in group.get(left[-1], {left[-1]})]
     floor = "comfortable" if table_width(columns[i].comfortable for i in shown) <= budget else "narrowest"
     widths = {i: getattr(columns[i], floor) for i in shown}
     room = budget - table_width(widths.values())
@@ -253,11 +269,40 @@ def fit(
     return keep, [widths[i] for i in keep]
 
 
+_BOUND = re.compile(r"\bCI (low|Low|LOW)\b")
+
+
+def intervals(names: Sequence[str]) -> list[tuple[int, int]]:
+    """The (low, high) column pairs of confidence intervals, `X CI low (u)` with `X CI high (u)`: shown
+    together or not at all (a lone bound reads as a figure)."""
+    pairs = []
+    for i, name in enumerate(names):
+        m = _BOUND.search(name)
+        if m:
+            high = {"low": "high", "Low": "High", "LOW": "HIGH"}[m.group(1)]
+            partner = f"{name[: m.start(1)]}{high}{name[m.end(1) :]}"
+            if partner in names:
+                pairs.append((i, names.index(partner)))
+    return pairs
+
+
+def _together(order: list[int], groups: Sequence[Sequence[int]]) -> list[int]:
+    """`order` with each group's columns moved next to its most important one."""
+    out: list[int] = []
+    for i in order:
+        if i not in out:
+            out += next(([j for j in order if j in g] for g in groups if i in g), [i])
+    return out
+
+
 def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
     """Column indices, most important first, and how many of them are never left out: the table's
     `deciding` columns, then its own `priority`, then by `rank`; the columns `empty` in every row last (an
-    empty column decides nothing, even a deciding one)."""
+    empty column decides nothing, even a deciding one, unless the table says its empty cells are a finding:
+    `attrs["kept_empty"]`, as an overhead that none of the steps showed). An interval's bounds stay next to
+    each other."""
     names = [str(c) for c in df.columns]
+    empty = empty - {names.index(c) for c in df.attrs.get("kept_empty", ()) if c in names}
     # dict.fromkeys: a name listed twice is still one column
     deciding = [names.index(c) for c in dict.fromkeys(df.attrs.get("deciding", ())) if c in names]
     deciding = [i for i in deciding if i not in empty]
@@ -265,7 +310,10 @@ def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
     first = [i for i in first if i not in deciding and i not in empty]
     taken = {*deciding, *first, *empty}
     rest = sorted((i for i in range(len(names)) if i not in taken), key=lambda i: (rank(names[i]), i))
-    return [*deciding, *first, *rest, *sorted(empty)], len(deciding)
+    pairs = intervals(names)
+    order = _together([*deciding, *first, *rest, *sorted(empty)], pairs)
+    deciding_too = {j for i in deciding for p in pairs if i in p for j in p if j not in empty}
+    return order, len({*deciding, *deciding_too})
 
 
 def _around(text: str, start: int, width: int) -> str:
@@ -312,16 +360,34 @@ def distinct(texts: Sequence[str], width: int) -> tuple[list[str], list[str]]:
     return [short[t] for t in texts], full
 
 
-def _alike(columns: Sequence[_Column], shown: Sequence[int], cells: dict[int, list[str]]) -> list[int]:
-    """The left-out columns that tell apart rows shown identical in every cell."""
+def _alike(
+    columns: Sequence[_Column], shown: Sequence[int], cells: dict[int, list[str]], order: Sequence[int]
+) -> list[int]:
+    """The fewest left-out columns that tell apart rows shown alike: rows identical in every shown cell
+    (any column), and rows whose shown names and labels read alike while their figures differ (a KEYS
+    column: the same kernel launched with two grids). Each column in `order` (most important first), the
+    keys first, taken only where it tells apart rows still alike."""
     if not shown:
         return []
-    rows: dict[tuple[str, ...], list[int]] = {}
-    for r in range(len(cells[shown[0]])):
-        rows.setdefault(tuple(cells[i][r] for i in shown), []).append(r)
-    groups = [g for g in rows.values() if len(g) > 1]
-    hidden = [i for i in range(len(columns)) if i not in shown]
-    return [i for i in hidden if any(len({columns[i].cells[r] for r in g}) > 1 for g in groups)]
+    count = len(cells[shown[0]])
+
+    def alike(by: Sequence[int]) -> list[list[int]]:
+        rows: dict[tuple[str, ...], list[int]] = {}
+        for r in range(count):
+            rows.setdefault(tuple(cells[i][r] for i in by), []).append(r)
+        return [g for g in rows.values() if len(g) > 1]
+
+    labels = [i for i in shown if not columns[i].numeric]
+    same, named = alike(shown), alike(labels) if labels else []
+    hidden = [i for i in order if i not in shown]
+    keys = [i for i in hidden if columns[i].header in KEYS]
+    taken: list[int] = []
+    for i in [*keys, *(i for i in hidden if i not in keys)]:
+        groups = [*same, *named] if i in keys else same
+        groups = [g for g in groups if len({tuple(columns[j].cells[r] for j in taken) for r in g}) < len(g)]
+        if any(len({columns[i].cells[r] for r in g}) > 1 for g in groups):
+            taken.append(i)
+    return taken
 
 
 def _cells(
@@ -361,13 +427,14 @@ def rich_table(df: pd.DataFrame, width: int | None = None) -> Fitted:
     else:
         empty = {i for i, c in enumerate(columns) if c.cells and all(t == _OUTPUT["empty"] for t in c.cells)}
         order, keep = _order(df, empty)
-        shown, widths = fit(columns, order, width, keep)
+        together = intervals([str(c) for c in df.columns])
+        shown, widths = fit(columns, order, width, keep, together)
         cells, notes = _cells(columns, shown, widths)
-        apart = _alike(columns, shown, cells)
+        apart = _alike(columns, shown, cells, order)
         if apart:  # kept next to the deciding columns (or the most important one)
             keep = max(keep, 1)
-            order = [*order[:keep], *apart, *(i for i in order[keep:] if i not in apart)]
-            shown, widths = fit(columns, order, width, keep + len(apart))
+            order = _together([*order[:keep], *apart, *(i for i in order[keep:] if i not in apart)], together)
+            shown, widths = fit(columns, order, width, keep + len(apart), together)
             cells, notes = _cells(columns, shown, widths)
     table = Table()
     for i, w in zip(shown, widths, strict=True):

@@ -50,6 +50,15 @@ def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(df.to_json(orient="records", double_precision=15))
 
 
+def to_json(df: pd.DataFrame) -> list[dict[str, Any]] | dict[str, Any]:
+    """A table as JSON: a list of row objects; a record (`attrs["record"]`: a field column and a value
+    column, as `harness show`'s run) one object keyed by field, its numbers as numbers."""
+    if not df.attrs.get("record"):
+        return to_records(df)
+    field, value = (str(c) for c in df.columns[:2])
+    return {str(row[field]): row[value] for row in to_records(df)}
+
+
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with control characters in text cells and headers written as visible escapes (tabs and newlines
     stay: quoted csv holds them); the same frame when there are none."""
@@ -230,7 +239,7 @@ def emit(
     if fmt is Format.csv:
         csv_safe(df).to_csv(out, index=False, lineterminator="\n")
     elif fmt is Format.json:
-        json.dump(to_records(df), out, indent=1)
+        json.dump(to_json(df), out, indent=1)
         out.write("\n")
     else:
         _render(df, console_for(out), title, notes, wide, limit)
@@ -258,7 +267,7 @@ def emit_many(
     out = file or sys.stdout
     notes = list(notes)
     if fmt is Format.json:
-        doc: dict[str, Any] = {name: to_records(df) for name, df in tables}
+        doc: dict[str, Any] = {name: to_json(df) for name, df in tables}
         if skipped is not None:
             doc["skipped"] = [{"table": name, "reason": why} for name, why in skipped.items()]
         json.dump(doc, out, indent=1)

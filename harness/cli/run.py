@@ -353,12 +353,14 @@ def runs_cmd(
             "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
         }  # fmt: skip
         df = df[list(cols)].rename(columns=cols)
-        # the run id (model-date-time) is what `harness show` takes: first, and never shortened
+        # the run id (model-date-time) is what `harness show` takes: first, and never shortened; then
+        # what tells runs of one model apart (a run under nsys from its baseline, a failed one), then times
         df.attrs["priority"] = [
-            "run", "forward (ns)", "backward (ns)", "optimizer (ns)", "tokens/s",
-            "status", "model", "precision", "mode", "device", "compile", "profiler",
+            "run", "status", "profiler", "baseline run", "forward (ns)", "backward (ns)", "optimizer (ns)",
+            "tokens/s", "model", "precision", "mode", "device", "compile",
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
+        df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
     notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
     emit(df, format, title=f"runs in {lazy.describe_url(store.url)}", notes=notes, wide=wide)
 

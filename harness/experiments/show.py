@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.overhead import baseline_label, overhead_table
 from harness.core.machine import MachineLoad, describe
@@ -62,6 +62,23 @@ def phase_table(run: Run) -> pd.DataFrame:
 
 
 PATH_FIELDS = ("nsys report", "nsys sqlite")  # and every file.*
+
+
+def run_fields(shown: dict[str, Any]) -> dict[str, Any]:
+    """The run's fields from what `harness show RUN --format json` printed: the object keyed by field it
+    writes, or the list of {"field", "value"} pairs that earlier versions wrote (as
+    shared/fixtures/nsys/h100-medium/run.json holds), their "warmup / steps" ("5 / 10") read as numbers."""
+    run = shown["run"]
+    if not isinstance(run, list):
+        return dict(run)
+    fields: dict[str, Any] = {}
+    for row in run:
+        if row["field"] == "warmup / steps":
+            warmup, steps = str(row["value"]).split("/")
+            fields["warmup steps"], fields["measured steps"] = int(warmup), int(steps)
+        else:
+            fields[row["field"]] = row["value"]
+    return fields
 
 
 def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
@@ -126,7 +143,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "attention": run.attention,
         "batch size": run.batch_size,
         "context length": run.context_length,
-        "warmup / steps": f"{run.warmup} / {run.steps}",
+        "warmup steps": run.warmup,
+        "measured steps": run.steps,
         "parameters": run.params,
         "tokens/s": run.tokens_per_s,
         "achieved TFLOP/s": run.achieved_flops / 1e12 if run.achieved_flops else None,
@@ -149,6 +167,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     # values keep their types (object column) so the table formats numbers and csv/json keep them exact
     config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
     config.attrs["wrap"] = ["value"]  # paths and error texts: wrapped whole, never cut in the middle
+    config.attrs["record"] = True  # json: one object keyed by field (harness.cli.output.to_json)
     phases = phase_table(run)
     steps = pd.DataFrame(
         [(s.step, s.phase, s.duration_ns, s.warmup, s.rank or 0) for s in run.step_timings],
