@@ -166,8 +166,9 @@ def test_a_delayed_rank_is_named_the_straggler(tmp_db: str) -> None:
     tables = json.loads(result.stdout)
     rows = {row["Rank"]: row for row in tables[STRAGGLER]}
     assert rows[0]["Straggler"] == "-" and rows[1]["Straggler"] == "rank 1"
-    # two ranks share this machine's cores with everything else: bounds wide enough for its noise
-    assert rows[1]["Compute (ms)"] > rows[0]["Compute (ms)"] + 100 and rows[1]["Costs Others (ms)"] > 100
+    # not by how much: while rank 1 sleeps, rank 0 has the cores to itself, so on a busy machine the gap
+    # in compute shrinks well below the 200 ms slept (85 ms seen at load 6 on 2 cores)
+    assert rows[1]["Compute (ms)"] > rows[0]["Compute (ms)"] and rows[1]["Costs Others (ms)"] > 0
     waited = rows[0]["Wait (ms)"] - rows[1]["Wait (ms)"]  # rank 0's wait beyond rank 1's
     assert rows[1]["Costs Others (ms)"] == pytest.approx(waited, abs=2e-3)
     forward = {row["rank"]: row["forward (ns)"] / MS for row in tables[PER_RANK]}

@@ -87,7 +87,7 @@ def kept(export: Path, options: dict[str, object]) -> results.Kept | None:
 def test_result_file_holds_the_table(cache: Path) -> None:
     export = export_of("a100-saxpy-mpi")
     kernels(export, "--format", "csv")
-    options = {"names": "demangled", "by": "shape", "range_name": None}
+    options = {"names": "demangled", "by": None, "range_name": None, "stats_format": "2022.4"}
     served = kept(export, options)
     assert served is not None and served.tables[0][0] == "CUDA kernels in report.sqlite"
     rows = served.tables[0][1]
@@ -101,7 +101,7 @@ def test_result_file_holds_the_table(cache: Path) -> None:
 def test_changed_export_is_not_served(cache: Path, tmp_path: Path) -> None:
     export = tmp_path / "report.sqlite"
     shutil.copyfile(export_of("a100-saxpy-mpi"), export)
-    options = {"names": "demangled", "by": "shape", "range_name": None}
+    options = {"names": "demangled", "by": None, "range_name": None, "stats_format": "2022.4"}
     kernels(export, "--format", "csv")
     assert kept(export, options) is not None
     with open(export, "r+b") as f:  # SQLite's change counter (bytes 24-27), size and mtime kept
@@ -125,7 +125,7 @@ def test_nothing_kept_without_a_cache(cache: Path) -> None:
 
 def test_changed_analysis_code_is_not_served(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     export = export_of("a100-saxpy-mpi")
-    options = {"names": "demangled", "by": "shape", "range_name": None}
+    options = {"names": "demangled", "by": None, "range_name": None, "stats_format": "2022.4"}
     kernels(export, "--format", "csv")
     assert kept(export, options) is not None
     monkeypatch.setattr(results, "code_stamp", lambda: "another version")
