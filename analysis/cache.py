@@ -1,10 +1,11 @@
 """A Parquet cache of trace frames, so that an export is read from its source once.
 
-An entry is a folder under the cache root named by a hash of the source's resolved path, size, mtime,
-sampled content (`content_digest`: the whole file up to 256 KiB, else its first and last 64 KiB and 16
-blocks of 4 KiB spread between; an SQLite file's header holds its change counter, a gzip file's tail
-its CRC) and the reader's version: a changed export (even one rewritten with the same size and its mtime
-put back) or a newer reader gets a new entry, and the old one is removed when the new one is made.
+An entry is a folder under the cache root named by a hash of the source's resolved path, then one of
+its resolved path, size, mtime, sampled content (`content_digest`: the whole file up to 256 KiB, else its
+first and last 64 KiB and 16 blocks of 4 KiB spread between; an SQLite file's header holds its change
+counter, a gzip file's tail its CRC) and the reader's version: a changed export (even one rewritten with
+the same size and its mtime put back) or a newer reader gets a new entry, and the old one is removed when
+the new one is made.
 Inside: `meta.json` (what the reader said about the source: producer, schema,
 row counts) and one Parquet file per frame column (`kernels.start.parquet`), so a command reads only the
 columns it needs and a later command adds the columns it needs next.
@@ -14,9 +15,9 @@ no half file and two commands filling the same entry at once write the same byte
 read is deleted and read again from the source. Nothing is ever written beside or into the source.
 The entries are kept under a size limit (default 5 GB), least recently used first out: a process adds
 what it writes to the size it found at its last scan of the folder, and scans (and evicts) again when that
-passes the limit or RESCAN_S have gone by. The index of sources (`.sources/`, a file per source naming its
-entry) finds the entry of a source's version before without reading every entry: with 1,024 exports read
-in one command, a scan per write made the time quadratic.
+passes the limit or it wrote an eighth of the room left. An entry's name starts with a hash of its source's
+path alone, so the entries of a source's versions before are found in one listing of the folder: with
+1,024 exports read in one command, reading every entry's meta per write made the time quadratic.
 """
 
 from __future__ import annotations
@@ -46,9 +47,8 @@ WHOLE_FILE = 256 << 10  # sources up to this size are hashed whole
 EDGE, BLOCK, BLOCKS = 64 << 10, 4 << 10, 16  # bigger ones: head and tail, and blocks spread between
 LIMIT_ENV = "HARNESS_CACHE_LIMIT"
 LOW_WATER = 0.9  # eviction goes down to this share of the limit
-RESCAN_S = 30.0  # a process scans the cache's size again at least this often while it writes
-SOURCES = ".sources"  # the index of sources: a file per source naming its entry
-_SIZES: dict[str, tuple[float, int]] = {}  # cache root -> (when it was scanned, its size since)
+SOURCE_PREFIX = 16  # an entry's name starts with this many hex digits of its source's path (`create`)
+_SIZES: dict[str, tuple[int, int]] = {}  # cache root -> (its size at this process's last scan, written since)
 
 
 def cache_root() -> Path:
@@ -123,7 +123,8 @@ class Cache:
         key = hashlib.sha256(
             f"{resolved}\0{st.st_size}\0{st.st_mtime_ns}\0{digest}\0{reader_version}".encode()
         )
-        return Entry(self, self.root / key.hexdigest()[:32], resolved, st.st_size, st.st_mtime_ns)
+        name = _source_prefix(resolved) + key.hexdigest()[: 32 - SOURCE_PREFIX]
+        return Entry(self, self.root / name, resolved, st.st_size, st.st_mtime_ns)
 
     def entries(self) -> list[EntryInfo]:
         out = []
@@ -173,23 +174,24 @@ class Cache:
                 shutil.rmtree(self.root / info.key, ignore_errors=True)
                 total -= info.size_bytes
                 freed += info.size_bytes
-        _SIZES[str(self.root)] = (time.monotonic(), total)
+        _SIZES[str(self.root)] = (total, 0)
         return freed
 
     def wrote(self, written: int, keep: Path | None = None) -> None:
-        """`written` bytes were added: evict when the cache may have passed its limit. The total comes
-        from the last scan of this process (a scan stats every file of every entry: one per entry written
-        made 1,024 exports read in one command quadratic in time) plus what this process wrote since; it
-        is scanned again when that passes the limit or RESCAN_S have gone by (other processes write too)."""
-        last = _SIZES.get(str(self.root))
-        if last is not None and time.monotonic() - last[0] < RESCAN_S and last[1] + written <= self.limit:
-            _SIZES[str(self.root)] = (last[0], last[1] + written)
-            return
+        """`written` bytes were added: evict when the cache may have passed its limit. The size is the one
+        this process found at its last scan plus what it wrote since (a scan stats every file of every
+        entry: one per write made 1,024 exports read in one command quadratic in time); it scans again
+        when that passes the limit, or when it wrote an eighth of the room left at that scan (other
+        processes fill the same room)."""
+        root = str(self.root)
+        last = _SIZES.get(root)
+        if last is not None:
+            found, since = last
+            room = self.limit - found
+            if found + since + written <= self.limit and since + written <= room / 8:
+                _SIZES[root] = (found, since + written)
+                return
         self.evict(keep=keep)
-
-    def _source_index(self, source: str) -> Path:
-        """The file that names the entry of `source` made last (`Entry.create`)."""
-        return self.root / SOURCES / hashlib.sha256(source.encode()).hexdigest()[:32]
 
 
 class Entry:
@@ -211,18 +213,17 @@ class Entry:
         return meta
 
     def create(self, meta: dict[str, Any]) -> None:
-        """Start the entry with the reader's `meta`; remove the entry of the source's version before (named
-        in the cache's index of sources: not a read of every entry's meta, which made 1,024 exports read in
-        one command quadratic in time)."""
-        index = self.cache._source_index(self.source)
-        with contextlib.suppress(OSError, ValueError):
-            before = index.read_text().strip()
-            if before and before != self.folder.name and (self.cache.root / before).is_dir():
-                shutil.rmtree(self.cache.root / before, ignore_errors=True)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Start the entry with the reader's `meta`; remove the entries of older versions of the source:
+        those whose name starts as this one's (`_source_prefix`), found in one listing of the cache folder,
+        not a read of every entry's meta (which made 1,024 exports read in one command quadratic in time)."""
+        prefix = self.folder.name[:SOURCE_PREFIX]
         with contextlib.suppress(OSError):
-            index.parent.mkdir(exist_ok=True)
-            write_atomic(index, self.folder.name.encode())
+            for name in os.listdir(self.cache.root):
+                if name.startswith(prefix) and name != self.folder.name:
+                    older = _read_json(self.cache.root / name / META)
+                    if older is not None and older.get("source") == self.source:
+                        shutil.rmtree(self.cache.root / name, ignore_errors=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
         self._sweep_tmp()
         full = {**meta, "source": self.source, "size": self.size, "mtime_ns": self.mtime_ns}
         write_atomic(self.folder / META, json.dumps(full).encode())
@@ -557,6 +558,11 @@ def _malloc_pool() -> None:
     return_freed_buffers()
     with contextlib.suppress(Exception):
         pa.set_memory_pool(pa.system_memory_pool())
+
+
+def _source_prefix(resolved: str) -> str:
+    """The start of the names of a source's entries: a hash of its resolved path alone."""
+    return hashlib.sha256(resolved.encode()).hexdigest()[:SOURCE_PREFIX]
 
 
 def content_digest(path: Path, size: int) -> str:
