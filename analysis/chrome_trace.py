@@ -35,12 +35,13 @@ from isal import igzip
 
 from analysis.errors import AnalysisError, ExportError
 from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
-from analysis.readers import NULL
+from analysis.readers import NULL, trim_heap
 from analysis.readers.kineto import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
 from analysis.timeline import step_index
 from analysis.trace import Trace
 
 CHUNK = 50_000  # rows formatted and written at a time
+NVTX_CHUNK = 10_000  # NVTX ranges at a time: PyTorch's names run to ~500 characters (a line and its join)
 _X = '{"ph":"X","cat":"CAT","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s'  # a complete event, to be ended
 _US = "%d.%03d"
 GPU_PID = 1 << 30  # + device: the process a GPU's streams are shown under (clear of real pids)
@@ -159,6 +160,9 @@ class _Writer:
         for frame, cat in (("kernels", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset"),
                            ("syncs", "cuda_sync")):  # fmt: skip
             self.gpu(frame, cat)
+        # the arrows are out: the launch keys and calls (24 bytes per GPU operation) are not needed again
+        self.launched = self.call_thread = self.call_start = np.empty(0, dtype=np.int64)
+        trim_heap()
         self.nvtx()
         self.cpu("osrt", "os_runtime")
         self.cpu("cpu_ops", "cpu_op")
@@ -342,8 +346,8 @@ class _Writer:
             domains, domain_code = _coded(block["domain"])
             domain_text = np.array([*domains, None], dtype=object)
             start, end, payload = block["start"], block["end"], block["payload"]
-            for lo in range(0, len(start), CHUNK):
-                at = slice(lo, lo + CHUNK)
+            for lo in range(0, len(start), NVTX_CHUNK):
+                at = slice(lo, lo + NVTX_CHUNK)
                 pid, tid = _pid_tid(block["global_tid"][at])
                 gpu = pid >= GPU_PROCESS
                 self.thread_seen(pid[~gpu], tid[~gpu])
@@ -373,6 +377,7 @@ class _Writer:
                 self.emit("user_annotation", lines)
             for row in np.flatnonzero(np.isin(name_code, _harness_codes(names))).tolist():
                 harness.append((names[name_code[row]], int(start[row]), int(end[row]), payload[row]))
+            trim_heap()  # the block's strings, freed between others, leave pages the heap cannot give back
         self.harness_track(harness)
 
     def harness_track(self, ranges: list[tuple[str, int, int, object]]) -> None:
