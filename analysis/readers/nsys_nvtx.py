@@ -21,7 +21,7 @@ from analysis.readers import NULL
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.readers.nsys import NsysReader
+NsysReader = Any  # analysis.readers.nsys.NsysReader, not imported even for types: nsys imports this module
 
 NVTX = "NVTX_EVENTS"
 PUSHPOP_TYPES = (59, 70)  # NVTX_EVENTS.eventType of push/pop and start/end ranges (NVTX and NVTXT)
