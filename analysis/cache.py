@@ -1,6 +1,7 @@
 """A Parquet cache of trace frames, so that an export is read from its source once.
 
-An entry is a folder under the cache root named by a hash of the source's identity and the reader's
+An entry is a folder under the cache root named by a hash of the source's resolved path (its first 16
+hex digits: all entries of one source start alike) and a hash of the source's identity and the reader's
 version. The identity is the source's resolved path, device and inode, size, mtime and ctime, and a
 sampled content digest (`content_digest`: the whole file up to 256 KiB, else its first and last 64 KiB and
 16 blocks of 4 KiB spread between). The ctime is what makes the key complete: every write to a file sets
@@ -26,7 +27,11 @@ writes is tagged and used.
 Safety: every file is written under a temporary name and renamed into place, so a killed command leaves
 no half file and two commands filling the same entry at once write the same bytes. A file that cannot be
 read is deleted and read again from the source. Nothing is ever written beside or into the source.
-The entries are kept under a size limit (default 5 GB), least recently used first out.
+The entries are kept under a size limit (default 5 GB), least recently used first out: a process adds
+what it writes to the size it found at its last scan of the folder, and scans (and evicts) again when that
+passes the limit or it wrote an eighth of the room left. An entry's name starts with a hash of its source's
+path alone, so the entries of a source's versions before are found in one listing of the folder: with
+1,024 exports read in one command, reading every entry's meta per write made the time quadratic.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ TAG_TEXT = (
 )
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 EXPORTS = "exports"  # reports exported to SQLite (harness.experiments.opening)
+LOW_WATER = 0.9  # eviction goes down to this share of the limit
+SOURCE_PREFIX = 16  # an entry's name starts with this many hex digits of its source's path (`create`)
+_SIZES: dict[str, tuple[int, int]] = {}  # cache root -> (its size at this process's last scan, written since)
 
 
 def cache_root() -> Path:
@@ -197,7 +205,8 @@ class Cache:
         key = hashlib.sha256(f"{resolved}\0{stamp}\0{digest}\0{reader_version}".encode())
         racy = taken - max(st.st_ctime_ns, st.st_mtime_ns) < RACY_NS
         whole = whole_digest(source) if racy else None
-        return Entry(self, self.root / key.hexdigest()[:32], resolved, st.st_size, st.st_mtime_ns, whole)
+        name = _source_prefix(resolved) + key.hexdigest()[: 32 - SOURCE_PREFIX]
+        return Entry(self, self.root / name, resolved, st.st_size, st.st_mtime_ns, whole)
 
     def entries(self) -> list[EntryInfo]:
         out: list[EntryInfo] = []
@@ -238,19 +247,38 @@ class Cache:
         return removed, freed
 
     def evict(self, keep: Path | None = None) -> int:
-        """Remove least recently used entries until the cache fits its limit: bytes freed."""
+        """Remove least recently used entries until the cache fits its limit, down to LOW_WATER of it (so
+        that a full cache is not scanned again at the next write): bytes freed."""
         entries = self.entries()
         total = sum(e.size_bytes for e in entries)
         freed = 0
-        for info in reversed(entries):  # oldest first
-            if total <= self.limit:
-                break
-            if keep is not None and self.root / info.key == keep:
-                continue
-            shutil.rmtree(self.root / info.key, ignore_errors=True)
-            total -= info.size_bytes
-            freed += info.size_bytes
+        if total > self.limit:
+            for info in reversed(entries):  # oldest first
+                if total <= self.limit * LOW_WATER:
+                    break
+                if keep is not None and self.root / info.key == keep:
+                    continue
+                shutil.rmtree(self.root / info.key, ignore_errors=True)
+                total -= info.size_bytes
+                freed += info.size_bytes
+        _SIZES[str(self.root)] = (total, 0)
         return freed
+
+    def wrote(self, written: int, keep: Path | None = None) -> None:
+        """`written` bytes were added: evict when the cache may have passed its limit. The size is the one
+        this process found at its last scan plus what it wrote since (a scan stats every file of every
+        entry: one per write made 1,024 exports read in one command quadratic in time); it scans again
+        when that passes the limit, or when it wrote an eighth of the room left at that scan (other
+        processes fill the same room)."""
+        root = str(self.root)
+        last = _SIZES.get(root)
+        if last is not None:
+            found, since = last
+            room = self.limit - found
+            if found + since + written <= self.limit and since + written <= room / 8:
+                _SIZES[root] = (found, since + written)
+                return
+        self.evict(keep=keep)
 
 
 class Entry:
@@ -289,12 +317,18 @@ class Entry:
         return meta
 
     def create(self, meta: dict[str, Any]) -> None:
-        """Start the entry with the reader's `meta`; remove the entries of older versions of the source.
+        """Start the entry with the reader's `meta`; remove the entries of older versions of the source:
+        those whose name starts as this one's (`_source_prefix`), found in one listing of the cache folder,
+        not a read of every entry's meta (which made 1,024 exports read in one command quadratic in time).
         Raises ForeignCacheFolder where the cache folder is not the cache's."""
         self.cache.claim()
-        for info in self.cache.entries():
-            if info.source == self.source and self.cache.root / info.key != self.folder:
-                shutil.rmtree(self.cache.root / info.key, ignore_errors=True)
+        prefix = self.folder.name[:SOURCE_PREFIX]
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.cache.root):
+                if name.startswith(prefix) and name != self.folder.name:
+                    older = _read_json(self.cache.root / name / META)
+                    if older is not None and older.get("source") == self.source:
+                        shutil.rmtree(self.cache.root / name, ignore_errors=True)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._sweep_tmp()
         full = {**meta, "source": self.source, "size": self.size, "mtime_ns": self.mtime_ns}
@@ -322,7 +356,7 @@ class Entry:
                 file = pq.ParquetFile(path)  # not read_table: that imports pyarrow.dataset (0.01 s)
                 values = _int64_column(file)
                 if values is None:
-                    values = file.read().to_pandas(ignore_metadata=False)[col]
+                    values = _other_column(file.read(), col)
                 out[col] = values
                 del file, values
             except Exception:
@@ -356,7 +390,7 @@ class Entry:
                 with contextlib.suppress(OSError):
                     tmp.unlink()
             written += _size(self.path(frame, col))
-        self.cache.evict(keep=self.folder)
+        self.cache.wrote(written, keep=self.folder)
         return written
 
     def batches(
@@ -412,42 +446,52 @@ class Entry:
 
 
 class ColumnWriter:
-    """Int64 columns written block by block, one Parquet file each (a row group per block), as `store`
-    writes them: lz4, plain encoding. Nothing is in place until `close`; `abort` leaves nothing."""
+    """Columns written block by block, one Parquet file each (a row group per block), as `store` writes
+    them: lz4; int64 plain, booleans, nullable integers (pandas' IntegerArray) and names (pandas
+    Categoricals: each block's own dictionary) as arrow gives them. Nothing is in place until `close`;
+    `abort` leaves nothing."""
 
     def __init__(self, entry: Entry, frame: str, columns: list[str]) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         self.entry = entry
         self.frame = frame
         self.tmp = {
             c: entry.folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{frame}.{c}" for c in columns
         }
-        self.writers = {}
+        self.writers: dict[str, Any] = {}  # opened at a column's first block, when its type is known
+
+    def write(self, block: Mapping[str, Any]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         try:
             for c, tmp in self.tmp.items():
-                schema = pa.schema([pa.field(c, pa.int64())])
-                self.writers[c] = pq.ParquetWriter(tmp, schema, compression="lz4", use_dictionary=False)
+                values = _arrow_block(block[c])
+                if c not in self.writers:
+                    plain = pa.types.is_integer(values.type)
+                    schema = pa.schema([pa.field(c, values.type)])
+                    self.writers[c] = pq.ParquetWriter(
+                        tmp, schema, compression="lz4", use_dictionary=not plain
+                    )
+                self.writers[c].write_table(pa.table({c: values}))
         except BaseException:
             self.abort()
             raise
 
-    def write(self, block: dict[str, np.ndarray]) -> None:
-        import pyarrow as pa
-
-        from analysis.arrow_arrays import int64_array
-
-        for c, w in self.writers.items():
-            w.write_table(pa.table({c: int64_array(block[c])}))  # not pa.array: it imports pandas
-
     def close(self) -> None:
+        import numpy as np
+
+        for c in self.tmp:
+            if c not in self.writers:  # no block at all (the source table is missing): an empty column
+                self.write({c: np.empty(0, dtype=np.int64) for c in self.tmp})
+                break
         for w in self.writers.values():
             w.close()
+        written = 0
         for c, tmp in self.tmp.items():
             os.replace(tmp, self.entry.path(self.frame, c))
+            written += _size(self.entry.path(self.frame, c))
         self.writers = {}
-        self.entry.cache.evict(keep=self.entry.folder)
+        self.entry.cache.wrote(written, keep=self.entry.folder)
 
     def abort(self) -> None:
         for w in self.writers.values():
@@ -457,6 +501,24 @@ class ColumnWriter:
             with contextlib.suppress(OSError):
                 tmp.unlink()
         self.writers = {}
+
+
+def _arrow_block(values: Any) -> Any:
+    """A block's column as an arrow array: int64 over numpy's buffer without pandas (`pa.array` imports it);
+    the other kinds come with pandas loaded already (booleans, IntegerArray, Categorical: names as a
+    dictionary of int32 codes, whatever the width of the block's own codes)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from analysis.arrow_arrays import int64_array
+
+    if isinstance(values, np.ndarray) and values.dtype == np.int64:
+        return int64_array(values)
+    if hasattr(values, "categories"):  # a pandas Categorical
+        codes = np.asarray(values.codes, dtype=np.int32)
+        indices = pa.array(codes, mask=codes < 0) if (codes < 0).any() else pa.array(codes)
+        return pa.DictionaryArray.from_arrays(indices, pa.array(list(values.categories), type=pa.string()))
+    return pa.array(values)
 
 
 def _in_step(files: dict[str, Any], rows: int) -> Iterator[dict[str, np.ndarray]]:
@@ -492,8 +554,9 @@ def _row_groups(name: str, file: Any) -> Iterator[np.ndarray]:
     for group in range(file.num_row_groups):
         column = file.read_row_group(group, use_threads=False).column(0)
         for chunk in column.chunks:
-            if chunk.null_count:
-                raise OSError(f"nulls in cached column {name}")
+            if chunk.null_count:  # a nullable integer (nvtx's payload), as Entry.load gives it
+                yield _nullable_ints(chunk)
+                continue
             yield np.frombuffer(chunk.buffers()[1], np.int64, len(chunk), chunk.offset * 8)
         del column
 
@@ -535,6 +598,38 @@ def _other_chunks(file: Any) -> Iterator[Any]:
         del column
 
 
+def _nullable_ints(chunk: Any) -> Any:
+    """An int64 arrow array with nulls as pandas' IntegerArray (Int64), as a nullable column is in a frame."""
+    import numpy as np
+    import pandas as pd
+
+    missing = chunk.is_null().to_numpy(zero_copy_only=False)
+    values = np.asarray(chunk.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return pd.arrays.IntegerArray(values, np.asarray(missing, dtype=bool))
+
+
+def _other_column(table: Any, name: str) -> pd.Series:
+    """A whole cached column that is not int64 without nulls, as the frame held it (pandas' metadata
+    read where `store` wrote it). Two kinds are also written a block at a time (`ColumnWriter`), which
+    leaves no pandas metadata and a dictionary per block: int64 with nulls is Int64 (nvtx's payload), and
+    names (dictionaries) are a Categorical of the names sorted, as every reader makes them (arrow unifies
+    the blocks' dictionaries in order of appearance)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    column = table.column(0)
+    if pa.types.is_int64(column.type) and column.null_count:
+        parts = [_nullable_ints(c) for c in column.chunks]
+        return pd.Series(parts[0] if len(parts) == 1 else pd.arrays.IntegerArray._concat_same_type(parts),
+                         name=name)  # fmt: skip
+    values = table.to_pandas(ignore_metadata=False)[name]
+    if pa.types.is_dictionary(column.type) and isinstance(values.dtype, pd.CategoricalDtype):
+        cats = values.cat.categories
+        if not cats.is_monotonic_increasing:
+            values = values.cat.reorder_categories(sorted(cats))
+    return values
+
+
 def _int64_column(file: Any) -> np.ndarray | None:
     """An int64 column without nulls as a numpy array, read a row group at a time into it (None for other
     columns): a whole-file read then to_pandas holds the column two or three times over (6M runtime
@@ -571,6 +666,11 @@ def _malloc_pool() -> None:
     return_freed_buffers()
     with contextlib.suppress(Exception):
         pa.set_memory_pool(pa.system_memory_pool())
+
+
+def _source_prefix(resolved: str) -> str:
+    """The start of the names of a source's entries: a hash of its resolved path alone."""
+    return hashlib.sha256(resolved.encode()).hexdigest()[:SOURCE_PREFIX]
 
 
 def content_digest(path: Path, size: int) -> str:

@@ -15,9 +15,9 @@ the file back into the same frames, and `harness kernels FILE` equals `harness k
 
 Times are microseconds written as exact decimals of the nanoseconds (123.456), which the Kineto reader
 turns back into the same nanoseconds. The file is written a chunk of rows at a time: memory holds a block
-of each table (Trace.blocks; the NVTX ranges as one frame) and 24 bytes per GPU operation for the arrows,
-never the text of the whole file. A window (`--step`, `--phase`, `--start/--end`)
-keeps the events that overlap it.
+of each table (Trace.blocks; an nsys export's NVTX ranges a chunk of the export at a time, their names
+resolved per chunk) and 24 bytes per GPU operation for the arrows, never the text of the whole file.
+A window (`--step`, `--phase`, `--start/--end`) keeps the events that overlap it.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ from isal import igzip
 from analysis.errors import AnalysisError, ExportError
 from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 from analysis.outputs import open_output, shown
-from analysis.readers import NULL
+from analysis.readers import NULL, trim_heap
 from analysis.readers.kineto import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
 from analysis.timeline import step_index
 from analysis.trace import Trace
 
 CHUNK = 50_000  # rows formatted and written at a time
+NVTX_CHUNK = 10_000  # NVTX ranges at a time: PyTorch's names run to ~500 characters (a line and its join)
 _X = '{"ph":"X","cat":"CAT","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s'  # a complete event, to be ended
 _US = "%d.%03d"
 GPU_PID = 1 << 30  # + device: the process a GPU's streams are shown under (clear of real pids)
@@ -162,6 +163,9 @@ class _Writer:
         for frame, cat in (("kernels", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset"),
                            ("syncs", "cuda_sync")):  # fmt: skip
             self.gpu(frame, cat)
+        # the arrows are out: the launch keys and calls (24 bytes per GPU operation) are not needed again
+        self.launched = self.call_thread = self.call_start = np.empty(0, dtype=np.int64)
+        trim_heap()
         self.nvtx()
         self.cpu("osrt", "os_runtime")
         self.cpu("cpu_ops", "cpu_op")
@@ -334,73 +338,65 @@ class _Writer:
             )
 
     def nvtx(self) -> None:
-        if not self.trace.has("nvtx"):
-            return
-        df = self.trace.frame("nvtx", ["start", "end", "global_tid", "payload", "name", "domain"], keep=False)
-        start, end = df["start"].to_numpy(), df["end"].to_numpy()
-        keep = end >= start  # ranges that ended
-        if self.window is not None:
-            keep &= self.inside(start, end)
-        # the rows a chunk at a time, by position: no copy of the frame (7.1M ranges on a 4M-kernel export)
-        rows: np.ndarray | None = None if keep.all() else np.flatnonzero(keep)
-        n = len(df) if rows is None else len(rows)
-        # names and domains are categories: escaped once each, looked up by code a chunk at a time
-        name, domain = df["name"].astype("category"), df["domain"].astype("category")  # no copy if they are
-        name_text = np.array([*map(json.dumps, name.cat.categories.astype(str)), '""'], dtype=object)
-        name_code = name.cat.codes.to_numpy()  # -1 (no name) picks the last: ""
-        domain_text = np.array([*domain.cat.categories.astype(str), None], dtype=object)
-        domain_code = domain.cat.codes.to_numpy()
-        payload, gtid = df["payload"].array, df["global_tid"].to_numpy()
-        for lo in range(0, n, CHUNK):
-            at = slice(lo, min(lo + CHUNK, n)) if rows is None else rows[lo : lo + CHUNK]
-            pid, tid = _pid_tid(gtid[at])
-            gpu = pid >= GPU_PROCESS
-            self.thread_seen(pid[~gpu], tid[~gpu])
-            lines = []
-            for name, p, t, g, ts, dur, dom, load in zip(
-                name_text[name_code[at]].tolist(), pid.tolist(), tid.tolist(), gpu.tolist(),
-                _us(start[at]), _us(end[at] - start[at]), domain_text[domain_code[at]].tolist(),
-                payload[at].tolist(), strict=True,
-            ):  # fmt: skip
-                args = {}
-                if isinstance(dom, str):
-                    args["domain"] = dom
-                if load is not None and load is not pd.NA:
-                    args["payload"] = int(load)
-                if g:  # a GPU range of a Kineto trace: on its stream
-                    device, cat = p - GPU_PROCESS, "gpu_user_annotation"
-                    args.update(device=device, stream=t)
-                    p = GPU_PID + device
-                    self.processes.setdefault(p, f"GPU {device}")
-                    self.threads.setdefault((p, t), f"stream {t}")
-                else:
-                    cat = "user_annotation"
-                lines.append(
-                    f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{p},"tid":{t},"ts":{ts},"dur":{dur}'
-                    f',"args":{json.dumps(args)}}}'
-                )
-            self.emit("user_annotation", lines)
-        self.harness_track(df, keep)
+        """The NVTX ranges a block at a time (from the reader a chunk of the export at a time, names
+        resolved per chunk: 7.1M ranges on a 4M-kernel export were ~400 MB read whole); the harness's
+        steps and phases among them once more after them all."""
+        harness: list[tuple[str, int, int, object]] = []
+        for block in self.blocks("nvtx", ["start", "end", "global_tid", "payload", "name", "domain"]):
+            # names and domains are escaped once per distinct value of the block, looked up by code
+            names, name_code = _coded(block["name"])
+            name_text = np.array([*map(json.dumps, names), '""'], dtype=object)  # code -1 (no name): ""
+            domains, domain_code = _coded(block["domain"])
+            domain_text = np.array([*domains, None], dtype=object)
+            start, end, payload = block["start"], block["end"], block["payload"]
+            for lo in range(0, len(start), NVTX_CHUNK):
+                at = slice(lo, lo + NVTX_CHUNK)
+                pid, tid = _pid_tid(block["global_tid"][at])
+                gpu = pid >= GPU_PROCESS
+                self.thread_seen(pid[~gpu], tid[~gpu])
+                lines = []
+                for name, p, t, g, ts, dur, dom, load in zip(
+                    name_text[name_code[at]].tolist(), pid.tolist(), tid.tolist(), gpu.tolist(),
+                    _us(start[at]), _us(end[at] - start[at]), domain_text[domain_code[at]].tolist(),
+                    payload[at].tolist(), strict=True,
+                ):  # fmt: skip
+                    args = {}
+                    if isinstance(dom, str):
+                        args["domain"] = dom
+                    if load is not None and load is not pd.NA:
+                        args["payload"] = int(load)
+                    if g:  # a GPU range of a Kineto trace: on its stream
+                        device, cat = p - GPU_PROCESS, "gpu_user_annotation"
+                        args.update(device=device, stream=t)
+                        p = GPU_PID + device
+                        self.processes.setdefault(p, f"GPU {device}")
+                        self.threads.setdefault((p, t), f"stream {t}")
+                    else:
+                        cat = "user_annotation"
+                    lines.append(
+                        f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{p},"tid":{t},"ts":{ts},"dur":{dur}'
+                        f',"args":{json.dumps(args)}}}'
+                    )
+                self.emit("user_annotation", lines)
+            for row in np.flatnonzero(np.isin(name_code, _harness_codes(names))).tolist():
+                harness.append((names[name_code[row]], int(start[row]), int(end[row]), payload[row]))
+            trim_heap()  # the block's strings, freed between others, leave pages the heap cannot give back
+        self.harness_track(harness)
 
-    def harness_track(self, df: pd.DataFrame, keep: np.ndarray) -> None:
-        """The harness's steps (and measured/warmup) on one thread, its phases on another."""
-        mine = df["name"].isin(HARNESS_RANGES).to_numpy() & keep
-        if not mine.any():
+    def harness_track(self, ranges: list[tuple[str, int, int, object]]) -> None:
+        """The harness's steps (and measured/warmup) on one thread, its phases on another: `ranges` are
+        (name, start, end, payload) of the NVTX ranges named after them, in the order written."""
+        if not ranges:
             return
-        raw = df["name"][mine].astype(object)
-        names = raw.map(json.dumps)
         self.processes[HARNESS_PID] = "harness"
         lines = []
-        for name, text, start, end, load in zip(
-            names.tolist(), raw.tolist(), df["start"].to_numpy()[mine].tolist(),
-            df["end"].to_numpy()[mine].tolist(), df["payload"][mine].tolist(), strict=True,
-        ):  # fmt: skip
+        for text, start, end, load in ranges:
             tid = 2 if text in PHASES else 1
             self.threads[(HARNESS_PID, tid)] = "phases" if tid == 2 else "steps"
             step = "" if load is None or load is pd.NA else f',"args":{{"step":{int(load)}}}'
             ts, dur = _us(np.array([start, end - start], dtype=np.int64))
             lines.append(
-                f'{{"ph":"X","cat":"harness_phase","name":{name},"pid":{HARNESS_PID},"tid":{tid},'
+                f'{{"ph":"X","cat":"harness_phase","name":{json.dumps(text)},"pid":{HARNESS_PID},"tid":{tid},'
                 f'"ts":{ts},"dur":{dur}{step}}}'
             )
         self.emit("harness_phase", lines)
@@ -454,6 +450,18 @@ class _Writer:
         for (pid, tid), name in sorted(self.threads.items()):
             lines.append(_meta("thread_name", pid, tid, name or known.get((pid, tid)) or f"thread {tid}"))
         self.emit("metadata", lines)
+
+
+def _coded(values: object) -> tuple[list[str], np.ndarray]:
+    """A block's names (a Categorical from the reader or the cache, an object array from memory) as their
+    distinct texts and a code per row into them (-1: none)."""
+    cat = values if isinstance(values, pd.Categorical) else pd.Categorical(np.asarray(values, dtype=object))
+    return [str(c) for c in cat.categories], np.asarray(cat.codes)
+
+
+def _harness_codes(names: list[str]) -> list[int]:
+    """The codes of the harness's own range names among a block's `names`."""
+    return [i for i, n in enumerate(names) if n in HARNESS_RANGES]
 
 
 def _meta(what: str, pid: int, tid: int, name: str) -> str:

@@ -4,20 +4,22 @@ Inputs are exports (nsys .sqlite, Kineto .json(.gz)), glob patterns (quoted, so 
 folders (every export in them; an .nsys-rep with its .sqlite beside it counts once). Reports must already
 be exported (the CLI layer does that, harness.experiments.reports).
 
-Each export is read by one task (analysis.multi_tasks.run_task) in a worker: a local process
-(ProcessPoolExecutor, as many as cores and inputs allow) or a Dask distributed worker (`dask=ADDRESS`). A task
-opens the trace through analysis.trace.open_trace, so the Parquet cache serves it, and returns a Part:
-small tables plus, for the summaries that are combined exactly, the per-row values (a name code and a
-duration per kernel, call or range).
+Each export is read by one task (analysis.tables.run_task, analysis.ranks.ranks_task) in a worker: a local
+process (ProcessPoolExecutor, as many as cores and inputs allow) or a Dask distributed worker
+(`dask=ADDRESS`); what goes to a worker is the export's path. A task opens the trace through
+analysis.trace.open_trace, so the Parquet cache serves it, and returns a Part: small tables plus, for the
+summaries that are combined exactly, the rows grouped (`Grouped`: each group's keys once, its durations
+in 2 or 4 bytes each where they fit).
 
 Ranks: `rank<R>` in the file name (`run.rank3.sqlite`, `rank_3`), else the trace's own rank (Kineto
 `distributedInfo.rank`), else no rank: rows are labelled by file (`Source`) and a note says so. Two inputs
 with one rank are refused.
 
-Combining: the row-level values of every export are concatenated and summarised once (analysis.stats
-.describe), so Total, count, Avg, Med, Min, Max and StdDev over all ranks are exact, the same as one export
-holding every row. Tables whose rows are already per process or per range instance (launch latency, GPU time
-per NVTX range, `nvtx --trace`) are stacked, one block per rank.
+Combining: each group's values of every export are joined, in label order, and summarised once
+(analysis.stats.figures, as one export's tables are), so Total, count, Avg, Med, Min, Max and StdDev over
+all ranks are exact, the same as one export holding every row; no frame of every row is made. Tables
+whose rows are already per process or per range instance (launch latency, GPU time per NVTX range,
+`nvtx --trace`) are stacked, one block per rank.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.stats import describe, time_percent
+from analysis.stats import figures, narrow, round_half_up, time_percent
 
 RANK_RE = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.IGNORECASE)
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
@@ -43,6 +45,7 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # names of a folder's files that look like an export's but are not taken: said, not passed over in silence
 NEAR_SUFFIXES = (".sqlite3", ".db", ".json.bz2", ".json.xz", ".json.zst", ".nsys-rep.gz")
 DASK_MISSING = "--dask needs Dask: pip install 'harness[dask]'"
+VALUE_COLUMNS = ("duration", "bytes")  # the value columns of row pieces; the others are keys
 
 
 # --- inputs ----------------------------------------------------------------------------------------------
@@ -147,11 +150,48 @@ def rank_in_name(path: Path | str) -> int | None:
 
 
 @dataclass
-class Piece:
-    """One table's share of one export: `rows` to summarise together (key columns + a value column), or a
-    finished `table` to stack."""
+class Grouped:
+    """One export's rows of a table grouped by their key columns, as a worker sends them back: each group's
+    key values (None: missing) and, per value column (duration, bytes), the group's values in row order,
+    2 or 4 bytes each where they fit (`stats.narrow`). A few bytes a row, no frame: 1,024 exports' rows as
+    frames with a categorical per key column, concatenated and copied in the combine, took the command's
+    memory past 500 MB."""
 
-    rows: pd.DataFrame | None = None
+    keys: list[str]
+    groups: list[tuple[Any, ...]]
+    values: dict[str, list[np.ndarray]]
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame, values: Sequence[str] = VALUE_COLUMNS) -> Grouped:
+        """`rows` (key columns and value columns) grouped; groups in order of first appearance."""
+        vals = [c for c in rows.columns if c in values]
+        keys = [c for c in rows.columns if c not in values]
+        code = np.zeros(len(rows), dtype=np.int64)
+        columns = []
+        for k in keys:
+            col = rows[k]
+            cat = col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.to_numpy())
+            labels = [None if pd.isna(v) else v for v in cat.categories.tolist()] + [None]
+            code = code * len(labels) + np.asarray(cat.codes, dtype=np.int64) % len(labels)  # -1: the last
+            columns.append(labels)
+        group, uniq = pd.factorize(code, sort=False)
+        found = uniq.astype(np.int64)
+        decoded = []
+        for labels in reversed(columns):
+            found, rest = np.divmod(found, len(labels))
+            decoded.append([labels[i] for i in rest.tolist()])
+        order = np.argsort(group, kind="stable")
+        bounds = np.cumsum(np.bincount(group, minlength=len(uniq)))[:-1]
+        split = {c: np.split(_narrow(rows[c].to_numpy())[order], bounds) for c in vals}
+        return cls(keys, list(zip(*reversed(decoded), strict=True)) if keys else [()] * len(uniq), split)
+
+
+@dataclass
+class Piece:
+    """One table's share of one export: `rows` to summarise together (key columns + value columns: a
+    frame in the worker, sent back `Grouped`), or a finished `table` to stack."""
+
+    rows: pd.DataFrame | Grouped | None = None
     table: pd.DataFrame | None = None
 
 
@@ -357,10 +397,18 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
     skipped = pieces.pop("_skipped", None)
     if skipped is not None and skipped.table is not None:
         part.skipped = dict(zip(skipped.table["table"], skipped.table["why"], strict=True))
+    for piece in pieces.values():  # sent back grouped: a few bytes a row
+        if isinstance(piece.rows, pd.DataFrame):
+            piece.rows = Grouped.of(piece.rows)
     part.pieces = pieces
     part.info["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     part.info["pid"] = os.getpid()  # which worker read it
     return part
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Integer values in 2 or 4 bytes where they fit (`stats.narrow`); others as they are."""
+    return narrow(values) if values.dtype.kind in "iu" else values
 
 
 def raise_errors(parts: Sequence[Part]) -> None:
@@ -397,23 +445,53 @@ def _named(path: str, error: str) -> str:
 # --- combining -----------------------------------------------------------------------------------------
 
 
-def gather_rows(parts: Sequence[Part], name: str, sources: Sources) -> pd.DataFrame | None:
-    """The row pieces named `name`, concatenated with `_src` (the source's position in label order); key
-    columns stay categorical (their categories unioned)."""
+@dataclass
+class Gathered:
+    """A table's row groups over every source: per key (source first with `by_rank`), the sources (their
+    positions in label order) with rows in it and, per value column, their values in source order."""
+
+    keys: list[str]
+    sources: dict[tuple[Any, ...], list[int]]
+    values: dict[str, dict[tuple[Any, ...], list[np.ndarray]]]
+
+    def joined(self, value: str, key: tuple[Any, ...]) -> np.ndarray:
+        """The values of one group, its sources' in their order (let go from the gathered)."""
+        pieces = self.values[value].pop(key)
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def gather_rows(
+    parts: Sequence[Part],
+    name: str,
+    sources: Sources,
+    keys: Sequence[str] | None = None,
+    by_rank: bool = False,
+) -> Gathered | None:
+    """The row pieces named `name` of every part, grouped by `keys` (default: the pieces' own key
+    columns; fewer merge their groups), per source with `by_rank`: no frame of every row, a list of
+    arrays per group."""
     order = {str(s.path): i for i, s in enumerate(sources.items)}
-    frames = []
+    out: Gathered | None = None
     for part in sorted(parts, key=lambda p: order[p.path]):
         piece = part.pieces.get(name)
-        if piece is not None and piece.rows is not None:
-            frames.append(piece.rows.assign(_src=np.int32(order[part.path])))
-    if not frames:
-        return None
-    cats = [c for c in frames[0].columns if isinstance(frames[0][c].dtype, pd.CategoricalDtype)]
-    for c in cats:
-        union = pd.api.types.union_categoricals([f[c] for f in frames], ignore_order=True)
-        categories = union.categories
-        frames = [f.assign(**{c: f[c].cat.set_categories(categories)}) for f in frames]
-    return pd.concat(frames, ignore_index=True)
+        if piece is None or piece.rows is None:
+            continue
+        rows = piece.rows if isinstance(piece.rows, Grouped) else Grouped.of(piece.rows)
+        wanted = list(rows.keys if keys is None else keys)
+        at = [rows.keys.index(k) for k in wanted]
+        if out is None:
+            out = Gathered(wanted, {}, {v: {} for v in rows.values})
+        src = order[part.path]
+        for i, group in enumerate(rows.groups):
+            key = tuple(group[j] for j in at)
+            if by_rank:
+                key = (src, *key)
+            have = out.sources.setdefault(key, [])
+            if not have or have[-1] != src:
+                have.append(src)
+            for v, arrays in rows.values.items():
+                out.values[v].setdefault(key, []).append(arrays[i])
+    return out
 
 
 def compress_ranks(values: Sequence[int]) -> str:
@@ -430,23 +508,8 @@ def compress_ranks(values: Sequence[int]) -> str:
     return ",".join(runs)
 
 
-def _group_codes(rows: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
-    """One int64 per row for its combination of `keys`, from the categories' codes (no factorizing, no
-    object arrays: this runs over every row of every export)."""
-    code = np.zeros(len(rows), dtype=np.int64)
-    for k in keys:
-        col = rows[k]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            c, n = col.cat.codes.to_numpy().astype(np.int64), len(col.cat.categories) + 1
-        else:
-            c, uniq = pd.factorize(col, use_na_sentinel=False)
-            n = max(len(uniq), 1)
-        code = code * n + c
-    return code
-
-
 def stat_table(
-    rows: pd.DataFrame,
+    rows: Gathered,
     keys: Sequence[str],
     columns: Sequence[str],
     sources: Sources,
@@ -455,21 +518,25 @@ def stat_table(
     count_name: str = "Instances",
     value: str = "duration",
 ) -> pd.DataFrame:
-    """The nsys-stats summary of `rows` (keys + value + _src) over every source, or per source with
-    `by_rank`: the statistics of the concatenated rows (exact; computed as analysis.stats.describe does),
-    Time (%) of each row's listing (per source with `by_rank`), largest first. A Rank/Source column leads;
-    over all sources, `Ranks`/`Sources` says which sources have the row."""
+    """The nsys-stats summary of the gathered rows (`gather_rows` by `keys`) over every source, or per
+    source with `by_rank`: each group's statistics from its values joined (exact: analysis.stats.figures,
+    as one export's tables), Time (%) of each row's listing (per source with `by_rank`), largest first. A
+    Rank/Source column leads; over all sources, `Ranks`/`Sources` says which sources have the row."""
     label = sources.column
-    group_keys = ["_src", *keys] if by_rank else list(keys)
-    group, uniq = pd.factorize(_group_codes(rows, group_keys), sort=False)
-    first = np.empty(len(uniq), dtype=np.int64)
-    first[group[::-1]] = np.arange(len(group) - 1, -1, -1)
-    out = describe(pd.DataFrame({"g": group, value: rows[value].to_numpy()}, copy=False), ["g"], value=value,
-                   count_name=count_name).drop(columns="g")  # fmt: skip
-    for k in group_keys:
-        col = rows[k].iloc[first]
-        out[k] = (col.astype(object) if isinstance(col.dtype, pd.CategoricalDtype) else col).to_numpy()
     total = "Total Time (ns)"
+    stats = [total, count_name, "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
+    group_keys = ["_src", *keys] if by_rank else list(keys)
+    table = []
+    for key in list(rows.sources):
+        table.append([*key, *figures(rows.joined(value, key))])
+    out = pd.DataFrame(table, columns=[*group_keys, *stats])
+    for k in keys:  # missing key values as a frame of them had them
+        out[k] = out[k].astype(object).where(out[k].notna(), np.nan)
+    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
+        out[col] = round_half_up(out[col].astype(np.float64))
+    which = [_which(rows.sources[key], sources) for key in rows.sources] if not by_rank else []
+    if not by_rank:
+        out[f"{label}s"] = which
     out = out.sort_values(list(keys), kind="stable").sort_values(total, ascending=False, kind="stable")
     if by_rank:
         out = out.sort_values("_src", kind="stable").reset_index(drop=True)
@@ -478,13 +545,11 @@ def stat_table(
             if len(out)
             else np.zeros(0)
         )
-        out.insert(0, label, np.asarray(sources.labels, dtype=object)[out["_src"].to_numpy()])
+        out.insert(0, label, np.asarray(sources.labels, dtype=object)[out["_src"].to_numpy(dtype=np.int64)])
         lead = [label]
     else:
-        which = _which(group, rows["_src"].to_numpy(), len(uniq), sources)
-        out = out.reset_index(drop=False)  # "index" is the group number
+        out = out.reset_index(drop=True)
         out["Time (%)"] = time_percent(out[total])
-        out.insert(0, f"{label}s", [which[g] for g in out["index"]])
         lead = [f"{label}s"]
     out = out[[*lead, *columns]]
     ints = {c: np.int64 for c in (total, count_name) if c in out}
@@ -493,17 +558,12 @@ def stat_table(
     return out
 
 
-def _which(group: np.ndarray, src: np.ndarray, n_groups: int, sources: Sources) -> list[str]:
-    """For each group, the sources with rows in it ('0-3,5' for ranks, 'n of N' for files)."""
-    n = len(sources.items)
-    pairs = np.unique(group.astype(np.int64) * n + src)
-    found: list[list[int]] = [[] for _ in range(n_groups)]
-    for g, s in zip((pairs // n).tolist(), (pairs % n).tolist(), strict=True):
-        found[g].append(s)
+def _which(found: list[int], sources: Sources) -> str:
+    """The sources with rows in a group ('0-3,5' for ranks, 'n of N' for files)."""
     if sources.column == "Rank":
         ranks = [s.rank for s in sources.items]
-        return [compress_ranks([ranks[i] for i in f]) for f in found]  # type: ignore[misc]
-    return [f"{len(f)} of {n}" for f in found]
+        return compress_ranks([ranks[i] for i in found])  # type: ignore[misc]
+    return f"{len(set(found))} of {len(sources.items)}"
 
 
 def stack_tables(parts: Sequence[Part], name: str, sources: Sources) -> pd.DataFrame | None:

@@ -18,7 +18,7 @@ from analysis.multi import Part, Sources, gather_rows, stat_table
 from analysis.nvtx import all_ranges, grouped_tags
 from analysis.nvtx_gpu import kernels_in_ranges
 from analysis.runtime import kernel_rows, runtime_calls
-from analysis.stats import round_half_up
+from analysis.stats import figures, round_half_up
 from analysis.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.trace import Trace
 
@@ -122,22 +122,20 @@ class Combined:
 
 def size_table(parts: Sequence[Part], sources: Sources, by_rank: bool) -> pd.DataFrame | None:
     """gpumemsizesum over several exports (per export with `by_rank`)."""
-    rows = gather_rows(parts, "memops", sources)
+    rows = gather_rows(parts, "memops", sources, ["Operation"], by_rank)
     if rows is None:
         return None
+    table = []
+    for key in list(rows.sources):
+        total, count, mean, median, low, high, std = figures(rows.joined("bytes", key))
+        table.append([*key, count, total, total, mean, median, low, high, std])
     keys = ["_src", "Operation"] if by_rank else ["Operation"]
-    data = rows.assign(Operation=rows["Operation"].astype(object))
-    stats = data.groupby(keys, sort=False)["bytes"].agg(
-        ["sum", "size", "mean", "median", "min", "max", "std"]
+    out = pd.DataFrame(
+        table, columns=[*keys, "Count", "bytes", "Total", "Avg", "Med", "Min", "Max", "StdDev"]
     )
-    stats = stats.reset_index()
-    stats["std"] = stats["std"].fillna(0.0)
-    out = stats[keys].copy()
-    out["Count"] = stats["size"].astype(np.int64)
-    out["bytes"] = stats["sum"]
-    for col, key in (("Total", "sum"), ("Avg", "mean"), ("Med", "median"), ("Min", "min"), ("Max", "max"),
-                     ("StdDev", "std")):  # fmt: skip
-        out[f"{col} (MB)"] = round_half_up(stats[key] / 1e6, 3)
+    out["Count"] = out["Count"].astype(np.int64)
+    for col in ("Total", "Avg", "Med", "Min", "Max", "StdDev"):
+        out[f"{col} (MB)"] = round_half_up(out[col].astype(np.float64) / 1e6, 3)
     out = out.sort_values("Operation", kind="stable").sort_values("bytes", ascending=False, kind="stable")
     if by_rank:
         out = out.sort_values("_src", kind="stable")
@@ -151,7 +149,7 @@ def summarised(
 ) -> pd.DataFrame | None:
     """The rows of piece `name` from every part summarised as nsys stats summarises one export's
     (analysis.multi.stat_table): `spec` names the key columns, the output columns and the count's name."""
-    rows = gather_rows(parts, name, sources)
+    rows = gather_rows(parts, name, sources, spec["keys"], by_rank)
     if rows is None:
         return None
     return stat_table(rows, sources=sources, by_rank=by_rank, **spec)

@@ -168,7 +168,7 @@ def _summary_pieces(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FO
     out: dict[str, Piece] = {}
     skipped: dict[str, str] = {}
     builds: list[tuple[str, Callable[[], Piece]]] = [
-        ("kernels", lambda: Piece(rows=kernel_rows_named(trace, by="name"))),
+        ("kernels", lambda: Piece(rows=kernel_rows_named(trace, by="name"))),  # combined by name
         ("nvtx", lambda: Piece(rows=nvtx_rows(trace, by))),
         ("api", lambda: Piece(rows=api_rows(trace))),
         ("memops", lambda: Piece(rows=memop_rows(trace, stats_format))),

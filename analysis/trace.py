@@ -83,9 +83,6 @@ NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
             "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
             "overhead": "profiler overhead events"}  # fmt: skip
-# (format, frame) staged a column at a time: an nsys export's NVTX ranges are read whole, by a scan of
-# their table that costs little per column
-BY_COLUMN = frozenset({("nsys-sqlite", "nvtx")})
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 MAX_TIME = 2**62  # ns; a start or end past ±this is left out
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
@@ -195,10 +192,11 @@ class Trace:
 
     def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
         """Put the columns of several frames in the cache now, each source table scanned once, holding none
-        of them: a frame read in chunks (kernels, runtime, memcpy, memset, osrt) goes to the cache a chunk
-        at a time, another (nvtx) is read whole and let go. False, having done nothing, without a writable
-        cache (then `load` is the way to scan each table once). `summary` stages what its tables read, then
-        builds them one at a time from the cache, letting each one's frames go (`release`)."""
+        of them: a frame the reader reads in chunks (an nsys export's: kernels, runtime, memcpy, memset,
+        osrt, nvtx) goes to the cache a chunk at a time, another (a Kineto trace's) is read whole and let
+        go. False, having done nothing, without a writable cache (then `load` is the way to scan each table
+        once). `summary` stages what its tables read, then builds them one at a time from the cache,
+        letting each one's frames go (`release`)."""
         if self._entry is None:
             return False
         for frame, columns in wanted.items():
@@ -212,9 +210,7 @@ class Trace:
                 continue
             read_blocks = getattr(self.reader, "read_blocks", None)
             source = read_blocks(frame, cols) if read_blocks is not None else None
-            if source is None and (self.format, frame) in BY_COLUMN:
-                self._stage_by_column(frame, cols)
-            elif source is None:
+            if source is None:
                 self._columns(frame, cols, keep=False)
             else:
                 writer = self._writer(frame, cols)
@@ -230,15 +226,6 @@ class Trace:
             if self._entry is None:  # the cache folder turned out not writable
                 return False
         return True
-
-    def _stage_by_column(self, frame: str, columns: list[str]) -> None:
-        """Stage `columns` of a frame read whole a column at a time (each read is a scan of the source
-        table): one column is held at once, not all (7.1M NVTX ranges: ~60 MB a column)."""
-        for col in columns:
-            if self._entry is None:
-                return
-            if not (self._entry_ready and self._entry.has(frame, col)):
-                self._columns(frame, [col], keep=False)
 
     def release(self) -> None:
         """Let go of the frames held in memory (the string and thread tables stay); read again, they come
@@ -269,7 +256,7 @@ class Trace:
         whatever the export's size, and nothing here imports pandas when the cache has the columns.
         `notes`: a list the notes go to instead (a pass reading several frames at once orders them itself).
         Columns that are not integers (nvtx's pushpop, name, domain) come as numpy booleans and pandas
-        Categoricals."""
+        Categoricals, nvtx's payload as pandas' IntegerArray."""
         note = self.note if notes is None else functools.partial(_add_note, notes)
         cols, check = self._checked(frame, columns)
         wanted = list(dict.fromkeys([*cols, *check]))
@@ -314,7 +301,7 @@ class Trace:
             data = self._columns(frame, columns)
             total = len(data[columns[0]])
             for lo in range(0, total, rows):
-                yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+                yield {c: _piece(data[c], lo, lo + rows) for c in columns}
             return
         entry = self._entry
         if self._entry_ready and entry is not None and all(entry.has(frame, c) for c in columns):
@@ -339,7 +326,7 @@ class Trace:
             data = self._columns(frame, columns, keep=False)
             total = len(data[columns[0]])
             for lo in range(0, total, rows):
-                yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+                yield {c: _piece(data[c], lo, lo + rows) for c in columns}
             return
         writer = self._writer(frame, [c for c in columns if entry is None or not entry.has(frame, c)])
         try:
@@ -567,7 +554,7 @@ class TraceView(Trace):
         """The view's columns (its `_columns`), whole, handed out a block at a time."""
         data = self._columns(frame, columns)
         for lo in range(0, len(data[columns[0]]), rows):
-            yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
+            yield {c: _piece(data[c], lo, lo + rows) for c in columns}
 
     def close(self) -> None:
         self.base.close()
@@ -580,6 +567,16 @@ class TraceView(Trace):
 
     def release(self) -> None:
         return None
+
+
+def _piece(values: Any, lo: int, hi: int) -> Any:
+    """Rows lo..hi of a column held in memory: a numpy array, or a pandas column's own array where its
+    type is pandas' (names as a Categorical, nvtx's payload as an IntegerArray: numpy would make the one
+    objects and the other floats)."""
+    part = values[lo:hi]
+    if isinstance(part, np.ndarray) or isinstance(part.dtype, np.dtype):
+        return np.asarray(part)
+    return part.array
 
 
 def _add_note(notes: list[str], text: str) -> None:

@@ -222,3 +222,65 @@ def test_nvtx_columns_read_apart_equal_the_whole_frame(cache_dir: Path) -> None:
     with open_trace(export) as third:
         third.frame("nvtx", ["name", "payload"])
         assert third.source_reads == {}
+
+
+def test_writes_scan_the_cache_folder_once_while_there_is_room(
+    a100_export: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filling many entries scans the folder (every file of every entry) once per process while the
+    cache is far from its limit, and a new entry finds its source's entries before in one listing, never
+    by reading every entry: a scan per write made 1,024 exports read in one command quadratic in time."""
+    scans = []
+    entries = Cache.entries
+    monkeypatch.setattr(Cache, "entries", lambda self: scans.append(1) or entries(self))
+    copies = []
+    for i in range(4):
+        copies.append(tmp_path / f"run.rank{i}.sqlite")
+        shutil.copyfile(a100_export, copies[-1])
+        with open_trace(copies[-1]) as t:
+            kernel_summary(t)
+    assert len(scans) == 1
+    os.utime(copies[0], ns=(time.time_ns(), time.time_ns() + 10**9))  # a new version of rank 0
+    with open_trace(copies[0]) as t:
+        kernel_summary(t)
+    assert len(scans) == 1
+    monkeypatch.setattr(Cache, "entries", entries)
+    listed = Cache(cache_dir).entries()
+    assert sorted(Path(e.source).name for e in listed) == [c.name for c in copies]  # its entry before gone
+    one = max(e.size_bytes for e in listed)
+    monkeypatch.setenv("HARNESS_CACHE_LIMIT", str(4 * one + one // 2))  # room for four entries
+    spare = tmp_path / "run.rank4.sqlite"
+    shutil.copyfile(a100_export, spare)
+    with open_trace(spare) as t:  # the fifth passes the limit: scanned, the least recently used out
+        kernel_summary(t)
+    assert sorted(Path(e.source).name for e in Cache(cache_dir).entries()) == [
+        f"run.rank{i}.sqlite" for i in (0, 2, 3, 4)
+    ]
+
+
+@pytest.mark.parametrize("name", ["ext/torchrun_2gpu", "a100-saxpy-mpi", "cpu-train"])
+def test_nvtx_cached_a_chunk_at_a_time_reads_back_as_the_whole_frame(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The NVTX ranges go to the cache in one scan, a chunk at a time (each chunk's names its own
+    dictionary; payloads with nulls): read back whole they are the frame the reader reads whole, the
+    names' categories sorted as it makes them, and a block at a time the same values."""
+    export = need(SHARED_NSYS / name / "report.sqlite")
+    columns = ["start", "end", "global_tid", "pushpop", "payload", "name", "domain"]
+    monkeypatch.setattr(nsys_reader, "CHUNK_ROWIDS", 1000)
+    with open_trace(export) as cold:
+        assert cold.stage({"nvtx": columns})
+        assert cold.source_reads == {"NVTX_EVENTS": 1}
+    whole = nsys_reader.open_nsys(export).nvtx_ranges()[columns]
+    with open_trace(export) as warm:
+        cached = warm.frame("nvtx", columns)
+        blocks = list(warm.blocks("nvtx", columns, rows=5000))
+        assert warm.source_reads == {}
+    ok = (whole["end"] >= whole["start"]).to_numpy()
+    pd.testing.assert_frame_equal(cached, whole[ok].reset_index(drop=True))
+    for column in columns:
+        parts = [pd.Series(b[column]) for b in blocks]
+        got = pd.concat(parts, ignore_index=True) if column not in ("name", "domain") else pd.Series(
+            pd.api.types.union_categoricals([b[column] for b in blocks], ignore_order=True)
+        )  # fmt: skip
+        assert got.astype(object).tolist() == cached[column].astype(object).tolist(), column

@@ -278,3 +278,28 @@ def test_a_missing_export_among_several_is_said_missing(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match=r"^no such export: .*run\.rank1\.sqlite$"):
         expand([there, tmp_path / "run.rank1.sqlite"])
     assert expand([tmp_path / "run.rank1.sqlite"]) == [tmp_path / "run.rank1.sqlite"]  # opened, then said
+
+
+def test_a_worker_sends_back_rows_grouped(dlprof: Path) -> None:
+    """A worker's share of a summary combined exactly is its rows grouped: each group's keys once and its
+    values, narrowed, in row order; no frame of every row (1,024 exports' frames took the command past
+    500 MB)."""
+    import pickle
+
+    from analysis.multi import Grouped
+    from analysis.runtime import runtime_calls
+    from analysis.trace import open_trace
+
+    part = run_task(str(dlprof), "summary", {"by": "op"}, False)
+    api = part.pieces["api"].rows
+    assert isinstance(api, Grouped) and api.keys == ["Name"] and set(api.values) == {"duration"}
+    calls = runtime_calls(open_trace(dlprof, cache=False))
+    names = calls["name_id"].map(calls.attrs["names"])
+    durations = (calls["end"] - calls["start"]).to_numpy()
+    assert sorted(g[0] for g in api.groups) == sorted(names.unique())
+    for (name,), values in zip(api.groups, api.values["duration"], strict=True):
+        assert values.dtype.itemsize <= 4
+        assert values.tolist() == durations[(names == name).to_numpy()].tolist()  # row order kept
+    kernels = part.pieces["kernels"].rows
+    assert isinstance(kernels, Grouped) and kernels.keys == ["Name"]  # summed by name over exports
+    assert pickle.loads(pickle.dumps(api)).groups == api.groups

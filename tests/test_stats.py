@@ -68,3 +68,29 @@ def test_member_and_factorize_in_blocks_equal_numpy_and_pandas() -> None:
     assert codes.tolist() == want_codes.tolist() and uniques.tolist() == want_uniques.tolist()
     named = pd.Series(["b", None, "a", "b"])  # not integers: pandas as it is, NA a group of its own
     assert factorize(named)[0].tolist() == [0, 1, 2, 0]
+
+
+def test_durations_by_group_keys_coded_across_blocks_equal_a_groupby() -> None:
+    """Launch shapes span far more than a block (their codes are places among the values seen so far, kept
+    from block to block): new values in later blocks, values seen before, a key of short span beside it."""
+    rng = np.random.default_rng(5)
+    n = 30_000
+    wide = rng.choice(np.array([3, 10**12, 7 * 10**9, 2**40 + 1, 5 * 10**11]), n)
+    wide[n // 2 :] += rng.integers(0, 2, n - n // 2) * 10**6  # values first seen in later blocks
+    short = rng.integers(100, 140, n)
+    duration = rng.integers(1, 10**6, n)
+    blocks = [
+        {"wide": wide[lo : lo + 4096], "short": short[lo : lo + 4096], "duration": duration[lo : lo + 4096]}
+        for lo in range(0, n, 4096)
+    ]
+    got = {key: values.tolist() for key, values in stats.durations_by_group(blocks, ["wide", "short"])}
+    frame = pd.DataFrame({"wide": wide, "short": short, "duration": duration})
+    want = {key: list(group) for key, group in frame.groupby(["wide", "short"], sort=False)["duration"]}
+    assert got == want and len(got) > 300
+    assert stats.distinct(wide).tolist() == np.unique(wide).tolist() and len(stats.distinct(wide[:0])) == 0
+
+
+def test_membership_of_a_short_span_leaves_out_the_null_sentinel() -> None:
+    values = np.array([NULL, 4, 5, 9, 10, -3, NULL], dtype=np.int64)
+    test = stats.membership(np.array([5, 4, 9, 9]), len(values))
+    assert test(values).tolist() == np.isin(values, [4, 5, 9]).tolist()

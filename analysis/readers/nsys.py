@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis.errors import ExportError
-from analysis.readers import NSYS_VERSION, NULL, return_freed_buffers, sqlite_files
+from analysis.readers import NSYS_VERSION, NULL, nsys_nvtx, return_freed_buffers, sqlite_files
+from analysis.readers.nsys_nvtx import NVTX, PUSHPOP_TYPES, STARTEND_TYPES
 
 if TYPE_CHECKING:  # imported where a frame is made: `harness kernels` reads blocks and strings without it
     import pandas as pd
@@ -46,16 +47,11 @@ KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-NVTX = "NVTX_EVENTS"
 OSRT = "OSRT_API"
 OVERHEAD = "PROFILER_OVERHEAD"
 DIAGNOSTIC = "DIAGNOSTIC_EVENT"
-# NVTX_EVENTS.eventType: push/pop and start/end ranges (NVTX and NVTXT), domain creation
-PUSHPOP_TYPES = (59, 70)
-STARTEND_TYPES = (60, 71)
-DOMAIN_CREATE = 75
+DOMAIN_CREATE = 75  # NVTX_EVENTS.eventType of a domain's creation
 OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
-FRAME_NVTX = ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain")
 
 # Frame -> source table, and the SQL expression of each column. Grid and block dimensions are packed into
 # one integer each (CUDA caps gridY/gridZ at 65535 and block dimensions at 1024 x 1024 x 64), so one value
@@ -139,6 +135,11 @@ class NsysReader:
         self._columns: dict[str, set[str]] = {}
         self.reads: dict[str, int] = {}  # source table -> scans, for tests that count reads
         self.export_meta = self._read_meta()
+        # kept for the NVTX ranges read a chunk at a time (analysis.readers.nsys_nvtx)
+        self._last_nvtx: int | None = None
+        self._domains: dict[tuple[int, int], str] | None = None
+        self._strings: dict[int, str] = {}  # StringIds looked up so far
+        self._all_strings = False  # all of StringIds is in _strings
 
     def __repr__(self) -> str:
         return f"NsysReader({str(self.path)!r})"
@@ -337,7 +338,9 @@ class NsysReader:
 
     def read_blocks(self, frame: str, columns: Sequence[str]) -> Iterator[dict[str, np.ndarray]] | None:
         """`read` a chunk at a time, for the frames read by scanning one table (kernels, runtime, memcpy,
-        memset, osrt, overhead); None for the others."""
+        memset, osrt, overhead, nvtx: `nsys_nvtx.range_blocks`); None for the others."""
+        if frame == "nvtx":
+            return nsys_nvtx.range_blocks(self, columns)
         if frame not in TABLE or frame not in EXPRS:
             return None
         table = TABLE[frame]
@@ -435,117 +438,33 @@ class NsysReader:
         return ids, [str(r[1]) if r[1] is not None else "" for r in rows]
 
     def nvtx_ranges(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """NVTX push/pop and start/end ranges, one row each, names resolved and domains attached.
+        """NVTX push/pop and start/end ranges, one row each, names resolved and domains attached
+        (analysis.readers.nsys_nvtx).
 
         Columns: range_id (rowid), start, end (the export's last timestamp for a range never closed),
         global_tid, pushpop (bool), payload (Int64, NA when none), name (category), domain (category, NA
         outside named domains); range_id and `columns` of them (default all), read in one scan.
         """
-        import pandas as pd
+        return nsys_nvtx.ranges(self, columns)
 
-        asked = set(FRAME_NVTX if columns is None else columns) | {"range_id"}
-        cols = self.columns(NVTX)
-        types = (*PUSHPOP_TYPES, *STARTEND_TYPES)
-        where = f"eventType IN ({', '.join(map(str, types))})" if "eventType" in cols else ""
-        payload_cols = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if c in cols]
-        # ids of strings and domains as int32 (-1: none), push/pop as a bool: 1.8M ranges are read here
-        int32 = "CASE WHEN {0} BETWEEN 0 AND 2147483647 THEN {0} ELSE -1 END"
-        exprs = {
-            "range_id": "rowid",
-            "start": "start",
-            "end": "end",
-            "pushpop": f"eventType IN ({', '.join(map(str, PUSHPOP_TYPES))})",
-            "global_tid": "globalTid",
-            "domain_id": int32.format("domainId") if "domainId" in cols else "0",
-            "text_id": int32.format("textId") if "textId" in cols else "-1",
-            "payload": f"coalesce({', '.join(payload_cols)}, NULL)" if payload_cols else "NULL",
-        }
-        needs = {"name": {"text_id"}, "domain": {"domain_id", "global_tid"}}
-        wanted = asked.union(*(needs.get(c, set()) for c in asked))
-        exprs = {c: e for c, e in exprs.items() if c in wanted}
-        narrow = {"pushpop": np.bool_, "domain_id": np.int32, "text_id": np.int32}
-        col = self.scan(NVTX, exprs, where, dtypes=narrow)
-        n = len(col["range_id"])
-        out: dict[str, Any] = {c: col[c] for c in ("range_id", "start", "end", "global_tid") if c in asked}
-        if not n:
-            empty = {
-                "pushpop": pd.Series(dtype=bool),
-                "payload": pd.Series(dtype="Int64"),
-                "name": pd.Categorical([]),
-                "domain": pd.Categorical([]),
-            }
-            return pd.DataFrame({**out, **{c: v for c, v in empty.items() if c in asked}})
-        if "end" in asked:
+    def last_nvtx_time(self) -> int:
+        """The export's last NVTX start or end: the end of a range never closed."""
+        if self._last_nvtx is None:
             # integers only: SQLite orders text after every number (a damaged export's 'soon')
             last = self._rows(
                 "SELECT max(ifnull(max(CASE WHEN typeof(start) = 'integer' THEN start END), 0), "
                 f"ifnull(max(CASE WHEN typeof(end) = 'integer' THEN end END), 0)) FROM {NVTX}"
             )[0][0]
-            col["end"][col["end"] == NULL] = last if type(last) is int else 0
-        if "pushpop" in asked:
-            out["pushpop"] = col["pushpop"]
-        if "payload" in asked:
-            payload = col.pop("payload")
-            out["payload"] = pd.arrays.IntegerArray(payload, payload == NULL)  # the values, not a copy
-        if "name" in asked:
-            out["name"] = self._nvtx_names(col, cols, where)
-        if "domain" in asked:
-            out["domain"] = self._nvtx_domain_of(col)
-        return pd.DataFrame(out, copy=False)
-
-    def _nvtx_names(self, col: dict[str, np.ndarray], cols: set[str], where: str) -> pd.Categorical:
-        """The name of each range (scan() columns range_id and text_id): the registered string where it
-        has a text id, else its text, else ""."""
-        import pandas as pd
-
-        n = len(col["range_id"])
-        no_text = (np.full(n, -1, dtype=np.int32), [])
-        rowids = col["range_id"]
-        if "text" in cols and (rowids[1:] > rowids[:-1]).all():  # scan() reads in rowid order
-            text, texts = self._column_codes(NVTX, "text", where, rowids)
-        else:
-            text, texts = no_text
-        text_id = col.pop("text_id")
-        id_names = self._strings_of(np.unique(text_id[text_id >= 0]))
-        # a name per row as a code into texts + the names of text ids + "": the registered string where
-        # the row has a text id, else its text, else ""
-        code = text
-        code[code < 0] = len(texts) + len(id_names)
-        if id_names:
-            by_id = pd.Index(np.fromiter(id_names, dtype=np.int64, count=len(id_names))).get_indexer(text_id)
-            hit = by_id >= 0
-            code[hit] = len(texts) + by_id[hit]
-            del by_id, hit
-        del text, text_id
-        values = [*texts, *id_names.values(), ""]
-        used = sorted({values[i] for i in np.unique(code)})  # the categories astype("category") makes
-        where_in = {v: i for i, v in enumerate(used)}
-        lut = np.array([where_in.get(v, -1) for v in values], dtype=np.int32)
-        return pd.Categorical.from_codes(lut[code], categories=used)
-
-    def _nvtx_domain_of(self, col: dict[str, np.ndarray]) -> pd.Categorical:
-        """The domain of each range (scan() columns domain_id and global_tid), as pd.Categorical of the
-        names (NA outside named domains) would make it, without an object per range."""
-        import pandas as pd
-
-        n = len(col["range_id"])
-        dom = col.pop("domain_id")
-        domain_of = np.full(n, -1, dtype=np.int32)
-        rows_of: dict[str, np.ndarray] = {}
-        if domains := self.nvtx_domains():
-            process = col["global_tid"] & ~0xFFFFFF
-            for (dom_id, pid), name in domains.items():
-                rows = (dom == dom_id) & (process == pid)
-                if rows.any():
-                    rows_of[name] = rows_of[name] | rows if name in rows_of else rows
-            del process
-        del dom
-        for i, name in enumerate(sorted(rows_of)):
-            domain_of[rows_of[name]] = i
-        return pd.Categorical.from_codes(domain_of, categories=sorted(rows_of) or pd.Index([], dtype=object))
+            self._last_nvtx = last if type(last) is int else 0
+        return self._last_nvtx
 
     def nvtx_domains(self) -> dict[tuple[int, int], str]:
-        """(domainId, process part of globalTid) -> domain name, from the domain-create events."""
+        """(domainId, process part of globalTid) -> domain name, from the domain-create events (read once)."""
+        if self._domains is None:
+            self._domains = self._read_domains()
+        return self._domains
+
+    def _read_domains(self) -> dict[tuple[int, int], str]:
         if NVTX not in self.tables or not {"domainId", "eventType", "text"} <= self.columns(NVTX):
             return {}
         rows = self._rows(
@@ -642,19 +561,26 @@ class NsysReader:
             return {}
         return {int(i): str(v) for i, v in self._rows(f"SELECT id, label FROM {table}") if isinstance(i, int)}
 
-    def _strings_of(self, ids: np.ndarray) -> dict[int, str]:
+    def strings_of(self, ids: np.ndarray) -> dict[int, str]:
+        """id -> StringIds value for `ids` (those in the table), each looked up once per reader: past 500
+        not looked up yet, the whole table is read (once)."""
         wanted = sorted({int(i) for i in ids})
         if not wanted or "StringIds" not in self.tables:
             return {}
-        marks = ", ".join(f":i{k}" for k in range(len(wanted)))
-        sql = f"SELECT id, value FROM StringIds WHERE id IN ({marks})"
-        if len(wanted) > 500:
-            sql, params = "SELECT id, value FROM StringIds", {}
-        else:
-            params = {f"i{k}": v for k, v in enumerate(wanted)}
-        return {int(i): str(v) for i, v in self._rows(sql, params) if isinstance(i, int)}
+        known = self._strings
+        missing = [] if self._all_strings else [i for i in wanted if i not in known]
+        if missing:
+            if len(missing) > 500:
+                sql, params = "SELECT id, value FROM StringIds", {}
+                self._all_strings = True
+            else:
+                marks = ", ".join(f":i{k}" for k in range(len(missing)))
+                sql = f"SELECT id, value FROM StringIds WHERE id IN ({marks})"
+                params = {f"i{k}": v for k, v in enumerate(missing)}
+            known.update((int(i), str(v)) for i, v in self._rows(sql, params) if isinstance(i, int))
+        return {i: known[i] for i in wanted if i in known}
 
-    def _column_codes(
+    def column_codes(
         self, table: str, column: str, where: str, rowids: np.ndarray
     ) -> tuple[np.ndarray, list[str]]:
         """A text column as a code per row of `rowids` (the rows' rowids, ascending) and the distinct
