@@ -24,7 +24,7 @@ from analysis.kernels import kernel_summary
 from analysis.kernels import title as kernel_title
 from analysis.launch import launch_summary
 from analysis.memops import memops_size, memops_time
-from analysis.multi import Part, Piece, Sources, all_notes, read_part, stack_tables
+from analysis.multi import Grouped, Part, Piece, Sources, all_notes, read_part, stack_tables
 from analysis.multi_tables import (
     CALL_STATS,
     KERNEL_STATS,
@@ -216,7 +216,10 @@ def _kernels_combine(out: Combined, parts: Sequence[Part], sources: Sources, by_
 
 def _has_shape(part: Part) -> bool:
     piece = part.pieces.get("kernels")
-    return piece is None or piece.rows is None or "GridXYZ" in piece.rows.columns
+    if piece is None or piece.rows is None:
+        return True
+    rows = piece.rows  # a frame, or a worker's rows grouped by their keys (analysis.multi.Grouped)
+    return "GridXYZ" in (rows.keys if isinstance(rows, Grouped) else rows.columns)
 
 
 def kernel_spec(by: str) -> dict[str, Any]:
