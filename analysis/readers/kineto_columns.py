@@ -195,7 +195,7 @@ def _group(piece: Piece, kind: str, events: list[Event], index: np.ndarray, loca
             list(compress(c, keep)) if c else c for c in (name_values, pids, tids, args)
         )
         ts, dur, index = ts[ok], dur[ok], index[ok]
-    if type(events[0]) is Event and None in args:  # (a phase struct's args are never None)
+    if None in args:  # `"args": null` (a phase struct holds it too: the fuzzer found one)
         args = [NO_ARGS if a is None else a for a in args]
     out: dict[str, Any] = {"start": ts, "end": ts + dur, "index": index, "name": _ids(name_values, local)}
     if cpu:
