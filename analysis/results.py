@@ -49,15 +49,16 @@ FORMAT = 2  # of the result files: bump when what they hold changes
 
 @functools.cache
 def code_stamp() -> str:
-    """A hash of the size and mtime of every module of analysis/ and analysis/readers/ (~50 stats)."""
+    """A hash of the path, size and mtime of every module under analysis/, sub-folders included."""
     h = hashlib.blake2b(digest_size=8)
     root = Path(__file__).resolve().parent
-    for folder in (root, root / "readers"):
-        with os.scandir(folder) as it:
-            files = sorted((e for e in it if e.name.endswith(".py")), key=lambda e: e.name)
-        for e in files:
-            st = e.stat()
-            h.update(f"{folder.name}/{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    files: list[tuple[str, os.stat_result]] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = Path(folder).relative_to(root).as_posix()
+        files.extend((f"{rel}/{n}", os.stat(os.path.join(folder, n))) for n in names if n.endswith(".py"))
+    for name, st in sorted(files):
+        h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 

@@ -132,6 +132,23 @@ def test_changed_analysis_code_is_not_served(cache: Path, monkeypatch: pytest.Mo
     assert kept(export, options) is None
 
 
+def test_code_stamp_sees_every_sub_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed module in any sub-folder of analysis/, however deep or new, changes the stamp."""
+    root = tmp_path / "analysis"
+    here = root / Path(results.__file__).resolve().relative_to(REPO / "analysis")
+    deep = root / "rooms" / "inner" / "mod.py"
+    for path in (here, root / "readers" / "r.py", deep):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+    monkeypatch.setattr(results, "__file__", str(here))
+    stamp = results.code_stamp.__wrapped__  # once per process in use; here each call looks again
+    before = stamp()
+    (root / "rooms" / "inner" / "notes.txt").write_text("not a module\n")
+    assert stamp() == before
+    deep.write_text("x = 22\n")
+    assert stamp() != before
+
+
 def test_control_characters_escaped_the_same(cache: Path, tmp_path: Path) -> None:
     from export_data import derive
 
