@@ -146,5 +146,5 @@ def test_no_import_cycles() -> None:
 
 def test_the_walker_sees_lazy_imports() -> None:
     edges = graph()
-    assert "analysis.nvtx_gpu" in edges["analysis.kernels"]  # imported inside kernel_summary
-    assert "analysis.trace" in edges["analysis.kernels"]
+    assert "analysis.tables.nvtx_gpu" in edges["analysis.tables.kernels"]  # imported inside kernel_summary
+    assert "analysis.trace.trace" in edges["analysis.tables.kernels"]

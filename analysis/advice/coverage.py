@@ -28,7 +28,7 @@ from analysis.advice.checks import FAIL, OK, Check, Health
 from analysis.advice.run_checks import ExportFacts
 from analysis.names import MEASURED, STEP
 from analysis.readers.kineto import STEP_RE
-from analysis.trace import Trace
+from analysis.trace.trace import Trace
 
 PROCESS = ~0xFFFFFF
 GPU_FRAMES = ("kernels", "memcpy", "memset")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.trace import NAMES_OF, Trace
+from analysis.trace.trace import NAMES_OF, Trace
 
 PROCESS = ~0xFFFFFF
 GPU_FRAMES = ("kernels", "memcpy", "memset")

@@ -622,7 +622,7 @@ def _meta(top: dict[str, Any], float_times: bool, ignored: dict[str, int], unusa
         "world_size": dist.get("world_size") if type(dist.get("world_size")) is int else None,
         "devices": [str(d.get("name")) for d in devices if isinstance(d, dict)],
         "base_time_ns": base if type(base) is int else None,
-        "float_times": float_times,  # microseconds with fractions: what makes HTA round (analysis.hta_rules)
+        "float_times": float_times,  # microseconds with fractions: HTA rounds them (analysis.hta.hta_rules)
         "ignored": ignored,
         "unusable": unusable,
     }
