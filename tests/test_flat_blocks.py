@@ -111,14 +111,14 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
     import functools
 
     import analysis.joins.nvtx_sweep as sweep
-    import analysis.tables.nvtx_gpu as nvtx_gpu
+    import analysis.tables.nvtx_credits as nvtx_credits
 
     trace = open_trace(_export(name), cache=False)
     if not (trace.has("nvtx") and trace.has("kernels") and trace.has("runtime")):
         return
-    whole_way = nvtx_gpu._swept
+    whole_way = nvtx_credits._swept
     with monkeypatch.context() as m:
-        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        m.setattr(nvtx_credits, "_swept", lambda *a, **k: None)
         whole = _thread_tables(trace, exclusive=exclusive)
         whole_notes = [t.attrs["notes"] for t in whole]
     calls = []
@@ -126,7 +126,7 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
     for rows in (3, 7, 1 << 18):
         with monkeypatch.context() as m:
             m.setattr(sweep, "thread_sweep", functools.partial(original, rows=rows))
-            m.setattr(nvtx_gpu, "_swept", lambda *a, **k: calls.append(a) or whole_way(*a, **k))
+            m.setattr(nvtx_credits, "_swept", lambda *a, **k: calls.append(a) or whole_way(*a, **k))
             got = _thread_tables(open_trace(_export(name), cache=False), exclusive=exclusive)
         for g, w, notes in zip(got, whole, whole_notes, strict=True):
             pd.testing.assert_frame_equal(g, w, check_exact=True)
@@ -162,8 +162,8 @@ def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, mo
     from export_data import derive
 
     import analysis.joins.nvtx_sweep as sweep
-    import analysis.tables.nvtx_gpu as nvtx_gpu
-    from analysis.tables.nvtx_gpu import attribute
+    import analysis.tables.nvtx_credits as nvtx_credits
+    from analysis.tables.nvtx_credits import attribute
 
     src = _export("ext/dlprof_norelu")
     _, ranges, pairs = attribute(open_trace(src, cache=False), "thread", range_columns=("range_id",))
@@ -176,7 +176,7 @@ def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, mo
         src, tmp_path / "nested.sqlite", f"UPDATE NVTX_EVENTS SET {renamed} WHERE rowid IN {tuple(ids)}"
     )
     with monkeypatch.context() as m:
-        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        m.setattr(nvtx_credits, "_swept", lambda *a, **k: None)
         whole = _thread_tables(open_trace(path, cache=False))
     assert any("nested NVTX ranges of the same name" in n for n in whole[0].attrs["notes"])
     original = sweep.thread_sweep

@@ -49,7 +49,7 @@ def phase_rows(trace: Trace, phases: Sequence[str] = PHASES, *, with_pid: bool =
     `with_pid`). Steps are numbered by the harness's payload (else their order); without `step` ranges,
     each phase's instances are numbered in order (per process)."""
     from analysis.tables.nvtx import all_ranges
-    from analysis.tables.nvtx_gpu import measured_steps
+    from analysis.tables.nvtx_credits import measured_steps
     from analysis.views.timeline import step_index
 
     cols = ["phase", "step", "duration_ns", "start_ns", "end_ns", *(["pid"] if with_pid else [])]

@@ -73,7 +73,7 @@ def block_records(
     has none: its time stays with "outside blocks".
     """
     from analysis.tables.nvtx import all_ranges
-    from analysis.tables.nvtx_gpu import attribute, measured_steps
+    from analysis.tables.nvtx_credits import attribute, measured_steps
 
     trace.require("nvtx", "NVTX or record_function ranges (run with --nvtx-detail)")
     gpu = trace.has("kernels") if gpu is None else gpu

@@ -9,7 +9,7 @@ from analysis.errors import ExportError
 from analysis.joins.runtime import kernel_rows, pid_of
 from analysis.names import STEP
 from analysis.tables.nvtx import all_ranges
-from analysis.tables.nvtx_gpu import measured_steps
+from analysis.tables.nvtx_credits import measured_steps
 from analysis.trace.trace import Trace
 
 EVENT_COLUMNS = ["kind", "name", "start_ns", "end_ns", "lane", "level", "step"]
