@@ -79,7 +79,7 @@ def test_missing_and_repeated_ranges_are_reported() -> None:
 def test_cpu_train_fixture_agrees(cpu_export, cpu_expected) -> None:
     """The real export and the timers.json written by the same process: the figures in shared/README."""
     from analysis.tables.nvtx import nvtx_ranges
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     records = json.loads((cpu_export.parent / "timers.json").read_text())
     ranges = nvtx_ranges(open_trace(cpu_export), names=["step", *PHASES])
@@ -103,7 +103,7 @@ def test_cpu_train_fixture_agrees(cpu_export, cpu_expected) -> None:
 
 def test_range_summary_matches_nvtxsum_oracle(cpu_export, cpu_expected) -> None:
     from analysis.tables.nvtx import nvtx_ranges
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     ranges = nvtx_ranges(open_trace(cpu_export), names=["step", *PHASES])
     ours = range_summary(ranges)

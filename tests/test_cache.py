@@ -20,7 +20,7 @@ import analysis.readers.nsys as nsys_reader
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.summary import summary
 from analysis.trace.cache import Cache, parse_size
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 @pytest.fixture

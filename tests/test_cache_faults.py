@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from analysis.tables.kernels import kernel_summary
 from analysis.trace.cache import BLOCK, EDGE, WHOLE_FILE, Cache, Entry, content_digest
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 pytestmark = pytest.mark.attack

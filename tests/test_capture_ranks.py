@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from analysis.ranks.capture_ranks import kernel_processes
 from analysis.ranks.capture_ranks import ranks_of_exports as ranks_report
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

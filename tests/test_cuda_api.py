@@ -7,7 +7,7 @@ from pathlib import Path
 from export_data import as_printed, oracle
 
 from analysis.tables.cuda_api import APISUM_COLUMNS, cuda_api_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def test_cudaapisum_oracle_without_the_twins(a100_export: Path, a100_expected: Path) -> None:

@@ -123,7 +123,7 @@ def test_an_export_the_harness_did_not_record_shows_a_window_of_its_capture(tmp_
     capture (the busiest second by default, or --start/--end) instead of "no 'step' NVTX ranges"."""
     from analysis.dashboard import collect_export
     from analysis.dashboard.profile import timeline_panel
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     export = LLAMA / "report.sqlite"
     data = collect_export(export)

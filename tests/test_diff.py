@@ -15,7 +15,7 @@ from conftest import NsysRun
 from typer.testing import CliRunner
 
 from analysis.compare.diff import diff_ranges, diff_totals, phase_verdicts
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
 from harness.store.results import ResultsStore

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from analysis.compare.diff import diff_kernels
 from analysis.dashboard.diff import diff_figure, table_panel
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.store.results import ResultsStore
 

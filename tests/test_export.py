@@ -11,7 +11,7 @@ from export_data import newer_schema
 
 from analysis.errors import ExportError
 from analysis.readers.nsys import KERNEL, open_nsys
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def sha(path: Path) -> str:

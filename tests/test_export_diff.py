@@ -15,7 +15,7 @@ from export_data import derive
 from typer.testing import CliRunner
 
 from analysis.compare.export_diff import diff_exports
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

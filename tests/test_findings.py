@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from analysis.advice.findings import Thresholds, findings, phase_of
 from analysis.hta.hta_rules import hta_view
-from analysis.trace.trace import Trace, open_trace
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
 from harness.cli import app
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from analysis.readers import NULL
 from analysis.stats import Repeats, describe, order_like_nsys, time_percent
 from analysis.tables.cuda_api import cuda_api_summary, summarize_calls
 from analysis.tables.nvtx import NVTXSUM_COLUMNS, all_ranges, grouped_tags, nvtx_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def _export(name: str):

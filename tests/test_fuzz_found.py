@@ -36,7 +36,7 @@ def test_times_past_2_62_are_left_out_and_counted(tmp_path) -> None:
     from export_data import derive
 
     from analysis.tables.kernels import kernel_summary
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     bad = derive(
         A100,
@@ -82,7 +82,7 @@ def test_os_runtime_durations_past_2_62_are_left_out(tmp_path) -> None:
     from export_data import derive
 
     from analysis.tables.osrt import osrt_summary
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     cpu_train = next(f for f in NSYS_FIXTURES if f.parent.name == "cpu-train")
     mutations = [("set", "OSRT_API", 1, 1, 0, "9223372036854775807")]
@@ -118,7 +118,7 @@ def test_a_kernel_without_a_correlation_id_has_no_launch_call(tmp_path) -> None:
 
     from analysis.joins.runtime import kernel_launches
     from analysis.readers import NULL
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     bad = derive(
         A100,

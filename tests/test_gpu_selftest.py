@@ -14,7 +14,7 @@ from export_data import derive
 from power_data import ReplayNvml
 
 from analysis.runs import selftest
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.energy import power
 from harness.execution import nsys
 from harness.experiments import doctor

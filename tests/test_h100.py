@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from analysis.compare.agreement import agreement_table, pair_ranges
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.nvtx_gpu import nvtx_gpu_summary, phase_check
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 PHASES = ("forward", "backward", "optimizer")

@@ -10,7 +10,7 @@ import pytest
 
 from analysis.compare.iterations import find_iterations, in_windows
 from analysis.errors import AnalysisError
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def step_ranges(path: Path) -> list[tuple[int, int]]:

@@ -23,7 +23,7 @@ from analysis.readers.kineto import GPU_PROCESS, SMALL_ID, text_ns
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.nvtx_gpu import nvtx_gpu_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 FIXTURES = list(TRACES)

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import analysis.readers.kineto_stream as stream
 from analysis.readers.kineto import open_kineto
 from analysis.tables.kernels import kernel_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 pytestmark = pytest.mark.attack

@@ -7,7 +7,7 @@ from pathlib import Path
 from export_data import as_printed, oracle
 
 from analysis.tables.launch import launch_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def test_kernexecsum_oracle_counted_once(a100_export: Path, a100_expected: Path) -> None:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from analysis.errors import ExportError
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.launch import launch_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 pytestmark = pytest.mark.attack  # scripts/attack.sh runs and counts these

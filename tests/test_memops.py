@@ -9,7 +9,7 @@ import pytest
 from export_data import as_printed, derive, oracle
 
 from analysis.tables.memops import memops_size, memops_time
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.core.errors import ExportError
 
 

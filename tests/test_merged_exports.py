@@ -21,7 +21,7 @@ from conftest import SHARED_NSYS, need
 from analysis.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
 from analysis.tables.tables import combine, run_task
 from analysis.trace.multi import label_sources
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 OTHER_PID = 4242  # the renumbered process
 

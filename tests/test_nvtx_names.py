@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from analysis.nvtx_names import GROUPING_LINE, group_name, grouped_categories
 from analysis.tables.nvtx import nvtx_summary
 from analysis.tables.nvtx_gpu import nvtx_gpu_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

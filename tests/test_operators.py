@@ -25,7 +25,7 @@ from analysis.tables.operators import (
     SHAPES,
     operator_table,
 )
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

@@ -19,7 +19,8 @@ from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, corpus_cases, need
 from export_data import as_printed
 
 from analysis.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
-from analysis.trace.trace import Trace, open_trace
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
 
 Table = Callable[[Trace, str], pd.DataFrame]  # (trace, stats format) -> the table
 KERNELS: dict[str, Table] = {

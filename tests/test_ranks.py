@@ -21,7 +21,7 @@ from analysis.ranks.ranks import (
     straggler_table,
     union_ns,
 )
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

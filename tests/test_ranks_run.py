@@ -200,7 +200,7 @@ def test_two_ranks_under_nsys_leave_a_report_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
 ) -> None:
     from analysis.tables.nvtx import nvtx_ranges
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HARNESS_NSYS", nsys_bin)

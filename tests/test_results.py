@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import analysis.stats
 import analysis.tables.kernels
 from analysis.trace import results
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

@@ -22,7 +22,7 @@ from analysis.advice.record import advice_record, health_line, summary_lines
 from analysis.advice.run_checks import RunFacts, run_checks
 from analysis.compare.agreement import agreement_table, pair_ranges
 from analysis.tables.nvtx import nvtx_ranges
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.machine import MachineLoad
 from harness.experiments.advice import run_advice, stored_facts

@@ -7,7 +7,7 @@ from pathlib import Path
 from export_data import newer_schema
 
 from analysis.tables.summary import summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def test_a100(a100_export: Path) -> None:

@@ -27,7 +27,8 @@ from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.hta.gpu_events import merge
 from analysis.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
 from analysis.readers import NULL
-from analysis.trace.trace import NAMES_OF, Trace
+from analysis.trace.frames import NAMES_OF
+from analysis.trace.trace import Trace
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF

@@ -14,7 +14,8 @@ from analysis.dashboard.panel import DashboardData, Profile
 from analysis.errors import ExportError, first_line
 from analysis.names import STEP
 from analysis.tables import kernels, nvtx, nvtx_gpu, osrt
-from analysis.trace.trace import Trace, open_trace
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
 from analysis.views import timeline
 
 # The errors that mean "this export lacks that table" (or cannot be read), not a bug.

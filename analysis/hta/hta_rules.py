@@ -27,7 +27,9 @@ import pandas as pd
 
 from analysis.joins.runtime import PROCESS_MASK, _call_key
 from analysis.readers import valid_duration
-from analysis.trace.trace import FRAMES, NULL, TIMED, Trace, TraceView
+from analysis.trace.frames import FRAMES, TIMED
+from analysis.trace.trace import NULL, Trace
+from analysis.trace.view import TraceView
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 CPU_FRAMES = ("runtime", "nvtx", "cpu_ops", "osrt")

@@ -19,7 +19,8 @@ import pandas as pd
 
 from analysis.joins.runtime import RUNTIME_COLUMNS, pid_of
 from analysis.readers import NULL
-from analysis.trace.trace import BLOCK_ROWS, NAME_COLUMN, Trace
+from analysis.trace.frames import BLOCK_ROWS, NAME_COLUMN
+from analysis.trace.trace import Trace
 
 CALL_FIELDS = ("has_call", "call_start", "call_end", "global_tid", "api_id")
 # kernels per block of a one-pass table: a block's temporaries (nvtx-gpu: ~6 credits a kernel) and the

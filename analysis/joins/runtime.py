@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats import Repeats, factorize, member, membership
-from analysis.trace.trace import NAME_COLUMN, NULL, Trace
+from analysis.trace.frames import NAME_COLUMN
+from analysis.trace.trace import NULL, Trace
 
 PROCESS_MASK = ~0xFFFFFF  # globalTid -> the globalPid part
 

@@ -48,7 +48,10 @@ from analysis.ranks.ranks import (
     straggler_note,
     straggler_table,
 )
-from analysis.trace.trace import FRAMES, Trace, TraceView, open_trace
+from analysis.trace.frames import FRAMES
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
+from analysis.trace.view import TraceView
 
 COLLECTIVE_COLUMNS = [
     "Collective", "Rank", "Kernel", "Start (ns)", "Compute Before (ns)", "Wait (ns)", "Duration (ns)",

@@ -1,4 +1,4 @@
-"""Readers: one per trace format, each filling the frames of `analysis.trace.trace.FRAMES` from its files.
+"""Readers: one per trace format, each filling the frames of `analysis.trace.frames.FRAMES` from its files.
 
 What every reader shares lives here (readers import nothing else of the trace model).
 """

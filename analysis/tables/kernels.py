@@ -27,8 +27,9 @@ from analysis.readers import NULL
 from analysis.stats import durations_by_group, round_half_up
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import kernels_by_name, producer
+from analysis.trace.frames import BLOCK_ROWS, NAME_COLUMN
 from analysis.trace.results import Rows
-from analysis.trace.trace import BLOCK_ROWS, NAME_COLUMN, Trace
+from analysis.trace.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -149,7 +149,7 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     not once per range (1.8M ranges: ~470 MB at the peak when every range's printed name was a Python
     string)."""
     from analysis.stats import durations_by_group, figures, round_half_up
-    from analysis.trace.trace import BLOCK_ROWS
+    from analysis.trace.frames import BLOCK_ROWS
 
     trace.require("nvtx", "NVTX data")
     names, domains = _Codes(), _Codes()

@@ -16,7 +16,8 @@ import pandas as pd
 from analysis.errors import ExportError
 from analysis.names import STEP, TRAIN_PHASES
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
-from analysis.trace.trace import FRAMES, Trace
+from analysis.trace.frames import FRAMES
+from analysis.trace.trace import Trace
 
 # The columns the tables below read, loaded together so that each source table is scanned once.
 NEEDS = {

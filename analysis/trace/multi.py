@@ -6,7 +6,7 @@ be exported (the CLI layer does that, harness.experiments.reports).
 
 Each export is read by one task (analysis.multi_tasks.run_task) in a worker: a local process
 (ProcessPoolExecutor, as many as cores and inputs allow) or a Dask distributed worker (`dask=ADDRESS`). A task
-opens the trace through analysis.trace.trace.open_trace, so the Parquet cache serves it, and returns a Part:
+opens the trace through analysis.trace.opening.open_trace, so the Parquet cache serves it, and returns a Part:
 small tables plus, for the summaries that are combined exactly, the per-row values (a name code and a
 duration per kernel, call or range).
 
@@ -336,7 +336,7 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
     a user can cause (no such data, a broken file) comes back in `error`, not as an exception."""
     import resource
 
-    from analysis.trace.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     part = Part(path=path)
     try:

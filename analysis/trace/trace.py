@@ -4,38 +4,7 @@ Every table in analysis/ is a function of a `Trace`, never of a file. A reader p
 frames; the trace loads each frame lazily, only the columns asked for, each column at most once, and keeps
 what it read in a Parquet cache (analysis.trace.cache) so that later commands never open the source again.
 
-Frames and their columns (times in ns on the source's clock, ids as int64, NULL as the `NULL` sentinel):
-
-- kernels: start, end, duration, correlation_id, global_pid, device_id, stream_id, grid, block (launch
-  dimensions packed, see analysis.tables.kernels), name_id, short_name_id, mangled_name_id, context_id
-- runtime (CUDA runtime and driver calls): start, end, duration, correlation_id, global_tid, name_id
-- memcpy: start, end, duration, copy_kind, bytes, stream_id, correlation_id, global_pid, device_id, src_kind,
-  dst_kind (CUPTI's copy and memory kinds: copy_kind 1 is HtoD, memory kind 1 pageable, 3 device),
-  context_id, src_device, dst_device (the devices a copy reads and writes; NULL where not recorded),
-  green_context_id (NULL before schema 3.x)
-- memset: start, end, duration, bytes, stream_id, correlation_id, global_pid, device_id, mem_kind, context_id,
-  green_context_id
-- osrt (OS runtime calls): start, end, duration, global_tid, name_id
-
-`duration` is end - start, NULL where the row cannot be right: a table that needs only durations reads one
-column, not two.
-- nvtx (ranges): range_id, start, end, global_tid, pushpop (bool), payload (Int64), name, domain
-- syncs (CUDA synchronization as the GPU records it: stream waits, stream/context/event syncs): start, end,
-  stream_id, correlation_id, global_pid, device_id, name_id
-- cpu_ops (framework operators, e.g. PyTorch's aten:: ops): start, end, global_tid, name_id, external_id,
-  shapes_id (the operator's input sizes with record_shapes, "" without)
-- threads: global_tid, name
-- strings: id, value (what the *name_id columns point at)
-- overhead (nsys's own time, PROFILER_OVERHEAD): start, end, duration, global_tid, name_id
-- diagnostics (nsys's messages, DIAGNOSTIC_EVENT): timestamp, global_pid, severity, source, text
-- contexts (the CUDA contexts GPU work ran in): global_pid, device_id, context_id
-
-A reader fills the frames its format has; the others are empty (nsys exports: no syncs, no cpu_ops;
-Kineto traces: no overhead, diagnostics or contexts).
-
-global_tid / global_pid follow nsys: the process id in bits 24-47, the thread id in bits 0-23.
-Rows that cannot be right (no start or end, end before start, a name id with no string) are left out
-when a frame is handed out, and `notes` says how many.
+The frames, their columns and the rows left out of them: analysis.trace.frames.
 """
 
 from __future__ import annotations
@@ -49,49 +18,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis import readers
-from analysis.errors import ExportError
+from analysis.errors import AnalysisError, ExportError
 from analysis.readers import NULL
 from analysis.stats import member
+from analysis.trace.frames import (
+    BLOCK_ROWS,
+    BY_COLUMN,
+    FRAMES,
+    NAMES_OF,
+    TIMED,
+    TYPED,
+    WHOLE,
+    _left_out,
+    _wrong_and_wild,
+)
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: tables over `blocks` need none
     import pandas as pd
 
-FRAMES: dict[str, tuple[str, ...]] = {
-    "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
-                "block",
-                "name_id", "short_name_id", "mangled_name_id", "context_id"),
-    "runtime": ("start", "end", "duration", "correlation_id", "global_tid", "name_id"),
-    "memcpy": ("start", "end", "duration", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid",
-               "device_id", "src_kind", "dst_kind", "context_id", "src_device", "dst_device",
-               "green_context_id"),
-    "memset": ("start", "end", "duration", "bytes", "stream_id", "correlation_id", "global_pid", "device_id",
-               "mem_kind", "context_id", "green_context_id"),
-    "osrt": ("start", "end", "duration", "global_tid", "name_id"),
-    "nvtx": ("range_id", "start", "end", "global_tid", "pushpop", "payload", "name", "domain"),
-    "syncs": ("start", "end", "stream_id", "correlation_id", "global_pid", "device_id", "name_id"),
-    "cpu_ops": ("start", "end", "global_tid", "name_id", "external_id", "shapes_id"),
-    "threads": ("global_tid", "name"),
-    "strings": ("id", "value"),
-    "overhead": ("start", "end", "duration", "global_tid", "name_id"),
-    "diagnostics": ("timestamp", "global_pid", "severity", "source", "text"),
-    "contexts": ("global_pid", "device_id", "context_id"),
-}  # fmt: skip
-WHOLE = frozenset({"threads", "strings", "diagnostics", "contexts"})  # read in one piece
-TYPED = frozenset({"nvtx", "threads", "strings", "diagnostics", "contexts"})  # the reader types them
-TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops", "overhead"})
-NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory copies",
-            "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
-            "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
-            "overhead": "profiler overhead events"}  # fmt: skip
-# (format, frame) staged a column at a time: an nsys export's NVTX ranges are read whole, by a scan of
-# their table that costs little per column
-BY_COLUMN = frozenset({("nsys-sqlite", "nvtx")})
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-MAX_TIME = 2**62  # ns; a start or end past ±this is left out
-BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
-BLOCK_ROWS = 1 << 18  # rows per block of `Trace.blocks`
-# the kernels' name column of each name style (mangled falls back to demangled where none was recorded)
-NAME_COLUMN = {"demangled": "name_id", "base": "short_name_id", "mangled": "mangled_name_id"}
 
 _unwritable_said: set[str] = set()
 
@@ -326,8 +270,6 @@ class Trace:
                     for c in columns:
                         with contextlib.suppress(OSError):
                             entry.path(frame, c).unlink()
-                    from analysis.errors import AnalysisError
-
                     raise AnalysisError(
                         f"the cached {NAMES_OF.get(frame, frame)} of {self.path} could not be read ({e}); "
                         "they were deleted: run the command again"
@@ -538,51 +480,6 @@ class Trace:
         self._entry = None
 
 
-class TraceView(Trace):
-    """A trace seen through a rule (HTA's load rules, one process of a capture): the frames are the
-    subclass's, the data and the source stay the base trace's, read once."""
-
-    def __init__(self, base: Trace) -> None:  # no super().__init__: the base trace holds the data
-        self.base = base
-        self.path = base.path
-        self.meta = base.meta
-        self.format = base.format
-
-    @property
-    def reader(self) -> Any:
-        return self.base.reader
-
-    @property
-    def source_reads(self) -> dict[str, int]:
-        return self.base.source_reads
-
-    @property
-    def cache_entry(self) -> Any:
-        """None: the entry is the source's, and a view's tables are not the source's."""
-        return None
-
-    def _cached_strings(self) -> dict[int, str] | None:
-        return None
-
-    def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
-        """The view's columns (its `_columns`), whole, handed out a block at a time."""
-        data = self._columns(frame, columns)
-        for lo in range(0, len(data[columns[0]]), rows):
-            yield {c: np.asarray(data[c][lo : lo + rows]) for c in columns}
-
-    def close(self) -> None:
-        self.base.close()
-
-    def load(self, wanted: Mapping[str, Iterable[str]]) -> None:
-        self.base.load(wanted)
-
-    def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
-        return False  # a view's frames are its own: `load` them
-
-    def release(self) -> None:
-        return None
-
-
 def _add_note(notes: list[str], text: str) -> None:
     if text not in notes:
         notes.append(text)
@@ -592,99 +489,3 @@ def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})
-
-
-def _wrong_and_wild(check: list[str], data: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(the rows that cannot be right, the rows with a time past ±2**62 ns) by `check`'s columns: past it
-    (146 years) no time is right, and end - start would wrap round int64."""
-    if check == ["duration"]:
-        duration = np.asarray(data["duration"])
-        wrong = duration == NULL
-        return wrong, ~wrong & (duration > MAX_TIME)  # its start or end past ±2**61 at least
-    start, end = np.asarray(data["start"]), np.asarray(data["end"])
-    wrong = (start == NULL) | (end == NULL) | (end < start)
-    return wrong, ~wrong & ((start < -MAX_TIME) | (end > MAX_TIME))
-
-
-def _left_out(frame: str, check: list[str], n: int, wild: int, bad: int) -> list[str]:
-    """The notes on the rows `_wrong_and_wild` left out of `n`."""
-    notes = []
-    if wild:
-        what = "a duration past 2**62" if check == ["duration"] else "a start or end past ±2**62"
-        notes.append(f"left out {wild:,} of {n:,} {NAMES_OF[frame]} with {what} ns (146 years): not a time")
-    if bad:
-        notes.append(
-            f"left out {bad:,} of {n:,} {NAMES_OF[frame]} that cannot be right "
-            "(no start or end, or an end before the start)"
-        )
-    return notes
-
-
-def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
-    """Open a profile for analysis: an Nsight Systems SQLite export, or a Chrome/Kineto trace (`.json`,
-    `.json.gz`, as torch.profiler writes it), told apart by their first bytes. Raises ExportError saying
-    what is wrong. With `cache`, frames come from and go to the Parquet cache (analysis.trace.cache)."""
-    path = Path(path)
-    if not path.exists():
-        raise ExportError(f"no such export: {path}")
-    if path.is_dir():
-        raise ExportError(f"{path} is a folder: pass the .sqlite export or the .json(.gz) trace inside it")
-    not_a_file(path)
-    if path.suffix in REPORT_SUFFIXES:
-        raise ExportError(
-            f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
-        )
-    if _looks_like_json(path):
-        from analysis.readers import kineto
-
-        return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
-    from analysis.readers import sqlite_files
-
-    # an export whose write-ahead log holds changes: its content is file and log, and the log changes
-    # without the file, so the file's identity does not name it
-    why = sqlite_files.not_cached_why(path) if cache else None
-    trace = Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache and why is None)
-    if why is not None:
-        trace.note(why)
-    return trace
-
-
-def not_a_file(path: Path) -> None:
-    """Raise ExportError unless `path` is a regular file (after links): a named pipe, a device or a socket
-    would be used up by the first look at it (and a second open of a pipe waits for a writer for ever)."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError as e:
-        raise ExportError(f"cannot read {path}: {e.strerror}") from None
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return
-    what = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
-    raise ExportError(
-        f"{path} is {what}, not a file: an export or trace is read more than once (its type, the cache's "
-        "key, then its rows), so save it to a file first (e.g. `cat … > trace.json`) and pass that"
-    )
-
-
-def _open_nsys(path: Path) -> Any:
-    """The nsys reader, imported when the source is read (it imports pandas): not on a warm command."""
-    from analysis.readers import nsys
-
-    return nsys.open_nsys(path)
-
-
-def _looks_like_json(path: Path) -> bool:
-    """Not SQLite, and gzip, or JSON's first byte, or named like a trace (.json, .json.gz)."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError as e:
-        raise ExportError(f"cannot read {path}: {e.strerror}") from None
-    if head.startswith(b"SQLite format 3\x00"):
-        return False
-    if head.startswith(b"\x1f\x8b") or head.removeprefix(BOM).lstrip()[:1] in (b"{", b"["):
-        return True
-    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):  # UTF-16/32 text: the reader says so
-        return True
-    return path.name.endswith((".json", ".json.gz"))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.stats_format import release
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.core import nvtx_ranges as emitter
 from harness.core.errors import HarnessError
 from harness.energy import power

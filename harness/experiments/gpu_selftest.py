@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 from analysis.runs.selftest import EXPECTED, Seen, check_all
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.core.errors import HarnessError
 from harness.execution import nsys
 from harness.execution.nsys.find import NsysInfo

@@ -17,7 +17,8 @@ from pathlib import Path
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
 from analysis.trace.cache import Cache, cache_root
-from analysis.trace.trace import REPORT_SUFFIXES, Trace, not_a_file, open_trace
+from analysis.trace.opening import REPORT_SUFFIXES, not_a_file, open_trace
+from analysis.trace.trace import Trace
 from harness.core.errors import NsysError
 from harness.execution.nsys import export_sqlite
 

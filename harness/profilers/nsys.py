@@ -24,7 +24,7 @@ from analysis.compare.overhead import BASELINE, headline, overhead_table
 from analysis.errors import AnalysisError
 from analysis.tables import nvtx as nvtx_table
 from analysis.tables.kernels import kernel_summary
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
 from harness.core.errors import HarnessError

@@ -20,7 +20,7 @@ from analysis.compare.agreement import range_summary
 from analysis.readers.kineto import is_complete
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.operators import SELF_CUDA, by_self_cuda, operator_table
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.core import signals
 from harness.core.errors import user_errors
 from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
 from analysis.names import BLOCK_TIMERS
-from analysis.trace.trace import open_trace
+from analysis.trace.opening import open_trace
 from analysis.views.blocks import block_records, block_table
 from harness.core.errors import HarnessError
 from harness.core.records import LATEST, phases_for
