@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from analysis.trace.cache import Cache, content_digest, whole_digest
+from analysis.trace.cache import Cache
+from analysis.trace.digests import content_digest, whole_digest
 
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:

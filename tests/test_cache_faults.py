@@ -21,7 +21,8 @@ from reading import flat
 from typer.testing import CliRunner
 
 from analysis.tables.kernels import kernel_summary
-from analysis.trace.cache import BLOCK, EDGE, WHOLE_FILE, Cache, Entry, content_digest
+from analysis.trace.cache import Cache, Entry
+from analysis.trace.digests import BLOCK, EDGE, WHOLE_FILE, content_digest
 from analysis.trace.opening import open_trace
 from harness.cli import app
 

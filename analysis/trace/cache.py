@@ -32,7 +32,6 @@ The entries are kept under a size limit (default 5 GB), least recently used firs
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -46,6 +45,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import AnalysisError
+from analysis.trace.digests import content_digest, whole_digest
+from analysis.trace.parquet_columns import (
+    _in_step,
+    _int64_column,
+    _malloc_pool,
+    _named_or_flag,
+)
 
 if TYPE_CHECKING:  # imported where used: finding an entry (a warm command's first step) needs neither
     import numpy as np
@@ -55,8 +61,6 @@ DEFAULT_LIMIT = 5 * 1000**3
 CONFIG = "config.json"
 META = "meta.json"
 STALE_TMP_S = 3600  # temporary files older than this are from killed commands
-WHOLE_FILE = 256 << 10  # sources up to this size are hashed whole
-EDGE, BLOCK, BLOCKS = 64 << 10, 4 << 10, 16  # bigger ones: head and tail, and blocks spread between
 LIMIT_ENV = "HARNESS_CACHE_LIMIT"
 RACY_NS = 2 * 10**9  # a source changed less than this before its key was taken is checked by content too
 TAG = "CACHEDIR.TAG"
@@ -458,146 +462,6 @@ class ColumnWriter:
             with contextlib.suppress(OSError):
                 tmp.unlink()
         self.writers = {}
-
-
-def _in_step(files: dict[str, Any], rows: int) -> Iterator[dict[str, np.ndarray]]:
-    """Aligned blocks of at most `rows` rows of the files' columns: row groups of files written in different
-    ways (a whole column by `store`, blocks by `ColumnWriter`) end at different rows, so each block is cut
-    to the shortest piece at hand and the rest kept for the next. A row group at a time (`read_row_group`):
-    `iter_batches` held ~25 MB per file open beside its batches (runtime calls, four columns: +100 MB)."""
-    import numpy as np
-
-    its = {c: _row_groups(c, f) for c, f in files.items()}
-    pending: dict[str, np.ndarray] = {c: np.empty(0, dtype=np.int64) for c in files}
-    while True:
-        for c, it in its.items():
-            while not len(pending[c]):
-                piece = next(it, None)
-                if piece is None:
-                    return
-                pending[c] = piece
-        n = min(rows, *(len(v) for v in pending.values()))
-        yield {c: v[:n] for c, v in pending.items()}
-        pending = {c: v[n:] for c, v in pending.items()}
-
-
-def _row_groups(name: str, file: Any) -> Iterator[np.ndarray]:
-    """The chunks of an int64 column without nulls, a row group at a time, as read-only numpy arrays over
-    arrow's buffers (Array.to_numpy asks whether pandas is there)."""
-    import numpy as np
-    import pyarrow as pa
-
-    if file.schema_arrow.field(0).type != pa.int64():
-        yield from _other_chunks(file)
-        return
-    for group in range(file.num_row_groups):
-        column = file.read_row_group(group, use_threads=False).column(0)
-        for chunk in column.chunks:
-            if chunk.null_count:
-                raise OSError(f"nulls in cached column {name}")
-            yield np.frombuffer(chunk.buffers()[1], np.int64, len(chunk), chunk.offset * 8)
-        del column
-
-
-def _named_or_flag(kind: Any) -> bool:
-    """Whether `_other_chunks` reads a column of this arrow type: booleans, strings, names (dictionaries),
-    or nothing but nulls (an export without NVTX domains)."""
-    import pyarrow as pa
-
-    return bool(
-        pa.types.is_boolean(kind)
-        or pa.types.is_dictionary(kind)
-        or pa.types.is_string(kind)
-        or pa.types.is_null(kind)
-    )
-
-
-def _other_chunks(file: Any) -> Iterator[Any]:
-    """A boolean column's chunks as numpy booleans, a column of names (or nulls) as pandas Categoricals (a
-    missing name is a missing value), a row group at a time."""
-    import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-
-    for group in range(file.num_row_groups):
-        column = file.read_row_group(group, use_threads=False).column(0)
-        for chunk in column.chunks:
-            if pa.types.is_boolean(chunk.type):
-                if chunk.null_count:
-                    raise OSError("nulls in a cached boolean column")
-                yield np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=bool)
-            elif pa.types.is_dictionary(chunk.type):
-                codes = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-                yield pd.Categorical.from_codes(codes, categories=chunk.dictionary.to_pylist())
-            elif pa.types.is_null(chunk.type):  # no domain anywhere: every value missing
-                yield pd.Categorical.from_codes(np.full(len(chunk), -1, dtype=np.int8), categories=[])
-            else:
-                yield pd.Categorical(chunk.to_pandas())
-        del column
-
-
-def _int64_column(file: Any) -> np.ndarray | None:
-    """An int64 column without nulls as a numpy array, read a row group at a time into it (None for other
-    columns): a whole-file read then to_pandas holds the column two or three times over (6M runtime
-    calls: +130 MB at the peak for a 48 MB column, against +60 MB)."""
-    import numpy as np
-    import pyarrow as pa
-
-    if file.schema_arrow.field(0).type != pa.int64():
-        return None
-    if file.num_row_groups == 1:  # up to 1M rows: arrow's buffer as it is, no copy (read-only)
-        column = file.read_row_group(0, use_threads=False).column(0)
-        if column.num_chunks == 1 and not column.null_count:
-            return column.chunk(0).to_numpy()
-    out = np.empty(file.metadata.num_rows, dtype=np.int64)
-    at = 0
-    for group in range(file.num_row_groups):
-        for chunk in file.read_row_group(group, use_threads=False).column(0).chunks:
-            if chunk.null_count:
-                return None
-            out[at : at + len(chunk)] = chunk.to_numpy()
-            at += len(chunk)
-    return out if at == len(out) else None
-
-
-@functools.cache
-def _malloc_pool() -> None:
-    """pyarrow allocates with malloc, not its mimalloc pool, which keeps freed buffers resident: reading
-    one 6M-row column from the cache and letting it go left ~450 MB held, 126 MB with malloc (and glibc's
-    mmap threshold set, analysis.readers.return_freed_buffers)."""
-    import pyarrow as pa
-
-    from analysis.readers import return_freed_buffers
-
-    return_freed_buffers()
-    with contextlib.suppress(Exception):
-        pa.set_memory_pool(pa.system_memory_pool())
-
-
-def content_digest(path: Path, size: int) -> str:
-    """A hash of the file's content: all of it up to WHOLE_FILE bytes, else head, tail and BLOCKS blocks
-    between (about 200 KB read, ~0.3 ms warm). Raises OSError when the file cannot be read."""
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        if size <= WHOLE_FILE:
-            h.update(f.read())
-            return h.hexdigest()
-        fd = f.fileno()
-        h.update(os.pread(fd, EDGE, 0))
-        step = (size - 2 * EDGE) // (BLOCKS + 1)
-        for i in range(1, BLOCKS + 1):
-            h.update(os.pread(fd, BLOCK, EDGE + i * step))
-        h.update(os.pread(fd, EDGE, size - EDGE))
-    return h.hexdigest()
-
-
-def whole_digest(path: Path) -> str:
-    """A hash of every byte of the file (BLAKE2b, read 1 MiB at a time). Raises OSError."""
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_atomic(path: Path, data: bytes) -> None:
