@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from analysis.errors import ExportError
 from analysis.hta.hta_rules import _round_inward, hta_view
-from analysis.readers.kineto import GPU_PROCESS, SMALL_ID, text_ns
+from analysis.readers.kineto import text_ns
+from analysis.readers.kineto_build import GPU_PROCESS, SMALL_ID
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.nvtx_gpu import nvtx_gpu_summary

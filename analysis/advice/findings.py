@@ -23,7 +23,7 @@ from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_break
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
 from analysis.joins.runtime import plain_name
 from analysis.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
-from analysis.readers.kineto import STEP_RE
+from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)

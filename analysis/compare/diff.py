@@ -196,7 +196,7 @@ def gate_failures(verdicts: list[PhaseVerdict], pct: float) -> list[PhaseVerdict
 
 def _memop_names(kinds: pd.DataFrame, copy: bool) -> pd.Series:
     """Kineto's own memcpy / memset names back from CUPTI's kinds ("Memcpy HtoD (Pinned -> Device)")."""
-    from analysis.readers.kineto import COPY_KINDS, MEMORY_KINDS
+    from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
 
     copy_name = {v: k for k, v in COPY_KINDS.items()}
     memory = {v: k for k, v in MEMORY_KINDS.items()}

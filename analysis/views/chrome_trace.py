@@ -37,7 +37,7 @@ from analysis.errors import AnalysisError, ExportError
 from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL
-from analysis.readers.kineto import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
+from analysis.readers.kineto_build import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
 from analysis.trace.trace import Trace
 from analysis.views.timeline import step_index
 
