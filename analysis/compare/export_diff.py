@@ -41,7 +41,7 @@ from analysis.compare.iterations import Iterations, find_iterations, in_windows
 from analysis.compare.overhead import Comparison, compare_samples
 from analysis.errors import AnalysisError
 from analysis.hta.gpu_events import COMMUNICATION, COMPUTATION, MEMORY, gpu_events, merge, sweep, types_of
-from analysis.joins.runtime import pid_of
+from analysis.joins.runtime import pid_of, runtime_calls
 from analysis.trace.trace import NULL, Trace
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
@@ -437,8 +437,6 @@ def _range_totals(trace: Trace, windows: pd.DataFrame | None, by: str) -> pd.Dat
 
 
 def _api_totals(trace: Trace, windows: pd.DataFrame | None) -> pd.DataFrame:
-    from analysis.joins.runtime import runtime_calls
-
     calls = runtime_calls(trace)
     names = calls.attrs["names"]
     if windows is not None:

@@ -18,6 +18,7 @@ from analysis.readers import NULL
 from analysis.stats import (
     Repeats,
     describe,
+    durations_by_group,
     figures,
     name_codes,
     order_like_nsys,
@@ -66,8 +67,6 @@ def _durations(trace: Trace, block_rows: int | None) -> Iterator[dict[str, np.nd
 
 
 def _by_blocks(trace: Trace, block_rows: int | None = None) -> pd.DataFrame:
-    from analysis.stats import durations_by_group
-
     per_id = dict(durations_by_group(_durations(trace, block_rows), ["name_id"]))  # (name_id,) -> durations
     ids = sorted(k[0] for k in per_id)
     strings = trace.strings(ids)

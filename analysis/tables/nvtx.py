@@ -11,7 +11,8 @@ from analysis.errors import ExportError
 from analysis.intervals import levels, parents, sort_ranges
 from analysis.joins.runtime import pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
-from analysis.stats import order_like_nsys, time_percent
+from analysis.stats import durations_by_group, figures, order_like_nsys, round_half_up, time_percent
+from analysis.trace.frames import BLOCK_ROWS
 from analysis.trace.trace import Trace
 
 NVTXSUM_COLUMNS = [
@@ -148,9 +149,6 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     style) as integers, so that what stays is each group's durations: the names are made once per group,
     not once per range (1.8M ranges: ~470 MB at the peak when every range's printed name was a Python
     string)."""
-    from analysis.stats import durations_by_group, figures, round_half_up
-    from analysis.trace.frames import BLOCK_ROWS
-
     trace.require("nvtx", "NVTX data")
     names, domains = _Codes(), _Codes()
     read = [0]

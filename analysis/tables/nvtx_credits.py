@@ -16,7 +16,7 @@ from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx_names import grouped_categories, grouping_notes
-from analysis.stats import BLOCK, factorize, factorize_blocks, figures, group_ids
+from analysis.stats import BLOCK, durations_by_group, factorize, factorize_blocks, figures, group_ids
 from analysis.tables.nvtx import all_ranges, any_named
 from analysis.trace.trace import Trace
 
@@ -377,8 +377,6 @@ def _group_figures(group: np.ndarray, duration: np.ndarray) -> list[tuple]:
     """stats.figures of each group's durations, in group order: the durations split by group a block of
     credits at a time (analysis.stats.durations_by_group), not an int64 order of every credit (24M credits
     at 4M kernels: 192 MB)."""
-    from analysis.stats import durations_by_group
-
     blocks = (
         {"g": group[lo : lo + BLOCK], "duration": duration[lo : lo + BLOCK]}
         for lo in range(0, len(group), BLOCK)

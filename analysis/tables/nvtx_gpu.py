@@ -24,9 +24,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.joins.runtime import kernel_launches
+from analysis.joins.runtime import PROCESS_MASK as MASK
+from analysis.joins.runtime import _call_key, _lookup, kernel_launches, runtime_calls
 from analysis.stats import round_half_up, time_percent
-from analysis.tables.nvtx import all_ranges, tagged
+from analysis.tables.nvtx import all_ranges, nvtx_trace, tagged
 from analysis.tables.nvtx_credits import (
     PHASES,
     Mode,
@@ -195,9 +196,6 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     kern = kernel_launches(trace, extra=("start", "end"))
     parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid"]]]
     if trace.has("memcpy") or trace.has("memset"):
-        from analysis.joins.runtime import PROCESS_MASK as MASK
-        from analysis.joins.runtime import _call_key, _lookup, runtime_calls
-
         ops = memory_ops(trace)
         pid = np.zeros(len(ops), dtype=np.int64)
         if "global_pid" in ops:
@@ -230,8 +228,6 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     """Each push/pop range projected onto the GPU, like `nsys stats -r nvtxgpuproj`: the span from the first
     start to the last end of the GPU operations launched inside it (or inside a range it encloses) on its
     thread. Ranges without GPU operations are left out, and NumChild counts the children that have some."""
-    from analysis.tables.nvtx import nvtx_trace
-
     _require(trace)
     ranges = all_ranges(trace)
     ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
