@@ -1,6 +1,7 @@
-"""Tables and figures from Nsight Systems exports and the results store.
+"""Tables and figures from Nsight Systems exports, Kineto traces and the results store.
 
-`analysis.export` opens an export (the only module that writes SQL against one); one module per table
-(`kernels`, `nvtx`, `nvtx_gpu`, `cuda_api`, `memops`, `launch`, `osrt`, `timeline`, `summary`) turns what it
-reads into pandas DataFrames shaped like the matching `nsys stats` report.
+Rooms by what they are for, each importing only those below it (docs/architecture.md, tests/test_layers.py):
+readers/ (one per format) → trace/ (the trace model, its cache) → joins/ → hta/ → tables/ (one `nsys stats`
+table each) → runs/ → views/ → ranks/ → compare/ → advice/ → dashboard/; the modules directly here are
+shared by all.
 """

@@ -24,7 +24,7 @@ STEP = "step"  # one NVTX range around each step, payload = step index
 MEASURED = "measured"  # one NVTX range around all measured (non-warm-up) steps
 WARMUP = "warmup"
 
-# The run-level energy figures of `run --power` (analysis.energy.run_summary): the results store keeps a
+# The run-level energy figures of `run --power` (analysis.runs.energy.run_summary): the results store keeps a
 # column of each name
 RUN_ENERGY_FIELDS = (
     "energy_j",

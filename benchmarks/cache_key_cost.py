@@ -1,4 +1,5 @@
-"""What naming a cache entry costs (analysis.cache): the key as it is (stat with inode and ctime, sampled
+"""What naming a cache entry costs (analysis.trace.cache): the key as it is (stat with inode and ctime,
+sampled
 digest), against hashing the whole file, next to a warm `harness kernels FILE` (which pays for the key once).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/cache_key_cost.py /work/bench-data/big.sqlite --repeat 5
@@ -19,7 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from analysis.cache import Cache, content_digest, whole_digest
+from analysis.trace.cache import Cache
+from analysis.trace.digests import content_digest, whole_digest
 
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:

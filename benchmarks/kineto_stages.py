@@ -6,7 +6,7 @@
     scan         cut + msgspec validating each piece as a list of raw elements (what any JSON reader must
                    at least do: the tokenizer's floor)
     orjson       cut + orjson.loads of each piece instead (a plain parse into dicts and lists: the reference)
-    decode       cut + msgspec decoding each piece into the reader's event structs (kineto_stream.decode)
+    decode       cut + msgspec decoding each piece into the reader's event structs (kineto_events.decode)
     columns      decode + the pieces' columns (kineto_columns.columns: events to their groups, numpy
                    arrays)
     whole        open_kineto(TRACE, workers=1): the above, the merge of the pieces and the frames
@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.readers.kineto import open_kineto
 from analysis.readers.kineto_columns import columns
-from analysis.readers.kineto_stream import Text, TraceStream, decode
+from analysis.readers.kineto_events import decode
+from analysis.readers.kineto_stream import Text, TraceStream
 
 RAW = msgspec.json.Decoder(list[msgspec.Raw])
 BASE = {"cut": "decompress", "scan": "cut", "orjson": "cut", "decode": "cut", "columns": "decode",

@@ -3,7 +3,8 @@
 Simulated step series with a known truth: runs whose level drifts from run to run (run_sd) and steps that
 scatter around their run's level (step_sd), some with heavy-tailed outlier steps. For each setting, many
 pairs with no effect (how often is "increase" or "decrease" claimed? should be about 5%) and with a +10%
-effect (how often is it found?). Two methods: `analysis.overhead.compare_samples` (Welch on run means, what
+effect (how often is it found?). Two methods: `analysis.compare.overhead.compare_samples` (Welch on run
+means, what
 the harness uses) and a two-stage bootstrap (runs, then steps within runs), the first design, kept here to
 show why it was dropped.
 
@@ -17,7 +18,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from analysis.overhead import compare_samples
+from analysis.compare.overhead import compare_samples
 
 
 def series(

@@ -108,7 +108,8 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _stats_format() -> None:
-    """The tables print in the format of the nsys installed (analysis.stats_format): tests pin 2022.4's,
+    """The tables print in the format of the nsys installed (analysis.tables.stats_format): tests pin
+    2022.4's,
     the format of the shared oracles and the goldens, so that nothing they assert depends on which nsys
     this machine has. Tests of the other format or of `auto` set it themselves."""
     os.environ["HARNESS_STATS_FORMAT"] = "2022.4"

@@ -66,7 +66,7 @@ def invoke(args: list[str], tmp: Path | None = None, **env: str) -> str:
     from harness.cli import app
 
     columns = "1000" if tmp is not None else "200"  # runs' tables: never wrapped, whatever their numbers
-    # the goldens are in 2022.4's stats format, whichever nsys is installed (analysis.stats_format)
+    # the goldens are in 2022.4's stats format, whichever nsys is installed (analysis.tables.stats_format)
     result = CliRunner().invoke(app, args, env={"COLUMNS": columns, "HARNESS_STATS_FORMAT": "2022.4", **env})
     out, err = (text.replace(str(FIXTURES), "FIXTURES") for text in (result.stdout, result.stderr))
     if tmp is not None:

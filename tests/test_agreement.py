@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from analysis.agreement import agreement_table, pair_ranges, range_summary
+from analysis.compare.agreement import agreement_table, pair_ranges, range_summary
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -78,8 +78,8 @@ def test_missing_and_repeated_ranges_are_reported() -> None:
 
 def test_cpu_train_fixture_agrees(cpu_export, cpu_expected) -> None:
     """The real export and the timers.json written by the same process: the figures in shared/README."""
-    from analysis.nvtx import nvtx_ranges
-    from analysis.trace import open_trace
+    from analysis.tables.nvtx import nvtx_ranges
+    from analysis.trace.opening import open_trace
 
     records = json.loads((cpu_export.parent / "timers.json").read_text())
     ranges = nvtx_ranges(open_trace(cpu_export), names=["step", *PHASES])
@@ -102,8 +102,8 @@ def test_cpu_train_fixture_agrees(cpu_export, cpu_expected) -> None:
 
 
 def test_range_summary_matches_nvtxsum_oracle(cpu_export, cpu_expected) -> None:
-    from analysis.nvtx import nvtx_ranges
-    from analysis.trace import open_trace
+    from analysis.tables.nvtx import nvtx_ranges
+    from analysis.trace.opening import open_trace
 
     ranges = nvtx_ranges(open_trace(cpu_export), names=["step", *PHASES])
     ours = range_summary(ranges)

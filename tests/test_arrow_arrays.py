@@ -1,4 +1,4 @@
-"""analysis.arrow_arrays: the arrays pa.array makes, without importing pandas."""
+"""analysis.trace.arrow_arrays: the arrays pa.array makes, without importing pandas."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from conftest import REPO
 
-from analysis.arrow_arrays import int64_array, string_array
+from analysis.trace.arrow_arrays import int64_array, string_array
 
 TEXTS = ["a", "", "héllo", "x" * 10, "k\x1b]0;\x07", "€€", "saxpy(double *, int)"]
 
@@ -38,7 +38,7 @@ def test_string_array_is_pa_array(limit: int, chunks: int) -> None:
 
 def test_no_pandas() -> None:
     code = (
-        "import sys, numpy as np; from analysis.arrow_arrays import int64_array, string_array; "
+        "import sys, numpy as np; from analysis.trace.arrow_arrays import int64_array, string_array; "
         "int64_array(np.arange(3)); string_array(['a']); assert 'pandas' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

@@ -13,8 +13,8 @@ from kineto_data import write_trace
 from typer.testing import CliRunner
 
 import workloads
-from analysis.blocks import GROUPS, LAYER, LEAVES, OUTSIDE, block_records, block_table, leaf_sum_check
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
+from analysis.views.blocks import GROUPS, LAYER, LEAVES, OUTSIDE, block_records, block_table, leaf_sum_check
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.execution.block_timers import BlockTimers

@@ -17,10 +17,11 @@ import pytest
 from kineto_data import TRACES, expected, trace_path
 from typer.testing import CliRunner
 
-from analysis import breakdown as b
-from analysis.gpu_events import kernel_type, merge
-from analysis.hta_rules import hta_view
-from analysis.trace import Trace, open_trace
+from analysis.hta import breakdown as b
+from analysis.hta.gpu_events import kernel_type, merge
+from analysis.hta.hta_rules import hta_view
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
 from harness.cli import app
 
 FIXTURES = list(TRACES)

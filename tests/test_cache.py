@@ -17,10 +17,10 @@ from export_data import as_printed, oracle
 
 import analysis.readers
 import analysis.readers.nsys as nsys_reader
-from analysis.cache import Cache, parse_size
-from analysis.kernels import kernel_summary
-from analysis.summary import summary
-from analysis.trace import open_trace
+from analysis.tables.kernels import kernel_summary
+from analysis.tables.summary import summary
+from analysis.trace.cache import Cache, parse_size
+from analysis.trace.opening import open_trace
 
 
 @pytest.fixture

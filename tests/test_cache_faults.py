@@ -20,9 +20,10 @@ from kineto_data import write_trace
 from reading import flat
 from typer.testing import CliRunner
 
-from analysis.cache import BLOCK, EDGE, WHOLE_FILE, Cache, Entry, content_digest
-from analysis.kernels import kernel_summary
-from analysis.trace import open_trace
+from analysis.tables.kernels import kernel_summary
+from analysis.trace.cache import Cache, Entry
+from analysis.trace.digests import BLOCK, EDGE, WHOLE_FILE, content_digest
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 pytestmark = pytest.mark.attack
@@ -81,7 +82,7 @@ def test_max_size_on_a_cache_folder_that_cannot_be_written(
             def denied(path: Path, data: bytes) -> None:
                 raise PermissionError(13, "Permission denied", str(path))
 
-            monkeypatch.setattr("analysis.cache.write_atomic", denied)
+            monkeypatch.setattr("analysis.trace.cache.write_atomic", denied)
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(root))
     try:
         result = runner.invoke(app, ["cache", "--max-size", "1GB"])
@@ -155,7 +156,7 @@ def test_a_json_trace_edited_where_no_sample_reads_with_size_and_mtime_put_back_
     changed within RACY_NS of its key is also checked by its whole content ("older": that check off, the
     ctime alone)."""
     if not racy:
-        monkeypatch.setattr("analysis.cache.RACY_NS", 0, raising=False)
+        monkeypatch.setattr("analysis.trace.cache.RACY_NS", 0, raising=False)
     path, at = _big_json_trace(tmp_path / "t.json")
     assert kernel_summary(open_trace(path))["Total Time (ns)"].sum() == 4000 * 5000
     _edit_in_place(path, at, b"9")

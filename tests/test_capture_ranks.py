@@ -1,4 +1,5 @@
-"""One capture of a 2-rank torchrun job (analysis.capture_ranks): the processes that launched kernels are the
+"""One capture of a 2-rank torchrun job (analysis.ranks.capture_ranks): the processes that launched kernels
+are the
 ranks, with GPU busy and NCCL times equal to sums computed here in SQL."""
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import pytest
 from conftest import SHARED_NSYS, need
 from typer.testing import CliRunner
 
-from analysis.capture_ranks import kernel_processes
-from analysis.capture_ranks import ranks_of_exports as ranks_report
-from analysis.trace import open_trace
+from analysis.ranks.capture_ranks import kernel_processes
+from analysis.ranks.capture_ranks import ranks_of_exports as ranks_report
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

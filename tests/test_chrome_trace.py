@@ -14,8 +14,9 @@ from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 from kineto_data import write_trace
 from typer.testing import CliRunner
 
-from analysis.chrome_trace import HARNESS_PID, write_chrome_trace
-from analysis.trace import Trace, open_trace
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
+from analysis.views.chrome_trace import HARNESS_PID, write_chrome_trace
 from harness.cli import app
 
 runner = CliRunner()

@@ -13,7 +13,7 @@ import pytest
 from dashboard_data import MODELS
 from typer.testing import CliRunner
 
-from analysis.compile import COMPILE, REMAINDER, compile_comparison
+from analysis.compare.compile import COMPILE, REMAINDER, compile_comparison
 from analysis.dashboard.compile import compile_panel
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
@@ -181,7 +181,7 @@ def _json(*args: str) -> object:
 
 
 def test_every_command_gives_one_figure_the_same_value(tmp_db: str) -> None:
-    """Issue 21 §3: the steady median of a phase is computed once (analysis.steady) and `show`'s phase
+    """Issue 21 §3: the steady median of a phase is computed once (analysis.runs.steady) and `show`'s phase
     table, `show`'s compile table, `compare-compile` and the dashboard's compile panel all print it."""
     store = ResultsStore(tmp_db)
     store.save(SKEWED_EAGER)
@@ -236,7 +236,7 @@ def test_compare_compile_has_spread_and_intervals(tmp_db: str) -> None:
 
 
 def test_median_interval_from_order_statistics() -> None:
-    from analysis.steady import median_rank, steady
+    from analysis.runs.steady import median_rank, steady
 
     assert [median_rank(n) for n in (5, 6, 10, 20)] == [0, 1, 2, 6]
     s = steady(list(range(1, 11)))  # 1..10: the 2nd and 9th values bound the median at ≥95%

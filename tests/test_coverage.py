@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from analysis.advice.checks import FAIL, OK, WARN
 from analysis.advice.coverage import MISSING_FAIL_PCT
 from analysis.advice.health import capture_health
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

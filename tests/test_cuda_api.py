@@ -6,8 +6,8 @@ from pathlib import Path
 
 from export_data import as_printed, oracle
 
-from analysis.cuda_api import APISUM_COLUMNS, cuda_api_summary
-from analysis.trace import open_trace
+from analysis.tables.cuda_api import APISUM_COLUMNS, cuda_api_summary
+from analysis.trace.opening import open_trace
 
 
 def test_cudaapisum_oracle_without_the_twins(a100_export: Path, a100_expected: Path) -> None:

@@ -123,7 +123,7 @@ def test_an_export_the_harness_did_not_record_shows_a_window_of_its_capture(tmp_
     capture (the busiest second by default, or --start/--end) instead of "no 'step' NVTX ranges"."""
     from analysis.dashboard import collect_export
     from analysis.dashboard.profile import timeline_panel
-    from analysis.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     export = LLAMA / "report.sqlite"
     data = collect_export(export)
@@ -132,7 +132,7 @@ def test_an_export_the_harness_did_not_record_shows_a_window_of_its_capture(tmp_
     lo, hi = data.profile.window
     with open_trace(export) as trace:  # the window holds the capture's kernels (shorter than a second)
         kernels = trace.frame("kernels", ["start"])["start"]
-        from analysis.timeline import capture_start
+        from analysis.views.timeline import capture_start
 
         t0 = capture_start(trace)
     assert (lo, hi) == (int(kernels.min()) - t0, hi) and hi - lo < 1_000_000_000

@@ -24,7 +24,7 @@ from analysis.dashboard.style import KERNEL_COLOR, PHASE_COLORS
 
 @pytest.fixture
 def gpukernsum(a100_expected: Path) -> pd.DataFrame:
-    """The `nsys stats` gpukernsum oracle: the shape analysis.kernels.kernel_summary returns."""
+    """The `nsys stats` gpukernsum oracle: the shape analysis.tables.kernels.kernel_summary returns."""
     return pd.read_csv(a100_expected / "gpukernsum.csv")
 
 

@@ -14,8 +14,8 @@ import pytest
 from conftest import NsysRun
 from typer.testing import CliRunner
 
-from analysis.diff import diff_ranges, diff_totals, phase_verdicts
-from analysis.trace import open_trace
+from analysis.compare.diff import diff_ranges, diff_totals, phase_verdicts
+from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
 from harness.store.results import ResultsStore
@@ -210,7 +210,7 @@ KINETO = SHARED / "kineto"
 def test_step_gpu_diff_equals_hta_trace_diff() -> None:
     """HTA TraceDiff.compare_traces(device_type=GPU) on the diff-control / diff-test pair: counts equal,
     totals equal (HTA in µs, ours in ns) for every name of both sides, first step ProfilerStep#1009."""
-    from analysis.diff import diff_step
+    from analysis.compare.diff import diff_step
 
     with (
         open_trace(KINETO / "diff-control" / "control.json.gz") as a,
@@ -232,7 +232,7 @@ def test_step_gpu_diff_equals_hta_trace_diff() -> None:
 @pytest.mark.parametrize("side", ["control", "test"])
 def test_step_ops_summary_equals_hta(side: str) -> None:
     """HTA LabeledTrace.get_ops_summary per trace: every (cat, name), count and total (µs ↔ ns)."""
-    from analysis.diff import step_ops_summary
+    from analysis.compare.diff import step_ops_summary
 
     path = KINETO / f"diff-{side}" / f"{side}.json.gz"
     with open_trace(path) as t:
@@ -246,7 +246,7 @@ def test_step_ops_summary_equals_hta(side: str) -> None:
 
 
 def test_step_diff_all_devices_equals_hta() -> None:
-    from analysis.diff import diff_step
+    from analysis.compare.diff import diff_step
 
     with (
         open_trace(KINETO / "diff-control" / "control.json.gz") as a,

@@ -17,9 +17,9 @@ import pytest
 from test_diff import CPU_TRAIN, SHARED, derived_copy, make_run
 from typer.testing import CliRunner
 
+from analysis.compare.diff import diff_kernels
 from analysis.dashboard.diff import diff_figure, table_panel
-from analysis.diff import diff_kernels
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.store.results import ResultsStore
 

@@ -1,4 +1,4 @@
-"""analysis.energy: integrating power, undoing counter wrap-around, joules per run and phase."""
+"""analysis.runs.energy: integrating power, undoing counter wrap-around, joules per run and phase."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.energy import (
+from analysis.runs.energy import (
     ENERGY_COLUMNS,
     RUN_ENERGY_FIELDS,
     counter_increments,

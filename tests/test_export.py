@@ -11,7 +11,7 @@ from export_data import newer_schema
 
 from analysis.errors import ExportError
 from analysis.readers.nsys import KERNEL, open_nsys
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def sha(path: Path) -> str:
@@ -48,7 +48,7 @@ def test_newer_schema_is_read_by_columns_not_version(a100_export: Path, tmp_path
 
 
 def test_reading_creates_and_changes_nothing(a100_export: Path, cpu_export: Path) -> None:
-    from analysis.summary import summary
+    from analysis.tables.summary import summary
 
     before = {p: sha(p) for p in (a100_export, cpu_export)}
     listing = {p: sorted(x.name for x in p.parent.iterdir()) for p in before}

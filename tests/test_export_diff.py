@@ -14,8 +14,8 @@ from conftest import need
 from export_data import derive
 from typer.testing import CliRunner
 
-from analysis.export_diff import diff_exports
-from analysis.trace import open_trace
+from analysis.compare.export_diff import diff_exports
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

@@ -13,8 +13,9 @@ from kineto_data import expected, trace_path
 from typer.testing import CliRunner
 
 from analysis.advice.findings import Thresholds, findings, phase_of
-from analysis.hta_rules import hta_view
-from analysis.trace import Trace, open_trace
+from analysis.hta.hta_rules import hta_view
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
 from harness.cli import app
 
 runner = CliRunner()
@@ -236,7 +237,7 @@ def test_exposed_communication_fires_on_diff_control_and_silent_on_nccl(nccl: Tr
     """diff-control: NCCL kernels run 163.535 ms, 87.921 ms of it with no compute kernel beside them, 18.9%
     of the GPU's span: a finding. The share overlapped agrees with comm_comp_overlap (HTA's table).
     nccl: 39.559 ms exposed, 6.0% of its span: under 10%, silent."""
-    from analysis.breakdown import comm_comp_overlap
+    from analysis.hta.breakdown import comm_comp_overlap
 
     trace = open_trace(trace_path("diff-control"))
     found = _rule(findings(trace), "exposed-communication")

@@ -15,9 +15,9 @@ from test_diff import make_run
 from test_roofline_run import _run
 from typer.testing import CliRunner
 
-from analysis.overhead import overhead_table
-from analysis.ranks import imbalance_table, straggler_table
-from analysis.tables import TABLES
+from analysis.compare.overhead import overhead_table
+from analysis.ranks.ranks import imbalance_table, straggler_table
+from analysis.tables.tables import TABLES
 from harness.cli import app
 from harness.cli.fit import distinct, rich_table
 from harness.store.results import ResultsStore

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 
-from analysis.cuda_api import cuda_api_summary, summarize_calls
 from analysis.errors import ExportError
-from analysis.nvtx import NVTXSUM_COLUMNS, all_ranges, grouped_tags, nvtx_summary
+from analysis.joins.runtime import _calls_among, _calls_among_columns, runtime_calls
 from analysis.readers import NULL
-from analysis.runtime import _calls_among, _calls_among_columns, runtime_calls
 from analysis.stats import Repeats, describe, order_like_nsys, time_percent
-from analysis.trace import open_trace
+from analysis.tables.cuda_api import cuda_api_summary, summarize_calls
+from analysis.tables.nvtx import NVTXSUM_COLUMNS, all_ranges, grouped_tags, nvtx_summary
+from analysis.trace.opening import open_trace
 
 
 def _export(name: str):
@@ -94,7 +94,7 @@ def test_repeats_finds_an_id_seen_twice_across_blocks_and_within_one() -> None:
 
 
 def _thread_tables(trace, **kw) -> tuple[pd.DataFrame, ...]:
-    from analysis.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary
+    from analysis.tables.nvtx_gpu import nvtx_gpu_kernels, nvtx_gpu_summary
 
     return (
         nvtx_gpu_kernels(trace, mode="thread", by="raw", **kw),
@@ -110,15 +110,15 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
 ) -> None:
     import functools
 
-    import analysis.nvtx_gpu as nvtx_gpu
-    import analysis.nvtx_sweep as sweep
+    import analysis.joins.nvtx_sweep as sweep
+    import analysis.tables.nvtx_credits as nvtx_credits
 
     trace = open_trace(_export(name), cache=False)
     if not (trace.has("nvtx") and trace.has("kernels") and trace.has("runtime")):
         return
-    whole_way = nvtx_gpu._swept
+    whole_way = nvtx_credits._swept
     with monkeypatch.context() as m:
-        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        m.setattr(nvtx_credits, "_swept", lambda *a, **k: None)
         whole = _thread_tables(trace, exclusive=exclusive)
         whole_notes = [t.attrs["notes"] for t in whole]
     calls = []
@@ -126,7 +126,7 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
     for rows in (3, 7, 1 << 18):
         with monkeypatch.context() as m:
             m.setattr(sweep, "thread_sweep", functools.partial(original, rows=rows))
-            m.setattr(nvtx_gpu, "_swept", lambda *a, **k: calls.append(a) or whole_way(*a, **k))
+            m.setattr(nvtx_credits, "_swept", lambda *a, **k: calls.append(a) or whole_way(*a, **k))
             got = _thread_tables(open_trace(_export(name), cache=False), exclusive=exclusive)
         for g, w, notes in zip(got, whole, whole_notes, strict=True):
             pd.testing.assert_frame_equal(g, w, check_exact=True)
@@ -136,8 +136,8 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
 
 @pytest.mark.parametrize("name", NSYS_EXPORTS)
 def test_kernexecsum_by_blocks_equals_the_whole_join(name: str) -> None:
-    from analysis.launch import _by_blocks, _whole
-    from analysis.launch_join import Unordered
+    from analysis.joins.launch_join import Unordered
+    from analysis.tables.launch import _by_blocks, _whole
 
     trace = open_trace(_export(name), cache=False)
     if not (trace.has("kernels") and trace.has("runtime")):
@@ -161,9 +161,9 @@ def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, mo
 
     from export_data import derive
 
-    import analysis.nvtx_gpu as nvtx_gpu
-    import analysis.nvtx_sweep as sweep
-    from analysis.nvtx_gpu import attribute
+    import analysis.joins.nvtx_sweep as sweep
+    import analysis.tables.nvtx_credits as nvtx_credits
+    from analysis.tables.nvtx_credits import attribute
 
     src = _export("ext/dlprof_norelu")
     _, ranges, pairs = attribute(open_trace(src, cache=False), "thread", range_columns=("range_id",))
@@ -176,7 +176,7 @@ def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, mo
         src, tmp_path / "nested.sqlite", f"UPDATE NVTX_EVENTS SET {renamed} WHERE rowid IN {tuple(ids)}"
     )
     with monkeypatch.context() as m:
-        m.setattr(nvtx_gpu, "_swept", lambda *a, **k: None)
+        m.setattr(nvtx_credits, "_swept", lambda *a, **k: None)
         whole = _thread_tables(open_trace(path, cache=False))
     assert any("nested NVTX ranges of the same name" in n for n in whole[0].attrs["notes"])
     original = sweep.thread_sweep

@@ -35,8 +35,8 @@ def test_a_start_of_minus_2_63_is_left_out_not_wrapped() -> None:
 def test_times_past_2_62_are_left_out_and_counted(tmp_path) -> None:
     from export_data import derive
 
-    from analysis.kernels import kernel_summary
-    from analysis.trace import open_trace
+    from analysis.tables.kernels import kernel_summary
+    from analysis.trace.opening import open_trace
 
     bad = derive(
         A100,
@@ -81,8 +81,8 @@ def test_os_runtime_durations_past_2_62_are_left_out(tmp_path) -> None:
     and the int64 sums wrapped round (Time (%) -23,579,871.2)."""
     from export_data import derive
 
-    from analysis.osrt import osrt_summary
-    from analysis.trace import open_trace
+    from analysis.tables.osrt import osrt_summary
+    from analysis.trace.opening import open_trace
 
     cpu_train = next(f for f in NSYS_FIXTURES if f.parent.name == "cpu-train")
     mutations = [("set", "OSRT_API", 1, 1, 0, "9223372036854775807")]
@@ -116,9 +116,9 @@ def test_a_kernel_without_a_correlation_id_has_no_launch_call(tmp_path) -> None:
     took that call too."""
     from export_data import derive
 
+    from analysis.joins.runtime import kernel_launches
     from analysis.readers import NULL
-    from analysis.runtime import kernel_launches
-    from analysis.trace import open_trace
+    from analysis.trace.opening import open_trace
 
     bad = derive(
         A100,

@@ -13,8 +13,8 @@ import pytest
 from export_data import derive
 from power_data import ReplayNvml
 
-from analysis import selftest
-from analysis.trace import open_trace
+from analysis.runs import selftest
+from analysis.trace.opening import open_trace
 from harness.energy import power
 from harness.execution import nsys
 from harness.experiments import doctor

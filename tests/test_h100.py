@@ -14,10 +14,10 @@ import pytest
 from conftest import H100_DIR
 from typer.testing import CliRunner
 
-from analysis.agreement import agreement_table, pair_ranges
-from analysis.nvtx import nvtx_ranges
-from analysis.nvtx_gpu import nvtx_gpu_summary, phase_check
-from analysis.trace import open_trace
+from analysis.compare.agreement import agreement_table, pair_ranges
+from analysis.tables.nvtx import nvtx_ranges
+from analysis.tables.nvtx_gpu import nvtx_gpu_summary, phase_check
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 PHASES = ("forward", "backward", "optimizer")

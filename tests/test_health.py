@@ -14,7 +14,7 @@ from kineto_data import raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
 from analysis.advice.health import capture_health, overhead_in_phases
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""analysis.iterations on the real CPU capture: which ranges, warm-up, windows, errors."""
+"""analysis.compare.iterations on the real CPU capture: which ranges, warm-up, windows, errors."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.compare.iterations import find_iterations, in_windows
 from analysis.errors import AnalysisError
-from analysis.iterations import find_iterations, in_windows
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 
 
 def step_ranges(path: Path) -> list[tuple[int, int]]:

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from export_data import as_printed, derive, newer_schema, oracle, with_harness_ranges
 
-from analysis.kernels import KERNSUM_COLUMNS, kernel_summary
-from analysis.trace import open_trace
+from analysis.tables.kernels import KERNSUM_COLUMNS, kernel_summary
+from analysis.trace.opening import open_trace
 from harness.core.errors import ExportError
 
 

@@ -18,12 +18,13 @@ from kineto_data import TRACES, expected, raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
 from analysis.errors import ExportError
-from analysis.hta_rules import _round_inward, hta_view
-from analysis.kernels import kernel_summary
-from analysis.nvtx import nvtx_ranges
-from analysis.nvtx_gpu import nvtx_gpu_summary
-from analysis.readers.kineto import GPU_PROCESS, SMALL_ID, text_ns
-from analysis.trace import open_trace
+from analysis.hta.hta_rules import _round_inward, hta_view
+from analysis.readers.kineto import text_ns
+from analysis.readers.kineto_build import GPU_PROCESS, SMALL_ID
+from analysis.tables.kernels import kernel_summary
+from analysis.tables.nvtx import nvtx_ranges
+from analysis.tables.nvtx_gpu import nvtx_gpu_summary
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 FIXTURES = list(TRACES)

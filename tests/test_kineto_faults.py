@@ -17,9 +17,9 @@ from kineto_data import write_trace
 from typer.testing import CliRunner
 
 import analysis.readers.kineto_stream as stream
-from analysis.kernels import kernel_summary
 from analysis.readers.kineto import open_kineto
-from analysis.trace import open_trace
+from analysis.tables.kernels import kernel_summary
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 pytestmark = pytest.mark.attack

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from export_data import as_printed, oracle
 
-from analysis.launch import launch_summary
-from analysis.trace import open_trace
+from analysis.tables.launch import launch_summary
+from analysis.trace.opening import open_trace
 
 
 def test_kernexecsum_oracle_counted_once(a100_export: Path, a100_expected: Path) -> None:

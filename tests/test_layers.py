@@ -2,8 +2,10 @@
 
 workloads/ imports nothing of ours; analysis/ imports nothing from harness/ (or workloads/); the
 sub-packages of harness/ import only those below them in LAYERS (harness.cli at the top, harness.core at
-the bottom; a module may import its own sub-package, and any may read harness.__version__); and no two
-modules import each other in a loop, lazy imports inside functions included.
+the bottom; a module may import its own sub-package, and any may read harness.__version__); analysis/'s
+sub-packages likewise import only those below them in ANALYSIS_LAYERS, with the few modules shared by all
+(ANALYSIS_SHARED, directly in analysis/) below every sub-package; and no two modules import each other in
+a loop, lazy imports inside functions included.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "analysis", "workloads")
 # harness's sub-packages, top first: each imports only those after it
 LAYERS = ("cli", "experiments", "profilers", "execution", "energy", "store", "core")
+# analysis's sub-packages, top first: each imports only those after it, and the shared modules
+ANALYSIS_LAYERS = (
+    "dashboard", "advice", "compare", "ranks", "views", "runs", "tables", "hta", "joins", "trace", "readers",
+)  # fmt: skip
+# the modules directly in analysis/, below every sub-package: they import only each other
+ANALYSIS_SHARED = ("errors", "intervals", "names", "nvtx_names", "outputs", "stats")
 
 
 def module_name(path: Path) -> str:
@@ -121,6 +129,70 @@ def test_the_layer_check_finds_a_planted_file(tmp_path: Path, monkeypatch: pytes
     assert upward_imports(graph()) == {"harness.core.planted": ["harness.experiments.sweep"]}
 
 
+def analysis_floor(module: str) -> int:
+    """How high a module of analysis sits: its sub-package's place counted from the bottom, 0 for a shared
+    module (and for analysis/__init__, which imports nothing); -1 for a module in neither."""
+    parts = module.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] in ANALYSIS_SHARED):
+        return 0
+    return len(ANALYSIS_LAYERS) - ANALYSIS_LAYERS.index(parts[1]) if parts[1] in ANALYSIS_LAYERS else -1
+
+
+def analysis_upward_imports(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """module of analysis -> what it imports from a sub-package above its own, or from a module in none."""
+    bad: dict[str, list[str]] = {}
+    for module, deps in edges.items():
+        if module.split(".")[0] != "analysis":
+            continue
+        mine = analysis_floor(module)
+        for dep in deps:
+            if dep.split(".")[0] == "analysis" and not 0 <= analysis_floor(dep) <= mine:
+                bad.setdefault(module, []).append(dep)
+    return {m: sorted(d) for m, d in bad.items()}
+
+
+def test_every_analysis_module_is_in_a_sub_package_or_shared() -> None:
+    loose = sorted(m for m in graph() if m.startswith("analysis") and analysis_floor(m) < 0)
+    assert loose == []
+    top = {p.stem for p in (REPO / "analysis").glob("*.py")} - {"__init__"}
+    assert sorted(top) == sorted(ANALYSIS_SHARED)
+    assert len(top) <= 8  # issue 33: a newcomer can hold the top of analysis/ in mind
+
+
+def test_analysis_sub_packages_import_only_those_below_them() -> None:
+    assert analysis_upward_imports(graph()) == {}
+
+
+def test_the_analysis_layer_check_fails_on_an_upward_import() -> None:
+    edges = graph()
+    edges["analysis.trace.trace"] = edges["analysis.trace.trace"] | {"analysis.tables.kernels"}
+    edges["analysis.stats"] = edges["analysis.stats"] | {"analysis.readers.nsys"}
+    edges["analysis.views.blocks"] = edges["analysis.views.blocks"] | {"analysis.compare.diff"}
+    assert analysis_upward_imports(edges) == {
+        "analysis.views.blocks": ["analysis.compare.diff"],
+        "analysis.stats": ["analysis.readers.nsys"],
+        "analysis.trace.trace": ["analysis.tables.kernels"],
+    }
+
+
+def test_the_analysis_layer_check_finds_a_planted_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real module with an upward import, planted in a copy of analysis/, is found by the walk itself;
+    so is a module dropped loose at the top."""
+    copy = tmp_path / "repo"
+    for pkg in PACKAGES:
+        shutil.copytree(REPO / pkg, copy / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "analysis" / "joins" / "planted.py").write_text(
+        "def f():\n    from analysis.hta import breakdown\n"
+    )
+    (copy / "analysis" / "loose.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", copy)
+    assert analysis_upward_imports(graph()) == {"analysis.joins.planted": ["analysis.hta.breakdown"]}
+    with pytest.raises(AssertionError):
+        test_every_analysis_module_is_in_a_sub_package_or_shared()
+
+
 def test_no_import_cycles() -> None:
     edges = graph()
     cycles: list[list[str]] = []
@@ -146,5 +218,5 @@ def test_no_import_cycles() -> None:
 
 def test_the_walker_sees_lazy_imports() -> None:
     edges = graph()
-    assert "analysis.nvtx_gpu" in edges["analysis.kernels"]  # imported inside kernel_summary
-    assert "analysis.trace" in edges["analysis.kernels"]
+    assert "analysis.tables.nvtx_gpu" in edges["analysis.tables.kernels"]  # imported inside kernel_summary
+    assert "analysis.trace.trace" in edges["analysis.tables.kernels"]

@@ -10,9 +10,9 @@ from export_data import derive
 from typer.testing import CliRunner
 
 from analysis.errors import ExportError
-from analysis.kernels import kernel_summary
-from analysis.launch import launch_summary
-from analysis.trace import open_trace
+from analysis.tables.kernels import kernel_summary
+from analysis.tables.launch import launch_summary
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 pytestmark = pytest.mark.attack  # scripts/attack.sh runs and counts these

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from export_data import as_printed, derive, oracle
 
-from analysis.memops import memops_size, memops_time
-from analysis.trace import open_trace
+from analysis.tables.memops import memops_size, memops_time
+from analysis.trace.opening import open_trace
 from harness.core.errors import ExportError
 
 

@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 from conftest import SHARED_NSYS, need
 
-from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
-from analysis.multi import label_sources
-from analysis.tables import combine, run_task
-from analysis.trace import open_trace
+from analysis.tables.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
+from analysis.tables.tables import combine, run_task
+from analysis.trace.multi import label_sources
+from analysis.trace.opening import open_trace
 
 OTHER_PID = 4242  # the renumbered process
 

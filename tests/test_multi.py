@@ -18,9 +18,9 @@ from export_data import derive
 from kineto_data import trace_path
 from typer.testing import CliRunner
 
-from analysis.multi import compress_ranks, expand, label_sources, rank_in_name, run_tasks
 from analysis.stats import round_half_up
-from analysis.tables import combine, run_task
+from analysis.tables.tables import combine, run_task
+from analysis.trace.multi import compress_ranks, expand, label_sources, rank_in_name, run_tasks
 from harness.cli import app
 
 runner = CliRunner()
@@ -271,7 +271,7 @@ def test_kineto_ranks_come_from_the_traces() -> None:
 
 def test_a_missing_export_among_several_is_said_missing(tmp_path: Path) -> None:
     from analysis.errors import ExportError
-    from analysis.multi import expand
+    from analysis.trace.multi import expand
 
     there = tmp_path / "run.rank0.sqlite"
     there.write_bytes(b"")
@@ -286,9 +286,9 @@ def test_a_worker_sends_back_rows_grouped(dlprof: Path) -> None:
     500 MB)."""
     import pickle
 
-    from analysis.multi import Grouped
-    from analysis.runtime import runtime_calls
-    from analysis.trace import open_trace
+    from analysis.joins.runtime import runtime_calls
+    from analysis.trace.multi import Grouped
+    from analysis.trace.opening import open_trace
 
     part = run_task(str(dlprof), "summary", {"by": "op"}, False)
     api = part.pieces["api"].rows

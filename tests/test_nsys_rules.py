@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from analysis.advice import nsys_gpu_rules, nsys_query, nsys_rules
 from analysis.advice.nsys_rules import RULES, Skipped, parse_rule, run_rule
 from analysis.errors import AnalysisError
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 EXPORTS = [n for n in NSYS_EXPORTS if n != "cpu-train"]  # the GPU exports

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 from export_data import as_printed, oracle, with_harness_ranges
 
-from analysis.nvtx import nvtx_pushpop_summary, nvtx_ranges, nvtx_summary, nvtx_trace
-from analysis.trace import open_trace
+from analysis.tables.nvtx import nvtx_pushpop_summary, nvtx_ranges, nvtx_summary, nvtx_trace
+from analysis.trace.opening import open_trace
 
 
 def test_nvtxsum_oracles(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 from export_data import as_printed, derive, launches_on_second_thread, oracle, with_harness_ranges
 
-from analysis.nvtx_gpu import KERNSUM_COLUMNS, nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
-from analysis.trace import open_trace
+from analysis.tables.nvtx_gpu import KERNSUM_COLUMNS, nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
+from analysis.trace.opening import open_trace
 
 SAXPY_TOTAL = 88_573_480  # the five kernels, gpukernsum
 NSYS_SAXPY_TOTAL = 177_146_960  # what nvtxkernsum prints: every launch call counted twice

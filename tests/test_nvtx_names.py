@@ -13,10 +13,10 @@ import pytest
 from conftest import SHARED_NSYS, need
 from typer.testing import CliRunner
 
-from analysis.nvtx import nvtx_summary
-from analysis.nvtx_gpu import nvtx_gpu_summary
 from analysis.nvtx_names import GROUPING_LINE, group_name, grouped_categories
-from analysis.trace import open_trace
+from analysis.tables.nvtx import nvtx_summary
+from analysis.tables.nvtx_gpu import nvtx_gpu_summary
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

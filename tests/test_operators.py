@@ -11,7 +11,7 @@ import pytest
 from kineto_data import raw_events, trace_path
 from typer.testing import CliRunner
 
-from analysis.operators import (
+from analysis.tables.operators import (
     CALLS,
     CPU_AVG,
     CPU_TOTAL,
@@ -25,7 +25,7 @@ from analysis.operators import (
     SHAPES,
     operator_table,
 )
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from export_data import as_printed, oracle
 
-from analysis.osrt import osrt_summary
-from analysis.trace import open_trace
+from analysis.tables.osrt import osrt_summary
+from analysis.trace.opening import open_trace
 from harness.core.errors import ExportError
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.overhead import (
+from analysis.compare.overhead import (
     STEP_SUM,
     compare_samples,
     headline,

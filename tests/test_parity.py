@@ -1,7 +1,7 @@
 """Every table against every report `nsys stats` printed for every fixture, cell for cell, in the format of
 each nsys that printed them: 2022.4.2.1 (`expected/` beside each shared export) and 2023.4.4
 (tests/oracles/nsys-2023.4/, and h100-medium's `expected-2023.4/`). The format is pinned per oracle
-(analysis.stats_format), never taken from the nsys installed here.
+(analysis.tables.stats_format), never taken from the nsys installed here.
 
 The fixtures span nsys 2020.3 to 2026.2 (schema 2.x to 3.25). Where the oracle double counts (the A100
 export records each CUDA runtime call twice), the table's own test pins the difference instead:
@@ -18,8 +18,9 @@ import pytest
 from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, corpus_cases, need
 from export_data import as_printed
 
-from analysis import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
-from analysis.trace import Trace, open_trace
+from analysis.tables.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
+from analysis.trace.opening import open_trace
+from analysis.trace.trace import Trace
 
 Table = Callable[[Trace, str], pd.DataFrame]  # (trace, stats format) -> the table
 KERNELS: dict[str, Table] = {

@@ -23,7 +23,7 @@ from power_data import (
 )
 from procs import wait_until
 
-from analysis.energy import energy_table, integrate
+from analysis.runs.energy import energy_table, integrate
 from harness.energy.power import PowerSampler, discover, gpus_in_use
 
 MS = 1_000_000

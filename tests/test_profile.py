@@ -31,8 +31,8 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bi
 
 
 def test_run_nsys_end_to_end(in_tmp: Path) -> None:
-    from analysis.nvtx import nvtx_ranges
-    from analysis.trace import open_trace
+    from analysis.tables.nvtx import nvtx_ranges
+    from analysis.trace.opening import open_trace
 
     args = ["run", "tiny", "--device", "cpu", "--nsys", "--steps", "3", "--warmup", "1"]
     result = runner.invoke(app, [*args, "--format", "json"], catch_exceptions=False)
@@ -216,8 +216,8 @@ def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pyte
 
 
 def test_measured_capture_leaves_warmup_out(in_tmp: Path) -> None:
-    from analysis.nvtx import nvtx_ranges
-    from analysis.trace import open_trace
+    from analysis.tables.nvtx import nvtx_ranges
+    from analysis.trace.opening import open_trace
 
     args = ["run", "char", "--device", "cpu", "--nsys", "--nsys-capture", "measured", "--no-nsys-baseline"]
     result = runner.invoke(app, [*args, "--steps", "3", "--warmup", "2", "--format", "json"])

@@ -12,7 +12,7 @@ import pytest
 from export_data import derive, with_harness_ranges
 from typer.testing import CliRunner
 
-from analysis.ranks import (
+from analysis.ranks.ranks import (
     gpu_table,
     imbalance_table,
     phase_rows,
@@ -21,7 +21,7 @@ from analysis.ranks import (
     straggler_table,
     union_ns,
 )
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()

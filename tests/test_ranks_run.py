@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from analysis.dashboard import DashboardData
 from analysis.dashboard.ranks import COMPUTE_TRACE, WAIT_TRACE, rank_straggler_panel
-from analysis.ranks import (
+from analysis.ranks.ranks import (
     communication_share,
     imbalance_table,
     per_rank,
@@ -200,8 +200,8 @@ def test_a_delayed_rank_is_named_the_straggler(tmp_db: str) -> None:
 def test_two_ranks_under_nsys_leave_a_report_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
 ) -> None:
-    from analysis.nvtx import nvtx_ranges
-    from analysis.trace import open_trace
+    from analysis.tables.nvtx import nvtx_ranges
+    from analysis.trace.opening import open_trace
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HARNESS_NSYS", nsys_bin)

@@ -1,4 +1,5 @@
-"""Computed tables kept in the cache (analysis/results.py): a warm `harness kernels` served without pandas
+"""Computed tables kept in the cache (analysis/trace/results.py): a warm `harness kernels` served without
+pandas
 prints the same bytes as the table computed from the trace, in every format, on every fixture."""
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import pytest
 from conftest import REPO, SHARED_NSYS
 from typer.testing import CliRunner
 
-import analysis.kernels
 import analysis.stats
-from analysis import results
-from analysis.trace import open_trace
+import analysis.tables.kernels
+from analysis.trace.trace import results
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()
@@ -67,7 +68,7 @@ def test_served_equals_computed_in_every_format(
             computed = kernels(*args, "--no-cache")  # never kept
             cold = kernels(*args)  # computed, frames and table kept
             with monkeypatch.context() as m:  # served: the table is not computed again
-                m.setattr(analysis.kernels, "kernel_summary", _not_called)
+                m.setattr(analysis.tables.kernels, "kernel_summary", _not_called)
                 served = kernels(*args)
             assert cold == computed, (fmt, opts)
             assert served == computed, (fmt, opts)
@@ -120,7 +121,7 @@ def test_nothing_kept_without_a_cache(cache: Path) -> None:
     assert not cache.exists() or not list(cache.rglob("result.*"))
     trace = open_trace(export, cache=False)
     assert trace.cache_entry is None
-    assert not results.keep(trace, "kernels", {}, [("t", analysis.kernels.kernel_summary(trace))])
+    assert not results.keep(trace, "kernels", {}, [("t", analysis.tables.kernels.kernel_summary(trace))])
 
 
 def test_changed_analysis_code_is_not_served(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,6 +131,23 @@ def test_changed_analysis_code_is_not_served(cache: Path, monkeypatch: pytest.Mo
     assert kept(export, options) is not None
     monkeypatch.setattr(results, "code_stamp", lambda: "another version")
     assert kept(export, options) is None
+
+
+def test_code_stamp_sees_every_sub_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed module in any sub-folder of analysis/, however deep or new, changes the stamp."""
+    root = tmp_path / "analysis"
+    here = root / Path(results.__file__).resolve().relative_to(REPO / "analysis")
+    deep = root / "rooms" / "inner" / "mod.py"
+    for path in (here, root / "readers" / "r.py", deep):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+    monkeypatch.setattr(results, "__file__", str(here))
+    stamp = results.code_stamp.__wrapped__  # once per process in use; here each call looks again
+    before = stamp()
+    (root / "rooms" / "inner" / "notes.txt").write_text("not a module\n")
+    assert stamp() == before
+    deep.write_text("x = 22\n")
+    assert stamp() != before
 
 
 def test_control_characters_escaped_the_same(cache: Path, tmp_path: Path) -> None:
@@ -216,7 +234,7 @@ def test_rows_render_as_their_dataframe(fixture: str, cache: Path) -> None:
 
     trace = open_trace(export_of(fixture), cache=False)
     for options in ({}, {"by": "name"}, {"names": "base"}, {"names": "mangled"}):
-        rows = analysis.kernels.kernel_table(trace, **options)  # type: ignore[arg-type]
+        rows = analysis.tables.kernels.kernel_table(trace, **options)  # type: ignore[arg-type]
         frame = rows.frame()
         assert rows.kinds == [frame[c].dtype.kind for c in frame.columns]
         assert rows.records == json.loads(frame.to_json(orient="records", double_precision=15))
@@ -258,8 +276,8 @@ COMMANDS = [
 def test_summary_and_nvtx_gpu_served_equal_computed(
     fixture: str, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import analysis.nvtx_gpu
-    import analysis.summary
+    import analysis.tables.nvtx_gpu
+    import analysis.tables.summary
 
     export = export_of(fixture)
     for command in COMMANDS:
@@ -268,7 +286,7 @@ def test_summary_and_nvtx_gpu_served_equal_computed(
             computed = runner.invoke(app, [*args, "--no-cache"])
             runner.invoke(app, args)  # computed and kept
             with monkeypatch.context() as m:
-                for module in (analysis.summary, analysis.nvtx_gpu):
+                for module in (analysis.tables.summary, analysis.tables.nvtx_gpu):
                     for name in ("summary", "nvtx_gpu_summary", "nvtx_gpu_kernels", "nvtx_gpu_projection"):
                         if hasattr(module, name):
                             m.setattr(module, name, _not_called)

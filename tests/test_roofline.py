@@ -1,4 +1,5 @@
-"""workloads.roofline (FLOPs and bytes per sub-block), the device roofs, analysis.roofline and the command."""
+"""workloads.roofline (FLOPs and bytes per sub-block), the device roofs, analysis.runs.roofline and the
+command."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 
 import workloads
 from analysis.dashboard.roofline import roofline_figure
-from analysis.roofline import TABLE_COLUMNS, Roofs, mfu_table, model_flops, roofline_table
+from analysis.runs.roofline import TABLE_COLUMNS, Roofs, mfu_table, model_flops, roofline_table
 from harness.cli import roofline as roofline_command
 from harness.experiments.roofline import measure_roofs, table_roofs
 from workloads import flops
@@ -436,7 +437,7 @@ def test_command_errors_are_one_line(app: typer.Typer, args: list[str], message:
 
 def test_a_point_above_its_roof_is_said_with_why() -> None:
     """Seed 000: softmax backward at 120% of the measured copy-bandwidth roof (its data stays in cache)."""
-    from analysis.roofline import above_roof
+    from analysis.runs.roofline import above_roof
 
     roofs = Roofs("EPYC, measured: fp32 matmul 1024×1024, copy 64 MiB", peak_flops=100e12, bandwidth=1e12)
     # softmax: 2e9 bytes at 1 TB/s take 2 ms on the roof; 1.6667 ms is 120% of it; mlp_up 125% of compute
@@ -492,7 +493,7 @@ def test_a_real_point_above_a_measured_roof_is_said_with_why() -> None:
     """On real data: the tiny model's LM head (its largest matmul, 4·128 × 512 × 10,000) ran faster than the
     1024×1024 matmul that measured the compute roof, so it lies above that roof, forward and backward; the
     command says so and why, and stays silent on every point below its roof."""
-    from analysis.roofline import above_roof
+    from analysis.runs.roofline import above_roof
 
     costs = subblock_costs(workloads.get_spec("tiny"), 4, 128, "fp32", "train", attention="math")
     table = roofline_table(costs, REAL_TIMES_NS, REAL_ROOFS)

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 import workloads
-from analysis.blocks import OUTSIDE
 from analysis.dashboard import collect
 from analysis.dashboard.blocks import block_shares, blocks_panel
 from analysis.dashboard.roofline import roofline_panel
+from analysis.views.blocks import OUTSIDE
 from harness.cli import app
 from harness.core.records import BlockRecord, ModelInfo, RunConfig, RunResult, StepRecord
 from harness.experiments.roofline import dashboard_roofline, run_report

@@ -20,9 +20,9 @@ from analysis.advice.findings import Finding
 from analysis.advice.health import FAIL, OK, WARN, Health, capture_health, overhead_in_phases
 from analysis.advice.record import advice_record, health_line, summary_lines
 from analysis.advice.run_checks import RunFacts, run_checks
-from analysis.agreement import agreement_table, pair_ranges
-from analysis.nvtx import nvtx_ranges
-from analysis.trace import open_trace
+from analysis.compare.agreement import agreement_table, pair_ranges
+from analysis.tables.nvtx import nvtx_ranges
+from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.machine import MachineLoad
 from harness.experiments.advice import run_advice, stored_facts

@@ -17,7 +17,7 @@ import workloads
 from analysis.dashboard.memory import memory_panel
 from analysis.dashboard.panel import DashboardData
 from analysis.errors import AnalysisError
-from analysis.memory import memory_timeline, phase_peaks, read_snapshot
+from analysis.runs.memory import memory_timeline, phase_peaks, read_snapshot
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.execution.memory import MemoryRecorder, phase_intervals

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.runtime import kernel_launches, plain_name, runtime_calls
-from analysis.trace import open_trace
+from analysis.joins.runtime import kernel_launches, plain_name, runtime_calls
+from analysis.trace.opening import open_trace
 
 
 def test_twice_recorded_calls_are_counted_once(a100_export: Path) -> None:

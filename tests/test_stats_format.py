@@ -1,4 +1,5 @@
-"""The tables in the format of the nsys a user has (analysis.stats_format, harness.execution.nsys.formats):
+"""The tables in the format of the nsys a user has (analysis.tables.stats_format,
+harness.execution.nsys.formats):
 2022.4's gpukernsum rows per launch shape and [CUDA memcpy HtoD], or 2023.4's cuda_gpu_kern_sum rows per
 name and [CUDA memcpy Host-to-Device]; `auto` follows HARNESS_STATS_FORMAT, else the nsys in use, else the
 nsys that wrote the export. Values from the H100 export and its two oracles."""
@@ -14,7 +15,7 @@ import pytest
 from conftest import H100_DIR, ORACLES
 from typer.testing import CliRunner
 
-from analysis import stats_format as sf
+from analysis.tables.tables import stats_format as sf
 from harness.cli import app
 from harness.core.errors import UsageError
 from harness.execution.nsys import formats

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from export_data import newer_schema
 
-from analysis.summary import summary
-from analysis.trace import open_trace
+from analysis.tables.summary import summary
+from analysis.trace.opening import open_trace
 
 
 def test_a100(a100_export: Path) -> None:

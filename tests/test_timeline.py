@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from export_data import with_harness_ranges
 
-from analysis.timeline import EVENT_COLUMNS, step_events
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
+from analysis.views.timeline import EVENT_COLUMNS, step_events
 from harness.core.errors import ExportError
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from conftest import REPO, need
 
-from analysis import chrome_trace
 from analysis.readers import nsys
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
+from analysis.views import chrome_trace
 
 FIXTURES = REPO.parent / "shared" / "fixtures"
 DIGESTS = REPO / "tests" / "golden" / "timeline.sha256"

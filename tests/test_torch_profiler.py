@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analysis.nvtx import nvtx_ranges
-from analysis.operators import CALLS, CPU_TOTAL, NAME, SELF_CPU, _nest, operator_table
-from analysis.trace import open_trace
+from analysis.tables.nvtx import nvtx_ranges
+from analysis.tables.operators import CALLS, CPU_TOTAL, NAME, SELF_CPU, _nest, operator_table
+from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.store.results import ResultsStore

@@ -27,8 +27,8 @@ import pandas as pd
 from analysis.advice.checks import FAIL, OK, Check, Health
 from analysis.advice.run_checks import ExportFacts
 from analysis.names import MEASURED, STEP
-from analysis.readers.kineto import STEP_RE
-from analysis.trace import Trace
+from analysis.readers.kineto_build import STEP_RE
+from analysis.trace.trace import Trace
 
 PROCESS = ~0xFFFFFF
 GPU_FRAMES = ("kernels", "memcpy", "memset")

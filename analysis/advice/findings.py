@@ -3,8 +3,8 @@ the fix in plain words. docs/advice.md lists every rule with its source, its thr
 
 The time at stake is an upper bound on what fixing the finding can save, never an estimate of it: the GPU
 time lost waiting for the host, the host time blocked in synchronising calls, a phase's time the GPU spent
-idle. Rules build on the tables that exist (HTA's idle-time categories from analysis.breakdown, the GPU
-events of analysis.gpu_events) instead of computing them again.
+idle. Rules build on the tables that exist (HTA's idle-time categories from analysis.hta.breakdown, the GPU
+events of analysis.hta.gpu_events) instead of computing them again.
 
 Phases are the NVTX ranges the harness records (forward, backward, optimizer, prefill, decode, allreduce;
 in Kineto traces record_function ranges such as `## forward ##` count too), steps are `step` NVTX ranges or
@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 import pandas as pd
 
-from analysis.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
-from analysis.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
+from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
+from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
+from analysis.joins.runtime import plain_name
 from analysis.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
-from analysis.readers.kineto import STEP_RE
-from analysis.runtime import plain_name
-from analysis.trace import Trace
+from analysis.readers.kineto_build import STEP_RE
+from analysis.trace.trace import Trace
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF
@@ -182,7 +182,7 @@ def _ms(ns: float) -> str:
 
 
 def host_wait(trace: Trace, th: Thresholds) -> list[Finding]:
-    """The GPU waits for the host: HTA's host-wait idle time on the busiest stream (analysis.breakdown's
+    """The GPU waits for the host: HTA's host-wait idle time on the busiest stream (analysis.hta.breakdown's
     idle_time_breakdown, equal to HTA's on its fixtures)."""
     if not any(trace.has(f) for f in ("kernels", "memcpy", "memset")):
         return []
@@ -435,7 +435,8 @@ def data_loading(trace: Trace, th: Thresholds) -> list[Finding]:
 
 def exposed_communication(trace: Trace, th: Thresholds) -> list[Finding]:
     """Collectives with no computation beside them: the time of communication kernels (HTA's COMMUNICATION
-    type) during which no compute kernel runs, the part of analysis.breakdown.comm_comp_overlap that is not
+    type) during which no compute kernel runs, the part of analysis.hta.breakdown.comm_comp_overlap that is
+    not
     overlapped."""
     if not trace.has("kernels"):
         return []

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.trace import NAMES_OF, Trace
+from analysis.trace.frames import NAMES_OF
+from analysis.trace.trace import Trace
 
 PROCESS = ~0xFFFFFF
 GPU_FRAMES = ("kernels", "memcpy", "memset")

@@ -24,10 +24,11 @@ import pandas as pd
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
-from analysis.gpu_events import merge
+from analysis.hta.gpu_events import gpu_events, merge
 from analysis.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
 from analysis.readers import NULL
-from analysis.trace import NAMES_OF, Trace
+from analysis.trace.frames import NAMES_OF
+from analysis.trace.trace import Trace
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF
@@ -298,8 +299,6 @@ def _repeated(trace: Trace) -> Check:
     breakdown's busy and idle times count it once: the numbers disagree, and this check fails saying why.
     Work overlapping earlier work on its stream (a stream runs one thing at a time, so the times are off)
     is named in the evidence."""
-    from analysis.gpu_events import gpu_events
-
     name = "GPU work recorded once"
     if not any(trace.has(f) for f in GPU_FRAMES):
         return Check(name, OK, "no GPU work in the trace")
@@ -362,7 +361,7 @@ def _queue_lengths(trace: Trace, health: Health) -> Check:
     name = "queue lengths"
     if not (trace.has("runtime") and any(trace.has(f) for f in GPU_FRAMES)):
         return Check(name, OK, "no launches and GPU work to count")
-    from analysis.breakdown import queue_lengths
+    from analysis.hta.breakdown import queue_lengths
 
     q = queue_lengths(trace)
     neg = q[q["length"] < 0]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import AnalysisError
-from analysis.trace import Trace
+from analysis.trace.trace import Trace
 
 PID_MASK = 0xFFFFFF
 DEFAULT_ROWS = 50

@@ -37,7 +37,7 @@ from analysis.advice.nsys_gpu_rules import GPU_WORK, gpu_gaps, gpu_low_util
 from analysis.advice.nsys_query import DEFAULT_ROWS, PID_MASK, Query, Skipped, like, pid_of, window
 from analysis.errors import AnalysisError
 from analysis.readers import NULL
-from analysis.trace import Trace
+from analysis.trace.trace import Trace
 
 HTOD = 1  # CUPTI's copy kind host-to-device
 SMALL_HTOD_BYTES = 64_000  # cuda-sync-memcpy leaves out host-to-device copies of this size or less

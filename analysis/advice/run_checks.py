@@ -55,7 +55,7 @@ class RunFacts:
     """What a run says about itself. None: the run has no such figure (the check says so and is ok)."""
 
     overhead: Overhead | None = None
-    agreement: pd.DataFrame | None = None  # phase, steps, rel_diff (analysis.agreement's table)
+    agreement: pd.DataFrame | None = None  # phase, steps, rel_diff (analysis.compare.agreement's table)
     world_size: int = 1
     ranks_seen: list[int] = field(default_factory=list)
     busy: list[str] | None = None  # why the machine was busy (empty: quiet; None: not recorded)
@@ -234,7 +234,7 @@ def _machine(busy: list[str] | None) -> Check:
 
 
 def overhead_of(comparison: object, profiler: str, baseline: str, runs: int = 1) -> Overhead | None:
-    """An Overhead from analysis.overhead's Comparison (None when it has no figure)."""
+    """An Overhead from analysis.compare.overhead's Comparison (None when it has no figure)."""
     effect = getattr(comparison, "effect_pct", math.nan)
     if comparison is None or effect != effect:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.compile import COMPILE, STEP, compile_comparison
+from analysis.compare.compile import COMPILE, STEP, compile_comparison
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import MS, PALETTE, TEMPLATE, fmt_ns, hover, ns_ms
 

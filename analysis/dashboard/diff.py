@@ -1,6 +1,7 @@
 """`harness diff A B --html OUT.html`: the diff as a page of panels.
 
-- one panel per analysis.diff table (kernels, NVTX ranges, operators, a profiler step): the `top` largest
+- one panel per analysis.compare.diff table (kernels, NVTX ranges, operators, a profiler step): the `top`
+largest
   changes in total time, B − A, as horizontal bars (red where B is slower, teal where faster), names that
   only one side has marked `added` / `removed`;
 - for two runs, the per-phase verdicts: the relative difference of the means (B against A) with its 95%
@@ -32,7 +33,8 @@ VERDICT_COLORS = {"regression": OOM_COLOR, "improvement": KERNEL_COLOR, "inconcl
 
 
 def diff_figure(table: pd.DataFrame, title: str = "Largest changes (B − A)", top: int = TOP) -> go.Figure:
-    """Bars of Δ Total Time (ms) for the `top` rows of an analysis.diff table (already sorted by impact):
+    """Bars of Δ Total Time (ms) for the `top` rows of an analysis.compare.diff table (already sorted by
+    impact):
     red where B is slower, teal where faster; names only one side has are hatched and marked (added) or
     (removed)."""
     import plotly.graph_objects as go
@@ -140,7 +142,8 @@ def verdict_figure(verdicts: pd.DataFrame, gate_pct: float | None = None) -> go.
 
 
 def verdict_panel(verdicts: pd.DataFrame | None, gate_pct: float | None = None) -> Panel:
-    """The per-phase verdicts (analysis.diff.verdict_table) of two runs; missing where a side is no run."""
+    """The per-phase verdicts (analysis.compare.diff.verdict_table) of two runs; missing where a side is no
+    run."""
     title = "Phases: B against A (95% CI of the relative difference of means)"
     if verdicts is None or verdicts.empty:
         return Panel(

@@ -2,7 +2,7 @@
 one line per model, precision and device: the plot of `harness sweep --batch-sizes 1,2,4,8 --power`.
 
 Reads the run-level energy columns of the runs frame (analysis.names.RUN_ENERGY_FIELDS, from
-analysis.energy.run_summary) and `power_notes` (what a --power run found, or why nothing). Only what was
+analysis.runs.energy.run_summary) and `power_notes` (what a --power run found, or why nothing). Only what was
 measured is drawn: a run without energy figures is left out, never drawn as zero, and the panel says why
 those asked for with --power have none (no NVML GPU, no readable RAPL).
 """

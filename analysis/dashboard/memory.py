@@ -1,5 +1,5 @@
 """Memory timeline of a `--memory` run on CUDA: allocated bytes after each allocator event over the
-measured steps, drawn from the run's snapshot (analysis.memory), the phases shaded behind it."""
+measured steps, drawn from the run's snapshot (analysis.runs.memory), the phases shaded behind it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import MS, PHASE_COLORS, TEMPLATE, hover, phase_color
 from analysis.errors import AnalysisError, first_line
-from analysis.memory import memory_timeline, phase_peaks, read_snapshot
+from analysis.runs.memory import memory_timeline, phase_peaks, read_snapshot
 
 NO_SNAPSHOT = (
     "no run with a memory snapshot: run `harness run tiny --device cuda --memory` on a GPU "

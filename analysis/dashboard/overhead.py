@@ -7,11 +7,7 @@ import math
 
 import pandas as pd
 
-from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.runs import profiler_label, with_labels
-from analysis.dashboard.style import MS, TEMPLATE, hover, ns_ms, ordered_phases, phase_color
-from analysis.names import MEASURED_STATUSES
-from analysis.overhead import (
+from analysis.compare.overhead import (
     BASELINE,
     STEP_SUM,
     Comparison,
@@ -22,6 +18,10 @@ from analysis.overhead import (
     overhead_verdict,
     step_rows,
 )
+from analysis.dashboard.panel import DashboardData, Panel
+from analysis.dashboard.runs import profiler_label, with_labels
+from analysis.dashboard.style import MS, TEMPLATE, hover, ns_ms, ordered_phases, phase_color
+from analysis.names import MEASURED_STATUSES
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length"]
 PATTERNS = ("", "/", "x", ".")

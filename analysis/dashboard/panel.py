@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
-from analysis.roofline import Roofs
+from analysis.runs.roofline import Roofs
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -74,7 +74,8 @@ class DashboardData:
     # the roofline of the newest run with per-block times (its table, roofs and title), made by the harness
     # (the analytic FLOPs and bytes are the workloads')
     roofline: RunRoofline | None = None
-    # per-rank phase ranges (analysis.ranks.RanksReport.phases): rank, phase, step, duration_ns, start_ns,
+    # per-rank phase ranges (analysis.ranks.ranks.RanksReport.phases): rank, phase, step, duration_ns,
+    # start_ns,
     # end_ns on the common clock; None outside `harness ranks --html`
     ranks: pd.DataFrame | None = None
     source: str = ""  # where the data came from, for the page header
@@ -82,7 +83,7 @@ class DashboardData:
 
 @dataclass
 class RunRoofline:
-    """A run's sub-blocks on the roofline: analysis.roofline.roofline_table with times, and its roofs."""
+    """A run's sub-blocks on the roofline: analysis.runs.roofline.roofline_table with times, and its roofs."""
 
     run_id: str
     table: pd.DataFrame

@@ -1,6 +1,6 @@
 """Multi-rank panels (`harness ranks --html`): what `harness ranks` reports of the straggler (per rank its
 compute and its wait in collectives per step, the straggler named with what it costs the others:
-analysis.ranks.straggler_table), a ranks × phases heatmap of the mean time per step, and a timeline with
+analysis.ranks.ranks.straggler_table), a ranks × phases heatmap of the mean time per step, and a timeline with
 every rank's phase ranges on one clock (ns since the earliest report's session start)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import MS, TEMPLATE, hover, ordered_phases, phase_color
-from analysis.ranks import straggler_note, straggler_table
+from analysis.ranks.ranks import straggler_note, straggler_table
 
 RANK_PHASES = ("forward", "backward", "allreduce", "optimizer", "prefill", "decode", "step")
 MAX_TIMELINE_RANGES = 20_000

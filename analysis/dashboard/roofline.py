@@ -1,6 +1,6 @@
 """Roofline figure: sub-blocks on log-log axes of intensity (FLOP/byte) and TFLOP/s under the device's roofs.
 
-Built from analysis.roofline.roofline_table. A sub-block with a measured time is a filled marker at its
+Built from analysis.runs.roofline.roofline_table. A sub-block with a measured time is a filled marker at its
 achieved TFLOP/s; without one, a hollow marker on the roof at its attainable TFLOP/s (where it would sit at
 100% of the roof), so the analytic table can be drawn before any per-block timing exists.
 """
@@ -12,7 +12,7 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import TEMPLATE, hover, phase_color
-from analysis.roofline import Roofs
+from analysis.runs.roofline import Roofs
 
 ROOF_COLOR = "#444444"
 NO_ROOFLINE = (

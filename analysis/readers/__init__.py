@@ -1,4 +1,4 @@
-"""Readers: one per trace format, each filling the frames of `analysis.trace.FRAMES` from its files.
+"""Readers: one per trace format, each filling the frames of `analysis.trace.frames.FRAMES` from its files.
 
 What every reader shares lives here (readers import nothing else of the trace model).
 """
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: a warm command served f
     import numpy as np
 
 NULL = -9223372036854775807  # stands for a missing value in integer columns
-# The nsys reader's version, here so that finding a cache entry imports no reader (analysis.results).
+# The nsys reader's version, here so that finding a cache entry imports no reader (analysis.trace.results).
 NSYS_VERSION = "nsys-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
 
 
@@ -38,7 +38,7 @@ def return_freed_buffers() -> None:
 
     Without it glibc's self-raising mmap threshold and per-thread arenas keep freed column buffers resident
     (scan() parses chunks on worker threads; 1M kernels, `nvtx-gpu`: 430 MB peak, not 370 MB). The
-    Parquet cache does the same for pyarrow's own pool (analysis.cache).
+    Parquet cache does the same for pyarrow's own pool (analysis.trace.cache).
     """
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         return

@@ -21,7 +21,7 @@ import numpy as np
 
 from analysis.readers import NULL
 from analysis.readers.kineto_checks import clean_name, hashable
-from analysis.readers.kineto_stream import NO_ARGS, NOT_EVENT, UNSET, Args, Event, decode
+from analysis.readers.kineto_events import NO_ARGS, NOT_EVENT, UNSET, Args, Event, decode
 
 MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
 MAX_US = MAX_NS // 1000

@@ -1,4 +1,4 @@
-"""Read an Nsight Systems SQLite export into the frames of the trace model (`analysis.trace.FRAMES`).
+"""Read an Nsight Systems SQLite export into the frames of the trace model (`analysis.trace.frames.FRAMES`).
 
 This is the only module that writes SQL against an export. It codes against the tables and columns
 present, not a schema version: newer exports (schema 3.x) name the metadata table META_DATA_EXPORT instead

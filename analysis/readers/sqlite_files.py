@@ -20,9 +20,9 @@ transaction in `X-wal` would be missed. So (`opening`):
   back, an index it cannot make), the file and what lies beside it are read from such a copy too.
 
 An export whose log or journal holds something is read without the trace cache (`not_cached_why`): its
-content is file plus log, and the log changes without the file (`analysis.trace`).
+content is file plus log, and the log changes without the file (`analysis.trace.trace`).
 
-This module imports only the standard library: the warm path (analysis.results) asks it whether an
+This module imports only the standard library: the warm path (analysis.trace.results) asks it whether an
 export can be served from the cache.
 """
 

@@ -1,5 +1,5 @@
 """Tables from an Nsight Systems export or a Kineto trace: `harness kernels`, `nvtx`, `nvtx-gpu`, `api`,
-`memops`, `launch`, `osrt` and `summary`, made from the registry of tables (analysis.tables), plus
+`memops`, `launch`, `osrt` and `summary`, made from the registry of tables (analysis.tables.tables), plus
 `breakdown` and `cache`. Each command parses the options only it has, takes the options every analysis
 command shares as one `Reading`, and hands both to `show_table`.
 """
@@ -35,7 +35,7 @@ from harness.core.errors import ExportError, UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.cache import Cache
+    from analysis.trace.cache import Cache
 
 HTA_HELP = (
     "Apply Holistic Trace Analysis's load rules first (drop the last ProfilerStep, round float µs "

@@ -1,4 +1,5 @@
-"""`harness diff A B` of two exports or traces (analysis.export_diff): the answer first, then the tables.
+"""`harness diff A B` of two exports or traces (analysis.compare.export_diff): the answer first, then the
+tables.
 
 Table format: the sides, the verdict, the comparability and iterations lines, the largest kernel changes, the
 headline figures (ms), then per table the `--top` largest changes (default: as many as fit the terminal's
@@ -29,7 +30,7 @@ from harness.experiments import diff as hd
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.export_diff import ExportDiff, Verdict
+    from analysis.compare.export_diff import ExportDiff, Verdict
     from harness.experiments.diff import Side
 
 # the diff tables on screen: short headers, so that a name and A, B, Δ, Δ (%) fit 80 columns

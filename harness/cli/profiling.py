@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from analysis.overhead import overhead_verdict
+from analysis.compare.overhead import overhead_verdict
 from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (

@@ -1,5 +1,5 @@
 """`harness ranks`: per-rank phase times, GPU busy time, communication kernels and the straggler, from one
-export per rank (analysis.ranks). `--html` draws the straggler (compute and wait per rank), the ranks ×
+export per rank (analysis.ranks.ranks). `--html` draws the straggler (compute and wait per rank), the ranks ×
 phases heatmap and the aligned timeline."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from analysis.dashboard import DashboardData, write_dashboard
-from analysis.multi import expand
 from analysis.outputs import is_stdout, refuse_inputs
+from analysis.trace.multi import expand
 from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, LimitOpt, RunRefCommand, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
@@ -89,7 +89,7 @@ def ranks_cmd(
     tables.append(("Phase time per rank", report.phase_times))
     if len(report.gpu):  # from exports; the timers' per-rank means are the table above
         tables.append(("GPU and communication per rank", report.per_rank))
-    if report.around is not None:  # one capture of several ranks (analysis.capture_ranks)
+    if report.around is not None:  # one capture of several ranks (analysis.ranks.capture_ranks)
         tables.append(
             ("Around the collectives, per rank: compute before, wait for the last rank", report.around)
         )

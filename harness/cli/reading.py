@@ -1,5 +1,6 @@
 """What every table command shares: the exports it reads and how it prints them, declared once (`Reading`,
-`reading_options`), and `show_table`, which reads a table of the registry (analysis.tables) from one export
+`reading_options`), and `show_table`, which reads a table of the registry (analysis.tables.tables) from one
+export
 or several and renders it."""
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from harness.cli.output import Format, emit, emit_many
 from harness.core.errors import ExportError
 
 if TYPE_CHECKING:
-    from analysis.multi_tables import Combined
-    from analysis.tables import Table, Tables
+    from analysis.tables.multi_tables import Combined
+    from analysis.tables.tables import Table, Tables
 
 REPORT_HELP = (
     "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
@@ -98,7 +99,7 @@ class Reading:
     limit: int | None = None
 
 
-# tables kept in the export's cache entry and served again without pandas (analysis.results)
+# tables kept in the export's cache entry and served again without pandas (analysis.trace.results)
 SERVED = frozenset({"kernels", "nvtx-gpu", "summary"})
 # tables that take --top themselves (Table.cuts_rows False; the registry itself loads pandas)
 TOP_IN_TABLE = frozenset({"nvtx-gpu"})
@@ -161,7 +162,8 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
 
 
 def _kernels(report: Path, reading: Reading, top: int | None, options: dict[str, object]) -> None:
-    """`kernels` of one export as the registry's Table gives it, from analysis.kernels.kernel_table: a table
+    """`kernels` of one export as the registry's Table gives it, from analysis.tables.kernels.kernel_table: a
+    table
     not asked for before on a cached export imports pyarrow and numpy, not pandas (issue 24 §3)."""
     trace = lazy.open_report(report, cache=not reading.no_cache)
     table = lazy.kernel_table(trace, **{k: v for k, v in options.items() if k != "hta"})

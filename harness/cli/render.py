@@ -16,7 +16,7 @@ from analysis.advice.record import (
     health_line,
     health_table,
 )
-from analysis.agreement import for_people
+from analysis.compare.agreement import for_people
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
 from harness.cli.output import Format, emit_many

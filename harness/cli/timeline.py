@@ -1,5 +1,5 @@
 """`harness timeline REPORT --out FILE.json.gz`: an export or trace as a Chrome trace for Perfetto UI and
-chrome://tracing (analysis.chrome_trace), the whole of it or one step, phase or window."""
+chrome://tracing (analysis.views.chrome_trace), the whole of it or one step, phase or window."""
 
 from __future__ import annotations
 

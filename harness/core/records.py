@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from analysis.names import STEP as STEP_RANGE
-from analysis.steady import steady
+from analysis.runs.steady import steady
 
 FORWARD_PHASES = PHASES_BY_MODE["forward"]
 __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
@@ -102,7 +102,7 @@ class PhaseStats:
 
     @classmethod
     def of(cls, phase: str, durations: list[int]) -> PhaseStats:
-        """The figures of analysis.steady (one computation for every command that shows them)."""
+        """The figures of analysis.runs.steady (one computation for every command that shows them)."""
         s = steady(durations)
         return cls(
             phase=phase,

@@ -1,5 +1,5 @@
 """Everything that reads power and energy: NVML (nvidia-ml-py) for GPUs, RAPL (Linux powercap) for CPU
-packages. No other module samples either; the arithmetic over the samples is in analysis/energy.py.
+packages. No other module samples either; the arithmetic over the samples is in analysis/runs/energy.py.
 
     with discover(gpus_in_use(device)) as sources:
         for line in sources.messages():        # each missing source once, with the reason
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.energy import unwrap_counter
+from analysis.runs.energy import unwrap_counter
 from harness.core.errors import first_line
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ class RaplSample:
 
 @dataclass
 class PowerTrace:
-    """What a sampler recorded: the samples frame (analysis.energy's schema plus the GPU readings) and a
+    """What a sampler recorded: the samples frame (analysis.runs.energy's schema plus the GPU readings) and a
     line for each kind of read that failed."""
 
     samples: pd.DataFrame
@@ -409,7 +409,8 @@ class PowerSampler:
 def samples_frame(
     gpu: Sequence[GpuSample], rapl: Sequence[RaplSample], max_energy_uj: dict[str, int]
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The samples in analysis.energy's schema: counters turned into joules since the first reading, RAPL's
+    """The samples in analysis.runs.energy's schema: counters turned into joules since the first reading,
+    RAPL's
     wrap-around undone; a GPU counter that goes backwards (driver reloaded) is dropped and said so."""
     import numpy as np
     import pandas as pd

@@ -1,6 +1,6 @@
 """`harness run --power`: sample power over a run's measured steps and add the energy figures to its result.
 
-The sources and the sampler are harness/energy/power.py's, the arithmetic analysis/energy.py's; this
+The sources and the sampler are harness/energy/power.py's, the arithmetic analysis/runs/energy.py's; this
 module only joins them to a run: the sampler runs over the measured window, the phases' start times
 and durations become the intervals, and the analytic FLOPs and tokens of a step become FLOPs/J and tokens/J.
 Whatever goes wrong here becomes a line in result.extra["power_notes"]:
@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from analysis.energy import energy_table, run_summary
+from analysis.runs.energy import energy_table, run_summary
 from harness.core.errors import first_line
 from harness.core.records import RunConfig, RunResult
 from harness.energy.power import PowerSampler, PowerSources, discover, gpus_in_use
@@ -115,7 +115,7 @@ if TYPE_CHECKING:
 
 
 def energy_rows(records: list[dict[str, object]]) -> pd.DataFrame:
-    """The energy table a run keeps (analysis.energy.ENERGY_COLUMNS as records) for people."""
+    """The energy table a run keeps (analysis.runs.energy.ENERGY_COLUMNS as records) for people."""
     import pandas as pd
 
     df = pd.DataFrame.from_records(records)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.compile import baseline_choice, compile_comparison, compile_pairs
-from analysis.steady import STEP, run_steady
+from analysis.compare.compile import baseline_choice, compile_comparison, compile_pairs
+from analysis.runs.steady import STEP, run_steady
 from harness.core.errors import UsageError
 from harness.core.records import RunResult
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def record_first_step(result: RunResult) -> None:
     """The first step (wall time, and per phase) into result.extra, and with --compile `compile_ns`: the
     first step minus the median measured step (per phase too), and the steady medians they were taken from
-    (`steady_phases_ns`, from analysis.steady, as every command shows them). Eager runs keep their first
+    (`steady_phases_ns`, from analysis.runs.steady, as every command shows them). Eager runs keep their first
     step as well, the warm-up cost compiled runs are compared with."""
     if not result.steps or not result.steps[0].warmup:
         return
@@ -71,7 +71,8 @@ def compile_table(
     device: str | None = None,
     baseline: str | None = None,
 ) -> pd.DataFrame:
-    """analysis.compile.compile_comparison over the stored runs (of one model / device); `baseline` names
+    """analysis.compare.compile.compile_comparison over the stored runs (of one model / device); `baseline`
+    names
     the eager run to compare with (a unique prefix will do). The lines saying which eager run is the
     baseline and whether the compiled run found Inductor's cache warm are in `table.attrs["notes"]`."""
 

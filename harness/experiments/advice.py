@@ -18,7 +18,7 @@ from analysis.advice.findings import Thresholds, findings
 from analysis.advice.health import Health, capture_health
 from analysis.advice.record import advice_record, checks_of
 from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, RunFacts, overhead_of, run_checks
-from analysis.overhead import BASELINE, headline
+from analysis.compare.overhead import BASELINE, headline
 from harness.core.machine import MachineLoad
 from harness.core.records import phases_for
 from harness.experiments.opening import open_report

@@ -1,5 +1,5 @@
 """`harness diff A B`: resolve each side (a run id, `baseline:NAME`, or an export / report / trace path) and
-compute the diff tables of analysis.diff for them.
+compute the diff tables of analysis.compare.diff for them.
 
 A run brings its per-step timings (for verdicts) and, when it was profiled and its export is still there,
 its trace (for kernel / NVTX / operator tables). A path brings a trace only.
@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis import diff as d
+from analysis.compare import diff as d
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments.opening import open_report
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.diff import PhaseVerdict
-    from analysis.trace import Trace
+    from analysis.compare.diff import PhaseVerdict
+    from analysis.trace.trace import Trace
     from harness.store.schema import Run
 
 BASELINE_PREFIX = "baseline:"

@@ -13,9 +13,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.nvtx import nvtx_ranges
-from analysis.stats_format import release
-from analysis.trace import open_trace
+from analysis.tables.nvtx import nvtx_ranges
+from analysis.tables.stats_format import release
+from analysis.trace.opening import open_trace
 from harness.core import nvtx_ranges as emitter
 from harness.core.errors import HarnessError
 from harness.energy import power

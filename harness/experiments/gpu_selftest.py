@@ -1,6 +1,7 @@
 """The GPU self-test of `harness doctor`: a tiny program that launches a kernel, a cuBLAS matrix product and a
 CUDA graph replay, each inside an NVTX range, profiled under the nsys in use with the harness's trace
-settings; then each is looked for in the export (analysis.selftest): its kernel, the call that launched it
+settings; then each is looked for in the export (analysis.runs.selftest): its kernel, the call that launched
+it
 and a resolved name. Before it checked NVTX only, which is how an nsys that recorded 0 kernels of a CUDA 13
 program on an H100 went unnoticed until a real run.
 """
@@ -12,8 +13,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from analysis.selftest import EXPECTED, Seen, check_all
-from analysis.trace import open_trace
+from analysis.runs.selftest import EXPECTED, Seen, check_all
+from analysis.trace.opening import open_trace
 from harness.core.errors import HarnessError
 from harness.execution import nsys
 from harness.execution.nsys.find import NsysInfo
@@ -68,7 +69,7 @@ def gpu_self_test(info: NsysInfo) -> list[tuple[str, str, str]]:
 
 
 def judged(export: Path) -> list[tuple[str, str, str]]:
-    """The self-test's checks of an export (analysis.selftest), as doctor rows."""
+    """The self-test's checks of an export (analysis.runs.selftest), as doctor rows."""
     try:
         seen: list[Seen] = check_all(open_trace(export, cache=False))
     except HarnessError as e:

@@ -14,10 +14,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from analysis.cache import Cache, cache_root
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
-from analysis.trace import REPORT_SUFFIXES, Trace, not_a_file, open_trace
+from analysis.trace.cache import Cache, cache_root
+from analysis.trace.opening import REPORT_SUFFIXES, not_a_file, open_trace
+from analysis.trace.trace import Trace
 from harness.core.errors import NsysError
 from harness.execution.nsys import export_sqlite
 
@@ -40,7 +41,7 @@ def sqlite_for(report: Path, *, cache: bool = True) -> Path:
         if beside.is_file() and beside.stat().st_mtime >= rep_mtime:
             return beside
     st = report.stat()
-    # inode and ctime as in the trace cache's key (analysis.cache): a report rewritten with its size and
+    # inode and ctime as in the trace cache's key (analysis.trace.cache): a report rewritten with its size and
     # mtime put back is exported again
     stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
     key = hashlib.sha256(f"{report.resolve()}\0{stamp}".encode()).hexdigest()[:32]

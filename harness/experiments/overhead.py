@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from analysis.overhead import headline, overhead_table
+from analysis.compare.overhead import headline, overhead_table
 from harness.core import machine
 from harness.core.devices import resolve_device
 from harness.core.errors import HarnessError
@@ -32,7 +32,7 @@ from harness.profilers.torch import NAME, TRACE_SUFFIX
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.overhead import Comparison
+    from analysis.compare.overhead import Comparison
     from harness.profilers.torch import TorchRequest
     from harness.store.results import ResultsStore
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import harness
-from analysis.stats_format import EXPORT
-from analysis.summary import summary
+from analysis.tables.stats_format import EXPORT
+from analysis.tables.summary import summary
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
@@ -31,7 +31,7 @@ from harness.profilers.nsys import report_paths
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
-    from analysis.summary import Report
+    from analysis.tables.summary import Report
     from harness.execution.nsys import ProfileResult
     from harness.store.results import ResultsStore
 
@@ -161,5 +161,5 @@ def profile_program(
 
 
 def summarise(sqlite: Path, tables_format: str = EXPORT) -> Report:
-    """The summary tables of the export, in `nsys stats` of `tables_format` (analysis.stats_format)."""
+    """The summary tables of the export, in `nsys stats` of `tables_format` (analysis.tables.stats_format)."""
     return summary(open_report(sqlite), stats_format=tables_format)

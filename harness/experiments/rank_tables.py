@@ -1,14 +1,14 @@
 """The tables of a run across ranks for `harness run --nproc` and `harness show`: each rank's mean phase
 times; per phase the mean over ranks, slowest and fastest rank; per rank its time computing and waiting in
 the all-reduce, and the straggler, the rank that arrives last, with what it costs the others
-(analysis.ranks)."""
+(analysis.ranks.ranks)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from analysis.ranks import (
+from analysis.ranks.ranks import (
     PHASE_COLUMNS,
     RanksReport,
     communication_share,
@@ -25,7 +25,7 @@ from harness.experiments.reports import ranks_of
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.ranks import RanksReport
+    from analysis.ranks.ranks import RanksReport
     from harness.core.records import RunResult
     from harness.store.results import ResultsStore
     from harness.store.schema import Run

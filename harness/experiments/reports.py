@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.capture_ranks import analyse_by_process, ranks_of_exports
-from analysis.multi import check_name_ranks, label_sources, raise_errors, run_tasks
-from analysis.tables import combine, run_task
+from analysis.ranks.capture_ranks import analyse_by_process, ranks_of_exports
+from analysis.tables.tables import combine, run_task
+from analysis.trace.multi import check_name_ranks, label_sources, raise_errors, run_tasks
 from harness.experiments.opening import sqlite_for
 
 if TYPE_CHECKING:
-    from analysis.multi_tables import Combined
-    from analysis.ranks import RanksReport
+    from analysis.ranks.ranks import RanksReport
+    from analysis.tables.multi_tables import Combined
 
 
 def analyse_many(
@@ -26,7 +26,7 @@ def analyse_many(
     dask: str | None = None,
     cache: bool = True,
 ) -> Combined:
-    """One command's tables over several exports (analysis.multi): reports are exported first, here, and
+    """One command's tables over several exports (analysis.trace.multi): reports are exported first, here, and
     the ranks come from the names the user gave."""
 
     if by_rank and len(inputs) == 1:

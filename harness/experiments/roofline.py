@@ -1,7 +1,7 @@
 """`harness roofline [RUN]`: the roofline of one configuration, against datasheet or measured roofs.
 
 Puts together workloads.roofline (FLOPs and bytes per sub-block), the device's roofs (below) and
-analysis.roofline (the table). Given a stored run, the configuration is the run's and its measured times
+analysis.runs.roofline (the table). Given a stored run, the configuration is the run's and its measured times
 go in: per sub-block from its per-block times (--nvtx-detail: harness blocks), per phase from its step
 timers, and MFU per phase and for the step.
 
@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from analysis.blocks import subblock_times
 from analysis.dashboard.panel import RunRoofline
-from analysis.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
+from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
+from analysis.views.blocks import subblock_times
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import phases_for
@@ -43,7 +43,7 @@ class RooflineReport:
     mode: str
     attention: str
     costs: pd.DataFrame  # workloads.roofline.subblock_costs
-    table: pd.DataFrame  # analysis.roofline.roofline_table against `used`
+    table: pd.DataFrame  # analysis.runs.roofline.roofline_table against `used`
     roofs: list[Roofs] = field(default_factory=list)  # every roof found (datasheet, measured)
     used: Roofs | None = None  # the one the table is placed against: measured if asked for, else datasheet
     notes: list[str] = field(default_factory=list)
@@ -71,11 +71,11 @@ class RooflineReport:
 
     def phases_frame(self) -> pd.DataFrame:
         """Per phase: model (matmul) FLOPs, all FLOPs, bytes, the least time the roofs allow and, for a run,
-        its measured time placed on the roofs (analysis.roofline.phase_table)."""
+        its measured time placed on the roofs (analysis.runs.roofline.phase_table)."""
         return phase_table(self.costs, self.phase_ns, self.used)
 
     def above_roof(self) -> list[str]:
-        """The measured points above their roof, each said with why (analysis.roofline.above_roof)."""
+        """The measured points above their roof, each said with why (analysis.runs.roofline.above_roof)."""
         return above_roof(self.table, self.used) + above_roof(self.phases_frame(), self.used, "phase")
 
     def mfu_frame(self) -> pd.DataFrame:

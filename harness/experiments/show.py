@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from analysis.overhead import baseline_label, overhead_table
+from analysis.compare.overhead import baseline_label, overhead_table
 from harness.core.machine import MachineLoad, describe
 from harness.core.records import PhaseStats, phases_for, step_stats
 from harness.energy.run import energy_rows

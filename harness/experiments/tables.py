@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from analysis.names import MEASURED_STATUSES
-from analysis.steady import REMAINDER, STEP
+from analysis.runs.steady import REMAINDER, STEP
 from harness.core.records import RunResult, phases_for
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[s
 
 def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:
     """Per phase, the remainder (step − phases) and the whole step: the first step, the measured median
-    (analysis.steady's, as stored by record_first_step) and the difference (compile)."""
+    (analysis.runs.steady's, as stored by record_first_step) and the difference (compile)."""
     import pandas as pd
 
     first = extra.get("first_step_phases") or {}

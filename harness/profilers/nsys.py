@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis import nvtx as nvtx_table
 from analysis.advice.coverage import export_facts
 from analysis.advice.findings import findings
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, degraded_reason
 from analysis.advice.run_checks import RunFacts, overhead_of, run_checks
-from analysis.agreement import agreement_table, pair_ranges, range_summary
+from analysis.compare.agreement import agreement_table, pair_ranges, range_summary
+from analysis.compare.overhead import BASELINE, headline, overhead_table
 from analysis.errors import AnalysisError
-from analysis.kernels import kernel_summary
-from analysis.overhead import BASELINE, headline, overhead_table
-from analysis.trace import open_trace
+from analysis.tables import nvtx as nvtx_table
+from analysis.tables.kernels import kernel_summary
+from analysis.trace.opening import open_trace
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
 from harness.core.errors import HarnessError

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from analysis.overhead import baseline_label
+from analysis.compare.overhead import baseline_label
 from harness.core import machine
 from harness.core.records import RunResult
 

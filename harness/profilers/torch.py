@@ -5,7 +5,8 @@ the warmup
 steps (the last one warms the profiler up) and records the measured ones; every NVTX range the harness opens
 (step, the phases, --nvtx-detail's layers) is also a `record_function` range of the same name. The trace is
 written as gzipped Chrome JSON (opens in Perfetto; `harness summary|nvtx|dashboard` read it). This process
-stores the run with the trace's path and computes the operator tables from the trace (analysis.operators).
+stores the run with the trace's path and computes the operator tables from the trace
+(analysis.tables.operators).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.agreement import range_summary
-from analysis.nvtx import nvtx_ranges
-from analysis.operators import SELF_CUDA, by_self_cuda, operator_table
+from analysis.compare.agreement import range_summary
 from analysis.readers.kineto import is_complete
-from analysis.trace import open_trace
+from analysis.tables.nvtx import nvtx_ranges
+from analysis.tables.operators import SELF_CUDA, by_self_cuda, operator_table
+from analysis.trace.opening import open_trace
 from harness.core import signals
 from harness.core.errors import user_errors
 from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for

@@ -2,7 +2,7 @@
 
 A run without a profiler carries its synchronised block timers (harness.execution.block_timers), stored with
 it. A
-run under a profiler gets its block times from its trace (analysis.blocks.block_records) when it is
+run under a profiler gets its block times from its trace (analysis.views.blocks.block_records) when it is
 analysed, stored the same way; an older run whose trace is still there is read from the trace.
 """
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.blocks import block_records, block_table
 from analysis.errors import ExportError
 from analysis.names import BLOCK_TIMERS
-from analysis.trace import open_trace
+from analysis.trace.opening import open_trace
+from analysis.views.blocks import block_records, block_table
 from harness.core.errors import HarnessError
 from harness.core.records import LATEST, phases_for
 
@@ -34,9 +34,9 @@ class BlockReport:
     attention: str
     source: str
     steps: int  # measured steps the block times cover
-    records: pd.DataFrame  # analysis.blocks.RECORD_COLUMNS
+    records: pd.DataFrame  # analysis.views.blocks.RECORD_COLUMNS
     phase_ns: dict[str, float]  # each phase's mean over those steps
-    table: pd.DataFrame  # analysis.blocks.block_table
+    table: pd.DataFrame  # analysis.views.blocks.block_table
     notes: list[str] = field(default_factory=list)
 
 
@@ -99,7 +99,7 @@ def store_from_trace(store: ResultsStore, run_id: str, path: Path, config: Any) 
 
 @dataclass
 class BlockRecords:
-    records: pd.DataFrame  # analysis.blocks.RECORD_COLUMNS
+    records: pd.DataFrame  # analysis.views.blocks.RECORD_COLUMNS
     source: str
     steps: int  # measured steps they cover
     trace: Path | None = None  # read from this trace (not stored)
@@ -129,7 +129,7 @@ def block_records_of(store: ResultsStore, run: Run) -> BlockRecords | None:
 
 
 def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> BlockReport:
-    """The run's per-block table (analysis.blocks.block_table) with its source."""
+    """The run's per-block table (analysis.views.blocks.block_table) with its source."""
 
     run = resolve(store, ref)
     found = block_records_of(store, run)

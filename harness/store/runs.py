@@ -134,7 +134,8 @@ class RunsPart(Database):
         )
 
     def save_agreement(self, run_id: str, table: pd.DataFrame) -> None:
-        """`table` as returned by analysis.agreement.agreement_table; replaces the run's agreement rows."""
+        """`table` as returned by analysis.compare.agreement.agreement_table; replaces the run's agreement
+        rows."""
         rows = unsaved.agreement_rows(table)
 
         def write() -> None:

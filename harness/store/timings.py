@@ -50,7 +50,8 @@ class TimingsPart(Database):
         return pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["run_id", *cols])
 
     def save_blocks(self, run_id: str, blocks: pd.DataFrame, source: str) -> None:
-        """Per-block times of a stored run found by analysis (analysis.blocks.block_records: step, layer,
+        """Per-block times of a stored run found by analysis (analysis.views.blocks.block_records: step,
+        layer,
         block, phase, duration_ns, calls), replacing the run's earlier ones."""
         import pandas as pd
 

@@ -31,7 +31,7 @@ STATUSES = ("ok", "oom", "error", "interrupted")
 PROFILERS = ("none", "nsys", "torch")
 DEVICES = ("auto", "cpu", "cuda", "mps", "n/a")  # asked for (config.device); n/a: a program's run
 ATTENTIONS = ("math", "sdpa")
-MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.MAX_TIME)
+MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.frames.MAX_TIME)
 INT64_MAX = 2**63 - 1
 ID_BYTES = 255
 

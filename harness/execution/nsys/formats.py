@@ -1,4 +1,4 @@
-"""Which `nsys stats` format the tables print (analysis.stats_format): the one a user names
+"""Which `nsys stats` format the tables print (analysis.tables.stats_format): the one a user names
 (`--stats-format`, HARNESS_STATS_FORMAT), else that of the nsys in use, else that of the nsys that wrote the
 export. The nsys in use is asked for its version only (`nsys --version`, about 0.1 s), and only by the
 commands whose tables differ between formats."""
@@ -9,7 +9,7 @@ import functools
 import os
 from pathlib import Path
 
-from analysis.stats_format import EXPORT, check, release
+from analysis.tables.stats_format import EXPORT, check, release
 from harness.core.errors import NsysError, UsageError
 from harness.execution.nsys.find import _version, candidates
 

@@ -1,0 +1,182 @@
+"""Eager against torch.compile for the same configuration, side by side (seed 003's eager/compiled tables).
+
+Built from stored runs and their step timings (the results store's columns), so it needs no extra field:
+per configuration that has both an eager and a compiled run (without a profiler, status ok), per phase and
+for the whole step: the median measured time of each side with its spread (standard deviation) and the
+median's 95% interval, the speed-up (eager / compiled) with its interval, and the compiled run's first
+step minus its median: compilation, which the measured steps leave out. Every figure comes from
+analysis.runs.steady, as `harness show` prints it; the row REMAINDER (median step − Σ phase medians) makes the
+phase rows add up to the step row.
+
+Which runs are compared is said, never guessed silently: the baseline is the eager run named (`baseline`),
+or else the newest eager run of the configuration, and `baseline_choice` says which it was and why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis.names import PHASES_BY_MODE
+from analysis.runs.steady import REMAINDER, STEP, RunSteady, ratio_interval, run_steady
+
+SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size", "context_length"]
+COMPILE = "compile (first step) (ns)"
+COLUMNS = [
+    *SAME_CONFIG,
+    "phase",
+    "eager (ns)",
+    "eager std (ns)",
+    "eager CI low (ns)",
+    "eager CI high (ns)",
+    "compiled (ns)",
+    "compiled std (ns)",
+    "compiled CI low (ns)",
+    "compiled CI high (ns)",
+    "speed-up",
+    "speed-up CI low",
+    "speed-up CI high",
+    COMPILE,
+    "eager first step (ns)",
+    "compiled first step (ns)",
+    "eager run",
+    "compiled run",
+]
+__all__ = [
+    "COLUMNS",
+    "COMPILE",
+    "REMAINDER",
+    "STEP",
+    "baseline_choice",
+    "compile_comparison",
+    "compile_pairs",
+]
+
+
+def _ok(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs[(runs["status"] == "ok") & runs["profiler"].fillna("none").isin(["none", ""])]
+
+
+def compile_pairs(runs: pd.DataFrame, baseline: str | None = None) -> list[tuple[dict, dict]]:
+    """(eager, compiled) run rows of each configuration that has both: the newest of each side, or with
+    `baseline` (an eager run's id) that run against the newest compiled run of its configuration."""
+    if runs.empty:
+        return []
+    ok = _ok(runs)
+    keys = [k for k in SAME_CONFIG if k in ok]
+    pairs = []
+    for _, group in ok.groupby(keys, sort=False, dropna=False):
+        compiled = group["compile"].astype(bool)
+        eager = group[~compiled]
+        if baseline is not None:
+            eager = eager[eager["run_id"] == baseline]
+        if compiled.any() and len(eager):
+            pairs.append((eager.iloc[-1].to_dict(), group[compiled].iloc[-1].to_dict()))
+    return pairs
+
+
+def baseline_choice(runs: pd.DataFrame, pairs: list[tuple[dict, dict]], baseline: str | None) -> list[str]:
+    """One line per pair: which eager run is the baseline, and why (named, or the newest of how many)."""
+    ok = _ok(runs) if not runs.empty else runs
+    lines = []
+    for eager, compiled in pairs:
+        if baseline is not None:
+            why = "named by --baseline"
+        else:
+            same = ok[~ok["compile"].astype(bool)]
+            for k in SAME_CONFIG:
+                if k in same:
+                    v = eager.get(k)
+                    same = same[same[k].isna()] if v is None or v != v else same[same[k] == v]
+            n = len(same)
+            why = (
+                "the only eager run of this configuration"
+                if n == 1
+                else f"the newest of {n} eager runs of this configuration; --baseline RUN picks another"
+            )
+        lines.append(f"baseline: eager run {eager['run_id']} ({why}); compiled run {compiled['run_id']}")
+    return lines
+
+
+def _figures(steps: pd.DataFrame, run_id: str, phases: tuple[str, ...]) -> RunSteady:
+    s = steps[steps["run_id"] == run_id]
+    rows = zip(s["step"], s["phase"], s["duration_ns"], s["warmup"], strict=True)
+    return run_steady(rows, phases)
+
+
+def _nan(x: float | None) -> float:
+    return math.nan if x is None else x
+
+
+def _row(phase: str, e: RunSteady, c: RunSteady) -> dict:
+    ef, cf = e.figures[phase], c.figures[phase]
+    low, high = ratio_interval(e.samples[phase], c.samples[phase])
+    return {
+        "phase": phase,
+        "eager (ns)": ef.median_ns,
+        "eager std (ns)": ef.std_ns,
+        "eager CI low (ns)": ef.ci_low_ns,
+        "eager CI high (ns)": ef.ci_high_ns,
+        "compiled (ns)": cf.median_ns,
+        "compiled std (ns)": cf.std_ns,
+        "compiled CI low (ns)": cf.ci_low_ns,
+        "compiled CI high (ns)": cf.ci_high_ns,
+        "speed-up": ef.median_ns / cf.median_ns if cf.median_ns else math.nan,
+        "speed-up CI low": low,
+        "speed-up CI high": high,
+        COMPILE: _nan(c.compile_ns(phase)),
+        "eager first step (ns)": _nan(e.first.get(phase)),
+        "compiled first step (ns)": _nan(c.first.get(phase)),
+    }
+
+
+def _remainder(phases: list[str], e: RunSteady, c: RunSteady, step: dict) -> dict:
+    """The row that makes the phases add up to the step: step − Σ phases, column by column."""
+    compile_sum = [c.compile_ns(p) for p in phases]
+    return {
+        "phase": REMAINDER,
+        "eager (ns)": _nan(e.remainder(phases)),
+        "compiled (ns)": _nan(c.remainder(phases)),
+        COMPILE: step[COMPILE] - sum(compile_sum) if None not in compile_sum else math.nan,
+        "eager first step (ns)": step["eager first step (ns)"] - sum(_nan(e.first.get(p)) for p in phases),
+        "compiled first step (ns)": step["compiled first step (ns)"]
+        - sum(_nan(c.first.get(p)) for p in phases),
+    }
+
+
+def compile_comparison(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
+    """One row per configuration and phase, then REMAINDER and the whole step: COLUMNS, times in ns."""
+    rows = []
+    for eager, compiled in compile_pairs(runs, baseline):
+        phases = PHASES_BY_MODE.get(eager["mode"], ())
+        e, c = _figures(steps, eager["run_id"], phases), _figures(steps, compiled["run_id"], phases)
+        both = [p for p in phases if p in e.figures and p in c.figures]
+        config = {
+            **{k: eager.get(k) for k in SAME_CONFIG},
+            "eager run": eager["run_id"],
+            "compiled run": compiled["run_id"],
+        }
+        rows += [{**config, **_row(p, e, c)} for p in both]
+        if STEP in e.figures and STEP in c.figures:
+            step = _row(STEP, e, c)
+            if len(both) > 1:
+                rows.append({**config, **_remainder(both, e, c, step)})
+            rows.append({**config, **step})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("batch_size", "context_length"):  # counts print as integers, missing or not
+        out[col] = pd.to_numeric(out[col]).astype("Int64")
+    # the configuration columns that do not vary say nothing in a table: the caller names them in its title
+    out.attrs["priority"] = [
+        "model",
+        "phase",
+        "eager (ns)",
+        "compiled (ns)",
+        "speed-up",
+        "speed-up CI low",
+        "speed-up CI high",
+        COMPILE,
+        "eager std (ns)",
+        "compiled std (ns)",
+    ]
+    return out

@@ -1,0 +1,290 @@
+"""Two profiles or two runs side by side: what was added, removed or changed, largest change first.
+
+Pure functions of traces and step tables. Trace diffs compare per-name totals (count and total time, ns)
+of kernels, NVTX ranges and CPU operators; run diffs compare each phase's per-step durations with
+`analysis.compare.overhead.compare_samples` (a confidence interval for the relative difference of means), so
+that
+a verdict never rests on two means alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.compare.overhead import STEP_SUM, Comparison, compare_samples, short_verdict
+from analysis.joins.runtime import PROCESS_MASK, _call_key
+from analysis.trace.trace import Trace
+
+DIFF_COLUMNS = [
+    "Name", "Change", "Instances A", "Instances B", "Δ Instances", "Total Time A (ns)", "Total Time B (ns)",
+    "Δ Total Time (ns)", "Δ Total Time (%)",
+]  # fmt: skip
+VERDICT_COLUMNS = [
+    "Phase", "Verdict", "Mean A (ns)", "Mean B (ns)", "Δ (%)", "CI Low (%)", "CI High (%)", "Steps A",
+    "Steps B", "Detail",
+]  # fmt: skip
+OVERALL = "overall (step)"
+VERDICTS = {"increase": "regression", "decrease": "improvement", "inconclusive": "inconclusive"}
+
+
+def diff_totals(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Join two per-name tables (`name`, `count`, `total_ns`) into DIFF_COLUMNS, sorted by |Δ total|.
+
+    Change is added (only in B), removed (only in A), changed (count or total differs) or same.
+    """
+    keys = ["name", "count", "total_ns"]
+    left = a[keys].groupby("name", sort=False).sum()
+    right = b[keys].groupby("name", sort=False).sum()
+    j = left.merge(right, how="outer", left_index=True, right_index=True, suffixes=("_a", "_b"))
+    in_a, in_b = j["count_a"].notna(), j["count_b"].notna()
+    j = j.fillna(0)
+    count_a, count_b = j["count_a"].astype(np.int64), j["count_b"].astype(np.int64)
+    total_a, total_b = j["total_ns_a"].astype(np.int64), j["total_ns_b"].astype(np.int64)
+    delta = total_b - total_a
+    change = np.where(
+        ~in_a,
+        "added",
+        np.where(~in_b, "removed", np.where((delta != 0) | (count_a != count_b), "changed", "same")),
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(total_a > 0, delta / total_a.where(total_a > 0, 1) * 100, np.nan)
+    out = pd.DataFrame(
+        {
+            "Name": j.index.astype(object),
+            "Change": change,
+            "Instances A": count_a.to_numpy(),
+            "Instances B": count_b.to_numpy(),
+            "Δ Instances": (count_b - count_a).to_numpy(),
+            "Total Time A (ns)": total_a.to_numpy(),
+            "Total Time B (ns)": total_b.to_numpy(),
+            "Δ Total Time (ns)": delta.to_numpy(),
+            "Δ Total Time (%)": pct,
+        }
+    )
+    order = np.lexsort((out["Name"].to_numpy(dtype=str), -np.abs(out["Δ Total Time (ns)"].to_numpy())))
+    return out.iloc[order].reset_index(drop=True)[DIFF_COLUMNS]
+
+
+def kernel_totals(trace: Trace) -> pd.DataFrame:
+    """name, count, total_ns per kernel name (launch shapes merged); empty when the trace has no kernels."""
+    if not trace.has("kernels"):
+        return _empty_totals()
+    from analysis.tables.kernels import kernel_summary
+
+    k = kernel_summary(trace, by="name")
+    return pd.DataFrame({"name": k["Name"], "count": k["Instances"], "total_ns": k["Total Time (ns)"]})
+
+
+def range_totals(trace: Trace) -> pd.DataFrame:
+    """name (DOMAIN:NAME), count, total_ns per NVTX range name; empty when the trace has no ranges."""
+    if not trace.has("nvtx"):
+        return _empty_totals()
+    from analysis.tables.nvtx import all_ranges, tagged
+
+    r = all_ranges(trace)
+    data = pd.DataFrame({"name": tagged(r).astype(object), "duration": r["duration_ns"]})
+    g = data.groupby("name", sort=False)["duration"].agg(["size", "sum"]).reset_index()
+    return pd.DataFrame({"name": g["name"], "count": g["size"], "total_ns": g["sum"]})
+
+
+def op_totals(trace: Trace) -> pd.DataFrame:
+    """name, count, total_ns per CPU operator (Kineto traces); empty when there are none."""
+    if not trace.has("cpu_ops"):
+        return _empty_totals()
+    ops = trace.frame("cpu_ops", ["name_id", "start", "end"])
+    g = (ops["end"] - ops["start"]).groupby(ops["name_id"]).agg(["size", "sum"])
+    names = trace.strings(g.index)
+    return pd.DataFrame({"name": g.index.map(names).astype(object), "count": g["size"].to_numpy(),
+                         "total_ns": g["sum"].to_numpy()})  # fmt: skip
+
+
+def _empty_totals() -> pd.DataFrame:
+    return pd.DataFrame({"name": pd.Series(dtype=object), "count": pd.Series(dtype=np.int64),
+                         "total_ns": pd.Series(dtype=np.int64)})  # fmt: skip
+
+
+def diff_kernels(trace_a: Trace, trace_b: Trace) -> pd.DataFrame:
+    return diff_totals(kernel_totals(trace_a), kernel_totals(trace_b))
+
+
+def diff_ranges(trace_a: Trace, trace_b: Trace) -> pd.DataFrame:
+    return diff_totals(range_totals(trace_a), range_totals(trace_b))
+
+
+def diff_ops(trace_a: Trace, trace_b: Trace) -> pd.DataFrame:
+    return diff_totals(op_totals(trace_a), op_totals(trace_b))
+
+
+# --- runs: per-phase verdicts from per-step distributions ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseVerdict:
+    phase: str
+    comparison: Comparison
+
+    @property
+    def label(self) -> str:
+        return OVERALL if self.phase == STEP_SUM else self.phase
+
+    @property
+    def verdict(self) -> str:
+        if math.isnan(self.comparison.ci_low_pct):
+            return "inconclusive"
+        return VERDICTS[self.comparison.outcome]
+
+
+def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """Measured (not warm-up) phase durations, plus STEP_SUM: each step's phases added up."""
+    s = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    s = s[["step", "phase", "duration_ns"]]
+    total = s.groupby("step", as_index=False)["duration_ns"].sum().assign(phase=STEP_SUM)
+    return pd.concat([s, total[["step", "phase", "duration_ns"]]], ignore_index=True)
+
+
+def phase_verdicts(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[PhaseVerdict]:
+    """Per phase present on both sides (and STEP_SUM last): B against A, from the per-step durations.
+
+    Each frame has step, phase, duration_ns (and optionally warmup, which is left out, and run, when a side
+    holds several runs).
+    """
+    a, b = measured_steps(steps_a), measured_steps(steps_b)
+    phases = [p for p in dict.fromkeys(a["phase"]) if p in set(b["phase"]) and p != STEP_SUM]
+    out = []
+    for phase in [*phases, STEP_SUM]:
+        c = compare_samples(a[a["phase"] == phase], b[b["phase"] == phase])
+        out.append(PhaseVerdict(phase, c))
+    return out
+
+
+def verdict_table(verdicts: list[PhaseVerdict]) -> pd.DataFrame:
+    rows = [
+        {
+            "Phase": v.label,
+            "Verdict": v.verdict,
+            "Mean A (ns)": v.comparison.baseline_mean,
+            "Mean B (ns)": v.comparison.treatment_mean,
+            "Δ (%)": v.comparison.effect_pct,
+            "CI Low (%)": v.comparison.ci_low_pct,
+            "CI High (%)": v.comparison.ci_high_pct,
+            "Steps A": v.comparison.baseline_samples,
+            "Steps B": v.comparison.treatment_samples,
+            "Detail": short_verdict(v.comparison),
+        }
+        for v in verdicts
+    ]
+    out = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    out.attrs["deciding"] = ["Phase", "Verdict", "Mean A (ns)", "Mean B (ns)", "Δ (%)"]
+    return out
+
+
+def gate_failures(verdicts: list[PhaseVerdict], pct: float) -> list[PhaseVerdict]:
+    """The phases that fail a `--gate PCT`.
+
+    A phase fails the gate when it is a regression (the interval excludes zero) and its estimated slowdown
+    exceeds `pct`; an inconclusive phase never fails it.
+    """
+    return [v for v in verdicts if v.verdict == "regression" and v.comparison.effect_pct > pct]
+
+
+# --- Kineto traces: one profiler step's GPU events, as HTA's TraceDiff counts them ----------------------
+
+
+def _memop_names(kinds: pd.DataFrame, copy: bool) -> pd.Series:
+    """Kineto's own memcpy / memset names back from CUPTI's kinds ("Memcpy HtoD (Pinned -> Device)")."""
+    from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
+
+    copy_name = {v: k for k, v in COPY_KINDS.items()}
+    memory = {v: k for k, v in MEMORY_KINDS.items()}
+    if copy:
+        return (
+            "Memcpy " + kinds["copy_kind"].map(copy_name) + " (" + kinds["src_kind"].map(memory) + " -> "
+            + kinds["dst_kind"].map(memory) + ")"
+        )  # fmt: skip
+    return "Memset (" + kinds["mem_kind"].map(memory) + ")"
+
+
+def step_ops_summary(trace: Trace, step: str | None = None) -> pd.DataFrame:
+    """cat, name, count, total_ns of every event of one profiler step: HTA's `get_ops_summary`.
+
+    As HTA's TraceDiff takes them: times rounded to whole µs (analysis.hta.hta_rules, without its last-step
+    rule, which TraceDiff does not apply), the first `ProfilerStep#` unless `step` names one. A CPU event
+    (operator `cpu_op`, CUDA call `cuda_runtime`, annotation `user_annotation`) belongs to the step when it
+    starts inside it (start <= ts < end); a GPU event (`kernel`, `gpu_memcpy`, `gpu_memset`) when the CUDA
+    call with its correlation id does. Totals in ns (HTA prints µs: ÷ 1000). Sorted by (cat, name).
+    """
+    from analysis.errors import ExportError
+    from analysis.hta.hta_rules import hta_view
+
+    view = hta_view(trace)
+    view._last_step = None  # TraceDiff parses without the last-step filter
+    ranges = view.frame("nvtx", ["name", "start", "end"]) if view.has("nvtx") else None
+    steps = ranges[ranges["name"].astype(str).str.startswith("ProfilerStep#")] if ranges is not None else None
+    if steps is not None and step is not None:
+        steps = steps[steps["name"] == step]
+    if steps is None or steps.empty:
+        raise ExportError(f"no {step or 'ProfilerStep#'} range in {trace.path}")
+    first = steps.sort_values("start").iloc[0]
+
+    def inside(start: pd.Series) -> pd.Series:
+        return (start >= first["start"]) & (start < first["end"])
+
+    parts = []
+    ann = ranges[inside(ranges["start"])]
+    parts.append(("user_annotation", ann["name"].astype(object), ann["end"] - ann["start"]))
+    for cat, frame in (("cpu_op", "cpu_ops"), ("cuda_runtime", "runtime")):
+        if view.has(frame):
+            o = view.frame(frame, ["name_id", "start", "end"])
+            o = o[inside(o["start"])]
+            parts.append((cat, o["name_id"].map(view.strings(o["name_id"].unique())), o["end"] - o["start"]))
+    keys = np.zeros(
+        0, dtype=np.int64
+    )  # (process, correlationId) of the calls in the step: ids repeat across ranks
+    if view.has("runtime"):
+        calls = view.frame("runtime", ["start", "correlation_id", "global_tid"])
+        calls = calls[inside(calls["start"])]
+        keys = _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & PROCESS_MASK)
+
+    def launched(df: pd.DataFrame) -> pd.DataFrame:
+        return df[np.isin(_call_key(df["correlation_id"].to_numpy(), df["global_pid"].to_numpy()), keys)]
+
+    if view.has("kernels"):
+        k = launched(view.frame("kernels", ["name_id", "start", "end", "correlation_id", "global_pid"]))
+        parts.append(("kernel", k["name_id"].map(view.strings(k["name_id"].unique())), k["end"] - k["start"]))
+    for cat, frame, cols in (
+        ("gpu_memcpy", "memcpy", ["copy_kind", "src_kind", "dst_kind"]),
+        ("gpu_memset", "memset", ["mem_kind"]),
+    ):
+        if view.has(frame):
+            m = launched(view.frame(frame, [*cols, "start", "end", "correlation_id", "global_pid"]))
+            parts.append((cat, _memop_names(m, frame == "memcpy"), m["end"] - m["start"]))
+    data = pd.concat(
+        [
+            pd.DataFrame({"cat": cat, "name": names.to_numpy(), "duration": d.to_numpy()})
+            for cat, names, d in parts
+        ],
+        ignore_index=True,
+    )
+    g = data.groupby(["cat", "name"])["duration"].agg(["size", "sum"]).reset_index()
+    g["cat"], g["name"] = g["cat"].astype(object), g["name"].astype(object)
+    return g.rename(columns={"size": "count", "sum": "total_ns"}).astype(
+        {"count": np.int64, "total_ns": np.int64}
+    )
+
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def diff_step(
+    trace_a: Trace, trace_b: Trace, step: str | None = None, *, gpu_only: bool = False
+) -> pd.DataFrame:
+    """One profiler step of each Kineto trace, B against A: HTA TraceDiff's compare_traces (all events, or
+    with `gpu_only` its device_type=GPU table), per name."""
+    a, b = step_ops_summary(trace_a, step), step_ops_summary(trace_b, step)
+    if gpu_only:
+        a, b = a[a["cat"].isin(GPU_CATS)], b[b["cat"].isin(GPU_CATS)]
+    return diff_totals(a, b)

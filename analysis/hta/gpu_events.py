@@ -1,0 +1,141 @@
+"""Every GPU event on a stream as one frame, HTA's kernel types, and interval unions over them.
+
+What Holistic Trace Analysis (HTA) calls "GPU kernels" is every event with a stream: kernels, memory copies
+and sets, and CUDA synchronization events (a Kineto trace's cuda_sync `Stream Wait Event`, `Stream Sync`,
+`Context Sync`). `gpu_events` gives them with names as Kineto spells them, so the breakdown tables
+(analysis.hta.breakdown) classify them by name exactly as HTA does:
+
+- COMMUNICATION: names matching `^nccl.*Kernel`;
+- MEMORY: `^Memcpy`, `^Memset` or `^dma`;
+- COMPUTATION: the rest, except names matching `.*Sync` or containing Memcpy/Memset, which are OTHER (HTA
+  0.5.0 counts `Stream Wait Event` as COMPUTATION; 0.6 no longer does).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import ExportError
+from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
+from analysis.trace.trace import NULL, Trace
+
+COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
+KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)  # HTA's order in "A overlapping B" labels
+COMM_RE = re.compile(r"^nccl.*Kernel")
+MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+KINDS = ("kernel", "memcpy", "memset", "sync")
+COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}
+MEMORY_NAMES = {v: k for k, v in MEMORY_KINDS.items()}
+EVENT_COLUMNS = ["kind", "name", "start", "end", "stream", "correlation_id", "global_pid", "device"]
+
+
+def kernel_type(name: str) -> str:
+    """HTA's class of a GPU event, from its name."""
+    if COMM_RE.match(name):
+        return COMMUNICATION
+    if MEMORY_RE.match(name):
+        return MEMORY
+    if not NOT_COMPUTE_RE.match(name):
+        return COMPUTATION
+    return OTHER
+
+
+def memcpy_name(copy_kind: int, src_kind: int, dst_kind: int) -> str:
+    """Kineto's name of a copy: `Memcpy HtoD (Pageable -> Device)`."""
+    kind = COPY_NAMES.get(int(copy_kind), "Unknown")
+    src, dst = MEMORY_NAMES.get(int(src_kind), "Unknown"), MEMORY_NAMES.get(int(dst_kind), "Unknown")
+    return f"Memcpy {kind} ({src} -> {dst})"
+
+
+def memset_name(mem_kind: int) -> str:
+    return f"Memset ({MEMORY_NAMES.get(int(mem_kind), 'Unknown')})"
+
+
+def rank_of(trace: Trace) -> int:
+    """The trace's rank (a Kineto trace's distributedInfo.rank), 0 when it has none."""
+    rank = trace.meta.get("rank")
+    return int(rank) if isinstance(rank, int) else 0
+
+
+def gpu_events(trace: Trace) -> pd.DataFrame:
+    """Kernels, copies, sets and sync events that ran on a stream (EVENT_COLUMNS; kind and name as
+    categories), in that order and each kind in the trace's order. `attrs["types"]`: name -> kernel type."""
+    common = ["start", "end", "stream_id", "correlation_id", "global_pid", "device_id"]
+    parts: list[pd.DataFrame] = []
+    names: list[pd.Series] = []
+    if trace.has("kernels"):
+        k = trace.frame("kernels", [*common, "name_id"])
+        parts.append(k)
+        names.append(k["name_id"].map(trace.strings(k["name_id"].unique())))
+    if trace.has("memcpy"):
+        m = trace.frame("memcpy", [*common, "copy_kind", "src_kind", "dst_kind"])
+        parts.append(m)
+        keys = list(zip(m["copy_kind"], m["src_kind"], m["dst_kind"], strict=True))
+        labels = {key: memcpy_name(*key) for key in set(keys)}
+        names.append(pd.Series([labels[key] for key in keys], dtype=object))
+    if trace.has("memset"):
+        s = trace.frame("memset", [*common, "mem_kind"])
+        parts.append(s)
+        labels = {kind: memset_name(kind) for kind in s["mem_kind"].unique()}
+        names.append(s["mem_kind"].map(labels))
+    if trace.has("syncs"):
+        y = trace.frame("syncs", [*common, "name_id"])
+        parts.append(y)
+        names.append(y["name_id"].map(trace.strings(y["name_id"].unique())))
+    kinds = [k for k, f in zip(KINDS, ("kernels", "memcpy", "memset", "syncs"), strict=True) if trace.has(f)]
+    if not parts:
+        hint = trace.meta.get("hints", {}).get("kernels", "record CUDA activity")
+        raise ExportError(f"no GPU kernels, copies or sets in {trace.path}: {hint}")
+    out = pd.DataFrame(
+        {
+            "kind": pd.Categorical(np.repeat(kinds, [len(p) for p in parts]), categories=list(KINDS)),
+            "name": pd.Categorical(pd.concat(names, ignore_index=True).fillna("").astype(str)),
+            "start": np.concatenate([p["start"].to_numpy() for p in parts]),
+            "end": np.concatenate([p["end"].to_numpy() for p in parts]),
+            "stream": np.concatenate([p["stream_id"].to_numpy() for p in parts]),
+            "correlation_id": np.concatenate([p["correlation_id"].to_numpy() for p in parts]),
+            "global_pid": np.concatenate([p["global_pid"].to_numpy() for p in parts]),
+            "device": np.concatenate([p["device_id"].to_numpy() for p in parts]),
+        }
+    )
+    on_stream = (out["stream"] != NULL) & (out["stream"] != -1)  # HTA: stream -1 is not GPU work
+    out = out[on_stream.to_numpy()].reset_index(drop=True)
+    out.attrs["types"] = {n: kernel_type(n) for n in out["name"].cat.categories}
+    return out
+
+
+def types_of(events: pd.DataFrame) -> np.ndarray:
+    """Each event's kernel type."""
+    return events["name"].map(events.attrs["types"]).to_numpy(dtype=object)
+
+
+def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as disjoint (start, end) in time order; touching intervals merge (HTA's
+    merge_kernel_intervals)."""
+    if not len(start):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    s, e = np.asarray(start)[order], np.asarray(end)[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def sweep(unions: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Overlap of several unions: (state, from, to) for every stretch of time, state the bitmask of the
+    unions (1 << position) covering it (0: none)."""
+    times, steps = [], []
+    for bit, (s, e) in enumerate(unions):
+        times += [s, e]
+        steps += [np.full(len(s), 1 << bit, dtype=np.int64), np.full(len(e), -(1 << bit), dtype=np.int64)]
+    t = np.concatenate(times) if times else np.empty(0, dtype=np.int64)
+    d = np.concatenate(steps) if steps else np.empty(0, dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    t, state = t[order], np.cumsum(d[order])
+    return state[:-1], t[:-1], t[1:]

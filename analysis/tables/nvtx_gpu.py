@@ -1,0 +1,275 @@
+"""GPU time per NVTX range: like `nsys stats -r nvtxkernsum` (nvtx_gpu_proj_sum), plus the phase view.
+
+Each kernel is attributed through its CUDA launch call (joined on correlationId, each call counted once):
+
+- thread mode, inclusive (the default; nvtxkernsum's rule): every push/pop range open on the launching
+  thread around the call, so a kernel counts for a range and for each range around it.
+- thread mode, exclusive: only the innermost such range, so the ranges' times add up to the kernel total.
+- phase mode (the default for harness runs): the harness phase range (forward, backward, optimizer) whose
+  span contains the call's start on any thread of the same process. PyTorch runs backward on autograd's
+  own thread, so thread attribution leaves a main-thread `backward` range with none of its kernels.
+
+Where nsys counts one kernel twice for one row (its runtime call recorded twice; a range nested in a range
+of the same name), it is counted once here and a note says so.
+
+Phase mode counts the measured steps only: `step` ranges inside the harness's `measured` range when the
+export has one, else every `step` range (else everything). `phase_check` says whether the phases add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import ExportError
+from analysis.joins.runtime import PROCESS_MASK as MASK
+from analysis.joins.runtime import _call_key, _lookup, kernel_launches, runtime_calls
+from analysis.stats import round_half_up, time_percent
+from analysis.tables.nvtx import all_ranges, nvtx_trace, tagged
+from analysis.tables.nvtx_credits import (
+    PHASES,
+    Mode,
+    _containing,
+    _Credits,
+    _credits,
+    _require,
+    _with_enclosing,
+    attribute,
+)
+from analysis.trace.trace import Trace
+
+UNATTRIBUTED = "unattributed"
+KERNSUM_COLUMNS = [
+    "NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", "Avg (ns)",
+    "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Kernel Name",
+]  # fmt: skip
+
+
+def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
+    labels = out["label"].map(lambda c: table.get(int(c), (None, None)))
+    return out.assign(**{"NVTX Range": labels.map(lambda t: t[0]), "Style": labels.map(lambda t: t[1])}).drop(
+        columns="label"
+    )
+
+
+KERN_STATS = {"sum": "Total Time (ns)", "size": "Kern Inst", "mean": "Avg (ns)", "median": "Med (ns)",
+              "min": "Min (ns)", "max": "Max (ns)", "std": "StdDev (ns)"}  # fmt: skip
+
+
+def _table(credits: _Credits, keys: Sequence[str]) -> pd.DataFrame:
+    """describe() of the credits that count, one row per group, with `keys` (label, PID, TID, name_id)
+    first and NVTX Inst last."""
+    out = pd.DataFrame(credits.figures, columns=list(KERN_STATS.values()))
+    out = out.astype({c: np.int64 for c in ("Total Time (ns)", "Kern Inst", "Min (ns)", "Max (ns)")})
+    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
+        out[col] = round_half_up(out[col].astype(np.float64))
+    group = np.arange(len(out))
+    values = {"label": credits.label, "PID": credits.pid, "TID": credits.tid, "name_id": credits.name_id}
+    for i, k in enumerate(keys):
+        out.insert(i, k, values[k][group])
+    out["NVTX Inst"] = credits.nvtx_inst[group]
+    return out
+
+
+def nvtx_gpu_kernels(
+    trace: Trace,
+    *,
+    mode: Mode = "thread",
+    phases: Sequence[str] = PHASES,
+    top: int | None = None,
+    names: str = "demangled",
+    exclusive: bool = False,
+    by: str = "op",
+) -> pd.DataFrame:
+    """Kernels per NVTX range, like nvtxkernsum (KERNSUM_COLUMNS): ordered by range, PID, TID, then the
+    largest total; `top` keeps the first N kernels of each range. Kernels under no range have no name.
+    PyTorch's ranges count under their operator (`by`, as in analysis.tables.nvtx.nvtx_summary; "raw": as
+    nvtxkernsum prints them).
+    """
+    credits = _credits(trace, mode, phases, names, exclusive, by_name=True, by_thread=True, by=by)
+    mode, notes = credits.mode, credits.notes
+    out = _with_labels(_table(credits, ["label", "PID", "TID", "name_id"]), credits.table)
+    del credits
+    out.loc[out["NVTX Range"].isna(), "NVTX Inst"] = 0
+    out["Kernel Name"] = out["name_id"].map(trace.strings(out["name_id"].unique()))
+    out = out.sort_values(["Total Time (ns)"], ascending=False, kind="stable")
+    out = out.sort_values(["NVTX Range", "PID", "TID"], kind="stable", na_position="first")
+    if top is not None:
+        out = out.groupby(["NVTX Range", "PID", "TID"], dropna=False, sort=False).head(top)
+    out = out[KERNSUM_COLUMNS].reset_index(drop=True)
+    out.attrs.update(notes=notes, mode=mode, exclusive=exclusive)
+    return out
+
+
+def nvtx_gpu_summary(
+    trace: Trace,
+    *,
+    mode: Mode = "phase",
+    phases: Sequence[str] = PHASES,
+    exclusive: bool = False,
+    by: str = "op",
+) -> pd.DataFrame:
+    """GPU time per range: Range (Style, PID, TID in thread mode), NVTX Inst, Kern Inst, the kernel-time
+    statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only. PyTorch's
+    ranges count under their operator (`by`, as in analysis.tables.nvtx.nvtx_summary).
+    """
+    credits = _credits(trace, mode, phases, "demangled", exclusive, by_name=False, ranged_only=True, by=by)
+    mode, notes = credits.mode, credits.notes
+    keys = ["label"] if mode == "phase" else ["label", "PID", "TID"]
+    out = _with_labels(_table(credits, keys), credits.table)
+    del credits
+    if mode == "phase":
+        # one row per phase name (a phase's ranges may come from several threads)
+        rank = {p: i for i, p in enumerate(phases)}
+        out = out.sort_values("NVTX Range", key=lambda s: s.map(rank), kind="stable")
+        keys = ["NVTX Range"]
+    else:
+        out = out.sort_values("Total Time (ns)", ascending=False, kind="stable")
+        keys = ["NVTX Range", "Style", "PID", "TID"]
+    out.insert(0, "Time (%)", time_percent(out["Total Time (ns)"]))
+    cols = [*keys, "NVTX Inst", "Kern Inst"]
+    stats = [c for c in out.columns if c not in cols and c not in ("Style", "PID", "TID")]
+    out = out[[*cols, *stats]].rename(columns={"NVTX Range": "Range"}).reset_index(drop=True)
+    out.attrs.update(notes=notes, mode=mode, exclusive=exclusive)
+    return out
+
+
+def phase_check(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
+    """Do the phases add up? GPU time of each phase, the unattributed rest and all kernel time of the
+    measured steps (Phase, Kernels, Total Time (ns), Share (%)).
+    """
+    launches, ranges, pairs = attribute(trace, "phase", phases)
+    hit = pairs["range"].to_numpy()
+    names = np.where(
+        hit >= 0,
+        ranges["name"].to_numpy(dtype=object)[np.maximum(hit, 0)] if len(ranges) else UNATTRIBUTED,
+        UNATTRIBUTED,
+    )
+    per = pd.DataFrame({"Phase": names, "duration": launches["duration"].to_numpy()})
+    g = per.groupby("Phase")["duration"]
+    totals, counts = g.sum(), g.size()
+    order = [*phases, UNATTRIBUTED]
+    whole = int(per["duration"].sum())
+    out = pd.DataFrame(
+        {
+            "Phase": [*order, "all kernels"],
+            "Kernels": [int(counts.get(p, 0)) for p in order] + [len(per)],
+            "Total Time (ns)": [int(totals.get(p, 0)) for p in order] + [whole],
+        }
+    )
+    out["Share (%)"] = out["Total Time (ns)"] / whole * 100 if whole else 0.0
+    out.attrs["notes"] = [*trace.notes, *launches.attrs.get("notes", [])]
+    return out
+
+
+def kernels_in_ranges(
+    trace: Trace, range_name: str, *, names: str = "demangled", extra: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    """Kernels (name_id, duration, extra fields) launched while a range named `range_name` was open in
+    their process (any thread)."""
+    _require(trace)
+    launches = kernel_launches(trace, names=names, extra=extra)
+    ranges = all_ranges(trace)
+    picked = ranges[(ranges["name"] == range_name) | (tagged(ranges) == range_name)].reset_index(drop=True)
+    if picked.empty:
+        raise ExportError(f"no NVTX range named {range_name!r} in {trace.path}")
+    hit, _ = _containing(picked, launches, by_thread=False, point=True)
+    out = launches[hit >= 0].reset_index(drop=True)
+    out.attrs["notes"] = launches.attrs.get("notes", [])
+    return out
+
+
+PROJECTION_COLUMNS = [
+    "Name", "Projected Start (ns)", "Projected Duration (ns)", "Orig Start (ns)", "Orig Duration (ns)",
+    "Style", "PID", "TID", "NumGPUOps", "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack",
+]  # fmt: skip
+
+
+def gpu_ops(trace: Trace) -> pd.DataFrame:
+    """Kernels, memory copies and sets with their launch call (has_call, call_start, call_end,
+    global_tid), like `kernel_launches` but for every kind of GPU operation."""
+    from analysis.tables.memops import memory_ops
+
+    cols = ["start", "end", "correlation_id", "global_pid"]
+    kern = kernel_launches(trace, extra=("start", "end"))
+    parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid"]]]
+    if trace.has("memcpy") or trace.has("memset"):
+        ops = memory_ops(trace)
+        pid = np.zeros(len(ops), dtype=np.int64)
+        if "global_pid" in ops:
+            pid = ops["global_pid"].to_numpy()
+        calls = runtime_calls(trace)
+        found = _lookup(
+            _call_key(calls["correlation_id"].to_numpy(), calls["global_tid"].to_numpy() & MASK),
+            _call_key(ops["correlation_id"].to_numpy(), pid),
+        )
+        has = found >= 0
+        pick = np.maximum(found, 0)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "start": ops["start"].to_numpy(),
+                    "end": ops["end"].to_numpy(),
+                    "correlation_id": ops["correlation_id"].to_numpy(),
+                    "global_pid": pid,
+                    "has_call": has,
+                    "call_start": calls["start"].to_numpy()[pick],
+                    "call_end": calls["end"].to_numpy()[pick],
+                    "global_tid": calls["global_tid"].to_numpy()[pick],
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
+    """Each push/pop range projected onto the GPU, like `nsys stats -r nvtxgpuproj`: the span from the first
+    start to the last end of the GPU operations launched inside it (or inside a range it encloses) on its
+    thread. Ranges without GPU operations are left out, and NumChild counts the children that have some."""
+    _require(trace)
+    ranges = all_ranges(trace)
+    ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
+    ops = gpu_ops(trace)
+    inner, parent = _containing(ranges, ops, by_thread=True, point=False)
+    op, hit = _with_enclosing(parent, np.arange(len(ops), dtype=np.int64), inner)
+    keep = hit >= 0
+    pairs = pd.DataFrame(
+        {
+            "range": hit[keep],
+            "start": ops["start"].to_numpy()[op[keep]],
+            "end": ops["end"].to_numpy()[op[keep]],
+        }
+    )
+    g = pairs.groupby("range")
+    span = pd.DataFrame({"first": g["start"].min(), "last": g["end"].max(), "ops": g.size()})
+    tree = nvtx_trace(trace).set_index("RangeId")
+    r = ranges.iloc[span.index.to_numpy()]
+    ids = r["range_id"].to_numpy()
+    out = pd.DataFrame(
+        {
+            "Name": tree.loc[ids, "Name"].to_numpy(),
+            "Projected Start (ns)": span["first"].to_numpy(),
+            "Projected Duration (ns)": (span["last"] - span["first"]).to_numpy(),
+            "Orig Start (ns)": r["start_ns"].to_numpy(),
+            "Orig Duration (ns)": r["duration_ns"].to_numpy(),
+            "Style": r["style"].to_numpy(),
+            "PID": r["pid"].to_numpy(),
+            "TID": r["tid"].to_numpy(),
+            "NumGPUOps": span["ops"].to_numpy(),
+            "Lvl": tree.loc[ids, "Lvl"].to_numpy(),
+            "NumChild": tree.loc[ids, "NumChild"].to_numpy(),
+            "RangeId": ids,
+            "ParentId": tree.loc[ids, "ParentId"].to_numpy(),
+            "RangeStack": tree.loc[ids, "RangeStack"].to_numpy(),
+        }
+    )
+    # NumChild: the children that are projected themselves (nsys's `child` counts those of the projection)
+    children = out["ParentId"].dropna().astype("int64").value_counts()
+    out["NumChild"] = out["RangeId"].map(children).fillna(0).astype("int64")
+    # by RangeId: nsys's `ORDER BY "Projected Start"` names no column of its query (they are "Projected
+    # Start:ts_ns"), so SQLite orders by a constant and the rows come as its GROUP BY range id left them
+    out = out.sort_values("RangeId", kind="stable").reset_index(drop=True)
+    out.attrs["notes"] = list(trace.notes)
+    return out[PROJECTION_COLUMNS]

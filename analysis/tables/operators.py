@@ -1,0 +1,213 @@
+"""Framework operator tables (PyTorch's aten:: ops and the like) from a trace's cpu_ops frame.
+
+What torch.profiler's `key_averages().table()` shows, computed from the trace alone, so that it works on
+any Kineto trace (the harness's own, or one made elsewhere for HTA) and can be cut by an annotation range:
+
+- Self CPU: an op's time less the time of the ops directly inside it on the same thread
+- CPU Total: an op's whole time (an op nested in one of the same name counts in both, as in torch)
+- CPU Avg: CPU Total per call
+- Self CUDA: the time of the kernels whose launch (the runtime call with the kernel's correlation id) was
+  made directly inside the op; CUDA Total: of those launched inside it or any op within it; CUDA Avg: CUDA
+  Total per call; only when the trace has kernels
+- each time with its share of the total, as torch computes it: Self CPU % and CPU Total % of the sum of every
+  op's self CPU time, Self CUDA % and CUDA Total % of the sum of every op's self CUDA time
+- Calls
+
+`sort` orders by any column (or torch's sort_by key, e.g. self_cpu_time_total), `top` keeps the first rows,
+`group_by_input_shape` adds Input Shapes (recorded with record_shapes=True) to the key, as
+key_averages(group_by_input_shape=True) does. `within` keeps the ops that start inside a range of that name
+(any thread: backward runs on autograd's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.trace.trace import Trace
+
+NAME, CALLS, SHAPES = "Name", "Calls", "Input Shapes"
+SELF_CPU, CPU_TOTAL, CPU_AVG = "Self CPU (ns)", "CPU Total (ns)", "CPU Avg (ns)"
+SELF_CUDA, CUDA_TOTAL, CUDA_AVG = "Self CUDA (ns)", "CUDA Total (ns)", "CUDA Avg (ns)"
+SELF_CPU_PCT, CPU_TOTAL_PCT = "Self CPU (%)", "CPU Total (%)"
+SELF_CUDA_PCT, CUDA_TOTAL_PCT = "Self CUDA (%)", "CUDA Total (%)"
+CPU_COLUMNS = [SELF_CPU_PCT, SELF_CPU, CPU_TOTAL_PCT, CPU_TOTAL, CPU_AVG]
+CUDA_COLUMNS = [SELF_CUDA, SELF_CUDA_PCT, CUDA_TOTAL, CUDA_TOTAL_PCT, CUDA_AVG]
+# torch.profiler's sort_by keys, for those who know them
+SORT_KEYS = {
+    "self_cpu_time_total": SELF_CPU,
+    "cpu_time_total": CPU_TOTAL,
+    "cpu_time": CPU_AVG,
+    "self_cuda_time_total": SELF_CUDA,
+    "cuda_time_total": CUDA_TOTAL,
+    "cuda_time": CUDA_AVG,
+    "self_device_time_total": SELF_CUDA,
+    "device_time_total": CUDA_TOTAL,
+    "device_time": CUDA_AVG,
+    "count": CALLS,
+}
+
+
+def _nest(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Each event's parent (index of the innermost event around it on its thread), -1 for none."""
+    order = np.lexsort((-end, start, tid))
+    parent = np.full(len(start), -1, dtype=np.int64)
+    stack: list[int] = []
+    last_tid = None
+    s_l, e_l, t_l = start.tolist(), end.tolist(), tid.tolist()
+    for i in order.tolist():
+        if t_l[i] != last_tid:
+            stack, last_tid = [], t_l[i]
+        while stack and e_l[stack[-1]] <= s_l[i]:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def _inside(starts: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
+    """Which of `starts` fall inside one of `ranges` (start, end; nested or overlapping ones merged)."""
+    if ranges.empty:
+        return np.zeros(len(starts), dtype=bool)
+    r = ranges.sort_values("start")
+    lo, hi = r["start"].to_numpy(), np.maximum.accumulate(r["end"].to_numpy())
+    i = np.searchsorted(lo, starts, side="right") - 1
+    return (i >= 0) & (starts < hi[np.clip(i, 0, None)])
+
+
+def op_self_times(trace: Trace) -> pd.DataFrame:
+    """One row per operator call: name, start, global_tid, duration_ns, self_cpu_ns, self_cuda_ns."""
+    trace.require("cpu_ops", "CPU operators")
+    ops = trace.frame("cpu_ops", ["start", "end", "global_tid", "name_id", "shapes_id"])
+    start, end = ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
+    tid = ops["global_tid"].to_numpy(np.int64)
+    n = len(ops)
+    dur = end - start
+    cuda = np.zeros(n, dtype=np.int64)
+    launches = np.empty(0, dtype=np.int64)
+    if trace.has("kernels") and trace.has("runtime"):
+        rt = trace.frame("runtime", ["start", "end", "global_tid", "correlation_id"])
+        k = trace.frame("kernels", ["start", "end", "correlation_id"])
+        per_launch = (k["end"] - k["start"]).groupby(k["correlation_id"]).sum()
+        rt = rt[rt["correlation_id"].isin(per_launch.index)]
+        start = np.concatenate([start, rt["start"].to_numpy(np.int64)])
+        end = np.concatenate([end, rt["end"].to_numpy(np.int64)])
+        tid = np.concatenate([tid, rt["global_tid"].to_numpy(np.int64)])
+        launches = per_launch.reindex(rt["correlation_id"]).to_numpy(np.int64)
+    parent = _nest(start, end, tid)
+    op_parent = parent[:n]
+    child = np.zeros(n, dtype=np.int64)
+    has = op_parent >= 0
+    np.add.at(child, op_parent[has], dur[has])
+    if len(launches):
+        launch_parent = parent[n:]
+        hit = launch_parent >= 0
+        np.add.at(cuda, launch_parent[hit], launches[hit])
+    names = trace.strings(np.unique(ops["name_id"].to_numpy()))
+    shapes = trace.strings(np.unique(ops["shapes_id"].to_numpy()))
+    return pd.DataFrame(
+        {
+            "name": ops["name_id"].map(names),
+            "shapes": ops["shapes_id"].map(shapes).fillna(""),
+            "start": ops["start"],
+            "global_tid": ops["global_tid"],
+            "duration_ns": dur,
+            "self_cpu_ns": dur - child,
+            "self_cuda_ns": cuda,
+            "cuda_total_ns": _subtree_sums(cuda, op_parent),
+        }
+    )
+
+
+def _subtree_sums(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Each op's value plus those of every op nested inside it (parents always come before their children
+    in start order, so one pass from the innermost up adds each subtree once)."""
+    total = values.astype(np.int64).copy()
+    order = np.argsort(-_depth(parent), kind="stable")
+    for i in order.tolist():
+        p = parent[i]
+        if p >= 0:
+            total[p] += total[i]
+    return total
+
+
+def _depth(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), dtype=np.int64)
+    for i in range(len(parent)):
+        p, d = parent[i], 0
+        while p >= 0:
+            d, p = d + 1, parent[p]
+        depth[i] = d
+    return depth
+
+
+def sort_column(sort: str, columns: list[str]) -> str:
+    """The column `sort` names: a column (any case, the unit optional) or one of torch's sort_by keys."""
+    key = sort.strip().lower()
+    if key in SORT_KEYS and SORT_KEYS[key] in columns:
+        return SORT_KEYS[key]
+    for c in columns:
+        if key in (c.lower(), c.lower().removesuffix(" (ns)")):
+            return c
+    from analysis.errors import AnalysisError
+
+    choices = ", ".join(c.removesuffix(" (ns)") for c in columns)
+    raise AnalysisError(
+        f"no operator column {sort!r} to sort by; choose one of {choices}, or a torch sort_by key"
+    )
+
+
+def operator_table(
+    trace: Trace,
+    within: str | None = None,
+    *,
+    top: int | None = None,
+    sort: str = SELF_CPU,
+    group_by_input_shape: bool = False,
+) -> pd.DataFrame:
+    """Operators as torch.profiler's key_averages() table shows them: Name (and Input Shapes with
+    `group_by_input_shape`), Self CPU and CPU Total with their %, CPU Avg, the CUDA columns when the trace
+    has kernels, Calls; sorted by `sort` (descending; Name ascending breaks ties), the first `top` rows.
+    `within`: only the ops that start inside ranges of that name."""
+    calls = op_self_times(trace)
+    if within is not None:
+        ranges = trace.frame("nvtx", ["start", "end", "name"])
+        ranges = ranges[ranges["name"].astype(str) == within]
+        if ranges.empty:
+            from analysis.errors import ExportError
+
+            raise ExportError(f"no range named {within!r} in {trace.path}")
+        calls = calls[_inside(calls["start"].to_numpy(np.int64), ranges)]
+    keys = ["name", "shapes"] if group_by_input_shape else ["name"]
+    sums = {NAME: ("name", "first"), SHAPES: ("shapes", "first"), CALLS: ("name", "size"),
+            SELF_CPU: ("self_cpu_ns", "sum"), CPU_TOTAL: ("duration_ns", "sum"),
+            SELF_CUDA: ("self_cuda_ns", "sum"), CUDA_TOTAL: ("cuda_total_ns", "sum")}  # fmt: skip
+    table = calls.groupby(keys, sort=False).agg(**sums).reset_index(drop=True)
+    if not group_by_input_shape:
+        table = table.drop(columns=[SHAPES])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cpu_all, cuda_all = float(calls["self_cpu_ns"].sum()), float(calls["self_cuda_ns"].sum())
+        table[SELF_CPU_PCT] = table[SELF_CPU] / cpu_all * 100 if cpu_all else np.nan
+        table[CPU_TOTAL_PCT] = table[CPU_TOTAL] / cpu_all * 100 if cpu_all else np.nan
+        table[CPU_AVG] = table[CPU_TOTAL] / table[CALLS]
+        table[SELF_CUDA_PCT] = table[SELF_CUDA] / cuda_all * 100 if cuda_all else np.nan
+        table[CUDA_TOTAL_PCT] = table[CUDA_TOTAL] / cuda_all * 100 if cuda_all else np.nan
+        table[CUDA_AVG] = table[CUDA_TOTAL] / table[CALLS]
+    columns = [NAME, *([SHAPES] if group_by_input_shape else []), *CPU_COLUMNS]
+    if trace.has("kernels"):
+        columns += CUDA_COLUMNS
+    table = table[[*columns, CALLS]]
+    by = sort_column(sort, list(table.columns))
+    ascending = by in (NAME, SHAPES)
+    table = table.sort_values([by, NAME], ascending=[ascending, True], ignore_index=True, kind="stable")
+    # what a narrow terminal keeps after the registry's deciding columns (Name, Calls): the sort column first
+    table.attrs["then"] = [by, *([SHAPES] if group_by_input_shape else []), SELF_CPU, CPU_TOTAL]
+    table.attrs["priority"] = [NAME, CALLS, *table.attrs["then"]]
+    return table.head(top) if top else table
+
+
+def by_self_cuda(table: pd.DataFrame) -> pd.DataFrame:
+    """The same table ordered by self CUDA time (only ops that launched kernels)."""
+    out = table[table[SELF_CUDA] > 0]
+    return out.sort_values([SELF_CUDA, NAME], ascending=[False, True], ignore_index=True)

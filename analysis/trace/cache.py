@@ -1,0 +1,489 @@
+"""A Parquet cache of trace frames, so that an export is read from its source once.
+
+An entry is a folder under the cache root named by a hash of the source's resolved path (its first 16
+hex digits: all entries of one source start alike) and a hash of the source's identity and the reader's
+version. The identity is the source's resolved path, device and inode, size, mtime and ctime, and a
+sampled content digest (`content_digest`: the whole file up to 256 KiB, else its first and last 64 KiB and
+16 blocks of 4 KiB spread between). The ctime is what makes the key complete: every write to a file sets
+it to the current time, and unlike the mtime no program can put it back (`os.utime` sets it too), so a
+file changed in any place, with its size and mtime put back, gets a new key. One case is left: two
+changes within one tick of the file system's clock (a few ms; a second on some) share a ctime. So a source
+whose ctime is less than RACY_NS old when its key is taken is "racy" (git's word for the same problem):
+its entry also holds a hash of the whole file, checked on every use until the source is no longer racy,
+and then dropped (`whole_digest`; its cost: docs/performance.md). A changed export or a newer reader gets
+a new entry, and the old one is removed when the new one is made. An SQLite export whose write-ahead log
+holds changes is not cached at all (analysis.readers.sqlite_files).
+
+Inside an entry: `meta.json` (what the reader said about the source: producer, schema,
+row counts) and one Parquet file per frame column (`kernels.start.parquet`), so a command reads only the
+columns it needs and a later command adds the columns it needs next.
+
+The cache folder holds only what the cache wrote: it is marked as the cache's with a CACHEDIR.TAG (the
+cache directory tagging convention, which backup tools honour), and a folder that holds other files is
+refused (`ForeignCacheFolder`) before anything is written or removed in it: HARNESS_CACHE_DIR naming a
+user's folder must not cost them a file. A folder from before the tag that holds only what the cache
+writes is tagged and used.
+
+Safety: every file is written under a temporary name and renamed into place, so a killed command leaves
+no half file and two commands filling the same entry at once write the same bytes. A file that cannot be
+read is deleted and read again from the source. Nothing is ever written beside or into the source.
+The entries are kept under a size limit (default 5 GB), least recently used first out: a process adds
+what it writes to the size it found at its last scan of the folder, and scans (and evicts) again when that
+passes the limit or it wrote an eighth of the room left. An entry's name starts with a hash of its source's
+path alone, so the entries of a source's versions before are found in one listing of the folder: with
+1,024 exports read in one command, reading every entry's meta per write made the time quadratic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analysis.errors import AnalysisError
+from analysis.trace.digests import content_digest, whole_digest
+from analysis.trace.parquet_columns import (
+    ColumnWriter,
+    _in_step,
+    _int64_column,
+    _malloc_pool,
+    _named_or_flag,
+    _other_column,
+)
+
+if TYPE_CHECKING:  # imported where used: finding an entry (a warm command's first step) needs neither
+    import numpy as np
+    import pandas as pd
+
+DEFAULT_LIMIT = 5 * 1000**3
+CONFIG = "config.json"
+META = "meta.json"
+STALE_TMP_S = 3600  # temporary files older than this are from killed commands
+LIMIT_ENV = "HARNESS_CACHE_LIMIT"
+RACY_NS = 2 * 10**9  # a source changed less than this before its key was taken is checked by content too
+TAG = "CACHEDIR.TAG"
+TAG_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by harness (its trace cache).\n"
+    "# For information about cache directory tags, see https://bford.info/cachedir/\n"
+)
+ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
+EXPORTS = "exports"  # reports exported to SQLite (harness.experiments.opening)
+LOW_WATER = 0.9  # eviction goes down to this share of the limit
+SOURCE_PREFIX = 16  # an entry's name starts with this many hex digits of its source's path (`create`)
+_SIZES: dict[str, tuple[int, int]] = {}  # cache root -> (its size at this process's last scan, written since)
+
+
+def cache_root() -> Path:
+    """HARNESS_CACHE_DIR, or the platform's cache folder for harness."""
+    env = os.environ.get("HARNESS_CACHE_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("harness")) / "traces"
+
+
+def parse_size(text: str) -> int:
+    """'5GB', '500 MB', '1.5GiB', '1000000' -> bytes."""
+    units = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
+             "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4,
+             "tib": 1024**4}  # fmt: skip
+    s = text.strip().lower().replace(" ", "")
+    num = s.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = s[len(num) :]
+    if unit not in units or not num:
+        raise ValueError(f"not a size: {text!r} (e.g. 5GB, 500MB)")
+    value = float(num) * units[unit]
+    if value < 0:
+        raise ValueError(f"not a size: {text!r}")
+    return int(value)
+
+
+@dataclass
+class EntryInfo:
+    """One cache entry as `harness cache` lists it."""
+
+    key: str
+    source: str
+    format: str
+    size_bytes: int
+    files: int
+    last_used: float
+    source_exists: bool
+
+
+class ForeignCacheFolder(AnalysisError):
+    """The cache folder holds files the cache did not write: nothing is written or removed in it."""
+
+    def __init__(self, root: Path, found: list[str]) -> None:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3:,} more" if len(found) > 3 else "")
+        super().__init__(
+            f"the cache folder {root} holds files the trace cache did not write ({shown}), so it is not "
+            "used: set HARNESS_CACHE_DIR to a new or empty folder (the cache marks its own with "
+            f"{TAG})"
+        )
+        self.root = root
+
+
+class Cache:
+    """The cache folder: entries, their size limit, eviction."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else cache_root()
+
+    @property
+    def limit(self) -> int:
+        env = os.environ.get(LIMIT_ENV)
+        if env:
+            try:
+                return parse_size(env)
+            except ValueError:
+                raise AnalysisError(
+                    f"{LIMIT_ENV}={env!r} is not a size (e.g. 5GB, 500MB; 0 caches nothing): fix or unset it"
+                ) from None
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            return int(json.loads((self.root / CONFIG).read_text())["limit_bytes"])
+        return DEFAULT_LIMIT
+
+    def set_limit(self, limit: int) -> None:
+        self.claim()
+        write_atomic(self.root / CONFIG, json.dumps({"limit_bytes": int(limit)}).encode())
+
+    def check(self) -> None:
+        """Raise ForeignCacheFolder when the folder exists and holds files the cache did not write (an
+        untagged folder holding only what the cache writes is the cache's, from before the tag). Writes
+        nothing."""
+        try:
+            if (self.root / TAG).read_text(errors="replace").startswith(TAG_TEXT.splitlines()[0]):
+                return
+        except OSError:
+            pass
+        try:
+            names = sorted(os.listdir(self.root))
+        except OSError:  # not there (made when needed), or not a folder (making it fails, saying why)
+            return
+        foreign = [n for n in names if not self._ours(n)]
+        if foreign:
+            raise ForeignCacheFolder(self.root, foreign)
+
+    def _ours(self, name: str) -> bool:
+        """Whether `name` in an untagged folder is something the cache writes."""
+        path = self.root / name
+        if name.startswith(".tmp-") or name == TAG:
+            return True
+        if name == CONFIG:
+            data = _read_json(path)
+            return data is not None and set(data) <= {"limit_bytes"}
+        if name == EXPORTS:
+            return path.is_dir()
+        if ENTRY_NAME.fullmatch(name) and path.is_dir():
+            return all(
+                f.name.startswith(".tmp-") or f.name in (META, TAG) or f.name.endswith((".parquet", ".json"))
+                for f in path.iterdir()
+            )
+        return False
+
+    def claim(self) -> None:
+        """Make the folder (and its parents) if needed and mark it as the cache's, or raise
+        ForeignCacheFolder (or OSError: it cannot be made or written)."""
+        self.check()
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.root / TAG).is_file():
+            write_atomic(self.root / TAG, TAG_TEXT.encode())
+
+    def entry(self, source: Path, reader_version: str) -> Entry:
+        """The entry of `source` as it is now (see the module's docstring for what names it)."""
+        st = source.stat()
+        taken = time.time_ns()
+        resolved = str(source.resolve())
+        digest = content_digest(source, st.st_size)
+        stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+        key = hashlib.sha256(f"{resolved}\0{stamp}\0{digest}\0{reader_version}".encode())
+        racy = taken - max(st.st_ctime_ns, st.st_mtime_ns) < RACY_NS
+        whole = whole_digest(source) if racy else None
+        name = _source_prefix(resolved) + key.hexdigest()[: 32 - SOURCE_PREFIX]
+        return Entry(self, self.root / name, resolved, st.st_size, st.st_mtime_ns, whole)
+
+    def entries(self) -> list[EntryInfo]:
+        out: list[EntryInfo] = []
+        if not self.root.is_dir():
+            return out
+        self.check()
+        for folder in self.root.iterdir():
+            # only what names an entry: a folder of 32 hex digits whose meta.json names its source
+            meta = (
+                _read_json(folder / META) if ENTRY_NAME.fullmatch(folder.name) and folder.is_dir() else None
+            )
+            if meta is None or "source" not in meta:
+                continue
+            files = [f for f in folder.iterdir() if f.is_file()]
+            out.append(
+                EntryInfo(
+                    key=folder.name,
+                    source=str(meta.get("source", "?")),
+                    format=str(meta.get("format", "?")),
+                    size_bytes=sum(_size(f) for f in files),
+                    files=len(files),
+                    last_used=_mtime(folder / META),
+                    source_exists=Path(str(meta.get("source", ""))).exists(),
+                )
+            )
+        return sorted(out, key=lambda e: e.last_used, reverse=True)
+
+    def clear(self, source: Path | None = None) -> tuple[int, int]:
+        """Remove every entry (or those of `source`): (entries, bytes) removed."""
+        removed = freed = 0
+        wanted = str(source.resolve()) if source is not None else None
+        self.check()
+        for info in self.entries():
+            if wanted is None or info.source == wanted:
+                shutil.rmtree(self.root / info.key, ignore_errors=True)
+                removed += 1
+                freed += info.size_bytes
+        return removed, freed
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Remove least recently used entries until the cache fits its limit, down to LOW_WATER of it (so
+        that a full cache is not scanned again at the next write): bytes freed."""
+        entries = self.entries()
+        total = sum(e.size_bytes for e in entries)
+        freed = 0
+        if total > self.limit:
+            for info in reversed(entries):  # oldest first
+                if total <= self.limit * LOW_WATER:
+                    break
+                if keep is not None and self.root / info.key == keep:
+                    continue
+                shutil.rmtree(self.root / info.key, ignore_errors=True)
+                total -= info.size_bytes
+                freed += info.size_bytes
+        _SIZES[str(self.root)] = (total, 0)
+        return freed
+
+    def wrote(self, written: int, keep: Path | None = None) -> None:
+        """`written` bytes were added: evict when the cache may have passed its limit. The size is the one
+        this process found at its last scan plus what it wrote since (a scan stats every file of every
+        entry: one per write made 1,024 exports read in one command quadratic in time); it scans again
+        when that passes the limit, or when it wrote an eighth of the room left at that scan (other
+        processes fill the same room)."""
+        root = str(self.root)
+        last = _SIZES.get(root)
+        if last is not None:
+            found, since = last
+            room = self.limit - found
+            if found + since + written <= self.limit and since + written <= room / 8:
+                _SIZES[root] = (found, since + written)
+                return
+        self.evict(keep=keep)
+
+
+class Entry:
+    """The cached frames of one source. `whole`: the hash of the whole source, taken with the key, where
+    the source is racy (changed less than RACY_NS before)."""
+
+    def __init__(
+        self, cache: Cache, folder: Path, source: str, size: int, mtime_ns: int, whole: str | None = None
+    ) -> None:
+        self.cache = cache
+        self.folder = folder
+        self.source = source
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.whole = whole
+
+    def meta(self) -> dict[str, Any] | None:
+        meta = _read_json(self.folder / META)
+        if meta is None or meta.get("source") != self.source or meta.get("size") != self.size:
+            return None
+        kept = meta.get("whole")
+        if kept is not None:  # made while the source was racy: its content decides
+            try:
+                now = self.whole or whole_digest(Path(self.source))
+            except OSError:
+                return None
+            if now != kept:  # changed within one tick of its ctime: the entry is stale
+                shutil.rmtree(self.folder, ignore_errors=True)
+                return None
+            if self.whole is None:  # no longer racy: a change from now on gets a new ctime, a new key
+                meta.pop("whole")
+                with contextlib.suppress(OSError):
+                    write_atomic(self.folder / META, json.dumps(meta).encode())
+        with contextlib.suppress(OSError):
+            os.utime(self.folder / META)  # the entry was used: least recently used goes first
+        return meta
+
+    def create(self, meta: dict[str, Any]) -> None:
+        """Start the entry with the reader's `meta`; remove the entries of older versions of the source:
+        those whose name starts as this one's (`_source_prefix`), found in one listing of the cache folder,
+        not a read of every entry's meta (which made 1,024 exports read in one command quadratic in time).
+        Raises ForeignCacheFolder where the cache folder is not the cache's."""
+        self.cache.claim()
+        prefix = self.folder.name[:SOURCE_PREFIX]
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.cache.root):
+                if name.startswith(prefix) and name != self.folder.name:
+                    older = _read_json(self.cache.root / name / META)
+                    if older is not None and older.get("source") == self.source:
+                        shutil.rmtree(self.cache.root / name, ignore_errors=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._sweep_tmp()
+        full = {**meta, "source": self.source, "size": self.size, "mtime_ns": self.mtime_ns}
+        if self.whole is not None:
+            full["whole"] = self.whole
+        write_atomic(self.folder / META, json.dumps(full).encode())
+
+    def path(self, frame: str, column: str) -> Path:
+        return self.folder / f"{frame}.{column}.parquet"
+
+    def has(self, frame: str, column: str) -> bool:
+        return self.path(frame, column).is_file()
+
+    def load(self, frame: str, columns: Sequence[str]) -> dict[str, pd.Series]:
+        """The cached ones of `columns`; a file that cannot be read is deleted (and so read again)."""
+        import pyarrow.parquet as pq
+
+        _malloc_pool()
+        out: dict[str, pd.Series] = {}
+        for col in columns:
+            path = self.path(frame, col)
+            if not path.is_file():
+                continue
+            try:
+                file = pq.ParquetFile(path)  # not read_table: that imports pyarrow.dataset (0.01 s)
+                values = _int64_column(file)
+                if values is None:
+                    values = _other_column(file.read(), col)
+                out[col] = values
+                del file, values
+            except Exception:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return out
+
+    def store(self, frame: str, df: pd.DataFrame | Mapping[str, Any]) -> int:
+        """Write each column of `df` (a DataFrame, or arrow arrays by name: analysis.trace.arrow_arrays, no
+        pandas)
+        as its own file, then keep the cache under its limit (least recently used entries out, this one
+        kept); bytes written."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        _malloc_pool()
+        written = 0
+        for col in list(df):
+            if isinstance(df, Mapping):
+                table = pa.table({col: df[col]})
+            else:
+                table = pa.Table.from_pandas(df[[col]], preserve_index=False)
+            tmp = self.folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{frame}.{col}"
+            try:
+                # zstd: a third smaller, 2x slower to write. Integers plain, not dictionary-encoded: the
+                # encoder's buffers stayed resident (~40 MB for the rest of the command), and plain
+                # columns read back faster; names and texts (categories) keep their dictionary.
+                plain = pa.types.is_integer(table.schema.field(0).type)
+                pq.write_table(table, tmp, compression="lz4", use_dictionary=not plain)
+                os.replace(tmp, self.path(frame, col))
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+            written += _size(self.path(frame, col))
+        self.cache.wrote(written, keep=self.folder)
+        return written
+
+    def batches(
+        self, frame: str, columns: Sequence[str], rows: int
+    ) -> Iterator[dict[str, np.ndarray]] | None:
+        """The cached `columns` of `frame`, `rows` at a time, the files read in step (a batch of each
+        at once, never a whole column); None unless every one is cached, of one length and int64 (or
+        boolean, or names: nvtx's pushpop, name and domain, `_other_chunks`); a file that cannot be opened is
+        deleted. One that fails mid-way raises (`Trace.blocks` deletes it)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        _malloc_pool()
+        files = {}
+        for col in columns:
+            try:
+                file = pq.ParquetFile(self.path(frame, col))
+            except Exception:  # cannot be read: deleted, so read again from the source
+                with contextlib.suppress(OSError):
+                    self.path(frame, col).unlink()
+                return None
+            kind = file.schema_arrow.field(0).type
+            if kind != pa.int64() and not _named_or_flag(kind):
+                return None
+            files[col] = file
+        if len({f.metadata.num_rows for f in files.values()}) > 1:
+            return None
+        return _in_step(files, rows)
+
+    def strings(self, frame: str, columns: Sequence[str]) -> dict[str, list[Any]] | None:
+        """Whole cached columns as Python lists, without pandas (the string table); None unless all are
+        there."""
+        import pyarrow.parquet as pq
+
+        _malloc_pool()
+        try:
+            return {c: pq.ParquetFile(self.path(frame, c)).read().column(0).to_pylist() for c in columns}
+        except Exception:
+            return None
+
+    def writer(self, frame: str, columns: Sequence[str]) -> ColumnWriter:
+        """Writes int64 `columns` of `frame` a block at a time (`ColumnWriter.write`), each file renamed into
+        place when `close` is called after the last block."""
+        _malloc_pool()
+        return ColumnWriter(self, frame, list(columns))
+
+    def _sweep_tmp(self) -> None:
+        now = time.time()
+        for f in self.folder.glob(".tmp-*"):
+            if now - _mtime(f) > STALE_TMP_S:
+                with contextlib.suppress(OSError):
+                    f.unlink()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{path.name}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _source_prefix(resolved: str) -> str:
+    """The start of the names of a source's entries: a hash of its resolved path alone."""
+    return hashlib.sha256(resolved.encode()).hexdigest()[:SOURCE_PREFIX]

@@ -1,0 +1,84 @@
+"""Opening a profile for analysis: an nsys SQLite export or a Chrome/Kineto trace, told apart by its first
+bytes, as a `Trace`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from analysis import readers
+from analysis.errors import ExportError
+from analysis.trace.trace import Trace
+
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
+
+
+def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
+    """Open a profile for analysis: an Nsight Systems SQLite export, or a Chrome/Kineto trace (`.json`,
+    `.json.gz`, as torch.profiler writes it), told apart by their first bytes. Raises ExportError saying
+    what is wrong. With `cache`, frames come from and go to the Parquet cache (analysis.trace.cache)."""
+    path = Path(path)
+    if not path.exists():
+        raise ExportError(f"no such export: {path}")
+    if path.is_dir():
+        raise ExportError(f"{path} is a folder: pass the .sqlite export or the .json(.gz) trace inside it")
+    not_a_file(path)
+    if path.suffix in REPORT_SUFFIXES:
+        raise ExportError(
+            f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
+        )
+    if _looks_like_json(path):
+        from analysis.readers import kineto
+
+        return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
+    from analysis.readers import sqlite_files
+
+    # an export whose write-ahead log holds changes: its content is file and log, and the log changes
+    # without the file, so the file's identity does not name it
+    why = sqlite_files.not_cached_why(path) if cache else None
+    trace = Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache and why is None)
+    if why is not None:
+        trace.note(why)
+    return trace
+
+
+def not_a_file(path: Path) -> None:
+    """Raise ExportError unless `path` is a regular file (after links): a named pipe, a device or a socket
+    would be used up by the first look at it (and a second open of a pipe waits for a writer for ever)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise ExportError(f"cannot read {path}: {e.strerror}") from None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    what = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    raise ExportError(
+        f"{path} is {what}, not a file: an export or trace is read more than once (its type, the cache's "
+        "key, then its rows), so save it to a file first (e.g. `cat … > trace.json`) and pass that"
+    )
+
+
+def _open_nsys(path: Path) -> Any:
+    """The nsys reader, imported when the source is read (it imports pandas): not on a warm command."""
+    from analysis.readers import nsys
+
+    return nsys.open_nsys(path)
+
+
+def _looks_like_json(path: Path) -> bool:
+    """Not SQLite, and gzip, or JSON's first byte, or named like a trace (.json, .json.gz)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise ExportError(f"cannot read {path}: {e.strerror}") from None
+    if head.startswith(b"SQLite format 3\x00"):
+        return False
+    if head.startswith(b"\x1f\x8b") or head.removeprefix(BOM).lstrip()[:1] in (b"{", b"["):
+        return True
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):  # UTF-16/32 text: the reader says so
+        return True
+    return path.name.endswith((".json", ".json.gz"))

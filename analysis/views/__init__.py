@@ -1,0 +1,1 @@
+"""Pictures of a trace: the dashboard's step timeline, the per-block breakdown, Chrome traces."""

@@ -1,0 +1,532 @@
+"""A trace as a Chrome trace (JSON, optionally gzipped) that Perfetto UI and chrome://tracing open.
+
+What it holds, in the categories Kineto uses where Kineto has one (so the harness's own Kineto reader reads
+the file back into the same frames, and `harness kernels FILE` equals `harness kernels REPORT`):
+
+- complete events (`ph` X): kernels (`kernel`), memory copies (`gpu_memcpy`, named as Kineto names them so
+  their kinds survive), memory sets (`gpu_memset`), synchronisations (`cuda_sync`), CUDA API calls
+  (`cuda_runtime`), NVTX ranges (`user_annotation`; GPU ranges of a Kineto trace: `gpu_user_annotation`),
+  CPU operators of a Kineto trace (`cpu_op`) and OS runtime calls (`os_runtime`, a category of ours);
+- the harness's steps and phases (NVTX ranges named `step`, `forward`, …) once more, on a track of their
+  own (`harness_phase`, which no reader takes for NVTX);
+- flow arrows (`s` at the launching call, `f` with `bp: e` at the GPU work), joined by process and
+  correlation id, as Kineto's `ac2g` flows;
+- metadata (`M`): process and thread names; a GPU is a process of its own, its streams are its threads.
+
+Times are microseconds written as exact decimals of the nanoseconds (123.456), which the Kineto reader
+turns back into the same nanoseconds. The file is written a chunk of rows at a time: memory holds a block
+of each table (Trace.blocks; an nsys export's NVTX ranges a chunk of the export at a time, their names
+resolved per chunk) and 24 bytes per GPU operation for the arrows, never the text of the whole file.
+A window (`--step`, `--phase`, `--start/--end`) keeps the events that overlap it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import pandas as pd
+from isal import igzip
+
+from analysis.errors import AnalysisError, ExportError
+from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
+from analysis.outputs import open_output, shown
+from analysis.readers import NULL, trim_heap
+from analysis.readers.kineto_build import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
+from analysis.trace.trace import Trace
+from analysis.views.timeline import step_index
+
+CHUNK = 50_000  # rows formatted and written at a time
+NVTX_CHUNK = 10_000  # NVTX ranges at a time: PyTorch's names run to ~500 characters (a line and its join)
+_X = '{"ph":"X","cat":"CAT","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s'  # a complete event, to be ended
+_US = "%d.%03d"
+GPU_PID = 1 << 30  # + device: the process a GPU's streams are shown under (clear of real pids)
+HARNESS_PID = GPU_PID - 1  # the track of the harness's steps and phases
+PHASES = frozenset((*TRAIN_PHASES, *GENERATE_PHASES, *COMM_PHASES))
+HARNESS_RANGES = frozenset((STEP, MEASURED, WARMUP, *PHASES))
+COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}
+MEMORY_NAMES = {v: k for k, v in MEMORY_KINDS.items()}
+TID_MASK = 0xFFFFFF
+_THREAD_MASK = (1 << 48) - 1  # process and thread of a global thread id (_pid_tid)
+GPU_COLUMNS = {
+    "kernels": ["grid", "block", "name_id"],
+    "memcpy": ["bytes", "copy_kind", "src_kind", "dst_kind"],
+    "memset": ["bytes", "mem_kind"],
+    "syncs": ["name_id"],
+}
+
+
+@dataclass
+class Written:
+    """What a Chrome trace holds: events per kind, the window they were cut to (ns; None: all), and what
+    was left out and why (the trace's notes: the same words and counts as every table's)."""
+
+    path: Path
+    counts: dict[str, int] = field(default_factory=dict)
+    window: tuple[int, int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def window_of(
+    trace: Trace,
+    *,
+    step: int | None = None,
+    phase: str | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> tuple[int, int] | None:
+    """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
+    one phase of it, or `start`..`end`; None for the whole trace."""
+    if (step is not None or phase is not None) and (start is not None or end is not None):
+        raise AnalysisError("--step/--phase and --start/--end exclude each other: pick one way to cut")
+    if phase is not None and step is None:
+        raise AnalysisError(f"--phase {phase} needs --step N: a phase runs once per step")
+    if step is None:
+        if start is None and end is None:
+            return None
+        lo, hi = start if start is not None else -(2**62), end if end is not None else 2**62
+        if hi < lo:
+            raise AnalysisError(f"--end {hi} is before --start {lo}")
+        return lo, hi
+    trace.require("nvtx", "NVTX data (the harness's step ranges)")
+    nvtx = trace.frame("nvtx", ["range_id", "start", "end", "global_tid", "payload", "name"])
+    steps = nvtx[nvtx["name"] == STEP].reset_index(drop=True)
+    if steps.empty:
+        raise ExportError(f"no '{STEP}' NVTX ranges in {trace.path}: it was not recorded by the harness")
+    numbers = step_index(steps, steps).to_numpy()
+    chosen = steps[numbers == step]
+    if chosen.empty:
+        raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
+    lo, hi = int(chosen["start"].min()), int(chosen["end"].max())
+    if phase is None:
+        return lo, hi
+    inside = nvtx[(nvtx["name"] == phase) & (nvtx["start"] >= lo) & (nvtx["end"] <= hi)]
+    if inside.empty:
+        raise ExportError(f"no '{phase}' range in step {step} of {trace.path}")
+    return int(inside["start"].min()), int(inside["end"].max())
+
+
+def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] | None = None) -> Written:
+    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds.
+    A file appears whole or not at all (written beside it, then renamed); `-`, a device or a pipe is
+    written as a stream (analysis.outputs)."""
+    written = Written(Path(path), window=window)
+    try:
+        with open_output(path) as raw:
+            if str(path).endswith(".gz"):
+                with igzip.open(raw, "wt", compresslevel=1, encoding="ascii") as f:
+                    _Writer(trace, f, window, written.counts).write()  # type: ignore[arg-type]
+            else:
+                f = io.TextIOWrapper(raw, encoding="ascii", write_through=False)
+                try:
+                    _Writer(trace, f, window, written.counts).write()
+                    f.flush()
+                finally:
+                    f.detach()  # the stream stays open for open_output (standard output stays open)
+        written.notes = list(trace.notes)
+    except BrokenPipeError:
+        raise  # `-o - | head`: ended quietly, as a table piped to head is
+    except OSError as e:
+        raise AnalysisError(f"cannot write {shown(path)}: {e.strerror or e}") from None
+    return written
+
+
+class _Writer:
+    def __init__(
+        self, trace: Trace, f: TextIO, window: tuple[int, int] | None, counts: dict[str, int]
+    ) -> None:
+        self.trace = trace
+        self.f = f
+        self.window = window
+        self.counts = counts
+        self.first = True
+        self.processes: dict[int, str] = {}
+        self.threads: dict[tuple[int, int], str] = {}
+        self.launched = np.empty(0, dtype=np.int64)  # launch keys (_key) of the GPU work written, sorted
+        # the call that launched each of them, by its place in `launched`: the thread (the global thread id's
+        # low 48 bits; -1: no call seen yet) and its start; 24 bytes per launch in all
+        self.call_thread = np.empty(0, dtype=np.int64)
+        self.call_start = np.empty(0, dtype=np.int64)
+
+    def write(self) -> None:
+        meta = {"source": self.trace.path.name, "format": self.trace.format, "window_ns": self.window}
+        self.f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
+        self.launched = self.gpu_keys()
+        self.call_thread = np.full(len(self.launched), -1, dtype=np.int64)
+        self.call_start = np.zeros(len(self.launched), dtype=np.int64)
+        self.runtime()
+        for frame, cat in (("kernels", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset"),
+                           ("syncs", "cuda_sync")):  # fmt: skip
+            self.gpu(frame, cat)
+        # the arrows are out: the launch keys and calls (24 bytes per GPU operation) are not needed again
+        self.launched = self.call_thread = self.call_start = np.empty(0, dtype=np.int64)
+        trim_heap()
+        self.nvtx()
+        self.cpu("osrt", "os_runtime")
+        self.cpu("cpu_ops", "cpu_op")
+        self.metadata()
+        self.f.write("\n]}\n")
+
+    # --- output -------------------------------------------------------------------------------------
+
+    def emit(self, kind: str, lines: Iterable[str]) -> None:
+        lines = list(lines)
+        if not lines:
+            return
+        self.f.write(("" if self.first else ",\n") + ",\n".join(lines))
+        self.first = False
+        self.counts[kind] = self.counts.get(kind, 0) + len(lines)
+
+    def blocks(self, frame: str, columns: list[str]) -> Iterator[dict[str, np.ndarray]]:
+        """The frame's rows in the window a block at a time (Trace.blocks: never the whole frame); no
+        empty block."""
+        if not self.trace.has(frame):
+            return
+        for block in self.trace.blocks(frame, columns):
+            if self.window is not None:
+                inside = self.inside(block["start"], block["end"])
+                if not inside.all():
+                    block = {c: v[inside] for c, v in block.items()}
+            if len(block["start"]):
+                yield block
+
+    def inside(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Which rows overlap the window (there is one)."""
+        assert self.window is not None
+        lo, hi = self.window
+        return (end >= lo) & (start <= hi)
+
+    def names(self, ids: np.ndarray) -> dict[int, str]:
+        """Names of string ids as JSON strings (escaped: names are outside text); "" for an unknown id."""
+        wanted = np.unique(ids).tolist()
+        out = {i: json.dumps(s) for i, s in self.trace.strings(wanted).items()}
+        for i in wanted:
+            out.setdefault(i, '""')
+        return out
+
+    # --- frames --------------------------------------------------------------------------------------
+
+    def runtime(self) -> None:
+        """The API calls (the export's biggest table)."""
+        template = _X.replace("CAT", "cuda_runtime") + ',"args":{"correlation":%s}}'
+        columns = ["start", "end", "correlation_id", "global_tid", "name_id"]
+        for block in self.blocks("runtime", columns):
+            pid, tid = _pid_tid(block["global_tid"])
+            self.thread_seen(pid, tid)
+            names = self.names(block["name_id"])
+            for lo in range(0, len(pid), CHUNK):
+                start, end = block["start"][lo : lo + CHUNK], block["end"][lo : lo + CHUNK]
+                self.emit(
+                    "cuda_runtime",
+                    (
+                        template % row
+                        for row in zip(
+                            map(names.__getitem__, block["name_id"][lo : lo + CHUNK].tolist()),
+                            pid[lo : lo + CHUNK].tolist(),
+                            tid[lo : lo + CHUNK].tolist(),
+                            _us(start),
+                            _us(end - start),
+                            _ints(block["correlation_id"][lo : lo + CHUNK]),
+                            strict=True,
+                        )
+                    ),
+                )
+            self.note_calls(block)
+
+    def gpu_keys(self) -> np.ndarray:
+        """The launch keys of the GPU work in the window (to keep, of the API calls, those that launched)."""
+        parts = [
+            _key(block["global_pid"] >> 24, block["correlation_id"])
+            for frame in ("kernels", "memcpy", "memset")
+            for block in self.blocks(frame, ["start", "end", "global_pid", "correlation_id"])
+        ]
+        keys = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        del parts
+        keys.sort()  # in place, and then unique without np.unique's copies: 8 bytes per GPU operation
+        return keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
+
+    def launch_of(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, their places in `launched`): the rows whose launch key is one of the GPU work's."""
+        if not len(self.launched):
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.launched, key), len(self.launched) - 1)
+        rows = np.flatnonzero((self.launched[at] == key) & (key >= 0))
+        return rows, at[rows]
+
+    def note_calls(self, calls: dict[str, np.ndarray]) -> None:
+        """Keep the thread and start of the calls that launched GPU work (a key twice: the first call)."""
+        pid = (calls["global_tid"] >> 24) & TID_MASK
+        rows, at = self.launch_of(_key(pid, calls["correlation_id"]))
+        at, first = np.unique(at, return_index=True)
+        new = self.call_thread[at] < 0
+        rows, at = rows[first[new]], at[new]
+        self.call_thread[at] = calls["global_tid"][rows] & _THREAD_MASK
+        self.call_start[at] = calls["start"][rows]
+
+    def gpu(self, frame: str, cat: str) -> None:
+        columns = ["start", "end", "correlation_id", "global_pid", "device_id", "stream_id"]
+        base = _X.replace("CAT", cat) + ',"args":{"device":%s,"stream":%s,"correlation":%s'
+        template = base + {"kernels": ',"grid":%s,"block":%s}}', "syncs": "}}"}.get(frame, ',"bytes":%s}}')
+        for block in self.blocks(frame, columns + GPU_COLUMNS[frame]):
+            device, stream = block["device_id"], block["stream_id"]
+            pid = GPU_PID + np.where(device == NULL, 0, device)
+            tid = np.where(stream == NULL, 0, stream) & TID_MASK
+            for d, s in set(zip(pid.tolist(), tid.tolist(), strict=True)):
+                self.processes.setdefault(d, f"GPU {d - GPU_PID}")
+                self.threads.setdefault((d, s), f"stream {s}")
+            names = self.names(block["name_id"]) if "name_id" in block else {}
+            self.flows(block, pid, tid)
+            for lo in range(0, len(pid), CHUNK):
+                part = {c: v[lo : lo + CHUNK] for c, v in block.items()}
+                if frame == "kernels":
+                    fields = [_dims(part["grid"], (32, 16)), _dims(part["block"], (22, 11))]
+                elif frame == "syncs":
+                    fields = []
+                else:
+                    fields = [_ints(part["bytes"])]
+                if "name_id" in part:
+                    name: Iterable[str] = map(names.__getitem__, part["name_id"].tolist())
+                else:
+                    name = _memop_names(part, frame)
+                self.emit(
+                    cat,
+                    (
+                        template % row
+                        for row in zip(
+                            name,
+                            pid[lo : lo + CHUNK].tolist(),
+                            tid[lo : lo + CHUNK].tolist(),
+                            _us(part["start"]),
+                            _us(part["end"] - part["start"]),
+                            _ints(part["device_id"]),
+                            _ints(part["stream_id"]),
+                            _ints(part["correlation_id"]),
+                            *fields,
+                            strict=True,
+                        )
+                    ),
+                )
+
+    def flows(self, work: dict[str, np.ndarray], pid: np.ndarray, tid: np.ndarray) -> None:
+        """An arrow from each written call to the GPU work it launched (same process, same correlation)."""
+        rows, at = self.launch_of(_key(work["global_pid"] >> 24, work["correlation_id"]))
+        called = self.call_thread[at] >= 0
+        hit, at = rows[called], at[called]
+        call_pid, call_tid = _pid_tid(self.call_thread[at])
+        call_ts = self.call_start[at]
+        work_pid, work_tid, work_ts = pid[hit], tid[hit], work["start"][hit]
+        first = self.counts.get("flow", 0) // 2
+        start = '{"ph":"s","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
+        finish = '{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":%d,"pid":%d,"tid":%d,"ts":%s}'
+        for lo in range(0, len(hit), CHUNK):
+            hi = min(lo + CHUNK, len(hit))
+            ids = range(first + lo + 1, first + hi + 1)
+            calls_at = zip(
+                ids, call_pid[lo:hi].tolist(), call_tid[lo:hi].tolist(), _us(call_ts[lo:hi]), strict=True
+            )
+            work_at = zip(
+                ids, work_pid[lo:hi].tolist(), work_tid[lo:hi].tolist(), _us(work_ts[lo:hi]), strict=True
+            )
+            self.emit(
+                "flow",
+                (line for a, b in zip(calls_at, work_at, strict=True) for line in (start % a, finish % b)),
+            )
+
+    def nvtx(self) -> None:
+        """The NVTX ranges a block at a time (from the reader a chunk of the export at a time, names
+        resolved per chunk: 7.1M ranges on a 4M-kernel export were ~400 MB read whole); the harness's
+        steps and phases among them once more after them all."""
+        harness: list[tuple[str, int, int, object]] = []
+        for block in self.blocks("nvtx", ["start", "end", "global_tid", "payload", "name", "domain"]):
+            # names and domains are escaped once per distinct value of the block, looked up by code
+            names, name_code = _coded(block["name"])
+            name_text = np.array([*map(json.dumps, names), '""'], dtype=object)  # code -1 (no name): ""
+            domains, domain_code = _coded(block["domain"])
+            domain_text = np.array([*domains, None], dtype=object)
+            start, end, payload = block["start"], block["end"], block["payload"]
+            for lo in range(0, len(start), NVTX_CHUNK):
+                at = slice(lo, lo + NVTX_CHUNK)
+                pid, tid = _pid_tid(block["global_tid"][at])
+                gpu = pid >= GPU_PROCESS
+                self.thread_seen(pid[~gpu], tid[~gpu])
+                lines = []
+                for name, p, t, g, ts, dur, dom, load in zip(
+                    name_text[name_code[at]].tolist(), pid.tolist(), tid.tolist(), gpu.tolist(),
+                    _us(start[at]), _us(end[at] - start[at]), domain_text[domain_code[at]].tolist(),
+                    payload[at].tolist(), strict=True,
+                ):  # fmt: skip
+                    args = {}
+                    if isinstance(dom, str):
+                        args["domain"] = dom
+                    if load is not None and load is not pd.NA:
+                        args["payload"] = int(load)
+                    if g:  # a GPU range of a Kineto trace: on its stream
+                        device, cat = p - GPU_PROCESS, "gpu_user_annotation"
+                        args.update(device=device, stream=t)
+                        p = GPU_PID + device
+                        self.processes.setdefault(p, f"GPU {device}")
+                        self.threads.setdefault((p, t), f"stream {t}")
+                    else:
+                        cat = "user_annotation"
+                    lines.append(
+                        f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{p},"tid":{t},"ts":{ts},"dur":{dur}'
+                        f',"args":{json.dumps(args)}}}'
+                    )
+                self.emit("user_annotation", lines)
+            for row in np.flatnonzero(np.isin(name_code, _harness_codes(names))).tolist():
+                harness.append((names[name_code[row]], int(start[row]), int(end[row]), payload[row]))
+            trim_heap()  # the block's strings, freed between others, leave pages the heap cannot give back
+        self.harness_track(harness)
+
+    def harness_track(self, ranges: list[tuple[str, int, int, object]]) -> None:
+        """The harness's steps (and measured/warmup) on one thread, its phases on another: `ranges` are
+        (name, start, end, payload) of the NVTX ranges named after them, in the order written."""
+        if not ranges:
+            return
+        self.processes[HARNESS_PID] = "harness"
+        lines = []
+        for text, start, end, load in ranges:
+            tid = 2 if text in PHASES else 1
+            self.threads[(HARNESS_PID, tid)] = "phases" if tid == 2 else "steps"
+            step = "" if load is None or load is pd.NA else f',"args":{{"step":{int(load)}}}'
+            ts, dur = _us(np.array([start, end - start], dtype=np.int64))
+            lines.append(
+                f'{{"ph":"X","cat":"harness_phase","name":{json.dumps(text)},"pid":{HARNESS_PID},"tid":{tid},'
+                f'"ts":{ts},"dur":{dur}{step}}}'
+            )
+        self.emit("harness_phase", lines)
+
+    def cpu(self, frame: str, cat: str) -> None:
+        extra = ["external_id"] if frame == "cpu_ops" else []
+        template = _X.replace("CAT", cat) + (',"args":{"External id":%s}' if extra else "") + "}"
+        for block in self.blocks(frame, ["start", "end", "global_tid", "name_id", *extra]):
+            pid, tid = _pid_tid(block["global_tid"])
+            self.thread_seen(pid, tid)
+            names = self.names(block["name_id"])
+            for lo in range(0, len(pid), CHUNK):
+                part = {c: v[lo : lo + CHUNK] for c, v in block.items()}
+                fields = [_ints(part["external_id"])] if extra else []
+                self.emit(
+                    cat,
+                    (
+                        template % row
+                        for row in zip(
+                            map(names.__getitem__, part["name_id"].tolist()),
+                            pid[lo : lo + CHUNK].tolist(),
+                            tid[lo : lo + CHUNK].tolist(),
+                            _us(part["start"]),
+                            _us(part["end"] - part["start"]),
+                            *fields,
+                            strict=True,
+                        )
+                    ),
+                )
+
+    # --- names ---------------------------------------------------------------------------------------
+
+    def thread_seen(self, pid: np.ndarray, tid: np.ndarray) -> None:
+        for p, t in set(zip(pid.tolist(), tid.tolist(), strict=True)):
+            self.processes.setdefault(p, f"process {p}")
+            self.threads.setdefault((p, t), "")
+
+    def metadata(self) -> None:
+        known = (
+            {_pid_tid_one(g): name for g, name in self.trace.thread_names().items()}
+            if self.trace.has("threads")
+            else {}
+        )
+        lines = []
+        for pid, name in sorted(self.processes.items()):
+            lines.append(_meta("process_name", pid, 0, name))
+            if pid == HARNESS_PID:
+                lines.append(
+                    f'{{"ph":"M","name":"process_sort_index","pid":{pid},"tid":0,"args":{{"sort_index":-1}}}}'
+                )
+        for (pid, tid), name in sorted(self.threads.items()):
+            lines.append(_meta("thread_name", pid, tid, name or known.get((pid, tid)) or f"thread {tid}"))
+        self.emit("metadata", lines)
+
+
+def _coded(values: object) -> tuple[list[str], np.ndarray]:
+    """A block's names (a Categorical from the reader or the cache, an object array from memory) as their
+    distinct texts and a code per row into them (-1: none)."""
+    cat = values if isinstance(values, pd.Categorical) else pd.Categorical(np.asarray(values, dtype=object))
+    return [str(c) for c in cat.categories], np.asarray(cat.codes)
+
+
+def _harness_codes(names: list[str]) -> list[int]:
+    """The codes of the harness's own range names among a block's `names`."""
+    return [i for i, n in enumerate(names) if n in HARNESS_RANGES]
+
+
+def _meta(what: str, pid: int, tid: int, name: str) -> str:
+    return f'{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"args":{{"name":{json.dumps(name)}}}}}'
+
+
+def _pid_tid(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A global thread id's process and thread (bits 24-47 and 0-23, as nsys composes them)."""
+    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
+
+
+def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """(process, correlation id) as one integer, -1 where there is none (a correlation id unknown or past
+    39 bits): a launch and what it launched share it."""
+    ok = (corr >= 0) & (corr < 1 << 39)
+    return np.where(ok, ((pid & TID_MASK) << 39) | np.where(ok, corr, 0), -1)
+
+
+def _pid_tid_one(gtid: int) -> tuple[int, int]:
+    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
+
+
+def _us(ns: np.ndarray) -> list[str]:
+    """Nanoseconds as exact decimal microseconds ("123.456")."""
+    if len(ns) == 0:
+        return []
+    if ns.min() >= 0:
+        return [_US % qr for qr in zip((ns // 1000).tolist(), (ns % 1000).tolist(), strict=True)]
+    a = np.abs(ns)
+    return [
+        ("-" + _US if neg else _US) % (q, r)
+        for neg, q, r in zip((ns < 0).tolist(), (a // 1000).tolist(), (a % 1000).tolist(), strict=True)
+    ]
+
+
+def _ints(values: np.ndarray) -> list[str]:
+    """Integers as JSON: null where missing."""
+    text = [str(v) for v in values.tolist()]
+    if (values == NULL).any():
+        text = ["null" if v == NULL else t for v, t in zip(values.tolist(), text, strict=True)]
+    return text
+
+
+def _dims(packed: np.ndarray, shifts: tuple[int, int]) -> Iterator[str]:
+    """Launch dimensions packed as (x << s0) + (y << s1) + z as [x,y,z]; unknown ones as [-1,-1,-1], which
+    a reader takes for unknown again."""
+    x = packed >> shifts[0]
+    y = (packed >> shifts[1]) & ((1 << (shifts[0] - shifts[1])) - 1)
+    z = packed & ((1 << shifts[1]) - 1)
+    for p, a, b, c in zip(packed.tolist(), x.tolist(), y.tolist(), z.tolist(), strict=True):
+        yield "[-1,-1,-1]" if p == NULL else f"[{a},{b},{c}]"
+
+
+def _memop_names(part: dict[str, np.ndarray], frame: str) -> list[str]:
+    """Kineto's names of copies and sets, which say their kinds ("Memcpy HtoD (Pageable -> Device)")."""
+    if frame == "memcpy":
+        kinds = zip(
+            part["copy_kind"].tolist(), part["src_kind"].tolist(), part["dst_kind"].tolist(), strict=True
+        )
+        return [
+            json.dumps(f"Memcpy {COPY_NAMES.get(k, 'Unknown')} ({_memory(s)} -> {_memory(d)})")
+            for k, s, d in kinds
+        ]
+    return [json.dumps(f"Memset ({_memory(k)})") for k in part["mem_kind"].tolist()]
+
+
+def _memory(kind: int) -> str:
+    return MEMORY_NAMES.get(kind, "Unknown")

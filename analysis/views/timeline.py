@@ -1,0 +1,248 @@
+"""What happened during one step: NVTX ranges, kernels and memory copies, for the dashboard's timeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import ExportError
+from analysis.joins.runtime import kernel_rows, pid_of
+from analysis.names import STEP
+from analysis.tables.nvtx import all_ranges
+from analysis.tables.nvtx_credits import measured_steps
+from analysis.trace.trace import Trace
+
+EVENT_COLUMNS = ["kind", "name", "start_ns", "end_ns", "lane", "level", "step"]
+GPU_LAG = 10  # kernels launched in a step may run up to this many step-lengths after it ends
+
+
+def step_index(steps: pd.DataFrame, all_steps: pd.DataFrame) -> pd.Series:
+    """A step's number: its NVTX payload (the harness's step index), else its position among all steps."""
+    position = pd.Series(np.arange(len(all_steps)), index=all_steps["range_id"])
+    by_position = steps["range_id"].map(position)
+    if steps["payload"].notna().all():
+        return steps["payload"].astype(np.int64)
+    return by_position.astype(np.int64)
+
+
+def pick_step(trace: Trace, step: int | None = None) -> pd.Series:
+    """The `step` range to show: number `step`, or the measured step of median duration."""
+    trace.require("nvtx", "NVTX data")
+    ranges = all_ranges(trace)
+    all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)
+    if all_steps.empty:
+        raise ExportError(f"no '{STEP}' NVTX ranges in {trace.path}: it was not recorded by the harness")
+    numbers = step_index(all_steps, all_steps)
+    if step is not None:
+        hit = all_steps[numbers.to_numpy() == step]
+        if hit.empty:
+            raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
+        return hit.iloc[0].copy().rename(int(step))
+    measured = measured_steps(all_steps.assign(_n=numbers)) if len(all_steps) else all_steps
+    measured = measured if len(measured) else all_steps.assign(_n=numbers)
+    by_length = measured.sort_values("duration_ns", kind="stable")
+    chosen = by_length.iloc[(len(by_length) - 1) // 2]
+    return chosen.rename(int(numbers[all_steps["range_id"] == chosen["range_id"]].iloc[0]))
+
+
+def step_events(trace: Trace, step: int | None = None, max_kernels: int = 20000) -> pd.DataFrame:
+    """Rows (EVENT_COLUMNS) of one step: kind "nvtx" | "kernel" | "memcpy", name, start/end (ns), lane
+    (thread name and "main thread" or its tid for NVTX; "stream N" for GPU work), NVTX nesting level, step.
+
+    Kernels are those whose launch call started in the step (or, without runtime data, that started in
+    it); the first `max_kernels` are kept and `attrs["notes"]` says when more were cut.
+    """
+    chosen = pick_step(trace, step)
+    number = int(chosen.name)
+    lo, hi = int(chosen["start_ns"]), int(chosen["end_ns"])
+    pid = int(chosen["pid"])
+    ranges = all_ranges(trace)
+    inside = ranges[(ranges["pid"] == pid) & (ranges["end_ns"] >= lo) & (ranges["start_ns"] <= hi)]
+    # ranges around the whole step (`measured`, the user's own) would stretch the axis over every step
+    inside = inside[~((inside["start_ns"] < lo) & (inside["end_ns"] >= hi))]
+    level = inside["level"] - inside.groupby("global_tid")["level"].transform("min")
+    threads = trace.thread_names()
+    lanes = [
+        thread_lane(threads.get(int(g)), int(t), pid)
+        for g, t in zip(inside["global_tid"], inside["tid"], strict=True)
+    ]
+    frames = [
+        pd.DataFrame(
+            {
+                "kind": "nvtx",
+                "name": inside["name"].to_numpy(dtype=object),
+                "start_ns": inside["start_ns"].to_numpy(),
+                "end_ns": inside["end_ns"].to_numpy(),
+                "lane": lanes,
+                "level": level.to_numpy(),
+            }
+        )
+    ]
+    notes: list[str] = []
+    calls = None
+    if trace.has("runtime"):
+        calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid"])
+        calls = calls[(calls["start"] >= lo) & (calls["start"] <= hi)]
+        calls = calls.loc[pid_of(calls["global_tid"]) == pid, "correlation_id"]
+    if trace.has("kernels"):
+        kernels = _step_kernels(trace, lo, hi, pid, calls)
+        if len(kernels) > max_kernels:
+            notes.append(f"step {number}: showing the first {max_kernels:,} of {len(kernels):,} kernels")
+            kernels = kernels.iloc[:max_kernels]
+        frames.append(kernels)
+        frames.append(_step_copies(trace, lo, hi, calls))
+    out = (
+        pd.concat([f for f in frames if len(f)], ignore_index=True)
+        if any(len(f) for f in frames)
+        else frames[0]
+    )
+    out["step"] = number
+    out = out.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
+    out.attrs["notes"] = [*trace.notes, *notes]
+    return out
+
+
+def thread_lane(name: str | None, tid: int, pid: int) -> str:
+    """`python (main thread)`, `pt_autograd_0 (thread 4242)`: the thread's name and which thread it is."""
+    which = "main thread" if tid == pid else f"thread {tid}"
+    return f"{name} ({which})" if name else which
+
+
+def _step_kernels(trace: Trace, lo: int, hi: int, pid: int, calls: pd.Series | None) -> pd.DataFrame:
+    fields = ("name_id", "start", "end", "stream_id", "correlation_id", "global_pid")
+    kern = kernel_rows(trace, fields)
+    kern = kern[(kern["start"] >= lo) & (kern["start"] <= hi + GPU_LAG * (hi - lo))]
+    kern = kern[pid_of(kern["global_pid"]) == pid]
+    launched = kern["correlation_id"].isin(calls) if calls is not None else kern["start"] <= hi
+    kern = kern[launched]
+    names = trace.strings(kern["name_id"].unique())
+    return pd.DataFrame(
+        {
+            "kind": "kernel",
+            "name": kern["name_id"].map(names).to_numpy(dtype=object),
+            "start_ns": kern["start"].to_numpy(),
+            "end_ns": kern["end"].to_numpy(),
+            "lane": [f"stream {s}" for s in kern["stream_id"]],
+            "level": 0,
+        }
+    )
+
+
+def _step_copies(trace: Trace, lo: int, hi: int, calls: pd.Series | None) -> pd.DataFrame:
+    """Memory operations issued by calls in the step (or, without runtime data, started in it)."""
+    from analysis.tables.memops import memory_ops
+
+    if not (trace.has("memcpy") or trace.has("memset")):
+        return pd.DataFrame(columns=EVENT_COLUMNS[:-1])
+    if calls is None:
+        ops = memory_ops(trace, window=(lo, hi))
+    else:
+        ops = memory_ops(trace, window=(lo, hi + GPU_LAG * (hi - lo)))
+        ops = ops[ops["correlation_id"].isin(calls)]
+    return pd.DataFrame(
+        {
+            "kind": "memcpy",
+            "name": ops["Operation"].to_numpy(dtype=object),
+            "start_ns": ops["start"].to_numpy(),
+            "end_ns": ops["end"].to_numpy(),
+            "lane": [f"stream {s}" for s in ops["stream_id"]],
+            "level": 0,
+        }
+    )
+
+
+# --- a window of the capture, for exports without the harness's `step` ranges ------------------------------
+
+WINDOW_NS = 1_000_000_000  # the busiest second by default
+
+
+def _activity(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start and end (ns) of what the capture shows, and how much each weighs: kernels by their GPU time;
+    without kernels, NVTX ranges by their time."""
+    if trace.has("kernels"):
+        k = kernel_rows(trace, ("start", "end"))
+        start, end = k["start"].to_numpy(np.int64), k["end"].to_numpy(np.int64)
+    else:
+        trace.require("nvtx", "NVTX data or kernels")
+        r = all_ranges(trace, columns=["start_ns", "end_ns"])
+        start, end = r["start_ns"].to_numpy(np.int64), r["end_ns"].to_numpy(np.int64)
+    order = np.argsort(start, kind="stable")
+    return start[order], end[order], (end - start)[order]
+
+
+def capture_start(trace: Trace) -> int:
+    """The first thing the capture recorded (kernel, NVTX range or CUDA call): the origin of --start/--end."""
+    firsts = []
+    for frame in ("kernels", "nvtx", "runtime"):
+        if trace.has(frame):
+            firsts.append(int(trace.frame(frame, ["start"])["start"].min()))
+    return min(firsts) if firsts else 0
+
+
+def busiest_window(trace: Trace, width: int = WINDOW_NS) -> tuple[int, int]:
+    """The `width` ns of the capture holding the most activity (kernel time, else NVTX range time), starting
+    at an event's start; the whole capture when it is shorter."""
+    start, end, weight = _activity(trace)
+    if not len(start):
+        raise ExportError(f"no kernels or NVTX ranges in {trace.path} to draw")
+    if end.max() - start[0] <= width:
+        return int(start[0]), int(end.max())
+    total = np.concatenate([[0], np.cumsum(np.minimum(weight, width))])
+    last = np.searchsorted(start, start + width, side="left")  # events starting inside [s, s + width)
+    best = int(np.argmax(total[last] - total[np.arange(len(start))]))
+    return int(start[best]), int(start[best]) + width
+
+
+def window_events(trace: Trace, lo: int, hi: int, max_kernels: int = 20000) -> pd.DataFrame:
+    """Rows (EVENT_COLUMNS, step -1) of the window [lo, hi] ns of the capture, every process: NVTX ranges
+    overlapping it (clipped to it), kernels and memory operations starting in it (the first `max_kernels`)."""
+    frames = []
+    notes: list[str] = []
+    if trace.has("nvtx"):
+        ranges = all_ranges(trace)
+        inside = ranges[(ranges["end_ns"] >= lo) & (ranges["start_ns"] <= hi)]
+        level = inside["level"] - inside.groupby("global_tid")["level"].transform("min")
+        threads = trace.thread_names()
+        lanes = [
+            thread_lane(threads.get(int(g)), int(t), int(p))
+            for g, t, p in zip(inside["global_tid"], inside["tid"], inside["pid"], strict=True)
+        ]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kind": "nvtx",
+                    "name": inside["name"].to_numpy(dtype=object),
+                    "start_ns": inside["start_ns"].clip(lower=lo).to_numpy(),
+                    "end_ns": inside["end_ns"].clip(upper=hi).to_numpy(),
+                    "lane": lanes,
+                    "level": level.to_numpy(),
+                }
+            )
+        )
+    if trace.has("kernels"):
+        fields = ("name_id", "start", "end", "stream_id")
+        kern = kernel_rows(trace, fields)
+        kern = kern[(kern["start"] >= lo) & (kern["start"] <= hi)].sort_values("start", kind="stable")
+        if len(kern) > max_kernels:
+            notes.append(f"showing the first {max_kernels:,} of {len(kern):,} kernels in the window")
+            kern = kern.iloc[:max_kernels]
+        names = trace.strings(kern["name_id"].unique())
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kind": "kernel",
+                    "name": kern["name_id"].map(names).to_numpy(dtype=object),
+                    "start_ns": kern["start"].to_numpy(),
+                    "end_ns": kern["end"].to_numpy(),
+                    "lane": [f"stream {s}" for s in kern["stream_id"]],
+                    "level": 0,
+                }
+            )
+        )
+        frames.append(_step_copies(trace, lo, hi, None))
+    kept = [f for f in frames if len(f)]
+    out = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=EVENT_COLUMNS[:-1])
+    out["step"] = -1
+    out = out.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
+    out.attrs["notes"] = [*trace.notes, *notes]
+    return out
