@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from conftest import SHARED_NSYS, need
 
-from analysis.tables.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
+from analysis.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
 from analysis.tables.tables import combine, run_task
 from analysis.trace.multi import label_sources
 from analysis.trace.opening import open_trace

@@ -18,7 +18,7 @@ import pytest
 from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, corpus_cases, need
 from export_data import as_printed
 
-from analysis.tables.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
+from analysis.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import analysis.stats
 import analysis.tables.kernels
-from analysis.trace.trace import results
+from analysis.trace import results
 from analysis.trace.opening import open_trace
 from harness.cli import app
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import H100_DIR, ORACLES
 from typer.testing import CliRunner
 
-from analysis.tables.tables import stats_format as sf
+from analysis.tables import stats_format as sf
 from harness.cli import app
 from harness.core.errors import UsageError
 from harness.execution.nsys import formats
