@@ -16,7 +16,8 @@ from conftest import SHARED_NSYS, need
 from export_data import as_printed, oracle
 
 import analysis.readers
-import analysis.readers.nsys as nsys_reader
+import analysis.readers.nsys_open as nsys_open
+import analysis.readers.nsys_sql as nsys_sql
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.summary import summary
 from analysis.trace.cache import Cache, parse_size
@@ -206,10 +207,10 @@ def test_nvtx_columns_read_apart_equal_the_whole_frame(cache_dir: Path) -> None:
     """The nsys reader reads the NVTX columns a table asks for (one scan each time): names resolved from
     texts and text ids, domains, payloads and open ranges' ends, each alone, equal the whole frame."""
     export = need(SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite")
-    whole = nsys_reader.open_nsys(export).nvtx_ranges()
+    whole = nsys_open.open_nsys(export).nvtx_ranges()
     assert len(whole) == 82 and whole["name"].nunique() > 10
     for column in ("start", "end", "global_tid", "pushpop", "payload", "name", "domain"):
-        alone = nsys_reader.open_nsys(export).nvtx_ranges([column])
+        alone = nsys_open.open_nsys(export).nvtx_ranges([column])
         assert list(alone.columns) == ["range_id", column]
         pd.testing.assert_series_equal(alone[column], whole[column])
     # and through the cache: a column read later is added to the entry, the ones before are not read again
@@ -267,11 +268,11 @@ def test_nvtx_cached_a_chunk_at_a_time_reads_back_as_the_whole_frame(
     names' categories sorted as it makes them, and a block at a time the same values."""
     export = need(SHARED_NSYS / name / "report.sqlite")
     columns = ["start", "end", "global_tid", "pushpop", "payload", "name", "domain"]
-    monkeypatch.setattr(nsys_reader, "CHUNK_ROWIDS", 1000)
+    monkeypatch.setattr(nsys_sql, "CHUNK_ROWIDS", 1000)
     with open_trace(export) as cold:
         assert cold.stage({"nvtx": columns})
         assert cold.source_reads == {"NVTX_EVENTS": 1}
-    whole = nsys_reader.open_nsys(export).nvtx_ranges()[columns]
+    whole = nsys_open.open_nsys(export).nvtx_ranges()[columns]
     with open_trace(export) as warm:
         cached = warm.frame("nvtx", columns)
         blocks = list(warm.blocks("nvtx", columns, rows=5000))

@@ -201,26 +201,26 @@ def test_nvtx_ranges_written_a_chunk_of_the_export_at_a_time(
     their own, never the whole frame (7.1M ranges at 4M kernels were most of `harness timeline`'s peak):
     the same lines in the same order as the ranges read whole (texts, registered strings, domains,
     payloads, the harness's steps and phases)."""
-    from analysis.readers import nsys
+    from analysis.readers import nsys, nsys_sql
 
     report = export(name)
     whole_trace = open_trace(report, cache=False)
     whole_trace.frame("nvtx", ["start", "end", "global_tid", "payload", "name", "domain"])  # held whole
     write_chrome_trace(whole_trace, tmp_path / "whole.json")
     chunks: list[int] = []
-    scan_blocks, rowids = nsys.NsysReader.scan_blocks, nsys.CHUNK_ROWIDS
+    scan_blocks, rowids = nsys.NsysReader.scan_blocks, nsys_sql.CHUNK_ROWIDS
 
     def small_nvtx_chunks(self: Any, table: str, *args: Any, **kwargs: Any) -> Any:
         if table != "NVTX_EVENTS":
             yield from scan_blocks(self, table, *args, **kwargs)
             return
-        monkeypatch.setattr(nsys, "CHUNK_ROWIDS", 7)
+        monkeypatch.setattr(nsys_sql, "CHUNK_ROWIDS", 7)
         try:
             for chunk in scan_blocks(self, table, *args, **kwargs):
                 chunks.append(len(chunk["range_id"]))
                 yield chunk
         finally:
-            monkeypatch.setattr(nsys, "CHUNK_ROWIDS", rowids)
+            monkeypatch.setattr(nsys_sql, "CHUNK_ROWIDS", rowids)
 
     def never(*_: Any, **__: Any) -> Any:
         raise AssertionError("the NVTX ranges were read whole")

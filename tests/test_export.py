@@ -10,7 +10,8 @@ import pytest
 from export_data import newer_schema
 
 from analysis.errors import ExportError
-from analysis.readers.nsys import KERNEL, open_nsys
+from analysis.readers.nsys import KERNEL
+from analysis.readers.nsys_open import open_nsys
 from analysis.trace.opening import open_trace
 
 
@@ -124,7 +125,7 @@ def test_empty_tables_name_the_missing_data(a100_export: Path, tmp_path: Path) -
 
 
 def test_scan_reads_in_chunks(a100_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import analysis.readers.nsys as ex
+    import analysis.readers.nsys_sql as ex
 
     cols = ["start", "end", "correlation_id", "global_tid", "name_id"]
     whole = open_nsys(a100_export).read("runtime", cols)

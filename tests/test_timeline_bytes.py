@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import REPO, need
 
-from analysis.readers import nsys
+from analysis.readers import nsys, nsys_sql
 from analysis.trace.opening import open_trace
 from analysis.views import chrome_trace
 
@@ -46,14 +46,14 @@ def test_timeline_bytes_as_before(tmp_path: Path, name: str) -> None:
 def test_timeline_bytes_as_before_in_small_chunks(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
 ) -> None:
-    scan_blocks, rowids = nsys.NsysReader.scan_blocks, nsys.CHUNK_ROWIDS
+    scan_blocks, rowids = nsys.NsysReader.scan_blocks, nsys_sql.CHUNK_ROWIDS
 
     def small_nvtx_queries(self: Any, table: str, *args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(nsys, "CHUNK_ROWIDS", 97 if table == "NVTX_EVENTS" else rowids)
+        monkeypatch.setattr(nsys_sql, "CHUNK_ROWIDS", 97 if table == "NVTX_EVENTS" else rowids)
         try:
             yield from scan_blocks(self, table, *args, **kwargs)
         finally:
-            monkeypatch.setattr(nsys, "CHUNK_ROWIDS", rowids)
+            monkeypatch.setattr(nsys_sql, "CHUNK_ROWIDS", rowids)
 
     monkeypatch.setattr(nsys.NsysReader, "scan_blocks", small_nvtx_queries)
     monkeypatch.setattr(chrome_trace, "CHUNK", 101)

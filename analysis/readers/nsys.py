@@ -1,6 +1,7 @@
 """Read an Nsight Systems SQLite export into the frames of the trace model (`analysis.trace.frames.FRAMES`).
 
-This is the only module that writes SQL against an export. It codes against the tables and columns
+This module and analysis.readers.nsys_sql (the queries and scans) are the only ones that write SQL
+against an export; analysis.readers.nsys_open opens one. It codes against the tables and columns
 present, not a schema version: newer exports (schema 3.x) name the metadata table META_DATA_EXPORT instead
 of EXPORT_META_DATA, add columns (mangledName, greenContextId) and leave out tables that have no rows.
 
@@ -19,30 +20,22 @@ integer column) is read again with such values turned into NULL, so one bad row 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import sqlite3
-import tempfile
-import warnings
-from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.errors import ExportError
-from analysis.readers import NSYS_VERSION, NULL, nsys_nvtx, return_freed_buffers, sqlite_files
+from analysis.readers import NSYS_VERSION, NULL, nsys_nvtx
 from analysis.readers.nsys_nvtx import NVTX, PUSHPOP_TYPES, STARTEND_TYPES
+from analysis.readers.nsys_sql import SqlExport, _ident
 
 if TYPE_CHECKING:  # imported where a frame is made: `harness kernels` reads blocks and strings without it
     import pandas as pd
 
 VERSION = NSYS_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
-SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
-CHUNK_ROWIDS = 250_000  # rows per query: bounds the joined strings
-SCAN_THREADS = min(4, os.cpu_count() or 1)
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -121,7 +114,7 @@ HINTS = {
 }
 
 
-class NsysReader:
+class NsysReader(SqlExport):
     """One open export: its path, SQLAlchemy engine, producer metadata and the tables it holds."""
 
     format = "nsys-sqlite"
@@ -257,31 +250,6 @@ class NsysReader:
                 df[col] = np.where((kind >= 0) & (kind <= 6), kind + 1, np.where(kind == NULL, NULL, 0))
         return df
 
-    # --- raw SQL (bound parameters; table and column names only from this module) ----------------
-
-    def columns(self, table: str) -> set[str]:
-        if table not in self._columns:
-            if table not in self.tables:
-                return set()
-            rows = self._rows("SELECT name FROM pragma_table_info(:t)", {"t": table})
-            self._columns[table] = {r[0] for r in rows}
-        return self._columns[table]
-
-    def _count(self, table: str, where: str = "") -> int:
-        if table not in self.tables:
-            return 0
-        cond = f" WHERE {where}" if where else ""
-        return int(self._rows(f"SELECT count(*) FROM {_ident(table)}{cond}")[0][0])
-
-    def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        from sqlalchemy import exc, text
-
-        try:
-            with self.engine.connect() as conn:
-                return [tuple(r) for r in conn.execute(text(sql), dict(params or {}))]
-        except exc.DBAPIError as e:
-            raise sqlite_error(self.path, e.orig) from None
-
     def _read_meta(self) -> dict[str, str]:
         for table in META_TABLES:
             if table in self.tables:
@@ -289,52 +257,6 @@ class NsysReader:
                 if len(names) == 2:
                     return {str(k): str(v) for k, v in self._rows(f"SELECT name, value FROM {table}")}
         return {}
-
-    def scan(
-        self,
-        table: str,
-        exprs: Mapping[str, str],
-        where: str = "",
-        params: Mapping[str, Any] | None = None,
-        dtypes: Mapping[str, Any] | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Integer columns `exprs` (name -> SQL expression) of every row of `table` matching `where`.
-
-        One query per chunk of rowids keeps the joined strings small. NULL, and a value that is not an
-        integer, reads as the NULL sentinel. `dtypes` narrows columns (int64 by default) whose expressions
-        keep them in range; there NULL reads as -1 (False for bool). The arrays are the caller's to change.
-        """
-        names = list(exprs)
-        empty = {n: np.empty(0, dtype=(dtypes or {}).get(n, np.int64)) for n in names}
-        span = self._rowids(table)
-        if span is None or not names:
-            return empty
-        # Each chunk is copied into the columns as it comes, in order, and let go: holding every chunk
-        # and then joining them held each column twice. A column is sized for every rowid (pages past
-        # the rows read are never touched, so they take no memory).
-        columns = [np.empty(span[1] - span[0] + 1, dtype=(dtypes or {}).get(n, np.int64)) for n in names]
-        at = 0
-        for parsed in self._chunks(table, exprs, where, params, span):
-            n = len(parsed[0]) if parsed and parsed[0] is not None else 0
-            for out, part in zip(columns, parsed, strict=True):
-                if out.dtype != np.int64 and part is not None:  # the sentinel does not fit: -1 (or False)
-                    part = np.where(part == NULL, -1 if out.dtype.kind == "i" else 0, part)
-                out[at : at + n] = part
-            at += n
-            del parsed
-        return {n: c[:at] for n, c in zip(names, columns, strict=True)}
-
-    def scan_blocks(
-        self, table: str, exprs: Mapping[str, str], where: str = "", params: Mapping[str, Any] | None = None
-    ) -> Iterator[dict[str, np.ndarray]]:
-        """`scan` a chunk of rowids at a time: int64 columns of the chunk's matching rows, never the whole
-        table at once."""
-        names = list(exprs)
-        span = self._rowids(table)
-        if span is None or not names:
-            return
-        for parsed in self._chunks(table, exprs, where, params, span):
-            yield dict(zip(names, parsed, strict=True))
 
     def read_blocks(self, frame: str, columns: Sequence[str]) -> Iterator[dict[str, np.ndarray]] | None:
         """`read` a chunk at a time, for the frames read by scanning one table (kernels, runtime, memcpy,
@@ -361,64 +283,6 @@ class NsysReader:
                 yield block
 
         return blocks()
-
-    def _rowids(self, table: str) -> tuple[int, int] | None:
-        """The first and last rowid of `table` (None when it is missing or empty); counts a scan."""
-        if table not in self.tables:
-            return None
-        self.reads[table] = self.reads.get(table, 0) + 1
-        t = _ident(table)  # two subqueries: SQLite answers each from the b-tree's ends, not by a full scan
-        lo, hi = self._rows(f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")[0]
-        return None if lo is None else (int(lo), int(hi))
-
-    def _chunks(
-        self,
-        table: str,
-        exprs: Mapping[str, str],
-        where: str,
-        params: Mapping[str, Any] | None,
-        span: tuple[int, int],
-    ) -> Iterator[list[np.ndarray]]:
-        """The parsed columns of each chunk of CHUNK_ROWIDS rowids in `span`, in order."""
-        cond = f" AND ({where})" if where else ""
-        chunks = range(span[0], span[1] + 1, CHUNK_ROWIDS)
-
-        def query(strict: bool) -> str:
-            cols = [
-                f"CASE WHEN typeof({e}) = 'integer' THEN {e} END" if strict else e for e in exprs.values()
-            ]
-            concat = ", ".join(f"group_concat(ifnull({c}, {NULL}))" for c in cols)
-            return f"SELECT count(*), {concat} FROM {_ident(table)} WHERE rowid BETWEEN :lo AND :hi{cond}"
-
-        loose, strict = query(False), query(True)
-
-        def read(first: int) -> list[np.ndarray]:
-            bounds = {**(params or {}), "lo": first, "hi": first + CHUNK_ROWIDS - 1}
-            row = self._rows(loose, bounds)[0]
-            parsed = [_parse_ints(b) for b in row[1:]]
-            if any(len(p) != row[0] for p in parsed):
-                row = self._rows(strict, bounds)[0]
-                parsed = [_parse_ints(b) for b in row[1:]]
-            return list(parsed)
-
-        # SQLite does the work with the GIL released: chunks on separate connections scan in parallel,
-        # at most `workers` in flight, handed on in order.
-        workers = min(len(chunks), SCAN_THREADS)
-        if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(workers) as pool:
-                queue = deque(pool.submit(read, first) for first in chunks[:workers])
-                for first in chunks[workers:]:
-                    parsed = queue.popleft().result()
-                    queue.append(pool.submit(read, first))
-                    yield parsed
-                    del parsed
-                while queue:
-                    yield queue.popleft().result()
-        else:
-            for first in chunks:
-                yield read(first)
 
     def strings(self) -> pd.DataFrame:
         """StringIds: id, value."""
@@ -561,73 +425,6 @@ class NsysReader:
             return {}
         return {int(i): str(v) for i, v in self._rows(f"SELECT id, label FROM {table}") if isinstance(i, int)}
 
-    def strings_of(self, ids: np.ndarray) -> dict[int, str]:
-        """id -> StringIds value for `ids` (those in the table), each looked up once per reader: past 500
-        not looked up yet, the whole table is read (once)."""
-        wanted = sorted({int(i) for i in ids})
-        if not wanted or "StringIds" not in self.tables:
-            return {}
-        known = self._strings
-        missing = [] if self._all_strings else [i for i in wanted if i not in known]
-        if missing:
-            if len(missing) > 500:
-                sql, params = "SELECT id, value FROM StringIds", {}
-                self._all_strings = True
-            else:
-                marks = ", ".join(f":i{k}" for k in range(len(missing)))
-                sql = f"SELECT id, value FROM StringIds WHERE id IN ({marks})"
-                params = {f"i{k}": v for k, v in enumerate(missing)}
-            known.update((int(i), str(v)) for i, v in self._rows(sql, params) if isinstance(i, int))
-        return {i: known[i] for i in wanted if i in known}
-
-    def column_codes(
-        self, table: str, column: str, where: str, rowids: np.ndarray
-    ) -> tuple[np.ndarray, list[str]]:
-        """A text column as a code per row of `rowids` (the rows' rowids, ascending) and the distinct
-        non-empty texts (-1: NULL or empty). SQLite groups each chunk of rowids by text and hands back each
-        text once with its rowids: 1.8M NVTX texts made one Python string each took ~250 MB at the peak
-        (and ~1 GB held at once before chunks)."""
-        t, col = _ident(table), _ident(column)
-        out = np.full(len(rowids), -1, dtype=np.int32)
-        if not len(rowids):
-            return out, []
-        cond = f" AND ({where})" if where else ""
-        grouped = (
-            f"SELECT {col}, group_concat(rowid) FROM {t} WHERE rowid BETWEEN :lo AND :hi{cond} "
-            f"AND {col} IS NOT NULL AND {col} != '' GROUP BY {col}"
-        )
-        texts: dict[str, int] = {}
-        for first in range(int(rowids[0]), int(rowids[-1]) + 1, CHUNK_ROWIDS):
-            bounds = {"lo": first, "hi": first + CHUNK_ROWIDS - 1}
-            groups = self._rows(grouped, bounds)
-            codes = np.fromiter(
-                (
-                    texts.setdefault(
-                        v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v), len(texts)
-                    )
-                    for v, _ in groups
-                ),
-                dtype=np.int32,
-                count=len(groups),
-            )
-            # every group's rowids parsed at once, not a parse per text: PyTorch's NVTX ranges have a text
-            # each (19,118 ranges, 18,656 texts in torchrun_2gpu: 0.33 -> 0.1 s)
-            blobs = [ids or "" for _, ids in groups]
-            counts = np.fromiter(
-                (b.count(",") + 1 if b else 0 for b in blobs), dtype=np.int64, count=len(blobs)
-            )
-            at = _parse_ints(",".join(b for b in blobs if b))
-            if len(at) == int(counts.sum()):
-                code = np.repeat(codes, counts)
-            else:  # a rowid that is not an integer: group by group, as far as each parses
-                parts = [_parse_ints(b) for b in blobs]
-                at = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-                code = np.repeat(codes, [len(x) for x in parts])
-            pos = np.minimum(np.searchsorted(rowids, at), len(rowids) - 1)
-            hit = rowids[pos] == at
-            out[pos[hit]] = code[hit]
-        return out, list(texts)
-
 
 def _expr(expr: str, present: set[str]) -> str:
     """`expr` where the columns it names exist; NULL where a plain column is absent from this schema."""
@@ -636,127 +433,3 @@ def _expr(expr: str, present: set[str]) -> str:
     if expr.isidentifier() and expr not in present:
         return "NULL"
     return expr
-
-
-def _ident(name: str) -> str:
-    if not name.replace("_", "").isalnum():
-        raise ValueError(f"not an identifier: {name!r}")
-    return name
-
-
-def _parse_ints(blob: str | None) -> np.ndarray:
-    if blob is None:
-        return np.empty(0, dtype=np.int64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a non-integer stops the parse early: the caller sees the count
-        try:
-            return np.fromstring(blob, dtype=np.int64, sep=",")
-        except ValueError:
-            return np.empty(0, dtype=np.int64)
-
-
-def sqlite_error(path: Path, err: BaseException | None) -> ExportError:
-    """What SQLite's error means for the user: locked by a writer, not readable where it lies, or
-    corrupt."""
-    why = str(err).splitlines()[0] if err else "unreadable"
-    code = getattr(err, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    if primary in (5, 6):  # SQLITE_BUSY, SQLITE_LOCKED
-        return ExportError(
-            f"{path} is locked by another program that is writing it (SQLite: {why}), as `nsys export` "
-            "holds it until it is done: wait for that to finish, then run again"
-        )
-    if primary in (8, 14):  # SQLITE_READONLY (a WAL index it may not write), SQLITE_CANTOPEN
-        return ExportError(
-            f"cannot read {path} (SQLite: {why}): SQLite could not open it, or the files it keeps beside "
-            "it, read-only; check that the file and its folder can be read, or copy it to a writable folder"
-        )
-    if primary in (10, 23):  # SQLITE_IOERR, SQLITE_AUTH
-        return ExportError(f"cannot read {path} (SQLite: {why})")
-    return ExportError(f"{path} is corrupt or truncated ({why}): export it again from the .nsys-rep")
-
-
-def check_header(path: Path) -> None:
-    """Raise ExportError unless `path` starts like a whole SQLite database."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(100)
-    except OSError as e:
-        raise ExportError(f"cannot read {path}: {e.strerror}") from None
-    if not head.startswith(SQLITE_MAGIC):
-        raise ExportError(
-            f"{path} is not an SQLite file: pass the .sqlite export of an Nsight Systems report "
-            "(nsys export --type sqlite REPORT.nsys-rep)"
-        )
-    if len(head) < 100:
-        raise ExportError(f"{path} is truncated ({len(head)} bytes): export it again from the .nsys-rep")
-    page_size = int.from_bytes(head[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(head[28:32], "big")
-    header_valid = head[24:28] == head[92:96]
-    size = path.stat().st_size
-    if header_valid and pages and size < pages * page_size:
-        raise ExportError(
-            f"{path} is truncated ({size:,} of {pages * page_size:,} bytes): "
-            "export it again from the .nsys-rep"
-        )
-
-
-def open_nsys(path: str | Path) -> NsysReader:
-    """Open `path` (an nsys SQLite export) read-only, or raise ExportError saying what is wrong. Where
-    SQLite would have to write to read it (a log without its index, a rollback journal left by a writer
-    that stopped: analysis.readers.sqlite_files), it reads a private copy of the file and what lies beside
-    it, and the user's files stay as they are."""
-    from sqlalchemy import exc
-
-    path = Path(path)
-    check_header(path)
-    return_freed_buffers()
-    how = sqlite_files.opening(path)
-    try:
-        if how.mode != "copy":
-            try:
-                return _open(path, sqlite_files.uri(path, how.mode))
-            except exc.DBAPIError as e:
-                if not (sqlite_files.must_write(e.orig) and sqlite_files.beside(path)):
-                    raise sqlite_error(path, e.orig) from None
-        try:
-            source, folder = sqlite_files.private_copy(path)
-        except OSError as e:
-            with_it = ", ".join(sqlite_files.beside(path))
-            raise ExportError(
-                f"cannot read {path}: SQLite needs what lies beside it ({with_it}) to read it, which is "
-                f"read from a private copy, and copying failed ({e.strerror or e}); free space in "
-                f"{tempfile.gettempdir()} or set TMPDIR"
-            ) from None
-        try:
-            return _open(path, sqlite_files.uri(source, "rw"), folder)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-    except exc.DBAPIError as e:
-        raise sqlite_error(path, e.orig) from None
-
-
-def _open(path: Path, uri: str, folder: Path | None = None) -> NsysReader:
-    """The reader of `path` through `uri` (`folder`: its private copy's, removed on close). Raises
-    SQLAlchemy's DBAPIError where SQLite refuses."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.pool import QueuePool
-
-    def connect() -> sqlite3.Connection:
-        return sqlite3.connect(uri, uri=True, check_same_thread=False)
-
-    # a small pool, not one shared connection: scan() reads chunks on several threads at once
-    engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=SCAN_THREADS)
-    try:
-        with engine.connect() as conn:
-            tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
-        if "StringIds" not in tables and not tables & set(META_TABLES):
-            raise ExportError(
-                f"{path} is an SQLite database but not an Nsight Systems export (no StringIds table)"
-            )
-        return NsysReader(path, engine, tables, folder)
-    except BaseException:
-        engine.dispose()
-        raise

@@ -63,9 +63,9 @@ def not_a_file(path: Path) -> None:
 
 def _open_nsys(path: Path) -> Any:
     """The nsys reader, imported when the source is read (it imports pandas): not on a warm command."""
-    from analysis.readers import nsys
+    from analysis.readers import nsys_open
 
-    return nsys.open_nsys(path)
+    return nsys_open.open_nsys(path)
 
 
 def _looks_like_json(path: Path) -> bool:
