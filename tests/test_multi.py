@@ -20,7 +20,9 @@ from typer.testing import CliRunner
 
 from analysis.stats import round_half_up
 from analysis.tables.tables import combine, run_task
-from analysis.trace.multi import compress_ranks, expand, label_sources, rank_in_name, run_tasks
+from analysis.trace.multi import expand, label_sources, rank_in_name
+from analysis.trace.multi_combine import compress_ranks
+from analysis.trace.multi_run import run_tasks
 from harness.cli import app
 
 runner = CliRunner()

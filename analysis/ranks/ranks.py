@@ -154,7 +154,7 @@ def export_pieces(trace: Trace) -> dict[str, Any]:
 
 def ranks_task(path: str, cache: bool = True) -> Any:
     """The task a worker runs for `harness ranks` (a Part of analysis.trace.multi)."""
-    from analysis.trace.multi import read_part
+    from analysis.trace.multi_run import read_part
 
     return read_part(path, export_pieces, cache)
 
@@ -406,7 +406,8 @@ def ranks_report(
     (`names`, the paths the user gave, when `paths` are exports made from them), else the traces, else the
     order given (with a note). One export of several ranks: analysis.ranks.capture_ranks.ranks_of_exports."""
     from analysis.errors import ExportError
-    from analysis.trace.multi import check_name_ranks, label_sources, raise_errors, run_tasks
+    from analysis.trace.multi import check_name_ranks, label_sources
+    from analysis.trace.multi_run import raise_errors, run_tasks
 
     given = list(names) if names is not None else list(paths)
     check_name_ranks(given)

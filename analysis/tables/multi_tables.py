@@ -19,7 +19,8 @@ from analysis.tables.memops import SIZE_COLUMNS, memory_ops
 from analysis.tables.nvtx import all_ranges, grouped_tags
 from analysis.tables.nvtx_gpu import kernels_in_ranges
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
-from analysis.trace.multi import Part, Sources, gather_rows, stat_table
+from analysis.trace.multi import Part, Sources
+from analysis.trace.multi_combine import gather_rows, stat_table
 from analysis.trace.trace import Trace
 
 KERNEL_STATS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -148,8 +149,8 @@ def summarised(
     name: str, parts: Sequence[Part], sources: Sources, by_rank: bool, **spec: Any
 ) -> pd.DataFrame | None:
     """The rows of piece `name` from every part summarised as nsys stats summarises one export's
-    (analysis.trace.multi.stat_table): `spec` names the key columns, the output columns and the count's
-    name."""
+    (analysis.trace.multi_combine.stat_table): `spec` names the key columns, the output columns and the
+    count's name."""
     rows = gather_rows(parts, name, sources, spec["keys"], by_rank)
     if rows is None:
         return None

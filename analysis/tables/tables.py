@@ -44,7 +44,9 @@ from analysis.tables.operators import operator_table
 from analysis.tables.osrt import osrt_summary
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.summary import NEEDS, summary
-from analysis.trace.multi import Grouped, Part, Piece, Sources, all_notes, read_part, stack_tables
+from analysis.trace.multi import Grouped, Part, Piece, Sources
+from analysis.trace.multi_combine import all_notes, stack_tables
+from analysis.trace.multi_run import read_part
 from analysis.trace.trace import Trace
 
 # kernexecsum: the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
@@ -164,7 +166,7 @@ def _nvtx_gpu_pieces(trace: Trace, view: str = "summary", mode: str = "auto", ph
 
 def _summary_pieces(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:
     """Every summary table's piece; those without data go to `_skipped` (see
-    analysis.trace.multi.read_part)."""
+    analysis.trace.multi_run.read_part)."""
     trace.load(NEEDS)
     out: dict[str, Piece] = {}
     skipped: dict[str, str] = {}

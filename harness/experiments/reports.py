@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.ranks.capture_ranks import analyse_by_process, ranks_of_exports
 from analysis.tables.tables import combine, run_task
-from analysis.trace.multi import check_name_ranks, label_sources, raise_errors, run_tasks
+from analysis.trace.multi import check_name_ranks, label_sources
+from analysis.trace.multi_run import raise_errors, run_tasks
 from harness.experiments.opening import sqlite_for
 
 if TYPE_CHECKING:
