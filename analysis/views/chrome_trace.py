@@ -37,21 +37,28 @@ from analysis.errors import AnalysisError, ExportError
 from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL, trim_heap
-from analysis.readers.kineto_build import COPY_KINDS, GPU_PROCESS, MEMORY_KINDS
+from analysis.readers.kineto_build import GPU_PROCESS
 from analysis.trace.trace import Trace
+from analysis.views.chrome_lines import (
+    TID_MASK,
+    _dims,
+    _ints,
+    _key,
+    _memop_names,
+    _meta,
+    _pid_tid,
+    _pid_tid_one,
+    _us,
+)
 from analysis.views.timeline import step_index
 
 CHUNK = 50_000  # rows formatted and written at a time
 NVTX_CHUNK = 10_000  # NVTX ranges at a time: PyTorch's names run to ~500 characters (a line and its join)
 _X = '{"ph":"X","cat":"CAT","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s'  # a complete event, to be ended
-_US = "%d.%03d"
 GPU_PID = 1 << 30  # + device: the process a GPU's streams are shown under (clear of real pids)
 HARNESS_PID = GPU_PID - 1  # the track of the harness's steps and phases
 PHASES = frozenset((*TRAIN_PHASES, *GENERATE_PHASES, *COMM_PHASES))
 HARNESS_RANGES = frozenset((STEP, MEASURED, WARMUP, *PHASES))
-COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}
-MEMORY_NAMES = {v: k for k, v in MEMORY_KINDS.items()}
-TID_MASK = 0xFFFFFF
 _THREAD_MASK = (1 << 48) - 1  # process and thread of a global thread id (_pid_tid)
 GPU_COLUMNS = {
     "kernels": ["grid", "block", "name_id"],
@@ -462,71 +469,3 @@ def _coded(values: object) -> tuple[list[str], np.ndarray]:
 def _harness_codes(names: list[str]) -> list[int]:
     """The codes of the harness's own range names among a block's `names`."""
     return [i for i, n in enumerate(names) if n in HARNESS_RANGES]
-
-
-def _meta(what: str, pid: int, tid: int, name: str) -> str:
-    return f'{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"args":{{"name":{json.dumps(name)}}}}}'
-
-
-def _pid_tid(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A global thread id's process and thread (bits 24-47 and 0-23, as nsys composes them)."""
-    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
-
-
-def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
-    """(process, correlation id) as one integer, -1 where there is none (a correlation id unknown or past
-    39 bits): a launch and what it launched share it."""
-    ok = (corr >= 0) & (corr < 1 << 39)
-    return np.where(ok, ((pid & TID_MASK) << 39) | np.where(ok, corr, 0), -1)
-
-
-def _pid_tid_one(gtid: int) -> tuple[int, int]:
-    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
-
-
-def _us(ns: np.ndarray) -> list[str]:
-    """Nanoseconds as exact decimal microseconds ("123.456")."""
-    if len(ns) == 0:
-        return []
-    if ns.min() >= 0:
-        return [_US % qr for qr in zip((ns // 1000).tolist(), (ns % 1000).tolist(), strict=True)]
-    a = np.abs(ns)
-    return [
-        ("-" + _US if neg else _US) % (q, r)
-        for neg, q, r in zip((ns < 0).tolist(), (a // 1000).tolist(), (a % 1000).tolist(), strict=True)
-    ]
-
-
-def _ints(values: np.ndarray) -> list[str]:
-    """Integers as JSON: null where missing."""
-    text = [str(v) for v in values.tolist()]
-    if (values == NULL).any():
-        text = ["null" if v == NULL else t for v, t in zip(values.tolist(), text, strict=True)]
-    return text
-
-
-def _dims(packed: np.ndarray, shifts: tuple[int, int]) -> Iterator[str]:
-    """Launch dimensions packed as (x << s0) + (y << s1) + z as [x,y,z]; unknown ones as [-1,-1,-1], which
-    a reader takes for unknown again."""
-    x = packed >> shifts[0]
-    y = (packed >> shifts[1]) & ((1 << (shifts[0] - shifts[1])) - 1)
-    z = packed & ((1 << shifts[1]) - 1)
-    for p, a, b, c in zip(packed.tolist(), x.tolist(), y.tolist(), z.tolist(), strict=True):
-        yield "[-1,-1,-1]" if p == NULL else f"[{a},{b},{c}]"
-
-
-def _memop_names(part: dict[str, np.ndarray], frame: str) -> list[str]:
-    """Kineto's names of copies and sets, which say their kinds ("Memcpy HtoD (Pageable -> Device)")."""
-    if frame == "memcpy":
-        kinds = zip(
-            part["copy_kind"].tolist(), part["src_kind"].tolist(), part["dst_kind"].tolist(), strict=True
-        )
-        return [
-            json.dumps(f"Memcpy {COPY_NAMES.get(k, 'Unknown')} ({_memory(s)} -> {_memory(d)})")
-            for k, s, d in kinds
-        ]
-    return [json.dumps(f"Memset ({_memory(k)})") for k in part["mem_kind"].tolist()]
-
-
-def _memory(kind: int) -> str:
-    return MEMORY_NAMES.get(kind, "Unknown")
