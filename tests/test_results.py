@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_NSYS
+from conftest import REPO, SHARED_NSYS, need
 from typer.testing import CliRunner
 
 import analysis.stats
@@ -36,10 +36,7 @@ OPTIONS = [
 
 
 def export_of(fixture: str) -> Path:
-    path = SHARED_NSYS / fixture / "report.sqlite"
-    if not path.is_file():
-        pytest.fail(f"fixture {path} not found")
-    return path
+    return need(SHARED_NSYS / fixture / "report.sqlite")
 
 
 @pytest.fixture
