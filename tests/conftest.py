@@ -52,6 +52,11 @@ def need(path: Path) -> Path:
     return path
 
 
+def shared_export(name: str) -> Path:
+    """The nsys export of the corpus folder `name` (`ext/beast1`), `need`ed."""
+    return need(SHARED_NSYS / name / "report.sqlite")
+
+
 def corpus_cases(cases: list[Any], arguments: int, where: Path) -> list[Any]:
     """`cases` read from the corpus folder `where`, for `parametrize`; without the corpus one case of
     `where` alone, which the test `need`s: it is reported as every other (pytest would say "got empty

@@ -13,6 +13,15 @@ A100_TID = 302119224788637  # the launching (main) thread of the A100 fixture
 A100_OTHER_TID = A100_TID + 1  # a second thread of the same process (pid 1230493)
 
 
+def query_rows(path: Path, query: str) -> list[tuple]:
+    """The rows of `query` on the SQLite file at `path`, opened read-only."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
 def derive(src: Path, dst: Path, *statements: str) -> Path:
     """Copy `src` to `dst` and run `statements` on the copy."""
     shutil.copyfile(src, dst)

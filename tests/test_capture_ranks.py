@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import SHARED_NSYS, need
+from export_data import query_rows
 from typer.testing import CliRunner
 
 from analysis.ranks.capture_ranks import kernel_processes
@@ -49,25 +49,23 @@ def capture() -> Path:
     return path
 
 
-def _sql(path: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        return db.execute(query).fetchall()
-
-
 def test_each_process_that_launched_kernels_is_a_rank(capture: Path) -> None:
     procs = kernel_processes(open_trace(capture))
     assert procs.to_dict("records") == [
         {"rank": 0, "pid": 144, "device": 0, "kernels": 1993},
         {"rank": 1, "pid": 145, "device": 1, "kernels": 2017},
     ]
-    assert [(p, d, n) for p, d, n, _, _ in _sql(capture, KERNELS_SQL)] == [(144, 0, 1993), (145, 1, 2017)]
+    assert [(p, d, n) for p, d, n, _, _ in query_rows(capture, KERNELS_SQL)] == [
+        (144, 0, 1993),
+        (145, 1, 2017),
+    ]
 
 
 def test_gpu_busy_and_nccl_per_rank_equal_sql(capture: Path) -> None:
     report = ranks_report([capture])
     gpu = report.gpu.sort_values("rank")
-    busy = _sql(capture, BUSY_SQL)
-    nccl = _sql(capture, NCCL_SQL)
+    busy = query_rows(capture, BUSY_SQL)
+    nccl = query_rows(capture, NCCL_SQL)
     assert busy == [(144, 270_863_484), (145, 264_324_724)]
     assert nccl == [(144, 33, 17_172_652), (145, 33, 8_229_100)]
     assert gpu["gpu_busy_ns"].tolist() == [b for _, b in busy]
@@ -81,7 +79,7 @@ def test_gpu_busy_and_nccl_per_rank_equal_sql(capture: Path) -> None:
 
 def test_no_phase_ranges_means_the_whole_capture(capture: Path) -> None:
     report = ranks_report([capture])
-    spans = {pid: end - start for pid, _, _, start, end in _sql(capture, KERNELS_SQL)}
+    spans = {pid: end - start for pid, _, _, start, end in query_rows(capture, KERNELS_SQL)}
     phases = report.phases.set_index("rank")
     assert phases["phase"].tolist() == ["capture", "capture"]
     assert phases["duration_ns"].tolist() == [spans[144], spans[145]]
@@ -94,7 +92,7 @@ def test_collectives_line_up_by_order(capture: Path) -> None:
     assert len(rows) == 66 and rows["Collective"].max() == 32
     # wait: the later rank's start minus this rank's, at most its duration; one rank of each waits 0
     first = rows[rows["Collective"] == 0].set_index("Rank")
-    sql = _sql(
+    sql = query_rows(
         capture,
         "SELECT (k.globalPid >> 24) & 0xFFFFFF, MIN(k.start), MIN(k.end) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
         "JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE 'nccl%' GROUP BY 1 ORDER BY 1",
@@ -134,7 +132,7 @@ def test_by_rank_splits_one_capture_by_process(capture: Path) -> None:
     assert kernels.exit_code == 0, kernels.output
     table = pd.read_csv(io.StringIO(kernels.stdout))
     per_rank = table.groupby("Rank")[["Total Time (ns)", "Instances"]].sum()
-    sql = _sql(
+    sql = query_rows(
         capture,
         "SELECT (globalPid >> 24) & 0xFFFFFF, SUM(end - start), COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL "
         "GROUP BY 1 ORDER BY 1",
@@ -144,7 +142,7 @@ def test_by_rank_splits_one_capture_by_process(capture: Path) -> None:
     assert per_rank["Instances"].tolist() == [1993, 2017]
     api = runner.invoke(app, ["api", str(capture), "--by-rank", "--format", "csv"])
     calls = pd.read_csv(io.StringIO(api.stdout)).set_index(["Rank", "Name"])
-    launches = _sql(
+    launches = query_rows(
         capture,
         "SELECT (r.globalTid >> 24) & 0xFFFFFF, COUNT(*), SUM(r.end - r.start) "
         "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "

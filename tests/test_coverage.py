@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import H100_DIR, NSYS_EXPORTS, SHARED_NSYS, need
+from conftest import H100_DIR, NSYS_EXPORTS, SHARED_NSYS, need, shared_export
+from export_data import query_rows
 from kineto_data import TRACES, cut_after_step, raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
@@ -27,22 +27,8 @@ LAUNCH = re.compile(r"^(cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cuLa
 COVERAGE = ("GPU coverage", "NVTX steps", "kernel names")
 
 
-def _export(name: str) -> Path:
-    path = SHARED_NSYS / name / "report.sqlite"
-    need(path)
-    return path
-
-
-def _sql(path: Path, query: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()
-
-
 def _tables(path: Path) -> set[str]:
-    return {n for (n,) in _sql(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {n for (n,) in query_rows(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def _launches(path: Path) -> list[tuple[int, bool]]:
@@ -51,8 +37,8 @@ def _launches(path: Path) -> list[tuple[int, bool]]:
         return []
     ran = set()
     if "CUPTI_ACTIVITY_KIND_KERNEL" in _tables(path):
-        ran = set(_sql(path, "SELECT globalPid >> 24, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"))
-    rows = _sql(
+        ran = set(query_rows(path, "SELECT globalPid >> 24, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    rows = query_rows(
         path,
         "SELECT r.start, r.globalTid >> 24, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
         "JOIN StringIds s ON s.id = r.nameId",
@@ -61,7 +47,7 @@ def _launches(path: Path) -> list[tuple[int, bool]]:
 
 
 def _step(path: Path, step: int) -> tuple[int, int]:
-    return _sql(
+    return query_rows(
         path,
         "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
         f"WHERE s.value = 'step' AND e.int64Value = {step}",
@@ -92,7 +78,7 @@ def test_the_list_of_exports_is_every_shared_export() -> None:
 def test_whole_exports_pass_strict(export: str) -> None:
     """Every whole shared export: no check fails (`--strict` exits 0); the launch calls without a kernel,
     counted in SQL, are below the threshold and said in the evidence."""
-    path = _export(export)
+    path = shared_export(export)
     code, checks = _checks(path)
     assert code == 0 and not [c for c in checks.values() if c["Status"] == FAIL]
     assert checks["GPU coverage"]["Status"] == OK and checks["NVTX steps"]["Status"] == OK
@@ -113,7 +99,7 @@ def test_whole_exports_pass_strict(export: str) -> None:
 def test_h100_whole_capture_says_what_its_warm_up_lost() -> None:
     """h100-medium is whole over its measured steps 5–14; nsys lost CUDA in warm-up steps 1–2 and three NVTX
     ranges of steps 3–4: said, not failed (no table of measured steps uses them)."""
-    code, checks = _checks(_export("h100-medium"))
+    code, checks = _checks(shared_export("h100-medium"))
     assert code == 0
     assert checks["GPU coverage"]["Evidence"] == (
         "30,528 of 30,528 kernel launch calls ran; 10 steps checked, 2,700 launch calls each; warm-up "
@@ -170,7 +156,7 @@ def test_nvtx_cut_after_step_2_fails_naming_the_step_and_time(broken_h100: dict[
     step counts, so h100's warm-up gap in CUDA (steps 1–2) fails GPU coverage too."""
     path = broken_h100["nvtx-cut"]
     _, end2 = _step(path, 2)
-    last_end = _sql(path, "SELECT max(end) FROM NVTX_EVENTS WHERE eventType = 59")[0][0]
+    last_end = query_rows(path, "SELECT max(end) FROM NVTX_EVENTS WHERE eventType = 59")[0][0]
     assert last_end == end2
     calls = _launches(path)
     after = [t for t, _ in calls if t >= end2]
@@ -193,13 +179,15 @@ def test_kernels_named_unknown_warn_with_their_share(broken_h100: dict[str, Path
     """nsys names kernels it cannot resolve `[Unknown]`: h100-medium as recorded (72%) and with every kernel
     renamed (100%)."""
     for path in (H100_DIR / "report.sqlite", broken_h100["unknown"]):
-        path = _export("h100-medium") if path.parent == H100_DIR else path
-        n, ns = _sql(
+        path = shared_export("h100-medium") if path.parent == H100_DIR else path
+        n, ns = query_rows(
             path,
             "SELECT count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
             "JOIN StringIds s ON s.id = k.demangledName WHERE s.value = '[Unknown]'",
         )[0]
-        total, all_ns = _sql(path, "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
+        total, all_ns = query_rows(path, "SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[
+            0
+        ]
         code, checks = _checks(path)
         check = checks["kernel names"]
         assert code == 0 and check["Status"] == WARN

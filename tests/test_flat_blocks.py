@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, need
+from conftest import NSYS_EXPORTS, shared_export
 
 from analysis.errors import ExportError
 from analysis.joins.runtime import _calls_among, _calls_among_columns, runtime_calls
@@ -15,12 +15,6 @@ from analysis.stats import Repeats, describe, order_like_nsys, time_percent
 from analysis.tables.cuda_api import cuda_api_summary, summarize_calls
 from analysis.tables.nvtx import NVTXSUM_COLUMNS, all_ranges, grouped_tags, nvtx_summary
 from analysis.trace.opening import open_trace
-
-
-def _export(name: str):
-    path = SHARED_NSYS / name / "report.sqlite"
-    need(path)
-    return path
 
 
 def _whole_nvtxsum(trace, by: str) -> pd.DataFrame:
@@ -38,7 +32,7 @@ def _whole_nvtxsum(trace, by: str) -> pd.DataFrame:
 
 @pytest.mark.parametrize("name", NSYS_EXPORTS)
 def test_cudaapisum_blocks_equal_the_whole_table(name: str) -> None:
-    trace = open_trace(_export(name), cache=False)
+    trace = open_trace(shared_export(name), cache=False)
     if not trace.has("runtime"):  # the block way refuses as the whole way does
         with pytest.raises(ExportError, match="CUDA API"):
             cuda_api_summary(trace, block_rows=7)
@@ -46,21 +40,21 @@ def test_cudaapisum_blocks_equal_the_whole_table(name: str) -> None:
     calls = runtime_calls(trace)
     whole = summarize_calls(calls.assign(duration=calls["end"] - calls["start"]), calls.attrs["names"])
     for rows in (7, 1000, None):
-        got = cuda_api_summary(open_trace(_export(name), cache=False), block_rows=rows)
+        got = cuda_api_summary(open_trace(shared_export(name), cache=False), block_rows=rows)
         pd.testing.assert_frame_equal(got, whole, check_exact=True)
 
 
 @pytest.mark.parametrize("name", NSYS_EXPORTS)
 @pytest.mark.parametrize("by", ["raw", "op"])
 def test_nvtxsum_blocks_equal_the_whole_table(name: str, by: str) -> None:
-    trace = open_trace(_export(name), cache=False)
+    trace = open_trace(shared_export(name), cache=False)
     if not trace.has("nvtx"):  # the block way refuses, naming what is missing
         with pytest.raises(ExportError, match=r"^no NVTX data in"):
             nvtx_summary(trace, by, block_rows=5)
         return
     whole = _whole_nvtxsum(trace, by)
     for rows in (5, None):
-        got = nvtx_summary(open_trace(_export(name), cache=False), by, block_rows=rows)
+        got = nvtx_summary(open_trace(shared_export(name), cache=False), by, block_rows=rows)
         pd.testing.assert_frame_equal(
             got.reset_index(drop=True), whole.reset_index(drop=True), check_exact=True
         )
@@ -68,14 +62,14 @@ def test_nvtxsum_blocks_equal_the_whole_table(name: str, by: str) -> None:
 
 @pytest.mark.parametrize("name", NSYS_EXPORTS)
 def test_launch_calls_by_blocks_equal_the_columns_way(name: str) -> None:
-    trace = open_trace(_export(name), cache=False)
+    trace = open_trace(shared_export(name), cache=False)
     if trace.has("kernels"):
         wanted = pd.unique(trace.frame("kernels", ["correlation_id"])["correlation_id"].to_numpy())
     else:  # calls by ids of no kernel
         wanted = np.array([1, 2, 10**12], dtype=np.int64)
     whole = _calls_among_columns(trace, wanted)
     for rows in (3, None):
-        got = _calls_among(open_trace(_export(name), cache=False), wanted, block_rows=rows)
+        got = _calls_among(open_trace(shared_export(name), cache=False), wanted, block_rows=rows)
         pd.testing.assert_frame_equal(
             got.reset_index(drop=True), whole.reset_index(drop=True), check_exact=True
         )
@@ -113,7 +107,7 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
     import analysis.joins.nvtx_sweep as sweep
     import analysis.tables.nvtx_credits as nvtx_credits
 
-    trace = open_trace(_export(name), cache=False)
+    trace = open_trace(shared_export(name), cache=False)
     if not (trace.has("nvtx") and trace.has("kernels") and trace.has("runtime")):
         return
     whole_way = nvtx_credits._swept
@@ -127,7 +121,7 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
         with monkeypatch.context() as m:
             m.setattr(sweep, "thread_sweep", functools.partial(original, rows=rows))
             m.setattr(nvtx_credits, "_swept", lambda *a, **k: calls.append(a) or whole_way(*a, **k))
-            got = _thread_tables(open_trace(_export(name), cache=False), exclusive=exclusive)
+            got = _thread_tables(open_trace(shared_export(name), cache=False), exclusive=exclusive)
         for g, w, notes in zip(got, whole, whole_notes, strict=True):
             pd.testing.assert_frame_equal(g, w, check_exact=True)
             assert g.attrs["notes"] == notes
@@ -139,12 +133,12 @@ def test_kernexecsum_by_blocks_equals_the_whole_join(name: str) -> None:
     from analysis.joins.launch_join import Unordered
     from analysis.tables.launch import _by_blocks, _whole
 
-    trace = open_trace(_export(name), cache=False)
+    trace = open_trace(shared_export(name), cache=False)
     if not (trace.has("kernels") and trace.has("runtime")):
         return
     whole = _whole(trace)
     for rows in (3, 7, 1 << 18):
-        fresh = open_trace(_export(name), cache=False)
+        fresh = open_trace(shared_export(name), cache=False)
         try:
             got = _by_blocks(fresh, rows)
         except Unordered:  # the export is not in correlationId order: launch_summary takes the whole join
@@ -165,7 +159,7 @@ def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, mo
     import analysis.tables.nvtx_credits as nvtx_credits
     from analysis.tables.nvtx_credits import attribute
 
-    src = _export("ext/dlprof_norelu")
+    src = shared_export("ext/dlprof_norelu")
     _, ranges, pairs = attribute(open_trace(src, cache=False), "thread", range_columns=("range_id",))
     credited = pairs.loc[pairs["range"] >= 0, "range"].unique()
     inner = next(r for r in credited if ranges["parent_row"].iloc[r] >= 0)

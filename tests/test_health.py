@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, need
-from export_data import derive
+from conftest import NSYS_EXPORTS, shared_export
+from export_data import derive, query_rows
 from kineto_data import raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
@@ -22,28 +21,14 @@ WITH_MESSAGES = ["ext/fuser_report1", "ext/llama3_realsim", "ext/weatherbench2"]
 ALL_EXPORTS = NSYS_EXPORTS
 
 
-def _export(name: str) -> Path:
-    path = SHARED_NSYS / name / "report.sqlite"
-    need(path)
-    return path
-
-
-def _sql(path: Path, query: str) -> list[tuple]:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()
-
-
 def _check(health, name: str):  # type: ignore[no-untyped-def]
     return next(c for c in health.checks if c.name == name)
 
 
 @pytest.mark.parametrize("export", WITH_MESSAGES)
 def test_nsys_messages_as_in_diagnostic_event(export: str) -> None:
-    path = _export(export)
-    rows = _sql(
+    path = shared_export(export)
+    rows = query_rows(
         path,
         "SELECT e.timestamp, l.label, e.text FROM DIAGNOSTIC_EVENT e "
         "JOIN ENUM_DIAGNOSTIC_SEVERITY_LEVEL l ON l.id = e.severity ORDER BY e.timestamp, e.rowid",
@@ -55,7 +40,7 @@ def test_nsys_messages_as_in_diagnostic_event(export: str) -> None:
     assert messages["Severity"].tolist() == [r[1] for r in rows]
     assert messages["Text"].tolist() == [r[2] for r in rows]
     check = _check(health, "nsys messages")
-    counts = dict(_sql(path, "SELECT severity, count(*) FROM DIAGNOSTIC_EVENT GROUP BY 1"))
+    counts = dict(query_rows(path, "SELECT severity, count(*) FROM DIAGNOSTIC_EVENT GROUP BY 1"))
     assert check.evidence.startswith(f"{len(rows):,} messages (")
     # every warning or error makes the check a warning: fuser 1 error, llama3 27 warnings, weatherbench2 3
     assert (counts.get(2, 0), counts.get(3, 0)) == {
@@ -65,22 +50,25 @@ def test_nsys_messages_as_in_diagnostic_event(export: str) -> None:
     }[export]
     assert check.status == "warn"
     cuda = [
-        t for (t,) in _sql(path, "SELECT text FROM DIAGNOSTIC_EVENT WHERE text LIKE 'Number of CUDA events%'")
+        t
+        for (t,) in query_rows(
+            path, "SELECT text FROM DIAGNOSTIC_EVENT WHERE text LIKE 'Number of CUDA events%'"
+        )
     ]
     for text in cuda:  # "Number of CUDA events collected: 989." (fuser), 7539 (llama3), 24 (weatherbench2)
         assert text.replace("\t", "").strip().rstrip(".") in check.evidence
 
 
 def test_export_without_messages_is_ok() -> None:
-    with open_trace(_export("a100-saxpy-mpi")) as trace:
+    with open_trace(shared_export("a100-saxpy-mpi")) as trace:
         check = _check(capture_health(trace), "nsys messages")
     assert check.status == "ok" and "no DIAGNOSTIC_EVENT" in check.evidence
 
 
 @pytest.mark.parametrize("export", ALL_EXPORTS)
 def test_nsys_overhead_totals_as_in_profiler_overhead(export: str) -> None:
-    path = _export(export)
-    rows = _sql(
+    path = shared_export(export)
+    rows = query_rows(
         path,
         "SELECT s.value, count(*), sum(o.end - o.start) FROM PROFILER_OVERHEAD o "
         "JOIN StringIds s ON s.id = o.nameId GROUP BY s.value",
@@ -98,9 +86,9 @@ def test_nsys_overhead_totals_as_in_profiler_overhead(export: str) -> None:
 
 def test_nsys_overhead_inside_phases_cpu_train() -> None:
     """Each phase range's overlap with the union of nsys's overhead in its process, brute force."""
-    path = _export("cpu-train")
-    over = _sql(path, "SELECT start, end, globalTid >> 24 FROM PROFILER_OVERHEAD ORDER BY start")
-    ranges = _sql(
+    path = shared_export("cpu-train")
+    over = query_rows(path, "SELECT start, end, globalTid >> 24 FROM PROFILER_OVERHEAD ORDER BY start")
+    ranges = query_rows(
         path,
         "SELECT e.start, e.end, e.globalTid >> 24, coalesce(e.text, s.value) FROM NVTX_EVENTS e "
         "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59",
@@ -129,15 +117,15 @@ def test_gpu_work_without_its_launch_torchrun() -> None:
     """Joined by process and correlationId, 31 GPU events of the 2-rank capture have no launching call; every
     one's id is below the first call of its process the capture holds: launched before the capture started,
     in flight when it did, not lost (ok)."""
-    path = _export("ext/torchrun_2gpu")
+    path = shared_export("ext/torchrun_2gpu")
     lost, before = {}, {}
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         missing_call = (
             f"FROM {table} g WHERE NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
             "WHERE r.correlationId = g.correlationId AND r.globalTid >> 24 = g.globalPid >> 24)"
         )
-        lost[table] = _sql(path, f"SELECT count(*) {missing_call}")[0][0]
-        before[table] = _sql(
+        lost[table] = query_rows(path, f"SELECT count(*) {missing_call}")[0][0]
+        before[table] = query_rows(
             path,
             f"SELECT count(*) {missing_call} AND g.correlationId < (SELECT min(r.correlationId) FROM "
             "CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.globalTid >> 24 = g.globalPid >> 24)",
@@ -161,13 +149,13 @@ def test_gpu_work_whose_launch_was_lost_fails(tmp_path: Path) -> None:
     """The a100 export with the launching calls of its last two kernels deleted: 2 of its 20 GPU events have
     no launching call although their ids come after the process's first call: lost, not in flight."""
     path = derive(
-        _export("a100-saxpy-mpi"),
+        shared_export("a100-saxpy-mpi"),
         tmp_path / "lost.sqlite",
         "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
         "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC LIMIT 2)",
     )
     total = sum(
-        _sql(path, f"SELECT count(*) FROM {t}")[0][0]
+        query_rows(path, f"SELECT count(*) FROM {t}")[0][0]
         for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
     )
     with open_trace(path, cache=False) as trace:
@@ -179,7 +167,7 @@ def test_gpu_work_whose_launch_was_lost_fails(tmp_path: Path) -> None:
 
 
 def test_cuda_traced_without_kernels() -> None:
-    with open_trace(_export("ext/weatherbench2")) as trace:
+    with open_trace(shared_export("ext/weatherbench2")) as trace:
         check = _check(capture_health(trace), "CUDA kernels")
     assert check.status == "warn"
     assert check.evidence == "23 CUDA API calls and 1 copies or sets, but no kernels"
@@ -187,11 +175,11 @@ def test_cuda_traced_without_kernels() -> None:
 
 def test_nvtx_without_ranges_fails_strict(tmp_path: Path) -> None:
     """The python nvtx >= 0.2.12 trap: NVTX events recorded, not one range. --strict exits 1."""
-    src = _export("cpu-train")
+    src = shared_export("cpu-train")
     path = derive(
         src, tmp_path / "noranges.sqlite", "DELETE FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70, 71)"
     )
-    left = _sql(path, "SELECT count(*) FROM NVTX_EVENTS")[0][0]
+    left = query_rows(path, "SELECT count(*) FROM NVTX_EVENTS")[0][0]
     with open_trace(path, cache=False) as trace:
         check = _check(capture_health(trace), "NVTX ranges")
     assert check.status == "fail" and check.evidence == f"{left:,} NVTX events but no ranges"
@@ -204,7 +192,7 @@ def test_nvtx_without_ranges_fails_strict(tmp_path: Path) -> None:
 
 def test_open_ranges_and_reversed_times(tmp_path: Path) -> None:
     path = derive(
-        _export("cpu-train"),
+        shared_export("cpu-train"),
         tmp_path / "broken.sqlite",
         "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid IN "
         "(SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start DESC LIMIT 2)",
@@ -266,7 +254,7 @@ def test_profiler_steps(tmp_path: Path) -> None:
 
 
 def test_health_json_carries_details() -> None:
-    result = runner.invoke(app, ["health", str(_export("ext/fuser_report1")), "--format", "json"])
+    result = runner.invoke(app, ["health", str(shared_export("ext/fuser_report1")), "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [r["Check"] for r in doc["health"]][:3] == ["capture", "nsys messages", "nsys overhead"]
@@ -277,7 +265,7 @@ def test_message_text_is_data_not_markup(tmp_path: Path) -> None:
     """A message from the export holding rich markup and a terminal escape prints as it is, escaped."""
     text = "[bold red]lost[/] \x1b]0;owned\x07 events"
     path = derive(
-        _export("ext/fuser_report1"),
+        shared_export("ext/fuser_report1"),
         tmp_path / "markup.sqlite",
         f"UPDATE DIAGNOSTIC_EVENT SET severity = 2, text = '{text}' "
         "WHERE rowid = (SELECT min(rowid) FROM DIAGNOSTIC_EVENT)",

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, SHARED_NSYS, need
+from conftest import NSYS_EXPORTS, SHARED_NSYS, need, shared_export
 from rule_exports import CASES, Case, build, oracle_name
 from typer.testing import CliRunner
 
@@ -35,12 +35,6 @@ DERIVED = [
     (c, spec, v) for c in CASES for spec in c.specs for v in c.versions if v == RULES[spec.split(":")[0]].nsys
 ]
 runner = CliRunner()
-
-
-def _export(name: str) -> Path:
-    path = SHARED_NSYS / name / "report.sqlite"
-    need(path)
-    return path
 
 
 def _advise(export: Path, spec: str) -> Any:
@@ -68,7 +62,7 @@ def derived(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Case], Path]:
 
     def get(case: Case) -> Path:
         if case.name not in built:
-            source = _export(case.source)
+            source = shared_export(case.source)
             built[case.name] = (
                 build(case, SHARED_NSYS, folder / f"{case.name}.sqlite") if case.sql else source
             )
@@ -90,7 +84,7 @@ def _oracle(case: Case, spec: str, version: str = "2022.4") -> str:
 def test_rule_csv_equals_nsys_analyze(export: str, oracle: str, spec: str) -> None:
     """The same bytes as `nsys analyze -r SPEC -f csv`: headers, rows, order, rounding."""
     expected = SHARED_NSYS / export / "expected" / "analyze" / f"{oracle}.csv"
-    _assert_as_nsys(_export(export), spec, expected.read_text() if expected.exists() else None)
+    _assert_as_nsys(shared_export(export), spec, expected.read_text() if expected.exists() else None)
 
 
 @pytest.mark.parametrize(("case", "spec", "version"), DERIVED, ids=[f"{c.name}-{s}" for c, s, _ in DERIVED])
@@ -285,7 +279,7 @@ def test_every_case_is_needed() -> None:
 
 
 def test_rows_option_and_nsys_syntax() -> None:
-    with open_trace(_export("ext/llama3_realsim")) as trace:
+    with open_trace(shared_export("ext/llama3_realsim")) as trace:
         assert len(run_rule(trace, "cuda-sync-api")) == 50  # the default limit, as in the oracle
         assert len(run_rule(trace, "cuda-sync-api:rows=5")) == 5
         everything = run_rule(trace, "cuda-sync-api:rows=-1")
@@ -311,7 +305,7 @@ def test_rows_option_and_nsys_syntax() -> None:
 def test_bad_rule_specs(spec: str, message: str) -> None:
     with pytest.raises(AnalysisError, match=message):
         parse_rule(spec)
-    result = runner.invoke(app, ["advise", str(_export("ext/beast1")), "--rule", spec])
+    result = runner.invoke(app, ["advise", str(shared_export("ext/beast1")), "--rule", spec])
     assert result.exit_code != 0
     assert message in result.stderr and "Traceback" not in result.output
 
@@ -325,13 +319,16 @@ def test_bad_rule_specs(spec: str, message: str) -> None:
     ],
 )
 def test_windows_nsys_refuses(spec: str, message: str) -> None:
-    result = runner.invoke(app, ["advise", str(_export("a100-saxpy-mpi")), "--rule", spec])
+    result = runner.invoke(app, ["advise", str(shared_export("a100-saxpy-mpi")), "--rule", spec])
     assert result.exit_code == 1
     assert message in result.stderr and "Traceback" not in result.output
 
 
 def test_skipped_says_what_is_missing() -> None:
-    with open_trace(_export("ext/weatherbench2")) as trace, pytest.raises(Skipped, match="has no memcpy"):
+    with (
+        open_trace(shared_export("ext/weatherbench2")) as trace,
+        pytest.raises(Skipped, match="has no memcpy"),
+    ):
         run_rule(trace, "cuda-async-memcpy")
 
 
