@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 A100_TID = 302119224788637  # the launching (main) thread of the A100 fixture
@@ -20,6 +22,19 @@ def query_rows(path: Path, query: str) -> list[tuple]:
         return con.execute(query).fetchall()
     finally:
         con.close()
+
+
+def commit_without_checkpoint(export: Path) -> None:
+    """Double the kernel rows of a WAL-mode export in another process that commits into the log and dies
+    before a checkpoint: the change is in `export`'s -wal file only."""
+    code = (
+        "import os, sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1]); db.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "db.execute('INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL')\n"
+        "db.commit(); os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(export)], check=True)
+    assert export.with_name(export.name + "-wal").stat().st_size > 0
 
 
 def derive(src: Path, dst: Path, *statements: str) -> Path:

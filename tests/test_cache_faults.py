@@ -10,12 +10,11 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from export_data import commit_without_checkpoint
 from kineto_data import write_trace
 from reading import flat
 from typer.testing import CliRunner
@@ -202,7 +201,7 @@ def test_a_wal_export_with_committed_changes_is_read_with_them_and_nothing_is_le
     first, _ = _kernels(export)
     assert first["Instances"].sum() == 5
     assert sorted(p.name for p in folder.iterdir()) == ["report.sqlite"]  # nothing left beside it
-    _commit_without_checkpoint(export)
+    commit_without_checkpoint(export)
     if not index:
         (folder / "report.sqlite-shm").unlink()
     beside = sorted(p.name for p in folder.iterdir())
@@ -217,18 +216,6 @@ def _kernels(export: Path) -> tuple[pd.DataFrame, str]:
     result = runner.invoke(app, ["kernels", str(export), "-f", "csv"])
     assert result.exit_code == 0, result.output
     return pd.read_csv(io.StringIO(result.stdout)), result.stderr
-
-
-def _commit_without_checkpoint(export: Path) -> None:
-    """Double the kernel rows in another process that commits into the log and dies before a checkpoint."""
-    code = (
-        "import os, sqlite3, sys\n"
-        "db = sqlite3.connect(sys.argv[1]); db.execute('PRAGMA wal_autocheckpoint=0')\n"
-        "db.execute('INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL')\n"
-        "db.commit(); os._exit(0)\n"
-    )
-    subprocess.run([sys.executable, "-c", code, str(export)], check=True)
-    assert (export.parent / "report.sqlite-wal").stat().st_size > 0
 
 
 def _users_folder(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
@@ -321,7 +308,7 @@ def test_a_wal_export_named_through_a_link_is_read_with_its_log(
     link = links / "report.sqlite"
     link.symlink_to(export)
     assert _kernels(link)[0]["Instances"].sum() == 5
-    _commit_without_checkpoint(export)
+    commit_without_checkpoint(export)
     table, err = _kernels(link)
     assert table["Instances"].sum() == 10
     assert "changes in report.sqlite-wal that are not in the file itself" in err.replace("\n      ", " ")

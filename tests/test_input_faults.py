@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from export_data import commit_without_checkpoint
 from kineto_data import trace_path
 from typer.testing import CliRunner
 
@@ -132,13 +133,7 @@ def _wal_export(a100_export: Path, folder: Path, *, committed: bool) -> Path:
         db.execute("PRAGMA journal_mode=wal")
     db.close()
     if committed:
-        code = (
-            "import os, sqlite3, sys\n"
-            "db = sqlite3.connect(sys.argv[1]); db.execute('PRAGMA wal_autocheckpoint=0')\n"
-            "db.execute('INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL')\n"
-            "db.commit(); os._exit(0)\n"
-        )
-        subprocess.run([sys.executable, "-c", code, str(export)], check=True)
+        commit_without_checkpoint(export)
         (folder / "report.sqlite-shm").unlink()
     return export
 
