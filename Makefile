@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 nsys:
-	bash scripts/install-nsys.sh || echo "warning: nsys not installed; --nsys runs and nsys tests will be skipped"
+	HARNESS_PIP_PYTHON=$(BIN)/python bash scripts/install-nsys.sh || echo "warning: nsys not installed; --nsys runs and nsys tests will be skipped"
 
 demo: setup
 	@echo "demo: harness run tiny --device auto"

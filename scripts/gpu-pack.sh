@@ -4,7 +4,7 @@
 #   scripts/gpu-pack.sh OUT [NSYS_ROOT]
 #
 # OUT/nsys-<version>.tar.xz  the unpacked nsys (NSYS_ROOT, default .tools/nsys as `make setup` leaves it)
-#                            without its GUI: the target folder less the CUPTIs of older CUDAs and the MPI
+#                            without its GUI: the target folder less the CUPTIs older than 12.x and the MPI
 #                            injections; from host-linux-x64 only QdstrmImporter and the libraries it loads,
 #                            Plugins/QuadDPlugin, libarrow, libparquet, and the system's libssh and libpfm it
 #                            links to (the GPU machine may lack them).
@@ -38,8 +38,10 @@ cp -a "$src/usr/lib/nsight-systems/bin" "$src/usr/lib/nsight-systems/target-linu
   "$tree/usr/lib/nsight-systems/"
 target="$tree/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64"
 cp -a "$src/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64" "$target"
-newest="$(ls "$target" | grep -E '^libcupti\.so\.[0-9]+\.[0-9]+$' | sort -V | tail -1)"
-for f in "$target"/libcupti.so.*; do [[ "$(basename "$f")" == "$newest" ]] || rm -f "$f"; done
+# the newest CUPTI of each CUDA major from 12 on: 12.4 for CUDA 12 machines, the 13.0 `make setup` adds for CUDA 13
+keep="$(ls "$target" | grep -E '^libcupti\.so\.(1[2-9]|[2-9][0-9])\.[0-9]+$' | sort -V |
+  awk -F. '{newest[$3] = $0} END {for (m in newest) print newest[m]}')"
+for f in "$target"/libcupti.so.*; do grep -qxF "$(basename "$f")" <<<"$keep" || rm -f "$f"; done
 rm -f "$target"/libToolsInjection{MPICH,OpenMPI,OpenSHMEM,UCP}64.so
 [[ "${HARNESS_PACK_SLIM:-}" == 1 ]] && rm -rf "$target/CollectX" "$target/libnvperf_grfx_host.so"
 ln -sfn ../../nsight-systems/host-linux-x64 "$tree/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64"

@@ -7,6 +7,13 @@
 # of a CUDA 13 program on an H100, so it is only the fallback where trixie cannot be had, and a project-local
 # copy older than 2023.4 is replaced by it.
 #
+# CUPTI 13.0: nsys 2023.4 carries CUPTI libraries up to 12.4, and under a CUDA 13 program it lost the CUDA
+# trace for a while after cuBLAS loaded, left most kernels unnamed and recorded nothing of CUDA graphs (an H100,
+# docs/gpu.md). With NVIDIA's CUPTI 13.0 (PyPI: nvidia-cuda-cupti) beside its own as libcupti.so.13.0 it picks
+# that one for a CUDA 13 driver and recorded every kernel, all named. So the project-local 2023.4 gets it
+# (HARNESS_CUPTI_WHEEL: a wheel to take it from instead of PyPI; HARNESS_PIP_PYTHON: the python whose pip
+# downloads it, default the project's .venv).
+#
 # How: the packages are fetched with a private apt state in a temporary folder (its own sources file, package
 # lists and cache; apt-get -o Dir::...), from the machine's own Debian (or Ubuntu) archive as its sources
 # name it. /etc/apt and the system's package lists are only read.
@@ -19,6 +26,7 @@ set -euo pipefail
 APT_DIR="${HARNESS_APT_DIR:-/etc/apt}"
 NEWER_SUITE="${HARNESS_NSYS_SUITE:-trixie}" # the Debian suite whose non-free holds nsight-systems 2023.4.4
 WANTED="2023.4"                              # a project-local nsys older than this is replaced
+CUPTI_SPEC="nvidia-cuda-cupti==13.0.85"      # CUPTI 13.0, for nsys releases made before CUDA 13 (2025.3)
 OS_RELEASE="${HARNESS_OS_RELEASE:-/etc/os-release}"
 DEBIAN_KEYRING="${HARNESS_DEBIAN_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}"
 UBUNTU_KEYRING=/usr/share/keyrings/ubuntu-archive-keyring.gpg
@@ -123,6 +131,49 @@ older() {
   [[ "$1" != "$2" && "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" == "$1" ]]
 }
 
+# add_cupti DEST: CUPTI 13.0 into the target folder of the nsys unpacked in DEST, as libcupti.so.13.0, where
+# that nsys is 2023.4 or newer (2022.4 was not measured with it) and older than 2025.3 (made for CUDA 13); a
+# warning, not a failure, where it cannot be had
+add_cupti() {
+  local dest="$1" version target py wheel tmp
+  version="$(nsys_version "$dest/usr/lib/nsight-systems/bin/nsys")"
+  target="$dest/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64"
+  if [[ -z "$version" ]] || older "$version" "$WANTED" || ! older "$version" 2025.3 || [[ ! -d "$target" ]] ||
+    compgen -G "$target/libcupti.so.13.*" >/dev/null; then
+    return 0
+  fi
+  py="${HARNESS_PIP_PYTHON:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv/bin/python}"
+  [[ -x "$py" ]] || py=python3
+  tmp="$(mktemp -d)"
+  wheel="${HARNESS_CUPTI_WHEEL:-}"
+  if [[ -z "$wheel" ]]; then
+    if ! "$py" -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$CUPTI_SPEC" >"$tmp/pip.log" 2>&1; then
+      echo "nsys: warning: could not download CUPTI 13.0 ($CUPTI_SPEC): $(grep -v '^WARNING' "$tmp/pip.log" |
+        tail -1); nsys $version traces CUDA 13 programs in part (harness doctor says so)"
+      rm -rf "$tmp"
+      return 0
+    fi
+    wheel="$(compgen -G "$tmp/*.whl" | head -1)"
+  fi
+  if ! "$py" - "$wheel" "$target/libcupti.so.13.0" 2>"$tmp/unzip.log" <<'EOF'; then
+import os, shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    name = next((n for n in whl.namelist() if n.endswith("/lib/libcupti.so.13")), None)
+    if name is None:
+        sys.exit("the wheel holds no lib/libcupti.so.13")
+    with whl.open(name) as src, open(sys.argv[2] + ".part", "wb") as out:
+        shutil.copyfileobj(src, out)
+os.chmod(sys.argv[2] + ".part", 0o755)
+os.replace(sys.argv[2] + ".part", sys.argv[2])
+EOF
+    echo "nsys: warning: no libcupti.so.13 taken from $wheel: $(tail -1 "$tmp/unzip.log")"
+    rm -rf "$tmp"
+    return 0
+  fi
+  rm -rf "$tmp"
+  echo "nsys: added CUPTI 13.0 ($CUPTI_SPEC) to its target folder: nsys $version traces CUDA 13.0 with it"
+}
+
 main() {
   local root dest nsys cand have got uri suite component keyring
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -132,6 +183,7 @@ main() {
   have="$(nsys_version "$nsys")"
   if [[ -n "$have" ]] && ! older "$have" "$WANTED"; then
     echo "nsys: $nsys (project-local $have, already installed)"
+    add_cupti "$dest"
     return 0
   fi
   if [[ -z "$have" ]]; then
@@ -217,6 +269,7 @@ main() {
   DEST_NEW=""
   rm -rf "$dest.old"
   echo "nsys: installed Nsight Systems $version from $got"
+  add_cupti "$dest"
   echo "nsys: $nsys (project-local)"
 }
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.core.errors import NsysError
 from harness.execution.nsys import cuda_support as cs
+from harness.execution.nsys import find as nsys_find
 from harness.execution.nsys.find import NsysInfo
 
 runner = CliRunner()
@@ -48,6 +49,61 @@ def test_the_lines_say_what_to_install() -> None:
         cs.support("2025.3.2", "13.0").line
         == "nsys 2025.3.2 was made for CUDA 13.0: traces the program's CUDA 13.0"
     )
+
+
+@pytest.mark.parametrize(
+    ("nsys", "cupti", "cuda", "verdict"),
+    [
+        ("2023.4.4.54", "13.0", "13.0", "ok"),  # the H100: 40,796 of 40,796 kernels, all named
+        ("2023.4.4.54", "12.4", "13.0", "partial"),  # its own newest: as without
+        ("2023.4.4.54", "13.0", "13.1", "partial"),  # a newer minor version than the CUPTI
+        ("2022.4.2.1", "13.0", "13.0", "none"),  # not measured with a newer CUPTI: not credited
+        ("2025.3.2", "13.0", "12.8", "ok"),
+    ],
+)  # fmt: skip
+def test_a_newer_cupti_in_the_target_folder_extends_what_it_traces(
+    nsys: str, cupti: str, cuda: str, verdict: str
+) -> None:
+    assert cs.support(nsys, cuda, cupti=cupti).verdict == verdict
+
+
+def test_the_lines_say_which_cupti_and_how_to_add_it() -> None:
+    assert cs.support("2023.4.4.54", "13.0", cupti="13.0").line == (
+        "nsys 2023.4.4.54 with CUPTI 13.0 in its target folder traces the program's CUDA 13.0"
+    )
+    without = cs.support("2023.4.4.54", "13.0", cupti="12.4").line
+    assert without.endswith(
+        "; `make setup` adds CUPTI 13.0 to the project's nsys 2023.4 (scripts/install-nsys.sh)"
+    )
+    assert "make setup" not in cs.support("2023.4.4.54", "12.8").line  # CUPTI 13 does not help CUDA 12
+    newer = cs.support("2023.4.4.54", "13.1", "the driver's", cupti="13.0").line
+    assert newer.startswith(
+        "nsys 2023.4.4.54 with CUPTI 13.0 in its target folder traces CUDA 13.0; "
+        "the driver's CUDA 13.1 is newer"
+    )
+    assert cs.check_capture("2023.4.4.54", "13.0", "13.0", cupti="13.0") == []
+
+
+def test_the_cuptis_beside_an_nsys_as_debian_lays_them_out(tmp_path: Path) -> None:
+    target = tmp_path / "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64"
+    target.mkdir(parents=True)
+    for name in (
+        "libcupti.so.11.8",
+        "libcupti.so.13.0",
+        "libcupti.so.12.4",
+        "libcupti.so",
+        "libcupti-x.so.9.9",
+    ):
+        (target / name).write_text("")
+    real = target / "nsys"
+    real.write_text("#!/bin/sh\necho 'NVIDIA Nsight Systems version 2023.4.4.54-0'\n")
+    real.chmod(0o755)
+    bin_dir = tmp_path / "usr/lib/nsight-systems/bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "nsys").symlink_to("../../x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys")
+    info = nsys_find.probe(bin_dir / "nsys")
+    assert info.cuptis == ("11.8", "12.4", "13.0")
+    assert info.newest_cupti == "13.0"
 
 
 def test_only_the_programs_cuda_refuses() -> None:

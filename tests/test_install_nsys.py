@@ -12,6 +12,8 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -158,6 +160,9 @@ def fake_bin(tmp_path: Path, apt_get: str) -> Path:
     return folder
 
 
+TARGET = "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64"
+
+
 def build_debs(folder: Path, version: str) -> None:
     """nsight-systems and nsight-systems-target as Debian lays them out: an nsys that prints `version`,
     host-linux-x64/, and the stats modules in python3's dist-packages."""
@@ -182,11 +187,27 @@ def build_debs(folder: Path, version: str) -> None:
             for module in ("nsysstats.py", "gpustats.py"):
                 (stats / module).write_text(f"# {module}\n")
         else:
-            (tree / "usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64").mkdir(parents=True)
+            (tree / TARGET).mkdir(parents=True)
+            (tree / TARGET / "libcupti.so.12.4").write_text("")
         deb = folder / f"{package}_{version}_amd64.deb"
         subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(tree), str(deb)],
                        check=True, capture_output=True)  # fmt: skip
         shutil.rmtree(tree)
+
+
+CUPTI_BYTES = b"\x7fELF libcupti 13.0"
+
+
+def cupti_wheel(path: Path, member: str = "nvidia/cu13/lib/libcupti.so.13") -> Path:
+    """A wheel laid out as PyPI's nvidia-cuda-cupti 13.0 (only the library the install takes)."""
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr(member, CUPTI_BYTES)
+        whl.writestr("nvidia_cuda_cupti-13.0.85.dist-info/METADATA", "Name: nvidia-cuda-cupti\n")
+    return path
+
+
+def cupti_of(env: dict[str, str]) -> Path:
+    return Path(env["HARNESS_NSYS_ROOT"]) / f"{TARGET}/libcupti.so.13.0"
 
 
 @pytest.fixture
@@ -202,6 +223,8 @@ def machine(tmp_path: Path) -> dict[str, str]:
     keyring.write_text("")
     apt = apt_tree(tmp_path, {DEBIAN: stanza()})
     return {
+        "HARNESS_CUPTI_WHEEL": str(cupti_wheel(tmp_path / "nvidia_cuda_cupti-13.0.85-py3-none-any.whl")),
+        "HARNESS_PIP_PYTHON": sys.executable,
         "HARNESS_APT_DIR": str(apt),
         "HARNESS_OS_RELEASE": str(release),
         "HARNESS_DEBIAN_KEYRING": str(keyring),
@@ -238,6 +261,39 @@ def test_installs_2023_4_from_trixie_and_says_so(machine: dict[str, str]) -> Non
     assert sorted(p.name for p in (host / "python/lib").iterdir()) == ["gpustats.py", "nsysstats.py"]
     assert snapshot(Path(machine["HARNESS_APT_DIR"])) == apt  # the sources were only read
     assert not Path(f"{root}.new").exists() and not Path(f"{root}.old").exists()
+    added = "added CUPTI 13.0 (nvidia-cuda-cupti==13.0.85) to its target folder: nsys 2023.4.4.54 traces CUDA"
+    assert added in done.stdout
+    assert cupti_of(machine).read_bytes() == CUPTI_BYTES
+    assert sorted(p.name for p in (root / TARGET).glob("libcupti.so.*")) == [
+        "libcupti.so.12.4",
+        "libcupti.so.13.0",
+    ]
+
+
+def test_an_installed_2023_4_without_cupti_13_gets_it(machine: dict[str, str]) -> None:
+    """A clone set up before CUPTI 13.0 was added: the next `make setup` adds it, downloading nothing else."""
+    install(machine)
+    cupti_of(machine).unlink()
+    calls = Path(machine["STUB_LOG"]).read_text()
+    done = install(machine)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"nsys: {nsys_of(machine)} (project-local 2023.4.4.54, already installed)",
+        "nsys: added CUPTI 13.0 (nvidia-cuda-cupti==13.0.85) to its target folder: nsys 2023.4.4.54 traces "
+        "CUDA 13.0 with it",
+    ]
+    assert cupti_of(machine).read_bytes() == CUPTI_BYTES
+    assert Path(machine["STUB_LOG"]).read_text() == calls
+
+
+def test_a_cupti_that_cannot_be_had_is_a_warning(machine: dict[str, str], tmp_path: Path) -> None:
+    empty = cupti_wheel(tmp_path / "other.whl", member="nvidia/cu13/lib/libnvperf_host.so")
+    done = install({**machine, "HARNESS_CUPTI_WHEEL": str(empty)})
+    assert done.returncode == 0, done.stderr
+    assert f"nsys: warning: no libcupti.so.13 taken from {empty}: the wheel holds no lib/libcupti.so.13" in done.stdout
+    assert "installed Nsight Systems 2023.4.4.54" in done.stdout
+    assert not cupti_of(machine).exists()
+    assert not list((Path(machine["HARNESS_NSYS_ROOT"]) / TARGET).glob("*.part"))
 
 
 def test_falls_back_to_the_machines_own_suite(machine: dict[str, str]) -> None:
@@ -247,6 +303,7 @@ def test_falls_back_to_the_machines_own_suite(machine: dict[str, str]) -> None:
     assert "Debian trixie non-free could not be had" in done.stdout
     fallback = f"installed Nsight Systems 2022.4.2.1 from bookworm non-free ({MIRROR}), the fallback"
     assert fallback in done.stdout
+    assert "CUPTI" not in done.stdout and not cupti_of(machine).exists()  # 2022.4 was not measured with it
 
 
 def test_replaces_an_older_project_local_copy(machine: dict[str, str]) -> None:

@@ -23,6 +23,7 @@ NEW = nsys.NsysInfo(
     flags=frozenset(
         {
             "trace",
+            "cuda-graph-trace",
             "python-backtrace",
             "sample",
             "cpuctxsw",
@@ -43,11 +44,22 @@ TARGET = ["python", "-m", "harness.execution.worker", "c.json", "r.json"]
 def test_command_has_the_design_cards_flags_where_supported() -> None:
     argv, dropped = nsys.build_profile_command(NEW, nsys.ProfileOptions(output=Path("/p/run")), TARGET)
     assert argv == [
-        "/opt/nsys/bin/nsys", "profile", "--trace=cuda,osrt,nvtx", "--python-backtrace=cuda",
-        "--sample=none", "--cpuctxsw=none", "--output=/p/run", "--force-overwrite=true", "--export=sqlite",
-        *TARGET,
+        "/opt/nsys/bin/nsys", "profile", "--trace=cuda,osrt,nvtx", "--cuda-graph-trace=node",
+        "--python-backtrace=cuda", "--sample=none", "--cpuctxsw=none", "--output=/p/run",
+        "--force-overwrite=true", "--export=sqlite", *TARGET,
     ]  # fmt: skip
     assert dropped == []
+
+
+def test_cuda_graphs_are_traced_per_node_only_where_cuda_is_traced() -> None:
+    """Traced whole (nsys's default), a graph replay left no kernel in nsys 2023.4's export of a CUDA 13
+    program on an H100; per node, its 2 kernels were there (tests/test_h100_captures.py)."""
+    cpu_only = nsys.ProfileOptions(output=Path("/p/run"), trace=("osrt", "nvtx"))
+    argv, _ = nsys.build_profile_command(NEW, cpu_only, TARGET)
+    assert not any(a.startswith("--cuda-graph-trace") for a in argv)
+    given = nsys.ProfileOptions(output=Path("/p/run"), extra_args=["--cuda-graph-trace=graph"])
+    argv, _ = nsys.build_profile_command(NEW, given, TARGET)
+    assert [a for a in argv if a.startswith("--cuda-graph-trace")] == ["--cuda-graph-trace=graph"]
 
 
 def test_unsupported_flag_is_dropped_and_named() -> None:

@@ -301,6 +301,7 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
             (measured["Launch calls"] > 0)
             & (measured["Without GPU work"] > STEP_MISSING_SHARE * measured["Launch calls"])
         ]
+        quiet = _quiet(table, kernel_calls, zero, which)
         if len(lost):
             first = lost.iloc[0]
             return Check(
@@ -309,10 +310,9 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
                 f"{_steps_said(lost['Step'].tolist())} of {which} launch kernels that never ran: step "
                 f"{first['Step']} (from {seconds(first['Start (ns)'], zero)}) has "
                 f"{first['Without GPU work']:,} of {first['Launch calls']:,} launch calls without GPU work; "
-                f"{stopped}",
+                f"{stopped}" + (f"; {quiet}" if quiet else ""),
                 FIX_GPU,
             )
-        quiet = _quiet(table, kernel_calls, zero, which)
         if quiet:
             return Check(name, FAIL, quiet, FIX_GPU)
     if pct >= MISSING_FAIL_PCT:
@@ -337,11 +337,11 @@ def _stop(calls: pd.DataFrame, kernel_calls: pd.DataFrame, st: Steps, zero: int)
 def _quiet(table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: str) -> str | None:
     """Measured steps with no CUDA at all (no launch call of a kernel or a graph, no GPU work) while other
     steps (warm-up ones too) launch: the CUDA trace has a gap there, or stopped."""
-    busy = table[table["Launch calls"] > 0]
+    busy = table[table["Launch calls"] >= QUIET_AGAINST]
     measured = table[table["Measured"]]
     nothing = measured[["Launch calls", "Graph launches", "Kernels", "Copies", "Sets"]].sum(axis=1) == 0
     quiet = measured[nothing]
-    if busy.empty or quiet.empty or busy["Launch calls"].mean() < QUIET_AGAINST:
+    if busy.empty or quiet.empty:
         return None
     first = quiet.iloc[0]
     start = int(first["Start (ns)"])

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 
 SELF_TEST_RANGE = "harness-doctor"
 SELF_TEST_PAYLOAD = 7
-FLAGS_OF_INTEREST = ("python-backtrace", "capture-range-end", "cpuctxsw", "sample", "cudabacktrace", "export")
+FLAGS_OF_INTEREST = (
+    "python-backtrace", "cuda-graph-trace", "capture-range-end", "cpuctxsw", "sample", "cudabacktrace",
+    "export",
+)  # fmt: skip
 
 
 @dataclass
@@ -55,8 +58,16 @@ def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
     return [
         Check("nsys", "ok", f"{info.path} (found via {info.source})"),
         Check("nsys version", "ok", info.version),
+        Check("nsys CUPTI", "info", cuptis_said(info)),
         Check("nsys profile flags", "info", flags),
     ], info
+
+
+def cuptis_said(info: NsysInfo) -> str:
+    """The CUPTI libraries in the nsys's target folder: it traces with the newest the driver allows."""
+    if not info.cuptis:
+        return "no libcupti.so.X.Y found beside it (cannot tell which CUDA it traces)"
+    return f"{', '.join(info.cuptis)} in its target folder (it traces with the newest the driver allows)"
 
 
 SELF_TEST_SCRIPT = textwrap.dedent(
@@ -181,7 +192,7 @@ def check_cuda_support(info: NsysInfo | None, facts: TorchFacts, driver: power.D
     if info is None:
         return Check(item, "info", "no nsys to compare")
     program = facts.cuda if facts.gpus else None
-    found = assess(info.version, program, driver.cuda)
+    found = assess(info.version, program, driver.cuda, info.newest_cupti)
     if not found:
         why = "torch is a CPU-only build" if not facts.cuda else "torch sees no GPU"
         return Check(item, "info", f"nothing to compare: {why} and NVML reports no driver")

@@ -157,7 +157,7 @@ def cuda_check(info: NsysInfo, device_type: str | None, force: bool = False) -> 
     if device_type == "cpu":
         return []
     program, driver = cuda_versions(device_type)
-    return check_capture(info.version, program, driver, force=force)
+    return check_capture(info.version, program, driver, force=force, cupti=info.newest_cupti)
 
 
 def cuda_check_for(nsys_path: str | None, device_type: str | None, force: bool = False) -> list[str]:

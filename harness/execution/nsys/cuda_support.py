@@ -2,16 +2,20 @@
 starts: a capture known to record nothing is refused (in one line, with what to install), one that may lose
 part of the GPU work is warned about and left to the capture's health checks.
 
-NVIDIA ships one nsys with each CUDA toolkit; a release traces the CUDA it shipped with and older ones. How a
-newer CUDA fares, measured on an H100 (driver 580.159.04, PyTorch 2.11.0+cu130, CUDA 13.0; issue 30):
+NVIDIA ships one nsys with each CUDA toolkit; a release traces the CUDA it shipped with and older ones,
+through the CUPTI libraries in its target folder (`libcupti.so.X.Y`, one per CUDA it knows). How a newer
+CUDA fares, measured on an H100 (driver 580.159.04, PyTorch 2.11.0+cu130, CUDA 13.0; docs/gpu.md):
 
 - nsys 2022.4.2.1 (made for CUDA 11.8, two major versions behind): 3 CUDA API calls and 0 kernels, NVTX for
   the first 3 steps only. Nothing usable: refused.
-- nsys 2023.4.4 (made for CUDA 12.4, one major version behind): one run recorded whole (30,528 kernels), the
-  next two lost their kernels after 13 and 1, and 72 % of GPU time was in kernels it could not name. Partial:
-  a warning, then `harness health` judges the capture.
+- nsys 2023.4.4 with its own CUPTI 12.4 (one major version behind): the CUDA trace stops for about 0.8 s after
+  cuBLAS loads (a short program loses everything after it), 44-66 % of GPU time is in kernels it cannot name,
+  and CUDA graphs traced whole are lost. Partial: a warning, then `harness health` judges the capture.
+- the same nsys with CUPTI 13.0 added to its target folder (`make setup` does it): 40,796 of 40,796 kernels,
+  all named, every launch call with its kernel; CUDA graphs recorded per node. Traces CUDA 13.0.
 
-A newer minor version of the same major CUDA is partial too (new API entry points are not traced).
+A newer minor version of the same major CUDA is partial too (new API entry points are not traced). A CUPTI
+counts only for nsys 2023.4 and newer (CUPTI_SINCE): the combination measured.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ MADE_FOR: tuple[tuple[Release, Release, str], ...] = (
     ((2025, 6), (13, 1), "Nsight Systems 2025.6 release notes: CUDA 13.1 support"),
 )
 GET = "https://developer.nvidia.com/nsight-systems (then HARNESS_NSYS=/path/to/nsys)"
+CUPTI_SINCE: Release = (2023, 4)
 
 Verdict = Literal["ok", "partial", "none"]
 
@@ -60,6 +65,16 @@ def made_for(nsys_version: str) -> Release | None:
     return cuda
 
 
+def made_for_with(nsys_version: str, cupti: str | None) -> Release | None:
+    """The CUDA the nsys traces with the newest CUPTI in its target folder: the CUPTI's own version where it
+    is newer than the release's and the release loads it (CUPTI_SINCE), else made_for."""
+    made = made_for(nsys_version)
+    release, extra = _release(nsys_version), _release(cupti)
+    if made is None or release is None or extra is None or release < CUPTI_SINCE:
+        return made
+    return max(made, extra)
+
+
 def first_for(cuda: Release) -> Release | None:
     """The first nsys release made for `cuda` (or a newer CUDA), None past the table."""
     return next((first for first, made, _ in MADE_FOR if made >= cuda), None)
@@ -74,6 +89,7 @@ class Support:
     cuda: str  # "13.0"
     whose: str  # "the program's" (torch.version.cuda) or "the driver's" (NVML)
     made: Release | None
+    cupti: str | None = None  # the newest CUPTI in its target folder, where it extends the release's CUDA
 
     @property
     def line(self) -> str:
@@ -81,7 +97,12 @@ class Support:
             return f"nsys {self.nsys}: its CUDA is unknown; cannot tell whether it traces CUDA {self.cuda}"
         made = f"{self.made[0]}.{self.made[1]}" if self.made[1] != 99 else f"{self.made[0]}.x"
         said = f"nsys {self.nsys} was made for CUDA {made}"
+        if self.cupti:
+            said = f"nsys {self.nsys} with CUPTI {self.cupti} in its target folder traces CUDA {made}"
         if self.verdict == "ok":
+            if self.cupti:
+                cupti = f"with CUPTI {self.cupti} in its target folder"
+                return f"nsys {self.nsys} {cupti} traces {self.whose} CUDA {self.cuda}"
             return f"{said}: traces {self.whose} CUDA {self.cuda}"
         wanted = _release(self.cuda)
         first = first_for(wanted) if wanted else None
@@ -91,37 +112,44 @@ class Support:
                 f"{said} and records nothing of a CUDA {self.cuda} program (on an H100 with CUDA 13.0, nsys "
                 f"2022.4 recorded 0 kernels); install {install}: {GET}"
             )
+        cupti = ""
+        if wanted and wanted[0] == 13 and not self.cupti and _release(self.nsys) == CUPTI_SINCE:
+            cupti = "; `make setup` adds CUPTI 13.0 to the project's nsys 2023.4 (scripts/install-nsys.sh)"
         return (
             f"{said}; {self.whose} CUDA {self.cuda} is newer: kernels may be lost part way or left unnamed "
-            f"(the capture's health says what was lost); {install} is made for it: {GET}"
+            f"(the capture's health says what was lost); {install} is made for it: {GET}{cupti}"
         )
 
 
-def support(nsys_version: str, cuda: str, whose: str = "the program's") -> Support:
-    """What nsys `nsys_version` records of a CUDA `cuda` ("13.0") program: ok (made for it or newer), partial
-    (a newer minor version, or one major version newer) or none (two or more major versions newer)."""
-    made = made_for(nsys_version)
+def support(nsys_version: str, cuda: str, whose: str = "the program's", cupti: str | None = None) -> Support:
+    """What nsys `nsys_version`, with `cupti` the newest CUPTI in its target folder, records of a CUDA `cuda`
+    ("13.0") program: ok (made for it or newer), partial (a newer minor version, or one major version newer)
+    or none (two or more major versions newer)."""
+    made = made_for_with(nsys_version, cupti)
+    extended = cupti if made != made_for(nsys_version) else None
     wanted = _release(cuda)
     if made is None or wanted is None:
-        return Support("partial", nsys_version, cuda, whose, made)
+        return Support("partial", nsys_version, cuda, whose, made, extended)
     if wanted <= made:
         verdict: Verdict = "ok"
     elif wanted[0] - made[0] >= 2:
         verdict = "none"
     else:
         verdict = "partial"
-    return Support(verdict, nsys_version, cuda, whose, made)
+    return Support(verdict, nsys_version, cuda, whose, made, extended)
 
 
-def assess(nsys_version: str, program_cuda: str | None, driver_cuda: str | None) -> list[Support]:
+def assess(
+    nsys_version: str, program_cuda: str | None, driver_cuda: str | None, cupti: str | None = None
+) -> list[Support]:
     """The program's CUDA (torch.version.cuda) and the driver's (NVML), each against the nsys. Only the
     program's can refuse a capture: the H100 measurement is of a program built for CUDA 13; a driver newer
     than the program is what CUDA's compatibility promises, so it can only warn."""
     found = []
     if program_cuda:
-        found.append(support(nsys_version, program_cuda, "the program's"))
+        found.append(support(nsys_version, program_cuda, "the program's", cupti))
     if driver_cuda:
-        driver = support(nsys_version, driver_cuda, "the driver's")
+        driver = support(nsys_version, driver_cuda, "the driver's", cupti)
         found.append(driver if driver.verdict != "none" else replace(driver, verdict="partial"))
     return found
 
@@ -130,13 +158,18 @@ FORCE = "--nsys-force"
 
 
 def check_capture(
-    nsys_version: str, program_cuda: str | None, driver_cuda: str | None, *, force: bool = False
+    nsys_version: str,
+    program_cuda: str | None,
+    driver_cuda: str | None,
+    *,
+    force: bool = False,
+    cupti: str | None = None,
 ) -> list[str]:
     """Before a capture: NsysError when the nsys is known to record nothing of the program's CUDA (unless
     `force`); otherwise the warning lines for what it may lose (none when it traces both)."""
     from harness.core.errors import NsysError
 
-    found = assess(nsys_version, program_cuda, driver_cuda)
+    found = assess(nsys_version, program_cuda, driver_cuda, cupti)
     refused = [s for s in found if s.verdict == "none"]
     if refused and not force:
         raise NsysError(f"{refused[0].line}; {FORCE} captures anyway")

@@ -29,9 +29,27 @@ class NsysInfo:
     version: str  # "2022.4.2.1"
     flags: frozenset[str]  # long options of `nsys profile`, without dashes
     source: str  # how it was found
+    cuptis: tuple[str, ...] = ()  # the CUPTI versions in its target folder, oldest first ("12.4", "13.0")
 
     def supports(self, flag: str) -> bool:
         return flag.lstrip("-").split("=", 1)[0] in self.flags
+
+    @property
+    def newest_cupti(self) -> str | None:
+        return self.cuptis[-1] if self.cuptis else None
+
+
+def cupti_versions(path: Path) -> tuple[str, ...]:
+    """The CUPTI libraries beside the nsys at `path` (`target-linux-x64/libcupti.so.X.Y`), oldest first: nsys
+    traces CUDA through the newest one the driver allows, so a CUPTI added there extends what it traces."""
+    real = Path(os.path.realpath(path))
+    found: set[tuple[int, int]] = set()
+    for folder in (real.parent, path.parent.parent / "target-linux-x64"):
+        for lib in glob.glob(str(folder / "libcupti.so.*")):
+            version = re.fullmatch(r"libcupti\.so\.(\d+)\.(\d+)", Path(lib).name)
+            if version:
+                found.add((int(version[1]), int(version[2])))
+    return tuple(f"{major}.{minor}" for major, minor in sorted(found))
 
 
 def _version(path: Path) -> str:
@@ -59,7 +77,13 @@ def _profile_flags(path: Path) -> frozenset[str]:
 def probe(path: Path, source: str = "given") -> NsysInfo:
     """Version and supported `nsys profile` flags of the nsys at `path`."""
     path = Path(path)
-    return NsysInfo(path=path, version=_version(path), flags=_profile_flags(path), source=source)
+    return NsysInfo(
+        path=path,
+        version=_version(path),
+        flags=_profile_flags(path),
+        source=source,
+        cuptis=cupti_versions(path),
+    )
 
 
 def candidates(explicit: str | None = None) -> list[tuple[str, str]]:

@@ -18,6 +18,7 @@ from harness.execution.nsys.find import NsysInfo
 DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
 
 LIGHT_ARGS = ("--sample=none", "--cpuctxsw=none")
+GRAPH_TRACE = "--cuda-graph-trace=node"
 SHORT_FLAGS = {
     "-t": "trace",
     "-s": "sample",
@@ -59,6 +60,10 @@ def build_profile_command(
     `extra_args` come last and replace any default flag of the same name.
     """
     defaults = [f"--trace={','.join(opts.trace)}"]
+    if "cuda" in opts.trace:
+        # each kernel of a CUDA graph, not one record per replay: nsys 2023.4 under CUDA 13 recorded nothing of
+        # a replay traced whole (an H100, docs/gpu.md), and kernel tables want the kernels either way
+        defaults.append(GRAPH_TRACE)
     if opts.python_backtrace:
         defaults.append(f"--python-backtrace={opts.python_backtrace}")
     if opts.mode == "light":
