@@ -61,8 +61,8 @@ def build_profile_command(
     """
     defaults = [f"--trace={','.join(opts.trace)}"]
     if "cuda" in opts.trace:
-        # each kernel of a CUDA graph, not one record per replay: nsys 2023.4 under CUDA 13 recorded nothing of
-        # a replay traced whole (an H100, docs/gpu.md), and kernel tables want the kernels either way
+        # each kernel of a CUDA graph, not one record per replay: nsys 2023.4 under CUDA 13 recorded nothing
+        # of a replay traced whole (an H100, docs/gpu.md), and kernel tables want the kernels either way
         defaults.append(GRAPH_TRACE)
     if opts.python_backtrace:
         defaults.append(f"--python-backtrace={opts.python_backtrace}")
