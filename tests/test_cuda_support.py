@@ -59,6 +59,8 @@ def test_the_lines_say_what_to_install() -> None:
         ("2023.4.4.54", "13.0", "13.1", "partial"),  # a newer minor version than the CUPTI
         ("2022.4.2.1", "13.0", "13.0", "none"),  # not measured with a newer CUPTI: not credited
         ("2025.3.2", "13.0", "12.8", "ok"),
+        ("2023.4.4.54", "13.0", "12.8", "partial"),  # nsys takes its 12.4 for a CUDA 12.8 driver
+        ("2023.4.4.54", "13.0", "14.0", "partial"),  # one major version past the CUPTI, not two past 12.4
     ],
 )  # fmt: skip
 def test_a_newer_cupti_in_the_target_folder_extends_what_it_traces(

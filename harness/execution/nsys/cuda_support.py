@@ -9,7 +9,7 @@ CUDA fares, measured on an H100 (driver 580.159.04, PyTorch 2.11.0+cu130, CUDA 1
 - nsys 2022.4.2.1 (made for CUDA 11.8, two major versions behind): 3 CUDA API calls and 0 kernels, NVTX for
   the first 3 steps only. Nothing usable: refused.
 - nsys 2023.4.4 with its own CUPTI 12.4 (one major version behind): the CUDA trace stops for about 0.8 s after
-  cuBLAS loads (a short program loses everything after it), 44-66 % of GPU time is in kernels it cannot name,
+  cuBLAS loads (a short program loses everything after it), 66-72 % of GPU time is in kernels it cannot name,
   and CUDA graphs traced whole are lost. Partial: a warning, then `harness health` judges the capture.
 - the same nsys with CUPTI 13.0 added to its target folder (`make setup` does it): 40,796 of 40,796 kernels,
   all named, every launch call with its kernel; CUDA graphs recorded per node. Traces CUDA 13.0.
@@ -65,14 +65,16 @@ def made_for(nsys_version: str) -> Release | None:
     return cuda
 
 
-def made_for_with(nsys_version: str, cupti: str | None) -> Release | None:
-    """The CUDA the nsys traces with the newest CUPTI in its target folder: the CUPTI's own version where it
-    is newer than the release's and the release loads it (CUPTI_SINCE), else made_for."""
+def made_for_with(nsys_version: str, cupti: str | None, cuda: str | None = None) -> Release | None:
+    """The CUDA the nsys traces a CUDA `cuda` program with, given `cupti`, the newest CUPTI in its target
+    folder: that CUPTI's version where it is newer than the release's, the release loads it (CUPTI_SINCE) and
+    the CUDA is at least as new (nsys takes the CUPTI of the driver's version: a CUDA 12.8 program under
+    2023.4 gets its 12.4 whatever else is there); else made_for."""
     made = made_for(nsys_version)
-    release, extra = _release(nsys_version), _release(cupti)
-    if made is None or release is None or extra is None or release < CUPTI_SINCE:
+    release, extra, wanted = _release(nsys_version), _release(cupti), _release(cuda)
+    if made is None or release is None or extra is None or release < CUPTI_SINCE or extra <= made:
         return made
-    return max(made, extra)
+    return extra if wanted is None or wanted >= extra else made
 
 
 def first_for(cuda: Release) -> Release | None:
@@ -125,7 +127,7 @@ def support(nsys_version: str, cuda: str, whose: str = "the program's", cupti: s
     """What nsys `nsys_version`, with `cupti` the newest CUPTI in its target folder, records of a CUDA `cuda`
     ("13.0") program: ok (made for it or newer), partial (a newer minor version, or one major version newer)
     or none (two or more major versions newer)."""
-    made = made_for_with(nsys_version, cupti)
+    made = made_for_with(nsys_version, cupti, cuda)
     extended = cupti if made != made_for(nsys_version) else None
     wanted = _release(cuda)
     if made is None or wanted is None:
