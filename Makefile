@@ -4,13 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# Tests: on every core (pytest-xdist; TEST_WORKERS=1 runs them one at a time). `make test` leaves out the
-# long fuzzer, `make fuzz` runs it; `make test-elsewhere` runs them as another machine (scripts/elsewhere.sh).
-# CI (.ci/run) runs all three.
+# Tests: on every core (pytest-xdist; TEST_WORKERS=1 runs them one at a time). `make test` runs every test
+# not marked `slow` or `fuzz`; `make test-slow` the slow set (end to end: real runs, real nsys, Chromium);
+# `make fuzz` the long fuzzer; `make test-elsewhere` the tests as another machine (scripts/elsewhere.sh).
+# CI (.ci/run) runs all four: every test.
 TEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: setup demo test test-fast test-elsewhere fuzz attack lint nsys bench clean
+.PHONY: setup demo test test-slow test-elsewhere fuzz attack lint nsys bench clean
 
 setup: $(STAMP) nsys
 
@@ -35,10 +36,10 @@ demo: setup
 	$(BIN)/harness run tiny --device auto
 
 test: setup
-	$(PYTEST) -m "not fuzz"
+	$(PYTEST) -m "not slow and not fuzz"
 
-test-fast: setup
-	$(PYTEST) -m "not slow"
+test-slow: setup
+	$(PYTEST) -m "slow and not fuzz"
 
 test-elsewhere: setup
 	PYTEST="$(PYTEST)" scripts/elsewhere.sh
