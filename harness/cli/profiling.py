@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from analysis.compare.overhead import overhead_verdict
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
     DEFAULT,
@@ -27,12 +26,19 @@ from harness.cli.run import (
     ProfileDirOpt,
     Profiler,
 )
+from harness.core.deferred import deferred
 from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.execution.runner import validate
 from harness.profilers import DEFAULT_DIRS
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.experiments import overhead
+    from harness.profilers import nsys as nsys_profiler
+    from harness.profilers import torch as torch_profiler
+    from harness.store import results as results_db
 
 
 @cli_errors
@@ -97,13 +103,13 @@ def overhead_cmd(
     validate(config)
     config = with_ranks(config, ranks)
     resolved = resolve_device(config.device)
-    store = lazy.ResultsStore(db)
+    store = results_db.ResultsStore(db)
     if profiler is Profiler.nsys:  # what this nsys may lose of the run's CUDA, before any run (or refused)
-        for line in lazy.nsys_cuda_check(nsys_path, resolved.type, nsys_force):
+        for line in nsys_profiler.cuda_check_for(nsys_path, resolved.type, nsys_force):
             warn(line)
     folder = profile_dir or DEFAULT_DIRS[profiler.value]
-    request: lazy.ProfileRequest | lazy.TorchRequest = (
-        lazy.ProfileRequest(
+    request: nsys_profiler.ProfileRequest | torch_profiler.TorchRequest = (
+        nsys_profiler.ProfileRequest(
             nsys_path=nsys_path,
             capture=nsys_capture.value,
             extra_args=list(nsys_arg or []),
@@ -111,10 +117,10 @@ def overhead_cmd(
             force_cuda=nsys_force,
         )
         if profiler is Profiler.nsys
-        else lazy.TorchRequest(profile_dir=folder)
+        else torch_profiler.TorchRequest(profile_dir=folder)
     )
     with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
-        result = lazy.measure_overhead(
+        result = overhead.measure_overhead(
             config, request, repeats=repeats, modes=mode_list, store=store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
         )  # fmt: skip

@@ -16,6 +16,7 @@ from analysis.errors import ExportError
 from analysis.names import BLOCK_TIMERS
 from analysis.trace.opening import open_trace
 from analysis.views.blocks import block_records, block_table
+from harness.core.deferred import deferred
 from harness.core.errors import HarnessError
 from harness.core.records import LATEST, phases_for
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
+
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    import workloads
 
 
 @dataclass
@@ -42,8 +46,6 @@ class BlockReport:
 
 def block_names() -> set[str]:
     """Every --nvtx-detail range name that is a block (the layers' layer_N aside)."""
-    import workloads  # torch, via workloads: kept off the CLI start-up
-
     return set(workloads.DETAIL_RANGES.values()) | set(workloads.OUTER_RANGES.values())
 
 
@@ -71,7 +73,6 @@ def trace_of(run: Run) -> Path | None:
 
 def from_trace(path: Path, mode: str, warmup: int) -> tuple[pd.DataFrame, str]:
     """Block records of a run's trace (and their source)."""
-
     try:
         with open_trace(path) as trace:
             return block_records(trace, block_names(), phases_for(mode), step_offset=warmup)
@@ -130,7 +131,6 @@ def block_records_of(store: ResultsStore, run: Run) -> BlockRecords | None:
 
 def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> BlockReport:
     """The run's per-block table (analysis.views.blocks.block_table) with its source."""
-
     run = resolve(store, ref)
     found = block_records_of(store, run)
     if found is None:
