@@ -32,6 +32,7 @@ from harness.execution.runner import validate
 from harness.experiments.show import paths_apart, show_tables
 from harness.experiments.sweep import grid
 from harness.experiments.tables import results_table
+from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from harness.cli import render
-    from harness.profilers import nsys as nsys_profiler
-    from harness.profilers import registry as profilers
     from harness.store import results as results_db
 
 
@@ -50,9 +49,8 @@ class Capture(StrEnum):
     measured = "measured"
 
 
-class Profiler(StrEnum):
-    nsys = "nsys"
-    torch = "torch"
+# --profiler's choices: the registry's profilers (the run without one is no choice: it is the default)
+Profiler = StrEnum("Profiler", [(name, name) for name in registry.NAMES if name != "none"])  # type: ignore[misc]
 
 
 class NsysMode(StrEnum):
@@ -168,7 +166,7 @@ def run_cmd(
     note = emulated_precision_note(resolved, [config.precision])
     if note:
         warn(note)
-    plugin = profilers.get(chosen)
+    plugin = registry.get(chosen)
     config = replace(config, memory=memory)
     plugin.check(config, resolved.type)
     options = ProfilerOptions(
@@ -185,13 +183,12 @@ def run_cmd(
         operator_sort=None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
         operator_top=view.top,
     )
-    if chosen == "nsys":  # what this nsys may lose of the run's CUDA, said before the capture (or refused)
-        for line in nsys_profiler.cuda_check_for(nsys_path, resolved.type, nsys_force):
-            warn(line)
+    for line in plugin.preflight(options, resolved.type):  # nsys: what it may lose of the run's CUDA
+        warn(line)
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
         outcome = plugin.run(config, options, store=store, progress=progress)
-    render.RENDERERS[type(outcome).__name__](outcome, format, wide)
+    render.render(outcome, format, wide)
     if outcome.failed:
         raise typer.Exit(outcome.exit_status)
 
@@ -201,7 +198,7 @@ def _profiler(
 ) -> str | None:
     """The profiler asked for: --profiler, or --nsys (its shorthand); they must not disagree."""
 
-    if nsys and profiler not in (None, Profiler.nsys):
+    if nsys and profiler not in (None, "nsys"):
         raise UsageError(f"--nsys means --profiler nsys; it cannot go with --profiler {profiler}")
     chosen = "nsys" if nsys else profiler.value if profiler else None
     if torch_options and chosen != "torch":

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.abc
-import importlib.machinery
 import sys
 import threading
 import types
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 OURS = frozenset({"harness", "analysis", "workloads"})
 _running = threading.RLock()  # one module run at a time; a thread asking meanwhile waits for it
@@ -72,25 +73,25 @@ def _run(module: types.ModuleType) -> None:
             module.__class__ = types.ModuleType
 
 
-class _Deferring(importlib.abc.Loader):
+class _Deferring:
     """The loader the finder found, with its `exec_module` put off until a name is asked of the module."""
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+    def __init__(self, loader: Any) -> None:
         self.loader = loader
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+    def create_module(self, spec: ModuleSpec) -> types.ModuleType | None:
         return self.loader.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
         module.__class__ = _Pending
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     """Finds our modules as the other finders do, with their loading deferred."""
 
     def find_spec(
         self, name: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if name.partition(".")[0] not in OURS:
             return None
         for finder in sys.meta_path:

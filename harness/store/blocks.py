@@ -23,6 +23,7 @@ from harness.core.records import LATEST, phases_for
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.trace.trace import Trace
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
 
@@ -78,6 +79,22 @@ def from_trace(path: Path, mode: str, warmup: int) -> tuple[pd.DataFrame, str]:
             return block_records(trace, block_names(), phases_for(mode), step_offset=warmup)
     except ExportError as e:
         raise HarnessError(f"cannot read per-block times from {path}: {e}") from None
+
+
+def blocks_of(trace: Trace, config: Any) -> tuple[tuple[pd.DataFrame, str] | None, str | None]:
+    """A profiled --nvtx-detail run's block times from its trace, opened already: (records and their source,
+    to store with the run; or a note why there are none)."""
+    if not config.nvtx_detail:
+        return None, None
+    try:
+        records, source = block_records(
+            trace, block_names(), phases_for(config.mode), step_offset=config.warmup
+        )
+    except ExportError as e:
+        return None, f"cannot read per-block times from {trace.path}: {e}"
+    if records.empty:
+        return None, f"no --nvtx-detail ranges inside the measured steps of {trace.path}: no per-block times"
+    return (records, source), None
 
 
 def store_from_trace(store: ResultsStore, run_id: str, path: Path, config: Any) -> str | None:
