@@ -80,7 +80,7 @@ def logged_steps(tmp: Path) -> int:
 FIXED_PHASES = """\
 import contextlib, json, os, pathlib
 argv = pathlib.Path('/proc/self/cmdline').read_bytes().split(b'\\0')
-if argv[1:3] == [b'-m', b'harness.execution.worker']:
+if argv[1:2] == [b'-m'] and argv[2] in (b'harness.execution.worker', b'harness.profilers.torch_hook'):
     status = pathlib.Path('/proc/self/status').read_text().splitlines()
     ppid = next(line.split()[1] for line in status if line.startswith('PPid:'))
     parent = os.path.basename(pathlib.Path(f'/proc/{ppid}/cmdline').read_bytes().split(b'\\0')[0])

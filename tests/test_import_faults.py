@@ -77,7 +77,7 @@ CASES = [
     ("result.steps.1.phases.walk", 5, "steps[1].phases: phase is 'walk', not one of forward, backward"),
     ("result.steps.1.rank", 3, "steps[1].rank is 3, outside 0..0"),
     ("result.steps.1.warmup", "no", "steps[1].warmup is 'no', not true or false"),
-    ("result.status", "weird", "status is 'weird', not one of ok, oom, error, interrupted"),
+    ("result.status", "weird", "status is 'weird', not one of ok, degraded, oom, error, interrupted"),
     ("result.run_id", "../../etc/evil\x1b[31m", "run_id is '../../etc/evil\\x1b[31m': it holds control"),
     ("result.run_id", "../../etc/evil", "run_id is '../../etc/evil': it holds a folder separator"),
     ("result.run_id", "a\\b", "it holds a folder separator"),

@@ -220,3 +220,6 @@ def test_the_walker_sees_lazy_imports() -> None:
     edges = graph()
     assert "analysis.tables.nvtx_gpu" in edges["analysis.tables.kernels"]  # imported inside kernel_summary
     assert "analysis.trace.trace" in edges["analysis.tables.kernels"]
+    # `with deferred(): from harness.store import results` (harness.core.deferred): run on first use, seen
+    assert "harness.store.results" in edges["harness.cli.run"]
+    assert "workloads" in edges["harness.execution.runner"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness import __version__
+from harness.cli import streams
 
 if TYPE_CHECKING:
     app: typer.Typer
@@ -120,8 +121,6 @@ def main() -> None:
     """The `harness` command: its streams guarded first (harness.cli.streams: closed or full standard
     output, encodings without the harness's characters), standard output flushed last, where a full disk
     shows."""
-    from harness.cli import streams
-
     args = sys.argv[1:]
     streams.prepare()
     try:

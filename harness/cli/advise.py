@@ -8,11 +8,21 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, note, warn
 from harness.cli.fit import COMFORTABLE, table_width
 from harness.cli.output import Format, console_for, emit, emit_many
+from harness.core.deferred import deferred
 from harness.core.errors import UsageError
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.advice import checks as capture_checks
+    from analysis.advice import findings as finding_rules
+    from analysis.advice import health as capture
+    from analysis.advice import nsys_rules
+    from analysis.advice import record as advice_record
+    from harness.experiments import advice as run_advice
+    from harness.experiments import opening
+    from harness.store import results as results_db
 
 ReportArg = Annotated[
     str,
@@ -39,7 +49,7 @@ IgnoreHealthOpt = Annotated[
 
 def _open(report: Path, no_cache: bool):
 
-    return lazy.open_report(report, cache=not no_cache)
+    return opening.open_report(report, cache=not no_cache)
 
 
 def _run_ref(report: str) -> bool:
@@ -93,31 +103,31 @@ def advise_cmd(
 
     specs = list(rule or [])
     for spec in specs:
-        lazy.parse_rule(spec)  # a misspelt rule or option is an error before anything is read
-    thresholds = lazy.Thresholds().with_options(list(threshold or []))
+        nsys_rules.parse_rule(spec)  # a misspelt rule or option is an error before anything is read
+    thresholds = finding_rules.Thresholds().with_options(list(threshold or []))
     if _run_ref(report):
         if specs:
             raise UsageError("--rule reads an export: give the run's export (`harness show RUN` names it)")
-        advice = lazy.run_advice(
-            lazy.ResultsStore(db, readonly=True), report, thresholds=thresholds, cache=not no_cache
+        advice = run_advice.run_advice(
+            results_db.ResultsStore(db, readonly=True), report, thresholds=thresholds, cache=not no_cache
         )
         _say_notes(advice.notes)
         _refuse_untrusted(f"run {advice.run_id}", advice.run_id, advice.health.checks, ignore_health)
-        table = lazy.findings_frame(advice.record)
+        table = advice_record.findings_frame(advice.record)
         _show_findings(table, f"run {advice.run_id}", thresholds, format, wide, advice.health.checks)
         return
     with _open(Path(report), no_cache) as trace:
         if not specs:
-            checks = lazy.capture_health(trace).checks
+            checks = capture.capture_health(trace).checks
             _refuse_untrusted(trace.path.name, report, checks, ignore_health)
-            table = lazy.findings_table(lazy.findings(trace, thresholds))
+            table = finding_rules.findings_table(finding_rules.findings(trace, thresholds))
             _show_findings(table, trace.path.name, thresholds, format, wide, checks)
             return
         tables, skipped = [], {}
         for spec in specs:
             try:
-                tables.append((spec, lazy.run_rule(trace, spec)))
-            except lazy.Skipped as e:
+                tables.append((spec, nsys_rules.run_rule(trace, spec)))
+            except nsys_rules.Skipped as e:
                 skipped[spec] = str(e)
                 note(str(e))
     if len(specs) == 1 and tables:
@@ -135,7 +145,7 @@ def advise_cmd(
 def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
     """Exit 1 saying why, when the capture failed its health checks (unless --ignore-health); `ref`: what
     the user named (a run or a path), for the command that says more."""
-    failed = lazy.capture_failures(checks)
+    failed = capture_checks.capture_failures(checks)
     if not failed or ignore_health:
         return
     for check in failed:
@@ -153,7 +163,7 @@ def _show_findings(table, what: str, thresholds, format: Format, wide: bool, che
     """The findings, largest time at stake first; marked untrusted where the capture failed its health
     checks (and --ignore-health asked for them)."""
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
-    failed = lazy.capture_failures(checks)
+    failed = capture_checks.capture_failures(checks)
     if failed:
         warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")
     if table.empty:
@@ -198,12 +208,12 @@ def health_cmd(
     """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do."""
 
     if _run_ref(report):
-        advice = lazy.run_advice(lazy.ResultsStore(db, readonly=True), report, cache=not no_cache)
+        advice = run_advice.run_advice(results_db.ResultsStore(db, readonly=True), report, cache=not no_cache)
         _say_notes(advice.notes)
         health, title = advice.health, f"Health of run {advice.run_id}"
     else:
         with _open(Path(report), no_cache) as trace:
-            health = lazy.capture_health(trace)
+            health = capture.capture_health(trace)
         title = f"Capture health of {Path(report).name}"
     table = health.table()
     if format is Format.table:  # sentences wrapped whole, never cut: no need to repeat them below
@@ -214,7 +224,7 @@ def health_cmd(
         emit(table, format, title=title, wide=wide)
     if format is Format.table:
         (warn if health.worst != "ok" else note)(health.line())
-    if strict and health.worst == lazy.FAIL:
+    if strict and health.worst == capture.FAIL:
         raise typer.Exit(1)
 
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import FormatOpt, cli_errors, note
 from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, operator_options
 from harness.cli.output import Format, emit, emit_many
@@ -30,12 +29,18 @@ from harness.cli.reading import (
     show_table,
     stats_format,
 )
+from harness.core.deferred import deferred
 from harness.core.errors import ExportError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.trace.cache import Cache
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.hta import breakdown
+    from analysis.trace import cache as trace_cache
+    from harness.experiments import opening
 
 HTA_HELP = (
     "Apply Holistic Trace Analysis's load rules first (drop the last ProfilerStep, round float µs "
@@ -305,10 +310,10 @@ def cache_cmd(
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
     # pyarrow, pandas: only for this command
 
-    cache = lazy.Cache()
+    cache = trace_cache.Cache()
     if max_size is not None:
         try:
-            limit = lazy.parse_size(max_size)
+            limit = trace_cache.parse_size(max_size)
         except ValueError as e:
             raise UsageError(str(e)) from None
         try:
@@ -324,7 +329,7 @@ def cache_cmd(
     if clear:
         removed, freed = cache.clear(report)
         if report is None:
-            shutil.rmtree(lazy.exports_dir(), ignore_errors=True)
+            shutil.rmtree(opening.exports_dir(), ignore_errors=True)
         note(f"removed {removed} cache entries ({freed:,} bytes) from {cache.root}")
         return
     emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
@@ -385,32 +390,32 @@ def breakdown_cmd(
             paths += found
         else:
             paths.append(path)
-    traces = [lazy.open_report(p, cache=not reading.no_cache) for p in paths]
+    traces = [opening.open_report(p, cache=not reading.no_cache) for p in paths]
     rules = {"hta_rules": hta}
     name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
     tables = [
         (
             f"GPU time per rank in {name}: idle, compute, non-compute",
-            lazy.breakdown.temporal_breakdown(traces, **rules),
+            breakdown.temporal_breakdown(traces, **rules),
         ),
         (
             "GPU time per kernel type (overlaps split out)",
-            lazy.breakdown.kernel_type_breakdown(traces, **rules),
+            breakdown.kernel_type_breakdown(traces, **rules),
         ),
-        ("Idle time per stream, by cause", lazy.breakdown.idle_time_breakdown(traces, **rules)),
+        ("Idle time per stream, by cause", breakdown.idle_time_breakdown(traces, **rules)),
     ]
     if all_tables:
         tables += [
             (
                 "GPU time per kernel (10 per type, then others)",
-                lazy.breakdown.kernel_breakdown(traces, **rules),
+                breakdown.kernel_breakdown(traces, **rules),
             ),
-            ("Idle gaps per stream and cause", lazy.breakdown.idle_interval_stats(traces, **rules)),
-            ("Communication overlapped by computation", lazy.breakdown.comm_comp_overlap(traces, **rules)),
+            ("Idle gaps per stream and cause", breakdown.idle_interval_stats(traces, **rules)),
+            ("Communication overlapped by computation", breakdown.comm_comp_overlap(traces, **rules)),
         ]
         if all(t.has("runtime") for t in traces):
-            tables.append(("Queue length per stream", lazy.breakdown.queue_length_summary(traces, **rules)))
+            tables.append(("Queue length per stream", breakdown.queue_length_summary(traces, **rules)))
     notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
     if not hta:  # say where the oracle's numbers differ, and why
-        notes += lazy.breakdown.hta_difference(traces, tables[0][1])
+        notes += breakdown.hta_difference(traces, tables[0][1])
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)

@@ -6,14 +6,17 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
 from harness.cli.output import Format, emit
 from harness.cli.progress import Progress
+from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.store import results as results_db
 
 
 def _ints(option: str, text: str) -> tuple[int, ...]:
@@ -65,7 +68,7 @@ def attention_cmd(
         seed=seed,
     )
     validate(config)
-    store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
+    store = results_db.ResultsStore(db)  # fail on a bad --db before the work, not after
     note = emulated_precision_note(resolve_device(config.device), [config.precision])
     if note:
         warn(note)

@@ -6,10 +6,13 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
 from harness.cli.output import Format, emit
+from harness.core.deferred import deferred
 from harness.store.blocks import block_report
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.store import results as results_db
 
 
 @cli_errors
@@ -33,7 +36,7 @@ def blocks_cmd(
     nsys export (GPU time per range on a GPU); the title names it.
     """
 
-    store = lazy.ResultsStore(db, readonly=True)
+    store = results_db.ResultsStore(db, readonly=True)
     report = block_report(store, run, by_layer=by_layer)
     table = report.table
     if fmt is not Format.table:

@@ -7,13 +7,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from analysis.runs.steady import REMAINDER
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
+from harness.core.deferred import deferred
 from harness.execution.compiled import compile_table
 
 if TYPE_CHECKING:
     import pandas as pd
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.store import results as results_db
 
 
 @cli_errors
@@ -36,7 +39,7 @@ def compare_compile_cmd(
     """Eager against compiled for each configuration run both ways: median ms per phase, speed-up, and the
     compiled run's first step beyond its median (compilation)."""
 
-    store = lazy.ResultsStore(db, readonly=True)
+    store = results_db.ResultsStore(db, readonly=True)
     table = compile_table(store, model=model, device=device, baseline=baseline)
     if table.empty and format is Format.table:
         note(
@@ -55,7 +58,7 @@ def compare_compile_cmd(
     emit(
         table,
         format,
-        title=f"eager vs torch.compile ({lazy.describe_url(store.url)})",
+        title=f"eager vs torch.compile ({results_db.describe_url(store.url)})",
         notes=notes,
         wide=wide,
     )

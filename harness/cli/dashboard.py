@@ -10,9 +10,9 @@ import typer
 
 from analysis.dashboard import collect, collect_export, write_dashboard
 from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.output import Format, emit
+from harness.core.deferred import deferred
 from harness.core.errors import ExportError, HarnessError, UsageError
 from harness.experiments.opening import sqlite_for
 from harness.experiments.roofline import dashboard_roofline
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.dashboard import Panel
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.experiments import opening
+    from harness.store import results as results_db
 
 
 def _ids(text: str | None) -> list[str]:
@@ -97,15 +101,15 @@ def dashboard_cmd(
     if report is not None:
         window = (start, end) if start is not None or end is not None else None
         export = _checked_export(report)
-        refuse_inputs(out, [*lazy.files_read(report), export], "--out")
+        refuse_inputs(out, [*opening.files_read(report), export], "--out")
         data = collect_export(export, cache=not no_cache, window=window)
         scope, title = "profile", f"harness dashboard: {report.name}"
     else:
-        store = lazy.ResultsStore(db, readonly=True)
+        store = results_db.ResultsStore(db, readonly=True)
         ids = [store.get(r).id for r in _ids(runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)
-        data.source = f"{len(data.runs)} runs from {lazy.describe_url(store.url)}"
+        data.source = f"{len(data.runs)} runs from {results_db.describe_url(store.url)}"
 
         data.roofline = dashboard_roofline(store, data.runs, data.blocks)
         if data.runs.empty:

@@ -13,10 +13,10 @@ import typer
 
 from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import export_diff as ed
-from harness.cli import lazy
 from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
 from harness.cli.tidy import write_csv
+from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments import diff as hd
 
@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.experiments.diff import DiffResult
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.compare import diff as run_diff
+    from analysis.dashboard import diff as diff_page
+    from harness.experiments import opening
+    from harness.store import results as results_db
 
 
 class NvtxBy(StrEnum):
@@ -55,7 +61,7 @@ def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame
         out.append(
             (
                 "Phases: B against A (95% CI of the relative difference of means)",
-                lazy.verdict_table(result.verdicts),
+                run_diff.verdict_table(result.verdicts),
             )
         )
     for title, df in result.tables:
@@ -175,17 +181,17 @@ def diff_cmd(
     if html is not None and is_stdout(html):
         raise UsageError("--html - would put the page among the tables on standard output: give a file name")
 
-    stores: list[lazy.ResultsStore] = []
+    stores: list[results_db.ResultsStore] = []
 
-    def store() -> lazy.ResultsStore:
+    def store() -> results_db.ResultsStore:
         if not stores:
-            stores.append(lazy.ResultsStore(db, readonly=True))
+            stores.append(results_db.ResultsStore(db, readonly=True))
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
     hd.check_gate(gate, side_a, side_b)
     inputs = [
-        *(f for side in (side_a, side_b) if side.trace_path for f in lazy.files_read(side.trace_path)),
+        *(f for side in (side_a, side_b) if side.trace_path for f in opening.files_read(side.trace_path)),
         *(s.file for s in stores),
     ]
     if html is not None:
@@ -224,7 +230,7 @@ def diff_cmd(
         err(refusal)
         raise typer.Exit(1)
     if gate is not None and result.verdicts is not None:
-        failed = lazy.gate_failures(result.verdicts, gate)
+        failed = run_diff.gate_failures(result.verdicts, gate)
         if failed:
             what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
             err(f"gate: regression beyond {gate:g}%: {what}")
@@ -233,10 +239,10 @@ def diff_cmd(
 
 def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:
 
-    verdicts = lazy.verdict_table(result.verdicts) if result.verdicts is not None else None
-    panels = lazy.diff_panels(result.tables, verdicts, top=top or lazy.TOP, gate_pct=gate)
+    verdicts = run_diff.verdict_table(result.verdicts) if result.verdicts is not None else None
+    panels = diff_page.diff_panels(result.tables, verdicts, top=top or diff_page.TOP, gate_pct=gate)
     try:
-        page = lazy.write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
+        page = diff_page.write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
     except OSError as e:
         raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
     total = len(page.panels)
@@ -263,7 +269,7 @@ def baseline_tag_cmd(
 
     if not name or ":" in name:
         raise UsageError(f"a baseline name must be non-empty and have no ':': {name!r}")
-    run_id = lazy.ResultsStore(db).tag_baseline(name, run)
+    run_id = results_db.ResultsStore(db).tag_baseline(name, run)
     print(f"baseline:{name} = {run_id}")
 
 
@@ -274,7 +280,7 @@ def baseline_list_cmd(
 ) -> None:
     """The named baselines."""
 
-    df = lazy.ResultsStore(db, readonly=True).baselines()
+    df = results_db.ResultsStore(db, readonly=True).baselines()
     if fmt is DiffFormat.markdown:
         sys.stdout.write(markdown_table(df))
     else:

@@ -6,9 +6,12 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.cli.output import Format, emit
+from harness.core.deferred import deferred
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.experiments import doctor as checkup
 
 
 @cli_errors
@@ -35,9 +38,9 @@ def doctor_cmd(
     used.
     """
 
-    checks = lazy.diagnose(nsys_path, db, run_self_test=self_test)
-    emit(lazy.as_frame(checks), fmt, title="harness doctor", wide=wide)
-    if lazy.doctor_failed(checks):
+    checks = checkup.diagnose(nsys_path, db, run_self_test=self_test)
+    emit(checkup.as_frame(checks), fmt, title="harness doctor", wide=wide)
+    if checkup.failed(checks):
         raise typer.Exit(1)
 
 

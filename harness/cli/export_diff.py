@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import err, note
 from harness.cli.fit import distinct
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
 from harness.cli.tidy import write_csv
+from harness.core.deferred import deferred
 from harness.experiments import diff as hd
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
     from analysis.compare.export_diff import ExportDiff, Verdict
     from harness.experiments.diff import Side
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.compare import export_diff as diffing
 
 # the diff tables on screen: short headers, so that a name and A, B, Δ, Δ (%) fit 80 columns
 SHOWN = {
@@ -244,7 +247,7 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
     }  # fmt: skip
     if gate is not None:
         doc["gate_pct"] = gate
-        doc["gate_failed"] = lazy.gate_failed(v, gate)
+        doc["gate_failed"] = diffing.gate_failed(v, gate)
     return doc
 
 
@@ -261,7 +264,7 @@ def compute(
 
     assert side_a.trace_path is not None and side_b.trace_path is not None
     with hd._open(side_a.trace_path, cache) as ta, hd._open(side_b.trace_path, cache) as tb:
-        return lazy.diff_exports(
+        return diffing.diff_exports(
             ta, tb, labels=(side_a.label, side_b.label), iteration_range=iteration_range,
             iteration=iteration, warmup=warmup, by=by,
         )  # fmt: skip
@@ -270,7 +273,7 @@ def compute(
 def apply_gate(d: ExportDiff, gate: float) -> None:
     """Exit 1 with one line on a regression verdict beyond `gate` percent."""
 
-    if lazy.gate_failed(d.verdict, gate):
+    if diffing.gate_failed(d.verdict, gate):
         c = d.verdict.comparison
         assert c is not None
         weaker = " (weaker: no iterations)" if d.verdict.weaker else ""

@@ -9,8 +9,11 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.options import F, option_group
+from harness.core.deferred import deferred
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.tables import operators
 
 SortOpt = Annotated[
     str,
@@ -54,5 +57,5 @@ def operator_options() -> Callable[[F], F]:
 def check_sort(sort: str) -> str:
     """The column --sort names, among every column an operator table can have (a UsageError-like
     AnalysisError names the choices): checked before a run, not after it."""
-    ops = lazy.operators
+    ops = operators
     return ops.sort_column(sort, [ops.NAME, ops.SHAPES, *ops.CPU_COLUMNS, *ops.CUDA_COLUMNS, ops.CALLS])

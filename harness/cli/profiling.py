@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from analysis.compare.overhead import overhead_verdict
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
     DEFAULT,
@@ -27,12 +26,18 @@ from harness.cli.run import (
     ProfileDirOpt,
     Profiler,
 )
+from harness.core.deferred import deferred
 from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.execution.runner import validate
-from harness.profilers import DEFAULT_DIRS
+from harness.profilers import registry
+from harness.profilers.base import ProfilerOptions
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.experiments import overhead
+    from harness.store import results as results_db
 
 
 @cli_errors
@@ -85,7 +90,7 @@ def overhead_cmd(
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
-    if profiler is Profiler.torch and (mode_list != ["light"] or nsys_arg or nsys_capture is not Capture.all):
+    if profiler != "nsys" and (mode_list != ["light"] or nsys_arg or nsys_capture is not Capture.all):
         raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
@@ -97,25 +102,20 @@ def overhead_cmd(
     validate(config)
     config = with_ranks(config, ranks)
     resolved = resolve_device(config.device)
-    store = lazy.ResultsStore(db)
-    if profiler is Profiler.nsys:  # what this nsys may lose of the run's CUDA, before any run (or refused)
-        for line in lazy.nsys_cuda_check(nsys_path, resolved.type, nsys_force):
-            warn(line)
-    folder = profile_dir or DEFAULT_DIRS[profiler.value]
-    request: lazy.ProfileRequest | lazy.TorchRequest = (
-        lazy.ProfileRequest(
-            nsys_path=nsys_path,
-            capture=nsys_capture.value,
-            extra_args=list(nsys_arg or []),
-            profile_dir=folder,
-            force_cuda=nsys_force,
-        )
-        if profiler is Profiler.nsys
-        else lazy.TorchRequest(profile_dir=folder)
+    store = results_db.ResultsStore(db)
+    plugin = registry.get(profiler.value)
+    options = ProfilerOptions(
+        profile_dir=profile_dir,
+        nsys_path=nsys_path,
+        capture=nsys_capture.value,
+        extra_args=list(nsys_arg or []),
+        force_cuda=nsys_force,
     )
+    for line in plugin.preflight(options, resolved.type):  # before any run (or refused)
+        warn(line)
     with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
-        result = lazy.measure_overhead(
-            config, request, repeats=repeats, modes=mode_list, store=store,
+        result = overhead.measure_overhead(
+            config, plugin, options, repeats=repeats, modes=mode_list, store=store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
         )  # fmt: skip
     for note in result.notes:

@@ -7,15 +7,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn
 from harness.cli.output import Format, emit_many
 from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.core.bounds import check_run_name
+from harness.core.deferred import deferred
 from harness.core.signals import sigterm_raises
 
 if TYPE_CHECKING:
     from harness.experiments.program import ProgramRun
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.experiments import program as programs
+    from harness.profilers import nsys as nsys_profiler
+    from harness.store import results as results_db
 
 TAIL = 8  # lines of a failed program's output (captured together with nsys's) shown after it
 
@@ -38,11 +43,12 @@ def profile_cmd(
     export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
 
     check_run_name(name)
-    store = lazy.ResultsStore(db)  # fail on a bad --db before the program runs
-    for line in lazy.nsys_cuda_check(nsys_path, None):  # its CUDA is unknown: the driver's, said before
+    store = results_db.ResultsStore(db)  # fail on a bad --db before the program runs
+    # the program's CUDA is unknown: what this nsys may lose of the driver's, said before it runs
+    for line in nsys_profiler.cuda_check_for(nsys_path, None):
         warn(line)
     with sigterm_raises():
-        done = lazy.profile_program(
+        done = programs.profile_program(
             list(ctx.args),
             store=store,
             name=name,

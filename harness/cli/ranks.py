@@ -12,13 +12,17 @@ import typer
 from analysis.dashboard import DashboardData, write_dashboard
 from analysis.outputs import is_stdout, refuse_inputs
 from analysis.trace.multi import expand
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, LimitOpt, RunRefCommand, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
 from harness.cli.reading import DaskOpt, JobsOpt, NoCacheOpt
+from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments.rank_tables import ranks_of_run
 from harness.experiments.reports import ranks_of
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.experiments import opening
+    from harness.store import results as results_db
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
 EXPORTS_HELP = (
@@ -67,7 +71,7 @@ def ranks_cmd(
     if html is not None and is_stdout(html):
         raise UsageError("--html - would put the page among the tables on standard output: give a file name")
     if len(exports) == 1 and _is_run_id(exports[0]):
-        store = lazy.ResultsStore(db, readonly=True)
+        store = results_db.ResultsStore(db, readonly=True)
         run = store.get(str(exports[0]))
         inputs = [store.file, run.nsys_sqlite, run.nsys_rep, *(run.artifacts or {}).values()]
         if html is not None:
@@ -75,7 +79,7 @@ def ranks_cmd(
         report = ranks_of_run(store, run.id, **read)
     else:
         paths = expand(exports, skipped)
-        inputs = [f for p in paths for f in lazy.files_read(p)]
+        inputs = [f for p in paths for f in opening.files_read(p)]
         if html is not None:
             refuse_inputs(html, inputs, "--html")
         report = ranks_of(paths, **read)

@@ -13,15 +13,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
 from harness.cli.options import F, option_group
 from harness.cli.output import Format, emit, emit_many
+from harness.core.deferred import deferred
 from harness.core.errors import ExportError
 
 if TYPE_CHECKING:
     from analysis.tables.multi_tables import Combined
     from analysis.tables.tables import Table, Tables
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.tables import kernels
+    from analysis.tables import tables as registry
+    from analysis.trace import multi
+    from analysis.trace import results as kept_tables
+    from harness.execution.nsys import formats
+    from harness.experiments import opening
 
 REPORT_HELP = (
     "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
@@ -80,9 +88,7 @@ StatsFormatOpt = Annotated[
 
 def stats_format(choice: StatsFormat) -> str:
     """The format the tables print (harness.execution.nsys.formats): auto resolved here, once."""
-    from harness.execution.nsys.formats import stats_format as resolve
-
-    return resolve(choice.value)
+    return formats.stats_format(choice.value)
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,7 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         top = None
     one = len(reports) == 1 and reports[0].is_file() and not reading.by_rank
     if one and kind in SERVED and not reading.no_cache and not options.get("hta"):
-        served = lazy.cached(reports[0], kind, _key(options, reports[0]))  # no pandas, no pyarrow
+        served = kept_tables.cached(reports[0], kind, _key(options, reports[0]))  # no pandas, no pyarrow
         if served is not None:
             _render(served, reading, top)  # type: ignore[arg-type]  # Kept: Tables' fields, Rows for frames
             return
@@ -139,12 +145,12 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         _kernels(reports[0], reading, top, options)  # without pandas where the columns are cached
         return
     # the registry and the readers load pandas: only once a table is computed, never for `harness --help`
-    table = lazy.TABLES[kind]
+    table = registry.TABLES[kind]
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
-    paths = [reports[0]] if one else lazy.expand(reports, skipped)
+    paths = [reports[0]] if one else multi.expand(reports, skipped)
     if len(paths) > 1 or reading.by_rank:
         try:
-            result = lazy.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
+            result = reports.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
                                        dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
         except ExportError as e:
             raise ExportError("; ".join([str(e), *skipped])) from None
@@ -152,12 +158,12 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         combined.notes = [*skipped, *combined.notes]
         _render(_decided(table, combined), reading, top=None)
         return
-    trace = lazy.open_report(paths[0], cache=not reading.no_cache)
+    trace = opening.open_report(paths[0], cache=not reading.no_cache)
     result = _decided(table, table.one(trace, paths[0].name, **options))
     result.notes = [*skipped, *result.notes]
     if kind in SERVED and not options.get("hta"):
         key = _key(options, paths[0])
-        lazy.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
+        kept_tables.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
     _render(result, reading, top)
 
 
@@ -165,12 +171,12 @@ def _kernels(report: Path, reading: Reading, top: int | None, options: dict[str,
     """`kernels` of one export as the registry's Table gives it, from analysis.tables.kernels.kernel_table: a
     table
     not asked for before on a cached export imports pyarrow and numpy, not pandas (issue 24 §3)."""
-    trace = lazy.open_report(report, cache=not reading.no_cache)
-    table = lazy.kernel_table(trace, **{k: v for k, v in options.items() if k != "hta"})
-    rows = _marked(table, lazy.KERNEL_DECIDING)
-    result = lazy.Kept([(lazy.kernels_title(report.name), rows)], list(rows.attrs.get("notes", [])), None)
+    trace = opening.open_report(report, cache=not reading.no_cache)
+    table = kernels.kernel_table(trace, **{k: v for k, v in options.items() if k != "hta"})
+    rows = _marked(table, kernels.DECIDING)
+    result = kept_tables.Kept([(kernels.title(report.name), rows)], list(rows.attrs.get("notes", [])), None)
     if not reading.no_cache:
-        lazy.keep(trace, "kernels", _key(options, report), result.tables, result.notes, titled=False)
+        kept_tables.keep(trace, "kernels", _key(options, report), result.tables, result.notes, titled=False)
     _render(result, reading, top)  # type: ignore[arg-type]
 
 
@@ -183,7 +189,7 @@ def _decided(table: Table, result: Tables) -> Tables:
     """Each table's deciding columns (the last a narrow terminal drops), then what the table itself says
     matters (e.g. the column it is sorted by), in its attrs: kept with it when it is served again."""
     for title, df in result.tables:
-        _marked(df, lazy.deciding(table, title))
+        _marked(df, registry.deciding(table, title))
     return result
 
 
@@ -194,7 +200,7 @@ def _marked(df: Any, deciding: Sequence[str]) -> Any:
     return df
 
 
-def _combined(table: Table, result: Combined, paths: list[Path], top: int | None) -> lazy.Tables:
+def _combined(table: Table, result: Combined, paths: list[Path], top: int | None) -> registry.Tables:
     """The tables over several exports, titled with what they cover; --top keeps N rows per rank."""
 
     sources = result.sources  # type: ignore[attr-defined]
@@ -204,7 +210,7 @@ def _combined(table: Table, result: Combined, paths: list[Path], top: int | None
     what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
     what += f" (ranks {first}-{last})" if label == "Rank" else ""
     parts = result.tables  # type: ignore[attr-defined]
-    out = lazy.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
+    out = registry.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
     for name, df in parts:
         if top and label in df.columns:
             df = df.groupby(label, sort=False, group_keys=False).head(top)

@@ -1,9 +1,10 @@
-"""How `harness run` shows what a run gave: the outcome of each profiler (RENDERERS, by its type), and the
-exit code that goes with it."""
+"""How `harness run` shows what a run gave: the outcome of each profiler (`render`, by the outcome's type:
+one registered for each profiler's, and a plain one for a profiler that registers none), and the exit code
+that goes with it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import singledispatch
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -26,17 +27,29 @@ from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks
 from harness.experiments.rank_tables import rank_tables, result_frame
 from harness.experiments.tables import extra_tables, results_table, throughput_table
-from harness.profilers.nsys import TOP_KERNELS
+from harness.profilers.base import Outcome
+from harness.profilers.none import PlainRun
+from harness.profilers.nsys import TOP_KERNELS, ProfiledRun
+from harness.profilers.torch import TorchProfiledRun
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from harness.core.records import RunResult
-    from harness.profilers.none import PlainRun
-    from harness.profilers.nsys import ProfiledRun
-    from harness.profilers.torch import TorchProfiledRun
 
 
+@singledispatch
+def render(outcome: Outcome, fmt: str, wide: bool = False) -> None:
+    """A profiler's outcome no renderer is registered for: its run's table, its files, how it ended."""
+    result = getattr(outcome, "result", None)
+    if result is not None and result.steps:
+        emit_many([(f"run {result.run_id} ({result.device_name})", results_table([result]))], fmt, wide=wide)
+    for kind, path in (getattr(outcome, "artifacts", None) or {}).items():
+        note(f"{kind}: {path}")
+    say_ending(outcome)
+
+
+@render.register
 def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
     """A run without a profiler: its tables (per rank and the straggler with --nproc), then the exit code."""
     result, config = p.result, p.result.config
@@ -101,6 +114,7 @@ def finish(unsaved: list[str | None], results: list[RunResult]) -> None:
         raise typer.Exit(1)
 
 
+@render.register
 def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     """A run under nsys: its health first (a capture that failed says so before any number drawn from it),
     then its tables, then its findings (or why they are not ranked), then how it ended."""
@@ -165,6 +179,7 @@ def say_findings(record: dict[str, Any], run: str = "RUN") -> None:
         (warn if line.startswith("findings not ranked") else note)(line)
 
 
+@render.register
 def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> None:
     import pandas as pd
 
@@ -183,12 +198,3 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
     if tables:
         emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
     say_ending(p)
-
-
-# how `harness run` shows each profiler's outcome, by the outcome's type (its name: the profilers import the
-# store, which this module leaves to run time)
-RENDERERS: dict[str, Callable[[Any, str, bool], None]] = {
-    "PlainRun": render_plain,
-    "ProfiledRun": render_profiled,
-    "TorchProfiledRun": render_torch_profiled,
-}

@@ -10,7 +10,6 @@ import typer
 
 from analysis.dashboard.roofline import roofline_figure
 from analysis.outputs import is_stdout, refuse_inputs, write_text
-from harness.cli import lazy
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note
 from harness.cli.options import (
     Attention,
@@ -23,8 +22,12 @@ from harness.cli.options import (
     PrecisionOpt,
 )
 from harness.cli.output import Format, emit_many
+from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError, first_line
 from harness.experiments.roofline import analytic_report, run_report
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.store import results as results_db
 
 
 class RooflineMode(StrEnum):
@@ -75,7 +78,7 @@ def roofline_cmd(
 
     if html is not None and is_stdout(html):
         raise UsageError("--html - would put the page among the tables on standard output: give a file name")
-    store = lazy.ResultsStore(db, readonly=True) if run is not None else None
+    store = results_db.ResultsStore(db, readonly=True) if run is not None else None
     if html is not None:
         refuse_inputs(html, [store.file] if store is not None else [], "--html")
     if run is not None:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli import lazy
 from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
 from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
@@ -24,6 +23,7 @@ from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
 from harness.core import signals
 from harness.core.bounds import check_count
+from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
@@ -32,11 +32,16 @@ from harness.execution.runner import validate
 from harness.experiments.show import paths_apart, show_tables
 from harness.experiments.sweep import grid
 from harness.experiments.tables import results_table
+from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
 
 if TYPE_CHECKING:
     from harness.core.records import RunResult
     from harness.store.results import ResultsStore
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.cli import render
+    from harness.store import results as results_db
 
 
 class Capture(StrEnum):
@@ -44,9 +49,8 @@ class Capture(StrEnum):
     measured = "measured"
 
 
-class Profiler(StrEnum):
-    nsys = "nsys"
-    torch = "torch"
+# --profiler's choices: the registry's profilers (the run without one is no choice: it is the default)
+Profiler = StrEnum("Profiler", [(name, name) for name in registry.NAMES if name != "none"])  # type: ignore[misc]
 
 
 class NsysMode(StrEnum):
@@ -156,13 +160,13 @@ def run_cmd(
     validate(config)
     config = with_ranks(config, ranks)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory, view)
-    store = lazy.ResultsStore(db)  # fail on a bad --db before the work, not after
+    store = results_db.ResultsStore(db)  # fail on a bad --db before the work, not after
 
     resolved = resolve_device(config.device)
     note = emulated_precision_note(resolved, [config.precision])
     if note:
         warn(note)
-    plugin = lazy.profiler(chosen)
+    plugin = registry.get(chosen)
     config = replace(config, memory=memory)
     plugin.check(config, resolved.type)
     options = ProfilerOptions(
@@ -179,13 +183,12 @@ def run_cmd(
         operator_sort=None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
         operator_top=view.top,
     )
-    if chosen == "nsys":  # what this nsys may lose of the run's CUDA, said before the capture (or refused)
-        for line in lazy.nsys_cuda_check(nsys_path, resolved.type, nsys_force):
-            warn(line)
+    for line in plugin.preflight(options, resolved.type):  # nsys: what it may lose of the run's CUDA
+        warn(line)
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
         outcome = plugin.run(config, options, store=store, progress=progress)
-    lazy.RENDERERS[type(outcome).__name__](outcome, format, wide)
+    render.render(outcome, format, wide)
     if outcome.failed:
         raise typer.Exit(outcome.exit_status)
 
@@ -195,7 +198,7 @@ def _profiler(
 ) -> str | None:
     """The profiler asked for: --profiler, or --nsys (its shorthand); they must not disagree."""
 
-    if nsys and profiler not in (None, Profiler.nsys):
+    if nsys and profiler not in (None, "nsys"):
         raise UsageError(f"--nsys means --profiler nsys; it cannot go with --profiler {profiler}")
     chosen = "nsys" if nsys else profiler.value if profiler else None
     if torch_options and chosen != "torch":
@@ -213,7 +216,7 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
 
     try:
         store.save(result, **how)
-    except lazy.UnsavedRun as e:
+    except results_db.UnsavedRun as e:
         if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
             err(str(e))
             raise typer.Exit(signals.exit_code(e.signal)) from None
@@ -276,7 +279,7 @@ def sweep_cmd(
     contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
     configs = grid(base, split(models), split(precision), compiles, batches, contexts)
-    store = lazy.ResultsStore(db)
+    store = results_db.ResultsStore(db)
     note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
     if note:
         warn(note)
@@ -309,7 +312,7 @@ def sweep_cmd(
             say_note(line)
     if len(results) < len(configs):
         warn(f"sweep stopped after {len(results)} of {len(configs)} points")
-    lazy.finish(unsaved, results)
+    render.finish(unsaved, results)
 
 
 def _batch_sizes(items: list[str]) -> list[int]:
@@ -341,7 +344,7 @@ def runs_cmd(
 ) -> None:
     """List saved runs (newest last)."""
 
-    store = lazy.ResultsStore(db, readonly=True)
+    store = results_db.ResultsStore(db, readonly=True)
     df = store.runs(model=model, device=device, precision=precision, last=last)
     df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
     if format is Format.table:
@@ -362,7 +365,7 @@ def runs_cmd(
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
     notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
-    emit(df, format, title=f"runs in {lazy.describe_url(store.url)}", notes=notes, wide=wide)
+    emit(df, format, title=f"runs in {results_db.describe_url(store.url)}", notes=notes, wide=wide)
 
 
 def _no_runs(store: ResultsStore, **filters: object) -> str:
@@ -385,19 +388,19 @@ def show_cmd(
 ) -> None:
     """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
 
-    store = lazy.ResultsStore(db, readonly=True)
+    store = results_db.ResultsStore(db, readonly=True)
     run = store.get(run_id)
     tables = show_tables(run, store.linked(run.id))
     files: list[str] = []
     if format is Format.table:
         tables, files = paths_apart(tables)
     elif run.advice:
-        tables += lazy.advice_tables(run.advice)
+        tables += render.advice_tables(run.advice)
     if run.advice and format is Format.table:  # first: a degraded run's tables are read knowing it
-        lazy.say_health(run.advice, run.id if run.status == "degraded" else None)
+        render.say_health(run.advice, run.id if run.status == "degraded" else None)
     emit_many(tables, format, wide=wide, notes=files)
     if run.advice and format is Format.table:
-        lazy.say_findings(run.advice, run.id)
+        render.say_findings(run.advice, run.id)
 
 
 @cli_errors
@@ -419,13 +422,13 @@ def import_cmd(
     unless --replace (which says what it replaced); importing the same file again writes nothing."""
     import pandas as pd
 
-    store = lazy.ResultsStore(db)
+    store = results_db.ResultsStore(db)
     done = [store.import_file(f, replace=replace) for f in files]
     table = pd.DataFrame(
         [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],
     )
-    emit(table, format, title=f"imported into {lazy.describe_url(store.url)}")
+    emit(table, format, title=f"imported into {results_db.describe_url(store.url)}")
     for d in done:
         if d.stored == "replaced":
             say_note(f"run {d.run_id} replaced: it was {d.was}")

@@ -25,6 +25,7 @@ import os
 import sys
 from typing import Any
 
+from harness.cli import fit
 from harness.core.errors import HarnessError
 
 ERRORS = "harness"  # the codec error handler below
@@ -177,8 +178,6 @@ class Guarded:
 def prepare() -> None:
     """Put guarded standard streams in place of sys.stdout and sys.stderr (see the module's docstring),
     with the `harness` error handler, and tell the table layer what the output's encoding holds."""
-    from harness.cli import fit
-
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is None:

@@ -9,9 +9,13 @@ from typing import Annotated
 import typer
 
 from analysis.outputs import refuse_inputs, shown
-from harness.cli import lazy
 from harness.cli.common import cli_errors, note, one_out
+from harness.core.deferred import deferred
 from harness.core.signals import sigterm_raises
+
+with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.views import chrome_trace
+    from harness.experiments import opening
 
 ReportArg = Annotated[
     Path,
@@ -59,12 +63,12 @@ def timeline_cmd(
     trace: processes, threads and streams named, an arrow from each launch to its kernel, the harness's
     steps and phases on a track of their own. Open it in https://ui.perfetto.dev or chrome://tracing."""
     target = one_out(out, output)
-    refuse_inputs(target, lazy.files_read(report), "--out")
-    trace = lazy.open_report(report, cache=not no_cache)
+    refuse_inputs(target, opening.files_read(report), "--out")
+    trace = opening.open_report(report, cache=not no_cache)
     refuse_inputs(target, [trace.path], "--out")
-    window = lazy.window_of(trace, step=step, phase=phase, start=start, end=end)
+    window = chrome_trace.window_of(trace, step=step, phase=phase, start=start, end=end)
     with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
-        written = lazy.write_chrome_trace(trace, target, window)
+        written = chrome_trace.write_chrome_trace(trace, target, window)
     held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
     cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
     note(f"wrote {shown(target)}{cut}: {held or 'no events'}")

@@ -15,9 +15,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from analysis.runs.energy import energy_table, run_summary
+from harness.core.deferred import deferred
 from harness.core.errors import first_line
 from harness.core.records import RunConfig, RunResult
 from harness.energy.power import PowerSampler, PowerSources, discover, gpus_in_use
+
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    from workloads import flops
 
 NOTES = "power_notes"  # result.extra keys
 TABLE = "energy"
@@ -95,8 +99,6 @@ class EnergyMeter:
 
 def step_work(result: RunResult, spec: Any) -> tuple[dict[str, float], float | None]:
     """Analytic FLOPs of each phase of one step, and the tokens one step processes (as `_throughput`)."""
-    from workloads import flops  # torch, via workloads: kept off the CLI start-up
-
     config, b = result.config, result.config.batch_size
     if config.mode == "generate":
         p = result.model.context_length if result.model else spec.context_length

@@ -20,9 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from analysis.names import BACKWARD, BLOCK_TIMERS, DECODE, FORWARD, PREFILL
+from harness.core.deferred import deferred
 from harness.core.devices import synchronize
 from harness.core.nvtx_ranges import range_name
 from harness.core.records import BlockRecord, RunConfig
+
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    import workloads
 
 SOURCE = BLOCK_TIMERS
 LAYER = "layer"  # the block name of a whole transformer layer (its NVTX range is layer_N)
@@ -41,8 +45,6 @@ class BlockTimers:
     """Hooks on `model`'s blocks; `next_step()` after every step; `remove()` detaches them."""
 
     def __init__(self, model: Any, device: Any, config: RunConfig) -> None:
-        import workloads  # torch, via workloads: kept off the CLI start-up
-
         self.device = device
         self.mode = config.mode
         self.warmup = config.warmup

@@ -17,10 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.deferred import deferred
 from harness.core.devices import peak_reserved_bytes
 
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
+
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    from workloads import memory as workload_memory
 
 DEFAULT_DIR = Path("memory_profiles")
 # what a CPU run's peak is: the whole process (interpreter, torch, data), not what torch allocated
@@ -34,11 +38,7 @@ BREAKDOWN_PARTS = ("parameters", "gradients", "optimizer_state", "weight_copies"
 
 def breakdown(config: RunConfig, spec: Any, context: int) -> dict[str, int]:
     """workloads.memory's analytic breakdown for this configuration, as stored (bytes, and `params`)."""
-    from workloads.memory import (
-        memory_breakdown,
-    )  # torch, via workloads: kept off the CLI start-up
-
-    return memory_breakdown(
+    return workload_memory.memory_breakdown(
         spec,
         config.batch_size,
         context,

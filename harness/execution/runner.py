@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import ALLREDUCE, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 from harness.core import env, nvtx_ranges
+from harness.core.deferred import deferred
 from harness.core.devices import (
     device_name,
     free_memory,
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
 
     from harness.energy.power import PowerSources
 
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    import workloads
+    from workloads import flops, peak
+
 ATTENTIONS = ("math", "sdpa")
 
 ProgressFn = Callable[[int, int], None]
@@ -57,8 +62,6 @@ def new_run_id(model: str) -> str:
 
 def validate(config: RunConfig) -> None:
     """Raise UsageError for anything a user could have typed wrong, before any work starts."""
-    import workloads  # torch, via workloads: kept off the CLI start-up
-
     if config.model not in workloads.MODEL_NAMES:
         raise UsageError(f"unknown model {config.model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
     for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS)):
@@ -133,8 +136,6 @@ def run_workload(
     config.memory the measured steps are recorded by harness.execution.memory (files in `memory_dir`).
     """
     import torch
-
-    import workloads  # torch, via workloads: kept off the CLI start-up
 
     validate(config)
     device = resolve_device(config.device)
@@ -294,8 +295,6 @@ def train_body(
     hears each phase start; each rank draws its own batch (seed + rank)."""
     import torch
 
-    import workloads  # torch, via workloads: kept off the CLI start-up
-
     gen = torch.Generator().manual_seed(config.seed + rank)
     x, y = workloads.synthetic_batch(
         spec, config.batch_size, spec.context_length, device=device, generator=gen
@@ -340,8 +339,6 @@ def train_body(
 def _forward(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     import torch
 
-    import workloads  # torch, via workloads: kept off the CLI start-up
-
     gen = torch.Generator().manual_seed(config.seed)
     x, _ = workloads.synthetic_batch(
         spec, config.batch_size, spec.context_length, device=device, generator=gen
@@ -359,8 +356,6 @@ def _forward(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
 def _generate(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     """Prefill a prompt, then decode `new_tokens` tokens one at a time with a KV cache (greedy)."""
     import torch
-
-    import workloads  # torch, via workloads: kept off the CLI start-up
 
     prompt_len = prompt_length(config, spec)
     gen = torch.Generator().manual_seed(config.seed)
@@ -400,11 +395,6 @@ BODIES: dict[str, Callable[[RunConfig, Any, Any, Any], Body]] = {
 def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:
     """tokens/s, analytic FLOPs per step, achieved FLOP/s and MFU (where the device's peak is known)."""
     import statistics
-
-    from workloads import (
-        flops,
-        peak,
-    )  # torch, via workloads: kept off the CLI start-up
 
     measured = [sum(s.phases.values()) for s in result.steps if not s.warmup]
     if not measured or result.model is None:

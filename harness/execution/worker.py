@@ -1,8 +1,9 @@
 """Child-process entry: run one configuration and write its RunResult as JSON.
 
 `harness sweep` starts one per configuration (so one's memory cannot affect the next),
-`harness run --nsys` starts one under nsys and `harness run --profiler torch` one with torch.profiler on
-(the config file's "profiler"). Usage: python -m harness.execution.worker CONFIG.json RESULT.json
+`harness run --nsys` starts one under nsys. Usage: python -m harness.execution.worker CONFIG.json RESULT.json.
+A profiler that works inside the worker names its own entry, which calls `main` with its hook (the config
+file's "profiler" says how to build it): `harness run --profiler torch` runs harness.profilers.torch_hook.
 
 The parent half is here too: `run_isolated` writes the config, runs the worker under harness's supervisor
 and reads its result back (or says how it died); sweeps, profilers and ranks use it.
@@ -32,9 +33,12 @@ from harness.core.signals import interrupted, name, signal_of, sigterm_raises
 from harness.execution import supervisor
 from harness.execution.ranks import distributed
 from harness.execution.runner import new_run_id, run_workload
-from harness.execution.torch_hook import hook_for
 
 STDERR_TAIL = 2000
+ENTRY = "harness.execution.worker"  # python -m ENTRY CONFIG RESULT
+
+# (config, the config file's "profiler") -> the runner's StepHook, or None
+HookFactory = Callable[[RunConfig, "dict[str, Any] | None"], Any]
 
 
 def steps_path(result_path: Path) -> Path:
@@ -56,7 +60,7 @@ def read_steps(result_path: Path) -> list[StepRecord]:
     return steps
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
     config_path, result_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(config_path.read_text())
     config = RunConfig(**spec["config"])
@@ -74,7 +78,7 @@ def main(argv: list[str]) -> int:
             log.flush()
 
         try:
-            hook = hook_for(config, spec.get("profiler"))
+            hook = make_hook(config, spec.get("profiler")) if make_hook else None
             body = distributed.join(config, result_path) if rank is not None else None
             result = run_workload(config, run_id=spec["run_id"], on_step=on_step, hook=hook, make_body=body)
         except HarnessError as e:
@@ -107,14 +111,15 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def worker_command(config_path: Path, result_path: Path) -> list[str]:
-    return [sys.executable, "-m", "harness.execution.worker", str(config_path), str(result_path)]
+def worker_command(config_path: Path, result_path: Path, entry: str = ENTRY) -> list[str]:
+    """The worker's command line; `entry`: a module that runs `main` with a profiler's hook."""
+    return [sys.executable, "-m", entry, str(config_path), str(result_path)]
 
 
 def write_worker_config(
     config: RunConfig, run_id: str, path: Path, profiler: dict[str, Any] | None = None
 ) -> None:
-    """`profiler`: an in-process profiler for the worker to start (harness.profilers.torch.TorchRequest)."""
+    """`profiler`: how the worker builds its hook (harness.profilers.torch_hook.TorchRequest.worker_spec)."""
     spec: dict[str, Any] = {"run_id": run_id, "config": config.to_dict()}
     if profiler:
         spec["profiler"] = profiler
@@ -180,6 +185,7 @@ def run_isolated(
     run_id: str | None = None,
     profiler: dict[str, Any] | None = None,
     on_steps: Callable[[int], None] | None = None,
+    entry: str = ENTRY,
 ) -> RunResult:
     """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on);
     `on_steps(n)` as its steps finish, for a progress bar."""
@@ -188,7 +194,7 @@ def run_isolated(
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg, profiler)
         watch = StepWatch([res], on_steps) if on_steps else None
-        done = supervisor.run(worker_command(cfg, res), cleanup=[Path(tmp)], watch=watch)
+        done = supervisor.run(worker_command(cfg, res, entry), cleanup=[Path(tmp)], watch=watch)
         result = read_worker_result(config, run_id, res, done.returncode, done.stderr)
     if done.interrupted and result.status == "error":
         result.status = "interrupted"

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.names import PRECISIONS
 from harness.core import env
+from harness.core.deferred import deferred
 from harness.core.devices import (
     device_name,
     free_memory,
@@ -44,6 +45,9 @@ from harness.execution.timing import PhaseClock
 if TYPE_CHECKING:
     import pandas as pd
 
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    from workloads import attention as kernels
+
 IMPLS = ("math", "sdpa", "compiled")
 
 MEMORY_SOURCES = {
@@ -55,19 +59,11 @@ AttentionFn = Callable[[Any, Any, Any], Any]
 
 
 def _math(causal: bool) -> AttentionFn:
-    from workloads.attention import (
-        math_attention,
-    )  # torch, via workloads: kept off the CLI start-up
-
-    return partial(math_attention, causal=causal)
+    return partial(kernels.math_attention, causal=causal)
 
 
 def _sdpa(causal: bool) -> AttentionFn:
-    from workloads.attention import (
-        sdpa_attention,
-    )  # torch, via workloads: kept off the CLI start-up
-
-    return partial(sdpa_attention, causal=causal)
+    return partial(kernels.sdpa_attention, causal=causal)
 
 
 def _compiled(causal: bool) -> AttentionFn:
@@ -113,7 +109,6 @@ def run_attention_sweep(
 ) -> AttentionSweep:
     """Every cell of impls × head dims × seq lens (in that nesting). `progress` is called before each cell
     (its status still "ok", nothing measured); `on_cell` after it, measured or failed."""
-
     validate(config)
     device = resolve_device(config.device)
     sweep = AttentionSweep(

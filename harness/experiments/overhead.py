@@ -12,32 +12,23 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from analysis.compare.overhead import headline, overhead_table
 from harness.core import machine
-from harness.core.devices import resolve_device
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, phases_for
-from harness.execution import nsys
-from harness.execution.runner import new_run_id
-from harness.execution.worker import run_isolated
-from harness.profilers.base import check_writable, run_baseline
-from harness.profilers.nsys import ProfileRequest, cuda_check, report_paths, run_profiled
+from harness.profilers.base import run_baseline
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME, experiment_load, label_for, step_table
-from harness.profilers.torch import NAME, TRACE_SUFFIX
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.compare.overhead import Comparison
-    from harness.profilers.torch import TorchRequest
+    from harness.profilers.base import Profiler, ProfilerOptions
     from harness.store.results import ResultsStore
-
-# one profiled run: its result, what it is stored with, notes
-ProfiledFn = Callable[[], tuple[RunResult, dict[str, Any], list[str]]]
 
 MIN_ROUNDS = 2  # with a CI target: the interval sees run-to-run drift only from two rounds on
 MAX_FAILED_ROUNDS = 2  # in a row, after a round succeeded: give up and report the rounds that worked
@@ -60,7 +51,8 @@ class OverheadResult:
 
 def measure_overhead(
     config: RunConfig,
-    request: ProfileRequest | TorchRequest,
+    profiler: Profiler,
+    options: ProfilerOptions,
     *,
     repeats: int,
     modes: list[str],
@@ -69,14 +61,10 @@ def measure_overhead(
     max_time: float | None = DEFAULT_MAX_TIME,
     progress: Callable[[str], None] | None = None,
 ) -> OverheadResult:
-
-    profiler = "nsys" if isinstance(request, ProfileRequest) else "torch"
-    kinds = (
-        _nsys_runs(config, request, modes)
-        if isinstance(request, ProfileRequest)
-        else _torch_runs(config, request)
-    )
-    baseline_label = label_for(None, profiler)
+    """`repeats` rounds (or until `ci_target`) of the run without a profiler, then under `profiler` (one run
+    per kind it has: nsys's modes), each in a fresh process, all stored as one experiment."""
+    kinds = profiler.overhead_runs(config, options, modes)
+    baseline_label = label_for(None, profiler.name)
     experiment = f"overhead-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     phases = phases_for(config.mode, config.world_size)
     runs: list[tuple[str, int, RunResult]] = []
@@ -146,40 +134,4 @@ def measure_overhead(
     notes += [busy] if busy else []
     if done == 1:
         notes.append("one round: the interval holds the step-to-step noise only, not run-to-run drift")
-    return OverheadResult(experiment, runs, table, notes, load, found, profiler)
-
-
-def _nsys_runs(config: RunConfig, request: ProfileRequest, modes: list[str]) -> list[tuple[str, ProfiledFn]]:
-    """(label, run) per nsys mode: the worker under nsys, stored with its mode and report paths."""
-
-    info = nsys.find_nsys(request.nsys_path)
-    cuda_check(info, resolve_device(config.device).type, request.force_cuda)  # refused before any run
-
-    def under(mode: str) -> ProfiledFn:
-        def run() -> tuple[RunResult, dict[str, Any], list[str]]:
-            result, prof, notes = run_profiled(
-                config, replace(request, mode=mode), info, new_run_id(config.model)
-            )
-            return result, {"profiler": "nsys", "nsys_mode": mode, **report_paths(prof)}, notes
-
-        return run
-
-    return [(label_for(mode), under(mode)) for mode in modes]
-
-
-def _torch_runs(config: RunConfig, request: TorchRequest) -> list[tuple[str, ProfiledFn]]:
-    """One (label, run): the worker under torch.profiler as `run --profiler torch` runs it, and its trace."""
-
-    check_writable(request.profile_dir)
-
-    def run() -> tuple[RunResult, dict[str, Any], list[str]]:
-        run_id = new_run_id(config.model)
-        trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
-        start = machine.snapshot()
-        result = run_isolated(config, run_id, profiler=request.worker_spec(trace))
-        load = machine.load_since(start)  # one process, as the baseline: the CPU shares mean the same
-        if load:
-            result.extra["machine"] = load.to_dict()
-        return result, {"profiler": NAME, "artifacts": {"trace": str(trace)} if trace.exists() else None}, []
-
-    return [(label_for("torch", NAME), run)]
+    return OverheadResult(experiment, runs, table, notes, load, found, profiler.name)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.dashboard.panel import RunRoofline
 from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
 from analysis.views.blocks import subblock_times
+from harness.core.deferred import deferred
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import phases_for
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.store.results import ResultsStore
+
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    import workloads
+    from workloads import peak
+    from workloads import roofline as costs_of
 
 
 @dataclass
@@ -100,8 +106,6 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 def table_roofs(name: str, precision: str) -> Roofs | None:
     """The datasheet roofs of the GPU called `name` (as torch names it, or a short name like "H100"); None
     when the table knows neither its peak nor its bandwidth."""
-    from workloads import peak  # torch, via workloads: kept off the CLI start-up
-
     flops, bandwidth = peak.peak_flops(name, precision), peak.peak_bandwidth(name)
     if flops is None and bandwidth is None:
         return None
@@ -179,11 +183,6 @@ def analytic_report(
 ) -> RooflineReport:
     """FLOPs, bytes and intensity of every sub-block of `model`, placed against the roofs of `gpu` (a name
     from the datasheet table), of `device` (its datasheet entry), or measured on `device` (`measure`)."""
-    import workloads  # torch, via workloads: kept off the CLI start-up
-    from workloads.roofline import (
-        subblock_costs,
-    )  # torch, via workloads: kept off the CLI start-up
-
     if model not in workloads.MODEL_NAMES:
         raise UsageError(f"unknown model {model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
     spec = workloads.get_spec(model)
@@ -196,8 +195,8 @@ def analytic_report(
             f"{model} has learned positions for {spec.context_length} tokens; --context-length {seq} is more"
         )
     try:
-        costs = subblock_costs(spec.with_overrides(context_length=seq), batch_size, seq, precision, mode,
-                               attention=attention)  # fmt: skip
+        costs = costs_of.subblock_costs(spec.with_overrides(context_length=seq), batch_size, seq, precision,
+                                        mode, attention=attention)  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
     report = RooflineReport(model, batch_size, seq, precision, mode, attention, costs, costs)
@@ -215,7 +214,6 @@ def _find_roofs(
 ) -> None:
     """The roofs of GPU `gpu` (datasheet), else of the device of type `kind` called `name` (its datasheet
     entry, for a GPU), and those measured on torch device `measure_on`; the last found is the one used."""
-
     precision = report.precision
     if gpu:
         named = table_roofs(gpu, precision)
@@ -250,11 +248,6 @@ def run_report(
 
     Roofs: `gpu`'s datasheet; else the run's GPU's datasheet; with `measure`, measured on this machine's
     device of the run's kind (a CPU run's only roofs)."""
-    import workloads  # torch, via workloads: kept off the CLI start-up
-    from workloads.roofline import (
-        subblock_costs,
-    )  # torch, via workloads: kept off the CLI start-up
-
     run = resolve(store, ref, nvtx_detail=False)
     if run.mode not in ("train", "forward"):
         raise UsageError(f"run {run.id} is a {run.mode} run; the roofline takes train and forward runs")
@@ -265,7 +258,9 @@ def run_report(
         vocab_size=info.get("vocab_size"), context_length=run.context_length
     )
     seq = run.context_length or spec.context_length
-    costs = subblock_costs(spec, run.batch_size, seq, run.precision, run.mode, attention=run.attention)
+    costs = costs_of.subblock_costs(
+        spec, run.batch_size, seq, run.precision, run.mode, attention=run.attention
+    )
     report = RooflineReport(run.model, run.batch_size, seq, run.precision, run.mode, run.attention, costs,
                             costs, run_id=run.id, device_name=run.device_name)  # fmt: skip
     measured = [t for t in run.step_timings if not t.warmup]
@@ -302,7 +297,6 @@ def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataF
     """The dashboard's roofline: the newest ok train/forward run among `runs` with per-block times, against
     its GPU's datasheet roofs (none for a CPU: measuring here would not be the run's machine). None when no
     run has block times; a run that cannot be placed is left out."""
-
     with_blocks = set(blocks["run_id"]) if len(blocks) else set()
     ok = runs[
         runs["run_id"].isin(with_blocks) & (runs["status"] == "ok") & runs["mode"].isin(["train", "forward"])

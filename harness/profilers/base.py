@@ -6,9 +6,10 @@ profiler."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.core import machine
 from harness.core.errors import NsysError
@@ -37,6 +38,10 @@ class ProfilerOptions:
     operator_top: int | None = None  # torch: its rows (None: TOP_OPERATORS)
 
 
+# one profiled run of an overhead experiment: its result, what it is stored with, notes
+ProfiledFn = Callable[[], tuple[RunResult, dict[str, Any], list[str]]]
+
+
 class Reporter(Protocol):
     """Progress as a run goes (harness.cli.progress.Progress): a stage's name, or steps done."""
 
@@ -52,7 +57,10 @@ class Profiler(Protocol):
     - wraps: what it puts itself around, in words; keeps: the kinds of file it leaves (the keys of the run's
       `artifacts`), in `default_dir` unless --profile-dir says otherwise;
     - check: refuse a configuration it cannot profile, before anything runs (UsageError);
+    - preflight: what to warn of before the run (or an error refusing it), said by the command;
     - progress: the progress line's label, and the number of steps it counts (None: stages only);
+    - overhead_runs: (label, one profiled run) per kind that `harness overhead` compares with the run
+      without it (nsys: one per mode);
     - run: profile one configuration and store it. A capture cut short (Ctrl-C, SIGTERM, a failed child)
       is still stored, as "interrupted" or with the steps it finished, and the files written so far are
       kept; the Outcome says so (`error`, `exit_status`) and names them.
@@ -65,7 +73,13 @@ class Profiler(Protocol):
 
     def check(self, config: RunConfig, device_type: str) -> None: ...
 
+    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]: ...
+
     def progress(self, config: RunConfig) -> tuple[str, int | None]: ...
+
+    def overhead_runs(
+        self, config: RunConfig, options: ProfilerOptions, modes: list[str]
+    ) -> list[tuple[str, ProfiledFn]]: ...
 
     def run(
         self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter

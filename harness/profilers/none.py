@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult
 from harness.execution.ranks.multirank import run_ranks
 from harness.execution.runner import run_workload
-from harness.profilers.base import Outcome, ProfilerOptions, Reporter
+from harness.profilers.base import Outcome, ProfiledFn, ProfilerOptions, Reporter
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
@@ -34,6 +35,14 @@ class NoProfiler:
 
     def check(self, config: RunConfig, device_type: str) -> None:
         pass
+
+    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
+        return []
+
+    def overhead_runs(
+        self, config: RunConfig, options: ProfilerOptions, modes: list[str]
+    ) -> list[tuple[str, ProfiledFn]]:
+        raise UsageError("the run without a profiler is the overhead's baseline: name a profiler")
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         if config.world_size > 1:  # counts the steps of the slowest rank on this machine

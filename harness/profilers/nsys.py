@@ -1,16 +1,16 @@
 """`harness run MODEL --profiler nsys` (or --nsys): the workload in a child process under nsys, then what it
 recorded.
 
-The child (harness.execution.worker) writes its in-process timings; this process stores the run with the
-paths of the
-.nsys-rep and .sqlite, reads the export (NVTX ranges, kernels) and checks the ranges against the timers.
+The child (harness.execution.worker) writes its in-process timings; this process then reads the export once
+(`examine`: NVTX ranges, kernels, the agreement with the timers, the overhead against the baseline run, the
+blocks of --nvtx-detail, health and findings) and stores the run once, with all of it, in one transaction.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,15 +36,22 @@ from harness.execution.nsys.formats import stats_format
 from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.runner import new_run_id
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
-from harness.profilers import nsys_artifacts
-from harness.profilers.base import Outcome, ProfilerOptions, Reporter, check_writable, run_baseline
+from harness.profilers.base import (
+    Outcome,
+    ProfiledFn,
+    ProfilerOptions,
+    Reporter,
+    check_writable,
+    run_baseline,
+)
 from harness.profilers.overhead_steps import experiment_load, label_for, step_table
-from harness.store.blocks import store_from_trace
+from harness.store.blocks import blocks_of
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.trace.trace import Trace
     from harness.execution.nsys import NsysInfo, ProfileResult
     from harness.store.results import ResultsStore
 
@@ -91,9 +98,8 @@ class ProfiledRun(Outcome):
 def launch(
     config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
 ) -> tuple[RunResult, ProfileResult, list[str]]:
-    """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes."""
-
-    check_writable(request.profile_dir)
+    """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes. The
+    profile folder is checked by the callers (profile_run, overhead_runs), before any run."""
     opts = nsys.ProfileOptions(
         output=request.profile_dir.resolve() / run_id,
         capture=request.capture,
@@ -172,7 +178,8 @@ def profile_run(
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
 ) -> ProfiledRun:
-    """Baseline (optional), the run under nsys, then its analysis. Every measured step is stored, whatever
+    """Baseline (optional), the run under nsys, then `examine`: what the export shows, read once; the run is
+    stored once after that, with all of it, in one transaction. Every measured step is stored, whatever
     happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
 
     info = nsys.find_nsys(request.nsys_path)
@@ -186,7 +193,7 @@ def profile_run(
         if progress:
             progress("baseline run without nsys (fresh process)")
         baseline, _ = run_baseline(config)
-        _save(store, baseline, out, experiment=experiment)
+        _save(store, baseline, out, experiment=experiment)  # a run of its own, stored once
         if baseline.status == "interrupted":
             out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; stored as interrupted"
             out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
@@ -195,16 +202,36 @@ def profile_run(
         progress(f"run under nsys {info.version}")
     result, prof, notes = run_profiled(config, request, info, run_id)
     out.result, out.profile, out.notes = result, prof, notes
-    save = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment, **report_paths(prof)}
+    save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment,
+                            **report_paths(prof)}  # fmt: skip
     if baseline is not None and baseline.status == "ok":
         save["baseline_run_id"] = baseline.run_id
+    failed = result.status != "interrupted" and (prof.returncode != 0 or result.status == "error")
+    found: dict[str, Any] = {}  # what the export showed, stored with the run
+    try:
+        examine(out, request, config, baseline, found)
+    finally:  # stored even when the reading is cut short (Ctrl-C): a failed run only with steps to keep
+        if not failed or result.steps:
+            _save(store, result, out, **save, **found)
+    return out
+
+
+def examine(
+    out: ProfiledRun, request: ProfileRequest, config: RunConfig, baseline: RunResult | None,
+    found: dict[str, Any],
+) -> None:  # fmt: skip
+    """How the run under nsys ended, and what its export shows: the NVTX ranges and kernels, the agreement
+    with the timers, the overhead against the baseline, the blocks of --nvtx-detail, its health and
+    findings (a capture that fails them makes the run `degraded`). The export is opened once; what is to be
+    stored with the run goes into `found` (`save`'s agreement, advice and blocks)."""
+    result, prof = out.result, out.profile
+    assert result is not None and prof is not None
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
     files = f"; files kept: {', '.join(kept)}" if kept else "; nsys wrote no report"
     if result.status == "interrupted":
-        _save(store, result, out, **save)
-        out.error = f"run {run_id} {result.error}; stored as interrupted{files}"
+        out.error = f"run {out.run_id} {result.error}; stored as interrupted{files}"
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
-        return out
+        return
     if prof.returncode != 0 or result.status == "error":
         if prof.returncode != 0:
             what = f"profiled program failed (exit code {prof.returncode})"
@@ -213,13 +240,10 @@ def profile_run(
         tail = (prof.stderr_tail or result.error or "").strip().splitlines()[-5:]
         out.error = f"{what}{files}" + ("\n" + "\n".join(tail) if tail else "")
         out.exit_code = _program_exit(prof.returncode)
-        if result.steps:
-            _save(store, result, out, **save)
-        return out
-    _save(store, result, out, **save)
+        return
     if result.status == "oom":
         out.notes.append(f"out of memory: {result.error}; no analysis")
-        return out
+        return
     if baseline is not None:
         out.overhead = _overhead(baseline, result, request.mode, config, out.notes)
     if prof.sqlite is None:
@@ -232,31 +256,27 @@ def profile_run(
                 "that is not registered needs NSYS_NVTX_PROFILER_REGISTER_ONLY=0); with cudaProfilerApi the "
                 "program must call cudaProfilerStart"
             )
-        return out
-    try:
-        analyse(out, prof.sqlite, config)
-    except (AnalysisError, HarnessError) as e:  # no NVTX, or none of the harness's: health says why
-        out.error = str(e)
-    else:
-        said = store_from_trace(store, run_id, prof.sqlite, config)
-        out.notes += [said] if said else []
-        if out.agreement is not None and len(out.agreement):
-            _save(store, result, out, **save, agreement=out.agreement)
-    try:
-        out.advice = advise(out, prof.sqlite, config, baseline, request.mode)
-    except (AnalysisError, HarnessError) as e:
-        out.notes.append(f"no health or findings: {e}")
-        return out
+        return
+    with open_trace(prof.sqlite) as trace:  # the one reading of the export (it fills the cache too)
+        try:
+            analyse(out, trace, prof.sqlite, config)
+        except (AnalysisError, HarnessError) as e:  # no NVTX, or none of the harness's: health says why
+            out.error = str(e)
+        else:
+            found["blocks"], said = blocks_of(trace, config)
+            out.notes += [said] if said else []
+            if out.agreement is not None and len(out.agreement):
+                found["agreement"] = out.agreement
+        try:
+            out.advice = advise(out, trace, baseline, request.mode)
+        except (AnalysisError, HarnessError) as e:
+            out.notes.append(f"no health or findings: {e}")
+            return
+    found["advice"] = out.advice
     reason = degraded_reason(out.advice)
     if reason and result.status == "ok":
         out.degraded = reason
         result.status, result.error = "degraded", reason
-    if not out.unsaved:
-        try:
-            store.save_advice(run_id, out.advice, status=result.status, error=result.error)
-        except HarnessError as e:
-            out.notes.append(f"health and findings not stored: {e}")
-    return out
 
 
 def capture_range(request: ProfileRequest) -> str | None:
@@ -307,12 +327,9 @@ def run_facts(
     )
 
 
-def advise(
-    out: ProfiledRun, sqlite: Path, config: RunConfig, baseline: RunResult | None, mode: str
-) -> dict[str, Any]:
+def advise(out: ProfiledRun, trace: Trace, baseline: RunResult | None, mode: str) -> dict[str, Any]:
     """The run's health (its capture's checks and the run's own) and its findings, as stored."""
     assert out.result is not None
-    trace = open_trace(sqlite)
     health = capture_health(trace)
     facts = run_facts(out.result, baseline, mode, out.agreement)
     facts.export = export_facts(trace)
@@ -340,6 +357,11 @@ def _overhead(
     return table
 
 
+def nsys_artifacts(rep: Path | None, sqlite: Path | None) -> dict[str, str]:
+    """nsys's files as stored in a run's `artifacts`."""
+    return {kind: str(path) for kind, path in (("nsys_rep", rep), ("nsys_sqlite", sqlite)) if path}
+
+
 def report_paths(prof: ProfileResult) -> dict[str, Any]:
     """What a run under nsys stores: the old nsys_* columns, and the same paths as `artifacts`."""
 
@@ -363,7 +385,7 @@ def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]
     )
 
 
-def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
+def analyse(out: ProfiledRun, export: Trace, sqlite: Path, config: RunConfig) -> None:
     """NVTX table of the measured steps, top kernels if any, and the NVTX-vs-timer agreement."""
     import pandas as pd
 
@@ -371,7 +393,6 @@ def analyse(out: ProfiledRun, sqlite: Path, config: RunConfig) -> None:
     phases = phases_for(config.mode, config.world_size)
     first = min((s.rank for s in out.result.steps), default=0)  # across ranks: the export is this rank's
     steps = [s for s in out.result.steps if s.rank == first]
-    export = open_trace(sqlite)  # fills the cache for the analysis commands that follow
     ranges = nvtx_table.nvtx_ranges(export, names=[STEP_RANGE, *phases])
     nvtx_health(ranges, sqlite, phases)
     measured_steps = {s.step for s in steps if not s.warmup}
@@ -409,13 +430,15 @@ class NsysProfiler:
     def check(self, config: RunConfig, device_type: str) -> None:
         pass
 
+    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
+        """What this nsys may lose of the run's CUDA, said before the capture (an NsysError: refused)."""
+        return cuda_check_for(options.nsys_path, device_type, options.force_cuda)
+
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under nsys", None
 
-    def run(
-        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
-    ) -> ProfiledRun:
-        request = ProfileRequest(
+    def request(self, options: ProfilerOptions) -> ProfileRequest:
+        return ProfileRequest(
             nsys_path=options.nsys_path,
             capture=options.capture,
             mode=options.mode,
@@ -424,7 +447,31 @@ class NsysProfiler:
             baseline=options.baseline,
             force_cuda=options.force_cuda,
         )
-        return profile_run(config, request, store=store, progress=progress.stage)
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> ProfiledRun:
+        return profile_run(config, self.request(options), store=store, progress=progress.stage)
+
+    def overhead_runs(
+        self, config: RunConfig, options: ProfilerOptions, modes: list[str]
+    ) -> list[tuple[str, ProfiledFn]]:
+        """(label, run) per nsys mode: the worker under nsys, stored with its mode and report paths."""
+        request = self.request(options)
+        info = nsys.find_nsys(request.nsys_path)
+        check_writable(request.profile_dir)
+        cuda_check(info, resolve_device(config.device).type, request.force_cuda)  # refused before any run
+
+        def under(mode: str) -> ProfiledFn:
+            def run() -> tuple[RunResult, dict[str, Any], list[str]]:
+                result, prof, notes = run_profiled(
+                    config, replace(request, mode=mode), info, new_run_id(config.model)
+                )
+                return result, {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}, notes
+
+            return run
+
+        return [(label_for(mode), under(mode)) for mode in modes]
 
 
 PROFILER = NsysProfiler()

@@ -1,19 +1,29 @@
-"""The profilers `harness run` knows, by name: adding one is a module with a `Profiler`
-(harness.profilers.base)
-and one line here."""
+"""The profilers `harness run` knows: adding one is a module with a `PROFILER` (a
+harness.profilers.base.Profiler named as its module) and one line here. The CLI's --profiler choices, each
+profiler's checks, defaults and renderer come from here; nothing else names a profiler."""
 
 from __future__ import annotations
 
-from harness.core.errors import UsageError
-from harness.profilers import none, nsys, torch
-from harness.profilers.base import Profiler
+from typing import TYPE_CHECKING
 
-PROFILERS: dict[str, Profiler] = {p.name: p for p in (none.PROFILER, nsys.PROFILER, torch.PROFILER)}
+from harness.core.deferred import deferred
+from harness.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from harness.profilers.base import Profiler
+
+with deferred():  # a profiler's module runs when it is asked for: `harness --help` loads none
+    from harness.profilers import none, nsys, torch
+
+MODULES = (none, nsys, torch)  # the run without a profiler first
+NAMES = tuple(m.__name__.rpartition(".")[2] for m in MODULES)  # a profiler's name is its module's
 
 
 def get(name: str | None) -> Profiler:
     """The profiler called `name` (None: the run without one)."""
     try:
-        return PROFILERS[name or "none"]
-    except KeyError:
-        raise UsageError(f"unknown profiler {name!r}; known: {', '.join(PROFILERS)}") from None
+        module = MODULES[NAMES.index(name or "none")]
+    except ValueError:
+        raise UsageError(f"unknown profiler {name!r}; known: {', '.join(NAMES)}") from None
+    profiler: Profiler = module.PROFILER
+    return profiler

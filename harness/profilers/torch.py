@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.compare.agreement import range_summary
 from analysis.readers.kineto import is_complete
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.operators import SELF_CUDA, by_self_cuda, operator_table
 from analysis.trace.opening import open_trace
-from harness.core import signals
+from harness.core import machine, signals
 from harness.core.errors import user_errors
 from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.execution.runner import new_run_id
@@ -35,8 +35,10 @@ if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
 from harness.core.errors import UsageError
-from harness.execution.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
-from harness.profilers.base import Outcome, ProfilerOptions, Reporter, check_writable
+from harness.profilers import torch_hook
+from harness.profilers.base import Outcome, ProfiledFn, ProfilerOptions, Reporter, check_writable
+from harness.profilers.overhead_steps import label_for
+from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchProfiledRun", "TorchRequest", "hook_for", "profile_run"]
 
@@ -81,7 +83,9 @@ def profile_run(
     trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
     if progress:
         progress("run under torch.profiler (fresh process)")
-    result = run_isolated(config, run_id, profiler=request.worker_spec(trace), on_steps=steps)
+    result = run_isolated(
+        config, run_id, profiler=request.worker_spec(trace), on_steps=steps, entry=torch_hook.__name__
+    )
     out.result = result
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
@@ -165,27 +169,55 @@ class TorchProfiler:
                 "--profile-memory"
             )
 
+    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
+        return []
+
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under torch.profiler", config.warmup + config.steps
 
-    def run(
-        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
-    ) -> TorchProfiledRun:
-        request = TorchRequest(
+    def request(self, options: ProfilerOptions) -> TorchRequest:
+        return TorchRequest(
             profile_dir=options.profile_dir or self.default_dir or Path("."),
             record_shapes=options.record_shapes,
             with_stack=options.with_stack,
             profile_memory=options.profile_memory,
         )
+
+    def run(
+        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+    ) -> TorchProfiledRun:
         return profile_run(
             config,
-            request,
+            self.request(options),
             store=store,
             progress=progress.stage,
             steps=progress.advance,
             sort=options.operator_sort,
             top=options.operator_top,
         )
+
+    def overhead_runs(
+        self, config: RunConfig, options: ProfilerOptions, modes: list[str]
+    ) -> list[tuple[str, ProfiledFn]]:
+        """One (label, run): the worker under torch.profiler as `run --profiler torch` runs it, and its
+        trace."""
+        request = self.request(options)
+        check_writable(request.profile_dir)
+
+        def run() -> tuple[RunResult, dict[str, Any], list[str]]:
+            run_id = new_run_id(config.model)
+            trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
+            start = machine.snapshot()
+            result = run_isolated(
+                config, run_id, profiler=request.worker_spec(trace), entry=torch_hook.__name__
+            )
+            load = machine.load_since(start)  # one process, as the baseline: the CPU shares mean the same
+            if load:
+                result.extra["machine"] = load.to_dict()
+            artifacts = {"trace": str(trace)} if trace.exists() else None
+            return result, {"profiler": self.name, "artifacts": artifacts}, []
+
+        return [(label_for("torch", self.name), run)]
 
 
 PROFILER = TorchProfiler()

@@ -16,14 +16,19 @@ from analysis.errors import ExportError
 from analysis.names import BLOCK_TIMERS
 from analysis.trace.opening import open_trace
 from analysis.views.blocks import block_records, block_table
+from harness.core.deferred import deferred
 from harness.core.errors import HarnessError
 from harness.core.records import LATEST, phases_for
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.trace.trace import Trace
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
+
+with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
+    import workloads
 
 
 @dataclass
@@ -42,8 +47,6 @@ class BlockReport:
 
 def block_names() -> set[str]:
     """Every --nvtx-detail range name that is a block (the layers' layer_N aside)."""
-    import workloads  # torch, via workloads: kept off the CLI start-up
-
     return set(workloads.DETAIL_RANGES.values()) | set(workloads.OUTER_RANGES.values())
 
 
@@ -71,12 +74,27 @@ def trace_of(run: Run) -> Path | None:
 
 def from_trace(path: Path, mode: str, warmup: int) -> tuple[pd.DataFrame, str]:
     """Block records of a run's trace (and their source)."""
-
     try:
         with open_trace(path) as trace:
             return block_records(trace, block_names(), phases_for(mode), step_offset=warmup)
     except ExportError as e:
         raise HarnessError(f"cannot read per-block times from {path}: {e}") from None
+
+
+def blocks_of(trace: Trace, config: Any) -> tuple[tuple[pd.DataFrame, str] | None, str | None]:
+    """A profiled --nvtx-detail run's block times from its trace, opened already: (records and their source,
+    to store with the run; or a note why there are none)."""
+    if not config.nvtx_detail:
+        return None, None
+    try:
+        records, source = block_records(
+            trace, block_names(), phases_for(config.mode), step_offset=config.warmup
+        )
+    except ExportError as e:
+        return None, f"cannot read per-block times from {trace.path}: {e}"
+    if records.empty:
+        return None, f"no --nvtx-detail ranges inside the measured steps of {trace.path}: no per-block times"
+    return (records, source), None
 
 
 def store_from_trace(store: ResultsStore, run_id: str, path: Path, config: Any) -> str | None:
@@ -130,7 +148,6 @@ def block_records_of(store: ResultsStore, run: Run) -> BlockRecords | None:
 
 def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> BlockReport:
     """The run's per-block table (analysis.views.blocks.block_table) with its source."""
-
     run = resolve(store, ref)
     found = block_records_of(store, run)
     if found is None:

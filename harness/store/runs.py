@@ -23,6 +23,7 @@ from harness.store.schema import (
     StepTiming,
     run_row,
 )
+from harness.store.timings import block_rows
 from harness.store.unsaved import PendingRun
 
 if TYPE_CHECKING:
@@ -98,10 +99,15 @@ class RunsPart(Database):
         artifacts: dict[str, str] | None = None,
         agreement: pd.DataFrame | None = None,
         baseline_run_id: str | None = None,
+        advice: dict[str, Any] | None = None,
+        blocks: tuple[pd.DataFrame, str] | None = None,
     ) -> str:
-        """Store a run (again: its row, steps and, if given, agreement are replaced).
+        """Store a run, in one transaction (again: its row, steps and, if given, agreement are replaced):
+        with what its analysis found, its `advice` (health and findings) and the per-block times read
+        from its trace (`blocks`: records and their source, in place of the worker's block timers).
 
-        When the database will not take it, the run goes to a file and UnsavedRun says where.
+        When the database will not take it, the run goes to a file (without advice and trace blocks) and
+        UnsavedRun says where.
         """
         pending = PendingRun(
             result=result,
@@ -117,7 +123,7 @@ class RunsPart(Database):
         )
         with signals.deferred() as held:  # Ctrl-C lands after the run is in the database or in a file
             try:
-                self._guard(lambda: self._write(pending), stop=lambda: bool(held))
+                self._guard(lambda: self._write(pending, advice, blocks), stop=lambda: bool(held))
                 return result.run_id
             except HarnessError as e:
                 why = str(e)
@@ -189,7 +195,12 @@ class RunsPart(Database):
 
         return self._guard(write)
 
-    def _write(self, pending: PendingRun) -> None:
+    def _write(
+        self,
+        pending: PendingRun,
+        advice: dict[str, Any] | None = None,
+        blocks: tuple[pd.DataFrame, str] | None = None,
+    ) -> None:
         if self.readonly:
             raise RuntimeError("ResultsStore opened read-only")
 
@@ -230,6 +241,7 @@ class RunsPart(Database):
             config=cfg.to_dict(),
             model_info=asdict(result.model) if result.model else {},
             env=result.env,
+            **({"advice": advice} if advice is not None else {}),  # None: leave what is stored
             summary={
                 "phases": [asdict(s) for s in result.phase_stats()],
                 **result.extra,
@@ -238,7 +250,7 @@ class RunsPart(Database):
         # relationships are left unset on `run`, so merge leaves them alone: the rows are replaced here
         with Session(self.engine) as session, session.begin():
             session.execute(delete(StepTiming).where(StepTiming.run_id == run.id))
-            if result.blocks:
+            if result.blocks or blocks is not None:
                 session.execute(delete(BlockTiming).where(BlockTiming.run_id == run.id))
             if pending.agreement is not None:
                 session.execute(delete(Agreement).where(Agreement.run_id == run.id))
@@ -251,9 +263,12 @@ class RunsPart(Database):
                 for phase, ns in s.phases.items()
             )
             session.add_all(Agreement(run_id=run.id, **row) for row in pending.agreement or [])
-            session.add_all(
-                BlockTiming(run_id=run.id, source=BLOCK_TIMERS, **asdict(b)) for b in result.blocks
-            )
+            if blocks is not None:  # read from the trace: they replace the worker's
+                session.add_all(block_rows(run.id, *blocks))
+            else:
+                session.add_all(
+                    BlockTiming(run_id=run.id, source=BLOCK_TIMERS, **asdict(b)) for b in result.blocks
+                )
 
     def _unsaved_folders(self) -> list[Path]:
         beside = [self.file.absolute().parent] if self.file is not None else []

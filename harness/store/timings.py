@@ -51,23 +51,8 @@ class TimingsPart(Database):
 
     def save_blocks(self, run_id: str, blocks: pd.DataFrame, source: str) -> None:
         """Per-block times of a stored run found by analysis (analysis.views.blocks.block_records: step,
-        layer,
-        block, phase, duration_ns, calls), replacing the run's earlier ones."""
-        import pandas as pd
-
-        rows = [
-            BlockTiming(
-                run_id=run_id,
-                step=int(r.step),
-                layer=None if pd.isna(r.layer) else int(r.layer),
-                block=str(r.block),
-                phase=str(r.phase),
-                duration_ns=int(r.duration_ns),
-                calls=int(r.calls),
-                source=source,
-            )
-            for r in blocks.astype(object).itertuples(index=False)
-        ]
+        layer, block, phase, duration_ns, calls), replacing the run's earlier ones."""
+        rows = block_rows(run_id, blocks, source)
 
         def write() -> None:
             with Session(self.engine) as session, session.begin():
@@ -89,3 +74,22 @@ class TimingsPart(Database):
         df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=BLOCK_COLUMNS)
         df["layer"] = df["layer"].astype("Int64")
         return df
+
+
+def block_rows(run_id: str, blocks: pd.DataFrame, source: str) -> list[BlockTiming]:
+    """The rows of per-block times found by analysis (analysis.views.blocks.block_records)."""
+    import pandas as pd
+
+    return [
+        BlockTiming(
+            run_id=run_id,
+            step=int(r.step),
+            layer=None if pd.isna(r.layer) else int(r.layer),
+            block=str(r.block),
+            phase=str(r.phase),
+            duration_ns=int(r.duration_ns),
+            calls=int(r.calls),
+            source=source,
+        )
+        for r in blocks.astype(object).itertuples(index=False)
+    ]

@@ -27,7 +27,7 @@ from harness.core.records import (
     phases_for,
 )
 
-STATUSES = ("ok", "oom", "error", "interrupted")
+STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
 PROFILERS = ("none", "nsys", "torch")
 DEVICES = ("auto", "cpu", "cuda", "mps", "n/a")  # asked for (config.device); n/a: a program's run
 ATTENTIONS = ("math", "sdpa")

@@ -2,12 +2,15 @@
 
 The profiler's schedule skips the warmup steps (the last one warms the profiler up) and records the
 measured ones; every NVTX range the harness opens (step, the phases, --nvtx-detail's layers) is also a
-`record_function` range of the same name. harness.profilers.torch runs the worker and reads the trace.
+`record_function` range of the same name. harness.profilers.torch runs the worker with this module as its
+entry (`python -m harness.profilers.torch_hook CONFIG RESULT`: harness.execution.worker's `main` with this
+hook) and reads the trace; the worker itself knows no profiler.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,7 @@ from typing import Any
 
 from harness.core import nvtx_ranges
 from harness.core.records import RunConfig
+from harness.execution import worker
 
 NAME = "torch"
 TRACE_SUFFIX = ".pt.trace.json.gz"
@@ -104,4 +108,5 @@ def hook_for(config: RunConfig, spec: dict[str, Any] | None) -> TorchHook | None
     return TorchHook(config, **spec)
 
 
-# --- the parent's side -------------------------------------------------------------------------------
+if __name__ == "__main__":
+    sys.exit(worker.main(sys.argv[1:], make_hook=hook_for))
