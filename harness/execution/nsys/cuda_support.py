@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from harness.core.errors import NsysError
+
 Release = tuple[int, int]
 
 # (first nsys release, the CUDA it was made for, where that is written). Each row: the nsys that NVIDIA's
@@ -169,8 +171,6 @@ def check_capture(
 ) -> list[str]:
     """Before a capture: NsysError when the nsys is known to record nothing of the program's CUDA (unless
     `force`); otherwise the warning lines for what it may lose (none when it traces both)."""
-    from harness.core.errors import NsysError
-
     found = assess(nsys_version, program_cuda, driver_cuda, cupti)
     refused = [s for s in found if s.verdict == "none"]
     if refused and not force:
