@@ -4,10 +4,10 @@ bytes, as a `Trace`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from analysis import readers
 from analysis.errors import ExportError
+from analysis.readers import nsys_open, sqlite_files
 from analysis.trace.trace import Trace
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -29,15 +29,14 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
             f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
         )
     if _looks_like_json(path):
+        # imported here: it imports pandas and isal, which an nsys export (or a warm command) never needs
         from analysis.readers import kineto
 
         return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
-    from analysis.readers import sqlite_files
-
     # an export whose write-ahead log holds changes: its content is file and log, and the log changes
     # without the file, so the file's identity does not name it
     why = sqlite_files.not_cached_why(path) if cache else None
-    trace = Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache and why is None)
+    trace = Trace(path, nsys_open.open_nsys, readers.NSYS_VERSION, cache=cache and why is None)
     if why is not None:
         trace.note(why)
     return trace
@@ -59,13 +58,6 @@ def not_a_file(path: Path) -> None:
         f"{path} is {what}, not a file: an export or trace is read more than once (its type, the cache's "
         "key, then its rows), so save it to a file first (e.g. `cat … > trace.json`) and pass that"
     )
-
-
-def _open_nsys(path: Path) -> Any:
-    """The nsys reader, imported when the source is read (it imports pandas): not on a warm command."""
-    from analysis.readers import nsys_open
-
-    return nsys_open.open_nsys(path)
 
 
 def _looks_like_json(path: Path) -> bool:
