@@ -4,10 +4,11 @@ bytes, as a `Trace`."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from analysis import readers
 from analysis.errors import ExportError
-from analysis.readers import nsys_open, sqlite_files
+from analysis.readers import sqlite_files
 from analysis.trace.trace import Trace
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -36,7 +37,7 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
     # an export whose write-ahead log holds changes: its content is file and log, and the log changes
     # without the file, so the file's identity does not name it
     why = sqlite_files.not_cached_why(path) if cache else None
-    trace = Trace(path, nsys_open.open_nsys, readers.NSYS_VERSION, cache=cache and why is None)
+    trace = Trace(path, _open_nsys, readers.NSYS_VERSION, cache=cache and why is None)
     if why is not None:
         trace.note(why)
     return trace
@@ -60,14 +61,18 @@ def not_a_file(path: Path) -> None:
     )
 
 
+def _open_nsys(path: Path) -> Any:
+    """The nsys reader, opened when the source is read."""
+    # imported here: the reader (sqlite3, its scans) is not needed by a warm command served from the cache
+    from analysis.readers import nsys_open
+
+    return nsys_open.open_nsys(path)
+
+
 def _looks_like_json(path: Path) -> bool:
     """Not SQLite, and gzip, or JSON's first byte, or named like a trace (.json, .json.gz)."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError as e:
-        raise ExportError(f"cannot read {path}: {e.strerror}") from None
-    if head.startswith(b"SQLite format 3\x00"):
+    head = sqlite_files.read_head(path, 64)
+    if head.startswith(sqlite_files.MAGIC):
         return False
     if head.startswith(b"\x1f\x8b") or head.removeprefix(BOM).lstrip()[:1] in (b"{", b"["):
         return True
