@@ -16,7 +16,12 @@ import numpy as np
 import pandas as pd
 
 from analysis.compare.overhead import STEP_SUM, Comparison, compare_samples, short_verdict
+from analysis.errors import ExportError
+from analysis.hta.hta_rules import hta_view
 from analysis.joins.runtime import PROCESS_MASK, _call_key
+from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
+from analysis.tables.kernels import kernel_summary
+from analysis.tables.nvtx import all_ranges, tagged
 from analysis.trace.trace import Trace
 
 DIFF_COLUMNS = [
@@ -73,7 +78,6 @@ def kernel_totals(trace: Trace) -> pd.DataFrame:
     """name, count, total_ns per kernel name (launch shapes merged); empty when the trace has no kernels."""
     if not trace.has("kernels"):
         return _empty_totals()
-    from analysis.tables.kernels import kernel_summary
 
     k = kernel_summary(trace, by="name")
     return pd.DataFrame({"name": k["Name"], "count": k["Instances"], "total_ns": k["Total Time (ns)"]})
@@ -83,7 +87,6 @@ def range_totals(trace: Trace) -> pd.DataFrame:
     """name (DOMAIN:NAME), count, total_ns per NVTX range name; empty when the trace has no ranges."""
     if not trace.has("nvtx"):
         return _empty_totals()
-    from analysis.tables.nvtx import all_ranges, tagged
 
     r = all_ranges(trace)
     data = pd.DataFrame({"name": tagged(r).astype(object), "duration": r["duration_ns"]})
@@ -196,8 +199,6 @@ def gate_failures(verdicts: list[PhaseVerdict], pct: float) -> list[PhaseVerdict
 
 def _memop_names(kinds: pd.DataFrame, copy: bool) -> pd.Series:
     """Kineto's own memcpy / memset names back from CUPTI's kinds ("Memcpy HtoD (Pinned -> Device)")."""
-    from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
-
     copy_name = {v: k for k, v in COPY_KINDS.items()}
     memory = {v: k for k, v in MEMORY_KINDS.items()}
     if copy:
@@ -217,9 +218,6 @@ def step_ops_summary(trace: Trace, step: str | None = None) -> pd.DataFrame:
     starts inside it (start <= ts < end); a GPU event (`kernel`, `gpu_memcpy`, `gpu_memset`) when the CUDA
     call with its correlation id does. Totals in ns (HTA prints µs: ÷ 1000). Sorted by (cat, name).
     """
-    from analysis.errors import ExportError
-    from analysis.hta.hta_rules import hta_view
-
     view = hta_view(trace)
     view._last_step = None  # TraceDiff parses without the last-step filter
     ranges = view.frame("nvtx", ["name", "start", "end"]) if view.has("nvtx") else None

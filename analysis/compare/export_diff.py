@@ -40,8 +40,11 @@ from analysis.compare.diff import PhaseVerdict, diff_totals, gate_failures
 from analysis.compare.iterations import Iterations, find_iterations, in_windows
 from analysis.compare.overhead import Comparison, compare_samples
 from analysis.errors import AnalysisError
+from analysis.hta.breakdown import _launch_start
 from analysis.hta.gpu_events import COMMUNICATION, COMPUTATION, MEMORY, gpu_events, merge, sweep, types_of
 from analysis.joins.runtime import pid_of, runtime_calls
+from analysis.nvtx_names import GROUPING_LINE, group_names
+from analysis.tables.nvtx import all_ranges, tagged
 from analysis.trace.trace import NULL, Trace
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
@@ -166,8 +169,6 @@ def _events(trace: Trace, windows: pd.DataFrame | None) -> pd.DataFrame | None:
         return None
     ev = gpu_events(trace)
     if windows is not None:
-        from analysis.hta.breakdown import _launch_start
-
         launch = _launch_start(trace, ev)
         when = np.where(launch != NULL, launch, ev["start"].to_numpy())
         ev = ev[in_windows(pid_of(ev["global_pid"].to_numpy()), when, windows)].reset_index(drop=True)
@@ -427,9 +428,6 @@ def _event_totals(side: Side, kinds: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _range_totals(trace: Trace, windows: pd.DataFrame | None, by: str) -> pd.DataFrame:
-    from analysis.nvtx_names import group_names
-    from analysis.tables.nvtx import all_ranges, tagged
-
     r = all_ranges(trace, columns=["name", "domain", "start_ns", "duration_ns", "global_tid"])
     if windows is not None:
         r = r[in_windows(pid_of(r["global_tid"].to_numpy()), r["start_ns"].to_numpy(), windows)]
@@ -463,8 +461,6 @@ def diff_exports(
     by: str = "op",
 ) -> ExportDiff:
     """B against A: the headline, comparability, verdict and per-name tables (module docstring)."""
-    from analysis.nvtx_names import GROUPING_LINE
-
     opts = {"iteration_range": iteration_range, "iteration": iteration, "warmup": warmup}
     a = summarise(trace_a, labels[0], **opts)  # type: ignore[arg-type]
     b = summarise(trace_b, labels[1], **opts)  # type: ignore[arg-type]

@@ -18,6 +18,8 @@ import pandas as pd
 from analysis.errors import AnalysisError
 from analysis.joins.runtime import pid_of
 from analysis.names import MEASURED, STEP
+from analysis.nvtx_names import group_names
+from analysis.tables.nvtx import all_ranges, tagged
 from analysis.trace.trace import Trace
 
 PROFILER_STEP = "ProfilerStep#"
@@ -62,14 +64,11 @@ def find_iterations(trace: Trace, name: str | None = None, *, warmup: int = 0, l
         if name is not None:
             raise AnalysisError(f"--iteration-range {name}: {label or trace.path} has no NVTX ranges")
         return _no_iterations()
-    from analysis.tables.nvtx import all_ranges, tagged
 
     r = all_ranges(trace, columns=["name", "domain", "start_ns", "end_ns", "global_tid"])
     names = tagged(r).astype(str).to_numpy()
     measured = np.zeros(len(r), dtype=bool)
     if name is not None:
-        from analysis.nvtx_names import group_names
-
         # the name as recorded, or PyTorch's operator (`aten::mm` for `aten::mm, seq = 4, op_id = 9`)
         pick = (names == name) | (group_names(pd.Series(names, dtype=object)).to_numpy() == name)
         source = f"NVTX ranges `{name}`"

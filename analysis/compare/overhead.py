@@ -18,7 +18,7 @@ docs/performance.md). With one run a side only the step-to-step noise is visible
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -146,29 +146,41 @@ def mean_interval(
     return mean, mean - half, mean + half
 
 
-def short_verdict(c: Comparison) -> str:
-    """The verdict in a few words, for a label on a bar: `+8.1% (+2.0…+14.3)` or `inconclusive (±52%)`."""
+def worded(c: Comparison, words: Mapping[str, str], **extra: str) -> str:
+    """The comparison in one of its wordings: `words` holds a format for "too few" (no interval: under two
+    steps a side) and for each outcome, over the figures effect, faster (−effect), low and high (the
+    interval's ends) and noise, all in %, and any `extra` fields."""
     if math.isnan(c.ci_low_pct):
-        return "too few steps"
-    if c.outcome == "inconclusive":
-        return f"inconclusive (±{c.noise_pct:.0f}%)"
-    ci = f"({c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f})"
-    return f"{c.effect_pct:+.1f}% {ci}" if c.outcome == "increase" else f"faster {c.effect_pct:+.1f}% {ci}"
+        return words["too few"].format(**extra)
+    figures = {"low": c.ci_low_pct, "high": c.ci_high_pct, "noise": c.noise_pct}
+    return words[c.outcome].format(effect=c.effect_pct, faster=-c.effect_pct, **figures, **extra)
+
+
+# for a label on a bar: `+8.1% (+2.0…+14.3)` or `inconclusive (±52%)`
+SHORT_WORDS = {
+    "too few": "too few steps",
+    "inconclusive": "inconclusive (±{noise:.0f}%)",
+    "increase": "{effect:+.1f}% ({low:+.1f}…{high:+.1f})",
+    "decrease": "faster {effect:+.1f}% ({low:+.1f}…{high:+.1f})",
+}
+# one line a person can act on; never a bare figure when the noise could explain it. Faster under the
+# profiler is not an overhead: something else changed between the runs (drift).
+VERDICT_WORDS = {
+    "too few": "inconclusive: too few steps to tell (two or more a side)",
+    "increase": "{profiler} adds {effect:.1f}% (CI {low:+.1f}…{high:+.1f}%)",
+    "decrease": "faster under {profiler} by {faster:.1f}% (CI {low:+.1f}…{high:+.1f}%): not an overhead",
+    "inconclusive": "inconclusive: the noise (±{noise:.1f}%) is larger than the effect",
+}
+
+
+def short_verdict(c: Comparison) -> str:
+    """The verdict in a few words, for a label on a bar (SHORT_WORDS)."""
+    return worded(c, SHORT_WORDS)
 
 
 def overhead_verdict(c: Comparison, profiler: str = "nsys") -> str:
-    """One line a person can act on; never a bare figure when the noise could explain it.
-
-    Faster under the profiler is not an overhead: something else changed between the runs (drift).
-    """
-    if math.isnan(c.ci_low_pct):
-        return "inconclusive: too few steps to tell (two or more a side)"
-    ci = f"CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f}%"
-    if c.outcome == "increase":
-        return f"{profiler} adds {c.effect_pct:.1f}% ({ci})"
-    if c.outcome == "decrease":
-        return f"faster under {profiler} by {-c.effect_pct:.1f}% ({ci}): not an overhead"
-    return f"inconclusive: the noise (±{c.noise_pct:.1f}%) is larger than the effect"
+    """One line a person can act on (VERDICT_WORDS)."""
+    return worded(c, VERDICT_WORDS, profiler=profiler)
 
 
 def ordered_labels(steps: pd.DataFrame, baseline: str = BASELINE) -> list[str]:

@@ -3,8 +3,6 @@ intervals and verdicts; NVTX agreement."""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from analysis.compare.overhead import (
@@ -17,6 +15,7 @@ from analysis.compare.overhead import (
     ordered_labels,
     overhead_verdict,
     step_rows,
+    worded,
 )
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import profiler_label, with_labels
@@ -78,17 +77,19 @@ def overhead_steps(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str = BASE
     )
 
 
+# the label over a profiled bar: the verdict in a word and the 95% interval, never a bare figure
+BAR_WORDS = {
+    "too few": "too few steps to tell",
+    "increase": "adds {effect:+.1f}% (CI {low:+.1f}…{high:+.1f}%)",
+    "decrease": "faster {effect:+.1f}% (CI {low:+.1f}…{high:+.1f}%): not overhead",
+    "inconclusive": "inconclusive (CI {low:+.1f}…{high:+.1f}%)",
+}
+
+
 def bar_label(c: Comparison) -> str:
-    """The label over a profiled bar: the verdict in a word and the 95% interval, never a bare figure:
-    `adds +8.1% (CI +2.0…+14.3%)`, `inconclusive (CI −40.1…+52.3%)`, `faster −5.0% (CI …): not overhead`."""
-    if math.isnan(c.ci_low_pct):
-        return "too few steps to tell"
-    ci = f"(CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f}%)"
-    if c.outcome == "increase":
-        return f"adds {c.effect_pct:+.1f}% {ci}"
-    if c.outcome == "decrease":
-        return f"faster {c.effect_pct:+.1f}% {ci}: not overhead"
-    return f"inconclusive {ci}"
+    """The label over a profiled bar (BAR_WORDS): `adds +8.1% (CI +2.0…+14.3%)`, `inconclusive (CI
+    −40.1…+52.3%)`, `faster −5.0% (CI …): not overhead`."""
+    return worded(c, BAR_WORDS)
 
 
 def overhead_bars(steps: pd.DataFrame, phases: list[str], baseline: str = BASELINE) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.errors import ExportError
 from analysis.joins.runtime import pid_of
 from analysis.names import STEP
 from analysis.ranks.ranks import (
@@ -48,7 +49,9 @@ from analysis.ranks.ranks import (
     straggler_note,
     straggler_table,
 )
+from analysis.tables.tables import TABLES, combine
 from analysis.trace.frames import FRAMES
+from analysis.trace.multi import Part, Source, Sources
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
 from analysis.trace.view import TraceView
@@ -305,10 +308,6 @@ def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache:
     """One command's tables over one capture split by process (`--by-rank` on one export): each process
     that launched kernels is a rank (kernel_processes), its share of the trace a ProcessView, and the
     tables combine as those of one export per rank do (analysis.tables.tables.combine)."""
-    from analysis.errors import ExportError
-    from analysis.tables.tables import TABLES, combine  # the registry reads every table: only when asked
-    from analysis.trace.multi import Part, Source, Sources
-
     trace = open_trace(path, cache=cache)
     procs = kernel_processes(trace)
     if len(procs) < 2:

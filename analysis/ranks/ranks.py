@@ -28,8 +28,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.errors import ExportError
+from analysis.joins.runtime import pid_of
 from analysis.names import ALLREDUCE, COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
+from analysis.tables.nvtx import all_ranges
+from analysis.tables.nvtx_credits import measured_steps
+from analysis.trace.multi import Piece, check_name_ranks, label_sources
+from analysis.trace.multi_run import raise_errors, read_part, run_tasks
 from analysis.trace.trace import Trace
+from analysis.views.timeline import step_index
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PHASE_ORDER = (TRAIN_PHASES[0], TRAIN_PHASES[1], ALLREDUCE, TRAIN_PHASES[2], *GENERATE_PHASES, STEP)
@@ -48,10 +55,6 @@ def phase_rows(trace: Trace, phases: Sequence[str] = PHASES, *, with_pid: bool =
     duration_ns, start_ns, end_ns on the trace's clock (and pid, the process that pushed the range, with
     `with_pid`). Steps are numbered by the harness's payload (else their order); without `step` ranges,
     each phase's instances are numbered in order (per process)."""
-    from analysis.tables.nvtx import all_ranges
-    from analysis.tables.nvtx_credits import measured_steps
-    from analysis.views.timeline import step_index
-
     cols = ["phase", "step", "duration_ns", "start_ns", "end_ns", *(["pid"] if with_pid else [])]
     if not trace.has("nvtx"):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "phase" else np.int64) for c in cols})
@@ -112,8 +115,6 @@ def gpu_activity(trace: Trace, pid: int | None = None) -> dict[str, Any]:
         return {**dict.fromkeys(out, None), "note": NOT_TRACED}
     kern = trace.frame("kernels", ["start", "end", "name_id", "global_pid"])
     if pid is not None:
-        from analysis.joins.runtime import pid_of
-
         kern = kern[pid_of(kern["global_pid"].to_numpy()) == pid]
     names = trace.strings(kern["name_id"].unique())
     comm_ids = [i for i, n in names.items() if n.lower().startswith(COMM_PREFIX)]
@@ -143,8 +144,6 @@ def capture_rows(trace: Trace) -> pd.DataFrame:
 def export_pieces(trace: Trace) -> dict[str, Any]:
     """A worker's share of `harness ranks`: the phase rows (the whole capture without phase ranges) and the
     GPU activity of one trace."""
-    from analysis.trace.multi import Piece
-
     gpu = gpu_activity(trace)
     phases = phase_rows(trace)
     if phases.empty:
@@ -154,8 +153,6 @@ def export_pieces(trace: Trace) -> dict[str, Any]:
 
 def ranks_task(path: str, cache: bool = True) -> Any:
     """The task a worker runs for `harness ranks` (a Part of analysis.trace.multi)."""
-    from analysis.trace.multi_run import read_part
-
     return read_part(path, export_pieces, cache)
 
 
@@ -405,10 +402,6 @@ def ranks_report(
     names
     (`names`, the paths the user gave, when `paths` are exports made from them), else the traces, else the
     order given (with a note). One export of several ranks: analysis.ranks.capture_ranks.ranks_of_exports."""
-    from analysis.errors import ExportError
-    from analysis.trace.multi import check_name_ranks, label_sources
-    from analysis.trace.multi_run import raise_errors, run_tasks
-
     given = list(names) if names is not None else list(paths)
     check_name_ranks(given)
     parts = run_tasks(ranks_task, paths, cache, jobs=jobs, dask=dask)

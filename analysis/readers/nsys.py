@@ -236,12 +236,7 @@ class NsysReader(SqlExport):
             return self.diagnostics()
         if frame == "contexts":
             return self.contexts()
-        table = TABLE[frame]
-        present = self.columns(table)
-        exprs = {c: _expr(EXPRS[frame][c], present) for c in columns}
-        where, params = "", {}
-        if frame == "osrt" and "eventClass" in present:
-            where, params = "eventClass = :cls", {"cls": OSRT_CLASS}
+        table, exprs, where, params = self._scan_of(frame, columns)
         df = pd.DataFrame(self.scan(table, exprs, where, params), copy=False)
         # memory kinds: nsys counts from 0 (pageable) with 7 unknown, the trace model as CUPTI, 0 unknown
         for col in ("src_kind", "dst_kind", "mem_kind"):
@@ -249,6 +244,16 @@ class NsysReader(SqlExport):
                 kind = df[col].to_numpy()
                 df[col] = np.where((kind >= 0) & (kind <= 6), kind + 1, np.where(kind == NULL, NULL, 0))
         return df
+
+    def _scan_of(self, frame: str, columns: Sequence[str]) -> tuple[str, dict[str, str], str, dict[str, Any]]:
+        """What `scan` reads for `frame`'s `columns`: the table, each column's expression over the columns
+        the export has, and the WHERE clause with its parameters (osrt: the OS runtime calls only)."""
+        table = TABLE[frame]
+        present = self.columns(table)
+        exprs = {c: _expr(EXPRS[frame][c], present) for c in columns}
+        if frame == "osrt" and "eventClass" in present:
+            return table, exprs, "eventClass = :cls", {"cls": OSRT_CLASS}
+        return table, exprs, "", {}
 
     def _read_meta(self) -> dict[str, str]:
         for table in META_TABLES:
@@ -265,12 +270,7 @@ class NsysReader(SqlExport):
             return nsys_nvtx.range_blocks(self, columns)
         if frame not in TABLE or frame not in EXPRS:
             return None
-        table = TABLE[frame]
-        present = self.columns(table)
-        exprs = {c: _expr(EXPRS[frame][c], present) for c in columns}
-        where, params = "", {}
-        if frame == "osrt" and "eventClass" in present:
-            where, params = "eventClass = :cls", {"cls": OSRT_CLASS}
+        table, exprs, where, params = self._scan_of(frame, columns)
         kinds = [c for c in ("src_kind", "dst_kind", "mem_kind") if c in exprs]
 
         def blocks() -> Iterator[dict[str, np.ndarray]]:

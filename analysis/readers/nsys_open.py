@@ -15,17 +15,11 @@ from analysis.readers import return_freed_buffers, sqlite_files
 from analysis.readers.nsys import META_TABLES, NsysReader
 from analysis.readers.nsys_sql import SCAN_THREADS, sqlite_error
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
 
 def check_header(path: Path) -> None:
     """Raise ExportError unless `path` starts like a whole SQLite database."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(100)
-    except OSError as e:
-        raise ExportError(f"cannot read {path}: {e.strerror}") from None
-    if not head.startswith(SQLITE_MAGIC):
+    head = sqlite_files.read_head(path, 100)
+    if not head.startswith(sqlite_files.MAGIC):
         raise ExportError(
             f"{path} is not an SQLite file: pass the .sqlite export of an Nsight Systems report "
             "(nsys export --type sqlite REPORT.nsys-rep)"

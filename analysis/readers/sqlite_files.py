@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from analysis.errors import ExportError
+
 MAGIC = b"SQLite format 3\x00"
 WAL_VERSION = 2  # header bytes 18 and 19 (write and read format versions) of a WAL-mode database
 
@@ -44,6 +46,15 @@ class Opening:
 
     mode: str
     pending: int = 0
+
+
+def read_head(path: Path, size: int) -> bytes:
+    """The first `size` bytes of `path` (fewer in a shorter file); ExportError where it cannot be read."""
+    try:
+        with path.open("rb") as f:
+            return f.read(size)
+    except OSError as e:
+        raise ExportError(f"cannot read {path}: {e.strerror}") from None
 
 
 def _beside(path: Path, suffix: str) -> Path:

@@ -102,6 +102,7 @@ def kernel_table(
     if range_name is None:
         blocks = trace.blocks("kernels", [*keys, "duration"])
     else:
+        # imported here: it imports pandas, which the table without a range never needs
         from analysis.tables.nvtx_gpu import kernels_in_ranges
 
         kern = kernels_in_ranges(trace, range_name, names=names, extra=("grid", "block"))

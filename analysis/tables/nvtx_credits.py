@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
+from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
 from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx_names import grouped_categories, grouping_notes
@@ -393,8 +394,6 @@ def _swept(
     not
     in the order it needs. The NVTX ranges go to the cache first where there is one (read whole from an
     export, then a block at a time from the cache)."""
-    from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
-
     _require(trace)
     trace.stage({"nvtx": RANGE_READ})
     try:

@@ -27,6 +27,7 @@ from analysis.errors import ExportError
 from analysis.joins.runtime import PROCESS_MASK as MASK
 from analysis.joins.runtime import _call_key, _lookup, kernel_launches, runtime_calls
 from analysis.stats import round_half_up, time_percent
+from analysis.tables.memops import memory_ops
 from analysis.tables.nvtx import all_ranges, nvtx_trace, tagged
 from analysis.tables.nvtx_credits import (
     PHASES,
@@ -190,8 +191,6 @@ PROJECTION_COLUMNS = [
 def gpu_ops(trace: Trace) -> pd.DataFrame:
     """Kernels, memory copies and sets with their launch call (has_call, call_start, call_end,
     global_tid), like `kernel_launches` but for every kind of GPU operation."""
-    from analysis.tables.memops import memory_ops
-
     cols = ["start", "end", "correlation_id", "global_pid"]
     kern = kernel_launches(trace, extra=("start", "end"))
     parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid"]]]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.errors import AnalysisError, ExportError
 from analysis.trace.trace import Trace
 
 NAME, CALLS, SHAPES = "Name", "Calls", "Input Shapes"
@@ -150,7 +151,6 @@ def sort_column(sort: str, columns: list[str]) -> str:
     for c in columns:
         if key in (c.lower(), c.lower().removesuffix(" (ns)")):
             return c
-    from analysis.errors import AnalysisError
 
     choices = ", ".join(c.removesuffix(" (ns)") for c in columns)
     raise AnalysisError(
@@ -175,8 +175,6 @@ def operator_table(
         ranges = trace.frame("nvtx", ["start", "end", "name"])
         ranges = ranges[ranges["name"].astype(str) == within]
         if ranges.empty:
-            from analysis.errors import ExportError
-
             raise ExportError(f"no range named {within!r} in {trace.path}")
         calls = calls[_inside(calls["start"].to_numpy(np.int64), ranges)]
     keys = ["name", "shapes"] if group_by_input_shape else ["name"]

@@ -15,6 +15,13 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.names import STEP, TRAIN_PHASES
+from analysis.tables.cuda_api import cuda_api_summary
+from analysis.tables.kernels import kernel_summary
+from analysis.tables.launch import launch_summary
+from analysis.tables.memops import memops_size, memops_time
+from analysis.tables.nvtx import any_named, nvtx_summary
+from analysis.tables.nvtx_gpu import nvtx_gpu_summary, phase_check
+from analysis.tables.osrt import osrt_summary
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.trace.frames import FRAMES
 from analysis.trace.trace import Trace
@@ -53,8 +60,6 @@ def has_phase_ranges(trace: Trace) -> bool:
         return False
     # the names alone, not the 1.8M ranges' nesting that all_ranges builds; the rows all_ranges keeps
     # (those with a start and an end) are only asked for where a phase name is there at all
-    from analysis.tables.nvtx import any_named
-
     wanted = [*TRAIN_PHASES, STEP]
     if not any_named(trace, wanted):
         return False
@@ -74,14 +79,6 @@ class Report:
 def _builders(
     by: str = "op", stats_format: str = DEFAULT_FORMAT
 ) -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
-    from analysis.tables.cuda_api import cuda_api_summary
-    from analysis.tables.kernels import kernel_summary
-    from analysis.tables.launch import launch_summary
-    from analysis.tables.memops import memops_size, memops_time
-    from analysis.tables.nvtx import any_named, nvtx_summary
-    from analysis.tables.nvtx_gpu import nvtx_gpu_summary, phase_check
-    from analysis.tables.osrt import osrt_summary
-
     def gpu_per_range(trace: Trace) -> pd.DataFrame:
         # phase mode has rows only where a range is named after a phase: else not built (a whole join)
         if trace.has("nvtx") and any_named(trace, list(TRAIN_PHASES)):

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: the Parquet cache's modules import this one, and a warm command
+    import numpy as np  # served from the cache needs neither
     import pyarrow as pa
 
 # the most bytes one arrow string array addresses (int32 offsets); a longer column is cut into chunks,
@@ -22,6 +21,7 @@ STRING_BYTES = 2**31 - 1
 
 def int64_array(values: np.ndarray) -> pa.Array:
     """`values` as an arrow int64 array without nulls, over their buffer (a copy unless contiguous int64)."""
+    import numpy as np
     import pyarrow as pa
 
     values = np.ascontiguousarray(values, dtype=np.int64)
@@ -30,6 +30,7 @@ def int64_array(values: np.ndarray) -> pa.Array:
 
 def string_array(values: Sequence[str], limit: int = STRING_BYTES) -> pa.Array | pa.ChunkedArray:
     """`values` as an arrow string array without nulls; chunked where they add up to over `limit` bytes."""
+    import numpy as np
     import pyarrow as pa
 
     encoded = [v.encode("utf-8") for v in values]

@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.trace.multi import Grouped, Part, Piece
+from analysis.trace.opening import open_trace
 
 DASK_MISSING = "--dask needs Dask: pip install 'harness[dask]'"
 
@@ -73,8 +74,6 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
     the trace is (rank, world size, programs, session start), and this process's peak RSS and pid. An error
     a user can cause (no such data, a broken file) comes back in `error`, not as an exception."""
     import resource
-
-    from analysis.trace.opening import open_trace
 
     part = Part(path=path)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 from analysis import readers
 from analysis.errors import ExportError
+from analysis.readers import sqlite_files
 from analysis.trace.trace import Trace
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -29,11 +30,10 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
             f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
         )
     if _looks_like_json(path):
+        # imported here: it imports pandas and isal, which an nsys export (or a warm command) never needs
         from analysis.readers import kineto
 
         return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
-    from analysis.readers import sqlite_files
-
     # an export whose write-ahead log holds changes: its content is file and log, and the log changes
     # without the file, so the file's identity does not name it
     why = sqlite_files.not_cached_why(path) if cache else None
@@ -62,7 +62,8 @@ def not_a_file(path: Path) -> None:
 
 
 def _open_nsys(path: Path) -> Any:
-    """The nsys reader, imported when the source is read (it imports pandas): not on a warm command."""
+    """The nsys reader, opened when the source is read."""
+    # imported here: the reader (sqlite3, its scans) is not needed by a warm command served from the cache
     from analysis.readers import nsys_open
 
     return nsys_open.open_nsys(path)
@@ -70,12 +71,8 @@ def _open_nsys(path: Path) -> Any:
 
 def _looks_like_json(path: Path) -> bool:
     """Not SQLite, and gzip, or JSON's first byte, or named like a trace (.json, .json.gz)."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError as e:
-        raise ExportError(f"cannot read {path}: {e.strerror}") from None
-    if head.startswith(b"SQLite format 3\x00"):
+    head = sqlite_files.read_head(path, 64)
+    if head.startswith(sqlite_files.MAGIC):
         return False
     if head.startswith(b"\x1f\x8b") or head.removeprefix(BOM).lstrip()[:1] in (b"{", b"["):
         return True

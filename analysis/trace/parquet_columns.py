@@ -11,6 +11,9 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from analysis.readers import return_freed_buffers
+from analysis.trace.arrow_arrays import int64_array
+
 if TYPE_CHECKING:  # numpy is imported where a column is read
     import numpy as np
     import pandas as pd
@@ -183,8 +186,6 @@ def _malloc_pool() -> None:
     mmap threshold set, analysis.readers.return_freed_buffers)."""
     import pyarrow as pa
 
-    from analysis.readers import return_freed_buffers
-
     return_freed_buffers()
     with contextlib.suppress(Exception):
         pa.set_memory_pool(pa.system_memory_pool())
@@ -196,8 +197,6 @@ def _arrow_block(values: Any) -> Any:
     dictionary of int32 codes, whatever the width of the block's own codes)."""
     import numpy as np
     import pyarrow as pa
-
-    from analysis.trace.arrow_arrays import int64_array
 
     if isinstance(values, np.ndarray) and values.dtype == np.int64:
         return int64_array(values)

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
     from analysis.trace.trace import Trace
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 FORMAT = 2  # of the result files: bump when what they hold changes
 
 
@@ -135,7 +134,7 @@ def cached(path: Path, name: str, options: Mapping[str, Any]) -> Kept | None:
         if not stat.S_ISREG(os.stat(path).st_mode) or sqlite_files.pending(path):
             return None  # a pipe is not opened twice; an export with changes in its log is not cached
         with open(path, "rb") as f:
-            if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+            if f.read(len(sqlite_files.MAGIC)) != sqlite_files.MAGIC:
                 return None
         cache = Cache()
         if cache.limit <= 0:

@@ -21,6 +21,8 @@ from analysis import readers
 from analysis.errors import AnalysisError, ExportError
 from analysis.readers import NULL
 from analysis.stats import member
+from analysis.trace.arrow_arrays import int64_array, string_array
+from analysis.trace.cache import Cache
 from analysis.trace.frames import (
     BLOCK_ROWS,
     FRAMES,
@@ -52,8 +54,6 @@ class Trace:
         self._entry_ready = False
         meta = None
         if cache:
-            from analysis.trace.cache import Cache
-
             store = Cache()
             store.check()  # a folder of the user's: refused before anything is read
             if store.limit > 0:  # a limit of 0 caches nothing (`harness cache --max-size 0`)
@@ -379,8 +379,6 @@ class Trace:
         ids, values = read()
         self._data["strings"].update(id=ids, value=np.array(values, dtype=object))
         if self._entry is not None:
-            from analysis.trace.arrow_arrays import int64_array, string_array
-
             self._save("strings", {"id": int64_array(ids), "value": string_array(values)})
         return dict(zip(ids.tolist(), values, strict=True))
 

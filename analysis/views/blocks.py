@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.names import BLOCK_NVTX, BLOCK_NVTX_GPU, BLOCK_TORCH, STEP
+from analysis.tables.nvtx import all_ranges
+from analysis.tables.nvtx_credits import attribute, measured_steps
 from analysis.trace.trace import Trace
 
 LAYER = "layer"
@@ -72,9 +74,6 @@ def block_records(
     on its thread (source "nvtx-gpu"). Block ranges are opened by forward hooks, so a train step's backward
     has none: its time stays with "outside blocks".
     """
-    from analysis.tables.nvtx import all_ranges
-    from analysis.tables.nvtx_credits import attribute, measured_steps
-
     trace.require("nvtx", "NVTX or record_function ranges (run with --nvtx-detail)")
     gpu = trace.has("kernels") if gpu is None else gpu
     source = BLOCK_NVTX_GPU if gpu else BLOCK_NVTX if trace.format.startswith("nsys") else BLOCK_TORCH

@@ -8,6 +8,7 @@ import pandas as pd
 from analysis.errors import ExportError
 from analysis.joins.runtime import kernel_rows, pid_of
 from analysis.names import STEP
+from analysis.tables.memops import memory_ops
 from analysis.tables.nvtx import all_ranges
 from analysis.tables.nvtx_credits import measured_steps
 from analysis.trace.trace import Trace
@@ -114,7 +115,11 @@ def _step_kernels(trace: Trace, lo: int, hi: int, pid: int, calls: pd.Series | N
     kern = kern[(kern["start"] >= lo) & (kern["start"] <= hi + GPU_LAG * (hi - lo))]
     kern = kern[pid_of(kern["global_pid"]) == pid]
     launched = kern["correlation_id"].isin(calls) if calls is not None else kern["start"] <= hi
-    kern = kern[launched]
+    return _kernel_events(trace, kern[launched])
+
+
+def _kernel_events(trace: Trace, kern: pd.DataFrame) -> pd.DataFrame:
+    """Kernels (name_id, start, end, stream_id) as timeline events, one lane per stream."""
     names = trace.strings(kern["name_id"].unique())
     return pd.DataFrame(
         {
@@ -130,8 +135,6 @@ def _step_kernels(trace: Trace, lo: int, hi: int, pid: int, calls: pd.Series | N
 
 def _step_copies(trace: Trace, lo: int, hi: int, calls: pd.Series | None) -> pd.DataFrame:
     """Memory operations issued by calls in the step (or, without runtime data, started in it)."""
-    from analysis.tables.memops import memory_ops
-
     if not (trace.has("memcpy") or trace.has("memset")):
         return pd.DataFrame(columns=EVENT_COLUMNS[:-1])
     if calls is None:
@@ -226,19 +229,7 @@ def window_events(trace: Trace, lo: int, hi: int, max_kernels: int = 20000) -> p
         if len(kern) > max_kernels:
             notes.append(f"showing the first {max_kernels:,} of {len(kern):,} kernels in the window")
             kern = kern.iloc[:max_kernels]
-        names = trace.strings(kern["name_id"].unique())
-        frames.append(
-            pd.DataFrame(
-                {
-                    "kind": "kernel",
-                    "name": kern["name_id"].map(names).to_numpy(dtype=object),
-                    "start_ns": kern["start"].to_numpy(),
-                    "end_ns": kern["end"].to_numpy(),
-                    "lane": [f"stream {s}" for s in kern["stream_id"]],
-                    "level": 0,
-                }
-            )
-        )
+        frames.append(_kernel_events(trace, kern))
         frames.append(_step_copies(trace, lo, hi, None))
     kept = [f for f in frames if len(f)]
     out = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=EVENT_COLUMNS[:-1])
