@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 import pandas as pd
 
+from analysis.advice.health import overhead_in_phases
+from analysis.errors import AnalysisError
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
 from analysis.joins.runtime import plain_name
@@ -49,8 +51,6 @@ class Thresholds:
 
     def with_options(self, options: list[str]) -> Thresholds:
         """These thresholds with `NAME=VALUE` options applied; AnalysisError naming what is wrong."""
-        from analysis.errors import AnalysisError
-
         types = {f.name: type(getattr(self, f.name)) for f in fields(self)}
         changed = {}
         for opt in options:
@@ -354,8 +354,6 @@ def nsys_overhead_in_phases(trace: Trace, th: Thresholds) -> list[Finding]:
     """nsys's own work (PROFILER_OVERHEAD) inside a phase, large enough to change what its time says."""
     if not (trace.has("overhead") and trace.has("nvtx")):
         return []
-    from analysis.advice.health import overhead_in_phases
-
     table = overhead_in_phases(trace)
     big = table[table["Share (%)"] >= 100 * th.overhead_share]
     if big.empty:

@@ -24,6 +24,7 @@ import pandas as pd
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
+from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
 from analysis.readers import NULL
@@ -361,8 +362,6 @@ def _queue_lengths(trace: Trace, health: Health) -> Check:
     name = "queue lengths"
     if not (trace.has("runtime") and any(trace.has(f) for f in GPU_FRAMES)):
         return Check(name, OK, "no launches and GPU work to count")
-    from analysis.hta.breakdown import queue_lengths
-
     q = queue_lengths(trace)
     neg = q[q["length"] < 0]
     if neg.empty:
