@@ -30,6 +30,7 @@ with deferred():  # each runs on first use (harness.core.deferred): `--help` loa
     from analysis.trace import results as kept_tables
     from harness.execution.nsys import formats
     from harness.experiments import opening
+    from harness.experiments import reports as many
 
 REPORT_HELP = (
     "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
@@ -150,7 +151,7 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
     paths = [reports[0]] if one else multi.expand(reports, skipped)
     if len(paths) > 1 or reading.by_rank:
         try:
-            result = reports.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
+            result = many.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
                                        dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
         except ExportError as e:
             raise ExportError("; ".join([str(e), *skipped])) from None
