@@ -223,3 +223,39 @@ def test_the_walker_sees_lazy_imports() -> None:
     # `with deferred(): from harness.store import results` (harness.core.deferred): run on first use, seen
     assert "harness.store.results" in edges["harness.cli.run"]
     assert "workloads" in edges["harness.execution.runner"]
+
+
+# the imports of our own modules still made inside a function, each for a reason written beside it: a table
+# that needs pandas only for one option, and the two readers a command may never need (issue 33: at most 15)
+LAZY_IMPORTS = {
+    ("analysis/tables/kernels.py", "analysis.tables.nvtx_gpu"),
+    ("analysis/trace/opening.py", "analysis.readers"),
+}
+
+
+def inner_imports() -> list[tuple[str, str]]:
+    """(file, module) of each import of our own modules inside a function."""
+    found = []
+    for pkg in PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for fn in ast.walk(tree):
+                if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and (
+                        node.level or (node.module or "").split(".")[0] in PACKAGES
+                    ):
+                        found.append((str(path.relative_to(REPO)), "." * node.level + (node.module or "")))
+                    elif isinstance(node, ast.Import) and node.names[0].name.split(".")[0] in PACKAGES:
+                        found.append((str(path.relative_to(REPO)), node.names[0].name))
+    return found
+
+
+def test_imports_of_our_modules_sit_at_the_top() -> None:
+    """A file's top shows what it uses: an import inside a function is one of the few known ones."""
+    found = inner_imports()
+    assert set(found) == LAZY_IMPORTS, "new in-function imports: " + ", ".join(
+        f"{f}: {m}" for f, m in sorted(set(found) - LAZY_IMPORTS)
+    )
+    assert len(found) == 3
