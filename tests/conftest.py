@@ -148,6 +148,14 @@ class NsysRun:
     stderr: str
 
 
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str) -> Path:
+    """A run's working folder (its nsys_profiles/ land there), its own database and the nsys of the tests."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def nsys_tiny(tmp_path_factory: pytest.TempPathFactory, nsys_bin: str) -> NsysRun:
     """One `harness run tiny --nsys` (2 measured steps, no baseline run) for the tests that only read it:

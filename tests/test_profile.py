@@ -23,13 +23,6 @@ PHASES = ("forward", "backward", "optimizer")
 runner = CliRunner()
 
 
-@pytest.fixture
-def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
-    return tmp_path
-
-
 @pytest.mark.elsewhere
 def test_run_nsys_table_output(in_tmp: Path) -> None:
     result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--steps", "2", "--warmup", "1"])

@@ -18,13 +18,6 @@ PHASES = ("forward", "backward", "optimizer")
 runner = CliRunner()
 
 
-@pytest.fixture
-def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)
-    return tmp_path
-
-
 def test_run_nsys_end_to_end(in_tmp: Path) -> None:
     from analysis.tables.nvtx import nvtx_ranges
     from analysis.trace.opening import open_trace
