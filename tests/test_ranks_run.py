@@ -250,6 +250,13 @@ def _failing_run(tmp_path: Path, fault: str, *extra: str) -> tuple[int, str, str
     return code, output(tmp_path), str(db)
 
 
+def _survivor_kept_what_it_finished(steps: set[int]) -> bool:
+    """Rank 0's kept steps when rank 1 failed at step 2's forward. Rank 1 got through step 1's all-reduce,
+    so rank 0 had finished step 0; how far rank 0 got past that before torchrun stopped it depends on the
+    machine's load (step 1's optimizer, step 2 up to its all-reduce), so only step 0 is certain."""
+    return 0 in steps and steps <= {0, 1, 2}
+
+
 @pytest.mark.slow
 def test_a_killed_rank_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
     code, text, db = _failing_run(tmp_path, "1:2:kill")
@@ -263,7 +270,7 @@ def test_a_killed_rank_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
     assert stored.summary["failed_rank"] == 1
     # what rank 1 measured before it died is kept (warmup step 0, measured step 1), and rank 0's steps
     ranks = store.step_timings().groupby("rank")["step"].agg(set).to_dict()
-    assert ranks[1] == {0, 1} and {0, 1} <= ranks[0]
+    assert ranks[1] == {0, 1} and _survivor_kept_what_it_finished(ranks[0])
 
 
 @pytest.mark.slow
@@ -277,7 +284,7 @@ def test_a_rank_that_raises_keeps_the_steps_it_finished(tmp_path: Path) -> None:
     assert stored.status == "error" and stored.summary["failed_rank"] == 1
     assert stored.error == "rank 1: RuntimeError: injected fault at step 2", stored.error
     ranks = store.step_timings().groupby("rank")["step"].agg(set).to_dict()
-    assert ranks[1] == {0, 1} and {0, 1} <= ranks[0]
+    assert ranks[1] == {0, 1} and _survivor_kept_what_it_finished(ranks[0])
 
 
 @pytest.mark.slow
