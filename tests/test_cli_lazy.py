@@ -56,3 +56,16 @@ def test_a_command_line_registers_its_command_alone() -> None:
     # sub-apps (baseline) are kept whole: only the module's plain commands are left out
     assert _names(build(("diff",), only="baseline")) == {"baseline"}
     assert _names(build(("diff",), only="diff")) == {"diff", "baseline"}
+
+
+def test_help_imports_no_pandas() -> None:
+    """`harness --help` builds every command and loads none of the libraries the commands compute with:
+    pandas (once ~1 s of its start, through `run`'s rank options → the runner → energy), numpy, pyarrow."""
+    code = (
+        "import sys\nfrom harness.cli import main\nsys.argv = ['harness', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('HEAVY', [m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules], file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert "Usage" in done.stdout and "kernels" in done.stdout, done.stderr
+    assert "HEAVY []" in done.stderr, done.stderr

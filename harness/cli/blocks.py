@@ -9,9 +9,9 @@ import typer
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
 from harness.cli.output import Format, emit
 from harness.core.deferred import deferred
-from harness.store.blocks import block_report
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.store import blocks
     from harness.store import results as results_db
 
 
@@ -37,7 +37,7 @@ def blocks_cmd(
     """
 
     store = results_db.ResultsStore(db, readonly=True)
-    report = block_report(store, run, by_layer=by_layer)
+    report = blocks.block_report(store, run, by_layer=by_layer)
     table = report.table
     if fmt is not Format.table:
         table = table.assign(source=report.source)

@@ -10,12 +10,12 @@ from analysis.runs.steady import REMAINDER
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
 from harness.core.deferred import deferred
-from harness.execution.compiled import compile_table
 
 if TYPE_CHECKING:
     import pandas as pd
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.execution import compiled
     from harness.store import results as results_db
 
 
@@ -40,7 +40,7 @@ def compare_compile_cmd(
     compiled run's first step beyond its median (compilation)."""
 
     store = results_db.ResultsStore(db, readonly=True)
-    table = compile_table(store, model=model, device=device, baseline=baseline)
+    table = compiled.compile_table(store, model=model, device=device, baseline=baseline)
     if table.empty and format is Format.table:
         note(
             "no configuration has both an eager and a compiled run without a profiler: run it twice, e.g. "

@@ -8,14 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from analysis.dashboard import collect, collect_export, write_dashboard
 from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.output import Format, emit
 from harness.core.deferred import deferred
 from harness.core.errors import ExportError, HarnessError, UsageError
-from harness.experiments.opening import sqlite_for
-from harness.experiments.roofline import dashboard_roofline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,7 +20,8 @@ if TYPE_CHECKING:
     from analysis.dashboard import Panel
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.experiments import opening
+    from analysis import dashboard
+    from harness.experiments import opening, roofline
     from harness.store import results as results_db
 
 
@@ -102,22 +100,22 @@ def dashboard_cmd(
         window = (start, end) if start is not None or end is not None else None
         export = _checked_export(report)
         refuse_inputs(out, [*opening.files_read(report), export], "--out")
-        data = collect_export(export, cache=not no_cache, window=window)
+        data = dashboard.collect_export(export, cache=not no_cache, window=window)
         scope, title = "profile", f"harness dashboard: {report.name}"
     else:
         store = results_db.ResultsStore(db, readonly=True)
         ids = [store.get(r).id for r in _ids(runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
-        data = collect(store, ids=ids, last=last, model=model, compare=pair_ids)
+        data = dashboard.collect(store, ids=ids, last=last, model=model, compare=pair_ids)
         data.source = f"{len(data.runs)} runs from {results_db.describe_url(store.url)}"
 
-        data.roofline = dashboard_roofline(store, data.runs, data.blocks)
+        data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
         if data.runs.empty:
             warn("no runs match: the page says what is missing; `harness runs` lists the runs")
         scope, title = "all", "harness dashboard"
         refuse_inputs(out, [store.file, *run_files(data.runs)], "--out")
     try:
-        page = write_dashboard(data, out, scope=scope, title=title)
+        page = dashboard.write_dashboard(data, out, scope=scope, title=title)
     except BrokenPipeError:
         raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
@@ -159,7 +157,7 @@ def _checked_export(report: Path) -> Path:
 
     if not report.exists():
         raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
-    return sqlite_for(report)
+    return opening.sqlite_for(report)
 
 
 def _summary(panels: list[Panel]) -> pd.DataFrame:

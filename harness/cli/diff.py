@@ -18,7 +18,6 @@ from harness.cli.output import emit, emit_many, markdown_table, to_records, visi
 from harness.cli.tidy import write_csv
 from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
-from harness.experiments import diff as hd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from analysis.compare import diff as run_diff
     from analysis.dashboard import diff as diff_page
+    from harness.experiments import diff as hd
     from harness.experiments import opening
     from harness.store import results as results_db
 

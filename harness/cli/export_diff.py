@@ -25,7 +25,6 @@ from harness.cli.fit import distinct
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
 from harness.cli.tidy import write_csv
 from harness.core.deferred import deferred
-from harness.experiments import diff as hd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from analysis.compare import export_diff as diffing
+    from harness.experiments import diff as hd
 
 # the diff tables on screen: short headers, so that a name and A, B, Δ, Δ (%) fit 80 columns
 SHOWN = {

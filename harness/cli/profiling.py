@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from analysis.compare.overhead import overhead_verdict
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
     DEFAULT,
@@ -30,12 +29,13 @@ from harness.core.deferred import deferred
 from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
-from harness.execution.runner import validate
 from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.compare import overhead as comparison
+    from harness.execution import runner
     from harness.experiments import overhead
     from harness.store import results as results_db
 
@@ -99,7 +99,7 @@ def overhead_cmd(
     if max_time <= 0:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
     config = make_config(model, workload)
-    validate(config)
+    runner.validate(config)
     config = with_ranks(config, ranks)
     resolved = resolve_device(config.device)
     store = results_db.ResultsStore(db)
@@ -121,7 +121,7 @@ def overhead_cmd(
     for note in result.notes:
         warn(note)
     n = result.repeats * config.steps
-    notes = [f"whole steps: {overhead_verdict(c, label)}" for label, c in result.headline.items()]
+    notes = [f"whole steps: {comparison.overhead_verdict(c, label)}" for label, c in result.headline.items()]
     if result.load:
         notes.append(f"machine: {describe(result.load)}")
     emit(

@@ -10,9 +10,12 @@ from typing import Annotated
 import typer
 
 from harness.cli.options import F, option_group
+from harness.core.deferred import deferred
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
-from harness.execution.ranks.multirank import check
+
+with deferred():  # runs on first use (harness.core.deferred): the runner it imports loads pandas
+    from harness.execution.ranks import multirank
 
 PANEL = "Across ranks (torchrun)"
 NprocOpt = Annotated[
@@ -107,5 +110,5 @@ def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
         delay_rank=delay_rank,
         delay_ms=delay_ms,
     )
-    check(config)
+    multirank.check(config)
     return config

@@ -9,19 +9,17 @@ from typing import Annotated
 
 import typer
 
-from analysis.dashboard import DashboardData, write_dashboard
 from analysis.outputs import is_stdout, refuse_inputs
-from analysis.trace.multi import expand
 from harness.cli.common import DbOpt, FormatOpt, LimitOpt, RunRefCommand, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit_many
 from harness.cli.reading import DaskOpt, JobsOpt, NoCacheOpt
 from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
-from harness.experiments.rank_tables import ranks_of_run
-from harness.experiments.reports import ranks_of
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.experiments import opening
+    from analysis import dashboard
+    from analysis.trace import multi
+    from harness.experiments import opening, rank_tables, reports
     from harness.store import results as results_db
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
@@ -76,13 +74,13 @@ def ranks_cmd(
         inputs = [store.file, run.nsys_sqlite, run.nsys_rep, *(run.artifacts or {}).values()]
         if html is not None:
             refuse_inputs(html, inputs, "--html")
-        report = ranks_of_run(store, run.id, **read)
+        report = rank_tables.ranks_of_run(store, run.id, **read)
     else:
-        paths = expand(exports, skipped)
+        paths = multi.expand(exports, skipped)
         inputs = [f for p in paths for f in opening.files_read(p)]
         if html is not None:
             refuse_inputs(html, inputs, "--html")
-        report = ranks_of(paths, **read)
+        report = reports.ranks_of(paths, **read)
     report.notes = [*skipped, *report.notes]
     n = len(report.labels)
     tables = [(f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance)]
@@ -105,9 +103,10 @@ def ranks_cmd(
                 "--html draws the ranks from their exports, and this run has none: run it with --nsys"
             )
 
-        data = DashboardData(ranks=report.phases, source=f"{n} exports: {', '.join(report.labels.values())}")
+        source = f"{n} exports: {', '.join(report.labels.values())}"
+        data = dashboard.DashboardData(ranks=report.phases, source=source)
         try:
-            page = write_dashboard(data, html, scope="ranks", title="harness ranks")
+            page = dashboard.write_dashboard(data, html, scope="ranks", title="harness ranks")
         except OSError as e:
             raise HarnessError(
                 f"cannot write {html}: {e.strerror or e}; pass --html to a writable path"

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from analysis.dashboard.roofline import roofline_figure
 from analysis.outputs import is_stdout, refuse_inputs, write_text
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note
 from harness.cli.options import (
@@ -24,9 +23,10 @@ from harness.cli.options import (
 from harness.cli.output import Format, emit_many
 from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError, first_line
-from harness.experiments.roofline import analytic_report, run_report
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from analysis.dashboard import roofline as roofline_view
+    from harness.experiments import roofline
     from harness.store import results as results_db
 
 
@@ -82,9 +82,9 @@ def roofline_cmd(
     if html is not None:
         refuse_inputs(html, [store.file] if store is not None else [], "--html")
     if run is not None:
-        report = run_report(store, run, gpu=gpu, measure=measure)
+        report = roofline.run_report(store, run, gpu=gpu, measure=measure)
     else:
-        report = analytic_report(
+        report = roofline.analytic_report(
             model, batch_size=batch_size, context_length=context_length, precision=precision.value,
             mode=mode.value, attention=attention.value, device=device.value, gpu=gpu, measure=measure,
         )  # fmt: skip
@@ -108,7 +108,7 @@ def roofline_cmd(
     if html is not None:
         try:
             against = f" · against {report.used.label}" if report.used else ""
-            figure = roofline_figure(report.table, report.used, title + against)
+            figure = roofline_view.roofline_figure(report.table, report.used, title + against)
             write_text(html, figure.to_html(include_plotlyjs=True))
         except OSError as e:
             raise HarnessError(f"cannot write {html}: {first_line(e)}") from None

@@ -27,11 +27,6 @@ from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
-from harness.execution.ranks.multirank import run_any
-from harness.execution.runner import validate
-from harness.experiments.show import paths_apart, show_tables
-from harness.experiments.sweep import grid
-from harness.experiments.tables import results_table
 from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
 
@@ -41,6 +36,10 @@ if TYPE_CHECKING:
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from harness.cli import render
+    from harness.execution import runner
+    from harness.execution.ranks import multirank
+    from harness.experiments import show, sweep
+    from harness.experiments import tables as experiment_tables
     from harness.store import results as results_db
 
 
@@ -157,7 +156,7 @@ def run_cmd(
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
 
     config = make_config(model, workload)
-    validate(config)
+    runner.validate(config)
     config = with_ranks(config, ranks)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory, view)
     store = results_db.ResultsStore(db)  # fail on a bad --db before the work, not after
@@ -278,7 +277,7 @@ def sweep_cmd(
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
-    configs = grid(base, split(models), split(precision), compiles, batches, contexts)
+    configs = sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
     store = results_db.ResultsStore(db)
     note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
     if note:
@@ -293,7 +292,7 @@ def sweep_cmd(
                 + (f" batch {config.batch_size}" if batches else "")
                 + (f" context {config.context_length}" if contexts else "")
             )
-            result = run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
+            result = multirank.run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
             unsaved.append(_save(store, result, experiment=experiment))
             results.append(result)
             progress.advance(done + 1)
@@ -306,7 +305,7 @@ def sweep_cmd(
             batch += f" context {r.config.context_length}" if contexts else ""
             warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
-    emit(results_table(results), format, title=title, wide=wide)
+    emit(experiment_tables.results_table(results), format, title=title, wide=wide)
     if workload.power:  # the sources are the same for every point: each line once
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)
@@ -390,10 +389,10 @@ def show_cmd(
 
     store = results_db.ResultsStore(db, readonly=True)
     run = store.get(run_id)
-    tables = show_tables(run, store.linked(run.id))
+    tables = show.show_tables(run, store.linked(run.id))
     files: list[str] = []
     if format is Format.table:
-        tables, files = paths_apart(tables)
+        tables, files = show.paths_apart(tables)
     elif run.advice:
         tables += render.advice_tables(run.advice)
     if run.advice and format is Format.table:  # first: a degraded run's tables are read knowing it

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.core import machine
+from harness.core.deferred import deferred
 from harness.core.errors import NsysError
 from harness.core.records import RunConfig, RunResult
-from harness.execution.ranks.multirank import run_any
+
+with deferred():  # runs on first use (harness.core.deferred): the runner loads pandas, `--help` none
+    from harness.execution.ranks import multirank
 
 if TYPE_CHECKING:
     from harness.store.results import ResultsStore
@@ -118,7 +121,7 @@ def check_writable(folder: Path) -> None:
 def run_baseline(config: RunConfig) -> tuple[RunResult, machine.MachineLoad | None]:
     """`config` in a fresh process without a profiler, with how busy the machine was meanwhile."""
     start = machine.snapshot()
-    result = run_any(config)
+    result = multirank.run_any(config)
     load = machine.load_since(start)
     if load:
         result.extra["machine"] = load.to_dict()

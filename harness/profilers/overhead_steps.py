@@ -6,12 +6,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from analysis.compare.overhead import baseline_label
 from harness.core import machine
+from harness.core.deferred import deferred
 from harness.core.records import RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
+
+with deferred():  # runs on first use (harness.core.deferred): it loads pandas, `harness --help` none
+    from analysis.compare import overhead
 
 DEFAULT_MAX_TIME = 600.0  # s: `harness overhead --ci-target` starts no round that would end later
 
@@ -20,7 +23,7 @@ def label_for(mode: str | None, profiler: str = "nsys") -> str:
     """The label of a run in an overhead table: the baseline (mode None), `nsys light|full`, or `torch`."""
 
     if mode is None:
-        return baseline_label([profiler])
+        return overhead.baseline_label([profiler])
     return f"nsys {mode}" if profiler == "nsys" else profiler
 
 
