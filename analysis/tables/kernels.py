@@ -68,10 +68,6 @@ def block_text(packed: pd.Series) -> pd.Series:
     return dims_text(packed, *BLOCK)
 
 
-# never dropped to fit (analysis.tables.tables)
-DECIDING = ("Name", "Total Time (ns)", "Time (%)", "Instances")
-
-
 def title(source: str) -> str:
     """The kernels table's title, whichever way it is computed."""
     return f"CUDA kernels in {source}"

@@ -159,14 +159,3 @@ def summarised(
 
 def kernel_columns(by: str) -> list[str]:
     return [*KERNEL_STATS, *(["GridXYZ", "BlockXYZ"] if by == "shape" else []), "Name"]
-
-
-SUMMARY_TITLES = {
-    "kernels": "CUDA kernels (gpukernsum)",
-    "nvtx": "NVTX ranges (nvtxsum)",
-    "api": "CUDA API (cudaapisum)",
-    "memops": "GPU memory time (gpumemtimesum)",
-    "memops_size": "GPU memory size (gpumemsizesum)",
-    "launch": "Launch latency (kernexecsum)",
-    "osrt": "OS runtime (osrtsum)",
-}

@@ -1,25 +1,26 @@
-"""One registry of the analysis tables: each command's tables declared once (`TABLES`).
+"""How each analysis table is computed, one `Table` per declaration (`TABLES`; analysis.tables.declared
+says what each is and how a command serves it, without pandas).
 
 A `Table` names how its tables come from one trace (`one`), what one export contributes when several are
-read together (`pieces`, run in a worker) and how those contributions combine (`combine`), which `nsys stats`
-report or Holistic Trace Analysis call its rows equal (`mirrors`), and which columns carry its decision
-(`deciding`: the last a narrow terminal gives up). The analysis commands (harness/cli/analysis.py) are made
-from it; `harness` itself runs `run_task` and `combine` through harness.experiments.reports.
+read together (`pieces`, run in a worker) and how those contributions combine (`combine`). The analysis
+commands (harness/cli/analysis.py) are made from it; `harness` itself runs `run_task` and `combine` through
+harness.experiments.reports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.hta.hta_rules import hta_view
+from analysis.tables import declared
 from analysis.tables import nvtx_gpu as gpu
 from analysis.tables.cuda_api import cuda_api_summary
-from analysis.tables.kernels import DECIDING as KERNEL_DECIDING
+from analysis.tables.declared import SUMMARY_TITLES, Declared, Tables
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.kernels import title as kernel_title
 from analysis.tables.launch import launch_summary
@@ -28,7 +29,6 @@ from analysis.tables.multi_tables import (
     CALL_STATS,
     KERNEL_STATS,
     MEMOP_STATS,
-    SUMMARY_TITLES,
     Combined,
     api_rows,
     kernel_columns,
@@ -49,37 +49,17 @@ from analysis.trace.multi_combine import all_notes, stack_tables
 from analysis.trace.multi_run import read_part
 from analysis.trace.trace import Trace
 
-# kernexecsum: the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
-LAUNCH_DECIDING = ("Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount")
-
-
-@dataclass
-class Tables:
-    """One command's titled tables from one trace, the notes to print with them, the tables it has no data
-    for (title -> why), and whether they print as a titled list even when there is one."""
-
-    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    skipped: dict[str, str] | None = None
-    titled: bool = False
-
-
 Combine = Callable[[Combined, Sequence[Part], Sources, bool, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
 class Table:
-    """One analysis command's tables, declared once."""
+    """How one declared table is computed."""
 
-    name: str  # the command: `harness NAME`
-    title: str  # its heading over several exports
-    mirrors: str  # the nsys stats report or HTA call whose rows it equals
+    declared: Declared  # what it is and how a command serves it
     one: Callable[..., Tables]  # (trace, source's name, **options) -> the tables of one export
     pieces: Callable[..., dict[str, Piece]]  # (trace, **options) -> one export's share, for `combine`
     combine: Combine  # the parts of every export -> the tables over all of them (into a Combined)
-    deciding: tuple[str, ...] = ()  # columns never dropped to fit the terminal (its `priority`)
-    headings: dict[str, str] = field(default_factory=dict)  # piece -> heading, over several exports
-    cuts_rows: bool = True  # --top keeps the first N rows of each table (False: the table takes `top`)
 
 
 def _single(title: str, df: pd.DataFrame) -> Tables:
@@ -306,71 +286,29 @@ def _rows_of(piece: str, build: Callable[[Trace], pd.DataFrame]) -> Callable[...
     return lambda trace: {piece: Piece(rows=build(trace))}
 
 
-CALL_DECIDING = ("Name", "Total Time (ns)", "Time (%)", "Num Calls")
-GPU_HEADINGS = {
-    "ranges": "GPU time per NVTX range",
-    "check": "Do the phases add up? (measured steps)",
-    "kernels": "kernels per NVTX range",
-    "projection": "NVTX ranges projected onto the GPU",
-}
-
 TABLES: dict[str, Table] = {
-    t.name: t
+    t.declared.name: t
     for t in (
+        Table(declared.KERNELS, one=_kernels_one, pieces=_kernels_pieces, combine=_kernels_combine),
+        Table(declared.NVTX, one=_nvtx_one, pieces=_nvtx_pieces, combine=_nvtx_combine),
+        Table(declared.NVTX_GPU, one=_nvtx_gpu_one, pieces=_nvtx_gpu_pieces, combine=_stacked),
         Table(
-            "kernels", "CUDA kernels", "nsys stats -r gpukernsum; HTA get_gpu_kernel_breakdown",
-            one=_kernels_one, pieces=_kernels_pieces, combine=_kernels_combine, deciding=KERNEL_DECIDING,
+            declared.API, one=_one_table("CUDA API calls", cuda_api_summary),
+            pieces=_rows_of("api", api_rows), combine=_stats_of("api", **API_SPEC),
+        ),
+        Table(declared.MEMOPS, one=_memops_one, pieces=_memops_pieces, combine=_memops_combine),
+        Table(
+            declared.LAUNCH, one=_one_table("kernel launch latency", launch_summary), pieces=_launch_pieces,
+            combine=_stacked,
         ),
         Table(
-            "nvtx", "NVTX ranges", "nsys stats -r nvtxsum (with --trace: nvtxpptrace)",
-            one=_nvtx_one, pieces=_nvtx_pieces, combine=_nvtx_combine,
-            deciding=("Range", "Total Time (ns)", "Time (%)", "Instances"),
+            declared.OSRT, one=_one_table("OS runtime calls", osrt_summary),
+            pieces=_rows_of("osrt", osrt_rows), combine=_stats_of("osrt", **API_SPEC),
         ),
-        Table(
-            "nvtx-gpu", "GPU time per NVTX range", "nsys stats -r nvtxkernsum (--projection: nvtxgpuproj)",
-            one=_nvtx_gpu_one, pieces=_nvtx_gpu_pieces, combine=_stacked,
-            deciding=("Range", "Total Time (ns)"), headings=GPU_HEADINGS, cuts_rows=False,
-        ),
-        Table(
-            "api", "CUDA API calls", "nsys stats -r cudaapisum",
-            one=_one_table("CUDA API calls", cuda_api_summary), pieces=_rows_of("api", api_rows),
-            combine=_stats_of("api", **API_SPEC), deciding=CALL_DECIDING,
-        ),
-        Table(
-            "memops", "", "nsys stats -r gpumemtimesum, gpumemsizesum",
-            one=_memops_one, pieces=_memops_pieces, combine=_memops_combine,
-            deciding=("Operation", "Total Time (ns)", "Total (MB)", "Count"),
-            headings={"by time": "GPU memory operations by time", "by size": "by size (MB)"},
-        ),
-        Table(
-            "launch", "kernel launch latency", "nsys stats -r kernexecsum",
-            one=_one_table("kernel launch latency", launch_summary), pieces=_launch_pieces,
-            combine=_stacked, deciding=LAUNCH_DECIDING,
-        ),
-        Table(
-            "osrt", "OS runtime calls", "nsys stats -r osrtsum",
-            one=_one_table("OS runtime calls", osrt_summary), pieces=_rows_of("osrt", osrt_rows),
-            combine=_stats_of("osrt", **API_SPEC), deciding=CALL_DECIDING,
-        ),
-        Table(
-            "operators", "framework operators", "torch.profiler key_averages().table()",
-            one=_operators_one, pieces=_operators_pieces, combine=_stacked,
-            deciding=("Name", "Calls"),
-        ),
-        Table(
-            "summary", "", "the nsys stats reports above, in one run",
-            one=_summary_one, pieces=_summary_pieces, combine=_summary_combine,
-        ),
+        Table(declared.OPERATORS, one=_operators_one, pieces=_operators_pieces, combine=_stacked),
+        Table(declared.SUMMARY, one=_summary_one, pieces=_summary_pieces, combine=_summary_combine),
     )
 }  # fmt: skip
-
-
-def deciding(table: Table, title: str) -> tuple[str, ...]:
-    """The deciding columns of the table titled `title` that `table` printed: a summary's tables keep
-    those of the command each mirrors."""
-    if table.name != "summary":
-        return table.deciding
-    return next((TABLES[k].deciding for k, t in SUMMARY_TITLES.items() if t == title and k in TABLES), ())
 
 
 def run_task(path: str, kind: str, options: dict[str, Any], cache: bool = True) -> Part:

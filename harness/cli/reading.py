@@ -1,7 +1,7 @@
 """What every table command shares: the exports it reads and how it prints them, declared once (`Reading`,
-`reading_options`), and `show_table`, which reads a table of the registry (analysis.tables.tables) from one
-export
-or several and renders it."""
+`reading_options`), and `show_table`, which reads a declared table (analysis.tables.declared) from one export
+or several and renders it, as its declaration says: served from the export's cache, computed without pandas,
+or computed by the registry (analysis.tables.tables)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from harness.core.deferred import deferred
 from harness.core.errors import ExportError
 
 if TYPE_CHECKING:
+    from analysis.tables.declared import Declared, Tables
     from analysis.tables.multi_tables import Combined
-    from analysis.tables.tables import Table, Tables
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.tables import kernels
+    from analysis.tables import declared as declarations
     from analysis.tables import tables as registry
     from analysis.trace import multi
     from analysis.trace import results as kept_tables
@@ -106,11 +106,6 @@ class Reading:
     limit: int | None = None
 
 
-# tables kept in the export's cache entry and served again without pandas (analysis.trace.results)
-SERVED = frozenset({"kernels", "nvtx-gpu", "summary"})
-# tables that take --top themselves (Table.cuts_rows False; the registry itself loads pandas)
-TOP_IN_TABLE = frozenset({"nvtx-gpu"})
-
 AS_GIVEN = Reading()  # the default a command's `reading` parameter names (reading_options fills it)
 
 READING_OPTIONS = {
@@ -131,22 +126,21 @@ def reading_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
 
 def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None = None,
                **options: object) -> None:  # fmt: skip
-    """The table `kind` of the registry over the exports named: from one export (`Table.one`), or combined
-    over several (or over one capture's processes with --by-rank), rendered in the chosen format."""
-    if kind in TOP_IN_TABLE and top is not None:
+    """The declared table `kind` over the exports named: from one export, or combined over several (or over
+    one capture's processes with --by-rank), rendered in the chosen format. Its declaration says whether
+    it takes --top, is kept in (and served from) the export's cache entry, and comes without pandas."""
+    table = declarations.DECLARED[kind]  # no pandas: the registry (which loads it) only once computing
+    if table.takes_top and top is not None:
         options["top"] = top
         top = None
+    hta = bool(options.get("hta"))  # HTA's view of the trace: computed each time, with pandas
+    kept = table.served_from_cache and not hta and not reading.no_cache
     one = len(reports) == 1 and reports[0].is_file() and not reading.by_rank
-    if one and kind in SERVED and not reading.no_cache and not options.get("hta"):
+    if one and kept:
         served = kept_tables.cached(reports[0], kind, _key(options, reports[0]))  # no pandas, no pyarrow
         if served is not None:
             _render(served, reading, top)  # type: ignore[arg-type]  # Kept: Tables' fields, Rows for frames
             return
-    if one and kind == "kernels" and not options.get("hta"):
-        _kernels(reports[0], reading, top, options)  # without pandas where the columns are cached
-        return
-    # the registry and the readers load pandas: only once a table is computed, never for `harness --help`
-    table = registry.TABLES[kind]
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
     paths = [reports[0]] if one else multi.expand(reports, skipped)
     if len(paths) > 1 or reading.by_rank:
@@ -160,37 +154,33 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         _render(_decided(table, combined), reading, top=None)
         return
     trace = opening.open_report(paths[0], cache=not reading.no_cache)
-    result = _decided(table, table.one(trace, paths[0].name, **options))
+    if table.one_without_pandas is not None and not hta:
+        result = table.one_without_pandas(trace, paths[0].name, **_own(options))
+    else:
+        result = registry.TABLES[kind].one(trace, paths[0].name, **options)
+    result = _decided(table, result)
     result.notes = [*skipped, *result.notes]
-    if kind in SERVED and not options.get("hta"):
+    if kept:
         key = _key(options, paths[0])
         kept_tables.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
     _render(result, reading, top)
 
 
-def _kernels(report: Path, reading: Reading, top: int | None, options: dict[str, object]) -> None:
-    """`kernels` of one export as the registry's Table gives it, from analysis.tables.kernels.kernel_table: a
-    table
-    not asked for before on a cached export imports pyarrow and numpy, not pandas (issue 24 §3)."""
-    trace = opening.open_report(report, cache=not reading.no_cache)
-    table = kernels.kernel_table(trace, **{k: v for k, v in options.items() if k != "hta"})
-    rows = _marked(table, kernels.DECIDING)
-    result = kept_tables.Kept([(kernels.title(report.name), rows)], list(rows.attrs.get("notes", [])), None)
-    if not reading.no_cache:
-        kept_tables.keep(trace, "kernels", _key(options, report), result.tables, result.notes, titled=False)
-    _render(result, reading, top)  # type: ignore[arg-type]
+def _own(options: dict[str, object]) -> dict[str, object]:
+    """The options a table is computed with (`hta` chooses between the ways of computing it)."""
+    return {k: v for k, v in options.items() if k != "hta"}
 
 
 def _key(options: dict[str, object], report: Path) -> dict[str, object]:
     """What a kept table is kept under: the options that shape it, and the file's name (in its titles)."""
-    return {**{k: v for k, v in options.items() if k != "hta"}, "file": report.name}
+    return {**_own(options), "file": report.name}
 
 
-def _decided(table: Table, result: Tables) -> Tables:
+def _decided(table: Declared, result: Tables) -> Tables:
     """Each table's deciding columns (the last a narrow terminal drops), then what the table itself says
     matters (e.g. the column it is sorted by), in its attrs: kept with it when it is served again."""
     for title, df in result.tables:
-        _marked(df, registry.deciding(table, title))
+        _marked(df, table.deciding_of(title))
     return result
 
 
@@ -201,7 +191,7 @@ def _marked(df: Any, deciding: Sequence[str]) -> Any:
     return df
 
 
-def _combined(table: Table, result: Combined, paths: list[Path], top: int | None) -> registry.Tables:
+def _combined(table: Declared, result: Combined, paths: list[Path], top: int | None) -> Tables:
     """The tables over several exports, titled with what they cover; --top keeps N rows per rank."""
 
     sources = result.sources  # type: ignore[attr-defined]
@@ -211,7 +201,7 @@ def _combined(table: Table, result: Combined, paths: list[Path], top: int | None
     what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
     what += f" (ranks {first}-{last})" if label == "Rank" else ""
     parts = result.tables  # type: ignore[attr-defined]
-    out = registry.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
+    out = declarations.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
     for name, df in parts:
         if top and label in df.columns:
             df = df.groupby(label, sort=False, group_keys=False).head(top)
