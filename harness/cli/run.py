@@ -26,6 +26,7 @@ from harness.core.bounds import check_count
 from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
+from harness.core.records import new_id
 from harness.core.signals import sigterm_raises
 from harness.profilers import registry
 from harness.profilers.base import ProfilerOptions
@@ -262,8 +263,6 @@ def sweep_cmd(
 ) -> None:
     """Run a grid of models × precisions × compile settings × batch sizes × context lengths, each in a
     fresh process; print one table. The runs are stored as one experiment (sweep-…)."""
-    import secrets
-    from datetime import datetime
 
     def split(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
@@ -282,7 +281,7 @@ def sweep_cmd(
     note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
     if note:
         warn(note)
-    experiment = f"sweep-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    experiment = new_id("sweep")
     results: list[RunResult] = []
     unsaved: list[str | None] = []
     with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:

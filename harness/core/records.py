@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from typing import Any, Protocol
 
 from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
@@ -15,6 +17,12 @@ __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "T
 
 LATEST = "latest"  # the newest run, wherever a run id is taken
 PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
+
+
+def new_id(prefix: str) -> str:
+    """The id of a run (its model first), a sweep or an experiment: PREFIX-YYYYmmdd-HHMMSS-hhhh, in the
+    order they started; the 4 hex digits keep two started in the same second apart."""
+    return f"{prefix}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
 def phases_for(mode: str, world_size: int = 1) -> tuple[str, ...]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import ALLREDUCE, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
@@ -23,7 +21,7 @@ from harness.core.devices import (
     synchronize,
 )
 from harness.core.errors import UsageError
-from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord
+from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord, new_id
 from harness.core.signals import interrupted, signal_of
 from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
@@ -57,7 +55,7 @@ class StepHook(Protocol):
 
 
 def new_run_id(model: str) -> str:
-    return f"{model}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    return new_id(model)
 
 
 def validate(config: RunConfig) -> None:

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +37,7 @@ from harness.core.devices import (
     resolve_device,
 )
 from harness.core.errors import UsageError, first_line
-from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, PhaseStats
+from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, PhaseStats, new_id
 from harness.execution.timing import PhaseClock
 
 if TYPE_CHECKING:
@@ -80,7 +78,7 @@ FACTORIES: dict[str, Callable[[bool], AttentionFn]] = {"math": _math, "sdpa": _s
 
 
 def new_sweep_id() -> str:
-    return f"attn-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    return new_id("attn")
 
 
 def validate(config: AttentionConfig) -> None:

@@ -9,17 +9,15 @@ rounds are done, or until the next round would end after `max_time` seconds (two
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from analysis.compare.overhead import headline, overhead_table
 from harness.core import machine
 from harness.core.errors import HarnessError
-from harness.core.records import RunConfig, RunResult, phases_for
+from harness.core.records import RunConfig, RunResult, new_id, phases_for
 from harness.profilers.base import run_baseline
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME, experiment_load, label_for, step_table
 
@@ -65,7 +63,7 @@ def measure_overhead(
     per kind it has: nsys's modes), each in a fresh process, all stored as one experiment."""
     kinds = profiler.overhead_runs(config, options, modes)
     baseline_label = label_for(None, profiler.name)
-    experiment = f"overhead-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    experiment = new_id("overhead")
     phases = phases_for(config.mode, config.world_size)
     runs: list[tuple[str, int, RunResult]] = []
     notes: list[str] = []
