@@ -53,7 +53,7 @@ def test_the_export_is_read_once_and_the_run_stored_once(
 ) -> None:
     counts = _capture(h100_export, monkeypatch)
     store = ResultsStore(tmp_db)
-    request = profiler.ProfileRequest(profile_dir=tmp_path / "p", baseline=False)
+    request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     out = profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
     assert counts == {"opened": 1, "written": 1}
     assert out.nvtx is not None and out.advice is not None
@@ -72,7 +72,7 @@ def test_a_reading_cut_short_still_stores_the_run(
 
     monkeypatch.setattr(profiler, "analyse", interrupted)
     store = ResultsStore(tmp_db)
-    request = profiler.ProfileRequest(profile_dir=tmp_path / "p", baseline=False)
+    request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     with pytest.raises(KeyboardInterrupt):
         profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
     assert counts["written"] == 1

@@ -11,13 +11,10 @@ from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
     DEFAULT,
     Workload,
-    make_config,
     workload_options,
 )
 from harness.cli.output import Format, emit
-from harness.cli.progress import Progress
-from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
-from harness.cli.run import (
+from harness.cli.profiler_options import (
     Capture,
     CaptureOpt,
     NsysArgOpt,
@@ -25,19 +22,17 @@ from harness.cli.run import (
     NsysPathOpt,
     ProfileDirOpt,
     Profiler,
+    prepare,
 )
+from harness.cli.progress import Progress
+from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
 from harness.core.deferred import deferred
-from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
-from harness.execution.runner import validate
-from harness.profilers import registry
-from harness.profilers.base import ProfilerOptions
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from harness.experiments import overhead
-    from harness.store import results as results_db
 
 
 @cli_errors
@@ -98,24 +93,13 @@ def overhead_cmd(
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
     if max_time <= 0:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
-    config = make_config(model, workload)
-    validate(config)
-    config = with_ranks(config, ranks)
-    resolved = resolve_device(config.device)
-    store = results_db.ResultsStore(db)
-    plugin = registry.get(profiler.value)
-    options = ProfilerOptions(
-        profile_dir=profile_dir,
-        nsys_path=nsys_path,
-        capture=nsys_capture.value,
-        extra_args=list(nsys_arg or []),
-        force_cuda=nsys_force,
-    )
-    for line in plugin.preflight(options, resolved.type):  # before any run (or refused)
-        warn(line)
+    args = {"profile_dir": profile_dir, "nsys_path": nsys_path, "nsys_capture": nsys_capture.value,
+            "nsys_arg": nsys_arg, "nsys_force": nsys_force}  # fmt: skip
+    ready = prepare(model, workload, ranks, db, profiler.value, args)
+    config = ready.config
     with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
         result = overhead.measure_overhead(
-            config, plugin, options, repeats=repeats, modes=mode_list, store=store,
+            config, ready.profiler, ready.options, repeats=repeats, modes=mode_list, store=ready.store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
         )  # fmt: skip
     for note in result.notes:

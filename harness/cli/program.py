@@ -9,7 +9,7 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn
 from harness.cli.output import Format, emit_many
-from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
+from harness.cli.profiler_options import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.core.bounds import check_run_name
 from harness.core.deferred import deferred
 from harness.core.signals import sigterm_raises

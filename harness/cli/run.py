@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,6 +17,18 @@ from harness.cli.options import (
     workload_options,
 )
 from harness.cli.output import Format, emit, emit_many
+from harness.cli.profiler_options import (
+    Capture,
+    CaptureOpt,
+    NsysArgOpt,
+    NsysForceOpt,
+    NsysMode,
+    NsysModeOpt,
+    NsysPathOpt,
+    ProfileDirOpt,
+    Profiler,
+    prepare,
+)
 from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
 from harness.core import signals
@@ -28,12 +38,10 @@ from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
 from harness.execution.ranks.multirank import run_any
-from harness.execution.runner import validate
 from harness.experiments.show import paths_apart, show_tables
 from harness.experiments.sweep import grid
 from harness.experiments.tables import results_table
 from harness.profilers import registry
-from harness.profilers.base import ProfilerOptions
 
 if TYPE_CHECKING:
     from harness.core.records import RunResult
@@ -42,20 +50,6 @@ if TYPE_CHECKING:
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from harness.cli import render
     from harness.store import results as results_db
-
-
-class Capture(StrEnum):
-    all = "all"
-    measured = "measured"
-
-
-# --profiler's choices: the registry's profilers (the run without one is no choice: it is the default)
-Profiler = StrEnum("Profiler", [(name, name) for name in registry.NAMES if name != "none"])  # type: ignore[misc]
-
-
-class NsysMode(StrEnum):
-    light = "light"
-    full = "full"
 
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
@@ -76,28 +70,6 @@ WithStackOpt = Annotated[
 ProfileMemoryOpt = Annotated[
     bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
 ]
-NsysPathOpt = Annotated[
-    str | None,
-    typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to use (or HARNESS_NSYS)."),
-]
-CaptureOpt = Annotated[
-    Capture, typer.Option("--nsys-capture", help="measured: only the measured steps are recorded.")
-]
-NsysModeOpt = Annotated[
-    NsysMode, typer.Option("--nsys-mode", help="light: --sample=none --cpuctxsw=none; full: nsys defaults.")
-]
-NsysArgOpt = Annotated[
-    list[str] | None,
-    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
-]
-NsysForceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--nsys-force",
-        help="Capture even where this nsys is known to record nothing of the program's CUDA (an nsys made "
-        "for CUDA two major versions older: see `harness doctor`).",
-    ),
-]
 BaselineOpt = Annotated[
     bool,
     typer.Option(
@@ -113,15 +85,6 @@ MemoryOpt = Annotated[
         help="Record the measured steps' memory: on CUDA the allocator's history as a snapshot pickle "
         "(pytorch.org/memory_viz; the dashboard's memory timeline), on the CPU torch.profiler's memory "
         "table.",
-    ),
-]
-ProfileDirOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--profile-dir",
-        metavar="<dir>",
-        help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
-        "memory_profiles].",
     ),
 ]
 
@@ -156,38 +119,19 @@ def run_cmd(
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
 
-    config = make_config(model, workload)
-    validate(config)
-    config = with_ranks(config, ranks)
     chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory, view)
-    store = results_db.ResultsStore(db)  # fail on a bad --db before the work, not after
-
-    resolved = resolve_device(config.device)
-    note = emulated_precision_note(resolved, [config.precision])
-    if note:
-        warn(note)
-    plugin = registry.get(chosen)
-    config = replace(config, memory=memory)
-    plugin.check(config, resolved.type)
-    options = ProfilerOptions(
-        profile_dir=profile_dir,
-        nsys_path=nsys_path,
-        capture=nsys_capture.value,
-        mode=nsys_mode.value,
-        extra_args=list(nsys_arg or []),
-        baseline=nsys_baseline,
-        force_cuda=nsys_force,
-        record_shapes=record_shapes,
-        with_stack=with_stack,
-        profile_memory=profile_memory,
-        operator_sort=None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
-        operator_top=view.top,
-    )
-    for line in plugin.preflight(options, resolved.type):  # nsys: what it may lose of the run's CUDA
-        warn(line)
+    args = {
+        "profile_dir": profile_dir, "nsys_path": nsys_path, "nsys_capture": nsys_capture.value,
+        "nsys_mode": nsys_mode.value, "nsys_arg": nsys_arg, "nsys_baseline": nsys_baseline,
+        "nsys_force": nsys_force, "record_shapes": record_shapes, "with_stack": with_stack,
+        "profile_memory": profile_memory, "top": view.top,
+        "sort": None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
+    }  # fmt: skip
+    ready = prepare(model, workload, ranks, db, chosen, args, memory=memory)
+    config, plugin = ready.config, ready.profiler
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
-        outcome = plugin.run(config, options, store=store, progress=progress)
+        outcome = plugin.run(config, ready.options, store=ready.store, progress=progress)
     render.render(outcome, format, wide)
     if outcome.failed:
         raise typer.Exit(outcome.exit_status)
@@ -423,7 +367,7 @@ def import_cmd(
     import pandas as pd
 
     store = results_db.ResultsStore(db)
-    done = [store.import_file(f, replace=replace) for f in files]
+    done = [store.import_file(f, profilers=registry.NAMES, replace=replace) for f in files]
     table = pd.DataFrame(
         [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],
