@@ -14,11 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.advice.coverage import export_facts
-from analysis.advice.findings import findings
-from analysis.advice.health import capture_health
-from analysis.advice.record import advice_record, degraded_reason
-from analysis.advice.run_checks import RunFacts, overhead_of, run_checks
+from analysis.advice.run_checks import RunFacts, overhead_of
 from analysis.compare.agreement import agreement_table, pair_ranges, range_summary
 from analysis.compare.overhead import BASELINE, headline, overhead_table
 from analysis.errors import AnalysisError
@@ -45,9 +41,16 @@ from harness.profilers.base import (
     check_writable,
     run_baseline,
 )
+from harness.profilers.capture import (
+    capture_advice,
+    judge,
+    judge_export,
+    report_paths,
+    save_once,
+    stored_after,
+)
 from harness.profilers.overhead_steps import experiment_load, label_for, step_table
 from harness.store.blocks import blocks_of
-from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,16 +140,6 @@ def run_profiled(
     return result, prof, notes
 
 
-def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: object) -> None:
-    """Save; a run the database will not take is in a file by now: say so and go on."""
-
-    try:
-        store.save(result, **how)  # type: ignore[arg-type]
-    except UnsavedRun as e:
-        if str(e) not in out.unsaved:  # saved again with the agreement: the same file, said once
-            out.unsaved.append(str(e))
-
-
 def _program_exit(returncode: int) -> int:
     return returncode if returncode > 0 else 128 - returncode if returncode < 0 else 1
 
@@ -198,7 +191,7 @@ def profile_run(
         if progress:
             progress("baseline run without nsys (fresh process)")
         baseline, _ = run_baseline(config)
-        _save(store, baseline, out, experiment=experiment)  # a run of its own, stored once
+        save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, stored once
         if baseline.status == "interrupted":
             out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; stored as interrupted"
             out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
@@ -212,12 +205,9 @@ def profile_run(
     if baseline is not None and baseline.status == "ok":
         save["baseline_run_id"] = baseline.run_id
     failed = result.status != "interrupted" and (prof.returncode != 0 or result.status == "error")
-    found: dict[str, Any] = {}  # what the export showed, stored with the run
-    try:
+    # stored once, after the reading (even when it is cut short): a failed run only with steps to keep
+    with stored_after(store, result, out.unsaved, save, keep=not failed or bool(result.steps)) as found:
         examine(out, options, config, baseline, found)
-    finally:  # stored even when the reading is cut short (Ctrl-C): a failed run only with steps to keep
-        if not failed or result.steps:
-            _save(store, result, out, **save, **found)
     return out
 
 
@@ -277,11 +267,7 @@ def examine(
         except (AnalysisError, HarnessError) as e:
             out.notes.append(f"no health or findings: {e}")
             return
-    found["advice"] = out.advice
-    reason = degraded_reason(out.advice)
-    if reason and result.status == "ok":
-        out.degraded = reason
-        result.status, result.error = "degraded", reason
+    out.degraded = judge(result, out.advice, found)
 
 
 def capture_range(options: NsysOptions) -> str | None:
@@ -335,11 +321,7 @@ def run_facts(
 def advise(out: ProfiledRun, trace: Trace, baseline: RunResult | None, mode: str) -> dict[str, Any]:
     """The run's health (its capture's checks and the run's own) and its findings, as stored."""
     assert out.result is not None
-    health = capture_health(trace)
-    facts = run_facts(out.result, baseline, mode, out.agreement)
-    facts.export = export_facts(trace)
-    health.checks += run_checks(facts)
-    return advice_record(health, findings(trace))
+    return capture_advice(trace, run_facts(out.result, baseline, mode, out.agreement))
 
 
 def _overhead(
@@ -360,21 +342,6 @@ def _overhead(
             "can differ by drift alone; `harness overhead --ci-target 5` alternates runs until it can tell"
         )
     return table
-
-
-def nsys_artifacts(rep: Path | None, sqlite: Path | None) -> dict[str, str]:
-    """nsys's files as stored in a run's `artifacts`."""
-    return {kind: str(path) for kind, path in (("nsys_rep", rep), ("nsys_sqlite", sqlite)) if path}
-
-
-def report_paths(prof: ProfileResult) -> dict[str, Any]:
-    """What a run under nsys stores: the old nsys_* columns, and the same paths as `artifacts`."""
-
-    return {
-        "nsys_rep": str(prof.rep) if prof.rep else None,
-        "nsys_sqlite": str(prof.sqlite) if prof.sqlite else None,
-        "artifacts": {**nsys_artifacts(prof.rep, prof.sqlite), **prof.artifacts},
-    }
 
 
 def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]) -> None:
@@ -453,7 +420,8 @@ class NsysProfiler:
     def overhead_runs(
         self, config: RunConfig, options: NsysOptions, modes: list[str]
     ) -> list[tuple[str, ProfiledFn]]:
-        """(label, run) per nsys mode: the worker under nsys, stored with its mode and report paths."""
+        """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
+        capture's health and findings (capture.judge_export: a capture that fails them is `degraded`)."""
         info = nsys.find_nsys(options.nsys_path)
         check_writable(options.profile_dir)
         cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
@@ -463,7 +431,13 @@ class NsysProfiler:
                 result, prof, notes = run_profiled(
                     config, replace(options, mode=mode), info, new_run_id(config.model)
                 )
-                return result, {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}, notes
+                how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
+                if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
+                    reason = judge_export(result, prof.sqlite, how, notes)
+                    if reason:
+                        notes.append(f"{label_for(mode)}: stored as degraded ({reason}): the overhead is "
+                                     "that of a capture that lost part of the run")  # fmt: skip
+                return result, how, notes
 
             return run
 
