@@ -1,18 +1,20 @@
-"""The profiler options of `run`, `overhead` and `profile` (declared once), and what `run` and `overhead` do
-before the work: the configuration, the store, the profiler from the registry, its options built by the
-profiler itself from the command line's values, and the warnings it has before it runs."""
+"""The profiler options of `run`, `overhead` and `profile`, declared once (`ProfilerArgs`,
+`profiler_options`), and what `run` and `overhead` do before the work (`prepare`): the configuration, the
+store, the profiler from the registry, its options built by the profiler itself from the command line's
+values, and the warnings it has before it runs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from enum import Enum, StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from harness.cli.common import warn
-from harness.cli.options import Workload, make_config
+from harness.cli.options import F, Workload, make_config, option_group
 from harness.cli.rank_options import Ranks, with_ranks
 from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
@@ -73,6 +75,64 @@ ProfileDirOpt = Annotated[
         "memory_profiles].",
     ),
 ]
+
+RecordShapesOpt = Annotated[
+    bool, typer.Option("--record-shapes", help="With --profiler torch: record operator input shapes.")
+]
+WithStackOpt = Annotated[
+    bool, typer.Option("--with-stack", help="With --profiler torch: record Python stacks of operators.")
+]
+ProfileMemoryOpt = Annotated[
+    bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
+]
+BaselineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-baseline/--no-nsys-baseline",
+        help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ProfilerArgs:
+    """The profiler options as given on the command line, each named as the parameter a profiler's options
+    read it from (harness.profilers.base.ProfilerOptions.from_cli)."""
+
+    nsys_path: str | None = None
+    nsys_capture: Capture = Capture.all
+    nsys_mode: NsysMode = NsysMode.light
+    nsys_arg: list[str] | None = None
+    profile_dir: Path | None = None
+    nsys_baseline: bool = True
+    nsys_force: bool = False
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
+
+    def values(self) -> dict[str, Any]:
+        """By parameter name, choices as their plain values."""
+        return {k: v.value if isinstance(v, Enum) else v for k, v in asdict(self).items()}
+
+
+NO_PROFILER_ARGS = ProfilerArgs()
+PROFILER_OPTIONS = {
+    "nsys_path": NsysPathOpt,
+    "nsys_capture": CaptureOpt,
+    "nsys_mode": NsysModeOpt,
+    "nsys_arg": NsysArgOpt,
+    "profile_dir": ProfileDirOpt,
+    "nsys_baseline": BaselineOpt,
+    "nsys_force": NsysForceOpt,
+    "record_shapes": RecordShapesOpt,
+    "with_stack": WithStackOpt,
+    "profile_memory": ProfileMemoryOpt,
+}
+
+
+def profiler_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """The profiler options on a command (but `omit`), in place of its parameter `profiling: ProfilerArgs`."""
+    return option_group("profiling", ProfilerArgs, PROFILER_OPTIONS, omit)
 
 
 @dataclass

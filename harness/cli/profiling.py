@@ -15,14 +15,12 @@ from harness.cli.options import (
 )
 from harness.cli.output import Format, emit
 from harness.cli.profiler_options import (
+    NO_PROFILER_ARGS,
     Capture,
-    CaptureOpt,
-    NsysArgOpt,
-    NsysForceOpt,
-    NsysPathOpt,
-    ProfileDirOpt,
     Profiler,
+    ProfilerArgs,
     prepare,
+    profiler_options,
 )
 from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
@@ -37,6 +35,7 @@ with deferred():  # each runs on first use (harness.core.deferred): `--help` loa
 
 @cli_errors
 @workload_options(omit=("nvtx_detail", "power", "power_period"))
+@profiler_options(omit=("nsys_mode", "nsys_baseline", "record_shapes", "with_stack", "profile_memory"))
 @rank_options()
 def overhead_cmd(
     model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
@@ -69,11 +68,7 @@ def overhead_cmd(
         typer.Option(help="With --ci-target: start no round that would end after this many seconds."),
     ] = DEFAULT_MAX_TIME,
     workload: Workload = DEFAULT,
-    nsys_path: NsysPathOpt = None,
-    nsys_capture: CaptureOpt = Capture.all,
-    nsys_arg: NsysArgOpt = None,
-    nsys_force: NsysForceOpt = False,
-    profile_dir: ProfileDirOpt = None,
+    profiling: ProfilerArgs = NO_PROFILER_ARGS,
     ranks: Ranks = ONE_RANK,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
@@ -85,7 +80,8 @@ def overhead_cmd(
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
-    if profiler != "nsys" and (mode_list != ["light"] or nsys_arg or nsys_capture is not Capture.all):
+    nsys_only = profiling.nsys_arg or profiling.nsys_capture is not Capture.all
+    if profiler != "nsys" and (mode_list != ["light"] or nsys_only):
         raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
@@ -93,9 +89,7 @@ def overhead_cmd(
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
     if max_time <= 0:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
-    args = {"profile_dir": profile_dir, "nsys_path": nsys_path, "nsys_capture": nsys_capture.value,
-            "nsys_arg": nsys_arg, "nsys_force": nsys_force}  # fmt: skip
-    ready = prepare(model, workload, ranks, db, profiler.value, args)
+    ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())
     config = ready.config
     with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
         result = overhead.measure_overhead(

@@ -18,16 +18,11 @@ from harness.cli.options import (
 )
 from harness.cli.output import Format, emit, emit_many
 from harness.cli.profiler_options import (
-    Capture,
-    CaptureOpt,
-    NsysArgOpt,
-    NsysForceOpt,
-    NsysMode,
-    NsysModeOpt,
-    NsysPathOpt,
-    ProfileDirOpt,
+    NO_PROFILER_ARGS,
     Profiler,
+    ProfilerArgs,
     prepare,
+    profiler_options,
 )
 from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
@@ -61,22 +56,6 @@ ProfilerOpt = Annotated[
         "fresh process.",
     ),
 ]
-RecordShapesOpt = Annotated[
-    bool, typer.Option("--record-shapes", help="With --profiler torch: record operator input shapes.")
-]
-WithStackOpt = Annotated[
-    bool, typer.Option("--with-stack", help="With --profiler torch: record Python stacks of operators.")
-]
-ProfileMemoryOpt = Annotated[
-    bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
-]
-BaselineOpt = Annotated[
-    bool,
-    typer.Option(
-        "--nsys-baseline/--no-nsys-baseline",
-        help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
-    ),
-]
 # --memory (harness/execution/memory.py)
 MemoryOpt = Annotated[
     bool,
@@ -91,6 +70,7 @@ MemoryOpt = Annotated[
 
 @cli_errors
 @workload_options()
+@profiler_options()
 @operator_options()
 @rank_options()
 def run_cmd(
@@ -100,16 +80,7 @@ def run_cmd(
     workload: Workload,
     profiler: ProfilerOpt = None,
     nsys: NsysOpt = False,
-    nsys_path: NsysPathOpt = None,
-    nsys_capture: CaptureOpt = Capture.all,
-    nsys_mode: NsysModeOpt = NsysMode.light,
-    nsys_arg: NsysArgOpt = None,
-    profile_dir: ProfileDirOpt = None,
-    nsys_baseline: BaselineOpt = True,
-    nsys_force: NsysForceOpt = False,
-    record_shapes: RecordShapesOpt = False,
-    with_stack: WithStackOpt = False,
-    profile_memory: ProfileMemoryOpt = False,
+    profiling: ProfilerArgs = NO_PROFILER_ARGS,
     view: OperatorView = AS_TORCH_SORTS,
     ranks: Ranks = ONE_RANK,
     memory: MemoryOpt = False,
@@ -119,14 +90,13 @@ def run_cmd(
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
 
-    chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory, view)
+    p = profiling
+    chosen = _profiler(profiler, nsys, p.record_shapes or p.with_stack or p.profile_memory, view)
     args = {
-        "profile_dir": profile_dir, "nsys_path": nsys_path, "nsys_capture": nsys_capture.value,
-        "nsys_mode": nsys_mode.value, "nsys_arg": nsys_arg, "nsys_baseline": nsys_baseline,
-        "nsys_force": nsys_force, "record_shapes": record_shapes, "with_stack": with_stack,
-        "profile_memory": profile_memory, "top": view.top,
+        **p.values(),
+        "top": view.top,
         "sort": None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
-    }  # fmt: skip
+    }
     ready = prepare(model, workload, ranks, db, chosen, args, memory=memory)
     config, plugin = ready.config, ready.profiler
     label, total = plugin.progress(config)
