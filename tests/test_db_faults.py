@@ -18,6 +18,7 @@ from test_store_faults import filled, hold_lock
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.profilers import registry
 from harness.store import unsaved
 from harness.store.results import UnsavedRun
 
@@ -64,7 +65,7 @@ def test_sigterm_while_waiting_on_a_locked_database_keeps_the_run_and_says_where
     file = tmp_path / "harness-unsaved-tiny-term.json"
     assert caught.value.path == file and file.is_file() and caught.value.signal == signal.SIGTERM
     assert "SIGTERM came while it waited" in str(caught.value)
-    assert unsaved.read(file).result.run_id == "tiny-term"
+    assert unsaved.read(file, registry.NAMES).result.run_id == "tiny-term"
 
 
 def test_the_command_says_where_the_run_went_and_exits_143(capsys: pytest.CaptureFixture[str]) -> None:

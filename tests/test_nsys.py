@@ -73,7 +73,7 @@ def test_a_default_flag_this_nsys_lacks_is_left_out_unsaid(monkeypatch: pytest.M
     """`warning: dropped --python-backtrace=cuda` was printed on a CPU run under 2022.4, where nothing asked
     for the flag (issue 32 §3): the run leaves it out and says nothing."""
     from harness.core.records import RunConfig
-    from harness.profilers.nsys import ProfileRequest, launch
+    from harness.profilers.nsys import NsysOptions, launch
 
     seen: list[list[str]] = []
 
@@ -85,10 +85,10 @@ def test_a_default_flag_this_nsys_lacks_is_left_out_unsaid(monkeypatch: pytest.M
 
     monkeypatch.setattr(nsys, "profile", profile)
     config = RunConfig(model="tiny", device="cpu", warmup=0, steps=1)
-    _, _, notes = launch(config, ProfileRequest(profile_dir=tmp_path), OLD, "tiny-1")
+    _, _, notes = launch(config, NsysOptions(profile_dir=tmp_path), OLD, "tiny-1")
     assert notes == ["n"]
     assert not any(a.startswith("--python-backtrace") for a in seen[0])
-    _, _, notes = launch(config, ProfileRequest(profile_dir=tmp_path), NEW, "tiny-2")
+    _, _, notes = launch(config, NsysOptions(profile_dir=tmp_path), NEW, "tiny-2")
     assert "--python-backtrace=cuda" in seen[1] and notes == ["n"]
 
 

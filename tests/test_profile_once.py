@@ -53,7 +53,7 @@ def test_the_export_is_read_once_and_the_run_stored_once(
 ) -> None:
     counts = _capture(h100_export, monkeypatch)
     store = ResultsStore(tmp_db)
-    request = profiler.ProfileRequest(profile_dir=tmp_path / "p", baseline=False)
+    request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     out = profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
     assert counts == {"opened": 1, "written": 1}
     assert out.nvtx is not None and out.advice is not None
@@ -72,8 +72,85 @@ def test_a_reading_cut_short_still_stores_the_run(
 
     monkeypatch.setattr(profiler, "analyse", interrupted)
     store = ResultsStore(tmp_db)
-    request = profiler.ProfileRequest(profile_dir=tmp_path / "p", baseline=False)
+    request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     with pytest.raises(KeyboardInterrupt):
         profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
     assert counts["written"] == 1
     assert ResultsStore(tmp_db).count_runs() == 1
+
+
+def _counted_writes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """The store's writes and the openings of an export after a capture (harness.profilers.capture's and
+    `profile -- CMD`'s), counted as the real ones run."""
+    from harness.experiments import program
+    from harness.profilers import capture
+
+    counts = {"opened": 0, "written": 0}
+    write = RunsPart._write
+
+    def written(self: RunsPart, *args: Any, **kwargs: Any) -> None:
+        counts["written"] += 1
+        write(self, *args, **kwargs)
+
+    def opened(path: Path, **how: Any) -> Any:
+        counts["opened"] += 1
+        return open_trace(path, **how)
+
+    monkeypatch.setattr(RunsPart, "_write", written)
+    monkeypatch.setattr(capture, "open_trace", opened)
+    monkeypatch.setattr(program, "open_trace", opened)
+    return counts
+
+
+def test_profile_cmd_reads_the_export_once_and_stores_its_health_with_the_run(
+    h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`profile -- CMD` after its capture takes the step `run --nsys` takes: the export read once (its
+    tables, the capture's health and findings), then the run stored once with them."""
+    from analysis.advice.health import capture_health
+    from harness.experiments import program
+
+    counts = _counted_writes(monkeypatch)
+    info = NsysInfo(path=Path("/x/nsys"), version="2023.4.1.97", flags=frozenset(), source="t")
+    monkeypatch.setattr(program.nsys, "find_nsys", lambda path: info)
+    monkeypatch.setattr(
+        program.nsys, "profile", lambda *a, **k: ProfileResult(0, h100_export, h100_export, None, "")
+    )
+    store = ResultsStore(tmp_db)
+    out = program.profile_program(["true"], store=store, profile_dir=tmp_path / "p")
+    assert counts == {"opened": 1, "written": 1}
+    assert out.report is not None and out.report.tables
+    with open_trace(h100_export) as trace:
+        health = capture_health(trace)
+    assert out.advice is not None and out.advice["health"]["worst"] == health.worst
+    assert [c["name"] for c in out.advice["health"]["checks"]] == [c.name for c in health.checks]
+    run = ResultsStore(tmp_db).get(out.run_id)
+    assert run.advice == out.advice and run.status == out.result.status
+
+
+def test_overhead_runs_under_nsys_are_stored_with_their_capture_s_health(
+    h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`overhead`'s runs under nsys take the same step: each one's export read once for its capture's health
+    and findings, stored once with its run."""
+    from harness.experiments import overhead
+
+    _capture(h100_export, monkeypatch)
+    counts = _counted_writes(monkeypatch)
+
+    def baseline(config: RunConfig) -> tuple[RunResult, None]:  # no workload: the run without nsys, made up
+        steps = [StepRecord(step=i, warmup=i < config.warmup,
+                            phases={"forward": 8_000_000, "backward": 17_000_000, "optimizer": 2_000_000})
+                 for i in range(config.warmup + config.steps)]  # fmt: skip
+        return RunResult(run_id="medium-base", config=config, status="ok", device="cuda", steps=steps), None
+
+    monkeypatch.setattr(overhead, "run_baseline", baseline)
+    store = ResultsStore(tmp_db)
+    options = profiler.NsysOptions(profile_dir=tmp_path / "p")
+    done = overhead.measure_overhead(RunConfig(model="medium", warmup=1, steps=3), profiler.PROFILER, options,
+                                     repeats=1, modes=["light"], store=store)  # fmt: skip
+    assert counts["opened"] == 1 and counts["written"] == 2  # the baseline and the run under nsys
+    ((_, _, run),) = [r for r in done.runs if r[0] == "nsys light"]
+    stored = ResultsStore(tmp_db).get(run.run_id)
+    assert stored.advice is not None and stored.advice["health"]["checks"]
+    assert stored.status == run.status and stored.nsys_sqlite == str(h100_export)

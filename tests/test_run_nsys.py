@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -18,13 +20,43 @@ PHASES = ("forward", "backward", "optimizer")
 runner = CliRunner()
 
 
-def test_run_nsys_end_to_end(in_tmp: Path) -> None:
+def _counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Calls of the steps a run under nsys takes once, counted as the real ones run (each called through):
+    the `nsys profile` command built, the profile folder checked, the export opened, a run stored."""
+    from harness.execution.nsys import launch
+    from harness.profilers import capture
+    from harness.profilers import nsys as profiler
+    from harness.store.runs import RunsPart
+
+    calls: Counter[str] = Counter()
+
+    def count(owner: object, name: str, key: str) -> None:
+        real = getattr(owner, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[key] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    count(launch, "build_profile_command", "command built")
+    count(profiler, "check_writable", "folder checked")
+    count(capture, "open_trace", "export opened")  # examine's, and any other reading after the capture
+    count(profiler, "open_trace", "export opened")
+    count(RunsPart, "_write", "run stored")
+    return calls
+
+
+def test_run_nsys_end_to_end(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from analysis.tables.nvtx import nvtx_ranges
     from analysis.trace.opening import open_trace
 
+    calls = _counted(monkeypatch)
     args = ["run", "tiny", "--device", "cpu", "--nsys", "--steps", "3", "--warmup", "1"]
     result = runner.invoke(app, [*args, "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    # once per run: the command, the folder's check, the export's reading; the baseline and the run stored
+    assert calls == {"command built": 1, "folder checked": 1, "export opened": 1, "run stored": 2}
     tables = json.loads(result.stdout)
     reps = list((in_tmp / "nsys_profiles").glob("*.nsys-rep"))
     sqlites = list((in_tmp / "nsys_profiles").glob("*.sqlite"))

@@ -12,7 +12,7 @@ from test_store import make_result
 
 from analysis.readers.kineto import is_complete
 from harness.core.records import RunConfig
-from harness.profilers.torch import TorchRequest, profile_run
+from harness.profilers.torch import TorchOptions, profile_run
 from harness.store.results import ResultsStore
 
 pytestmark = pytest.mark.attack(saves=True)
@@ -47,7 +47,7 @@ def test_an_interrupted_run_records_its_trace_as_partial(
 
     monkeypatch.setattr("harness.profilers.torch.run_isolated", interrupted)
     store = ResultsStore(str(tmp_path / "r.sqlite"))
-    out = profile_run(RunConfig(model="tiny"), TorchRequest(profile_dir=tmp_path / "p"), store=store)
+    out = profile_run(RunConfig(model="tiny"), TorchOptions(profile_dir=tmp_path / "p"), store=store)
     run = store.get(out.run_id)
     kind = "trace_partial" if cut else "trace"
     assert run.artifacts == {kind: str(out.trace)}

@@ -15,6 +15,7 @@ from analysis.tables.operators import CALLS, CPU_TOTAL, NAME, SELF_CPU, _nest, o
 from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.profilers import registry
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -145,10 +146,10 @@ def test_unsaved_run_keeps_its_artifacts(tmp_path) -> None:
     result = RunResult(run_id="tiny-u", config=config, status="ok")
     pending = unsaved.PendingRun(result=result, created_at=datetime.now(UTC), profiler="torch",
                                  artifacts={"trace": "/p/t.pt.trace.json.gz"})  # fmt: skip
-    back = unsaved.read(unsaved.write(pending, [tmp_path], "test"))
+    back = unsaved.read(unsaved.write(pending, [tmp_path], "test"), registry.NAMES)
     assert (back.profiler, back.artifacts) == ("torch", {"trace": "/p/t.pt.trace.json.gz"})
     store = ResultsStore(str(tmp_path / "r.sqlite"))
-    store.import_file(unsaved.write(pending, [tmp_path], "test"))
+    store.import_file(unsaved.write(pending, [tmp_path], "test"), profilers=registry.NAMES)
     assert store.get("tiny-u").artifacts == {"trace": "/p/t.pt.trace.json.gz"}
 
 

@@ -10,38 +10,32 @@ from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import (
     DEFAULT,
     Workload,
-    make_config,
     workload_options,
 )
 from harness.cli.output import Format, emit
-from harness.cli.progress import Progress
-from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
-from harness.cli.run import (
+from harness.cli.profiler_options import (
+    NO_PROFILER_ARGS,
     Capture,
-    CaptureOpt,
-    NsysArgOpt,
-    NsysForceOpt,
-    NsysPathOpt,
-    ProfileDirOpt,
     Profiler,
+    ProfilerArgs,
+    prepare,
+    profiler_options,
 )
+from harness.cli.progress import Progress
+from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
 from harness.core.deferred import deferred
-from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
-from harness.profilers import registry
-from harness.profilers.base import ProfilerOptions
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from analysis.compare import overhead as comparison
-    from harness.execution import runner
     from harness.experiments import overhead
-    from harness.store import results as results_db
 
 
 @cli_errors
 @workload_options(omit=("nvtx_detail", "power", "power_period"))
+@profiler_options(omit=("nsys_mode", "nsys_baseline", "record_shapes", "with_stack", "profile_memory"))
 @rank_options()
 def overhead_cmd(
     model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
@@ -74,11 +68,7 @@ def overhead_cmd(
         typer.Option(help="With --ci-target: start no round that would end after this many seconds."),
     ] = DEFAULT_MAX_TIME,
     workload: Workload = DEFAULT,
-    nsys_path: NsysPathOpt = None,
-    nsys_capture: CaptureOpt = Capture.all,
-    nsys_arg: NsysArgOpt = None,
-    nsys_force: NsysForceOpt = False,
-    profile_dir: ProfileDirOpt = None,
+    profiling: ProfilerArgs = NO_PROFILER_ARGS,
     ranks: Ranks = ONE_RANK,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
@@ -90,7 +80,8 @@ def overhead_cmd(
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
-    if profiler != "nsys" and (mode_list != ["light"] or nsys_arg or nsys_capture is not Capture.all):
+    nsys_only = profiling.nsys_arg or profiling.nsys_capture is not Capture.all
+    if profiler != "nsys" and (mode_list != ["light"] or nsys_only):
         raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
@@ -98,24 +89,11 @@ def overhead_cmd(
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
     if max_time <= 0:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
-    config = make_config(model, workload)
-    runner.validate(config)
-    config = with_ranks(config, ranks)
-    resolved = resolve_device(config.device)
-    store = results_db.ResultsStore(db)
-    plugin = registry.get(profiler.value)
-    options = ProfilerOptions(
-        profile_dir=profile_dir,
-        nsys_path=nsys_path,
-        capture=nsys_capture.value,
-        extra_args=list(nsys_arg or []),
-        force_cuda=nsys_force,
-    )
-    for line in plugin.preflight(options, resolved.type):  # before any run (or refused)
-        warn(line)
+    ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())
+    config = ready.config
     with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
         result = overhead.measure_overhead(
-            config, plugin, options, repeats=repeats, modes=mode_list, store=store,
+            config, ready.profiler, ready.options, repeats=repeats, modes=mode_list, store=ready.store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
         )  # fmt: skip
     for note in result.notes:

@@ -9,7 +9,7 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn
 from harness.cli.output import Format, emit_many
-from harness.cli.run import NsysArgOpt, NsysPathOpt, ProfileDirOpt
+from harness.cli.profiler_options import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.core.bounds import check_run_name
 from harness.core.deferred import deferred
 from harness.core.signals import sigterm_raises
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from harness.experiments.program import ProgramRun
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
+    from harness.cli import render as render_run
     from harness.experiments import program as programs
     from harness.profilers import nsys as nsys_profiler
     from harness.store import results as results_db
@@ -69,15 +70,20 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
         status, error = p.result.status, p.result.error
         status = error if status == "interrupted" else status + (f" ({error})" if error else "")
         lines.insert(0, f"run {p.run_id} under nsys {p.nsys_version}: {status}")
+    if p.advice is not None and fmt is Format.table:  # a capture that failed says so before its numbers
+        render_run.say_health(p.advice, p.run_id if p.degraded else None)
     report = p.report
+    advice = render_run.advice_tables(p.advice) if p.advice is not None and fmt is not Format.table else []
     if report is not None and (report.tables or fmt is not Format.table):
-        emit_many(report.tables, fmt, notes=report.notes, skipped=report.skipped, wide=wide)
+        emit_many([*report.tables, *advice], fmt, notes=report.notes, skipped=report.skipped, wide=wide)
     if report is not None and fmt is Format.table:
         by_reason: dict[str, list[str]] = {}
         for title, why in report.skipped.items():
             by_reason.setdefault(why, []).append(title.split(" (")[0])
         for why, titles in by_reason.items():
             warn(f"skipped {', '.join(titles)}: {why}")
+    if p.advice is not None and fmt is Format.table:
+        render_run.say_findings(p.advice, p.run_id)
     for line in lines:
         note(line)
     if p.result is not None and p.result.status == "error" and prof.stderr_tail.strip():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,6 +17,13 @@ from harness.cli.options import (
     workload_options,
 )
 from harness.cli.output import Format, emit, emit_many
+from harness.cli.profiler_options import (
+    NO_PROFILER_ARGS,
+    Profiler,
+    ProfilerArgs,
+    prepare,
+    profiler_options,
+)
 from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
 from harness.core import signals
@@ -29,7 +34,6 @@ from harness.core.errors import UsageError
 from harness.core.records import new_id
 from harness.core.signals import sigterm_raises
 from harness.profilers import registry
-from harness.profilers.base import ProfilerOptions
 
 if TYPE_CHECKING:
     from harness.core.records import RunResult
@@ -37,25 +41,10 @@ if TYPE_CHECKING:
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from harness.cli import render
-    from harness.execution import runner
     from harness.execution.ranks import multirank
     from harness.experiments import show, sweep
     from harness.experiments import tables as experiment_tables
     from harness.store import results as results_db
-
-
-class Capture(StrEnum):
-    all = "all"
-    measured = "measured"
-
-
-# --profiler's choices: the registry's profilers (the run without one is no choice: it is the default)
-Profiler = StrEnum("Profiler", [(name, name) for name in registry.NAMES if name != "none"])  # type: ignore[misc]
-
-
-class NsysMode(StrEnum):
-    light = "light"
-    full = "full"
 
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
@@ -65,44 +54,6 @@ ProfilerOpt = Annotated[
         "--profiler",
         help="nsys: under Nsight Systems; torch: torch.profiler over the measured steps. Each runs in a "
         "fresh process.",
-    ),
-]
-RecordShapesOpt = Annotated[
-    bool, typer.Option("--record-shapes", help="With --profiler torch: record operator input shapes.")
-]
-WithStackOpt = Annotated[
-    bool, typer.Option("--with-stack", help="With --profiler torch: record Python stacks of operators.")
-]
-ProfileMemoryOpt = Annotated[
-    bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
-]
-NsysPathOpt = Annotated[
-    str | None,
-    typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to use (or HARNESS_NSYS)."),
-]
-CaptureOpt = Annotated[
-    Capture, typer.Option("--nsys-capture", help="measured: only the measured steps are recorded.")
-]
-NsysModeOpt = Annotated[
-    NsysMode, typer.Option("--nsys-mode", help="light: --sample=none --cpuctxsw=none; full: nsys defaults.")
-]
-NsysArgOpt = Annotated[
-    list[str] | None,
-    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
-]
-NsysForceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--nsys-force",
-        help="Capture even where this nsys is known to record nothing of the program's CUDA (an nsys made "
-        "for CUDA two major versions older: see `harness doctor`).",
-    ),
-]
-BaselineOpt = Annotated[
-    bool,
-    typer.Option(
-        "--nsys-baseline/--no-nsys-baseline",
-        help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
     ),
 ]
 # --memory (harness/execution/memory.py)
@@ -115,19 +66,11 @@ MemoryOpt = Annotated[
         "table.",
     ),
 ]
-ProfileDirOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--profile-dir",
-        metavar="<dir>",
-        help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
-        "memory_profiles].",
-    ),
-]
 
 
 @cli_errors
 @workload_options()
+@profiler_options()
 @operator_options()
 @rank_options()
 def run_cmd(
@@ -137,16 +80,7 @@ def run_cmd(
     workload: Workload,
     profiler: ProfilerOpt = None,
     nsys: NsysOpt = False,
-    nsys_path: NsysPathOpt = None,
-    nsys_capture: CaptureOpt = Capture.all,
-    nsys_mode: NsysModeOpt = NsysMode.light,
-    nsys_arg: NsysArgOpt = None,
-    profile_dir: ProfileDirOpt = None,
-    nsys_baseline: BaselineOpt = True,
-    nsys_force: NsysForceOpt = False,
-    record_shapes: RecordShapesOpt = False,
-    with_stack: WithStackOpt = False,
-    profile_memory: ProfileMemoryOpt = False,
+    profiling: ProfilerArgs = NO_PROFILER_ARGS,
     view: OperatorView = AS_TORCH_SORTS,
     ranks: Ranks = ONE_RANK,
     memory: MemoryOpt = False,
@@ -156,38 +90,18 @@ def run_cmd(
 ) -> None:
     """Run one workload, time forward/backward/optimizer per step, save it, print the summary."""
 
-    config = make_config(model, workload)
-    runner.validate(config)
-    config = with_ranks(config, ranks)
-    chosen = _profiler(profiler, nsys, record_shapes or with_stack or profile_memory, view)
-    store = results_db.ResultsStore(db)  # fail on a bad --db before the work, not after
-
-    resolved = resolve_device(config.device)
-    note = emulated_precision_note(resolved, [config.precision])
-    if note:
-        warn(note)
-    plugin = registry.get(chosen)
-    config = replace(config, memory=memory)
-    plugin.check(config, resolved.type)
-    options = ProfilerOptions(
-        profile_dir=profile_dir,
-        nsys_path=nsys_path,
-        capture=nsys_capture.value,
-        mode=nsys_mode.value,
-        extra_args=list(nsys_arg or []),
-        baseline=nsys_baseline,
-        force_cuda=nsys_force,
-        record_shapes=record_shapes,
-        with_stack=with_stack,
-        profile_memory=profile_memory,
-        operator_sort=None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
-        operator_top=view.top,
-    )
-    for line in plugin.preflight(options, resolved.type):  # nsys: what it may lose of the run's CUDA
-        warn(line)
+    p = profiling
+    chosen = _profiler(profiler, nsys, p.record_shapes or p.with_stack or p.profile_memory, view)
+    args = {
+        **p.values(),
+        "top": view.top,
+        "sort": None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
+    }
+    ready = prepare(model, workload, ranks, db, chosen, args, memory=memory)
+    config, plugin = ready.config, ready.profiler
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
-        outcome = plugin.run(config, options, store=store, progress=progress)
+        outcome = plugin.run(config, ready.options, store=ready.store, progress=progress)
     render.render(outcome, format, wide)
     if outcome.failed:
         raise typer.Exit(outcome.exit_status)
@@ -421,7 +335,7 @@ def import_cmd(
     import pandas as pd
 
     store = results_db.ResultsStore(db)
-    done = [store.import_file(f, replace=replace) for f in files]
+    done = [store.import_file(f, profilers=registry.NAMES, replace=replace) for f in files]
     table = pd.DataFrame(
         [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],

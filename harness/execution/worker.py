@@ -119,7 +119,7 @@ def worker_command(config_path: Path, result_path: Path, entry: str = ENTRY) -> 
 def write_worker_config(
     config: RunConfig, run_id: str, path: Path, profiler: dict[str, Any] | None = None
 ) -> None:
-    """`profiler`: how the worker builds its hook (harness.profilers.torch_hook.TorchRequest.worker_spec)."""
+    """`profiler`: how the worker builds its hook (harness.profilers.torch.TorchOptions.worker_spec)."""
     spec: dict[str, Any] = {"run_id": run_id, "config": config.to_dict()}
     if profiler:
         spec["profiler"] = profiler

@@ -12,11 +12,11 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import harness
-from analysis.tables.stats_format import EXPORT
 from analysis.tables.summary import summary
+from analysis.trace.opening import open_trace
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
@@ -25,10 +25,8 @@ from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
 from harness.execution import nsys
 from harness.execution.nsys.formats import stats_format
 from harness.execution.runner import new_run_id
-from harness.experiments.opening import open_report
 from harness.profilers.base import check_writable
-from harness.profilers.nsys import report_paths
-from harness.store.results import UnsavedRun
+from harness.profilers.capture import capture_advice, judge, report_paths, stored_after
 
 if TYPE_CHECKING:
     from analysis.tables.summary import Report
@@ -48,10 +46,13 @@ class ProgramRun:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     unsaved: list[str] = field(default_factory=list)
+    advice: dict[str, Any] | None = None  # the capture's health and findings, stored with the run
+    degraded: str | None = None  # why the capture cannot be trusted (the run is stored as `degraded`)
 
     @property
     def exit_code(self) -> int:
-        """The program's exit code (128+N for signal N); 1 where it exited 0 but its run was not stored."""
+        """The program's exit code (128+N for signal N); 1 where it exited 0 but its run was not stored, or
+        its capture cannot be trusted (degraded)."""
         prof = self.profile
         if prof.interrupted:
             return signals.exit_code(prof.interrupted)
@@ -59,7 +60,7 @@ class ProgramRun:
             return 128 - prof.returncode
         if prof.returncode > 0:
             return prof.returncode
-        return 1 if self.error or self.unsaved else 0
+        return 1 if self.error or self.unsaved or self.degraded else 0
 
 
 def program_config(name: str) -> RunConfig:
@@ -145,21 +146,29 @@ def profile_program(
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
         return out
     out.result = program_result(run_id, name, argv, prof, info.version)
-    try:
-        store.save(out.result, profiler="nsys", nsys_mode=opts.mode, **report_paths(prof))
-    except UnsavedRun as e:
-        out.unsaved.append(str(e))
-    if prof.sqlite is None:
-        kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
-        out.error = f"nsys wrote no SQLite export; files kept: {kept}"
-        return out
-    try:
-        out.report = summarise(prof.sqlite, stats_format("auto", info.version))
-    except user_errors as e:
-        out.error = str(e)
+    how = {"profiler": "nsys", "nsys_mode": opts.mode, **report_paths(prof)}
+    with stored_after(store, out.result, out.unsaved, how) as found:  # once, after the export is read
+        examine(out, prof.sqlite, found)
     return out
 
 
-def summarise(sqlite: Path, tables_format: str = EXPORT) -> Report:
-    """The summary tables of the export, in `nsys stats` of `tables_format` (analysis.tables.stats_format)."""
-    return summary(open_report(sqlite), stats_format=tables_format)
+def examine(out: ProgramRun, sqlite: Path | None, found: dict[str, Any]) -> None:
+    """What the export shows, read once: its summary tables, and the capture's health and findings (the
+    program's run `degraded` where it fails them; the harness timed nothing to compare)."""
+    assert out.result is not None
+    prof = out.profile
+    if sqlite is None:
+        kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
+        out.error = f"nsys wrote no SQLite export; files kept: {kept}"
+        return
+    with open_trace(sqlite) as trace:
+        try:
+            out.report = summary(trace, stats_format=stats_format("auto", out.nsys_version))
+        except user_errors as e:
+            out.error = str(e)
+        try:
+            out.advice = capture_advice(trace)
+        except user_errors as e:
+            out.notes.append(f"no health or findings: {e}")
+            return
+    out.degraded = judge(out.result, out.advice, found)

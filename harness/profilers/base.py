@@ -1,15 +1,15 @@
 """What the profilers share (harness.profilers.nsys, harness.profilers.torch, harness.profilers.none,
-harness profile -- CMD, and `harness overhead`): the `Profiler` contract, the options `harness run` gives
-it, how a profiled run ended (`Outcome`), the profile-folder check, and the baseline run without a
-profiler."""
+harness profile -- CMD, and `harness overhead`): the `Profiler` contract, the options every profiler takes
+(each declares its own beside it, in its module), how a profiled run ended (`Outcome`), the profile-folder
+check, and the baseline run without a profiler."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from harness.core import machine
 from harness.core.deferred import deferred
@@ -23,22 +23,29 @@ if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
 
+# the command line's values by parameter name (`profile_dir`, `nsys_arg`, `record_shapes`, …: run's and
+# overhead's options), from which each profiler builds its own options
+CliArgs = Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class ProfilerOptions:
-    """Every profiler option of `harness run`; each profiler reads the ones it knows."""
+    """What every profiler takes; a profiler with options of its own subclasses it in its module (nsys.py's
+    NsysOptions, torch.py's TorchOptions). A field is read from the command-line parameter of its name, or
+    of the name in its metadata's "cli" (`field(default=…, metadata={"cli": "nsys_arg"})`)."""
 
     profile_dir: Path | None = None  # None: the profiler's default_dir
-    nsys_path: str | None = None
-    capture: str = "all"  # nsys: all | measured
-    mode: str = "light"  # nsys: light | full
-    extra_args: list[str] = field(default_factory=list)  # nsys: --nsys-arg, passed on as they are
-    baseline: bool = True  # nsys: also a run without it, to say how much it slowed the run
-    force_cuda: bool = False  # nsys: capture even where this nsys records nothing of the program's CUDA
-    record_shapes: bool = False  # torch.profiler's options
-    with_stack: bool = False
-    profile_memory: bool = False
-    operator_sort: str | None = None  # torch: the operator table's column (None: self CPU, then self CUDA)
-    operator_top: int | None = None  # torch: its rows (None: TOP_OPERATORS)
+
+    @classmethod
+    def from_cli(cls, args: CliArgs, default_dir: Path | None = None) -> Self:
+        """The options `args` gives (a parameter left out or None keeps the field's default)."""
+        given = {
+            f.name: args[key]
+            for f in fields(cls)
+            if args.get(key := f.metadata.get("cli", f.name)) is not None
+        }
+        given.setdefault("profile_dir", default_dir)
+        return cls(**given)
 
 
 # one profiled run of an overhead experiment: its result, what it is stored with, notes
@@ -61,6 +68,7 @@ class Profiler(Protocol):
       `artifacts`), in `default_dir` unless --profile-dir says otherwise;
     - check: refuse a configuration it cannot profile, before anything runs (UsageError);
     - preflight: what to warn of before the run (or an error refusing it), said by the command;
+    - options_from: its options (a ProfilerOptions, or its own subclass) from the command line's values;
     - progress: the progress line's label, and the number of steps it counts (None: stages only);
     - overhead_runs: (label, one profiled run) per kind that `harness overhead` compares with the run
       without it (nsys: one per mode);
@@ -75,6 +83,8 @@ class Profiler(Protocol):
     default_dir: Path | None
 
     def check(self, config: RunConfig, device_type: str) -> None: ...
+
+    def options_from(self, args: CliArgs) -> ProfilerOptions: ...
 
     def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]: ...
 

@@ -11,7 +11,7 @@ from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult
 from harness.execution.ranks.multirank import run_ranks
 from harness.execution.runner import run_workload
-from harness.profilers.base import Outcome, ProfiledFn, ProfilerOptions, Reporter
+from harness.profilers.base import CliArgs, Outcome, ProfiledFn, ProfilerOptions, Reporter
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
@@ -35,6 +35,9 @@ class NoProfiler:
 
     def check(self, config: RunConfig, device_type: str) -> None:
         pass
+
+    def options_from(self, args: CliArgs) -> ProfilerOptions:
+        return ProfilerOptions.from_cli(args, self.default_dir)
 
     def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
         return []

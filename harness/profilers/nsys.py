@@ -14,11 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.advice.coverage import export_facts
-from analysis.advice.findings import findings
-from analysis.advice.health import capture_health
-from analysis.advice.record import advice_record, degraded_reason
-from analysis.advice.run_checks import RunFacts, overhead_of, run_checks
+from analysis.advice.run_checks import RunFacts, overhead_of
 from analysis.compare.agreement import agreement_table, pair_ranges, range_summary
 from analysis.compare.overhead import BASELINE, headline, overhead_table
 from analysis.errors import AnalysisError
@@ -37,6 +33,7 @@ from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.runner import new_run_id
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
 from harness.profilers.base import (
+    CliArgs,
     Outcome,
     ProfiledFn,
     ProfilerOptions,
@@ -44,9 +41,16 @@ from harness.profilers.base import (
     check_writable,
     run_baseline,
 )
+from harness.profilers.capture import (
+    capture_advice,
+    judge,
+    judge_export,
+    report_paths,
+    save_once,
+    stored_after,
+)
 from harness.profilers.overhead_steps import experiment_load, label_for, step_table
 from harness.store.blocks import blocks_of
-from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,15 +62,19 @@ if TYPE_CHECKING:
 TOP_KERNELS = 10
 
 
-@dataclass
-class ProfileRequest:
-    nsys_path: str | None = None
-    capture: str = "all"  # all | measured
-    mode: str = "light"  # light | full
-    extra_args: list[str] = field(default_factory=list)
+@dataclass(frozen=True)
+class NsysOptions(ProfilerOptions):
+    """`run --nsys`'s options (and overhead's), each read from the command-line parameter named in "cli"."""
+
     profile_dir: Path = Path("nsys_profiles")
-    baseline: bool = True  # also run without nsys (fresh process) to say how much nsys slowed the run
-    force_cuda: bool = False  # --nsys-force: capture even where this nsys is known to record nothing
+    nsys_path: str | None = None
+    capture: str = field(default="all", metadata={"cli": "nsys_capture"})  # all | measured
+    mode: str = field(default="light", metadata={"cli": "nsys_mode"})  # light | full
+    extra_args: list[str] = field(default_factory=list, metadata={"cli": "nsys_arg"})  # passed on as they are
+    # also run without nsys (fresh process) to say how much nsys slowed the run
+    baseline: bool = field(default=True, metadata={"cli": "nsys_baseline"})
+    # --nsys-force: capture even where this nsys is known to record nothing of the program's CUDA
+    force_cuda: bool = field(default=False, metadata={"cli": "nsys_force"})
 
 
 @dataclass
@@ -96,15 +104,15 @@ class ProfiledRun(Outcome):
 
 
 def launch(
-    config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
+    config: RunConfig, options: NsysOptions, info: NsysInfo, run_id: str
 ) -> tuple[RunResult, ProfileResult, list[str]]:
     """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes. The
     profile folder is checked by the callers (profile_run, overhead_runs), before any run."""
     opts = nsys.ProfileOptions(
-        output=request.profile_dir.resolve() / run_id,
-        capture=request.capture,
-        mode=request.mode,
-        extra_args=list(request.extra_args),
+        output=options.profile_dir.resolve() / run_id,
+        capture=options.capture,
+        mode=options.mode,
+        extra_args=list(options.extra_args),
     )
     if config.world_size > 1:  # one report per rank (harness/execution/nsys/ranks.py)
         return profile_ranks(config, info, opts, run_id)
@@ -121,25 +129,15 @@ def launch(
 
 
 def run_profiled(
-    config: RunConfig, request: ProfileRequest, info: NsysInfo, run_id: str
+    config: RunConfig, options: NsysOptions, info: NsysInfo, run_id: str
 ) -> tuple[RunResult, ProfileResult, list[str]]:
     """`launch` under nsys, recording the load averages (nsys's processes make the CPU shares meaningless)."""
     start = machine.snapshot()
-    result, prof, notes = launch(config, request, info, run_id)
+    result, prof, notes = launch(config, options, info, run_id)
     load = machine.load_since(start, others=False)
     if load:
         result.extra["machine"] = load.to_dict()
     return result, prof, notes
-
-
-def _save(store: ResultsStore, result: RunResult, out: ProfiledRun, **how: object) -> None:
-    """Save; a run the database will not take is in a file by now: say so and go on."""
-
-    try:
-        store.save(result, **how)  # type: ignore[arg-type]
-    except UnsavedRun as e:
-        if str(e) not in out.unsaved:  # saved again with the agreement: the same file, said once
-            out.unsaved.append(str(e))
 
 
 def _program_exit(returncode: int) -> int:
@@ -173,7 +171,7 @@ def cuda_check_for(nsys_path: str | None, device_type: str | None, force: bool =
 
 def profile_run(
     config: RunConfig,
-    request: ProfileRequest,
+    options: NsysOptions,
     *,
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
@@ -182,42 +180,39 @@ def profile_run(
     stored once after that, with all of it, in one transaction. Every measured step is stored, whatever
     happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
 
-    info = nsys.find_nsys(request.nsys_path)
-    check_writable(request.profile_dir)
-    cuda_check(info, resolve_device(config.device).type, request.force_cuda)  # the CLI said the warnings
+    info = nsys.find_nsys(options.nsys_path)
+    check_writable(options.profile_dir)
+    cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # the CLI said the warnings
     run_id = new_run_id(config.model)
     out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
-    experiment = f"overhead-{run_id}" if request.baseline else None
+    experiment = f"overhead-{run_id}" if options.baseline else None
     baseline = None
-    if request.baseline:
+    if options.baseline:
         if progress:
             progress("baseline run without nsys (fresh process)")
         baseline, _ = run_baseline(config)
-        _save(store, baseline, out, experiment=experiment)  # a run of its own, stored once
+        save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, stored once
         if baseline.status == "interrupted":
             out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; stored as interrupted"
             out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
             return out
     if progress:
         progress(f"run under nsys {info.version}")
-    result, prof, notes = run_profiled(config, request, info, run_id)
+    result, prof, notes = run_profiled(config, options, info, run_id)
     out.result, out.profile, out.notes = result, prof, notes
-    save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": request.mode, "experiment": experiment,
+    save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": options.mode, "experiment": experiment,
                             **report_paths(prof)}  # fmt: skip
     if baseline is not None and baseline.status == "ok":
         save["baseline_run_id"] = baseline.run_id
     failed = result.status != "interrupted" and (prof.returncode != 0 or result.status == "error")
-    found: dict[str, Any] = {}  # what the export showed, stored with the run
-    try:
-        examine(out, request, config, baseline, found)
-    finally:  # stored even when the reading is cut short (Ctrl-C): a failed run only with steps to keep
-        if not failed or result.steps:
-            _save(store, result, out, **save, **found)
+    # stored once, after the reading (even when it is cut short): a failed run only with steps to keep
+    with stored_after(store, result, out.unsaved, save, keep=not failed or bool(result.steps)) as found:
+        examine(out, options, config, baseline, found)
     return out
 
 
 def examine(
-    out: ProfiledRun, request: ProfileRequest, config: RunConfig, baseline: RunResult | None,
+    out: ProfiledRun, options: NsysOptions, config: RunConfig, baseline: RunResult | None,
     found: dict[str, Any],
 ) -> None:  # fmt: skip
     """How the run under nsys ended, and what its export shows: the NVTX ranges and kernels, the agreement
@@ -245,10 +240,10 @@ def examine(
         out.notes.append(f"out of memory: {result.error}; no analysis")
         return
     if baseline is not None:
-        out.overhead = _overhead(baseline, result, request.mode, config, out.notes)
+        out.overhead = _overhead(baseline, result, options.mode, config, out.notes)
     if prof.sqlite is None:
         out.error = f"nsys wrote no SQLite export; files kept: {', '.join(kept) or 'none'}"
-        ranged = capture_range(request)
+        ranged = capture_range(options)
         if ranged and prof.rep is None:  # nsys 2022.4 writes no report at all for a range never started
             out.error = (
                 f"the capture range never started ({ranged}): nsys recorded nothing and wrote no report. "
@@ -268,26 +263,22 @@ def examine(
             if out.agreement is not None and len(out.agreement):
                 found["agreement"] = out.agreement
         try:
-            out.advice = advise(out, trace, baseline, request.mode)
+            out.advice = advise(out, trace, baseline, options.mode)
         except (AnalysisError, HarnessError) as e:
             out.notes.append(f"no health or findings: {e}")
             return
-    found["advice"] = out.advice
-    reason = degraded_reason(out.advice)
-    if reason and result.status == "ok":
-        out.degraded = reason
-        result.status, result.error = "degraded", reason
+    out.degraded = judge(result, out.advice, found)
 
 
-def capture_range(request: ProfileRequest) -> str | None:
+def capture_range(options: NsysOptions) -> str | None:
     """The capture range a run asked for: `--nsys-capture measured`, or one passed with --nsys-arg."""
-    args = request.extra_args
+    args = options.extra_args
     for i, arg in enumerate(args):
         if arg.startswith("--capture-range=") or arg.startswith("-c="):
             return arg
         if arg in ("--capture-range", "-c") and i + 1 < len(args):
             return f"{arg} {args[i + 1]}"
-    return "--nsys-capture measured" if request.capture == "measured" else None
+    return "--nsys-capture measured" if options.capture == "measured" else None
 
 
 def run_facts(
@@ -330,11 +321,7 @@ def run_facts(
 def advise(out: ProfiledRun, trace: Trace, baseline: RunResult | None, mode: str) -> dict[str, Any]:
     """The run's health (its capture's checks and the run's own) and its findings, as stored."""
     assert out.result is not None
-    health = capture_health(trace)
-    facts = run_facts(out.result, baseline, mode, out.agreement)
-    facts.export = export_facts(trace)
-    health.checks += run_checks(facts)
-    return advice_record(health, findings(trace))
+    return capture_advice(trace, run_facts(out.result, baseline, mode, out.agreement))
 
 
 def _overhead(
@@ -355,21 +342,6 @@ def _overhead(
             "can differ by drift alone; `harness overhead --ci-target 5` alternates runs until it can tell"
         )
     return table
-
-
-def nsys_artifacts(rep: Path | None, sqlite: Path | None) -> dict[str, str]:
-    """nsys's files as stored in a run's `artifacts`."""
-    return {kind: str(path) for kind, path in (("nsys_rep", rep), ("nsys_sqlite", sqlite)) if path}
-
-
-def report_paths(prof: ProfileResult) -> dict[str, Any]:
-    """What a run under nsys stores: the old nsys_* columns, and the same paths as `artifacts`."""
-
-    return {
-        "nsys_rep": str(prof.rep) if prof.rep else None,
-        "nsys_sqlite": str(prof.sqlite) if prof.sqlite else None,
-        "artifacts": {**nsys_artifacts(prof.rep, prof.sqlite), **prof.artifacts},
-    }
 
 
 def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]) -> None:
@@ -430,44 +402,42 @@ class NsysProfiler:
     def check(self, config: RunConfig, device_type: str) -> None:
         pass
 
-    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
+    def options_from(self, args: CliArgs) -> NsysOptions:
+        return NsysOptions.from_cli(args, self.default_dir)
+
+    def preflight(self, options: NsysOptions, device_type: str) -> list[str]:
         """What this nsys may lose of the run's CUDA, said before the capture (an NsysError: refused)."""
         return cuda_check_for(options.nsys_path, device_type, options.force_cuda)
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under nsys", None
 
-    def request(self, options: ProfilerOptions) -> ProfileRequest:
-        return ProfileRequest(
-            nsys_path=options.nsys_path,
-            capture=options.capture,
-            mode=options.mode,
-            extra_args=list(options.extra_args),
-            profile_dir=options.profile_dir or self.default_dir or Path("."),
-            baseline=options.baseline,
-            force_cuda=options.force_cuda,
-        )
-
     def run(
-        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+        self, config: RunConfig, options: NsysOptions, *, store: ResultsStore, progress: Reporter
     ) -> ProfiledRun:
-        return profile_run(config, self.request(options), store=store, progress=progress.stage)
+        return profile_run(config, options, store=store, progress=progress.stage)
 
     def overhead_runs(
-        self, config: RunConfig, options: ProfilerOptions, modes: list[str]
+        self, config: RunConfig, options: NsysOptions, modes: list[str]
     ) -> list[tuple[str, ProfiledFn]]:
-        """(label, run) per nsys mode: the worker under nsys, stored with its mode and report paths."""
-        request = self.request(options)
-        info = nsys.find_nsys(request.nsys_path)
-        check_writable(request.profile_dir)
-        cuda_check(info, resolve_device(config.device).type, request.force_cuda)  # refused before any run
+        """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
+        capture's health and findings (capture.judge_export: a capture that fails them is `degraded`)."""
+        info = nsys.find_nsys(options.nsys_path)
+        check_writable(options.profile_dir)
+        cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
 
         def under(mode: str) -> ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
                 result, prof, notes = run_profiled(
-                    config, replace(request, mode=mode), info, new_run_id(config.model)
+                    config, replace(options, mode=mode), info, new_run_id(config.model)
                 )
-                return result, {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}, notes
+                how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
+                if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
+                    reason = judge_export(result, prof.sqlite, how, notes)
+                    if reason:
+                        notes.append(f"{label_for(mode)}: stored as degraded ({reason}): the overhead is "
+                                     "that of a capture that lost part of the run")  # fmt: skip
+                return result, how, notes
 
             return run
 

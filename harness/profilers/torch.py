@@ -36,13 +36,36 @@ if TYPE_CHECKING:
 
 from harness.core.errors import UsageError
 from harness.profilers import torch_hook
-from harness.profilers.base import Outcome, ProfiledFn, ProfilerOptions, Reporter, check_writable
+from harness.profilers.base import CliArgs, Outcome, ProfiledFn, ProfilerOptions, Reporter, check_writable
 from harness.profilers.overhead_steps import label_for
-from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, TorchRequest, hook_for
+from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, hook_for
 
-__all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchProfiledRun", "TorchRequest", "hook_for", "profile_run"]
+__all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchOptions", "TorchProfiledRun", "hook_for", "profile_run"]
 
 TOP_OPERATORS = 15
+
+
+@dataclass(frozen=True)
+class TorchOptions(ProfilerOptions):
+    """`run --profiler torch`'s options: torch.profiler's (the worker's hook gets them as `worker_spec`) and
+    the operator table's order and length (`--sort`, `--top`)."""
+
+    profile_dir: Path = Path("torch_profiles")
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
+    operator_sort: str | None = field(default=None, metadata={"cli": "sort"})  # None: self CPU, then CUDA
+    operator_top: int | None = field(default=None, metadata={"cli": "top"})  # None: TOP_OPERATORS
+
+    def worker_spec(self, trace: Path) -> dict[str, Any]:
+        """What the worker needs to build its TorchHook (JSON)."""
+        return {
+            "name": NAME,
+            "trace": str(trace),
+            "record_shapes": self.record_shapes,
+            "with_stack": self.with_stack,
+            "profile_memory": self.profile_memory,
+        }
 
 
 @dataclass
@@ -67,24 +90,22 @@ class TorchProfiledRun(Outcome):
 
 def profile_run(
     config: RunConfig,
-    request: TorchRequest,
+    options: TorchOptions,
     *,
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
     steps: Callable[[int], None] | None = None,
-    sort: str | None = None,
-    top: int | None = None,
 ) -> TorchProfiledRun:
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
 
-    check_writable(request.profile_dir)
+    check_writable(options.profile_dir)
     run_id = new_run_id(config.model)
     out = TorchProfiledRun(run_id=run_id)
-    trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
+    trace = options.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
     if progress:
         progress("run under torch.profiler (fresh process)")
     result = run_isolated(
-        config, run_id, profiler=request.worker_spec(trace), on_steps=steps, entry=torch_hook.__name__
+        config, run_id, profiler=options.worker_spec(trace), on_steps=steps, entry=torch_hook.__name__
     )
     out.result = result
     out.trace = trace if trace.exists() else None
@@ -113,7 +134,7 @@ def profile_run(
     try:
         if progress:
             progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
-        analyse(out, out.trace, config, sort=sort, top=top)
+        analyse(out, out.trace, config, sort=options.operator_sort, top=options.operator_top)
     except user_errors as e:  # also analysis's: --sort 'Self CUDA' on a trace without kernels
         out.error = str(e)
 
@@ -169,47 +190,33 @@ class TorchProfiler:
                 "--profile-memory"
             )
 
+    def options_from(self, args: CliArgs) -> TorchOptions:
+        return TorchOptions.from_cli(args, self.default_dir)
+
     def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
         return []
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under torch.profiler", config.warmup + config.steps
 
-    def request(self, options: ProfilerOptions) -> TorchRequest:
-        return TorchRequest(
-            profile_dir=options.profile_dir or self.default_dir or Path("."),
-            record_shapes=options.record_shapes,
-            with_stack=options.with_stack,
-            profile_memory=options.profile_memory,
-        )
-
     def run(
-        self, config: RunConfig, options: ProfilerOptions, *, store: ResultsStore, progress: Reporter
+        self, config: RunConfig, options: TorchOptions, *, store: ResultsStore, progress: Reporter
     ) -> TorchProfiledRun:
-        return profile_run(
-            config,
-            self.request(options),
-            store=store,
-            progress=progress.stage,
-            steps=progress.advance,
-            sort=options.operator_sort,
-            top=options.operator_top,
-        )
+        return profile_run(config, options, store=store, progress=progress.stage, steps=progress.advance)
 
     def overhead_runs(
-        self, config: RunConfig, options: ProfilerOptions, modes: list[str]
+        self, config: RunConfig, options: TorchOptions, modes: list[str]
     ) -> list[tuple[str, ProfiledFn]]:
         """One (label, run): the worker under torch.profiler as `run --profiler torch` runs it, and its
         trace."""
-        request = self.request(options)
-        check_writable(request.profile_dir)
+        check_writable(options.profile_dir)
 
         def run() -> tuple[RunResult, dict[str, Any], list[str]]:
             run_id = new_run_id(config.model)
-            trace = request.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
+            trace = options.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
             start = machine.snapshot()
             result = run_isolated(
-                config, run_id, profiler=request.worker_spec(trace), entry=torch_hook.__name__
+                config, run_id, profiler=options.worker_spec(trace), entry=torch_hook.__name__
             )
             load = machine.load_since(start)  # one process, as the baseline: the CPU shares mean the same
             if load:

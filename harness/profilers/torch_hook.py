@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from harness.core import nvtx_ranges
@@ -22,24 +20,6 @@ from harness.execution import worker
 
 NAME = "torch"
 TRACE_SUFFIX = ".pt.trace.json.gz"
-
-
-@dataclass
-class TorchRequest:
-    profile_dir: Path = Path("torch_profiles")
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-
-    def worker_spec(self, trace: Path) -> dict[str, Any]:
-        """What the worker needs to build its TorchHook (JSON)."""
-        return {
-            "name": NAME,
-            "trace": str(trace),
-            "record_shapes": self.record_shapes,
-            "with_stack": self.with_stack,
-            "profile_memory": self.profile_memory,
-        }
 
 
 class TorchHook:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,11 +168,12 @@ class RunsPart(Database):
 
         self._guard(write)
 
-    def import_file(self, path: Path, *, replace: bool = False) -> Imported:
-        """Store a run from a harness-unsaved-*.json file. A run of the same id already stored is never
-        replaced unless `replace`: the same run (imported from this file before: its creation time, status
-        and step times alike) is left as it is, another one is refused with both described."""
-        pending = unsaved.read(path)
+    def import_file(self, path: Path, *, profilers: Sequence[str], replace: bool = False) -> Imported:
+        """Store a run from a harness-unsaved-*.json file, its profiler one of `profilers` (the registry's
+        names). A run of the same id already stored is never replaced unless `replace`: the same run
+        (imported from this file before: its creation time, status and step times alike) is left as it is,
+        another one is refused with both described."""
+        pending = unsaved.read(path, profilers)
         run_id = pending.result.run_id
 
         def write() -> Imported:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -106,9 +107,10 @@ def write(pending: PendingRun, folders: list[Path], why: str) -> Path:
     )
 
 
-def read(path: Path) -> PendingRun:
+def read(path: Path, profilers: Sequence[str]) -> PendingRun:
     """The run a harness-unsaved-RUN.json holds, every field checked as `harness run` writes it
-    (harness.store.unsaved_check); HarnessError naming the first that is not."""
+    (harness.store.unsaved_check; its profiler one of `profilers`); HarnessError naming the first that is
+    not."""
     try:
         raw = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -127,19 +129,19 @@ def read(path: Path) -> PendingRun:
     if version > VERSION:
         raise HarnessError(f"{path} was written by a newer harness (version {version}); upgrade")
     try:
-        return _pending(data)
+        return _pending(data, profilers)
     except check.Damaged as e:
         raise HarnessError(f"{path} is damaged: {e} (harness writes no such run): nothing imported") from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise HarnessError(f"{path} is damaged: {type(e).__name__}: {e}") from None
 
 
-def _pending(data: dict[str, Any]) -> PendingRun:
+def _pending(data: dict[str, Any], profilers: Sequence[str]) -> PendingRun:
     result = check.result_fields(data.get("result"))
     run = result_from_dict(result)
     check.check_result(run)
     save = check.mapping({} if data.get("save") is None else data["save"], "save")
-    check.check_save(save)
+    check.check_save(save, profilers)
     phases = phases_for(run.config.mode, run.config.world_size)
     return PendingRun(
         result=run,

@@ -11,6 +11,7 @@ folder separators, no control or format characters, at most 255 bytes: it become
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any
@@ -28,7 +29,6 @@ from harness.core.records import (
 )
 
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
-PROFILERS = ("none", "nsys", "torch")
 DEVICES = ("auto", "cpu", "cuda", "mps", "n/a")  # asked for (config.device); n/a: a program's run
 ATTENTIONS = ("math", "sdpa")
 MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.frames.MAX_TIME)
@@ -215,8 +215,10 @@ def check_result(result: RunResult) -> None:
         text(path, f"extra.artifacts.{kind}")
 
 
-def check_save(save: dict[str, Any]) -> None:
-    one_of(save.get("profiler") or "none", PROFILERS, "save.profiler")
+def check_save(save: dict[str, Any], profilers: Sequence[str]) -> None:
+    """What the run is stored with; its profiler one of `profilers` (harness.profilers.registry's names: the
+    store, below the profilers, is told them)."""
+    one_of(save.get("profiler") or "none", tuple(profilers), "save.profiler")
     for name in ("nsys_mode", "experiment"):
         text(save.get(name), f"save.{name}", optional=True, plain=True)
     run_id(save.get("baseline_run_id"), "save.baseline_run_id", optional=True)

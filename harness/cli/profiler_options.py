@@ -1,0 +1,172 @@
+"""The profiler options of `run`, `overhead` and `profile`, declared once (`ProfilerArgs`,
+`profiler_options`), and what `run` and `overhead` do before the work (`prepare`): the configuration, the
+store, the profiler from the registry, its options built by the profiler itself from the command line's
+values, and the warnings it has before it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from enum import Enum, StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from harness.cli.common import warn
+from harness.cli.options import F, Workload, make_config, option_group
+from harness.cli.rank_options import Ranks, with_ranks
+from harness.core.deferred import deferred
+from harness.core.devices import emulated_precision_note, resolve_device
+from harness.core.records import RunConfig
+from harness.profilers import registry
+
+if TYPE_CHECKING:
+    from harness.profilers import base
+    from harness.store.results import ResultsStore
+
+with deferred():  # runs on first use (harness.core.deferred): `--help` loads none
+    from harness.execution import runner
+    from harness.store import results as results_db
+
+
+class Capture(StrEnum):
+    all = "all"
+    measured = "measured"
+
+
+# --profiler's choices: the registry's profilers (the run without one is no choice: it is the default)
+Profiler = StrEnum("Profiler", [(name, name) for name in registry.NAMES if name != "none"])  # type: ignore[misc]
+
+
+class NsysMode(StrEnum):
+    light = "light"
+    full = "full"
+
+
+NsysPathOpt = Annotated[
+    str | None,
+    typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to use (or HARNESS_NSYS)."),
+]
+CaptureOpt = Annotated[
+    Capture, typer.Option("--nsys-capture", help="measured: only the measured steps are recorded.")
+]
+NsysModeOpt = Annotated[
+    NsysMode, typer.Option("--nsys-mode", help="light: --sample=none --cpuctxsw=none; full: nsys defaults.")
+]
+NsysArgOpt = Annotated[
+    list[str] | None,
+    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
+]
+NsysForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-force",
+        help="Capture even where this nsys is known to record nothing of the program's CUDA (an nsys made "
+        "for CUDA two major versions older: see `harness doctor`).",
+    ),
+]
+ProfileDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--profile-dir",
+        metavar="<dir>",
+        help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
+        "memory_profiles].",
+    ),
+]
+
+RecordShapesOpt = Annotated[
+    bool, typer.Option("--record-shapes", help="With --profiler torch: record operator input shapes.")
+]
+WithStackOpt = Annotated[
+    bool, typer.Option("--with-stack", help="With --profiler torch: record Python stacks of operators.")
+]
+ProfileMemoryOpt = Annotated[
+    bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
+]
+BaselineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-baseline/--no-nsys-baseline",
+        help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ProfilerArgs:
+    """The profiler options as given on the command line, each named as the parameter a profiler's options
+    read it from (harness.profilers.base.ProfilerOptions.from_cli)."""
+
+    nsys_path: str | None = None
+    nsys_capture: Capture = Capture.all
+    nsys_mode: NsysMode = NsysMode.light
+    nsys_arg: list[str] | None = None
+    profile_dir: Path | None = None
+    nsys_baseline: bool = True
+    nsys_force: bool = False
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
+
+    def values(self) -> dict[str, Any]:
+        """By parameter name, choices as their plain values."""
+        return {k: v.value if isinstance(v, Enum) else v for k, v in asdict(self).items()}
+
+
+NO_PROFILER_ARGS = ProfilerArgs()
+PROFILER_OPTIONS = {
+    "nsys_path": NsysPathOpt,
+    "nsys_capture": CaptureOpt,
+    "nsys_mode": NsysModeOpt,
+    "nsys_arg": NsysArgOpt,
+    "profile_dir": ProfileDirOpt,
+    "nsys_baseline": BaselineOpt,
+    "nsys_force": NsysForceOpt,
+    "record_shapes": RecordShapesOpt,
+    "with_stack": WithStackOpt,
+    "profile_memory": ProfileMemoryOpt,
+}
+
+
+def profiler_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """The profiler options on a command (but `omit`), in place of its parameter `profiling: ProfilerArgs`."""
+    return option_group("profiling", ProfilerArgs, PROFILER_OPTIONS, omit)
+
+
+@dataclass
+class Prepared:
+    config: RunConfig
+    store: ResultsStore
+    profiler: base.Profiler
+    options: base.ProfilerOptions
+
+
+def prepare(
+    model: str,
+    workload: Workload,
+    ranks: Ranks,
+    db: str | None,
+    profiler: str | None,
+    args: base.CliArgs,
+    *,
+    memory: bool = False,
+) -> Prepared:
+    """Before any run: the configuration (refused if invalid), the store (a bad --db fails now, not after the
+    work), the profiler's own check and options (built by it from `args`, the command line's values by
+    parameter name), and its warnings said (or the run refused)."""
+    config = make_config(model, workload)
+    runner.validate(config)
+    config = replace(with_ranks(config, ranks), memory=memory)
+    store = results_db.ResultsStore(db)
+    resolved = resolve_device(config.device)
+    note = emulated_precision_note(resolved, [config.precision])
+    if note:
+        warn(note)
+    plugin = registry.get(profiler)
+    plugin.check(config, resolved.type)
+    options = plugin.options_from(args)
+    for line in plugin.preflight(options, resolved.type):  # nsys: what it may lose of the program's CUDA
+        warn(line)
+    return Prepared(config, store, plugin, options)
