@@ -20,6 +20,7 @@ from analysis.readers.kineto_stream import TraceStream
 
 GPU_PROCESS = 1 << 23  # + device: the "process" whose threads are a GPU's streams
 COMPACT = 16  # pieces of a group held apart before they are joined
+STEP = 1 << 16  # values a pass over a whole column takes at a time, where its temporaries would be as long
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -282,12 +283,18 @@ class _Builder:
         """Who launched each GPU event: correlation id -> global pid of the runtime call, the pid of the
         traced process, and the correlation ids that several processes used (traces merged from ranks)."""
         rt = cpu_parts[0]
-        corr, gpid = rt["correlation"], rt["global_tid"] & ~0xFFFFFF
+        corr, gtid = rt["correlation"], rt["global_tid"]
         keys, first = np.unique(corr, return_index=True)  # each id's first call decides, as in file order
-        pid = gpid[first]
-        shared = np.unique(corr[gpid != pid[np.searchsorted(keys, corr)]])
+        pid = gtid[first] & ~0xFFFFFF
+        del first
+        shared: set[int] = set()
+        processes: set[int] = set()
+        for at in range(0, len(corr), STEP):  # a block at a time: no temporary as long as the calls (memory)
+            c, gpid = corr[at : at + STEP], gtid[at : at + STEP] & ~0xFFFFFF
+            shared.update(np.unique(c[gpid != pid[np.searchsorted(keys, c)]]).tolist())
+            processes.update(np.unique(gpid).tolist())
         main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
-        return Launcher(keys, pid, main, set(shared.tolist()), set(np.unique(gpid).tolist()))
+        return Launcher(keys, pid, main, shared, processes)
 
     def gpu_frame(
         self, frame: str, part: dict[str, np.ndarray], launcher: Launcher, strings: _StringTable
@@ -386,9 +393,10 @@ class _StringTable:
         seen = np.zeros(len(texts) + 1, dtype=bool)
         order = [np.empty(0, dtype=np.int64)]
         for names in in_order:  # the ids in order of first sight, without joining the columns (memory)
-            distinct = pd.unique(names)
-            order.append(distinct[~seen[distinct]])
-            seen[distinct] = True
+            for at in range(0, len(names), STEP):  # pd.unique's hash table is sized by its input: a block
+                distinct = pd.unique(names[at : at + STEP])
+                order.append(distinct[~seen[distinct]])
+                seen[distinct] = True
         self.order = np.concatenate(order)
         self.remap = np.full(len(texts) + 1, -1, dtype=np.int64)
         self.remap[self.order] = np.arange(len(self.order), dtype=np.int64)
