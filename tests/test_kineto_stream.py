@@ -3,11 +3,7 @@ pieces are cut, and whether workers or the reader turn them into columns, the fr
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -175,44 +171,3 @@ def test_passes_over_whole_columns_in_blocks_give_the_same_frames(
     monkeypatch.setattr(kineto_build, "STEP", 3)
     for path, before in zip(paths, whole, strict=True):
         assert_same(frames(path), before)
-
-
-MMAP_CHECK = """
-import ctypes, sys
-import numpy as np
-from analysis.readers import kineto
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks "
-                "fordblks keepcost".split()]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = Info
-if sys.argv[1] == "big":
-    kineto.PARALLEL_BYTES = 0  # the trace counts as big
-    kineto.open_kineto(sys.argv[2], workers=1)
-freed = bytearray(8 << 20)
-del freed  # glibc raises its mmap threshold to a freed mmapped block's size (unless it was set)
-before = libc.mallinfo2().hblkhd
-block = np.ones(1 << 17)  # 1 MiB
-print(libc.mallinfo2().hblkhd - before)
-"""
-
-
-def test_a_big_trace_holds_mallocs_mmap_threshold() -> None:
-    """Read as big (PARALLEL_BYTES of JSON and more), a trace leaves glibc's mmap threshold fixed at 128 KiB:
-    a freed 8 MiB block no longer raises it, so a 1 MiB array is mmapped (given back whole when freed)
-    instead of coming from the heap (whose holes the process keeps)."""
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
-        pytest.skip("not glibc 2.33 or later: no mallinfo2 to see where malloc put a block")
-    mapped = {
-        mode: int(
-            subprocess.run(
-                [sys.executable, "-c", MMAP_CHECK, mode, str(trace_path("nccl"))],
-                env=env, capture_output=True, text=True, check=True,
-            ).stdout
-        )
-        for mode in ("small", "big")
-    }  # fmt: skip
-    assert mapped["small"] == 0  # glibc's own rule: the array went to the heap
-    assert mapped["big"] >= 1 << 20

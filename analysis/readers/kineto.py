@@ -33,7 +33,6 @@ is the process that launched them (through the correlation id), as in nsys expor
 
 from __future__ import annotations
 
-import ctypes
 import gzip
 import multiprocessing as mp
 import os
@@ -63,8 +62,6 @@ BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
              (b"\xfe\xff", "UTF-16"))  # fmt: skip
 PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MMAP_THRESHOLD = 128 << 10  # glibc's default, held fixed for big traces (`fixed_mmap_threshold`)
 
 
 class KinetoReader:
@@ -113,11 +110,8 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
     try:
         with open(path, "rb") as f, ExitStack() as stack:
             gzipped = f.read(2) == b"\x1f\x8b"
-            size = _json_size(f, gzipped)
-            if size >= PARALLEL_BYTES:
-                fixed_mmap_threshold()
             if workers is None:
-                workers = _workers(size)
+                workers = _workers(f, gzipped)
             f.seek(0)
             pool = kineto_pool.start(workers) if workers > 1 else None
             if pool is not None:
@@ -156,37 +150,16 @@ def _without_bom(path: Path, read: Callable[[int], bytes]) -> Callable[[int], by
     return reader
 
 
-def _json_size(f: BinaryIO, gzipped: bool) -> int:
-    """Bytes of JSON in the file, at least (gzip's trailer says how much, modulo 4 GiB)."""
+def _workers(f: BinaryIO, gzipped: bool) -> int:
+    """How many processes to read a file with: 1 below PARALLEL_BYTES of JSON (gzip's trailer says how
+    much, modulo 4 GiB) or inside a worker process (no pools within pools)."""
     size = f.seek(0, os.SEEK_END)
     if gzipped and size >= 4:
         f.seek(-4, os.SEEK_END)
         size = max(size, int.from_bytes(f.read(4), "little"))
-    return size
-
-
-def _workers(size: int) -> int:
-    """How many processes to read `size` bytes of JSON with: 1 below PARALLEL_BYTES or inside a worker
-    process (no pools within pools)."""
     if size < PARALLEL_BYTES or mp.parent_process() is not None:
         return 1
     return min(os.cpu_count() or 1, 4)
-
-
-def fixed_mmap_threshold() -> bool:
-    """Hold glibc malloc's mmap threshold at its default of 128 KiB (as MALLOC_MMAP_THRESHOLD_=131072
-    would); True where it was set. glibc raises the threshold to the size of each mmapped block freed
-    (up to 32 MiB): once the stream's 4 MiB buffers are freed, the columns' arrays come from the heap,
-    whose holes the process never gives back. Held fixed, a freed array's memory goes back at once: the
-    2 GB trace peaked at 570 MB, 445 MB with it (docs/performance.md). It stays so for the process (glibc
-    keeps no dynamic threshold once one is set): one setting for a command that reads a big trace. Not
-    glibc (macOS, musl), or a threshold the user set: nothing."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
-    try:
-        return bool(ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-    except (OSError, AttributeError):
-        return False
 
 
 # --- building the frames ------------------------------------------------------------------------------
