@@ -9,8 +9,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from kineto_data import trace_path, write_trace
+from kineto_data import raw_events, trace_path, write_trace
 
+import analysis.readers.kineto_build as kineto_build
 import analysis.readers.kineto_columns as columns
 import analysis.readers.kineto_stream as stream
 from analysis.errors import ExportError
@@ -149,3 +150,24 @@ def test_invalid_utf8_is_named_with_its_place(tmp_path: Path) -> None:
     path.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "\xff"}]}')
     with pytest.raises(ExportError, match="not UTF-8 at byte 38"):
         open_kineto(path)
+
+
+def test_passes_over_whole_columns_in_blocks_give_the_same_frames(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # two ranks in one file (the same correlation ids from two processes: the launcher's shared ids),
+    # their names' first sight spread over many blocks
+    events = raw_events("alexnet")
+    second = [
+        {**e, "pid": e["pid"] + 1, "tid": e["tid"] + 1 if e.get("tid") == e["pid"] else e.get("tid")}
+        if e.get("cat") in ("cuda_runtime", "cpu_op", "user_annotation")
+        else {**e, "args": {**e["args"], "device": 1}}
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cpu_op", "user_annotation", "kernel")
+    ]
+    paths = [write_trace(tmp_path / "two_ranks.json", [*events, *second]), trace_path("nccl")]
+    whole = [frames(path) for path in paths]
+    assert whole[0][0]["kernels"]["global_pid"].nunique() == 2
+    monkeypatch.setattr(kineto_build, "STEP", 3)
+    for path, before in zip(paths, whole, strict=True):
+        assert_same(frames(path), before)
