@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import NSYS_EXPORTS, SHARED_NSYS, need
 from kineto_data import write_trace
@@ -237,3 +238,20 @@ def test_nvtx_ranges_written_a_chunk_of_the_export_at_a_time(
     whole, chunked = nvtx_lines(tmp_path / "whole.json"), nvtx_lines(tmp_path / "chunks.json")
     assert len(whole) >= len(whole_trace.frame("nvtx", ["start"])) > 0
     assert chunked == whole
+
+
+def test_a_scan_of_many_columns_reads_fewer_rows_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query reads at most CHUNK_CELLS values (rows x columns): the timeline's kernels (9 columns) in
+    chunks of 250,000 rowids held ~170 MB of joined strings and parsed columns at once, which set the peak
+    of `harness timeline` at 1M kernels. The blocks are the rows read whole, in the same order."""
+    from analysis.readers import nsys_open, nsys_sql
+
+    columns = ["start", "end", "correlation_id", "global_pid", "device_id", "stream_id", "grid", "block",
+               "name_id"]  # fmt: skip
+    reader = nsys_open.open_nsys(export("ext/dlprof_norelu"))
+    whole = reader.read("kernels", columns)
+    monkeypatch.setattr(nsys_sql, "CHUNK_CELLS", 9 * 7)
+    blocks = list(reader.read_blocks("kernels", columns) or [])
+    assert len(whole) > 20 and len(blocks) > 3 and max(len(b["start"]) for b in blocks) <= 7
+    for c in columns:
+        assert np.concatenate([b[c] for b in blocks]).tolist() == whole[c].tolist(), c

@@ -27,6 +27,10 @@ from analysis.readers import NULL
 # page faults, now 46k, and 155 -> 122 MB at the peak; and the last chunk, which no worker overlaps, is
 # shorter.
 CHUNK_ROWIDS = 65_536
+# values per query (rows x columns): a scan of many columns reads fewer rows at a time. The joined strings
+# of a chunk and its parsed columns, 2 queries in flight and 1 handed on, grow with the columns: the 9 of
+# the timeline's kernels at 250,000 rows held ~170 MB at once (at 55,555 rows: ~60 MB).
+CHUNK_CELLS = 500_000
 SCAN_THREADS = min(4, os.cpu_count() or 1)
 
 
@@ -129,9 +133,11 @@ class SqlExport:
         params: Mapping[str, Any] | None,
         span: tuple[int, int],
     ) -> Iterator[list[np.ndarray]]:
-        """The parsed columns of each chunk of CHUNK_ROWIDS rowids in `span`, in order."""
+        """The parsed columns of each chunk of rowids in `span` (CHUNK_ROWIDS, fewer for many columns: at
+        most CHUNK_CELLS values), in order."""
         cond = f" AND ({where})" if where else ""
-        chunks = range(span[0], span[1] + 1, CHUNK_ROWIDS)
+        step = max(1, min(CHUNK_ROWIDS, CHUNK_CELLS // max(1, len(exprs))))
+        chunks = range(span[0], span[1] + 1, step)
 
         def query(strict: bool) -> str:
             cols = [
@@ -143,7 +149,7 @@ class SqlExport:
         loose, strict = query(False), query(True)
 
         def read(first: int) -> list[np.ndarray]:
-            bounds = {**(params or {}), "lo": first, "hi": first + CHUNK_ROWIDS - 1}
+            bounds = {**(params or {}), "lo": first, "hi": first + step - 1}
             row = self._rows(loose, bounds)[0]
             parsed = [_parse_ints(b) for b in row[1:]]
             if any(len(p) != row[0] for p in parsed):

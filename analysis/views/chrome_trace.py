@@ -16,7 +16,7 @@ the file back into the same frames, and `harness kernels FILE` equals `harness k
 Times are microseconds written as exact decimals of the nanoseconds (123.456), which the Kineto reader
 turns back into the same nanoseconds. The file is written a chunk of rows at a time: memory holds a block
 of each table (Trace.blocks; an nsys export's NVTX ranges a chunk of the export at a time, their names
-resolved per chunk) and 24 bytes per GPU operation for the arrows, never the text of the whole file.
+resolved per chunk) and 20 bytes per GPU operation for the arrows, never the text of the whole file.
 A window (`--step`, `--phase`, `--start/--end`) keeps the events that overlap it.
 """
 
@@ -155,23 +155,26 @@ class _Writer:
         self.processes: dict[int, str] = {}
         self.threads: dict[tuple[int, int], str] = {}
         self.launched = np.empty(0, dtype=np.int64)  # launch keys (_key) of the GPU work written, sorted
-        # the call that launched each of them, by its place in `launched`: the thread (the global thread id's
-        # low 48 bits; -1: no call seen yet) and its start; 24 bytes per launch in all
-        self.call_thread = np.empty(0, dtype=np.int64)
+        # the call that launched each of them, by its place in `launched`: its thread (a code into
+        # `call_threads`, the global thread ids' low 48 bits; -1: no call seen yet) and its start; 20 bytes
+        # per launch in all
+        self.call_thread = np.empty(0, dtype=np.int32)
         self.call_start = np.empty(0, dtype=np.int64)
+        self.call_threads: dict[int, int] = {}
 
     def write(self) -> None:
         meta = {"source": self.trace.path.name, "format": self.trace.format, "window_ns": self.window}
         self.f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
         self.launched = self.gpu_keys()
-        self.call_thread = np.full(len(self.launched), -1, dtype=np.int64)
+        self.call_thread = np.full(len(self.launched), -1, dtype=np.int32)
         self.call_start = np.zeros(len(self.launched), dtype=np.int64)
         self.runtime()
         for frame, cat in (("kernels", "kernel"), ("memcpy", "gpu_memcpy"), ("memset", "gpu_memset"),
                            ("syncs", "cuda_sync")):  # fmt: skip
             self.gpu(frame, cat)
-        # the arrows are out: the launch keys and calls (24 bytes per GPU operation) are not needed again
-        self.launched = self.call_thread = self.call_start = np.empty(0, dtype=np.int64)
+        # the arrows are out: the launch keys and calls (20 bytes per GPU operation) are not needed again
+        self.launched = self.call_start = np.empty(0, dtype=np.int64)
+        self.call_thread = np.empty(0, dtype=np.int32)
         trim_heap()
         self.nvtx()
         self.cpu("osrt", "os_runtime")
@@ -272,7 +275,10 @@ class _Writer:
         at, first = np.unique(at, return_index=True)
         new = self.call_thread[at] < 0
         rows, at = rows[first[new]], at[new]
-        self.call_thread[at] = calls["global_tid"][rows] & _THREAD_MASK
+        threads, code = np.unique(calls["global_tid"][rows] & _THREAD_MASK, return_inverse=True)
+        known = self.call_threads
+        codes = np.array([known.setdefault(t, len(known)) for t in threads.tolist()], dtype=np.int32)
+        self.call_thread[at] = codes[code.reshape(-1)]
         self.call_start[at] = calls["start"][rows]
 
     def gpu(self, frame: str, cat: str) -> None:
@@ -324,7 +330,8 @@ class _Writer:
         rows, at = self.launch_of(_key(work["global_pid"] >> 24, work["correlation_id"]))
         called = self.call_thread[at] >= 0
         hit, at = rows[called], at[called]
-        call_pid, call_tid = _pid_tid(self.call_thread[at])
+        threads = np.fromiter(self.call_threads, dtype=np.int64, count=len(self.call_threads))
+        call_pid, call_tid = _pid_tid(threads[self.call_thread[at]])
         call_ts = self.call_start[at]
         work_pid, work_tid, work_ts = pid[hit], tid[hit], work["start"][hit]
         first = self.counts.get("flow", 0) // 2
