@@ -71,7 +71,7 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
         status = error if status == "interrupted" else status + (f" ({error})" if error else "")
         lines.insert(0, f"run {p.run_id} under nsys {p.nsys_version}: {status}")
     if p.advice is not None and fmt is Format.table:  # a capture that failed says so before its numbers
-        render_run.say_health(p.advice, p.run_id if p.degraded else None)
+        render_run.say_health(p.advice)
     report = p.report
     advice = render_run.advice_tables(p.advice) if p.advice is not None and fmt is not Format.table else []
     if report is not None and (report.tables or fmt is not Format.table):

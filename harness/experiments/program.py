@@ -26,7 +26,7 @@ from harness.execution import nsys
 from harness.execution.nsys.formats import stats_format
 from harness.execution.runner import new_run_id
 from harness.profilers.base import check_writable
-from harness.profilers.capture import capture_advice, judge, report_paths, stored_after
+from harness.profilers.capture import capture_advice, report_paths, stored_after
 
 if TYPE_CHECKING:
     from analysis.tables.summary import Report
@@ -47,12 +47,10 @@ class ProgramRun:
     error: str | None = None
     unsaved: list[str] = field(default_factory=list)
     advice: dict[str, Any] | None = None  # the capture's health and findings, stored with the run
-    degraded: str | None = None  # why the capture cannot be trusted (the run is stored as `degraded`)
 
     @property
     def exit_code(self) -> int:
-        """The program's exit code (128+N for signal N); 1 where it exited 0 but its run was not stored, or
-        its capture cannot be trusted (degraded)."""
+        """The program's exit code (128+N for signal N); 1 where it exited 0 but its run was not stored."""
         prof = self.profile
         if prof.interrupted:
             return signals.exit_code(prof.interrupted)
@@ -60,7 +58,7 @@ class ProgramRun:
             return 128 - prof.returncode
         if prof.returncode > 0:
             return prof.returncode
-        return 1 if self.error or self.unsaved or self.degraded else 0
+        return 1 if self.error or self.unsaved else 0
 
 
 def program_config(name: str) -> RunConfig:
@@ -153,8 +151,9 @@ def profile_program(
 
 
 def examine(out: ProgramRun, sqlite: Path | None, found: dict[str, Any]) -> None:
-    """What the export shows, read once: its summary tables, and the capture's health and findings (the
-    program's run `degraded` where it fails them; the harness timed nothing to compare)."""
+    """What the export shows, read once: its summary tables, and the capture's health and findings, stored
+    with the run. The run is not made `degraded` by them: a program may well record nothing (`true`), and
+    the harness timed nothing in it to compare."""
     assert out.result is not None
     prof = out.profile
     if sqlite is None:
@@ -171,4 +170,4 @@ def examine(out: ProgramRun, sqlite: Path | None, found: dict[str, Any]) -> None
         except user_errors as e:
             out.notes.append(f"no health or findings: {e}")
             return
-    out.degraded = judge(out.result, out.advice, found)
+    found["advice"] = out.advice
