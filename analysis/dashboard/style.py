@@ -73,6 +73,14 @@ def setting_label(precision: str, compile: bool) -> str:
     return f"{precision}+compile" if compile else str(precision)
 
 
+def legend_once(shown: set[str], group: str) -> dict[str, Any]:
+    """A trace's legend group, named in the legend by the group's first trace only (`shown`: the groups
+    named so far, to which `group` is added)."""
+    first = group not in shown
+    shown.add(group)
+    return {"legendgroup": group, "showlegend": first}
+
+
 class Metric(NamedTuple):
     """A figure of the runs drawn in a subplot of its own (throughput, energy)."""
 
