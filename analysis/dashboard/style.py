@@ -1,4 +1,5 @@
-"""Colours, units and hover text shared by every panel, so a phase looks the same everywhere."""
+"""Colours, units and hover text shared by every panel, so a phase looks the same everywhere; the legend
+groups and the subplots per metric that several panels draw alike."""
 
 from __future__ import annotations
 
