@@ -238,6 +238,22 @@ def figures(values: np.ndarray) -> tuple[int, int, float, float, int, int, float
     return total, count, mean, median, low, high, std
 
 
+def figures_table(
+    rows: Iterable[Sequence[Any]], columns: Sequence[str], count_name: str = "Instances"
+) -> pd.DataFrame:
+    """Rows of `figures` each followed by `columns` as a summary: STAT_COLUMNS (the count named
+    `count_name`), total, count, Min and Max as int64 (also with no rows), Avg, Med and StdDev rounded
+    half up."""
+    import pandas as pd
+
+    stat = [STAT_COLUMNS[0], count_name, *STAT_COLUMNS[2:]]
+    out = pd.DataFrame(rows, columns=[*stat, *columns])
+    out = out.astype({c: np.int64 for c in (stat[0], count_name, "Min (ns)", "Max (ns)")})
+    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
+        out[col] = round_half_up(out[col].astype(np.float64))
+    return out
+
+
 class Repeats:
     """Whether any integer (a correlationId) comes twice across the blocks handed to `seen`, through a
     table of one bit per id of the ids' span (24M runtime calls with ids 70M apart: ~9 MB), not the ids

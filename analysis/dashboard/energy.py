@@ -15,14 +15,13 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import model_order, setting_order, with_labels
-from analysis.dashboard.style import PALETTE, TEMPLATE, hover
+from analysis.dashboard.style import PALETTE, TEMPLATE, Metric, metric_subplots, metric_trace
 from analysis.names import MEASURED_STATUSES
 
-# column, subplot title, scale to the unit shown, hover format
 METRICS = (
-    ("flops_per_j", "GFLOP per joule (GFLOP/s per W)", 1e-9, ",.3f"),
-    ("tokens_per_j", "tokens per joule", 1.0, ",.2f"),
-    ("avg_power_w", "average power (W)", 1.0, ",.1f"),
+    Metric("flops_per_j", "GFLOP per joule (GFLOP/s per W)", 1e-9, ",.3f"),
+    Metric("tokens_per_j", "tokens per joule", 1.0, ",.2f"),
+    Metric("avg_power_w", "average power (W)", 1.0, ",.1f"),
 )
 SWEEP_KEYS = ["model", "mode", "precision", "compile", "device", "batch_size"]
 
@@ -33,10 +32,11 @@ def energy_sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
     Columns: model, setting (precision, compile, and the mode where runs hold several), device,
     batch_size, experiment, run_id and the METRICS columns (raw units).
     """
-    cols = ["model", "setting", "device", "batch_size", "experiment", "run_id", *(m[0] for m in METRICS)]
-    if runs.empty or not {"batch_size", *(m[0] for m in METRICS)} <= set(runs):
+    metrics = [m.column for m in METRICS]
+    cols = ["model", "setting", "device", "batch_size", "experiment", "run_id", *metrics]
+    if runs.empty or not {"batch_size", *metrics} <= set(runs):
         return pd.DataFrame(columns=cols)
-    ok = runs[runs["status"].isin(MEASURED_STATUSES) & runs[[m[0] for m in METRICS]].notna().any(axis=1)]
+    ok = runs[runs["status"].isin(MEASURED_STATUSES) & runs[metrics].notna().any(axis=1)]
     if ok.empty:
         return pd.DataFrame(columns=cols)
     keys = [k for k in SWEEP_KEYS if k in ok]
@@ -51,7 +51,7 @@ def energy_sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def unmeasured(runs: pd.DataFrame) -> pd.DataFrame:
     """Successful runs that asked for energy (--power: they have power_notes) and got none."""
-    metrics = [m[0] for m in METRICS]
+    metrics = [m.column for m in METRICS]
     if runs.empty or "power_notes" not in runs or not set(metrics) <= set(runs):
         return runs.iloc[0:0]
     asked = runs[runs["status"].isin(MEASURED_STATUSES) & runs["power_notes"].notna()]
@@ -67,13 +67,11 @@ def _reasons(runs: pd.DataFrame) -> str:
 def energy_figure(table: pd.DataFrame, models: list[str] | None = None):
     """One subplot per metric with data; x is the batch size (log 2), one line per model · setting."""
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
-    metrics = [m for m in METRICS if table[m[0]].notna().any()]
     models = models or list(dict.fromkeys(table["model"]))
     settings = setting_order(table["setting"])
     devices = list(dict.fromkeys(table["device"]))
-    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[m[1] for m in metrics])
+    fig, metrics = metric_subplots(table, METRICS)
     batches = sorted(table["batch_size"].dropna().astype(int).unique())
     line = 0
     for model, setting, device in itertools.product(models, settings, devices):
@@ -83,31 +81,24 @@ def energy_figure(table: pd.DataFrame, models: list[str] | None = None):
         name = f"{model} · {setting} · {device}"
         color = PALETTE[line % len(PALETTE)]
         line += 1
-        for col, (metric, title, scale, fmt) in enumerate(metrics, start=1):
-            points = part[part[metric].notna()]
+        hovers = (f"{name} · batch %{{x}}", "run %{customdata[0]} %{customdata[2]}")
+        for col, metric in enumerate(metrics, start=1):
+            points = part[part[metric.column].notna()]
+            shown = points[["run_id", metric.column, "experiment"]].astype(object).fillna("")
             fig.add_trace(
                 go.Scatter(
-                    name=name,
-                    legendgroup=name,
-                    showlegend=col == 1,
+                    **metric_trace(metric, points, name, col, *hovers),
                     x=points["batch_size"],
-                    y=points[metric].astype(float) * scale,
                     mode="lines+markers",
                     line={"color": color},
-                    customdata=points[["run_id", metric, "experiment"]].astype(object).fillna("").to_numpy(),
-                    hovertemplate=hover(
-                        f"{name} · batch %{{x}}",
-                        f"{title}: %{{y:{fmt}}}",
-                        "raw: %{customdata[1]}",
-                        "run %{customdata[0]} %{customdata[2]}",
-                    ),
+                    customdata=shown.to_numpy(),
                 ),
                 row=1,
                 col=col,
             )
-    for col, (_, title, _, _) in enumerate(metrics, start=1):
+    for col, metric in enumerate(metrics, start=1):
         fig.update_xaxes(type="log", tickvals=batches, title_text="batch size", row=1, col=col)
-        fig.update_yaxes(title_text=title, rangemode="tozero", row=1, col=col)
+        fig.update_yaxes(title_text=metric.title, rangemode="tozero", row=1, col=col)
     fig.update_layout(template=TEMPLATE, height=420, legend_title_text="model · setting · device")
     return fig
 

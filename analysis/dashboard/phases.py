@@ -20,6 +20,7 @@ from analysis.dashboard.style import (
     PHASE_ORDER,
     TEMPLATE,
     hover,
+    legend_once,
     ns_ms,
     ordered_phases,
     phase_color,
@@ -101,8 +102,7 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
             fig.add_trace(
                 go.Bar(
                     name=phase,
-                    legendgroup=phase,
-                    showlegend=phase not in shown,
+                    **legend_once(shown, phase),
                     x=p["model"],
                     y=p["mean_ns"] / MS,
                     error_y={"type": "data", "array": (p["std_ns"] / MS).fillna(0).tolist(), "visible": True},
@@ -118,14 +118,12 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
                 row=1,
                 col=col,
             )
-            shown.add(phase)
         failed = part[part["phase"].isna()]
         if not failed.empty:
             fig.add_trace(
                 go.Scatter(
                     name="OOM / failed (no time)",
-                    legendgroup="failed",
-                    showlegend="failed" not in shown,
+                    **legend_once(shown, "failed"),
                     x=failed["model"],
                     y=[0] * len(failed),
                     mode="markers+text",
@@ -141,7 +139,6 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
                 row=1,
                 col=col,
             )
-            shown.add("failed")
         fig.update_xaxes(categoryorder="array", categoryarray=models, title_text="model", row=1, col=col)
     fig.update_yaxes(title_text="mean time per step (ms)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero")
@@ -297,8 +294,7 @@ def distribution_figure(table: pd.DataFrame):
             fig.add_trace(
                 go.Scatter(
                     name="warm-up step",
-                    legendgroup="warmup",
-                    showlegend="warmup" not in shown,
+                    **legend_once(shown, "warmup"),
                     y=warm["label"],
                     x=warm["duration_ns"] / MS,
                     mode="markers",
@@ -313,7 +309,6 @@ def distribution_figure(table: pd.DataFrame):
                 row=row,
                 col=col,
             )
-            shown.add("warmup")
         fig.update_xaxes(title_text=f"{phase} per step (ms)", row=row, col=col)
     for row, labels in enumerate(row_labels, start=1):
         # newest run at the top, every label shown, none thinned out or rotated

@@ -5,6 +5,9 @@ every rank's phase ranges on one clock (ns since the earliest report's session s
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
@@ -18,12 +21,20 @@ COMPUTE_COLOR = "#4C78A8"
 COMPUTE_TRACE = "compute (every phase but the collectives)"
 WAIT_TRACE = "wait in collectives (all-reduce)"
 STRAGGLER_AXIS = "ms per step (mean): compute, then the wait in collectives"
+NO_RANKS = "no per-rank phase ranges: `harness ranks EXPORTS --html OUT` draws this panel"
 
 
-def _missing(data: DashboardData) -> str | None:
-    if data.ranks is None or data.ranks.empty:
-        return "no per-rank phase ranges: `harness ranks EXPORTS --html OUT` draws this panel"
-    return None
+def _of_ranks(draw: Callable[[pd.DataFrame], Panel]) -> Callable[[DashboardData], Panel]:
+    """A panel drawn from the per-rank phase ranges (DashboardData.ranks); without them, the line saying how
+    to get them."""
+
+    @functools.wraps(draw)
+    def build(data: DashboardData) -> Panel:
+        if data.ranks is None or data.ranks.empty:
+            return Panel(missing=NO_RANKS)
+        return draw(data.ranks)
+
+    return build
 
 
 def _order(names: pd.Series) -> list[str]:
@@ -72,12 +83,9 @@ def heatmap_figure(matrix: pd.DataFrame):
     return fig
 
 
-def rank_heatmap_panel(data: DashboardData) -> Panel:
-    missing = _missing(data)
-    if missing:
-        return Panel(missing=missing)
-    assert data.ranks is not None
-    matrix = rank_phase_matrix(data.ranks)
+@_of_ranks
+def rank_heatmap_panel(ranks: pd.DataFrame) -> Panel:
+    matrix = rank_phase_matrix(ranks)
     notes = []
     if len(matrix) > 1 and "allreduce" in matrix.columns:
         notes.append(
@@ -148,12 +156,9 @@ def straggler_title(table: pd.DataFrame) -> str:
     return f"Straggler: rank {row['Rank']} arrives last{costs}"
 
 
-def rank_straggler_panel(data: DashboardData) -> Panel:
-    missing = _missing(data)
-    if missing:
-        return Panel(missing=missing)
-    assert data.ranks is not None
-    table = straggler_table(data.ranks)
+@_of_ranks
+def rank_straggler_panel(ranks: pd.DataFrame) -> Panel:
+    table = straggler_table(ranks)
     if table.empty:
         return Panel(missing="one rank, or whole captures without phases: no straggler to name")
     return Panel(figure=straggler_figure(table), notes=[straggler_note(table)], title=straggler_title(table))
@@ -195,14 +200,11 @@ def timeline_figure(phases: pd.DataFrame):
     return fig
 
 
-def rank_timeline_panel(data: DashboardData) -> Panel:
-    missing = _missing(data)
-    if missing:
-        return Panel(missing=missing)
-    assert data.ranks is not None
-    ev = data.ranks
+@_of_ranks
+def rank_timeline_panel(ranks: pd.DataFrame) -> Panel:
+    ev = ranks
     notes = []
     if len(ev) > MAX_TIMELINE_RANGES:
         ev = ev.nlargest(MAX_TIMELINE_RANGES, "duration_ns")
-        notes.append(f"Showing the {MAX_TIMELINE_RANGES:,} longest of {len(data.ranks):,} ranges.")
+        notes.append(f"Showing the {MAX_TIMELINE_RANGES:,} longest of {len(ranks):,} ranges.")
     return Panel(figure=timeline_figure(ev), notes=notes)

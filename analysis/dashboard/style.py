@@ -1,10 +1,15 @@
-"""Colours, units and hover text shared by every panel, so a phase looks the same everywhere."""
+"""Colours, units and hover text shared by every panel, so a phase looks the same everywhere; the legend
+groups and the subplots per metric that several panels draw alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 # One colour per phase, used by every panel (bars, boxes, timeline ranges).
 PHASE_COLORS: dict[str, str] = {
@@ -67,3 +72,42 @@ def shorten(text: str, width: int = 60) -> str:
 def setting_label(precision: str, compile: bool) -> str:
     """How a precision × compile setting is named in facets and legends: fp32, bf16, bf16+compile."""
     return f"{precision}+compile" if compile else str(precision)
+
+
+def legend_once(shown: set[str], group: str) -> dict[str, Any]:
+    """A trace's legend group, named in the legend by the group's first trace only (`shown`: the groups
+    named so far, to which `group` is added)."""
+    first = group not in shown
+    shown.add(group)
+    return {"legendgroup": group, "showlegend": first}
+
+
+class Metric(NamedTuple):
+    """A figure of the runs drawn in a subplot of its own (throughput, energy)."""
+
+    column: str
+    title: str  # the subplot's
+    scale: float  # to the unit shown
+    fmt: str  # the hover's format of the value shown
+
+
+def metric_subplots(table: pd.DataFrame, metrics: Sequence[Metric]) -> tuple[go.Figure, list[Metric]]:
+    """A row of subplots, one per metric with data in `table`, and those metrics (subplot 1 first)."""
+    from plotly.subplots import make_subplots
+
+    shown = [m for m in metrics if m.column in table and table[m.column].notna().any()]
+    return make_subplots(rows=1, cols=len(shown), subplot_titles=[m.title for m in shown]), shown
+
+
+def metric_trace(
+    metric: Metric, part: pd.DataFrame, name: str, col: int, title: str, *more: str
+) -> dict[str, Any]:
+    """What a trace of `metric` in subplot `col` takes from it: `name` in the legend once (from subplot 1),
+    the values in the unit shown, a hover of `title`, the value, the raw value (customdata[1]) and `more`."""
+    return {
+        "name": name,
+        "legendgroup": name,
+        "showlegend": col == 1,
+        "y": part[metric.column].astype(float) * metric.scale,
+        "hovertemplate": hover(title, f"{metric.title}: %{{y:{metric.fmt}}}", "raw: %{customdata[1]}", *more),
+    }

@@ -6,20 +6,19 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import latest_per_config, model_order, setting_order, with_labels
-from analysis.dashboard.style import PALETTE, TEMPLATE, hover
+from analysis.dashboard.style import PALETTE, TEMPLATE, Metric, metric_subplots, metric_trace
 from analysis.names import MEASURED_STATUSES
 
-# column, subplot title, scale to the unit shown, hover format
 METRICS = (
-    ("tokens_per_s", "tokens/s", 1.0, ",.1f"),
-    ("achieved_flops", "achieved TFLOP/s", 1e-12, ",.3f"),
-    ("mfu", "MFU (%)", 100.0, ".2f"),
+    Metric("tokens_per_s", "tokens/s", 1.0, ",.1f"),
+    Metric("achieved_flops", "achieved TFLOP/s", 1e-12, ",.3f"),
+    Metric("mfu", "MFU (%)", 100.0, ".2f"),
 )
 
 
 def throughput_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Newest successful run per configuration: model, setting, run_id and the three metrics (raw units)."""
-    cols = ["model", "setting", "run_id", *(m[0] for m in METRICS)]
+    cols = ["model", "setting", "run_id", *(m.column for m in METRICS)]
     if runs.empty:
         return pd.DataFrame(columns=cols)
     ok = runs[runs["status"].isin(MEASURED_STATUSES)]
@@ -31,37 +30,26 @@ def throughput_table(runs: pd.DataFrame) -> pd.DataFrame:
 def throughput_figure(table: pd.DataFrame, models: list[str] | None = None):
     """One subplot per metric with data; bars per model, one colour per setting."""
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
 
-    metrics = [m for m in METRICS if m[0] in table and table[m[0]].notna().any()]
     settings = setting_order(table["setting"])
     models = models or list(dict.fromkeys(table["model"]))
-    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[m[1] for m in metrics])
-    for col, (name, title, scale, fmt) in enumerate(metrics, start=1):
+    fig, metrics = metric_subplots(table, METRICS)
+    for col, metric in enumerate(metrics, start=1):
         for i, setting in enumerate(settings):
-            part = table[(table["setting"] == setting) & table[name].notna()]
+            part = table[(table["setting"] == setting) & table[metric.column].notna()]
             if part.empty:
                 continue
             fig.add_trace(
                 go.Bar(
-                    name=setting,
-                    legendgroup=setting,
-                    showlegend=col == 1,
+                    **metric_trace(metric, part, setting, col, f"%{{x}} · {setting}", "run %{customdata[0]}"),
                     x=part["model"],
-                    y=part[name].astype(float) * scale,
                     marker_color=PALETTE[i % len(PALETTE)],
-                    customdata=part[["run_id", name]].to_numpy(),
-                    hovertemplate=hover(
-                        f"%{{x}} · {setting}",
-                        f"{title}: %{{y:{fmt}}}",
-                        "raw: %{customdata[1]}",
-                        "run %{customdata[0]}",
-                    ),
+                    customdata=part[["run_id", metric.column]].to_numpy(),
                 ),
                 row=1,
                 col=col,
             )
-        fig.update_yaxes(title_text=title, row=1, col=col)
+        fig.update_yaxes(title_text=metric.title, row=1, col=col)
         fig.update_xaxes(categoryorder="array", categoryarray=models, title_text="model", row=1, col=col)
     fig.update_layout(template=TEMPLATE, barmode="group", height=420, legend_title_text="setting")
     return fig

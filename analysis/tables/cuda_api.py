@@ -20,9 +20,9 @@ from analysis.stats import (
     describe,
     durations_by_group,
     figures,
+    figures_table,
     name_codes,
     order_like_nsys,
-    round_half_up,
     time_percent,
 )
 from analysis.trace.trace import Trace
@@ -80,12 +80,7 @@ def _by_blocks(trace: Trace, block_rows: int | None = None) -> pd.DataFrame:
         del pieces
         rows.append([*figures(values), name, group[0]])
         del values
-    stat = ["Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
-    out = pd.DataFrame(rows, columns=[*stat, "Name", "name_id"])
-    out = out.astype({c: np.int64 for c in ("Total Time (ns)", "Num Calls", "Min (ns)", "Max (ns)")})
-    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
-        out[col] = round_half_up(out[col].astype(np.float64))
-    return _ordered(out)
+    return _ordered(figures_table(rows, ["Name", "name_id"], count_name="Num Calls"))
 
 
 def cuda_api_summary(trace: Trace, *, block_rows: int | None = None) -> pd.DataFrame:

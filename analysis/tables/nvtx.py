@@ -11,7 +11,7 @@ from analysis.errors import ExportError
 from analysis.intervals import levels, parents, sort_ranges
 from analysis.joins.runtime import pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
-from analysis.stats import durations_by_group, figures, order_like_nsys, round_half_up, time_percent
+from analysis.stats import durations_by_group, figures, figures_table, order_like_nsys, time_percent
 from analysis.trace.frames import BLOCK_ROWS
 from analysis.trace.trace import Trace
 
@@ -184,12 +184,7 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
         pieces.clear()
         table.append([*figures(values), sty, label])
         del values
-    stat = ["Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
-    out = pd.DataFrame(table, columns=[*stat, "Style", "Range"])
-    out = out.astype({c: np.int64 for c in ("Total Time (ns)", "Instances", "Min (ns)", "Max (ns)")})
-    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
-        out[col] = round_half_up(out[col].astype(np.float64))
-    out = order_like_nsys(out, "Total Time (ns)", ["Range", "Style"])
+    out = order_like_nsys(figures_table(table, ["Style", "Range"]), "Total Time (ns)", ["Range", "Style"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     out = out[NVTXSUM_COLUMNS]
     out.attrs["notes"] = [*grouping_notes(fields, by), *trace.notes]

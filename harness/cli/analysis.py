@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness.cli.common import FormatOpt, cli_errors, note
+from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, operator_options
 from harness.cli.output import Format, emit, emit_many
 from harness.cli.reading import (
@@ -53,11 +54,6 @@ class By(StrEnum):
     name = "name"
 
 
-class NvtxBy(StrEnum):
-    op = "op"
-    shape = "shape"
-
-
 NvtxByOpt = Annotated[
     NvtxBy,
     typer.Option(
@@ -70,11 +66,6 @@ RawNamesOpt = Annotated[
     bool,
     typer.Option("--raw-names", help="NVTX names as recorded, one row each (what nsys stats prints)."),
 ]
-
-
-def grouping(by: NvtxBy, raw_names: bool) -> str:
-    """The NVTX grouping of analysis.nvtx_names the options name."""
-    return "raw" if raw_names else by.value
 
 
 class GpuMode(StrEnum):

@@ -14,6 +14,7 @@ import typer
 from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import export_diff as ed
 from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
+from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
 from harness.cli.tidy import write_csv
 from harness.core.deferred import deferred
@@ -30,11 +31,6 @@ with deferred():  # each runs on first use (harness.core.deferred): `--help` loa
     from harness.experiments import diff as hd
     from harness.experiments import opening
     from harness.store import results as results_db
-
-
-class NvtxBy(StrEnum):
-    op = "op"
-    shape = "shape"
 
 
 class DiffFormat(StrEnum):
@@ -199,7 +195,7 @@ def diff_cmd(
     if side_a.run is None and side_b.run is None:
         d = ed.compute(
             side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
-            warmup=warmup, by="raw" if raw_names else by.value,
+            warmup=warmup, by=grouping(by, raw_names),
         )  # fmt: skip
         ed.render(d, fmt.value, top, wide, gate, out=out, inputs=inputs)
         if html is not None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from analysis.names import STEP as STEP_RANGE
 from analysis.runs.steady import steady
+
+if TYPE_CHECKING:  # workloads/__init__ loads torch
+    from workloads.specs import ModelSpec
 
 FORWARD_PHASES = PHASES_BY_MODE["forward"]
 __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "TRAIN_PHASES", "phases_for"]
@@ -132,18 +135,6 @@ def step_stats(steps: list[dict[str, int]], phases: tuple[str, ...]) -> PhaseSta
     return PhaseStats.of(STEP_SUM, sums) if sums else None
 
 
-class ModelShape(Protocol):
-    """A model's shape as workloads.specs.ModelSpec declares it (no import here: workloads loads torch)."""
-
-    family: str
-    d_model: int
-    d_ff: int
-    num_layers: int
-    num_heads: int
-    vocab_size: int
-    context_length: int
-
-
 @dataclass
 class ModelInfo:
     """The model a run built, as stored: its ModelSpec's shape (`from_spec`) and its parameter count."""
@@ -158,7 +149,7 @@ class ModelInfo:
     params: int
 
     @classmethod
-    def from_spec(cls, spec: ModelShape, params: int, context_length: int | None = None) -> ModelInfo:
+    def from_spec(cls, spec: ModelSpec, params: int, context_length: int | None = None) -> ModelInfo:
         """`spec`'s shape (with the context actually used, where it differs) and `params`."""
         shape = {f.name: getattr(spec, f.name) for f in fields(cls) if f.name != "params"}
         if context_length is not None:
@@ -229,9 +220,6 @@ class AttentionConfig:
     causal: bool = True
     device: str = "auto"
     seed: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
