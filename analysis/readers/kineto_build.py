@@ -4,7 +4,6 @@ tied to their launches, and what the trace says of itself (`_meta`)."""
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import re
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, kineto_pool
+from analysis.readers import NULL, kineto_pool, trim_heap
 from analysis.readers.kineto_checks import clean_name, notes_and_hints
 from analysis.readers.kineto_columns import CPU_GROUPS, GROUPS, Piece, ignored_key
 from analysis.readers.kineto_stream import TraceStream
@@ -220,7 +219,7 @@ class _Builder:
         self.name_threads()
         rt, ops = parts["runtime"], parts["cpu_ops"]
         launcher = self._launcher(rt, parts["annotation"], ops)
-        malloc_trim()  # its temporaries
+        trim_heap()  # its temporaries
         kernels = parts["kernels"]
         texts = self.names.texts
         short = np.zeros(len(texts) or 1, dtype=np.int64)  # kernel names' short names, by id
@@ -389,30 +388,15 @@ _COLUMNS = ("start", "end", "index", "name", "global_tid", "correlation", "exter
 
 def _concat(pieces: list[dict[str, np.ndarray]], trim: bool = False) -> dict[str, np.ndarray]:
     """The pieces' columns joined, a column at a time: each piece's column is freed once joined (and, with
-    `trim`, its memory given back: `malloc_trim`)."""
+    `trim`, its memory given back: `trim_heap`)."""
     if not pieces:
         return {c: np.empty(0, dtype=np.int64) for c in _COLUMNS}
     out = {}
     for c in list(pieces[0]):
         out[c] = np.concatenate([p.pop(c) for p in pieces])
         if trim:
-            malloc_trim()
+            trim_heap()
     return out
-
-
-def malloc_trim() -> None:
-    """Give the heap's free pages back to the system (glibc's malloc_trim; elsewhere nothing). The blocks of
-    a column, freed once joined, lie between other columns' blocks: the heap keeps such holes, and a new
-    column too long for them is put above them (at 2 GB of JSON: +200 MB while the frames were built)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-try:
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None)
-    _LIBC.malloc_trim  # noqa: B018 (glibc has it; macOS and musl do not)
-except (OSError, AttributeError):
-    _LIBC = None
 
 
 class _StringTable:
