@@ -16,10 +16,8 @@ from harness.store.results import ResultsStore
 from harness.store.runs import RunsPart
 
 
-def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """No nsys: the capture 'leaves' `export` (the harness's own run of medium on an H100); counts the
-    export's openings and the store's writes."""
-    counts = {"opened": 0, "written": 0}
+def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No nsys: the capture 'leaves' `export` (the harness's own run of medium on an H100)."""
     info = NsysInfo(path=Path("/x/nsys"), version="2023.4.1.97", flags=frozenset(), source="t")
     monkeypatch.setattr(profiler.nsys, "find_nsys", lambda path: info)
     monkeypatch.setattr(profiler, "cuda_check", lambda *a, **k: [])
@@ -32,26 +30,34 @@ def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
                            steps=steps)  # fmt: skip
         return result, ProfileResult(0, None, export, None, ""), []
 
-    def opened(path: Path, **how: Any) -> Any:
-        counts["opened"] += 1
-        return open_trace(path, **how)
+    monkeypatch.setattr(profiler, "run_profiled", run_profiled)
 
+
+def _counted(monkeypatch: pytest.MonkeyPatch, *openers: Any) -> dict[str, int]:
+    """The store's writes, and the openings of an export by the modules `openers`, counted as the real
+    ones run."""
+    counts = {"opened": 0, "written": 0}
     write = RunsPart._write
 
     def written(self: RunsPart, *args: Any, **kwargs: Any) -> None:
         counts["written"] += 1
         write(self, *args, **kwargs)
 
-    monkeypatch.setattr(profiler, "run_profiled", run_profiled)
-    monkeypatch.setattr(profiler, "open_trace", opened)
+    def opened(path: Path, **how: Any) -> Any:
+        counts["opened"] += 1
+        return open_trace(path, **how)
+
     monkeypatch.setattr(RunsPart, "_write", written)
+    for module in openers:
+        monkeypatch.setattr(module, "open_trace", opened)
     return counts
 
 
 def test_the_export_is_read_once_and_the_run_stored_once(
     h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counts = _capture(h100_export, monkeypatch)
+    _capture(h100_export, monkeypatch)
+    counts = _counted(monkeypatch, profiler)
     store = ResultsStore(tmp_db)
     request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     out = profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
@@ -65,7 +71,8 @@ def test_the_export_is_read_once_and_the_run_stored_once(
 def test_a_reading_cut_short_still_stores_the_run(
     h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counts = _capture(h100_export, monkeypatch)
+    _capture(h100_export, monkeypatch)
+    counts = _counted(monkeypatch, profiler)
 
     def interrupted(*args: Any) -> None:
         raise KeyboardInterrupt
@@ -79,29 +86,6 @@ def test_a_reading_cut_short_still_stores_the_run(
     assert ResultsStore(tmp_db).count_runs() == 1
 
 
-def _counted_writes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """The store's writes and the openings of an export after a capture (harness.profilers.capture's and
-    `profile -- CMD`'s), counted as the real ones run."""
-    from harness.experiments import program
-    from harness.profilers import capture
-
-    counts = {"opened": 0, "written": 0}
-    write = RunsPart._write
-
-    def written(self: RunsPart, *args: Any, **kwargs: Any) -> None:
-        counts["written"] += 1
-        write(self, *args, **kwargs)
-
-    def opened(path: Path, **how: Any) -> Any:
-        counts["opened"] += 1
-        return open_trace(path, **how)
-
-    monkeypatch.setattr(RunsPart, "_write", written)
-    monkeypatch.setattr(capture, "open_trace", opened)
-    monkeypatch.setattr(program, "open_trace", opened)
-    return counts
-
-
 def test_profile_cmd_reads_the_export_once_and_stores_its_health_with_the_run(
     h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,8 +93,9 @@ def test_profile_cmd_reads_the_export_once_and_stores_its_health_with_the_run(
     tables, the capture's health and findings), then the run stored once with them."""
     from analysis.advice.health import capture_health
     from harness.experiments import program
+    from harness.profilers import capture
 
-    counts = _counted_writes(monkeypatch)
+    counts = _counted(monkeypatch, capture, program)
     info = NsysInfo(path=Path("/x/nsys"), version="2023.4.1.97", flags=frozenset(), source="t")
     monkeypatch.setattr(program.nsys, "find_nsys", lambda path: info)
     monkeypatch.setattr(
@@ -133,10 +118,11 @@ def test_overhead_runs_under_nsys_are_stored_with_their_capture_s_health(
 ) -> None:
     """`overhead`'s runs under nsys take the same step: each one's export read once for its capture's health
     and findings, stored once with its run."""
-    from harness.experiments import overhead
+    from harness.experiments import overhead, program
+    from harness.profilers import capture
 
     _capture(h100_export, monkeypatch)
-    counts = _counted_writes(monkeypatch)
+    counts = _counted(monkeypatch, capture, program)
 
     def baseline(config: RunConfig) -> tuple[RunResult, None]:  # no workload: the run without nsys, made up
         steps = [StepRecord(step=i, warmup=i < config.warmup,
