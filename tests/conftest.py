@@ -111,6 +111,15 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("data-home"))
 
 
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A trace cache of the test's own (empty, no size limit from the environment)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(root))
+    monkeypatch.delenv("HARNESS_CACHE_LIMIT", raising=False)
+    return root
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _stats_format() -> None:
     """The tables print in the format of the nsys installed (analysis.tables.stats_format): tests pin

@@ -24,13 +24,6 @@ from analysis.trace.cache import Cache, parse_size
 from analysis.trace.opening import open_trace
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(root))
-    return root
-
-
 def test_summary_reads_each_source_table_once(a100_export: Path) -> None:
     trace = open_trace(a100_export, cache=False)
     report = summary(trace)

@@ -29,14 +29,6 @@ pytestmark = pytest.mark.attack
 runner = CliRunner()
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(root))
-    monkeypatch.delenv("HARNESS_CACHE_LIMIT", raising=False)
-    return root
-
-
 def test_an_export_rewritten_with_size_and_mtime_put_back_is_read_again(
     a100_export: Path, tmp_path: Path, cache_dir: Path
 ) -> None:

@@ -24,13 +24,6 @@ from harness.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(folder))
-    return folder
-
-
 def export_of(fixture: str) -> Path:
     return need(SHARED_NSYS / fixture / "report.sqlite")
 
@@ -83,18 +76,18 @@ def test_declarations_load_neither_pandas_nor_numpy() -> None:
 
 
 def test_a_table_declared_not_served_from_cache_is_computed_each_time(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     export = export_of("a100-saxpy-mpi")
     calls = counting(monkeypatch, "api")
     first, second = csv_of("api", export), csv_of("api", export)
     assert first == second and len(first) > 1
     assert len(calls) == 2
-    assert not list(cache.rglob("result.api.*.json"))
+    assert not list(cache_dir.rglob("result.api.*.json"))
 
 
 def test_a_table_declared_served_from_cache_is_kept_and_served(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same `api`, declared kept: computed once, then served from the export's cache entry."""
     export = export_of("a100-saxpy-mpi")
@@ -103,10 +96,10 @@ def test_a_table_declared_served_from_cache_is_kept_and_served(
     first, second = csv_of("api", export), csv_of("api", export)
     assert first == second and len(first) > 1
     assert len(calls) == 1
-    assert len(list(cache.rglob("result.api.*.json"))) == 1
+    assert len(list(cache_dir.rglob("result.api.*.json"))) == 1
 
 
-def test_kernels_declared_not_served_from_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kernels_declared_not_served_from_cache(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """kernels, declared kept, is computed once (without pandas); declared not kept, each time."""
     export = export_of("a100-saxpy-mpi")
     calls = counting(monkeypatch, "kernels", "one_without_pandas")
@@ -121,7 +114,7 @@ def test_kernels_declared_not_served_from_cache(cache: Path, monkeypatch: pytest
 
 
 def test_a_table_without_a_pandas_free_way_is_computed_by_the_registry(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     export = export_of("a100-saxpy-mpi")
     light = csv_of("kernels", export, "--no-cache")
@@ -131,7 +124,7 @@ def test_a_table_without_a_pandas_free_way_is_computed_by_the_registry(
     assert len(calls) == 1
 
 
-def test_nvtx_gpu_takes_top_per_range(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nvtx_gpu_takes_top_per_range(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """nvtx-gpu --kernels --top 1: the table keeps the first kernel of each range (declared takes_top);
     declared otherwise, --top would cut the table to its first row."""
     export = export_of("ext/dlprof_norelu")
