@@ -10,6 +10,8 @@ from export_data import derive
 from typer.testing import CliRunner
 
 from analysis.errors import ExportError
+from analysis.readers import NULL
+from analysis.readers.nsys_open import open_nsys
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.launch import launch_summary
 from analysis.trace.opening import open_trace
@@ -36,8 +38,17 @@ def one_kernel_changed(src: Path, dst: Path, assignment: str) -> Path:
 
 @pytest.mark.parametrize(
     "assignment",
-    ["start = 1.5", "start = 'soon'", "start = NULL", "end = NULL", "end = start - 10"],
-    ids=["real", "text", "null-start", "null-end", "end-before-start"],
+    [
+        "start = 1.5",
+        "start = 'soon'",
+        "end = 'later'",
+        "start = x'00'",
+        "end = end + 0.5",
+        "start = NULL",
+        "end = NULL",
+        "end = start - 10",
+    ],
+    ids=["real", "text", "text-end", "blob", "real-end", "null-start", "null-end", "end-before-start"],
 )
 def test_bad_kernel_rows_are_left_out_and_counted(a100_export: Path, tmp_path: Path, assignment: str) -> None:
     bad = one_kernel_changed(a100_export, tmp_path / "bad.sqlite", assignment)
@@ -49,6 +60,26 @@ def test_bad_kernel_rows_are_left_out_and_counted(a100_export: Path, tmp_path: P
     assert table.attrs["notes"] == [note]
     launch = launch_summary(open_trace(bad, cache=False))
     assert launch["Count"].tolist() == [4]
+
+
+def test_times_declared_as_text_are_not_durations(a100_export: Path, tmp_path: Path) -> None:
+    """Columns of TEXT affinity keep numbers as text and compare them as text: no kernel has a duration
+    (the comparisons the durations are read with on INTEGER columns would take '9' > '10')."""
+    bad = derive(
+        a100_export,
+        tmp_path / "bad.sqlite",
+        "CREATE TABLE k2 (start TEXT, end TEXT, demangledName INTEGER, gridX, gridY, gridZ, blockX, blockY, "
+        "blockZ, correlationId, globalPid, deviceId, streamId, shortName, contextId)",
+        f"INSERT INTO k2 SELECT start, end, demangledName, gridX, gridY, gridZ, blockX, blockY, blockZ, "
+        f"correlationId, globalPid, deviceId, streamId, shortName, contextId FROM {KERNELS}",
+        f"DROP TABLE {KERNELS}",
+        f"ALTER TABLE k2 RENAME TO {KERNELS}",
+    )
+    reader = open_nsys(bad)
+    try:
+        assert reader.read("kernels", ["duration"])["duration"].tolist() == [NULL] * 5
+    finally:
+        reader.close()
 
 
 def test_the_cli_prints_the_note_not_a_traceback(a100_export: Path, tmp_path: Path) -> None:

@@ -41,18 +41,27 @@ class SqlExport:
     engine: Any
     tables: set[str]
     reads: dict[str, int]  # source table -> scans, for tests that count reads
-    _columns: dict[str, set[str]]
+    _columns: dict[str, dict[str, str]]  # table -> column -> declared type
     _strings: dict[int, str]
     _all_strings: bool
 
     # --- raw SQL (bound parameters; table and column names only from this module and analysis.readers.nsys)
 
     def columns(self, table: str) -> set[str]:
+        return set(self._declared(table))
+
+    def text_affinity(self, table: str, column: str) -> bool:
+        """Whether `column` of `table` compares its values as text (SQLite's TEXT affinity: a declared
+        type naming CHAR, CLOB or TEXT)."""
+        declared = self._declared(table).get(column, "").upper()
+        return any(word in declared for word in ("CHAR", "CLOB", "TEXT"))
+
+    def _declared(self, table: str) -> dict[str, str]:
         if table not in self._columns:
             if table not in self.tables:
-                return set()
-            rows = self._rows("SELECT name FROM pragma_table_info(:t)", {"t": table})
-            self._columns[table] = {r[0] for r in rows}
+                return {}
+            rows = self._rows("SELECT name, type FROM pragma_table_info(:t)", {"t": table})
+            self._columns[table] = {r[0]: str(r[1] or "") for r in rows}
         return self._columns[table]
 
     def _count(self, table: str, where: str = "") -> int:
