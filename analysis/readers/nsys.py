@@ -282,8 +282,10 @@ class NsysReader(SqlExport):
         table, exprs, where, params = self._scan_of(frame, columns)
         kinds = [c for c in ("src_kind", "dst_kind", "mem_kind") if c in exprs]
 
+        source = self.scan_blocks(table, exprs, where, params)  # its first chunks are read meanwhile
+
         def blocks() -> Iterator[dict[str, np.ndarray]]:
-            for block in self.scan_blocks(table, exprs, where, params):
+            for block in source:
                 for col in kinds:  # as `read` maps them
                     kind = block[col]
                     block[col] = np.where(

@@ -121,9 +121,9 @@ class SqlExport:
         names = list(exprs)
         span = self._rowids(table)
         if span is None or not names:
-            return
-        for parsed in self._chunks(table, exprs, where, params, span):
-            yield dict(zip(names, parsed, strict=True))
+            return iter(())
+        chunks = self._chunks(table, exprs, where, params, span)  # asked for now, not at the first block
+        return (dict(zip(names, parsed, strict=True)) for parsed in chunks)
 
     def _rowids(self, table: str) -> tuple[int, int] | None:
         """The first and last rowid of `table` (None when it is missing or empty); counts a scan."""
@@ -143,7 +143,22 @@ class SqlExport:
         span: tuple[int, int],
     ) -> Iterator[list[np.ndarray]]:
         """The parsed columns of each chunk of rowids in `span` (CHUNK_ROWIDS, fewer for many columns: at
-        most CHUNK_CELLS values), in order."""
+        most CHUNK_CELLS values), in order. The first chunks are asked of SQLite before this returns, so
+        they are read while the caller gets ready for them (`harness kernels` imports pyarrow and makes its
+        cache entry meanwhile)."""
+        stream = self._chunk_stream(table, exprs, where, params, span)
+        next(stream)  # runs it up to the first chunks' queries
+        return stream  # type: ignore[return-value]  # None only before this
+
+    def _chunk_stream(
+        self,
+        table: str,
+        exprs: Mapping[str, str],
+        where: str,
+        params: Mapping[str, Any] | None,
+        span: tuple[int, int],
+    ) -> Iterator[list[np.ndarray] | None]:
+        """`_chunks`, after a first None once the first chunks are asked for."""
         cond = f" AND ({where})" if where else ""
         step = max(1, min(CHUNK_ROWIDS, CHUNK_CELLS // max(1, len(exprs))))
         chunks = range(span[0], span[1] + 1, step)
@@ -177,6 +192,7 @@ class SqlExport:
             ahead = workers + 1
             with ThreadPoolExecutor(workers) as pool:
                 queue = deque(pool.submit(read, first) for first in chunks[:ahead])
+                yield None
                 for first in chunks[ahead:]:
                     parsed = queue.popleft().result()
                     queue.append(pool.submit(read, first))
@@ -185,6 +201,7 @@ class SqlExport:
                 while queue:
                     yield queue.popleft().result()
         else:
+            yield None
             for first in chunks:
                 yield read(first)
 

@@ -208,16 +208,16 @@ class Trace:
         wanted = list(dict.fromkeys([*cols, *check]))
         named = [c for c in cols if c.endswith("name_id")]
         strings = None
-        if named:
-            strings = np.sort(np.fromiter(self._string_table.keys(), dtype=np.int64))
-            if not len(strings):
-                raise ExportError(
-                    f"{self.path} has no string table (StringIds), so its {NAMES_OF[frame]} have no names: "
-                    "export it again from the report"
-                )
         n = bad = wild = 0
         missing = dict.fromkeys(named, 0)
         for raw in self._raw_blocks(frame, wanted, rows):
+            if named and strings is None:  # once the export's scan is under way: SQLite works meanwhile
+                strings = np.sort(np.fromiter(self._string_table.keys(), dtype=np.int64))
+                if not len(strings):
+                    raise ExportError(
+                        f"{self.path} has no string table (StringIds), so its {NAMES_OF[frame]} have no "
+                        "names: export it again from the report"
+                    )
             size = len(raw[wanted[0]])
             n += size
             keep = np.ones(size, dtype=bool)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.options import F, option_group
+from harness.cli.option_group import F, option_group
 from harness.core.deferred import deferred
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none

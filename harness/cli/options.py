@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import StrEnum
-from inspect import Parameter, Signature, signature
-from typing import Annotated, Any, TypeVar, get_type_hints
+from typing import Annotated
 
 import typer
 
+from harness.cli.option_group import F, option_group
 from harness.core.bounds import check_storable
 from harness.core.records import RunConfig
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Mode(StrEnum):
@@ -108,47 +105,6 @@ WORKLOAD_OPTIONS = {
     "power": PowerOpt,
     "power_period": PowerPeriodOpt,
 }
-
-
-def option_group(
-    param: str,
-    group: type,
-    forms: dict[str, Any],
-    omit: tuple[str, ...] = (),
-    after: dict[str, tuple[str, ...]] | None = None,
-) -> Callable[[F], F]:
-    """Give a command the options of the dataclass `group` (each field's command-line form in `forms`) in
-    place of its parameter `param`, leaving out `omit`, and hand it one `group` object; `after` moves some
-    of the command's own options in among them ({"batch_size": ("batch_sizes",)} shows --batch-sizes right
-    after --batch-size). A field left out gets its default."""
-    names = [f.name for f in fields(group) if f.name not in omit]
-    defaults = {f.name: f.default for f in fields(group)}
-
-    def wrap(fn: F) -> F:
-        hints = get_type_hints(fn, include_extras=True)
-        params_of = signature(fn).parameters.values()
-        own = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in params_of]
-        at = next(i for i, p in enumerate(own) if p.name == param)
-        moved = {name for names_after in (after or {}).values() for name in names_after}
-        by_name = {p.name: p for p in own}
-        options: list[Parameter] = []
-        for name in names:
-            options.append(Parameter(name, Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name],
-                                     annotation=forms[name]))  # fmt: skip
-            options += [by_name[n] for n in (after or {}).get(name, ())]
-        rest = [p for p in own if p.name not in moved]
-        params = [*rest[:at], *options, *rest[at + 1 :]]
-
-        @functools.wraps(fn)
-        def command(**kwargs: Any) -> Any:
-            values = group(**{name: kwargs.pop(name) for name in names})
-            return fn(**{param: values}, **kwargs)
-
-        command.__signature__ = Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command  # type: ignore[return-value]
-
-    return wrap
 
 
 def workload_options(

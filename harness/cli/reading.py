@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
-from harness.cli.options import F, option_group
+from harness.cli.option_group import F, option_group
 from harness.cli.output import Format, emit, emit_many
 from harness.core.deferred import deferred
 from harness.core.errors import ExportError
