@@ -69,60 +69,41 @@ PowerPeriodOpt = Annotated[int, typer.Option("--power-period", metavar="<ms>", h
 
 @dataclass(frozen=True)
 class Workload:
-    """The workload options of `run`, `sweep` and `overhead`, declared once: `workload_options` puts them
-    on a command (those it takes, in this order) and hands the command one Workload. A command that leaves
-    one out gets its default here."""
+    """The workload options of `run`, `sweep` and `overhead`, declared once, each field with its
+    command-line form: `workload_options` puts them on a command (those it takes, in this order) and hands
+    the command one Workload. A command that leaves one out gets its default here."""
 
-    mode: Mode = Mode.train
-    device: Device = Device.auto
-    precision: Precision = Precision.fp32
-    compile: bool = False
-    batch_size: int = 4
-    context_length: int | None = None
-    vocab_size: int | None = None
-    warmup: int = 5
-    steps: int = 10
-    seed: int = 0
-    attention: Attention = Attention.sdpa
-    new_tokens: int = 32
-    nvtx_detail: bool = False
-    power: bool = False
-    power_period: int = 50
-
-
-# each field's command-line form
-WORKLOAD_OPTIONS = {
-    "mode": ModeOpt,
-    "device": DeviceOpt,
-    "precision": PrecisionOpt,
-    "compile": CompileOpt,
-    "batch_size": BatchOpt,
-    "context_length": ContextOpt,
-    "vocab_size": VocabOpt,
-    "warmup": WarmupOpt,
-    "steps": StepsOpt,
-    "seed": SeedOpt,
-    "attention": AttentionOpt,
-    "new_tokens": NewTokensOpt,
-    "nvtx_detail": DetailOpt,
-    "power": PowerOpt,
-    "power_period": PowerPeriodOpt,
-}
+    mode: ModeOpt = Mode.train
+    device: DeviceOpt = Device.auto
+    precision: PrecisionOpt = Precision.fp32
+    compile: CompileOpt = False
+    batch_size: BatchOpt = 4
+    context_length: ContextOpt = None
+    vocab_size: VocabOpt = None
+    warmup: WarmupOpt = 5
+    steps: StepsOpt = 10
+    seed: SeedOpt = 0
+    attention: AttentionOpt = Attention.sdpa
+    new_tokens: NewTokensOpt = 32
+    nvtx_detail: DetailOpt = False
+    power: PowerOpt = False
+    power_period: PowerPeriodOpt = 50
 
 
 def option_group(
     param: str,
     group: type,
-    forms: dict[str, Any],
     omit: tuple[str, ...] = (),
     after: dict[str, tuple[str, ...]] | None = None,
 ) -> Callable[[F], F]:
-    """Give a command the options of the dataclass `group` (each field's command-line form in `forms`) in
-    place of its parameter `param`, leaving out `omit`, and hand it one `group` object; `after` moves some
-    of the command's own options in among them ({"batch_size": ("batch_sizes",)} shows --batch-sizes right
-    after --batch-size). A field left out gets its default."""
+    """Give a command the options of the dataclass `group` (each field annotated with its command-line
+    form, an `Annotated[type, typer.Option(...)]`) in place of its parameter `param`, leaving out `omit`,
+    and hand it one `group` object; `after` moves some of the command's own options in among them
+    ({"batch_size": ("batch_sizes",)} shows --batch-sizes right after --batch-size). A field left out gets
+    its default."""
     names = [f.name for f in fields(group) if f.name not in omit]
     defaults = {f.name: f.default for f in fields(group)}
+    forms = get_type_hints(group, include_extras=True)
 
     def wrap(fn: F) -> F:
         hints = get_type_hints(fn, include_extras=True)
@@ -155,7 +136,7 @@ def workload_options(
     omit: tuple[str, ...] = (), after: dict[str, tuple[str, ...]] | None = None
 ) -> Callable[[F], F]:
     """The workload options on a command, in place of its parameter `workload: Workload`."""
-    return option_group("workload", Workload, WORKLOAD_OPTIONS, omit, after)
+    return option_group("workload", Workload, omit, after)
 
 
 DEFAULT = Workload()
