@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from inspect import Parameter, Signature, signature
@@ -12,34 +12,24 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
+from analysis.names import ATTENTIONS, MODES, PRECISIONS
 from harness.core.bounds import check_storable
+from harness.core.devices import DEVICES
 from harness.core.records import RunConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Mode(StrEnum):
-    train = "train"
-    forward = "forward"
-    generate = "generate"
+def choices(name: str, values: Sequence[str]) -> type[StrEnum]:
+    """An option's choices as an enum (each member named as its value), from the values declared where the
+    harness checks them: the command line offers exactly what a run accepts."""
+    return StrEnum(name, [(v, v) for v in values])  # type: ignore[return-value]
 
 
-class Device(StrEnum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-    mps = "mps"
-
-
-class Precision(StrEnum):
-    fp32 = "fp32"
-    bf16 = "bf16"
-    fp16 = "fp16"
-
-
-class Attention(StrEnum):
-    math = "math"
-    sdpa = "sdpa"
+Mode = choices("Mode", MODES)
+Device = choices("Device", DEVICES)
+Precision = choices("Precision", PRECISIONS)
+Attention = choices("Attention", ATTENTIONS)
 
 
 ModeOpt = Annotated[
