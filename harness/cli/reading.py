@@ -109,9 +109,12 @@ class Reading:
 AS_GIVEN = Reading()  # the default a command's `reading` parameter names (reading_options fills it)
 
 
-def reading_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
-    """The shared analysis options on a command, in place of its parameter `reading: Reading`."""
-    return option_group("reading", Reading, omit)
+def reading_options(
+    omit: tuple[str, ...] = (), after: dict[str, tuple[str, ...]] | None = None
+) -> Callable[[F], F]:
+    """The shared analysis options on a command, in place of its parameter `reading: Reading` (`after`: as
+    option_group's)."""
+    return option_group("reading", Reading, omit, after)
 
 
 def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None = None,
