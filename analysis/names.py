@@ -15,6 +15,7 @@ COMM_PHASES = (ALLREDUCE,)
 DISTRIBUTED_TRAIN_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER)
 MODES = tuple(PHASES_BY_MODE)
 PRECISIONS = ("fp32", "bf16", "fp16")
+ATTENTIONS = ("math", "sdpa")  # the model's attention: QKᵀ, softmax, ·V as separate ops, or fused
 
 # run statuses whose timers measured every step: `degraded` is such a run whose capture failed its health
 # checks (its timings stand; numbers drawn from its capture do not)

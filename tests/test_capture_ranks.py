@@ -14,8 +14,7 @@ from conftest import SHARED_NSYS, need
 from export_data import query_rows
 from typer.testing import CliRunner
 
-from analysis.ranks.capture_ranks import kernel_processes
-from analysis.ranks.capture_ranks import ranks_of_exports as ranks_report
+from analysis.ranks.capture_ranks import kernel_processes, one_capture
 from analysis.trace.opening import open_trace
 from harness.cli import app
 
@@ -62,7 +61,7 @@ def test_each_process_that_launched_kernels_is_a_rank(capture: Path) -> None:
 
 
 def test_gpu_busy_and_nccl_per_rank_equal_sql(capture: Path) -> None:
-    report = ranks_report([capture])
+    report = one_capture([capture])
     gpu = report.gpu.sort_values("rank")
     busy = query_rows(capture, BUSY_SQL)
     nccl = query_rows(capture, NCCL_SQL)
@@ -78,7 +77,7 @@ def test_gpu_busy_and_nccl_per_rank_equal_sql(capture: Path) -> None:
 
 
 def test_no_phase_ranges_means_the_whole_capture(capture: Path) -> None:
-    report = ranks_report([capture])
+    report = one_capture([capture])
     spans = {pid: end - start for pid, _, _, start, end in query_rows(capture, KERNELS_SQL)}
     phases = report.phases.set_index("rank")
     assert phases["phase"].tolist() == ["capture", "capture"]
@@ -87,7 +86,7 @@ def test_no_phase_ranges_means_the_whole_capture(capture: Path) -> None:
 
 
 def test_collectives_line_up_by_order(capture: Path) -> None:
-    report = ranks_report([capture])
+    report = one_capture([capture])
     rows = report.collectives
     assert len(rows) == 66 and rows["Collective"].max() == 32
     # wait: the later rank's start minus this rank's, at most its duration; one rank of each waits 0

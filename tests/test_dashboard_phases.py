@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -196,3 +200,34 @@ def test_box_plot_labels_have_room_at_the_default_size(store: ResultsStore) -> N
     many = pd.concat([table.assign(label=table["label"] + f" #{i}") for i in range(4)], ignore_index=True)
     bigger = distribution_figure(many)
     assert bigger.layout.height >= 4 * len(labels) * LABEL_ROW_PX  # the figure grows with the runs
+
+
+# three settings, so three y-axes: the figure of phase_bars_figure as JSON, built in a fresh process
+THREE_SETTINGS_FIGURE = """
+import pandas as pd
+from analysis.dashboard.phases import phase_bars_figure
+rows = [
+    {"model": "tiny", "setting": s, "phase": "forward", "mean_ns": 1e6 * (i + 1), "std_ns": 1e4,
+     "status": "ok", "run_id": f"tiny-{s}"}
+    for i, s in enumerate(["fp32", "bf16", "fp16"])
+]
+print(phase_bars_figure(pd.DataFrame(rows)).to_json())
+"""
+
+
+def test_phase_bars_are_the_same_bytes_in_every_process() -> None:
+    # the scale buttons named the y-axes in the order plotly's layout iterates them: a set of names, so
+    # another order in each process (PYTHONHASHSEED) and a page that differed from one run to the next
+    def figure(seed: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", THREE_SETTINGS_FIGURE], env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    first, *others = (figure(seed) for seed in ("1", "2", "3"))
+    assert all(other == first for other in others)
+    (menu,) = json.loads(first)["layout"]["updatemenus"]
+    assert list(menu["buttons"][0]["args"][0]) == [
+        "yaxis.type", "yaxis2.type", "yaxis3.type", "yaxis.autorange", "yaxis2.autorange", "yaxis3.autorange"
+    ]  # fmt: skip

@@ -11,7 +11,7 @@ from analysis.dashboard.style import (
     MS,
     OOM_COLOR,
     PHASE_ORDER,
-    TEMPLATE,
+    grouped_bars,
     hover,
     ns_ms,
     phase_color,
@@ -125,8 +125,7 @@ def compare_figure(phases: pd.DataFrame, kernels: pd.DataFrame | None, a_label: 
             col=2,
         )
         fig.update_xaxes(title_text="B − A total GPU time (ms)", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, barmode="group", height=440, legend_title_text="run")
-    return fig
+    return grouped_bars(fig, 440, "run")
 
 
 def _made_with(runs: pd.DataFrame, run_id: str) -> str:

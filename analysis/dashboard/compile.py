@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.compare.compile import COMPILE, STEP, compile_comparison
 from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.style import MS, PALETTE, TEMPLATE, fmt_ns, hover, ns_ms
+from analysis.dashboard.style import MS, PALETTE, fmt_ns, grouped_bars, hover, ns_ms
 
 NO_PAIRS = (
     "no configuration run both eager and compiled: run `harness run tiny --device cpu --steps 3` and "
@@ -42,15 +42,9 @@ def compile_figure(table: pd.DataFrame):
                 ),
             )
         )
-    fig.update_layout(
-        template=TEMPLATE,
-        barmode="group",
-        height=440,
-        yaxis_title="median time of the measured steps (ms)",
-        xaxis_title="configuration and phase",
-        legend_title_text="torch.compile (label: speed-up)",
-    )
-    return fig
+    legend = "torch.compile (label: speed-up)"
+    y = "median time of the measured steps (ms)"
+    return grouped_bars(fig, 440, legend, x="configuration and phase", y=y)
 
 
 def compile_panel(data: DashboardData) -> Panel:

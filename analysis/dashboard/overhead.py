@@ -19,7 +19,7 @@ from analysis.compare.overhead import (
 )
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import profiler_label, with_labels
-from analysis.dashboard.style import MS, TEMPLATE, hover, ns_ms, ordered_phases, phase_color
+from analysis.dashboard.style import MS, TEMPLATE, grouped_bars, hover, ns_ms, ordered_phases, phase_color
 from analysis.names import MEASURED_STATUSES
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length"]
@@ -252,15 +252,7 @@ def agreement_figure(table: pd.DataFrame):
                 ),
             )
         )
-    fig.update_layout(
-        template=TEMPLATE,
-        barmode="group",
-        height=400,
-        yaxis_title="NVTX mean − timer mean (% of timer)",
-        xaxis_title="profiled run",
-        legend_title_text="phase",
-    )
-    return fig
+    return grouped_bars(fig, 400, "phase", x="profiled run", y="NVTX mean − timer mean (% of timer)")
 
 
 def agreement_panel(data: DashboardData) -> Panel:

@@ -142,7 +142,9 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
         fig.update_xaxes(categoryorder="array", categoryarray=models, title_text="model", row=1, col=col)
     fig.update_yaxes(title_text="mean time per step (ms)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero")
-    axes = [k for k in fig.layout if k.startswith("yaxis")]
+    # each facet's y-axis as plotly names it, in facet order (the layout's own keys come in a set's order,
+    # which differs from one process to the next)
+    axes = [f"yaxis{col if col > 1 else ''}" for col in range(1, len(settings) + 1)]
     # a log axis of bars starts where the range does: from a decade below the smallest bar, so the small
     # bar keeps its height (plotly's autorange would start at it and draw it as nothing)
     values = (table["mean_ns"] / MS)[table["mean_ns"] > 0]

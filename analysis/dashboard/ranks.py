@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 
@@ -104,29 +105,15 @@ def straggler_figure(table: pd.DataFrame):
     straggler = None if row is None else int(row["Rank"])
     ys = [f"rank {r}" + (" (straggler)" if r == straggler else "") for r in table["Rank"]]
     fig = go.Figure()
-    fig.add_bar(
-        name=COMPUTE_TRACE,
-        y=ys,
-        x=table["Compute (ms)"].to_numpy(),
-        orientation="h",
-        marker_color=COMPUTE_COLOR,
-        hovertemplate=hover("%{y}", "compute: %{x:,.3f} ms per step"),
-    )
+    _rank_bars(fig, ys, table["Compute (ms)"], COMPUTE_TRACE, COMPUTE_COLOR, "compute")
     if table["Wait (ms)"].notna().any():
         costs = [
             f"costs the others {c:,.3f} ms" if r == straggler else ""
             for r, c in zip(table["Rank"], table["Costs Others (ms)"], strict=True)
         ]
-        fig.add_bar(
-            name=WAIT_TRACE,
-            y=ys,
-            x=table["Wait (ms)"].to_numpy(),
-            orientation="h",
-            marker_color=PHASE_COLOR_ALLREDUCE,
-            text=costs,
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate=hover("%{y}", "wait in collectives: %{x:,.3f} ms per step", "%{text}"),
+        label = {"text": costs, "textposition": "outside", "cliponaxis": False}
+        _rank_bars(
+            fig, ys, table["Wait (ms)"], WAIT_TRACE, PHASE_COLOR_ALLREDUCE, "wait in collectives", label
         )
     fig.update_layout(
         template=TEMPLATE,
@@ -138,6 +125,21 @@ def straggler_figure(table: pd.DataFrame):
         margin={"r": 160},
     )
     return fig
+
+
+def _rank_bars(
+    fig: Any,
+    ys: list[str],
+    ms: pd.Series,
+    name: str,
+    color: str,
+    what: str,
+    label: dict[str, Any] | None = None,
+) -> None:
+    """One part of every rank's stacked bar: `ms` per step of `what`; `label`: a text over each bar."""
+    lines = [f"{what}: %{{x:,.3f}} ms per step", *(["%{text}"] if label else [])]
+    fig.add_bar(name=name, y=ys, x=ms.to_numpy(), orientation="h", marker_color=color,
+                hovertemplate=hover("%{y}", *lines), **(label or {}))  # fmt: skip
 
 
 def _straggler(table: pd.DataFrame) -> pd.Series | None:

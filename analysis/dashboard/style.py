@@ -82,6 +82,16 @@ def legend_once(shown: set[str], group: str) -> dict[str, Any]:
     return {"legendgroup": group, "showlegend": first}
 
 
+def grouped_bars(
+    fig: go.Figure, height: int, legend: str, *, x: str | None = None, y: str | None = None
+) -> go.Figure:
+    """`fig` laid out as the grouped bar panels are: the dashboard's template, the bars of one x side by
+    side, `legend` over the legend and the axes titled `x` and `y` (where given)."""
+    axes = {key: title for key, title in (("yaxis_title", y), ("xaxis_title", x)) if title is not None}
+    fig.update_layout(template=TEMPLATE, barmode="group", height=height, **axes, legend_title_text=legend)
+    return fig
+
+
 class Metric(NamedTuple):
     """A figure of the runs drawn in a subplot of its own (throughput, energy)."""
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import latest_per_config, model_order, setting_order, with_labels
-from analysis.dashboard.style import PALETTE, TEMPLATE, Metric, metric_subplots, metric_trace
+from analysis.dashboard.style import PALETTE, Metric, grouped_bars, metric_subplots, metric_trace
 from analysis.names import MEASURED_STATUSES
 
 METRICS = (
@@ -51,8 +51,7 @@ def throughput_figure(table: pd.DataFrame, models: list[str] | None = None):
             )
         fig.update_yaxes(title_text=metric.title, row=1, col=col)
         fig.update_xaxes(categoryorder="array", categoryarray=models, title_text="model", row=1, col=col)
-    fig.update_layout(template=TEMPLATE, barmode="group", height=420, legend_title_text="setting")
-    return fig
+    return grouped_bars(fig, 420, "setting")
 
 
 def throughput_panel(data: DashboardData) -> Panel:

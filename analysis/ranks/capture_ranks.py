@@ -34,21 +34,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.joins.runtime import pid_of
-from analysis.names import STEP
-from analysis.ranks.ranks import (
-    CAPTURE,
-    COMM_PREFIX,
-    PHASE_COLUMNS,
-    RanksReport,
-    gpu_activity,
-    gpu_table,
-    imbalance_table,
-    phase_rows,
-    phase_table,
-    ranks_report,
-    straggler_note,
-    straggler_table,
-)
+from analysis.ranks.ranks import CAPTURE, COMM_PREFIX, PHASE_COLUMNS, RanksReport, gpu_activity, phase_rows
 from analysis.tables.tables import TABLES, combine
 from analysis.trace.frames import FRAMES
 from analysis.trace.multi import Part, Source, Sources
@@ -223,39 +209,22 @@ def capture_report(trace: Trace, procs: pd.DataFrame | None = None) -> RanksRepo
     notes += more
     if rows.empty:
         notes.append("no communication kernels (nccl*): no collectives to line up")
-    stragglers = straggler_table(phases)
-    said = straggler_note(stragglers)
-    notes += [said] if said else []
-    return RanksReport(
-        phases=phases,
-        gpu=gpu,
-        phase_times=phase_table(phases[phases["phase"] != STEP]),
-        imbalance=imbalance_table(phases),
-        stragglers=stragglers,
-        per_rank=gpu_table(gpu, phases),
-        labels=labels,
-        notes=notes + list(trace.notes),
-        collectives=rows,
-        around=collective_summary(rows) if len(rows) else None,
-    )
+    report = RanksReport.of(phases, gpu, labels, notes)
+    report.notes += trace.notes
+    report.collectives = rows
+    report.around = collective_summary(rows) if len(rows) else None
+    return report
 
 
-def ranks_of_exports(
-    paths: Sequence[Path],
-    *,
-    names: Sequence[Path] | None = None,
-    jobs: int | None = None,
-    dask: str | None = None,
-    cache: bool = True,
-) -> RanksReport:
-    """`harness ranks` over exports: one export in which several processes launched kernels is one
-    capture of several ranks (capture_report); anything else is one export per rank (ranks_report)."""
-    if len(paths) == 1:
-        trace = open_trace(paths[0], cache=cache)
-        procs = kernel_processes(trace)
-        if len(procs) > 1:
-            return capture_report(trace, procs)
-    return ranks_report(paths, names=names, jobs=jobs, dask=dask, cache=cache)
+def one_capture(paths: Sequence[Path], cache: bool = True) -> RanksReport | None:
+    """`harness ranks` over one export in which several processes launched kernels: one capture of several
+    ranks (capture_report). None for anything else: one export per rank (analysis.ranks.ranks's
+    ranks_report)."""
+    if len(paths) != 1:
+        return None
+    trace = open_trace(paths[0], cache=cache)
+    procs = kernel_processes(trace)
+    return capture_report(trace, procs) if len(procs) > 1 else None
 
 
 # --- `--by-rank` on one capture: each process's share of the trace ---------------------------------------

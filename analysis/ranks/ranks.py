@@ -389,6 +389,24 @@ class RanksReport:
     collectives: pd.DataFrame | None = None
     around: pd.DataFrame | None = None
 
+    @classmethod
+    def of(
+        cls, phases: pd.DataFrame, gpu: pd.DataFrame, labels: dict[int, str], notes: list[str]
+    ) -> RanksReport:
+        """The tables of the phase rows and the per-rank GPU activity, the straggler's note after `notes`."""
+        stragglers = straggler_table(phases)
+        said = straggler_note(stragglers)
+        return cls(
+            phases=phases,
+            gpu=gpu,
+            phase_times=phase_table(phases[phases["phase"] != STEP]),
+            imbalance=imbalance_table(phases),
+            per_rank=gpu_table(gpu, phases),
+            labels=labels,
+            notes=notes + ([said] if said else []),
+            stragglers=stragglers,
+        )
+
 
 def ranks_report(
     paths: Sequence[Path],
@@ -401,7 +419,7 @@ def ranks_report(
     """Read each export in a worker (analysis.trace.multi) and build the tables. Ranks come from the file
     names
     (`names`, the paths the user gave, when `paths` are exports made from them), else the traces, else the
-    order given (with a note). One export of several ranks: analysis.ranks.capture_ranks.ranks_of_exports."""
+    order given (with a note). One export of several ranks: analysis.ranks.capture_ranks.one_capture."""
     given = list(names) if names is not None else list(paths)
     check_name_ranks(given)
     parts = run_tasks(ranks_task, paths, cache, jobs=jobs, dask=dask)
@@ -444,15 +462,5 @@ def ranks_report(
     if whole:
         which = "any export" if len(whole) == len(sources.items) else ", ".join(f"rank {r}" for r in whole)
         notes.insert(0, f"no harness phase ranges in {which}: the whole capture, first kernel to last")
-    stragglers = straggler_table(phases)
-    said = straggler_note(stragglers)
-    return RanksReport(
-        phases=phases,
-        gpu=gpu,
-        phase_times=phase_table(phases[phases["phase"] != STEP]),
-        imbalance=imbalance_table(phases),
-        per_rank=gpu_table(gpu, phases),
-        labels={int(s.rank): s.path.name for s in sources.items},  # type: ignore[arg-type]
-        notes=notes + ([said] if said else []),
-        stragglers=stragglers,
-    )
+    labels = {int(s.rank): s.path.name for s in sources.items}  # type: ignore[arg-type]
+    return RanksReport.of(phases, gpu, labels, notes)

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, note, warn
+from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
 from harness.cli.fit import COMFORTABLE, table_width
 from harness.cli.output import Format, console_for, emit, emit_many
+from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.core.deferred import deferred
 from harness.core.errors import UsageError
 
@@ -34,9 +35,9 @@ ReportArg = Annotated[
     ),
 ]
 SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
-NoCacheOpt = Annotated[
-    bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache.")
-]
+# what `advise` and `health` take of the options every analysis command shares: one export, its cache, the
+# format
+one_export = reading_options(omit=("by_rank", "jobs", "dask", "limit"), after={"no_cache": ("db",)})
 IgnoreHealthOpt = Annotated[
     bool,
     typer.Option(
@@ -47,9 +48,9 @@ IgnoreHealthOpt = Annotated[
 ]
 
 
-def _open(report: Path, no_cache: bool):
+def _open(report: Path, reading: Reading):
 
-    return opening.open_report(report, cache=not no_cache)
+    return opening.open_report(report, cache=not reading.no_cache)
 
 
 def _run_ref(report: str) -> bool:
@@ -65,6 +66,7 @@ def _say_notes(notes: list[str]) -> None:
 
 
 @cli_errors
+@one_export
 def advise_cmd(
     report: ReportArg,
     rule: Annotated[
@@ -92,10 +94,8 @@ def advise_cmd(
         ),
     ] = None,
     ignore_health: IgnoreHealthOpt = False,
-    no_cache: NoCacheOpt = False,
+    reading: Reading = AS_GIVEN,
     db: DbOpt = None,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
 ) -> None:
     """Findings ranked by the time at stake (rule, evidence, phase, upper bound of what fixing saves, the
     fix); with --rule, the rows of nsys's expert-system rules. A capture that fails its health checks
@@ -109,19 +109,22 @@ def advise_cmd(
         if specs:
             raise UsageError("--rule reads an export: give the run's export (`harness show RUN` names it)")
         advice = run_advice.run_advice(
-            results_db.ResultsStore(db, readonly=True), report, thresholds=thresholds, cache=not no_cache
+            results_db.ResultsStore(db, readonly=True),
+            report,
+            thresholds=thresholds,
+            cache=not reading.no_cache,
         )
         _say_notes(advice.notes)
         _refuse_untrusted(f"run {advice.run_id}", advice.run_id, advice.health.checks, ignore_health)
         table = advice_record.findings_frame(advice.record)
-        _show_findings(table, f"run {advice.run_id}", thresholds, format, wide, advice.health.checks)
+        _show_findings(table, f"run {advice.run_id}", thresholds, reading, advice.health.checks)
         return
-    with _open(Path(report), no_cache) as trace:
+    with _open(Path(report), reading) as trace:
         if not specs:
             checks = capture.capture_health(trace).checks
             _refuse_untrusted(trace.path.name, report, checks, ignore_health)
             table = finding_rules.findings_table(finding_rules.findings(trace, thresholds))
-            _show_findings(table, trace.path.name, thresholds, format, wide, checks)
+            _show_findings(table, trace.path.name, thresholds, reading, checks)
             return
         tables, skipped = [], {}
         for spec in specs:
@@ -134,12 +137,13 @@ def advise_cmd(
         spec, df = tables[0]
         if df.empty:  # nsys prints nothing for a rule that found nothing
             note(f"{spec}: no rows: nothing found")
-            if format is Format.json:
-                emit(df, format)
+            if reading.format is Format.json:
+                emit(df, reading.format)
             return
-        emit(df, format, title=f"{df.attrs.get('title', spec)} ({Path(report).name})", wide=wide)
+        title = f"{df.attrs.get('title', spec)} ({Path(report).name})"
+        emit(df, reading.format, title=title, wide=reading.wide)
     elif len(specs) > 1:
-        emit_many(tables, format, skipped=skipped, wide=wide)
+        emit_many(tables, reading.format, skipped=skipped, wide=reading.wide)
 
 
 def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
@@ -159,7 +163,7 @@ def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
     raise typer.Exit(1)
 
 
-def _show_findings(table, what: str, thresholds, format: Format, wide: bool, checks) -> None:
+def _show_findings(table, what: str, thresholds, reading: Reading, checks) -> None:
     """The findings, largest time at stake first; marked untrusted where the capture failed its health
     checks (and --ignore-health asked for them)."""
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
@@ -168,11 +172,11 @@ def _show_findings(table, what: str, thresholds, format: Format, wide: bool, che
         warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")
     if table.empty:
         note(f"no findings in {what}: no rule fired; {stated}")
-        if format is not Format.table:
-            emit(table, format)
+        if reading.format is not Format.table:
+            emit(table, reading.format)
         return
     title = f"Findings in {what}, largest time at stake first" + (" (untrusted)" if failed else "")
-    emit(table, format, title=title, wide=wide, notes=[stated])
+    emit(table, reading.format, title=title, wide=reading.wide, notes=[stated])
 
 
 def _fitted(table, wide: bool):
@@ -193,6 +197,7 @@ def _fitted(table, wide: bool):
 
 
 @cli_errors
+@one_export
 def health_cmd(
     report: ReportArg,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any check fails (for CI).")] = False,
@@ -200,29 +205,28 @@ def health_cmd(
         bool,
         typer.Option("--details", help="Also print the tables behind the checks (messages, overhead, …)."),
     ] = False,
-    no_cache: NoCacheOpt = False,
+    reading: Reading = AS_GIVEN,
     db: DbOpt = None,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
 ) -> None:
     """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do."""
 
     if _run_ref(report):
-        advice = run_advice.run_advice(results_db.ResultsStore(db, readonly=True), report, cache=not no_cache)
+        store = results_db.ResultsStore(db, readonly=True)
+        advice = run_advice.run_advice(store, report, cache=not reading.no_cache)
         _say_notes(advice.notes)
         health, title = advice.health, f"Health of run {advice.run_id}"
     else:
-        with _open(Path(report), no_cache) as trace:
+        with _open(Path(report), reading) as trace:
             health = capture.capture_health(trace)
         title = f"Capture health of {Path(report).name}"
     table = health.table()
-    if format is Format.table:  # sentences wrapped whole, never cut: no need to repeat them below
-        table = _fitted(table, wide)
-    if details or format is Format.json:
-        emit_many([("health", table), *health.details.items()], format, wide=wide)
+    if reading.format is Format.table:  # sentences wrapped whole, never cut: no need to repeat them below
+        table = _fitted(table, reading.wide)
+    if details or reading.format is Format.json:
+        emit_many([("health", table), *health.details.items()], reading.format, wide=reading.wide)
     else:
-        emit(table, format, title=title, wide=wide)
-    if format is Format.table:
+        emit(table, reading.format, title=title, wide=reading.wide)
+    if reading.format is Format.table:
         (warn if health.worst != "ok" else note)(health.line())
     if strict and health.worst == capture.FAIL:
         raise typer.Exit(1)

@@ -14,7 +14,6 @@ import typer
 from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import export_diff as ed
 from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
-from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
 from harness.cli.tidy import write_csv
 from harness.core.deferred import deferred
@@ -75,6 +74,7 @@ def _markdown(result: DiffResult, tables: list[tuple[str, pd.DataFrame]]) -> str
 
 
 @cli_errors
+@ed.two_export_options()
 def diff_cmd(
     a: SideArg,
     b: SideArg,
@@ -113,41 +113,7 @@ def diff_cmd(
             "per-phase verdicts with their CI.",
         ),
     ] = None,
-    iteration_range: Annotated[
-        str | None,
-        typer.Option(
-            "--iteration-range",
-            metavar="<name>",
-            help="Two exports: the NVTX range that marks an iteration (default: the harness's `step` "
-            "ranges, else Kineto's ProfilerStep#N).",
-        ),
-    ] = None,
-    iteration: Annotated[
-        int | None,
-        typer.Option(
-            "--iteration",
-            min=0,
-            metavar="<n>",
-            help="Two exports: figures and tables of iteration N of each side only (from 0, warm-up "
-            "included); the verdict still uses every iteration.",
-        ),
-    ] = None,
-    warmup: Annotated[
-        int,
-        typer.Option(
-            "--warmup",
-            min=0,
-            metavar="<n>",
-            help="Two exports: iterations left out at the start of each side.",
-        ),
-    ] = 0,
-    by: Annotated[
-        NvtxBy,
-        typer.Option("--by", help="Two exports: NVTX ranges by operator, or operator and input sizes."),
-    ] = NvtxBy.op,
-    raw_names: Annotated[
-        bool, typer.Option("--raw-names", help="Two exports: NVTX range names as recorded (no grouping).")
-    ] = False,
+    exports: ed.TwoExports = ed.AS_RECORDED,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -193,10 +159,7 @@ def diff_cmd(
     if html is not None:
         refuse_inputs(html, inputs, "--html")
     if side_a.run is None and side_b.run is None:
-        d = ed.compute(
-            side_a, side_b, cache=not no_cache, iteration_range=iteration_range, iteration=iteration,
-            warmup=warmup, by=grouping(by, raw_names),
-        )  # fmt: skip
+        d = ed.compute(side_a, side_b, exports, cache=not no_cache)
         ed.render(d, fmt.value, top, wide, gate, out=out, inputs=inputs)
         if html is not None:
             phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs

@@ -14,14 +14,17 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from harness.cli.common import err, note
 from harness.cli.fit import distinct
+from harness.cli.nvtx_options import NvtxBy, grouping
+from harness.cli.option_group import F, option_group
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
 from harness.cli.tidy import write_csv
 from harness.core.deferred import deferred
@@ -35,6 +38,59 @@ if TYPE_CHECKING:
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from analysis.compare import export_diff as diffing
     from harness.experiments import diff as hd
+
+IterationRangeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--iteration-range",
+        metavar="<name>",
+        help="Two exports: the NVTX range that marks an iteration (default: the harness's `step` "
+        "ranges, else Kineto's ProfilerStep#N).",
+    ),
+]
+IterationOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--iteration",
+        min=0,
+        metavar="<n>",
+        help="Two exports: figures and tables of iteration N of each side only (from 0, warm-up "
+        "included); the verdict still uses every iteration.",
+    ),
+]
+WarmupOpt = Annotated[
+    int,
+    typer.Option(
+        "--warmup", min=0, metavar="<n>", help="Two exports: iterations left out at the start of each side."
+    ),
+]
+ByOpt = Annotated[
+    NvtxBy, typer.Option("--by", help="Two exports: NVTX ranges by operator, or operator and input sizes.")
+]
+RawNamesOpt = Annotated[
+    bool, typer.Option("--raw-names", help="Two exports: NVTX range names as recorded (no grouping).")
+]
+
+
+@dataclass(frozen=True)
+class TwoExports:
+    """The options of `diff` that only two exports take (`two_export_options` puts them on it): the
+    iterations compared and how NVTX ranges are grouped."""
+
+    iteration_range: IterationRangeOpt = None
+    iteration: IterationOpt = None
+    warmup: WarmupOpt = 0
+    by: ByOpt = NvtxBy.op
+    raw_names: RawNamesOpt = False
+
+
+AS_RECORDED = TwoExports()  # every iteration, NVTX ranges by operator
+
+
+def two_export_options() -> Callable[[F], F]:
+    """The two-export options on a command, in place of its parameter `exports: TwoExports`."""
+    return option_group("exports", TwoExports)
+
 
 # the diff tables on screen: short headers, so that a name and A, B, Δ, Δ (%) fit 80 columns
 SHOWN = {
@@ -251,22 +307,13 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
     return doc
 
 
-def compute(
-    side_a: Side,
-    side_b: Side,
-    *,
-    cache: bool,
-    iteration_range: str | None,
-    iteration: int | None,
-    warmup: int,
-    by: str,
-) -> ExportDiff:
+def compute(side_a: Side, side_b: Side, exports: TwoExports, *, cache: bool) -> ExportDiff:
 
     assert side_a.trace_path is not None and side_b.trace_path is not None
     with hd._open(side_a.trace_path, cache) as ta, hd._open(side_b.trace_path, cache) as tb:
         return diffing.diff_exports(
-            ta, tb, labels=(side_a.label, side_b.label), iteration_range=iteration_range,
-            iteration=iteration, warmup=warmup, by=by,
+            ta, tb, labels=(side_a.label, side_b.label), iteration_range=exports.iteration_range,
+            iteration=exports.iteration, warmup=exports.warmup, by=grouping(exports.by, exports.raw_names),
         )  # fmt: skip
 
 

@@ -41,17 +41,16 @@ class OperatorView:
     """The order of an operator table and how many rows it keeps (None: every row for `harness operators`;
     `run --profiler torch` keeps its top 15)."""
 
-    sort: str = "Self CPU"
-    top: int | None = None
+    sort: SortOpt = "Self CPU"
+    top: TopOpt = None
 
 
 AS_TORCH_SORTS = OperatorView()
-OPERATOR_OPTIONS = {"sort": SortOpt, "top": TopOpt}
 
 
 def operator_options() -> Callable[[F], F]:
     """--sort and --top on a command, in place of its parameter `view: OperatorView`."""
-    return option_group("view", OperatorView, OPERATOR_OPTIONS)
+    return option_group("view", OperatorView)
 
 
 def check_sort(sort: str) -> str:

@@ -16,16 +16,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 def option_group(
     param: str,
     group: type,
-    forms: dict[str, Any],
     omit: tuple[str, ...] = (),
     after: dict[str, tuple[str, ...]] | None = None,
 ) -> Callable[[F], F]:
-    """Give a command the options of the dataclass `group` (each field's command-line form in `forms`) in
-    place of its parameter `param`, leaving out `omit`, and hand it one `group` object; `after` moves some
-    of the command's own options in among them ({"batch_size": ("batch_sizes",)} shows --batch-sizes right
-    after --batch-size). A field left out gets its default."""
+    """Give a command the options of the dataclass `group` (each field annotated with its command-line
+    form, an `Annotated[type, typer.Option(...)]`) in place of its parameter `param`, leaving out `omit`,
+    and hand it one `group` object; `after` moves some of the command's own options in among them
+    ({"batch_size": ("batch_sizes",)} shows --batch-sizes right after --batch-size). A field left out gets
+    its default."""
     names = [f.name for f in fields(group) if f.name not in omit]
     defaults = {f.name: f.default for f in fields(group)}
+    forms = get_type_hints(group, include_extras=True)
 
     def wrap(fn: F) -> F:
         hints = get_type_hints(fn, include_extras=True)

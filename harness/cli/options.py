@@ -3,40 +3,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
 import typer
 
+from analysis.names import ATTENTIONS, MODES, PRECISIONS
 from harness.cli.option_group import F, option_group
 from harness.core.bounds import check_storable
+from harness.core.devices import DEVICES
 from harness.core.records import RunConfig
 
 
-class Mode(StrEnum):
-    train = "train"
-    forward = "forward"
-    generate = "generate"
+def choices(name: str, values: Sequence[str]) -> type[StrEnum]:
+    """An option's choices as an enum (each member named as its value), from the values declared where the
+    harness checks them: the command line offers exactly what a run accepts."""
+    return StrEnum(name, [(v, v) for v in values])  # type: ignore[return-value]
 
 
-class Device(StrEnum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-    mps = "mps"
-
-
-class Precision(StrEnum):
-    fp32 = "fp32"
-    bf16 = "bf16"
-    fp16 = "fp16"
-
-
-class Attention(StrEnum):
-    math = "math"
-    sdpa = "sdpa"
+Mode = choices("Mode", MODES)
+Device = choices("Device", DEVICES)
+Precision = choices("Precision", PRECISIONS)
+Attention = choices("Attention", ATTENTIONS)
 
 
 ModeOpt = Annotated[
@@ -66,52 +56,32 @@ PowerPeriodOpt = Annotated[int, typer.Option("--power-period", metavar="<ms>", h
 
 @dataclass(frozen=True)
 class Workload:
-    """The workload options of `run`, `sweep` and `overhead`, declared once: `workload_options` puts them
-    on a command (those it takes, in this order) and hands the command one Workload. A command that leaves
-    one out gets its default here."""
+    """The workload options of `run`, `sweep` and `overhead`, declared once, each field with its
+    command-line form: `workload_options` puts them on a command (those it takes, in this order) and hands
+    the command one Workload. A command that leaves one out gets its default here."""
 
-    mode: Mode = Mode.train
-    device: Device = Device.auto
-    precision: Precision = Precision.fp32
-    compile: bool = False
-    batch_size: int = 4
-    context_length: int | None = None
-    vocab_size: int | None = None
-    warmup: int = 5
-    steps: int = 10
-    seed: int = 0
-    attention: Attention = Attention.sdpa
-    new_tokens: int = 32
-    nvtx_detail: bool = False
-    power: bool = False
-    power_period: int = 50
-
-
-# each field's command-line form
-WORKLOAD_OPTIONS = {
-    "mode": ModeOpt,
-    "device": DeviceOpt,
-    "precision": PrecisionOpt,
-    "compile": CompileOpt,
-    "batch_size": BatchOpt,
-    "context_length": ContextOpt,
-    "vocab_size": VocabOpt,
-    "warmup": WarmupOpt,
-    "steps": StepsOpt,
-    "seed": SeedOpt,
-    "attention": AttentionOpt,
-    "new_tokens": NewTokensOpt,
-    "nvtx_detail": DetailOpt,
-    "power": PowerOpt,
-    "power_period": PowerPeriodOpt,
-}
+    mode: ModeOpt = Mode.train
+    device: DeviceOpt = Device.auto
+    precision: PrecisionOpt = Precision.fp32
+    compile: CompileOpt = False
+    batch_size: BatchOpt = 4
+    context_length: ContextOpt = None
+    vocab_size: VocabOpt = None
+    warmup: WarmupOpt = 5
+    steps: StepsOpt = 10
+    seed: SeedOpt = 0
+    attention: AttentionOpt = Attention.sdpa
+    new_tokens: NewTokensOpt = 32
+    nvtx_detail: DetailOpt = False
+    power: PowerOpt = False
+    power_period: PowerPeriodOpt = 50
 
 
 def workload_options(
     omit: tuple[str, ...] = (), after: dict[str, tuple[str, ...]] | None = None
 ) -> Callable[[F], F]:
     """The workload options on a command, in place of its parameter `workload: Workload`."""
-    return option_group("workload", Workload, WORKLOAD_OPTIONS, omit, after)
+    return option_group("workload", Workload, omit, after)
 
 
 DEFAULT = Workload()

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli.common import warn
-from harness.cli.options import F, Workload, make_config, option_group
+from harness.cli.option_group import F, option_group
+from harness.cli.options import Workload, make_config
 from harness.cli.rank_options import Ranks, with_ranks
 from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
@@ -97,18 +98,18 @@ BaselineOpt = Annotated[
 @dataclass(frozen=True)
 class ProfilerArgs:
     """The profiler options as given on the command line, each named as the parameter a profiler's options
-    read it from (harness.profilers.base.ProfilerOptions.from_cli)."""
+    read it from (harness.profilers.base.ProfilerOptions.from_cli), with its command-line form."""
 
-    nsys_path: str | None = None
-    nsys_capture: Capture = Capture.all
-    nsys_mode: NsysMode = NsysMode.light
-    nsys_arg: list[str] | None = None
-    profile_dir: Path | None = None
-    nsys_baseline: bool = True
-    nsys_force: bool = False
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
+    nsys_path: NsysPathOpt = None
+    nsys_capture: CaptureOpt = Capture.all
+    nsys_mode: NsysModeOpt = NsysMode.light
+    nsys_arg: NsysArgOpt = None
+    profile_dir: ProfileDirOpt = None
+    nsys_baseline: BaselineOpt = True
+    nsys_force: NsysForceOpt = False
+    record_shapes: RecordShapesOpt = False
+    with_stack: WithStackOpt = False
+    profile_memory: ProfileMemoryOpt = False
 
     def values(self) -> dict[str, Any]:
         """By parameter name, choices as their plain values."""
@@ -116,23 +117,11 @@ class ProfilerArgs:
 
 
 NO_PROFILER_ARGS = ProfilerArgs()
-PROFILER_OPTIONS = {
-    "nsys_path": NsysPathOpt,
-    "nsys_capture": CaptureOpt,
-    "nsys_mode": NsysModeOpt,
-    "nsys_arg": NsysArgOpt,
-    "profile_dir": ProfileDirOpt,
-    "nsys_baseline": BaselineOpt,
-    "nsys_force": NsysForceOpt,
-    "record_shapes": RecordShapesOpt,
-    "with_stack": WithStackOpt,
-    "profile_memory": ProfileMemoryOpt,
-}
 
 
 def profiler_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
     """The profiler options on a command (but `omit`), in place of its parameter `profiling: ProfilerArgs`."""
-    return option_group("profiling", ProfilerArgs, PROFILER_OPTIONS, omit)
+    return option_group("profiling", ProfilerArgs, omit)
 
 
 @dataclass

@@ -7,11 +7,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
-from harness.cli.options import (
-    DEFAULT,
-    Workload,
-    workload_options,
-)
+from harness.cli.options import DEFAULT, Workload, workload_options
 from harness.cli.output import Format, emit
 from harness.cli.profiler_options import (
     NO_PROFILER_ARGS,

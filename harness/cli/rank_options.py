@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.options import F, option_group
+from harness.cli.option_group import F, option_group
 from harness.core.deferred import deferred
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
@@ -58,28 +58,20 @@ class Ranks:
     """Where a run's ranks go: how many on this machine, on how many machines, this machine's place,
     node 0's address, and how long a rank may start no phase before the run is stopped."""
 
-    nproc: int = 1
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    rank_timeout: float = 300.0
-    delay_rank: str | None = None  # R:MS
+    nproc: NprocOpt = 1
+    nnodes: NnodesOpt = 1
+    node_rank: NodeRankOpt = 0
+    rdzv_endpoint: RdzvOpt = None
+    rank_timeout: RankTimeoutOpt = 300.0
+    delay_rank: DelayRankOpt = None  # R:MS
 
 
 ONE_RANK = Ranks()
-RANK_OPTIONS = {
-    "nproc": NprocOpt,
-    "nnodes": NnodesOpt,
-    "node_rank": NodeRankOpt,
-    "rdzv_endpoint": RdzvOpt,
-    "rank_timeout": RankTimeoutOpt,
-    "delay_rank": DelayRankOpt,
-}
 
 
 def rank_options() -> Callable[[F], F]:
     """The rank options on a command, in place of its parameter `ranks: Ranks`."""
-    return option_group("ranks", Ranks, RANK_OPTIONS)
+    return option_group("ranks", Ranks)
 
 
 def delay(text: str | None, world_size: int) -> tuple[int | None, int]:

@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 
 from analysis.outputs import is_stdout, refuse_inputs
-from harness.cli.common import DbOpt, FormatOpt, LimitOpt, RunRefCommand, WideOpt, cli_errors, note
-from harness.cli.output import Format, emit_many
-from harness.cli.reading import DaskOpt, JobsOpt, NoCacheOpt
+from harness.cli.common import DbOpt, RunRefCommand, cli_errors, note
+from harness.cli.output import emit_many
+from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
 
@@ -43,6 +43,7 @@ def _is_run_id(arg: Path) -> bool:
 
 
 @cli_errors
+@reading_options(omit=("by_rank",), after={"no_cache": ("db",)})
 def ranks_cmd(
     exports: Annotated[list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True)],
     html: Annotated[
@@ -54,17 +55,12 @@ def ranks_cmd(
             "and the timeline.",
         ),
     ] = None,
-    jobs: JobsOpt = None,
-    dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
+    reading: Reading = AS_GIVEN,
     db: DbOpt = None,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-    limit: LimitOpt = None,
 ) -> None:
     """Per rank: phase times and GPU busy time, NCCL kernels; per phase: the imbalance and the straggler."""
 
-    read = {"jobs": jobs, "dask": dask, "cache": not no_cache}
+    read = {"jobs": reading.jobs, "dask": reading.dask, "cache": not reading.no_cache}
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
     if html is not None and is_stdout(html):
         raise UsageError("--html - would put the page among the tables on standard output: give a file name")
@@ -96,7 +92,7 @@ def ranks_cmd(
             ("Around the collectives, per rank: compute before, wait for the last rank", report.around)
         )
         tables.append(("Each collective on each rank", report.collectives))
-    emit_many(tables, format, notes=report.notes, wide=wide, limit=limit)
+    emit_many(tables, reading.format, notes=report.notes, wide=reading.wide, limit=reading.limit)
     if html is not None:
         if "start_ns" not in report.phases:
             raise HarnessError(

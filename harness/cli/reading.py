@@ -97,31 +97,24 @@ class Reading:
     """The options every analysis command shares, declared once (`reading_options` puts them on a
     command): how the exports are read, and how the tables are printed."""
 
-    by_rank: bool = False
-    jobs: int | None = None
-    dask: str | None = None
-    no_cache: bool = False
-    format: Format = Format.table
-    wide: bool = False
-    limit: int | None = None
+    by_rank: ByRankOpt = False
+    jobs: JobsOpt = None
+    dask: DaskOpt = None
+    no_cache: NoCacheOpt = False
+    format: FormatOpt = Format.table
+    wide: WideOpt = False
+    limit: LimitOpt = None
 
 
 AS_GIVEN = Reading()  # the default a command's `reading` parameter names (reading_options fills it)
 
-READING_OPTIONS = {
-    "by_rank": ByRankOpt,
-    "jobs": JobsOpt,
-    "dask": DaskOpt,
-    "no_cache": NoCacheOpt,
-    "format": FormatOpt,
-    "wide": WideOpt,
-    "limit": LimitOpt,
-}
 
-
-def reading_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
-    """The shared analysis options on a command, in place of its parameter `reading: Reading`."""
-    return option_group("reading", Reading, READING_OPTIONS, omit)
+def reading_options(
+    omit: tuple[str, ...] = (), after: dict[str, tuple[str, ...]] | None = None
+) -> Callable[[F], F]:
+    """The shared analysis options on a command, in place of its parameter `reading: Reading` (`after`: as
+    option_group's)."""
+    return option_group("reading", Reading, omit, after)
 
 
 def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None = None,

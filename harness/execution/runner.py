@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from analysis.names import ALLREDUCE, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
+from analysis.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 from harness.core import env, nvtx_ranges
 from harness.core.deferred import deferred
 from harness.core.devices import (
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
     import workloads
     from workloads import flops, peak
-
-ATTENTIONS = ("math", "sdpa")
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]

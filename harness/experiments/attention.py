@@ -26,16 +26,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from analysis.names import PRECISIONS
-from harness.core import env
+from harness.core import devices, env
 from harness.core.deferred import deferred
-from harness.core.devices import (
-    device_name,
-    free_memory,
-    is_oom,
-    peak_memory_bytes,
-    reset_peak_memory,
-    resolve_device,
-)
 from harness.core.errors import UsageError, first_line
 from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, PhaseStats, new_id
 from harness.execution.timing import PhaseClock
@@ -108,12 +100,12 @@ def run_attention_sweep(
     """Every cell of impls × head dims × seq lens (in that nesting). `progress` is called before each cell
     (its status still "ok", nothing measured); `on_cell` after it, measured or failed."""
     validate(config)
-    device = resolve_device(config.device)
+    device = devices.resolve_device(config.device)
     sweep = AttentionSweep(
         sweep_id=sweep_id or new_sweep_id(),
         config=config,
         device=device.type,
-        device_name=device_name(device),
+        device_name=devices.device_name(device),
         memory_source=MEMORY_SOURCES.get(device.type, f"not measured on {device.type}"),
         env=env.collect(device),
     )
@@ -135,12 +127,12 @@ def _run_cell(config: AttentionConfig, device: Any, cell: AttentionCell) -> None
     try:
         _measure(config, device, cell)
     except Exception as e:
-        cell.status = "oom" if is_oom(e) else "error"
+        cell.status = "oom" if devices.is_oom(e) else "error"
         cell.error = first_line(e) or type(e).__name__
         cell.forward_mean_ns = cell.forward_std_ns = cell.backward_mean_ns = cell.backward_std_ns = None
         cell.peak_memory_bytes = None
     # after the except block, so the traceback (and the tensors its frames hold) is already gone
-    free_memory(device)
+    devices.free_memory(device)
 
 
 def _measure(config: AttentionConfig, device: Any, cell: AttentionCell) -> None:
@@ -153,7 +145,7 @@ def _measure(config: AttentionConfig, device: Any, cell: AttentionCell) -> None:
     q, k, v, dout = (torch.randn(shape, generator=gen).to(device=device, dtype=dtype) for _ in range(4))
     for t in (q, k, v):
         t.requires_grad_(True)
-    reset_peak_memory(device)
+    devices.reset_peak_memory(device)
     fn = FACTORIES[cell.impl](config.causal)
     clock = PhaseClock(device)
     if cell.impl == "compiled":
@@ -177,7 +169,7 @@ def _measure(config: AttentionConfig, device: Any, cell: AttentionCell) -> None:
     cell.backward_mean_ns, cell.backward_std_ns = bwd.mean_ns, bwd.std_ns
     q.grad = k.grad = v.grad = None
     if device.type == "cuda":
-        cell.peak_memory_bytes = peak_memory_bytes(device)
+        cell.peak_memory_bytes = devices.peak_memory_bytes(device)
     elif device.type == "cpu":
         inputs = sum(t.untyped_storage().nbytes() for t in (q, k, v, dout))
         cell.peak_memory_bytes = inputs + _profiled_peak(fn, q, k, v, dout)

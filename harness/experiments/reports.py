@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.ranks.capture_ranks import analyse_by_process, ranks_of_exports
+from analysis.ranks.capture_ranks import analyse_by_process, one_capture
+from analysis.ranks.ranks import ranks_report
 from analysis.tables.tables import combine, run_task
 from analysis.trace.multi import check_name_ranks, label_sources
 from analysis.trace.multi_run import raise_errors, run_tasks
@@ -48,4 +49,7 @@ def ranks_of(
     """`harness ranks` over exports or reports (reports exported first)."""
     check_name_ranks(inputs)
     exports = [sqlite_for(p, cache=cache) for p in inputs]
-    return ranks_of_exports(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    report = one_capture(exports, cache=cache)
+    if report is None:
+        report = ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    return report

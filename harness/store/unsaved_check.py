@@ -16,8 +16,9 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from analysis.names import MODES, PRECISIONS, RUN_ENERGY_FIELDS
+from analysis.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 from harness.core.bounds import hidden
+from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.records import (
     PROGRAM_MODE,
     BlockRecord,
@@ -29,8 +30,7 @@ from harness.core.records import (
 )
 
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
-DEVICES = ("auto", "cpu", "cuda", "mps", "n/a")  # asked for (config.device); n/a: a program's run
-ATTENTIONS = ("math", "sdpa")
+DEVICES = (*ASKED_DEVICES, "n/a")  # asked for (config.device); n/a: a program's run
 MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.frames.MAX_TIME)
 INT64_MAX = 2**63 - 1
 ID_BYTES = 255
