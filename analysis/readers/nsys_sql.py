@@ -146,19 +146,6 @@ class SqlExport:
         most CHUNK_CELLS values), in order. The first chunks are asked of SQLite before this returns, so
         they are read while the caller gets ready for them (`harness kernels` imports pyarrow and makes its
         cache entry meanwhile)."""
-        stream = self._chunk_stream(table, exprs, where, params, span)
-        next(stream)  # runs it up to the first chunks' queries
-        return stream  # type: ignore[return-value]  # None only before this
-
-    def _chunk_stream(
-        self,
-        table: str,
-        exprs: Mapping[str, str],
-        where: str,
-        params: Mapping[str, Any] | None,
-        span: tuple[int, int],
-    ) -> Iterator[list[np.ndarray] | None]:
-        """`_chunks`, after a first None once the first chunks are asked for."""
         cond = f" AND ({where})" if where else ""
         step = max(1, min(CHUNK_ROWIDS, CHUNK_CELLS // max(1, len(exprs))))
         chunks = range(span[0], span[1] + 1, step)
@@ -186,24 +173,30 @@ class SqlExport:
         # starts the next chunk at once instead of waiting for the consumer to take the one it read
         # (with `workers` in flight, each worker waited out its own chunk's parse and the hand-over).
         workers = min(len(chunks), SCAN_THREADS)
-        if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
 
-            ahead = workers + 1
-            with ThreadPoolExecutor(workers) as pool:
-                queue = deque(pool.submit(read, first) for first in chunks[:ahead])
+        def handed_on() -> Iterator[list[np.ndarray] | None]:  # None first, once the first chunks are asked
+            if workers > 1:
+                from concurrent.futures import ThreadPoolExecutor
+
+                ahead = workers + 1
+                with ThreadPoolExecutor(workers) as pool:
+                    queue = deque(pool.submit(read, first) for first in chunks[:ahead])
+                    yield None
+                    for first in chunks[ahead:]:
+                        parsed = queue.popleft().result()
+                        queue.append(pool.submit(read, first))
+                        yield parsed
+                        del parsed
+                    while queue:
+                        yield queue.popleft().result()
+            else:
                 yield None
-                for first in chunks[ahead:]:
-                    parsed = queue.popleft().result()
-                    queue.append(pool.submit(read, first))
-                    yield parsed
-                    del parsed
-                while queue:
-                    yield queue.popleft().result()
-        else:
-            yield None
-            for first in chunks:
-                yield read(first)
+                for first in chunks:
+                    yield read(first)
+
+        stream = handed_on()
+        next(stream)  # runs it up to the first chunks' queries
+        return stream  # type: ignore[return-value]  # None only before this
 
     def strings_of(self, ids: np.ndarray) -> dict[int, str]:
         """id -> StringIds value for `ids` (those in the table), each looked up once per reader: past 500

@@ -1,9 +1,8 @@
 """`harness blocks RUN`: the per-block breakdown of a stored --nvtx-detail run, from whatever source it has.
 
 A run without a profiler carries its synchronised block timers (harness.execution.block_timers), stored with
-it. A
-run under a profiler gets its block times from its trace (analysis.views.blocks.block_records) when it is
-analysed, stored the same way; an older run whose trace is still there is read from the trace.
+it. A run under a profiler gets its block times from its trace (analysis.views.blocks.block_records) when it
+is analysed, stored the same way; an older run whose trace is still there is read from the trace.
 """
 
 from __future__ import annotations
