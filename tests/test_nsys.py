@@ -115,6 +115,25 @@ def test_tail_drops_progress_bars() -> None:
     assert nsys._tail(text) == "Generated:\n    /p/a.nsys-rep"
 
 
+def test_program_lines_outlast_a_long_nsys_error(tmp_path: Path) -> None:
+    """nsys's importer can fail after the run with a dump longer than the kept tail (seen in CI under
+    nsys 2023.4): the lines the program printed are still the ones shown, never the dump's end."""
+    fake = tmp_path / "nsys"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo first; echo 'boom: [red]x[/red]' >&2\n"
+        f"echo \"Generating '{tmp_path}/gone.qdstrm'\"\n"
+        "i=0; while [ $i -lt 60 ]; do echo '      Items {'; i=$((i+1)); done\n"
+        "exit 5\n"
+    )
+    fake.chmod(0o755)
+    info = nsys.NsysInfo(path=fake, version="2023.4.4.54", flags=NEW.flags, source="PATH")
+    prof = nsys.profile(info, nsys.ProfileOptions(output=tmp_path / "run", export_sqlite=False), ["true"])
+    assert prof.returncode == 5 and prof.rep is None
+    assert prof.program_tail == "first\nboom: [red]x[/red]"
+    assert prof.stderr_tail.splitlines()[-1] == "      Items {"
+
+
 def _fake_nsys(folder: Path) -> Path:
     """A stand-in binary answering --version and `profile --help` like nsys 2022.4 does."""
     folder.mkdir(parents=True, exist_ok=True)

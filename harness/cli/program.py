@@ -86,20 +86,10 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
         render_run.say_findings(p.advice, p.run_id)
     for line in lines:
         note(line)
-    if p.result is not None and p.result.status == "error" and prof.stderr_tail.strip():
-        tail = program_lines(prof.stderr_tail)[-TAIL:]
-        if tail:
-            note("last lines of its output:\n" + "\n".join(tail))
+    if p.result is not None and p.result.status == "error" and prof.program_tail.strip():
+        tail = prof.program_tail.strip().splitlines()[-TAIL:]
+        note("last lines of its output:\n" + "\n".join(tail))
     say_ending(p)
-
-
-def program_lines(output: str) -> list[str]:
-    """The captured output without what nsys adds at its end (Generating '…qdstrm', Generated: and files)."""
-    lines = output.strip().splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("Generating '") or line.strip() == "Generated:":
-            return lines[:i]
-    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,18 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
+def _program_tail(text: str, lines: int = TAIL_LINES) -> str:
+    """The last lines the program printed: its output, captured with nsys's, up to where nsys's closing
+    lines begin ("Generating '…qdstrm'", "Generated:"), so a long import error of nsys's never hides them."""
+    kept = text.splitlines()
+    for i, line in enumerate(kept):
+        seen = line.rsplit("\r", 1)[-1]
+        if seen.startswith("Generating '") or seen.strip() == "Generated:":
+            kept = kept[:i]
+            break
+    return _tail("\n".join(kept), lines)
+
+
 def _existing(path: Path) -> Path | None:
     return path if path.is_file() else None
 

@@ -12,7 +12,14 @@ from analysis.names import MEASURED as MEASURED_RANGE  # around the measured ste
 from harness.core.errors import NsysError
 from harness.core.signals import name
 from harness.execution import supervisor
-from harness.execution.nsys.export import _existing, _left_qdstrm, _tail, export_sqlite, import_qdstrm
+from harness.execution.nsys.export import (
+    _existing,
+    _left_qdstrm,
+    _program_tail,
+    _tail,
+    export_sqlite,
+    import_qdstrm,
+)
 from harness.execution.nsys.find import NsysInfo
 
 DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
@@ -97,7 +104,8 @@ class ProfileResult:
     rep: Path | None
     sqlite: Path | None
     qdstrm: Path | None
-    stderr_tail: str
+    stderr_tail: str  # the last lines of the program's output and nsys's, together
+    program_tail: str = ""  # the last lines the program printed, before nsys's closing lines
     command: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     interrupted: int | None = None  # the signal passed on to nsys (SIGINT: Ctrl-C), if any
@@ -208,6 +216,7 @@ def profile(
         sqlite=sqlite,
         qdstrm=qdstrm if rep is None else None,
         stderr_tail=_tail(text),
+        program_tail=_program_tail(text),
         command=argv,
         notes=notes,
         interrupted=done.interrupted,
