@@ -41,11 +41,7 @@ def blocks_cmd(
     table = report.table
     if fmt is not Format.table:
         table = table.assign(source=report.source)
-    title = (
-        f"blocks of run {report.run_id} ({report.model} {report.mode}, {report.attention} attention): "
-        f"mean per step over {report.steps} steps, source {report.source}"
-    )
-    emit(table, fmt, title=title, notes=report.notes, wide=wide)
+    emit(table, fmt, title=report.title, notes=report.notes, wide=wide)
 
 
 def register(app: typer.Typer) -> None:

@@ -32,16 +32,21 @@ with deferred():  # torch, via workloads: run on first use (harness.core.deferre
 
 @dataclass
 class BlockReport:
-    run_id: str
-    model: str
-    mode: str
-    attention: str
+    run: Run  # the stored run the block times are of
     source: str
     steps: int  # measured steps the block times cover
     records: pd.DataFrame  # analysis.views.blocks.RECORD_COLUMNS
     phase_ns: dict[str, float]  # each phase's mean over those steps
     table: pd.DataFrame  # analysis.views.blocks.block_table
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        r = self.run
+        return (
+            f"blocks of run {r.id} ({r.model} {r.mode}, {r.attention} attention): "
+            f"mean per step over {self.steps} steps, source {self.source}"
+        )
 
 
 def block_names() -> set[str]:
@@ -169,8 +174,7 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
         raise HarnessError(f"run {run.id} has no measured steps")
     table = block_table(records, phase_ns, steps=steps, by_layer=by_layer)
     notes += _notes(run, source, set(records["block"]))
-    return BlockReport(run.id, run.model, run.mode, run.attention, source, steps, records, phase_ns, table,
-                       notes)  # fmt: skip
+    return BlockReport(run, source, steps, records, phase_ns, table, notes)
 
 
 def _notes(run: Run, source: str, blocks: set[str]) -> list[str]:
