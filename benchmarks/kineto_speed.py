@@ -51,8 +51,11 @@ FIXTURE = REPO.parent / "shared" / "fixtures" / "kineto" / "diff-control" / "con
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation"}
 READ = """
 import resource, sys, time
-from analysis.trace.frames import FRAMES
-from analysis.trace.opening import open_trace
+try:
+    from analysis.trace.frames import FRAMES
+    from analysis.trace.opening import open_trace
+except ImportError:  # a --baseline checkout from before analysis/ had sub-packages (b959455)
+    from analysis.trace import FRAMES, open_trace
 t0 = time.perf_counter()
 trace = open_trace(sys.argv[1], cache=False)
 for frame in FRAMES:

@@ -10,6 +10,7 @@ name it does not know). `app` is the whole CLI, built on first use (tests drive 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -131,7 +132,10 @@ def main() -> None:
     except streams.StreamError as e:  # raised where no command catches it (click's own help and usage)
         streams.say_error(str(e))
         code = 1
-    sys.exit(streams.finish(code))
+    code = streams.finish(code)
+    gc.collect()  # what is garbage now is finalised now (files in reference cycles flushed and closed)
+    gc.freeze()  # so the interpreter's exit, which collects once per module it clears, skips the rest
+    sys.exit(code)
 
 
 if __name__ == "__main__":
