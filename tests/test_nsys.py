@@ -92,6 +92,24 @@ def test_a_default_flag_this_nsys_lacks_is_left_out_unsaid(monkeypatch: pytest.M
     assert "--python-backtrace=cuda" in seen[1] and notes == ["n"]
 
 
+def test_a_worker_that_died_under_nsys_is_told_by_its_own_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's error quotes what the workload printed, not nsys's import error after it."""
+    from harness.core.records import RunConfig
+    from harness.profilers.nsys import NsysOptions, launch
+
+    def profile(info, opts, target, env=None, cleanup=()):  # type: ignore[no-untyped-def]
+        return nsys.ProfileResult(returncode=1, rep=None, sqlite=None, qdstrm=None,
+                                  stderr_tail="      Items {", program_tail="ValueError: boom")  # fmt: skip
+
+    monkeypatch.setattr(nsys, "profile", profile)
+    config = RunConfig(model="tiny", device="cpu", warmup=0, steps=1)
+    result, _, _ = launch(config, NsysOptions(profile_dir=tmp_path), NEW, "tiny-1")
+    assert result.status == "error" and "ValueError: boom" in (result.error or "")
+    assert "Items" not in (result.error or "")
+
+
 def test_full_mode_keeps_sampling_and_measured_capture_uses_nvtx_range() -> None:
     opts = nsys.ProfileOptions(output=Path("/p/run"), mode="full", capture="measured")
     argv, _ = nsys.build_profile_command(NEW, opts, TARGET)

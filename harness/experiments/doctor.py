@@ -93,7 +93,8 @@ def self_test(info: NsysInfo) -> Check:
         except OSError as e:
             return Check("self-test", "fail", f"nsys could not start: {e}")
         if prof.returncode != 0:
-            return Check("self-test", "fail", f"profiled script exited {prof.returncode}: {prof.stderr_tail}")
+            tail = prof.program_tail
+            return Check("self-test", "fail", f"profiled script exited {prof.returncode}: {tail}")
         if prof.sqlite is None:
             return Check(
                 "self-test", "fail", "no SQLite export: " + "; ".join(prof.notes or [prof.stderr_tail])

@@ -62,7 +62,7 @@ def gpu_self_test(info: NsysInfo) -> list[tuple[str, str, str]]:
         except OSError as e:
             return [(ITEM, "fail", f"nsys could not start: {e}")]
         if prof.returncode != 0:
-            return [(ITEM, "fail", f"the GPU program exited {prof.returncode}: {prof.stderr_tail}")]
+            return [(ITEM, "fail", f"the GPU program exited {prof.returncode}: {prof.program_tail}")]
         if prof.sqlite is None:
             return [(ITEM, "fail", "no SQLite export: " + "; ".join(prof.notes or [prof.stderr_tail]))]
         return judged(prof.sqlite)

@@ -120,7 +120,7 @@ def launch(
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)
         prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)])
-        result = read_worker_result(config, run_id, res, prof.returncode, prof.stderr_tail)
+        result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
     if prof.interrupted and result.status == "error":
         result.status = "interrupted"
     # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody asked
@@ -232,7 +232,7 @@ def examine(
             what = f"profiled program failed (exit code {prof.returncode})"
         else:
             what = f"run failed: {(result.error or 'no result').splitlines()[0]}"
-        tail = (prof.stderr_tail or result.error or "").strip().splitlines()[-5:]
+        tail = (prof.program_tail or result.error or "").strip().splitlines()[-5:]
         out.error = f"{what}{files}" + ("\n" + "\n".join(tail) if tail else "")
         out.exit_code = _program_exit(prof.returncode)
         return

@@ -43,6 +43,8 @@ def profile_ranks(
         sqlite=sqlite,
         qdstrm=None,
         stderr_tail=_tail(launched.output),
+        # the ranks' nsys instances close at different times among the others' output: none is cut at
+        program_tail=_tail(launched.output),
         interrupted=launched.interrupted,
         artifacts=artifacts,
     )
