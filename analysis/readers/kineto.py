@@ -49,7 +49,7 @@ from isal.isal_zlib import IsalError
 
 from analysis.errors import ExportError
 from analysis.readers import kineto_pool, valid_duration
-from analysis.readers.kineto_build import HINTS, _build
+from analysis.readers.kineto_build import HINTS, build
 from analysis.readers.kineto_checks import clean_name, is_complete
 from analysis.readers.kineto_columns import text_ns
 from analysis.readers.kineto_stream import TraceStream
@@ -62,6 +62,7 @@ BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
              (b"\xfe\xff", "UTF-16"))  # fmt: skip
 PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)
+THREAD_BYTES = 8 << 20  # ... by several threads (the C reader: a thread costs next to nothing)
 
 
 class KinetoReader:
@@ -70,10 +71,12 @@ class KinetoReader:
     format = FORMAT
     version = VERSION
 
-    def __init__(self, path: Path, stream: TraceStream, pool: kineto_pool.Pool | None = None) -> None:
+    def __init__(
+        self, path: Path, stream: TraceStream, pool: kineto_pool.Pool | kineto_pool.Threads | None = None
+    ) -> None:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
-        self._frames, self._meta = _build(stream, pool)
+        self._frames, self._meta = build(kineto_pool.pieces(stream, pool), stream)
 
     def __repr__(self) -> str:
         return f"KinetoReader({str(self.path)!r})"
@@ -104,8 +107,9 @@ class KinetoReader:
 def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
     """Parse `path` (a Chrome/Kineto trace, gzipped or not), or raise ExportError saying what is wrong.
     The file is read as a stream (analysis.readers.kineto_stream), never whole in memory; a big one is
-    turned into columns by `workers` processes (default: as many as cores, up to 4, for files of
-    PARALLEL_BYTES of JSON or more, in a process that is not itself a worker)."""
+    turned into columns by `workers` threads (the C reader) or, where that is not built, processes
+    (default: as many as cores, up to 4, for files of THREAD_BYTES or PARALLEL_BYTES of JSON or more, in
+    a process that is not itself a worker)."""
     path = Path(path)
     try:
         with open(path, "rb") as f, ExitStack() as stack:
@@ -151,13 +155,14 @@ def _without_bom(path: Path, read: Callable[[int], bytes]) -> Callable[[int], by
 
 
 def _workers(f: BinaryIO, gzipped: bool) -> int:
-    """How many processes to read a file with: 1 below PARALLEL_BYTES of JSON (gzip's trailer says how
-    much, modulo 4 GiB) or inside a worker process (no pools within pools)."""
+    """How many threads (the C reader) or processes to read a file with: 1 below THREAD_BYTES or
+    PARALLEL_BYTES of JSON (gzip's trailer says how much, modulo 4 GiB) or inside a worker process (no
+    pools within pools)."""
     size = f.seek(0, os.SEEK_END)
     if gzipped and size >= 4:
         f.seek(-4, os.SEEK_END)
         size = max(size, int.from_bytes(f.read(4), "little"))
-    if size < PARALLEL_BYTES or mp.parent_process() is not None:
+    if size < (THREAD_BYTES if kineto_pool.FAST else PARALLEL_BYTES) or mp.parent_process() is not None:
         return 1
     return min(os.cpu_count() or 1, 4)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, kineto_pool, trim_heap
+from analysis.readers import NULL, trim_heap
 from analysis.readers.kineto_checks import clean_name, notes_and_hints
 from analysis.readers.kineto_columns import CPU_GROUPS, GROUPS, Piece, ignored_key
 from analysis.readers.kineto_stream import TraceStream
@@ -119,15 +120,13 @@ class _Names:
         return text
 
 
-def _build(
-    stream: TraceStream, pool: kineto_pool.Pool | None
-) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
-    """Every frame of the trace model from the events of a stream, and what meta() reports."""
+def build(pieces: Iterable[Piece], stream: TraceStream) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Every frame of the trace model from the pieces of a stream (kineto_pool), and what meta() reports."""
     b = _Builder()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived objects and no cycles: the collector would only rescan them
     try:
-        for piece in kineto_pool.pieces(stream, pool):
+        for piece in pieces:
             b.merge(piece)
     finally:
         if gc_was_on:

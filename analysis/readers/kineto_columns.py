@@ -23,6 +23,11 @@ from analysis.readers import NULL
 from analysis.readers.kineto_checks import clean_name, hashable
 from analysis.readers.kineto_events import NO_ARGS, NOT_EVENT, UNSET, Args, Event, decode
 
+try:
+    from analysis.readers import _kineto_fast
+except ImportError:  # not built (no C compiler where the harness was installed): msgspec reads every piece
+    _kineto_fast = None
+
 MAX_NS = 2**62  # times past this (146 years) cannot be right, and start + duration must not wrap round
 MAX_US = MAX_NS // 1000
 
@@ -67,11 +72,40 @@ class Piece:
     float_times: bool = False
 
 
-def decode_columns(data: bytes) -> Piece | None:
+def decode_columns(data: bytes | memoryview, fast: bool = True) -> Piece | None:
     """The columns of a JSON list of events; None where msgspec does not take it (the caller parses it
-    element by element)."""
+    element by element). A piece on the common path is read by the C reader (`_kineto_fast`, the same
+    columns: tests/test_kineto_fast.py); anything off it, by msgspec and `columns`."""
+    if fast and _kineto_fast is not None and (raw := _kineto_fast.columns(data)) is not None:
+        return fast_piece(raw)
     events = decode(data)
     return None if events is None else columns(events)
+
+
+def fast_piece(raw: tuple[Any, ...]) -> Piece:
+    """A Piece of what `_kineto_fast.columns` gives: each group's distinct names (and, for operators, the
+    distinct texts of their Input Dims) get the ids `columns` gives them, in the same order."""
+    count, groups, ignored, threads, float_times = raw
+    piece = Piece(count, float_times=float_times)
+    local: dict[Any, int] = {}
+    for kind, group in zip(GROUPS, groups, strict=True):
+        if group is None:
+            continue
+        names, dims, cols = group
+        out = {c: np.frombuffer(b, dtype=np.int64) for c, b in cols.items()}
+        out["name"] = _local_ids(names, local)[out["name"]]
+        if dims is not None:
+            out["shapes"] = _local_ids(_shape_texts(dims), local)[out["shapes"]]
+        piece.groups[kind] = out
+    piece.names = list(local)
+    piece.ignored = Counter({(ph, UNSET if cat is None else cat): n for ph, cat, n in ignored})
+    for pid, tid, name in threads:
+        piece.thread_names[key(pid, tid)] = clean_name(name.strip())[0]
+    return piece
+
+
+def _local_ids(values: list[Any], local: dict[Any, int]) -> np.ndarray:
+    return np.fromiter((local.setdefault(v, len(local)) for v in values), dtype=np.int64, count=len(values))
 
 
 def columns(events: list[Event]) -> Piece:
@@ -149,7 +183,7 @@ def shapes(dims: Any) -> str:
     return "[" + ", ".join(inner) + "]"
 
 
-def _shape_texts(dims: list[msgspec.Raw]) -> list[str]:
+def _shape_texts(dims: list[msgspec.Raw] | list[bytes]) -> list[str]:
     """`shapes` of each event's Input Dims (JSON text), computed once per distinct text in the process."""
     texts = list(map(bytes, dims))
     if len(_SHOWN) > 1 << 18:  # bounded: a trace of ever new shapes does not grow it without end

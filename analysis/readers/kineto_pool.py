@@ -1,7 +1,10 @@
-"""How a Kineto trace's pieces become columns: in the reading process, or in worker processes that read
-them from slots of memory shared with it (analysis.readers.kineto merges them in file order).
+"""How a Kineto trace's pieces become columns: in the reading process, in threads of it (the C reader,
+`_kineto_fast`, lets go of the GIL while it reads a piece), or, where that reader is not built, in worker
+processes that read them from slots of memory shared with it (analysis.readers.kineto merges them in file
+order).
 
-A piece is copied once on its way to a worker (into its slot); what comes back is its columns (numpy
+Threads read a piece where the stream holds it: nothing is copied, pickled or started but the threads. A
+piece is copied once on its way to a worker process (into its slot); what comes back is its columns (numpy
 arrays and the piece's names), pickled. Sending the text itself through the pool's pipe cost the reading
 process a pickle and a write of every byte (0.8 s of 3.3 s of its CPU for a 419 MB trace).
 """
@@ -13,20 +16,25 @@ import mmap
 import multiprocessing as mp
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
 
 from analysis.readers import kineto_stream
-from analysis.readers.kineto_columns import Piece, columns, decode_columns
+from analysis.readers.kineto_columns import Piece, _kineto_fast, columns, decode_columns, fast_piece
 from analysis.readers.kineto_stream import Parsed, Stop, Text, TraceStream
 
 IN_FLIGHT = 4  # pieces handed to workers and not yet merged: at most 16 MiB of JSON (2 each: as fast as 8)
 
 
-def start(workers: int) -> Pool | None:
-    """Worker processes, started now; None where processes cannot be had (the trace is then read in this
-    process)."""
+FAST = _kineto_fast is not None  # pieces are read in threads; else, for big files, in worker processes
+
+
+def start(workers: int) -> Pool | Threads | None:
+    """Threads where the C reader is built, else worker processes, started now; None where processes
+    cannot be had (the trace is then read in this thread)."""
+    if FAST:
+        return Threads(workers)
     try:
         pool = Pool(workers)
         pool.executor.submit(int).result()  # a fork pool starts all its processes on the first task
@@ -35,7 +43,7 @@ def start(workers: int) -> Pool | None:
     return pool
 
 
-def pieces(stream: TraceStream, pool: Pool | None) -> Iterator[Piece]:
+def pieces(stream: TraceStream, pool: Pool | Threads | None) -> Iterator[Piece]:
     """The stream's pieces as columns, in file order: decoded here, or by the pool's processes (from its
     shared slots: a piece is copied once on its way, not pickled and piped). A piece that does not
     decode is handed back to the stream, with all taken after it, and parsed there."""
@@ -57,7 +65,7 @@ def pieces(stream: TraceStream, pool: Pool | None) -> Iterator[Piece]:
             elif isinstance(part, Parsed):
                 pending.append((part, columns(part.events)))
             elif pool is None:
-                pending.append((part, decode_columns(part.data)))
+                pending.append((part, text_columns(part)))
             else:
                 pending.append((part, pool.submit(part, sent % IN_FLIGHT)))
                 sent += 1
@@ -76,6 +84,30 @@ def pieces(stream: TraceStream, pool: Pool | None) -> Iterator[Piece]:
             done = False
             continue
         yield piece
+
+
+def text_columns(text: Text) -> Piece | None:
+    """The columns of a piece of the stream, read where it lies (the C reader; msgspec where that steps
+    aside)."""
+    if FAST:
+        raw = _kineto_fast.columns(memoryview(text.buf)[text.start : text.end], True)
+        if raw is not None:
+            return fast_piece(raw)
+    return decode_columns(text.data, fast=False)
+
+
+class Threads:
+    """Threads that turn pieces into columns where the stream holds them (a buffer is never changed, only
+    replaced, so a piece in flight stays as it was cut)."""
+
+    def __init__(self, workers: int) -> None:
+        self.executor = ThreadPoolExecutor(workers, thread_name_prefix="kineto-piece")
+
+    def submit(self, text: Text, slot: int) -> Future[Piece | None]:
+        return self.executor.submit(text_columns, text)
+
+    def close(self) -> None:
+        self.executor.shutdown(cancel_futures=True)
 
 
 _SLOTS: mmap.mmap | None = None  # in a worker: the pool's shared slots

@@ -1,0 +1,892 @@
+/* A piece of a Kineto trace's traceEvents (a JSON list) read straight into columns, in C.
+
+   `columns(data)` gives what analysis.readers.kineto_columns.columns(decode(data)) gives, in raw form
+   (kineto_columns.fast_piece turns it into a Piece), or None where the piece holds anything off the
+   common path: an element that is not an object, a phase or a category written otherwise than as plain
+   text, a time that is not a plain number, an integer argument that is not an integer, a duplicated key,
+   an escaped key, invalid UTF-8 or JSON, ... The caller then reads the piece as before (msgspec and
+   Python), so this module only ever agrees with that reader or steps aside: every rule here is one of
+   kineto_columns' rules, written for the values it can decide alone.
+
+   The parse runs without the GIL; Python objects are made for each distinct name and text only. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define NULLV (-INT64_MAX)               /* analysis.readers.NULL */
+#define MAX_NS ((int64_t)1 << 62)        /* kineto_columns.MAX_NS */
+#define MAX_DEPTH 64
+#define NGROUPS 8
+#define OTHER NGROUPS
+
+enum { V_ABSENT = 0, V_INT, V_BIGINT, V_FLOAT, V_STR, V_NULL, V_BOOL, V_ARRAY, V_OBJECT };
+
+typedef struct {
+    const char *p; /* a string's text without its quotes, a number's text, or a value's raw JSON */
+    Py_ssize_t n;
+    int kind;
+    int esc;       /* a string with a backslash */
+    int64_t i;     /* V_INT's value */
+} Val;
+
+typedef struct {
+    const char *p, *end;
+    int fail;
+} Parser;
+
+/* ---- growable arrays -------------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t *v;
+    Py_ssize_t n, cap;
+} Vec;
+
+static int vec_push(Vec *a, int64_t x) {
+    if (a->n == a->cap) {
+        Py_ssize_t cap = a->cap ? a->cap * 2 : 256;
+        int64_t *v = realloc(a->v, (size_t)cap * sizeof(int64_t));
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+/* distinct spans of text in order of first sight, and a hash table of them */
+typedef struct {
+    const char **p;
+    Py_ssize_t *n;
+    int *esc;
+    Py_ssize_t count, cap;
+    int64_t *slots; /* id + 1, 0 empty */
+    Py_ssize_t nslots;
+} Strings;
+
+static uint64_t hash(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h ^ (h >> 32);
+}
+
+static int64_t strings_id(Strings *s, const char *p, Py_ssize_t n, int esc) {
+    if (s->count * 2 >= s->nslots) {
+        Py_ssize_t nslots = s->nslots ? s->nslots * 2 : 64;
+        int64_t *slots = calloc((size_t)nslots, sizeof(int64_t));
+        if (!slots) return -1;
+        for (Py_ssize_t k = 0; k < s->count; k++) {
+            uint64_t j = hash(s->p[k], s->n[k]) & (uint64_t)(nslots - 1);
+            while (slots[j]) j = (j + 1) & (uint64_t)(nslots - 1);
+            slots[j] = k + 1;
+        }
+        free(s->slots);
+        s->slots = slots;
+        s->nslots = nslots;
+    }
+    uint64_t j = hash(p, n) & (uint64_t)(s->nslots - 1);
+    while (s->slots[j]) {
+        int64_t k = s->slots[j] - 1;
+        if (s->n[k] == n && memcmp(s->p[k], p, (size_t)n) == 0) return k;
+        j = (j + 1) & (uint64_t)(s->nslots - 1);
+    }
+    if (s->count == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
+        const char **np_ = realloc(s->p, (size_t)cap * sizeof(char *));
+        if (!np_) return -1;
+        s->p = np_;
+        Py_ssize_t *nn = realloc(s->n, (size_t)cap * sizeof(Py_ssize_t));
+        if (!nn) return -1;
+        s->n = nn;
+        int *ne = realloc(s->esc, (size_t)cap * sizeof(int));
+        if (!ne) return -1;
+        s->esc = ne;
+        s->cap = cap;
+    }
+    s->p[s->count] = p;
+    s->n[s->count] = n;
+    s->esc[s->count] = esc;
+    s->slots[j] = s->count + 1;
+    return s->count++;
+}
+
+static void strings_free(Strings *s) {
+    free(s->p);
+    free(s->n);
+    free(s->esc);
+    free(s->slots);
+}
+
+/* ---- the groups: kineto_columns.GROUPS and the columns each one holds --------------------------------- */
+
+enum { G_RUNTIME, G_ANNOTATION, G_CPU_OPS, G_KERNELS, G_MEMCPY, G_MEMSET, G_SYNCS, G_GPU_ANNOTATION };
+enum { C_START, C_END, C_INDEX, C_NAME, C_PID, C_TID, C_CORRELATION, C_EXTERNAL, C_SHAPES, C_DEVICE,
+       C_STREAM, C_GRID, C_BLOCK, C_BYTES, NCOLS };
+static const char *COLUMN_NAMES[NCOLS] = {"start", "end", "index", "name", "pid", "tid", "correlation",
+    "external_id", "shapes", "device", "stream", "grid", "block", "bytes"};
+/* each group's columns, in the order kineto_columns._group writes them; -1 ends */
+static const int GROUP_COLUMNS[NGROUPS][10] = {
+    {C_START, C_END, C_INDEX, C_NAME, C_PID, C_TID, C_CORRELATION, -1},
+    {C_START, C_END, C_INDEX, C_NAME, C_PID, C_TID, -1},
+    {C_START, C_END, C_INDEX, C_NAME, C_PID, C_TID, C_EXTERNAL, C_SHAPES, -1},
+    {C_START, C_END, C_INDEX, C_NAME, C_DEVICE, C_STREAM, C_CORRELATION, C_GRID, C_BLOCK, -1},
+    {C_START, C_END, C_INDEX, C_NAME, C_DEVICE, C_STREAM, C_CORRELATION, C_BYTES, -1},
+    {C_START, C_END, C_INDEX, C_NAME, C_DEVICE, C_STREAM, C_CORRELATION, C_BYTES, -1},
+    {C_START, C_END, C_INDEX, C_NAME, C_DEVICE, C_STREAM, C_CORRELATION, -1},
+    {C_START, C_END, C_INDEX, C_NAME, C_DEVICE, C_STREAM, -1},
+};
+
+static const struct { const char *cat; int group; } CATEGORIES[] = {
+    {"kernel", G_KERNELS}, {"gpu_memcpy", G_MEMCPY}, {"gpu_memset", G_MEMSET}, {"cuda_sync", G_SYNCS},
+    {"cuda_runtime", G_RUNTIME}, {"cuda_driver", G_RUNTIME}, {"user_annotation", G_ANNOTATION},
+    {"gpu_user_annotation", G_GPU_ANNOTATION}, {"cpu_op", G_CPU_OPS},
+    {"Kernel", G_KERNELS}, {"Memcpy", G_MEMCPY}, {"Memset", G_MEMSET}, {"Runtime", G_RUNTIME},
+    {"Operator", G_CPU_OPS},
+};
+static const char PHASES[] = "XMBEiICbneNOPDstfRcVv()"; /* kineto_events' phase structs */
+
+typedef struct {
+    Vec cols[NCOLS];
+    Strings names, dims;
+    Py_ssize_t n;
+} Group;
+
+typedef struct {
+    char ph;
+    const char *cat; /* NULL: no category (UNSET) */
+    Py_ssize_t n;
+    Py_ssize_t count;
+} Ignored;
+
+typedef struct {
+    Val pid, tid, name;
+} ThreadName;
+
+typedef struct {
+    Group groups[NGROUPS];
+    Ignored *ignored;
+    Py_ssize_t nignored, capignored;
+    ThreadName *threads;
+    Py_ssize_t nthreads, capthreads;
+    Py_ssize_t count;
+    int float_times;
+} Out;
+
+static void out_free(Out *o) {
+    for (int g = 0; g < NGROUPS; g++) {
+        for (int c = 0; c < NCOLS; c++) free(o->groups[g].cols[c].v);
+        strings_free(&o->groups[g].names);
+        strings_free(&o->groups[g].dims);
+    }
+    free(o->ignored);
+    free(o->threads);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------- */
+
+static inline void ws(Parser *ps) {
+    const char *p = ps->p, *end = ps->end;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    ps->p = p;
+}
+
+/* the length of a valid UTF-8 sequence at p (as Python's decoder takes it), 0 if invalid */
+static int utf8_len(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return (end - p >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0xF0) {
+        if (end - p < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && p[1] >= 0xA0) return 0; /* a surrogate */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (end - p < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0;
+        if (c == 0xF4 && p[1] >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static inline int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* a string at ps->p (its opening quote): its text into v; escapes checked, not decoded */
+static void parse_string(Parser *ps, Val *v) {
+    const unsigned char *p = (const unsigned char *)ps->p + 1, *end = (const unsigned char *)ps->end;
+    const unsigned char *start = p;
+    int esc = 0;
+    for (;;) {
+#ifdef __SSE2__
+        /* 16 bytes at a time to the next quote, backslash, control character or non-ASCII byte (signed:
+           bytes from 0x80 compare below 0x20 too) */
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+        while (end - p >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)p);
+            int m = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+                                                   _mm_cmplt_epi8(x, space)));
+            if (m) { p += __builtin_ctz((unsigned)m); break; }
+            p += 16;
+        }
+#endif
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
+        if (p >= end) { ps->fail = 1; return; }
+        unsigned char c = *p;
+        if (c == '"') break;
+        if (c < 0x20) { ps->fail = 1; return; }
+        if (c == '\\') {
+            esc = 1;
+            if (p + 1 >= end) { ps->fail = 1; return; }
+            char e = (char)p[1];
+            if (e == 'u') {
+                if (end - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 || hexval(p[5]) < 0) {
+                    ps->fail = 1;
+                    return;
+                }
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                       e == 't') {
+                p += 2;
+            } else {
+                ps->fail = 1;
+                return;
+            }
+            continue;
+        }
+        int k = utf8_len(p, end);
+        if (!k) { ps->fail = 1; return; }
+        p += k;
+    }
+    v->kind = V_STR;
+    v->p = (const char *)start;
+    v->n = (Py_ssize_t)(p - start);
+    v->esc = esc;
+    ps->p = (const char *)p + 1;
+}
+
+/* a number at ps->p, as JSON writes one; an integer of up to 18 digits also as its value */
+static void parse_number(Parser *ps, Val *v) {
+    const char *p = ps->p, *end = ps->end, *start = p;
+    int neg = 0;
+    if (p < end && *p == '-') { neg = 1; p++; }
+    if (p >= end || *p < '0' || *p > '9') { ps->fail = 1; return; }
+    const char *digits = p;
+    if (*p == '0') p++;
+    else while (p < end && *p >= '0' && *p <= '9') p++;
+    Py_ssize_t ndigits = p - digits;
+    int is_float = 0;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') { ps->fail = 1; return; }
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        is_float = 1;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') { ps->fail = 1; return; }
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        is_float = 1;
+    }
+    v->p = start;
+    v->n = p - start;
+    if (is_float) {
+        v->kind = V_FLOAT;
+    } else if (ndigits > 18) {
+        v->kind = V_BIGINT;
+    } else {
+        int64_t x = 0;
+        for (const char *d = digits; d < digits + ndigits; d++) x = x * 10 + (*d - '0');
+        v->kind = V_INT;
+        v->i = neg ? -x : x;
+    }
+    ps->p = p;
+}
+
+static void skip_value(Parser *ps, Val *v, int depth);
+
+static void skip_container(Parser *ps, int depth) {
+    char close = *ps->p == '{' ? '}' : ']';
+    int object = close == '}';
+    ps->p++;
+    ws(ps);
+    if (ps->p < ps->end && *ps->p == close) { ps->p++; return; }
+    for (;;) {
+        Val v;
+        if (object) {
+            if (ps->p >= ps->end || *ps->p != '"') { ps->fail = 1; return; }
+            parse_string(ps, &v);
+            if (ps->fail) return;
+            ws(ps);
+            if (ps->p >= ps->end || *ps->p != ':') { ps->fail = 1; return; }
+            ps->p++;
+            ws(ps);
+        }
+        skip_value(ps, &v, depth + 1);
+        if (ps->fail) return;
+        ws(ps);
+        if (ps->p >= ps->end) { ps->fail = 1; return; }
+        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
+        if (*ps->p == close) { ps->p++; return; }
+        ps->fail = 1;
+        return;
+    }
+}
+
+/* any value at ps->p: strings and numbers read, containers and literals checked and passed over */
+static void skip_value(Parser *ps, Val *v, int depth) {
+    memset(v, 0, sizeof(*v));
+    if (ps->p >= ps->end || depth > MAX_DEPTH) { ps->fail = 1; return; }
+    const char *start = ps->p;
+    switch (*ps->p) {
+    case '"': parse_string(ps, v); return;
+    case '{': case '[':
+        v->kind = *ps->p == '{' ? V_OBJECT : V_ARRAY;
+        skip_container(ps, depth);
+        break;
+    case 't':
+        if (ps->end - ps->p < 4 || memcmp(ps->p, "true", 4)) { ps->fail = 1; return; }
+        v->kind = V_BOOL; ps->p += 4;
+        break;
+    case 'f':
+        if (ps->end - ps->p < 5 || memcmp(ps->p, "false", 5)) { ps->fail = 1; return; }
+        v->kind = V_BOOL; ps->p += 5;
+        break;
+    case 'n':
+        if (ps->end - ps->p < 4 || memcmp(ps->p, "null", 4)) { ps->fail = 1; return; }
+        v->kind = V_NULL; ps->p += 4;
+        break;
+    default:
+        parse_number(ps, v);
+        return;
+    }
+    v->p = start;
+    v->n = ps->p - start;
+}
+
+static inline int key_is(const Val *k, const char *s, Py_ssize_t n) {
+    return k->n == n && memcmp(k->p, s, (size_t)n) == 0;
+}
+#define KEY(k, lit) key_is(k, lit, (Py_ssize_t)sizeof(lit) - 1)
+
+/* launch dimensions [x, y, z] packed as kineto_columns._dims does; NULLV where not three integers in range */
+static int64_t dims_value(Parser *ps, int s0, int s1) {
+    const char *save = ps->p;
+    int64_t d[3];
+    int n = 0, ok = 1;
+    ps->p++;
+    ws(ps);
+    if (ps->p < ps->end && *ps->p == ']') { ps->p++; return NULLV; }
+    for (;;) {
+        Val v;
+        skip_value(ps, &v, 2);
+        if (ps->fail) return NULLV;
+        if (n < 3 && v.kind == V_INT && v.i >= 0) d[n] = v.i;
+        else ok = 0;
+        n++;
+        ws(ps);
+        if (ps->p >= ps->end) { ps->fail = 1; return NULLV; }
+        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
+        if (*ps->p == ']') { ps->p++; break; }
+        ps->fail = 1;
+        return NULLV;
+    }
+    (void)save;
+    if (!ok || n != 3) return NULLV;
+    if (d[0] >= ((int64_t)1 << (63 - s0)) || d[1] >= ((int64_t)1 << (s0 - s1)) || d[2] >= ((int64_t)1 << s1))
+        return NULLV;
+    return (d[0] << s0) + (d[1] << s1) + d[2];
+}
+
+enum { A_CORRELATION, A_STREAM, A_DEVICE, A_BYTES, A_EXTERNAL, A_INPUT_DIMS, A_NAME, A_GRID, A_BLOCK, NARGS };
+
+typedef struct {
+    Val f[NARGS];
+    int64_t grid, block;
+} Args;
+
+typedef struct {
+    Val ph, cat, name, pid, tid, ts, dur, args;
+    Args a;
+} Event;
+
+/* an args object: the keys the reader uses; a key seen twice fails (the caller steps aside) */
+static void parse_args(Parser *ps, Args *a) {
+    ps->p++;
+    ws(ps);
+    if (ps->p < ps->end && *ps->p == '}') { ps->p++; return; }
+    for (;;) {
+        Val k;
+        if (ps->p >= ps->end || *ps->p != '"') { ps->fail = 1; return; }
+        parse_string(ps, &k);
+        if (ps->fail) return;
+        if (k.esc) { ps->fail = 1; return; }
+        ws(ps);
+        if (ps->p >= ps->end || *ps->p != ':') { ps->fail = 1; return; }
+        ps->p++;
+        ws(ps);
+        int field = -1;
+        switch (k.n) {
+        case 4: if (KEY(&k, "grid")) field = A_GRID; else if (KEY(&k, "name")) field = A_NAME; break;
+        case 5: if (KEY(&k, "bytes")) field = A_BYTES; else if (KEY(&k, "block")) field = A_BLOCK; break;
+        case 6: if (KEY(&k, "stream")) field = A_STREAM; else if (KEY(&k, "device")) field = A_DEVICE; break;
+        case 10: if (KEY(&k, "Input Dims")) field = A_INPUT_DIMS; break;
+        case 11: if (KEY(&k, "correlation")) field = A_CORRELATION; else if (KEY(&k, "External id")) field = A_EXTERNAL; break;
+        }
+        Val v;
+        if (field < 0) {
+            skip_value(ps, &v, 2);
+        } else {
+            if (a->f[field].kind != V_ABSENT) { ps->fail = 1; return; }
+            if ((field == A_GRID || field == A_BLOCK) && ps->p < ps->end && *ps->p == '[') {
+                int64_t packed = field == A_GRID ? dims_value(ps, 32, 16) : dims_value(ps, 22, 11);
+                v.kind = V_ARRAY;
+                if (field == A_GRID) a->grid = packed; else a->block = packed;
+            } else {
+                skip_value(ps, &v, 2);
+            }
+            a->f[field] = v;
+        }
+        if (ps->fail) return;
+        ws(ps);
+        if (ps->p >= ps->end) { ps->fail = 1; return; }
+        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
+        if (*ps->p == '}') { ps->p++; return; }
+        ps->fail = 1;
+        return;
+    }
+}
+
+static void parse_event(Parser *ps, Event *e) {
+    memset(e, 0, sizeof(*e));
+    e->a.grid = e->a.block = NULLV;
+    ps->p++;
+    ws(ps);
+    if (ps->p < ps->end && *ps->p == '}') { ps->p++; return; }
+    for (;;) {
+        Val k;
+        if (ps->p >= ps->end || *ps->p != '"') { ps->fail = 1; return; }
+        parse_string(ps, &k);
+        if (ps->fail) return;
+        if (k.esc) { ps->fail = 1; return; }
+        ws(ps);
+        if (ps->p >= ps->end || *ps->p != ':') { ps->fail = 1; return; }
+        ps->p++;
+        ws(ps);
+        Val *slot = NULL;
+        switch (k.n) {
+        case 2:
+            if (KEY(&k, "ph")) slot = &e->ph;
+            else if (KEY(&k, "ts")) slot = &e->ts;
+            break;
+        case 3:
+            if (KEY(&k, "cat")) slot = &e->cat;
+            else if (KEY(&k, "pid")) slot = &e->pid;
+            else if (KEY(&k, "tid")) slot = &e->tid;
+            else if (KEY(&k, "dur")) slot = &e->dur;
+            break;
+        case 4:
+            if (KEY(&k, "name")) slot = &e->name;
+            else if (KEY(&k, "args")) slot = &e->args;
+            break;
+        }
+        if (slot && slot->kind != V_ABSENT) { ps->fail = 1; return; }
+        if (slot == &e->args && ps->p < ps->end && *ps->p == '{') {
+            const char *start = ps->p;
+            parse_args(ps, &e->a);
+            e->args.kind = V_OBJECT;
+            e->args.p = start;
+        } else {
+            Val v;
+            skip_value(ps, &v, 1);
+            if (slot) *slot = v;
+        }
+        if (ps->fail) return;
+        ws(ps);
+        if (ps->p >= ps->end) { ps->fail = 1; return; }
+        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
+        if (*ps->p == '}') { ps->p++; return; }
+        ps->fail = 1;
+        return;
+    }
+}
+
+/* ---- values as kineto_columns reads them ------------------------------------------------------------ */
+
+/* microseconds (an integer, or a float's text) as nanoseconds, exactly (kineto_columns.text_ns and
+   _times); 0 where the value is not one the reader takes as it is */
+static int time_ns(const Val *v, int64_t *out) {
+    if (v->kind == V_INT) {
+        int64_t us = v->i < 0 ? -v->i : v->i;
+        if (us > MAX_NS / 1000) return 0;
+        *out = v->i * 1000;
+        return 1;
+    }
+    if (v->kind != V_FLOAT) return 0;
+    const char *p = v->p, *end = v->p + v->n;
+    int neg = 0;
+    if (*p == '-') { neg = 1; p++; }
+    int64_t whole = 0;
+    int nwhole = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (++nwhole > 16) return 0;
+        whole = whole * 10 + (*p++ - '0');
+    }
+    if (whole > MAX_NS / 1000) return 0;
+    if (p >= end || *p != '.') return 0; /* an exponent */
+    p++;
+    int64_t frac = 0;
+    int k = 0;
+    for (; k < 3 && p < end; k++) {
+        if (*p < '0' || *p > '9') return 0;
+        frac = frac * 10 + (*p++ - '0');
+    }
+    for (; k < 3; k++) frac *= 10;
+    int64_t ns = whole * 1000 + frac;
+    if (p < end) { /* sub-nanosecond digits: rounded half to even */
+        if (*p < '0' || *p > '9') return 0;
+        char first = *p++;
+        int rest = 0;
+        for (; p < end; p++) {
+            if (*p < '0' || *p > '9') return 0;
+            if (*p != '0') rest = 1;
+        }
+        if (first > '5' || (first == '5' && (rest || (ns & 1)))) ns++;
+    }
+    if (ns > MAX_NS) return 0;
+    *out = neg ? -ns : ns;
+    return 1;
+}
+
+/* an integer argument (kineto_columns._ints): its value, NULLV where absent or null; 0 for anything else */
+static int int_arg(const Val *v, int64_t *out) {
+    if (v->kind == V_INT) { *out = v->i; return 1; }
+    if (v->kind == V_ABSENT || v->kind == V_NULL) { *out = NULLV; return 1; }
+    return 0;
+}
+
+static int category_group(const Val *cat) {
+    for (size_t i = 0; i < sizeof(CATEGORIES) / sizeof(CATEGORIES[0]); i++) {
+        size_t n = strlen(CATEGORIES[i].cat);
+        if ((size_t)cat->n == n && memcmp(cat->p, CATEGORIES[i].cat, n) == 0) return CATEGORIES[i].group;
+    }
+    return OTHER;
+}
+
+static int count_ignored(Out *o, char ph, const Val *cat) {
+    const char *p = cat->kind == V_ABSENT ? NULL : cat->p;
+    Py_ssize_t n = cat->kind == V_ABSENT ? 0 : cat->n;
+    for (Py_ssize_t i = 0; i < o->nignored; i++) {
+        Ignored *g = &o->ignored[i];
+        if (g->ph == ph && (g->cat == NULL) == (p == NULL) && g->n == n && (!n || !memcmp(g->cat, p, (size_t)n))) {
+            g->count++;
+            return 0;
+        }
+    }
+    if (o->nignored >= 256) return -1;
+    if (o->nignored == o->capignored) {
+        Py_ssize_t cap = o->capignored ? o->capignored * 2 : 16;
+        Ignored *v = realloc(o->ignored, (size_t)cap * sizeof(Ignored));
+        if (!v) return -1;
+        o->ignored = v;
+        o->capignored = cap;
+    }
+    o->ignored[o->nignored++] = (Ignored){ph, p, n, 1};
+    return 0;
+}
+
+/* one event into its group's columns, or counted; -1: the piece is not for this reader */
+static int take(Out *o, const Event *e, Py_ssize_t index) {
+    if (e->ph.kind != V_STR || e->ph.esc || e->ph.n != 1 || !memchr(PHASES, e->ph.p[0], sizeof(PHASES) - 1))
+        return -1;
+    char ph = e->ph.p[0];
+    int decoded_whole = ph == 'X' || ph == 'M'; /* phase structs with args: an object or null */
+    if (decoded_whole && e->args.kind != V_ABSENT && e->args.kind != V_OBJECT && e->args.kind != V_NULL)
+        return -1;
+    const Args *a = &e->a;
+    if (ph == 'M') {
+        if (e->name.kind == V_STR && e->name.esc) return -1;
+        if (e->name.kind == V_STR && KEY(&e->name, "thread_name") &&
+            a->f[A_NAME].kind == V_STR) {
+            if ((e->pid.kind != V_INT && e->pid.kind != V_STR) || (e->tid.kind != V_INT && e->tid.kind != V_STR))
+                return -1;
+            if (o->nthreads == o->capthreads) {
+                Py_ssize_t cap = o->capthreads ? o->capthreads * 2 : 16;
+                ThreadName *v = realloc(o->threads, (size_t)cap * sizeof(ThreadName));
+                if (!v) return -1;
+                o->threads = v;
+                o->capthreads = cap;
+            }
+            o->threads[o->nthreads++] = (ThreadName){e->pid, e->tid, a->f[A_NAME]};
+        }
+        return 0;
+    }
+    if (e->cat.kind != V_ABSENT && (e->cat.kind != V_STR || e->cat.esc)) return -1;
+    int g = ph == 'X' && e->cat.kind == V_STR ? category_group(&e->cat) : OTHER;
+    if (g == OTHER) return count_ignored(o, ph, &e->cat);
+
+    int64_t ts, dur;
+    if (!time_ns(&e->ts, &ts) || !time_ns(&e->dur, &dur) || dur < 0) return -1;
+    if (e->name.kind != V_STR) return -1;
+    if (e->ts.kind == V_FLOAT) o->float_times = 1;
+    Group *gr = &o->groups[g];
+    int cpu = g == G_RUNTIME || g == G_ANNOTATION || g == G_CPU_OPS;
+    int64_t col[NCOLS];
+    col[C_START] = ts;
+    col[C_END] = (int64_t)((uint64_t)ts + (uint64_t)dur);
+    col[C_INDEX] = index;
+    col[C_NAME] = strings_id(&gr->names, e->name.p, e->name.n, e->name.esc);
+    if (col[C_NAME] < 0) return -1;
+    if (cpu) {
+        if (e->pid.kind != V_INT || e->tid.kind != V_INT) return -1;
+        col[C_PID] = e->pid.i;
+        col[C_TID] = e->tid.i;
+    }
+    if (g == G_RUNTIME) {
+        if (!int_arg(&a->f[A_CORRELATION], &col[C_CORRELATION])) return -1;
+    } else if (g == G_CPU_OPS) {
+        if (!int_arg(&a->f[A_EXTERNAL], &col[C_EXTERNAL])) return -1;
+        const Val *d = &a->f[A_INPUT_DIMS];
+        col[C_SHAPES] = d->kind == V_ABSENT ? strings_id(&gr->dims, "null", 4, 0)
+                        : d->kind == V_STR  ? -1 /* a string's raw text would need its quotes */
+                                            : strings_id(&gr->dims, d->p, d->n, 0);
+        if (col[C_SHAPES] < 0) return -1;
+    } else if (g != G_ANNOTATION) {
+        const Val *dv = &a->f[A_DEVICE];
+        if (dv->kind == V_INT) col[C_DEVICE] = dv->i < 0 ? 0 : dv->i;
+        else if (dv->kind == V_ABSENT && e->pid.kind == V_BIGINT) return -1;
+        else if (dv->kind == V_ABSENT) col[C_DEVICE] = e->pid.kind == V_INT && e->pid.i >= 0 ? e->pid.i : 0;
+        else if (dv->kind == V_BIGINT) return -1;
+        else col[C_DEVICE] = 0;
+        if (g == G_GPU_ANNOTATION && a->f[A_STREAM].kind == V_ABSENT) {
+            if (!int_arg(&e->tid, &col[C_STREAM])) return -1;
+        } else if (!int_arg(&a->f[A_STREAM], &col[C_STREAM])) {
+            return -1;
+        }
+        if (g != G_GPU_ANNOTATION && !int_arg(&a->f[A_CORRELATION], &col[C_CORRELATION])) return -1;
+        if (g == G_KERNELS) {
+            col[C_GRID] = a->grid;
+            col[C_BLOCK] = a->block;
+        } else if (g == G_MEMCPY || g == G_MEMSET) {
+            if (!int_arg(&a->f[A_BYTES], &col[C_BYTES])) return -1;
+        }
+    }
+    for (const int *c = GROUP_COLUMNS[g]; *c >= 0; c++)
+        if (vec_push(&gr->cols[*c], col[*c]) < 0) return -1;
+    gr->n++;
+    return 0;
+}
+
+/* the whole piece (a list, or with `body` the list's elements alone): 0, or -1 where it is not for this
+   reader */
+static int read_piece(Parser *ps, Out *o, int body) {
+    ws(ps);
+    if (body) {
+        if (ps->p == ps->end) return 0;
+        for (;;) {
+            if (ps->p >= ps->end || *ps->p != '{') return -1;
+            Event e;
+            parse_event(ps, &e);
+            if (ps->fail || take(o, &e, o->count) < 0) return -1;
+            o->count++;
+            ws(ps);
+            if (ps->p == ps->end) return 0;
+            if (*ps->p != ',') return -1;
+            ps->p++;
+            ws(ps);
+        }
+    }
+    if (ps->p >= ps->end || *ps->p != '[') return -1;
+    ps->p++;
+    ws(ps);
+    if (ps->p < ps->end && *ps->p == ']') {
+        ps->p++;
+    } else {
+        for (;;) {
+            if (ps->p >= ps->end || *ps->p != '{') return -1;
+            Event e;
+            parse_event(ps, &e);
+            if (ps->fail || take(o, &e, o->count) < 0) return -1;
+            o->count++;
+            ws(ps);
+            if (ps->p >= ps->end) return -1;
+            if (*ps->p == ',') { ps->p++; ws(ps); continue; }
+            if (*ps->p == ']') { ps->p++; break; }
+            return -1;
+        }
+    }
+    ws(ps);
+    return ps->p == ps->end ? 0 : -1;
+}
+
+/* ---- to Python -------------------------------------------------------------------------------------- */
+
+/* a string's text (escapes decoded) as str; NULL where it holds a lone surrogate (the reader before
+   keeps those as escapes: kineto_checks.clean_name) */
+static PyObject *text(const char *p, Py_ssize_t n, int esc) {
+    if (!esc) return PyUnicode_DecodeUTF8(p, n, "strict");
+    char *buf = malloc((size_t)n + 1);
+    if (!buf) return PyErr_NoMemory();
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (p[i] != '\\') { buf[m++] = p[i++]; continue; }
+        char e = p[i + 1];
+        if (e != 'u') {
+            buf[m++] = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+            i += 2;
+            continue;
+        }
+        uint32_t cp = (uint32_t)(hexval(p[i + 2]) << 12 | hexval(p[i + 3]) << 8 | hexval(p[i + 4]) << 4 | hexval(p[i + 5]));
+        i += 6;
+        if (cp >= 0xD800 && cp < 0xDC00) {
+            if (i + 6 > n || p[i] != '\\' || p[i + 1] != 'u') { free(buf); return NULL; }
+            uint32_t lo = (uint32_t)(hexval(p[i + 2]) << 12 | hexval(p[i + 3]) << 8 | hexval(p[i + 4]) << 4 | hexval(p[i + 5]));
+            if (lo < 0xDC00 || lo >= 0xE000) { free(buf); return NULL; }
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+        } else if (cp >= 0xDC00 && cp < 0xE000) {
+            free(buf);
+            return NULL;
+        }
+        if (cp < 0x80) buf[m++] = (char)cp;
+        else if (cp < 0x800) { buf[m++] = (char)(0xC0 | cp >> 6); buf[m++] = (char)(0x80 | (cp & 0x3F)); }
+        else if (cp < 0x10000) {
+            buf[m++] = (char)(0xE0 | cp >> 12); buf[m++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            buf[m++] = (char)(0x80 | (cp & 0x3F));
+        } else {
+            buf[m++] = (char)(0xF0 | cp >> 18); buf[m++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            buf[m++] = (char)(0x80 | ((cp >> 6) & 0x3F)); buf[m++] = (char)(0x80 | (cp & 0x3F));
+        }
+    }
+    PyObject *s = PyUnicode_DecodeUTF8(buf, m, "strict");
+    free(buf);
+    return s;
+}
+
+static PyObject *scalar(const Val *v) {
+    return v->kind == V_INT ? PyLong_FromLongLong(v->i) : text(v->p, v->n, v->esc);
+}
+
+static PyObject *group_object(Group *g, int gi) {
+    PyObject *names = PyList_New(g->names.count), *dims = NULL, *cols = NULL;
+    if (!names) return NULL;
+    for (Py_ssize_t i = 0; i < g->names.count; i++) {
+        PyObject *s = text(g->names.p[i], g->names.n[i], g->names.esc[i]);
+        if (!s) goto fail;
+        PyList_SET_ITEM(names, i, s);
+    }
+    if (gi == G_CPU_OPS) {
+        dims = PyList_New(g->dims.count);
+        if (!dims) goto fail;
+        for (Py_ssize_t i = 0; i < g->dims.count; i++) {
+            PyObject *b = PyBytes_FromStringAndSize(g->dims.p[i], g->dims.n[i]);
+            if (!b) goto fail;
+            PyList_SET_ITEM(dims, i, b);
+        }
+    } else {
+        dims = Py_NewRef(Py_None);
+    }
+    cols = PyDict_New();
+    if (!cols) goto fail;
+    for (const int *c = GROUP_COLUMNS[gi]; *c >= 0; c++) {
+        PyObject *b = PyByteArray_FromStringAndSize((const char *)g->cols[*c].v, g->n * (Py_ssize_t)sizeof(int64_t));
+        if (!b || PyDict_SetItemString(cols, COLUMN_NAMES[*c], b) < 0) { Py_XDECREF(b); goto fail; }
+        Py_DECREF(b);
+    }
+    return Py_BuildValue("(NNN)", names, dims, cols);
+fail:
+    Py_XDECREF(names);
+    Py_XDECREF(dims);
+    Py_XDECREF(cols);
+    return NULL;
+}
+
+static PyObject *result(Out *o) {
+    PyObject *groups = PyList_New(NGROUPS), *ignored = NULL, *threads = NULL;
+    if (!groups) return NULL;
+    for (int g = 0; g < NGROUPS; g++) {
+        PyObject *x = o->groups[g].n ? group_object(&o->groups[g], g) : Py_NewRef(Py_None);
+        if (!x) goto fail;
+        PyList_SET_ITEM(groups, g, x);
+    }
+    ignored = PyList_New(o->nignored);
+    if (!ignored) goto fail;
+    for (Py_ssize_t i = 0; i < o->nignored; i++) {
+        Ignored *g = &o->ignored[i];
+        PyObject *cat = g->cat ? PyUnicode_DecodeUTF8(g->cat, g->n, "strict") : Py_NewRef(Py_None);
+        PyObject *x = cat ? Py_BuildValue("(s#Nn)", &g->ph, (Py_ssize_t)1, cat, g->count) : NULL;
+        if (!x) goto fail;
+        PyList_SET_ITEM(ignored, i, x);
+    }
+    threads = PyList_New(o->nthreads);
+    if (!threads) goto fail;
+    for (Py_ssize_t i = 0; i < o->nthreads; i++) {
+        ThreadName *t = &o->threads[i];
+        PyObject *pid = scalar(&t->pid), *tid = pid ? scalar(&t->tid) : NULL;
+        PyObject *name = tid ? text(t->name.p, t->name.n, t->name.esc) : NULL;
+        if (!name) { Py_XDECREF(pid); Py_XDECREF(tid); goto fail; }
+        PyObject *x = Py_BuildValue("(NNN)", pid, tid, name);
+        if (!x) goto fail;
+        PyList_SET_ITEM(threads, i, x);
+    }
+    return Py_BuildValue("(nNNNO)", o->count, groups, ignored, threads, o->float_times ? Py_True : Py_False);
+fail:
+    Py_XDECREF(groups);
+    Py_XDECREF(ignored);
+    Py_XDECREF(threads);
+    return NULL;
+}
+
+static PyObject *columns(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    int body = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &body)) return NULL;
+    Out *o = calloc(1, sizeof(Out));
+    if (!o) { PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    Parser ps = {(const char *)view.buf, (const char *)view.buf + view.len, 0};
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = read_piece(&ps, o, body);
+    Py_END_ALLOW_THREADS
+    PyObject *out = NULL;
+    if (status == 0) {
+        out = result(o);
+        if (!out && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+    }
+    if (!out && !PyErr_Occurred()) out = Py_NewRef(Py_None);
+    out_free(o);
+    free(o);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef METHODS[] = {
+    {"columns", columns, METH_VARARGS,
+     "columns(data, body=False) -> (count, groups, ignored, thread_names, float_times), or None where the "
+     "piece is not on the common path (read it with kineto_columns' reader). `data`: a JSON list of events, "
+     "or with `body` its elements alone."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_kineto_fast", NULL, -1, METHODS, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__kineto_fast(void) { return PyModule_Create(&MODULE); }
