@@ -148,12 +148,13 @@ static const int GROUP_COLUMNS[NGROUPS][10] = {
     {C_START, C_END, C_INDEX, C_NAME, C_DEVICE, C_STREAM, -1},
 };
 
-static const struct { const char *cat; int group; } CATEGORIES[] = {
-    {"kernel", G_KERNELS}, {"gpu_memcpy", G_MEMCPY}, {"gpu_memset", G_MEMSET}, {"cuda_sync", G_SYNCS},
-    {"cuda_runtime", G_RUNTIME}, {"cuda_driver", G_RUNTIME}, {"user_annotation", G_ANNOTATION},
-    {"gpu_user_annotation", G_GPU_ANNOTATION}, {"cpu_op", G_CPU_OPS},
-    {"Kernel", G_KERNELS}, {"Memcpy", G_MEMCPY}, {"Memset", G_MEMSET}, {"Runtime", G_RUNTIME},
-    {"Operator", G_CPU_OPS},
+#define CAT(s, g) {s, sizeof(s) - 1, g}
+static const struct { const char *cat; Py_ssize_t n; int group; } CATEGORIES[] = {
+    CAT("kernel", G_KERNELS), CAT("gpu_memcpy", G_MEMCPY), CAT("gpu_memset", G_MEMSET),
+    CAT("cuda_sync", G_SYNCS), CAT("cuda_runtime", G_RUNTIME), CAT("cuda_driver", G_RUNTIME),
+    CAT("user_annotation", G_ANNOTATION), CAT("gpu_user_annotation", G_GPU_ANNOTATION),
+    CAT("cpu_op", G_CPU_OPS), CAT("Kernel", G_KERNELS), CAT("Memcpy", G_MEMCPY), CAT("Memset", G_MEMSET),
+    CAT("Runtime", G_RUNTIME), CAT("Operator", G_CPU_OPS),
 };
 static const char PHASES[] = "XMBEiICbneNOPDstfRcVv()"; /* kineto_events' phase structs */
 
@@ -287,37 +288,34 @@ static void parse_number(Parser *ps, Val *v) {
     const char *p = ps->p, *end = ps->end, *start = p;
     int neg = 0;
     if (p < end && *p == '-') { neg = 1; p++; }
-    if (p >= end || *p < '0' || *p > '9') { ps->fail = 1; return; }
+    if (p >= end || (unsigned)(*p - '0') > 9) { ps->fail = 1; return; }
     const char *digits = p;
+    int64_t x = 0;
     if (*p == '0') p++;
-    else while (p < end && *p >= '0' && *p <= '9') p++;
+    else
+        while (p < end && (unsigned)(*p - '0') <= 9) {
+            if (p - digits < 18) x = x * 10 + (*p - '0');
+            p++;
+        }
     Py_ssize_t ndigits = p - digits;
     int is_float = 0;
     if (p < end && *p == '.') {
         p++;
-        if (p >= end || *p < '0' || *p > '9') { ps->fail = 1; return; }
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p >= end || (unsigned)(*p - '0') > 9) { ps->fail = 1; return; }
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
         is_float = 1;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
-        if (p >= end || *p < '0' || *p > '9') { ps->fail = 1; return; }
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p >= end || (unsigned)(*p - '0') > 9) { ps->fail = 1; return; }
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
         is_float = 1;
     }
     v->p = start;
     v->n = p - start;
-    if (is_float) {
-        v->kind = V_FLOAT;
-    } else if (ndigits > 18) {
-        v->kind = V_BIGINT;
-    } else {
-        int64_t x = 0;
-        for (const char *d = digits; d < digits + ndigits; d++) x = x * 10 + (*d - '0');
-        v->kind = V_INT;
-        v->i = neg ? -x : x;
-    }
+    v->kind = is_float ? V_FLOAT : ndigits > 18 ? V_BIGINT : V_INT;
+    v->i = neg ? -x : x;
     ps->p = p;
 }
 
@@ -353,7 +351,7 @@ static void skip_container(Parser *ps, int depth) {
 
 /* any value at ps->p: strings and numbers read, containers and literals checked and passed over */
 static void skip_value(Parser *ps, Val *v, int depth) {
-    memset(v, 0, sizeof(*v));
+    v->kind = V_ABSENT;
     if (ps->p >= ps->end || depth > MAX_DEPTH) { ps->fail = 1; return; }
     const char *start = ps->p;
     switch (*ps->p) {
@@ -476,7 +474,9 @@ static void parse_args(Parser *ps, Args *a) {
 }
 
 static void parse_event(Parser *ps, Event *e) {
-    memset(e, 0, sizeof(*e));
+    e->ph.kind = e->cat.kind = e->name.kind = e->pid.kind = e->tid.kind = e->ts.kind = e->dur.kind = V_ABSENT;
+    e->args.kind = V_ABSENT;
+    for (int i = 0; i < NARGS; i++) e->a.f[i].kind = V_ABSENT;
     e->a.grid = e->a.block = NULLV;
     ps->p++;
     ws(ps);
@@ -584,10 +584,9 @@ static int int_arg(const Val *v, int64_t *out) {
 }
 
 static int category_group(const Val *cat) {
-    for (size_t i = 0; i < sizeof(CATEGORIES) / sizeof(CATEGORIES[0]); i++) {
-        size_t n = strlen(CATEGORIES[i].cat);
-        if ((size_t)cat->n == n && memcmp(cat->p, CATEGORIES[i].cat, n) == 0) return CATEGORIES[i].group;
-    }
+    for (size_t i = 0; i < sizeof(CATEGORIES) / sizeof(CATEGORIES[0]); i++)
+        if (cat->n == CATEGORIES[i].n && memcmp(cat->p, CATEGORIES[i].cat, (size_t)cat->n) == 0)
+            return CATEGORIES[i].group;
     return OTHER;
 }
 
