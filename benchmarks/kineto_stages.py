@@ -8,8 +8,10 @@
     orjson       cut + orjson.loads of each piece instead (a plain parse into dicts and lists: the reference)
     decode       cut + msgspec decoding each piece into the reader's event structs (kineto_events.decode)
     columns      decode + the pieces' columns (kineto_columns.columns: events to their groups, numpy
-                   arrays)
-    whole        open_kineto(TRACE, workers=1): the above, the merge of the pieces and the frames
+                   arrays): the reader where the C reader is not built, or steps aside
+    c            cut + the C reader (analysis/readers/_kineto_fast.c) reading each piece into raw columns
+    c-piece      c + those columns as the reader's pieces (kineto_columns.fast_piece: names to ids)
+    whole        open_kineto(TRACE, workers=1): c-piece, the merge of the pieces and the frames
 
     .venv/bin/python benchmarks/kineto_stages.py /work/bench-data/kineto-280mb/trace.json.gz --repeat 3
 
@@ -35,13 +37,13 @@ from isal import igzip_threaded
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.readers.kineto import open_kineto
-from analysis.readers.kineto_columns import columns
+from analysis.readers.kineto_columns import _kineto_fast, columns, decode_columns
 from analysis.readers.kineto_events import decode
 from analysis.readers.kineto_stream import Text, TraceStream
 
 RAW = msgspec.json.Decoder(list[msgspec.Raw])
-BASE = {"cut": "decompress", "scan": "cut", "orjson": "cut", "decode": "cut", "columns": "decode",
-        "whole": "columns"}  # fmt: skip
+BASE = {"cut": "decompress", "scan": "cut", "orjson": "cut", "decode": "cut", "columns": "decode", "c": "cut",
+        "c-piece": "c", "whole": "c-piece"}  # fmt: skip
 
 
 def stages(path: Path) -> dict[str, Callable[[], object]]:
@@ -66,6 +68,8 @@ def stages(path: Path) -> dict[str, Callable[[], object]]:
         "orjson": pieces(orjson.loads),
         "decode": pieces(decode),
         "columns": pieces(lambda d: columns(decode(d))),  # type: ignore[arg-type]
+        "c": pieces(_kineto_fast.columns),
+        "c-piece": pieces(decode_columns),
         "whole": lambda: open_kineto(path, workers=1),
     }
 

@@ -69,17 +69,23 @@ typedef struct {
     Py_ssize_t nslots;
 } Strings;
 
-static uint64_t hash(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 1099511628211ULL;
-        h ^= h >> 29;
+/* the length and up to 16 bytes at each end: names of one trace differ there (a kernel's template
+   arguments, an operator's name); a collision only costs a comparison */
+static inline uint64_t hash(const char *p, Py_ssize_t n) {
+    uint64_t a = 0, b = 0;
+    if (n >= 16) {
+        uint64_t w[4];
+        memcpy(&w[0], p, 8);
+        memcpy(&w[1], p + 8, 8);
+        memcpy(&w[2], p + n - 16, 8);
+        memcpy(&w[3], p + n - 8, 8);
+        a = w[0] ^ (w[1] * 0x9E3779B97F4A7C15ULL);
+        b = w[2] ^ (w[3] * 0xC2B2AE3D27D4EB4FULL);
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) a = (a << 8 | (a >> 56)) ^ (unsigned char)p[i];
     }
-    for (; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h ^ (h >> 32);
+    uint64_t h = (a ^ (b << 1) ^ (uint64_t)n * 0x165667B19E3779F9ULL) * 0xFF51AFD7ED558CCDULL;
+    return h ^ (h >> 31);
 }
 
 static int64_t strings_id(Strings *s, const char *p, Py_ssize_t n, int esc) {
@@ -197,8 +203,9 @@ static void out_free(Out *o) {
 
 /* ---- JSON ------------------------------------------------------------------------------------------- */
 
-static inline void ws(Parser *ps) {
+static inline __attribute__((always_inline)) void ws(Parser *ps) {
     const char *p = ps->p, *end = ps->end;
+    if (p < end && (unsigned char)*p > ' ') return; /* most tokens follow one another or one space */
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
     ps->p = p;
 }
@@ -231,7 +238,7 @@ static inline int hexval(char c) {
 }
 
 /* a string at ps->p (its opening quote): its text into v; escapes checked, not decoded */
-static void parse_string(Parser *ps, Val *v) {
+static inline __attribute__((always_inline)) void parse_string(Parser *ps, Val *v) {
     const unsigned char *p = (const unsigned char *)ps->p + 1, *end = (const unsigned char *)ps->end;
     const unsigned char *start = p;
     int esc = 0;
@@ -284,7 +291,7 @@ static void parse_string(Parser *ps, Val *v) {
 }
 
 /* a number at ps->p, as JSON writes one; an integer of up to 18 digits also as its value */
-static void parse_number(Parser *ps, Val *v) {
+static inline __attribute__((always_inline)) void parse_number(Parser *ps, Val *v) {
     const char *p = ps->p, *end = ps->end, *start = p;
     int neg = 0;
     if (p < end && *p == '-') { neg = 1; p++; }
@@ -319,7 +326,17 @@ static void parse_number(Parser *ps, Val *v) {
     ps->p = p;
 }
 
-static void skip_value(Parser *ps, Val *v, int depth);
+static void skip_other(Parser *ps, Val *v, int depth);
+
+/* any value at ps->p: strings and numbers read, containers and literals checked and passed over */
+static inline __attribute__((always_inline)) void skip_value(Parser *ps, Val *v, int depth) {
+    if (ps->p < ps->end) {
+        char c = *ps->p;
+        if (c == '"') { parse_string(ps, v); return; }
+        if ((unsigned)(c - '0') <= 9 || c == '-') { parse_number(ps, v); return; }
+    }
+    skip_other(ps, v, depth);
+}
 
 static void skip_container(Parser *ps, int depth) {
     char close = *ps->p == '{' ? '}' : ']';
@@ -349,8 +366,7 @@ static void skip_container(Parser *ps, int depth) {
     }
 }
 
-/* any value at ps->p: strings and numbers read, containers and literals checked and passed over */
-static void skip_value(Parser *ps, Val *v, int depth) {
+static void skip_other(Parser *ps, Val *v, int depth) {
     v->kind = V_ABSENT;
     if (ps->p >= ps->end || depth > MAX_DEPTH) { ps->fail = 1; return; }
     const char *start = ps->p;
@@ -449,19 +465,19 @@ static void parse_args(Parser *ps, Args *a) {
         case 10: if (KEY(&k, "Input Dims")) field = A_INPUT_DIMS; break;
         case 11: if (KEY(&k, "correlation")) field = A_CORRELATION; else if (KEY(&k, "External id")) field = A_EXTERNAL; break;
         }
-        Val v;
         if (field < 0) {
+            Val v;
             skip_value(ps, &v, 2);
         } else {
-            if (a->f[field].kind != V_ABSENT) { ps->fail = 1; return; }
+            Val *v = &a->f[field];
+            if (v->kind != V_ABSENT) { ps->fail = 1; return; }
             if ((field == A_GRID || field == A_BLOCK) && ps->p < ps->end && *ps->p == '[') {
                 int64_t packed = field == A_GRID ? dims_value(ps, 32, 16) : dims_value(ps, 22, 11);
-                v.kind = V_ARRAY;
+                v->kind = V_ARRAY;
                 if (field == A_GRID) a->grid = packed; else a->block = packed;
             } else {
-                skip_value(ps, &v, 2);
+                skip_value(ps, v, 2);
             }
-            a->f[field] = v;
         }
         if (ps->fail) return;
         ws(ps);
@@ -516,8 +532,7 @@ static void parse_event(Parser *ps, Event *e) {
             e->args.p = start;
         } else {
             Val v;
-            skip_value(ps, &v, 1);
-            if (slot) *slot = v;
+            skip_value(ps, slot ? slot : &v, 1);
         }
         if (ps->fail) return;
         ws(ps);
