@@ -9,6 +9,7 @@ import json
 import shutil
 import sysconfig
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,8 @@ def test_the_c_reader_is_built_where_a_compiler_is() -> None:
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) on this machine: the C reader cannot be built")
+    if not Path(sysconfig.get_paths()["include"], "Python.h").exists():
+        pytest.skip("no Python headers on this machine (python3-dev): the C reader cannot be built")
     assert FAST is not None, "the C reader was not built: `pip install -e .` printed why"
 
 

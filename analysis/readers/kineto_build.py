@@ -98,7 +98,13 @@ class _Names:
         try:
             return np.fromiter(map(self.raw.__getitem__, values), dtype=np.int64, count=len(values))
         except (KeyError, TypeError):
-            return np.fromiter(map(self.id, values), dtype=np.int64, count=len(values))
+            pass
+        if all(type(v) is str for v in values):  # new names: given ids in order, then all looked up at once
+            for v in values:
+                if v not in self.raw:
+                    self.id(v)
+            return np.fromiter(map(self.raw.__getitem__, values), dtype=np.int64, count=len(values))
+        return np.fromiter(map(self.id, values), dtype=np.int64, count=len(values))
 
     def id(self, value: Any) -> int:
         if type(value) is str and value in self.raw:
