@@ -19,11 +19,14 @@ ones. The JSON is parsed with floats kept as their text and turned into integer 
 so 1695835542514261.123 µs is 1695835542514261123 ns exactly (a float64 keeps 0.25 µs there).
 
 Reading: the file is a stream (analysis.readers.kineto_stream: decompressed in a thread, cut into ~4 MiB
-pieces of traceEvents, never whole in memory); each piece becomes columns (analysis.readers.kineto_columns),
-here or, for a file of PARALLEL_BYTES of JSON and more, in worker processes, which read it from slots of
-memory shared with this one (copied once, not pickled through a pipe); this module merges the pieces in
-file order (names and threads get trace-wide ids) and builds the frames. docs/performance.md, "Kineto
-traces at scale", has the measurements behind each choice.
+pieces of traceEvents, never whole in memory); each piece becomes columns: by the C reader
+(analysis/readers/_kineto_fast.c, which lets go of the GIL), in threads for a file of THREAD_BYTES of JSON
+and more; by msgspec and analysis.readers.kineto_columns for a piece the C reader steps aside from, and
+for every piece where it is not built, then in worker processes for a file of PARALLEL_BYTES and more,
+which read it from slots of memory shared with this one (copied once, not pickled through a pipe). This
+module merges the pieces in file order (names and threads get trace-wide ids) and builds the frames.
+docs/performance.md, "Kineto JSON in C" and "Kineto traces at scale", has the measurements behind each
+choice.
 
 Ids: `global_tid` is composed as nsys does (pid in bits 24-47, tid in bits 0-23). Linux pids and tids fit;
 one that does not (a string, a pthread id) gets a small id of its own and the threads frame keeps the real

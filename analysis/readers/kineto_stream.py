@@ -7,8 +7,10 @@ What this module does instead (measured on the 1M-event trace of benchmarks/kine
 - Decompression runs in a thread of python-isal (`igzip_threaded`): 0.27 s of CPU for 419 MB against
   0.84 s for the stdlib's gzip, and it overlaps the parse.
 - The top-level object is walked key by key; `traceEvents` is cut into pieces of about `CHUNK` bytes at
-  an element boundary (a `}` followed by `,` or `]`), and each piece is decoded by msgspec into structs
-  that hold only the fields the reader needs: 2.9–3.7 s for the 1M events, 4× less than ijson. The structs
+  an element boundary (a `}` followed by `,` or `]`). Each piece is read into columns by the C reader
+  (analysis/readers/_kineto_fast.c: 0.34 of the CPU of what follows, docs/performance.md) or, where it
+  steps aside or is not built, decoded by msgspec into structs that hold only the fields the reader
+  needs: 2.9–3.7 s for the 1M events, 4× less than ijson. The structs
   are chosen by `ph` (a tagged union: a flow event, a third of a trace, decodes only its category; 18% less
   decoding than one struct for all), and where an element has no known phase, as `Event`s.
 - Whitespace is skipped by a regular expression, a buffer at a time, and a run that reaches the buffer's
