@@ -114,7 +114,7 @@ _SLOTS: mmap.mmap | None = None  # in a worker: the pool's shared slots
 
 
 def _attach(slots: mmap.mmap) -> None:
-    """A worker's start: keep the slots (inherited through fork, not pickled); gc off as in _build: the
+    """A worker's start: keep the slots (inherited through fork, not pickled); gc off as in build: the
     workers only make short-lived objects without cycles."""
     global _SLOTS
     _SLOTS = slots
