@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.advice import coverage
 from analysis.advice.health import capture_health
 from analysis.trace.opening import open_trace
 from harness.experiments.gpu_selftest import judged
@@ -94,3 +95,29 @@ def test_health_passes_the_whole_tiny_run(exports: dict[str, Path]) -> None:
     )
     assert checks["kernel names"] == ("ok", "all 3,444 kernels named")
     assert all(status != "fail" for status, _ in checks.values())
+
+
+def test_health_passes_the_self_test_whose_graph_was_captured(exports: dict[str, Path]) -> None:
+    """The two launches made while torch.cuda.graph captured a stream run only in the graph's replay: on an
+    H200 (2026-11-28) the self-test program's health failed GPU coverage on them: 2 of 15 "without GPU
+    work"."""
+    checks = checks_of(exports["selftest-cupti13-node"])
+    assert checks["GPU coverage"] == (
+        "ok",
+        "13 of 13 kernel launch calls ran; 1 graph launches, 1 with GPU work",
+    )
+    assert all(status != "fail" for status, _ in checks.values())
+
+
+def test_launches_without_work_but_no_stop_are_said_so(
+    exports: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without knowing of stream capture, the same capture has launch calls without GPU work before calls
+    with it: the evidence says they are not where a trace stopped (it said "the 0 launch calls after it")."""
+    monkeypatch.setattr(coverage, "CAPTURE_BEGINS", frozenset())
+    checks = checks_of(exports["selftest-cupti13-node"])
+    assert checks["GPU coverage"] == (
+        "fail",
+        "2 of 15 kernel launch calls (13.33%) have no GPU work; they are not where a trace stopped: launch "
+        "calls have GPU work to the last, at 4.877 s",
+    )

@@ -42,6 +42,10 @@ KERNEL_LAUNCHES = frozenset({
 # calls that launch a whole graph: many kernels under one correlation id, or none where nsys traces graphs
 # as a whole (--cuda-graph-trace=graph writes them to a table of their own)
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+# between these on one thread, launches are recorded into a graph, not run (torch.cuda.graph captures so)
+CAPTURE_BEGINS = frozenset({"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cuStreamBeginCapture",
+                            "cuStreamBeginCaptureToGraph", "hipStreamBeginCapture"})  # fmt: skip
+CAPTURE_ENDS = frozenset({"cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture"})
 SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
 PHASE_NAMES = ("forward", "backward", "optimizer", "allreduce", "prefill", "decode")
 
@@ -84,7 +88,10 @@ def seconds(ns: float, zero: int) -> str:
 
 def launches(trace: Trace) -> pd.DataFrame:
     """Every kernel or graph launch call: start, end, pid, correlation_id, name, graph (bool), work (GPU
-    events with its process and correlation id), work_end (the last of them to end, 0 without)."""
+    events with its process and correlation id), work_end (the last of them to end, 0 without). Kernel
+    launches made while their thread captures a stream into a CUDA graph are left out: they run only as
+    part of the graph, under its launch's correlation id (on an H200, the doctor's self-test program: 2 of
+    its 15 launch calls, which failed the capture's GPU coverage though every kernel ran)."""
     if not trace.has("runtime"):
         i64 = np.empty(0, np.int64)
         return pd.DataFrame(
@@ -94,7 +101,7 @@ def launches(trace: Trace) -> pd.DataFrame:
     calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
     names = {i: base_name(n) for i, n in trace.strings(calls["name_id"].unique()).items()}
     name = calls["name_id"].map(names)
-    keep = name.isin(KERNEL_LAUNCHES | GRAPH_LAUNCHES).to_numpy()
+    keep = name.isin(KERNEL_LAUNCHES | GRAPH_LAUNCHES).to_numpy() & ~_captured(calls, name)
     out = pd.DataFrame(
         {
             "start": calls["start"].to_numpy()[keep],
@@ -111,6 +118,25 @@ def launches(trace: Trace) -> pd.DataFrame:
     out["work"] = out["work"].fillna(0).astype(np.int64)
     out["work_end"] = out["work_end"].fillna(0).astype(np.int64)
     return out.sort_values("start", kind="stable").reset_index(drop=True)
+
+
+def _captured(calls: pd.DataFrame, name: pd.Series) -> np.ndarray:
+    """Which calls a thread made between its stream capture's begin and end (both recorded: a capture whose
+    end is missing hides nothing)."""
+    out = np.zeros(len(calls), dtype=bool)
+    begins, ends = name.isin(CAPTURE_BEGINS).to_numpy(), name.isin(CAPTURE_ENDS).to_numpy()
+    if not begins.any():
+        return out
+    tid, start = calls["global_tid"].to_numpy(), calls["start"].to_numpy()
+    end = calls["end"].to_numpy()
+    for t in np.unique(tid[begins]):
+        on = tid == t
+        stops = np.sort(end[ends & on])
+        for begin in start[begins & on]:
+            j = np.searchsorted(stops, begin)
+            if j < len(stops):
+                out |= on & (start > begin) & (start < stops[j])
+    return out
 
 
 def gpu_work(trace: Trace) -> pd.DataFrame:
@@ -328,6 +354,11 @@ def _stop(calls: pd.DataFrame, kernel_calls: pd.DataFrame, st: Steps, zero: int)
         return "no launch call has GPU work: the trace of kernels recorded nothing"
     stop = int(covered["start"].max())
     after = kernel_calls[kernel_calls["start"] > stop]
+    if after.empty:
+        return (
+            f"they are not where a trace stopped: launch calls have GPU work to the last, at "
+            f"{seconds(stop, zero)}"
+        )
     return (
         f"the trace of kernels stops at {seconds(stop, zero)}{_step_at(st, stop)}: the {len(after):,} launch "
         f"calls after it, to {seconds(kernel_calls['start'].max(), zero)}, have none"
