@@ -169,7 +169,8 @@ def energy_table(
     `tokens_per_step`: tokens one step processes (batch × context); each phase is credited all of them.
     avg_w is joules over the summed interval time; peak_w the highest power reading (or counter-derived
     period average) stamped inside the intervals, NaN where none fell inside (a phase shorter than the
-    sample period). The run's FLOPs are the sum over the phases `flops` has.
+    sample period) or where the highest is below avg_w (the samples missed the peak). The run's FLOPs are
+    the sum over the phases `flops` has.
     `groups`: extra rows summing devices, {label: devices}, default {"total": every device}; e.g.
     {"gpu": ["gpu0"], "total": [...]} for a GPU run that also samples the CPU package. A group's peak is
     the highest per-tick sum of its devices' power; a device without energy makes its group's joules NaN.
@@ -211,6 +212,7 @@ def energy_table(
             for label, members in groups.items()
         ]
         for device, method, joules, peak, n in [*per_device, *sums]:
+            avg = joules / (duration / 1e9) if duration > 0 else np.nan
             rows.append(
                 {
                     "scope": scope,
@@ -218,8 +220,10 @@ def energy_table(
                     "method": method,
                     "joules": joules,
                     "duration_ns": duration,
-                    "avg_w": joules / (duration / 1e9) if duration > 0 else np.nan,
-                    "peak_w": peak,
+                    "avg_w": avg,
+                    # readings (or a counter's period averages) that stay below the scope's own average
+                    # missed its peak: a 20-step run on an H200 gave 117 W "peak" for a 176 W average
+                    "peak_w": np.nan if peak < avg else peak,
                     "samples": n,
                     "flops": scope_flops,
                     "flops_per_j": scope_flops / joules if joules > 0 else np.nan,
