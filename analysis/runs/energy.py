@@ -28,6 +28,8 @@ from analysis.names import RUN_ENERGY_FIELDS
 
 TOTAL = "total"  # the device label of the row summing every device
 RUN = "run"  # the scope of the whole measured window
+PEAK_SLACK = 0.05  # a peak this share below the average power is not shown: the samples missed the peak
+
 ENERGY_COLUMNS = [
     "scope",
     "device",
@@ -169,8 +171,8 @@ def energy_table(
     `tokens_per_step`: tokens one step processes (batch × context); each phase is credited all of them.
     avg_w is joules over the summed interval time; peak_w the highest power reading (or counter-derived
     period average) stamped inside the intervals, NaN where none fell inside (a phase shorter than the
-    sample period) or where the highest is below avg_w (the samples missed the peak). The run's FLOPs are
-    the sum over the phases `flops` has.
+    sample period) or where the highest is below avg_w by more than PEAK_SLACK (the samples missed it).
+    The run's FLOPs are the sum over the phases `flops` has.
     `groups`: extra rows summing devices, {label: devices}, default {"total": every device}; e.g.
     {"gpu": ["gpu0"], "total": [...]} for a GPU run that also samples the CPU package. A group's peak is
     the highest per-tick sum of its devices' power; a device without energy makes its group's joules NaN.
@@ -221,9 +223,10 @@ def energy_table(
                     "joules": joules,
                     "duration_ns": duration,
                     "avg_w": avg,
-                    # readings (or a counter's period averages) that stay below the scope's own average
-                    # missed its peak: a 20-step run on an H200 gave 117 W "peak" for a 176 W average
-                    "peak_w": np.nan if peak < avg else peak,
+                    # readings (or a counter's period averages) that stay clearly below the scope's own
+                    # average missed its peak: a 20-step run on an H200 gave 117 W "peak" for a 176 W
+                    # average (a constant load's counter reads within a percent or two of its readings)
+                    "peak_w": np.nan if peak < avg * (1 - PEAK_SLACK) else peak,
                     "samples": n,
                     "flops": scope_flops,
                     "flops_per_j": scope_flops / joules if joules > 0 else np.nan,
