@@ -152,6 +152,53 @@ def test_program_lines_outlast_a_long_nsys_error(tmp_path: Path) -> None:
     assert prof.stderr_tail.splitlines()[-1] == "      Items {"
 
 
+def _agent_losing_nsys(folder: Path, losses: int) -> Path:
+    """A stand-in nsys that loses its agent on its first `losses` calls (counted in folder/calls), then
+    runs the program's part: prints `first` and exits 0."""
+    fake = folder / "nsys"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"echo x >> '{folder}/calls'\n"
+        f"if [ $(wc -l < '{folder}/calls') -le {losses} ]; then\n"
+        "  echo \"Connection to Agent lost. This is most likely a bug. Internal reason: 'End of file'.\"\n"
+        "  exit 1\n"
+        "fi\n"
+        "echo first\n"
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize(("losses", "calls", "returncode"), [(1, 2, 0), (2, 2, 1)])
+def test_a_capture_whose_nsys_lost_its_agent_is_made_once_more(
+    tmp_path: Path, losses: int, calls: int, returncode: int
+) -> None:
+    """nsys 2023.4 once lost its agent in a CI run ("Connection to Agent lost", no report): the capture is
+    made again, once, and the notes say so."""
+    fake = _agent_losing_nsys(tmp_path, losses)
+    info = nsys.NsysInfo(path=fake, version="2023.4.4.54", flags=NEW.flags, source="PATH")
+    prof = nsys.profile(info, nsys.ProfileOptions(output=tmp_path / "run", export_sqlite=False), ["true"])
+    assert (tmp_path / "calls").read_text().count("x") == calls
+    assert prof.returncode == returncode
+    assert prof.notes[0] == (
+        "nsys lost its agent before it wrote a report (Connection to Agent lost): captured once more"
+    )
+    assert prof.program_tail == (
+        "first"
+        if returncode == 0
+        else "Connection to Agent lost. This is most likely a bug. Internal reason: 'End of file'."
+    )
+
+
+def test_a_failed_program_is_not_captured_again(tmp_path: Path) -> None:
+    fake = tmp_path / "nsys"
+    fake.write_text(f"#!/bin/sh\necho x >> '{tmp_path}/calls'\necho 'boom'\nexit 3\n")
+    fake.chmod(0o755)
+    info = nsys.NsysInfo(path=fake, version="2023.4.4.54", flags=NEW.flags, source="PATH")
+    prof = nsys.profile(info, nsys.ProfileOptions(output=tmp_path / "run", export_sqlite=False), ["true"])
+    assert (tmp_path / "calls").read_text().count("x") == 1 and prof.returncode == 3 and prof.notes == []
+
+
 def _fake_nsys(folder: Path) -> Path:
     """A stand-in binary answering --version and `profile --help` like nsys 2022.4 does."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -155,6 +155,21 @@ def _generated(nsys_output: str) -> list[Path]:
     return found
 
 
+# nsys's own failure, not the program's: seen once in a CI run of nsys 2023.4 (two captures at once on 2
+# cores), "Connection to Agent lost. This is most likely a bug. Internal reason: 'End of file'."
+AGENT_LOST = "Connection to Agent lost"
+
+
+def _agent_lost(done: supervisor.Finished, base: Path | None) -> bool:
+    """Whether nsys failed on its own agent and left no report: worth one more capture."""
+    if done.interrupted or done.returncode == 0 or AGENT_LOST not in done.stdout:
+        return False
+    left = [p for p in _generated(done.stdout) if p.is_file()]
+    if base is not None:
+        left += [p for p in (base.with_name(base.name + s) for s in (".nsys-rep", ".qdstrm")) if p.is_file()]
+    return not left
+
+
 def profile(
     info: NsysInfo,
     opts: ProfileOptions,
@@ -168,6 +183,7 @@ def profile(
     `cleanup`
     folders go with them. Ctrl-C and SIGTERM are passed on to nsys, which stops collection, passes the signal
     to the program and writes what was recorded. A report name given with --nsys-arg=--output is followed.
+    Where nsys loses its own agent and writes no report, the capture is made once more, and said so.
     """
 
     argv, _ = build_profile_command(info, opts, target)
@@ -179,6 +195,9 @@ def profile(
             raise NsysError(f"cannot create the report's folder {base.parent}: {e.strerror}") from None
     notes: list[str] = []
     done = supervisor.run(argv, cleanup=cleanup, env=_env_for(opts, env), merge_stderr=True)
+    if _agent_lost(done, base):
+        notes.append(f"nsys lost its agent before it wrote a report ({AGENT_LOST}): captured once more")
+        done = supervisor.run(argv, cleanup=cleanup, env=_env_for(opts, env), merge_stderr=True)
     text = done.stdout
     if done.interrupted:
         notes.append(
