@@ -155,8 +155,9 @@ def _generated(nsys_output: str) -> list[Path]:
     return found
 
 
-# nsys's own failure, not the program's: seen once in a CI run of nsys 2023.4 (two captures at once on 2
-# cores), "Connection to Agent lost. This is most likely a bug. Internal reason: 'End of file'."
+# nsys's own failure, not the program's: seen once from nsys 2023.4 in a CI-like run on 2 cores (the same
+# test passed 3 of 3 alone): "Connection to Agent lost. This is most likely a bug. Internal reason: 'End of
+# file'."
 AGENT_LOST = "Connection to Agent lost"
 
 
