@@ -338,32 +338,41 @@ static inline __attribute__((always_inline)) void skip_value(Parser *ps, Val *v,
     skip_other(ps, v, depth);
 }
 
+/* `"key":` at ps->p, with the whitespace around the colon; sets fail where it is not there */
+static inline __attribute__((always_inline)) void object_key(Parser *ps, Val *k) {
+    if (ps->p >= ps->end || *ps->p != '"') { ps->fail = 1; return; }
+    parse_string(ps, k);
+    if (ps->fail) return;
+    ws(ps);
+    if (ps->p >= ps->end || *ps->p != ':') { ps->fail = 1; return; }
+    ps->p++;
+    ws(ps);
+}
+
+/* after a member of a container: 1 where a `,` leads to another, 0 at the closing `close` (or a failure) */
+static inline __attribute__((always_inline)) int next_member(Parser *ps, char close) {
+    if (ps->fail) return 0;
+    ws(ps);
+    if (ps->p < ps->end && *ps->p == ',') { ps->p++; ws(ps); return 1; }
+    if (ps->p < ps->end && *ps->p == close) { ps->p++; return 0; }
+    ps->fail = 1;
+    return 0;
+}
+
 static void skip_container(Parser *ps, int depth) {
     char close = *ps->p == '{' ? '}' : ']';
     int object = close == '}';
     ps->p++;
     ws(ps);
     if (ps->p < ps->end && *ps->p == close) { ps->p++; return; }
-    for (;;) {
+    do {
         Val v;
         if (object) {
-            if (ps->p >= ps->end || *ps->p != '"') { ps->fail = 1; return; }
-            parse_string(ps, &v);
+            object_key(ps, &v);
             if (ps->fail) return;
-            ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') { ps->fail = 1; return; }
-            ps->p++;
-            ws(ps);
         }
         skip_value(ps, &v, depth + 1);
-        if (ps->fail) return;
-        ws(ps);
-        if (ps->p >= ps->end) { ps->fail = 1; return; }
-        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
-        if (*ps->p == close) { ps->p++; return; }
-        ps->fail = 1;
-        return;
-    }
+    } while (next_member(ps, close));
 }
 
 static void skip_other(Parser *ps, Val *v, int depth) {
@@ -403,28 +412,20 @@ static inline int key_is(const Val *k, const char *s, Py_ssize_t n) {
 
 /* launch dimensions [x, y, z] packed as kineto_columns._dims does; NULLV where not three integers in range */
 static int64_t dims_value(Parser *ps, int s0, int s1) {
-    const char *save = ps->p;
     int64_t d[3];
     int n = 0, ok = 1;
     ps->p++;
     ws(ps);
     if (ps->p < ps->end && *ps->p == ']') { ps->p++; return NULLV; }
-    for (;;) {
+    do {
         Val v;
         skip_value(ps, &v, 2);
         if (ps->fail) return NULLV;
         if (n < 3 && v.kind == V_INT && v.i >= 0) d[n] = v.i;
         else ok = 0;
         n++;
-        ws(ps);
-        if (ps->p >= ps->end) { ps->fail = 1; return NULLV; }
-        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
-        if (*ps->p == ']') { ps->p++; break; }
-        ps->fail = 1;
-        return NULLV;
-    }
-    (void)save;
-    if (!ok || n != 3) return NULLV;
+    } while (next_member(ps, ']'));
+    if (ps->fail || !ok || n != 3) return NULLV;
     if (d[0] >= ((int64_t)1 << (63 - s0)) || d[1] >= ((int64_t)1 << (s0 - s1)) || d[2] >= ((int64_t)1 << s1))
         return NULLV;
     return (d[0] << s0) + (d[1] << s1) + d[2];
@@ -447,16 +448,10 @@ static void parse_args(Parser *ps, Args *a) {
     ps->p++;
     ws(ps);
     if (ps->p < ps->end && *ps->p == '}') { ps->p++; return; }
-    for (;;) {
+    do {
         Val k;
-        if (ps->p >= ps->end || *ps->p != '"') { ps->fail = 1; return; }
-        parse_string(ps, &k);
-        if (ps->fail) return;
-        if (k.esc) { ps->fail = 1; return; }
-        ws(ps);
-        if (ps->p >= ps->end || *ps->p != ':') { ps->fail = 1; return; }
-        ps->p++;
-        ws(ps);
+        object_key(ps, &k);
+        if (ps->fail || k.esc) { ps->fail = 1; return; }
         int field = -1;
         switch (k.n) {
         case 4: if (KEY(&k, "grid")) field = A_GRID; else if (KEY(&k, "name")) field = A_NAME; break;
@@ -479,14 +474,7 @@ static void parse_args(Parser *ps, Args *a) {
                 skip_value(ps, v, 2);
             }
         }
-        if (ps->fail) return;
-        ws(ps);
-        if (ps->p >= ps->end) { ps->fail = 1; return; }
-        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
-        if (*ps->p == '}') { ps->p++; return; }
-        ps->fail = 1;
-        return;
-    }
+    } while (next_member(ps, '}'));
 }
 
 static void parse_event(Parser *ps, Event *e) {
@@ -497,16 +485,10 @@ static void parse_event(Parser *ps, Event *e) {
     ps->p++;
     ws(ps);
     if (ps->p < ps->end && *ps->p == '}') { ps->p++; return; }
-    for (;;) {
+    do {
         Val k;
-        if (ps->p >= ps->end || *ps->p != '"') { ps->fail = 1; return; }
-        parse_string(ps, &k);
-        if (ps->fail) return;
-        if (k.esc) { ps->fail = 1; return; }
-        ws(ps);
-        if (ps->p >= ps->end || *ps->p != ':') { ps->fail = 1; return; }
-        ps->p++;
-        ws(ps);
+        object_key(ps, &k);
+        if (ps->fail || k.esc) { ps->fail = 1; return; }
         Val *slot = NULL;
         switch (k.n) {
         case 2:
@@ -534,14 +516,7 @@ static void parse_event(Parser *ps, Event *e) {
             Val v;
             skip_value(ps, slot ? slot : &v, 1);
         }
-        if (ps->fail) return;
-        ws(ps);
-        if (ps->p >= ps->end) { ps->fail = 1; return; }
-        if (*ps->p == ',') { ps->p++; ws(ps); continue; }
-        if (*ps->p == '}') { ps->p++; return; }
-        ps->fail = 1;
-        return;
-    }
+    } while (next_member(ps, '}'));
 }
 
 /* ---- values as kineto_columns reads them ------------------------------------------------------------ */
