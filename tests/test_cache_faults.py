@@ -5,6 +5,7 @@ cache folder."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -305,3 +306,27 @@ def test_a_wal_export_named_through_a_link_is_read_with_its_log(
     assert table["Instances"].sum() == 10
     assert "changes in report.sqlite-wal that are not in the file itself" in err.replace("\n      ", " ")
     assert sorted(p.name for p in links.iterdir()) == ["report.sqlite"]
+
+
+def test_a_disk_that_fills_while_the_cache_is_written_leaves_the_numbers_whole(
+    a100_export: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI once ran on a disk that filled up: every table that wrote its columns block by block failed with
+    ENOSPC. The cache is only a copy: the command goes on from the export, says so once, leaves no part."""
+    import pyarrow.parquet as pq
+
+    def full(self: object, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(pq.ParquetWriter, "write_table", full)
+        with open_trace(a100_export) as t:
+            table = kernel_summary(t)
+    assert table["Total Time (ns)"].tolist() == [88_573_480]
+    said = [n for n in table.attrs["notes"] if "No space left on device" in n]
+    assert len(said) == 1 and "nothing more was cached" in said[0]
+    assert not list(cache_dir.glob("*/.tmp-*")) and not list(cache_dir.glob("*/kernels.*"))
+    with open_trace(a100_export) as t:  # room again: read from the export, and cached this time
+        assert kernel_summary(t)["Total Time (ns)"].tolist() == [88_573_480]
+        assert t.source_reads
+    assert list(cache_dir.glob("*/kernels.*.parquet"))

@@ -276,16 +276,30 @@ class Trace:
         try:
             for block in source:
                 if writer is not None:
-                    writer.write(block)
+                    writer = self._write_block(writer, block)
                 total = len(block[columns[0]])
                 for lo in range(0, total, rows):
                     yield {c: block[c][lo : lo + rows] for c in columns}
             if writer is not None:
-                writer.close()
+                try:
+                    writer.close()
+                except OSError as e:
+                    self._unwritable(e)
+                    writer.abort()
                 writer = None
         finally:
             if writer is not None:
                 writer.abort()
+
+    def _write_block(self, writer: Any, block: Mapping[str, Any]) -> Any:
+        """The writer after `block` went to the cache; None when the cache cannot take it (a full disk):
+        the command goes on from the source."""
+        try:
+            writer.write(block)
+        except OSError as e:  # write() aborted: nothing of this frame is left half-written
+            self._unwritable(e)
+            return None
+        return writer
 
     def _writer(self, frame: str, columns: list[str]) -> Any:
         """A block writer of `columns` into the cache entry (analysis.trace.cache.ColumnWriter); None
@@ -463,7 +477,7 @@ class Trace:
             root = str(entry.cache.root)
             if root not in _unwritable_said:
                 _unwritable_said.add(root)
-                self.note(f"cache folder {root} is not writable ({e.strerror}): nothing was cached")
+                self.note(f"cache folder {root} is not writable ({e.strerror or e}): nothing more was cached")
         self._entry = None
 
 
