@@ -15,7 +15,7 @@ PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 setup: $(STAMP) nsys
 
-$(STAMP): pyproject.toml setup.py analysis/readers/_kineto_fast.c
+$(STAMP): pyproject.toml setup.py $(wildcard analysis/readers/_kineto_*.[ch])
 	@echo "setup 1/4: virtual environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "setup 2/4: upgrading pip"
