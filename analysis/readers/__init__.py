@@ -16,8 +16,10 @@ if TYPE_CHECKING:  # numpy is imported where it is used: a warm command served f
     import numpy as np
 
 NULL = -9223372036854775807  # stands for a missing value in integer columns
-# The nsys reader's version, here so that finding a cache entry imports no reader (analysis.trace.results).
-NSYS_VERSION = "nsys-4"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+# The readers' versions, here so that finding a cache entry imports no reader (analysis.trace.results; the
+# Kineto reader imports pandas). Bump one when what its frames hold changes: cached frames are rebuilt.
+NSYS_VERSION = "nsys-4"
+KINETO_VERSION = "kineto-5"
 
 
 def valid_duration(start: np.ndarray, end: np.ndarray) -> np.ndarray:

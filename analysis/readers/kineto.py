@@ -50,6 +50,7 @@ import pandas as pd
 from isal import igzip_threaded
 from isal.isal_zlib import IsalError
 
+from analysis import readers
 from analysis.errors import ExportError
 from analysis.readers import kineto_pool, valid_duration
 from analysis.readers.kineto_build import HINTS, build
@@ -59,7 +60,7 @@ from analysis.readers.kineto_stream import TraceStream
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
-VERSION = "kineto-5"  # bump when what a frame holds changes: cached frames of other versions are rebuilt
+VERSION = readers.KINETO_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
 FORMAT = "kineto-json"
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),

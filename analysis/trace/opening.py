@@ -30,10 +30,7 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
             f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
         )
     if _looks_like_json(path):
-        # imported here: it imports pandas and isal, which an nsys export (or a warm command) never needs
-        from analysis.readers import kineto
-
-        return Trace(path, kineto.open_kineto, kineto.VERSION, cache=cache)
+        return Trace(path, _open_kineto, readers.KINETO_VERSION, cache=cache)
     # an export whose write-ahead log holds changes: its content is file and log, and the log changes
     # without the file, so the file's identity does not name it
     why = sqlite_files.not_cached_why(path) if cache else None
@@ -59,6 +56,14 @@ def not_a_file(path: Path) -> None:
         f"{path} is {what}, not a file: an export or trace is read more than once (its type, the cache's "
         "key, then its rows), so save it to a file first (e.g. `cat … > trace.json`) and pass that"
     )
+
+
+def _open_kineto(path: Path) -> Any:
+    """The Kineto reader, opened when the source is read."""
+    # imported here: it imports pandas and isal, which an nsys export or a warm command never needs
+    from analysis.readers import kineto
+
+    return kineto.open_kineto(path)
 
 
 def _open_nsys(path: Path) -> Any:
