@@ -53,19 +53,24 @@ def test_second_open_reads_parquet_only(a100_export: Path, a100_expected: Path, 
     assert warm.count("kernels") == 5 and warm.meta["schema"] == "2.9.1"
 
 
-def test_warm_command_needs_no_sqlalchemy(a100_export: Path, tmp_path: Path) -> None:
+def _kernels_twice(report: Path, module: str, cache: Path) -> list[subprocess.CompletedProcess[str]]:
+    """`harness kernels REPORT --format csv` run twice in fresh processes sharing the cache folder `cache`
+    (cold, then warm), each output ending with a line saying whether `module` was imported: the module's
+    name in capitals, or NO- before it."""
     code = (
         "import sys\nfrom harness.cli import app\n"
         "try:\n    app(['kernels', sys.argv[1], '--format', 'csv'])\nexcept SystemExit:\n    pass\n"
-        "print('SQLALCHEMY' if 'sqlalchemy' in sys.modules else 'NO-SQLALCHEMY')"
+        f"print(('' if {module!r} in sys.modules else 'NO-') + {module.upper()!r})"
     )
-    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "c")}
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", code, str(a100_export)], capture_output=True, text=True, env=env
-        )
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache)}
+    return [
+        subprocess.run([sys.executable, "-c", code, str(report)], capture_output=True, text=True, env=env)
         for _ in range(2)
     ]
+
+
+def test_warm_command_needs_no_sqlalchemy(a100_export: Path, tmp_path: Path) -> None:
+    runs = _kernels_twice(a100_export, "sqlalchemy", tmp_path / "c")
     assert [r.stdout.strip().splitlines()[-1] for r in runs] == ["SQLALCHEMY", "NO-SQLALCHEMY"]
     assert runs[0].stdout.splitlines()[:2] == runs[1].stdout.splitlines()[:2]
     assert "88573480" in runs[1].stdout
@@ -80,17 +85,7 @@ def test_warm_command_on_a_kineto_trace_needs_no_pandas(tmp_path: Path) -> None:
          "args": {**args, "correlation": i}}
         for i in range(30)
     ]  # fmt: skip
-    trace = write_trace(tmp_path / "trace.json.gz", events)
-    code = (
-        "import sys\nfrom harness.cli import app\n"
-        "try:\n    app(['kernels', sys.argv[1], '--format', 'csv'])\nexcept SystemExit:\n    pass\n"
-        "print('PANDAS' if 'pandas' in sys.modules else 'NO-PANDAS')"
-    )
-    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "c")}
-    runs = [
-        subprocess.run([sys.executable, "-c", code, str(trace)], capture_output=True, text=True, env=env)
-        for _ in range(2)
-    ]
+    runs = _kernels_twice(write_trace(tmp_path / "trace.json.gz", events), "pandas", tmp_path / "c")
     assert [r.stdout.strip().splitlines()[-1] for r in runs] == ["PANDAS", "NO-PANDAS"]
     assert runs[0].stdout.splitlines()[:4] == runs[1].stdout.splitlines()[:4]
     table = pd.read_csv(io.StringIO("\n".join(runs[1].stdout.splitlines()[:-1])))
