@@ -96,6 +96,8 @@ def make_trace(src: Path, dst: Path, target: int, size: int = 0) -> tuple[int, i
     complete events, or `size` bytes of JSON where given: (complete events written, bytes of uncompressed
     JSON). The copies are written as they are made, so building a 3M-event trace holds only the source
     trace in memory."""
+    if not src.is_file():
+        raise SystemExit(f"{src} not found: the traces are built from the corpus (../shared/fixtures)")
     with gzip.open(src, "rt") as f:
         doc = json.load(f)
     events: list[dict[str, Any]] = doc.pop("traceEvents")

@@ -69,6 +69,8 @@ def make_big_export(
     """Write the big export to `out` (replaced if there); say what it holds."""
     if shape_variants < 1:
         raise ValueError("shape_variants must be at least 1")
+    if not source.is_file():
+        raise SystemExit(f"{source} not found: put the corpus at ../shared/fixtures, or pass --source")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     shutil.copyfile(source, out)
