@@ -26,13 +26,9 @@ from harness.store import unsaved
 def long_run(steps: int, folder: Path, warmup: int = 2) -> Path:
     """A train run of `steps` measured steps (and `warmup` before), written as `run` writes an unsaved one."""
     rng = random.Random(0)
+    phases = {"forward": 10_000_000, "backward": 20_000_000, "optimizer": 5_000_000}
     records = [
-        StepRecord(
-            step=i,
-            warmup=i < warmup,
-            phases={p: int(ns * (1 + 0.05 * rng.random())) for p, ns in
-                    (("forward", 10_000_000), ("backward", 20_000_000), ("optimizer", 5_000_000))},
-        )  # fmt: skip
+        StepRecord(i, i < warmup, {p: int(ns * (1 + 0.05 * rng.random())) for p, ns in phases.items()})
         for i in range(steps + warmup)
     ]
     result = RunResult(
