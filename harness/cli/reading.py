@@ -146,16 +146,18 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         combined.notes = [*skipped, *combined.notes]
         _render(_decided(table, combined), reading, top=None)
         return
-    trace = opening.open_report(paths[0], cache=not reading.no_cache)
-    if table.one_without_pandas is not None and not hta:
-        result = table.one_without_pandas(trace, paths[0].name, **_own(options))
-    else:
-        result = registry.TABLES[kind].one(trace, paths[0].name, **options)
-    result = _decided(table, result)
-    result.notes = [*skipped, *result.notes]
-    if kept:
-        key = _key(options, paths[0])
-        kept_tables.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
+    with opening.open_report(paths[0], cache=not reading.no_cache) as trace:  # closed: its private copy goes
+        if table.one_without_pandas is not None and not hta:
+            result = table.one_without_pandas(trace, paths[0].name, **_own(options))
+        else:
+            result = registry.TABLES[kind].one(trace, paths[0].name, **options)
+        result = _decided(table, result)
+        result.notes = [*skipped, *result.notes]
+        if kept:
+            key = _key(options, paths[0])
+            kept_tables.keep(
+                trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled
+            )
     _render(result, reading, top)
 
 
