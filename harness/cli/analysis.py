@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import shutil
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import FormatOpt, cli_errors, note
+from harness.cli.common import FormatOpt, cli_errors, err, note
 from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, operator_options
 from harness.cli.output import Format, emit, emit_many
@@ -319,10 +318,17 @@ def cache_cmd(
         freed = cache.evict()
         note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
     if clear:
-        removed, freed = cache.clear(report)
+        cleared = cache.clear(report)
         if report is None:
-            shutil.rmtree(opening.exports_dir(), ignore_errors=True)
-        note(f"removed {removed} cache entries ({freed:,} bytes) from {cache.root}")
+            exports = opening.exports_dir()
+            why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None
+            if why is not None:
+                cleared.kept.append((exports, why))
+        note(f"removed {cleared.removed} cache entries ({cleared.freed:,} bytes) from {cache.root}")
+        for folder, why in cleared.kept:
+            err(f"could not remove {folder}: {why}")
+        if cleared.kept:
+            raise typer.Exit(1)
         return
     emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
 
