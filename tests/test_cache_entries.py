@@ -153,9 +153,8 @@ def test_an_entry_copied_whole_from_another_export_is_removed(
     shutil.copytree(entry_of(other), mine)
     rows, said = kernels_json(a100_export)
     assert total(rows) == A100_TOTAL
-    assert (
-        f"the cache entry of {a100_export.resolve()} held another source's data ({other.resolve()})" in said
-    )
+    held = f"the cache entry of {a100_export.resolve()} held data not written for it (its meta.json names"
+    assert f"{held} {other.resolve()}): it was removed, and the source is read again" in said
     assert total(kernels_json(a100_export)[0]) == A100_TOTAL
 
 

@@ -90,15 +90,12 @@ class Entry:
         meta = read_json(self.folder / META)
         if meta is None:
             return None
-        if (meta.get("source"), meta.get("size"), meta.get("digest")) != (
-            self.source,
-            self.size,
-            self.digest,
-        ):
+        theirs = (meta.get("source"), meta.get("size"), meta.get("digest"))
+        if theirs != (self.source, self.size, self.digest):  # copied in, or edited: nothing of it is sure
             remove_tree(self.folder)
             self.notes.append(
-                f"the cache entry of {self.source} held another source's data ({meta.get('source')!s:.200}): "
-                "it was removed, and the source is read again"
+                f"the cache entry of {self.source} held data not written for it (its {META} names "
+                f"{str(theirs[0])[:200]}): it was removed, and the source is read again"
             )
             return None
         kept = meta.get("whole")
