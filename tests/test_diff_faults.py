@@ -3,6 +3,7 @@ steps, a side that is a missing file, the same export on both sides."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,83 @@ def test_the_same_export_twice_prints_each_note_once(tmp_path: Path) -> None:
     r = runner.invoke(app, ["diff", str(trace), str(trace), "--wide"])
     assert r.exit_code == 0, r.output
     assert r.output.count("left out 1 Kineto events") == 1, r.output
+
+
+def _imported(run: RunResult, tmp_path: Path) -> None:
+    """`run` written as `harness run` writes a run the database would not take, then `harness import`ed."""
+    from datetime import UTC, datetime
+
+    from harness.store import unsaved
+
+    path = unsaved.write(unsaved.PendingRun(result=run, created_at=datetime.now(UTC)), [tmp_path], "test")
+    r = runner.invoke(app, ["import", str(path)])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize(
+    ("status", "error"), [("oom", "CUDA out of memory"), ("error", "RuntimeError: boom")]
+)
+def test_an_imported_run_that_did_not_end_ok_fails_the_gate_whatever_steps_it_holds(
+    tmp_db: str, tmp_path: Path, status: str, error: str
+) -> None:
+    """An OOM or failed run with its measured steps (imported, as `run` wrote it) was gated as a good one:
+    exit 0, no note; a degraded one was refused."""
+    ResultsStore(tmp_db).save(make_run("base-1", noise=0.01, seed=1))
+    ended = make_run("ended-1", noise=0.01, seed=2)
+    ended.status, ended.error = status, error
+    _imported(ended, tmp_path)
+    for args in (["base-1", "ended-1"], ["ended-1", "base-1"]):
+        r = runner.invoke(app, ["diff", *args, "--gate", "5"], env={"COLUMNS": "200"})
+        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        said = " ".join(r.stderr.split())
+        assert (
+            f"gate: ended-1 ended {status} ({error}): a gate passes only between runs that ended ok" in said
+        )
+    _, notes = _overall(["base-1", "ended-1"])
+    assert notes == [f"ended-1 ended {status} ({error}): its steps are those it measured before"]
+
+
+def _without(run: RunResult, phase: str, steps: range) -> RunResult:
+    for s in run.steps:
+        if s.step in steps:
+            s.phases.pop(phase)
+    return run
+
+
+def _overall(args: list[str]) -> tuple[dict, list[str]]:
+    r = runner.invoke(app, ["diff", *args, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (phases,) = [v for k, v in doc.items() if k.startswith("Phases")]
+    steps = [n for n in doc["notes"] if "has no export" not in n]  # the runs were not profiled
+    return {row["Phase"]: row for row in phases}["overall (step)"], steps
+
+
+def test_steps_without_a_phase_are_left_out_of_the_overall_step_and_said(tmp_db: str) -> None:
+    """A stored run with 10 of its 30 steps without `optimizer` (5 ms of 35): the overall step set their
+    sums against whole steps (-4.8 %) without a word."""
+    store = ResultsStore(tmp_db)
+    store.save(make_run("whole-1", noise=0.01, seed=1))
+    store.save(_without(make_run("short-1", noise=0.01, seed=2), "optimizer", range(2, 12)))
+    overall, notes = _overall(["whole-1", "short-1"])
+    assert (overall["Steps A"], overall["Steps B"]) == (30, 20)
+    assert abs(overall["Δ (%)"]) < 1.5  # same work on both sides: the noise, 1% a phase
+    assert notes == [
+        "10 of 30 measured steps of B (short-1) do not time all of forward, backward, optimizer (step 2 "
+        "lacks optimizer): left out of the overall step, whose sum would be of other work"
+    ]
+
+
+def test_a_phase_one_side_alone_times_is_left_out_of_the_overall_step_and_said(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(make_run("whole-1", noise=0.01, seed=1))
+    store.save(_without(make_run("two-1", noise=0.01, seed=2), "optimizer", range(32)))
+    overall, notes = _overall(["whole-1", "two-1"])
+    assert (overall["Steps A"], overall["Steps B"]) == (30, 30)
+    assert abs(overall["Δ (%)"]) < 1.5  # forward + backward on both sides (with optimizer: -14 %)
+    assert notes == [
+        "A (whole-1) alone times optimizer: left out of the overall step, which sums forward, backward on "
+        "both sides"
+    ]
+    gated = runner.invoke(app, ["diff", "whole-1", "two-1", "--gate", "5"])
+    assert gated.exit_code == 0, gated.output

@@ -122,6 +122,14 @@ CASES = [
     ("result.env", ["x"], "env is list, not an object"),
     ("save", [], "save is list, not an object"),
     ("save.nsys_sqlite", 5, "save.nsys_sqlite is 5, not text"),
+    # steps the step loop never records: `diff` set such sums against whole steps
+    ("result.steps.2.step", 1, "steps[2].step is 1, as steps[1]: a step is recorded once"),
+    (
+        "result.steps.3.phases",
+        {"forward": 224725737, "backward": 622661148},
+        "steps[3].phases lacks optimizer: a train step times forward, backward, optimizer",
+    ),
+    ("result.steps", [], "steps hold no measured step, but the run's status is ok"),
 ]
 
 

@@ -132,7 +132,7 @@ registry.NAMES = tuple(m.__name__.rpartition(".")[2] for m in registry.MODULES)
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.core.records import RunConfig, RunResult
+from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.store import unsaved
 
 runner = CliRunner()
@@ -143,7 +143,9 @@ print("CHOICES", ",".join(p.value for p in Profiler))
 done = runner.invoke(app, ["run", "tiny", "--device", "cpu", "--profiler", "perf", "--nsys-force",
                            "--profile-dir", str(folder / "p"), "--db", db])
 print("RUN", done.exit_code, done.output.replace(chr(10), " | "))
-result = RunResult(run_id="tiny-unsaved", config=RunConfig(model="tiny", device="cpu"), status="ok")
+steps = [StepRecord(step=0, warmup=False, phases={"forward": 1000, "backward": 2000, "optimizer": 3})]
+result = RunResult(run_id="tiny-unsaved", config=RunConfig(model="tiny", device="cpu", warmup=0, steps=1),
+                   status="ok", steps=steps)
 pending = unsaved.PendingRun(result=result, created_at=datetime.now(UTC), profiler="perf")
 file = unsaved.write(pending, [folder], "test")
 done = runner.invoke(app, ["import", str(file), "--db", db])

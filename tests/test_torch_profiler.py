@@ -143,7 +143,8 @@ def test_unsaved_run_keeps_its_artifacts(tmp_path) -> None:
     from harness.store import unsaved
 
     config = RunConfig(model="tiny", device="cpu", warmup=0, steps=1)
-    result = RunResult(run_id="tiny-u", config=config, status="ok")
+    steps = [StepRecord(step=0, warmup=False, phases={"forward": 1000, "backward": 2000, "optimizer": 3})]
+    result = RunResult(run_id="tiny-u", config=config, status="ok", steps=steps)
     pending = unsaved.PendingRun(result=result, created_at=datetime.now(UTC), profiler="torch",
                                  artifacts={"trace": "/p/t.pt.trace.json.gz"})  # fmt: skip
     back = unsaved.read(unsaved.write(pending, [tmp_path], "test"), registry.NAMES)

@@ -141,27 +141,72 @@ class PhaseVerdict:
         return VERDICTS[self.comparison.outcome]
 
 
-def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
-    """Measured (not warm-up) phase durations, plus STEP_SUM: each step's phases added up."""
+def measured_steps(steps: pd.DataFrame, phases: list[str] | None = None) -> pd.DataFrame:
+    """Measured (not warm-up) phase durations, plus STEP_SUM: each step's phases added up; with `phases`,
+    those alone, over the steps that hold every one of them (a sum of other phases is another step)."""
     s = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
     s = s[["step", "phase", "duration_ns"]]
-    total = s.groupby("step", as_index=False)["duration_ns"].sum().assign(phase=STEP_SUM)
+    summed = s
+    if phases is not None:
+        summed = s[s["phase"].isin(phases)]
+        held = summed.groupby("step")["phase"].nunique()
+        summed = summed[summed["step"].isin(held.index[held == len(phases)])]
+    total = summed.groupby("step", as_index=False)["duration_ns"].sum().assign(phase=STEP_SUM)
     return pd.concat([s, total[["step", "phase", "duration_ns"]]], ignore_index=True)
 
 
+def common_phases(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[str]:
+    """The phases both sides measured, in A's order."""
+    a, b = (s[~s["warmup"].astype(bool)] if "warmup" in s else s for s in (steps_a, steps_b))
+    return [p for p in dict.fromkeys(a["phase"]) if p in set(b["phase"]) and p != STEP_SUM]
+
+
 def phase_verdicts(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[PhaseVerdict]:
-    """Per phase present on both sides (and STEP_SUM last): B against A, from the per-step durations.
+    """Per phase present on both sides (and STEP_SUM last): B against A, from the per-step durations. The
+    whole step is the sum of those phases, over the steps that hold them all (`unlike_steps` says what
+    that leaves out).
 
     Each frame has step, phase, duration_ns (and optionally warmup, which is left out, and run, when a side
     holds several runs).
     """
-    a, b = measured_steps(steps_a), measured_steps(steps_b)
-    phases = [p for p in dict.fromkeys(a["phase"]) if p in set(b["phase"]) and p != STEP_SUM]
+    phases = common_phases(steps_a, steps_b)
+    a, b = measured_steps(steps_a, phases), measured_steps(steps_b, phases)
     out = []
     for phase in [*phases, STEP_SUM]:
         c = compare_samples(a[a["phase"] == phase], b[b["phase"] == phase])
         out.append(PhaseVerdict(phase, c))
     return out
+
+
+def unlike_steps(
+    steps_a: pd.DataFrame, steps_b: pd.DataFrame, labels: tuple[str, str] = ("A", "B")
+) -> list[str]:
+    """What the whole step of `phase_verdicts` leaves out, as notes: phases one side alone measured, and
+    steps without one of the phases both did. Nothing when every step of both holds the same phases."""
+    phases = common_phases(steps_a, steps_b)
+    notes = []
+    if not phases:
+        return [f"{labels[0]} and {labels[1]} time no phase in common: their steps are not compared"]
+    for label, steps in zip(labels, (steps_a, steps_b), strict=True):
+        s = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+        only = [p for p in dict.fromkeys(s["phase"]) if p not in phases and p != STEP_SUM]
+        if only:
+            notes.append(
+                f"{label} alone times {', '.join(map(str, only))}: left out of the overall step, which sums "
+                f"{', '.join(phases)} on both sides"
+            )
+        held = s[s["phase"].isin(phases)].groupby("step")["phase"].nunique()
+        held = held.reindex(s["step"].unique(), fill_value=0)
+        short = held.index[held < len(phases)]
+        if len(short):
+            first = short.min()
+            lacking = [p for p in phases if p not in set(s[s["step"] == first]["phase"])]
+            notes.append(
+                f"{len(short):,} of {len(held):,} measured steps of {label} do not time all of "
+                f"{', '.join(phases)} (step {first} lacks {', '.join(lacking)}): left out of the overall "
+                "step, whose sum would be of other work"
+            )
+    return notes
 
 
 def verdict_table(verdicts: list[PhaseVerdict]) -> pd.DataFrame:

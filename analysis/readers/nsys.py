@@ -20,14 +20,13 @@ integer column) is read again with such values turned into NULL, so one bad row 
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.readers import NSYS_VERSION, NULL, nsys_nvtx
+from analysis.readers import NSYS_VERSION, NULL, nsys_nvtx, sqlite_files
 from analysis.readers.nsys_nvtx import NVTX, PUSHPOP_TYPES, STARTEND_TYPES
 from analysis.readers.nsys_sql import SqlExport, _ident
 
@@ -146,7 +145,8 @@ class NsysReader(SqlExport):
     def close(self) -> None:
         self.engine.dispose()
         if self.copy_folder is not None:
-            shutil.rmtree(self.copy_folder, ignore_errors=True)
+            sqlite_files.remove_copy(self.copy_folder)
+            self.copy_folder = None
 
     # --- what the trace model asks ------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ ExportError saying what is wrong.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -68,7 +67,7 @@ def open_nsys(path: str | Path) -> NsysReader:
         try:
             return _open(path, sqlite_files.uri(source, "rw"), folder)
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            sqlite_files.remove_copy(folder)
             raise
     except exc.DBAPIError as e:
         raise sqlite_error(path, e.orig) from None

@@ -28,7 +28,9 @@ export can be served from the cache.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -129,13 +131,21 @@ def uri(path: Path, mode: str) -> str:
                                                      "rw": "mode=rw"}[mode]  # fmt: skip
 
 
+_COPIES: dict[Path, int] = {}  # the private copies' folders not removed yet -> the process that made each
+
+
 def private_copy(path: Path) -> tuple[Path, Path]:
     """`path` and its log or journal copied into a new temporary folder: (the copy, the folder). The caller
-    removes the folder. Raises OSError (no space, say) having removed it."""
+    removes the folder (`remove_copy`: the reader's close); one still there when the process ends (a
+    command that never closed its reader, an error, Ctrl-C) is removed then, so no whole copy of an export
+    outlives the command. Raises OSError (no space, say) having removed it."""
     import shutil
     import tempfile
 
+    if not _COPIES:
+        atexit.register(_remove_left)  # once per process: registering twice removes twice, harmlessly
     folder = Path(tempfile.mkdtemp(prefix="harness-export-"))
+    _COPIES[folder] = os.getpid()
     try:
         copy = folder / "export.sqlite"
         shutil.copyfile(path, copy)
@@ -143,9 +153,24 @@ def private_copy(path: Path) -> tuple[Path, Path]:
             with contextlib.suppress(FileNotFoundError):
                 shutil.copyfile(_beside(path, suffix), copy.with_name(copy.name + suffix))
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_copy(folder)
         raise
     return copy, folder
+
+
+def remove_copy(folder: Path) -> None:
+    """Remove a folder `private_copy` made (gone already: nothing to do)."""
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+    _COPIES.pop(folder, None)
+
+
+def _remove_left() -> None:
+    """At the process's exit: the copies it made and did not remove (a forked worker leaves its parent's)."""
+    for folder, pid in list(_COPIES.items()):
+        if pid == os.getpid():
+            remove_copy(folder)
 
 
 def not_cached_why(path: Path) -> str | None:

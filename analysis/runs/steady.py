@@ -46,14 +46,22 @@ class Steady:
 
 def median_rank(n: int, confidence: float = CONFIDENCE) -> int:
     """k (1-based) of the order statistics x(k), x(n+1-k) that bound the median with `confidence`; 0 when
-    n is too small for any pair to reach it (the interval is then the whole range)."""
-    tail, k, cdf = (1 - confidence) / 2, 0, 0.0
-    for j in range(n // 2 + 1):
-        cdf += math.comb(n, j) / 2**n  # P(B <= j)
+    n is too small for any pair to reach it (the interval is then the whole range).
+
+    The least j with P(B <= j) > tail, B ~ Binomial(n, 1/2), walked up from 12 standard deviations (6·√n)
+    below the mean: what lies below holds less than exp(-72) of the mass (Hoeffding), so O(√n) steps, each
+    term the last times (n - j) / (j + 1), the first from lgamma. Summing math.comb(n, j) / 2**n from j = 0
+    made integers of n bits at every step: 28 s at n = 20,000, for a run's every phase."""
+    tail = (1 - confidence) / 2
+    j = max(0, math.floor(n / 2 - 6 * math.sqrt(n)))
+    pmf = math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) - n * math.log(2))
+    cdf = 0.0  # P(B <= j), less what lies below the start
+    while True:
+        cdf += pmf
         if cdf > tail:
-            break
-        k = j + 1  # P(B < k) = P(B <= j) <= tail
-    return k
+            return j  # P(B <= j - 1) <= tail < P(B <= j)
+        pmf *= (n - j) / (j + 1)
+        j += 1
 
 
 def steady(durations: Sequence[float]) -> Steady:

@@ -32,6 +32,15 @@ what it writes to the size it found at its last scan of the folder, and scans (a
 passes the limit or it wrote an eighth of the room left. An entry's name starts with a hash of its source's
 path alone, so the entries of a source's versions before are found in one listing of the folder: with
 1,024 exports read in one command, reading every entry's meta per write made the time quadratic.
+
+Every file of an entry holds its source's digest (`Entry.digest`, the hash that names the entry): a
+Parquet file in its key-value metadata (SOURCE_KEY), meta.json and each kept table (analysis.trace.results)
+as a field. An entry is checked when it is opened: a Parquet file without this source's digest (copied in
+from another export's entry, or damaged) is deleted, with a note, and its columns read again from the
+source; the check reads each file's footer alone, so a warm command needs no pyarrow for it. An entry's
+folder that is a symbolic link, not a folder, or another user's is refused (`refusal`): nothing there is
+followed, read, written or removed, and the source is read without the cache, with a note; `harness cache
+--clear` says it did not remove it.
 """
 
 from __future__ import annotations
@@ -41,33 +50,28 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from analysis.errors import AnalysisError
-from analysis.trace.digests import content_digest, whole_digest
-from analysis.trace.parquet_columns import (
-    ColumnWriter,
-    _in_step,
-    _int64_column,
-    _malloc_pool,
-    _named_or_flag,
-    _other_column,
+from analysis.trace.cache_entry import Entry
+from analysis.trace.cache_files import (
+    META,
+    SOURCE_PREFIX,
+    Cleared,
+    mtime_of,
+    read_json,
+    refusal,
+    remove_tree,
+    size_of,
+    tree_size,
+    write_atomic,
 )
-
-if TYPE_CHECKING:  # imported where used: finding an entry (a warm command's first step) needs neither
-    import numpy as np
-    import pandas as pd
+from analysis.trace.digests import content_digest, whole_digest
 
 DEFAULT_LIMIT = 5 * 1000**3
 CONFIG = "config.json"
-META = "meta.json"
-STALE_TMP_S = 3600  # temporary files older than this are from killed commands
 LIMIT_ENV = "HARNESS_CACHE_LIMIT"
 RACY_NS = 2 * 10**9  # a source changed less than this before its key was taken is checked by content too
 TAG = "CACHEDIR.TAG"
@@ -79,7 +83,7 @@ TAG_TEXT = (
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 EXPORTS = "exports"  # reports exported to SQLite (harness.experiments.opening)
 LOW_WATER = 0.9  # eviction goes down to this share of the limit
-SOURCE_PREFIX = 16  # an entry's name starts with this many hex digits of its source's path (`create`)
+ENTRY_FORMAT = 2  # in every entry's key: entries made before files held their source's digest are not used
 _SIZES: dict[str, tuple[int, int]] = {}  # cache root -> (its size at this process's last scan, written since)
 
 
@@ -182,11 +186,11 @@ class Cache:
         if name.startswith(".tmp-") or name == TAG:
             return True
         if name == CONFIG:
-            data = _read_json(path)
+            data = read_json(path)
             return data is not None and set(data) <= {"limit_bytes"}
         if name == EXPORTS:
             return path.is_dir()
-        if ENTRY_NAME.fullmatch(name) and path.is_dir():
+        if ENTRY_NAME.fullmatch(name) and refusal(path) is None and path.is_dir():  # no link followed
             return all(
                 f.name.startswith(".tmp-") or f.name in (META, TAG) or f.name.endswith((".parquet", ".json"))
                 for f in path.iterdir()
@@ -208,11 +212,13 @@ class Cache:
         resolved = str(source.resolve())
         digest = content_digest(source, st.st_size)
         stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-        key = hashlib.sha256(f"{resolved}\0{stamp}\0{digest}\0{reader_version}".encode())
+        key = hashlib.sha256(f"{resolved}\0{stamp}\0{digest}\0{reader_version}\0{ENTRY_FORMAT}".encode())
         racy = taken - max(st.st_ctime_ns, st.st_mtime_ns) < RACY_NS
         whole = whole_digest(source) if racy else None
         name = _source_prefix(resolved) + key.hexdigest()[: 32 - SOURCE_PREFIX]
-        return Entry(self, self.root / name, resolved, st.st_size, st.st_mtime_ns, whole)
+        return Entry(
+            self, self.root / name, resolved, st.st_size, st.st_mtime_ns, whole, digest=key.hexdigest()
+        )
 
     def entries(self) -> list[EntryInfo]:
         out: list[EntryInfo] = []
@@ -220,10 +226,10 @@ class Cache:
             return out
         self.check()
         for folder in self.root.iterdir():
-            # only what names an entry: a folder of 32 hex digits whose meta.json names its source
-            meta = (
-                _read_json(folder / META) if ENTRY_NAME.fullmatch(folder.name) and folder.is_dir() else None
-            )
+            # only what names an entry: a folder of 32 hex digits, the user's own (a link is not followed),
+            # whose meta.json names its source
+            ours = ENTRY_NAME.fullmatch(folder.name) and refusal(folder) is None
+            meta = read_json(folder / META) if ours else None
             if meta is None or "source" not in meta:
                 continue
             files = [f for f in folder.iterdir() if f.is_file()]
@@ -232,25 +238,42 @@ class Cache:
                     key=folder.name,
                     source=str(meta.get("source", "?")),
                     format=str(meta.get("format", "?")),
-                    size_bytes=sum(_size(f) for f in files),
+                    size_bytes=sum(size_of(f) for f in files),
                     files=len(files),
-                    last_used=_mtime(folder / META),
+                    last_used=mtime_of(folder / META),
                     source_exists=Path(str(meta.get("source", ""))).exists(),
                 )
             )
         return sorted(out, key=lambda e: e.last_used, reverse=True)
 
-    def clear(self, source: Path | None = None) -> tuple[int, int]:
-        """Remove every entry (or those of `source`): (entries, bytes) removed."""
-        removed = freed = 0
+    def clear(self, source: Path | None = None) -> Cleared:
+        """Remove every entry (or those of `source`): what was removed, and what was not and why (a folder
+        that cannot be written; a link or another user's folder in an entry's place, left as it is)."""
+        out = Cleared()
         wanted = str(source.resolve()) if source is not None else None
         self.check()
         for info in self.entries():
             if wanted is None or info.source == wanted:
-                shutil.rmtree(self.root / info.key, ignore_errors=True)
-                removed += 1
-                freed += info.size_bytes
-        return removed, freed
+                folder = self.root / info.key
+                why = remove_tree(folder)
+                if why is None:
+                    out.removed += 1
+                    out.freed += info.size_bytes
+                else:
+                    out.freed += info.size_bytes - tree_size(folder)
+                    out.kept.append((folder, why))
+        prefix = _source_prefix(wanted) if wanted is not None else ""
+        for name in self._names():
+            folder = self.root / name
+            if ENTRY_NAME.fullmatch(name) and name.startswith(prefix) and (why := refusal(folder)):
+                out.kept.append((folder, f"{why}, not a folder the cache made: left as it is"))
+        return out
+
+    def _names(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.root))
+        except OSError:
+            return []
 
     def evict(self, keep: Path | None = None) -> int:
         """Remove least recently used entries until the cache fits its limit, down to LOW_WATER of it (so
@@ -264,9 +287,10 @@ class Cache:
                     break
                 if keep is not None and self.root / info.key == keep:
                     continue
-                shutil.rmtree(self.root / info.key, ignore_errors=True)
-                total -= info.size_bytes
-                freed += info.size_bytes
+                folder = self.root / info.key
+                gone = info.size_bytes if remove_tree(folder) is None else info.size_bytes - tree_size(folder)
+                total -= gone
+                freed += gone
         _SIZES[str(self.root)] = (total, 0)
         return freed
 
@@ -285,203 +309,6 @@ class Cache:
                 _SIZES[root] = (found, since + written)
                 return
         self.evict(keep=keep)
-
-
-class Entry:
-    """The cached frames of one source. `whole`: the hash of the whole source, taken with the key, where
-    the source is racy (changed less than RACY_NS before)."""
-
-    def __init__(
-        self, cache: Cache, folder: Path, source: str, size: int, mtime_ns: int, whole: str | None = None
-    ) -> None:
-        self.cache = cache
-        self.folder = folder
-        self.source = source
-        self.size = size
-        self.mtime_ns = mtime_ns
-        self.whole = whole
-
-    def meta(self) -> dict[str, Any] | None:
-        meta = _read_json(self.folder / META)
-        if meta is None or meta.get("source") != self.source or meta.get("size") != self.size:
-            return None
-        kept = meta.get("whole")
-        if kept is not None:  # made while the source was racy: its content decides
-            try:
-                now = self.whole or whole_digest(Path(self.source))
-            except OSError:
-                return None
-            if now != kept:  # changed within one tick of its ctime: the entry is stale
-                shutil.rmtree(self.folder, ignore_errors=True)
-                return None
-            if self.whole is None:  # no longer racy: a change from now on gets a new ctime, a new key
-                meta.pop("whole")
-                with contextlib.suppress(OSError):
-                    write_atomic(self.folder / META, json.dumps(meta).encode())
-        with contextlib.suppress(OSError):
-            os.utime(self.folder / META)  # the entry was used: least recently used goes first
-        return meta
-
-    def create(self, meta: dict[str, Any]) -> None:
-        """Start the entry with the reader's `meta`; remove the entries of older versions of the source:
-        those whose name starts as this one's (`_source_prefix`), found in one listing of the cache folder,
-        not a read of every entry's meta (which made 1,024 exports read in one command quadratic in time).
-        Raises ForeignCacheFolder where the cache folder is not the cache's."""
-        self.cache.claim()
-        prefix = self.folder.name[:SOURCE_PREFIX]
-        with contextlib.suppress(OSError):
-            for name in os.listdir(self.cache.root):
-                if name.startswith(prefix) and name != self.folder.name:
-                    older = _read_json(self.cache.root / name / META)
-                    if older is not None and older.get("source") == self.source:
-                        shutil.rmtree(self.cache.root / name, ignore_errors=True)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._sweep_tmp()
-        full = {**meta, "source": self.source, "size": self.size, "mtime_ns": self.mtime_ns}
-        if self.whole is not None:
-            full["whole"] = self.whole
-        write_atomic(self.folder / META, json.dumps(full).encode())
-
-    def path(self, frame: str, column: str) -> Path:
-        return self.folder / f"{frame}.{column}.parquet"
-
-    def has(self, frame: str, column: str) -> bool:
-        return self.path(frame, column).is_file()
-
-    def load(self, frame: str, columns: Sequence[str]) -> dict[str, pd.Series]:
-        """The cached ones of `columns`; a file that cannot be read is deleted (and so read again)."""
-        import pyarrow.parquet as pq
-
-        _malloc_pool()
-        out: dict[str, pd.Series] = {}
-        for col in columns:
-            path = self.path(frame, col)
-            if not path.is_file():
-                continue
-            try:
-                file = pq.ParquetFile(path)  # not read_table: that imports pyarrow.dataset (0.01 s)
-                values = _int64_column(file)
-                if values is None:
-                    values = _other_column(file.read(), col)
-                out[col] = values
-                del file, values
-            except Exception:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-        return out
-
-    def store(self, frame: str, df: pd.DataFrame | Mapping[str, Any]) -> int:
-        """Write each column of `df` (a DataFrame, or arrow arrays by name: analysis.trace.arrow_arrays, no
-        pandas)
-        as its own file, then keep the cache under its limit (least recently used entries out, this one
-        kept); bytes written."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        _malloc_pool()
-        written = 0
-        for col in list(df):
-            if isinstance(df, Mapping):
-                table = pa.table({col: df[col]})
-            else:
-                table = pa.Table.from_pandas(df[[col]], preserve_index=False)
-            tmp = self.folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{frame}.{col}"
-            try:
-                # zstd: a third smaller, 2x slower to write. Integers plain, not dictionary-encoded: the
-                # encoder's buffers stayed resident (~40 MB for the rest of the command), and plain
-                # columns read back faster; names and texts (categories) keep their dictionary.
-                plain = pa.types.is_integer(table.schema.field(0).type)
-                pq.write_table(table, tmp, compression="lz4", use_dictionary=not plain)
-                os.replace(tmp, self.path(frame, col))
-            finally:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-            written += _size(self.path(frame, col))
-        self.cache.wrote(written, keep=self.folder)
-        return written
-
-    def batches(
-        self, frame: str, columns: Sequence[str], rows: int
-    ) -> Iterator[dict[str, np.ndarray]] | None:
-        """The cached `columns` of `frame`, `rows` at a time, the files read in step (a batch of each
-        at once, never a whole column); None unless every one is cached, of one length and int64 (or
-        boolean, or names: nvtx's pushpop, name and domain, `_other_chunks`); a file that cannot be opened is
-        deleted. One that fails mid-way raises (`Trace.blocks` deletes it)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        _malloc_pool()
-        files = {}
-        for col in columns:
-            try:
-                file = pq.ParquetFile(self.path(frame, col))
-            except Exception:  # cannot be read: deleted, so read again from the source
-                with contextlib.suppress(OSError):
-                    self.path(frame, col).unlink()
-                return None
-            kind = file.schema_arrow.field(0).type
-            if kind != pa.int64() and not _named_or_flag(kind):
-                return None
-            files[col] = file
-        if len({f.metadata.num_rows for f in files.values()}) > 1:
-            return None
-        return _in_step(files, rows)
-
-    def strings(self, frame: str, columns: Sequence[str]) -> dict[str, list[Any]] | None:
-        """Whole cached columns as Python lists, without pandas (the string table); None unless all are
-        there."""
-        import pyarrow.parquet as pq
-
-        _malloc_pool()
-        try:
-            return {c: pq.ParquetFile(self.path(frame, c)).read().column(0).to_pylist() for c in columns}
-        except Exception:
-            return None
-
-    def writer(self, frame: str, columns: Sequence[str]) -> ColumnWriter:
-        """Writes int64 `columns` of `frame` a block at a time (`ColumnWriter.write`), each file renamed into
-        place when `close` is called after the last block."""
-        _malloc_pool()
-        return ColumnWriter(self, frame, list(columns))
-
-    def _sweep_tmp(self) -> None:
-        now = time.time()
-        for f in self.folder.glob(".tmp-*"):
-            if now - _mtime(f) > STALE_TMP_S:
-                with contextlib.suppress(OSError):
-                    f.unlink()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{path.name}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def _source_prefix(resolved: str) -> str:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # numpy is imported where a column is read
     import pandas as pd
 
 
+SOURCE_KEY = b"harness.source"  # the key-value metadata of every cached file holding its source's digest
+
+
 class ColumnWriter:
     """Columns written block by block, one Parquet file each (a row group per block), as `store` writes
     them: lz4; int64 plain, booleans, nullable integers (pandas' IntegerArray) and names (pandas
@@ -32,6 +35,7 @@ class ColumnWriter:
             c: entry.folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{frame}.{c}" for c in columns
         }
         self.writers: dict[str, Any] = {}  # opened at a column's first block, when its type is known
+        self.digest = entry.digest.encode()
 
     def write(self, block: Mapping[str, Any]) -> None:
         import pyarrow as pa
@@ -42,7 +46,8 @@ class ColumnWriter:
                 values = _arrow_block(block[c])
                 if c not in self.writers:
                     plain = pa.types.is_integer(values.type)
-                    schema = pa.schema([pa.field(c, values.type)])
+                    # the source's digest, as `Entry.store` writes it (analysis.trace.cache.SOURCE_KEY)
+                    schema = pa.schema([pa.field(c, values.type)], metadata={SOURCE_KEY: self.digest})
                     self.writers[c] = pq.ParquetWriter(
                         tmp, schema, compression="lz4", use_dictionary=not plain
                     )

@@ -22,6 +22,7 @@ writing csv and json byte for byte as pandas writes the frame it was made from (
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import hashlib
@@ -100,8 +101,8 @@ def keep(
     try:
         data = [{"title": title, **_table(df)} for title, df in tables]
         text = json.dumps(
-            {"name": name, "options": dict(options), "tables": data, "notes": list(notes),
-             "skipped": None if skipped is None else dict(skipped), "titled": titled},
+            {"name": name, "options": dict(options), "digest": entry.digest, "tables": data,
+             "notes": list(notes), "skipped": None if skipped is None else dict(skipped), "titled": titled},
             allow_nan=True,
         )  # fmt: skip
         write_atomic(_path(entry, name, options), text.encode())
@@ -126,10 +127,13 @@ def _table(df: Any) -> dict[str, Any]:
     }
 
 
-def cached(path: Path, name: str, options: Mapping[str, Any]) -> Kept | None:
+def cached(path: Path, name: str, options: Mapping[str, Any], notes: list[str] | None = None) -> Kept | None:
     """What command `name` with `options` printed for the nsys export at `path`, as `keep` kept it; None
     when there is none (not an SQLite export, no cache entry, the export or the analysis changed since,
-    caching off)."""
+    caching off), or what is kept is not whole or not this export's (edited, or copied from another's
+    entry: deleted, said in `notes`, and so computed again). `notes` also gets what opening the entry found
+    wrong (analysis.trace.cache)."""
+    said = notes if notes is not None else []
     try:
         if not stat.S_ISREG(os.stat(path).st_mode) or sqlite_files.pending(path):
             return None  # a pipe is not opened twice; an export with changes in its log is not cached
@@ -140,16 +144,56 @@ def cached(path: Path, name: str, options: Mapping[str, Any]) -> Kept | None:
         if cache.limit <= 0:
             return None
         entry = cache.entry(path, readers.NSYS_VERSION)
-        if entry.meta() is None:
+        meta = entry.meta()
+        said += [n for n in entry.notes if n not in said]
+        if meta is None:
             return None
-        data = json.loads(_path(entry, name, options).read_bytes())
-        tables = [
-            (t["title"], Rows(t["columns"], t["kinds"], _loaded(t["rows"]), t["records"], t["attrs"]))
-            for t in data["tables"]
-        ]
-        return Kept(tables, list(data["notes"]), data["skipped"], bool(data.get("titled", False)))
+        kept = _path(entry, name, options)
+        data = json.loads(kept.read_bytes())
     except (OSError, ValueError, KeyError, TypeError, AnalysisError):
         return None
+    why = _not_whole(data, entry.digest)
+    if why is not None:
+        with contextlib.suppress(OSError):
+            kept.unlink()
+        said.append(f"the {name} table kept in the cache for {path} {why}: deleted, and computed again")
+        return None
+    tables = [
+        (t["title"], Rows(t["columns"], t["kinds"], _loaded(t["rows"]), t["records"], t["attrs"]))
+        for t in data["tables"]
+    ]
+    return Kept(tables, list(data["notes"]), data["skipped"], bool(data.get("titled", False)))
+
+
+def _not_whole(data: Any, digest: str) -> str | None:
+    """Why a kept table's file is not one `keep` wrote for this source (None: it is): another source's
+    digest, or a part of the wrong shape (a row shorter than its columns, a record missing)."""
+    if not isinstance(data, dict) or data.get("digest") != digest:
+        return "was not written for it (another export's, or edited)"
+    tables, notes, skipped = data.get("tables"), data.get("notes"), data.get("skipped")
+    if (
+        not isinstance(tables, list)
+        or not _texts(notes)
+        or not (skipped is None or isinstance(skipped, dict))
+    ):
+        return "is damaged (its tables or notes are not lists)"
+    for t in tables:
+        if not isinstance(t, dict) or not isinstance(t.get("title"), str):
+            return "is damaged (a table without its title)"
+        columns, kinds, rows, records = t.get("columns"), t.get("kinds"), t.get("rows"), t.get("records")
+        if not _texts(columns) or not _texts(kinds) or len(kinds) != len(columns):
+            return f"is damaged (table {t['title']!r}: its columns and their kinds do not match)"
+        if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == len(columns) for r in rows
+        ):
+            return f"is damaged (table {t['title']!r}: a row is not as long as its {len(columns)} columns)"
+        if not isinstance(records, list) or len(records) != len(rows) or not isinstance(t.get("attrs"), dict):
+            return f"is damaged (table {t['title']!r}: its records or attributes do not match its rows)"
+    return None
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 class _Missing:

@@ -58,9 +58,11 @@ class Trace:
             store.check()  # a folder of the user's: refused before anything is read
             if store.limit > 0:  # a limit of 0 caches nothing (`harness cache --max-size 0`)
                 with contextlib.suppress(OSError):
-                    self._entry = store.entry(path, version)
-                    meta = self._entry.meta()
-                    self._entry_ready = meta is not None
+                    entry = store.entry(path, version)
+                    meta = entry.meta()
+                    self.notes += entry.notes  # what opening it found wrong (and removed, or refused)
+                    if entry.refused is None:  # a link or another user's folder: not used
+                        self._entry, self._entry_ready = entry, meta is not None
         if meta is None:
             meta = self.reader.meta()
         self.meta: dict[str, Any] = meta

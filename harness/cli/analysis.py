@@ -6,15 +6,15 @@ command shares as one `Reading`, and hands both to `show_table`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-import shutil
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import FormatOpt, cli_errors, note
+from harness.cli.common import FormatOpt, cli_errors, err, note
 from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, operator_options
 from harness.cli.output import Format, emit, emit_many
@@ -318,10 +318,17 @@ def cache_cmd(
         freed = cache.evict()
         note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
     if clear:
-        removed, freed = cache.clear(report)
+        cleared = cache.clear(report)
         if report is None:
-            shutil.rmtree(opening.exports_dir(), ignore_errors=True)
-        note(f"removed {removed} cache entries ({freed:,} bytes) from {cache.root}")
+            exports = opening.exports_dir()
+            why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None
+            if why is not None:
+                cleared.kept.append((exports, why))
+        note(f"removed {cleared.removed} cache entries ({cleared.freed:,} bytes) from {cache.root}")
+        for folder, why in cleared.kept:
+            err(f"could not remove {folder}: {why}")
+        if cleared.kept:
+            raise typer.Exit(1)
         return
     emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
 
@@ -381,32 +388,33 @@ def breakdown_cmd(
             paths += found
         else:
             paths.append(path)
-    traces = [opening.open_report(p, cache=not reading.no_cache) for p in paths]
-    rules = {"hta_rules": hta}
-    name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
-    tables = [
-        (
-            f"GPU time per rank in {name}: idle, compute, non-compute",
-            breakdown.temporal_breakdown(traces, **rules),
-        ),
-        (
-            "GPU time per kernel type (overlaps split out)",
-            breakdown.kernel_type_breakdown(traces, **rules),
-        ),
-        ("Idle time per stream, by cause", breakdown.idle_time_breakdown(traces, **rules)),
-    ]
-    if all_tables:
-        tables += [
+    with contextlib.ExitStack() as stack:  # every trace closed: a private copy goes with its reader
+        traces = [stack.enter_context(opening.open_report(p, cache=not reading.no_cache)) for p in paths]
+        rules = {"hta_rules": hta}
+        name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
+        tables = [
             (
-                "GPU time per kernel (10 per type, then others)",
-                breakdown.kernel_breakdown(traces, **rules),
+                f"GPU time per rank in {name}: idle, compute, non-compute",
+                breakdown.temporal_breakdown(traces, **rules),
             ),
-            ("Idle gaps per stream and cause", breakdown.idle_interval_stats(traces, **rules)),
-            ("Communication overlapped by computation", breakdown.comm_comp_overlap(traces, **rules)),
+            (
+                "GPU time per kernel type (overlaps split out)",
+                breakdown.kernel_type_breakdown(traces, **rules),
+            ),
+            ("Idle time per stream, by cause", breakdown.idle_time_breakdown(traces, **rules)),
         ]
-        if all(t.has("runtime") for t in traces):
-            tables.append(("Queue length per stream", breakdown.queue_length_summary(traces, **rules)))
-    notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
-    if not hta:  # say where the oracle's numbers differ, and why
-        notes += breakdown.hta_difference(traces, tables[0][1])
+        if all_tables:
+            tables += [
+                (
+                    "GPU time per kernel (10 per type, then others)",
+                    breakdown.kernel_breakdown(traces, **rules),
+                ),
+                ("Idle gaps per stream and cause", breakdown.idle_interval_stats(traces, **rules)),
+                ("Communication overlapped by computation", breakdown.comm_comp_overlap(traces, **rules)),
+            ]
+            if all(t.has("runtime") for t in traces):
+                tables.append(("Queue length per stream", breakdown.queue_length_summary(traces, **rules)))
+        notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
+        if not hta:  # say where the oracle's numbers differ, and why
+            notes += breakdown.hta_difference(traces, tables[0][1])
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)

@@ -176,6 +176,7 @@ def diff_cmd(
         doc = {"a": result.a.label, "b": result.b.label, **{t: to_records(df) for t, df in tables}}
         if gate is not None:
             doc["gate_pct"] = gate
+        doc["notes"] = result.notes  # what the tables leave out or cannot vouch for, as in the other formats
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif fmt is DiffFormat.csv:

@@ -129,9 +129,11 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
     hta = bool(options.get("hta"))  # HTA's view of the trace: computed each time, with pandas
     kept = table.served_from_cache and not hta and not reading.no_cache
     one = len(reports) == 1 and reports[0].is_file() and not reading.by_rank
+    said: list[str] = []  # what the cache entry held that was not the export's (deleted, read again)
     if one and kept:
-        served = kept_tables.cached(reports[0], kind, _key(options, reports[0]))  # no pandas, no pyarrow
+        served = kept_tables.cached(reports[0], kind, _key(options, reports[0]), said)  # no pandas, pyarrow
         if served is not None:
+            served.notes = [*said, *served.notes]
             _render(served, reading, top)  # type: ignore[arg-type]  # Kept: Tables' fields, Rows for frames
             return
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
@@ -146,16 +148,20 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         combined.notes = [*skipped, *combined.notes]
         _render(_decided(table, combined), reading, top=None)
         return
-    trace = opening.open_report(paths[0], cache=not reading.no_cache)
-    if table.one_without_pandas is not None and not hta:
-        result = table.one_without_pandas(trace, paths[0].name, **_own(options))
-    else:
-        result = registry.TABLES[kind].one(trace, paths[0].name, **options)
-    result = _decided(table, result)
-    result.notes = [*skipped, *result.notes]
-    if kept:
-        key = _key(options, paths[0])
-        kept_tables.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
+    with opening.open_report(paths[0], cache=not reading.no_cache) as trace:  # closed: its private copy goes
+        if table.one_without_pandas is not None and not hta:
+            result = table.one_without_pandas(trace, paths[0].name, **_own(options))
+        else:
+            result = registry.TABLES[kind].one(trace, paths[0].name, **options)
+        result = _decided(table, result)
+        result.notes = [*skipped, *result.notes]
+        if kept:  # without what this reading found wrong in the cache: said once, not kept
+            entry = trace.cache_entry
+            once = {*said, *(entry.notes if entry is not None else ())}
+            notes = [n for n in result.notes if n not in once]
+            key = _key(options, paths[0])
+            kept_tables.keep(trace, kind, key, result.tables, notes, result.skipped, titled=result.titled)
+        result.notes = [*said, *(n for n in result.notes if n not in said)]
     _render(result, reading, top)
 
 

@@ -64,11 +64,11 @@ def timeline_cmd(
     steps and phases on a track of their own. Open it in https://ui.perfetto.dev or chrome://tracing."""
     target = one_out(out, output)
     refuse_inputs(target, opening.files_read(report), "--out")
-    trace = opening.open_report(report, cache=not no_cache)
-    refuse_inputs(target, [trace.path], "--out")
-    window = chrome_trace.window_of(trace, step=step, phase=phase, start=start, end=end)
-    with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
-        written = chrome_trace.write_chrome_trace(trace, target, window)
+    with opening.open_report(report, cache=not no_cache) as trace:  # closed: its private copy goes
+        refuse_inputs(target, [trace.path], "--out")
+        window = chrome_trace.window_of(trace, step=step, phase=phase, start=start, end=end)
+        with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
+            written = chrome_trace.write_chrome_trace(trace, target, window)
     held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
     cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
     note(f"wrote {shown(target)}{cut}: {held or 'no events'}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.compare import diff as d
+from analysis.compare.overhead import STEP_SUM
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments.opening import open_report
 
@@ -98,8 +99,12 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
                 f"{side.label} is degraded: {side.run.error or 'its capture failed its health checks'}; its "
                 "step times stand, the tables drawn from its capture do not"
             )
+        elif side.run is not None and side.run.status != "ok":
+            result.notes.append(f"{side.label} {_ended(side.run)}: its steps are those it measured before")
     if a.run is not None and b.run is not None:
-        result.verdicts = d.phase_verdicts(steps_frame(a.run), steps_frame(b.run))
+        steps_a, steps_b = steps_frame(a.run), steps_frame(b.run)
+        result.verdicts = d.phase_verdicts(steps_a, steps_b)
+        result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
     if a.trace_path is not None and b.trace_path is not None:
         with _open(a.trace_path, cache) as ta, _open(b.trace_path, cache) as tb:
             for title, fn, frame in (
@@ -146,10 +151,17 @@ def check_gate(gate: float | None, a: Side, b: Side) -> None:
         raise UsageError("--gate needs two runs or two exports (a run and an export give no verdict)")
 
 
+def _ended(run: Run) -> str:
+    """How a run that did not end ok ended, in words: "ended oom (CUDA out of memory)"."""
+    return f"ended {run.status}" + (f" ({run.error})" if run.error else "")
+
+
 def gate_refusal(result: DiffResult) -> str | None:
     """Why a gate fails before any verdict: a side with no measured steps (a failed or OOM run) cannot
-    show it did not regress; nor can a degraded one (its capture failed its health checks: what it was
-    profiled for cannot be trusted, so neither can a pass)."""
+    show it did not regress; nor can one that did not end ok: a degraded one (its capture failed its
+    health checks: what it was profiled for cannot be trusted, so neither can a pass), one that ran out of
+    memory, failed or was interrupted (its steps are those before it stopped), whatever steps it holds;
+    nor two runs with no phase in common."""
     for side in (result.a, result.b):
         run = side.run
         if run is None:
@@ -165,4 +177,11 @@ def gate_refusal(result: DiffResult) -> str | None:
                 f"gate: {side.label} has no measured steps (status {run.status}): a gate needs measured "
                 "steps on both sides; run it again"
             )
+        if run.status != "ok":
+            return (
+                f"gate: {side.label} {_ended(run)}: a gate passes only between runs that ended ok; run it "
+                "again"
+            )
+    if result.verdicts is not None and all(v.phase == STEP_SUM for v in result.verdicts):
+        return f"gate: {result.a.label} and {result.b.label} time no phase in common: nothing to gate"
     return None

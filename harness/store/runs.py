@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
@@ -257,13 +257,15 @@ class RunsPart(Database):
             if pending.agreement is not None:
                 session.execute(delete(Agreement).where(Agreement.run_id == run.id))
             session.merge(run)
-            session.add_all(
-                StepTiming(
-                    run_id=run.id, step=s.step, phase=phase, duration_ns=ns, warmup=s.warmup, rank=s.rank
-                )
+            steps = [
+                {"run_id": run.id, "step": s.step, "phase": phase, "duration_ns": ns, "warmup": s.warmup,
+                 "rank": s.rank}
                 for s in result.steps
                 for phase, ns in s.phases.items()
-            )
+            ]  # fmt: skip
+            if steps:  # one executemany, not an object a row: 300,000 rows took 40 s as objects
+                session.flush()  # the run's row first: the steps' foreign key names it
+                session.execute(insert(StepTiming.__table__), steps)
             session.add_all(Agreement(run_id=run.id, **row) for row in pending.agreement or [])
             if blocks is not None:  # read from the trace: they replace the worker's
                 session.add_all(block_rows(run.id, *blocks))

@@ -175,19 +175,8 @@ def check_result(result: RunResult) -> None:
                 text(value, "model.family", plain=True)
             else:
                 whole(value, f"model.{f.name}", 0 if f.name == "params" else 1)
+    check_steps(result)
     phases = phases_for(result.config.mode, result.config.world_size)
-    for i, s in enumerate(result.steps):
-        where = f"steps[{i}]"
-        whole(s.step, f"{where}.step")
-        whole(s.rank, f"{where}.rank", 0, result.config.world_size - 1)
-        if type(s.warmup) is not bool:
-            raise _fail(f"{where}.warmup", f"is {s.warmup!r}, not true or false")
-        for phase, ns in mapping(s.phases, f"{where}.phases").items():
-            one_of(phase, phases, f"{where}.phases: phase")
-            duration(ns, f"{where}.phases.{phase}")
-        for phase, at in mapping(s.starts, f"{where}.starts").items():
-            one_of(phase, phases, f"{where}.starts: phase")
-            whole(at, f"{where}.starts.{phase}")
     for i, b in enumerate(result.blocks):
         where = f"blocks[{i}]"
         whole(b.step, f"{where}.step")
@@ -213,6 +202,40 @@ def check_result(result: RunResult) -> None:
     for kind, path in mapping(extra.get("artifacts") or {}, "extra.artifacts").items():
         text(kind, "extra.artifacts: kind", plain=True)
         text(path, f"extra.artifacts.{kind}")
+
+
+def check_steps(result: RunResult) -> None:
+    """Each step as the step loop records it: once per rank (a step timed twice would count twice), with
+    every phase of its mode (a step without one is another measurement: `diff` would set its sum against
+    whole steps); a run that ended ok (or degraded, which is ok with its capture's checks failed) has
+    measured steps, but for a program's, which has none."""
+    cfg = result.config
+    phases = phases_for(cfg.mode, cfg.world_size)
+    seen: dict[tuple[int, int], int] = {}
+    for i, s in enumerate(result.steps):
+        where = f"steps[{i}]"
+        whole(s.step, f"{where}.step")
+        whole(s.rank, f"{where}.rank", 0, cfg.world_size - 1)
+        if type(s.warmup) is not bool:
+            raise _fail(f"{where}.warmup", f"is {s.warmup!r}, not true or false")
+        for phase, ns in mapping(s.phases, f"{where}.phases").items():
+            one_of(phase, phases, f"{where}.phases: phase")
+            duration(ns, f"{where}.phases.{phase}")
+        missing = [p for p in phases if p not in s.phases]
+        if missing:
+            raise _fail(
+                f"{where}.phases", f"lacks {', '.join(missing)}: a {cfg.mode} step times {', '.join(phases)}"
+            )
+        for phase, at in mapping(s.starts, f"{where}.starts").items():
+            one_of(phase, phases, f"{where}.starts: phase")
+            whole(at, f"{where}.starts.{phase}")
+        first = seen.setdefault((s.step, s.rank), i)
+        if first != i:
+            rank = f" of rank {s.rank}" if cfg.world_size > 1 else ""
+            raise _fail(f"{where}.step", f"is {s.step}{rank}, as steps[{first}]: a step is recorded once")
+    ended_ok = result.status in ("ok", "degraded") and cfg.mode != PROGRAM_MODE
+    if ended_ok and all(s.warmup for s in result.steps):
+        raise _fail("steps", f"hold no measured step, but the run's status is {result.status}")
 
 
 def check_save(save: dict[str, Any], profilers: Sequence[str]) -> None:
