@@ -8,9 +8,10 @@ torch, so `--help` lists them and a configuration is checked before any work:
 - `does`: one short line of what it changes (the `--help` of `--plant` lists them; workloads/plants/ says
   each in full).
 - `rule`: the advice rule that must be the first finding of a capture of it (None for the clean control).
-- `cpu`: what a CPU capture under nsys (`--trace cuda,osrt,nvtx`, no sampling) shows of it: SHOWS (the cause
-  is there to see), HIDDEN (it runs, but only the phases' lengths change: nothing names it), REFUSED (a GPU
-  cause: `--device cpu` is refused with one line).
+- `cpu`: what a CPU run under nsys (`--trace cuda,osrt,nvtx`, no sampling: its capture and its stored
+  record) shows of it: SHOWS (the cause is there to see), HIDDEN (it runs, but only the phases' lengths
+  change: nothing names it), REFUSED (a GPU cause: `--device cpu` is refused with one line). docs/plants.md
+  has what each capture holds.
 - `fixes`: what the harness can change itself to remove it, in order of preference (FIXES says each).
 - `settings`: the configuration fields the cause sets (launch-bound: batch 1); a RunConfig with the plant
   takes them whatever it was given, so a stored run says what ran.
@@ -70,7 +71,7 @@ CAUSES: dict[str, Cause] = {
               {"attention": "math"}),
         Cause("pageable-h2d", "blocking pageable copy per step", "pageable-copy", HIDDEN, ("pinned-copies",)),
         Cause("d2h-copy", "logits.cpu() every step", "d2h-copy", HIDDEN, ("pinned-copies",)),
-        Cause("recompile", "torch.compile recompiles each step", "recompile", HIDDEN, ("dynamic-shapes",)),
+        Cause("recompile", "torch.compile recompiles each step", "recompile", SHOWS, ("dynamic-shapes",)),
     )
 }  # fmt: skip
 NAMES: tuple[str, ...] = tuple(CAUSES)
