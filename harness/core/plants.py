@@ -102,7 +102,7 @@ def settings(name: str | None) -> dict[str, Any]:
 
 
 def help_text() -> str:
-    """`--plant`'s help: every cause on a line of its own with what it does (`\\b`: click keeps those lines
-    as they are)."""
+    """`--plant`'s help: every cause on a line of its own with what it does (`\\b`: click keeps the lines as
+    they are; each fits 80 columns)."""
     lines = "\n".join(f"{c.name}: {c.does}" for c in CAUSES.values())
-    return f"Plant one known cause in the train step (default: none):\n\n\b\n{lines}"
+    return f"\b\nPlant a known cause in the train step:\n{lines}"
