@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path of the harness checked on a machine with an NVIDIA GPU, in under 8 minutes, without network:
 #
-#   scripts/gpu-check.sh [--nsys PATH] [--wheels DIR] [--out DIR] [--device cuda|cpu] [--budget SECONDS]
+#   scripts/gpu-check.sh [--nsys PATH] [--wheels DIR] [--out DIR] [--device cuda|cpu] [--budget SECONDS] [--plants]
 #
 # --nsys    the nsys to use: its binary, a folder holding an unpacked package (usr/lib/nsight-systems/bin/nsys),
 #           or a .tar.xz made by scripts/gpu-pack.sh (unpacked into OUT). Default: as the harness finds one.
@@ -12,6 +12,10 @@
 #           every file the steps write (results.sqlite, nsys_profiles/, traces, pages). Default: gpu-check-DATE.
 # --device  cpu rehearses the script on a machine without a GPU (steps that need CUDA are skipped).
 # --budget  seconds for all steps (default 470); a step that would start past it is skipped and said so.
+# --plants  the catalogue of planted causes instead of the steps below: the environment, then each cause of
+#           `harness run MODEL --plant CAUSE --nsys` (bf16; its export in OUT/plants/CAUSE/) with `health` and
+#           `advise --format json` of its export, then each as a program (`harness profile -- python -m
+#           workloads.plants CAUSE`) with its `advise`. PLANT_MODEL (default small), PLANT_CAUSES (default all).
 # GPU_CHECK_SCALE=N  multiplies every step's limit (a rehearsal on a slow or busy CPU machine).
 #
 # Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
@@ -22,7 +26,7 @@
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-nsys_given="" wheels="" out="" device="cuda" budget=470
+nsys_given="" wheels="" out="" device="cuda" budget=470 plants=""
 while (($#)); do
   case "$1" in
     --nsys) nsys_given="$2"; shift 2 ;;
@@ -30,7 +34,8 @@ while (($#)); do
     --out) out="$2"; shift 2 ;;
     --device) device="$2"; shift 2 ;;
     --budget) budget="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --plants) plants=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -177,10 +182,53 @@ sweep_and_dashboard() {
     harness dashboard --out dashboard.html
 }
 
-export -f harness latest_export tables graph_program captures_again sweep_and_dashboard
+# planted CAUSE: `run --plant CAUSE --nsys` of PLANT_MODEL, its export's health and findings (json: the rule
+# that must come first is the catalogue's, harness/core/plants.py). The GPU causes run at bf16 (fp32-matmul
+# sets fp32 itself), the CPU at fp32.
+planted() {
+  local cause="$1" precision=fp32 export
+  [[ "$device" == cuda ]] && precision=bf16
+  harness run "${PLANT_MODEL:-small}" --device "$device" --precision "$precision" --plant "$cause" --nsys \
+    --no-nsys-baseline --steps 5 --warmup 3 --profile-dir "plants/$cause" || return
+  export="$(ls -t plants/"$cause"/*.sqlite | head -1)"
+  echo "export: $export"
+  harness health "$export" --wide
+  harness advise "$export" --format json >"plants/$cause/advise.json"; cat "plants/$cause/advise.json"
+}
+
+# planted_program CAUSE: the same cause as a user's program under `harness profile`, and its findings
+planted_program() {
+  local cause="$1"
+  harness profile --name "plant-$cause" --profile-dir "programs/$cause" -- \
+    "$python" -m workloads.plants "$cause" --model "${PLANT_MODEL:-small}" --device "$device" || return
+  harness advise "$(ls -t programs/"$cause"/*.sqlite | head -1)" --format json >"programs/$cause/advise.json"
+  cat "programs/$cause/advise.json"
+}
+
+export -f harness latest_export tables graph_program captures_again sweep_and_dashboard planted planted_program
 say "gpu-check $(date -Is) in $out"
 say "python: $python; HARNESS_NSYS=${HARNESS_NSYS:-(found by the harness)}"
 step environment 30 -- bash -c "nvidia-smi || echo 'no nvidia-smi'; \"$python\" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())'; \"\${HARNESS_NSYS:-nsys}\" --version"
+if [[ -n "$plants" ]]; then
+  # the catalogue: every cause (a rehearsal on the CPU leaves out the GPU causes, which it refuses), then the
+  # programs
+  causes="${PLANT_CAUSES:-$("$python" -c 'import sys; from harness.core.plants import CAUSES, REFUSED
+print(*(n for n, c in CAUSES.items() if sys.argv[1] == "cuda" or c.cpu != REFUSED))' "$device")}"
+  say "causes: $causes"
+  for cause in $causes; do
+    step "plant $cause" 60 capture -- planted "$cause"
+  done
+  for cause in $causes; do
+    step "program $cause" 45 capture -- planted_program "$cause"
+  done
+  say "files: $(cd "$out" && find plants programs -type f 2>/dev/null | sort | tr '\n' ' ')"
+  if ((${#failed[@]})); then
+    say "gpu-check --plants: $((SECONDS - started)) s; not passed: ${failed[*]}"
+    exit 1
+  fi
+  say "gpu-check --plants: $((SECONDS - started)) s; every step passed"
+  exit 0
+fi
 step doctor 90 capture -- harness doctor --wide
 if [[ "$device" == cuda ]]; then
   step "run medium --nsys" 180 capture -- harness run medium --device cuda --nsys

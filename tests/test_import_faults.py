@@ -91,6 +91,7 @@ CASES = [
     ("result.config.steps", -1, "config.steps is -1"),
     ("result.config.rank_timeout", float("inf"), "config.rank_timeout is inf, not a finite number"),
     ("result.config.surprise", 1, "config holds fields the harness does not write: 'surprise'"),
+    ("result.config.plant", "slow-disk", "config.plant is 'slow-disk', not one of clean, host-sync"),
     ("result.tokens_per_s", -1, "tokens_per_s is -1, below 0"),
     ("result.tokens_per_s", float("nan"), "tokens_per_s is nan, not a finite number"),
     ("result.tokens_per_s", "fast", "tokens_per_s is 'fast', not a finite number"),

@@ -12,6 +12,7 @@ import typer
 
 from analysis.names import ATTENTIONS, MODES, PRECISIONS
 from harness.cli.option_group import F, option_group
+from harness.core import plants
 from harness.core.bounds import check_storable
 from harness.core.devices import DEVICES
 from harness.core.records import RunConfig
@@ -52,6 +53,8 @@ PowerOpt = Annotated[
     bool, typer.Option("--power", help="Sample GPU (NVML) and CPU (RAPL) power over the measured steps.")
 ]
 PowerPeriodOpt = Annotated[int, typer.Option("--power-period", metavar="<ms>", help="Power sampling period.")]
+# a plain string, checked by the harness: an unknown cause is one line naming the known ones
+PlantOpt = Annotated[str | None, typer.Option("--plant", metavar="<cause>", help=plants.help_text())]
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Workload:
     nvtx_detail: DetailOpt = False
     power: PowerOpt = False
     power_period: PowerPeriodOpt = 50
+    plant: PlantOpt = None
 
 
 def workload_options(
@@ -89,6 +93,7 @@ DEFAULT = Workload()
 
 def make_config(model: str, workload: Workload) -> RunConfig:
     w = workload
+    plants.check(w.plant)
     config = RunConfig(
         model=model,
         mode=w.mode.value,
@@ -106,6 +111,7 @@ def make_config(model: str, workload: Workload) -> RunConfig:
         nvtx_detail=w.nvtx_detail,
         power=w.power,
         power_period_ms=w.power_period,
+        plant=w.plant,
     )
     check_storable(config)  # before anything runs: a count the database cannot store would lose the run
     return config

@@ -150,6 +150,7 @@ def prepare(
     config = replace(with_ranks(config, ranks), memory=memory)
     store = results_db.ResultsStore(db)
     resolved = resolve_device(config.device)
+    runner.check_device(config, resolved.type)
     note = emulated_precision_note(resolved, [config.precision])
     if note:
         warn(note)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
     from harness.cli import render
+    from harness.execution import runner
     from harness.execution.ranks import multirank
     from harness.experiments import show, sweep
     from harness.experiments import tables as experiment_tables
@@ -181,7 +182,9 @@ def sweep_cmd(
     compiles = [compile_map[c.lower()] for c in split(compile)]
     configs = sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
     store = results_db.ResultsStore(db)
-    note = emulated_precision_note(resolve_device(base.device), [c.precision for c in configs])
+    device = resolve_device(base.device)
+    runner.check_device(base, device.type)
+    note = emulated_precision_note(device, [c.precision for c in configs])
     if note:
         warn(note)
     experiment = new_id("sweep")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from analysis.names import STEP as STEP_RANGE
 from analysis.runs.steady import steady
+from harness.core import plants
 
 if TYPE_CHECKING:  # workloads/__init__ loads torch
     from workloads.specs import ModelSpec
@@ -64,8 +65,14 @@ class RunConfig:
     # `--delay-rank R:MS`: rank R sleeps MS ms in every forward (a known straggler, for tests and demos)
     delay_rank: int | None = None
     delay_ms: int = 0
+    # `--plant CAUSE` (train): one known cause planted in the step (harness/core/plants.py, workloads/plants/)
+    plant: str | None = None
 
     def __post_init__(self) -> None:
+        # a cause that needs a setting (launch-bound: batch 1) has it in every configuration that plants it,
+        # so what is stored is what ran
+        for name, value in plants.settings(self.plant).items():
+            setattr(self, name, value)
         # torch.compile compiles in the first step: it is always a warmup step, never a measured one, and
         # every reader of the configuration (the runner, the profilers' schedules, progress) sees it so
         if self.compile and self.warmup == 0:

@@ -5,6 +5,7 @@ step.)"""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from analysis.compare.compile import baseline_choice, compile_comparison, compile_pairs
@@ -53,6 +54,29 @@ def record_inductor_cache(result: RunResult) -> None:
     hits = int(counters["inductor"].get("fxgraph_cache_hit", 0))
     misses = int(counters["inductor"].get("fxgraph_cache_miss", 0))
     result.extra["inductor_cache"] = {"hits": hits, "misses": misses, "state": cache_state(hits, misses)}
+
+
+def dynamo_counts() -> dict[str, int]:
+    """Dynamo's own counters so far in this process (all 0 before anything was compiled): frames compiled,
+    graphs made, graph breaks. Read without importing Dynamo: a process that never compiled has not."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return {"frames": 0, "graphs": 0, "graph_breaks": 0}
+    counters = utils.counters
+    return {
+        "frames": int(counters["frames"].get("ok", 0)),
+        "graphs": int(counters["stats"].get("unique_graphs", 0)),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+    }
+
+
+def record_dynamo(result: RunResult, before: dict[str, int]) -> None:
+    """What torch.compile did during the run (the counters' growth since `before`) into
+    result.extra["dynamo"], where it compiled anything: a graph per step is a recompile per step."""
+    after = dynamo_counts()
+    grown = {name: after[name] - before.get(name, 0) for name in after}
+    if grown["frames"] or grown["graphs"]:
+        result.extra["dynamo"] = grown
 
 
 def cache_state(hits: int, misses: int) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
-from harness.core import env, nvtx_ranges
+from harness.core import env, nvtx_ranges, plants
 from harness.core.deferred import deferred
 from harness.core.devices import (
     device_name,
@@ -25,7 +25,7 @@ from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, St
 from harness.core.signals import interrupted, signal_of
 from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
-from harness.execution.compiled import record_first_step, record_inductor_cache
+from harness.execution.compiled import dynamo_counts, record_dynamo, record_first_step, record_inductor_cache
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
     import workloads
     from workloads import flops, peak
+    from workloads import plants as planted
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
@@ -90,6 +91,19 @@ def validate(config: RunConfig) -> None:
             f"{config.model} has learned positions for {spec.context_length} tokens; "
             f"--context-length {config.context_length} is more"
         )
+    plants.check(config.plant)
+    if config.plant is not None and config.mode != "train":
+        raise UsageError(
+            f"--plant plants a cause in the train step: it needs --mode train, not {config.mode}"
+        )
+
+
+def check_device(config: RunConfig, device_type: str) -> None:
+    """UsageError where the configuration cannot run on the device it resolved to (a GPU cause planted on
+    the CPU)."""
+    refused = plants.refusal(config.plant, device_type)
+    if refused:
+        raise UsageError(refused)
 
 
 def prompt_length(config: RunConfig, spec: Any) -> int:
@@ -135,6 +149,7 @@ def run_workload(
 
     validate(config)
     device = resolve_device(config.device)
+    check_device(config, device.type)
     spec = workloads.get_spec(config.model)
     if config.mode != "generate":
         spec = spec.with_overrides(vocab_size=config.vocab_size, context_length=config.context_length)
@@ -149,6 +164,7 @@ def run_workload(
         env=env.collect(device),
     )
     torch.manual_seed(config.seed)
+    compiled_before = dynamo_counts()
     reset_peak_memory(device)
     meter = None
     if config.power:
@@ -196,6 +212,7 @@ def run_workload(
     _throughput(config, spec, result)
     record_first_step(result)
     record_inductor_cache(result)
+    record_dynamo(result, compiled_before)
     memory.record(result, config, spec, device)
     if recorder is not None:
         recorder.finish(result)
@@ -288,31 +305,51 @@ def train_body(
     """The train step. Across ranks (harness.execution.ranks.distributed) `wrap` makes the model a DDP
     module, forward and
     backward run under its no_sync() and `allreduce` averages the gradients as a phase of its own; `mark`
-    hears each phase start; each rank draws its own batch (seed + rank)."""
+    hears each phase start; each rank draws its own batch (seed + rank).
+
+    `config.plant` plants one known cause through the hooks of workloads.plants (its optimizer, its batch
+    source, its loss, what follows the loss, a context around the steps), each inside the phase where a
+    user's would be: a planted batch source is fetched at the start of forward inside the NVTX range
+    `data` (harness.core.plants.DATA_RANGE), so its wait counts in the step and is told apart in a capture."""
     import torch
 
+    plant = planted.make(config.plant)
     gen = torch.Generator().manual_seed(config.seed + rank)
     x, y = workloads.synthetic_batch(
         spec, config.batch_size, spec.context_length, device=device, generator=gen
     )
     module = wrap(model) if wrap else model
     params = [p for p in module.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=3e-4)
+    opt = plant.optimizer(params)
     scaler = (
         torch.amp.GradScaler(device.type) if config.precision == "fp16" and device.type == "cuda" else None
     )
     fn = torch.compile(module) if config.compile else module
+    next_batch = plant.batches(x, y, device)
+    loss_of = plant.loss(workloads.loss_fn, params)
     module.train()
 
     def say(i: int, phase: str) -> None:
         if mark is not None:
             mark(i, phase)
 
+    def forward(i: int) -> Any:
+        """The loss of step i (the logits freed on return, as the step without a plant frees them)."""
+        xb, yb = x, y
+        if next_batch is not None:
+            with nvtx_ranges.nvtx_range(plants.DATA_RANGE):
+                xb, yb = next_batch()
+        with _autocast(device, config.precision):
+            logits = fn(xb)
+            loss = loss_of(logits, yb, i)
+        plant.after_loss(logits, loss)
+        return loss
+
     def step(i: int, clock: PhaseClock, _: Any) -> None:
         say(i, FORWARD)
         with module.no_sync() if allreduce else contextlib.nullcontext():
-            with clock.phase(FORWARD, i), _autocast(device, config.precision):
-                loss = workloads.loss_fn(fn(x), y)
+            with clock.phase(FORWARD, i):
+                loss = forward(i)
             say(i, BACKWARD)
             with clock.phase(BACKWARD, i):
                 (scaler.scale(loss) if scaler else loss).backward()
@@ -329,7 +366,7 @@ def train_body(
                 opt.step()
             opt.zero_grad(set_to_none=True)
 
-    return Body(step)
+    return Body(step, context=plant.context(device))
 
 
 def _forward(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:

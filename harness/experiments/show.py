@@ -141,6 +141,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "precision": run.precision,
         "compile": run.compile,
         "attention": run.attention,
+        # a planted cause (`run --plant`), shown only where one was: most runs have none
+        **({"plant": plant} if (plant := (run.config or {}).get("plant")) else {}),
         "batch size": run.batch_size,
         "context length": run.context_length,
         "warmup steps": run.warmup,

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from analysis.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
+from harness.core import plants
 from harness.core.bounds import hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.records import (
@@ -157,6 +158,8 @@ def check_config(cfg: RunConfig) -> None:
     if cfg.delay_rank is not None:
         whole(cfg.delay_rank, "config.delay_rank", 0, cfg.world_size - 1)
     text(cfg.rdzv_endpoint, "config.rdzv_endpoint", optional=True, plain=True)
+    if cfg.plant is not None:
+        one_of(cfg.plant, plants.NAMES, "config.plant")
     if figure(cfg.rank_timeout, "config.rank_timeout") == 0:
         raise _fail("config.rank_timeout", "is 0")
 

@@ -1,0 +1,147 @@
+"""A training program with one planted cause, as a user would write it: `python -m workloads.plants CAUSE`.
+
+For `harness profile -- python -m workloads.plants CAUSE`: plain PyTorch, nothing of the harness, and the
+NVTX ranges a user's program has: `step` around each step and, inside it, `data` (the fetch of a planted
+batch source, before forward), `forward`, `backward` and `optimizer`. No synchronisation inside the steps
+(the one at the end makes the printed time whole). The step is the harness's train step through the same
+hooks (workloads.plants), so a capture of the program and of `harness run MODEL --plant CAUSE` hold the same
+cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+import workloads
+from workloads.plants import PLANTS, make
+
+try:
+    import nvtx
+
+    def push(name: str) -> None:
+        nvtx.push_range(name)
+
+    def pop() -> None:
+        nvtx.pop_range()
+
+except ImportError:  # without the nvtx package: torch's own on a CUDA build, else none
+
+    def push(name: str) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.nvtx.range_push(name)
+
+    def pop() -> None:
+        if torch.cuda.is_available():
+            torch.cuda.nvtx.range_pop()
+
+
+@contextlib.contextmanager
+def marked(name: str) -> Iterator[None]:
+    push(name)
+    try:
+        yield
+    finally:
+        pop()
+
+
+def first_words(doc: str | None) -> str:
+    """A docstring's words up to its first colon or full stop."""
+    text = " ".join((doc or "").split())
+    return text[: min((i for i in (text.find(":"), text.find(". ")) if i >= 0), default=len(text))]
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    causes = "\n".join(f"  {name}: {first_words(cls.__doc__)}" for name, cls in PLANTS.items())
+    parser = argparse.ArgumentParser(
+        prog="python -m workloads.plants",
+        description="A training loop with one planted cause.",
+        epilog=f"causes:\n{causes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("cause", choices=list(PLANTS), metavar="CAUSE", help="one of the causes below")
+    parser.add_argument("--model", default="tiny", choices=workloads.MODEL_NAMES)
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                        help="auto: bf16 autocast on CUDA, fp32 on the CPU")  # fmt: skip
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3, help="steps before the timed ones")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    device = torch.device(
+        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    )
+    plant = make(args.cause)
+    if plant.gpu_only and device.type != "cuda":
+        print(f"{args.cause} is a GPU cause: run it with --device cuda", file=sys.stderr)
+        return 2
+    settings: dict[str, Any] = {
+        "batch_size": args.batch_size,
+        "attention": "sdpa",
+        "precision": args.precision
+        if args.precision != "auto"
+        else "bf16"
+        if device.type == "cuda"
+        else "fp32",
+        **plant.settings,
+    }
+    torch.manual_seed(args.seed)
+    spec = workloads.get_spec(args.model)
+    model = workloads.build_model(spec, attention=settings["attention"], seed=args.seed).to(device)
+    x, y = workloads.synthetic_batch(
+        spec, settings["batch_size"], spec.context_length, device=device,
+        generator=torch.Generator().manual_seed(args.seed),
+    )  # fmt: skip
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = plant.optimizer(params)
+    next_batch = plant.batches(x, y, device)
+    loss_of = plant.loss(workloads.loss_fn, params)
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]] = (
+        (lambda: torch.autocast(device.type, dtype=torch.bfloat16))
+        if settings["precision"] == "bf16"
+        else contextlib.nullcontext
+    )
+    model.train()
+    started = 0.0
+    with plant.context(device):
+        for i in range(args.warmup + args.steps):
+            if i == args.warmup:
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                started = time.perf_counter()
+            with marked("step"):
+                xb, yb = x, y
+                if next_batch is not None:
+                    with marked("data"):
+                        xb, yb = next_batch()
+                with marked("forward"):
+                    with autocast():
+                        logits = model(xb)
+                        loss = loss_of(logits, yb, i)
+                    plant.after_loss(logits, loss)
+                del logits
+                with marked("backward"):
+                    loss.backward()
+                with marked("optimizer"):
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    per_step = (time.perf_counter() - started) / max(args.steps, 1)
+    print(f"{args.cause}: {args.model} on {device.type}, {args.steps} steps, {per_step * 1e3:.1f} ms a step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
