@@ -231,3 +231,32 @@ def test_the_token_ranges_are_in_the_capture(in_tmp: Path) -> None:
     for _, start, end, _ in decodes:
         inside = [t[3] for t in tokens if start <= t[1] and t[2] <= end]
         assert inside == [1, 2, 3]
+
+
+def test_the_cuda_graphs_body_times_its_static_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cuda-graphs's step on the CPU, its capture left out (the step it would replay runs eagerly):
+    prefill into the static cache, a timed `token` range per decoded token, the static cache's bytes."""
+    from harness.execution import runner
+    from workloads.decode import StaticDecode
+
+    captured: list[StaticDecode] = []
+    monkeypatch.setattr(runner, "_check_graphs", lambda config: None)
+    monkeypatch.setattr(StaticDecode, "capture", lambda self: captured.append(self))
+    config = RunConfig(
+        model="tiny",
+        mode="generate",
+        device="cpu",
+        cuda_graphs=True,
+        warmup=1,
+        steps=2,
+        new_tokens=5,
+        batch_size=2,
+    )
+    result = run_workload(config)
+    assert result.status == "ok" and len(captured) == 1  # captured once, before the first step
+    assert [len(s.tokens) for s in result.steps] == [4, 4, 4]
+    assert all(sum(s.tokens) <= s.phases[DECODE] for s in result.steps)
+    serving = result.extra["serving"]
+    assert serving["tpot_ns"]["count"] == 2 * 4
+    assert serving["kv_cache_bytes"] == serving["kv_cache_analytic_bytes"] == captured[0].cache.nbytes
+    assert int(captured[0].cache.pos) == 64 + 4  # the last step's prompt and decoded inputs

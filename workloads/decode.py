@@ -72,22 +72,23 @@ class StaticDecode:
         self.token.copy_(self.next_token)
 
     def capture(self, warmup: int = WARMUP_STEPS) -> None:
-        """Record the step into a CUDA graph; `run` replays it from then on. The warm-up steps move the
-        cache's position: it is put back (prefill resets it anyway)."""
+        """Record the step into a CUDA graph; `run` replays it from then on. Each warm-up step starts at
+        position 0 (a cache of few positions is not run past its end); the capture itself runs nothing.
+        The cache is left at position 0 (prefill resets it anyway)."""
         if self.cache.pos.device.type != "cuda":
             raise ValueError(f"a CUDA graph needs a CUDA device, not {self.cache.pos.device.type}")
-        start = self.cache.pos.clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.no_grad(), torch.cuda.stream(side):
             for _ in range(warmup):
+                self.cache.reset()
                 with self.autocast():
                     self._step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(graph), self.autocast():
             self._step()
-        self.cache.pos.copy_(start)
+        self.cache.reset()
         torch.cuda.synchronize()
         self.graph = graph
         self.run = graph.replay
