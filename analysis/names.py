@@ -24,6 +24,7 @@ MEASURED_STATUSES = ("ok", "degraded")
 STEP = "step"  # one NVTX range around each step, payload = step index
 MEASURED = "measured"  # one NVTX range around all measured (non-warm-up) steps
 WARMUP = "warmup"
+TOKEN = "token"  # generate: one NVTX range per decoded token inside `decode`, payload = the token's index
 
 # The run-level energy figures of `run --power` (analysis.runs.energy.run_summary): the results store keeps a
 # column of each name

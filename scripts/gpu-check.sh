@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU path of the harness checked on a machine with an NVIDIA GPU, in under 8 minutes, without network:
 #
-#   scripts/gpu-check.sh [--nsys PATH] [--wheels DIR] [--out DIR] [--device cuda|cpu] [--budget SECONDS] [--plants]
+#   scripts/gpu-check.sh [--nsys PATH] [--wheels DIR] [--out DIR] [--device cuda|cpu] [--budget SECONDS]
+#                        [--plants | --only generate]
 #
 # --nsys    the nsys to use: its binary, a folder holding an unpacked package (usr/lib/nsight-systems/bin/nsys),
 #           or a .tar.xz made by scripts/gpu-pack.sh (unpacked into OUT). Default: as the harness finds one.
@@ -16,17 +17,19 @@
 #           `harness run MODEL --plant CAUSE --nsys` (bf16; its export in OUT/plants/CAUSE/) with `health` and
 #           `advise --format json` of its export, then each as a program (`harness profile -- python -m
 #           workloads.plants CAUSE`) with its `advise`. PLANT_MODEL (default small), PLANT_CAUSES (default all).
+# --only generate   the environment and the generate steps alone (about 4 minutes on an H100).
 # GPU_CHECK_SCALE=N  multiplies every step's limit (a rehearsal on a slow or busy CPU machine).
 #
 # Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
 # its export, a CUDA-graph program under nsys (`harness profile`), the self-test's program captured 3 times,
-# `overhead`, `run --profiler torch`, `run --memory`, a small sweep and its dashboard. Before each capture it waits for any nsys of an earlier capture
+# `overhead`, `run --profiler torch`, `run --memory`, a small sweep and its dashboard; then generate's decode
+# eager, with --cuda-graphs and with --compile (reduce-overhead), without and (nsys there) under nsys. Before each capture it waits for any nsys of an earlier capture
 # to end (suspected once of losing a later capture's kernels; on the H100 none was ever found) and logs
 # the processes it found. Exit 0 when every step that ran passed; the log says which did not.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-nsys_given="" wheels="" out="" device="cuda" budget=470 plants=""
+nsys_given="" wheels="" out="" device="cuda" budget=470 plants="" only=""
 while (($#)); do
   case "$1" in
     --nsys) nsys_given="$2"; shift 2 ;;
@@ -35,7 +38,9 @@ while (($#)); do
     --device) device="$2"; shift 2 ;;
     --budget) budget="$2"; shift 2 ;;
     --plants) plants=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    --only) only="$2"; shift 2
+      [[ "$only" == generate ]] || { echo "unknown --only $only (generate is the one group)" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -177,6 +182,31 @@ EOF2
   done
 }
 
+# generate_decode [nsys]: `run small --mode generate` on CUDA three ways: eager (a growing KV cache),
+# --cuda-graphs (a static cache, one decode step captured and replayed per token) and --compile
+# (reduce-overhead); each run's serving table (TTFT, TPOT p50/p90/p99, output tokens/s, KV cache). With
+# "nsys": each under nsys, then its export's phases (prefill, decode) and its NVTX ranges by thread (the
+# `token` ranges: the kernels each decoded token launched, or its graph replayed). Exit 1 if any failed.
+generate_decode() {
+  local under="${1:-}" rc=0 flags export
+  local args=(small --device cuda --mode generate --steps 5 --warmup 2 --new-tokens 32 --wide)
+  for flags in "" --cuda-graphs --compile; do
+    if [[ -z "$under" ]]; then
+      echo "\$ harness run ${args[*]} $flags"
+      harness run "${args[@]}" $flags || { echo "(exit $?)"; rc=1; }
+      continue
+    fi
+    echo "\$ harness run ${args[*]} $flags --nsys --no-nsys-baseline"
+    harness run "${args[@]}" $flags --nsys --no-nsys-baseline || { echo "(exit $?)"; rc=1; continue; }
+    export="$(latest_export)"
+    echo "\$ harness nvtx-gpu $export --mode phase --phases prefill,decode"
+    harness nvtx-gpu "$export" --mode phase --phases prefill,decode --wide || { echo "(exit $?)"; rc=1; }
+    echo "\$ harness nvtx-gpu $export --mode thread"
+    harness nvtx-gpu "$export" --mode thread --wide || { echo "(exit $?)"; rc=1; }
+  done
+  return $rc
+}
+
 sweep_and_dashboard() {
   harness sweep --models tiny,small --batch-sizes 1,4 --device "$device" --steps 3 --warmup 1 &&
     harness dashboard --out dashboard.html
@@ -205,10 +235,25 @@ planted_program() {
   cat "programs/$cause/advise.json"
 }
 
-export -f harness latest_export tables graph_program captures_again sweep_and_dashboard planted planted_program
+export -f harness latest_export tables graph_program captures_again generate_decode sweep_and_dashboard \
+  planted planted_program
 say "gpu-check $(date -Is) in $out"
 say "python: $python; HARNESS_NSYS=${HARNESS_NSYS:-(found by the harness)}"
 step environment 30 -- bash -c "nvidia-smi || echo 'no nvidia-smi'; \"$python\" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())'; \"\${HARNESS_NSYS:-nsys}\" --version"
+
+# generate_steps: generate's decode paths, without nsys, then under it when there is one (CUDA only)
+generate_steps() {
+  if [[ "$device" != cuda ]]; then
+    say "== generate decode: skipped (--cuda-graphs needs CUDA)"
+    return
+  fi
+  step "generate: eager, --cuda-graphs, --compile" 150 -- generate_decode
+  if [[ -n "$nsys_path" ]]; then
+    step "generate under nsys: eager, --cuda-graphs, --compile" 240 capture -- generate_decode nsys
+  else
+    say "== generate under nsys: skipped (no nsys found)"
+  fi
+}
 if [[ -n "$plants" ]]; then
   # the catalogue: every cause (a rehearsal on the CPU leaves out the GPU causes, which it refuses), then the
   # programs
@@ -229,6 +274,13 @@ print(*(n for n, c in CAUSES.items() if sys.argv[1] == "cuda" or c.cpu != REFUSE
   say "gpu-check --plants: $((SECONDS - started)) s; every step passed"
   exit 0
 fi
+if [[ "$only" == generate ]]; then
+  generate_steps
+  say "files: $(cd "$out" && find . -maxdepth 2 -type f ! -path './site/*' ! -path './cache/*' ! -path './nsys/*' | sort | tr '\n' ' ')"
+  ((${#failed[@]})) && { say "gpu-check --only generate: $((SECONDS - started)) s; not passed: ${failed[*]}"; exit 1; }
+  say "gpu-check --only generate: $((SECONDS - started)) s; every step passed"
+  exit 0
+fi
 step doctor 90 capture -- harness doctor --wide
 if [[ "$device" == cuda ]]; then
   step "run medium --nsys" 180 capture -- harness run medium --device cuda --nsys
@@ -244,6 +296,7 @@ step overhead 90 capture -- harness overhead tiny --device "$device" --repeats 2
 step "run --profiler torch" 90 -- harness run small --device "$device" --profiler torch --steps 3 --warmup 1
 [[ "$device" == cuda ]] && step "run --memory" 60 -- harness run small --device cuda --memory --steps 3 --warmup 1
 step "sweep and dashboard" 90 -- sweep_and_dashboard
+generate_steps
 
 say "files: $(cd "$out" && find . -maxdepth 2 -type f ! -path './site/*' ! -path './cache/*' ! -path './nsys/*' | sort | tr '\n' ' ')"
 if ((${#failed[@]})); then

@@ -119,6 +119,15 @@ CASES = [
         "blocks[0].duration_ns is -1",
     ),
     ("result.config.delay_rank", 4, "config.delay_rank is 4, outside 0..0"),
+    # generate's per-token times and serving figures
+    ("result.steps.1.tokens", [5, -5], "steps[1].tokens[1] is -5, outside 0..4611686018427387904"),
+    ("result.steps.1.tokens", [1.5], "steps[1].tokens[0] is 1.5, not a whole number"),
+    ("result.steps.1.tokens", "fast", "steps[1].tokens is str, not a list"),
+    ("result.steps.1.tokens", [1] * 40, "steps[1].tokens holds 40 tokens, more than the run decodes"),
+    ("result.config.cuda_graphs", "yes", "config.cuda_graphs is 'yes', not true or false"),
+    ("result.extra.serving", {"tpot_ns": {"p99_ns": float("nan")}}, "extra.serving.tpot_ns.p99_ns is nan"),
+    ("result.extra.serving", {"output_tokens_per_s": "many"}, "extra.serving.output_tokens_per_s is 'many'"),
+    ("result.extra.serving", {"decode": "eager\x1b[2J"}, r"extra.serving.decode is 'eager\x1b[2J': it holds"),
     ("result.config.node_rank", 1, "config.node_rank is 1, outside 0..0"),
     ("result.env", ["x"], "env is list, not an object"),
     ("save", [], "save is list, not an object"),
@@ -244,8 +253,12 @@ def test_every_kind_of_run_the_harness_writes_is_taken(tmp_path: Path, db: Path)
          "timer_median_ns": 1e6, "rel_diff": -0.01},
     ]  # fmt: skip
     generate = RunResult(
-        run_id="gpt2-g", config=RunConfig(model="gpt2", mode="generate", warmup=0, steps=1), status="ok",
-        steps=[StepRecord(step=0, warmup=False, phases={"prefill": 10, "decode": 30})],
+        run_id="gpt2-g", config=RunConfig(model="gpt2", mode="generate", warmup=0, steps=1, new_tokens=3),
+        status="ok", steps=[StepRecord(step=0, warmup=False, phases={"prefill": 10, "decode": 30},
+                                       tokens=[14, 15])],
+        extra={"serving": {"decode": "eager (growing KV cache)", "concurrent_sequences": 4,
+                           "tpot_ns": {"count": 2, "mean_ns": 14.5, "p50_ns": 14.5},
+                           "decode_gpu_busy": None}},
     )  # fmt: skip
     phases = {"forward": 1, "backward": 2, "allreduce": 3, "optimizer": 4}
     ranks = RunResult(

@@ -50,7 +50,8 @@ def test_generate_mode_reports_latency() -> None:
     )
     assert result.status == "ok"
     assert [list(s.phases) for s in result.steps] == [["prefill", "decode"]] * 3
-    assert result.extra["ttft_ns"] > 0 and result.extra["per_token_ns"] > 0
+    serving = result.extra["serving"]
+    assert serving["ttft_ns"]["mean_ns"] > 0 and serving["tpot_ns"]["mean_ns"] > 0
     # generated tokens per second over the whole step: batch × new tokens / mean(prefill + decode)
     step_ns = sum(sum(s.phases.values()) for s in result.steps if not s.warmup) / 2
     assert result.tokens_per_s == pytest.approx(2 * 5 / (step_ns / 1e9))

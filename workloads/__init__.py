@@ -1,4 +1,5 @@
-"""Plain-PyTorch LLM workloads: model sizes, the models, synthetic data, a KV cache, FLOP formulas.
+"""Plain-PyTorch LLM workloads: model sizes, the models, synthetic data, KV caches (growing and static, with
+a decode step a CUDA graph can replay: workloads.decode), FLOP formulas.
 
 No profiler code lives here; the harness times these models from outside and hooks NVTX ranges onto
 submodules by the names in DETAIL_RANGES.
@@ -10,7 +11,7 @@ import torch
 from torch import nn
 
 from workloads import flops, memory, peak
-from workloads.cache import KVCache, new_cache
+from workloads.cache import KVCache, StaticKVCache, new_cache, new_static_cache
 from workloads.data import loss_fn, synthetic_batch
 from workloads.gpt2 import GPT2
 from workloads.specs import MODEL_NAMES, ModelSpec, get_spec
@@ -23,6 +24,7 @@ __all__ = [
     "OUTER_RANGES",
     "KVCache",
     "ModelSpec",
+    "StaticKVCache",
     "TransformerLM",
     "build_model",
     "count_params",
@@ -31,6 +33,7 @@ __all__ = [
     "loss_fn",
     "memory",
     "new_cache",
+    "new_static_cache",
     "peak",
     "synthetic_batch",
 ]

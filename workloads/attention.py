@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workloads.cache import KVCache
+from workloads.cache import KVCache, StaticKVCache
 
 ATTENTION_KINDS = ("math", "sdpa")
 
@@ -37,9 +37,10 @@ class Rotary(nn.Module):
         exponents = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=self.inv_freq.device)
         self.inv_freq.copy_(self.theta ** (-exponents / self.head_dim))
 
-    def forward(self, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        pos = torch.arange(start, start + length, dtype=torch.float32, device=self.inv_freq.device)
-        angles = torch.outer(pos, self.inv_freq)
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin [len(positions), head_dim / 2] of the angles at `positions` (a device tensor, so a
+        captured step reads the position it is at)."""
+        angles = torch.outer(positions.to(torch.float32), self.inv_freq)
         return angles.cos(), angles.sin()
 
 
@@ -49,16 +50,18 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Scores(nn.Module):
-    """Q·Kᵀ · scale, with future positions set to -inf."""
+    """Q·Kᵀ · scale, with future positions (or those `mask` hides) set to -inf."""
 
     def __init__(self, scale: float) -> None:
         super().__init__()
         self.scale = scale
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         scores = (q @ k.transpose(-2, -1)) * self.scale
         tq, tk = q.size(-2), k.size(-2)
-        if tq > 1:  # a single query is the newest position: it may see every key
+        if mask is not None:  # a static cache: every position is there, the unfilled ones hidden
+            scores = scores.masked_fill(~mask, float("-inf"))
+        elif tq > 1:  # a single query is the newest position: it may see every key
             scores = scores.masked_fill(~causal_mask(tq, tk, scores.device), float("-inf"))
         return scores
 
@@ -73,8 +76,12 @@ class Context(nn.Module):
 class SDPA(nn.Module):
     """torch's fused causal attention; the mask follows from how many queries and keys there are."""
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         tq, tk = q.size(-2), k.size(-2)
+        if mask is not None:  # a static cache: [tq, max_len], True where a query sees a key
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         if tq == 1:
             return F.scaled_dot_product_attention(q, k, v)
         if tq == tk:
@@ -108,15 +115,19 @@ class Attention(nn.Module):
         self,
         x: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | StaticKVCache | None = None,
     ) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        mask = None
         if cache is not None:
-            k, v = cache.update(self.layer, k, v)
-        y = self.sdpa(q, k, v) if self.kind == "sdpa" else self.context(self.softmax(self.scores(q, k)), v)
+            k, v, mask = cache.update(self.layer, k, v)
+        if self.kind == "sdpa":
+            y = self.sdpa(q, k, v, mask)
+        else:
+            y = self.context(self.softmax(self.scores(q, k, mask)), v)
         return self.out(y.transpose(1, 2).reshape(b, t, d))
 
 

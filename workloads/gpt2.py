@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from workloads.attention import Attention
-from workloads.cache import KVCache
+from workloads.cache import KVCache, StaticKVCache
 from workloads.specs import ModelSpec
 from workloads.transformer import MLP, Block
 
@@ -33,13 +33,14 @@ class GPT2(nn.Module):
         self.lm_head = nn.Linear(d, spec.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: KVCache | StaticKVCache | None = None) -> torch.Tensor:
         """Logits [B, T, vocab] for tokens [B, T]; with a cache, `idx` holds only the new tokens."""
-        start = 0 if cache is None else cache.length
-        end = start + idx.size(1)
+        t = idx.size(1)
+        # the last position asked for: a static cache's is on the device, bounded by its size
+        end = cache.max_len if isinstance(cache, StaticKVCache) else t + (cache.length if cache else 0)
         if end > self.spec.context_length:
             raise ValueError(f"{self.spec.name} has {self.spec.context_length} positions; asked for {end}")
-        pos = torch.arange(start, end, device=idx.device)
+        pos = torch.arange(t, device=idx.device) if cache is None else cache.positions(t, idx.device)
         x = self.tok_emb(idx) + self.pos_emb(pos)
         for block in self.blocks:
             x = block(x, None, cache)

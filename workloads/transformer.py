@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from workloads.attention import Attention, Rotary
-from workloads.cache import KVCache
+from workloads.cache import KVCache, StaticKVCache
 from workloads.specs import ModelSpec
 
 
@@ -61,7 +61,7 @@ class Block(nn.Module):
         self,
         x: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cache: KVCache | None = None,
+        cache: KVCache | StaticKVCache | None = None,
     ) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x), rope, cache)
         return x + self.mlp(self.ln_2(x))
@@ -86,11 +86,12 @@ class TransformerLM(nn.Module):
         self.ln_f = RMSNorm(d)
         self.lm_head = nn.Linear(d, spec.vocab_size, bias=False)
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: KVCache | StaticKVCache | None = None) -> torch.Tensor:
         """Logits [B, T, vocab] for tokens [B, T]; with a cache, `idx` holds only the new tokens."""
-        start = 0 if cache is None else cache.length
+        t = idx.size(1)
+        positions = torch.arange(t, device=idx.device) if cache is None else cache.positions(t, idx.device)
         x = self.tok_emb(idx)
-        rope = self.rope(start, idx.size(1))
+        rope = self.rope(positions)
         for block in self.blocks:
             x = block(x, rope, cache)
         if cache is not None:

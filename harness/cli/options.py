@@ -35,7 +35,22 @@ ModeOpt = Annotated[
 ]
 DeviceOpt = Annotated[Device, typer.Option(help="auto picks cuda, then mps, then cpu.")]
 PrecisionOpt = Annotated[Precision, typer.Option(help="Autocast mixed precision (fp32 master weights).")]
-CompileOpt = Annotated[bool, typer.Option("--compile/--no-compile", help="torch.compile the model.")]
+CompileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compile/--no-compile",
+        help="torch.compile the model (generate: its static-cache decode step, mode reduce-overhead on "
+        "CUDA).",
+    ),
+]
+CudaGraphsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cuda-graphs",
+        help="generate on CUDA: a static KV cache and one decode step captured as a CUDA graph, replayed "
+        "per token.",
+    ),
+]
 BatchOpt = Annotated[int, typer.Option("--batch-size", "-b")]
 ContextOpt = Annotated[
     int | None, typer.Option("--context-length", "-t", help="Default: the model's (generate: prompt of 64).")
@@ -75,6 +90,7 @@ class Workload:
     seed: SeedOpt = 0
     attention: AttentionOpt = Attention.sdpa
     new_tokens: NewTokensOpt = 32
+    cuda_graphs: CudaGraphsOpt = False
     nvtx_detail: DetailOpt = False
     power: PowerOpt = False
     power_period: PowerPeriodOpt = 50
@@ -108,6 +124,7 @@ def make_config(model: str, workload: Workload) -> RunConfig:
         seed=w.seed,
         attention=w.attention.value,
         new_tokens=w.new_tokens,
+        cuda_graphs=w.cuda_graphs,
         nvtx_detail=w.nvtx_detail,
         power=w.power,
         power_period_ms=w.power_period,

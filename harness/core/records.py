@@ -51,6 +51,8 @@ class RunConfig:
     seed: int = 0
     attention: str = "sdpa"
     new_tokens: int = 32
+    # generate on CUDA: decode with a static KV cache, one step captured as a CUDA graph, replayed per token
+    cuda_graphs: bool = False
     nvtx_detail: bool = False
     power: bool = False  # sample power over the measured steps (harness/energy/power.py)
     power_period_ms: int = 50
@@ -93,6 +95,8 @@ class StepRecord:
     phases: dict[str, int]  # phase -> duration_ns
     starts: dict[str, int] = field(default_factory=dict)  # phase -> perf_counter_ns at its start
     rank: int = 0  # the global rank that ran it (runs across ranks)
+    # generate: each decoded token's time (ns), tokens 1 … new_tokens - 1 (timing.TokenClock)
+    tokens: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from analysis.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
@@ -18,14 +17,15 @@ from harness.core.devices import (
     peak_memory_bytes,
     reset_peak_memory,
     resolve_device,
-    synchronize,
 )
 from harness.core.errors import UsageError
 from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord, new_id
 from harness.core.signals import interrupted, signal_of
 from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
+from harness.execution.body import Body, BodyFactory, autocast
 from harness.execution.compiled import dynamo_counts, record_dynamo, record_first_step, record_inductor_cache
+from harness.execution.generate import generate_body, serving_figures
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
 
@@ -42,7 +42,7 @@ with deferred():  # torch, via workloads: run on first use (harness.core.deferre
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
 WindowFn = Callable[[], contextlib.AbstractContextManager[Any]]
-BodyFactory = Callable[["RunConfig", Any, Any, Any], "Body"]  # (config, spec, model, device) -> Body
+__all__ = ["Body", "BodyFactory", "run_workload", "validate"]
 
 
 class StepHook(Protocol):
@@ -78,6 +78,8 @@ def validate(config: RunConfig) -> None:
             raise UsageError(f"{name} must be a positive number, got {value}")
     if config.warmup < 0:
         raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
+    if config.cuda_graphs:
+        _check_graphs(config)
     spec = workloads.get_spec(config.model)
     if config.mode == "generate":
         prompt = prompt_length(config, spec)
@@ -106,20 +108,30 @@ def check_device(config: RunConfig, device_type: str) -> None:
         raise UsageError(refused)
 
 
+def _check_graphs(config: RunConfig) -> None:
+    """--cuda-graphs: generate on CUDA, without what a replayed graph cannot do."""
+    if config.mode != "generate":
+        raise UsageError(f"--cuda-graphs replays generate's decode step; --mode {config.mode} has none")
+    device = resolve_device(config.device).type
+    if device != "cuda":
+        raise UsageError(f"--cuda-graphs needs a CUDA device; this run is on {device} (--device cuda)")
+    if config.compile:
+        raise UsageError(
+            "--cuda-graphs and --compile both decode from a static KV cache (--compile with "
+            "mode=reduce-overhead replays CUDA graphs of its own): choose one"
+        )
+    if config.nvtx_detail:
+        raise UsageError(
+            "--nvtx-detail puts ranges (and timers) in Python hooks, which a replayed CUDA graph does not "
+            "run: leave it out with --cuda-graphs"
+        )
+
+
 def prompt_length(config: RunConfig, spec: Any) -> int:
     """Generate mode's prompt: --context-length if given, else 64 tokens (capped by the model)."""
     if config.context_length:
         return config.context_length
     return min(64, spec.context_length // 2)
-
-
-def _autocast(device: Any, precision: str) -> contextlib.AbstractContextManager[Any]:
-    import torch
-
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def run_workload(
@@ -173,6 +185,7 @@ def run_workload(
     windows = [w.window for w in (meter, recorder) if w is not None]
 
     timers: block_timers.BlockTimers | None = None
+    figures: dict[str, Any] = {}  # what the mode's body knows of itself (generate: decode path, KV cache)
 
     def step_done(done: int, total: int) -> None:
         if timers:
@@ -193,6 +206,7 @@ def run_workload(
             if block_timers.wanted(config, hook is not None):
                 timers = block_timers.BlockTimers(model, device, config)
         body = (make_body or BODIES[config.mode])(config, spec, model, device)
+        figures = body.figures
         with hook.recording() if hook else contextlib.nullcontext():
             _loop(config, body, device, result, step_done, _windows(windows))
     except KeyboardInterrupt as e:
@@ -209,7 +223,7 @@ def run_workload(
         timers.remove()
         result.blocks = timers.records()
     result.peak_memory_bytes = peak_memory_bytes(device)
-    _throughput(config, spec, result)
+    _throughput(config, spec, result, figures)
     record_first_step(result)
     record_inductor_cache(result)
     record_dynamo(result, compiled_before)
@@ -258,16 +272,6 @@ def _steps(config: RunConfig, window: WindowFn = contextlib.nullcontext):
                 nvtx_ranges.pop()
 
 
-@dataclass
-class Body:
-    """What one mode does in a step. `prepare` runs before the step's NVTX range opens (untimed) and its
-    value is handed to `step`, which times its phases on the clock. `context` is held around the loop."""
-
-    step: Callable[[int, PhaseClock, Any], None]
-    prepare: Callable[[], Any] = lambda: None
-    context: contextlib.AbstractContextManager[Any] = field(default_factory=contextlib.nullcontext)
-
-
 def _loop(
     config: RunConfig,
     body: Body,
@@ -286,7 +290,13 @@ def _loop(
             with nvtx_ranges.nvtx_range(STEP_RANGE, i):
                 body.step(i, clock, state)
             result.steps.append(
-                StepRecord(step=i, warmup=warm, phases=dict(clock.durations), starts=dict(clock.starts))
+                StepRecord(
+                    step=i,
+                    warmup=warm,
+                    phases=dict(clock.durations),
+                    starts=dict(clock.starts),
+                    tokens=list(clock.tokens),
+                )
             )
             step_done(i + 1, total)
 
@@ -339,7 +349,7 @@ def train_body(
         if next_batch is not None:
             with nvtx_ranges.nvtx_range(plants.DATA_RANGE):
                 xb, yb = next_batch()
-        with _autocast(device, config.precision):
+        with autocast(device, config.precision):
             logits = fn(xb)
             loss = loss_of(logits, yb, i)
         plant.after_loss(logits, loss)
@@ -380,42 +390,15 @@ def _forward(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
     model.eval()
 
     def step(i: int, clock: PhaseClock, _: Any) -> None:
-        with clock.phase("forward", i), _autocast(device, config.precision):
+        with clock.phase("forward", i), autocast(device, config.precision):
             fn(x)
 
     return Body(step, context=torch.no_grad())
 
 
 def _generate(config: RunConfig, spec: Any, model: Any, device: Any) -> Body:
-    """Prefill a prompt, then decode `new_tokens` tokens one at a time with a KV cache (greedy)."""
-    import torch
-
-    prompt_len = prompt_length(config, spec)
-    gen = torch.Generator().manual_seed(config.seed)
-    prompt, _ = workloads.synthetic_batch(spec, config.batch_size, prompt_len, device=device, generator=gen)
-    model.eval()
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
-
-    def new_cache() -> Any:
-        return workloads.new_cache(
-            model,
-            config.batch_size,
-            prompt_len + config.new_tokens,
-            device=device,
-            dtype=torch.float32 if config.precision == "fp32" else dtype,
-        )
-
-    def step(i: int, clock: PhaseClock, cache: Any) -> None:
-        with clock.phase("prefill", i), _autocast(device, config.precision):
-            logits = model(prompt, cache=cache)
-            token = logits[:, -1].argmax(dim=-1, keepdim=True)
-        with clock.phase("decode", i), _autocast(device, config.precision):
-            for _ in range(config.new_tokens - 1):
-                logits = model(token, cache=cache)
-                token = logits[:, -1].argmax(dim=-1, keepdim=True)
-            synchronize(device)
-
-    return Body(step, prepare=new_cache, context=torch.no_grad())
+    """Prefill a prompt, then decode `new_tokens` tokens one at a time (harness.execution.generate)."""
+    return generate_body(config, spec, model, device, prompt_length(config, spec))
 
 
 BODIES: dict[str, Callable[[RunConfig, Any, Any, Any], Body]] = {
@@ -425,8 +408,9 @@ BODIES: dict[str, Callable[[RunConfig, Any, Any, Any], Body]] = {
 }
 
 
-def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:
-    """tokens/s, analytic FLOPs per step, achieved FLOP/s and MFU (where the device's peak is known)."""
+def _throughput(config: RunConfig, spec: Any, result: RunResult, figures: dict[str, Any]) -> None:
+    """tokens/s, analytic FLOPs per step, achieved FLOP/s and MFU (where the device's peak is known);
+    generate's serving figures (harness.execution.generate.serving_figures, with the body's `figures`)."""
     import statistics
 
     measured = [sum(s.phases.values()) for s in result.steps if not s.warmup]
@@ -441,13 +425,9 @@ def _throughput(config: RunConfig, spec: Any, result: RunResult) -> None:
             flops.decode_flops(spec, b, p + k + 1) for k in range(n - 1)
         )
         result.tokens_per_s = b * n / (step_ns / 1e9)
-        prefill = result.measured("prefill")
-        decode = result.measured("decode")
-        result.extra["ttft_ns"] = statistics.fmean(prefill)
-        if n > 1:
-            per_token = statistics.fmean(decode) / (n - 1)
-            result.extra["per_token_ns"] = per_token
-            result.extra["decode_tokens_per_s"] = b / (per_token / 1e9)
+        serving = serving_figures(result, figures)
+        if serving is not None:
+            result.extra["serving"] = serving
     else:
         t = spec.context_length
         per_step = (flops.train_flops if config.mode == "train" else flops.forward_flops)(spec, b, t)

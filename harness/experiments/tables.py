@@ -68,19 +68,14 @@ def peak_label(device: str) -> str:
 
 
 def throughput_table(result: RunResult) -> pd.DataFrame:
-    """Mode-specific figures of one run: tokens/s, FLOPs, MFU, memory; generate adds TTFT and per-token."""
+    """Mode-specific figures of one run: tokens/s, FLOPs, MFU, memory (generate's serving figures are a
+    table of their own: `serving_rows`)."""
     import pandas as pd
 
     rows: list[tuple[str, object]] = [
         ("parameters", result.model.params if result.model else None),
         ("tokens/s", result.tokens_per_s),
     ]
-    if result.config.mode == "generate":
-        rows += [
-            ("time to first token (ns)", result.extra.get("ttft_ns")),
-            ("per-token latency (ns)", result.extra.get("per_token_ns")),
-            ("decode tokens/s", result.extra.get("decode_tokens_per_s")),
-        ]
     rows += [
         ("FLOPs per step", result.flops_per_step),
         ("achieved TFLOP/s", result.achieved_flops / 1e12 if result.achieved_flops else None),
@@ -96,6 +91,8 @@ def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[s
     """The tables a run's extra figures give (result.extra, or a stored run's summary): compile time apart
     from the steady state, memory (peaks and the analytic breakdown), and --memory's operator table."""
     tables = []
+    if extra.get("serving"):
+        tables.append((SERVING_TITLE, serving_rows(extra["serving"])))
     if "compile_ns" in extra:
         tables.append(("compile (first step)", compile_rows(extra, phases)))
     if extra.get("inductor_cache"):
@@ -107,6 +104,48 @@ def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[s
         title = "top operators by CPU memory (torch.profiler profile_memory, measured steps)"
         tables.append((title, memory_operator_rows(memory["operators"])))
     return tables
+
+
+SERVING_TITLE = "serving (measured steps)"
+
+
+def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:
+    """generate's serving figures (harness.execution.generate.serving_figures) for people: the decode path,
+    the batch as concurrent sequences, time to first token and per output token (mean and percentiles over
+    every decoded token), output and decode tokens/s, the KV cache as allocated against the analytic
+    figure, and decode's GPU-busy share where a capture gave it."""
+    import pandas as pd
+
+    mib = 2**20
+    ttft = serving.get("ttft_ns") or {}
+    tpot = serving.get("tpot_ns") or {}
+
+    def size(name: str) -> float | None:
+        value = serving.get(name)
+        return value / mib if value is not None else None
+
+    rows: list[tuple[str, object]] = [
+        ("decode", serving.get("decode")),
+        ("concurrent sequences (batch)", serving.get("concurrent_sequences")),
+        ("output tokens per sequence", serving.get("new_tokens")),
+        ("TTFT mean (ns)", ttft.get("mean_ns")),
+        ("TTFT p50 (ns)", ttft.get("p50_ns")),
+        ("TTFT p99 (ns)", ttft.get("p99_ns")),
+        ("TPOT mean (ns)", tpot.get("mean_ns")),
+        ("TPOT p50 (ns)", tpot.get("p50_ns")),
+        ("TPOT p90 (ns)", tpot.get("p90_ns")),
+        ("TPOT p99 (ns)", tpot.get("p99_ns")),
+        ("TPOT tokens timed", tpot.get("count")),
+        ("output tokens/s", serving.get("output_tokens_per_s")),
+        ("decode tokens/s", serving.get("decode_tokens_per_s")),
+        ("KV cache allocated (MiB)", size("kv_cache_bytes")),
+        ("KV cache analytic (MiB)", size("kv_cache_analytic_bytes")),
+    ]
+    if serving.get("decode_gpu_busy") is not None:
+        rows.append(("decode GPU busy (%)", serving["decode_gpu_busy"] * 100))
+    return pd.DataFrame(
+        {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
+    )
 
 
 def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:

@@ -41,6 +41,7 @@ from harness.profilers.base import (
     check_writable,
     run_baseline,
 )
+from harness.profilers.busy import record_decode_busy
 from harness.profilers.capture import (
     capture_advice,
     judge,
@@ -258,6 +259,7 @@ def examine(
         except (AnalysisError, HarnessError) as e:  # no NVTX, or none of the harness's: health says why
             out.error = str(e)
         else:
+            record_decode_busy(result, trace)  # generate: decode's GPU-busy share, into its serving figures
             found["blocks"], said = blocks_of(trace, config)
             out.notes += [said] if said else []
             if out.agreement is not None and len(out.agreement):

@@ -52,6 +52,21 @@ def _utc(when: datetime) -> datetime:
     return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
 
 
+TOKEN_TIMINGS = "token_timings"  # the run's summary: generate's per-token times, a list per step
+
+
+def token_timings(result: RunResult) -> dict[str, Any]:
+    """Each step's decoded tokens' times (ns), for the summary: {"token_timings": [{step, rank, warmup,
+    durations_ns}, …]}; nothing for a run without them. Every token's time is kept (TPOT's percentiles are
+    drawn from them and can be drawn again)."""
+    rows = [
+        {"step": s.step, "rank": s.rank, "warmup": s.warmup, "durations_ns": list(s.tokens)}
+        for s in result.steps
+        if s.tokens
+    ]
+    return {TOKEN_TIMINGS: rows} if rows else {}
+
+
 def _differences(stored: Run, pending: PendingRun) -> list[str]:
     """What tells `pending` from the run stored (nothing: the same run, imported before)."""
     result = pending.result
@@ -247,6 +262,7 @@ class RunsPart(Database):
             summary={
                 "phases": [asdict(s) for s in result.phase_stats()],
                 **result.extra,
+                **token_timings(result),
             },
         )
         # relationships are left unset on `run`, so merge leaves them alone: the rows are replaced here

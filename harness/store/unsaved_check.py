@@ -138,7 +138,7 @@ def check_config(cfg: RunConfig) -> None:
     one_of(cfg.device, DEVICES, "config.device")
     one_of(cfg.precision, (*PRECISIONS, "n/a") if program else PRECISIONS, "config.precision")
     one_of(cfg.attention, (*ATTENTIONS, "n/a") if program else ATTENTIONS, "config.attention")
-    for name in ("compile", "nvtx_detail", "power", "memory"):
+    for name in ("compile", "cuda_graphs", "nvtx_detail", "power", "memory"):
         if type(getattr(cfg, name)) is not bool:
             raise _fail(f"config.{name}", f"is {getattr(cfg, name)!r}, not true or false")
     first = 0 if program else 1
@@ -205,6 +205,21 @@ def check_result(result: RunResult) -> None:
     for kind, path in mapping(extra.get("artifacts") or {}, "extra.artifacts").items():
         text(kind, "extra.artifacts: kind", plain=True)
         text(path, f"extra.artifacts.{kind}")
+    check_serving(mapping(extra.get("serving") or {}, "extra.serving"))
+
+
+def check_serving(serving: dict[str, Any]) -> None:
+    """generate's serving figures (harness.execution.generate.serving_figures): numbers, the statistics
+    of TTFT and TPOT numbers too, and the decode path a line of plain text."""
+    for name, value in serving.items():
+        where = f"extra.serving.{name}"
+        if name == "decode":
+            text(value, where, plain=True)
+        elif isinstance(value, dict):
+            for key, number in value.items():
+                figure(number, f"{where}.{key}")
+        else:
+            figure(value, where)
 
 
 def check_steps(result: RunResult) -> None:
@@ -232,6 +247,12 @@ def check_steps(result: RunResult) -> None:
         for phase, at in mapping(s.starts, f"{where}.starts").items():
             one_of(phase, phases, f"{where}.starts: phase")
             whole(at, f"{where}.starts.{phase}")
+        if not isinstance(s.tokens, list):
+            raise _fail(f"{where}.tokens", f"is {type(s.tokens).__name__}, not a list")
+        if len(s.tokens) > cfg.new_tokens:
+            raise _fail(f"{where}.tokens", f"holds {len(s.tokens)} tokens, more than the run decodes")
+        for j, ns in enumerate(s.tokens):
+            duration(ns, f"{where}.tokens[{j}]")
         first = seen.setdefault((s.step, s.rank), i)
         if first != i:
             rank = f" of rank {s.rank}" if cfg.world_size > 1 else ""

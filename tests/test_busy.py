@@ -1,0 +1,86 @@
+"""A phase's GPU-busy share from a capture (harness.profilers.busy), against the export read with SQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from analysis.trace.opening import open_trace
+from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.profilers.busy import busy_share, record_decode_busy
+
+
+def share_by_sql(export: Path, phase: str, steps: set[int] | None) -> float:
+    """The same share, written out: every kernel and copy as an interval, their union merged in Python,
+    clipped to each range of `phase`."""
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    work = sorted(
+        (start, end)
+        for table in (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+        )
+        if table in tables
+        for start, end in con.execute(f"SELECT start, end FROM {table}")
+    )
+    union: list[list[int]] = []
+    for start, end in work:
+        if union and start <= union[-1][1]:
+            union[-1][1] = max(union[-1][1], end)
+        else:
+            union.append([start, end])
+    ranges = con.execute(
+        "SELECT e.start, e.end, e.int64Value FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+        "WHERE coalesce(e.text, s.value) = ? AND e.end IS NOT NULL",
+        (phase,),
+    ).fetchall()
+    busy = wall = 0
+    for start, end, step in ranges:
+        if steps is not None and step not in steps:
+            continue
+        wall += end - start
+        busy += sum(max(0, min(e, end) - max(s, start)) for s, e in union)
+    return busy / wall
+
+
+@pytest.mark.parametrize(("phase", "steps"), [("forward", None), ("forward", {5, 6, 7}), ("optimizer", {9})])
+def test_busy_share_is_the_union_of_gpu_work_inside_the_ranges(h100_export: Path, phase, steps) -> None:
+    with open_trace(h100_export) as trace:
+        share = busy_share(trace, phase, steps)
+    assert share == pytest.approx(share_by_sql(h100_export, phase, steps), rel=1e-12)
+    assert 0 < share < 1
+
+
+def test_a_capture_without_gpu_work_has_no_share(cpu_export: Path) -> None:
+    with open_trace(cpu_export) as trace:
+        assert busy_share(trace, "forward") is None
+
+
+def test_decode_busy_goes_into_the_serving_figures(
+    h100_export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the measured steps only. The h100 capture is a train run: its forward ranges stand in for
+    decode's (a train capture has no decode range, and then no share)."""
+    from harness.profilers import busy
+
+    def generate_run() -> RunResult:
+        return RunResult(
+            run_id="r", config=RunConfig(model="medium", mode="generate"), status="ok",
+            steps=[StepRecord(step=i, warmup=i < 10, phases={}) for i in range(15)],
+            extra={"serving": {"decode": "eager (growing KV cache)"}},
+        )  # fmt: skip
+
+    with open_trace(h100_export) as trace:
+        plain = generate_run()
+        record_decode_busy(plain, trace)
+        monkeypatch.setattr(busy, "DECODE", "forward")
+        standing_in = generate_run()
+        record_decode_busy(standing_in, trace)
+    assert plain.extra["serving"]["decode_gpu_busy"] is None
+    got = standing_in.extra["serving"]["decode_gpu_busy"]
+    assert got == pytest.approx(share_by_sql(h100_export, "forward", set(range(10, 15))), rel=1e-12)
+    assert got != pytest.approx(share_by_sql(h100_export, "forward", None))  # the warm-up steps left out

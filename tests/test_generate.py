@@ -1,0 +1,262 @@
+"""Generate mode's serving figures: a timed NVTX range per decoded token, TTFT, TPOT, output tokens/s and
+the KV cache, in the run's result, its tables (run and show, json and csv), its store and its capture; and
+--cuda-graphs refused where it cannot run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import workloads
+from analysis.names import DECODE, TOKEN
+from harness.cli import app
+from harness.core import nvtx_ranges
+from harness.core.errors import UsageError
+from harness.core.records import RunConfig
+from harness.execution.generate import EAGER
+from harness.execution.runner import run_workload, validate
+from harness.experiments.tables import SERVING_TITLE
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+
+
+def invoke(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_each_decoded_token_is_timed_and_the_serving_figures_are_drawn_from_them() -> None:
+    config = RunConfig(
+        model="char", mode="generate", device="cpu", warmup=1, steps=3, new_tokens=6, batch_size=2
+    )
+    result = run_workload(config)
+    assert result.status == "ok"
+    for s in result.steps:
+        assert len(s.tokens) == 5 and all(ns > 0 for ns in s.tokens)
+        assert sum(s.tokens) <= s.phases[DECODE]  # each token inside the decode phase
+    serving = result.extra["serving"]
+    measured = [s for s in result.steps if not s.warmup]
+    tokens = [ns for s in measured for ns in s.tokens]
+    assert serving["tpot_ns"]["count"] == 3 * 5 == len(tokens)
+    assert serving["tpot_ns"]["mean_ns"] == pytest.approx(np.mean(tokens))
+    for q in (50, 90, 99):
+        assert serving["tpot_ns"][f"p{q}_ns"] == pytest.approx(np.percentile(tokens, q))
+    assert serving["tpot_ns"]["min_ns"] == min(tokens) and serving["tpot_ns"]["max_ns"] == max(tokens)
+    assert serving["ttft_ns"]["mean_ns"] == pytest.approx(np.mean([s.phases["prefill"] for s in measured]))
+    total = sum(s.phases["prefill"] + s.phases["decode"] for s in measured)
+    assert serving["output_tokens_per_s"] == pytest.approx(2 * 6 * 3 / (total / 1e9))
+    assert serving["output_tokens_per_s"] == pytest.approx(result.tokens_per_s)
+    assert serving["decode_tokens_per_s"] == pytest.approx(2 / (np.mean(tokens) / 1e9))
+    assert serving["concurrent_sequences"] == 2 and serving["new_tokens"] == 6
+    assert serving["decode"] == EAGER
+    spec = workloads.get_spec("char")  # 4 layers, 4 heads of 32, a prompt of 32 (half of 64) + 6 tokens
+    assert serving["kv_cache_bytes"] == serving["kv_cache_analytic_bytes"] == 2 * 4 * 2 * 4 * 38 * 32 * 4
+    assert serving["kv_cache_analytic_bytes"] == result.extra["memory"]["breakdown"]["kv_cache"]
+    assert spec.num_layers == 4 and spec.head_dim == 32
+
+
+def test_a_token_range_opens_around_each_decoded_token_inside_decode() -> None:
+    seen: list[tuple[str, str]] = []
+    nvtx_ranges.set_mirror(
+        (lambda name: seen.append(("push", name)) or name, lambda n: seen.append(("pop", n)))
+    )
+    try:
+        run_workload(RunConfig(model="char", mode="generate", device="cpu", warmup=0, steps=1, new_tokens=4))
+    finally:
+        nvtx_ranges.set_mirror(None)
+    names = [name for what, name in seen if what == "push"]
+    assert names == ["step", "prefill", "decode", TOKEN, TOKEN, TOKEN]
+    decode = seen.index(("push", DECODE))
+    assert seen[decode:] == [
+        ("push", DECODE),
+        *[("push", TOKEN), ("pop", TOKEN)] * 3,
+        ("pop", DECODE),
+        ("pop", "step"),
+    ]
+
+
+def test_run_json_carries_the_serving_figures_and_show_repeats_them(tmp_db: str) -> None:
+    args = [
+        "--device",
+        "cpu",
+        "--mode",
+        "generate",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--new-tokens",
+        "5",
+        "-b",
+        "2",
+    ]
+    result = invoke("run", "tiny", *args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    serving = {row["metric"]: row["value"] for row in json.loads(result.stdout)[SERVING_TITLE]}
+    for name in ("TTFT mean (ns)", "TTFT p50 (ns)", "TPOT p50 (ns)", "TPOT p99 (ns)", "output tokens/s"):
+        assert serving[name] > 0, name
+    assert serving["TPOT p99 (ns)"] >= serving["TPOT p50 (ns)"]
+    assert serving["TPOT tokens timed"] == 2 * (5 - 1)  # steps × (new tokens − 1): token 0 is prefill's
+    assert serving["concurrent sequences (batch)"] == 2 and serving["decode"] == EAGER
+    assert serving["KV cache allocated (MiB)"] == serving["KV cache analytic (MiB)"] > 0
+
+    (run_id,) = ResultsStore(tmp_db, readonly=True).runs()["run_id"]
+    shown = json.loads(invoke("show", run_id, "--format", "json").stdout)
+    assert {row["metric"]: row["value"] for row in shown[SERVING_TITLE]} == serving
+    run = ResultsStore(tmp_db, readonly=True).get(run_id)
+    kept = run.summary["token_timings"]  # every token's time is stored, warm-up steps' too
+    assert [(t["step"], t["warmup"], len(t["durations_ns"])) for t in kept] == [
+        (0, True, 4),
+        (1, False, 4),
+        (2, False, 4),
+    ]
+    tpot = run.summary["serving"]["tpot_ns"]
+    assert tpot["p50_ns"] == pytest.approx(
+        np.percentile([ns for t in kept[1:] for ns in t["durations_ns"]], 50)
+    )
+
+
+def test_run_csv_and_the_screen_carry_them(tmp_db: str) -> None:
+    args = [
+        "--device",
+        "cpu",
+        "--mode",
+        "generate",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--new-tokens",
+        "3",
+        "-b",
+        "1",
+    ]
+    out = invoke("run", "char", *args, "--format", "csv").stdout
+    section = out.split(f"# {SERVING_TITLE}\n")[1].split("\n\n")[0]
+    rows = {r["metric"]: r["value"] for r in csv.DictReader(io.StringIO(section))}
+    assert (
+        float(rows["TPOT p50 (ns)"]) > 0
+        and float(rows["TTFT p99 (ns)"]) > 0
+        and rows["TPOT tokens timed"] == "2"
+    )
+    screen = invoke("run", "char", *args, "--wide").stdout
+    assert SERVING_TITLE in screen and "TPOT p99 (ms)" in screen and "TTFT p50 (ms)" in screen
+
+
+def one_line_error(result) -> str:  # type: ignore[no-untyped-def]
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--mode", "generate", "--device", "cpu"],
+            "error: --cuda-graphs needs a CUDA device; this run is on cpu",
+        ),
+        (["--device", "cpu"], "error: --cuda-graphs replays generate's decode step; --mode train has none"),
+        (
+            ["--mode", "forward", "--device", "cpu"],
+            "error: --cuda-graphs replays generate's decode step; --mode forward",
+        ),
+    ],
+)
+def test_cuda_graphs_off_cuda_or_outside_generate_is_one_line(
+    tmp_db: str, args: list[str], message: str
+) -> None:
+    result = invoke("run", "tiny", "--cuda-graphs", *args)
+    assert result.exit_code == 2
+    assert one_line_error(result).startswith(message)
+    assert ResultsStore(tmp_db).count_runs() == 0  # refused before any work
+
+
+def test_cuda_graphs_refuses_what_a_replay_cannot_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CUDA device (pretended: the check is made before any CUDA call), --compile and --nvtx-detail
+    are refused beside --cuda-graphs."""
+    import torch
+
+    from harness.execution import runner
+
+    monkeypatch.setattr(runner, "resolve_device", lambda requested: torch.device("cuda"))
+    config = RunConfig(model="tiny", mode="generate", device="cuda", cuda_graphs=True)
+    validate(config)  # generate on CUDA: taken
+    with pytest.raises(UsageError, match="--cuda-graphs and --compile both decode from a static KV cache"):
+        validate(RunConfig(model="tiny", mode="generate", device="cuda", cuda_graphs=True, compile=True))
+    with pytest.raises(UsageError, match=r"--nvtx-detail puts ranges .* in Python hooks"):
+        validate(RunConfig(model="tiny", mode="generate", device="cuda", cuda_graphs=True, nvtx_detail=True))
+
+
+@pytest.mark.slow
+def test_compile_decodes_from_the_static_cache() -> None:
+    result = run_workload(
+        RunConfig(model="char", mode="generate", device="cpu", compile=True, warmup=1, steps=1, new_tokens=4)
+    )
+    assert result.status == "ok"
+    serving = result.extra["serving"]
+    assert serving["decode"] == "torch.compile (default)"  # reduce-overhead on CUDA only
+    assert (
+        serving["tpot_ns"]["count"] == 3 and serving["kv_cache_bytes"] == serving["kv_cache_analytic_bytes"]
+    )
+
+
+@pytest.mark.slow
+def test_the_token_ranges_are_in_the_capture(in_tmp: Path) -> None:
+    """`run --mode generate --nsys` on the CPU: under each step's decode range, one `token` range per
+    decoded token, payload 1 … new_tokens − 1, in the export nsys wrote."""
+    args = ["--mode", "generate", "--device", "cpu", "--steps", "1", "--warmup", "1", "--new-tokens", "4"]
+    result = runner.invoke(
+        app, ["run", "char", *args, "--nsys", "--no-nsys-baseline"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    (export,) = (in_tmp / "nsys_profiles").glob("*.sqlite")
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    columns = {row[1] for row in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
+    payload = [c for c in ("int64Value", "uint64Value", "int32Value", "uint32Value") if c in columns]
+    named = con.execute(
+        f"SELECT coalesce(e.text, s.value), e.start, e.end, coalesce({', '.join(payload)}, NULL) "
+        "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.end IS NOT NULL ORDER BY e.start"
+    ).fetchall()
+    decodes = [r for r in named if r[0] == DECODE]
+    tokens = [r for r in named if r[0] == TOKEN]
+    assert len(decodes) == 2 and len(tokens) == 2 * 3
+    for _, start, end, _ in decodes:
+        inside = [t[3] for t in tokens if start <= t[1] and t[2] <= end]
+        assert inside == [1, 2, 3]
+
+
+def test_the_cuda_graphs_body_times_its_static_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cuda-graphs's step on the CPU, its capture left out (the step it would replay runs eagerly):
+    prefill into the static cache, a timed `token` range per decoded token, the static cache's bytes."""
+    from harness.execution import runner
+    from workloads.decode import StaticDecode
+
+    captured: list[StaticDecode] = []
+    monkeypatch.setattr(runner, "_check_graphs", lambda config: None)
+    monkeypatch.setattr(StaticDecode, "capture", lambda self: captured.append(self))
+    config = RunConfig(
+        model="tiny",
+        mode="generate",
+        device="cpu",
+        cuda_graphs=True,
+        warmup=1,
+        steps=2,
+        new_tokens=5,
+        batch_size=2,
+    )
+    result = run_workload(config)
+    assert result.status == "ok" and len(captured) == 1  # captured once, before the first step
+    assert [len(s.tokens) for s in result.steps] == [4, 4, 4]
+    assert all(sum(s.tokens) <= s.phases[DECODE] for s in result.steps)
+    serving = result.extra["serving"]
+    assert serving["tpot_ns"]["count"] == 2 * 4
+    assert serving["kv_cache_bytes"] == serving["kv_cache_analytic_bytes"] == captured[0].cache.nbytes
+    assert int(captured[0].cache.pos) == 64 + 4  # the last step's prompt and decoded inputs
