@@ -146,6 +146,7 @@ static inline __attribute__((always_inline)) void parse_number(Parser *ps, Val *
     }
     v->p = start;
     v->n = p - start;
+    v->esc = 0;
     v->kind = is_float ? V_FLOAT : ndigits > 18 ? V_BIGINT : V_INT;
     v->i = neg ? -x : x;
     ps->p = p;
