@@ -4,9 +4,12 @@
    (kineto_columns.fast_piece turns it into a Piece), or None where the piece holds anything off the
    common path: an element that is not an object, a phase or a category written otherwise than as plain
    text, a time that is not a plain number, an integer argument that is not an integer, a duplicated key,
-   an escaped key, invalid UTF-8 or JSON, ... The caller then reads the piece as before (msgspec and
-   Python), so this module only ever agrees with that reader or steps aside: every rule here is one of
-   kineto_columns' rules, written for the values it can decide alone.
+   an escaped key, invalid UTF-8 or JSON, nesting past 64, an integer of more than 640 digits anywhere, a
+   name table that a look-up probes past 256 slots, ... The caller then reads the piece as before
+   (msgspec and Python), so this module only ever agrees with that reader or steps aside: every rule here
+   is one of kineto_columns' rules, written for the values it can decide alone. Where msgspec refuses a
+   piece this module takes (a lone surrogate escaped in a key it skips), the stream's parser reads it,
+   with the same columns (tests/test_kineto_corpus.py).
 
    The parse runs without the GIL; Python objects are made for each distinct name and text only. */
 

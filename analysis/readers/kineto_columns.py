@@ -212,7 +212,7 @@ def _shape_texts(dims: list[msgspec.Raw] | list[bytes]) -> list[str]:
     Safe in threads: the piece's texts are looked up in a dict of its own, filled from `_SHOWN` (which
     another thread may clear at any moment) or computed."""
     texts = list(map(bytes, dims))
-    shown = {}
+    shown: dict[bytes, str | None] = {}
     for text in set(texts):
         shown[text] = _SHOWN.get(text)
         if shown[text] is None:

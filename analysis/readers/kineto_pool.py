@@ -21,14 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
 
 from analysis.readers import kineto_stream
-from analysis.readers.kineto_columns import (
-    DigitLimit,
-    Piece,
-    _kineto_fast,
-    columns,
-    decode_columns,
-    fast_piece,
-)
+from analysis.readers.kineto_columns import Piece, _kineto_fast, columns, decode_columns, fast_piece
 from analysis.readers.kineto_stream import Parsed, Stop, Text, TraceStream
 
 IN_FLIGHT = 4  # pieces handed to workers and not yet merged: at most 16 MiB of JSON (2 each: as fast as 8)
@@ -99,10 +92,7 @@ def text_columns(text: Text) -> Piece | None:
     if FAST:
         raw = _kineto_fast.columns(memoryview(text.buf)[text.start : text.end], True)
         if raw is not None:
-            try:
-                return fast_piece(raw)
-            except DigitLimit:
-                return None
+            return fast_piece(raw)  # never DigitLimit: the C reader steps aside from such integers
     return decode_columns(text.data, fast=False)
 
 

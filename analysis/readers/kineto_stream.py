@@ -13,11 +13,10 @@ What this module does instead (measured on the 1M-event trace of benchmarks/kine
   needs: 2.9–3.7 s for the 1M events, 4× less than ijson. The structs
   are chosen by `ph` (a tagged union: a flow event, a third of a trace, decodes only its category; 18% less
   decoding than one struct for all), and where an element has no known phase, as `Event`s.
-- Whatever the file, what is held is bounded (docs/reliability.md, "Limits of one trace"): one event,
-  one top-level value or key is at most `max_value()` bytes of JSON as read (decompressed: a 2 MB gzip
-  can hold a 2 GB name), or the trace is refused in one line naming the limit; of the top-level object
-  only the keys the reader uses (`TOP_KEYS`) are kept; an integer past Python's digit limit (4,300) or
-  nesting past its recursion limit is refused in one line, as msgspec refuses it.
+- What is held is bounded whatever the gzip's ratio (docs/reliability.md, "Kineto traces"): one event,
+  top-level value or key is at most `max_value()` bytes of JSON as read, or one line names the limit; of
+  the top-level object only `TOP_KEYS` are kept; integers past Python's digit limit and nesting past its
+  recursion limit are one line too.
 - Whitespace is skipped by a regular expression, a buffer at a time, and a run that reaches the buffer's
   end is dropped before reading on: 1 GB of spaces costs a pass in C and a few MiB, not a Python step a
   byte and the whole run held (issue 35: 100 MB of leading spaces took 65 s, each read-on scanned the run
