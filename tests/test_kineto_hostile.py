@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kineto_data import write_trace
 from test_kineto_fast import assert_same_piece
 from test_kineto_stream import assert_same, frames
 from typer.testing import CliRunner
@@ -50,6 +49,13 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
         monkeypatch.setattr(columns, "_kineto_fast", None)
         monkeypatch.setattr(pool, "FAST", False)
     return request.param
+
+
+def write_trace(path: Path, events: list[Any], **top: Any) -> Path:
+    """A small trace written by the test (gzipped when the name ends in .gz)."""
+    text = json.dumps({"schemaVersion": 1, **top, "traceEvents": events}).encode()
+    path.write_bytes(gzip.compress(text) if path.name.endswith(".gz") else text)
+    return path
 
 
 def write_parts(path: Path, *parts: bytes | tuple[bytes, int]) -> Path:
