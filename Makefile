@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.installed
 
 # Tests: on every core (pytest-xdist; TEST_WORKERS=1 runs them one at a time). `make test` runs every test
 # not marked `slow` or `fuzz`; `make test-slow` the slow set (end to end: real runs, real nsys, Chromium);
-# `make fuzz` the long fuzzer; `make test-elsewhere` the tests as another machine (scripts/elsewhere.sh).
-# CI (.ci/run) runs all four: every test.
+# `make fuzz` the long fuzzer; `make test-elsewhere` the tests as another machine (scripts/elsewhere.sh);
+# `make asan` the C reader's tests under AddressSanitizer and UBSan. CI (.ci/run) runs all five.
 TEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: setup demo test test-slow test-elsewhere fuzz attack lint nsys bench clean
+.PHONY: setup demo test test-slow test-elsewhere fuzz asan attack lint nsys bench clean
 
 setup: $(STAMP) nsys
 
@@ -46,6 +46,29 @@ test-elsewhere: setup
 
 fuzz: setup
 	$(PYTEST) -m fuzz
+
+# The Kineto reader in C built apart (build/asan/, never over the module built in place) with
+# AddressSanitizer and UBSan (any error aborts), and its tests run with it (tests/kineto_asan.py loads it):
+# the fuzzer's corpus (tests/kineto_corpus.py: ASAN_PIECES pieces in each of 4 parts), the fixtures' pieces,
+# made-up events, hostile traces. Python allocates with malloc, so that ASan sees the buffers it reads.
+# An error's report is printed from build/asan/report.*. Needs gcc's libasan (Debian: apt-get install gcc).
+ASAN_CC ?= gcc
+ASAN_PIECES ?= 5000
+ASAN_SO := build/asan/_kineto_fast.so
+ASAN_TESTS := tests/test_kineto_corpus.py tests/test_kineto_fast.py tests/test_kineto_hostile.py tests/test_kineto_stream.py
+ASAN_LOG := log_path=build/asan/report:print_stacktrace=1
+
+asan: setup
+	@test -f "$$($(ASAN_CC) -print-file-name=libasan.so)" || \
+		{ echo "asan: $(ASAN_CC) has no libasan.so here (Debian: apt-get install gcc)"; exit 1; }
+	mkdir -p build/asan && rm -f build/asan/report.*
+	$(ASAN_CC) -shared -fPIC -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+		-fno-sanitize-recover=all -I"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		analysis/readers/_kineto_fast.c -o $(ASAN_SO)
+	LD_PRELOAD="$$($(ASAN_CC) -print-file-name=libasan.so)" PYTHONMALLOC=malloc \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:$(ASAN_LOG) UBSAN_OPTIONS=halt_on_error=1:$(ASAN_LOG) \
+		KINETO_ASAN_MODULE=$(ASAN_SO) CORPUS_PIECES=$(ASAN_PIECES) PYTHONPATH=tests \
+		$(PYTEST) -p kineto_asan $(ASAN_TESTS) || { cat build/asan/report.* 2>/dev/null; exit 1; }
 
 attack: setup
 	PYTHON=$(BIN)/python scripts/attack.sh

@@ -8,7 +8,11 @@ the copy, and runs one analysis command on it in this process (typer's CliRunner
   holding markup, terminal escapes, invalid UTF-8 (what a lone surrogate becomes) and 10,000 characters;
   the file cut short.
 - Kineto traces: fields of the wrong type, keys missing, timestamps out of order, hostile names, the
-  document's shape broken, the file cut short (gzipped or not).
+  document's shape broken, the file cut short (gzipped or not); and hostile shapes (`HOSTILE_SHAPES`): one
+  value past the reader's limit (lowered to 1 MiB here), nesting up to 3,000 deep, integers of up to 5,000
+  digits, thousands of distinct operator shapes (the shape cache lowered to 64, so that it is cleared while
+  threads read), kernel names made to collide in the C reader's table, threads named by numbers; read by
+  one thread or several.
 
 Every example must end in a table (exit 0) or one `error:` line (exit 1 or 2), never a traceback; the
 input file must keep its bytes; every total, count and time in the output must be finite and not negative.
@@ -31,6 +35,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +46,9 @@ from hypothesis import strategies as st
 from kineto_data import trace_path
 from typer.testing import CliRunner
 
+import analysis.readers.kineto as kineto
+import analysis.readers.kineto_columns as kineto_columns
+import analysis.readers.kineto_stream as kineto_stream
 from harness.cli import app
 
 pytestmark = pytest.mark.attack
@@ -296,16 +304,67 @@ WRONG = st.one_of(
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2), st.sampled_from(HOSTILE),
 )  # fmt: skip
 KEYS = ["ts", "dur", "name", "ph", "cat", "args", "pid", "tid", "id"]
-ARG_KEYS = ["correlation", "stream", "device", "grid", "block", "bytes", "External id", "name"]
+ARG_KEYS = ["correlation", "stream", "device", "grid", "block", "bytes", "External id", "name", "Input Dims"]
+# the limits of one trace, lowered so that the hostile shapes stay small
+LIMITS = {(kineto_stream, "MAX_VALUE"): 1 << 20, (kineto_stream, "CHUNK"): 1 << 18,
+          (kineto_columns, "SHOWN_MAX"): 64}  # fmt: skip
+# (shape, size): a value of `size` bytes (past MAX_VALUE or not), nested `size` deep (the C reader steps
+# aside past 64; the parsers stop near 1,000), an integer of `size` digits (Python's limit: 4,300), `size`
+# cpu_ops of distinct Input Dims, `size` kernels whose names share their length and 16 bytes at each end,
+# a thread named by a number (or by what is not a name)
+HOSTILE_SHAPES = st.one_of(
+    st.tuples(st.just("long"), st.sampled_from([1000, (1 << 20) - 300, 1 << 20, 3 << 20])),
+    st.tuples(st.just("deep"), st.sampled_from([2, 63, 64, 65, 300, 980, 995, 1000, 3000])),
+    st.tuples(st.just("digits"), st.sampled_from([18, 19, 20, 400, 4300, 4301, 5000])),
+    st.tuples(st.just("float digits"), st.sampled_from([16, 17, 400, 5000])),
+    st.tuples(st.just("shapes"), st.integers(1, 2000)),
+    st.tuples(st.just("colliding"), st.integers(2, 2000)),
+    st.tuples(st.just("thread name"), st.sampled_from(["1.5", "40", "-0", "1e3", "true", "[1]", "7" * 30])),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Raw:
+    """JSON text put in a document as it is (nesting and integers that json.dumps cannot write)."""
+
+    text: str
+
+
+def hostile_value(shape: str, size: int) -> Any:
+    """The value a hostile shape puts in a field."""
+    if shape == "long":
+        return "a" * size
+    if shape == "deep":
+        return Raw("[" * size + "]" * size)
+    if shape == "digits":
+        return Raw("7" * size)
+    return Raw("1." + "7" * size)  # float digits: read as text, never as a float
+
+
+COLLIDING = "void kernel_AAAA<{:08d}>(float*) BBBBBBBBBBBBBBBB"  # one length, the same 16 bytes at each end
+
+
+def hostile_events(shape: str, size: Any, like: dict[str, Any]) -> list[Any]:
+    """The events a hostile shape adds, made from `like` (an event of the trace)."""
+    base = {k: like[k] for k in ("pid", "tid", "ts", "dur") if k in like}
+    if shape == "shapes":
+        return [{**base, "ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": i,
+                 "args": {"External id": i, "Input Dims": [[i, 3], [3]]}} for i in range(size)]  # fmt: skip
+    if shape == "colliding":
+        return [{**base, "ph": "X", "cat": "kernel", "name": COLLIDING.format(i), "ts": i, "dur": 1,
+                 "args": {"stream": 7, "correlation": i, "device": 0}} for i in range(size)]  # fmt: skip
+    return [{"ph": "M", "name": "thread_name", "pid": like.get("pid"), "tid": like.get("tid"),
+             "args": {"name": Raw(str(size))}}]  # fmt: skip
 
 
 @st.composite
 def kineto_mutations(draw: st.DrawFn) -> list[tuple]:
     out = []
     for _ in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["set", "delete", "arg", "shuffle_ts", "top", "dup"]))
+        kind = draw(st.sampled_from(["set", "delete", "arg", "shuffle_ts", "top", "dup", "hostile"]))
         where = draw(st.integers(0, 399))
-        out.append((kind, where, draw(st.sampled_from(KEYS)), draw(st.sampled_from(ARG_KEYS)), draw(WRONG)))
+        value = draw(HOSTILE_SHAPES if kind == "hostile" else WRONG)
+        out.append((kind, where, draw(st.sampled_from(KEYS)), draw(st.sampled_from(ARG_KEYS)), value))
     return out
 
 
@@ -328,6 +387,20 @@ def mutate_trace(doc: dict[str, Any], mutations: list[tuple]) -> Any:
                 e["ts"], other["ts"] = other["ts"], e["ts"]
         elif kind == "dup":
             events.append(dict(e))
+        elif kind == "hostile":
+            shape, size = value
+            if shape in ("shapes", "colliding", "thread name"):
+                at = i % len(events) if events else 0
+                events[at:at] = hostile_events(shape, size, e)
+            elif key == "args":
+                e["args"] = {
+                    **(e["args"] if isinstance(e.get("args"), dict) else {}),
+                    arg: hostile_value(*value),
+                }
+            elif key == "id":  # a top-level key
+                out = {**out, "hostile": hostile_value(*value)} if isinstance(out, dict) else out
+            else:
+                e[key] = hostile_value(*value)
         elif kind == "top":
             choice = i % 5
             if choice == 0:
@@ -343,8 +416,38 @@ def mutate_trace(doc: dict[str, Any], mutations: list[tuple]) -> Any:
     return out
 
 
+def dumps(doc: Any, ascii_only: bool = True) -> str:
+    """The document as JSON text, each Raw written as its text."""
+    raws: list[str] = []
+
+    def default(value: Any) -> Any:
+        if isinstance(value, Raw):
+            raws.append(value.text)
+            return f"@@raw{len(raws) - 1}@@"
+        return str(value)
+
+    text = json.dumps(doc, default=default, allow_nan=True, ensure_ascii=ascii_only)
+    for k, raw in enumerate(raws):
+        text = text.replace(f'"@@raw{k}@@"', raw, 1)
+    return text
+
+
+@contextmanager
+def limits(threads: bool) -> Iterator[None]:
+    """The reader's limits lowered (LIMITS), and the trace read by threads (the C reader) or one thread."""
+    patched = {**LIMITS, (kineto, "THREAD_BYTES"): 0 if threads else 1 << 62}
+    before = {k: getattr(*k) for k in patched}
+    for (module, name), value in patched.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for (module, name), value in before.items():
+            setattr(module, name, value)
+
+
 def write_mutated(path: Path, doc: Any, gz: bool, cut: float | None) -> None:
-    data = json.dumps(doc, default=str, allow_nan=True).encode()
+    data = dumps(doc).encode()
     if gz:
         data = gzip.compress(data, compresslevel=1)
     if cut is not None:
@@ -353,8 +456,8 @@ def write_mutated(path: Path, doc: Any, gz: bool, cut: float | None) -> None:
 
 
 def check_trace_example(fixture: str, mutations: list[tuple], gz: bool, cut: float | None, command: str,
-                        no_cache: bool) -> None:  # fmt: skip
-    with workdir() as tmp:
+                        no_cache: bool, threads: bool = False) -> None:  # fmt: skip
+    with workdir() as tmp, limits(threads):
         path = tmp / ("trace.json.gz" if gz else "trace.json")
         write_mutated(path, mutate_trace(kineto_base(fixture), mutations), gz, cut)
         before = digest(path)
@@ -370,6 +473,7 @@ trace_cases = st.tuples(
     st.booleans(),
     st.one_of(st.none(), st.none(), st.floats(0, 1)),
     st.sampled_from(COMMANDS),
+    st.booleans(),
     st.booleans(),
 )
 

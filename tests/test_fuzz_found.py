@@ -129,3 +129,24 @@ def test_a_kernel_without_a_correlation_id_has_no_launch_call(tmp_path) -> None:
     launches = kernel_launches(open_trace(bad, cache=False))
     by_id = dict(zip(launches["correlation_id"].tolist(), launches["has_call"].tolist(), strict=True))
     assert by_id == {NULL: False, 1: True, 172: True, 188: True, 204: True}
+
+
+@pytest.mark.parametrize(
+    ("shape", "key", "arg"),
+    [
+        (("long", 3 << 20), "name", ""),  # past the (lowered) limit on one value: MemoryError at 2 GB
+        (("long", 3 << 20), "id", ""),  # a top-level value
+        (("digits", 5000), "ts", ""),  # ValueError: Exceeds the limit (4300 digits)
+        (("digits", 5000), "args", "Input Dims"),
+        (("deep", 1000), "args", "correlation"),  # RecursionError from msgspec
+        (("deep", 995), "name", ""),  # ... or from json.dumps of a name that is a list
+        (("shapes", 2000), "", ""),  # the shape cache cleared by one thread while another read it: KeyError
+        (("colliding", 2000), "", ""),  # one chain of the C reader's name table
+        (("thread name", "1.5"), "", ""),  # "thread 4" from the C reader, "1.5" from msgspec
+    ],
+)
+@pytest.mark.parametrize("threads", [False, True])
+def test_hostile_shapes(shape: tuple, key: str, arg: str, threads: bool) -> None:
+    """The hostile shapes the fuzzer makes (HOSTILE_SHAPES), each once: a table or one line."""
+    for command in ("kernels", "summary"):
+        check_trace_example("nccl", [("hostile", 5, key, arg, shape)], True, None, command, True, threads)

@@ -211,6 +211,9 @@ VALUES = st.one_of(
     st.booleans(),
     st.none(),
     st.lists(st.integers(-2, 2**42), max_size=4),
+    # hostile: integers past the C reader's 640 digits and Python's 4,300, nesting past the C reader's 64
+    st.sampled_from([Raw("7" * 19), Raw("-" + "7" * 641), Raw("7" * 4301), Raw("1." + "7" * 400)]),
+    st.sampled_from([Raw("[" * 64 + "]" * 64), Raw("[" * 65 + "]" * 65), Raw("[" * 300 + "]" * 300)]),
 )
 ARG_KEYS = ["correlation", "stream", "device", "grid", "block", "bytes", "External id", "Input Dims", "name",
             "other"]  # fmt: skip

@@ -19,7 +19,7 @@ NULL = -9223372036854775807  # stands for a missing value in integer columns
 # The readers' versions, here so that finding a cache entry imports no reader (analysis.trace.results; the
 # Kineto reader imports pandas). Bump one when what its frames hold changes: cached frames are rebuilt.
 NSYS_VERSION = "nsys-4"
-KINETO_VERSION = "kineto-5"
+KINETO_VERSION = "kineto-6"  # 6: a thread named by a number is named by its text
 
 
 def valid_duration(start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -4,9 +4,12 @@
    (kineto_columns.fast_piece turns it into a Piece), or None where the piece holds anything off the
    common path: an element that is not an object, a phase or a category written otherwise than as plain
    text, a time that is not a plain number, an integer argument that is not an integer, a duplicated key,
-   an escaped key, invalid UTF-8 or JSON, ... The caller then reads the piece as before (msgspec and
-   Python), so this module only ever agrees with that reader or steps aside: every rule here is one of
-   kineto_columns' rules, written for the values it can decide alone.
+   an escaped key, invalid UTF-8 or JSON, nesting past 64, an integer of more than 640 digits anywhere, a
+   name table that a look-up probes past 256 slots, ... The caller then reads the piece as before
+   (msgspec and Python), so this module only ever agrees with that reader or steps aside: every rule here
+   is one of kineto_columns' rules, written for the values it can decide alone. Where msgspec refuses a
+   piece this module takes (a lone surrogate escaped in a key it skips), the stream's parser reads it,
+   with the same columns (tests/test_kineto_corpus.py).
 
    The parse runs without the GIL; Python objects are made for each distinct name and text only. */
 
@@ -293,8 +296,10 @@ static int take(Out *o, const Event *e, Py_ssize_t index) {
     const Args *a = &e->a;
     if (ph == 'M') {
         if (e->name.kind == V_STR && e->name.esc) return -1;
-        if (e->name.kind == V_STR && KEY(&e->name, "thread_name") &&
-            a->f[A_NAME].kind == V_STR) {
+        /* a thread's name: text, or a number read as its text (kineto_columns.thread_name) */
+        int named = a->f[A_NAME].kind == V_STR || a->f[A_NAME].kind == V_INT || a->f[A_NAME].kind == V_FLOAT;
+        if (e->name.kind == V_STR && KEY(&e->name, "thread_name") && a->f[A_NAME].kind == V_BIGINT) return -1;
+        if (e->name.kind == V_STR && KEY(&e->name, "thread_name") && named) {
             if ((e->pid.kind != V_INT && e->pid.kind != V_STR) || (e->tid.kind != V_INT && e->tid.kind != V_STR))
                 return -1;
             if (o->nthreads == o->capthreads) {
@@ -450,6 +455,7 @@ static PyObject *text(const char *p, Py_ssize_t n, int esc) {
     return s;
 }
 
+/* an integer as int; a string's text, or a float's as written (as msgspec's float_hook=str gives it) */
 static PyObject *scalar(const Val *v) {
     return v->kind == V_INT ? PyLong_FromLongLong(v->i) : text(v->p, v->n, v->esc);
 }
@@ -510,7 +516,7 @@ static PyObject *result(Out *o) {
     for (Py_ssize_t i = 0; i < o->nthreads; i++) {
         ThreadName *t = &o->threads[i];
         PyObject *pid = scalar(&t->pid), *tid = pid ? scalar(&t->tid) : NULL;
-        PyObject *name = tid ? text(t->name.p, t->name.n, t->name.esc) : NULL;
+        PyObject *name = tid ? scalar(&t->name) : NULL; /* an integer as int: thread_name writes it */
         if (!name) { Py_XDECREF(pid); Py_XDECREF(tid); goto fail; }
         PyObject *x = Py_BuildValue("(NNN)", pid, tid, name);
         if (!x) goto fail;
@@ -548,11 +554,22 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     return out;
 }
 
+static PyObject *text_hash(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    uint64_t h = hash((const char *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
 static PyMethodDef METHODS[] = {
     {"columns", columns, METH_VARARGS,
      "columns(data, body=False) -> (count, groups, ignored, thread_names, float_times), or None where the "
      "piece is not on the common path (read it with kineto_columns' reader). `data`: a JSON list of events, "
      "or with `body` its elements alone."},
+    {"text_hash", text_hash, METH_VARARGS,
+     "text_hash(data) -> int: the hash of the table of distinct names (for tests: how names spread)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,9 @@
 #endif
 
 #define MAX_DEPTH 64
+/* an integer of more digits is not this reader's to decide, even where it is skipped: Python's parsers
+   refuse one past their limit (sys.get_int_max_str_digits(), 4,300 unless set; 640 at the least) */
+#define MAX_DIGITS 640
 
 enum { V_ABSENT = 0, V_INT, V_BIGINT, V_FLOAT, V_STR, V_NULL, V_BOOL, V_ARRAY, V_OBJECT };
 
@@ -144,8 +147,10 @@ static inline __attribute__((always_inline)) void parse_number(Parser *ps, Val *
         while (p < end && (unsigned)(*p - '0') <= 9) p++;
         is_float = 1;
     }
+    if (!is_float && ndigits > MAX_DIGITS) { ps->fail = 1; return; }
     v->p = start;
     v->n = p - start;
+    v->esc = 0;
     v->kind = is_float ? V_FLOAT : ndigits > 18 ? V_BIGINT : V_INT;
     v->i = neg ? -x : x;
     ps->p = p;

@@ -35,23 +35,42 @@ typedef struct {
     Py_ssize_t nslots;
 } Strings;
 
-/* the length and up to 16 bytes at each end: names of one trace differ there (a kernel's template
-   arguments, an operator's name); a collision only costs a comparison */
+/* the most slots one look-up probes: past it the piece steps aside (Python's dicts, whose hash is seeded,
+   take it), so text made to collide costs a bounded number of comparisons a name, not one per name seen */
+#define MAX_PROBES 256
+
+static inline uint64_t mum(uint64_t a, uint64_t b) {
+    __uint128_t r = (__uint128_t)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static inline uint64_t load8(const char *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+/* every byte of the text, 16 at a time (wyhash's mixing): names of one trace often share their length
+   and both ends (a kernel's template arguments differ in the middle), so a hash of the ends alone put
+   them all in one chain */
 static inline uint64_t hash(const char *p, Py_ssize_t n) {
-    uint64_t a = 0, b = 0;
+    const uint64_t k0 = 0xA0761D6478BD642FULL, k1 = 0xE7037ED1A0B428DBULL, k2 = 0x8EBC6AF09C88C6E3ULL;
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ULL ^ k2, a, b;
+    Py_ssize_t i = 0;
+    for (; n - i > 16; i += 16) h = mum(load8(p + i) ^ k0 ^ h, load8(p + i + 8) ^ k1);
+    Py_ssize_t rest = n - i; /* 0 to 16 bytes, read as two words (overlapping where fewer than 16) */
     if (n >= 16) {
-        uint64_t w[4];
-        memcpy(&w[0], p, 8);
-        memcpy(&w[1], p + 8, 8);
-        memcpy(&w[2], p + n - 16, 8);
-        memcpy(&w[3], p + n - 8, 8);
-        a = w[0] ^ (w[1] * 0x9E3779B97F4A7C15ULL);
-        b = w[2] ^ (w[3] * 0xC2B2AE3D27D4EB4FULL);
+        a = load8(p + n - 16);
+        b = load8(p + n - 8);
+    } else if (rest >= 8) {
+        a = load8(p + i);
+        b = load8(p + n - 8);
     } else {
-        for (Py_ssize_t i = 0; i < n; i++) a = (a << 8 | (a >> 56)) ^ (unsigned char)p[i];
+        a = b = 0;
+        for (Py_ssize_t j = 0; j < rest; j++) a = a << 8 | (unsigned char)p[i + j];
     }
-    uint64_t h = (a ^ (b << 1) ^ (uint64_t)n * 0x165667B19E3779F9ULL) * 0xFF51AFD7ED558CCDULL;
-    return h ^ (h >> 31);
+    h = mum(a ^ k0 ^ h, b ^ k1);
+    return mum(h ^ k2, (uint64_t)n ^ k0);
 }
 
 static int64_t strings_id(Strings *s, const char *p, Py_ssize_t n, int esc) {
@@ -69,9 +88,10 @@ static int64_t strings_id(Strings *s, const char *p, Py_ssize_t n, int esc) {
         s->nslots = nslots;
     }
     uint64_t j = hash(p, n) & (uint64_t)(s->nslots - 1);
-    while (s->slots[j]) {
+    for (int probes = 0; s->slots[j]; probes++) {
         int64_t k = s->slots[j] - 1;
         if (s->n[k] == n && memcmp(s->p[k], p, (size_t)n) == 0) return k;
+        if (probes == MAX_PROBES) return -1;
         j = (j + 1) & (uint64_t)(s->nslots - 1);
     }
     if (s->count == s->cap) {

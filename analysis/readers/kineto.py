@@ -56,7 +56,7 @@ from analysis.readers import kineto_pool, valid_duration
 from analysis.readers.kineto_build import HINTS, build
 from analysis.readers.kineto_checks import clean_name, is_complete
 from analysis.readers.kineto_columns import text_ns
-from analysis.readers.kineto_stream import TraceStream
+from analysis.readers.kineto_stream import TraceStream, too_deep
 
 __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "open_kineto", "text_ns"]
 
@@ -131,6 +131,8 @@ def open_kineto(path: str | Path, workers: int | None = None) -> KinetoReader:
     except OSError as e:
         why = e.strerror or str(e)
         raise ExportError(f"cannot read {path}: {why}") from None
+    except RecursionError:  # a value nested deeply enough for a parser to take it, but not json.dumps
+        raise too_deep(path) from None
 
 
 def _without_bom(path: Path, read: Callable[[int], bytes]) -> Callable[[int], bytes]:

@@ -54,7 +54,15 @@ _CORRELATION, _STREAM, _DEVICE, _EXTERNAL, _INPUT_DIMS, _GRID, _BLOCK, _BYTES = 
     attrgetter, ("correlation", "stream", "device", "external_id", "input_dims", "grid", "block", "bytes")
 )
 _DIMS = json.JSONDecoder(parse_float=str)  # numbers as DECODE reads them; also what json.dumps wrote
-_SHOWN: dict[bytes, str] = {}  # Input Dims text -> shapes()
+# Input Dims text -> shapes(), shared by the threads that read pieces: each only gets and sets single
+# keys (and clears it), and looks a piece's texts up in its own dict (`_shape_texts`)
+_SHOWN: dict[bytes, str] = {}
+SHOWN_MAX = 1 << 18  # texts kept: a trace of ever new shapes does not grow it without end
+
+
+class DigitLimit(Exception):
+    """A piece's Input Dims hold an integer past Python's digit limit: the piece goes back to the stream,
+    whose parser refuses it saying where (as msgspec and json.loads refuse such a number anywhere)."""
 
 
 @dataclass
@@ -76,10 +84,13 @@ def decode_columns(data: bytes | memoryview, fast: bool = True) -> Piece | None:
     """The columns of a JSON list of events; None where msgspec does not take it (the caller parses it
     element by element). A piece on the common path is read by the C reader (`_kineto_fast`, the same
     columns: tests/test_kineto_fast.py); anything off it, by msgspec and `columns`."""
-    if fast and _kineto_fast is not None and (raw := _kineto_fast.columns(data)) is not None:
-        return fast_piece(raw)
-    events = decode(data)
-    return None if events is None else columns(events)
+    try:
+        if fast and _kineto_fast is not None and (raw := _kineto_fast.columns(data)) is not None:
+            return fast_piece(raw)
+        events = decode(data)
+        return None if events is None else columns(events)
+    except DigitLimit:
+        return None
 
 
 def fast_piece(raw: tuple[Any, ...]) -> Piece:
@@ -100,7 +111,7 @@ def fast_piece(raw: tuple[Any, ...]) -> Piece:
     piece.names = list(local)
     piece.ignored = Counter({(ph, UNSET if cat is None else cat): n for ph, cat, n in ignored})
     for pid, tid, name in threads:
-        piece.thread_names[key(pid, tid)] = clean_name(name.strip())[0]
+        piece.thread_names[key(pid, tid)] = thread_name(name)
     return piece
 
 
@@ -165,9 +176,22 @@ def _other(piece: Piece, events: list[Event]) -> None:
         pairs = Counter((_hashable(e.ph), _hashable(e.category)) for e in events)
     if any(ph == "M" for ph, _ in pairs):
         for e in events:
-            if e.ph == "M" and e.name == "thread_name" and isinstance(getattr(e.args, "name", None), str):
-                piece.thread_names[key(e.pid, e.tid)] = clean_name(e.args.name.strip())[0]
+            if e.ph != "M" or e.name != "thread_name":
+                continue
+            if (name := thread_name(getattr(e.args, "name", None))) is not None:
+                piece.thread_names[key(e.pid, e.tid)] = name
     piece.ignored = Counter({pair: n for pair, n in pairs.items() if pair[0] != "M"})
+
+
+def thread_name(value: Any) -> str | None:
+    """A thread_name event's `args.name` as its thread's name: text trimmed, a number as its JSON text (as
+    an event's name that is a number reads; a float's text is kept as written, `float_hook`); anything
+    else (null, true, a list) names nothing."""
+    if type(value) is str:
+        return clean_name(value.strip())[0]
+    if type(value) is int:
+        return str(value)
+    return None
 
 
 def ignored_key(ph: Any, cat: Any) -> str:
@@ -184,13 +208,22 @@ def shapes(dims: Any) -> str:
 
 
 def _shape_texts(dims: list[msgspec.Raw] | list[bytes]) -> list[str]:
-    """`shapes` of each event's Input Dims (JSON text), computed once per distinct text in the process."""
+    """`shapes` of each event's Input Dims (JSON text), computed once per distinct text in the process.
+    Safe in threads: the piece's texts are looked up in a dict of its own, filled from `_SHOWN` (which
+    another thread may clear at any moment) or computed."""
     texts = list(map(bytes, dims))
-    if len(_SHOWN) > 1 << 18:  # bounded: a trace of ever new shapes does not grow it without end
-        _SHOWN.clear()
-    for text in set(texts).difference(_SHOWN):
-        _SHOWN[text] = shapes(_DIMS.decode(text.decode()))
-    return list(map(_SHOWN.__getitem__, texts))
+    shown: dict[bytes, str | None] = {}
+    for text in set(texts):
+        shown[text] = _SHOWN.get(text)
+        if shown[text] is None:
+            try:
+                shown[text] = shapes(_DIMS.decode(text.decode()))
+            except ValueError:  # valid JSON (the reader took it): an integer past the digit limit
+                raise DigitLimit from None
+            if len(_SHOWN) >= SHOWN_MAX:
+                _SHOWN.clear()
+            _SHOWN[text] = shown[text]
+    return list(map(shown.__getitem__, texts))
 
 
 def _ids(values: list[Any], local: dict[Any, int]) -> np.ndarray:

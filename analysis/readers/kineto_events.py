@@ -76,14 +76,15 @@ DECODE_PHASES = msgspec.json.Decoder(list[reduce(or_, _PHASES)], float_hook=str)
 
 def decode(data: bytes | memoryview) -> list[Any] | None:
     """A JSON list of events as structs that read like Events (by phase where every element has a known
-    `ph`, else as Events); None where it is not JSON that msgspec takes (a wrong cut, NaN, ...)."""
+    `ph`, else as Events); None where it is not JSON that msgspec takes (a wrong cut, NaN, nesting past
+    the recursion limit, an integer past the digit limit, ...): the stream then reads it and says why."""
     try:
         return DECODE_PHASES.decode(data)
     except msgspec.ValidationError:  # an element without a known phase, or not an object
         pass
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     try:
         return DECODE.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None

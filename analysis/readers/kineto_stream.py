@@ -13,6 +13,10 @@ What this module does instead (measured on the 1M-event trace of benchmarks/kine
   needs: 2.9–3.7 s for the 1M events, 4× less than ijson. The structs
   are chosen by `ph` (a tagged union: a flow event, a third of a trace, decodes only its category; 18% less
   decoding than one struct for all), and where an element has no known phase, as `Event`s.
+- What is held is bounded whatever the gzip's ratio (docs/reliability.md, "Kineto traces"): one event,
+  top-level value or key is at most `max_value()` bytes of JSON as read, or one line names the limit; of
+  the top-level object only `TOP_KEYS` are kept; integers past Python's digit limit and nesting past its
+  recursion limit are one line too.
 - Whitespace is skipped by a regular expression, a buffer at a time, and a run that reaches the buffer's
   end is dropped before reading on: 1 GB of spaces costs a pass in C and a few MiB, not a Python step a
   byte and the whole run held (issue 35: 100 MB of leading spaces took 65 s, each read-on scanned the run
@@ -29,7 +33,9 @@ digits), and the reader turns text into integer nanoseconds digit by digit.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +47,10 @@ from analysis.errors import ExportError
 from analysis.readers.kineto_events import _FIELDS, NO_ARGS, NOT_EVENT, UNSET, Args, Event
 
 CHUNK = 1 << 22  # bytes of JSON per msgspec decode: big enough to amortise a call, small next to the file
+MAX_VALUE = 16 << 20  # the most bytes of JSON one event or top-level value may take (a real one: KiBs)
+MAX_VALUE_ENV = "HARNESS_KINETO_MAX_VALUE_MB"  # the same in MiB, where a user sets it
+# what the reader reads of the top-level object (kineto_build._meta); any other key's value is dropped
+TOP_KEYS = frozenset({"schemaVersion", "distributedInfo", "deviceProperties", "baseTimeNanoseconds"})
 
 
 _FIELDS["args"] = ("args", Args, NO_ARGS)
@@ -51,7 +61,36 @@ _SPACE = re.compile(rb"[ \t\n\r]*")  # skipped in C: a run of whitespace costs n
 _SPACE_TEXT = re.compile(r"[ \t\n\r]*")
 # what follows the last `}` of an element: `]`, or `,` and the next element's `{` (a name can hold `}, `)
 _AFTER = re.compile(rb"[ \t\n\r]*(?:\]|,(?=[ \t\n\r]*\{))")
-_KEY = re.compile(rb'"(?:[^"\\]|\\.)*"')
+# possessive (never backtracks): `(?:[^"\\]|\\.)*` kept a mark a byte, 1 GB for a key of 8 MiB
+_KEY = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+
+
+def max_value() -> int:
+    """The most bytes of JSON one event, top-level value or key may take: MAX_VALUE, or the MiB
+    HARNESS_KINETO_MAX_VALUE_MB gives (at least a piece's CHUNK: a value within a piece is read whole)."""
+    env = os.environ.get(MAX_VALUE_ENV)
+    if not env:
+        return MAX_VALUE
+    least = max(CHUNK >> 20, 1)
+    try:
+        mib = int(env)
+        if mib < least:
+            raise ValueError(mib)
+    except ValueError:
+        raise ExportError(
+            f"{MAX_VALUE_ENV}={env!r} is not a whole number of MiB from {least} (a piece the reader reads at "
+            "once) up: fix or unset it"
+        ) from None
+    return mib << 20
+
+
+def too_deep(path: Path) -> ExportError:
+    """The error of a value nested past what Python's parsers (msgspec's, the stdlib's) and json.dumps
+    take: their recursion limit."""
+    return ExportError(
+        f"{path} holds a value nested too deeply to read (past Python's recursion limit, "
+        f"{sys.getrecursionlimit():,} levels): not a trace torch.profiler writes"
+    )
 
 
 @dataclass
@@ -163,7 +202,7 @@ class TraceStream:
     msgspec: `DECODE`) or Parsed. Where a Text does not decode (a wrong cut, or text msgspec refuses),
     the caller hands it back with `rewind`, with every piece it has taken since, before it takes the next
     after a piece that closes the list; the stream then parses that text element by element.
-    After the iteration, `top` holds the top-level object without traceEvents ({} when the file is a
+    After the iteration, `top` holds the top-level object's TOP_KEYS ({} when the file is a
     bare list of events)."""
 
     def __init__(self, path: Path, read: Callable[[int], bytes]) -> None:
@@ -176,6 +215,7 @@ class TraceStream:
         self.top: dict[str, Any] = {}
         self.has_events = False  # whether the document held an events list
         self.rewound = False  # text was handed back: parse it element by element
+        self.max_value = max_value()
 
     def rewind(self, raw: bytes) -> None:
         """Put `raw` (the text of pieces already taken, in order) back in front of what is left."""
@@ -232,10 +272,26 @@ class TraceStream:
     def _invalid(self, why: str) -> ExportError:
         return ExportError(f"{self.path} is not valid JSON ({why}): not a Kineto trace")
 
+    def _too_long(self, what: str) -> ExportError:
+        """The error of a value longer than the limit, starting at pos."""
+        mib = self.max_value / (1 << 20)
+        return ExportError(
+            f"{self.path} holds {what} at byte {self.offset + self.pos:,} longer than {mib:g} MiB of JSON, "
+            f"the most one may take: not a trace torch.profiler writes ({MAX_VALUE_ENV} raises the limit)"
+        )
+
+    def _too_many_digits(self, at: int) -> ExportError:
+        """The error of an integer past Python's digit limit in the value at document offset `at`."""
+        digits = sys.get_int_max_str_digits()
+        return ExportError(
+            f"{self.path} holds an integer of more than {digits:,} digits (in the value at byte {at:,}), "
+            "Python's limit on the digits of an integer: not a trace torch.profiler writes"
+        )
+
     def _parse_error(self, e: json.JSONDecodeError | RecursionError, text: str) -> ExportError:
         """The error of parsing `text` (which starts at pos), placed in the whole document."""
         if isinstance(e, RecursionError):
-            return self._invalid("nested too deeply")
+            return too_deep(self.path)
         return self._invalid(f"{e.msg} at byte {self.offset + self.pos + len(text[: e.pos].encode()):,}")
 
     def _text(self, data: bytes) -> str:
@@ -248,20 +304,33 @@ class TraceStream:
             raise self._invalid(f"not UTF-8 at byte {self.offset + self.pos + e.start:,}") from None
 
     def _value(self) -> Any:
-        """Parse one JSON value at pos with the stdlib (floats as text), reading on as needed."""
+        """Parse one JSON value at pos with the stdlib (floats as text), reading on as needed, up to the
+        limit (`max_value`)."""
         window = 1 << 16
         while True:
             text = self._text(self.buf[self.pos : self.pos + window])
             try:
                 value, end = _JSON.raw_decode(text)
-            except (json.JSONDecodeError, RecursionError) as e:
+            except RecursionError as e:  # never from a cut: the text before it is the document's
+                raise self._parse_error(e, text) from None
+            except json.JSONDecodeError as e:
                 if self.pos + window < len(self.buf):
                     window *= 4
                     continue
-                if self._more(max(CHUNK, len(self.buf))):
+                if len(self.buf) - self.pos > self.max_value:
+                    error = (
+                        self._parse_error(e, text) if _malformed(e, len(text)) else self._too_long("a value")
+                    )
+                    raise error from None
+                if self._more(max(CHUNK, min(len(self.buf), self.max_value))):
                     continue
                 raise self._parse_error(e, text) from None
-            self.pos += len(text[:end].encode())
+            except ValueError:  # an integer past Python's digit limit
+                raise self._too_many_digits(self.offset + self.pos) from None
+            size = len(text[:end].encode())
+            if size > self.max_value:
+                raise self._too_long("a value")
+            self.pos += size
             return value
 
     # --- the document ------------------------------------------------------------------------------
@@ -292,9 +361,11 @@ class TraceStream:
             if self._peek() != b'"':
                 raise self._invalid("expected a key")
             m = _KEY.match(self.buf, self.pos)
-            while m is None and self._more():
+            while m is None and len(self.buf) - self.pos <= self.max_value and self._more():
                 m = _KEY.match(self.buf, self.pos)
-            if m is None:
+            if m is None or m.end() - self.pos > self.max_value:
+                if len(self.buf) - self.pos > self.max_value:
+                    raise self._too_long("a key")
                 raise self._invalid("unterminated key")
             key = json.loads(m[0])
             self.pos = m.end()
@@ -305,7 +376,9 @@ class TraceStream:
                 self.has_events = True
                 yield from self._array()
             else:
-                self.top[key] = self._value()
+                value = self._value()
+                if key in TOP_KEYS:  # any other: read (it must be JSON), not kept
+                    self.top[key] = value
             sep = self._peek()
             self.pos += 1
             if sep == b"}":
@@ -392,10 +465,17 @@ class TraceStream:
                     break
                 try:
                     value, k = _JSON.raw_decode(text, i)
-                except (json.JSONDecodeError, RecursionError) as e:
-                    if isinstance(e, json.JSONDecodeError) and _malformed(e, n):
+                except RecursionError as e:  # never from a cut: the text before it is the document's
+                    raise self._parse_error(e, text) from None
+                except json.JSONDecodeError as e:
+                    if _malformed(e, n):
                         raise self._parse_error(e, text) from None
                     break
+                except ValueError:  # an integer past Python's digit limit
+                    raise self._too_many_digits(self.offset + self.pos + len(text[:i].encode())) from None
+                if k - i > self.max_value // 4 and len(text[i:k].encode()) > self.max_value:
+                    self.pos += len(text[:i].encode())
+                    raise self._too_long("an event")
                 value_end, k = k, _SPACE_TEXT.match(text, k).end()
                 if k == n:  # the element ends where the text does
                     if cut is not None:  # at the cut, whose separator is known
@@ -423,15 +503,20 @@ class TraceStream:
             if cut is not None:  # a wrong cut: try the whole buffer
                 cut = None
                 continue
-            if not self._more(max(CHUNK, len(self.buf))):
+            if len(self.buf) - self.pos > self.max_value:  # no element ends within the limit
+                raise self._too_long("an event")
+            if not self._more(max(CHUNK, min(len(self.buf), self.max_value))):
                 rest = self._text(self.buf[self.pos :])
                 try:
                     _JSON.raw_decode(rest)
                 except (json.JSONDecodeError, RecursionError) as e:
                     raise self._parse_error(e, rest) from None
+                except ValueError:
+                    raise self._too_many_digits(self.offset + self.pos) from None
                 raise self._invalid("unterminated traceEvents list")
 
 
 def _malformed(e: json.JSONDecodeError, n: int) -> bool:
-    """Whether a parse error is in the text itself, not only where it was cut short."""
-    return e.pos < n - 1 and not e.msg.startswith("Unterminated string")
+    """Whether a parse error is in the text itself, not only where it was cut short: a string, or a token
+    the cut split (`-Infinity`, the longest: 9 bytes; a unicode escape; `1e+`) fails where it starts."""
+    return e.pos < n - 9 and not e.msg.startswith("Unterminated string")
