@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from harness.core.signals import signal_of
 
@@ -52,7 +53,8 @@ class Finished:
     returncode: int  # COMMAND's exit code; negative: killed by that signal
     stdout: str
     stderr: str  # empty with merge_stderr
-    interrupted: int | None = None  # the signal the harness passed on (SIGINT: Ctrl-C; SIGTERM)
+    interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C; SIGTERM)
+    held: bool = False  # that signal was kept from COMMAND (`run`'s hold), which was let finish
 
 
 def command(argv: Sequence[str], cleanup: Sequence[Path] = ()) -> list[str]:
@@ -67,17 +69,22 @@ def run(
     env: dict[str, str] | None = None,
     merge_stderr: bool = False,
     watch: Callable[[], bool] | None = None,
+    hold: Callable[[int, str, list[str]], bool] | None = None,
 ) -> Finished:
     """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.core.signals)
     on.
 
     An interruption does not raise: the command is told, finishes, and `interrupted` says which signal.
     `watch` is asked every POLL_S; once it says True the command gets SIGTERM
-    (harness.execution.ranks.multirank: hung rank).
+    (harness.execution.ranks.multirank: hung rank). `hold` is asked at the first signal, with the signal, the
+    command's output so far and the names of the processes under it: True keeps the signal from the command,
+    which is let finish (nsys writing its report deletes it when told to stop), and `held` says so; any
+    later signal is passed on.
     """
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())
     interrupted: int | None = None
+    held = False
     import tempfile
 
     # files, not pipes: a harness killed with a pipe's read end would kill the writers with SIGPIPE
@@ -105,6 +112,9 @@ def run(
                         proc.send_signal(signal.SIGTERM)
             except KeyboardInterrupt as e:  # a second one makes the supervisor kill everything
                 sig = signal_of(e)
+                if interrupted is None and hold is not None and hold(sig, _written(out), names(proc.pid)):
+                    interrupted, held = sig, True
+                    continue
                 interrupted = interrupted or sig
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(sig)
@@ -115,7 +125,15 @@ def run(
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
             interrupted=interrupted,
+            held=held,
         )
+
+
+def _written(out: IO[bytes]) -> str:
+    """What the command has written to `out` so far, read without moving the file's offset (the command
+    shares it: a seek would make it write over its own output)."""
+    fd = out.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
 
 # --- the supervisor's side ------------------------------------------------------------------------------
@@ -158,6 +176,16 @@ def descendants(pid: int) -> list[int]:
             todo.append(child)
             if table[child][1] != "Z":
                 found.append(child)
+    return found
+
+
+def names(pid: int) -> list[str]:
+    """The names (/proc/PID/comm) of the living descendants of `pid`: a daemon COMMAND started is one of
+    them, the supervisor being a subreaper."""
+    found = []
+    for child in descendants(pid):
+        with contextlib.suppress(OSError):
+            found.append(Path(f"/proc/{child}/comm").read_text().strip())
     return found
 
 
