@@ -204,8 +204,8 @@ def profile(
         if not writing_report(text, processes):
             return False
         if progress is not None:
-            progress(f"{name(sig)}: the program has ended and nsys is writing its report; letting it finish "
-                     "(a second signal stops it, and nsys then deletes the report)")  # fmt: skip
+            progress(f"{name(sig)} while nsys writes its report: letting it finish (a second signal stops "
+                     "nsys, which then deletes the report)")  # fmt: skip
         return True
 
     def capture() -> supervisor.Finished:

@@ -1,0 +1,223 @@
+"""Signals after the capture: while nsys writes its report (its importer running), and while the harness reads
+the export. nsys 2023.4 told to stop while it writes its report deletes the .qdstrm and the half-written
+report: the signal is held, the report let finish, and the run stored `interrupted` with the files kept,
+exit 130 for SIGINT and 143 for SIGTERM. A stand-in nsys plays that end of a capture; tests/test_profile.py
+does it with the real nsys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from procs import wait_until
+from reading import flat
+from test_store import make_result
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.core.signals import sigterm_raises
+from harness.execution import nsys
+from harness.store.results import ResultsStore
+
+SIGNALS = [(signal.SIGINT, 130), (signal.SIGTERM, 143)]
+IDS = ["ctrl-c", "sigterm"]
+
+
+def writing_nsys(folder: Path, announced: bool) -> Path:
+    """A stand-in nsys 2023.4 at the end of a capture: the program has printed its line and ended, and the
+    importer runs under it (a process named QdstrmImporter); `announced`: nsys has also printed "Generating
+    '…qdstrm'" (the real one says it late). Told to stop now, it deletes what it was writing, as nsys 2023.4
+    does; else it writes the report and the export once the test says so (folder/finish)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sleeper = shutil.which("sleep")
+    assert sleeper is not None
+    shutil.copy(sleeper, folder / "QdstrmImporter")
+    generating = f"echo \"Generating '{folder}/nsys-report-1.qdstrm'\"" if announced else ""
+    fake = folder / "nsys"
+    fake.write_text(
+        f"""#!/bin/bash
+case "$1 $2" in
+  "--version "*) echo "NVIDIA Nsight Systems version 2023.4.4.54-1"; exit 0 ;;
+  "profile --help") printf '\\t--output=\\n\\t--force-overwrite=\\n\\t--export=\\n\\t--trace=\\n'; exit 0 ;;
+esac
+out=""
+for a in "$@"; do case "$a" in --output=*) out="${{a#--output=}}" ;; esac; done
+echo "the program's last line"
+"{folder}/QdstrmImporter" 300 &
+importer=$!
+trap 'kill $importer; rm -f "$out.nsys-rep" "$out.sqlite" "{folder}/running"; exit 0' INT TERM
+: > "$out.nsys-rep"
+{generating}
+touch "{folder}/running"
+while [ ! -e "{folder}/finish" ]; do sleep 0.05; done
+kill $importer
+echo report > "$out.nsys-rep"
+echo export > "$out.sqlite"
+printf 'Generated:\\n    %s\\n    %s\\n' "$out.nsys-rep" "$out.sqlite"
+"""
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raising KeyboardInterrupt, as in a foreground process (pytest run as a background job inherits
+    it ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def signal_then_finish(folder: Path, sig: int, held: threading.Event) -> threading.Thread:
+    """In the background: once the stand-in writes its report, `sig` to this process; then, once the
+    harness has said it holds the signal (or the stand-in was stopped by it), let the stand-in finish."""
+
+    def act() -> None:
+        wait_until(lambda: (folder / "running").exists(), 60, "the stand-in nsys to write its report")
+        os.kill(os.getpid(), sig)
+        wait_until(lambda: held.is_set() or not (folder / "running").exists(), 60, "the signal to be taken")
+        (folder / "finish").touch()
+
+    thread = threading.Thread(target=act, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.usefixtures("sigint_raises")
+@pytest.mark.parametrize("announced", [False, True], ids=["importer-running", "generating-said"])
+@pytest.mark.parametrize(("sig", "code"), SIGNALS, ids=IDS)
+def test_a_signal_while_nsys_writes_its_report_lets_it_finish(
+    tmp_path: Path, sig: int, code: int, announced: bool
+) -> None:
+    fake = writing_nsys(tmp_path / "nsys", announced)
+    info = nsys.NsysInfo(path=fake, version="2023.4.4.54", flags=frozenset({"output"}), source="t")
+    held = threading.Event()
+    said: list[str] = []
+
+    def progress(text: str) -> None:
+        said.append(text)
+        held.set()
+
+    opts = nsys.ProfileOptions(output=tmp_path / "out" / "run")
+    thread = signal_then_finish(tmp_path / "nsys", sig, held)
+    with sigterm_raises():
+        prof = nsys.profile(info, opts, ["true"], progress=progress)
+    thread.join(60)
+    name = signal.Signals(sig).name
+    assert prof.interrupted == sig
+    assert prof.rep == tmp_path / "out" / "run.nsys-rep" and prof.rep.read_text() == "report\n"
+    assert prof.sqlite == tmp_path / "out" / "run.sqlite" and prof.sqlite.read_text() == "export\n"
+    assert prof.notes == [f"interrupted ({name}) while the report was written: it was let finish"]
+    assert said == [
+        f"{name} while nsys writes its report: letting it finish (a second signal stops nsys, which then "
+        "deletes the report)"
+    ]
+
+
+@pytest.fixture
+def finished_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's result as if it had run all its steps under the stand-in nsys (which runs no program)."""
+    import harness.profilers.nsys as profiler
+
+    def read(config: Any, run_id: str, *args: Any) -> Any:
+        result = make_result(run_id)
+        result.config = config
+        return result
+
+    monkeypatch.setattr(profiler, "read_worker_result", read)
+
+
+def held_said(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set when nsys.profile tells its caller it holds a signal (the run's progress, passed on)."""
+    event = threading.Event()
+    real = nsys.profile
+
+    def profile(*args: Any, progress: Callable[[str], None] | None = None, **kwargs: Any) -> Any:
+        def told(text: str) -> None:
+            event.set()
+            if progress is not None:
+                progress(text)
+
+        return real(*args, progress=told, **kwargs)
+
+    monkeypatch.setattr(nsys, "profile", profile)
+    return event
+
+
+RUN = ["run", "tiny", "--device", "cpu", "--steps", "3", "--warmup", "2", "--nsys", "--no-nsys-baseline"]
+
+
+@pytest.mark.usefixtures("sigint_raises", "finished_worker")
+@pytest.mark.parametrize(("sig", "code"), SIGNALS, ids=IDS)
+def test_run_interrupted_while_nsys_writes_its_report_is_stored_with_it(
+    tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch, sig: int, code: int
+) -> None:
+    """`harness run --nsys` with its signal held: the report and export kept, the run stored `interrupted`
+    with them and its steps, one line saying so, the exit code of the signal (it was stored `ok`, exit 1,
+    "nsys wrote no SQLite export; files kept: none")."""
+    fake = writing_nsys(tmp_path / "nsys", announced=False)
+    monkeypatch.setenv("HARNESS_NSYS", str(fake))
+    held = held_said(monkeypatch)
+    thread = signal_then_finish(tmp_path / "nsys", sig, held)
+    result = CliRunner().invoke(app, [*RUN, "--profile-dir", str(tmp_path / "profiles")])
+    thread.join(60)
+    assert result.exit_code == code, result.output
+    (run,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")
+    assert run["status"] == "interrupted"
+    rep, sqlite = Path(run["nsys_rep"]), Path(run["nsys_sqlite"])
+    assert (rep.read_text(), sqlite.read_text()) == ("report\n", "export\n")
+    assert len(ResultsStore(tmp_db, readonly=True).step_timings([run["run_id"]])) == 15
+    name = signal.Signals(sig).name
+    line = (
+        f"error: run {run['run_id']} interrupted by {name} while nsys wrote its report, after all 3 measured "
+        f"steps; stored as interrupted; files kept: {rep}, {sqlite}"
+    )
+    assert line in flat(result.stderr)
+    assert "Traceback" not in result.output
+
+
+def quick_nsys(folder: Path) -> Path:
+    """A stand-in nsys whose capture ends at once with its report and export written."""
+    fake = writing_nsys(folder, announced=True)
+    (folder / "finish").touch()
+    return fake
+
+
+@pytest.mark.usefixtures("finished_worker")
+@pytest.mark.parametrize(("sig", "code"), SIGNALS, ids=IDS)
+def test_a_signal_while_the_export_is_read_is_said_and_stored(
+    tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch, sig: int, code: int
+) -> None:
+    """The signal arrives as the export is opened after the capture (the reading raises as the signal
+    would): one line saying what was kept, the run stored `interrupted`, 143 for SIGTERM (it was 130 for
+    both, and silent)."""
+    import harness.profilers.nsys as profiler
+    from harness.core.signals import Terminated
+
+    monkeypatch.setenv("HARNESS_NSYS", str(quick_nsys(tmp_path / "nsys")))
+
+    def reading(path: Path, **kwargs: Any) -> Any:
+        raise Terminated() if sig == signal.SIGTERM else KeyboardInterrupt()
+
+    monkeypatch.setattr(profiler, "open_trace", reading)
+    result = CliRunner().invoke(app, [*RUN, "--profile-dir", str(tmp_path / "profiles")])
+    assert result.exit_code == code, result.output
+    (run,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")
+    assert run["status"] == "interrupted"
+    name = signal.Signals(sig).name
+    line = (
+        f"error: run {run['run_id']} interrupted by {name} while its export was read; stored as interrupted; "
+        f"files kept: {run['nsys_rep']}, {run['nsys_sqlite']}"
+    )
+    assert line in flat(result.stderr)
+    shown = json.loads(CliRunner().invoke(app, ["show", run["run_id"], "--format", "json"]).stdout)
+    assert shown["run"]["status"] == f"interrupted (interrupted by {name} while its export was read)"
