@@ -7,10 +7,12 @@ does it with the real nsys.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,37 +33,58 @@ SIGNALS = [(signal.SIGINT, 130), (signal.SIGTERM, 143)]
 IDS = ["ctrl-c", "sigterm"]
 
 
-def writing_nsys(folder: Path, announced: bool) -> Path:
-    """A stand-in nsys 2023.4 at the end of a capture: the program has printed its line and ended, and the
-    importer runs under it (a process named QdstrmImporter); `announced`: nsys has also printed "Generating
+STAGES = ["launcher-exited", "importer-running", "generating-said"]
+
+
+def writing_nsys(folder: Path, stage: str) -> Path:
+    """A stand-in nsys 2023.4 at the end of a capture: the program has printed its line and ended, and
+    nsys is on its way to the report, as `stage` shows it: its launcher (the program's parent) has exited
+    and is left a zombie, its importer runs (a process named QdstrmImporter), or it has printed "Generating
     '…qdstrm'" (the real one says it late). Told to stop now, it deletes what it was writing, as nsys 2023.4
     does; else it writes the report and the export once the test says so (folder/finish)."""
     folder.mkdir(parents=True, exist_ok=True)
     sleeper = shutil.which("sleep")
     assert sleeper is not None
     shutil.copy(sleeper, folder / "QdstrmImporter")
-    generating = f"echo \"Generating '{folder}/nsys-report-1.qdstrm'\"" if announced else ""
     fake = folder / "nsys"
     fake.write_text(
-        f"""#!/bin/bash
-case "$1 $2" in
-  "--version "*) echo "NVIDIA Nsight Systems version 2023.4.4.54-1"; exit 0 ;;
-  "profile --help") printf '\\t--output=\\n\\t--force-overwrite=\\n\\t--export=\\n\\t--trace=\\n'; exit 0 ;;
-esac
-out=""
-for a in "$@"; do case "$a" in --output=*) out="${{a#--output=}}" ;; esac; done
-echo "the program's last line"
-"{folder}/QdstrmImporter" 300 &
-importer=$!
-trap 'kill $importer; rm -f "$out.nsys-rep" "$out.sqlite" "{folder}/running"; exit 0' INT TERM
-: > "$out.nsys-rep"
-{generating}
-touch "{folder}/running"
-while [ ! -e "{folder}/finish" ]; do sleep 0.05; done
-kill $importer
-echo report > "$out.nsys-rep"
-echo export > "$out.sqlite"
-printf 'Generated:\\n    %s\\n    %s\\n' "$out.nsys-rep" "$out.sqlite"
+        f"""#!{sys.executable}
+import ctypes, os, pathlib, signal, subprocess, sys, time
+folder, stage, args = pathlib.Path({str(folder)!r}), {stage!r}, sys.argv[1:]
+if args[:1] == ["--version"]:
+    sys.exit(print("NVIDIA Nsight Systems version 2023.4.4.54-1"))
+if args[:2] == ["profile", "--help"]:
+    sys.exit(print("\\t--output=\\n\\t--force-overwrite=\\n\\t--export=\\n\\t--trace="))
+out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
+rep, sqlite = pathlib.Path(out + ".nsys-rep"), pathlib.Path(out + ".sqlite")
+print("the program's last line", flush=True)
+importer = None
+if stage == "launcher-exited" and os.fork() == 0:
+    ctypes.CDLL(None).prctl(15, b"nsys-launcher", 0, 0, 0)  # PR_SET_NAME; never waited for: a zombie
+    os._exit(0)
+if stage == "importer-running":
+    importer = subprocess.Popen([str(folder / "QdstrmImporter"), "300"])
+if stage == "generating-said":
+    print(f"Generating '{{folder}}/nsys-report-1.qdstrm'", flush=True)
+
+
+def stop(signum, frame):
+    importer and importer.kill()
+    for path in (rep, sqlite, folder / "running"):
+        path.unlink(missing_ok=True)
+    sys.exit(0)
+
+
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+rep.write_bytes(b"")
+(folder / "running").touch()
+while not (folder / "finish").exists():
+    time.sleep(0.05)
+importer and importer.kill()
+rep.write_text("report\\n")
+sqlite.write_text("export\\n")
+print(f"Generated:\\n    {{rep}}\\n    {{sqlite}}")
 """
     )
     fake.chmod(0o755)
@@ -93,12 +116,12 @@ def signal_then_finish(folder: Path, sig: int, held: threading.Event) -> threadi
 
 
 @pytest.mark.usefixtures("sigint_raises")
-@pytest.mark.parametrize("announced", [False, True], ids=["importer-running", "generating-said"])
+@pytest.mark.parametrize("stage", STAGES)
 @pytest.mark.parametrize(("sig", "code"), SIGNALS, ids=IDS)
 def test_a_signal_while_nsys_writes_its_report_lets_it_finish(
-    tmp_path: Path, sig: int, code: int, announced: bool
+    tmp_path: Path, sig: int, code: int, stage: str
 ) -> None:
-    fake = writing_nsys(tmp_path / "nsys", announced)
+    fake = writing_nsys(tmp_path / "nsys", stage)
     info = nsys.NsysInfo(path=fake, version="2023.4.4.54", flags=frozenset({"output"}), source="t")
     held = threading.Event()
     said: list[str] = []
@@ -110,7 +133,7 @@ def test_a_signal_while_nsys_writes_its_report_lets_it_finish(
     opts = nsys.ProfileOptions(output=tmp_path / "out" / "run")
     thread = signal_then_finish(tmp_path / "nsys", sig, held)
     with sigterm_raises():
-        prof = nsys.profile(info, opts, ["true"], progress=progress)
+        prof = telling(nsys.profile, progress)(info, opts, ["true"])
     thread.join(60)
     name = signal.Signals(sig).name
     assert prof.interrupted == sig
@@ -136,20 +159,26 @@ def finished_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(profiler, "read_worker_result", read)
 
 
-def held_said(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Set when nsys.profile tells its caller it holds a signal (the run's progress, passed on)."""
-    event = threading.Event()
-    real = nsys.profile
+def telling(profile: Callable[..., Any], told: Callable[[str], None]) -> Callable[..., Any]:
+    """`profile` with `told` as its `progress` too (passed on to the caller's), where it takes one."""
+    if "progress" not in inspect.signature(profile).parameters:
+        return profile
 
-    def profile(*args: Any, progress: Callable[[str], None] | None = None, **kwargs: Any) -> Any:
-        def told(text: str) -> None:
-            event.set()
+    def call(*args: Any, progress: Callable[[str], None] | None = None, **kwargs: Any) -> Any:
+        def both(text: str) -> None:
+            told(text)
             if progress is not None:
                 progress(text)
 
-        return real(*args, progress=told, **kwargs)
+        return profile(*args, progress=both, **kwargs)
 
-    monkeypatch.setattr(nsys, "profile", profile)
+    return call
+
+
+def held_said(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set when nsys.profile tells its caller it holds a signal (the run's progress, passed on)."""
+    event = threading.Event()
+    monkeypatch.setattr(nsys, "profile", telling(nsys.profile, lambda text: event.set()))
     return event
 
 
@@ -164,7 +193,7 @@ def test_run_interrupted_while_nsys_writes_its_report_is_stored_with_it(
     """`harness run --nsys` with its signal held: the report and export kept, the run stored `interrupted`
     with them and its steps, one line saying so, the exit code of the signal (it was stored `ok`, exit 1,
     "nsys wrote no SQLite export; files kept: none")."""
-    fake = writing_nsys(tmp_path / "nsys", announced=False)
+    fake = writing_nsys(tmp_path / "nsys", "importer-running")
     monkeypatch.setenv("HARNESS_NSYS", str(fake))
     held = held_said(monkeypatch)
     thread = signal_then_finish(tmp_path / "nsys", sig, held)
@@ -187,7 +216,7 @@ def test_run_interrupted_while_nsys_writes_its_report_is_stored_with_it(
 
 def quick_nsys(folder: Path) -> Path:
     """A stand-in nsys whose capture ends at once with its report and export written."""
-    fake = writing_nsys(folder, announced=True)
+    fake = writing_nsys(folder, "generating-said")
     (folder / "finish").touch()
     return fake
 

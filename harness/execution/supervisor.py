@@ -69,7 +69,7 @@ def run(
     env: dict[str, str] | None = None,
     merge_stderr: bool = False,
     watch: Callable[[], bool] | None = None,
-    hold: Callable[[int, str, list[str]], bool] | None = None,
+    hold: Callable[[int, str, list[tuple[str, str]]], bool] | None = None,
 ) -> Finished:
     """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.core.signals)
     on.
@@ -77,7 +77,7 @@ def run(
     An interruption does not raise: the command is told, finishes, and `interrupted` says which signal.
     `watch` is asked every POLL_S; once it says True the command gets SIGTERM
     (harness.execution.ranks.multirank: hung rank). `hold` is asked at the first signal, with the signal, the
-    command's output so far and the names of the processes under it: True keeps the signal from the command,
+    command's output so far and the (name, state) of the processes under it: True keeps the signal from it,
     which is let finish (nsys writing its report deletes it when told to stop), and `held` says so; any
     later signal is passed on.
     """
@@ -112,7 +112,7 @@ def run(
                         proc.send_signal(signal.SIGTERM)
             except KeyboardInterrupt as e:  # a second one makes the supervisor kill everything
                 sig = signal_of(e)
-                if interrupted is None and hold is not None and hold(sig, _written(out), names(proc.pid)):
+                if interrupted is None and hold is not None and hold(sig, _written(out), _under(proc.pid)):
                     interrupted, held = sig, True
                     continue
                 interrupted = interrupted or sig
@@ -127,6 +127,10 @@ def run(
             interrupted=interrupted,
             held=held,
         )
+
+
+def _under(pid: int) -> list[tuple[str, str]]:
+    return [(name, state) for _, state, name in tree(pid)]
 
 
 def _written(out: IO[bytes]) -> str:
@@ -148,45 +152,42 @@ def _prctl(option: int, value: int) -> bool:
     return libc.prctl(option, value, 0, 0, 0) == 0
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state) of every process, from /proc (empty where there is no /proc)."""
-    table: dict[int, tuple[int, str]] = {}
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, state, name) of every process, from /proc (empty where there is no /proc)."""
+    table: dict[int, tuple[int, str, str]] = {}
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()  # the name in (...) may hold spaces
+                    stat = f.read()
             except OSError:
                 continue
-            table[int(entry.name)] = (int(fields[1]), fields[0].decode())
+            name, fields = stat.partition(b"(")[2].rpartition(b")")[::2]  # the name may hold spaces, ")"
+            fields = fields.split()
+            table[int(entry.name)] = (int(fields[1]), fields[0].decode(), name.decode(errors="replace"))
     return table
 
 
-def descendants(pid: int) -> list[int]:
-    """Living descendants of `pid` (zombies left out)."""
+def tree(pid: int) -> list[tuple[int, str, str]]:
+    """(pid, state, name) of every descendant of `pid`, zombies ("Z") too: a daemon COMMAND started is among
+    them, the supervisor being a subreaper."""
     table = _processes()
     children: dict[int, list[int]] = {}
-    for p, (ppid, _) in table.items():
+    for p, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(p)
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
             todo.append(child)
-            if table[child][1] != "Z":
-                found.append(child)
+            found.append((child, table[child][1], table[child][2]))
     return found
 
 
-def names(pid: int) -> list[str]:
-    """The names (/proc/PID/comm) of the living descendants of `pid`: a daemon COMMAND started is one of
-    them, the supervisor being a subreaper."""
-    found = []
-    for child in descendants(pid):
-        with contextlib.suppress(OSError):
-            found.append(Path(f"/proc/{child}/comm").read_text().strip())
-    return found
+def descendants(pid: int) -> list[int]:
+    """Living descendants of `pid` (zombies left out)."""
+    return [p for p, state, _ in tree(pid) if state != "Z"]
 
 
 def _signal_all(pids: list[int], sig: int) -> None:

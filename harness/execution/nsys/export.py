@@ -34,15 +34,21 @@ def _closing(lines: Sequence[str]) -> int | None:
 
 
 IMPORTER = "QdstrmImporter"
+LAUNCHER = "nsys-launcher"  # the profiled program's parent, started by nsys
 
 
-def writing_report(nsys_output: str, processes: Sequence[str]) -> bool:
-    """Whether nsys writes its report: its importer runs (`processes`: the names of those under nsys's
-    supervisor, its agent's among them), or nsys has said it began. Told to stop then, nsys 2023.4 stops its
-    importer and deletes the .qdstrm and the half-written report: nothing of a program that ran to its end
-    is kept. Its output alone says so late: "Generating '…qdstrm'" reached the file a second or more after
-    the importer had started."""
-    return IMPORTER in processes or _closing(nsys_output.splitlines()) is not None
+def writing_report(nsys_output: str, processes: Sequence[tuple[str, str]]) -> bool:
+    """Whether the program has ended and nsys is on its way to its report: its launcher has exited (a zombie
+    nsys reaps at its own end), its importer runs, or it has said so ("Generating '…qdstrm'", which reached
+    its output a second or more after the importer had started). `processes`: (name, state) of those under
+    nsys's supervisor, its agent's among them.
+
+    Told to stop then, nsys 2023.4 stops its importer and deletes the .qdstrm and the half-written report:
+    nothing of a program that ran to its end is kept."""
+    for name, state in processes:
+        if (name == LAUNCHER and state == "Z") or (name == IMPORTER and state != "Z"):
+            return True
+    return _closing(nsys_output.splitlines()) is not None
 
 
 def _program_tail(text: str, lines: int = TAIL_LINES) -> str:

@@ -200,7 +200,7 @@ def profile(
             raise NsysError(f"cannot create the report's folder {base.parent}: {e.strerror}") from None
     notes: list[str] = []
 
-    def hold(sig: int, text: str, processes: list[str]) -> bool:
+    def hold(sig: int, text: str, processes: list[tuple[str, str]]) -> bool:
         if not writing_report(text, processes):
             return False
         if progress is not None:
