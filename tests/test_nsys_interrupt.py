@@ -136,7 +136,7 @@ def test_a_signal_while_nsys_writes_its_report_lets_it_finish(
         prof = telling(nsys.profile, progress)(info, opts, ["true"])
     thread.join(60)
     name = signal.Signals(sig).name
-    assert prof.interrupted == sig
+    assert prof.interrupted == sig and prof.held
     assert prof.rep == tmp_path / "out" / "run.nsys-rep" and prof.rep.read_text() == "report\n"
     assert prof.sqlite == tmp_path / "out" / "run.sqlite" and prof.sqlite.read_text() == "export\n"
     assert prof.notes == [f"interrupted ({name}) while the report was written: it was let finish"]
@@ -250,3 +250,15 @@ def test_a_signal_while_the_export_is_read_is_said_and_stored(
     assert line in flat(result.stderr)
     shown = json.loads(CliRunner().invoke(app, ["show", run["run_id"], "--format", "json"]).stdout)
     assert shown["run"]["status"] == f"interrupted (interrupted by {name} while its export was read)"
+
+
+def test_a_program_whose_report_was_held_is_said_to_have_ended() -> None:
+    """`profile -- CMD` interrupted while nsys wrote its report: the program ran to its end."""
+    from harness.experiments.program import program_result
+
+    prof = nsys.ProfileResult(0, None, None, None, "", interrupted=signal.SIGTERM, held=True)
+    result = program_result("p-1", "p", ["p"], prof, "2023.4.4.54")
+    assert (result.status, result.error) == (
+        "interrupted",
+        "interrupted by SIGTERM while nsys wrote its report, after the program ended",
+    )

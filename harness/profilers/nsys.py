@@ -126,7 +126,7 @@ def launch(
         write_worker_config(config, run_id, cfg)
         prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)], progress=progress)
         result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
-    if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after
+    if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
         measured = sum(not s.warmup for s in result.steps)
         result.error = signals.interrupted(
             prof.interrupted, f"while nsys wrote its report, after all {measured} measured steps"

@@ -109,7 +109,8 @@ class ProfileResult:
     program_tail: str = ""  # the last lines the program printed, before nsys's closing lines
     command: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    interrupted: int | None = None  # the signal passed on to nsys (SIGINT: Ctrl-C), if any
+    interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C), if any
+    held: bool = False  # it came after the program had ended and was held: the report was let finish
     artifacts: dict[str, str] = field(default_factory=dict)  # more files to store: one report per rank
 
 
@@ -243,8 +244,9 @@ def profile(
             notes.append(str(e))
     if base is not None and rep is not None and rep.parent != base.parent:
         notes.append(f"nsys could not write beside {base}: it wrote {rep} instead")
+    held = bool(seen) and (done.interrupted is None or done.held)
     if seen:
-        notes.insert(0, _interrupted_note(seen[0], done, rep or qdstrm))
+        notes.insert(0, _interrupted_note(seen[0], held, rep or qdstrm))
     return ProfileResult(
         returncode=done.returncode,
         rep=rep,
@@ -255,12 +257,13 @@ def profile(
         command=argv,
         notes=notes,
         interrupted=seen[0] if seen else None,
+        held=held,
     )
 
 
-def _interrupted_note(sig: int, done: supervisor.Finished, kept: Path | None) -> str:
+def _interrupted_note(sig: int, held: bool, kept: Path | None) -> str:
     """What the signal did: the report was let finish, or nsys stopped the program (and kept what)."""
-    if done.interrupted is None or done.held:
+    if held:
         return f"interrupted ({name(sig)}) while the report was written: it was let finish"
     if kept is None:
         return f"interrupted ({name(sig)}): nsys was stopped part way and wrote no report"
