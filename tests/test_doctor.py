@@ -109,13 +109,13 @@ args = sys.argv[1:]
 if args[:1] == ["--version"]:
     sys.exit(print("NVIDIA Nsight Systems version 2023.4.4.54-1"))
 if args[:2] == ["profile", "--help"]:
-    sys.exit(print("\\\\t--output=\\\\n\\\\t--force-overwrite=\\\\n\\\\t--export=\\\\n\\\\t--trace="))
+    sys.exit(print("\\t--output=\\n\\t--force-overwrite=\\n\\t--export=\\n\\t--trace="))
 out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
 program = [a for a in args[1:] if not a.startswith("-")]
 subprocess.run(program)
 open(out + ".nsys-rep", "w").close()
 shutil.copy({str(empty)!r}, out + ".sqlite")
-print(f"Generated:\\\\n    {{out}}.nsys-rep\\\\n    {{out}}.sqlite")
+print(f"Generated:\\n    {{out}}.nsys-rep\\n    {{out}}.sqlite")
 """
     )
     nsys.chmod(0o755)

@@ -25,6 +25,7 @@ from test_store import make_result
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.core.errors import NsysError
 from harness.core.signals import sigterm_raises
 from harness.execution import nsys
 from harness.store.results import ResultsStore
@@ -262,3 +263,92 @@ def test_a_program_whose_report_was_held_is_said_to_have_ended() -> None:
         "interrupted",
         "interrupted by SIGTERM while nsys wrote its report, after the program ended",
     )
+
+
+# --- the harness's own import, where nsys left only a .qdstrm ----------------------------------------------
+
+
+def stand_in_importer(folder: Path) -> nsys.NsysInfo:
+    """An nsys whose QdstrmImporter (host-linux-x64 beside it) writes part of the report, then the rest once
+    the test says so (folder/finish); stopped by a signal it exits 1, leaving the part written."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "host-linux-x64").mkdir()
+    importer = folder / "host-linux-x64" / "QdstrmImporter"
+    importer.write_text(
+        f"""#!{sys.executable}
+import pathlib, signal, sys, time
+folder, args = pathlib.Path({str(folder)!r}), sys.argv[1:]
+rep = pathlib.Path(args[args.index("--output-file") + 1])
+
+
+def stop(*_):
+    (folder / "running").unlink()
+    sys.exit(1)
+
+
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+rep.write_text("part of a report")
+(folder / "running").touch()
+while not (folder / "finish").exists():
+    time.sleep(0.05)
+rep.write_text("report\\n")
+"""
+    )
+    importer.chmod(0o755)
+    fake = folder / "bin" / "nsys"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    return nsys.NsysInfo(path=fake, version="2023.4.4.54", flags=frozenset(), source="t")
+
+
+def hold_seen(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once the supervisor has asked whether to hold a signal (and the answer is given)."""
+    from harness.execution import supervisor
+
+    event = threading.Event()
+    real = supervisor.run
+
+    def run(*args: Any, hold: Callable[..., bool] | None = None, **kwargs: Any) -> Any:
+        def asked(*given: Any) -> bool:
+            answer = hold(*given) if hold is not None else False
+            event.set()
+            return answer
+
+        return real(*args, hold=asked if hold is not None else None, **kwargs)
+
+    monkeypatch.setattr(supervisor, "run", run)
+    return event
+
+
+@pytest.mark.usefixtures("sigint_raises")
+@pytest.mark.parametrize(("sig", "code"), SIGNALS, ids=IDS)
+def test_the_harness_import_lets_its_first_signal_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, code: int
+) -> None:
+    info = stand_in_importer(tmp_path / "nsys")
+    held = hold_seen(monkeypatch)
+    qdstrm = tmp_path / "run.qdstrm"
+    qdstrm.write_text("stream")
+    seen: list[int] = []
+    thread = signal_then_finish(tmp_path / "nsys", sig, held)
+    with sigterm_raises():
+        rep = nsys.import_qdstrm(qdstrm, tmp_path / "run.nsys-rep", info, seen)
+    thread.join(60)
+    assert (rep.read_text(), seen, qdstrm.read_text()) == ("report\n", [sig], "stream")
+
+
+@pytest.mark.usefixtures("sigint_raises")
+def test_a_signal_after_the_first_stops_the_import_and_leaves_no_half_report(tmp_path: Path) -> None:
+    info = stand_in_importer(tmp_path / "nsys")
+    qdstrm = tmp_path / "run.qdstrm"
+    qdstrm.write_text("stream")
+    seen = [int(signal.SIGINT)]  # the run was stopped by Ctrl-C already
+    thread = signal_then_finish(tmp_path / "nsys", signal.SIGTERM, threading.Event())
+    with sigterm_raises(), pytest.raises(NsysError) as e:
+        nsys.import_qdstrm(qdstrm, tmp_path / "run.nsys-rep", info, seen)
+    thread.join(60)
+    said = f"QdstrmImporter importing {qdstrm} was stopped by SIGTERM: run.nsys-rep not written"
+    assert str(e.value) == said
+    assert seen == [signal.SIGINT, signal.SIGTERM] and not (tmp_path / "run.nsys-rep").exists()
+    assert qdstrm.read_text() == "stream"
