@@ -352,3 +352,28 @@ def test_a_signal_after_the_first_stops_the_import_and_leaves_no_half_report(tmp
     assert str(e.value) == said
     assert seen == [signal.SIGINT, signal.SIGTERM] and not (tmp_path / "run.nsys-rep").exists()
     assert qdstrm.read_text() == "stream"
+
+
+@pytest.mark.usefixtures("sigint_raises")
+def test_a_second_signal_stops_nsys_and_it_is_said_truthfully(tmp_path: Path) -> None:
+    """Ctrl-C twice while nsys writes its report: the second is passed on, nsys deletes the report, and the
+    note says no report was written (not that it was let finish)."""
+    folder = tmp_path / "nsys"
+    fake = writing_nsys(folder, "importer-running")
+    info = nsys.NsysInfo(path=fake, version="2023.4.4.54", flags=frozenset({"output"}), source="t")
+    held = threading.Event()
+
+    def twice() -> None:
+        wait_until(lambda: (folder / "running").exists(), 60, "the stand-in nsys to write its report")
+        os.kill(os.getpid(), signal.SIGINT)
+        wait_until(held.is_set, 60, "the first signal to be held")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=twice, daemon=True)
+    thread.start()
+    prof = telling(nsys.profile, lambda text: held.set())(
+        info, nsys.ProfileOptions(output=tmp_path / "run"), ["x"]
+    )
+    thread.join(60)
+    assert (prof.interrupted, prof.held, prof.rep, prof.sqlite) == (signal.SIGINT, False, None, None)
+    assert prof.notes == ["interrupted (SIGINT): nsys was stopped part way and wrote no report"]

@@ -54,7 +54,7 @@ class Finished:
     stdout: str
     stderr: str  # empty with merge_stderr
     interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C; SIGTERM)
-    held: bool = False  # that signal was kept from COMMAND (`run`'s hold), which was let finish
+    held: bool = False  # that signal was kept from COMMAND (`run`'s hold), and no later one passed on
 
 
 def command(argv: Sequence[str], cleanup: Sequence[Path] = ()) -> list[str]:
@@ -78,8 +78,8 @@ def run(
     `watch` is asked every POLL_S; once it says True the command gets SIGTERM
     (harness.execution.ranks.multirank: hung rank). `hold` is asked at the first signal, with the signal, the
     command's output so far and the (name, state) of the processes under it: True keeps the signal from it,
-    which is let finish (nsys writing its report deletes it when told to stop), and `held` says so; any
-    later signal is passed on.
+    which is let finish (nsys writing its report deletes it when told to stop), and `held` says so; a later
+    signal is passed on (and `held` is then False).
     """
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())
@@ -115,7 +115,7 @@ def run(
                 if interrupted is None and hold is not None and hold(sig, _written(out), _under(proc.pid)):
                     interrupted, held = sig, True
                     continue
-                interrupted = interrupted or sig
+                interrupted, held = interrupted or sig, False  # passed on: the command is stopped after all
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(sig)
         out.seek(0)
