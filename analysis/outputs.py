@@ -6,9 +6,10 @@
 - `-` is standard output; a character device (`/dev/null`, a terminal), a named pipe or a socket that is
   already there is opened and written as a stream. A rename would put a regular file in its place: the
   device would be gone and the pipe's reader would get nothing.
-- A folder or a block device is refused, and so is any file the command reads (`refuse_inputs`): the same
-  file by device and inode, whatever its name (a link, `./x`, another spelling), and the journal files
-  SQLite keeps beside an export. Writing over an input would lose it.
+- A folder or a block device is refused, and so is a name that ends in a slash (it names a folder: a Path
+  made of it drops the slash, and the file would take the folder's name), and any file the command reads
+  (`refuse_inputs`): the same file by device and inode, whatever its name (a link, `./x`, another
+  spelling), and the journal files SQLite keeps beside an export. Writing over an input would lose it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ def is_stdout(target: str | Path) -> bool:
 def shown(target: str | Path) -> str:
     """How a target is named in messages."""
     return "standard output" if is_stdout(target) else str(target)
+
+
+def refuse_folder_name(given: str | Path, option: str | None = None) -> None:
+    """OutputRefused when `given`, as the user typed it, ends in a slash: it names a folder, there or not.
+    Check the text before it becomes a Path, which drops the slash."""
+    text = os.fspath(given)
+    if not text.endswith(("/", os.sep)) or is_stdout(text):
+        return
+    named = f"{option} {text}" if option else text
+    raise OutputRefused(f"{named} ends in a slash, naming a folder: give a file name (in it, e.g. {text}out)")
 
 
 def _stat(path: str | Path) -> os.stat_result | None:
@@ -179,6 +190,7 @@ def open_output(target: str | Path, *, make_folder: bool = False) -> Iterator[IO
         with open(target, "wb") as f:
             yield f
         return
+    refuse_folder_name(target)
     path = Path(os.path.realpath(target))  # a link: replace the file it names, keep the link
     st = _stat(path)
     if st is not None and not stat.S_ISREG(st.st_mode):

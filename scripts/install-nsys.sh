@@ -90,17 +90,36 @@ private_apt() {
     -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts="$root/prefs" "$@"
 }
 
+# apt's words for an archive it could not reach (resolving, connecting, a timeout)
+UNREACHABLE='Could not resolve|Temporary failure resolving|Could not connect|Unable to connect|Connection failed'
+UNREACHABLE+='|Connection refused|timed out|Network is unreachable|No route to host'
+
 # fetch ROOT URI SUITE COMPONENT KEYRING: download nsight-systems and nsight-systems-target from that one
-# source into ROOT/debs; fails (quietly) where the source or the packages cannot be had
+# source into ROOT/debs; fails (quietly: apt_failure LOG says why) where the source or the packages cannot
+# be had. apt-get update only warns of an archive it cannot reach; the download would then say "Unable to
+# locate package", hiding why, so that is not tried
 fetch() {
   local root="$1"
   rm -rf "$root"
   private_source "$root" "$2" "$3" "$4" "$5"
   mkdir -p "$root/debs"
   private_apt "$root" update -qq >"$root/apt.log" 2>&1 || return 1
+  grep -qE "$UNREACHABLE" "$root/apt.log" && return 1
   (cd "$root/debs" && private_apt "$root" download -qq nsight-systems nsight-systems-target) \
     >>"$root/apt.log" 2>&1 || return 1
   compgen -G "$root/debs/nsight-systems-target_*.deb" >/dev/null
+}
+
+# apt_failure LOG URI: why a fetch failed, in one line: the archive could not be reached (and apt's line
+# that says so), else apt's last line
+apt_failure() {
+  local reached
+  reached="$(grep -E "$UNREACHABLE" "$1" 2>/dev/null | head -1 || true)"
+  if [[ -n "$reached" ]]; then
+    echo "$2 could not be reached (check the network, or apt's proxy): ${reached#"${reached%%[![:space:]]*}"}"
+  else
+    tail -1 "$1" 2>/dev/null || true
+  fi
 }
 
 # unpack DEBS DEST: both packages into DEST, and the layout made whole: nsys looks for QdstrmImporter beside
@@ -145,9 +164,16 @@ add_cupti() {
   py="${HARNESS_PIP_PYTHON:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv/bin/python}"
   [[ -x "$py" ]] || py=python3
   tmp="$(mktemp -d)"
+  CUPTI_TMP="$tmp" CUPTI_OF="$version" CUPTI_PART="$target/libcupti.so.13.0.part"
+  # Ctrl-C (or SIGTERM) while CUPTI is fetched: pip takes it as an error of its own and exits 1, which was
+  # then only a warning; it is the user stopping the install, which ends here, saying what is missing
+  trap 'cupti_stopped 130' INT
+  trap 'cupti_stopped 143' TERM
   wheel="${HARNESS_CUPTI_WHEEL:-}"
   if [[ -z "$wheel" ]]; then
     if ! "$py" -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$CUPTI_SPEC" >"$tmp/pip.log" 2>&1; then
+      grep -q 'Operation cancelled by user' "$tmp/pip.log" && cupti_stopped 130
+      trap - INT TERM
       echo "nsys: warning: could not download CUPTI 13.0 ($CUPTI_SPEC): $(grep -v '^WARNING' "$tmp/pip.log" |
         tail -1); nsys $version traces CUDA 13 programs in part (harness doctor says so)"
       rm -rf "$tmp"
@@ -166,12 +192,24 @@ with zipfile.ZipFile(sys.argv[1]) as whl:
 os.chmod(sys.argv[2] + ".part", 0o755)
 os.replace(sys.argv[2] + ".part", sys.argv[2])
 EOF
+    trap - INT TERM
     echo "nsys: warning: no libcupti.so.13 taken from $wheel: $(tail -1 "$tmp/unzip.log")"
     rm -rf "$tmp"
     return 0
   fi
+  trap - INT TERM
   rm -rf "$tmp"
   echo "nsys: added CUPTI 13.0 ($CUPTI_SPEC) to its target folder: nsys $version traces CUDA 13.0 with it"
+}
+
+# cupti_stopped CODE: the install was stopped while CUPTI 13.0 was fetched: say what is missing, and exit
+# with CODE (130: Ctrl-C, 143: SIGTERM); the nsys itself is whole
+cupti_stopped() {
+  trap - INT TERM
+  rm -rf "$CUPTI_TMP" "$CUPTI_PART"
+  echo "nsys: interrupted: CUPTI 13.0 ($CUPTI_SPEC) is missing, so nsys $CUPTI_OF traces CUDA 13 programs" \
+    "in part; run \`make setup\` again to add it" >&2
+  exit "$1"
 }
 
 main() {
@@ -203,9 +241,15 @@ main() {
     done
   fi
 
-  if ! command -v apt-get >/dev/null 2>&1 || ! grep -qiE 'debian|ubuntu' "$OS_RELEASE"; then
+  if ! grep -qiE 'debian|ubuntu' "$OS_RELEASE" 2>/dev/null; then
     echo "nsys not found and this is not Debian/Ubuntu: install Nsight Systems from" \
       "https://developer.nvidia.com/nsight-systems and put nsys on PATH (or set HARNESS_NSYS)." >&2
+    [[ -n "$have" ]] && return 0 || return 1
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "nsys not found and apt-get is not on PATH, which this Debian/Ubuntu fetches it with: put apt-get" \
+      "on PATH (apt's own /usr/bin) and run \`make setup\` again, or install Nsight Systems from" \
+      "https://developer.nvidia.com/nsight-systems and set HARNESS_NSYS." >&2
     [[ -n "$have" ]] && return 0 || return 1
   fi
   . "$OS_RELEASE"
@@ -223,7 +267,7 @@ main() {
     if fetch "$tmp/apt" "$uri" "$NEWER_SUITE" non-free "$DEBIAN_KEYRING"; then
       got="Debian $NEWER_SUITE non-free ($uri)"
     else
-      echo "nsys: Debian $NEWER_SUITE non-free could not be had from $uri: $(tail -1 "$tmp/apt/apt.log" 2>/dev/null)"
+      echo "nsys: Debian $NEWER_SUITE non-free could not be had from $uri: $(apt_failure "$tmp/apt/apt.log" "$uri")"
     fi
   fi
   # 2. the fallback: this release's own suite (Debian non-free, Ubuntu multiverse)
@@ -238,7 +282,7 @@ main() {
       got="$suite $component ($uri), the fallback"
     else
       echo "nsys: could not download nsight-systems from $uri $suite $component:" \
-        "$(tail -1 "$tmp/apt/apt.log" 2>/dev/null)" >&2
+        "$(apt_failure "$tmp/apt/apt.log" "$uri")" >&2
       [[ -n "$have" ]] && echo "nsys: keeping the project-local $have" && return 0
       return 1
     fi

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -81,3 +85,82 @@ def test_a_newer_python_nvtx_is_warned_about_where_it_records_nothing(
     assert check.status == status
     if status == "warn":
         assert check.detail == f"0.2.17: records nothing under nsys {nsys}; use 0.2.11"
+
+
+def _half_copied_nsys(folder: Path, cpu_export: Path) -> Path:
+    """A stand-in nsys laid out as Debian's (bin/nsys a link to target-linux-x64/nsys) whose target folder
+    lacks libToolsInjection64.so: as the real one then does, it runs the program and exports a report
+    holding nothing of it (here: the CPU export without its NVTX and OS runtime tables)."""
+    folder.mkdir(parents=True)
+    empty = folder / "empty.sqlite"
+    shutil.copy(cpu_export, empty)
+    empty.chmod(0o644)
+    with sqlite3.connect(empty) as db:
+        for table in ("NVTX_EVENTS", "OSRT_API", "OSRT_CALLCHAINS"):
+            db.execute(f"DROP TABLE {table}")
+    target = folder / "usr/lib/nsight-systems/target-linux-x64"
+    target.mkdir(parents=True)
+    (target / "libcupti.so.12.4").write_text("")
+    nsys = target / "nsys"
+    nsys.write_text(
+        f"""#!{sys.executable}
+import shutil, subprocess, sys
+args = sys.argv[1:]
+if args[:1] == ["--version"]:
+    sys.exit(print("NVIDIA Nsight Systems version 2023.4.4.54-1"))
+if args[:2] == ["profile", "--help"]:
+    sys.exit(print("\\t--output=\\n\\t--force-overwrite=\\n\\t--export=\\n\\t--trace="))
+out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
+program = [a for a in args[1:] if not a.startswith("-")]
+subprocess.run(program)
+open(out + ".nsys-rep", "w").close()
+shutil.copy({str(empty)!r}, out + ".sqlite")
+print(f"Generated:\\n    {{out}}.nsys-rep\\n    {{out}}.sqlite")
+"""
+    )
+    nsys.chmod(0o755)
+    (folder / "usr/lib/nsight-systems/bin").mkdir()
+    (folder / "usr/lib/nsight-systems/bin/nsys").symlink_to("../target-linux-x64/nsys")
+    return folder / "usr/lib/nsight-systems/bin/nsys"
+
+
+def test_doctor_with_a_half_copied_nsys_fails_its_row_and_says_why(
+    tmp_db: str, tmp_path: Path, cpu_export: Path
+) -> None:
+    """An nsys without its injection library records nothing: the doctor's table says so on the nsys row
+    and the self-test's (it printed only "no NVTX data … profile with --trace=nvtx", blaming the flags)."""
+    nsys = _half_copied_nsys(tmp_path / "nsys", cpu_export)
+    result = runner.invoke(app, ["doctor", "--nsys-path", str(nsys), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    checks = {row["Check"]: row for row in json.loads(result.stdout)}
+    target = tmp_path / "nsys/usr/lib/nsight-systems/target-linux-x64"
+    assert checks["nsys"]["Status"] == "fail"
+    assert checks["nsys"]["Detail"] == (
+        f"{nsys} (found via --nsys-path) is incomplete: no libToolsInjection64.so in {target}, so it runs a "
+        "program and records nothing of it; install it again whole (the project-local copy: `make setup`)"
+    )
+    assert checks["self-test"]["Status"] == "fail"
+    assert checks["self-test"]["Detail"] == (
+        "nsys ran the script and recorded nothing of it: its export holds no NVTX range and no OS runtime "
+        "call, both traced (--trace=nvtx,osrt); an nsys installation that is incomplete does this (the nsys "
+        "row)"
+    )
+    assert checks["nsys version"]["Detail"] == "2023.4.4.54"
+    assert "--trace=nvtx and a program" not in result.output
+
+
+def test_an_nsys_whose_target_folder_cannot_be_found_is_not_called_incomplete(tmp_path: Path) -> None:
+    """A wrapper script (as CUDA's bin/nsys can be) names the real nsys only inside it: nothing to tell."""
+    from harness.execution.nsys.find import missing_injection
+
+    wrapper = tmp_path / "cuda/bin/nsys"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text('#!/bin/sh\nexec /elsewhere/nsys "$@"\n')
+    assert missing_injection(wrapper) is None
+    whole = tmp_path / "opt/2024.1/target-linux-x64"
+    whole.mkdir(parents=True)
+    (whole / "libToolsInjection64.so").write_text("")
+    (tmp_path / "opt/2024.1/bin").mkdir()
+    assert missing_injection(tmp_path / "opt/2024.1/bin/nsys") is None
+    (whole / "libToolsInjection64.so").unlink()
+    assert missing_injection(tmp_path / "opt/2024.1/bin/nsys") == whole

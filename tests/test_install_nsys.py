@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, missing
+from procs import wait_until
 
 SCRIPT = REPO / "scripts" / "install-nsys.sh"
 DEBIAN_MAIN = """\
@@ -347,3 +349,109 @@ def test_sourcing_runs_nothing(tmp_path: Path) -> None:
     done = bash(apt, "type main >/dev/null && echo defined")
     assert done.returncode == 0 and done.stdout == "defined\n" and done.stderr == ""
     assert snapshot(apt) == {}
+
+
+# --- what it says when it cannot install -------------------------------------------------------------------
+
+# apt-get on a machine whose mirror cannot be reached: `update` warns and exits 0, as apt does; `download`
+# then finds no package
+OFFLINE_APT = r"""
+cmd=""
+for a in "$@"; do case "$a" in update|download|install) cmd="$a" ;; esac; done
+echo "$cmd" >> "$STUB_LOG"
+if [[ "$cmd" == update ]]; then
+  url=http://mirror.example/debian/dists/trixie/InRelease
+  echo "W: Failed to fetch $url  Temporary failure resolving 'mirror.example'"
+  echo "W: Some index files failed to download. They have been ignored, or old ones used instead."
+  exit 0
+fi
+echo "E: Unable to locate package nsight-systems"
+exit 100
+"""
+
+
+def test_an_unreachable_mirror_is_said_so(machine: dict[str, str], tmp_path: Path) -> None:
+    """It said "E: Unable to locate package nsight-systems", hiding that the mirror was never reached."""
+    offline = tmp_path / "offline"
+    offline.mkdir()
+    env = {**machine, "PATH": f"{fake_bin(offline, OFFLINE_APT)}:/usr/bin:/bin"}
+    done = install(env)
+    assert done.returncode == 1
+    said = (
+        f"{MIRROR} could not be reached (check the network, or apt's proxy): W: Failed to fetch "
+        f"{MIRROR}/dists/trixie/InRelease  Temporary failure resolving 'mirror.example'"
+    )
+    assert f"nsys: Debian trixie non-free could not be had from {MIRROR}: {said}" in done.stdout
+    assert f"nsys: could not download nsight-systems from {MIRROR} bookworm non-free: {said}" in done.stderr
+    assert "Unable to locate package" not in done.stdout + done.stderr
+    assert Path(machine["STUB_LOG"]).read_text().split() == ["update", "update"]  # no download tried
+
+
+def test_a_debian_without_apt_get_is_told_what_is_missing(machine: dict[str, str], tmp_path: Path) -> None:
+    """It said "this is not Debian/Ubuntu" of a Debian whose PATH lacks apt-get."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("dirname", "grep", "head", "sort", "mktemp", "rm", "cat"):
+        found = shutil.which(tool, path="/usr/bin:/bin")
+        assert found is not None
+        (tools / tool).symlink_to(found)
+    done = subprocess.run(
+        [shutil.which("bash") or "bash", str(SCRIPT)],
+        capture_output=True, text=True, env={**machine, "PATH": str(tools)},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "not Debian/Ubuntu" not in done.stderr
+    assert done.stderr == (
+        "nsys not found and apt-get is not on PATH, which this Debian/Ubuntu fetches it with: put apt-get on "
+        "PATH (apt's own /usr/bin) and run `make setup` again, or install Nsight Systems from "
+        "https://developer.nvidia.com/nsight-systems and set HARNESS_NSYS.\n"
+    )
+
+
+# a python whose `pip download` hangs until stopped, and then ends as pip does on Ctrl-C: exit 1, its own
+# message; anything else runs the real python (the install unzips the wheel with it)
+SLOW_PIP = """#!/usr/bin/env bash
+if [[ "$1 $2 $3" == "-m pip download" ]]; then
+  touch "$PIP_STARTED"
+  trap 'echo "ERROR: Operation cancelled by user"; exit 1' INT TERM
+  while :; do sleep 0.05; done
+fi
+exec {python} "$@"
+"""
+
+
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_a_signal_during_the_cupti_download_is_not_swallowed(
+    machine: dict[str, str], tmp_path: Path, sig: int, code: int
+) -> None:
+    """Ctrl-C while pip fetched CUPTI 13.0: pip exits 1 and the install went on, exit 0, no CUPTI 13 and no
+    word of it. Now it stops there with the signal's code and says CUPTI 13.0 is missing."""
+    assert install(machine).returncode == 0
+    cupti_of(machine).unlink()  # an installed 2023.4 without CUPTI 13: the next install fetches it
+    pip = tmp_path / "slow-python"
+    pip.write_text(SLOW_PIP.format(python=sys.executable))
+    pip.chmod(0o755)
+    started = tmp_path / "pip-started"
+    env = {k: v for k, v in machine.items() if k != "HARNESS_CUPTI_WHEEL"}
+    env.update(HARNESS_PIP_PYTHON=str(pip), PIP_STARTED=str(started))
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: started.exists() or proc.poll() is not None, 60, "pip to start")
+        os.killpg(proc.pid, sig)  # a terminal's Ctrl-C: the whole foreground group, pip with it
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == code, (out, err)
+    assert (
+        "nsys: interrupted: CUPTI 13.0 (nvidia-cuda-cupti==13.0.85) is missing, so nsys 2023.4.4.54 traces"
+        in err
+    )
+    assert "run `make setup` again to add it" in err
+    assert "added CUPTI" not in out and not cupti_of(machine).exists()
+    assert not list((Path(machine["HARNESS_NSYS_ROOT"]) / TARGET).glob("*.part"))

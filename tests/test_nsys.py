@@ -77,7 +77,7 @@ def test_a_default_flag_this_nsys_lacks_is_left_out_unsaid(monkeypatch: pytest.M
 
     seen: list[list[str]] = []
 
-    def profile(info, opts, target, env=None, cleanup=()):  # type: ignore[no-untyped-def]
+    def profile(info, opts, target, env=None, cleanup=(), progress=None):  # type: ignore[no-untyped-def]
         seen.append(nsys.build_profile_command(info, opts, target)[0])
         return nsys.ProfileResult(
             returncode=1, rep=None, sqlite=None, qdstrm=None, stderr_tail="", notes=["n"]
@@ -99,7 +99,7 @@ def test_a_worker_that_died_under_nsys_is_told_by_its_own_lines(
     from harness.core.records import RunConfig
     from harness.profilers.nsys import NsysOptions, launch
 
-    def profile(info, opts, target, env=None, cleanup=()):  # type: ignore[no-untyped-def]
+    def profile(info, opts, target, env=None, cleanup=(), progress=None):  # type: ignore[no-untyped-def]
         return nsys.ProfileResult(returncode=1, rep=None, sqlite=None, qdstrm=None,
                                   stderr_tail="      Items {", program_tail="ValueError: boom")  # fmt: skip
 

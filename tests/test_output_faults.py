@@ -175,6 +175,48 @@ def test_a_folder_as_the_output_is_refused(export: Path, tmp_path: Path) -> None
     one_error(runner.invoke(app, ["timeline", str(export), "-o", str(tmp_path)]), "is a folder")
 
 
+@pytest.mark.parametrize("command", [*COMMANDS, "roofline --html"])
+@pytest.mark.parametrize("there", [False, True], ids=["new", "there"])
+def test_an_output_ending_in_a_slash_is_refused(
+    export: Path, tmp_path: Path, command: str, there: bool
+) -> None:
+    """`-o newdir/` wrote a regular file named `newdir` (the slash was lost when the option became a Path):
+    a name ending in a slash names a folder, there or not, and is refused in one line; nothing is written."""
+    folder = tmp_path / "newdir"
+    if there:
+        folder.mkdir()
+    args = (
+        ["roofline", "tiny", "--html", "-"]
+        if command == "roofline --html"
+        else COMMANDS[command](export, folder)
+    )
+    args[-1] = f"{folder}/"
+    option = "--out" if args[-2] == "-o" else args[-2]
+    said = one_error(runner.invoke(app, args), "ends in a slash")
+    expected = (
+        f"{option} {folder}/ ends in a slash, naming a folder: give a file name (in it, e.g. {folder}/out)"
+    )
+    assert said == f"error: {expected}"
+    assert folder.is_dir() == there and (not there or not any(folder.iterdir()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["x.sqlite", *(["newdir"] if there else [])])
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_an_existing_folder_as_the_output_is_refused(export: Path, tmp_path: Path, command: str) -> None:
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    one_error(runner.invoke(app, COMMANDS[command](export, folder)), "is a folder")
+    assert folder.is_dir() and not any(folder.iterdir())
+
+
+def test_a_written_file_named_with_a_slash_is_refused_by_the_library(tmp_path: Path) -> None:
+    from analysis.outputs import OutputRefused, write_text
+
+    with pytest.raises(OutputRefused, match="ends in a slash, naming a folder"):
+        write_text(f"{tmp_path}/newdir/", "x")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_regular_file_is_still_replaced_whole(export: Path, tmp_path: Path) -> None:
     """The rename stays for files: the old trace is replaced, its mode kept, no temporary file left."""
     out = tmp_path / "t.json"

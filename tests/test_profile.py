@@ -239,3 +239,49 @@ def test_killed_harness_leaves_no_process_and_no_temporary_folder(tmp_path: Path
     proc.wait()
     wait_until(lambda: not marked(mark), 120, "every process the harness started to end")
     wait_until(lambda: not list(tmp.glob("harness-*")), 10, "the temporary folder to be removed")
+
+
+def _importing(mark: str) -> bool:
+    return any("QdstrmImporter" in p for p in marked(mark))
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "group"),
+    [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False), (signal.SIGTERM, 143, True)],
+    ids=["ctrl-c-to-the-group", "sigterm-to-the-process", "sigterm-to-the-group"],
+)
+def test_a_signal_while_nsys_imports_keeps_the_report(
+    tmp_path: Path, nsys_bin: str, sig: int, code: int, group: bool
+) -> None:
+    """The run ended, nsys's importer (QdstrmImporter) runs: told to stop there, nsys deleted the .qdstrm and
+    the report, and the run was stored `ok` with no files, exit 1. Now the signal is held, the report and
+    export finished, the run stored `interrupted` with them."""
+    tmp, db, mark = tmp_path / "tmp", tmp_path / "r.sqlite", uuid.uuid4().hex
+    tmp.mkdir()
+    args = ["run", "tiny", "--nsys", "--device", "cpu", "--steps", "2", "--warmup", "1", "--no-nsys-baseline"]
+    proc = start([*args, "--db", str(db)], tmp_path, mark, TMPDIR=str(tmp), HARNESS_NSYS=nsys_bin)
+    try:
+        wait_until(lambda: _importing(mark) or proc.poll() is not None, 600, "nsys's importer to start")
+    except AssertionError:
+        proc.kill()
+        raise AssertionError(output(tmp_path)) from None
+    assert proc.poll() is None, output(tmp_path)
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    assert proc.wait(300) == code, output(tmp_path)
+    text = flat(output(tmp_path))
+    (run,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    assert run["status"] == "interrupted"
+    rep, sqlite = Path(run["nsys_rep"]), Path(run["nsys_sqlite"])
+    assert rep.stat().st_size > 0 and sqlite.stat().st_size > 0
+    name = signal.Signals(sig).name
+    said = (
+        f"error: run {run['run_id']} interrupted by {name} while nsys wrote its report, after all 2 measured "
+        f"steps; stored as interrupted; files kept: {rep}, {sqlite}"
+    )
+    assert said in text and "Traceback" not in text
+    steps = ResultsStore(str(db), readonly=True).step_timings([run["run_id"]])
+    assert int((~steps["warmup"]).sum()) == 2 * len(PHASES)
+    wait_until(lambda: not marked(mark), 60, "every process the harness started to end")

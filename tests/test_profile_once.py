@@ -22,7 +22,9 @@ def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(profiler.nsys, "find_nsys", lambda path: info)
     monkeypatch.setattr(profiler, "cuda_check", lambda *a, **k: [])
 
-    def run_profiled(config: RunConfig, request: Any, info: Any, run_id: str) -> tuple[Any, Any, list[str]]:
+    def run_profiled(
+        config: RunConfig, request: Any, info: Any, run_id: str, progress: Any = None
+    ) -> tuple[Any, Any, list[str]]:
         steps = [StepRecord(step=i, warmup=i < config.warmup,
                             phases={"forward": 9_000_000, "backward": 18_000_000, "optimizer": 2_000_000})
                  for i in range(config.warmup + config.steps)]  # fmt: skip
@@ -71,6 +73,8 @@ def test_the_export_is_read_once_and_the_run_stored_once(
 def test_a_reading_cut_short_still_stores_the_run(
     h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Ctrl-C while the export is read: the run is stored once, as `interrupted`, and the outcome says so
+    with the exit code of the signal."""
     _capture(h100_export, monkeypatch)
     counts = _counted(monkeypatch, profiler)
 
@@ -80,10 +84,13 @@ def test_a_reading_cut_short_still_stores_the_run(
     monkeypatch.setattr(profiler, "analyse", interrupted)
     store = ResultsStore(tmp_db)
     request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
-    with pytest.raises(KeyboardInterrupt):
-        profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
+    out = profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
     assert counts["written"] == 1
     assert ResultsStore(tmp_db).count_runs() == 1
+    assert ResultsStore(tmp_db).get(out.run_id).status == "interrupted"
+    assert out.exit_status == 130
+    said = f"run {out.run_id} interrupted by SIGINT while its export was read; stored as interrupted"
+    assert out.error == f"{said}; files kept: {h100_export}"
 
 
 def test_profile_cmd_reads_the_export_once_and_stores_its_health_with_the_run(

@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperCommand
 
+from analysis.outputs import OutputRefused, refuse_folder_name
 from harness.cli.output import Format, say
 from harness.core.errors import UsageError, user_errors
 
@@ -41,6 +42,32 @@ DbOpt = Annotated[
         "--db", envvar="HARNESS_DB", metavar="<url>", help="Results database: a path or any SQLAlchemy URL."
     ),
 ]
+
+
+class OptionRefused(typer.BadParameter):
+    """A value refused while the options are read, before the command runs: one `error:` line and exit 2,
+    as the command's own errors (not click's usage block)."""
+
+    def show(self, file: Any = None) -> None:
+        err(self.message)
+
+
+def output_file(option: str) -> Callable[[str | Path], Path]:
+    """The parser of `option`, naming a file to write: a name ending in a slash names a folder and is
+    refused while the slash is still there (a Path drops it, and the file took the folder's name)."""
+
+    def parse(given: str | Path) -> Path:
+        try:
+            refuse_folder_name(given, option)
+        except OutputRefused as e:
+            raise OptionRefused(str(e)) from None
+        return Path(given)
+
+    return parse
+
+
+# `--output`, the old name of `--out` (hidden), for the commands whose output is one file
+OldOutputOpt = Annotated[Path | None, typer.Option("--output", hidden=True, parser=output_file("--output"))]
 
 
 def one_out(out: Path | None, alias: Path | None, option: str = "--out") -> Path:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, OldOutputOpt, WideOpt, cli_errors, output_file, warn
 from harness.cli.output import Format, emit
 from harness.core.deferred import deferred
 from harness.core.errors import ExportError, HarnessError, UsageError
@@ -51,9 +51,15 @@ def dashboard_cmd(
     ] = None,
     out: Annotated[
         Path,
-        typer.Option("--out", "-o", metavar="<file>", help="The HTML file to write (- for standard output)."),
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="<file>",
+            parser=output_file("--out"),
+            help="The HTML file to write (- for standard output).",
+        ),
     ] = Path("dashboard.html"),
-    output: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,  # as timeline's old name
+    output: OldOutputOpt = None,
     start: Annotated[
         float | None,
         typer.Option(

@@ -13,7 +13,7 @@ import typer
 
 from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import export_diff as ed
-from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
+from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note, output_file
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
 from harness.cli.tidy import write_csv
 from harness.core.deferred import deferred
@@ -109,6 +109,7 @@ def diff_cmd(
         typer.Option(
             "--html",
             metavar="<file>",
+            parser=output_file("--html"),
             help="Also write a page: bars of the largest changes per table (--top, default 15), the "
             "per-phase verdicts with their CI.",
         ),

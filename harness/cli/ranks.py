@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from analysis.outputs import is_stdout, refuse_inputs
-from harness.cli.common import DbOpt, RunRefCommand, cli_errors, note
+from harness.cli.common import DbOpt, RunRefCommand, cli_errors, note, output_file
 from harness.cli.output import emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.core.deferred import deferred
@@ -51,6 +51,7 @@ def ranks_cmd(
         typer.Option(
             "--html",
             metavar="<file>",
+            parser=output_file("--html"),
             help="Also write a page: the straggler (compute and wait per rank), the ranks × phases heatmap "
             "and the timeline.",
         ),

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from analysis.outputs import is_stdout, refuse_inputs, write_text
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note, output_file
 from harness.cli.options import (
     Attention,
     AttentionOpt,
@@ -61,7 +61,10 @@ def roofline_cmd(
     measure: Annotated[
         bool, typer.Option("--measure", help="Measure the device's roofs: a large matmul and a large copy.")
     ] = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write the log-log roofline here.")] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", parser=output_file("--html"), help="Also write the log-log roofline here."),
+    ] = None,
     db: DbOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from analysis.outputs import refuse_inputs, shown
-from harness.cli.common import cli_errors, note, one_out
+from harness.cli.common import OldOutputOpt, cli_errors, note, one_out, output_file
 from harness.core.deferred import deferred
 from harness.core.signals import sigterm_raises
 
@@ -37,11 +37,12 @@ def timeline_cmd(
             "--out",
             "-o",
             metavar="<file>",
+            parser=output_file("--out"),
             show_default=False,
             help="The Chrome trace to write (gzipped when it ends in .gz; - for standard output).",
         ),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,  # the old name
+    output: OldOutputOpt = None,
     step: Annotated[
         int | None, typer.Option("--step", metavar="<n>", help="Only the harness's step N (its NVTX range).")
     ] = None,

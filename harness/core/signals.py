@@ -21,6 +21,12 @@ def signal_of(interrupt: BaseException) -> int:
     return signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
 
 
+def raised(sig: int) -> KeyboardInterrupt:
+    """The exception standing for `sig` (Terminated for SIGTERM, else KeyboardInterrupt), to raise where a
+    signal was first passed on to a child and the caller is to end as the signal would have ended it."""
+    return Terminated() if sig == signal.SIGTERM else KeyboardInterrupt()
+
+
 def name(sig: int) -> str:
     return signal.Signals(sig).name
 

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from harness.core.signals import signal_of
 
@@ -52,7 +53,8 @@ class Finished:
     returncode: int  # COMMAND's exit code; negative: killed by that signal
     stdout: str
     stderr: str  # empty with merge_stderr
-    interrupted: int | None = None  # the signal the harness passed on (SIGINT: Ctrl-C; SIGTERM)
+    interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C; SIGTERM)
+    held: bool = False  # that signal was kept from COMMAND (`run`'s hold), and no later one passed on
 
 
 def command(argv: Sequence[str], cleanup: Sequence[Path] = ()) -> list[str]:
@@ -67,17 +69,22 @@ def run(
     env: dict[str, str] | None = None,
     merge_stderr: bool = False,
     watch: Callable[[], bool] | None = None,
+    hold: Callable[[int, str, list[tuple[str, str]]], bool] | None = None,
 ) -> Finished:
     """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.core.signals)
     on.
 
     An interruption does not raise: the command is told, finishes, and `interrupted` says which signal.
     `watch` is asked every POLL_S; once it says True the command gets SIGTERM
-    (harness.execution.ranks.multirank: hung rank).
+    (harness.execution.ranks.multirank: hung rank). `hold` is asked at the first signal, with the signal, the
+    command's output so far and the (name, state) of the processes under it: True keeps the signal from it,
+    which is let finish (nsys writing its report deletes it when told to stop), and `held` says so; a later
+    signal is passed on (and `held` is then False).
     """
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())
     interrupted: int | None = None
+    held = False
     import tempfile
 
     # files, not pipes: a harness killed with a pipe's read end would kill the writers with SIGPIPE
@@ -105,7 +112,10 @@ def run(
                         proc.send_signal(signal.SIGTERM)
             except KeyboardInterrupt as e:  # a second one makes the supervisor kill everything
                 sig = signal_of(e)
-                interrupted = interrupted or sig
+                if interrupted is None and hold is not None and hold(sig, _written(out), _under(proc.pid)):
+                    interrupted, held = sig, True
+                    continue
+                interrupted, held = interrupted or sig, False  # passed on: the command is stopped after all
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(sig)
         out.seek(0)
@@ -115,7 +125,19 @@ def run(
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
             interrupted=interrupted,
+            held=held,
         )
+
+
+def _under(pid: int) -> list[tuple[str, str]]:
+    return [(name, state) for _, state, name in tree(pid)]
+
+
+def _written(out: IO[bytes]) -> str:
+    """What the command has written to `out` so far, read without moving the file's offset (the command
+    shares it: a seek would make it write over its own output)."""
+    fd = out.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
 
 # --- the supervisor's side ------------------------------------------------------------------------------
@@ -130,35 +152,42 @@ def _prctl(option: int, value: int) -> bool:
     return libc.prctl(option, value, 0, 0, 0) == 0
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state) of every process, from /proc (empty where there is no /proc)."""
-    table: dict[int, tuple[int, str]] = {}
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, state, name) of every process, from /proc (empty where there is no /proc)."""
+    table: dict[int, tuple[int, str, str]] = {}
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()  # the name in (...) may hold spaces
+                    stat = f.read()
             except OSError:
                 continue
-            table[int(entry.name)] = (int(fields[1]), fields[0].decode())
+            name, fields = stat.partition(b"(")[2].rpartition(b")")[::2]  # the name may hold spaces, ")"
+            fields = fields.split()
+            table[int(entry.name)] = (int(fields[1]), fields[0].decode(), name.decode(errors="replace"))
     return table
 
 
-def descendants(pid: int) -> list[int]:
-    """Living descendants of `pid` (zombies left out)."""
+def tree(pid: int) -> list[tuple[int, str, str]]:
+    """(pid, state, name) of every descendant of `pid`, zombies ("Z") too: a daemon COMMAND started is among
+    them, the supervisor being a subreaper."""
     table = _processes()
     children: dict[int, list[int]] = {}
-    for p, (ppid, _) in table.items():
+    for p, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(p)
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
             todo.append(child)
-            if table[child][1] != "Z":
-                found.append(child)
+            found.append((child, table[child][1], table[child][2]))
     return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Living descendants of `pid` (zombies left out)."""
+    return [p for p, state, _ in tree(pid) if state != "Z"]
 
 
 def _signal_all(pids: list[int], sig: int) -> None:

@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.errors import AnalysisError
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.stats_format import release
 from analysis.trace.opening import open_trace
@@ -21,6 +22,7 @@ from harness.core.errors import HarnessError
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import assess
+from harness.execution.nsys.find import INJECTION, missing_injection
 from harness.experiments.gpu_selftest import ITEM, gpu_self_test
 from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
 
@@ -50,13 +52,23 @@ def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
         info = nsys.find_nsys(nsys_path)
     except HarnessError as e:
         return [Check("nsys", "fail", str(e))], None
+    found = Check("nsys", "ok", f"{info.path} (found via {info.source})")
+    lacking = missing_injection(info.path)
+    if lacking is not None:
+        found = Check(
+            "nsys",
+            "fail",
+            f"{info.path} (found via {info.source}) is incomplete: no {INJECTION} in {lacking}, so it runs a "
+            "program and records nothing of it; install it again whole (the project-local copy: `make "
+            "setup`)",
+        )
     known = [f for f in FLAGS_OF_INTEREST if info.supports(f)]
     missing = [f for f in FLAGS_OF_INTEREST if not info.supports(f)]
     flags = "supports " + ", ".join(f"--{f}" for f in known)
     if missing:
         flags += "; lacks " + ", ".join(f"--{f}" for f in missing) + " (left out of the commands)"
     return [
-        Check("nsys", "ok", f"{info.path} (found via {info.source})"),
+        found,
         Check("nsys version", "ok", info.version),
         Check("nsys CUPTI", "info", cuptis_said(info)),
         Check("nsys profile flags", "info", flags),
@@ -76,6 +88,12 @@ SELF_TEST_SCRIPT = textwrap.dedent(
     with nvtx_ranges.nvtx_range({SELF_TEST_RANGE!r}, {SELF_TEST_PAYLOAD}):
         sum(range(100000))
     """
+)
+
+
+RECORDED_NOTHING = (
+    "nsys ran the script and recorded nothing of it: its export holds no NVTX range and no OS runtime call, "
+    "both traced (--trace=nvtx,osrt); an nsys installation that is incomplete does this (the nsys row)"
 )
 
 
@@ -100,8 +118,11 @@ def self_test(info: NsysInfo) -> Check:
                 "self-test", "fail", "no SQLite export: " + "; ".join(prof.notes or [prof.stderr_tail])
             )
         try:
-            ranges = nvtx_ranges(open_trace(prof.sqlite, cache=False), names=[SELF_TEST_RANGE])
-        except HarnessError as e:
+            trace = open_trace(prof.sqlite, cache=False)
+            if not trace.has("nvtx") and not trace.has("osrt"):
+                return Check("self-test", "fail", RECORDED_NOTHING)
+            ranges = nvtx_ranges(trace, names=[SELF_TEST_RANGE])
+        except (AnalysisError, HarnessError) as e:
             return Check("self-test", "fail", str(e))
         if ranges.empty:
             return Check(

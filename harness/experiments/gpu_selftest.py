@@ -13,6 +13,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from analysis.errors import AnalysisError
 from analysis.runs.selftest import EXPECTED, Seen, check_all
 from analysis.trace.opening import open_trace
 from harness.core.errors import HarnessError
@@ -72,6 +73,6 @@ def judged(export: Path) -> list[tuple[str, str, str]]:
     """The self-test's checks of an export (analysis.runs.selftest), as doctor rows."""
     try:
         seen: list[Seen] = check_all(open_trace(export, cache=False))
-    except HarnessError as e:
+    except (AnalysisError, HarnessError) as e:
         return [(ITEM, "fail", str(e))]
     return [(f"{ITEM}: {s.what}", "ok" if s.ok else "fail", s.detail) for s in seen]

@@ -89,7 +89,10 @@ def program_result(
 ) -> RunResult:
     """The stored run: ok when the program exited 0, interrupted on Ctrl-C/SIGTERM, else error."""
     if prof.interrupted:
-        status, error = "interrupted", signals.interrupted(prof.interrupted, "while the program ran")
+        when = "while the program ran"
+        if prof.held:  # the program ran to its end
+            when = "while nsys wrote its report, after the program ended"
+        status, error = "interrupted", signals.interrupted(prof.interrupted, when)
     elif prof.returncode == 0:
         status, error = "ok", None
     elif prof.returncode < 0:

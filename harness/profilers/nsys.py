@@ -105,10 +105,15 @@ class ProfiledRun(Outcome):
 
 
 def launch(
-    config: RunConfig, options: NsysOptions, info: NsysInfo, run_id: str
+    config: RunConfig,
+    options: NsysOptions,
+    info: NsysInfo,
+    run_id: str,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[RunResult, ProfileResult, list[str]]:
-    """Run the worker under nsys; return its result (an error result if it died), nsys's, and notes. The
-    profile folder is checked by the callers (profile_run, overhead_runs), before any run."""
+    """Run the worker under nsys; return its result (an error result if it died; `interrupted` where a
+    signal came, also one held while nsys wrote its report), nsys's, and notes. The profile folder is
+    checked by the callers (profile_run, overhead_runs), before any run."""
     opts = nsys.ProfileOptions(
         output=options.profile_dir.resolve() / run_id,
         capture=options.capture,
@@ -120,9 +125,14 @@ def launch(
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)
-        prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)])
+        prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)], progress=progress)
         result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
-    if prof.interrupted and result.status == "error":
+    if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
+        measured = sum(not s.warmup for s in result.steps)
+        result.error = signals.interrupted(
+            prof.interrupted, f"while nsys wrote its report, after all {measured} measured steps"
+        )
+    if prof.interrupted and result.status in ("ok", "error"):
         result.status = "interrupted"
     # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody asked
     # for it, and `harness doctor` lists what the nsys lacks
@@ -130,11 +140,15 @@ def launch(
 
 
 def run_profiled(
-    config: RunConfig, options: NsysOptions, info: NsysInfo, run_id: str
+    config: RunConfig,
+    options: NsysOptions,
+    info: NsysInfo,
+    run_id: str,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[RunResult, ProfileResult, list[str]]:
     """`launch` under nsys, recording the load averages (nsys's processes make the CPU shares meaningless)."""
     start = machine.snapshot()
-    result, prof, notes = launch(config, options, info, run_id)
+    result, prof, notes = launch(config, options, info, run_id, progress)
     load = machine.load_since(start, others=False)
     if load:
         result.extra["machine"] = load.to_dict()
@@ -199,7 +213,7 @@ def profile_run(
             return out
     if progress:
         progress(f"run under nsys {info.version}")
-    result, prof, notes = run_profiled(config, options, info, run_id)
+    result, prof, notes = run_profiled(config, options, info, run_id, progress)
     out.result, out.profile, out.notes = result, prof, notes
     save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": options.mode, "experiment": experiment,
                             **report_paths(prof)}  # fmt: skip
@@ -208,7 +222,13 @@ def profile_run(
     failed = result.status != "interrupted" and (prof.returncode != 0 or result.status == "error")
     # stored once, after the reading (even when it is cut short): a failed run only with steps to keep
     with stored_after(store, result, out.unsaved, save, keep=not failed or bool(result.steps)) as found:
-        examine(out, options, config, baseline, found)
+        try:
+            examine(out, options, config, baseline, found)
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM while the export was read: stored as interrupted
+            sig = signals.signal_of(e)
+            result.status, result.error = "interrupted", signals.interrupted(sig, "while its export was read")
+            out.error = f"run {run_id} {result.error}; stored as interrupted{kept_files(prof)}"
+            out.exit_code, out.degraded = signals.exit_code(sig), None
     return out
 
 
@@ -223,7 +243,7 @@ def examine(
     result, prof = out.result, out.profile
     assert result is not None and prof is not None
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
-    files = f"; files kept: {', '.join(kept)}" if kept else "; nsys wrote no report"
+    files = kept_files(prof)
     if result.status == "interrupted":
         out.error = f"run {out.run_id} {result.error}; stored as interrupted{files}"
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
@@ -270,6 +290,12 @@ def examine(
             out.notes.append(f"no health or findings: {e}")
             return
     out.degraded = judge(result, out.advice, found)
+
+
+def kept_files(prof: ProfileResult) -> str:
+    """ "; files kept: …" (nsys's report, export or left-over stream), or "; nsys wrote no report"."""
+    kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
+    return f"; files kept: {', '.join(kept)}" if kept else "; nsys wrote no report"
 
 
 def capture_range(options: NsysOptions) -> str | None:

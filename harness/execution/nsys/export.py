@@ -1,13 +1,16 @@
-"""nsys import and nsys export: a left-over .qdstrm into a report, a report into SQLite."""
+"""nsys import and nsys export: a left-over .qdstrm into a report, a report into SQLite. Each runs under the
+supervisor (harness.execution.supervisor), as every nsys does."""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core import signals
 from harness.core.errors import NsysError
+from harness.execution import supervisor
 from harness.execution.nsys.find import NsysInfo, _version, candidates, find_nsys
 
 TAIL_LINES = 20
@@ -20,16 +23,40 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
-def _program_tail(text: str, lines: int = TAIL_LINES) -> str:
-    """The last lines the program printed: its output, captured with nsys's, up to where nsys's closing
-    lines begin ("Generating '…qdstrm'", "Generated:"), so a long import error of nsys's never hides them."""
-    kept = text.splitlines()
-    for i, line in enumerate(kept):
+def _closing(lines: Sequence[str]) -> int | None:
+    """Where nsys's closing lines begin ("Generating '…qdstrm'", "Generated:"): the program has ended and nsys
+    writes its report."""
+    for i, line in enumerate(lines):
         seen = line.rsplit("\r", 1)[-1]
         if seen.startswith("Generating '") or seen.strip() == "Generated:":
-            kept = kept[:i]
-            break
-    return _tail("\n".join(kept), lines)
+            return i
+    return None
+
+
+IMPORTER = "QdstrmImporter"
+LAUNCHER = "nsys-launcher"  # the profiled program's parent, started by nsys
+
+
+def writing_report(nsys_output: str, processes: Sequence[tuple[str, str]]) -> bool:
+    """Whether the program has ended and nsys is on its way to its report: its launcher has exited (a zombie
+    nsys reaps at its own end), its importer runs, or it has said so ("Generating '…qdstrm'", which reached
+    its output a second or more after the importer had started). `processes`: (name, state) of those under
+    nsys's supervisor, its agent's among them.
+
+    Told to stop then, nsys 2023.4 stops its importer and deletes the .qdstrm and the half-written report:
+    nothing of a program that ran to its end is kept."""
+    for name, state in processes:
+        if (name == LAUNCHER and state == "Z") or (name == IMPORTER and state != "Z"):
+            return True
+    return _closing(nsys_output.splitlines()) is not None
+
+
+def _program_tail(text: str, lines: int = TAIL_LINES) -> str:
+    """The last lines the program printed: its output, captured with nsys's, up to where nsys's closing
+    lines begin, so a long import error of nsys's never hides them."""
+    kept = text.splitlines()
+    end = _closing(kept)
+    return _tail("\n".join(kept[:end]), lines)
 
 
 def _existing(path: Path) -> Path | None:
@@ -51,7 +78,7 @@ def find_importer(info: NsysInfo) -> Path:
     others = [Path(p).resolve() for p, _ in candidates() if Path(p).is_file()]
     for nsys_bin in [real, *[o for o in others if o != real]]:
         for parent in list(nsys_bin.parents)[:4]:
-            for cand in (parent / "host-linux-x64" / "QdstrmImporter", parent / "QdstrmImporter"):
+            for cand in (parent / "host-linux-x64" / IMPORTER, parent / IMPORTER):
                 if cand.is_file() and os.access(cand, os.X_OK) and _same_version(nsys_bin, info):
                     return cand
     raise NsysError(
@@ -69,37 +96,50 @@ def _same_version(nsys_bin: Path, info: NsysInfo) -> bool:
         return False
 
 
-def import_qdstrm(qdstrm: Path, rep: Path | None = None, info: NsysInfo | None = None) -> Path:
-    """Turn a .qdstrm (raw stream nsys writes during capture) into a .nsys-rep with QdstrmImporter."""
+def _tool(argv: list[str], out: Path, what: str, seen: list[int] | None) -> supervisor.Finished:
+    """One of nsys's tools writing `out`, under the supervisor.
+
+    `seen`: the signals of the run it belongs to, added to here. While none came, the first is held: the
+    tool is let finish, as nsys is while it writes its report. After one came, a signal stops the tool: its
+    half-written `out` is removed, an NsysError. Without `seen` (a command that only reads a report) a
+    signal stops the tool, and is raised again once `out` is removed (KeyboardInterrupt, Terminated)."""
+    done = supervisor.run(argv, merge_stderr=True, hold=(lambda *_: True) if seen == [] else None)
+    if done.interrupted is None:
+        return done
+    if seen is None:
+        out.unlink(missing_ok=True)
+        raise signals.raised(done.interrupted)
+    seen.append(done.interrupted)
+    if not done.held:
+        out.unlink(missing_ok=True)
+        raise NsysError(f"{what} was stopped by {signals.name(done.interrupted)}: {out.name} not written")
+    return done
+
+
+def import_qdstrm(
+    qdstrm: Path, rep: Path | None = None, info: NsysInfo | None = None, seen: list[int] | None = None
+) -> Path:
+    """Turn a .qdstrm (raw stream nsys writes during capture) into a .nsys-rep with QdstrmImporter; the
+    .qdstrm is kept. `seen`: the signals of the run so far, see `_tool`."""
     info = info or find_nsys()
     importer = find_importer(info)
     rep = rep or qdstrm.with_suffix(".nsys-rep")
-    proc = subprocess.run(
-        [str(importer), "--input-file", str(qdstrm), "--output-file", str(rep), "--force-overwrite"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0 or not rep.is_file():
-        raise NsysError(f"QdstrmImporter could not import {qdstrm}: {_tail(proc.stdout + proc.stderr, 1)}")
+    argv = [str(importer), "--input-file", str(qdstrm), "--output-file", str(rep), "--force-overwrite"]
+    done = _tool(argv, rep, f"QdstrmImporter importing {qdstrm}", seen)
+    if done.returncode != 0 or not rep.is_file():
+        raise NsysError(f"QdstrmImporter could not import {qdstrm}: {_tail(done.stdout, 1)}")
     return rep
 
 
-def export_sqlite(rep: Path, out: Path | None = None, info: NsysInfo | None = None) -> Path:
-    """`nsys export --type=sqlite` of a .nsys-rep; the report itself is only read."""
+def export_sqlite(
+    rep: Path, out: Path | None = None, info: NsysInfo | None = None, seen: list[int] | None = None
+) -> Path:
+    """`nsys export --type=sqlite` of a .nsys-rep; the report itself is only read. `seen`: the signals of the
+    run so far, see `_tool`."""
     info = info or find_nsys()
     out = out or rep.with_suffix(".sqlite")
-    proc = subprocess.run(
-        [
-            str(info.path),
-            "export",
-            "--type=sqlite",
-            f"--output={out}",
-            "--force-overwrite=true",
-            str(rep),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0 or not out.is_file():
-        raise NsysError(f"nsys export could not export {rep}: {_tail(proc.stdout + proc.stderr, 1)}")
+    argv = [str(info.path), "export", "--type=sqlite", f"--output={out}", "--force-overwrite=true", str(rep)]
+    done = _tool(argv, out, f"nsys export of {rep}", seen)
+    if done.returncode != 0 or not out.is_file():
+        raise NsysError(f"nsys export could not export {rep}: {_tail(done.stdout, 1)}")
     return out

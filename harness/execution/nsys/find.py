@@ -17,6 +17,8 @@ from harness.core.errors import NsysError
 REPO = Path(__file__).resolve().parents[3]
 PROJECT_LOCAL = REPO / ".tools" / "nsys" / "usr" / "lib" / "nsight-systems" / "bin" / "nsys"
 INSTALL_PLACES = ("/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys")
+TARGET = "target-linux-x64"  # the folder of what nsys runs beside the program
+INJECTION = "libToolsInjection64.so"  # what nsys injects into the program it profiles, in TARGET
 HOW_TO_GET = (
     "install Nsight Systems: `make setup` (Debian/Ubuntu: project-local copy via scripts/install-nsys.sh) or "
     "https://developer.nvidia.com/nsight-systems, then put nsys on PATH or set HARNESS_NSYS"
@@ -39,12 +41,29 @@ class NsysInfo:
         return self.cuptis[-1] if self.cuptis else None
 
 
+def target_folders(path: Path) -> tuple[Path, ...]:
+    """Where the nsys at `path` keeps what it injects into a program: beside its real binary, or
+    target-linux-x64 beside its bin/ (NVIDIA's layout)."""
+    real = Path(os.path.realpath(path))
+    return tuple(dict.fromkeys((real.parent, path.parent.parent / TARGET)))
+
+
+def missing_injection(path: Path) -> Path | None:
+    """The target folder of the nsys at `path` where it lacks its injection library (a half-copied
+    installation): such an nsys runs the program and records nothing of it, silently (2023.4 exported an
+    empty report). None where the library is there, or where no target folder is found to tell (a wrapper
+    script that names the real nsys only inside it)."""
+    folders = [f for f in target_folders(path) if f.name == TARGET and f.is_dir()]
+    if not folders or any((folder / INJECTION).is_file() for folder in folders):
+        return None
+    return folders[0]
+
+
 def cupti_versions(path: Path) -> tuple[str, ...]:
     """The CUPTI libraries beside the nsys at `path` (`target-linux-x64/libcupti.so.X.Y`), oldest first: nsys
     traces CUDA through the newest one the driver allows, so a CUPTI added there extends what it traces."""
-    real = Path(os.path.realpath(path))
     found: set[tuple[int, int]] = set()
-    for folder in (real.parent, path.parent.parent / "target-linux-x64"):
+    for folder in target_folders(path):
         for lib in glob.glob(str(folder / "libcupti.so.*")):
             version = re.fullmatch(r"libcupti\.so\.(\d+)\.(\d+)", Path(lib).name)
             if version:

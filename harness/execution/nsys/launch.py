@@ -4,7 +4,7 @@ report (exported to SQLite) kept even when the run is cut short; one report per 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from harness.execution.nsys.export import (
     _tail,
     export_sqlite,
     import_qdstrm,
+    writing_report,
 )
 from harness.execution.nsys.find import NsysInfo
 
@@ -108,7 +109,8 @@ class ProfileResult:
     program_tail: str = ""  # the last lines the program printed, before nsys's closing lines
     command: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    interrupted: int | None = None  # the signal passed on to nsys (SIGINT: Ctrl-C), if any
+    interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C), if any
+    held: bool = False  # it came after the program had ended and was held: the report was let finish
     artifacts: dict[str, str] = field(default_factory=dict)  # more files to store: one report per rank
 
 
@@ -177,14 +179,17 @@ def profile(
     target: Sequence[str],
     env: dict[str, str] | None = None,
     cleanup: Sequence[Path] = (),
+    progress: Callable[[str], None] | None = None,
 ) -> ProfileResult:
     """Run `target` under `nsys profile`; import a left-over .qdstrm and export SQLite where nsys did not.
 
     nsys runs under harness.execution.supervisor: it and everything it starts end with the harness, and
-    `cleanup`
-    folders go with them. Ctrl-C and SIGTERM are passed on to nsys, which stops collection, passes the signal
-    to the program and writes what was recorded. A report name given with --nsys-arg=--output is followed.
-    Where nsys loses its own agent and writes no report, the capture is made once more, and said so.
+    `cleanup` folders go with them. Ctrl-C and SIGTERM are passed on to nsys, which stops collection, passes
+    the signal to the program and writes what was recorded. Once the program has ended and the report is
+    being written (by nsys, or by the harness's own import and export), the first signal is held and the
+    report let finish: nsys told to stop then deletes all it recorded. `progress` is told so at once; a
+    further signal stops the writing. A report name given with --nsys-arg=--output is followed. Where nsys
+    loses its own agent and writes no report, the capture is made once more, and said so.
     """
 
     argv, _ = build_profile_command(info, opts, target)
@@ -195,15 +200,23 @@ def profile(
         except OSError as e:
             raise NsysError(f"cannot create the report's folder {base.parent}: {e.strerror}") from None
     notes: list[str] = []
-    done = supervisor.run(argv, cleanup=cleanup, env=_env_for(opts, env), merge_stderr=True)
+
+    def hold(sig: int, text: str, processes: list[tuple[str, str]]) -> bool:
+        if not writing_report(text, processes):
+            return False
+        if progress is not None:
+            progress(f"{name(sig)} while nsys writes its report: letting it finish (a second signal stops "
+                     "nsys, which then deletes the report)")  # fmt: skip
+        return True
+
+    def capture() -> supervisor.Finished:
+        return supervisor.run(argv, cleanup=cleanup, env=_env_for(opts, env), merge_stderr=True, hold=hold)
+
+    done = capture()
     if _agent_lost(done, base):
         notes.append(f"nsys lost its agent before it wrote a report ({AGENT_LOST}): captured once more")
-        done = supervisor.run(argv, cleanup=cleanup, env=_env_for(opts, env), merge_stderr=True)
+        done = capture()
     text = done.stdout
-    if done.interrupted:
-        notes.append(
-            f"interrupted ({name(done.interrupted)}): nsys was stopped part way and kept what it had recorded"
-        )
     if done.returncode < 0:
         notes.append(f"nsys was killed by signal {-done.returncode} part way")
     generated = _generated(text)
@@ -214,22 +227,26 @@ def profile(
             return listed[0]
         return _existing(base.with_name(base.name + suffix)) if base is not None else None
 
+    seen = [done.interrupted] if done.interrupted else []  # the run's signals: the import and export add
     rep, qdstrm, sqlite = find(".nsys-rep"), find(".qdstrm") or _left_qdstrm(text), find(".sqlite")
     stem = base or (rep or qdstrm or Path("report")).with_suffix("")
     if rep is None and qdstrm is not None:
         try:
-            rep = import_qdstrm(qdstrm, stem.with_name(stem.name + ".nsys-rep"), info)
+            rep = import_qdstrm(qdstrm, stem.with_name(stem.name + ".nsys-rep"), info, seen)
             notes.append(f"nsys left only {qdstrm.name}: imported it with QdstrmImporter")
         except NsysError as e:
             notes.append(str(e))
     if opts.export_sqlite and rep is not None and sqlite is None:
         try:
-            sqlite = export_sqlite(rep, rep.with_suffix(".sqlite"), info)
+            sqlite = export_sqlite(rep, rep.with_suffix(".sqlite"), info, seen)
             notes.append(f"exported {sqlite.name} with `nsys export`")
         except NsysError as e:
             notes.append(str(e))
     if base is not None and rep is not None and rep.parent != base.parent:
         notes.append(f"nsys could not write beside {base}: it wrote {rep} instead")
+    held = bool(seen) and (done.interrupted is None or done.held)
+    if seen:
+        notes.insert(0, _interrupted_note(seen[0], held, rep or qdstrm))
     return ProfileResult(
         returncode=done.returncode,
         rep=rep,
@@ -239,8 +256,18 @@ def profile(
         program_tail=_program_tail(text),
         command=argv,
         notes=notes,
-        interrupted=done.interrupted,
+        interrupted=seen[0] if seen else None,
+        held=held,
     )
+
+
+def _interrupted_note(sig: int, held: bool, kept: Path | None) -> str:
+    """What the signal did: the report was let finish, or nsys stopped the program (and kept what)."""
+    if held:
+        return f"interrupted ({name(sig)}) while the report was written: it was let finish"
+    if kept is None:
+        return f"interrupted ({name(sig)}): nsys was stopped part way and wrote no report"
+    return f"interrupted ({name(sig)}): nsys was stopped part way and kept what it had recorded"
 
 
 # --- one report per rank (harness/execution/ranks/multirank.py) ---------------------------------------
