@@ -1,8 +1,7 @@
 """Errors a user can cause in the analysis layer. The CLI prints their message as one line and exits 1.
 
-analysis/ imports nothing from harness/, so it has its own error type; harness.core.errors re-exports these
-and
-the CLI catches both families.
+analysis/ imports nothing from harness/, so it has its own error type; the CLI's error handler catches both
+families (harness.cli.common.cli_errors).
 """
 
 from __future__ import annotations

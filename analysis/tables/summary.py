@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.names import STEP, TRAIN_PHASES
 from analysis.tables.cuda_api import cuda_api_summary
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.launch import launch_summary
@@ -25,6 +24,7 @@ from analysis.tables.osrt import osrt_summary
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.trace.frames import FRAMES
 from analysis.trace.trace import Trace
+from workloads.names import STEP, TRAIN_PHASES
 
 # The columns the tables below read, loaded together so that each source table is scanned once.
 NEEDS = {

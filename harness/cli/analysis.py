@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analysis.errors import ExportError
 from harness.cli.common import FormatOpt, cli_errors, note
 from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, operator_options
@@ -31,7 +32,7 @@ from harness.cli.reading import (
     stats_format,
 )
 from harness.core.deferred import deferred
-from harness.core.errors import ExportError, UsageError
+from harness.core.errors import UsageError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analysis.errors import ExportError
 from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.output import Format, emit
 from harness.core.deferred import deferred
-from harness.core.errors import ExportError, HarnessError, UsageError
+from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from analysis.errors import ExportError
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
 from harness.cli.option_group import F, option_group
 from harness.cli.output import Format, emit, emit_many
 from harness.core.deferred import deferred
-from harness.core.errors import ExportError
 
 if TYPE_CHECKING:
     from analysis.tables.declared import Declared, Tables

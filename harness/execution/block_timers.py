@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from analysis.names import BACKWARD, BLOCK_TIMERS, DECODE, FORWARD, PREFILL
 from harness.core.deferred import deferred
 from harness.core.devices import synchronize
 from harness.core.nvtx_ranges import range_name
 from harness.core.records import BlockRecord, RunConfig
+from workloads.names import BACKWARD, BLOCK_TIMERS, DECODE, FORWARD, PREFILL
 
 with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
     import workloads

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from analysis.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 from harness.core import env, nvtx_ranges
 from harness.core.deferred import deferred
 from harness.core.devices import (
@@ -28,6 +27,7 @@ from harness.execution import block_timers, memory
 from harness.execution.compiled import record_first_step, record_inductor_cache
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
+from workloads.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 
 if TYPE_CHECKING:
     from pathlib import Path

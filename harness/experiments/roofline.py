@@ -55,7 +55,7 @@ class RooflineReport:
     notes: list[str] = field(default_factory=list)
     run_id: str | None = None  # the stored run whose configuration and times these are
     device_name: str = ""
-    source: str | None = None  # where the sub-block times come from (analysis.names BLOCK_*), None: none
+    source: str | None = None  # where the sub-block times come from (workloads.names BLOCK_*), None: none
     phase_ns: dict[str, float] = field(default_factory=dict)  # each phase's mean over the measured steps
 
     def roofs_frame(self) -> pd.DataFrame:

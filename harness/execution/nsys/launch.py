@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
 from harness.core.errors import NsysError
 from harness.core.signals import name
 from harness.execution import supervisor
@@ -21,6 +20,7 @@ from harness.execution.nsys.export import (
     import_qdstrm,
 )
 from harness.execution.nsys.find import NsysInfo
+from workloads.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
 
 DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
 
