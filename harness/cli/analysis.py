@@ -31,7 +31,6 @@ from harness.cli.reading import (
     show_table,
     stats_format,
 )
-from harness.core.deferred import deferred
 from harness.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -39,10 +38,7 @@ if TYPE_CHECKING:
 
     from analysis.trace.cache import Cache
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.hta import breakdown
-    from analysis.trace import cache as trace_cache
-    from harness.experiments import opening
+from analysis.trace import cache as trace_cache
 
 HTA_HELP = (
     "Apply Holistic Trace Analysis's load rules first (drop the last ProfilerStep, round float µs "
@@ -256,29 +252,24 @@ def summary_cmd(
     show_table("summary", report, reading, top, by=grouping(by, raw_names), stats_format=stats_format(stats))
 
 
-# short help: one line each in `harness -h` at 80 columns
 TABLE_COMMANDS = {
-    "kernels": (kernels_cmd, "GPU time per CUDA kernel (nsys stats -r gpukernsum)."),
-    "nvtx": (nvtx_cmd, "Time per NVTX range (nvtxsum)."),
-    "nvtx-gpu": (nvtx_gpu_cmd, "GPU time per NVTX range, through kernel launches (nvtxkernsum)."),
-    "api": (api_cmd, "Time in CUDA API calls, each counted once (cudaapisum)."),
-    "memops": (memops_cmd, "GPU memory copies and sets by time and by size (gpumem*sum)."),
-    "launch": (launch_cmd, "API, queue and kernel time per launched kernel (kernexecsum)."),
-    "osrt": (osrt_cmd, "Time in OS runtime calls (osrtsum)."),
-    "operators": (operators_cmd, "Framework operators of a torch.profiler trace (key_averages)."),
-    "summary": (summary_cmd, "Every table the export has data for, in one report."),
+    "kernels": kernels_cmd,
+    "nvtx": nvtx_cmd,
+    "nvtx-gpu": nvtx_gpu_cmd,
+    "api": api_cmd,
+    "memops": memops_cmd,
+    "launch": launch_cmd,
+    "osrt": osrt_cmd,
+    "operators": operators_cmd,
+    "summary": summary_cmd,
 }
 
 
 def register(app: typer.Typer) -> None:
-    for name, (command, short) in TABLE_COMMANDS.items():
-        app.command(name, epilog=REPORT_HELP, short_help=short)(command)
-    app.command("cache", short_help="List, clear or limit the Parquet cache of exports read before.")(
-        cache_cmd
-    )
-    app.command("breakdown", short_help="GPU idle, compute and non-compute time per rank (HTA).")(
-        breakdown_cmd
-    )
+    for name, command in TABLE_COMMANDS.items():
+        app.command(name, epilog=REPORT_HELP)(command)
+    app.command("cache")(cache_cmd)
+    app.command("breakdown")(breakdown_cmd)
 
 
 @cli_errors
@@ -300,6 +291,7 @@ def cache_cmd(
     format: FormatOpt = Format.table,
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
+    from harness.experiments import opening  # here: the table commands of this module need no numpy
     # pyarrow, pandas: only for this command
 
     cache = trace_cache.Cache()
@@ -371,6 +363,9 @@ def breakdown_cmd(
 ) -> None:
     """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
     per kernel type, and idle time per stream by cause."""
+    # imported here: the table commands of this module read a cached export without pandas
+    from analysis.hta import breakdown
+    from harness.experiments import opening
     # pandas: only once a table is asked for
 
     paths: list[Path] = []

@@ -12,7 +12,6 @@ from analysis.errors import ExportError
 from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.output import Format, emit
-from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
@@ -20,10 +19,9 @@ if TYPE_CHECKING:
 
     from analysis.dashboard import Panel
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis import dashboard
-    from harness.experiments import opening, roofline
-    from harness.store import results as results_db
+from analysis import dashboard
+from harness.experiments import opening, roofline
+from harness.store import results as results_db
 
 
 def _ids(text: str | None) -> list[str]:
@@ -176,6 +174,4 @@ def _summary(panels: list[Panel]) -> pd.DataFrame:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("dashboard", short_help="Write an HTML page of plotly panels: saved runs or one export.")(
-        dashboard_cmd
-    )
+    app.command("dashboard")(dashboard_cmd)

@@ -27,7 +27,6 @@ from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.option_group import F, option_group
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
 from harness.cli.tidy import write_csv
-from harness.core.deferred import deferred
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,9 +34,8 @@ if TYPE_CHECKING:
     from analysis.compare.export_diff import ExportDiff, Verdict
     from harness.experiments.diff import Side
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.compare import export_diff as diffing
-    from harness.experiments import diff as hd
+from analysis.compare import export_diff as diffing
+from harness.experiments import diff as hd
 
 IterationRangeOpt = Annotated[
     str | None,

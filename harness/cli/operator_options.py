@@ -10,10 +10,6 @@ from typing import Annotated
 import typer
 
 from harness.cli.option_group import F, option_group
-from harness.core.deferred import deferred
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.tables import operators
 
 SortOpt = Annotated[
     str,
@@ -56,5 +52,6 @@ def operator_options() -> Callable[[F], F]:
 def check_sort(sort: str) -> str:
     """The column --sort names, among every column an operator table can have (a UsageError-like
     AnalysisError names the choices): checked before a run, not after it."""
-    ops = operators
+    from analysis.tables import operators as ops  # here: it loads pandas, which a cached table never needs
+
     return ops.sort_column(sort, [ops.NAME, ops.SHAPES, *ops.CPU_COLUMNS, *ops.CUDA_COLUMNS, ops.CALLS])

@@ -17,20 +17,14 @@ from analysis.errors import ExportError
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
 from harness.cli.option_group import F, option_group
 from harness.cli.output import Format, emit, emit_many
-from harness.core.deferred import deferred
 
 if TYPE_CHECKING:
     from analysis.tables.declared import Declared, Tables
     from analysis.tables.multi_tables import Combined
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.tables import declared as declarations
-    from analysis.tables import tables as registry
-    from analysis.trace import multi
-    from analysis.trace import results as kept_tables
-    from harness.execution.nsys import formats
-    from harness.experiments import opening
-    from harness.experiments import reports as many
+from analysis.tables import declared as declarations
+from analysis.trace import results as kept_tables
+from harness.execution.nsys import formats
 
 REPORT_HELP = (
     "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
@@ -122,7 +116,7 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
     """The declared table `kind` over the exports named: from one export, or combined over several (or over
     one capture's processes with --by-rank), rendered in the chosen format. Its declaration says whether
     it takes --top, is kept in (and served from) the export's cache entry, and comes without pandas."""
-    table = declarations.DECLARED[kind]  # no pandas: the registry (which loads it) only once computing
+    table = declarations.DECLARED[kind]
     if table.takes_top and top is not None:
         options["top"] = top
         top = None
@@ -134,9 +128,19 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
         if served is not None:
             _render(served, reading, top)  # type: ignore[arg-type]  # Kept: Tables' fields, Rows for frames
             return
+    # imported where they are needed: a table served from the cache, or computed without pandas, needs none
+    from harness.experiments import opening
+
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
-    paths = [reports[0]] if one else multi.expand(reports, skipped)
+    if one:
+        paths = [reports[0]]
+    else:
+        from analysis.trace import multi
+
+        paths = multi.expand(reports, skipped)
     if len(paths) > 1 or reading.by_rank:
+        from harness.experiments import reports as many
+
         try:
             result = many.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
                                        dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
@@ -150,6 +154,8 @@ def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None
     if table.one_without_pandas is not None and not hta:
         result = table.one_without_pandas(trace, paths[0].name, **_own(options))
     else:
+        from analysis.tables import tables as registry  # pandas
+
         result = registry.TABLES[kind].one(trace, paths[0].name, **options)
     result = _decided(table, result)
     result.notes = [*skipped, *result.notes]

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.core import env, nvtx_ranges
-from harness.core.deferred import deferred
 from harness.core.devices import (
     device_name,
     free_memory,
@@ -34,9 +33,8 @@ if TYPE_CHECKING:
 
     from harness.energy.power import PowerSources
 
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    import workloads
-    from workloads import flops, peak
+import workloads
+from workloads import flops, peak
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.runs.steady import PhaseStats
 from harness.core import devices, env
-from harness.core.deferred import deferred
 from harness.core.errors import UsageError, first_line
 from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, new_id
 from harness.execution.timing import PhaseClock
@@ -36,8 +35,7 @@ from workloads.names import PRECISIONS
 if TYPE_CHECKING:
     import pandas as pd
 
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    from workloads import attention as kernels
+from workloads import attention as kernels
 
 IMPLS = ("math", "sdpa", "compiled")
 
