@@ -13,6 +13,12 @@ class AnalysisError(Exception):
     exit_code: int = 1
 
 
+class OptionsError(AnalysisError):
+    """Options a table cannot take together: a usage error, as the command line's are (exit 2)."""
+
+    exit_code = 2
+
+
 class ExportError(AnalysisError):
     """An export or trace that is missing, corrupt, or lacks the data a table needs."""
 

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.joins.nvtx_credits import measured_steps
+from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import pid_of
-from analysis.tables.nvtx import all_ranges
-from analysis.tables.nvtx_credits import measured_steps
 from analysis.trace.multi import Piece, check_name_ranks, label_sources
 from analysis.trace.multi_run import raise_errors, read_part, run_tasks
 from analysis.trace.trace import Trace

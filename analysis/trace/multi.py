@@ -21,8 +21,10 @@ all ranks are exact, the same as one export holding every row; no frame of every
 whose rows are already per process or per range instance (launch latency, GPU time per NVTX range,
 `nvtx --trace`) are stacked, one block per rank.
 
-This module finds the inputs, labels them and holds what a task sends back; analysis.trace.multi_run runs
-the tasks, analysis.trace.multi_combine combines their Parts.
+This module finds the inputs, labels them and holds what a task sends back and what the combining gives
+(`Combined`); analysis.trace.multi_run runs the tasks, analysis.trace.multi_combine combines their Parts.
+It loads no numpy or pandas until rows are grouped: the tables (analysis/tables) name its types in their
+light declarations.
 """
 
 from __future__ import annotations
@@ -32,13 +34,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
-from analysis.stats import narrow
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 RANK_RE = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.IGNORECASE)
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
@@ -164,6 +166,9 @@ class Grouped:
     @classmethod
     def of(cls, rows: pd.DataFrame, values: Sequence[str] = VALUE_COLUMNS) -> Grouped:
         """`rows` (key columns and value columns) grouped; groups in order of first appearance."""
+        import numpy as np
+        import pandas as pd
+
         vals = [c for c in rows.columns if c in values]
         keys = [c for c in rows.columns if c not in values]
         code = np.zeros(len(rows), dtype=np.int64)
@@ -205,6 +210,24 @@ class Part:
     notes: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # rank, world_size, programs, session_start_ns, ...
     error: str | None = None
+
+
+@dataclass
+class Combined:
+    """Titled tables over several exports, with their notes and the tables no export had data for."""
+
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    sources: Sources | None = None
+
+
+def categories(values: Any) -> pd.Categorical:
+    """A key column of a row piece: its values as a Categorical (what `Grouped.of` groups cheaply)."""
+    import numpy as np
+    import pandas as pd
+
+    return pd.Categorical(np.asarray(values, dtype=object))
 
 
 @dataclass
@@ -319,4 +342,18 @@ def mixed_notes(items: Sequence[Source], parts: dict[str, Part]) -> list[str]:
 
 def _narrow(values: np.ndarray) -> np.ndarray:
     """Integer values in 2 or 4 bytes where they fit (`stats.narrow`); others as they are."""
+    from analysis.stats import narrow  # numpy
+
     return narrow(values) if values.dtype.kind in "iu" else values
+
+
+def all_notes(parts: Sequence[Part], sources: Sources) -> list[str]:
+    """Sources' notes first, then each export's own notes once, prefixed with its label."""
+    label = {str(s.path): s.label for s in sources.items}
+    notes = list(sources.notes)
+    for part in parts:
+        for n in part.notes:
+            text = f"{label[part.path]}: {n}"
+            if text not in notes:
+                notes.append(text)
+    return notes

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.joins.nvtx_credits import measured_steps
+from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import kernel_rows, pid_of
 from analysis.tables.memops import memory_ops
-from analysis.tables.nvtx import all_ranges
-from analysis.tables.nvtx_credits import measured_steps
 from analysis.trace.trace import Trace
 from workloads.names import STEP
 

@@ -3,7 +3,8 @@
 Commands are loaded lazily, as pip loads its own: `COMMANDS` names each command's module, its panel in
 `harness --help` and its one-line summary, so the help lists every command, grouped by task, without
 importing any command module; a command line imports the one module of the command it names (click's
-lazily loading group: `LazyGroup`). A command module imports what it uses at its top.
+lazily loading group: `LazyGroup`). A command module imports what it uses at its top. The table commands
+come from the registry of tables (analysis.tables), whose declarations load no pandas.
 
 Help is click's plain layout (rich_markup_mode=None): at 80 columns it leaves descriptions ~46 columns, where
 Typer's rich panels leave ~17 and cut long flags; and help text is never read as markup.
@@ -21,6 +22,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from analysis import tables
 from harness import __version__
 from harness.cli import streams
 
@@ -39,8 +41,16 @@ class Command:
 
 RUN, READ, COMPARE, CHECK, MANAGE = "Run", "Read an export", "Compare", "Check", "Manage"
 PANELS = (RUN, READ, COMPARE, CHECK, MANAGE)
+TABLES_MODULE = "analysis"  # the module that makes a command of each table (harness.cli.analysis)
 
-# short help: one line each in `harness -h` at 80 columns
+
+def table_commands() -> dict[str, Command]:
+    """A command per table of the registry (analysis.tables: its declarations only, no pandas), its
+    summary the table's own."""
+    return {t.name: Command(TABLES_MODULE, READ, t.summary) for t in tables.all()}
+
+
+# short help: one line each in `harness -h` at 80 columns (a table's: its declaration's summary)
 COMMANDS: dict[str, Command] = {
     "run": Command("run", RUN, "Run one workload, time its phases, save and print the result."),
     "sweep": Command("run", RUN, "Run a grid of models × precisions × compile, a process each."),
@@ -49,15 +59,7 @@ COMMANDS: dict[str, Command] = {
     "attention": Command(
         "attention", RUN, "Attention forward/backward time and memory per head dim, seq len."
     ),
-    "kernels": Command("analysis", READ, "GPU time per CUDA kernel (nsys stats -r gpukernsum)."),
-    "nvtx": Command("analysis", READ, "Time per NVTX range (nvtxsum)."),
-    "nvtx-gpu": Command("analysis", READ, "GPU time per NVTX range, through kernel launches (nvtxkernsum)."),
-    "api": Command("analysis", READ, "Time in CUDA API calls, each counted once (cudaapisum)."),
-    "memops": Command("analysis", READ, "GPU memory copies and sets by time and by size (gpumem*sum)."),
-    "launch": Command("analysis", READ, "API, queue and kernel time per launched kernel (kernexecsum)."),
-    "osrt": Command("analysis", READ, "Time in OS runtime calls (osrtsum)."),
-    "operators": Command("analysis", READ, "Framework operators of a torch.profiler trace (key_averages)."),
-    "summary": Command("analysis", READ, "Every table the export has data for, in one report."),
+    **table_commands(),
     "breakdown": Command("analysis", READ, "GPU idle, compute and non-compute time per rank (HTA)."),
     "timeline": Command("timeline", READ, "An export or trace as a Chrome trace for Perfetto UI."),
     "diff": Command("diff", COMPARE, "Compare two runs, exports or traces: verdicts, --gate for CI."),
@@ -81,12 +83,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+def commands() -> dict[str, Command]:
+    """COMMANDS, and a command for each table registered since (a table module put on the registry's path
+    after this module was loaded)."""
+    return {**COMMANDS, **{n: c for n, c in table_commands().items() if n not in COMMANDS}}
+
+
 def load(name: str) -> click.Command:
     """The click command `name` (a command of harness), its module imported and registered now."""
-    entry = COMMANDS[name]
-    commands = typer.Typer(rich_markup_mode=None)
-    importlib.import_module(f"harness.cli.{entry.module}").register(commands)
-    group = typer.main.get_group(commands)
+    entry = commands()[name]
+    registered = typer.Typer(rich_markup_mode=None)
+    importlib.import_module(f"harness.cli.{entry.module}").register(registered)
+    group = typer.main.get_group(registered)
     command = group.commands[name]
     command.short_help = entry.summary
     return command
@@ -97,16 +105,17 @@ class LazyGroup(TyperGroup):
     COMMANDS alone."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
+        return list(commands())
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
+        if cmd_name not in self.commands and cmd_name in commands():
             self.commands[cmd_name] = load(cmd_name)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = commands()
         for panel in PANELS:
-            rows = [(name, c.summary) for name, c in COMMANDS.items() if c.panel == panel]
+            rows = [(name, c.summary) for name, c in listed.items() if c.panel == panel]
             with formatter.section(panel):
                 formatter.write_dl(rows)
 

@@ -24,7 +24,7 @@ from harness.core.env import git_commit
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
 from harness.execution import nsys
-from harness.execution.nsys.formats import stats_format
+from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.runner import new_run_id
 from harness.profilers.base import check_writable
 from harness.profilers.capture import capture_advice, report_paths, stored_after
@@ -163,7 +163,7 @@ def examine(out: ProgramRun, sqlite: Path | None, found: dict[str, Any]) -> None
         return
     with open_trace(sqlite) as trace:
         try:
-            out.report = summary(trace, stats_format=stats_format("auto", out.nsys_version))
+            out.report = summary(trace, stats_format=nsys_in_use_format("auto", out.nsys_version))
         except (HarnessError, AnalysisError) as e:
             out.error = str(e)
         try:
