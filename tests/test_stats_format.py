@@ -6,13 +6,14 @@ nsys that wrote the export. Values from the H100 export and its two oracles."""
 
 from __future__ import annotations
 
+import ast
 import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import H100_DIR, ORACLES
+from conftest import H100_DIR, ORACLES, REPO
 from typer.testing import CliRunner
 
 from analysis.tables import stats_format as sf
@@ -126,3 +127,17 @@ def test_several_exports_combine_in_one_format(h100_export: Path, a100_export: P
     assert both["Instances"].sum() == 30_528 + 5
     shapes = csv_of("kernels", h100_export, a100_export, "--stats-format", "2022.4")
     assert {"GridXYZ", "BlockXYZ"} <= set(shapes.columns) and len(shapes) == 55 + 1
+
+
+def test_one_function_is_called_stats_format() -> None:
+    """The format a table prints is one concept with one name: the module analysis/tables/stats_format.py;
+    the harness's resolver of the nsys in use is named for what it does."""
+    named = [
+        str(path.relative_to(REPO))
+        for pkg in ("harness", "analysis")
+        for path in sorted((REPO / pkg).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "stats_format"
+    ]
+    assert named == []
+    assert formats.nsys_in_use_format("2023.4") == "2023.4"

@@ -4,7 +4,7 @@ Inputs are exports (nsys .sqlite, Kineto .json(.gz)), glob patterns (quoted, so 
 folders (every export in them; an .nsys-rep with its .sqlite beside it counts once). Reports must already
 be exported (the CLI layer does that, harness.experiments.reports).
 
-Each export is read by one task (analysis.tables.tables.run_task, analysis.ranks.ranks.ranks_task) in a
+Each export is read by one task (analysis.tables.run_task, analysis.ranks.ranks.ranks_task) in a
 worker: a local process (ProcessPoolExecutor, as many as cores and inputs allow) or a Dask distributed worker
 (`dask=ADDRESS`); what goes to a worker is the export's path. A task opens the trace through
 analysis.trace.opening.open_trace, so the Parquet cache serves it, and returns a Part: small tables plus,
