@@ -75,3 +75,17 @@ def test_open_several_sources(export: Path, tmp_path: Path, cache_dir: Path) -> 
     assert both["Instances"].tolist() == [10] and both["Total Time (ns)"].tolist() == [2 * 88573480]
     per_rank = front.open(tmp_path / "run.rank*.sqlite", by_rank=True, jobs=1).table("kernels")
     assert per_rank["Rank"].tolist() == [0, 1] and per_rank["Instances"].tolist() == [5, 5]
+
+
+def test_a_served_table_is_the_computed_frame(cache_dir: Path) -> None:
+    """The launch table of dlprof_norelu has missing queue times (Int64 with NA): served from the cache it
+    is the same frame as computed (text as object columns)."""
+    dlprof = need(SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite")
+    computed = front.open(dlprof, cache=False).tables("summary")
+    front.open(dlprof).tables("summary")  # computed and kept
+    served = front.open(dlprof).tables("summary")
+    assert list(served) == list(computed)
+    launch = served["Launch latency (kernexecsum)"]
+    assert str(launch["QMin (ns)"].dtype) == "Int64" and launch["QMin (ns)"].isna().any()
+    for title, df in computed.items():
+        pd.testing.assert_frame_equal(served[title], df, check_flags=False, check_dtype=False)
