@@ -1,6 +1,6 @@
-"""The tables `nsys stats` prints, computed from a trace: one module each (kernels, nvtx, nvtx_gpu, api,
-memops, launch, osrt, operators, summary), whose `TABLE` declares it (analysis.tables.table.Table). This
-package is their registry: a module here that defines `TABLE` is a table, `harness NAME` its command.
+"""The tables `nsys stats` prints, computed from a trace: one module each, whose `TABLE` declares it
+(analysis.tables.table.Table). This package is their registry: a module here that defines `TABLE` is a
+table, `harness NAME` its command.
 
 `names()`, `get(name)`, `all()`; `run_task` (one export's share of a table over several, in a worker)
 and `combine` (the shares of every export into one table). Importing a table module loads no pandas or

@@ -238,8 +238,7 @@ def grouping(by: str = "op", raw_names: bool = False) -> str:
     return "raw" if raw_names else by
 
 
-# the options of every table that groups PyTorch's NVTX names (nvtx, nvtx-gpu, summary), turned into `by`
-# by `grouping`
+# the options of every table that groups PyTorch's NVTX names, turned into `by` by `grouping`
 BY = Option(
     "by", "--by",
     "PyTorch's NVTX ranges (`aten::to, seq = N, op_id = N`): op groups them by operator (as "

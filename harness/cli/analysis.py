@@ -19,7 +19,7 @@ from analysis.errors import ExportError
 from analysis.front.reading import read_tables
 from analysis.tables.table import HTA, Table
 from harness.cli.common import FormatOpt, cli_errors, note
-from harness.cli.option_group import option_group, spec_group, values_of
+from harness.cli.option_group import option_group
 from harness.cli.output import Format, emit, emit_many
 from harness.cli.reading import (
     AS_GIVEN,
@@ -29,6 +29,8 @@ from harness.cli.reading import (
     export_report,
     reading_options,
     render,
+    spec_group,
+    values_of,
 )
 from harness.core.errors import UsageError
 from harness.execution.nsys import formats

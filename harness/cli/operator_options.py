@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from analysis.tables import operators as ops
-from harness.cli.option_group import F, option_group, typer_form
+from harness.cli.option_group import F, option_group
+from harness.cli.reading import typer_form
 
 SortOpt, _ = typer_form(ops.SORT)
 TopOpt, _ = typer_form(ops.TOP)

@@ -1,57 +1,16 @@
-"""`option_group`: a dataclass's fields as one command's options; `spec_group`: such a dataclass made from
-options declared as plain data (analysis.tables.table.Option: a table's own). Apart from the workload
-options (harness.cli.options), whose module loads the run records, so that the commands that read exports
+"""`option_group`: a dataclass's fields as one command's options. Apart from the workload options
+(harness.cli.options), whose module loads the run records, so that the commands that read exports
 (`harness kernels`: its start-up is part of its time) do not."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import field, fields, make_dataclass
-from enum import StrEnum
+from collections.abc import Callable
+from dataclasses import fields
 from inspect import Parameter, Signature, signature
-from typing import Annotated, Any, TypeVar, get_type_hints
-
-import typer
-
-from analysis.tables.table import Option
+from typing import Any, TypeVar, get_type_hints
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def typer_form(option: Option) -> tuple[Any, Any]:
-    """The command-line form of a declared option, as a dataclass field of an option group takes it: its
-    annotation (`Annotated[type, typer.Option(...)]`; choices as an enum, whose values the command gets)
-    and its default."""
-    kind: Any = option.kind
-    default = option.default
-    if option.choices:
-        kind = StrEnum(option.name, {c: c for c in option.choices})  # type: ignore[misc]
-        default = None if default is None else kind(default)
-    form = typer.Option(option.flag, help=option.help, metavar=option.metavar, min=option.minimum,
-                        show_default=option.show_default)  # fmt: skip
-    return Annotated[kind if kind is bool or default is not None else kind | None, form], default
-
-
-def spec_group(name: str, options: Sequence[Option]) -> type:
-    """A frozen dataclass with a field per declared option, each with its command-line form: for
-    `option_group`, so that a command made from declarations gets them as its options."""
-    made = [(o.name, *_field(o)) for o in options]
-    return make_dataclass(name, made, frozen=True)
-
-
-def _field(option: Option) -> tuple[Any, Any]:
-    annotation, default = typer_form(option)
-    return annotation, field(default=default)
-
-
-def values_of(group: Any) -> dict[str, Any]:
-    """An option group's values by field name, an enum's as its value."""
-    return {f.name: _plain(getattr(group, f.name)) for f in fields(group)}
-
-
-def _plain(value: Any) -> Any:
-    return value.value if isinstance(value, StrEnum) else value
 
 
 def option_group(

@@ -1,14 +1,16 @@
 """What every command that reads exports shares: the exports it names and how it prints their tables,
-declared once (`Reading`, `reading_options`); `export_report`, the harness's way to turn an nsys report into
-an export, which the front door for reading (analysis.front.reading) is given; `render`, the tables it gives
-back printed as the options say."""
+declared once (`Reading`, `reading_options`); options declared as plain data (a table's:
+analysis.tables.table.Option) as Typer options (`typer_form`, `spec_group`, for option_group);
+`export_report`, the harness's way to turn an nsys report into an export, which the front door for reading
+(analysis.front.reading) is given; `render`, the tables it gives back printed as the options say."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, make_dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,7 +19,7 @@ from harness.cli.option_group import F, option_group
 from harness.cli.output import Format, emit, emit_many
 
 if TYPE_CHECKING:
-    from analysis.tables.table import Tables
+    from analysis.tables.table import Option, Tables
 
 REPORT_HELP = (
     "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
@@ -76,6 +78,41 @@ def reading_options(
     """The shared analysis options on a command, in place of its parameter `reading: Reading` (`after`: as
     option_group's)."""
     return option_group("reading", Reading, omit, after)
+
+
+def typer_form(option: Option) -> tuple[Any, Any]:
+    """The command-line form of a declared option, as a dataclass field of an option group takes it: its
+    annotation (`Annotated[type, typer.Option(...)]`; choices as an enum, whose values the command gets)
+    and its default."""
+    kind: Any = option.kind
+    default = option.default
+    if option.choices:
+        kind = StrEnum(option.name, {c: c for c in option.choices})  # type: ignore[misc]
+        default = None if default is None else kind(default)
+    form = typer.Option(option.flag, help=option.help, metavar=option.metavar, min=option.minimum,
+                        show_default=option.show_default)  # fmt: skip
+    return Annotated[kind if kind is bool or default is not None else kind | None, form], default
+
+
+def spec_group(name: str, options: Sequence[Option]) -> type:
+    """A frozen dataclass with a field per declared option, each with its command-line form: for
+    `option_group`, so that a command made from declarations gets them as its options."""
+    made = [(o.name, *_field(o)) for o in options]
+    return make_dataclass(name, made, frozen=True)
+
+
+def _field(option: Option) -> tuple[Any, Any]:
+    annotation, default = typer_form(option)
+    return annotation, field(default=default)
+
+
+def values_of(group: Any) -> dict[str, Any]:
+    """An option group's values by field name, an enum's as its value."""
+    return {f.name: _plain(getattr(group, f.name)) for f in fields(group)}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, StrEnum) else value
 
 
 def export_report(report: Path, *, cache: bool) -> Path:
