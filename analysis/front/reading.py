@@ -34,7 +34,7 @@ class Export(Protocol):
 
 def read_tables(
     kind: str,
-    sources: Sequence[str | Path],
+    sources: Sequence[Path],
     options: Mapping[str, Any] | None = None,
     *,
     top: int | None = None,
@@ -55,22 +55,14 @@ def read_tables(
         options["top"], top = top, None
     plain = not any(options.get(k) for k in table.not_kept_with)
     kept = table.served_from_cache and plain and cache
-    given = [Path(s) for s in sources]
-    one = len(given) == 1 and given[0].is_file() and not by_rank
-    if one and kept:
-        served = results.cached(given[0], kind, _key(table, options, given[0]))
-        if served is not None:
-            return _first(Tables(served.tables, served.notes, served.skipped, served.titled), top)  # type: ignore[arg-type]
+    one = len(sources) == 1 and sources[0].is_file() and not by_rank
+    if one and kept and (served := results.cached(sources[0], kind, _key(table, options, sources[0]))):
+        cut = [(title, df.head(top) if top else df) for title, df in served.tables]
+        return Tables(cut, served.notes, served.skipped, served.titled)  # type: ignore[arg-type]
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
-    paths = given if one else expand(given, skipped)
+    paths = sources if one else expand(sources, skipped)
     if len(paths) > 1 or by_rank:
-        try:
-            combined = _several(kind, paths, options, by_rank, jobs, dask, cache, export)
-        except ExportError as e:
-            raise ExportError("; ".join([str(e), *skipped])) from None
-        out = _titled(table, combined, paths, top)
-        out.notes = [*skipped, *out.notes]
-        return _decided(table, out)
+        return _several(table, paths, options, skipped, top, by_rank, jobs, dask, cache, export)
     from analysis.trace.opening import open_trace  # numpy: a table served from the cache needs none
 
     trace = open_trace(sqlite_of(paths[0], export, cache), cache=cache)
@@ -83,7 +75,9 @@ def read_tables(
     if kept:
         key = _key(table, options, paths[0])
         results.keep(trace, kind, key, result.tables, result.notes, result.skipped, titled=result.titled)
-    return _first(result, top)
+    if top:
+        result.tables = [(title, df.head(top)) for title, df in result.tables]
+    return result
 
 
 def sqlite_of(path: Path, export: Export | None, cache: bool) -> Path:
@@ -99,22 +93,33 @@ def sqlite_of(path: Path, export: Export | None, cache: bool) -> Path:
     return path
 
 
-def _several(kind: str, paths: list[Path], options: dict[str, Any], by_rank: bool, jobs: int | None,
-             dask: str | None, cache: bool, export: Export | None) -> Combined:  # fmt: skip
-    """The table over several exports (analysis.trace.multi), or over one capture's processes."""
+def _several(table: Table, paths: Sequence[Path], options: dict[str, Any], skipped: list[str],
+             top: int | None, by_rank: bool, jobs: int | None, dask: str | None, cache: bool,
+             export: Export | None) -> Tables:  # fmt: skip
+    """The table over several exports (analysis.trace.multi), or over one capture's processes; titled
+    with what it covers, `top` rows per rank."""
     from analysis.ranks.capture_ranks import analyse_by_process
     from analysis.trace.multi_run import raise_errors, run_tasks
 
-    if by_rank and len(paths) == 1:
-        return analyse_by_process(kind, sqlite_of(paths[0], export, cache), options, cache=cache)
-    check_name_ranks(paths)  # the ranks come from the names the user gave, not those of their exports
-    exports = [sqlite_of(p, export, cache) for p in paths]
-    parts = run_tasks(tables.run_task, exports, kind, options, cache, jobs=jobs, dask=dask)
-    for path, part in zip(paths, parts, strict=True):
-        part.path = str(path)
-    raise_errors(parts)
-    sources = label_sources(paths, parts)
-    return tables.combine(kind, parts, sources, by_rank=by_rank, options=options)
+    try:
+        if by_rank and len(paths) == 1:
+            combined = analyse_by_process(
+                table.name, sqlite_of(paths[0], export, cache), options, cache=cache
+            )
+        else:
+            check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
+            exports = [sqlite_of(p, export, cache) for p in paths]
+            parts = run_tasks(tables.run_task, exports, table.name, options, cache, jobs=jobs, dask=dask)
+            for path, part in zip(paths, parts, strict=True):
+                part.path = str(path)
+            raise_errors(parts)
+            sources = label_sources(paths, parts)
+            combined = tables.combine(table.name, parts, sources, by_rank=by_rank, options=options)
+    except ExportError as e:
+        raise ExportError("; ".join([str(e), *skipped])) from None
+    out = _titled(table, combined, paths, top)
+    out.notes = [*skipped, *out.notes]
+    return _decided(table, out)
 
 
 def _shaping(table: Table, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,7 +142,7 @@ def _decided(table: Table, result: Tables) -> Tables:
     return result
 
 
-def _titled(table: Table, result: Combined, paths: list[Path], top: int | None) -> Tables:
+def _titled(table: Table, result: Combined, paths: Sequence[Path], top: int | None) -> Tables:
     """The tables over several exports, titled with what they cover; `top` keeps N rows per rank."""
     sources = result.sources
     labels = sources.labels if sources is not None else []
@@ -158,10 +163,3 @@ def _titled(table: Table, result: Combined, paths: list[Path], top: int | None) 
     out.notes = list(dict.fromkeys([*result.notes, *said]))
     out.titled = len(out.tables) != 1 or bool(out.skipped)
     return out
-
-
-def _first(result: Tables, top: int | None) -> Tables:
-    """`result` with the first `top` rows of each table (all with None)."""
-    if top:
-        result.tables = [(title, df.head(top)) for title, df in result.tables]
-    return result

@@ -43,13 +43,13 @@ if TYPE_CHECKING:
 from analysis.trace import cache as trace_cache
 
 
-def read_table(table: Table, reports: list[Path], values: dict[str, Any], reading: Reading) -> None:
+def read_table(table: Table, report: list[Path], values: dict[str, Any], reading: Reading) -> None:
     """`harness NAME REPORT…` of the table: its options' values through its `prepare` (--stats-format auto:
     the format of the nsys in use; --top: read_tables'), the tables from the front door, rendered."""
     top = values.pop("top", None)
     if "stats_format" in values:
         values["stats_format"] = formats.nsys_in_use_format(values["stats_format"])
-    result = read_tables(table.name, reports, table.prepare(**values), top=top, by_rank=reading.by_rank,
+    result = read_tables(table.name, report, table.prepare(**values), top=top, by_rank=reading.by_rank,
                          jobs=reading.jobs, dask=reading.dask, cache=not reading.no_cache,
                          export=export_report)  # fmt: skip
     render(result, reading)
