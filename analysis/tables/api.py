@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from analysis.readers import NULL
 from analysis.tables.table import CALL_STATS, TOP, InSummary, Table, Tables, summarising
 from analysis.trace.multi import Piece, categories
 
@@ -64,6 +63,7 @@ class _Repeated(Exception):
 def _durations(trace: Trace, block_rows: int | None) -> Iterator[dict[str, np.ndarray]]:
     """(name_id, duration) of the calls a block at a time; raises _Repeated at a correlationId seen
     before (or ids too far apart to be checked so)."""
+    from analysis.readers import NULL
     from analysis.stats import Repeats
 
     repeats = Repeats()

@@ -23,18 +23,17 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from analysis.errors import OptionsError
-from analysis.readers import NULL
 from analysis.tables.nvtx_gpu import kernels_in_ranges
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import STATS_FORMAT, kernels_by_name, producer
 from analysis.tables.table import HTA, KERNEL_STATS, TOP, InSummary, Option, Table, Tables
 from analysis.trace.multi import Combined, Grouped, Part, Piece, Sources, categories
-from analysis.trace.results import Rows
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+    from analysis.trace.results import Rows
     from analysis.trace.trace import Trace
 
 KERNSUM_COLUMNS = [
@@ -52,6 +51,8 @@ BLOCK = ((22, 11), (0x7FF, 0x7FF))
 def dims(value: int, shifts: tuple[int, int], masks: tuple[int, int]) -> str:
     """'%4d %4d %4d' of dimensions packed as (x << s0) + (y << s1) + z, the way nsys prints them; unknown
     for NULL (present in the trace but not three dimensions: a Kineto grid of "zz")."""
+    from analysis.readers import NULL  # not at the top: it loads ctypes, which `harness --help` never needs
+
     if value == NULL:
         return "unknown"
     return f"{value >> shifts[0]:4d} {(value >> shifts[1]) & masks[0]:4d} {value & masks[1]:4d}"
@@ -96,6 +97,7 @@ def kernel_table(
 
     from analysis.stats import durations_by_group, round_half_up
     from analysis.trace.frames import BLOCK_ROWS, NAME_COLUMN
+    from analysis.trace.results import Rows  # not at the top: `harness --help` reads TABLE, and not it
 
     trace.require("kernels", "CUDA kernel data")
     by = by or kernel_grouping(trace, stats_format)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from analysis.readers import NULL
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import STATS_FORMAT, producer
 from analysis.tables.stats_format import copy_label as _label
@@ -122,6 +121,7 @@ def memops_size(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFram
     import numpy as np
     import pandas as pd
 
+    from analysis.readers import NULL
     from analysis.stats import order_like_nsys, round_half_up
 
     ops, labels = _by_kind(trace, "bytes", stats_format)
