@@ -246,21 +246,21 @@ def _pieces(trace: Trace, **options: object) -> dict[str, Piece]:
 
 
 # --sort and --top, which `harness run --profiler torch` takes too
-SORT = Option(
+SORT_OPTION = Option(
     "sort", "--sort",
     "Sort the operators by this column (descending), e.g. 'Self CUDA', 'CPU Total', Calls, or a torch "
     "sort_by key (self_cpu_time_total, cuda_time_total, count).",
     str, "Self CPU", metavar="<column>",
 )  # fmt: skip
-TOP = Option(
+TOP_OPTION = Option(
     "top", "--top", "Keep the first N operators (default: every one; run --profiler torch: 15).",
     int, None, metavar="<n>", minimum=1,
 )  # fmt: skip
-SHAPES = Option(
+SHAPES_OPTION = Option(
     "group_by_input_shape", "--group-by-input-shape",
     "One row per operator and input shapes (traces recorded with record_shapes=True).",
 )  # fmt: skip
-WITHIN = Option(
+WITHIN_OPTION = Option(
     "within", "--range", "Only operators that start inside ranges of this name.", str, None, metavar="<name>"
 )
 
@@ -273,7 +273,7 @@ TABLE = Table(
     one=_one,
     pieces=_pieces,
     combine=stacked,
-    options=(SORT, TOP, SHAPES, WITHIN),
+    options=(SORT_OPTION, TOP_OPTION, SHAPES_OPTION, WITHIN_OPTION),
     order=80,
     title="framework operators",
     deciding=("Name", "Calls"),

@@ -11,8 +11,8 @@ from analysis.tables import operators as ops
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import typer_form
 
-SortOpt, _ = typer_form(ops.SORT)
-TopOpt, _ = typer_form(ops.TOP)
+SortOpt, _ = typer_form(ops.SORT_OPTION)
+TopOpt, _ = typer_form(ops.TOP_OPTION)
 
 
 @dataclass(frozen=True)
@@ -20,8 +20,8 @@ class OperatorView:
     """The order of an operator table and how many rows it keeps (None: every row for `harness operators`;
     `run --profiler torch` keeps its top 15)."""
 
-    sort: SortOpt = ops.SORT.default
-    top: TopOpt = ops.TOP.default
+    sort: SortOpt = ops.SORT_OPTION.default
+    top: TopOpt = ops.TOP_OPTION.default
 
 
 AS_TORCH_SORTS = OperatorView()
