@@ -103,9 +103,8 @@ def _several(table: Table, paths: Sequence[Path], options: dict[str, Any], skipp
 
     try:
         if by_rank and len(paths) == 1:
-            combined = analyse_by_process(
-                table.name, sqlite_of(paths[0], export, cache), options, cache=cache
-            )
+            capture = sqlite_of(paths[0], export, cache)
+            combined = analyse_by_process(table.name, capture, options, cache=cache)
         else:
             check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
             exports = [sqlite_of(p, export, cache) for p in paths]

@@ -16,7 +16,7 @@ from typing import Any
 
 from analysis.errors import AnalysisError
 from analysis.tables.table import Table
-from analysis.trace.multi import Combined, Part, Sources, all_notes
+from analysis.trace.multi import Combined, Part, Sources
 
 
 def _declared(module: str) -> Table | None:
@@ -58,6 +58,18 @@ def run_task(path: str, kind: str, options: dict[str, Any], cache: bool = True) 
 def combine(kind: str, parts: Sequence[Part], sources: Sources, *, by_rank: bool = False,
             options: dict[str, Any] | None = None) -> Combined:  # fmt: skip
     """The table `kind` over every export (or per export with `by_rank`)."""
-    out = Combined(notes=all_notes(parts, sources), sources=sources)
+    out = Combined(notes=_notes(parts, sources), sources=sources)
     get(kind).combine(out, parts, sources, by_rank, options or {})
     return out
+
+
+def _notes(parts: Sequence[Part], sources: Sources) -> list[str]:
+    """Sources' notes first, then each export's own notes once, prefixed with its label."""
+    label = {str(s.path): s.label for s in sources.items}
+    notes = list(sources.notes)
+    for part in parts:
+        for n in part.notes:
+            text = f"{label[part.path]}: {n}"
+            if text not in notes:
+                notes.append(text)
+    return notes

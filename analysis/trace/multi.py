@@ -345,15 +345,3 @@ def _narrow(values: np.ndarray) -> np.ndarray:
     from analysis.stats import narrow  # numpy
 
     return narrow(values) if values.dtype.kind in "iu" else values
-
-
-def all_notes(parts: Sequence[Part], sources: Sources) -> list[str]:
-    """Sources' notes first, then each export's own notes once, prefixed with its label."""
-    label = {str(s.path): s.label for s in sources.items}
-    notes = list(sources.notes)
-    for part in parts:
-        for n in part.notes:
-            text = f"{label[part.path]}: {n}"
-            if text not in notes:
-                notes.append(text)
-    return notes
