@@ -1,8 +1,7 @@
 """Errors a user can cause in the analysis layer. The CLI prints their message as one line and exits 1.
 
-analysis/ imports nothing from harness/, so it has its own error type; harness.core.errors re-exports these
-and
-the CLI catches both families.
+analysis/ imports nothing from harness/, so it has its own error type; the CLI's error handler catches both
+families (harness.cli.common.cli_errors).
 """
 
 from __future__ import annotations
@@ -12,6 +11,12 @@ class AnalysisError(Exception):
     """A problem with an input the user gave: the message says what is wrong and what to do."""
 
     exit_code: int = 1
+
+
+class OptionsError(AnalysisError):
+    """Options a table cannot take together: a usage error, as the command line's are (exit 2)."""
+
+    exit_code = 2
 
 
 class ExportError(AnalysisError):

@@ -1,4 +1,5 @@
-"""`harness X` imports only the command module of X: the table that says which module that is stays true."""
+"""`harness X` imports only the command module of X, and `harness --help` none: the table that says which
+module holds each command (and its panel and summary) stays true."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import typer
 
-from harness.cli import COMMANDS, GROUPS, app, groups_for
+from harness.cli import COMMANDS, PANELS, app, load
 
 
 def _names(typer_app: typer.Typer) -> set[str]:
@@ -18,54 +19,55 @@ def _names(typer_app: typer.Typer) -> set[str]:
 
 def test_every_command_is_listed_with_its_module() -> None:
     listed: dict[str, str] = {}
-    for group in GROUPS:
+    for module in sorted({c.module for c in COMMANDS.values()}):
         one = typer.Typer()
-        importlib.import_module(f"harness.cli.{group}").register(one)
-        listed |= dict.fromkeys(_names(one), group)
-    assert listed == COMMANDS
-    assert _names(app) == set(COMMANDS)
+        importlib.import_module(f"harness.cli.{module}").register(one)
+        listed |= dict.fromkeys(_names(one), module)
+    assert listed == {name: c.module for name, c in COMMANDS.items()}
+    assert {c.panel for c in COMMANDS.values()} == set(PANELS)
 
 
-def test_groups_for_a_command_line() -> None:
-    assert groups_for(["kernels", "x.sqlite", "--format", "csv"]) == ("analysis",)
-    assert groups_for(["baseline", "list"]) == ("diff",)
-    assert groups_for(["-h"]) == GROUPS
-    assert groups_for(["--version"]) == GROUPS
-    assert groups_for(["kernel"]) == GROUPS  # unknown: the whole CLI says so, with its suggestions
-    assert groups_for([]) == GROUPS
+def test_a_loaded_command_carries_the_summary_the_help_lists() -> None:
+    for name, entry in COMMANDS.items():
+        command = load(name)
+        assert command.name == name
+        assert command.get_short_help_str(limit=200) == entry.summary
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    code = (
+        f"import sys\nfrom harness.cli import main\nsys.argv = {argv!r}\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('harness.cli.')), file=sys.stderr)\n"
+        "print('HEAVY', [m for m in ('pandas', 'numpy', 'pyarrow', 'sqlalchemy', 'torch', 'plotly')"
+        " if m in sys.modules], file=sys.stderr)"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
 
 
 def test_analysis_command_imports_no_other_command_module() -> None:
-    code = (
-        "import sys\nfrom harness.cli import main\nsys.argv = ['harness', 'kernels', '-h']\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith('harness.cli.')), file=sys.stderr)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    done = _run(["harness", "kernels", "-h"])
     assert "harness.cli.analysis" in done.stderr
-    for group in set(GROUPS) - {"analysis"}:
-        assert f"harness.cli.{group}'" not in done.stderr, done.stderr
+    for module in {c.module for c in COMMANDS.values()} - {"analysis"}:
+        assert f"harness.cli.{module}'" not in done.stderr, done.stderr
 
 
-def test_a_command_line_registers_its_command_alone() -> None:
-    from harness.cli import build, command_of
-
-    assert command_of(["kernels", "x.sqlite"]) == "kernels" and command_of(["kernel"]) is None
-    only = build(groups_for(["nvtx-gpu"]), only="nvtx-gpu")
-    assert _names(only) == {"nvtx-gpu"}
-    # sub-apps (baseline) are kept whole: only the module's plain commands are left out
-    assert _names(build(("diff",), only="baseline")) == {"baseline"}
-    assert _names(build(("diff",), only="diff")) == {"diff", "baseline"}
-
-
-def test_help_imports_no_pandas() -> None:
-    """`harness --help` builds every command and loads none of the libraries the commands compute with:
-    pandas (once ~1 s of its start, through `run`'s rank options → the runner → energy), numpy, pyarrow."""
-    code = (
-        "import sys\nfrom harness.cli import main\nsys.argv = ['harness', '--help']\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('HEAVY', [m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules], file=sys.stderr)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+def test_help_imports_no_command_module_and_no_pandas() -> None:
+    """`harness --help` lists every command from COMMANDS alone: no command module, and none of the
+    libraries the commands compute with."""
+    done = _run(["harness", "--help"])
     assert "Usage" in done.stdout and "kernels" in done.stdout, done.stderr
+    for panel in PANELS:
+        assert f"\n{panel}:\n" in done.stdout
     assert "HEAVY []" in done.stderr, done.stderr
+    for module in {c.module for c in COMMANDS.values()}:
+        assert f"harness.cli.{module}'" not in done.stderr, done.stderr
+
+
+def test_every_command_runs_through_the_whole_app() -> None:
+    from typer.testing import CliRunner
+
+    for name in ("kernels", "baseline", "doctor"):
+        result = CliRunner().invoke(app, [name, "--help"])
+        assert result.exit_code == 0, result.output
+        assert f"harness {name}" in result.output or "Usage" in result.output

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from export_data import as_printed, oracle
 
-from analysis.tables.cuda_api import APISUM_COLUMNS, cuda_api_summary
+from analysis.tables.api import APISUM_COLUMNS, cuda_api_summary
 from analysis.trace.opening import open_trace
 
 

@@ -1,10 +1,12 @@
-"""Each table's declaration (analysis/tables/declared.py) decides how `show_table` serves it: kept in the
-export's cache entry and served from there, computed each time, given --top itself, or computed without
-pandas. Flipping a declared property changes what the command does, with no table name anywhere else."""
+"""Each table's declaration (its module's TABLE, analysis/tables/<name>.py) decides how the front door
+(analysis.front.reading) serves it: kept in the export's cache entry and served from there, computed each
+time, given --top itself, or computed without pandas. Flipping a declared property changes what the command
+does, with no table name anywhere else."""
 
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import os
 import subprocess
@@ -18,7 +20,7 @@ import pytest
 from conftest import SHARED_NSYS, need
 from typer.testing import CliRunner
 
-from analysis.tables import declared, tables
+from analysis import tables
 from harness.cli import app
 
 runner = CliRunner()
@@ -35,8 +37,7 @@ def csv_of(*args: str | Path) -> list[dict[str, str]]:
 
 
 def counting(monkeypatch: pytest.MonkeyPatch, kind: str, field: str = "one") -> list[int]:
-    """Count the calls of the registry's way of computing `kind` (`one`), or of its declaration's
-    `one_without_pandas`."""
+    """Count the calls of the table's way of computing `kind` (`one`), or of its `without_pandas`."""
     calls: list[int] = []
 
     def counted(compute: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,30 +48,35 @@ def counting(monkeypatch: pytest.MonkeyPatch, kind: str, field: str = "one") -> 
         return call
 
     if field == "one":
-        table = tables.TABLES[kind]
-        monkeypatch.setitem(tables.TABLES, kind, replace(table, one=counted(table.one)))
+        declare(monkeypatch, kind, one=counted(tables.get(kind).one))
     else:
-        light = declared.DECLARED[kind].one_without_pandas
+        light = tables.get(kind).without_pandas
         assert light is not None
-        declare(monkeypatch, kind, one_without_pandas=counted(light))
+        declare(monkeypatch, kind, without_pandas=counted(light))
     return calls
 
 
+def module_of(kind: str) -> Any:
+    return importlib.import_module(f"analysis.tables.{kind.replace('-', '_')}")
+
+
 def declare(monkeypatch: pytest.MonkeyPatch, kind: str, **changes: Any) -> None:
-    monkeypatch.setitem(declared.DECLARED, kind, replace(declared.DECLARED[kind], **changes))
+    monkeypatch.setattr(module_of(kind), "TABLE", replace(tables.get(kind), **changes))
 
 
-def test_every_declared_table_is_computed_by_the_registry() -> None:
-    assert list(tables.TABLES) == list(declared.DECLARED)
-    for name, table in tables.TABLES.items():
-        assert table.declared is declared.DECLARED[name]
-    served = {n for n, d in declared.DECLARED.items() if d.served_from_cache}
+def test_every_table_module_is_in_the_registry() -> None:
+    for name in tables.names():
+        assert tables.get(name) is module_of(name).TABLE
+    served = {t.name for t in tables.all() if t.served_from_cache}
     assert served == {"kernels", "nvtx-gpu", "summary"}
-    assert {n for n, d in declared.DECLARED.items() if d.takes_top} == {"nvtx-gpu"}
+    assert {t.name for t in tables.all() if t.takes_top} == {"nvtx-gpu"}
 
 
 def test_declarations_load_neither_pandas_nor_numpy() -> None:
-    code = "import sys, analysis.tables.declared; print([m for m in ('pandas', 'numpy') if m in sys.modules])"
+    code = (
+        "import sys, analysis.tables; analysis.tables.all(); "
+        "print([m for m in ('pandas', 'numpy') if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert done.stdout.strip() == "[]", done.stderr
 
@@ -102,11 +108,11 @@ def test_a_table_declared_served_from_cache_is_kept_and_served(
 def test_kernels_declared_not_served_from_cache(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """kernels, declared kept, is computed once (without pandas); declared not kept, each time."""
     export = export_of("a100-saxpy-mpi")
-    calls = counting(monkeypatch, "kernels", "one_without_pandas")
+    calls = counting(monkeypatch, "kernels", "without_pandas")
     assert csv_of("kernels", export) == csv_of("kernels", export)
     assert len(calls) == 1
     declare(monkeypatch, "kernels", served_from_cache=False)
-    calls = counting(monkeypatch, "kernels", "one_without_pandas")
+    calls = counting(monkeypatch, "kernels", "without_pandas")
     rows = csv_of("kernels", export, "--by", "name")
     assert rows == csv_of("kernels", export, "--by", "name")
     assert len(calls) == 2
@@ -118,7 +124,7 @@ def test_a_table_without_a_pandas_free_way_is_computed_by_the_registry(
 ) -> None:
     export = export_of("a100-saxpy-mpi")
     light = csv_of("kernels", export, "--no-cache")
-    declare(monkeypatch, "kernels", one_without_pandas=None)
+    declare(monkeypatch, "kernels", without_pandas=None)
     calls = counting(monkeypatch, "kernels")
     assert csv_of("kernels", export, "--no-cache") == light
     assert len(calls) == 1

@@ -15,9 +15,9 @@ from test_diff import make_run
 from test_roofline_run import _run
 from typer.testing import CliRunner
 
+from analysis import tables
 from analysis.compare.overhead import overhead_table
 from analysis.ranks.ranks import imbalance_table, straggler_table
-from analysis.tables.declared import DECLARED
 from harness.cli import app
 from harness.cli.fit import distinct, rich_table
 from harness.store.results import ResultsStore
@@ -127,7 +127,7 @@ def test_an_empty_deciding_column_still_goes_first() -> None:
 def test_registry_tables_keep_their_deciding_columns(name: str, a100_export: Path) -> None:
     out = cli(name, a100_export)
     dropped = {c for found in left_out(out) for c in found}
-    deciding = {c.replace("(ns)", "(ms)") for c in DECLARED[name].deciding}
+    deciding = {c.replace("(ns)", "(ms)") for c in tables.get(name).deciding}
     assert not deciding & dropped, (deciding & dropped, out)
 
 

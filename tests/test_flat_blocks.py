@@ -9,11 +9,12 @@ import pytest
 from conftest import NSYS_EXPORTS, shared_export
 
 from analysis.errors import ExportError
+from analysis.joins.nvtx_ranges import all_ranges, grouped_tags
 from analysis.joins.runtime import _calls_among, _calls_among_columns, runtime_calls
 from analysis.readers import NULL
 from analysis.stats import Repeats, describe, order_like_nsys, time_percent
-from analysis.tables.cuda_api import cuda_api_summary, summarize_calls
-from analysis.tables.nvtx import NVTXSUM_COLUMNS, all_ranges, grouped_tags, nvtx_summary
+from analysis.tables.api import cuda_api_summary, summarize_calls
+from analysis.tables.nvtx import NVTXSUM_COLUMNS, nvtx_summary
 from analysis.trace.opening import open_trace
 
 
@@ -104,8 +105,8 @@ def test_thread_attribution_in_one_pass_equals_the_whole_join(
 ) -> None:
     import functools
 
+    import analysis.joins.nvtx_credits as nvtx_credits
     import analysis.joins.nvtx_sweep as sweep
-    import analysis.tables.nvtx_credits as nvtx_credits
 
     trace = open_trace(shared_export(name), cache=False)
     if not (trace.has("nvtx") and trace.has("kernels") and trace.has("runtime")):
@@ -155,9 +156,9 @@ def test_one_pass_counts_a_kernel_once_in_nested_ranges_of_one_name(tmp_path, mo
 
     from export_data import derive
 
+    import analysis.joins.nvtx_credits as nvtx_credits
     import analysis.joins.nvtx_sweep as sweep
-    import analysis.tables.nvtx_credits as nvtx_credits
-    from analysis.tables.nvtx_credits import attribute
+    from analysis.joins.nvtx_credits import attribute
 
     src = shared_export("ext/dlprof_norelu")
     _, ranges, pairs = attribute(open_trace(src, cache=False), "thread", range_columns=("range_id",))

@@ -15,7 +15,6 @@ import pytest
 from typer.testing import CliRunner
 
 import workloads
-from analysis.names import DECODE, TOKEN
 from harness.cli import app
 from harness.core import nvtx_ranges
 from harness.core.errors import UsageError
@@ -24,6 +23,7 @@ from harness.execution.generate import EAGER
 from harness.execution.runner import run_workload, validate
 from harness.experiments.tables import SERVING_TITLE
 from harness.store.results import ResultsStore
+from workloads.names import DECODE, TOKEN
 
 runner = CliRunner()
 

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from export_data import as_printed, derive, newer_schema, oracle, with_harness_ranges
 
+from analysis.errors import ExportError
 from analysis.tables.kernels import KERNSUM_COLUMNS, kernel_summary
 from analysis.trace.opening import open_trace
-from harness.core.errors import ExportError
 
 
 def test_equals_gpukernsum_oracle(a100_export: Path, a100_expected: Path) -> None:

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from export_data import as_printed, derive, oracle
 
+from analysis.errors import ExportError
 from analysis.tables.memops import memops_size, memops_time
 from analysis.trace.opening import open_trace
-from harness.core.errors import ExportError
 
 
 def test_gpumemtimesum_oracle(a100_export: Path, a100_expected: Path) -> None:

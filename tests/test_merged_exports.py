@@ -18,8 +18,7 @@ import pandas as pd
 import pytest
 from conftest import SHARED_NSYS, need
 
-from analysis.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu
-from analysis.tables.tables import combine, run_task
+from analysis.tables import api, combine, kernels, launch, memops, nvtx, nvtx_gpu, run_task
 from analysis.trace.multi import label_sources
 from analysis.trace.opening import open_trace
 
@@ -114,7 +113,7 @@ def test_summaries_of_the_merged_file_equal_the_two_files_combined(pair: tuple[P
     one, other, both = pair
     for kind, table in (
         ("kernels", kernels.kernel_summary),
-        ("api", cuda_api.cuda_api_summary),
+        ("api", api.cuda_api_summary),
         ("nvtx", nvtx.nvtx_summary),
     ):
         (expected,) = _combined(kind, [one, other])
@@ -137,8 +136,8 @@ def test_per_process_tables_of_the_merged_file_are_the_two_files_tables(
 
 def test_the_api_counts_every_call_of_both_processes(pair: tuple[Path, Path, Path]) -> None:
     one, _, both = pair
-    single = cuda_api.cuda_api_summary(open_trace(one, cache=False))
-    double = cuda_api.cuda_api_summary(open_trace(both, cache=False)).set_index("Name")
+    single = api.cuda_api_summary(open_trace(one, cache=False))
+    double = api.cuda_api_summary(open_trace(both, cache=False)).set_index("Name")
     single = single.set_index("Name")
     assert (double["Num Calls"] == 2 * single.loc[double.index, "Num Calls"]).all()
     assert (double["Total Time (ns)"] == 2 * single.loc[double.index, "Total Time (ns)"]).all()

@@ -19,7 +19,7 @@ from kineto_data import trace_path
 from typer.testing import CliRunner
 
 from analysis.stats import round_half_up
-from analysis.tables.tables import combine, run_task
+from analysis.tables import combine, run_task
 from analysis.trace.multi import expand, label_sources, rank_in_name
 from analysis.trace.multi_combine import compress_ranks
 from analysis.trace.multi_run import run_tasks

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from export_data import as_printed, oracle
 
+from analysis.errors import ExportError
 from analysis.tables.osrt import osrt_summary
 from analysis.trace.opening import open_trace
-from harness.core.errors import ExportError
 
 
 def test_osrtsum_oracle(cpu_export: Path, cpu_expected: Path) -> None:

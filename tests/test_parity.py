@@ -18,7 +18,7 @@ import pytest
 from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, corpus_cases, need
 from export_data import as_printed
 
-from analysis.tables import cuda_api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
+from analysis.tables import api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
 
@@ -30,7 +30,7 @@ KERNELS: dict[str, Table] = {
 }
 TABLES: dict[str, Table] = {
     **KERNELS,
-    "cudaapisum": lambda t, f: cuda_api.cuda_api_summary(t),
+    "cudaapisum": lambda t, f: api.cuda_api_summary(t),
     "gpumemtimesum": lambda t, f: memops.memops_time(t, f),
     "gpumemsizesum": lambda t, f: memops.memops_size(t, f),
     "kernexecsum": lambda t, f: launch.launch_summary(t),

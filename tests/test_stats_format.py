@@ -6,13 +6,14 @@ nsys that wrote the export. Values from the H100 export and its two oracles."""
 
 from __future__ import annotations
 
+import ast
 import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import H100_DIR, ORACLES
+from conftest import H100_DIR, ORACLES, REPO
 from typer.testing import CliRunner
 
 from analysis.tables import stats_format as sf
@@ -91,22 +92,22 @@ def auto(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 def test_auto_follows_the_nsys_in_use(auto: pytest.MonkeyPatch, tmp_path: Path, h100_export: Path) -> None:
     auto.setenv("HARNESS_NSYS", fake_nsys(tmp_path, "2022.4.2.1"))
-    assert formats.stats_format("auto") == "2022.4"
+    assert formats.nsys_in_use_format("auto") == "2022.4"
     assert "GridXYZ" in csv_of("kernels", h100_export).columns
     formats.installed_version.cache_clear()
     auto.setenv("HARNESS_NSYS", fake_nsys(tmp_path, "2023.4.4.54"))
-    assert formats.stats_format("auto") == "2023.4"
+    assert formats.nsys_in_use_format("auto") == "2023.4"
     assert len(csv_of("kernels", h100_export)) == 21
     # the nsys that recorded a run decides for that run's tables; the environment variable over both
-    assert formats.stats_format("auto", nsys_version="2022.4.2.1") == "2022.4"
+    assert formats.nsys_in_use_format("auto", nsys_version="2022.4.2.1") == "2022.4"
     auto.setenv("HARNESS_STATS_FORMAT", "2022.4")
-    assert formats.stats_format("auto") == "2022.4" and formats.stats_format("2023.4") == "2023.4"
+    assert formats.nsys_in_use_format("auto") == "2022.4" and formats.nsys_in_use_format("2023.4") == "2023.4"
 
 
 def test_without_nsys_the_export_decides(auto: pytest.MonkeyPatch, h100_export: Path,
                                          a100_export: Path) -> None:  # fmt: skip
     auto.setattr(formats, "installed_version", lambda: None)
-    assert formats.stats_format("auto") == sf.EXPORT
+    assert formats.nsys_in_use_format("auto") == sf.EXPORT
     assert len(csv_of("kernels", h100_export)) == 21  # written by nsys 2023.4
     assert "GridXYZ" in csv_of("kernels", a100_export).columns  # written by nsys 2022.2
 
@@ -114,7 +115,7 @@ def test_without_nsys_the_export_decides(auto: pytest.MonkeyPatch, h100_export: 
 def test_a_bad_format_is_one_line(auto: pytest.MonkeyPatch, h100_export: Path) -> None:
     auto.setenv("HARNESS_STATS_FORMAT", "newest")
     with pytest.raises(UsageError, match="HARNESS_STATS_FORMAT=newest: not a stats format"):
-        formats.stats_format("auto")
+        formats.nsys_in_use_format("auto")
     result = runner.invoke(app, ["kernels", str(h100_export)])
     assert result.exit_code == 2 and "HARNESS_STATS_FORMAT=newest" in result.output
     assert "Traceback" not in result.output
@@ -126,3 +127,17 @@ def test_several_exports_combine_in_one_format(h100_export: Path, a100_export: P
     assert both["Instances"].sum() == 30_528 + 5
     shapes = csv_of("kernels", h100_export, a100_export, "--stats-format", "2022.4")
     assert {"GridXYZ", "BlockXYZ"} <= set(shapes.columns) and len(shapes) == 55 + 1
+
+
+def test_one_function_is_called_stats_format() -> None:
+    """The format a table prints is one concept with one name: the module analysis/tables/stats_format.py;
+    the harness's resolver of the nsys in use is named for what it does."""
+    named = [
+        str(path.relative_to(REPO))
+        for pkg in ("harness", "analysis")
+        for path in sorted((REPO / pkg).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "stats_format"
+    ]
+    assert named == []
+    assert formats.nsys_in_use_format("2023.4") == "2023.4"

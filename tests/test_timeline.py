@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from export_data import with_harness_ranges
 
+from analysis.errors import ExportError
 from analysis.trace.opening import open_trace
 from analysis.views.timeline import EVENT_COLUMNS, step_events
-from harness.core.errors import ExportError
 
 
 def test_cpu_steps(cpu_export: Path) -> None:

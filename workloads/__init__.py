@@ -1,21 +1,46 @@
 """Plain-PyTorch LLM workloads: model sizes, the models, synthetic data, KV caches (growing and static, with
-a decode step a CUDA graph can replay: workloads.decode), FLOP formulas.
+a decode step a CUDA graph can replay: workloads.decode), FLOP formulas, and the words a run is
+described in (workloads.names).
 
 No profiler code lives here; the harness times these models from outside and hooks NVTX ranges onto
-submodules by the names in DETAIL_RANGES.
+submodules by the names in DETAIL_RANGES. Importing the package loads no torch: each name below is taken
+from its module on first use (PEP 562), so `workloads.names` and `workloads.specs` serve a process that
+never builds a model (the analysis, `harness --help`).
 """
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from workloads import flops, memory, peak
-from workloads.cache import KVCache, StaticKVCache, new_cache, new_static_cache
-from workloads.data import loss_fn, synthetic_batch
-from workloads.gpt2 import GPT2
-from workloads.specs import MODEL_NAMES, ModelSpec, get_spec
-from workloads.transformer import TransformerLM
+if TYPE_CHECKING:
+    from workloads import flops, memory, peak
+    from workloads.cache import KVCache, StaticKVCache, new_cache, new_static_cache
+    from workloads.data import loss_fn, synthetic_batch
+    from workloads.gpt2 import GPT2
+    from workloads.models import build_model, count_params
+    from workloads.specs import MODEL_NAMES, ModelSpec, get_spec
+    from workloads.transformer import TransformerLM
+
+# name -> the module that defines it (a module itself where the two are the same)
+_HOMES = {
+    "flops": "workloads.flops",
+    "memory": "workloads.memory",
+    "peak": "workloads.peak",
+    "KVCache": "workloads.cache",
+    "new_cache": "workloads.cache",
+    "StaticKVCache": "workloads.cache",
+    "new_static_cache": "workloads.cache",
+    "loss_fn": "workloads.data",
+    "synthetic_batch": "workloads.data",
+    "GPT2": "workloads.gpt2",
+    "build_model": "workloads.models",
+    "count_params": "workloads.models",
+    "MODEL_NAMES": "workloads.specs",
+    "ModelSpec": "workloads.specs",
+    "get_spec": "workloads.specs",
+    "TransformerLM": "workloads.transformer",
+}
 
 __all__ = [
     "DETAIL_RANGES",
@@ -65,17 +90,11 @@ OUTER_RANGES: dict[str, str] = {
 }
 
 
-def build_model(spec: ModelSpec, attention: str = "sdpa", seed: int = 0) -> nn.Module:
-    """The model for `spec` on the CPU, initialised from `seed` alone (the global RNG is left untouched)."""
-    cls = TransformerLM if spec.family == "transformer" else GPT2
-    # Built on the meta device so the weights are written once, by init_weights, not also by nn defaults.
-    with torch.device("meta"):
-        model = cls(spec, attention)
-    model.to_empty(device="cpu")
-    model.init_weights(torch.Generator().manual_seed(seed))
-    return model
-
-
-def count_params(model: nn.Module) -> int:
-    """Parameters, each shared tensor (the tied GPT-2 LM head) counted once."""
-    return sum(p.numel() for p in model.parameters())
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'workloads' has no attribute {name!r}")
+    module = importlib.import_module(home)
+    value = module if home == f"workloads.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value

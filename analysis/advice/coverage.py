@@ -26,9 +26,9 @@ import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, Check, Health
 from analysis.advice.run_checks import ExportFacts
-from analysis.names import MEASURED, STEP
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
+from workloads.names import MEASURED, STEP
 
 PROCESS = ~0xFFFFFF
 GPU_FRAMES = ("kernels", "memcpy", "memset")

@@ -24,9 +24,9 @@ from analysis.errors import AnalysisError
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
 from analysis.joins.runtime import plain_name
-from analysis.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
+from workloads.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF

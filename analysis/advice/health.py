@@ -26,10 +26,10 @@ from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
-from analysis.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
 from analysis.readers import NULL
 from analysis.trace.frames import NAMES_OF
 from analysis.trace.trace import Trace
+from workloads.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF

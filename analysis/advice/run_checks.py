@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check
-from analysis.names import STEP
+from workloads.names import STEP
 
 OVERHEAD_WARN_PCT = 5.0
 OVERHEAD_FAIL_PCT = 20.0  # nsys-ai's doctor fails here

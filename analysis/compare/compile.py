@@ -18,8 +18,8 @@ import math
 
 import pandas as pd
 
-from analysis.names import PHASES_BY_MODE
 from analysis.runs.steady import REMAINDER, STEP, RunSteady, ratio_interval, run_steady
+from workloads.names import PHASES_BY_MODE
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size", "context_length"]
 COMPILE = "compile (first step) (ns)"

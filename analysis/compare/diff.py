@@ -18,10 +18,10 @@ import pandas as pd
 from analysis.compare.overhead import STEP_SUM, Comparison, compare_samples, short_verdict
 from analysis.errors import ExportError
 from analysis.hta.hta_rules import hta_view
+from analysis.joins.nvtx_ranges import all_ranges, tagged
 from analysis.joins.runtime import PROCESS_MASK, _call_key
 from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
 from analysis.tables.kernels import kernel_summary
-from analysis.tables.nvtx import all_ranges, tagged
 from analysis.trace.trace import Trace
 
 DIFF_COLUMNS = [

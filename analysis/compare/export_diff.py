@@ -42,9 +42,9 @@ from analysis.compare.overhead import Comparison, compare_samples
 from analysis.errors import AnalysisError
 from analysis.hta.breakdown import _launch_start
 from analysis.hta.gpu_events import COMMUNICATION, COMPUTATION, MEMORY, gpu_events, merge, sweep, types_of
+from analysis.joins.nvtx_ranges import all_ranges, tagged
 from analysis.joins.runtime import pid_of, runtime_calls
 from analysis.nvtx_names import GROUPING_LINE, group_names
-from analysis.tables.nvtx import all_ranges, tagged
 from analysis.trace.trace import NULL, Trace
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")

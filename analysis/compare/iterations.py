@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import AnalysisError
+from analysis.joins.nvtx_ranges import all_ranges, tagged
 from analysis.joins.runtime import pid_of
-from analysis.names import MEASURED, STEP
 from analysis.nvtx_names import group_names
-from analysis.tables.nvtx import all_ranges, tagged
 from analysis.trace.trace import Trace
+from workloads.names import MEASURED, STEP
 
 PROFILER_STEP = "ProfilerStep#"
 

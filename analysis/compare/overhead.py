@@ -25,6 +25,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from analysis.runs.steady import STEP_SUM
+
 BASELINE = "no nsys"
 NO_PROFILER = "no profiler"  # the baseline's label where the profiled side is not (only) nsys
 
@@ -35,7 +37,6 @@ def baseline_label(profilers: Iterable[str]) -> str:
     return BASELINE if found <= {"nsys"} else NO_PROFILER
 
 
-STEP_SUM = "step (sum)"
 CONFIDENCE = 0.95
 
 Outcome = Literal["increase", "decrease", "inconclusive"]

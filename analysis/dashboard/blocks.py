@@ -12,8 +12,8 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import latest_per_config, model_order, with_labels
 from analysis.dashboard.style import PALETTE, TEMPLATE, hover
-from analysis.names import PHASES_BY_MODE
 from analysis.views.blocks import GROUPS, LEAVES, OUTSIDE, PARENT, share_by_block
+from workloads.names import PHASES_BY_MODE
 
 NO_BLOCKS = "no runs with per-block times: run `harness run tiny --device cpu --nvtx-detail --steps 3`"
 COLUMNS = ["label", "model", "run_id", "source", "view", "block", "Mean (ns)", "Step (%)"]

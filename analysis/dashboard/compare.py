@@ -17,7 +17,7 @@ from analysis.dashboard.style import (
     phase_color,
     shorten,
 )
-from analysis.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES
 
 TOP_DIFFS = 15
 # the same profiler first: a run under nsys is slower by its overhead, which would read as a change

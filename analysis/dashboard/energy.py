@@ -1,7 +1,7 @@
 """Energy panel: FLOPs per joule (= FLOP/s per watt), tokens per joule and average power against batch size,
 one line per model, precision and device: the plot of `harness sweep --batch-sizes 1,2,4,8 --power`.
 
-Reads the run-level energy columns of the runs frame (analysis.names.RUN_ENERGY_FIELDS, from
+Reads the run-level energy columns of the runs frame (workloads.names.RUN_ENERGY_FIELDS, from
 analysis.runs.energy.run_summary) and `power_notes` (what a --power run found, or why nothing). Only what was
 measured is drawn: a run without energy figures is left out, never drawn as zero, and the panel says why
 those asked for with --power have none (no NVML GPU, no readable RAPL).
@@ -16,7 +16,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import model_order, setting_order, with_labels
 from analysis.dashboard.style import PALETTE, TEMPLATE, Metric, metric_subplots, metric_trace
-from analysis.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES
 
 METRICS = (
     Metric("flops_per_j", "GFLOP per joule (GFLOP/s per W)", 1e-9, ",.3f"),

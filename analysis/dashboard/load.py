@@ -12,11 +12,11 @@ from analysis.dashboard.attention import newest_sweep
 from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
 from analysis.errors import ExportError, first_line
-from analysis.names import STEP
 from analysis.tables import kernels, nvtx, nvtx_gpu, osrt
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
 from analysis.views import timeline
+from workloads.names import STEP
 
 # The errors that mean "this export lacks that table" (or cannot be read), not a bug.
 EXPORT_ERRORS = (LookupError, ExportError)

@@ -20,7 +20,7 @@ from analysis.compare.overhead import (
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import profiler_label, with_labels
 from analysis.dashboard.style import MS, TEMPLATE, grouped_bars, hover, ns_ms, ordered_phases, phase_color
-from analysis.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length"]
 PATTERNS = ("", "/", "x", ".")

@@ -25,7 +25,7 @@ from analysis.dashboard.style import (
     ordered_phases,
     phase_color,
 )
-from analysis.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES
 
 NO_RUNS = "no runs in the results database: run `harness sweep --models tiny,small --device cpu --steps 3`"
 NO_INFERENCE = (

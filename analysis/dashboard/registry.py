@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-# each panel module by its own name, never through the package: harness' deferred imports may leave
-# analysis.dashboard itself not run yet, and asking the package for a submodule would run its __init__
-# (which imports this module's importers) part-way through them (harness.core.deferred)
 from analysis.dashboard.attention import attention_panel
 from analysis.dashboard.blocks import blocks_panel
 from analysis.dashboard.compare import compare_panel

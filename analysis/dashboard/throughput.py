@@ -7,7 +7,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import latest_per_config, model_order, setting_order, with_labels
 from analysis.dashboard.style import PALETTE, Metric, grouped_bars, metric_subplots, metric_trace
-from analysis.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES
 
 METRICS = (
     Metric("tokens_per_s", "tokens/s", 1.0, ",.1f"),

@@ -10,7 +10,7 @@ a call found among those is the one found among all (`analysis.intervals`: the r
 any range kept and are never a parent of one). Where the export is not in that order (ranges or calls
 going back in time), `Unordered` is raised and the caller takes the whole-table way.
 
-The rows are the same as `analysis.tables.nvtx_credits._credits` makes them, numbered in the same order (first
+The rows are the same as `analysis.joins.nvtx_credits._credits` makes them, numbered in the same order (first
 appearance among the credits: every kernel's innermost range in kernel order, then the ranges around
 those, ...), and each row's durations are kept in that order, so the statistics are the same to the bit.
 """

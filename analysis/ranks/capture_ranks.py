@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis import tables
 from analysis.errors import ExportError
 from analysis.joins.runtime import pid_of
 from analysis.ranks.ranks import CAPTURE, COMM_PREFIX, PHASE_COLUMNS, RanksReport, gpu_activity, phase_rows
-from analysis.tables.tables import TABLES, combine
 from analysis.trace.frames import FRAMES
 from analysis.trace.multi import Part, Source, Sources
 from analysis.trace.opening import open_trace
@@ -276,7 +276,7 @@ class ProcessView(TraceView):
 def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache: bool = True) -> Any:
     """One command's tables over one capture split by process (`--by-rank` on one export): each process
     that launched kernels is a rank (kernel_processes), its share of the trace a ProcessView, and the
-    tables combine as those of one export per rank do (analysis.tables.tables.combine)."""
+    tables combine as those of one export per rank do (analysis.tables.combine)."""
     trace = open_trace(path, cache=cache)
     procs = kernel_processes(trace)
     if len(procs) < 2:
@@ -289,7 +289,7 @@ def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache:
         view = ProcessView(trace, int(pid))
         part = Part(path=f"{path}#{pid}")
         try:
-            pieces = TABLES[kind].pieces(view, **options)
+            pieces = tables.get(kind).pieces(view, **options)
         except ExportError as e:  # this process has none of it: the others may
             pieces, part.skipped = {}, {kind: str(e)}
             errors.append(str(e))
@@ -312,4 +312,4 @@ def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache:
         for r, p, d in zip(procs["rank"], procs["pid"], procs["device"], strict=True)
     )
     sources = Sources(items, "Rank", [f"one capture split by process, ranks numbered by device: {labels}"])
-    return combine(kind, parts, sources, by_rank=True, options=options)
+    return tables.combine(kind, parts, sources, by_rank=True, options=options)

@@ -29,14 +29,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.joins.nvtx_credits import measured_steps
+from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import pid_of
-from analysis.names import ALLREDUCE, COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
-from analysis.tables.nvtx import all_ranges
-from analysis.tables.nvtx_credits import measured_steps
 from analysis.trace.multi import Piece, check_name_ranks, label_sources
 from analysis.trace.multi_run import raise_errors, read_part, run_tasks
 from analysis.trace.trace import Trace
 from analysis.views.timeline import step_index
+from workloads.names import ALLREDUCE, COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PHASE_ORDER = (TRAIN_PHASES[0], TRAIN_PHASES[1], ALLREDUCE, TRAIN_PHASES[2], *GENERATE_PHASES, STEP)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.names import RUN_ENERGY_FIELDS
+from workloads.names import RUN_ENERGY_FIELDS
 
 TOTAL = "total"  # the device label of the row summing every device
 RUN = "run"  # the scope of the whole measured window

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.errors import ExportError
+from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import pid_of, runtime_calls
-from analysis.tables.nvtx import all_ranges
 from analysis.tables.nvtx_gpu import kernels_in_ranges
 from analysis.trace.trace import Trace
 

@@ -4,7 +4,7 @@ A run's steady state is its measured steps (warm-up steps left out). Per phase, 
 sum of a step's phases, then the statistics of those sums), `steady` gives the count, mean, sample
 standard deviation, median, extremes and a 95% confidence interval of the median; the first step is kept
 apart (with torch.compile it holds the compilation). `harness show`'s phase table (through
-harness.core.records.PhaseStats), the compile table of `run` and `show`, `harness compare-compile` and the
+PhaseStats), the compile table of `run` and `show`, `harness compare-compile` and the
 dashboard's compile panel all take their medians from here, so one figure is one number everywhere.
 
 The median of the step sums is not the sum of the phases' medians: tables that list the phases and the
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 STEP = "step"  # the whole step: the sum of a step's phases
@@ -133,7 +133,7 @@ def ratio_interval(
 ) -> tuple[float, float]:
     """Percentile-bootstrap interval of median(numerator) / median(denominator) (fixed seed); NaN bounds
     with fewer than two samples a side."""
-    import numpy as np  # here, not at the top: harness.core.records imports this module on every command
+    import numpy as np  # here, not at the top: `run` and `show` import this module and need no numpy
 
     a, b = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
     if len(a) < 2 or len(b) < 2:
@@ -145,3 +145,42 @@ def ratio_interval(
     tail = (1 - confidence) / 2 * 100
     low, high = np.nanpercentile(ratios, [tail, 100 - tail])
     return float(low), float(high)
+
+
+STEP_SUM = "step (sum)"  # a run's step as a row among its phases: each measured step's phases added up
+
+
+@dataclass
+class PhaseStats:
+    """One phase's figures over a run's measured steps (ns), as `run` prints and the store keeps them."""
+
+    phase: str
+    count: int
+    mean_ns: float
+    std_ns: float
+    median_ns: float
+    min_ns: int
+    max_ns: int
+
+    @classmethod
+    def of(cls, phase: str, durations: Sequence[int]) -> PhaseStats:
+        """The figures of `steady` (one computation for every command that shows them)."""
+        s = steady(durations)
+        return cls(phase, s.count, s.mean_ns, s.std_ns, s.median_ns, min(durations), max(durations))
+
+
+def phase_stats(steps: Iterable[Mapping[str, int]], phases: Sequence[str]) -> list[PhaseStats]:
+    """Per phase of `phases` that the measured steps (each a phase -> ns mapping) have, its figures."""
+    steps = list(steps)
+    out = []
+    for phase in phases:
+        durations = [s[phase] for s in steps if phase in s]
+        if durations:
+            out.append(PhaseStats.of(phase, durations))
+    return out
+
+
+def step_stats(steps: Iterable[Mapping[str, int]], phases: Sequence[str]) -> PhaseStats | None:
+    """Statistics of the steps' phase sums; a step missing one of `phases` is left out (None: no step)."""
+    sums = [sum(p[name] for name in phases) for p in steps if phases and all(n in p for n in phases)]
+    return PhaseStats.of(STEP_SUM, sums) if sums else None

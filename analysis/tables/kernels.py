@@ -7,7 +7,8 @@ more); the key columns are let go block by block. So memory grows with the expor
 the four columns read (1M kernels: 4 MB against the ~80 MB pandas held). Nothing here imports pandas
 unless asked for a DataFrame: `kernel_table` gives the table as `analysis.trace.results.Rows`, which `harness
 kernels` renders without pandas (its import was most of a warm command's time); `kernel_summary` gives
-the same table as a DataFrame.
+the same table as a DataFrame. Nothing here imports numpy either until a table is computed: the registry
+reads `TABLE` on every command.
 
 Statistics as analysis.stats computes them (the way nsys does): total, count, mean, the median (the mean of
 the two middle values for an even count), min, max and the sample standard deviation (0 for one kernel),
@@ -18,21 +19,22 @@ instances, name`) by fewer instances, then by name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
-from analysis.readers import NULL
-from analysis.stats import durations_by_group, round_half_up
+from analysis.errors import OptionsError
+from analysis.tables.nvtx_gpu import kernels_in_ranges
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
-from analysis.tables.stats_format import kernels_by_name, producer
-from analysis.trace.frames import BLOCK_ROWS, NAME_COLUMN
-from analysis.trace.results import Rows
-from analysis.trace.trace import Trace
+from analysis.tables.stats_format import STATS_FORMAT, kernels_by_name, producer
+from analysis.tables.table import HTA, KERNEL_STATS, TOP, InSummary, Option, Table, Tables
+from analysis.trace.multi import Combined, Grouped, Part, Piece, Sources, categories
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
+
+    from analysis.trace.results import Rows
+    from analysis.trace.trace import Trace
 
 KERNSUM_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -49,6 +51,8 @@ BLOCK = ((22, 11), (0x7FF, 0x7FF))
 def dims(value: int, shifts: tuple[int, int], masks: tuple[int, int]) -> str:
     """'%4d %4d %4d' of dimensions packed as (x << s0) + (y << s1) + z, the way nsys prints them; unknown
     for NULL (present in the trace but not three dimensions: a Kineto grid of "zz")."""
+    from analysis.readers import NULL  # not at the top: it loads ctypes, which `harness --help` never needs
+
     if value == NULL:
         return "unknown"
     return f"{value >> shifts[0]:4d} {(value >> shifts[1]) & masks[0]:4d} {value & masks[1]:4d}"
@@ -89,6 +93,12 @@ def kernel_table(
     cuda_gpu_kern_sum). range_name keeps only kernels launched while an NVTX range of that name was open in
     their process.
     """
+    import numpy as np
+
+    from analysis.stats import durations_by_group, round_half_up
+    from analysis.trace.frames import BLOCK_ROWS, NAME_COLUMN
+    from analysis.trace.results import Rows  # not at the top: `harness --help` reads TABLE, and not it
+
     trace.require("kernels", "CUDA kernel data")
     by = by or kernel_grouping(trace, stats_format)
     notes: list[str] = []
@@ -98,9 +108,6 @@ def kernel_table(
     if range_name is None:
         blocks = trace.blocks("kernels", [*keys, "duration"])
     else:
-        # imported here: it imports pandas, which the table without a range never needs
-        from analysis.tables.nvtx_gpu import kernels_in_ranges
-
         kern = kernels_in_ranges(trace, range_name, names=names, extra=("grid", "block"))
         notes += kern.attrs.get("notes", [])
         given = ["name_id", *keys[1:], "duration"]  # kernels_in_ranges names the name column name_id
@@ -161,3 +168,145 @@ def kernel_summary(
     """`kernel_table` as a DataFrame."""
     table = kernel_table(trace, names=names, by=by, range_name=range_name, stats_format=stats_format)
     return table.frame()
+
+
+# --- several exports: what each contributes, how they combine ---------------------------------------------
+
+
+def kernel_rows_named(
+    trace: Trace,
+    *,
+    names: str = "demangled",
+    by: str | None = None,
+    range_name: str | None = None,
+    stats_format: str = DEFAULT_FORMAT,
+) -> pd.DataFrame:
+    """One row per kernel: Name (and GridXYZ, BlockXYZ by shape; by default as `stats_format` groups
+    kernels) as categories, duration."""
+    import pandas as pd
+
+    from analysis.joins.runtime import kernel_rows
+
+    trace.require("kernels", "CUDA kernel data")
+    by = by or kernel_grouping(trace, stats_format)
+    if range_name is None:
+        kern = kernel_rows(trace, ("name_id", "grid", "block", "duration"), names=names)
+    else:
+        kern = kernels_in_ranges(trace, range_name, names=names, extra=("grid", "block"))
+    codes, ids = pd.factorize(kern["name_id"], sort=False)
+    strings = trace.strings(ids)
+    labels = pd.Index([strings.get(int(i), "") for i in ids], dtype=object)
+    if labels.is_unique:
+        name = pd.Categorical.from_codes(codes, categories=labels)
+    else:
+        name = categories(labels[codes])
+    out: dict[str, Any] = {"Name": name}
+    if by == "shape":
+        for col, raw, text in (("GridXYZ", "grid", grid_text), ("BlockXYZ", "block", block_text)):
+            c, uniq = pd.factorize(kern[raw], sort=False)
+            out[col] = pd.Categorical.from_codes(c, categories=text(pd.Series(uniq)).to_numpy())
+    out["duration"] = kern["duration"].to_numpy()
+    return pd.DataFrame(out)
+
+
+def kernel_spec(by: str) -> dict[str, Any]:
+    """How kernels summarise over several exports: by name and launch shape, or (`by` "name") by name."""
+    keys = ["Name", "GridXYZ", "BlockXYZ"] if by == "shape" else ["Name"]
+    return {"keys": keys, "columns": [*KERNEL_STATS, *keys[1:], "Name"]}
+
+
+def _has_shape(part: Part) -> bool:
+    piece = part.pieces.get("kernels")
+    if piece is None or piece.rows is None:
+        return True
+    rows = piece.rows  # a frame, or a worker's rows grouped by their keys (analysis.trace.multi.Grouped)
+    return "GridXYZ" in (rows.keys if isinstance(rows, Grouped) else rows.columns)
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+
+def _view(trace: Trace, hta: bool) -> Trace:
+    """The trace, or with `hta` Holistic Trace Analysis's view of it (analysis.hta.hta_rules)."""
+    if not hta:
+        return trace
+    from analysis.hta.hta_rules import hta_view
+
+    return hta_view(trace)  # type: ignore[return-value]
+
+
+def _one(trace: Trace, source: str, names: Names = "demangled", by: By | None = None,
+         range_name: str | None = None, hta: bool = False,
+         stats_format: str = DEFAULT_FORMAT) -> Tables:  # fmt: skip
+    df = kernel_summary(_view(trace, hta), names=names, by=by, range_name=range_name,
+                        stats_format=stats_format)  # fmt: skip
+    return Tables([(title(source), df)], notes=list(df.attrs.get("notes", [])))
+
+
+def _without_pandas(trace: Trace, source: str, **options: Any) -> Tables:
+    """`kernels` of one export as Rows (`kernel_table`): a table not asked for before on a cached export
+    imports pyarrow and numpy, not pandas."""
+    rows = kernel_table(trace, **options)
+    return Tables([(title(source), rows)], notes=list(rows.attrs.get("notes", [])))
+
+
+def _pieces(trace: Trace, names: str = "demangled", by: str | None = None, range_name: str | None = None,
+            hta: bool = False, stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:  # fmt: skip
+    rows = kernel_rows_named(_view(trace, hta), names=names, by=by, range_name=range_name,
+                             stats_format=stats_format)  # fmt: skip
+    return {"kernels": Piece(rows=rows)}
+
+
+def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bool,
+             options: dict[str, Any]) -> None:  # fmt: skip
+    from analysis.trace.multi_combine import summarised
+
+    # by default each export's rows are grouped as its stats format says: by shape only where all are
+    by = options.get("by") or ("shape" if all(_has_shape(p) for p in parts) else "name")
+    out.tables.append(("kernels", summarised("kernels", parts, sources, by_rank, **kernel_spec(by))))  # type: ignore[arg-type]
+
+
+def _prepare(base: bool = False, mangled: bool = False, by: By | None = None, range_name: str | None = None,
+             hta: bool = False, stats_format: str = DEFAULT_FORMAT) -> dict[str, Any]:  # fmt: skip
+    if base and mangled:
+        raise OptionsError("--base and --mangled exclude each other: pick one")
+    names = "base" if base else "mangled" if mangled else "demangled"
+    return {"names": names, "by": by, "range_name": range_name, "hta": hta, "stats_format": stats_format}
+
+
+BASE = Option("base", "--base", "Kernel base names (no arguments, templates).")
+MANGLED = Option("mangled", "--mangled", "Mangled kernel names, where recorded.")
+BY = Option(
+    "by", "--by",
+    "shape: one row per name and launch shape (gpukernsum, cuda_gpu_kern_gb_sum); name: merge shapes "
+    "(cuda_gpu_kern_sum). Default: as --stats-format does.",
+    str, None, choices=("shape", "name"), show_default=False,
+)  # fmt: skip
+RANGE = Option(
+    "range_name", "--range", "Only kernels launched inside NVTX ranges of this name.",
+    str, None, metavar="<name>",
+)  # fmt: skip
+
+TABLE = Table(
+    "kernels",
+    summary="GPU time per CUDA kernel (nsys stats -r gpukernsum).",
+    help="GPU time per CUDA kernel, like `nsys stats -r cuda_gpu_kern_sum` (2022.4: gpukernsum).",
+    mirrors="nsys stats -r gpukernsum; HTA get_gpu_kernel_breakdown",
+    one=_one,
+    pieces=_pieces,
+    combine=_combine,
+    options=(TOP, BASE, MANGLED, BY, RANGE, HTA, STATS_FORMAT),
+    prepare=_prepare,
+    order=10,
+    title="CUDA kernels",
+    deciding=("Name", "Total Time (ns)", "Time (%)", "Instances"),
+    served_from_cache=True,
+    not_kept_with=("hta",),
+    without_pandas=_without_pandas,
+    in_summary=InSummary(
+        ("CUDA kernels (gpukernsum)",),
+        build=lambda by, stats_format: [lambda trace: kernel_summary(trace, stats_format=stats_format)],
+        options=lambda by, stats_format: {"by": "name"},  # over several exports: launch shapes merged
+    ),
+    example="harness kernels report.nsys-rep --by name --top 10",
+)

@@ -3,19 +3,24 @@
 For each kernel and the CUDA call that launched it: API time (the call), queue time (call end to kernel
 start, when the kernel started after the call returned), kernel time, and total (call start to the later
 of call end and kernel end). Grouped by process, thread, device, API name and kernel name.
+
+`harness launch`. Light at import, as every table module (the registry reads `TABLE`): the computing
+functions import numpy, pandas and what they compute with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+from analysis.tables.table import TOP, InSummary, Table, Tables, stacked
+from analysis.trace.multi import Piece
 
-from analysis.joins.launch_join import SWEEP_ROWS, Unordered, launch_blocks, numbered
-from analysis.joins.runtime import kernel_launches, pid_of, plain_name, tid_of
-from analysis.stats import figures, group_ids, name_codes, narrow, round_half_up
-from analysis.trace.trace import Trace
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from analysis.trace.trace import Trace
 
 MEASURES = (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))
 KEYS = ["PID", "TID", "DevId", "API Name", "Kernel Name"]
@@ -24,6 +29,8 @@ KEYS = ["PID", "TID", "DevId", "API Name", "Kernel Name"]
 def launch_summary(trace: Trace) -> pd.DataFrame:
     """Columns as kernexecsum: PID, TID, DevId, Count, QCount, then Avg/Med/Min/Max/StdDev (ns) of
     T(otal), A(PI), Q(ueue) and K(ernel) time, API Name, Kernel Name; largest TAvg first."""
+    from analysis.joins.launch_join import Unordered
+
     trace.require("kernels", "CUDA kernel data")
     trace.require("runtime", "CUDA runtime calls (needed for launch latency)")
     try:
@@ -34,6 +41,11 @@ def launch_summary(trace: Trace) -> pd.DataFrame:
 
 def _whole(trace: Trace) -> pd.DataFrame:
     """launch_summary over the whole join (`kernel_launches`): exports not in correlationId order."""
+    import numpy as np
+
+    from analysis.joins.runtime import kernel_launches, pid_of, tid_of
+    from analysis.stats import name_codes
+
     k = kernel_launches(trace, extra=("start", "end", "device_id"))
     notes, api = k.attrs["notes"], k.attrs["api_names"]
     if not k["has_call"].all():  # a mask of all True would copy every column of 1M kernels
@@ -88,6 +100,8 @@ class _Names:
         self.code_of_name: dict[str, int] = {}
 
     def codes(self, ids: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         distinct, per_row = np.unique(ids, return_inverse=True)
         new = [int(i) for i in distinct.tolist() if int(i) not in self.code_of_id]
         for i, text in ((i, self.name_of(new).get(i)) for i in new):
@@ -99,6 +113,8 @@ class _Names:
         ]
 
     def names(self) -> np.ndarray:
+        import numpy as np
+
         return np.array(list(self.code_of_name), dtype=object)
 
 
@@ -106,6 +122,11 @@ def _by_blocks(trace: Trace, rows: int | None = None) -> pd.DataFrame:
     """launch_summary with the kernels and their calls a block at a time (analysis.joins.launch_join): each
     group's four measures are kept in the kernels' order (2 or 4 bytes a value where they fit), not a frame
     of every kernel with its call (4M kernels: ~660 MB at the peak). Raises launch_join.Unordered."""
+    import numpy as np
+
+    from analysis.joins.launch_join import SWEEP_ROWS, launch_blocks
+    from analysis.joins.runtime import pid_of, plain_name, tid_of
+
     api = _Names(lambda ids: {i: plain_name(n) for i, n in trace.strings(ids).items()})
     kernel = _Names(trace.strings)
     index: dict[tuple[int, ...], int] = {}
@@ -156,6 +177,11 @@ def _add_block(
 ) -> None:
     """Number the block's groups (in order of first appearance, as `group_ids`) and keep each group's
     values of each measure, in the kernels' order."""
+    import numpy as np
+
+    from analysis.joins.launch_join import numbered
+    from analysis.stats import narrow
+
     if not len(keys[0]):
         return
     local, first = numbered(*keys)
@@ -175,6 +201,8 @@ def _add_block(
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    import numpy as np
+
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -183,6 +211,11 @@ def _per_group(keys: dict[str, np.ndarray], measures: dict[str, np.ndarray]) -> 
     order of first appearance (as groupby(sort=False)). The rows are sorted by group once and each group's
     values taken in turn: pandas' groupby of 1M kernels and four measures held ~100 MB more at its peak.
     A negative queue time is none (the kernel started before its call returned)."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.stats import group_ids
+
     group, first = group_ids(pd.DataFrame(keys, copy=False), KEYS)
     order = np.argsort(group, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(group, minlength=len(first)))))
@@ -193,6 +226,11 @@ def _per_group(keys: dict[str, np.ndarray], measures: dict[str, np.ndarray]) -> 
 
 def _row(values_of: Callable[[str], np.ndarray]) -> list[object]:
     """Count, QCount and each measure's Avg, Med, Min, Max, StdDev of one group (`values_of(measure)`)."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.stats import figures
+
     row: list[object] = [len(values_of("kernel"))]
     for letter, col in MEASURES:
         values = values_of(col)
@@ -209,6 +247,11 @@ def _row(values_of: Callable[[str], np.ndarray]) -> list[object]:
 
 def _frame(rows: list[list[object]], keys: dict[str, np.ndarray]) -> pd.DataFrame:
     """The table of `_row`s, the groups' KEYS first."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.stats import round_half_up
+
     stat_names = [
         f"{letter}{s} (ns)" for letter, _ in MEASURES for s in ("Avg", "Med", "Min", "Max", "StdDev")
     ]
@@ -225,6 +268,43 @@ def _frame(rows: list[list[object]], keys: dict[str, np.ndarray]) -> pd.DataFram
 
 
 def _narrow(values: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     if len(values) and values.min() > -(2**31) and values.max() < 2**31:
         return values.astype(np.int32)
     return values
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+
+def _one(trace: Trace, source: str) -> Tables:
+    df = launch_summary(trace)
+    return Tables([(f"kernel launch latency in {source}", df)], notes=list(df.attrs.get("notes", [])))
+
+
+def _pieces(trace: Trace) -> dict[str, Piece]:
+    return {"launch": Piece(table=launch_summary(trace))}
+
+
+TABLE = Table(
+    "launch",
+    summary="API, queue and kernel time per launched kernel (kernexecsum).",
+    help="API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports: "
+    "each rank's rows, one block per rank (the rows are per process and thread already).",
+    mirrors="nsys stats -r kernexecsum",
+    one=_one,
+    pieces=_pieces,
+    combine=stacked,
+    options=(TOP,),
+    order=60,
+    title="kernel launch latency",
+    # the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
+    deciding=("Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount"),
+    in_summary=InSummary(
+        ("Launch latency (kernexecsum)",),
+        build=lambda by, stats_format: [launch_summary],
+        options=lambda by, stats_format: {},
+    ),
+    example="harness launch report.sqlite --top 10",
+)

@@ -1,16 +1,25 @@
-"""GPU memory operations, like `nsys stats -r gpumemtimesum` and `-r gpumemsizesum`."""
+"""GPU memory operations, like `nsys stats -r gpumemtimesum` and `-r gpumemsizesum`: `harness memops`.
+
+Light at import, as every table module (the registry reads `TABLE`): the computing functions import numpy,
+pandas and what they compute with.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from analysis.readers import NULL
-from analysis.stats import describe, order_like_nsys, round_half_up, time_percent
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
+from analysis.tables.stats_format import STATS_FORMAT, producer
 from analysis.tables.stats_format import copy_label as _label
-from analysis.tables.stats_format import producer
-from analysis.trace.trace import Trace
+from analysis.tables.table import MEMOP_STATS, InSummary, Table, Tables
+from analysis.trace.multi import Combined, Part, Piece, Sources, categories
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from analysis.trace.trace import Trace
 
 MEMSET_LABEL = "[CUDA memset]"
 TIME_COLUMNS = [
@@ -37,6 +46,8 @@ def memory_ops(
 ) -> pd.DataFrame:
     """Every memcpy and memset (those starting inside `window`): Operation, bytes, start, end, duration,
     stream_id, correlation_id, global_pid."""
+    import pandas as pd
+
     if trace.count("memcpy") + trace.count("memset") == 0:
         trace.require("memcpy", "GPU memory operations")
     copies = trace.frame("memcpy", ["copy_kind", *MEMOP_COLUMNS]) if trace.has("memcpy") else None
@@ -58,6 +69,9 @@ def _by_kind(trace: Trace, value: str, stats_format: str) -> tuple[pd.DataFrame,
     """The rows of `memory_ops` as (Operation code, `value`: duration or bytes), and code -> Operation: an
     integer per row, not a string, and only the columns the value needs (a frame of every column with a
     string per row was the peak of `summary` at 1M memory operations)."""
+    import numpy as np
+    import pandas as pd
+
     if trace.count("memcpy") + trace.count("memset") == 0:
         trace.require("memcpy", "GPU memory operations")
     read = ["start", "end"] if value == "duration" else ["bytes"]
@@ -87,6 +101,10 @@ def _value(ops: pd.DataFrame, value: str) -> np.ndarray:
 def memops_time(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFrame:
     """GPU time per memory operation kind (TIME_COLUMNS), largest first; copies named as `nsys stats` of
     `stats_format` names them."""
+    import numpy as np
+
+    from analysis.stats import describe, order_like_nsys, time_percent
+
     ops, labels = _by_kind(trace, "duration", stats_format)
     out = describe(ops, ["Operation"], count_name="Count")
     del ops
@@ -100,6 +118,12 @@ def memops_time(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFram
 
 def memops_size(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFrame:
     """Bytes moved per memory operation kind, in MB (10^6 bytes) to 3 decimals, largest first."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.readers import NULL
+    from analysis.stats import order_like_nsys, round_half_up
+
     ops, labels = _by_kind(trace, "bytes", stats_format)
     bad = (ops["bytes"] == NULL) | (ops["bytes"] < 0)
     if bad.any():  # a damaged export: no byte count (the NULL sentinel would be -9.2e12 MB)
@@ -125,3 +149,99 @@ def memops_size(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFram
     out = out[SIZE_COLUMNS]
     out.attrs["notes"] = list(trace.notes)
     return out
+
+
+# --- several exports: what each contributes, how they combine ---------------------------------------------
+
+
+def memop_rows(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFrame:
+    """One row per memory operation, for a table over several exports: Operation, duration, bytes."""
+    import pandas as pd
+
+    ops = memory_ops(trace, stats_format=stats_format)
+    return pd.DataFrame(
+        {
+            "Operation": categories(ops["Operation"]),
+            "duration": ops["duration"].to_numpy(),
+            "bytes": ops["bytes"],
+        }
+    )
+
+
+def size_table(parts: Sequence[Part], sources: Sources, by_rank: bool) -> pd.DataFrame | None:
+    """gpumemsizesum over several exports (per export with `by_rank`)."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.stats import figures, round_half_up
+    from analysis.trace.multi_combine import gather_rows
+
+    rows = gather_rows(parts, "memops", sources, ["Operation"], by_rank)
+    if rows is None:
+        return None
+    table = []
+    for key in list(rows.sources):
+        total, count, mean, median, low, high, std = figures(rows.joined("bytes", key))
+        table.append([*key, count, total, total, mean, median, low, high, std])
+    keys = ["_src", "Operation"] if by_rank else ["Operation"]
+    out = pd.DataFrame(
+        table, columns=[*keys, "Count", "bytes", "Total", "Avg", "Med", "Min", "Max", "StdDev"]
+    )
+    out["Count"] = out["Count"].astype(np.int64)
+    for col in ("Total", "Avg", "Med", "Min", "Max", "StdDev"):
+        out[f"{col} (MB)"] = round_half_up(out[col].astype(np.float64) / 1e6, 3)
+    out = out.sort_values("Operation", kind="stable").sort_values("bytes", ascending=False, kind="stable")
+    if by_rank:
+        out = out.sort_values("_src", kind="stable")
+        out.insert(0, sources.column, np.asarray(sources.labels, dtype=object)[out["_src"].to_numpy()])
+        return out[[sources.column, *SIZE_COLUMNS]].reset_index(drop=True)
+    return out[SIZE_COLUMNS].reset_index(drop=True)
+
+
+SPEC: dict[str, Any] = {"keys": ["Operation"], "columns": [*MEMOP_STATS, "Operation"], "count_name": "Count"}
+
+
+def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bool,
+             options: dict[str, Any]) -> None:  # fmt: skip
+    from analysis.trace.multi_combine import summarised
+
+    out.tables.append(("by time", summarised("memops", parts, sources, by_rank, **SPEC)))  # type: ignore[arg-type]
+    out.tables.append(("by size", size_table(parts, sources, by_rank)))  # type: ignore[arg-type]
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+
+def _one(trace: Trace, source: str, stats_format: str = DEFAULT_FORMAT) -> Tables:
+    by_time = memops_time(trace, stats_format)
+    tables = [("GPU memory operations by time", by_time), ("by size (MB)", memops_size(trace, stats_format))]
+    return Tables(tables, notes=list(by_time.attrs.get("notes", [])), titled=True)  # type: ignore[arg-type]
+
+
+def _pieces(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:
+    return {"memops": Piece(rows=memop_rows(trace, stats_format))}
+
+
+TABLE = Table(
+    "memops",
+    summary="GPU memory copies and sets by time and by size (gpumem*sum).",
+    help="GPU memory copies and sets by time and by size, like cuda_gpu_mem_time_sum and _size_sum (2022.4: "
+    "gpumemtimesum, gpumemsizesum).",
+    mirrors="nsys stats -r gpumemtimesum, gpumemsizesum",
+    one=_one,
+    pieces=_pieces,
+    combine=_combine,
+    options=(STATS_FORMAT,),
+    order=50,
+    deciding=("Operation", "Total Time (ns)", "Total (MB)", "Count"),
+    headings={"by time": "GPU memory operations by time", "by size": "by size (MB)"},
+    in_summary=InSummary(
+        ("GPU memory time (gpumemtimesum)", "GPU memory size (gpumemsizesum)"),
+        build=lambda by, stats_format: [
+            lambda trace: memops_time(trace, stats_format),
+            lambda trace: memops_size(trace, stats_format),
+        ],
+        options=lambda by, stats_format: {"stats_format": stats_format},
+    ),
+    example="harness memops report.sqlite --stats-format 2023.4",
+)

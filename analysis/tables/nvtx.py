@@ -1,19 +1,24 @@
-"""NVTX range tables: the summary like `nsys stats -r nvtxsum`, and range instances like `nvtxpptrace`."""
+"""NVTX ranges: `harness nvtx`, the summary like `nsys stats -r nvtxsum`, and range instances like
+`nvtxpptrace` (--trace). The ranges themselves (nesting, printed names) are analysis.joins.nvtx_ranges'.
+
+Light at import, as every table module (the registry reads `TABLE`): the computing functions import numpy,
+pandas and what they compute with.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
-import numpy as np
-import pandas as pd
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
-from analysis.intervals import levels, parents, sort_ranges
-from analysis.joins.runtime import pid_of, tid_of
-from analysis.nvtx_names import grouped_categories, grouping_notes
-from analysis.stats import durations_by_group, figures, figures_table, order_like_nsys, time_percent
-from analysis.trace.frames import BLOCK_ROWS
-from analysis.trace.trace import Trace
+from analysis.tables.table import KERNEL_STATS, TOP, InSummary, Option, Table, Tables, summarising
+from analysis.trace.multi import Combined, Part, Piece, Sources, categories
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from analysis.trace.trace import Trace
 
 NVTXSUM_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -23,120 +28,19 @@ PPTRACE_COLUMNS = [
     "Start (ns)", "End (ns)", "Duration (ns)", "DurChild (ns)", "DurNonChild (ns)", "Name", "PID", "TID",
     "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack", "NameTree",
 ]  # fmt: skip
-RANGE_COLUMNS = [
-    "start_ns", "end_ns", "duration_ns", "name", "domain", "payload", "tid", "pid", "level", "parent",
-    "style", "range_id", "global_tid",
-]  # fmt: skip
-
-
-def all_ranges(trace: Trace, *, keep: bool = True, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """Every NVTX range instance (RANGE_COLUMNS, or only `columns`), in start order; push/pop ranges
-    nested per thread. keep=False: the trace does not hold on to the NVTX frame for this (unless it held
-    it before).
-
-    `parent` is the parent's range_id (the export's NVTX_EVENTS rowid, what nsys calls RangeId); start/end
-    ranges have level 0 and no parent. Asking for fewer columns builds fewer: attribution over 1.8M
-    ranges reads six of them.
-    """
-    wanted = list(RANGE_COLUMNS if columns is None else columns)
-    if unknown := [c for c in wanted if c not in RANGE_COLUMNS]:
-        raise KeyError(f"no range column {unknown[0]!r}: {', '.join(RANGE_COLUMNS)}")
-    raw_cols = ["start", "end", "global_tid", "pushpop"]
-    raw_cols += [c for c in ("name", "domain", "payload") if c in wanted]
-    if {"range_id", "parent"} & set(wanted):
-        raw_cols.append("range_id")
-    raw = trace.frame("nvtx", raw_cols, keep=keep)
-    src = {c: raw[c] for c in raw.columns}  # each let go once the last column built from it is built
-    del raw
-    start, end = src.pop("start").to_numpy(), src.pop("end").to_numpy()
-    gtid = src.pop("global_tid").to_numpy()
-    pushpop = src.pop("pushpop").to_numpy(dtype=bool)
-    n = len(start)
-    # start/end ranges get a group of their own each, so none nests
-    group = gtid.copy()
-    alone = np.flatnonzero(~pushpop)
-    group[alone] = -1 - alone
-    del alone
-    order = sort_ranges(group, start, end)
-    parent_sorted = parents(group, start, end, order)
-    del group
-    small = np.int32 if n < 2**31 else np.int64  # positions: 1.8M ranges are 7 MB a column, not 14
-    parent = np.full(n, -1, dtype=small)
-    has = parent_sorted >= 0
-    parent[order[has]] = order[parent_sorted[has]]
-    level = np.empty(n, dtype=np.int32)
-    level[order] = levels(parent_sorted)
-    del order, parent_sorted, has
-    final = np.lexsort((level, start))
-    out: dict[str, object] = {}
-    if "level" in wanted:
-        out["level"] = level[final].astype(np.int64)
-    del level
-    if "parent" in wanted:
-        ids = src["range_id"].to_numpy()
-        parent_id = pd.array(ids[np.maximum(parent, 0)], dtype="Int64")
-        parent_id[parent < 0] = pd.NA
-        out["parent"] = parent_id.take(final)
-        del parent_id
-    del parent
-    if "range_id" in wanted:
-        out["range_id"] = src["range_id"].to_numpy()[final]
-    src.pop("range_id", None)
-    if "duration_ns" in wanted:
-        out["duration_ns"] = (end - start)[final]
-    for col, values in (("start_ns", start), ("end_ns", end)):
-        if col in wanted:
-            out[col] = values[final]
-    del start, end
-    for col in ("name", "domain", "payload"):
-        if col in wanted:
-            out[col] = src.pop(col).array.take(final)
-    if "tid" in wanted:
-        out["tid"] = tid_of(gtid[final])
-    if "pid" in wanted:
-        out["pid"] = pid_of(gtid[final])
-    if "global_tid" in wanted:
-        out["global_tid"] = gtid[final]
-    del gtid
-    if "style" in wanted:
-        out["style"] = pd.Categorical.from_codes(pushpop[final].astype(np.int8) ^ 1, ["PushPop", "StartEnd"])
-    return pd.DataFrame({c: out[c] for c in wanted}, copy=False)
-
-
-def any_named(trace: Trace, names: Sequence[str]) -> bool:
-    """Whether any NVTX range (right or not) has one of `names`: the name column alone, not the ranges."""
-    raw = pd.Series(trace._columns("nvtx", ["name"], keep=False)["name"], copy=False)
-    return bool(raw.isin(list(names)).any())
 
 
 def nvtx_ranges(trace: Trace, names: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per range instance (RANGE_COLUMNS), optionally only those named in `names`."""
+    """One row per range instance (analysis.joins.nvtx_ranges.RANGE_COLUMNS), optionally only those named
+    in `names`."""
+    from analysis.joins.nvtx_ranges import all_ranges
+
     trace.require("nvtx", "NVTX data")
     out = all_ranges(trace)
     if names is not None:
         out = out[out["name"].isin(list(names))].reset_index(drop=True)
     # plain columns for callers: categories are an internal economy for big exports
     return out.astype({"name": object, "domain": object, "style": object})
-
-
-def tagged(ranges: pd.DataFrame) -> pd.Series:
-    """The name nsys prints: DOMAIN:NAME for ranges in a named domain."""
-    name = ranges["name"].astype(object)
-    domain = ranges["domain"].astype(object)
-    named = domain.notna()
-    if not named.any():
-        return name
-    out = name.copy()
-    out[named] = domain[named] + ":" + name[named]
-    return out
-
-
-def grouped_tags(ranges: pd.DataFrame, by: str = "op") -> tuple[pd.Series, list[str]]:
-    """The printed name of each range (`tagged`) grouped as `by` says (analysis.nvtx_names: "op" by
-    operator, "shape" by operator and input sizes, "raw" as recorded), and the note saying so where
-    PyTorch's per-call fields are in the names."""
-    cat, fields = grouped_categories(tagged(ranges), by)
-    return pd.Series(cat, index=ranges.index, copy=False), grouping_notes(fields, by)
 
 
 def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None) -> pd.DataFrame:
@@ -149,6 +53,13 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     style) as integers, so that what stays is each group's durations: the names are made once per group,
     not once per range (1.8M ranges: ~470 MB at the peak when every range's printed name was a Python
     string)."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.nvtx_names import grouped_categories, grouping_notes
+    from analysis.stats import durations_by_group, figures, figures_table, order_like_nsys, time_percent
+    from analysis.trace.frames import BLOCK_ROWS
+
     trace.require("nvtx", "NVTX data")
     names, domains = _Codes(), _Codes()
     read = [0]
@@ -200,6 +111,9 @@ class _Codes:
 
     def of(self, values: object) -> np.ndarray:
         """The code of each value of a block (a Categorical from the cache, else an object array)."""
+        import numpy as np
+        import pandas as pd
+
         local, uniques = pd.factorize(
             values if isinstance(values, pd.Categorical) else np.asarray(values, dtype=object)
         )
@@ -215,6 +129,8 @@ class _Codes:
 
 def nvtx_pushpop_summary(trace: Trace, by: str = "op") -> pd.DataFrame:
     """Like nvtxppsum: push/pop ranges only, no Style column (`by` as in nvtx_summary)."""
+    from analysis.stats import time_percent
+
     out = nvtx_summary(trace, by)
     out = out[out["Style"] == "PushPop"].drop(columns="Style").reset_index(drop=True)
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
@@ -223,6 +139,11 @@ def nvtx_pushpop_summary(trace: Trace, by: str = "op") -> pd.DataFrame:
 
 def nvtx_trace(trace: Trace) -> pd.DataFrame:
     """Push/pop range instances with nesting, like nvtxpptrace (PPTRACE_COLUMNS), in start order."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.joins.nvtx_ranges import all_ranges, tagged
+
     trace.require("nvtx", "NVTX data")
     r = all_ranges(trace)
     r = r[r["style"] == "PushPop"].reset_index(drop=True)
@@ -256,6 +177,101 @@ def nvtx_trace(trace: Trace) -> pd.DataFrame:
     )
 
 
-def _by_level(r: pd.DataFrame):
+def _by_level(r: pd.DataFrame) -> Callable[[tuple[Any, ...]], Any]:
     level = dict(zip(r["range_id"], r["level"], strict=True))
     return lambda item: level[item[0]]
+
+
+def nvtx_rows(trace: Trace, by: str = "op") -> pd.DataFrame:
+    """One row per NVTX range, for a table over several exports: Range (DOMAIN:NAME, grouped as `by`
+    says: analysis.nvtx_names), Style, duration. The line saying how names are grouped goes to the trace's
+    notes."""
+    import pandas as pd
+
+    from analysis.joins.nvtx_ranges import all_ranges, grouped_tags
+
+    trace.require("nvtx", "NVTX data")
+    ranges = all_ranges(trace)
+    if ranges.empty:
+        raise ExportError(f"no NVTX ranges in {trace.path}: only marks or domain events")
+    names, said = grouped_tags(ranges, by)
+    for line in said:
+        trace.note(line)
+    return pd.DataFrame(
+        {
+            "Range": categories(names.astype(object)),
+            "Style": categories(ranges["style"]),
+            "duration": ranges["duration_ns"],
+        }
+    )
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+# over several exports: each range name and style summarised over all of them
+SPEC: dict[str, Any] = {"keys": ["Range", "Style"], "columns": [*KERNEL_STATS, "Style", "Range"]}
+
+
+def _one(trace: Trace, source: str, trace_rows: bool = False, by: str = "op") -> Tables:
+    df = nvtx_trace(trace) if trace_rows else nvtx_summary(trace, by=by)
+    return Tables([(f"NVTX ranges in {source}", df)], notes=list(df.attrs.get("notes", [])))
+
+
+def _pieces(trace: Trace, trace_rows: bool = False, by: str = "op") -> dict[str, Piece]:
+    if trace_rows:
+        return {"nvtx": Piece(table=nvtx_trace(trace))}
+    return {"nvtx": Piece(rows=nvtx_rows(trace, by))}
+
+
+def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bool,
+             options: dict[str, Any]) -> None:  # fmt: skip
+    if options.get("trace_rows"):
+        from analysis.trace.multi_combine import stack_tables
+
+        out.tables.append(("nvtx", stack_tables(parts, "nvtx", sources)))  # type: ignore[arg-type]
+    else:
+        summarising("nvtx", **SPEC)(out, parts, sources, by_rank, options)
+
+
+def grouping(by: str = "op", raw_names: bool = False) -> str:
+    """How NVTX names are grouped (analysis.nvtx_names), as --by and --raw-names say."""
+    return "raw" if raw_names else by
+
+
+# the options of every table that groups PyTorch's NVTX names, turned into `by` by `grouping`
+BY = Option(
+    "by", "--by",
+    "PyTorch's NVTX ranges (`aten::to, seq = N, op_id = N`): op groups them by operator (as "
+    "torch.profiler's key_averages()), shape by operator and input sizes.",
+    str, "op", choices=("op", "shape"),
+)  # fmt: skip
+RAW_NAMES = Option(
+    "raw_names", "--raw-names", "NVTX names as recorded, one row each (what nsys stats prints)."
+)
+
+TABLE = Table(
+    "nvtx",
+    summary="Time per NVTX range (nvtxsum).",
+    help="Time per NVTX range, like `nsys stats -r nvtxsum` (with --raw-names: the same rows). PyTorch's "
+    "ranges are grouped by operator.",
+    mirrors="nsys stats -r nvtxsum (with --trace: nvtxpptrace)",
+    one=_one,
+    pieces=_pieces,
+    combine=_combine,
+    options=(
+        Option("trace", "--trace", "One row per push/pop range instance (like nvtxpptrace)."),
+        BY,
+        RAW_NAMES,
+        TOP,
+    ),
+    prepare=lambda trace, by, raw_names: {"trace_rows": trace, "by": grouping(by, raw_names)},
+    order=20,
+    title="NVTX ranges",
+    deciding=("Range", "Total Time (ns)", "Time (%)", "Instances"),
+    in_summary=InSummary(
+        ("NVTX ranges (nvtxsum)",),
+        build=lambda by, stats_format: [lambda trace: nvtx_summary(trace, by)],
+        options=lambda by, stats_format: {"by": by},
+    ),
+    example="harness nvtx report.sqlite --raw-names",
+)

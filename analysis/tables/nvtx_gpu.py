@@ -14,33 +14,30 @@ of the same name), it is counted once here and a note says so.
 
 Phase mode counts the measured steps only: `step` ranges inside the harness's `measured` range when the
 export has one, else every `step` range (else everything). `phase_check` says whether the phases add up.
+
+`harness nvtx-gpu` (`TABLE`); the crediting itself is analysis.joins.nvtx_credits'. Light at import, as
+every table module: the computing functions import what they compute with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
-from analysis.joins.runtime import PROCESS_MASK as MASK
-from analysis.joins.runtime import _call_key, _lookup, kernel_launches, runtime_calls
-from analysis.stats import round_half_up, time_percent
+from analysis.tables import nvtx
 from analysis.tables.memops import memory_ops
-from analysis.tables.nvtx import all_ranges, nvtx_trace, tagged
-from analysis.tables.nvtx_credits import (
-    PHASES,
-    Mode,
-    _containing,
-    _Credits,
-    _credits,
-    _require,
-    _with_enclosing,
-    attribute,
-)
-from analysis.trace.trace import Trace
+from analysis.tables.table import InSummary, Option, Table, Tables, stacked
+from analysis.trace.multi import Piece
+from workloads.names import STEP, TRAIN_PHASES
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.joins.nvtx_credits import Mode, _Credits
+    from analysis.trace.trace import Trace
+
+PHASES = TRAIN_PHASES  # analysis.joins.nvtx_credits.PHASES: the phases, in order
 UNATTRIBUTED = "unattributed"
 KERNSUM_COLUMNS = [
     "NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", "Avg (ns)",
@@ -48,7 +45,7 @@ KERNSUM_COLUMNS = [
 ]  # fmt: skip
 
 
-def _with_labels(out: pd.DataFrame, table: dict) -> pd.DataFrame:
+def _with_labels(out: pd.DataFrame, table: dict[int, Any]) -> pd.DataFrame:
     labels = out["label"].map(lambda c: table.get(int(c), (None, None)))
     return out.assign(**{"NVTX Range": labels.map(lambda t: t[0]), "Style": labels.map(lambda t: t[1])}).drop(
         columns="label"
@@ -62,6 +59,11 @@ KERN_STATS = {"sum": "Total Time (ns)", "size": "Kern Inst", "mean": "Avg (ns)",
 def _table(credits: _Credits, keys: Sequence[str]) -> pd.DataFrame:
     """describe() of the credits that count, one row per group, with `keys` (label, PID, TID, name_id)
     first and NVTX Inst last."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.stats import round_half_up
+
     out = pd.DataFrame(credits.figures, columns=list(KERN_STATS.values()))
     out = out.astype({c: np.int64 for c in ("Total Time (ns)", "Kern Inst", "Min (ns)", "Max (ns)")})
     for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
@@ -89,6 +91,8 @@ def nvtx_gpu_kernels(
     PyTorch's ranges count under their operator (`by`, as in analysis.tables.nvtx.nvtx_summary; "raw": as
     nvtxkernsum prints them).
     """
+    from analysis.joins.nvtx_credits import _credits
+
     credits = _credits(trace, mode, phases, names, exclusive, by_name=True, by_thread=True, by=by)
     mode, notes = credits.mode, credits.notes
     out = _with_labels(_table(credits, ["label", "PID", "TID", "name_id"]), credits.table)
@@ -116,6 +120,9 @@ def nvtx_gpu_summary(
     statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only. PyTorch's
     ranges count under their operator (`by`, as in analysis.tables.nvtx.nvtx_summary).
     """
+    from analysis.joins.nvtx_credits import _credits
+    from analysis.stats import time_percent
+
     credits = _credits(trace, mode, phases, "demangled", exclusive, by_name=False, ranged_only=True, by=by)
     mode, notes = credits.mode, credits.notes
     keys = ["label"] if mode == "phase" else ["label", "PID", "TID"]
@@ -141,6 +148,11 @@ def phase_check(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
     """Do the phases add up? GPU time of each phase, the unattributed rest and all kernel time of the
     measured steps (Phase, Kernels, Total Time (ns), Share (%)).
     """
+    import numpy as np
+    import pandas as pd
+
+    from analysis.joins.nvtx_credits import attribute
+
     launches, ranges, pairs = attribute(trace, "phase", phases)
     hit = pairs["range"].to_numpy()
     names = np.where(
@@ -170,6 +182,10 @@ def kernels_in_ranges(
 ) -> pd.DataFrame:
     """Kernels (name_id, duration, extra fields) launched while a range named `range_name` was open in
     their process (any thread)."""
+    from analysis.joins.nvtx_credits import _containing, _require
+    from analysis.joins.nvtx_ranges import all_ranges, tagged
+    from analysis.joins.runtime import kernel_launches
+
     _require(trace)
     launches = kernel_launches(trace, names=names, extra=extra)
     ranges = all_ranges(trace)
@@ -191,6 +207,12 @@ PROJECTION_COLUMNS = [
 def gpu_ops(trace: Trace) -> pd.DataFrame:
     """Kernels, memory copies and sets with their launch call (has_call, call_start, call_end,
     global_tid), like `kernel_launches` but for every kind of GPU operation."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.joins.runtime import PROCESS_MASK as MASK
+    from analysis.joins.runtime import _call_key, _lookup, kernel_launches, runtime_calls
+
     cols = ["start", "end", "correlation_id", "global_pid"]
     kern = kernel_launches(trace, extra=("start", "end"))
     parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid"]]]
@@ -227,6 +249,12 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     """Each push/pop range projected onto the GPU, like `nsys stats -r nvtxgpuproj`: the span from the first
     start to the last end of the GPU operations launched inside it (or inside a range it encloses) on its
     thread. Ranges without GPU operations are left out, and NumChild counts the children that have some."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.joins.nvtx_credits import _containing, _require, _with_enclosing
+    from analysis.joins.nvtx_ranges import all_ranges
+
     _require(trace)
     ranges = all_ranges(trace)
     ranges = ranges[ranges["style"] == "PushPop"].reset_index(drop=True)
@@ -243,7 +271,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     )
     g = pairs.groupby("range")
     span = pd.DataFrame({"first": g["start"].min(), "last": g["end"].max(), "ops": g.size()})
-    tree = nvtx_trace(trace).set_index("RangeId")
+    tree = nvtx.nvtx_trace(trace).set_index("RangeId")
     r = ranges.iloc[span.index.to_numpy()]
     ids = r["range_id"].to_numpy()
     out = pd.DataFrame(
@@ -272,3 +300,147 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     out = out.sort_values("RangeId", kind="stable").reset_index(drop=True)
     out.attrs["notes"] = list(trace.notes)
     return out[PROJECTION_COLUMNS]
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+HEADINGS = {
+    "ranges": "GPU time per NVTX range",
+    "check": "Do the phases add up? (measured steps)",
+    "kernels": "kernels per NVTX range",
+    "projection": "NVTX ranges projected onto the GPU",
+}
+
+
+def _one(trace: Trace, source: str, view: str = "summary", mode: Mode = "auto", phases: Sequence[str] = (),
+         exclusive: bool = False, top: int | None = None, by: str = "op") -> Tables:  # fmt: skip
+    if view == "projection":
+        df = nvtx_gpu_projection(trace)
+        df = df.head(top) if top else df
+        title = f"NVTX ranges projected onto the GPU in {source}"
+        return Tables([(title, df)], notes=list(df.attrs.get("notes", [])))
+    if view == "kernels":
+        df = nvtx_gpu_kernels(trace, mode=mode, phases=phases, top=top, exclusive=exclusive, by=by)
+        title = f"kernels per NVTX range ({df.attrs['mode']} mode) in {source}"
+        return Tables([(title, df)], notes=list(df.attrs.get("notes", [])))
+    per_range = nvtx_gpu_summary(trace, mode=mode, phases=phases, exclusive=exclusive, by=by)
+    chosen = per_range.attrs["mode"]
+    out = Tables([(f"GPU time per NVTX range ({chosen} mode) in {source}", per_range)], titled=True)
+    out.notes = list(per_range.attrs.get("notes", []))
+    if chosen == "phase":
+        out.tables.append(("Do the phases add up? (measured steps)", phase_check(trace, phases)))
+    return out
+
+
+def _pieces(trace: Trace, view: str = "summary", mode: Mode = "auto", phases: Sequence[str] = (),
+            exclusive: bool = False, top: int | None = None, by: str = "op") -> dict[str, Piece]:  # fmt: skip
+    """The finished tables of one export (their rows are per process already), named by view."""
+    tables = _one(trace, "", view, mode, phases, exclusive, top, by).tables
+    names = {"projection": ["projection"], "kernels": ["kernels"]}.get(view, ["ranges", "check"])
+    return {name: Piece(table=df) for name, (_, df) in zip(names, tables, strict=False)}  # type: ignore[arg-type]
+
+
+def _prepare(mode: str = "auto", kernels: bool = False, exclusive: bool = False,
+             phases: str = "forward,backward,optimizer", projection: bool = False, by: str = "op",
+             raw_names: bool = False) -> dict[str, Any]:  # fmt: skip
+    return {
+        "view": "projection" if projection else "kernels" if kernels else "summary",
+        "mode": mode,
+        "phases": tuple(p.strip() for p in phases.split(",") if p.strip()),
+        "exclusive": exclusive,
+        "by": nvtx.grouping(by, raw_names),
+    }
+
+
+NO_PHASES = (
+    "the export has no harness phase ranges (forward, backward, optimizer, step): the tables cover the "
+    "whole capture"
+)
+
+
+def has_phase_ranges(trace: Trace) -> bool:
+    """Whether the trace holds any of the harness's phase ranges (forward, backward, optimizer, step)."""
+    from analysis.joins.nvtx_ranges import any_named
+
+    if not trace.has("nvtx"):
+        return False
+    # the names alone, not the 1.8M ranges' nesting that all_ranges builds; the rows all_ranges keeps
+    # (those with a start and an end) are only asked for where a phase name is there at all
+    wanted = [*TRAIN_PHASES, STEP]
+    if not any_named(trace, wanted):
+        return False
+    names = trace.frame("nvtx", ["start", "end", "name"], keep=False)["name"]
+    return bool(names.isin(wanted).any())
+
+
+def _in_summary(by: str, stats_format: str) -> list[Any]:
+    """GPU time per range (phase mode where ranges are named after the phases and have rows, else thread
+    mode) and whether the phases add up, for `harness summary` of one export."""
+    from analysis.joins.nvtx_ranges import any_named
+
+    def per_range(trace: Trace) -> pd.DataFrame:
+        # phase mode has rows only where a range is named after a phase: else not built (a whole join)
+        if trace.has("nvtx") and any_named(trace, list(TRAIN_PHASES)):
+            out = nvtx_gpu_summary(trace, mode="phase", by=by)
+            if len(out):
+                return out
+        return nvtx_gpu_summary(trace, mode="thread", by=by)
+
+    def phases_add_up(trace: Trace) -> pd.DataFrame:
+        if not has_phase_ranges(trace):
+            raise ExportError(NO_PHASES)
+        out = phase_check(trace)
+        if out["Kernels"].iloc[:-2].sum() == 0:
+            raise ExportError("no kernels in the harness's phase ranges")
+        return out
+
+    return [per_range, phases_add_up]
+
+
+MODE = Option(
+    "mode", "--mode",
+    "phase: kernels to the harness phase open on any thread of the process; thread: to the ranges open on "
+    "the launching thread (nvtxkernsum); auto: phase when the export has phases.",
+    str, "auto", choices=("auto", "phase", "thread"),
+)  # fmt: skip
+KERNELS = Option("kernels", "--kernels", "One row per range and kernel (the nvtxkernsum table).")
+EXCLUSIVE = Option(
+    "exclusive", "--exclusive",
+    "Thread mode: credit each kernel to the innermost range only, so ranges add up to the total (default: "
+    "inclusive, to every enclosing range, like nvtxkernsum).",
+)  # fmt: skip
+PHASE_NAMES = Option(
+    "phases", "--phases", "Phase range names, comma separated.", str, "forward,backward,optimizer",
+    metavar="<list>",
+)  # fmt: skip
+PROJECTION = Option(
+    "projection", "--projection",
+    "One row per push/pop range projected onto the GPU: first start to last end of the GPU work launched "
+    "inside it (like nvtxgpuproj).",
+)  # fmt: skip
+TOP_PER_RANGE = Option(
+    "top", "--top", "With --kernels: top N kernels per range.", int, None, metavar="<n>", minimum=1
+)
+
+TABLE = Table(
+    "nvtx-gpu",
+    summary="GPU time per NVTX range, through kernel launches (nvtxkernsum).",
+    help="GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum. "
+    "Several exports: each rank's rows, one block per rank (the rows are per process already).",
+    mirrors="nsys stats -r nvtxkernsum (--projection: nvtxgpuproj)",
+    one=_one,
+    pieces=_pieces,
+    combine=stacked,
+    options=(MODE, KERNELS, EXCLUSIVE, PHASE_NAMES, PROJECTION, TOP_PER_RANGE, nvtx.BY, nvtx.RAW_NAMES),
+    prepare=_prepare,
+    order=30,
+    title="GPU time per NVTX range",
+    deciding=("Range", "Total Time (ns)"),
+    headings=HEADINGS,
+    served_from_cache=True,
+    takes_top=True,
+    in_summary=InSummary(
+        ("GPU time per NVTX range (nvtxkernsum)", "Do the phases add up?"), build=_in_summary
+    ),  # over several exports: left to `harness nvtx-gpu`
+    example="harness nvtx-gpu report.sqlite --kernels --top 3",
+)

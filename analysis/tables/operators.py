@@ -17,15 +17,24 @@ any Kineto trace (the harness's own, or one made elsewhere for HTA) and can be c
 `group_by_input_shape` adds Input Shapes (recorded with record_shapes=True) to the key, as
 key_averages(group_by_input_shape=True) does. `within` keeps the ops that start inside a range of that name
 (any thread: backward runs on autograd's).
+
+`harness operators`. Light at import, as every table module (the registry reads `TABLE`): the computing
+functions import numpy and pandas.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from analysis.errors import AnalysisError, ExportError
-from analysis.trace.trace import Trace
+from analysis.tables.table import Option, Table, Tables, stacked
+from analysis.trace.multi import Piece
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from analysis.trace.trace import Trace
 
 NAME, CALLS, SHAPES = "Name", "Calls", "Input Shapes"
 SELF_CPU, CPU_TOTAL, CPU_AVG = "Self CPU (ns)", "CPU Total (ns)", "CPU Avg (ns)"
@@ -51,6 +60,8 @@ SORT_KEYS = {
 
 def _nest(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Each event's parent (index of the innermost event around it on its thread), -1 for none."""
+    import numpy as np
+
     order = np.lexsort((-end, start, tid))
     parent = np.full(len(start), -1, dtype=np.int64)
     stack: list[int] = []
@@ -69,6 +80,8 @@ def _nest(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
 
 def _inside(starts: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
     """Which of `starts` fall inside one of `ranges` (start, end; nested or overlapping ones merged)."""
+    import numpy as np
+
     if ranges.empty:
         return np.zeros(len(starts), dtype=bool)
     r = ranges.sort_values("start")
@@ -79,6 +92,9 @@ def _inside(starts: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
 
 def op_self_times(trace: Trace) -> pd.DataFrame:
     """One row per operator call: name, start, global_tid, duration_ns, self_cpu_ns, self_cuda_ns."""
+    import numpy as np
+    import pandas as pd
+
     trace.require("cpu_ops", "CPU operators")
     ops = trace.frame("cpu_ops", ["start", "end", "global_tid", "name_id", "shapes_id"])
     start, end = ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
@@ -124,6 +140,8 @@ def op_self_times(trace: Trace) -> pd.DataFrame:
 def _subtree_sums(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Each op's value plus those of every op nested inside it (parents always come before their children
     in start order, so one pass from the innermost up adds each subtree once)."""
+    import numpy as np
+
     total = values.astype(np.int64).copy()
     order = np.argsort(-_depth(parent), kind="stable")
     for i in order.tolist():
@@ -134,6 +152,8 @@ def _subtree_sums(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
 
 
 def _depth(parent: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     depth = np.zeros(len(parent), dtype=np.int64)
     for i in range(len(parent)):
         p, d = parent[i], 0
@@ -170,6 +190,8 @@ def operator_table(
     `group_by_input_shape`), Self CPU and CPU Total with their %, CPU Avg, the CUDA columns when the trace
     has kernels, Calls; sorted by `sort` (descending; Name ascending breaks ties), the first `top` rows.
     `within`: only the ops that start inside ranges of that name."""
+    import numpy as np
+
     calls = op_self_times(trace)
     if within is not None:
         ranges = trace.frame("nvtx", ["start", "end", "name"])
@@ -209,3 +231,51 @@ def by_self_cuda(table: pd.DataFrame) -> pd.DataFrame:
     """The same table ordered by self CUDA time (only ops that launched kernels)."""
     out = table[table[SELF_CUDA] > 0]
     return out.sort_values([SELF_CUDA, NAME], ascending=[False, True], ignore_index=True)
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+
+def _one(trace: Trace, source: str, **options: object) -> Tables:
+    df = operator_table(trace, **options)  # type: ignore[arg-type]
+    return Tables([(f"operators in {source}", df)], notes=list(df.attrs.get("notes", [])))
+
+
+def _pieces(trace: Trace, **options: object) -> dict[str, Piece]:
+    return {"operators": Piece(table=operator_table(trace, **options))}  # type: ignore[arg-type]
+
+
+# --sort and --top, which `harness run --profiler torch` takes too
+SORT_OPTION = Option(
+    "sort", "--sort",
+    "Sort the operators by this column (descending), e.g. 'Self CUDA', 'CPU Total', Calls, or a torch "
+    "sort_by key (self_cpu_time_total, cuda_time_total, count).",
+    str, "Self CPU", metavar="<column>",
+)  # fmt: skip
+TOP_OPTION = Option(
+    "top", "--top", "Keep the first N operators (default: every one; run --profiler torch: 15).",
+    int, None, metavar="<n>", minimum=1,
+)  # fmt: skip
+SHAPES_OPTION = Option(
+    "group_by_input_shape", "--group-by-input-shape",
+    "One row per operator and input shapes (traces recorded with record_shapes=True).",
+)  # fmt: skip
+WITHIN_OPTION = Option(
+    "within", "--range", "Only operators that start inside ranges of this name.", str, None, metavar="<name>"
+)
+
+TABLE = Table(
+    "operators",
+    summary="Framework operators of a torch.profiler trace (key_averages).",
+    help="Framework operators (aten:: …) of a torch.profiler trace, with the columns of torch.profiler's "
+    "key_averages() table: self and total CPU and CUDA time with their %, averages, calls.",
+    mirrors="torch.profiler key_averages().table()",
+    one=_one,
+    pieces=_pieces,
+    combine=stacked,
+    options=(SORT_OPTION, TOP_OPTION, SHAPES_OPTION, WITHIN_OPTION),
+    order=80,
+    title="framework operators",
+    deciding=("Name", "Calls"),
+    example="harness operators trace.json.gz --sort 'Self CUDA' --top 20",
+)

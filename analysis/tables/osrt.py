@@ -1,17 +1,64 @@
-"""The OS runtime summary, like `nsys stats -r osrtsum` (os_runtime_sum)."""
+"""The OS runtime summary, like `nsys stats -r osrtsum` (os_runtime_sum): `harness osrt`. Light at import,
+as every table module: the computing functions import what they compute with."""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from analysis.tables.cuda_api import summarize_calls
-from analysis.trace.trace import Trace
+from analysis.tables import api
+from analysis.tables.table import TOP, InSummary, Table, Tables, summarising
+from analysis.trace.multi import Piece, categories
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.trace.trace import Trace
 
 
 def osrt_summary(trace: Trace) -> pd.DataFrame:
     """Time in each traced OS runtime function (Time (%), Total Time (ns), Num Calls, ..., Name)."""
     trace.require("osrt", "OS runtime calls")
     calls = trace.frame("osrt", ["name_id", "duration"])
-    out = summarize_calls(calls, trace.strings(calls["name_id"].unique()))
+    out = api.summarize_calls(calls, trace.strings(calls["name_id"].unique()))
     out.attrs["notes"] = list(trace.notes)
     return out
+
+
+def osrt_rows(trace: Trace) -> pd.DataFrame:
+    """One row per OS runtime call, for a table over several exports: Name, duration."""
+    import pandas as pd
+
+    trace.require("osrt", "OS runtime calls")
+    calls = trace.frame("osrt", ["name_id", "duration"])
+    names = calls["name_id"].map(trace.strings(calls["name_id"].unique())).fillna("?")
+    return pd.DataFrame({"Name": categories(names), "duration": calls["duration"].to_numpy()})
+
+
+def _one(trace: Trace, source: str) -> Tables:
+    df = osrt_summary(trace)
+    return Tables([(f"OS runtime calls in {source}", df)], notes=list(df.attrs.get("notes", [])))
+
+
+def _pieces(trace: Trace) -> dict[str, Piece]:
+    return {"osrt": Piece(rows=osrt_rows(trace))}
+
+
+TABLE = Table(
+    "osrt",
+    summary="Time in OS runtime calls (osrtsum).",
+    help="Time in OS runtime calls, like `nsys stats -r osrtsum`.",
+    mirrors="nsys stats -r osrtsum",
+    one=_one,
+    pieces=_pieces,
+    combine=summarising("osrt", **api.SPEC),
+    options=(TOP,),
+    order=70,
+    title="OS runtime calls",
+    deciding=("Name", "Total Time (ns)", "Time (%)", "Num Calls"),
+    in_summary=InSummary(
+        ("OS runtime (osrtsum)",),
+        build=lambda by, stats_format: [osrt_summary],
+        options=lambda by, stats_format: {},
+    ),
+    example="harness osrt report.sqlite --top 10",
+)

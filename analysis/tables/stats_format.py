@@ -25,14 +25,27 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from analysis.tables.table import Option
+
 # the formats a user names (`--stats-format`); a table takes any release, or EXPORT
 FORMATS = ("2022.4", "2023.4")
+AUTO = "auto"  # what a user names for the format of the nsys in use (harness resolves it: it runs nsys)
 EXPORT = "export"  # the format of the nsys that wrote the export
 NEWEST = FORMATS[-1]  # where nothing says which (a Kineto trace, an export without a producer version)
 DEFAULT = "2022.4"  # the library's default: what the tables printed before formats were followed
 
 KERNELS_BY_NAME_FROM = (2023, 1)
 LONG_COPY_NAMES_FROM = (2023, 3)
+
+# the option of every table whose rows differ between formats
+STATS_FORMAT = Option(
+    "stats_format", "--stats-format",
+    "Rows and names as `nsys stats` of this release prints them: 2022.4 (gpukernsum: a row per kernel and "
+    "launch shape; [CUDA memcpy HtoD]) or 2023.4 (cuda_gpu_kern_sum: a row per kernel; [CUDA memcpy "
+    "Host-to-Device]). auto: HARNESS_STATS_FORMAT, else the nsys in use, else the nsys that wrote the "
+    "export.",
+    str, AUTO, choices=(AUTO, *FORMATS),
+)  # fmt: skip
 
 # CUDA_MEMCPY_KIND (ENUM_CUDA_MEMCPY_OPER in exports): the name 2022.4 printed, the label 2023.3+ prints
 COPY_KINDS = {

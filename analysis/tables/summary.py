@@ -1,70 +1,49 @@
-"""Every table an export has data for, in one report (`harness summary`).
+"""Every table an export has data for, in one report (`harness summary`): the tables whose declaration has a
+part in it (`Table.in_summary`), in their declared order.
 
 Each source table is scanned once. With a cache, the columns every table reads go there first (a chunk at
 a time where the reader reads in chunks) and the tables are built one after another from it, each one's
 frames let go before the next: the peak is the largest table's, not the sum of all (1M kernels: ~950 MB
 when every column was held for all nine tables). Without a cache, every column is held from the start.
+
+Over several exports each table's rows combine as its own command's do; a table whose part leaves out
+several exports (GPU time per NVTX range) is left to its own command there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
+from analysis import tables as registry
 from analysis.errors import ExportError
-from analysis.names import STEP, TRAIN_PHASES
-from analysis.tables.cuda_api import cuda_api_summary
-from analysis.tables.kernels import kernel_summary
-from analysis.tables.launch import launch_summary
-from analysis.tables.memops import memops_size, memops_time
-from analysis.tables.nvtx import any_named, nvtx_summary
-from analysis.tables.nvtx_gpu import nvtx_gpu_summary, phase_check
-from analysis.tables.osrt import osrt_summary
+from analysis.tables import nvtx
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
-from analysis.trace.frames import FRAMES
-from analysis.trace.trace import Trace
+from analysis.tables.stats_format import STATS_FORMAT
+from analysis.tables.table import TOP, Table, Tables
+from analysis.trace.multi import Combined, Part, Piece, Sources
 
-# The columns the tables below read, loaded together so that each source table is scanned once.
-NEEDS = {
-    "kernels": (
-        "start",
-        "end",
-        "duration",
-        "name_id",
-        "grid",
-        "block",
-        "correlation_id",
-        "global_pid",
-        "device_id",
-    ),
-    "runtime": ("start", "end", "correlation_id", "global_tid", "name_id"),
-    "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid"),
-    "memset": ("start", "end", "bytes", "stream_id", "correlation_id", "global_pid"),
-    "osrt": ("duration", "name_id"),
-    "nvtx": FRAMES["nvtx"],
-    "strings": (),
-}
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.trace.trace import Trace
 
 
-NO_PHASES = (
-    "the export has no harness phase ranges (forward, backward, optimizer, step): the tables cover the "
-    "whole capture"
-)
+def needs() -> dict[str, tuple[str, ...]]:
+    """The columns the tables below read, loaded together so that each source table is scanned once."""
+    from analysis.trace.frames import FRAMES
 
-
-def has_phase_ranges(trace: Trace) -> bool:
-    """Whether the trace holds any of the harness's phase ranges (forward, backward, optimizer, step)."""
-    if not trace.has("nvtx"):
-        return False
-    # the names alone, not the 1.8M ranges' nesting that all_ranges builds; the rows all_ranges keeps
-    # (those with a start and an end) are only asked for where a phase name is there at all
-    wanted = [*TRAIN_PHASES, STEP]
-    if not any_named(trace, wanted):
-        return False
-    names = trace.frame("nvtx", ["start", "end", "name"], keep=False)["name"]
-    return bool(names.isin(wanted).any())
+    return {
+        "kernels": ("start", "end", "duration", "name_id", "grid", "block", "correlation_id", "global_pid",
+                    "device_id"),
+        "runtime": ("start", "end", "correlation_id", "global_tid", "name_id"),
+        "memcpy": ("start", "end", "copy_kind", "bytes", "stream_id", "correlation_id", "global_pid"),
+        "memset": ("start", "end", "bytes", "stream_id", "correlation_id", "global_pid"),
+        "osrt": ("duration", "name_id"),
+        "nvtx": FRAMES["nvtx"],
+        "strings": (),
+    }  # fmt: skip
 
 
 @dataclass
@@ -76,36 +55,14 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _builders(
-    by: str = "op", stats_format: str = DEFAULT_FORMAT
-) -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
-    def gpu_per_range(trace: Trace) -> pd.DataFrame:
-        # phase mode has rows only where a range is named after a phase: else not built (a whole join)
-        if trace.has("nvtx") and any_named(trace, list(TRAIN_PHASES)):
-            out = nvtx_gpu_summary(trace, mode="phase", by=by)
-            if len(out):
-                return out
-        return nvtx_gpu_summary(trace, mode="thread", by=by)
-
-    def phases_add_up(trace: Trace) -> pd.DataFrame:
-        if not has_phase_ranges(trace):
-            raise ExportError(NO_PHASES)
-        out = phase_check(trace)
-        if out["Kernels"].iloc[:-2].sum() == 0:
-            raise ExportError("no kernels in the harness's phase ranges")
-        return out
-
-    return [
-        ("CUDA kernels (gpukernsum)", lambda trace: kernel_summary(trace, stats_format=stats_format)),
-        ("NVTX ranges (nvtxsum)", lambda trace: nvtx_summary(trace, by)),
-        ("GPU time per NVTX range (nvtxkernsum)", gpu_per_range),
-        ("Do the phases add up?", phases_add_up),
-        ("CUDA API (cudaapisum)", cuda_api_summary),
-        ("GPU memory time (gpumemtimesum)", lambda trace: memops_time(trace, stats_format)),
-        ("GPU memory size (gpumemsizesum)", lambda trace: memops_size(trace, stats_format)),
-        ("Launch latency (kernexecsum)", launch_summary),
-        ("OS runtime (osrtsum)", osrt_summary),
-    ]
+def _builders(by: str, stats_format: str) -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
+    """(title, build) of every table of the summary of one export, in the tables' order."""
+    out: list[tuple[str, Callable[[Trace], pd.DataFrame]]] = []
+    for table in registry.all():
+        if table.in_summary is not None:
+            builds = table.in_summary.build(by, stats_format)
+            out += zip(table.in_summary.titles, builds, strict=True)
+    return out
 
 
 def summary(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> Report:
@@ -113,9 +70,10 @@ def summary(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) ->
     are grouped as `by` says (analysis.nvtx_names; "raw": as nsys stats prints them); kernels and memory
     operations as `nsys stats` of `stats_format` prints them (analysis.tables.stats_format)."""
     report = Report()
-    staged = trace.stage(NEEDS)  # into the cache, scanned once; else held, scanned once
+    wanted = needs()
+    staged = trace.stage(wanted)  # into the cache, scanned once; else held, scanned once
     if not staged:
-        trace.load(NEEDS)
+        trace.load(wanted)
     for title, build in _builders(by, stats_format):
         try:
             table = build(trace)
@@ -133,3 +91,90 @@ def summary(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) ->
             if note not in report.notes:
                 report.notes.append(note)
     return report
+
+
+# --- several exports: each table's share, combined as its own command combines it --------------------------
+
+
+def _over_several() -> list[Table]:
+    """The tables of the summary that combine over several exports, in their order."""
+    return [t for t in registry.all() if t.in_summary is not None and t.in_summary.options is not None]
+
+
+def _pieces(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:
+    """Every table's piece, the one named after it (what each of these tables' `pieces` gives); the
+    tables without data go to `_skipped` (see analysis.trace.multi_run.read_part)."""
+    import pandas as pd
+
+    trace.load(needs())
+    out: dict[str, Piece] = {}
+    skipped: dict[str, str] = {}
+    for table in _over_several():
+        options = table.in_summary.options(by, stats_format)  # type: ignore[union-attr,misc]
+        try:
+            pieces = table.pieces(trace, **options)
+        except ExportError as e:
+            skipped[table.name] = str(e)
+            continue
+        out[table.name] = pieces[table.name]
+    out["_skipped"] = Piece(table=pd.DataFrame({"table": list(skipped), "why": list(skipped.values())}))
+    return out
+
+
+def _share(part: Part, table: Table) -> Part:
+    """The part with only `table`'s piece."""
+    return replace(part, pieces={k: v for k, v in part.pieces.items() if k == table.name})
+
+
+def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bool,
+             options: dict[str, Any]) -> None:  # fmt: skip
+    """Each table of the summary combines as its own command's; one no export has data for is skipped."""
+    by, stats_format = options.get("by", "op"), options.get("stats_format", DEFAULT_FORMAT)
+    for table in _over_several():
+        titles = table.in_summary.titles  # type: ignore[union-attr]
+        mine = [_share(p, table) for p in parts]
+        if not any(p.pieces for p in mine):
+            why = next((p.skipped[table.name] for p in parts if table.name in p.skipped), "no rows")
+            out.skipped.update(dict.fromkeys(titles, why))
+            continue
+        if not all(p.pieces for p in mine):
+            label = {str(s.path): s.label for s in sources.items}
+            lacking = [label[p.path] for p in mine if not p.pieces]
+            out.notes.append(f"{titles[0]}: no data in {', '.join(lacking)}")
+        into = Combined(sources=sources)
+        table.combine(into, mine, sources, by_rank, table.in_summary.options(by, stats_format))  # type: ignore[union-attr,misc]
+        out.tables += [(title, df) for title, (_, df) in zip(titles, into.tables, strict=True)]
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+
+def _one(trace: Trace, source: str, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> Tables:
+    report = summary(trace, by=by, stats_format=stats_format)
+    if not report.tables:
+        reasons = "; ".join(dict.fromkeys(report.skipped.values()))
+        raise ExportError(f"nothing to report in {trace.path}: {reasons}")
+    deciding = {title: t.deciding for t in registry.all() if t.in_summary for title in t.in_summary.titles}
+    for title, df in report.tables:  # each part keeps the deciding columns of its own table
+        df.attrs["deciding"] = list(deciding[title])
+    return Tables(report.tables, report.notes, report.skipped, titled=True)  # type: ignore[arg-type]
+
+
+TABLE = Table(
+    "summary",
+    summary="Every table the export has data for, in one report.",
+    help="Every table the export has data for, in one report. Several exports: the summaries combine like "
+    "the single commands' (GPU time per NVTX range is left to its own command).",
+    mirrors="the nsys stats reports above, in one run",
+    one=_one,
+    pieces=_pieces,
+    combine=_combine,
+    options=(nvtx.BY, nvtx.RAW_NAMES, TOP, STATS_FORMAT),
+    prepare=lambda by, raw_names, stats_format: {
+        "by": nvtx.grouping(by, raw_names),
+        "stats_format": stats_format,
+    },
+    order=90,
+    served_from_cache=True,
+    example="harness summary report.nsys-rep",
+)

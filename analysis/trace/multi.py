@@ -4,7 +4,7 @@ Inputs are exports (nsys .sqlite, Kineto .json(.gz)), glob patterns (quoted, so 
 folders (every export in them; an .nsys-rep with its .sqlite beside it counts once). Reports must already
 be exported (the CLI layer does that, harness.experiments.reports).
 
-Each export is read by one task (analysis.tables.tables.run_task, analysis.ranks.ranks.ranks_task) in a
+Each export is read by one task (analysis.tables.run_task, analysis.ranks.ranks.ranks_task) in a
 worker: a local process (ProcessPoolExecutor, as many as cores and inputs allow) or a Dask distributed worker
 (`dask=ADDRESS`); what goes to a worker is the export's path. A task opens the trace through
 analysis.trace.opening.open_trace, so the Parquet cache serves it, and returns a Part: small tables plus,
@@ -21,8 +21,10 @@ all ranks are exact, the same as one export holding every row; no frame of every
 whose rows are already per process or per range instance (launch latency, GPU time per NVTX range,
 `nvtx --trace`) are stacked, one block per rank.
 
-This module finds the inputs, labels them and holds what a task sends back; analysis.trace.multi_run runs
-the tasks, analysis.trace.multi_combine combines their Parts.
+This module finds the inputs, labels them and holds what a task sends back and what the combining gives
+(`Combined`); analysis.trace.multi_run runs the tasks, analysis.trace.multi_combine combines their Parts.
+It loads no numpy or pandas until rows are grouped: the tables (analysis/tables) name its types in their
+light declarations.
 """
 
 from __future__ import annotations
@@ -32,13 +34,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
-from analysis.stats import narrow
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 RANK_RE = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.IGNORECASE)
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
@@ -164,6 +166,9 @@ class Grouped:
     @classmethod
     def of(cls, rows: pd.DataFrame, values: Sequence[str] = VALUE_COLUMNS) -> Grouped:
         """`rows` (key columns and value columns) grouped; groups in order of first appearance."""
+        import numpy as np
+        import pandas as pd
+
         vals = [c for c in rows.columns if c in values]
         keys = [c for c in rows.columns if c not in values]
         code = np.zeros(len(rows), dtype=np.int64)
@@ -205,6 +210,24 @@ class Part:
     notes: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # rank, world_size, programs, session_start_ns, ...
     error: str | None = None
+
+
+@dataclass
+class Combined:
+    """Titled tables over several exports, with their notes and the tables no export had data for."""
+
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    sources: Sources | None = None
+
+
+def categories(values: Any) -> pd.Categorical:
+    """A key column of a row piece: its values as a Categorical (what `Grouped.of` groups cheaply)."""
+    import numpy as np
+    import pandas as pd
+
+    return pd.Categorical(np.asarray(values, dtype=object))
 
 
 @dataclass
@@ -319,4 +342,6 @@ def mixed_notes(items: Sequence[Source], parts: dict[str, Part]) -> list[str]:
 
 def _narrow(values: np.ndarray) -> np.ndarray:
     """Integer values in 2 or 4 bytes where they fit (`stats.narrow`); others as they are."""
+    from analysis.stats import narrow  # numpy
+
     return narrow(values) if values.dtype.kind in "iu" else values

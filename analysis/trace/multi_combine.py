@@ -1,6 +1,8 @@
 """Many exports: combine the Parts the workers sent back into one table. Each group's values of every export
 are joined, in label order, and summarised once (exact statistics over all ranks); tables already per
-process or range instance are stacked, one block per rank (analysis.trace.multi says why).
+process or range instance are stacked, one block per rank (analysis.trace.multi says why). Each table says
+how its rows combine (analysis/tables/<name>.py: `summarised` with its key and output columns, or stacked);
+what they share is here.
 """
 
 from __future__ import annotations
@@ -155,13 +157,12 @@ def stack_tables(parts: Sequence[Part], name: str, sources: Sources) -> pd.DataF
     return out
 
 
-def all_notes(parts: Sequence[Part], sources: Sources) -> list[str]:
-    """Sources' notes first, then each export's own notes once, prefixed with its label."""
-    label = {str(s.path): s.label for s in sources.items}
-    notes = list(sources.notes)
-    for part in parts:
-        for n in part.notes:
-            text = f"{label[part.path]}: {n}"
-            if text not in notes:
-                notes.append(text)
-    return notes
+def summarised(
+    name: str, parts: Sequence[Part], sources: Sources, by_rank: bool, **spec: Any
+) -> pd.DataFrame | None:
+    """The rows of piece `name` from every part summarised as nsys stats summarises one export's
+    (`stat_table`): `spec` names the key columns, the output columns and the count's name."""
+    rows = gather_rows(parts, name, sources, spec["keys"], by_rank)
+    if rows is None:
+        return None
+    return stat_table(rows, sources=sources, by_rank=by_rank, **spec)

@@ -278,15 +278,19 @@ class Rows:
         return cls(columns, kinds, rows, records, attrs)
 
     def frame(self) -> pd.DataFrame:
-        """The table as a pandas DataFrame: int64, float64 and object columns, as the kinds say."""
+        """The table as a pandas DataFrame: int64, float64 and object columns, as the kinds say; an integer
+        column with a missing value nullable (Int64, pandas' NA), as it was computed."""
         import numpy as np
         import pandas as pd
 
         dtypes = {"i": np.int64, "f": np.float64, "b": bool}
-        data = {
-            c: pd.Series([r[i] for r in self.rows], dtype=dtypes.get(self.kinds[i], object))
-            for i, c in enumerate(self.columns)
-        }
+        data = {}
+        for i, c in enumerate(self.columns):
+            values, dtype = [r[i] for r in self.rows], dtypes.get(self.kinds[i], object)
+            if any(v is NA for v in values):
+                values = [pd.NA if v is NA else v for v in values]
+                dtype = "Int64" if self.kinds[i] == "i" else dtype
+            data[c] = pd.Series(values, dtype=dtype)
         out = pd.DataFrame(data, columns=self.columns)
         out.attrs.update(self.attrs)
         return out

@@ -1,7 +1,7 @@
 """The per-block breakdown of a transformer step (--nvtx-detail): attention against MLP, and the parts inside.
 
 Input is one row per (measured step, layer, block, phase) with the block's time in that step summed over its
-calls, from any source (analysis.names: timers, torch-trace, nvtx, nvtx-gpu). `block_records` makes those
+calls, from any source (workloads.names: timers, torch-trace, nvtx, nvtx-gpu). `block_records` makes those
 rows from a trace's ranges; harness.execution.block_timers makes them in the run's process.
 
 Blocks nest: a layer holds two norms, attention and the MLP; attention holds qkv_proj, then qk_scores,
@@ -19,10 +19,10 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.names import BLOCK_NVTX, BLOCK_NVTX_GPU, BLOCK_TORCH, STEP
-from analysis.tables.nvtx import all_ranges
-from analysis.tables.nvtx_credits import attribute, measured_steps
+from analysis.joins.nvtx_credits import attribute, measured_steps
+from analysis.joins.nvtx_ranges import all_ranges
 from analysis.trace.trace import Trace
+from workloads.names import BLOCK_NVTX, BLOCK_NVTX_GPU, BLOCK_TORCH, STEP
 
 LAYER = "layer"
 OUTSIDE = "outside blocks"

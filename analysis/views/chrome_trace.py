@@ -34,7 +34,6 @@ import pandas as pd
 from isal import igzip
 
 from analysis.errors import AnalysisError, ExportError
-from analysis.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL, trim_heap
 from analysis.readers.kineto_build import GPU_PROCESS
@@ -51,6 +50,7 @@ from analysis.views.chrome_lines import (
     _us,
 )
 from analysis.views.timeline import step_index
+from workloads.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 
 CHUNK = 50_000  # rows formatted and written at a time
 NVTX_CHUNK = 10_000  # NVTX ranges at a time: PyTorch's names run to ~500 characters (a line and its join)

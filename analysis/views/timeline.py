@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
+from analysis.joins.nvtx_credits import measured_steps
+from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import kernel_rows, pid_of
-from analysis.names import STEP
 from analysis.tables.memops import memory_ops
-from analysis.tables.nvtx import all_ranges
-from analysis.tables.nvtx_credits import measured_steps
 from analysis.trace.trace import Trace
+from workloads.names import STEP
 
 EVENT_COLUMNS = ["kind", "name", "start_ns", "end_ns", "lane", "level", "step"]
 GPU_LAG = 10  # kernels launched in a step may run up to this many step-lengths after it ends

@@ -1,11 +1,13 @@
 """The `harness` command line: thin Typer commands over library functions.
 
+Commands are loaded lazily, as pip loads its own: `COMMANDS` names each command's module, its panel in
+`harness --help` and its one-line summary, so the help lists every command, grouped by task, without
+importing any command module; a command line imports the one module of the command it names (click's
+lazily loading group: `LazyGroup`). A command module imports what it uses at its top. The table commands
+come from the registry of tables (analysis.tables), whose declarations load no pandas.
+
 Help is click's plain layout (rich_markup_mode=None): at 80 columns it leaves descriptions ~46 columns, where
 Typer's rich panels leave ~17 and cut long flags; and help text is never read as markup.
-
-Start-up time counts (`harness kernels` on a small export is mostly imports): `main()` imports and registers
-only the command module of the command named on the command line (all of them for help, --version or a
-name it does not know). `app` is the whole CLI, built on first use (tests drive it with CliRunner).
 """
 
 from __future__ import annotations
@@ -13,53 +15,109 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
+from analysis import tables
 from harness import __version__
 from harness.cli import streams
 
 if TYPE_CHECKING:
     app: typer.Typer
 
-GROUPS = (
-    "run", "profiling", "program", "attention", "blocks", "roofline", "doctor", "analysis", "ranks",
-    "dashboard", "diff", "compile", "advise", "timeline",
-)  # fmt: skip
-# command -> the module in harness/cli that registers it (tests/test_cli_lazy.py keeps this true)
-COMMANDS = {
-    **dict.fromkeys(("run", "sweep", "runs", "show", "import"), "run"),
-    "overhead": "profiling",
-    "profile": "program",
-    "attention": "attention",
-    "blocks": "blocks",
-    "roofline": "roofline",
-    "doctor": "doctor",
-    **dict.fromkeys(
-        (
-            "kernels",
-            "nvtx",
-            "nvtx-gpu",
-            "api",
-            "memops",
-            "launch",
-            "osrt",
-            "operators",
-            "summary",
-            "cache",
-            "breakdown",
-        ),
-        "analysis",
+
+@dataclass(frozen=True)
+class Command:
+    """Where a command lives (its module in harness/cli registers it), its panel and its one-line summary."""
+
+    module: str
+    panel: str
+    summary: str
+
+
+RUN, READ, COMPARE, CHECK, MANAGE = "Run", "Read an export", "Compare", "Check", "Manage"
+PANELS = (RUN, READ, COMPARE, CHECK, MANAGE)
+TABLES_MODULE = "analysis"  # the module that makes a command of each table (harness.cli.analysis)
+
+
+def table_commands() -> dict[str, Command]:
+    """A command per table of the registry (analysis.tables: its declarations only, no pandas), its
+    summary the table's own."""
+    return {t.name: Command(TABLES_MODULE, READ, t.summary) for t in tables.all()}
+
+
+# short help: one line each in `harness -h` at 80 columns (a table's: its declaration's summary)
+COMMANDS: dict[str, Command] = {
+    "run": Command("run", RUN, "Run one workload, time its phases, save and print the result."),
+    "sweep": Command("run", RUN, "Run a grid of models × precisions × compile, a process each."),
+    "overhead": Command("profiling", RUN, "How much a profiler slows each phase: runs with and without it."),
+    "profile": Command("program", RUN, "Any program under nsys, stored as a run: -- CMD ARGS…."),
+    "attention": Command(
+        "attention", RUN, "Attention forward/backward time and memory per head dim, seq len."
     ),
-    "ranks": "ranks",
-    "dashboard": "dashboard",
-    **dict.fromkeys(("diff", "baseline"), "diff"),
-    "compare-compile": "compile",
-    **dict.fromkeys(("advise", "health"), "advise"),
-    "timeline": "timeline",
+    **table_commands(),
+    "breakdown": Command("analysis", READ, "GPU idle, compute and non-compute time per rank (HTA)."),
+    "timeline": Command("timeline", READ, "An export or trace as a Chrome trace for Perfetto UI."),
+    "diff": Command("diff", COMPARE, "Compare two runs, exports or traces: verdicts, --gate for CI."),
+    "baseline": Command("diff", COMPARE, "Name runs as baselines for `harness diff`."),
+    "ranks": Command("ranks", COMPARE, "Per-rank phase times, GPU busy, NCCL time and the straggler."),
+    "compare-compile": Command("compile", COMPARE, "Eager vs torch.compile per phase, from stored runs."),
+    "dashboard": Command(
+        "dashboard", COMPARE, "Write an HTML page of plotly panels: saved runs or one export."
+    ),
+    "advise": Command("advise", CHECK, "Findings by time at stake; nsys analyze's rules (--rule)."),
+    "health": Command("advise", CHECK, "Capture health: ok / warn / fail per check, --strict for CI."),
+    "doctor": Command("doctor", CHECK, "Is this machine ready? nsys, self-tests, torch, CUDA."),
+    "blocks": Command("blocks", CHECK, "Per-block time of an --nvtx-detail run: attention vs MLP and parts."),
+    "roofline": Command(
+        "roofline", CHECK, "FLOPs, bytes and intensity per sub-block, on the device roofline."
+    ),
+    "runs": Command("run", MANAGE, "List saved runs (newest last)."),
+    "show": Command("run", MANAGE, "Show one run: configuration, phases, agreement, files."),
+    "import": Command("run", MANAGE, "Store runs saved to a file when the database would not take them."),
+    "cache": Command("analysis", MANAGE, "List, clear or limit the Parquet cache of exports read before."),
 }
+
+
+def commands() -> dict[str, Command]:
+    """COMMANDS, and a command for each table registered since (a table module put on the registry's path
+    after this module was loaded)."""
+    return {**COMMANDS, **{n: c for n, c in table_commands().items() if n not in COMMANDS}}
+
+
+def load(name: str) -> click.Command:
+    """The click command `name` (a command of harness), its module imported and registered now."""
+    entry = commands()[name]
+    registered = typer.Typer(rich_markup_mode=None)
+    importlib.import_module(f"harness.cli.{entry.module}").register(registered)
+    group = typer.main.get_group(registered)
+    command = group.commands[name]
+    command.short_help = entry.summary
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """The commands of COMMANDS, each imported when it is asked for; the help lists them by panel from
+    COMMANDS alone."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(commands())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in commands():
+            self.commands[cmd_name] = load(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = commands()
+        for panel in PANELS:
+            rows = [(name, c.summary) for name, c in listed.items() if c.panel == panel]
+            with formatter.section(panel):
+                formatter.write_dl(rows)
 
 
 def _version(value: bool) -> None:
@@ -77,12 +135,11 @@ def _main(
     """Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust."""
 
 
-def build(groups: Sequence[str] = GROUPS, only: str | None = None) -> typer.Typer:
-    """The CLI with the commands of `groups` (modules of harness/cli) registered; with `only`, that
-    command alone of theirs (Typer reads every registered command's signature when it starts: ~20 ms for
-    the ten analysis commands)."""
+def build() -> typer.Typer:
+    """The CLI: every command of COMMANDS, each loaded when a command line names it."""
     cli = typer.Typer(
         name="harness",
+        cls=LazyGroup,
         help="Run LLM workloads under Nsight Systems and turn what it records into numbers you can trust.",
         no_args_is_help=True,
         add_completion=False,
@@ -91,26 +148,10 @@ def build(groups: Sequence[str] = GROUPS, only: str | None = None) -> typer.Type
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     cli.callback()(_main)
-    for group in groups:
-        importlib.import_module(f"harness.cli.{group}").register(cli)
-    if only is not None:
-        cli.registered_commands = [c for c in cli.registered_commands if c.name == only]
     return cli
 
 
-def command_of(args: Sequence[str]) -> str | None:
-    """The command a command line names, when harness has it."""
-    command = next((a for a in args if not a.startswith("-")), None)
-    return command if command in COMMANDS else None
-
-
-def groups_for(args: Sequence[str]) -> tuple[str, ...]:
-    """The command modules a command line needs: the named command's alone, or all of them."""
-    command = command_of(args)
-    return (COMMANDS[command],) if command is not None else GROUPS
-
-
-def __getattr__(name: str) -> typer.Typer:
+def __getattr__(name: str) -> Any:
     if name == "app":
         whole = build()
         globals()["app"] = whole
@@ -122,10 +163,9 @@ def main() -> None:
     """The `harness` command: its streams guarded first (harness.cli.streams: closed or full standard
     output, encodings without the harness's characters), standard output flushed last, where a full disk
     shows."""
-    args = sys.argv[1:]
     streams.prepare()
     try:
-        build(groups_for(args), only=command_of(args))(prog_name="harness")
+        build()(prog_name="harness")
         code: int | str | None = 0
     except SystemExit as e:
         code = e.code

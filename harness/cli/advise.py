@@ -8,22 +8,19 @@ from typing import Annotated
 
 import typer
 
+from analysis.advice import checks as capture_checks
+from analysis.advice import findings as finding_rules
+from analysis.advice import health as capture
+from analysis.advice import nsys_rules
+from analysis.advice import record as advice_record
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
 from harness.cli.fit import COMFORTABLE, table_width
 from harness.cli.output import Format, console_for, emit, emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
-from harness.core.deferred import deferred
 from harness.core.errors import UsageError
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.advice import checks as capture_checks
-    from analysis.advice import findings as finding_rules
-    from analysis.advice import health as capture
-    from analysis.advice import nsys_rules
-    from analysis.advice import record as advice_record
-    from harness.experiments import advice as run_advice
-    from harness.experiments import opening
-    from harness.store import results as results_db
+from harness.experiments import advice as run_advice
+from harness.experiments import opening
+from harness.store import results as results_db
 
 ReportArg = Annotated[
     str,
@@ -233,9 +230,5 @@ def health_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "advise", cls=RunRefCommand, short_help="Findings by time at stake; nsys analyze's rules (--rule)."
-    )(advise_cmd)
-    app.command(
-        "health", cls=RunRefCommand, short_help="Capture health: ok / warn / fail per check, --strict for CI."
-    )(health_cmd)
+    app.command("advise", cls=RunRefCommand)(advise_cmd)
+    app.command("health", cls=RunRefCommand)(health_cmd)

@@ -1,283 +1,81 @@
-"""Tables from an Nsight Systems export or a Kineto trace: `harness kernels`, `nvtx`, `nvtx-gpu`, `api`,
-`memops`, `launch`, `osrt` and `summary`, made from the registry of tables (analysis.tables.tables), plus
-`breakdown` and `cache`. Each command parses the options only it has, takes the options every analysis
-command shares as one `Reading`, and hands both to `show_table`.
+"""The table commands, one per table of the registry (analysis.tables): each made by `table_command` from
+its table's declaration (its own options, as Typer options; then the options every reading command shares,
+one `Reading`), parsing its values, asking the front door for the tables (analysis.front.reading) and
+rendering them. Plus `breakdown` and `cache`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from enum import StrEnum
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from analysis import tables
+from analysis.errors import ExportError
+from analysis.front.reading import read_tables
+from analysis.tables.table import HTA, Table
 from harness.cli.common import FormatOpt, cli_errors, err, note
-from harness.cli.nvtx_options import NvtxBy, grouping
-from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, operator_options
+from harness.cli.option_group import option_group
 from harness.cli.output import Format, emit, emit_many
 from harness.cli.reading import (
     AS_GIVEN,
     REPORT_HELP,
     Reading,
     ReportArg,
-    StatsFormat,
-    StatsFormatOpt,
-    TopOpt,
+    export_report,
     reading_options,
-    show_table,
-    stats_format,
+    render,
+    spec_group,
+    values_of,
 )
-from harness.core.deferred import deferred
-from harness.core.errors import ExportError, UsageError
+from harness.core.errors import UsageError
+from harness.execution.nsys import formats
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.trace.cache import Cache
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.hta import breakdown
-    from analysis.trace import cache as trace_cache
-    from harness.experiments import opening
-
-HTA_HELP = (
-    "Apply Holistic Trace Analysis's load rules first (drop the last ProfilerStep, round float µs "
-    "timestamps inward), so the numbers equal HTA's."
-)
+from analysis.trace import cache as trace_cache
 
 
-class By(StrEnum):
-    shape = "shape"
-    name = "name"
+def read_table(table: Table, report: list[Path], values: dict[str, Any], reading: Reading) -> None:
+    """`harness NAME REPORT…` of the table: its options' values through its `prepare` (--stats-format auto:
+    the format of the nsys in use; --top: read_tables'), the tables from the front door, rendered."""
+    top = values.pop("top", None)
+    if "stats_format" in values:
+        values["stats_format"] = formats.nsys_in_use_format(values["stats_format"])
+    result = read_tables(table.name, report, table.prepare(**values), top=top, by_rank=reading.by_rank,
+                         jobs=reading.jobs, dask=reading.dask, cache=not reading.no_cache,
+                         export=export_report)  # fmt: skip
+    render(result, reading)
 
 
-NvtxByOpt = Annotated[
-    NvtxBy,
-    typer.Option(
-        "--by",
-        help="PyTorch's NVTX ranges (`aten::to, seq = N, op_id = N`): op groups them by operator (as "
-        "torch.profiler's key_averages()), shape by operator and input sizes.",
-    ),
-]
-RawNamesOpt = Annotated[
-    bool,
-    typer.Option("--raw-names", help="NVTX names as recorded, one row each (what nsys stats prints)."),
-]
+def table_command(table: Table) -> Callable[..., None]:
+    """The command of a declared table: REPORT…, the table's own options, then the shared ones."""
+    own = spec_group(f"{table.name.replace('-', '_')}_options", table.options)
+
+    def command(report: list[Path], options: Any, reading: Reading = AS_GIVEN) -> None:
+        read_table(table, report, values_of(options), reading)
+
+    command.__annotations__ = {"report": ReportArg, "options": own, "reading": Reading, "return": None}
+    return cli_errors(reading_options()(option_group("options", own)(command)))
 
 
-class GpuMode(StrEnum):
-    auto = "auto"
-    phase = "phase"
-    thread = "thread"
-
-
-# --- the commands: each parses its own options ---------------------------------------------------------
-
-
-@cli_errors
-@reading_options()
-def kernels_cmd(
-    report: ReportArg,
-    top: TopOpt = None,
-    base: Annotated[
-        bool, typer.Option("--base", help="Kernel base names (no arguments, templates).")
-    ] = False,
-    mangled: Annotated[bool, typer.Option("--mangled", help="Mangled kernel names, where recorded.")] = False,
-    by: Annotated[
-        By | None,
-        typer.Option(
-            "--by",
-            help="shape: one row per name and launch shape (gpukernsum, cuda_gpu_kern_gb_sum); name: merge "
-            "shapes (cuda_gpu_kern_sum). Default: as --stats-format does.",
-            show_default=False,
-        ),
-    ] = None,
-    range_name: Annotated[
-        str | None,
-        typer.Option(
-            "--range", metavar="<name>", help="Only kernels launched inside NVTX ranges of this name."
-        ),
-    ] = None,
-    hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
-    stats: StatsFormatOpt = StatsFormat.auto,
-    reading: Reading = AS_GIVEN,
-) -> None:
-    """GPU time per CUDA kernel, like `nsys stats -r cuda_gpu_kern_sum` (2022.4: gpukernsum)."""
-    if base and mangled:
-        raise UsageError("--base and --mangled exclude each other: pick one")
-    names = "base" if base else "mangled" if mangled else "demangled"
-    show_table("kernels", report, reading, top, names=names, by=by.value if by else None,
-               range_name=range_name, hta=hta, stats_format=stats_format(stats))  # fmt: skip
-
-
-@cli_errors
-@reading_options()
-def nvtx_cmd(
-    report: ReportArg,
-    trace: Annotated[
-        bool, typer.Option("--trace", help="One row per push/pop range instance (like nvtxpptrace).")
-    ] = False,
-    by: NvtxByOpt = NvtxBy.op,
-    raw_names: RawNamesOpt = False,
-    top: TopOpt = None,
-    reading: Reading = AS_GIVEN,
-) -> None:
-    """Time per NVTX range, like `nsys stats -r nvtxsum` (with --raw-names: the same rows). PyTorch's
-    ranges are grouped by operator."""
-    show_table("nvtx", report, reading, top, trace_rows=trace, by=grouping(by, raw_names))
-
-
-@cli_errors
-@reading_options()
-def nvtx_gpu_cmd(
-    report: ReportArg,
-    mode: Annotated[
-        GpuMode,
-        typer.Option(
-            "--mode",
-            help="phase: kernels to the harness phase open on any thread of the process; thread: to the "
-            "ranges open on the launching thread (nvtxkernsum); auto: phase when the export has phases.",
-        ),
-    ] = GpuMode.auto,
-    kernels: Annotated[
-        bool, typer.Option("--kernels", help="One row per range and kernel (the nvtxkernsum table).")
-    ] = False,
-    exclusive: Annotated[
-        bool,
-        typer.Option(
-            "--exclusive",
-            help="Thread mode: credit each kernel to the innermost range only, so ranges add up to the "
-            "total (default: inclusive, to every enclosing range, like nvtxkernsum).",
-        ),
-    ] = False,
-    phases: Annotated[
-        str, typer.Option(metavar="<list>", help="Phase range names, comma separated.")
-    ] = "forward,backward,optimizer",
-    projection: Annotated[
-        bool,
-        typer.Option(
-            "--projection",
-            help="One row per push/pop range projected onto the GPU: first start to last end of the GPU "
-            "work launched inside it (like nvtxgpuproj).",
-        ),
-    ] = False,
-    top: Annotated[
-        int | None,
-        typer.Option("--top", min=1, metavar="<n>", help="With --kernels: top N kernels per range."),
-    ] = None,
-    by: NvtxByOpt = NvtxBy.op,
-    raw_names: RawNamesOpt = False,
-    reading: Reading = AS_GIVEN,
-) -> None:
-    """GPU time per NVTX range (kernels tied to ranges through their launch calls), like nvtxkernsum.
-    Several exports: each rank's rows, one block per rank (the rows are per process already)."""
-    view = "projection" if projection else "kernels" if kernels else "summary"
-    names = tuple(p.strip() for p in phases.split(",") if p.strip())
-    show_table("nvtx-gpu", report, reading, top, view=view, mode=mode.value, phases=names,
-               exclusive=exclusive, by=grouping(by, raw_names))  # fmt: skip
-
-
-@cli_errors
-@reading_options()
-def api_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN) -> None:
-    """Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once)."""
-    show_table("api", report, reading, top)
-
-
-@cli_errors
-@reading_options()
-def memops_cmd(
-    report: ReportArg, stats: StatsFormatOpt = StatsFormat.auto, reading: Reading = AS_GIVEN
-) -> None:
-    """GPU memory copies and sets by time and by size, like cuda_gpu_mem_time_sum and _size_sum (2022.4:
-    gpumemtimesum, gpumemsizesum)."""
-    show_table("memops", report, reading, stats_format=stats_format(stats))
-
-
-@cli_errors
-@reading_options()
-def launch_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN) -> None:
-    """API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports:
-    each rank's rows, one block per rank (the rows are per process and thread already)."""
-    show_table("launch", report, reading, top)
-
-
-@cli_errors
-@reading_options()
-def osrt_cmd(report: ReportArg, top: TopOpt = None, reading: Reading = AS_GIVEN) -> None:
-    """Time in OS runtime calls, like `nsys stats -r osrtsum`."""
-    show_table("osrt", report, reading, top)
-
-
-@cli_errors
-@operator_options()
-@reading_options()
-def operators_cmd(
-    report: ReportArg,
-    view: OperatorView = AS_TORCH_SORTS,
-    shapes: Annotated[
-        bool,
-        typer.Option(
-            "--group-by-input-shape",
-            help="One row per operator and input shapes (traces recorded with record_shapes=True).",
-        ),
-    ] = False,
-    range_name: Annotated[
-        str | None,
-        typer.Option(
-            "--range", metavar="<name>", help="Only operators that start inside ranges of this name."
-        ),
-    ] = None,
-    reading: Reading = AS_GIVEN,
-) -> None:
-    """Framework operators (aten:: …) of a torch.profiler trace, with the columns of torch.profiler's
-    key_averages() table: self and total CPU and CUDA time with their %, averages, calls."""
-    show_table(
-        "operators", report, reading, view.top, sort=view.sort, group_by_input_shape=shapes, within=range_name
-    )
-
-
-@cli_errors
-@reading_options()
-def summary_cmd(
-    report: ReportArg,
-    by: NvtxByOpt = NvtxBy.op,
-    raw_names: RawNamesOpt = False,
-    top: TopOpt = None,
-    stats: StatsFormatOpt = StatsFormat.auto,
-    reading: Reading = AS_GIVEN,
-) -> None:
-    """Every table the export has data for, in one report. Several exports: the summaries combine like the
-    single commands' (GPU time per NVTX range is left to `harness nvtx-gpu`)."""
-    show_table("summary", report, reading, top, by=grouping(by, raw_names), stats_format=stats_format(stats))
-
-
-# short help: one line each in `harness -h` at 80 columns
-TABLE_COMMANDS = {
-    "kernels": (kernels_cmd, "GPU time per CUDA kernel (nsys stats -r gpukernsum)."),
-    "nvtx": (nvtx_cmd, "Time per NVTX range (nvtxsum)."),
-    "nvtx-gpu": (nvtx_gpu_cmd, "GPU time per NVTX range, through kernel launches (nvtxkernsum)."),
-    "api": (api_cmd, "Time in CUDA API calls, each counted once (cudaapisum)."),
-    "memops": (memops_cmd, "GPU memory copies and sets by time and by size (gpumem*sum)."),
-    "launch": (launch_cmd, "API, queue and kernel time per launched kernel (kernexecsum)."),
-    "osrt": (osrt_cmd, "Time in OS runtime calls (osrtsum)."),
-    "operators": (operators_cmd, "Framework operators of a torch.profiler trace (key_averages)."),
-    "summary": (summary_cmd, "Every table the export has data for, in one report."),
-}
+def epilog(table: Table) -> str:
+    """What a table's help ends with: what REPORT may be, and an example."""
+    return f"{REPORT_HELP}\n\nExample: {table.example}" if table.example else REPORT_HELP
 
 
 def register(app: typer.Typer) -> None:
-    for name, (command, short) in TABLE_COMMANDS.items():
-        app.command(name, epilog=REPORT_HELP, short_help=short)(command)
-    app.command("cache", short_help="List, clear or limit the Parquet cache of exports read before.")(
-        cache_cmd
-    )
-    app.command("breakdown", short_help="GPU idle, compute and non-compute time per rank (HTA).")(
-        breakdown_cmd
-    )
+    for table in tables.all():
+        app.command(table.name, help=table.help, epilog=epilog(table))(table_command(table))
+    app.command("cache")(cache_cmd)
+    app.command("breakdown")(breakdown_cmd)
 
 
 @cli_errors
@@ -299,6 +97,7 @@ def cache_cmd(
     format: FormatOpt = Format.table,
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
+    from harness.experiments import opening  # here: the table commands of this module need no numpy
     # pyarrow, pandas: only for this command
 
     cache = trace_cache.Cache()
@@ -364,7 +163,7 @@ def breakdown_cmd(
             "the .json(.gz) traces in it."
         ),
     ],
-    hta: Annotated[bool, typer.Option("--hta", help=HTA_HELP)] = False,
+    hta: Annotated[bool, typer.Option("--hta", help=HTA.help)] = False,
     all_tables: Annotated[
         bool,
         typer.Option(
@@ -377,6 +176,9 @@ def breakdown_cmd(
 ) -> None:
     """Where GPU time goes, per rank: idle, compute and non-compute time (HTA's temporal breakdown), time
     per kernel type, and idle time per stream by cause."""
+    # imported here: the table commands of this module read a cached export without pandas
+    from analysis.hta import breakdown
+    from harness.experiments import opening
     # pandas: only once a table is asked for
 
     paths: list[Path] = []

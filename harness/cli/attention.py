@@ -10,13 +10,10 @@ from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
 from harness.cli.output import Format, emit
 from harness.cli.progress import Progress
-from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.store import results as results_db
+from harness.store import results as results_db
 
 
 def _ints(option: str, text: str) -> tuple[int, ...]:
@@ -114,6 +111,4 @@ def attention_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("attention", short_help="Attention forward/backward time and memory per head dim, seq len.")(
-        attention_cmd
-    )
+    app.command("attention")(attention_cmd)

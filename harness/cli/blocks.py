@@ -8,11 +8,8 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
 from harness.cli.output import Format, emit
-from harness.core.deferred import deferred
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.store import blocks
-    from harness.store import results as results_db
+from harness.store import blocks
+from harness.store import results as results_db
 
 
 @cli_errors
@@ -48,5 +45,4 @@ def register(app: typer.Typer) -> None:
     app.command(
         "blocks",
         cls=RunRefCommand,
-        short_help="Per-block time of an --nvtx-detail run: attention vs MLP and parts.",
     )(blocks_cmd)

@@ -11,9 +11,10 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperCommand
 
+from analysis.errors import AnalysisError
 from analysis.outputs import OutputRefused, refuse_folder_name
 from harness.cli.output import Format, say
-from harness.core.errors import UsageError, user_errors
+from harness.core.errors import HarnessError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -132,7 +133,7 @@ def cli_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except user_errors as e:
+        except (HarnessError, AnalysisError) as e:
             err(str(e))
             raise typer.Exit(e.exit_code) from None
 

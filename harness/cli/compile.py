@@ -9,14 +9,12 @@ import typer
 from analysis.runs.steady import REMAINDER
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
-from harness.core.deferred import deferred
 
 if TYPE_CHECKING:
     import pandas as pd
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.execution import compiled
-    from harness.store import results as results_db
+from harness.execution import compiled
+from harness.store import results as results_db
 
 
 @cli_errors
@@ -79,6 +77,4 @@ def _intervals_as_text(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare-compile", short_help="Eager vs torch.compile per phase, from stored runs.")(
-        compare_compile_cmd
-    )
+    app.command("compare-compile")(compare_compile_cmd)

@@ -8,21 +8,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from analysis.errors import ExportError
 from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
 from harness.cli.common import DbOpt, FormatOpt, OldOutputOpt, WideOpt, cli_errors, output_file, warn
 from harness.cli.output import Format, emit
-from harness.core.deferred import deferred
-from harness.core.errors import ExportError, HarnessError, UsageError
+from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.dashboard import Panel
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis import dashboard
-    from harness.experiments import opening, roofline
-    from harness.store import results as results_db
+from analysis import dashboard
+from harness.experiments import opening, roofline
+from harness.store import results as results_db
 
 
 def _ids(text: str | None) -> list[str]:
@@ -181,6 +180,4 @@ def _summary(panels: list[Panel]) -> pd.DataFrame:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("dashboard", short_help="Write an HTML page of plotly panels: saved runs or one export.")(
-        dashboard_cmd
-    )
+    app.command("dashboard")(dashboard_cmd)

@@ -16,7 +16,6 @@ from harness.cli import export_diff as ed
 from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note, output_file
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
 from harness.cli.tidy import write_csv
-from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
@@ -24,12 +23,11 @@ if TYPE_CHECKING:
 
     from harness.experiments.diff import DiffResult
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.compare import diff as run_diff
-    from analysis.dashboard import diff as diff_page
-    from harness.experiments import diff as hd
-    from harness.experiments import opening
-    from harness.store import results as results_db
+from analysis.compare import diff as run_diff
+from analysis.dashboard import diff as diff_page
+from harness.experiments import diff as hd
+from harness.experiments import opening
+from harness.store import results as results_db
 
 
 class DiffFormat(StrEnum):
@@ -249,7 +247,5 @@ def baseline_list_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "diff", cls=RunRefCommand, short_help="Compare two runs, exports or traces: verdicts, --gate for CI."
-    )(diff_cmd)
-    app.add_typer(baseline_app, name="baseline", short_help="Name runs as baselines for `harness diff`.")
+    app.command("diff", cls=RunRefCommand)(diff_cmd)
+    app.add_typer(baseline_app, name="baseline")

@@ -8,10 +8,7 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors
 from harness.cli.output import Format, emit
-from harness.core.deferred import deferred
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.experiments import doctor as checkup
+from harness.experiments import doctor as checkup
 
 
 @cli_errors
@@ -45,4 +42,4 @@ def doctor_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor", short_help="Is this machine ready? nsys, self-tests, torch, CUDA.")(doctor_cmd)
+    app.command("doctor")(doctor_cmd)

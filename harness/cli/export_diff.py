@@ -23,11 +23,10 @@ import typer
 
 from harness.cli.common import err, note
 from harness.cli.fit import distinct
-from harness.cli.nvtx_options import NvtxBy, grouping
+from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
 from harness.cli.tidy import write_csv
-from harness.core.deferred import deferred
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,9 +34,9 @@ if TYPE_CHECKING:
     from analysis.compare.export_diff import ExportDiff, Verdict
     from harness.experiments.diff import Side
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.compare import export_diff as diffing
-    from harness.experiments import diff as hd
+from analysis.compare import export_diff as diffing
+from analysis.tables import nvtx
+from harness.experiments import diff as hd
 
 IterationRangeOpt = Annotated[
     str | None,
@@ -310,10 +309,11 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
 def compute(side_a: Side, side_b: Side, exports: TwoExports, *, cache: bool) -> ExportDiff:
 
     assert side_a.trace_path is not None and side_b.trace_path is not None
+    by = nvtx.grouping(exports.by.value, exports.raw_names)
     with hd._open(side_a.trace_path, cache) as ta, hd._open(side_b.trace_path, cache) as tb:
         return diffing.diff_exports(
             ta, tb, labels=(side_a.label, side_b.label), iteration_range=exports.iteration_range,
-            iteration=exports.iteration, warmup=exports.warmup, by=grouping(exports.by, exports.raw_names),
+            iteration=exports.iteration, warmup=exports.warmup, by=by,
         )  # fmt: skip
 
 

@@ -1,39 +1,18 @@
-"""How an operator table (torch.profiler's key_averages()) is ordered and cut, declared once (`OperatorView`,
-`operator_options`) for `harness operators TRACE` and `harness run --profiler torch`."""
+"""How an operator table (torch.profiler's key_averages()) is ordered and cut for `harness run --profiler
+torch` (`OperatorView`, `operator_options`): the --sort and --top that `harness operators` declares
+(analysis.tables.operators), the same options."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
 
-import typer
-
+from analysis.tables import operators as ops
 from harness.cli.option_group import F, option_group
-from harness.core.deferred import deferred
+from harness.cli.reading import typer_form
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.tables import operators
-
-SortOpt = Annotated[
-    str,
-    typer.Option(
-        "--sort",
-        metavar="<column>",
-        help="Sort the operators by this column (descending), e.g. 'Self CUDA', 'CPU Total', Calls, or a "
-        "torch sort_by key (self_cpu_time_total, cuda_time_total, count).",
-    ),
-]
-
-TopOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--top",
-        min=1,
-        metavar="<n>",
-        help="Keep the first N operators (default: every one; run --profiler torch: 15).",
-    ),
-]
+SortOpt, _ = typer_form(ops.SORT_OPTION)
+TopOpt, _ = typer_form(ops.TOP_OPTION)
 
 
 @dataclass(frozen=True)
@@ -41,8 +20,8 @@ class OperatorView:
     """The order of an operator table and how many rows it keeps (None: every row for `harness operators`;
     `run --profiler torch` keeps its top 15)."""
 
-    sort: SortOpt = "Self CPU"
-    top: TopOpt = None
+    sort: SortOpt = ops.SORT_OPTION.default
+    top: TopOpt = ops.TOP_OPTION.default
 
 
 AS_TORCH_SORTS = OperatorView()
@@ -56,5 +35,4 @@ def operator_options() -> Callable[[F], F]:
 def check_sort(sort: str) -> str:
     """The column --sort names, among every column an operator table can have (a UsageError-like
     AnalysisError names the choices): checked before a run, not after it."""
-    ops = operators
     return ops.sort_column(sort, [ops.NAME, ops.SHAPES, *ops.CPU_COLUMNS, *ops.CUDA_COLUMNS, ops.CALLS])

@@ -10,12 +10,12 @@ from typing import Annotated
 
 import typer
 
-from analysis.names import ATTENTIONS, MODES, PRECISIONS
 from harness.cli.option_group import F, option_group
 from harness.core import plants
 from harness.core.bounds import check_storable
 from harness.core.devices import DEVICES
 from harness.core.records import RunConfig
+from workloads.names import ATTENTIONS, MODES, PRECISIONS
 
 
 def choices(name: str, values: Sequence[str]) -> type[StrEnum]:

@@ -17,7 +17,6 @@ from harness.cli.common import warn
 from harness.cli.option_group import F, option_group
 from harness.cli.options import Workload, make_config
 from harness.cli.rank_options import Ranks, with_ranks
-from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.records import RunConfig
 from harness.profilers import registry
@@ -26,9 +25,8 @@ if TYPE_CHECKING:
     from harness.profilers import base
     from harness.store.results import ResultsStore
 
-with deferred():  # runs on first use (harness.core.deferred): `--help` loads none
-    from harness.execution import runner
-    from harness.store import results as results_db
+from harness.execution import runner
+from harness.store import results as results_db
 
 
 class Capture(StrEnum):

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from analysis.compare import overhead as comparison
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import DEFAULT, Workload, workload_options
 from harness.cli.output import Format, emit
@@ -19,14 +20,10 @@ from harness.cli.profiler_options import (
 )
 from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
-from harness.core.deferred import deferred
 from harness.core.errors import UsageError
 from harness.core.machine import describe
+from harness.experiments import overhead
 from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.compare import overhead as comparison
-    from harness.experiments import overhead
 
 
 @cli_errors
@@ -109,6 +106,4 @@ def overhead_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("overhead", short_help="How much a profiler slows each phase: runs with and without it.")(
-        overhead_cmd
-    )
+    app.command("overhead")(overhead_cmd)

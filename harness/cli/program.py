@@ -11,17 +11,15 @@ from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_
 from harness.cli.output import Format, emit_many
 from harness.cli.profiler_options import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.core.bounds import check_run_name
-from harness.core.deferred import deferred
 from harness.core.signals import sigterm_raises
 
 if TYPE_CHECKING:
     from harness.experiments.program import ProgramRun
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.cli import render as render_run
-    from harness.experiments import program as programs
-    from harness.profilers import nsys as nsys_profiler
-    from harness.store import results as results_db
+from harness.cli import render as render_run
+from harness.experiments import program as programs
+from harness.profilers import nsys as nsys_profiler
+from harness.store import results as results_db
 
 TAIL = 8  # lines of a failed program's output (captured together with nsys's) shown after it
 
@@ -95,7 +93,6 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
 def register(app: typer.Typer) -> None:
     app.command(
         "profile",
-        short_help="Any program under nsys, stored as a run: -- CMD ARGS….",
         options_metavar="[OPTIONS] -- CMD ARGS…",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(profile_cmd)

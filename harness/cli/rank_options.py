@@ -10,12 +10,9 @@ from typing import Annotated
 import typer
 
 from harness.cli.option_group import F, option_group
-from harness.core.deferred import deferred
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
-
-with deferred():  # runs on first use (harness.core.deferred): the runner it imports loads pandas
-    from harness.execution.ranks import multirank
+from harness.execution.ranks import multirank
 
 PANEL = "Across ranks (torchrun)"
 NprocOpt = Annotated[

@@ -9,18 +9,15 @@ from typing import Annotated
 
 import typer
 
+from analysis import dashboard
 from analysis.outputs import is_stdout, refuse_inputs
+from analysis.trace import multi
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, note, output_file
 from harness.cli.output import emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
-from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis import dashboard
-    from analysis.trace import multi
-    from harness.experiments import opening, rank_tables, reports
-    from harness.store import results as results_db
+from harness.experiments import opening, rank_tables, reports
+from harness.store import results as results_db
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
 EXPORTS_HELP = (
@@ -117,5 +114,4 @@ def register(app: typer.Typer) -> None:
         "ranks",
         cls=RunRefCommand,
         epilog=EXPORTS_HELP,
-        short_help="Per-rank phase times, GPU busy, NCCL time and the straggler.",
     )(ranks_cmd)

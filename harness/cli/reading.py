@@ -1,12 +1,13 @@
-"""What every table command shares: the exports it reads and how it prints them, declared once (`Reading`,
-`reading_options`), and `show_table`, which reads a declared table (analysis.tables.declared) from one export
-or several and renders it, as its declaration says: served from the export's cache, computed without pandas,
-or computed by the registry (analysis.tables.tables)."""
+"""What every command that reads exports shares: the exports it names and how it prints their tables,
+declared once (`Reading`, `reading_options`); options declared as plain data (a table's:
+analysis.tables.table.Option) as Typer options (`typer_form`, `spec_group`, for option_group);
+`export_report`, the harness's way to turn an nsys report into an export, which the front door for reading
+(analysis.front.reading) is given; `render`, the tables it gives back printed as the options say."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,21 +17,9 @@ import typer
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
 from harness.cli.option_group import F, option_group
 from harness.cli.output import Format, emit, emit_many
-from harness.core.deferred import deferred
-from harness.core.errors import ExportError
 
 if TYPE_CHECKING:
-    from analysis.tables.declared import Declared, Tables
-    from analysis.tables.multi_tables import Combined
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.tables import declared as declarations
-    from analysis.tables import tables as registry
-    from analysis.trace import multi
-    from analysis.trace import results as kept_tables
-    from harness.execution.nsys import formats
-    from harness.experiments import opening
-    from harness.experiments import reports as many
+    from analysis.tables.table import Option, Tables
 
 REPORT_HELP = (
     "REPORT: an nsys export (.sqlite), a report (.nsys-rep, .qdrep; exported first) or a PyTorch "
@@ -64,32 +53,6 @@ NoCacheOpt = Annotated[
     bool,
     typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache."),
 ]
-TopOpt = Annotated[
-    int | None, typer.Option("--top", min=1, metavar="<n>", help="Show only the first N rows.")
-]
-
-
-class StatsFormat(StrEnum):
-    auto = "auto"
-    v2022_4 = "2022.4"
-    v2023_4 = "2023.4"
-
-
-StatsFormatOpt = Annotated[
-    StatsFormat,
-    typer.Option(
-        "--stats-format",
-        help="Rows and names as `nsys stats` of this release prints them: 2022.4 (gpukernsum: a row per "
-        "kernel and launch shape; [CUDA memcpy HtoD]) or 2023.4 (cuda_gpu_kern_sum: a row per kernel; [CUDA "
-        "memcpy Host-to-Device]). auto: HARNESS_STATS_FORMAT, else the nsys in use, else the nsys that "
-        "wrote the export.",
-    ),
-]
-
-
-def stats_format(choice: StatsFormat) -> str:
-    """The format the tables print (harness.execution.nsys.formats): auto resolved here, once."""
-    return formats.stats_format(choice.value)
 
 
 @dataclass(frozen=True)
@@ -117,107 +80,53 @@ def reading_options(
     return option_group("reading", Reading, omit, after)
 
 
-def show_table(kind: str, reports: list[Path], reading: Reading, top: int | None = None,
-               **options: object) -> None:  # fmt: skip
-    """The declared table `kind` over the exports named: from one export, or combined over several (or over
-    one capture's processes with --by-rank), rendered in the chosen format. Its declaration says whether
-    it takes --top, is kept in (and served from) the export's cache entry, and comes without pandas."""
-    table = declarations.DECLARED[kind]  # no pandas: the registry (which loads it) only once computing
-    if table.takes_top and top is not None:
-        options["top"] = top
-        top = None
-    hta = bool(options.get("hta"))  # HTA's view of the trace: computed each time, with pandas
-    kept = table.served_from_cache and not hta and not reading.no_cache
-    one = len(reports) == 1 and reports[0].is_file() and not reading.by_rank
-    said: list[str] = []  # what the cache entry held that was not the export's (deleted, read again)
-    if one and kept:
-        served = kept_tables.cached(reports[0], kind, _key(options, reports[0]), said)  # no pandas, pyarrow
-        if served is not None:
-            served.notes = [*said, *served.notes]
-            _render(served, reading, top)  # type: ignore[arg-type]  # Kept: Tables' fields, Rows for frames
-            return
-    skipped: list[str] = []  # what a folder held that looked like an export and was not taken
-    paths = [reports[0]] if one else multi.expand(reports, skipped)
-    if len(paths) > 1 or reading.by_rank:
-        try:
-            result = many.analyse_many(kind, paths, options, by_rank=reading.by_rank, jobs=reading.jobs,
-                                       dask=reading.dask, cache=not reading.no_cache)  # fmt: skip
-        except ExportError as e:
-            raise ExportError("; ".join([str(e), *skipped])) from None
-        combined = _combined(table, result, paths, top)
-        combined.notes = [*skipped, *combined.notes]
-        _render(_decided(table, combined), reading, top=None)
-        return
-    with opening.open_report(paths[0], cache=not reading.no_cache) as trace:  # closed: its private copy goes
-        if table.one_without_pandas is not None and not hta:
-            result = table.one_without_pandas(trace, paths[0].name, **_own(options))
-        else:
-            result = registry.TABLES[kind].one(trace, paths[0].name, **options)
-        result = _decided(table, result)
-        result.notes = [*skipped, *result.notes]
-        if kept:  # without what this reading found wrong in the cache: said once, not kept
-            entry = trace.cache_entry
-            once = {*said, *(entry.notes if entry is not None else ())}
-            notes = [n for n in result.notes if n not in once]
-            key = _key(options, paths[0])
-            kept_tables.keep(trace, kind, key, result.tables, notes, result.skipped, titled=result.titled)
-        result.notes = [*said, *(n for n in result.notes if n not in said)]
-    _render(result, reading, top)
+def typer_form(option: Option) -> tuple[Any, Any]:
+    """The command-line form of a declared option, as a dataclass field of an option group takes it: its
+    annotation (`Annotated[type, typer.Option(...)]`; choices as an enum, whose values the command gets)
+    and its default."""
+    kind: Any = option.kind
+    default = option.default
+    if option.choices:
+        kind = StrEnum(option.name, {c: c for c in option.choices})  # type: ignore[misc]
+        default = None if default is None else kind(default)
+    form = typer.Option(option.flag, help=option.help, metavar=option.metavar, min=option.minimum,
+                        show_default=option.show_default)  # fmt: skip
+    return Annotated[kind if kind is bool or default is not None else kind | None, form], default
 
 
-def _own(options: dict[str, object]) -> dict[str, object]:
-    """The options a table is computed with (`hta` chooses between the ways of computing it)."""
-    return {k: v for k, v in options.items() if k != "hta"}
+def spec_group(name: str, options: Sequence[Option]) -> type:
+    """A frozen dataclass with a field per declared option, each with its command-line form: for
+    `option_group`, so that a command made from declarations gets them as its options."""
+    made = [(o.name, *_field(o)) for o in options]
+    return make_dataclass(name, made, frozen=True)
 
 
-def _key(options: dict[str, object], report: Path) -> dict[str, object]:
-    """What a kept table is kept under: the options that shape it, and the file's name (in its titles)."""
-    return {**_own(options), "file": report.name}
+def _field(option: Option) -> tuple[Any, Any]:
+    annotation, default = typer_form(option)
+    return annotation, field(default=default)
 
 
-def _decided(table: Declared, result: Tables) -> Tables:
-    """Each table's deciding columns (the last a narrow terminal drops), then what the table itself says
-    matters (e.g. the column it is sorted by), in its attrs: kept with it when it is served again."""
-    for title, df in result.tables:
-        _marked(df, table.deciding_of(title))
-    return result
+def values_of(group: Any) -> dict[str, Any]:
+    """An option group's values by field name, an enum's as its value."""
+    return {f.name: _plain(getattr(group, f.name)) for f in fields(group)}
 
 
-def _marked(df: Any, deciding: Sequence[str]) -> Any:
-    """`df` (a DataFrame or Rows) with its deciding columns, then what the table says matters, in attrs."""
-    df.attrs["deciding"] = list(deciding)
-    df.attrs["priority"] = [*df.attrs["deciding"], *df.attrs.get("then", ())]
-    return df
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, StrEnum) else value
 
 
-def _combined(table: Declared, result: Combined, paths: list[Path], top: int | None) -> Tables:
-    """The tables over several exports, titled with what they cover; --top keeps N rows per rank."""
+def export_report(report: Path, *, cache: bool) -> Path:
+    """The SQLite export of an nsys report (harness.experiments.opening: nsys exports it, once, into the
+    cache folder), for the front door for reading."""
+    from harness.experiments import opening  # numpy: a table served from the cache needs none
 
-    sources = result.sources  # type: ignore[attr-defined]
-    labels = sources.labels if sources is not None else []
-    label = sources.column if sources is not None else "Source"
-    first, last = (labels[0], labels[-1]) if labels else ("", "")
-    what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
-    what += f" (ranks {first}-{last})" if label == "Rank" else ""
-    parts = result.tables  # type: ignore[attr-defined]
-    out = declarations.Tables(skipped=result.skipped or None)  # type: ignore[attr-defined]
-    for name, df in parts:
-        if top and label in df.columns:
-            df = df.groupby(label, sort=False, group_keys=False).head(top)
-        elif top:
-            df = df.head(top)
-        heading = table.headings.get(name, name if len(parts) > 1 else table.title)
-        out.tables.append((f"{heading} in {what}", df))
-    said = (n for _, df in out.tables for n in df.attrs.get("notes", []))
-    out.notes = list(dict.fromkeys([*result.notes, *said]))  # type: ignore[attr-defined]
-    out.titled = len(out.tables) != 1 or bool(out.skipped)
-    return out
+    return opening.sqlite_for(report, cache=cache)
 
 
-def _render(result: Tables, reading: Reading, top: int | None) -> None:
+def render(result: Tables, reading: Reading) -> None:
     """One table alone, or a titled list; the tables with no data are named (a warning each reason, in the
     table format)."""
-    tables = [(title, df.head(top) if top else df) for title, df in result.tables]
+    tables = result.tables
     how = {"wide": reading.wide, "limit": reading.limit}
     if len(tables) == 1 and not result.titled:
         emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from analysis.dashboard import roofline as roofline_view
 from analysis.outputs import is_stdout, refuse_inputs, write_text
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note, output_file
 from harness.cli.options import (
@@ -21,13 +22,9 @@ from harness.cli.options import (
     PrecisionOpt,
 )
 from harness.cli.output import Format, emit_many
-from harness.core.deferred import deferred
 from harness.core.errors import HarnessError, UsageError, first_line
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.dashboard import roofline as roofline_view
-    from harness.experiments import roofline
-    from harness.store import results as results_db
+from harness.experiments import roofline
+from harness.store import results as results_db
 
 
 class RooflineMode(StrEnum):
@@ -122,5 +119,4 @@ def register(app: typer.Typer) -> None:
     app.command(
         "roofline",
         cls=RunRefCommand,
-        short_help="FLOPs, bytes and intensity per sub-block, on the device roofline.",
     )(roofline_cmd)

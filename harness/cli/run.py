@@ -17,7 +17,6 @@ from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
 from harness.core import signals
 from harness.core.bounds import check_count
-from harness.core.deferred import deferred
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import new_id
@@ -28,14 +27,12 @@ if TYPE_CHECKING:
     from harness.core.records import RunResult
     from harness.store.results import ResultsStore
 
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from harness.cli import render
-    from harness.execution import runner
-    from harness.execution.ranks import multirank
-    from harness.experiments import show, sweep
-    from harness.experiments import tables as experiment_tables
-    from harness.store import results as results_db
-
+from harness.cli import render
+from harness.execution import runner
+from harness.execution.ranks import multirank
+from harness.experiments import show, sweep
+from harness.experiments import tables as experiment_tables
+from harness.store import results as results_db
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
 ProfilerOpt = Annotated[
@@ -340,12 +337,8 @@ def import_cmd(
 
 def register(app: typer.Typer) -> None:
     # short help: one line each in `harness -h` at 80 columns
-    app.command("run", short_help="Run one workload, time its phases, save and print the result.")(run_cmd)
-    app.command("sweep", short_help="Run a grid of models × precisions × compile, a process each.")(sweep_cmd)
-    app.command("runs", short_help="List saved runs (newest last).")(runs_cmd)
-    app.command(
-        "show", cls=RunRefCommand, short_help="Show one run: configuration, phases, agreement, files."
-    )(show_cmd)
-    app.command("import", short_help="Store runs saved to a file when the database would not take them.")(
-        import_cmd
-    )
+    app.command("run")(run_cmd)
+    app.command("sweep")(sweep_cmd)
+    app.command("runs")(runs_cmd)
+    app.command("show", cls=RunRefCommand)(show_cmd)
+    app.command("import")(import_cmd)

@@ -9,13 +9,10 @@ from typing import Annotated
 import typer
 
 from analysis.outputs import refuse_inputs, shown
+from analysis.views import chrome_trace
 from harness.cli.common import OldOutputOpt, cli_errors, note, one_out, output_file
-from harness.core.deferred import deferred
 from harness.core.signals import sigterm_raises
-
-with deferred():  # each runs on first use (harness.core.deferred): `--help` loads none
-    from analysis.views import chrome_trace
-    from harness.experiments import opening
+from harness.experiments import opening
 
 ReportArg = Annotated[
     Path,
@@ -78,4 +75,4 @@ def timeline_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("timeline", short_help="An export or trace as a Chrome trace for Perfetto UI.")(timeline_cmd)
+    app.command("timeline")(timeline_cmd)

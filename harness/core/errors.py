@@ -1,18 +1,10 @@
-"""Errors a user can cause. The CLI prints their message as one line and exits nonzero."""
+"""Errors a user can cause in the harness. The CLI prints their message as one line and exits nonzero.
+
+The analysis layer has errors of its own (analysis.errors: it imports nothing from harness/); the CLI's
+error handler catches both families (harness.cli.common.cli_errors).
+"""
 
 from __future__ import annotations
-
-from analysis.errors import AnalysisError, ExportError, first_line
-
-__all__ = [
-    "AnalysisError",
-    "ExportError",
-    "HarnessError",
-    "NsysError",
-    "UsageError",
-    "first_line",
-    "user_errors",
-]
 
 
 class HarnessError(Exception):
@@ -38,5 +30,6 @@ class NsysError(HarnessError):
     exit_code = 1
 
 
-# What the CLI turns into one line and an exit code: the harness's errors and the analysis layer's.
-user_errors = (HarnessError, AnalysisError)
+def first_line(error: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type when it has no message."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from analysis.names import MEASURED
+from workloads.names import MEASURED
 
 _push: Callable[[str, int | None], None]
 _pop: Callable[[], None]

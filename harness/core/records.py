@@ -7,10 +7,9 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from analysis.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
-from analysis.names import STEP as STEP_RANGE
-from analysis.runs.steady import steady
 from harness.core import plants
+from workloads.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
+from workloads.names import STEP as STEP_RANGE
 
 if TYPE_CHECKING:  # workloads/__init__ loads torch
     from workloads.specs import ModelSpec
@@ -113,40 +112,6 @@ class BlockRecord:
 
 
 @dataclass
-class PhaseStats:
-    phase: str
-    count: int
-    mean_ns: float
-    std_ns: float
-    median_ns: float
-    min_ns: int
-    max_ns: int
-
-    @classmethod
-    def of(cls, phase: str, durations: list[int]) -> PhaseStats:
-        """The figures of analysis.runs.steady (one computation for every command that shows them)."""
-        s = steady(durations)
-        return cls(
-            phase=phase,
-            count=s.count,
-            mean_ns=s.mean_ns,
-            std_ns=s.std_ns,
-            median_ns=s.median_ns,
-            min_ns=min(durations),
-            max_ns=max(durations),
-        )
-
-
-STEP_SUM = "step (sum)"
-
-
-def step_stats(steps: list[dict[str, int]], phases: tuple[str, ...]) -> PhaseStats | None:
-    """Statistics of the steps' phase sums; a step missing one of `phases` is left out (None: no step)."""
-    sums = [sum(p[name] for name in phases) for p in steps if phases and all(n in p for n in phases)]
-    return PhaseStats.of(STEP_SUM, sums) if sums else None
-
-
-@dataclass
 class ModelInfo:
     """The model a run built, as stored: its ModelSpec's shape (`from_spec`) and its parameter count."""
 
@@ -190,18 +155,15 @@ class RunResult:
     def measured(self, phase: str) -> list[int]:
         return [s.phases[phase] for s in self.steps if not s.warmup and phase in s.phases]
 
-    def step_stats(self) -> PhaseStats | None:
-        """The step: each measured step's phases summed (the first figure people compare), per rank."""
-        measured = [s.phases for s in self.steps if not s.warmup]
-        return step_stats(measured, phases_for(self.config.mode, self.config.world_size))
 
-    def phase_stats(self) -> list[PhaseStats]:
-        out = []
-        for phase in phases_for(self.config.mode, self.config.world_size):
-            durations = self.measured(phase)
-            if durations:
-                out.append(PhaseStats.of(phase, durations))
-        return out
+def measured_steps(result: RunResult) -> list[dict[str, int]]:
+    """Each measured (not warm-up) step's phases: phase -> duration_ns."""
+    return [s.phases for s in result.steps if not s.warmup]
+
+
+def phases_of(result: RunResult) -> tuple[str, ...]:
+    """The timed phases of the run's mode (with the all-reduce across ranks)."""
+    return phases_for(result.config.mode, result.config.world_size)
 
 
 def result_to_dict(result: RunResult) -> dict[str, Any]:

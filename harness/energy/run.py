@@ -15,13 +15,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from analysis.runs.energy import energy_table, run_summary
-from harness.core.deferred import deferred
 from harness.core.errors import first_line
 from harness.core.records import RunConfig, RunResult
 from harness.energy.power import PowerSampler, PowerSources, discover, gpus_in_use
-
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    from workloads import flops
+from workloads import flops
 
 NOTES = "power_notes"  # result.extra keys
 TABLE = "energy"

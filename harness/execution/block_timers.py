@@ -19,14 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from analysis.names import BACKWARD, BLOCK_TIMERS, DECODE, FORWARD, PREFILL
-from harness.core.deferred import deferred
+import workloads
 from harness.core.devices import synchronize
 from harness.core.nvtx_ranges import range_name
 from harness.core.records import BlockRecord, RunConfig
-
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    import workloads
+from workloads.names import BACKWARD, BLOCK_TIMERS, DECODE, FORWARD, PREFILL
 
 SOURCE = BLOCK_TIMERS
 LAYER = "layer"  # the block name of a whole transformer layer (its NVTX range is layer_N)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from analysis.names import DECODE, PREFILL
 from harness.core.deferred import deferred
 from harness.execution.body import Body, autocast
 from harness.execution.timing import PhaseClock, TokenClock
+from workloads.names import DECODE, PREFILL
 
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult

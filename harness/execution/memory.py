@@ -17,14 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.deferred import deferred
 from harness.core.devices import peak_reserved_bytes
 
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
 
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    from workloads import memory as workload_memory
+from workloads import memory as workload_memory
 
 DEFAULT_DIR = Path("memory_profiles")
 # what a CPU run's peak is: the whole process (interpreter, torch, data), not what torch allocated

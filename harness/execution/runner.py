@@ -7,9 +7,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from analysis.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 from harness.core import env, nvtx_ranges, plants
-from harness.core.deferred import deferred
 from harness.core.devices import (
     device_name,
     free_memory,
@@ -28,16 +26,16 @@ from harness.execution.compiled import dynamo_counts, record_dynamo, record_firs
 from harness.execution.generate import generate_body, serving_figures
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
+from workloads.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from harness.energy.power import PowerSources
 
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    import workloads
-    from workloads import flops, peak
-    from workloads import plants as planted
+import workloads
+from workloads import flops, peak
+from workloads import plants as planted
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]

@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from analysis.names import TOKEN
 from harness.core import nvtx_ranges
 from harness.core.devices import synchronize
+from workloads.names import TOKEN
 
 
 class PhaseClock:

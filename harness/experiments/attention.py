@@ -25,18 +25,17 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from analysis.names import PRECISIONS
+from analysis.runs.steady import PhaseStats
 from harness.core import devices, env
-from harness.core.deferred import deferred
 from harness.core.errors import UsageError, first_line
-from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, PhaseStats, new_id
+from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, new_id
 from harness.execution.timing import PhaseClock
+from workloads.names import PRECISIONS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    from workloads import attention as kernels
+from workloads import attention as kernels
 
 IMPLS = ("math", "sdpa", "compiled")
 

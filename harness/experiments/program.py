@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import harness
+from analysis.errors import AnalysisError
 from analysis.tables.summary import summary
 from analysis.trace.opening import open_trace
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
-from harness.core.errors import UsageError, user_errors
+from harness.core.errors import HarnessError, UsageError
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
 from harness.execution import nsys
-from harness.execution.nsys.formats import stats_format
+from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.runner import new_run_id
 from harness.profilers.base import check_writable
 from harness.profilers.capture import capture_advice, report_paths, stored_after
@@ -165,12 +166,12 @@ def examine(out: ProgramRun, sqlite: Path | None, found: dict[str, Any]) -> None
         return
     with open_trace(sqlite) as trace:
         try:
-            out.report = summary(trace, stats_format=stats_format("auto", out.nsys_version))
-        except user_errors as e:
+            out.report = summary(trace, stats_format=nsys_in_use_format("auto", out.nsys_version))
+        except (HarnessError, AnalysisError) as e:
             out.error = str(e)
         try:
             out.advice = capture_advice(trace)
-        except user_errors as e:
+        except (HarnessError, AnalysisError) as e:
             out.notes.append(f"no health or findings: {e}")
             return
     found["advice"] = out.advice

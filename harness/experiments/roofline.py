@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from analysis.dashboard.panel import RunRoofline
 from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
 from analysis.views.blocks import subblock_times
-from harness.core.deferred import deferred
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import phases_for
@@ -34,10 +33,9 @@ if TYPE_CHECKING:
 
     from harness.store.results import ResultsStore
 
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    import workloads
-    from workloads import peak
-    from workloads import roofline as costs_of
+import workloads
+from workloads import peak
+from workloads import roofline as costs_of
 
 
 @dataclass
@@ -55,7 +53,7 @@ class RooflineReport:
     notes: list[str] = field(default_factory=list)
     run_id: str | None = None  # the stored run whose configuration and times these are
     device_name: str = ""
-    source: str | None = None  # where the sub-block times come from (analysis.names BLOCK_*), None: none
+    source: str | None = None  # where the sub-block times come from (workloads.names BLOCK_*), None: none
     phase_ns: dict[str, float] = field(default_factory=dict)  # each phase's mean over the measured steps
 
     def roofs_frame(self) -> pd.DataFrame:

@@ -7,8 +7,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from analysis.compare.overhead import baseline_label, overhead_table
+from analysis.runs.steady import PhaseStats, step_stats
 from harness.core.machine import MachineLoad, describe
-from harness.core.records import PhaseStats, phases_for, step_stats
+from harness.core.records import phases_for
 from harness.energy.run import energy_rows
 from harness.experiments.rank_tables import rank_tables, run_frame
 from harness.experiments.tables import extra_tables, peak_label

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from analysis.names import MEASURED_STATUSES
-from analysis.runs.steady import REMAINDER, STEP
-from harness.core.records import RunResult, phases_for
+from analysis.runs.steady import REMAINDER, STEP, phase_stats, step_stats
+from harness.core.records import RunResult, measured_steps, phases_for, phases_of
+from workloads.names import MEASURED_STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,8 +31,8 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "num_layers": m.num_layers if m else None,
             "num_heads": m.num_heads if m else None,
         }
-        stats = {s.phase: s for s in r.phase_stats()}
-        step = r.step_stats()
+        stats = {s.phase: s for s in phase_stats(measured_steps(r), phases_of(r))}
+        step = step_stats(measured_steps(r), phases_of(r))
         if step is not None:
             stats["step"] = step
         for phase in ("step", *phases_for(r.config.mode, r.config.world_size)):

@@ -12,12 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from harness.core import machine
-from harness.core.deferred import deferred
 from harness.core.errors import NsysError
 from harness.core.records import RunConfig, RunResult
-
-with deferred():  # runs on first use (harness.core.deferred): the runner loads pandas, `--help` none
-    from harness.execution.ranks import multirank
+from harness.execution.ranks import multirank
 
 if TYPE_CHECKING:
     from harness.store.results import ResultsStore

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analysis.hta.gpu_events import gpu_events, merge
-from analysis.names import DECODE
 from analysis.tables import nvtx as nvtx_table
+from workloads.names import DECODE
 
 if TYPE_CHECKING:
     from analysis.trace.trace import Trace

@@ -28,7 +28,7 @@ from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import check_capture
-from harness.execution.nsys.formats import stats_format
+from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.runner import new_run_id
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
@@ -410,7 +410,7 @@ def analyse(out: ProfiledRun, export: Trace, sqlite: Path, config: RunConfig) ->
     out.nvtx = range_summary(measured)
     if export.has("kernels"):
         # in the format of the nsys that recorded it (or HARNESS_STATS_FORMAT): 2023's a row per name
-        tables_format = stats_format("auto", out.nsys_version or None)
+        tables_format = nsys_in_use_format("auto", out.nsys_version or None)
         out.kernels = kernel_summary(export, stats_format=tables_format).head(TOP_KERNELS)
     elif out.result.device == "cpu":
         out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")

@@ -7,14 +7,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from harness.core import machine
-from harness.core.deferred import deferred
 from harness.core.records import RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-with deferred():  # runs on first use (harness.core.deferred): it loads pandas, `harness --help` none
-    from analysis.compare import overhead
+from analysis.compare import overhead
 
 DEFAULT_MAX_TIME = 600.0  # s: `harness overhead --ci-target` starts no round that would end later
 

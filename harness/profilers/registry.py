@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.core.deferred import deferred
 from harness.core.errors import UsageError
 
 if TYPE_CHECKING:
     from harness.profilers.base import Profiler
 
-with deferred():  # a profiler's module runs when it is asked for: `harness --help` loads none
-    from harness.profilers import none, nsys, torch
+from harness.profilers import none, nsys, torch
 
 MODULES = (none, nsys, torch)  # the run without a profiler first
 NAMES = tuple(m.__name__.rpartition(".")[2] for m in MODULES)  # a profiler's name is its module's

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.compare.agreement import range_summary
+from analysis.errors import AnalysisError
 from analysis.readers.kineto import is_complete
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.operators import SELF_CUDA, by_self_cuda, operator_table
 from analysis.trace.opening import open_trace
 from harness.core import machine, signals
-from harness.core.errors import user_errors
+from harness.core.errors import HarnessError
 from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
 from harness.execution.runner import new_run_id
 from harness.execution.worker import run_isolated
@@ -135,7 +136,10 @@ def profile_run(
         if progress:
             progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
         analyse(out, out.trace, config, sort=options.operator_sort, top=options.operator_top)
-    except user_errors as e:  # also analysis's: --sort 'Self CUDA' on a trace without kernels
+    except (
+        HarnessError,
+        AnalysisError,
+    ) as e:  # also analysis's: --sort 'Self CUDA' on a trace without kernels
         out.error = str(e)
 
     said = store_from_trace(store, run_id, out.trace, config)

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
-from analysis.names import BLOCK_TIMERS
 from analysis.trace.opening import open_trace
 from analysis.views.blocks import block_records, block_table
-from harness.core.deferred import deferred
 from harness.core.errors import HarnessError
 from harness.core.records import LATEST, phases_for
+from workloads.names import BLOCK_TIMERS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,8 +25,7 @@ if TYPE_CHECKING:
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
 
-with deferred():  # torch, via workloads: run on first use (harness.core.deferred)
-    import workloads
+import workloads
 
 
 @dataclass

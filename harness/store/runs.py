@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from analysis.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
+from analysis.runs.steady import phase_stats
 from harness.core import signals
 from harness.core.errors import HarnessError
-from harness.core.records import LATEST, RunResult
+from harness.core.records import LATEST, RunResult, measured_steps, phases_of
 from harness.store import unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
@@ -26,6 +26,7 @@ from harness.store.schema import (
 )
 from harness.store.timings import block_rows
 from harness.store.unsaved import PendingRun
+from workloads.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -260,7 +261,7 @@ class RunsPart(Database):
             env=result.env,
             **({"advice": advice} if advice is not None else {}),  # None: leave what is stored
             summary={
-                "phases": [asdict(s) for s in result.phase_stats()],
+                "phases": [asdict(s) for s in phase_stats(measured_steps(result), phases_of(result))],
                 **result.extra,
                 **token_timings(result),
             },

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from analysis.names import RUN_ENERGY_FIELDS
+from workloads.names import RUN_ENERGY_FIELDS
 
 # The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
 # write through (a dropped or retyped column). Additive changes are Alembic revisions
@@ -68,7 +68,7 @@ class Run(Base):
     peak_memory_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     nsys_rep: Mapped[str | None] = mapped_column(Text, nullable=True)
     nsys_sqlite: Mapped[str | None] = mapped_column(Text, nullable=True)
-    # `run --power` (analysis.names.RUN_ENERGY_FIELDS); NULL without --power or without a power source
+    # `run --power` (workloads.names.RUN_ENERGY_FIELDS); NULL without --power or without a power source
     energy_j: Mapped[float | None] = mapped_column(Float, nullable=True)
     avg_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
     peak_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)

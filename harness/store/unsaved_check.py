@@ -16,7 +16,6 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from analysis.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 from harness.core import plants
 from harness.core.bounds import hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
@@ -29,6 +28,7 @@ from harness.core.records import (
     StepRecord,
     phases_for,
 )
+from workloads.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
 DEVICES = (*ASKED_DEVICES, "n/a")  # asked for (config.device); n/a: a program's run

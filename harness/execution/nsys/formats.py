@@ -9,12 +9,11 @@ import functools
 import os
 from pathlib import Path
 
-from analysis.tables.stats_format import EXPORT, check, release
+from analysis.tables.stats_format import AUTO, EXPORT, check, release
 from harness.core.errors import NsysError, UsageError
 from harness.execution.nsys.find import _version, candidates
 
 ENV = "HARNESS_STATS_FORMAT"
-AUTO = "auto"
 
 
 @functools.cache
@@ -31,7 +30,7 @@ def installed_version() -> str | None:
     return None
 
 
-def stats_format(choice: str | None = AUTO, nsys_version: str | None = None) -> str:
+def nsys_in_use_format(choice: str | None = AUTO, nsys_version: str | None = None) -> str:
     """The stats format to print: `choice` when it names one; for auto, HARNESS_STATS_FORMAT, else the
     release of `nsys_version` (the nsys that recorded a run) or of the installed nsys, else EXPORT (the
     nsys that wrote each export)."""

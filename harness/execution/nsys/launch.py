@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
 from harness.core.errors import NsysError
 from harness.core.signals import name
 from harness.execution import supervisor
@@ -22,6 +21,7 @@ from harness.execution.nsys.export import (
     writing_report,
 )
 from harness.execution.nsys.find import NsysInfo
+from workloads.names import MEASURED as MEASURED_RANGE  # around the measured steps (nvtx_ranges opens it)
 
 DEFAULT_TRACE = ("cuda", "osrt", "nvtx")
 

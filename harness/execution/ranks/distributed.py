@@ -26,12 +26,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from analysis.names import FORWARD
 from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from harness.execution import runner
 from harness.execution.runner import Body, BodyFactory
+from workloads.names import FORWARD
 
 BUCKET_BYTES = 25 * 2**20  # DDP's default bucket size
 FAULT_ENV = "HARNESS_TEST_RANK_FAULT"

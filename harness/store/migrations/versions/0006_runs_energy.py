@@ -1,4 +1,4 @@
-"""runs: the run-level energy figures of `run --power` (analysis.names.RUN_ENERGY_FIELDS).
+"""runs: the run-level energy figures of `run --power` (workloads.names.RUN_ENERGY_FIELDS).
 
 Revision ID: 0006
 Revises: 0005
@@ -17,7 +17,7 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-# spelled out, not read from analysis.names: a revision records the schema of its day
+# spelled out, not read from workloads.names: a revision records the schema of its day
 FLOATS = ("energy_j", "avg_power_w", "peak_power_w", "flops_per_j", "tokens_per_j")
 
 

@@ -1,31 +1,28 @@
-"""The CUDA API summary, like `nsys stats -r cudaapisum` (cuda_api_sum), each call counted once.
+"""The CUDA API summary, like `nsys stats -r cudaapisum` (cuda_api_sum), each call counted once (`harness
+api`).
 
 The calls are read a block at a time (`Trace.blocks`) and only each function's durations stay (4 bytes a
 call where they fit, for the exact median): 6M runtime calls held as five columns were ~600 MB at the
 peak. Calls recorded twice under one correlationId are found as the blocks come (`stats.Repeats`); an
 export that has any is summarized from the whole table (`runtime_calls`), which drops the copies.
+
+Light at import, as every table module (the registry reads `TABLE`): the computing functions import numpy,
+pandas and what they compute with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+from analysis.tables.table import CALL_STATS, TOP, InSummary, Table, Tables, summarising
+from analysis.trace.multi import Piece, categories
 
-from analysis.joins.runtime import plain_name, runtime_calls
-from analysis.readers import NULL
-from analysis.stats import (
-    Repeats,
-    describe,
-    durations_by_group,
-    figures,
-    figures_table,
-    name_codes,
-    order_like_nsys,
-    time_percent,
-)
-from analysis.trace.trace import Trace
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from analysis.trace.trace import Trace
 
 APISUM_COLUMNS = [
     "Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -37,6 +34,10 @@ BLOCK_COLUMNS = ["correlation_id", "start", "end", "name_id"]  # RUNTIME_COLUMNS
 def summarize_calls(calls: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:
     """Time per function name (APISUM_COLUMNS), largest first, ties by string id like nsys; calls grouped
     by an integer code per name (analysis.stats.name_codes)."""
+    import pandas as pd
+
+    from analysis.stats import describe, name_codes
+
     code, labels, first_id = name_codes(calls["name_id"], names, missing="?")
     data = pd.DataFrame({"code": code, "duration": calls["duration"].to_numpy()})
     out = describe(data, ["code"], count_name="Num Calls")
@@ -46,6 +47,10 @@ def summarize_calls(calls: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:
 
 
 def _ordered(out: pd.DataFrame) -> pd.DataFrame:
+    import numpy as np
+
+    from analysis.stats import order_like_nsys, time_percent
+
     out = order_like_nsys(out, "Total Time (ns)", ["name_id"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     return out[APISUM_COLUMNS].astype({"Total Time (ns)": np.int64, "Num Calls": np.int64})
@@ -58,6 +63,9 @@ class _Repeated(Exception):
 def _durations(trace: Trace, block_rows: int | None) -> Iterator[dict[str, np.ndarray]]:
     """(name_id, duration) of the calls a block at a time; raises _Repeated at a correlationId seen
     before (or ids too far apart to be checked so)."""
+    from analysis.readers import NULL
+    from analysis.stats import Repeats
+
     repeats = Repeats()
     extra = {} if block_rows is None else {"rows": block_rows}
     for block in trace.blocks("runtime", BLOCK_COLUMNS, **extra):
@@ -67,6 +75,11 @@ def _durations(trace: Trace, block_rows: int | None) -> Iterator[dict[str, np.nd
 
 
 def _by_blocks(trace: Trace, block_rows: int | None = None) -> pd.DataFrame:
+    import numpy as np
+
+    from analysis.joins.runtime import plain_name
+    from analysis.stats import durations_by_group, figures, figures_table
+
     per_id = dict(durations_by_group(_durations(trace, block_rows), ["name_id"]))  # (name_id,) -> durations
     ids = sorted(k[0] for k in per_id)
     strings = trace.strings(ids)
@@ -87,6 +100,8 @@ def cuda_api_summary(trace: Trace, *, block_rows: int | None = None) -> pd.DataF
     """Time in each CUDA runtime/driver function, like cudaapisum, but a call recorded twice under one
     correlationId (name and name_vNNNN) counts once; `attrs["notes"]` says when that happened.
     block_rows: rows per block read (tests check that the size of the blocks changes nothing)."""
+    from analysis.joins.runtime import runtime_calls
+
     trace.require("runtime", "CUDA API calls")
     try:
         out = _by_blocks(trace, block_rows)
@@ -98,3 +113,53 @@ def cuda_api_summary(trace: Trace, *, block_rows: int | None = None) -> pd.DataF
     out = summarize_calls(calls.assign(duration=calls["end"] - calls["start"]), calls.attrs["names"])
     out.attrs["notes"] = [*trace.notes, *calls.attrs["notes"]]
     return out
+
+
+# --- several exports, and the table ------------------------------------------------------------------------
+
+
+def api_rows(trace: Trace) -> pd.DataFrame:
+    """One row per CUDA API call, for a table over several exports: Name, duration."""
+    import pandas as pd
+
+    from analysis.joins.runtime import runtime_calls
+
+    trace.require("runtime", "CUDA API calls")
+    calls = runtime_calls(trace)
+    trace.notes += [n for n in calls.attrs["notes"] if n not in trace.notes]
+    names = calls["name_id"].map(calls.attrs["names"]).fillna("?")
+    return pd.DataFrame({"Name": categories(names), "duration": (calls["end"] - calls["start"]).to_numpy()})
+
+
+# over several exports: each function summarised over all of them (the OS runtime table's too)
+SPEC: dict[str, Any] = {"keys": ["Name"], "columns": [*CALL_STATS, "Name"], "count_name": "Num Calls"}
+
+
+def _one(trace: Trace, source: str) -> Tables:
+    df = cuda_api_summary(trace)
+    return Tables([(f"CUDA API calls in {source}", df)], notes=list(df.attrs.get("notes", [])))
+
+
+def _pieces(trace: Trace) -> dict[str, Piece]:
+    return {"api": Piece(rows=api_rows(trace))}
+
+
+TABLE = Table(
+    "api",
+    summary="Time in CUDA API calls, each counted once (cudaapisum).",
+    help="Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once).",
+    mirrors="nsys stats -r cudaapisum",
+    one=_one,
+    pieces=_pieces,
+    combine=summarising("api", **SPEC),
+    options=(TOP,),
+    order=40,
+    title="CUDA API calls",
+    deciding=("Name", "Total Time (ns)", "Time (%)", "Num Calls"),
+    in_summary=InSummary(
+        ("CUDA API (cudaapisum)",),
+        build=lambda by, stats_format: [cuda_api_summary],
+        options=lambda by, stats_format: {},
+    ),
+    example="harness api report.sqlite --top 10",
+)

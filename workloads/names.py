@@ -1,5 +1,7 @@
-"""The names both sides agree on: what the harness records (NVTX ranges, run modes, precisions) and what
-the analysis looks for in an export. harness/ and analysis/ import them from here, nowhere else."""
+"""The words a run is described in, shared by the harness that records it and the analysis that reads it
+back: run modes and their phases, precisions, attentions, the NVTX ranges around steps, run statuses and
+the sources of block times. harness/ and analysis/ import them from here, nowhere else; this module
+imports nothing, so importing it loads no torch (workloads/__init__.py hands its other names on lazily)."""
 
 from __future__ import annotations
 

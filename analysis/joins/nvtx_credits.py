@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
+from analysis.joins.nvtx_ranges import all_ranges, any_named
 from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
 from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
-from analysis.names import MEASURED, STEP, TRAIN_PHASES
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.stats import BLOCK, durations_by_group, factorize, factorize_blocks, figures, group_ids
-from analysis.tables.nvtx import all_ranges, any_named
 from analysis.trace.trace import Trace
+from workloads.names import MEASURED, STEP, TRAIN_PHASES
 
 PHASES = TRAIN_PHASES
 Mode = Literal["auto", "phase", "thread"]  # auto: phase when the export has phase ranges

@@ -1,0 +1,171 @@
+"""The front door for reading: a table of the registry (analysis.tables) from the sources a user named, as
+its declaration says (`read_tables`).
+
+Served from the export's cache entry where the table is kept there (analysis.trace.results: no pandas, no
+pyarrow, no SQLite), else opened and computed: from one export (without pandas where the table has a way),
+over several (each read by a worker, then combined: analysis.trace.multi) or over one capture's
+processes (`by_rank` on one export); then kept for the next time. An nsys report (.nsys-rep) becomes an
+export through `export`, which the caller passes in: analysis runs no nsys.
+
+Light at import: a table served from the cache loads no numpy, pandas, pyarrow or SQLAlchemy. What opens
+and computes is imported where it is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from analysis import tables
+from analysis.errors import ExportError
+from analysis.outputs import refuse_streams_over
+from analysis.tables.table import Table, Tables
+from analysis.trace import results
+from analysis.trace.multi import Combined, check_name_ranks, expand, label_sources
+
+
+class Export(Protocol):
+    """Turns an nsys report into its SQLite export (the harness's: it runs nsys), kept in the cache folder
+    unless `cache` is off."""
+
+    def __call__(self, report: Path, *, cache: bool) -> Path: ...
+
+
+def read_tables(
+    kind: str,
+    sources: Sequence[Path],
+    options: Mapping[str, Any] | None = None,
+    *,
+    top: int | None = None,
+    by_rank: bool = False,
+    jobs: int | None = None,
+    dask: str | None = None,
+    cache: bool = True,
+    export: Export | None = None,
+) -> Tables:
+    """The table `kind` with `options` (what its `prepare` gives) over `sources`: exports, reports, traces,
+    folders or glob patterns. One source is read alone; several (or one with `by_rank`, split by process)
+    give one table over all of them (`jobs` local processes, or the Dask scheduler at `dask`). `top` keeps
+    the first N rows of each table (per rank over several), or goes to a table that takes it. `cache`
+    off: the exports themselves are read, and nothing is kept."""
+    table = tables.get(kind)
+    options = dict(options or {})
+    if table.takes_top and top is not None:
+        options["top"], top = top, None
+    plain = not any(options.get(k) for k in table.not_kept_with)
+    kept = table.served_from_cache and plain and cache
+    one = len(sources) == 1 and sources[0].is_file() and not by_rank
+    said: list[str] = []  # what the cache entry held that was not the export's (deleted, read again)
+    if one and kept and (served := results.cached(sources[0], kind, _key(table, options, sources[0]), said)):
+        cut = [(title, df.head(top) if top else df) for title, df in served.tables]
+        return Tables(cut, [*said, *served.notes], served.skipped, served.titled)  # type: ignore[arg-type]
+    skipped: list[str] = []  # what a folder held that looked like an export and was not taken
+    paths = sources if one else expand(sources, skipped)
+    if len(paths) > 1 or by_rank:
+        return _several(table, paths, options, skipped, top, by_rank, jobs, dask, cache, export)
+    from analysis.trace.opening import open_trace  # numpy: a table served from the cache needs none
+
+    with open_trace(
+        sqlite_of(paths[0], export, cache), cache=cache
+    ) as trace:  # closed: its private copy goes
+        if table.without_pandas is not None and plain:
+            result = table.without_pandas(trace, paths[0].name, **_shaping(table, options))
+        else:
+            result = table.one(trace, paths[0].name, **options)
+        result = _decided(table, result)
+        result.notes = [*skipped, *result.notes]
+        if kept:  # without what this reading found wrong in the cache: said once, not kept
+            entry = trace.cache_entry
+            once = {*said, *(entry.notes if entry is not None else ())}
+            notes = [n for n in result.notes if n not in once]
+            key = _key(table, options, paths[0])
+            results.keep(trace, kind, key, result.tables, notes, result.skipped, titled=result.titled)
+        result.notes = [*said, *(n for n in result.notes if n not in said)]
+    if top:
+        result.tables = [(title, df.head(top)) for title, df in result.tables]
+    return result
+
+
+def sqlite_of(path: Path, export: Export | None, cache: bool) -> Path:
+    """The export to open for `path`: itself, or for an nsys report the export `export` makes of it.
+    Refused when the command's output is redirected into the file it would read."""
+    if path.suffix in (".nsys-rep", ".qdrep"):  # analysis.trace.opening.REPORT_SUFFIXES, not loaded here
+        if export is None:
+            raise ExportError(
+                f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
+            )
+        return export(path, cache=cache)
+    refuse_streams_over([path])
+    return path
+
+
+def _several(table: Table, paths: Sequence[Path], options: dict[str, Any], skipped: list[str],
+             top: int | None, by_rank: bool, jobs: int | None, dask: str | None, cache: bool,
+             export: Export | None) -> Tables:  # fmt: skip
+    """The table over several exports (analysis.trace.multi), or over one capture's processes; titled
+    with what it covers, `top` rows per rank."""
+    from analysis.ranks.capture_ranks import analyse_by_process
+    from analysis.trace.multi_run import raise_errors, run_tasks
+
+    try:
+        if by_rank and len(paths) == 1:
+            capture = sqlite_of(paths[0], export, cache)
+            combined = analyse_by_process(table.name, capture, options, cache=cache)
+        else:
+            check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
+            exports = [sqlite_of(p, export, cache) for p in paths]
+            parts = run_tasks(tables.run_task, exports, table.name, options, cache, jobs=jobs, dask=dask)
+            for path, part in zip(paths, parts, strict=True):
+                part.path = str(path)
+            raise_errors(parts)
+            sources = label_sources(paths, parts)
+            combined = tables.combine(table.name, parts, sources, by_rank=by_rank, options=options)
+    except ExportError as e:
+        raise ExportError("; ".join([str(e), *skipped])) from None
+    out = _titled(table, combined, paths, top)
+    out.notes = [*skipped, *out.notes]
+    return _decided(table, out)
+
+
+def _shaping(table: Table, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options that shape a kept table: those of `not_kept_with` are never set in one."""
+    return {k: v for k, v in options.items() if k not in table.not_kept_with}
+
+
+def _key(table: Table, options: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """What a kept table is kept under: the options that shape it, and the file's name (in its titles)."""
+    return {**_shaping(table, options), "file": path.name}
+
+
+def _decided(table: Table, result: Tables) -> Tables:
+    """Each table's deciding columns (the last a narrow terminal drops: the table's own, or those a
+    composed table's part carries), then what the table itself says matters (e.g. the column it is sorted
+    by), in its attrs: kept with it when it is served again."""
+    for _, df in result.tables:
+        df.attrs["deciding"] = list(df.attrs.get("deciding", table.deciding))
+        df.attrs["priority"] = [*df.attrs["deciding"], *df.attrs.get("then", ())]
+    return result
+
+
+def _titled(table: Table, result: Combined, paths: Sequence[Path], top: int | None) -> Tables:
+    """The tables over several exports, titled with what they cover; `top` keeps N rows per rank."""
+    sources = result.sources
+    labels = sources.labels if sources is not None else []
+    label = sources.column if sources is not None else "Source"
+    first, last = (labels[0], labels[-1]) if labels else ("", "")
+    what = f"{len(paths)} exports" if len(paths) > 1 else paths[0].name
+    what += f" (ranks {first}-{last})" if label == "Rank" else ""
+    parts = result.tables
+    out = Tables(skipped=result.skipped or None)
+    for name, df in parts:
+        if top and label in df.columns:
+            df = df.groupby(label, sort=False, group_keys=False).head(top)
+        elif top:
+            df = df.head(top)
+        heading = table.headings.get(name, name if len(parts) > 1 else table.title)
+        out.tables.append((f"{heading} in {what}", df))
+    said = (n for _, df in out.tables for n in df.attrs.get("notes", []))
+    out.notes = list(dict.fromkeys([*result.notes, *said]))
+    out.titled = len(out.tables) != 1 or bool(out.skipped)
+    return out

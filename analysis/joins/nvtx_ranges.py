@@ -1,0 +1,121 @@
+"""NVTX range instances as a frame: every range with its nesting on its thread (`all_ranges`), the name
+nsys prints for it (`tagged`: DOMAIN:NAME) and those names grouped (`grouped_tags`, analysis.nvtx_names).
+The NVTX tables (analysis.tables.nvtx, nvtx_gpu), the crediting of kernels to ranges
+(analysis.joins.nvtx_credits), the views and the comparisons read the ranges through these."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.intervals import levels, parents, sort_ranges
+from analysis.joins.runtime import pid_of, tid_of
+from analysis.nvtx_names import grouped_categories, grouping_notes
+from analysis.trace.trace import Trace
+
+RANGE_COLUMNS = [
+    "start_ns", "end_ns", "duration_ns", "name", "domain", "payload", "tid", "pid", "level", "parent",
+    "style", "range_id", "global_tid",
+]  # fmt: skip
+
+
+def all_ranges(trace: Trace, *, keep: bool = True, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every NVTX range instance (RANGE_COLUMNS, or only `columns`), in start order; push/pop ranges
+    nested per thread. keep=False: the trace does not hold on to the NVTX frame for this (unless it held
+    it before).
+
+    `parent` is the parent's range_id (the export's NVTX_EVENTS rowid, what nsys calls RangeId); start/end
+    ranges have level 0 and no parent. Asking for fewer columns builds fewer: attribution over 1.8M
+    ranges reads six of them.
+    """
+    wanted = list(RANGE_COLUMNS if columns is None else columns)
+    if unknown := [c for c in wanted if c not in RANGE_COLUMNS]:
+        raise KeyError(f"no range column {unknown[0]!r}: {', '.join(RANGE_COLUMNS)}")
+    raw_cols = ["start", "end", "global_tid", "pushpop"]
+    raw_cols += [c for c in ("name", "domain", "payload") if c in wanted]
+    if {"range_id", "parent"} & set(wanted):
+        raw_cols.append("range_id")
+    raw = trace.frame("nvtx", raw_cols, keep=keep)
+    src = {c: raw[c] for c in raw.columns}  # each let go once the last column built from it is built
+    del raw
+    start, end = src.pop("start").to_numpy(), src.pop("end").to_numpy()
+    gtid = src.pop("global_tid").to_numpy()
+    pushpop = src.pop("pushpop").to_numpy(dtype=bool)
+    n = len(start)
+    # start/end ranges get a group of their own each, so none nests
+    group = gtid.copy()
+    alone = np.flatnonzero(~pushpop)
+    group[alone] = -1 - alone
+    del alone
+    order = sort_ranges(group, start, end)
+    parent_sorted = parents(group, start, end, order)
+    del group
+    small = np.int32 if n < 2**31 else np.int64  # positions: 1.8M ranges are 7 MB a column, not 14
+    parent = np.full(n, -1, dtype=small)
+    has = parent_sorted >= 0
+    parent[order[has]] = order[parent_sorted[has]]
+    level = np.empty(n, dtype=np.int32)
+    level[order] = levels(parent_sorted)
+    del order, parent_sorted, has
+    final = np.lexsort((level, start))
+    out: dict[str, object] = {}
+    if "level" in wanted:
+        out["level"] = level[final].astype(np.int64)
+    del level
+    if "parent" in wanted:
+        ids = src["range_id"].to_numpy()
+        parent_id = pd.array(ids[np.maximum(parent, 0)], dtype="Int64")
+        parent_id[parent < 0] = pd.NA
+        out["parent"] = parent_id.take(final)
+        del parent_id
+    del parent
+    if "range_id" in wanted:
+        out["range_id"] = src["range_id"].to_numpy()[final]
+    src.pop("range_id", None)
+    if "duration_ns" in wanted:
+        out["duration_ns"] = (end - start)[final]
+    for col, values in (("start_ns", start), ("end_ns", end)):
+        if col in wanted:
+            out[col] = values[final]
+    del start, end
+    for col in ("name", "domain", "payload"):
+        if col in wanted:
+            out[col] = src.pop(col).array.take(final)
+    if "tid" in wanted:
+        out["tid"] = tid_of(gtid[final])
+    if "pid" in wanted:
+        out["pid"] = pid_of(gtid[final])
+    if "global_tid" in wanted:
+        out["global_tid"] = gtid[final]
+    del gtid
+    if "style" in wanted:
+        out["style"] = pd.Categorical.from_codes(pushpop[final].astype(np.int8) ^ 1, ["PushPop", "StartEnd"])
+    return pd.DataFrame({c: out[c] for c in wanted}, copy=False)
+
+
+def any_named(trace: Trace, names: Sequence[str]) -> bool:
+    """Whether any NVTX range (right or not) has one of `names`: the name column alone, not the ranges."""
+    raw = pd.Series(trace._columns("nvtx", ["name"], keep=False)["name"], copy=False)
+    return bool(raw.isin(list(names)).any())
+
+
+def tagged(ranges: pd.DataFrame) -> pd.Series:
+    """The name nsys prints: DOMAIN:NAME for ranges in a named domain."""
+    name = ranges["name"].astype(object)
+    domain = ranges["domain"].astype(object)
+    named = domain.notna()
+    if not named.any():
+        return name
+    out = name.copy()
+    out[named] = domain[named] + ":" + name[named]
+    return out
+
+
+def grouped_tags(ranges: pd.DataFrame, by: str = "op") -> tuple[pd.Series, list[str]]:
+    """The printed name of each range (`tagged`) grouped as `by` says (analysis.nvtx_names: "op" by
+    operator, "shape" by operator and input sizes, "raw" as recorded), and the note saying so where
+    PyTorch's per-call fields are in the names."""
+    cat, fields = grouped_categories(tagged(ranges), by)
+    return pd.Series(cat, index=ranges.index, copy=False), grouping_notes(fields, by)

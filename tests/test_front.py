@@ -1,0 +1,91 @@
+"""The front door for reading (analysis.front): a table from the sources named, served from the cache where
+its declaration keeps it, else computed and kept; reports exported only through the callable given; the
+same from Python (`front.open`)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import SHARED_NSYS, need
+
+import analysis.tables.kernels
+from analysis import front
+from analysis.errors import ExportError
+from analysis.front.reading import read_tables
+from analysis.tables.kernels import kernel_summary
+from analysis.tables.summary import summary
+from analysis.trace.opening import open_trace
+
+
+@pytest.fixture
+def export() -> Path:
+    return need(SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite")
+
+
+def test_only_a_report_goes_through_export(export: Path, tmp_path: Path, cache_dir: Path) -> None:
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"not read here: the export callable stands for nsys")
+    asked: list[tuple[Path, bool]] = []
+
+    def exported(path: Path, *, cache: bool) -> Path:
+        asked.append((path, cache))
+        return export
+
+    direct = read_tables("api", [export], export=exported)
+    assert asked == []
+    through = read_tables("api", [report], export=exported, cache=False)
+    assert asked == [(report, False)]
+    assert through.tables[0][1].equals(direct.tables[0][1])
+    with pytest.raises(ExportError, match=r"run\.nsys-rep is an nsys report, not an export"):
+        read_tables("api", [report])
+
+
+def test_a_kept_table_is_served_not_computed(
+    export: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {"names": "demangled", "by": None, "range_name": None, "hta": False, "stats_format": "2022.4"}
+    computed = read_tables("kernels", [export], options, top=1)
+    (title, rows), *_ = computed.tables
+    assert title == "CUDA kernels in report.sqlite" and len(rows) == 1
+    monkeypatch.setattr(analysis.tables.kernels, "kernel_table", None)  # served: nothing computes it
+    served = read_tables("kernels", [export], options, top=1)
+    assert served.tables[0][1].rows == rows.rows and served.notes == computed.notes
+    assert rows.attrs["deciding"] == ["Name", "Total Time (ns)", "Time (%)", "Instances"]
+
+
+def test_open_gives_dataframes(export: Path, cache_dir: Path) -> None:
+    report = front.open(export)
+    kernels = report.table("kernels")
+    expected = kernel_summary(open_trace(export, cache=False))
+    pd.testing.assert_frame_equal(kernels, expected, check_like=False, check_exact=True, check_flags=False)
+    again = report.table("kernels")  # served from the cache entry this time, as a DataFrame still
+    pd.testing.assert_frame_equal(again, kernels)
+    titles = [title for title, _ in summary(open_trace(export, cache=False)).tables]
+    assert list(report.tables("summary")) == titles
+    assert report.table("kernels", by="name", names="base")["Name"].tolist() == ["saxpy"]
+
+
+def test_open_several_sources(export: Path, tmp_path: Path, cache_dir: Path) -> None:
+    for rank in (0, 1):
+        shutil.copyfile(export, tmp_path / f"run.rank{rank}.sqlite")
+    both = front.open(sorted(tmp_path.glob("run.rank*.sqlite")), jobs=1).table("kernels")
+    assert both["Instances"].tolist() == [10] and both["Total Time (ns)"].tolist() == [2 * 88573480]
+    per_rank = front.open(tmp_path / "run.rank*.sqlite", by_rank=True, jobs=1).table("kernels")
+    assert per_rank["Rank"].tolist() == [0, 1] and per_rank["Instances"].tolist() == [5, 5]
+
+
+def test_a_served_table_is_the_computed_frame(cache_dir: Path) -> None:
+    """The launch table of dlprof_norelu has missing queue times (Int64 with NA): served from the cache it
+    is the same frame as computed (text as object columns)."""
+    dlprof = need(SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite")
+    computed = front.open(dlprof, cache=False).tables("summary")
+    front.open(dlprof).tables("summary")  # computed and kept
+    served = front.open(dlprof).tables("summary")
+    assert list(served) == list(computed)
+    launch = served["Launch latency (kernexecsum)"]
+    assert str(launch["QMin (ns)"].dtype) == "Int64" and launch["QMin (ns)"].isna().any()
+    for title, df in computed.items():
+        pd.testing.assert_frame_equal(served[title], df, check_flags=False, check_dtype=False)
