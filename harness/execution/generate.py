@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.core.deferred import deferred
 from harness.execution.body import Body, autocast
 from harness.execution.timing import PhaseClock, TokenClock
 from workloads.names import DECODE, PREFILL
@@ -30,10 +29,9 @@ from workloads.names import DECODE, PREFILL
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
 
-with deferred():  # torch, via workloads
-    import workloads
-    from workloads import decode as static_decode
-    from workloads import memory as workload_memory
+import workloads
+from workloads import decode as static_decode
+from workloads import memory as workload_memory
 
 EAGER = "eager (growing KV cache)"
 PERCENTILES = (50, 90, 99)
