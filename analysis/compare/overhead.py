@@ -184,6 +184,31 @@ def overhead_verdict(c: Comparison, profiler: str = "nsys") -> str:
     return worded(c, VERDICT_WORDS, profiler=profiler)
 
 
+def step_key(step: int, rank: int | None) -> int:
+    """A step's key in an overhead table: in a run across ranks each rank's steps are steps of their own
+    (a whole step is one rank's phases summed, never two ranks')."""
+    return (rank or 0) * 1_000_000 + step
+
+
+def overhead_steps(runs: Iterable[tuple[str, int, pd.DataFrame]]) -> pd.DataFrame:
+    """The measured steps of (label, repeat, timers) triples as overhead_table reads them: label, repeat,
+    step (step_key), phase, duration_ns. `timers`: a run's step, phase, duration_ns, warmup, rank."""
+    rows = [
+        (label, repeat, step_key(int(step), int(rank)), phase, ns)
+        for label, repeat, timers in runs
+        for step, phase, ns, warmup, rank in zip(
+            timers["step"],
+            timers["phase"],
+            timers["duration_ns"],
+            timers["warmup"],
+            timers["rank"].fillna(0),
+            strict=True,
+        )
+        if not warmup
+    ]
+    return pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
+
+
 def ordered_labels(steps: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
     """The labels of `steps` in first-seen order, the baseline first."""
     labels = list(dict.fromkeys(steps["label"]))

@@ -8,7 +8,7 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
 from harness.cli.output import Format, emit
-from harness.store import blocks
+from harness.experiments import blocks
 from harness.store import results as results_db
 
 

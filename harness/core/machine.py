@@ -127,6 +127,17 @@ def busy_note(load: MachineLoad | None, what: str, *, load_counts: bool = True) 
     return f"the machine was busy during {what} ({'; '.join(reasons)}): timings are noisier than usual"
 
 
+def busy_of(loads: list[tuple[dict[str, Any], bool]]) -> list[str] | None:
+    """Why the machine was busy over a run's load measures (MachineLoad.to_dict's), each with whether its
+    load average counts (the one before a run that follows our own baseline run is ours); None when none
+    was recorded."""
+    if not loads:
+        return None
+    return [
+        why for data, counts in loads for why in MachineLoad.from_dict(data).busy_reasons(load_counts=counts)
+    ]
+
+
 def describe(load: MachineLoad) -> str:
     """`load average 0.80 before, 1.50 after on 2 CPUs; other processes took 12% of the CPU time`."""
     text = f"load average {load.load_before:.2f} before, {load.load_after:.2f} after on {load.cpus} CPUs"

@@ -12,25 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from analysis.advice.checks import why_untrusted
-from analysis.advice.coverage import export_facts
-from analysis.advice.findings import Thresholds, findings
-from analysis.advice.health import Health, capture_health
-from analysis.advice.record import advice_record, checks_of
-from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, RunFacts, overhead_of, run_checks
-from analysis.compare.overhead import BASELINE, headline
-from harness.core.machine import MachineLoad
+from analysis.front.examine import Baseline, Measured, judge_stored, run_facts
+from harness.core.machine import busy_of
 from harness.core.records import phases_for
 from harness.experiments.opening import open_report
-from harness.profilers.overhead_steps import label_for, step_key
+from harness.profilers.overhead_steps import label_for
 from harness.store.blocks import trace_of
-
-# the run's own checks that read its export (what it stored is kept when the export is gone)
-EXPORT_RUN_CHECKS = ("NVTX vs timers", "device")
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.advice.checks import Health
+    from analysis.advice.findings import Thresholds
+    from analysis.advice.run_checks import ExportFacts, RunFacts
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
 
@@ -61,33 +55,23 @@ def _overhead_runs(store: ResultsStore, run: Run) -> tuple[list[str], list[str]]
     return ([run.baseline_run_id], [run.id]) if run.baseline_run_id else ([], [])
 
 
-def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = None) -> RunFacts:
-    """The run's own figures, from the results database (and what its export holds, when it was read)."""
-    import pandas as pd
-
-    overhead = None
+def measured_of(store: ResultsStore, run: Run) -> Measured:
+    """The run's own figures as the results database holds them: its timers, those of the runs behind its
+    overhead figure, why the machine was busy while it and its baseline ran, the device."""
+    steps = store.step_timings([run.id])
+    against = None
     if run.profiler != "none":
         base, profiled = _overhead_runs(store, run)
         if base:
-            label = _label(run)
-            steps = store.step_timings([*base, *profiled])
-            steps = steps[~steps["warmup"].astype(bool)]
-            order = {rid: i for i, rid in enumerate(base)} | {rid: i for i, rid in enumerate(profiled)}
-            frame = pd.DataFrame(
-                {
-                    "label": [BASELINE if r in base else label for r in steps["run_id"]],
-                    "repeat": [order[r] for r in steps["run_id"]],
-                    "step": [step_key(s, r) for s, r in zip(steps["step"], steps["rank"], strict=True)],
-                    "phase": steps["phase"],
-                    "duration_ns": steps["duration_ns"],
-                }
+            timers = store.step_timings([*base, *profiled])
+            runs = {rid: part for rid, part in timers.groupby("run_id", sort=False)}
+            empty = timers.iloc[:0]
+            against = Baseline(
+                [runs.get(rid, empty) for rid in base],
+                f"baseline run {base[0]}" if len(base) == 1 else f"{len(base)} baseline runs",
+                _label(run),
+                profiled=[runs.get(rid, empty) for rid in profiled],
             )
-            found = headline(frame, phases_for(run.mode, run.world_size or 1)).get(label)
-            against = f"baseline run {base[0]}" if len(base) == 1 else f"{len(base)} baseline runs"
-            overhead = overhead_of(found, label, against, runs=len(profiled))
-    agreement = (
-        _agreement_frame(run) if run.agreement else None  # phase, steps, rel_diff
-    )
     loads = [
         (r.summary or {}).get("machine")
         for r in [run, *store.linked(run.id)]
@@ -95,33 +79,26 @@ def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = Non
     ]
     loads = [data for data in loads if data]
     # a profiled run right after its baseline: its load average before is ours (judged for the baseline)
-    busy = None
-    if loads:
-        busy = [
-            why
-            for i, data in enumerate(loads)
-            for why in MachineLoad.from_dict(data).busy_reasons(load_counts=i > 0 or not run.baseline_run_id)
-        ]
-    first = min((s.rank or 0 for s in run.step_timings), default=0)  # the export is this rank's
-    timed: dict[int, list[str]] = {}
-    for s in run.step_timings:
-        if (s.rank or 0) == first and not s.warmup:
-            timed.setdefault(s.step, []).append(s.phase)
-    return RunFacts(
-        overhead=overhead,
-        agreement=agreement,
+    return Measured(
+        timers=steps,
+        phases=phases_for(run.mode, run.world_size or 1),
         world_size=run.world_size or 1,
-        ranks_seen=sorted({s.rank or 0 for s in run.step_timings}),
-        busy=busy,
-        timed=timed,
-        export=export,
         device=run.device,
+        busy=busy_of([(data, i > 0 or not run.baseline_run_id) for i, data in enumerate(loads)]),
+        baseline=against,
     )
 
 
-def _agreement_frame(run: Run) -> pd.DataFrame:
+def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = None) -> RunFacts:
+    """The run's own figures, from the results database (and what its export holds, when it was read)."""
+    return run_facts(measured_of(store, run), _agreement_frame(run), export)
+
+
+def _agreement_frame(run: Run) -> pd.DataFrame | None:
     import pandas as pd
 
+    if not run.agreement:
+        return None
     return pd.DataFrame(
         [(a.phase, a.steps, a.rel_diff) for a in run.agreement], columns=["phase", "steps", "rel_diff"]
     )
@@ -132,29 +109,14 @@ def run_advice(
 ) -> RunAdvice:
     """The run `ref` names (an id, a prefix, `latest`, -N): its health and findings."""
     run = store.get(ref)
-    notes: list[str] = []
     export = trace_of(run)
-    facts = None
-    if export is not None:
-        with open_report(export, cache=cache) as trace:
-            health = capture_health(trace)
-            found = findings(trace, thresholds)
-            facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
-        record = advice_record(health, found)
-    elif run.advice:
-        record = dict(run.advice)
-        health = Health(record.get("source") or f"run {run.id}")
-        health.checks = [c for c in checks_of(record) if c.name not in RUN_CHECKS]
-        notes.append(f"run {run.id}'s export is gone: the capture checks and findings stored with the run")
+    measured, agreement = measured_of(store, run), _agreement_frame(run)
+    stored = dict(run.advice) if run.advice else None
+    if export is None:
+        judged = judge_stored(None, measured, agreement, run=run.id, stored=stored, thresholds=thresholds)
     else:
-        record = {"source": None, "health": {}, "findings": []}
-        health = Health(f"run {run.id}")
-        notes.append(f"run {run.id} has no export or trace: only the run's own checks")
-    checks = run_checks(stored_facts(store, run, facts))
-    if export is None and run.advice:  # the checks that read the export: as stored when it is gone
-        stored = {c.name: c for c in checks_of(run.advice)}
-        checks = [stored.get(c.name, c) if c.name in EXPORT_RUN_CHECKS else c for c in checks]
-    health.checks += checks
-    record["health"] = advice_record(health, [])["health"]
-    record["untrusted"] = why_untrusted(health.checks) or None
-    return RunAdvice(run.id, record, health, notes)
+        with open_report(export, cache=cache) as trace:
+            judged = judge_stored(
+                trace, measured, agreement, run=run.id, stored=stored, thresholds=thresholds
+            )
+    return RunAdvice(run.id, judged.record, judged.health, judged.notes)

@@ -26,7 +26,8 @@ from analysis.views.blocks import subblock_times
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import phases_for
-from harness.store.blocks import block_records_of, resolve
+from harness.experiments.blocks import block_records_of
+from harness.store.blocks import resolve
 
 if TYPE_CHECKING:
     import pandas as pd
