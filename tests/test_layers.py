@@ -25,7 +25,8 @@ PACKAGES = ("harness", "analysis", "workloads")
 LAYERS = ("cli", "experiments", "profilers", "execution", "energy", "store", "core")
 # analysis's sub-packages, top first: each imports only those after it, and the shared modules
 ANALYSIS_LAYERS = (
-    "front", "dashboard", "advice", "compare", "ranks", "views", "runs", "tables", "hta", "joins", "trace", "readers",
+    "front", "dashboard", "advice", "compare", "ranks", "views", "runs", "tables", "hta", "joins", "trace",
+    "readers",
 )  # fmt: skip
 # the modules directly in analysis/, below every sub-package: they import only each other
 ANALYSIS_SHARED = ("errors", "intervals", "nvtx_names", "outputs", "stats")

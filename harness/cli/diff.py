@@ -14,8 +14,8 @@ import typer
 from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import export_diff as ed
 from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note
+from harness.cli.csv_out import write_csv
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
-from harness.cli.tidy import write_csv
 from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:

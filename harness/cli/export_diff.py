@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli.common import err, note
+from harness.cli.csv_out import write_csv
 from harness.cli.fit import distinct
 from harness.cli.nvtx_options import NvtxBy, grouping
 from harness.cli.option_group import F, option_group
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
-from harness.cli.tidy import write_csv
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -16,7 +16,8 @@ from harness.cli.common import DbOpt, RunRefCommand, cli_errors, note
 from harness.cli.output import emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.core.errors import HarnessError, UsageError
-from harness.experiments import opening, rank_tables, reports
+from harness.experiments import opening, reports
+from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
@@ -67,7 +68,7 @@ def ranks_cmd(
         inputs = [store.file, run.nsys_sqlite, run.nsys_rep, *(run.artifacts or {}).values()]
         if html is not None:
             refuse_inputs(html, inputs, "--html")
-        report = rank_tables.ranks_of_run(store, run.id, **read)
+        report = run_ranks.ranks_of_run(store, run.id, **read)
     else:
         paths = multi.expand(exports, skipped)
         inputs = [f for p in paths for f in opening.files_read(p)]

@@ -25,8 +25,8 @@ from harness.core import signals
 from harness.core.records import phases_for
 from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks
-from harness.experiments.rank_tables import rank_tables, result_frame
-from harness.experiments.tables import extra_tables, results_table, throughput_table
+from harness.experiments.ranks import rank_tables, result_frame
+from harness.experiments.run_tables import extra_tables, results_table, throughput_table
 from harness.profilers.base import Outcome
 from harness.profilers.none import PlainRun
 from harness.profilers.nsys import TOP_KERNELS, ProfiledRun

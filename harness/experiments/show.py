@@ -11,8 +11,8 @@ from analysis.runs.steady import PhaseStats, step_stats
 from harness.core.machine import MachineLoad, describe
 from harness.core.records import phases_for
 from harness.energy.run import energy_rows
-from harness.experiments.rank_tables import rank_tables, run_frame
-from harness.experiments.tables import extra_tables, peak_label
+from harness.experiments.ranks import rank_tables, run_frame
+from harness.experiments.run_tables import extra_tables, peak_label
 
 if TYPE_CHECKING:
     import pandas as pd
