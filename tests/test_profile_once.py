@@ -78,7 +78,7 @@ def test_a_reading_cut_short_still_stores_the_run(
     def interrupted(*args: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(examine, "_tables", interrupted)
+    monkeypatch.setattr(examine, "_timed_tables", interrupted)
     store = ResultsStore(tmp_db)
     request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     with pytest.raises(KeyboardInterrupt):

@@ -275,8 +275,13 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
     only when the interval lies above zero: a figure inside the noise is not an overhead. Labels keep
     first-seen order, the baseline first.
     """
+    return _table(steps, phases, baseline, comparisons(steps, phases, baseline))
+
+
+def _table(
+    steps: pd.DataFrame, phases: Sequence[str], baseline: str, found: dict[tuple[str, str], Comparison]
+) -> pd.DataFrame:
     labels = ordered_labels(steps, baseline)
-    found = comparisons(steps, phases, baseline)
     rows = []
     for name, durations in step_rows(steps, phases):
         row: dict[str, object] = {"Phase": name}
@@ -305,5 +310,17 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
 
 def headline(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> dict[str, Comparison]:
     """Per label: the comparison of whole steps (or of the only phase), the figure `--precision` watches."""
+    return _headline(comparisons(steps, phases, baseline), phases)
+
+
+def _headline(found: dict[tuple[str, str], Comparison], phases: Sequence[str]) -> dict[str, Comparison]:
     name = STEP_SUM if len(phases) > 1 else phases[0]
-    return {label: c for (row, label), c in comparisons(steps, phases, baseline).items() if row == name}
+    return {label: c for (row, label), c in found.items() if row == name}
+
+
+def overhead_and_headline(
+    steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE
+) -> tuple[pd.DataFrame, dict[str, Comparison]]:
+    """`overhead_table` and `headline` of the same steps, their comparisons made once."""
+    found = comparisons(steps, phases, baseline)
+    return _table(steps, phases, baseline, found), _headline(found, phases)

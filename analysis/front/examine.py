@@ -1,11 +1,13 @@
 """A run's capture read once, and what a run says about itself.
 
-The profilers launch and record; this module reads what they recorded. `examine(export, measured)` opens
-the export (or trace) once and builds the run's record (`RunExamination`): the NVTX table of the measured
-steps, the top kernels, the agreement with the timers, the overhead against the baseline, the blocks of
---nvtx-detail, a torch.profiler trace's operator tables, a program's summary tables, the capture's health
-and findings, and why a capture that fails them makes the run `degraded`. `run --nsys`, `run --profiler
-torch`, `profile -- CMD` and `overhead`'s runs under nsys all come through here.
+The profilers launch and record; this module reads what they recorded, each capture opened once, into the
+run's record (`RunExamination`): `examine` a run the harness timed (`run --nsys`: the NVTX table of the
+measured steps, the agreement with the timers, the top kernels, the overhead against the baseline, the
+blocks of --nvtx-detail), `examine_trace` a torch.profiler trace (its ranges, operator tables and blocks),
+`examine_program` the export of a program the harness timed nothing in (`profile -- CMD`: its summary
+tables), `examine_capture` a capture judged alone (`overhead`'s runs under nsys). All but the trace are
+judged the same way: the capture's health and findings, and why a capture that fails them makes the run
+`degraded`.
 
 What the harness knows of the run comes in as plain data (`Measured`): its timers as a frame, the baseline
 runs', the phases, the block names, the stats format, why the machine was busy, the device. `run_facts`
@@ -16,6 +18,7 @@ measured and for a stored one alike; `judge_stored` gives a stored run's health 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +31,9 @@ from analysis.advice.coverage import export_facts
 from analysis.advice.findings import Thresholds, findings
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason
-from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, RunFacts, overhead_of, run_checks
-from analysis.compare.agreement import agreement_table, pair_ranges, range_summary
-from analysis.compare.overhead import BASELINE, headline, overhead_steps, overhead_table
+from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, Overhead, RunFacts, run_checks
+from analysis.compare.agreement import agreement_table, for_people, pair_ranges, range_summary
+from analysis.compare.overhead import BASELINE, overhead_and_headline, overhead_steps
 from analysis.errors import AnalysisError, ExportError
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.nvtx import nvtx_ranges
@@ -77,7 +80,7 @@ class Operators:
 @dataclass
 class Measured:
     """What the harness knows of a run when its capture is read, as plain data. Each part of the record
-    is built when what it needs is here."""
+    is built when what it needs is here (a baseline: the overhead; blocks: their times)."""
 
     timers: pd.DataFrame | None = None  # every step the run's timers timed (TIMER_COLUMNS); None: none
     phases: tuple[str, ...] = ()  # with timers: the phases held against the export's NVTX ranges
@@ -88,10 +91,7 @@ class Measured:
     blocks: Collection[str] | None = None  # --nvtx-detail's block range names: their times (None: not asked)
     first_step: int = 0  # the first measured step's index (the warmup steps): where the blocks' steps start
     kernels: int = 0  # the top kernels table, this many rows (0: none)
-    operators: Operators | None = None  # a torch.profiler trace's operator tables
-    summary: bool = False  # the export's summary tables (a program the harness timed nothing in)
-    stats_format: str = DEFAULT_FORMAT  # the `nsys stats` format the kernel and summary tables follow
-    judged: bool = True  # the capture's health and findings (with timers, the run's own checks too)
+    stats_format: str = DEFAULT_FORMAT  # the `nsys stats` format the kernel table follows
     why_no_ranges: str = ""  # why the harness's NVTX ranges can be missing, said when the export has none
 
 
@@ -112,6 +112,11 @@ class RunExamination:
     error: str | None = None  # why the tables could not be read
 
     @property
+    def agreement_shown(self) -> pd.DataFrame | None:
+        """The agreement for people (ns columns shown in ms, the difference in percent); None: none."""
+        return for_people(self.agreement) if self.agreement is not None and len(self.agreement) else None
+
+    @property
     def stored(self) -> dict[str, Any]:
         """What is stored with the run: its agreement (of tables read whole), advice and blocks, where there
         are any."""
@@ -126,62 +131,86 @@ class RunExamination:
 
 
 def examine(export: Path | None, measured: Measured) -> RunExamination:
-    """The run's record: the overhead against its baseline, then what its export (None: none written)
-    shows, the export opened once. A table that cannot be read is `error`, and no blocks; health and
-    findings that cannot be read are a note, and no advice."""
+    """A run the harness timed (`run --nsys`): the overhead against its baseline, then what its export
+    (None: none written) shows, read once: the NVTX table of the measured steps, the agreement with the
+    timers, the top kernels, the blocks, the health and findings with the run's own checks. A table that
+    cannot be read is `error`, and no blocks."""
     seen = RunExamination()
-    if measured.baseline is not None and measured.timers is not None:
-        seen.overhead = _overhead(measured.baseline, measured.timers, measured.phases, seen.notes)
+    seen.overhead, figure = compared(measured)
+    verdicts = seen.overhead.filter(like="verdict").stack() if seen.overhead is not None else None
+    if verdicts is not None and not verdicts.str.startswith("inconclusive").all():  # a figure from one run
+        seen.notes.append(
+            "overhead from one run each: its interval holds the step-to-step noise only, and two processes "
+            "can differ by drift alone; `harness overhead --ci-target 5` alternates runs until it can tell"
+        )
     if export is None:
         return seen
     with open_trace(export) as trace:  # the one reading of the export (it fills the cache too)
         try:
-            _tables(seen, trace, measured)
+            _timed_tables(seen, trace, measured)
         except AnalysisError as e:
             seen.error = str(e)
         else:
             seen.blocks = _blocks(trace, measured, seen.notes)
-        if not measured.judged:
-            return seen
-        try:
-            seen.advice = capture_advice(trace, _facts(measured, seen.agreement))
-        except AnalysisError as e:
-            seen.notes.append(f"no health or findings: {e}")
-            return seen
-    seen.degraded = degraded_reason(seen.advice)
+        facts = run_facts(measured, seen.agreement, overhead=figure) if measured.timers is not None else None
+        _judge(seen, trace, facts)
     return seen
 
 
-def _facts(measured: Measured, agreement: pd.DataFrame | None) -> RunFacts | None:
-    return run_facts(measured, agreement) if measured.timers is not None else None
-
-
-def _tables(seen: RunExamination, trace: Trace, m: Measured) -> None:
-    if m.timers is not None:
-        _measured_ranges(seen, trace, m)
-    elif m.phases:  # a trace of the measured steps alone (torch.profiler's schedule): all its ranges
-        ranges = nvtx_ranges(trace, names=[STEP, *m.phases])
-        seen.nvtx = range_summary(ranges) if len(ranges) else None
-    if m.kernels:
-        if trace.has("kernels"):
-            seen.kernels = kernel_summary(trace, stats_format=m.stats_format).head(m.kernels)
-        elif m.device == "cpu":
-            seen.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
+def examine_trace(path: Path, measured: Measured, operators: Operators) -> RunExamination:
+    """A torch.profiler trace (`run --profiler torch`), read once: its ranges (the trace holds the measured
+    steps alone), its operator tables and the notes of its reading, the blocks. Not judged: a trace's
+    health is `harness health`'s."""
+    seen = RunExamination()
+    with open_trace(path) as trace:
+        try:
+            ranges = nvtx_ranges(trace, names=[STEP, *measured.phases])
+            seen.nvtx = range_summary(ranges) if len(ranges) else None
+            seen.operators = _operator_tables(trace, operators)
+            seen.notes += trace.notes
+        except AnalysisError as e:
+            seen.error = str(e)
         else:
-            seen.notes.append(
-                f"no CUDA kernels in the export of this {m.device} run: the profiler did not trace the "
-                "GPU (health check `device`)"
-            )
-    if m.operators is not None:
-        seen.operators = _operator_tables(trace, m.operators)
-        seen.notes += trace.notes
-    if m.summary:
-        seen.report = summary(trace, stats_format=m.stats_format)
+            seen.blocks = _blocks(trace, measured, seen.notes)
+    return seen
 
 
-def _measured_ranges(seen: RunExamination, trace: Trace, m: Measured) -> None:
-    """NVTX table of the measured steps, and the NVTX-vs-timer agreement; the timers of the first rank
-    that timed (the export read is that rank's)."""
+def examine_program(export: Path, stats_format: str = DEFAULT_FORMAT) -> RunExamination:
+    """A program the harness timed nothing in (`profile -- CMD`), its export read once: the summary tables
+    (in `stats_format`), the capture's health and findings."""
+    seen = RunExamination()
+    with open_trace(export) as trace:
+        try:
+            seen.report = summary(trace, stats_format=stats_format)
+        except AnalysisError as e:
+            seen.error = str(e)
+        _judge(seen, trace)
+    return seen
+
+
+def examine_capture(export: Path) -> RunExamination:
+    """A capture whose timers nobody compares (`overhead`'s runs under nsys), its export read once for its
+    health and findings alone."""
+    seen = RunExamination()
+    with open_trace(export) as trace:
+        _judge(seen, trace)
+    return seen
+
+
+def _judge(seen: RunExamination, trace: Trace, facts: RunFacts | None = None) -> None:
+    """The capture's health and findings (with `facts`, the run's own checks too) into `seen`, and why the
+    capture makes the run degraded; a reading that fails is a note, and no advice."""
+    try:
+        seen.advice = capture_advice(trace, facts)
+    except AnalysisError as e:
+        seen.notes.append(f"no health or findings: {e}")
+        return
+    seen.degraded = degraded_reason(seen.advice)
+
+
+def _timed_tables(seen: RunExamination, trace: Trace, m: Measured) -> None:
+    """NVTX table of the measured steps, the NVTX-vs-timer agreement (the timers of the first rank that
+    timed: the export read is that rank's), the top kernels."""
     assert m.timers is not None
     timers = m.timers[m.timers["rank"] == m.timers["rank"].min()] if len(m.timers) else m.timers
     ranges = nvtx_ranges(trace, names=[STEP, *m.phases])
@@ -197,6 +226,17 @@ def _measured_ranges(seen: RunExamination, trace: Trace, m: Measured) -> None:
     if ranges["payload"].notna().all():
         ranges = ranges[ranges["payload"].astype("int64").isin(measured_steps)]
     seen.nvtx = range_summary(ranges)
+    if not m.kernels:
+        return
+    if trace.has("kernels"):
+        seen.kernels = kernel_summary(trace, stats_format=m.stats_format).head(m.kernels)
+    elif m.device == "cpu":
+        seen.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
+    else:
+        seen.notes.append(
+            f"no CUDA kernels in the export of this {m.device} run: the profiler did not trace the GPU "
+            "(health check `device`)"
+        )
 
 
 def _operator_tables(trace: Trace, o: Operators) -> list[tuple[str, pd.DataFrame]]:
@@ -245,38 +285,34 @@ def blocks_of_file(
         return trace_blocks(trace, names, phases, first_step)
 
 
-def _overhead(b: Baseline, timers: pd.DataFrame, phases: tuple[str, ...], notes: list[str]) -> pd.DataFrame:
-    """Per phase, the baseline run against the profiled one, with intervals and verdicts."""
-    table = overhead_table(_overhead_steps(b, timers), phases)
-    if not table.filter(like="verdict").stack().str.startswith("inconclusive").all():
-        notes.append(
-            "overhead from one run each: its interval holds the step-to-step noise only, and two processes "
-            "can differ by drift alone; `harness overhead --ci-target 5` alternates runs until it can tell"
-        )
-    return table
-
-
-def _overhead_steps(b: Baseline, timers: pd.DataFrame) -> pd.DataFrame:
+def compared(measured: Measured) -> tuple[pd.DataFrame | None, Overhead | None]:
+    """The run against its baseline runs (none: None, None): per phase, with intervals and verdicts; and
+    the profiler's overhead on whole steps, the figure the run's checks judge (None when it has none)."""
+    b, timers = measured.baseline, measured.timers
+    if b is None or timers is None:
+        return None, None
     profiled = b.profiled if b.profiled is not None else [timers]
     runs = [(BASELINE, i, t) for i, t in enumerate(b.runs)] + [
         (b.label, i, t) for i, t in enumerate(profiled)
     ]
-    return overhead_steps(runs)
+    table, found = overhead_and_headline(overhead_steps(runs), measured.phases)
+    c = found.get(b.label)
+    if c is None or math.isnan(c.effect_pct):
+        return table, None
+    return table, Overhead(b.label, float(c.effect_pct), float(c.ci_low_pct), float(c.ci_high_pct), b.name,
+                           len(profiled))  # fmt: skip
 
 
 def run_facts(
-    measured: Measured, agreement: pd.DataFrame | None = None, export: ExportFacts | None = None
+    measured: Measured,
+    agreement: pd.DataFrame | None = None,
+    export: ExportFacts | None = None,
+    overhead: Overhead | None = None,
 ) -> RunFacts:
-    """What the run says about itself: the overhead against its baseline, the agreement (as read or as
-    stored) and the steps its first rank timed, the ranks that reported steps, the device, why the machine
-    was busy, and what its export holds (`export`, when read)."""
+    """What the run says about itself: the overhead against its baseline (`compared`'s figure), the
+    agreement (as read or as stored) and the steps its first rank timed, the ranks that reported steps,
+    the device, why the machine was busy, and what its export holds (`export`, when read)."""
     timers = measured.timers if measured.timers is not None else pd.DataFrame(columns=TIMER_COLUMNS)
-    overhead = None
-    b = measured.baseline
-    if b is not None:
-        found = headline(_overhead_steps(b, timers), measured.phases).get(b.label)
-        runs = len(b.profiled) if b.profiled is not None else 1
-        overhead = overhead_of(found, b.label, b.name, runs=runs)
     ranks = sorted({int(r) for r in timers["rank"]})
     first = timers[(timers["rank"] == min(ranks, default=0)) & ~timers["warmup"].astype(bool)]
     timed: dict[int, list[str]] = {}
@@ -341,7 +377,7 @@ def judge_stored(
         record = {"source": None, "health": {}, "findings": []}
         health = Health(f"run {run}")
         notes.append(f"run {run} has no export or trace: only the run's own checks")
-    checks = run_checks(run_facts(measured, agreement, facts))
+    checks = run_checks(run_facts(measured, agreement, facts, compared(measured)[1]))
     if trace is None and stored:  # the checks that read the export: as stored when it is gone
         kept = {c.name: c for c in checks_of(stored)}
         checks = [kept.get(c.name, c) if c.name in EXPORT_RUN_CHECKS else c for c in checks]

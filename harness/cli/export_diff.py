@@ -31,10 +31,8 @@ from harness.cli.output import console_for, emit, markdown_table, print_lines, t
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.compare.export_diff import ExportDiff, Verdict
-    from harness.experiments.diff import Side
+    from harness.experiments.diff import ExportDiff, Side, Verdict
 
-from analysis.compare import export_diff as diffing
 from harness.experiments import diff as hd
 
 IterationRangeOpt = Annotated[
@@ -301,24 +299,21 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
     }  # fmt: skip
     if gate is not None:
         doc["gate_pct"] = gate
-        doc["gate_failed"] = diffing.gate_failed(v, gate)
+        doc["gate_failed"] = hd.gate_failed(v, gate)
     return doc
 
 
 def compute(side_a: Side, side_b: Side, exports: TwoExports, *, cache: bool) -> ExportDiff:
-
-    assert side_a.trace_path is not None and side_b.trace_path is not None
-    with hd._open(side_a.trace_path, cache) as ta, hd._open(side_b.trace_path, cache) as tb:
-        return diffing.diff_exports(
-            ta, tb, labels=(side_a.label, side_b.label), iteration_range=exports.iteration_range,
-            iteration=exports.iteration, warmup=exports.warmup, by=grouping(exports.by, exports.raw_names),
-        )  # fmt: skip
+    return hd.diff_exports(
+        side_a, side_b, cache=cache, iteration_range=exports.iteration_range, iteration=exports.iteration,
+        warmup=exports.warmup, by=grouping(exports.by, exports.raw_names),
+    )  # fmt: skip
 
 
 def apply_gate(d: ExportDiff, gate: float) -> None:
     """Exit 1 with one line on a regression verdict beyond `gate` percent."""
 
-    if diffing.gate_failed(d.verdict, gate):
+    if hd.gate_failed(d.verdict, gate):
         c = d.verdict.comparison
         assert c is not None
         weaker = " (weaker: no iterations)" if d.verdict.weaker else ""

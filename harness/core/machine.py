@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +117,17 @@ def combine(loads: list[MachineLoad]) -> MachineLoad | None:
         others_share=pooled("others_share"),
         own_share=pooled("own_share"),
     )
+
+
+def over_runs(loads: list[dict[str, Any] | None]) -> MachineLoad | None:
+    """Several runs' load measures (MachineLoad.to_dict's; None: not measured) as one: the load average
+    before the first and after the last, the CPU shares of the runs that have them (not those under nsys,
+    whose processes make the shares meaningless)."""
+    found = [MachineLoad.from_dict(data) for data in loads if data]
+    overall = combine([x for x in found if x.others_share is not None])
+    if overall is None or not found:
+        return overall
+    return replace(overall, load_before=found[0].load_before, load_after=found[-1].load_after)
 
 
 def busy_note(load: MachineLoad | None, what: str, *, load_counts: bool = True) -> str | None:

@@ -1,5 +1,7 @@
-"""`harness advise RUN` and `harness health RUN`: a stored run's health (its capture's checks and the run's
-own: profiler overhead, NVTX vs timers, missing ranks, a busy machine) and its findings.
+"""`harness advise` and `harness health`, of an export or of a stored run (analysis.advice, through
+analysis.front.examine for a run): a capture's health, findings and nsys's expert-system rules; a stored
+run's health (its capture's checks and the run's own: profiler overhead, NVTX vs timers, missing ranks, a busy
+machine) and its findings; and the stored advice of a run in lines and tables, as `run` and `show` print it.
 
 The run's own figures come from the results database: the overhead against its baseline run (all the runs of
 its `harness overhead` experiment when it has one: their confidence interval), the stored agreement table,
@@ -12,21 +14,39 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from analysis.front.examine import Baseline, Measured, judge_stored, run_facts
+from analysis.advice import nsys_rules
+from analysis.advice.checks import FAIL, capture_failures
+from analysis.advice.findings import Thresholds, findings, findings_table
+from analysis.advice.health import capture_health
+from analysis.advice.record import (
+    degraded_reason,
+    findings_frame,
+    health_counts,
+    health_line,
+    health_table,
+    untrusted_line,
+)
+from analysis.advice.record import findings_lines as finding_lines
+from analysis.front.examine import Baseline, Measured, compared, judge_stored, run_facts
 from harness.core.machine import busy_of
 from harness.core.records import phases_for
 from harness.experiments.opening import open_report
-from harness.profilers.overhead_steps import label_for
+from harness.profilers.base import label_for
 from harness.store.blocks import trace_of
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
-    from analysis.advice.checks import Health
-    from analysis.advice.findings import Thresholds
+    from analysis.advice.checks import Check, Health
     from analysis.advice.run_checks import ExportFacts, RunFacts
+    from analysis.trace.trace import Trace
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
+
+
+WARN, NOTE = "warn", "note"  # how a line of advice is said
 
 
 @dataclass
@@ -91,7 +111,8 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
 
 def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = None) -> RunFacts:
     """The run's own figures, from the results database (and what its export holds, when it was read)."""
-    return run_facts(measured_of(store, run), _agreement_frame(run), export)
+    measured = measured_of(store, run)
+    return run_facts(measured, _agreement_frame(run), export, compared(measured)[1])
 
 
 def _agreement_frame(run: Run) -> pd.DataFrame | None:
@@ -120,3 +141,79 @@ def run_advice(
                 trace, measured, agreement, run=run.id, stored=stored, thresholds=thresholds
             )
     return RunAdvice(run.id, judged.record, judged.health, judged.notes)
+
+
+def thresholds_of(options: list[str]) -> Thresholds:
+    """The findings' thresholds with `NAME=VALUE` options applied (an error naming what is wrong)."""
+    return Thresholds().with_options(options)
+
+
+def check_rules(specs: list[str]) -> None:
+    """A misspelt rule or option of nsys's rules is an error before anything is read."""
+    for spec in specs:
+        nsys_rules.parse_rule(spec)
+
+
+def open_export(report: Path, *, cache: bool = True) -> Trace:
+    """The export (or report, exported first) `advise` and `health` read."""
+    return open_report(report, cache=cache)
+
+
+def export_health(trace: Trace) -> Health:
+    """The capture's health: every check of its export."""
+    return capture_health(trace)
+
+
+def export_findings(trace: Trace, thresholds: Thresholds) -> pd.DataFrame:
+    """The capture's findings, largest time at stake first."""
+    return findings_table(findings(trace, thresholds))
+
+
+def rule_tables(trace: Trace, specs: list[str]) -> tuple[list[tuple[str, pd.DataFrame]], dict[str, str]]:
+    """(spec, the table `nsys analyze -r SPEC` prints) per rule, and why each skipped one was skipped."""
+    tables, skipped = [], {}
+    for spec in specs:
+        try:
+            tables.append((spec, nsys_rules.run_rule(trace, spec)))
+        except nsys_rules.Skipped as e:
+            skipped[spec] = str(e)
+    return tables, skipped
+
+
+def stored_findings(record: dict[str, Any]) -> pd.DataFrame:
+    """The findings of an advice record as a table."""
+    return findings_frame(record)
+
+
+def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
+    """A run's health and findings whole, for csv and json."""
+    return [("health", health_table(record)), ("findings", findings_frame(record))]
+
+
+def health_lines(record: dict[str, Any], degraded: str | None = None) -> list[tuple[str, str]]:
+    """(WARN or NOTE, line): the health in one line, a warning when not ok; for the run `degraded` names
+    (stored as degraded), why first, then the counts and where to see every check."""
+    reason = degraded_reason(record)
+    if degraded and reason:
+        return [
+            (WARN, f"run {degraded} stored as degraded: {reason}"),
+            (WARN, f"{health_counts(record)}: `harness health {degraded}` shows each"),
+        ]
+    line = health_line(record)
+    return [(NOTE if line.startswith("health ok") else WARN, line)]
+
+
+def findings_lines(record: dict[str, Any], run: str = "RUN") -> list[tuple[str, str]]:
+    """(WARN or NOTE, line): the top findings, one line each, or why they are not ranked (a warning)."""
+    untrusted = untrusted_line(record, run)
+    return [(WARN if line == untrusted else NOTE, line) for line in finding_lines(record, run=run)]
+
+
+def untrusted_checks(checks: list[Check]) -> list[Check]:
+    """The failed checks that make what a capture says untrustworthy."""
+    return capture_failures(checks)
+
+
+def failed(health: Health) -> bool:
+    """Whether any check failed (`health --strict` exits 1)."""
+    return health.worst == FAIL

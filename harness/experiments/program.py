@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import harness
-from analysis.front.examine import Measured, examine
+from analysis.front.examine import examine_program
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
@@ -160,7 +160,7 @@ def after_capture(out: ProgramRun, sqlite: Path | None, tables_format: str, foun
         kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
         out.error = f"nsys wrote no SQLite export; files kept: {kept}"
         return
-    seen = examine(sqlite, Measured(summary=True, stats_format=tables_format))
+    seen = examine_program(sqlite, tables_format)
     out.report, out.error, out.advice = seen.report, seen.error, seen.advice
     out.notes += seen.notes
     found.update(seen.stored)

@@ -6,13 +6,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from analysis.compare.overhead import baseline_label, overhead_steps, overhead_table
-from analysis.runs.steady import PhaseStats, step_stats
 from harness.core.machine import MachineLoad, describe
 from harness.core.records import phases_for
 from harness.energy.run import energy_rows
+from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
-from harness.experiments.run_tables import extra_tables, peak_label
+from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,15 +27,6 @@ def _machine(run: Run) -> str | None:
 
     data = (run.summary or {}).get("machine")
     return describe(MachineLoad.from_dict(data)) if data else None
-
-
-def run_step_stats(run: Run) -> PhaseStats | None:
-    """The stored run's step: its measured steps' phases summed, per rank and step."""
-    steps: dict[tuple[int, int], dict[str, int]] = {}
-    for s in run.step_timings:
-        if not s.warmup:
-            steps.setdefault((s.rank or 0, s.step), {})[s.phase] = s.duration_ns
-    return step_stats(list(steps.values()), phases_for(run.mode, run.world_size or 1))
 
 
 def phase_table(run: Run) -> pd.DataFrame:
@@ -120,9 +110,8 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
         tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
-        baseline = baseline_label([profiled.profiler])
-        steps = overhead_steps([(baseline, 0, timers(base)), (label, 0, timers(profiled))])
-        table = overhead_table(steps, phases_for(run.mode, run.world_size or 1), baseline)
+        phases = phases_for(run.mode, run.world_size or 1)
+        table = pair_table(timers(base), timers(profiled), label, profiled.profiler, phases)
         tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
     return tables
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import AnalysisError
-from analysis.front.examine import Baseline, Measured, RunExamination, examine
+from analysis.front.examine import Baseline, Measured, RunExamination, examine, examine_capture
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
 from harness.core.records import RunConfig, RunResult, phases_for, timer_frame
@@ -33,10 +33,10 @@ from harness.profilers.base import (
     ProfilerOptions,
     Reporter,
     check_writable,
+    label_for,
     run_baseline,
 )
 from harness.profilers.capture import mark_degraded, report_paths, save_once, stored_after
-from harness.profilers.overhead_steps import experiment_load, label_for
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,7 +70,7 @@ class ProfiledRun(Outcome):
     nsys_version: str = ""
     nvtx: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
-    agreement: pd.DataFrame | None = None
+    agreement: pd.DataFrame | None = None  # NVTX vs the timers, for people
     overhead: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
@@ -226,13 +226,14 @@ def after_capture(
     if result.status == "oom":
         out.notes.append(f"out of memory: {result.error}; no analysis")
         return
-    seen = examine(prof.sqlite, measured(result, baseline, options.mode, tables_format, out.notes))
+    ranged = capture_range(options)
+    asked = measured(result, baseline, options.mode, tables_format, out.notes)
+    seen = examine(prof.sqlite, asked)
     out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
-    out.agreement = seen.agreement
+    out.agreement = seen.agreement_shown
     out.notes += seen.notes
     if prof.sqlite is None:
         out.error = f"nsys wrote no SQLite export; files kept: {', '.join(kept) or 'none'}"
-        ranged = capture_range(options)
         if ranged and prof.rep is None:  # nsys 2022.4 writes no report at all for a range never started
             out.error = (
                 f"the capture range never started ({ranged}): nsys recorded nothing and wrote no report. "
@@ -265,27 +266,27 @@ def measured(
     """What the run under nsys measured, as examine takes it: its timers and the baseline run's, the
     phases, how busy the machine was while each ran, the blocks to look for, the format of the kernel
     table; what is to be said of the baseline run into `notes`."""
-    config = result.config
-    against = None
-    if baseline is not None and baseline.status != "ok":
-        notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
-    elif baseline is not None:
-        busy = machine.busy_note(experiment_load([baseline, result]), "the baseline run")
-        notes += [busy] if busy else []
-        against = Baseline([timer_frame(baseline)], f"baseline run {baseline.run_id}", label_for(mode))
+    config, label = result.config, label_for(mode)
     # the load average before a run that follows our own baseline run is ours: judged for the first only
     loads = [
         (r.extra["machine"], r is baseline or baseline is None)
         for r in (baseline, result)
         if r is not None and r.extra.get("machine")
     ]
+    busy = machine.busy_of(loads)
+    ok = baseline is not None and baseline.status == "ok"
+    if baseline is not None and not ok:
+        notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
+    elif baseline is not None:
+        load = machine.over_runs([baseline.extra.get("machine"), result.extra.get("machine")])
+        notes += filter(None, [machine.busy_note(load, "the baseline run")])
     return Measured(
         timers=timer_frame(result),
         phases=phases_for(config.mode, config.world_size),
         world_size=config.world_size,
         device=result.device,
-        busy=machine.busy_of(loads),
-        baseline=against,
+        busy=busy,
+        baseline=Baseline([timer_frame(baseline)], f"baseline run {baseline.run_id}", label) if ok else None,
         blocks=nvtx_ranges.block_names() if config.nvtx_detail else None,
         first_step=config.warmup,
         kernels=TOP_KERNELS,
@@ -303,7 +304,7 @@ def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes:
     `overhead`'s profiled runs): the advice into `found`, the run made `degraded` when its capture fails
     them (the reason, else None); a reading that fails is a note, and no advice."""
     try:
-        seen = examine(sqlite, Measured())
+        seen = examine_capture(sqlite)
     except AnalysisError as e:
         seen = RunExamination(notes=[f"no health or findings: {e}"])
     notes += [f"run {result.run_id}: {line}" for line in seen.notes]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import AnalysisError
-from analysis.front.examine import Measured, Operators, examine
+from analysis.front.examine import Measured, Operators, examine_trace
 from analysis.readers.kineto import is_complete
 from harness.core import machine, signals
 from harness.core.nvtx_ranges import block_names
@@ -33,8 +33,15 @@ if TYPE_CHECKING:
 
 from harness.core.errors import UsageError
 from harness.profilers import torch_hook
-from harness.profilers.base import CliArgs, Outcome, ProfiledFn, ProfilerOptions, Reporter, check_writable
-from harness.profilers.overhead_steps import label_for
+from harness.profilers.base import (
+    CliArgs,
+    Outcome,
+    ProfiledFn,
+    ProfilerOptions,
+    Reporter,
+    check_writable,
+    label_for,
+)
 from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, hook_for
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchOptions", "TorchProfiledRun", "hook_for", "profile_run"]
@@ -143,18 +150,13 @@ def after_trace(
     phases = phases_for(config.mode)
     top = options.operator_top or TOP_OPERATORS
     asked = Measured(
-        phases=phases,
-        blocks=block_names() if config.nvtx_detail else None,
-        first_step=config.warmup,
-        operators=Operators(
-            top, options.operator_sort, tuple(phases) if config.mode == "generate" else (None,)
-        ),
-        judged=False,
+        phases=phases, blocks=block_names() if config.nvtx_detail else None, first_step=config.warmup
     )
+    within = tuple(phases) if config.mode == "generate" else (None,)
     if progress:
         progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
     try:
-        seen = examine(out.trace, asked)
+        seen = examine_trace(out.trace, asked, Operators(top, options.operator_sort, within))
     except AnalysisError as e:  # a trace that cannot be opened
         out.error = str(e)
         return
