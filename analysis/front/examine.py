@@ -45,13 +45,8 @@ from analysis.trace.trace import Trace
 from analysis.views.blocks import block_records
 from workloads.names import STEP
 
-TIMER_COLUMNS = [
-    "step",
-    "phase",
-    "duration_ns",
-    "warmup",
-    "rank",
-]  # a run's timers, as the harness hands them
+# a run's timers as the harness hands them (the results store's step_timings, less run_id)
+TIMER_COLUMNS = ["step", "phase", "duration_ns", "warmup", "rank"]
 # the run's own checks that read its export (what was stored of them stands when the export is gone)
 EXPORT_RUN_CHECKS = ("NVTX vs timers", "device")
 
