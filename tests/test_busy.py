@@ -1,4 +1,5 @@
-"""A phase's GPU-busy share from a capture (harness.profilers.busy), against the export read with SQL."""
+"""A phase's GPU-busy share from a capture (analysis.front.examine.busy_share), against the export read with
+SQL."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.front.examine import Measured, busy_share, examine
 from analysis.trace.opening import open_trace
-from harness.core.records import RunConfig, RunResult, StepRecord
-from harness.profilers.busy import busy_share, record_decode_busy
+from harness.core.records import RunConfig, RunResult, StepRecord, timer_frame
 
 
 def share_by_sql(export: Path, phase: str, steps: set[int] | None) -> float:
@@ -60,27 +61,22 @@ def test_a_capture_without_gpu_work_has_no_share(cpu_export: Path) -> None:
         assert busy_share(trace, "forward") is None
 
 
-def test_decode_busy_goes_into_the_serving_figures(
-    h100_export: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_decode_busy_is_over_the_measured_steps(h100_export: Path) -> None:
     """Over the measured steps only. The h100 capture is a train run: its forward ranges stand in for
     decode's (a train capture has no decode range, and then no share)."""
-    from harness.profilers import busy
-
-    def generate_run() -> RunResult:
-        return RunResult(
-            run_id="r", config=RunConfig(model="medium", mode="generate"), status="ok",
-            steps=[StepRecord(step=i, warmup=i < 10, phases={}) for i in range(15)],
-            extra={"serving": {"decode": "eager (growing KV cache)"}},
-        )  # fmt: skip
-
-    with open_trace(h100_export) as trace:
-        plain = generate_run()
-        record_decode_busy(plain, trace)
-        monkeypatch.setattr(busy, "DECODE", "forward")
-        standing_in = generate_run()
-        record_decode_busy(standing_in, trace)
-    assert plain.extra["serving"]["decode_gpu_busy"] is None
-    got = standing_in.extra["serving"]["decode_gpu_busy"]
+    run = RunResult(
+        run_id="r", config=RunConfig(model="medium", mode="train"), status="ok",
+        steps=[StepRecord(step=i, warmup=i < 10, phases={"forward": 1, "backward": 1, "optimizer": 1})
+               for i in range(15)],
+    )  # fmt: skip
+    asked = Measured(
+        timers=timer_frame(run), phases=("forward", "backward", "optimizer"), busy_of=("decode",)
+    )
+    seen = examine(h100_export, asked)
+    assert seen.busy == {"decode": None}
+    standing_in = examine(
+        h100_export, Measured(timers=timer_frame(run), phases=asked.phases, busy_of=("forward",))
+    )
+    got = standing_in.busy["forward"]
     assert got == pytest.approx(share_by_sql(h100_export, "forward", set(range(10, 15))), rel=1e-12)
     assert got != pytest.approx(share_by_sql(h100_export, "forward", None))  # the warm-up steps left out

@@ -114,3 +114,23 @@ def test_agreement_bars_hold_relative_difference(data: DashboardData) -> None:
 def test_agreement_missing_says_how_to_get_it() -> None:
     panel = agreement_panel(DashboardData(agreement=pd.DataFrame(columns=["run_id", "phase"])))
     assert panel.figure is None and "harness run tiny" in panel.missing and "--nsys" in panel.missing
+
+
+def test_a_run_across_ranks_keeps_each_rank_s_steps_apart() -> None:
+    """Whole steps are one rank's phases summed, never two ranks': step 1 of rank 0 and of rank 1 are two
+    steps of the bars, as in every other overhead table."""
+    from analysis.dashboard.overhead import labelled_steps
+
+    runs = pd.DataFrame(
+        {"run_id": ["base", "prof"], "profiler": ["none", "nsys"], "nsys_mode": [None, "light"]}
+    )
+    steps = pd.DataFrame(
+        [(rid, step, phase, ns * (1.1 if rid == "prof" else 1.0), False, rank)
+         for rid in ("base", "prof") for rank in (0, 1) for step in (1, 2, 3)
+         for phase, ns in (("forward", 1_000 * (rank + 1)), ("backward", 2_000))],
+        columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"],
+    )  # fmt: skip
+    labelled = labelled_steps(runs, steps)
+    assert labelled.groupby("label")["step"].nunique().to_dict() == {"no nsys": 6, "nsys light": 6}
+    whole = overhead_bars(labelled, ["forward", "backward"]).set_index(["row", "label"])
+    assert whole.loc[("step (sum)", "no nsys"), "mean_ns"] == pytest.approx((3_000 + 4_000) / 2)

@@ -14,8 +14,8 @@ from test_store import make_result
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.experiments.run_tables import results_table
 from harness.experiments.show import phase_table
-from harness.experiments.tables import results_table
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -128,7 +128,7 @@ def test_warnings_wrap_on_a_terminal_and_stay_whole_when_piped(monkeypatch: pyte
 
 
 def test_cpu_memory_is_labelled_rss_and_an_allocator_keeps_its_labels() -> None:
-    from harness.experiments.tables import memory_rows
+    from harness.experiments.run_tables import memory_rows
 
     mib = 2**20
     cpu = memory_rows(

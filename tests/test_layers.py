@@ -86,6 +86,47 @@ def test_harness_core_imports_nothing_from_analysis() -> None:
     assert {m: d for m, d in bad.items() if d} == {}
 
 
+# The harness modules that cross into analysis/, each for its reason (docs/architecture.md, "The border"): a
+# new crossing is named here, or goes through one of these
+BORDER = {
+    # the front doors: a capture read once (analysis.front.examine), an export's tables
+    "harness.profilers.nsys": "a run under nsys examined",
+    "harness.profilers.torch": "a torch.profiler trace examined (and whether the worker finished writing it)",
+    "harness.experiments.program": "a program's export examined",
+    "harness.experiments.advice": "a stored run judged; an export's health, findings and nsys rules",
+    "harness.experiments.run_tables": "a run's step figures; a stored run's blocks read from its trace",
+    "harness.cli.analysis": "the table commands",
+    "harness.cli.reading": "reading tables from exports, and their cache",
+    "harness.cli.operator_options": "the operator table's sort columns",
+    "harness.experiments.opening": "an export or report opened (exported into the cache)",
+    "harness.experiments.reports": "tables over several exports, or one capture's processes",
+    "harness.execution.nsys.formats": "the `nsys stats` format of the nsys in use",
+    # pages and views written to a file
+    "harness.cli.dashboard": "the dashboard",
+    "harness.cli.timeline": "an export as a Chrome trace",
+    # the figures: computed where they are made or stored
+    "harness.experiments.diff": "two runs or exports compared, and their page",
+    "harness.experiments.overhead": "a profiler's overhead",
+    "harness.experiments.ranks": "a run across ranks, and its page",
+    "harness.experiments.roofline": "a run on the device's roofs, and its page",
+    "harness.experiments.doctor": "the nsys self-test's export read back",
+    "harness.experiments.gpu_selftest": "the GPU self-test's export checked",
+    "harness.execution.compiled": "torch.compile's first step beyond the steady median (in the worker)",
+    "harness.energy.power": "energy counters unwrapped",
+    "harness.energy.run": "a run's energy figures",
+    "harness.store.runs": "a run's phase figures, stored with it",
+    # analysis's errors and its rules for written files
+    "harness.cli.common": "the CLI's error handler; where a written file may go",
+    "harness.store.database": "no database written over the command's own output",
+}
+
+
+def test_the_border_is_a_few_named_doors() -> None:
+    crossing = {m for m, d in graph().items() if m.startswith("harness") and
+                any(x.split(".")[0] == "analysis" for x in d)}  # fmt: skip
+    assert crossing == set(BORDER)
+
+
 def test_the_words_of_a_run_load_no_torch() -> None:
     """analysis/ and harness --help import workloads.names: it must not pull in the models."""
     import subprocess

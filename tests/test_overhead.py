@@ -128,3 +128,18 @@ def test_overhead_table_leaves_an_inconclusive_overhead_empty() -> None:
     assert row["nsys light CI low (%)"] < 0 < row["nsys light CI high (%)"]
     assert row["nsys light verdict"].startswith("inconclusive")
     assert list(headline(steps, ["forward"])) == ["nsys light"]  # one phase: that phase is the headline
+
+
+def test_the_verdict_words_are_written_once() -> None:
+    """Every wording of an overhead verdict (a sentence, a bar's label, the figures) is in one table of
+    analysis/compare/overhead.py: no other module writes an outcome's words, with their interval, again."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    writing = sorted(
+        str(p.relative_to(repo))
+        for pkg in ("analysis", "harness")
+        for p in (repo / pkg).rglob("*.py")
+        if "{low:" in p.read_text()  # a verdict's format: the interval's low end
+    )
+    assert writing == ["analysis/compare/overhead.py"]

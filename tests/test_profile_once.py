@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from analysis.front import examine
 from analysis.trace.opening import open_trace
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.execution.nsys import NsysInfo, ProfileResult
@@ -59,7 +60,7 @@ def test_the_export_is_read_once_and_the_run_stored_once(
     h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _capture(h100_export, monkeypatch)
-    counts = _counted(monkeypatch, profiler)
+    counts = _counted(monkeypatch, examine)
     store = ResultsStore(tmp_db)
     request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     out = profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
@@ -76,12 +77,12 @@ def test_a_reading_cut_short_still_stores_the_run(
     """Ctrl-C while the export is read: the run is stored once, as `interrupted`, and the outcome says so
     with the exit code of the signal."""
     _capture(h100_export, monkeypatch)
-    counts = _counted(monkeypatch, profiler)
+    counts = _counted(monkeypatch, examine)
 
     def interrupted(*args: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(profiler, "analyse", interrupted)
+    monkeypatch.setattr(examine, "_timed_tables", interrupted)
     store = ResultsStore(tmp_db)
     request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
     out = profiler.profile_run(RunConfig(model="medium", warmup=1, steps=3), request, store=store)
@@ -100,9 +101,8 @@ def test_profile_cmd_reads_the_export_once_and_stores_its_health_with_the_run(
     tables, the capture's health and findings), then the run stored once with them."""
     from analysis.advice.health import capture_health
     from harness.experiments import program
-    from harness.profilers import capture
 
-    counts = _counted(monkeypatch, capture, program)
+    counts = _counted(monkeypatch, examine)
     info = NsysInfo(path=Path("/x/nsys"), version="2023.4.1.97", flags=frozenset(), source="t")
     monkeypatch.setattr(program.nsys, "find_nsys", lambda path: info)
     monkeypatch.setattr(
@@ -125,11 +125,10 @@ def test_overhead_runs_under_nsys_are_stored_with_their_capture_s_health(
 ) -> None:
     """`overhead`'s runs under nsys take the same step: each one's export read once for its capture's health
     and findings, stored once with its run."""
-    from harness.experiments import overhead, program
-    from harness.profilers import capture
+    from harness.experiments import overhead
 
     _capture(h100_export, monkeypatch)
-    counts = _counted(monkeypatch, capture, program)
+    counts = _counted(monkeypatch, examine)
 
     def baseline(config: RunConfig) -> tuple[RunResult, None]:  # no workload: the run without nsys, made up
         steps = [StepRecord(step=i, warmup=i < config.warmup,

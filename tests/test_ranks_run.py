@@ -24,7 +24,7 @@ from analysis.ranks.ranks import (
 )
 from harness.cli import app
 from harness.execution.ranks.distributed import _buckets
-from harness.experiments.rank_tables import IMBALANCE, STRAGGLER, ranks_of_run
+from harness.experiments.ranks import IMBALANCE, STRAGGLER, ranks_of_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()

@@ -12,7 +12,7 @@ from analysis.runs.steady import phase_stats
 from harness.core.records import RunConfig, measured_steps, phases_of
 from harness.core.signals import Terminated
 from harness.execution.runner import run_workload
-from harness.experiments.tables import results_table
+from harness.experiments.run_tables import results_table
 from harness.store.results import ResultsStore
 
 

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult
+from harness.experiments.run_tables import results_table
 from harness.experiments.sweep import grid
-from harness.experiments.tables import results_table
 from harness.store.results import ResultsStore
 
 runner = CliRunner()

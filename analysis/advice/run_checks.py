@@ -22,7 +22,6 @@ Thresholds:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -230,19 +229,4 @@ def _machine(busy: list[str] | None) -> Check:
         WARN,
         f"busy while the run ran: {'; '.join(busy)}",
         "timings are noisier than usual: run again on a quiet machine, or compare only runs made together",
-    )
-
-
-def overhead_of(comparison: object, profiler: str, baseline: str, runs: int = 1) -> Overhead | None:
-    """An Overhead from analysis.compare.overhead's Comparison (None when it has no figure)."""
-    effect = getattr(comparison, "effect_pct", math.nan)
-    if comparison is None or effect != effect:
-        return None
-    return Overhead(
-        profiler,
-        float(effect),
-        float(comparison.ci_low_pct),
-        float(comparison.ci_high_pct),
-        baseline,
-        runs,  # type: ignore[attr-defined]
     )

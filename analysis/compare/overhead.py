@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -157,31 +157,78 @@ def worded(c: Comparison, words: Mapping[str, str], **extra: str) -> str:
     return words[c.outcome].format(effect=c.effect_pct, faster=-c.effect_pct, **figures, **extra)
 
 
-# for a label on a bar: `+8.1% (+2.0…+14.3)` or `inconclusive (±52%)`
-SHORT_WORDS = {
-    "too few": "too few steps",
-    "inconclusive": "inconclusive (±{noise:.0f}%)",
-    "increase": "{effect:+.1f}% ({low:+.1f}…{high:+.1f})",
-    "decrease": "faster {effect:+.1f}% ({low:+.1f}…{high:+.1f})",
-}
-# one line a person can act on; never a bare figure when the noise could explain it. Faster under the
-# profiler is not an overhead: something else changed between the runs (drift).
+class Said(NamedTuple):
+    """One outcome of a comparison in words, at three lengths."""
+
+    sentence: str  # one line a person can act on, naming the profiler (`overhead_verdict`)
+    bar: str  # the verdict over a bar: without the profiler's name, the interval where the noise is said
+    figures: str  # the figures alone, for a cell beside others (`short_verdict`)
+
+
+INTERVAL = "(CI {low:+.1f}…{high:+.1f}%)"
+# The overhead verdict's words, written once: every wording of an outcome is a column here
+# (analysis.dashboard.overhead's bar labels are the `bar` column). Never a bare figure when the noise could
+# explain it. Faster under the profiler is not an overhead: something else changed between the runs (drift).
 VERDICT_WORDS = {
-    "too few": "inconclusive: too few steps to tell (two or more a side)",
-    "increase": "{profiler} adds {effect:.1f}% (CI {low:+.1f}…{high:+.1f}%)",
-    "decrease": "faster under {profiler} by {faster:.1f}% (CI {low:+.1f}…{high:+.1f}%): not an overhead",
-    "inconclusive": "inconclusive: the noise (±{noise:.1f}%) is larger than the effect",
+    "too few": Said(
+        "inconclusive: too few steps to tell (two or more a side)", "too few steps to tell", "too few steps"
+    ),
+    "increase": Said(
+        "{profiler} adds {effect:.1f}% " + INTERVAL,
+        "adds {effect:+.1f}% " + INTERVAL,
+        "{effect:+.1f}% ({low:+.1f}…{high:+.1f})",
+    ),
+    "decrease": Said(
+        "faster under {profiler} by {faster:.1f}% " + INTERVAL + ": not an overhead",
+        "faster {effect:+.1f}% " + INTERVAL + ": not overhead",
+        "faster {effect:+.1f}% ({low:+.1f}…{high:+.1f})",
+    ),
+    "inconclusive": Said(
+        "inconclusive: the noise (±{noise:.1f}%) is larger than the effect",
+        "inconclusive " + INTERVAL,
+        "inconclusive (±{noise:.0f}%)",
+    ),
 }
+
+
+def words_of(column: str) -> dict[str, str]:
+    """One column of VERDICT_WORDS (sentence, bar, figures): outcome -> its format."""
+    return {outcome: getattr(said, column) for outcome, said in VERDICT_WORDS.items()}
 
 
 def short_verdict(c: Comparison) -> str:
-    """The verdict in a few words, for a label on a bar (SHORT_WORDS)."""
-    return worded(c, SHORT_WORDS)
+    """The verdict's figures, for a cell beside others: `+8.1% (+2.0…+14.3)` or `inconclusive (±52%)`."""
+    return worded(c, words_of("figures"))
 
 
 def overhead_verdict(c: Comparison, profiler: str = "nsys") -> str:
-    """One line a person can act on (VERDICT_WORDS)."""
-    return worded(c, VERDICT_WORDS, profiler=profiler)
+    """One line a person can act on (VERDICT_WORDS' sentence)."""
+    return worded(c, words_of("sentence"), profiler=profiler)
+
+
+def step_key(step: int, rank: int | None) -> int:
+    """A step's key in an overhead table: in a run across ranks each rank's steps are steps of their own
+    (a whole step is one rank's phases summed, never two ranks')."""
+    return (rank or 0) * 1_000_000 + step
+
+
+def overhead_steps(runs: Iterable[tuple[str, int, pd.DataFrame]]) -> pd.DataFrame:
+    """The measured steps of (label, repeat, timers) triples as overhead_table reads them: label, repeat,
+    step (step_key), phase, duration_ns. `timers`: a run's step, phase, duration_ns, warmup, rank."""
+    rows = [
+        (label, repeat, step_key(int(step), int(rank)), phase, ns)
+        for label, repeat, timers in runs
+        for step, phase, ns, warmup, rank in zip(
+            timers["step"],
+            timers["phase"],
+            timers["duration_ns"],
+            timers["warmup"],
+            timers["rank"].fillna(0),
+            strict=True,
+        )
+        if not warmup
+    ]
+    return pd.DataFrame(rows, columns=["label", "repeat", "step", "phase", "duration_ns"])
 
 
 def ordered_labels(steps: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
@@ -228,8 +275,13 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
     only when the interval lies above zero: a figure inside the noise is not an overhead. Labels keep
     first-seen order, the baseline first.
     """
+    return _table(steps, phases, baseline, comparisons(steps, phases, baseline))
+
+
+def _table(
+    steps: pd.DataFrame, phases: Sequence[str], baseline: str, found: dict[tuple[str, str], Comparison]
+) -> pd.DataFrame:
     labels = ordered_labels(steps, baseline)
-    found = comparisons(steps, phases, baseline)
     rows = []
     for name, durations in step_rows(steps, phases):
         row: dict[str, object] = {"Phase": name}
@@ -258,5 +310,17 @@ def overhead_table(steps: pd.DataFrame, phases: Sequence[str], baseline: str = B
 
 def headline(steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE) -> dict[str, Comparison]:
     """Per label: the comparison of whole steps (or of the only phase), the figure `--precision` watches."""
+    return _headline(comparisons(steps, phases, baseline), phases)
+
+
+def _headline(found: dict[tuple[str, str], Comparison], phases: Sequence[str]) -> dict[str, Comparison]:
     name = STEP_SUM if len(phases) > 1 else phases[0]
-    return {label: c for (row, label), c in comparisons(steps, phases, baseline).items() if row == name}
+    return {label: c for (row, label), c in found.items() if row == name}
+
+
+def overhead_and_headline(
+    steps: pd.DataFrame, phases: Sequence[str], baseline: str = BASELINE
+) -> tuple[pd.DataFrame, dict[str, Comparison]]:
+    """`overhead_table` and `headline` of the same steps, their comparisons made once."""
+    found = comparisons(steps, phases, baseline)
+    return _table(steps, phases, baseline, found), _headline(found, phases)

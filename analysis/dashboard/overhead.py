@@ -13,9 +13,11 @@ from analysis.compare.overhead import (
     comparisons,
     mean_interval,
     ordered_labels,
+    overhead_steps,
     overhead_verdict,
     step_rows,
     worded,
+    words_of,
 )
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import profiler_label, with_labels
@@ -61,29 +63,16 @@ def overhead_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return ok.iloc[0:0], ""
 
 
-def overhead_steps(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
-    """Measured steps of `runs` labelled by profiler (`baseline` without one): label, repeat, step, phase,
-    duration_ns."""
+def labelled_steps(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+    """Measured steps of `runs` labelled by profiler (`baseline` without one), each run a repeat of its
+    label: label, repeat, step, phase, duration_ns (analysis.compare.overhead.overhead_steps)."""
     labels = {r["run_id"]: (_label(r, baseline), i) for i, r in enumerate(runs.to_dict("records"))}
-    s = steps[steps["run_id"].isin(labels) & ~steps["warmup"].astype(bool)]
-    return pd.DataFrame(
-        {
-            "label": s["run_id"].map(lambda r: labels[r][0]),
-            "repeat": s["run_id"].map(lambda r: labels[r][1]),
-            "step": s["step"],
-            "phase": s["phase"],
-            "duration_ns": s["duration_ns"],
-        }
-    )
+    mine = steps[steps["run_id"].isin(labels)]
+    return overhead_steps((*labels[rid], part) for rid, part in mine.groupby("run_id", sort=False))
 
 
-# the label over a profiled bar: the verdict in a word and the 95% interval, never a bare figure
-BAR_WORDS = {
-    "too few": "too few steps to tell",
-    "increase": "adds {effect:+.1f}% (CI {low:+.1f}…{high:+.1f}%)",
-    "decrease": "faster {effect:+.1f}% (CI {low:+.1f}…{high:+.1f}%): not overhead",
-    "inconclusive": "inconclusive (CI {low:+.1f}…{high:+.1f}%)",
-}
+# the label over a profiled bar: the verdict's bar words (analysis.compare.overhead.VERDICT_WORDS)
+BAR_WORDS = words_of("bar")
 
 
 def bar_label(c: Comparison) -> str:
@@ -195,7 +184,7 @@ def overhead_panel(data: DashboardData) -> Panel:
         )
     phases = ordered_phases(data.steps.loc[data.steps["run_id"].isin(runs["run_id"]), "phase"])
     baseline = baseline_label(runs["profiler"])
-    table = overhead_bars(overhead_steps(runs, data.steps, baseline), phases, baseline)
+    table = overhead_bars(labelled_steps(runs, data.steps, baseline), phases, baseline)
     first = runs.iloc[0]
     title = f"Profiler overhead: {first['model']} {first['precision']} on {first.get('device', '')}, {source}"
     counts = runs["profiler"].eq("none").value_counts()

@@ -1,5 +1,5 @@
-"""`harness advise` and `harness health`: thin commands over analysis.advice (findings, nsys's expert-system
-rules, capture health)."""
+"""`harness advise` and `harness health`: thin commands over harness.experiments.advice (findings, nsys's
+expert-system rules, capture health, of an export or a stored run)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,12 @@ from typing import Annotated
 
 import typer
 
-from analysis.advice import checks as capture_checks
-from analysis.advice import findings as finding_rules
-from analysis.advice import health as capture
-from analysis.advice import nsys_rules
-from analysis.advice import record as advice_record
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
 from harness.cli.fit import COMFORTABLE, table_width
 from harness.cli.output import Format, console_for, emit, emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.core.errors import UsageError
 from harness.experiments import advice as run_advice
-from harness.experiments import opening
 from harness.store import results as results_db
 
 ReportArg = Annotated[
@@ -47,7 +41,7 @@ IgnoreHealthOpt = Annotated[
 
 def _open(report: Path, reading: Reading):
 
-    return opening.open_report(report, cache=not reading.no_cache)
+    return run_advice.open_export(report, cache=not reading.no_cache)
 
 
 def _run_ref(report: str) -> bool:
@@ -99,9 +93,8 @@ def advise_cmd(
     (`harness health`) gets no ranking: exit 1, saying which checks failed."""
 
     specs = list(rule or [])
-    for spec in specs:
-        nsys_rules.parse_rule(spec)  # a misspelt rule or option is an error before anything is read
-    thresholds = finding_rules.Thresholds().with_options(list(threshold or []))
+    run_advice.check_rules(specs)  # a misspelt rule or option is an error before anything is read
+    thresholds = run_advice.thresholds_of(list(threshold or []))
     if _run_ref(report):
         if specs:
             raise UsageError("--rule reads an export: give the run's export (`harness show RUN` names it)")
@@ -113,23 +106,19 @@ def advise_cmd(
         )
         _say_notes(advice.notes)
         _refuse_untrusted(f"run {advice.run_id}", advice.run_id, advice.health.checks, ignore_health)
-        table = advice_record.findings_frame(advice.record)
+        table = run_advice.stored_findings(advice.record)
         _show_findings(table, f"run {advice.run_id}", thresholds, reading, advice.health.checks)
         return
     with _open(Path(report), reading) as trace:
         if not specs:
-            checks = capture.capture_health(trace).checks
+            checks = run_advice.export_health(trace).checks
             _refuse_untrusted(trace.path.name, report, checks, ignore_health)
-            table = finding_rules.findings_table(finding_rules.findings(trace, thresholds))
+            table = run_advice.export_findings(trace, thresholds)
             _show_findings(table, trace.path.name, thresholds, reading, checks)
             return
-        tables, skipped = [], {}
-        for spec in specs:
-            try:
-                tables.append((spec, nsys_rules.run_rule(trace, spec)))
-            except nsys_rules.Skipped as e:
-                skipped[spec] = str(e)
-                note(str(e))
+        tables, skipped = run_advice.rule_tables(trace, specs)
+    for why in skipped.values():
+        note(why)
     if len(specs) == 1 and tables:
         spec, df = tables[0]
         if df.empty:  # nsys prints nothing for a rule that found nothing
@@ -146,7 +135,7 @@ def advise_cmd(
 def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
     """Exit 1 saying why, when the capture failed its health checks (unless --ignore-health); `ref`: what
     the user named (a run or a path), for the command that says more."""
-    failed = capture_checks.capture_failures(checks)
+    failed = run_advice.untrusted_checks(checks)
     if not failed or ignore_health:
         return
     for check in failed:
@@ -164,7 +153,7 @@ def _show_findings(table, what: str, thresholds, reading: Reading, checks) -> No
     """The findings, largest time at stake first; marked untrusted where the capture failed its health
     checks (and --ignore-health asked for them)."""
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
-    failed = capture_checks.capture_failures(checks)
+    failed = run_advice.untrusted_checks(checks)
     if failed:
         warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")
     if table.empty:
@@ -214,7 +203,7 @@ def health_cmd(
         health, title = advice.health, f"Health of run {advice.run_id}"
     else:
         with _open(Path(report), reading) as trace:
-            health = capture.capture_health(trace)
+            health = run_advice.export_health(trace)
         title = f"Capture health of {Path(report).name}"
     table = health.table()
     if reading.format is Format.table:  # sentences wrapped whole, never cut: no need to repeat them below
@@ -225,7 +214,7 @@ def health_cmd(
         emit(table, reading.format, title=title, wide=reading.wide)
     if reading.format is Format.table:
         (warn if health.worst != "ok" else note)(health.line())
-    if strict and health.worst == capture.FAIL:
+    if strict and run_advice.failed(health):
         raise typer.Exit(1)
 
 

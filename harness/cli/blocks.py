@@ -8,7 +8,7 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
 from harness.cli.output import Format, emit
-from harness.store import blocks
+from harness.experiments import run_tables
 from harness.store import results as results_db
 
 
@@ -34,7 +34,7 @@ def blocks_cmd(
     """
 
     store = results_db.ResultsStore(db, readonly=True)
-    report = blocks.block_report(store, run, by_layer=by_layer)
+    report = run_tables.block_report(store, run, by_layer=by_layer)
     table = report.table
     if fmt is not Format.table:
         table = table.assign(source=report.source)

@@ -1,4 +1,6 @@
-"""What every command shares: one-line errors and warnings, the --format, --wide, --limit and --db options."""
+"""What every command shares: one-line errors and warnings, the --format, --wide, --limit and --db options,
+and where a written file may go (analysis.outputs: never over a file the command reads, `-` and pipes
+written as streams; the commands take its checks from here)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ from typer.core import TyperCommand
 
 from analysis.errors import AnalysisError
 from analysis.outputs import OutputRefused, refuse_folder_name
+from analysis.outputs import is_stdout as is_stdout
+from analysis.outputs import is_stream as is_stream
+from analysis.outputs import refuse_inputs as refuse_inputs
+from analysis.outputs import shown as shown
+from analysis.outputs import write_text as write_text
 from harness.cli.output import Format, say
 from harness.core.errors import HarnessError, UsageError
 

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from analysis.runs.steady import REMAINDER
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
 from harness.cli.output import Format, emit
 
@@ -45,12 +44,7 @@ def compare_compile_cmd(
             "`harness run tiny --device cpu` and `harness run tiny --device cpu --compile`"
         )
         return
-    notes = [
-        *table.attrs.get("notes", []),
-        "medians of the measured steps with their 95% intervals; speed-up = eager / compiled (interval: "
-        "bootstrap of the step medians; one run a side holds the step-to-step noise only); compile = first "
-        f"step − median; {REMAINDER} = the step's median − the phases' medians",
-    ]
+    notes = table.attrs.get("notes", [])
     if format is Format.table:
         table = _intervals_as_text(table)
     emit(

@@ -9,8 +9,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from analysis.errors import ExportError
-from analysis.outputs import is_stdout, is_stream, refuse_inputs, shown
-from harness.cli.common import DbOpt, FormatOpt, OldOutputOpt, WideOpt, cli_errors, output_file, warn
+from harness.cli.common import (
+    DbOpt,
+    FormatOpt,
+    OldOutputOpt,
+    WideOpt,
+    cli_errors,
+    is_stdout,
+    is_stream,
+    output_file,
+    refuse_inputs,
+    shown,
+    warn,
+)
 from harness.cli.output import Format, emit
 from harness.core.errors import HarnessError, UsageError
 

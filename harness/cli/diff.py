@@ -11,11 +11,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from analysis.outputs import is_stdout, refuse_inputs
 from harness.cli import export_diff as ed
-from harness.cli.common import RUN_REF_HELP, DbOpt, RunRefCommand, WideOpt, cli_errors, err, note, output_file
+from harness.cli.common import (
+    RUN_REF_HELP,
+    DbOpt,
+    RunRefCommand,
+    WideOpt,
+    cli_errors,
+    err,
+    is_stdout,
+    note,
+    output_file,
+    refuse_inputs,
+)
+from harness.cli.csv_out import write_csv
 from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
-from harness.cli.tidy import write_csv
 from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
@@ -23,8 +33,6 @@ if TYPE_CHECKING:
 
     from harness.experiments.diff import DiffResult
 
-from analysis.compare import diff as run_diff
-from analysis.dashboard import diff as diff_page
 from harness.experiments import diff as hd
 from harness.experiments import opening
 from harness.store import results as results_db
@@ -54,7 +62,7 @@ def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame
         out.append(
             (
                 "Phases: B against A (95% CI of the relative difference of means)",
-                run_diff.verdict_table(result.verdicts),
+                hd.verdict_table(result),
             )
         )
     for title, df in result.tables:
@@ -189,7 +197,7 @@ def diff_cmd(
         err(refusal)
         raise typer.Exit(1)
     if gate is not None and result.verdicts is not None:
-        failed = run_diff.gate_failures(result.verdicts, gate)
+        failed = hd.gate_failures(result, gate)
         if failed:
             what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
             err(f"gate: regression beyond {gate:g}%: {what}")
@@ -198,10 +206,8 @@ def diff_cmd(
 
 def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:
 
-    verdicts = run_diff.verdict_table(result.verdicts) if result.verdicts is not None else None
-    panels = diff_page.diff_panels(result.tables, verdicts, top=top or diff_page.TOP, gate_pct=gate)
     try:
-        page = diff_page.write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
+        page = hd.write_page(out, result, top, gate)
     except OSError as e:
         raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
     total = len(page.panels)

@@ -22,20 +22,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli.common import err, note
+from harness.cli.csv_out import write_csv
 from harness.cli.fit import distinct
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
 from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
-from harness.cli.tidy import write_csv
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.compare.export_diff import ExportDiff, Verdict
-    from harness.experiments.diff import Side
+    from harness.experiments.diff import ExportDiff, Side, Verdict
 
-from analysis.compare import export_diff as diffing
-from analysis.tables import nvtx
 from harness.experiments import diff as hd
 
 IterationRangeOpt = Annotated[
@@ -302,25 +299,21 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
     }  # fmt: skip
     if gate is not None:
         doc["gate_pct"] = gate
-        doc["gate_failed"] = diffing.gate_failed(v, gate)
+        doc["gate_failed"] = hd.gate_failed(v, gate)
     return doc
 
 
 def compute(side_a: Side, side_b: Side, exports: TwoExports, *, cache: bool) -> ExportDiff:
-
-    assert side_a.trace_path is not None and side_b.trace_path is not None
-    by = nvtx.grouping(exports.by.value, exports.raw_names)
-    with hd._open(side_a.trace_path, cache) as ta, hd._open(side_b.trace_path, cache) as tb:
-        return diffing.diff_exports(
-            ta, tb, labels=(side_a.label, side_b.label), iteration_range=exports.iteration_range,
-            iteration=exports.iteration, warmup=exports.warmup, by=by,
-        )  # fmt: skip
+    return hd.diff_exports(
+        side_a, side_b, cache=cache, iteration_range=exports.iteration_range, iteration=exports.iteration,
+        warmup=exports.warmup, by=exports.by.value, raw_names=exports.raw_names,
+    )  # fmt: skip
 
 
 def apply_gate(d: ExportDiff, gate: float) -> None:
     """Exit 1 with one line on a regression verdict beyond `gate` percent."""
 
-    if diffing.gate_failed(d.verdict, gate):
+    if hd.gate_failed(d.verdict, gate):
         c = d.verdict.comparison
         assert c is not None
         weaker = " (weaker: no iterations)" if d.verdict.weaker else ""

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from analysis.compare import overhead as comparison
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import DEFAULT, Workload, workload_options
 from harness.cli.output import Format, emit
@@ -23,7 +22,6 @@ from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.experiments import overhead
-from harness.profilers.overhead_steps import DEFAULT_MAX_TIME
 
 
 @cli_errors
@@ -59,7 +57,7 @@ def overhead_cmd(
     max_time: Annotated[
         float,
         typer.Option(help="With --ci-target: start no round that would end after this many seconds."),
-    ] = DEFAULT_MAX_TIME,
+    ] = overhead.DEFAULT_MAX_TIME,
     workload: Workload = DEFAULT,
     profiling: ProfilerArgs = NO_PROFILER_ARGS,
     ranks: Ranks = ONE_RANK,
@@ -92,7 +90,7 @@ def overhead_cmd(
     for note in result.notes:
         warn(note)
     n = result.repeats * config.steps
-    notes = [f"whole steps: {comparison.overhead_verdict(c, label)}" for label, c in result.headline.items()]
+    notes = [f"whole steps: {verdict}" for verdict in result.verdicts]
     if result.load:
         notes.append(f"machine: {describe(result.load)}")
     emit(

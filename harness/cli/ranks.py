@@ -9,14 +9,12 @@ from typing import Annotated
 
 import typer
 
-from analysis import dashboard
-from analysis.outputs import is_stdout, refuse_inputs
-from analysis.trace import multi
-from harness.cli.common import DbOpt, RunRefCommand, cli_errors, note, output_file
+from harness.cli.common import DbOpt, RunRefCommand, cli_errors, is_stdout, note, output_file, refuse_inputs
 from harness.cli.output import emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.core.errors import HarnessError, UsageError
-from harness.experiments import opening, rank_tables, reports
+from harness.experiments import opening, reports
+from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
@@ -68,9 +66,9 @@ def ranks_cmd(
         inputs = [store.file, run.nsys_sqlite, run.nsys_rep, *(run.artifacts or {}).values()]
         if html is not None:
             refuse_inputs(html, inputs, "--html")
-        report = rank_tables.ranks_of_run(store, run.id, **read)
+        report = run_ranks.ranks_of_run(store, run.id, **read)
     else:
-        paths = multi.expand(exports, skipped)
+        paths = run_ranks.expand(exports, skipped)
         inputs = [f for p in paths for f in opening.files_read(p)]
         if html is not None:
             refuse_inputs(html, inputs, "--html")
@@ -97,10 +95,8 @@ def ranks_cmd(
                 "--html draws the ranks from their exports, and this run has none: run it with --nsys"
             )
 
-        source = f"{n} exports: {', '.join(report.labels.values())}"
-        data = dashboard.DashboardData(ranks=report.phases, source=source)
         try:
-            page = dashboard.write_dashboard(data, html, scope="ranks", title="harness ranks")
+            page = run_ranks.write_page(report, html)
         except OSError as e:
             raise HarnessError(
                 f"cannot write {html}: {e.strerror or e}; pass --html to a writable path"

@@ -9,15 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from analysis.advice.record import (
-    degraded_reason,
-    findings_frame,
-    findings_lines,
-    health_counts,
-    health_line,
-    health_table,
-)
-from analysis.compare.agreement import for_people
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
 from harness.cli.output import Format, emit_many
@@ -25,8 +16,9 @@ from harness.core import signals
 from harness.core.records import phases_for
 from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks
-from harness.experiments.rank_tables import rank_tables, result_frame
-from harness.experiments.tables import extra_tables, results_table, throughput_table
+from harness.experiments import advice
+from harness.experiments.ranks import rank_tables, result_frame
+from harness.experiments.run_tables import extra_tables, results_table, throughput_table
 from harness.profilers.base import Outcome
 from harness.profilers.none import PlainRun
 from harness.profilers.nsys import TOP_KERNELS, ProfiledRun
@@ -133,7 +125,7 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if p.kernels is not None:
         tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
     if p.agreement is not None and len(p.agreement):
-        tables.append(("NVTX vs in-process timers", for_people(p.agreement)))
+        tables.append(("NVTX vs in-process timers", p.agreement))
     if p.overhead is not None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
     if p.result is not None:
@@ -158,25 +150,20 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
 
 def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
     """The run's health and findings whole, for csv and json."""
-    return [("health", health_table(record)), ("findings", findings_frame(record))]
+    return advice.advice_tables(record)
 
 
 def say_health(record: dict[str, Any], degraded: str | None = None) -> None:
     """The health in one line, a warning when not ok; for the run `degraded` names (stored as degraded),
     why first."""
-    line = health_line(record)
-    reason = degraded_reason(record)
-    if degraded and reason:  # the reason names the failed checks: the counts, then where to see them all
-        warn(f"run {degraded} stored as degraded: {reason}")
-        warn(f"{health_counts(record)}: `harness health {degraded}` shows each")
-        return
-    (note if line.startswith("health ok") else warn)(line)
+    for level, line in advice.health_lines(record, degraded):
+        (warn if level == advice.WARN else note)(line)
 
 
 def say_findings(record: dict[str, Any], run: str = "RUN") -> None:
     """The top findings, one line each, or why they are not ranked (a warning)."""
-    for line in findings_lines(record, run=run):
-        (warn if line.startswith("findings not ranked") else note)(line)
+    for level, line in advice.findings_lines(record, run):
+        (warn if level == advice.WARN else note)(line)
 
 
 @render.register

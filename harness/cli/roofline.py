@@ -8,9 +8,16 @@ from typing import Annotated
 
 import typer
 
-from analysis.dashboard import roofline as roofline_view
-from analysis.outputs import is_stdout, refuse_inputs, write_text
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, cli_errors, note, output_file
+from harness.cli.common import (
+    DbOpt,
+    FormatOpt,
+    RunRefCommand,
+    cli_errors,
+    is_stdout,
+    note,
+    output_file,
+    refuse_inputs,
+)
 from harness.cli.options import (
     Attention,
     AttentionOpt,
@@ -107,9 +114,7 @@ def roofline_cmd(
     emit_many(tables, fmt, notes=[*report.notes, *report.above_roof()])
     if html is not None:
         try:
-            against = f" · against {report.used.label}" if report.used else ""
-            figure = roofline_view.roofline_figure(report.table, report.used, title + against)
-            write_text(html, figure.to_html(include_plotlyjs=True))
+            roofline.write_page(report, html)
         except OSError as e:
             raise HarnessError(f"cannot write {html}: {first_line(e)}") from None
         note(f"roofline written to {html}")

@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 from harness.cli import render
 from harness.execution import runner
 from harness.execution.ranks import multirank
-from harness.experiments import show, sweep
-from harness.experiments import tables as experiment_tables
+from harness.experiments import run_tables, show, sweep
 from harness.store import results as results_db
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
@@ -207,7 +206,7 @@ def sweep_cmd(
             batch += f" context {r.config.context_length}" if contexts else ""
             warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
-    emit(experiment_tables.results_table(results), format, title=title, wide=wide)
+    emit(run_tables.results_table(results), format, title=title, wide=wide)
     if workload.power:  # the sources are the same for every point: each line once
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)

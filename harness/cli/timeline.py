@@ -8,9 +8,8 @@ from typing import Annotated
 
 import typer
 
-from analysis.outputs import refuse_inputs, shown
 from analysis.views import chrome_trace
-from harness.cli.common import OldOutputOpt, cli_errors, note, one_out, output_file
+from harness.cli.common import OldOutputOpt, cli_errors, note, one_out, output_file, refuse_inputs, shown
 from harness.core.signals import sigterm_raises
 from harness.experiments import opening
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,12 +119,34 @@ def combine(loads: list[MachineLoad]) -> MachineLoad | None:
     )
 
 
+def over_runs(loads: list[dict[str, Any] | None]) -> MachineLoad | None:
+    """Several runs' load measures (MachineLoad.to_dict's; None: not measured) as one: the load average
+    before the first and after the last, the CPU shares of the runs that have them (not those under nsys,
+    whose processes make the shares meaningless)."""
+    found = [MachineLoad.from_dict(data) for data in loads if data]
+    overall = combine([x for x in found if x.others_share is not None])
+    if overall is None or not found:
+        return overall
+    return replace(overall, load_before=found[0].load_before, load_after=found[-1].load_after)
+
+
 def busy_note(load: MachineLoad | None, what: str, *, load_counts: bool = True) -> str | None:
     """A warning line when the machine was busy during `what`, else None."""
     reasons = load.busy_reasons(load_counts=load_counts) if load else []
     if not reasons:
         return None
     return f"the machine was busy during {what} ({'; '.join(reasons)}): timings are noisier than usual"
+
+
+def busy_of(loads: list[tuple[dict[str, Any], bool]]) -> list[str] | None:
+    """Why the machine was busy over a run's load measures (MachineLoad.to_dict's), each with whether its
+    load average counts (the one before a run that follows our own baseline run is ours); None when none
+    was recorded."""
+    if not loads:
+        return None
+    return [
+        why for data, counts in loads for why in MachineLoad.from_dict(data).busy_reasons(load_counts=counts)
+    ]
 
 
 def describe(load: MachineLoad) -> str:

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import workloads
 from workloads.names import MEASURED
 
 _push: Callable[[str, int | None], None]
@@ -105,6 +106,11 @@ def range_name(qualname: str, detail: dict[str, str], outer: dict[str, str] | No
     if outer and qualname and parts[-1] in outer:
         return outer[parts[-1]]
     return None
+
+
+def block_names() -> set[str]:
+    """Every --nvtx-detail range name that is a block (the layers' layer_N aside)."""
+    return set(workloads.DETAIL_RANGES.values()) | set(workloads.OUTER_RANGES.values())
 
 
 def attach_detail_ranges(

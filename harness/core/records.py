@@ -12,6 +12,8 @@ from workloads.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY
 from workloads.names import STEP as STEP_RANGE
 
 if TYPE_CHECKING:  # workloads/__init__ loads torch
+    import pandas as pd
+
     from workloads.specs import ModelSpec
 
 FORWARD_PHASES = PHASES_BY_MODE["forward"]
@@ -159,6 +161,21 @@ class RunResult:
 def measured_steps(result: RunResult) -> list[dict[str, int]]:
     """Each measured (not warm-up) step's phases: phase -> duration_ns."""
     return [s.phases for s in result.steps if not s.warmup]
+
+
+def timer_frame(result: RunResult) -> pd.DataFrame:
+    """Every step's phase durations as the results store gives a stored run's (`step_timings`): run_id,
+    step, phase, duration_ns, warmup, rank."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            (result.run_id, s.step, p, ns, s.warmup, s.rank)
+            for s in result.steps
+            for p, ns in s.phases.items()
+        ],
+        columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"],
+    )
 
 
 def phases_of(result: RunResult) -> tuple[str, ...]:

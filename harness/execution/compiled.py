@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from analysis.compare.compile import baseline_choice, compile_comparison, compile_pairs
-from analysis.runs.steady import STEP, run_steady
+from analysis.runs.steady import REMAINDER, STEP, run_steady
 from harness.core.errors import UsageError
 from harness.core.records import RunResult
 
@@ -96,9 +96,9 @@ def compile_table(
     baseline: str | None = None,
 ) -> pd.DataFrame:
     """analysis.compare.compile.compile_comparison over the stored runs (of one model / device); `baseline`
-    names
-    the eager run to compare with (a unique prefix will do). The lines saying which eager run is the
-    baseline and whether the compiled run found Inductor's cache warm are in `table.attrs["notes"]`."""
+    names the eager run to compare with (a unique prefix will do). The lines saying which eager run is the
+    baseline, whether the compiled run found Inductor's cache warm and how to read the table are in
+    `table.attrs["notes"]`."""
 
     if baseline is not None:
         chosen = store.get(baseline)  # one line and exit 2 when there is no such run
@@ -123,6 +123,11 @@ def compile_table(
     for _, compiled in pairs:
         cache = ((store.get(compiled["run_id"]).summary or {}).get("inductor_cache")) or {}
         notes.append(f"compiled run {compiled['run_id']}: {cache_note(cache)}")
+    notes.append(
+        "medians of the measured steps with their 95% intervals; speed-up = eager / compiled (interval: "
+        "bootstrap of the step medians; one run a side holds the step-to-step noise only); compile = first "
+        f"step − median; {REMAINDER} = the step's median − the phases' medians"
+    )
     table.attrs["notes"] = notes
     return table
 

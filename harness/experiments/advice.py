@@ -1,5 +1,7 @@
-"""`harness advise RUN` and `harness health RUN`: a stored run's health (its capture's checks and the run's
-own: profiler overhead, NVTX vs timers, missing ranks, a busy machine) and its findings.
+"""`harness advise` and `harness health`, of an export or of a stored run (analysis.advice, through
+analysis.front.examine for a run): a capture's health, findings and nsys's expert-system rules; a stored
+run's health (its capture's checks and the run's own: profiler overhead, NVTX vs timers, missing ranks, a busy
+machine) and its findings; and the stored advice of a run in lines and tables, as `run` and `show` print it.
 
 The run's own figures come from the results database: the overhead against its baseline run (all the runs of
 its `harness overhead` experiment when it has one: their confidence interval), the stored agreement table,
@@ -12,27 +14,39 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from analysis.advice.checks import why_untrusted
-from analysis.advice.coverage import export_facts
-from analysis.advice.findings import Thresholds, findings
-from analysis.advice.health import Health, capture_health
-from analysis.advice.record import advice_record, checks_of
-from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, RunFacts, overhead_of, run_checks
-from analysis.compare.overhead import BASELINE, headline
-from harness.core.machine import MachineLoad
+from analysis.advice import nsys_rules
+from analysis.advice.checks import FAIL, capture_failures
+from analysis.advice.findings import Thresholds, findings, findings_table
+from analysis.advice.health import capture_health
+from analysis.advice.record import (
+    degraded_reason,
+    findings_frame,
+    health_counts,
+    health_line,
+    health_table,
+    untrusted_line,
+)
+from analysis.advice.record import findings_lines as finding_lines
+from analysis.front.examine import Baseline, Measured, compared, judge_stored, run_facts
+from harness.core.machine import busy_of
 from harness.core.records import phases_for
 from harness.experiments.opening import open_report
-from harness.profilers.overhead_steps import label_for, step_key
+from harness.profilers.base import label_for
 from harness.store.blocks import trace_of
 
-# the run's own checks that read its export (what it stored is kept when the export is gone)
-EXPORT_RUN_CHECKS = ("NVTX vs timers", "device")
-
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
+    from analysis.advice.checks import Check, Health
+    from analysis.advice.run_checks import ExportFacts, RunFacts
+    from analysis.trace.trace import Trace
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
+
+
+WARN, NOTE = "warn", "note"  # how a line of advice is said
 
 
 @dataclass
@@ -61,33 +75,23 @@ def _overhead_runs(store: ResultsStore, run: Run) -> tuple[list[str], list[str]]
     return ([run.baseline_run_id], [run.id]) if run.baseline_run_id else ([], [])
 
 
-def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = None) -> RunFacts:
-    """The run's own figures, from the results database (and what its export holds, when it was read)."""
-    import pandas as pd
-
-    overhead = None
+def measured_of(store: ResultsStore, run: Run) -> Measured:
+    """The run's own figures as the results database holds them: its timers, those of the runs behind its
+    overhead figure, why the machine was busy while it and its baseline ran, the device."""
+    steps = store.step_timings([run.id])
+    against = None
     if run.profiler != "none":
         base, profiled = _overhead_runs(store, run)
         if base:
-            label = _label(run)
-            steps = store.step_timings([*base, *profiled])
-            steps = steps[~steps["warmup"].astype(bool)]
-            order = {rid: i for i, rid in enumerate(base)} | {rid: i for i, rid in enumerate(profiled)}
-            frame = pd.DataFrame(
-                {
-                    "label": [BASELINE if r in base else label for r in steps["run_id"]],
-                    "repeat": [order[r] for r in steps["run_id"]],
-                    "step": [step_key(s, r) for s, r in zip(steps["step"], steps["rank"], strict=True)],
-                    "phase": steps["phase"],
-                    "duration_ns": steps["duration_ns"],
-                }
+            timers = store.step_timings([*base, *profiled])
+            runs = {rid: part for rid, part in timers.groupby("run_id", sort=False)}
+            empty = timers.iloc[:0]
+            against = Baseline(
+                [runs.get(rid, empty) for rid in base],
+                f"baseline run {base[0]}" if len(base) == 1 else f"{len(base)} baseline runs",
+                _label(run),
+                profiled=[runs.get(rid, empty) for rid in profiled],
             )
-            found = headline(frame, phases_for(run.mode, run.world_size or 1)).get(label)
-            against = f"baseline run {base[0]}" if len(base) == 1 else f"{len(base)} baseline runs"
-            overhead = overhead_of(found, label, against, runs=len(profiled))
-    agreement = (
-        _agreement_frame(run) if run.agreement else None  # phase, steps, rel_diff
-    )
     loads = [
         (r.summary or {}).get("machine")
         for r in [run, *store.linked(run.id)]
@@ -95,33 +99,27 @@ def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = Non
     ]
     loads = [data for data in loads if data]
     # a profiled run right after its baseline: its load average before is ours (judged for the baseline)
-    busy = None
-    if loads:
-        busy = [
-            why
-            for i, data in enumerate(loads)
-            for why in MachineLoad.from_dict(data).busy_reasons(load_counts=i > 0 or not run.baseline_run_id)
-        ]
-    first = min((s.rank or 0 for s in run.step_timings), default=0)  # the export is this rank's
-    timed: dict[int, list[str]] = {}
-    for s in run.step_timings:
-        if (s.rank or 0) == first and not s.warmup:
-            timed.setdefault(s.step, []).append(s.phase)
-    return RunFacts(
-        overhead=overhead,
-        agreement=agreement,
+    return Measured(
+        timers=steps,
+        phases=phases_for(run.mode, run.world_size or 1),
         world_size=run.world_size or 1,
-        ranks_seen=sorted({s.rank or 0 for s in run.step_timings}),
-        busy=busy,
-        timed=timed,
-        export=export,
         device=run.device,
+        busy=busy_of([(data, i > 0 or not run.baseline_run_id) for i, data in enumerate(loads)]),
+        baseline=against,
     )
 
 
-def _agreement_frame(run: Run) -> pd.DataFrame:
+def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = None) -> RunFacts:
+    """The run's own figures, from the results database (and what its export holds, when it was read)."""
+    measured = measured_of(store, run)
+    return run_facts(measured, _agreement_frame(run), export, compared(measured)[1])
+
+
+def _agreement_frame(run: Run) -> pd.DataFrame | None:
     import pandas as pd
 
+    if not run.agreement:
+        return None
     return pd.DataFrame(
         [(a.phase, a.steps, a.rel_diff) for a in run.agreement], columns=["phase", "steps", "rel_diff"]
     )
@@ -132,29 +130,90 @@ def run_advice(
 ) -> RunAdvice:
     """The run `ref` names (an id, a prefix, `latest`, -N): its health and findings."""
     run = store.get(ref)
-    notes: list[str] = []
     export = trace_of(run)
-    facts = None
-    if export is not None:
-        with open_report(export, cache=cache) as trace:
-            health = capture_health(trace)
-            found = findings(trace, thresholds)
-            facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
-        record = advice_record(health, found)
-    elif run.advice:
-        record = dict(run.advice)
-        health = Health(record.get("source") or f"run {run.id}")
-        health.checks = [c for c in checks_of(record) if c.name not in RUN_CHECKS]
-        notes.append(f"run {run.id}'s export is gone: the capture checks and findings stored with the run")
+    measured, agreement = measured_of(store, run), _agreement_frame(run)
+    stored = dict(run.advice) if run.advice else None
+    if export is None:
+        judged = judge_stored(None, measured, agreement, run=run.id, stored=stored, thresholds=thresholds)
     else:
-        record = {"source": None, "health": {}, "findings": []}
-        health = Health(f"run {run.id}")
-        notes.append(f"run {run.id} has no export or trace: only the run's own checks")
-    checks = run_checks(stored_facts(store, run, facts))
-    if export is None and run.advice:  # the checks that read the export: as stored when it is gone
-        stored = {c.name: c for c in checks_of(run.advice)}
-        checks = [stored.get(c.name, c) if c.name in EXPORT_RUN_CHECKS else c for c in checks]
-    health.checks += checks
-    record["health"] = advice_record(health, [])["health"]
-    record["untrusted"] = why_untrusted(health.checks) or None
-    return RunAdvice(run.id, record, health, notes)
+        with open_report(export, cache=cache) as trace:
+            judged = judge_stored(
+                trace, measured, agreement, run=run.id, stored=stored, thresholds=thresholds
+            )
+    return RunAdvice(run.id, judged.record, judged.health, judged.notes)
+
+
+def thresholds_of(options: list[str]) -> Thresholds:
+    """The findings' thresholds with `NAME=VALUE` options applied (an error naming what is wrong)."""
+    return Thresholds().with_options(options)
+
+
+def check_rules(specs: list[str]) -> None:
+    """A misspelt rule or option of nsys's rules is an error before anything is read."""
+    for spec in specs:
+        nsys_rules.parse_rule(spec)
+
+
+def open_export(report: Path, *, cache: bool = True) -> Trace:
+    """The export (or report, exported first) `advise` and `health` read."""
+    return open_report(report, cache=cache)
+
+
+def export_health(trace: Trace) -> Health:
+    """The capture's health: every check of its export."""
+    return capture_health(trace)
+
+
+def export_findings(trace: Trace, thresholds: Thresholds) -> pd.DataFrame:
+    """The capture's findings, largest time at stake first."""
+    return findings_table(findings(trace, thresholds))
+
+
+def rule_tables(trace: Trace, specs: list[str]) -> tuple[list[tuple[str, pd.DataFrame]], dict[str, str]]:
+    """(spec, the table `nsys analyze -r SPEC` prints) per rule, and why each skipped one was skipped."""
+    tables, skipped = [], {}
+    for spec in specs:
+        try:
+            tables.append((spec, nsys_rules.run_rule(trace, spec)))
+        except nsys_rules.Skipped as e:
+            skipped[spec] = str(e)
+    return tables, skipped
+
+
+def stored_findings(record: dict[str, Any]) -> pd.DataFrame:
+    """The findings of an advice record as a table."""
+    return findings_frame(record)
+
+
+def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
+    """A run's health and findings whole, for csv and json."""
+    return [("health", health_table(record)), ("findings", findings_frame(record))]
+
+
+def health_lines(record: dict[str, Any], degraded: str | None = None) -> list[tuple[str, str]]:
+    """(WARN or NOTE, line): the health in one line, a warning when not ok; for the run `degraded` names
+    (stored as degraded), why first, then the counts and where to see every check."""
+    reason = degraded_reason(record)
+    if degraded and reason:
+        return [
+            (WARN, f"run {degraded} stored as degraded: {reason}"),
+            (WARN, f"{health_counts(record)}: `harness health {degraded}` shows each"),
+        ]
+    line = health_line(record)
+    return [(NOTE if line.startswith("health ok") else WARN, line)]
+
+
+def findings_lines(record: dict[str, Any], run: str = "RUN") -> list[tuple[str, str]]:
+    """(WARN or NOTE, line): the top findings, one line each, or why they are not ranked (a warning)."""
+    untrusted = untrusted_line(record, run)
+    return [(WARN if line == untrusted else NOTE, line) for line in finding_lines(record, run=run)]
+
+
+def untrusted_checks(checks: list[Check]) -> list[Check]:
+    """The failed checks that make what a capture says untrustworthy."""
+    return capture_failures(checks)
+
+
+def failed(health: Health) -> bool:
+    """Whether any check failed (`health --strict` exits 1)."""
+    return health.worst == FAIL

@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from analysis.runs.steady import PhaseStats
 from harness.core import devices, env
 from harness.core.errors import UsageError, first_line
 from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, new_id
 from harness.execution.timing import PhaseClock
+from harness.experiments.run_tables import figures
 from workloads.names import PRECISIONS
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def _measure(config: AttentionConfig, device: Any, cell: AttentionCell) -> None:
         if i >= config.warmup:
             forward.append(clock.durations["forward"])
             backward.append(clock.durations["backward"])
-    fwd, bwd = PhaseStats.of("forward", forward), PhaseStats.of("backward", backward)
+    fwd, bwd = figures("forward", forward), figures("backward", backward)
     cell.forward_mean_ns, cell.forward_std_ns = fwd.mean_ns, fwd.std_ns
     cell.backward_mean_ns, cell.backward_std_ns = bwd.mean_ns, bwd.std_ns
     q.grad = k.grad = v.grad = None

@@ -1,5 +1,6 @@
 """`harness diff A B`: resolve each side (a run id, `baseline:NAME`, or an export / report / trace path) and
-compute the diff tables of analysis.compare.diff for them.
+compute the diff tables of analysis.compare.diff for them (of two exports: analysis.compare.export_diff's),
+their verdicts and gate, and the page that draws them (analysis.dashboard.diff).
 
 A run brings its per-step timings (for verdicts) and, when it was profiled and its export is still there,
 its trace (for kernel / NVTX / operator tables). A path brings a trace only.
@@ -12,7 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.compare import diff as d
+from analysis.compare import export_diff as diffing
 from analysis.compare.overhead import STEP_SUM
+from analysis.dashboard import diff as diff_page
+from analysis.tables import nvtx
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments.opening import open_report
 
@@ -20,6 +24,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.compare.diff import PhaseVerdict
+    from analysis.compare.export_diff import ExportDiff, Verdict
+    from analysis.dashboard.page import Dashboard
     from analysis.trace.trace import Trace
     from harness.store.schema import Run
 
@@ -185,3 +191,40 @@ def gate_refusal(result: DiffResult) -> str | None:
     if result.verdicts is not None and all(v.phase == STEP_SUM for v in result.verdicts):
         return f"gate: {result.a.label} and {result.b.label} time no phase in common: nothing to gate"
     return None
+
+
+def verdict_table(result: DiffResult) -> pd.DataFrame | None:
+    """The phase verdicts of two runs as a table (None: no verdicts, two traces)."""
+    return d.verdict_table(result.verdicts) if result.verdicts is not None else None
+
+
+def gate_failures(result: DiffResult, gate: float) -> list[PhaseVerdict]:
+    """The phases of two runs that regressed beyond `gate` percent."""
+    return d.gate_failures(result.verdicts, gate) if result.verdicts is not None else []
+
+
+def write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> Dashboard:
+    """The page of the diff (its largest changes, the verdicts), written to `out` (OSError as raised)."""
+    panels = diff_page.diff_panels(
+        result.tables, verdict_table(result), top=top or diff_page.TOP, gate_pct=gate
+    )
+    return diff_page.write_diff_page(out, panels, a=result.a.label, b=result.b.label, notes=result.notes)
+
+
+def diff_exports(
+    a: Side, b: Side, *, cache: bool, iteration_range: str | None, iteration: str | None, warmup: int,
+    by: str, raw_names: bool = False,
+) -> ExportDiff:  # fmt: skip
+    """Two exports compared (analysis.compare.export_diff): a verdict, comparability, per-name tables; NVTX
+    ranges grouped as the NVTX tables group them (`by`, or as recorded with `raw_names`)."""
+    assert a.trace_path is not None and b.trace_path is not None
+    with _open(a.trace_path, cache) as ta, _open(b.trace_path, cache) as tb:
+        return diffing.diff_exports(
+            ta, tb, labels=(a.label, b.label), iteration_range=iteration_range, iteration=iteration,
+            warmup=warmup, by=nvtx.grouping(by, raw_names),
+        )  # fmt: skip
+
+
+def gate_failed(verdict: Verdict, gate: float) -> bool:
+    """Whether two exports' verdict is a regression beyond `gate` percent."""
+    return diffing.gate_failed(verdict, gate)

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from analysis.compare.overhead import headline, overhead_table
+from analysis.compare.overhead import baseline_label as label_of_baseline
+from analysis.compare.overhead import headline, overhead_steps, overhead_table, overhead_verdict
 from harness.core import machine
 from harness.core.errors import HarnessError
-from harness.core.records import RunConfig, RunResult, new_id, phases_for
+from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
 from harness.profilers.base import run_baseline
-from harness.profilers.overhead_steps import DEFAULT_MAX_TIME, experiment_load, label_for, step_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,8 +28,24 @@ if TYPE_CHECKING:
     from harness.profilers.base import Profiler, ProfilerOptions
     from harness.store.results import ResultsStore
 
+DEFAULT_MAX_TIME = 600.0  # s: with --ci-target, no round is started that would end later
 MIN_ROUNDS = 2  # with a CI target: the interval sees run-to-run drift only from two rounds on
 MAX_FAILED_ROUNDS = 2  # in a row, after a round succeeded: give up and report the rounds that worked
+
+
+def pair_table(
+    base: pd.DataFrame, profiled: pd.DataFrame, label: str, profiler: str, phases: tuple[str, ...]
+) -> pd.DataFrame:
+    """Per phase, one run without a profiler against one under `profiler` (`label`), each given by its
+    timers (step, phase, duration_ns, warmup, rank), with intervals and verdicts."""
+    baseline = label_of_baseline([profiler])
+    steps = overhead_steps([(baseline, 0, base), (label, 0, profiled)])
+    return overhead_table(steps, phases, baseline)
+
+
+def step_table(runs: list[tuple[str, int, RunResult]]) -> pd.DataFrame:
+    """The measured steps' phase durations of (label, repeat, run) triples, what overhead_table reads."""
+    return overhead_steps((label, repeat, timer_frame(r)) for label, repeat, r in runs)
 
 
 @dataclass
@@ -41,6 +57,11 @@ class OverheadResult:
     load: machine.MachineLoad | None = None  # before the first run to after the last
     headline: dict[str, Comparison] = field(default_factory=dict)  # label -> whole-step comparison
     profiler: str = "nsys"
+
+    @property
+    def verdicts(self) -> list[str]:
+        """Each profiled kind's whole-step verdict, one line a person can act on."""
+        return [overhead_verdict(c, label) for label, c in self.headline.items()]
 
     @property
     def repeats(self) -> int:
@@ -62,7 +83,7 @@ def measure_overhead(
     """`repeats` rounds (or until `ci_target`) of the run without a profiler, then under `profiler` (one run
     per kind it has: nsys's modes), each in a fresh process, all stored as one experiment."""
     kinds = profiler.overhead_runs(config, options, modes)
-    baseline_label = label_for(None, profiler.name)
+    baseline_label = label_of_baseline([profiler.name])
     experiment = new_id("overhead")
     phases = phases_for(config.mode, config.world_size)
     runs: list[tuple[str, int, RunResult]] = []
@@ -127,7 +148,7 @@ def measure_overhead(
             break
     found = found or headline(step_table(runs), phases, baseline_label)
     table = overhead_table(step_table(runs), phases, baseline_label)
-    load = experiment_load(runs)
+    load = machine.over_runs([r.extra.get("machine") for _, _, r in runs])
     busy = machine.busy_note(load, "the measurement")
     notes += [busy] if busy else []
     if done == 1:

@@ -15,19 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import harness
-from analysis.errors import AnalysisError
-from analysis.tables.summary import summary
-from analysis.trace.opening import open_trace
+from analysis.front.examine import examine_program
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import UsageError
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
 from harness.execution import nsys
 from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.runner import new_run_id
 from harness.profilers.base import check_writable
-from harness.profilers.capture import capture_advice, report_paths, stored_after
+from harness.profilers.capture import report_paths, stored_after
 
 if TYPE_CHECKING:
     from analysis.tables.summary import Report
@@ -137,6 +135,9 @@ def profile_program(
     _check_program(argv)
     info = nsys.find_nsys(nsys_path)
     check_writable(profile_dir)
+    tables_format = nsys_in_use_format(
+        "auto", info.version
+    )  # a wrong HARNESS_STATS_FORMAT: said before the run
     name = name or default_run_name(Path(argv[0]).name)
     run_id = new_run_id(name)
     opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))
@@ -150,28 +151,21 @@ def profile_program(
     out.result = program_result(run_id, name, argv, prof, info.version)
     how = {"profiler": "nsys", "nsys_mode": opts.mode, **report_paths(prof)}
     with stored_after(store, out.result, out.unsaved, how) as found:  # once, after the export is read
-        examine(out, prof.sqlite, found)
+        after_capture(out, prof.sqlite, tables_format, found)
     return out
 
 
-def examine(out: ProgramRun, sqlite: Path | None, found: dict[str, Any]) -> None:
-    """What the export shows, read once: its summary tables, and the capture's health and findings, stored
-    with the run. The run is not made `degraded` by them: a program may well record nothing (`true`), and
-    the harness timed nothing in it to compare."""
+def after_capture(out: ProgramRun, sqlite: Path | None, tables_format: str, found: dict[str, Any]) -> None:
+    """What the export shows, read once (analysis.front.examine): its summary tables, and the capture's
+    health and findings, stored with the run. The run is not made `degraded` by them: a program may well
+    record nothing (`true`), and the harness timed nothing in it to compare."""
     assert out.result is not None
     prof = out.profile
     if sqlite is None:
         kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
         out.error = f"nsys wrote no SQLite export; files kept: {kept}"
         return
-    with open_trace(sqlite) as trace:
-        try:
-            out.report = summary(trace, stats_format=nsys_in_use_format("auto", out.nsys_version))
-        except (HarnessError, AnalysisError) as e:
-            out.error = str(e)
-        try:
-            out.advice = capture_advice(trace)
-        except (HarnessError, AnalysisError) as e:
-            out.notes.append(f"no health or findings: {e}")
-            return
-    found["advice"] = out.advice
+    seen = examine_program(sqlite, tables_format)
+    out.report, out.error, out.advice = seen.report, seen.error, seen.advice
+    out.notes += seen.notes
+    found.update(seen.stored)

@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.dashboard import roofline as roofline_view
 from analysis.dashboard.panel import RunRoofline
+from analysis.outputs import write_text
 from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
 from analysis.views.blocks import subblock_times
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import phases_for
-from harness.store.blocks import block_records_of, resolve
+from harness.experiments.run_tables import block_records_of
+from harness.store.blocks import resolve
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -313,3 +317,10 @@ def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataF
             )
         return RunRoofline(run_id, report.table, report.used, report.title, notes + report.above_roof())
     return None
+
+
+def write_page(report: RooflineReport, out: Path) -> None:
+    """The log-log roofline of `report`, a page of its own (OSError as raised)."""
+    against = f" · against {report.used.label}" if report.used else ""
+    figure = roofline_view.roofline_figure(report.table, report.used, report.title + against)
+    write_text(out, figure.to_html(include_plotlyjs=True))

@@ -6,14 +6,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from analysis.compare.overhead import baseline_label, overhead_table
-from analysis.runs.steady import PhaseStats, step_stats
 from harness.core.machine import MachineLoad, describe
 from harness.core.records import phases_for
 from harness.energy.run import energy_rows
-from harness.experiments.rank_tables import rank_tables, run_frame
-from harness.experiments.tables import extra_tables, peak_label
-from harness.profilers.overhead_steps import step_key
+from harness.experiments.overhead import pair_table
+from harness.experiments.ranks import rank_tables, run_frame
+from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,15 +27,6 @@ def _machine(run: Run) -> str | None:
 
     data = (run.summary or {}).get("machine")
     return describe(MachineLoad.from_dict(data)) if data else None
-
-
-def run_step_stats(run: Run) -> PhaseStats | None:
-    """The stored run's step: its measured steps' phases summed, per rank and step."""
-    steps: dict[tuple[int, int], dict[str, int]] = {}
-    for s in run.step_timings:
-        if not s.warmup:
-            steps.setdefault((s.rank or 0, s.step), {})[s.phase] = s.duration_ns
-    return step_stats(list(steps.values()), phases_for(run.mode, run.world_size or 1))
 
 
 def phase_table(run: Run) -> pd.DataFrame:
@@ -98,10 +87,18 @@ def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str,
     return out, lines
 
 
-def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame]]:
-    """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
+def timers(run: Run) -> pd.DataFrame:
+    """The stored run's steps as the results store gives them (`step_timings`), from the run itself."""
     import pandas as pd
 
+    return pd.DataFrame(
+        [(run.id, s.step, s.phase, s.duration_ns, s.warmup, s.rank or 0) for s in run.step_timings],
+        columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"],
+    )
+
+
+def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame]]:
+    """The paired runs' phases, and per profiled run its overhead against the baseline with intervals."""
     tables = []
     for other in linked:
         role = "baseline run" if other.id == run.baseline_run_id else "profiled run"
@@ -113,17 +110,8 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
         tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
-        baseline = baseline_label([profiled.profiler])
-        steps = pd.DataFrame(
-            [
-                (baseline if r is base else label, step_key(s.step, s.rank), s.phase, s.duration_ns)
-                for r in (base, profiled)
-                for s in r.step_timings
-                if not s.warmup
-            ],
-            columns=["label", "step", "phase", "duration_ns"],
-        ).assign(repeat=0)
-        table = overhead_table(steps, phases_for(run.mode, run.world_size or 1), baseline)
+        phases = phases_for(run.mode, run.world_size or 1)
+        table = pair_table(timers(base), timers(profiled), label, profiled.profiler, phases)
         tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
     return tables
 
@@ -172,10 +160,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     config.attrs["wrap"] = ["value"]  # paths and error texts: wrapped whole, never cut in the middle
     config.attrs["record"] = True  # json: one object keyed by field (harness.cli.output.to_json)
     phases = phase_table(run)
-    steps = pd.DataFrame(
-        [(s.step, s.phase, s.duration_ns, s.warmup, s.rank or 0) for s in run.step_timings],
-        columns=["step", "phase", "duration_ns", "warmup", "rank"],
-    )
+    steps = timers(run).drop(columns="run_id")
     many = steps["rank"].nunique() > 1  # a run across ranks: a row per rank and step
     index = ["rank", "step", "warmup"] if many else ["step", "warmup"]
     per_step = (

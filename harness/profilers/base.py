@@ -115,6 +115,12 @@ class Outcome:
         return 1 if self.unsaved else 0
 
 
+def label_for(mode: str, profiler: str = "nsys") -> str:
+    """The label of a profiled run in an overhead table: `nsys light|full`, or `torch` (the baseline's is
+    analysis.compare.overhead.baseline_label's)."""
+    return f"nsys {mode}" if profiler == "nsys" else profiler
+
+
 def check_writable(folder: Path) -> None:
     """Create the profile folder, or stop with one line: before the run, not after it."""
     try:

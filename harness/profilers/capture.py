@@ -1,7 +1,7 @@
-"""The step after a capture under nsys that `run --nsys`, `profile -- CMD` and `overhead` share: what the
-export shows of the capture itself (its health and findings, analysis.advice), the run made `degraded` when
-its capture fails them, the report's paths as stored, and the one save of the run, after the export is read,
-with all of it, in one transaction (also when the reading is cut short)."""
+"""How a capture under nsys is stored, for `run --nsys`, `profile -- CMD` and `overhead` alike: the report's
+paths as stored, the run made `degraded` when its capture fails its checks (analysis.front.examine says
+why), and the one save of the run, after the export is read, with all of it, in one transaction (also when
+the reading is cut short)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.advice.coverage import export_facts
-from analysis.advice.findings import findings
-from analysis.advice.health import capture_health
-from analysis.advice.record import advice_record, degraded_reason
-from analysis.advice.run_checks import RunFacts, run_checks
-from analysis.errors import AnalysisError
-from analysis.trace.opening import open_trace
-from harness.core.errors import HarnessError
 from harness.core.records import RunResult
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
-    from analysis.trace.trace import Trace
     from harness.execution.nsys import ProfileResult
     from harness.store.results import ResultsStore
 
@@ -41,37 +32,13 @@ def report_paths(prof: ProfileResult) -> dict[str, Any]:
     }
 
 
-def capture_advice(trace: Trace, facts: RunFacts | None = None) -> dict[str, Any]:
-    """The capture's health (its export's checks, and the run's own where `facts` says what the run timed)
-    and its findings, as stored with the run."""
-    health = capture_health(trace)
-    if facts is not None:
-        facts.export = export_facts(trace)
-        health.checks += run_checks(facts)
-    return advice_record(health, findings(trace))
-
-
-def judge(result: RunResult, advice: dict[str, Any], found: dict[str, Any]) -> str | None:
-    """`advice` to be stored with the run (into `found`); a run that ended ok but whose capture fails the
-    checks becomes `degraded`: the reason, else None."""
-    found["advice"] = advice
-    reason = degraded_reason(advice)
+def mark_degraded(result: RunResult, reason: str | None) -> str | None:
+    """A run that ended ok but whose capture fails its checks (`reason`, analysis.front.examine's) is
+    stored `degraded`: the reason, else None."""
     if reason and result.status == "ok":
         result.status, result.error = "degraded", reason
         return reason
     return None
-
-
-def judge_export(result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str]) -> str | None:
-    """`judge` on the capture's own checks, the export opened for them alone (a run whose timers nobody
-    compares: `overhead`'s profiled runs); a reading that fails is a note, and no advice."""
-    try:
-        with open_trace(sqlite) as trace:
-            advice = capture_advice(trace)
-    except (AnalysisError, HarnessError) as e:
-        notes.append(f"run {result.run_id}: no health or findings: {e}")
-        return None
-    return judge(result, advice, found)
 
 
 def save_once(store: ResultsStore, result: RunResult, unsaved: list[str], **how: Any) -> None:

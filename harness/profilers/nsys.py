@@ -14,17 +14,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.advice.run_checks import RunFacts, overhead_of
-from analysis.compare.agreement import agreement_table, pair_ranges, range_summary
-from analysis.compare.overhead import BASELINE, headline, overhead_table
 from analysis.errors import AnalysisError
-from analysis.tables import nvtx as nvtx_table
-from analysis.tables.kernels import kernel_summary
-from analysis.trace.opening import open_trace
+from analysis.front.examine import Baseline, Measured, RunExamination, examine, examine_capture
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
-from harness.core.errors import HarnessError
-from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
+from harness.core.records import RunConfig, RunResult, phases_for, timer_frame
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import check_capture
@@ -39,24 +33,15 @@ from harness.profilers.base import (
     ProfilerOptions,
     Reporter,
     check_writable,
+    label_for,
     run_baseline,
 )
-from harness.profilers.busy import record_decode_busy
-from harness.profilers.capture import (
-    capture_advice,
-    judge,
-    judge_export,
-    report_paths,
-    save_once,
-    stored_after,
-)
-from harness.profilers.overhead_steps import experiment_load, label_for, step_table
-from harness.store.blocks import blocks_of
+from harness.profilers.capture import mark_degraded, report_paths, save_once, stored_after
+from workloads.names import DECODE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from analysis.trace.trace import Trace
     from harness.execution.nsys import NsysInfo, ProfileResult
     from harness.store.results import ResultsStore
 
@@ -86,7 +71,7 @@ class ProfiledRun(Outcome):
     nsys_version: str = ""
     nvtx: pd.DataFrame | None = None
     kernels: pd.DataFrame | None = None
-    agreement: pd.DataFrame | None = None
+    agreement: pd.DataFrame | None = None  # NVTX vs the timers, for people
     overhead: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
@@ -198,6 +183,8 @@ def profile_run(
     info = nsys.find_nsys(options.nsys_path)
     check_writable(options.profile_dir)
     cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # the CLI said the warnings
+    # the tables in the format of the nsys that records (or HARNESS_STATS_FORMAT's, refused before the run)
+    tables_format = nsys_in_use_format("auto", info.version or None)
     run_id = new_run_id(config.model)
     out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
     experiment = f"overhead-{run_id}" if options.baseline else None
@@ -223,7 +210,7 @@ def profile_run(
     # stored once, after the reading (even when it is cut short): a failed run only with steps to keep
     with stored_after(store, result, out.unsaved, save, keep=not failed or bool(result.steps)) as found:
         try:
-            examine(out, options, config, baseline, found)
+            after_capture(out, options, baseline, found, tables_format)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM while the export was read: stored as interrupted
             sig = signals.signal_of(e)
             result.status, result.error = "interrupted", signals.interrupted(sig, "while its export was read")
@@ -232,14 +219,14 @@ def profile_run(
     return out
 
 
-def examine(
-    out: ProfiledRun, options: NsysOptions, config: RunConfig, baseline: RunResult | None,
-    found: dict[str, Any],
+def after_capture(
+    out: ProfiledRun, options: NsysOptions, baseline: RunResult | None, found: dict[str, Any],
+    tables_format: str,
 ) -> None:  # fmt: skip
-    """How the run under nsys ended, and what its export shows: the NVTX ranges and kernels, the agreement
-    with the timers, the overhead against the baseline, the blocks of --nvtx-detail, its health and
-    findings (a capture that fails them makes the run `degraded`). The export is opened once; what is to be
-    stored with the run goes into `found` (`save`'s agreement, advice and blocks)."""
+    """How the run under nsys ended; then what its export shows, read once (analysis.front.examine: the NVTX
+    ranges and kernels, the agreement with the timers, the overhead against the baseline, the blocks of
+    --nvtx-detail, its health and findings; a capture that fails them makes the run `degraded`). What is to
+    be stored with the run goes into `found` (`save`'s agreement, advice and blocks)."""
     result, prof = out.result, out.profile
     assert result is not None and prof is not None
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
@@ -260,11 +247,14 @@ def examine(
     if result.status == "oom":
         out.notes.append(f"out of memory: {result.error}; no analysis")
         return
-    if baseline is not None:
-        out.overhead = _overhead(baseline, result, options.mode, config, out.notes)
+    ranged = capture_range(options)
+    asked = measured(result, baseline, options.mode, tables_format, out.notes)
+    seen = examine(prof.sqlite, asked)
+    out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
+    out.agreement = seen.agreement_shown
+    out.notes += seen.notes
     if prof.sqlite is None:
         out.error = f"nsys wrote no SQLite export; files kept: {', '.join(kept) or 'none'}"
-        ranged = capture_range(options)
         if ranged and prof.rep is None:  # nsys 2022.4 writes no report at all for a range never started
             out.error = (
                 f"the capture range never started ({ranged}): nsys recorded nothing and wrote no report. "
@@ -273,23 +263,14 @@ def examine(
                 "program must call cudaProfilerStart"
             )
         return
-    with open_trace(prof.sqlite) as trace:  # the one reading of the export (it fills the cache too)
-        try:
-            analyse(out, trace, prof.sqlite, config)
-        except (AnalysisError, HarnessError) as e:  # no NVTX, or none of the harness's: health says why
-            out.error = str(e)
-        else:
-            record_decode_busy(result, trace)  # generate: decode's GPU-busy share, into its serving figures
-            found["blocks"], said = blocks_of(trace, config)
-            out.notes += [said] if said else []
-            if out.agreement is not None and len(out.agreement):
-                found["agreement"] = out.agreement
-        try:
-            out.advice = advise(out, trace, baseline, options.mode)
-        except (AnalysisError, HarnessError) as e:
-            out.notes.append(f"no health or findings: {e}")
-            return
-    out.degraded = judge(result, out.advice, found)
+    out.error = seen.error
+    found.update(seen.stored)
+    out.advice = seen.advice
+    if seen.advice is not None:
+        out.degraded = mark_degraded(result, seen.degraded)
+    serving = result.extra.get("serving")
+    if serving is not None and DECODE in seen.busy:  # generate: decode's GPU-busy share, a serving figure
+        serving["decode_gpu_busy"] = seen.busy[DECODE]
 
 
 def kept_files(prof: ProfileResult) -> str:
@@ -309,116 +290,57 @@ def capture_range(options: NsysOptions) -> str | None:
     return "--nsys-capture measured" if options.capture == "measured" else None
 
 
-def run_facts(
-    result: RunResult, baseline: RunResult | None, mode: str, agreement: pd.DataFrame | None
-) -> RunFacts:
-    """What the run says about itself: overhead against its baseline (one run each), the agreement and the
-    steps its timers timed, the ranks that reported steps, the device, and the machine's load while each
-    ran."""
-    overhead = None
-    if baseline is not None and baseline.status == "ok":
-        label = label_for(mode)
-        runs = [(BASELINE, 0, baseline), (label, 0, result)]
-        comparison = headline(step_table(runs), phases_for(result.config.mode, result.config.world_size))
-        overhead = overhead_of(comparison.get(label), label, f"baseline run {baseline.run_id}")
+def measured(
+    result: RunResult, baseline: RunResult | None, mode: str, tables_format: str, notes: list[str]
+) -> Measured:
+    """What the run under nsys measured, as examine takes it: its timers and the baseline run's, the
+    phases, how busy the machine was while each ran, the blocks to look for, the format of the kernel
+    table; what is to be said of the baseline run into `notes`."""
+    config, label = result.config, label_for(mode)
     # the load average before a run that follows our own baseline run is ours: judged for the first only
     loads = [
         (r.extra["machine"], r is baseline or baseline is None)
         for r in (baseline, result)
         if r is not None and r.extra.get("machine")
     ]
-    busy = None
-    if loads:
-        busy = [
-            why
-            for data, first in loads
-            for why in machine.MachineLoad.from_dict(data).busy_reasons(load_counts=first)
-        ]
-    first = min((s.rank for s in result.steps), default=0)  # the export read is this rank's
-    return RunFacts(
-        overhead=overhead,
-        agreement=agreement,
-        world_size=result.config.world_size,
-        ranks_seen=sorted({s.rank for s in result.steps}),
-        busy=busy,
-        timed={s.step: list(s.phases) for s in result.steps if s.rank == first and not s.warmup},
-        device=result.device,
-    )
-
-
-def advise(out: ProfiledRun, trace: Trace, baseline: RunResult | None, mode: str) -> dict[str, Any]:
-    """The run's health (its capture's checks and the run's own) and its findings, as stored."""
-    assert out.result is not None
-    return capture_advice(trace, run_facts(out.result, baseline, mode, out.agreement))
-
-
-def _overhead(
-    baseline: RunResult, profiled: RunResult, mode: str, config: RunConfig, notes: list[str]
-) -> pd.DataFrame | None:
-    """Per phase, the baseline run against the profiled one (one run each), with intervals and verdicts."""
-
-    if baseline.status != "ok":
+    busy = machine.busy_of(loads)
+    ok = baseline is not None and baseline.status == "ok"
+    if baseline is not None and not ok:
         notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
-        return None
-    runs = [(BASELINE, 0, baseline), (label_for(mode), 0, profiled)]
-    busy = machine.busy_note(experiment_load(runs), "the baseline run")
-    notes += [busy] if busy else []
-    table = overhead_table(step_table(runs), phases_for(config.mode, config.world_size))
-    if not table.filter(like="verdict").stack().str.startswith("inconclusive").all():
-        notes.append(
-            "overhead from one run each: its interval holds the step-to-step noise only, and two processes "
-            "can differ by drift alone; `harness overhead --ci-target 5` alternates runs until it can tell"
-        )
-    return table
-
-
-def nvtx_health(ranges: pd.DataFrame, export_path: Path, phases: tuple[str, ...]) -> None:
-    """Stop with a diagnosis when the export holds none of the harness's ranges."""
-    if ranges["name"].isin(phases).any():
-        return
-
-    raise HarnessError(
-        f"the export {export_path} holds none of the harness's NVTX ranges ({', '.join(phases)}). "
-        f"Emitter: {nvtx_ranges.EMITTER}. Known cause: with nsys 2022.4 the python nvtx package 0.2.12 and "
-        "later records nothing (pip install nvtx==0.2.11); torch.cuda.nvtx needs a CUDA build of torch. "
-        "`harness doctor` runs a self-test."
+    elif baseline is not None:
+        load = machine.over_runs([baseline.extra.get("machine"), result.extra.get("machine")])
+        notes += filter(None, [machine.busy_note(load, "the baseline run")])
+    return Measured(
+        timers=timer_frame(result),
+        phases=phases_for(config.mode, config.world_size),
+        world_size=config.world_size,
+        device=result.device,
+        busy=busy,
+        baseline=Baseline([timer_frame(baseline)], f"baseline run {baseline.run_id}", label) if ok else None,
+        blocks=nvtx_ranges.block_names() if config.nvtx_detail else None,
+        first_step=config.warmup,
+        kernels=TOP_KERNELS,
+        stats_format=tables_format,
+        busy_of=(DECODE,) if result.extra.get("serving") is not None else (),
+        why_no_ranges=(
+            f"Emitter: {nvtx_ranges.EMITTER}. Known cause: with nsys 2022.4 the python nvtx package 0.2.12 "
+            "and later records nothing (pip install nvtx==0.2.11); torch.cuda.nvtx needs a CUDA build of "
+            "torch. `harness doctor` runs a self-test."
+        ),
     )
 
 
-def analyse(out: ProfiledRun, export: Trace, sqlite: Path, config: RunConfig) -> None:
-    """NVTX table of the measured steps, top kernels if any, and the NVTX-vs-timer agreement."""
-    import pandas as pd
-
-    assert out.result is not None
-    phases = phases_for(config.mode, config.world_size)
-    first = min((s.rank for s in out.result.steps), default=0)  # across ranks: the export is this rank's
-    steps = [s for s in out.result.steps if s.rank == first]
-    ranges = nvtx_table.nvtx_ranges(export, names=[STEP_RANGE, *phases])
-    nvtx_health(ranges, sqlite, phases)
-    measured_steps = {s.step for s in steps if not s.warmup}
-    timers = pd.DataFrame(
-        [(s.step, p, ns, s.warmup) for s in steps for p, ns in s.phases.items()],
-        columns=["step", "phase", "duration_ns", "warmup"],
-    )
-    pairing = pair_ranges(timers, ranges, phases)
-    out.notes += pairing.notes
-    out.agreement = agreement_table(pairing, phases)
-    if ranges["payload"].notna().all():
-        measured = ranges[ranges["payload"].astype("int64").isin(measured_steps)]
-    else:
-        measured = ranges
-    out.nvtx = range_summary(measured)
-    if export.has("kernels"):
-        # in the format of the nsys that recorded it (or HARNESS_STATS_FORMAT): 2023's a row per name
-        tables_format = nsys_in_use_format("auto", out.nsys_version or None)
-        out.kernels = kernel_summary(export, stats_format=tables_format).head(TOP_KERNELS)
-    elif out.result.device == "cpu":
-        out.notes.append("no CUDA kernels in the export (CPU run): kernel table skipped")
-    else:
-        out.notes.append(
-            f"no CUDA kernels in the export of this {out.result.device} run: the profiler did not trace the "
-            "GPU (health check `device`)"
-        )
+def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str]) -> str | None:
+    """The capture's own checks alone, its export read for them (a run whose timers nobody compares:
+    `overhead`'s profiled runs): the advice into `found`, the run made `degraded` when its capture fails
+    them (the reason, else None); a reading that fails is a note, and no advice."""
+    try:
+        seen = examine_capture(sqlite)
+    except AnalysisError as e:
+        seen = RunExamination(notes=[f"no health or findings: {e}"])
+    notes += [f"run {result.run_id}: {line}" for line in seen.notes]
+    found.update(seen.stored)
+    return mark_degraded(result, seen.degraded) if seen.advice is not None else None
 
 
 class NsysProfiler:
@@ -449,7 +371,7 @@ class NsysProfiler:
         self, config: RunConfig, options: NsysOptions, modes: list[str]
     ) -> list[tuple[str, ProfiledFn]]:
         """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
-        capture's health and findings (capture.judge_export: a capture that fails them is `degraded`)."""
+        capture's health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
         info = nsys.find_nsys(options.nsys_path)
         check_writable(options.profile_dir)
         cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
@@ -461,7 +383,7 @@ class NsysProfiler:
                 )
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
-                    reason = judge_export(result, prof.sqlite, how, notes)
+                    reason = judge_capture(result, prof.sqlite, how, notes)
                     if reason:
                         notes.append(f"{label_for(mode)}: stored as degraded ({reason}): the overhead is "
                                      "that of a capture that lost part of the run")  # fmt: skip

@@ -16,19 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.compare.agreement import range_summary
 from analysis.errors import AnalysisError
+from analysis.front.examine import Measured, Operators, examine_trace
 from analysis.readers.kineto import is_complete
-from analysis.tables.nvtx import nvtx_ranges
-from analysis.tables.operators import SELF_CUDA, by_self_cuda, operator_table
-from analysis.trace.opening import open_trace
 from harness.core import machine, signals
-from harness.core.errors import HarnessError
-from harness.core.records import STEP_RANGE, RunConfig, RunResult, phases_for
+from harness.core.nvtx_ranges import block_names
+from harness.core.records import RunConfig, RunResult, phases_for
 from harness.execution.runner import new_run_id
 from harness.execution.worker import run_isolated
-from harness.store.blocks import store_from_trace
-from harness.store.results import UnsavedRun
+from harness.profilers.capture import stored_after
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,8 +33,15 @@ if TYPE_CHECKING:
 
 from harness.core.errors import UsageError
 from harness.profilers import torch_hook
-from harness.profilers.base import CliArgs, Outcome, ProfiledFn, ProfilerOptions, Reporter, check_writable
-from harness.profilers.overhead_steps import label_for
+from harness.profilers.base import (
+    CliArgs,
+    Outcome,
+    ProfiledFn,
+    ProfilerOptions,
+    Reporter,
+    check_writable,
+    label_for,
+)
 from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, hook_for
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchOptions", "TorchProfiledRun", "hook_for", "profile_run"]
@@ -112,71 +115,55 @@ def profile_run(
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
         out.trace_partial = not is_complete(trace)
-    try:
-        store.save(result, profiler=NAME, artifacts=out.artifacts)
-    except UnsavedRun as e:
-        out.unsaved.append(str(e))
+    how = {"profiler": NAME, "artifacts": out.artifacts}
+    with stored_after(store, result, out.unsaved, how) as found:  # once, after the trace is read
+        after_trace(out, trace, config, options, found, progress)
+    return out
+
+
+def after_trace(
+    out: TorchProfiledRun, trace: Path, config: RunConfig, options: TorchOptions, found: dict[str, Any],
+    progress: Callable[[str], None] | None = None,
+) -> None:  # fmt: skip
+    """How the run ended; then what its trace shows, read once (analysis.front.examine): the operator tables
+    (whole run, or per phase in generate mode) and the phase ranges, the first `top` operators (default
+    TOP_OPERATORS) by self CPU time and, with kernels, by self CUDA time, or one table ordered by the column
+    `sort` names (`run --sort`, as `harness operators --sort`); the blocks of --nvtx-detail into `found`."""
+    result = out.result
+    assert result is not None
     kept = f"; trace kept: {trace}" if out.trace else ""
     if out.trace_partial:
         kept = f"; trace cut short, kept as partial (not analysed): {trace}"
     if result.status == "interrupted":
-        out.error = f"run {run_id} {result.error}; stored as interrupted{kept}"
+        out.error = f"run {out.run_id} {result.error}; stored as interrupted{kept}"
         out.exit_code = signals.exit_code(signals.signal_in(result.error))
-        return out
+        return
     if result.status == "error":
         out.error = f"run failed: {(result.error or 'no result').strip().splitlines()[-1]}{kept}"
-        return out
+        return
     if result.status == "oom":
         out.notes.append(f"out of memory: {result.error}; no analysis")
-        return out
+        return
     if out.trace is None:
         out.error = f"torch.profiler wrote no trace to {trace}"
-        return out
-    try:
-        if progress:
-            progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
-        analyse(out, out.trace, config, sort=options.operator_sort, top=options.operator_top)
-    except (
-        HarnessError,
-        AnalysisError,
-    ) as e:  # also analysis's: --sort 'Self CUDA' on a trace without kernels
-        out.error = str(e)
-
-    said = store_from_trace(store, run_id, out.trace, config)
-    out.notes += [said] if said else []
-    return out
-
-
-def analyse(
-    out: TorchProfiledRun,
-    trace_path: Path,
-    config: RunConfig,
-    *,
-    sort: str | None = None,
-    top: int | None = None,
-) -> None:
-    """Operator tables (whole run, or per phase in generate mode) and the phase ranges, from the trace: the
-    first `top` operators (default TOP_OPERATORS) by self CPU time and, with kernels, by self CUDA time; or
-    one table ordered by the column `sort` names (`run --sort`, as `harness operators --sort`)."""
-
+        return
     phases = phases_for(config.mode)
-    top = top or TOP_OPERATORS
-    with open_trace(trace_path) as trace:
-        ranges = nvtx_ranges(trace, names=[STEP_RANGE, *phases])
-        out.ranges = range_summary(ranges) if len(ranges) else None
-        parts = list(phases) if config.mode == "generate" else [None]
-        for part in parts:
-            title = f"top {top} operators{f' in {part}' if part else ''} by"
-            if sort is not None:
-                table = operator_table(trace, within=part, sort=sort)
-                by = table.attrs["then"][0].removesuffix(" (ns)")
-                out.operators.append((f"{title} {by}", table.head(top)))
-                continue
-            table = operator_table(trace, within=part)
-            out.operators.append((f"{title} self CPU", table.head(top)))
-            if SELF_CUDA in table.columns:
-                out.operators.append((f"{title} self CUDA", by_self_cuda(table).head(top)))
-        out.notes += trace.notes
+    top = options.operator_top or TOP_OPERATORS
+    asked = Measured(
+        phases=phases, blocks=block_names() if config.nvtx_detail else None, first_step=config.warmup
+    )
+    within = tuple(phases) if config.mode == "generate" else (None,)
+    if progress:
+        progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
+    try:
+        seen = examine_trace(out.trace, asked, Operators(top, options.operator_sort, within))
+    except AnalysisError as e:  # a trace that cannot be opened
+        out.error = str(e)
+        return
+    out.ranges, out.operators = seen.nvtx, seen.operators
+    out.error = seen.error  # also analysis's: --sort 'Self CUDA' on a trace without kernels
+    out.notes += seen.notes
+    found.update(seen.stored)
 
 
 class TorchProfiler:

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from analysis.outputs import refuse_inputs, write_text
-from harness.cli.common import note
+from harness.cli.common import note, refuse_inputs, write_text
 from harness.cli.output import Format, emit
 from harness.core.errors import HarnessError
 

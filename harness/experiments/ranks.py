@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from analysis.dashboard import DashboardData, write_dashboard
 from analysis.ranks.ranks import (
     PHASE_COLUMNS,
     RanksReport,
@@ -19,12 +20,16 @@ from analysis.ranks.ranks import (
     straggler_table,
     with_step_rows,
 )
+from analysis.trace import multi
 from harness.core.errors import UsageError
 from harness.experiments.reports import ranks_of
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
+    from analysis.dashboard import Dashboard
     from analysis.ranks.ranks import RanksReport
     from harness.core.records import RunResult
     from harness.store.results import ResultsStore
@@ -107,3 +112,17 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
         labels={int(r): f"rank {r}" for r in sorted(df["rank"].unique())},
         notes=notes,
     )
+
+
+def expand(exports: list[Path], skipped: list[str]) -> list[Path]:
+    """The exports the arguments name: files, a glob's matches, a folder's exports; what a folder held
+    that looked like an export and was not taken is said in `skipped`."""
+    return multi.expand(exports, skipped)
+
+
+def write_page(report: RanksReport, out: Path) -> Dashboard:
+    """The ranks' page: the straggler (compute and wait per rank), the ranks × phases heatmap and the
+    aligned timeline (OSError as raised)."""
+    source = f"{len(report.labels)} exports: {', '.join(report.labels.values())}"
+    data = DashboardData(ranks=report.phases, source=source)
+    return write_dashboard(data, out, scope="ranks", title="harness ranks")
