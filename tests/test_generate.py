@@ -21,7 +21,7 @@ from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from harness.execution.generate import EAGER
 from harness.execution.runner import run_workload, validate
-from harness.experiments.tables import SERVING_TITLE
+from harness.experiments.run_tables import SERVING_TITLE
 from harness.store.results import ResultsStore
 from workloads.names import DECODE, TOKEN
 

@@ -95,6 +95,7 @@ BORDER = {
     "harness.experiments.program": "a program's export examined",
     "harness.experiments.advice": "a stored run judged; an export's health, findings and nsys rules",
     "harness.experiments.run_tables": "a run's step figures; a stored run's blocks read from its trace",
+    "harness.cli": "the table commands' names and summaries in `harness --help`, from the table registry",
     "harness.cli.analysis": "the table commands",
     "harness.cli.reading": "reading tables from exports, and their cache",
     "harness.cli.operator_options": "the operator table's sort columns",

@@ -235,10 +235,10 @@ def test_a_signal_while_the_export_is_read_is_said_and_stored(
 
     monkeypatch.setenv("HARNESS_NSYS", str(quick_nsys(tmp_path / "nsys")))
 
-    def reading(path: Path, **kwargs: Any) -> Any:
+    def reading(path: Path, *args: Any, **kwargs: Any) -> Any:
         raise Terminated() if sig == signal.SIGTERM else KeyboardInterrupt()
 
-    monkeypatch.setattr(profiler, "open_trace", reading)
+    monkeypatch.setattr(profiler, "examine", reading)
     result = CliRunner().invoke(app, [*RUN, "--profile-dir", str(tmp_path / "profiles")])
     assert result.exit_code == code, result.output
     (run,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")
