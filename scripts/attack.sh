@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every attack of issue 22 (tests marked `attack`: hostile inputs, faults, the Hypothesis fuzzer), with the
+# Every attack on the harness (tests marked `attack`: hostile inputs, faults, the Hypothesis fuzzer), with the
 # counts: tried, clear errors, right results, tracebacks, files changed, runs lost (the last three must be 0).
 #
 #   scripts/attack.sh           all of them, the fuzzer's slow set included (2,000 examples; ~20 minutes on 2 cores)

@@ -1,4 +1,4 @@
-"""A pytest plugin that counts what the `attack` tests (issue 22) tried and how each attempt ended.
+"""A pytest plugin that counts what the `attack` tests tried and how each attempt ended.
 
 Loaded by scripts/attack.sh (`-p attack_plugin`). Every command an attack test runs in-process
 (typer's CliRunner.invoke) is one attempt:
@@ -129,7 +129,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     COUNTS["files changed"] += sum(1 for p, h in _state["fixtures"].items() if after.get(p) != h)
     write = terminalreporter.write_line
     write("")
-    write("attacks (issue 22):")
+    write("attacks:")
     for key, value in COUNTS.items():
         write(f"  {key:<14} {value}")
     for line in UNCLEAR[:5]:

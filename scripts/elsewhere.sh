@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tests as another machine would run them (issue 32): what the machine decides, changed, so that no
+# The tests as another machine would run them: what the machine decides, changed, so that no
 # test passes on one machine's CPU name, terminal or time zone only.
 #
 #   HARNESS_TEST_CPU_NAME  a CPU named in 60 characters: harness.core.devices.cpu_name() reports it

@@ -100,7 +100,7 @@ class ReplayNvml:
         self.shutdowns += 1
 
     def nvmlSystemGetDriverVersion(self) -> str:
-        return "580.159.04"  # the H100 of issue 30
+        return "580.159.04"  # the driver of the H100 in docs/gpu.md
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         return 13000  # CUDA 13.0

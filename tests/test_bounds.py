@@ -1,5 +1,5 @@
-"""Counts the database cannot store and rank counts the machine cannot hold: refused before anything runs
-(issue 22), one line and exit 2, no database made."""
+"""Counts the database cannot store and rank counts the machine cannot hold: refused before anything runs,
+one line and exit 2, no database made."""
 
 from __future__ import annotations
 

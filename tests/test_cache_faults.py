@@ -1,5 +1,5 @@
-"""The trace cache under attack (issue 22): an export rewritten with its size and mtime put back, a cache
-folder that cannot be written or is a file, a limit that is not a size, a limit of 0. Issue 35 §2: a JSON
+"""The trace cache under attack: an export rewritten with its size and mtime put back, a cache
+folder that cannot be written or is a file, a limit that is not a size, a limit of 0. Stale numbers: a JSON
 trace edited where the sampled digest does not read, a WAL export changed in its log, a user's folder as the
 cache folder."""
 
@@ -106,7 +106,7 @@ def test_max_size_0_leaves_no_entry_and_caches_nothing_after(a100_export: Path, 
     assert pd.read_csv(io.StringIO(table.stdout))["Instances"].sum() == 5
 
 
-# --- issue 35 §2: stale numbers from the cache ----------------------------------------------------------
+# --- stale numbers from the cache --------------------------------------------------------------------
 
 ARGS = {"stream": 7, "correlation": 1, "device": 0, "grid": [2, 1, 1], "block": [128, 1, 1]}
 KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5, "args": ARGS}

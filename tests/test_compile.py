@@ -181,7 +181,7 @@ def _json(*args: str) -> object:
 
 
 def test_every_command_gives_one_figure_the_same_value(tmp_db: str) -> None:
-    """Issue 21 §3: the steady median of a phase is computed once (analysis.runs.steady) and `show`'s phase
+    """The steady median of a phase is computed once (analysis.runs.steady) and `show`'s phase
     table, `show`'s compile table, `compare-compile` and the dashboard's compile panel all print it."""
     store = ResultsStore(tmp_db)
     store.save(SKEWED_EAGER)

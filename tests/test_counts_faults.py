@@ -1,4 +1,4 @@
-"""Numbers that were wrong while every check said ok (issue 35 §5): the timeline leaving rows out without a
+"""Numbers that were wrong while every check said ok: the timeline leaving rows out without a
 word, kernel rows recorded twice, kernels overlapping on one stream, a Kineto kernel without a grid. The
 same input gives the same count everywhere, and what a table leaves out it says."""
 

@@ -1,7 +1,7 @@
 """What each nsys records of which CUDA (harness.execution.nsys.cuda_support), decided before a capture:
 known to record nothing is refused in one line with what to install, partial is a warning. The values are
-those of the H100 of issue 30 (PyTorch cu130: CUDA 13.0, driver 580: CUDA 13.0) and of the releases NVIDIA
-shipped with each CUDA toolkit."""
+those of the H100 measured in docs/gpu.md (PyTorch cu130: CUDA 13.0, driver 580: CUDA 13.0) and of the
+releases NVIDIA shipped with each CUDA toolkit."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def fake_nsys(tmp_path: Path, version: str) -> Path:
 
 @pytest.fixture
 def h100(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """This machine as the H100 of issue 30 to the checks: a run on CUDA, PyTorch cu130, driver CUDA 13.0
+    """This machine as that H100 to the checks: a run on CUDA, PyTorch cu130, driver CUDA 13.0
     (no GPU is touched: the capture must never start)."""
     import torch
 

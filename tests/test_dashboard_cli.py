@@ -119,7 +119,7 @@ LLAMA = SHARED_NSYS / "ext" / "llama3_realsim"
 
 
 def test_an_export_the_harness_did_not_record_shows_a_window_of_its_capture(tmp_path: Path) -> None:
-    """Issue 21 §8: `harness dashboard report.sqlite` on the llama3_realsim fixture draws a window of the
+    """`harness dashboard report.sqlite` on the llama3_realsim fixture draws a window of the
     capture (the busiest second by default, or --start/--end) instead of "no 'step' NVTX ranges"."""
     from analysis.dashboard import collect_export
     from analysis.dashboard.profile import timeline_panel

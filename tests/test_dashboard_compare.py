@@ -65,7 +65,7 @@ def test_compare_panel_missing_cases() -> None:
 
 
 def test_runs_with_and_without_a_profiler_are_kept_apart_or_marked() -> None:
-    """Issue 21 §8: the default pair is made the same way; a pair that is not says so, and its legend
+    """The default pair is made the same way; a pair that is not says so, and its legend
     names the profiler."""
     runs = RUNS.iloc[:3].assign(profiler=["none", "none", "nsys"], nsys_mode=[None, None, "light"])
     runs = pd.concat(

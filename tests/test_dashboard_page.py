@@ -43,7 +43,7 @@ def test_missing_panels_say_what_and_how(data: DashboardData) -> None:
 
 
 def test_panels_with_data_first_and_the_rest_in_one_list_at_the_end(data: DashboardData) -> None:
-    """Issue 21 §8: a database of ordinary runs draws its panels, then one short list of the others, each
+    """A database of ordinary runs draws its panels, then one short list of the others, each
     with the command that fills it; no empty boxes between the figures."""
     panels = build_panels(data)
     text = render_html(panels, title="t")

@@ -184,7 +184,7 @@ def test_distribution_panel_limits_runs_and_notes_it() -> None:
 
 
 def test_box_plot_labels_have_room_at_the_default_size(store: ResultsStore) -> None:
-    """Issue 21 §8: run labels on the left, one unrotated line each, at least LABEL_ROW_PX apart whatever the
+    """Run labels on the left, one unrotated line each, at least LABEL_ROW_PX apart whatever the
     number of runs, shown once per row of facets (shared), never thinned out."""
     from analysis.dashboard.phases import LABEL_ROW_PX
 

@@ -226,7 +226,7 @@ def test_detail_ranges_add_attention_vs_mlp() -> None:
 
 
 def test_empty_nvtx_panel_gives_the_lack_of_ranges_as_its_cause() -> None:
-    """Issue 21 §8: an export with neither NVTX ranges nor kernels (weatherbench2) lacks the panel because
+    """An export with neither NVTX ranges nor kernels (weatherbench2) lacks the panel because
     it has no NVTX ranges; the missing kernels are not the cause."""
     from analysis.dashboard.profile import nvtx_gpu_panel
 

@@ -1,4 +1,4 @@
-"""The results database under attack (issue 22): --db in memory or naming a folder, SIGTERM while a save
+"""The results database under attack: --db in memory or naming a folder, SIGTERM while a save
 waits on a locked database, an interrupted unsaved-run file."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`harness diff` under attack (issue 22): a gate of nan or inf, a gate against a run with no measured
+"""`harness diff` under attack: a gate of nan or inf, a gate against a run with no measured
 steps, a side that is a missing file, the same export on both sides."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What users look for first (issue 21 §7): the step time beside the phases, `latest` and -N wherever a run
+"""What users look for first: the step time beside the phases, `latest` and -N wherever a run
 id goes, what `runs` says when a filter matches nothing, warnings wrapped on a terminal only."""
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def test_warnings_wrap_on_a_terminal_and_stay_whole_when_piped(monkeypatch: pyte
     shown = _stderr_of(monkeypatch, True, message)
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in shown.splitlines()]
     assert len(lines) >= 3 and max(len(line) for line in lines) <= 80
-    # the lines after the first indented under the message, as a table's notes (issue 32 §3)
+    # the lines after the first indented under the message, as a table's notes
     assert all(line.startswith(" " * len("warning: ")) for line in lines[1:])
     assert " ".join(line.strip() for line in lines) == f"warning: {message}"
 

@@ -1,4 +1,4 @@
-"""The tables built a block at a time (issue 24 §2) give the numbers of the whole-column way they replaced:
+"""The tables built a block at a time give the numbers of the whole-column way they replaced:
 on every nsys export of the corpus, with tiny blocks (so every group spans many blocks) and the default."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A property-based attack on every reader and analysis command (issue 22), with Hypothesis.
+"""A property-based attack on every reader and analysis command, with Hypothesis.
 
 Each example copies a shared fixture (an nsys export or a Kineto trace) into a temporary folder, mutates
 the copy, and runs one analysis command on it in this process (typer's CliRunner). The mutations:

@@ -1,4 +1,4 @@
-"""What tests/test_fuzz.py found, kept as regular tests (issue 22): each is the shrunk failing example,
+"""What tests/test_fuzz.py found, kept as regular tests: each is the shrunk failing example,
 run as the fuzzer ran it, and then its figure checked where there is one."""
 
 from __future__ import annotations

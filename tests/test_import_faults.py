@@ -1,4 +1,4 @@
-"""`harness import` under attack (issue 35 §6): edited copies of a real harness-unsaved-*.json
+"""`harness import` under attack: edited copies of a real harness-unsaved-*.json
 (tests/data/harness-unsaved-char.json: a `harness run char` whose save found the database locked). Every
 field is checked as `harness run` writes it: a bad one is one line naming the field, and nothing is
 stored. A stored run is never replaced unless --replace, which says what it replaced."""

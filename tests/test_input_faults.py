@@ -1,4 +1,4 @@
-"""Inputs that hung or misled (issue 35 §4, issue 32 §3): a named pipe as input, an export another process
+"""Inputs that could hang or mislead: a named pipe as input, an export another process
 holds locked, a WAL export in a read-only folder, a JSON trace with a byte-order mark, folders holding
 files the folder reading passed over or could not read. Each gives the right table, or one clear line."""
 

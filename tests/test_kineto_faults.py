@@ -1,4 +1,4 @@
-"""Hostile Kineto traces (issue 22): names that are lists or hold lone surrogates, invalid fields, grids
+"""Hostile Kineto traces: names that are lists or hold lone surrogates, invalid fields, grids
 that are not grids. Each gives the right table with a note, or one clear line; never a traceback."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_the_most_negative_int64_timestamp_is_left_out(tmp_path: Path) -> None:
     assert kernel_summary(trace)["Total Time (ns)"].tolist() == [5000]
 
 
-# --- whitespace (issue 35 §4): the reader is linear in its input and holds no run of it ------------------
+# --- whitespace: the reader is linear in its input and holds no run of it ------------------
 
 CALL = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 3, "tid": 4, "ts": 8, "dur": 1,
         "args": {"correlation": 1}}  # fmt: skip

@@ -216,7 +216,7 @@ def test_every_analysis_module_is_in_a_sub_package_or_shared() -> None:
     assert loose == []
     top = {p.stem for p in (REPO / "analysis").glob("*.py")} - {"__init__"}
     assert sorted(top) == sorted(ANALYSIS_SHARED)
-    assert len(top) <= 8  # issue 33: a newcomer can hold the top of analysis/ in mind
+    assert len(top) <= 8  # a newcomer can hold the top of analysis/ in mind
 
 
 def test_analysis_sub_packages_import_only_those_below_them() -> None:

@@ -71,7 +71,7 @@ def test_unsupported_flag_is_dropped_and_named() -> None:
 def test_a_default_flag_this_nsys_lacks_is_left_out_unsaid(monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: Path) -> None:  # fmt: skip
     """`warning: dropped --python-backtrace=cuda` was printed on a CPU run under 2022.4, where nothing asked
-    for the flag (issue 32 §3): the run leaves it out and says nothing."""
+    for the flag: the run leaves it out and says nothing."""
     from harness.core.records import RunConfig
     from harness.profilers.nsys import NsysOptions, launch
 

@@ -1,7 +1,7 @@
-"""Files the commands write (issue 35 §1): never over a file the command reads, whatever it is called (the
+"""Files the commands write: never over a file the command reads, whatever it is called (the
 same path, another spelling, a symbolic or hard link, SQLite's journal beside an export); `-`, a device or
 a named pipe written as a stream, never replaced by a renamed file. And one name for the option that says
-where (issue 32 §3): `--out`/`-o` on every command whose output is a file, `--output` kept hidden."""
+where: `--out`/`-o` on every command whose output is a file, `--output` kept hidden."""
 
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def test_a_link_to_a_file_keeps_being_a_link(export: Path, tmp_path: Path) -> No
     assert link.is_symlink() and json.loads(real.read_text())["traceEvents"]
 
 
-# --- one name for one meaning (issue 32 §3) --------------------------------------------------------------
+# --- one name for one meaning -------------------------------------------------------------------------
 
 
 def test_every_file_output_is_named_out(export: Path, tmp_path: Path) -> None:

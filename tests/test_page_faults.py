@@ -1,4 +1,4 @@
-"""The dashboard and diff pages are written whole or not at all (issue 22): a full disk while writing
+"""The dashboard and diff pages are written whole or not at all: a full disk while writing
 leaves the old page as it was, and no temporary file."""
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ def test_sampler_thread_samples_every_period_and_brackets_the_window(tmp_path: P
                 "8 samples over 300 ms",
             )
         after = time.perf_counter_ns()
-        trace = sampler.stop()  # a second stop changes nothing
+        trace = sampler.stop()  # stopping again changes nothing
     samples = trace.samples
     assert trace.notes == [] and trace.period_s == 0.01
     assert len(samples) >= 8

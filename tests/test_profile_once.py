@@ -1,4 +1,4 @@
-"""`run --nsys` after the capture (issue 33 §2): the export is read once, and the run is stored once, with its
+"""`run --nsys` after the capture: the export is read once, and the run is stored once, with its
 agreement, health and findings, in one transaction; a reading cut short still stores the run."""
 
 from __future__ import annotations

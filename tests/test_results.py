@@ -189,7 +189,7 @@ def test_warm_command_imports_no_pandas(command: list[str], cache: Path) -> None
 
 def test_new_kernels_table_on_a_cached_export_imports_no_pandas(cache: Path) -> None:
     """A table not asked for before (--by name), its export's columns in the cache: pyarrow and numpy, no
-    pandas (issue 24 §3: under a third of nsys stats needs to stay below pandas' import)."""
+    pandas (pandas' import alone takes a third of the time nsys stats needs)."""
     export = export_of("a100-saxpy-mpi")
     assert runner.invoke(app, ["kernels", str(export), "--format", "csv"]).exit_code == 0  # fills the cache
     done = harness_alone(
@@ -205,7 +205,7 @@ def test_new_kernels_table_on_a_cached_export_imports_no_pandas(cache: Path) -> 
 @pytest.mark.parametrize("by", ["shape", "name"])
 def test_cold_kernels_imports_no_pandas(by: str, cache: Path) -> None:
     """Nothing cached yet: the export read through the reader, its columns and strings put in the cache,
-    the table printed, and no pandas (issue 24 §3, cold: its import was a third of the time). What went
+    the table printed, and no pandas (cold, its import would be a third of the time). What went
     into the cache without pandas serves the other table as the export does."""
     export = export_of("a100-saxpy-mpi")
     other = "name" if by == "shape" else "shape"

@@ -1,4 +1,4 @@
-"""`harness profile --name`: a name, not a path, and short enough to be a file name (issue 22). Refused
+"""`harness profile --name`: a name, not a path, and short enough to be a file name. Refused
 before nsys starts or a database is made; nothing is written anywhere."""
 
 from __future__ import annotations

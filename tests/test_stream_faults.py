@@ -1,6 +1,6 @@
-"""Standard output and the terminal under attack (issue 35 §3): closed, full, an encoding without the
+"""Standard output and the terminal under attack: closed, full, an encoding without the
 harness's own characters, COLUMNS of 0, 20 or 10¹¹, names holding invisible format characters, a newline
-in a file name; and warnings wrapped on a terminal only (issue 32 §3). Each ends in one clear line and a
+in a file name; and warnings wrapped on a terminal only. Each ends in one clear line and a
 nonzero exit, or in output that is right for the stream it has. The stream cases run `harness` as a real
 process: a closed or full standard output is the process's own."""
 
@@ -165,7 +165,7 @@ def test_a_newline_in_a_file_name_stays_in_the_title(a100_export: Path, tmp_path
     assert "line.sqlite" not in result.stdout.splitlines()[1]
 
 
-# --- warnings and notes: wrapped on a terminal, one line in a pipe (issue 32 §3) --------------------------
+# --- warnings and notes: wrapped on a terminal, one line in a pipe -----------------------------------
 
 LONG_NOTE = "note: no findings in report.sqlite: no rule fired; thresholds: "
 

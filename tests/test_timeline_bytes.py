@@ -1,5 +1,5 @@
-"""`harness timeline` writes the same bytes as before the NVTX ranges were read a chunk at a time (issue 34
-§3): every nsys export and Kineto trace of ../shared/fixtures against the SHA-256 of the file that 7f6c3d8
+"""`harness timeline` writes the same bytes as before the NVTX ranges were read a chunk at a time:
+every nsys export and Kineto trace of ../shared/fixtures against the SHA-256 of the file that 7f6c3d8
 (the ranges read whole) wrote, with the default chunks and with chunks so small that every export's NVTX
 ranges come in many (rowids per query of NVTX_EVENTS, ranges per batch, rows per line batch). Smaller
 queries of the other tables would reorder the GPU lines (the same lines, as in 7f6c3d8).

@@ -1,4 +1,4 @@
-"""A torch.profiler trace cut short (issue 22): recorded as partial, not as kept, and not analysed."""
+"""A torch.profiler trace cut short: recorded as partial, not as kept, and not analysed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Kernels and the calls that launched them, a block of kernels at a time (issue 24 §2).
+"""Kernels and the calls that launched them, a block of kernels at a time.
 
 `analysis.joins.runtime.kernel_launches` joins every kernel to its call at once: at 4M kernels the frame of
 nine

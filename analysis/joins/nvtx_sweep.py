@@ -1,4 +1,4 @@
-"""nvtx-gpu's thread mode in one pass over time (issue 24 §2): kernels with their launch calls a block at a
+"""nvtx-gpu's thread mode in one pass over time: kernels with their launch calls a block at a
 time (`analysis.joins.launch_join`), the NVTX push/pop ranges a block at a time beside them, and the credits
 (kernel, range) aggregated per row group as each block is done. What grows with the export is the credits'
 durations (4 bytes each, for the exact medians); the rest is a block's worth.

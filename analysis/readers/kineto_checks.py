@@ -1,4 +1,4 @@
-"""What the Kineto reader (analysis.readers.kineto) does with what it cannot take as it is (issue 22):
+"""What the Kineto reader (analysis.readers.kineto) does with what it cannot take as it is:
 names that are not text or hold lone surrogates, ids that cannot be dict keys, events left out (counted,
 with the reason, in the notes every table carries), and whether a trace file was written to its end.
 """

@@ -19,8 +19,8 @@ What this module does instead (measured on the 1M-event trace of benchmarks/kine
   recursion limit are one line too.
 - Whitespace is skipped by a regular expression, a buffer at a time, and a run that reaches the buffer's
   end is dropped before reading on: 1 GB of spaces costs a pass in C and a few MiB, not a Python step a
-  byte and the whole run held (issue 35: 100 MB of leading spaces took 65 s, each read-on scanned the run
-  again).
+  byte and the whole run held (a scan that read on from the run's start took 65 s over 100 MB of leading
+  spaces).
 - A cut is only a guess (a `}` inside a string or a nested list can look like a boundary): a wrong guess
   fails to decode, and that piece is then parsed element by element with the stdlib's `raw_decode`, which
   also takes what msgspec refuses but `json.loads` accepts (lone surrogates, NaN, `args` that is not an

@@ -2,7 +2,7 @@
 
 pyarrow's `pa.array` (and `Table.from_pandas`) first asks pandas whether its argument is a Series or a
 categorical, importing it (0.28 s): most of what a cold `harness kernels` imported beyond the reader and
-pyarrow (issue 24 §3). The arrays here hold the same values and types as `pa.array` gives.
+pyarrow. The arrays here hold the same values and types as `pa.array` gives.
 """
 
 from __future__ import annotations
