@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import subprocess
 import sys
+from typing import Any
 
 import typer
 
-from harness.cli import COMMANDS, PANELS, app, load
+from harness.cli import COMMANDS, PANELS, app, commands, load
 
 
 def _names(typer_app: typer.Typer) -> set[str]:
@@ -71,3 +73,33 @@ def test_every_command_runs_through_the_whole_app() -> None:
         result = CliRunner().invoke(app, [name, "--help"])
         assert result.exit_code == 0, result.output
         assert f"harness {name}" in result.output or "Usage" in result.output
+
+
+def _commands_and_subcommands() -> list[tuple[list[str], Any]]:
+    out = []
+    for name in commands():
+        command = load(name)
+        out.append(([name], command))
+        out += [([name, sub], c) for sub, c in getattr(command, "commands", {}).items()]
+    return out
+
+
+def test_every_command_help_ends_with_one_example_that_parses() -> None:
+    """Each command's help (and each sub-command's) ends with `Example: harness NAME …`, and the example's
+    arguments are ones the command takes."""
+    from typer.testing import CliRunner
+
+    for words, command in _commands_and_subcommands():
+        result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        last = " ".join(result.output.strip().split("\n\n")[-1].split())
+        assert last == f"Example: harness {' '.join(words)}" or last.startswith(
+            f"Example: harness {' '.join(words)} "
+        ), (words, last)
+        args = shlex.split(last.removeprefix("Example: "))[1 + len(words) :]
+        if hasattr(command, "commands"):  # a group: its example names one of its sub-commands
+            assert args[0] in command.commands, (words, args)
+            continue
+        # arguments the command does not take raise click's UsageError here
+        with command.make_context(" ".join(words), args) as ctx:
+            assert ctx.params, words

@@ -32,11 +32,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Command:
-    """Where a command lives (its module in harness/cli registers it), its panel and its one-line summary."""
+    """Where a command lives (its module in harness/cli registers it), its panel, its one-line summary and
+    the example its help ends with (a table's is its declaration's, put there by harness.cli.analysis)."""
 
     module: str
     panel: str
     summary: str
+    example: str = ""
 
 
 RUN, READ, COMPARE, CHECK, MANAGE = "Run", "Read an export", "Compare", "Check", "Manage"
@@ -52,34 +54,121 @@ def table_commands() -> dict[str, Command]:
 
 # short help: one line each in `harness -h` at 80 columns (a table's: its declaration's summary)
 COMMANDS: dict[str, Command] = {
-    "run": Command("run", RUN, "Run one workload, time its phases, save and print the result."),
-    "sweep": Command("run", RUN, "Run a grid of models × precisions × compile, a process each."),
-    "overhead": Command("profiling", RUN, "How much a profiler slows each phase: runs with and without it."),
-    "profile": Command("program", RUN, "Any program under nsys, stored as a run: -- CMD ARGS…."),
+    "run": Command(
+        "run", RUN, "Run one workload, time its phases, save and print the result.", "harness run tiny --nsys"
+    ),
+    "sweep": Command(
+        "run",
+        RUN,
+        "Run a grid of models × precisions × compile, a process each.",
+        "harness sweep --models tiny,small --precision fp32,bf16 --device cuda",
+    ),
+    "overhead": Command(
+        "profiling",
+        RUN,
+        "How much a profiler slows each phase: runs with and without it.",
+        "harness overhead tiny --device cpu --repeats 3",
+    ),
+    "profile": Command(
+        "program",
+        RUN,
+        "Any program under nsys, stored as a run: -- CMD ARGS….",
+        "harness profile --name train -- python train.py --epochs 1",
+    ),
     "attention": Command(
-        "attention", RUN, "Attention forward/backward time and memory per head dim, seq len."
+        "attention",
+        RUN,
+        "Attention forward/backward time and memory per head dim, seq len.",
+        "harness attention --device cuda --head-dims 64,128 --seq-lens 512,1024",
     ),
     **table_commands(),
-    "breakdown": Command("analysis", READ, "GPU idle, compute and non-compute time per rank (HTA)."),
-    "timeline": Command("timeline", READ, "An export or trace as a Chrome trace for Perfetto UI."),
-    "diff": Command("diff", COMPARE, "Compare two runs, exports or traces: verdicts, --gate for CI."),
-    "baseline": Command("diff", COMPARE, "Name runs as baselines for `harness diff`."),
-    "ranks": Command("ranks", COMPARE, "Per-rank phase times, GPU busy, NCCL time and the straggler."),
-    "compare-compile": Command("compile", COMPARE, "Eager vs torch.compile per phase, from stored runs."),
+    "breakdown": Command(
+        "analysis",
+        READ,
+        "GPU idle, compute and non-compute time per rank (HTA).",
+        "harness breakdown rank0.json.gz rank1.json.gz --hta",
+    ),
+    "timeline": Command(
+        "timeline",
+        READ,
+        "An export or trace as a Chrome trace for Perfetto UI.",
+        "harness timeline report.sqlite --step 3 --out step3.json.gz",
+    ),
+    "diff": Command(
+        "diff",
+        COMPARE,
+        "Compare two runs, exports or traces: verdicts, --gate for CI.",
+        "harness diff baseline:main latest --gate 5",
+    ),
+    "baseline": Command(
+        "diff", COMPARE, "Name runs as baselines for `harness diff`.", "harness baseline tag main latest"
+    ),
+    "ranks": Command(
+        "ranks",
+        COMPARE,
+        "Per-rank phase times, GPU busy, NCCL time and the straggler.",
+        "harness ranks 'rank*.sqlite' --html ranks.html",
+    ),
+    "compare-compile": Command(
+        "compile",
+        COMPARE,
+        "Eager vs torch.compile per phase, from stored runs.",
+        "harness compare-compile --format csv",
+    ),
     "dashboard": Command(
-        "dashboard", COMPARE, "Write an HTML page of plotly panels: saved runs or one export."
+        "dashboard",
+        COMPARE,
+        "Write an HTML page of plotly panels: saved runs or one export.",
+        "harness dashboard --last 20 --out dashboard.html",
     ),
-    "advise": Command("advise", CHECK, "Findings by time at stake; nsys analyze's rules (--rule)."),
-    "health": Command("advise", CHECK, "Capture health: ok / warn / fail per check, --strict for CI."),
-    "doctor": Command("doctor", CHECK, "Is this machine ready? nsys, self-tests, torch, CUDA."),
-    "blocks": Command("blocks", CHECK, "Per-block time of an --nvtx-detail run: attention vs MLP and parts."),
+    "advise": Command(
+        "advise",
+        CHECK,
+        "Findings by time at stake; nsys analyze's rules (--rule).",
+        "harness advise report.sqlite",
+    ),
+    "health": Command(
+        "advise",
+        CHECK,
+        "Capture health: ok / warn / fail per check, --strict for CI.",
+        "harness health report.sqlite --strict",
+    ),
+    "doctor": Command(
+        "doctor", CHECK, "Is this machine ready? nsys, self-tests, torch, CUDA.", "harness doctor"
+    ),
+    "blocks": Command(
+        "blocks",
+        CHECK,
+        "Per-block time of an --nvtx-detail run: attention vs MLP and parts.",
+        "harness blocks latest --by-layer",
+    ),
     "roofline": Command(
-        "roofline", CHECK, "FLOPs, bytes and intensity per sub-block, on the device roofline."
+        "roofline",
+        CHECK,
+        "FLOPs, bytes and intensity per sub-block, on the device roofline.",
+        "harness roofline --model tiny --batch-size 8 --context-length 256",
     ),
-    "runs": Command("run", MANAGE, "List saved runs (newest last)."),
-    "show": Command("run", MANAGE, "Show one run: configuration, phases, agreement, files."),
-    "import": Command("run", MANAGE, "Store runs saved to a file when the database would not take them."),
-    "cache": Command("analysis", MANAGE, "List, clear or limit the Parquet cache of exports read before."),
+    "runs": Command("run", MANAGE, "List saved runs (newest last).", "harness runs --model tiny --last 5"),
+    "show": Command(
+        "run", MANAGE, "Show one run: configuration, phases, agreement, files.", "harness show latest"
+    ),
+    "import": Command(
+        "run",
+        MANAGE,
+        "Store runs saved to a file when the database would not take them.",
+        "harness import harness-unsaved-*.json",
+    ),
+    "cache": Command(
+        "analysis",
+        MANAGE,
+        "List, clear or limit the Parquet cache of exports read before.",
+        "harness cache --max-size 5GB",
+    ),
+}
+# the sub-commands of a group of commands: their examples, by "group sub-command"
+SUB_EXAMPLES = {
+    "baseline tag": "harness baseline tag main latest",
+    "baseline list": "harness baseline list --format json",
 }
 
 
@@ -97,7 +186,17 @@ def load(name: str) -> click.Command:
     group = typer.main.get_group(registered)
     command = group.commands[name]
     command.short_help = entry.summary
+    with_example(command, entry.example)
+    for sub_name, sub in getattr(command, "commands", {}).items():
+        with_example(sub, SUB_EXAMPLES.get(f"{name} {sub_name}", ""))
     return command
+
+
+def with_example(command: click.Command, example: str) -> None:
+    """The command's help ends with its example, after what its epilog already says."""
+    if example:
+        line = f"Example: {example}"
+        command.epilog = f"{command.epilog}\n\n{line}" if command.epilog else line
 
 
 class LazyGroup(TyperGroup):
