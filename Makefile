@@ -1,4 +1,4 @@
-# Two commands: `make demo` sets everything up and runs the main job; `make test` runs the tests.
+# Two commands: `make demo` sets everything up and shows the main job; `make test` runs the tests.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -31,9 +31,10 @@ $(STAMP): pyproject.toml setup.py $(wildcard analysis/readers/_kineto_*.[ch])
 nsys:
 	HARNESS_PIP_PYTHON=$(BIN)/python bash scripts/install-nsys.sh || echo "warning: nsys not installed; --nsys runs and nsys tests will be skipped"
 
+# The main job in a few minutes (scripts/demo.py): a run under nsys, the tables of a GPU export, the
+# dashboard; its files go to demo/.
 demo: setup
-	@echo "demo: harness run tiny --device auto"
-	$(BIN)/harness run tiny --device auto
+	@$(BIN)/python scripts/demo.py
 
 test: setup
 	$(PYTEST) -m "not slow and not fuzz"

@@ -1,31 +1,50 @@
-"""Tables in a notebook or a script, through the same front door as `harness` (analysis.front.reading):
-served from the cache where a table is kept there, else computed, and kept.
+"""The harness from a notebook or a script: an export or trace opened once, its tables, its health, its
+findings and its figures, through the same front door as `harness` (analysis.front.reading).
 
     from analysis import front
 
     report = front.open("report.sqlite")        # or several: ["rank0.sqlite", "rank1.sqlite"], a folder
-    kernels = report.table("kernels")            # a pandas DataFrame
+    kernels = report.table("kernels")            # a pandas DataFrame, as `harness kernels` prints it
     report.table("kernels", by="name", top=10)   # a table's options by name (its computing function's)
-    for title, df in report.tables("summary").items():
-        print(title, df.attrs["notes"])
+    report.health()                              # ok / warn / fail per check, as `harness health`
+    report.findings()                            # what to fix first, as `harness advise`
+    report.figure("kernels")                     # a plotly figure, the dashboard's panel
 
-A table's options are those its module's functions take (analysis/tables/<name>.py: kernels takes names,
-by, range_name, stats_format, ...; the command line's flags are turned into them by each table's
-`prepare`), with the library's defaults (stats_format: analysis.tables.stats_format.DEFAULT). An nsys
-report (.nsys-rep) needs `export=`, a function that exports it to SQLite: `harness` passes its own.
+Tables are served from the cache where a table is kept there, else computed, and kept. A table's options
+are those its module's functions take (analysis/tables/<name>.py: kernels takes names, by, range_name,
+stats_format, ...; the command line's flags are turned into them by each table's `prepare`), with the
+library's defaults (stats_format: analysis.tables.stats_format.DEFAULT). Times are nanoseconds, as in
+`--format csv`. An nsys report (.nsys-rep) needs `export=`, a function that exports it to SQLite: `harness`
+passes its own (`harness.experiments.opening.sqlite_for`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.front.reading import Export, read_tables
+from analysis.errors import AnalysisError
+from analysis.front.reading import Export, read_tables, sqlite_of
 
 if TYPE_CHECKING:
     import pandas as pd
+    import plotly.graph_objects as go
+
+    from analysis.trace.trace import Trace
+
+# A figure's name → the profile tables its dashboard panel draws (analysis.dashboard.load.TABLES).
+FIGURES: dict[str, tuple[str, ...]] = {
+    "kernels": ("kernels", "osrt"),  # top kernels; a capture without a GPU: its OS runtime calls
+    "nvtx": ("nvtx_gpu", "nvtx"),  # GPU time per NVTX range (the harness's phases among them)
+    "timeline": ("events",),  # one step of the harness's `step` ranges, else the busiest second
+}
+
+
+class UntrustedCapture(AnalysisError):
+    """The capture failed health checks that make its findings' times untrustworthy."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,79 @@ class Report:
     def table(self, kind: str, *, top: int | None = None, **options: Any) -> pd.DataFrame:
         """The first table of `kind` (most have one), as `tables` gives it."""
         return next(iter(self.tables(kind, top=top, **options).values()))
+
+    def health(self) -> pd.DataFrame:
+        """Can this capture be trusted? A row per check: Check, Status (ok, warn or fail), Evidence and
+        What to do, as `harness health` prints them. attrs: "worst" (the worst status) and "line" (the
+        health in one sentence). One export or trace."""
+        from analysis.advice.health import capture_health
+
+        with self._trace("health") as trace:
+            health = capture_health(trace)
+        table = health.table()
+        table.attrs.update(worst=health.worst, line=health.line())
+        return table
+
+    def findings(self, *, ignore_health: bool = False, **thresholds: float) -> pd.DataFrame:
+        """What to fix first: a row per finding (Rule, Time at stake (ns), Where, Evidence, Fix, ...),
+        largest time at stake first, as `harness advise` prints them. `thresholds` change when a rule
+        fires, by name (analysis.advice.findings.Thresholds: host_wait_share=0.05, ...).
+
+        A capture that failed its health checks gives no ranking (UntrustedCapture, naming the checks):
+        its time at stake would come from what is left of it. With `ignore_health` the findings come all
+        the same, and attrs["untrusted"] names the failed checks. One export or trace."""
+        from analysis.advice.checks import capture_failures
+        from analysis.advice.findings import Thresholds, findings, findings_table
+        from analysis.advice.health import capture_health
+
+        limits = Thresholds().with_options([f"{k}={v}" for k, v in thresholds.items()])
+        with self._trace("findings") as trace:
+            failed = capture_failures(capture_health(trace).checks)
+            if failed and not ignore_health:
+                raise UntrustedCapture(
+                    f"no findings ranked for {trace.path.name}: its capture failed "
+                    + "; ".join(f"{c.name} ({c.evidence})" for c in failed)
+                    + ". report.health() says more; ignore_health=True gives the findings anyway"
+                )
+            table = findings_table(findings(trace, limits))
+        table.attrs["untrusted"] = [c.name for c in failed]
+        return table
+
+    def figure(self, name: str = "kernels") -> go.Figure:
+        """The dashboard's panel `name` for this export as a plotly figure: "kernels" (top kernels by GPU
+        time; a capture without a GPU: its OS runtime calls), "nvtx" (GPU time per NVTX range) or
+        "timeline" (one step of the harness's ranges, else the capture's busiest second). A panel without
+        data raises AnalysisError saying what is missing. One export or trace."""
+        from analysis.dashboard.load import load_profile
+        from analysis.dashboard.panel import DashboardData
+        from analysis.dashboard.registry import PANELS
+
+        if name not in FIGURES:
+            raise AnalysisError(f"no figure {name!r}: one of {', '.join(FIGURES)}")
+        path = sqlite_of(self._one("figure"), self.export, self.cache)
+        profile = load_profile(path, label=self._one("figure").name, tables=list(FIGURES[name]),
+                               cache=self.cache)  # fmt: skip
+        spec = next(p for p in PANELS if p.key == name)
+        panel = spec(DashboardData(profile=profile, source=f"export {path}"))
+        if panel.figure is None:
+            raise AnalysisError(f"no {name} figure for {path.name}: {panel.missing}")
+        if not panel.figure.layout.title.text:
+            panel.figure.update_layout(title=panel.title)
+        return panel.figure
+
+    def _one(self, what: str) -> Path:
+        """The one file a report of one capture reads (health, findings, a figure)."""
+        if len(self.sources) != 1 or not self.sources[0].is_file():
+            named = ", ".join(str(s) for s in self.sources)
+            raise AnalysisError(f"{what} reads one export or trace, not {named}: open it alone")
+        return self.sources[0]
+
+    @contextmanager
+    def _trace(self, what: str) -> Iterator[Trace]:
+        from analysis.trace.opening import open_trace
+
+        with open_trace(sqlite_of(self._one(what), self.export, self.cache), cache=self.cache) as trace:
+            yield trace
 
 
 def open(
