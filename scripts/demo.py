@@ -8,7 +8,8 @@
    (tests/data/h100/tiny-cupti13.sqlite.xz, unpacked into demo/).
 3. `harness dashboard` writing its page (demo/dashboard.html), then what to try next.
 
-Without nsys (scripts/install-nsys.sh could not install it) the run goes without it, and says so.
+Everything it writes goes to demo/ (HARNESS_DEMO_DIR), the runs to the results database (HARNESS_DB). Without
+nsys (scripts/install-nsys.sh could not install it) the run goes without it, and says so.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "demo"  # git-ignored
+OUT = Path(os.environ.get("HARNESS_DEMO_DIR") or REPO / "demo")  # git-ignored
 GPU_EXPORT = REPO / "tests" / "data" / "h100" / "tiny-cupti13.sqlite.xz"
 HARNESS = str(Path(sys.executable).with_name("harness"))
 
@@ -88,7 +89,7 @@ def main() -> None:
         run = ["run", "tiny", "--device", "cpu", "--steps", "3", "--warmup", "1", "--batch-size", "2",
                "--context-length", "64"]  # fmt: skip
     say("demo 1/3: a workload timed phase by phase" + (", under nsys" if nsys else ""))
-    harness(*run, *(["--nsys"] if nsys else []))
+    harness(*run, *(["--nsys", "--profile-dir", rel(OUT / "profiles")] if nsys else []))
 
     export = latest_export() if gpu and nsys else None
     if export is None:
