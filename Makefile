@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 TEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: setup demo test test-slow test-elsewhere fuzz asan attack lint nsys bench clean
+.PHONY: setup demo test test-slow test-elsewhere fuzz asan attack lint docs nsys bench clean
 
 setup: $(STAMP) nsys
 
@@ -76,6 +76,19 @@ attack: setup
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+# The user guide as a site (mkdocs.yml; build/site): strict, so a broken link, a missing anchor or a page
+# left out of the nav fails; first the command reference checked against the app's --help. Its packages
+# (the `docs` extra, pinned) go into the venv here, not into the runtime dependencies.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/python scripts/command_reference.py --check
+	$(BIN)/mkdocs build --strict --site-dir build/site
 
 bench: setup
 	$(BIN)/python benchmarks/run_overhead.py

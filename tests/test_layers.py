@@ -1,4 +1,4 @@
-"""The layers point one way (docs/architecture.md), checked by walking every import with ast:
+"""The layers point one way (docs/dev/architecture.md), checked by walking every import with ast:
 
 workloads/ imports nothing of ours; analysis/ imports nothing from harness/, and from workloads/ only the
 words a run is described in (workloads.names, which imports nothing); harness/core imports nothing from
@@ -86,8 +86,8 @@ def test_harness_core_imports_nothing_from_analysis() -> None:
     assert {m: d for m, d in bad.items() if d} == {}
 
 
-# The harness modules that cross into analysis/, each for its reason (docs/architecture.md, "The border"): a
-# new crossing is named here, or goes through one of these
+# The harness modules that cross into analysis/, each for its reason (docs/dev/architecture.md, "The
+# border"): a new crossing is named here, or goes through one of these
 BORDER = {
     # the front doors: a capture read once (analysis.front.examine), an export's tables
     "harness.profilers.nsys": "a run under nsys examined",

@@ -1,6 +1,6 @@
 """A table is one module: put on the registry's path (analysis.tables), it is a command of `harness`, in
 `harness --help`, with its own options, and a part of `harness summary`, with nothing written anywhere
-else. The module below is the example of docs/architecture.md ("Adding a table")."""
+else. The module below is the example of docs/dev/architecture.md ("Adding a table")."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ What this module does instead (measured on the 1M-event trace of benchmarks/kine
   needs: 2.9–3.7 s for the 1M events, 4× less than ijson. The structs
   are chosen by `ph` (a tagged union: a flow event, a third of a trace, decodes only its category; 18% less
   decoding than one struct for all), and where an element has no known phase, as `Event`s.
-- What is held is bounded whatever the gzip's ratio (docs/reliability.md, "Kineto traces"): one event,
+- What is held is bounded whatever the gzip's ratio (docs/dev/reliability.md, "Kineto traces"): one event,
   top-level value or key is at most `max_value()` bytes of JSON as read, or one line names the limit; of
   the top-level object only `TOP_KEYS` are kept; integers past Python's digit limit and nesting past its
   recursion limit are one line too.

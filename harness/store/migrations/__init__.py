@@ -7,7 +7,7 @@ Alembic has no such table: it is upgraded from the start, and every revision add
 (harness.store.migrations.steps), since the additive upgrades of older harnesses left any subset of them done.
 
 A database at HEAD needs no Alembic at all (one SELECT): alembic is imported only to migrate.
-Add a revision: `python -m harness.store.migrations revision "what it adds"` (docs/architecture.md).
+Add a revision: `python -m harness.store.migrations revision "what it adds"` (docs/dev/architecture.md).
 """
 
 from __future__ import annotations
