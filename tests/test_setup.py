@@ -1,5 +1,5 @@
 """Setup as a newcomer meets it: packaging without deprecation warnings, `make setup` that says what it does,
-and a README that names the fixture corpus and the tests that need it."""
+and a developer guide (docs/dev/fixtures.md) that names the fixture corpus and the tests that need it."""
 
 from __future__ import annotations
 
@@ -67,9 +67,9 @@ def test_make_setup_says_each_step_and_keeps_pip_progress_on_the_long_installs()
         assert dry[dry.index(line) - 1].startswith('echo "setup ')
 
 
-def test_readme_names_the_corpus_and_every_test_that_needs_it() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## The test fixtures: `../shared/fixtures`", 1)[1].split("\n## ", 1)[0]
+def test_the_fixtures_page_names_the_corpus_and_every_test_that_needs_it() -> None:
+    page = (REPO / "docs" / "dev" / "fixtures.md").read_text()
+    section = page.split("## The test fixtures: `../shared/fixtures`", 1)[1].split("\n## ", 1)[0]
     assert "beside the checkout" in section
     # the skip line and the count at the end, as tests/conftest.py writes them
     joined = " ".join(section.split())
