@@ -2,7 +2,7 @@
 
 Optional: where it cannot be compiled (no C compiler, no Python headers) the install goes on and msgspec
 reads every piece of a trace, the same columns at about three times the CPU (docs/performance.md, "Kineto
-JSON in C"). Declared here, not in pyproject.toml, where setuptools still calls the table experimental.
+traces"). Declared here, not in pyproject.toml, where setuptools still calls the table experimental.
 """
 
 from setuptools import Extension, setup

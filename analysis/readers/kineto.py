@@ -25,8 +25,8 @@ and more; by msgspec and analysis.readers.kineto_columns for a piece the C reade
 for every piece where it is not built, then in worker processes for a file of PARALLEL_BYTES and more,
 which read it from slots of memory shared with this one (copied once, not pickled through a pipe). This
 module merges the pieces in file order (names and threads get trace-wide ids) and builds the frames.
-docs/performance.md, "Kineto JSON in C" and "Kineto traces at scale", has the measurements behind each
-choice.
+docs/performance.md, "Kineto traces", has the current figures; the measurements behind each choice are in
+the repository's history.
 
 Ids: `global_tid` is composed as nsys does (pid in bits 24-47, tid in bits 0-23). Linux pids and tids fit;
 one that does not (a string, a pthread id) gets a small id of its own and the threads frame keeps the real
