@@ -34,9 +34,11 @@ def say(text: str) -> None:
 
 
 def harness(*args: str, quiet: bool = False) -> subprocess.CompletedProcess[str]:
-    """`harness ARGS`, shown as it would be typed; its output to the terminal unless `quiet` (then kept)."""
+    """`harness ARGS`, shown as it would be typed; its output to the terminal unless `quiet` (then kept, as
+    wide as it comes: no line folded)."""
     say(f"\n$ harness {shlex.join(args)}")
-    done = subprocess.run([HARNESS, *args], text=True, capture_output=quiet)
+    env = {**os.environ, "COLUMNS": "1000"} if quiet else None
+    done = subprocess.run([HARNESS, *args], text=True, capture_output=quiet, env=env)
     if done.returncode != 0:
         if quiet:
             sys.stderr.write(done.stdout + done.stderr)
