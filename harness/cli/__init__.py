@@ -24,7 +24,7 @@ from typer.core import TyperGroup
 
 from analysis import tables
 from harness import __version__
-from harness.cli import streams
+from harness.cli.terminal import streams
 
 if TYPE_CHECKING:
     app: typer.Typer
@@ -160,7 +160,7 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    """The `harness` command: its streams guarded first (harness.cli.streams: closed or full standard
+    """The `harness` command: its streams guarded first (harness.cli.terminal.streams: closed or full standard
     output, encodings without the harness's characters), standard output flushed last, where a full disk
     shows."""
     streams.prepare()

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, is_stdout, note, output_file, refuse_inputs
-from harness.cli.output import emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
+from harness.cli.terminal.output import emit_many
 from harness.core.errors import HarnessError, UsageError
 from harness.experiments import opening, reports
 from harness.experiments import ranks as run_ranks

@@ -16,7 +16,7 @@ import typer
 
 from harness.cli.common import FormatOpt, LimitOpt, WideOpt, warn
 from harness.cli.option_group import F, option_group
-from harness.cli.output import Format, emit, emit_many
+from harness.cli.terminal.output import Format, emit, emit_many
 
 if TYPE_CHECKING:
     from analysis.tables.table import Option, Tables

@@ -11,7 +11,7 @@ import typer
 
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
-from harness.cli.output import Format, emit_many
+from harness.cli.terminal.output import Format, emit_many
 from harness.core import signals
 from harness.core.records import phases_for
 from harness.energy.run import energy_rows

@@ -11,10 +11,10 @@ from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, Wi
 from harness.cli.common import note as say_note
 from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
 from harness.cli.options import DEFAULT, Workload, make_config, workload_options
-from harness.cli.output import Format, emit, emit_many
 from harness.cli.profiler_options import NO_PROFILER_ARGS, Profiler, ProfilerArgs, prepare, profiler_options
-from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
+from harness.cli.terminal.output import Format, emit, emit_many
+from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count
 from harness.core.devices import emulated_precision_note, resolve_device
