@@ -76,8 +76,8 @@ COMMANDS: dict[str, Command] = {
     "roofline": Command(
         "roofline", CHECK, "FLOPs, bytes and intensity per sub-block, on the device roofline."
     ),
-    "runs": Command("run", MANAGE, "List saved runs (newest last)."),
-    "show": Command("run", MANAGE, "Show one run: configuration, phases, agreement, files."),
+    "runs": Command("runs", MANAGE, "List saved runs (newest last)."),
+    "show": Command("runs", MANAGE, "Show one run: configuration, phases, agreement, files."),
     "import": Command("run", MANAGE, "Store runs saved to a file when the database would not take them."),
     "cache": Command("analysis", MANAGE, "List, clear or limit the Parquet cache of exports read before."),
 }
