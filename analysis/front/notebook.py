@@ -26,8 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.advice.checks import capture_failures
+from analysis.advice.findings import Thresholds, findings, findings_table
+from analysis.advice.health import capture_health
+from analysis.dashboard.load import load_profile
+from analysis.dashboard.panel import DashboardData
+from analysis.dashboard.registry import PANELS
 from analysis.errors import AnalysisError
 from analysis.front.reading import Export, read_tables, sqlite_of
+from analysis.trace.opening import open_trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,8 +86,6 @@ class Report:
         """Can this capture be trusted? A row per check: Check, Status (ok, warn or fail), Evidence and
         What to do, as `harness health` prints them. attrs: "worst" (the worst status) and "line" (the
         health in one sentence). One export or trace."""
-        from analysis.advice.health import capture_health
-
         with self._trace("health") as trace:
             health = capture_health(trace)
         table = health.table()
@@ -95,10 +100,6 @@ class Report:
         A capture that failed its health checks gives no ranking (UntrustedCapture, naming the checks):
         its time at stake would come from what is left of it. With `ignore_health` the findings come all
         the same, and attrs["untrusted"] names the failed checks. One export or trace."""
-        from analysis.advice.checks import capture_failures
-        from analysis.advice.findings import Thresholds, findings, findings_table
-        from analysis.advice.health import capture_health
-
         limits = Thresholds().with_options([f"{k}={v}" for k, v in thresholds.items()])
         with self._trace("findings") as trace:
             failed = capture_failures(capture_health(trace).checks)
@@ -117,10 +118,6 @@ class Report:
         time; a capture without a GPU: its OS runtime calls), "nvtx" (GPU time per NVTX range) or
         "timeline" (one step of the harness's ranges, else the capture's busiest second). A panel without
         data raises AnalysisError saying what is missing. One export or trace."""
-        from analysis.dashboard.load import load_profile
-        from analysis.dashboard.panel import DashboardData
-        from analysis.dashboard.registry import PANELS
-
         if name not in FIGURES:
             raise AnalysisError(f"no figure {name!r}: one of {', '.join(FIGURES)}")
         path = sqlite_of(self._one("figure"), self.export, self.cache)
@@ -143,8 +140,6 @@ class Report:
 
     @contextmanager
     def _trace(self, what: str) -> Iterator[Trace]:
-        from analysis.trace.opening import open_trace
-
         with open_trace(sqlite_of(self._one(what), self.export, self.cache), cache=self.cache) as trace:
             yield trace
 

@@ -24,7 +24,7 @@ from typer.core import TyperGroup
 
 from analysis import tables
 from harness import __version__
-from harness.cli import streams
+from harness.cli.terminal import streams
 
 if TYPE_CHECKING:
     app: typer.Typer
@@ -148,9 +148,9 @@ COMMANDS: dict[str, Command] = {
         "FLOPs, bytes and intensity per sub-block, on the device roofline.",
         "harness roofline --model tiny --batch-size 8 --context-length 256",
     ),
-    "runs": Command("run", MANAGE, "List saved runs (newest last).", "harness runs --model tiny --last 5"),
+    "runs": Command("runs", MANAGE, "List saved runs (newest last).", "harness runs --model tiny --last 5"),
     "show": Command(
-        "run", MANAGE, "Show one run: configuration, phases, agreement, files.", "harness show latest"
+        "runs", MANAGE, "Show one run: configuration, phases, agreement, files.", "harness show latest"
     ),
     "import": Command(
         "run",
@@ -259,7 +259,7 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    """The `harness` command: its streams guarded first (harness.cli.streams: closed or full standard
+    """The `harness` command: its streams guarded first (harness.cli.terminal.streams: closed or full standard
     output, encodings without the harness's characters), standard output flushed last, where a full disk
     shows."""
     streams.prepare()
