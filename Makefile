@@ -88,7 +88,7 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	$(BIN)/python scripts/command_reference.py --check
-	$(BIN)/mkdocs build --strict --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 bench: setup
 	$(BIN)/python benchmarks/run_overhead.py
