@@ -78,7 +78,8 @@ lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 # The user guide as a site (mkdocs.yml; build/site): strict, so a broken link, a missing anchor or a page
-# left out of the nav fails; first the command reference checked against the app's --help. Its packages
+# left out of the nav fails; first the command reference checked against the app's --help, and the notebook
+# page against what its cells print (scripts/notebook_page.py runs them on the H100 capture). Its packages
 # (the `docs` extra, pinned) go into the venv here, not into the runtime dependencies.
 DOCS_STAMP := $(VENV)/.docs-installed
 
@@ -88,6 +89,7 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	$(BIN)/python scripts/command_reference.py --check
+	$(BIN)/python scripts/notebook_page.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 bench: setup

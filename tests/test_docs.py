@@ -83,6 +83,14 @@ def test_the_api_reference_is_written_from_the_notebook_door() -> None:
     assert "::: analysis.front.notebook.open" in page and "::: analysis.front.notebook.Report" in page
 
 
+def test_the_notebook_page_is_what_its_cells_print() -> None:
+    script = REPO / "scripts" / "notebook_page.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = (DOCS / "notebook.md").read_text()
+    assert "report.findings()" in page and "gpu-host-wait           961879470" in page
+
+
 def product_files() -> list[Path]:
     files = []
     for name in PRODUCT_TEXT:
