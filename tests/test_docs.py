@@ -60,6 +60,18 @@ def nav_pages() -> set[str]:
     return set(re.findall(r":\s+(\S+\.md)\s*$", nav, re.MULTILINE))
 
 
+def test_every_docs_page_named_in_the_code_and_the_guide_is_there() -> None:
+    """A page named by its path (docs/ and its name, in a comment, a message, a page) exists: pages move."""
+    missing = []
+    for path in product_files():
+        if path.suffix not in (".py", ".md", ".sh", ".toml", ".c", ".yml"):
+            continue
+        for named in sorted(set(re.findall(r"\bdocs/[\w./-]+\.md\b", path.read_text(errors="replace")))):
+            if not (REPO / named).is_file():
+                missing.append(f"{path.relative_to(REPO)}: {named}")
+    assert missing == []
+
+
 def test_the_site_navigation_holds_every_page_and_only_pages_that_exist() -> None:
     pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
     listed = nav_pages()
