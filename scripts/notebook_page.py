@@ -103,6 +103,7 @@ print(fig.layout.title.text)
         "with `by_rank=True`, as the command line's `harness kernels DIR` does.",
         """\
 import shutil
+
 for rank in (0, 1):
     shutil.copyfile("h100-tiny.sqlite", f"run.rank{rank}.sqlite")
 both = front.open(["run.rank0.sqlite", "run.rank1.sqlite"], jobs=1).table("kernels", top=2)

@@ -248,7 +248,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if count:
         terminalreporter.write_line(
             f"{count} test{'s' * (count != 1)} need the fixture corpus: put it at {CORPUS} "
-            '(../shared/fixtures beside the checkout; docs/dev/fixtures.md says what it holds)',
+            "(../shared/fixtures beside the checkout; docs/dev/fixtures.md says what it holds)",
             yellow=True,
             bold=True,
         )
