@@ -215,20 +215,23 @@ PROJECTION_COLUMNS = [
     "Name", "Projected Start (ns)", "Projected Duration (ns)", "Orig Start (ns)", "Orig Duration (ns)",
     "Style", "PID", "TID", "NumGPUOps", "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack",
 ]  # fmt: skip
+REPLAYED = "Replayed Kernels"  # ours, after nvtx_gpu_proj_trace's columns: kernels a CUDA graph replay ran
 
 
 def gpu_ops(trace: Trace) -> pd.DataFrame:
     """Kernels, memory copies and sets with their launch call (has_call, call_start, call_end,
-    global_tid), like `kernel_launches` but for every kind of GPU operation."""
+    global_tid), like `kernel_launches` but for every kind of GPU operation; `replayed`: a kernel a CUDA
+    graph replay ran (analysis.joins.runtime.replayed)."""
     import numpy as np
     import pandas as pd
 
     from analysis.joins.runtime import PROCESS_MASK as MASK
-    from analysis.joins.runtime import _call_key, _lookup, kernel_launches, runtime_calls
+    from analysis.joins.runtime import _call_key, _lookup, kernel_launches, replayed, runtime_calls
 
     cols = ["start", "end", "correlation_id", "global_pid"]
     kern = kernel_launches(trace, extra=("start", "end"))
-    parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid"]]]
+    kern["replayed"] = replayed(kern)
+    parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid", "replayed"]]]
     if trace.has("memcpy") or trace.has("memset"):
         ops = memory_ops(trace)
         pid = np.zeros(len(ops), dtype=np.int64)
@@ -252,6 +255,7 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
                     "call_start": calls["start"].to_numpy()[pick],
                     "call_end": calls["end"].to_numpy()[pick],
                     "global_tid": calls["global_tid"].to_numpy()[pick],
+                    "replayed": np.zeros(len(ops), dtype=bool),
                 }
             )
         )
@@ -261,7 +265,10 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
 def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     """Each push/pop range projected onto the GPU, like `nsys stats -r nvtxgpuproj`: the span from the first
     start to the last end of the GPU operations launched inside it (or inside a range it encloses) on its
-    thread. Ranges without GPU operations are left out, and NumChild counts the children that have some."""
+    thread. Ranges without GPU operations are left out, and NumChild counts the children that have some.
+
+    NumGPUOps counts launches as nsys does (distinct correlationIds): a CUDA graph replay is one GPU
+    operation however many kernels it ran; those kernels are counted in REPLAYED, the last column."""
     import numpy as np
     import pandas as pd
 
@@ -275,15 +282,22 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     inner, parent = _containing(ranges, ops, by_thread=True, point=False)
     op, hit = _with_enclosing(parent, np.arange(len(ops), dtype=np.int64), inner)
     keep = hit >= 0
+    op = op[keep]
+    launch = (ops["correlation_id"].to_numpy()[op] << 24) | ((ops["global_pid"].to_numpy()[op] >> 24) & 0xFFFFFF)
     pairs = pd.DataFrame(
         {
             "range": hit[keep],
-            "start": ops["start"].to_numpy()[op[keep]],
-            "end": ops["end"].to_numpy()[op[keep]],
+            "start": ops["start"].to_numpy()[op],
+            "end": ops["end"].to_numpy()[op],
+            "launch": launch,
+            "replayed": ops["replayed"].to_numpy()[op],
         }
     )
     g = pairs.groupby("range")
-    span = pd.DataFrame({"first": g["start"].min(), "last": g["end"].max(), "ops": g.size()})
+    span = pd.DataFrame(
+        {"first": g["start"].min(), "last": g["end"].max(), "ops": g["launch"].nunique(),
+         "replayed": g["replayed"].sum()}
+    )  # fmt: skip
     tree = nvtx.nvtx_trace(trace).set_index("RangeId")
     r = ranges.iloc[span.index.to_numpy()]
     ids = r["range_id"].to_numpy()
@@ -303,6 +317,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
             "RangeId": ids,
             "ParentId": tree.loc[ids, "ParentId"].to_numpy(),
             "RangeStack": tree.loc[ids, "RangeStack"].to_numpy(),
+            REPLAYED: span["replayed"].to_numpy(dtype=np.int64),
         }
     )
     # NumChild: the children that are projected themselves (nsys's `child` counts those of the projection)
@@ -312,7 +327,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     # Start:ts_ns"), so SQLite orders by a constant and the rows come as its GROUP BY range id left them
     out = out.sort_values("RangeId", kind="stable").reset_index(drop=True)
     out.attrs["notes"] = list(trace.notes)
-    return out[PROJECTION_COLUMNS]
+    return out[[*PROJECTION_COLUMNS, REPLAYED]]
 
 
 # --- the table -------------------------------------------------------------------------------------------
