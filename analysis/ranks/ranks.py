@@ -50,9 +50,7 @@ MS = 1e6
 # --- one trace ------------------------------------------------------------------------------------------
 
 
-def phase_rows(
-    trace: Trace, phases: Sequence[str] | None = None, *, with_pid: bool = False
-) -> pd.DataFrame:
+def phase_rows(trace: Trace, phases: Sequence[str] | None = None, *, with_pid: bool = False) -> pd.DataFrame:
     """The phase ranges (and `step` ranges, as phase "step") of the measured steps: phase, step,
     duration_ns, start_ns, end_ns on the trace's clock (and pid, the process that pushed the range, with
     `with_pid`). Steps are numbered by the harness's payload (else their order); without `step` ranges,

@@ -274,6 +274,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
 
     from analysis.joins.nvtx_credits import _containing, _require, _with_enclosing
     from analysis.joins.nvtx_ranges import all_ranges
+    from analysis.joins.runtime import _call_key
 
     _require(trace)
     ranges = all_ranges(trace)
@@ -283,7 +284,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     op, hit = _with_enclosing(parent, np.arange(len(ops), dtype=np.int64), inner)
     keep = hit >= 0
     op = op[keep]
-    launch = (ops["correlation_id"].to_numpy()[op] << 24) | ((ops["global_pid"].to_numpy()[op] >> 24) & 0xFFFFFF)
+    launch = _call_key(ops["correlation_id"].to_numpy()[op], ops["global_pid"].to_numpy()[op])  # nsys: one op
     pairs = pd.DataFrame(
         {
             "range": hit[keep],

@@ -18,6 +18,7 @@ What changes, per `step` range (7 steps, the last 5 inside `measured`):
 
 from __future__ import annotations
 
+import itertools
 import lzma
 import shutil
 import sqlite3
@@ -65,7 +66,7 @@ def token_spans(calls: list[tuple[int, int, int]], lo: int, hi: int) -> list[tup
             raise SystemExit(f"launch calls overlap at {after[0]}: no boundary between them")
         cuts.append((before[1] + after[0]) // 2)
     cuts.append(hi - 1)
-    return [(a + (i > 0), b) for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+    return [(a + (i > 0), b) for i, (a, b) in enumerate(itertools.pairwise(cuts))]
 
 
 def build(path: Path) -> None:
@@ -91,7 +92,7 @@ def build(path: Path) -> None:
             r = {**r, "textId": prefill}
         out.append(r)
     for n, s in enumerate(steps):
-        inside = [r for r in rows if r["end"] is not None and s["start"] <= r["start"] <= r["end"] <= s["end"]]
+        inside = [r for r in rows if r["end"] and s["start"] <= r["start"] <= r["end"] <= s["end"]]
         b = next(r for r in inside if r["textId"] == bwd)
         o = next(r for r in inside if r["textId"] == opt)
         out.append({**b, "textId": decode, "end": o["end"]})
