@@ -180,6 +180,10 @@ def phase_verdicts(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[PhaseVe
 
 
 TTFT, TPOT = "TTFT", "TPOT"  # generate's serving rows, after the phases' (workloads.names: prefill, decode)
+SERVING_NOTE = (
+    "TTFT is each measured step's prefill; TPOT is every decoded token's time (its Steps A and B count "
+    "tokens), its interval drawn from the steps' token means"
+)
 
 
 def serving_verdicts(

@@ -122,7 +122,10 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
     if a.run is not None and b.run is not None:
         steps_a, steps_b = steps_frame(a.run), steps_frame(b.run)
         result.verdicts = d.phase_verdicts(steps_a, steps_b)
-        result.verdicts += d.serving_verdicts(steps_a, steps_b, tokens_frame(a.run), tokens_frame(b.run))
+        serving = d.serving_verdicts(steps_a, steps_b, tokens_frame(a.run), tokens_frame(b.run))
+        if serving:
+            result.verdicts += serving
+            result.notes.append(d.SERVING_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
     if a.trace_path is not None and b.trace_path is not None:
         with _open(a.trace_path, cache) as ta, _open(b.trace_path, cache) as tb:
