@@ -199,10 +199,14 @@ generate_decode() {
     echo "\$ harness run ${args[*]} $flags --nsys --no-nsys-baseline"
     harness run "${args[@]}" $flags --nsys --no-nsys-baseline || { echo "(exit $?)"; rc=1; continue; }
     export="$(latest_export)"
-    echo "\$ harness nvtx-gpu $export --mode phase --phases prefill,decode"
-    harness nvtx-gpu "$export" --mode phase --phases prefill,decode --wide || { echo "(exit $?)"; rc=1; }
+    # the export's own phases (prefill, decode: the ranges inside its `step`s), then each token's kernels
+    echo "\$ harness nvtx-gpu $export --mode phase"
+    harness nvtx-gpu "$export" --mode phase --wide || { echo "(exit $?)"; rc=1; }
     echo "\$ harness nvtx-gpu $export --mode thread"
     harness nvtx-gpu "$export" --mode thread --wide || { echo "(exit $?)"; rc=1; }
+    # per range: NumGPUOps counts a graph replay once (nvtx_gpu_proj_trace), Replayed Kernels its kernels
+    echo "\$ harness nvtx-gpu $export --projection --format csv"
+    harness nvtx-gpu "$export" --projection --format csv || { echo "(exit $?)"; rc=1; }
   done
   return $rc
 }
