@@ -12,24 +12,27 @@
 # --out     the folder for everything: gpu-check.log (each step's command, output, time and exit code) and
 #           every file the steps write (results.sqlite, nsys_profiles/, traces, pages). Default: gpu-check-DATE.
 # --device  cpu rehearses the script on a machine without a GPU (steps that need CUDA are skipped).
-# --budget  seconds for all steps (default 470); a step that would start past it is skipped and said so.
+# --budget  seconds for all steps (default 470; 800 with --only generate); a step that would start past it is
+#           skipped and said so.
 # --plants  the catalogue of planted causes instead of the steps below: the environment, then each cause of
 #           `harness run MODEL --plant CAUSE --nsys` (bf16; its export in OUT/plants/CAUSE/) with `health` and
 #           `advise --format json` of its export, then each as a program (`harness profile -- python -m
 #           workloads.plants CAUSE`) with its `advise`. PLANT_MODEL (default small), PLANT_CAUSES (default all).
-# --only generate   the environment and the generate steps alone (about 4 minutes on an H100).
+# --only generate   the environment and the generate steps alone (about 8 minutes on an H100 at most).
 # GPU_CHECK_SCALE=N  multiplies every step's limit (a rehearsal on a slow or busy CPU machine).
 #
 # Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
 # its export, a CUDA-graph program under nsys (`harness profile`), the self-test's program captured 3 times,
 # `overhead`, `run --profiler torch`, `run --memory`, a small sweep and its dashboard; then generate's decode
-# eager, with --cuda-graphs and with --compile (reduce-overhead), without and (nsys there) under nsys. Before each capture it waits for any nsys of an earlier capture
-# to end (suspected once of losing a later capture's kernels; on the H100 none was ever found) and logs
-# the processes it found. Exit 0 when every step that ran passed; the log says which did not.
+# eager, with --cuda-graphs and with --compile (reduce-overhead), without and (nsys there) under nsys, nsys's
+# overhead on eager and --cuda-graphs decode, and both under torch.profiler. Before each capture it waits for
+# any nsys of an earlier capture to end (suspected once of losing a later capture's kernels; on the H100 none
+# was ever found) and logs the processes it found. Exit 0 when every step that ran passed; the log says which
+# did not.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-nsys_given="" wheels="" out="" device="cuda" budget=470 plants="" only=""
+nsys_given="" wheels="" out="" device="cuda" budget="" plants="" only=""
 while (($#)); do
   case "$1" in
     --nsys) nsys_given="$2"; shift 2 ;;
@@ -40,10 +43,11 @@ while (($#)); do
     --plants) plants=1; shift ;;
     --only) only="$2"; shift 2
       [[ "$only" == generate ]] || { echo "unknown --only $only (generate is the one group)" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
   esac
 done
+budget="${budget:-$([[ "$only" == generate ]] && echo 800 || echo 470)}"
 out="${out:-$PWD/gpu-check-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -80,7 +84,7 @@ harness() { "$python" -m harness "$@"; }
 nsys_path="${HARNESS_NSYS:-$("$python" -c 'from harness.execution.nsys import find_nsys; print(find_nsys().path)' 2>/dev/null)}"
 nsys_root="${nsys_path%/usr/lib/nsight-systems/bin/nsys}"  # the installation: its nsys, launcher, importer
 [[ "$nsys_root" == "$nsys_path" ]] && nsys_root="$(dirname "$nsys_path")"
-export python device out nsys_root log
+export python device out nsys_root log root
 cd "$out" || exit 1
 
 # --- steps -------------------------------------------------------------------------------------------------
@@ -207,6 +211,33 @@ generate_decode() {
     # per range: NumGPUOps counts a graph replay once (nvtx_gpu_proj_trace), Replayed Kernels its kernels
     echo "\$ harness nvtx-gpu $export --projection --format csv"
     harness nvtx-gpu "$export" --projection --format csv || { echo "(exit $?)"; rc=1; }
+    # trimmed as tests/data's captures are, ready to become a fixture (fixtures/ in OUT)
+    local name="${flags#--}"
+    mkdir -p fixtures
+    "$python" "$root/scripts/trim_export.py" "$export" "fixtures/small-generate-${name:-eager}.sqlite.xz" ||
+      { echo "(exit $?)"; rc=1; }
+  done
+  return $rc
+}
+
+# generate_overhead: nsys's overhead on generate, eager decode against --cuda-graphs decode (the harness's own
+# `overhead`, runs with and without nsys alternating): per phase (prefill, decode, step) with its interval
+generate_overhead() {
+  local rc=0 flags args=(small --device cuda --mode generate --steps 3 --warmup 1 --new-tokens 32 --repeats 2 --wide)
+  for flags in "" --cuda-graphs; do
+    echo "\$ harness overhead ${args[*]} $flags"
+    harness overhead "${args[@]}" $flags || { echo "(exit $?)"; rc=1; }
+  done
+  return $rc
+}
+
+# generate_torch: a generate run under torch.profiler (Kineto), eager and --cuda-graphs: the same phases and
+# serving figures from the trace, decode's GPU-busy share among them
+generate_torch() {
+  local rc=0 flags args=(small --device cuda --mode generate --steps 3 --warmup 1 --new-tokens 32 --profiler torch --wide)
+  for flags in "" --cuda-graphs; do
+    echo "\$ harness run ${args[*]} $flags"
+    harness run "${args[@]}" $flags || { echo "(exit $?)"; rc=1; }
   done
   return $rc
 }
@@ -239,8 +270,8 @@ planted_program() {
   cat "programs/$cause/advise.json"
 }
 
-export -f harness latest_export tables graph_program captures_again generate_decode sweep_and_dashboard \
-  planted planted_program
+export -f harness latest_export tables graph_program captures_again generate_decode generate_overhead \
+  generate_torch sweep_and_dashboard planted planted_program
 say "gpu-check $(date -Is) in $out"
 say "python: $python; HARNESS_NSYS=${HARNESS_NSYS:-(found by the harness)}"
 step environment 30 -- bash -c "nvidia-smi || echo 'no nvidia-smi'; \"$python\" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())'; \"\${HARNESS_NSYS:-nsys}\" --version"
@@ -254,9 +285,11 @@ generate_steps() {
   step "generate: eager, --cuda-graphs, --compile" 150 -- generate_decode
   if [[ -n "$nsys_path" ]]; then
     step "generate under nsys: eager, --cuda-graphs, --compile" 240 capture -- generate_decode nsys
+    step "generate overhead: eager, --cuda-graphs" 240 capture -- generate_overhead
   else
     say "== generate under nsys: skipped (no nsys found)"
   fi
+  step "generate under torch.profiler: eager, --cuda-graphs" 120 -- generate_torch
 }
 if [[ -n "$plants" ]]; then
   # the catalogue: every cause (a rehearsal on the CPU leaves out the GPU causes, which it refuses), then the
