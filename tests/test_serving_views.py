@@ -24,7 +24,12 @@ runner = CliRunner()
 PREFILL_NS, TOKEN_NS = 30_000_000, 4_000_000
 
 
-def generate_run(run_id: str, *, token_scale: float = 1.0, steps: int = 8, seed: int = 0) -> RunResult:
+KV_BYTES = 2 * 2 * 2 * 64 * 16 * 4  # keys and values × layers × batch × d_model × positions × fp32
+
+
+def generate_run(
+    run_id: str, *, token_scale: float = 1.0, steps: int = 8, seed: int = 0, busy: float | None = None
+) -> RunResult:
     """A generate run of `steps` measured steps (2 warm-up), 8 new tokens each: 7 decoded tokens of about
     TOKEN_NS × token_scale, prefill about PREFILL_NS, 1% noise."""
     rng = np.random.default_rng(seed)
@@ -44,7 +49,10 @@ def generate_run(run_id: str, *, token_scale: float = 1.0, steps: int = 8, seed:
         model=ModelInfo("transformer", 64, 256, 2, 2, 1000, 64, 100_000),
         steps=records,
     )
-    result.extra["serving"] = serving_figures(result, {"decode": EAGER})
+    figures = {"decode": EAGER, "kv_cache_bytes": KV_BYTES, "kv_cache_analytic_bytes": KV_BYTES}
+    result.extra["serving"] = serving_figures(result, figures)
+    if busy is not None:  # as a capture of the GPU adds it (harness.profilers)
+        result.extra["serving"]["decode_gpu_busy"] = busy
     result.tokens_per_s = result.extra["serving"]["output_tokens_per_s"]
     return result
 
@@ -103,22 +111,34 @@ def test_the_serving_panel_draws_each_generate_run(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     for i, scale in enumerate((1.0, 0.5)):
         store.save(generate_run(f"tiny-2026010{i}-120000-ab1{i}", token_scale=scale, seed=i))
+    # without a capture of the GPU there is no busy share, and no subplot for it
+    eager = serving_panel(DashboardData(runs=store.runs()))
+    assert eager.figure is not None and "decode GPU busy (%)" not in {t.name for t in eager.figure.data}
+    store.save(generate_run("tiny-20260103-120000-ab12", token_scale=0.25, seed=2, busy=0.9))
     runs = store.runs()
     table = serving_table(runs)
     assert list(table["run_id"]) == list(runs["run_id"])
     assert table["label"].str.endswith(f" · {EAGER}").all()
     stored = runs.set_index("run_id")
-    for column in ("ttft_p50_ns", "ttft_p99_ns", "tpot_p50_ns", "tpot_p99_ns"):
+    for column in ("ttft_p50_ns", "ttft_p99_ns", "tpot_p50_ns", "tpot_p90_ns", "tpot_p99_ns"):
         assert column in stored
+    assert stored["kv_cache_bytes"].tolist() == stored["kv_cache_analytic_bytes"].tolist() == [KV_BYTES] * 3
+    assert stored["decode_gpu_busy"].isna().tolist() == [True, True, False]
     assert table["tpot_p50_ns"].iloc[1] == pytest.approx(table["tpot_p50_ns"].iloc[0] / 2, rel=0.03)
     panel = serving_panel(DashboardData(runs=runs))
     assert panel.figure is not None
     drawn = {t.name: list(t.y) for t in panel.figure.data}
     assert list(drawn) == [
         "time to first token p50", "time to first token p99", "time per output token p50",
-        "time per output token p99", "output tokens/s",
+        "time per output token p90", "time per output token p99", "output tokens/s", "KV cache allocated",
+        "KV cache analytic", "decode GPU busy (%)",
     ]  # fmt: skip
     assert drawn["time per output token p99"][0] == pytest.approx(table["tpot_p99_ns"].iloc[0] / 1e6)
+    assert drawn["time per output token p90"][0] == pytest.approx(table["tpot_p90_ns"].iloc[0] / 1e6)
+    assert drawn["KV cache allocated"] == pytest.approx([KV_BYTES / 2**20] * 3)
+    assert drawn["decode GPU busy (%)"][2] == pytest.approx(90.0) and np.isnan(
+        drawn["decode GPU busy (%)"][0]
+    )
     assert drawn["output tokens/s"] == pytest.approx(list(table["tokens_per_s"]))
     # generate runs alone: the training panel says where they are drawn, not that there are no runs
     assert phase_bars_panel(DashboardData(runs=runs)).missing == NO_TRAINING

@@ -1,5 +1,7 @@
-"""Generate's serving figures across runs: time to first token and per output token (p50, p99) and output
-tokens/s, one group of bars per run (the decode path in its label: eager, CUDA graphs, torch.compile)."""
+"""Generate's serving figures across runs: time to first token (p50, p99) and per output token (p50, p90,
+p99), output tokens/s, the KV cache allocated against its analytic size and, where a capture of the GPU gave
+it, decode's GPU-busy share; one group of bars per run (the decode path in its label: eager, CUDA graphs,
+torch.compile)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,16 @@ NO_SERVING = (
 # (subplot title, its unit's scale from the stored value, the runs' columns drawn in it and their names)
 SUBPLOTS = (
     ("time to first token (ms)", 1 / MS, (("ttft_p50_ns", "p50"), ("ttft_p99_ns", "p99"))),
-    ("time per output token (ms)", 1 / MS, (("tpot_p50_ns", "p50"), ("tpot_p99_ns", "p99"))),
+    (
+        "time per output token (ms)",
+        1 / MS,
+        (("tpot_p50_ns", "p50"), ("tpot_p90_ns", "p90"), ("tpot_p99_ns", "p99")),
+    ),
     ("output tokens/s", 1.0, (("tokens_per_s", "tokens/s"),)),
+    ("KV cache (MiB)", 1 / 2**20, (("kv_cache_bytes", "allocated"), ("kv_cache_analytic_bytes", "analytic"))),
+    ("decode GPU busy (%)", 100.0, (("decode_gpu_busy", "busy"),)),
 )
+BUSY = SUBPLOTS[-1][0]  # drawn where a run has it: a capture of the GPU (nsys or torch.profiler) measures it
 COLUMNS = ["run_id", "label", "model", "decode_path", *(c for _, _, cols in SUBPLOTS for c, _ in cols)]
 
 
@@ -42,19 +51,23 @@ def serving_table(runs: pd.DataFrame, limit: int = MAX_RUNS) -> pd.DataFrame:
     ]
     order = {m: i for i, m in enumerate(model_order(runs))}
     out = out.assign(_m=out["model"].map(order)).sort_values("_m", kind="stable").drop(columns="_m")
-    return out[COLUMNS].reset_index(drop=True)
+    return out.reindex(columns=COLUMNS).reset_index(drop=True)
 
 
 def serving_figure(table: pd.DataFrame):
-    """One subplot per figure, a bar per run (p50 and p99 side by side), the exact ns in each hover."""
+    """One subplot per figure, a bar per run (p50, p90 and p99 side by side), the exact stored value (ns,
+    bytes, a share) in each hover; decode's GPU-busy share only where a run has one."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=len(SUBPLOTS), subplot_titles=[t for t, _, _ in SUBPLOTS])
-    for col, (title, scale, columns) in enumerate(SUBPLOTS, start=1):
+    shown = [s for s in SUBPLOTS if s[0] != BUSY or table["decode_gpu_busy"].notna().any()]
+    fig = make_subplots(rows=1, cols=len(shown), subplot_titles=[t for t, _, _ in shown])
+    for col, (title, scale, columns) in enumerate(shown, start=1):
         for i, (column, name) in enumerate(columns):
             values = table[column].astype(float)
-            raw = "%{customdata[1]:,.0f} ns" if scale != 1.0 else "%{customdata[1]:,.3f}"
+            raw = {1 / MS: "%{customdata[1]:,.0f} ns", 1 / 2**20: "%{customdata[1]:,.0f} bytes"}.get(
+                scale, "%{customdata[1]:,.3f}"
+            )
             fig.add_trace(
                 go.Bar(
                     name=f"{title.split(' (')[0]} {name}" if len(columns) > 1 else title,
@@ -81,8 +94,10 @@ def serving_panel(data: DashboardData) -> Panel:
         return Panel(missing=NO_SERVING)
     notes = [
         "TTFT is each measured step's prefill (it ends with the first token chosen); TPOT is each decoded "
-        "token's own time, p50 and p99 over every token of the measured steps; output tokens/s is the "
-        "batch's tokens over the measured steps' time.",
+        "token's own time, p50, p90 and p99 over every token of the measured steps; output tokens/s is the "
+        "batch's tokens over the measured steps' time. The KV cache is the bytes the run allocated for it "
+        "beside the analytic size of its keys and values; decode's GPU-busy share (a run under nsys or "
+        "torch.profiler on a GPU) is the part of decode's time the GPU was running its work.",
     ]
     if (data.runs["mode"] == "generate").sum() > MAX_RUNS:
         notes.append(f"The newest {MAX_RUNS} generate runs; pick others with --runs or --last.")

@@ -243,7 +243,10 @@ def is_ours(columns: dict[str, set[str]]) -> bool:
 
 
 # generate's serving figures in the runs' table (the run's summary holds them all: harness.execution.generate)
-SERVING_COLUMNS = ["decode_path", "ttft_p50_ns", "ttft_p99_ns", "tpot_mean_ns", "tpot_p50_ns", "tpot_p99_ns"]
+SERVING_COLUMNS = [
+    "decode_path", "ttft_p50_ns", "ttft_p99_ns", "tpot_mean_ns", "tpot_p50_ns", "tpot_p90_ns", "tpot_p99_ns",
+    "kv_cache_bytes", "kv_cache_analytic_bytes", "decode_gpu_busy",
+]  # fmt: skip
 
 
 def serving_row(serving: dict[str, Any]) -> dict[str, Any]:
@@ -255,7 +258,11 @@ def serving_row(serving: dict[str, Any]) -> dict[str, Any]:
         "ttft_p99_ns": ttft.get("p99_ns"),
         "tpot_mean_ns": tpot.get("mean_ns"),
         "tpot_p50_ns": tpot.get("p50_ns"),
+        "tpot_p90_ns": tpot.get("p90_ns"),
         "tpot_p99_ns": tpot.get("p99_ns"),
+        "kv_cache_bytes": serving.get("kv_cache_bytes"),
+        "kv_cache_analytic_bytes": serving.get("kv_cache_analytic_bytes"),
+        "decode_gpu_busy": serving.get("decode_gpu_busy"),  # a share (0–1) from a capture of the GPU
     }
 
 
