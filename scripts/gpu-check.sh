@@ -2,7 +2,7 @@
 # The GPU path of the harness checked on a machine with an NVIDIA GPU, in under 8 minutes, without network:
 #
 #   scripts/gpu-check.sh [--nsys PATH] [--wheels DIR] [--out DIR] [--device cuda|cpu] [--budget SECONDS]
-#                        [--plants | --only generate]
+#                        [--plants | --only generate | --only generate-overhead]
 #
 # --nsys    the nsys to use: its binary, a folder holding an unpacked package (usr/lib/nsight-systems/bin/nsys),
 #           or a .tar.xz made by scripts/gpu-pack.sh (unpacked into OUT). Default: as the harness finds one.
@@ -12,13 +12,15 @@
 # --out     the folder for everything: gpu-check.log (each step's command, output, time and exit code) and
 #           every file the steps write (results.sqlite, nsys_profiles/, traces, pages). Default: gpu-check-DATE.
 # --device  cpu rehearses the script on a machine without a GPU (steps that need CUDA are skipped).
-# --budget  seconds for all steps (default 470; 800 with --only generate); a step that would start past it is
-#           skipped and said so.
+# --budget  seconds for all steps (default 470); a step that would start past it is skipped and said so.
 # --plants  the catalogue of planted causes instead of the steps below: the environment, then each cause of
 #           `harness run MODEL --plant CAUSE --nsys` (bf16; its export in OUT/plants/CAUSE/) with `health` and
 #           `advise --format json` of its export, then each as a program (`harness profile -- python -m
 #           workloads.plants CAUSE`) with its `advise`. PLANT_MODEL (default small), PLANT_CAUSES (default all).
-# --only generate   the environment and the generate steps alone (about 8 minutes on an H100 at most).
+# --only generate   the environment and the generate steps alone (about 4 minutes on an H100): decode eager,
+#                   --cuda-graphs and --compile, without and under nsys.
+# --only generate-overhead   the environment, nsys's overhead on eager and --cuda-graphs decode, and both
+#                   under torch.profiler (6 minutes at most; each group fits one call of 10 minutes).
 # GPU_CHECK_SCALE=N  multiplies every step's limit (a rehearsal on a slow or busy CPU machine).
 #
 # Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
@@ -42,12 +44,13 @@ while (($#)); do
     --budget) budget="$2"; shift 2 ;;
     --plants) plants=1; shift ;;
     --only) only="$2"; shift 2
-      [[ "$only" == generate ]] || { echo "unknown --only $only (generate is the one group)" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+      [[ "$only" == generate || "$only" == generate-overhead ]] ||
+        { echo "unknown --only $only (generate or generate-overhead)" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
   esac
 done
-budget="${budget:-$([[ "$only" == generate ]] && echo 800 || echo 470)}"
+budget="${budget:-470}"
 out="${out:-$PWD/gpu-check-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -285,9 +288,21 @@ generate_steps() {
   step "generate: eager, --cuda-graphs, --compile" 150 -- generate_decode
   if [[ -n "$nsys_path" ]]; then
     step "generate under nsys: eager, --cuda-graphs, --compile" 240 capture -- generate_decode nsys
-    step "generate overhead: eager, --cuda-graphs" 240 capture -- generate_overhead
   else
     say "== generate under nsys: skipped (no nsys found)"
+  fi
+}
+
+# generate_overhead_steps: nsys's overhead on eager and --cuda-graphs decode, both under torch.profiler
+generate_overhead_steps() {
+  if [[ "$device" != cuda ]]; then
+    say "== generate overhead: skipped (--cuda-graphs needs CUDA)"
+    return
+  fi
+  if [[ -n "$nsys_path" ]]; then
+    step "generate overhead: eager, --cuda-graphs" 240 capture -- generate_overhead
+  else
+    say "== generate overhead: skipped (no nsys found)"
   fi
   step "generate under torch.profiler: eager, --cuda-graphs" 120 -- generate_torch
 }
@@ -311,11 +326,11 @@ print(*(n for n, c in CAUSES.items() if sys.argv[1] == "cuda" or c.cpu != REFUSE
   say "gpu-check --plants: $((SECONDS - started)) s; every step passed"
   exit 0
 fi
-if [[ "$only" == generate ]]; then
-  generate_steps
+if [[ -n "$only" ]]; then
+  if [[ "$only" == generate ]]; then generate_steps; else generate_overhead_steps; fi
   say "files: $(cd "$out" && find . -maxdepth 2 -type f ! -path './site/*' ! -path './cache/*' ! -path './nsys/*' | sort | tr '\n' ' ')"
-  ((${#failed[@]})) && { say "gpu-check --only generate: $((SECONDS - started)) s; not passed: ${failed[*]}"; exit 1; }
-  say "gpu-check --only generate: $((SECONDS - started)) s; every step passed"
+  ((${#failed[@]})) && { say "gpu-check --only $only: $((SECONDS - started)) s; not passed: ${failed[*]}"; exit 1; }
+  say "gpu-check --only $only: $((SECONDS - started)) s; every step passed"
   exit 0
 fi
 step doctor 90 capture -- harness doctor --wide
@@ -334,6 +349,7 @@ step "run --profiler torch" 90 -- harness run small --device "$device" --profile
 [[ "$device" == cuda ]] && step "run --memory" 60 -- harness run small --device cuda --memory --steps 3 --warmup 1
 step "sweep and dashboard" 90 -- sweep_and_dashboard
 generate_steps
+generate_overhead_steps
 
 say "files: $(cd "$out" && find . -maxdepth 2 -type f ! -path './site/*' ! -path './cache/*' ! -path './nsys/*' | sort | tr '\n' ' ')"
 if ((${#failed[@]})); then
