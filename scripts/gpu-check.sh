@@ -2,7 +2,7 @@
 # The GPU path of the harness checked on a machine with an NVIDIA GPU, in under 8 minutes, without network:
 #
 #   scripts/gpu-check.sh [--nsys PATH] [--wheels DIR] [--out DIR] [--device cuda|cpu] [--budget SECONDS]
-#                        [--plants | --only generate]
+#                        [--plants | --only generate | --only generate-overhead]
 #
 # --nsys    the nsys to use: its binary, a folder holding an unpacked package (usr/lib/nsight-systems/bin/nsys),
 #           or a .tar.xz made by scripts/gpu-pack.sh (unpacked into OUT). Default: as the harness finds one.
@@ -17,19 +17,24 @@
 #           `harness run MODEL --plant CAUSE --nsys` (bf16; its export in OUT/plants/CAUSE/) with `health` and
 #           `advise --format json` of its export, then each as a program (`harness profile -- python -m
 #           workloads.plants CAUSE`) with its `advise`. PLANT_MODEL (default small), PLANT_CAUSES (default all).
-# --only generate   the environment and the generate steps alone (about 4 minutes on an H100).
+# --only generate   the environment and the generate steps alone (about 4 minutes on an H100): decode eager,
+#                   --cuda-graphs and --compile, without and under nsys.
+# --only generate-overhead   the environment, nsys's overhead on eager and --cuda-graphs decode, and both
+#                   under torch.profiler (6 minutes at most; each group fits one call of 10 minutes).
 # GPU_CHECK_SCALE=N  multiplies every step's limit (a rehearsal on a slow or busy CPU machine).
 #
 # Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
 # its export, a CUDA-graph program under nsys (`harness profile`), the self-test's program captured 3 times,
 # `overhead`, `run --profiler torch`, `run --memory`, a small sweep and its dashboard; then generate's decode
-# eager, with --cuda-graphs and with --compile (reduce-overhead), without and (nsys there) under nsys. Before each capture it waits for any nsys of an earlier capture
-# to end (suspected once of losing a later capture's kernels; on the H100 none was ever found) and logs
-# the processes it found. Exit 0 when every step that ran passed; the log says which did not.
+# eager, with --cuda-graphs and with --compile (reduce-overhead), without and (nsys there) under nsys, nsys's
+# overhead on eager and --cuda-graphs decode, and both under torch.profiler. Before each capture it waits for
+# any nsys of an earlier capture to end (suspected once of losing a later capture's kernels; on the H100 none
+# was ever found) and logs the processes it found. Exit 0 when every step that ran passed; the log says which
+# did not.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-nsys_given="" wheels="" out="" device="cuda" budget=470 plants="" only=""
+nsys_given="" wheels="" out="" device="cuda" budget="" plants="" only=""
 while (($#)); do
   case "$1" in
     --nsys) nsys_given="$2"; shift 2 ;;
@@ -39,11 +44,13 @@ while (($#)); do
     --budget) budget="$2"; shift 2 ;;
     --plants) plants=1; shift ;;
     --only) only="$2"; shift 2
-      [[ "$only" == generate ]] || { echo "unknown --only $only (generate is the one group)" >&2; exit 2; } ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+      [[ "$only" == generate || "$only" == generate-overhead ]] ||
+        { echo "unknown --only $only (generate or generate-overhead)" >&2; exit 2; } ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
   esac
 done
+budget="${budget:-470}"
 out="${out:-$PWD/gpu-check-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -80,7 +87,7 @@ harness() { "$python" -m harness "$@"; }
 nsys_path="${HARNESS_NSYS:-$("$python" -c 'from harness.execution.nsys import find_nsys; print(find_nsys().path)' 2>/dev/null)}"
 nsys_root="${nsys_path%/usr/lib/nsight-systems/bin/nsys}"  # the installation: its nsys, launcher, importer
 [[ "$nsys_root" == "$nsys_path" ]] && nsys_root="$(dirname "$nsys_path")"
-export python device out nsys_root log
+export python device out nsys_root log root
 cd "$out" || exit 1
 
 # --- steps -------------------------------------------------------------------------------------------------
@@ -199,10 +206,41 @@ generate_decode() {
     echo "\$ harness run ${args[*]} $flags --nsys --no-nsys-baseline"
     harness run "${args[@]}" $flags --nsys --no-nsys-baseline || { echo "(exit $?)"; rc=1; continue; }
     export="$(latest_export)"
-    echo "\$ harness nvtx-gpu $export --mode phase --phases prefill,decode"
-    harness nvtx-gpu "$export" --mode phase --phases prefill,decode --wide || { echo "(exit $?)"; rc=1; }
+    # the export's own phases (prefill, decode: the ranges inside its `step`s), then each token's kernels
+    echo "\$ harness nvtx-gpu $export --mode phase"
+    harness nvtx-gpu "$export" --mode phase --wide || { echo "(exit $?)"; rc=1; }
     echo "\$ harness nvtx-gpu $export --mode thread"
     harness nvtx-gpu "$export" --mode thread --wide || { echo "(exit $?)"; rc=1; }
+    # per range: NumGPUOps counts a graph replay once (nvtx_gpu_proj_trace), Replayed Kernels its kernels
+    echo "\$ harness nvtx-gpu $export --projection --format csv"
+    harness nvtx-gpu "$export" --projection --format csv || { echo "(exit $?)"; rc=1; }
+    # trimmed as tests/data's captures are, ready to become a fixture (fixtures/ in OUT)
+    local name="${flags#--}"
+    mkdir -p fixtures
+    "$python" "$root/scripts/trim_export.py" "$export" "fixtures/small-generate-${name:-eager}.sqlite.xz" ||
+      { echo "(exit $?)"; rc=1; }
+  done
+  return $rc
+}
+
+# generate_overhead: nsys's overhead on generate, eager decode against --cuda-graphs decode (the harness's own
+# `overhead`, runs with and without nsys alternating): per phase (prefill, decode, step) with its interval
+generate_overhead() {
+  local rc=0 flags args=(small --device cuda --mode generate --steps 3 --warmup 1 --new-tokens 32 --repeats 2 --wide)
+  for flags in "" --cuda-graphs; do
+    echo "\$ harness overhead ${args[*]} $flags"
+    harness overhead "${args[@]}" $flags || { echo "(exit $?)"; rc=1; }
+  done
+  return $rc
+}
+
+# generate_torch: a generate run under torch.profiler (Kineto), eager and --cuda-graphs: the same phases and
+# serving figures from the trace, decode's GPU-busy share among them
+generate_torch() {
+  local rc=0 flags args=(small --device cuda --mode generate --steps 3 --warmup 1 --new-tokens 32 --profiler torch --wide)
+  for flags in "" --cuda-graphs; do
+    echo "\$ harness run ${args[*]} $flags"
+    harness run "${args[@]}" $flags || { echo "(exit $?)"; rc=1; }
   done
   return $rc
 }
@@ -235,8 +273,8 @@ planted_program() {
   cat "programs/$cause/advise.json"
 }
 
-export -f harness latest_export tables graph_program captures_again generate_decode sweep_and_dashboard \
-  planted planted_program
+export -f harness latest_export tables graph_program captures_again generate_decode generate_overhead \
+  generate_torch sweep_and_dashboard planted planted_program
 say "gpu-check $(date -Is) in $out"
 say "python: $python; HARNESS_NSYS=${HARNESS_NSYS:-(found by the harness)}"
 step environment 30 -- bash -c "nvidia-smi || echo 'no nvidia-smi'; \"$python\" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())'; \"\${HARNESS_NSYS:-nsys}\" --version"
@@ -253,6 +291,20 @@ generate_steps() {
   else
     say "== generate under nsys: skipped (no nsys found)"
   fi
+}
+
+# generate_overhead_steps: nsys's overhead on eager and --cuda-graphs decode, both under torch.profiler
+generate_overhead_steps() {
+  if [[ "$device" != cuda ]]; then
+    say "== generate overhead: skipped (--cuda-graphs needs CUDA)"
+    return
+  fi
+  if [[ -n "$nsys_path" ]]; then
+    step "generate overhead: eager, --cuda-graphs" 240 capture -- generate_overhead
+  else
+    say "== generate overhead: skipped (no nsys found)"
+  fi
+  step "generate under torch.profiler: eager, --cuda-graphs" 120 -- generate_torch
 }
 if [[ -n "$plants" ]]; then
   # the catalogue: every cause (a rehearsal on the CPU leaves out the GPU causes, which it refuses), then the
@@ -274,11 +326,11 @@ print(*(n for n, c in CAUSES.items() if sys.argv[1] == "cuda" or c.cpu != REFUSE
   say "gpu-check --plants: $((SECONDS - started)) s; every step passed"
   exit 0
 fi
-if [[ "$only" == generate ]]; then
-  generate_steps
+if [[ -n "$only" ]]; then
+  if [[ "$only" == generate ]]; then generate_steps; else generate_overhead_steps; fi
   say "files: $(cd "$out" && find . -maxdepth 2 -type f ! -path './site/*' ! -path './cache/*' ! -path './nsys/*' | sort | tr '\n' ' ')"
-  ((${#failed[@]})) && { say "gpu-check --only generate: $((SECONDS - started)) s; not passed: ${failed[*]}"; exit 1; }
-  say "gpu-check --only generate: $((SECONDS - started)) s; every step passed"
+  ((${#failed[@]})) && { say "gpu-check --only $only: $((SECONDS - started)) s; not passed: ${failed[*]}"; exit 1; }
+  say "gpu-check --only $only: $((SECONDS - started)) s; every step passed"
   exit 0
 fi
 step doctor 90 capture -- harness doctor --wide
@@ -297,6 +349,7 @@ step "run --profiler torch" 90 -- harness run small --device "$device" --profile
 [[ "$device" == cuda ]] && step "run --memory" 60 -- harness run small --device cuda --memory --steps 3 --warmup 1
 step "sweep and dashboard" 90 -- sweep_and_dashboard
 generate_steps
+generate_overhead_steps
 
 say "files: $(cd "$out" && find . -maxdepth 2 -type f ! -path './site/*' ! -path './cache/*' ! -path './nsys/*' | sort | tr '\n' ' ')"
 if ((${#failed[@]})); then

@@ -3,6 +3,7 @@ SQL."""
 
 from __future__ import annotations
 
+import lzma
 import sqlite3
 from pathlib import Path
 
@@ -80,3 +81,19 @@ def test_decode_busy_is_over_the_measured_steps(h100_export: Path) -> None:
     got = standing_in.busy["forward"]
     assert got == pytest.approx(share_by_sql(h100_export, "forward", set(range(10, 15))), rel=1e-12)
     assert got != pytest.approx(share_by_sql(h100_export, "forward", None))  # the warm-up steps left out
+
+
+def test_decode_busy_of_a_generate_capture(tmp_path: Path) -> None:
+    """tests/data/h100/tiny-generate (an H100 capture with generate's ranges, its last step's tokens
+    CUDA-graph replays traced per node): decode's share, replayed kernels counted as any other."""
+    export = tmp_path / "tiny-generate.sqlite"
+    export.write_bytes(
+        lzma.decompress((Path(__file__).parent / "data/h100/tiny-generate.sqlite.xz").read_bytes())
+    )
+    export.chmod(0o444)
+    with open_trace(export, cache=False) as trace:
+        share = busy_share(trace, "decode")
+        prefill = busy_share(trace, "prefill")
+    assert share == pytest.approx(share_by_sql(export, "decode", None), rel=1e-12)
+    assert prefill == pytest.approx(share_by_sql(export, "prefill", None), rel=1e-12)
+    assert 0 < share < 1 and 0 < prefill < 1

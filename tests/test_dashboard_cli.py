@@ -34,14 +34,14 @@ def test_writes_page_from_the_store(db: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["dashboard", "--db", db, "--out", str(out), "--format", "json"])
     drawn = _panels(result)
     assert list(drawn) == [
-        "phases", "inference", "blocks", "roofline", "steps", "overhead", "agreement", "findings", "kernels",
-        "nvtx", "timeline", "throughput", "compare", "attention", "energy", "compile", "memory",
+        "phases", "inference", "serving", "blocks", "roofline", "steps", "overhead", "agreement", "findings",
+        "kernels", "nvtx", "timeline", "throughput", "compare", "attention", "energy", "compile", "memory",
     ]  # fmt: skip
-    # no generate runs; no stored findings; no export recorded; no attention sweep; no run with --power; no
-    # compiled run; no memory snapshot
+    # no generate runs (no prefill / decode, no serving figures); no stored findings; no export recorded; no
+    # attention sweep; no run with --power; no compiled run; no memory snapshot
     assert [k for k, v in drawn.items() if not v] == [
-        "inference", "blocks", "roofline", "findings", "kernels", "nvtx", "timeline", "attention", "energy",
-        "compile", "memory",
+        "inference", "serving", "blocks", "roofline", "findings", "kernels", "nvtx", "timeline", "attention",
+        "energy", "compile", "memory",
     ]  # fmt: skip
     text = out.read_text()
     assert "7 runs from sqlite:///" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,8 @@ from analysis.compare.overhead import (
     overhead_verdict,
     short_verdict,
 )
+from harness.core.records import RunConfig
+from harness.experiments.overhead import workload_of
 
 PHASES = ["forward", "backward", "optimizer"]
 
@@ -143,3 +146,11 @@ def test_the_verdict_words_are_written_once() -> None:
         if "{low:" in p.read_text()  # a verdict's format: the interval's low end
     )
     assert writing == ["analysis/compare/overhead.py"]
+
+
+def test_the_title_names_the_decode_path() -> None:
+    """Eager and CUDA-graph decode measured one after the other are told apart by their tables' titles."""
+    generate = RunConfig(model="small", mode="generate", device="cuda")
+    assert workload_of(generate) == "small generate"
+    assert workload_of(replace(generate, cuda_graphs=True)) == "small generate (CUDA-graph decode)"
+    assert workload_of(replace(generate, compile=True)) == "small generate (torch.compile)"

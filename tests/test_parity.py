@@ -1,7 +1,9 @@
 """Every table against every report `nsys stats` printed for every fixture, cell for cell, in the format of
 each nsys that printed them: 2022.4.2.1 (`expected/` beside each shared export) and 2023.4.4
 (tests/oracles/nsys-2023.4/, and h100-medium's `expected-2023.4/`). The format is pinned per oracle
-(analysis.tables.stats_format), never taken from the nsys installed here.
+(analysis.tables.stats_format), never taken from the nsys installed here. The project's own captures
+(tests/data/h100/) are held against 2023.4's oracles of them (tests/oracles/nsys-2023.4/h100/): CUDA 13
+programs on an H100, CUDA-graph replays traced per node among them.
 
 The fixtures span nsys 2020.3 to 2026.2 (schema 2.x to 3.25). Where the oracle double counts (the A100
 export records each CUDA runtime call twice), the table's own test pins the difference instead:
@@ -10,12 +12,14 @@ test_cuda_api, test_launch, test_nvtx_gpu.
 
 from __future__ import annotations
 
+import lzma
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import NSYS_EXPORTS, ORACLES, SHARED_NSYS, corpus_cases, need
+from conftest import NSYS_EXPORTS, ORACLES, REPO, SHARED_NSYS, corpus_cases, need
 from export_data import as_printed
 
 from analysis.tables import api, kernels, launch, memops, nvtx, nvtx_gpu, osrt
@@ -35,7 +39,7 @@ TABLES: dict[str, Table] = {
     "gpumemsizesum": lambda t, f: memops.memops_size(t, f),
     "kernexecsum": lambda t, f: launch.launch_summary(t),
     "nvtxkernsum": lambda t, f: nvtx_gpu.nvtx_gpu_kernels(t, mode="thread", by="raw"),
-    "nvtxgpuproj": lambda t, f: nvtx_gpu.nvtx_gpu_projection(t),
+    "nvtxgpuproj": lambda t, f: nvtx_gpu.nvtx_gpu_projection(t)[nvtx_gpu.PROJECTION_COLUMNS],
     "nvtxsum": lambda t, f: nvtx.nvtx_summary(t, by="raw"),
     "nvtxppsum": lambda t, f: nvtx.nvtx_pushpop_summary(t, by="raw"),
     "nvtxpptrace": lambda t, f: nvtx.nvtx_trace(t),
@@ -130,3 +134,44 @@ def test_equals_nsys_stats(fixture: str, version: str, csv: Path, cache: bool) -
     pd.testing.assert_frame_equal(ours, read_oracle(csv), check_dtype=False)
     if cache:
         assert trace.source_reads == {}
+
+
+CAPTURES = REPO / "tests" / "data" / "h100"
+CAPTURE_ORACLES = ORACLES / "nsys-2023.4" / "h100"
+
+
+def capture_cases() -> list[tuple[str, Path]]:
+    """(capture, oracle CSV) of every oracle of the project's own captures."""
+    return [
+        (folder.name, csv)
+        for folder in sorted(CAPTURE_ORACLES.iterdir())
+        for csv in sorted(folder.glob("*.csv*"))
+        if csv.name.split(".")[0] not in NOT_MIRRORED
+    ]
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/data/h100's captures decompressed, read-only, each as NAME.sqlite."""
+    folder = tmp_path_factory.mktemp("captures")
+    for packed in CAPTURES.glob("*.sqlite.xz"):
+        path = folder / packed.name.removesuffix(".xz")
+        with lzma.open(packed) as src, path.open("wb") as out:
+            shutil.copyfileobj(src, out)
+        path.chmod(0o444)
+    return folder
+
+
+def test_every_capture_has_its_oracles() -> None:
+    names = {p.name.removesuffix(".sqlite.xz") for p in CAPTURES.glob("*.sqlite.xz")}
+    assert {f.name for f in CAPTURE_ORACLES.iterdir()} == names
+    assert len(capture_cases()) == 72
+
+
+@pytest.mark.parametrize(
+    ("capture", "csv"), capture_cases(), ids=[f"{c}-{csv.name.split('.')[0]}" for c, csv in capture_cases()]
+)
+def test_the_projects_captures_equal_nsys_stats(captures: Path, capture: str, csv: Path) -> None:
+    trace = open_trace(captures / f"{capture}.sqlite", cache=False)
+    ours = as_printed(TABLES[table_of(csv)](trace, V2023))
+    pd.testing.assert_frame_equal(ours, read_oracle(csv), check_dtype=False)

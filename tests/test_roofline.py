@@ -216,7 +216,7 @@ def test_forward_mode_and_bad_arguments() -> None:
     assert set(fwd.loc[fwd["kind"] == "matmul", "sub-block"]) <= MATMUL_SUBBLOCKS
     for kwargs, match in (
         ({"precision": "fp8"}, "precision"),
-        ({"mode": "generate"}, "mode"),
+        ({"mode": "serve"}, "mode"),
         ({"attention": "flash"}, "attention"),
     ):
         with pytest.raises(ValueError, match=match):
@@ -513,3 +513,23 @@ def test_a_real_point_above_a_measured_roof_is_said_with_why() -> None:
     # the memory-bound points (softmax, norms, activation) stay well below the copy-bandwidth roof here
     memory = rows[(rows["bound"] == "memory") & rows["of roof (%)"].notna()]
     assert len(memory) >= 5 and (memory["of roof (%)"] < 100).all()
+
+
+def test_generate_is_the_prompt_then_each_decoded_token_against_its_cache() -> None:
+    spec = workloads.get_spec("tiny")
+    b, prompt, new = 2, 16, 6
+    costs = subblock_costs(spec, b, prompt, "bf16", "generate", attention="sdpa", new_tokens=new)
+    assert list(dict.fromkeys(costs["pass"])) == ["prefill", "decode"]
+    forward = subblock_costs(spec, b, prompt, "bf16", "forward", attention="sdpa")
+    prefill = costs[costs["pass"] == "prefill"].drop(columns="pass").reset_index(drop=True)
+    pd.testing.assert_frame_equal(prefill, forward.drop(columns="pass"))  # the prompt: a forward pass
+    decode = costs[costs["pass"] == "decode"].set_index("sub-block")
+    d, layers = spec.d_model, spec.num_layers
+    # tokens 1 … 5, token k attending to prompt + k keys: 2 products of 2 · b · (prompt + k) · d per layer
+    keys = sum(prompt + k for k in range(1, new))
+    assert decode.loc["sdpa", "flops"] == layers * 2 * 2 * b * keys * d
+    # every weight read once per token: qkv_proj's 3d² weights, 5 times, with the tokens in and out
+    assert decode.loc["qkv_proj", "bytes"] == (new - 1) * layers * (b * d + 3 * d * d + b * 3 * d) * 2
+    assert (
+        decode.loc["qkv_proj", "intensity"] < 2 < prefill.set_index("sub-block").loc["qkv_proj", "intensity"]
+    )

@@ -111,14 +111,28 @@ def test_roofline_command_with_a_run(tmp_db) -> None:
     assert people.exit_code == 0 and "achieved" in people.stdout and "pass --measure" in people.stdout
 
 
-def test_roofline_of_a_generate_run_is_one_line(tmp_db) -> None:
+def test_roofline_of_a_generate_run_places_prefill_and_decode(tmp_db) -> None:
+    """A generate run's roofline is of its own phases: the prompt's prefill and the decoded tokens."""
     store = ResultsStore(tmp_db)
     gen = _run("char-g", "char", blocks=False)
-    gen.config.mode = "generate"
+    gen.config.mode, gen.config.new_tokens = "generate", 5
+    gen.steps = [StepRecord(i, i == 0, {"prefill": 3_000_000, "decode": 6_000_000}) for i in range(3)]
+    gen.blocks = [BlockRecord(step, layer, "qkv_proj", phase, ns) for step in (1, 2) for layer in range(4)
+                  for phase, ns in (("prefill", 100_000), ("decode", 50_000))]  # fmt: skip
     store.save(gen)
-    result = runner.invoke(app, ["roofline", "char-g"])
-    assert result.exit_code == 2 and "generate run" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    result = runner.invoke(app, ["roofline", "char-g", "--gpu", "H100", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    title = next(k for k in tables if k.startswith("sub-blocks"))
+    assert "char generate, batch 2 × prompt 16 + 5 tokens" in title
+    assert {r["pass"] for r in tables[title]} == {"prefill", "decode"}
+    rows = {(r["sub-block"], r["pass"]): r for r in tables[title]}
+    assert rows[("qkv_proj", "decode")]["time (ns)"] == 200_000  # 4 layers × 50 µs per step
+    spec = workloads.get_spec("char")
+    # each of the 4 decoded tokens (the 5th is prefill's) through qkv_proj: 2 · batch · d · 3d, every layer
+    assert rows[("qkv_proj", "decode")]["flops"] == 4 * 2 * 2 * spec.d_model * 3 * spec.d_model * 4
+    phases = [r["phase"] for r in tables["MFU (model FLOPs / time / peak)"]]
+    assert phases == ["prefill", "decode", "step"]
 
 
 def test_dashboard_panels_for_block_runs(tmp_db) -> None:

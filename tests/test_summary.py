@@ -43,6 +43,6 @@ def test_newer_schema_exports(a100_export: Path, cpu_export: Path, tmp_path: Pat
 def test_an_export_without_harness_phases_says_so(a100_export: Path) -> None:
     report = summary(open_trace(a100_export))
     assert report.skipped["Do the phases add up?"] == (
-        "the export has no harness phase ranges (forward, backward, optimizer, step): the tables cover "
+        "the export has no harness phase ranges (`step` ranges and the phases inside them): the tables cover "
         "the whole capture"
     )

@@ -16,6 +16,8 @@ ALLREDUCE = "allreduce"
 COMM_PHASES = (ALLREDUCE,)
 DISTRIBUTED_TRAIN_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER)
 MODES = tuple(PHASES_BY_MODE)
+# every phase the harness times, in the order a step runs them
+ALL_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER, PREFILL, DECODE)
 PRECISIONS = ("fp32", "bf16", "fp16")
 ATTENTIONS = ("math", "sdpa")  # the model's attention: QKᵀ, softmax, ·V as separate ops, or fused
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from workloads.names import DECODE, PREFILL
 from workloads.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ MATMUL_SUBBLOCKS = frozenset(
     {"qkv_proj", "qk_scores", "attn_v", "sdpa", "out_proj", "mlp_up", "mlp_down", "lm_head"}
 )
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-MODES = ("train", "forward")
+MODES = ("train", "forward", "generate")
+PASSES = {"forward": 0, "backward": 1, "optimizer": 2, PREFILL: 3, DECODE: 4}
 ATTENTIONS = ("math", "sdpa")
 COLUMNS = ["sub-block", "pass", "kind", "flops", "bytes", "intensity"]
 ID_BYTES = 8  # int64 token ids and targets
@@ -96,12 +98,16 @@ def subblock_costs(
     mode: str = "train",
     *,
     attention: str = "math",
+    new_tokens: int = 32,
 ) -> pd.DataFrame:
     """FLOPs and minimum bytes of every sub-block for one step of [batch, seq] tokens.
 
-    Columns: sub-block, pass (forward | backward | optimizer, the phase it runs in), kind (matmul |
-    elementwise), flops, bytes, intensity (FLOPs per byte). `mode` "forward" has no loss, backward or
-    optimizer rows; `attention` "math" has qk_scores / softmax / attn_v, "sdpa" one fused sdpa row.
+    Columns: sub-block, pass (the phase it runs in: forward | backward | optimizer; generate: prefill |
+    decode), kind (matmul | elementwise), flops, bytes, intensity (FLOPs per byte). `mode` "forward" has no
+    loss, backward or optimizer rows; "generate" is a prompt of `seq` tokens through the model (prefill),
+    then `new_tokens` - 1 decoded tokens one at a time, each attending to the prompt and the tokens before it
+    in the KV cache (decode: the sum over those tokens; every weight read once per token). `attention`
+    "math" has qk_scores / softmax / attn_v, "sdpa" one fused sdpa row.
     """
     import pandas as pd
 
@@ -115,13 +121,54 @@ def subblock_costs(
     if batch <= 0 or seq <= 0:
         raise ValueError(f"batch and sequence length must be positive, got {batch} and {seq}")
     s = ELEMENT_BYTES[precision]
+    out = []
+    if mode == "generate":
+        if new_tokens < 1:
+            raise ValueError(f"new tokens must be positive, got {new_tokens}")
+        for name, f_flops, f_bytes, _, _ in _rows(spec, batch, seq, seq, s, attention):
+            out.append((name, PREFILL, f_flops, f_bytes))
+        decode: dict[str, list[int]] = {}
+        for k in range(1, new_tokens):  # token k attends to the prompt and k cached tokens (itself last)
+            for name, f_flops, f_bytes, _, _ in _rows(spec, batch, 1, seq + k, s, attention):
+                total = decode.setdefault(name, [0, 0])
+                total[0] += f_flops
+                total[1] += f_bytes
+        out += [(name, DECODE, f, b) for name, (f, b) in decode.items()]
+    for name, f_flops, f_bytes, b_flops, b_bytes in _rows(spec, batch, seq, seq, s, attention):
+        if mode == "generate":
+            break
+        out.append((name, "forward", f_flops, f_bytes))
+        if mode == "train":
+            out.append((name, "backward", b_flops, b_bytes))
+    if mode == "train":
+        n, nv = batch * seq, batch * seq * spec.vocab_size
+        # forward: log-sum-exp per row, then mean(lse - logit[target]); backward: (softmax - onehot) / n
+        out.append(("loss", "forward", CROSS_ENTROPY_FLOPS[0] * nv + 3 * n,
+                    nv * s + n * (ID_BYTES + STAT_BYTES) + STAT_BYTES))  # fmt: skip
+        out.append(("loss", "backward", CROSS_ENTROPY_FLOPS[1] * nv + n,
+                    2 * nv * s + n * (ID_BYTES + STAT_BYTES)))  # fmt: skip
+        p = param_count(spec)
+        out.append(("optimizer", "optimizer", ADAMW_FLOPS * p, ADAMW_BYTES * p))
+    df = pd.DataFrame(out, columns=["sub-block", "pass", "flops", "bytes"])
+    df.insert(2, "kind", ["matmul" if x in MATMUL_SUBBLOCKS else "elementwise" for x in df["sub-block"]])
+    df["intensity"] = df["flops"] / df["bytes"]
+    order = {name: i for i, name in enumerate(SUBBLOCKS)}
+    df = df.sort_values(by=["pass", "sub-block"], key=lambda c: c.map(PASSES if c.name == "pass" else order))
+    return df.reset_index(drop=True)[COLUMNS]
+
+
+def _rows(
+    spec: ModelSpec, b: int, t: int, t_kv: int, s: int, attention: str
+) -> list[tuple[str, int, int, int, int]]:
+    """(sub-block, forward FLOPs, forward bytes, backward FLOPs, backward bytes) of the model over `t` new
+    tokens per sequence attending to `t_kv` keys (t_kv = t: a whole sequence; 1 and the cache's length:
+    one decoded token)."""
     gpt2 = spec.family == "gpt2"
-    b, t, d, f, layers, heads, vocab = (
-        batch, seq, spec.d_model, spec.d_ff, spec.num_layers, spec.num_heads, spec.vocab_size
-    )  # fmt: skip
+    d, f, layers, heads, vocab = spec.d_model, spec.d_ff, spec.num_layers, spec.num_heads, spec.vocab_size
     n = b * t  # tokens
     nd = n * d
-    scores = b * heads * t * t  # elements of one layer's attention matrix
+    kv = b * t_kv * d  # the keys (or values) of one layer, all heads
+    scores = b * heads * t * t_kv  # elements of one layer's attention matrix
     rows: list[tuple[str, int, int, int, int]] = []  # name, fwd flops, fwd bytes, bwd flops, bwd bytes
 
     # embedding: gather rows (GPT-2 adds the learned positions); backward scatters into a dense table grad
@@ -152,18 +199,18 @@ def subblock_costs(
         rows.append(("rope", layers * ROPE_FLOPS[0] * qk, layers * (2 * qk * s + tables),
                      layers * ROPE_FLOPS[1] * qk, layers * (2 * qk * s + tables)))  # fmt: skip
 
-    product = 2 * b * t * t * d  # one attention matmul (all heads), one layer
+    product = 2 * b * t * t_kv * d  # one attention matmul (all heads), one layer
     if attention == "math":
-        rows.append(("qk_scores", layers * product, layers * (2 * nd + scores) * s,
-                     layers * 2 * product, layers * (2 * scores + 4 * nd) * s))  # fmt: skip
+        rows.append(("qk_scores", layers * product, layers * (nd + kv + scores) * s,
+                     layers * 2 * product, layers * (2 * scores + 2 * nd + 2 * kv) * s))  # fmt: skip
         rows.append(("softmax", layers * SOFTMAX_FLOPS[0] * scores, layers * 2 * scores * s,
                      layers * SOFTMAX_FLOPS[1] * scores, layers * 3 * scores * s))  # fmt: skip
-        rows.append(("attn_v", layers * product, layers * (scores + 2 * nd) * s,
-                     layers * 2 * product, layers * (2 * scores + 4 * nd) * s))  # fmt: skip
+        rows.append(("attn_v", layers * product, layers * (scores + kv + nd) * s,
+                     layers * 2 * product, layers * (2 * scores + 2 * nd + 2 * kv) * s))  # fmt: skip
     else:
         lse = b * heads * t * STAT_BYTES
-        rows.append(("sdpa", layers * 2 * product, layers * (4 * nd * s + lse),
-                     layers * 5 * product, layers * (8 * nd * s + lse)))  # fmt: skip
+        rows.append(("sdpa", layers * 2 * product, layers * ((2 * nd + 2 * kv) * s + lse),
+                     layers * 5 * product, layers * ((4 * nd + 4 * kv) * s + lse)))  # fmt: skip
 
     rows.append(("out_proj", *_linear(n, d, d, layers, gpt2, s)))
     up_out = f if gpt2 else 2 * f  # SwiGLU's up projection is fused: both halves at once
@@ -178,32 +225,11 @@ def subblock_costs(
     residual = 2 * layers  # x + attn(…), x + mlp(…): backward adds the branch's gradient to the skip's
     rows.append(("residual", residual * nd, residual * 3 * nd * s, residual * nd, residual * 3 * nd * s))
     rows.append(("lm_head", *_linear(n, d, vocab, 1, False, s)))
-
-    out = []
-    for name, f_flops, f_bytes, b_flops, b_bytes in rows:
-        out.append((name, "forward", f_flops, f_bytes))
-        if mode == "train":
-            out.append((name, "backward", b_flops, b_bytes))
-    if mode == "train":
-        nv = n * vocab
-        # forward: log-sum-exp per row, then mean(lse - logit[target]); backward: (softmax - onehot) / n
-        out.append(("loss", "forward", CROSS_ENTROPY_FLOPS[0] * nv + 3 * n,
-                    nv * s + n * (ID_BYTES + STAT_BYTES) + STAT_BYTES))  # fmt: skip
-        out.append(("loss", "backward", CROSS_ENTROPY_FLOPS[1] * nv + n,
-                    2 * nv * s + n * (ID_BYTES + STAT_BYTES)))  # fmt: skip
-        p = param_count(spec)
-        out.append(("optimizer", "optimizer", ADAMW_FLOPS * p, ADAMW_BYTES * p))
-    df = pd.DataFrame(out, columns=["sub-block", "pass", "flops", "bytes"])
-    df.insert(2, "kind", ["matmul" if x in MATMUL_SUBBLOCKS else "elementwise" for x in df["sub-block"]])
-    df["intensity"] = df["flops"] / df["bytes"]
-    order = {name: i for i, name in enumerate(SUBBLOCKS)}
-    passes = {"forward": 0, "backward": 1, "optimizer": 2}
-    df = df.sort_values(by=["pass", "sub-block"], key=lambda c: c.map(passes if c.name == "pass" else order))
-    return df.reset_index(drop=True)[COLUMNS]
+    return rows
 
 
 def phase_flops(costs: pd.DataFrame, kind: str | None = "matmul") -> dict[str, int]:
-    """FLOPs per phase (forward, backward, optimizer) of one step: matmul FLOPs by default (MFU's count),
-    or every sub-block's with kind=None."""
+    """FLOPs per phase (forward, backward, optimizer; prefill, decode) of one step: matmul FLOPs by default
+    (MFU's count), or every sub-block's with kind=None."""
     rows = costs if kind is None else costs[costs["kind"] == kind]
     return {str(k): int(v) for k, v in rows.groupby("pass", sort=False)["flops"].sum().items()}

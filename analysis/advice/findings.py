@@ -7,7 +7,8 @@ idle. Rules build on the tables that exist (HTA's idle-time categories from anal
 events of analysis.hta.gpu_events) instead of computing them again.
 
 Phases are the NVTX ranges the harness records (forward, backward, optimizer, prefill, decode, allreduce;
-in Kineto traces record_function ranges such as `## forward ##` count too), steps are `step` NVTX ranges or
+in Kineto traces record_function ranges such as `## forward ##` count too) and any range nested directly
+in a `step` range (a program's own phases), steps are `step` NVTX ranges or
 Kineto's `ProfilerStep#N`. A finding is placed by the time its evidence happened, in the ranges of the same
 process (GPU time against CPU ranges: the GPU lags the host, so placement is by when the host was there).
 """
@@ -23,6 +24,7 @@ from analysis.advice.health import overhead_in_phases
 from analysis.errors import AnalysisError
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
+from analysis.joins.nvtx_ranges import step_phases
 from analysis.joins.runtime import plain_name
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
@@ -123,6 +125,8 @@ def _ranges(trace: Trace) -> pd.DataFrame:
     nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload"])
     names = nv["name"].astype(str)
     phase = names.map(phase_of)
+    own = step_phases(trace)  # the export's own phases (a program's names too): the ranges inside `step`s
+    phase = phase.where(~names.isin(own), names)
     kineto_step = names.str.extract(STEP_RE.pattern, expand=False)
     step = np.where(kineto_step.notna(), kineto_step.fillna("-1").astype(np.int64), -1)
     harness_step = (names == STEP).to_numpy()

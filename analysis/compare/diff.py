@@ -23,6 +23,7 @@ from analysis.joins.runtime import PROCESS_MASK, _call_key
 from analysis.readers import COPY_KINDS, MEMORY_KINDS
 from analysis.tables.kernels import kernel_summary
 from analysis.trace.trace import Trace
+from workloads.names import PREFILL
 
 DIFF_COLUMNS = [
     "Name", "Change", "Instances A", "Instances B", "Δ Instances", "Total Time A (ns)", "Total Time B (ns)",
@@ -175,6 +176,34 @@ def phase_verdicts(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[PhaseVe
     for phase in [*phases, STEP_SUM]:
         c = compare_samples(a[a["phase"] == phase], b[b["phase"] == phase])
         out.append(PhaseVerdict(phase, c))
+    return out
+
+
+TTFT, TPOT = "TTFT", "TPOT"  # generate's serving rows, after the phases' (workloads.names: prefill, decode)
+SERVING_NOTE = (
+    "TTFT is each measured step's prefill; TPOT is every decoded token's time (its Steps A and B count "
+    "tokens), its interval drawn from the steps' token means"
+)
+
+
+def serving_verdicts(
+    steps_a: pd.DataFrame, steps_b: pd.DataFrame, tokens_a: pd.DataFrame, tokens_b: pd.DataFrame
+) -> list[PhaseVerdict]:
+    """Generate's serving figures, B against A, by compare_samples as the phases': time to first token
+    (each measured step's prefill) and time per output token (every decoded token of the measured steps;
+    `tokens_*`: step, duration_ns, warmup). A step's tokens share its state (cache, clocks, the machine's
+    load), so TPOT's interval is drawn from the steps' token means where a side has two steps or more (the
+    steps stand as compare_samples' runs; Steps A and B count the tokens). Nothing where a side decoded no
+    token."""
+    measured = [t[~t["warmup"].astype(bool)] if "warmup" in t else t for t in (tokens_a, tokens_b)]
+    if any(t.empty for t in measured):
+        return []
+    out = []
+    prefill = [s[(s["phase"] == PREFILL) & ~s["warmup"].astype(bool)] for s in (steps_a, steps_b)]
+    if all(len(p) for p in prefill):
+        out.append(PhaseVerdict(TTFT, compare_samples(*prefill)))
+    a, b = (t.assign(run=t["step"]) for t in measured)
+    out.append(PhaseVerdict(TPOT, compare_samples(a, b)))
     return out
 
 

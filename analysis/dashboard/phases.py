@@ -28,6 +28,10 @@ from analysis.dashboard.style import (
 from workloads.names import MEASURED_STATUSES
 
 NO_RUNS = "no runs in the results database: run `harness sweep --models tiny,small --device cpu --steps 3`"
+NO_TRAINING = (
+    "no training runs (those here are generate or forward-only runs: the prefill / decode panel draws "
+    "them): run `harness sweep --models tiny,small --device cpu --steps 3`"
+)
 NO_INFERENCE = (
     "no generate or forward-only runs: run `harness run tiny --mode generate --device cpu` "
     "(or `harness sweep --mode generate`)"
@@ -187,6 +191,8 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
 def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str, *, log: bool = False) -> Panel:
     table = phase_means(data.runs, modes)
     if table.empty:
+        if missing == NO_RUNS and len(data.runs) and not phase_means(data.runs, INFERENCE_MODES).empty:
+            return Panel(missing=NO_TRAINING)
         return Panel(missing=missing)
     notes = ["Each setting has its own y-axis: compare heights within a facet, or switch to the log scale."]
     if log:

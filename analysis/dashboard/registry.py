@@ -15,11 +15,13 @@ from analysis.dashboard.phases import distribution_panel, inference_bars_panel, 
 from analysis.dashboard.profile import kernels_panel, nvtx_gpu_panel, timeline_panel
 from analysis.dashboard.ranks import rank_heatmap_panel, rank_straggler_panel, rank_timeline_panel
 from analysis.dashboard.roofline import roofline_panel
+from analysis.dashboard.serving import serving_panel
 from analysis.dashboard.throughput import throughput_panel
 
 PANELS: list[PanelSpec] = [
     PanelSpec("phases", "Forward / backward / optimizer time per model size", phase_bars_panel),
     PanelSpec("inference", "Prefill / decode time per model size", inference_bars_panel),
+    PanelSpec("serving", "Serving: time to first token, per output token, output tokens/s", serving_panel),
     PanelSpec("blocks", "Per-block share of the step per model size", blocks_panel),
     PanelSpec("roofline", "Sub-blocks on the roofline (measured)", roofline_panel),
     PanelSpec("steps", "Per-step distributions and warm-up", distribution_panel),

@@ -16,7 +16,7 @@ from analysis.runs.roofline import Roofs
 
 ROOF_COLOR = "#444444"
 NO_ROOFLINE = (
-    "no train or forward run with per-block times: run `harness run tiny --device cpu --nvtx-detail "
+    "no run with per-block times: run `harness run tiny --device cpu --nvtx-detail "
     "--steps 3`; `harness roofline RUN --measure --html FILE` also measures a CPU's roofs"
 )
 

@@ -158,14 +158,15 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
 
 def examine_trace(path: Path, measured: Measured, operators: Operators) -> RunExamination:
     """A torch.profiler trace (`run --profiler torch`), read once: its ranges (the trace holds the measured
-    steps alone), its operator tables and the notes of its reading, the blocks. Not judged: a trace's
-    health is `harness health`'s."""
+    steps alone), its operator tables and the notes of its reading, the blocks, the GPU-busy share of the
+    phases `busy_of` names. Not judged: a trace's health is `harness health`'s."""
     seen = RunExamination()
     with open_trace(path) as trace:
         try:
             ranges = nvtx_ranges(trace, names=[STEP, *measured.phases])
             seen.nvtx = range_summary(ranges) if len(ranges) else None
             seen.operators = _operator_tables(trace, operators)
+            seen.busy = {phase: busy_share(trace, phase) for phase in measured.busy_of}
             seen.notes += trace.notes
         except AnalysisError as e:
             seen.error = str(e)

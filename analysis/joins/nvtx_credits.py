@@ -13,15 +13,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
-from analysis.joins.nvtx_ranges import all_ranges, any_named
+from analysis.joins.nvtx_ranges import all_ranges, any_named, phases_of
 from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
 from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.stats import BLOCK, durations_by_group, factorize, factorize_blocks, figures, group_ids
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP, TRAIN_PHASES
+from workloads.names import MEASURED, STEP
 
-PHASES = TRAIN_PHASES
 Mode = Literal["auto", "phase", "thread"]  # auto: phase when the export has phase ranges
 
 
@@ -120,18 +119,21 @@ RANGE_FIELDS = ("start_ns", "end_ns", "name", "domain", "style", "global_tid")
 def attribute(
     trace: Trace,
     mode: Mode = "phase",
-    phases: Sequence[str] = PHASES,
+    phases: Sequence[str] | None = None,
     names: str = "demangled",
     exclusive: bool = False,
     range_columns: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(launches, ranges, pairs): pairs has one row per (launch, range) credit, positional rows into
-    launches and ranges (range -1: none). Phase mode and exclusive thread mode credit one range at most;
+    launches and ranges (range -1: none). `phases`: the phase ranges' names; None: the export's own
+    (analysis.joins.nvtx_ranges.phases_of). Phase mode and exclusive thread mode credit one range at most;
     inclusive thread mode credits every range open around the call on its thread. `ranges` has
     RANGE_FIELDS, pid in phase mode, and `range_columns` of all_ranges; in thread mode also parent_row
     (each range's parent row, -1: none), and the ranges' times and the launch calls' are taken out once
     searched (1.8M ranges and 1M calls: ~45 MB let go)."""
     _require(trace)
+    if phases is None:
+        phases = phases_of(trace) if mode != "thread" else ()
     launches = kernel_launches(trace, names=names).drop(columns=["correlation_id", "api_id"])
     # 1.8M ranges: what is read for them is let go unless loaded before (summary loads it for all tables)
     ranges = all_ranges(
@@ -250,7 +252,7 @@ class _Credits:
 def _credits(
     trace: Trace,
     mode: Mode,
-    phases: Sequence[str],
+    phases: Sequence[str] | None,
     names: str,
     exclusive: bool,
     *,
@@ -263,8 +265,11 @@ def _credits(
     launching thread's where a kernel has no range; label only with by_thread=False), and kernel name
     with by_name. ranged_only (and phase mode) leaves out kernels under no range. Never a frame with a row
     per credit: inclusive thread mode makes several per kernel (6M for 1M kernels). Thread mode goes
-    through the export once in time order where it can (analysis.joins.nvtx_sweep)."""
-    if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases):
+    through the export once in time order where it can (analysis.joins.nvtx_sweep). `phases`: None, the
+    export's own."""
+    if phases is None and mode != "thread":
+        phases = phases_of(trace)
+    if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases or ()):
         mode = "thread"  # what `attribute` decides where no range has a phase's name
     if mode == "thread" and by_thread is not False:
         swept = _swept(trace, names, exclusive, by_name=by_name, ranged_only=ranged_only, by=by)

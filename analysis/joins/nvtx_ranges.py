@@ -14,6 +14,7 @@ from analysis.intervals import levels, parents, sort_ranges
 from analysis.joins.runtime import pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.trace.trace import Trace
+from workloads.names import ALL_PHASES, STEP
 
 RANGE_COLUMNS = [
     "start_ns", "end_ns", "duration_ns", "name", "domain", "payload", "tid", "pid", "level", "parent",
@@ -99,6 +100,30 @@ def any_named(trace: Trace, names: Sequence[str]) -> bool:
     """Whether any NVTX range (right or not) has one of `names`: the name column alone, not the ranges."""
     raw = pd.Series(trace._columns("nvtx", ["name"], keep=False)["name"], copy=False)
     return bool(raw.isin(list(names)).any())
+
+
+def step_phases(trace: Trace) -> tuple[str, ...]:
+    """The phases an export holds by the harness's convention: the names of the push/pop ranges nested
+    directly in `step` ranges on their thread, in the order they first open (train: forward, backward,
+    optimizer; generate: prefill, decode; a program's own names). () where no `step` range holds one."""
+    if not trace.has("nvtx") or not any_named(trace, [STEP]):
+        return ()
+    ranges = all_ranges(trace, keep=trace.holds("nvtx", ["start"]), columns=["name", "range_id", "parent"])
+    steps = ranges.loc[ranges["name"].astype(object) == STEP, "range_id"].to_numpy()
+    inside = ranges["parent"].isin(steps).to_numpy(dtype=bool, na_value=False)
+    names = ranges["name"].astype(object)[inside]
+    return tuple(str(n) for n in pd.unique(names[names.notna() & (names != STEP)]))
+
+
+def phases_of(trace: Trace) -> tuple[str, ...]:
+    """The phases of an export: `step_phases`; where no `step` range holds any, the harness's phase names
+    (of every mode) that name a range in it, in their order (workloads.names.ALL_PHASES)."""
+    found = step_phases(trace)
+    if found or not trace.has("nvtx"):
+        return found
+    raw = pd.Series(trace._columns("nvtx", ["name"], keep=False)["name"], copy=False)
+    present = set(raw[raw.isin(list(ALL_PHASES))].astype(str))
+    return tuple(p for p in ALL_PHASES if p in present)
 
 
 def tagged(ranges: pd.DataFrame) -> pd.Series:

@@ -22,6 +22,9 @@ from analysis.trace.frames import NAME_COLUMN
 from analysis.trace.trace import NULL, Trace
 
 PROCESS_MASK = ~0xFFFFFF  # globalTid -> the globalPid part
+# the calls that replay a CUDA graph: a replay's kernels carry the launch's correlationId (nsys traces them
+# per node with --cuda-graph-trace=node; whole, the default, leaves none)
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 
 
 def pid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
@@ -35,6 +38,13 @@ def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
 def plain_name(name: str) -> str:
     """The name nsys prints for a runtime function: `_vNNNN` (four characters) stripped."""
     return name[:-6] if len(name) > 6 and name[-6:-4] == "_v" else name
+
+
+def replayed(kernels: pd.DataFrame) -> np.ndarray:
+    """Which of `kernel_launches`' kernels a CUDA graph replay ran: launched by a GRAPH_LAUNCHES call."""
+    names = kernels.attrs.get("api_names", {})
+    graph = [i for i, n in names.items() if n.startswith(GRAPH_LAUNCHES)]
+    return kernels["has_call"].to_numpy() & np.isin(kernels["api_id"].to_numpy(), graph)
 
 
 def kernel_rows(

@@ -30,7 +30,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.joins.nvtx_credits import measured_steps
-from analysis.joins.nvtx_ranges import all_ranges
+from analysis.joins.nvtx_ranges import all_ranges, step_phases
 from analysis.joins.runtime import pid_of
 from analysis.trace.multi import Piece, check_name_ranks, label_sources
 from analysis.trace.multi_run import raise_errors, read_part, run_tasks
@@ -50,14 +50,17 @@ MS = 1e6
 # --- one trace ------------------------------------------------------------------------------------------
 
 
-def phase_rows(trace: Trace, phases: Sequence[str] = PHASES, *, with_pid: bool = False) -> pd.DataFrame:
+def phase_rows(trace: Trace, phases: Sequence[str] | None = None, *, with_pid: bool = False) -> pd.DataFrame:
     """The phase ranges (and `step` ranges, as phase "step") of the measured steps: phase, step,
     duration_ns, start_ns, end_ns on the trace's clock (and pid, the process that pushed the range, with
     `with_pid`). Steps are numbered by the harness's payload (else their order); without `step` ranges,
-    each phase's instances are numbered in order (per process)."""
+    each phase's instances are numbered in order (per process). `phases`: None, the harness's and the
+    export's own (analysis.joins.nvtx_ranges.step_phases: a program's names too)."""
     cols = ["phase", "step", "duration_ns", "start_ns", "end_ns", *(["pid"] if with_pid else [])]
     if not trace.has("nvtx"):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "phase" else np.int64) for c in cols})
+    if phases is None:
+        phases = [*PHASES, *(p for p in step_phases(trace) if p not in PHASES)]
     ranges = all_ranges(trace).astype({"name": object})
     ph = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
     all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)

@@ -5,9 +5,16 @@ Each kernel is attributed through its CUDA launch call (joined on correlationId,
 - thread mode, inclusive (the default; nvtxkernsum's rule): every push/pop range open on the launching
   thread around the call, so a kernel counts for a range and for each range around it.
 - thread mode, exclusive: only the innermost such range, so the ranges' times add up to the kernel total.
-- phase mode (the default for harness runs): the harness phase range (forward, backward, optimizer) whose
-  span contains the call's start on any thread of the same process. PyTorch runs backward on autograd's
-  own thread, so thread attribution leaves a main-thread `backward` range with none of its kernels.
+- phase mode (the default for harness runs): the harness phase range whose span contains the call's start
+  on any thread of the same process. PyTorch runs backward on autograd's own thread, so thread attribution
+  leaves a main-thread `backward` range with none of its kernels. The phases are the run's (train:
+  forward, backward, optimizer; generate: prefill, decode), read from the export where it is not named:
+  the ranges nested directly in `step` ranges (analysis.joins.nvtx_ranges.phases_of); `--phases` names
+  them.
+
+A CUDA graph's replayed kernels carry the correlationId of the `cudaGraphLaunch` that replayed them, so
+they are credited to the ranges open around that launch (a generate run's `token` range, its `decode`
+phase).
 
 Where nsys counts one kernel twice for one row (its runtime call recorded twice; a range nested in a range
 of the same name), it is counted once here and a note says so.
@@ -29,7 +36,7 @@ from analysis.tables import nvtx
 from analysis.tables.memops import memory_ops
 from analysis.tables.table import InSummary, Option, Table, Tables, stacked
 from analysis.trace.multi import Piece
-from workloads.names import STEP, TRAIN_PHASES
+from workloads.names import ALL_PHASES, STEP
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,7 +44,6 @@ if TYPE_CHECKING:
     from analysis.joins.nvtx_credits import Mode, _Credits
     from analysis.trace.trace import Trace
 
-PHASES = TRAIN_PHASES  # analysis.joins.nvtx_credits.PHASES: the phases, in order
 UNATTRIBUTED = "unattributed"
 KERNSUM_COLUMNS = [
     "NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", "Avg (ns)",
@@ -80,7 +86,7 @@ def nvtx_gpu_kernels(
     trace: Trace,
     *,
     mode: Mode = "thread",
-    phases: Sequence[str] = PHASES,
+    phases: Sequence[str] | None = None,
     top: int | None = None,
     names: str = "demangled",
     exclusive: bool = False,
@@ -112,17 +118,21 @@ def nvtx_gpu_summary(
     trace: Trace,
     *,
     mode: Mode = "phase",
-    phases: Sequence[str] = PHASES,
+    phases: Sequence[str] | None = None,
     exclusive: bool = False,
     by: str = "op",
 ) -> pd.DataFrame:
     """GPU time per range: Range (Style, PID, TID in thread mode), NVTX Inst, Kern Inst, the kernel-time
     statistics and Time (%). Phase mode lists the phases in `phases` order, measured steps only. PyTorch's
-    ranges count under their operator (`by`, as in analysis.tables.nvtx.nvtx_summary).
+    ranges count under their operator (`by`, as in analysis.tables.nvtx.nvtx_summary). `phases`: None,
+    the export's own.
     """
     from analysis.joins.nvtx_credits import _credits
+    from analysis.joins.nvtx_ranges import phases_of
     from analysis.stats import time_percent
 
+    if phases is None and mode != "thread":
+        phases = phases_of(trace)
     credits = _credits(trace, mode, phases, "demangled", exclusive, by_name=False, ranged_only=True, by=by)
     mode, notes = credits.mode, credits.notes
     keys = ["label"] if mode == "phase" else ["label", "PID", "TID"]
@@ -130,7 +140,7 @@ def nvtx_gpu_summary(
     del credits
     if mode == "phase":
         # one row per phase name (a phase's ranges may come from several threads)
-        rank = {p: i for i, p in enumerate(phases)}
+        rank = {p: i for i, p in enumerate(phases or ())}
         out = out.sort_values("NVTX Range", key=lambda s: s.map(rank), kind="stable")
         keys = ["NVTX Range"]
     else:
@@ -144,15 +154,18 @@ def nvtx_gpu_summary(
     return out
 
 
-def phase_check(trace: Trace, phases: Sequence[str] = PHASES) -> pd.DataFrame:
+def phase_check(trace: Trace, phases: Sequence[str] | None = None) -> pd.DataFrame:
     """Do the phases add up? GPU time of each phase, the unattributed rest and all kernel time of the
-    measured steps (Phase, Kernels, Total Time (ns), Share (%)).
+    measured steps (Phase, Kernels, Total Time (ns), Share (%)). `phases`: None, the export's own.
     """
     import numpy as np
     import pandas as pd
 
     from analysis.joins.nvtx_credits import attribute
+    from analysis.joins.nvtx_ranges import phases_of
 
+    if phases is None:
+        phases = phases_of(trace)
     launches, ranges, pairs = attribute(trace, "phase", phases)
     hit = pairs["range"].to_numpy()
     names = np.where(
@@ -202,20 +215,23 @@ PROJECTION_COLUMNS = [
     "Name", "Projected Start (ns)", "Projected Duration (ns)", "Orig Start (ns)", "Orig Duration (ns)",
     "Style", "PID", "TID", "NumGPUOps", "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack",
 ]  # fmt: skip
+REPLAYED = "Replayed Kernels"  # ours, after nvtx_gpu_proj_trace's columns: kernels a CUDA graph replay ran
 
 
 def gpu_ops(trace: Trace) -> pd.DataFrame:
     """Kernels, memory copies and sets with their launch call (has_call, call_start, call_end,
-    global_tid), like `kernel_launches` but for every kind of GPU operation."""
+    global_tid), like `kernel_launches` but for every kind of GPU operation; `replayed`: a kernel a CUDA
+    graph replay ran (analysis.joins.runtime.replayed)."""
     import numpy as np
     import pandas as pd
 
     from analysis.joins.runtime import PROCESS_MASK as MASK
-    from analysis.joins.runtime import _call_key, _lookup, kernel_launches, runtime_calls
+    from analysis.joins.runtime import _call_key, _lookup, kernel_launches, replayed, runtime_calls
 
     cols = ["start", "end", "correlation_id", "global_pid"]
     kern = kernel_launches(trace, extra=("start", "end"))
-    parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid"]]]
+    kern["replayed"] = replayed(kern)
+    parts = [kern[[*cols, "has_call", "call_start", "call_end", "global_tid", "replayed"]]]
     if trace.has("memcpy") or trace.has("memset"):
         ops = memory_ops(trace)
         pid = np.zeros(len(ops), dtype=np.int64)
@@ -239,6 +255,7 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
                     "call_start": calls["start"].to_numpy()[pick],
                     "call_end": calls["end"].to_numpy()[pick],
                     "global_tid": calls["global_tid"].to_numpy()[pick],
+                    "replayed": np.zeros(len(ops), dtype=bool),
                 }
             )
         )
@@ -248,12 +265,16 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
 def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     """Each push/pop range projected onto the GPU, like `nsys stats -r nvtxgpuproj`: the span from the first
     start to the last end of the GPU operations launched inside it (or inside a range it encloses) on its
-    thread. Ranges without GPU operations are left out, and NumChild counts the children that have some."""
+    thread. Ranges without GPU operations are left out, and NumChild counts the children that have some.
+
+    NumGPUOps counts launches as nsys does (distinct correlationIds): a CUDA graph replay is one GPU
+    operation however many kernels it ran; those kernels are counted in REPLAYED, the last column."""
     import numpy as np
     import pandas as pd
 
     from analysis.joins.nvtx_credits import _containing, _require, _with_enclosing
     from analysis.joins.nvtx_ranges import all_ranges
+    from analysis.joins.runtime import _call_key
 
     _require(trace)
     ranges = all_ranges(trace)
@@ -262,15 +283,22 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     inner, parent = _containing(ranges, ops, by_thread=True, point=False)
     op, hit = _with_enclosing(parent, np.arange(len(ops), dtype=np.int64), inner)
     keep = hit >= 0
+    op = op[keep]
+    launch = _call_key(ops["correlation_id"].to_numpy()[op], ops["global_pid"].to_numpy()[op])  # nsys: one op
     pairs = pd.DataFrame(
         {
             "range": hit[keep],
-            "start": ops["start"].to_numpy()[op[keep]],
-            "end": ops["end"].to_numpy()[op[keep]],
+            "start": ops["start"].to_numpy()[op],
+            "end": ops["end"].to_numpy()[op],
+            "launch": launch,
+            "replayed": ops["replayed"].to_numpy()[op],
         }
     )
     g = pairs.groupby("range")
-    span = pd.DataFrame({"first": g["start"].min(), "last": g["end"].max(), "ops": g.size()})
+    span = pd.DataFrame(
+        {"first": g["start"].min(), "last": g["end"].max(), "ops": g["launch"].nunique(),
+         "replayed": g["replayed"].sum()}
+    )  # fmt: skip
     tree = nvtx.nvtx_trace(trace).set_index("RangeId")
     r = ranges.iloc[span.index.to_numpy()]
     ids = r["range_id"].to_numpy()
@@ -290,6 +318,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
             "RangeId": ids,
             "ParentId": tree.loc[ids, "ParentId"].to_numpy(),
             "RangeStack": tree.loc[ids, "RangeStack"].to_numpy(),
+            REPLAYED: span["replayed"].to_numpy(dtype=np.int64),
         }
     )
     # NumChild: the children that are projected themselves (nsys's `child` counts those of the projection)
@@ -299,7 +328,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
     # Start:ts_ns"), so SQLite orders by a constant and the rows come as its GROUP BY range id left them
     out = out.sort_values("RangeId", kind="stable").reset_index(drop=True)
     out.attrs["notes"] = list(trace.notes)
-    return out[PROJECTION_COLUMNS]
+    return out[[*PROJECTION_COLUMNS, REPLAYED]]
 
 
 # --- the table -------------------------------------------------------------------------------------------
@@ -314,6 +343,8 @@ HEADINGS = {
 
 def _one(trace: Trace, source: str, view: str = "summary", mode: Mode = "auto", phases: Sequence[str] = (),
          exclusive: bool = False, top: int | None = None, by: str = "op") -> Tables:  # fmt: skip
+    """One export's tables; `phases` () reads the phases from the export."""
+    phases = tuple(phases) or None
     if view == "projection":
         df = nvtx_gpu_projection(trace)
         df = df.head(top) if top else df
@@ -341,7 +372,7 @@ def _pieces(trace: Trace, view: str = "summary", mode: Mode = "auto", phases: Se
 
 
 def _prepare(mode: str = "auto", kernels: bool = False, exclusive: bool = False,
-             phases: str = "forward,backward,optimizer", projection: bool = False, by: str = "op",
+             phases: str = "", projection: bool = False, by: str = "op",
              raw_names: bool = False) -> dict[str, Any]:  # fmt: skip
     return {
         "view": "projection" if projection else "kernels" if kernels else "summary",
@@ -353,20 +384,20 @@ def _prepare(mode: str = "auto", kernels: bool = False, exclusive: bool = False,
 
 
 NO_PHASES = (
-    "the export has no harness phase ranges (forward, backward, optimizer, step): the tables cover the "
-    "whole capture"
+    "the export has no harness phase ranges (`step` ranges and the phases inside them): the tables cover "
+    "the whole capture"
 )
 
 
 def has_phase_ranges(trace: Trace) -> bool:
-    """Whether the trace holds any of the harness's phase ranges (forward, backward, optimizer, step)."""
+    """Whether the trace holds any of the harness's phase ranges (`step`, or a phase of any mode)."""
     from analysis.joins.nvtx_ranges import any_named
 
     if not trace.has("nvtx"):
         return False
     # the names alone, not the 1.8M ranges' nesting that all_ranges builds; the rows all_ranges keeps
     # (those with a start and an end) are only asked for where a phase name is there at all
-    wanted = [*TRAIN_PHASES, STEP]
+    wanted = [*ALL_PHASES, STEP]
     if not any_named(trace, wanted):
         return False
     names = trace.frame("nvtx", ["start", "end", "name"], keep=False)["name"]
@@ -376,12 +407,12 @@ def has_phase_ranges(trace: Trace) -> bool:
 def _in_summary(by: str, stats_format: str) -> list[Any]:
     """GPU time per range (phase mode where ranges are named after the phases and have rows, else thread
     mode) and whether the phases add up, for `harness summary` of one export."""
-    from analysis.joins.nvtx_ranges import any_named
+    from analysis.joins.nvtx_ranges import phases_of
 
     def per_range(trace: Trace) -> pd.DataFrame:
         # phase mode has rows only where a range is named after a phase: else not built (a whole join)
-        if trace.has("nvtx") and any_named(trace, list(TRAIN_PHASES)):
-            out = nvtx_gpu_summary(trace, mode="phase", by=by)
+        if phases := phases_of(trace):
+            out = nvtx_gpu_summary(trace, mode="phase", phases=phases, by=by)
             if len(out):
                 return out
         return nvtx_gpu_summary(trace, mode="thread", by=by)
@@ -410,8 +441,10 @@ EXCLUSIVE = Option(
     "inclusive, to every enclosing range, like nvtxkernsum).",
 )  # fmt: skip
 PHASE_NAMES = Option(
-    "phases", "--phases", "Phase range names, comma separated.", str, "forward,backward,optimizer",
-    metavar="<list>",
+    "phases", "--phases",
+    "Phase range names, comma separated (default: the export's own, the ranges nested in `step` ranges: "
+    "forward,backward,optimizer for training, prefill,decode for generate).",
+    str, "", metavar="<list>",
 )  # fmt: skip
 PROJECTION = Option(
     "projection", "--projection",

@@ -82,7 +82,7 @@ def overhead_cmd(
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
     ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())
     config = ready.config
-    with Progress(f"{profiler.value} overhead, {config.model} {config.mode}") as progress:
+    with Progress(f"{profiler.value} overhead, {overhead.workload_of(config)}") as progress:
         result = overhead.measure_overhead(
             config, ready.profiler, ready.options, repeats=repeats, modes=mode_list, store=ready.store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
@@ -96,8 +96,9 @@ def overhead_cmd(
     emit(
         result.table,
         format,
-        title=f"{result.profiler} overhead, {config.model} {config.mode} on {result.runs[0][2].device_name} "
-        f"({result.repeats} rounds × {config.steps} steps = {n} steps each; {result.experiment})",
+        title=f"{result.profiler} overhead, {overhead.workload_of(config)} on "
+        f"{result.runs[0][2].device_name} ({result.repeats} rounds × {config.steps} steps = {n} steps each; "
+        f"{result.experiment})",
         notes=notes,
         wide=wide,
     )

@@ -16,6 +16,8 @@ from harness.store import results as results_db
 if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
+PHASE_COLUMNS = ("forward (ns)", "backward (ns)", "optimizer (ns)", "prefill (ns)", "decode (ns)")
+
 
 @cli_errors
 def runs_cmd(
@@ -40,14 +42,17 @@ def runs_cmd(
             "precision": "precision", "compile": "compile", "status": "status", "profiler": "profiler",
             "baseline_run_id": "baseline run",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
-            "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
+            "optimizer_mean_ns": "optimizer (ns)", "prefill_mean_ns": "prefill (ns)",
+            "decode_mean_ns": "decode (ns)", "tokens_per_s": "tokens/s",
         }  # fmt: skip
         df = df[list(cols)].rename(columns=cols)
+        # the phases of the modes listed: a column no run listed times is left out
+        df = df.drop(columns=[c for c in PHASE_COLUMNS if len(df) and df[c].isna().all()])
         # the run id (model-date-time) is what `harness show` takes: first, and never shortened; then
         # what tells runs of one model apart (a run under nsys from its baseline, a failed one), then times
         df.attrs["priority"] = [
-            "run", "status", "profiler", "baseline run", "forward (ns)", "backward (ns)", "optimizer (ns)",
-            "tokens/s", "model", "precision", "mode", "device", "compile",
+            "run", "status", "profiler", "baseline run", *(c for c in PHASE_COLUMNS if c in df), "tokens/s",
+            "model", "precision", "mode", "device", "compile",
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it

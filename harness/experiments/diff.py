@@ -83,6 +83,18 @@ def steps_frame(run: Run) -> pd.DataFrame:
     )
 
 
+def tokens_frame(run: Run) -> pd.DataFrame:
+    """A generate run's decoded tokens' times as stored (step, duration_ns, warmup): none for other runs."""
+    import pandas as pd
+
+    rows = [
+        (s["step"], ns, s["warmup"])
+        for s in (run.summary or {}).get("token_timings", [])
+        for ns in s["durations_ns"]
+    ]
+    return pd.DataFrame(rows, columns=["step", "duration_ns", "warmup"])
+
+
 def _open(path: Path, cache: bool) -> Trace:
 
     return open_report(path, cache=cache)
@@ -110,6 +122,10 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
     if a.run is not None and b.run is not None:
         steps_a, steps_b = steps_frame(a.run), steps_frame(b.run)
         result.verdicts = d.phase_verdicts(steps_a, steps_b)
+        serving = d.serving_verdicts(steps_a, steps_b, tokens_frame(a.run), tokens_frame(b.run))
+        if serving:
+            result.verdicts += serving
+            result.notes.append(d.SERVING_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
     if a.trace_path is not None and b.trace_path is not None:
         with _open(a.trace_path, cache) as ta, _open(b.trace_path, cache) as tb:

@@ -33,6 +33,14 @@ MIN_ROUNDS = 2  # with a CI target: the interval sees run-to-run drift only from
 MAX_FAILED_ROUNDS = 2  # in a row, after a round succeeded: give up and report the rounds that worked
 
 
+def workload_of(config: RunConfig) -> str:
+    """The configuration as the overhead table's title names it: model, mode and how it ran where that is
+    not eager (a generate run's decode path above all: its overhead under a profiler is what tells them
+    apart)."""
+    how = " (CUDA-graph decode)" if config.cuda_graphs else " (torch.compile)" if config.compile else ""
+    return f"{config.model} {config.mode}{how}"
+
+
 def pair_table(
     base: pd.DataFrame, profiled: pd.DataFrame, label: str, profiler: str, phases: tuple[str, ...]
 ) -> pd.DataFrame:

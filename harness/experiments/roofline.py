@@ -28,7 +28,7 @@ from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, ro
 from analysis.views.blocks import subblock_times
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
-from harness.core.records import phases_for
+from harness.core.records import RunConfig, phases_for
 from harness.experiments.run_tables import block_records_of
 from harness.store.blocks import resolve
 
@@ -59,6 +59,7 @@ class RooflineReport:
     device_name: str = ""
     source: str | None = None  # where the sub-block times come from (workloads.names BLOCK_*), None: none
     phase_ns: dict[str, float] = field(default_factory=dict)  # each phase's mean over the measured steps
+    new_tokens: int | None = None  # generate: the tokens decoded after the prompt (context_length)
 
     def roofs_frame(self) -> pd.DataFrame:
         import pandas as pd
@@ -93,9 +94,12 @@ class RooflineReport:
     @property
     def title(self) -> str:
         what = f"run {self.run_id}: " if self.run_id else ""
+        shape = f"context {self.context_length}"
+        if self.new_tokens is not None:
+            shape = f"prompt {self.context_length} + {self.new_tokens} tokens"
         return (
-            f"{what}{self.model} {self.mode}, batch {self.batch_size} × context {self.context_length}, "
-            f"{self.precision}, {self.attention} attention"
+            f"{what}{self.model} {self.mode}, batch {self.batch_size} × {shape}, {self.precision}, "
+            f"{self.attention} attention"
         )
 
 
@@ -251,8 +255,10 @@ def run_report(
     Roofs: `gpu`'s datasheet; else the run's GPU's datasheet; with `measure`, measured on this machine's
     device of the run's kind (a CPU run's only roofs)."""
     run = resolve(store, ref, nvtx_detail=False)
-    if run.mode not in ("train", "forward"):
-        raise UsageError(f"run {run.id} is a {run.mode} run; the roofline takes train and forward runs")
+    if run.mode not in costs_of.MODES:
+        raise UsageError(
+            f"run {run.id} is a {run.mode} run; the roofline takes {', '.join(costs_of.MODES)} runs"
+        )
     if run.model not in workloads.MODEL_NAMES:
         raise HarnessError(f"run {run.id} is of model {run.model!r}, which this harness does not know")
     info = run.model_info or {}
@@ -260,11 +266,13 @@ def run_report(
         vocab_size=info.get("vocab_size"), context_length=run.context_length
     )
     seq = run.context_length or spec.context_length
+    new_tokens = (run.config or {}).get("new_tokens") or RunConfig.new_tokens  # generate: prompt, then these
     costs = costs_of.subblock_costs(
-        spec, run.batch_size, seq, run.precision, run.mode, attention=run.attention
+        spec, run.batch_size, seq, run.precision, run.mode, attention=run.attention, new_tokens=new_tokens
     )
     report = RooflineReport(run.model, run.batch_size, seq, run.precision, run.mode, run.attention, costs,
-                            costs, run_id=run.id, device_name=run.device_name)  # fmt: skip
+                            costs, run_id=run.id, device_name=run.device_name,
+                            new_tokens=new_tokens if run.mode == "generate" else None)  # fmt: skip
     measured = [t for t in run.step_timings if not t.warmup]
     steps = {t.step for t in measured}
     if not steps:
@@ -296,13 +304,11 @@ def run_report(
 
 
 def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataFrame) -> RunRoofline | None:
-    """The dashboard's roofline: the newest ok train/forward run among `runs` with per-block times, against
+    """The dashboard's roofline: the newest ok run among `runs` with per-block times, against
     its GPU's datasheet roofs (none for a CPU: measuring here would not be the run's machine). None when no
     run has block times; a run that cannot be placed is left out."""
     with_blocks = set(blocks["run_id"]) if len(blocks) else set()
-    ok = runs[
-        runs["run_id"].isin(with_blocks) & (runs["status"] == "ok") & runs["mode"].isin(["train", "forward"])
-    ]
+    ok = runs[runs["run_id"].isin(with_blocks) & (runs["status"] == "ok") & runs["mode"].isin(costs_of.MODES)]
     for run_id in reversed(list(ok["run_id"])):
         try:
             report = run_report(store, run_id)

@@ -25,6 +25,7 @@ from harness.core.records import RunConfig, RunResult, phases_for
 from harness.execution.runner import new_run_id
 from harness.execution.worker import run_isolated
 from harness.profilers.capture import stored_after
+from workloads.names import DECODE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -149,9 +150,11 @@ def after_trace(
         return
     phases = phases_for(config.mode)
     top = options.operator_top or TOP_OPERATORS
+    serving = result.extra.get("serving")
     asked = Measured(
-        phases=phases, blocks=block_names() if config.nvtx_detail else None, first_step=config.warmup
-    )
+        phases=phases, blocks=block_names() if config.nvtx_detail else None, first_step=config.warmup,
+        busy_of=(DECODE,) if serving is not None else (),
+    )  # fmt: skip
     within = tuple(phases) if config.mode == "generate" else (None,)
     if progress:
         progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
@@ -164,6 +167,8 @@ def after_trace(
     out.error = seen.error  # also analysis's: --sort 'Self CUDA' on a trace without kernels
     out.notes += seen.notes
     found.update(seen.stored)
+    if serving is not None and seen.busy.get(DECODE) is not None:  # a trace of the GPU: decode's busy share
+        serving["decode_gpu_busy"] = seen.busy[DECODE]
 
 
 class TorchProfiler:

@@ -242,6 +242,30 @@ def is_ours(columns: dict[str, set[str]]) -> bool:
     return bool(present) and all(c >= SIGNATURES[t] for t, c in present.items())
 
 
+# generate's serving figures in the runs' table (the run's summary holds them all: harness.execution.generate)
+SERVING_COLUMNS = [
+    "decode_path", "ttft_p50_ns", "ttft_p99_ns", "tpot_mean_ns", "tpot_p50_ns", "tpot_p90_ns", "tpot_p99_ns",
+    "kv_cache_bytes", "kv_cache_analytic_bytes", "decode_gpu_busy",
+]  # fmt: skip
+
+
+def serving_row(serving: dict[str, Any]) -> dict[str, Any]:
+    """SERVING_COLUMNS of a run's serving figures (None where a run has none: not a generate run)."""
+    ttft, tpot = serving.get("ttft_ns") or {}, serving.get("tpot_ns") or {}
+    return {
+        "decode_path": serving.get("decode"),
+        "ttft_p50_ns": ttft.get("p50_ns"),
+        "ttft_p99_ns": ttft.get("p99_ns"),
+        "tpot_mean_ns": tpot.get("mean_ns"),
+        "tpot_p50_ns": tpot.get("p50_ns"),
+        "tpot_p90_ns": tpot.get("p90_ns"),
+        "tpot_p99_ns": tpot.get("p99_ns"),
+        "kv_cache_bytes": serving.get("kv_cache_bytes"),
+        "kv_cache_analytic_bytes": serving.get("kv_cache_analytic_bytes"),
+        "decode_gpu_busy": serving.get("decode_gpu_busy"),  # a share (0–1) from a capture of the GPU
+    }
+
+
 RUN_COLUMNS = [
     "run_id",
     "created_at",
@@ -271,7 +295,10 @@ RUN_COLUMNS = [
     "optimizer_mean_ns",
     "optimizer_std_ns",
     "prefill_mean_ns",
+    "prefill_std_ns",
     "decode_mean_ns",
+    "decode_std_ns",
+    *SERVING_COLUMNS,
     "tokens_per_s",
     "achieved_flops",
     "mfu",
@@ -322,7 +349,10 @@ def run_row(r: Run) -> dict[str, Any]:
         "optimizer_mean_ns": stat("optimizer", "mean_ns"),
         "optimizer_std_ns": stat("optimizer", "std_ns"),
         "prefill_mean_ns": stat("prefill", "mean_ns"),
+        "prefill_std_ns": stat("prefill", "std_ns"),
         "decode_mean_ns": stat("decode", "mean_ns"),
+        "decode_std_ns": stat("decode", "std_ns"),
+        **serving_row((r.summary or {}).get("serving") or {}),
         "tokens_per_s": r.tokens_per_s,
         "achieved_flops": r.achieved_flops,
         "mfu": r.mfu,

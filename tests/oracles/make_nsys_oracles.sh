@@ -2,7 +2,10 @@
 # Print the `nsys stats` oracles of every shared export with one nsys, as tests/oracles/nsys-<version>/.
 #
 #   tests/oracles/make_nsys_oracles.sh NSYS [SHARED]      (SHARED: ../shared/fixtures/nsys by default)
+#   ONLY="tests/data/h100/tiny-generate.sqlite.xz" tests/oracles/make_nsys_oracles.sh NSYS   (some alone)
 #
+# The shared corpus's exports, then the project's own captures (tests/data/h100/*.sqlite.xz, decompressed:
+# their oracles are h100/<name>/).
 # Each export is copied to a scratch folder first (nsys stats may write beside the file it reads; the shared
 # corpus is read-only). Per report: `nsys stats -r REPORT -f csv -o - report.sqlite`, the `Processing [...]`
 # line and blank lines removed, kept as REPORT.csv (REPORT.csv.gz over 100 kB); a report nsys skipped or refused is one line of
@@ -25,11 +28,22 @@ reports=(
   nvtx_sum nvtx_pushpop_sum nvtx_pushpop_trace nvtx_kern_sum nvtx_gpu_proj_trace nvtx_gpu_proj_sum osrt_sum
 )
 
-for export in "$shared"/*/report.sqlite "$shared"/ext/*/report.sqlite; do
-  fixture="${export#"$shared"/}"
-  fixture="${fixture%/report.sqlite}"
+# the project's own captures (tests/data/h100/*.sqlite.xz) as h100/<name>, after the shared corpus's
+exports=("$shared"/*/report.sqlite "$shared"/ext/*/report.sqlite "$here"/../data/h100/*.sqlite.xz)
+[[ -z "${ONLY:-}" ]] || exports=($ONLY)  # ONLY="path …": these exports alone
+for export in "${exports[@]}"; do
+  if [[ "$export" == *.sqlite.xz ]]; then
+    fixture="h100/$(basename "$export" .sqlite.xz)"
+  else
+    fixture="${export#"$shared"/}"
+    fixture="${fixture%/report.sqlite}"
+  fi
   mkdir -p "$scratch/$fixture" "$out/$fixture"
-  cp "$export" "$scratch/$fixture/report.sqlite"
+  if [[ "$export" == *.xz ]]; then
+    xz -dc "$export" >"$scratch/$fixture/report.sqlite"
+  else
+    cp "$export" "$scratch/$fixture/report.sqlite"
+  fi
   chmod u+w "$scratch/$fixture/report.sqlite"
   : >"$out/$fixture/SKIPPED.txt"
   for report in "${reports[@]}"; do

@@ -1,0 +1,155 @@
+"""Generate's serving figures beyond run and show: verdicts on TTFT and TPOT in `harness diff` of two
+generate runs, the dashboard's serving panel across runs, and the runs table's columns of the modes listed."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analysis.compare.diff import TPOT, TTFT, serving_verdicts
+from analysis.dashboard.panel import DashboardData
+from analysis.dashboard.phases import NO_TRAINING, phase_bars_panel
+from analysis.dashboard.serving import serving_panel, serving_table
+from harness.cli import app
+from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.execution.generate import EAGER, serving_figures
+from harness.experiments.diff import tokens_frame
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+PREFILL_NS, TOKEN_NS = 30_000_000, 4_000_000
+
+
+KV_BYTES = 2 * 2 * 2 * 64 * 16 * 4  # keys and values × layers × batch × d_model × positions × fp32
+
+
+def generate_run(
+    run_id: str, *, token_scale: float = 1.0, steps: int = 8, seed: int = 0, busy: float | None = None
+) -> RunResult:
+    """A generate run of `steps` measured steps (2 warm-up), 8 new tokens each: 7 decoded tokens of about
+    TOKEN_NS × token_scale, prefill about PREFILL_NS, 1% noise."""
+    rng = np.random.default_rng(seed)
+    config = RunConfig(model="tiny", mode="generate", warmup=2, steps=steps, new_tokens=8, batch_size=2)
+    records = []
+    for i in range(steps + 2):
+        tokens = [int(TOKEN_NS * token_scale * (1 + 0.01 * rng.standard_normal())) for _ in range(7)]
+        prefill = int(PREFILL_NS * (1 + 0.01 * rng.standard_normal()))
+        records.append(
+            StepRecord(i, i < 2, {"prefill": prefill, "decode": sum(tokens) + 1000}, tokens=tokens)
+        )
+    result = RunResult(
+        run_id=run_id,
+        config=config,
+        status="ok",
+        device="cpu",
+        model=ModelInfo("transformer", 64, 256, 2, 2, 1000, 64, 100_000),
+        steps=records,
+    )
+    figures = {"decode": EAGER, "kv_cache_bytes": KV_BYTES, "kv_cache_analytic_bytes": KV_BYTES}
+    result.extra["serving"] = serving_figures(result, figures)
+    if busy is not None:  # as a capture of the GPU adds it (harness.profilers)
+        result.extra["serving"]["decode_gpu_busy"] = busy
+    result.tokens_per_s = result.extra["serving"]["output_tokens_per_s"]
+    return result
+
+
+def steps_of(result: RunResult) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(s.step, p, ns, s.warmup) for s in result.steps for p, ns in s.phases.items()],
+        columns=["step", "phase", "duration_ns", "warmup"],
+    )
+
+
+def tokens_of(result: RunResult) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(s.step, ns, s.warmup) for s in result.steps for ns in s.tokens],
+        columns=["step", "duration_ns", "warmup"],
+    )
+
+
+def test_tpot_and_ttft_verdicts_over_the_decoded_tokens() -> None:
+    a, b = generate_run("a", seed=1), generate_run("b", token_scale=1.10, seed=2)
+    found = {v.phase: v for v in serving_verdicts(steps_of(a), steps_of(b), tokens_of(a), tokens_of(b))}
+    assert list(found) == [TTFT, TPOT]
+    tpot = found[TPOT].comparison
+    assert found[TPOT].verdict == "regression" and 8 < tpot.effect_pct < 12 and tpot.ci_low_pct > 5
+    assert (
+        tpot.baseline_samples == tpot.treatment_samples == 8 * 7
+    )  # every decoded token of the measured steps
+    assert tpot.baseline_runs == 8  # the interval from the steps' token means
+    measured = [ns for s in a.steps if not s.warmup for ns in s.tokens]
+    assert tpot.baseline_mean == pytest.approx(np.mean(measured))
+    assert tpot.baseline_mean == pytest.approx(a.extra["serving"]["tpot_ns"]["mean_ns"])
+    ttft = found[TTFT].comparison
+    assert found[TTFT].verdict == "inconclusive" or abs(ttft.effect_pct) < 2
+    assert ttft.baseline_mean == pytest.approx(a.extra["serving"]["ttft_ns"]["mean_ns"])
+    # a side without decoded tokens (a training run) has no serving rows
+    assert serving_verdicts(steps_of(a), steps_of(b), tokens_of(a), tokens_of(b).iloc[0:0]) == []
+
+
+def test_diff_of_two_generate_runs_has_ttft_and_tpot_rows(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(generate_run("gen-a", seed=1))
+    store.save(generate_run("gen-b", token_scale=1.25, seed=2))
+    assert len(tokens_frame(store.get("gen-a"))) == 10 * 7  # warm-up steps' tokens are stored too
+    out = runner.invoke(app, ["diff", "gen-a", "gen-b", "--format", "json"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    (key,) = (k for k in json.loads(out.stdout) if k.startswith("Phases: B against A"))
+    rows = {r["Phase"]: r for r in json.loads(out.stdout)[key]}
+    assert list(rows) == ["prefill", "decode", "overall (step)", "TTFT", "TPOT"]
+    assert rows["TPOT"]["Verdict"] == "regression" and rows["TPOT"]["Steps A"] == 56
+    assert rows["TTFT"]["Mean A (ns)"] == rows["prefill"]["Mean A (ns)"]
+    gated = runner.invoke(app, ["diff", "gen-a", "gen-b", "--gate", "10"], catch_exceptions=False)
+    assert gated.exit_code != 0 and "TPOT" in gated.output
+
+
+def test_the_serving_panel_draws_each_generate_run(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    for i, scale in enumerate((1.0, 0.5)):
+        store.save(generate_run(f"tiny-2026010{i}-120000-ab1{i}", token_scale=scale, seed=i))
+    # without a capture of the GPU there is no busy share, and no subplot for it
+    eager = serving_panel(DashboardData(runs=store.runs()))
+    assert eager.figure is not None and "decode GPU busy (%)" not in {t.name for t in eager.figure.data}
+    store.save(generate_run("tiny-20260103-120000-ab12", token_scale=0.25, seed=2, busy=0.9))
+    runs = store.runs()
+    table = serving_table(runs)
+    assert list(table["run_id"]) == list(runs["run_id"])
+    assert table["label"].str.endswith(f" · {EAGER}").all()
+    stored = runs.set_index("run_id")
+    for column in ("ttft_p50_ns", "ttft_p99_ns", "tpot_p50_ns", "tpot_p90_ns", "tpot_p99_ns"):
+        assert column in stored
+    assert stored["kv_cache_bytes"].tolist() == stored["kv_cache_analytic_bytes"].tolist() == [KV_BYTES] * 3
+    assert stored["decode_gpu_busy"].isna().tolist() == [True, True, False]
+    assert table["tpot_p50_ns"].iloc[1] == pytest.approx(table["tpot_p50_ns"].iloc[0] / 2, rel=0.03)
+    panel = serving_panel(DashboardData(runs=runs))
+    assert panel.figure is not None
+    drawn = {t.name: list(t.y) for t in panel.figure.data}
+    assert list(drawn) == [
+        "time to first token p50", "time to first token p99", "time per output token p50",
+        "time per output token p90", "time per output token p99", "output tokens/s", "KV cache allocated",
+        "KV cache analytic", "decode GPU busy (%)",
+    ]  # fmt: skip
+    assert drawn["time per output token p99"][0] == pytest.approx(table["tpot_p99_ns"].iloc[0] / 1e6)
+    assert drawn["time per output token p90"][0] == pytest.approx(table["tpot_p90_ns"].iloc[0] / 1e6)
+    assert drawn["KV cache allocated"] == pytest.approx([KV_BYTES / 2**20] * 3)
+    assert drawn["decode GPU busy (%)"][2] == pytest.approx(90.0) and np.isnan(
+        drawn["decode GPU busy (%)"][0]
+    )
+    assert drawn["output tokens/s"] == pytest.approx(list(table["tokens_per_s"]))
+    # generate runs alone: the training panel says where they are drawn, not that there are no runs
+    assert phase_bars_panel(DashboardData(runs=runs)).missing == NO_TRAINING
+
+
+def test_runs_lists_the_phases_of_the_modes_listed(tmp_db: str) -> None:
+    ResultsStore(tmp_db).save(generate_run("gen-a", seed=1))
+    out = runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False)
+    assert out.exit_code == 0
+    out = runner.invoke(app, ["runs", "--wide"], catch_exceptions=False, env={"COLUMNS": "300"})
+    header = out.output.splitlines()
+    text = "\n".join(header)
+    assert "prefill" in text and "decode" in text
+    assert "forward" not in text and "backward" not in text and "optimizer" not in text
