@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.core import plants
+from workloads.plants import catalogue as plants
 from harness.store.results import ResultsStore
 from workloads.plants import SAMPLE_WAIT_S
 
