@@ -56,6 +56,7 @@ COMMANDS: dict[str, Command] = {
     "sweep": Command("run", RUN, "Run a grid of models × precisions × compile, a process each."),
     "overhead": Command("profiling", RUN, "How much a profiler slows each phase: runs with and without it."),
     "profile": Command("program", RUN, "Any program under nsys, stored as a run: -- CMD ARGS…."),
+    "optimize": Command("optimize", RUN, "Try the fixes for a run's findings, each measured: faster or not."),
     "attention": Command(
         "attention", RUN, "Attention forward/backward time and memory per head dim, seq len."
     ),

@@ -48,8 +48,8 @@ class DiffFormat(StrEnum):
 SideArg = Annotated[
     str,
     typer.Argument(
-        help="A run id (or unique prefix, `latest`, -1, -2, …), baseline:NAME, or an nsys export / report / "
-        "Kineto trace path.",
+        help="A run id (or unique prefix, `latest`, -1, -2, …), baseline:NAME, several runs of one "
+        "configuration comma-separated (A1,A2,A3), or an nsys export / report / Kineto trace path.",
         show_default=False,
     ),
 ]
@@ -137,7 +137,9 @@ def diff_cmd(
 ) -> None:
     """Compare two runs, exports or traces. Two exports or traces: the answer first (GPU time, its split,
     iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
-    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables.
+    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables; one run
+    a side is judged against the drift between runs measured for its configuration (`run --repeats N`
+    measures it), several a side (A1,A2,A3 B1,B2,B3) by their spread.
 
     --format csv writes one tidy CSV: a first column `table` names the table each row comes from (the
     union of the tables' columns, empty where a table has no such column); with --out DIR, one CSV per
@@ -175,7 +177,7 @@ def diff_cmd(
         if gate is not None:
             ed.apply_gate(d, gate)
         return
-    result = hd.diff(side_a, side_b, cache=not no_cache)
+    result = hd.diff(side_a, side_b, cache=not no_cache, store=store())
     tables = _tables(result, top)
     if fmt is DiffFormat.markdown:
         sys.stdout.write(_markdown(result, tables))
