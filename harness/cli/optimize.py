@@ -21,8 +21,8 @@ from harness.cli.options import (
     Workload,
     make_config,
 )
-from harness.cli.output import Format, emit_many
-from harness.cli.progress import Progress
+from harness.cli.terminal.output import Format, emit_many
+from harness.cli.terminal.progress import Progress
 from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig

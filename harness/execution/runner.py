@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 import workloads
 from workloads import flops, peak
 from workloads.plants import catalogue
-from workloads.plants import steps as planted
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
@@ -336,7 +335,7 @@ def train_body(
     for every step, a planted step's fixes."""
     import torch
 
-    plant = planted.make(config.plant, config.knobs)
+    plant = workloads.plants.make(config.plant, config.knobs)
     gen = torch.Generator().manual_seed(config.seed + rank)
     x, y = workloads.synthetic_batch(
         spec, config.batch_size, spec.context_length, device=device, generator=gen
