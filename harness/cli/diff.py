@@ -23,6 +23,7 @@ from harness.cli.common import (
     note,
     output_file,
     refuse_inputs,
+    warn,
 )
 from harness.cli.csv_out import write_csv
 from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
@@ -204,6 +205,8 @@ def diff_cmd(
             what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
             err(f"gate: regression beyond {gate:g}%: {what}")
             raise typer.Exit(1)
+        if blind := hd.gate_blind(result, gate):
+            warn(blind)
 
 
 def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:

@@ -115,13 +115,13 @@ def optimize_cmd(
     if done.final.fixes != config.fixes:
         notes.append(f"final configuration: {', '.join(done.final.fixes)} ({_options(done.final)})")
     title = f"optimize {config.model} on {done.device_name}: each change against the configuration before it"
-    emit_many(
-        [
-            (title, opt.verdict_table(done)),
-            ("the baseline's findings and the changes for them", opt.proposal_table(done.proposals)),
-        ],
-        format, notes=notes, wide=wide,
-    )  # fmt: skip
+    tables = [(title, opt.verdict_table(done))]
+    if done.proposals:
+        found = opt.proposal_table(done.proposals)
+        tables.append(("the baseline's findings and the changes for them", found))
+    else:
+        notes.insert(0, "the baseline's capture has no finding: no change to try (its figures above)")
+    emit_many(tables, format, notes=notes, wide=wide)
 
 
 def _options(c: RunConfig) -> str:

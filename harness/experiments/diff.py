@@ -286,6 +286,20 @@ def gate_failures(result: DiffResult, gate: float) -> list[PhaseVerdict]:
     return d.gate_failures(result.verdicts, gate) if result.verdicts is not None else []
 
 
+def gate_blind(result: DiffResult, gate: float) -> str | None:
+    """Where a gate passes but the whole step's interval reaches beyond it: one line saying that a
+    regression of `gate` percent could not have been told from the drift with these runs (None: it could)."""
+    whole = next((v for v in result.verdicts or [] if v.phase == STEP_SUM), None)
+    if whole is None or not whole.comparison.ci_high_pct > gate:
+        return None
+    c = whole.comparison
+    return (
+        f"gate: passed, but the whole step's interval reaches {c.ci_high_pct:+.1f}% "
+        f"({basis_words(c)}): a regression of {gate:g}% could not be told from the drift between runs; "
+        "give more runs a side (`harness diff A1,A2,A3 B1,B2,B3`)"
+    )
+
+
 def write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> Dashboard:
     """The page of the diff (its largest changes, the verdicts), written to `out` (OSError as raised)."""
     panels = diff_page.diff_panels(

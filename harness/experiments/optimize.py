@@ -52,6 +52,8 @@ DEFAULT_REPEATS = 2
 MAX_ROUNDS = 10  # with a CI target: rounds of one candidate at most
 FASTER, SAME, SLOWER = "faster", "no difference", "slower"
 NOT_RUN, FAILED = "not run", "failed"
+# one round and no drift measured for the configurations: no interval, so no call either way
+NO_VERDICT = "no verdict: one round, no drift measured (--repeats 2 or more)"
 
 Capture = Callable[[RunConfig], tuple[RunResult, dict[str, Any], list[str]]]
 Timed = Callable[[RunConfig], RunResult]
@@ -209,7 +211,7 @@ def optimize(
 
     def say(text: str) -> None:
         if progress:
-            progress(f"{text} [{clock.elapsed():.0f} s]")
+            progress(text)
 
     def store_run(
         result: RunResult, role: str, stack: list[str], change: str | None, verdict: str | None = None,
@@ -332,7 +334,7 @@ def _compare(t: Tried, store: ResultsStore) -> None:
 def _verdict(c: Comparison | None) -> str:
     """Faster where the interval of the time per token lies below zero, slower above, else no difference."""
     if c is None or math.isnan(c.ci_low_pct):
-        return SAME
+        return NO_VERDICT
     return FASTER if c.ci_high_pct < 0 else SLOWER if c.ci_low_pct > 0 else SAME
 
 

@@ -1,4 +1,4 @@
-"""Records the A/A step times tests/test_drift.py reads: one configuration run again and again, each run in
+"""Records the A/A step times tests/test_aa.py reads: one configuration run again and again, each run in
 a fresh process, one after the other, as `harness run char --device cpu --repeats N` runs them.
 
     OMP_NUM_THREADS=1 .venv/bin/python tests/data/aa/record.py [--runs 46] [--out tests/data/aa/char-cpu.csv]
