@@ -35,13 +35,13 @@ def test_writes_page_from_the_store(db: str, tmp_path: Path) -> None:
     drawn = _panels(result)
     assert list(drawn) == [
         "phases", "inference", "blocks", "roofline", "steps", "overhead", "agreement", "findings", "kernels",
-        "nvtx", "timeline", "throughput", "compare", "attention", "energy", "compile", "memory",
+        "nvtx", "timeline", "throughput", "compare", "optimize", "attention", "energy", "compile", "memory",
     ]  # fmt: skip
     # no generate runs; no stored findings; no export recorded; no attention sweep; no run with --power; no
-    # compiled run; no memory snapshot
+    # compiled run; no memory snapshot; no optimisation
     assert [k for k, v in drawn.items() if not v] == [
-        "inference", "blocks", "roofline", "findings", "kernels", "nvtx", "timeline", "attention", "energy",
-        "compile", "memory",
+        "inference", "blocks", "roofline", "findings", "kernels", "nvtx", "timeline", "optimize", "attention",
+        "energy", "compile", "memory",
     ]  # fmt: skip
     text = out.read_text()
     assert "7 runs from sqlite:///" in text
