@@ -4,12 +4,15 @@ drift (never narrower than the steps' own), and no interval where none was measu
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from typer.testing import CliRunner
 
 from analysis.compare.diff import phase_verdicts, unjudged
 from analysis.compare.drift import (
@@ -24,6 +27,9 @@ from analysis.compare.drift import (
     run_means,
 )
 from analysis.compare.overhead import STEP_SUM
+from harness.cli import app
+from harness.experiments.drift import key_of, stored_drift
+from harness.store.results import ResultsStore
 
 
 def test_drift_pools_the_squared_deviations_of_each_group_of_runs() -> None:
@@ -112,3 +118,20 @@ def test_phase_verdicts_without_a_drift_measured_leave_every_phase_unjudged() ->
     assert [v.phase for v in verdicts] == ["forward", "backward", STEP_SUM]
     assert len(unjudged(verdicts)) == 3
     assert {v.verdict for v in verdicts} == {"inconclusive"}
+
+
+@pytest.mark.slow
+def test_run_repeats_stores_the_runs_as_one_experiment_and_prints_their_drift(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "2", "--warmup", "1", "--db", db]
+    r = CliRunner().invoke(app, [*args, "--format", "json"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    runs = ResultsStore(db).runs()
+    assert len(runs) == 3 and runs["experiment"].nunique() == 1
+    assert runs["experiment"].iloc[0].startswith("repeats-")
+    (drift,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("drift between runs")]
+    whole = {row["Phase"]: row for row in drift}["step (sum)"]
+    assert (whole["Runs"], whole["DoF"]) == (3, 2)
+    run = ResultsStore(db).get(runs["run_id"].iloc[0])
+    stored = stored_drift(ResultsStore(db), [key_of(run.config, run.device_name)])
+    assert stored[STEP_SUM].runs == 3

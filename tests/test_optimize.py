@@ -10,6 +10,7 @@ the slow test at the end.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -217,3 +218,16 @@ def test_optimize_tiny_on_the_cpu_ends_with_its_table_of_verdicts(tmp_path: Path
     assert '"Verdict"' in out.stdout
     runs = ResultsStore(db).runs()
     assert runs["experiment"].nunique() == 1 and runs["experiment"].iloc[0].startswith("optimize-")
+
+
+def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    result = Machine({}, [], {}).timed(config())
+    found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
+    store.save(result, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    assert [(row["Finding"], row["Change"]) for row in rows] == [("data-loader", "loader-workers")]
+    assert rows[0]["Applies"].startswith("no: proposed, not applied")
+    assert len(store.runs()) == 1  # nothing run
