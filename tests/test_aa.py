@@ -154,3 +154,17 @@ def test_one_run_a_side_without_a_drift_measured_gets_no_verdict_and_no_gate(tmp
     r = runner.invoke(app, ["diff", "a", "b", "--gate", "5", "--db", db], env={"COLUMNS": "200"})
     assert r.exit_code != 0
     assert "no drift between runs measured" in r.output
+
+
+def test_the_runs_of_run_repeats_are_a_side_by_their_experiment(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/results.sqlite"
+    store = ResultsStore(db)
+    runs = recorded()
+    for i, steps in enumerate(runs[:12]):
+        store.save(result(f"r-{i}", steps), experiment="repeats-one" if i < 6 else "repeats-two")
+    whole = next(v for v in verdicts(db, "repeats-one", "repeats-two").verdicts if v.phase == STEP_SUM)
+    assert (whole.comparison.basis, whole.comparison.baseline_runs, whole.comparison.treatment_runs) == (
+        "runs", 6, 6,
+    )  # fmt: skip
+    r = runner.invoke(app, ["diff", "repeats-none", "repeats-one", "--db", db])
+    assert r.exit_code == 2 and "no runs in experiment 'repeats-none'" in r.output

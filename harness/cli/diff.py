@@ -50,7 +50,8 @@ SideArg = Annotated[
     str,
     typer.Argument(
         help="A run id (or unique prefix, `latest`, -1, -2, …), baseline:NAME, several runs of one "
-        "configuration comma-separated (A1,A2,A3), or an nsys export / report / Kineto trace path.",
+        "configuration comma-separated (A1,A2,A3) or the experiment of `run --repeats N` (repeats-…), or an "
+        "nsys export / report / Kineto trace path.",
         show_default=False,
     ),
 ]

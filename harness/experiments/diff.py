@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from harness.store.schema import Run
 
 BASELINE_PREFIX = "baseline:"
+REPEATS_PREFIX = "repeats-"  # the experiment of `run --repeats N`
 # what a path names, so that a missing one is "no such file", not "no run with id"
 PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 
@@ -65,7 +66,13 @@ class DiffResult:
 
 def resolve(spec: str, store_factory: object) -> Side:
     """A side from what the user typed. `store_factory()` opens the results database when a run is named.
-    Several runs, comma-separated (`A1,A2,A3`), are one side: runs of one configuration."""
+    Several runs, comma-separated (`A1,A2,A3`), are one side: runs of one configuration; so are the runs of
+    `run --repeats N` named by their experiment (`repeats-…`)."""
+    if spec.startswith(REPEATS_PREFIX):
+        ids = list(store_factory().runs(experiment=spec)["run_id"])  # type: ignore[attr-defined]
+        if not ids:
+            raise UsageError(f"no runs in experiment {spec!r} (`harness runs` lists the experiments' runs)")
+        spec = ",".join(ids)
     parts = [p.strip() for p in spec.split(",")]
     if len(parts) > 1:
         if not all(parts):
