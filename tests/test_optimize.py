@@ -178,6 +178,12 @@ def test_no_finding_times_the_baseline_alone(tmp_db: str) -> None:
     table = opt.verdict_table(done)
     assert list(table["Change"]) == ["baseline", "final: no change kept"]
     assert table["Tokens/s before"].iloc[0] == pytest.approx(4 * 64 / (BASE_NS / 1e9), rel=0.02)
+    assert done.baseline_drift is None  # nothing stored before: its interval from its own two runs
+    again = run(machine, config(), ResultsStore(tmp_db), repeats=2)
+    assert again.baseline_drift is not None and again.baseline_drift.runs == 2  # the first one's runs
+    low, high = (opt.verdict_table(again)[c].iloc[0] for c in ("Tokens/s before low", "Tokens/s before high"))
+    first = opt.verdict_table(done)
+    assert high - low < first["Tokens/s before high"].iloc[0] - first["Tokens/s before low"].iloc[0]
 
 
 def test_a_finding_no_change_answers_is_proposed_with_why() -> None:

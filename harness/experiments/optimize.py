@@ -44,6 +44,7 @@ from workloads.plants.catalogue import FIXES, fixes_for
 if TYPE_CHECKING:
     import pandas as pd
 
+    from analysis.compare.drift import Drift
     from analysis.compare.overhead import Comparison
     from harness.store.results import ResultsStore
 
@@ -106,6 +107,8 @@ class Optimisation:
     device_name: str = ""
     seconds: float = 0.0
     baseline_runs: list[RunResult] = field(default_factory=list)  # timed, where no change was tried
+    # the drift stored for the baseline's configuration, its own runs left out (its level's interval)
+    baseline_drift: Drift | None = None
     final_check: Tried | None = None  # the final configuration against the baseline (two changes kept)
 
     @property
@@ -274,6 +277,11 @@ def optimize(
         _measure(check, store_run, timed, clock, say, repeats, ci_target, store)
         out.final_check = check
     out.final = current
+    timed_base = [b for b, _ in out.tried[0].runs] if out.tried else out.baseline_runs
+    if timed_base:
+        key = key_of(config.to_dict(), timed_base[0].device_name)
+        ids = [r.run_id for r in timed_base]
+        out.baseline_drift = stored_drift(store, [key], exclude=ids).get(STEP_SUM)
     out.seconds = clock.elapsed()
     return out
 
@@ -399,7 +407,7 @@ def verdict_table(o: Optimisation) -> pd.DataFrame:
     base = _row("baseline", f"{len(o.findings)} findings", None, "—", first.fix if first else None)
     runs = [b for b, _ in first.runs] if first else o.baseline_runs
     if runs:
-        (m, low, high), _ = levels([r.tokens_per_s or math.nan for r in runs], [])
+        (m, low, high), _ = levels([r.tokens_per_s or math.nan for r in runs], [], o.baseline_drift)
         steps = [step_ns(r) for r in runs]
         base.update({"Rounds": len(runs), "Step before (ns)": sum(steps) / len(steps), "Tokens/s before": m,
                      "Tokens/s before low": low, "Tokens/s before high": high})  # fmt: skip
