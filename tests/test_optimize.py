@@ -237,3 +237,30 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     assert [(row["Finding"], row["Change"]) for row in rows] == [("data-loader", "loader-workers")]
     assert rows[0]["Applies"].startswith("no: proposed, not applied")
     assert len(store.runs()) == 1  # nothing run
+
+
+@pytest.mark.slow
+def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
+    """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU
+    capture's own rules are docs/advice.md's), so what is under test is the measuring of the change."""
+
+    def capture(cfg: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        found = (
+            [] if cfg.loader_workers else [{"rule": "data-loader", "at_stake_ns": 1, "evidence": "loader"}]
+        )
+        return opt.real_timed(cfg), {"advice": {"health": {}, "findings": found}}, []
+
+    store = ResultsStore(tmp_db)
+    cfg = RunConfig(model="tiny", device="cpu", warmup=1, steps=3, context_length=64, plant="slow-loader")
+    done = opt.optimize(cfg, store, capture=capture, repeats=2, budget=None)
+    (t,) = done.tried
+    assert (t.fix, len(t.runs), t.gone) == ("loader-workers", 2, True)
+    assert t.verdict in (opt.FASTER, opt.SAME, opt.SLOWER)
+    assert all(after.config.loader_workers == 2 for _, after in t.runs)
+    assert all(before.config.loader_workers == 0 for before, _ in t.runs)
+    assert (
+        t.per_token is not None
+        and t.per_token.basis == "runs"
+        and t.per_token.ci_low_pct < t.per_token.ci_high_pct
+    )
+    assert len(store.runs(experiment=done.experiment)) == 6  # two captures, two rounds of two
