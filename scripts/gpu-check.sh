@@ -251,7 +251,7 @@ sweep_and_dashboard() {
 }
 
 # planted CAUSE: `run --plant CAUSE --nsys` of PLANT_MODEL, its export's health and findings (json: the rule
-# that must come first is the catalogue's, harness/core/plants.py). The GPU causes run at bf16 (fp32-matmul
+# that must come first is the catalogue's, workloads/plants/catalogue.py). The GPU causes run at bf16 (fp32-matmul
 # sets fp32 itself), the CPU at fp32.
 planted() {
   local cause="$1" precision=fp32 export
@@ -309,7 +309,7 @@ generate_overhead_steps() {
 if [[ -n "$plants" ]]; then
   # the catalogue: every cause (a rehearsal on the CPU leaves out the GPU causes, which it refuses), then the
   # programs
-  causes="${PLANT_CAUSES:-$("$python" -c 'import sys; from harness.core.plants import CAUSES, REFUSED
+  causes="${PLANT_CAUSES:-$("$python" -c 'import sys; from workloads.plants.catalogue import CAUSES, REFUSED
 print(*(n for n, c in CAUSES.items() if sys.argv[1] == "cuda" or c.cpu != REFUSED))' "$device")}"
   say "causes: $causes"
   for cause in $causes; do

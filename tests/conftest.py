@@ -252,3 +252,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             yellow=True,
             bold=True,
         )
+
+
+def measure_drift(store: Any, like: Any, runs: int = 4, spread: float = 0.005) -> list[str]:
+    """Store `runs` copies of the run `like` (a RunResult) made together, one experiment, each run's steps
+    moved by a few `spread`s (0, +s, −s, +2s, …): the drift between runs of its configuration measured, as
+    `harness run … --repeats N` measures it. Their ids."""
+    import copy
+
+    ids = []
+    for i in range(runs):
+        run = copy.deepcopy(like)
+        run.run_id = f"{like.run_id}-drift-{i}"
+        scale = 1 + spread * ((i + 1) // 2) * (1 if i % 2 else -1)
+        for s in run.steps:
+            s.phases = {p: round(ns * scale) for p, ns in s.phases.items()}
+        store.save(run, experiment="repeats-drift")
+        ids.append(run.run_id)
+    return ids

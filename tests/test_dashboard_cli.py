@@ -35,12 +35,14 @@ def test_writes_page_from_the_store(db: str, tmp_path: Path) -> None:
     drawn = _panels(result)
     assert list(drawn) == [
         "phases", "inference", "serving", "blocks", "roofline", "steps", "overhead", "agreement", "findings",
-        "kernels", "nvtx", "timeline", "throughput", "compare", "attention", "energy", "compile", "memory",
+        "kernels", "nvtx", "timeline", "throughput", "compare", "optimize", "attention", "energy", "compile",
+        "memory",
     ]  # fmt: skip
     # no generate runs (no prefill / decode, no serving figures); no stored findings; no export recorded; no
-    # attention sweep; no run with --power; no compiled run; no memory snapshot
+    # attention sweep; no run with --power; no compiled run; no memory snapshot; no optimisation
     assert [k for k, v in drawn.items() if not v] == [
-        "inference", "serving", "blocks", "roofline", "findings", "kernels", "nvtx", "timeline", "attention",
+        "inference", "serving", "blocks", "roofline", "findings", "kernels", "nvtx", "timeline", "optimize",
+        "attention",
         "energy", "compile", "memory",
     ]  # fmt: skip
     text = out.read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import NsysRun
+from conftest import NsysRun, measure_drift
 from typer.testing import CliRunner
 
 from analysis.compare.diff import diff_ranges, diff_totals, phase_verdicts
@@ -57,6 +57,7 @@ def steps_of(result: RunResult) -> pd.DataFrame:
 @pytest.fixture
 def slow_pair(tmp_db: str) -> tuple[str, str]:
     store = ResultsStore(tmp_db)
+    measure_drift(store, make_run("aa", noise=0.01, seed=5))
     store.save(make_run("base-1", noise=0.01, seed=1))
     store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
     return "base-1", "slow-1"
@@ -65,6 +66,7 @@ def slow_pair(tmp_db: str) -> tuple[str, str]:
 @pytest.fixture
 def noisy_pair(tmp_db: str) -> tuple[str, str]:
     store = ResultsStore(tmp_db)
+    measure_drift(store, make_run("aa", noise=0.40, steps=5, seed=6), spread=0.05)
     store.save(make_run("noisy-a", noise=0.40, steps=5, seed=3))
     store.save(make_run("noisy-b", noise=0.40, backward_scale=1.10, steps=5, seed=4))
     return "noisy-a", "noisy-b"

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import measure_drift
 from test_diff import CPU_TRAIN, SHARED, derived_copy, make_run
 from typer.testing import CliRunner
 
@@ -51,6 +52,7 @@ def sections(html: str) -> dict[str, str]:
 def test_page_of_two_profiled_runs_has_the_ranked_bars_and_the_verdicts(tmp_db: str, tmp_path: Path) -> None:
     derived = derived_copy(tmp_path, "backward", 1.5)
     store = ResultsStore(tmp_db)
+    measure_drift(store, make_run("aa", noise=0.01, seed=5))
     store.save(make_run("base-1", noise=0.01, seed=1), nsys_sqlite=str(CPU_TRAIN))
     store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2), nsys_sqlite=str(derived))
     out = tmp_path / "diff.html"

@@ -10,6 +10,7 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import measure_drift
 from test_store import make_result
 from typer.testing import CliRunner
 
@@ -159,6 +160,7 @@ def test_show_prints_report_paths_whole_on_their_own_line(tmp_db: str, monkeypat
 
 
 def test_diff_of_two_runs_as_one_tidy_csv(three: ResultsStore) -> None:
+    measure_drift(three, make_result("aa", fwd=5_000_000))  # one run a side: judged against the drift
     result = invoke("diff", "tiny-old", "tiny-mid", "--format", "csv")
     assert result.exit_code == 0, result.output
     tidy = pd.read_csv(io.StringIO(result.stdout))

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import measure_drift
 from test_diff import make_run
 from test_roofline_run import _run
 from typer.testing import CliRunner
@@ -49,6 +50,7 @@ def headers(df: pd.DataFrame) -> list[str]:
 
 def test_diff_of_runs_keeps_verdict_and_both_means(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
+    measure_drift(store, make_run("aa", noise=0.01, seed=5))
     store.save(make_run("base-1", noise=0.01, seed=1))
     store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
     out = cli("diff", "base-1", "slow-1")

@@ -106,6 +106,8 @@ BORDER = {
     # the figures: computed where they are made or stored
     "harness.experiments.diff": "two runs or exports compared, and their page",
     "harness.experiments.overhead": "a profiler's overhead",
+    "harness.experiments.drift": "the drift between runs of a configuration, measured from the stored runs",
+    "harness.experiments.optimize": "a configuration's findings, and each change for them measured",
     "harness.experiments.ranks": "a run across ranks, and its page",
     "harness.experiments.roofline": "a run on the device's roofs, and its page",
     "harness.experiments.doctor": "the nsys self-test's export read back",

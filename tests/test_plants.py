@@ -19,12 +19,13 @@ from typer.testing import CliRunner
 
 import workloads
 from harness.cli import app
-from harness.core import nvtx_ranges, plants
+from harness.core import nvtx_ranges
 from harness.core.records import RunConfig
 from harness.execution.runner import run_workload
 from harness.store.results import ResultsStore
-from workloads import plants as planted
 from workloads.plants import __main__ as program
+from workloads.plants import catalogue as plants
+from workloads.plants import steps as planted
 
 runner = CliRunner()
 ON_CPU = [name for name, cause in plants.CAUSES.items() if cause.cpu != plants.REFUSED]
@@ -57,14 +58,18 @@ def ranges() -> Iterator[list[tuple[str, int]]]:
     nvtx_ranges.set_mirror(None)
 
 
-def test_the_catalogue_and_the_planted_code_agree() -> None:
+def test_the_catalogue_loads_without_torch() -> None:
+    """`--help` lists the causes from the catalogue alone: importing it (and the package) loads no torch."""
+    code = "import sys, workloads.plants; print(sorted(m for m in sys.modules if m.startswith('torch')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_each_cause_in_the_code_is_the_catalogues() -> None:
     assert list(plants.NAMES) == list(planted.PLANTS)
-    for name, cause in plants.CAUSES.items():
-        code = planted.PLANTS[name]
-        assert cause.settings == code.settings, name
-        assert (cause.cpu == plants.REFUSED) == code.gpu_only, name
-        assert set(cause.fixes) <= set(plants.FIXES), name
-        assert (cause.rule is None) == (name == "clean"), name
+    for name in plants.NAMES:
+        plant = planted.make(name)
+        assert plant.settings == plants.CAUSES[name].settings and plant.gpu_only == plants.gpu_only(name)
     assert len({c.rule for c in plants.CAUSES.values()}) == len(plants.CAUSES)  # one rule, one cause
 
 
@@ -216,7 +221,7 @@ def test_math_attention_runs_the_scores_and_softmax() -> None:
 def test_recompile_makes_a_graph_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dynamo's own counters, recorded with the run: one graph a step. (Its eager backend here: what
     recompiles is Dynamo's decision, the same whichever backend builds the graph.)"""
-    monkeypatch.setitem(planted.PLANTS, "recompile", lambda: planted.Recompile(backend="eager"))
+    monkeypatch.setitem(planted.PLANTS, "recompile", lambda knobs: planted.Recompile(knobs, backend="eager"))
     result = run_workload(config("recompile"))
     assert result.extra["dynamo"]["frames"] == 3 and result.extra["dynamo"]["graphs"] == 3
     again = run_workload(config("clean"))
@@ -273,3 +278,62 @@ def test_the_program_runs_under_plain_python() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "host-sync: char on cpu, 1 steps" in done.stdout, done.stderr
     assert "exit 0 []" in done.stdout
+
+
+def test_a_fix_keeps_its_field_over_the_plants_setting() -> None:
+    assert RunConfig(model="char", plant="launch-bound", batch_size=8).batch_size == 1
+    fixed = RunConfig(model="char", plant="launch-bound", batch_size=8, fixes=["larger-batch"])
+    assert fixed.batch_size == 8
+    assert RunConfig(model="char", plant="optimizer-loop").optimizer == "loop"
+    assert RunConfig(
+        model="char", plant="optimizer-loop", optimizer="fused", fixes=["fused-adamw"]
+    ).optimizer == ("fused")
+
+
+def test_loss_every_reads_the_loss_once_in_n_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = torch.Tensor.item
+    reads: list[float] = []
+
+    def item(self: torch.Tensor) -> Any:
+        reads.append(real(self))
+        return reads[-1]
+
+    plant = planted.make("host-sync", plants.Knobs(loss_every=3))
+    monkeypatch.setattr(torch.Tensor, "item", item)
+    for i in range(7):
+        plant.after_loss(torch.zeros(1), torch.tensor(float(i), requires_grad=True) * 1.0)
+    assert reads == [0.0 + 1 + 2, 3.0 + 4 + 5]  # read once in 3 steps, the sum kept on the device between
+    assert plant.losses == [1.0, 4.0]
+    assert RunConfig(model="char", plant="host-sync", loss_every=3).knobs.loss_every == 3
+
+
+def test_loader_workers_load_in_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[dict[str, Any]] = []
+    real = planted.DataLoader
+
+    def loader(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planted, "DataLoader", loader)
+    x, y = _batch()
+    fetch = planted.SlowLoader(plants.Knobs(loader_workers=2), wait_s=0).batches(x, y, torch.device("cpu"))
+    for _ in range(3):
+        xb, yb = fetch()
+        assert torch.equal(xb, x) and torch.equal(yb, y)
+    assert built[0]["num_workers"] == 2 and built[0]["persistent_workers"]
+
+
+def test_the_optimizer_knob_builds_adamw_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[dict[str, Any]] = []
+    real = torch.optim.AdamW
+
+    def adamw(*args: Any, **kwargs: Any) -> torch.optim.Optimizer:
+        opt = real(*args, **kwargs)
+        built.append({k: opt.defaults[k] for k in ("foreach", "fused")})
+        return opt
+
+    monkeypatch.setattr(torch.optim, "AdamW", adamw)
+    for choice in ("fused", "foreach"):
+        run_workload(config("optimizer-loop", optimizer=choice, fixes=["fused-adamw"], steps=1))
+    assert built == [{"foreach": None, "fused": True}, {"foreach": True, "fused": None}]

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.core import plants
 from harness.store.results import ResultsStore
 from workloads.plants import SAMPLE_WAIT_S
+from workloads.plants import catalogue as plants
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 runner = CliRunner()

@@ -1,20 +1,23 @@
 """Two profiles or two runs side by side: what was added, removed or changed, largest change first.
 
 Pure functions of traces and step tables. Trace diffs compare per-name totals (count and total time, ns)
-of kernels, NVTX ranges and CPU operators; run diffs compare each phase's per-step durations with
-`analysis.compare.overhead.compare_samples` (a confidence interval for the relative difference of means), so
-that
-a verdict never rests on two means alone.
+of kernels, NVTX ranges and CPU operators; run diffs compare each phase's per-step durations with a
+confidence interval for the relative difference of means, so that a verdict never rests on two means alone:
+given the drift between runs measured for the configuration (`phase_verdicts(..., drift=)`), run against
+run (analysis.compare.drift: one run a side judged against the drift, several by their spread); without it,
+step against step (`analysis.compare.overhead.compare_samples`: the step-to-step noise only).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from analysis.compare.drift import NO_DRIFT, Drift, phase_comparisons
 from analysis.compare.overhead import STEP_SUM, Comparison, compare_samples, short_verdict
 from analysis.errors import ExportError
 from analysis.hta.hta_rules import hta_view
@@ -162,21 +165,32 @@ def common_phases(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[str]:
     return [p for p in dict.fromkeys(a["phase"]) if p in set(b["phase"]) and p != STEP_SUM]
 
 
-def phase_verdicts(steps_a: pd.DataFrame, steps_b: pd.DataFrame) -> list[PhaseVerdict]:
+def phase_verdicts(
+    steps_a: pd.DataFrame, steps_b: pd.DataFrame, drift: Mapping[str, Drift] | None = None
+) -> list[PhaseVerdict]:
     """Per phase present on both sides (and STEP_SUM last): B against A, from the per-step durations. The
     whole step is the sum of those phases, over the steps that hold them all (`unlike_steps` says what
     that leaves out).
 
     Each frame has step, phase, duration_ns (and optionally warmup, which is left out, and run, when a side
-    holds several runs).
+    holds several runs). With `drift` (phase -> the drift measured for the configuration; empty: none
+    measured) runs are compared as runs (analysis.compare.drift.phase_comparisons): one run a side only
+    beyond the drift, several by their spread. Without it, as steps (the step-to-step noise only).
     """
     phases = common_phases(steps_a, steps_b)
+    if drift is not None:
+        found = phase_comparisons(_with_run(steps_a), _with_run(steps_b), phases, drift)
+        return [PhaseVerdict(phase, found[phase]) for phase in [*phases, STEP_SUM]]
     a, b = measured_steps(steps_a, phases), measured_steps(steps_b, phases)
     out = []
     for phase in [*phases, STEP_SUM]:
         c = compare_samples(a[a["phase"] == phase], b[b["phase"] == phase])
         out.append(PhaseVerdict(phase, c))
     return out
+
+
+def _with_run(steps: pd.DataFrame) -> pd.DataFrame:
+    return steps if "run" in steps else steps.assign(run=0)
 
 
 TTFT, TPOT = "TTFT", "TPOT"  # generate's serving rows, after the phases' (workloads.names: prefill, decode)
@@ -250,13 +264,25 @@ def verdict_table(verdicts: list[PhaseVerdict]) -> pd.DataFrame:
             "CI High (%)": v.comparison.ci_high_pct,
             "Steps A": v.comparison.baseline_samples,
             "Steps B": v.comparison.treatment_samples,
-            "Detail": short_verdict(v.comparison),
+            "Detail": detail(v.comparison),
         }
         for v in verdicts
     ]
     out = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
     out.attrs["deciding"] = ["Phase", "Verdict", "Mean A (ns)", "Mean B (ns)", "Δ (%)"]
     return out
+
+
+def detail(c: Comparison) -> str:
+    """The verdict's figures, `+8.1% (+2.0…+14.3)`, or `no drift measured` where one run a side had no
+    interval (`basis_words` says how an interval was drawn, in the notes)."""
+    return "no drift measured" if c.basis == NO_DRIFT else short_verdict(c)
+
+
+def unjudged(verdicts: list[PhaseVerdict]) -> list[PhaseVerdict]:
+    """The phases no interval could be drawn for because neither side nor the store showed how runs drift
+    apart (one run a side, no drift measured): a gate cannot pass or fail them."""
+    return [v for v in verdicts if v.comparison.basis == NO_DRIFT]
 
 
 def gate_failures(verdicts: list[PhaseVerdict], pct: float) -> list[PhaseVerdict]:

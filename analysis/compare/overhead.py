@@ -56,6 +56,12 @@ class Comparison:
     baseline_runs: int
     treatment_runs: int
     confidence: float = CONFIDENCE
+    # how the interval was drawn, where runs are compared (analysis.compare.drift): "runs", "drift" (one run
+    # a side, the drift measured for the configuration), "no drift" (one run a side, none measured); "" for
+    # compare_samples' own; with the drift it used (one run's standard deviation, %) and its runs
+    basis: str = ""
+    drift_pct: float = math.nan
+    drift_runs: int = 0
 
     @property
     def noise_pct(self) -> float:

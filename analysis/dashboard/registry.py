@@ -9,6 +9,7 @@ from analysis.dashboard.compile import compile_panel
 from analysis.dashboard.energy import energy_panel
 from analysis.dashboard.findings import findings_panel
 from analysis.dashboard.memory import memory_panel
+from analysis.dashboard.optimize import optimize_panel
 from analysis.dashboard.overhead import agreement_panel, overhead_panel
 from analysis.dashboard.panel import PanelSpec
 from analysis.dashboard.phases import distribution_panel, inference_bars_panel, phase_bars_panel
@@ -33,6 +34,7 @@ PANELS: list[PanelSpec] = [
     PanelSpec("timeline", "Timeline of one step", timeline_panel, scope="profile"),
     PanelSpec("throughput", "Throughput per configuration", throughput_panel),
     PanelSpec("compare", "Run comparison", compare_panel),
+    PanelSpec("optimize", "Optimisation: each kept change's gain in tokens/s", optimize_panel),
     PanelSpec("attention", "Attention forward + backward time", attention_panel),
     PanelSpec("energy", "FLOPs per watt against batch size", energy_panel),
     PanelSpec("compile", "Eager vs torch.compile per phase", compile_panel),

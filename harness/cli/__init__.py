@@ -75,6 +75,12 @@ COMMANDS: dict[str, Command] = {
         "Any program under nsys, stored as a run: -- CMD ARGS….",
         "harness profile --name train -- python train.py --epochs 1",
     ),
+    "optimize": Command(
+        "optimize",
+        RUN,
+        "Try the fixes for a run's findings, each measured: faster or not.",
+        "harness optimize tiny --device cpu --budget 600",
+    ),
     "attention": Command(
         "attention",
         RUN,

@@ -23,6 +23,7 @@ from harness.cli.common import (
     note,
     output_file,
     refuse_inputs,
+    warn,
 )
 from harness.cli.csv_out import write_csv
 from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
@@ -48,8 +49,9 @@ class DiffFormat(StrEnum):
 SideArg = Annotated[
     str,
     typer.Argument(
-        help="A run id (or unique prefix, `latest`, -1, -2, …), baseline:NAME, or an nsys export / report / "
-        "Kineto trace path.",
+        help="A run id (or unique prefix, `latest`, -1, -2, …), baseline:NAME, several runs of one "
+        "configuration comma-separated (A1,A2,A3) or the experiment of `run --repeats N` (repeats-…), or an "
+        "nsys export / report / Kineto trace path.",
         show_default=False,
     ),
 ]
@@ -137,7 +139,9 @@ def diff_cmd(
 ) -> None:
     """Compare two runs, exports or traces. Two exports or traces: the answer first (GPU time, its split,
     iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
-    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables.
+    Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables; one run
+    a side is judged against the drift between runs measured for its configuration (`run --repeats N`
+    measures it), several a side (A1,A2,A3 B1,B2,B3) by their spread.
 
     --format csv writes one tidy CSV: a first column `table` names the table each row comes from (the
     union of the tables' columns, empty where a table has no such column); with --out DIR, one CSV per
@@ -175,7 +179,7 @@ def diff_cmd(
         if gate is not None:
             ed.apply_gate(d, gate)
         return
-    result = hd.diff(side_a, side_b, cache=not no_cache)
+    result = hd.diff(side_a, side_b, cache=not no_cache, store=store())
     tables = _tables(result, top)
     if fmt is DiffFormat.markdown:
         sys.stdout.write(_markdown(result, tables))
@@ -202,6 +206,8 @@ def diff_cmd(
             what = ", ".join(f"{v.label} {v.comparison.effect_pct:+.1f}%" for v in failed)
             err(f"gate: regression beyond {gate:g}%: {what}")
             raise typer.Exit(1)
+        if blind := hd.gate_blind(result, gate):
+            warn(blind)
 
 
 def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:

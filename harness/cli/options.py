@@ -11,11 +11,12 @@ from typing import Annotated
 import typer
 
 from harness.cli.option_group import F, option_group
-from harness.core import plants
 from harness.core.bounds import check_storable
 from harness.core.devices import DEVICES
+from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from workloads.names import ATTENTIONS, MODES, PRECISIONS
+from workloads.plants import catalogue
 
 
 def choices(name: str, values: Sequence[str]) -> type[StrEnum]:
@@ -69,7 +70,28 @@ PowerOpt = Annotated[
 ]
 PowerPeriodOpt = Annotated[int, typer.Option("--power-period", metavar="<ms>", help="Power sampling period.")]
 # a plain string, checked by the harness: an unknown cause is one line naming the known ones
-PlantOpt = Annotated[str | None, typer.Option("--plant", metavar="<cause>", help=plants.help_text())]
+PlantOpt = Annotated[str | None, typer.Option("--plant", metavar="<cause>", help=catalogue.help_text())]
+Optimizer = choices("Optimizer", catalogue.OPTIMIZERS)
+OptimizerOpt = Annotated[
+    Optimizer,
+    typer.Option(help="train: AdamW's implementation: auto (torch's choice), loop (foreach=False), foreach, "
+                 "fused."),
+]  # fmt: skip
+LoaderWorkersOpt = Annotated[
+    int,
+    typer.Option("--loader-workers", metavar="<n>", help="--plant slow-loader: its DataLoader's workers."),
+]
+PinMemoryOpt = Annotated[
+    bool,
+    typer.Option("--pin-memory", help="--plant pageable-h2d, d2h-copy (CUDA): pinned host memory, "
+                 "non_blocking copies."),
+]  # fmt: skip
+LossEveryOpt = Annotated[
+    int, typer.Option("--loss-every", metavar="<n>", help="--plant host-sync: read the loss every N steps.")
+]
+DynamicOpt = Annotated[
+    bool, typer.Option("--dynamic-shapes", help="--plant recompile: its loss compiled for dynamic shapes.")
+]
 
 
 @dataclass(frozen=True)
@@ -95,6 +117,11 @@ class Workload:
     power: PowerOpt = False
     power_period: PowerPeriodOpt = 50
     plant: PlantOpt = None
+    optimizer: OptimizerOpt = Optimizer.auto
+    loader_workers: LoaderWorkersOpt = 0
+    pin_memory: PinMemoryOpt = False
+    loss_every: LossEveryOpt = 1
+    dynamic_shapes: DynamicOpt = False
 
 
 def workload_options(
@@ -109,7 +136,8 @@ DEFAULT = Workload()
 
 def make_config(model: str, workload: Workload) -> RunConfig:
     w = workload
-    plants.check(w.plant)
+    if why := catalogue.unknown(w.plant):
+        raise UsageError(why)
     config = RunConfig(
         model=model,
         mode=w.mode.value,
@@ -129,6 +157,11 @@ def make_config(model: str, workload: Workload) -> RunConfig:
         power=w.power,
         power_period_ms=w.power_period,
         plant=w.plant,
+        optimizer=w.optimizer.value,
+        loader_workers=w.loader_workers,
+        pin_memory=w.pin_memory,
+        loss_every=w.loss_every,
+        dynamic_shapes=w.dynamic_shapes,
     )
     check_storable(config)  # before anything runs: a count the database cannot store would lose the run
     return config

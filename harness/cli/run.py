@@ -13,13 +13,14 @@ from harness.cli.options import DEFAULT, Workload, make_config, workload_options
 from harness.cli.profiler_options import NO_PROFILER_ARGS, Profiler, ProfilerArgs, prepare, profiler_options
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
 from harness.cli.reading import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
-from harness.cli.terminal.output import Format, emit
+from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
-from harness.core.records import new_id
+from harness.core.machine import describe
+from harness.core.records import new_id, phases_for
 from harness.core.signals import sigterm_raises
 from harness.profilers import registry
 
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 from harness.cli import render
 from harness.execution import runner
 from harness.execution.ranks import multirank
-from harness.experiments import run_tables, sweep
+from harness.experiments import drift, run_tables, sweep
+from harness.experiments.run_tables import results_table
 from harness.store import results as results_db
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
@@ -40,6 +42,17 @@ ProfilerOpt = Annotated[
         "--profiler",
         help="nsys: under Nsight Systems; torch: torch.profiler over the measured steps. Each runs in a "
         "fresh process.",
+    ),
+]
+RepeatsOpt = Annotated[
+    int,
+    typer.Option(
+        "--repeats",
+        min=1,
+        metavar="<n>",
+        help="Run it N times, each in a fresh process, stored as one experiment: the drift between runs of "
+        "this configuration on this machine, which `diff`, its --gate and `optimize` judge one run a side "
+        "against. No profiler.",
     ),
 ]
 # --memory (harness/execution/memory.py)
@@ -70,6 +83,7 @@ def run_cmd(
     view: OperatorView = AS_TORCH_SORTS,
     ranks: Ranks = ONE_RANK,
     memory: MemoryOpt = False,
+    repeats: RepeatsOpt = 1,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -78,6 +92,11 @@ def run_cmd(
 
     p = profiling
     chosen = _profiler(profiler, nsys, p.record_shapes or p.with_stack or p.profile_memory, view)
+    if repeats > 1:
+        if chosen is not None or memory:
+            raise UsageError("--repeats runs without a profiler (and without --memory): leave them out")
+        _repeat(model, workload, ranks, db, repeats, format, wide)
+        return
     args = {
         **p.values(),
         "top": view.top,
@@ -91,6 +110,36 @@ def run_cmd(
     render.render(outcome, format, wide)
     if outcome.failed:
         raise typer.Exit(outcome.exit_status)
+
+
+def _repeat(
+    model: str, workload: Workload, ranks: Ranks, db: str | None, repeats: int, format: Format, wide: bool
+) -> None:
+    """`run --repeats N`: N runs in fresh processes, one experiment; their table and the drift they show."""
+    ready = prepare(model, workload, ranks, db, None, {})
+    config = ready.config
+    with sigterm_raises(), Progress(f"{config.model} {config.mode} × {repeats}", repeats, unit="runs") as bar:
+        done = drift.repeat_runs(config, repeats, ready.store, progress=bar.stage, save=_save)
+    results = done.results
+    device = results[0].device_name if results else ""
+    notes = [f"machine: {describe(done.load)}"] if done.load else []
+    if len(done.drift) == 0:
+        notes.append("fewer than two runs ended ok: no drift measured")
+    emit_many(
+        [
+            (f"{done.experiment}: {len(results)} runs ({device})", results_table(results)),
+            ("drift between runs (one run's standard deviation of its mean)",
+             drift.drift_table(done.drift, phases_for(config.mode, config.world_size))),
+        ],
+        format, notes=notes, wide=wide,
+    )  # fmt: skip
+    for line in done.unsaved:
+        err(line)
+    bad = [r for r in results if r.status != "ok"]
+    if bad:
+        err(f"run {bad[0].run_id} ended {bad[0].status}: {bad[0].error}; the repeats stopped there")
+    if bad or done.unsaved:
+        raise typer.Exit(1)
 
 
 def _profiler(

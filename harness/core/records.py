@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from harness.core import plants
 from workloads.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
 from workloads.names import STEP as STEP_RANGE
+from workloads.plants import catalogue
+from workloads.plants.catalogue import KNOBS, Knobs
 
 if TYPE_CHECKING:  # workloads/__init__ loads torch
     import pandas as pd
@@ -68,13 +69,24 @@ class RunConfig:
     # `--delay-rank R:MS`: rank R sleeps MS ms in every forward (a known straggler, for tests and demos)
     delay_rank: int | None = None
     delay_ms: int = 0
-    # `--plant CAUSE` (train): one known cause planted in the step (harness/core/plants.py, workloads/plants/)
+    # `--plant CAUSE` (train): one known cause planted in the step (workloads/plants/: its catalogue and code)
     plant: str | None = None
+    # the train step's knobs (workloads.plants.catalogue.Knobs, each a run option of its name): AdamW's
+    # implementation, and the fixes of a planted step (the loader's workers, pinned copies, the loss read
+    # every N steps, the compiled loss's dynamic shapes)
+    optimizer: str = "auto"
+    loader_workers: int = 0
+    pin_memory: bool = False
+    loss_every: int = 1
+    dynamic_shapes: bool = False
+    # the catalogue's fixes applied to this configuration (`harness optimize`): a field a fix changes keeps
+    # its value over the plant's setting of it
+    fixes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # a cause that needs a setting (launch-bound: batch 1) has it in every configuration that plants it,
-        # so what is stored is what ran
-        for name, value in plants.settings(self.plant).items():
+        # unless a fix changed it, so what is stored is what ran
+        for name, value in catalogue.settings(self.plant, self.fixes).items():
             setattr(self, name, value)
         # torch.compile compiles in the first step: it is always a warmup step, never a measured one, and
         # every reader of the configuration (the runner, the profilers' schedules, progress) sees it so
@@ -84,6 +96,10 @@ class RunConfig:
     @property
     def world_size(self) -> int:
         return self.nproc * self.nnodes
+
+    @property
+    def knobs(self) -> Knobs:
+        return Knobs(**{name: getattr(self, name) for name in KNOBS})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.core import env, nvtx_ranges, plants
+from harness.core import env, nvtx_ranges
 from harness.core.devices import (
     device_name,
     free_memory,
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 import workloads
 from workloads import flops, peak
+from workloads.plants import catalogue
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
@@ -90,7 +91,19 @@ def validate(config: RunConfig) -> None:
             f"{config.model} has learned positions for {spec.context_length} tokens; "
             f"--context-length {config.context_length} is more"
         )
-    plants.check(config.plant)
+    if why := catalogue.unknown(config.plant):
+        raise UsageError(why)
+    if config.optimizer not in catalogue.OPTIMIZERS:
+        raise UsageError(
+            f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(catalogue.OPTIMIZERS)}"
+        )
+    if config.loader_workers < 0:
+        raise UsageError(f"loader workers must be 0 or more, got {config.loader_workers}")
+    if config.loss_every <= 0:
+        raise UsageError(f"--loss-every must be a positive number of steps, got {config.loss_every}")
+    unknown_fixes = [f for f in config.fixes if f not in catalogue.FIXES]
+    if unknown_fixes:
+        raise UsageError(f"unknown fix {unknown_fixes[0]!r}; known fixes: {', '.join(catalogue.FIXES)}")
     if config.plant is not None and config.mode != "train":
         raise UsageError(
             f"--plant plants a cause in the train step: it needs --mode train, not {config.mode}"
@@ -100,7 +113,7 @@ def validate(config: RunConfig) -> None:
 def check_device(config: RunConfig, device_type: str) -> None:
     """UsageError where the configuration cannot run on the device it resolved to (a GPU cause planted on
     the CPU)."""
-    refused = plants.refusal(config.plant, device_type)
+    refused = catalogue.refusal(config.plant, device_type)
     if refused:
         raise UsageError(refused)
 
@@ -317,10 +330,12 @@ def train_body(
     `config.plant` plants one known cause through the hooks of workloads.plants (its optimizer, its batch
     source, its loss, what follows the loss, a context around the steps), each inside the phase where a
     user's would be: a planted batch source is fetched at the start of forward inside the NVTX range
-    `data` (harness.core.plants.DATA_RANGE), so its wait counts in the step and is told apart in a capture."""
+    `data` (workloads.plants.catalogue.DATA_RANGE), so its wait counts in the step and is told apart in a
+    capture. The knobs of the configuration (`config.knobs`) are handed to the plant: AdamW's implementation
+    for every step, a planted step's fixes."""
     import torch
 
-    plant = workloads.plants.make(config.plant)
+    plant = workloads.plants.make(config.plant, config.knobs)
     gen = torch.Generator().manual_seed(config.seed + rank)
     x, y = workloads.synthetic_batch(
         spec, config.batch_size, spec.context_length, device=device, generator=gen
@@ -344,7 +359,7 @@ def train_body(
         """The loss of step i (the logits freed on return, as the step without a plant frees them)."""
         xb, yb = x, y
         if next_batch is not None:
-            with nvtx_ranges.nvtx_range(plants.DATA_RANGE):
+            with nvtx_ranges.nvtx_range(catalogue.DATA_RANGE):
                 xb, yb = next_batch()
         with autocast(device, config.precision):
             logits = fn(xb)

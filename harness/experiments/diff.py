@@ -3,7 +3,10 @@ compute the diff tables of analysis.compare.diff for them (of two exports: analy
 their verdicts and gate, and the page that draws them (analysis.dashboard.diff).
 
 A run brings its per-step timings (for verdicts) and, when it was profiled and its export is still there,
-its trace (for kernel / NVTX / operator tables). A path brings a trace only.
+its trace (for kernel / NVTX / operator tables). A path brings a trace only. A side may be several runs
+(`A1,A2,A3`): their verdicts come from the spread between runs. One run a side is judged against the drift
+between runs measured for its configuration on its machine (harness.experiments.drift), and gets no verdict
+where none was measured.
 """
 
 from __future__ import annotations
@@ -14,22 +17,27 @@ from typing import TYPE_CHECKING
 
 from analysis.compare import diff as d
 from analysis.compare import export_diff as diffing
+from analysis.compare.drift import basis_words
 from analysis.compare.overhead import STEP_SUM
 from analysis.dashboard import diff as diff_page
 from analysis.tables import nvtx
 from harness.core.errors import HarnessError, UsageError
+from harness.experiments.drift import key_of, stored_drift
 from harness.experiments.opening import open_report
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.compare.diff import PhaseVerdict
+    from analysis.compare.drift import Drift
     from analysis.compare.export_diff import ExportDiff, Verdict
     from analysis.dashboard.page import Dashboard
     from analysis.trace.trace import Trace
+    from harness.store.results import ResultsStore
     from harness.store.schema import Run
 
 BASELINE_PREFIX = "baseline:"
+REPEATS_PREFIX = "repeats-"  # the experiment of `run --repeats N`
 # what a path names, so that a missing one is "no such file", not "no run with id"
 PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 
@@ -37,8 +45,13 @@ PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 @dataclass
 class Side:
     label: str
-    run: Run | None = None
+    run: Run | None = None  # the run (the first, where the side is several)
     trace_path: Path | None = None
+    runs: list[Run] = field(default_factory=list)  # every run of the side (one, or several: `A1,A2,A3`)
+
+    def __post_init__(self) -> None:
+        if self.run is not None and not self.runs:
+            self.runs = [self.run]
 
 
 @dataclass
@@ -48,10 +61,31 @@ class DiffResult:
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     verdicts: list[PhaseVerdict] | None = None
     notes: list[str] = field(default_factory=list)
+    drift: dict[str, Drift] | None = None  # the drift measured for the sides' configurations (two runs)
 
 
 def resolve(spec: str, store_factory: object) -> Side:
-    """A side from what the user typed. `store_factory()` opens the results database when a run is named."""
+    """A side from what the user typed. `store_factory()` opens the results database when a run is named.
+    Several runs, comma-separated (`A1,A2,A3`), are one side: runs of one configuration; so are the runs of
+    `run --repeats N` named by their experiment (`repeats-…`)."""
+    if spec.startswith(REPEATS_PREFIX):
+        ids = list(store_factory().runs(experiment=spec)["run_id"])  # type: ignore[attr-defined]
+        if not ids:
+            raise UsageError(f"no runs in experiment {spec!r} (`harness runs` lists the experiments' runs)")
+        spec = ",".join(ids)
+    parts = [p.strip() for p in spec.split(",")]
+    if len(parts) > 1:
+        if not all(parts):
+            raise UsageError(f"{spec!r}: several runs a side are run ids separated by commas, none empty")
+        sides = [_resolve_one(p, store_factory) for p in parts]
+        if any(side.run is None for side in sides):
+            raise UsageError(f"{spec!r}: several a side are runs, not exports or traces")
+        runs = list({side.run.id: side.run for side in sides if side.run is not None}.values())
+        return Side(",".join(r.id for r in runs), run=runs[0], runs=runs)
+    return _resolve_one(spec, store_factory)
+
+
+def _resolve_one(spec: str, store_factory: object) -> Side:
     if spec.startswith(BASELINE_PREFIX):
         name = spec[len(BASELINE_PREFIX) :]
         run = store_factory().get_baseline(name)  # type: ignore[attr-defined]
@@ -95,6 +129,45 @@ def tokens_frame(run: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "duration_ns", "warmup"])
 
 
+def side_steps(side: Side) -> pd.DataFrame:
+    """Every run's steps of a side, each run told by `run`: run, step, phase, duration_ns, warmup."""
+    import pandas as pd
+
+    return pd.concat([steps_frame(r).assign(run=r.id) for r in side.runs], ignore_index=True)
+
+
+def _key(run: Run) -> tuple:
+    return key_of({**(run.config or {}), "model": run.model, "mode": run.mode, "precision": run.precision,
+                   "batch_size": run.batch_size}, run.device_name)  # fmt: skip
+
+
+def _described(run: Run) -> str:
+    return f"{run.model} {run.mode} {run.precision} batch {run.batch_size} on {run.device_name or run.device}"
+
+
+def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
+    """What the verdicts of two runs rest on, in words: several runs a side, or the drift measured for one
+    run a side, or none measured (and how to measure it)."""
+    a, b = result.a, result.b
+    if len(a.runs) > 1 and len(b.runs) > 1:
+        whole = next((v.comparison for v in result.verdicts or [] if v.phase == STEP_SUM), None)
+        return [f"the verdicts compare runs: {basis_words(whole)}"] if whole is not None else []
+    configs = ", ".join(dict.fromkeys(_described(r) for r in (*a.runs, *b.runs)))
+    whole = (result.drift or {}).get(STEP_SUM)
+    if whole is not None and whole.df > 0:
+        one = "one run a side" if len(a.runs) == len(b.runs) == 1 else "one run on a side"
+        return [
+            f"{one}: a difference is called only beyond the drift between runs measured for {configs} "
+            f"(±{whole.pct:.1f}% a run's step, {whole.runs} runs made together; `harness run … --repeats N` "
+            "adds to it)"
+        ]
+    return [
+        f"one run a side, and no drift between runs measured for {configs}: a difference cannot be told "
+        f"from drift, so no verdict; measure it ({remeasure}) or give several runs a side (`harness diff "
+        "A1,A2,A3 B1,B2,B3`)"
+    ]
+
+
 def _open(path: Path, cache: bool) -> Trace:
 
     return open_report(path, cache=cache)
@@ -107,27 +180,39 @@ def _has_steps(trace: Trace) -> bool:
     return bool(names.str.startswith("ProfilerStep#").any())
 
 
-def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
-    """Every table both sides allow: verdicts for two runs; kernels, NVTX ranges, operators for two traces."""
+def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = None) -> DiffResult:
+    """Every table both sides allow: verdicts for two runs (or sides of several); kernels, NVTX ranges,
+    operators for two traces. `store`: where the drift between runs is measured from (None: none measured,
+    so one run a side gets no verdict)."""
 
     result = DiffResult(a, b)
     for side in (a, b):
-        if side.run is not None and side.run.status == "degraded":
-            result.notes.append(
-                f"{side.label} is degraded: {side.run.error or 'its capture failed its health checks'}; its "
-                "step times stand, the tables drawn from its capture do not"
-            )
-        elif side.run is not None and side.run.status != "ok":
-            result.notes.append(f"{side.label} {_ended(side.run)}: its steps are those it measured before")
+        for run in side.runs:
+            label = run.id if len(side.runs) > 1 else side.label
+            if run.status == "degraded":
+                result.notes.append(
+                    f"{label} is degraded: {run.error or 'its capture failed its health checks'}; its step "
+                    "times stand, the tables drawn from its capture do not"
+                )
+            elif run.status != "ok":
+                result.notes.append(f"{label} {_ended(run)}: its steps are those it measured before")
     if a.run is not None and b.run is not None:
-        steps_a, steps_b = steps_frame(a.run), steps_frame(b.run)
-        result.verdicts = d.phase_verdicts(steps_a, steps_b)
-        serving = d.serving_verdicts(steps_a, steps_b, tokens_frame(a.run), tokens_frame(b.run))
-        if serving:
-            result.verdicts += serving
-            result.notes.append(d.SERVING_NOTE)
+        steps_a, steps_b = side_steps(a), side_steps(b)
+        ids = [r.id for r in (*a.runs, *b.runs)]
+        keys = [_key(r) for r in (*a.runs, *b.runs)]
+        result.drift = stored_drift(store, keys, exclude=ids) if store is not None else {}
+        result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
+        result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
+        if len(a.runs) == len(b.runs) == 1:
+            serving = d.serving_verdicts(steps_a, steps_b, tokens_frame(a.run), tokens_frame(b.run))
+            if serving:
+                result.verdicts += serving
+                result.notes.append(d.SERVING_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
-    if a.trace_path is not None and b.trace_path is not None:
+    several = len(a.runs) > 1 or len(b.runs) > 1
+    if several and a.trace_path is not None and b.trace_path is not None:
+        result.notes.append("several runs a side: verdicts only (the exports' tables compare one run each)")
+    elif a.trace_path is not None and b.trace_path is not None:
         with _open(a.trace_path, cache) as ta, _open(b.trace_path, cache) as tb:
             for title, fn, frame in (
                 ("Kernels", d.diff_kernels, "kernels"),
@@ -152,7 +237,7 @@ def diff(a: Side, b: Side, *, cache: bool = True) -> DiffResult:
             "give two runs, or two exports / traces",
             exit_code=2,
         )
-    else:
+    elif not several:
         for side in (a, b):
             if side.trace_path is None:
                 result.notes.append(
@@ -185,27 +270,33 @@ def gate_refusal(result: DiffResult) -> str | None:
     memory, failed or was interrupted (its steps are those before it stopped), whatever steps it holds;
     nor two runs with no phase in common."""
     for side in (result.a, result.b):
-        run = side.run
-        if run is None:
-            continue
-        if run.status == "degraded":
-            return (
-                f"gate: {side.label} is degraded ({run.error or 'its capture failed its health checks'}): "
-                "a gate passes only between runs whose captures can be trusted; run it again"
-            )
-        measured = sum(1 for s in run.step_timings if not s.warmup)
-        if not measured:
-            return (
-                f"gate: {side.label} has no measured steps (status {run.status}): a gate needs measured "
-                "steps on both sides; run it again"
-            )
-        if run.status != "ok":
-            return (
-                f"gate: {side.label} {_ended(run)}: a gate passes only between runs that ended ok; run it "
-                "again"
-            )
+        for run in side.runs:
+            label = run.id if len(side.runs) > 1 else side.label
+            if run.status == "degraded":
+                return (
+                    f"gate: {label} is degraded ({run.error or 'its capture failed its health checks'}): "
+                    "a gate passes only between runs whose captures can be trusted; run it again"
+                )
+            measured = sum(1 for s in run.step_timings if not s.warmup)
+            if not measured:
+                return (
+                    f"gate: {label} has no measured steps (status {run.status}): a gate needs measured "
+                    "steps on both sides; run it again"
+                )
+            if run.status != "ok":
+                return (
+                    f"gate: {label} {_ended(run)}: a gate passes only between runs that ended ok; run it "
+                    "again"
+                )
     if result.verdicts is not None and all(v.phase == STEP_SUM for v in result.verdicts):
         return f"gate: {result.a.label} and {result.b.label} time no phase in common: nothing to gate"
+    if result.verdicts is not None and d.unjudged(result.verdicts):
+        return (
+            "gate: one run a side and no drift between runs measured for their configuration: the gate "
+            "cannot tell a regression from drift, so it cannot pass; measure the drift (`harness run "
+            f"{result.a.run.model if result.a.run else 'MODEL'} … --repeats 3`, the same options) or give "
+            "several runs a side (`harness diff A1,A2,A3 B1,B2,B3 --gate PCT`)"
+        )
     return None
 
 
@@ -217,6 +308,20 @@ def verdict_table(result: DiffResult) -> pd.DataFrame | None:
 def gate_failures(result: DiffResult, gate: float) -> list[PhaseVerdict]:
     """The phases of two runs that regressed beyond `gate` percent."""
     return d.gate_failures(result.verdicts, gate) if result.verdicts is not None else []
+
+
+def gate_blind(result: DiffResult, gate: float) -> str | None:
+    """Where a gate passes but the whole step's interval reaches beyond it: one line saying that a
+    regression of `gate` percent could not have been told from the drift with these runs (None: it could)."""
+    whole = next((v for v in result.verdicts or [] if v.phase == STEP_SUM), None)
+    if whole is None or not whole.comparison.ci_high_pct > gate:
+        return None
+    c = whole.comparison
+    return (
+        f"gate: passed, but the whole step's interval reaches {c.ci_high_pct:+.1f}% "
+        f"({basis_words(c)}): a regression of {gate:g}% could not be told from the drift between runs; "
+        "give more runs a side (`harness diff A1,A2,A3 B1,B2,B3`)"
+    )
 
 
 def write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> Dashboard:

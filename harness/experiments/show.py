@@ -12,6 +12,7 @@ from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
 from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
+from workloads.plants.catalogue import KNOBS, Knobs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,6 +117,20 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
     return tables
 
 
+def _knobs(config: dict) -> dict[str, object]:
+    """The train step's knobs set away from their defaults (`--optimizer`, `--loader-workers`, …) and the
+    fixes `harness optimize` applied, by name: shown only where a run has them."""
+    default = Knobs()
+    out: dict[str, object] = {
+        name.replace("_", " "): config[name]
+        for name in KNOBS
+        if name in config and config[name] != getattr(default, name)
+    }
+    if config.get("fixes"):
+        out["fixes"] = ", ".join(config["fixes"])
+    return out
+
+
 def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.DataFrame]]:
     """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of)."""
     import pandas as pd
@@ -132,6 +147,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "attention": run.attention,
         # a planted cause (`run --plant`), shown only where one was: most runs have none
         **({"plant": plant} if (plant := (run.config or {}).get("plant")) else {}),
+        **_knobs(run.config or {}),
         "batch size": run.batch_size,
         "context length": run.context_length,
         "warmup steps": run.warmup,

@@ -364,6 +364,29 @@ class RunsPart(Database):
                 r.step_timings  # noqa: B018  (load before the session closes)
             return found
 
+    def made_together(
+        self, *, device_name: str, model: str, mode: str, precision: str, batch_size: int, last: int = 500
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        """(id, experiment, config) of the newest `last` runs of a device, model, mode, precision and batch
+        that ran without a profiler, ended ok and belong to an experiment (runs made together: `run
+        --repeats`, `overhead`, `optimize`, `sweep`): what the drift between runs is measured from."""
+        stmt = (
+            select(Run.id, Run.experiment, Run.config)
+            .where(
+                Run.device_name == device_name, Run.model == model, Run.mode == mode,
+                Run.precision == precision, Run.batch_size == batch_size, Run.profiler == "none",
+                Run.status == "ok", Run.experiment.is_not(None),
+            )
+            .order_by(Run.created_at.desc())
+            .limit(last)
+        )  # fmt: skip
+
+        def read() -> list[tuple[str, str, dict[str, Any]]]:
+            with Session(self.engine) as session:
+                return [(i, e, c or {}) for i, e, c in session.execute(stmt).all()]
+
+        return self._guard(read)
+
     def runs(
         self,
         *,

@@ -310,6 +310,7 @@ RUN_COLUMNS = [
     "artifacts",
     "world_size",
     "advice",
+    "optimize",
 ]
 
 
@@ -367,4 +368,6 @@ def run_row(r: Run) -> dict[str, Any]:
         "artifacts": r.artifacts,
         "world_size": r.world_size,
         "advice": r.advice,
+        # a run of `harness optimize`: its part (role, stack of changes, the change it tries, its verdict)
+        "optimize": (r.summary or {}).get("optimize"),
     }

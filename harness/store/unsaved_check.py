@@ -16,7 +16,6 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from harness.core import plants
 from harness.core.bounds import hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.records import (
@@ -29,6 +28,7 @@ from harness.core.records import (
     phases_for,
 )
 from workloads.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
+from workloads.plants import catalogue
 
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
 DEVICES = (*ASKED_DEVICES, "n/a")  # asked for (config.device); n/a: a program's run
@@ -138,7 +138,7 @@ def check_config(cfg: RunConfig) -> None:
     one_of(cfg.device, DEVICES, "config.device")
     one_of(cfg.precision, (*PRECISIONS, "n/a") if program else PRECISIONS, "config.precision")
     one_of(cfg.attention, (*ATTENTIONS, "n/a") if program else ATTENTIONS, "config.attention")
-    for name in ("compile", "cuda_graphs", "nvtx_detail", "power", "memory"):
+    for name in ("compile", "cuda_graphs", "nvtx_detail", "power", "memory", "pin_memory", "dynamic_shapes"):
         if type(getattr(cfg, name)) is not bool:
             raise _fail(f"config.{name}", f"is {getattr(cfg, name)!r}, not true or false")
     first = 0 if program else 1
@@ -159,7 +159,12 @@ def check_config(cfg: RunConfig) -> None:
         whole(cfg.delay_rank, "config.delay_rank", 0, cfg.world_size - 1)
     text(cfg.rdzv_endpoint, "config.rdzv_endpoint", optional=True, plain=True)
     if cfg.plant is not None:
-        one_of(cfg.plant, plants.NAMES, "config.plant")
+        one_of(cfg.plant, catalogue.NAMES, "config.plant")
+    one_of(cfg.optimizer, catalogue.OPTIMIZERS, "config.optimizer")
+    whole(cfg.loader_workers, "config.loader_workers")
+    whole(cfg.loss_every, "config.loss_every", 1)
+    if not isinstance(cfg.fixes, list) or any(f not in catalogue.FIXES for f in cfg.fixes):
+        raise _fail("config.fixes", f"is {cfg.fixes!r}, not a list of the catalogue's fixes")
     if figure(cfg.rank_timeout, "config.rank_timeout") == 0:
         raise _fail("config.rank_timeout", "is 0")
 

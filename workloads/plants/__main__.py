@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 import workloads
-from workloads.plants import PLANTS, make
+from workloads.plants import CAUSES, KNOBS, PLANTS, Knobs, make
+from workloads.plants.catalogue import OPTIMIZERS
 
 try:
     import nvtx
@@ -74,7 +75,21 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3, help="steps before the timed ones")
     parser.add_argument("--seed", type=int, default=0)
+    knobs = parser.add_argument_group("knobs (the fixes a user would make; the cause's own by default)")
+    knobs.add_argument("--optimizer", choices=OPTIMIZERS, help="AdamW's implementation")
+    knobs.add_argument("--loader-workers", type=int, help="the slow loader's DataLoader workers")
+    knobs.add_argument("--pin-memory", action="store_true", default=None, help="pinned, non_blocking copies")
+    knobs.add_argument("--loss-every", type=int, help="host-sync: read the loss every N steps")
+    knobs.add_argument("--dynamic-shapes", action="store_true", default=None,
+                       help="recompile: the loss compiled for dynamic shapes")  # fmt: skip
     return parser.parse_args(argv)
+
+
+def knobs_of(args: argparse.Namespace) -> Knobs:
+    """The cause's knobs, with those given on the command line over them."""
+    given = {k: getattr(args, k) for k in KNOBS if getattr(args, k, None) is not None}
+    own = {k: v for k, v in CAUSES[args.cause].settings.items() if k in KNOBS}
+    return Knobs(**{**own, **given})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(
         ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     )
-    plant = make(args.cause)
+    plant = make(args.cause, knobs_of(args))
     if plant.gpu_only and device.type != "cuda":
         print(f"{args.cause} is a GPU cause: run it with --device cuda", file=sys.stderr)
         return 2

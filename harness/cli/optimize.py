@@ -1,0 +1,167 @@
+"""`harness optimize MODEL [run options]`: the baseline's findings, each fix the harness can make tried
+against it, measured (harness.experiments.optimize); `harness optimize EXPORT|RUN`: the proposals, not
+applied."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.option_group import option_group
+from harness.cli.options import (
+    BatchOpt,
+    Precision,
+    PrecisionOpt,
+    StepsOpt,
+    WarmupOpt,
+    Workload,
+    make_config,
+)
+from harness.cli.terminal.output import Format, emit_many
+from harness.cli.terminal.progress import Progress
+from harness.core.devices import resolve_device
+from harness.core.errors import UsageError
+from harness.core.records import RunConfig
+from harness.core.signals import sigterm_raises
+from harness.execution import runner
+from harness.experiments import optimize as opt
+from harness.profilers.nsys import NsysOptions, cuda_check_for
+from harness.store import results as results_db
+from workloads.specs import MODEL_NAMES
+
+
+@dataclass(frozen=True)
+class Short(Workload):
+    """The workload options with optimize's defaults: many short runs (one warm-up step, three measured)."""
+
+    precision: PrecisionOpt = Precision.fp32
+    batch_size: BatchOpt = 4
+    warmup: WarmupOpt = 1
+    steps: StepsOpt = 3
+
+
+@cli_errors
+@option_group("workload", Short, ("nvtx_detail", "power", "power_period"))
+def optimize_cmd(
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODEL|EXPORT|RUN",
+            help="A model name (tiny, small, medium, …, char) to optimize; or an nsys export / report, or a "
+            "stored run (a `profile -- CMD` run), whose findings are proposed, not applied.",
+            show_default=False,
+        ),
+    ],
+    workload: Short,
+    repeats: Annotated[
+        int,
+        typer.Option(min=1, help="Rounds of each change against the configuration before it, alternating."),
+    ] = opt.DEFAULT_REPEATS,
+    ci_target: Annotated[
+        float | None,
+        typer.Option(
+            "--ci-target",
+            metavar="PCT",
+            help="Keep alternating rounds of a change until the 95% interval of its effect is under ±PCT "
+            f"(--repeats rounds at least, {opt.MAX_ROUNDS} at most).",
+        ),
+    ] = None,
+    budget: Annotated[
+        float,
+        typer.Option(
+            "--budget", metavar="SECONDS", help="Start no run that would end after this many seconds."
+        ),
+    ] = opt.DEFAULT_BUDGET,
+    profile_dir: Annotated[
+        Path, typer.Option("--profile-dir", metavar="<dir>", help="Where the captures' reports go.")
+    ] = Path("nsys_profiles"),
+    nsys_path: Annotated[
+        str | None, typer.Option("--nsys-path", metavar="<path>", help="The nsys to use.")
+    ] = None,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Capture a configuration, try each change the harness can make for its findings (bf16, fused AdamW,
+    sdpa, torch.compile, a larger batch, CUDA graphs, pinned copies, loader workers, no per-step .item()),
+    each against the configuration so far in alternating fresh processes; print per change the step time
+    and tokens/s before and after with 95% intervals, the verdict, whether its finding is gone, and the next.
+    Kept changes stack. Of an export or a stored `profile` run: the proposals with their evidence."""
+    if target not in MODEL_NAMES:
+        _propose(target, db, format, wide)
+        return
+    if ci_target is not None and ci_target <= 0:
+        raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
+    if budget <= 0:
+        raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
+    config = make_config(target, workload)
+    runner.validate(config)
+    store = results_db.ResultsStore(db)
+    device = resolve_device(config.device).type
+    runner.check_device(config, device)
+    options = NsysOptions(profile_dir=profile_dir, nsys_path=nsys_path, baseline=False)
+    for line in cuda_check_for(nsys_path, device):
+        warn(line)
+    with sigterm_raises(), Progress(f"optimize {config.model} {config.mode}") as progress:
+        done = opt.optimize(
+            config, store, capture=opt.real_capture(options), repeats=repeats, ci_target=ci_target,
+            budget=budget, progress=progress.stage,
+        )  # fmt: skip
+    notes = [*done.notes, f"{done.experiment}: {done.seconds:.0f} s; `harness dashboard` draws its waterfall"]
+    if done.final.fixes != config.fixes:
+        notes.append(f"final configuration: {', '.join(done.final.fixes)} ({_options(done.final)})")
+    title = f"optimize {config.model} on {done.device_name}: each change against the configuration before it"
+    tables = [(title, opt.verdict_table(done))]
+    if done.proposals:
+        found = opt.proposal_table(done.proposals)
+        tables.append(("the baseline's findings and the changes for them", found))
+    else:
+        notes.insert(0, "the baseline's capture has no finding: no change to try (its figures above)")
+    emit_many(tables, format, notes=notes, wide=wide)
+
+
+def _options(c: RunConfig) -> str:
+    """The run options that make the final configuration, as `harness run` takes them."""
+    parts = [f"-b {c.batch_size}", f"--precision {c.precision}", f"--attention {c.attention}"]
+    flags = {"--compile": c.compile, "--cuda-graphs": c.cuda_graphs, "--pin-memory": c.pin_memory,
+             "--dynamic-shapes": c.dynamic_shapes}  # fmt: skip
+    parts += [name for name, on in flags.items() if on]
+    if c.optimizer != "auto":
+        parts.append(f"--optimizer {c.optimizer}")
+    if c.loader_workers:
+        parts.append(f"--loader-workers {c.loader_workers}")
+    if c.loss_every > 1:
+        parts.append(f"--loss-every {c.loss_every}")
+    return " ".join(parts)
+
+
+def _propose(target: str, db: str | None, format: Format, wide: bool) -> None:
+    """An export's or a stored run's findings, with the changes for them, none applied."""
+    path = Path(target)
+    if path.exists() or "/" in target or target.endswith((".sqlite", ".nsys-rep", ".qdrep")):
+        if not path.is_file():
+            raise UsageError(
+                f"no such file: {target} (and it is not one of the models: {', '.join(MODEL_NAMES)})"
+            )
+        found, notes = opt.export_findings(path)
+        source = str(path)
+    else:
+        run = results_db.ResultsStore(db, readonly=True).get(target)
+        found, notes = list((run.advice or {}).get("findings") or []), []
+        source = f"run {run.id} ({run.mode})"
+        if run.advice is None:
+            notes.append(f"run {run.id} has no findings stored: profile it (`run --nsys`, `profile -- CMD`)")
+        if run.mode != "program":
+            notes.append(f"run {run.id} is the harness's own: `harness optimize {run.model} …` tries them")
+    if not found:
+        notes.append("no finding: nothing to propose")
+    emit_many([(f"proposals for {source} (not applied)", opt.proposal_table(opt.proposed(found)))], format,
+              notes=notes, wide=wide)  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    app.command("optimize")(optimize_cmd)

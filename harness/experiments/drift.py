@@ -1,0 +1,133 @@
+"""The drift between runs of one configuration on one machine: how far fresh processes of it land apart.
+
+It is not kept apart: it is measured again, each time it is asked for, from the stored runs that were made
+together (an experiment: `run --repeats N`, `overhead`'s alternating rounds, `optimize`'s; a sweep's points
+are one run each and add nothing), so a finished measurement is never lost or out of step with what it was
+drawn from. The key is the device's name and the configuration's model, mode, precision, batch, context,
+torch.compile, ranks and planted cause (`KEY`); within an experiment, runs are grouped by their whole
+configuration (an optimisation's candidate is not its baseline). Only runs without a profiler that ended ok
+count. analysis.compare.drift says how it is pooled and used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from analysis.compare.drift import Drift, drifts
+from analysis.compare.overhead import STEP_SUM, step_key
+from harness.core import machine
+from harness.core.records import RunConfig, RunResult, new_id, timer_frame
+from harness.profilers.base import run_baseline
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.store.results import ResultsStore
+
+KEY = ("model", "mode", "precision", "batch_size", "context_length", "compile", "nproc", "plant")
+# what the store is asked by: indexed columns of the runs table (the rest of KEY is read from the config)
+ASKED = ("model", "mode", "precision", "batch_size")
+
+
+def key_of(config: dict[str, Any], device_name: str) -> tuple[Any, ...]:
+    """A configuration's drift key: the device's name, then KEY's fields (nproc 1 where it is absent)."""
+    return (device_name, *(config.get(k, 1 if k == "nproc" else None) for k in KEY))
+
+
+def _group(experiment: str, config: dict[str, Any]) -> str:
+    """Runs made together of one whole configuration (its seed and counts of steps aside)."""
+    same = {k: v for k, v in config.items() if k not in ("seed", "steps", "warmup")}
+    return f"{experiment} {json.dumps(same, sort_keys=True, default=str)}"
+
+
+def stored_drift(
+    store: ResultsStore, keys: Iterable[tuple[Any, ...]], exclude: Iterable[str] = ()
+) -> dict[str, Drift]:
+    """Per phase (and STEP_SUM), the drift measured from the stored runs of the configurations `keys` name
+    (`key_of`), pooled; runs in `exclude` (those being compared) left out. Empty: none measured."""
+    left_out = set(exclude)
+    runs: dict[str, str] = {}  # run id -> its group
+    for key in dict.fromkeys(keys):
+        device_name, fields = key[0], dict(zip(KEY, key[1:], strict=True))
+        asked = {k: fields[k] for k in ASKED}
+        for run_id, experiment, config in store.made_together(device_name=device_name, **asked):
+            if run_id not in left_out and key_of(config, device_name) == key:
+                runs[run_id] = _group(experiment, config)
+    if not runs:
+        return {}
+    timings = store.step_timings(list(runs))
+    return drifts(_grouped(timings, runs))
+
+
+def _grouped(timings: pd.DataFrame, groups: dict[str, str]) -> pd.DataFrame:
+    """Step timings (run_id, step, phase, duration_ns, warmup, rank) as analysis.compare.drift.drifts reads
+    them: group, run, step (each rank's steps its own), phase, duration_ns, warmup."""
+    keys = [step_key(int(s), int(r)) for s, r in zip(timings["step"], timings["rank"].fillna(0), strict=True)]
+    return timings.assign(group=timings["run_id"].map(groups), run=timings["run_id"], step=keys)
+
+
+def measured(results: list[RunResult]) -> dict[str, Drift]:
+    """The drift of runs in hand of one configuration made together (`run --repeats`)."""
+    import pandas as pd
+
+    frames = [timer_frame(r) for r in results if r.status == "ok"]
+    if not frames:
+        return {}
+    timings = pd.concat(frames, ignore_index=True)
+    return drifts(_grouped(timings, dict.fromkeys(timings["run_id"], "runs")))
+
+
+def drift_table(drift: dict[str, Drift], phases: Iterable[str]) -> pd.DataFrame:
+    """Per phase and whole steps: the runs, the degrees of freedom and one run's standard deviation (%)."""
+    import pandas as pd
+
+    rows = [
+        (phase if phase != STEP_SUM else "step (sum)", d.runs, d.df, d.pct)
+        for phase in [*phases, STEP_SUM]
+        if (d := drift.get(phase)) is not None
+    ]
+    return pd.DataFrame(rows, columns=["Phase", "Runs", "DoF", "Drift (%)"])
+
+
+@dataclass
+class Repeated:
+    """`run --repeats N`: the runs, their experiment, the drift they show, and how busy the machine was."""
+
+    experiment: str
+    results: list[RunResult]
+    drift: dict[str, Drift]
+    unsaved: list[str] = field(default_factory=list)
+    load: machine.MachineLoad | None = None
+
+
+def repeat_runs(
+    config: RunConfig,
+    repeats: int,
+    store: ResultsStore,
+    progress: Callable[[str], None] | None = None,
+    save: Callable[..., str | None] | None = None,
+) -> Repeated:
+    """`config` run `repeats` times, each in a fresh process, stored as one experiment (repeats-…): what the
+    drift between runs of it on this machine is measured from. A run that does not end ok ends the
+    repeats (kept and stored as it ended). `save(store, result, experiment=…)`: how a run is stored (None:
+    stored, else the line saying where it went)."""
+    experiment = new_id("repeats")
+    results: list[RunResult] = []
+    unsaved: list[str] = []
+    for i in range(repeats):
+        if progress:
+            progress(f"run {i + 1}/{repeats} (fresh process)")
+        result, _ = run_baseline(config)
+        if save is not None:
+            line = save(store, result, experiment=experiment)
+            unsaved += [line] if line else []
+        else:
+            store.save(result, experiment=experiment)
+        results.append(result)
+        if result.status != "ok":
+            break
+    load = machine.over_runs([r.extra.get("machine") for r in results])
+    return Repeated(experiment, results, measured(results), unsaved, load)

@@ -1,0 +1,476 @@
+"""`harness optimize MODEL [run options]`: the baseline's findings, each fix the harness can make in its own
+workloads tried against it, measured, and kept when it is faster.
+
+1. The baseline configuration is captured under nsys (light), and its capture examined
+   (analysis.front.examine: health and findings, by rule id). Each finding's fixes (the catalogue's,
+   workloads.plants.catalogue.fixes_for) that apply to the configuration (harness.experiments.changes)
+   are the candidates, the largest time at stake first.
+2. Each candidate is run against the configuration so far, alternating, each run in a fresh process without
+   a profiler (as `harness overhead` alternates: `repeats` rounds, or until the interval of its effect is
+   under ±`ci_target` %), then captured itself: is the finding gone from its own findings?
+3. The effect is on time per token (a larger batch makes a step longer and the tokens cheaper), by the run
+   means of both sides with the drift between runs measured for the configurations (analysis.compare.drift):
+   faster where the interval lies below zero, slower above, else no difference. A faster change is kept:
+   the next candidates stack on it, and the candidate's own findings add theirs.
+4. `budget` seconds bound it: no run starts that would end after them (the duration of the runs so far
+   tells); what was not tried is said so.
+
+Every run is stored with the optimisation's experiment id (optimize-…), and in its record (`extra`,
+stored as the run's summary) its part: `{"role": "timed" | "capture", "stack": [fixes], "change": fix}`,
+and a candidate's timed run the verdict so far (`"verdict"`: its last round's is the change's).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from analysis.compare.drift import compare_runs, levels
+from analysis.compare.overhead import STEP_SUM
+from analysis.front.examine import examine_capture
+from harness.core.devices import resolve_device
+from harness.core.errors import HarnessError
+from harness.core.records import RunConfig, RunResult, new_id
+from harness.experiments.changes import applied
+from harness.experiments.drift import key_of, stored_drift
+from harness.experiments.opening import sqlite_for
+from harness.profilers.base import run_baseline
+from harness.profilers.nsys import PROFILER
+from workloads.plants.catalogue import FIXES, fixes_for
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.compare.drift import Drift
+    from analysis.compare.overhead import Comparison
+    from harness.store.results import ResultsStore
+
+DEFAULT_BUDGET = 240.0  # s: four minutes, the table of verdicts within five
+DEFAULT_REPEATS = 2
+MAX_ROUNDS = 10  # with a CI target: rounds of one candidate at most
+FASTER, SAME, SLOWER = "faster", "no difference", "slower"
+NOT_RUN, FAILED = "not run", "failed"
+# one round and no drift measured for the configurations: no interval, so no call either way
+NO_VERDICT = "no verdict: one round, no drift measured (--repeats 2 or more)"
+
+Capture = Callable[[RunConfig], tuple[RunResult, dict[str, Any], list[str]]]
+Timed = Callable[[RunConfig], RunResult]
+
+
+@dataclass
+class Proposal:
+    """A finding and what the harness could change for it (`change`: a fix that applies, else None with
+    why in `why`)."""
+
+    rule: str
+    at_stake_ns: int
+    evidence: str
+    fix: str | None
+    change: RunConfig | None = None
+    why: str | None = None
+
+
+@dataclass
+class Tried:
+    """One change against the configuration before it: its rounds, the comparison, the verdict."""
+
+    fix: str
+    rule: str
+    base: RunConfig
+    config: RunConfig
+    runs: list[tuple[RunResult, RunResult]] = field(default_factory=list)  # (before, after) per round
+    per_token: Comparison | None = None
+    step: Comparison | None = None
+    tokens: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None
+    verdict: str = NOT_RUN
+    gone: bool | None = None  # the finding gone from the candidate's own findings (None: not captured)
+    why: str | None = None
+    next: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == FASTER
+
+
+@dataclass
+class Optimisation:
+    experiment: str
+    baseline: RunConfig
+    final: RunConfig
+    findings: list[dict[str, Any]] = field(default_factory=list)  # the baseline's, as examined
+    proposals: list[Proposal] = field(default_factory=list)
+    tried: list[Tried] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    device_name: str = ""
+    seconds: float = 0.0
+    baseline_runs: list[RunResult] = field(default_factory=list)  # timed, where no change was tried
+    # the drift stored for the baseline's configuration, its own runs left out (its level's interval)
+    baseline_drift: Drift | None = None
+    final_check: Tried | None = None  # the final configuration against the baseline (two changes kept)
+
+    @property
+    def accepted(self) -> list[Tried]:
+        return [t for t in self.tried if t.accepted]
+
+
+def findings_of(how: dict[str, Any]) -> list[dict[str, Any]]:
+    """The findings a capture's examination stored with its run (largest at stake first)."""
+    return list(((how.get("advice") or {}).get("findings")) or [])
+
+
+def proposals(config: RunConfig, found: list[dict[str, Any]], device: str) -> list[Proposal]:
+    """Each finding's fixes as proposals: the change where it applies to `config`, else why not; a finding
+    no fix answers is one proposal with no fix."""
+    out = []
+    for f in found:
+        rule, stake, evidence = (
+            str(f.get("rule", "")),
+            int(f.get("at_stake_ns") or 0),
+            str(f.get("evidence", "")),
+        )
+        fixes = fixes_for(rule)
+        if not fixes:
+            out.append(Proposal(rule, stake, evidence, None, why="no change the harness can make answers it"))
+        for fix in fixes:
+            change = applied(fix, config, device)
+            p = Proposal(rule, stake, evidence, fix)
+            if isinstance(change, str):
+                p.why = change
+            else:
+                p.change = change
+            out.append(p)
+    return out
+
+
+def per_token_ns(result: RunResult) -> float:
+    return 1e9 / result.tokens_per_s if result.tokens_per_s else math.nan
+
+
+def step_ns(result: RunResult) -> float:
+    measured = [sum(s.phases.values()) for s in result.steps if not s.warmup]
+    return sum(measured) / len(measured) if measured else math.nan
+
+
+class Clock:
+    """The budget: seconds since the start, and whether a run of the kind given would end inside it."""
+
+    def __init__(self, budget: float | None) -> None:
+        self.began, self.budget = time.monotonic(), budget
+        self.took: dict[str, list[float]] = {"timed": [], "capture": []}
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.began
+
+    def fits(self, *kinds: str) -> bool:
+        if self.budget is None:
+            return True
+        guess = 0.0
+        for kind in kinds:
+            seen = self.took[kind] or self.took["capture"] or self.took["timed"]
+            guess += sum(seen) / len(seen) if seen else 0.0
+        return self.elapsed() + guess <= self.budget
+
+    def timing(self, kind: str, fn: Callable[[], Any]) -> Any:
+        start = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self.took[kind].append(time.monotonic() - start)
+
+
+def real_capture(options: Any) -> Capture:
+    """A configuration under nsys (light), its capture examined: the nsys profiler's overhead run."""
+
+    def capture(config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        (_, run), = PROFILER.overhead_runs(config, options, ["light"])  # fmt: skip
+        return run()
+
+    return capture
+
+
+def real_timed(config: RunConfig) -> RunResult:
+    return run_baseline(config)[0]
+
+
+def optimize(
+    config: RunConfig,
+    store: ResultsStore,
+    *,
+    capture: Capture,
+    timed: Timed = real_timed,
+    repeats: int = DEFAULT_REPEATS,
+    ci_target: float | None = None,
+    budget: float | None = DEFAULT_BUDGET,
+    progress: Callable[[str], None] | None = None,
+) -> Optimisation:
+    """Capture the baseline, then try each applicable fix of its findings against the configuration so far
+    (module docstring); every run stored as one experiment."""
+    device = resolve_device(config.device).type
+    out = Optimisation(new_id("optimize"), config, config)
+    clock = Clock(budget)
+
+    def say(text: str) -> None:
+        if progress:
+            progress(text)
+
+    def store_run(
+        result: RunResult, role: str, stack: list[str], change: str | None, verdict: str | None = None,
+        **how: Any,
+    ) -> None:  # fmt: skip
+        part = {"role": role, "stack": list(stack), "change": change}
+        result.extra["optimize"] = {**part, **({"verdict": verdict} if verdict else {})}
+        store.save(result, experiment=out.experiment, **how)
+        out.device_name = out.device_name or result.device_name
+
+    def captured(cfg: RunConfig, change: str | None) -> list[dict[str, Any]] | None:
+        result, how, notes = clock.timing("capture", lambda: capture(cfg))
+        out.notes += [n for n in notes if n not in out.notes]
+        store_run(result, "capture", cfg.fixes, change, **how)
+        if result.status not in ("ok", "degraded"):
+            out.notes.append(f"capture {result.run_id} ended {result.status}: {result.error}")
+            return None
+        return findings_of(how)
+
+    say("baseline under nsys: its findings")
+    found = captured(config, None)
+    if found is None:
+        raise HarnessError(f"the baseline's capture failed: {out.notes[-1]}")
+    out.findings = found
+    out.proposals = proposals(config, found, device)
+    queue = [p for p in out.proposals if p.change is not None]
+    tried_fixes: set[str] = set()
+    current = config
+    while queue:
+        p = queue.pop(0)
+        assert p.fix is not None
+        if p.fix in tried_fixes:
+            continue
+        tried_fixes.add(p.fix)
+        change = applied(p.fix, current, device)
+        if isinstance(change, str):  # an earlier change made it moot
+            continue
+        t = Tried(p.fix, p.rule, current, change)
+        out.tried.append(t)
+        _measure(t, store_run, timed, clock, say, repeats, ci_target, store)
+        if t.verdict in (NOT_RUN, FAILED):
+            continue
+        if clock.fits("capture"):
+            say(f"{p.fix}: its own findings under nsys")
+            own = captured(change, p.fix)
+            if own is not None:
+                t.gone = p.rule not in {f.get("rule") for f in own}
+                if t.accepted:
+                    queue += [q for q in proposals(change, own, device) if q.change is not None]
+        else:
+            t.why = "not captured: the budget"
+        if t.accepted:
+            current = change
+    for i, t in enumerate(out.tried):
+        t.next = next((u.fix for u in out.tried[i + 1 :]), None)
+    if not out.tried:
+        _baseline_only(out, config, store_run, timed, clock, say, repeats)
+    if len(out.accepted) > 1:  # the stack against the baseline, measured as each change was
+        check = Tried("final", "all kept", config, current)
+        _measure(check, store_run, timed, clock, say, repeats, ci_target, store)
+        out.final_check = check
+    out.final = current
+    timed_base = [b for b, _ in out.tried[0].runs] if out.tried else out.baseline_runs
+    if timed_base:
+        key = key_of(config.to_dict(), timed_base[0].device_name)
+        ids = [r.run_id for r in timed_base]
+        out.baseline_drift = stored_drift(store, [key], exclude=ids).get(STEP_SUM)
+    out.seconds = clock.elapsed()
+    return out
+
+
+def _measure(
+    t: Tried, store_run: Callable[..., None], timed: Timed, clock: Clock, say: Callable[[str], None],
+    repeats: int, ci_target: float | None, store: ResultsStore,
+) -> None:  # fmt: skip
+    """Rounds of the configuration before and the candidate, alternating, until `repeats` (or the CI
+    target, within MAX_ROUNDS), while the budget allows two more runs; then the comparison and verdict."""
+    rounds = 0
+    while True:
+        target = repeats if ci_target is None else MAX_ROUNDS
+        if rounds >= target or not clock.fits("timed", "timed"):
+            if rounds == 0:
+                t.why = "not run: the budget"
+            break
+        pair = []
+        for side, cfg in (("before", t.base), ("with it", t.config)):
+            say(f"{t.fix}: round {rounds + 1}{'' if ci_target else f'/{repeats}'}, {side}")
+            pair.append(clock.timing("timed", lambda cfg=cfg: timed(cfg)))
+        rounds += 1
+        before, after = pair
+        bad = next((r for r in pair if r.status != "ok"), None)
+        if bad is None:
+            t.runs.append((before, after))
+            _compare(t, store)
+        # stored after the comparison, so the candidate's run carries the verdict so far (the dashboard's)
+        store_run(before, "timed", t.base.fixes, None)
+        store_run(
+            after, "timed", t.config.fixes, t.fix, verdict=_verdict(t.per_token) if bad is None else FAILED
+        )
+        if bad is not None:
+            which = "the candidate" if bad is after else "the configuration before it"
+            t.verdict, t.why = FAILED, f"{which} ended {bad.status}: {bad.error}"
+            return
+        settled = t.per_token is not None and t.per_token.noise_pct < (ci_target or 0)
+        if ci_target is not None and rounds >= max(repeats, 2) and settled:
+            break
+    if t.runs:
+        t.verdict = _verdict(t.per_token)
+
+
+def _compare(t: Tried, store: ResultsStore) -> None:
+    """The candidate's runs against those before it: time per token (the verdict's), step time, tokens/s,
+    with the drift measured for both configurations (these runs left out)."""
+    before = [b for b, _ in t.runs]
+    after = [a for _, a in t.runs]
+    ids = [r.run_id for r in (*before, *after)]
+    keys = [key_of(r.config.to_dict(), r.device_name) for r in (before[0], after[0])]
+    drift = stored_drift(store, keys, exclude=ids).get(STEP_SUM)
+    t.per_token = compare_runs([per_token_ns(r) for r in before], [per_token_ns(r) for r in after], drift)
+    t.step = compare_runs([step_ns(r) for r in before], [step_ns(r) for r in after], drift)
+    rate = [[r.tokens_per_s or math.nan for r in side] for side in (before, after)]
+    t.tokens = levels(rate[0], rate[1], drift)
+
+
+def _verdict(c: Comparison | None) -> str:
+    """Faster where the interval of the time per token lies below zero, slower above, else no difference."""
+    if c is None or math.isnan(c.ci_low_pct):
+        return NO_VERDICT
+    return FASTER if c.ci_high_pct < 0 else SLOWER if c.ci_low_pct > 0 else SAME
+
+
+def _baseline_only(
+    out: Optimisation, config: RunConfig, store_run: Callable[..., None], timed: Timed, clock: Clock,
+    say: Callable[[str], None], repeats: int,
+) -> None:  # fmt: skip
+    """No change to try: the baseline timed `repeats` times for its figures (and the drift they show)."""
+    for i in range(repeats):
+        if not clock.fits("timed"):
+            break
+        say(f"baseline, run {i + 1}/{repeats}: nothing to try")
+        result = clock.timing("timed", lambda: timed(config))
+        store_run(result, "timed", config.fixes, None)
+        if result.status != "ok":
+            out.notes.append(f"baseline run {result.run_id} ended {result.status}: {result.error}")
+            break
+        out.baseline_runs.append(result)
+
+
+# --- what it prints ------------------------------------------------------------------------------------
+
+COLUMNS = [
+    "Change", "Finding", "Rounds", "Step before (ns)", "Step after (ns)", "Δ step (%)", "CI low (%)",
+    "CI high (%)", "Tokens/s before", "Tokens/s before low", "Tokens/s before high", "Tokens/s after",
+    "Tokens/s after low", "Tokens/s after high", "Δ tokens/s (%)", "Verdict", "Finding gone", "Next",
+]  # fmt: skip
+
+
+def _rate(c: Comparison | None) -> float:
+    """Tokens/s's change from the time per token's (%)."""
+    return (
+        (100 / (1 + c.effect_pct / 100) - 100) if c is not None and c.effect_pct == c.effect_pct else math.nan
+    )
+
+
+def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | None) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(COLUMNS, math.nan)
+    row.update({"Change": change, "Finding": finding, "Verdict": verdict, "Next": nxt or "—",
+                "Finding gone": "—", "Rounds": 0})  # fmt: skip
+    if t is None or t.step is None or t.tokens is None:
+        return row
+    (b, bl, bh), (a, al, ah) = t.tokens
+    row.update({
+        "Rounds": len(t.runs), "Step before (ns)": t.step.baseline_mean,
+        "Step after (ns)": t.step.treatment_mean,
+        "Δ step (%)": t.step.effect_pct, "CI low (%)": t.step.ci_low_pct, "CI high (%)": t.step.ci_high_pct,
+        "Tokens/s before": b, "Tokens/s before low": bl, "Tokens/s before high": bh, "Tokens/s after": a,
+        "Tokens/s after low": al, "Tokens/s after high": ah, "Δ tokens/s (%)": _rate(t.per_token),
+        "Finding gone": "—" if t.gone is None else "yes" if t.gone else "no",
+    })  # fmt: skip
+    return row
+
+
+def verdict_table(o: Optimisation) -> pd.DataFrame:
+    """Per change tried: step time and tokens/s before and after with their 95% intervals, the verdict (on
+    time per token), whether its finding is gone from the candidate's own findings, the next candidate;
+    first the baseline, last the final configuration against it."""
+    import pandas as pd
+
+    first = o.tried[0] if o.tried else None
+    base = _row("baseline", f"{len(o.findings)} findings", None, "—", first.fix if first else None)
+    runs = [b for b, _ in first.runs] if first else o.baseline_runs
+    if runs:
+        (m, low, high), _ = levels([r.tokens_per_s or math.nan for r in runs], [], o.baseline_drift)
+        steps = [step_ns(r) for r in runs]
+        base.update({"Rounds": len(runs), "Step before (ns)": sum(steps) / len(steps), "Tokens/s before": m,
+                     "Tokens/s before low": low, "Tokens/s before high": high})  # fmt: skip
+    rows = [base]
+    for t in o.tried:
+        verdict = (
+            t.verdict if t.why is None or t.verdict not in (NOT_RUN, FAILED) else f"{t.verdict}: {t.why}"
+        )
+        rows.append(_row(t.fix, t.rule, t, verdict, t.next))
+    kept = o.accepted
+    final = o.final_check if o.final_check is not None else kept[0] if kept else None
+    stack = " + ".join(t.fix for t in kept) or "no change kept"
+    rows.append(_row(f"final: {stack}", "—", final, final.verdict if final else "—", None))
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out.attrs["deciding"] = ["Change", "Verdict", "Δ tokens/s (%)", "Finding gone", "Next"]
+    out.attrs["priority"] = [
+        "Change", "Verdict", "Δ tokens/s (%)", "Step before (ns)", "Step after (ns)", "Finding gone", "Next",
+        "Tokens/s before", "Tokens/s after", "Δ step (%)",
+    ]  # fmt: skip
+    out.attrs["wrap"] = ["Verdict"]
+    return out
+
+
+def proposal_table(found: list[Proposal]) -> pd.DataFrame:
+    """Each finding with what the harness could change for it, and whether it applies."""
+    import pandas as pd
+
+    rows = [
+        (p.rule, p.at_stake_ns, p.fix or "—", FIXES[p.fix].does if p.fix else "—",
+         "yes" if p.change is not None else f"no: {p.why}", p.evidence)
+        for p in found
+    ]  # fmt: skip
+    out = pd.DataFrame(rows, columns=["Finding", "Time at stake (ns)", "Change", "What it changes", "Applies",
+                                      "Evidence"])  # fmt: skip
+    out.attrs["wrap"] = ["What it changes", "Applies", "Evidence"]
+    return out
+
+
+# --- an export, or a stored run: proposals, not applied -------------------------------------------------
+
+NOT_APPLIED = "proposed, not applied: the harness does not run this program (apply it in its code)"
+
+
+def proposed(found: list[dict[str, Any]], why: str = NOT_APPLIED) -> list[Proposal]:
+    """Each finding with the fixes for its rule, none applied (`why` says so)."""
+    out = []
+    for f in found:
+        rule, stake, evidence = _finding(f)
+        fixes = fixes_for(rule) or (None,)
+        out += [
+            Proposal(rule, stake, evidence, fix, why=why if fix else "no change answers it") for fix in fixes
+        ]
+    return out
+
+
+def _finding(f: dict[str, Any]) -> tuple[str, int, str]:
+    return str(f.get("rule", "")), int(f.get("at_stake_ns") or 0), str(f.get("evidence", ""))
+
+
+def export_findings(path: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """An export's (or report's) findings, as the front door examines a capture, and its notes."""
+    seen = examine_capture(sqlite_for(path))
+    notes = list(seen.notes)
+    if seen.advice is not None and seen.advice.get("untrusted"):
+        notes.append(f"the capture cannot be trusted ({seen.advice['untrusted']}): its findings are unranked")
+    return list((seen.advice or {}).get("findings") or []), notes

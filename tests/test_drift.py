@@ -1,0 +1,137 @@
+"""The drift between runs (analysis.compare.drift) and how runs are compared with it: the pooled spread of
+run means made together, Student's interval of B's runs against A's, one run a side against the measured
+drift (never narrower than the steps' own), and no interval where none was measured."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from typer.testing import CliRunner
+
+from analysis.compare.diff import phase_verdicts, unjudged
+from analysis.compare.drift import (
+    DRIFT,
+    NO_DRIFT,
+    RUNS,
+    Drift,
+    basis_words,
+    compare_runs,
+    drift_of,
+    drifts,
+    run_means,
+)
+from analysis.compare.overhead import STEP_SUM
+from harness.cli import app
+from harness.experiments.drift import key_of, stored_drift
+from harness.store.results import ResultsStore
+
+
+def test_drift_pools_the_squared_deviations_of_each_group_of_runs() -> None:
+    d = drift_of([[100.0, 110.0], [200.0, 180.0, 220.0], [50.0]])  # a group of one run adds nothing
+    a, b = np.log([100, 110]), np.log([200, 180, 220])
+    ss = ((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()
+    assert (d.df, d.runs) == (3, 5)
+    assert d.ss == pytest.approx(ss)
+    assert d.pct == pytest.approx((math.exp(math.sqrt(ss / 3)) - 1) * 100)
+
+
+def test_one_run_a_side_without_a_drift_has_no_interval() -> None:
+    c = compare_runs([100.0], [120.0])
+    assert c.basis == NO_DRIFT
+    assert c.effect_pct == pytest.approx(20.0)
+    assert math.isnan(c.ci_low_pct) and math.isnan(c.ci_high_pct)
+    assert basis_words(c) == "one run a side, no drift measured"
+
+
+def test_one_run_a_side_is_judged_against_the_drift_measured() -> None:
+    drift = drift_of([[100.0, 102.0, 98.0, 101.0]])  # df 3
+    c = compare_runs([100.0], [110.0], drift)
+    half = stats.t.ppf(0.975, 3) * math.sqrt(drift.variance * 2)
+    d = math.log(1.1)
+    assert c.basis == DRIFT
+    assert c.ci_low_pct == pytest.approx((math.exp(d - half) - 1) * 100)
+    assert c.ci_high_pct == pytest.approx((math.exp(d + half) - 1) * 100)
+    assert basis_words(c).startswith("one run a side, drift ±")
+
+
+def test_one_run_a_side_is_never_narrower_than_its_steps() -> None:
+    drift = Drift(ss=1e-12, df=20, runs=21)  # runs that landed almost exactly together
+    steps_a, steps_b = [90.0, 110.0, 95.0, 105.0], [100.0, 120.0, 105.0, 115.0]
+    c = compare_runs([100.0], [110.0], drift, steps_a=steps_a, steps_b=steps_b)
+    se2 = sum(np.var(s, ddof=1) / len(s) / np.mean(s) ** 2 for s in (steps_a, steps_b))
+    half = stats.t.ppf(0.975, 20) * math.sqrt(se2)
+    assert c.ci_high_pct == pytest.approx((math.exp(math.log(1.1) + half) - 1) * 100)
+
+
+def test_several_runs_a_side_use_their_own_spread() -> None:
+    a, b = [100.0, 104.0, 97.0], [110.0, 113.0, 108.0]
+    c = compare_runs(a, b)
+    la, lb = np.log(a), np.log(b)
+    var = (((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum()) / 4
+    half = stats.t.ppf(0.975, 4) * math.sqrt(var * (1 / 3 + 1 / 3))
+    d = lb.mean() - la.mean()
+    assert c.basis == RUNS and (c.baseline_runs, c.treatment_runs) == (3, 3)
+    assert c.ci_low_pct == pytest.approx((math.exp(d - half) - 1) * 100)
+    assert c.ci_low_pct > 0  # a 10 % slowdown over runs 3 % apart
+
+
+def steps(runs: dict[str, list[tuple[int, int]]]) -> pd.DataFrame:
+    """run -> [(forward, backward) ns per step] as a steps frame."""
+    rows = [
+        (run, i, phase, ns)
+        for run, per in runs.items()
+        for i, pair in enumerate(per)
+        for phase, ns in zip(("forward", "backward"), pair, strict=True)
+    ]
+    return pd.DataFrame(rows, columns=["run", "step", "phase", "duration_ns"])
+
+
+def test_run_means_add_the_phases_of_whole_steps() -> None:
+    means = run_means(steps({"r1": [(10, 20), (12, 22)], "r2": [(11, 21)]}))
+    got = {(r, p): m for r, p, m in means[["run", "phase", "mean_ns"]].itertuples(index=False)}
+    assert got[("r1", STEP_SUM)] == 32 and got[("r2", STEP_SUM)] == 32
+    assert got[("r1", "forward")] == 11
+
+
+def test_drifts_are_per_phase_over_groups() -> None:
+    frame = pd.concat(
+        [
+            steps({"a1": [(100, 200)], "a2": [(110, 200)]}).assign(group="g1"),
+            steps({"b1": [(300, 400)], "b2": [(300, 440)]}).assign(group="g2"),
+        ]
+    )
+    d = drifts(frame)
+    assert d["forward"].df == 2 and d["forward"].ss == pytest.approx(2 * (math.log(110 / 100) / 2) ** 2)
+    assert d["backward"].ss == pytest.approx(2 * (math.log(440 / 400) / 2) ** 2)
+
+
+def test_phase_verdicts_without_a_drift_measured_leave_every_phase_unjudged() -> None:
+    a = steps({"a": [(100, 200), (101, 201)]})
+    b = steps({"b": [(150, 300), (151, 301)]})
+    verdicts = phase_verdicts(a, b, drift={})
+    assert [v.phase for v in verdicts] == ["forward", "backward", STEP_SUM]
+    assert len(unjudged(verdicts)) == 3
+    assert {v.verdict for v in verdicts} == {"inconclusive"}
+
+
+@pytest.mark.slow
+def test_run_repeats_stores_the_runs_as_one_experiment_and_prints_their_drift(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "2", "--warmup", "1", "--db", db]
+    r = CliRunner().invoke(app, [*args, "--format", "json"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    runs = ResultsStore(db).runs()
+    assert len(runs) == 3 and runs["experiment"].nunique() == 1
+    assert runs["experiment"].iloc[0].startswith("repeats-")
+    (drift,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("drift between runs")]
+    whole = {row["Phase"]: row for row in drift}["step (sum)"]
+    assert (whole["Runs"], whole["DoF"]) == (3, 2)
+    run = ResultsStore(db).get(runs["run_id"].iloc[0])
+    stored = stored_drift(ResultsStore(db), [key_of(run.config, run.device_name)])
+    assert stored[STEP_SUM].runs == 3

@@ -1,0 +1,266 @@
+"""`harness optimize`: proposals from findings, changes measured against the configuration before them in
+alternating runs, verdicts, stacking, the budget, every run stored as one optimisation, its waterfall.
+
+The runs are made by a function of the configuration (`Machine`): each configuration's step time is a
+figure it is given (a fix makes it faster, slower or leaves it), with a few tenths of a percent of seeded
+noise per run; the captures' findings are those of the configuration (a fix removes its cause's rule).
+What optimize does with them is the code under test; `harness optimize tiny --device cpu` itself runs in
+the slow test at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_diff import CPU_TRAIN
+from typer.testing import CliRunner
+
+from analysis.dashboard.optimize import optimize_panel, steps_of
+from analysis.dashboard.panel import DashboardData
+from harness.cli import app
+from harness.core.records import RunConfig, RunResult, StepRecord, new_id
+from harness.experiments import optimize as opt
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+BASE_NS = 10_000_000
+
+
+class Machine:
+    """Runs of a configuration: step time BASE_NS × the product of `effects[fix]` over its fixes; tokens
+    per step batch × context; the findings of a capture: `rules` less those its fixes remove (`removes`)."""
+
+    def __init__(
+        self, effects: dict[str, float], rules: list[str], removes: dict[str, str], noise: float = 0.002
+    ) -> None:
+        self.effects, self.rules, self.removes = effects, rules, removes
+        self.rng = np.random.default_rng(7)
+        self.noise = noise
+        self.timed_runs: list[RunConfig] = []
+        self.captures: list[RunConfig] = []
+
+    def step_ns(self, config: RunConfig) -> float:
+        return BASE_NS * math.prod(self.effects.get(f, 1.0) for f in config.fixes)
+
+    def timed(self, config: RunConfig) -> RunResult:
+        self.timed_runs.append(config)
+        level = self.step_ns(config) * (1 + self.noise * self.rng.standard_normal())
+        steps = [
+            StepRecord(i, i < config.warmup, {"forward": int(level * 0.4 * (1 + 0.01 * self.rng.normal())),
+                                             "backward": int(level * 0.6)})
+            for i in range(config.warmup + config.steps)
+        ]  # fmt: skip
+        measured = [sum(s.phases.values()) for s in steps if not s.warmup]
+        tokens = config.batch_size * 64
+        return RunResult(
+            new_id(config.model), config, "ok", device="cpu", device_name="test cpu", steps=steps,
+            tokens_per_s=tokens / (sum(measured) / len(measured) / 1e9),
+        )  # fmt: skip
+
+    def capture(self, config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        self.captures.append(config)
+        result = self.timed(config)
+        self.timed_runs.pop()
+        gone = {self.removes[f] for f in config.fixes if f in self.removes}
+        found = [
+            {"rule": r, "at_stake_ns": 1_000_000 * (len(self.rules) - i), "evidence": f"{r} seen"}
+            for i, r in enumerate(self.rules)
+            if r not in gone
+        ]
+        return result, {"profiler": "nsys", "advice": {"health": {}, "findings": found}}, []
+
+
+def config(**kw: Any) -> RunConfig:
+    return RunConfig(model="tiny", device="cpu", warmup=1, steps=3, **kw)
+
+
+def run(machine: Machine, cfg: RunConfig, store: ResultsStore, **kw: Any) -> opt.Optimisation:
+    kw.setdefault("budget", None)
+    return opt.optimize(cfg, store, capture=machine.capture, timed=machine.timed, **kw)
+
+
+def test_a_faster_change_is_kept_a_slower_one_is_not_and_the_kept_ones_stack(tmp_db: str) -> None:
+    machine = Machine(
+        {"loader-workers": 0.6, "larger-batch": 1.5, "compile": 0.8},
+        ["data-loader", "launch-bound"],
+        {"loader-workers": "data-loader"},
+    )
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=3)
+    by_fix = {t.fix: t for t in done.tried}
+    assert list(by_fix) == ["loader-workers", "larger-batch"]  # compile: not tried on a CPU
+    workers, batch = by_fix["loader-workers"], by_fix["larger-batch"]
+    assert (workers.verdict, workers.gone) == (opt.FASTER, True)
+    assert workers.step is not None and workers.step.effect_pct == pytest.approx(-40, abs=1.5)
+    assert workers.step.ci_high_pct < 0
+    # a larger batch: each step 1.5 times longer for twice the tokens, so per token faster (0.75)
+    assert batch.verdict == opt.FASTER
+    assert batch.base.fixes == ["loader-workers"]  # tried on top of the kept change
+    assert batch.per_token is not None and batch.per_token.effect_pct == pytest.approx(-25, abs=1.5)
+    assert done.final.fixes == ["loader-workers", "larger-batch"]
+    assert done.final.loader_workers == 2 and done.final.batch_size == 8
+    assert done.final_check is not None and done.final_check.verdict == opt.FASTER
+    assert len(workers.runs) == len(batch.runs) == 3
+    table = opt.verdict_table(done)
+    assert list(table["Change"]) == [
+        "baseline", "loader-workers", "larger-batch", "final: loader-workers + larger-batch"
+    ]  # fmt: skip
+    assert list(table["Verdict"])[1:] == [opt.FASTER] * 3
+    assert list(table["Finding gone"])[1:3] == ["yes", "no"]
+    assert list(table["Next"])[:3] == ["loader-workers", "larger-batch", "—"]
+
+
+def test_a_change_that_makes_no_difference_is_said_so_and_not_kept(tmp_db: str) -> None:
+    machine = Machine({"fused-adamw": 1.0}, ["optimizer-loop"], {})
+    done = run(machine, config(plant="optimizer-loop"), ResultsStore(tmp_db), repeats=3)
+    (t,) = done.tried
+    assert t.fix == "fused-adamw" and t.verdict == opt.SAME and t.gone is False
+    assert t.per_token is not None and t.per_token.ci_low_pct < 0 < t.per_token.ci_high_pct
+    assert done.final.fixes == [] and done.final.optimizer == "loop"
+
+
+def test_a_slower_change_is_called_slower(tmp_db: str) -> None:
+    machine = Machine({"sdpa": 1.3}, ["math-attention"], {"sdpa": "math-attention"})
+    done = run(machine, config(plant="math-attention"), ResultsStore(tmp_db), repeats=3)
+    (t,) = done.tried
+    assert t.verdict == opt.SLOWER and t.gone is True
+    assert done.final.fixes == []
+
+
+def test_every_run_is_stored_as_one_optimisation_and_the_dashboard_draws_its_waterfall(tmp_db: str) -> None:
+    machine = Machine({"loader-workers": 0.6, "larger-batch": 1.1}, ["data-loader", "launch-bound"],
+                      {"loader-workers": "data-loader"})  # fmt: skip
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=2)
+    runs = store.runs(experiment=done.experiment)
+    assert len(runs) == len(machine.timed_runs) + len(machine.captures)
+    roles = runs["optimize"].map(lambda p: p["role"]).value_counts().to_dict()
+    assert roles == {"timed": len(machine.timed_runs), "capture": len(machine.captures)}
+    changes = steps_of_runs(store, done.experiment)
+    assert [(c, v) for c, _, _, v in changes] == [
+        ("loader-workers", opt.FASTER),
+        ("larger-batch", opt.FASTER),
+    ]
+    workers = changes[0]
+    assert workers[2] / workers[1] == pytest.approx(1 / 0.6, rel=0.02)
+    panel = optimize_panel(DashboardData(runs=store.runs()))
+    assert panel.figure is not None and panel.missing is None
+    (trace,) = panel.figure.data
+    assert list(trace.x) == ["baseline", "loader-workers", "larger-batch", "final"]
+
+
+def steps_of_runs(store: ResultsStore, experiment: str) -> list[tuple[str, float, float, str]]:
+    from analysis.dashboard.optimize import newest_optimisation
+
+    return steps_of(newest_optimisation(store.runs(experiment=experiment)))
+
+
+def test_the_budget_stops_the_runs_and_says_what_was_not_run(tmp_db: str) -> None:
+    machine = Machine({"loader-workers": 0.6}, ["data-loader"], {})
+    done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=3, budget=1e-9)
+    assert machine.timed_runs == []  # only the baseline's capture ran
+    (t,) = done.tried
+    assert t.verdict == opt.NOT_RUN and t.why == "not run: the budget"
+    assert "not run: the budget" in opt.verdict_table(done)["Verdict"].iloc[1]
+
+
+def test_no_finding_times_the_baseline_alone(tmp_db: str) -> None:
+    machine = Machine({}, [], {})
+    done = run(machine, config(), ResultsStore(tmp_db), repeats=2)
+    assert done.tried == [] and len(done.baseline_runs) == 2
+    table = opt.verdict_table(done)
+    assert list(table["Change"]) == ["baseline", "final: no change kept"]
+    assert table["Tokens/s before"].iloc[0] == pytest.approx(4 * 64 / (BASE_NS / 1e9), rel=0.02)
+    assert done.baseline_drift is None  # nothing stored before: its interval from its own two runs
+    again = run(machine, config(), ResultsStore(tmp_db), repeats=2)
+    assert again.baseline_drift is not None and again.baseline_drift.runs == 2  # the first one's runs
+    low, high = (opt.verdict_table(again)[c].iloc[0] for c in ("Tokens/s before low", "Tokens/s before high"))
+    first = opt.verdict_table(done)
+    assert high - low < first["Tokens/s before high"].iloc[0] - first["Tokens/s before low"].iloc[0]
+
+
+def test_a_finding_no_change_answers_is_proposed_with_why() -> None:
+    found = [{"rule": "host-gap", "at_stake_ns": 5, "evidence": "gaps"},
+             {"rule": "launch-bound", "at_stake_ns": 3, "evidence": "small kernels"}]  # fmt: skip
+    props = opt.proposals(config(), found, "cpu")
+    assert [(p.rule, p.fix, p.change is not None) for p in props] == [
+        ("host-gap", None, False), ("launch-bound", "larger-batch", True), ("launch-bound", "compile", False),
+        ("launch-bound", "cuda-graphs", False),
+    ]  # fmt: skip
+    table = opt.proposal_table(props)
+    assert table["Applies"].iloc[2].startswith("no: not tried on the CPU")
+
+
+def test_optimize_of_an_export_proposes_without_applying(tmp_db: str) -> None:
+    r = runner.invoke(app, ["optimize", str(CPU_TRAIN), "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert "not applied" in r.output
+    assert ResultsStore(tmp_db).runs().empty  # nothing run, nothing stored
+
+
+def test_optimize_refuses_a_bad_budget_in_one_line(tmp_db: str) -> None:
+    r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--budget", "0", "--db", tmp_db])
+    assert r.exit_code != 0
+    assert "--budget must be a positive number of seconds" in r.output
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.slow
+def test_optimize_tiny_on_the_cpu_ends_with_its_table_of_verdicts(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    out = subprocess.run(
+        [sys.executable, "-m", "harness", "optimize", "tiny", "--device", "cpu", "--db", db,
+         "--format", "json", "--profile-dir", str(tmp_path / "prof")],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert '"Verdict"' in out.stdout
+    runs = ResultsStore(db).runs()
+    assert runs["experiment"].nunique() == 1 and runs["experiment"].iloc[0].startswith("optimize-")
+
+
+def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    result = Machine({}, [], {}).timed(config())
+    found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
+    store.save(result, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    assert [(row["Finding"], row["Change"]) for row in rows] == [("data-loader", "loader-workers")]
+    assert rows[0]["Applies"].startswith("no: proposed, not applied")
+    assert len(store.runs()) == 1  # nothing run
+
+
+@pytest.mark.slow
+def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
+    """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU
+    capture's own rules are docs/advice.md's), so what is under test is the measuring of the change."""
+
+    def capture(cfg: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        found = (
+            [] if cfg.loader_workers else [{"rule": "data-loader", "at_stake_ns": 1, "evidence": "loader"}]
+        )
+        return opt.real_timed(cfg), {"advice": {"health": {}, "findings": found}}, []
+
+    store = ResultsStore(tmp_db)
+    cfg = RunConfig(model="tiny", device="cpu", warmup=1, steps=3, context_length=64, plant="slow-loader")
+    done = opt.optimize(cfg, store, capture=capture, repeats=2, budget=None)
+    (t,) = done.tried
+    assert (t.fix, len(t.runs), t.gone) == ("loader-workers", 2, True)
+    assert t.verdict in (opt.FASTER, opt.SAME, opt.SLOWER)
+    assert all(after.config.loader_workers == 2 for _, after in t.runs)
+    assert all(before.config.loader_workers == 0 for before, _ in t.runs)
+    assert (
+        t.per_token is not None
+        and t.per_token.basis == "runs"
+        and t.per_token.ci_low_pct < t.per_token.ci_high_pct
+    )
+    assert len(store.runs(experiment=done.experiment)) == 6  # two captures, two rounds of two
