@@ -18,8 +18,8 @@ torch, so `--help` lists them and a configuration is checked before any work:
 
 Where a cause's cost lands: inside the phase where a user's would (workloads/plants/__init__.py says where,
 per cause). A batch the plant hands the step (slow-loader, pageable-h2d) is fetched at the start of the
-forward phase inside an NVTX range DATA_RANGE, so the step's time includes the wait (tokens/s stay honest)
-and the capture tells the loader's time from the model's.
+forward phase inside an NVTX range `data` (workloads.names.DATA), so the step's time includes the wait
+(tokens/s stay honest) and the capture tells the loader's time from the model's.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.errors import UsageError
-
-DATA_RANGE = "data"  # NVTX range around the fetch of a planted batch source, inside the step
 
 SHOWS, HIDDEN, REFUSED = "shows", "hidden", "refused"
 

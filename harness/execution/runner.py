@@ -26,7 +26,17 @@ from harness.execution.compiled import dynamo_counts, record_dynamo, record_firs
 from harness.execution.generate import generate_body, serving_figures
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
-from workloads.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
+from workloads.names import (
+    ALLREDUCE,
+    ATTENTIONS,
+    BACKWARD,
+    DATA,
+    FORWARD,
+    MEASURED,
+    MODES,
+    OPTIMIZER,
+    PRECISIONS,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -318,7 +328,7 @@ def train_body(
     `config.plant` plants one known cause through the hooks of workloads.plants (its optimizer, its batch
     source, its loss, what follows the loss, a context around the steps), each inside the phase where a
     user's would be: a planted batch source is fetched at the start of forward inside the NVTX range
-    `data` (harness.core.plants.DATA_RANGE), so its wait counts in the step and is told apart in a capture."""
+    `data` (workloads.names.DATA), so its wait counts in the step and is told apart in a capture."""
     import torch
 
     plant = planted.make(config.plant)
@@ -345,7 +355,7 @@ def train_body(
         """The loss of step i (the logits freed on return, as the step without a plant frees them)."""
         xb, yb = x, y
         if next_batch is not None:
-            with nvtx_ranges.nvtx_range(plants.DATA_RANGE):
+            with nvtx_ranges.nvtx_range(DATA):
                 xb, yb = next_batch()
         with autocast(device, config.precision):
             logits = fn(xb)
