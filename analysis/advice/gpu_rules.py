@@ -65,8 +65,8 @@ def host_wait(seen: Seen) -> list[Finding]:
     if harness.sum():
         evidence += f"; {ms(harness.sum())} of them follow the harness's own synchronisations: left out"
     fix = (
-        "the host launches too late: find the CPU work before the gaps (Python, data loading, "
-        "synchronisations), overlap it with the GPU, batch more per launch or fuse operators"
+        "the host launches too late: find the CPU work before the gaps (Python, synchronisations, I/O), "
+        "overlap it with the GPU, batch more per launch or fuse operators"
     )
     data = {
         "stream": stream,
