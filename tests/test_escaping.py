@@ -174,7 +174,7 @@ def test_profile_dir_with_brackets(nsys_bin: str, tmp_db: str, tmp_path: Path, m
 
 
 def test_visible_escapes() -> None:
-    from harness.cli.output import visible
+    from harness.cli.terminal.output import visible
 
     assert visible("a\x1b[31mb\x07\x00\x9b\u202ec") == r"a\x1b[31mb\x07\x00\x9b\u202ec"
     assert visible("tab\there\nline") == r"tab\there\nline"

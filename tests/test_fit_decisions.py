@@ -19,7 +19,7 @@ from analysis import tables
 from analysis.compare.overhead import overhead_table
 from analysis.ranks.ranks import imbalance_table, straggler_table
 from harness.cli import app
-from harness.cli.fit import distinct, rich_table
+from harness.cli.terminal.fit import distinct, rich_table
 from harness.store.results import ResultsStore
 
 runner = CliRunner()

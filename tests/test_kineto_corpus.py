@@ -19,7 +19,7 @@ from test_kineto_fast import assert_same_piece
 
 import analysis.readers.kineto_columns as columns
 from analysis.readers.kineto_columns import Piece, decode_columns
-from analysis.readers.kineto_stream import event_of
+from analysis.readers.kineto_events import event_of
 
 pytestmark = [
     pytest.mark.attack,

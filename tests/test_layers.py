@@ -97,10 +97,8 @@ BORDER = {
     "harness.experiments.run_tables": "a run's step figures; a stored run's blocks read from its trace",
     "harness.cli": "the table commands' names and summaries in `harness --help`, from the table registry",
     "harness.cli.analysis": "the table commands",
-    "harness.cli.reading": "reading tables from exports, and their cache",
-    "harness.cli.operator_options": "the operator table's sort columns",
+    "harness.cli.reading": "a table's options as the command line's (the operator table's on `run` too)",
     "harness.experiments.opening": "an export or report opened (exported into the cache)",
-    "harness.experiments.reports": "tables over several exports, or one capture's processes",
     "harness.execution.nsys.formats": "the `nsys stats` format of the nsys in use",
     # pages and views written to a file
     "harness.cli.dashboard": "the dashboard",

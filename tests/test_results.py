@@ -227,7 +227,7 @@ def test_cold_kernels_imports_no_pandas(by: str, cache: Path) -> None:
 def test_rows_render_as_their_dataframe(fixture: str, cache: Path) -> None:
     """kernel_table (no pandas) and the DataFrame of the same table print the same bytes in every format,
     and JSON's records are those pandas writes."""
-    from harness.cli.output import emit
+    from harness.cli.terminal.output import emit
 
     trace = open_trace(export_of(fixture), cache=False)
     for options in ({}, {"by": "name"}, {"names": "base"}, {"names": "mangled"}):

@@ -20,7 +20,7 @@ from test_escaping import renamed
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.cli.fit import CONTROL
+from harness.cli.terminal.fit import CONTROL
 
 pytestmark = pytest.mark.attack
 runner = CliRunner()

@@ -52,7 +52,7 @@ def test_context_column_is_an_integer_even_beside_a_run_without_a_model() -> Non
     assert str(table["context"].dtype) == "Int64" and list(table["context"]) == [128, 1024]
     import io
 
-    from harness.cli.output import emit
+    from harness.cli.terminal.output import emit
 
     out = io.StringIO()
     emit(table, "table", file=out, wide=True)

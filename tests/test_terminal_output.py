@@ -136,7 +136,7 @@ def test_version() -> None:
 
 
 def test_notes_wrap_between_words_and_keep_paths_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.cli.output import emit
+    from harness.cli.terminal.output import emit
 
     monkeypatch.setenv("COLUMNS", "80")
     path = "/home/someone/projects/harness/nsys_profiles/small-20250101-120000-abcd.nsys-rep"
@@ -165,7 +165,7 @@ def test_progress_goes_to_stderr_when_piped(tmp_path: Path) -> None:
 
 
 def test_progress_reminds_during_a_long_silence() -> None:
-    from harness.cli.progress import Progress
+    from harness.cli.terminal.progress import Progress
 
     out = io.StringIO()
     with Progress("small train under nsys", live=False, quiet_s=0.2, file=out) as progress:
@@ -181,7 +181,7 @@ def test_progress_reminds_during_a_long_silence() -> None:
 
 
 def test_a_column_named_twice_in_priority_is_shown_once() -> None:
-    from harness.cli.output import rich_table
+    from harness.cli.terminal.output import rich_table
 
     df = pd.DataFrame({"Name": ["k"], "Total Time (ns)": [5], "Instances": [2]})
     df.attrs["priority"] = ["Instances", "Name", "Instances"]

@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workloads import flops, memory, peak
+    from workloads import decode, flops, memory, peak, plants
     from workloads.cache import KVCache, StaticKVCache, new_cache, new_static_cache
     from workloads.data import loss_fn, synthetic_batch
     from workloads.gpt2 import GPT2
@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
 # name -> the module that defines it (a module itself where the two are the same)
 _HOMES = {
+    "decode": "workloads.decode",
     "flops": "workloads.flops",
     "memory": "workloads.memory",
     "peak": "workloads.peak",
+    "plants": "workloads.plants",
     "KVCache": "workloads.cache",
     "new_cache": "workloads.cache",
     "StaticKVCache": "workloads.cache",
@@ -53,6 +55,7 @@ __all__ = [
     "TransformerLM",
     "build_model",
     "count_params",
+    "decode",
     "flops",
     "get_spec",
     "loss_fn",
@@ -60,6 +63,7 @@ __all__ = [
     "new_cache",
     "new_static_cache",
     "peak",
+    "plants",
     "synthetic_batch",
 ]
 

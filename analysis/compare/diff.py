@@ -20,7 +20,7 @@ from analysis.errors import ExportError
 from analysis.hta.hta_rules import hta_view
 from analysis.joins.nvtx_ranges import all_ranges, tagged
 from analysis.joins.runtime import PROCESS_MASK, _call_key
-from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
+from analysis.readers import COPY_KINDS, MEMORY_KINDS
 from analysis.tables.kernels import kernel_summary
 from analysis.trace.trace import Trace
 

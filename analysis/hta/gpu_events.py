@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
+from analysis.readers import COPY_KINDS, MEMORY_KINDS
 from analysis.trace.trace import NULL, Trace
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"

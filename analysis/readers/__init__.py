@@ -20,6 +20,12 @@ NULL = -9223372036854775807  # stands for a missing value in integer columns
 # Kineto reader imports pandas). Bump one when what its frames hold changes: cached frames are rebuilt.
 NSYS_VERSION = "nsys-4"
 KINETO_VERSION = "kineto-6"  # 6: a thread named by a number is named by its text
+# CUPTI's enums, as both readers' frames hold them (Kineto spells them in memcpy/memset names: "Memcpy HtoD
+# (Pageable -> Device)"; an nsys export keeps CUPTI's numbers)
+COPY_KINDS = {"Unknown": 0, "HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
+              "DtoD": 8, "HtoH": 9, "PtoP": 10}  # fmt: skip
+MEMORY_KINDS = {"Unknown": 0, "Pageable": 1, "Pinned": 2, "Device": 3, "Array": 4, "Managed": 5,
+                "Device Static": 6, "Managed Static": 7}  # fmt: skip
 
 
 def valid_duration(start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ExportError
-from analysis.readers import NULL, trim_heap
+from analysis.readers import COPY_KINDS, MEMORY_KINDS, NULL, trim_heap
 from analysis.readers.kineto_checks import clean_name, notes_and_hints
 from analysis.readers.kineto_columns import CPU_GROUPS, GROUPS, Piece, ignored_key
 from analysis.readers.kineto_stream import TraceStream
@@ -25,11 +25,6 @@ STEP = 1 << 16  # values a pass over a whole column takes at a time, where its t
 SMALL_ID = 1 << 22  # ids from here on stand for pids/tids that do not fit 24 bits
 ANNOTATION_DOMAIN = "GPU"  # nvtx domain of gpu_user_annotation ranges
 STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-# CUPTI's enums, as Kineto spells them in memcpy/memset names ("Memcpy HtoD (Pageable -> Device)")
-COPY_KINDS = {"Unknown": 0, "HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
-              "DtoD": 8, "HtoH": 9, "PtoP": 10}  # fmt: skip
-MEMORY_KINDS = {"Unknown": 0, "Pageable": 1, "Pinned": 2, "Device": 3, "Array": 4, "Managed": 5,
-                "Device Static": 6, "Managed Static": 7}  # fmt: skip
 MEMCPY_RE = re.compile(r"Memcpy (\w+) \((.+) -> (.+)\)$")
 MEMSET_RE = re.compile(r"Memset \((.+)\)$")
 HINTS = {

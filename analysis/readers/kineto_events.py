@@ -3,6 +3,7 @@ event decodes only its category), and `decode` of a piece of `traceEvents` (cut 
 
 from __future__ import annotations
 
+import json
 from functools import reduce
 from operator import or_
 from typing import Any
@@ -88,3 +89,33 @@ def decode(data: bytes | memoryview) -> list[Any] | None:
         return DECODE.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
+
+
+def event_of(value: Any) -> Event:
+    """An Event from what the stdlib parsed (the slow path): the same fields msgspec would fill."""
+    if type(value) is not dict:
+        return Event(ph=NOT_EVENT)
+    args = value.get("args")
+    a = None
+    if type(args) is dict:
+        a = Args(
+            correlation=args.get("correlation"),
+            stream=args.get("stream", UNSET),
+            device=args.get("device", UNSET),
+            grid=args.get("grid"),
+            block=args.get("block"),
+            bytes=args.get("bytes"),
+            external_id=args.get("External id"),
+            input_dims=msgspec.Raw(json.dumps(args.get("Input Dims")).encode()),
+            name=args.get("name"),
+        )
+    return Event(
+        ph=value.get("ph"),
+        cat=value.get("cat", UNSET),
+        name=value.get("name"),
+        pid=value.get("pid"),
+        tid=value.get("tid"),
+        ts=value.get("ts"),
+        dur=value.get("dur"),
+        args=a,
+    )

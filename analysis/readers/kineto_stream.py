@@ -41,10 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from analysis.errors import ExportError
-from analysis.readers.kineto_events import _FIELDS, NO_ARGS, NOT_EVENT, UNSET, Args, Event
+from analysis.readers.kineto_events import _FIELDS, NO_ARGS, Args, Event, event_of
 
 CHUNK = 1 << 22  # bytes of JSON per msgspec decode: big enough to amortise a call, small next to the file
 MAX_VALUE = 16 << 20  # the most bytes of JSON one event or top-level value may take (a real one: KiBs)
@@ -165,36 +163,6 @@ def stand_in(lead: int) -> bytes:
     held other whitespace (-1: never inside a valid string), one newline, which keeps an invalid string
     invalid."""
     return b"\n" if lead < 0 else b" " * lead
-
-
-def event_of(value: Any) -> Event:
-    """An Event from what the stdlib parsed (the slow path): the same fields msgspec would fill."""
-    if type(value) is not dict:
-        return Event(ph=NOT_EVENT)
-    args = value.get("args")
-    a = None
-    if type(args) is dict:
-        a = Args(
-            correlation=args.get("correlation"),
-            stream=args.get("stream", UNSET),
-            device=args.get("device", UNSET),
-            grid=args.get("grid"),
-            block=args.get("block"),
-            bytes=args.get("bytes"),
-            external_id=args.get("External id"),
-            input_dims=msgspec.Raw(json.dumps(args.get("Input Dims")).encode()),
-            name=args.get("name"),
-        )
-    return Event(
-        ph=value.get("ph"),
-        cat=value.get("cat", UNSET),
-        name=value.get("name"),
-        pid=value.get("pid"),
-        tid=value.get("tid"),
-        ts=value.get("ts"),
-        dur=value.get("dur"),
-        args=a,
-    )
 
 
 class TraceStream:

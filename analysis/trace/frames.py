@@ -36,12 +36,15 @@ when a frame is handed out, and `notes` says how many.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from analysis.readers import NULL
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FRAMES: dict[str, tuple[str, ...]] = {
     "kernels": ("start", "end", "duration", "correlation_id", "global_pid", "device_id", "stream_id", "grid",
@@ -100,3 +103,20 @@ def _left_out(frame: str, check: list[str], n: int, wild: int, bad: int) -> list
             "(no start or end, or an end before the start)"
         )
     return notes
+
+
+def rows_of(values: Any, lo: int, hi: int) -> Any:
+    """Rows lo..hi of a column held in memory: a numpy array, or a pandas column's own array where its
+    type is pandas' (names as a Categorical, nvtx's payload as an IntegerArray: numpy would make the one
+    objects and the other floats)."""
+    part = values[lo:hi]
+    if isinstance(part, np.ndarray) or isinstance(part.dtype, np.dtype):
+        return np.asarray(part)
+    return part.array
+
+
+def empty_frame(columns: Sequence[str]) -> pd.DataFrame:
+    """A frame with no rows and these (integer) columns."""
+    import pandas as pd
+
+    return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})

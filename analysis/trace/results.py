@@ -15,9 +15,10 @@ holds the table's name and options and a stamp of the analysis code (each module
 changed analysis finds none either. What a table depends on beyond those (pandas' and numpy's versions)
 is not in the key; `harness cache --clear` drops every result with the frames.
 
-`Rows` is what `cached` hands back: the part of a DataFrame's interface the renderers use (harness.cli.output:
-columns, attrs, len, head, itertuples, a column's dtype kind and map, copy, rename, to_csv, to_json),
-writing csv and json byte for byte as pandas writes the frame it was made from (tests/test_results.py).
+`Rows` is what `cached` hands back: the part of a DataFrame's interface the renderers use
+(harness.cli.terminal.output: columns, attrs, len, head, itertuples, a column's dtype kind and map, copy,
+rename, to_csv, to_json), writing csv and json byte for byte as pandas writes the frame it was made from
+(tests/test_results.py).
 """
 
 from __future__ import annotations

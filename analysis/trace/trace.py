@@ -32,6 +32,8 @@ from analysis.trace.frames import (
     WHOLE,
     _left_out,
     _wrong_and_wild,
+    empty_frame,
+    rows_of,
 )
 
 if TYPE_CHECKING:  # pandas is imported where a frame is made: tables over `blocks` need none
@@ -249,7 +251,7 @@ class Trace:
             data = self._columns(frame, columns)
             total = len(data[columns[0]])
             for lo in range(0, total, rows):
-                yield {c: _piece(data[c], lo, lo + rows) for c in columns}
+                yield {c: rows_of(data[c], lo, lo + rows) for c in columns}
             return
         entry = self._entry
         if self._entry_ready and entry is not None and all(entry.has(frame, c) for c in columns):
@@ -272,7 +274,7 @@ class Trace:
             data = self._columns(frame, columns, keep=False)
             total = len(data[columns[0]])
             for lo in range(0, total, rows):
-                yield {c: _piece(data[c], lo, lo + rows) for c in columns}
+                yield {c: rows_of(data[c], lo, lo + rows) for c in columns}
             return
         writer = self._writer(frame, [c for c in columns if entry is None or not entry.has(frame, c)])
         try:
@@ -448,7 +450,7 @@ class Trace:
                 missing = list(FRAMES[frame])
             df = self.reader.read(frame, missing) if self.has(frame) or frame in TYPED else None
             if df is None:
-                df = _empty(frame, missing)
+                df = empty_frame(missing)
             lengths = {len(v) for v in have.values()}
             if lengths and lengths != {len(df)}:  # the cache and the source disagree: trust the source
                 have.clear()
@@ -483,22 +485,6 @@ class Trace:
         self._entry = None
 
 
-def _piece(values: Any, lo: int, hi: int) -> Any:
-    """Rows lo..hi of a column held in memory: a numpy array, or a pandas column's own array where its
-    type is pandas' (names as a Categorical, nvtx's payload as an IntegerArray: numpy would make the one
-    objects and the other floats)."""
-    part = values[lo:hi]
-    if isinstance(part, np.ndarray) or isinstance(part.dtype, np.dtype):
-        return np.asarray(part)
-    return part.array
-
-
 def _add_note(notes: list[str], text: str) -> None:
     if text not in notes:
         notes.append(text)
-
-
-def _empty(frame: str, columns: Sequence[str]) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame({c: np.empty(0, dtype=np.int64) for c in columns})

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.trace.trace import Trace, _piece
+from analysis.trace.frames import rows_of
+from analysis.trace.trace import Trace
 
 
 class TraceView(Trace):
@@ -41,7 +42,7 @@ class TraceView(Trace):
         """The view's columns (its `_columns`), whole, handed out a block at a time."""
         data = self._columns(frame, columns)
         for lo in range(0, len(data[columns[0]]), rows):
-            yield {c: _piece(data[c], lo, lo + rows) for c in columns}
+            yield {c: rows_of(data[c], lo, lo + rows) for c in columns}
 
     def close(self) -> None:
         self.base.close()

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from analysis.readers import NULL
-from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
+from analysis.readers import COPY_KINDS, MEMORY_KINDS, NULL
 
 _US = "%d.%03d"
 COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}

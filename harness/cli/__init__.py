@@ -24,7 +24,7 @@ from typer.core import TyperGroup
 
 from analysis import tables
 from harness import __version__
-from harness.cli import streams
+from harness.cli.terminal import streams
 
 if TYPE_CHECKING:
     app: typer.Typer
@@ -76,8 +76,8 @@ COMMANDS: dict[str, Command] = {
     "roofline": Command(
         "roofline", CHECK, "FLOPs, bytes and intensity per sub-block, on the device roofline."
     ),
-    "runs": Command("run", MANAGE, "List saved runs (newest last)."),
-    "show": Command("run", MANAGE, "Show one run: configuration, phases, agreement, files."),
+    "runs": Command("runs", MANAGE, "List saved runs (newest last)."),
+    "show": Command("runs", MANAGE, "Show one run: configuration, phases, agreement, files."),
     "import": Command("run", MANAGE, "Store runs saved to a file when the database would not take them."),
     "cache": Command("analysis", MANAGE, "List, clear or limit the Parquet cache of exports read before."),
 }
@@ -160,7 +160,7 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    """The `harness` command: its streams guarded first (harness.cli.streams: closed or full standard
+    """The `harness` command: its streams guarded first (harness.cli.terminal.streams: closed or full standard
     output, encodings without the harness's characters), standard output flushed last, where a full disk
     shows."""
     streams.prepare()

@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
-from harness.cli.fit import COMFORTABLE, table_width
-from harness.cli.output import Format, console_for, emit, emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
+from harness.cli.terminal.fit import COMFORTABLE, table_width
+from harness.cli.terminal.output import Format, console_for, emit, emit_many
 from harness.core.errors import UsageError
 from harness.experiments import advice as run_advice
 from harness.store import results as results_db

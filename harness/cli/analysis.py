@@ -20,7 +20,6 @@ from analysis.front.reading import read_tables
 from analysis.tables.table import HTA, Table
 from harness.cli.common import FormatOpt, cli_errors, err, note
 from harness.cli.option_group import option_group
-from harness.cli.output import Format, emit, emit_many
 from harness.cli.reading import (
     AS_GIVEN,
     REPORT_HELP,
@@ -32,6 +31,7 @@ from harness.cli.reading import (
     spec_group,
     values_of,
 )
+from harness.cli.terminal.output import Format, emit, emit_many
 from harness.core.errors import UsageError
 from harness.execution.nsys import formats
 

@@ -8,8 +8,8 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
-from harness.cli.output import Format, emit
-from harness.cli.progress import Progress
+from harness.cli.terminal.output import Format, emit
+from harness.cli.terminal.progress import Progress
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate

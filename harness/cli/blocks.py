@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
-from harness.cli.output import Format, emit
+from harness.cli.terminal.output import Format, emit
 from harness.experiments import run_tables
 from harness.store import results as results_db
 

@@ -20,7 +20,7 @@ from analysis.outputs import is_stream as is_stream
 from analysis.outputs import refuse_inputs as refuse_inputs
 from analysis.outputs import shown as shown
 from analysis.outputs import write_text as write_text
-from harness.cli.output import Format, say
+from harness.cli.terminal.output import Format, say
 from harness.core.errors import HarnessError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
-from harness.cli.output import Format, emit
+from harness.cli.terminal.output import Format, emit
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.cli.common import note, refuse_inputs, write_text
-from harness.cli.output import Format, emit
+from harness.cli.terminal.output import Format, emit
 from harness.core.errors import HarnessError
 
 if TYPE_CHECKING:

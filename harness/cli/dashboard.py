@@ -22,7 +22,7 @@ from harness.cli.common import (
     shown,
     warn,
 )
-from harness.cli.output import Format, emit
+from harness.cli.terminal.output import Format, emit
 from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from harness.cli.common import (
     refuse_inputs,
 )
 from harness.cli.csv_out import write_csv
-from harness.cli.output import emit, emit_many, markdown_table, to_records, visible
+from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
 from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:

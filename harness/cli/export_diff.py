@@ -23,10 +23,10 @@ import typer
 
 from harness.cli.common import err, note
 from harness.cli.csv_out import write_csv
-from harness.cli.fit import distinct
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
-from harness.cli.output import console_for, emit, markdown_table, print_lines, to_records
+from harness.cli.terminal.fit import distinct
+from harness.cli.terminal.output import console_for, emit, markdown_table, print_lines, to_records
 
 if TYPE_CHECKING:
     import pandas as pd

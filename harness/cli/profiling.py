@@ -8,7 +8,6 @@ import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
 from harness.cli.options import DEFAULT, Workload, workload_options
-from harness.cli.output import Format, emit
 from harness.cli.profiler_options import (
     NO_PROFILER_ARGS,
     Capture,
@@ -17,8 +16,9 @@ from harness.cli.profiler_options import (
     prepare,
     profiler_options,
 )
-from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
+from harness.cli.terminal.output import Format, emit
+from harness.cli.terminal.progress import Progress
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.experiments import overhead

@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, is_stdout, note, output_file, refuse_inputs
-from harness.cli.output import emit_many
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
+from harness.cli.terminal.output import emit_many
 from harness.core.errors import HarnessError, UsageError
-from harness.experiments import opening, reports
+from harness.experiments import opening
 from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
 
@@ -72,7 +72,7 @@ def ranks_cmd(
         inputs = [f for p in paths for f in opening.files_read(p)]
         if html is not None:
             refuse_inputs(html, inputs, "--html")
-        report = reports.ranks_of(paths, **read)
+        report = run_ranks.ranks_of(paths, **read)
     report.notes = [*skipped, *report.notes]
     n = len(report.labels)
     tables = [(f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance)]

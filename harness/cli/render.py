@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from harness.cli.advice_lines import advice_tables, say_findings, say_health
 from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
-from harness.cli.output import Format, emit_many
+from harness.cli.terminal.output import Format, emit_many
 from harness.core import signals
 from harness.core.records import phases_for
 from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks
-from harness.experiments import advice
 from harness.experiments.ranks import rank_tables, result_frame
 from harness.experiments.run_tables import extra_tables, results_table, throughput_table
 from harness.profilers.base import Outcome
@@ -146,24 +146,6 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if p.advice is not None and Format(fmt) is Format.table:
         say_findings(p.advice, p.run_id)
     say_ending(p)
-
-
-def advice_tables(record: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
-    """The run's health and findings whole, for csv and json."""
-    return advice.advice_tables(record)
-
-
-def say_health(record: dict[str, Any], degraded: str | None = None) -> None:
-    """The health in one line, a warning when not ok; for the run `degraded` names (stored as degraded),
-    why first."""
-    for level, line in advice.health_lines(record, degraded):
-        (warn if level == advice.WARN else note)(line)
-
-
-def say_findings(record: dict[str, Any], run: str = "RUN") -> None:
-    """The top findings, one line each, or why they are not ranked (a warning)."""
-    for level, line in advice.findings_lines(record, run):
-        (warn if level == advice.WARN else note)(line)
 
 
 @render.register

@@ -28,7 +28,7 @@ from harness.cli.options import (
     Precision,
     PrecisionOpt,
 )
-from harness.cli.output import Format, emit_many
+from harness.cli.terminal.output import Format, emit_many
 from harness.core.errors import HarnessError, UsageError, first_line
 from harness.experiments import roofline
 from harness.store import results as results_db

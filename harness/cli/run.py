@@ -1,4 +1,4 @@
-"""`harness run`, `harness sweep`, `harness runs`, `harness show`."""
+"""`harness run`, `harness sweep` and `harness import` (runs the database would not take, stored now)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, err, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
-from harness.cli.operator_options import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
 from harness.cli.options import DEFAULT, Workload, make_config, workload_options
-from harness.cli.output import Format, emit, emit_many
 from harness.cli.profiler_options import NO_PROFILER_ARGS, Profiler, ProfilerArgs, prepare, profiler_options
-from harness.cli.progress import Progress
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
+from harness.cli.reading import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
+from harness.cli.terminal.output import Format, emit
+from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count
 from harness.core.devices import emulated_precision_note, resolve_device
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 from harness.cli import render
 from harness.execution import runner
 from harness.execution.ranks import multirank
-from harness.experiments import run_tables, show, sweep
+from harness.experiments import run_tables, sweep
 from harness.store import results as results_db
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
@@ -231,79 +231,6 @@ def _sizes(option: str, items: list[str]) -> list[int]:
 
 
 @cli_errors
-def runs_cmd(
-    model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
-    device: Annotated[
-        str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
-    ] = None,
-    precision: Annotated[str | None, typer.Option(metavar="<name>", help="Only this precision.")] = None,
-    last: Annotated[int | None, typer.Option(metavar="<n>", help="Only the newest N.")] = None,
-    db: DbOpt = None,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-) -> None:
-    """List saved runs (newest last)."""
-
-    store = results_db.ResultsStore(db, readonly=True)
-    df = store.runs(model=model, device=device, precision=precision, last=last)
-    df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
-    if format is Format.table:
-        cols = {
-            "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
-            "precision": "precision", "compile": "compile", "status": "status", "profiler": "profiler",
-            "baseline_run_id": "baseline run",
-            "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
-            "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
-        }  # fmt: skip
-        df = df[list(cols)].rename(columns=cols)
-        # the run id (model-date-time) is what `harness show` takes: first, and never shortened; then
-        # what tells runs of one model apart (a run under nsys from its baseline, a failed one), then times
-        df.attrs["priority"] = [
-            "run", "status", "profiler", "baseline run", "forward (ns)", "backward (ns)", "optimizer (ns)",
-            "tokens/s", "model", "precision", "mode", "device", "compile",
-        ]  # fmt: skip
-        df.attrs["whole"] = ["run"]
-        df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
-    notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
-    emit(df, format, title=f"runs in {results_db.describe_url(store.url)}", notes=notes, wide=wide)
-
-
-def _no_runs(store: ResultsStore, **filters: object) -> str:
-    """Why `harness runs` lists nothing: no run at all, or none that matches the filters (named)."""
-    given = ", ".join(f"--{k} {v}" for k, v in filters.items() if v is not None and k != "last")
-    if not given:
-        return "no runs yet"
-    have = store.count_runs()
-    return f"no run matches {given} ({have} run{'s' * (have != 1)} in all; `harness runs` lists them)"
-
-
-@cli_errors
-def show_cmd(
-    run_id: Annotated[
-        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]} (`harness runs` lists them).")
-    ],
-    db: DbOpt = None,
-    format: FormatOpt = Format.table,
-    wide: WideOpt = False,
-) -> None:
-    """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
-
-    store = results_db.ResultsStore(db, readonly=True)
-    run = store.get(run_id)
-    tables = show.show_tables(run, store.linked(run.id))
-    files: list[str] = []
-    if format is Format.table:
-        tables, files = show.paths_apart(tables)
-    elif run.advice:
-        tables += render.advice_tables(run.advice)
-    if run.advice and format is Format.table:  # first: a degraded run's tables are read knowing it
-        render.say_health(run.advice, run.id if run.status == "degraded" else None)
-    emit_many(tables, format, wide=wide, notes=files)
-    if run.advice and format is Format.table:
-        render.say_findings(run.advice, run.id)
-
-
-@cli_errors
 def import_cmd(
     files: Annotated[
         list[Path],
@@ -338,6 +265,4 @@ def register(app: typer.Typer) -> None:
     # short help: one line each in `harness -h` at 80 columns
     app.command("run")(run_cmd)
     app.command("sweep")(sweep_cmd)
-    app.command("runs")(runs_cmd)
-    app.command("show", cls=RunRefCommand)(show_cmd)
     app.command("import")(import_cmd)

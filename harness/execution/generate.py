@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
 
 import workloads
-from workloads import decode as static_decode
 from workloads import memory as workload_memory
 
 EAGER = "eager (growing KV cache)"
@@ -59,8 +58,8 @@ def generate_body(config: RunConfig, spec: Any, model: Any, device: Any, prompt_
         cache = workloads.new_static_cache(
             model, config.batch_size, max_len, device=device, dtype=cache_dtype
         )
-        static = static_decode.StaticDecode(
-            model, cache, config.batch_size, static_decode.static_autocast(device, dtype)
+        static = workloads.decode.StaticDecode(
+            model, cache, config.batch_size, workloads.decode.static_autocast(device, dtype)
         )
         if config.cuda_graphs:
             static.capture()

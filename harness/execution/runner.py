@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 import workloads
 from workloads import flops, peak
-from workloads import plants as planted
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
@@ -331,7 +330,7 @@ def train_body(
     `data` (workloads.names.DATA), so its wait counts in the step and is told apart in a capture."""
     import torch
 
-    plant = planted.make(config.plant)
+    plant = workloads.plants.make(config.plant)
     gen = torch.Generator().manual_seed(config.seed + rank)
     x, y = workloads.synthetic_batch(
         spec, config.batch_size, spec.context_length, device=device, generator=gen

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from analysis.dashboard import DashboardData, write_dashboard
+from analysis.ranks.capture_ranks import one_capture
 from analysis.ranks.ranks import (
     PHASE_COLUMNS,
     RanksReport,
@@ -16,13 +17,14 @@ from analysis.ranks.ranks import (
     imbalance_table,
     per_rank,
     phase_table,
+    ranks_report,
     straggler_note,
     straggler_table,
     with_step_rows,
 )
 from analysis.trace import multi
 from harness.core.errors import UsageError
-from harness.experiments.reports import ranks_of
+from harness.experiments.opening import sqlite_for
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -74,6 +76,19 @@ def rank_tables(df: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], list[
     notes = [straggler_note(stragglers)]
     notes += [f"communication (allreduce): {share * 100:.1f}% of the step"] if share == share else []
     return tables, notes
+
+
+def ranks_of(
+    inputs: list[Path], *, jobs: int | None = None, dask: str | None = None, cache: bool = True
+) -> RanksReport:
+    """`harness ranks` over exports or reports (reports exported first, with the nsys the harness finds:
+    harness.experiments.opening). One capture of several ranks is split by process."""
+    multi.check_name_ranks(inputs)
+    exports = [sqlite_for(p, cache=cache) for p in inputs]
+    report = one_capture(exports, cache=cache)
+    if report is None:
+        report = ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    return report
 
 
 def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:

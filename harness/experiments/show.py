@@ -158,7 +158,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     # values keep their types (object column) so the table formats numbers and csv/json keep them exact
     config = pd.DataFrame({"field": list(info), "value": pd.Series(list(info.values()), dtype=object)})
     config.attrs["wrap"] = ["value"]  # paths and error texts: wrapped whole, never cut in the middle
-    config.attrs["record"] = True  # json: one object keyed by field (harness.cli.output.to_json)
+    config.attrs["record"] = True  # json: one object keyed by field (harness.cli.terminal.output.to_json)
     phases = phase_table(run)
     steps = timers(run).drop(columns="run_id")
     many = steps["rank"].nunique() > 1  # a run across ranks: a row per rank and step

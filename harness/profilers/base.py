@@ -50,7 +50,7 @@ ProfiledFn = Callable[[], tuple[RunResult, dict[str, Any], list[str]]]
 
 
 class Reporter(Protocol):
-    """Progress as a run goes (harness.cli.progress.Progress): a stage's name, or steps done."""
+    """Progress as a run goes (harness.cli.terminal.progress.Progress): a stage's name, or steps done."""
 
     def stage(self, text: str) -> None: ...
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TextIO
 
-from harness.cli.fit import (
+from harness.cli.terminal.fit import (
     CONTROL,
     FEWEST_ROWS,
     FIT,
@@ -32,7 +32,7 @@ from harness.cli.fit import (
     table_width,
     visible,
 )
-from harness.cli.streams import terminal_size
+from harness.cli.terminal.streams import terminal_size
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,7 +80,8 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
 
 def console_for(out: TextIO | None = None, width: int | None = None, stderr: bool = False) -> Console:
     """A console on `out` (stdout; stderr with `stderr`) as wide as the terminal: COLUMNS when it is a
-    width, else the size of whichever standard stream is a terminal, else 80 (harness.cli.streams)."""
+    width, else the size of whichever standard stream is a terminal, else 80
+    (harness.cli.terminal.streams)."""
     from rich.console import Console
 
     columns, lines = terminal_size()

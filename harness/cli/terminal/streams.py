@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any
 
-from harness.cli import fit
+from harness.cli.terminal import fit
 from harness.core.errors import HarnessError
 
 ERRORS = "harness"  # the codec error handler below

@@ -13,7 +13,7 @@ import time
 from types import TracebackType
 from typing import TextIO
 
-from harness.cli.output import console_for, visible
+from harness.cli.terminal.output import console_for, visible
 
 
 def _live() -> bool:

@@ -47,8 +47,8 @@ CONTROL = re.compile(
     "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-# The output's encoding where it lacks the harness's own characters (harness.cli.streams): names are then
-# shortened with ASCII dots, and text is made to fit it before it is measured
+# The output's encoding where it lacks the harness's own characters (harness.cli.terminal.streams): names
+# are then shortened with ASCII dots, and text is made to fit it before it is measured
 _OUTPUT: dict[str, Any] = {"encoding": None, "ellipsis": "…", "empty": "—"}
 
 

@@ -1,0 +1,95 @@
+"""`harness runs` and `harness show`: the stored runs, listed and shown. Apart from `run`, so that reading
+the results database loads no torch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from harness.cli.advice_lines import advice_tables, say_findings, say_health
+from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
+from harness.cli.terminal.output import Format, emit, emit_many
+from harness.experiments import show
+from harness.store import results as results_db
+
+if TYPE_CHECKING:
+    from harness.store.results import ResultsStore
+
+
+@cli_errors
+def runs_cmd(
+    model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
+    device: Annotated[
+        str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+    ] = None,
+    precision: Annotated[str | None, typer.Option(metavar="<name>", help="Only this precision.")] = None,
+    last: Annotated[int | None, typer.Option(metavar="<n>", help="Only the newest N.")] = None,
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """List saved runs (newest last)."""
+
+    store = results_db.ResultsStore(db, readonly=True)
+    df = store.runs(model=model, device=device, precision=precision, last=last)
+    df = df.drop(columns=["advice"])  # `harness advise RUN` and `show RUN` say it
+    if format is Format.table:
+        cols = {
+            "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
+            "precision": "precision", "compile": "compile", "status": "status", "profiler": "profiler",
+            "baseline_run_id": "baseline run",
+            "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
+            "optimizer_mean_ns": "optimizer (ns)", "tokens_per_s": "tokens/s",
+        }  # fmt: skip
+        df = df[list(cols)].rename(columns=cols)
+        # the run id (model-date-time) is what `harness show` takes: first, and never shortened; then
+        # what tells runs of one model apart (a run under nsys from its baseline, a failed one), then times
+        df.attrs["priority"] = [
+            "run", "status", "profiler", "baseline run", "forward (ns)", "backward (ns)", "optimizer (ns)",
+            "tokens/s", "model", "precision", "mode", "device", "compile",
+        ]  # fmt: skip
+        df.attrs["whole"] = ["run"]
+        df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
+    notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
+    emit(df, format, title=f"runs in {results_db.describe_url(store.url)}", notes=notes, wide=wide)
+
+
+def _no_runs(store: ResultsStore, **filters: object) -> str:
+    """Why `harness runs` lists nothing: no run at all, or none that matches the filters (named)."""
+    given = ", ".join(f"--{k} {v}" for k, v in filters.items() if v is not None and k != "last")
+    if not given:
+        return "no runs yet"
+    have = store.count_runs()
+    return f"no run matches {given} ({have} run{'s' * (have != 1)} in all; `harness runs` lists them)"
+
+
+@cli_errors
+def show_cmd(
+    run_id: Annotated[
+        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]} (`harness runs` lists them).")
+    ],
+    db: DbOpt = None,
+    format: FormatOpt = Format.table,
+    wide: WideOpt = False,
+) -> None:
+    """Show one run: configuration, environment, per-phase statistics, agreement, profile files."""
+
+    store = results_db.ResultsStore(db, readonly=True)
+    run = store.get(run_id)
+    tables = show.show_tables(run, store.linked(run.id))
+    files: list[str] = []
+    if format is Format.table:
+        tables, files = show.paths_apart(tables)
+    elif run.advice:
+        tables += advice_tables(run.advice)
+    if run.advice and format is Format.table:  # first: a degraded run's tables are read knowing it
+        say_health(run.advice, run.id if run.status == "degraded" else None)
+    emit_many(tables, format, wide=wide, notes=files)
+    if run.advice and format is Format.table:
+        say_findings(run.advice, run.id)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runs")(runs_cmd)
+    app.command("show", cls=RunRefCommand)(show_cmd)
