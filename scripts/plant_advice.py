@@ -4,7 +4,8 @@
     python scripts/plant_advice.py [--profiler nsys|torch ...] [--cause CAUSE ...] [--model char]
 
 Each run is `harness run MODEL --device cpu --steps 3 --warmup 1 --plant CAUSE` with `--nsys
---no-nsys-baseline` or `--profiler torch`, in a folder and database of its own. A row says whether the
+--no-nsys-baseline` or `--profiler torch`, in a folder and database of its own, torch on one thread
+(OMP_NUM_THREADS=1 unless set: on a loaded machine its thread pool waits for cores). A row says whether the
 catalogue's rule came first, what else fired (with its time at stake, and its share of the measured
 steps' time), and the largest stake of a rule other than the cause's.
 """
@@ -30,6 +31,7 @@ def advised(model: str, profiler: str, cause: str) -> tuple[list[dict], int]:
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "HARNESS_DB": f"sqlite:///{folder}/results.sqlite"}
         env.setdefault("HARNESS_NSYS", str(find_nsys().path))
+        env.setdefault("OMP_NUM_THREADS", "1")  # as the tests: a loaded machine's cores swamp the causes
         run = [sys.executable, "-m", "harness", "run", model, "--device", "cpu", "--steps", "3"]
         run += ["--warmup", "1", *PROFILERS[profiler], "--plant", cause]
         subprocess.run(run, cwd=folder, env=env, check=True, capture_output=True)

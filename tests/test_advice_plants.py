@@ -7,6 +7,7 @@ the host sync, the parameter loop, math attention): docs/advice.md has the whole
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,20 @@ PROFILERS = {"nsys": ["--nsys", "--no-nsys-baseline"], "torch": ["--profiler", "
 SHOWN = [("nsys", c) for c, k in catalogue.CAUSES.items() if k.cpu == catalogue.SHOWS] + [
     ("torch", c) for c in ("host-sync", "launch-bound", "math-attention", "slow-loader", "recompile")
 ]
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """torch on one thread, here and in the run nsys starts: on a loaded machine its thread pool waits for
+    cores (a char step took 5.6 s at a load of 8 on 2 cores, 0.16 s on one thread), and the model's time
+    would swamp every planted cause's share of the step."""
+    import torch
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _advised(tmp_db: str, profiler: str, cause: str) -> tuple[list[dict], int]:
