@@ -73,9 +73,9 @@ def test_the_phase_clocks_synchronisations_are_found(
     ],
 )
 def test_no_finding_counts_the_harness_or_says_data_loading(gpu_exports: dict[str, Path], name: str) -> None:
-    """On every GPU capture here no finding counts a cudaDeviceSynchronize of the harness (before: h100-medium's
-    "sync-in-step: 70 blocking calls in 14 steps (70 cudaDeviceSynchronize)") and none names data loading:
-    no loader ran in any of them."""
+    """On every GPU capture here no finding counts a cudaDeviceSynchronize of the harness (before:
+    h100-medium's "sync-in-step: 70 blocking calls in 14 steps (70 cudaDeviceSynchronize)") and none names
+    data loading: no loader ran in any of them."""
     with open_trace(gpu_exports[name]) as trace:
         found = advice(trace).findings
     said = json.dumps([[f.rule, f.evidence, f.fix, f.data] for f in found])

@@ -46,10 +46,11 @@ def _copies_in_steps(copy_kind: int, src_kind: int, dst_kind: int, size: int) ->
     """One copy 1 µs into every step range (of a copy of the first memcpy row), its call not recorded."""
     return (
         f"INSERT INTO {MEMCPY} (start, end, deviceId, contextId, greenContextId, streamId, correlationId, "
-        "globalPid, bytes, copyKind, deprecatedSrcId, srcKind, dstKind, srcDeviceId, srcContextId, dstDeviceId, "
-        "dstContextId, migrationCause, graphNodeId, virtualAddress) "
+        "globalPid, bytes, copyKind, deprecatedSrcId, srcKind, dstKind, srcDeviceId, srcContextId, "
+        "dstDeviceId, dstContextId, migrationCause, graphNodeId, virtualAddress) "
         f"SELECT n.start + 1000, n.start + 51000, m.deviceId, m.contextId, m.greenContextId, m.streamId, "
-        f"{NEW_CORRELATION} + n.rowid, m.globalPid, {size}, {copy_kind}, m.deprecatedSrcId, {src_kind}, {dst_kind}, "
+        f"{NEW_CORRELATION} + n.rowid, m.globalPid, {size}, {copy_kind}, m.deprecatedSrcId, {src_kind}, "
+        f"{dst_kind}, "
         "m.srcDeviceId, m.srcContextId, m.dstDeviceId, m.dstContextId, m.migrationCause, m.graphNodeId, "
         f"m.virtualAddress FROM NVTX_EVENTS AS n, (SELECT * FROM {MEMCPY} LIMIT 1) AS m "
         f"WHERE n.textId IN {STEP_IDS} OR n.text = 'step'"
@@ -74,8 +75,8 @@ def test_bf16_gemms_are_not_fp32(tiny: Path, tmp_path: Path) -> None:
     bf16 = derive(
         tiny,
         tmp_path / "bf16.sqlite",
-        "UPDATE StringIds SET value = replace(replace(replace(value, 'f32f32_f32f32_f32', 'bf16bf16_bf16f32_f32'),"
-        " 'simt_sgemm', 'tensorop_bf16_s16816gemm'), '_ffma_', '_hmma_')",
+        "UPDATE StringIds SET value = replace(replace(replace(value, 'f32f32_f32f32_f32', "
+        "'bf16bf16_bf16f32_f32'), 'simt_sgemm', 'tensorop_bf16_s16816gemm'), '_ffma_', '_hmma_')",
     )
     assert _rule(_rules(bf16), "fp32-gemm") is None
 
@@ -91,8 +92,9 @@ def test_math_attention_by_its_kernels(tiny: Path, tmp_path: Path) -> None:
     math = derive(
         tiny,
         tmp_path / "math.sqlite",
-        "UPDATE StringIds SET value = CASE WHEN value LIKE 'fmha_cutlassF%' THEN 'softmax_warp_forward<float>' "
-        "WHEN value LIKE 'fmha_cutlassB%' THEN 'softmax_warp_backward<float>' ELSE value END",
+        "UPDATE StringIds SET value = CASE WHEN value LIKE 'fmha_cutlassF%' "
+        "THEN 'softmax_warp_forward<float>' WHEN value LIKE 'fmha_cutlassB%' "
+        "THEN 'softmax_warp_backward<float>' ELSE value END",
     )
     found = _rule(_rules(math), "math-attention")
     assert found.data["softmax kernels"] == 40 and found.data["steps"] == 5  # 4 forward + 4 backward a step

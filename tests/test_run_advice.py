@@ -253,9 +253,7 @@ def test_run_nsys_json_and_csv_carry_health_and_findings(capsys) -> None:
 
     health = Health("r.sqlite")
     health.checks = run_checks(RunFacts(world_size=2, ranks_seen=[0]))
-    record = advice_record(
-        health, [Finding("host-sync", 79_000, "forward 100%", "24 calls", "drop .item()")]
-    )
+    record = advice_record(health, [Finding("host-sync", 79_000, "forward 100%", "24 calls", "drop .item()")])
     render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "json")
     doc = json.loads(capsys.readouterr().out)
     assert [c["Status"] for c in doc["health"]] == ["ok", "ok", "fail", "ok", "ok"]

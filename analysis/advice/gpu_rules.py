@@ -59,7 +59,8 @@ def host_wait(seen: Seen) -> list[Finding]:
         return []
     split = ", ".join(f"{c.replace('_', '-')} {ms(v)}" for c, v in mine.items())
     evidence = (
-        f"stream {stream} (the busiest: {ms(busy.max())} of GPU work {within} {ms(span)}{after}) idles {split}; "
+        f"stream {stream} (the busiest: {ms(busy.max())} of GPU work {within} {ms(span)}{after}) "
+        f"idles {split}; "
         f"{len(gaps):,} gaps wait for the host to launch (HTA's idle categories)"
     )
     if harness.sum():
