@@ -250,9 +250,9 @@ sweep_and_dashboard() {
     harness dashboard --out dashboard.html
 }
 
-# planted CAUSE: `run --plant CAUSE --nsys` of PLANT_MODEL, its export's health and findings (json: the rule
-# that must come first is the catalogue's, workloads/plants/catalogue.py). The GPU causes run at bf16 (fp32-matmul
-# sets fp32 itself), the CPU at fp32.
+# planted CAUSE: `run --plant CAUSE --nsys` of PLANT_MODEL, its export's health and the run's findings
+# (json: the rule that must come first is the catalogue's, workloads/plants/catalogue.py). The GPU causes run at
+# bf16 (fp32-matmul sets fp32 itself), the CPU at fp32.
 planted() {
   local cause="$1" precision=fp32 export
   [[ "$device" == cuda ]] && precision=bf16
@@ -261,7 +261,8 @@ planted() {
   export="$(ls -t plants/"$cause"/*.sqlite | head -1)"
   echo "export: $export"
   harness health "$export" --wide
-  harness advise "$export" --format json >"plants/$cause/advise.json"; cat "plants/$cause/advise.json"
+  # the stored run, not its export alone: its record judges recompiles and the optimizer's memory roof
+  harness advise latest --format json >"plants/$cause/advise.json"; cat "plants/$cause/advise.json"
 }
 
 # planted_program CAUSE: the same cause as a user's program under `harness profile`, and its findings

@@ -158,7 +158,7 @@ def test_advise_does_not_rank_the_findings_of_a_failed_capture(broken_h100: dict
     assert "Findings in kernels-cut.sqlite, largest time at stake first (untrusted)" in anyway.stdout
     assert "warning: untrusted: the capture of kernels-cut.sqlite failed GPU coverage" in anyway.stderr
     whole = runner.invoke(app, ["advise", str(H100_DIR / "report.sqlite"), "--format", "json"])
-    assert whole.exit_code == 0 and json.loads(whole.stdout)[0]["Rule"] == "gpu-host-wait"
+    assert whole.exit_code == 0 and json.loads(whole.stdout)["findings"][0]["Rule"] == "gpu-host-wait"
 
 
 def test_health_table_keeps_sentences_whole_at_80_columns(tmp_db: str) -> None:

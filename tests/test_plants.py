@@ -23,6 +23,7 @@ from harness.core import nvtx_ranges
 from harness.core.records import RunConfig
 from harness.execution.runner import run_workload
 from harness.store.results import ResultsStore
+from workloads.names import DATA
 from workloads.plants import __main__ as program
 from workloads.plants import catalogue as plants
 from workloads.plants import steps as planted
@@ -140,16 +141,16 @@ def test_host_sync_reads_the_loss_once_a_step(monkeypatch: pytest.MonkeyPatch) -
 
 def test_slow_loader_waits_inside_its_data_range(ranges: list[tuple[str, int]]) -> None:
     run_workload(config("clean"))
-    assert [n for n, _ in ranges if n == plants.DATA_RANGE] == []
+    assert [n for n, _ in ranges if n == DATA] == []
     ranges.clear()
     result = run_workload(config("slow-loader"))
-    waits = [ns for n, ns in ranges if n == plants.DATA_RANGE]
+    waits = [ns for n, ns in ranges if n == DATA]
     batch = result.config.batch_size * planted.SAMPLE_WAIT_S * 1e9
     assert len(waits) == 3 and all(ns >= batch for ns in waits)
     # inside forward: each step's forward is at least its wait (the step's time holds the loader's)
     assert all(s.phases["forward"] >= batch for s in result.steps)
     # ranges as they close: `data` inside forward, inside the step
-    assert [n for n, _ in ranges][:5] == [plants.DATA_RANGE, "forward", "backward", "optimizer", "step"]
+    assert [n for n, _ in ranges][:5] == [DATA, "forward", "backward", "optimizer", "step"]
 
 
 def test_slow_loader_gives_the_steps_own_batch() -> None:

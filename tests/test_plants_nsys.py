@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.store.results import ResultsStore
+from workloads.names import DATA
 from workloads.plants import SAMPLE_WAIT_S
-from workloads.plants import catalogue as plants
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 runner = CliRunner()
@@ -79,7 +79,7 @@ def test_slow_loader_sleeps_inside_its_data_range(in_tmp: Path) -> None:
     assert result.exit_code == 0, result.output
     (export,) = (in_tmp / "nsys_profiles").glob("*.sqlite")
     nvtx, osrt = ranges_and_calls(export)
-    data = sorted((s, e) for s, e, name in nvtx if name == plants.DATA_RANGE)
+    data = sorted((s, e) for s, e, name in nvtx if name == DATA)
     forwards = sorted((s, e) for s, e, name in nvtx if name == "forward")
     assert len(data) == len(forwards) == 3
     for (ds, de), (fs, fe) in zip(data, forwards, strict=True):

@@ -143,7 +143,7 @@ def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
         RunFacts(world_size=2, ranks_seen=[0], busy=["load average 3.00 before on 2 CPUs"])
     )
     found = [
-        Finding("sync-in-step", 79_000, "forward 100%", "24 calls", "drop .item()"),
+        Finding("host-sync", 79_000, "forward 100%", "24 calls", "drop .item()"),
         Finding("gpu-host-wait", 540_091_000, "forward 47%", "idle", "overlap"),
     ]
     record = advice_record(health, sorted(found, key=lambda f: -f.at_stake_ns))
@@ -153,7 +153,7 @@ def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
     )
     assert summary_lines(record)[1:] == [
         "finding 1: gpu-host-wait: 540.091 ms at stake (forward 47%); fix: overlap",
-        "finding 2: sync-in-step: 0.079 ms at stake (forward 100%); fix: drop .item()",
+        "finding 2: host-sync: 0.079 ms at stake (forward 100%); fix: drop .item()",
     ]
     health.checks = run_checks(RunFacts())
     assert summary_lines(advice_record(health, [])) == ["health ok (5 checks)", "findings: none fired"]
@@ -166,17 +166,17 @@ def test_show_repeats_stored_advice_and_csv_json_carry_it(tmp_db: str, cpu_expor
         health = capture_health(trace)
     health.checks += run_checks(RunFacts())
     record = advice_record(
-        health, [Finding("sync-in-step", 2_500_000, "forward 100%", "8 calls", "drop .item()")]
+        health, [Finding("host-sync", 2_500_000, "forward 100%", "8 calls", "drop .item()")]
     )
     store.save_advice("tiny-prof", record)
     shown = runner.invoke(app, ["show", "latest"], catch_exceptions=False)
     assert shown.exit_code == 0
     assert health_line(record) in shown.stderr
-    assert "finding 1: sync-in-step: 2.500 ms at stake (forward 100%); fix: drop .item()" in shown.stderr
+    assert "finding 1: host-sync: 2.500 ms at stake (forward 100%); fix: drop .item()" in shown.stderr
     doc = json.loads(runner.invoke(app, ["show", "-1", "--format", "json"]).stdout)
     assert doc["findings"] == [
-        {"Rule": "sync-in-step", "Time at stake (ns)": 2_500_000, "Where": "forward 100%",
-         "Evidence": "8 calls", "Fix": "drop .item()"}
+        {"Rule": "host-sync", "Time at stake (ns)": 2_500_000, "Where": "forward 100%",
+         "Evidence": "8 calls", "Fix": "drop .item()", "Data": {}}
     ]  # fmt: skip
     assert [c["Check"] for c in doc["health"]][-5:] == [
         "profiler overhead",
@@ -186,7 +186,7 @@ def test_show_repeats_stored_advice_and_csv_json_carry_it(tmp_db: str, cpu_expor
         "device",
     ]
     csv = runner.invoke(app, ["show", "-1", "--format", "csv"]).stdout
-    assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix\nsync-in-step,2500000," in csv
+    assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix,Data\nhost-sync,2500000," in csv
 
 
 def test_health_and_advise_take_a_run(tmp_db: str, cpu_export) -> None:
@@ -204,7 +204,7 @@ def test_health_and_advise_take_a_run(tmp_db: str, cpu_export) -> None:
     assert table.loc["profiler overhead", "Evidence"].startswith("nsys light adds +30.0% to the step")
     advise = runner.invoke(app, ["advise", "tiny-prof", "-t", "overhead_share=0.01", "--format", "json"])
     assert advise.exit_code == 0, advise.output
-    rows = json.loads(advise.stdout)
+    rows = json.loads(advise.stdout)["findings"]
     assert [r["Rule"] for r in rows] == [
         "nsys-overhead-in-phase"
     ]  # fires from 1%: cpu-train's forward holds 1.7%
@@ -253,14 +253,12 @@ def test_run_nsys_json_and_csv_carry_health_and_findings(capsys) -> None:
 
     health = Health("r.sqlite")
     health.checks = run_checks(RunFacts(world_size=2, ranks_seen=[0]))
-    record = advice_record(
-        health, [Finding("sync-in-step", 79_000, "forward 100%", "24 calls", "drop .item()")]
-    )
+    record = advice_record(health, [Finding("host-sync", 79_000, "forward 100%", "24 calls", "drop .item()")])
     render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "json")
     doc = json.loads(capsys.readouterr().out)
     assert [c["Status"] for c in doc["health"]] == ["ok", "ok", "fail", "ok", "ok"]
-    assert doc["findings"][0]["Rule"] == "sync-in-step" and doc["findings"][0]["Time at stake (ns)"] == 79_000
+    assert doc["findings"][0]["Rule"] == "host-sync" and doc["findings"][0]["Time at stake (ns)"] == 79_000
     render_profiled(ProfiledRun(run_id="r", result=None, profile=None, advice=record), "csv")
     out = capsys.readouterr()
-    assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix\nsync-in-step,79000," in out.out
+    assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix,Data\nhost-sync,79000," in out.out
     assert "health:" not in out.err  # the one-line forms are for people (table format)

@@ -29,6 +29,10 @@ STEP = "step"  # one NVTX range around each step, payload = step index
 MEASURED = "measured"  # one NVTX range around all measured (non-warm-up) steps
 WARMUP = "warmup"
 TOKEN = "token"  # generate: one NVTX range per decoded token inside `decode`, payload = the token's index
+# the fetch of a step's batch from a loader, inside the step (a planted batch source: at the start of forward
+# in the harness's train step, before forward in `python -m workloads.plants`): a capture tells the loader's
+# time from the model's by it
+DATA = "data"
 
 # The run-level energy figures of `run --power` (analysis.runs.energy.run_summary): the results store keeps a
 # column of each name

@@ -4,9 +4,11 @@ top three findings; `show RUN` repeats them from the results database; csv and j
 
 The record is plain JSON (the results database keeps it in `runs.advice`):
 `{"source": path, "health": {"worst": ..., "checks": [{name, status, evidence, fix}]},
-"findings": [{rule, at_stake_ns, where, evidence, fix}], "untrusted": why or null}`. `untrusted` says why
-the capture cannot be trusted (its failed checks, analysis.advice.checks.why_untrusted): its findings are
-kept but not ranked, since their time at stake comes from what is left of the capture.
+"findings": [{rule, at_stake_ns, where, evidence, fix, data}], "instruments": {what the harness itself did:
+analysis.advice.instruments, and its `line`} or null, "not judged": [what needs the run's record],
+"untrusted": why or null}` (records stored before `data` and `instruments` existed lack them).
+`untrusted` says why the capture cannot be trusted (its failed checks, analysis.advice.checks.why_untrusted):
+its findings are kept but not ranked, since their time at stake comes from what is left of the capture.
 """
 
 from __future__ import annotations
@@ -27,28 +29,31 @@ from analysis.advice.checks import (
     checks_table,
     why_untrusted,
 )
-from analysis.advice.findings import COLUMNS, Finding
+from analysis.advice.findings import COLUMNS, DATA_COLUMN, Advice, Finding, as_record
 
 TOP = 3
 RANK = {FAIL: 0, WARN: 1, OK: 2}
 
 
-def advice_record(health: Health, found: list[Finding]) -> dict[str, Any]:
-    return {
+def advice_record(health: Health, found: list[Finding] | Advice) -> dict[str, Any]:
+    """The record of a capture's health and findings (with an `Advice`, the harness's instruments and what
+    could not be judged too)."""
+    record = {
         "source": health.path,
         "health": {"worst": health.worst, "checks": [asdict(c) for c in health.checks]},
-        "findings": [
-            {
-                "rule": f.rule,
-                "at_stake_ns": int(f.at_stake_ns),
-                "where": f.where,
-                "evidence": f.evidence,
-                "fix": f.fix,
-            }
-            for f in found
-        ],
+        "findings": as_record(found.findings if isinstance(found, Advice) else found),
         "untrusted": why_untrusted(health.checks) or None,
     }
+    if isinstance(found, Advice):
+        line = found.instruments_line()
+        record["instruments"] = {**found.instruments.data(), "line": line} if line else None
+        record["not judged"] = list(found.not_judged)
+    return record
+
+
+def instruments_line(record: dict[str, Any]) -> str | None:
+    """`harness instruments: …` of a record, said once apart from the findings; None when it has none."""
+    return (record.get("instruments") or {}).get("line")
 
 
 def checks_of(record: dict[str, Any]) -> list[Check]:
@@ -125,7 +130,8 @@ def findings_lines(record: dict[str, Any], top: int = TOP, run: str = "RUN") -> 
         lines.append("findings: none fired")
     elif len(found) > top:
         lines.append(f"{len(found) - top} more findings: `harness advise {run}` lists them all")
-    return lines
+    said = instruments_line(record)
+    return [*lines, said] if said else lines
 
 
 def health_table(record: dict[str, Any]) -> pd.DataFrame:
@@ -133,9 +139,12 @@ def health_table(record: dict[str, Any]) -> pd.DataFrame:
 
 
 def findings_frame(record: dict[str, Any]) -> pd.DataFrame:
+    """The findings of a record as a table, `Data` their evidence as data (empty for a record stored before
+    findings carried it)."""
     rows = [
-        (f["rule"], f["at_stake_ns"], f["where"], f["evidence"], f["fix"]) for f in record.get("findings", [])
+        (f["rule"], f["at_stake_ns"], f["where"], f["evidence"], f["fix"], f.get("data") or {})
+        for f in record.get("findings", [])
     ]
-    out = pd.DataFrame(rows, columns=COLUMNS).astype({"Time at stake (ns)": "int64"})
-    out.attrs["priority"] = ["Rule", "Time at stake (ns)", "Where", "Fix", "Evidence"]
+    out = pd.DataFrame(rows, columns=[*COLUMNS, DATA_COLUMN]).astype({"Time at stake (ns)": "int64"})
+    out.attrs["priority"] = ["Rule", "Time at stake (ns)", "Where", "Fix", "Evidence", DATA_COLUMN]
     return out

@@ -29,7 +29,7 @@ import pandas as pd
 
 from analysis.advice.checks import Health, why_untrusted
 from analysis.advice.coverage import export_facts
-from analysis.advice.findings import Thresholds, findings
+from analysis.advice.findings import RunRecord, Thresholds, advice
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason
 from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, Overhead, RunFacts, run_checks
@@ -91,6 +91,7 @@ class Measured:
     stats_format: str = DEFAULT_FORMAT  # the `nsys stats` format the kernel table follows
     why_no_ranges: str = ""  # why the harness's NVTX ranges can be missing, said when the export has none
     busy_of: tuple[str, ...] = ()  # phases whose GPU-busy share over the measured steps is asked (decode)
+    record: RunRecord | None = None  # what the run recorded that the findings read (torch.compile's counters)
 
 
 @dataclass
@@ -152,7 +153,7 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
         else:
             seen.blocks = _blocks(trace, measured, seen.notes)
         facts = run_facts(measured, seen.agreement, overhead=figure) if measured.timers is not None else None
-        _judge(seen, trace, facts)
+        _judge(seen, trace, facts, measured.record)
     return seen
 
 
@@ -197,11 +198,14 @@ def examine_capture(export: Path) -> RunExamination:
     return seen
 
 
-def _judge(seen: RunExamination, trace: Trace, facts: RunFacts | None = None) -> None:
-    """The capture's health and findings (with `facts`, the run's own checks too) into `seen`, and why the
-    capture makes the run degraded; a reading that fails is a note, and no advice."""
+def _judge(
+    seen: RunExamination, trace: Trace, facts: RunFacts | None = None, record: RunRecord | None = None
+) -> None:
+    """The capture's health and findings (with `facts`, the run's own checks too; with `record`, the
+    rules that read the run's record) into `seen`, and why the capture makes the run degraded; a reading
+    that fails is a note, and no advice."""
     try:
-        seen.advice = capture_advice(trace, facts)
+        seen.advice = capture_advice(trace, facts, record)
     except AnalysisError as e:
         seen.notes.append(f"no health or findings: {e}")
         return
@@ -331,14 +335,16 @@ def run_facts(
     )
 
 
-def capture_advice(trace: Trace, facts: RunFacts | None = None) -> dict[str, Any]:
+def capture_advice(
+    trace: Trace, facts: RunFacts | None = None, record: RunRecord | None = None
+) -> dict[str, Any]:
     """The capture's health (its export's checks, and the run's own where `facts` says what the run timed)
-    and its findings, as stored with the run."""
+    and its findings (with what the run recorded, `record`), as stored with the run."""
     health = capture_health(trace)
     if facts is not None:
         facts.export = export_facts(trace)
         health.checks += run_checks(facts)
-    return advice_record(health, findings(trace))
+    return advice_record(health, advice(trace, run=record))
 
 
 @dataclass
@@ -360,13 +366,14 @@ def judge_stored(
     thresholds: Thresholds | None = None,
 ) -> Judged:
     """A stored run's health and findings: its capture's checks and findings from its trace (None: gone,
-    then as stored with the run, `stored`), and the run's own checks from `measured` (its stored figures)
-    and `agreement` (as stored); where the trace is gone, the run's checks that read it as stored."""
+    then as stored with the run, `stored`), with what the run recorded (`measured.record`: torch.compile's
+    counters, its roofline), and the run's own checks from `measured` (its stored figures) and `agreement`
+    (as stored); where the trace is gone, the run's checks that read it as stored."""
     notes: list[str] = []
     facts = None
     if trace is not None:
         health = capture_health(trace)
-        found = findings(trace, thresholds)
+        found = advice(trace, thresholds, measured.record or RunRecord())
         facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)
     elif stored:

@@ -3,6 +3,7 @@ expert-system rules, capture health, of an export or a stored run)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from harness.core.errors import UsageError
 from harness.experiments import advice as run_advice
 from harness.store import results as results_db
 
+DATA = run_advice.DATA_COLUMN
 ReportArg = Annotated[
     str,
     typer.Argument(
@@ -107,14 +109,16 @@ def advise_cmd(
         _say_notes(advice.notes)
         _refuse_untrusted(f"run {advice.run_id}", advice.run_id, advice.health.checks, ignore_health)
         table = run_advice.stored_findings(advice.record)
-        _show_findings(table, f"run {advice.run_id}", thresholds, reading, advice.health.checks)
+        apart = run_advice.said_apart(advice.record)
+        _show_findings(table, f"run {advice.run_id}", thresholds, reading, advice.health.checks, apart)
         return
     with _open(Path(report), reading) as trace:
         if not specs:
             checks = run_advice.export_health(trace).checks
             _refuse_untrusted(trace.path.name, report, checks, ignore_health)
-            table = run_advice.export_findings(trace, thresholds)
-            _show_findings(table, trace.path.name, thresholds, reading, checks)
+            found = run_advice.export_advice(trace, thresholds)
+            table, apart = run_advice.findings_of(found), run_advice.said_apart(found)
+            _show_findings(table, trace.path.name, thresholds, reading, checks, apart)
             return
         tables, skipped = run_advice.rule_tables(trace, specs)
     for why in skipped.values():
@@ -149,20 +153,31 @@ def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
     raise typer.Exit(1)
 
 
-def _show_findings(table, what: str, thresholds, reading: Reading, checks) -> None:
-    """The findings, largest time at stake first; marked untrusted where the capture failed its health
-    checks (and --ignore-health asked for them)."""
+def _show_findings(table, what: str, thresholds, reading: Reading, checks, apart: run_advice.Apart) -> None:
+    """The findings, largest time at stake first (the evidence as data in csv and json), then what the
+    harness's own instruments did and what could not be judged, said once, apart; marked untrusted where
+    the capture failed its health checks (and --ignore-health asked for them)."""
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
     failed = run_advice.untrusted_checks(checks)
     if failed:
         warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")
+    if reading.format is Format.json:
+        typer.echo(json.dumps(run_advice.advice_document(table, apart), indent=1))
+        return
+    if reading.format is Format.csv:
+        table = table.assign(**{DATA: [json.dumps(d) for d in table[DATA]]})
+    else:
+        table = table.drop(columns=[DATA])
+    notes = [line for line in (apart.instruments_line, *apart.not_judged) if line]
     if table.empty:
         note(f"no findings in {what}: no rule fired; {stated}")
+        for line in notes:
+            note(line)
         if reading.format is not Format.table:
             emit(table, reading.format)
         return
     title = f"Findings in {what}, largest time at stake first" + (" (untrusted)" if failed else "")
-    emit(table, reading.format, title=title, wide=reading.wide, notes=[stated])
+    emit(table, reading.format, title=title, wide=reading.wide, notes=[*notes, stated])
 
 
 def _fitted(table, wide: bool):

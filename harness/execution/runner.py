@@ -26,7 +26,17 @@ from harness.execution.compiled import dynamo_counts, record_dynamo, record_firs
 from harness.execution.generate import generate_body, serving_figures
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
-from workloads.names import ALLREDUCE, ATTENTIONS, BACKWARD, FORWARD, MEASURED, MODES, OPTIMIZER, PRECISIONS
+from workloads.names import (
+    ALLREDUCE,
+    ATTENTIONS,
+    BACKWARD,
+    DATA,
+    FORWARD,
+    MEASURED,
+    MODES,
+    OPTIMIZER,
+    PRECISIONS,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -330,9 +340,9 @@ def train_body(
     `config.plant` plants one known cause through the hooks of workloads.plants (its optimizer, its batch
     source, its loss, what follows the loss, a context around the steps), each inside the phase where a
     user's would be: a planted batch source is fetched at the start of forward inside the NVTX range
-    `data` (workloads.plants.catalogue.DATA_RANGE), so its wait counts in the step and is told apart in a
-    capture. The knobs of the configuration (`config.knobs`) are handed to the plant: AdamW's implementation
-    for every step, a planted step's fixes."""
+    `data` (workloads.names.DATA), so its wait counts in the step and is told apart in a capture. The
+    knobs of the configuration (`config.knobs`) are handed to the plant: AdamW's implementation for every
+    step, a planted step's fixes."""
     import torch
 
     plant = workloads.plants.make(config.plant, config.knobs)
@@ -359,7 +369,7 @@ def train_body(
         """The loss of step i (the logits freed on return, as the step without a plant frees them)."""
         xb, yb = x, y
         if next_batch is not None:
-            with nvtx_ranges.nvtx_range(catalogue.DATA_RANGE):
+            with nvtx_ranges.nvtx_range(DATA):
                 xb, yb = next_batch()
         with autocast(device, config.precision):
             logits = fn(xb)

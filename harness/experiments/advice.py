@@ -11,12 +11,14 @@ findings come from its export or trace when it is still there, else from what `r
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from analysis.advice import nsys_rules
 from analysis.advice.checks import FAIL, capture_failures
-from analysis.advice.findings import Thresholds, findings, findings_table
+from analysis.advice.findings import DATA_COLUMN as DATA_COLUMN
+from analysis.advice.findings import RunRecord, Thresholds, advice, findings_table
 from analysis.advice.health import capture_health
 from analysis.advice.record import (
     degraded_reason,
@@ -31,6 +33,7 @@ from analysis.front.examine import Baseline, Measured, compared, judge_stored, r
 from harness.core.machine import busy_of
 from harness.core.records import phases_for
 from harness.experiments.opening import open_report
+from harness.experiments.roofline import optimizer_roof
 from harness.profilers.base import label_for
 from harness.store.blocks import trace_of
 
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.advice.checks import Check, Health
+    from analysis.advice.findings import Advice
     from analysis.advice.run_checks import ExportFacts, RunFacts
     from analysis.trace.trace import Trace
     from harness.store.results import ResultsStore
@@ -106,6 +110,25 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
         device=run.device,
         busy=busy_of([(data, i > 0 or not run.baseline_run_id) for i, data in enumerate(loads)]),
         baseline=against,
+        record=run_record(store, run, steps),
+    )
+
+
+def run_record(store: ResultsStore, run: Run, timers: pd.DataFrame) -> RunRecord:
+    """What the stored run recorded that the findings read: its steps, torch.compile's counters, its
+    forward time, its optimizer against its memory roof (its roofline, on a GPU with datasheet roofs)."""
+    first = timers[timers["rank"] == timers["rank"].min()] if len(timers) else timers
+    measured = first[~first["warmup"].astype(bool)] if len(first) else first
+    forward = measured[measured["phase"] == "forward"]["duration_ns"] if len(measured) else None
+    dynamo = (run.summary or {}).get("dynamo")
+    return RunRecord(
+        steps=int(first["step"].nunique()) if len(first) else 0,
+        measured_steps=int(measured["step"].nunique()) if len(measured) else 0,
+        dynamo={str(k): int(v) for k, v in dynamo.items()} if isinstance(dynamo, dict) else None,
+        forward_ns=float(forward.sum()) if forward is not None and len(forward) else None,
+        optimizer_roof=optimizer_roof(store, run.id)
+        if run.mode == "train" and run.device == "cuda"
+        else None,
     )
 
 
@@ -164,9 +187,43 @@ def export_health(trace: Trace) -> Health:
     return capture_health(trace)
 
 
-def export_findings(trace: Trace, thresholds: Thresholds) -> pd.DataFrame:
-    """The capture's findings, largest time at stake first."""
-    return findings_table(findings(trace, thresholds))
+def export_advice(trace: Trace, thresholds: Thresholds) -> Advice:
+    """The capture's findings (largest time at stake first), the harness's own instruments in it, and what
+    the capture alone cannot judge."""
+    return advice(trace, thresholds)
+
+
+def findings_of(found: Advice) -> pd.DataFrame:
+    """The findings as a table (`Data`: each one's evidence as data)."""
+    return findings_table(found.findings)
+
+
+@dataclass
+class Apart:
+    """What `advise` says once, apart from the findings: the harness's own instruments in the capture (as
+    data, and its line), and what the capture alone could not judge."""
+
+    instruments: dict[str, Any] | None
+    not_judged: list[str] = field(default_factory=list)
+
+    @property
+    def instruments_line(self) -> str | None:
+        return (self.instruments or {}).get("line")
+
+
+def said_apart(found: Advice | dict[str, Any]) -> Apart:
+    """What is said apart, of a capture's advice or of a record stored with a run."""
+    if isinstance(found, dict):
+        return Apart(found.get("instruments"), list(found.get("not judged") or []))
+    line = found.instruments_line()
+    return Apart({**found.instruments.data(), "line": line} if line else None, list(found.not_judged))
+
+
+def advice_document(table: pd.DataFrame, apart: Apart) -> dict[str, Any]:
+    """`advise --format json`: the findings (each with its evidence as data), the harness's instruments,
+    what could not be judged."""
+    rows = json.loads(table.to_json(orient="records", double_precision=15))
+    return {"findings": rows, "instruments": apart.instruments, "not judged": apart.not_judged}
 
 
 def rule_tables(trace: Trace, specs: list[str]) -> tuple[list[tuple[str, pd.DataFrame]], dict[str, str]]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.advice.base import OptimizerRoof
 from analysis.dashboard import roofline as roofline_view
 from analysis.dashboard.panel import RunRoofline
 from analysis.outputs import write_text
@@ -330,3 +331,28 @@ def write_page(report: RooflineReport, out: Path) -> None:
     against = f" · against {report.used.label}" if report.used else ""
     figure = roofline_view.roofline_figure(report.table, report.used, report.title + against)
     write_text(out, figure.to_html(include_plotlyjs=True))
+
+
+def optimizer_roof(store: ResultsStore, run_id: str) -> OptimizerRoof | None:
+    """The optimizer phase of stored run `run_id` against its memory roof (its GPU's datasheet roofs, as
+    `harness roofline RUN` places it), for the advice; None where the run has no optimizer phase or its
+    device no datasheet roofs (a CPU)."""
+    try:
+        report = run_report(store, run_id)
+    except HarnessError:
+        return None
+    if report.used is None or not report.used.bandwidth or "optimizer" not in report.phase_ns:
+        return None
+    table = phase_table(report.costs, report.phase_ns, report.used)
+    row = table[table["phase"] == "optimizer"]
+    if row.empty or row["of roof (%)"].isna().all():
+        return None
+    r = row.iloc[0]
+    return OptimizerRoof(
+        of_roof_pct=float(r["of roof (%)"]),
+        time_ns=float(r["time (ns)"]),
+        roofline_ns=float(r["roofline time (ns)"]),
+        bytes=float(r["bytes"]),
+        achieved_gbs=float(r["achieved GB/s"]),
+        roof=report.used.label,
+    )

@@ -11,12 +11,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from workloads.plants.catalogue import CAUSES, DATA_RANGE, FIXES, KNOBS, NAMES, Knobs
+from workloads.plants.catalogue import CAUSES, FIXES, KNOBS, NAMES, Knobs
 
 if TYPE_CHECKING:
     from workloads.plants.steps import PLANTS, SAMPLE_WAIT_S, Plant, SlowLoader, make
 
-__all__ = ["CAUSES", "DATA_RANGE", "FIXES", "KNOBS", "NAMES", "PLANTS", "SAMPLE_WAIT_S", "Knobs", "Plant",
+__all__ = ["CAUSES", "FIXES", "KNOBS", "NAMES", "PLANTS", "SAMPLE_WAIT_S", "Knobs", "Plant",
            "SlowLoader", "make"]  # fmt: skip
 
 

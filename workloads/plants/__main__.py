@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 import workloads
+from workloads.names import DATA
 from workloads.plants import CAUSES, KNOBS, PLANTS, Knobs, make
 from workloads.plants.catalogue import OPTIMIZERS
 
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             with marked("step"):
                 xb, yb = x, y
                 if next_batch is not None:
-                    with marked("data"):
+                    with marked(DATA):
                         xb, yb = next_batch()
                 with marked("forward"):
                     with autocast():

@@ -24,16 +24,14 @@ every N steps. A fix changes the step with the plant still in it; it never switc
 
 Where a cause's cost lands: inside the phase where a user's would (steps.py says where, per cause). A batch
 the plant hands the step (slow-loader, pageable-h2d) is fetched at the start of the forward phase inside an
-NVTX range DATA_RANGE, so the step's time includes the wait (tokens/s stay honest) and the capture tells the
-loader's time from the model's.
+NVTX range `data` (workloads.names.DATA), so the step's time includes the wait (tokens/s stay honest) and
+the capture tells the loader's time from the model's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-DATA_RANGE = "data"  # NVTX range around the fetch of a planted batch source, inside the step
 
 SHOWS, HIDDEN, REFUSED = "shows", "hidden", "refused"
 

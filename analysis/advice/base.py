@@ -1,0 +1,188 @@
+"""What every rule of `harness advise` shares: a finding (its evidence in words and as data), the thresholds,
+what the stored run says beside its capture (`RunRecord`), and the capture as the rules read it (`Seen`:
+each frame read once, the harness's own instruments found once, the measured steps)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.advice import where
+from analysis.advice.instruments import Instruments, instruments
+from analysis.errors import AnalysisError
+from analysis.trace.trace import Trace
+from workloads.names import DATA, MEASURED
+
+COLUMNS = ["Rule", "Time at stake (ns)", "Where", "Evidence", "Fix"]
+DATA_COLUMN = "Data"  # the evidence as data: csv and json only
+# what shows a data loader at work: torch.profiler's range around each next(iter(loader)), a `data` range
+# (the harness's planted loaders and programs: workloads.names.DATA), DataLoader's worker and pinning threads
+LOADER_RANGES = rf"enumerate\(DataLoader\).*|{DATA}"
+LOADER_THREADS = ("pt_data_worker", "pt_data_pin")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When each rule fires (docs/advice.md says why these defaults)."""
+
+    host_wait_share: float = 0.10  # host-wait idle of the busiest stream, share of the GPU's span
+    syncs_per_step: float = 1.0  # blocking synchronisations per step, on average
+    launch_busy_below: float = 0.50  # launch-bound: GPU busy below this share of the phase ...
+    launch_share_above: float = 0.30  # ... while launch calls take at least this share of it
+    optimizer_kernels: int = 50  # optimizer: kernels per optimizer step from this many ...
+    optimizer_median_ns: int = 20_000  # ... with a median kernel shorter than this
+    optimizer_roof_below: float = 0.50  # optimizer: below this share of its memory roof (the run's roofline)
+    overhead_share: float = 0.02  # nsys's own time inside a phase, share of the phase (health's threshold)
+    data_loading_share: float = 0.05  # GPU idle while loading data / between steps, share of the steps' time
+    exposed_comm_share: float = 0.10  # communication kernels with no computation beside, share of GPU span
+    fp32_gemm_share: float = 0.05  # fp32 GEMMs' GPU time, share of the kernels' GPU time in the steps
+    copies_per_step: float = 1.0  # pageable or device-to-host copies per step, on average
+
+    def with_options(self, options: list[str]) -> Thresholds:
+        """These thresholds with `NAME=VALUE` options applied; AnalysisError naming what is wrong."""
+        types = {f.name: type(getattr(self, f.name)) for f in fields(self)}
+        changed = {}
+        for opt in options:
+            key, eq, value = opt.partition("=")
+            if key not in types or not eq:
+                raise AnalysisError(f"threshold {opt!r}: use NAME=VALUE, NAME one of {', '.join(types)}")
+            try:
+                changed[key] = types[key](value)
+            except ValueError:
+                raise AnalysisError(f"threshold {key} takes a {types[key].__name__}, not {value!r}") from None
+        return replace(self, **changed)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in asdict(self).items())
+
+
+@dataclass
+class Finding:
+    rule: str
+    at_stake_ns: int
+    where: str
+    evidence: str
+    fix: str
+    table: pd.DataFrame | None = field(default=None, repr=False)
+    data: dict[str, Any] = field(default_factory=dict)  # the numbers, calls and ranges it rests on (json)
+
+
+@dataclass(frozen=True)
+class OptimizerRoof:
+    """The optimizer phase against its memory roof, from the run's own roofline (analysis.runs.roofline's
+    phase table: the AdamW update's bytes at the device's bandwidth)."""
+
+    of_roof_pct: float  # achieved bandwidth, percent of the roof's
+    time_ns: float  # the phase's mean time over the measured steps
+    roofline_ns: float  # the least time the roof allows
+    bytes: float
+    achieved_gbs: float
+    roof: str  # which roofs: "NVIDIA H200 (datasheet)"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a stored run says beside its capture, for the rules that need it (`harness advise RUN`)."""
+
+    steps: int = 0  # warm-up and measured steps the run made
+    measured_steps: int = 0
+    dynamo: dict[str, int] | None = (
+        None  # torch.compile's counters over the run (frames, graphs, graph_breaks)
+    )
+    forward_ns: float | None = None  # the forward phase's time summed over the measured steps
+    optimizer_roof: OptimizerRoof | None = None
+
+
+class Seen:
+    """The capture as the rules read it: each frame once, the harness's instruments, the measured steps.
+    Where a process marked its measured steps (the harness's `measured` range), its ranges outside it
+    (warm-up: compilation, the allocator's first steps) are left out."""
+
+    def __init__(self, trace: Trace, thresholds: Thresholds, run: RunRecord | None = None) -> None:
+        self.trace = trace
+        self.th = thresholds
+        self.run = run
+
+    @cached_property
+    def measured(self) -> pd.DataFrame:
+        """The harness's `measured` ranges (start, end, pid, tid, name): none in other captures."""
+        return where.named_ranges(self.trace, MEASURED)
+
+    @cached_property
+    def ranges(self) -> pd.DataFrame:
+        rs = where.ranges(self.trace)
+        measured = self.measured
+        if measured.empty:
+            return rs
+        keep = ~rs["pid"].isin(measured["pid"]).to_numpy()
+        for s, e, pid in zip(measured["start"], measured["end"], measured["pid"], strict=True):
+            keep |= ((rs["pid"] == pid) & (rs["start"] >= s) & (rs["end"] <= e)).to_numpy()
+        return rs[keep].reset_index(drop=True)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        return where.steps_of(self.ranges)
+
+    @cached_property
+    def step_time(self) -> int:
+        return int((self.steps["end"] - self.steps["start"]).sum())
+
+    @cached_property
+    def calls(self) -> pd.DataFrame:
+        return where.calls(self.trace)
+
+    @cached_property
+    def os_calls(self) -> pd.DataFrame:
+        return where.os_calls(self.trace)
+
+    @cached_property
+    def instruments(self) -> Instruments:
+        return instruments(self.trace)
+
+    @cached_property
+    def gpu(self) -> tuple[np.ndarray, np.ndarray]:
+        return where.gpu_union(self.trace)
+
+    @cached_property
+    def has_gpu(self) -> bool:
+        return where.has_gpu(self.trace)
+
+    @cached_property
+    def threads(self) -> dict[int, str]:
+        if not self.trace.has("threads"):
+            return {}
+        t = self.trace.frame("threads", ["global_tid", "name"])
+        return {int(k): str(v) for k, v in zip(t["global_tid"], t["name"], strict=True)}
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """Framework operators (Kineto's cpu_op events): start, end, global_tid, name, pid."""
+        if not self.trace.has("cpu_ops"):
+            return pd.DataFrame(columns=["start", "end", "global_tid", "name", "pid"])
+        got = self.trace.frame("cpu_ops", ["start", "end", "global_tid", "name_id"])
+        names = self.trace.strings(got["name_id"].unique())
+        return pd.DataFrame(
+            {
+                "start": got["start"].to_numpy(),
+                "end": got["end"].to_numpy(),
+                "global_tid": got["global_tid"].to_numpy(),
+                "name": got["name_id"].map(names).to_numpy(),
+                "pid": got["global_tid"].to_numpy() & where.PROCESS,
+            }
+        )
+
+    def in_steps(self, times: np.ndarray, pids: np.ndarray | None = None) -> np.ndarray:
+        return where.inside(self.steps, times, pids)
+
+    def phase_ranges(self, phase: str) -> pd.DataFrame:
+        return self.ranges[self.ranges["phase"] == phase]
+
+    def place(self, times: np.ndarray, weights: np.ndarray, pids: np.ndarray | None = None) -> str:
+        return where.place(self.ranges, times, weights, pids)
+
+    def per_step(self, n: int) -> float:
+        return n / len(self.steps) if len(self.steps) else 0.0

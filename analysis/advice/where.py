@@ -1,0 +1,231 @@
+"""Where a finding happened, and the frames every rule reads: the phase and step ranges of a capture, the
+CUDA calls with their names, the GPU's busy time, the placing of events into phases and steps.
+
+Phases are the NVTX ranges the harness records (forward, backward, optimizer, prefill, decode, allreduce;
+in Kineto traces record_function ranges such as `## forward ##` count too) and any range nested directly
+in a `step` range (a program's own phases), steps are `step` NVTX ranges or
+Kineto's `ProfilerStep#N` (where a trace holds both, as a torch.profiler trace of the harness's run does, the
+`step` ranges). An event is placed by the time it happened, in the ranges of the same process (GPU time
+against CPU ranges: the GPU lags the host, so placement is by when the host was there).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.hta.gpu_events import gpu_events, merge
+from analysis.joins.nvtx_ranges import step_phases
+from analysis.joins.runtime import plain_name
+from analysis.readers.kineto_build import STEP_RE
+from analysis.trace.trace import Trace
+from workloads.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
+
+PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
+PROCESS = ~0xFFFFFF
+GPU_FRAMES = ("kernels", "memcpy", "memset")
+RANGE_COLUMNS = ("start", "end", "pid", "tid", "phase", "step", "is_step")
+
+
+def phase_of(name: str) -> str | None:
+    """The phase a range names: `forward`, or Kineto's `## forward ##`; None for other ranges."""
+    plain = name.strip("# ").lower()
+    return plain if plain in PHASES else None
+
+
+def has_gpu(trace: Trace) -> bool:
+    return any(trace.has(f) for f in GPU_FRAMES)
+
+
+def ranges(trace: Trace) -> pd.DataFrame:
+    """Phase and step ranges: start, end, pid, tid (the range's thread), phase (or None), step (or -1),
+    is_step. Where the harness's `step` ranges are there, Kineto's ProfilerStep#N ranges are not steps (the
+    same steps, counted twice otherwise)."""
+    if not trace.has("nvtx"):  # typed: a float is_step would select columns, not rows
+        i64 = np.empty(0, np.int64)
+        return pd.DataFrame(
+            {
+                "start": i64,
+                "end": i64,
+                "pid": i64,
+                "tid": i64,
+                "phase": np.empty(0, object),
+                "step": i64,
+                "is_step": np.empty(0, bool),
+            }
+        )
+    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload"])
+    names = nv["name"].astype(str)
+    phase = names.map(phase_of)
+    own = step_phases(trace)  # the export's own phases (a program's names too): the ranges inside `step`s
+    phase = phase.where(~names.isin(own), names)
+    kineto_step = names.str.extract(STEP_RE.pattern, expand=False)
+    harness_step = (names == STEP).to_numpy()
+    if harness_step.any():
+        kineto_step[:] = np.nan
+    step = np.where(kineto_step.notna(), kineto_step.fillna("-1").astype(np.int64), -1)
+    step = np.where(harness_step, nv["payload"].fillna(-1).to_numpy(dtype=np.int64), step)
+    is_step = harness_step | kineto_step.notna().to_numpy()
+    keep = phase.notna().to_numpy() | is_step
+    tid = nv["global_tid"].to_numpy()
+    return pd.DataFrame(
+        {
+            "start": nv["start"].to_numpy()[keep],
+            "end": nv["end"].to_numpy()[keep],
+            "pid": (tid & PROCESS)[keep],
+            "tid": tid[keep],
+            "phase": phase.to_numpy()[keep],
+            "step": np.where(is_step, step, -1)[keep],
+            "is_step": is_step[keep],
+        }
+    )
+
+
+def named_ranges(trace: Trace, pattern: str) -> pd.DataFrame:
+    """NVTX (or record_function) ranges whose name matches the regex `pattern` in full: start, end, pid,
+    tid, name."""
+    if not trace.has("nvtx"):
+        return pd.DataFrame(columns=["start", "end", "pid", "tid", "name"])
+    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name"])
+    hit = nv[nv["name"].astype(str).str.fullmatch(pattern)]
+    tid = hit["global_tid"].to_numpy()
+    return pd.DataFrame(
+        {
+            "start": hit["start"].to_numpy(),
+            "end": hit["end"].to_numpy(),
+            "pid": tid & PROCESS,
+            "tid": tid,
+            "name": hit["name"].astype(str).to_numpy(),
+        }
+    )
+
+
+def steps_of(trace_ranges: pd.DataFrame) -> pd.DataFrame:
+    return trace_ranges[trace_ranges["is_step"]]
+
+
+def place(
+    trace_ranges: pd.DataFrame, times: np.ndarray, weights: np.ndarray, pids: np.ndarray | None = None
+) -> str:
+    """Where events at `times` (of processes `pids`, any when None) happened: their weight by phase, as
+    shares, and the steps they fall in."""
+    times, weights = np.asarray(times), np.asarray(weights, dtype=np.float64)
+    total = float(weights.sum())
+    if not len(times) or total <= 0:
+        return "whole capture"
+    parts = []
+    phases = trace_ranges[trace_ranges["phase"].notna()]
+    for phase, rs in phases.groupby("phase", sort=False):
+        hit = inside(rs, times, pids)
+        share = float(weights[hit].sum()) / total
+        if share >= 0.005:
+            parts.append((share, f"{phase} {100 * share:.0f}%"))
+    text = ", ".join(p for _, p in sorted(parts, reverse=True)) or "outside phases"
+    steps = steps_of(trace_ranges)
+    if len(steps):
+        hit = [int(s) for s, rs in steps.groupby("step") if inside(rs, times, pids).any() and s >= 0]
+        if hit:
+            text += f"; steps {hit[0]}–{hit[-1]}" if len(hit) > 1 else f"; step {hit[0]}"
+    return text
+
+
+def inside(rs: pd.DataFrame, times: np.ndarray, pids: np.ndarray | None = None) -> np.ndarray:
+    """Which of `times` (of processes `pids`; any when None) fall in one of the ranges `rs`."""
+    times = np.asarray(times)
+    hit = np.zeros(len(times), dtype=bool)
+    for s, e, p in zip(rs["start"], rs["end"], rs["pid"], strict=True):
+        now = (times >= s) & (times < e)
+        hit |= now if pids is None else now & (np.asarray(pids) == p)
+    return hit
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def calls(trace: Trace) -> pd.DataFrame:
+    """The CUDA runtime and driver calls: start, end, correlation_id, global_tid, name (without a version
+    suffix), pid; none when the capture holds none."""
+    if not trace.has("runtime"):
+        return pd.DataFrame(
+            columns=["start", "end", "correlation_id", "global_tid", "name_id", "name", "pid"]
+        )
+    got = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
+    names = {i: plain_name(n) for i, n in trace.strings(got["name_id"].unique()).items()}
+    return got.assign(name=got["name_id"].map(names), pid=got["global_tid"].to_numpy() & PROCESS)
+
+
+def os_calls(trace: Trace) -> pd.DataFrame:
+    """The OS runtime calls: start, end, global_tid, name, pid; none when the capture holds none."""
+    if not trace.has("osrt"):
+        return pd.DataFrame(columns=["start", "end", "global_tid", "name", "pid"])
+    got = trace.frame("osrt", ["start", "end", "global_tid", "name_id"])
+    names = trace.strings(got["name_id"].unique())
+    return pd.DataFrame(
+        {
+            "start": got["start"].to_numpy(),
+            "end": got["end"].to_numpy(),
+            "global_tid": got["global_tid"].to_numpy(),
+            "name": got["name_id"].map(names).to_numpy(),
+            "pid": got["global_tid"].to_numpy() & PROCESS,
+        }
+    )
+
+
+def gpu_union(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The GPU's busy time (kernels, copies, sets) as sorted, disjoint [start, end) intervals."""
+    if not has_gpu(trace):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    ev = gpu_events(trace)
+    ev = ev[ev["kind"] != "sync"]
+    return merge(ev["start"].to_numpy(), ev["end"].to_numpy())
+
+
+def busy_within(us: np.ndarray, ue: np.ndarray, start: int, end: int) -> int:
+    return int((np.clip(ue, start, end) - np.clip(us, start, end)).sum())
+
+
+def idle_within(us: np.ndarray, ue: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per interval [starts[i], ends[i]): the time the GPU (busy in us, ue) was idle in it."""
+    return np.array(
+        [int(e - s) - busy_within(us, ue, s, e) for s, e in zip(starts, ends, strict=True)], dtype=np.int64
+    )
+
+
+def phase_table(trace: Trace, launch_calls: frozenset[str] | tuple[str, ...]) -> pd.DataFrame:
+    """Per phase range: phase, start, end, pid, GPU busy (union of all GPU work inside the range's time),
+    launch calls (count, time) and kernels launched inside it (count, median duration)."""
+    trace_ranges = ranges(trace)
+    phases = trace_ranges[trace_ranges["phase"].notna()]
+    if phases.empty or not has_gpu(trace):
+        return pd.DataFrame()
+    ev = gpu_events(trace)
+    ev = ev[ev["kind"] != "sync"]
+    us, ue = merge(ev["start"].to_numpy(), ev["end"].to_numpy())
+    cs = calls(trace)
+    launches = cs[cs["name"].isin(launch_calls)]
+    kernels = ev[ev["kind"] == "kernel"]
+    joined = kernels.assign(pid=kernels["global_pid"].to_numpy() & PROCESS).merge(
+        launches[["correlation_id", "pid", "start"]].rename(columns={"start": "launch"}),
+        on=["pid", "correlation_id"],
+    )
+    rows = []
+    for r in phases.itertuples(index=False):
+        lc = launches[
+            (launches["pid"] == r.pid) & (launches["start"] >= r.start) & (launches["start"] < r.end)
+        ]
+        ks = joined[(joined["pid"] == r.pid) & (joined["launch"] >= r.start) & (joined["launch"] < r.end)]
+        rows.append(
+            {
+                "phase": r.phase,
+                "start": r.start,
+                "end": r.end,
+                "pid": r.pid,
+                "busy": busy_within(us, ue, r.start, r.end),
+                "launches": len(lc),
+                "launch_time": int((lc["end"] - lc["start"]).sum()),
+                "kernels": len(ks),
+                "kernel_median": float(np.median(ks["end"] - ks["start"])) if len(ks) else 0.0,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,130 @@
+"""The harness is never the user's bottleneck: its phase clock's synchronisations (at the edges of its own
+phase ranges), its time between steps and its threads are found in its captures, older ones too, left out of
+every finding, and said once, apart (analysis.advice.instruments; docs/advice.md)."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import H100_DIR, need
+from export_data import derive
+from typer.testing import CliRunner
+
+from analysis.advice.findings import advice
+from analysis.advice.where import calls
+from analysis.trace.opening import open_trace
+from harness.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).parent / "data" / "h100"
+PHASES = "('forward', 'backward', 'optimizer')"
+
+
+@pytest.fixture(scope="module")
+def gpu_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every GPU capture of the repository (tests/data/h100, unpacked) and h100-medium of the corpus."""
+    folder = tmp_path_factory.mktemp("gpu-captures")
+    found = {"h100-medium": need(H100_DIR / "report.sqlite")}
+    for packed in sorted(DATA.glob("*.sqlite.xz")):
+        path = folder / packed.name.removesuffix(".xz")
+        with lzma.open(packed) as src, path.open("wb") as out:
+            shutil.copyfileobj(src, out)
+        found[path.name.removesuffix(".sqlite")] = path
+    return found
+
+
+def _device_syncs(path: Path) -> int:
+    with open_trace(path) as trace:
+        cs = calls(trace)
+        return int((cs["name"] == "cudaDeviceSynchronize").sum())
+
+
+@pytest.mark.parametrize(("name", "clock", "all_syncs"), [("tiny-cupti13", 42, 42), ("h100-medium", 66, 70)])
+def test_the_phase_clocks_synchronisations_are_found(
+    gpu_exports: dict[str, Path], name: str, clock: int, all_syncs: int
+) -> None:
+    """tiny-cupti13: 7 steps × 3 phases × 2 edges, every cudaDeviceSynchronize of the export. h100-medium:
+    66 of its 70; the other 4 sit in warm-up steps 3 and 4, whose phase ranges nsys lost (no edge to be at),
+    and no finding reads warm-up steps of a harness run."""
+    path = gpu_exports[name]
+    with open_trace(path) as trace:
+        found = advice(trace)
+    syncs = found.instruments.syncs
+    assert len(syncs) == clock and _device_syncs(path) == all_syncs
+    assert sorted(syncs["edge"].value_counts().items()) == [("close", clock // 2), ("open", clock // 2)]
+    assert found.instruments.line().startswith(
+        f"harness instruments: {clock} synchronisations at its phases'"
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "h100-medium",
+        "tiny-cupti13",
+        "tiny-cupti12.4",
+        "selftest-cupti12.4",
+        "selftest-cupti13-graph",
+        "selftest-cupti13-node",
+    ],
+)
+def test_no_finding_counts_the_harness_or_says_data_loading(gpu_exports: dict[str, Path], name: str) -> None:
+    """On every GPU capture here no finding counts a cudaDeviceSynchronize of the harness (before:
+    h100-medium's "sync-in-step: 70 blocking calls in 14 steps (70 cudaDeviceSynchronize)") and none names
+    data loading: no loader ran in any of them."""
+    with open_trace(gpu_exports[name]) as trace:
+        found = advice(trace).findings
+    said = json.dumps([[f.rule, f.evidence, f.fix, f.data] for f in found])
+    assert "cudaDeviceSynchronize" not in said
+    assert "data loading" not in said.lower() and "DataLoader(" not in said
+    assert {f.rule for f in found} & {"host-sync", "data-loader", "host-gap", "sync-in-step"} == set()
+
+
+def test_the_host_wait_leaves_out_what_the_clock_caused(gpu_exports: dict[str, Path]) -> None:
+    """tiny-cupti13: of the GPU's host-wait in the 5 measured steps (105.052 ms), 0.549 ms follows the
+    clock's synchronisations (each no longer than the wait it made: 0.599 ms in all) and is left out."""
+    with open_trace(gpu_exports["tiny-cupti13"]) as trace:
+        found = advice(trace)
+    wait = next(f for f in found.findings if f.rule == "gpu-host-wait")
+    assert wait.data["idle (ns)"]["host_wait"] == 105_051_846
+    assert wait.data["harness's part (ns)"] == 549_237
+    assert wait.at_stake_ns == 105_051_846 - 549_237
+    assert found.instruments.sync_ns == 598_852 and found.instruments.idle_ns <= found.instruments.sync_ns
+
+
+def test_a_synchronisation_away_from_the_phase_edges_is_the_programs(
+    gpu_exports: dict[str, Path], tmp_path: Path
+) -> None:
+    """The same capture with its phase ranges opened 1 ms later and closed 1 ms earlier: the clock's
+    signature is gone (kernel launches now sit between each synchronisation and the edge), so its 42
+    cudaDeviceSynchronize calls are a program's, and host-sync counts the 30 inside its measured steps."""
+    src = gpu_exports["tiny-cupti13"]
+    moved = derive(
+        src,
+        tmp_path / "moved.sqlite",
+        "UPDATE NVTX_EVENTS SET start = start + 1000000, end = end - 1000000 WHERE textId IN "
+        f"(SELECT id FROM StringIds WHERE value IN {PHASES}) OR text IN {PHASES}",
+    )
+    with open_trace(moved) as trace:
+        found = advice(trace)
+    assert found.instruments.syncs.empty
+    sync = next(f for f in found.findings if f.rule == "host-sync")
+    assert sync.data["calls"][0]["name"] == "cudaDeviceSynchronize" and sync.data["calls"][0]["calls"] == 30
+
+
+def test_advise_says_the_harness_once_apart(gpu_exports: dict[str, Path]) -> None:
+    """The table's notes and the json carry the instruments once, apart from the findings."""
+    path = str(gpu_exports["tiny-cupti13"])
+    shown = runner.invoke(app, ["advise", path], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.count("harness instruments: 42 synchronisations at its phases' edges") == 1
+    doc = json.loads(runner.invoke(app, ["advise", path, "--format", "json"]).stdout)
+    assert doc["instruments"]["synchronisations"] == 42
+    assert doc["instruments"]["synchronisation calls (ns)"] == 598_852
+    assert doc["instruments"]["gaps between steps"] == 6
+    assert [f["Rule"] for f in doc["findings"]] == ["gpu-host-wait", "nsys-overhead-in-phase", "fp32-gemm"]
+    assert all(isinstance(f["Data"], dict) and f["Data"] for f in doc["findings"])

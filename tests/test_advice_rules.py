@@ -1,0 +1,187 @@
+"""The rules for planted causes, each on a real capture where it shows (the GPU captures' fp32 GEMMs) and on
+copies of them changed by a few SQL statements to hold the cause (pageable and device-to-host copies in the
+steps, bf16 GEMMs, attention as softmax kernels), silent where the cause is not; the rules that read a
+stored run's record (torch.compile's counters, the optimizer's memory roof); what an export alone cannot
+judge; the recorded backtraces."""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import CPU_DIR, H100_DIR, need
+from export_data import derive
+
+from analysis.advice.findings import OptimizerRoof, RunRecord, Thresholds, advice, findings
+from analysis.trace.opening import open_trace
+
+DATA = Path(__file__).parent / "data" / "h100"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+STEP_IDS = "(SELECT id FROM StringIds WHERE value = 'step')"
+NEW_CORRELATION = 10_000_000  # above every correlation id of the capture: a copy whose call is not recorded
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`harness run tiny --device cuda` (fp32, 2 warm-up and 5 measured steps) on an H100, nsys 2023.4."""
+    path = tmp_path_factory.mktemp("tiny") / "tiny-cupti13.sqlite"
+    with lzma.open(DATA / "tiny-cupti13.sqlite.xz") as src, path.open("wb") as out:
+        shutil.copyfileobj(src, out)
+    return path
+
+
+def _rule(found, rule: str):  # type: ignore[no-untyped-def]
+    return next((f for f in found if f.rule == rule), None)
+
+
+def _rules(path: Path, **kw) -> list:  # type: ignore[no-untyped-def, type-arg]
+    with open_trace(path) as trace:
+        return findings(trace, **kw)
+
+
+def _copies_in_steps(copy_kind: int, src_kind: int, dst_kind: int, size: int) -> str:
+    """One copy 1 µs into every step range (of a copy of the first memcpy row), its call not recorded."""
+    return (
+        f"INSERT INTO {MEMCPY} (start, end, deviceId, contextId, greenContextId, streamId, correlationId, "
+        "globalPid, bytes, copyKind, deprecatedSrcId, srcKind, dstKind, srcDeviceId, srcContextId, "
+        "dstDeviceId, dstContextId, migrationCause, graphNodeId, virtualAddress) "
+        f"SELECT n.start + 1000, n.start + 51000, m.deviceId, m.contextId, m.greenContextId, m.streamId, "
+        f"{NEW_CORRELATION} + n.rowid, m.globalPid, {size}, {copy_kind}, m.deprecatedSrcId, {src_kind}, "
+        f"{dst_kind}, "
+        "m.srcDeviceId, m.srcContextId, m.dstDeviceId, m.dstContextId, m.migrationCause, m.graphNodeId, "
+        f"m.virtualAddress FROM NVTX_EVENTS AS n, (SELECT * FROM {MEMCPY} LIMIT 1) AS m "
+        f"WHERE n.textId IN {STEP_IDS} OR n.text = 'step'"
+    )
+
+
+def test_fp32_gemms_on_the_gpu_captures(tiny: Path) -> None:
+    """Both H100 captures ran fp32 without TF32: cuBLAS's `sm80_xmma_gemm_f32f32_f32f32_f32 … ffma` and
+    CUTLASS's `simt_sgemm`. tiny-cupti13: 415 of them in its 5 measured steps, 8.405 ms of their 18.437 ms
+    of kernel time; h100-medium: 1,450, 99.559 ms of 492.171 ms (12,210 kernels nsys could not name)."""
+    found = _rule(_rules(tiny), "fp32-gemm")
+    assert (found.data["fp32 GEMM kernels"], found.at_stake_ns) == (415, 8_404_882)
+    assert found.data["kernel time (ns)"] == 18_436_816 and found.data["low-precision GEMM kernels"] == 0
+    assert "sm80_xmma_gemm_f32f32_f32f32_f32" in found.data["top"][0]["name"]
+    medium = _rule(_rules(need(H100_DIR / "report.sqlite")), "fp32-gemm")
+    assert (medium.data["fp32 GEMM kernels"], medium.at_stake_ns) == (1_450, 99_559_276)
+    assert medium.data["unnamed kernels"] == 12_210
+
+
+def test_bf16_gemms_are_not_fp32(tiny: Path, tmp_path: Path) -> None:
+    """The same capture with its GEMMs named as bf16 ones (xmma's bf16bf16, CUTLASS's tensor-op s16816)."""
+    bf16 = derive(
+        tiny,
+        tmp_path / "bf16.sqlite",
+        "UPDATE StringIds SET value = replace(replace(replace(value, 'f32f32_f32f32_f32', "
+        "'bf16bf16_bf16f32_f32'), 'simt_sgemm', 'tensorop_bf16_s16816gemm'), '_ffma_', '_hmma_')",
+    )
+    assert _rule(_rules(bf16), "fp32-gemm") is None
+
+
+def test_no_fp32_gemm_without_a_gpu() -> None:
+    assert _rule(_rules(need(CPU_DIR / "report.sqlite")), "fp32-gemm") is None
+
+
+def test_math_attention_by_its_kernels(tiny: Path, tmp_path: Path) -> None:
+    """tiny ran sdpa (cutlass's fmha kernels): silent. With those kernels named as softmax kernels (forward
+    4 a step: one a layer and head group) and no fused attention kernel left, it fires."""
+    assert _rule(_rules(tiny), "math-attention") is None
+    math = derive(
+        tiny,
+        tmp_path / "math.sqlite",
+        "UPDATE StringIds SET value = CASE WHEN value LIKE 'fmha_cutlassF%' "
+        "THEN 'softmax_warp_forward<float>' WHEN value LIKE 'fmha_cutlassB%' "
+        "THEN 'softmax_warp_backward<float>' ELSE value END",
+    )
+    found = _rule(_rules(math), "math-attention")
+    assert found.data["softmax kernels"] == 40 and found.data["steps"] == 5  # 4 forward + 4 backward a step
+
+
+def test_pageable_copies_before_the_steps_are_not_a_finding(tiny: Path) -> None:
+    """tiny-cupti13's 29 pageable host-to-device copies load the model before its first step."""
+    with sqlite3.connect(f"file:{tiny}?mode=ro", uri=True) as con:
+        assert con.execute(
+            f"SELECT count(*) FROM {MEMCPY} WHERE copyKind = 1 AND srcKind = 0"
+        ).fetchone() == (29,)
+    found = _rules(tiny)
+    assert _rule(found, "pageable-copy") is None and _rule(found, "d2h-copy") is None
+
+
+def test_a_pageable_copy_every_step(tiny: Path, tmp_path: Path) -> None:
+    """A 1 MB host-to-device copy from pageable memory (nsys's srcKind 0) in each of the 7 steps; the 5
+    measured ones count. Pinned (srcKind 1): silent."""
+    pageable = derive(tiny, tmp_path / "pageable.sqlite", _copies_in_steps(1, 0, 2, 1 << 20))
+    found = _rule(_rules(pageable), "pageable-copy")
+    assert (found.data["copies"], found.data["bytes"], found.at_stake_ns) == (5, 5 << 20, 5 * 50_000)
+    assert found.where.endswith("steps 2–6")
+    pinned = derive(tiny, tmp_path / "pinned.sqlite", _copies_in_steps(1, 1, 2, 1 << 20))
+    assert _rule(_rules(pinned), "pageable-copy") is None
+
+
+def test_a_device_to_host_copy_every_step(tiny: Path, tmp_path: Path) -> None:
+    """Logits-sized device-to-host copies in every step fire d2h-copy; a 4-byte one (a loss read by .item())
+    does not: that is host-sync's."""
+    d2h = derive(tiny, tmp_path / "d2h.sqlite", _copies_in_steps(2, 2, 0, 4 * 64 * 65 * 4))
+    found = _rule(_rules(d2h), "d2h-copy")
+    assert (found.data["copies"], found.data["largest (bytes)"]) == (5, 4 * 64 * 65 * 4)
+    scalar = derive(tiny, tmp_path / "scalar.sqlite", _copies_in_steps(2, 2, 0, 4))
+    assert _rule(_rules(scalar), "d2h-copy") is None
+
+
+def test_recompiles_from_the_runs_record() -> None:
+    """cpu-train's 8 steps with torch.compile's counters as a stored run records them: a frame compiled each
+    step is a recompile each step, at stake the forward time the record holds; a compile once is not."""
+    export = need(CPU_DIR / "report.sqlite")
+    every = RunRecord(steps=8, measured_steps=5, dynamo={"frames": 8, "graphs": 8, "graph_breaks": 0},
+                      forward_ns=96_000_000.0)  # fmt: skip
+    found = _rule(_rules(export, run=every), "recompile")
+    assert found.at_stake_ns == 96_000_000 and found.data["dynamo"]["frames"] == 8
+    assert found.evidence.startswith("torch.compile compiled 8 frames into 8 graphs in 8 steps")
+    once = RunRecord(steps=8, measured_steps=5, dynamo={"frames": 1, "graphs": 1, "graph_breaks": 0})
+    assert _rule(_rules(export, run=once), "recompile") is None
+
+
+def test_the_optimizer_against_its_memory_roof() -> None:
+    """With the run's roofline, the optimizer at 26% of its memory roof (the AdamW step of 2.7B in bf16 on an
+    H200) is a finding, its stake the time above what the roof allows over the measured steps; at 60% not."""
+    export = need(CPU_DIR / "report.sqlite")
+    roof = OptimizerRoof(26.0, 76_000_000.0, 19_760_000.0, 95.4e9, 1255.0, "NVIDIA H200 (datasheet)")
+    found = _rule(
+        _rules(export, run=RunRecord(steps=8, measured_steps=5, optimizer_roof=roof)), "optimizer-loop"
+    )
+    assert found.at_stake_ns == 5 * (76_000_000 - 19_760_000)
+    assert "26% of its memory roof (NVIDIA H200 (datasheet))" in found.evidence
+    fine = OptimizerRoof(60.0, 76_000_000.0, 45_600_000.0, 95.4e9, 1255.0, "NVIDIA H200 (datasheet)")
+    assert (
+        _rule(_rules(export, run=RunRecord(steps=8, measured_steps=5, optimizer_roof=fine)), "optimizer-loop")
+        is None
+    )
+
+
+def test_an_export_says_what_it_cannot_judge() -> None:
+    with open_trace(need(CPU_DIR / "report.sqlite")) as trace:
+        alone, stored = advice(trace), advice(trace, run=RunRecord(steps=8))
+    assert [line.split(":")[0] for line in alone.not_judged] == ["recompile", "optimizer-loop"]
+    assert all("`harness advise RUN` judges it" in line for line in alone.not_judged)
+    assert stored.not_judged == []
+
+
+def test_the_recorded_backtraces_of_calls(tmp_path: Path) -> None:
+    """h100-medium recorded native backtraces of its OS runtime calls (OSRT_CALLCHAINS): read per call,
+    innermost first; an export without call chains has none."""
+    export = need(H100_DIR / "report.sqlite")
+    with sqlite3.connect(f"file:{export}?mode=ro", uri=True) as con:
+        tid, start = con.execute("SELECT globalTid, start FROM OSRT_API WHERE callchainId = 1").fetchone()
+    with open_trace(export) as trace:
+        frames = trace.reader.backtraces("osrt", [(tid, start)])[(tid, start)]
+    assert frames[:2] == ["__read (libc.so.6)", "_Py_read (python3.12)"]
+    with open_trace(need(CPU_DIR / "report.sqlite")) as trace:
+        assert trace.reader.backtraces("runtime", [(1, 1)]) == {}
+
+
+def test_thresholds_of_the_new_rules() -> None:
+    th = Thresholds().with_options(["fp32_gemm_share=0.5", "copies_per_step=2", "optimizer_roof_below=0.3"])
+    assert (th.fp32_gemm_share, th.copies_per_step, th.optimizer_roof_below) == (0.5, 2.0, 0.3)
