@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import measure_drift
 from typer.testing import CliRunner
 
 from analysis.compare.diff import TPOT, TTFT, serving_verdicts
@@ -101,8 +102,17 @@ def test_diff_of_two_generate_runs_has_ttft_and_tpot_rows(tmp_db: str) -> None:
     (key,) = (k for k in json.loads(out.stdout) if k.startswith("Phases: B against A"))
     rows = {r["Phase"]: r for r in json.loads(out.stdout)[key]}
     assert list(rows) == ["prefill", "decode", "overall (step)", "TTFT", "TPOT"]
-    assert rows["TPOT"]["Verdict"] == "regression" and rows["TPOT"]["Steps A"] == 56
+    # one run a side and no drift measured for the configuration: TTFT and TPOT are judged as the phases
+    # are, no verdict (the steps' own scatter is not the drift between processes)
+    assert {r["Verdict"] for r in rows.values()} == {"inconclusive"}
+    assert rows["TPOT"]["Detail"] == rows["decode"]["Detail"] == "no drift measured"
+    assert rows["TPOT"]["Steps A"] == 56
     assert rows["TTFT"]["Mean A (ns)"] == rows["prefill"]["Mean A (ns)"]
+    measure_drift(store, generate_run("gen-aa", seed=5))  # runs made together: decode's drift ±0.5%
+    out = runner.invoke(app, ["diff", "gen-a", "gen-b", "--format", "json"], catch_exceptions=False)
+    rows = {r["Phase"]: r for r in json.loads(out.stdout)[key]}
+    assert rows["TPOT"]["Verdict"] == "regression" and 20 < rows["TPOT"]["Δ (%)"] < 30
+    assert rows["TTFT"]["Verdict"] != "regression"
     gated = runner.invoke(app, ["diff", "gen-a", "gen-b", "--gate", "10"], catch_exceptions=False)
     assert gated.exit_code != 0 and "TPOT" in gated.output
 

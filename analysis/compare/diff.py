@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.compare.drift import NO_DRIFT, Drift, phase_comparisons
+from analysis.compare.drift import NO_DRIFT, Drift, compare_runs, phase_comparisons
 from analysis.compare.overhead import STEP_SUM, Comparison, compare_samples, short_verdict
 from analysis.errors import ExportError
 from analysis.hta.hta_rules import hta_view
@@ -26,7 +26,7 @@ from analysis.joins.runtime import PROCESS_MASK, _call_key
 from analysis.readers import COPY_KINDS, MEMORY_KINDS
 from analysis.tables.kernels import kernel_summary
 from analysis.trace.trace import Trace
-from workloads.names import PREFILL
+from workloads.names import DECODE, PREFILL
 
 DIFF_COLUMNS = [
     "Name", "Change", "Instances A", "Instances B", "Δ Instances", "Total Time A (ns)", "Total Time B (ns)",
@@ -196,29 +196,60 @@ def _with_run(steps: pd.DataFrame) -> pd.DataFrame:
 TTFT, TPOT = "TTFT", "TPOT"  # generate's serving rows, after the phases' (workloads.names: prefill, decode)
 SERVING_NOTE = (
     "TTFT is each measured step's prefill; TPOT is every decoded token's time (its Steps A and B count "
-    "tokens), its interval drawn from the steps' token means"
+    "tokens), judged as the phases are (TTFT with prefill's drift, TPOT with decode's)"
 )
 
 
 def serving_verdicts(
-    steps_a: pd.DataFrame, steps_b: pd.DataFrame, tokens_a: pd.DataFrame, tokens_b: pd.DataFrame
+    steps_a: pd.DataFrame,
+    steps_b: pd.DataFrame,
+    tokens_a: pd.DataFrame,
+    tokens_b: pd.DataFrame,
+    drift: Mapping[str, Drift] | None = None,
 ) -> list[PhaseVerdict]:
-    """Generate's serving figures, B against A, by compare_samples as the phases': time to first token
-    (each measured step's prefill) and time per output token (every decoded token of the measured steps;
-    `tokens_*`: step, duration_ns, warmup). A step's tokens share its state (cache, clocks, the machine's
-    load), so TPOT's interval is drawn from the steps' token means where a side has two steps or more (the
-    steps stand as compare_samples' runs; Steps A and B count the tokens). Nothing where a side decoded no
-    token."""
+    """Generate's serving figures, B against A: time to first token (each measured step's prefill) and time
+    per output token (every decoded token of the measured steps; `tokens_*`: step, duration_ns, warmup, and
+    run where a side holds several runs). A step's tokens share its state (cache, clocks, the machine's
+    load), so TPOT's interval is drawn from the steps' token means (Steps A and B count the tokens).
+
+    Without `drift`, by compare_samples as the phases' (the steps stand as runs). With it (phase -> the drift
+    measured for the configuration, as `phase_verdicts` takes it), run against run: TTFT with prefill's
+    drift, TPOT with decode's (a token's time drifts with its phase), one run a side only beyond it.
+    Nothing where a side decoded no token."""
     measured = [t[~t["warmup"].astype(bool)] if "warmup" in t else t for t in (tokens_a, tokens_b)]
     if any(t.empty for t in measured):
         return []
     out = []
     prefill = [s[(s["phase"] == PREFILL) & ~s["warmup"].astype(bool)] for s in (steps_a, steps_b)]
+    if drift is None:
+        if all(len(p) for p in prefill):
+            out.append(PhaseVerdict(TTFT, compare_samples(*prefill)))
+        a, b = (t.assign(run=t["step"]) for t in measured)
+        out.append(PhaseVerdict(TPOT, compare_samples(a, b)))
+        return out
     if all(len(p) for p in prefill):
-        out.append(PhaseVerdict(TTFT, compare_samples(*prefill)))
-    a, b = (t.assign(run=t["step"]) for t in measured)
-    out.append(PhaseVerdict(TPOT, compare_samples(a, b)))
+        pa, pb = (_with_run(p) for p in prefill)
+        out.append(PhaseVerdict(TTFT, _between_runs(pa, pb, drift.get(PREFILL))))
+    ta, tb = (_with_run(t) for t in measured)
+    out.append(PhaseVerdict(TPOT, _between_runs(ta, tb, drift.get(DECODE), by_step=True)))
     return out
+
+
+def _between_runs(a: pd.DataFrame, b: pd.DataFrame, drift: Drift | None, by_step: bool = False) -> Comparison:
+    """compare_runs of two sides' run means of duration_ns; one run a side, its steps (by_step: each step's
+    mean, the tokens of a step being one sample of the machine's state) bound the interval from below."""
+    one = a["run"].nunique() == 1 and b["run"].nunique() == 1
+
+    def steps(t: pd.DataFrame) -> np.ndarray:
+        if not one:
+            return np.empty(0)
+        col = t.groupby("step")["duration_ns"].mean() if by_step else t["duration_ns"]
+        return col.to_numpy(dtype="float64")
+
+    return compare_runs(
+        a.groupby("run")["duration_ns"].mean().to_numpy(), b.groupby("run")["duration_ns"].mean().to_numpy(),
+        drift, steps_a=steps(a), steps_b=steps(b), samples=(len(a), len(b)),
+    )  # fmt: skip
 
 
 def unlike_steps(

@@ -129,6 +129,13 @@ def tokens_frame(run: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "duration_ns", "warmup"])
 
 
+def side_tokens(side: Side) -> pd.DataFrame:
+    """Every run's decoded tokens of a side, each run told by `run`: run, step, duration_ns, warmup."""
+    import pandas as pd
+
+    return pd.concat([tokens_frame(r).assign(run=r.id) for r in side.runs], ignore_index=True)
+
+
 def side_steps(side: Side) -> pd.DataFrame:
     """Every run's steps of a side, each run told by `run`: run, step, phase, duration_ns, warmup."""
     import pandas as pd
@@ -203,11 +210,10 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
         result.drift = stored_drift(store, keys, exclude=ids) if store is not None else {}
         result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
         result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
-        if len(a.runs) == len(b.runs) == 1:
-            serving = d.serving_verdicts(steps_a, steps_b, tokens_frame(a.run), tokens_frame(b.run))
-            if serving:
-                result.verdicts += serving
-                result.notes.append(d.SERVING_NOTE)
+        serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)
+        if serving:
+            result.verdicts += serving
+            result.notes.append(d.SERVING_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
     several = len(a.runs) > 1 or len(b.runs) > 1
     if several and a.trace_path is not None and b.trace_path is not None:
