@@ -85,6 +85,24 @@ def h100_export() -> Path:
 
 
 @pytest.fixture(scope="session")
+def h100_captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The GPU captures kept in the repository (tests/data/h100/*.sqlite.xz), unpacked once per session,
+    read-only, by name (`tiny-cupti13`, `tiny-generate`, …)."""
+    import lzma
+    import shutil
+
+    folder = tmp_path_factory.mktemp("h100-captures")
+    found = {}
+    for packed in sorted((REPO / "tests" / "data" / "h100").glob("*.sqlite.xz")):
+        path = folder / packed.name.removesuffix(".xz")
+        with lzma.open(packed) as src, path.open("wb") as out:
+            shutil.copyfileobj(src, out)
+        path.chmod(0o444)
+        found[path.name.removesuffix(".sqlite")] = path
+    return found
+
+
+@pytest.fixture(scope="session")
 def a100_expected() -> Path:
     return need(A100_DIR / "expected")
 

@@ -5,8 +5,6 @@ every finding, and said once, apart (analysis.advice.instruments; docs/advice.md
 from __future__ import annotations
 
 import json
-import lzma
-import shutil
 from pathlib import Path
 
 import pytest
@@ -25,16 +23,9 @@ PHASES = "('forward', 'backward', 'optimizer')"
 
 
 @pytest.fixture(scope="module")
-def gpu_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def gpu_exports(h100_captures: dict[str, Path]) -> dict[str, Path]:
     """Every GPU capture of the repository (tests/data/h100, unpacked) and h100-medium of the corpus."""
-    folder = tmp_path_factory.mktemp("gpu-captures")
-    found = {"h100-medium": need(H100_DIR / "report.sqlite")}
-    for packed in sorted(DATA.glob("*.sqlite.xz")):
-        path = folder / packed.name.removesuffix(".xz")
-        with lzma.open(packed) as src, path.open("wb") as out:
-            shutil.copyfileobj(src, out)
-        found[path.name.removesuffix(".sqlite")] = path
-    return found
+    return {"h100-medium": need(H100_DIR / "report.sqlite"), **h100_captures}
 
 
 def _device_syncs(path: Path) -> int:

@@ -6,8 +6,6 @@ judge; the recorded backtraces."""
 
 from __future__ import annotations
 
-import lzma
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -25,12 +23,9 @@ NEW_CORRELATION = 10_000_000  # above every correlation id of the capture: a cop
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny(h100_captures: dict[str, Path]) -> Path:
     """`harness run tiny --device cuda` (fp32, 2 warm-up and 5 measured steps) on an H100, nsys 2023.4."""
-    path = tmp_path_factory.mktemp("tiny") / "tiny-cupti13.sqlite"
-    with lzma.open(DATA / "tiny-cupti13.sqlite.xz") as src, path.open("wb") as out:
-        shutil.copyfileobj(src, out)
-    return path
+    return h100_captures["tiny-cupti13"]
 
 
 def _rule(found, rule: str):  # type: ignore[no-untyped-def]

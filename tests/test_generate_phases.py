@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import lzma
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +33,8 @@ MEASURE = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"  # alexnet's me
 
 
 @pytest.fixture(scope="module")
-def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("captures")
-    found = {}
-    for name in ("tiny-generate", "tiny-cupti13", "selftest-cupti13-node"):
-        path = folder / f"{name}.sqlite"
-        with lzma.open(DATA / f"{name}.sqlite.xz") as src, path.open("wb") as out:
-            shutil.copyfileobj(src, out)
-        path.chmod(0o444)
-        found[name] = path
-    return found
+def captures(h100_captures: dict[str, Path]) -> dict[str, Path]:
+    return h100_captures
 
 
 def test_the_phases_are_read_from_the_steps_of_the_export(captures: dict[str, Path]) -> None:

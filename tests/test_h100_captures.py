@@ -4,8 +4,6 @@ last; capture health fails the broken tiny run and passes the whole one."""
 
 from __future__ import annotations
 
-import lzma
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,16 +17,8 @@ DATA = Path(__file__).parent / "data" / "h100"
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("h100")
-    found = {}
-    for packed in sorted(DATA.glob("*.sqlite.xz")):
-        path = folder / packed.name.removesuffix(".xz")
-        with lzma.open(packed) as src, path.open("wb") as out:
-            shutil.copyfileobj(src, out)
-        path.chmod(0o444)
-        found[path.name.removesuffix(".sqlite")] = path
-    return found
+def exports(h100_captures: dict[str, Path]) -> dict[str, Path]:
+    return h100_captures
 
 
 def verdicts(export: Path) -> dict[str, tuple[str, str]]:

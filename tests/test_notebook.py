@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import lzma
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -23,16 +21,8 @@ DATA = Path(__file__).parent / "data" / "h100"
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("notebook")
-    found = {}
-    for name in ("tiny-cupti13", "tiny-cupti12.4"):
-        path = folder / f"{name}.sqlite"
-        with lzma.open(DATA / f"{name}.sqlite.xz") as src, path.open("wb") as out:
-            shutil.copyfileobj(src, out)
-        path.chmod(0o444)
-        found[name] = path
-    return found
+def exports(h100_captures: dict[str, Path]) -> dict[str, Path]:
+    return h100_captures
 
 
 def cli_json(*args: str) -> object:
