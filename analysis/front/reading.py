@@ -70,15 +70,15 @@ def read_tables(
             result, by = _several(table, paths, options, skipped, by_rank, jobs, dask, cache, export)
         else:
             result = _one(table, paths[0], options, skipped, said, plain, kept, cache, export)
-    if top:
-        result.tables = [
-            (
-                title,
-                df.groupby(by, sort=False, group_keys=False).head(top) if by in df.columns else df.head(top),
-            )
-            for title, df in result.tables
-        ]
+    if top:  # the first N rows of each table; over several exports, of each one's (per rank)
+        result.tables = [(title, _first(df, top, by)) for title, df in result.tables]
     return result
+
+
+def _first(df: Any, n: int, per: str | None) -> Any:
+    """The first `n` rows of a table (a DataFrame, or Rows served from the cache), of each value of the
+    column `per` where it has one."""
+    return df.groupby(per, sort=False, group_keys=False).head(n) if per in df.columns else df.head(n)
 
 
 def _one(table: Table, path: Path, options: dict[str, Any], skipped: list[str], said: list[str], plain: bool,

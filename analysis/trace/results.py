@@ -153,7 +153,7 @@ def cached(path: Path, name: str, options: Mapping[str, Any], notes: list[str] |
         data = json.loads(kept.read_bytes())
     except (OSError, ValueError, KeyError, TypeError, AnalysisError):
         return None
-    if not isinstance(data, dict) or data.get("digest") != entry.digest:  # as every file of the entry
+    if not isinstance(data, dict) or data.get("digest") != entry.digest:  # each file of an entry holds it
         why: str | None = "was not written for it (another export's, or edited)"
     else:
         why = _damaged(data)
