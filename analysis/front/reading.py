@@ -60,18 +60,18 @@ def read_tables(
     served = (
         results.cached(sources[0], kind, _key(table, options, sources[0]), said) if one and kept else None
     )
-    by = None  # over several exports: the column whose values (ranks, sources) each get `top` rows
+    per = None  # over several exports: the column (Rank, Source) each of whose values gets `top` rows
     if served is not None:
         result = Tables(served.tables, [*said, *served.notes], served.skipped, served.titled)  # type: ignore[arg-type]
     else:
         skipped: list[str] = []  # what a folder held that looked like an export and was not taken
         paths = sources if one else expand(sources, skipped)
         if len(paths) > 1 or by_rank:
-            result, by = _several(table, paths, options, skipped, by_rank, jobs, dask, cache, export)
+            result, per = _several(table, paths, options, skipped, by_rank, jobs, dask, cache, export)
         else:
             result = _one(table, paths[0], options, skipped, said, plain, kept, cache, export)
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
-        result.tables = [(title, _first(df, top, by)) for title, df in result.tables]
+        result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result
 
 
