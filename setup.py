@@ -12,7 +12,11 @@ setup(
         Extension(
             "analysis.readers._kineto_fast",
             ["analysis/readers/_kineto_fast.c"],
-            depends=["analysis/readers/_kineto_json.h", "analysis/readers/_kineto_store.h"],
+            depends=[
+                "analysis/readers/_kineto_event.h",
+                "analysis/readers/_kineto_json.h",
+                "analysis/readers/_kineto_store.h",
+            ],
             optional=True,
             extra_compile_args=["-O2"],
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.advice import coverage
+from analysis.advice import launches
 from analysis.advice.health import capture_health
 from analysis.trace.opening import open_trace
 from harness.experiments.gpu_selftest import judged
@@ -104,7 +104,7 @@ def test_launches_without_work_but_no_stop_are_said_so(
 ) -> None:
     """Without knowing of stream capture, the same capture has launch calls without GPU work before calls
     with it: the evidence says they are not where a trace stopped (it said "the 0 launch calls after it")."""
-    monkeypatch.setattr(coverage, "CAPTURE_BEGINS", frozenset())
+    monkeypatch.setattr(launches, "CAPTURE_BEGINS", frozenset())
     checks = checks_of(exports["selftest-cupti13-node"])
     assert checks["GPU coverage"] == (
         "fail",

@@ -57,33 +57,49 @@ def read_tables(
     kept = table.served_from_cache and plain and cache
     one = len(sources) == 1 and sources[0].is_file() and not by_rank
     said: list[str] = []  # what the cache entry held that was not the export's (deleted, read again)
-    if one and kept and (served := results.cached(sources[0], kind, _key(table, options, sources[0]), said)):
-        cut = [(title, df.head(top) if top else df) for title, df in served.tables]
-        return Tables(cut, [*said, *served.notes], served.skipped, served.titled)  # type: ignore[arg-type]
-    skipped: list[str] = []  # what a folder held that looked like an export and was not taken
-    paths = sources if one else expand(sources, skipped)
-    if len(paths) > 1 or by_rank:
-        return _several(table, paths, options, skipped, top, by_rank, jobs, dask, cache, export)
+    served = (
+        results.cached(sources[0], kind, _key(table, options, sources[0]), said) if one and kept else None
+    )
+    per = None  # over several exports: the column (Rank, Source) each of whose values gets `top` rows
+    if served is not None:
+        result = Tables(served.tables, [*said, *served.notes], served.skipped, served.titled)  # type: ignore[arg-type]
+    else:
+        skipped: list[str] = []  # what a folder held that looked like an export and was not taken
+        paths = sources if one else expand(sources, skipped)
+        if len(paths) > 1 or by_rank:
+            result, per = _several(table, paths, options, skipped, by_rank, jobs, dask, cache, export)
+        else:
+            result = _one(table, paths[0], options, skipped, said, plain, kept, cache, export)
+    if top:  # the first N rows of each table; over several exports, of each one's (per rank)
+        result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
+    return result
+
+
+def _first(df: Any, n: int, per: str | None) -> Any:
+    """The first `n` rows of a table (a DataFrame, or Rows served from the cache), of each value of the
+    column `per` where it has one."""
+    return df.groupby(per, sort=False, group_keys=False).head(n) if per in df.columns else df.head(n)
+
+
+def _one(table: Table, path: Path, options: dict[str, Any], skipped: list[str], said: list[str], plain: bool,
+         kept: bool, cache: bool, export: Export | None) -> Tables:  # fmt: skip
+    """The table computed from one export, kept in its cache entry where its declaration says."""
     from analysis.trace.opening import open_trace  # numpy: a table served from the cache needs none
 
-    with open_trace(
-        sqlite_of(paths[0], export, cache), cache=cache
-    ) as trace:  # closed: its private copy goes
+    with open_trace(sqlite_of(path, export, cache), cache=cache) as trace:  # closed: its private copy goes
         if table.without_pandas is not None and plain:
-            result = table.without_pandas(trace, paths[0].name, **_shaping(table, options))
+            result = table.without_pandas(trace, path.name, **_shaping(table, options))
         else:
-            result = table.one(trace, paths[0].name, **options)
+            result = table.one(trace, path.name, **options)
         result = _decided(table, result)
         result.notes = [*skipped, *result.notes]
         if kept:  # without what this reading found wrong in the cache: said once, not kept
             entry = trace.cache_entry
             once = {*said, *(entry.notes if entry is not None else ())}
             notes = [n for n in result.notes if n not in once]
-            key = _key(table, options, paths[0])
-            results.keep(trace, kind, key, result.tables, notes, result.skipped, titled=result.titled)
+            key = _key(table, options, path)
+            results.keep(trace, table.name, key, result.tables, notes, result.skipped, titled=result.titled)
         result.notes = [*said, *(n for n in result.notes if n not in said)]
-    if top:
-        result.tables = [(title, df.head(top)) for title, df in result.tables]
     return result
 
 
@@ -101,10 +117,10 @@ def sqlite_of(path: Path, export: Export | None, cache: bool) -> Path:
 
 
 def _several(table: Table, paths: Sequence[Path], options: dict[str, Any], skipped: list[str],
-             top: int | None, by_rank: bool, jobs: int | None, dask: str | None, cache: bool,
-             export: Export | None) -> Tables:  # fmt: skip
-    """The table over several exports (analysis.trace.multi), or over one capture's processes; titled
-    with what it covers, `top` rows per rank."""
+             by_rank: bool, jobs: int | None, dask: str | None, cache: bool,
+             export: Export | None) -> tuple[Tables, str | None]:  # fmt: skip
+    """The table over several exports (analysis.trace.multi), or over one capture's processes, titled
+    with what it covers; and the column that labels each export's rows (Rank or Source)."""
     from analysis.ranks.capture_ranks import analyse_by_process
     from analysis.trace.multi_run import raise_errors, run_tasks
 
@@ -123,9 +139,9 @@ def _several(table: Table, paths: Sequence[Path], options: dict[str, Any], skipp
             combined = tables.combine(table.name, parts, sources, by_rank=by_rank, options=options)
     except ExportError as e:
         raise ExportError("; ".join([str(e), *skipped])) from None
-    out = _titled(table, combined, paths, top)
+    out = _titled(table, combined, paths)
     out.notes = [*skipped, *out.notes]
-    return _decided(table, out)
+    return _decided(table, out), combined.sources.column if combined.sources is not None else "Source"
 
 
 def _shaping(table: Table, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -148,8 +164,8 @@ def _decided(table: Table, result: Tables) -> Tables:
     return result
 
 
-def _titled(table: Table, result: Combined, paths: Sequence[Path], top: int | None) -> Tables:
-    """The tables over several exports, titled with what they cover; `top` keeps N rows per rank."""
+def _titled(table: Table, result: Combined, paths: Sequence[Path]) -> Tables:
+    """The tables over several exports, titled with what they cover."""
     sources = result.sources
     labels = sources.labels if sources is not None else []
     label = sources.column if sources is not None else "Source"
@@ -159,10 +175,6 @@ def _titled(table: Table, result: Combined, paths: Sequence[Path], top: int | No
     parts = result.tables
     out = Tables(skipped=result.skipped or None)
     for name, df in parts:
-        if top and label in df.columns:
-            df = df.groupby(label, sort=False, group_keys=False).head(top)
-        elif top:
-            df = df.head(top)
         heading = table.headings.get(name, name if len(parts) > 1 else table.title)
         out.tables.append((f"{heading} in {what}", df))
     said = (n for _, df in out.tables for n in df.attrs.get("notes", []))

@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_kineto_event.h"
 #include "_kineto_json.h"
 #include "_kineto_store.h"
 
-#define NULLV (-INT64_MAX)               /* analysis.readers.NULL */
 #define MAX_NS ((int64_t)1 << 62)        /* kineto_columns.MAX_NS */
 #define NGROUPS 8
 #define OTHER NGROUPS
@@ -91,115 +91,6 @@ static void out_free(Out *o) {
     }
     free(o->ignored);
     free(o->threads);
-}
-
-/* launch dimensions [x, y, z] packed as kineto_columns._dims does; NULLV where not three integers in range */
-static int64_t dims_value(Parser *ps, int s0, int s1) {
-    int64_t d[3];
-    int n = 0, ok = 1;
-    ps->p++;
-    ws(ps);
-    if (ps->p < ps->end && *ps->p == ']') { ps->p++; return NULLV; }
-    do {
-        Val v;
-        skip_value(ps, &v, 2);
-        if (ps->fail) return NULLV;
-        if (n < 3 && v.kind == V_INT && v.i >= 0) d[n] = v.i;
-        else ok = 0;
-        n++;
-    } while (next_member(ps, ']'));
-    if (ps->fail || !ok || n != 3) return NULLV;
-    if (d[0] >= ((int64_t)1 << (63 - s0)) || d[1] >= ((int64_t)1 << (s0 - s1)) || d[2] >= ((int64_t)1 << s1))
-        return NULLV;
-    return (d[0] << s0) + (d[1] << s1) + d[2];
-}
-
-enum { A_CORRELATION, A_STREAM, A_DEVICE, A_BYTES, A_EXTERNAL, A_INPUT_DIMS, A_NAME, A_GRID, A_BLOCK, NARGS };
-
-typedef struct {
-    Val f[NARGS];
-    int64_t grid, block;
-} Args;
-
-typedef struct {
-    Val ph, cat, name, pid, tid, ts, dur, args;
-    Args a;
-} Event;
-
-/* an args object: the keys the reader uses; a key seen twice fails (the caller steps aside) */
-static void parse_args(Parser *ps, Args *a) {
-    ps->p++;
-    ws(ps);
-    if (ps->p < ps->end && *ps->p == '}') { ps->p++; return; }
-    do {
-        Val k;
-        object_key(ps, &k);
-        if (ps->fail || k.esc) { ps->fail = 1; return; }
-        int field = -1;
-        switch (k.n) {
-        case 4: if (KEY(&k, "grid")) field = A_GRID; else if (KEY(&k, "name")) field = A_NAME; break;
-        case 5: if (KEY(&k, "bytes")) field = A_BYTES; else if (KEY(&k, "block")) field = A_BLOCK; break;
-        case 6: if (KEY(&k, "stream")) field = A_STREAM; else if (KEY(&k, "device")) field = A_DEVICE; break;
-        case 10: if (KEY(&k, "Input Dims")) field = A_INPUT_DIMS; break;
-        case 11: if (KEY(&k, "correlation")) field = A_CORRELATION; else if (KEY(&k, "External id")) field = A_EXTERNAL; break;
-        }
-        if (field < 0) {
-            Val v;
-            skip_value(ps, &v, 2);
-        } else {
-            Val *v = &a->f[field];
-            if (v->kind != V_ABSENT) { ps->fail = 1; return; }
-            if ((field == A_GRID || field == A_BLOCK) && ps->p < ps->end && *ps->p == '[') {
-                int64_t packed = field == A_GRID ? dims_value(ps, 32, 16) : dims_value(ps, 22, 11);
-                v->kind = V_ARRAY;
-                if (field == A_GRID) a->grid = packed; else a->block = packed;
-            } else {
-                skip_value(ps, v, 2);
-            }
-        }
-    } while (next_member(ps, '}'));
-}
-
-static void parse_event(Parser *ps, Event *e) {
-    e->ph.kind = e->cat.kind = e->name.kind = e->pid.kind = e->tid.kind = e->ts.kind = e->dur.kind = V_ABSENT;
-    e->args.kind = V_ABSENT;
-    for (int i = 0; i < NARGS; i++) e->a.f[i].kind = V_ABSENT;
-    e->a.grid = e->a.block = NULLV;
-    ps->p++;
-    ws(ps);
-    if (ps->p < ps->end && *ps->p == '}') { ps->p++; return; }
-    do {
-        Val k;
-        object_key(ps, &k);
-        if (ps->fail || k.esc) { ps->fail = 1; return; }
-        Val *slot = NULL;
-        switch (k.n) {
-        case 2:
-            if (KEY(&k, "ph")) slot = &e->ph;
-            else if (KEY(&k, "ts")) slot = &e->ts;
-            break;
-        case 3:
-            if (KEY(&k, "cat")) slot = &e->cat;
-            else if (KEY(&k, "pid")) slot = &e->pid;
-            else if (KEY(&k, "tid")) slot = &e->tid;
-            else if (KEY(&k, "dur")) slot = &e->dur;
-            break;
-        case 4:
-            if (KEY(&k, "name")) slot = &e->name;
-            else if (KEY(&k, "args")) slot = &e->args;
-            break;
-        }
-        if (slot && slot->kind != V_ABSENT) { ps->fail = 1; return; }
-        if (slot == &e->args && ps->p < ps->end && *ps->p == '{') {
-            const char *start = ps->p;
-            parse_args(ps, &e->a);
-            e->args.kind = V_OBJECT;
-            e->args.p = start;
-        } else {
-            Val v;
-            skip_value(ps, slot ? slot : &v, 1);
-        }
-    } while (next_member(ps, '}'));
 }
 
 /* ---- values as kineto_columns reads them ------------------------------------------------------------ */
@@ -274,13 +165,9 @@ static int count_ignored(Out *o, char ph, const Val *cat) {
         }
     }
     if (o->nignored >= 256) return -1;
-    if (o->nignored == o->capignored) {
-        Py_ssize_t cap = o->capignored ? o->capignored * 2 : 16;
-        Ignored *v = realloc(o->ignored, (size_t)cap * sizeof(Ignored));
-        if (!v) return -1;
-        o->ignored = v;
-        o->capignored = cap;
-    }
+    Ignored *v = room_for_one(o->ignored, o->nignored, &o->capignored, sizeof(Ignored), 16);
+    if (!v) return -1;
+    o->ignored = v;
     o->ignored[o->nignored++] = (Ignored){ph, p, n, 1};
     return 0;
 }
@@ -302,13 +189,9 @@ static int take(Out *o, const Event *e, Py_ssize_t index) {
         if (e->name.kind == V_STR && KEY(&e->name, "thread_name") && named) {
             if ((e->pid.kind != V_INT && e->pid.kind != V_STR) || (e->tid.kind != V_INT && e->tid.kind != V_STR))
                 return -1;
-            if (o->nthreads == o->capthreads) {
-                Py_ssize_t cap = o->capthreads ? o->capthreads * 2 : 16;
-                ThreadName *v = realloc(o->threads, (size_t)cap * sizeof(ThreadName));
-                if (!v) return -1;
-                o->threads = v;
-                o->capthreads = cap;
-            }
+            ThreadName *v = room_for_one(o->threads, o->nthreads, &o->capthreads, sizeof(ThreadName), 16);
+            if (!v) return -1;
+            o->threads = v;
             o->threads[o->nthreads++] = (ThreadName){e->pid, e->tid, a->f[A_NAME]};
         }
         return 0;
@@ -369,45 +252,41 @@ static int take(Out *o, const Event *e, Py_ssize_t index) {
     return 0;
 }
 
+/* the event at ps->p into `o`, and the whitespace after it: 0, or -1 where it is not one for this reader */
+static int read_event(Parser *ps, Out *o) {
+    if (ps->p >= ps->end || *ps->p != '{') return -1;
+    Event e;
+    parse_event(ps, &e);
+    if (ps->fail || take(o, &e, o->count) < 0) return -1;
+    o->count++;
+    ws(ps);
+    return 0;
+}
+
 /* the whole piece (a list, or with `body` the list's elements alone): 0, or -1 where it is not for this
    reader */
 static int read_piece(Parser *ps, Out *o, int body) {
     ws(ps);
     if (body) {
         if (ps->p == ps->end) return 0;
-        for (;;) {
-            if (ps->p >= ps->end || *ps->p != '{') return -1;
-            Event e;
-            parse_event(ps, &e);
-            if (ps->fail || take(o, &e, o->count) < 0) return -1;
-            o->count++;
-            ws(ps);
-            if (ps->p == ps->end) return 0;
-            if (*ps->p != ',') return -1;
-            ps->p++;
-            ws(ps);
-        }
-    }
-    if (ps->p >= ps->end || *ps->p != '[') return -1;
-    ps->p++;
-    ws(ps);
-    if (ps->p < ps->end && *ps->p == ']') {
-        ps->p++;
     } else {
-        for (;;) {
-            if (ps->p >= ps->end || *ps->p != '{') return -1;
-            Event e;
-            parse_event(ps, &e);
-            if (ps->fail || take(o, &e, o->count) < 0) return -1;
-            o->count++;
+        if (ps->p >= ps->end || *ps->p != '[') return -1;
+        if (!container_open(ps, ']')) {
             ws(ps);
-            if (ps->p >= ps->end) return -1;
-            if (*ps->p == ',') { ps->p++; ws(ps); continue; }
-            if (*ps->p == ']') { ps->p++; break; }
-            return -1;
+            return ps->p == ps->end ? 0 : -1;
         }
     }
-    ws(ps);
+    for (;;) {
+        if (read_event(ps, o) < 0) return -1;
+        if (ps->p >= ps->end || *ps->p != ',') break;
+        ps->p++;
+        ws(ps);
+    }
+    if (!body) { /* the list's `]` */
+        if (ps->p >= ps->end || *ps->p != ']') return -1;
+        ps->p++;
+        ws(ps);
+    }
     return ps->p == ps->end ? 0 : -1;
 }
 
@@ -460,25 +339,36 @@ static PyObject *scalar(const Val *v) {
     return v->kind == V_INT ? PyLong_FromLongLong(v->i) : text(v->p, v->n, v->esc);
 }
 
-static PyObject *group_object(Group *g, int gi) {
-    PyObject *names = PyList_New(g->names.count), *dims = NULL, *cols = NULL;
-    if (!names) return NULL;
-    for (Py_ssize_t i = 0; i < g->names.count; i++) {
-        PyObject *s = text(g->names.p[i], g->names.n[i], g->names.esc[i]);
-        if (!s) goto fail;
-        PyList_SET_ITEM(names, i, s);
-    }
-    if (gi == G_CPU_OPS) {
-        dims = PyList_New(g->dims.count);
-        if (!dims) goto fail;
-        for (Py_ssize_t i = 0; i < g->dims.count; i++) {
-            PyObject *b = PyBytes_FromStringAndSize(g->dims.p[i], g->dims.n[i]);
-            if (!b) goto fail;
-            PyList_SET_ITEM(dims, i, b);
+/* a list of `n` items, item i a new reference from `item(of, i)`; NULL where one cannot be made */
+static PyObject *list_of(Py_ssize_t n, PyObject *(*item)(const void *of, Py_ssize_t i), const void *of) {
+    PyObject *list = PyList_New(n);
+    if (!list) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = item(of, i);
+        if (!x) {
+            Py_DECREF(list);
+            return NULL;
         }
-    } else {
-        dims = Py_NewRef(Py_None);
+        PyList_SET_ITEM(list, i, x);
     }
+    return list;
+}
+
+static PyObject *name_item(const void *of, Py_ssize_t i) {
+    const Strings *s = of;
+    return text(s->p[i], s->n[i], s->esc[i]);
+}
+
+static PyObject *dims_item(const void *of, Py_ssize_t i) {
+    const Strings *s = of;
+    return PyBytes_FromStringAndSize(s->p[i], s->n[i]);
+}
+
+static PyObject *group_object(const Group *g, int gi) {
+    PyObject *names = list_of(g->names.count, name_item, &g->names), *dims = NULL, *cols = NULL;
+    if (!names) return NULL;
+    dims = gi == G_CPU_OPS ? list_of(g->dims.count, dims_item, &g->dims) : Py_NewRef(Py_None);
+    if (!dims) goto fail;
     cols = PyDict_New();
     if (!cols) goto fail;
     for (const int *c = GROUP_COLUMNS[gi]; *c >= 0; c++) {
@@ -494,34 +384,32 @@ fail:
     return NULL;
 }
 
+static PyObject *group_item(const void *of, Py_ssize_t i) {
+    const Group *g = &((const Out *)of)->groups[i];
+    return g->n ? group_object(g, (int)i) : Py_NewRef(Py_None);
+}
+
+static PyObject *ignored_item(const void *of, Py_ssize_t i) {
+    const Ignored *g = &((const Out *)of)->ignored[i];
+    PyObject *cat = g->cat ? PyUnicode_DecodeUTF8(g->cat, g->n, "strict") : Py_NewRef(Py_None);
+    return cat ? Py_BuildValue("(s#Nn)", &g->ph, (Py_ssize_t)1, cat, g->count) : NULL;
+}
+
+static PyObject *thread_item(const void *of, Py_ssize_t i) {
+    const ThreadName *t = &((const Out *)of)->threads[i];
+    PyObject *pid = scalar(&t->pid), *tid = pid ? scalar(&t->tid) : NULL;
+    PyObject *name = tid ? scalar(&t->name) : NULL; /* an integer as int: thread_name writes it */
+    if (!name) { Py_XDECREF(pid); Py_XDECREF(tid); return NULL; }
+    return Py_BuildValue("(NNN)", pid, tid, name);
+}
+
 static PyObject *result(Out *o) {
-    PyObject *groups = PyList_New(NGROUPS), *ignored = NULL, *threads = NULL;
+    PyObject *groups = list_of(NGROUPS, group_item, o), *ignored = NULL, *threads = NULL;
     if (!groups) return NULL;
-    for (int g = 0; g < NGROUPS; g++) {
-        PyObject *x = o->groups[g].n ? group_object(&o->groups[g], g) : Py_NewRef(Py_None);
-        if (!x) goto fail;
-        PyList_SET_ITEM(groups, g, x);
-    }
-    ignored = PyList_New(o->nignored);
+    ignored = list_of(o->nignored, ignored_item, o);
     if (!ignored) goto fail;
-    for (Py_ssize_t i = 0; i < o->nignored; i++) {
-        Ignored *g = &o->ignored[i];
-        PyObject *cat = g->cat ? PyUnicode_DecodeUTF8(g->cat, g->n, "strict") : Py_NewRef(Py_None);
-        PyObject *x = cat ? Py_BuildValue("(s#Nn)", &g->ph, (Py_ssize_t)1, cat, g->count) : NULL;
-        if (!x) goto fail;
-        PyList_SET_ITEM(ignored, i, x);
-    }
-    threads = PyList_New(o->nthreads);
+    threads = list_of(o->nthreads, thread_item, o);
     if (!threads) goto fail;
-    for (Py_ssize_t i = 0; i < o->nthreads; i++) {
-        ThreadName *t = &o->threads[i];
-        PyObject *pid = scalar(&t->pid), *tid = pid ? scalar(&t->tid) : NULL;
-        PyObject *name = tid ? scalar(&t->name) : NULL; /* an integer as int: thread_name writes it */
-        if (!name) { Py_XDECREF(pid); Py_XDECREF(tid); goto fail; }
-        PyObject *x = Py_BuildValue("(NNN)", pid, tid, name);
-        if (!x) goto fail;
-        PyList_SET_ITEM(threads, i, x);
-    }
     return Py_BuildValue("(nNNNO)", o->count, groups, ignored, threads, o->float_times ? Py_True : Py_False);
 fail:
     Py_XDECREF(groups);

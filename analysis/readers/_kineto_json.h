@@ -189,12 +189,27 @@ static inline __attribute__((always_inline)) int next_member(Parser *ps, char cl
     return 0;
 }
 
+/* past the opening `{` or `[` at ps->p: 1 where a member follows, 0 where the container is empty (its
+   closing `close` passed too) */
+static inline __attribute__((always_inline)) int container_open(Parser *ps, char close) {
+    ps->p++;
+    ws(ps);
+    if (ps->p < ps->end && *ps->p == close) { ps->p++; return 0; }
+    return 1;
+}
+
+/* an object's `"key":` whose text has no escape, as the readers of named members take it: 0, with fail
+   set, where it is not one (the caller steps aside) */
+static inline __attribute__((always_inline)) int plain_key(Parser *ps, Val *k) {
+    object_key(ps, k);
+    if (ps->fail || k->esc) { ps->fail = 1; return 0; }
+    return 1;
+}
+
 static void skip_container(Parser *ps, int depth) {
     char close = *ps->p == '{' ? '}' : ']';
     int object = close == '}';
-    ps->p++;
-    ws(ps);
-    if (ps->p < ps->end && *ps->p == close) { ps->p++; return; }
+    if (!container_open(ps, close)) return;
     do {
         Val v;
         if (object) {

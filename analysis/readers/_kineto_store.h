@@ -13,14 +13,21 @@ typedef struct {
     Py_ssize_t n, cap;
 } Vec;
 
+/* an array of `size`-byte elements, `n` of `*cap` used, with room for one more: `v` itself, or `v` grown to
+   twice its capacity (`first` when it has none), `*cap` set; NULL where there is no memory (`v` is then
+   left as it was) */
+static void *room_for_one(void *v, Py_ssize_t n, Py_ssize_t *cap, size_t size, Py_ssize_t first) {
+    if (n < *cap) return v;
+    Py_ssize_t grown_cap = *cap ? *cap * 2 : first;
+    void *grown = realloc(v, (size_t)grown_cap * size);
+    if (grown) *cap = grown_cap;
+    return grown;
+}
+
 static int vec_push(Vec *a, int64_t x) {
-    if (a->n == a->cap) {
-        Py_ssize_t cap = a->cap ? a->cap * 2 : 256;
-        int64_t *v = realloc(a->v, (size_t)cap * sizeof(int64_t));
-        if (!v) return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    int64_t *v = room_for_one(a->v, a->n, &a->cap, sizeof(int64_t), 256);
+    if (!v) return -1;
+    a->v = v;
     a->v[a->n++] = x;
     return 0;
 }

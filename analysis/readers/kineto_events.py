@@ -98,24 +98,15 @@ def event_of(value: Any) -> Event:
     args = value.get("args")
     a = None
     if type(args) is dict:
-        a = Args(
-            correlation=args.get("correlation"),
-            stream=args.get("stream", UNSET),
-            device=args.get("device", UNSET),
-            grid=args.get("grid"),
-            block=args.get("block"),
-            bytes=args.get("bytes"),
-            external_id=args.get("External id"),
-            input_dims=msgspec.Raw(json.dumps(args.get("Input Dims")).encode()),
-            name=args.get("name"),
-        )
-    return Event(
-        ph=value.get("ph"),
-        cat=value.get("cat", UNSET),
-        name=value.get("name"),
-        pid=value.get("pid"),
-        tid=value.get("tid"),
-        ts=value.get("ts"),
-        dur=value.get("dur"),
-        args=a,
-    )
+        dims = msgspec.Raw(json.dumps(args.get("Input Dims")).encode())
+        a = Args(**{**_decoded(_ARGS_FIELDS, args), "input_dims": dims})
+    return Event(**{**_decoded(_FIELDS, value), "args": a})
+
+
+_ARGS_FIELDS = {f.name: (f.encode_name, f.type, f.default) for f in msgspec.structs.fields(Args)}
+
+
+def _decoded(fields: dict[str, tuple[str, Any, Any]], value: dict[str, Any]) -> dict[str, Any]:
+    """A struct's `fields` as msgspec fills them from the object `value`: each by its name there, its
+    default where absent."""
+    return {name: value.get(key, default) for name, (key, _, default) in fields.items()}

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from analysis.tables.table import CALL_STATS, TOP, InSummary, Table, Tables, summarising
-from analysis.trace.multi import Piece, categories
+from analysis.tables.table import CALL_STATS, TOP, InSummary, Table, one_frame, one_piece, summarising
+from analysis.trace.multi import categories
 
 if TYPE_CHECKING:
     import numpy as np
@@ -135,22 +135,13 @@ def api_rows(trace: Trace) -> pd.DataFrame:
 SPEC: dict[str, Any] = {"keys": ["Name"], "columns": [*CALL_STATS, "Name"], "count_name": "Num Calls"}
 
 
-def _one(trace: Trace, source: str) -> Tables:
-    df = cuda_api_summary(trace)
-    return Tables([(f"CUDA API calls in {source}", df)], notes=list(df.attrs.get("notes", [])))
-
-
-def _pieces(trace: Trace) -> dict[str, Piece]:
-    return {"api": Piece(rows=api_rows(trace))}
-
-
 TABLE = Table(
     "api",
     summary="Time in CUDA API calls, each counted once (cudaapisum).",
     help="Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once).",
     mirrors="nsys stats -r cudaapisum",
-    one=_one,
-    pieces=_pieces,
+    one=one_frame("CUDA API calls", cuda_api_summary),
+    pieces=one_piece("api", rows=api_rows),
     combine=summarising("api", **SPEC),
     options=(TOP,),
     order=40,

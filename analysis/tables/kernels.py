@@ -19,15 +19,15 @@ instances, name`) by fewer instances, then by name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from analysis.errors import OptionsError
 from analysis.tables.nvtx_gpu import kernels_in_ranges
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import STATS_FORMAT, kernels_by_name, producer
-from analysis.tables.table import HTA, KERNEL_STATS, TOP, InSummary, Option, Table, Tables
-from analysis.trace.multi import Combined, Grouped, Part, Piece, Sources, categories
+from analysis.tables.table import HTA, KERNEL_STATS, TOP, InSummary, Option, Table, one_frame, one_piece
+from analysis.trace.multi import Combined, Grouped, Part, Sources, categories
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,6 +44,7 @@ KINDS = dict(zip(KERNSUM_COLUMNS, "fiiffiifOOO", strict=True))  # the columns' d
 
 Names = Literal["demangled", "base", "mangled"]
 By = Literal["shape", "name"]
+WHAT = "CUDA kernels"  # its title: "CUDA kernels in SOURCE", whichever way it is computed
 GRID = ((32, 16), (0xFFFF, 0xFFFF))  # dimensions packed as (x << 32) + (y << 16) + z
 BLOCK = ((22, 11), (0x7FF, 0x7FF))
 
@@ -70,11 +71,6 @@ def grid_text(packed: pd.Series) -> pd.Series:
 
 def block_text(packed: pd.Series) -> pd.Series:
     return dims_text(packed, *BLOCK)
-
-
-def title(source: str) -> str:
-    """The kernels table's title, whichever way it is computed."""
-    return f"CUDA kernels in {source}"
 
 
 def kernel_table(
@@ -235,26 +231,13 @@ def _view(trace: Trace, hta: bool) -> Trace:
     return hta_view(trace)  # type: ignore[return-value]
 
 
-def _one(trace: Trace, source: str, names: Names = "demangled", by: By | None = None,
-         range_name: str | None = None, hta: bool = False,
-         stats_format: str = DEFAULT_FORMAT) -> Tables:  # fmt: skip
-    df = kernel_summary(_view(trace, hta), names=names, by=by, range_name=range_name,
-                        stats_format=stats_format)  # fmt: skip
-    return Tables([(title(source), df)], notes=list(df.attrs.get("notes", [])))
+def _in_view(compute: Callable[..., Any]) -> Callable[..., Any]:
+    """`compute(trace, **options)` of the trace as `hta` asks (`_view`)."""
 
+    def of(trace: Trace, hta: bool = False, **options: Any) -> Any:
+        return compute(_view(trace, hta), **options)
 
-def _without_pandas(trace: Trace, source: str, **options: Any) -> Tables:
-    """`kernels` of one export as Rows (`kernel_table`): a table not asked for before on a cached export
-    imports pyarrow and numpy, not pandas."""
-    rows = kernel_table(trace, **options)
-    return Tables([(title(source), rows)], notes=list(rows.attrs.get("notes", [])))
-
-
-def _pieces(trace: Trace, names: str = "demangled", by: str | None = None, range_name: str | None = None,
-            hta: bool = False, stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:  # fmt: skip
-    rows = kernel_rows_named(_view(trace, hta), names=names, by=by, range_name=range_name,
-                             stats_format=stats_format)  # fmt: skip
-    return {"kernels": Piece(rows=rows)}
+    return of
 
 
 def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bool,
@@ -292,8 +275,8 @@ TABLE = Table(
     summary="GPU time per CUDA kernel (nsys stats -r gpukernsum).",
     help="GPU time per CUDA kernel, like `nsys stats -r cuda_gpu_kern_sum` (2022.4: gpukernsum).",
     mirrors="nsys stats -r gpukernsum; HTA get_gpu_kernel_breakdown",
-    one=_one,
-    pieces=_pieces,
+    one=one_frame(WHAT, _in_view(kernel_summary)),
+    pieces=one_piece("kernels", rows=_in_view(kernel_rows_named)),
     combine=_combine,
     options=(TOP, BASE, MANGLED, BY, RANGE, HTA, STATS_FORMAT),
     prepare=_prepare,
@@ -302,7 +285,7 @@ TABLE = Table(
     deciding=("Name", "Total Time (ns)", "Time (%)", "Instances"),
     served_from_cache=True,
     not_kept_with=("hta",),
-    without_pandas=_without_pandas,
+    without_pandas=one_frame(WHAT, kernel_table),
     in_summary=InSummary(
         ("CUDA kernels (gpukernsum)",),
         build=lambda by, stats_format: [lambda trace: kernel_summary(trace, stats_format=stats_format)],

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from analysis.tables.table import TOP, InSummary, Table, Tables, stacked
-from analysis.trace.multi import Piece
+from analysis.tables.table import TOP, InSummary, Table, one_frame, one_piece, stacked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -278,23 +277,14 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 # --- the table -------------------------------------------------------------------------------------------
 
 
-def _one(trace: Trace, source: str) -> Tables:
-    df = launch_summary(trace)
-    return Tables([(f"kernel launch latency in {source}", df)], notes=list(df.attrs.get("notes", [])))
-
-
-def _pieces(trace: Trace) -> dict[str, Piece]:
-    return {"launch": Piece(table=launch_summary(trace))}
-
-
 TABLE = Table(
     "launch",
     summary="API, queue and kernel time per launched kernel (kernexecsum).",
     help="API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports: "
     "each rank's rows, one block per rank (the rows are per process and thread already).",
     mirrors="nsys stats -r kernexecsum",
-    one=_one,
-    pieces=_pieces,
+    one=one_frame("kernel launch latency", launch_summary),
+    pieces=one_piece("launch", table=launch_summary),
     combine=stacked,
     options=(TOP,),
     order=60,

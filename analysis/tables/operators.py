@@ -27,8 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analysis.errors import AnalysisError, ExportError
-from analysis.tables.table import Option, Table, Tables, stacked
-from analysis.trace.multi import Piece
+from analysis.tables.table import Option, Table, one_frame, one_piece, stacked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -236,15 +235,6 @@ def by_self_cuda(table: pd.DataFrame) -> pd.DataFrame:
 # --- the table -------------------------------------------------------------------------------------------
 
 
-def _one(trace: Trace, source: str, **options: object) -> Tables:
-    df = operator_table(trace, **options)  # type: ignore[arg-type]
-    return Tables([(f"operators in {source}", df)], notes=list(df.attrs.get("notes", [])))
-
-
-def _pieces(trace: Trace, **options: object) -> dict[str, Piece]:
-    return {"operators": Piece(table=operator_table(trace, **options))}  # type: ignore[arg-type]
-
-
 # --sort and --top, which `harness run --profiler torch` takes too
 SORT_OPTION = Option(
     "sort", "--sort",
@@ -270,8 +260,8 @@ TABLE = Table(
     help="Framework operators (aten:: …) of a torch.profiler trace, with the columns of torch.profiler's "
     "key_averages() table: self and total CPU and CUDA time with their %, averages, calls.",
     mirrors="torch.profiler key_averages().table()",
-    one=_one,
-    pieces=_pieces,
+    one=one_frame("operators", operator_table),
+    pieces=one_piece("operators", table=operator_table),
     combine=stacked,
     options=(SORT_OPTION, TOP_OPTION, SHAPES_OPTION, WITHIN_OPTION),
     order=80,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analysis.tables import api
-from analysis.tables.table import TOP, InSummary, Table, Tables, summarising
-from analysis.trace.multi import Piece, categories
+from analysis.tables.table import TOP, InSummary, Table, one_frame, one_piece, summarising
+from analysis.trace.multi import categories
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,22 +34,13 @@ def osrt_rows(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({"Name": categories(names), "duration": calls["duration"].to_numpy()})
 
 
-def _one(trace: Trace, source: str) -> Tables:
-    df = osrt_summary(trace)
-    return Tables([(f"OS runtime calls in {source}", df)], notes=list(df.attrs.get("notes", [])))
-
-
-def _pieces(trace: Trace) -> dict[str, Piece]:
-    return {"osrt": Piece(rows=osrt_rows(trace))}
-
-
 TABLE = Table(
     "osrt",
     summary="Time in OS runtime calls (osrtsum).",
     help="Time in OS runtime calls, like `nsys stats -r osrtsum`.",
     mirrors="nsys stats -r osrtsum",
-    one=_one,
-    pieces=_pieces,
+    one=one_frame("OS runtime calls", osrt_summary),
+    pieces=one_piece("osrt", rows=osrt_rows),
     combine=summarising("osrt", **api.SPEC),
     options=(TOP,),
     order=70,

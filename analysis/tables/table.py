@@ -99,6 +99,35 @@ def summarising(piece: str, **spec: Any) -> Combine:
     return combine
 
 
+def one_frame(what: str, compute: Callable[..., pd.DataFrame]) -> Callable[..., Tables]:
+    """`one` for a table that is one frame, `compute(trace, **options)`: titled "WHAT in SOURCE", with the
+    notes the frame carries."""
+
+    def one(trace: Trace, source: str, **options: Any) -> Tables:
+        df = compute(trace, **options)
+        return Tables([(f"{what} in {source}", df)], notes=list(df.attrs.get("notes", [])))
+
+    return one
+
+
+def one_piece(
+    name: str,
+    *,
+    rows: Callable[..., pd.DataFrame] | None = None,
+    table: Callable[..., pd.DataFrame] | None = None,
+) -> Callable[..., dict[str, Piece]]:
+    """`pieces` for a table with one piece, `name`: its rows to summarise together (`rows(trace,
+    **options)`, with `summarising`), or its finished table to stack (`table(trace, **options)`, with
+    `stacked`)."""
+
+    def pieces(trace: Trace, **options: Any) -> dict[str, Piece]:
+        if rows is not None:
+            return {name: Piece(rows=rows(trace, **options))}
+        return {name: Piece(table=table(trace, **options) if table is not None else None)}
+
+    return pieces
+
+
 def as_given(**values: Any) -> dict[str, Any]:
     """The options a table is computed with, when they are its command's values as they are."""
     return values

@@ -10,6 +10,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,31 +45,25 @@ class EntryRefused(OSError):
     """An entry's folder that is not the cache's (`refusal`): the source is read without the cache."""
 
 
+@dataclass(eq=False)
 class Entry:
     """The cached frames of one source. `whole`: the hash of the whole source, taken with the key, where
     the source is racy (changed less than RACY_NS before); `digest`: the source's, held by every file of the
     entry (the key that names it; by default its folder's name). `notes`: what opening it found wrong."""
 
-    def __init__(
-        self,
-        cache: Any,  # analysis.trace.cache.Cache: its claim, root and wrote
-        folder: Path,
-        source: str,
-        size: int,
-        mtime_ns: int,
-        whole: str | None = None,
-        *,
-        digest: str | None = None,
-    ) -> None:
-        self.cache = cache
-        self.folder = folder
-        self.source = source
-        self.size = size
-        self.mtime_ns = mtime_ns
-        self.whole = whole
-        self.digest = digest or folder.name
-        self.notes: list[str] = []
-        self.refused = refusal(folder)
+    cache: Any  # analysis.trace.cache.Cache: its claim, root and wrote
+    folder: Path
+    source: str
+    size: int
+    mtime_ns: int
+    whole: str | None = None
+    digest: str = field(default="", kw_only=True)
+    notes: list[str] = field(default_factory=list, init=False)
+    refused: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.digest = self.digest or self.folder.name
+        self.refused = refusal(self.folder)
 
     def _refuse(self, why: str) -> str:
         self.refused = why
@@ -168,6 +163,33 @@ class Entry:
         kv = file.metadata.metadata or {}
         return bool(kv.get(SOURCE_KEY) == self.digest.encode())
 
+    def _opened(self, frame: str, column: str) -> Any:
+        """The Parquet file of `column`, opened (its footer read; not read_table: that imports
+        pyarrow.dataset, 0.01 s); None where it cannot be, or holds another source's digest (written for
+        another since the entry was opened): then it is deleted, and so read again from the source."""
+        import pyarrow.parquet as pq
+
+        path = self.path(frame, column)
+        try:
+            file = pq.ParquetFile(path)
+            if self._ours(file):
+                return file
+        except Exception:
+            pass
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+
+    def _all_opened(self, frame: str, columns: Sequence[str]) -> dict[str, Any] | None:
+        """Each of `columns` opened (`_opened`), or None where one cannot be."""
+        files = {}
+        for col in columns:
+            file = self._opened(frame, col)
+            if file is None:
+                return None
+            files[col] = file
+        return files
+
     def path(self, frame: str, column: str) -> Path:
         return self.folder / f"{frame}.{column}.parquet"
 
@@ -176,18 +198,13 @@ class Entry:
 
     def load(self, frame: str, columns: Sequence[str]) -> dict[str, pd.Series]:
         """The cached ones of `columns`; a file that cannot be read is deleted (and so read again)."""
-        import pyarrow.parquet as pq
-
         _malloc_pool()
         out: dict[str, pd.Series] = {}
         for col in columns:
             path = self.path(frame, col)
-            if not path.is_file():
+            if not path.is_file() or (file := self._opened(frame, col)) is None:
                 continue
             try:
-                file = pq.ParquetFile(path)  # not read_table: that imports pyarrow.dataset (0.01 s)
-                if not self._ours(file):  # written for another source since the entry was opened
-                    raise OSError(f"{path.name} does not hold its source's digest")
                 values = _int64_column(file)
                 if values is None:
                     values = _other_column(file.read(), col)
@@ -239,23 +256,15 @@ class Entry:
         boolean, or names: nvtx's pushpop, name and domain, `_other_chunks`); a file that cannot be opened is
         deleted. One that fails mid-way raises (`Trace.blocks` deletes it)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         _malloc_pool()
-        files = {}
-        for col in columns:
-            try:
-                file = pq.ParquetFile(self.path(frame, col))
-                if not self._ours(file):
-                    raise OSError("not its source's")
-            except Exception:  # cannot be read, or another's: deleted, so read again from the source
-                with contextlib.suppress(OSError):
-                    self.path(frame, col).unlink()
-                return None
+        files = self._all_opened(frame, columns)
+        if files is None:
+            return None
+        for file in files.values():
             kind = file.schema_arrow.field(0).type
             if kind != pa.int64() and not _named_or_flag(kind):
                 return None
-            files[col] = file
         if len({f.metadata.num_rows for f in files.values()}) > 1:
             return None
         return _in_step(files, rows)
@@ -263,21 +272,14 @@ class Entry:
     def strings(self, frame: str, columns: Sequence[str]) -> dict[str, list[Any]] | None:
         """Whole cached columns as Python lists, without pandas (the string table); None unless all are
         there."""
-        import pyarrow.parquet as pq
-
         _malloc_pool()
-        out = {}
-        for c in columns:
-            try:
-                file = pq.ParquetFile(self.path(frame, c))
-                if not self._ours(file):
-                    with contextlib.suppress(OSError):
-                        self.path(frame, c).unlink()
-                    return None
-                out[c] = file.read().column(0).to_pylist()
-            except Exception:
-                return None
-        return out
+        files = self._all_opened(frame, columns)
+        if files is None:
+            return None
+        try:
+            return {c: file.read().column(0).to_pylist() for c, file in files.items()}
+        except Exception:
+            return None
 
     def writer(self, frame: str, columns: Sequence[str]) -> ColumnWriter:
         """Writes int64 `columns` of `frame` a block at a time (`ColumnWriter.write`), each file renamed into

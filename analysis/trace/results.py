@@ -153,7 +153,10 @@ def cached(path: Path, name: str, options: Mapping[str, Any], notes: list[str] |
         data = json.loads(kept.read_bytes())
     except (OSError, ValueError, KeyError, TypeError, AnalysisError):
         return None
-    why = _not_whole(data, entry.digest)
+    if not isinstance(data, dict) or data.get("digest") != entry.digest:  # each file of an entry holds it
+        why: str | None = "was not written for it (another export's, or edited)"
+    else:
+        why = _damaged(data)
     if why is not None:
         with contextlib.suppress(OSError):
             kept.unlink()
@@ -166,11 +169,9 @@ def cached(path: Path, name: str, options: Mapping[str, Any], notes: list[str] |
     return Kept(tables, list(data["notes"]), data["skipped"], bool(data.get("titled", False)))
 
 
-def _not_whole(data: Any, digest: str) -> str | None:
-    """Why a kept table's file is not one `keep` wrote for this source (None: it is): another source's
-    digest, or a part of the wrong shape (a row shorter than its columns, a record missing)."""
-    if not isinstance(data, dict) or data.get("digest") != digest:
-        return "was not written for it (another export's, or edited)"
+def _damaged(data: dict[str, Any]) -> str | None:
+    """Why a kept table's file is not whole (None: it is): a part of the wrong shape (a row shorter than
+    its columns, a record missing)."""
     tables, notes, skipped = data.get("tables"), data.get("notes"), data.get("skipped")
     if (
         not isinstance(tables, list)

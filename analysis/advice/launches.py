@@ -1,0 +1,110 @@
+"""A capture's kernel and graph launch calls, each with the GPU work it launched (kernels, copies and sets
+with the same process and correlation id), and that GPU work: what analysis.advice.coverage lines up per
+step to tell a trace of GPU work that stopped part way."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from analysis.trace.trace import Trace
+
+PROCESS = ~0xFFFFFF
+GPU_FRAMES = ("kernels", "memcpy", "memset")
+# calls that launch one kernel each (their versioned and per-thread-stream forms too: _v7000, _ptsz)
+KERNEL_LAUNCHES = frozenset({
+    "cudaLaunch", "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice", "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice",
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+})  # fmt: skip
+# calls that launch a whole graph: many kernels under one correlation id, or none where nsys traces graphs
+# as a whole (--cuda-graph-trace=graph writes them to a table of their own)
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+# between these on one thread, launches are recorded into a graph, not run (torch.cuda.graph captures so)
+CAPTURE_BEGINS = frozenset({"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cuStreamBeginCapture",
+                            "cuStreamBeginCaptureToGraph", "hipStreamBeginCapture"})  # fmt: skip
+CAPTURE_ENDS = frozenset({"cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture"})
+SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
+
+
+def base_name(name: str) -> str:
+    """A CUDA call's name without its version and per-thread-stream suffixes: cudaLaunchKernel_v7000 ->
+    cudaLaunchKernel, cudaLaunchKernelExC_v11060 -> cudaLaunchKernelExC."""
+    return SUFFIX.sub("", name)
+
+
+def launches(trace: Trace) -> pd.DataFrame:
+    """Every kernel or graph launch call: start, end, pid, correlation_id, name, graph (bool), work (GPU
+    events with its process and correlation id), work_end (the last of them to end, 0 without). Kernel
+    launches made while their thread captures a stream into a CUDA graph are left out: they run only as
+    part of the graph, under its launch's correlation id (on an H200, the doctor's self-test program: 2 of
+    its 15 launch calls, which failed the capture's GPU coverage though every kernel ran)."""
+    if not trace.has("runtime"):
+        i64 = np.empty(0, np.int64)
+        return pd.DataFrame(
+            {"start": i64, "end": i64, "pid": i64, "correlation_id": i64, "name": np.empty(0, object),
+             "graph": np.empty(0, bool), "work": i64, "work_end": i64}
+        )  # fmt: skip
+    calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
+    names = {i: base_name(n) for i, n in trace.strings(calls["name_id"].unique()).items()}
+    name = calls["name_id"].map(names)
+    keep = name.isin(KERNEL_LAUNCHES | GRAPH_LAUNCHES).to_numpy() & ~_captured(calls, name)
+    out = pd.DataFrame(
+        {
+            "start": calls["start"].to_numpy()[keep],
+            "end": calls["end"].to_numpy()[keep],
+            "pid": calls["global_tid"].to_numpy()[keep] & PROCESS,
+            "correlation_id": calls["correlation_id"].to_numpy()[keep],
+            "name": name.to_numpy()[keep],
+        }
+    )
+    out["graph"] = out["name"].isin(GRAPH_LAUNCHES)
+    work = gpu_work(trace)
+    by = work.groupby(["pid", "correlation_id"]).agg(work=("end", "size"), work_end=("end", "max"))
+    out = out.merge(by, left_on=["pid", "correlation_id"], right_index=True, how="left")
+    out["work"] = out["work"].fillna(0).astype(np.int64)
+    out["work_end"] = out["work_end"].fillna(0).astype(np.int64)
+    return out.sort_values("start", kind="stable").reset_index(drop=True)
+
+
+def _captured(calls: pd.DataFrame, name: pd.Series) -> np.ndarray:
+    """Which calls a thread made between its stream capture's begin and end (both recorded: a capture whose
+    end is missing hides nothing)."""
+    out = np.zeros(len(calls), dtype=bool)
+    begins, ends = name.isin(CAPTURE_BEGINS).to_numpy(), name.isin(CAPTURE_ENDS).to_numpy()
+    if not begins.any():
+        return out
+    tid, start = calls["global_tid"].to_numpy(), calls["start"].to_numpy()
+    end = calls["end"].to_numpy()
+    for t in np.unique(tid[begins]):
+        on = tid == t
+        stops = np.sort(end[ends & on])
+        for begin in start[begins & on]:
+            j = np.searchsorted(stops, begin)
+            if j < len(stops):
+                out |= on & (start > begin) & (start < stops[j])
+    return out
+
+
+def gpu_work(trace: Trace) -> pd.DataFrame:
+    """Kernels, copies and sets: kind, start, end, pid (of the launching process), correlation_id."""
+    parts = [
+        trace.frame(f, ["start", "end", "correlation_id", "global_pid"]).assign(kind=f)
+        for f in GPU_FRAMES
+        if trace.has(f)
+    ]
+    if not parts:
+        return pd.DataFrame({"kind": [], "start": [], "end": [], "pid": [], "correlation_id": []})
+    work = pd.concat(parts, ignore_index=True)
+    return pd.DataFrame(
+        {
+            "kind": work["kind"],
+            "start": work["start"],
+            "end": work["end"],
+            "pid": work["global_pid"].to_numpy() & PROCESS,
+            "correlation_id": work["correlation_id"],
+        }
+    )
