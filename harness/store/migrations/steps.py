@@ -44,3 +44,10 @@ def create_index(name: str, table: str, columns: list[str]) -> None:
 
 def is_sqlite() -> bool:
     return op.get_bind().dialect.name == "sqlite"
+
+
+def drop_columns(table: str, *names: str) -> None:
+    """Drop the columns (a downgrade's): in a batch, which SQLite carries out by copying the table."""
+    with op.batch_alter_table(table) as batch:
+        for name in names:
+            batch.drop_column(name)

@@ -1,12 +1,5 @@
 """Baseline: the results database as the first harness with harness/store/schema.py made it (commit 11cbcff):
-runs, step_timings, agreement and the harness_meta marker.
-
-Revision ID: 0001
-Revises:
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+runs, step_timings, agreement and the harness_meta marker."""
 
 import sqlalchemy as sa
 from alembic import context, op
@@ -15,8 +8,6 @@ from harness.store.migrations.steps import create_index, create_table
 
 revision = "0001"
 down_revision = None
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -1,11 +1,4 @@
-"""attention_results: the cells of `harness attention`.
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""attention_results: the cells of `harness attention`."""
 
 import sqlalchemy as sa
 from alembic import op
@@ -14,8 +7,6 @@ from harness.store.migrations.steps import create_index, create_table
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -1,11 +1,4 @@
-"""baselines: named runs for `harness diff baseline:NAME RUN`.
-
-Revision ID: 0004
-Revises: 0003
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""baselines: named runs for `harness diff baseline:NAME RUN`."""
 
 import sqlalchemy as sa
 from alembic import op
@@ -14,8 +7,6 @@ from harness.store.migrations.steps import create_index, create_table
 
 revision = "0004"
 down_revision = "0003"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

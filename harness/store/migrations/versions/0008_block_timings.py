@@ -1,11 +1,4 @@
-"""block_timings: the per-block breakdown of `run --nvtx-detail` (`harness blocks`).
-
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""block_timings: the per-block breakdown of `run --nvtx-detail` (`harness blocks`)."""
 
 import sqlalchemy as sa
 from alembic import op
@@ -14,8 +7,6 @@ from harness.store.migrations.steps import create_index, create_table
 
 revision = "0008"
 down_revision = "0007"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
