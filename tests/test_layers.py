@@ -117,8 +117,7 @@ BORDER = {
     "harness.energy.run": "a run's energy figures",
     "harness.store.runs": "a run's phase figures, stored with it",
     # analysis's errors and its rules for written files
-    "harness.cli.common": "the CLI's error handler; where a written file may go",
-    "harness.store.database": "no database written over the command's own output",
+    "harness.cli.common": "the CLI's error handler; where a written file may go (--db's too: not the output)",
 }
 
 
