@@ -66,6 +66,11 @@ def database_not_the_output(db: str | None) -> str | None:
     return db
 
 
+# the filters of the commands over stored runs
+ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")]
+DeviceOpt = Annotated[
+    str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+]
 DbOpt = Annotated[
     str | None,
     typer.Option(
@@ -90,6 +95,13 @@ def output_file(option: str) -> Callable[[str | Path], Path]:
         return Path(given)
 
     return parse
+
+
+def file_option(name: str, *aliases: str, help: str, show_default: bool = True) -> Any:
+    """A Typer option naming a file the command writes (`--out`, `--html`), parsed by `output_file`."""
+    return typer.Option(
+        name, *aliases, metavar="<file>", parser=output_file(name), show_default=show_default, help=help
+    )
 
 
 # `--output`, the old name of `--out` (hidden), for the commands whose output is one file

@@ -12,16 +12,18 @@ from analysis.errors import ExportError
 from harness.cli.common import (
     DbOpt,
     FormatOpt,
+    ModelOpt,
     OldOutputOpt,
     WideOpt,
     cli_errors,
+    file_option,
     is_stdout,
     is_stream,
-    output_file,
     refuse_inputs,
     shown,
     warn,
 )
+from harness.cli.reading import NoCacheOpt
 from harness.cli.terminal.output import Format, emit
 from harness.core.errors import HarnessError, UsageError
 
@@ -52,22 +54,14 @@ def dashboard_cmd(
     last: Annotated[
         int | None, typer.Option("--last", min=1, metavar="<n>", help="Only the newest N runs.")
     ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", metavar="<name>", help="Only runs of this model.")
-    ] = None,
+    model: ModelOpt = None,
     compare: Annotated[
         str | None,
         typer.Option("--compare", metavar="<a,b>", help="Two run ids A,B for the run comparison panel."),
     ] = None,
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            metavar="<file>",
-            parser=output_file("--out"),
-            help="The HTML file to write (- for standard output).",
-        ),
+        file_option("--out", "-o", help="The HTML file to write (- for standard output)."),
     ] = Path("dashboard.html"),
     output: OldOutputOpt = None,
     start: Annotated[
@@ -84,9 +78,7 @@ def dashboard_cmd(
         typer.Option("--end", metavar="<s>", help="With an export: the timeline up to this many seconds."),
     ] = None,
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
-    ] = False,
+    no_cache: NoCacheOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,

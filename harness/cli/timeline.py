@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from analysis.views import chrome_trace
-from harness.cli.common import OldOutputOpt, cli_errors, note, one_out, output_file, refuse_inputs, shown
+from harness.cli.common import OldOutputOpt, cli_errors, file_option, note, one_out, refuse_inputs, shown
+from harness.cli.reading import NoCacheOpt
 from harness.core.signals import sigterm_raises
 from harness.experiments import opening
 
@@ -29,11 +30,9 @@ def timeline_cmd(
     report: ReportArg,
     out: Annotated[
         Path | None,
-        typer.Option(
+        file_option(
             "--out",
             "-o",
-            metavar="<file>",
-            parser=output_file("--out"),
             show_default=False,
             help="The Chrome trace to write (gzipped when it ends in .gz; - for standard output).",
         ),
@@ -52,9 +51,7 @@ def timeline_cmd(
     end: Annotated[
         int | None, typer.Option("--end", metavar="<ns>", help="Only events that start at or before this.")
     ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
-    ] = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Write kernels, memory copies and sets, CUDA API calls, NVTX ranges and OS runtime calls as a Chrome
     trace: processes, threads and streams named, an arrow from each launch to its kernel, the harness's
