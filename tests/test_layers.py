@@ -101,8 +101,7 @@ BORDER = {
     "harness.experiments.opening": "an export or report opened (exported into the cache)",
     "harness.execution.nsys.formats": "the `nsys stats` format of the nsys in use",
     # pages and views written to a file
-    "harness.cli.dashboard": "the dashboard",
-    "harness.cli.timeline": "an export as a Chrome trace",
+    "harness.experiments.pages": "the dashboard, and an export as a Chrome trace",
     # the figures: computed where they are made or stored
     "harness.experiments.diff": "two runs or exports compared, and their page",
     "harness.experiments.overhead": "a profiler's overhead",
