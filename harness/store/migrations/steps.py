@@ -51,3 +51,17 @@ def drop_columns(table: str, *names: str) -> None:
     with op.batch_alter_table(table) as batch:
         for name in names:
             batch.drop_column(name)
+
+
+def run_id() -> sa.Column:
+    """The column that ties a row to its run (`runs.id`): the row goes with the run."""
+    return sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+
+
+def create_run_table(name: str, *columns: sa.schema.SchemaItem) -> bool:
+    """Create, unless it exists, a table of rows that each belong to a run: a numbered `id`, then `run_id`
+    (indexed), then `columns`. True when it was created."""
+    row_id = sa.Column("id", sa.Integer, primary_key=True, autoincrement=True)
+    created = create_table(name, row_id, run_id(), *columns)
+    create_index(f"ix_{name}_run_id", name, ["run_id"])
+    return created

@@ -10,7 +10,7 @@ down_revision = "0002"
 
 
 def upgrade() -> None:
-    added = add_columns("runs", sa.Column("baseline_run_id", sa.String(64), nullable=True))
+    added = add_columns("runs", sa.Column("baseline_run_id", sa.String(64)))
     create_index("ix_runs_baseline_run_id", "runs", ["baseline_run_id"])
     # SQLite cannot add a constraint in place (it would copy the whole table), and the harness never turns
     # its foreign keys on: there the column stays a plain one, as the additive upgrades left it

@@ -9,7 +9,7 @@ down_revision = "0004"
 
 
 def upgrade() -> None:
-    add_columns("runs", sa.Column("artifacts", sa.JSON, nullable=True))
+    add_columns("runs", sa.Column("artifacts", sa.JSON))
 
 
 def downgrade() -> None:

@@ -14,8 +14,8 @@ FLOATS = ("energy_j", "avg_power_w", "peak_power_w", "flops_per_j", "tokens_per_
 def upgrade() -> None:
     add_columns(
         "runs",
-        *(sa.Column(name, sa.Float, nullable=True) for name in FLOATS),
-        sa.Column("energy_method", sa.String(32), nullable=True),
+        *(sa.Column(name, sa.Float) for name in FLOATS),
+        sa.Column("energy_method", sa.String(32)),
     )
 
 

@@ -10,8 +10,8 @@ down_revision = "0006"
 
 def upgrade() -> None:
     # a NULL rank reads as 0 (harness.store.results): rows of one-process runs need no rewrite
-    add_columns("step_timings", sa.Column("rank", sa.Integer, nullable=True))
-    add_columns("runs", sa.Column("world_size", sa.Integer, nullable=True))
+    add_columns("step_timings", sa.Column("rank", sa.Integer))
+    add_columns("runs", sa.Column("world_size", sa.Integer))
 
 
 def downgrade() -> None:

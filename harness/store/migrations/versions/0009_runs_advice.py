@@ -9,7 +9,7 @@ down_revision = "0008"
 
 
 def upgrade() -> None:
-    add_columns("runs", sa.Column("advice", sa.JSON, nullable=True))
+    add_columns("runs", sa.Column("advice", sa.JSON))
 
 
 def downgrade() -> None:
