@@ -71,6 +71,7 @@ ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this 
 DeviceOpt = Annotated[
     str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
 ]
+LastOpt = Annotated[int | None, typer.Option(min=1, metavar="<n>", help="Only the newest N runs.")]
 DbOpt = Annotated[
     str | None,
     typer.Option(

@@ -11,6 +11,7 @@ import typer
 from harness.cli.common import (
     DbOpt,
     FormatOpt,
+    LastOpt,
     ModelOpt,
     OldOutputOpt,
     WideOpt,
@@ -42,9 +43,7 @@ def dashboard_cmd(
         str | None,
         typer.Option("--runs", metavar="<ids>", help="Comma-separated run ids (unique prefixes work)."),
     ] = None,
-    last: Annotated[
-        int | None, typer.Option("--last", min=1, metavar="<n>", help="Only the newest N runs.")
-    ] = None,
+    last: LastOpt = None,
     model: ModelOpt = None,
     compare: Annotated[
         str | None,
