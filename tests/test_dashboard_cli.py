@@ -163,3 +163,10 @@ def test_the_wrote_line_counts_panels_in_english(tmp_path: Path, monkeypatch: py
     result = runner.invoke(app, ["dashboard", str(weather), "--out", str(tmp_path / "w.html")])
     assert result.exit_code == 0, result.output
     assert "1 panel drawn, 2 missing" in result.output  # not "1 panels"
+
+
+@pytest.mark.parametrize("command", ["dashboard", "runs"])
+def test_last_counts_one_run_or_more(command: str, db: str) -> None:
+    """`--last` is the same option wherever it filters the stored runs: 0 is refused, not an empty list."""
+    result = runner.invoke(app, [command, "--db", db, "--last", "0"])
+    assert result.exit_code == 2 and "--last" in result.output

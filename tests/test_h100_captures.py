@@ -11,7 +11,7 @@ import pytest
 from analysis.advice import launches
 from analysis.advice.health import capture_health
 from analysis.trace.opening import open_trace
-from harness.experiments.gpu_selftest import judged
+from harness.experiments.selftest import judged
 
 DATA = Path(__file__).parent / "data" / "h100"
 

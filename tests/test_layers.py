@@ -101,8 +101,7 @@ BORDER = {
     "harness.experiments.opening": "an export or report opened (exported into the cache)",
     "harness.execution.nsys.formats": "the `nsys stats` format of the nsys in use",
     # pages and views written to a file
-    "harness.cli.dashboard": "the dashboard",
-    "harness.cli.timeline": "an export as a Chrome trace",
+    "harness.experiments.pages": "the dashboard, and an export as a Chrome trace",
     # the figures: computed where they are made or stored
     "harness.experiments.diff": "two runs or exports compared, and their page",
     "harness.experiments.overhead": "a profiler's overhead",
@@ -110,15 +109,13 @@ BORDER = {
     "harness.experiments.optimize": "a configuration's findings, and each change for them measured",
     "harness.experiments.ranks": "a run across ranks, and its page",
     "harness.experiments.roofline": "a run on the device's roofs, and its page",
-    "harness.experiments.doctor": "the nsys self-test's export read back",
-    "harness.experiments.gpu_selftest": "the GPU self-test's export checked",
+    "harness.experiments.selftest": "the doctor's self-tests: their exports read back and checked",
     "harness.execution.compiled": "torch.compile's first step beyond the steady median (in the worker)",
     "harness.energy.power": "energy counters unwrapped",
     "harness.energy.run": "a run's energy figures",
     "harness.store.runs": "a run's phase figures, stored with it",
     # analysis's errors and its rules for written files
-    "harness.cli.common": "the CLI's error handler; where a written file may go",
-    "harness.store.database": "no database written over the command's own output",
+    "harness.cli.common": "the CLI's error handler; where a written file may go (--db's too: not the output)",
 }
 
 

@@ -185,6 +185,44 @@ def test_the_revisions_build_what_harness_schema_declares(tmp_path: Path) -> Non
     assert [c.name for fk in fks for c in fk[1].columns] == ["baseline_run_id"]
 
 
+def columns(path: Path) -> dict[str, set[str]]:
+    """Each table of ours (Alembic's version table left out) with its columns and indexes."""
+    con = sqlite3.connect(path)
+    try:
+        names = [n for n in tables(path) if n != migrations.VERSION_TABLE]
+        return {
+            n: {r[1] for r in con.execute(f"PRAGMA table_info({n})")}
+            | {r[1] for r in con.execute(f"PRAGMA index_list({n})") if not r[1].startswith("sqlite_")}
+            for n in names
+        }
+    finally:
+        con.close()
+
+
+def test_each_downgrade_undoes_its_upgrade(tmp_path: Path) -> None:
+    """Up one revision at a time to the newest, then down one at a time: each revision's tables, columns and
+    indexes are as its upgrade left them, and below the first nothing of ours is left."""
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    order = [s.revision for s in ScriptDirectory.from_config(migrations.config()).walk_revisions()][::-1]
+    path = tmp_path / "down.sqlite"
+    engine = create_engine(f"sqlite:///{path}")
+    at: dict[str, dict[str, set[str]]] = {}
+    for rev in order:
+        with engine.begin() as conn:
+            command.upgrade(migrations.config(conn), rev)
+        at[rev] = columns(path)
+    assert at[migrations.HEAD]["runs"] >= {"advice", "world_size", "energy_method", "artifacts"}
+    for rev in order[-2::-1]:
+        with engine.begin() as conn:
+            command.downgrade(migrations.config(conn), rev)
+        assert (revision(path), columns(path)) == (rev, at[rev])
+    with engine.begin() as conn:
+        command.downgrade(migrations.config(conn), "base")
+    assert columns(path) == {}
+
+
 def test_heads_command(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "harness.store.migrations", "heads"],

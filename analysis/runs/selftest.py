@@ -1,6 +1,6 @@
 """What the GPU self-test of `harness doctor` looks for in its capture, and what it says nsys lost.
 
-The self-test program (harness.experiments.gpu_selftest) runs, each inside an NVTX range of its own, a kernel,
+The self-test program (harness.experiments.selftest) runs, each inside an NVTX range of its own, a kernel,
 a cuBLAS matrix product and the replay of a CUDA graph. A capture that traces this GPU holds for each one a
 kernel, the CUDA API call that launched it (cudaLaunchKernel…, cuLaunchKernel…, cudaGraphLaunch…) inside the
 range, and a name nsys could resolve. What is missing is named: the range (no NVTX), the launch calls (no CUDA

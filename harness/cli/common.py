@@ -1,6 +1,7 @@
 """What every command shares: one-line errors and warnings, the --format, --wide, --limit and --db options,
 and where a written file may go (analysis.outputs: never over a file the command reads, `-` and pipes
-written as streams; the commands take its checks from here)."""
+written as streams; the commands take its checks from here, and --db its check that the command's own
+output is not redirected into the database)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import typer
 from typer.core import TyperCommand
 
 from analysis.errors import AnalysisError
-from analysis.outputs import OutputRefused, refuse_folder_name
+from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over
 from analysis.outputs import is_stdout as is_stdout
 from analysis.outputs import is_stream as is_stream
 from analysis.outputs import refuse_inputs as refuse_inputs
@@ -22,6 +23,7 @@ from analysis.outputs import shown as shown
 from analysis.outputs import write_text as write_text
 from harness.cli.terminal.output import Format, say
 from harness.core.errors import HarnessError, UsageError
+from harness.store.location import resolve_url, sqlite_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,12 +46,6 @@ LimitOpt = Annotated[
         "keep every row.",
     ),
 ]
-DbOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db", envvar="HARNESS_DB", metavar="<url>", help="Results database: a path or any SQLAlchemy URL."
-    ),
-]
 
 
 class OptionRefused(typer.BadParameter):
@@ -58,6 +54,34 @@ class OptionRefused(typer.BadParameter):
 
     def show(self, file: Any = None) -> None:
         err(self.message)
+
+
+def database_not_the_output(db: str | None) -> str | None:
+    """--db's check, whether given or not (HARNESS_DB, the default file): the database is not where this
+    command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it)."""
+    try:
+        refuse_streams_over([sqlite_file(resolve_url(db))])
+    except OutputRefused as e:
+        raise OptionRefused(str(e)) from None
+    return db
+
+
+# the filters of the commands over stored runs
+ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")]
+DeviceOpt = Annotated[
+    str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+]
+LastOpt = Annotated[int | None, typer.Option(min=1, metavar="<n>", help="Only the newest N runs.")]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="HARNESS_DB",
+        metavar="<url>",
+        callback=database_not_the_output,
+        help="Results database: a path or any SQLAlchemy URL.",
+    ),
+]
 
 
 def output_file(option: str) -> Callable[[str | Path], Path]:
@@ -72,6 +96,13 @@ def output_file(option: str) -> Callable[[str | Path], Path]:
         return Path(given)
 
     return parse
+
+
+def file_option(name: str, *aliases: str, help: str, show_default: bool = True) -> Any:
+    """A Typer option naming a file the command writes (`--out`, `--html`), parsed by `output_file`."""
+    return typer.Option(
+        name, *aliases, metavar="<file>", parser=output_file(name), show_default=show_default, help=help
+    )
 
 
 # `--output`, the old name of `--out` (hidden), for the commands whose output is one file

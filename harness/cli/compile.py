@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note
+from harness.cli.common import DbOpt, DeviceOpt, FormatOpt, ModelOpt, WideOpt, cli_errors, note
 from harness.cli.terminal.output import Format, emit
 
 if TYPE_CHECKING:
@@ -18,10 +18,8 @@ from harness.store import results as results_db
 
 @cli_errors
 def compare_compile_cmd(
-    model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
-    device: Annotated[
-        str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
-    ] = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = None,
     baseline: Annotated[
         str | None,
         typer.Option(

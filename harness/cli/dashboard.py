@@ -4,34 +4,28 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from analysis.errors import ExportError
 from harness.cli.common import (
     DbOpt,
     FormatOpt,
+    LastOpt,
+    ModelOpt,
     OldOutputOpt,
     WideOpt,
     cli_errors,
+    file_option,
     is_stdout,
     is_stream,
-    output_file,
-    refuse_inputs,
     shown,
     warn,
 )
+from harness.cli.reading import NoCacheOpt
 from harness.cli.terminal.output import Format, emit
-from harness.core.errors import HarnessError, UsageError
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from analysis.dashboard import Panel
-
-from analysis import dashboard
-from harness.experiments import opening, roofline
+from harness.core.errors import UsageError
+from harness.experiments import pages
 from harness.store import results as results_db
 
 
@@ -49,25 +43,15 @@ def dashboard_cmd(
         str | None,
         typer.Option("--runs", metavar="<ids>", help="Comma-separated run ids (unique prefixes work)."),
     ] = None,
-    last: Annotated[
-        int | None, typer.Option("--last", min=1, metavar="<n>", help="Only the newest N runs.")
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", metavar="<name>", help="Only runs of this model.")
-    ] = None,
+    last: LastOpt = None,
+    model: ModelOpt = None,
     compare: Annotated[
         str | None,
         typer.Option("--compare", metavar="<a,b>", help="Two run ids A,B for the run comparison panel."),
     ] = None,
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            metavar="<file>",
-            parser=output_file("--out"),
-            help="The HTML file to write (- for standard output).",
-        ),
+        file_option("--out", "-o", help="The HTML file to write (- for standard output)."),
     ] = Path("dashboard.html"),
     output: OldOutputOpt = None,
     start: Annotated[
@@ -84,9 +68,7 @@ def dashboard_cmd(
         typer.Option("--end", metavar="<s>", help="With an export: the timeline up to this many seconds."),
     ] = None,
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
-    ] = False,
+    no_cache: NoCacheOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
@@ -114,34 +96,18 @@ def dashboard_cmd(
 
     if report is not None:
         window = (start, end) if start is not None or end is not None else None
-        export = _checked_export(report)
-        refuse_inputs(out, [*opening.files_read(report), export], "--out")
-        data = dashboard.collect_export(export, cache=not no_cache, window=window)
-        scope, title = "profile", f"harness dashboard: {report.name}"
+        page = pages.export_dashboard(report, out, cache=not no_cache, window=window)
     else:
         store = results_db.ResultsStore(db, readonly=True)
         ids = [store.get(r).id for r in _ids(runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
-        data = dashboard.collect(store, ids=ids, last=last, model=model, compare=pair_ids)
-        data.source = f"{len(data.runs)} runs from {results_db.describe_url(store.url)}"
-
-        data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
-        if data.runs.empty:
+        page, held = pages.runs_dashboard(store, out, ids=ids, last=last, model=model, compare=pair_ids)
+        if not held:
             warn("no runs match: the page says what is missing; `harness runs` lists the runs")
-        scope, title = "all", "harness dashboard"
-        refuse_inputs(out, [store.file, *run_files(data.runs)], "--out")
-    try:
-        page = dashboard.write_dashboard(data, out, scope=scope, title=title)
-    except BrokenPipeError:
-        raise  # `-o - | head`: ended quietly, as a table piped to head is
-    except OSError as e:
-        raise HarnessError(
-            f"cannot write {shown(out)}: {e.strerror or e}; pass --out to a writable path"
-        ) from None
     for panel in page.panels:
         if panel.failed:
             warn(f"panel {panel.key!r} failed: {panel.missing}")
-    summary = _summary(page.panels)
+    summary = pages.panel_table(page.panels)
     emit(
         summary,
         format,
@@ -156,38 +122,9 @@ def dashboard_cmd(
         webbrowser.open(out.resolve().as_uri())
 
 
-def run_files(runs: pd.DataFrame) -> list[str]:
-    """The exports and reports the runs' panels may read."""
-    columns = [c for c in ("nsys_sqlite", "nsys_rep") if c in runs]
-    return [str(v) for c in columns for v in runs[c].dropna()]
-
-
 def _count(n: int, what: str) -> str:
     """`1 panel`, `2 panels`."""
     return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _checked_export(report: Path) -> Path:
-    """The SQLite export to draw: `report` itself, or a .nsys-rep / .qdrep exported the way the analysis
-    commands export it (into the cache folder)."""
-
-    if not report.exists():
-        raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
-    return opening.sqlite_for(report)
-
-
-def _summary(panels: list[Panel]) -> pd.DataFrame:
-    import pandas as pd
-
-    out = pd.DataFrame(
-        {
-            "Panel": [p.key for p in panels],
-            "Drawn": [p.figure is not None for p in panels],
-            "Title or what is missing": [p.title if p.figure is not None else p.missing for p in panels],
-        }
-    )
-    out.attrs["wrap"] = ["Title or what is missing"]  # a sentence: wrap it, never cut it
-    return out
 
 
 def register(app: typer.Typer) -> None:

@@ -19,13 +19,14 @@ from harness.cli.common import (
     WideOpt,
     cli_errors,
     err,
+    file_option,
     is_stdout,
     note,
-    output_file,
     refuse_inputs,
     warn,
 )
 from harness.cli.csv_out import write_csv
+from harness.cli.reading import NoCacheOpt
 from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
 from harness.core.errors import HarnessError, UsageError
 
@@ -109,15 +110,11 @@ def diff_cmd(
         DiffFormat,
         typer.Option("--format", "-f", help="table for people; markdown for pull requests; csv or json."),
     ] = DiffFormat.table,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Neither read nor fill the Parquet cache.")
-    ] = False,
+    no_cache: NoCacheOpt = False,
     html: Annotated[
         Path | None,
-        typer.Option(
+        file_option(
             "--html",
-            metavar="<file>",
-            parser=output_file("--html"),
             help="Also write a page: bars of the largest changes per table (--top, default 15), the "
             "per-phase verdicts with their CI.",
         ),

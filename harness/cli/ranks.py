@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, RunRefCommand, cli_errors, is_stdout, note, output_file, refuse_inputs
+from harness.cli.common import DbOpt, RunRefCommand, cli_errors, file_option, is_stdout, note, refuse_inputs
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.output import emit_many
 from harness.core.errors import HarnessError, UsageError
@@ -43,10 +43,8 @@ def ranks_cmd(
     exports: Annotated[list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True)],
     html: Annotated[
         Path | None,
-        typer.Option(
+        file_option(
             "--html",
-            metavar="<file>",
-            parser=output_file("--html"),
             help="Also write a page: the straggler (compute and wait per rank), the ranks × phases heatmap "
             "and the timeline.",
         ),

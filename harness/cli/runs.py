@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness.cli.advice_lines import advice_tables, say_findings, say_health
-from harness.cli.common import RUN_REF_HELP, DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
+from harness.cli.common import (
+    RUN_REF_HELP,
+    DbOpt,
+    DeviceOpt,
+    FormatOpt,
+    LastOpt,
+    ModelOpt,
+    RunRefCommand,
+    WideOpt,
+    cli_errors,
+)
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.experiments import show
 from harness.store import results as results_db
@@ -21,12 +31,10 @@ PHASE_COLUMNS = ("forward (ns)", "backward (ns)", "optimizer (ns)", "prefill (ns
 
 @cli_errors
 def runs_cmd(
-    model: Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")] = None,
-    device: Annotated[
-        str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
-    ] = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = None,
     precision: Annotated[str | None, typer.Option(metavar="<name>", help="Only this precision.")] = None,
-    last: Annotated[int | None, typer.Option(metavar="<n>", help="Only the newest N.")] = None,
+    last: LastOpt = None,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,

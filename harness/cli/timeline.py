@@ -1,5 +1,5 @@
 """`harness timeline REPORT --out FILE.json.gz`: an export or trace as a Chrome trace for Perfetto UI and
-chrome://tracing (analysis.views.chrome_trace), the whole of it or one step, phase or window."""
+chrome://tracing (harness.experiments.pages), the whole of it or one step, phase or window."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Annotated
 
 import typer
 
-from analysis.views import chrome_trace
-from harness.cli.common import OldOutputOpt, cli_errors, note, one_out, output_file, refuse_inputs, shown
-from harness.core.signals import sigterm_raises
-from harness.experiments import opening
+from harness.cli.common import OldOutputOpt, cli_errors, file_option, note, one_out, shown
+from harness.cli.reading import NoCacheOpt
+from harness.experiments import pages
 
 ReportArg = Annotated[
     Path,
@@ -29,11 +28,9 @@ def timeline_cmd(
     report: ReportArg,
     out: Annotated[
         Path | None,
-        typer.Option(
+        file_option(
             "--out",
             "-o",
-            metavar="<file>",
-            parser=output_file("--out"),
             show_default=False,
             help="The Chrome trace to write (gzipped when it ends in .gz; - for standard output).",
         ),
@@ -52,20 +49,16 @@ def timeline_cmd(
     end: Annotated[
         int | None, typer.Option("--end", metavar="<ns>", help="Only events that start at or before this.")
     ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Read the export itself: neither read nor fill the cache.")
-    ] = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Write kernels, memory copies and sets, CUDA API calls, NVTX ranges and OS runtime calls as a Chrome
     trace: processes, threads and streams named, an arrow from each launch to its kernel, the harness's
     steps and phases on a track of their own. Open it in https://ui.perfetto.dev or chrome://tracing."""
     target = one_out(out, output)
-    refuse_inputs(target, opening.files_read(report), "--out")
-    with opening.open_report(report, cache=not no_cache) as trace:  # closed: its private copy goes
-        refuse_inputs(target, [trace.path], "--out")
-        window = chrome_trace.window_of(trace, step=step, phase=phase, start=start, end=end)
-        with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
-            written = chrome_trace.write_chrome_trace(trace, target, window)
+    written = pages.chrome_trace_of(
+        report, target, cache=not no_cache, step=step, phase=phase, start=start, end=end
+    )
+    window = written.window
     held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
     cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
     note(f"wrote {shown(target)}{cut}: {held or 'no events'}")

@@ -25,20 +25,26 @@ def _with(config: RunConfig, fix: str, **fields: object) -> RunConfig:
     return replace(config, **fields, fixes=[*config.fixes, fix])  # type: ignore[arg-type]
 
 
+def _undoing(
+    c: RunConfig, plant: str, absent: str, done: str | None, fix: str, **fields: object
+) -> RunConfig | str:
+    """The change that undoes what `plant` does to the step: only where the step has it (else `absent`), and
+    not where the knob is turned already (`done`: saying so; None: it is not)."""
+    if c.plant != plant:
+        return absent
+    return done if done is not None else _with(c, fix, **fields)
+
+
 def _drop_item(c: RunConfig, device: str) -> RunConfig | str:
-    if c.plant != "host-sync":
-        return "the step reads no loss on the host"
-    if c.loss_every > 1:
-        return "the loss is read every few steps already"
-    return _with(c, "drop-item", loss_every=LOSS_EVERY)
+    absent = "the step reads no loss on the host"
+    done = "the loss is read every few steps already" if c.loss_every > 1 else None
+    return _undoing(c, "host-sync", absent, done, "drop-item", loss_every=LOSS_EVERY)
 
 
 def _loader_workers(c: RunConfig, device: str) -> RunConfig | str:
-    if c.plant != "slow-loader":
-        return "the step has no data loader: its batch is made once, on the device"
-    if c.loader_workers > 0:
-        return "its loader has workers already"
-    return _with(c, "loader-workers", loader_workers=LOADER_WORKERS)
+    absent = "the step has no data loader: its batch is made once, on the device"
+    done = "its loader has workers already" if c.loader_workers > 0 else None
+    return _undoing(c, "slow-loader", absent, done, "loader-workers", loader_workers=LOADER_WORKERS)
 
 
 def _larger_batch(c: RunConfig, device: str) -> RunConfig | str:
@@ -85,11 +91,9 @@ def _pinned(c: RunConfig, device: str) -> RunConfig | str:
 
 
 def _dynamic(c: RunConfig, device: str) -> RunConfig | str:
-    if c.plant != "recompile":
-        return "the step compiles nothing shape by shape"
-    if c.dynamic_shapes:
-        return "compiled for dynamic shapes already"
-    return _with(c, "dynamic-shapes", dynamic_shapes=True)
+    done = "compiled for dynamic shapes already" if c.dynamic_shapes else None
+    absent = "the step compiles nothing shape by shape"
+    return _undoing(c, "recompile", absent, done, "dynamic-shapes", dynamic_shapes=True)
 
 
 def _cuda_graphs(c: RunConfig, device: str) -> RunConfig | str:

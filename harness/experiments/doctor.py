@@ -1,29 +1,25 @@
 """`harness doctor`: is this machine ready to profile? nsys, an NVTX self-test, torch, CUDA, NVML, whether the
-nsys can trace this CUDA, and on a GPU a self-test of the GPU path (harness.experiments.gpu_selftest)."""
+nsys can trace this CUDA, and on a GPU a self-test of the GPU path (the self-tests:
+harness.experiments.selftest)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.errors import AnalysisError
-from analysis.tables.nvtx import nvtx_ranges
-from analysis.tables.stats_format import release
-from analysis.trace.opening import open_trace
 from harness.core import nvtx_ranges as emitter
 from harness.core.errors import HarnessError
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import assess
 from harness.execution.nsys.find import INJECTION, missing_injection
-from harness.experiments.gpu_selftest import ITEM, gpu_self_test
+from harness.experiments import selftest
+from harness.experiments.selftest import ITEM
 from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
 
 if TYPE_CHECKING:
@@ -31,8 +27,6 @@ if TYPE_CHECKING:
 
     from harness.execution.nsys import NsysInfo
 
-SELF_TEST_RANGE = "harness-doctor"
-SELF_TEST_PAYLOAD = 7
 FLAGS_OF_INTEREST = (
     "python-backtrace", "cuda-graph-trace", "capture-range-end", "cpuctxsw", "sample", "cudabacktrace",
     "export",
@@ -82,62 +76,9 @@ def cuptis_said(info: NsysInfo) -> str:
     return f"{', '.join(info.cuptis)} in its target folder (it traces with the newest the driver allows)"
 
 
-SELF_TEST_SCRIPT = textwrap.dedent(
-    f"""
-    from harness.core import nvtx_ranges
-    with nvtx_ranges.nvtx_range({SELF_TEST_RANGE!r}, {SELF_TEST_PAYLOAD}):
-        sum(range(100000))
-    """
-)
-
-
-RECORDED_NOTHING = (
-    "nsys ran the script and recorded nothing of it: its export holds no NVTX range and no OS runtime call, "
-    "both traced (--trace=nvtx,osrt); an nsys installation that is incomplete does this (the nsys row)"
-)
-
-
 def self_test(info: NsysInfo) -> Check:
-    """Profile a script that emits one range with the harness's emitter, export it, read the range back."""
-
-    with tempfile.TemporaryDirectory(prefix="harness-doctor-") as tmp:
-        script = Path(tmp) / "emit_range.py"
-        script.write_text(SELF_TEST_SCRIPT)
-        opts = nsys.ProfileOptions(
-            output=Path(tmp) / "self-test", trace=("nvtx", "osrt"), python_backtrace=None
-        )
-        try:
-            prof = nsys.profile(info, opts, [sys.executable, str(script)], cleanup=[Path(tmp)])
-        except OSError as e:
-            return Check("self-test", "fail", f"nsys could not start: {e}")
-        if prof.returncode != 0:
-            tail = prof.program_tail
-            return Check("self-test", "fail", f"profiled script exited {prof.returncode}: {tail}")
-        if prof.sqlite is None:
-            return Check(
-                "self-test", "fail", "no SQLite export: " + "; ".join(prof.notes or [prof.stderr_tail])
-            )
-        try:
-            trace = open_trace(prof.sqlite, cache=False)
-            if not trace.has("nvtx") and not trace.has("osrt"):
-                return Check("self-test", "fail", RECORDED_NOTHING)
-            ranges = nvtx_ranges(trace, names=[SELF_TEST_RANGE])
-        except (AnalysisError, HarnessError) as e:
-            return Check("self-test", "fail", str(e))
-        if ranges.empty:
-            return Check(
-                "self-test",
-                "fail",
-                f"nsys recorded no NVTX range from the emitter ({emitter.EMITTER}); with nsys 2022.4 use "
-                "the python nvtx package 0.2.11 (pip install nvtx==0.2.11)",
-            )
-        payload = ranges["payload"].iloc[0]
-        return Check(
-            "self-test",
-            "ok",
-            f"profiled, exported and read back range {SELF_TEST_RANGE!r} (payload {payload}, "
-            f"{int(ranges['duration_ns'].iloc[0]):,} ns)",
-        )
+    """The NVTX self-test (harness.experiments.selftest): one range emitted, profiled, read back."""
+    return Check(*selftest.nvtx_self_test(info))
 
 
 def check_nvtx(info: NsysInfo | None) -> Check:
@@ -146,8 +87,7 @@ def check_nvtx(info: NsysInfo | None) -> Check:
     except metadata.PackageNotFoundError:
         return Check("python nvtx", "warn", f"not installed; emitter: {emitter.EMITTER}")
     parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
-    # measured: 0.2.12+ records nothing under nsys 2022.4 and 2023.4 (docs/nsys.md); newer nsys untried
-    if info is not None and (release(info.version) or (0, 0)) <= (2023, 4) and parts >= (0, 2, 12):
+    if info is not None and selftest.nvtx_records_nothing(info.version, parts):
         return Check(
             "python nvtx", "warn", f"{version}: records nothing under nsys {info.version}; use 0.2.11"
         )
@@ -224,7 +164,7 @@ def check_cuda_support(info: NsysInfo | None, facts: TorchFacts, driver: power.D
 
 
 def check_gpu(info: NsysInfo | None, facts: TorchFacts, run: bool) -> list[Check]:
-    """The GPU self-test (harness.experiments.gpu_selftest) where torch sees a GPU; else why it did not
+    """The GPU self-test (harness.experiments.selftest) where torch sees a GPU; else why it did not
     run."""
     if not run:
         return [Check(ITEM, "info", "not run (--no-self-test)")]
@@ -245,7 +185,7 @@ def check_gpu(info: NsysInfo | None, facts: TorchFacts, run: bool) -> list[Check
                 "a name",
             )
         ]
-    return [Check(item, status, detail) for item, status, detail in gpu_self_test(info)]
+    return [Check(*row) for row in selftest.gpu_self_test(info)]
 
 
 def check_db(db: str | None) -> Check:

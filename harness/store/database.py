@@ -1,12 +1,12 @@
-"""Opening the results database (ResultsStore in harness.store.results is made of parts over it): resolve
-the URL, tell ours from others', create or migrate the schema (harness.store.migrations), open SQLite
-read-only for read-only commands, wait out a busy database (harness.store.dbfaults) and turn its errors into
-one line. What the database holds and how runs that it will not take are kept: harness.store.results.
+"""Opening the results database (ResultsStore in harness.store.results is made of parts over it): the URL
+resolved (harness.store.location), ours told from others', the schema created or migrated
+(harness.store.migrations), SQLite opened read-only for read-only commands, a busy database waited out
+(harness.store.dbfaults) and its errors turned into one line. What the database holds and how runs that it
+will not take are kept: harness.store.results.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,9 +19,9 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from analysis.outputs import refuse_streams_over
 from harness.core.errors import HarnessError, first_line
 from harness.store import dbfaults, migrations
+from harness.store.location import describe_url, in_memory, resolve_url, sqlite_file
 from harness.store.schema import (
     OUR_TABLES,
     SCHEMA_VERSION,
@@ -75,52 +75,6 @@ def _outdated(connection: Connection) -> bool:
     return False
 
 
-def default_db_path() -> Path:
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "harness" / "results.sqlite"
-
-
-def resolve_url(db: str | None = None) -> str:
-    """`--db` value, else HARNESS_DB, else the default SQLite file. Plain paths become sqlite URLs."""
-    db = db or os.environ.get("HARNESS_DB") or str(default_db_path())
-    if "://" in db:
-        return db
-    path = Path(db).expanduser()
-    return f"sqlite:///{path.resolve()}"
-
-
-def describe_url(url: str) -> str:
-    """The URL without its password, for display."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The file of a sqlite:/// URL; None for other databases and in-memory SQLite."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return None
-    return Path(parsed.database).expanduser()
-
-
-def _in_memory(url: str) -> bool:
-    """Whether `url` is SQLite in memory (sqlite://, sqlite:///:memory:, file::memory:…)."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return False
-    database = parsed.database or ""
-    return parsed.get_backend_name() == "sqlite" and (database in ("", ":memory:") or "mode=memory" in url)
-
-
 def _behind(connection: Connection, revision: str | None, *, writer: bool = False) -> bool:
     """Whether the database needs upgrading: at an older revision of ours; or from before Alembic and, for
     a reader, lacking something of this schema (a writer upgrades it anyway, which records the revision).
@@ -141,7 +95,7 @@ class Database:
         self.timeout = dbfaults.busy_timeout()
         self.file = sqlite_file(self.url)
         self.where = str(self.file) if self.file else describe_url(self.url)
-        if self.file is None and _in_memory(self.url):
+        if self.file is None and in_memory(self.url):
             raise HarnessError(
                 f"--db {self.where} is a database in memory: what a command stores there is gone when it "
                 "ends; give a file (--db results.sqlite)",
@@ -153,7 +107,6 @@ class Database:
                 f"--db {self.file / 'results.sqlite'}",
                 exit_code=2,
             )
-        refuse_streams_over([self.file])  # `harness runs >> results.sqlite` would damage the database
         self.engine: Engine = self._engine()
         self._guard(self._check_schema)
 

@@ -24,15 +24,8 @@ from __future__ import annotations
 
 from harness.store.attention import AttentionPart
 from harness.store.baselines import BaselinesPart
-from harness.store.database import (
-    Imported,
-    NoDatabase,
-    UnsavedRun,
-    default_db_path,
-    describe_url,
-    resolve_url,
-    sqlite_file,
-)
+from harness.store.database import Imported, NoDatabase, UnsavedRun
+from harness.store.location import default_db_path, describe_url, resolve_url, sqlite_file
 from harness.store.runs import RunsPart
 from harness.store.schema import RUN_COLUMNS, Run
 from harness.store.timings import TimingsPart

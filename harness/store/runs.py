@@ -31,7 +31,8 @@ from workloads.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
 if TYPE_CHECKING:
     import pandas as pd
 
-from harness.store.database import Database, Imported, UnsavedRun, default_db_path
+from harness.store.database import Database, Imported, UnsavedRun
+from harness.store.location import default_db_path
 
 
 def newest_back(ref: str) -> int | None:

@@ -1,21 +1,18 @@
-"""${message}
-
-Revision ID: ${up_revision}
-Revises: ${down_revision | comma,n}
-Create Date: ${create_date}
-"""
-
-from __future__ import annotations
+"""${message}"""
 
 import sqlalchemy as sa
 from alembic import op
 
-from harness.store.migrations.steps import add_columns, create_index, create_table
+from harness.store.migrations.steps import add_columns, create_index, create_table, drop_columns
 ${imports if imports else ""}
-revision = ${repr(up_revision)}
-down_revision = ${repr(down_revision)}
+revision = "${up_revision}"
+down_revision = ${"\"%s\"" % down_revision if down_revision else "None"}
+% if branch_labels:
 branch_labels = ${repr(branch_labels)}
+% endif
+% if depends_on:
 depends_on = ${repr(depends_on)}
+% endif
 
 
 def upgrade() -> None:

@@ -44,3 +44,24 @@ def create_index(name: str, table: str, columns: list[str]) -> None:
 
 def is_sqlite() -> bool:
     return op.get_bind().dialect.name == "sqlite"
+
+
+def drop_columns(table: str, *names: str) -> None:
+    """Drop the columns (a downgrade's): in a batch, which SQLite carries out by copying the table."""
+    with op.batch_alter_table(table) as batch:
+        for name in names:
+            batch.drop_column(name)
+
+
+def run_id() -> sa.Column:
+    """The column that ties a row to its run (`runs.id`): the row goes with the run."""
+    return sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+
+
+def create_run_table(name: str, *columns: sa.schema.SchemaItem) -> bool:
+    """Create, unless it exists, a table of rows that each belong to a run: a numbered `id`, then `run_id`
+    (indexed), then `columns`. True when it was created."""
+    row_id = sa.Column("id", sa.Integer, primary_key=True, autoincrement=True)
+    created = create_table(name, row_id, run_id(), *columns)
+    create_index(f"ix_{name}_run_id", name, ["run_id"])
+    return created

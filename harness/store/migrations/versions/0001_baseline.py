@@ -1,22 +1,13 @@
 """Baseline: the results database as the first harness with harness/store/schema.py made it (commit 11cbcff):
-runs, step_timings, agreement and the harness_meta marker.
-
-Revision ID: 0001
-Revises:
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+runs, step_timings, agreement and the harness_meta marker."""
 
 import sqlalchemy as sa
 from alembic import context, op
 
-from harness.store.migrations.steps import create_index, create_table
+from harness.store.migrations.steps import create_index, create_run_table, create_table
 
 revision = "0001"
 down_revision = None
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -32,22 +23,22 @@ def upgrade() -> None:
         sa.Column("compile", sa.Boolean, nullable=False),
         sa.Column("attention", sa.String(16), nullable=False),
         sa.Column("batch_size", sa.Integer, nullable=False),
-        sa.Column("context_length", sa.Integer, nullable=True),
+        sa.Column("context_length", sa.Integer),
         sa.Column("warmup", sa.Integer, nullable=False),
         sa.Column("steps", sa.Integer, nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
-        sa.Column("error", sa.Text, nullable=True),
+        sa.Column("error", sa.Text),
         sa.Column("profiler", sa.String(16), nullable=False),
-        sa.Column("nsys_mode", sa.String(16), nullable=True),
-        sa.Column("experiment", sa.String(64), nullable=True),
-        sa.Column("params", sa.Integer, nullable=True),
-        sa.Column("tokens_per_s", sa.Float, nullable=True),
-        sa.Column("flops_per_step", sa.Float, nullable=True),
-        sa.Column("achieved_flops", sa.Float, nullable=True),
-        sa.Column("mfu", sa.Float, nullable=True),
-        sa.Column("peak_memory_bytes", sa.Integer, nullable=True),
-        sa.Column("nsys_rep", sa.Text, nullable=True),
-        sa.Column("nsys_sqlite", sa.Text, nullable=True),
+        sa.Column("nsys_mode", sa.String(16)),
+        sa.Column("experiment", sa.String(64)),
+        sa.Column("params", sa.Integer),
+        sa.Column("tokens_per_s", sa.Float),
+        sa.Column("flops_per_step", sa.Float),
+        sa.Column("achieved_flops", sa.Float),
+        sa.Column("mfu", sa.Float),
+        sa.Column("peak_memory_bytes", sa.Integer),
+        sa.Column("nsys_rep", sa.Text),
+        sa.Column("nsys_sqlite", sa.Text),
         sa.Column("config", sa.JSON, nullable=False),
         sa.Column("model_info", sa.JSON, nullable=False),
         sa.Column("env", sa.JSON, nullable=False),
@@ -55,20 +46,15 @@ def upgrade() -> None:
     )
     for column in ("model", "device", "precision", "experiment"):
         create_index(f"ix_runs_{column}", "runs", [column])
-    create_table(
+    create_run_table(
         "step_timings",
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("step", sa.Integer, nullable=False),
         sa.Column("phase", sa.String(32), nullable=False),
         sa.Column("duration_ns", sa.Integer, nullable=False),
         sa.Column("warmup", sa.Boolean, nullable=False),
     )
-    create_index("ix_step_timings_run_id", "step_timings", ["run_id"])
-    create_table(
+    create_run_table(
         "agreement",
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("phase", sa.String(32), nullable=False),
         sa.Column("steps", sa.Integer, nullable=False),
         sa.Column("nvtx_mean_ns", sa.Float, nullable=False),
@@ -77,7 +63,6 @@ def upgrade() -> None:
         sa.Column("timer_median_ns", sa.Float, nullable=False),
         sa.Column("rel_diff", sa.Float, nullable=False),
     )
-    create_index("ix_agreement_run_id", "agreement", ["run_id"])
     if not context.config.attributes.get("leave_marker"):  # a read-only command's upgrade leaves it out
         create_table(
             "harness_meta",

@@ -1,11 +1,4 @@
-"""attention_results: the cells of `harness attention`.
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""attention_results: the cells of `harness attention`."""
 
 import sqlalchemy as sa
 from alembic import op
@@ -14,8 +7,6 @@ from harness.store.migrations.steps import create_index, create_table
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -36,13 +27,13 @@ def upgrade() -> None:
         sa.Column("warmup", sa.Integer, nullable=False),
         sa.Column("trials", sa.Integer, nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
-        sa.Column("error", sa.Text, nullable=True),
-        sa.Column("forward_mean_ns", sa.Float, nullable=True),
-        sa.Column("forward_std_ns", sa.Float, nullable=True),
-        sa.Column("backward_mean_ns", sa.Float, nullable=True),
-        sa.Column("backward_std_ns", sa.Float, nullable=True),
-        sa.Column("compile_ns", sa.BigInteger, nullable=True),
-        sa.Column("peak_memory_bytes", sa.BigInteger, nullable=True),
+        sa.Column("error", sa.Text),
+        sa.Column("forward_mean_ns", sa.Float),
+        sa.Column("forward_std_ns", sa.Float),
+        sa.Column("backward_mean_ns", sa.Float),
+        sa.Column("backward_std_ns", sa.Float),
+        sa.Column("compile_ns", sa.BigInteger),
+        sa.Column("peak_memory_bytes", sa.BigInteger),
         sa.Column("memory_source", sa.Text, nullable=False),
         sa.Column("env", sa.JSON, nullable=False),
     )

@@ -1,25 +1,16 @@
-"""runs.baseline_run_id: a profiled run's run without a profiler.
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""runs.baseline_run_id: a profiled run's run without a profiler."""
 
 import sqlalchemy as sa
 from alembic import op
 
-from harness.store.migrations.steps import add_columns, create_index, is_sqlite
+from harness.store.migrations.steps import add_columns, create_index, drop_columns, is_sqlite
 
 revision = "0003"
 down_revision = "0002"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    added = add_columns("runs", sa.Column("baseline_run_id", sa.String(64), nullable=True))
+    added = add_columns("runs", sa.Column("baseline_run_id", sa.String(64)))
     create_index("ix_runs_baseline_run_id", "runs", ["baseline_run_id"])
     # SQLite cannot add a constraint in place (it would copy the whole table), and the harness never turns
     # its foreign keys on: there the column stays a plain one, as the additive upgrades left it
@@ -31,5 +22,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_runs_baseline_run_id", "runs")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("baseline_run_id")
+    drop_columns("runs", "baseline_run_id")

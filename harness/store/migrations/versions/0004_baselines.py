@@ -1,28 +1,19 @@
-"""baselines: named runs for `harness diff baseline:NAME RUN`.
-
-Revision ID: 0004
-Revises: 0003
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""baselines: named runs for `harness diff baseline:NAME RUN`."""
 
 import sqlalchemy as sa
 from alembic import op
 
-from harness.store.migrations.steps import create_index, create_table
+from harness.store.migrations.steps import create_index, create_table, run_id
 
 revision = "0004"
 down_revision = "0003"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
     create_table(
         "baselines",
         sa.Column("name", sa.String(64), primary_key=True),
-        sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        run_id(),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     )
     create_index("ix_baselines_run_id", "baselines", ["run_id"])

@@ -1,27 +1,16 @@
-"""runs.artifacts: what the profiler left, {kind: path}.
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""runs.artifacts: what the profiler left, {kind: path}."""
 
 import sqlalchemy as sa
-from alembic import op
 
-from harness.store.migrations.steps import add_columns
+from harness.store.migrations.steps import add_columns, drop_columns
 
 revision = "0005"
 down_revision = "0004"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    add_columns("runs", sa.Column("artifacts", sa.JSON, nullable=True))
+    add_columns("runs", sa.Column("artifacts", sa.JSON))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("artifacts")
+    drop_columns("runs", "artifacts")

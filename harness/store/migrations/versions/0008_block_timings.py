@@ -1,37 +1,25 @@
-"""block_timings: the per-block breakdown of `run --nvtx-detail` (`harness blocks`).
-
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-11-23
-"""
-
-from __future__ import annotations
+"""block_timings: the per-block breakdown of `run --nvtx-detail` (`harness blocks`)."""
 
 import sqlalchemy as sa
 from alembic import op
 
-from harness.store.migrations.steps import create_index, create_table
+from harness.store.migrations.steps import create_run_table
 
 revision = "0008"
 down_revision = "0007"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    create_table(
+    create_run_table(
         "block_timings",
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
         sa.Column("step", sa.Integer, nullable=False),
-        sa.Column("layer", sa.Integer, nullable=True),
+        sa.Column("layer", sa.Integer),
         sa.Column("block", sa.String(32), nullable=False),
         sa.Column("phase", sa.String(32), nullable=False),
         sa.Column("duration_ns", sa.BigInteger, nullable=False),
         sa.Column("calls", sa.Integer, nullable=False),
         sa.Column("source", sa.String(16), nullable=False),
     )
-    create_index("ix_block_timings_run_id", "block_timings", ["run_id"])
 
 
 def downgrade() -> None:

@@ -1,0 +1,111 @@
+"""The files the harness writes to be looked at in a browser, from the stored runs or from one export: the
+dashboard (analysis.dashboard: one self-contained HTML page of plotly panels) and an export's Chrome trace
+for Perfetto UI (analysis.views.chrome_trace). Neither is written over a file it reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from analysis import dashboard
+from analysis.errors import ExportError
+from analysis.outputs import refuse_inputs, shown
+from analysis.views import chrome_trace
+from harness.core.errors import HarnessError
+from harness.core.signals import sigterm_raises
+from harness.experiments import opening, roofline
+from harness.store.results import ResultsStore, describe_url
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.dashboard import Dashboard, DashboardData, Panel
+    from analysis.views.chrome_trace import Written
+
+OUT = "--out"  # the option that names the file written, in the refusals
+Window = tuple[float | None, float | None]  # seconds into the capture; None: the busiest second
+
+
+def export_dashboard(
+    report: Path, out: Path, *, cache: bool = True, window: Window | None = None
+) -> Dashboard:
+    """The profile panels of one export (or of a report, exported as the analysis commands export it:
+    into the cache folder), written to `out`; `window` (seconds into the capture) is its timeline's."""
+    if not report.exists():
+        raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
+    export = opening.sqlite_for(report)
+    refuse_inputs(out, [*opening.files_read(report), export], OUT)
+    data = dashboard.collect_export(export, cache=cache, window=window)
+    return _written(data, out, scope="profile", title=f"harness dashboard: {report.name}")
+
+
+def runs_dashboard(
+    store: ResultsStore,
+    out: Path,
+    *,
+    ids: list[str] | None = None,
+    last: int | None = None,
+    model: str | None = None,
+    compare: tuple[str, str] | None = None,
+) -> tuple[Dashboard, int]:
+    """The panels of the stored runs (`ids`, else the `last` N, of `model`; `compare`: the two runs of the
+    comparison panel) and the roofline of the newest that has block times, written to `out`; and how many
+    runs it holds."""
+    data = dashboard.collect(store, ids=ids, last=last, model=model, compare=compare)
+    data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
+    data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
+    refuse_inputs(out, [store.file, *run_files(data.runs)], OUT)
+    return _written(data, out, scope="all", title="harness dashboard"), len(data.runs)
+
+
+def _written(data: DashboardData, out: Path, *, scope: Literal["all", "profile"], title: str) -> Dashboard:
+    try:
+        return dashboard.write_dashboard(data, out, scope=scope, title=title)
+    except BrokenPipeError:
+        raise  # `-o - | head`: ended quietly, as a table piped to head is
+    except OSError as e:
+        raise HarnessError(
+            f"cannot write {shown(out)}: {e.strerror or e}; pass --out to a writable path"
+        ) from None
+
+
+def run_files(runs: pd.DataFrame) -> list[str]:
+    """The exports and reports the runs' panels may read."""
+    columns = [c for c in ("nsys_sqlite", "nsys_rep") if c in runs]
+    return [str(v) for c in columns for v in runs[c].dropna()]
+
+
+def panel_table(panels: list[Panel]) -> pd.DataFrame:
+    """What the page holds: each panel, drawn or not, its title or what it lacked."""
+    import pandas as pd
+
+    out = pd.DataFrame(
+        {
+            "Panel": [p.key for p in panels],
+            "Drawn": [p.figure is not None for p in panels],
+            "Title or what is missing": [p.title if p.figure is not None else p.missing for p in panels],
+        }
+    )
+    out.attrs["wrap"] = ["Title or what is missing"]  # a sentence: wrap it, never cut it
+    return out
+
+
+def chrome_trace_of(
+    report: Path,
+    target: Path,
+    *,
+    cache: bool = True,
+    step: int | None = None,
+    phase: str | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> Written:
+    """`report` (an export, a report exported first, or a PyTorch profiler trace) written to `target` as a
+    Chrome trace: all of it, or the harness's step `step` (its phase `phase`), or the window start..end
+    (ns); what it holds."""
+    refuse_inputs(target, opening.files_read(report), OUT)
+    with opening.open_report(report, cache=cache) as trace:  # closed: its private copy goes
+        refuse_inputs(target, [trace.path], OUT)
+        window = chrome_trace.window_of(trace, step=step, phase=phase, start=start, end=end)
+        with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
+            return chrome_trace.write_chrome_trace(trace, target, window)

@@ -1,0 +1,56 @@
+"""Where the results database is: `--db`, else HARNESS_DB, else the default SQLite file; the file of a
+sqlite URL, and how a URL is shown. Light: SQLAlchemy's URL parser is imported only when a URL is parsed, so
+the command line checks where the database is before anything opens it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def default_db_path() -> Path:
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "harness" / "results.sqlite"
+
+
+def resolve_url(db: str | None = None) -> str:
+    """`--db` value, else HARNESS_DB, else the default SQLite file. Plain paths become sqlite URLs."""
+    db = db or os.environ.get("HARNESS_DB") or str(default_db_path())
+    if "://" in db:
+        return db
+    path = Path(db).expanduser()
+    return f"sqlite:///{path.resolve()}"
+
+
+def describe_url(url: str) -> str:
+    """The URL without its password, for display."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a sqlite:/// URL; None for other databases and in-memory SQLite."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser()
+
+
+def in_memory(url: str) -> bool:
+    """Whether `url` is SQLite in memory (sqlite://, sqlite:///:memory:, file::memory:…)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    database = parsed.database or ""
+    return parsed.get_backend_name() == "sqlite" and (database in ("", ":memory:") or "mode=memory" in url)
