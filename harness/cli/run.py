@@ -17,7 +17,6 @@ from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count
-from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.core.records import new_id, phases_for
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
 from harness.cli import render
-from harness.execution import runner
+from harness.execution.checks import checked
 from harness.execution.ranks import multirank
 from harness.experiments import drift, run_tables, sweep
 from harness.experiments.run_tables import results_table
@@ -220,18 +219,17 @@ def sweep_cmd(
     bad = [c for c in split(compile) if c.lower() not in compile_map]
     if bad:
         raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
-    base = make_config("tiny", workload)
-    base = with_ranks(base, ranks)
+    base = with_ranks(make_config("tiny", workload), ranks)
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
-    configs = sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
+    points = [
+        checked(c) for c in sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
+    ]
+    configs = [p.config for p in points]
     store = results_db.ResultsStore(db)
-    device = resolve_device(base.device)
-    runner.check_device(base, device.type)
-    note = emulated_precision_note(device, [c.precision for c in configs])
-    if note:
-        warn(note)
+    for line in dict.fromkeys(line for p in points for line in p.warnings):  # each line once
+        warn(line)
     experiment = new_id("sweep")
     results: list[RunResult] = []
     unsaved: list[str | None] = []

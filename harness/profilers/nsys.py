@@ -180,9 +180,7 @@ def profile_run(
     stored once after that, with all of it, in one transaction. Every measured step is stored, whatever
     happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
 
-    info = nsys.find_nsys(options.nsys_path)
-    check_writable(options.profile_dir)
-    cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # the CLI said the warnings
+    info = nsys.find_nsys(options.nsys_path)  # its CUDA and the profile folder: checked by `preflight`
     # the tables in the format of the nsys that records (or HARNESS_STATS_FORMAT's, refused before the run)
     tables_format = nsys_in_use_format("auto", info.version or None)
     run_id = new_run_id(config.model)
@@ -356,7 +354,9 @@ class NsysProfiler:
         return NsysOptions.from_cli(args, self.default_dir)
 
     def preflight(self, options: NsysOptions, device_type: str) -> list[str]:
-        """What this nsys may lose of the run's CUDA, said before the capture (an NsysError: refused)."""
+        """The profile folder made, and what this nsys may lose of the run's CUDA, said before the capture
+        (an NsysError: refused)."""
+        check_writable(options.profile_dir)
         return cuda_check_for(options.nsys_path, device_type, options.force_cuda)
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
