@@ -113,7 +113,6 @@ BORDER = {
     "harness.experiments.doctor": "the nsys self-test's export read back",
     "harness.experiments.gpu_selftest": "the GPU self-test's export checked",
     "harness.execution.compiled": "torch.compile's first step beyond the steady median (in the worker)",
-    "harness.energy.power": "energy counters unwrapped",
     "harness.energy.run": "a run's energy figures",
     "harness.store.runs": "a run's phase figures, stored with it",
     # analysis's errors and its rules for written files

@@ -23,7 +23,7 @@ def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(profiler.nsys, "find_nsys", lambda path: info)
     monkeypatch.setattr(profiler, "cuda_check", lambda *a, **k: [])
 
-    def run_profiled(
+    def launch(
         config: RunConfig, request: Any, info: Any, run_id: str, progress: Any = None
     ) -> tuple[Any, Any, list[str]]:
         steps = [StepRecord(step=i, warmup=i < config.warmup,
@@ -33,7 +33,7 @@ def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                            steps=steps)  # fmt: skip
         return result, ProfileResult(0, None, export, None, ""), []
 
-    monkeypatch.setattr(profiler, "run_profiled", run_profiled)
+    monkeypatch.setattr(profiler, "launch", launch)
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, *openers: Any) -> dict[str, int]:

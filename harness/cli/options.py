@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from dataclasses import dataclass, fields
+from enum import Enum, StrEnum
 from typing import Annotated
 
 import typer
@@ -130,33 +130,13 @@ def workload_options(
 
 
 DEFAULT = Workload()
+# a Workload field whose RunConfig field is named otherwise
+RENAMED = {"power_period": "power_period_ms"}
 
 
 def make_config(model: str, workload: Workload) -> RunConfig:
-    """The workload options as a RunConfig, unchecked (harness.execution.checks checks it whole)."""
-    w = workload
-    return RunConfig(
-        model=model,
-        mode=w.mode.value,
-        device=w.device.value,
-        precision=w.precision.value,
-        compile=w.compile,
-        batch_size=w.batch_size,
-        context_length=w.context_length,
-        vocab_size=w.vocab_size,
-        warmup=w.warmup,
-        steps=w.steps,
-        seed=w.seed,
-        attention=w.attention.value,
-        new_tokens=w.new_tokens,
-        cuda_graphs=w.cuda_graphs,
-        nvtx_detail=w.nvtx_detail,
-        power=w.power,
-        power_period_ms=w.power_period,
-        plant=w.plant,
-        optimizer=w.optimizer.value,
-        loader_workers=w.loader_workers,
-        pin_memory=w.pin_memory,
-        loss_every=w.loss_every,
-        dynamic_shapes=w.dynamic_shapes,
-    )
+    """The workload options as a RunConfig, field by field (choices as their values), unchecked
+    (harness.execution.checks checks it whole)."""
+    values = {f.name: getattr(workload, f.name) for f in fields(workload)}
+    given = {RENAMED.get(k, k): v.value if isinstance(v, Enum) else v for k, v in values.items()}
+    return RunConfig(model=model, **given)

@@ -26,16 +26,8 @@ from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.runner import new_run_id
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
-from harness.profilers.base import (
-    CliArgs,
-    Outcome,
-    ProfiledFn,
-    ProfilerOptions,
-    Reporter,
-    check_writable,
-    label_for,
-    run_baseline,
-)
+from harness.profilers import base
+from harness.profilers.base import run_baseline
 from harness.profilers.capture import mark_degraded, report_paths, save_once, stored_after
 from workloads.names import DECODE
 
@@ -49,7 +41,7 @@ TOP_KERNELS = 10
 
 
 @dataclass(frozen=True)
-class NsysOptions(ProfilerOptions):
+class NsysOptions(base.ProfilerOptions):
     """`run --nsys`'s options (and overhead's), each read from the command-line parameter named in "cli"."""
 
     profile_dir: Path = Path("nsys_profiles")
@@ -64,7 +56,7 @@ class NsysOptions(ProfilerOptions):
 
 
 @dataclass
-class ProfiledRun(Outcome):
+class ProfiledRun(base.Outcome):
     run_id: str
     result: RunResult | None
     profile: ProfileResult | None
@@ -96,17 +88,21 @@ def launch(
     run_id: str,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[RunResult, ProfileResult, list[str]]:
-    """Run the worker under nsys; return its result (an error result if it died; `interrupted` where a
-    signal came, also one held while nsys wrote its report), nsys's, and notes. The profile folder is
-    checked by the callers (profile_run, overhead_runs), before any run."""
+    """Run the worker under nsys, recording the load averages (nsys's processes make the CPU shares
+    meaningless); return its result (an error result if it died; `interrupted` where a signal came, also one
+    held while nsys wrote its report), nsys's, and notes. The profile folder is checked before any run
+    (`preflight`, overhead_runs)."""
     opts = nsys.ProfileOptions(
         output=options.profile_dir.resolve() / run_id,
         capture=options.capture,
         mode=options.mode,
         extra_args=list(options.extra_args),
     )
+    start = machine.snapshot()
     if config.world_size > 1:  # one report per rank (harness/execution/nsys/ranks.py)
-        return profile_ranks(config, info, opts, run_id)
+        result, prof, notes = profile_ranks(config, info, opts, run_id)
+        machine.keep_load(result.extra, start, others=False)
+        return result, prof, notes
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg)
@@ -119,25 +115,10 @@ def launch(
         )
     if prof.interrupted and result.status in ("ok", "error"):
         result.status = "interrupted"
+    machine.keep_load(result.extra, start, others=False)
     # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody asked
     # for it, and `harness doctor` lists what the nsys lacks
     return result, prof, list(prof.notes)
-
-
-def run_profiled(
-    config: RunConfig,
-    options: NsysOptions,
-    info: NsysInfo,
-    run_id: str,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[RunResult, ProfileResult, list[str]]:
-    """`launch` under nsys, recording the load averages (nsys's processes make the CPU shares meaningless)."""
-    start = machine.snapshot()
-    result, prof, notes = launch(config, options, info, run_id, progress)
-    load = machine.load_since(start, others=False)
-    if load:
-        result.extra["machine"] = load.to_dict()
-    return result, prof, notes
 
 
 def _program_exit(returncode: int) -> int:
@@ -198,7 +179,7 @@ def profile_run(
             return out
     if progress:
         progress(f"run under nsys {info.version}")
-    result, prof, notes = run_profiled(config, options, info, run_id, progress)
+    result, prof, notes = launch(config, options, info, run_id, progress)
     out.result, out.profile, out.notes = result, prof, notes
     save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": options.mode, "experiment": experiment,
                             **report_paths(prof)}  # fmt: skip
@@ -294,7 +275,7 @@ def measured(
     """What the run under nsys measured, as examine takes it: its timers and the baseline run's, the
     phases, how busy the machine was while each ran, the blocks to look for, the format of the kernel
     table; what is to be said of the baseline run into `notes`."""
-    config, label = result.config, label_for(mode)
+    config, label = result.config, base.label_for(mode)
     # the load average before a run that follows our own baseline run is ours: judged for the first only
     loads = [
         (r.extra["machine"], r is baseline or baseline is None)
@@ -341,57 +322,53 @@ def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes:
     return mark_degraded(result, seen.degraded) if seen.advice is not None else None
 
 
-class NsysProfiler:
+class NsysProfiler(base.Profiler):
     name = "nsys"
     wraps = "the worker process, under `nsys profile` (each rank under its own with --nproc)"
     keeps = ("nsys_rep", "nsys_sqlite")
     default_dir: Path | None = Path("nsys_profiles")
-
-    def check(self, config: RunConfig, device_type: str) -> None:
-        pass
-
-    def options_from(self, args: CliArgs) -> NsysOptions:
-        return NsysOptions.from_cli(args, self.default_dir)
+    options_type = NsysOptions
 
     def preflight(self, options: NsysOptions, device_type: str) -> list[str]:
         """The profile folder made, and what this nsys may lose of the run's CUDA, said before the capture
         (an NsysError: refused)."""
-        check_writable(options.profile_dir)
-        return cuda_check_for(options.nsys_path, device_type, options.force_cuda)
+        warnings = cuda_check_for(options.nsys_path, device_type, options.force_cuda)
+        base.check_writable(options.profile_dir)  # after: a capture refused leaves no folder behind
+        return warnings
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under nsys", None
 
     def run(
-        self, config: RunConfig, options: NsysOptions, *, store: ResultsStore, progress: Reporter
+        self, config: RunConfig, options: NsysOptions, *, store: ResultsStore, progress: base.Reporter
     ) -> ProfiledRun:
         return profile_run(config, options, store=store, progress=progress.stage)
 
     def overhead_runs(
         self, config: RunConfig, options: NsysOptions, modes: list[str]
-    ) -> list[tuple[str, ProfiledFn]]:
+    ) -> list[tuple[str, base.ProfiledFn]]:
         """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
         capture's health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
         info = nsys.find_nsys(options.nsys_path)
-        check_writable(options.profile_dir)
+        base.check_writable(options.profile_dir)
         cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
 
-        def under(mode: str) -> ProfiledFn:
+        def under(mode: str) -> base.ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
-                result, prof, notes = run_profiled(
+                result, prof, notes = launch(
                     config, replace(options, mode=mode), info, new_run_id(config.model)
                 )
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
                     reason = judge_capture(result, prof.sqlite, how, notes)
                     if reason:
-                        notes.append(f"{label_for(mode)}: stored as degraded ({reason}): the overhead is "
-                                     "that of a capture that lost part of the run")  # fmt: skip
+                        notes.append(f"{base.label_for(mode)}: stored as degraded ({reason}): the "
+                                     "overhead is that of a capture that lost part of the run")  # fmt: skip
                 return result, how, notes
 
             return run
 
-        return [(label_for(mode), under(mode)) for mode in modes]
+        return [(base.label_for(mode), under(mode)) for mode in modes]
 
 
 PROFILER = NsysProfiler()
