@@ -139,7 +139,8 @@ def prepare(
     *,
     memory: bool = False,
 ) -> Prepared:
-    """Before any run: the configuration (refused if invalid), the store (a bad --db fails now, not after the
+    """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
+    trust it), the store (a bad --db fails now, not after the
     work), the profiler's own check and options (built by it from `args`, the command line's values by
     parameter name), and its warnings said (or the run refused)."""
     ready = checked(replace(with_ranks(make_config(model, workload), ranks), memory=memory))

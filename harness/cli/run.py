@@ -24,7 +24,7 @@ from harness.core.signals import sigterm_raises
 from harness.profilers import registry
 
 if TYPE_CHECKING:
-    from harness.core.records import RunResult
+    from harness.core.records import RunConfig, RunResult
     from harness.store.results import ResultsStore
 
 from harness.cli import render
@@ -91,17 +91,17 @@ def run_cmd(
 
     p = profiling
     chosen = _profiler(profiler, nsys, p.record_shapes or p.with_stack or p.profile_memory, view)
-    if repeats > 1:
-        if chosen is not None or memory:
-            raise UsageError("--repeats runs without a profiler (and without --memory): leave them out")
-        _repeat(model, workload, ranks, db, repeats, format, wide)
-        return
+    if repeats > 1 and (chosen is not None or memory):
+        raise UsageError("--repeats runs without a profiler (and without --memory): leave them out")
     args = {
         **p.values(),
         "top": view.top,
         "sort": None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
     }
     ready = prepare(model, workload, ranks, db, chosen, args, memory=memory)
+    if repeats > 1:
+        _repeat(ready.config, ready.store, repeats, format, wide)
+        return
     config, plugin = ready.config, ready.profiler
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
@@ -111,14 +111,10 @@ def run_cmd(
         raise typer.Exit(outcome.exit_status)
 
 
-def _repeat(
-    model: str, workload: Workload, ranks: Ranks, db: str | None, repeats: int, format: Format, wide: bool
-) -> None:
+def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format, wide: bool) -> None:
     """`run --repeats N`: N runs in fresh processes, one experiment; their table and the drift they show."""
-    ready = prepare(model, workload, ranks, db, None, {})
-    config = ready.config
     with sigterm_raises(), Progress(f"{config.model} {config.mode} × {repeats}", repeats, unit="runs") as bar:
-        done = drift.repeat_runs(config, repeats, ready.store, progress=bar.stage, save=_save)
+        done = drift.repeat_runs(config, repeats, store, progress=bar.stage, save=_save)
     results = done.results
     device = results[0].device_name if results else ""
     notes = [f"machine: {describe(done.load)}"] if done.load else []

@@ -56,10 +56,6 @@ class StepHook(Protocol):
     def step(self) -> None: ...
 
 
-def new_run_id(model: str) -> str:
-    return new_id(model)
-
-
 def run_workload(
     config: RunConfig,
     *,
@@ -92,7 +88,7 @@ def run_workload(
     elif config.vocab_size:
         spec = spec.with_overrides(vocab_size=config.vocab_size)
     result = RunResult(
-        run_id=run_id or new_run_id(config.model),
+        run_id=run_id or new_id(config.model),
         config=config,
         status="ok",
         device=device.type,

@@ -18,13 +18,12 @@ from analysis.errors import AnalysisError
 from analysis.front.examine import Baseline, Measured, RunExamination, examine, examine_capture
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
-from harness.core.records import RunConfig, RunResult, phases_for, timer_frame
+from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import check_capture
 from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.nsys.ranks import profile_ranks
-from harness.execution.runner import new_run_id
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
 from harness.profilers import base
 from harness.profilers.base import run_baseline
@@ -101,24 +100,24 @@ def launch(
     start = machine.snapshot()
     if config.world_size > 1:  # one report per rank (harness/execution/nsys/ranks.py)
         result, prof, notes = profile_ranks(config, info, opts, run_id)
-        machine.keep_load(result.extra, start, others=False)
-        return result, prof, notes
-    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
-        cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
-        write_worker_config(config, run_id, cfg)
-        prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)], progress=progress)
-        result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
-    if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
-        measured = sum(not s.warmup for s in result.steps)
-        result.error = signals.interrupted(
-            prof.interrupted, f"while nsys wrote its report, after all {measured} measured steps"
-        )
-    if prof.interrupted and result.status in ("ok", "error"):
-        result.status = "interrupted"
+    else:
+        with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+            cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
+            write_worker_config(config, run_id, cfg)
+            prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)], progress=progress)
+            result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
+        if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
+            measured = sum(not s.warmup for s in result.steps)
+            result.error = signals.interrupted(
+                prof.interrupted, f"while nsys wrote its report, after all {measured} measured steps"
+            )
+        if prof.interrupted and result.status in ("ok", "error"):
+            result.status = "interrupted"
+        # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody
+        # asked for it, and `harness doctor` lists what the nsys lacks
+        notes = list(prof.notes)
     machine.keep_load(result.extra, start, others=False)
-    # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody asked
-    # for it, and `harness doctor` lists what the nsys lacks
-    return result, prof, list(prof.notes)
+    return result, prof, notes
 
 
 def _program_exit(returncode: int) -> int:
@@ -164,7 +163,7 @@ def profile_run(
     info = nsys.find_nsys(options.nsys_path)  # its CUDA and the profile folder: checked by `preflight`
     # the tables in the format of the nsys that records (or HARNESS_STATS_FORMAT's, refused before the run)
     tables_format = nsys_in_use_format("auto", info.version or None)
-    run_id = new_run_id(config.model)
+    run_id = new_id(config.model)
     out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
     experiment = f"overhead-{run_id}" if options.baseline else None
     baseline = None
@@ -355,9 +354,7 @@ class NsysProfiler(base.Profiler):
 
         def under(mode: str) -> base.ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
-                result, prof, notes = launch(
-                    config, replace(options, mode=mode), info, new_run_id(config.model)
-                )
+                result, prof, notes = launch(config, replace(options, mode=mode), info, new_id(config.model))
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
                     reason = judge_capture(result, prof.sqlite, how, notes)

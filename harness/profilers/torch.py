@@ -21,8 +21,7 @@ from analysis.front.examine import Measured, Operators, examine_trace
 from analysis.readers.kineto import is_complete
 from harness.core import machine, signals
 from harness.core.nvtx_ranges import block_names
-from harness.core.records import RunConfig, RunResult, phases_for
-from harness.execution.runner import new_run_id
+from harness.core.records import RunConfig, RunResult, new_id, phases_for
 from harness.execution.worker import run_isolated
 from harness.profilers.capture import stored_after
 from workloads.names import DECODE
@@ -95,7 +94,7 @@ def profile_run(
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
 
     base.check_writable(options.profile_dir)
-    run_id = new_run_id(config.model)
+    run_id = new_id(config.model)
     out = TorchProfiledRun(run_id=run_id)
     trace = options.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
     if progress:
@@ -194,7 +193,7 @@ class TorchProfiler(base.Profiler):
         base.check_writable(options.profile_dir)
 
         def run() -> tuple[RunResult, dict[str, Any], list[str]]:
-            run_id = new_run_id(config.model)
+            run_id = new_id(config.model)
             trace = options.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
             start = machine.snapshot()
             result = run_isolated(

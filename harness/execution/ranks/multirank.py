@@ -28,10 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.records import RunConfig, RunResult
+from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution import supervisor
 from harness.execution.ranks.distributed import beat_path, rank_path
-from harness.execution.runner import new_run_id
 from harness.execution.worker import (
     StepWatch,
     read_worker_result,
@@ -224,7 +223,7 @@ def run_ranks(
     config: RunConfig, run_id: str | None = None, on_steps: Callable[[int], None] | None = None
 ) -> RunResult:
     """`config` across its ranks, as one RunResult (see `combine`); `on_steps` as in `launch`."""
-    run_id = run_id or new_run_id(config.model)
+    run_id = run_id or new_id(config.model)
     return combine(config, run_id, launch(config, run_id, on_steps=on_steps))
 
 
