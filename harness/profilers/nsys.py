@@ -26,7 +26,7 @@ from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
 from harness.profilers import base
-from harness.profilers.base import run_baseline
+from harness.profilers.base import check_writable, run_baseline
 from harness.profilers.capture import mark_degraded, report_paths, save_once, stored_after
 from workloads.names import DECODE
 
@@ -332,7 +332,7 @@ class NsysProfiler(base.Profiler):
         """The profile folder made, and what this nsys may lose of the run's CUDA, said before the capture
         (an NsysError: refused)."""
         warnings = cuda_check_for(options.nsys_path, device_type, options.force_cuda)
-        base.check_writable(options.profile_dir)  # after: a capture refused leaves no folder behind
+        check_writable(options.profile_dir)  # after: a capture refused leaves no folder behind
         return warnings
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
@@ -349,7 +349,7 @@ class NsysProfiler(base.Profiler):
         """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
         capture's health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
         info = nsys.find_nsys(options.nsys_path)
-        base.check_writable(options.profile_dir)
+        check_writable(options.profile_dir)
         cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
 
         def under(mode: str) -> base.ProfiledFn:
