@@ -140,10 +140,10 @@ def h100(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     (no GPU is touched: the capture must never start)."""
     import torch
 
-    from harness.cli import profiler_options
+    from harness.execution import checks
     from harness.profilers import nsys as nsys_profiler
 
-    monkeypatch.setattr(profiler_options, "resolve_device", lambda _: torch.device("cuda"))  # run, overhead
+    monkeypatch.setattr(checks, "resolve_device", lambda _: torch.device("cuda"))  # run, overhead
     monkeypatch.setattr(nsys_profiler, "cuda_versions", lambda device: ("13.0", "13.0"))
     return monkeypatch
 

@@ -11,14 +11,13 @@ import pytest
 from analysis.runs.energy import (
     ENERGY_COLUMNS,
     RUN_ENERGY_FIELDS,
-    counter_increments,
     energy_table,
     integrate,
     power_series,
     run_summary,
     run_window,
-    unwrap_counter,
 )
+from harness.energy.power import counter_increments, unwrap_counter
 
 S = 1_000_000_000  # ns per second
 

@@ -19,8 +19,9 @@ from harness.cli import app
 from harness.core import nvtx_ranges
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
+from harness.execution.checks import validate
 from harness.execution.generate import EAGER
-from harness.execution.runner import run_workload, validate
+from harness.execution.runner import run_workload
 from harness.experiments.run_tables import SERVING_TITLE
 from harness.store.results import ResultsStore
 from workloads.names import DECODE, TOKEN
@@ -184,9 +185,9 @@ def test_cuda_graphs_refuses_what_a_replay_cannot_do(monkeypatch: pytest.MonkeyP
     are refused beside --cuda-graphs."""
     import torch
 
-    from harness.execution import runner
+    from harness.execution import checks
 
-    monkeypatch.setattr(runner, "resolve_device", lambda requested: torch.device("cuda"))
+    monkeypatch.setattr(checks, "resolve_device", lambda requested: torch.device("cuda"))
     config = RunConfig(model="tiny", mode="generate", device="cuda", cuda_graphs=True)
     validate(config)  # generate on CUDA: taken
     with pytest.raises(UsageError, match="--cuda-graphs and --compile both decode from a static KV cache"):
@@ -236,11 +237,11 @@ def test_the_token_ranges_are_in_the_capture(in_tmp: Path) -> None:
 def test_the_cuda_graphs_body_times_its_static_decode(monkeypatch: pytest.MonkeyPatch) -> None:
     """--cuda-graphs's step on the CPU, its capture left out (the step it would replay runs eagerly):
     prefill into the static cache, a timed `token` range per decoded token, the static cache's bytes."""
-    from harness.execution import runner
+    from harness.execution import checks
     from workloads.decode import StaticDecode
 
     captured: list[StaticDecode] = []
-    monkeypatch.setattr(runner, "_check_graphs", lambda config: None)
+    monkeypatch.setattr(checks, "_check_graphs", lambda config: None)
     monkeypatch.setattr(StaticDecode, "capture", lambda self: captured.append(self))
     config = RunConfig(
         model="tiny",

@@ -111,7 +111,6 @@ BORDER = {
     "harness.experiments.roofline": "a run on the device's roofs, and its page",
     "harness.experiments.selftest": "the doctor's self-tests: their exports read back and checked",
     "harness.execution.compiled": "torch.compile's first step beyond the steady median (in the worker)",
-    "harness.energy.power": "energy counters unwrapped",
     "harness.energy.run": "a run's energy figures",
     "harness.store.runs": "a run's phase figures, stored with it",
     # analysis's errors and its rules for written files

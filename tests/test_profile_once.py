@@ -1,8 +1,11 @@
-"""`run --nsys` after the capture: the export is read once, and the run is stored once, with its
-agreement, health and findings, in one transaction; a reading cut short still stores the run."""
+"""`run --nsys` before and after the capture: the configuration is checked once, the export is read once,
+and the run is stored once, with its agreement, health and findings, in one transaction; a reading cut
+short still stores the run."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(profiler.nsys, "find_nsys", lambda path: info)
     monkeypatch.setattr(profiler, "cuda_check", lambda *a, **k: [])
 
-    def run_profiled(
+    def launch(
         config: RunConfig, request: Any, info: Any, run_id: str, progress: Any = None
     ) -> tuple[Any, Any, list[str]]:
         steps = [StepRecord(step=i, warmup=i < config.warmup,
@@ -33,7 +36,7 @@ def _capture(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                            steps=steps)  # fmt: skip
         return result, ProfileResult(0, None, export, None, ""), []
 
-    monkeypatch.setattr(profiler, "run_profiled", run_profiled)
+    monkeypatch.setattr(profiler, "launch", launch)
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, *openers: Any) -> dict[str, int]:
@@ -54,6 +57,37 @@ def _counted(monkeypatch: pytest.MonkeyPatch, *openers: Any) -> dict[str, int]:
     for module in openers:
         monkeypatch.setattr(module, "open_trace", opened)
     return counts
+
+
+def test_the_configuration_is_checked_once_and_its_device_resolved_once(
+    h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core import devices
+    from harness.execution import checks
+
+    _capture(h100_export, monkeypatch)
+    calls: list[str] = []
+    for name in ("validate", "check_layout", "check_device"):
+        real = getattr(checks, name)
+        monkeypatch.setattr(checks, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    resolve = devices.resolve_device
+
+    def counted(requested: str) -> Any:
+        calls.append("resolve_device")
+        return resolve(requested)
+
+    importlib.import_module("harness.cli.run")  # the command's modules loaded: each import of it replaced
+    for module in [m for n, m in sys.modules.items() if n.startswith("harness")]:
+        if getattr(module, "resolve_device", None) is resolve:
+            monkeypatch.setattr(module, "resolve_device", counted)
+    args = ["run", "medium", "--nsys", "--no-nsys-baseline", "--device", "cpu", "--warmup", "1", "--steps",
+            "3", "--profile-dir", str(tmp_path / "p"), "--db", tmp_db]  # fmt: skip
+    CliRunner().invoke(app, args)
+    assert sorted(calls) == ["check_device", "check_layout", "resolve_device", "validate"]
+    assert ResultsStore(tmp_db).count_runs() == 1  # and the run went on, trusting it
 
 
 def test_the_export_is_read_once_and_the_run_stored_once(

@@ -46,27 +46,6 @@ ENERGY_COLUMNS = [
 ]
 
 
-def counter_increments(raw: Sequence[float] | np.ndarray, wrap: float | None = None) -> np.ndarray:
-    """Increments between consecutive readings of an energy counter.
-
-    A counter that wraps goes back to 0 after `wrap` (RAPL's max_energy_range_uj), so a reading lower than
-    the one before means one wrap: the increment is `wrap - previous + current`. Sampled faster than the
-    counter can wrap twice (RAPL: minutes at full load), that is exact. Without `wrap` a decrease is an error.
-    """
-    values = np.asarray(raw, dtype=np.float64)
-    steps = np.diff(values)
-    if (steps < 0).any():
-        if not wrap:
-            raise ValueError("the energy counter went backwards and its wrap-around range is not known")
-        steps = np.where(steps < 0, steps + wrap, steps)
-    return steps
-
-
-def unwrap_counter(raw: Sequence[float] | np.ndarray, wrap: float | None = None) -> np.ndarray:
-    """A wrapping counter's readings as energy since the first reading (same unit), monotone."""
-    return np.concatenate([[0.0], np.cumsum(counter_increments(raw, wrap))]) if len(raw) else np.zeros(0)
-
-
 def _power_integral(t_ns: np.ndarray, watts: np.ndarray, at_ns: np.ndarray) -> np.ndarray:
     """Joules from t_ns[0] to each of `at_ns` under the piecewise-linear power curve; NaN outside."""
     at = np.asarray(at_ns, dtype=np.float64)

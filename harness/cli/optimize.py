@@ -23,11 +23,10 @@ from harness.cli.options import (
 )
 from harness.cli.terminal.output import Format, emit_many
 from harness.cli.terminal.progress import Progress
-from harness.core.devices import resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from harness.core.signals import sigterm_raises
-from harness.execution import runner
+from harness.execution.checks import checked
 from harness.experiments import optimize as opt
 from harness.profilers.nsys import NsysOptions, cuda_check_for
 from harness.store import results as results_db
@@ -98,11 +97,9 @@ def optimize_cmd(
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
     if budget <= 0:
         raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
-    config = make_config(target, workload)
-    runner.validate(config)
+    ready = checked(make_config(target, workload))
+    config, device = ready.config, ready.device.type
     store = results_db.ResultsStore(db)
-    device = resolve_device(config.device).type
-    runner.check_device(config, device)
     options = NsysOptions(profile_dir=profile_dir, nsys_path=nsys_path, baseline=False)
     for line in cuda_check_for(nsys_path, device):
         warn(line)

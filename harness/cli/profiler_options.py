@@ -17,7 +17,6 @@ from harness.cli.common import warn
 from harness.cli.option_group import F, option_group
 from harness.cli.options import Workload, make_config
 from harness.cli.rank_options import Ranks, with_ranks
-from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.records import RunConfig
 from harness.profilers import registry
 
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
     from harness.profilers import base
     from harness.store.results import ResultsStore
 
-from harness.execution import runner
+from harness.execution.checks import checked
 from harness.store import results as results_db
 
 
@@ -140,21 +139,17 @@ def prepare(
     *,
     memory: bool = False,
 ) -> Prepared:
-    """Before any run: the configuration (refused if invalid), the store (a bad --db fails now, not after the
+    """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
+    trust it), the store (a bad --db fails now, not after the
     work), the profiler's own check and options (built by it from `args`, the command line's values by
     parameter name), and its warnings said (or the run refused)."""
-    config = make_config(model, workload)
-    runner.validate(config)
-    config = replace(with_ranks(config, ranks), memory=memory)
+    ready = checked(replace(with_ranks(make_config(model, workload), ranks), memory=memory))
     store = results_db.ResultsStore(db)
-    resolved = resolve_device(config.device)
-    runner.check_device(config, resolved.type)
-    note = emulated_precision_note(resolved, [config.precision])
-    if note:
-        warn(note)
+    device = ready.device.type
     plugin = registry.get(profiler)
-    plugin.check(config, resolved.type)
+    plugin.check(ready.config, device)
     options = plugin.options_from(args)
-    for line in plugin.preflight(options, resolved.type):  # nsys: what it may lose of the program's CUDA
+    # nsys: the profile folder, and what it may lose of the program's CUDA
+    for line in [*ready.warnings, *plugin.preflight(options, device)]:
         warn(line)
-    return Prepared(config, store, plugin, options)
+    return Prepared(ready.config, store, plugin, options)

@@ -12,7 +12,6 @@ import typer
 from harness.cli.option_group import F, option_group
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
-from harness.execution.ranks import multirank
 
 PANEL = "Across ranks (torchrun)"
 NprocOpt = Annotated[
@@ -87,9 +86,9 @@ def delay(text: str | None, world_size: int) -> tuple[int | None, int]:
 
 
 def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
-    """`config` with its rank layout, checked (UsageError for one torchrun would refuse)."""
+    """`config` with its rank layout (harness.execution.checks refuses one torchrun would refuse)."""
     delay_rank, delay_ms = delay(ranks.delay_rank, ranks.nproc * ranks.nnodes)
-    config = replace(
+    return replace(
         config,
         nproc=ranks.nproc,
         nnodes=ranks.nnodes,
@@ -99,5 +98,3 @@ def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
         delay_rank=delay_rank,
         delay_ms=delay_ms,
     )
-    multirank.check(config)
-    return config

@@ -17,7 +17,6 @@ from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count
-from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.core.records import new_id, phases_for
@@ -25,11 +24,11 @@ from harness.core.signals import sigterm_raises
 from harness.profilers import registry
 
 if TYPE_CHECKING:
-    from harness.core.records import RunResult
+    from harness.core.records import RunConfig, RunResult
     from harness.store.results import ResultsStore
 
 from harness.cli import render
-from harness.execution import runner
+from harness.execution.checks import checked
 from harness.execution.ranks import multirank
 from harness.experiments import drift, run_tables, sweep
 from harness.experiments.run_tables import results_table
@@ -92,17 +91,17 @@ def run_cmd(
 
     p = profiling
     chosen = _profiler(profiler, nsys, p.record_shapes or p.with_stack or p.profile_memory, view)
-    if repeats > 1:
-        if chosen is not None or memory:
-            raise UsageError("--repeats runs without a profiler (and without --memory): leave them out")
-        _repeat(model, workload, ranks, db, repeats, format, wide)
-        return
+    if repeats > 1 and (chosen is not None or memory):
+        raise UsageError("--repeats runs without a profiler (and without --memory): leave them out")
     args = {
         **p.values(),
         "top": view.top,
         "sort": None if view.sort == AS_TORCH_SORTS.sort else check_sort(view.sort),
     }
     ready = prepare(model, workload, ranks, db, chosen, args, memory=memory)
+    if repeats > 1:
+        _repeat(ready.config, ready.store, repeats, format, wide)
+        return
     config, plugin = ready.config, ready.profiler
     label, total = plugin.progress(config)
     with sigterm_raises(), Progress(label, total, unit="steps" if total else "") as progress:
@@ -112,14 +111,10 @@ def run_cmd(
         raise typer.Exit(outcome.exit_status)
 
 
-def _repeat(
-    model: str, workload: Workload, ranks: Ranks, db: str | None, repeats: int, format: Format, wide: bool
-) -> None:
+def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format, wide: bool) -> None:
     """`run --repeats N`: N runs in fresh processes, one experiment; their table and the drift they show."""
-    ready = prepare(model, workload, ranks, db, None, {})
-    config = ready.config
     with sigterm_raises(), Progress(f"{config.model} {config.mode} × {repeats}", repeats, unit="runs") as bar:
-        done = drift.repeat_runs(config, repeats, ready.store, progress=bar.stage, save=_save)
+        done = drift.repeat_runs(config, repeats, store, progress=bar.stage, save=_save)
     results = done.results
     device = results[0].device_name if results else ""
     notes = [f"machine: {describe(done.load)}"] if done.load else []
@@ -220,18 +215,17 @@ def sweep_cmd(
     bad = [c for c in split(compile) if c.lower() not in compile_map]
     if bad:
         raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
-    base = make_config("tiny", workload)
-    base = with_ranks(base, ranks)
+    base = with_ranks(make_config("tiny", workload), ranks)
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
-    configs = sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
+    points = [
+        checked(c) for c in sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
+    ]
+    configs = [p.config for p in points]
     store = results_db.ResultsStore(db)
-    device = resolve_device(base.device)
-    runner.check_device(base, device.type)
-    note = emulated_precision_note(device, [c.precision for c in configs])
-    if note:
-        warn(note)
+    for line in dict.fromkeys(line for p in points for line in p.warnings):  # each line once
+        warn(line)
     experiment = new_id("sweep")
     results: list[RunResult] = []
     unsaved: list[str | None] = []

@@ -97,6 +97,14 @@ def load_since(start: Snapshot | None, *, others: bool = True) -> MachineLoad | 
     )
 
 
+def keep_load(extra: dict[str, Any], start: Snapshot | None, *, others: bool = True) -> MachineLoad | None:
+    """The machine's load from `start` to now (`load_since`), kept in a run's `extra["machine"]`."""
+    load = load_since(start, others=others)
+    if load:
+        extra["machine"] = load.to_dict()
+    return load
+
+
 def combine(loads: list[MachineLoad]) -> MachineLoad | None:
     """One figure for several intervals: load before the first and after the last, CPU shares pooled."""
     if not loads:

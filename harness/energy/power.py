@@ -1,5 +1,6 @@
 """Everything that reads power and energy: NVML (nvidia-ml-py) for GPUs, RAPL (Linux powercap) for CPU
-packages. No other module samples either; the arithmetic over the samples is in analysis/runs/energy.py.
+packages. No other module samples either; the counters' readings are turned into energy here (their
+wrap-around undone), the arithmetic over the samples is in analysis/runs/energy.py.
 
     with discover(gpus_in_use(device)) as sources:
         for line in sources.messages():        # each missing source once, with the reason
@@ -27,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.runs.energy import unwrap_counter
 from harness.core.errors import first_line
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 PERIOD_S = 0.05
@@ -453,3 +454,28 @@ def gpus_in_use(device: Any) -> list[str | int]:
         return [index]
     text = str(uuid)
     return [text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"]
+
+
+def counter_increments(raw: Sequence[float] | np.ndarray, wrap: float | None = None) -> np.ndarray:
+    """Increments between consecutive readings of an energy counter.
+
+    A counter that wraps goes back to 0 after `wrap` (RAPL's max_energy_range_uj), so a reading lower than
+    the one before means one wrap: the increment is `wrap - previous + current`. Sampled faster than the
+    counter can wrap twice (RAPL: minutes at full load), that is exact. Without `wrap` a decrease is an error.
+    """
+    import numpy as np
+
+    values = np.asarray(raw, dtype=np.float64)
+    steps = np.diff(values)
+    if (steps < 0).any():
+        if not wrap:
+            raise ValueError("the energy counter went backwards and its wrap-around range is not known")
+        steps = np.where(steps < 0, steps + wrap, steps)
+    return steps
+
+
+def unwrap_counter(raw: Sequence[float] | np.ndarray, wrap: float | None = None) -> np.ndarray:
+    """A wrapping counter's readings as energy since the first reading (same unit), monotone."""
+    import numpy as np
+
+    return np.concatenate([[0.0], np.cumsum(counter_increments(raw, wrap))]) if len(raw) else np.zeros(0)

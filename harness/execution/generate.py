@@ -36,6 +36,13 @@ EAGER = "eager (growing KV cache)"
 PERCENTILES = (50, 90, 99)
 
 
+def prompt_length(config: RunConfig, spec: Any) -> int:
+    """Generate mode's prompt: --context-length if given, else 64 tokens (capped by the model)."""
+    if config.context_length:
+        return config.context_length
+    return min(64, spec.context_length // 2)
+
+
 def generate_body(config: RunConfig, spec: Any, model: Any, device: Any, prompt_len: int) -> Body:
     """The generate step on the path the configuration asks for (see the module's docstring)."""
     import torch

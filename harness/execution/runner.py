@@ -16,26 +16,22 @@ from harness.core.devices import (
     reset_peak_memory,
     resolve_device,
 )
-from harness.core.errors import UsageError
 from harness.core.records import STEP_RANGE, ModelInfo, RunConfig, RunResult, StepRecord, new_id
 from harness.core.signals import interrupted, signal_of
 from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
 from harness.execution.body import Body, BodyFactory, autocast
 from harness.execution.compiled import dynamo_counts, record_dynamo, record_first_step, record_inductor_cache
-from harness.execution.generate import generate_body, serving_figures
+from harness.execution.generate import generate_body, prompt_length, serving_figures
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
 from workloads.names import (
     ALLREDUCE,
-    ATTENTIONS,
     BACKWARD,
     DATA,
     FORWARD,
     MEASURED,
-    MODES,
     OPTIMIZER,
-    PRECISIONS,
 )
 
 if TYPE_CHECKING:
@@ -45,12 +41,11 @@ if TYPE_CHECKING:
 
 import workloads
 from workloads import flops, peak
-from workloads.plants import catalogue
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
 WindowFn = Callable[[], contextlib.AbstractContextManager[Any]]
-__all__ = ["Body", "BodyFactory", "run_workload", "validate"]
+__all__ = ["Body", "BodyFactory", "run_workload"]
 
 
 class StepHook(Protocol):
@@ -59,99 +54,6 @@ class StepHook(Protocol):
     def recording(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def step(self) -> None: ...
-
-
-def new_run_id(model: str) -> str:
-    return new_id(model)
-
-
-def validate(config: RunConfig) -> None:
-    """Raise UsageError for anything a user could have typed wrong, before any work starts."""
-    if config.model not in workloads.MODEL_NAMES:
-        raise UsageError(f"unknown model {config.model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
-    for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS)):
-        value = getattr(config, name)
-        if value not in allowed:
-            raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
-    positive = {
-        "batch size": config.batch_size,
-        "steps": config.steps,
-        "context length": config.context_length,
-        "vocab size": config.vocab_size,
-        "new tokens": config.new_tokens if config.mode == "generate" else 1,
-        "power period": config.power_period_ms if config.power else 1,
-    }
-    for name, value in positive.items():
-        if value is not None and value <= 0:
-            raise UsageError(f"{name} must be a positive number, got {value}")
-    if config.warmup < 0:
-        raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
-    if config.cuda_graphs:
-        _check_graphs(config)
-    spec = workloads.get_spec(config.model)
-    if config.mode == "generate":
-        prompt = prompt_length(config, spec)
-        if spec.family == "gpt2" and prompt + config.new_tokens > spec.context_length:
-            raise UsageError(
-                f"{config.model} has learned positions for {spec.context_length} tokens; prompt {prompt} + "
-                f"{config.new_tokens} new tokens is more: lower --context-length or --new-tokens"
-            )
-    elif spec.family == "gpt2" and config.context_length and config.context_length > spec.context_length:
-        raise UsageError(
-            f"{config.model} has learned positions for {spec.context_length} tokens; "
-            f"--context-length {config.context_length} is more"
-        )
-    if why := catalogue.unknown(config.plant):
-        raise UsageError(why)
-    if config.optimizer not in catalogue.OPTIMIZERS:
-        raise UsageError(
-            f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(catalogue.OPTIMIZERS)}"
-        )
-    if config.loader_workers < 0:
-        raise UsageError(f"loader workers must be 0 or more, got {config.loader_workers}")
-    if config.loss_every <= 0:
-        raise UsageError(f"--loss-every must be a positive number of steps, got {config.loss_every}")
-    unknown_fixes = [f for f in config.fixes if f not in catalogue.FIXES]
-    if unknown_fixes:
-        raise UsageError(f"unknown fix {unknown_fixes[0]!r}; known fixes: {', '.join(catalogue.FIXES)}")
-    if config.plant is not None and config.mode != "train":
-        raise UsageError(
-            f"--plant plants a cause in the train step: it needs --mode train, not {config.mode}"
-        )
-
-
-def check_device(config: RunConfig, device_type: str) -> None:
-    """UsageError where the configuration cannot run on the device it resolved to (a GPU cause planted on
-    the CPU)."""
-    refused = catalogue.refusal(config.plant, device_type)
-    if refused:
-        raise UsageError(refused)
-
-
-def _check_graphs(config: RunConfig) -> None:
-    """--cuda-graphs: generate on CUDA, without what a replayed graph cannot do."""
-    if config.mode != "generate":
-        raise UsageError(f"--cuda-graphs replays generate's decode step; --mode {config.mode} has none")
-    device = resolve_device(config.device).type
-    if device != "cuda":
-        raise UsageError(f"--cuda-graphs needs a CUDA device; this run is on {device} (--device cuda)")
-    if config.compile:
-        raise UsageError(
-            "--cuda-graphs and --compile both decode from a static KV cache (--compile with "
-            "mode=reduce-overhead replays CUDA graphs of its own): choose one"
-        )
-    if config.nvtx_detail:
-        raise UsageError(
-            "--nvtx-detail puts ranges (and timers) in Python hooks, which a replayed CUDA graph does not "
-            "run: leave it out with --cuda-graphs"
-        )
-
-
-def prompt_length(config: RunConfig, spec: Any) -> int:
-    """Generate mode's prompt: --context-length if given, else 64 tokens (capped by the model)."""
-    if config.context_length:
-        return config.context_length
-    return min(64, spec.context_length // 2)
 
 
 def run_workload(
@@ -179,16 +81,14 @@ def run_workload(
     """
     import torch
 
-    validate(config)
-    device = resolve_device(config.device)
-    check_device(config, device.type)
+    device = resolve_device(config.device)  # the configuration was checked (harness.execution.checks)
     spec = workloads.get_spec(config.model)
     if config.mode != "generate":
         spec = spec.with_overrides(vocab_size=config.vocab_size, context_length=config.context_length)
     elif config.vocab_size:
         spec = spec.with_overrides(vocab_size=config.vocab_size)
     result = RunResult(
-        run_id=run_id or new_run_id(config.model),
+        run_id=run_id or new_id(config.model),
         config=config,
         status="ok",
         device=device.type,

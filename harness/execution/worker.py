@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.records import RunConfig, RunResult, StepRecord, result_from_dict, result_to_dict
+from harness.core.records import RunConfig, RunResult, StepRecord, new_id, result_from_dict, result_to_dict
 from harness.core.signals import interrupted, name, signal_of, sigterm_raises
 from harness.execution import supervisor
 from harness.execution.ranks import distributed
-from harness.execution.runner import new_run_id, run_workload
+from harness.execution.runner import run_workload
 
 STDERR_TAIL = 2000
 ENTRY = "harness.execution.worker"  # python -m ENTRY CONFIG RESULT
@@ -189,7 +189,7 @@ def run_isolated(
 ) -> RunResult:
     """One configuration in a fresh process (supervised: it ends with the harness; Ctrl-C is passed on);
     `on_steps(n)` as its steps finish, for a progress bar."""
-    run_id = run_id or new_run_id(config.model)
+    run_id = run_id or new_id(config.model)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
         write_worker_config(config, run_id, cfg, profiler)

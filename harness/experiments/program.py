@@ -20,10 +20,9 @@ from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
 from harness.core.errors import UsageError
-from harness.core.records import PROGRAM_MODE, RunConfig, RunResult
+from harness.core.records import PROGRAM_MODE, RunConfig, RunResult, new_id
 from harness.execution import nsys
 from harness.execution.nsys.formats import nsys_in_use_format
-from harness.execution.runner import new_run_id
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
 
@@ -139,7 +138,7 @@ def profile_program(
         "auto", info.version
     )  # a wrong HARNESS_STATS_FORMAT: said before the run
     name = name or default_run_name(Path(argv[0]).name)
-    run_id = new_run_id(name)
+    run_id = new_id(name)
     opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))
     prof = nsys.profile(info, opts, argv)
     out = ProgramRun(run_id=run_id, result=None, profile=prof, nsys_version=info.version)

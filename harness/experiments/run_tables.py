@@ -140,6 +140,11 @@ def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[s
 SERVING_TITLE = "serving (measured steps)"
 
 
+# the statistics of TTFT and TPOT shown (keys `<stat>_ns` of their figures)
+TTFT_STATS = ("mean", "p50", "p99")
+TPOT_STATS = ("mean", "p50", "p90", "p99")
+
+
 def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:
     """generate's serving figures (harness.execution.generate.serving_figures) for people: the decode path,
     the batch as concurrent sequences, time to first token and per output token (mean and percentiles over
@@ -159,13 +164,11 @@ def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:
         ("decode", serving.get("decode")),
         ("concurrent sequences (batch)", serving.get("concurrent_sequences")),
         ("output tokens per sequence", serving.get("new_tokens")),
-        ("TTFT mean (ns)", ttft.get("mean_ns")),
-        ("TTFT p50 (ns)", ttft.get("p50_ns")),
-        ("TTFT p99 (ns)", ttft.get("p99_ns")),
-        ("TPOT mean (ns)", tpot.get("mean_ns")),
-        ("TPOT p50 (ns)", tpot.get("p50_ns")),
-        ("TPOT p90 (ns)", tpot.get("p90_ns")),
-        ("TPOT p99 (ns)", tpot.get("p99_ns")),
+        *[
+            (f"{name} {stat} (ns)", figures.get(f"{stat}_ns"))
+            for name, figures, stats in (("TTFT", ttft, TTFT_STATS), ("TPOT", tpot, TPOT_STATS))
+            for stat in stats
+        ],
         ("TPOT tokens timed", tpot.get("count")),
         ("output tokens/s", serving.get("output_tokens_per_s")),
         ("decode tokens/s", serving.get("decode_tokens_per_s")),

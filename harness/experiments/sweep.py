@@ -7,7 +7,6 @@ import itertools
 from dataclasses import replace
 
 from harness.core.records import RunConfig
-from harness.execution.runner import validate
 
 
 def grid(
@@ -19,8 +18,8 @@ def grid(
     context_lengths: list[int] | None = None,
 ) -> list[RunConfig]:
     """The cross product, models outermost, then precisions, compile settings, batch sizes and context
-    lengths innermost (the base's batch size and context length when none are given); every point is
-    validated before anything runs."""
+    lengths innermost (the base's batch size and context length when none are given); the command
+    checks every point (harness.execution.checks) before anything runs."""
     axes = itertools.product(
         models,
         precisions,
@@ -28,10 +27,7 @@ def grid(
         batch_sizes or [base.batch_size],
         context_lengths or [base.context_length],
     )
-    configs = [
+    return [
         replace(base, model=m, precision=p, compile=c, batch_size=b, context_length=t)
         for m, p, c, b, t in axes
     ]
-    for config in configs:
-        validate(config)
-    return configs

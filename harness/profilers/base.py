@@ -63,9 +63,11 @@ class Profiler(Protocol):
     - name: recorded as the run's `profiler` ("none" for a run without one);
     - wraps: what it puts itself around, in words; keeps: the kinds of file it leaves (the keys of the run's
       `artifacts`), in `default_dir` unless --profile-dir says otherwise;
-    - check: refuse a configuration it cannot profile, before anything runs (UsageError);
-    - preflight: what to warn of before the run (or an error refusing it), said by the command;
-    - options_from: its options (a ProfilerOptions, or its own subclass) from the command line's values;
+    - check: refuse a configuration it cannot profile, before anything runs (UsageError; by default none);
+    - preflight: what to warn of before the run (or an error refusing it), said by the command (by
+      default nothing);
+    - options_from: its options (`options_type`: ProfilerOptions, or its own subclass) from the command
+      line's values;
     - progress: the progress line's label, and the number of steps it counts (None: stages only);
     - overhead_runs: (label, one profiled run) per kind that `harness overhead` compares with the run
       without it (nsys: one per mode);
@@ -78,12 +80,16 @@ class Profiler(Protocol):
     wraps: str
     keeps: tuple[str, ...]
     default_dir: Path | None
+    options_type: type[ProfilerOptions] = ProfilerOptions
 
-    def check(self, config: RunConfig, device_type: str) -> None: ...
+    def check(self, config: RunConfig, device_type: str) -> None:
+        return None
 
-    def options_from(self, args: CliArgs) -> ProfilerOptions: ...
+    def options_from(self, args: CliArgs) -> ProfilerOptions:
+        return self.options_type.from_cli(args, self.default_dir)
 
-    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]: ...
+    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
+        return []
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]: ...
 
@@ -135,7 +141,4 @@ def run_baseline(config: RunConfig) -> tuple[RunResult, machine.MachineLoad | No
     """`config` in a fresh process without a profiler, with how busy the machine was meanwhile."""
     start = machine.snapshot()
     result = multirank.run_any(config)
-    load = machine.load_since(start)
-    if load:
-        result.extra["machine"] = load.to_dict()
-    return result, load
+    return result, machine.keep_load(result.extra, start)

@@ -11,7 +11,7 @@ from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult
 from harness.execution.ranks.multirank import run_ranks
 from harness.execution.runner import run_workload
-from harness.profilers.base import CliArgs, Outcome, ProfiledFn, ProfilerOptions, Reporter
+from harness.profilers.base import Outcome, ProfiledFn, Profiler, ProfilerOptions, Reporter
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
@@ -27,20 +27,11 @@ class PlainRun(Outcome):
     exit_code: int = 1
 
 
-class NoProfiler:
+class NoProfiler(Profiler):
     name = "none"
     wraps = "nothing: the measured steps in this process (torchrun's ranks with --nproc), timed in-process"
     keeps: tuple[str, ...] = ()  # --memory's snapshot goes to --profile-dir, if given
     default_dir: Path | None = None
-
-    def check(self, config: RunConfig, device_type: str) -> None:
-        pass
-
-    def options_from(self, args: CliArgs) -> ProfilerOptions:
-        return ProfilerOptions.from_cli(args, self.default_dir)
-
-    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
-        return []
 
     def overhead_runs(
         self, config: RunConfig, options: ProfilerOptions, modes: list[str]

@@ -18,24 +18,15 @@ from analysis.errors import AnalysisError
 from analysis.front.examine import Baseline, Measured, RunExamination, examine, examine_capture
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
-from harness.core.records import RunConfig, RunResult, phases_for, timer_frame
+from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import check_capture
 from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.nsys.ranks import profile_ranks
-from harness.execution.runner import new_run_id
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
-from harness.profilers.base import (
-    CliArgs,
-    Outcome,
-    ProfiledFn,
-    ProfilerOptions,
-    Reporter,
-    check_writable,
-    label_for,
-    run_baseline,
-)
+from harness.profilers import base
+from harness.profilers.base import check_writable, run_baseline
 from harness.profilers.capture import mark_degraded, report_paths, save_once, stored_after
 from workloads.names import DECODE
 
@@ -49,7 +40,7 @@ TOP_KERNELS = 10
 
 
 @dataclass(frozen=True)
-class NsysOptions(ProfilerOptions):
+class NsysOptions(base.ProfilerOptions):
     """`run --nsys`'s options (and overhead's), each read from the command-line parameter named in "cli"."""
 
     profile_dir: Path = Path("nsys_profiles")
@@ -64,7 +55,7 @@ class NsysOptions(ProfilerOptions):
 
 
 @dataclass
-class ProfiledRun(Outcome):
+class ProfiledRun(base.Outcome):
     run_id: str
     result: RunResult | None
     profile: ProfileResult | None
@@ -96,47 +87,36 @@ def launch(
     run_id: str,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[RunResult, ProfileResult, list[str]]:
-    """Run the worker under nsys; return its result (an error result if it died; `interrupted` where a
-    signal came, also one held while nsys wrote its report), nsys's, and notes. The profile folder is
-    checked by the callers (profile_run, overhead_runs), before any run."""
+    """Run the worker under nsys, recording the load averages (nsys's processes make the CPU shares
+    meaningless); return its result (an error result if it died; `interrupted` where a signal came, also one
+    held while nsys wrote its report), nsys's, and notes. The profile folder is checked before any run
+    (`preflight`, overhead_runs)."""
     opts = nsys.ProfileOptions(
         output=options.profile_dir.resolve() / run_id,
         capture=options.capture,
         mode=options.mode,
         extra_args=list(options.extra_args),
     )
-    if config.world_size > 1:  # one report per rank (harness/execution/nsys/ranks.py)
-        return profile_ranks(config, info, opts, run_id)
-    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
-        cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
-        write_worker_config(config, run_id, cfg)
-        prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)], progress=progress)
-        result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
-    if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
-        measured = sum(not s.warmup for s in result.steps)
-        result.error = signals.interrupted(
-            prof.interrupted, f"while nsys wrote its report, after all {measured} measured steps"
-        )
-    if prof.interrupted and result.status in ("ok", "error"):
-        result.status = "interrupted"
-    # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody asked
-    # for it, and `harness doctor` lists what the nsys lacks
-    return result, prof, list(prof.notes)
-
-
-def run_profiled(
-    config: RunConfig,
-    options: NsysOptions,
-    info: NsysInfo,
-    run_id: str,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[RunResult, ProfileResult, list[str]]:
-    """`launch` under nsys, recording the load averages (nsys's processes make the CPU shares meaningless)."""
     start = machine.snapshot()
-    result, prof, notes = launch(config, options, info, run_id, progress)
-    load = machine.load_since(start, others=False)
-    if load:
-        result.extra["machine"] = load.to_dict()
+    if config.world_size > 1:  # one report per rank (harness/execution/nsys/ranks.py)
+        result, prof, notes = profile_ranks(config, info, opts, run_id)
+    else:
+        with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+            cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
+            write_worker_config(config, run_id, cfg)
+            prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)], progress=progress)
+            result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
+        if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
+            measured = sum(not s.warmup for s in result.steps)
+            result.error = signals.interrupted(
+                prof.interrupted, f"while nsys wrote its report, after all {measured} measured steps"
+            )
+        if prof.interrupted and result.status in ("ok", "error"):
+            result.status = "interrupted"
+        # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody
+        # asked for it, and `harness doctor` lists what the nsys lacks
+        notes = list(prof.notes)
+    machine.keep_load(result.extra, start, others=False)
     return result, prof, notes
 
 
@@ -180,12 +160,10 @@ def profile_run(
     stored once after that, with all of it, in one transaction. Every measured step is stored, whatever
     happens: an interrupted run as "interrupted", a failed one with the steps it finished."""
 
-    info = nsys.find_nsys(options.nsys_path)
-    check_writable(options.profile_dir)
-    cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # the CLI said the warnings
+    info = nsys.find_nsys(options.nsys_path)  # its CUDA and the profile folder: checked by `preflight`
     # the tables in the format of the nsys that records (or HARNESS_STATS_FORMAT's, refused before the run)
     tables_format = nsys_in_use_format("auto", info.version or None)
-    run_id = new_run_id(config.model)
+    run_id = new_id(config.model)
     out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
     experiment = f"overhead-{run_id}" if options.baseline else None
     baseline = None
@@ -200,7 +178,7 @@ def profile_run(
             return out
     if progress:
         progress(f"run under nsys {info.version}")
-    result, prof, notes = run_profiled(config, options, info, run_id, progress)
+    result, prof, notes = launch(config, options, info, run_id, progress)
     out.result, out.profile, out.notes = result, prof, notes
     save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": options.mode, "experiment": experiment,
                             **report_paths(prof)}  # fmt: skip
@@ -296,7 +274,7 @@ def measured(
     """What the run under nsys measured, as examine takes it: its timers and the baseline run's, the
     phases, how busy the machine was while each ran, the blocks to look for, the format of the kernel
     table; what is to be said of the baseline run into `notes`."""
-    config, label = result.config, label_for(mode)
+    config, label = result.config, base.label_for(mode)
     # the load average before a run that follows our own baseline run is ours: judged for the first only
     loads = [
         (r.extra["machine"], r is baseline or baseline is None)
@@ -343,55 +321,51 @@ def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes:
     return mark_degraded(result, seen.degraded) if seen.advice is not None else None
 
 
-class NsysProfiler:
+class NsysProfiler(base.Profiler):
     name = "nsys"
     wraps = "the worker process, under `nsys profile` (each rank under its own with --nproc)"
     keeps = ("nsys_rep", "nsys_sqlite")
     default_dir: Path | None = Path("nsys_profiles")
-
-    def check(self, config: RunConfig, device_type: str) -> None:
-        pass
-
-    def options_from(self, args: CliArgs) -> NsysOptions:
-        return NsysOptions.from_cli(args, self.default_dir)
+    options_type = NsysOptions
 
     def preflight(self, options: NsysOptions, device_type: str) -> list[str]:
-        """What this nsys may lose of the run's CUDA, said before the capture (an NsysError: refused)."""
-        return cuda_check_for(options.nsys_path, device_type, options.force_cuda)
+        """The profile folder made, and what this nsys may lose of the run's CUDA, said before the capture
+        (an NsysError: refused)."""
+        warnings = cuda_check_for(options.nsys_path, device_type, options.force_cuda)
+        check_writable(options.profile_dir)  # after: a capture refused leaves no folder behind
+        return warnings
 
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under nsys", None
 
     def run(
-        self, config: RunConfig, options: NsysOptions, *, store: ResultsStore, progress: Reporter
+        self, config: RunConfig, options: NsysOptions, *, store: ResultsStore, progress: base.Reporter
     ) -> ProfiledRun:
         return profile_run(config, options, store=store, progress=progress.stage)
 
     def overhead_runs(
         self, config: RunConfig, options: NsysOptions, modes: list[str]
-    ) -> list[tuple[str, ProfiledFn]]:
+    ) -> list[tuple[str, base.ProfiledFn]]:
         """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
         capture's health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
         info = nsys.find_nsys(options.nsys_path)
         check_writable(options.profile_dir)
         cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
 
-        def under(mode: str) -> ProfiledFn:
+        def under(mode: str) -> base.ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
-                result, prof, notes = run_profiled(
-                    config, replace(options, mode=mode), info, new_run_id(config.model)
-                )
+                result, prof, notes = launch(config, replace(options, mode=mode), info, new_id(config.model))
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
                     reason = judge_capture(result, prof.sqlite, how, notes)
                     if reason:
-                        notes.append(f"{label_for(mode)}: stored as degraded ({reason}): the overhead is "
-                                     "that of a capture that lost part of the run")  # fmt: skip
+                        notes.append(f"{base.label_for(mode)}: stored as degraded ({reason}): the "
+                                     "overhead is that of a capture that lost part of the run")  # fmt: skip
                 return result, how, notes
 
             return run
 
-        return [(label_for(mode), under(mode)) for mode in modes]
+        return [(base.label_for(mode), under(mode)) for mode in modes]
 
 
 PROFILER = NsysProfiler()

@@ -21,8 +21,7 @@ from analysis.front.examine import Measured, Operators, examine_trace
 from analysis.readers.kineto import is_complete
 from harness.core import machine, signals
 from harness.core.nvtx_ranges import block_names
-from harness.core.records import RunConfig, RunResult, phases_for
-from harness.execution.runner import new_run_id
+from harness.core.records import RunConfig, RunResult, new_id, phases_for
 from harness.execution.worker import run_isolated
 from harness.profilers.capture import stored_after
 from workloads.names import DECODE
@@ -33,16 +32,7 @@ if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
 from harness.core.errors import UsageError
-from harness.profilers import torch_hook
-from harness.profilers.base import (
-    CliArgs,
-    Outcome,
-    ProfiledFn,
-    ProfilerOptions,
-    Reporter,
-    check_writable,
-    label_for,
-)
+from harness.profilers import base, torch_hook
 from harness.profilers.torch_hook import NAME, TRACE_SUFFIX, TorchHook, hook_for
 
 __all__ = ["NAME", "TRACE_SUFFIX", "TorchHook", "TorchOptions", "TorchProfiledRun", "hook_for", "profile_run"]
@@ -51,7 +41,7 @@ TOP_OPERATORS = 15
 
 
 @dataclass(frozen=True)
-class TorchOptions(ProfilerOptions):
+class TorchOptions(base.ProfilerOptions):
     """`run --profiler torch`'s options: torch.profiler's (the worker's hook gets them as `worker_spec`) and
     the operator table's order and length (`--sort`, `--top`)."""
 
@@ -74,7 +64,7 @@ class TorchOptions(ProfilerOptions):
 
 
 @dataclass
-class TorchProfiledRun(Outcome):
+class TorchProfiledRun(base.Outcome):
     run_id: str
     result: RunResult | None = None
     trace: Path | None = None
@@ -103,8 +93,8 @@ def profile_run(
 ) -> TorchProfiledRun:
     """The run under torch.profiler in a fresh process, stored with its trace, then the operator tables."""
 
-    check_writable(options.profile_dir)
-    run_id = new_run_id(config.model)
+    base.check_writable(options.profile_dir)
+    run_id = new_id(config.model)
     out = TorchProfiledRun(run_id=run_id)
     trace = options.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
     if progress:
@@ -171,11 +161,12 @@ def after_trace(
         serving["decode_gpu_busy"] = seen.busy[DECODE]
 
 
-class TorchProfiler:
+class TorchProfiler(base.Profiler):
     name = NAME
     wraps = "the measured steps, with torch.profiler in the worker process"
     keeps = ("trace",)
     default_dir: Path | None = Path("torch_profiles")
+    options_type = TorchOptions
 
     def check(self, config: RunConfig, device_type: str) -> None:
         if config.world_size > 1:
@@ -186,41 +177,35 @@ class TorchProfiler:
                 "--profile-memory"
             )
 
-    def options_from(self, args: CliArgs) -> TorchOptions:
-        return TorchOptions.from_cli(args, self.default_dir)
-
-    def preflight(self, options: ProfilerOptions, device_type: str) -> list[str]:
-        return []
-
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under torch.profiler", config.warmup + config.steps
 
     def run(
-        self, config: RunConfig, options: TorchOptions, *, store: ResultsStore, progress: Reporter
+        self, config: RunConfig, options: TorchOptions, *, store: ResultsStore, progress: base.Reporter
     ) -> TorchProfiledRun:
         return profile_run(config, options, store=store, progress=progress.stage, steps=progress.advance)
 
     def overhead_runs(
         self, config: RunConfig, options: TorchOptions, modes: list[str]
-    ) -> list[tuple[str, ProfiledFn]]:
+    ) -> list[tuple[str, base.ProfiledFn]]:
         """One (label, run): the worker under torch.profiler as `run --profiler torch` runs it, and its
         trace."""
-        check_writable(options.profile_dir)
+        base.check_writable(options.profile_dir)
 
         def run() -> tuple[RunResult, dict[str, Any], list[str]]:
-            run_id = new_run_id(config.model)
+            run_id = new_id(config.model)
             trace = options.profile_dir.resolve() / f"{run_id}{TRACE_SUFFIX}"
             start = machine.snapshot()
             result = run_isolated(
                 config, run_id, profiler=options.worker_spec(trace), entry=torch_hook.__name__
             )
-            load = machine.load_since(start)  # one process, as the baseline: the CPU shares mean the same
-            if load:
-                result.extra["machine"] = load.to_dict()
+            machine.keep_load(
+                result.extra, start
+            )  # one process, as the baseline: the CPU shares mean the same
             artifacts = {"trace": str(trace)} if trace.exists() else None
             return result, {"profiler": self.name, "artifacts": artifacts}, []
 
-        return [(label_for("torch", self.name), run)]
+        return [(base.label_for("torch", self.name), run)]
 
 
 PROFILER = TorchProfiler()

@@ -8,8 +8,7 @@ from pathlib import Path
 from harness.core.records import RunConfig, RunResult
 from harness.execution.nsys.find import NsysInfo
 from harness.execution.nsys.launch import ProfileOptions, ProfileResult, rank_profile_command, rank_report
-from harness.execution.ranks.multirank import _tail, check, combine, launch, local_ranks
-from harness.execution.runner import validate
+from harness.execution.ranks.multirank import _tail, combine, launch, local_ranks
 
 
 def profile_ranks(
@@ -17,8 +16,6 @@ def profile_ranks(
 ) -> tuple[RunResult, ProfileResult, list[str]]:
     """Every rank under its own `nsys profile` (report `<run>.rank<R>`); the result, a ProfileResult of the
     lowest local rank's report carrying every rank's files as artifacts, and notes."""
-    validate(config)
-    check(config)
 
     def wrap(worker: list[str]) -> tuple[list[str], dict[str, str]]:
         argv, env, _ = rank_profile_command(info, opts, worker)  # defaults it lacks: left out, unsaid

@@ -28,12 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.bounds import check_ranks, check_storable
-from harness.core.errors import UsageError
-from harness.core.records import RunConfig, RunResult
+from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution import supervisor
 from harness.execution.ranks.distributed import beat_path, rank_path
-from harness.execution.runner import new_run_id, validate
 from harness.execution.worker import (
     StepWatch,
     read_worker_result,
@@ -43,29 +40,6 @@ from harness.execution.worker import (
 )
 
 STARTUP_S = 60.0  # a rank's time to import torch, join the group and build the model before its first phase
-
-
-def check(config: RunConfig) -> None:
-    """Raise UsageError for a rank layout torchrun would refuse, or a mode runs across ranks do not time."""
-
-    check_storable(config)
-    if config.nproc < 1 or config.nnodes < 1:
-        raise UsageError(f"--nproc and --nnodes must be 1 or more, got {config.nproc} and {config.nnodes}")
-    check_ranks(config.nproc)
-    if config.world_size == 1:
-        return
-    if config.mode != "train":
-        raise UsageError(
-            f"--nproc times train mode only (DDP's gradient all-reduce), not --mode {config.mode}"
-        )
-    if not 0 <= config.node_rank < config.nnodes:
-        raise UsageError(f"--node-rank must be 0 … {config.nnodes - 1} with --nnodes {config.nnodes}")
-    if config.nnodes > 1 and not config.rdzv_endpoint:
-        raise UsageError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the node with --node-rank 0)")
-    if config.rank_timeout <= 0:
-        raise UsageError(f"--rank-timeout must be a positive number of seconds, got {config.rank_timeout:g}")
-    if config.power:
-        raise UsageError("--power is not supported with --nproc yet")
 
 
 def local_ranks(config: RunConfig) -> list[int]:
@@ -249,9 +223,7 @@ def run_ranks(
     config: RunConfig, run_id: str | None = None, on_steps: Callable[[int], None] | None = None
 ) -> RunResult:
     """`config` across its ranks, as one RunResult (see `combine`); `on_steps` as in `launch`."""
-    validate(config)
-    check(config)
-    run_id = run_id or new_run_id(config.model)
+    run_id = run_id or new_id(config.model)
     return combine(config, run_id, launch(config, run_id, on_steps=on_steps))
 
 

@@ -1,0 +1,142 @@
+"""A configuration checked once, before any work, at one place: what a user could have typed wrong
+(`validate`), a rank layout torchrun would refuse (`check_layout`), what the device it resolves to cannot
+run (`check_device`), a count the database cannot store. `checked` makes them all and resolves the device
+once; every later layer (the profilers, the ranks, the worker) trusts a configuration that passed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import workloads
+from harness.core.bounds import check_ranks, check_storable
+from harness.core.devices import emulated_precision_note, resolve_device
+from harness.core.errors import UsageError
+from harness.core.records import RunConfig
+from harness.execution.generate import prompt_length
+from workloads.names import ATTENTIONS, MODES, PRECISIONS
+from workloads.plants import catalogue
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A configuration that passed every check, the device it runs on (torch.device), and what to warn of
+    before it runs (bf16 emulated on this CPU)."""
+
+    config: RunConfig
+    device: Any
+    warnings: list[str] = field(default_factory=list)
+
+
+def checked(config: RunConfig) -> Checked:
+    """`config` checked whole (UsageError for the first thing wrong), its device resolved once."""
+    check_storable(config)  # a count the database cannot store would lose the run
+    validate(config)
+    check_layout(config)
+    device = resolve_device(config.device)
+    check_device(config, device.type)
+    note = emulated_precision_note(device, [config.precision])
+    return Checked(config, device, [note] if note else [])
+
+
+def validate(config: RunConfig) -> None:
+    """Raise UsageError for anything a user could have typed wrong, before any work starts."""
+    if config.model not in workloads.MODEL_NAMES:
+        raise UsageError(f"unknown model {config.model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
+    for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS)):
+        value = getattr(config, name)
+        if value not in allowed:
+            raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+    positive = {
+        "batch size": config.batch_size,
+        "steps": config.steps,
+        "context length": config.context_length,
+        "vocab size": config.vocab_size,
+        "new tokens": config.new_tokens if config.mode == "generate" else 1,
+        "power period": config.power_period_ms if config.power else 1,
+    }
+    for name, value in positive.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be a positive number, got {value}")
+    if config.warmup < 0:
+        raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
+    if config.cuda_graphs:
+        _check_graphs(config)
+    spec = workloads.get_spec(config.model)
+    if config.mode == "generate":
+        prompt = prompt_length(config, spec)
+        if spec.family == "gpt2" and prompt + config.new_tokens > spec.context_length:
+            raise UsageError(
+                f"{config.model} has learned positions for {spec.context_length} tokens; prompt {prompt} + "
+                f"{config.new_tokens} new tokens is more: lower --context-length or --new-tokens"
+            )
+    elif spec.family == "gpt2" and config.context_length and config.context_length > spec.context_length:
+        raise UsageError(
+            f"{config.model} has learned positions for {spec.context_length} tokens; "
+            f"--context-length {config.context_length} is more"
+        )
+    if why := catalogue.unknown(config.plant):
+        raise UsageError(why)
+    if config.optimizer not in catalogue.OPTIMIZERS:
+        raise UsageError(
+            f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(catalogue.OPTIMIZERS)}"
+        )
+    if config.loader_workers < 0:
+        raise UsageError(f"loader workers must be 0 or more, got {config.loader_workers}")
+    if config.loss_every <= 0:
+        raise UsageError(f"--loss-every must be a positive number of steps, got {config.loss_every}")
+    unknown_fixes = [f for f in config.fixes if f not in catalogue.FIXES]
+    if unknown_fixes:
+        raise UsageError(f"unknown fix {unknown_fixes[0]!r}; known fixes: {', '.join(catalogue.FIXES)}")
+    if config.plant is not None and config.mode != "train":
+        raise UsageError(
+            f"--plant plants a cause in the train step: it needs --mode train, not {config.mode}"
+        )
+
+
+def check_device(config: RunConfig, device_type: str) -> None:
+    """UsageError where the configuration cannot run on the device it resolved to (a GPU cause planted on
+    the CPU, CUDA graphs off CUDA)."""
+    if config.cuda_graphs and device_type != "cuda":
+        raise UsageError(f"--cuda-graphs needs a CUDA device; this run is on {device_type} (--device cuda)")
+    refused = catalogue.refusal(config.plant, device_type)
+    if refused:
+        raise UsageError(refused)
+
+
+def _check_graphs(config: RunConfig) -> None:
+    """--cuda-graphs: generate, without what a replayed graph cannot do (its device: `check_device`)."""
+    if config.mode != "generate":
+        raise UsageError(f"--cuda-graphs replays generate's decode step; --mode {config.mode} has none")
+    if config.compile:
+        raise UsageError(
+            "--cuda-graphs and --compile both decode from a static KV cache (--compile with "
+            "mode=reduce-overhead replays CUDA graphs of its own): choose one"
+        )
+    if config.nvtx_detail:
+        raise UsageError(
+            "--nvtx-detail puts ranges (and timers) in Python hooks, which a replayed CUDA graph does not "
+            "run: leave it out with --cuda-graphs"
+        )
+
+
+def check_layout(config: RunConfig) -> None:
+    """Raise UsageError for a rank layout torchrun would refuse, or a mode runs across ranks do not time."""
+
+    if config.nproc < 1 or config.nnodes < 1:
+        raise UsageError(f"--nproc and --nnodes must be 1 or more, got {config.nproc} and {config.nnodes}")
+    check_ranks(config.nproc)
+    if config.world_size == 1:
+        return
+    if config.mode != "train":
+        raise UsageError(
+            f"--nproc times train mode only (DDP's gradient all-reduce), not --mode {config.mode}"
+        )
+    if not 0 <= config.node_rank < config.nnodes:
+        raise UsageError(f"--node-rank must be 0 … {config.nnodes - 1} with --nnodes {config.nnodes}")
+    if config.nnodes > 1 and not config.rdzv_endpoint:
+        raise UsageError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the node with --node-rank 0)")
+    if config.rank_timeout <= 0:
+        raise UsageError(f"--rank-timeout must be a positive number of seconds, got {config.rank_timeout:g}")
+    if config.power:
+        raise UsageError("--power is not supported with --nproc yet")
