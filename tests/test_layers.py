@@ -287,6 +287,7 @@ def test_the_walker_sees_lazy_imports() -> None:
 LAZY_IMPORTS = {
     ("analysis/front/reading.py", "analysis.ranks.capture_ranks"),
     ("analysis/front/reading.py", "analysis.trace.multi_run"),
+    ("analysis/front/reading.py", "analysis.trace.opening"),
     ("analysis/tables/__init__.py", "analysis.trace.multi_run"),
     ("analysis/tables/table.py", "analysis.trace.multi_combine"),
     ("analysis/trace/multi.py", "analysis.stats"),

@@ -45,7 +45,8 @@ def sqlite_for(source: Path, export: Exporter | None, *, cache: bool = True) -> 
     """The SQLite export of `source`: itself, or for a report an export made (once) by `export` into the
     cache folder (a private folder, removed at exit, where caching is off or the folder is not ours).
     Refused when the command's own output is redirected into a file it would read."""
-    refuse_streams_over(files_read(source))
+    read = files_read(source)
+    refuse_streams_over(read)
     if source.suffix not in REPORT_SUFFIXES:
         return source
     if export is None:
@@ -58,7 +59,7 @@ def sqlite_for(source: Path, export: Exporter | None, *, cache: bool = True) -> 
 
     not_a_file(source)  # a pipe or a device: nsys would read it once, the key's stat means nothing
     st = source.stat()
-    for beside in files_read(source)[1:]:
+    for beside in read[1:]:
         if beside.is_file() and beside.stat().st_mtime >= st.st_mtime:
             return beside
     # inode and ctime as in the trace cache's key: a report rewritten with its size and mtime put back is
