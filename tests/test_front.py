@@ -28,19 +28,55 @@ def export() -> Path:
 def test_only_a_report_goes_through_export(export: Path, tmp_path: Path, cache_dir: Path) -> None:
     report = tmp_path / "run.nsys-rep"
     report.write_bytes(b"not read here: the export callable stands for nsys")
-    asked: list[tuple[Path, bool]] = []
+    asked: list[Path] = []
 
-    def exported(path: Path, *, cache: bool) -> Path:
-        asked.append((path, cache))
-        return export
+    def exported(path: Path, target: Path) -> Path:
+        asked.append(path)
+        shutil.copyfile(export, target)
+        return target
 
     direct = read_tables("api", [export], export=exported)
     assert asked == []
     through = read_tables("api", [report], export=exported, cache=False)
-    assert asked == [(report, False)]
+    assert asked == [report]
     assert through.tables[0][1].equals(direct.tables[0][1])
+    assert not list(tmp_path.glob("*.sqlite"))  # never beside the user's report
     with pytest.raises(ExportError, match=r"run\.nsys-rep is an nsys report, not an export"):
         read_tables("api", [report])
+
+
+def test_a_report_is_exported_once_into_the_cache(export: Path, tmp_path: Path, cache_dir: Path) -> None:
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"the export callable stands for nsys")
+    asked: list[Path] = []
+
+    def exported(path: Path, target: Path) -> Path:
+        asked.append(path)
+        shutil.copyfile(export, target)
+        return target
+
+    first = read_tables("api", [report], export=exported)
+    again = read_tables("kernels", [report], export=exported)
+    assert asked == [report]  # the second table read the export kept in the cache folder
+    assert len(first.tables[0][1]) == len(read_tables("api", [export]).tables[0][1])
+    assert len(list((cache_dir / "exports").glob("*.sqlite"))) == 1 and again.tables
+    beside = report.with_suffix(".sqlite")  # as `harness run --nsys` leaves it, newer than the report
+    shutil.copyfile(export, beside)
+    read_tables("api", [report], export=exported)
+    assert asked == [report]
+
+
+def test_a_failed_export_leaves_nothing(tmp_path: Path, cache_dir: Path) -> None:
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"the export callable stands for nsys")
+
+    def failing(path: Path, target: Path) -> Path:
+        target.write_bytes(b"half an export")
+        raise ExportError(f"cannot export {path}")
+
+    with pytest.raises(ExportError, match="cannot export"):
+        read_tables("api", [report], export=failing)
+    assert not [p for p in (cache_dir / "exports").iterdir() if p.is_file()]
 
 
 def test_a_kept_table_is_served_not_computed(

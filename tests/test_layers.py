@@ -98,7 +98,6 @@ BORDER = {
     "harness.cli": "the table commands' names and summaries in `harness --help`, from the table registry",
     "harness.cli.analysis": "the table commands",
     "harness.cli.reading": "a table's options as the command line's (the operator table's on `run` too)",
-    "harness.experiments.opening": "an export or report opened (exported into the cache)",
     "harness.execution.nsys.formats": "the `nsys stats` format of the nsys in use",
     # pages and views written to a file
     "harness.experiments.pages": "the dashboard, and an export as a Chrome trace",
@@ -292,10 +291,9 @@ LAZY_IMPORTS = {
     ("analysis/tables/__init__.py", "analysis.trace.multi_run"),
     ("analysis/tables/table.py", "analysis.trace.multi_combine"),
     ("analysis/trace/multi.py", "analysis.stats"),
+    ("analysis/trace/exports.py", "analysis.trace.opening"),
     ("analysis/trace/opening.py", "analysis.readers"),
     ("harness/cli/analysis.py", "analysis.hta"),
-    ("harness/cli/analysis.py", "harness.experiments"),
-    ("harness/cli/reading.py", "harness.experiments"),
 }
 
 

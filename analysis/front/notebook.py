@@ -14,8 +14,9 @@ Tables are served from the cache where a table is kept there, else computed, and
 are those its module's functions take (analysis/tables/<name>.py: kernels takes names, by, range_name,
 stats_format, ...; the command line's flags are turned into them by each table's `prepare`), with the
 library's defaults (stats_format: analysis.tables.stats_format.DEFAULT). Times are nanoseconds, as in
-`--format csv`. An nsys report (.nsys-rep) needs `export=`, a function that exports it to SQLite: `harness`
-passes its own (`harness.experiments.opening.sqlite_for`).
+`--format csv`. An nsys report (.nsys-rep) needs `export=`, a function that writes its SQLite export at the
+path it is given (analysis.trace.exports: the export is made once, into the cache folder); `harness` passes
+its own, which runs `nsys export`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from analysis.dashboard.load import load_profile
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.registry import PANELS
 from analysis.errors import AnalysisError
-from analysis.front.reading import Export, read_tables, sqlite_of
-from analysis.trace.opening import open_trace
+from analysis.front.reading import read_tables
+from analysis.trace.exports import Exporter, open_source, sqlite_for
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,7 +64,7 @@ class Report:
     by_rank: bool = False
     jobs: int | None = None
     dask: str | None = None
-    export: Export | None = None
+    export: Exporter | None = None
 
     def tables(self, kind: str, *, top: int | None = None, **options: Any) -> dict[str, pd.DataFrame]:
         """The titled tables of `kind` (a table's name: `analysis.tables.names()`), title -> DataFrame;
@@ -120,7 +121,7 @@ class Report:
         data raises AnalysisError saying what is missing. One export or trace."""
         if name not in FIGURES:
             raise AnalysisError(f"no figure {name!r}: one of {', '.join(FIGURES)}")
-        path = sqlite_of(self._one("figure"), self.export, self.cache)
+        path = sqlite_for(self._one("figure"), self.export, cache=self.cache)
         profile = load_profile(path, label=self._one("figure").name, tables=list(FIGURES[name]),
                                cache=self.cache)  # fmt: skip
         spec = next(p for p in PANELS if p.key == name)
@@ -140,7 +141,7 @@ class Report:
 
     @contextmanager
     def _trace(self, what: str) -> Iterator[Trace]:
-        with open_trace(sqlite_of(self._one(what), self.export, self.cache), cache=self.cache) as trace:
+        with open_source(self._one(what), self.export, cache=self.cache) as trace:
             yield trace
 
 
@@ -151,7 +152,7 @@ def open(
     by_rank: bool = False,
     jobs: int | None = None,
     dask: str | None = None,
-    export: Export | None = None,
+    export: Exporter | None = None,
 ) -> Report:
     """The exports, traces or reports at `sources` (one path, or several, a folder, a glob pattern), read
     through the Parquet cache unless `cache` is off; several give one table over all (`by_rank`: per

@@ -5,7 +5,7 @@ Served from the export's cache entry where the table is kept there (analysis.tra
 pyarrow, no SQLite), else opened and computed: from one export (without pandas where the table has a way),
 over several (each read by a worker, then combined: analysis.trace.multi) or over one capture's
 processes (`by_rank` on one export); then kept for the next time. An nsys report (.nsys-rep) becomes an
-export through `export`, which the caller passes in: analysis runs no nsys.
+export through `export`, which the caller passes in (analysis.trace.exports): analysis runs no nsys.
 
 Light at import: a table served from the cache loads no numpy, pandas, pyarrow or SQLAlchemy. What opens
 and computes is imported where it is needed.
@@ -15,21 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from analysis import tables
 from analysis.errors import ExportError
-from analysis.outputs import refuse_streams_over
 from analysis.tables.table import Table, Tables
 from analysis.trace import results
+from analysis.trace.exports import Exporter, sqlite_for
 from analysis.trace.multi import Combined, check_name_ranks, expand, label_sources
-
-
-class Export(Protocol):
-    """Turns an nsys report into its SQLite export (the harness's: it runs nsys), kept in the cache folder
-    unless `cache` is off."""
-
-    def __call__(self, report: Path, *, cache: bool) -> Path: ...
 
 
 def read_tables(
@@ -42,7 +35,7 @@ def read_tables(
     jobs: int | None = None,
     dask: str | None = None,
     cache: bool = True,
-    export: Export | None = None,
+    export: Exporter | None = None,
 ) -> Tables:
     """The table `kind` with `options` (what its `prepare` gives) over `sources`: exports, reports, traces,
     folders or glob patterns. One source is read alone; several (or one with `by_rank`, split by process)
@@ -66,10 +59,16 @@ def read_tables(
     else:
         skipped: list[str] = []  # what a folder held that looked like an export and was not taken
         paths = sources if one else expand(sources, skipped)
+        try:
+            if len(paths) > 1:
+                check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
+            exports = [sqlite_for(p, export, cache=cache) for p in paths]  # a report exported, once
+        except ExportError as e:
+            raise ExportError("; ".join([str(e), *skipped])) from None
         if len(paths) > 1 or by_rank:
-            result, per = _several(table, paths, options, skipped, by_rank, jobs, dask, cache, export)
+            result, per = _several(table, paths, exports, options, skipped, by_rank, jobs, dask, cache)
         else:
-            result = _one(table, paths[0], options, skipped, said, plain, kept, cache, export)
+            result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result
@@ -81,12 +80,13 @@ def _first(df: Any, n: int, per: str | None) -> Any:
     return df.groupby(per, sort=False, group_keys=False).head(n) if per in df.columns else df.head(n)
 
 
-def _one(table: Table, path: Path, options: dict[str, Any], skipped: list[str], said: list[str], plain: bool,
-         kept: bool, cache: bool, export: Export | None) -> Tables:  # fmt: skip
-    """The table computed from one export, kept in its cache entry where its declaration says."""
+def _one(table: Table, path: Path, export: Path, options: dict[str, Any], skipped: list[str], said: list[str],
+         plain: bool, kept: bool, cache: bool) -> Tables:  # fmt: skip
+    """The table computed from one export (`export`, of the source `path`), kept in its cache entry where its
+    declaration says."""
     from analysis.trace.opening import open_trace  # numpy: a table served from the cache needs none
 
-    with open_trace(sqlite_of(path, export, cache), cache=cache) as trace:  # closed: its private copy goes
+    with open_trace(export, cache=cache) as trace:  # closed: its private copy goes
         if table.without_pandas is not None and plain:
             result = table.without_pandas(trace, path.name, **_shaping(table, options))
         else:
@@ -103,34 +103,19 @@ def _one(table: Table, path: Path, options: dict[str, Any], skipped: list[str], 
     return result
 
 
-def sqlite_of(path: Path, export: Export | None, cache: bool) -> Path:
-    """The export to open for `path`: itself, or for an nsys report the export `export` makes of it.
-    Refused when the command's output is redirected into the file it would read."""
-    if path.suffix in (".nsys-rep", ".qdrep"):  # analysis.trace.opening.REPORT_SUFFIXES, not loaded here
-        if export is None:
-            raise ExportError(
-                f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
-            )
-        return export(path, cache=cache)
-    refuse_streams_over([path])
-    return path
-
-
-def _several(table: Table, paths: Sequence[Path], options: dict[str, Any], skipped: list[str],
-             by_rank: bool, jobs: int | None, dask: str | None, cache: bool,
-             export: Export | None) -> tuple[Tables, str | None]:  # fmt: skip
-    """The table over several exports (analysis.trace.multi), or over one capture's processes, titled
-    with what it covers; and the column that labels each export's rows (Rank or Source)."""
+def _several(table: Table, paths: Sequence[Path], exports: Sequence[Path], options: dict[str, Any],
+             skipped: list[str], by_rank: bool, jobs: int | None, dask: str | None,
+             cache: bool) -> tuple[Tables, str | None]:  # fmt: skip
+    """The table over several exports (`exports`, of the sources `paths`: analysis.trace.multi), or over
+    one capture's processes, titled with what it covers; and the column that labels each export's rows
+    (Rank or Source)."""
     from analysis.ranks.capture_ranks import analyse_by_process
     from analysis.trace.multi_run import raise_errors, run_tasks
 
     try:
         if by_rank and len(paths) == 1:
-            capture = sqlite_of(paths[0], export, cache)
-            combined = analyse_by_process(table.name, capture, options, cache=cache)
+            combined = analyse_by_process(table.name, exports[0], options, cache=cache)
         else:
-            check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
-            exports = [sqlite_of(p, export, cache) for p in paths]
             parts = run_tasks(tables.run_task, exports, table.name, options, cache, jobs=jobs, dask=dask)
             for path, part in zip(paths, parts, strict=True):
                 part.path = str(path)

@@ -81,7 +81,7 @@ TAG_TEXT = (
     "# For information about cache directory tags, see https://bford.info/cachedir/\n"
 )
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
-EXPORTS = "exports"  # reports exported to SQLite (harness.experiments.opening)
+EXPORTS = "exports"  # reports exported to SQLite (analysis.trace.exports)
 LOW_WATER = 0.9  # eviction goes down to this share of the limit
 ENTRY_FORMAT = 2  # in every entry's key: entries made before files held their source's digest are not used
 _SIZES: dict[str, tuple[int, int]] = {}  # cache root -> (its size at this process's last scan, written since)

@@ -18,6 +18,7 @@ from analysis import tables
 from analysis.errors import ExportError
 from analysis.front.reading import read_tables
 from analysis.tables.table import HTA, Table
+from analysis.trace.exports import exports_dir, open_source
 from harness.cli.common import FormatOpt, cli_errors, err, note
 from harness.cli.option_group import option_group
 from harness.cli.reading import (
@@ -25,7 +26,6 @@ from harness.cli.reading import (
     REPORT_HELP,
     Reading,
     ReportArg,
-    export_report,
     reading_options,
     render,
     spec_group,
@@ -33,7 +33,7 @@ from harness.cli.reading import (
 )
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.core.errors import UsageError
-from harness.execution.nsys import formats
+from harness.execution.nsys import export_report, formats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,9 +97,6 @@ def cache_cmd(
     format: FormatOpt = Format.table,
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
-    from harness.experiments import opening  # here: the table commands of this module need no numpy
-    # pyarrow, pandas: only for this command
-
     cache = trace_cache.Cache()
     if max_size is not None:
         try:
@@ -119,7 +116,7 @@ def cache_cmd(
     if clear:
         cleared = cache.clear(report)
         if report is None:
-            exports = opening.exports_dir()
+            exports = exports_dir()
             why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None
             if why is not None:
                 cleared.kept.append((exports, why))
@@ -178,7 +175,6 @@ def breakdown_cmd(
     per kernel type, and idle time per stream by cause."""
     # imported here: the table commands of this module read a cached export without pandas
     from analysis.hta import breakdown
-    from harness.experiments import opening
     # pandas: only once a table is asked for
 
     paths: list[Path] = []
@@ -191,7 +187,9 @@ def breakdown_cmd(
         else:
             paths.append(path)
     with contextlib.ExitStack() as stack:  # every trace closed: a private copy goes with its reader
-        traces = [stack.enter_context(opening.open_report(p, cache=not reading.no_cache)) for p in paths]
+        traces = [
+            stack.enter_context(open_source(p, export_report, cache=not reading.no_cache)) for p in paths
+        ]
         rules = {"hta_rules": hta}
         name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
         tables = [

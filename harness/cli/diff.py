@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from harness.experiments.diff import DiffResult
 
 from harness.experiments import diff as hd
-from harness.experiments import opening
 from harness.store import results as results_db
 
 
@@ -161,7 +160,8 @@ def diff_cmd(
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
     hd.check_gate(gate, side_a, side_b)
     inputs = [
-        *(f for side in (side_a, side_b) if side.trace_path for f in opening.files_read(side.trace_path)),
+        *side_a.inputs(),
+        *side_b.inputs(),
         *(s.file for s in stores),
     ]
     if html is not None:

@@ -13,7 +13,6 @@ from harness.cli.common import DbOpt, RunRefCommand, cli_errors, file_option, is
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.output import emit_many
 from harness.core.errors import HarnessError, UsageError
-from harness.experiments import opening
 from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
 
@@ -67,7 +66,7 @@ def ranks_cmd(
         report = run_ranks.ranks_of_run(store, run.id, **read)
     else:
         paths = run_ranks.expand(exports, skipped)
-        inputs = [f for p in paths for f in opening.files_read(p)]
+        inputs = run_ranks.inputs_of(paths)
         if html is not None:
             refuse_inputs(html, inputs, "--html")
         report = run_ranks.ranks_of(paths, **read)

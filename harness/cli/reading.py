@@ -1,8 +1,7 @@
 """What every command that reads exports shares: the exports it names and how it prints their tables,
 declared once (`Reading`, `reading_options`); options declared as plain data (a table's:
 analysis.tables.table.Option) as Typer options (`typer_form`, `spec_group`, for option_group);
-`export_report`, the harness's way to turn an nsys report into an export, which the front door for reading
-(analysis.front.reading) is given; `render`, the tables it gives back printed as the options say."""
+`render`, the tables it gives back printed as the options say."""
 
 from __future__ import annotations
 
@@ -114,14 +113,6 @@ def values_of(group: Any) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     return value.value if isinstance(value, StrEnum) else value
-
-
-def export_report(report: Path, *, cache: bool) -> Path:
-    """The SQLite export of an nsys report (harness.experiments.opening: nsys exports it, once, into the
-    cache folder), for the front door for reading."""
-    from harness.experiments import opening  # numpy: a table served from the cache needs none
-
-    return opening.sqlite_for(report, cache=cache)
 
 
 def render(result: Tables, reading: Reading) -> None:

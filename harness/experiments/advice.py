@@ -30,9 +30,10 @@ from analysis.advice.record import (
 )
 from analysis.advice.record import findings_lines as finding_lines
 from analysis.front.examine import Baseline, Measured, compared, judge_stored, run_facts
+from analysis.trace.exports import open_source
 from harness.core.machine import busy_of
 from harness.core.records import phases_for
-from harness.experiments.opening import open_report
+from harness.execution.nsys import export_report
 from harness.experiments.roofline import optimizer_roof
 from harness.profilers.base import label_for
 from harness.store.blocks import trace_of
@@ -159,7 +160,7 @@ def run_advice(
     if export is None:
         judged = judge_stored(None, measured, agreement, run=run.id, stored=stored, thresholds=thresholds)
     else:
-        with open_report(export, cache=cache) as trace:
+        with open_source(export, export_report, cache=cache) as trace:
             judged = judge_stored(
                 trace, measured, agreement, run=run.id, stored=stored, thresholds=thresholds
             )
@@ -179,7 +180,7 @@ def check_rules(specs: list[str]) -> None:
 
 def open_export(report: Path, *, cache: bool = True) -> Trace:
     """The export (or report, exported first) `advise` and `health` read."""
-    return open_report(report, cache=cache)
+    return open_source(report, export_report, cache=cache)
 
 
 def export_health(trace: Trace) -> Health:

@@ -21,9 +21,10 @@ from analysis.compare.drift import basis_words
 from analysis.compare.overhead import STEP_SUM
 from analysis.dashboard import diff as diff_page
 from analysis.tables import nvtx
+from analysis.trace.exports import files_read, open_source
 from harness.core.errors import HarnessError, UsageError
+from harness.execution.nsys import export_report
 from harness.experiments.drift import key_of, stored_drift
-from harness.experiments.opening import open_report
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +53,11 @@ class Side:
     def __post_init__(self) -> None:
         if self.run is not None and not self.runs:
             self.runs = [self.run]
+
+    def inputs(self) -> list[Path]:
+        """The files reading its trace may read (a report's exports beside it too): a page is never written
+        over one."""
+        return files_read(self.trace_path) if self.trace_path is not None else []
 
 
 @dataclass
@@ -177,7 +183,7 @@ def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
 
 def _open(path: Path, cache: bool) -> Trace:
 
-    return open_report(path, cache=cache)
+    return open_source(path, export_report, cache=cache)
 
 
 def _has_steps(trace: Trace) -> bool:

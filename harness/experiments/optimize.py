@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 from analysis.compare.drift import compare_runs, levels
 from analysis.compare.overhead import STEP_SUM
 from analysis.front.examine import examine_capture
+from analysis.trace.exports import sqlite_for
 from harness.core.devices import resolve_device
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, new_id
+from harness.execution.nsys import export_report
 from harness.experiments.changes import applied
 from harness.experiments.drift import key_of, stored_drift
-from harness.experiments.opening import sqlite_for
 from harness.profilers.base import run_baseline
 from harness.profilers.nsys import PROFILER
 from workloads.plants.catalogue import FIXES, fixes_for
@@ -469,7 +470,7 @@ def _finding(f: dict[str, Any]) -> tuple[str, int, str]:
 
 def export_findings(path: Any) -> tuple[list[dict[str, Any]], list[str]]:
     """An export's (or report's) findings, as the front door examines a capture, and its notes."""
-    seen = examine_capture(sqlite_for(path))
+    seen = examine_capture(sqlite_for(path, export_report))
     notes = list(seen.notes)
     if seen.advice is not None and seen.advice.get("untrusted"):
         notes.append(f"the capture cannot be trusted ({seen.advice['untrusted']}): its findings are unranked")

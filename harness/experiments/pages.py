@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Literal
 from analysis import dashboard
 from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
+from analysis.trace.exports import files_read, open_source, sqlite_for
 from analysis.views import chrome_trace
 from harness.core.errors import HarnessError
 from harness.core.signals import sigterm_raises
-from harness.experiments import opening, roofline
+from harness.execution.nsys import export_report
+from harness.experiments import roofline
 from harness.store.results import ResultsStore, describe_url
 
 if TYPE_CHECKING:
@@ -33,8 +35,8 @@ def export_dashboard(
     into the cache folder), written to `out`; `window` (seconds into the capture) is its timeline's."""
     if not report.exists():
         raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
-    export = opening.sqlite_for(report)
-    refuse_inputs(out, [*opening.files_read(report), export], OUT)
+    export = sqlite_for(report, export_report)
+    refuse_inputs(out, [*files_read(report), export], OUT)
     data = dashboard.collect_export(export, cache=cache, window=window)
     return _written(data, out, scope="profile", title=f"harness dashboard: {report.name}")
 
@@ -103,8 +105,8 @@ def chrome_trace_of(
     """`report` (an export, a report exported first, or a PyTorch profiler trace) written to `target` as a
     Chrome trace: all of it, or the harness's step `step` (its phase `phase`), or the window start..end
     (ns); what it holds."""
-    refuse_inputs(target, opening.files_read(report), OUT)
-    with opening.open_report(report, cache=cache) as trace:  # closed: its private copy goes
+    refuse_inputs(target, files_read(report), OUT)
+    with open_source(report, export_report, cache=cache) as trace:  # closed: its private copy goes
         refuse_inputs(target, [trace.path], OUT)
         window = chrome_trace.window_of(trace, step=step, phase=phase, start=start, end=end)
         with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output

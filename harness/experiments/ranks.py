@@ -23,8 +23,9 @@ from analysis.ranks.ranks import (
     with_step_rows,
 )
 from analysis.trace import multi
+from analysis.trace.exports import files_read, sqlite_for
 from harness.core.errors import UsageError
-from harness.experiments.opening import sqlite_for
+from harness.execution.nsys import export_report
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -78,13 +79,18 @@ def rank_tables(df: pd.DataFrame) -> tuple[list[tuple[str, pd.DataFrame]], list[
     return tables, notes
 
 
+def inputs_of(paths: list[Path]) -> list[Path]:
+    """Every file `ranks_of` may read for `paths` (a report's exports beside it too)."""
+    return [f for p in paths for f in files_read(p)]
+
+
 def ranks_of(
     inputs: list[Path], *, jobs: int | None = None, dask: str | None = None, cache: bool = True
 ) -> RanksReport:
-    """`harness ranks` over exports or reports (reports exported first, with the nsys the harness finds:
-    harness.experiments.opening). One capture of several ranks is split by process."""
+    """`harness ranks` over exports or reports (reports exported first, once, with the nsys the harness finds:
+    analysis.trace.exports). One capture of several ranks is split by process."""
     multi.check_name_ranks(inputs)
-    exports = [sqlite_for(p, cache=cache) for p in inputs]
+    exports = [sqlite_for(p, export_report, cache=cache) for p in inputs]
     report = one_capture(exports, cache=cache)
     if report is None:
         report = ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)

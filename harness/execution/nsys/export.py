@@ -143,3 +143,12 @@ def export_sqlite(
     if done.returncode != 0 or not out.is_file():
         raise NsysError(f"nsys export could not export {rep}: {_tail(done.stdout, 1)}")
     return out
+
+
+def export_report(report: Path, target: Path) -> Path:
+    """The exporter analysis takes (analysis.trace.exports: where the export goes, once): `report`'s SQLite
+    export written at `target` by the nsys the harness finds, its error naming the report."""
+    try:
+        return export_sqlite(report, target)
+    except NsysError as e:
+        raise NsysError(f"cannot export {report} to SQLite: {e}") from None

@@ -1,0 +1,96 @@
+"""The SQLite export of what a user names for analysis: an export is itself; an nsys report (.nsys-rep,
+.qdrep) is exported once, into the cache folder's `exports` (analysis.trace.cache), never beside the user's
+file. An export that already lies beside the report (as `harness run --nsys` leaves it) and is newer than
+the report is used as it is.
+
+Exporting runs nsys, which analysis does not: the caller passes an `Exporter` (the harness's runs
+`nsys export --type sqlite`). Light at import: a table served from the cache opens no trace.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.errors import ExportError
+from analysis.outputs import refuse_streams_over
+from analysis.trace.cache import EXPORTS, Cache, cache_root
+
+if TYPE_CHECKING:
+    from analysis.trace.trace import Trace
+
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+Exporter = Callable[[Path, Path], object]
+"""Writes the SQLite export of the report (first) at the path (second); raises where it cannot."""
+
+
+def exports_dir() -> Path:
+    return cache_root() / EXPORTS
+
+
+def files_read(source: Path) -> list[Path]:
+    """The files reading `source` may read: itself and, for a report, the exports beside it."""
+    if source.suffix not in REPORT_SUFFIXES:
+        return [source]
+    return [source, source.with_suffix(".sqlite"), source.with_name(f"{source.stem}.harness.sqlite")]
+
+
+def sqlite_for(source: Path, export: Exporter | None, *, cache: bool = True) -> Path:
+    """The SQLite export of `source`: itself, or for a report an export made (once) by `export` into the
+    cache folder (a private folder, removed at exit, where caching is off or the folder is not ours).
+    Refused when the command's own output is redirected into a file it would read."""
+    read = files_read(source)
+    refuse_streams_over(read)
+    if source.suffix not in REPORT_SUFFIXES:
+        return source
+    if export is None:
+        raise ExportError(
+            f"{source} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
+        )
+    if not source.exists():
+        raise ExportError(f"no such report: {source}")
+    from analysis.trace.opening import not_a_file
+
+    not_a_file(source)  # a pipe or a device: nsys would read it once, the key's stat means nothing
+    st = source.stat()
+    for beside in read[1:]:
+        if beside.is_file() and beside.stat().st_mtime >= st.st_mtime:
+            return beside
+    # inode and ctime as in the trace cache's key: a report rewritten with its size and mtime put back is
+    # exported again
+    stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+    key = hashlib.sha256(f"{source.resolve()}\0{stamp}".encode()).hexdigest()[:32]
+    folder: Path | None = exports_dir() if cache else None
+    if folder is not None:
+        kept = folder / f"{key}.sqlite"
+        if kept.is_file():
+            return kept
+        try:
+            Cache().claim()  # refuses a folder of the user's (ForeignCacheFolder)
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            folder = None
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="harness-export-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    target, partial = folder / f"{key}.sqlite", folder / f".tmp-{key}.sqlite"
+    try:
+        export(source, partial)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(target)
+    return target
+
+
+def open_source(source: Path, export: Exporter | None, *, cache: bool = True) -> Trace:
+    """A trace of `source` (an export or trace, or a report exported first by `export`)."""
+    from analysis.trace.opening import open_trace
+
+    return open_trace(sqlite_for(source, export, cache=cache), cache=cache)
