@@ -5,6 +5,7 @@ same from Python (`front.open`)."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -25,15 +26,23 @@ def export() -> Path:
     return need(SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite")
 
 
-def test_only_a_report_goes_through_export(export: Path, tmp_path: Path, cache_dir: Path) -> None:
-    report = tmp_path / "run.nsys-rep"
-    report.write_bytes(b"not read here: the export callable stands for nsys")
-    asked: list[Path] = []
+def copying(export: Path, asked: list[Path]) -> Callable[[Path, Path], Path]:
+    """An exporter standing for nsys: each report it is asked for noted in `asked`, `export` copied to the
+    target."""
 
     def exported(path: Path, target: Path) -> Path:
         asked.append(path)
         shutil.copyfile(export, target)
         return target
+
+    return exported
+
+
+def test_only_a_report_goes_through_export(export: Path, tmp_path: Path, cache_dir: Path) -> None:
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"not read here: the export callable stands for nsys")
+    asked: list[Path] = []
+    exported = copying(export, asked)
 
     direct = read_tables("api", [export], export=exported)
     assert asked == []
@@ -49,11 +58,7 @@ def test_a_report_is_exported_once_into_the_cache(export: Path, tmp_path: Path, 
     report = tmp_path / "run.nsys-rep"
     report.write_bytes(b"the export callable stands for nsys")
     asked: list[Path] = []
-
-    def exported(path: Path, target: Path) -> Path:
-        asked.append(path)
-        shutil.copyfile(export, target)
-        return target
+    exported = copying(export, asked)
 
     first = read_tables("api", [report], export=exported)
     again = read_tables("kernels", [report], export=exported)
