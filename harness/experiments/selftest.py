@@ -4,8 +4,8 @@ trace settings, exported, and its export read back (analysis).
 - The NVTX self-test: a script that emits one range with the harness's emitter; the range is read back.
 - The GPU self-test: a program that launches a kernel, a cuBLAS matrix product and a CUDA graph replay, each
   inside an NVTX range; each is looked for in the export (analysis.runs.selftest): its kernel, the call that
-  launched it and a resolved name. Before it checked NVTX only, which is how an nsys that recorded 0 kernels
-  of a CUDA 13 program on an H100 went unnoticed until a real run.
+  launched it and a resolved name. NVTX alone is not enough: an nsys that records 0 kernels of a CUDA 13
+  program (on an H100) still records its ranges.
 
 Each answers in doctor's rows: (item, status, detail).
 """
