@@ -1,14 +1,18 @@
 """The table commands, one per table of the registry (analysis.tables): each made by `table_command` from
 its table's declaration (its own options, as Typer options; then the options every reading command shares,
 one `Reading`), parsing its values, asking the front door for the tables (analysis.front.reading) and
-rendering them. Plus `breakdown` and `cache`.
+rendering them (`render`). A declared option's command-line form (`typer_form`, `spec_group`) is made
+here, also for the operator table's --sort and --top on `harness run --profiler torch` (`OperatorView`).
+Plus `breakdown` and `cache`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, make_dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,20 +21,12 @@ import typer
 from analysis import tables
 from analysis.errors import ExportError
 from analysis.front.reading import read_tables
-from analysis.tables.table import HTA, Table
+from analysis.tables import operators as ops
+from analysis.tables.table import HTA, Option, Table, Tables
 from analysis.trace.exports import exports_dir, open_source
-from harness.cli.common import FormatOpt, cli_errors, err, note
-from harness.cli.option_group import option_group
-from harness.cli.reading import (
-    AS_GIVEN,
-    REPORT_HELP,
-    Reading,
-    ReportArg,
-    reading_options,
-    render,
-    spec_group,
-    values_of,
-)
+from harness.cli.common import FormatOpt, cli_errors, err, note, warn
+from harness.cli.option_group import F, option_group
+from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.core.errors import UsageError
 from harness.execution.nsys import export_report, formats
@@ -218,3 +214,88 @@ def breakdown_cmd(
         if not hta:  # say where the oracle's numbers differ, and why
             notes += breakdown.hta_difference(traces, tables[0][1])
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)
+
+
+# --- a declared option's command-line form -----------------------------------------------------------
+
+
+def typer_form(option: Option) -> tuple[Any, Any]:
+    """The command-line form of a declared option, as a dataclass field of an option group takes it: its
+    annotation (`Annotated[type, typer.Option(...)]`; choices as an enum, whose values the command gets)
+    and its default."""
+    kind: Any = option.kind
+    default = option.default
+    if option.choices:
+        kind = StrEnum(option.name, {c: c for c in option.choices})  # type: ignore[misc]
+        default = None if default is None else kind(default)
+    form = typer.Option(option.flag, help=option.help, metavar=option.metavar, min=option.minimum,
+                        show_default=option.show_default)  # fmt: skip
+    return Annotated[kind if kind is bool or default is not None else kind | None, form], default
+
+
+def spec_group(name: str, options: Sequence[Option]) -> type:
+    """A frozen dataclass with a field per declared option, each with its command-line form: for
+    `option_group`, so that a command made from declarations gets them as its options."""
+    made = [(o.name, *_field(o)) for o in options]
+    return make_dataclass(name, made, frozen=True)
+
+
+def _field(option: Option) -> tuple[Any, Any]:
+    annotation, default = typer_form(option)
+    return annotation, field(default=default)
+
+
+def values_of(group: Any) -> dict[str, Any]:
+    """An option group's values by field name, an enum's as its value."""
+    return {f.name: _plain(getattr(group, f.name)) for f in fields(group)}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, StrEnum) else value
+
+
+def render(result: Tables, reading: Reading) -> None:
+    """One table alone, or a titled list; the tables with no data are named (a warning each reason, in the
+    table format)."""
+    tables = result.tables
+    how = {"wide": reading.wide, "limit": reading.limit}
+    if len(tables) == 1 and not result.titled:
+        emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]
+        return
+    emit_many(tables, reading.format, notes=result.notes, skipped=result.skipped, **how)  # type: ignore[arg-type]
+    if reading.format is Format.table and result.skipped:
+        by_reason: dict[str, list[str]] = {}
+        for title, why in result.skipped.items():
+            by_reason.setdefault(why, []).append(title.split(" (")[0])
+        for why, titles in by_reason.items():
+            warn(f"skipped {', '.join(titles)}: {why}")
+
+
+# --- the operator table's order and length on `harness run --profiler torch` ------------------------------
+# the --sort and --top that `harness operators` declares (analysis.tables.operators), the same options
+
+SortOpt, _ = typer_form(ops.SORT_OPTION)
+TopOpt, _ = typer_form(ops.TOP_OPTION)
+
+
+@dataclass(frozen=True)
+class OperatorView:
+    """The order of an operator table and how many rows it keeps (None: every row for `harness operators`;
+    `run --profiler torch` keeps its top 15)."""
+
+    sort: SortOpt = ops.SORT_OPTION.default
+    top: TopOpt = ops.TOP_OPTION.default
+
+
+AS_TORCH_SORTS = OperatorView()
+
+
+def operator_options() -> Callable[[F], F]:
+    """--sort and --top on a command, in place of its parameter `view: OperatorView`."""
+    return option_group("view", OperatorView)
+
+
+def check_sort(sort: str) -> str:
+    """The column --sort names, among every column an operator table can have (a UsageError-like
+    AnalysisError names the choices): checked before a run, not after it."""
+    return ops.sort_column(sort, [ops.NAME, ops.SHAPES, *ops.CPU_COLUMNS, *ops.CUDA_COLUMNS, ops.CALLS])

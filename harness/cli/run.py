@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from harness.cli.analysis import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import DEFAULT, Workload, make_config, workload_options
 from harness.cli.profiler_options import NO_PROFILER_ARGS, Profiler, ProfilerArgs, prepare, profiler_options
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
-from harness.cli.reading import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
