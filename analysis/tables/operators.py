@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analysis.errors import AnalysisError, ExportError
-from analysis.tables.table import Option, Table, one_frame, one_piece, stacked
+from analysis.tables.table import Option, frame_table
 
 if TYPE_CHECKING:
     import numpy as np
@@ -254,15 +254,14 @@ WITHIN_OPTION = Option(
     "within", "--range", "Only operators that start inside ranges of this name.", str, None, metavar="<name>"
 )
 
-TABLE = Table(
+TABLE = frame_table(
     "operators",
+    "operators",
+    operator_table,
     summary="Framework operators of a torch.profiler trace (key_averages).",
     help="Framework operators (aten:: …) of a torch.profiler trace, with the columns of torch.profiler's "
     "key_averages() table: self and total CPU and CUDA time with their %, averages, calls.",
     mirrors="torch.profiler key_averages().table()",
-    one=one_frame("operators", operator_table),
-    pieces=one_piece("operators", table=operator_table),
-    combine=stacked,
     options=(SORT_OPTION, TOP_OPTION, SHAPES_OPTION, WITHIN_OPTION),
     order=80,
     title="framework operators",
