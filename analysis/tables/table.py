@@ -55,7 +55,8 @@ class Option:
 
 
 # options several commands share: --top (read_tables keeps the first N rows, or gives N to a table that
-# takes it), --hta (the kernels table, `harness breakdown`)
+# takes it; a table says what its first N are with `replace(TOP, help=...)`), --hta (the kernels table,
+# `harness breakdown`)
 TOP = Option("top", "--top", "Show only the first N rows.", int, None, metavar="<n>", minimum=1)
 HTA = Option(
     "hta", "--hta",
