@@ -252,3 +252,23 @@ def test_old_database_opened_by_two_writers_at_once_is_upgraded_once(tmp_path: P
     assert sorted(ResultsStore(str(path), readonly=True).runs()["run_id"]) == sorted(
         [OLD_RUN, "tiny-0", "tiny-1"]
     )
+
+
+def test_tables_of_run_rows_have_id_and_run_id_first_in_new_and_upgraded_databases(tmp_path: Path) -> None:
+    """schema.RunRow's columns come first in a new database, as create_run_table puts them in an upgraded
+    one: the two ways of making a database give these tables the same columns in the same order."""
+    new, upgraded = tmp_path / "new.sqlite", tmp_path / "upgraded.sqlite"
+    ResultsStore(str(new))
+    with create_engine(f"sqlite:///{upgraded}").begin() as conn:
+        migrations.upgrade(conn)
+
+    def order(path: Path, table: str) -> list[str]:
+        con = sqlite3.connect(path)
+        try:
+            return [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        finally:
+            con.close()
+
+    for table in ("step_timings", "agreement", "block_timings"):
+        assert order(new, table)[:2] == ["id", "run_id"]
+        assert order(new, table) == order(upgraded, table)

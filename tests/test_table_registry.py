@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.tables.table import TOP, InSummary, Option, Table, Tables, stacked
-from analysis.trace.multi import Piece
+from analysis.tables.table import TOP, InSummary, Option, frame_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,23 +51,14 @@ def stream_table(trace: Trace, device: int | None = None) -> pd.DataFrame:
     return out
 
 
-def _one(trace: Trace, source: str, device: int | None = None) -> Tables:
-    return Tables([(f"kernel time per stream in {source}", stream_table(trace, device))])
-
-
-def _pieces(trace: Trace, device: int | None = None) -> dict[str, Piece]:
-    return {"streams": Piece(table=stream_table(trace, device))}
-
-
-TABLE = Table(
+TABLE = frame_table(
     "streams",
+    "kernel time per stream",
+    stream_table,
     summary="Kernel time per device and stream.",
     help="Kernels and their GPU time per device and stream, largest first. Several exports: one block "
     "per rank.",
     mirrors="nsys stats -r cuda_gpu_kern_sum, summed per stream",
-    one=_one,
-    pieces=_pieces,
-    combine=stacked,
     options=(Option("device", "--device", "Only this device's streams.", int, None, metavar="<n>"), TOP),
     order=75,
     deciding=("Device", "Stream", "Total Time (ns)"),

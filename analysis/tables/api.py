@@ -12,7 +12,7 @@ pandas and what they compute with.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from analysis.tables.table import CALL_STATS, TOP, InSummary, Table, one_frame, one_piece, summarising
@@ -131,26 +131,55 @@ def api_rows(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({"Name": categories(names), "duration": (calls["end"] - calls["start"]).to_numpy()})
 
 
-# over several exports: each function summarised over all of them (the OS runtime table's too)
+# over several exports: each function summarised over all of them
 SPEC: dict[str, Any] = {"keys": ["Name"], "columns": [*CALL_STATS, "Name"], "count_name": "Num Calls"}
 
 
-TABLE = Table(
+def calls_table(
+    name: str,
+    what: str,
+    compute: Callable[[Trace], pd.DataFrame],
+    rows: Callable[[Trace], pd.DataFrame],
+    *,
+    summary: str,
+    help: str,
+    mirrors: str,
+    order: int,
+    in_summary: str,
+    example: str,
+) -> Table:
+    """A table of time in calls, one row per function in APISUM_COLUMNS, as nsys's call summaries (this
+    module's CUDA API calls, osrt's OS runtime calls): `compute(trace)` for one export, titled "WHAT in
+    SOURCE"; over several, the calls' `rows(trace)` (Name, duration) summarised together (SPEC); --top;
+    its part of `harness summary` titled `in_summary`."""
+    return Table(
+        name,
+        summary=summary,
+        help=help,
+        mirrors=mirrors,
+        one=one_frame(what, compute),
+        pieces=one_piece(name, rows=rows),
+        combine=summarising(name, **SPEC),
+        options=(TOP,),
+        order=order,
+        title=what,
+        deciding=("Name", "Total Time (ns)", "Time (%)", "Num Calls"),
+        in_summary=InSummary(
+            (in_summary,), build=lambda by, stats_format: [compute], options=lambda by, stats_format: {}
+        ),
+        example=example,
+    )
+
+
+TABLE = calls_table(
     "api",
+    "CUDA API calls",
+    cuda_api_summary,
+    api_rows,
     summary="Time in CUDA API calls, each counted once (cudaapisum).",
     help="Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once).",
     mirrors="nsys stats -r cudaapisum",
-    one=one_frame("CUDA API calls", cuda_api_summary),
-    pieces=one_piece("api", rows=api_rows),
-    combine=summarising("api", **SPEC),
-    options=(TOP,),
     order=40,
-    title="CUDA API calls",
-    deciding=("Name", "Total Time (ns)", "Time (%)", "Num Calls"),
-    in_summary=InSummary(
-        ("CUDA API (cudaapisum)",),
-        build=lambda by, stats_format: [cuda_api_summary],
-        options=lambda by, stats_format: {},
-    ),
+    in_summary="CUDA API (cudaapisum)",
     example="harness api report.sqlite --top 10",
 )

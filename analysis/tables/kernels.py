@@ -20,7 +20,7 @@ instances, name`) by fewer instances, then by name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from analysis.errors import OptionsError
 from analysis.tables.nvtx_gpu import kernels_in_ranges
@@ -73,30 +73,43 @@ def block_text(packed: pd.Series) -> pd.Series:
     return dims_text(packed, *BLOCK)
 
 
-def kernel_table(
+class KernelOptions(TypedDict, total=False):
+    """What the kernel tables take besides the trace (`kernel_table`, `kernel_summary`, `kernel_rows_named`).
+
+    names: demangled (default), base (no arguments or templates) or mangled (falls back to demangled
+    where the export has no mangled names). by: "name" merges launch shapes (no GridXYZ/BlockXYZ); by
+    default the `stats_format` decides (analysis.tables.stats_format: by name from nsys 2023.1, as
+    cuda_gpu_kern_sum). range_name: only kernels launched while an NVTX range of that name was open in
+    their process.
+    """
+
+    names: Names
+    by: By | None
+    range_name: str | None
+    stats_format: str
+
+
+def _asked(
     trace: Trace,
-    *,
     names: Names = "demangled",
     by: By | None = None,
     range_name: str | None = None,
     stats_format: str = DEFAULT_FORMAT,
-) -> Rows:
-    """GPU time per kernel (and launch shape), largest first, in the columns of gpukernsum, without pandas.
+) -> tuple[Names, By, str | None, str]:
+    """KernelOptions with their defaults, `by` decided; the trace must have kernels."""
+    trace.require("kernels", "CUDA kernel data")
+    return names, by or kernel_grouping(trace, stats_format), range_name, stats_format
 
-    names: demangled (default), base (no arguments or templates) or mangled (falls back to demangled
-    where the export has no mangled names). by="name" merges launch shapes (no GridXYZ/BlockXYZ); by
-    default the `stats_format` decides (analysis.tables.stats_format: by name from nsys 2023.1, as
-    cuda_gpu_kern_sum). range_name keeps only kernels launched while an NVTX range of that name was open in
-    their process.
-    """
+
+def kernel_table(trace: Trace, **options: Unpack[KernelOptions]) -> Rows:
+    """GPU time per kernel (and launch shape), largest first, in the columns of gpukernsum, without pandas."""
     import numpy as np
 
     from analysis.stats import durations_by_group, round_half_up
     from analysis.trace.frames import BLOCK_ROWS, NAME_COLUMN
     from analysis.trace.results import Rows  # not at the top: `harness --help` reads TABLE, and not it
 
-    trace.require("kernels", "CUDA kernel data")
-    by = by or kernel_grouping(trace, stats_format)
+    names, by, range_name, stats_format = _asked(trace, **options)
     notes: list[str] = []
     name = NAME_COLUMN[names]
     keys = [name, "grid", "block"] if by == "shape" else [name]
@@ -153,38 +166,22 @@ def kernel_grouping(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> By:
     return "name" if kernels_by_name(stats_format, producer(trace)) else "shape"
 
 
-def kernel_summary(
-    trace: Trace,
-    *,
-    names: Names = "demangled",
-    by: By | None = None,
-    range_name: str | None = None,
-    stats_format: str = DEFAULT_FORMAT,
-) -> pd.DataFrame:
+def kernel_summary(trace: Trace, **options: Unpack[KernelOptions]) -> pd.DataFrame:
     """`kernel_table` as a DataFrame."""
-    table = kernel_table(trace, names=names, by=by, range_name=range_name, stats_format=stats_format)
-    return table.frame()
+    return kernel_table(trace, **options).frame()
 
 
 # --- several exports: what each contributes, how they combine ---------------------------------------------
 
 
-def kernel_rows_named(
-    trace: Trace,
-    *,
-    names: str = "demangled",
-    by: str | None = None,
-    range_name: str | None = None,
-    stats_format: str = DEFAULT_FORMAT,
-) -> pd.DataFrame:
+def kernel_rows_named(trace: Trace, **options: Unpack[KernelOptions]) -> pd.DataFrame:
     """One row per kernel: Name (and GridXYZ, BlockXYZ by shape; by default as `stats_format` groups
     kernels) as categories, duration."""
     import pandas as pd
 
     from analysis.joins.runtime import kernel_rows
 
-    trace.require("kernels", "CUDA kernel data")
-    by = by or kernel_grouping(trace, stats_format)
+    names, by, range_name, _ = _asked(trace, **options)
     if range_name is None:
         kern = kernel_rows(trace, ("name_id", "grid", "block", "duration"), names=names)
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from analysis.tables.table import TOP, InSummary, Table, one_frame, one_piece, stacked
+from analysis.tables.table import TOP, InSummary, frame_table
 
 if TYPE_CHECKING:
     import numpy as np
@@ -277,18 +277,16 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 # --- the table -------------------------------------------------------------------------------------------
 
 
-TABLE = Table(
+TABLE = frame_table(
     "launch",
+    "kernel launch latency",
+    launch_summary,
     summary="API, queue and kernel time per launched kernel (kernexecsum).",
     help="API, queue and kernel time per launched kernel, like `nsys stats -r kernexecsum`. Several exports: "
     "each rank's rows, one block per rank (the rows are per process and thread already).",
     mirrors="nsys stats -r kernexecsum",
-    one=one_frame("kernel launch latency", launch_summary),
-    pieces=one_piece("launch", table=launch_summary),
-    combine=stacked,
     options=(TOP,),
     order=60,
-    title="kernel launch latency",
     # the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
     deciding=("Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount"),
     in_summary=InSummary(

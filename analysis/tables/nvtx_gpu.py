@@ -29,12 +29,13 @@ every table module: the computing functions import what they compute with.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
 from analysis.tables import nvtx
 from analysis.tables.memops import memory_ops
-from analysis.tables.table import InSummary, Option, Table, Tables, stacked
+from analysis.tables.table import TOP, InSummary, Option, Table, Tables, stacked
 from analysis.trace.multi import Piece
 from workloads.names import ALL_PHASES, STEP
 
@@ -451,9 +452,7 @@ PROJECTION = Option(
     "One row per push/pop range projected onto the GPU: first start to last end of the GPU work launched "
     "inside it (like nvtxgpuproj).",
 )  # fmt: skip
-TOP_PER_RANGE = Option(
-    "top", "--top", "With --kernels: top N kernels per range.", int, None, metavar="<n>", minimum=1
-)
+TOP_PER_RANGE = replace(TOP, help="With --kernels: top N kernels per range.")
 
 TABLE = Table(
     "nvtx-gpu",

@@ -24,10 +24,11 @@ functions import numpy and pandas.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from analysis.errors import AnalysisError, ExportError
-from analysis.tables.table import Option, Table, one_frame, one_piece, stacked
+from analysis.tables.table import TOP, Option, frame_table
 
 if TYPE_CHECKING:
     import numpy as np
@@ -242,10 +243,7 @@ SORT_OPTION = Option(
     "sort_by key (self_cpu_time_total, cuda_time_total, count).",
     str, "Self CPU", metavar="<column>",
 )  # fmt: skip
-TOP_OPTION = Option(
-    "top", "--top", "Keep the first N operators (default: every one; run --profiler torch: 15).",
-    int, None, metavar="<n>", minimum=1,
-)  # fmt: skip
+TOP_OPTION = replace(TOP, help="Keep the first N operators (default: every one; run --profiler torch: 15).")
 SHAPES_OPTION = Option(
     "group_by_input_shape", "--group-by-input-shape",
     "One row per operator and input shapes (traces recorded with record_shapes=True).",
@@ -254,15 +252,14 @@ WITHIN_OPTION = Option(
     "within", "--range", "Only operators that start inside ranges of this name.", str, None, metavar="<name>"
 )
 
-TABLE = Table(
+TABLE = frame_table(
     "operators",
+    "operators",
+    operator_table,
     summary="Framework operators of a torch.profiler trace (key_averages).",
     help="Framework operators (aten:: …) of a torch.profiler trace, with the columns of torch.profiler's "
     "key_averages() table: self and total CPU and CUDA time with their %, averages, calls.",
     mirrors="torch.profiler key_averages().table()",
-    one=one_frame("operators", operator_table),
-    pieces=one_piece("operators", table=operator_table),
-    combine=stacked,
     options=(SORT_OPTION, TOP_OPTION, SHAPES_OPTION, WITHIN_OPTION),
     order=80,
     title="framework operators",

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analysis.tables import api
-from analysis.tables.table import TOP, InSummary, Table, one_frame, one_piece, summarising
 from analysis.trace.multi import categories
 
 if TYPE_CHECKING:
@@ -34,22 +33,15 @@ def osrt_rows(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({"Name": categories(names), "duration": calls["duration"].to_numpy()})
 
 
-TABLE = Table(
+TABLE = api.calls_table(
     "osrt",
+    "OS runtime calls",
+    osrt_summary,
+    osrt_rows,
     summary="Time in OS runtime calls (osrtsum).",
     help="Time in OS runtime calls, like `nsys stats -r osrtsum`.",
     mirrors="nsys stats -r osrtsum",
-    one=one_frame("OS runtime calls", osrt_summary),
-    pieces=one_piece("osrt", rows=osrt_rows),
-    combine=summarising("osrt", **api.SPEC),
-    options=(TOP,),
     order=70,
-    title="OS runtime calls",
-    deciding=("Name", "Total Time (ns)", "Time (%)", "Num Calls"),
-    in_summary=InSummary(
-        ("OS runtime (osrtsum)",),
-        build=lambda by, stats_format: [osrt_summary],
-        options=lambda by, stats_format: {},
-    ),
+    in_summary="OS runtime (osrtsum)",
     example="harness osrt report.sqlite --top 10",
 )

@@ -55,7 +55,8 @@ class Option:
 
 
 # options several commands share: --top (read_tables keeps the first N rows, or gives N to a table that
-# takes it), --hta (the kernels table, `harness breakdown`)
+# takes it; a table says what its first N are with `replace(TOP, help=...)`), --hta (the kernels table,
+# `harness breakdown`)
 TOP = Option("top", "--top", "Show only the first N rows.", int, None, metavar="<n>", minimum=1)
 HTA = Option(
     "hta", "--hta",
@@ -168,3 +169,13 @@ class Table:
     without_pandas: Callable[..., Tables] | None = None  # (trace, source, **options): `one`, no pandas
     in_summary: InSummary | None = None  # its part of `harness summary`, if it has one
     example: str = ""  # a command line, the last line of its help
+
+
+def frame_table(name: str, what: str, frame: Callable[..., pd.DataFrame], **fields: Any) -> Table:
+    """A table that is one frame, `frame(trace, **options)`, whose rows are per process already: titled
+    "WHAT in SOURCE" for one export; over several, each export's frame stacked (`stacked`) under the heading
+    WHAT unless `title` says otherwise. `fields`: the rest of its Table."""
+    fields.setdefault("title", what)
+    return Table(
+        name, one=one_frame(what, frame), pieces=one_piece(name, table=frame), combine=stacked, **fields
+    )

@@ -7,9 +7,9 @@ writing anything).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from workloads.names import RUN_ENERGY_FIELDS
@@ -29,63 +29,78 @@ SIGNATURES = {
 
 
 class Base(DeclarativeBase):
-    pass
+    # what a bare annotation gives besides SQLAlchemy's own (Mapped[int] is Integer, Mapped[bool] Boolean)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        float: Float,  # the schema's FLOAT (SQLAlchemy's own would be DOUBLE)
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: JSON,
+        dict[str, str]: JSON,
+    }
+
+
+class RunRow:
+    """A row that belongs to a run, as migrations.steps.create_run_table makes its table: a numbered id and
+    the run's id (indexed); the row goes with the run."""
+
+    # sort_order: first in the table, as in the revisions, before the columns of the class
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True, sort_order=-1)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True, sort_order=-1)
 
 
 class Run(Base):
     __tablename__ = "runs"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime]
     model: Mapped[str] = mapped_column(String(64), index=True)
     mode: Mapped[str] = mapped_column(String(16))
     device: Mapped[str] = mapped_column(String(16), index=True)
     device_name: Mapped[str] = mapped_column(String(128), default="")
     precision: Mapped[str] = mapped_column(String(8), index=True)
-    compile: Mapped[bool] = mapped_column(Boolean, default=False)
+    compile: Mapped[bool] = mapped_column(default=False)
     attention: Mapped[str] = mapped_column(String(16))
-    batch_size: Mapped[int] = mapped_column(Integer)
-    context_length: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    warmup: Mapped[int] = mapped_column(Integer)
-    steps: Mapped[int] = mapped_column(Integer)
+    batch_size: Mapped[int]
+    context_length: Mapped[int | None]
+    warmup: Mapped[int]
+    steps: Mapped[int]
     # ok | degraded (measured, but its capture failed its health checks) | oom | error | interrupted
     status: Mapped[str] = mapped_column(String(16))
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why the status, when not ok
+    error: Mapped[str | None] = mapped_column(Text)  # why the status, when not ok
     # "none", or the profiler that watched the run ("nsys"); nsys_mode is light | full
     profiler: Mapped[str] = mapped_column(String(16), default="none")
-    nsys_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    nsys_mode: Mapped[str | None] = mapped_column(String(16))
     # groups runs made together: "sweep-…" or "overhead-…"
-    experiment: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    experiment: Mapped[str | None] = mapped_column(String(64), index=True)
     # a profiled run: the run without a profiler it is compared with (same configuration, made beside it)
     baseline_run_id: Mapped[str | None] = mapped_column(
-        ForeignKey("runs.id", ondelete="SET NULL"), nullable=True, index=True
+        ForeignKey("runs.id", ondelete="SET NULL"), index=True
     )
-    params: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    tokens_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    flops_per_step: Mapped[float | None] = mapped_column(Float, nullable=True)
-    achieved_flops: Mapped[float | None] = mapped_column(Float, nullable=True)
-    mfu: Mapped[float | None] = mapped_column(Float, nullable=True)
-    peak_memory_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    nsys_rep: Mapped[str | None] = mapped_column(Text, nullable=True)
-    nsys_sqlite: Mapped[str | None] = mapped_column(Text, nullable=True)
+    params: Mapped[int | None]
+    tokens_per_s: Mapped[float | None]
+    flops_per_step: Mapped[float | None]
+    achieved_flops: Mapped[float | None]
+    mfu: Mapped[float | None]
+    peak_memory_bytes: Mapped[int | None]
+    nsys_rep: Mapped[str | None] = mapped_column(Text)
+    nsys_sqlite: Mapped[str | None] = mapped_column(Text)
     # `run --power` (workloads.names.RUN_ENERGY_FIELDS); NULL without --power or without a power source
-    energy_j: Mapped[float | None] = mapped_column(Float, nullable=True)
-    avg_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
-    peak_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
-    flops_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
-    tokens_per_j: Mapped[float | None] = mapped_column(Float, nullable=True)
-    energy_method: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    energy_j: Mapped[float | None]
+    avg_power_w: Mapped[float | None]
+    peak_power_w: Mapped[float | None]
+    flops_per_j: Mapped[float | None]
+    tokens_per_j: Mapped[float | None]
+    energy_method: Mapped[str | None] = mapped_column(String(32))
     # what the profiler left, {kind: path}: {"trace": …} (torch), {"nsys_rep": …, "nsys_sqlite": …} (nsys);
     # nsys_rep and nsys_sqlite above stay for the databases and readers that know only them
-    artifacts: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    artifacts: Mapped[dict[str, str] | None]
     # a run across ranks (`--nproc`): the number of ranks; NULL for a one-process run
-    world_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    model_info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    world_size: Mapped[int | None]
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    model_info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    summary: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # the run's health and findings (analysis.advice.record): `run --nsys` stores them, `show` repeats them
-    advice: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    advice: Mapped[dict[str, Any] | None]
 
     step_timings: Mapped[list[StepTiming]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="StepTiming.step"
@@ -93,40 +108,36 @@ class Run(Base):
     agreement: Mapped[list[Agreement]] = relationship(back_populates="run", cascade="all, delete-orphan")
 
 
-class StepTiming(Base):
+class StepTiming(RunRow, Base):
     __tablename__ = "step_timings"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    step: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int]
     phase: Mapped[str] = mapped_column(String(32))
-    duration_ns: Mapped[int] = mapped_column(Integer)
-    warmup: Mapped[bool] = mapped_column(Boolean)
+    duration_ns: Mapped[int]
+    warmup: Mapped[bool]
     # the global rank that timed the step (runs across ranks); NULL in databases from before it means 0
-    rank: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
+    rank: Mapped[int | None] = mapped_column(default=0)
 
     run: Mapped[Run] = relationship(back_populates="step_timings")
 
 
-class Agreement(Base):
+class Agreement(RunRow, Base):
     """Per phase: NVTX range durations from the export against the in-process timers of the same steps."""
 
     __tablename__ = "agreement"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     phase: Mapped[str] = mapped_column(String(32))
-    steps: Mapped[int] = mapped_column(Integer)
-    nvtx_mean_ns: Mapped[float] = mapped_column(Float)
-    nvtx_median_ns: Mapped[float] = mapped_column(Float)
-    timer_mean_ns: Mapped[float] = mapped_column(Float)
-    timer_median_ns: Mapped[float] = mapped_column(Float)
-    rel_diff: Mapped[float] = mapped_column(Float)  # (nvtx_mean - timer_mean) / timer_mean
+    steps: Mapped[int]
+    nvtx_mean_ns: Mapped[float]
+    nvtx_median_ns: Mapped[float]
+    timer_mean_ns: Mapped[float]
+    timer_median_ns: Mapped[float]
+    rel_diff: Mapped[float]  # (nvtx_mean - timer_mean) / timer_mean
 
     run: Mapped[Run] = relationship(back_populates="agreement")
 
 
-class BlockTiming(Base):
+class BlockTiming(RunRow, Base):
     """--nvtx-detail's per-block breakdown: one block's time in one measured step, summed over its `calls`.
 
     layer NULL: a block outside the layers (embedding, final norm, LM head). source: where the time comes
@@ -136,14 +147,12 @@ class BlockTiming(Base):
 
     __tablename__ = "block_timings"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    step: Mapped[int] = mapped_column(Integer)
-    layer: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    step: Mapped[int]
+    layer: Mapped[int | None]
     block: Mapped[str] = mapped_column(String(32))
     phase: Mapped[str] = mapped_column(String(32))
     duration_ns: Mapped[int] = mapped_column(BigInteger)
-    calls: Mapped[int] = mapped_column(Integer, default=1)
+    calls: Mapped[int] = mapped_column(default=1)
     source: Mapped[str] = mapped_column(String(16))
 
 
@@ -164,31 +173,31 @@ class AttentionResult(Base):
 
     __tablename__ = "attention_results"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     sweep_id: Mapped[str] = mapped_column(String(64), index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime]
     device: Mapped[str] = mapped_column(String(16))
     device_name: Mapped[str] = mapped_column(String(128), default="")
     impl: Mapped[str] = mapped_column(String(16))  # math | sdpa | compiled
     precision: Mapped[str] = mapped_column(String(8))
-    batch_size: Mapped[int] = mapped_column(Integer)
-    num_heads: Mapped[int] = mapped_column(Integer)
-    head_dim: Mapped[int] = mapped_column(Integer)
-    seq_len: Mapped[int] = mapped_column(Integer)
-    causal: Mapped[bool] = mapped_column(Boolean)
-    warmup: Mapped[int] = mapped_column(Integer)
-    trials: Mapped[int] = mapped_column(Integer)
+    batch_size: Mapped[int]
+    num_heads: Mapped[int]
+    head_dim: Mapped[int]
+    seq_len: Mapped[int]
+    causal: Mapped[bool]
+    warmup: Mapped[int]
+    trials: Mapped[int]
     status: Mapped[str] = mapped_column(String(16))  # ok | oom | error
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    forward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    forward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    backward_mean_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    backward_std_ns: Mapped[float | None] = mapped_column(Float, nullable=True)
-    compile_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    forward_mean_ns: Mapped[float | None]
+    forward_std_ns: Mapped[float | None]
+    backward_mean_ns: Mapped[float | None]
+    backward_std_ns: Mapped[float | None]
+    compile_ns: Mapped[int | None] = mapped_column(BigInteger)
     # BigInteger: tens of GB overflow PostgreSQL's 32-bit INTEGER
-    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     memory_source: Mapped[str] = mapped_column(Text, default="")  # how peak_memory_bytes was measured
-    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
 # The AttentionCell fields stored as they are.
@@ -228,7 +237,7 @@ class Baseline(Base):
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime]
 
 
 OUR_TABLES = set(Base.metadata.tables)

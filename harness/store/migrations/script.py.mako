@@ -3,7 +3,13 @@
 import sqlalchemy as sa
 from alembic import op
 
-from harness.store.migrations.steps import add_columns, create_index, create_table, drop_columns
+from harness.store.migrations.steps import (
+    add_columns,
+    column_revision,
+    create_index,
+    create_table,
+    drop_columns,
+)
 ${imports if imports else ""}
 revision = "${up_revision}"
 down_revision = ${"\"%s\"" % down_revision if down_revision else "None"}

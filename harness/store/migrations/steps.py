@@ -9,6 +9,8 @@ transactional) re-runnable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -51,6 +53,21 @@ def drop_columns(table: str, *names: str) -> None:
     with op.batch_alter_table(table) as batch:
         for name in names:
             batch.drop_column(name)
+
+
+def column_revision(
+    table: str, **types: sa.types.TypeEngine | type[sa.types.TypeEngine]
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The `upgrade` and `downgrade` of a revision that adds nullable columns (name=type) to one table and
+    does nothing else: `upgrade, downgrade = column_revision("runs", advice=sa.JSON)`."""
+
+    def upgrade() -> None:  # fresh Columns each run: a Column belongs to the one table it was added to
+        add_columns(table, *(sa.Column(name, type_) for name, type_ in types.items()))
+
+    def downgrade() -> None:
+        drop_columns(table, *types)
+
+    return upgrade, downgrade
 
 
 def run_id() -> sa.Column:

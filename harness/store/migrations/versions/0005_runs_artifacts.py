@@ -2,15 +2,9 @@
 
 import sqlalchemy as sa
 
-from harness.store.migrations.steps import add_columns, drop_columns
+from harness.store.migrations.steps import column_revision
 
 revision = "0005"
 down_revision = "0004"
 
-
-def upgrade() -> None:
-    add_columns("runs", sa.Column("artifacts", sa.JSON))
-
-
-def downgrade() -> None:
-    drop_columns("runs", "artifacts")
+upgrade, downgrade = column_revision("runs", artifacts=sa.JSON)

@@ -2,15 +2,9 @@
 
 import sqlalchemy as sa
 
-from harness.store.migrations.steps import add_columns, drop_columns
+from harness.store.migrations.steps import column_revision
 
 revision = "0009"
 down_revision = "0008"
 
-
-def upgrade() -> None:
-    add_columns("runs", sa.Column("advice", sa.JSON))
-
-
-def downgrade() -> None:
-    drop_columns("runs", "advice")
+upgrade, downgrade = column_revision("runs", advice=sa.JSON)
