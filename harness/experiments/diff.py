@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from analysis.compare import diff as d
 from analysis.compare import export_diff as diffing
-from analysis.compare.drift import basis_words
+from analysis.compare.drift import RUNS, basis_words
 from analysis.compare.overhead import STEP_SUM
 from analysis.dashboard import diff as diff_page
 from analysis.tables import nvtx
@@ -159,12 +159,15 @@ def _described(run: Run) -> str:
 
 
 def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
-    """What the verdicts of two runs rest on, in words: several runs a side, or the drift measured for one
-    run a side, or none measured (and how to measure it)."""
+    """What the verdicts of two runs rest on, in words: the runs (several on a side, with any drift measured),
+    or the drift measured for one run a side, or none measured (and how to measure it)."""
     a, b = result.a, result.b
+    compared = next((v.comparison for v in result.verdicts or [] if v.phase == STEP_SUM), None)
+    # several runs on a side bring their own spread: the verdicts rest on it (and on any drift measured)
+    if compared is not None and compared.basis == RUNS:
+        return [f"the verdicts compare runs: {basis_words(compared)}"]
     if len(a.runs) > 1 and len(b.runs) > 1:
-        whole = next((v.comparison for v in result.verdicts or [] if v.phase == STEP_SUM), None)
-        return [f"the verdicts compare runs: {basis_words(whole)}"] if whole is not None else []
+        return []
     configs = ", ".join(dict.fromkeys(_described(r) for r in (*a.runs, *b.runs)))
     whole = (result.drift or {}).get(STEP_SUM)
     if whole is not None and whole.df > 0:
