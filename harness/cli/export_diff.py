@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import err, note
+from harness.cli.common import err, note, warn
 from harness.cli.csv_out import write_csv
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
@@ -321,3 +321,5 @@ def apply_gate(d: ExportDiff, gate: float) -> None:
         raise typer.Exit(1)
     if d.verdict.comparison is None:
         note(f"gate: not applied: no verdict ({d.verdict.reason})")
+    elif blind := hd.export_gate_blind(d.verdict, gate):
+        warn(blind)

@@ -364,3 +364,17 @@ def diff_exports(
 def gate_failed(verdict: Verdict, gate: float) -> bool:
     """Whether two exports' verdict is a regression beyond `gate` percent."""
     return diffing.gate_failed(verdict, gate)
+
+
+def export_gate_blind(verdict: Verdict, gate: float) -> str | None:
+    """Where two exports' gate passes but the verdict's interval reaches beyond it: one line saying that a
+    regression of `gate` percent could not have been told from the noise of these iterations (None: it
+    could, or there is no verdict)."""
+    c = verdict.comparison
+    if c is None or gate_failed(verdict, gate) or not c.ci_high_pct > gate:
+        return None
+    return (
+        f"gate: passed, but the {verdict.basis}'s interval reaches {c.ci_high_pct:+.1f}% "
+        f"({c.baseline_samples} and {c.treatment_samples} samples): a regression of {gate:g}% could not be "
+        "told from the noise; give more iterations a side (a longer capture)"
+    )
