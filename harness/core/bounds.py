@@ -118,6 +118,20 @@ def check_run_name(name: str | None) -> None:
         raise UsageError(f"--name {shown!r} is not a run name: {why}")
 
 
+def check_baseline_name(name: str) -> None:
+    """UsageError unless `name` can name a baseline that `harness diff baseline:NAME` finds again: not empty,
+    no ':' (it follows `baseline:`), no ',' (a comma separates the runs of a side), no control characters."""
+    why = None
+    if not name.strip():
+        why = "it is empty"
+    elif ":" in name or "," in name:
+        why = "it holds ':' or ',' (`diff baseline:NAME` would read it as more than a name)"
+    elif hidden(name):
+        why = "it holds control characters"
+    if why:
+        raise UsageError(f"{name!r} is not a baseline name: {why}")
+
+
 def default_run_name(program: str) -> str:
     """A program's file name cut to NAME_BYTES bytes (a whole character at the end)."""
     data = program.encode("utf-8", "surrogateescape")[:NAME_BYTES]
