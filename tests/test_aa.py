@@ -168,3 +168,16 @@ def test_the_runs_of_run_repeats_are_a_side_by_their_experiment(tmp_path: Path) 
     )  # fmt: skip
     r = runner.invoke(app, ["diff", "repeats-none", "repeats-one", "--db", db])
     assert r.exit_code == 2 and "no runs in experiment 'repeats-none'" in r.output
+
+
+def test_several_runs_on_one_side_and_no_drift_measured_say_what_the_verdicts_rest_on(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/results.sqlite"
+    store = ResultsStore(db)
+    runs = recorded()
+    store.save(result("a1", runs[0]))
+    store.save(result("a2", runs[1]))
+    store.save(result("b", runs[2], scale=1.2))
+    r = runner.invoke(app, ["diff", "a1,a2", "b", "--db", db], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "2 and 1 runs" in r.output
+    assert "one run a side" not in r.output and "no verdict" not in r.output

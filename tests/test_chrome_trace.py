@@ -255,3 +255,19 @@ def test_a_scan_of_many_columns_reads_fewer_rows_at_a_time(monkeypatch: pytest.M
     assert len(whole) > 20 and len(blocks) > 3 and max(len(b["start"]) for b in blocks) <= 7
     for c in columns:
         assert np.concatenate([b[c] for b in blocks]).tolist() == whole[c].tolist(), c
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--start", "7372100999"], "(from 7,372,100,999 ns)"),
+        (["--end", "7388609115"], "(up to 7,388,609,115 ns)"),
+        (["--start", "7372100999", "--end", "7388609115"], "(window 7,372,100,999..7,388,609,115 ns)"),
+    ],
+)
+def test_a_window_open_at_one_end_is_said_as_given(tmp_path: Path, options: list[str], said: str) -> None:
+    report = export("cpu-train")
+    r = runner.invoke(app, ["timeline", str(report), "-o", str(tmp_path / "t.json"), "--no-cache", *options])
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("note: wrote")]
+    assert said in line and str(2**62) not in line.replace(",", "")

@@ -179,3 +179,21 @@ def test_health_table_keeps_sentences_whole_at_80_columns(tmp_db: str) -> None:
     assert "Evidence, what to do" in latest.stdout and "…" not in latest.stdout
     flat = " ".join(line.strip("│ ") for line in latest.stdout.splitlines())
     assert "What to do: compare phase times only" in " ".join(flat.split())
+
+
+def test_a_program_run_is_not_called_a_run_on_some_device(tmp_db: str) -> None:
+    """`harness profile -- CMD` records no device (the program chose its own): the device check says so."""
+    from harness.experiments.program import NOT_APPLICABLE, program_config
+
+    cpu = SHARED_NSYS / "cpu-train" / "report.sqlite"
+    need(cpu)
+    store = ResultsStore(tmp_db)
+    store.save(RunResult("prog-1", program_config("prog"), "ok", device=NOT_APPLICABLE), profiler="nsys",
+               nsys_mode="light", nsys_sqlite=str(cpu))  # fmt: skip
+    _, checks = _checks(["health", "prog-1"])
+    assert checks["device"] == {
+        "Check": "device",
+        "Status": "ok",
+        "Evidence": "device not recorded",
+        "What to do": "",
+    }

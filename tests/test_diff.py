@@ -276,3 +276,30 @@ def test_diff_figure_bars(tmp_path: Path) -> None:
     assert list(bar.y)[-1] == "forward"  # the largest change on top
     assert bar.x[-1] == pytest.approx(-155_012_301 / 2 / 1e6, abs=1e-3)  # ms, half of forward's total
     assert list(bar.x[:-1]) == [0, 0, 0]
+
+
+def test_a_run_whose_export_is_gone_is_not_told_to_profile_it(tmp_db: str, tmp_path: Path) -> None:
+    store = ResultsStore(tmp_db)
+    gone = tmp_path / "moved.sqlite"
+    store.save(make_run("base-1", noise=0.01, seed=1), profiler="nsys", nsys_sqlite=str(gone))
+    store.save(make_run("slow-1", noise=0.01, seed=2))
+    r = runner.invoke(app, ["diff", "base-1", "slow-1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["notes"]
+    lost = f"base-1 has lost its export ({gone}: no such file, moved or deleted): phase verdicts only"
+    assert lost in notes
+    assert "slow-1 has no export: phase verdicts only (profile it with --nsys)" in notes
+
+
+REFUSED_NAMES = [("a,b", "':' or ','"), ("a:b", "':' or ','"), ("x\x1b[31m", "control"), (" ", "empty")]
+
+
+@pytest.mark.parametrize(("name", "why"), REFUSED_NAMES)
+def test_a_baseline_name_diff_could_not_find_again_is_refused(
+    slow_pair: tuple[str, str], name: str, why: str
+) -> None:
+    r = runner.invoke(app, ["baseline", "tag", name, "base-1"])
+    assert r.exit_code == 2 and r.stdout == "" and "\x1b" not in r.output
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("error: ") and "is not a baseline name" in line and why in line
+    assert runner.invoke(app, ["baseline", "list", "--format", "json"]).stdout.strip() == "[]"

@@ -135,3 +135,23 @@ def test_run_repeats_stores_the_runs_as_one_experiment_and_prints_their_drift(tm
     run = ResultsStore(db).get(runs["run_id"].iloc[0])
     stored = stored_drift(ResultsStore(db), [key_of(run.config, run.device_name)])
     assert stored[STEP_SUM].runs == 3
+
+
+def test_run_repeats_progress_counts_the_runs_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import drift as repeats
+
+    made: list[str] = []
+
+    def run(config):  # a run of the configuration, as a fresh process would end it
+        made.append(f"r-{len(made)}")
+        steps = [StepRecord(0, False, {"forward": 100 + len(made), "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
+
+    monkeypatch.setattr(repeats, "run_baseline", run)
+    args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "1", "--warmup", "0"]
+    r = CliRunner().invoke(app, [*args, "--db", f"sqlite:///{tmp_path}/r.sqlite"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert made == ["r-0", "r-1", "r-2"]
+    assert "run 2/3 (fresh process): 1/3 runs" in r.output
+    assert "run 3/3 (fresh process): 2/3 runs" in r.output

@@ -198,3 +198,16 @@ def test_a_failed_or_interrupted_run_is_said_as_is(capsys: pytest.CaptureFixture
     assert "error: not saved: run kept in /tmp/[bold]unsaved.json" in said
     assert "error: run tiny-[x] interrupted [SIGTERM]; stored as interrupted" in said
     assert "\\[" not in said
+
+
+def test_markdown_cells_show_names_as_text_not_markdown(a100_export: Path, tmp_path: Path) -> None:
+    """A pull request renders the table: a kernel's `<unnamed>` would be taken for an HTML tag and dropped,
+    `__init__` made bold, a backtick start code, `<!--` hide the rest of the page."""
+    name = "void at::<unnamed>::k<__init__>(`x`, *p) [y] <!-- & ~z~ \\\\"
+    a = renamed(a100_export, tmp_path / "a.sqlite", kernel=name)
+    result = run("diff", a100_export, a, "--format", "markdown", "--no-cache")
+    assert result.exit_code == 0, result.output
+    shown = r"void at::\<unnamed\>::k\<\_\_init\_\_\>(\`x\`, \*p) \[y\] \<!-- \& \~z\~ \\\\"
+    assert any(line.startswith(f"| {shown} |") for line in result.stdout.splitlines()), result.stdout
+    assert f"- top regression: {shown} +" in result.stdout
+    assert "- B = " + str(a).replace("_", r"\_") in result.stdout

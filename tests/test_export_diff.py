@@ -379,3 +379,15 @@ def test_names_from_the_export_reach_the_terminal_escaped(tmp_path: Path, pairs:
     assert r.exit_code == 0, r.output
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "top regression: \\x1b]0;owned\\x07[bold red]flash[/] +326.78 ms (0 → 68 launches)" in r.stdout
+
+
+def test_a_gate_that_passes_says_when_the_interval_reaches_beyond_it() -> None:
+    need(CPU_TRAIN)
+    # one export against itself: no change, but 8 iterations (warm-up included) cannot tell 1% from noise
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(CPU_TRAIN), "--gate", "1", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("warning: gate:")]
+    assert line.startswith("warning: gate: passed, but the iteration time's interval reaches +")
+    assert "a regression of 1% could not be told" in line
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(CPU_TRAIN), "--gate", "1000", "--format", "csv"])
+    assert r.exit_code == 0 and "warning: gate:" not in r.stderr

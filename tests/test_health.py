@@ -190,6 +190,26 @@ def test_nvtx_without_ranges_fails_strict(tmp_path: Path) -> None:
     assert runner.invoke(app, ["health", str(src), "--strict"]).exit_code == 0
 
 
+def test_a_range_nsys_closed_at_the_capture_end_is_an_open_range(tmp_path: Path) -> None:
+    """nsys gives a range still open when the capture stops the capture's end as its end (2023.4 did so for a
+    range a program left open; DLProf's capture has two such ranges)."""
+    path = derive(
+        shared_export("cpu-train"),
+        tmp_path / "left-open.sqlite",
+        "UPDATE NVTX_EVENTS SET end = (SELECT duration FROM ANALYSIS_DETAILS) WHERE rowid = "
+        "(SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start DESC LIMIT 1)",
+    )
+    with open_trace(path, cache=False) as trace:
+        health = capture_health(trace)
+    assert _check(health, "open ranges").evidence == (
+        "1 NVTX range never ends (their time runs to the capture's end)"
+    )
+    with open_trace(shared_export("ext/dlprof_norelu"), cache=False) as trace:
+        assert _check(capture_health(trace), "open ranges").evidence.startswith("2 NVTX ranges never end")
+    with open_trace(shared_export("cpu-train"), cache=False) as trace:
+        assert _check(capture_health(trace), "open ranges").status == "ok"
+
+
 def test_open_ranges_and_reversed_times(tmp_path: Path) -> None:
     path = derive(
         shared_export("cpu-train"),

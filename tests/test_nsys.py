@@ -51,6 +51,14 @@ def test_command_has_the_design_cards_flags_where_supported() -> None:
     assert dropped == []
 
 
+def test_a_report_the_user_names_is_not_forced_over_an_existing_file() -> None:
+    given = nsys.ProfileOptions(output=Path("/p/run"), extra_args=["--output=/home/me/mine"])
+    argv, _ = nsys.build_profile_command(NEW, given, TARGET)
+    assert not any(a.startswith("--force-overwrite") for a in argv) and "--output=/home/me/mine" in argv
+    forced = nsys.ProfileOptions(output=Path("/p/run"), extra_args=["-o", "mine", "--force-overwrite=true"])
+    assert "--force-overwrite=true" in nsys.build_profile_command(NEW, forced, TARGET)[0]
+
+
 def test_cuda_graphs_are_traced_per_node_only_where_cuda_is_traced() -> None:
     """Traced whole (nsys's default), a graph replay left no kernel in nsys 2023.4's export of a CUDA 13
     program on an H100; per node, its 2 kernels were there (tests/test_h100_captures.py)."""

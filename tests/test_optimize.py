@@ -264,3 +264,16 @@ def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
         and t.per_token.ci_low_pct < t.per_token.ci_high_pct
     )
     assert len(store.runs(experiment=done.experiment)) == 6  # two captures, two rounds of two
+
+
+def test_a_plant_whose_finding_is_not_in_the_baseline_says_why(tmp_db: str) -> None:
+    machine = Machine({}, [], {})
+    hidden = run(machine, config(plant="math-attention"), ResultsStore(tmp_db), repeats=1)
+    (line,) = [n for n in hidden.notes if n.startswith("--plant")]
+    assert line.startswith("--plant math-attention does not show in a cpu capture")
+    shown = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=1)
+    (line,) = [n for n in shown.notes if n.startswith("--plant")]
+    assert line.startswith("--plant slow-loader: its finding (data-loader) did not fire")
+    fired = Machine({}, ["data-loader"], {})
+    found = run(fired, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=1)
+    assert not [n for n in found.notes if n.startswith("--plant")]

@@ -190,3 +190,15 @@ def test_nsys_refusing_its_arguments_stores_nothing(tmp_path: Path, tmp_db: str,
     assert "error: nsys wrote no report; nothing stored" in result.stderr
     assert "--no-such-flag" in result.stderr  # nsys's own words follow
     assert ResultsStore(tmp_db, readonly=True).runs().empty
+
+
+def test_a_report_named_with_nsys_arg_output_never_writes_over_the_users_files(
+    tmp_path: Path, tmp_db: str, nsys_bin: str
+) -> None:
+    mine = tmp_path / "mine"
+    (tmp_path / "mine.nsys-rep").write_text("a report of the user's")
+    (tmp_path / "mine.sqlite").write_text("an export of the user's")
+    args = ["profile", "--profile-dir", str(tmp_path / "p"), f"--nsys-arg=--output={mine}", "--", "true"]
+    runner.invoke(app, args, catch_exceptions=False)
+    assert (tmp_path / "mine.nsys-rep").read_text() == "a report of the user's"
+    assert (tmp_path / "mine.sqlite").read_text() == "an export of the user's"

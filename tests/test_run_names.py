@@ -23,8 +23,9 @@ pytestmark = pytest.mark.attack
         ("..", "empty"),
         ("", "empty"),
         ("a\nb", "control characters"),
+        ("x,y", "','"),
     ],
-    ids=["300-chars", "dotdot", "absolute", "parent", "empty", "newline"],
+    ids=["300-chars", "dotdot", "absolute", "parent", "empty", "newline", "comma"],
 )
 def test_a_name_that_is_not_a_name_is_refused(tmp_path: Path, monkeypatch, name: str, why: str) -> None:
     monkeypatch.chdir(tmp_path)
@@ -41,3 +42,8 @@ def test_a_name_that_is_not_a_name_is_refused(tmp_path: Path, monkeypatch, name:
 def test_a_long_program_name_is_cut_to_a_file_name() -> None:
     assert len(default_run_name("é" * 300).encode()) <= NAME_BYTES
     assert default_run_name("python3") == "python3"
+
+
+def test_a_program_name_with_a_comma_gives_a_run_id_diff_can_name() -> None:
+    """`harness diff A1,A2 B` splits at commas: a run id never holds one."""
+    assert default_run_name("a,b.sh") == "a_b.sh"

@@ -257,7 +257,8 @@ def _open_ranges(facts: dict[str, int | bool]) -> Check:
     return Check(
         "open ranges",
         WARN,
-        f"{n:,} NVTX ranges never end (their time runs to the capture's end)",
+        f"{n:,} NVTX range{'s never end' if n != 1 else ' never ends'} "
+        "(their time runs to the capture's end)",
         "pop every range before the program exits or the capture stops",
     )
 

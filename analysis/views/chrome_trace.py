@@ -78,6 +78,20 @@ class Written:
     window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
 
+    def window_words(self) -> str:
+        """The window as it was given: `window LO..HI ns`, `from LO ns` or `up to HI ns` ("" for none)."""
+        if self.window is None:
+            return ""
+        lo, hi = self.window
+        if hi >= OPEN:
+            return f"from {lo:,} ns"
+        if lo <= -OPEN:
+            return f"up to {hi:,} ns"
+        return f"window {lo:,}..{hi:,} ns"
+
+
+OPEN = 2**62  # ns: the end of a window given only its other end (no event lies past it)
+
 
 def window_of(
     trace: Trace,
@@ -96,7 +110,7 @@ def window_of(
     if step is None:
         if start is None and end is None:
             return None
-        lo, hi = start if start is not None else -(2**62), end if end is not None else 2**62
+        lo, hi = start if start is not None else -OPEN, end if end is not None else OPEN
         if hi < lo:
             raise AnalysisError(f"--end {hi} is before --start {lo}")
         return lo, hi

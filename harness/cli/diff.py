@@ -235,8 +235,6 @@ def baseline_tag_cmd(
 ) -> None:
     """Name a run as a baseline."""
 
-    if not name or ":" in name:
-        raise UsageError(f"a baseline name must be non-empty and have no ':': {name!r}")
     run_id = results_db.ResultsStore(db).tag_baseline(name, run)
     print(f"baseline:{name} = {run_id}")
 

@@ -21,12 +21,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import err, note
+from harness.cli.common import err, note, warn
 from harness.cli.csv_out import write_csv
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
 from harness.cli.terminal.fit import distinct
-from harness.cli.terminal.output import console_for, emit, markdown_table, print_lines, to_records
+from harness.cli.terminal.output import (
+    console_for,
+    emit,
+    markdown_table,
+    markdown_text,
+    print_lines,
+    to_records,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,8 +152,9 @@ def iterations_line(d: ExportDiff) -> str:
     return line
 
 
-def changes_lines(d: ExportDiff, width: int | None = None) -> list[str]:
-    """The top regression and improvement among kernels; names shortened in the middle to fit `width`."""
+def changes_lines(d: ExportDiff, width: int | None = None, text: Callable[[str], str] = str) -> list[str]:
+    """The top regression and improvement among kernels; names shortened in the middle to fit `width`, each
+    as `text` shows it (markdown_text: as text in Markdown)."""
 
     up, down = d.top_changes()
     found = (("top regression", up), ("top improvement", down))
@@ -160,13 +168,19 @@ def changes_lines(d: ExportDiff, width: int | None = None) -> list[str]:
         pairs = zip(rows, rests, strict=True)
         room = min(max(24, width - len(word) - 2 - len(rest)) for (word, _), rest in pairs)
         names = distinct(names, room)[0]
-    return [f"{word}: {name}{rest}" for (word, _), name, rest in zip(rows, names, rests, strict=True)]
+    return [f"{word}: {text(name)}{rest}" for (word, _), name, rest in zip(rows, names, rests, strict=True)]
 
 
-def headline_lines(d: ExportDiff, width: int | None = None) -> list[str]:
-    lines = [f"A = {d.a.label}", f"B = {d.b.label}", verdict_line(d.verdict), comparability_line(d)]
+def headline_lines(d: ExportDiff, width: int | None = None, text: Callable[[str], str] = str) -> list[str]:
+    """The answer first, in lines; the sides' names and the kernels' as `text` shows them."""
+    lines = [
+        f"A = {text(d.a.label)}",
+        f"B = {text(d.b.label)}",
+        verdict_line(d.verdict),
+        comparability_line(d),
+    ]
     lines.append(iterations_line(d))
-    return lines + changes_lines(d, width)
+    return lines + changes_lines(d, width, text)
 
 
 def default_top(d: ExportDiff) -> int:
@@ -223,7 +237,7 @@ def render(
         return
     rows = top or default_top(d)
     if fmt == "markdown":
-        parts = [f"- {line}" for line in headline_lines(d)]
+        parts = [f"- {line}" for line in headline_lines(d, text=markdown_text)]
         parts.append(f"\n### Headline (ms)\n\n{markdown_table(d.headline)}")
         for title, df in d.tables:
             parts.append(f"### {title}: largest changes\n\n{markdown_table(shown(df, rows))}")
@@ -321,3 +335,5 @@ def apply_gate(d: ExportDiff, gate: float) -> None:
         raise typer.Exit(1)
     if d.verdict.comparison is None:
         note(f"gate: not applied: no verdict ({d.verdict.reason})")
+    elif blind := hd.export_gate_blind(d.verdict, gate):
+        warn(blind)

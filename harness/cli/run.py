@@ -114,7 +114,13 @@ def run_cmd(
 def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format, wide: bool) -> None:
     """`run --repeats N`: N runs in fresh processes, one experiment; their table and the drift they show."""
     with sigterm_raises(), Progress(f"{config.model} {config.mode} × {repeats}", repeats, unit="runs") as bar:
-        done = drift.repeat_runs(config, repeats, store, progress=bar.stage, save=_save)
+
+        def save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
+            line = _save(store, result, **how)
+            bar.advance(bar.done + 1)  # a run is done once stored
+            return line
+
+        done = drift.repeat_runs(config, repeats, store, progress=bar.stage, save=save)
     results = done.results
     device = results[0].device_name if results else ""
     notes = [f"machine: {describe(done.load)}"] if done.load else []

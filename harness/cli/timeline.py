@@ -58,9 +58,8 @@ def timeline_cmd(
     written = pages.chrome_trace_of(
         report, target, cache=not no_cache, step=step, phase=phase, start=start, end=end
     )
-    window = written.window
     held = ", ".join(f"{n:,} {kind}" for kind, n in written.counts.items() if kind != "metadata")
-    cut = f" (window {window[0]:,}..{window[1]:,} ns)" if window else ""
+    cut = f" ({written.window_words()})" if written.window else ""
     note(f"wrote {shown(target)}{cut}: {held or 'no events'}")
     for text in written.notes:  # what it left out, as every table says it
         note(text)

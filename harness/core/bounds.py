@@ -101,7 +101,7 @@ def hidden(text: str) -> bool:
 
 def check_run_name(name: str | None) -> None:
     """UsageError unless `name` is a name (it becomes a run id and the report's file name): not empty, no
-    folder in it, no control characters, at most NAME_BYTES bytes."""
+    folder in it, no comma (one run id), no control characters, at most NAME_BYTES bytes."""
     if name is None:
         return
     why = None
@@ -109,6 +109,8 @@ def check_run_name(name: str | None) -> None:
         why = "it is empty"
     elif "/" in name or "\\" in name:
         why = "it holds a folder separator (a name, not a path: --profile-dir says where files go)"
+    elif "," in name:
+        why = "it holds ',' (`harness diff A1,A2 B` reads a comma as between two runs)"
     elif hidden(name):
         why = "it holds control characters"
     elif len(name.encode("utf-8", "surrogatepass")) > NAME_BYTES:
@@ -118,7 +120,22 @@ def check_run_name(name: str | None) -> None:
         raise UsageError(f"--name {shown!r} is not a run name: {why}")
 
 
+def check_baseline_name(name: str) -> None:
+    """UsageError unless `name` can name a baseline that `harness diff baseline:NAME` finds again: not empty,
+    no ':' (it follows `baseline:`), no ',' (a comma separates the runs of a side), no control characters."""
+    why = None
+    if not name.strip():
+        why = "it is empty"
+    elif ":" in name or "," in name:
+        why = "it holds ':' or ',' (`diff baseline:NAME` would read it as more than a name)"
+    elif hidden(name):
+        why = "it holds control characters"
+    if why:
+        raise UsageError(f"{name!r} is not a baseline name: {why}")
+
+
 def default_run_name(program: str) -> str:
-    """A program's file name cut to NAME_BYTES bytes (a whole character at the end)."""
-    data = program.encode("utf-8", "surrogateescape")[:NAME_BYTES]
+    """A program's file name cut to NAME_BYTES bytes (a whole character at the end), a comma made `_` (a run
+    id holds none: `harness diff A1,A2 B` splits at commas)."""
+    data = program.replace(",", "_").encode("utf-8", "surrogateescape")[:NAME_BYTES]
     return data.decode("utf-8", "ignore") or "program"

@@ -32,7 +32,7 @@ from analysis.advice.record import findings_lines as finding_lines
 from analysis.front.examine import Baseline, Measured, compared, judge_stored, run_facts
 from analysis.trace.exports import open_source
 from harness.core.machine import busy_of
-from harness.core.records import phases_for
+from harness.core.records import PROGRAM_MODE, phases_for
 from harness.execution.nsys import export_report
 from harness.experiments.roofline import optimizer_roof
 from harness.profilers.base import label_for
@@ -108,7 +108,7 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
         timers=steps,
         phases=phases_for(run.mode, run.world_size or 1),
         world_size=run.world_size or 1,
-        device=run.device,
+        device=None if run.mode == PROGRAM_MODE else run.device,  # a program chose its own device
         busy=busy_of([(data, i > 0 or not run.baseline_run_id) for i, data in enumerate(loads)]),
         baseline=against,
         record=run_record(store, run, steps),

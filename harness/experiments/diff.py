@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from analysis.compare import diff as d
 from analysis.compare import export_diff as diffing
-from analysis.compare.drift import basis_words
+from analysis.compare.drift import RUNS, basis_words
 from analysis.compare.overhead import STEP_SUM
 from analysis.dashboard import diff as diff_page
 from analysis.tables import nvtx
@@ -114,6 +114,15 @@ def _run_trace(run: Run) -> Path | None:
     return None
 
 
+def _no_export(run: Run | None) -> str:
+    """Why a run side has no export to read: none made (profile it), or the one it made is gone."""
+    stored = [name for name in (run.nsys_sqlite, run.nsys_rep) if name] if run is not None else []
+    if stored:
+        files = ", ".join(stored)
+        return f"has lost its export ({files}: no such file, moved or deleted): phase verdicts only"
+    return "has no export: phase verdicts only (profile it with --nsys)"
+
+
 def steps_frame(run: Run) -> pd.DataFrame:
     import pandas as pd
 
@@ -159,12 +168,15 @@ def _described(run: Run) -> str:
 
 
 def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
-    """What the verdicts of two runs rest on, in words: several runs a side, or the drift measured for one
-    run a side, or none measured (and how to measure it)."""
+    """What the verdicts of two runs rest on, in words: the runs (several on a side, with any drift measured),
+    or the drift measured for one run a side, or none measured (and how to measure it)."""
     a, b = result.a, result.b
+    compared = next((v.comparison for v in result.verdicts or [] if v.phase == STEP_SUM), None)
+    # several runs on a side bring their own spread: the verdicts rest on it (and on any drift measured)
+    if compared is not None and compared.basis == RUNS:
+        return [f"the verdicts compare runs: {basis_words(compared)}"]
     if len(a.runs) > 1 and len(b.runs) > 1:
-        whole = next((v.comparison for v in result.verdicts or [] if v.phase == STEP_SUM), None)
-        return [f"the verdicts compare runs: {basis_words(whole)}"] if whole is not None else []
+        return []
     configs = ", ".join(dict.fromkeys(_described(r) for r in (*a.runs, *b.runs)))
     whole = (result.drift or {}).get(STEP_SUM)
     if whole is not None and whole.df > 0:
@@ -252,9 +264,7 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
     elif not several:
         for side in (a, b):
             if side.trace_path is None:
-                result.notes.append(
-                    f"{side.label} has no export: phase verdicts only (profile it with --nsys)"
-                )
+                result.notes.append(f"{side.label} {_no_export(side.run)}")
     return result
 
 
@@ -361,3 +371,17 @@ def diff_exports(
 def gate_failed(verdict: Verdict, gate: float) -> bool:
     """Whether two exports' verdict is a regression beyond `gate` percent."""
     return diffing.gate_failed(verdict, gate)
+
+
+def export_gate_blind(verdict: Verdict, gate: float) -> str | None:
+    """Where two exports' gate passes but the verdict's interval reaches beyond it: one line saying that a
+    regression of `gate` percent could not have been told from the noise of these iterations (None: it
+    could, or there is no verdict)."""
+    c = verdict.comparison
+    if c is None or gate_failed(verdict, gate) or not c.ci_high_pct > gate:
+        return None
+    return (
+        f"gate: passed, but the {verdict.basis}'s interval reaches {c.ci_high_pct:+.1f}% "
+        f"({c.baseline_samples} and {c.treatment_samples} samples): a regression of {gate:g}% could not be "
+        "told from the noise; give more iterations a side (a longer capture)"
+    )

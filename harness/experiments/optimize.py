@@ -40,7 +40,7 @@ from harness.experiments.changes import applied
 from harness.experiments.drift import key_of, stored_drift
 from harness.profilers.base import run_baseline
 from harness.profilers.nsys import PROFILER
-from workloads.plants.catalogue import FIXES, fixes_for
+from workloads.plants.catalogue import FIXES, fixes_for, unseen
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -240,6 +240,8 @@ def optimize(
     if found is None:
         raise HarnessError(f"the baseline's capture failed: {out.notes[-1]}")
     out.findings = found
+    if why := unseen(config.plant, device, {str(f.get("rule")) for f in found}):
+        out.notes.append(why)
     out.proposals = proposals(config, found, device)
     queue = [p for p in out.proposals if p.change is not None]
     tried_fixes: set[str] = set()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
+from harness.core.bounds import check_baseline_name
 from harness.core.errors import HarnessError
 from harness.store.schema import (
     Baseline,
@@ -25,6 +26,7 @@ class BaselinesPart(Database):
 
     def tag_baseline(self, name: str, run_id: str) -> str:
         """Tag run `run_id` (or a unique prefix) as baseline `name`, replacing an older tag; the full id."""
+        check_baseline_name(name)
         run = self.get(run_id)
 
         def write() -> None:

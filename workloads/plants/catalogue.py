@@ -145,6 +145,24 @@ def refusal(name: str | None, device_type: str) -> str | None:
     )
 
 
+def unseen(name: str | None, device_type: str, rules: set[str]) -> str | None:
+    """Why the finding of planted cause `name` is not among `rules` (those a capture of it on `device_type`
+    fired), in one line; None when it is there, or nothing was planted."""
+    cause = CAUSES.get(name or "")
+    if cause is None or cause.rule is None or cause.rule in rules:
+        return None
+    if cause.cpu == HIDDEN and device_type == "cpu":
+        return (
+            f"--plant {name} does not show in a cpu capture: it runs, but only the phases' lengths change "
+            f"and no finding names it; on a GPU its finding ({cause.rule}) brings the fixes for it"
+        )
+    return (
+        f"--plant {name}: its finding ({cause.rule}) did not fire in the baseline's capture (a cost under "
+        "the rule's threshold on this machine, or a capture it could not judge): `harness advise` of the "
+        "capture says what it saw"
+    )
+
+
 def settings(name: str | None, fixes: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """The configuration fields cause `name` sets, less those a fix in `fixes` changes (none for an
     unknown name: a stored run of a newer harness loads as it was stored)."""

@@ -16,6 +16,7 @@ title and note is a rich Text, and control characters are shown as visible escap
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
@@ -296,8 +297,18 @@ def emit_many(
             print_lines(console, note, prefix="note: ", prefix_style="dim")
 
 
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_<>\[\]|&~])")
+
+
+def markdown_text(text: str) -> str:
+    """Text from outside as Markdown shows it, not as Markdown: control characters shown escaped, and every
+    character that would start code, emphasis, a link, an HTML tag or comment, an entity or a cell
+    backslash-escaped (a kernel's `<unnamed>` is not taken for a tag, nor `__init__` made bold)."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", visible(text))
+
+
 def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub pipe table for pull requests: `(ns)` columns in ms, pipes and control characters escaped."""
+    """A GitHub pipe table for pull requests: `(ns)` columns in ms, its text cells as text (markdown_text)."""
     import pandas as pd
 
     def cell(v: Any) -> str:
@@ -307,7 +318,7 @@ def markdown_table(df: pd.DataFrame) -> str:
             return f"{v:,.2f}"
         if isinstance(v, int):
             return f"{v:,}"
-        return visible(str(v)).replace("|", "\\|")
+        return markdown_text(str(v))
 
     cols = list(df.columns)
     heads = [c.replace("(ns)", "(ms)") if isinstance(c, str) else str(c) for c in cols]

@@ -82,7 +82,9 @@ def build_profile_command(
             f"--nvtx-capture={MEASURED_RANGE}",
             "--capture-range-end=stop",
         ]
-    defaults += [f"--output={opts.output}", "--force-overwrite=true"]
+    defaults.append(f"--output={opts.output}")
+    if requested_output(opts.extra_args) is None:  # a report named by the user is never written over
+        defaults.append("--force-overwrite=true")
     if opts.export_sqlite:
         defaults.append("--export=sqlite")
     overridden = {_flag_name(a) for a in opts.extra_args} - {None}
