@@ -144,9 +144,8 @@ def _agreement_frame(run: Run) -> pd.DataFrame | None:
 
     if not run.agreement:
         return None
-    return pd.DataFrame(
-        [(a.phase, a.steps, a.rel_diff) for a in run.agreement], columns=["phase", "steps", "rel_diff"]
-    )
+    columns = ["phase", "steps", "nvtx_mean_ns", "timer_mean_ns", "rel_diff"]
+    return pd.DataFrame([[getattr(a, c) for c in columns] for a in run.agreement], columns=columns)
 
 
 def run_advice(
