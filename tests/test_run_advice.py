@@ -128,6 +128,12 @@ def test_a_stored_run_is_judged_by_its_phases_means_too(tmp_db: str, cpu_export)
     assert status == OK and evidence.startswith("largest difference +13.21% (decode, 3 steps), 4 µs a step")
 
 
+def test_a_program_ended_by_a_signal_is_said_and_only_then() -> None:
+    assert "program end" not in checks(RunFacts())
+    status, evidence = checks(RunFacts(signal=9))["program end"]
+    assert status == WARN and evidence.startswith("the program was ended by signal 9: what nsys had not yet")
+
+
 def test_missing_ranks_fail_and_all_ranks_pass() -> None:
     status, evidence = checks(RunFacts(world_size=4, ranks_seen=[0, 2]))["ranks"]
     assert status == FAIL and evidence == "2 of 4 ranks reported no step (rank 1, 3)"

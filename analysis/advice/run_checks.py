@@ -21,6 +21,9 @@ Thresholds:
 - machine: warn when the load measures (harness.core.machine) call the machine busy.
 - device: fail when a run on a GPU (`--device cuda`) has an export without a single kernel: the profiler did
   not trace the GPU, and every GPU table would be empty or say "CPU run".
+- program end: warn when the profiled program was ended by a signal (SIGKILL, SIGSEGV, …): what nsys had not
+  yet taken from it is missing (a range still open then is not in the export at all). Only such a run has
+  this check.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ OVERHEAD_FAIL_PCT = 20.0  # nsys-ai's doctor fails here
 AGREEMENT_WARN_PCT = 2.0
 AGREEMENT_FAIL_PCT = 10.0
 AGREEMENT_FLOOR_NS = 50_000  # a smaller difference a step is the ranges' and timers' own cost
-RUN_CHECKS = ("profiler overhead", "NVTX vs timers", "ranks", "machine load", "device")  # the checks' names
+RUN_CHECKS = ("profiler overhead", "NVTX vs timers", "ranks", "machine load", "device", "program end")
 GPU_DEVICES = ("cuda",)
 
 
@@ -65,6 +68,7 @@ class RunFacts:
     timed: dict[int, list[str]] | None = None  # measured step -> the phases its timers timed
     export: ExportFacts | None = None  # what the run's export holds (None: no export read)
     device: str | None = None  # the device type the run asked for (cpu, cuda, mps)
+    signal: int | None = None  # the signal that ended the profiled program (None: it exited)
 
 
 @dataclass
@@ -85,7 +89,19 @@ def run_checks(facts: RunFacts) -> list[Check]:
         _ranks(facts),
         _machine(facts.busy),
         _device(facts.device, facts.export),
+        *([program_end(facts.signal)] if facts.signal is not None else []),
     ]
+
+
+def program_end(signal: int) -> Check:
+    """A program ended by a signal: its capture lacks what nsys had not yet taken from it."""
+    return Check(
+        "program end",
+        WARN,
+        f"the program was ended by signal {signal}: what nsys had not yet taken from it is missing (an NVTX "
+        "range still open then is not in the export at all)",
+        "let the program end by itself before the capture does, then profile it again",
+    )
 
 
 def _overhead(o: Overhead | None) -> Check:
