@@ -101,6 +101,14 @@ def test_runs_on_an_empty_database_says_no_runs_yet(tmp_db: str) -> None:
     assert "no runs yet" in invoke("runs").output
 
 
+def test_runs_that_match_nothing_draw_no_empty_table(three: ResultsStore) -> None:
+    result = invoke("runs", "--model", "nomatch")
+    assert result.output.strip().splitlines() == [
+        "note: no run matches --model nomatch (3 runs in all; `harness runs` lists them)"
+    ]
+    assert invoke("runs", "--model", "nomatch", "--format", "json").stdout.strip() == "[]"
+
+
 def _stderr_of(monkeypatch: pytest.MonkeyPatch, tty: bool, message: str) -> str:
     from harness.cli.common import warn
 

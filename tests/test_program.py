@@ -202,3 +202,36 @@ def test_a_report_named_with_nsys_arg_output_never_writes_over_the_users_files(
     runner.invoke(app, args, catch_exceptions=False)
     assert (tmp_path / "mine.nsys-rep").read_text() == "a report of the user's"
     assert (tmp_path / "mine.sqlite").read_text() == "an export of the user's"
+
+
+@pytest.mark.slow
+def test_a_program_ended_by_a_signal_warns_in_its_health(tmp_path: Path, tmp_db: str, nsys_bin: str) -> None:
+    """A range still open when the program is killed is not in the export at all: its health says the
+    capture lacks what nsys had not yet taken from it, when it runs and when the stored run is judged."""
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import os, signal, nvtx\n"
+        "with nvtx.annotate('done'):\n    pass\n"
+        "nvtx.start_range('open')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    args = ["profile", "--profile-dir", str(tmp_path / "p"), "--", sys.executable, str(script)]
+    done = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          env=_env(tmp_db, nsys_bin))  # fmt: skip
+    assert done.returncode == 128 + signal.SIGKILL, done.stderr
+    assert "worst: program end (warn): the program was ended by signal 9" in done.stderr
+    judged = subprocess.run([sys.executable, "-m", "harness", "health", "latest"], capture_output=True,
+                            text=True, env=_env(tmp_db, nsys_bin))  # fmt: skip
+    assert "program end warn" in judged.stderr
+
+
+@pytest.mark.parametrize(
+    ("returncode", "signal_number"),
+    [(-9, 9), (137, 9), (139, 11), (0, None), (5, None), (255, None), (None, None)],
+)
+def test_the_signal_that_ended_a_program_from_its_exit_code(
+    returncode: int | None, signal_number: int | None
+) -> None:
+    from harness.core.signals import ended_by
+
+    assert ended_by(returncode) == signal_number

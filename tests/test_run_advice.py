@@ -95,6 +95,45 @@ def test_nvtx_and_timers_disagreeing_warns(cpu_export) -> None:
     assert status == WARN and evidence == f"largest difference {pct:+.2f}% (backward, 5 steps): 2% or more"
 
 
+def _with_phase(table: pd.DataFrame, phase: str, nvtx_ns: float, timer_ns: float) -> pd.DataFrame:
+    nvtx = {"nvtx_mean_ns": nvtx_ns, "nvtx_median_ns": nvtx_ns}
+    means = {**nvtx, "timer_mean_ns": timer_ns, "timer_median_ns": timer_ns}
+    row = {"phase": phase, "steps": 3, **means, "rel_diff": (nvtx_ns - timer_ns) / timer_ns}
+    return pd.concat([table, pd.DataFrame([row])], ignore_index=True)
+
+
+def test_a_phase_of_a_few_microseconds_is_not_judged_by_its_percentage(cpu_export) -> None:
+    """One token's decode under nsys on a CPU: 26 µs by the timers, 30 µs by its ranges (+13%, the
+    ranges' own cost); the same +13% on a 2 ms phase fails."""
+    table = _cpu_train_agreement(cpu_export, 1.0)
+    status, evidence = checks(RunFacts(agreement=_with_phase(table, "decode", 30_000, 26_500)))[
+        "NVTX vs timers"
+    ]
+    assert status == OK
+    assert evidence == (
+        "largest difference +13.21% (decode, 3 steps), 4 µs a step; every phase within 2% or 50 µs a step "
+        "(what the ranges and the timers themselves cost)"
+    )
+    status, evidence = checks(RunFacts(agreement=_with_phase(table, "decode", 2_264_000, 2_000_000)))[
+        "NVTX vs timers"
+    ]
+    assert status == FAIL and evidence == "largest difference +13.20% (decode, 3 steps): 10% or more"
+
+
+def test_a_stored_run_is_judged_by_its_phases_means_too(tmp_db: str, cpu_export) -> None:
+    store = ResultsStore(tmp_db)
+    agreement = _with_phase(_cpu_train_agreement(cpu_export, 1.0), "decode", 30_000, 26_500)
+    store.save(make_result("tiny-short"), profiler="nsys", nsys_mode="light", agreement=agreement)
+    status, evidence = checks(stored_facts(store, store.get("tiny-short")))["NVTX vs timers"]
+    assert status == OK and evidence.startswith("largest difference +13.21% (decode, 3 steps), 4 µs a step")
+
+
+def test_a_program_ended_by_a_signal_is_said_and_only_then() -> None:
+    assert "program end" not in checks(RunFacts())
+    status, evidence = checks(RunFacts(signal=9))["program end"]
+    assert status == WARN and evidence.startswith("the program was ended by signal 9: what nsys had not yet")
+
+
 def test_missing_ranks_fail_and_all_ranks_pass() -> None:
     status, evidence = checks(RunFacts(world_size=4, ranks_seen=[0, 2]))["ranks"]
     assert status == FAIL and evidence == "2 of 4 ranks reported no step (rank 1, 3)"

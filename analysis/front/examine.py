@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.advice.checks import Health, why_untrusted
+from analysis.advice.checks import Check, Health, why_untrusted
 from analysis.advice.coverage import export_facts
 from analysis.advice.findings import RunRecord, Thresholds, advice
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason
-from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, Overhead, RunFacts, run_checks
+from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, Overhead, RunFacts, program_end, run_checks
 from analysis.compare.agreement import agreement_table, for_people, pair_ranges, range_summary
 from analysis.compare.overhead import BASELINE, overhead_and_headline, overhead_steps
 from analysis.errors import AnalysisError, ExportError
@@ -92,6 +92,7 @@ class Measured:
     why_no_ranges: str = ""  # why the harness's NVTX ranges can be missing, said when the export has none
     busy_of: tuple[str, ...] = ()  # phases whose GPU-busy share over the measured steps is asked (decode)
     record: RunRecord | None = None  # what the run recorded that the findings read (torch.compile's counters)
+    signal: int | None = None  # the signal that ended a profiled program (`profile -- CMD`); None: it exited
 
 
 @dataclass
@@ -176,16 +177,19 @@ def examine_trace(path: Path, measured: Measured, operators: Operators) -> RunEx
     return seen
 
 
-def examine_program(export: Path, stats_format: str = DEFAULT_FORMAT) -> RunExamination:
+def examine_program(
+    export: Path, stats_format: str = DEFAULT_FORMAT, signal: int | None = None
+) -> RunExamination:
     """A program the harness timed nothing in (`profile -- CMD`), its export read once: the summary tables
-    (in `stats_format`), the capture's health and findings."""
+    (in `stats_format`), the capture's health and findings; `signal`: the one that ended the program, said
+    in its health (its capture lacks what nsys had not yet taken from it)."""
     seen = RunExamination()
     with open_trace(export) as trace:
         try:
             seen.report = summary(trace, stats_format=stats_format)
         except AnalysisError as e:
             seen.error = str(e)
-        _judge(seen, trace)
+        _judge(seen, trace, also=[program_end(signal)] if signal is not None else [])
     return seen
 
 
@@ -199,13 +203,17 @@ def examine_capture(export: Path) -> RunExamination:
 
 
 def _judge(
-    seen: RunExamination, trace: Trace, facts: RunFacts | None = None, record: RunRecord | None = None
+    seen: RunExamination,
+    trace: Trace,
+    facts: RunFacts | None = None,
+    record: RunRecord | None = None,
+    also: list[Check] | None = None,
 ) -> None:
-    """The capture's health and findings (with `facts`, the run's own checks too; with `record`, the
-    rules that read the run's record) into `seen`, and why the capture makes the run degraded; a reading
-    that fails is a note, and no advice."""
+    """The capture's health and findings (with `facts`, the run's own checks too, and `also`; with
+    `record`, the rules that read the run's record) into `seen`, and why the capture makes the run degraded;
+    a reading that fails is a note, and no advice."""
     try:
-        seen.advice = capture_advice(trace, facts, record)
+        seen.advice = capture_advice(trace, facts, record, also)
     except AnalysisError as e:
         seen.notes.append(f"no health or findings: {e}")
         return
@@ -332,18 +340,23 @@ def run_facts(
         timed=timed,
         export=export,
         device=measured.device,
+        signal=measured.signal,
     )
 
 
 def capture_advice(
-    trace: Trace, facts: RunFacts | None = None, record: RunRecord | None = None
+    trace: Trace,
+    facts: RunFacts | None = None,
+    record: RunRecord | None = None,
+    also: list[Check] | None = None,
 ) -> dict[str, Any]:
-    """The capture's health (its export's checks, and the run's own where `facts` says what the run timed)
-    and its findings (with what the run recorded, `record`), as stored with the run."""
+    """The capture's health (its export's checks, the run's own where `facts` says what the run timed, and
+    `also`) and its findings (with what the run recorded, `record`), as stored with the run."""
     health = capture_health(trace)
     if facts is not None:
         facts.export = export_facts(trace)
         health.checks += run_checks(facts)
+    health.checks += also or []
     return advice_record(health, advice(trace, run=record))
 
 

@@ -18,6 +18,7 @@ from harness.cli.common import (
     RunRefCommand,
     WideOpt,
     cli_errors,
+    note,
 )
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.experiments import show
@@ -65,6 +66,9 @@ def runs_cmd(
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
     notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]
+    if notes and format is Format.table:  # for people, the note alone: an empty table says nothing more
+        note(notes[0])
+        return
     emit(df, format, title=f"runs in {results_db.describe_url(store.url)}", notes=notes, wide=wide)
 
 

@@ -49,6 +49,18 @@ def exit_code(sig: int) -> int:
     return 128 + int(sig)
 
 
+def ended_by(returncode: int | None) -> int | None:
+    """The signal that ended a process, from its exit code as Python (-N) or nsys and a shell (128 + N)
+    give it; None where it exited."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode <= 128 + 64:
+        return returncode - 128
+    return None
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 

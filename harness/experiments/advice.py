@@ -31,6 +31,7 @@ from analysis.advice.record import (
 from analysis.advice.record import findings_lines as finding_lines
 from analysis.front.examine import Baseline, Measured, compared, judge_stored, run_facts
 from analysis.trace.exports import open_source
+from harness.core import signals
 from harness.core.machine import busy_of
 from harness.core.records import PROGRAM_MODE, phases_for
 from harness.execution.nsys import export_report
@@ -112,6 +113,7 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
         busy=busy_of([(data, i > 0 or not run.baseline_run_id) for i, data in enumerate(loads)]),
         baseline=against,
         record=run_record(store, run, steps),
+        signal=signals.ended_by((run.summary or {}).get("exit_code")),  # a program's (`profile -- CMD`)
     )
 
 
@@ -144,9 +146,8 @@ def _agreement_frame(run: Run) -> pd.DataFrame | None:
 
     if not run.agreement:
         return None
-    return pd.DataFrame(
-        [(a.phase, a.steps, a.rel_diff) for a in run.agreement], columns=["phase", "steps", "rel_diff"]
-    )
+    columns = ["phase", "steps", "nvtx_mean_ns", "timer_mean_ns", "rel_diff"]
+    return pd.DataFrame([[getattr(a, c) for c in columns] for a in run.agreement], columns=columns)
 
 
 def run_advice(

@@ -164,7 +164,7 @@ def after_capture(out: ProgramRun, sqlite: Path | None, tables_format: str, foun
         kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
         out.error = f"nsys wrote no SQLite export; files kept: {kept}"
         return
-    seen = examine_program(sqlite, tables_format)
+    seen = examine_program(sqlite, tables_format, signals.ended_by(prof.returncode))
     out.report, out.error, out.advice = seen.report, seen.error, seen.advice
     out.notes += seen.notes
     found.update(seen.stored)
