@@ -106,3 +106,18 @@ def test_run_nsys_end_to_end(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> N
     )["run"]  # fmt: skip
     assert base_info["profiled runs"] == profiled["run_id"]
     assert "other processes took" in base_info["machine"]
+
+
+@pytest.mark.slow
+def test_folders_named_like_our_packages_in_the_working_folder_are_not_imported(
+    in_tmp: Path, tmp_db: str
+) -> None:
+    """A user's `analysis/` (or the clone's own folder, run from its parent) beside the run: every child
+    process imports the installed packages, not those folders."""
+    for name in ("harness", "analysis", "workloads"):
+        (in_tmp / name).mkdir()
+    args = ["run", "tiny", "--device", "cpu", "--nsys", "--no-nsys-baseline", "--steps", "1", "--warmup", "0"]
+    small = ["--batch-size", "1", "--context-length", "16"]
+    result = runner.invoke(app, [*args, *small], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert ResultsStore(tmp_db, readonly=True).runs()["status"].tolist() == ["ok"]

@@ -57,9 +57,17 @@ class Finished:
     held: bool = False  # that signal was kept from COMMAND (`run`'s hold), and no later one passed on
 
 
+def python(module: str, *args: str) -> list[str]:
+    """The command line of one of the harness's modules run as a child process: `python -P -m MODULE
+    ARGS…`. -P keeps the working directory off sys.path, so that a folder there named like one of our
+    packages (an `analysis/` of the user's, the clone's own folder) is not imported in place of the
+    installed package."""
+    return [sys.executable, "-P", "-m", module, *args]
+
+
 def command(argv: Sequence[str], cleanup: Sequence[Path] = ()) -> list[str]:
     folders = [a for d in cleanup for a in ("--cleanup", str(d))]
-    return [sys.executable, "-m", "harness.execution.supervisor", *folders, "--", *argv]
+    return python("harness.execution.supervisor", *folders, "--", *argv)
 
 
 def run(

@@ -113,7 +113,7 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
 
 def worker_command(config_path: Path, result_path: Path, entry: str = ENTRY) -> list[str]:
     """The worker's command line; `entry`: a module that runs `main` with a profiler's hook."""
-    return [sys.executable, "-m", entry, str(config_path), str(result_path)]
+    return supervisor.python(entry, str(config_path), str(result_path))
 
 
 def write_worker_config(

@@ -118,7 +118,8 @@ def torch_facts() -> TorchFacts:
         print(bool(mps and mps.is_available()))
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    # -P: the working directory off sys.path, as for every child (harness.execution.supervisor.python)
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         return TorchFacts(error=(out.stderr.strip().splitlines() or ["no output"])[-1])
     version, cuda, available, names, mps = (out.stdout.splitlines() + [""] * 5)[:5]

@@ -21,7 +21,6 @@ With --nnodes > 1 each node runs `harness run` with its --node-rank and stores t
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -122,14 +121,9 @@ def launch(
         cfg, res, failures = Path(tmp) / "config.json", Path(tmp) / "result.json", Path(tmp) / "failures.json"
         write_worker_config(config, run_id, cfg)
         target, env = wrap(worker_command(cfg, res)) if wrap else (worker_command(cfg, res), None)
-        argv = [
-            sys.executable,
-            "-m",
-            "harness.execution.ranks.rank_launcher",
-            str(failures),
-            *torchrun_args(config),
-            *target,
-        ]
+        argv = supervisor.python(
+            "harness.execution.ranks.rank_launcher", str(failures), *torchrun_args(config), *target
+        )
         watchdog = Watchdog(res, ranks, config.rank_timeout)
         steps = StepWatch([rank_path(res, r) for r in ranks], on_steps) if on_steps else None
 
