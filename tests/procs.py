@@ -80,11 +80,12 @@ def logged_steps(tmp: Path) -> int:
 FIXED_PHASES = """\
 import contextlib, json, os, pathlib
 argv = pathlib.Path('/proc/self/cmdline').read_bytes().split(b'\\0')
-if argv[1:2] == [b'-m'] and argv[2] in (b'harness.execution.worker', b'harness.profilers.torch_hook'):
+argv = argv[argv.index(b'-m'):] if b'-m' in argv[1:3] else []  # python [-P] -m MODULE ARGS
+if argv[1:2] and argv[1] in (b'harness.execution.worker', b'harness.profilers.torch_hook'):
     status = pathlib.Path('/proc/self/status').read_text().splitlines()
     ppid = next(line.split()[1] for line in status if line.startswith('PPid:'))
     parent = os.path.basename(pathlib.Path(f'/proc/{ppid}/cmdline').read_bytes().split(b'\\0')[0])
-    spec = json.loads(pathlib.Path(os.fsdecode(argv[3])).read_text())
+    spec = json.loads(pathlib.Path(os.fsdecode(argv[2])).read_text())
     ns = PROFILED_NS if parent.startswith(b'nsys') or 'profiler' in spec else BASELINE_NS
     from harness.execution import timing
 
