@@ -143,6 +143,36 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.nsys-rep"]
 
 
+def test_a_report_read_through_the_export_beside_it_says_so(
+    cpu_export: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nsys stats X.nsys-rep` reads a newer X.sqlite beside it without a word; every command that reads a
+    report names the export it read instead, on stderr with the other notes (in the notebook: the frame's
+    notes)."""
+    from analysis import front
+
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"\x00" * 128)
+    os.utime(rep, (1_000_000_000, 1_000_000_000))  # older than the export beside it
+    beside = tmp_path / "run.sqlite"
+    beside.write_bytes(cpu_export.read_bytes())
+    monkeypatch.setenv("HARNESS_NSYS", str(tmp_path / "no-nsys"))  # nothing is exported: the export is read
+    said = f"note: read {beside}, the export beside run.nsys-rep and newer than it (not exported again)"
+    for args in (
+        ("nvtx", rep, "--format", "json"),
+        ("health", rep, "--format", "json"),
+        ("advise", rep, "--format", "json"),
+        ("ranks", rep, "--format", "json"),
+        ("dashboard", rep, "--out", tmp_path / "page.html"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert said in result.stderr.splitlines(), (args, result.stderr)
+    assert json.loads(run("nvtx", rep, "--format", "json").stdout)[0]["Instances"] == 8
+    assert said[len("note: ") :] in front.open(rep).table("nvtx").attrs["notes"]
+    assert not run("nvtx", beside, "--format", "json").stderr  # the export named: nothing to say
+
+
 @pytest.mark.slow
 def test_reports_are_exported_into_the_cache_never_beside_them(
     nsys_bin: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -59,16 +59,18 @@ def read_tables(
     else:
         skipped: list[str] = []  # what a folder held that looked like an export and was not taken
         paths = sources if one else expand(sources, skipped)
+        beside: list[str] = []  # the reports read through the export lying beside them
         try:
             if len(paths) > 1:
                 check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
-            exports = [sqlite_for(p, export, cache=cache) for p in paths]  # a report exported, once
+            exports = [sqlite_for(p, export, cache=cache, notes=beside) for p in paths]  # exported, once
         except ExportError as e:
             raise ExportError("; ".join([str(e), *skipped])) from None
         if len(paths) > 1 or by_rank:
             result, per = _several(table, paths, exports, options, skipped, by_rank, jobs, dask, cache)
         else:
             result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
+        result.notes = [*beside, *result.notes]
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result

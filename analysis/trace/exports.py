@@ -1,7 +1,7 @@
 """The SQLite export of what a user names for analysis: an export is itself; an nsys report (.nsys-rep,
 .qdrep) is exported once, into the cache folder's `exports` (analysis.trace.cache), never beside the user's
 file. An export that already lies beside the report (as `harness run --nsys` leaves it) and is newer than
-the report is used as it is.
+the report is used as it is, and said (as `nsys stats` reads it without a word).
 
 Exporting runs nsys, which analysis does not: the caller passes an `Exporter` (the harness's runs
 `nsys export --type sqlite`). Light at import: a table served from the cache opens no trace.
@@ -41,18 +41,17 @@ def files_read(source: Path) -> list[Path]:
     return [source, source.with_suffix(".sqlite"), source.with_name(f"{source.stem}.harness.sqlite")]
 
 
-def sqlite_for(source: Path, export: Exporter | None, *, cache: bool = True) -> Path:
-    """The SQLite export of `source`: itself, or for a report an export made (once) by `export` into the
+def sqlite_for(
+    source: Path, export: Exporter | None, *, cache: bool = True, notes: list[str] | None = None
+) -> Path:
+    """The SQLite export of `source`: itself, or for a report the export beside it where that is newer
+    (said in `notes`: the file read is not the one named), else an export made (once) by `export` into the
     cache folder (a private folder, removed at exit, where caching is off or the folder is not ours).
     Refused when the command's own output is redirected into a file it would read."""
     read = files_read(source)
     refuse_streams_over(read)
     if source.suffix not in REPORT_SUFFIXES:
         return source
-    if export is None:
-        raise ExportError(
-            f"{source} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
-        )
     if not source.exists():
         raise ExportError(f"no such report: {source}")
     from analysis.trace.opening import not_a_file
@@ -61,7 +60,13 @@ def sqlite_for(source: Path, export: Exporter | None, *, cache: bool = True) -> 
     st = source.stat()
     for beside in read[1:]:
         if beside.is_file() and beside.stat().st_mtime >= st.st_mtime:
+            if notes is not None:
+                notes.append(beside_note(source, beside))
             return beside
+    if export is None:
+        raise ExportError(
+            f"{source} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
+        )
     # inode and ctime as in the trace cache's key: a report rewritten with its size and mtime put back is
     # exported again
     stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
@@ -89,8 +94,18 @@ def sqlite_for(source: Path, export: Exporter | None, *, cache: bool = True) -> 
     return target
 
 
+def beside_note(report: Path, export: Path) -> str:
+    """The line that says a report was read through the export lying beside it (as `nsys stats` does)."""
+    return f"read {export}, the export beside {report.name} and newer than it (not exported again)"
+
+
 def open_source(source: Path, export: Exporter | None, *, cache: bool = True) -> Trace:
-    """A trace of `source` (an export or trace, or a report exported first by `export`)."""
+    """A trace of `source` (an export or trace, or a report exported first by `export`); its notes say
+    which export was read where it is not the file named."""
     from analysis.trace.opening import open_trace
 
-    return open_trace(sqlite_for(source, export, cache=cache), cache=cache)
+    notes: list[str] = []
+    trace = open_trace(sqlite_for(source, export, cache=cache, notes=notes), cache=cache)
+    for text in notes:
+        trace.note(text)
+    return trace

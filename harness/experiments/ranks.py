@@ -90,10 +90,12 @@ def ranks_of(
     """`harness ranks` over exports or reports (reports exported first, once, with the nsys the harness finds:
     analysis.trace.exports). One capture of several ranks is split by process."""
     multi.check_name_ranks(inputs)
-    exports = [sqlite_for(p, export_report, cache=cache) for p in inputs]
+    beside: list[str] = []  # the reports read through the export lying beside them
+    exports = [sqlite_for(p, export_report, cache=cache, notes=beside) for p in inputs]
     report = one_capture(exports, cache=cache)
     if report is None:
         report = ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    report.notes = [*beside, *report.notes]
     return report
 
 
