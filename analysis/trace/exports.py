@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
 from analysis.trace.cache import EXPORTS, Cache, cache_root
+from analysis.trace.cache_files import Cleared
 
 if TYPE_CHECKING:
     from analysis.trace.trace import Trace
@@ -67,10 +69,7 @@ def sqlite_for(
         raise ExportError(
             f"{source} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
         )
-    # inode and ctime as in the trace cache's key: a report rewritten with its size and mtime put back is
-    # exported again
-    stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-    key = hashlib.sha256(f"{source.resolve()}\0{stamp}".encode()).hexdigest()[:32]
+    key = _key(source, st)
     folder: Path | None = exports_dir() if cache else None
     if folder is not None:
         kept = folder / f"{key}.sqlite"
@@ -92,6 +91,40 @@ def sqlite_for(
         raise
     partial.replace(target)
     return target
+
+
+def _key(source: Path, st: os.stat_result) -> str:
+    """The name of a report's export in the cache folder: inode and ctime as in the trace cache's key, so
+    that a report rewritten with its size and mtime put back is exported again."""
+    stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+    return hashlib.sha256(f"{source.resolve()}\0{stamp}".encode()).hexdigest()[:32]
+
+
+def clear_source(cache: Cache, source: Path) -> Cleared:
+    """The cache entries of `source` removed (Cache.clear); of a report, also those of the exports it is
+    read through (beside it, or made into the cache folder: that export removed too)."""
+    cleared = cache.clear(source)
+    if source.suffix not in REPORT_SUFFIXES:
+        return cleared
+    through = [p for p in files_read(source)[1:] if p.is_file()]
+    try:
+        kept = exports_dir() / f"{_key(source, source.stat())}.sqlite"
+    except OSError:  # the report is gone: its export's name is not known
+        kept = None
+    if kept is not None and kept.is_file():
+        through.append(kept)
+    for path in through:
+        more = cache.clear(path)
+        cleared.removed, cleared.freed = cleared.removed + more.removed, cleared.freed + more.freed
+        cleared.kept += more.kept
+    if kept is not None and kept.is_file():
+        size = kept.stat().st_size
+        try:
+            kept.unlink()
+            cleared.freed += size
+        except OSError as e:
+            cleared.kept.append((kept, e.strerror or type(e).__name__))
+    return cleared
 
 
 def beside_note(report: Path, export: Path) -> str:
