@@ -170,6 +170,7 @@ def test_a_report_read_through_the_export_beside_it_says_so(
         assert said in result.stderr.splitlines(), (args, result.stderr)
     assert json.loads(run("nvtx", rep, "--format", "json").stdout)[0]["Instances"] == 8
     assert said[len("note: ") :] in front.open(rep).table("nvtx").attrs["notes"]
+    assert said[len("note: ") :] in front.open(rep).health().attrs["notes"]
     assert not run("nvtx", beside, "--format", "json").stderr  # the export named: nothing to say
 
 

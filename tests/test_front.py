@@ -130,3 +130,16 @@ def test_a_served_table_is_the_computed_frame(cache_dir: Path) -> None:
     assert str(launch["QMin (ns)"].dtype) == "Int64" and launch["QMin (ns)"].isna().any()
     for title, df in computed.items():
         pd.testing.assert_frame_equal(served[title], df, check_flags=False, check_dtype=False)
+
+
+def test_options_from_python_that_no_table_knows_are_refused(export: Path, cache_dir: Path) -> None:
+    """The command line checks --top and --by; from Python, top=-1 kept all rows but the last (pandas'
+    head(-1)), top=0 all of them, and by="zzz" gave the table by name as if asked: each is refused now, as
+    nvtx's by is, and a table computed before is no excuse."""
+    from analysis.errors import OptionsError
+
+    report = front.open(export)
+    assert len(report.table("kernels", by="shape", top=1)) == 1
+    for wrong in ({"top": -1}, {"top": 0}, {"top": 1.5}, {"by": "zzz"}, {"names": "short"}):
+        with pytest.raises(OptionsError, match=next(iter(wrong))):
+            report.table("kernels", **wrong)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import tables
-from analysis.errors import ExportError
+from analysis.errors import ExportError, OptionsError
 from analysis.tables.table import Table, Tables
 from analysis.trace import results
 from analysis.trace.exports import Exporter, sqlite_for
@@ -43,6 +43,8 @@ def read_tables(
     the first N rows of each table (per rank over several), or goes to a table that takes it. `cache`
     off: the exports themselves are read, and nothing is kept."""
     table = tables.get(kind)
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+        raise OptionsError(f"top={top!r}: the number of rows to keep, 1 or more (None: all)")
     options = dict(options or {})
     if table.takes_top and top is not None:
         options["top"], top = top, None
