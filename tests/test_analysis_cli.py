@@ -157,7 +157,10 @@ def test_a_report_read_through_the_export_beside_it_says_so(
     beside = tmp_path / "run.sqlite"
     beside.write_bytes(cpu_export.read_bytes())
     monkeypatch.setenv("HARNESS_NSYS", str(tmp_path / "no-nsys"))  # nothing is exported: the export is read
-    said = f"note: read {beside}, the export beside run.nsys-rep and newer than it (not exported again)"
+    said = (
+        f"note: read {beside}, the export beside run.nsys-rep and newer than it (remove it to have the "
+        "report exported instead)"
+    )
     for args in (
         ("nvtx", rep, "--format", "json"),
         ("health", rep, "--format", "json"),
@@ -172,6 +175,11 @@ def test_a_report_read_through_the_export_beside_it_says_so(
     assert said[len("note: ") :] in front.open(rep).table("nvtx").attrs["notes"]
     assert said[len("note: ") :] in front.open(rep).health().attrs["notes"]
     assert not run("nvtx", beside, "--format", "json").stderr  # the export named: nothing to say
+    beside.write_bytes(cpu_export.read_bytes()[:3000])  # an export cut short: the error names the report
+    for command in ("nvtx", "health", "ranks"):
+        result = run(command, rep)
+        assert result.exit_code == 1 and "is truncated" in result.stderr
+        assert result.stderr.count("\n") == 1 and said[len("note: ") :] in result.stderr
 
 
 @pytest.mark.slow

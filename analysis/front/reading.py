@@ -21,7 +21,7 @@ from analysis import tables
 from analysis.errors import ExportError, OptionsError
 from analysis.tables.table import Table, Tables
 from analysis.trace import results
-from analysis.trace.exports import Exporter, sqlite_for
+from analysis.trace.exports import Exporter, said_on_error, sqlite_for
 from analysis.trace.multi import Combined, check_name_ranks, expand, label_sources
 
 
@@ -68,10 +68,11 @@ def read_tables(
             exports = [sqlite_for(p, export, cache=cache, notes=beside) for p in paths]  # exported, once
         except ExportError as e:
             raise ExportError("; ".join([str(e), *skipped])) from None
-        if len(paths) > 1 or by_rank:
-            result, per = _several(table, paths, exports, options, skipped, by_rank, jobs, dask, cache)
-        else:
-            result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
+        with said_on_error(beside):
+            if len(paths) > 1 or by_rank:
+                result, per = _several(table, paths, exports, options, skipped, by_rank, jobs, dask, cache)
+            else:
+                result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
         result.notes = [*beside, *result.notes]
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]

@@ -10,11 +10,12 @@ Exporting runs nsys, which analysis does not: the caller passes an `Exporter` (t
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -129,7 +130,22 @@ def clear_source(cache: Cache, source: Path) -> Cleared:
 
 def beside_note(report: Path, export: Path) -> str:
     """The line that says a report was read through the export lying beside it (as `nsys stats` does)."""
-    return f"read {export}, the export beside {report.name} and newer than it (not exported again)"
+    return (
+        f"read {export}, the export beside {report.name} and newer than it (remove it to have the report "
+        "exported instead)"
+    )
+
+
+@contextlib.contextmanager
+def said_on_error(notes: list[str]) -> Iterator[None]:
+    """An ExportError raised inside says `notes` too (which export was read for a report: the error names
+    that file, not the one the user gave)."""
+    try:
+        yield
+    except ExportError as e:
+        if not notes:
+            raise
+        raise ExportError("; ".join([str(e), *notes])) from None
 
 
 def open_source(source: Path, export: Exporter | None, *, cache: bool = True) -> Trace:
@@ -138,7 +154,9 @@ def open_source(source: Path, export: Exporter | None, *, cache: bool = True) ->
     from analysis.trace.opening import open_trace
 
     notes: list[str] = []
-    trace = open_trace(sqlite_for(source, export, cache=cache, notes=notes), cache=cache)
+    path = sqlite_for(source, export, cache=cache, notes=notes)
+    with said_on_error(notes):
+        trace = open_trace(path, cache=cache)
     for text in notes:
         trace.note(text)
     return trace
