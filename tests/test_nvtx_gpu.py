@@ -95,3 +95,21 @@ def test_a_range_of_the_same_span_around_each_range_gets_the_same_kernels(
     assert table.loc["saxpy", "Kern Inst"] == table.loc["twin", "Kern Inst"] == 5
     assert table.loc["saxpy", "Total Time (ns)"] == table.loc["twin", "Total Time (ns)"] == SAXPY_TOTAL
     assert table.loc["saxpy", "NVTX Inst"] == table.loc["twin", "NVTX Inst"] == 5
+
+
+def test_phases_named_that_no_range_has_are_said(a100_export: Path) -> None:
+    """`nvtx-gpu --phases fwd,bwd` on an export without such ranges fell back to thread mode without a word:
+    the table then was of every range, not the phases asked for. It says so, in both of thread mode's ways
+    (the sweep, and with --kernels); phases that are there, or none named, say nothing."""
+    with open_trace(a100_export) as trace:
+        asked = nvtx_gpu_summary(trace, mode="auto", phases=("fwd", "bwd"))
+        kernels = nvtx_gpu_kernels(trace, mode="auto", phases=("fwd",))
+        there = nvtx_gpu_summary(trace, mode="auto", phases=("saxpy",))
+        own = nvtx_gpu_summary(trace, mode="auto")
+    said = "no NVTX range is named 'fwd' or 'bwd' in report.sqlite: each range credited on its thread instead"
+    assert asked.attrs["mode"] == "thread" and any(n.startswith(said) for n in asked.attrs["notes"])
+    assert any(n.startswith("no NVTX range is named 'fwd' in") for n in kernels.attrs["notes"])
+    assert there.attrs["mode"] == "phase" and own.attrs["mode"] == "thread"
+    assert not [
+        n for n in [*there.attrs["notes"], *own.attrs["notes"]] if n.startswith("no NVTX range is named")
+    ]
