@@ -132,6 +132,22 @@ def test_bad_inputs_one_line_each_file_untouched(a100_export: Path, cpu_export: 
         assert before == after
 
 
+def test_a_newline_in_a_file_name_keeps_the_error_one_line(cpu_export: Path, tmp_path: Path) -> None:
+    """A file name holding a newline split the error in two lines (the first `error: no such export: miss`,
+    the second the rest of the name): analysis's errors are one line, the newline shown as `\\n`."""
+    missing = tmp_path / "miss\ning.sqlite"
+    text = tmp_path / "no\ntes.sqlite"
+    text.write_text("hello")
+    nocuda = tmp_path / "cpu\nonly.sqlite"
+    nocuda.write_bytes(cpu_export.read_bytes())
+    for command, path, said in (
+        ("nvtx", missing, "no such export:"),
+        ("health", text, "is not an SQLite file"),
+        ("kernels", nocuda, "no CUDA kernel data in"),
+    ):
+        one_line_error(run(command, path), said, str(path).replace("\n", "\\n"))
+
+
 def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"\x00" * 128)
