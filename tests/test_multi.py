@@ -141,6 +141,13 @@ def test_duplicate_ranks_are_refused(dlprof: Path, tmp_path: Path) -> None:
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "rank 0 is given twice" in lines[0], result.stderr
+    # the two files have one name: they are told apart by their folders
+    a, b = tmp_path / "a" / "run.rank0.sqlite", tmp_path / "b" / "run.rank0.sqlite"
+    assert f"({a} and {b})" in lines[0]
+    other = tmp_path / "b" / "job.rank0.sqlite"
+    shutil.copyfile(dlprof, other)
+    result = run("kernels", a, other)
+    assert "rank 0 is given twice (run.rank0.sqlite and job.rank0.sqlite)" in result.stderr
 
 
 def test_the_same_file_twice_is_refused(dlprof: Path) -> None:
