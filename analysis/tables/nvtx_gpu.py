@@ -318,7 +318,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
             "Lvl": tree.loc[ids, "Lvl"].to_numpy(),
             "NumChild": tree.loc[ids, "NumChild"].to_numpy(),
             "RangeId": ids,
-            "ParentId": tree.loc[ids, "ParentId"].to_numpy(),
+            "ParentId": pd.array(tree.loc[ids, "ParentId"].to_numpy(), dtype="Int64"),  # ids, not 1.0
             "RangeStack": tree.loc[ids, "RangeStack"].to_numpy(),
             REPLAYED: span["replayed"].to_numpy(dtype=np.int64),
         }
