@@ -15,6 +15,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,7 +85,10 @@ def sqlite_for(
     if folder is None:
         folder = Path(tempfile.mkdtemp(prefix="harness-export-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    target, partial = folder / f"{key}.sqlite", folder / f".tmp-{key}.sqlite"
+    # a partial file of its own: another command exporting the same report at once writes its own, and
+    # each one's rename puts a whole export in place
+    target = folder / f"{key}.sqlite"
+    partial = folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{key}.sqlite"
     try:
         export(source, partial)
     except BaseException:
