@@ -132,6 +132,22 @@ def test_bad_inputs_one_line_each_file_untouched(a100_export: Path, cpu_export: 
         assert before == after
 
 
+def test_a_newline_in_a_file_name_keeps_the_error_one_line(cpu_export: Path, tmp_path: Path) -> None:
+    """A file name holding a newline split the error in two lines (the first `error: no such export: miss`,
+    the second the rest of the name): analysis's errors are one line, the newline shown as `\\n`."""
+    missing = tmp_path / "miss\ning.sqlite"
+    text = tmp_path / "no\ntes.sqlite"
+    text.write_text("hello")
+    nocuda = tmp_path / "cpu\nonly.sqlite"
+    nocuda.write_bytes(cpu_export.read_bytes())
+    for command, path, said in (
+        ("nvtx", missing, "no such export:"),
+        ("health", text, "is not an SQLite file"),
+        ("kernels", nocuda, "no CUDA kernel data in"),
+    ):
+        one_line_error(run(command, path), said, str(path).replace("\n", "\\n"))
+
+
 def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"\x00" * 128)
@@ -141,6 +157,45 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     one_line_error(result, str(rep))
     assert rep.read_bytes() == b"\x00" * 128
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.nsys-rep"]
+
+
+def test_a_report_read_through_the_export_beside_it_says_so(
+    cpu_export: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nsys stats X.nsys-rep` reads a newer X.sqlite beside it without a word; every command that reads a
+    report names the export it read instead, on stderr with the other notes (in the notebook: the frame's
+    notes)."""
+    from analysis import front
+
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"\x00" * 128)
+    os.utime(rep, (1_000_000_000, 1_000_000_000))  # older than the export beside it
+    beside = tmp_path / "run.sqlite"
+    beside.write_bytes(cpu_export.read_bytes())
+    monkeypatch.setenv("HARNESS_NSYS", str(tmp_path / "no-nsys"))  # nothing is exported: the export is read
+    said = (
+        f"note: read {beside}, the export beside run.nsys-rep and newer than it (remove it to have the "
+        "report exported instead)"
+    )
+    for args in (
+        ("nvtx", rep, "--format", "json"),
+        ("health", rep, "--format", "json"),
+        ("advise", rep, "--format", "json"),
+        ("ranks", rep, "--format", "json"),
+        ("dashboard", rep, "--out", tmp_path / "page.html"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert said in result.stderr.splitlines(), (args, result.stderr)
+    assert json.loads(run("nvtx", rep, "--format", "json").stdout)[0]["Instances"] == 8
+    assert said[len("note: ") :] in front.open(rep).table("nvtx").attrs["notes"]
+    assert said[len("note: ") :] in front.open(rep).health().attrs["notes"]
+    assert not run("nvtx", beside, "--format", "json").stderr  # the export named: nothing to say
+    beside.write_bytes(cpu_export.read_bytes()[:3000])  # an export cut short: the error names the report
+    for command in ("nvtx", "health", "ranks"):
+        result = run(command, rep)
+        assert result.exit_code == 1 and "is truncated" in result.stderr
+        assert result.stderr.count("\n") == 1 and said[len("note: ") :] in result.stderr
 
 
 @pytest.mark.slow

@@ -206,6 +206,47 @@ def test_cache_command_lists_and_clears(a100_export: Path, cache_dir: Path) -> N
     assert bad.exit_code == 2 and "not a size" in bad.stderr
 
 
+def test_clearing_a_reports_entries_clears_the_exports_it_is_read_through(
+    cpu_export: Path, tmp_path: Path, cache_dir: Path
+) -> None:
+    """`cache --clear --report run.nsys-rep` removes what reading that report kept: the entry of its export
+    made into the cache folder and that export, or the entry of the export beside it; nothing of another
+    export's. `--report` without `--clear` is refused, not ignored."""
+    from typer.testing import CliRunner
+
+    from analysis.front.reading import read_tables
+    from harness.cli import app
+
+    def exported(path: Path, target: Path) -> None:
+        shutil.copyfile(cpu_export, target)
+
+    runner = CliRunner()
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"the export callable stands for nsys")
+    read_tables("nvtx", [report], export=exported)
+    read_tables("nvtx", [cpu_export])
+    made = list((cache_dir / "exports").glob("*.sqlite"))
+    assert len(made) == 1 and len(Cache(cache_dir).entries()) == 2
+    cleared = runner.invoke(app, ["cache", "--clear", "--report", str(report)])
+    assert cleared.exit_code == 0 and "removed 1 cache entries" in cleared.stderr, cleared.output
+    assert not made[0].exists()
+    assert [e.source for e in Cache(cache_dir).entries()] == [str(cpu_export.resolve())]
+
+    beside = tmp_path / "old.sqlite"
+    shutil.copyfile(cpu_export, beside)
+    old = tmp_path / "old.nsys-rep"
+    old.write_bytes(b"older than the export beside it")
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    read_tables("nvtx", [old])
+    assert len(Cache(cache_dir).entries()) == 2
+    cleared = runner.invoke(app, ["cache", "--clear", "--report", str(old)])
+    assert cleared.exit_code == 0 and "removed 1 cache entries" in cleared.stderr, cleared.output
+    assert [e.source for e in Cache(cache_dir).entries()] == [str(cpu_export.resolve())]
+
+    alone = runner.invoke(app, ["cache", "--report", str(old)])
+    assert alone.exit_code == 2 and "--report goes with --clear" in alone.stderr
+
+
 def test_no_cache_writes_nothing(a100_export: Path, cache_dir: Path) -> None:
     kernel_summary(open_trace(a100_export, cache=False))
     assert not cache_dir.exists()

@@ -271,3 +271,24 @@ def test_a_window_open_at_one_end_is_said_as_given(tmp_path: Path, options: list
     assert r.exit_code == 0, r.output
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("note: wrote")]
     assert said in line and str(2**62) not in line.replace(",", "")
+
+
+def test_a_step_of_a_torch_profiler_trace(tmp_path: Path) -> None:
+    """`timeline TRACE --step 5` on a torch.profiler trace was refused ("no 'step' NVTX ranges ... not
+    recorded by the harness") though health and diff take its ProfilerStep#N ranges as its steps; step 5 is
+    ProfilerStep#5 now: its window holds that step's 900 kernels (the nccl fixture's README count)."""
+    from kineto_data import trace_path
+
+    nccl = trace_path("nccl")
+    cut = timeline(nccl, tmp_path / "step5.json.gz", "--step", "5")
+    with open_trace(nccl) as trace:
+        nvtx = trace.frame("nvtx", ["name", "start", "end"])
+        kernels = trace.frame("kernels", ["start", "end"])
+    step = nvtx[nvtx["name"] == "ProfilerStep#5"].iloc[0]
+    inside = kernels[(kernels["end"] >= step["start"]) & (kernels["start"] <= step["end"])]
+    assert len(inside) == 900
+    assert Counter(e.get("cat") for e in cut)["kernel"] == len(inside)
+    missing = CliRunner().invoke(
+        app, ["timeline", str(nccl), "--step", "9", "--out", str(tmp_path / "x.json")]
+    )
+    assert missing.exit_code == 1 and "no step 9 in" in missing.stderr and "(steps 4..6)" in missing.stderr

@@ -180,6 +180,16 @@ def test_export_diff_against_derived_copy(tmp_path: Path) -> None:
     assert files == ["01-headline-b-against-a.csv", "02-nvtx-ranges-sorted-by-total-time.csv"]
     per_table = pd.read_csv(folder / files[1])
     assert per_table.iloc[0]["Name"] == "backward" and "table" not in per_table.columns
+    # a folder holding an earlier command's tables: those it does not write again are said, not passed
+    # over (a script reading the folder would take them for this diff's) and not removed (not its files)
+    (folder / "03-cpu-operators-sorted-by-total-time.csv").write_text("Name\nold\n")
+    r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(derived), "-f", "csv", "--out", str(folder)])
+    assert r.exit_code == 0, r.output
+    assert [line for line in r.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: {folder} also holds 03-cpu-operators-sorted-by-total-time.csv, not written by this "
+        "command (an earlier one's): remove them, or give an empty folder"
+    ]
+    assert (folder / "03-cpu-operators-sorted-by-total-time.csv").read_text() == "Name\nold\n"
 
 
 def test_diff_totals_added_removed() -> None:

@@ -391,3 +391,14 @@ def test_a_gate_that_passes_says_when_the_interval_reaches_beyond_it() -> None:
     assert "a regression of 1% could not be told" in line
     r = runner.invoke(app, ["diff", str(CPU_TRAIN), str(CPU_TRAIN), "--gate", "1000", "--format", "csv"])
     assert r.exit_code == 0 and "warning: gate:" not in r.stderr
+
+
+def test_the_grouping_line_only_where_the_grouping_changed_a_name(pairs: dict[str, Path]) -> None:
+    """The NVTX table's note on grouping PyTorch's names comes with names that carry PyTorch's fields, as
+    `harness nvtx` says it; the CPU capture's `step`, `forward`, … carry none."""
+    plain = runner.invoke(app, ["diff", str(pairs["cpu"]), str(pairs["cpu_slow"])])
+    assert plain.exit_code == 0, plain.output
+    assert "grouped by operator" not in plain.output
+    assert diff_json(str(pairs["cpu"]), str(pairs["cpu_slow"]))[1]["nvtx_grouping"] is None
+    torch = diff_json(str(pairs["torchrun"]), str(pairs["longer"]))[1]
+    assert torch["nvtx_grouping"].startswith("NVTX ranges grouped by operator (PyTorch's")

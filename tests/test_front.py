@@ -130,3 +130,53 @@ def test_a_served_table_is_the_computed_frame(cache_dir: Path) -> None:
     assert str(launch["QMin (ns)"].dtype) == "Int64" and launch["QMin (ns)"].isna().any()
     for title, df in computed.items():
         pd.testing.assert_frame_equal(served[title], df, check_flags=False, check_dtype=False)
+
+
+def test_options_from_python_that_no_table_knows_are_refused(export: Path, cache_dir: Path) -> None:
+    """The command line checks --top and --by; from Python, top=-1 kept all rows but the last (pandas'
+    head(-1)), top=0 all of them, and by="zzz" gave the table by name as if asked: each is refused now, as
+    nvtx's by is, and a table computed before is no excuse."""
+    from analysis.errors import OptionsError
+
+    report = front.open(export)
+    assert len(report.table("kernels", by="shape", top=1)) == 1
+    for wrong in ({"top": -1}, {"top": 0}, {"top": 1.5}, {"by": "zzz"}, {"names": "short"}):
+        with pytest.raises(OptionsError, match=next(iter(wrong))):
+            report.table("kernels", **wrong)
+
+
+def test_two_commands_exporting_one_report_at_once(export: Path, tmp_path: Path, cache_dir: Path) -> None:
+    """Two commands reading one report at once export it at once: each wrote the same partial file, and the
+    second to finish found it renamed away by the first (FileNotFoundError, a traceback). Each writes its
+    own partial file now; both read the whole export."""
+    import threading
+
+    from analysis.trace.exports import sqlite_for
+
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"the export callable stands for nsys")
+    data = export.read_bytes()
+    both = threading.Barrier(2, timeout=10)
+
+    def slow(path: Path, target: Path) -> None:  # as nsys export: the file written in pieces
+        with open(target, "wb") as f:
+            f.write(data[: len(data) // 2])
+            both.wait()  # the other command is exporting too
+            f.write(data[len(data) // 2 :])
+
+    got: list[object] = []
+
+    def read() -> None:
+        try:
+            got.append(sqlite_for(report, slow).read_bytes())
+        except Exception as e:  # what the command would have died of
+            got.append(e)
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [data, data]
+    kept = [p.name for p in (cache_dir / "exports").iterdir()]
+    assert len(kept) == 1 and not kept[0].startswith(".tmp-")  # one export kept, no partial file left

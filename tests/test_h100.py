@@ -15,6 +15,7 @@ from conftest import H100_DIR
 from typer.testing import CliRunner
 
 from analysis.compare.agreement import agreement_table, pair_ranges
+from analysis.front.reading import read_tables
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.nvtx_gpu import nvtx_gpu_summary, phase_check
 from analysis.trace.opening import open_trace
@@ -70,3 +71,17 @@ def test_advise_and_health_run_on_it(h100_export: Path, command: str) -> None:
     assert result.exit_code in (0, 1), result.output
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_top_leaves_the_phase_check_whole(h100_export: Path, cache_dir: Path) -> None:
+    """`harness summary --top 2` cut "Do the phases add up?" to forward and backward: no optimizer, no
+    unattributed, no all-kernels row, so the question had no answer. --top cuts the ranked tables only;
+    served again from the cache, the same."""
+    for _ in range(2):  # computed, then served from the cache entry
+        result = read_tables("summary", [h100_export], {"stats_format": "2023.4"}, top=2)
+        tables = dict(result.tables)
+        check = tables["Do the phases add up?"]
+        check = check if hasattr(check, "iloc") else check.frame()
+        assert check["Phase"].tolist() == ["forward", "backward", "optimizer", "unattributed", "all kernels"]
+        assert check["Kernels"].tolist() == [9020, 16300, 1680, 0, 27000]
+        assert len(tables["CUDA kernels (gpukernsum)"]) == 2

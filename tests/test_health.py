@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import NSYS_EXPORTS, shared_export
+from conftest import NSYS_EXPORTS, need, shared_export
 from export_data import derive, query_rows
-from kineto_data import raw_events, trace_path, write_trace
+from kineto_data import SHARED_KINETO, raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
 from analysis.advice.health import capture_health, overhead_in_phases
@@ -271,6 +271,26 @@ def test_profiler_steps(tmp_path: Path) -> None:
     with open_trace(path, cache=False) as trace:
         check = _check(capture_health(trace), "profiler steps")
     assert (check.status, check.evidence) == ("warn", "steps 4..6, missing 5")
+
+
+def test_a_trace_without_events_fails(tmp_path: Path) -> None:
+    """JSON that reads as a trace but holds no event of any table (an empty traceEvents, instants only, or
+    a torch.profiler memory timeline: a list of [ts, action, bytes, category]) was health ok and gave
+    `advise` "no findings"; it fails, as an nsys export without events does, and advise ranks nothing."""
+    timeline = need(SHARED_KINETO / "memory-timeline" / "memory_timeline.raw.gz")
+    empty = write_trace(tmp_path / "empty.json", [])
+    instants = write_trace(tmp_path / "instants.json", [{"ph": "i", "ts": 1, "name": "mark"}])
+    for path in (timeline, empty, instants):
+        with open_trace(path, cache=False) as trace:
+            check = _check(capture_health(trace), "invalid events")
+        assert check.status == "fail", (path, check)
+        assert check.evidence.startswith("no event in any table")
+    with open_trace(timeline, cache=False) as trace:
+        assert "16,845 not an event" in _check(capture_health(trace), "invalid events").evidence
+    advised = CliRunner().invoke(app, ["advise", str(empty)])
+    assert advised.exit_code == 1 and "failed 1 health check (invalid events)" in advised.stderr
+    with open_trace(trace_path("alexnet")) as trace:
+        assert _check(capture_health(trace), "invalid events").status == "ok"
 
 
 def test_health_json_carries_details() -> None:

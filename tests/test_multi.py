@@ -141,6 +141,13 @@ def test_duplicate_ranks_are_refused(dlprof: Path, tmp_path: Path) -> None:
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "rank 0 is given twice" in lines[0], result.stderr
+    # the two files have one name: they are told apart by their folders
+    a, b = tmp_path / "a" / "run.rank0.sqlite", tmp_path / "b" / "run.rank0.sqlite"
+    assert f"({a} and {b})" in lines[0]
+    other = tmp_path / "b" / "job.rank0.sqlite"
+    shutil.copyfile(dlprof, other)
+    result = run("kernels", a, other)
+    assert "rank 0 is given twice (run.rank0.sqlite and job.rank0.sqlite)" in result.stderr
 
 
 def test_the_same_file_twice_is_refused(dlprof: Path) -> None:
@@ -305,3 +312,20 @@ def test_a_worker_sends_back_rows_grouped(dlprof: Path) -> None:
     kernels = part.pieces["kernels"].rows
     assert isinstance(kernels, Grouped) and kernels.keys == ["Name"]  # summed by name over exports
     assert pickle.loads(pickle.dumps(api)).groups == api.groups
+
+
+def test_a_note_every_export_says_is_said_once(dlprof: Path, cpu_export: Path, tmp_path: Path) -> None:
+    """Over several exports each one's notes were said once per export, prefixed with its rank, then once
+    more unprefixed: the NVTX grouping line three times over two ranks. A note every export says is said
+    once; one that only some say keeps its rank."""
+    from analysis.front.reading import read_tables
+    from analysis.nvtx_names import GROUPING_LINE
+
+    for rank in (0, 1):
+        shutil.copyfile(dlprof, tmp_path / f"run.rank{rank}.sqlite")
+    shutil.copyfile(cpu_export, tmp_path / "cpu.rank2.sqlite")  # names without PyTorch's fields
+    both = read_tables("nvtx", sorted(tmp_path.glob("run.rank*.sqlite")), jobs=1, by_rank=True, cache=False)
+    assert [n for n in both.notes if GROUPING_LINE["op"] in n] == [GROUPING_LINE["op"]]
+    three = read_tables("nvtx", sorted(tmp_path.glob("*.rank*.sqlite")), jobs=1, by_rank=True, cache=False)
+    said = [n for n in three.notes if GROUPING_LINE["op"] in n]
+    assert said == [f"rank 0: {GROUPING_LINE['op']}", f"rank 1: {GROUPING_LINE['op']}"]

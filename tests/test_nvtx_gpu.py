@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from conftest import ORACLES
 from export_data import as_printed, derive, launches_on_second_thread, oracle, with_harness_ranges
 
 from analysis.tables.nvtx_gpu import KERNSUM_COLUMNS, nvtx_gpu_kernels, nvtx_gpu_summary, phase_check
@@ -95,3 +96,39 @@ def test_a_range_of_the_same_span_around_each_range_gets_the_same_kernels(
     assert table.loc["saxpy", "Kern Inst"] == table.loc["twin", "Kern Inst"] == 5
     assert table.loc["saxpy", "Total Time (ns)"] == table.loc["twin", "Total Time (ns)"] == SAXPY_TOTAL
     assert table.loc["saxpy", "NVTX Inst"] == table.loc["twin", "NVTX Inst"] == 5
+
+
+def test_phases_named_that_no_range_has_are_said(a100_export: Path) -> None:
+    """`nvtx-gpu --phases fwd,bwd` on an export without such ranges fell back to thread mode without a word:
+    the table then was of every range, not the phases asked for. It says so, in both of thread mode's ways
+    (the sweep, and with --kernels); phases that are there, or none named, say nothing."""
+    with open_trace(a100_export) as trace:
+        asked = nvtx_gpu_summary(trace, mode="auto", phases=("fwd", "bwd"))
+        kernels = nvtx_gpu_kernels(trace, mode="auto", phases=("fwd",))
+        there = nvtx_gpu_summary(trace, mode="auto", phases=("saxpy",))
+        own = nvtx_gpu_summary(trace, mode="auto")
+    said = "no NVTX range is named 'fwd' or 'bwd' in report.sqlite: each range credited on its thread instead"
+    assert asked.attrs["mode"] == "thread" and any(n.startswith(said) for n in asked.attrs["notes"])
+    assert any(n.startswith("no NVTX range is named 'fwd' in") for n in kernels.attrs["notes"])
+    assert there.attrs["mode"] == "phase" and own.attrs["mode"] == "thread"
+    assert not [
+        n for n in [*there.attrs["notes"], *own.attrs["notes"]] if n.startswith("no NVTX range is named")
+    ]
+
+
+def test_projection_ids_print_as_nsys_prints_them(h100_export: Path) -> None:
+    """nvtxgpuproj's ParentId is an id: the projection printed `1.0` where nsys prints `1` (a float column,
+    for the top ranges' missing parent); the parity test reads both back as numbers and missed it."""
+    import csv
+    import io
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    printed = CliRunner().invoke(app, ["nvtx-gpu", str(h100_export), "--projection", "--format", "csv"])
+    assert printed.exit_code == 0, printed.output
+    ours = [r["ParentId"] for r in csv.DictReader(io.StringIO(printed.stdout))]
+    oracle_csv = ORACLES / "nsys-2023.4" / "h100-medium" / "nvtx_gpu_proj_trace.csv"
+    theirs = [r["ParentId"] for r in csv.DictReader(io.StringIO(oracle_csv.read_text()))][1:]  # [0]: no range
+    assert ours == theirs and "1" in ours and "1.0" not in ours

@@ -99,3 +99,22 @@ def test_cli_default_op_and_raw_names(capture: Path) -> None:
     summary = runner.invoke(app, ["summary", str(capture), "--format", "json"])
     doc = json.loads(summary.stdout)
     assert len(doc["NVTX ranges (nvtxsum)"]) == 93
+
+
+def test_groupings_asked_together_are_refused(cpu_export: Path) -> None:
+    """`--by shape --raw-names` printed the raw names, and `nvtx --trace --by shape` each range as recorded,
+    each passing the other option over without a word; both are usage errors now, in every command that
+    takes them."""
+    for args in (
+        ["nvtx", "--by", "shape", "--raw-names"],
+        ["nvtx-gpu", "--by", "shape", "--raw-names"],
+        ["summary", "--by", "shape", "--raw-names"],
+        ["nvtx", "--trace", "--by", "shape"],
+    ):
+        result = runner.invoke(app, [args[0], str(cpu_export), *args[1:]])
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: --")
+    both = runner.invoke(app, ["diff", str(cpu_export), str(cpu_export), "--by", "shape", "--raw-names"])
+    assert both.exit_code == 2 and "exclude each other" in both.stderr
+    raw = runner.invoke(app, ["nvtx", str(cpu_export), "--trace", "--raw-names", "--format", "json"])
+    assert raw.exit_code == 0 and len(json.loads(raw.stdout)) == 32

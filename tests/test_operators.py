@@ -107,7 +107,11 @@ def test_operators_command(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_operators_of_an_nsys_export_is_one_line(cpu_export) -> None:
+    """One line that says where operators come from (it said "record it with the matching trace option":
+    no nsys option records them) and where PyTorch's NVTX ranges of an export are counted."""
     out = runner.invoke(app, ["operators", str(cpu_export)])
     assert out.exit_code == 1 and out.output.strip().splitlines() == [
-        f"error: no CPU operators in {cpu_export}: record it with the matching trace option"
+        f"error: no CPU operators in {cpu_export}: framework operators are in a torch.profiler (Kineto) "
+        "trace, not in an nsys export; PyTorch's NVTX ranges (emit_nvtx) are `harness nvtx`'s rows, grouped "
+        "by operator"
     ]

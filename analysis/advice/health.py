@@ -338,16 +338,27 @@ def _repeated(trace: Trace) -> Check:
 
 
 def _left_out(trace: Trace) -> Check:
+    """Events left out as invalid, by reason; a trace with no event in any table (empty, or JSON that only
+    looks like a trace: a memory timeline's list) fails, as an nsys export without events does."""
     name = "invalid events"
     unusable = int(trace.meta.get("unusable", 0) or 0)
     ignored = trace.meta.get("ignored", {}) or {}
-    for frame in ("kernels", "runtime", "memcpy", "memset", "nvtx", "cpu_ops", "syncs"):
+    modelled = ("kernels", "runtime", "memcpy", "memset", "nvtx", "cpu_ops", "syncs")
+    for frame in modelled:
         if trace.has(frame):
             trace.rows_ok(frame, ["start", "end"])  # notes what cannot be right
     left = [n for n in trace.notes if n.startswith("left out")]
     kept = ", ".join(f"{n:,} {k}" for k, n in sorted(ignored.items(), key=lambda kv: -kv[1]))
     evidence = f"{unusable:,} events without a usable ts or dur" + (f"; {'; '.join(left)}" if left else "")
     evidence += f"; not modelled (flows, instants): {kept}" if kept else ""
+    if not any(trace.count(f) for f in modelled if trace.has(f)):
+        return Check(
+            name,
+            FAIL,
+            f"no event in any table (no kernel, CUDA call, operator or annotation): {evidence}",
+            "pass the trace torch.profiler wrote (export_chrome_trace, tensorboard_trace_handler), with "
+            "the activities to study recorded; a memory timeline (export_memory_timeline) is not one",
+        )
     if unusable or left:
         return Check(
             name,

@@ -44,7 +44,7 @@ from analysis.hta.breakdown import _launch_start
 from analysis.hta.gpu_events import COMMUNICATION, COMPUTATION, MEMORY, gpu_events, merge, sweep, types_of
 from analysis.joins.nvtx_ranges import all_ranges, tagged
 from analysis.joins.runtime import pid_of, runtime_calls
-from analysis.nvtx_names import GROUPING_LINE, group_names
+from analysis.nvtx_names import group_names, grouping_notes, has_fields
 from analysis.trace.trace import NULL, Trace
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
@@ -312,7 +312,7 @@ class ExportDiff:
     comparability: Comparability
     verdict: Verdict
     tables: list[tuple[str, pd.DataFrame]]
-    grouping: str  # the NVTX grouping line
+    grouping: str  # the NVTX grouping line, where the grouping changed a name ("" where it changed none)
     iteration: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -427,11 +427,14 @@ def _event_totals(side: Side, kinds: tuple[str, ...]) -> pd.DataFrame:
     return _totals(ev["name"].astype(str), (ev["end"] - ev["start"]).to_numpy())
 
 
-def _range_totals(trace: Trace, windows: pd.DataFrame | None, by: str) -> pd.DataFrame:
+def _range_totals(trace: Trace, windows: pd.DataFrame | None, by: str) -> tuple[pd.DataFrame, bool]:
+    """The ranges' totals by their grouped names, and whether any name carries PyTorch's fields (so the
+    grouping changed them)."""
     r = all_ranges(trace, columns=["name", "domain", "start_ns", "duration_ns", "global_tid"])
     if windows is not None:
         r = r[in_windows(pid_of(r["global_tid"].to_numpy()), r["start_ns"].to_numpy(), windows)]
-    return _totals(group_names(tagged(r).astype(object), by=by), r["duration_ns"].to_numpy())
+    names = tagged(r).astype(object)
+    return _totals(group_names(names, by=by), r["duration_ns"].to_numpy()), has_fields(names)
 
 
 def _api_totals(trace: Trace, windows: pd.DataFrame | None) -> pd.DataFrame:
@@ -471,16 +474,18 @@ def diff_exports(
     else:
         wa = wb = None
     tables: list[tuple[str, pd.DataFrame]] = []
+    grouping = ""  # how the NVTX names were grouped, where that changed them
     if a.events is not None or b.events is not None:
         tables.append(("Kernels", _changes(_event_totals(a, ("kernel",)), _event_totals(b, ("kernel",)))))
         mem = _changes(_event_totals(a, ("memcpy", "memset")), _event_totals(b, ("memcpy", "memset")))
         if len(mem):
             tables.append(("Memory copies and sets", mem))
     if trace_a.has("nvtx") or trace_b.has("nvtx"):
-        empty = _totals(pd.Series([], dtype=object), np.empty(0, np.int64))
-        ra = _range_totals(trace_a, wa, by) if trace_a.has("nvtx") else empty
-        rb = _range_totals(trace_b, wb, by) if trace_b.has("nvtx") else empty
+        empty = (_totals(pd.Series([], dtype=object), np.empty(0, np.int64)), False)
+        ra, fa = _range_totals(trace_a, wa, by) if trace_a.has("nvtx") else empty
+        rb, fb = _range_totals(trace_b, wb, by) if trace_b.has("nvtx") else empty
         tables.append(("NVTX ranges", _changes(ra, rb)))
+        grouping = "".join(grouping_notes(fa or fb, by))
     for title, frame, fn in (("CUDA API", "runtime", _api_totals), ("CPU operators", "cpu_ops", _op_totals)):
         if trace_a.has(frame) or trace_b.has(frame):
             empty = _totals(pd.Series([], dtype=object), np.empty(0, np.int64))
@@ -490,4 +495,4 @@ def diff_exports(
     notes = list(dict.fromkeys([*trace_a.notes, *trace_b.notes]))
     for s in (a, b):
         s.events = None  # the tables are built: let the events go
-    return ExportDiff(a, b, headline(a, b), comp, v, tables, GROUPING_LINE[by], iteration, notes)
+    return ExportDiff(a, b, headline(a, b), comp, v, tables, grouping, iteration, notes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -41,6 +41,7 @@ class Dashboard:
     path: Path
     panels: list[Panel]
     size_bytes: int
+    notes: list[str] = field(default_factory=list)  # what reading its sources said (which export was read)
 
     @property
     def drawn(self) -> list[Panel]:

@@ -14,9 +14,10 @@ Tables are served from the cache where a table is kept there, else computed, and
 are those its module's functions take (analysis/tables/<name>.py: kernels takes names, by, range_name,
 stats_format, ...; the command line's flags are turned into them by each table's `prepare`), with the
 library's defaults (stats_format: analysis.tables.stats_format.DEFAULT). Times are nanoseconds, as in
-`--format csv`. An nsys report (.nsys-rep) needs `export=`, a function that writes its SQLite export at the
-path it is given (analysis.trace.exports: the export is made once, into the cache folder); `harness` passes
-its own, which runs `nsys export`.
+`--format csv`. An nsys report (.nsys-rep) is read through the export beside it where that is newer (said in
+the frames' notes), else needs `export=`, a function that writes its SQLite export at the path it is given
+(analysis.trace.exports: the export is made once, into the cache folder); `harness` passes its own, which
+runs `nsys export`.
 """
 
 from __future__ import annotations
@@ -85,12 +86,13 @@ class Report:
 
     def health(self) -> pd.DataFrame:
         """Can this capture be trusted? A row per check: Check, Status (ok, warn or fail), Evidence and
-        What to do, as `harness health` prints them. attrs: "worst" (the worst status) and "line" (the
-        health in one sentence). One export or trace."""
+        What to do, as `harness health` prints them. attrs: "worst" (the worst status), "line" (the
+        health in one sentence) and "notes" (what reading it said). One export or trace."""
         with self._trace("health") as trace:
             health = capture_health(trace)
+            notes = list(trace.notes)
         table = health.table()
-        table.attrs.update(worst=health.worst, line=health.line())
+        table.attrs.update(worst=health.worst, line=health.line(), notes=notes)
         return table
 
     def findings(self, *, ignore_health: bool = False, **thresholds: float) -> pd.DataFrame:

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from analysis import tables
-from analysis.errors import ExportError
+from analysis.errors import ExportError, OptionsError
 from analysis.tables.table import Table, Tables
 from analysis.trace import results
-from analysis.trace.exports import Exporter, sqlite_for
+from analysis.trace.exports import Exporter, said_on_error, sqlite_for
 from analysis.trace.multi import Combined, check_name_ranks, expand, label_sources
 
 
@@ -43,6 +43,8 @@ def read_tables(
     the first N rows of each table (per rank over several), or goes to a table that takes it. `cache`
     off: the exports themselves are read, and nothing is kept."""
     table = tables.get(kind)
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+        raise OptionsError(f"top={top!r}: the number of rows to keep, 1 or more (None: all)")
     options = dict(options or {})
     if table.takes_top and top is not None:
         options["top"], top = top, None
@@ -59,16 +61,19 @@ def read_tables(
     else:
         skipped: list[str] = []  # what a folder held that looked like an export and was not taken
         paths = sources if one else expand(sources, skipped)
+        beside: list[str] = []  # the reports read through the export lying beside them
         try:
             if len(paths) > 1:
                 check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
-            exports = [sqlite_for(p, export, cache=cache) for p in paths]  # a report exported, once
+            exports = [sqlite_for(p, export, cache=cache, notes=beside) for p in paths]  # exported, once
         except ExportError as e:
             raise ExportError("; ".join([str(e), *skipped])) from None
-        if len(paths) > 1 or by_rank:
-            result, per = _several(table, paths, exports, options, skipped, by_rank, jobs, dask, cache)
-        else:
-            result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
+        with said_on_error(beside):
+            if len(paths) > 1 or by_rank:
+                result, per = _several(table, paths, exports, options, skipped, by_rank, jobs, dask, cache)
+            else:
+                result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
+        result.notes = [*beside, *result.notes]
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result
@@ -76,7 +81,10 @@ def read_tables(
 
 def _first(df: Any, n: int, per: str | None) -> Any:
     """The first `n` rows of a table (a DataFrame, or Rows served from the cache), of each value of the
-    column `per` where it has one."""
+    column `per` where it has one; all of a table whose rows make one answer (attrs "whole": a check whose
+    total is its last row)."""
+    if df.attrs.get("whole"):
+        return df
     return df.groupby(per, sort=False, group_keys=False).head(n) if per in df.columns else df.head(n)
 
 

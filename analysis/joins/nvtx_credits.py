@@ -267,17 +267,22 @@ def _credits(
     per credit: inclusive thread mode makes several per kernel (6M for 1M kernels). Thread mode goes
     through the export once in time order where it can (analysis.joins.nvtx_sweep). `phases`: None, the
     export's own."""
+    named: list[str] = []  # phases the caller named, none of them a range here: said, not passed over
     if phases is None and mode != "thread":
         phases = phases_of(trace)
+    elif mode == "auto" and phases and trace.has("nvtx") and not any_named(trace, phases):
+        named.append(f"no NVTX range is named {' or '.join(map(repr, phases))} in {trace.path.name}: "
+                     "each range credited on its thread instead (thread mode)")  # fmt: skip
     if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases or ()):
         mode = "thread"  # what `attribute` decides where no range has a phase's name
     if mode == "thread" and by_thread is not False:
         swept = _swept(trace, names, exclusive, by_name=by_name, ranged_only=ranged_only, by=by)
         if swept is not None:
+            swept.notes[:0] = named
             return swept
     launches, ranges, pairs = attribute(trace, mode, phases, names, exclusive)
     mode = launches.attrs["mode"]
-    notes = [*trace.notes, *launches.attrs.get("notes", [])]
+    notes = [*named, *trace.notes, *launches.attrs.get("notes", [])]
     if by_thread is None:
         by_thread = mode == "thread"
     launch, rng = pairs["launch"].to_numpy(), pairs["range"].to_numpy()

@@ -116,6 +116,8 @@ HINTS = {
     "overhead": "nsys records its own overhead in every capture; export again with a newer nsys",
     "diagnostics": "exports from nsys 2022.4 and older hold no diagnostic messages",
     "contexts": "profile on a GPU with --trace=cuda",
+    "cpu_ops": "framework operators are in a torch.profiler (Kineto) trace, not in an nsys export; PyTorch's "
+    "NVTX ranges (emit_nvtx) are `harness nvtx`'s rows, grouped by operator",
 }
 
 

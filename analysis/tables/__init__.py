@@ -64,12 +64,14 @@ def combine(kind: str, parts: Sequence[Part], sources: Sources, *, by_rank: bool
 
 
 def _notes(parts: Sequence[Part], sources: Sources) -> list[str]:
-    """Sources' notes first, then each export's own notes once, prefixed with its label."""
+    """Sources' notes first, then each export's own notes once, prefixed with its label; a note every one
+    of several exports says (how NVTX names are grouped, say) is said once, unprefixed."""
     label = {str(s.path): s.label for s in sources.items}
     notes = list(sources.notes)
+    every = set.intersection(*(set(p.notes) for p in parts)) if len(parts) > 1 else set()
     for part in parts:
         for n in part.notes:
-            text = f"{label[part.path]}: {n}"
+            text = n if n in every else f"{label[part.path]}: {n}"
             if text not in notes:
                 notes.append(text)
     return notes

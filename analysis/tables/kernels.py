@@ -20,7 +20,7 @@ instances, name`) by fewer instances, then by name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, get_args
 
 from analysis.errors import OptionsError
 from analysis.tables.nvtx_gpu import kernels_in_ranges
@@ -96,7 +96,13 @@ def _asked(
     range_name: str | None = None,
     stats_format: str = DEFAULT_FORMAT,
 ) -> tuple[Names, By, str | None, str]:
-    """KernelOptions with their defaults, `by` decided; the trace must have kernels."""
+    """KernelOptions with their defaults, `by` decided; the trace must have kernels. A value none of the
+    tables knows (from Python: the command line's are checked by their options) is refused, not read as
+    another."""
+    if names not in get_args(Names) or by not in (None, *get_args(By)):
+        wrong = f"names={names!r}" if names not in get_args(Names) else f"by={by!r}"
+        raise OptionsError(f"{wrong}: names is one of {', '.join(get_args(Names))}; by one of "
+                           f"{', '.join(get_args(By))} (None: as the stats format does)")  # fmt: skip
     trace.require("kernels", "CUDA kernel data")
     return names, by or kernel_grouping(trace, stats_format), range_name, stats_format
 

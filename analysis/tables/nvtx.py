@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from analysis.errors import ExportError
+from analysis.errors import ExportError, OptionsError
 from analysis.tables.table import KERNEL_STATS, TOP, InSummary, Option, Table, Tables, summarising
 from analysis.trace.multi import Combined, Part, Piece, Sources, categories
 
@@ -234,8 +234,20 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
 
 
 def grouping(by: str = "op", raw_names: bool = False) -> str:
-    """How NVTX names are grouped (analysis.nvtx_names), as --by and --raw-names say."""
+    """How NVTX names are grouped (analysis.nvtx_names), as --by and --raw-names say; both (--by shape
+    with --raw-names) is refused, not one of them passed over."""
+    if raw_names and by == "shape":
+        raise OptionsError("--by shape and --raw-names exclude each other: pick one")
     return "raw" if raw_names else by
+
+
+def _prepare(trace: bool = False, by: str = "op", raw_names: bool = False) -> dict[str, Any]:
+    """`harness nvtx`'s options: --trace lists each range as recorded, so a grouping asked for with it is
+    refused, not passed over."""
+    grouped = grouping(by, raw_names)
+    if trace and grouped == "shape":
+        raise OptionsError("--trace lists each range by its name as recorded: --by shape does not apply")
+    return {"trace_rows": trace, "by": grouped}
 
 
 # the options of every table that groups PyTorch's NVTX names, turned into `by` by `grouping`
@@ -264,7 +276,7 @@ TABLE = Table(
         RAW_NAMES,
         TOP,
     ),
-    prepare=lambda trace, by, raw_names: {"trace_rows": trace, "by": grouping(by, raw_names)},
+    prepare=_prepare,
     order=20,
     title="NVTX ranges",
     deciding=("Range", "Total Time (ns)", "Time (%)", "Instances"),

@@ -188,6 +188,7 @@ def phase_check(trace: Trace, phases: Sequence[str] | None = None) -> pd.DataFra
     )
     out["Share (%)"] = out["Total Time (ns)"] / whole * 100 if whole else 0.0
     out.attrs["notes"] = [*trace.notes, *launches.attrs.get("notes", [])]
+    out.attrs["whole"] = True  # its answer is its last rows: --top leaves it whole
     return out
 
 
@@ -317,7 +318,7 @@ def nvtx_gpu_projection(trace: Trace) -> pd.DataFrame:
             "Lvl": tree.loc[ids, "Lvl"].to_numpy(),
             "NumChild": tree.loc[ids, "NumChild"].to_numpy(),
             "RangeId": ids,
-            "ParentId": tree.loc[ids, "ParentId"].to_numpy(),
+            "ParentId": pd.array(tree.loc[ids, "ParentId"].to_numpy(), dtype="Int64"),  # ids, not 1.0
             "RangeStack": tree.loc[ids, "RangeStack"].to_numpy(),
             REPLAYED: span["replayed"].to_numpy(dtype=np.int64),
         }

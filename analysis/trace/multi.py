@@ -264,9 +264,10 @@ def _refuse_duplicates(pairs: Sequence[tuple[int | None, Path]]) -> None:
         if rank is None:
             continue
         if rank in first:
-            raise ExportError(
-                f"rank {rank} is given twice ({first[rank].name} and {path.name}): give one export per rank"
+            one, other = (
+                (first[rank].name, path.name) if first[rank].name != path.name else (first[rank], path)
             )
+            raise ExportError(f"rank {rank} is given twice ({one} and {other}): give one export per rank")
         first[rank] = path
 
 

@@ -49,7 +49,7 @@ from analysis.views.chrome_lines import (
     _pid_tid_one,
     _us,
 )
-from analysis.views.timeline import step_index
+from analysis.views.timeline import step_index, step_ranges
 from workloads.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 
 CHUNK = 50_000  # rows formatted and written at a time
@@ -116,9 +116,9 @@ def window_of(
         return lo, hi
     trace.require("nvtx", "NVTX data (the harness's step ranges)")
     nvtx = trace.frame("nvtx", ["range_id", "start", "end", "global_tid", "payload", "name"])
-    steps = nvtx[nvtx["name"] == STEP].reset_index(drop=True)
+    steps = step_ranges(nvtx)
     if steps.empty:
-        raise ExportError(f"no '{STEP}' NVTX ranges in {trace.path}: it was not recorded by the harness")
+        raise ExportError(f"no step ranges (the harness's `{STEP}`, or ProfilerStep#N) in {trace.path}")
     numbers = step_index(steps, steps).to_numpy()
     chosen = steps[numbers == step]
     if chosen.empty:

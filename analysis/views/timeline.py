@@ -26,6 +26,15 @@ def step_index(steps: pd.DataFrame, all_steps: pd.DataFrame) -> pd.Series:
     return by_position.astype(np.int64)
 
 
+def step_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
+    """The step ranges among `ranges` (rows with name and payload): the harness's `step`, else a
+    torch.profiler trace's `ProfilerStep#N` (its payload N, so `step_index` numbers it N)."""
+    steps = ranges[ranges["name"] == STEP]
+    if steps.empty:
+        steps = ranges[ranges["name"].astype(str).str.fullmatch(r"ProfilerStep#\d+")]
+    return steps.reset_index(drop=True)
+
+
 def pick_step(trace: Trace, step: int | None = None) -> pd.Series:
     """The `step` range to show: number `step`, or the measured step of median duration."""
     trace.require("nvtx", "NVTX data")

@@ -3,9 +3,11 @@ expert-system rules, capture health, of an export or a stored run)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +18,9 @@ from harness.cli.terminal.output import Format, console_for, emit, emit_many
 from harness.core.errors import UsageError
 from harness.experiments import advice as run_advice
 from harness.store import results as results_db
+
+if TYPE_CHECKING:
+    from harness.experiments.advice import Trace
 
 DATA = run_advice.DATA_COLUMN
 ReportArg = Annotated[
@@ -41,9 +46,14 @@ IgnoreHealthOpt = Annotated[
 ]
 
 
-def _open(report: Path, reading: Reading):
-
-    return run_advice.open_export(report, cache=not reading.no_cache)
+@contextlib.contextmanager
+def _open(report: Path, reading: Reading) -> Iterator[Trace]:
+    """The export `advise` and `health` read; what reading it said (which export was read, what the cache
+    held that was wrong, what could not be kept) said when it is closed."""
+    with run_advice.open_export(report, cache=not reading.no_cache) as trace:
+        yield trace
+        said = list(trace.notes)
+    _say_notes(said)
 
 
 def _run_ref(report: str) -> bool:

@@ -23,7 +23,7 @@ from analysis.errors import ExportError
 from analysis.front.reading import read_tables
 from analysis.tables import operators as ops
 from analysis.tables.table import HTA, Option, Table, Tables
-from analysis.trace.exports import exports_dir, open_source
+from analysis.trace.exports import clear_source, exports_dir, open_source
 from harness.cli.common import FormatOpt, cli_errors, err, note, warn
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
@@ -80,7 +80,12 @@ def cache_cmd(
         bool, typer.Option("--clear", help="Remove every entry (or, with REPORT, that report's).")
     ] = False,
     report: Annotated[
-        Path | None, typer.Option("--report", help="With --clear: only the entries of this export.")
+        Path | None,
+        typer.Option(
+            "--report",
+            help="With --clear: only the entries of this export (of a report: of the export it is read "
+            "through, and that export if the cache made it).",
+        ),
     ] = None,
     max_size: Annotated[
         str | None,
@@ -109,8 +114,10 @@ def cache_cmd(
             ) from None
         freed = cache.evict()
         note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
+    if report is not None and not clear:
+        raise UsageError("--report goes with --clear: it names the export whose entries are removed")
     if clear:
-        cleared = cache.clear(report)
+        cleared = cache.clear(None) if report is None else clear_source(cache, report)
         if report is None:
             exports = exports_dir()
             why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None

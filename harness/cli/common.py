@@ -172,7 +172,8 @@ def cli_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (HarnessError, AnalysisError) as e:
-            err(str(e))
+            # analysis's errors are one line each: a newline in one comes from a name it quotes (a file's)
+            err(str(e).replace("\n", "\\n") if isinstance(e, AnalysisError) else str(e))
             raise typer.Exit(e.exit_code) from None
 
     return wrapper  # type: ignore[return-value]

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.cli.common import note, refuse_inputs, write_text
+from harness.cli.common import note, refuse_inputs, warn, write_text
 from harness.cli.terminal.output import Format, emit
 from harness.core.errors import HarnessError
 
@@ -39,6 +39,9 @@ def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "table"
 
 
+NAMED = re.compile(r"\d{2}-[a-z0-9-]*\.csv")  # the names write_folder gives its files
+
+
 def write_folder(
     tables: Sequence[tuple[str, pd.DataFrame]], folder: Path, inputs: Sequence[str | Path | None] = ()
 ) -> list[Path]:
@@ -58,6 +61,16 @@ def write_folder(
     return paths
 
 
+def stale(folder: Path, written: Sequence[Path]) -> list[str]:
+    """The files of `folder` named as write_folder names its files that it did not write this time."""
+    mine = {p.name for p in written}
+    try:
+        names = sorted(p.name for p in folder.iterdir())
+    except OSError:
+        return []
+    return [n for n in names if NAMED.fullmatch(n) and n not in mine]
+
+
 def write_csv(
     tables: Sequence[tuple[str, pd.DataFrame]],
     out: Path | None,
@@ -68,7 +81,12 @@ def write_csv(
     if out is None:
         write_tidy(tables)
     else:
-        for path in write_folder(tables, out, inputs):
+        written = write_folder(tables, out, inputs)
+        for path in written:
             note(f"wrote {path}")
+        left = stale(out, written)
+        if left:  # another command's tables beside these: a script reading the folder would take them too
+            warn(f"{out} also holds {', '.join(left)}, not written by this command (an earlier one's): "
+                 "remove them, or give an empty folder")  # fmt: skip
     for line in notes:
         note(line)

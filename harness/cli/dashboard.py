@@ -19,6 +19,7 @@ from harness.cli.common import (
     file_option,
     is_stdout,
     is_stream,
+    note,
     shown,
     warn,
 )
@@ -104,6 +105,8 @@ def dashboard_cmd(
         page, held = pages.runs_dashboard(store, out, ids=ids, last=last, model=model, compare=pair_ids)
         if not held:
             warn("no runs match: the page says what is missing; `harness runs` lists the runs")
+    for line in page.notes:
+        note(line)
     for panel in page.panels:
         if panel.failed:
             warn(f"panel {panel.key!r} failed: {panel.missing}")

@@ -254,7 +254,7 @@ def render(
     emit(d.headline, "table", title=title, wide=wide)
     for i, (name, df) in enumerate(d.tables):
         notes = _left_out(df, rows)
-        if name == "NVTX ranges":
+        if name == "NVTX ranges" and d.grouping:
             notes.append(d.grouping)
         if i == len(d.tables) - 1:
             notes += d.notes
@@ -307,7 +307,7 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
         },
         "top_regression": change(up),
         "top_improvement": change(down),
-        "nvtx_grouping": d.grouping,
+        "nvtx_grouping": d.grouping or None,
         "tables": {t: to_records(df) for t, df in d.tables},
         "notes": d.notes,
     }  # fmt: skip

@@ -37,7 +37,12 @@ def timeline_cmd(
     ] = None,
     output: OldOutputOpt = None,
     step: Annotated[
-        int | None, typer.Option("--step", metavar="<n>", help="Only the harness's step N (its NVTX range).")
+        int | None,
+        typer.Option(
+            "--step",
+            metavar="<n>",
+            help="Only step N: the harness's step range, or a torch.profiler trace's ProfilerStep#N.",
+        ),
     ] = None,
     phase: Annotated[
         str | None,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from analysis import dashboard
 from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
-from analysis.trace.exports import files_read, open_source, sqlite_for
+from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
 from analysis.views import chrome_trace
 from harness.core.errors import HarnessError
 from harness.core.signals import sigterm_raises
@@ -35,10 +35,14 @@ def export_dashboard(
     into the cache folder), written to `out`; `window` (seconds into the capture) is its timeline's."""
     if not report.exists():
         raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
-    export = sqlite_for(report, export_report)
+    beside: list[str] = []  # the report read through the export lying beside it
+    export = sqlite_for(report, export_report, notes=beside)
     refuse_inputs(out, [*files_read(report), export], OUT)
-    data = dashboard.collect_export(export, cache=cache, window=window)
-    return _written(data, out, scope="profile", title=f"harness dashboard: {report.name}")
+    with said_on_error(beside):
+        data = dashboard.collect_export(export, cache=cache, window=window)
+    page = _written(data, out, scope="profile", title=f"harness dashboard: {report.name}")
+    page.notes[:0] = beside
+    return page
 
 
 def runs_dashboard(

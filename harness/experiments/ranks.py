@@ -23,7 +23,7 @@ from analysis.ranks.ranks import (
     with_step_rows,
 )
 from analysis.trace import multi
-from analysis.trace.exports import files_read, sqlite_for
+from analysis.trace.exports import files_read, said_on_error, sqlite_for
 from harness.core.errors import UsageError
 from harness.execution.nsys import export_report
 
@@ -90,10 +90,13 @@ def ranks_of(
     """`harness ranks` over exports or reports (reports exported first, once, with the nsys the harness finds:
     analysis.trace.exports). One capture of several ranks is split by process."""
     multi.check_name_ranks(inputs)
-    exports = [sqlite_for(p, export_report, cache=cache) for p in inputs]
-    report = one_capture(exports, cache=cache)
-    if report is None:
-        report = ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    beside: list[str] = []  # the reports read through the export lying beside them
+    exports = [sqlite_for(p, export_report, cache=cache, notes=beside) for p in inputs]
+    with said_on_error(beside):
+        report = one_capture(exports, cache=cache)
+        if report is None:
+            report = ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
+    report.notes = [*beside, *report.notes]
     return report
 
 
