@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from harness.core.machine import MachineLoad, describe
-from harness.core.records import phases_for
+from harness.core.records import PROGRAM_MODE, phases_for
 from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
@@ -131,8 +132,17 @@ def _knobs(config: dict) -> dict[str, object]:
     return out
 
 
+def _program(run: Run) -> dict[str, object]:
+    """A `profile -- CMD` run: the command it ran and how that ended (the harness timed nothing in it)."""
+    summary = run.summary or {}
+    if run.mode != PROGRAM_MODE or not summary.get("command"):
+        return {}
+    return {"command": shlex.join(summary["command"]), "exit code": summary.get("exit_code")}
+
+
 def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.DataFrame]]:
-    """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of)."""
+    """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of). A
+    program's run (`profile -- CMD`) has no steps: no phase or step table, its command instead."""
     import pandas as pd
 
     info = {
@@ -141,7 +151,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "status": run.status + (f" ({run.error})" if run.error else ""),
         "model": run.model,
         "mode": run.mode,
-        "device": f"{run.device} ({run.device_name})",
+        **_program(run),
+        "device": f"{run.device} ({run.device_name})" if run.device_name else run.device,
         "precision": run.precision,
         "compile": run.compile,
         "attention": run.attention,
@@ -187,7 +198,9 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         else steps.drop(columns="rank")
     )
     per_step.columns.name = None
-    tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
+    tables = [("run", config)]
+    if run.mode != PROGRAM_MODE or len(steps):
+        tables += [("phases (measured steps)", phases), ("steps", per_step)]
     if many:
         ranks, notes = rank_tables(run_frame(run))
         tables += ranks
