@@ -137,6 +137,9 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     for line in done.unsaved:
         err(line)
     bad = [r for r in results if r.status != "ok"]
+    if bad and bad[0].status == "interrupted":  # Ctrl-C or SIGTERM: end as a stopped `run` does
+        err(f"run {bad[0].run_id} {bad[0].error}; stored as interrupted; the repeats stopped there")
+        raise typer.Exit(signals.exit_code(signals.signal_in(bad[0].error)))
     if bad:
         err(f"run {bad[0].run_id} ended {bad[0].status}: {bad[0].error}; the repeats stopped there")
     if bad or done.unsaved:
