@@ -71,6 +71,8 @@ def test_run_selection_and_compare(db: str, tmp_path: Path) -> None:
         (["--runs", "a", "--last", "2"], 2, "give --runs or --last, not both"),
         (["--compare", "only-one"], 2, "--compare takes two run ids"),
         (["--runs", "no-such-run"], 2, "no run with id 'no-such-run'"),
+        (["--runs", ","], 2, "--runs names no run"),  # not every run
+        (["--runs", " "], 2, "--runs names no run"),
         (["nowhere.sqlite"], 1, "nowhere.sqlite does not exist"),
         (["x.sqlite", "--last", "3"], 2, "not both"),
     ],
