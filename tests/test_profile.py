@@ -164,15 +164,18 @@ def test_measured_capture_leaves_warmup_out(in_tmp: Path) -> None:
     assert "nsys overhead (one run each; `harness overhead` alternates repeats)" not in tables
 
 
-def test_unwritable_profile_dir_is_one_line(in_tmp: Path) -> None:
+@pytest.mark.parametrize("under", [("profiles",), ()])
+def test_unwritable_profile_dir_is_one_line_naming_the_file_in_the_way(
+    in_tmp: Path, under: tuple[str, ...]
+) -> None:
     (in_tmp / "file").write_text("x")
-    args = ["run", "char", "--device", "cpu", "--nsys", "--profile-dir", str(in_tmp / "file" / "profiles")]
-    result = runner.invoke(app, args)
+    folder = in_tmp.joinpath("file", *under)  # a file where the folder, or one above it, must be
+    result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--profile-dir", str(folder)])
     assert result.exit_code == 1
-    folder = in_tmp / "file" / "profiles"
     assert result.output.strip().splitlines() == [
-        f"error: cannot create profile folder {folder}: Not a directory; pass --profile-dir"
-    ]
+        f"error: cannot create profile folder {folder}: {in_tmp / 'file'} is a file, not a folder; pass "
+        "--profile-dir"
+    ]  # mkdir's own words were "Not a directory" or "File exists"
 
 
 def test_report_name_given_with_nsys_arg_is_followed(in_tmp: Path) -> None:

@@ -12,7 +12,7 @@ from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
 from analysis.trace.exports import files_read, open_source, sqlite_for
 from analysis.views import chrome_trace
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, os_reason
 from harness.core.signals import sigterm_raises
 from harness.execution.nsys import export_report
 from harness.experiments import roofline
@@ -67,7 +67,7 @@ def _written(data: DashboardData, out: Path, *, scope: Literal["all", "profile"]
         raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
         raise HarnessError(
-            f"cannot write {shown(out)}: {e.strerror or e}; pass --out to a writable path"
+            f"cannot write {shown(out)}: {os_reason(out, e)}; pass --out to a writable path"
         ) from None
 
 
