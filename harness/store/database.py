@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from sqlalchemy import create_engine, inspect, select
+from sqlalchemy import create_engine, inspect, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
@@ -109,6 +109,8 @@ class Database:
             )
         self.engine: Engine = self._engine()
         self._guard(self._check_schema)
+        if not readonly:
+            self._guard(self._check_writable)
 
     # --- opening ---------------------------------------------------------------------------------------
 
@@ -177,6 +179,17 @@ class Database:
             return
         if behind or revision is None or version is None:
             self._migrate()
+
+    def _check_writable(self) -> None:
+        """A write that is rolled back: a database that will not take a run (a read-only file, or folder for
+        its journal) is said now, before a run's work, not after it, when the run can only go to a file."""
+        with self.engine.connect() as conn:
+            probe = conn.begin()
+            try:
+                same = update(Meta).where(Meta.key == "schema_version").values(value=Meta.value)
+                conn.execute(same)
+            finally:
+                probe.rollback()
 
     def _upgrade(self) -> None:
         """A read-only command on a database made by an older harness: bring it to this schema through a
