@@ -126,6 +126,19 @@ def test_overhead_rejects_a_bad_ci_target(in_tmp: Path) -> None:
     assert result.output.strip() == "error: --ci-target must be a positive percentage, got -1"
 
 
+def test_an_option_nsys_refuses_is_said_as_nsys_failing_not_the_program(in_tmp: Path) -> None:
+    args = ["run", "char", "--device", "cpu", "--nsys", "--steps", "1", "--warmup", "0", "--no-nsys-baseline"]
+    result = runner.invoke(app, [*args, "--nsys-arg=--no-such-option"])
+    assert result.exit_code == 1
+    assert (
+        "error: nsys failed (exit code 1) before it recorded anything; no run under nsys stored"
+        in result.output
+    )
+    assert "--no-such-option" in result.output  # nsys's own line says which
+    assert "profiled program failed" not in result.output and "Traceback" not in result.output
+    assert ResultsStore(readonly=True).count_runs() == 0
+
+
 def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the worker (the Python process under nsys) dies at start-up with exit code 3
     hook = in_tmp / "inject"
