@@ -19,7 +19,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from harness.core.errors import HarnessError, first_line
+from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, migrations
 from harness.store.location import describe_url, in_memory, resolve_url, sqlite_file
 from harness.store.schema import (
@@ -145,8 +145,9 @@ class Database:
             raise HarnessError(f"not a database URL: {self.where} ({first_line(e)})") from None
         except OSError as e:
             raise HarnessError(
-                f"cannot open results database {self.where}: {e.strerror or e}. Pass --db PATH_OR_URL or set "
-                "HARNESS_DB to a writable location."
+                f"cannot open results database {self.where}: "
+                f"{os_reason(self.file.parent, e) if self.file else e.strerror or e}. Pass --db PATH_OR_URL "
+                "or set HARNESS_DB to a writable location."
             ) from None
 
     def _check_schema(self) -> None:
