@@ -220,6 +220,10 @@ def sweep_cmd(
     def split(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
 
+    for option, given in (("--models", models), ("--precision", precision), ("--compile", compile)):
+        if not split(given):  # an empty axis is an empty grid: nothing would run
+            raise UsageError(f"{option} names nothing ({given!r}): give a comma-separated list")
+
     compile_map = {"off": False, "on": True, "false": False, "true": True}
     bad = [c for c in split(compile) if c.lower() not in compile_map]
     if bad:
