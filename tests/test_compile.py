@@ -285,6 +285,10 @@ def test_an_instrumented_eager_run_is_no_baseline_for_a_plain_compiled_one(tmp_d
     assert rows["step"]["speed-up"] == pytest.approx(1.75)
     said = " ".join(runner.invoke(app, ["compare-compile"], env={"COLUMNS": "80"}).output.split())
     assert "baseline: eager run tiny-eager (the only eager run of this configuration)" in said
+    from harness.execution.compiled import with_setup
+
+    panel = compile_panel(DashboardData(runs=with_setup(store, store.runs()), steps=store.step_timings()))
+    assert list(panel.figure.data[1].text)[-1] == "×1.75"  # the dashboard's panel pairs them the same way
 
 
 def test_inductor_cache_state_is_said(tmp_db: str) -> None:

@@ -109,6 +109,12 @@ def setup(config: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in whole.items() if k not in NOT_SETUP}, sort_keys=True, default=str)
 
 
+def with_setup(store: ResultsStore, runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` (the store's rows) with their SETUP column, by which eager and compiled runs are paired."""
+    configs = store.configs(list(runs["run_id"]))
+    return runs.assign(**{SETUP: [setup(configs.get(r, {})) for r in runs["run_id"]]})
+
+
 def compile_table(
     store: ResultsStore,
     *,
@@ -130,9 +136,7 @@ def compile_table(
             )
         baseline = chosen.id
         model, device = model or chosen.model, device or chosen.device
-    runs = store.runs(model=model, device=device)
-    configs = store.configs(list(runs["run_id"]))
-    runs[SETUP] = [setup(configs.get(r, {})) for r in runs["run_id"]]
+    runs = with_setup(store, store.runs(model=model, device=device))
     steps = store.step_timings(list(runs["run_id"])) if len(runs) else None
     if steps is None:
         import pandas as pd

@@ -14,6 +14,7 @@ from analysis.trace.exports import files_read, open_source, sqlite_for
 from analysis.views import chrome_trace
 from harness.core.errors import HarnessError, os_reason
 from harness.core.signals import sigterm_raises
+from harness.execution.compiled import with_setup
 from harness.execution.nsys import export_report
 from harness.experiments import roofline
 from harness.store.results import ResultsStore, describe_url
@@ -54,6 +55,7 @@ def runs_dashboard(
     comparison panel) and the roofline of the newest that has block times, written to `out`; and how many
     runs it holds."""
     data = dashboard.collect(store, ids=ids, last=last, model=model, compare=compare)
+    data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile
     data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
     refuse_inputs(out, [store.file, *run_files(data.runs)], OUT)
