@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.machine import MachineLoad, describe
@@ -75,13 +76,16 @@ def run_fields(shown: dict[str, Any]) -> dict[str, Any]:
 
 def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
     """For people: the run table without its paths, and `field: path` lines to print whole, each on its own
-    line (a path wrapped inside a table cell breaks where it cannot be copied back)."""
+    line (a path wrapped inside a table cell breaks where it cannot be copied back); a file no longer there
+    is said to be so."""
     out, lines = [], []
     for name, df in tables:
         if name == "run":
             is_path = df["field"].isin(PATH_FIELDS) | df["field"].astype(str).str.startswith("file.")
             lines += [
-                f"{f}: {v}" for f, v in zip(df["field"][is_path], df["value"][is_path], strict=True) if v
+                f"{f}: {v}" + ("" if Path(str(v)).exists() else " (no such file: moved or deleted)")
+                for f, v in zip(df["field"][is_path], df["value"][is_path], strict=True)
+                if v
             ]
             df = df[~is_path].reset_index(drop=True)
             df.attrs["wrap"] = ["value"]
