@@ -221,3 +221,14 @@ def test_runs_in_other_processes_count_their_steps(
     progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
     # piped: a line at the first step counted and at the last (a bar on a terminal)
     assert any(label in line and "3/3 steps" in line for line in progress), progress
+
+
+@pytest.mark.parametrize("ref", ["", " "])
+def test_an_empty_run_reference_names_no_run(tmp_db: str, ref: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-only"))  # an empty prefix matched it: `show ""` showed the only run
+    result = invoke("show", ref)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: the run id is empty: give an id, a unique prefix, `latest`, or -1, -2, …"
+    )
