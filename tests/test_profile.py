@@ -301,3 +301,52 @@ def test_a_signal_while_nsys_imports_keeps_the_report(
     steps = ResultsStore(str(db), readonly=True).step_timings([run["run_id"]])
     assert int((~steps["warmup"]).sum()) == 2 * len(PHASES)
     wait_until(lambda: not marked(mark), 60, "every process the harness started to end")
+
+
+def test_overhead_stopped_by_ctrl_c_keeps_the_rounds_done_and_runs_no_more(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run's process ends on Ctrl-C as the harness passes it on: an interrupted run stops the whole
+    measurement (it went on with the next round, so Ctrl-C stopped one run only)."""
+    import signal
+
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.experiments import overhead
+
+    made: list[str] = []
+
+    def result(run_id: str, config: RunConfig, status: str = "ok") -> RunResult:
+        steps = [
+            StepRecord(i, False, {"forward": 10 + len(made), "backward": 20, "optimizer": 5})
+            for i in range(2)
+        ]
+        error = "interrupted by SIGINT after 1 of 2 measured steps" if status == "interrupted" else None
+        return RunResult(run_id, config, status, device="cpu", device_name="cpu", steps=steps, error=error)
+
+    def baseline(config: RunConfig) -> tuple[RunResult, None]:
+        made.append(f"base-{len(made)}")
+        return result(made[-1], config), None
+
+    class Profiled:  # a profiler whose second run is stopped by Ctrl-C
+        name = "nsys"
+
+        def overhead_runs(self, config, options, modes):  # type: ignore[no-untyped-def]
+            def run():  # type: ignore[no-untyped-def]
+                made.append(f"prof-{len(made)}")
+                status = "interrupted" if len(made) == 4 else "ok"
+                return result(made[-1], config, status), {"profiler": "nsys"}, []
+
+            return [("nsys light", run)]
+
+    monkeypatch.setattr(overhead, "run_baseline", baseline)
+    config = RunConfig(model="char", device="cpu", warmup=0, steps=2)
+    done = overhead.measure_overhead(
+        config, Profiled(), None, repeats=3, modes=["light"], store=ResultsStore(tmp_db)
+    )  # type: ignore[arg-type]
+    assert made == ["base-0", "prof-1", "base-2", "prof-3"]  # no third round
+    assert done.interrupted == signal.SIGINT and done.repeats == 1
+    assert done.notes[0] == (
+        "stopped in round 2: nsys light run prof-3 interrupted by SIGINT after 1 of 2 measured steps; "
+        "stored as interrupted"
+    )
+    assert len(ResultsStore(tmp_db, readonly=True).runs()) == 4  # every run kept, the stopped one too
