@@ -56,7 +56,10 @@ def test_bad_database(tmp_path) -> None:
     blocker.write_text("x")
     result = invoke("run", "char", "--device", "cpu", "--db", str(blocker / "d" / "r.sqlite"))
     assert result.exit_code == 1
-    assert "cannot open results database" in one_line_error(result)
+    assert (
+        f"cannot open results database {blocker / 'd' / 'r.sqlite'}: {blocker} is a file, not a folder"
+        in (one_line_error(result))
+    )  # mkdir said "Not a directory"
 
 
 def test_show_unknown_run(tmp_db) -> None:

@@ -267,6 +267,30 @@ def test_baseline_is_explicit_and_can_be_named(tmp_db: str) -> None:
         assert len(result.output.strip().splitlines()) == 1
 
 
+def test_an_instrumented_eager_run_is_no_baseline_for_a_plain_compiled_one(tmp_db: str) -> None:
+    from dataclasses import replace
+
+    store = ResultsStore(tmp_db)
+    store.save(EAGER)
+    store.save(COMPILED)
+    # newer, and slowed by what it records: --nvtx-detail's synchronised hooks, --memory's profiler
+    for i, what in enumerate(({"nvtx_detail": True}, {"memory": True}, {"plant": "host-sync"})):
+        slowed = made(
+            f"tiny-eager-{i}", False, (40 * MS, 40 * MS, 10 * MS), [(20 * MS, 40 * MS, 10 * MS)] * 3
+        )
+        slowed.config = replace(slowed.config, **what)
+        store.save(slowed)
+    rows = {r["phase"]: r for r in _json("compare-compile")}
+    assert rows["step"]["eager run"] == "tiny-eager"  # it took the newest: a speed-up of 3.5, not 1.75
+    assert rows["step"]["speed-up"] == pytest.approx(1.75)
+    said = " ".join(runner.invoke(app, ["compare-compile"], env={"COLUMNS": "80"}).output.split())
+    assert "baseline: eager run tiny-eager (the only eager run of this configuration)" in said
+    from harness.execution.compiled import with_setup
+
+    panel = compile_panel(DashboardData(runs=with_setup(store, store.runs()), steps=store.step_timings()))
+    assert list(panel.figure.data[1].text)[-1] == "×1.75"  # the dashboard's panel pairs them the same way
+
+
 def test_inductor_cache_state_is_said(tmp_db: str) -> None:
     from harness.execution.compiled import cache_state
 

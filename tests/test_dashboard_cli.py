@@ -71,6 +71,8 @@ def test_run_selection_and_compare(db: str, tmp_path: Path) -> None:
         (["--runs", "a", "--last", "2"], 2, "give --runs or --last, not both"),
         (["--compare", "only-one"], 2, "--compare takes two run ids"),
         (["--runs", "no-such-run"], 2, "no run with id 'no-such-run'"),
+        (["--runs", ","], 2, "--runs names no run"),  # not every run
+        (["--runs", " "], 2, "--runs names no run"),
         (["nowhere.sqlite"], 1, "nowhere.sqlite does not exist"),
         (["x.sqlite", "--last", "3"], 2, "not both"),
     ],
@@ -80,6 +82,16 @@ def test_user_errors_are_one_line(db: str, tmp_path: Path, args: list[str], code
     assert result.exit_code == code
     assert message in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_page_under_a_file_is_one_line_naming_the_file(db: str, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    result = runner.invoke(app, ["dashboard", "--db", db, "--out", str(tmp_path / "file" / "d.html")])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"error: cannot write {tmp_path / 'file' / 'd.html'}: {tmp_path / 'file'} is a file, not a folder; "
+        "pass --out to a writable path"
+    ]
 
 
 def test_unreadable_nsys_rep_is_one_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.attack(saves=True)
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///file::memory:?uri=true"])
 @pytest.mark.parametrize("command", [["run", "tiny", "--device", "cpu"], ["runs"], ["import", "x.json"]])
 def test_a_database_in_memory_is_refused(url: str, command: list[str], tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -34,6 +34,31 @@ def test_a_database_in_memory_is_refused(url: str, command: list[str], tmp_path:
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "is a database in memory" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_sqlite_uri_names_its_file_not_a_folder_file_colon(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "r.sqlite"
+    filled(db, 1)
+    result = runner.invoke(app, ["runs", "--db", f"sqlite:///file:{db}?mode=ro&uri=true", "--format", "csv"])
+    assert result.exit_code == 0, result.output  # it said "no results database at file:…"
+    assert "tiny-0" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"]  # no folder "file:" made
+
+
+def test_a_read_only_database_is_refused_before_the_run_not_after_it(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "r.sqlite"
+    filled(db, 1)
+    before = db.read_bytes()
+    args = ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0"]
+    result = runner.invoke(app, [*args, "--db", f"sqlite:///file:{db}?mode=ro&uri=true"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"error: results database {db} is read-only (attempt to write a readonly database); pass --db a "
+        "writable one"
+    ]  # the run was made, then written to a file for `harness import`
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sqlite"] and db.read_bytes() == before
 
 
 @pytest.mark.parametrize("command", [["run", "tiny", "--device", "cpu"], ["runs"], ["show", "x"]])

@@ -313,3 +313,18 @@ def test_a_baseline_name_diff_could_not_find_again_is_refused(
     (line,) = r.stderr.splitlines()
     assert line.startswith("error: ") and "is not a baseline name" in line and why in line
     assert runner.invoke(app, ["baseline", "list", "--format", "json"]).stdout.strip() == "[]"
+
+
+def test_runs_of_unlike_configurations_are_said_to_be_so(slow_pair: tuple[str, str]) -> None:
+    from dataclasses import replace
+
+    bigger = make_run("batch-8", noise=0.01, seed=3)
+    bigger.config = replace(bigger.config, batch_size=8)
+    ResultsStore().save(bigger, profiler="nsys", nsys_mode="light")
+    notes = json.loads(runner.invoke(app, ["diff", "base-1", "batch-8", "--format", "json"]).stdout)["notes"]
+    assert (
+        "A and B are not the same configuration: batch size 4 → 8, profiler none → nsys light; their times "
+        "differ by that too"
+    ) in notes  # a backward 20% slower is the batch's, not a change of code
+    same = json.loads(runner.invoke(app, ["diff", *slow_pair, "--format", "json"]).stdout)["notes"]
+    assert not [n for n in same if "not the same configuration" in n]

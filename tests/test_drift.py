@@ -155,3 +155,29 @@ def test_run_repeats_progress_counts_the_runs_done(tmp_path: Path, monkeypatch: 
     assert made == ["r-0", "r-1", "r-2"]
     assert "run 2/3 (fresh process): 1/3 runs" in r.output
     assert "run 3/3 (fresh process): 2/3 runs" in r.output
+
+
+def test_run_repeats_stopped_by_ctrl_c_keeps_the_runs_done_and_exits_130(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import drift as repeats
+
+    made: list[str] = []
+
+    def run(config):  # the second run is stopped by Ctrl-C, as its fresh process ends it
+        made.append(f"r-{len(made)}")
+        if len(made) == 2:
+            error = "interrupted by SIGINT after 0 of 1 measured steps"
+            return RunResult(made[-1], config, "interrupted", device="cpu", error=error), None
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
+
+    monkeypatch.setattr(repeats, "run_baseline", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "1", "--warmup", "0", "--db", db]
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 130, r.output  # as a Ctrl-C'd `run`: a script tells it from a failed run
+    assert made == ["r-0", "r-1"]
+    assert "run r-1 interrupted by SIGINT after 0 of 1 measured steps; stored as interrupted" in r.output
+    assert list(ResultsStore(db).runs()["status"]) == ["ok", "interrupted"]

@@ -89,6 +89,14 @@ def test_every_run_command_takes_latest_and_minus_n(three: ResultsStore) -> None
     assert tag.exit_code == 0 and tag.stdout.strip() == "baseline:before = tiny-mid"
 
 
+def test_several_runs_a_side_counted_from_the_newest_are_runs_not_options(three: ResultsStore) -> None:
+    diff = invoke("diff", "-3,-2", "-1", "--format", "json")
+    assert diff.exit_code == 0, diff.output
+    assert "tiny-old,tiny-mid" in diff.stdout and "tiny-new" in diff.stdout
+    empty = invoke("diff", "-3,", "-1")  # an empty one among them: the diff's own line, not "No such option"
+    assert empty.exit_code == 2 and "none empty" in empty.output
+
+
 def test_runs_with_a_filter_that_matches_nothing_names_it(three: ResultsStore) -> None:
     result = invoke("runs", "--model", "nomatch")
     assert result.exit_code == 0
@@ -213,3 +221,14 @@ def test_runs_in_other_processes_count_their_steps(
     progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
     # piped: a line at the first step counted and at the last (a bar on a terminal)
     assert any(label in line and "3/3 steps" in line for line in progress), progress
+
+
+@pytest.mark.parametrize("ref", ["", " "])
+def test_an_empty_run_reference_names_no_run(tmp_db: str, ref: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-only"))  # an empty prefix matched it: `show ""` showed the only run
+    result = invoke("show", ref)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: the run id is empty: give an id, a unique prefix, `latest`, or -1, -2, …"
+    )

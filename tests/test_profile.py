@@ -126,6 +126,19 @@ def test_overhead_rejects_a_bad_ci_target(in_tmp: Path) -> None:
     assert result.output.strip() == "error: --ci-target must be a positive percentage, got -1"
 
 
+def test_an_option_nsys_refuses_is_said_as_nsys_failing_not_the_program(in_tmp: Path) -> None:
+    args = ["run", "char", "--device", "cpu", "--nsys", "--steps", "1", "--warmup", "0", "--no-nsys-baseline"]
+    result = runner.invoke(app, [*args, "--nsys-arg=--no-such-option"])
+    assert result.exit_code == 1
+    assert (
+        "error: nsys failed (exit code 1) before it recorded anything; no run under nsys stored"
+        in result.output
+    )
+    assert "--no-such-option" in result.output  # nsys's own line says which
+    assert "profiled program failed" not in result.output and "Traceback" not in result.output
+    assert ResultsStore(readonly=True).count_runs() == 0
+
+
 def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the worker (the Python process under nsys) dies at start-up with exit code 3
     hook = in_tmp / "inject"
@@ -164,15 +177,18 @@ def test_measured_capture_leaves_warmup_out(in_tmp: Path) -> None:
     assert "nsys overhead (one run each; `harness overhead` alternates repeats)" not in tables
 
 
-def test_unwritable_profile_dir_is_one_line(in_tmp: Path) -> None:
+@pytest.mark.parametrize("under", [("profiles",), ()])
+def test_unwritable_profile_dir_is_one_line_naming_the_file_in_the_way(
+    in_tmp: Path, under: tuple[str, ...]
+) -> None:
     (in_tmp / "file").write_text("x")
-    args = ["run", "char", "--device", "cpu", "--nsys", "--profile-dir", str(in_tmp / "file" / "profiles")]
-    result = runner.invoke(app, args)
+    folder = in_tmp.joinpath("file", *under)  # a file where the folder, or one above it, must be
+    result = runner.invoke(app, ["run", "char", "--device", "cpu", "--nsys", "--profile-dir", str(folder)])
     assert result.exit_code == 1
-    folder = in_tmp / "file" / "profiles"
     assert result.output.strip().splitlines() == [
-        f"error: cannot create profile folder {folder}: Not a directory; pass --profile-dir"
-    ]
+        f"error: cannot create profile folder {folder}: {in_tmp / 'file'} is a file, not a folder; pass "
+        "--profile-dir"
+    ]  # mkdir's own words were "Not a directory" or "File exists"
 
 
 def test_report_name_given_with_nsys_arg_is_followed(in_tmp: Path) -> None:
@@ -285,3 +301,52 @@ def test_a_signal_while_nsys_imports_keeps_the_report(
     steps = ResultsStore(str(db), readonly=True).step_timings([run["run_id"]])
     assert int((~steps["warmup"]).sum()) == 2 * len(PHASES)
     wait_until(lambda: not marked(mark), 60, "every process the harness started to end")
+
+
+def test_overhead_stopped_by_ctrl_c_keeps_the_rounds_done_and_runs_no_more(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run's process ends on Ctrl-C as the harness passes it on: an interrupted run stops the whole
+    measurement (it went on with the next round, so Ctrl-C stopped one run only)."""
+    import signal
+
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.experiments import overhead
+
+    made: list[str] = []
+
+    def result(run_id: str, config: RunConfig, status: str = "ok") -> RunResult:
+        steps = [
+            StepRecord(i, False, {"forward": 10 + len(made), "backward": 20, "optimizer": 5})
+            for i in range(2)
+        ]
+        error = "interrupted by SIGINT after 1 of 2 measured steps" if status == "interrupted" else None
+        return RunResult(run_id, config, status, device="cpu", device_name="cpu", steps=steps, error=error)
+
+    def baseline(config: RunConfig) -> tuple[RunResult, None]:
+        made.append(f"base-{len(made)}")
+        return result(made[-1], config), None
+
+    class Profiled:  # a profiler whose second run is stopped by Ctrl-C
+        name = "nsys"
+
+        def overhead_runs(self, config, options, modes):  # type: ignore[no-untyped-def]
+            def run():  # type: ignore[no-untyped-def]
+                made.append(f"prof-{len(made)}")
+                status = "interrupted" if len(made) == 4 else "ok"
+                return result(made[-1], config, status), {"profiler": "nsys"}, []
+
+            return [("nsys light", run)]
+
+    monkeypatch.setattr(overhead, "run_baseline", baseline)
+    config = RunConfig(model="char", device="cpu", warmup=0, steps=2)
+    done = overhead.measure_overhead(
+        config, Profiled(), None, repeats=3, modes=["light"], store=ResultsStore(tmp_db)
+    )  # type: ignore[arg-type]
+    assert made == ["base-0", "prof-1", "base-2", "prof-3"]  # no third round
+    assert done.interrupted == signal.SIGINT and done.repeats == 1
+    assert done.notes[0] == (
+        "stopped in round 2: nsys light run prof-3 interrupted by SIGINT after 1 of 2 measured steps; "
+        "stored as interrupted"
+    )
+    assert len(ResultsStore(tmp_db, readonly=True).runs()) == 4  # every run kept, the stopped one too

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.attack
         ("x" * 300, "longer than 200 bytes"),
         ("../../x", "folder separator"),
         ("/abs/path", "folder separator"),
-        ("..", "empty"),
+        ("..", "it names a folder (the current one or the one above), not a run"),  # it said "empty"
         ("", "empty"),
         ("a\nb", "control characters"),
         ("x,y", "','"),

@@ -91,3 +91,35 @@ def test_show_json_of_earlier_versions_reads_the_same_fields() -> None:
     assert run["run"] == "medium-20261127-074355-aaff" and run["batch size"] == 4
     assert (run["warmup steps"], run["measured steps"]) == (5, 10)
     assert run["device"] == "cuda (NVIDIA H100 80GB HBM3)"
+
+
+def test_show_program_run_gives_its_command_and_exit_code_not_empty_step_tables(tmp_db: str) -> None:
+    from harness.core.records import RunResult
+    from harness.experiments.program import NOT_APPLICABLE, program_config
+
+    store = ResultsStore(tmp_db)
+    command = ["python", "my script.py", "a b"]
+    result = RunResult(
+        "prog-1", program_config("python"), "error", device=NOT_APPLICABLE,
+        error="the program exited with code 3", extra={"command": command, "exit_code": 3},
+    )  # fmt: skip
+    store.save(result, profiler="nsys", nsys_mode="light")
+    tables = dict(show_tables(store.get("prog-1"), []))
+    info = dict(zip(tables["run"]["field"], tables["run"]["value"], strict=True))
+    assert info["command"] == "python 'my script.py' 'a b'" and info["exit code"] == 3
+    assert info["device"] == NOT_APPLICABLE  # no device name to add in brackets
+    assert list(tables) == ["run"]  # the harness timed nothing inside a program: no phase or step table
+
+
+def test_show_says_a_file_of_the_run_that_is_gone(store: ResultsStore, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    kept, gone = tmp_path / "r.nsys-rep", tmp_path / "r.sqlite"
+    kept.write_bytes(b"x")
+    store.save(make_result("tiny-files"), profiler="nsys", nsys_rep=str(kept), nsys_sqlite=str(gone))
+    result = CliRunner().invoke(app, ["show", "tiny-files"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert f"nsys report: {kept}\n" in result.output
+    assert f"nsys sqlite: {gone} (no such file: moved or deleted)" in result.output

@@ -56,6 +56,22 @@ def test_exit_code_signal_and_output_are_passed_on() -> None:
     assert merged.stdout == "a\n" and merged.stderr == ""
 
 
+def test_a_program_that_prints_a_lot_is_kept_by_its_end_only() -> None:
+    """Every reader of a command's output wants its end; a program printing gigabytes held whole made the
+    harness's memory grow about tenfold its output."""
+    code = (
+        "import sys\nfor i in range(60000): sys.stdout.write(f'line {i:06d} ' + 'x' * 40 + chr(10))\n"
+        "print('last')"
+    )
+    done = supervisor.run([sys.executable, "-c", code], merge_stderr=True)
+    kept = done.stdout.encode()
+    assert 3 * supervisor.KEPT_BYTES < 60000 * 53  # the program printed more than three times what is kept
+    assert supervisor.KEPT_BYTES - 53 <= len(kept) <= supervisor.KEPT_BYTES
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "last" and lines[-2] == "line 059999 " + "x" * 40
+    assert lines[0].startswith("line ") and len(lines[0]) == 52  # begins at a whole line
+
+
 def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
     mark = uuid.uuid4().hex
     folder = tmp_path / "harness-tmp"

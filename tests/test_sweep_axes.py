@@ -42,6 +42,14 @@ def test_sweep_context_lengths_must_be_positive_integers(tmp_db: str) -> None:
     assert len(out.output.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("option", ["--models", "--precision", "--compile"])
+@pytest.mark.parametrize("given", ["", ","])
+def test_sweep_axis_that_names_nothing_is_refused(tmp_db: str, option: str, given: str) -> None:
+    out = runner.invoke(app, ["sweep", "--device", "cpu", option, given, "--db", tmp_db])
+    assert out.exit_code == 2  # it ran an empty grid: an empty table, exit 0
+    assert out.output.strip() == f"error: {option} names nothing ({given!r}): give a comma-separated list"
+
+
 def test_context_column_is_an_integer_even_beside_a_run_without_a_model() -> None:
     from dashboard_data import MODELS
 

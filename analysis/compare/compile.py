@@ -22,6 +22,10 @@ from analysis.runs.steady import REMAINDER, STEP, RunSteady, ratio_interval, run
 from workloads.names import PHASES_BY_MODE
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size", "context_length"]
+# an optional column of the runs: the rest of a configuration its times depend on (instrumentation such as
+# --nvtx-detail or --memory, a plant, the step's knobs, generate's tokens), filled by the caller; runs are
+# paired only within one value of it, which the table does not show
+SETUP = "setup"
 COMPILE = "compile (first step) (ns)"
 COLUMNS = [
     *SAME_CONFIG,
@@ -47,6 +51,7 @@ __all__ = [
     "COLUMNS",
     "COMPILE",
     "REMAINDER",
+    "SETUP",
     "STEP",
     "baseline_choice",
     "compile_comparison",
@@ -64,7 +69,7 @@ def compile_pairs(runs: pd.DataFrame, baseline: str | None = None) -> list[tuple
     if runs.empty:
         return []
     ok = _ok(runs)
-    keys = [k for k in SAME_CONFIG if k in ok]
+    keys = [k for k in (*SAME_CONFIG, SETUP) if k in ok]
     pairs = []
     for _, group in ok.groupby(keys, sort=False, dropna=False):
         compiled = group["compile"].astype(bool)
@@ -85,7 +90,7 @@ def baseline_choice(runs: pd.DataFrame, pairs: list[tuple[dict, dict]], baseline
             why = "named by --baseline"
         else:
             same = ok[~ok["compile"].astype(bool)]
-            for k in SAME_CONFIG:
+            for k in (*SAME_CONFIG, SETUP):
                 if k in same:
                     v = eager.get(k)
                     same = same[same[k].isna()] if v is None or v != v else same[same[k] == v]

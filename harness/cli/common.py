@@ -120,7 +120,9 @@ def one_out(out: Path | None, alias: Path | None, option: str = "--out") -> Path
     return target
 
 
-NEWEST = re.compile(r"-[1-9][0-9]*")  # a run counted from the newest: -1, -2, ...
+# a run counted from the newest: -1, -2, ...; or several a side beginning with one (`diff -3,-2,-1 B`): no
+# option looks like either
+NEWEST = re.compile(r"-[1-9][0-9]*(,.*)?")
 RUN_REF_HELP = "a run id (or a unique prefix), `latest`, or -1, -2, … counted from the newest"
 
 

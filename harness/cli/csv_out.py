@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.cli.common import note, refuse_inputs, warn, write_text
 from harness.cli.terminal.output import Format, emit
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, os_reason
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,7 +57,9 @@ def write_folder(
             emit(df, Format.csv, file=text)
             write_text(path, text.getvalue())
     except OSError as e:
-        raise HarnessError(f"cannot write CSV files into {folder}: {e.strerror or e}", exit_code=2) from None
+        raise HarnessError(
+            f"cannot write CSV files into {folder}: {os_reason(Path(folder), e)}", exit_code=2
+        ) from None
     return paths
 
 

@@ -86,6 +86,8 @@ def dashboard_cmd(
         )
     if start is not None and end is not None and end <= start:
         raise UsageError(f"--end ({end} s) must be after --start ({start} s)")
+    if runs is not None and not _ids(runs):  # an empty list is not "every run"
+        raise UsageError(f"--runs names no run ({runs!r}): give run ids separated by commas")
     if runs and last:
         raise UsageError("give --runs or --last, not both")
     out = output if output is not None else out

@@ -28,7 +28,7 @@ from harness.cli.common import (
 from harness.cli.csv_out import write_csv
 from harness.cli.reading import NoCacheOpt
 from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import HarnessError, UsageError, os_reason
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -212,7 +212,9 @@ def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | No
     try:
         page = hd.write_page(out, result, top, gate)
     except OSError as e:
-        raise HarnessError(f"cannot write {out}: {e.strerror or e}; pass --html a writable path") from None
+        raise HarnessError(
+            f"cannot write {out}: {os_reason(Path(out), e)}; pass --html a writable path"
+        ) from None
     total = len(page.panels)
     note(f"wrote {page.path} ({len(page.drawn)} of {total} panel{'' if total == 1 else 's'} drawn)")
 

@@ -19,8 +19,10 @@ from harness.cli.profiler_options import (
 from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
 from harness.cli.terminal.output import Format, emit
 from harness.cli.terminal.progress import Progress
+from harness.core import signals
 from harness.core.errors import UsageError
 from harness.core.machine import describe
+from harness.core.signals import sigterm_raises
 from harness.experiments import overhead
 
 
@@ -82,7 +84,7 @@ def overhead_cmd(
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
     ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())
     config = ready.config
-    with Progress(f"{profiler.value} overhead, {overhead.workload_of(config)}") as progress:
+    with sigterm_raises(), Progress(f"{profiler.value} overhead, {overhead.workload_of(config)}") as progress:
         result = overhead.measure_overhead(
             config, ready.profiler, ready.options, repeats=repeats, modes=mode_list, store=ready.store,
             ci_target=ci_target, max_time=max_time, progress=progress.stage,
@@ -102,6 +104,8 @@ def overhead_cmd(
         notes=notes,
         wide=wide,
     )
+    if result.interrupted is not None:  # stopped by Ctrl-C or SIGTERM: the rounds before it are shown
+        raise typer.Exit(signals.exit_code(result.interrupted))
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ import typer
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, file_option, is_stdout, note, refuse_inputs
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.output import emit_many
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
 
@@ -96,7 +96,7 @@ def ranks_cmd(
             page = run_ranks.write_page(report, html)
         except OSError as e:
             raise HarnessError(
-                f"cannot write {html}: {e.strerror or e}; pass --html to a writable path"
+                f"cannot write {html}: {os_reason(Path(html), e)}; pass --html to a writable path"
             ) from None
         drawn = len(page.drawn)
         note(f"wrote {html} ({page.size_bytes / 1e6:.1f} MB): {drawn} panel{'' if drawn == 1 else 's'}")

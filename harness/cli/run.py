@@ -137,6 +137,9 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     for line in done.unsaved:
         err(line)
     bad = [r for r in results if r.status != "ok"]
+    if bad and bad[0].status == "interrupted":  # Ctrl-C or SIGTERM: end as a stopped `run` does
+        err(f"run {bad[0].run_id} {bad[0].error}; stored as interrupted; the repeats stopped there")
+        raise typer.Exit(signals.exit_code(signals.signal_in(bad[0].error)))
     if bad:
         err(f"run {bad[0].run_id} ended {bad[0].status}: {bad[0].error}; the repeats stopped there")
     if bad or done.unsaved:
@@ -216,6 +219,10 @@ def sweep_cmd(
 
     def split(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]
+
+    for option, given in (("--models", models), ("--precision", precision), ("--compile", compile)):
+        if not split(given):  # an empty axis is an empty grid: nothing would run
+            raise UsageError(f"{option} names nothing ({given!r}): give a comma-separated list")
 
     compile_map = {"off": False, "on": True, "false": False, "true": True}
     bad = [c for c in split(compile) if c.lower() not in compile_map]

@@ -105,8 +105,10 @@ def check_run_name(name: str | None) -> None:
     if name is None:
         return
     why = None
-    if not name.strip() or name in (".", ".."):
+    if not name.strip():
         why = "it is empty"
+    elif name in (".", ".."):
+        why = "it names a folder (the current one or the one above), not a run"
     elif "/" in name or "\\" in name:
         why = "it holds a folder separator (a name, not a path: --profile-dir says where files go)"
     elif "," in name:

@@ -5,13 +5,15 @@ step.)"""
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import MISSING, fields
+from typing import TYPE_CHECKING, Any
 
-from analysis.compare.compile import baseline_choice, compile_comparison, compile_pairs
+from analysis.compare.compile import SAME_CONFIG, SETUP, baseline_choice, compile_comparison, compile_pairs
 from analysis.runs.steady import REMAINDER, STEP, run_steady
 from harness.core.errors import UsageError
-from harness.core.records import RunResult
+from harness.core.records import RunConfig, RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,6 +90,31 @@ def cache_state(hits: int, misses: int) -> str:
     return "partly warm" if hits else "unknown"
 
 
+# what a configuration holds that is not its setup (SAME_CONFIG, compile itself, counts and rank layout)
+NOT_SETUP = frozenset({*SAME_CONFIG, "compile", "seed", "steps", "warmup", "vocab_size", "power_period_ms",
+                       "rank_timeout", "rdzv_endpoint", "node_rank"})  # fmt: skip
+
+
+DEFAULTS = {
+    f.name: f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+    for f in fields(RunConfig)
+    if f.default is not MISSING or f.default_factory is not MISSING
+}
+
+
+def setup(config: dict[str, Any]) -> str:
+    """The rest of a run's configuration its times depend on, as one value (analysis.compare.compile's
+    SETUP): an eager run with --nvtx-detail, --memory or a plant is no baseline for a plain compiled run."""
+    whole = {**DEFAULTS, **config}  # a field stored runs predate has its default
+    return json.dumps({k: v for k, v in whole.items() if k not in NOT_SETUP}, sort_keys=True, default=str)
+
+
+def with_setup(store: ResultsStore, runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` (the store's rows) with their SETUP column, by which eager and compiled runs are paired."""
+    configs = store.configs(list(runs["run_id"]))
+    return runs.assign(**{SETUP: [setup(configs.get(r, {})) for r in runs["run_id"]]})
+
+
 def compile_table(
     store: ResultsStore,
     *,
@@ -109,7 +136,7 @@ def compile_table(
             )
         baseline = chosen.id
         model, device = model or chosen.model, device or chosen.device
-    runs = store.runs(model=model, device=device)
+    runs = with_setup(store, store.runs(model=model, device=device))
     steps = store.step_timings(list(runs["run_id"])) if len(runs) else None
     if steps is None:
         import pandas as pd

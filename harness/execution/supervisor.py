@@ -41,6 +41,9 @@ POLL_S = 0.1
 # leaving a truncated .sqlite); 2022.4 took less
 GRACE_S = 120.0
 LEFTOVER_WAIT_S = 3.0  # after COMMAND exits: time for what it started to exit by itself
+# what is kept of a command's output: its end (every reader wants a tail: the program's last lines, nsys's
+# closing lines); a program that prints gigabytes must not make the harness hold them all in memory
+KEPT_BYTES = 1 << 20
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -51,8 +54,8 @@ PR_SET_CHILD_SUBREAPER = 36
 @dataclass
 class Finished:
     returncode: int  # COMMAND's exit code; negative: killed by that signal
-    stdout: str
-    stderr: str  # empty with merge_stderr
+    stdout: str  # its last KEPT_BYTES, from a line's start
+    stderr: str  # empty with merge_stderr; its last KEPT_BYTES too
     interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C; SIGTERM)
     held: bool = False  # that signal was kept from COMMAND (`run`'s hold), and no later one passed on
 
@@ -126,12 +129,10 @@ def run(
                 interrupted, held = interrupted or sig, False  # passed on: the command is stopped after all
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(sig)
-        out.seek(0)
-        err.seek(0)
         return Finished(
             returncode=proc.returncode,
-            stdout=out.read().decode(errors="replace"),
-            stderr=err.read().decode(errors="replace"),
+            stdout=_written(out),
+            stderr=_written(err),
             interrupted=interrupted,
             held=held,
         )
@@ -141,11 +142,17 @@ def _under(pid: int) -> list[tuple[str, str]]:
     return [(name, state) for _, state, name in tree(pid)]
 
 
-def _written(out: IO[bytes]) -> str:
-    """What the command has written to `out` so far, read without moving the file's offset (the command
-    shares it: a seek would make it write over its own output)."""
+def _written(out: IO[bytes], kept: int = KEPT_BYTES) -> str:
+    """The end of what the command has written to `out` so far (its last `kept` bytes, from the first whole
+    line in them), read without moving the file's offset (the command shares it: a seek would make it write
+    over its own output)."""
     fd = out.fileno()
-    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+    size = os.fstat(fd).st_size
+    start = max(0, size - kept)
+    data = os.pread(fd, size - start, start)
+    if start > 0:  # cut inside a line (or a character): begin at the next whole one
+        data = data[data.find(b"\n") + 1 :] if b"\n" in data else data
+    return data.decode(errors="replace")
 
 
 # --- the supervisor's side ------------------------------------------------------------------------------

@@ -167,6 +167,33 @@ def _described(run: Run) -> str:
     return f"{run.model} {run.mode} {run.precision} batch {run.batch_size} on {run.device_name or run.device}"
 
 
+# what a run's configuration holds that does not change what its steps time (or is compared apart: the device)
+NOT_TIMED = frozenset({"seed", "steps", "warmup", "device", "rank_timeout", "rdzv_endpoint", "node_rank",
+                       "power_period_ms"})  # fmt: skip
+GENERATE_ONLY = frozenset({"new_tokens", "cuda_graphs"})
+
+
+def unlike_configurations(a: Run, b: Run) -> str | None:
+    """What differs between the configurations of A and B that their times depend on (a setting, the
+    profiler, the device), in words; None when nothing does. A difference found is the change compared, or
+    a comparison of unlike runs: either way the user is told what it is."""
+
+    def said(run: Run) -> dict[str, object]:
+        left_out = NOT_TIMED if a.mode == b.mode == "generate" else NOT_TIMED | GENERATE_ONLY
+        config = {k: v for k, v in (run.config or {}).items() if k not in left_out}
+        config.update(context_length=run.context_length, batch_size=run.batch_size)  # as resolved
+        config["profiler"] = " ".join(filter(None, (run.profiler, run.nsys_mode)))
+        config["device"] = run.device_name or run.device
+        return config
+
+    ca, cb = said(a), said(b)
+    differ = [f"{k.replace('_', ' ')} {ca.get(k)} → {cb.get(k)}" for k in dict.fromkeys([*ca, *cb])
+              if ca.get(k) != cb.get(k)]  # fmt: skip
+    if not differ:
+        return None
+    return f"A and B are not the same configuration: {', '.join(differ)}; their times differ by that too"
+
+
 def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
     """What the verdicts of two runs rest on, in words: the runs (several on a side, with any drift measured),
     or the drift measured for one run a side, or none measured (and how to measure it)."""
@@ -233,6 +260,8 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
             result.verdicts += serving
             result.notes.append(d.SERVING_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
+        if (unlike := unlike_configurations(a.run, b.run)) is not None:
+            result.notes.append(unlike)
     several = len(a.runs) > 1 or len(b.runs) > 1
     if several and a.trace_path is not None and b.trace_path is not None:
         result.notes.append("several runs a side: verdicts only (the exports' tables compare one run each)")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from analysis.compare.overhead import baseline_label as label_of_baseline
 from analysis.compare.overhead import headline, overhead_steps, overhead_table, overhead_verdict
-from harness.core import machine
+from harness.core import machine, signals
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
 from harness.profilers.base import run_baseline
@@ -65,6 +65,7 @@ class OverheadResult:
     load: machine.MachineLoad | None = None  # before the first run to after the last
     headline: dict[str, Comparison] = field(default_factory=dict)  # label -> whole-step comparison
     profiler: str = "nsys"
+    interrupted: int | None = None  # the signal (Ctrl-C, SIGTERM) that stopped it; the rounds before it kept
 
     @property
     def verdicts(self) -> list[str]:
@@ -100,6 +101,7 @@ def measure_overhead(
     began = time.monotonic()
     attempt = done = failed_in_a_row = 0
     status = ""
+    stopped: int | None = None
 
     def one_round() -> list[tuple[str, int, RunResult]] | str:
         """One run without a profiler, then one per profiled kind (alternating, so drift hits both sides
@@ -117,6 +119,10 @@ def measure_overhead(
                 result, how, run_notes = profiled()
                 notes.extend(n for n in run_notes if n not in notes)
                 store.save(result, experiment=experiment, baseline_run_id=baseline_id, **how)
+            if result.status == "interrupted":  # Ctrl-C or SIGTERM: no more rounds
+                nonlocal stopped
+                stopped = signals.signal_in(result.error)
+                return f"{label} run {result.run_id} {result.error}; stored as interrupted"
             if result.status not in ("ok", "degraded"):  # degraded: its capture's checks failed, said
                 return f"{label} run {result.run_id} failed ({result.status}): {result.error}"
             out.append((label, attempt, result))
@@ -126,6 +132,11 @@ def measure_overhead(
         outcome = one_round()
         attempt += 1
         if isinstance(outcome, str):
+            if stopped is not None:  # the rounds done are kept and shown
+                if not done:
+                    raise HarnessError(outcome, exit_code=signals.exit_code(stopped))
+                notes.append(f"stopped in round {attempt}: {outcome}")
+                break
             if not done:  # nothing measured yet: most likely the configuration itself fails
                 raise HarnessError(outcome)
             failed_in_a_row += 1
@@ -161,4 +172,4 @@ def measure_overhead(
     notes += [busy] if busy else []
     if done == 1:
         notes.append("one round: the interval holds the step-to-step noise only, not run-to-run drift")
-    return OverheadResult(experiment, runs, table, notes, load, found, profiler.name)
+    return OverheadResult(experiment, runs, table, notes, load, found, profiler.name, stopped)

@@ -12,8 +12,9 @@ from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
 from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
 from analysis.views import chrome_trace
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, os_reason
 from harness.core.signals import sigterm_raises
+from harness.execution.compiled import with_setup
 from harness.execution.nsys import export_report
 from harness.experiments import roofline
 from harness.store.results import ResultsStore, describe_url
@@ -58,6 +59,7 @@ def runs_dashboard(
     comparison panel) and the roofline of the newest that has block times, written to `out`; and how many
     runs it holds."""
     data = dashboard.collect(store, ids=ids, last=last, model=model, compare=compare)
+    data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile
     data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
     refuse_inputs(out, [store.file, *run_files(data.runs)], OUT)
@@ -71,7 +73,7 @@ def _written(data: DashboardData, out: Path, *, scope: Literal["all", "profile"]
         raise  # `-o - | head`: ended quietly, as a table piped to head is
     except OSError as e:
         raise HarnessError(
-            f"cannot write {shown(out)}: {e.strerror or e}; pass --out to a writable path"
+            f"cannot write {shown(out)}: {os_reason(out, e)}; pass --out to a writable path"
         ) from None
 
 

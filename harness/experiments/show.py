@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.machine import MachineLoad, describe
-from harness.core.records import phases_for
+from harness.core.records import PROGRAM_MODE, phases_for
 from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
@@ -74,13 +76,16 @@ def run_fields(shown: dict[str, Any]) -> dict[str, Any]:
 
 def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
     """For people: the run table without its paths, and `field: path` lines to print whole, each on its own
-    line (a path wrapped inside a table cell breaks where it cannot be copied back)."""
+    line (a path wrapped inside a table cell breaks where it cannot be copied back); a file no longer there
+    is said to be so."""
     out, lines = [], []
     for name, df in tables:
         if name == "run":
             is_path = df["field"].isin(PATH_FIELDS) | df["field"].astype(str).str.startswith("file.")
             lines += [
-                f"{f}: {v}" for f, v in zip(df["field"][is_path], df["value"][is_path], strict=True) if v
+                f"{f}: {v}" + ("" if Path(str(v)).exists() else " (no such file: moved or deleted)")
+                for f, v in zip(df["field"][is_path], df["value"][is_path], strict=True)
+                if v
             ]
             df = df[~is_path].reset_index(drop=True)
             df.attrs["wrap"] = ["value"]
@@ -131,8 +136,17 @@ def _knobs(config: dict) -> dict[str, object]:
     return out
 
 
+def _program(run: Run) -> dict[str, object]:
+    """A `profile -- CMD` run: the command it ran and how that ended (the harness timed nothing in it)."""
+    summary = run.summary or {}
+    if run.mode != PROGRAM_MODE or not summary.get("command"):
+        return {}
+    return {"command": shlex.join(summary["command"]), "exit code": summary.get("exit_code")}
+
+
 def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.DataFrame]]:
-    """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of)."""
+    """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of). A
+    program's run (`profile -- CMD`) has no steps: no phase or step table, its command instead."""
     import pandas as pd
 
     info = {
@@ -141,7 +155,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "status": run.status + (f" ({run.error})" if run.error else ""),
         "model": run.model,
         "mode": run.mode,
-        "device": f"{run.device} ({run.device_name})",
+        **_program(run),
+        "device": f"{run.device} ({run.device_name})" if run.device_name else run.device,
         "precision": run.precision,
         "compile": run.compile,
         "attention": run.attention,
@@ -187,7 +202,9 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         else steps.drop(columns="rank")
     )
     per_step.columns.name = None
-    tables = [("run", config), ("phases (measured steps)", phases), ("steps", per_step)]
+    tables = [("run", config)]
+    if run.mode != PROGRAM_MODE or len(steps):
+        tables += [("phases (measured steps)", phases), ("steps", per_step)]
     if many:
         ranks, notes = rank_tables(run_frame(run))
         tables += ranks

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from harness.core import machine
-from harness.core.errors import NsysError
+from harness.core.errors import NsysError, os_reason
 from harness.core.records import RunConfig, RunResult
 from harness.execution.ranks import multirank
 
@@ -132,7 +132,9 @@ def check_writable(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise NsysError(f"cannot create profile folder {folder}: {e.strerror}; pass --profile-dir") from None
+        raise NsysError(
+            f"cannot create profile folder {folder}: {os_reason(folder, e)}; pass --profile-dir"
+        ) from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise NsysError(f"profile folder {folder} is not writable; pass --profile-dir to write elsewhere")
 

@@ -214,7 +214,14 @@ def after_capture(
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
         return
     if prof.returncode != 0 or result.status == "error":
-        if prof.returncode != 0:
+        if prof.returncode != 0 and not result.steps and prof.rep is None and prof.qdstrm is None:
+            # nothing recorded, no step measured: nsys itself failed (an option it refused), not the program
+            what = (
+                f"nsys failed (exit code {prof.returncode}) before it recorded anything; no run under nsys "
+                "stored"
+            )
+            files = ""
+        elif prof.returncode != 0:
             what = f"profiled program failed (exit code {prof.returncode})"
         else:
             what = f"run failed: {(result.error or 'no result').splitlines()[0]}"

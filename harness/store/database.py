@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from sqlalchemy import create_engine, inspect, select
+from sqlalchemy import create_engine, inspect, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
-from harness.core.errors import HarnessError, first_line
+from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, migrations
 from harness.store.location import describe_url, in_memory, resolve_url, sqlite_file
 from harness.store.schema import (
@@ -109,6 +109,8 @@ class Database:
             )
         self.engine: Engine = self._engine()
         self._guard(self._check_schema)
+        if not readonly:
+            self._guard(self._check_writable)
 
     # --- opening ---------------------------------------------------------------------------------------
 
@@ -143,8 +145,9 @@ class Database:
             raise HarnessError(f"not a database URL: {self.where} ({first_line(e)})") from None
         except OSError as e:
             raise HarnessError(
-                f"cannot open results database {self.where}: {e.strerror or e}. Pass --db PATH_OR_URL or set "
-                "HARNESS_DB to a writable location."
+                f"cannot open results database {self.where}: "
+                f"{os_reason(self.file.parent, e) if self.file else e.strerror or e}. Pass --db PATH_OR_URL "
+                "or set HARNESS_DB to a writable location."
             ) from None
 
     def _check_schema(self) -> None:
@@ -177,6 +180,17 @@ class Database:
             return
         if behind or revision is None or version is None:
             self._migrate()
+
+    def _check_writable(self) -> None:
+        """A write that is rolled back: a database that will not take a run (a read-only file, or folder for
+        its journal) is said now, before a run's work, not after it, when the run can only go to a file."""
+        with self.engine.connect() as conn:
+            probe = conn.begin()
+            try:
+                same = update(Meta).where(Meta.key == "schema_version").values(value=Meta.value)
+                conn.execute(same)
+            finally:
+                probe.rollback()
 
     def _upgrade(self) -> None:
         """A read-only command on a database made by an older harness: bring it to this schema through a

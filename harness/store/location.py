@@ -40,7 +40,15 @@ def sqlite_file(url: str) -> Path | None:
         return None
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
-    return Path(parsed.database).expanduser()
+    database = parsed.database
+    if str(parsed.query.get("uri", "")).lower() in ("true", "1") and database.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+
+        # an SQLite URI filename (sqlite:///file:PATH?mode=ro&uri=true): its path, not a folder "file:"
+        database = unquote(urlsplit(database).path)
+        if not database or database == ":memory:":
+            return None
+    return Path(database).expanduser()
 
 
 def in_memory(url: str) -> bool:
@@ -53,4 +61,6 @@ def in_memory(url: str) -> bool:
     except ArgumentError:
         return False
     database = parsed.database or ""
-    return parsed.get_backend_name() == "sqlite" and (database in ("", ":memory:") or "mode=memory" in url)
+    return parsed.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:") or database.startswith("file::memory:") or "mode=memory" in url
+    )

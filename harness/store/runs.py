@@ -309,6 +309,10 @@ class RunsPart(Database):
         return self._guard(lambda: self._get(run_id))
 
     def _get(self, run_id: str) -> Run:
+        if not run_id.strip():  # an empty prefix would name every run, or the only one (`show "$UNSET"`)
+            raise HarnessError(
+                "the run id is empty: give an id, a unique prefix, `latest`, or -1, -2, …", exit_code=2
+            )
         with Session(self.engine, expire_on_commit=False) as session:
             back = newest_back(run_id)
             run = session.get(Run, run_id) if back is None else _nth_newest(session, back)
@@ -387,6 +391,16 @@ class RunsPart(Database):
                 return [(i, e, c or {}) for i, e, c in session.execute(stmt).all()]
 
         return self._guard(read)
+
+    def configs(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored configuration of each run of `ids` (RunConfig's fields as saved), by run id."""
+        stmt = select(Run.id, Run.config).where(Run.id.in_(ids))
+
+        def read() -> dict[str, dict[str, Any]]:
+            with Session(self.engine) as session:
+                return {i: c or {} for i, c in session.execute(stmt).all()}
+
+        return self._guard(read) if ids else {}
 
     def runs(
         self,

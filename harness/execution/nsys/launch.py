@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.errors import NsysError
+from harness.core.errors import NsysError, os_reason
 from harness.core.signals import name
 from harness.execution import supervisor
 from harness.execution.nsys.export import (
@@ -200,7 +200,9 @@ def profile(
         try:
             base.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise NsysError(f"cannot create the report's folder {base.parent}: {e.strerror}") from None
+            raise NsysError(
+                f"cannot create the report's folder {base.parent}: {os_reason(base.parent, e)}"
+            ) from None
     notes: list[str] = []
 
     def hold(sig: int, text: str, processes: list[tuple[str, str]]) -> bool:
