@@ -155,6 +155,18 @@ def test_cli_tables_and_html(two_ranks: list[Path], tmp_path: Path) -> None:
     assert "wrote" in result.stderr and "3 panels" in result.stderr
 
 
+def test_a_page_that_cannot_be_written_is_one_line_naming_why(two_ranks: list[Path], tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("in the way")
+    out = blocker / "ranks.html"
+    result = runner.invoke(app, ["ranks", str(two_ranks[0].parent), "--html", str(out), "--format", "csv"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: cannot write {out}: {blocker} is a file, not a folder; pass --html to a writable path"
+    )
+    assert blocker.read_text() == "in the way"
+
+
 def test_cli_refuses_duplicate_ranks(two_ranks: list[Path], tmp_path: Path) -> None:
     other = derive(two_ranks[0], tmp_path / "job.rank0.sqlite")
     result = runner.invoke(app, ["ranks", str(two_ranks[0]), str(other)])

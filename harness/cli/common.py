@@ -5,9 +5,10 @@ output is not redirected into the database)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -22,7 +23,7 @@ from analysis.outputs import refuse_inputs as refuse_inputs
 from analysis.outputs import shown as shown
 from analysis.outputs import write_text as write_text
 from harness.cli.terminal.output import Format, say
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -141,6 +142,17 @@ class RunRefCommand(TyperCommand):
                 return super().parse_args(ctx, [a for a in args if not NEWEST.fullmatch(a)])
             ctx.ignore_unknown_options = True
         return super().parse_args(ctx, args)
+
+
+@contextlib.contextmanager
+def writing(path: Path, option: str) -> Iterator[None]:
+    """A file the user named with `option` that cannot be written: one line naming it and why."""
+    try:
+        yield
+    except OSError as e:
+        raise HarnessError(
+            f"cannot write {path}: {os_reason(Path(path), e)}; pass {option} to a writable path"
+        ) from None
 
 
 def err(message: str) -> None:

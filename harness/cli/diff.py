@@ -24,11 +24,12 @@ from harness.cli.common import (
     note,
     refuse_inputs,
     warn,
+    writing,
 )
 from harness.cli.csv_out import write_csv
 from harness.cli.reading import NoCacheOpt
 from harness.cli.terminal.output import emit, emit_many, markdown_table, to_records, visible
-from harness.core.errors import HarnessError, UsageError, os_reason
+from harness.core.errors import UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -209,12 +210,8 @@ def diff_cmd(
 
 def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:
 
-    try:
+    with writing(out, "--html"):
         page = hd.write_page(out, result, top, gate)
-    except OSError as e:
-        raise HarnessError(
-            f"cannot write {out}: {os_reason(Path(out), e)}; pass --html a writable path"
-        ) from None
     total = len(page.panels)
     note(f"wrote {page.path} ({len(page.drawn)} of {total} panel{'' if total == 1 else 's'} drawn)")
 

@@ -9,10 +9,19 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, RunRefCommand, cli_errors, file_option, is_stdout, note, refuse_inputs
+from harness.cli.common import (
+    DbOpt,
+    RunRefCommand,
+    cli_errors,
+    file_option,
+    is_stdout,
+    note,
+    refuse_inputs,
+    writing,
+)
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.output import emit_many
-from harness.core.errors import HarnessError, UsageError, os_reason
+from harness.core.errors import HarnessError, UsageError
 from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
 
@@ -92,12 +101,8 @@ def ranks_cmd(
                 "--html draws the ranks from their exports, and this run has none: run it with --nsys"
             )
 
-        try:
+        with writing(html, "--html"):
             page = run_ranks.write_page(report, html)
-        except OSError as e:
-            raise HarnessError(
-                f"cannot write {html}: {os_reason(Path(html), e)}; pass --html to a writable path"
-            ) from None
         drawn = len(page.drawn)
         note(f"wrote {html} ({page.size_bytes / 1e6:.1f} MB): {drawn} panel{'' if drawn == 1 else 's'}")
 
