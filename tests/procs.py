@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 MARK = "HARNESS_TEST_MARK"
 
 
-def _default_sigint() -> None:
+def default_sigint() -> None:
     # a shell's background job starts with SIGINT ignored, and Python then never raises KeyboardInterrupt
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -31,7 +31,7 @@ def start(args: list[str], cwd: Path, mark: str, **env: str) -> subprocess.Popen
         stdout=(cwd / "stdout.txt").open("wb"),
         stderr=(cwd / "stderr.txt").open("wb"),
         start_new_session=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=default_sigint,
     )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, missing
-from procs import wait_until
+from procs import default_sigint, wait_until
 
 SCRIPT = REPO / "scripts" / "install-nsys.sh"
 DEBIAN_MAIN = """\
@@ -438,7 +438,7 @@ def test_a_signal_during_the_cupti_download_is_not_swallowed(
     env.update(HARNESS_PIP_PYTHON=str(pip), PIP_STARTED=str(started))
     proc = subprocess.Popen(
         ["bash", str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=default_sigint,
     )  # fmt: skip
     try:
         wait_until(lambda: started.exists() or proc.poll() is not None, 60, "pip to start")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from export_data import commit_without_checkpoint
+from procs import default_sigint
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -98,6 +99,7 @@ def test_a_process_that_ends_without_closing_its_reader_leaves_no_copy(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "10"
