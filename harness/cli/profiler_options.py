@@ -15,8 +15,8 @@ import typer
 
 from harness.cli.common import warn
 from harness.cli.option_group import F, option_group
-from harness.cli.options import Workload, make_config
-from harness.cli.rank_options import Ranks, with_ranks
+from harness.cli.options import Workload, asked, make_config
+from harness.cli.rank_options import Ranks, asked_ranks, with_ranks
 from harness.core.records import RunConfig
 from harness.profilers import registry
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from harness.profilers import base
     from harness.store.results import ResultsStore
 
-from harness.execution.checks import checked
+from harness.execution.checks import check_effect, check_profiler_effect, checked
 from harness.store import results as results_db
 
 
@@ -140,12 +140,16 @@ def prepare(
     memory: bool = False,
 ) -> Prepared:
     """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
-    trust it), the store (a bad --db fails now, not after the
-    work), the profiler's own check and options (built by it from `args`, the command line's values by
+    trust it), an option given that changes nothing here refused or warned of (`check_effect`,
+    `check_profiler_effect`), the store (a bad --db fails now, not after the work), the profiler's own check and options (built by it from `args`, the command line's values by
     parameter name), and its warnings said (or the run refused)."""
     ready = checked(replace(with_ranks(make_config(model, workload), ranks), memory=memory))
-    store = results_db.ResultsStore(db)
     device = ready.device.type
+    defaults = NO_PROFILER_ARGS.values()
+    check_profiler_effect(profiler, {k for k, v in defaults.items() if args.get(k, v) != v}, memory)
+    for line in check_effect(ready.config, {**asked(workload), **asked_ranks(ranks)}, device):
+        warn(line)  # an option given that changes nothing here
+    store = results_db.ResultsStore(db)
     plugin = registry.get(profiler)
     plugin.check(ready.config, device)
     options = plugin.options_from(args)
