@@ -6,7 +6,7 @@ values, and the warnings it has before it runs."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -141,18 +141,20 @@ def prepare(
 ) -> Prepared:
     """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
     trust it), an option given that changes nothing here refused or warned of (`check_effect`,
-    `check_profiler_effect`), the store (a bad --db fails now, not after the work), the profiler's own check and options (built by it from `args`, the command line's values by
-    parameter name), and its warnings said (or the run refused)."""
+    `check_profiler_effect`: an option the profiler's options do not read), the store (a bad --db fails
+    now, not after the work), the profiler's own check and options (built by it from `args`, the command
+    line's values by parameter name), and its warnings said (or the run refused)."""
     ready = checked(replace(with_ranks(make_config(model, workload), ranks), memory=memory))
     device = ready.device.type
-    defaults = NO_PROFILER_ARGS.values()
-    check_profiler_effect(profiler, {k for k, v in defaults.items() if args.get(k, v) != v}, memory)
+    plugin = registry.get(profiler)
+    options = plugin.options_from(args)
+    reads = {f.metadata.get("cli", f.name) for f in fields(options)}  # what its options are built from
+    given = {k for k, v in NO_PROFILER_ARGS.values().items() if args.get(k, v) != v}
+    check_profiler_effect(profiler, reads, given, memory)
     for line in check_effect(ready.config, {**asked(workload), **asked_ranks(ranks)}, device):
         warn(line)  # an option given that changes nothing here
     store = results_db.ResultsStore(db)
-    plugin = registry.get(profiler)
     plugin.check(ready.config, device)
-    options = plugin.options_from(args)
     # nsys: the profile folder, and what it may lose of the program's CUDA
     for line in [*ready.warnings, *plugin.preflight(options, device)]:
         warn(line)

@@ -197,13 +197,19 @@ def check_effect(config: RunConfig, given: dict[str, Any], device_type: str) -> 
     return warnings
 
 
-def check_profiler_effect(profiler: str | None, given: set[str], memory: bool) -> None:
+def check_profiler_effect(profiler: str | None, reads: set[str], given: set[str], memory: bool) -> None:
     """UsageError for a profiler option the user gave (`given`: by parameter name) that the run does not
-    use: an nsys option without nsys, a profile folder with nothing to write there."""
-    nsys_given = [flag(name) for name in NSYS_ONLY if name in given]
-    if nsys_given and profiler != "nsys":
-        without = f"--profiler {profiler}" if profiler else "no profiler"
+    use (`reads`: the parameters the profiler's options read): an nsys option without nsys, a profile
+    folder with nothing to write there (no profiler, no --memory)."""
+    if profiler is None and not memory:
+        reads = reads - {"profile_dir"}
+    unread = [name for name in given if name not in reads]
+    nsys_given = [flag(name) for name in NSYS_ONLY if name in unread]
+    without = f"--profiler {profiler}" if profiler else "no profiler"
+    if nsys_given:
         are = "is" if len(nsys_given) == 1 else "are"
         raise UsageError(f"{', '.join(nsys_given)} {are} for nsys; this run has {without}: give --nsys")
-    if "profile_dir" in given and profiler is None and not memory:
+    if "profile_dir" in unread:
         raise UsageError("--profile-dir is where a profiler's (or --memory's) files go; this run writes none")
+    if unread:
+        raise UsageError(f"{', '.join(flag(n) for n in sorted(unread))}: not read by {without}")
