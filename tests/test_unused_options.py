@@ -93,7 +93,7 @@ def lines(result) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("args", "line", "status", "effective"), CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+    ("args", "line", "status", "effective"), CASES, ids=[" ".join(case[0][1:]) for case in CASES]
 )
 def test_an_option_that_changes_nothing_is_refused_or_warned(
     tmp_path, args: list[str], line: str, status: int, effective: list[str] | None
