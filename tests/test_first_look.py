@@ -209,14 +209,14 @@ SMALL_RUN = [
 @pytest.mark.parametrize(
     ("args", "label"),
     [
-        (["--profiler", "torch"], "char train under torch.profiler"),
+        (["--profiler", "torch", "--profile-dir", "{tmp}"], "char train under torch.profiler"),
         (["--nproc", "2"], "char train across 2 ranks"),
     ],
 )
 def test_runs_in_other_processes_count_their_steps(
     tmp_db: str, tmp_path, args: list[str], label: str
 ) -> None:
-    result = invoke("run", "char", *SMALL_RUN, *args, "--profile-dir", str(tmp_path))
+    result = invoke("run", "char", *SMALL_RUN, *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == 0, result.output
     progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
     # piped: a line at the first step counted and at the last (a bar on a terminal)

@@ -19,6 +19,7 @@ from harness.cli.options import (
     StepsOpt,
     WarmupOpt,
     Workload,
+    asked,
     make_config,
 )
 from harness.cli.terminal.output import Format, emit_many
@@ -26,11 +27,13 @@ from harness.cli.terminal.progress import Progress
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from harness.core.signals import sigterm_raises
-from harness.execution.checks import checked
+from harness.execution.checks import check_effect, checked, flag
 from harness.experiments import optimize as opt
 from harness.profilers.nsys import NsysOptions, cuda_check_for
 from harness.store import results as results_db
 from workloads.specs import MODEL_NAMES
+
+PROFILE_DIR = Path("nsys_profiles")
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def optimize_cmd(
     ] = opt.DEFAULT_BUDGET,
     profile_dir: Annotated[
         Path, typer.Option("--profile-dir", metavar="<dir>", help="Where the captures' reports go.")
-    ] = Path("nsys_profiles"),
+    ] = PROFILE_DIR,
     nsys_path: Annotated[
         str | None, typer.Option("--nsys-path", metavar="<path>", help="The nsys to use.")
     ] = None,
@@ -91,6 +94,15 @@ def optimize_cmd(
     and tokens/s before and after with 95% intervals, the verdict, whether its finding is gone, and the next.
     Kept changes stack. Of an export or a stored `profile` run: the proposals with their evidence."""
     if target not in MODEL_NAMES:
+        runs = {"--repeats": repeats != opt.DEFAULT_REPEATS, "--ci-target": ci_target is not None,
+                "--budget": budget != opt.DEFAULT_BUDGET, "--profile-dir": profile_dir != PROFILE_DIR,
+                "--nsys-path": nsys_path is not None}  # fmt: skip
+        given = [flag(name) for name in asked(workload, Short())] + [k for k, on in runs.items() if on]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)}: of an export or a stored run the findings are read, nothing is run "
+                "(run options go with a MODEL)"
+            )
         _propose(target, db, format, wide)
         return
     if ci_target is not None and ci_target <= 0:
@@ -99,6 +111,8 @@ def optimize_cmd(
         raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
     ready = checked(make_config(target, workload))
     config, device = ready.config, ready.device.type
+    for line in check_effect(config, asked(workload, Short()), device):
+        warn(line)
     store = results_db.ResultsStore(db)
     options = NsysOptions(profile_dir=profile_dir, nsys_path=nsys_path, baseline=False)
     for line in cuda_check_for(nsys_path, device):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from enum import Enum, StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -132,6 +132,13 @@ def workload_options(
 DEFAULT = Workload()
 # a Workload field whose RunConfig field is named otherwise
 RENAMED = {"power_period": "power_period_ms"}
+
+
+def asked(workload: Workload, default: Workload = DEFAULT) -> dict[str, Any]:
+    """The options the user gave (a value other than its default), by configuration field, as given."""
+    values = {RENAMED.get(f.name, f.name): getattr(workload, f.name) for f in fields(workload)}
+    defaults = {RENAMED.get(f.name, f.name): getattr(default, f.name) for f in fields(default)}
+    return {k: v.value if isinstance(v, Enum) else v for k, v in values.items() if v != defaults[k]}
 
 
 def make_config(model: str, workload: Workload) -> RunConfig:

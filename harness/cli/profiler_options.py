@@ -6,7 +6,7 @@ values, and the warnings it has before it runs."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,8 +15,8 @@ import typer
 
 from harness.cli.common import warn
 from harness.cli.option_group import F, option_group
-from harness.cli.options import Workload, make_config
-from harness.cli.rank_options import Ranks, with_ranks
+from harness.cli.options import Workload, asked, make_config
+from harness.cli.rank_options import Ranks, asked_ranks, with_ranks
 from harness.core.records import RunConfig
 from harness.profilers import registry
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from harness.profilers import base
     from harness.store.results import ResultsStore
 
-from harness.execution.checks import checked
+from harness.execution.checks import check_effect, check_profiler_effect, checked
 from harness.store import results as results_db
 
 
@@ -140,15 +140,21 @@ def prepare(
     memory: bool = False,
 ) -> Prepared:
     """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
-    trust it), the store (a bad --db fails now, not after the
-    work), the profiler's own check and options (built by it from `args`, the command line's values by
-    parameter name), and its warnings said (or the run refused)."""
+    trust it), an option given that changes nothing here refused or warned of (`check_effect`,
+    `check_profiler_effect`: an option the profiler's options do not read), the store (a bad --db fails
+    now, not after the work), the profiler's own check and options (built by it from `args`, the command
+    line's values by parameter name), and its warnings said (or the run refused)."""
     ready = checked(replace(with_ranks(make_config(model, workload), ranks), memory=memory))
-    store = results_db.ResultsStore(db)
     device = ready.device.type
     plugin = registry.get(profiler)
-    plugin.check(ready.config, device)
     options = plugin.options_from(args)
+    reads = {f.metadata.get("cli", f.name) for f in fields(options)}  # what its options are built from
+    given = {k for k, v in NO_PROFILER_ARGS.values().items() if args.get(k, v) != v}
+    check_profiler_effect(profiler, reads, given, memory)
+    for line in check_effect(ready.config, {**asked(workload), **asked_ranks(ranks)}, device):
+        warn(line)  # an option given that changes nothing here
+    store = results_db.ResultsStore(db)
+    plugin.check(ready.config, device)
     # nsys: the profile folder, and what it may lose of the program's CUDA
     for line in [*ready.warnings, *plugin.preflight(options, device)]:
         warn(line)

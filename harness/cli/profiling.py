@@ -80,6 +80,8 @@ def overhead_cmd(
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
     if ci_target is not None and ci_target <= 0:
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
+    if max_time != overhead.DEFAULT_MAX_TIME and ci_target is None:
+        raise UsageError("--max-time bounds the rounds --ci-target adds: give --ci-target, or leave it out")
     if max_time <= 0:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
     ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())

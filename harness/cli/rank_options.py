@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Annotated
 
 import typer
@@ -68,6 +68,11 @@ ONE_RANK = Ranks()
 def rank_options() -> Callable[[F], F]:
     """The rank options on a command, in place of its parameter `ranks: Ranks`."""
     return option_group("ranks", Ranks)
+
+
+def asked_ranks(ranks: Ranks) -> dict[str, object]:
+    """The rank options the user gave (a value other than its default), by configuration field."""
+    return {k: v for k, v in asdict(ranks).items() if v != getattr(ONE_RANK, k)}
 
 
 def delay(text: str | None, world_size: int) -> tuple[int | None, int]:

@@ -10,9 +10,9 @@ import typer
 from harness.cli.analysis import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
-from harness.cli.options import DEFAULT, Workload, make_config, workload_options
+from harness.cli.options import DEFAULT, Workload, asked, make_config, workload_options
 from harness.cli.profiler_options import NO_PROFILER_ARGS, Profiler, ProfilerArgs, prepare, profiler_options
-from harness.cli.rank_options import ONE_RANK, Ranks, rank_options, with_ranks
+from harness.cli.rank_options import ONE_RANK, Ranks, asked_ranks, rank_options, with_ranks
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
 from harness.cli import render
-from harness.execution.checks import checked
+from harness.execution.checks import check_effect, checked
 from harness.execution.ranks import multirank
 from harness.experiments import drift, run_tables, sweep
 from harness.experiments.run_tables import results_table
@@ -232,12 +232,16 @@ def sweep_cmd(
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
+    if batches is not None and workload.batch_size != DEFAULT.batch_size:
+        raise UsageError("--batch-sizes gives the batch sizes swept: leave --batch-size out")
     points = [
         checked(c) for c in sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
     ]
+    given = {**asked(workload), **asked_ranks(ranks)}
+    unused = [line for p in points for line in check_effect(p.config, given, p.device.type)]
     configs = [p.config for p in points]
     store = results_db.ResultsStore(db)
-    for line in dict.fromkeys(line for p in points for line in p.warnings):  # each line once
+    for line in dict.fromkeys([*(line for p in points for line in p.warnings), *unused]):  # each line once
         warn(line)
     experiment = new_id("sweep")
     results: list[RunResult] = []

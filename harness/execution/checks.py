@@ -140,3 +140,76 @@ def check_layout(config: RunConfig) -> None:
         raise UsageError(f"--rank-timeout must be a positive number of seconds, got {config.rank_timeout:g}")
     if config.power:
         raise UsageError("--power is not supported with --nproc yet")
+
+
+# an option whose value changes nothing unless the configuration has what it is for; each is checked only
+# where the user gave it (a value other than its default): a default left alone is never refused nor warned
+KNOB_PLANTS = {
+    "loader_workers": ("slow-loader",),
+    "loss_every": ("host-sync",),
+    "dynamic_shapes": ("recompile",),
+    "pin_memory": ("pageable-h2d", "d2h-copy"),
+}
+NSYS_ONLY = ("nsys_path", "nsys_capture", "nsys_mode", "nsys_arg", "nsys_force", "nsys_baseline")
+
+
+def flag(name: str) -> str:
+    """A configuration field as its option: `loss_every` → `--loss-every` (the baseline given: turned off)."""
+    named = {"nsys_baseline": "no_nsys_baseline", "power_period_ms": "power_period"}.get(name, name)
+    return "--" + named.replace("_", "-")
+
+
+def check_effect(config: RunConfig, given: dict[str, Any], device_type: str) -> list[str]:
+    """UsageError for an option the user gave (`given`: by configuration field, the value asked for, before
+    a plant's settings) that changes nothing in this configuration, where it can only be a mistake; the
+    warnings for one that changes nothing here but is kept by a reasonable script (the same line run with
+    --nproc 1 and more, or with --device auto on a machine without a GPU)."""
+    plant = config.plant or "nothing"
+    for name, value in catalogue.settings(config.plant).items():
+        if name in given and given[name] != value:
+            sets = f"{flag(name)} {value}"
+            raise UsageError(f"--plant {config.plant} sets {sets} (the cause it plants): leave it out")
+    if "new_tokens" in given and config.mode != "generate":
+        raise UsageError(f"--new-tokens counts what generate decodes; --mode {config.mode} decodes nothing")
+    if "optimizer" in given and config.mode != "train":
+        raise UsageError(f"--optimizer picks AdamW's implementation; --mode {config.mode} runs no optimizer")
+    if "power_period_ms" in given and not config.power:
+        raise UsageError("--power-period is --power's sampling period: give --power too, or leave it out")
+    for name, plants in KNOB_PLANTS.items():
+        if name in given and config.plant not in plants:
+            raise UsageError(
+                f"{flag(name)} changes the step of --plant {' or '.join(plants)}; this run plants {plant}"
+            )
+    if "node_rank" in given and config.nnodes == 1:
+        raise UsageError("--node-rank places this machine among --nnodes machines; with --nnodes 1 it is 0")
+    warnings = []
+    if "pin_memory" in given and device_type != "cuda":
+        line = f"--pin-memory pins copies to a CUDA device; this run is on {device_type}: it changes nothing"
+        if config.device != "auto":
+            raise UsageError(line)
+        warnings.append(line)
+    if config.world_size == 1:
+        warnings += [
+            f"{flag(name)} is for runs across ranks; this run is one process (--nproc 1): it changes nothing"
+            for name in ("rdzv_endpoint", "rank_timeout")
+            if name in given
+        ]
+    return warnings
+
+
+def check_profiler_effect(profiler: str | None, reads: set[str], given: set[str], memory: bool) -> None:
+    """UsageError for a profiler option the user gave (`given`: by parameter name) that the run does not
+    use (`reads`: the parameters the profiler's options read): an nsys option without nsys, a profile
+    folder with nothing to write there (no profiler, no --memory)."""
+    if profiler is None and not memory:
+        reads = reads - {"profile_dir"}
+    unread = [name for name in given if name not in reads]
+    nsys_given = [flag(name) for name in NSYS_ONLY if name in unread]
+    without = f"--profiler {profiler}" if profiler else "no profiler"
+    if nsys_given:
+        are = "is" if len(nsys_given) == 1 else "are"
+        raise UsageError(f"{', '.join(nsys_given)} {are} for nsys; this run has {without}: give --nsys")
+    if "profile_dir" in unread:
+        raise UsageError("--profile-dir is where a profiler's (or --memory's) files go; this run writes none")
+    if unread:
+        raise UsageError(f"{', '.join(flag(n) for n in sorted(unread))}: not read by {without}")

@@ -1,0 +1,125 @@
+"""An option given where it changes nothing is refused in one line (exit 2) or, where a reasonable script
+keeps it, warned of; the same option where it does change something passes without a word. A bad --db
+stops a command right after these checks (exit 1, before any work), so each case runs nothing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+runner = CliRunner()
+RUN = ("run", "tiny", "--device", "cpu")
+
+# (command line, its one line, exit status, the command line where the same option has an effect)
+CASES = [
+    ([*RUN, "--node-rank", "1"],
+     "error: --node-rank places this machine among --nnodes machines; with --nnodes 1 it is 0", 2,
+     [*RUN, "--node-rank", "1", "--nnodes", "2", "--rdzv-endpoint", "node0:29500"]),
+    ([*RUN, "--rank-timeout", "10"],
+     "warning: --rank-timeout is for runs across ranks; this run is one process (--nproc 1): it changes "
+     "nothing", 1, [*RUN, "--rank-timeout", "10", "--nproc", "2"]),
+    ([*RUN, "--rdzv-endpoint", "node0:29500"],
+     "warning: --rdzv-endpoint is for runs across ranks; this run is one process (--nproc 1): it changes "
+     "nothing", 1, [*RUN, "--rdzv-endpoint", "node0:29500", "--nproc", "2"]),
+    ([*RUN, "--pin-memory"],
+     "error: --pin-memory changes the step of --plant pageable-h2d or d2h-copy; this run plants nothing", 2,
+     None),
+    ([*RUN, "--plant", "d2h-copy", "--pin-memory"],
+     "error: --pin-memory pins copies to a CUDA device; this run is on cpu: it changes nothing", 2, None),
+    ([*RUN, "--loss-every", "3"],
+     "error: --loss-every changes the step of --plant host-sync; this run plants nothing", 2,
+     [*RUN, "--loss-every", "3", "--plant", "host-sync"]),
+    ([*RUN, "--loader-workers", "2", "--plant", "host-sync"],
+     "error: --loader-workers changes the step of --plant slow-loader; this run plants host-sync", 2,
+     [*RUN, "--loader-workers", "2", "--plant", "slow-loader"]),
+    ([*RUN, "--dynamic-shapes"],
+     "error: --dynamic-shapes changes the step of --plant recompile; this run plants nothing", 2,
+     [*RUN, "--dynamic-shapes", "--plant", "recompile"]),
+    ([*RUN, "--plant", "launch-bound", "-b", "8"],
+     "error: --plant launch-bound sets --batch-size 1 (the cause it plants): leave it out", 2,
+     [*RUN, "-b", "8"]),
+    ([*RUN, "--plant", "optimizer-loop", "--optimizer", "fused"],
+     "error: --plant optimizer-loop sets --optimizer loop (the cause it plants): leave it out", 2,
+     [*RUN, "--optimizer", "fused"]),
+    ([*RUN, "--mode", "generate", "--optimizer", "fused"],
+     "error: --optimizer picks AdamW's implementation; --mode generate runs no optimizer", 2,
+     [*RUN, "--mode", "train", "--optimizer", "fused"]),
+    ([*RUN, "--new-tokens", "8"],
+     "error: --new-tokens counts what generate decodes; --mode train decodes nothing", 2,
+     [*RUN, "--new-tokens", "8", "--mode", "generate"]),
+    ([*RUN, "--power-period", "10"],
+     "error: --power-period is --power's sampling period: give --power too, or leave it out", 2,
+     [*RUN, "--power-period", "10", "--power"]),
+    ([*RUN, "--nsys-capture", "measured"],
+     "error: --nsys-capture is for nsys; this run has no profiler: give --nsys", 2,
+     [*RUN, "--nsys-capture", "measured", "--nsys"]),
+    ([*RUN, "--nsys-mode", "full", "--nsys-arg=--trace=cuda", "--no-nsys-baseline", "--profiler", "torch"],
+     "error: --nsys-mode, --nsys-arg, --no-nsys-baseline are for nsys; this run has --profiler torch: give "
+     "--nsys", 2,
+     [*RUN, "--nsys-mode", "full", "--nsys-arg=--trace=cuda", "--no-nsys-baseline", "--nsys"]),
+    ([*RUN, "--nsys-path", "/opt/nsys", "--nsys-force"],
+     "error: --nsys-path, --nsys-force are for nsys; this run has no profiler: give --nsys", 2,
+     [*RUN, "--nsys-path", "/opt/nsys", "--nsys-force", "--profiler", "nsys"]),
+    ([*RUN, "--profile-dir", "profiles"],
+     "error: --profile-dir is where a profiler's (or --memory's) files go; this run writes none", 2,
+     [*RUN, "--profile-dir", "profiles", "--profiler", "torch"]),
+    (["sweep", "--models", "tiny", "--device", "cpu", "--batch-size", "8", "--batch-sizes", "1,2"],
+     "error: --batch-sizes gives the batch sizes swept: leave --batch-size out", 2,
+     ["sweep", "--models", "tiny", "--device", "cpu", "--batch-size", "8"]),
+    (["sweep", "--models", "tiny", "--device", "cpu", "--loss-every", "3"],
+     "error: --loss-every changes the step of --plant host-sync; this run plants nothing", 2,
+     ["sweep", "--models", "tiny", "--device", "cpu", "--loss-every", "3", "--plant", "host-sync"]),
+    (["overhead", "tiny", "--device", "cpu", "--max-time", "30"],
+     "error: --max-time bounds the rounds --ci-target adds: give --ci-target, or leave it out", 2,
+     ["overhead", "tiny", "--device", "cpu", "--max-time", "30", "--ci-target", "5"]),
+    (["overhead", "tiny", "--device", "cpu", "--new-tokens", "8"],
+     "error: --new-tokens counts what generate decodes; --mode train decodes nothing", 2,
+     ["overhead", "tiny", "--device", "cpu", "--new-tokens", "8", "--mode", "generate"]),
+    (["optimize", "tiny", "--device", "cpu", "--mode", "forward", "--optimizer", "fused"],
+     "error: --optimizer picks AdamW's implementation; --mode forward runs no optimizer", 2,
+     ["optimize", "tiny", "--device", "cpu", "--optimizer", "fused"]),
+    (["optimize", "missing.sqlite", "-b", "8", "--budget", "60"],
+     "error: --batch-size, --budget: of an export or a stored run the findings are read, nothing is run "
+     "(run options go with a MODEL)", 2, None),
+]  # fmt: skip
+
+
+def lines(result) -> list[str]:
+    assert "Traceback" not in result.output
+    return [line for line in result.output.strip().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(
+    ("args", "line", "status", "effective"), CASES, ids=[" ".join(case[0][1:]) for case in CASES]
+)
+def test_an_option_that_changes_nothing_is_refused_or_warned(
+    tmp_path, args: list[str], line: str, status: int, effective: list[str] | None
+) -> None:
+    bad_db = tmp_path / "file"
+    bad_db.write_text("x")  # a folder that is a file: the command stops right after its checks, exit 1
+    db = ["--db", str(bad_db / "r.sqlite")]
+    result = runner.invoke(app, [*args, *db], catch_exceptions=False)
+    assert result.exit_code == status, result.output
+    if status == 2:
+        assert lines(result) == [line]
+    else:  # warned, then on to the store
+        assert lines(result)[0] == line
+        assert lines(result)[1].startswith("error: cannot open results database")
+    if effective is None:
+        return
+    result = runner.invoke(app, [*effective, *db], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert [x for x in lines(result) if not x.startswith("error: cannot open results database")] == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned copies change a CUDA run only")
+def test_pin_memory_passes_where_it_pins(tmp_path) -> None:
+    bad_db = tmp_path / "file"
+    bad_db.write_text("x")
+    args = ["run", "tiny", "--device", "cuda", "--plant", "d2h-copy", "--pin-memory"]
+    result = runner.invoke(app, [*args, "--db", str(bad_db / "r.sqlite")], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert [x for x in lines(result) if not x.startswith("error: cannot open results database")] == []
