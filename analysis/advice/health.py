@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
+from analysis.advice.coverage import Stop, coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
@@ -42,8 +42,9 @@ GPU_FRAMES = ("kernels", "memcpy", "memset")
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
 
 
-def capture_health(trace: Trace) -> Health:
-    """Every check that applies to `trace` (an nsys export or a Kineto trace)."""
+def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
+    """Every check that applies to `trace` (an nsys export or a Kineto trace); `stop`: the run was stopped
+    before its end (its missing steps were never run)."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
         facts = trace.reader.capture_facts()
@@ -61,7 +62,7 @@ def capture_health(trace: Trace) -> Health:
     health.checks += [
         launch_correlation(trace, health),
         gpu_coverage(trace, health, cov),
-        nvtx_steps(trace, health, cov),
+        nvtx_steps(trace, health, cov, stop),
         kernel_names(trace),
         _times(trace),
         _repeated(trace),
