@@ -407,7 +407,12 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
             names = cut[0][1]
             evidence += f": step {at} has no {', '.join(names)} range{'s' if len(names) > 1 else ''} (it "
             evidence += "stopped inside it)"
-        evidence += f"; the {never:,} measured step{'s' if never != 1 else ''} after it never ran; {ended}"
+        after = (
+            f"the {never:,} measured step{'s' if never != 1 else ''} after it"
+            if cut
+            else f"the other {never:,}"
+        )
+        evidence += f"; {after} never ran; {ended}"
         return Check(
             name,
             WARN,

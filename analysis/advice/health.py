@@ -54,7 +54,7 @@ def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
             _overhead(trace, health),
             _cuda_without_kernels(trace),
             _nvtx_without_ranges(trace, facts),
-            _open_ranges(facts),
+            _open_ranges(facts, stop),
         ]
     else:
         health.checks += [_left_out(trace), _queue_lengths(trace, health), _profiler_steps(trace)]
@@ -251,17 +251,20 @@ def _nvtx_without_ranges(trace: Trace, facts: dict[str, int | bool]) -> Check:
     )
 
 
-def _open_ranges(facts: dict[str, int | bool]) -> Check:
+def _open_ranges(facts: dict[str, int | bool], stop: Stop | None = None) -> Check:
     n = int(facts["open_ranges"])
     if not n:
         return Check("open ranges", OK, "every NVTX range ends inside the capture")
-    return Check(
-        "open ranges",
-        WARN,
-        f"{n:,} NVTX range{'s never end' if n != 1 else ' never ends'} "
-        "(their time runs to the capture's end)",
-        "pop every range before the program exits or the capture stops",
-    )
+    said = f"{n:,} NVTX range{'s never end' if n != 1 else ' never ends'} "
+    said += "(their time runs to the capture's end)"
+    if stop is not None:
+        return Check(
+            "open ranges",
+            WARN,
+            f"{said}: {'they were' if n != 1 else 'it was'} open when {stop.said()}",
+            f"the run was stopped: run again to measure all {stop.planned} steps",
+        )
+    return Check("open ranges", WARN, said, "pop every range before the program exits or the capture stops")
 
 
 # --- both formats -------------------------------------------------------------------------------------
