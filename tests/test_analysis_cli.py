@@ -240,3 +240,16 @@ def test_commands_import_no_torch_or_plotly(a100_export: Path) -> None:
         [sys.executable, "-c", code, str(a100_export)], capture_output=True, text=True, env=dict(os.environ)
     )
     assert "HEAVY []" in done.stderr, done.stderr
+
+
+def test_a_newline_in_a_file_name_keeps_notes_and_warnings_one_line(cpu_export: Path, tmp_path: Path) -> None:
+    """A file name holding a newline split a note in two lines (`note: no findings in a`, then the rest of
+    the name): notes and warnings quote it with the newline shown as `\\n`, as errors do."""
+    named = tmp_path / "a\nb.sqlite"
+    named.write_bytes(cpu_export.read_bytes())
+    result = run("advise", named)
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "no findings in" in line]
+    assert len(said) == 1 and said[0].startswith("note: "), result.stderr
+    assert "a\\nb.sqlite" in said[0]
+    assert not any(line.startswith("b.sqlite") for line in result.output.splitlines())

@@ -221,6 +221,8 @@ def test_runs_in_other_processes_count_their_steps(
     progress = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
     # piped: a line at the first step counted and at the last (a bar on a terminal)
     assert any(label in line and "3/3 steps" in line for line in progress), progress
+    said = [line.rsplit(" [", 1)[0] for line in progress]  # each count said once (0/3 was said twice)
+    assert len(said) == len(set(said)), progress
 
 
 @pytest.mark.parametrize("ref", ["", " "])

@@ -180,6 +180,24 @@ def test_progress_reminds_during_a_long_silence() -> None:
     )
 
 
+def test_progress_says_a_count_once() -> None:
+    """A run in another process is watched: the watch reports 0 steps before the first ends, after the
+    stage's line has said 0/N; `0/27 steps` was printed twice. Each count is said once."""
+    from harness.cli.terminal.progress import Progress
+
+    out = io.StringIO()
+    with Progress("tiny train under torch.profiler", 27, unit="steps", live=False, file=out) as progress:
+        progress.stage("run under torch.profiler (fresh process)")
+        for done in (0, 0, 1, 1, 27):
+            progress.advance(done)
+    said = [line.rsplit(" [", 1)[0] for line in out.getvalue().splitlines()]
+    assert said == [
+        "progress: tiny train under torch.profiler: run under torch.profiler (fresh process): 0/27 steps",
+        "progress: tiny train under torch.profiler: run under torch.profiler (fresh process): 1/27 steps",
+        "progress: tiny train under torch.profiler: run under torch.profiler (fresh process): 27/27 steps",
+    ]
+
+
 def test_a_column_named_twice_in_priority_is_shown_once() -> None:
     from harness.cli.terminal.output import rich_table
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.advice.checks import FAIL, OK, Check, Health
+from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import GPU_FRAMES, PROCESS, gpu_work, launches
 from analysis.advice.run_checks import ExportFacts
 from analysis.readers.kineto_build import STEP_RE
@@ -195,6 +195,26 @@ FIX_GPU = (
 )
 
 
+@dataclass(frozen=True)
+class Stop:
+    """A run stopped before its end (Ctrl-C, SIGTERM): the steps its capture lacks after the stop were never
+    run, not lost by the profiler."""
+
+    how: str  # "interrupted by SIGINT"
+    measured: int  # the measured steps it finished
+    planned: int  # the measured steps it was to run
+    first: int = 0  # the first measured step's index (its warm-up steps before it)
+
+    def said(self, at: int | None = None) -> str:
+        """`the run was interrupted by SIGINT in step 7, after 2 of its 25 measured steps (5–29)`."""
+        span = f"{self.first}–{self.first + self.planned - 1}" if self.planned > 1 else str(self.first)
+        where = f" in step {at}" if at is not None else ""
+        return (
+            f"the run was {self.how}{where}, after {self.measured} of its {self.planned} measured steps "
+            f"({span})"
+        )
+
+
 @dataclass
 class Coverage:
     """What both checks read: the trace's steps and its launch calls with their GPU work."""
@@ -325,8 +345,10 @@ def _covered(
     return evidence
 
 
-def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None) -> Check:
-    """Every measured step has its step and phase ranges, and no CUDA work goes on after the last step."""
+def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: Stop | None = None) -> Check:
+    """Every measured step has its step and phase ranges, and no CUDA work goes on after the last step. Of a
+    run that was stopped (`stop`), the step it stopped in lacks the ranges it never reached and the steps
+    after it are not there: said as such (a warning), not as ranges the profiler lost."""
     name = "NVTX steps"
     cov = cov or coverage_of(trace)
     st = cov.steps
@@ -360,15 +382,43 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None) -> Che
     lacking = [
         (int(r.step), _ordered(expected - r.phases)) for r in checked.itertuples() if expected - r.phases
     ]
-    if lacking:
-        step, names = lacking[0]
+    ended = f"the harness's ranges end at {seconds(st.nvtx_end, zero)}"
+    whole = [int(s) for s in checked["step"] if int(s) not in dict(lacking)]
+    cut = [(s, n) for s, n in lacking if s > max(whole, default=-1)] if stop is not None else []
+    lost = [(s, n) for s, n in lacking if (s, n) not in cut]
+    if lost:
+        step, names = lost[0]
+        steps = [s for s, _ in lost]
         return Check(
             name,
             FAIL,
-            f"{_steps_said([s for s, _ in lacking])} of {len(checked)} {which} lack NVTX ranges: step {step} "
-            f"has no {', '.join(names)}; the harness's ranges end at {seconds(st.nvtx_end, zero)}",
+            f"{len(steps)} of {len(checked)} {which} lack{'s' if len(steps) == 1 else ''} NVTX ranges"
+            + (f" ({_steps_said(steps)})" if len(steps) > 1 else "")
+            + f": step {step} has no {', '.join(names)}; {ended}"
+            + (f"; {stop.said()}" if stop is not None else ""),
             "NVTX events were lost: the NVTX tables, the split by phase and NVTX vs timers leave these steps "
             "out. Capture again with a profiler that supports the program's CUDA (`harness doctor`)",
+        )
+    if stop is not None:
+        at = cut[0][0] if cut else None
+        never = max(stop.planned - stop.measured - (1 if cut else 0), 0)
+        evidence = stop.said(at)
+        if cut:
+            names = cut[0][1]
+            evidence += f": step {at} has no {', '.join(names)} range{'s' if len(names) > 1 else ''} (it "
+            evidence += "stopped inside it)"
+        after = (
+            f"the {never:,} measured step{'s' if never != 1 else ''} after it"
+            if cut
+            else f"the other {never:,}"
+        )
+        evidence += f"; {after} never ran; {ended}"
+        return Check(
+            name,
+            WARN,
+            evidence,
+            f"the NVTX tables and the split by phase hold the {stop.measured} measured steps finished before "
+            f"the stop; run again to measure all {stop.planned}",
         )
     evidence = f"{len(checked)} {which} ({_steps_said(checked['step'].tolist())}), each with "
     evidence += ", ".join(_ordered(expected))

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
+from analysis.advice.coverage import Stop, coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
@@ -42,8 +42,9 @@ GPU_FRAMES = ("kernels", "memcpy", "memset")
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
 
 
-def capture_health(trace: Trace) -> Health:
-    """Every check that applies to `trace` (an nsys export or a Kineto trace)."""
+def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
+    """Every check that applies to `trace` (an nsys export or a Kineto trace); `stop`: the run was stopped
+    before its end (its missing steps were never run)."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
         facts = trace.reader.capture_facts()
@@ -53,7 +54,7 @@ def capture_health(trace: Trace) -> Health:
             _overhead(trace, health),
             _cuda_without_kernels(trace),
             _nvtx_without_ranges(trace, facts),
-            _open_ranges(facts),
+            _open_ranges(facts, stop),
         ]
     else:
         health.checks += [_left_out(trace), _queue_lengths(trace, health), _profiler_steps(trace)]
@@ -61,7 +62,7 @@ def capture_health(trace: Trace) -> Health:
     health.checks += [
         launch_correlation(trace, health),
         gpu_coverage(trace, health, cov),
-        nvtx_steps(trace, health, cov),
+        nvtx_steps(trace, health, cov, stop),
         kernel_names(trace),
         _times(trace),
         _repeated(trace),
@@ -250,17 +251,20 @@ def _nvtx_without_ranges(trace: Trace, facts: dict[str, int | bool]) -> Check:
     )
 
 
-def _open_ranges(facts: dict[str, int | bool]) -> Check:
+def _open_ranges(facts: dict[str, int | bool], stop: Stop | None = None) -> Check:
     n = int(facts["open_ranges"])
     if not n:
         return Check("open ranges", OK, "every NVTX range ends inside the capture")
-    return Check(
-        "open ranges",
-        WARN,
-        f"{n:,} NVTX range{'s never end' if n != 1 else ' never ends'} "
-        "(their time runs to the capture's end)",
-        "pop every range before the program exits or the capture stops",
-    )
+    said = f"{n:,} NVTX range{'s never end' if n != 1 else ' never ends'} "
+    said += "(their time runs to the capture's end)"
+    if stop is not None:
+        return Check(
+            "open ranges",
+            WARN,
+            f"{said}: {'they were' if n != 1 else 'it was'} open when {stop.said()}",
+            f"the run was stopped: run again to measure all {stop.planned} steps",
+        )
+    return Check("open ranges", WARN, said, "pop every range before the program exits or the capture stops")
 
 
 # --- both formats -------------------------------------------------------------------------------------

@@ -196,8 +196,8 @@ def _untimed(
         return Check(
             name,
             FAIL,
-            f"{len(lacking)} of {len(timed)} timed measured steps lack NVTX ranges: step {step} is the "
-            f"first, with {what}; "
+            f"{len(lacking)} of {len(timed)} timed measured steps lack{'s' if len(lacking) == 1 else ''} "
+            f"NVTX ranges: step {step} is the first, with {what}; "
             + (
                 f"the harness's ranges end at {export.nvtx_end}"
                 if export.nvtx_end

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import Check, Health, why_untrusted
-from analysis.advice.coverage import export_facts
+from analysis.advice.coverage import Stop, export_facts
 from analysis.advice.findings import RunRecord, Thresholds, advice
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason
@@ -93,6 +93,7 @@ class Measured:
     busy_of: tuple[str, ...] = ()  # phases whose GPU-busy share over the measured steps is asked (decode)
     record: RunRecord | None = None  # what the run recorded that the findings read (torch.compile's counters)
     signal: int | None = None  # the signal that ended a profiled program (`profile -- CMD`); None: it exited
+    stop: Stop | None = None  # the run was stopped before its end (Ctrl-C, SIGTERM): its last steps never ran
 
 
 @dataclass
@@ -154,7 +155,7 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
         else:
             seen.blocks = _blocks(trace, measured, seen.notes)
         facts = run_facts(measured, seen.agreement, overhead=figure) if measured.timers is not None else None
-        _judge(seen, trace, facts, measured.record)
+        _judge(seen, trace, facts, measured.record, stop=measured.stop)
     return seen
 
 
@@ -208,12 +209,13 @@ def _judge(
     facts: RunFacts | None = None,
     record: RunRecord | None = None,
     also: list[Check] | None = None,
+    stop: Stop | None = None,
 ) -> None:
     """The capture's health and findings (with `facts`, the run's own checks too, and `also`; with
-    `record`, the rules that read the run's record) into `seen`, and why the capture makes the run degraded;
-    a reading that fails is a note, and no advice."""
+    `record`, the rules that read the run's record; `stop`, a run stopped before its end) into `seen`, and
+    why the capture makes the run degraded; a reading that fails is a note, and no advice."""
     try:
-        seen.advice = capture_advice(trace, facts, record, also)
+        seen.advice = capture_advice(trace, facts, record, also, stop)
     except AnalysisError as e:
         seen.notes.append(f"no health or findings: {e}")
         return
@@ -349,10 +351,12 @@ def capture_advice(
     facts: RunFacts | None = None,
     record: RunRecord | None = None,
     also: list[Check] | None = None,
+    stop: Stop | None = None,
 ) -> dict[str, Any]:
     """The capture's health (its export's checks, the run's own where `facts` says what the run timed, and
-    `also`) and its findings (with what the run recorded, `record`), as stored with the run."""
-    health = capture_health(trace)
+    `also`; of a run stopped before its end, `stop`) and its findings (with what the run recorded,
+    `record`), as stored with the run."""
+    health = capture_health(trace, stop)
     if facts is not None:
         facts.export = export_facts(trace)
         health.checks += run_checks(facts)
@@ -385,7 +389,7 @@ def judge_stored(
     notes: list[str] = []
     facts = None
     if trace is not None:
-        health = capture_health(trace)
+        health = capture_health(trace, measured.stop)
         found = advice(trace, thresholds, measured.record or RunRecord())
         facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)

@@ -156,15 +156,18 @@ def writing(path: Path, option: str) -> Iterator[None]:
 
 
 def err(message: str) -> None:
-    say("error:", "bold red", message)
+    """An error; it may span lines (a failed program's last lines of output follow it)."""
+    say("error:", "bold red", message, lines=True)
 
 
 def warn(message: str) -> None:
+    """A warning, on one line: a newline in it (from a name it quotes) is shown as `\\n`."""
     say("warning:", "yellow", message)
 
 
-def note(message: str) -> None:
-    say("note:", "", message)
+def note(message: str, *, lines: bool = False) -> None:
+    """A note, on one line unless `lines` (a program's last lines of output, under their heading)."""
+    say("note:", "", message, lines=lines)
 
 
 def say_ending(outcome: Any) -> None:

@@ -86,7 +86,7 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
         note(line)
     if p.result is not None and p.result.status == "error" and prof.program_tail.strip():
         tail = prof.program_tail.strip().splitlines()[-TAIL:]
-        note("last lines of its output:\n" + "\n".join(tail))
+        note("last lines of its output:\n" + "\n".join(tail), lines=True)
     say_ending(p)
 
 

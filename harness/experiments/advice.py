@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.advice import nsys_rules
 from analysis.advice.checks import FAIL, capture_failures
+from analysis.advice.coverage import Stop
 from analysis.advice.findings import DATA_COLUMN as DATA_COLUMN
 from analysis.advice.findings import RunRecord, Thresholds, advice, findings_table
 from analysis.advice.health import capture_health
@@ -114,7 +115,19 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
         baseline=against,
         record=run_record(store, run, steps),
         signal=signals.ended_by((run.summary or {}).get("exit_code")),  # a program's (`profile -- CMD`)
+        stop=_stop(run, steps),
     )
+
+
+def _stop(run: Run, timers: pd.DataFrame) -> Stop | None:
+    """An interrupted run: the signal that stopped it and the measured steps its first rank finished of
+    those it was to run (its capture's missing steps never ran)."""
+    if run.status != "interrupted":
+        return None
+    first = timers[timers["rank"] == timers["rank"].min()] if len(timers) else timers
+    finished = int(first.loc[~first["warmup"].astype(bool), "step"].nunique()) if len(first) else 0
+    how = f"interrupted by {signals.name(signals.signal_in(run.error))}"
+    return Stop(how, finished, int(run.steps), int(run.warmup))
 
 
 def run_record(store: ResultsStore, run: Run, timers: pd.DataFrame) -> RunRecord:

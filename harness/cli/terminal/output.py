@@ -175,7 +175,8 @@ def _render(
     total = len(df)
     rows = total if limit == 0 or limit is None else min(limit, total)
     if limit is None:  # lines besides the table's: title, notes, the two notes of what was left out, prompt
-        around = _text_lines(console, title, keep="") + sum(_text_lines(console, n, "note: ") for n in notes)
+        around = _text_lines(console, title, keep="")
+        around += sum(_text_lines(console, n, "note: ", keep="\t") for n in notes)
         around += 2 * _text_lines(console, rows_left_out(total, total, console.height, option), "note: ") + 1
         rows = min(total, max(FEWEST_ROWS, console.height - around - 4))  # 4: borders and a header line
     fitted = _table_for(df.head(rows) if rows < total else df, console, wide)
@@ -200,21 +201,23 @@ def _render(
     if rows < total:
         notes.append(rows_left_out(total - rows, total, console.height if limit is None else None, option))
     for note in notes:
-        print_lines(console, note, prefix="note: ", prefix_style="dim")
+        print_lines(console, note, prefix="note: ", prefix_style="dim", keep="\t")
 
 
-def say(label: str, style: str, message: str) -> None:
+def say(label: str, style: str, message: str, *, lines: bool = False) -> None:
     """`label message` on stderr (`error:`, `warning:`, `note:`): plain text (never markup), control
-    characters escaped. On a terminal it wraps to the terminal's width as a table's notes do (the lines
-    after the first indented under the message); piped (tests, scripts, logs) it stays one line however
-    long, so a search finds the whole message."""
+    characters escaped, a newline too (a name quoted from outside, a file's, stays on its line) unless
+    `lines` (a message meant to span lines: a program's last lines of output). On a terminal it wraps to the
+    terminal's width as a table's notes do (the lines after the first indented under the message); piped
+    (tests, scripts, logs) it stays one line however long, so a search finds the whole message."""
     from rich.text import Text
 
+    keep = "\n\t" if lines else "\t"
     console = console_for(stderr=True)
     if console.is_terminal:
-        print_lines(console, message, prefix=f"{label} ", prefix_style=style, keep="\n\t")
+        print_lines(console, message, prefix=f"{label} ", prefix_style=style, keep=keep)
         return
-    console.print(Text(label, style=style) + Text(" " + visible(message, keep="\n\t")), soft_wrap=True)
+    console.print(Text(label, style=style) + Text(" " + visible(message, keep=keep)), soft_wrap=True)
 
 
 def _stderr_notes(notes: Iterable[str]) -> None:
@@ -294,7 +297,7 @@ def emit_many(
         _render(df, console, name, notes if last else (), wide, limit)
     if not tables:
         for note in notes:
-            print_lines(console, note, prefix="note: ", prefix_style="dim")
+            print_lines(console, note, prefix="note: ", prefix_style="dim", keep="\t")
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_<>\[\]|&~])")

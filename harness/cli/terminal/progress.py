@@ -103,10 +103,14 @@ class Progress:
             self._line()
 
     def advance(self, done: int, total: int | None = None) -> None:
-        """`done` of `total` units finished; said every `every_s` seconds, and at the first and the last."""
+        """`done` of `total` units finished; said every `every_s` seconds, and at the first and the last. A
+        count that did not change is not said again (a watch reports 0 before the first step ends, and the
+        stage's line already said 0)."""
+        total = total if total is not None else self.total
+        if done == self.done and total == self.total:
+            return
         first = self.done == 0
-        self.done = done
-        self.total = total if total is not None else self.total
+        self.done, self.total = done, total
         if self._bar is not None:
             self._bar.update(self._task, completed=done, total=self.total)
             return

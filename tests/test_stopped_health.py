@@ -1,0 +1,105 @@
+"""A run stopped before its end (Ctrl-C, SIGTERM): its capture lacks the ranges of the step it stopped in and
+every step after it. `harness health RUN` says so (a warning naming the step and the steps never run), not
+ranges the profiler lost; a capture whose steps lack ranges is said with the right count.
+
+The export is the A100 fixture with harness ranges (steps 0–4, step 0 warm-up, a `measured` range over
+1–4), its step 4 cut inside its forward (its `forward` range left open, its `backward` range deleted), as
+a stop leaves it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from export_data import derive, with_harness_ranges
+from test_store import make_result
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.core.records import RunConfig, StepRecord
+from harness.store.results import ResultsStore
+
+runner = CliRunner()
+
+
+def _cut(a100_export: Path, tmp_path: Path) -> Path:
+    ranged = with_harness_ranges(a100_export, tmp_path / "ranged.sqlite")
+    return derive(
+        ranged,
+        tmp_path / "cut.sqlite",
+        "DELETE FROM NVTX_EVENTS WHERE text = 'backward' AND int64Value = 4",
+        "UPDATE NVTX_EVENTS SET end = NULL WHERE text = 'forward' AND int64Value = 4",  # open at the stop
+    )
+
+
+def _checks(args: list[str]) -> tuple[int, dict[str, dict[str, str]]]:
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, {r["Check"]: r for r in json.loads(result.stdout)["health"]}
+
+
+def test_an_interrupted_run_says_its_last_steps_never_ran(
+    tmp_db: str, a100_export: Path, tmp_path: Path
+) -> None:
+    """Stopped in step 4 after 3 of its 10 measured steps: step 4 lacks its backward range and steps 5–10 are
+    not there because they never ran. It was a failure that blamed the profiler ("capture again with a
+    profiler that supports the program's CUDA") and counted wrong ("step 4 of 4 measured steps lack")."""
+    result = make_result("tiny-stopped")
+    result.config = RunConfig(model="tiny", warmup=1, steps=10)
+    phases = {"forward": 1_000_000, "backward": 2_000_000}
+    result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(4)]
+    result.status, result.error = "interrupted", "interrupted by SIGINT after 3 of 10 measured steps"
+    store = ResultsStore(tmp_db)
+    store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
+    _, checks = _checks(["health", "tiny-stopped"])
+    check = checks["NVTX steps"]
+    assert check["Status"] == "warn"
+    assert check["Evidence"].startswith(
+        "the run was interrupted by SIGINT in step 4, after 3 of its 10 measured steps (1–10): step 4 has "
+        "no backward range (it stopped inside it); the 6 measured steps after it never ran; the harness's "
+        "ranges end at "
+    ), check["Evidence"]
+    assert "profiler" not in check["What to do"]
+    assert check["What to do"] == (
+        "the NVTX tables and the split by phase hold the 3 measured steps finished before the stop; run "
+        "again to measure all 10"
+    )
+    assert checks["open ranges"]["Evidence"] == (
+        "1 NVTX range never ends (their time runs to the capture's end): it was open when the run was "
+        "interrupted by SIGINT, after 3 of its 10 measured steps (1–10)"
+    )
+    assert checks["open ranges"]["What to do"] == "the run was stopped: run again to measure all 10 steps"
+
+
+def test_a_run_interrupted_between_steps_is_not_shown_sound(
+    tmp_db: str, a100_export: Path, tmp_path: Path
+) -> None:
+    """Stopped between steps 4 and 5, after 4 of its 10 measured steps: every step in its capture has its
+    ranges, and the check still says that 6 never ran (it was ok: "4 measured steps, each with …")."""
+    result = make_result("tiny-between")
+    result.config = RunConfig(model="tiny", warmup=1, steps=10)
+    phases = {"forward": 1_000_000, "backward": 2_000_000}
+    result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(5)]
+    result.status, result.error = "interrupted", "interrupted by SIGTERM after 4 of 10 measured steps"
+    export = with_harness_ranges(a100_export, tmp_path / "whole.sqlite")
+    ResultsStore(tmp_db).save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(export))
+    _, checks = _checks(["health", "tiny-between"])
+    assert checks["NVTX steps"]["Status"] == "warn"
+    assert checks["NVTX steps"]["Evidence"].startswith(
+        "the run was interrupted by SIGTERM, after 4 of its 10 measured steps (1–10); the other 6 never ran; "
+        "the harness's ranges end at "
+    ), checks["NVTX steps"]["Evidence"]
+
+
+def test_a_capture_whose_last_step_lacks_a_range_counts_one_step(a100_export: Path, tmp_path: Path) -> None:
+    """The same capture judged alone (no run stopped): one step of four lacks its backward range, said as
+    one step, and the profiler is what to look at."""
+    code, checks = _checks(["health", str(_cut(a100_export, tmp_path)), "--strict"])
+    check = checks["NVTX steps"]
+    assert code == 1
+    assert check["Status"] == "fail"
+    assert check["Evidence"].startswith(
+        "1 of 4 measured steps lacks NVTX ranges: step 4 has no backward; the harness's ranges end at "
+    ), check["Evidence"]
+    assert "profiler that supports the program's CUDA" in check["What to do"]
