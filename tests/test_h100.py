@@ -65,6 +65,20 @@ def test_nvtx_agrees_with_the_runs_timers(h100_export: Path) -> None:
     assert [round(percent[p], 3) for p in PHASES] == [0.051, 0.023, 0.113]
 
 
+@pytest.mark.parametrize("args", [["nvtx-gpu"], ["summary", "--top", "2"]], ids=["nvtx-gpu", "summary"])
+def test_the_phase_check_draws_as_a_table(h100_export: Path, cache_dir: Path, args: list[str]) -> None:
+    """ "Do the phases add up?" on the terminal, computed and then served from the cache: every row drawn."""
+    for _ in range(2):
+        result = runner.invoke(app, [args[0], str(h100_export), *args[1:], "--wide"])
+        assert result.exit_code == 0, result.output
+        check = result.stdout.split("Do the phases add up?")[1]
+        assert [p for p in ("optimizer", "unattributed", "all kernels") if p in check] == [
+            "optimizer",
+            "unattributed",
+            "all kernels",
+        ]
+
+
 @pytest.mark.parametrize("command", ["advise", "health"])
 def test_advise_and_health_run_on_it(h100_export: Path, command: str) -> None:
     result = runner.invoke(app, [command, str(h100_export)])

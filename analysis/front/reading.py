@@ -81,9 +81,9 @@ def read_tables(
 
 def _first(df: Any, n: int, per: str | None) -> Any:
     """The first `n` rows of a table (a DataFrame, or Rows served from the cache), of each value of the
-    column `per` where it has one; all of a table whose rows make one answer (attrs "whole": a check whose
+    column `per` where it has one; all of a table whose rows make one answer (attrs "uncut": a check whose
     total is its last row)."""
-    if df.attrs.get("whole"):
+    if df.attrs.get("uncut"):
         return df
     return df.groupby(per, sort=False, group_keys=False).head(n) if per in df.columns else df.head(n)
 

@@ -188,7 +188,7 @@ def phase_check(trace: Trace, phases: Sequence[str] | None = None) -> pd.DataFra
     )
     out["Share (%)"] = out["Total Time (ns)"] / whole * 100 if whole else 0.0
     out.attrs["notes"] = [*trace.notes, *launches.attrs.get("notes", [])]
-    out.attrs["whole"] = True  # its answer is its last rows: --top leaves it whole
+    out.attrs["uncut"] = True  # its answer is its last rows: --top leaves it whole
     return out
 
 
