@@ -124,7 +124,8 @@ def _stop(run: Run, timers: pd.DataFrame) -> Stop | None:
     those it was to run (its capture's missing steps never ran)."""
     if run.status != "interrupted":
         return None
-    first = timers[timers["rank"] == timers["rank"].min()] if len(timers) else timers
+    ranks = timers["rank"].fillna(0)  # NULL in databases from before ranks means 0
+    first = timers[ranks == ranks.min()] if len(timers) else timers
     finished = int(first.loc[~first["warmup"].astype(bool), "step"].nunique()) if len(first) else 0
     how = f"interrupted by {signals.name(signals.signal_in(run.error))}"
     return Stop(how, finished, int(run.steps), int(run.warmup))
@@ -133,7 +134,8 @@ def _stop(run: Run, timers: pd.DataFrame) -> Stop | None:
 def run_record(store: ResultsStore, run: Run, timers: pd.DataFrame) -> RunRecord:
     """What the stored run recorded that the findings read: its steps, torch.compile's counters, its
     forward time, its optimizer against its memory roof (its roofline, on a GPU with datasheet roofs)."""
-    first = timers[timers["rank"] == timers["rank"].min()] if len(timers) else timers
+    ranks = timers["rank"].fillna(0)  # NULL in databases from before ranks means 0
+    first = timers[ranks == ranks.min()] if len(timers) else timers
     measured = first[~first["warmup"].astype(bool)] if len(first) else first
     forward = measured[measured["phase"] == "forward"]["duration_ns"] if len(measured) else None
     dynamo = (run.summary or {}).get("dynamo")
