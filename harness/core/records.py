@@ -23,6 +23,10 @@ __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "T
 
 LATEST = "latest"  # the newest run, wherever a run id is taken
 PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
+# RunConfig fields that do not change what a step times: counts, the seed, the rank layout, --power's period
+UNTIMED_FIELDS = frozenset(
+    {"seed", "steps", "warmup", "rank_timeout", "rdzv_endpoint", "node_rank", "power_period_ms"}
+)
 
 
 def new_id(prefix: str) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.compare.compile import SAME_CONFIG, SETUP, baseline_choice, compile_comparison, compile_pairs
 from analysis.runs.steady import REMAINDER, STEP, run_steady
 from harness.core.errors import UsageError
-from harness.core.records import RunConfig, RunResult
+from harness.core.records import UNTIMED_FIELDS, RunConfig, RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,9 +90,8 @@ def cache_state(hits: int, misses: int) -> str:
     return "partly warm" if hits else "unknown"
 
 
-# what a configuration holds that is not its setup (SAME_CONFIG, compile itself, counts and rank layout)
-NOT_SETUP = frozenset({*SAME_CONFIG, "compile", "seed", "steps", "warmup", "vocab_size", "power_period_ms",
-                       "rank_timeout", "rdzv_endpoint", "node_rank"})  # fmt: skip
+# what a configuration holds that is not its setup (SAME_CONFIG, compile itself, what no step times)
+NOT_SETUP = UNTIMED_FIELDS | {*SAME_CONFIG, "compile", "vocab_size"}
 
 
 DEFAULTS = {
