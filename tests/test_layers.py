@@ -97,7 +97,6 @@ BORDER = {
     "harness.experiments.run_tables": "a run's step figures; a stored run's blocks read from its trace",
     "harness.cli": "the table commands' names and summaries in `harness --help`, from the table registry",
     "harness.cli.analysis": "the table commands, and a table's options as the command line's (on `run` too)",
-    "harness.execution.nsys.formats": "the `nsys stats` format of the nsys in use",
     # pages and views written to a file
     "harness.experiments.pages": "the dashboard, and an export as a Chrome trace",
     # the figures: computed where they are made or stored

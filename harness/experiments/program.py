@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import harness
 from analysis.front.examine import examine_program
+from analysis.tables import stats_format
+from analysis.tables.stats_format import AUTO
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
 from harness.core.errors import UsageError
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult, new_id
 from harness.execution import nsys
-from harness.execution.nsys.formats import nsys_in_use_format
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
 
@@ -134,9 +135,8 @@ def profile_program(
     _check_program(argv)
     info = nsys.find_nsys(nsys_path)
     check_writable(profile_dir)
-    tables_format = nsys_in_use_format(
-        "auto", info.version
-    )  # a wrong HARNESS_STATS_FORMAT: said before the run
+    # a wrong HARNESS_STATS_FORMAT: said before the run
+    tables_format = stats_format.chosen(AUTO, info.version)
     name = name or default_run_name(Path(argv[0]).name)
     run_id = new_id(name)
     opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))

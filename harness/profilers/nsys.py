@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.errors import AnalysisError
 from analysis.front.examine import Baseline, Measured, RunExamination, examine, examine_capture
+from analysis.tables import stats_format
+from analysis.tables.stats_format import AUTO
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
 from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import check_capture
-from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
 from harness.profilers import base
@@ -162,7 +163,7 @@ def profile_run(
 
     info = nsys.find_nsys(options.nsys_path)  # its CUDA and the profile folder: checked by `preflight`
     # the tables in the format of the nsys that records (or HARNESS_STATS_FORMAT's, refused before the run)
-    tables_format = nsys_in_use_format("auto", info.version or None)
+    tables_format = stats_format.chosen(AUTO, info.version)
     run_id = new_id(config.model)
     out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
     experiment = f"overhead-{run_id}" if options.baseline else None
