@@ -14,6 +14,7 @@ from test_profile_once import _capture
 from analysis.trace.trace import Trace
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.profilers import capture
 from harness.profilers import nsys as profiler
 from harness.profilers.torch import TorchOptions, profile_run
 from harness.store.results import ResultsStore
@@ -87,7 +88,7 @@ def test_a_run_says_the_same_of_itself_measured_and_stored(tmp_db: str) -> None:
     store.save(base)
     store.save(run, profiler="nsys", nsys_mode="light", baseline_run_id=base.run_id)
     notes: list[str] = []
-    measured = profiler.measured(run, base, "light", "2023.4", notes)
+    measured = capture.measured(run, base, "light", "2023.4", notes)
     live = run_facts(measured, overhead=compared(measured)[1])
     stored = stored_facts(store, store.get(run.run_id))
     assert live.overhead is not None and live.overhead.effect_pct == pytest.approx(

@@ -90,14 +90,11 @@ def test_harness_core_imports_nothing_from_analysis() -> None:
 # border"): a new crossing is named here, or goes through one of these
 BORDER = {
     # the front doors: a capture read once (analysis.front.examine), an export's tables
-    "harness.profilers.nsys": "a run under nsys examined",
-    "harness.profilers.torch": "a torch.profiler trace examined (and whether the worker finished writing it)",
-    "harness.experiments.program": "a program's export examined",
+    "harness.profilers.capture": "the examine step: a run's export or trace (a program's too) read once",
     "harness.experiments.advice": "a stored run judged; an export's health, findings and nsys rules",
     "harness.experiments.run_tables": "a run's step figures; a stored run's blocks read from its trace",
     "harness.cli": "the table commands' names and summaries in `harness --help`, from the table registry",
     "harness.cli.analysis": "the table commands, and a table's options as the command line's (on `run` too)",
-    "harness.execution.nsys.formats": "the `nsys stats` format of the nsys in use",
     # pages and views written to a file
     "harness.experiments.pages": "the dashboard, and an export as a Chrome trace",
     # the figures: computed where they are made or stored

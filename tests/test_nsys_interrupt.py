@@ -230,7 +230,7 @@ def test_a_signal_while_the_export_is_read_is_said_and_stored(
     """The signal arrives as the export is opened after the capture (the reading raises as the signal
     would): one line saying what was kept, the run stored `interrupted`, 143 for SIGTERM (it was 130 for
     both, and silent)."""
-    import harness.profilers.nsys as profiler
+    import harness.profilers.capture as examining
     from harness.core.signals import Terminated
 
     monkeypatch.setenv("HARNESS_NSYS", str(quick_nsys(tmp_path / "nsys")))
@@ -238,7 +238,7 @@ def test_a_signal_while_the_export_is_read_is_said_and_stored(
     def reading(path: Path, *args: Any, **kwargs: Any) -> Any:
         raise Terminated() if sig == signal.SIGTERM else KeyboardInterrupt()
 
-    monkeypatch.setattr(profiler, "examine", reading)
+    monkeypatch.setattr(examining, "examine", reading)
     result = CliRunner().invoke(app, [*RUN, "--profile-dir", str(tmp_path / "profiles")])
     assert result.exit_code == code, result.output
     (run,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")

@@ -1,5 +1,5 @@
-"""The tables in the format of the nsys a user has (analysis.tables.stats_format,
-harness.execution.nsys.formats):
+"""The tables in the format of the nsys a user has (analysis.tables.stats_format; the harness gives the
+version of the nsys in use, harness.execution.nsys.find):
 2022.4's gpukernsum rows per launch shape and [CUDA memcpy HtoD], or 2023.4's cuda_gpu_kern_sum rows per
 name and [CUDA memcpy Host-to-Device]; `auto` follows HARNESS_STATS_FORMAT, else the nsys in use, else the
 nsys that wrote the export. Values from the H100 export and its two oracles."""
@@ -16,14 +16,19 @@ import pytest
 from conftest import H100_DIR, ORACLES, REPO
 from typer.testing import CliRunner
 
+from analysis.errors import OptionsError
 from analysis.tables import stats_format as sf
 from harness.cli import app
-from harness.core.errors import UsageError
-from harness.execution.nsys import formats
+from harness.execution.nsys import find
 
 runner = CliRunner()
 OLD = H100_DIR / "expected"
 NEW = ORACLES / "nsys-2023.4" / "h100-medium"
+
+
+def in_use(choice: str = sf.AUTO, nsys_version: str | None = None) -> str:
+    """The format the tables print, as the table commands and the profilers ask for it."""
+    return sf.chosen(choice, lambda: nsys_version or find.installed_version())
 
 
 def csv_of(*args: str | Path, env: dict[str, str] | None = None) -> pd.DataFrame:
@@ -84,7 +89,7 @@ def fake_nsys(tmp_path: Path, version: str) -> str:
 def auto(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """`auto` as a user has it: no HARNESS_STATS_FORMAT (conftest pins one), the nsys looked up afresh."""
     monkeypatch.delenv("HARNESS_STATS_FORMAT", raising=False)
-    lookup = formats.installed_version
+    lookup = find.installed_version
     lookup.cache_clear()
     yield monkeypatch
     lookup.cache_clear()
@@ -92,30 +97,30 @@ def auto(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 def test_auto_follows_the_nsys_in_use(auto: pytest.MonkeyPatch, tmp_path: Path, h100_export: Path) -> None:
     auto.setenv("HARNESS_NSYS", fake_nsys(tmp_path, "2022.4.2.1"))
-    assert formats.nsys_in_use_format("auto") == "2022.4"
+    assert in_use("auto") == "2022.4"
     assert "GridXYZ" in csv_of("kernels", h100_export).columns
-    formats.installed_version.cache_clear()
+    find.installed_version.cache_clear()
     auto.setenv("HARNESS_NSYS", fake_nsys(tmp_path, "2023.4.4.54"))
-    assert formats.nsys_in_use_format("auto") == "2023.4"
+    assert in_use("auto") == "2023.4"
     assert len(csv_of("kernels", h100_export)) == 21
     # the nsys that recorded a run decides for that run's tables; the environment variable over both
-    assert formats.nsys_in_use_format("auto", nsys_version="2022.4.2.1") == "2022.4"
+    assert in_use("auto", nsys_version="2022.4.2.1") == "2022.4"
     auto.setenv("HARNESS_STATS_FORMAT", "2022.4")
-    assert formats.nsys_in_use_format("auto") == "2022.4" and formats.nsys_in_use_format("2023.4") == "2023.4"
+    assert in_use("auto") == "2022.4" and in_use("2023.4") == "2023.4"
 
 
 def test_without_nsys_the_export_decides(auto: pytest.MonkeyPatch, h100_export: Path,
                                          a100_export: Path) -> None:  # fmt: skip
-    auto.setattr(formats, "installed_version", lambda: None)
-    assert formats.nsys_in_use_format("auto") == sf.EXPORT
+    auto.setattr(find, "installed_version", lambda: None)
+    assert in_use("auto") == sf.EXPORT
     assert len(csv_of("kernels", h100_export)) == 21  # written by nsys 2023.4
     assert "GridXYZ" in csv_of("kernels", a100_export).columns  # written by nsys 2022.2
 
 
 def test_a_bad_format_is_one_line(auto: pytest.MonkeyPatch, h100_export: Path) -> None:
     auto.setenv("HARNESS_STATS_FORMAT", "newest")
-    with pytest.raises(UsageError, match="HARNESS_STATS_FORMAT=newest: not a stats format"):
-        formats.nsys_in_use_format("auto")
+    with pytest.raises(OptionsError, match="HARNESS_STATS_FORMAT=newest: not a stats format"):
+        in_use("auto")
     result = runner.invoke(app, ["kernels", str(h100_export)])
     assert result.exit_code == 2 and "HARNESS_STATS_FORMAT=newest" in result.output
     assert "Traceback" not in result.output
@@ -140,4 +145,4 @@ def test_one_function_is_called_stats_format() -> None:
         if isinstance(node, ast.FunctionDef) and node.name == "stats_format"
     ]
     assert named == []
-    assert formats.nsys_in_use_format("2023.4") == "2023.4"
+    assert in_use("2023.4") == "2023.4"

@@ -1,6 +1,6 @@
 """Which `nsys stats` format a table follows: nsys changed its reports' rows and names between releases, and
-each table prints those of the nsys a user has (harness resolves `auto`: HARNESS_STATS_FORMAT, else the nsys
-in use, else the nsys that wrote the export).
+each table prints those of the nsys a user has (`chosen` resolves `auto`: HARNESS_STATS_FORMAT, else the nsys
+in use, whose version the harness gives, else the nsys that wrote the export).
 
 What changed, found by comparing every report of nsys 2022.4.2.1 (`../shared/fixtures/nsys/*/expected/`)
 with those of 2023.4.4 (`tests/oracles/nsys-2023.4/`, same exports) cell by cell:
@@ -22,16 +22,20 @@ older than schema 3 (no ENUM_CUDA_MEMCPY_OPER table), which the tables here read
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 from typing import Any
 
+from analysis.errors import OptionsError
 from analysis.tables.table import Option
 
 # the formats a user names (`--stats-format`); a table takes any release, or EXPORT
 FORMATS = ("2022.4", "2023.4")
-AUTO = "auto"  # what a user names for the format of the nsys in use (harness resolves it: it runs nsys)
+AUTO = "auto"  # what a user names for the format of the nsys in use (`chosen`)
 EXPORT = "export"  # the format of the nsys that wrote the export
 NEWEST = FORMATS[-1]  # where nothing says which (a Kineto trace, an export without a producer version)
+ENV = "HARNESS_STATS_FORMAT"  # the format a user keeps for every command
 DEFAULT = "2022.4"  # the library's default: what the tables printed before formats were followed
 
 KERNELS_BY_NAME_FROM = (2023, 1)
@@ -68,6 +72,22 @@ def check(value: str) -> str:
     if value == EXPORT or release(value) is not None:
         return value
     raise ValueError(f"not a stats format: {value!r} (one of {', '.join(FORMATS)}, or auto)")
+
+
+def chosen(choice: str | None, nsys_version: str | Callable[[], str | None] | None) -> str:
+    """The format to print: `choice` when it names one; for auto (or None), HARNESS_STATS_FORMAT, else the
+    release of the nsys in use (`nsys_version`, or what it returns, asked only then: the harness runs nsys),
+    else EXPORT (the nsys that wrote each export). OptionsError says where a value that names no format
+    came from."""
+    named = choice if choice and choice != AUTO else os.environ.get(ENV, AUTO) or AUTO
+    if named != AUTO:
+        try:
+            return check(named)
+        except ValueError as e:
+            where = f"{ENV}={named}" if choice in (None, AUTO) else f"--stats-format {named}"
+            raise OptionsError(f"{where}: {e}") from None
+    found = release(nsys_version() if callable(nsys_version) else nsys_version)
+    return f"{found[0]}.{found[1]}" if found else EXPORT
 
 
 def resolve(value: str | None, producer: str | None = None) -> tuple[int, int]:

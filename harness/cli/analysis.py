@@ -22,6 +22,7 @@ from analysis import tables
 from analysis.errors import ExportError
 from analysis.front.reading import read_tables
 from analysis.tables import operators as ops
+from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
 from analysis.trace.exports import clear_source, exports_dir, open_source
 from harness.cli.common import FormatOpt, cli_errors, err, note, warn
@@ -29,7 +30,7 @@ from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.core.errors import UsageError
-from harness.execution.nsys import export_report, formats
+from harness.execution.nsys import export_report, find
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +45,7 @@ def read_table(table: Table, report: list[Path], values: dict[str, Any], reading
     the format of the nsys in use; --top: read_tables'), the tables from the front door, rendered."""
     top = values.pop("top", None)
     if "stats_format" in values:
-        values["stats_format"] = formats.nsys_in_use_format(values["stats_format"])
+        values["stats_format"] = stats_format.chosen(values["stats_format"], find.installed_version)
     result = read_tables(table.name, report, table.prepare(**values), top=top, by_rank=reading.by_rank,
                          jobs=reading.jobs, dask=reading.dask, cache=not reading.no_cache,
                          export=export_report)  # fmt: skip

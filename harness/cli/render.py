@@ -20,8 +20,9 @@ from harness.execution.ranks.multirank import local_ranks
 from harness.experiments.ranks import rank_tables, result_frame
 from harness.experiments.run_tables import extra_tables, results_table, throughput_table
 from harness.profilers.base import Outcome
+from harness.profilers.capture import TOP_KERNELS
 from harness.profilers.none import PlainRun
-from harness.profilers.nsys import TOP_KERNELS, ProfiledRun
+from harness.profilers.nsys import ProfiledRun
 from harness.profilers.torch import TorchProfiledRun
 
 if TYPE_CHECKING:

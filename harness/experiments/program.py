@@ -15,20 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import harness
-from analysis.front.examine import examine_program
 from harness.core import signals
 from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
 from harness.core.errors import UsageError
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult, new_id
 from harness.execution import nsys
-from harness.execution.nsys.formats import nsys_in_use_format
+from harness.profilers import capture
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
 
 if TYPE_CHECKING:
-    from analysis.tables.summary import Report
     from harness.execution.nsys import ProfileResult
+    from harness.profilers.capture import Report
     from harness.store.results import ResultsStore
 
 NOT_APPLICABLE = "n/a"  # RunConfig fields that describe a workload (precision, device), not a program
@@ -134,9 +133,8 @@ def profile_program(
     _check_program(argv)
     info = nsys.find_nsys(nsys_path)
     check_writable(profile_dir)
-    tables_format = nsys_in_use_format(
-        "auto", info.version
-    )  # a wrong HARNESS_STATS_FORMAT: said before the run
+    # a wrong HARNESS_STATS_FORMAT: said before the run
+    tables_format = capture.tables_format(info.version)
     name = name or default_run_name(Path(argv[0]).name)
     run_id = new_id(name)
     opts = nsys.ProfileOptions(output=profile_dir.resolve() / run_id, extra_args=list(nsys_args))
@@ -164,7 +162,7 @@ def after_capture(out: ProgramRun, sqlite: Path | None, tables_format: str, foun
         kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
         out.error = f"nsys wrote no SQLite export; files kept: {kept}"
         return
-    seen = examine_program(sqlite, tables_format, signals.ended_by(prof.returncode))
+    seen = capture.examine_program_export(sqlite, tables_format, signals.ended_by(prof.returncode))
     out.report, out.error, out.advice = seen.report, seen.error, seen.advice
     out.notes += seen.notes
     found.update(seen.stored)

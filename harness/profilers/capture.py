@@ -1,7 +1,10 @@
-"""How a capture under nsys is stored, for `run --nsys`, `profile -- CMD` and `overhead` alike: the report's
-paths as stored, the run made `degraded` when its capture fails its checks (analysis.front.examine says
-why), and the one save of the run, after the export is read, with all of it, in one transaction (also when
-the reading is cut short)."""
+"""The examine step: what a profiler recorded, read once, and the run stored once. The profilers launch and
+record (profilers/nsys.py, torch.py; experiments/program.py for any program); here their files and the run's
+timers go to analysis.front.examine, the one door by which a capture is read (the run's NVTX ranges,
+kernels, agreement with the timers, overhead, blocks, health and findings come back), the run is made
+`degraded` when its capture fails its checks, and it is saved once, with all of it, in one transaction
+(also when the reading is cut short). For `run --nsys`, `run --profiler torch`, `profile -- CMD` and
+`overhead` alike."""
 
 from __future__ import annotations
 
@@ -10,12 +13,32 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core.records import RunResult
+from analysis.errors import AnalysisError, OptionsError
+from analysis.front.examine import (
+    Baseline,
+    Measured,
+    Operators,
+    RunExamination,
+    examine,
+    examine_capture,
+    examine_program,
+    examine_trace,
+)
+from analysis.readers.kineto import is_complete
+from analysis.tables import stats_format
+from harness.core import machine, nvtx_ranges
+from harness.core.errors import UsageError
+from harness.core.records import RunConfig, RunResult, phases_for, timer_frame
+from harness.profilers import base
 from harness.store.results import UnsavedRun
+from workloads.names import DECODE
 
 if TYPE_CHECKING:
+    from analysis.tables.summary import Report as Report  # a program's tables, as examine_program gives them
     from harness.execution.nsys import ProfileResult
     from harness.store.results import ResultsStore
+
+TOP_KERNELS = 10
 
 
 def nsys_artifacts(rep: Path | None, sqlite: Path | None) -> dict[str, str]:
@@ -63,3 +86,105 @@ def stored_after(
     finally:
         if keep:
             save_once(store, result, unsaved, **how, **found)
+
+
+def tables_format(nsys_version: str) -> str:
+    """The `nsys stats` format a capture's tables print: HARNESS_STATS_FORMAT's, else that of the nsys that
+    records (analysis.tables.stats_format.chosen); a value that names none is refused (UsageError), before
+    the run."""
+    try:
+        return stats_format.chosen(stats_format.AUTO, nsys_version)
+    except OptionsError as e:
+        raise UsageError(str(e)) from None
+
+
+def examine_run(
+    sqlite: Path | None, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
+    notes: list[str],
+) -> RunExamination:  # fmt: skip
+    """A run the harness timed under nsys (its export None: none written), read once with its timers and
+    the baseline run's (`measured`)."""
+    asked = measured(result, baseline, mode, tables_format, notes)
+    return examine(sqlite, asked)
+
+
+def measured(
+    result: RunResult, baseline: RunResult | None, mode: str, tables_format: str, notes: list[str]
+) -> Measured:
+    """What the run under nsys measured, as examine takes it: its timers and the baseline run's, the
+    phases, how busy the machine was while each ran, the blocks to look for, the format of the kernel
+    table; what is to be said of the baseline run into `notes`."""
+    config, label = result.config, base.label_for(mode)
+    # the load average before a run that follows our own baseline run is ours: judged for the first only
+    loads = [
+        (r.extra["machine"], r is baseline or baseline is None)
+        for r in (baseline, result)
+        if r is not None and r.extra.get("machine")
+    ]
+    busy = machine.busy_of(loads)
+    ok = baseline is not None and baseline.status == "ok"
+    if baseline is not None and not ok:
+        notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
+    elif baseline is not None:
+        load = machine.over_runs([baseline.extra.get("machine"), result.extra.get("machine")])
+        notes += filter(None, [machine.busy_note(load, "the baseline run")])
+    return Measured(
+        timers=timer_frame(result),
+        phases=phases_for(config.mode, config.world_size),
+        world_size=config.world_size,
+        device=result.device,
+        busy=busy,
+        baseline=Baseline([timer_frame(baseline)], f"baseline run {baseline.run_id}", label) if ok else None,
+        blocks=nvtx_ranges.block_names() if config.nvtx_detail else None,
+        first_step=config.warmup,
+        kernels=TOP_KERNELS,
+        stats_format=tables_format,
+        busy_of=(DECODE,) if result.extra.get("serving") is not None else (),
+        why_no_ranges=(
+            f"Emitter: {nvtx_ranges.EMITTER}. Known cause: with nsys 2022.4 the python nvtx package 0.2.12 "
+            "and later records nothing (pip install nvtx==0.2.11); torch.cuda.nvtx needs a CUDA build of "
+            "torch. `harness doctor` runs a self-test."
+        ),
+    )
+
+
+def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str]) -> str | None:
+    """The capture's own checks alone, its export read for them (a run whose timers nobody compares:
+    `overhead`'s profiled runs): the advice into `found`, the run made `degraded` when its capture fails
+    them (the reason, else None); a reading that fails is a note, and no advice."""
+    try:
+        seen = examine_capture(sqlite)
+    except AnalysisError as e:
+        seen = RunExamination(notes=[f"no health or findings: {e}"])
+    notes += [f"run {result.run_id}: {line}" for line in seen.notes]
+    found.update(seen.stored)
+    return mark_degraded(result, seen.degraded) if seen.advice is not None else None
+
+
+def examine_torch_trace(
+    trace: Path, config: RunConfig, top: int, sort: str | None, serving: bool
+) -> RunExamination:
+    """A torch.profiler trace, read once: the operator tables (whole run, or per phase in generate mode) of
+    the first `top` operators, or one ordered by the column `sort` names; the phase ranges; the blocks of
+    --nvtx-detail; with `serving`, decode's GPU-busy share. A trace that cannot be opened: `error`."""
+    phases = phases_for(config.mode)
+    asked = Measured(
+        phases=phases, blocks=nvtx_ranges.block_names() if config.nvtx_detail else None,
+        first_step=config.warmup, busy_of=(DECODE,) if serving else (),
+    )  # fmt: skip
+    within = tuple(phases) if config.mode == "generate" else (None,)
+    try:
+        return examine_trace(trace, asked, Operators(top, sort, within))
+    except AnalysisError as e:
+        return RunExamination(error=str(e))
+
+
+def trace_complete(trace: Path) -> bool:
+    """Whether the worker finished writing its torch.profiler trace (a cut one is kept as partial)."""
+    return is_complete(trace)
+
+
+def examine_program_export(sqlite: Path, tables_format: str, signal: int | None) -> RunExamination:
+    """A program the harness timed nothing in (`profile -- CMD`), its export read once: its summary tables
+    and the capture's health and findings (`signal`: the one that ended it)."""
+    return examine_program(sqlite, tables_format, signal)

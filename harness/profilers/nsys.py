@@ -14,18 +14,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.errors import AnalysisError
-from analysis.front.examine import Baseline, Measured, RunExamination, examine, examine_capture
-from harness.core import machine, nvtx_ranges, signals
+from harness.core import machine, signals
 from harness.core.devices import resolve_device
-from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
+from harness.core.records import RunConfig, RunResult, new_id
 from harness.energy import power
 from harness.execution import nsys
 from harness.execution.nsys.cuda_support import check_capture
-from harness.execution.nsys.formats import nsys_in_use_format
 from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
-from harness.profilers import base
+from harness.profilers import base, capture
 from harness.profilers.base import check_writable, run_baseline
 from harness.profilers.capture import mark_degraded, report_paths, save_once, stored_after
 from workloads.names import DECODE
@@ -35,8 +32,6 @@ if TYPE_CHECKING:
 
     from harness.execution.nsys import NsysInfo, ProfileResult
     from harness.store.results import ResultsStore
-
-TOP_KERNELS = 10
 
 
 @dataclass(frozen=True)
@@ -162,7 +157,7 @@ def profile_run(
 
     info = nsys.find_nsys(options.nsys_path)  # its CUDA and the profile folder: checked by `preflight`
     # the tables in the format of the nsys that records (or HARNESS_STATS_FORMAT's, refused before the run)
-    tables_format = nsys_in_use_format("auto", info.version or None)
+    tables_format = capture.tables_format(info.version)
     run_id = new_id(config.model)
     out = ProfiledRun(run_id=run_id, result=None, profile=None, nsys_version=info.version)
     experiment = f"overhead-{run_id}" if options.baseline else None
@@ -233,8 +228,7 @@ def after_capture(
         out.notes.append(f"out of memory: {result.error}; no analysis")
         return
     ranged = capture_range(options)
-    asked = measured(result, baseline, options.mode, tables_format, out.notes)
-    seen = examine(prof.sqlite, asked)
+    seen = capture.examine_run(prof.sqlite, result, baseline, options.mode, tables_format, out.notes)
     out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
     out.agreement = seen.agreement_shown
     out.notes += seen.notes
@@ -275,59 +269,6 @@ def capture_range(options: NsysOptions) -> str | None:
     return "--nsys-capture measured" if options.capture == "measured" else None
 
 
-def measured(
-    result: RunResult, baseline: RunResult | None, mode: str, tables_format: str, notes: list[str]
-) -> Measured:
-    """What the run under nsys measured, as examine takes it: its timers and the baseline run's, the
-    phases, how busy the machine was while each ran, the blocks to look for, the format of the kernel
-    table; what is to be said of the baseline run into `notes`."""
-    config, label = result.config, base.label_for(mode)
-    # the load average before a run that follows our own baseline run is ours: judged for the first only
-    loads = [
-        (r.extra["machine"], r is baseline or baseline is None)
-        for r in (baseline, result)
-        if r is not None and r.extra.get("machine")
-    ]
-    busy = machine.busy_of(loads)
-    ok = baseline is not None and baseline.status == "ok"
-    if baseline is not None and not ok:
-        notes.append(f"baseline run without nsys failed ({baseline.status}): {baseline.error}; no overhead")
-    elif baseline is not None:
-        load = machine.over_runs([baseline.extra.get("machine"), result.extra.get("machine")])
-        notes += filter(None, [machine.busy_note(load, "the baseline run")])
-    return Measured(
-        timers=timer_frame(result),
-        phases=phases_for(config.mode, config.world_size),
-        world_size=config.world_size,
-        device=result.device,
-        busy=busy,
-        baseline=Baseline([timer_frame(baseline)], f"baseline run {baseline.run_id}", label) if ok else None,
-        blocks=nvtx_ranges.block_names() if config.nvtx_detail else None,
-        first_step=config.warmup,
-        kernels=TOP_KERNELS,
-        stats_format=tables_format,
-        busy_of=(DECODE,) if result.extra.get("serving") is not None else (),
-        why_no_ranges=(
-            f"Emitter: {nvtx_ranges.EMITTER}. Known cause: with nsys 2022.4 the python nvtx package 0.2.12 "
-            "and later records nothing (pip install nvtx==0.2.11); torch.cuda.nvtx needs a CUDA build of "
-            "torch. `harness doctor` runs a self-test."
-        ),
-    )
-
-
-def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str]) -> str | None:
-    """The capture's own checks alone, its export read for them (a run whose timers nobody compares:
-    `overhead`'s profiled runs): the advice into `found`, the run made `degraded` when its capture fails
-    them (the reason, else None); a reading that fails is a note, and no advice."""
-    try:
-        seen = examine_capture(sqlite)
-    except AnalysisError as e:
-        seen = RunExamination(notes=[f"no health or findings: {e}"])
-    notes += [f"run {result.run_id}: {line}" for line in seen.notes]
-    found.update(seen.stored)
-    return mark_degraded(result, seen.degraded) if seen.advice is not None else None
-
-
 class NsysProfiler(base.Profiler):
     name = "nsys"
     wraps = "the worker process, under `nsys profile` (each rank under its own with --nproc)"
@@ -364,7 +305,7 @@ class NsysProfiler(base.Profiler):
                 result, prof, notes = launch(config, replace(options, mode=mode), info, new_id(config.model))
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
-                    reason = judge_capture(result, prof.sqlite, how, notes)
+                    reason = capture.judge_capture(result, prof.sqlite, how, notes)
                     if reason:
                         notes.append(f"{base.label_for(mode)}: stored as degraded ({reason}): the "
                                      "overhead is that of a capture that lost part of the run")  # fmt: skip

@@ -16,14 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.errors import AnalysisError
-from analysis.front.examine import Measured, Operators, examine_trace
-from analysis.readers.kineto import is_complete
 from harness.core import machine, signals
-from harness.core.nvtx_ranges import block_names
-from harness.core.records import RunConfig, RunResult, new_id, phases_for
+from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution.worker import run_isolated
-from harness.profilers.capture import stored_after
+from harness.profilers.capture import examine_torch_trace, stored_after, trace_complete
 from workloads.names import DECODE
 
 if TYPE_CHECKING:
@@ -105,7 +101,7 @@ def profile_run(
     out.result = result
     out.trace = trace if trace.exists() else None
     if out.trace is not None and result.status != "ok":
-        out.trace_partial = not is_complete(trace)
+        out.trace_partial = not trace_complete(trace)
     how = {"profiler": NAME, "artifacts": out.artifacts}
     with stored_after(store, result, out.unsaved, how) as found:  # once, after the trace is read
         after_trace(out, trace, config, options, found, progress)
@@ -138,21 +134,11 @@ def after_trace(
     if out.trace is None:
         out.error = f"torch.profiler wrote no trace to {trace}"
         return
-    phases = phases_for(config.mode)
     top = options.operator_top or TOP_OPERATORS
     serving = result.extra.get("serving")
-    asked = Measured(
-        phases=phases, blocks=block_names() if config.nvtx_detail else None, first_step=config.warmup,
-        busy_of=(DECODE,) if serving is not None else (),
-    )  # fmt: skip
-    within = tuple(phases) if config.mode == "generate" else (None,)
     if progress:
         progress(f"reading the trace ({out.trace.stat().st_size / 1e6:.1f} MB)")
-    try:
-        seen = examine_trace(out.trace, asked, Operators(top, options.operator_sort, within))
-    except AnalysisError as e:  # a trace that cannot be opened
-        out.error = str(e)
-        return
+    seen = examine_torch_trace(out.trace, config, top, options.operator_sort, serving is not None)
     out.ranges, out.operators = seen.nvtx, seen.operators
     out.error = seen.error  # also analysis's: --sort 'Self CUDA' on a trace without kernels
     out.notes += seen.notes

@@ -105,6 +105,22 @@ def probe(path: Path, source: str = "given") -> NsysInfo:
     )
 
 
+@functools.cache
+def installed_version() -> str | None:
+    """The version of the nsys the harness would use (HARNESS_NSYS, PATH, …, .tools/nsys); None when there
+    is none, or it does not run. Never raises: a table command works without nsys. The tables print in its
+    `nsys stats` format (analysis.tables.stats_format.chosen); only the commands whose tables differ between
+    formats ask (`nsys --version`, about 0.1 s)."""
+    for path, _ in candidates():
+        p = Path(path)
+        if p.is_file() and os.access(p, os.X_OK):
+            try:
+                return _version(p)
+            except NsysError:
+                return None
+    return None
+
+
 def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
     """(path, how it was found) in the order they are tried."""
     found: list[tuple[str, str]] = []
