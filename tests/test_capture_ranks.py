@@ -71,8 +71,8 @@ def test_gpu_busy_and_nccl_per_rank_equal_sql(capture: Path) -> None:
     assert gpu["comm_kernels"].tolist() == [n for _, n, _ in nccl]
     assert gpu["comm_ns"].tolist() == [t for _, _, t in nccl]
     table = report.per_rank
-    assert table["GPU Busy (ms)"].tolist() == [270.863, 264.325]
-    assert table["NCCL Time (ms)"].tolist() == [17.173, 8.229]
+    assert table["GPU Busy (ns)"].tolist() == [b for _, b in busy]
+    assert table["NCCL Time (ns)"].tolist() == [t for _, _, t in nccl]
     assert report.labels == {0: "PID 144 (device 0)", 1: "PID 145 (device 1)"}
 
 
@@ -112,9 +112,9 @@ def test_cli_names_two_ranks(capture: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     gpu = doc["GPU and communication per rank"]
-    assert [(r["Rank"], r["Kernels"], r["GPU Busy (ms)"], r["NCCL Time (ms)"]) for r in gpu] == [
-        (0, 1993, 270.863, 17.173),
-        (1, 2017, 264.325, 8.229),
+    assert [(r["Rank"], r["Kernels"], r["GPU Busy (ns)"], r["NCCL Time (ns)"]) for r in gpu] == [
+        (0, 1993, 270_863_484, 17_172_652),
+        (1, 2017, 264_324_724, 8_229_100),
     ]
     assert "rank 0 = PID 144 (device 0), rank 1 = PID 145 (device 1)" in result.stderr
     table = runner.invoke(app, ["ranks", str(capture)], env={"COLUMNS": "120"})

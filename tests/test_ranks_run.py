@@ -55,17 +55,20 @@ def test_the_slowest_rank_in_the_allreduce_is_its_victim_not_the_straggler() -> 
     assert list(table.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
     backward = table.loc["backward"]
     assert (
-        backward["Slowest Rank"] == 2 and backward["Slowest (ms)"] == 400 and backward["Median (ms)"] == 200
+        backward["Slowest Rank"] == 2
+        and backward["Slowest (ns)"] == 400 * MS
+        and backward["Median (ns)"] == 200 * MS
     )
     assert backward["Imbalance"] == 2.0 and "Straggler" not in table.columns
     assert table.loc["allreduce", "Slowest Rank"] == 0  # waited 200 ms for rank 2: a victim
     # every rank's step: 600 ms (ranks 0 and 1 wait as long as rank 2 computes longer)
-    assert table.loc["step", "Mean (ms)"] == pytest.approx(600, abs=1e-3)
+    assert table.loc["step", "Mean (ns)"] == 600 * MS
     stragglers = straggler_table(_frame()).set_index("Rank")
-    assert stragglers["Compute (ms)"].tolist() == [350, 350, 550]
-    assert stragglers["Wait (ms)"].tolist() == [250, 250, 50]
+    assert stragglers["Compute (ns)"].tolist() == [350 * MS, 350 * MS, 550 * MS]
+    assert stragglers["Wait (ns)"].tolist() == [250 * MS, 250 * MS, 50 * MS]
     assert stragglers["Straggler"].tolist() == ["-", "-", "rank 2"]
-    assert stragglers.loc[2, "Costs Others (ms)"] == 200 and stragglers["Costs Others (ms)"].isna().sum() == 2
+    assert stragglers.loc[2, "Costs Others (ns)"] == 200 * MS
+    assert stragglers["Costs Others (ns)"].isna().sum() == 2
     assert straggler_note(straggler_table(_frame())) == (
         "straggler: rank 2 computes 200.000 ms more per step than the others and arrives last at the "
         "all-reduce: the others wait 200.000 ms per step there beyond its own wait"
@@ -131,7 +134,7 @@ def test_two_gloo_ranks(tmp_db: str) -> None:
         assert all(row[f"{p} (ns)"] > 0 for p in PHASES)
     imbalance = {row["Phase"]: row for row in tables[IMBALANCE]}
     assert list(imbalance) == [*PHASES, "step"]
-    assert imbalance["allreduce"]["Mean (ms)"] > 0 and imbalance["step"]["Imbalance"] >= 1.0
+    assert imbalance["allreduce"]["Mean (ns)"] > 0 and imbalance["step"]["Imbalance"] >= 1.0
     assert imbalance["step"]["Slowest Rank"] in (0, 1)
     assert [row["Rank"] for row in tables[STRAGGLER]] == [0, 1]
     # stored once, with every step of every rank
@@ -170,9 +173,9 @@ def test_a_delayed_rank_is_named_the_straggler(tmp_db: str) -> None:
     assert rows[0]["Straggler"] == "-" and rows[1]["Straggler"] == "rank 1"
     # not by how much: while rank 1 sleeps, rank 0 has the cores to itself, so on a busy machine the gap
     # in compute shrinks below the time slept
-    assert rows[1]["Compute (ms)"] > rows[0]["Compute (ms)"] and rows[1]["Costs Others (ms)"] > 0
-    waited = rows[0]["Wait (ms)"] - rows[1]["Wait (ms)"]  # rank 0's wait beyond rank 1's
-    assert rows[1]["Costs Others (ms)"] == pytest.approx(waited, abs=2e-3)
+    assert rows[1]["Compute (ns)"] > rows[0]["Compute (ns)"] and rows[1]["Costs Others (ns)"] > 0
+    waited = rows[0]["Wait (ns)"] - rows[1]["Wait (ns)"]  # rank 0's wait beyond rank 1's
+    assert rows[1]["Costs Others (ns)"] == pytest.approx(waited, abs=2)
     forward = {row["rank"]: row["forward (ns)"] / MS for row in tables[PER_RANK]}
     assert forward[1] >= 1000 and forward[1] > forward[0]  # the 1 s sleep, inside every timed forward
     imbalance = {row["Phase"]: row for row in tables[IMBALANCE]}
@@ -189,12 +192,10 @@ def test_a_delayed_rank_is_named_the_straggler(tmp_db: str) -> None:
     compute, wait = panel.figure.data
     assert (compute.name, wait.name) == (COMPUTE_TRACE, WAIT_TRACE)
     assert list(compute.y) == ["rank 0", "rank 1 (straggler)"]
-    assert list(compute.x) == [rows[0]["Compute (ms)"], rows[1]["Compute (ms)"]]
-    assert list(wait.x) == [rows[0]["Wait (ms)"], rows[1]["Wait (ms)"]]
-    assert (
-        panel.title
-        == f"Straggler: rank 1 arrives last, costs the others {rows[1]['Costs Others (ms)']:,.3f} ms per step"
-    )
+    assert list(compute.x) == [rows[0]["Compute (ns)"] / MS, rows[1]["Compute (ns)"] / MS]
+    assert list(wait.x) == [rows[0]["Wait (ns)"] / MS, rows[1]["Wait (ns)"] / MS]
+    cost = rows[1]["Costs Others (ns)"] / MS
+    assert panel.title == f"Straggler: rank 1 arrives last, costs the others {cost:,.3f} ms per step"
 
 
 @pytest.mark.slow

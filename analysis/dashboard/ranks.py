@@ -97,7 +97,7 @@ def rank_heatmap_panel(ranks: pd.DataFrame) -> Panel:
 
 
 def straggler_figure(table: pd.DataFrame):
-    """`harness ranks`' straggler table drawn: a bar per rank of its compute and, stacked after it, its
+    """`harness ranks`' straggler table (ns) drawn: a bar per rank of its compute and, stacked after it, its
     wait in collectives (ms per step); the straggler's bar is labelled with what it costs the others."""
     import plotly.graph_objects as go
 
@@ -105,15 +105,15 @@ def straggler_figure(table: pd.DataFrame):
     straggler = None if row is None else int(row["Rank"])
     ys = [f"rank {r}" + (" (straggler)" if r == straggler else "") for r in table["Rank"]]
     fig = go.Figure()
-    _rank_bars(fig, ys, table["Compute (ms)"], COMPUTE_TRACE, COMPUTE_COLOR, "compute")
-    if table["Wait (ms)"].notna().any():
+    _rank_bars(fig, ys, table["Compute (ns)"] / MS, COMPUTE_TRACE, COMPUTE_COLOR, "compute")
+    if table["Wait (ns)"].notna().any():
         costs = [
-            f"costs the others {c:,.3f} ms" if r == straggler else ""
-            for r, c in zip(table["Rank"], table["Costs Others (ms)"], strict=True)
+            f"costs the others {c / MS:,.3f} ms" if r == straggler else ""
+            for r, c in zip(table["Rank"], table["Costs Others (ns)"], strict=True)
         ]
         label = {"text": costs, "textposition": "outside", "cliponaxis": False}
         _rank_bars(
-            fig, ys, table["Wait (ms)"], WAIT_TRACE, PHASE_COLOR_ALLREDUCE, "wait in collectives", label
+            fig, ys, table["Wait (ns)"] / MS, WAIT_TRACE, PHASE_COLOR_ALLREDUCE, "wait in collectives", label
         )
     fig.update_layout(
         template=TEMPLATE,
@@ -153,8 +153,8 @@ def straggler_title(table: pd.DataFrame) -> str:
     row = _straggler(table)
     if row is None:
         return "Straggler: none (compute and wait in collectives per rank)"
-    cost = row["Costs Others (ms)"]
-    costs = "" if pd.isna(cost) else f", costs the others {cost:,.3f} ms per step"
+    cost = row["Costs Others (ns)"]
+    costs = "" if pd.isna(cost) else f", costs the others {cost / MS:,.3f} ms per step"
     return f"Straggler: rank {row['Rank']} arrives last{costs}"
 
 

@@ -32,6 +32,7 @@ from analysis.errors import ExportError
 from analysis.joins.nvtx_credits import measured_steps
 from analysis.joins.nvtx_ranges import all_ranges, step_phases
 from analysis.joins.runtime import pid_of
+from analysis.stats import round_half_up
 from analysis.trace.multi import Piece, check_name_ranks, label_sources
 from analysis.trace.multi_run import raise_errors, read_part, run_tasks
 from analysis.trace.trace import Trace
@@ -167,6 +168,12 @@ def _ordered(phases: Sequence[str]) -> list[str]:
     return sorted(set(phases), key=lambda p: (rank.get(p, len(rank)), p))
 
 
+def _ns(value: float) -> float:
+    """A time in ns from a mean, median or difference: rounded half away from zero to one decimal (NaN
+    stays NaN), as nsys's own averages are."""
+    return float(round_half_up(np.array([value], dtype=np.float64))[0])
+
+
 def per_rank_means(phases: pd.DataFrame) -> pd.DataFrame:
     """rank, phase, steps, mean_ns (per step), total_ns, min_ns, max_ns."""
     g = phases.groupby(["rank", "phase"], sort=False)["duration_ns"]
@@ -206,8 +213,9 @@ def communication_share(phases: pd.DataFrame) -> float:
 
 
 def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
-    """Per rank and phase (phases in step order): Rank, Phase, Steps, Mean (ms), Total (ms), Min (ms),
-    Max (ms). `phases` has PHASE_COLUMNS (one row per phase instance)."""
+    """Per rank and phase (phases in step order): Rank, Phase, Steps, Mean (ns) (rounded half away from
+    zero to one decimal, as nsys's Avg), Total (ns), Min (ns), Max (ns). `phases` has PHASE_COLUMNS (one row
+    per phase instance)."""
     m = per_rank_means(phases)
     order = {p: i for i, p in enumerate(_ordered(m["phase"]))}
     m = m.sort_values(["rank", "phase"], key=lambda s: s.map(order) if s.name == "phase" else s)
@@ -216,19 +224,19 @@ def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
             "Rank": m["rank"].to_numpy(),
             "Phase": m["phase"].to_numpy(),
             "Steps": m["steps"].to_numpy(),
-            "Mean (ms)": (m["mean_ns"] / MS).round(3).to_numpy(),
-            "Total (ms)": (m["total_ns"] / MS).round(3).to_numpy(),
-            "Min (ms)": (m["min_ns"] / MS).round(3).to_numpy(),
-            "Max (ms)": (m["max_ns"] / MS).round(3).to_numpy(),
+            "Mean (ns)": round_half_up(m["mean_ns"]),
+            "Total (ns)": m["total_ns"].to_numpy(dtype=np.int64),
+            "Min (ns)": m["min_ns"].to_numpy(dtype=np.int64),
+            "Max (ns)": m["max_ns"].to_numpy(dtype=np.int64),
         }
     )
 
 
 def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
-    """Per phase, over the ranks' mean time per step: Phase, Ranks, Mean (ms), Fastest Rank, Fastest (ms),
-    Median (ms), Slowest Rank, Slowest (ms), Spread (ms) (slowest - fastest), Imbalance (slowest /
-    median). The slowest rank is not the straggler: in a collective it waited longest; straggler_table
-    names the rank that arrived last.
+    """Per phase, over the ranks' mean time per step: Phase, Ranks, Mean (ns), Fastest Rank, Fastest (ns),
+    Median (ns), Slowest Rank, Slowest (ns), Spread (ns) (slowest - fastest), Imbalance (slowest /
+    median); times rounded half away from zero to one decimal. The slowest rank is not the straggler: in
+    a collective it waited longest; straggler_table names the rank that arrived last.
 
     `phases`: PHASE_COLUMNS, one row per phase instance, from exports (phase_rows) or the results store.
     Ties go to the lowest rank.
@@ -246,30 +254,30 @@ def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
             {
                 "Phase": phase,
                 "Ranks": len(p),
-                "Mean (ms)": round(float(mean.mean()) / MS, 3),
+                "Mean (ns)": _ns(mean.mean()),
                 "Fastest Rank": ranks[fast],
-                "Fastest (ms)": round(float(mean[fast]) / MS, 3),
-                "Median (ms)": round(median / MS, 3),
+                "Fastest (ns)": _ns(mean[fast]),
+                "Median (ns)": _ns(median),
                 "Slowest Rank": ranks[slow],
-                "Slowest (ms)": round(float(mean[slow]) / MS, 3),
-                "Spread (ms)": round(float(mean[slow] - mean[fast]) / MS, 3),
+                "Slowest (ns)": _ns(mean[slow]),
+                "Spread (ns)": _ns(mean[slow] - mean[fast]),
                 "Imbalance": round(ratio, 3),
             }
         )
     out = pd.DataFrame(rows)
     out.attrs["deciding"] = ["Phase", "Slowest Rank", "Imbalance"]
-    out.attrs["priority"] = ["Median (ms)", "Fastest Rank"]
+    out.attrs["priority"] = ["Median (ns)", "Fastest Rank"]
     return out
 
 
 STRAGGLER_COLUMNS = [
     "Rank",
     "Steps",
-    "Compute (ms)",
-    "Wait (ms)",
-    "Step (ms)",
+    "Compute (ns)",
+    "Wait (ns)",
+    "Step (ns)",
     "Straggler",
-    "Costs Others (ms)",
+    "Costs Others (ns)",
 ]
 
 
@@ -293,10 +301,11 @@ def compute_and_wait(phases: pd.DataFrame) -> pd.DataFrame:
 
 
 def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd.DataFrame:
-    """Per rank: Rank, Steps, Compute (ms) and Wait (ms) (in collectives) per step, Step (ms), Straggler
-    (`rank R` on the straggler's row, `-` elsewhere) and Costs Others (ms) (on its row: the other ranks'
-    mean wait per step beyond its own). Empty for fewer than two ranks or without phases but whole
-    captures. `phases`: PHASE_COLUMNS (step rows are left out)."""
+    """Per rank: Rank, Steps, Compute (ns) and Wait (ns) (in collectives) per step, Step (ns), Straggler
+    (`rank R` on the straggler's row, `-` elsewhere) and Costs Others (ns) (on its row: the other ranks'
+    mean wait per step beyond its own); times rounded half away from zero to one decimal. Empty for fewer
+    than two ranks or without phases but whole captures. `phases`: PHASE_COLUMNS (step rows are left
+    out)."""
     m = compute_and_wait(phases).sort_values("rank", kind="stable").reset_index(drop=True)
     if len(m) < 2:
         return pd.DataFrame(columns=STRAGGLER_COLUMNS)
@@ -314,14 +323,14 @@ def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd
         {
             "Rank": m["rank"].to_numpy(),
             "Steps": m["steps"].to_numpy(),
-            "Compute (ms)": (compute / MS).round(3),
-            "Wait (ms)": (wait / MS).round(3),
-            "Step (ms)": ((compute + np.nan_to_num(wait)) / MS).round(3),
+            "Compute (ns)": round_half_up(compute),
+            "Wait (ns)": round_half_up(wait),
+            "Step (ns)": round_half_up(compute + np.nan_to_num(wait)),
             "Straggler": [f"rank {r}" if r == straggler else "-" for r in m["rank"]],
-            "Costs Others (ms)": [round(cost / MS, 3) if r == straggler else np.nan for r in m["rank"]],
+            "Costs Others (ns)": [_ns(cost) if r == straggler else np.nan for r in m["rank"]],
         }
     )
-    out.attrs["deciding"] = ["Rank", "Compute (ms)", "Wait (ms)", "Straggler", "Costs Others (ms)"]
+    out.attrs["deciding"] = ["Rank", "Compute (ns)", "Wait (ns)", "Straggler", "Costs Others (ns)"]
     return out
 
 
@@ -334,18 +343,19 @@ def straggler_note(table: pd.DataFrame) -> str:
         return f"no straggler: every rank computes within {STRAGGLER_AT - 1:.0%} of the median rank"
     row = named.iloc[0]
     others = table[table["Rank"] != row["Rank"]]
-    more = row["Compute (ms)"] - float(np.median(others["Compute (ms)"]))
+    more = (row["Compute (ns)"] - float(np.median(others["Compute (ns)"]))) / MS
     line = f"straggler: rank {row['Rank']} computes {more:,.3f} ms more per step than the others"
-    if np.isnan(row["Costs Others (ms)"]):
+    cost = row["Costs Others (ns)"]
+    if np.isnan(cost):
         return line + " (no collective phases: what it costs them is not measured)"
     return (
-        line + f" and arrives last at the all-reduce: the others wait {row['Costs Others (ms)']:,.3f} ms "
+        line + f" and arrives last at the all-reduce: the others wait {cost / MS:,.3f} ms "
         "per step there beyond its own wait"
     )
 
 
 def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per rank: Rank, Kernels, GPU Busy (ms), NCCL Kernels, NCCL Time (ms), NCCL Share (%) (of GPU busy;
+    """Per rank: Rank, Kernels, GPU Busy (ns), NCCL Kernels, NCCL Time (ns), NCCL Share (%) (of GPU busy;
     empty when the GPU was never busy; every cell but Rank empty where CUDA was not traced), and with
     phases the all-reduce share of a step, Comm Share (%) (all-reduce total / step total)."""
     g = gpu.sort_values("rank")
@@ -358,9 +368,9 @@ def gpu_table(gpu: pd.DataFrame, phases: pd.DataFrame | None = None) -> pd.DataF
         {
             "Rank": g["rank"].to_numpy(),
             "Kernels": pd.array(g["kernels"], dtype="Int64"),
-            "GPU Busy (ms)": (busy / MS).round(3),
+            "GPU Busy (ns)": pd.array(g["gpu_busy_ns"], dtype="Int64"),
             "NCCL Kernels": pd.array(g["comm_kernels"], dtype="Int64"),
-            "NCCL Time (ms)": (comm_ns / MS).round(3),
+            "NCCL Time (ns)": pd.array(g["comm_ns"], dtype="Int64"),
             "NCCL Share (%)": share.round(1),
         }
     )
