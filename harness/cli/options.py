@@ -1,20 +1,34 @@
-"""Workload options shared by `run`, `sweep` and `overhead`: declared once (`Workload`,
-`workload_options`)."""
+"""The options of the commands that run work (`run`, `sweep`, `overhead`, `profile`, `optimize`,
+`roofline`, `attention`), declared once: the workload (`Workload`, `workload_options`), its ranks across
+torchrun (`Ranks`, `rank_options`), its profiler (`ProfilerArgs`, `profiler_options`); and what `run` and
+`overhead` do before the work (`prepare`): the configuration, the store, the profiler from the registry, its
+options built by the profiler itself from the command line's values, and the warnings it has before it
+runs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from enum import Enum, StrEnum
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from harness.cli.common import warn
 from harness.cli.option_group import F, option_group
 from harness.core.devices import DEVICES
+from harness.core.errors import UsageError
 from harness.core.records import RunConfig
+from harness.execution.checks import check_effect, check_profiler_effect, checked
+from harness.profilers import registry
+from harness.store import results as results_db
 from workloads.names import ATTENTIONS, MODES, PRECISIONS
 from workloads.plants import catalogue
+
+if TYPE_CHECKING:
+    from harness.profilers import base
+    from harness.store.results import ResultsStore
 
 
 def choices(name: str, values: Sequence[str]) -> type[StrEnum]:
@@ -147,3 +161,228 @@ def make_config(model: str, workload: Workload) -> RunConfig:
     values = {f.name: getattr(workload, f.name) for f in fields(workload)}
     given = {RENAMED.get(k, k): v.value if isinstance(v, Enum) else v for k, v in values.items()}
     return RunConfig(model=model, **given)
+
+
+PANEL = "Across ranks (torchrun)"
+NprocOpt = Annotated[
+    int,
+    typer.Option(
+        "--nproc", help="Ranks on this machine (torchrun --nproc-per-node): DDP, gloo on CPU, NCCL on CUDA.",
+        rich_help_panel=PANEL,
+    ),
+]  # fmt: skip
+NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Machines taking part.", rich_help_panel=PANEL)]
+NodeRankOpt = Annotated[
+    int, typer.Option("--node-rank", help="This machine's place, 0 … nnodes-1.", rich_help_panel=PANEL)
+]
+RdzvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rdzv-endpoint", metavar="HOST:PORT", help="Node 0's address, with --nnodes > 1.",
+        rich_help_panel=PANEL,
+    ),
+]  # fmt: skip
+RankTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--rank-timeout", metavar="SECONDS", rich_help_panel=PANEL,
+        help="Stop the run when a rank starts no phase for this long (a hung rank).",
+    ),
+]  # fmt: skip
+
+DelayRankOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--delay-rank", metavar="R:MS", rich_help_panel=PANEL,
+        help="Rank R sleeps MS ms inside every forward: a straggler of known cost, for tests and demos.",
+    ),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where a run's ranks go: how many on this machine, on how many machines, this machine's place,
+    node 0's address, and how long a rank may start no phase before the run is stopped."""
+
+    nproc: NprocOpt = 1
+    nnodes: NnodesOpt = 1
+    node_rank: NodeRankOpt = 0
+    rdzv_endpoint: RdzvOpt = None
+    rank_timeout: RankTimeoutOpt = 300.0
+    delay_rank: DelayRankOpt = None  # R:MS
+
+
+ONE_RANK = Ranks()
+
+
+def rank_options() -> Callable[[F], F]:
+    """The rank options on a command, in place of its parameter `ranks: Ranks`."""
+    return option_group("ranks", Ranks)
+
+
+def asked_ranks(ranks: Ranks) -> dict[str, object]:
+    """The rank options the user gave (a value other than its default), by configuration field."""
+    return {k: v for k, v in asdict(ranks).items() if v != getattr(ONE_RANK, k)}
+
+
+def delay(text: str | None, world_size: int) -> tuple[int | None, int]:
+    """`--delay-rank R:MS` as (rank, ms); (None, 0) without it. UsageError for a malformed one, a rank
+    outside the run, or a run of one rank."""
+    if text is None:
+        return None, 0
+    rank, sep, ms = text.partition(":")
+    if not sep or not rank.strip().isdigit() or not ms.strip().isdigit():
+        raise UsageError(f"--delay-rank takes RANK:MS (e.g. 1:200), got {text!r}")
+    if world_size < 2:
+        raise UsageError("--delay-rank delays one rank of several: give --nproc 2 or more")
+    if int(rank) >= world_size:
+        raise UsageError(f"--delay-rank {text}: rank {int(rank)} is not one of the {world_size} ranks")
+    return int(rank), int(ms)
+
+
+def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:
+    """`config` with its rank layout (harness.execution.checks refuses one torchrun would refuse)."""
+    delay_rank, delay_ms = delay(ranks.delay_rank, ranks.nproc * ranks.nnodes)
+    return replace(
+        config,
+        nproc=ranks.nproc,
+        nnodes=ranks.nnodes,
+        node_rank=ranks.node_rank,
+        rdzv_endpoint=ranks.rdzv_endpoint,
+        rank_timeout=ranks.rank_timeout,
+        delay_rank=delay_rank,
+        delay_ms=delay_ms,
+    )
+
+
+class Capture(StrEnum):
+    all = "all"
+    measured = "measured"
+
+
+# --profiler's choices: the registry's profilers (the run without one is no choice: it is the default)
+Profiler = StrEnum("Profiler", [(name, name) for name in registry.NAMES if name != "none"])  # type: ignore[misc]
+
+
+class NsysMode(StrEnum):
+    light = "light"
+    full = "full"
+
+
+NsysPathOpt = Annotated[
+    str | None,
+    typer.Option("--nsys-path", metavar="<path>", help="The nsys binary to use (or HARNESS_NSYS)."),
+]
+CaptureOpt = Annotated[
+    Capture, typer.Option("--nsys-capture", help="measured: only the measured steps are recorded.")
+]
+NsysModeOpt = Annotated[
+    NsysMode, typer.Option("--nsys-mode", help="light: --sample=none --cpuctxsw=none; full: nsys defaults.")
+]
+NsysArgOpt = Annotated[
+    list[str] | None,
+    typer.Option("--nsys-arg", metavar="<arg>", help="Passed to `nsys profile` as is (repeatable)."),
+]
+NsysForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-force",
+        help="Capture even where this nsys is known to record nothing of the program's CUDA (an nsys made "
+        "for CUDA two major versions older: see `harness doctor`).",
+    ),
+]
+ProfileDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--profile-dir",
+        metavar="<dir>",
+        help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
+        "memory_profiles].",
+    ),
+]
+
+RecordShapesOpt = Annotated[
+    bool, typer.Option("--record-shapes", help="With --profiler torch: record operator input shapes.")
+]
+WithStackOpt = Annotated[
+    bool, typer.Option("--with-stack", help="With --profiler torch: record Python stacks of operators.")
+]
+ProfileMemoryOpt = Annotated[
+    bool, typer.Option("--profile-memory", help="With --profiler torch: record tensor allocations.")
+]
+BaselineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nsys-baseline/--no-nsys-baseline",
+        help="With --nsys: also run without nsys first (fresh process) and report nsys's overhead.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ProfilerArgs:
+    """The profiler options as given on the command line, each named as the parameter a profiler's options
+    read it from (harness.profilers.base.ProfilerOptions.from_cli), with its command-line form."""
+
+    nsys_path: NsysPathOpt = None
+    nsys_capture: CaptureOpt = Capture.all
+    nsys_mode: NsysModeOpt = NsysMode.light
+    nsys_arg: NsysArgOpt = None
+    profile_dir: ProfileDirOpt = None
+    nsys_baseline: BaselineOpt = True
+    nsys_force: NsysForceOpt = False
+    record_shapes: RecordShapesOpt = False
+    with_stack: WithStackOpt = False
+    profile_memory: ProfileMemoryOpt = False
+
+    def values(self) -> dict[str, Any]:
+        """By parameter name, choices as their plain values."""
+        return {k: v.value if isinstance(v, Enum) else v for k, v in asdict(self).items()}
+
+
+NO_PROFILER_ARGS = ProfilerArgs()
+
+
+def profiler_options(omit: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """The profiler options on a command (but `omit`), in place of its parameter `profiling: ProfilerArgs`."""
+    return option_group("profiling", ProfilerArgs, omit)
+
+
+@dataclass
+class Prepared:
+    config: RunConfig
+    store: ResultsStore
+    profiler: base.Profiler
+    options: base.ProfilerOptions
+
+
+def prepare(
+    model: str,
+    workload: Workload,
+    ranks: Ranks,
+    db: str | None,
+    profiler: str | None,
+    args: base.CliArgs,
+    *,
+    memory: bool = False,
+) -> Prepared:
+    """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
+    trust it), an option given that changes nothing here refused or warned of (`check_effect`,
+    `check_profiler_effect`: an option the profiler's options do not read), the store (a bad --db fails
+    now, not after the work), the profiler's own check and options (built by it from `args`, the command
+    line's values by parameter name), and its warnings said (or the run refused)."""
+    ready = checked(replace(with_ranks(make_config(model, workload), ranks), memory=memory))
+    device = ready.device.type
+    plugin = registry.get(profiler)
+    options = plugin.options_from(args)
+    reads = {f.metadata.get("cli", f.name) for f in fields(options)}  # what its options are built from
+    given = {k for k, v in NO_PROFILER_ARGS.values().items() if args.get(k, v) != v}
+    check_profiler_effect(profiler, reads, given, memory)
+    for line in check_effect(ready.config, {**asked(workload), **asked_ranks(ranks)}, device):
+        warn(line)  # an option given that changes nothing here
+    store = results_db.ResultsStore(db)
+    plugin.check(ready.config, device)
+    # nsys: the profile folder, and what it may lose of the program's CUDA
+    for line in [*ready.warnings, *plugin.preflight(options, device)]:
+        warn(line)
+    return Prepared(ready.config, store, plugin, options)

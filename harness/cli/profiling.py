@@ -7,16 +7,20 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
-from harness.cli.options import DEFAULT, Workload, workload_options
-from harness.cli.profiler_options import (
+from harness.cli.options import (
+    DEFAULT,
     NO_PROFILER_ARGS,
+    ONE_RANK,
     Capture,
     Profiler,
     ProfilerArgs,
+    Ranks,
+    Workload,
     prepare,
     profiler_options,
+    rank_options,
+    workload_options,
 )
-from harness.cli.rank_options import ONE_RANK, Ranks, rank_options
 from harness.cli.terminal.output import Format, emit
 from harness.cli.terminal.progress import Progress
 from harness.core import signals

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn
-from harness.cli.profiler_options import NsysArgOpt, NsysPathOpt, ProfileDirOpt
+from harness.cli.options import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.cli.terminal.output import Format, emit_many
 from harness.core.bounds import check_run_name
 from harness.core.signals import sigterm_raises

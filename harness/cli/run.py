@@ -10,9 +10,23 @@ import typer
 from harness.cli.analysis import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
 from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.cli.common import note as say_note
-from harness.cli.options import DEFAULT, Workload, asked, make_config, workload_options
-from harness.cli.profiler_options import NO_PROFILER_ARGS, Profiler, ProfilerArgs, prepare, profiler_options
-from harness.cli.rank_options import ONE_RANK, Ranks, asked_ranks, rank_options, with_ranks
+from harness.cli.options import (
+    DEFAULT,
+    NO_PROFILER_ARGS,
+    ONE_RANK,
+    Profiler,
+    ProfilerArgs,
+    Ranks,
+    Workload,
+    asked,
+    asked_ranks,
+    make_config,
+    prepare,
+    profiler_options,
+    rank_options,
+    with_ranks,
+    workload_options,
+)
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
