@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import AnalysisError
-from analysis.front.examine import Baseline, Measured, RunExamination, examine, examine_capture
+from analysis.front.examine import Baseline, Measured, RunExamination, Stop, examine, examine_capture
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.devices import resolve_device
 from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
@@ -191,9 +191,12 @@ def profile_run(
             after_capture(out, options, baseline, found, tables_format)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM while the export was read: stored as interrupted
             sig = signals.signal_of(e)
-            result.status, result.error = "interrupted", signals.interrupted(sig, "while its export was read")
+            if result.status != "interrupted":  # a run stopped already keeps the stop it had, and its code
+                result.error = signals.interrupted(sig, "while its export was read")
+                out.exit_code = signals.exit_code(sig)
+            result.status = "interrupted"
             out.error = f"run {run_id} {result.error}; stored as interrupted{kept_files(prof)}"
-            out.exit_code, out.degraded = signals.exit_code(sig), None
+            out.degraded, out.advice = None, None
     return out
 
 
@@ -212,6 +215,8 @@ def after_capture(
     if result.status == "interrupted":
         out.error = f"run {out.run_id} {result.error}; stored as interrupted{files}"
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
+        if prof.sqlite is not None:  # its partial capture judged as `harness health RUN` judges it
+            stopped(out, measured(result, baseline, options.mode, tables_format, out.notes), found)
         return
     if prof.returncode != 0 or result.status == "error":
         if prof.returncode != 0 and not result.steps and prof.rep is None and prof.qdstrm is None:
@@ -256,6 +261,27 @@ def after_capture(
     serving = result.extra.get("serving")
     if serving is not None and DECODE in seen.busy:  # generate: decode's GPU-busy share, a serving figure
         serving["decode_gpu_busy"] = seen.busy[DECODE]
+
+
+def stopped(out: ProfiledRun, asked: Measured, found: dict[str, Any]) -> None:
+    """An interrupted run's export read as the run's (`examine`), with the stop said (its last steps never
+    ran: the capture is partial, never shown sound): its health and findings, and the tables of the steps
+    it finished, shown and stored as `harness health RUN` and `show RUN` read them; never `degraded` (it
+    stays interrupted), and a reading that fails is a note."""
+    result, prof = out.result, out.profile
+    assert result is not None and prof is not None and prof.sqlite is not None
+    how = f"interrupted by {signals.name(signals.signal_in(result.error))}"
+    asked.stop = Stop.of(how, asked.timers, result.config.steps, result.config.warmup)  # type: ignore[arg-type]
+    try:
+        seen = examine(prof.sqlite, asked)
+    except AnalysisError as e:
+        out.notes.append(f"no health or findings: {e}")
+        return
+    out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
+    out.agreement = seen.agreement_shown
+    out.notes += seen.notes + ([seen.error] if seen.error else [])
+    found.update(seen.stored)
+    out.advice = seen.advice
 
 
 def kept_files(prof: ProfileResult) -> str:
