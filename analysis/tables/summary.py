@@ -60,7 +60,8 @@ def titles(part: InSummary, stats_format: str, producers: Sequence[str | None] =
     format printed names it (gpukernsum in 2022.4, cuda_gpu_kern_sum in 2023.4), for exports written by
     `producers`; several names where the format is each export's own and they differ."""
     out = []
-    for what, report in part.parts:
+    for each in part.parts:
+        what, report = (each, None) if isinstance(each, str) else each
         names = dict.fromkeys(report_name(report, stats_format, p) for p in producers) if report else {}
         out.append(f"{what} ({' / '.join(names)})" if names else what)
     return tuple(out)
