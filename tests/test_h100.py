@@ -98,4 +98,4 @@ def test_top_leaves_the_phase_check_whole(h100_export: Path, cache_dir: Path) ->
         check = check if hasattr(check, "iloc") else check.frame()
         assert check["Phase"].tolist() == ["forward", "backward", "optimizer", "unattributed", "all kernels"]
         assert check["Kernels"].tolist() == [9020, 16300, 1680, 0, 27000]
-        assert len(tables["CUDA kernels (gpukernsum)"]) == 2
+        assert len(tables["CUDA kernels (cuda_gpu_kern_sum)"]) == 2

@@ -244,6 +244,16 @@ def test_interrupted_run_is_stored_with_its_steps_and_profile(
     line = f"run {run['run_id']} interrupted by {name} after {measured} of 100000 measured steps"
     assert f"error: {line}; stored as interrupted; files kept: {run['nsys_rep']}" in flat(text)
     assert Path(run["nsys_rep"]).is_file() and Path(run["nsys_sqlite"]).is_file()
+    # as it ended: the health `harness health RUN` says (never sound: the capture is partial), and its table
+    # with the steps it finished, as `harness runs` shows them
+    shown = json.loads((tmp_path / "stdout.txt").read_text())
+    health = runner.invoke(app, ["health", run["run_id"], "--db", str(db), "--format", "json"])
+    judged = json.loads(health.stdout)["health"]
+    assert shown["health"] == judged and {r["Status"] for r in judged} != {"ok"}
+    titled = f"run {run['run_id']} under nsys"
+    (row,) = next(rows for title, rows in shown.items() if title.startswith(titled))
+    assert row["status"] == "INTERRUPTED"
+    assert row["forward mean (ns)"] == pytest.approx(run["forward_mean_ns"])
     assert marked(mark) == []
     assert list(tmp.glob("harness-*")) == []
 

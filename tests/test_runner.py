@@ -83,7 +83,8 @@ def test_out_of_memory_is_recorded_not_raised(monkeypatch, tmp_db) -> None:
     assert row["status"] == "oom"
     table = results_table([result])
     assert table.loc[0, "status"] == "OOM"
-    assert math.isnan(table.loc[0, "forward mean (ns)"])
+    # its one finished measured step (step 1) is shown, as `harness runs` shows it
+    assert table.loc[0, "forward mean (ns)"] == result.steps[1].phases["forward"] == row["forward_mean_ns"]
 
 
 CPU_OOM = (
@@ -104,6 +105,27 @@ def test_cpu_out_of_memory_is_recorded() -> None:
     result = run_workload(RunConfig(model="char", device="cpu", warmup=0, steps=1, vocab_size=10**12))
     assert result.status == "oom" and result.steps == []
     assert (result.error or "").startswith("DefaultCPUAllocator: can't allocate memory: you tried to")
+    table = results_table([result])  # no measured step finished: no timings
+    assert table.loc[0, "status"] == "OOM" and math.isnan(table.loc[0, "forward mean (ns)"])
+    assert math.isnan(table.loc[0, "tokens/s"])
+
+
+@pytest.mark.parametrize("status", ["interrupted", "error", "oom"])
+def test_the_run_table_shows_the_measured_steps_a_stopped_run_finished(tmp_db, status: str) -> None:
+    """A run stopped after 3 measured steps (Ctrl-C, a failure, out of memory): `run`'s table showed its
+    status and blank timings, while `harness runs` and `show` showed the steps it finished; now the same."""
+    from test_store import make_result
+
+    result = make_result(f"tiny-{status}")
+    result.status, result.error = status, "stopped after 3 of 5 measured steps"
+    ResultsStore(tmp_db).save(result)
+    row = ResultsStore(tmp_db).runs().iloc[0]
+    table = results_table([result])
+    assert table.loc[0, "status"] == status.upper()
+    for phase in ("forward", "backward", "optimizer"):
+        assert table.loc[0, f"{phase} mean (ns)"] == pytest.approx(row[f"{phase}_mean_ns"])
+    assert table.loc[0, "forward mean (ns)"] == 1_000_003  # steps 2, 3 and 4: 1,000,002 to 1,000,004 ns
+    assert table.loc[0, "tokens/s"] == row["tokens_per_s"] == 1234.5
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, Terminated], ids=["ctrl-c", "sigterm"])

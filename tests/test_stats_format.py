@@ -17,6 +17,7 @@ from conftest import H100_DIR, ORACLES, REPO
 from typer.testing import CliRunner
 
 from analysis.errors import OptionsError
+from analysis.front.reading import read_tables
 from analysis.tables import stats_format as sf
 from harness.cli import app
 from harness.execution.nsys import find
@@ -146,3 +147,43 @@ def test_one_function_is_called_stats_format() -> None:
     ]
     assert named == []
     assert in_use("2023.4") == "2023.4"
+
+
+def titles_in(*args: str | Path) -> list[str]:
+    result = runner.invoke(app, ["summary", *map(str, args), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    return [line[2:] for line in result.stdout.splitlines() if line.startswith("# ")]
+
+
+def reports_in(titles: list[str]) -> list[str]:
+    return [t.split(" in ")[0].rsplit("(", 1)[1].rstrip(")") for t in titles if "(" in t]
+
+
+def test_the_summary_titles_name_the_reports_of_the_format_printed(h100_export: Path, a100_export: Path,
+                                                                   cache_dir: Path) -> None:  # fmt: skip
+    """Each table of the summary is titled with the report whose rows it prints: 2023.4's names where the
+    rows are 2023.4's, 2022.4's where they are (each a file that release's `nsys stats` wrote)."""
+    new = reports_in(titles_in(h100_export, "--stats-format", "2023.4"))
+    assert new == [
+        "cuda_gpu_kern_sum", "nvtx_sum", "nvtx_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum",
+        "cuda_gpu_mem_size_sum", "cuda_kern_exec_sum", "osrt_sum",
+    ]  # fmt: skip
+    assert all((NEW / f"{r}.csv").is_file() for r in new)
+    old = reports_in(titles_in(h100_export, "--stats-format", "2022.4"))
+    assert old == [
+        "gpukernsum", "nvtxsum", "nvtxkernsum", "cudaapisum", "gpumemtimesum", "gpumemsizesum", "kernexecsum",
+        "osrtsum",
+    ]  # fmt: skip
+    assert all((OLD / f"{r}.csv").is_file() for r in old)
+    over = titles_in(h100_export, a100_export, "--stats-format", "2023.4")
+    assert "CUDA kernels (cuda_gpu_kern_sum) in 2 exports" in over and "gpukernsum" not in str(over)
+
+    # the format of the nsys that wrote each export: 2023.4 for the H100's, 2022.2 for the A100's
+    def export_format(*paths: Path) -> list[str]:
+        options = {"by": "op", "stats_format": sf.EXPORT}
+        return [t for t, _ in read_tables("summary", list(paths), options).tables]
+
+    assert "CUDA kernels (cuda_gpu_kern_sum)" in export_format(h100_export)
+    assert "CUDA kernels (gpukernsum)" in export_format(a100_export)
+    mixed = export_format(h100_export, a100_export)
+    assert "GPU memory time (cuda_gpu_mem_time_sum / gpumemtimesum) in 2 exports" in mixed

@@ -10,14 +10,19 @@ a stop leaves it.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
+from typing import Any
 
+import pytest
 from export_data import derive, with_harness_ranges
+from reading import flat
 from test_store import make_result
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core.records import RunConfig, StepRecord
+from harness.execution.nsys import ProfileResult
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -103,3 +108,43 @@ def test_a_capture_whose_last_step_lacks_a_range_counts_one_step(a100_export: Pa
         "1 of 4 measured steps lacks NVTX ranges: step 4 has no backward; the harness's ranges end at "
     ), check["Evidence"]
     assert "profiler that supports the program's CUDA" in check["What to do"]
+
+
+def test_an_interrupted_run_under_nsys_says_the_health_that_health_run_says(
+    tmp_db: str, a100_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --nsys` stopped by Ctrl-C in step 4 of its 10 measured steps, its export written: it said no
+    health as it ended (its export was not read), while `harness health RUN` says the stop. Now it says the
+    same health, not ok, and still exits 130."""
+    import harness.profilers.nsys as profiler
+
+    export = _cut(a100_export, tmp_path)
+    fake = tmp_path / "nsys"
+    fake.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && echo "NVIDIA Nsight Systems version 2023.4.4.54-1"\n'
+        "[ \"$1\" = profile ] && printf '\\t--output=\\n\\t--export=\\n\\t--trace=\\n'\nexit 0\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("HARNESS_NSYS", str(fake))
+
+    def launch(config: RunConfig, *args: Any, **kwargs: Any) -> tuple[Any, ProfileResult, list[str]]:
+        result = make_result(args[2])  # its run id
+        result.config = config
+        phases = {"forward": 1_000_000, "backward": 2_000_000}
+        result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(4)]
+        result.status, result.error = "interrupted", "interrupted by SIGINT after 3 of 10 measured steps"
+        return result, ProfileResult(130, None, export, None, "", interrupted=signal.SIGINT), []
+
+    monkeypatch.setattr(profiler, "launch", launch)
+    run = ["run", "tiny", "--device", "cpu", "--warmup", "1", "--steps", "10", "--nsys", "--no-nsys-baseline"]
+    shown = runner.invoke(app, [*run, "--profile-dir", str(tmp_path / "p"), "--format", "json"])
+    assert shown.exit_code == 130, shown.output
+    run_id = ResultsStore(tmp_db, readonly=True).runs()["run_id"].iloc[0]
+    judged = json.loads(runner.invoke(app, ["health", run_id, "--format", "json"]).stdout)["health"]
+    assert json.loads(shown.stdout)["health"] == judged
+    assert {r["Check"]: r["Status"] for r in judged}["NVTX steps"] == "warn"
+    said = runner.invoke(app, [*run, "--profile-dir", str(tmp_path / "p")])
+    assert said.exit_code == 130 and "Traceback" not in said.output
+    assert f"warning: health: 1 failure, 2 warnings of {len(judged)} checks" in flat(said.stderr)
+    statuses = [r["Status"] for r in judged]
+    assert (statuses.count("fail"), statuses.count("warn")) == (1, 2)

@@ -72,6 +72,41 @@ def test_a_program_that_prints_a_lot_is_kept_by_its_end_only() -> None:
     assert lines[0].startswith("line ") and len(lines[0]) == 52  # begins at a whole line
 
 
+# prints 12 bursts of 64 KiB, a pause after each (the supervisor trims while it waits), then how much of its
+# output file is on disk and how long it is
+BURSTS = textwrap.dedent(
+    """
+    import os, sys, time
+    for burst in range(12):
+        for i in range(1024):
+            sys.stdout.write(f"burst {burst:02d} line {i:04d} " + "x" * 44 + chr(10))
+        sys.stdout.flush()
+        time.sleep(0.3)
+    st = os.fstat(1)
+    print(f"on disk {st.st_blocks * 512} of {st.st_size}")
+    """
+)
+
+
+def test_a_program_that_prints_a_lot_keeps_its_end_on_disk_only() -> None:
+    """The whole output went to a temporary file: a program printing tens of GB could fill the disk. Now
+    the file keeps about the end kept (twice it at most, plus what is printed between two looks), the rest
+    is freed, and how much was dropped is said."""
+    kept = 16 * 1024
+    done = supervisor.run([sys.executable, "-c", BURSTS], merge_stderr=True, kept=kept)
+    lines = done.stdout.splitlines()
+    on_disk, size = (int(x) for x in lines[-1].removeprefix("on disk ").split(" of "))
+    assert size == 12 * 1024 * 64  # 786,432 bytes printed
+    assert on_disk <= 2 * kept + 64 * 1024 + 2 * supervisor.BLOCK  # 102 KiB at most, not 768
+    assert lines[-2] == "burst 11 line 1023 " + "x" * 44 and "\0" not in done.stdout
+    assert len(done.stdout.encode()) <= kept
+    assert done.dropped == size + len(lines[-1]) + 1 - len(done.stdout.encode())
+    assert done.dropped_note() == (
+        f"the output was long: its first {done.dropped:,} bytes were dropped, its end kept"
+    )
+    assert supervisor.run([sys.executable, "-c", "print('a')"]).dropped_note() is None
+
+
 def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
     mark = uuid.uuid4().hex
     folder = tmp_path / "harness-tmp"

@@ -205,6 +205,16 @@ class Stop:
     planned: int  # the measured steps it was to run
     first: int = 0  # the first measured step's index (its warm-up steps before it)
 
+    @classmethod
+    def of(cls, how: str, timers: pd.DataFrame, planned: int, first: int = 0) -> Stop:
+        """The stop of a run whose timers are `timers` (rank, step, warmup, …): the measured steps its first
+        rank finished (a NULL rank is 0, as in databases from before ranks)."""
+        if not len(timers):
+            return cls(how, 0, planned, first)
+        ranks = timers["rank"].fillna(0)
+        mine = timers[ranks == ranks.min()]
+        return cls(how, int(mine.loc[~mine["warmup"].astype(bool), "step"].nunique()), planned, first)
+
     def said(self, at: int | None = None) -> str:
         """`the run was interrupted by SIGINT in step 7, after 2 of its 25 measured steps (5–29)`."""
         span = f"{self.first}–{self.first + self.planned - 1}" if self.planned > 1 else str(self.first)

@@ -145,13 +145,13 @@ def calls_table(
     help: str,
     mirrors: str,
     order: int,
-    in_summary: str,
+    in_summary: tuple[str, str],
     example: str,
 ) -> Table:
     """A table of time in calls, one row per function in APISUM_COLUMNS, as nsys's call summaries (this
     module's CUDA API calls, osrt's OS runtime calls): `compute(trace)` for one export, titled "WHAT in
     SOURCE"; over several, the calls' `rows(trace)` (Name, duration) summarised together (SPEC); --top;
-    its part of `harness summary` titled `in_summary`."""
+    its part of `harness summary`: `in_summary`, (what, report) as `InSummary` takes them."""
     return Table(
         name,
         summary=summary,
@@ -180,6 +180,6 @@ TABLE = calls_table(
     help="Time in CUDA API calls, like `nsys stats -r cudaapisum` (each call counted once).",
     mirrors="nsys stats -r cudaapisum",
     order=40,
-    in_summary="CUDA API (cudaapisum)",
+    in_summary=("CUDA API", "cudaapisum"),
     example="harness api report.sqlite --top 10",
 )

@@ -290,7 +290,7 @@ TABLE = Table(
     not_kept_with=("hta",),
     without_pandas=one_frame(WHAT, kernel_table),
     in_summary=InSummary(
-        ("CUDA kernels (gpukernsum)",),
+        (("CUDA kernels", "gpukernsum"),),
         build=lambda by, stats_format: [lambda trace: kernel_summary(trace, stats_format=stats_format)],
         options=lambda by, stats_format: {"by": "name"},  # over several exports: launch shapes merged
     ),

@@ -290,7 +290,7 @@ TABLE = frame_table(
     # the latencies first (total, API, queue, kernel); the API name is nearly always cudaLaunchKernel
     deciding=("Kernel Name", "TAvg (ns)", "AAvg (ns)", "QAvg (ns)", "KAvg (ns)", "Count", "QCount"),
     in_summary=InSummary(
-        ("Launch latency (kernexecsum)",),
+        (("Launch latency", "kernexecsum"),),
         build=lambda by, stats_format: [launch_summary],
         options=lambda by, stats_format: {},
     ),

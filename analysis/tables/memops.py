@@ -236,7 +236,7 @@ TABLE = Table(
     deciding=("Operation", "Total Time (ns)", "Total (MB)", "Count"),
     headings={"by time": "GPU memory operations by time", "by size": "by size (MB)"},
     in_summary=InSummary(
-        ("GPU memory time (gpumemtimesum)", "GPU memory size (gpumemsizesum)"),
+        (("GPU memory time", "gpumemtimesum"), ("GPU memory size", "gpumemsizesum")),
         build=lambda by, stats_format: [
             lambda trace: memops_time(trace, stats_format),
             lambda trace: memops_size(trace, stats_format),

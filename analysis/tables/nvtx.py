@@ -281,7 +281,7 @@ TABLE = Table(
     title="NVTX ranges",
     deciding=("Range", "Total Time (ns)", "Time (%)", "Instances"),
     in_summary=InSummary(
-        ("NVTX ranges (nvtxsum)",),
+        (("NVTX ranges", "nvtxsum"),),
         build=lambda by, stats_format: [lambda trace: nvtx_summary(trace, by)],
         options=lambda by, stats_format: {"by": by},
     ),

@@ -473,7 +473,7 @@ TABLE = Table(
     served_from_cache=True,
     takes_top=True,
     in_summary=InSummary(
-        ("GPU time per NVTX range (nvtxkernsum)", "Do the phases add up?"), build=_in_summary
+        (("GPU time per NVTX range", "nvtxkernsum"), ("Do the phases add up?", None)), build=_in_summary
     ),  # over several exports: left to `harness nvtx-gpu`
     example="harness nvtx-gpu report.sqlite --kernels --top 3",
 )

@@ -42,6 +42,6 @@ TABLE = api.calls_table(
     help="Time in OS runtime calls, like `nsys stats -r osrtsum`.",
     mirrors="nsys stats -r osrtsum",
     order=70,
-    in_summary="OS runtime (osrtsum)",
+    in_summary=("OS runtime", "osrtsum"),
     example="harness osrt report.sqlite --top 10",
 )

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from analysis.errors import OptionsError
@@ -40,6 +40,15 @@ DEFAULT = "2022.4"  # the library's default: what the tables printed before form
 
 KERNELS_BY_NAME_FROM = (2023, 1)
 LONG_COPY_NAMES_FROM = (2023, 3)
+RENAMED_FROM = (2023, 1)  # 2022.4 prints the old names, 2023.4 the new: taken with the kernel rows' change
+
+# each report as 2022.4 names it -> as 2023.4 does (the file names of tests/oracles/nsys-2023.4/)
+REPORT_NAMES = {
+    "gpukernsum": "cuda_gpu_kern_sum", "nvtxsum": "nvtx_sum", "nvtxkernsum": "nvtx_kern_sum",
+    "cudaapisum": "cuda_api_sum", "gpumemtimesum": "cuda_gpu_mem_time_sum",
+    "gpumemsizesum": "cuda_gpu_mem_size_sum", "kernexecsum": "cuda_kern_exec_sum", "osrtsum": "osrt_sum",
+    "nvtxpptrace": "nvtx_pushpop_trace", "nvtxgpuproj": "nvtx_gpu_proj_trace",
+}  # fmt: skip
 
 # the option of every table whose rows differ between formats
 STATS_FORMAT = Option(
@@ -115,9 +124,19 @@ def copy_label(kind: int, value: str | None = DEFAULT, producer: str | None = No
     return f"[CUDA memcpy {names[resolve(value, producer) >= LONG_COPY_NAMES_FROM]}]"
 
 
+def report_name(report: str, value: str | None = DEFAULT, producer: str | None = None) -> str:
+    """The name of `report` (as 2022.4 names it: gpukernsum) in the format `value` resolves to
+    (cuda_gpu_kern_sum from 2023.1 on)."""
+    return REPORT_NAMES.get(report, report) if resolve(value, producer) >= RENAMED_FROM else report
+
+
 def producer(trace: Any) -> str | None:
     """The version of the nsys that wrote the trace's export; None for other traces (Kineto)."""
-    meta = getattr(trace, "meta", {}) or {}
+    return producer_of(getattr(trace, "meta", {}) or {})
+
+
+def producer_of(meta: Mapping[str, Any]) -> str | None:
+    """`producer` of a trace's metadata (what a worker sends back of the export it read)."""
     if meta.get("producer") != "Nsight Systems":
         return None
     return meta.get("producer_version")

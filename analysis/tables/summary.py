@@ -20,8 +20,8 @@ from analysis import tables as registry
 from analysis.errors import ExportError
 from analysis.tables import nvtx
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
-from analysis.tables.stats_format import STATS_FORMAT
-from analysis.tables.table import TOP, Table, Tables
+from analysis.tables.stats_format import STATS_FORMAT, producer, producer_of, report_name
+from analysis.tables.table import TOP, InSummary, Table, Tables
 from analysis.trace.multi import Combined, Part, Piece, Sources
 
 if TYPE_CHECKING:
@@ -55,13 +55,28 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _builders(by: str, stats_format: str) -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
-    """(title, build) of every table of the summary of one export, in the tables' order."""
+def titles(part: InSummary, stats_format: str, producers: Sequence[str | None] = (None,)) -> tuple[str, ...]:
+    """Each of a table's titles in the summary: "WHAT (REPORT)", the report named as `nsys stats` of the
+    format printed names it (gpukernsum in 2022.4, cuda_gpu_kern_sum in 2023.4), for exports written by
+    `producers`; several names where the format is each export's own and they differ."""
+    out = []
+    for each in part.parts:
+        what, report = (each, None) if isinstance(each, str) else each
+        names = dict.fromkeys(report_name(report, stats_format, p) for p in producers) if report else {}
+        out.append(f"{what} ({' / '.join(names)})" if names else what)
+    return tuple(out)
+
+
+def _builders(
+    by: str, stats_format: str, made_by: str | None
+) -> list[tuple[str, Callable[[Trace], pd.DataFrame]]]:
+    """(title, build) of every table of the summary of one export (written by the nsys `made_by`), in the
+    tables' order."""
     out: list[tuple[str, Callable[[Trace], pd.DataFrame]]] = []
     for table in registry.all():
         if table.in_summary is not None:
             builds = table.in_summary.build(by, stats_format)
-            out += zip(table.in_summary.titles, builds, strict=True)
+            out += zip(titles(table.in_summary, stats_format, [made_by]), builds, strict=True)
     return out
 
 
@@ -74,7 +89,7 @@ def summary(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) ->
     staged = trace.stage(wanted)  # into the cache, scanned once; else held, scanned once
     if not staged:
         trace.load(wanted)
-    for title, build in _builders(by, stats_format):
+    for title, build in _builders(by, stats_format, producer(trace)):
         try:
             table = build(trace)
         except ExportError as e:
@@ -130,20 +145,21 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
              options: dict[str, Any]) -> None:  # fmt: skip
     """Each table of the summary combines as its own command's; one no export has data for is skipped."""
     by, stats_format = options.get("by", "op"), options.get("stats_format", DEFAULT_FORMAT)
+    made_by = [producer_of(p.info) for p in parts]  # the nsys that wrote each export
     for table in _over_several():
-        titles = table.in_summary.titles  # type: ignore[union-attr]
         mine = [_share(p, table) for p in parts]
+        named = titles(table.in_summary, stats_format, made_by)  # type: ignore[arg-type]
         if not any(p.pieces for p in mine):
             why = next((p.skipped[table.name] for p in parts if table.name in p.skipped), "no rows")
-            out.skipped.update(dict.fromkeys(titles, why))
+            out.skipped.update(dict.fromkeys(named, why))
             continue
         if not all(p.pieces for p in mine):
             label = {str(s.path): s.label for s in sources.items}
             lacking = [label[p.path] for p in mine if not p.pieces]
-            out.notes.append(f"{titles[0]}: no data in {', '.join(lacking)}")
+            out.notes.append(f"{named[0]}: no data in {', '.join(lacking)}")
         into = Combined(sources=sources)
         table.combine(into, mine, sources, by_rank, table.in_summary.options(by, stats_format))  # type: ignore[union-attr,misc]
-        out.tables += [(title, df) for title, (_, df) in zip(titles, into.tables, strict=True)]
+        out.tables += [(title, df) for title, (_, df) in zip(named, into.tables, strict=True)]
 
 
 # --- the table -------------------------------------------------------------------------------------------
@@ -154,7 +170,13 @@ def _one(trace: Trace, source: str, by: str = "op", stats_format: str = DEFAULT_
     if not report.tables:
         reasons = "; ".join(dict.fromkeys(report.skipped.values()))
         raise ExportError(f"nothing to report in {trace.path}: {reasons}")
-    deciding = {title: t.deciding for t in registry.all() if t.in_summary for title in t.in_summary.titles}
+    made_by = [producer(trace)]
+    deciding = {
+        title: t.deciding
+        for t in registry.all()
+        if t.in_summary
+        for title in titles(t.in_summary, stats_format, made_by)
+    }
     for title, df in report.tables:  # each part keeps the deciding columns of its own table
         df.attrs["deciding"] = list(deciding[title])
     return Tables(report.tables, report.notes, report.skipped, titled=True)  # type: ignore[arg-type]

@@ -136,12 +136,14 @@ def as_given(**values: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class InSummary:
-    """A table's part of `harness summary`: the titles of its tables there; `build(by, stats_format)`, one
-    function of the trace per title, for one export (`by`: how NVTX names are grouped, analysis.nvtx_names);
-    and `options(by, stats_format)`, what its `pieces` and `combine` take in a summary of several exports,
-    where its share is its piece named after it (None: left out there)."""
+    """A table's part of `harness summary`: its tables there, each its title, or (what it shows, the `nsys
+    stats` report it mirrors as 2022.4 names it) titled "WHAT (REPORT)" with the report named as the format
+    printed names it (analysis.tables.summary); `build(by, stats_format)`, one function of the trace
+    per table, for one export (`by`: how NVTX names are grouped, analysis.nvtx_names); and `options(by,
+    stats_format)`, what its `pieces` and `combine` take in a summary of several exports, where its share is
+    its piece named after it (None: left out there)."""
 
-    titles: tuple[str, ...]
+    parts: tuple[str | tuple[str, str | None], ...]
     build: Callable[[str, str], Sequence[Callable[[Trace], pd.DataFrame]]]
     options: Callable[[str, str], dict[str, Any]] | None = None
 

@@ -83,6 +83,8 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
             meta = trace.meta
             part.info = {
                 "format": meta.get("format"),
+                "producer": meta.get("producer"),  # what wrote it: whose `nsys stats` names a table follows
+                "producer_version": meta.get("producer_version"),
                 "rank": meta.get("rank"),
                 "world_size": meta.get("world_size"),
                 "programs": meta.get("programs") or [],

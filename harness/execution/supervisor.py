@@ -42,8 +42,11 @@ POLL_S = 0.1
 GRACE_S = 120.0
 LEFTOVER_WAIT_S = 3.0  # after COMMAND exits: time for what it started to exit by itself
 # what is kept of a command's output: its end (every reader wants a tail: the program's last lines, nsys's
-# closing lines); a program that prints gigabytes must not make the harness hold them all in memory
+# closing lines); a program that prints gigabytes must not make the harness hold them all in memory, nor
+# fill the disk: once its file holds twice this, what lies before its last KEPT_BYTES is freed (`_trim`)
 KEPT_BYTES = 1 << 20
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+BLOCK = 4096  # holes are punched in whole blocks: the end kept is never touched
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -58,6 +61,13 @@ class Finished:
     stderr: str  # empty with merge_stderr; its last KEPT_BYTES too
     interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C; SIGTERM)
     held: bool = False  # that signal was kept from COMMAND (`run`'s hold), and no later one passed on
+    dropped: int = 0  # bytes of its output (stdout and stderr) before the ends kept, not kept
+
+    def dropped_note(self) -> str | None:
+        """What was left out of the output, said once (None: nothing)."""
+        if not self.dropped:
+            return None
+        return f"the output was long: its first {self.dropped:,} bytes were dropped, its end kept"
 
 
 def python(module: str, *args: str) -> list[str]:
@@ -81,6 +91,7 @@ def run(
     merge_stderr: bool = False,
     watch: Callable[[], bool] | None = None,
     hold: Callable[[int, str, list[tuple[str, str]]], bool] | None = None,
+    kept: int = KEPT_BYTES,
 ) -> Finished:
     """Run `argv` under a supervisor and wait for it, passing Ctrl-C (and SIGTERM, see harness.core.signals)
     on.
@@ -90,7 +101,8 @@ def run(
     (harness.execution.ranks.multirank: hung rank). `hold` is asked at the first signal, with the signal, the
     command's output so far and the (name, state) of the processes under it: True keeps the signal from it,
     which is let finish (nsys writing its report deletes it when told to stop), and `held` says so; a later
-    signal is passed on (and `held` is then False).
+    signal is passed on (and `held` is then False). Of the output, the last `kept` bytes of each stream
+    are kept (from a line's start), in memory and on disk; `dropped` counts the rest.
     """
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())
@@ -109,32 +121,38 @@ def run(
             start_new_session=True,
         )
         stopped = False
+        freed = {out: 0, err: 0}  # bytes at the start of each file already freed
         while True:
             try:
-                if watch is None or stopped:
-                    proc.wait()
-                    break
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(POLL_S)
                     break
-                if watch():
+                for f in freed:
+                    freed[f] = _trim(f, kept, freed[f])
+                if watch is not None and not stopped and watch():
                     stopped = True
                     with contextlib.suppress(ProcessLookupError):
                         proc.send_signal(signal.SIGTERM)
             except KeyboardInterrupt as e:  # a second one makes the supervisor kill everything
                 sig = signal_of(e)
-                if interrupted is None and hold is not None and hold(sig, _written(out), _under(proc.pid)):
+                if (
+                    interrupted is None
+                    and hold is not None
+                    and hold(sig, _written(out, kept), _under(proc.pid))
+                ):
                     interrupted, held = sig, True
                     continue
                 interrupted, held = interrupted or sig, False  # passed on: the command is stopped after all
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(sig)
+        (stdout, out_dropped), (stderr, err_dropped) = _kept(out, kept), _kept(err, kept)
         return Finished(
             returncode=proc.returncode,
-            stdout=_written(out),
-            stderr=_written(err),
+            stdout=stdout,
+            stderr=stderr,
             interrupted=interrupted,
             held=held,
+            dropped=out_dropped + err_dropped,
         )
 
 
@@ -146,13 +164,40 @@ def _written(out: IO[bytes], kept: int = KEPT_BYTES) -> str:
     """The end of what the command has written to `out` so far (its last `kept` bytes, from the first whole
     line in them), read without moving the file's offset (the command shares it: a seek would make it write
     over its own output)."""
+    return _kept(out, kept)[0]
+
+
+def _kept(out: IO[bytes], kept: int) -> tuple[str, int]:
+    """`_written`, and how many bytes before it the command wrote."""
     fd = out.fileno()
     size = os.fstat(fd).st_size
     start = max(0, size - kept)
     data = os.pread(fd, size - start, start)
     if start > 0:  # cut inside a line (or a character): begin at the next whole one
         data = data[data.find(b"\n") + 1 :] if b"\n" in data else data
-    return data.decode(errors="replace")
+    return data.decode(errors="replace"), size - len(data)
+
+
+def _trim(out: IO[bytes], kept: int, freed: int) -> int:
+    """Once `out` holds twice `kept` bytes past those `freed` already, free the whole blocks before its last
+    `kept` (a hole punched: the file keeps its size, the command writes on at its offset, reads of the end
+    are unchanged); how many bytes at its start are freed now. Where holes cannot be punched (a file system
+    or a system without them), nothing is freed."""
+    size = os.fstat(out.fileno()).st_size
+    end = (size - kept) // BLOCK * BLOCK
+    if size - freed <= 2 * kept or end <= freed:
+        return freed
+    return end if _punch(out.fileno(), freed, end - freed) else freed
+
+
+def _punch(fd: int, offset: int, length: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    return libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length) == 0
 
 
 # --- the supervisor's side ------------------------------------------------------------------------------

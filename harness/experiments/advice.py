@@ -124,11 +124,8 @@ def _stop(run: Run, timers: pd.DataFrame) -> Stop | None:
     those it was to run (its capture's missing steps never ran)."""
     if run.status != "interrupted":
         return None
-    ranks = timers["rank"].fillna(0)  # NULL in databases from before ranks means 0
-    first = timers[ranks == ranks.min()] if len(timers) else timers
-    finished = int(first.loc[~first["warmup"].astype(bool), "step"].nunique()) if len(first) else 0
     how = f"interrupted by {signals.name(signals.signal_in(run.error))}"
-    return Stop(how, finished, int(run.steps), int(run.warmup))
+    return Stop.of(how, timers, int(run.steps), int(run.warmup))
 
 
 def run_record(store: ResultsStore, run: Run, timers: pd.DataFrame) -> RunRecord:

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 
 def results_table(results: list[RunResult]) -> pd.DataFrame:
-    """One row per run: model shape, then the step (its phases summed) and per phase mean and std (ns);
-    OOM rows keep NaN timings."""
+    """One row per run: model shape, then the step (its phases summed) and per phase mean and std (ns) of
+    the measured steps it finished, and its status: a run interrupted or failed (out of memory too) after
+    some measured steps shows theirs, as `harness runs` and `show` do; one that finished none keeps NaN."""
     import pandas as pd
 
     rows = []
@@ -48,18 +49,18 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             "num_layers": m.num_layers if m else None,
             "num_heads": m.num_heads if m else None,
         }
-        stats = {s.phase: s for s in phase_stats(measured_steps(r), phases_of(r))}
-        step = step_stats(measured_steps(r), phases_of(r))
+        finished = measured_steps(r)
+        stats = {s.phase: s for s in phase_stats(finished, phases_of(r))}
+        step = step_stats(finished, phases_of(r))
         if step is not None:
             stats["step"] = step
         for phase in ("step", *phases_for(r.config.mode, r.config.world_size)):
             s = stats.get(phase)
-            measured = r.status in MEASURED_STATUSES
-            if phase == "step" and s is None and measured:
+            if phase == "step" and s is None and r.status in MEASURED_STATUSES:
                 continue  # no step with every phase (a run without steps)
-            row[f"{phase} mean (ns)"] = s.mean_ns if s and measured else float("nan")
-            row[f"{phase} std (ns)"] = s.std_ns if s and measured else float("nan")
-        row["tokens/s"] = r.tokens_per_s if r.status in MEASURED_STATUSES else float("nan")
+            row[f"{phase} mean (ns)"] = s.mean_ns if s else float("nan")
+            row[f"{phase} std (ns)"] = s.std_ns if s else float("nan")
+        row["tokens/s"] = r.tokens_per_s if finished and r.tokens_per_s is not None else float("nan")
         row["status"] = r.status.upper() if r.status != "ok" else "ok"
         rows.append(row)
     df = pd.DataFrame(rows)

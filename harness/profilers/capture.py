@@ -19,6 +19,7 @@ from analysis.front.examine import (
     Measured,
     Operators,
     RunExamination,
+    Stop,
     examine,
     examine_capture,
     examine_program,
@@ -26,7 +27,7 @@ from analysis.front.examine import (
 )
 from analysis.readers.kineto import is_complete
 from analysis.tables import stats_format
-from harness.core import machine, nvtx_ranges
+from harness.core import machine, nvtx_ranges, signals
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult, phases_for, timer_frame
 from harness.profilers import base
@@ -146,6 +147,21 @@ def measured(
             "torch. `harness doctor` runs a self-test."
         ),
     )
+
+
+def examine_stopped(
+    sqlite: Path, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
+    notes: list[str],
+) -> RunExamination:  # fmt: skip
+    """An interrupted run's export read as the run's, with the stop said (its last steps never ran: the
+    capture is partial, never shown sound); a reading that fails is a note, and no advice."""
+    asked = measured(result, baseline, mode, tables_format, notes)
+    how = f"interrupted by {signals.name(signals.signal_in(result.error))}"
+    asked.stop = Stop.of(how, asked.timers, result.config.steps, result.config.warmup)  # type: ignore[arg-type]
+    try:
+        return examine(sqlite, asked)
+    except AnalysisError as e:
+        return RunExamination(notes=[f"no health or findings: {e}"])
 
 
 def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str]) -> str | None:

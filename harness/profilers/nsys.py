@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.execution.nsys import NsysInfo, ProfileResult
+    from harness.profilers.capture import RunExamination
     from harness.store.results import ResultsStore
 
 
@@ -186,9 +187,12 @@ def profile_run(
             after_capture(out, options, baseline, found, tables_format)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM while the export was read: stored as interrupted
             sig = signals.signal_of(e)
-            result.status, result.error = "interrupted", signals.interrupted(sig, "while its export was read")
+            if result.status != "interrupted":  # a run stopped already keeps the stop it had, and its code
+                result.error = signals.interrupted(sig, "while its export was read")
+                out.exit_code = signals.exit_code(sig)
+            result.status = "interrupted"
             out.error = f"run {run_id} {result.error}; stored as interrupted{kept_files(prof)}"
-            out.exit_code, out.degraded = signals.exit_code(sig), None
+            out.degraded, out.advice = None, None
     return out
 
 
@@ -207,6 +211,11 @@ def after_capture(
     if result.status == "interrupted":
         out.error = f"run {out.run_id} {result.error}; stored as interrupted{files}"
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
+        if prof.sqlite is not None:  # its partial capture judged as `harness health RUN` judges it
+            seen = capture.examine_stopped(
+                prof.sqlite, result, baseline, options.mode, tables_format, out.notes
+            )
+            stopped(out, seen, found)
         return
     if prof.returncode != 0 or result.status == "error":
         if prof.returncode != 0 and not result.steps and prof.rep is None and prof.qdstrm is None:
@@ -250,6 +259,17 @@ def after_capture(
     serving = result.extra.get("serving")
     if serving is not None and DECODE in seen.busy:  # generate: decode's GPU-busy share, a serving figure
         serving["decode_gpu_busy"] = seen.busy[DECODE]
+
+
+def stopped(out: ProfiledRun, seen: RunExamination, found: dict[str, Any]) -> None:
+    """An interrupted run's export, read with the stop said (capture.examine_stopped): its health and
+    findings, and the tables of the steps it finished, shown and stored as `harness health RUN` and `show
+    RUN` read them; never `degraded` (it stays interrupted)."""
+    out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
+    out.agreement = seen.agreement_shown
+    out.notes += seen.notes + ([seen.error] if seen.error else [])
+    found.update(seen.stored)
+    out.advice = seen.advice
 
 
 def kept_files(prof: ProfileResult) -> str:

@@ -221,6 +221,7 @@ def profile(
         notes.append(f"nsys lost its agent before it wrote a report ({AGENT_LOST}): captured once more")
         done = capture()
     text = done.stdout
+    notes += filter(None, [done.dropped_note()])
     if done.returncode < 0:
         notes.append(f"nsys was killed by signal {-done.returncode} part way")
     generated = _generated(text)
