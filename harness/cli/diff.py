@@ -94,7 +94,8 @@ def diff_cmd(
             metavar="<pct>",
             min=0,
             help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %; of two "
-            "exports, the iteration time (without iterations: the weaker GPU busy time).",
+            "exports, the iteration time (without iterations: the weaker GPU busy time); exit 1 too when no "
+            "verdict can be given (a gate that cannot judge does not pass).",
         ),
     ] = None,
     top: Annotated[
