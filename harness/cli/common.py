@@ -155,9 +155,10 @@ def writing(path: Path, option: str) -> Iterator[None]:
         ) from None
 
 
-def err(message: str) -> None:
-    """An error; it may span lines (a failed program's last lines of output follow it)."""
-    say("error:", "bold red", message, lines=True)
+def err(message: str, *, lines: bool = True) -> None:
+    """An error; it may span lines (a failed program's last lines of output follow it), unless not `lines`:
+    then a newline in it (from a name it quotes, a file's) is shown as `\\n`, as a warning's is."""
+    say("error:", "bold red", message, lines=lines)
 
 
 def warn(message: str) -> None:
@@ -189,8 +190,8 @@ def cli_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (HarnessError, AnalysisError) as e:
-            # analysis's errors are one line each: a newline in one comes from a name it quotes (a file's)
-            err(str(e).replace("\n", "\\n") if isinstance(e, AnalysisError) else str(e))
+            # the errors of both are one line each: a newline in one comes from a name it quotes (a file's)
+            err(str(e), lines=False)
             raise typer.Exit(e.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
