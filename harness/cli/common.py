@@ -28,15 +28,36 @@ from harness.store.location import resolve_url, sqlite_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+def wide_where_it_shows(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """--format's and --wide's check, given or not (click calls it for each, in the order it reads them, so
+    the second sees both): --wide beside a format other than table changes nothing (csv, json and markdown
+    hold every column and name whole). Warned of, once, not refused: a script that switches --format keeps
+    the rest of its line."""
+    seen = ctx.meta.setdefault("harness.wide", {})
+    seen["wide" if "--wide" in param.opts else "format"] = value
+    fmt = str(getattr(seen.get("format"), "value", seen.get("format")))
+    if seen.get("wide") and "format" in seen and fmt != Format.table.value and not seen.get("said"):
+        seen["said"] = True
+        warn(f"--wide fits tables to the terminal; --format {fmt} writes every column and name whole: it "
+             "changes nothing")  # fmt: skip
+    return value
+
+
 FormatOpt = Annotated[
-    Format, typer.Option("--format", "-f", help="table for people; csv or json for scripts (times in ns).")
-]
+    Format,
+    typer.Option(
+        "--format", "-f", callback=wide_where_it_shows,
+        help="table for people; csv or json for scripts (times in ns).",
+    ),
+]  # fmt: skip
 WideOpt = Annotated[
     bool,
     typer.Option(
-        "--wide", help="Show every column and whole names, however wide (default: fit the terminal)."
+        "--wide", callback=wide_where_it_shows,
+        help="Show every column and whole names, however wide (default: fit the terminal).",
     ),
-]
+]  # fmt: skip
 LimitOpt = Annotated[
     int | None,
     typer.Option(

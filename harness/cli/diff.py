@@ -24,6 +24,7 @@ from harness.cli.common import (
     note,
     refuse_inputs,
     warn,
+    wide_where_it_shows,
     writing,
 )
 from harness.cli.csv_out import write_csv
@@ -109,7 +110,12 @@ def diff_cmd(
     ] = None,
     fmt: Annotated[
         DiffFormat,
-        typer.Option("--format", "-f", help="table for people; markdown for pull requests; csv or json."),
+        typer.Option(
+            "--format",
+            "-f",
+            callback=wide_where_it_shows,
+            help="table for people; markdown for pull requests; csv or json.",
+        ),
     ] = DiffFormat.table,
     no_cache: NoCacheOpt = False,
     html: Annotated[
