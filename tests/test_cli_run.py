@@ -62,6 +62,18 @@ def test_bad_database(tmp_path) -> None:
     )  # mkdir said "Not a directory"
 
 
+@pytest.mark.parametrize("command", [("run", "tiny", "--device", "cpu"), ("runs",), ("show", "latest")])
+def test_a_newline_in_a_path_keeps_the_harness_error_one_line(tmp_path, command: tuple[str, ...]) -> None:
+    """A path holding a newline split a harness error in two (`error: cannot open results database …/fi`,
+    then `le/r.sqlite: …`): its errors are one line, the newline shown as `\\n`, as analysis's are."""
+    blocker = tmp_path / "fi\nle"
+    blocker.write_text("x")
+    result = invoke(*command, "--db", str(blocker / "r.sqlite"))
+    assert result.exit_code == 1
+    line = one_line_error(result)
+    assert line.startswith("error: ") and str(blocker / "r.sqlite").replace("\n", "\\n") in line
+
+
 def test_show_unknown_run(tmp_db) -> None:
     ResultsStore(tmp_db)
     result = invoke("show", "nope")

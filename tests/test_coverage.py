@@ -142,7 +142,8 @@ def test_kernels_cut_after_a_step_fail_naming_the_step_and_time(broken_h100: dic
     check = checks["GPU coverage"]
     assert check["Status"] == FAIL
     assert check["Evidence"] == (
-        f"steps 6–14 of 10 measured steps launch kernels that never ran: step 6 (from {_s(start6)}) has "
+        f"9 of 10 measured steps (steps 6–14 of steps 5–14) launch kernels that never ran: step 6 (from "
+        f"{_s(start6)}) has "
         f"{in6.count(False):,} of {len(in6):,} launch calls without GPU work; the trace of kernels stops at "
         f"{_s(stop)} (step 5): the {len(after):,} launch calls after it, to {_s(calls[-1][0])}, have none"
     )
@@ -221,7 +222,8 @@ def test_kineto_gpu_events_dropped_after_a_step_fail(tmp_path: Path) -> None:
     assert check.status == FAIL
     start = (step5["ts"] - first) / 1e6
     assert check.evidence.startswith(
-        f"steps 5, 6 of 3 steps launch kernels that never ran: step 5 (from {start:,.3f} s) has "
+        f"2 of 3 steps (steps 5, 6 of steps 4–6) launch kernels that never ran: step 5 (from {start:,.3f} s) "
+        "has "
         f"{len(launches5):,} of {len(launches5):,} launch calls without GPU work; the trace of kernels "
         "stops at"
     )
@@ -237,8 +239,8 @@ def test_kineto_cuda_dropped_after_a_step_fails(tmp_path: Path) -> None:
         check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
     assert check.status == FAIL
     assert check.evidence.startswith(
-        "steps 5, 6 of 3 steps recorded no launch call and no GPU work while step 4 launches 900 kernels: "
-        "the CUDA trace stops before "
+        "2 of 3 steps (steps 5, 6 of steps 4–6) recorded no launch call and no GPU work while step 4 "
+        "launches 900 kernels: the CUDA trace stops before "
     )
 
 

@@ -116,7 +116,10 @@ def test_a_degraded_run_says_so_everywhere(tmp_db: str, broken_h100: dict[str, P
     base = _h100_result("medium-base")
     store.save(base, experiment="overhead-x")
     reason = _degraded(store, "medium-cut", broken_h100["kernels-cut"])
-    assert reason.startswith("its capture failed its health checks: GPU coverage: steps 6–14 of 10 measured")
+    assert reason.startswith(
+        "its capture failed its health checks: GPU coverage: 9 of 10 measured steps (steps 6–14 of steps "
+        "5–14)"
+    )
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
     assert {r["run_id"]: r["status"] for r in listed} == {"medium-base": "ok", "medium-cut": "degraded"}
     shown = runner.invoke(app, ["show", "medium-cut"], env={"COLUMNS": "200"})
@@ -149,7 +152,8 @@ def test_advise_does_not_rank_the_findings_of_a_failed_capture(broken_h100: dict
     refused = runner.invoke(app, ["advise", str(path)], env={"COLUMNS": "200"})
     assert refused.exit_code == 1 and "Traceback" not in refused.output
     assert refused.stdout == ""
-    assert "error: GPU coverage (fail): steps 6–14 of 10 measured steps" in refused.stderr
+    said = "error: GPU coverage (fail): 9 of 10 measured steps (steps 6–14 of steps 5–14) launch"
+    assert said in refused.stderr
     assert "no findings ranked for kernels-cut.sqlite: its capture failed 1 health check (GPU coverage)" in (
         refused.stderr.replace("\n", " ")
     )

@@ -165,7 +165,7 @@ def test_verdict_regression_improvement_and_refusal(pairs: dict[str, Path]) -> N
     assert doc["verdict"]["verdict"] == "inconclusive" and doc["verdict"]["effect_pct"] == 0
 
     code, doc = diff_json(a, str(pairs["one_gpu"]), "--gate", "0")
-    assert code == 0 and doc["gate_failed"] is False
+    assert code == 1 and doc["gate_failed"] is True and doc["gate_judged"] is False
     assert doc["verdict"]["verdict"] == "refused" and doc["verdict"]["effect_pct"] is None
     reasons = ["GPU work on 2 GPUs in A, 1 GPU in B", "kernel counts 4,010 and 1,993 are more than 2× apart"]
     assert doc["comparability"]["reasons"] == reasons
@@ -180,6 +180,21 @@ def test_gate_is_one_line_and_exit_code(pairs: dict[str, Path]) -> None:
     assert line.startswith("error: gate: regression beyond 5%: GPU busy time +1") and "weaker" in line
     r = runner.invoke(app, ["diff", a, b, "--gate", "30", "--format", "csv"])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_a_gate_with_no_verdict_fails_in_one_line(pairs: dict[str, Path], fmt: str) -> None:
+    """A GPU capture against a CPU one: the verdict is refused, so the gate cannot judge, and fails as a
+    regression does (exit 1), with one line saying why."""
+    gpu, cpu = str(pairs["torchrun"]), str(pairs["cpu"])
+    r = runner.invoke(app, ["diff", gpu, cpu, "--gate", "5", "--format", fmt])
+    assert r.exit_code == 1, r.output
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert line == (
+        "error: gate: cannot be judged, no verdict: not comparable: GPU work on 2 GPUs in A, no GPU in B; "
+        "only 0% of kernel names in common (under 50%)"
+    )
+    assert "gate: not applied" not in r.stderr
 
 
 def step_durations(path: Path) -> list[int]:

@@ -67,12 +67,12 @@ def test_health_fails_the_tiny_run_whose_cuda_trace_stopped(exports: dict[str, P
     status, evidence = checks["GPU coverage"]
     assert status == "fail"
     assert evidence.startswith(
-        "step 1 of 3 measured steps launch kernels that never ran: step 1 (from 11.846 s) has 1 of 1 launch "
-        "calls without GPU work; the trace of kernels stops at 11.462 s (step 0)"
+        "1 of 3 measured steps (step 1 of steps 1–3) launches kernels that never ran: step 1 (from 11.846 s) "
+        "has 1 of 1 launch calls without GPU work; the trace of kernels stops at 11.462 s (step 0)"
     )
     assert evidence.endswith(
-        "; steps 2, 3 of 3 measured steps recorded no launch call and no GPU work while step 0 launches 11 "
-        "kernels: the CUDA trace stops before 11.870 s"
+        "; 2 of 3 measured steps (steps 2, 3 of steps 1–3) recorded no launch call and no GPU work while "
+        "step 0 launches 11 kernels: the CUDA trace stops before 11.870 s"
     )
     assert checks["CUDA kernels"] == ("ok", "13 kernels from 1,041 CUDA API calls")
 

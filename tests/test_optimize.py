@@ -277,3 +277,47 @@ def test_a_plant_whose_finding_is_not_in_the_baseline_says_why(tmp_db: str) -> N
     fired = Machine({}, ["data-loader"], {})
     found = run(fired, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=1)
     assert not [n for n in found.notes if n.startswith("--plant")]
+
+
+def test_the_final_configuration_is_a_command_that_runs_it_again(tmp_db: str, monkeypatch) -> None:
+    """The note of the final configuration is a `harness run` line with the plant and each fix kept, and
+    that line, parsed and checked as `run` does, makes the very configuration optimize ended with (a fix
+    that changes what the plant sets included: launch-bound's batch 1 made larger)."""
+    import shlex
+
+    import harness.cli.run as run_cli
+    from harness.cli import optimize as optimize_cli
+
+    machine = Machine({"larger-batch": 1.2}, ["launch-bound"], {"larger-batch": "launch-bound"})
+    ended: list[opt.Optimisation] = []
+    real = opt.optimize
+
+    def optimize(config: RunConfig, store: ResultsStore, **kw: Any) -> opt.Optimisation:
+        ended.append(real(config, store, capture=machine.capture, timed=machine.timed, budget=None))
+        return ended[0]
+
+    monkeypatch.setattr(optimize_cli.opt, "optimize", optimize)
+    args = ["optimize", "tiny", "--device", "cpu", "--plant", "launch-bound", "--db", tmp_db]
+    r = runner.invoke(app, args, env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    final = ended[0].final
+    assert final.fixes == ["larger-batch"] and final.batch_size > 1, r.output
+    (line,) = [x for x in r.output.splitlines() if "final configuration" in x]
+    prefix = "note: final configuration: larger-batch; to run it again: "
+    assert line.startswith(prefix), line
+    command = shlex.split(line.removeprefix(prefix))
+    batch = str(final.batch_size)
+    assert command == ["harness", "run", "tiny", "--device", "cpu", "--batch-size", batch, "--warmup", "1",
+                       "--steps", "3", "--plant", "launch-bound", "--fix", "larger-batch"]  # fmt: skip
+
+    made: list[RunConfig] = []
+    real_prepare = run_cli.prepare
+
+    def prepare(*args: Any, **kw: Any) -> Any:
+        made.append(real_prepare(*args, **kw).config)
+        raise SystemExit(0)  # checked as `run` checks it; nothing run
+
+    monkeypatch.setattr(run_cli, "prepare", prepare)
+    r = runner.invoke(app, [*command[1:], "--db", tmp_db])
+    assert r.exit_code == 0, r.output
+    assert made[0] == final

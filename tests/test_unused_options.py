@@ -4,8 +4,11 @@ stops a command right after these checks (exit 1, before any work), so each case
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from conftest import need
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -41,6 +44,9 @@ CASES = [
     ([*RUN, "--plant", "launch-bound", "-b", "8"],
      "error: --plant launch-bound sets --batch-size 1 (the cause it plants): leave it out", 2,
      [*RUN, "-b", "8"]),
+    ([*RUN, "--fix", "larger-batch", "-b", "8"],
+     "error: --fix lets a fix change what --plant sets; this run plants nothing: leave it out", 2,
+     [*RUN, "--fix", "larger-batch", "-b", "8", "--plant", "launch-bound"]),
     ([*RUN, "--plant", "optimizer-loop", "--optimizer", "fused"],
      "error: --plant optimizer-loop sets --optimizer loop (the cause it plants): leave it out", 2,
      [*RUN, "--optimizer", "fused"]),
@@ -123,3 +129,36 @@ def test_pin_memory_passes_where_it_pins(tmp_path) -> None:
     result = runner.invoke(app, [*args, "--db", str(bad_db / "r.sqlite")], catch_exceptions=False)
     assert result.exit_code == 1, result.output
     assert [x for x in lines(result) if not x.startswith("error: cannot open results database")] == []
+
+
+CPU_EXPORT = str(
+    Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nsys" / "cpu-train" / "report.sqlite"
+)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+@pytest.mark.parametrize(
+    "command",
+    [["nvtx", CPU_EXPORT], ["diff", CPU_EXPORT, CPU_EXPORT]],
+    ids=["nvtx", "diff"],
+)
+def test_wide_with_a_format_for_scripts_is_warned_of_once_and_changes_nothing(
+    command: list[str], fmt: str
+) -> None:
+    """--wide fits tables to the terminal; csv and json hold every column whole already. A script that
+    switches --format keeps the rest of its line, so it is warned of (once, on stderr, either order), not
+    refused; the output is the same byte for byte; with the table format, nothing is said."""
+    need(Path(CPU_EXPORT))
+    line = (
+        f"warning: --wide fits tables to the terminal; --format {fmt} writes every column and name whole: it "
+        "changes nothing"
+    )
+    plain = runner.invoke(app, [*command, "--format", fmt], catch_exceptions=False)
+    assert plain.exit_code == 0 and "--wide" not in plain.stderr
+    for order in (["--wide", "--format", fmt], ["--format", fmt, "--wide"]):
+        wide = runner.invoke(app, [*command, *order], catch_exceptions=False)
+        assert wide.exit_code == 0, wide.output
+        assert wide.stderr.splitlines().count(line) == 1 and wide.stderr.startswith(line)
+        assert wide.stdout == plain.stdout
+    table = runner.invoke(app, [*command, "--wide"], env={"COLUMNS": "120"}, catch_exceptions=False)
+    assert table.exit_code == 0 and "--wide" not in table.stderr

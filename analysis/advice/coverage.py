@@ -18,6 +18,7 @@ started), or, for a Kineto trace, since its first event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -254,7 +255,7 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
         health.details["GPU coverage by step"] = table
     stopped = _stop(calls, kernel_calls, st, zero)
     measured = table[table["Measured"]] if len(table) else table
-    which = f"{len(measured)} {'measured ' if st.has_measured else ''}steps"
+    which = _among(measured["Step"].tolist() if len(measured) else [], st.has_measured)
     if len(measured):
         lost = measured[
             (measured["Launch calls"] > 0)
@@ -266,7 +267,8 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
             return Check(
                 name,
                 FAIL,
-                f"{_steps_said(lost['Step'].tolist())} of {which} launch kernels that never ran: step "
+                f"{which(lost['Step'].tolist())} launch{'es' if len(lost) == 1 else ''} kernels that never "
+                f"ran: step "
                 f"{first['Step']} (from {seconds(first['Start (ns)'], zero)}) has "
                 f"{first['Without GPU work']:,} of {first['Launch calls']:,} launch calls without GPU work; "
                 f"{stopped}" + (f"; {quiet}" if quiet else ""),
@@ -298,7 +300,23 @@ def _stop(calls: pd.DataFrame, kernel_calls: pd.DataFrame, st: Steps, zero: int)
     )
 
 
-def _quiet(table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: str) -> str | None:
+def _among(measured: list[int], has_measured: bool) -> Callable[[list[int]], str]:
+    """How some of the measured steps are said: counted against all of them and named by their numbers, so
+    that the count and the numbers cannot disagree: `2 of 10 measured steps (steps 6, 9 of steps 5–14)`."""
+    kind = "measured steps" if has_measured else "steps"
+
+    def which(steps: list[int]) -> str:
+        named = (
+            _steps_said(steps) if steps == measured else f"{_steps_said(steps)} of {_steps_said(measured)}"
+        )
+        return f"{len(steps)} of {len(measured)} {kind} ({named})"
+
+    return which
+
+
+def _quiet(
+    table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: Callable[[list[int]], str]
+) -> str | None:
     """Measured steps with no CUDA at all (no launch call of a kernel or a graph, no GPU work) while other
     steps (warm-up ones too) launch: the CUDA trace has a gap there, or stopped."""
     busy = table[table["Launch calls"] >= QUIET_AGAINST]
@@ -316,7 +334,7 @@ def _quiet(table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: st
         else f"the CUDA trace stops before {seconds(start, zero)}"
     )
     return (
-        f"{_steps_said(quiet['Step'].tolist())} of {which} recorded no launch call and no GPU work while "
+        f"{which(quiet['Step'].tolist())} recorded no launch call and no GPU work while "
         f"{_steps_said(busy['Step'].tolist())} "
         + (
             f"launches {busy['Launch calls'].iloc[0]:,}"

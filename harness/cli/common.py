@@ -28,15 +28,36 @@ from harness.store.location import resolve_url, sqlite_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+def wide_where_it_shows(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """--format's and --wide's check, given or not (click calls it for each, in the order it reads them, so
+    the second sees both): --wide beside a format other than table changes nothing (csv, json and markdown
+    hold every column and name whole). Warned of, once, not refused: a script that switches --format keeps
+    the rest of its line."""
+    seen = ctx.meta.setdefault("harness.wide", {})
+    seen["wide" if "--wide" in param.opts else "format"] = value
+    fmt = str(getattr(seen.get("format"), "value", seen.get("format")))
+    if seen.get("wide") and "format" in seen and fmt != Format.table.value and not seen.get("said"):
+        seen["said"] = True
+        warn(f"--wide fits tables to the terminal; --format {fmt} writes every column and name whole: it "
+             "changes nothing")  # fmt: skip
+    return value
+
+
 FormatOpt = Annotated[
-    Format, typer.Option("--format", "-f", help="table for people; csv or json for scripts (times in ns).")
-]
+    Format,
+    typer.Option(
+        "--format", "-f", callback=wide_where_it_shows,
+        help="table for people; csv or json for scripts (times in ns).",
+    ),
+]  # fmt: skip
 WideOpt = Annotated[
     bool,
     typer.Option(
-        "--wide", help="Show every column and whole names, however wide (default: fit the terminal)."
+        "--wide", callback=wide_where_it_shows,
+        help="Show every column and whole names, however wide (default: fit the terminal).",
     ),
-]
+]  # fmt: skip
 LimitOpt = Annotated[
     int | None,
     typer.Option(
@@ -155,9 +176,10 @@ def writing(path: Path, option: str) -> Iterator[None]:
         ) from None
 
 
-def err(message: str) -> None:
-    """An error; it may span lines (a failed program's last lines of output follow it)."""
-    say("error:", "bold red", message, lines=True)
+def err(message: str, *, lines: bool = True) -> None:
+    """An error; it may span lines (a failed program's last lines of output follow it), unless not `lines`:
+    then a newline in it (from a name it quotes, a file's) is shown as `\\n`, as a warning's is."""
+    say("error:", "bold red", message, lines=lines)
 
 
 def warn(message: str) -> None:
@@ -189,8 +211,8 @@ def cli_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (HarnessError, AnalysisError) as e:
-            # analysis's errors are one line each: a newline in one comes from a name it quotes (a file's)
-            err(str(e).replace("\n", "\\n") if isinstance(e, AnalysisError) else str(e))
+            # the errors of both are one line each: a newline in one comes from a name it quotes (a file's)
+            err(str(e), lines=False)
             raise typer.Exit(e.exit_code) from None
 
     return wrapper  # type: ignore[return-value]

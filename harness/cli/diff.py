@@ -24,6 +24,7 @@ from harness.cli.common import (
     note,
     refuse_inputs,
     warn,
+    wide_where_it_shows,
     writing,
 )
 from harness.cli.csv_out import write_csv
@@ -94,7 +95,8 @@ def diff_cmd(
             metavar="<pct>",
             min=0,
             help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %; of two "
-            "exports, the iteration time (without iterations: the weaker GPU busy time).",
+            "exports, the iteration time (without iterations: the weaker GPU busy time); exit 1 too when no "
+            "verdict can be given (a gate that cannot judge does not pass).",
         ),
     ] = None,
     top: Annotated[
@@ -108,7 +110,12 @@ def diff_cmd(
     ] = None,
     fmt: Annotated[
         DiffFormat,
-        typer.Option("--format", "-f", help="table for people; markdown for pull requests; csv or json."),
+        typer.Option(
+            "--format",
+            "-f",
+            callback=wide_where_it_shows,
+            help="table for people; markdown for pull requests; csv or json.",
+        ),
     ] = DiffFormat.table,
     no_cache: NoCacheOpt = False,
     html: Annotated[

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import err, note, warn
+from harness.cli.common import err, warn
 from harness.cli.csv_out import write_csv
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
@@ -313,7 +313,8 @@ def to_json(d: ExportDiff, gate: float | None) -> dict[str, Any]:
     }  # fmt: skip
     if gate is not None:
         doc["gate_pct"] = gate
-        doc["gate_failed"] = hd.gate_failed(v, gate)
+        doc["gate_judged"] = v.comparison is not None  # no verdict: the gate fails, as it cannot judge
+        doc["gate_failed"] = not doc["gate_judged"] or hd.gate_failed(v, gate)
     return doc
 
 
@@ -325,15 +326,17 @@ def compute(side_a: Side, side_b: Side, exports: TwoExports, *, cache: bool) -> 
 
 
 def apply_gate(d: ExportDiff, gate: float) -> None:
-    """Exit 1 with one line on a regression verdict beyond `gate` percent."""
+    """Exit 1 with one line on a regression verdict beyond `gate` percent, or on no verdict at all (refused:
+    the two are not comparable; none: nothing to judge): a gate that cannot judge does not pass."""
 
+    if d.verdict.comparison is None:
+        err(f"gate: cannot be judged, no verdict: {d.verdict.reason}")
+        raise typer.Exit(1)
     if hd.gate_failed(d.verdict, gate):
         c = d.verdict.comparison
         assert c is not None
         weaker = " (weaker: no iterations)" if d.verdict.weaker else ""
         err(f"gate: regression beyond {gate:g}%: {d.verdict.basis} {c.effect_pct:+.1f}%{weaker}")
         raise typer.Exit(1)
-    if d.verdict.comparison is None:
-        note(f"gate: not applied: no verdict ({d.verdict.reason})")
-    elif blind := hd.export_gate_blind(d.verdict, gate):
+    if blind := hd.export_gate_blind(d.verdict, gate):
         warn(blind)

@@ -21,11 +21,11 @@ from harness.cli.options import (
     Workload,
     asked,
     make_config,
+    run_command,
 )
 from harness.cli.terminal.output import Format, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core.errors import UsageError
-from harness.core.records import RunConfig
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
 from harness.experiments import optimize as opt
@@ -47,7 +47,7 @@ class Short(Workload):
 
 
 @cli_errors
-@option_group("workload", Short, ("nvtx_detail", "power", "power_period"))
+@option_group("workload", Short, ("nvtx_detail", "power", "power_period", "fix"))
 def optimize_cmd(
     target: Annotated[
         str,
@@ -124,7 +124,10 @@ def optimize_cmd(
         )  # fmt: skip
     notes = [*done.notes, f"{done.experiment}: {done.seconds:.0f} s; `harness dashboard` draws its waterfall"]
     if done.final.fixes != config.fixes:
-        notes.append(f"final configuration: {', '.join(done.final.fixes)} ({_options(done.final)})")
+        notes.append(
+            f"final configuration: {', '.join(done.final.fixes)}; to run it again: "
+            f"{run_command(done.final, device)}"
+        )
     title = f"optimize {config.model} on {done.device_name}: each change against the configuration before it"
     tables = [(title, opt.verdict_table(done))]
     if done.proposals:
@@ -133,21 +136,6 @@ def optimize_cmd(
     else:
         notes.insert(0, "the baseline's capture has no finding: no change to try (its figures above)")
     emit_many(tables, format, notes=notes, wide=wide)
-
-
-def _options(c: RunConfig) -> str:
-    """The run options that make the final configuration, as `harness run` takes them."""
-    parts = [f"-b {c.batch_size}", f"--precision {c.precision}", f"--attention {c.attention}"]
-    flags = {"--compile": c.compile, "--cuda-graphs": c.cuda_graphs, "--pin-memory": c.pin_memory,
-             "--dynamic-shapes": c.dynamic_shapes}  # fmt: skip
-    parts += [name for name, on in flags.items() if on]
-    if c.optimizer != "auto":
-        parts.append(f"--optimizer {c.optimizer}")
-    if c.loader_workers:
-        parts.append(f"--loader-workers {c.loader_workers}")
-    if c.loss_every > 1:
-        parts.append(f"--loss-every {c.loss_every}")
-    return " ".join(parts)
 
 
 def _propose(target: str, db: str | None, format: Format, wide: bool) -> None:

@@ -7,6 +7,7 @@ runs."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import Enum, StrEnum
@@ -20,7 +21,7 @@ from harness.cli.option_group import F, option_group
 from harness.core.devices import DEVICES
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
-from harness.execution.checks import check_effect, check_profiler_effect, checked
+from harness.execution.checks import check_effect, check_profiler_effect, checked, flag
 from harness.profilers import registry
 from harness.store import results as results_db
 from workloads.names import ATTENTIONS, MODES, PRECISIONS
@@ -104,6 +105,12 @@ LossEveryOpt = Annotated[
 DynamicOpt = Annotated[
     bool, typer.Option("--dynamic-shapes", help="--plant recompile: its loss compiled for dynamic shapes.")
 ]
+FixOpt = Annotated[
+    list[str] | None,
+    typer.Option("--fix", metavar="<fix>", show_default=False,
+                 help="With --plant: a fix of the catalogue applied (`harness optimize` names them; repeat "
+                 "for several): the options it changes keep their values over the plant's."),
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,7 @@ class Workload:
     pin_memory: PinMemoryOpt = False
     loss_every: LossEveryOpt = 1
     dynamic_shapes: DynamicOpt = False
+    fix: FixOpt = None
 
 
 def workload_options(
@@ -145,7 +153,7 @@ def workload_options(
 
 DEFAULT = Workload()
 # a Workload field whose RunConfig field is named otherwise
-RENAMED = {"power_period": "power_period_ms"}
+RENAMED = {"power_period": "power_period_ms", "fix": "fixes"}
 
 
 def asked(workload: Workload, default: Workload = DEFAULT) -> dict[str, Any]:
@@ -160,7 +168,32 @@ def make_config(model: str, workload: Workload) -> RunConfig:
     (harness.execution.checks checks it whole)."""
     values = {f.name: getattr(workload, f.name) for f in fields(workload)}
     given = {RENAMED.get(k, k): v.value if isinstance(v, Enum) else v for k, v in values.items()}
+    given["fixes"] = list(given["fixes"] or ())
     return RunConfig(model=model, **given)
+
+
+def run_command(config: RunConfig, device: str | None = None) -> str:
+    """`harness run` with the options that make `config`, for a user to paste: those other than run's
+    defaults and than what its plant sets, each fix as `--fix` and what it changes; `device`: the one it
+    resolved to, in place of auto."""
+    planted = catalogue.settings(config.plant, config.fixes)
+    fixed = {name for fix in config.fixes if fix in catalogue.FIXES for name in catalogue.FIXES[fix].fields}
+    words = ["harness", "run", config.model]
+    for f in fields(Workload):
+        name = RENAMED.get(f.name, f.name)
+        value, default = getattr(config, name), getattr(DEFAULT, f.name)
+        if name == "device" and value == "auto" and device is not None:
+            value = device
+        default = default.value if isinstance(default, Enum) else default
+        if name == "fixes":
+            words += [w for fix in value for w in ("--fix", fix)]
+        elif name not in fixed and (value == default or (name in planted and planted[name] == value)):
+            continue
+        elif isinstance(value, bool):
+            words.append(flag(name) if value else f"--no-{name}")
+        else:
+            words += [flag(name), str(value)]
+    return shlex.join(words)
 
 
 PANEL = "Across ranks (torchrun)"

@@ -165,7 +165,9 @@ def check_effect(config: RunConfig, given: dict[str, Any], device_type: str) -> 
     warnings for one that changes nothing here but is kept by a reasonable script (the same line run with
     --nproc 1 and more, or with --device auto on a machine without a GPU)."""
     plant = config.plant or "nothing"
-    for name, value in catalogue.settings(config.plant).items():
+    if given.get("fixes") and config.plant is None:
+        raise UsageError("--fix lets a fix change what --plant sets; this run plants nothing: leave it out")
+    for name, value in catalogue.settings(config.plant, config.fixes).items():
         if name in given and given[name] != value:
             sets = f"{flag(name)} {value}"
             raise UsageError(f"--plant {config.plant} sets {sets} (the cause it plants): leave it out")
