@@ -337,3 +337,14 @@ def test_optimize_stopped_by_ctrl_c_exits_130_after_its_table(
     r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--format", "json", "--db", tmp_db])
     assert r.exit_code == 130, r.output
     assert json.loads(r.stdout)  # the table of what finished, then the exit
+
+
+def test_a_budget_the_baseline_capture_spends_says_why_the_baseline_has_no_figures(tmp_db: str) -> None:
+    """`--budget 1`: the capture ran, no timed run fitted, and the table's empty baseline row was all it said
+    (with "its figures above")."""
+    machine = Machine({}, [], {})
+    done = run(machine, config(), ResultsStore(tmp_db), repeats=2, budget=1e-9)
+    assert machine.timed_runs == [] and done.baseline_runs == []
+    assert any(
+        n.startswith("the budget (1e-09 s) left no room for a timed run of the baseline") for n in done.notes
+    )

@@ -132,7 +132,8 @@ def optimize_cmd(
         found = opt.proposal_table(done.proposals)
         tables.append(("the baseline's findings and the changes for them", found))
     elif done.interrupted is None:
-        notes.insert(0, "the baseline's capture has no finding: no change to try (its figures above)")
+        figures = " (its figures above)" if done.baseline_runs else ""
+        notes.insert(0, f"the baseline's capture has no finding: no change to try{figures}")
     emit_many(tables, format, notes=notes, wide=wide)
     if done.interrupted is not None:  # stopped by Ctrl-C or SIGTERM: what finished before it is shown
         raise typer.Exit(signals.exit_code(done.interrupted))

@@ -366,6 +366,11 @@ def _baseline_only(
     """No change to try: the baseline timed `repeats` times for its figures (and the drift they show)."""
     for i in range(repeats):
         if not clock.fits("timed"):
+            if i == 0:
+                out.notes.append(
+                    f"the budget ({clock.budget:g} s) left no room for a timed run of the baseline after its "
+                    f"capture ({clock.elapsed():.0f} s): no figures for it (a larger --budget)"
+                )
             break
         say(f"baseline, run {i + 1}/{repeats}: nothing to try")
         result = clock.timing("timed", lambda: timed(config))
