@@ -200,7 +200,7 @@ def test_cache_command_lists_and_clears(a100_export: Path, cache_dir: Path) -> N
     assert rows["Source"].tolist() == [str(a100_export.resolve())]
     assert rows["Size (bytes)"].iloc[0] > 0
     cleared = runner.invoke(app, ["cache", "--clear"])
-    assert cleared.exit_code == 0 and "removed 1 cache entries" in cleared.stderr
+    assert cleared.exit_code == 0 and "removed 1 cache entry (" in cleared.stderr
     assert Cache(cache_dir).entries() == []
     bad = runner.invoke(app, ["cache", "--max-size", "lots"])
     assert bad.exit_code == 2 and "not a size" in bad.stderr
@@ -228,7 +228,7 @@ def test_clearing_a_reports_entries_clears_the_exports_it_is_read_through(
     made = list((cache_dir / "exports").glob("*.sqlite"))
     assert len(made) == 1 and len(Cache(cache_dir).entries()) == 2
     cleared = runner.invoke(app, ["cache", "--clear", "--report", str(report)])
-    assert cleared.exit_code == 0 and "removed 1 cache entries" in cleared.stderr, cleared.output
+    assert cleared.exit_code == 0 and "removed 1 cache entry (" in cleared.stderr, cleared.output
     assert not made[0].exists()
     assert [e.source for e in Cache(cache_dir).entries()] == [str(cpu_export.resolve())]
 
@@ -240,7 +240,7 @@ def test_clearing_a_reports_entries_clears_the_exports_it_is_read_through(
     read_tables("nvtx", [old])
     assert len(Cache(cache_dir).entries()) == 2
     cleared = runner.invoke(app, ["cache", "--clear", "--report", str(old)])
-    assert cleared.exit_code == 0 and "removed 1 cache entries" in cleared.stderr, cleared.output
+    assert cleared.exit_code == 0 and "removed 1 cache entry (" in cleared.stderr, cleared.output
     assert [e.source for e in Cache(cache_dir).entries()] == [str(cpu_export.resolve())]
 
     alone = runner.invoke(app, ["cache", "--report", str(old)])

@@ -122,6 +122,16 @@ def test_report_mode_draws_the_fixture_profile(a100_export: Path, tmp_path: Path
     assert "No &#x27;step&#x27; NVTX ranges (not recorded by the harness): showing the busiest second" in text
 
 
+def test_report_mode_never_writes_over_the_results_database(a100_export: Path, db: str) -> None:
+    """An export's page reads no database, so `--out` was not checked against it: the page replaced it."""
+    path = Path(db.removeprefix("sqlite:///"))
+    before = path.read_bytes()
+    result = runner.invoke(app, ["dashboard", str(a100_export), "--out", str(path), "--db", db])
+    assert result.exit_code == 2, result.output
+    assert f"--out {path} is a file this command reads" in result.output
+    assert path.read_bytes() == before
+
+
 def test_report_mode_draws_the_cpu_step_timeline(cpu_export: Path, tmp_path: Path) -> None:
     out = tmp_path / "cpu.html"
     drawn = _panels(runner.invoke(app, ["dashboard", str(cpu_export), "--out", str(out), "--format", "json"]))

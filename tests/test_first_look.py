@@ -104,6 +104,15 @@ def test_runs_with_a_filter_that_matches_nothing_names_it(three: ResultsStore) -
     assert "no runs yet" not in result.output
 
 
+@pytest.mark.parametrize("command", ["runs", "compare-compile"])
+def test_a_device_filter_no_run_can_have_is_refused(three: ResultsStore, command: str) -> None:
+    """`--device gpu` matched nothing and said only that no run matched: the device types are named."""
+    result = invoke(command, "--device", "gpu")
+    assert result.exit_code == 2
+    assert "'gpu' is not one of 'cpu', 'cuda', 'mps'" in result.output
+    assert invoke("runs", "--device", "cpu", "--format", "json").exit_code == 0
+
+
 def test_runs_on_an_empty_database_says_no_runs_yet(tmp_db: str) -> None:
     ResultsStore(tmp_db)
     assert "no runs yet" in invoke("runs").output

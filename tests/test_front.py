@@ -145,6 +145,23 @@ def test_options_from_python_that_no_table_knows_are_refused(export: Path, cache
             report.table("kernels", **wrong)
 
 
+@pytest.mark.parametrize("kind", ["kernels", "nvtx", "api"])
+def test_an_option_no_table_takes_is_named_with_the_table(export: Path, cache_dir: Path, kind: str) -> None:
+    """A misspelt keyword raised TypeError naming a private helper (`_asked() got an unexpected keyword
+    argument`): it is the table's option that is refused."""
+    from analysis.errors import OptionsError
+
+    with pytest.raises(OptionsError, match=rf"^{kind} takes no option 'rnage_name': its options are"):
+        front.open(export).table(kind, rnage_name="saxpy")
+
+
+def test_open_with_no_source_says_so() -> None:
+    from analysis.errors import AnalysisError
+
+    with pytest.raises(AnalysisError, match="given none"):
+        front.open([])
+
+
 def test_two_commands_exporting_one_report_at_once(export: Path, tmp_path: Path, cache_dir: Path) -> None:
     """Two commands reading one report at once export it at once: each wrote the same partial file, and the
     second to finish found it renamed away by the first (FileNotFoundError, a traceback). Each writes its

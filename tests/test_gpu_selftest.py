@@ -167,3 +167,12 @@ def test_the_driver_from_nvml() -> None:
     assert power.driver(ReplayNvml([[(0, 0, 0, 0, 0, 0, 0)]])) == DRIVER
     row = doctor.check_nvml(DRIVER)
     assert (row.status, row.detail) == ("ok", "driver 580.159.04 (CUDA 13.0), 1 GPU(s)")
+
+
+def test_without_a_gpu_a_missing_nsys_does_not_fail_the_gpu_self_test() -> None:
+    # the GPU self-test could not run here with any nsys: its row says why, not "fail"
+    (row,) = doctor.check_gpu(None, CPU, run=True)
+    assert (row.item, row.status) == ("GPU self-test", "info")
+    assert row.detail.startswith("not run: no GPU (torch 2.13.0+cpu is a CPU-only build)")
+    (row,) = doctor.check_gpu(None, H100, run=True)
+    assert (row.status, row.detail) == ("fail", "skipped: no nsys")

@@ -244,6 +244,19 @@ def test_named_but_missing_nsys_is_an_error(tmp_path: Path, monkeypatch: pytest.
         nsys.find_nsys()
 
 
+def test_a_program_that_is_not_nsys_is_named_so(tmp_path: Path) -> None:
+    """`--nsys-path /bin/true` said "--version failed: Written by Jim Meyering." though it exited 0."""
+    fake = tmp_path / "nsys"
+    fake.write_text("#!/bin/sh\necho 'true (GNU coreutils) 9.1'\necho 'Written by Jim Meyering.'\n")
+    fake.chmod(0o755)
+    with pytest.raises(NsysError, match=r"nsys is not nsys: its --version printed no Nsight Systems version "
+                                        r"\('true \(GNU coreutils\) 9\.1'\)"):  # fmt: skip
+        nsys.find_nsys(str(fake))
+    fake.write_text("#!/bin/sh\necho 'broken install' >&2\nexit 3\n")
+    with pytest.raises(NsysError, match=r"nsys --version failed \(exit 3\): broken install"):
+        nsys.find_nsys(str(fake))
+
+
 def test_nothing_found_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HARNESS_NSYS", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))

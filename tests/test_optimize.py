@@ -321,3 +321,74 @@ def test_the_final_configuration_is_a_command_that_runs_it_again(tmp_db: str, mo
     r = runner.invoke(app, [*command[1:], "--db", tmp_db])
     assert r.exit_code == 0, r.output
     assert made[0] == final
+
+
+class Stopped(Machine):
+    """A Machine whose timed run number `at` (0-based, captures not counted) is stopped by Ctrl-C, as a
+    worker reports it."""
+
+    def __init__(self, at: int, *args: Any) -> None:
+        super().__init__(*args)
+        self.at, self.capturing = at, False
+
+    def capture(self, config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        self.capturing = True
+        try:
+            return super().capture(config)
+        finally:
+            self.capturing = False
+
+    def timed(self, config: RunConfig) -> RunResult:
+        result = super().timed(config)
+        if not self.capturing and len(self.timed_runs) - 1 == self.at:
+            result.status, result.error = "interrupted", "interrupted by SIGINT after 1 of 3 measured steps"
+        return result
+
+
+def test_ctrl_c_in_a_round_starts_no_other_run_and_keeps_what_finished(tmp_db: str) -> None:
+    """An interrupted run made its change `failed` and optimize went on: the other side of the round was
+    started after Ctrl-C, then the next candidates, their captures and the final check."""
+    machine = Stopped(2, {"loader-workers": 0.6, "larger-batch": 0.7}, ["data-loader", "launch-bound"], {})
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=2)
+    assert len(machine.timed_runs) == 3  # round 1 both sides, round 2's "before", then nothing
+    assert len(machine.captures) == 1  # the baseline's alone
+    assert done.interrupted == 2  # SIGINT
+    (t,) = done.tried
+    assert t.verdict == opt.FAILED and len(t.runs) == 1
+    runs = store.runs(experiment=done.experiment)
+    assert sorted(runs["status"]) == ["interrupted", "ok", "ok", "ok"]  # the capture and the three timed
+    assert any("stored as interrupted, no run after it" in n for n in done.notes)
+
+
+def test_ctrl_c_in_the_baseline_only_runs_ends_there(tmp_db: str) -> None:
+    machine = Stopped(0, {}, [], {})
+    done = run(machine, config(), ResultsStore(tmp_db), repeats=3)
+    assert len(machine.timed_runs) == 1 and done.interrupted == 2 and done.baseline_runs == []
+
+
+def test_optimize_stopped_by_ctrl_c_exits_130_after_its_table(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine = Stopped(0, {}, [], {})
+
+    real = opt.optimize
+
+    def stopped(cfg: RunConfig, store: ResultsStore, **kw: Any) -> opt.Optimisation:
+        return real(cfg, store, capture=machine.capture, timed=machine.timed, repeats=2, budget=None)
+
+    monkeypatch.setattr(opt, "optimize", stopped)
+    r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--format", "json", "--db", tmp_db])
+    assert r.exit_code == 130, r.output
+    assert json.loads(r.stdout)  # the table of what finished, then the exit
+
+
+def test_a_budget_the_baseline_capture_spends_says_why_the_baseline_has_no_figures(tmp_db: str) -> None:
+    """`--budget 1`: the capture ran, no timed run fitted, and the table's empty baseline row was all it said
+    (with "its figures above")."""
+    machine = Machine({}, [], {})
+    done = run(machine, config(), ResultsStore(tmp_db), repeats=2, budget=1e-9)
+    assert machine.timed_runs == [] and done.baseline_runs == []
+    assert any(
+        n.startswith("the budget (1e-09 s) left no room for a timed run of the baseline") for n in done.notes
+    )

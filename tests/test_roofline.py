@@ -412,6 +412,25 @@ def test_command_places_against_a_named_gpu_and_writes_html(app: typer.Typer, tm
     assert html.read_text().count("plotly") > 0
 
 
+@pytest.mark.parametrize("by_env", [False, True])
+def test_html_never_replaces_the_results_database(
+    app: typer.Typer, tmp_db: str, monkeypatch: pytest.MonkeyPatch, by_env: bool
+) -> None:
+    """Without RUN the database was not checked: `--html results.sqlite` wrote the page over the runs."""
+    from harness.store.results import ResultsStore
+
+    ResultsStore(tmp_db)
+    path = Path(tmp_db.removeprefix("sqlite:///"))
+    before = path.read_bytes()
+    args = ["roofline", "--model", "char", "--gpu", "H100", "--html", str(path)]
+    if not by_env:  # tmp_db sets HARNESS_DB: here --db alone names it
+        monkeypatch.delenv("HARNESS_DB")
+    result = CliRunner().invoke(app, args if by_env else [*args, "--db", tmp_db])
+    assert result.exit_code == 2, result.output
+    assert f"--html {path} is a file this command reads" in result.output
+    assert path.read_bytes() == before
+
+
 def test_command_measures_the_cpu(app: typer.Typer) -> None:
     result = CliRunner().invoke(
         app, ["roofline", "--model", "char", "--measure", "--device", "cpu", "-f", "csv"]

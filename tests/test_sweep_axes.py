@@ -81,3 +81,12 @@ def test_sweep_over_context_lengths(tmp_db: str, monkeypatch: pytest.MonkeyPatch
     assert list(runs["context_length"]) == [16, 32] and len(set(runs["experiment"])) == 1
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
     assert [r["context_length"] for r in listed] == [16, 32]
+
+
+def test_a_value_named_twice_on_an_axis_is_one_point() -> None:
+    base = RunConfig("tiny", device="cpu")
+    configs = grid(base, ["tiny", "tiny"], ["fp32", "bf16", "fp32"], [False, False], [2, 2], [16, 16])
+    assert [(c.model, c.precision, c.compile, c.batch_size) for c in configs] == [
+        ("tiny", "fp32", False, 2),
+        ("tiny", "bf16", False, 2),
+    ]

@@ -34,7 +34,7 @@ from analysis.advice.health import capture_health
 from analysis.dashboard.load import load_profile
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.registry import PANELS
-from analysis.errors import AnalysisError
+from analysis.errors import AnalysisError, OptionsError
 from analysis.front.reading import read_tables
 from analysis.trace.exports import Exporter, open_source, sqlite_for
 
@@ -71,8 +71,17 @@ class Report:
         """The titled tables of `kind` (a table's name: `analysis.tables.names()`), title -> DataFrame;
         each frame's attrs hold the notes printed with them ("notes") and the tables left out for want of
         data, with why ("skipped")."""
-        result = read_tables(kind, self.sources, options, top=top, by_rank=self.by_rank, jobs=self.jobs,
-                             dask=self.dask, cache=self.cache, export=self.export)  # fmt: skip
+        try:
+            result = read_tables(kind, self.sources, options, top=top, by_rank=self.by_rank, jobs=self.jobs,
+                                 dask=self.dask, cache=self.cache, export=self.export)  # fmt: skip
+        except TypeError as e:  # a keyword its functions lack: said as the table's, not as a helper's
+            unknown = [name for name in options if f"argument '{name}'" in str(e)]
+            if "unexpected keyword argument" not in str(e) or not unknown:
+                raise
+            raise OptionsError(
+                f"{kind} takes no option {unknown[0]!r}: its options are the parameters of its functions "
+                f"(analysis/tables/{kind.replace('-', '_')}.py)"
+            ) from None
         out = {}
         for title, df in result.tables:
             frame = df if hasattr(df, "iloc") else df.frame()  # Rows: computed or served without pandas
@@ -160,4 +169,6 @@ def open(
     through the Parquet cache unless `cache` is off; several give one table over all (`by_rank`: per
     rank; one export with `by_rank`: split by process)."""
     paths = (sources,) if isinstance(sources, str | Path) else tuple(sources)
+    if not paths:
+        raise AnalysisError("open() needs an export, a trace or a report: it was given none")
     return Report(tuple(Path(p) for p in paths), cache, by_rank, jobs, dask, export)

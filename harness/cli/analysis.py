@@ -124,7 +124,8 @@ def cache_cmd(
             why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None
             if why is not None:
                 cleared.kept.append((exports, why))
-        note(f"removed {cleared.removed} cache entries ({cleared.freed:,} bytes) from {cache.root}")
+        entries = "entry" if cleared.removed == 1 else "entries"
+        note(f"removed {cleared.removed} cache {entries} ({cleared.freed:,} bytes) from {cache.root}")
         for folder, why in cleared.kept:
             err(f"could not remove {folder}: {why}")
         if cleared.kept:

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -90,8 +91,10 @@ def database_not_the_output(db: str | None) -> str | None:
 
 # the filters of the commands over stored runs
 ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")]
+# the device types runs are stored with: another word (gpu) matched no run, silently
+StoredDevice = StrEnum("StoredDevice", [(v, v) for v in ("cpu", "cuda", "mps")])  # type: ignore[misc]
 DeviceOpt = Annotated[
-    str | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+    StoredDevice | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
 ]
 LastOpt = Annotated[int | None, typer.Option(min=1, metavar="<n>", help="Only the newest N runs.")]
 DbOpt = Annotated[

@@ -20,6 +20,7 @@ from harness.cli.common import (
     is_stdout,
     is_stream,
     note,
+    refuse_inputs,
     shown,
     warn,
 )
@@ -28,6 +29,7 @@ from harness.cli.terminal.output import Format, emit
 from harness.core.errors import UsageError
 from harness.experiments import pages
 from harness.store import results as results_db
+from harness.store.location import resolve_url, sqlite_file
 
 
 def _ids(text: str | None) -> list[str]:
@@ -99,6 +101,7 @@ def dashboard_cmd(
 
     if report is not None:
         window = (start, end) if start is not None or end is not None else None
+        refuse_inputs(out, [sqlite_file(resolve_url(db))], pages.OUT)  # not read here: never replaced either
         page = pages.export_dashboard(report, out, cache=not no_cache, window=window)
     else:
         store = results_db.ResultsStore(db, readonly=True)

@@ -25,6 +25,7 @@ from harness.cli.options import (
 )
 from harness.cli.terminal.output import Format, emit_many
 from harness.cli.terminal.progress import Progress
+from harness.core import signals
 from harness.core.errors import UsageError
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
@@ -133,9 +134,12 @@ def optimize_cmd(
     if done.proposals:
         found = opt.proposal_table(done.proposals)
         tables.append(("the baseline's findings and the changes for them", found))
-    else:
-        notes.insert(0, "the baseline's capture has no finding: no change to try (its figures above)")
+    elif done.interrupted is None:
+        figures = " (its figures above)" if done.baseline_runs else ""
+        notes.insert(0, f"the baseline's capture has no finding: no change to try{figures}")
     emit_many(tables, format, notes=notes, wide=wide)
+    if done.interrupted is not None:  # stopped by Ctrl-C or SIGTERM: what finished before it is shown
+        raise typer.Exit(signals.exit_code(done.interrupted))
 
 
 def _propose(target: str, db: str | None, format: Format, wide: bool) -> None:

@@ -32,6 +32,7 @@ from harness.cli.terminal.output import Format, emit_many
 from harness.core.errors import HarnessError, UsageError, first_line
 from harness.experiments import roofline
 from harness.store import results as results_db
+from harness.store.location import resolve_url, sqlite_file
 
 
 class RooflineMode(StrEnum):
@@ -85,9 +86,9 @@ def roofline_cmd(
 
     if html is not None and is_stdout(html):
         raise UsageError("--html - would put the page among the tables on standard output: give a file name")
+    if html is not None:  # the results database too where no RUN is read from it: --html never replaces it
+        refuse_inputs(html, [sqlite_file(resolve_url(db))], "--html")
     store = results_db.ResultsStore(db, readonly=True) if run is not None else None
-    if html is not None:
-        refuse_inputs(html, [store.file] if store is not None else [], "--html")
     if run is not None:
         report = roofline.run_report(store, run, gpu=gpu, measure=measure)
     else:

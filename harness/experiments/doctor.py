@@ -169,8 +169,6 @@ def check_gpu(info: NsysInfo | None, facts: TorchFacts, run: bool) -> list[Check
     run."""
     if not run:
         return [Check(ITEM, "info", "not run (--no-self-test)")]
-    if info is None:
-        return [Check(ITEM, "fail", "skipped: no nsys")]
     if not facts.gpus:
         why = (
             f"torch {facts.version} is a CPU-only build" if facts.version and not facts.cuda
@@ -186,6 +184,8 @@ def check_gpu(info: NsysInfo | None, facts: TorchFacts, run: bool) -> list[Check
                 "a name",
             )
         ]
+    if info is None:
+        return [Check(ITEM, "fail", "skipped: no nsys")]
     return [Check(*row) for row in selftest.gpu_self_test(info)]
 
 

@@ -32,6 +32,7 @@ from analysis.compare.drift import compare_runs, levels
 from analysis.compare.overhead import STEP_SUM
 from analysis.front.examine import examine_capture
 from analysis.trace.exports import sqlite_for
+from harness.core import signals
 from harness.core.devices import resolve_device
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, new_id
@@ -111,6 +112,7 @@ class Optimisation:
     # the drift stored for the baseline's configuration, its own runs left out (its level's interval)
     baseline_drift: Drift | None = None
     final_check: Tried | None = None  # the final configuration against the baseline (two changes kept)
+    interrupted: int | None = None  # the signal (Ctrl-C, SIGTERM) that stopped it: no run started after it
 
     @property
     def accepted(self) -> list[Tried]:
@@ -225,6 +227,9 @@ def optimize(
         result.extra["optimize"] = {**part, **({"verdict": verdict} if verdict else {})}
         store.save(result, experiment=out.experiment, **how)
         out.device_name = out.device_name or result.device_name
+        if result.status == "interrupted" and out.interrupted is None:
+            out.interrupted = signals.signal_in(result.error)
+            out.notes.append(f"run {result.run_id} {result.error}; stored as interrupted, no run after it")
 
     def captured(cfg: RunConfig, change: str | None) -> list[dict[str, Any]] | None:
         result, how, notes = clock.timing("capture", lambda: capture(cfg))
@@ -237,6 +242,9 @@ def optimize(
 
     say("baseline under nsys: its findings")
     found = captured(config, None)
+    if out.interrupted is not None:
+        out.seconds = clock.elapsed()
+        return out
     if found is None:
         raise HarnessError(f"the baseline's capture failed: {out.notes[-1]}")
     out.findings = found
@@ -246,7 +254,7 @@ def optimize(
     queue = [p for p in out.proposals if p.change is not None]
     tried_fixes: set[str] = set()
     current = config
-    while queue:
+    while queue and out.interrupted is None:
         p = queue.pop(0)
         assert p.fix is not None
         if p.fix in tried_fixes:
@@ -263,7 +271,7 @@ def optimize(
         if clock.fits("capture"):
             say(f"{p.fix}: its own findings under nsys")
             own = captured(change, p.fix)
-            if own is not None:
+            if own is not None and out.interrupted is None:
                 t.gone = p.rule not in {f.get("rule") for f in own}
                 if t.accepted:
                     queue += [q for q in proposals(change, own, device) if q.change is not None]
@@ -273,9 +281,9 @@ def optimize(
             current = change
     for i, t in enumerate(out.tried):
         t.next = next((u.fix for u in out.tried[i + 1 :]), None)
-    if not out.tried:
+    if not out.tried and out.interrupted is None:
         _baseline_only(out, config, store_run, timed, clock, say, repeats)
-    if len(out.accepted) > 1:  # the stack against the baseline, measured as each change was
+    if len(out.accepted) > 1 and out.interrupted is None:  # the stack against the baseline, measured alike
         check = Tried("final", "all kept", config, current)
         _measure(check, store_run, timed, clock, say, repeats, ci_target, store)
         out.final_check = check
@@ -306,17 +314,19 @@ def _measure(
         for side, cfg in (("before", t.base), ("with it", t.config)):
             say(f"{t.fix}: round {rounds + 1}{'' if ci_target else f'/{repeats}'}, {side}")
             pair.append(clock.timing("timed", lambda cfg=cfg: timed(cfg)))
+            if pair[-1].status == "interrupted":  # Ctrl-C or SIGTERM: the other side is not started
+                break
         rounds += 1
-        before, after = pair
+        before, after = pair[0], pair[1] if len(pair) > 1 else None
         bad = next((r for r in pair if r.status != "ok"), None)
-        if bad is None:
+        if bad is None and after is not None:
             t.runs.append((before, after))
             _compare(t, store)
         # stored after the comparison, so the candidate's run carries the verdict so far (the dashboard's)
         store_run(before, "timed", t.base.fixes, None)
-        store_run(
-            after, "timed", t.config.fixes, t.fix, verdict=_verdict(t.per_token) if bad is None else FAILED
-        )
+        if after is not None:
+            verdict = _verdict(t.per_token) if bad is None else FAILED
+            store_run(after, "timed", t.config.fixes, t.fix, verdict=verdict)
         if bad is not None:
             which = "the candidate" if bad is after else "the configuration before it"
             t.verdict, t.why = FAILED, f"{which} ended {bad.status}: {bad.error}"
@@ -356,6 +366,11 @@ def _baseline_only(
     """No change to try: the baseline timed `repeats` times for its figures (and the drift they show)."""
     for i in range(repeats):
         if not clock.fits("timed"):
+            if i == 0:
+                out.notes.append(
+                    f"the budget ({clock.budget:g} s) left no room for a timed run of the baseline after its "
+                    f"capture ({clock.elapsed():.0f} s): no figures for it (a larger --budget)"
+                )
             break
         say(f"baseline, run {i + 1}/{repeats}: nothing to try")
         result = clock.timing("timed", lambda: timed(config))

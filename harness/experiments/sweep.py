@@ -18,14 +18,20 @@ def grid(
     context_lengths: list[int] | None = None,
 ) -> list[RunConfig]:
     """The cross product, models outermost, then precisions, compile settings, batch sizes and context
-    lengths innermost (the base's batch size and context length when none are given); the command
-    checks every point (harness.execution.checks) before anything runs."""
+    lengths innermost (the base's batch size and context length when none are given), each value once
+    (`tiny,tiny` or `off,false` is one point, not the same run twice); the command checks every point
+    (harness.execution.checks) before anything runs."""
     axes = itertools.product(
-        models,
-        precisions,
-        compiles,
-        batch_sizes or [base.batch_size],
-        context_lengths or [base.context_length],
+        *(
+            dict.fromkeys(axis)
+            for axis in (
+                models,
+                precisions,
+                compiles,
+                batch_sizes or [base.batch_size],
+                context_lengths or [base.context_length],
+            )
+        )
     )
     return [
         replace(base, model=m, precision=p, compile=c, batch_size=b, context_length=t)

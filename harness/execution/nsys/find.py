@@ -77,9 +77,14 @@ def _version(path: Path) -> str:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise NsysError(f"{path} does not run ({e}); {HOW_TO_GET}") from None
     found = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
-    if out.returncode != 0 or not found:
+    if out.returncode != 0:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise NsysError(f"{path} --version failed: {tail[0]}; {HOW_TO_GET}")
+        raise NsysError(f"{path} --version failed (exit {out.returncode}): {tail[0]}; {HOW_TO_GET}")
+    if not found:  # it ran and said something else: another program (`true`, a wrapper script)
+        head = (out.stdout or out.stderr).strip().splitlines()[:1] or ["nothing"]
+        raise NsysError(
+            f"{path} is not nsys: its --version printed no Nsight Systems version ({head[0]!r}); {HOW_TO_GET}"
+        )
     return found.group(1)
 
 
