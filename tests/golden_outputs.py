@@ -97,7 +97,7 @@ def mask(text: str, tmp: Path) -> str:
         text = text.replace(form, "CPU")
     text = MACHINE_FIELD.sub(r"\1MACHINE", text)
     text = re.sub(r"\\u[0-9a-fA-F]{4}", "ESC", text)  # json's escapes are not numbers
-    text = re.sub(r"(\d{8}-\d{6})-[0-9a-f]{4}", r"\1-XXXX", text)
+    text = re.sub(r"(\d{8}-\d{6})-(?:[0-9a-f]{8}|[0-9a-f]{4})\b", r"\1-XXXX", text)
     # the commit by its field first: one of only digits (0704341) or only letters is a commit too
     text = re.sub(r"(git_commit(?:\W|value)*?)[0-9a-f]{6,40}\b", r"\1HEX", text)
     text = re.sub(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,40}\b", "HEX", text)

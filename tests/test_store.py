@@ -130,3 +130,16 @@ def test_read_only_commands_read_a_database_of_an_older_harness(tmp_path) -> Non
     store = ResultsStore(str(path), readonly=True)
     assert list(store.runs()["run_id"]) == ["tiny-old"]
     assert store.attention_results().empty
+
+
+def test_run_ids_started_in_one_second_stay_apart() -> None:
+    """A run saved under another's id replaces it, and `optimize` or a sweep starts many runs of one model
+    within a second: an id carries 8 random hex digits (4 met once in a few hundred optimisations), and a
+    thousand drawn at once are a thousand."""
+    import re
+
+    from harness.core.records import new_id
+
+    ids = [new_id("tiny") for _ in range(1000)]
+    assert all(re.fullmatch(r"tiny-\d{8}-\d{6}-[0-9a-f]{8}", i) for i in ids)
+    assert len(set(ids)) == 1000
