@@ -184,3 +184,48 @@ def test_ctrl_c_stops_a_sweep_and_keeps_the_point(tmp_path) -> None:
     assert "warning: sweep stopped after 1 of 2 points" in text
     assert f"error: run {run['run_id']} interrupted by SIGINT after " in text and "Traceback" not in text
     assert marked(mark) == [] and list(tmp.glob("harness-*")) == []
+
+
+def test_sweep_with_a_failed_point_runs_and_stores_every_point_then_exits_1(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+
+    made: list[str] = []
+
+    def run(config, run_id=None):  # each point as its fresh process ends it: char fp32 fails, tiny runs OOM
+        made.append(f"p-{len(made)}")
+        if config.model == "char" and config.precision == "fp32":
+            return RunResult(made[-1], config, "error", device="cpu", error="RuntimeError: boom\nmore")
+        if config.model == "tiny":
+            return RunResult(made[-1], config, "oom", device="cpu", error="CUDA out of memory")
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["sweep", "--models", "char,tiny", "--precision", "fp32,bf16", "--device", "cpu", "--db", db]
+    r = runner.invoke(app, [*args, "--format", "csv"], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert made == ["p-0", "p-1", "p-2", "p-3"]
+    rows = [line.split(",") for line in r.stdout.strip().splitlines()[1:]]
+    assert [(row[0], row[1], row[-1]) for row in rows] == [
+        ("char", "fp32", "ERROR"), ("char", "bf16", "ok"), ("tiny", "fp32", "OOM"), ("tiny", "bf16", "OOM")
+    ]  # fmt: skip
+    assert "error: run p-0 ended error: RuntimeError: boom" in r.output and "Traceback" not in r.output
+    assert sorted(ResultsStore(db).runs()["status"]) == ["error", "ok", "oom", "oom"]
+
+
+def test_sweep_whose_points_run_out_of_memory_exits_0(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.core.records import RunResult
+    from harness.execution.ranks import multirank
+
+    def run(config, run_id=None):  # out of memory is a result: the configuration does not fit here
+        return RunResult(f"p-{config.model}", config, "oom", device="cpu", error="CUDA out of memory")
+
+    monkeypatch.setattr(multirank, "run_any", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    r = runner.invoke(app, ["sweep", "--models", "char,tiny", "--device", "cpu", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert list(ResultsStore(db).runs()["status"]) == ["oom", "oom"]

@@ -41,6 +41,29 @@ def test_doctor_without_nsys_fails_with_the_reason(tmp_db: str, tmp_path) -> Non
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("self_test", ["--self-test", "--no-self-test"])
+def test_doctor_given_a_program_that_is_not_nsys_exits_1(tmp_db: str, self_test: str) -> None:
+    """The nsys row is about the nsys the harness would use: its failure sets the exit code as the other
+    failing rows do, with or without the self-test (which would have failed on it too)."""
+    result = runner.invoke(app, ["doctor", self_test, "--nsys-path", "/bin/true", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    checks = {row["Check"]: row for row in json.loads(result.stdout)}
+    assert checks["nsys"]["Status"] == "fail"
+    assert checks["nsys"]["Detail"].startswith("/bin/true is not nsys: its --version printed no Nsight")
+    assert checks["results database"]["Status"] == "info" and "Traceback" not in result.output
+
+
+def test_a_failing_nsys_row_sets_the_exit_code_and_a_warning_does_not() -> None:
+    from harness.experiments.doctor import Check, failed
+
+    fine = [Check("nsys", "ok", "x"), Check("results database", "ok", "y")]
+    assert not failed(fine)
+    assert failed([*fine, Check("nsys", "fail", "incomplete: records nothing")])
+    assert failed([Check("nsys", "fail", "not found"), Check("self-test", "info", "not run")])
+    assert failed([*fine, Check("GPU self-test: CUDA graph", "fail", "no graph launch")])
+    assert not failed([*fine, Check("python nvtx", "warn", "records nothing"), Check("NVML", "warn", "x")])
+
+
 def test_doctor_tests_the_database_it_is_given(tmp_path) -> None:
     result = runner.invoke(app, ["doctor", "--no-self-test", "--db", "foo://x", "--format", "json"])
     assert result.exit_code == 1

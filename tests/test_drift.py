@@ -181,3 +181,29 @@ def test_run_repeats_stopped_by_ctrl_c_keeps_the_runs_done_and_exits_130(
     assert made == ["r-0", "r-1"]
     assert "run r-1 interrupted by SIGINT after 0 of 1 measured steps; stored as interrupted" in r.output
     assert list(ResultsStore(db).runs()["status"]) == ["ok", "interrupted"]
+
+
+@pytest.mark.parametrize(("status", "said"), [("error", "RuntimeError: boom"), ("oom", "CUDA out of memory")])
+def test_run_repeats_ended_by_a_failed_or_out_of_memory_run_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, said: str
+) -> None:
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import drift as repeats
+
+    made: list[str] = []
+
+    def run(config):  # the second run ends `status`: the repeats stop there, short of the N asked
+        made.append(f"r-{len(made)}")
+        if len(made) == 2:
+            return RunResult(made[-1], config, status, device="cpu", error=said), None
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
+
+    monkeypatch.setattr(repeats, "run_baseline", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "1", "--warmup", "0", "--db", db]
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert made == ["r-0", "r-1"]
+    assert f"run r-1 ended {status}: {said}; the repeats stopped there" in r.output
+    assert list(ResultsStore(db).runs()["status"]) == ["ok", status]

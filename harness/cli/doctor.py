@@ -31,8 +31,8 @@ def doctor_cmd(
     traces this CUDA, a GPU self-test (kernel, cuBLAS, CUDA graph: on a machine with a GPU), the results
     database.
 
-    Exits 1 when a self-test fails, the nsys records nothing of this CUDA, or the results database cannot be
-    used.
+    Exits 1 when the nsys is missing, not nsys or incomplete, a self-test fails, the nsys records nothing of
+    this CUDA, or the results database cannot be used.
     """
 
     checks = checkup.diagnose(nsys_path, db, run_self_test=self_test)

@@ -94,15 +94,28 @@ def _memory_notes(extra: dict[str, Any]) -> None:
         note(f"memory snapshot: {memory['snapshot']} (opens in https://pytorch.org/memory_viz)")
 
 
-def finish(unsaved: list[str | None], results: list[RunResult]) -> None:
-    """Say what was not saved or was interrupted, and exit with the code that goes with it."""
+def failed(result: RunResult) -> bool:
+    """A run that failed, for the exit code of a command that ran it: one that ended in an error. Out of
+    memory is a result (the configuration does not fit there); an interrupted run ends with its signal's
+    code."""
+    return result.status == "error"
+
+
+def finish(unsaved: list[str | None], results: list[RunResult], then: str = "") -> None:
+    """Say what was not saved, was interrupted or failed, and exit with the code that goes with it (`then`:
+    what that meant for the runs after it, e.g. "; the repeats stopped there")."""
 
     for line in filter(None, unsaved):
         err(line)
     stopped = next((r for r in results if r.status == "interrupted"), None)
     if stopped is not None:
-        err(f"run {stopped.run_id} {stopped.error}; stored as interrupted")
+        err(f"run {stopped.run_id} {stopped.error}; stored as interrupted{then}")
         raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
+    broken = next((r for r in results if failed(r)), None)
+    if broken is not None:
+        first = (broken.error or "no error recorded").strip().splitlines()[0]
+        err(f"run {broken.run_id} ended {broken.status}: {first}{then}")
+        raise typer.Exit(1)
     if any(unsaved):
         raise typer.Exit(1)
 

@@ -148,16 +148,13 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
         ],
         format, notes=notes, wide=wide,
     )  # fmt: skip
-    for line in done.unsaved:
-        err(line)
-    bad = [r for r in results if r.status != "ok"]
-    if bad and bad[0].status == "interrupted":  # Ctrl-C or SIGTERM: end as a stopped `run` does
-        err(f"run {bad[0].run_id} {bad[0].error}; stored as interrupted; the repeats stopped there")
-        raise typer.Exit(signals.exit_code(signals.signal_in(bad[0].error)))
-    if bad:
-        err(f"run {bad[0].run_id} ended {bad[0].status}: {bad[0].error}; the repeats stopped there")
-    if bad or done.unsaved:
+    last = results[-1] if results else None
+    if last is not None and last.status == "oom":  # a result, but one that ended the repeats before N
+        for line in done.unsaved:
+            err(line)
+        err(f"run {last.run_id} ended oom: {last.error}; the repeats stopped there")
         raise typer.Exit(1)
+    render.finish(list(done.unsaved), results, "; the repeats stopped there")
 
 
 def _profiler(
@@ -229,7 +226,8 @@ def sweep_cmd(
     wide: WideOpt = False,
 ) -> None:
     """Run a grid of models × precisions × compile settings × batch sizes × context lengths, each in a
-    fresh process; print one table. The runs are stored as one experiment (sweep-…)."""
+    fresh process; print one table. The runs are stored as one experiment (sweep-…). A point that fails
+    makes it exit 1 once every point has run (one out of memory is a result, stored as oom)."""
 
     def split(text: str) -> list[str]:
         return [t.strip() for t in text.split(",") if t.strip()]

@@ -225,10 +225,11 @@ def diagnose(nsys_path: str | None = None, db: str | None = None, run_self_test:
 
 
 def failed(checks: list[Check]) -> bool:
-    """Whether doctor exits 1: a self-test failed (NVTX or GPU), the nsys records nothing of this CUDA, or
-    the results database cannot be used."""
-    decisive = ("self-test", "results database", "nsys and CUDA", ITEM)
-    return any(c.status == "fail" and c.item.startswith(decisive) for c in checks)
+    """Whether doctor exits 1: the nsys the harness would use is missing, not nsys or incomplete (it would
+    record nothing), a self-test failed (NVTX or GPU), the nsys records nothing of this CUDA, or the results
+    database cannot be used."""
+    decisive = ("self-test", "results database", "nsys and CUDA", ITEM)  # ITEM: "GPU self-test: …" rows too
+    return any(c.status == "fail" and (c.item == "nsys" or c.item.startswith(decisive)) for c in checks)
 
 
 def as_frame(checks: list[Check]) -> pd.DataFrame:
