@@ -131,3 +131,12 @@ def test_run_csv_carries_batch_context_and_compile(tmp_db: str) -> None:
     header, row = out.stdout.splitlines()[1:3]  # under the table's `# run …` line
     fields = dict(zip(header.split(","), row.split(","), strict=True))
     assert (fields["batch"], fields["context"], fields["compile"]) == ("2", "64", "False")
+
+
+@pytest.mark.slow
+def test_sweep_json_carries_batch_context_and_compile(tmp_db: str) -> None:
+    args = ["sweep", "--models", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "-f", "json"]
+    out = runner.invoke(app, [*args, "--batch-size", "2", "--db", tmp_db], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)
+    assert [(r["size"], r["batch"], r["context"], r["compile"]) for r in rows] == [("char", 2, 64, False)]
