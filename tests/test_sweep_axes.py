@@ -125,8 +125,8 @@ def test_csv_and_json_carry_the_columns_every_row_shares() -> None:
 
 @pytest.mark.slow
 def test_run_csv_carries_batch_context_and_compile(tmp_db: str) -> None:
-    args = ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "--batch-size", "2", "-f", "csv"]
-    out = runner.invoke(app, [*args, "--db", tmp_db], catch_exceptions=False)
+    args = ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "--batch-size", "2"]
+    out = runner.invoke(app, [*args, "-f", "csv", "--db", tmp_db], catch_exceptions=False)
     assert out.exit_code == 0, out.output
     header, row = out.stdout.splitlines()[1:3]  # under the table's `# run …` line
     fields = dict(zip(header.split(","), row.split(","), strict=True))
