@@ -119,8 +119,10 @@ def test_sweep_runs_each_point_in_its_own_process(tmp_db) -> None:
     result = invoke(*args, "--warmup", "1", "--format", "csv")
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert lines[0].startswith("size,precision,d_model")
-    assert [line.split(",")[:2] for line in lines[1:]] == [["char", "fp32"], ["char", "bf16"]]
+    # csv carries every column, those alike in every row too (the terminal leaves them out)
+    assert lines[0].startswith("size,precision,compile,batch,context,d_model")
+    rows = [line.split(",")[:5] for line in lines[1:]]
+    assert rows == [["char", "fp32", "False", "4", "64"], ["char", "bf16", "False", "4", "64"]]
     listed = json.loads(invoke("runs", "--format", "json").stdout)
     assert len(listed) == 2 and len({r["experiment"] for r in listed}) == 1
     assert {r["precision"] for r in listed} == {"fp32", "bf16"}

@@ -431,6 +431,26 @@ def test_html_never_replaces_the_results_database(
     assert path.read_bytes() == before
 
 
+def test_wide_shows_the_columns_the_note_says_it_shows(
+    app: typer.Typer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The note under a table cut to the terminal offers --wide: roofline takes it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    args = ["roofline", "--model", "char", "--device", "cpu"]
+    narrow = CliRunner().invoke(app, args)
+    assert narrow.exit_code == 0, narrow.output
+    left_out = next(line for line in narrow.output.split("note: ") if "columns left out" in line)
+    assert "--wide shows them" in left_out and "bound" in left_out
+
+    def headers(output: str) -> str:  # the sub-blocks table's (per phase, under it, may show its own)
+        return "".join(line for line in output.split("per phase")[0].splitlines() if line.startswith("┃"))
+
+    assert "bound" not in headers(narrow.output)
+    wide = CliRunner().invoke(app, [*args, "--wide"])
+    assert wide.exit_code == 0, wide.output
+    assert "bound" in headers(wide.output) and "columns left out" not in wide.output
+
+
 def test_command_measures_the_cpu(app: typer.Typer) -> None:
     result = CliRunner().invoke(
         app, ["roofline", "--model", "char", "--measure", "--device", "cpu", "-f", "csv"]

@@ -90,3 +90,53 @@ def test_a_value_named_twice_on_an_axis_is_one_point() -> None:
         ("tiny", "fp32", False, 2),
         ("tiny", "bf16", False, 2),
     ]
+
+
+def _two_alike_runs() -> list[RunResult]:
+    from dashboard_data import MODELS
+
+    model = type(MODELS["tiny"])(**{**MODELS["tiny"].__dict__, "context_length": 128})
+    config = RunConfig("tiny", batch_size=8, context_length=128)
+    return [RunResult(r, config, "ok", model=model) for r in ("a", "b")]
+
+
+def test_csv_and_json_carry_the_columns_every_row_shares() -> None:
+    """Batch, context and compile alike in every row: the terminal leaves them out (layout), csv and json
+    keep them, so a script reads the batch size."""
+    import csv
+    import io
+
+    from harness.cli.terminal.output import emit
+
+    table = results_table(_two_alike_runs())
+    out = io.StringIO()
+    emit(table, "csv", file=out)
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert [(r["batch"], r["context"], r["compile"]) for r in rows] == [("8", "128", "False")] * 2
+    out = io.StringIO()
+    emit(table, "json", file=out)
+    shown = json.loads(out.getvalue())
+    assert [(r["batch"], r["context"], r["compile"]) for r in shown] == [(8, 128, False)] * 2
+    out = io.StringIO()
+    emit(table, "table", file=out, wide=True)
+    header = next(line for line in out.getvalue().splitlines() if "size" in line)
+    assert "size" in header and "batch" not in header and "context" not in header and "compile" not in header
+
+
+@pytest.mark.slow
+def test_run_csv_carries_batch_context_and_compile(tmp_db: str) -> None:
+    args = ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "--batch-size", "2"]
+    out = runner.invoke(app, [*args, "-f", "csv", "--db", tmp_db], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    header, row = out.stdout.splitlines()[1:3]  # under the table's `# run …` line
+    fields = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (fields["batch"], fields["context"], fields["compile"]) == ("2", "64", "False")
+
+
+@pytest.mark.slow
+def test_sweep_json_carries_batch_context_and_compile(tmp_db: str) -> None:
+    args = ["sweep", "--models", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "-f", "json"]
+    out = runner.invoke(app, [*args, "--batch-size", "2", "--db", tmp_db], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)
+    assert [(r["size"], r["batch"], r["context"], r["compile"]) for r in rows] == [("char", 2, 64, False)]

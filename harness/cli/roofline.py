@@ -12,6 +12,7 @@ from harness.cli.common import (
     DbOpt,
     FormatOpt,
     RunRefCommand,
+    WideOpt,
     cli_errors,
     is_stdout,
     note,
@@ -72,6 +73,7 @@ def roofline_cmd(
     ] = None,
     db: DbOpt = None,
     fmt: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Analytic FLOPs and minimum bytes of every sub-block (embedding … optimizer), forward and backward,
     their arithmetic intensity, and where they sit against the device's compute and memory roofs.
@@ -112,7 +114,7 @@ def roofline_cmd(
     tables += [(f"sub-blocks: {title}", table), ("per phase", phases)]
     if report.phase_ns:
         tables.append(("MFU (model FLOPs / time / peak)", report.mfu_frame()))
-    emit_many(tables, fmt, notes=[*report.notes, *report.above_roof()])
+    emit_many(tables, fmt, notes=[*report.notes, *report.above_roof()], wide=wide)
     if html is not None:
         try:
             roofline.write_page(report, html)

@@ -64,13 +64,14 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
         row["status"] = r.status.upper() if r.status != "ok" else "ok"
         rows.append(row)
     df = pd.DataFrame(rows)
-    if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
-        df = df.drop(columns=["compile"])
     if not df.empty:  # counts stay integers where a run has none (an OOM before the model was built)
         df["context"] = df["context"].astype("Int64")
-    for col in ("batch", "context"):  # shown only where it varies (a batch-size or context-length sweep)
-        if not df.empty and df[col].nunique(dropna=False) == 1:
-            df = df.drop(columns=[col])
+    # the terminal shows batch and context only where they vary (a batch-size or context-length sweep), and
+    # compile only where a run used it; csv and json keep every column, so a script reads the batch size
+    alike = [] if df.empty else [c for c in ("batch", "context") if df[c].nunique(dropna=False) == 1]
+    if not df.empty and (df["compile"] == False).all():  # noqa: E712 - pandas elementwise
+        alike.append("compile")
+    df.attrs["terminal_drops"] = alike
     # on a narrow terminal: the phase means and throughput first, the model's shape last
     means = [c for c in df.columns if c.endswith("mean (ns)")]
     df.attrs["priority"] = ["size", "batch", "context", *means, "tokens/s", "status", "precision", "compile"]

@@ -6,7 +6,8 @@ columns are left out, with a note naming them; `wide=True` shows every column an
 A table of timed rows (a column in ns or ms) also fits the terminal's height: its first rows (tables come
 ordered by what matters, largest time first), as many as fit, then one line saying how many are left out
 and how to see them (`limit=N` shows N rows, 0 every row). Shortening and dropping happen in the terminal
-only, never in csv or json, which keep every row and column. Drawing only the rows that fit is also what
+only, never in csv or json, which keep every row and column (so do the columns a table's `terminal_drops`
+attr names: left out of the terminal's table only). Drawing only the rows that fit is also what
 keeps a big table quick: rich took 13.4 s to draw 19,000 rows.
 
 Text from outside (names from exports, paths, error messages) never reaches rich as markup: every cell,
@@ -165,8 +166,14 @@ def _render(
     wide: bool,
     limit: int | None = None,
 ) -> None:
-    """Draw `df` (its first `limit` rows; 0: all; None or FIT: as many as fit the console's height)."""
+    """Draw `df` (its first `limit` rows; 0: all; None or FIT: as many as fit the console's height), less
+    the columns its `terminal_drops` attr names (a value every row shares: layout, said by the title or
+    not worth a column here; csv and json keep them)."""
     notes = list(notes)
+    if drops := [c for c in df.attrs.get("terminal_drops", ()) if c in df.columns]:
+        attrs = df.attrs
+        df = df.drop(columns=drops)
+        df.attrs = attrs
     width = console.width
     option = limit != FIT
     limit = None if limit == FIT else limit
