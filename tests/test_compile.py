@@ -316,7 +316,9 @@ def test_inductor_cache_state_is_said(tmp_db: str) -> None:
 
 # a compiled run whose first backward (2 s) was faster than its median (2.834 s): its compilation is counted
 # in another phase of the first step
-EARLY_EAGER = made("tiny-early-eager", False, (30 * MS, 2_900 * MS, 5 * MS), [(25 * MS, 2_900 * MS, 5 * MS)] * 3)
+EARLY_EAGER = made(
+    "tiny-early-eager", False, (30 * MS, 2_900 * MS, 5 * MS), [(25 * MS, 2_900 * MS, 5 * MS)] * 3
+)
 EARLY = made(
     "tiny-early-compiled", True, (40_000 * MS, 2_000 * MS, 7 * MS), [(10 * MS, 2_834 * MS, 5 * MS)] * 3
 )
