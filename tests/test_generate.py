@@ -292,3 +292,43 @@ def test_run_refuses_a_generate_past_the_context_in_one_line(tmp_db: str) -> Non
         "--context-length or --new-tokens"
     )
     assert ResultsStore(tmp_db).count_runs() == 0  # refused before any work
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_long_generate_and_keeps_it(tmp_db: str) -> None:
+    """A generate within its model's context but long (many decoded tokens, many steps), stopped by
+    SIGTERM: Python runs the signal's handler between two torch calls, and each is short once the prompt
+    fits the context, so the run ends at once, stored as interrupted, exit 143 (not left to kill -9)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = [
+        "run",
+        "tiny",
+        "--mode",
+        "generate",
+        "--device",
+        "cpu",
+        "-b",
+        "1",
+        "-t",
+        "8",
+        "--new-tokens",
+        "120",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", *args, "--warmup", "0", "--steps", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    store = ResultsStore(tmp_db)
+    time.sleep(8)  # torch imported, the model built: the steps are running (checked below)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)  # a hang guard, not a timing
+    assert proc.returncode == 143, out
+    assert re.search(r"interrupted by SIGTERM after \d+ of 100000 measured steps; stored as interrupted", out)
+    (run,) = store.runs().to_dict("records")
+    assert run["status"] == "interrupted"
