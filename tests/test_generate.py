@@ -302,7 +302,7 @@ def test_sigterm_ends_a_long_generate_and_keeps_it(tmp_db: str) -> None:
     import signal
     import subprocess
     import sys
-    import time
+    import threading
 
     args = [
         "run",
@@ -321,14 +321,21 @@ def test_sigterm_ends_a_long_generate_and_keeps_it(tmp_db: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness", *args, "--warmup", "0", "--steps", "100000"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
         text=True,
     )
-    store = ResultsStore(tmp_db)
-    time.sleep(8)  # torch imported, the model built: the steps are running (checked below)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)  # a hang guard, not a timing
-    assert proc.returncode == 143, out
-    assert re.search(r"interrupted by SIGTERM after \d+ of 100000 measured steps; stored as interrupted", out)
-    (run,) = store.runs().to_dict("records")
+    guard = threading.Timer(300, proc.kill)  # a hang guard, not a timing
+    guard.start()
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # progress lines (not a terminal): the measured steps have started
+            if re.search(r" [1-9]\d*/100000 steps", line):
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate()
+    finally:
+        guard.cancel()
+    assert proc.returncode == 143, out + err
+    assert re.search(r"interrupted by SIGTERM after \d+ of 100000 measured steps; stored as interrupted", err)
+    (run,) = ResultsStore(tmp_db).runs().to_dict("records")
     assert run["status"] == "interrupted"
