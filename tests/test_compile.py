@@ -312,3 +312,33 @@ def test_inductor_cache_state_is_said(tmp_db: str) -> None:
     )
     shown = _json("show", "tiny-compiled-warm")["torch.compile cache (Inductor FX graphs)"]
     assert shown == [{"state": "warm", "FX graphs from the cache": 4, "FX graphs compiled": 0}]
+
+
+# a compiled run whose first backward (2 s) was faster than its median (2.834 s): its compilation is counted
+# in another phase of the first step
+EARLY_EAGER = made(
+    "tiny-early-eager", False, (30 * MS, 2_900 * MS, 5 * MS), [(25 * MS, 2_900 * MS, 5 * MS)] * 3
+)
+EARLY = made(
+    "tiny-early-compiled", True, (40_000 * MS, 2_000 * MS, 7 * MS), [(10 * MS, 2_834 * MS, 5 * MS)] * 3
+)
+
+
+def test_a_phase_faster_in_the_first_step_keeps_its_sign_and_the_rows_add_up(tmp_db: str) -> None:
+    """Compile = first step − median for every row, never clipped: the backward row is −834 ms, and the
+    phases' compile times add up to the step's with no remainder (the first step has none, nor the
+    median); the table's notes say so."""
+    store = ResultsStore(tmp_db)
+    store.save(EARLY_EAGER)
+    store.save(EARLY)
+    table = compile_table(store).set_index("phase")
+    assert table.loc["backward", COMPILE] == -834 * MS
+    assert table.loc["forward", COMPILE] == 39_990 * MS and table.loc["optimizer", COMPILE] == 2 * MS
+    assert table.loc[REMAINDER, COMPILE] == 0
+    assert table.loc["step", COMPILE] == (42_007 - 2_849) * MS
+    phases = table.loc[["forward", "backward", "optimizer", REMAINDER], COMPILE].sum()
+    assert phases == table.loc["step", COMPILE]
+    assert EARLY.extra["compile_phases_ns"]["backward"] == -834 * MS  # the run's own table: the same figure
+    assert EARLY.extra["compile_ns"] == table.loc["step", COMPILE]
+    notes = " ".join(compile_table(store).attrs["notes"])
+    assert "not clipped at zero" in notes and "a negative compile time" in notes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -261,3 +262,80 @@ def test_the_cuda_graphs_body_times_its_static_decode(monkeypatch: pytest.Monkey
     assert serving["tpot_ns"]["count"] == 2 * 4
     assert serving["kv_cache_bytes"] == serving["kv_cache_analytic_bytes"] == captured[0].cache.nbytes
     assert int(captured[0].cache.pos) == 64 + 4  # the last step's prompt and decoded inputs
+
+
+@pytest.mark.parametrize(
+    ("model", "prompt", "new_tokens", "message"),
+    [
+        ("tiny", 100_000, 32, "tiny holds a context of 128 tokens; prompt 100000 + 32 new tokens is more"),
+        ("tiny", 120, 9, "tiny holds a context of 128 tokens; prompt 120 + 9 new tokens is more"),
+        ("char", 60, 5, "char has learned positions for 64 tokens; prompt 60 + 5 new tokens is more"),
+    ],
+)
+def test_a_prompt_and_new_tokens_past_the_models_context_are_refused(
+    model: str, prompt: int, new_tokens: int, message: str
+) -> None:
+    """Generate builds the model as named: a prompt and new tokens past its context would grow the KV cache
+    and the prefill without a bound (RoPE or learned positions alike); up to the context is taken."""
+    with pytest.raises(UsageError, match=re.escape(message)):
+        validate(RunConfig(model=model, mode="generate", context_length=prompt, new_tokens=new_tokens))
+    context = workloads.get_spec(model).context_length
+    validate(RunConfig(model=model, mode="generate", context_length=context - 4, new_tokens=4))
+
+
+def test_run_refuses_a_generate_past_the_context_in_one_line(tmp_db: str) -> None:
+    args = ["--mode", "generate", "--device", "cpu", "--warmup", "0", "--steps", "1", "--batch-size", "1"]
+    result = invoke("run", "tiny", *args, "-t", "120", "--new-tokens", "9")
+    assert result.exit_code == 2
+    assert one_line_error(result) == (
+        "error: tiny holds a context of 128 tokens; prompt 120 + 9 new tokens is more: lower "
+        "--context-length or --new-tokens"
+    )
+    assert ResultsStore(tmp_db).count_runs() == 0  # refused before any work
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_long_generate_and_keeps_it(tmp_db: str) -> None:
+    """A generate within its model's context but long (many decoded tokens, many steps), stopped by
+    SIGTERM: Python runs the signal's handler between two torch calls, and each is short once the prompt
+    fits the context, so the run ends at once, stored as interrupted, exit 143 (not left to kill -9)."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    args = [
+        "run",
+        "tiny",
+        "--mode",
+        "generate",
+        "--device",
+        "cpu",
+        "-b",
+        "1",
+        "-t",
+        "8",
+        "--new-tokens",
+        "120",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", *args, "--warmup", "0", "--steps", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    guard = threading.Timer(300, proc.kill)  # a hang guard, not a timing
+    guard.start()
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # progress lines (not a terminal): the measured steps have started
+            if re.search(r" [1-9]\d*/100000 steps", line):
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate()
+    finally:
+        guard.cancel()
+    assert proc.returncode == 143, out + err
+    assert re.search(r"interrupted by SIGTERM after \d+ of 100000 measured steps; stored as interrupted", err)
+    (run,) = ResultsStore(tmp_db).runs().to_dict("records")
+    assert run["status"] == "interrupted"

@@ -94,10 +94,12 @@ class RunSteady:
         return self.figures[phase].median_ns if phase in self.figures else None
 
     def compile_ns(self, phase: str) -> float | None:
-        """The first step beyond the steady median (torch.compile's compilation), never below zero."""
+        """The first step beyond the steady median (torch.compile's compilation), signed: a phase whose first
+        step was faster than its median is negative (its compilation counted in another phase), so the
+        phases' figures and the remainder's add up to the step's, which clipping at zero would break."""
         if phase not in self.first or phase not in self.figures:
             return None
-        return max(self.first[phase] - self.figures[phase].median_ns, 0.0)
+        return self.first[phase] - self.figures[phase].median_ns
 
     def remainder(self, phases: Iterable[str]) -> float | None:
         """Median step − Σ phase medians: what makes the phase rows add up to the step row."""

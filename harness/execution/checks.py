@@ -64,12 +64,7 @@ def validate(config: RunConfig) -> None:
         _check_graphs(config)
     spec = workloads.get_spec(config.model)
     if config.mode == "generate":
-        prompt = prompt_length(config, spec)
-        if spec.family == "gpt2" and prompt + config.new_tokens > spec.context_length:
-            raise UsageError(
-                f"{config.model} has learned positions for {spec.context_length} tokens; prompt {prompt} + "
-                f"{config.new_tokens} new tokens is more: lower --context-length or --new-tokens"
-            )
+        check_generate_length(config, spec)
     elif spec.family == "gpt2" and config.context_length and config.context_length > spec.context_length:
         raise UsageError(
             f"{config.model} has learned positions for {spec.context_length} tokens; "
@@ -92,6 +87,21 @@ def validate(config: RunConfig) -> None:
         raise UsageError(
             f"--plant plants a cause in the train step: it needs --mode train, not {config.mode}"
         )
+
+
+def check_generate_length(config: RunConfig, spec: Any) -> None:
+    """UsageError where generate's prompt and new tokens are more positions than the model holds: its
+    context length, learned positions for GPT-2, the length it is built for with RoPE (generate builds the
+    model as named; --context-length is the prompt there, not a new length). Past it the KV cache and the
+    prefill grow without a bound: a prompt of 100000 tokens on tiny took ~10 GB and ran for many minutes."""
+    prompt = prompt_length(config, spec)
+    if prompt + config.new_tokens <= spec.context_length:
+        return
+    holds = "has learned positions for" if spec.family == "gpt2" else "holds a context of"
+    raise UsageError(
+        f"{config.model} {holds} {spec.context_length} tokens; prompt {prompt} + {config.new_tokens} new "
+        f"tokens is more: lower --context-length or --new-tokens"
+    )
 
 
 def check_device(config: RunConfig, device_type: str) -> None:

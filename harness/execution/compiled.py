@@ -152,7 +152,9 @@ def compile_table(
     notes.append(
         "medians of the measured steps with their 95% intervals; speed-up = eager / compiled (interval: "
         "bootstrap of the step medians; one run a side holds the step-to-step noise only); compile = first "
-        f"step − median; {REMAINDER} = the step's median − the phases' medians"
+        f"step − median, not clipped at zero, so the rows add up to the step's; a negative compile time is "
+        "a phase whose first step was faster than its median (its compilation counted in another phase); "
+        f"{REMAINDER} = the step's median − the phases' medians"
     )
     table.attrs["notes"] = notes
     return table
