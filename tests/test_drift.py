@@ -157,26 +157,35 @@ def test_run_repeats_progress_counts_the_runs_done(tmp_path: Path, monkeypatch: 
     assert "run 3/3 (fresh process): 2/3 runs" in r.output
 
 
-def test_run_repeats_stopped_by_ctrl_c_keeps_the_runs_done_and_exits_130(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def repeats_whose_second_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, error: str
+) -> tuple[list[str], str, object]:
+    """`run char --repeats 3` whose second run ends `status` with `error` (the others ok): the runs made,
+    the database, the command's result."""
     from harness.core.records import RunResult, StepRecord
     from harness.experiments import drift as repeats
 
     made: list[str] = []
 
-    def run(config):  # the second run is stopped by Ctrl-C, as its fresh process ends it
+    def run(config):
         made.append(f"r-{len(made)}")
         if len(made) == 2:
-            error = "interrupted by SIGINT after 0 of 1 measured steps"
-            return RunResult(made[-1], config, "interrupted", device="cpu", error=error), None
+            return RunResult(made[-1], config, status, device="cpu", error=error), None
         steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
         return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
 
     monkeypatch.setattr(repeats, "run_baseline", run)
     db = f"sqlite:///{tmp_path}/r.sqlite"
     args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "1", "--warmup", "0", "--db", db]
-    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    return made, db, CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+
+
+def test_run_repeats_stopped_by_ctrl_c_keeps_the_runs_done_and_exits_130(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the second run is stopped by Ctrl-C, as its fresh process ends it
+    error = "interrupted by SIGINT after 0 of 1 measured steps"
+    made, db, r = repeats_whose_second_run_ends(tmp_path, monkeypatch, "interrupted", error)
     assert r.exit_code == 130, r.output  # as a Ctrl-C'd `run`: a script tells it from a failed run
     assert made == ["r-0", "r-1"]
     assert "run r-1 interrupted by SIGINT after 0 of 1 measured steps; stored as interrupted" in r.output
@@ -187,22 +196,8 @@ def test_run_repeats_stopped_by_ctrl_c_keeps_the_runs_done_and_exits_130(
 def test_run_repeats_ended_by_a_failed_or_out_of_memory_run_exits_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, said: str
 ) -> None:
-    from harness.core.records import RunResult, StepRecord
-    from harness.experiments import drift as repeats
-
-    made: list[str] = []
-
-    def run(config):  # the second run ends `status`: the repeats stop there, short of the N asked
-        made.append(f"r-{len(made)}")
-        if len(made) == 2:
-            return RunResult(made[-1], config, status, device="cpu", error=said), None
-        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
-        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
-
-    monkeypatch.setattr(repeats, "run_baseline", run)
-    db = f"sqlite:///{tmp_path}/r.sqlite"
-    args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "1", "--warmup", "0", "--db", db]
-    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    # the second run ends `status`: the repeats stop there, short of the N asked
+    made, db, r = repeats_whose_second_run_ends(tmp_path, monkeypatch, status, said)
     assert r.exit_code == 1, r.output
     assert made == ["r-0", "r-1"]
     assert f"run r-1 ended {status}: {said}; the repeats stopped there" in r.output
