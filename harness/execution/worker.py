@@ -127,12 +127,13 @@ def write_worker_config(
 
 
 def read_worker_result(
-    config: RunConfig, run_id: str, result_path: Path, returncode: int, stderr: str
+    config: RunConfig, run_id: str, result_path: Path, returncode: int, stderr: str, dropped: int = 0
 ) -> RunResult:
-    """The child's RunResult, or an error result saying how the child died, with the steps it logged."""
+    """The child's RunResult, or an error result saying how the child died, with the steps it logged and
+    the end of its output (`dropped`: bytes of it before `stderr` already left out, said with the rest)."""
     if result_path.exists() and result_path.stat().st_size:
         return result_from_dict(json.loads(result_path.read_text()))
-    tail = stderr.strip()[-STDERR_TAIL:]
+    tail, left_out = _output_end(stderr.strip(), dropped)
     if returncode >= 0:
         how = f"exit code {returncode}"
     else:
@@ -143,7 +144,24 @@ def read_worker_result(
     measured = sum(not s.warmup for s in steps)
     kept = f" after {measured} measured steps" if steps else ""
     error = f"worker {how}{kept}" + (f": {tail}" if tail else "")
+    if left_out:
+        printed = dropped + len(stderr.encode())
+        error = (
+            f"worker {how}{kept}: the end of its output ({left_out:,} of its {printed:,} bytes before it "
+            f"left out):\n{tail}"
+        )
     return RunResult(run_id=run_id, config=config, status="error", steps=steps, error=error)
+
+
+def _output_end(text: str, dropped: int) -> tuple[str, int]:
+    """The last STDERR_TAIL characters of `text`, from a line's start, and how many bytes before them are
+    left out (`dropped` of them already)."""
+    if len(text) <= STDERR_TAIL:
+        return text, dropped
+    end = text[-STDERR_TAIL:]
+    if "\n" in end:
+        end = end[end.find("\n") + 1 :]
+    return end, dropped + len(text.encode()) - len(end.encode())
 
 
 def _signal_name(sig: int) -> str:
@@ -195,7 +213,7 @@ def run_isolated(
         write_worker_config(config, run_id, cfg, profiler)
         watch = StepWatch([res], on_steps) if on_steps else None
         done = supervisor.run(worker_command(cfg, res, entry), cleanup=[Path(tmp)], watch=watch)
-        result = read_worker_result(config, run_id, res, done.returncode, done.stderr)
+        result = read_worker_result(config, run_id, res, done.returncode, done.stderr, done.dropped)
     if done.interrupted and result.status == "error":
         result.status = "interrupted"
     return result

@@ -1,0 +1,36 @@
+"""The commands that run work, attacked as a new user would on a machine without a GPU: each fault found,
+kept found."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.core.records import RunConfig
+from harness.execution import worker
+
+# a worker that prints far more than is kept of its output, then dies
+LOUD = "import sys\nfor i in range(40000): print(f'line {i} ' + 'x' * 90, file=sys.stderr)\nsys.exit(3)"
+
+
+def test_a_dying_workers_long_output_says_what_was_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain worker's error quoted the end of its output as if it were all of it: the bytes before the
+    supervisor's kept end, and those before the tail quoted, were left out without a word."""
+
+    def loud(config_path: Path, result_path: Path, entry: str = worker.ENTRY) -> list[str]:
+        return [sys.executable, "-c", LOUD]
+
+    monkeypatch.setattr(worker, "worker_command", loud)
+    result = worker.run_isolated(RunConfig(model="char", warmup=0, steps=1))
+    assert result.status == "error"
+    head, _, tail = result.error.partition("\n")
+    printed = sum(len(f"line {i} ") + 91 for i in range(40000))
+    quoted = len(tail.encode()) + 1
+    assert head == (
+        f"worker exit code 3: the end of its output ({printed - quoted:,} of its {printed:,} bytes before "
+        "it left out):"
+    )
+    assert tail.startswith("line ") and tail.endswith("line 39999 " + "x" * 90)
+    assert len(tail) <= worker.STDERR_TAIL
