@@ -34,3 +34,32 @@ def test_a_dying_workers_long_output_says_what_was_left_out(monkeypatch: pytest.
     )
     assert tail.startswith("line ") and tail.endswith("line 39999 " + "x" * 90)
     assert len(tail) <= worker.STDERR_TAIL
+
+
+def _finish(
+    capsys: pytest.CaptureFixture[str], unsaved: list[str | None], results: list, **how: object
+) -> tuple[int, str]:
+    import typer
+
+    from harness.cli import render
+
+    with pytest.raises(typer.Exit) as ended:
+        render.finish(unsaved, results, **how)
+    return ended.value.exit_code, " ".join(capsys.readouterr().err.split())
+
+
+def test_an_interrupted_run_the_database_would_not_take_is_not_said_stored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run that was interrupted, and that the database would not take, was said "stored as interrupted"
+    right under the line saying it is not in the database but in a file."""
+    from harness.core.records import RunResult
+
+    error = "interrupted by SIGTERM after 1 of 3 measured steps"
+    result = RunResult("r-1", RunConfig(model="char"), "interrupted", error=error)
+    line = "run r-1 is not in the results database: locked. It was written to /tmp/u.json; `harness import`"
+    code, said = _finish(capsys, [line], [result])
+    assert code == 143 and "stored as" not in said
+    assert said.endswith(f"error: run r-1 {error}; not stored (written to the file above)")
+    stored = RunResult("r-2", RunConfig(model="char"), "interrupted", error=error)
+    assert _finish(capsys, [line], [stored])[1].endswith(f"error: run r-2 {error}; stored as interrupted")

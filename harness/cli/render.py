@@ -101,17 +101,25 @@ def failed(result: RunResult) -> bool:
     return result.status == "error"
 
 
-def finish(unsaved: list[str | None], results: list[RunResult], then: str = "") -> None:
+def finish(
+    unsaved: list[str | None], results: list[RunResult], then: str = "", oom_ends: bool = False
+) -> None:
     """Say what was not saved, was interrupted or failed, and exit with the code that goes with it (`then`:
-    what that meant for the runs after it, e.g. "; the repeats stopped there")."""
+    what that meant for the runs after it, e.g. "; the repeats stopped there"; `oom_ends`: a run out of
+    memory ended the runs short of those asked, a failure then)."""
 
-    for line in filter(None, unsaved):
+    lines = [line for line in unsaved if line]
+    for line in lines:
         err(line)
     stopped = next((r for r in results if r.status == "interrupted"), None)
     if stopped is not None:
-        err(f"run {stopped.run_id} {stopped.error}; stored as interrupted{then}")
+        # the store's line names the run it would not take
+        kept = "not stored (written to the file above)" if any(
+            f"run {stopped.run_id} " in line for line in lines
+        ) else "stored as interrupted"  # fmt: skip
+        err(f"run {stopped.run_id} {stopped.error}; {kept}{then}")
         raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
-    broken = next((r for r in results if failed(r)), None)
+    broken = next((r for r in results if failed(r) or (oom_ends and r.status == "oom")), None)
     if broken is not None:
         first = (broken.error or "no error recorded").strip().splitlines()[0]
         err(f"run {broken.run_id} ended {broken.status}: {first}{then}")

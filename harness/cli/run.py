@@ -148,13 +148,8 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
         ],
         format, notes=notes, wide=wide,
     )  # fmt: skip
-    last = results[-1] if results else None
-    if last is not None and last.status == "oom":  # a result, but one that ended the repeats before N
-        for line in done.unsaved:
-            err(line)
-        err(f"run {last.run_id} ended oom: {last.error}; the repeats stopped there")
-        raise typer.Exit(1)
-    render.finish(list(done.unsaved), results, "; the repeats stopped there")
+    # out of memory is a result, but one that ended the repeats short of the N asked
+    render.finish(list(done.unsaved), results, "; the repeats stopped there", oom_ends=True)
 
 
 def _profiler(
