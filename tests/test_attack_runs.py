@@ -63,3 +63,22 @@ def test_an_interrupted_run_the_database_would_not_take_is_not_said_stored(
     assert said.endswith(f"error: run r-1 {error}; not stored (written to the file above)")
     stored = RunResult("r-2", RunConfig(model="char"), "interrupted", error=error)
     assert _finish(capsys, [line], [stored])[1].endswith(f"error: run r-2 {error}; stored as interrupted")
+
+
+def test_optimize_of_an_export_refuses_db_given_on_its_command_line(tmp_path: Path) -> None:
+    """`optimize EXPORT --db X` was accepted and X ignored: an export's findings are read from it, and
+    nothing is stored. HARNESS_DB in the environment is no such request and is let be."""
+    from test_diff import CPU_TRAIN
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    db = tmp_path / "runs.db"
+    r = CliRunner().invoke(app, ["optimize", str(CPU_TRAIN), "--db", str(db)])
+    assert r.exit_code == 2, r.output
+    assert "--db: of an export the findings are read from it, nothing is stored: leave --db out" in " ".join(
+        r.output.split()
+    )
+    assert "Traceback" not in r.output and not db.exists()
+    r = CliRunner().invoke(app, ["optimize", str(CPU_TRAIN), "--format", "json"], env={"HARNESS_DB": str(db)})
+    assert r.exit_code == 0 and "not applied" in r.output, r.output

@@ -199,7 +199,7 @@ def test_a_finding_no_change_answers_is_proposed_with_why() -> None:
 
 
 def test_optimize_of_an_export_proposes_without_applying(tmp_db: str) -> None:
-    r = runner.invoke(app, ["optimize", str(CPU_TRAIN), "--db", tmp_db, "--format", "json"])
+    r = runner.invoke(app, ["optimize", str(CPU_TRAIN), "--format", "json"], env={"HARNESS_DB": tmp_db})
     assert r.exit_code == 0, r.output
     assert "not applied" in r.output
     assert ResultsStore(tmp_db).runs().empty  # nothing run, nothing stored

@@ -50,6 +50,7 @@ class Short(Workload):
 @cli_errors
 @option_group("workload", Short, ("nvtx_detail", "power", "power_period", "fix"))
 def optimize_cmd(
+    ctx: typer.Context,
     target: Annotated[
         str,
         typer.Argument(
@@ -104,7 +105,9 @@ def optimize_cmd(
                 f"{', '.join(given)}: of an export or a stored run the findings are read, nothing is run "
                 "(run options go with a MODEL)"
             )
-        _propose(target, db, format, wide)
+        # --db on the command line, not HARNESS_DB in the environment (no such request)
+        db_given = getattr(ctx.get_parameter_source("db"), "name", "") == "COMMANDLINE"
+        _propose(target, db, format, wide, db_given)
         return
     if ci_target is not None and ci_target <= 0:
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
@@ -142,13 +145,17 @@ def optimize_cmd(
         raise typer.Exit(signals.exit_code(done.interrupted))
 
 
-def _propose(target: str, db: str | None, format: Format, wide: bool) -> None:
+def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: bool = False) -> None:
     """An export's or a stored run's findings, with the changes for them, none applied."""
     path = Path(target)
     if path.exists() or "/" in target or target.endswith((".sqlite", ".nsys-rep", ".qdrep")):
         if not path.is_file():
             raise UsageError(
                 f"no such file: {target} (and it is not one of the models: {', '.join(MODEL_NAMES)})"
+            )
+        if db_given:
+            raise UsageError(
+                "--db: of an export the findings are read from it, nothing is stored: leave --db out"
             )
         found, notes = opt.export_findings(path)
         source = str(path)
