@@ -82,3 +82,27 @@ def test_optimize_of_an_export_refuses_db_given_on_its_command_line(tmp_path: Pa
     assert "Traceback" not in r.output and not db.exists()
     r = CliRunner().invoke(app, ["optimize", str(CPU_TRAIN), "--format", "json"], env={"HARNESS_DB": str(db)})
     assert r.exit_code == 0 and "not applied" in r.output, r.output
+
+
+@pytest.mark.slow
+def test_profile_keeps_the_programs_output_in_a_file_beside_its_report(
+    tmp_path: Path, tmp_db: str, nsys_bin: str
+) -> None:
+    """`profile -- CMD` captured the program's output and showed none of it (unless it failed), then said
+    "its first N bytes were dropped, its end kept" of an end kept nowhere a user could read it."""
+    import os
+    import subprocess
+
+    loud = "for i in range(40000): print(f'line {i} ' + 'y' * 40)"
+    prof_dir = tmp_path / "profiles"
+    cmd = [sys.executable, "-m", "harness", "profile", "--profile-dir", str(prof_dir), "--db", tmp_db, "--",
+           sys.executable, "-c", loud]  # fmt: skip
+    env = {**os.environ, "HARNESS_NSYS": nsys_bin, "COLUMNS": "400"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (log,) = prof_dir.glob("*.log")
+    text = log.read_text()
+    assert "line 39999 " + "y" * 40 + "\n" in text and "line 0 " not in text
+    said = " ".join(done.stderr.split())
+    assert f"note: output: {log}" in said
+    assert f"bytes were dropped, its end kept in {log}" in said

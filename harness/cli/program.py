@@ -63,7 +63,8 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
     """The summary tables on stdout; the run, its files and anything that went wrong on stderr."""
 
     prof = p.profile
-    lines = [f"{kind}: {path}" for kind, path in (("report", prof.rep), ("export", prof.sqlite)) if path]
+    files = (("report", prof.rep), ("export", prof.sqlite), ("output", p.log))
+    lines = [f"{kind}: {path}" for kind, path in files if path]
     if p.result is not None:
         status, error = p.result.status, p.result.error
         status = error if status == "interrupted" else status + (f" ({error})" if error else "")

@@ -65,9 +65,16 @@ class Finished:
 
     def dropped_note(self) -> str | None:
         """What was left out of the output, said once (None: nothing)."""
-        if not self.dropped:
-            return None
-        return f"the output was long: its first {self.dropped:,} bytes were dropped, its end kept"
+        return dropped_note(self.dropped)
+
+
+def dropped_note(dropped: int, kept_in: object = None) -> str | None:
+    """The line saying that a command's output lost its first `dropped` bytes (None: nothing lost), and
+    where its end was kept (`kept_in`: a file), if anywhere a user reads it."""
+    if not dropped:
+        return None
+    where = f" in {kept_in}" if kept_in is not None else ""
+    return f"the output was long: its first {dropped:,} bytes were dropped, its end kept{where}"
 
 
 def python(module: str, *args: str) -> list[str]:

@@ -20,7 +20,7 @@ from harness.core.bounds import check_run_name, default_run_name
 from harness.core.env import git_commit
 from harness.core.errors import UsageError
 from harness.core.records import PROGRAM_MODE, RunConfig, RunResult, new_id
-from harness.execution import nsys
+from harness.execution import nsys, supervisor
 from harness.profilers import capture
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
@@ -44,6 +44,7 @@ class ProgramRun:
     error: str | None = None
     unsaved: list[str] = field(default_factory=list)
     advice: dict[str, Any] | None = None  # the capture's health and findings, stored with the run
+    log: Path | None = None  # the program's output (its end, with nsys's), beside its report
 
     @property
     def exit_code(self) -> int:
@@ -141,6 +142,7 @@ def profile_program(
     prof = nsys.profile(info, opts, argv)
     out = ProgramRun(run_id=run_id, result=None, profile=prof, nsys_version=info.version)
     out.notes = list(prof.notes)  # defaults this nsys lacks are left out unsaid, as for `run --nsys`
+    _keep_output(out, Path(f"{opts.output}.log"))
     if prof.rep is None and prof.qdstrm is None:
         tail = prof.stderr_tail.strip().splitlines()[-5:]
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
@@ -150,6 +152,23 @@ def profile_program(
     with stored_after(store, out.result, out.unsaved, how) as found:  # once, after the export is read
         after_capture(out, prof.sqlite, tables_format, found)
     return out
+
+
+def _keep_output(out: ProgramRun, log: Path) -> None:
+    """The program's output, which the terminal never showed (nsys's is captured with it): its end written
+    to `log`, beside the report, and the note on what was dropped of it naming that file."""
+    prof = out.profile
+    if not prof.output.strip():
+        return
+    try:
+        log.write_text(prof.output, errors="replace")
+    except OSError as e:
+        out.notes.append(f"the program's output could not be kept in {log}: {e.strerror or e}")
+        return
+    out.log = log
+    generic, named = supervisor.dropped_note(prof.dropped), supervisor.dropped_note(prof.dropped, log)
+    if generic is not None and named is not None:
+        out.notes = [named if n == generic else n for n in out.notes]
 
 
 def after_capture(out: ProgramRun, sqlite: Path | None, tables_format: str, found: dict[str, Any]) -> None:

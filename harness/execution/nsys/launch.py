@@ -114,6 +114,8 @@ class ProfileResult:
     interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C), if any
     held: bool = False  # it came after the program had ended and was held: the report was let finish
     artifacts: dict[str, str] = field(default_factory=dict)  # more files to store: one report per rank
+    output: str = ""  # the end of the program's output and nsys's, together, as kept
+    dropped: int = 0  # bytes of that output before the end kept
 
 
 def _env_for(opts: ProfileOptions, env: dict[str, str] | None) -> dict[str, str]:
@@ -263,6 +265,8 @@ def profile(
         notes=notes,
         interrupted=seen[0] if seen else None,
         held=held,
+        output=text,
+        dropped=done.dropped,
     )
 
 
