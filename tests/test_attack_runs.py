@@ -106,3 +106,41 @@ def test_profile_keeps_the_programs_output_in_a_file_beside_its_report(
     said = " ".join(done.stderr.split())
     assert f"note: output: {log}" in said
     assert f"bytes were dropped, its end kept in {log}" in said
+
+
+@pytest.mark.parametrize(("sig", "code"), [(2, 130), (15, 143)])
+def test_attention_stopped_part_way_shows_the_cells_it_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, code: int
+) -> None:
+    """Ctrl-C during `attention` ended it with exit 130 and not a word, its finished cells (stored) never
+    shown; SIGTERM killed it outright, unsaid. Now: the cells measured, one line, the signal's code."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core import signals
+    from harness.experiments import attention
+    from harness.store.results import ResultsStore
+
+    measure = attention._run_cell
+    ran: list[int] = []
+
+    def run_cell(config, device, cell) -> None:  # type: ignore[no-untyped-def]
+        if len(ran) == 2:  # the third cell: the signal comes as it runs
+            raise signals.raised(sig)
+        ran.append(cell.seq_len)
+        measure(config, device, cell)
+
+    monkeypatch.setattr(attention, "_run_cell", run_cell)
+    db = f"sqlite:///{tmp_path}/a.sqlite"
+    args = ["attention", "--device", "cpu", "--head-dims", "8", "--seq-lens", "8,16,32", "--batch", "1",
+            "--warmup", "0", "--trials", "1", "--impl", "math", "--db", db, "--format", "json"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == code, r.output
+    assert [row["seq_len"] for row in json.loads(r.stdout)] == [8, 16]
+    name = signals.name(sig)
+    assert f"interrupted by {name} after 2 of 3 cells; the 2 measured are stored" in " ".join(
+        r.stderr.split()
+    )
+    assert len(ResultsStore(db).attention_results()) == 2

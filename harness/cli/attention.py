@@ -6,12 +6,15 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
 from harness.cli.terminal.output import Format, emit
 from harness.cli.terminal.progress import Progress
+from harness.core import signals
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
+from harness.core.records import AttentionSweep
+from harness.core.signals import sigterm_raises
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
 from harness.store import results as results_db
 
@@ -70,7 +73,9 @@ def attention_cmd(
     if note:
         warn(note)
     total = len(config.impls) * len(config.head_dims) * len(config.seq_lens)
-    with Progress("attention", total, unit="cells") as bar:
+    sweeps: list[AttentionSweep] = []  # the sweep, once a cell finished: what is shown if it is cut short
+    stopped: int | None = None
+    with sigterm_raises(), Progress("attention", total, unit="cells") as bar:
         done = 0
 
         def show(cell) -> None:  # type: ignore[no-untyped-def]
@@ -78,11 +83,20 @@ def attention_cmd(
 
         def save(sweep, cell) -> None:  # type: ignore[no-untyped-def]
             nonlocal done
-            store.save_attention(sweep, cell)
+            with signals.deferred():  # a finished cell is stored whole
+                store.save_attention(sweep, cell)
+            sweeps[:] = [sweep]
             done += 1
             bar.advance(done)
 
-        sweep = run_attention_sweep(config, on_cell=save, progress=show)
+        try:
+            sweeps[:] = [run_attention_sweep(config, on_cell=save, progress=show)]
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the cells measured are kept and shown
+            stopped = signals.signal_of(e)
+    if stopped is not None and not sweeps:
+        err(f"attention interrupted by {signals.name(stopped)} before a cell finished; nothing stored")
+        raise typer.Exit(signals.exit_code(stopped))
+    sweep = sweeps[0]
     failed = [c for c in sweep.cells if c.status == "error"]
     for c in failed:
         warn(f"{c.impl} head_dim {c.head_dim} seq_len {c.seq_len}: {c.error}")
@@ -106,6 +120,13 @@ def attention_cmd(
         notes=notes,
         wide=wide,
     )
+    if stopped is not None:
+        n = len(sweep.cells)
+        err(
+            f"attention {sweep.sweep_id} interrupted by {signals.name(stopped)} after {n} of {total} cells; "
+            f"the {n} measured are stored"
+        )
+        raise typer.Exit(signals.exit_code(stopped))
     if failed:
         raise typer.Exit(1)
 
