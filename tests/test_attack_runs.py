@@ -144,3 +144,23 @@ def test_attention_stopped_part_way_shows_the_cells_it_measured(
         r.stderr.split()
     )
     assert len(ResultsStore(db).attention_results()) == 2
+
+
+def test_a_failed_run_across_ranks_the_database_would_not_take_is_not_said_stored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`run --nproc 2` that failed said "stored as error" right above the line saying the database would
+    not take it (it is in a file)."""
+    import typer
+
+    from harness.cli import render
+    from harness.core.records import RunResult
+    from harness.profilers.none import PlainRun
+
+    result = RunResult("r-1", RunConfig(model="char", nproc=2), "error", error="rank 1: worker exit code 1")
+    line = "run r-1 is not in the results database: locked. It was written to /tmp/u.json; `harness import`"
+    with pytest.raises(typer.Exit) as ended:
+        render.render(PlainRun("r-1", result, unsaved=[line]), "table")
+    said = " ".join(capsys.readouterr().err.split())
+    assert ended.value.exit_code == 1 and "stored as" not in said
+    assert "run r-1 failed: rank 1: worker exit code 1; not stored (written to the file above)" in said

@@ -78,9 +78,10 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
         tables.append((f"throughput ({which})", throughput_table(result)))
     emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
     if result.status in ("error", "oom"):
-        err(f"run {result.run_id} failed: {result.error}; stored as {result.status}")
-        for line in filter(None, [unsaved]):
+        lines = [unsaved] if unsaved else []
+        for line in lines:
             err(line)
+        err(f"run {result.run_id} failed: {result.error}; {_kept(result, lines)}")
         raise typer.Exit(1)
     finish([unsaved], [result])
 
@@ -113,11 +114,7 @@ def finish(
         err(line)
     stopped = next((r for r in results if r.status == "interrupted"), None)
     if stopped is not None:
-        # the store's line names the run it would not take
-        kept = "not stored (written to the file above)" if any(
-            f"run {stopped.run_id} " in line for line in lines
-        ) else "stored as interrupted"  # fmt: skip
-        err(f"run {stopped.run_id} {stopped.error}; {kept}{then}")
+        err(f"run {stopped.run_id} {stopped.error}; {_kept(stopped, lines)}{then}")
         raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
     broken = next((r for r in results if failed(r) or (oom_ends and r.status == "oom")), None)
     if broken is not None:
@@ -126,6 +123,14 @@ def finish(
         raise typer.Exit(1)
     if any(unsaved):
         raise typer.Exit(1)
+
+
+def _kept(result: RunResult, unsaved: list[str]) -> str:
+    """Where a run that ended badly is: stored as its status, or in the file a line of `unsaved` (the
+    store's, naming the run it would not take) says."""
+    if any(f"run {result.run_id} " in line for line in unsaved):
+        return "not stored (written to the file above)"
+    return f"stored as {result.status}"
 
 
 @render.register
