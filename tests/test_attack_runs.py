@@ -164,3 +164,77 @@ def test_a_failed_run_across_ranks_the_database_would_not_take_is_not_said_store
     said = " ".join(capsys.readouterr().err.split())
     assert ended.value.exit_code == 1 and "stored as" not in said
     assert "run r-1 failed: rank 1: worker exit code 1; not stored (written to the file above)" in said
+
+
+@pytest.mark.parametrize(("sig", "code"), [(2, 130), (15, 143)])
+def test_a_sweep_stopped_between_points_shows_those_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, code: int
+) -> None:
+    """A signal that came as a sweep started its next point (its worker's files written, before the
+    supervisor passes signals on) ended the sweep through typer: exit 130 for SIGTERM too, not a word, the
+    points already run (stored) never shown."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core import signals
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+    from harness.store.results import ResultsStore
+
+    made: list[str] = []
+
+    def run_any(config: RunConfig) -> RunResult:
+        if made:
+            raise signals.raised(sig)
+        made.append(f"p-{config.batch_size}")
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run_any)
+    db = f"sqlite:///{tmp_path}/s.sqlite"
+    args = ["sweep", "--models", "char", "--batch-sizes", "1,2", "--device", "cpu", "--steps", "1",
+            "--warmup", "0", "--db", db, "--format", "json"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == code, r.output
+    assert [row["batch"] for row in json.loads(r.stdout)] == [1]
+    said = " ".join(r.stderr.split())
+    name = signals.name(sig)
+    assert f"sweep interrupted by {name} between points, after 1 of 2; the 1 run is stored" in said
+    assert list(ResultsStore(db).runs()["run_id"]) == ["p-1"]
+
+
+def test_a_sweep_point_finished_as_the_signal_came_is_still_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal that came after a point's worker ended, before its save began, lost that point."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.cli import run as run_cli
+    from harness.core import signals
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+    from harness.store.results import ResultsStore
+
+    def run_any(config: RunConfig) -> RunResult:
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult(f"p-{config.batch_size}", config, "ok", device="cpu", device_name="cpu", steps=steps)
+
+    save, calls = run_cli._save, []
+
+    def late(*args, **how):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1:
+            raise signals.raised(15)
+        return save(*args, **how)
+
+    monkeypatch.setattr(multirank, "run_any", run_any)
+    monkeypatch.setattr(run_cli, "_save", late)
+    db = f"sqlite:///{tmp_path}/s.sqlite"
+    args = ["sweep", "--models", "char", "--batch-sizes", "1,2", "--device", "cpu", "--steps", "1",
+            "--warmup", "0", "--db", db]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 143, r.output
+    assert list(ResultsStore(db).runs()["run_id"]) == ["p-1"]

@@ -253,19 +253,28 @@ def sweep_cmd(
     experiment = new_id("sweep")
     results: list[RunResult] = []
     unsaved: list[str | None] = []
+    between: int | None = None  # a signal that came between points, outside a worker
+    pending: RunResult | None = None  # a point run, not yet stored
     with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:
-        for done, config in enumerate(configs):
-            progress.stage(
-                f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
-                + (f" batch {config.batch_size}" if batches else "")
-                + (f" context {config.context_length}" if contexts else "")
-            )
-            result = multirank.run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
-            unsaved.append(_save(store, result, experiment=experiment))
-            results.append(result)
-            progress.advance(done + 1)
-            if result.status == "interrupted":
-                break
+        try:
+            for done, config in enumerate(configs):
+                progress.stage(
+                    f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
+                    + (f" batch {config.batch_size}" if batches else "")
+                    + (f" context {config.context_length}" if contexts else "")
+                )
+                pending = multirank.run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
+                unsaved.append(_save(store, pending, experiment=experiment))
+                results.append(pending)
+                pending = None
+                progress.advance(done + 1)
+                if results[-1].status == "interrupted":
+                    break
+        except KeyboardInterrupt as e:  # the points run are stored: shown, then the signal's exit code
+            between = signals.signal_of(e)
+            if pending is not None:  # it came as a finished point was being stored: stored now
+                unsaved.append(_save(store, pending, experiment=experiment))
+                results.append(pending)
     for r in results:
         if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
@@ -277,6 +286,15 @@ def sweep_cmd(
     if workload.power:  # the sources are the same for every point: each line once
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)
+    if between is not None:
+        for line in filter(None, unsaved):
+            err(line)
+        n = len(results)
+        err(
+            f"sweep interrupted by {signals.name(between)} between points, after {n} of {len(configs)}; "
+            f"the {n} run{'s are' if n != 1 else ' is'} stored"
+        )
+        raise typer.Exit(signals.exit_code(between))
     if len(results) < len(configs):
         warn(f"sweep stopped after {len(results)} of {len(configs)} points")
     render.finish(unsaved, results)
