@@ -238,3 +238,50 @@ def test_a_sweep_point_finished_as_the_signal_came_is_still_stored(
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 143, r.output
     assert list(ResultsStore(db).runs()["run_id"]) == ["p-1"]
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_run_repeats_stopped_between_runs_shows_and_keeps_those_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, late: bool
+) -> None:
+    """A SIGTERM between two of `run --repeats`' runs (outside their workers) ended it through typer: exit
+    130, unsaid, no table; one that came as a finished run was about to be stored lost that run."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core import signals
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import drift
+    from harness.store.results import ResultsStore
+
+    made: list[str] = []
+
+    def run(config: RunConfig) -> tuple[RunResult, None]:
+        if len(made) == 2 and not late:
+            raise signals.raised(15)
+        made.append(f"r-{len(made)}")
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
+
+    monkeypatch.setattr(drift, "run_baseline", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    save = ResultsStore.save
+
+    def save_late(self, result, **how):  # type: ignore[no-untyped-def]
+        if late and result.run_id == "r-1" and not getattr(save_late, "done", False):
+            save_late.done = True  # type: ignore[attr-defined]
+            raise signals.raised(15)  # as the save began
+        return save(self, result, **how)
+
+    monkeypatch.setattr(ResultsStore, "save", save_late)
+    args = ["run", "char", "--device", "cpu", "--repeats", "3", "--steps", "1", "--warmup", "0", "--db", db,
+            "--format", "json"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 143, r.output
+    (runs, _) = json.loads(r.stdout).values()
+    assert [row["status"] for row in runs] == ["ok", "ok"]
+    assert sorted(ResultsStore(db).runs()["run_id"]) == ["r-0", "r-1"]
+    said = " ".join(r.stderr.split())
+    assert "interrupted by SIGTERM between runs, after 2 of 3; the 2 runs are stored" in said

@@ -148,6 +148,15 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
         ],
         format, notes=notes, wide=wide,
     )  # fmt: skip
+    if done.interrupted is not None:
+        for line in done.unsaved:
+            err(line)
+        n = len(results)
+        err(
+            f"run --repeats interrupted by {signals.name(done.interrupted)} between runs, after {n} of "
+            f"{repeats}; the {n} run{'s are' if n != 1 else ' is'} stored"
+        )
+        raise typer.Exit(signals.exit_code(done.interrupted))
     # out of memory is a result, but one that ended the repeats short of the N asked
     render.finish(list(done.unsaved), results, "; the repeats stopped there", oom_ends=True)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.compare.drift import Drift, drifts
 from analysis.compare.overhead import STEP_SUM, step_key
-from harness.core import machine
+from harness.core import machine, signals
 from harness.core.records import RunConfig, RunResult, new_id, timer_frame
 from harness.profilers.base import run_baseline
 
@@ -101,6 +101,7 @@ class Repeated:
     drift: dict[str, Drift]
     unsaved: list[str] = field(default_factory=list)
     load: machine.MachineLoad | None = None
+    interrupted: int | None = None  # a signal that came between runs, outside their workers
 
 
 def repeat_runs(
@@ -117,17 +118,29 @@ def repeat_runs(
     experiment = new_id("repeats")
     results: list[RunResult] = []
     unsaved: list[str] = []
-    for i in range(repeats):
-        if progress:
-            progress(f"run {i + 1}/{repeats} (fresh process)")
-        result, _ = run_baseline(config)
+    pending: RunResult | None = None  # a run ended, not yet stored
+
+    def keep(result: RunResult) -> None:
         if save is not None:
             line = save(store, result, experiment=experiment)
-            unsaved += [line] if line else []
+            unsaved.extend([line] if line else [])
         else:
             store.save(result, experiment=experiment)
         results.append(result)
-        if result.status != "ok":
-            break
+
+    stopped: int | None = None
+    try:
+        for i in range(repeats):
+            if progress:
+                progress(f"run {i + 1}/{repeats} (fresh process)")
+            pending, _ = run_baseline(config)
+            keep(pending)
+            pending = None
+            if results[-1].status != "ok":
+                break
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM between runs: those run are kept and shown
+        stopped = signals.signal_of(e)
+        if pending is not None and (not results or results[-1] is not pending):
+            keep(pending)
     load = machine.over_runs([r.extra.get("machine") for r in results])
-    return Repeated(experiment, results, measured(results), unsaved, load)
+    return Repeated(experiment, results, measured(results), unsaved, load, stopped)
