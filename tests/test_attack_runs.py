@@ -285,3 +285,70 @@ def test_run_repeats_stopped_between_runs_shows_and_keeps_those_it_ran(
     assert sorted(ResultsStore(db).runs()["run_id"]) == ["r-0", "r-1"]
     said = " ".join(r.stderr.split())
     assert "interrupted by SIGTERM between runs, after 2 of 3; the 2 runs are stored" in said
+
+
+def test_an_interrupted_baseline_the_database_would_not_take_is_not_said_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --nsys` stopped in its baseline run said "stored as interrupted" of a baseline the database
+    would not take (its line, naming the file, came right after)."""
+    from harness.core.records import RunResult
+    from harness.profilers import nsys as nsys_profiler
+    from harness.profilers.nsys import NsysOptions, profile_run
+    from harness.store.results import ResultsStore, UnsavedRun
+
+    error = "interrupted by SIGINT after 1 of 3 measured steps"
+
+    def baseline(config: RunConfig) -> tuple[RunResult, None]:
+        return RunResult("b-1", config, "interrupted", device="cpu", error=error), None
+
+    def refuse(self, result, **how):  # type: ignore[no-untyped-def]
+        raise UnsavedRun(f"run {result.run_id} is not in the results database: locked", tmp_path / "u.json")
+
+    monkeypatch.setattr(nsys_profiler, "run_baseline", baseline)
+    monkeypatch.setattr(ResultsStore, "save", refuse)
+    options = NsysOptions(profile_dir=tmp_path / "profiles")
+    out = profile_run(
+        RunConfig(model="char", device="cpu"), options, store=ResultsStore(f"sqlite:///{tmp_path}/r.db")
+    )
+    assert out.unsaved == ["run b-1 is not in the results database: locked"]
+    assert out.error == f"baseline run b-1 without nsys {error}; not stored (its file is named below)"
+    assert out.exit_code == 130
+
+
+def test_an_interrupted_profiled_run_the_database_would_not_take_is_not_said_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --nsys` and `run --profiler torch` stopped part way said "stored as interrupted" (written before
+    the save) of a run the database would not take."""
+    from harness.core.records import RunResult
+    from harness.execution.nsys import ProfileResult
+    from harness.profilers import nsys as nsys_profiler
+    from harness.profilers import torch as torch_profiler
+    from harness.store.results import ResultsStore, UnsavedRun
+
+    error = "interrupted by SIGTERM after 1 of 3 measured steps"
+
+    def stopped(config: RunConfig, run_id: str, *args, **kwargs) -> RunResult:  # type: ignore[no-untyped-def]
+        return RunResult(run_id, config, "interrupted", device="cpu", error=error)
+
+    def launch(config, options, info, run_id, progress=None):  # type: ignore[no-untyped-def]
+        return stopped(config, run_id), ProfileResult(143, None, None, None, "", interrupted=15), []
+
+    def refuse(self, result, **how):  # type: ignore[no-untyped-def]
+        raise UnsavedRun(f"run {result.run_id} is not in the results database: locked", tmp_path / "u.json")
+
+    monkeypatch.setattr(nsys_profiler, "launch", launch)
+    monkeypatch.setattr(torch_profiler, "run_isolated", stopped)
+    monkeypatch.setattr(ResultsStore, "save", refuse)
+    store = ResultsStore(f"sqlite:///{tmp_path}/r.db")
+    config = RunConfig(model="char", device="cpu")
+    nsys_options = nsys_profiler.NsysOptions(profile_dir=tmp_path / "profiles", baseline=False)
+    torch_options = torch_profiler.TorchOptions(profile_dir=tmp_path / "traces")
+    for out in (
+        nsys_profiler.profile_run(config, nsys_options, store=store),
+        torch_profiler.profile_run(config, torch_options, store=store),
+    ):
+        assert out.unsaved == [f"run {out.run_id} is not in the results database: locked"]
+        assert out.error is not None and "stored as" not in out.error
+        assert out.error.startswith(f"run {out.run_id} {error}; not stored (its file is named below)")

@@ -74,6 +74,22 @@ def save_once(store: ResultsStore, result: RunResult, unsaved: list[str], **how:
             unsaved.append(str(e))
 
 
+def stored_as(result: RunResult, unsaved: list[str]) -> str:
+    """Where a run that ended badly is, in words: stored as its status, or not (the line of `unsaved` that
+    names it, said after, says which file it is in)."""
+    if any(f"run {result.run_id} " in line for line in unsaved):
+        return "not stored (its file is named below)"
+    return f"stored as {result.status}"
+
+
+def said_where(error: str | None, result: RunResult, unsaved: list[str]) -> str | None:
+    """`error` ("…; stored as interrupted…", said before the save) made true once the save is done."""
+    said = f"; stored as {result.status}"
+    if error is None or said not in error:
+        return error
+    return error.replace(said, f"; {stored_as(result, unsaved)}", 1)
+
+
 @contextmanager
 def stored_after(
     store: ResultsStore, result: RunResult, unsaved: list[str], how: dict[str, Any], keep: bool = True

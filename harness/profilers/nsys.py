@@ -24,7 +24,14 @@ from harness.execution.nsys.ranks import profile_ranks
 from harness.execution.worker import read_worker_result, worker_command, write_worker_config
 from harness.profilers import base, capture
 from harness.profilers.base import check_writable, run_baseline
-from harness.profilers.capture import mark_degraded, report_paths, save_once, stored_after
+from harness.profilers.capture import (
+    mark_degraded,
+    report_paths,
+    said_where,
+    save_once,
+    stored_after,
+    stored_as,
+)
 from workloads.names import DECODE
 
 if TYPE_CHECKING:
@@ -169,7 +176,8 @@ def profile_run(
         baseline, _ = run_baseline(config)
         save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, stored once
         if baseline.status == "interrupted":
-            out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; stored as interrupted"
+            kept = stored_as(baseline, out.unsaved)
+            out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; {kept}"
             out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
             return out
     if progress:
@@ -193,6 +201,7 @@ def profile_run(
             result.status = "interrupted"
             out.error = f"run {run_id} {result.error}; stored as interrupted{kept_files(prof)}"
             out.degraded, out.advice = None, None
+    out.error = said_where(out.error, result, out.unsaved)
     return out
 
 

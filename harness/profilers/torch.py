@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core import machine, signals
 from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution.worker import run_isolated
-from harness.profilers.capture import examine_torch_trace, stored_after, trace_complete
+from harness.profilers.capture import examine_torch_trace, said_where, stored_after, trace_complete
 from workloads.names import DECODE
 
 if TYPE_CHECKING:
@@ -105,6 +105,7 @@ def profile_run(
     how = {"profiler": NAME, "artifacts": out.artifacts}
     with stored_after(store, result, out.unsaved, how) as found:  # once, after the trace is read
         after_trace(out, trace, config, options, found, progress)
+    out.error = said_where(out.error, result, out.unsaved)
     return out
 
 
