@@ -352,3 +352,28 @@ def test_an_interrupted_profiled_run_the_database_would_not_take_is_not_said_sto
         assert out.unsaved == [f"run {out.run_id} is not in the results database: locked"]
         assert out.error is not None and "stored as" not in out.error
         assert out.error.startswith(f"run {out.run_id} {error}; not stored (its file is named below)")
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_run_nsys_csv_and_json_name_the_report_and_export(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, fmt: str
+) -> None:
+    """`run --nsys` named its report and export on the table only: csv and json left the files out (the
+    torch profiler's carry its trace as a `files` table)."""
+    from harness.cli.render import render_profiled
+    from harness.execution.nsys import ProfileResult
+    from harness.profilers.nsys import ProfiledRun
+
+    rep, sqlite = tmp_path / "r.nsys-rep", tmp_path / "r.sqlite"
+    prof = ProfileResult(0, rep, sqlite, None, "")
+    render_profiled(ProfiledRun(run_id="r", result=None, profile=prof), fmt)
+    out = capsys.readouterr().out
+    if fmt == "json":
+        import json
+
+        assert json.loads(out)["files"] == [
+            {"kind": "report", "path": str(rep)},
+            {"kind": "export", "path": str(sqlite)},
+        ]
+    else:
+        assert f"# files\nkind,path\nreport,{rep}\nexport,{sqlite}\n" in out

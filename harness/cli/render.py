@@ -157,17 +157,22 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
     if p.result is not None:
         tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
-    files = []
+    kept: list[tuple[str, str]] = []
     if p.profile is not None and p.profile.artifacts:  # one report per rank
-        files = [f"{kind}: {path}" for kind, path in p.profile.artifacts.items()]
+        kept = [(kind, str(path)) for kind, path in p.profile.artifacts.items()]
     elif p.profile is not None:
-        files = [
-            f"{kind}: {path}"
+        kept = [
+            (kind, str(path))
             for kind, path in (("report", p.profile.rep), ("export", p.profile.sqlite))
             if path
         ]
+    files = [f"{kind}: {path}" for kind, path in kept]
     if p.advice is not None and Format(fmt) is not Format.table:
         tables += advice_tables(p.advice)
+    if kept and Format(fmt) is not Format.table:  # the table's notes name them
+        import pandas as pd
+
+        tables.append(("files", pd.DataFrame(kept, columns=["kind", "path"])))
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
     if p.advice is not None and Format(fmt) is Format.table:
