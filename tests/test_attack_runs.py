@@ -377,3 +377,38 @@ def test_run_nsys_csv_and_json_name_the_report_and_export(
         ]
     else:
         assert f"# files\nkind,path\nreport,{rep}\nexport,{sqlite}\n" in out
+
+
+# a worker that ignores Ctrl-C: the second one makes the supervisor kill it
+DEAF = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"
+
+
+def test_a_worker_killed_after_ctrl_c_twice_is_not_blamed_on_the_out_of_memory_killer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C twice kills the worker with SIGKILL; its run said "worker killed by SIGKILL (often the kernel's
+    out-of-memory killer)" and, naming no signal of the user's, ended 130 whichever signal came."""
+    import os
+    import signal
+    import threading
+
+    def deaf(config_path: Path, result_path: Path, entry: str = worker.ENTRY) -> list[str]:
+        return [sys.executable, "-c", DEAF]
+
+    monkeypatch.setattr(worker, "worker_command", deaf)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)) for t in (1.5, 2.5)]
+    try:
+        for t in timers:
+            t.start()
+        result = worker.run_isolated(RunConfig(model="char", warmup=0, steps=1))
+    finally:
+        for t in timers:
+            t.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert result.status == "interrupted"
+    assert "out-of-memory" not in (result.error or "")
+    assert result.error == (
+        "interrupted by SIGINT before the first step; the worker was killed by SIGKILL before it wrote its "
+        "result"
+    )

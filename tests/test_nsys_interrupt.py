@@ -152,7 +152,7 @@ def finished_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker's result as if it had run all its steps under the stand-in nsys (which runs no program)."""
     import harness.profilers.nsys as profiler
 
-    def read(config: Any, run_id: str, *args: Any) -> Any:
+    def read(config: Any, run_id: str, *args: Any, **how: Any) -> Any:
         result = make_result(run_id)
         result.config = config
         return result

@@ -127,12 +127,27 @@ def write_worker_config(
 
 
 def read_worker_result(
-    config: RunConfig, run_id: str, result_path: Path, returncode: int, stderr: str, dropped: int = 0
+    config: RunConfig,
+    run_id: str,
+    result_path: Path,
+    returncode: int,
+    stderr: str,
+    dropped: int = 0,
+    stopped_by: int | None = None,
 ) -> RunResult:
     """The child's RunResult, or an error result saying how the child died, with the steps it logged and
-    the end of its output (`dropped`: bytes of it before `stderr` already left out, said with the rest)."""
+    the end of its output (`dropped`: bytes of it before `stderr` already left out, said with the rest).
+    `stopped_by`: the signal the harness passed on; a child killed after it (Ctrl-C twice, SIGTERM's
+    grace run out) was stopped by the harness: its run is interrupted, by that signal."""
     if result_path.exists() and result_path.stat().st_size:
         return result_from_dict(json.loads(result_path.read_text()))
+    steps = read_steps(result_path)
+    measured = sum(not s.warmup for s in steps)
+    if stopped_by is not None and returncode < 0:
+        when = f"after {measured} measured steps" if steps else "before the first step"
+        why = f"{when}; the worker was killed by {_signal_name(-returncode)} before it wrote its result"
+        error = interrupted(stopped_by, why)
+        return RunResult(run_id=run_id, config=config, status="interrupted", steps=steps, error=error)
     tail, left_out = _output_end(stderr.strip(), dropped)
     if returncode >= 0:
         how = f"exit code {returncode}"
@@ -140,8 +155,6 @@ def read_worker_result(
         how = f"killed by {_signal_name(-returncode)}"
         if -returncode == signal.SIGKILL:
             how += " (often the kernel's out-of-memory killer)"
-    steps = read_steps(result_path)
-    measured = sum(not s.warmup for s in steps)
     kept = f" after {measured} measured steps" if steps else ""
     error = f"worker {how}{kept}" + (f": {tail}" if tail else "")
     if left_out:
@@ -213,7 +226,9 @@ def run_isolated(
         write_worker_config(config, run_id, cfg, profiler)
         watch = StepWatch([res], on_steps) if on_steps else None
         done = supervisor.run(worker_command(cfg, res, entry), cleanup=[Path(tmp)], watch=watch)
-        result = read_worker_result(config, run_id, res, done.returncode, done.stderr, done.dropped)
+        result = read_worker_result(
+            config, run_id, res, done.returncode, done.stderr, done.dropped, done.interrupted
+        )
     if done.interrupted and result.status == "error":
         result.status = "interrupted"
     return result

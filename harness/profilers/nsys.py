@@ -108,7 +108,9 @@ def launch(
             cfg, res = Path(tmp) / "config.json", Path(tmp) / "result.json"
             write_worker_config(config, run_id, cfg)
             prof = nsys.profile(info, opts, worker_command(cfg, res), cleanup=[Path(tmp)], progress=progress)
-            result = read_worker_result(config, run_id, res, prof.returncode, prof.program_tail)
+            result = read_worker_result(
+                config, run_id, res, prof.returncode, prof.program_tail, stopped_by=prof.interrupted
+            )
         if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
             measured = sum(not s.warmup for s in result.steps)
             result.error = signals.interrupted(
