@@ -412,3 +412,23 @@ def test_a_worker_killed_after_ctrl_c_twice_is_not_blamed_on_the_out_of_memory_k
         "interrupted by SIGINT before the first step; the worker was killed by SIGKILL before it wrote its "
         "result"
     )
+
+
+def test_optimize_of_a_misspelt_model_names_the_models(tmp_path: Path) -> None:
+    """`optimize tinny` said only "no run with id 'tinny'": a misspelt model read as a run reference, the
+    models never named (a missing file's line names them)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    from harness.store.results import ResultsStore
+
+    db = f"sqlite:///{tmp_path}/r.db"
+    ResultsStore(db)  # an empty database
+    r = CliRunner().invoke(app, ["optimize", "tinny", "--db", db])
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())
+    assert (
+        "error: no run with id 'tinny'; `harness runs` lists the runs (and it is not one of the models: tiny,"
+        in said
+    )

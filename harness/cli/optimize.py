@@ -26,7 +26,7 @@ from harness.cli.options import (
 from harness.cli.terminal.output import Format, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
-from harness.core.errors import UsageError
+from harness.core.errors import HarnessError, UsageError
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
 from harness.experiments import optimize as opt
@@ -160,7 +160,13 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
         found, notes = opt.export_findings(path)
         source = str(path)
     else:
-        run = results_db.ResultsStore(db, readonly=True).get(target)
+        try:
+            run = results_db.ResultsStore(db, readonly=True).get(target)
+        except HarnessError as e:  # a misspelt model reads as a run reference: name the models too
+            models = ", ".join(MODEL_NAMES)
+            raise HarnessError(
+                f"{e} (and it is not one of the models: {models})", exit_code=e.exit_code
+            ) from None
         found, notes = list((run.advice or {}).get("findings") or []), []
         source = f"run {run.id} ({run.mode})"
         if run.advice is None:
