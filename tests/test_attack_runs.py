@@ -420,7 +420,6 @@ def test_optimize_of_a_misspelt_model_names_the_models(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from harness.cli import app
-
     from harness.store.results import ResultsStore
 
     db = f"sqlite:///{tmp_path}/r.db"
