@@ -193,15 +193,17 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     phases = phase_table(run)
     steps = timers(run).drop(columns="run_id")
     many = steps["rank"].nunique() > 1  # a run across ranks: a row per rank and step
-    index = ["rank", "step", "warmup"] if many else ["step", "warmup"]
+    index = ["rank", "step", "warmup"]
     per_step = (
         steps.pivot_table(index=index, columns="phase", values="duration_ns", sort=False)
         .reset_index()
         .rename(columns=lambda c: f"{c} (ns)" if c not in index else c)
         if len(steps)
-        else steps.drop(columns="rank")
+        else steps[index]
     )
     per_step.columns.name = None
+    if not many:  # rank 0 in every row: csv and json keep the column (one set of columns for every run)
+        per_step.attrs["terminal_drops"] = ["rank"]
     tables = [("run", config)]
     if run.mode != PROGRAM_MODE or len(steps):
         tables += [("phases (measured steps)", phases), ("steps", per_step)]

@@ -1,0 +1,46 @@
+"""The commands that read and manage stored runs, as a new user drives them: show, diff, dashboard."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from test_store import make_result
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.store.results import ResultsStore
+
+
+def _invoke(*args: str) -> object:
+    return CliRunner().invoke(app, list(args))
+
+
+def _csv_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """`show -f csv`'s tables by title (each after a `# title` line, blank lines between)."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    for block in text.strip().split("\n\n"):
+        title, _, body = block.partition("\n")
+        tables[title.removeprefix("# ")] = list(csv.DictReader(io.StringIO(body)))
+    return tables
+
+
+def test_show_csv_and_json_keep_the_rank_column_of_a_one_rank_run(tmp_db: str) -> None:
+    """A script reading the steps of several runs gets one set of columns: a run on one rank has rank 0,
+    as a run across ranks has its ranks; the terminal leaves out the column that says nothing there."""
+    ResultsStore(tmp_db).save(make_result("tiny-one"))
+    shown = _invoke("show", "tiny-one", "--db", tmp_db, "-f", "csv")
+    assert shown.exit_code == 0, shown.output
+    steps = _csv_tables(shown.stdout)["steps"]
+    assert [(r["rank"], r["step"], r["warmup"]) for r in steps] == [
+        ("0", "0", "True"), ("0", "1", "True"), ("0", "2", "False"), ("0", "3", "False"), ("0", "4", "False"),
+    ]  # fmt: skip
+    assert steps[2]["forward (ns)"] == "1000002.0"
+    as_json = _invoke("show", "tiny-one", "--db", tmp_db, "-f", "json")
+    import json
+
+    assert [r["rank"] for r in json.loads(as_json.stdout)["steps"]] == [0, 0, 0, 0, 0]
+    table = _invoke("show", "tiny-one", "--db", tmp_db)
+    lines = table.stdout.splitlines()
+    header = lines[lines.index("steps") : lines.index("steps") + 5]  # its title, border, header lines
+    assert any("warmup" in line for line in header) and not any("rank" in line for line in header)
