@@ -44,3 +44,19 @@ def test_show_csv_and_json_keep_the_rank_column_of_a_one_rank_run(tmp_db: str) -
     lines = table.stdout.splitlines()
     header = lines[lines.index("steps") : lines.index("steps") + 5]  # its title, border, header lines
     assert any("warmup" in line for line in header) and not any("rank" in line for line in header)
+
+
+def test_dashboard_whose_filter_matches_nothing_says_so_not_that_the_database_is_empty(
+    tmp_db: str, tmp_path
+) -> None:
+    ResultsStore(tmp_db).save(make_result("tiny-one"))
+    page = tmp_path / "page.html"
+    shown = _invoke("dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(page), "-f", "json")
+    assert shown.exit_code == 0, shown.output
+    import json
+
+    phases = next(p for p in json.loads(shown.stdout) if p["Panel"] == "phases")
+    assert phases["Title or what is missing"] == (
+        "no runs match --model nosuch (1 run in the results database; `harness runs` lists them)"
+    )
+    assert "no runs in the results database" not in page.read_text()
