@@ -60,3 +60,29 @@ def test_dashboard_whose_filter_matches_nothing_says_so_not_that_the_database_is
         "no runs match --model nosuch (1 run in the results database; `harness runs` lists them)"
     )
     assert "no runs in the results database" not in page.read_text()
+
+
+def test_diff_of_a_run_with_itself_is_refused_not_judged(tmp_db: str) -> None:
+    """`diff -1 -1` (or baseline:main when main is the newest run) compared a run with itself: every Δ 0,
+    a verdict drawn from one set of steps twice, the gate able to pass."""
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    store.save(make_result("tiny-b"))
+    store.tag_baseline("main", "tiny-b")
+    for a, b in (("-1", "-1"), ("baseline:main", "latest"), ("tiny-a,tiny-b", "tiny-b")):
+        shown = _invoke("diff", a, b, "--db", tmp_db, "--gate", "5")
+        assert shown.exit_code == 2, (a, b, shown.output)
+        assert shown.stderr == (
+            "error: run tiny-b is on both sides: a run compared with itself differs by nothing; give "
+            "other runs\n"
+        )
+    assert _invoke("diff", "tiny-a", "tiny-b", "--db", tmp_db).exit_code == 0
+
+
+def test_dashboard_compare_of_a_run_with_itself_is_refused(tmp_db: str, tmp_path) -> None:
+    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    page = tmp_path / "page.html"
+    shown = _invoke("dashboard", "--db", tmp_db, "--compare", "-1,tiny-a", "-o", str(page))
+    assert shown.exit_code == 2, shown.output
+    assert shown.stderr == "error: --compare names run tiny-a twice: give two different runs\n"
+    assert not page.exists()

@@ -166,6 +166,7 @@ def diff_cmd(
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
+    hd.check_apart(side_a, side_b)
     hd.check_gate(gate, side_a, side_b)
     inputs = [
         *side_a.inputs(),

@@ -92,6 +92,19 @@ def resolve(spec: str, store_factory: object) -> Side:
     return _resolve_one(spec, store_factory)
 
 
+def check_apart(a: Side, b: Side) -> None:
+    """HarnessError (exit 2) when a run is on both sides (`diff -1 -1`, a baseline that is the newest
+    run): its steps against themselves give every difference 0 and a gate that passes, judging nothing."""
+    mine = {r.id for r in a.runs}
+    both = [r.id for r in b.runs if r.id in mine]
+    if both:
+        raise HarnessError(
+            f"run {', '.join(both)} {'is' if len(both) == 1 else 'are'} on both sides: a run compared with "
+            "itself differs by nothing; give other runs",
+            exit_code=2,
+        )
+
+
 def _resolve_one(spec: str, store_factory: object) -> Side:
     if spec.startswith(BASELINE_PREFIX):
         name = spec[len(BASELINE_PREFIX) :]
