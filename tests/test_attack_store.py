@@ -86,3 +86,22 @@ def test_dashboard_compare_of_a_run_with_itself_is_refused(tmp_db: str, tmp_path
     assert shown.exit_code == 2, shown.output
     assert shown.stderr == "error: --compare names run tiny-a twice: give two different runs\n"
     assert not page.exists()
+
+
+def test_show_of_a_run_that_ended_early_counts_the_steps_it_measured(tmp_db: str) -> None:
+    """An interrupted run asked for 3 measured steps and measured 1: `measured steps` says 1 (json too),
+    and the steps asked for beside it."""
+    result = make_result("tiny-cut")
+    result.steps = result.steps[:3]  # two warm-up steps, one measured
+    result.status, result.error = "interrupted", "interrupted by SIGINT after 1 of 3 measured steps"
+    ResultsStore(tmp_db).save(result)
+    import json
+
+    shown = _invoke("show", "tiny-cut", "--db", tmp_db, "-f", "json")
+    run = json.loads(shown.stdout)["run"]
+    assert (run["measured steps"], run["steps asked"], run["warmup steps"]) == (1, 3, 2)
+    whole = _invoke("show", "tiny-cut", "--db", tmp_db, "-f", "csv").stdout
+    assert "measured steps,1\n" in whole and "steps asked,3\n" in whole
+    ResultsStore(tmp_db).save(make_result("tiny-whole"))
+    run = json.loads(_invoke("show", "tiny-whole", "--db", tmp_db, "-f", "json").stdout)["run"]
+    assert run["measured steps"] == 3 and "steps asked" not in run
