@@ -105,3 +105,17 @@ def test_show_of_a_run_that_ended_early_counts_the_steps_it_measured(tmp_db: str
     ResultsStore(tmp_db).save(make_result("tiny-whole"))
     run = json.loads(_invoke("show", "tiny-whole", "--db", tmp_db, "-f", "json").stdout)["run"]
     assert run["measured steps"] == 3 and "steps asked" not in run
+
+
+def test_an_ambiguous_prefix_names_the_runs_it_starts(tmp_db: str) -> None:
+    """`show tiny` with two tiny runs said "2 runs with id 'tiny'", as if two runs had that id."""
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    store.save(make_result("tiny-b"))
+    shown = _invoke("show", "tiny", "--db", tmp_db)
+    assert shown.exit_code == 2
+    assert shown.stderr == (
+        "error: 'tiny' is the start of 2 runs' ids (tiny-a, tiny-b): give more of one; `harness runs` lists "
+        "the runs\n"
+    )
+    assert _invoke("show", "tiny-b", "--db", tmp_db).exit_code == 0
