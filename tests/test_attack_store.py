@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 from test_store import make_result
 from typer.testing import CliRunner
@@ -119,3 +120,40 @@ def test_an_ambiguous_prefix_names_the_runs_it_starts(tmp_db: str) -> None:
         "the runs\n"
     )
     assert _invoke("show", "tiny-b", "--db", tmp_db).exit_code == 0
+
+
+def _generate_result(run_id: str) -> object:
+    from harness.core.records import StepRecord
+
+    result = make_result(run_id)
+    result.config.mode = "generate"
+    result.steps = [
+        StepRecord(step=i, warmup=i < 2, phases={"prefill": 500_000 + i, "decode": 9_000_000 + i})
+        for i in range(5)
+    ]
+    return result
+
+
+def test_diff_of_runs_with_no_phase_in_common_gives_no_verdict_row_of_zero_steps(tmp_db: str) -> None:
+    """A train run against a generate run: the verdict table held one `overall (step)` row, 0 steps a side,
+    `inconclusive` for want of a drift measured; the runs share no phase, so there is no verdict at all."""
+    import json
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-train"))
+    store.save(_generate_result("tiny-gen"))
+    shown = _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db, "-f", "json")
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.stdout)
+    assert not any(t.startswith("Phases") for t in doc), doc
+    common = "A (tiny-train) and B (tiny-gen) time no phase in common: their steps are not compared"
+    assert common in doc["notes"]
+    assert not any("no drift between runs measured" in n for n in doc["notes"])
+    table = _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db)
+    assert "overall (step)" not in table.stdout and "inconclusive" not in table.stdout
+    page = tmp_db.removeprefix("sqlite:///") + ".html"
+    assert _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db, "--html", page).exit_code == 0
+    assert "the two runs time no phase in common: no verdict" in Path(page).read_text()
+    gated = _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db, "--gate", "5")
+    assert gated.exit_code == 1
+    assert "time no phase in common: nothing to gate" in gated.stderr

@@ -62,7 +62,7 @@ SideArg = Annotated[
 def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame]]:
 
     out = []
-    if result.verdicts is not None:
+    if result.verdicts:  # none: two traces, or two runs with no phase in common (a note says so)
         out.append(
             (
                 "Phases: B against A (95% CI of the relative difference of means)",

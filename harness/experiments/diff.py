@@ -263,15 +263,17 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
                 result.notes.append(f"{label} {_ended(run)}: its steps are those it measured before")
     if a.run is not None and b.run is not None:
         steps_a, steps_b = side_steps(a), side_steps(b)
-        ids = [r.id for r in (*a.runs, *b.runs)]
-        keys = [_key(r) for r in (*a.runs, *b.runs)]
-        result.drift = stored_drift(store, keys, exclude=ids) if store is not None else {}
-        result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
-        result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
-        serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)
-        if serving:
-            result.verdicts += serving
-            result.notes.append(d.SERVING_NOTE)
+        result.verdicts = []  # no phase in common: no verdict (not one of 0 steps a side, for want of drift)
+        if d.common_phases(steps_a, steps_b):
+            ids = [r.id for r in (*a.runs, *b.runs)]
+            keys = [_key(r) for r in (*a.runs, *b.runs)]
+            result.drift = stored_drift(store, keys, exclude=ids) if store is not None else {}
+            result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
+            result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
+            serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)
+            if serving:
+                result.verdicts += serving
+                result.notes.append(d.SERVING_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
         if (unlike := unlike_configurations(a.run, b.run)) is not None:
             result.notes.append(unlike)
