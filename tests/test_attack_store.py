@@ -157,3 +157,18 @@ def test_diff_of_runs_with_no_phase_in_common_gives_no_verdict_row_of_zero_steps
     gated = _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db, "--gate", "5")
     assert gated.exit_code == 1
     assert "time no phase in common: nothing to gate" in gated.stderr
+
+
+def test_a_database_with_text_that_is_not_utf8_is_called_corrupt(tmp_db: str) -> None:
+    """Flipped bytes in a text cell: SQLite's decoding error was passed on as it came, without saying the
+    database is damaged or what to do."""
+    import sqlite3
+
+    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    path = tmp_db.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE runs SET model = CAST(X'54FF5854' AS TEXT)")
+    shown = _invoke("runs", "--db", tmp_db)
+    assert shown.exit_code == 1
+    assert shown.stderr.startswith(f"error: results database {path} is corrupt (Could not decode to UTF-8")
+    assert shown.stderr.endswith("; restore a copy or pass --db a new file\n")
