@@ -172,3 +172,29 @@ def test_a_database_with_text_that_is_not_utf8_is_called_corrupt(tmp_db: str) ->
     assert shown.exit_code == 1
     assert shown.stderr.startswith(f"error: results database {path} is corrupt (Could not decode to UTF-8")
     assert shown.stderr.endswith("; restore a copy or pass --db a new file\n")
+
+
+def test_dashboard_comparison_draws_no_kernels_from_a_degraded_run() -> None:
+    """A run whose capture failed its health checks keeps its step times, not its export's kernel times:
+    the comparison panel drew its per-kernel differences as if they could be trusted."""
+    import pandas as pd
+
+    from analysis.dashboard.compare import compare_panel
+    from analysis.dashboard.panel import DashboardData
+
+    runs = pd.DataFrame(
+        {
+            "run_id": ["tiny-1", "tiny-2"], "model": "tiny", "mode": "train", "device": "cuda",
+            "precision": "fp32", "compile": False, "status": ["ok", "degraded"], "profiler": "nsys",
+            "nsys_mode": "light", "forward_mean_ns": [1e6, 1.1e6], "backward_mean_ns": [2e6, 1.9e6],
+            "optimizer_mean_ns": [5e5, 5e5],
+        }
+    )  # fmt: skip
+    ka = pd.DataFrame({"Name": ["gemm"], "Total Time (ns)": [1_000_000]})
+    kb = pd.DataFrame({"Name": ["gemm"], "Total Time (ns)": [1_500_000]})
+    panel = compare_panel(DashboardData(runs=runs, compare=("tiny-1", "tiny-2"), compare_kernels=(ka, kb)))
+    assert len(panel.figure.data) == 2  # A's and B's phases; no kernel bars
+    assert (
+        "Per-kernel differences left out: tiny-2 is degraded (a capture that failed its health checks): step "
+        "times stand, kernel times do not." in panel.notes
+    )
