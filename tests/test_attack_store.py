@@ -198,3 +198,29 @@ def test_dashboard_comparison_draws_no_kernels_from_a_degraded_run() -> None:
         "Per-kernel differences left out: tiny-2 is degraded (a capture that failed its health checks): step "
         "times stand, kernel times do not." in panel.notes
     )
+
+
+def test_blocks_of_a_degraded_run_read_from_its_capture_are_said_untrusted(tmp_db: str) -> None:
+    """`harness blocks` of a run whose capture failed its health checks printed the capture's block times
+    with nothing said: a number from a broken capture shown as sound."""
+    import pandas as pd
+
+    result = make_result("tiny-cut")
+    result.config.nvtx_detail = True
+    records = pd.DataFrame(
+        {"step": [2, 3, 4], "layer": [0, 0, 0], "block": "attention", "phase": "forward",
+         "duration_ns": [400_000, 410_000, 420_000], "calls": 1}
+    )  # fmt: skip
+    store = ResultsStore(tmp_db)
+    store.save(result, profiler="nsys", nsys_mode="light", blocks=(records, "nsys"))
+    store.save_advice("tiny-cut", {}, status="degraded", error="the export lost 40% of its events")
+    shown = _invoke("blocks", "tiny-cut", "--db", tmp_db, "-f", "csv")
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "warning: run tiny-cut is degraded (the export lost 40% of its events): these block times are its "
+        "capture's, which failed its health checks; they cannot be trusted" in shown.stderr
+    )
+    assert "attention" in shown.stdout  # still shown, said to be untrusted
+    roof = _invoke("roofline", "tiny-cut", "--db", tmp_db, "-f", "csv")
+    assert roof.exit_code == 0, roof.output
+    assert "warning: run tiny-cut is degraded (the export lost 40% of its events)" in roof.stderr
