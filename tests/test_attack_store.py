@@ -224,3 +224,16 @@ def test_blocks_of_a_degraded_run_read_from_its_capture_are_said_untrusted(tmp_d
     roof = _invoke("roofline", "tiny-cut", "--db", tmp_db, "-f", "csv")
     assert roof.exit_code == 0, roof.output
     assert "warning: run tiny-cut is degraded (the export lost 40% of its events)" in roof.stderr
+
+
+def test_dashboard_of_a_database_without_runs_says_so_not_that_none_match(tmp_db: str, tmp_path) -> None:
+    """A database that holds no run (attention sweeps only): no filter was given, so none can fail to
+    match."""
+    ResultsStore(tmp_db)  # the tables, no run
+    shown = _invoke("dashboard", "--db", tmp_db, "-o", str(tmp_path / "page.html"))
+    assert shown.exit_code == 0, shown.output
+    assert "warning: the results database holds no runs: the page says what is missing" in shown.stderr
+    assert "no runs match" not in shown.stderr
+    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    shown = _invoke("dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(tmp_path / "page.html"))
+    assert "warning: no runs match --model nosuch: the page says what is missing" in shown.stderr
