@@ -237,3 +237,24 @@ def test_dashboard_of_a_database_without_runs_says_so_not_that_none_match(tmp_db
     ResultsStore(tmp_db).save(make_result("tiny-a"))
     shown = _invoke("dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(tmp_path / "page.html"))
     assert "warning: no runs match --model nosuch: the page says what is missing" in shown.stderr
+
+
+def test_baseline_tag_says_the_run_it_moved_from_and_warns_of_a_run_that_did_not_end_ok(tmp_db: str) -> None:
+    """Re-tagging a name moved it without a word (a name typed twice lost its run); a run that did not end
+    ok was tagged as if a gate against it could pass."""
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    cut = make_result("tiny-cut")
+    cut.status, cut.error = "interrupted", "interrupted by SIGINT after 3 of 10 measured steps"
+    store.save(cut)
+    first = _invoke("baseline", "tag", "main", "tiny-a", "--db", tmp_db)
+    assert (first.exit_code, first.stdout, first.stderr) == (0, "baseline:main = tiny-a\n", "")
+    moved = _invoke("baseline", "tag", "main", "tiny-cut", "--db", tmp_db)
+    assert moved.exit_code == 0
+    assert moved.stdout == "baseline:main = tiny-cut (was tiny-a)\n"
+    assert moved.stderr == (
+        "warning: run tiny-cut ended interrupted (interrupted by SIGINT after 3 of 10 measured steps): "
+        "`harness diff baseline:main RUN --gate PCT` refuses to pass against it\n"
+    )
+    again = _invoke("baseline", "tag", "main", "tiny-cut", "--db", tmp_db)
+    assert again.stdout == "baseline:main = tiny-cut\n"  # the same run: nothing moved

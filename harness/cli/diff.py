@@ -242,8 +242,13 @@ def baseline_tag_cmd(
 ) -> None:
     """Name a run as a baseline."""
 
-    run_id = results_db.ResultsStore(db).tag_baseline(name, run)
-    print(f"baseline:{name} = {run_id}")
+    tagged, was = results_db.ResultsStore(db).tag_baseline(name, run)
+    print(f"baseline:{name} = {tagged.id}" + (f" (was {was})" if was else ""))
+    if tagged.status != "ok":
+        warn(
+            f"run {tagged.id} {hd.ended(tagged)}: `harness diff baseline:{name} RUN --gate PCT` refuses to "
+            "pass against it"
+        )
 
 
 @baseline_app.command("list")

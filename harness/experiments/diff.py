@@ -260,7 +260,7 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
                     "times stand, the tables drawn from its capture do not"
                 )
             elif run.status != "ok":
-                result.notes.append(f"{label} {_ended(run)}: its steps are those it measured before")
+                result.notes.append(f"{label} {ended(run)}: its steps are those it measured before")
     if a.run is not None and b.run is not None:
         steps_a, steps_b = side_steps(a), side_steps(b)
         result.verdicts = []  # no phase in common: no verdict (not one of 0 steps a side, for want of drift)
@@ -324,7 +324,7 @@ def check_gate(gate: float | None, a: Side, b: Side) -> None:
         raise UsageError("--gate needs two runs or two exports (a run and an export give no verdict)")
 
 
-def _ended(run: Run) -> str:
+def ended(run: Run) -> str:
     """How a run that did not end ok ended, in words: "ended oom (CUDA out of memory)"."""
     return f"ended {run.status}" + (f" ({run.error})" if run.error else "")
 
@@ -351,8 +351,7 @@ def gate_refusal(result: DiffResult) -> str | None:
                 )
             if run.status != "ok":
                 return (
-                    f"gate: {label} {_ended(run)}: a gate passes only between runs that ended ok; run it "
-                    "again"
+                    f"gate: {label} {ended(run)}: a gate passes only between runs that ended ok; run it again"
                 )
     if result.verdicts is not None and all(v.phase == STEP_SUM for v in result.verdicts):
         return f"gate: {result.a.label} and {result.b.label} time no phase in common: nothing to gate"
