@@ -258,3 +258,13 @@ def test_baseline_tag_says_the_run_it_moved_from_and_warns_of_a_run_that_did_not
     )
     again = _invoke("baseline", "tag", "main", "tiny-cut", "--db", tmp_db)
     assert again.stdout == "baseline:main = tiny-cut\n"  # the same run: nothing moved
+
+
+def test_baseline_list_without_baselines_says_how_to_make_one(tmp_db: str) -> None:
+    """An empty table with a title said nothing of why it was empty (`runs` says so in a note)."""
+    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    shown = _invoke("baseline", "list", "--db", tmp_db)
+    assert (shown.exit_code, shown.stdout) == (0, "")
+    assert shown.stderr == "note: no baselines yet: `harness baseline tag NAME RUN` names a run\n"
+    as_json = _invoke("baseline", "list", "--db", tmp_db, "-f", "json")
+    assert as_json.stdout.strip() == "[]"  # scripts get the empty list

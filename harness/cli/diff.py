@@ -259,6 +259,9 @@ def baseline_list_cmd(
     """The named baselines."""
 
     df = results_db.ResultsStore(db, readonly=True).baselines()
+    if df.empty and fmt is DiffFormat.table:  # for people, why it is empty; scripts get the empty table
+        note("no baselines yet: `harness baseline tag NAME RUN` names a run")
+        return
     if fmt is DiffFormat.markdown:
         sys.stdout.write(markdown_table(df))
     else:
