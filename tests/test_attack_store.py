@@ -268,3 +268,20 @@ def test_baseline_list_without_baselines_says_how_to_make_one(tmp_db: str) -> No
     assert shown.stderr == "note: no baselines yet: `harness baseline tag NAME RUN` names a run\n"
     as_json = _invoke("baseline", "list", "--db", tmp_db, "-f", "json")
     assert as_json.stdout.strip() == "[]"  # scripts get the empty list
+
+
+def test_diff_refuses_a_side_of_runs_of_different_configurations(tmp_db: str) -> None:
+    """`diff tiny-a,small-b tiny-c,tiny-d` averaged a tiny and a small run into Mean A, with no word that
+    the side mixed configurations (the one-run-a-side note compares A's first run with B's only)."""
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    store.save(make_result("small-b", model="small", fwd=3_000_000))
+    store.save(make_result("tiny-c"))
+    store.save(make_result("tiny-d"))
+    shown = _invoke("diff", "tiny-a,small-b", "tiny-c,tiny-d", "--db", tmp_db)
+    assert shown.exit_code == 2, shown.output
+    assert shown.stderr == (
+        "error: 'tiny-a,small-b': the runs of a side are of one configuration; small-b differs from tiny-a "
+        "in model tiny → small\n"
+    )
+    assert _invoke("diff", "tiny-a,tiny-c", "tiny-d", "--db", tmp_db).exit_code == 0

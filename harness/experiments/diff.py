@@ -88,6 +88,12 @@ def resolve(spec: str, store_factory: object) -> Side:
         if any(side.run is None for side in sides):
             raise UsageError(f"{spec!r}: several a side are runs, not exports or traces")
         runs = list({side.run.id: side.run for side in sides if side.run is not None}.values())
+        for other in runs[1:]:  # their steps are pooled as one configuration's: a mixed side is no sample
+            if differ := config_differences(runs[0], other):
+                raise UsageError(
+                    f"{spec!r}: the runs of a side are of one configuration; {other.id} differs from "
+                    f"{runs[0].id} in {', '.join(differ)}"
+                )
         return Side(",".join(r.id for r in runs), run=runs[0], runs=runs)
     return _resolve_one(spec, store_factory)
 
@@ -190,6 +196,14 @@ def unlike_configurations(a: Run, b: Run) -> str | None:
     """What differs between the configurations of A and B that their times depend on (a setting, the
     profiler, the device), in words; None when nothing does. A difference found is the change compared, or
     a comparison of unlike runs: either way the user is told what it is."""
+    differ = config_differences(a, b)
+    if not differ:
+        return None
+    return f"A and B are not the same configuration: {', '.join(differ)}; their times differ by that too"
+
+
+def config_differences(a: Run, b: Run) -> list[str]:
+    """Each setting their times depend on that differs from run `a` to run `b`: `model tiny → small`."""
 
     def said(run: Run) -> dict[str, object]:
         left_out = NOT_TIMED if a.mode == b.mode == "generate" else NOT_TIMED | GENERATE_ONLY
@@ -200,11 +214,8 @@ def unlike_configurations(a: Run, b: Run) -> str | None:
         return config
 
     ca, cb = said(a), said(b)
-    differ = [f"{k.replace('_', ' ')} {ca.get(k)} → {cb.get(k)}" for k in dict.fromkeys([*ca, *cb])
-              if ca.get(k) != cb.get(k)]  # fmt: skip
-    if not differ:
-        return None
-    return f"A and B are not the same configuration: {', '.join(differ)}; their times differ by that too"
+    return [f"{k.replace('_', ' ')} {ca.get(k)} → {cb.get(k)}" for k in dict.fromkeys([*ca, *cb])
+            if ca.get(k) != cb.get(k)]  # fmt: skip
 
 
 def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
