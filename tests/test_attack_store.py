@@ -77,6 +77,8 @@ def test_diff_of_a_run_with_itself_is_refused_not_judged(tmp_db: str) -> None:
             "error: run tiny-b is on both sides: a run compared with itself differs by nothing; give "
             "other runs\n"
         )
+    both = _invoke("diff", "tiny-a,tiny-b", "tiny-b,tiny-a", "--db", tmp_db)
+    assert both.exit_code == 2 and both.stderr.startswith("error: runs tiny-b, tiny-a are on both sides: ")
     assert _invoke("diff", "tiny-a", "tiny-b", "--db", tmp_db).exit_code == 0
 
 

@@ -105,8 +105,8 @@ def check_apart(a: Side, b: Side) -> None:
     both = [r.id for r in b.runs if r.id in mine]
     if both:
         raise HarnessError(
-            f"run {', '.join(both)} {'is' if len(both) == 1 else 'are'} on both sides: a run compared with "
-            "itself differs by nothing; give other runs",
+            f"{'run' if len(both) == 1 else 'runs'} {', '.join(both)} {'is' if len(both) == 1 else 'are'} on "
+            "both sides: a run compared with itself differs by nothing; give other runs",
             exit_code=2,
         )
 
