@@ -287,3 +287,16 @@ def test_diff_refuses_a_side_of_runs_of_different_configurations(tmp_db: str) ->
         "in model tiny → small\n"
     )
     assert _invoke("diff", "tiny-a,tiny-c", "tiny-d", "--db", tmp_db).exit_code == 0
+
+
+def test_compare_compile_whose_filter_matches_no_run_says_so(tmp_db: str) -> None:
+    """`compare-compile --model nosuch` said to run the eager and compiled runs of tiny, as if there were
+    runs of nosuch without a compiled one."""
+    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    shown = _invoke("compare-compile", "--model", "nosuch", "--db", tmp_db)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stderr == (
+        "note: no run matches --model nosuch (1 run in the results database; `harness runs` lists them)\n"
+    )
+    shown = _invoke("compare-compile", "--model", "tiny", "--db", tmp_db)
+    assert "`harness run tiny --device cpu --compile`" in shown.stderr
