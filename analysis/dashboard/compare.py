@@ -159,10 +159,20 @@ def compare_panel(data: DashboardData) -> Panel:
     if phases.empty:
         return Panel(missing=f"runs {a} and {b} have no phase in common to compare")
     ka, kb = data.compare_kernels
+    status = data.runs.set_index("run_id")["status"] if "status" in data.runs else pd.Series(dtype=object)
+    degraded = [r for r in pair if status.get(r) == "degraded"]
+    if degraded:  # kernel times are its capture's, which failed its health checks
+        ka = kb = None
     kernels = (
         kernel_diff(ka, kb) if ka is not None and kb is not None and not ka.empty and not kb.empty else None
     )
     notes = [f"A = {a}, B = {b}; pick others with --compare A,B."]
+    if degraded:
+        notes.append(
+            f"Per-kernel differences left out: {' and '.join(degraded)} "
+            f"{'is' if len(degraded) == 1 else 'are'} degraded (a capture that failed its health checks): "
+            "step times stand, kernel times do not."
+        )
     made = {r: _made_with(data.runs, r) for r in pair}
     if made[a] != made[b]:
         notes.insert(
@@ -171,7 +181,7 @@ def compare_panel(data: DashboardData) -> Panel:
             "well as any real change; compare runs made the same way (`harness overhead` measures the "
             "overhead itself).",
         )
-    if kernels is None:
+    if kernels is None and not degraded:
         notes.append(
             "Per-kernel differences need both runs profiled with kernels (`harness run … --nsys` on CUDA)."
         )

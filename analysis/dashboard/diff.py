@@ -146,11 +146,12 @@ def verdict_panel(verdicts: pd.DataFrame | None, gate_pct: float | None = None) 
     run."""
     title = "Phases: B against A (95% CI of the relative difference of means)"
     if verdicts is None or verdicts.empty:
-        return Panel(
-            key="verdicts",
-            title=title,
-            missing="verdicts need two runs (their per-step timings); here a side is an export or trace",
+        missing = (
+            "verdicts need two runs (their per-step timings); here a side is an export or trace"
+            if verdicts is None
+            else "the two runs time no phase in common: no verdict"
         )
+        return Panel(key="verdicts", title=title, missing=missing)
     notes = [f"{r['Phase']}: {r['Verdict']}, {r['Detail']}" for _, r in verdicts.iterrows()]
     return Panel(key="verdicts", title=title, figure=verdict_figure(verdicts, gate_pct), notes=notes)
 

@@ -56,6 +56,7 @@ class DashboardData:
     """Everything the panels read. Runs, steps and agreement have the results store's columns."""
 
     runs: pd.DataFrame = field(default_factory=empty_runs)
+    unmatched: str | None = None  # the filters matched no run of those stored: what they were, in words
     steps: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["run_id", "step", "phase", "duration_ns", "warmup"])
     )

@@ -191,6 +191,8 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
 def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str, *, log: bool = False) -> Panel:
     table = phase_means(data.runs, modes)
     if table.empty:
+        if missing == NO_RUNS and data.unmatched:
+            return Panel(missing=data.unmatched)
         if missing == NO_RUNS and len(data.runs) and not phase_means(data.runs, INFERENCE_MODES).empty:
             return Panel(missing=NO_TRAINING)
         return Panel(missing=missing)

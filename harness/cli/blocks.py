@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, warn
 from harness.cli.terminal.output import Format, emit
 from harness.experiments import run_tables
 from harness.store import results as results_db
@@ -35,6 +35,8 @@ def blocks_cmd(
 
     store = results_db.ResultsStore(db, readonly=True)
     report = run_tables.block_report(store, run, by_layer=by_layer)
+    if report.warning:  # first: the table is read knowing it
+        warn(report.warning)
     table = report.table
     if fmt is not Format.table:
         table = table.assign(source=report.source)

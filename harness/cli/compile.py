@@ -37,9 +37,18 @@ def compare_compile_cmd(
     store = results_db.ResultsStore(db, readonly=True)
     table = compiled.compile_table(store, model=model, device=device, baseline=baseline)
     if table.empty and format is Format.table:
+        given = " ".join(f"--{k} {v}" for k, v in (("model", model), ("device", device)) if v)
+        if given and not len(store.runs(model=model, device=device)):
+            have = store.count_runs()
+            note(
+                f"no run matches {given} ({have} run{'s' * (have != 1)} in the results database; "
+                "`harness runs` lists them)"
+            )
+            return
+        run = f"harness run {model or 'tiny'} --device {device or 'cpu'}"
         note(
             "no configuration has both an eager and a compiled run without a profiler: run it twice, e.g. "
-            "`harness run tiny --device cpu` and `harness run tiny --device cpu --compile`"
+            f"`{run}` and `{run} --compile`"
         )
         return
     notes = table.attrs.get("notes", [])

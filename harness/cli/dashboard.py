@@ -107,9 +107,14 @@ def dashboard_cmd(
         store = results_db.ResultsStore(db, readonly=True)
         ids = [store.get(r).id for r in _ids(runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
+        if pair_ids and pair_ids[0] == pair_ids[1]:
+            raise UsageError(f"--compare names run {pair_ids[0]} twice: give two different runs")
         page, held = pages.runs_dashboard(store, out, ids=ids, last=last, model=model, compare=pair_ids)
-        if not held:
-            warn("no runs match: the page says what is missing; `harness runs` lists the runs")
+        given = " ".join(f"--{k} {v}" for k, v in (("runs", runs), ("last", last), ("model", model)) if v)
+        if not held and given:
+            warn(f"no runs match {given}: the page says what is missing; `harness runs` lists the runs")
+        elif not held:
+            warn("the results database holds no runs: the page says what is missing")
     for line in page.notes:
         note(line)
     for panel in page.panels:

@@ -62,7 +62,7 @@ SideArg = Annotated[
 def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame]]:
 
     out = []
-    if result.verdicts is not None:
+    if result.verdicts:  # none: two traces, or two runs with no phase in common (a note says so)
         out.append(
             (
                 "Phases: B against A (95% CI of the relative difference of means)",
@@ -166,6 +166,7 @@ def diff_cmd(
         return stores[0]
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
+    hd.check_apart(side_a, side_b)
     hd.check_gate(gate, side_a, side_b)
     inputs = [
         *side_a.inputs(),
@@ -241,8 +242,13 @@ def baseline_tag_cmd(
 ) -> None:
     """Name a run as a baseline."""
 
-    run_id = results_db.ResultsStore(db).tag_baseline(name, run)
-    print(f"baseline:{name} = {run_id}")
+    tagged, was = results_db.ResultsStore(db).tag_baseline(name, run)
+    print(f"baseline:{name} = {tagged.id}" + (f" (was {was})" if was else ""))
+    if tagged.status != "ok":
+        warn(
+            f"run {tagged.id} {hd.ended(tagged)}: `harness diff baseline:{name} RUN --gate PCT` refuses to "
+            "pass against it"
+        )
 
 
 @baseline_app.command("list")
@@ -253,6 +259,9 @@ def baseline_list_cmd(
     """The named baselines."""
 
     df = results_db.ResultsStore(db, readonly=True).baselines()
+    if df.empty and fmt is DiffFormat.table:  # for people, why it is empty; scripts get the empty table
+        note("no baselines yet: `harness baseline tag NAME RUN` names a run")
+        return
     if fmt is DiffFormat.markdown:
         sys.stdout.write(markdown_table(df))
     else:

@@ -18,6 +18,7 @@ from harness.cli.common import (
     note,
     output_file,
     refuse_inputs,
+    warn,
 )
 from harness.cli.options import (
     Attention,
@@ -93,6 +94,8 @@ def roofline_cmd(
     store = results_db.ResultsStore(db, readonly=True) if run is not None else None
     if run is not None:
         report = roofline.run_report(store, run, gpu=gpu, measure=measure)
+        if report.warning:  # first: the tables are read knowing it
+            warn(report.warning)
     else:
         report = roofline.analytic_report(
             model, batch_size=batch_size, context_length=context_length, precision=precision.value,

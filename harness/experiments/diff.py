@@ -88,8 +88,27 @@ def resolve(spec: str, store_factory: object) -> Side:
         if any(side.run is None for side in sides):
             raise UsageError(f"{spec!r}: several a side are runs, not exports or traces")
         runs = list({side.run.id: side.run for side in sides if side.run is not None}.values())
+        for other in runs[1:]:  # their steps are pooled as one configuration's: a mixed side is no sample
+            if differ := config_differences(runs[0], other):
+                raise UsageError(
+                    f"{spec!r}: the runs of a side are of one configuration; {other.id} differs from "
+                    f"{runs[0].id} in {', '.join(differ)}"
+                )
         return Side(",".join(r.id for r in runs), run=runs[0], runs=runs)
     return _resolve_one(spec, store_factory)
+
+
+def check_apart(a: Side, b: Side) -> None:
+    """HarnessError (exit 2) when a run is on both sides (`diff -1 -1`, a baseline that is the newest
+    run): its steps against themselves give every difference 0 and a gate that passes, judging nothing."""
+    mine = {r.id for r in a.runs}
+    both = [r.id for r in b.runs if r.id in mine]
+    if both:
+        raise HarnessError(
+            f"{'run' if len(both) == 1 else 'runs'} {', '.join(both)} {'is' if len(both) == 1 else 'are'} on "
+            "both sides: a run compared with itself differs by nothing; give other runs",
+            exit_code=2,
+        )
 
 
 def _resolve_one(spec: str, store_factory: object) -> Side:
@@ -177,6 +196,14 @@ def unlike_configurations(a: Run, b: Run) -> str | None:
     """What differs between the configurations of A and B that their times depend on (a setting, the
     profiler, the device), in words; None when nothing does. A difference found is the change compared, or
     a comparison of unlike runs: either way the user is told what it is."""
+    differ = config_differences(a, b)
+    if not differ:
+        return None
+    return f"A and B are not the same configuration: {', '.join(differ)}; their times differ by that too"
+
+
+def config_differences(a: Run, b: Run) -> list[str]:
+    """Each setting their times depend on that differs from run `a` to run `b`: `model tiny → small`."""
 
     def said(run: Run) -> dict[str, object]:
         left_out = NOT_TIMED if a.mode == b.mode == "generate" else NOT_TIMED | GENERATE_ONLY
@@ -187,11 +214,8 @@ def unlike_configurations(a: Run, b: Run) -> str | None:
         return config
 
     ca, cb = said(a), said(b)
-    differ = [f"{k.replace('_', ' ')} {ca.get(k)} → {cb.get(k)}" for k in dict.fromkeys([*ca, *cb])
-              if ca.get(k) != cb.get(k)]  # fmt: skip
-    if not differ:
-        return None
-    return f"A and B are not the same configuration: {', '.join(differ)}; their times differ by that too"
+    return [f"{k.replace('_', ' ')} {ca.get(k)} → {cb.get(k)}" for k in dict.fromkeys([*ca, *cb])
+            if ca.get(k) != cb.get(k)]  # fmt: skip
 
 
 def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
@@ -247,18 +271,20 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
                     "times stand, the tables drawn from its capture do not"
                 )
             elif run.status != "ok":
-                result.notes.append(f"{label} {_ended(run)}: its steps are those it measured before")
+                result.notes.append(f"{label} {ended(run)}: its steps are those it measured before")
     if a.run is not None and b.run is not None:
         steps_a, steps_b = side_steps(a), side_steps(b)
-        ids = [r.id for r in (*a.runs, *b.runs)]
-        keys = [_key(r) for r in (*a.runs, *b.runs)]
-        result.drift = stored_drift(store, keys, exclude=ids) if store is not None else {}
-        result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
-        result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
-        serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)
-        if serving:
-            result.verdicts += serving
-            result.notes.append(d.SERVING_NOTE)
+        result.verdicts = []  # no phase in common: no verdict (not one of 0 steps a side, for want of drift)
+        if d.common_phases(steps_a, steps_b):
+            ids = [r.id for r in (*a.runs, *b.runs)]
+            keys = [_key(r) for r in (*a.runs, *b.runs)]
+            result.drift = stored_drift(store, keys, exclude=ids) if store is not None else {}
+            result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
+            result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
+            serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)
+            if serving:
+                result.verdicts += serving
+                result.notes.append(d.SERVING_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
         if (unlike := unlike_configurations(a.run, b.run)) is not None:
             result.notes.append(unlike)
@@ -309,7 +335,7 @@ def check_gate(gate: float | None, a: Side, b: Side) -> None:
         raise UsageError("--gate needs two runs or two exports (a run and an export give no verdict)")
 
 
-def _ended(run: Run) -> str:
+def ended(run: Run) -> str:
     """How a run that did not end ok ended, in words: "ended oom (CUDA out of memory)"."""
     return f"ended {run.status}" + (f" ({run.error})" if run.error else "")
 
@@ -336,8 +362,7 @@ def gate_refusal(result: DiffResult) -> str | None:
                 )
             if run.status != "ok":
                 return (
-                    f"gate: {label} {_ended(run)}: a gate passes only between runs that ended ok; run it "
-                    "again"
+                    f"gate: {label} {ended(run)}: a gate passes only between runs that ended ok; run it again"
                 )
     if result.verdicts is not None and all(v.phase == STEP_SUM for v in result.verdicts):
         return f"gate: {result.a.label} and {result.b.label} time no phase in common: nothing to gate"

@@ -30,7 +30,7 @@ from analysis.views.blocks import subblock_times
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import RunConfig, phases_for
-from harness.experiments.run_tables import block_records_of
+from harness.experiments.run_tables import block_records_of, untrusted_blocks
 from harness.store.blocks import resolve
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class RooflineReport:
     device_name: str = ""
     source: str | None = None  # where the sub-block times come from (workloads.names BLOCK_*), None: none
     phase_ns: dict[str, float] = field(default_factory=dict)  # each phase's mean over the measured steps
+    warning: str | None = None  # why the sub-block times cannot be trusted (a degraded run's capture)
     new_tokens: int | None = None  # generate: the tokens decoded after the prompt (context_length)
 
     def roofs_frame(self) -> pd.DataFrame:
@@ -286,6 +287,7 @@ def run_report(
     times = None
     if found is not None:
         report.source = found.source
+        report.warning = untrusted_blocks(run, found.source)
         times = subblock_times(found.records, found.steps)
         if "optimizer" in report.phase_ns:  # the optimizer phase is the AdamW update, nothing else
             times.loc[len(times)] = ("optimizer", "optimizer", report.phase_ns["optimizer"])

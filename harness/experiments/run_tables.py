@@ -287,6 +287,7 @@ class BlockReport:
     phase_ns: dict[str, float]  # each phase's mean over those steps
     table: pd.DataFrame  # analysis.views.blocks.block_table
     notes: list[str] = field(default_factory=list)
+    warning: str | None = None  # why the block times cannot be trusted (a degraded run's capture)
 
     @property
     def title(self) -> str:
@@ -346,7 +347,18 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
         raise HarnessError(f"run {run.id} has no measured steps")
     table = block_table(records, phase_ns, steps=steps, by_layer=by_layer)
     notes += _notes(run, source, set(records["block"]))
-    return BlockReport(run, source, steps, records, phase_ns, table, notes)
+    return BlockReport(run, source, steps, records, phase_ns, table, notes, untrusted_blocks(run, source))
+
+
+def untrusted_blocks(run: Run, source: str) -> str | None:
+    """Why a degraded run's block times cannot be trusted where they are its capture's (its timers' stand)."""
+    if run.status != "degraded" or source == BLOCK_TIMERS:
+        return None
+    why = run.error or "its capture failed its health checks"
+    return (
+        f"run {run.id} is degraded ({why}): these block times are its capture's, which failed its health "
+        "checks; they cannot be trusted"
+    )
 
 
 def _notes(run: Run, source: str, blocks: set[str]) -> list[str]:

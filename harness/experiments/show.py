@@ -14,6 +14,7 @@ from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
 from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
+from workloads.names import MEASURED_STATUSES
 from workloads.plants.catalogue import KNOBS, Knobs
 
 if TYPE_CHECKING:
@@ -144,6 +145,15 @@ def _program(run: Run) -> dict[str, object]:
     return {"command": shlex.join(summary["command"]), "exit code": summary.get("exit_code")}
 
 
+def _measured(run: Run) -> dict[str, object]:
+    """The measured steps the run holds; the steps asked for beside them where it ended short of those (a
+    run interrupted, out of memory): its configuration's count is not what its tables are drawn from."""
+    measured = len({t.step for t in run.step_timings if not t.warmup})
+    if run.status in MEASURED_STATUSES or measured == run.steps or run.mode == PROGRAM_MODE:
+        return {"measured steps": run.steps}
+    return {"measured steps": measured, "steps asked": run.steps}
+
+
 def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.DataFrame]]:
     """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of). A
     program's run (`profile -- CMD`) has no steps: no phase or step table, its command instead."""
@@ -166,7 +176,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "batch size": run.batch_size,
         "context length": run.context_length,
         "warmup steps": run.warmup,
-        "measured steps": run.steps,
+        **_measured(run),
         "parameters": run.params,
         "tokens/s": run.tokens_per_s,
         "achieved TFLOP/s": run.achieved_flops / 1e12 if run.achieved_flops else None,
@@ -193,15 +203,17 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     phases = phase_table(run)
     steps = timers(run).drop(columns="run_id")
     many = steps["rank"].nunique() > 1  # a run across ranks: a row per rank and step
-    index = ["rank", "step", "warmup"] if many else ["step", "warmup"]
+    index = ["rank", "step", "warmup"]
     per_step = (
         steps.pivot_table(index=index, columns="phase", values="duration_ns", sort=False)
         .reset_index()
         .rename(columns=lambda c: f"{c} (ns)" if c not in index else c)
         if len(steps)
-        else steps.drop(columns="rank")
+        else steps[index]
     )
     per_step.columns.name = None
+    if not many:  # rank 0 in every row: csv and json keep the column (one set of columns for every run)
+        per_step.attrs["terminal_drops"] = ["rank"]
     tables = [("run", config)]
     if run.mode != PROGRAM_MODE or len(steps):
         tables += [("phases (measured steps)", phases), ("steps", per_step)]

@@ -24,21 +24,23 @@ from harness.store.database import Database
 class BaselinesPart(Database):
     # --- named baselines -------------------------------------------------------------------------------
 
-    def tag_baseline(self, name: str, run_id: str) -> str:
-        """Tag run `run_id` (or a unique prefix) as baseline `name`, replacing an older tag; the full id."""
+    def tag_baseline(self, name: str, run_id: str) -> tuple[Run, str | None]:
+        """Tag run `run_id` (or a unique prefix) as baseline `name`, replacing an older tag: the run, and
+        the id of the run the name was moved from (None: a new name, or the same run again)."""
         check_baseline_name(name)
         run = self.get(run_id)
 
-        def write() -> None:
+        def write() -> str | None:
             with Session(self.engine) as session, session.begin():
                 row = session.get(Baseline, name)
                 if row is None:
                     session.add(Baseline(name=name, run_id=run.id, created_at=datetime.now(UTC)))
-                else:
-                    row.run_id, row.created_at = run.id, datetime.now(UTC)
+                    return None
+                was = row.run_id if row.run_id != run.id else None
+                row.run_id, row.created_at = run.id, datetime.now(UTC)
+                return was
 
-        self._guard(write)
-        return run.id
+        return run, self._guard(write)
 
     def get_baseline(self, name: str) -> Run:
         """The run tagged `name`."""

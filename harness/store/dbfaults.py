@@ -77,7 +77,7 @@ def explain(error: SQLAlchemyError, where: str, timeout: float) -> HarnessError:
         )
     if "file is not a database" in text:
         return HarnessError(f"{where} is not a SQLite database; pass --db a results database or a new file")
-    if "malformed" in text or "corrupt" in text:
+    if "malformed" in text or "corrupt" in text or "could not decode" in text:  # flipped bytes in a cell
         return HarnessError(
             f"results database {where} is corrupt ({reason}); restore a copy or pass --db a new file"
         )

@@ -325,11 +325,19 @@ class RunsPart(Database):
                 )
             if run is None:
                 # accept a unique prefix, like git does for commits
-                matches = session.scalars(select(Run).where(Run.id.startswith(run_id, autoescape=True))).all()
-                if len(matches) != 1:
-                    what = "no run" if not matches else f"{len(matches)} runs"
+                matches = session.scalars(
+                    select(Run).where(Run.id.startswith(run_id, autoescape=True)).order_by(Run.created_at)
+                ).all()
+                if not matches:
                     raise HarnessError(
-                        f"{what} with id {run_id!r}; `harness runs` lists the runs", exit_code=2
+                        f"no run with id {run_id!r}; `harness runs` lists the runs", exit_code=2
+                    )
+                if len(matches) > 1:
+                    ids = ", ".join(r.id for r in matches[:3]) + (", …" if len(matches) > 3 else "")
+                    raise HarnessError(
+                        f"{run_id!r} is the start of {len(matches)} runs' ids ({ids}): give more of one; "
+                        "`harness runs` lists the runs",
+                        exit_code=2,
                     )
                 run = matches[0]
             run.step_timings  # noqa: B018  (load before the session closes)
