@@ -356,3 +356,23 @@ def test_a_rank_killed_by_a_signal_is_named_before_the_ranks_its_death_broke(tmp
     exited.timestamp = ended.timestamp
     assert _first(ChildFailedError("worker", {0: ended, 1: exited})) == 1  # its exit code is the cause
     assert _first(ChildFailedError("worker", {0: ended})) == 0  # a SIGTERM from outside, nothing else
+
+
+def test_a_straggler_that_computes_less_than_the_others_is_not_said_to_compute_more() -> None:
+    """Rank 0 computes 20 ms less per step than rank 1 but waits 40 ms less in the all-reduce: it arrives
+    last, and the note says it computes less, not "-20 ms more"."""
+    rows = [
+        (rank, phase, step, ns)
+        for step in (1, 2)
+        for rank, phases in (
+            (0, {"forward": 10 * MS, "allreduce": 0}),
+            (1, {"forward": 30 * MS, "allreduce": 40 * MS}),
+        )
+        for phase, ns in phases.items()
+    ]
+    table = straggler_table(pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"]))
+    assert table["Straggler"].tolist() == ["rank 0", "-"]
+    assert straggler_note(table) == (
+        "straggler: rank 0 computes 20.000 ms less per step than the others yet arrives last at the "
+        "all-reduce: the others wait 40.000 ms per step there beyond its own wait"
+    )

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from analysis.advice.findings import Finding
 from analysis.advice.health import FAIL, OK, WARN, Health, capture_health, overhead_in_phases
 from analysis.advice.record import advice_record, health_line, summary_lines
-from analysis.advice.run_checks import RunFacts, run_checks
+from analysis.advice.run_checks import Overhead, RunFacts, run_checks
 from analysis.compare.agreement import agreement_table, pair_ranges
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.trace.opening import open_trace
@@ -301,3 +301,12 @@ def test_run_nsys_json_and_csv_carry_health_and_findings(capsys) -> None:
     out = capsys.readouterr()
     assert "# findings\nRule,Time at stake (ns),Where,Evidence,Fix,Data\nhost-sync,79000," in out.out
     assert "health:" not in out.err  # the one-line forms are for people (table format)
+
+
+def test_profiler_overhead_of_one_step_a_side_says_it_has_no_interval() -> None:
+    """One measured step a side gives no interval: the check says so, not "95% CI +nan% to +nan%"."""
+    nan = float("nan")
+    o = Overhead("nsys full", 30.0, nan, nan, "baseline run tiny-base")
+    status, evidence = checks(RunFacts(overhead=o))["profiler overhead"]
+    assert status == FAIL and "nan" not in evidence
+    assert evidence.startswith("nsys full adds +30.0% to the step (no 95% CI: too few measured steps)")

@@ -28,6 +28,7 @@ Thresholds:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -108,7 +109,11 @@ def _overhead(o: Overhead | None) -> Check:
     name = "profiler overhead"
     if o is None:
         return Check(name, OK, "no baseline run without the profiler: no overhead figure")
-    ci = f"95% CI {o.ci_low_pct:+.1f}% to {o.ci_high_pct:+.1f}%"
+    ci = (
+        f"95% CI {o.ci_low_pct:+.1f}% to {o.ci_high_pct:+.1f}%"
+        if math.isfinite(o.ci_low_pct) and math.isfinite(o.ci_high_pct)
+        else "no 95% CI: too few measured steps"
+    )
     evidence = f"{o.profiler} adds {o.effect_pct:+.1f}% to the step ({ci}) against {o.baseline}" + (
         f", {o.runs} runs" if o.runs > 1 else ", one run each"
     )

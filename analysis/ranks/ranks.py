@@ -344,13 +344,15 @@ def straggler_note(table: pd.DataFrame) -> str:
     row = named.iloc[0]
     others = table[table["Rank"] != row["Rank"]]
     more = (row["Compute (ns)"] - float(np.median(others["Compute (ns)"]))) / MS
-    line = f"straggler: rank {row['Rank']} computes {more:,.3f} ms more per step than the others"
+    # named by what it costs the others, a rank can compute less than they do and still arrive last
+    than = f"{more:,.3f} ms more" if more >= 0 else f"{-more:,.3f} ms less"
+    line = f"straggler: rank {row['Rank']} computes {than} per step than the others"
     cost = row["Costs Others (ns)"]
     if np.isnan(cost):
         return line + " (no collective phases: what it costs them is not measured)"
     return (
-        line + f" and arrives last at the all-reduce: the others wait {cost / MS:,.3f} ms "
-        "per step there beyond its own wait"
+        line + f" {'and' if more >= 0 else 'yet'} arrives last at the all-reduce: the others wait "
+        f"{cost / MS:,.3f} ms per step there beyond its own wait"
     )
 
 
