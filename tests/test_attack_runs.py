@@ -13,6 +13,7 @@ from harness.execution import worker
 
 # a worker that prints far more than is kept of its output, then dies
 LOUD = "import sys\nfor i in range(40000): print(f'line {i} ' + 'x' * 90, file=sys.stderr)\nsys.exit(3)"
+NOT_STORED = "not stored (its file is named on its own line)"  # where a run the database would not take is
 
 
 def test_a_dying_workers_long_output_says_what_was_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,7 +61,7 @@ def test_an_interrupted_run_the_database_would_not_take_is_not_said_stored(
     line = "run r-1 is not in the results database: locked. It was written to /tmp/u.json; `harness import`"
     code, said = _finish(capsys, [line], [result])
     assert code == 143 and "stored as" not in said
-    assert said.endswith(f"error: run r-1 {error}; not stored (written to the file above)")
+    assert said.endswith(f"error: run r-1 {error}; {NOT_STORED}")
     stored = RunResult("r-2", RunConfig(model="char"), "interrupted", error=error)
     assert _finish(capsys, [line], [stored])[1].endswith(f"error: run r-2 {error}; stored as interrupted")
 
@@ -163,7 +164,7 @@ def test_a_failed_run_across_ranks_the_database_would_not_take_is_not_said_store
         render.render(PlainRun("r-1", result, unsaved=[line]), "table")
     said = " ".join(capsys.readouterr().err.split())
     assert ended.value.exit_code == 1 and "stored as" not in said
-    assert "run r-1 failed: rank 1: worker exit code 1; not stored (written to the file above)" in said
+    assert "run r-1 failed: rank 1: worker exit code 1; " + NOT_STORED in said
 
 
 @pytest.mark.parametrize(("sig", "code"), [(2, 130), (15, 143)])
@@ -312,7 +313,7 @@ def test_an_interrupted_baseline_the_database_would_not_take_is_not_said_stored(
         RunConfig(model="char", device="cpu"), options, store=ResultsStore(f"sqlite:///{tmp_path}/r.db")
     )
     assert out.unsaved == ["run b-1 is not in the results database: locked"]
-    assert out.error == f"baseline run b-1 without nsys {error}; not stored (its file is named below)"
+    assert out.error == f"baseline run b-1 without nsys {error}; {NOT_STORED}"
     assert out.exit_code == 130
 
 
@@ -351,7 +352,7 @@ def test_an_interrupted_profiled_run_the_database_would_not_take_is_not_said_sto
     ):
         assert out.unsaved == [f"run {out.run_id} is not in the results database: locked"]
         assert out.error is not None and "stored as" not in out.error
-        assert out.error.startswith(f"run {out.run_id} {error}; not stored (its file is named below)")
+        assert out.error.startswith(f"run {out.run_id} {error}; {NOT_STORED}")
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])

@@ -20,7 +20,7 @@ from harness.execution.ranks.multirank import local_ranks
 from harness.experiments.ranks import rank_tables, result_frame
 from harness.experiments.run_tables import extra_tables, results_table, throughput_table
 from harness.profilers.base import Outcome
-from harness.profilers.capture import TOP_KERNELS
+from harness.profilers.capture import TOP_KERNELS, stored_as
 from harness.profilers.none import PlainRun
 from harness.profilers.nsys import ProfiledRun
 from harness.profilers.torch import TorchProfiledRun
@@ -81,7 +81,7 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
         lines = [unsaved] if unsaved else []
         for line in lines:
             err(line)
-        err(f"run {result.run_id} failed: {result.error}; {_kept(result, lines)}")
+        err(f"run {result.run_id} failed: {result.error}; {stored_as(result, lines)}")
         raise typer.Exit(1)
     finish([unsaved], [result])
 
@@ -114,7 +114,7 @@ def finish(
         err(line)
     stopped = next((r for r in results if r.status == "interrupted"), None)
     if stopped is not None:
-        err(f"run {stopped.run_id} {stopped.error}; {_kept(stopped, lines)}{then}")
+        err(f"run {stopped.run_id} {stopped.error}; {stored_as(stopped, lines)}{then}")
         raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
     broken = next((r for r in results if failed(r) or (oom_ends and r.status == "oom")), None)
     if broken is not None:
@@ -123,14 +123,6 @@ def finish(
         raise typer.Exit(1)
     if any(unsaved):
         raise typer.Exit(1)
-
-
-def _kept(result: RunResult, unsaved: list[str]) -> str:
-    """Where a run that ended badly is: stored as its status, or in the file a line of `unsaved` (the
-    store's, naming the run it would not take) says."""
-    if any(f"run {result.run_id} " in line for line in unsaved):
-        return "not stored (written to the file above)"
-    return f"stored as {result.status}"
 
 
 @render.register

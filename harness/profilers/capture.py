@@ -76,9 +76,9 @@ def save_once(store: ResultsStore, result: RunResult, unsaved: list[str], **how:
 
 def stored_as(result: RunResult, unsaved: list[str]) -> str:
     """Where a run that ended badly is, in words: stored as its status, or not (the line of `unsaved` that
-    names it, said after, says which file it is in)."""
+    names it, the store's, says which file it is in)."""
     if any(f"run {result.run_id} " in line for line in unsaved):
-        return "not stored (its file is named below)"
+        return "not stored (its file is named on its own line)"
     return f"stored as {result.status}"
 
 
