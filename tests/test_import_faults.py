@@ -282,3 +282,16 @@ def test_every_kind_of_run_the_harness_writes_is_taken(tmp_path: Path, db: Path)
     assert result.exit_code == 0, result.output
     assert [r["stored"] for r in json.loads(result.stdout)] == ["new"] * 5
     assert set(stored(db)) == {"tiny-a", "gpt2-g", "tiny-r", "python3-20261127-101937-51e2", "xl-oom"}
+
+
+def test_a_refused_file_says_which_files_went_in_before_it_and_which_were_not_tried(
+    tmp_path: Path, db: Path
+) -> None:
+    """`import good.json bad.json rest.json`: good.json is stored; the refusal of bad.json says so (its
+    "nothing imported" is of bad.json alone) and names rest.json, not tried."""
+    bad = edited(tmp_path, "version", "1", name="bad.json")
+    rest = edited(tmp_path, "result.steps.1.phases.forward", 5, name="rest.json")
+    line = one_error(invoke(REAL, bad, rest, db=db), "version is '1', not a version")
+    said = f"; imported before it: {REAL} (new: run {RUN_ID}); not tried after it: {rest}"
+    assert line.endswith(said), line
+    assert list(stored(db)) == [RUN_ID]

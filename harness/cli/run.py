@@ -31,7 +31,7 @@ from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count
-from harness.core.errors import UsageError
+from harness.core.errors import HarnessError, UsageError
 from harness.core.machine import describe
 from harness.core.records import new_id, phases_for
 from harness.core.signals import sigterm_raises
@@ -39,6 +39,7 @@ from harness.profilers import registry
 
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
+    from harness.store.database import Imported
     from harness.store.results import ResultsStore
 
 from harness.cli import render
@@ -344,7 +345,17 @@ def import_cmd(
     import pandas as pd
 
     store = results_db.ResultsStore(db)
-    done = [store.import_file(f, profilers=registry.NAMES, replace=replace) for f in files]
+    done: list[Imported] = []
+    for i, f in enumerate(files):
+        try:
+            done.append(store.import_file(f, profilers=registry.NAMES, replace=replace))
+        except HarnessError as e:  # its line says it of this file: the others are said with it
+            before = ", ".join(f"{d.file} ({d.stored}: run {d.run_id})" for d in done)
+            after = ", ".join(map(str, files[i + 1 :]))
+            said = (f"; imported before it: {before}" if before else "") + (
+                f"; not tried after it: {after}" if after else ""
+            )
+            raise HarnessError(f"{e}{said}", exit_code=e.exit_code) from None
     table = pd.DataFrame(
         [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],
