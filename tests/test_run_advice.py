@@ -310,3 +310,19 @@ def test_profiler_overhead_of_one_step_a_side_says_it_has_no_interval() -> None:
     status, evidence = checks(RunFacts(overhead=o))["profiler overhead"]
     assert status == FAIL and "nan" not in evidence
     assert evidence.startswith("nsys full adds +30.0% to the step (no 95% CI: too few measured steps)")
+
+
+def test_a_busy_machine_during_the_baseline_run_is_said_of_the_baseline(tmp_db: str) -> None:
+    """A profiled run's machine check judges its baseline run's load too: the reason says whose it is."""
+    store = ResultsStore(tmp_db)
+    base, prof = make_result("tiny-base"), make_result("tiny-prof", fwd=1_300_000)
+    base.extra["machine"] = MachineLoad(2, 10.0, 1.6, 1.8, 0.02, 0.5).to_dict()
+    prof.extra["machine"] = MachineLoad(2, 10.0, 1.9, 1.8, 0.25, 0.5).to_dict()  # load before: our baseline's
+    store.save(base, experiment="overhead-x")
+    store.save(prof, profiler="nsys", nsys_mode="light", experiment="overhead-x", baseline_run_id="tiny-base")
+    status, evidence = checks(stored_facts(store, store.get("tiny-prof")))["machine load"]
+    assert status == WARN
+    assert evidence == (
+        "busy while the run ran: load average 1.60 before on 2 CPUs (the baseline run); other processes took "
+        "25% of the CPU time"
+    )

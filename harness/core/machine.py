@@ -20,6 +20,7 @@ from typing import Any
 PROC = Path("/proc")
 BUSY_LOAD = 0.5  # 1-minute load average per CPU before we start that means someone else is working
 BUSY_SHARE = 0.10  # share of all CPUs' time taken by other processes
+BASELINE_RUN = "the baseline run"  # whose load a reason is, when not the run's own (busy_of)
 
 
 @dataclass(frozen=True)
@@ -146,14 +147,17 @@ def busy_note(load: MachineLoad | None, what: str, *, load_counts: bool = True) 
     return f"the machine was busy during {what} ({'; '.join(reasons)}): timings are noisier than usual"
 
 
-def busy_of(loads: list[tuple[dict[str, Any], bool]]) -> list[str] | None:
+def busy_of(loads: list[tuple[dict[str, Any], bool, str]]) -> list[str] | None:
     """Why the machine was busy over a run's load measures (MachineLoad.to_dict's), each with whether its
-    load average counts (the one before a run that follows our own baseline run is ours); None when none
-    was recorded."""
+    load average counts (the one before a run that follows our own baseline run is ours) and whose it is
+    ("": the run's own; else a name, e.g. "the baseline run", said with each of its reasons); None when
+    none was recorded."""
     if not loads:
         return None
     return [
-        why for data, counts in loads for why in MachineLoad.from_dict(data).busy_reasons(load_counts=counts)
+        f"{why} ({whose})" if whose else why
+        for data, counts, whose in loads
+        for why in MachineLoad.from_dict(data).busy_reasons(load_counts=counts)
     ]
 
 

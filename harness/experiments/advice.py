@@ -33,7 +33,7 @@ from analysis.advice.record import findings_lines as finding_lines
 from analysis.front.examine import Baseline, Measured, compared, judge_stored, run_facts
 from analysis.trace.exports import open_source
 from harness.core import signals
-from harness.core.machine import busy_of
+from harness.core.machine import BASELINE_RUN, busy_of
 from harness.core.records import PROGRAM_MODE, phases_for
 from harness.execution.nsys import export_report
 from harness.experiments.roofline import optimizer_roof
@@ -99,19 +99,19 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
                 _label(run),
                 profiled=[runs.get(rid, empty) for rid in profiled],
             )
-    loads = [
-        (r.summary or {}).get("machine")
-        for r in [run, *store.linked(run.id)]
-        if r.id == run.id or r.id == run.baseline_run_id
-    ]
-    loads = [data for data in loads if data]
     # a profiled run right after its baseline: its load average before is ours (judged for the baseline)
+    loads = [
+        ((r.summary or {})["machine"], r.id != run.id or not run.baseline_run_id,
+         "" if r.id == run.id else BASELINE_RUN)
+        for r in [*store.linked(run.id), run]  # the baseline first, as it ran
+        if (r.id == run.id or r.id == run.baseline_run_id) and (r.summary or {}).get("machine")
+    ]  # fmt: skip
     return Measured(
         timers=steps,
         phases=phases_for(run.mode, run.world_size or 1),
         world_size=run.world_size or 1,
         device=None if run.mode == PROGRAM_MODE else run.device,  # a program chose its own device
-        busy=busy_of([(data, i > 0 or not run.baseline_run_id) for i, data in enumerate(loads)]),
+        busy=busy_of(loads),
         baseline=against,
         record=run_record(store, run, steps),
         signal=signals.ended_by((run.summary or {}).get("exit_code")),  # a program's (`profile -- CMD`)

@@ -134,7 +134,7 @@ def measured(
     config, label = result.config, base.label_for(mode)
     # the load average before a run that follows our own baseline run is ours: judged for the first only
     loads = [
-        (r.extra["machine"], r is baseline or baseline is None)
+        (r.extra["machine"], r is baseline or baseline is None, machine.BASELINE_RUN if r is baseline else "")
         for r in (baseline, result)
         if r is not None and r.extra.get("machine")
     ]
