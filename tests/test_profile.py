@@ -360,3 +360,10 @@ def test_overhead_stopped_by_ctrl_c_keeps_the_rounds_done_and_runs_no_more(
         "stored as interrupted"
     )
     assert len(ResultsStore(tmp_db, readonly=True).runs()) == 4  # every run kept, the stopped one too
+
+
+def test_overhead_of_one_round_says_one_round(in_tmp: Path) -> None:
+    args = ["overhead", "char", "--device", "cpu", "--repeats", "1", "--steps", "2", "--warmup", "1"]
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "(1 round × 2 steps = 2 steps each; " in flat(result.output)

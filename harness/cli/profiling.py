@@ -97,7 +97,7 @@ def overhead_cmd(
         )  # fmt: skip
     for note in result.notes:
         warn(note)
-    n = result.repeats * config.steps
+    n, rounds = result.repeats * config.steps, f"{result.repeats} round{'s' * (result.repeats != 1)}"
     notes = [f"whole steps: {verdict}" for verdict in result.verdicts]
     if result.load:
         notes.append(f"machine: {describe(result.load)}")
@@ -105,7 +105,7 @@ def overhead_cmd(
         result.table,
         format,
         title=f"{result.profiler} overhead, {overhead.workload_of(config)} on "
-        f"{result.runs[0][2].device_name} ({result.repeats} rounds × {config.steps} steps = {n} steps each; "
+        f"{result.runs[0][2].device_name} ({rounds} × {config.steps} steps = {n} steps each; "
         f"{result.experiment})",
         notes=notes,
         wide=wide,
