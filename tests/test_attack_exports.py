@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from export_data import derive
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -35,3 +36,32 @@ def test_nvtx_gpu_refuses_options_it_would_pass_over(
     result = run("nvtx-gpu", h100_export, *options)
     assert result.exit_code == 2, result.output
     assert said in result.output and "Traceback" not in result.output
+
+
+OPEN_FORWARD = (
+    "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = (SELECT n.rowid FROM NVTX_EVENTS n JOIN StringIds s "
+    "ON s.id = n.textId WHERE s.value = 'forward' ORDER BY n.start DESC LIMIT 1)"
+)
+
+
+@pytest.mark.parametrize("command", [["nvtx"], ["nvtx", "--trace"], ["summary"]])
+def test_nvtx_tables_say_a_range_never_ends(cpu_export: Path, tmp_path: Path, command: list[str]) -> None:
+    # the last forward range never popped: its time runs to the export's last timestamp (707 ms, not 4)
+    damaged = derive(cpu_export, tmp_path / "open.sqlite", OPEN_FORWARD)
+    result = run(*command, damaged, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert "1 NVTX range never ends" in result.stderr
+    assert "never ends" not in run(*command, cpu_export, "--format", "csv").stderr
+
+
+def test_nvtx_gpu_says_a_range_never_ends(a100_export: Path, tmp_path: Path) -> None:
+    damaged = derive(
+        a100_export,
+        tmp_path / "open.sqlite",
+        "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS "
+        "WHERE eventType = 59)",
+    )
+    for view in ([], ["--kernels"], ["--projection"]):
+        result = run("nvtx-gpu", damaged, *view, "--format", "csv")
+        assert result.exit_code == 0, result.output
+        assert "1 NVTX range never ends" in result.stderr, view

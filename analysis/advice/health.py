@@ -47,7 +47,7 @@ def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
     before its end (its missing steps were never run)."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
-        facts = trace.reader.capture_facts()
+        facts = trace.capture_facts()
         health.checks += [
             _capture_started(trace),
             _diagnostics(trace, health),

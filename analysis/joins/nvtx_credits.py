@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
-from analysis.joins.nvtx_ranges import all_ranges, any_named, phases_of
+from analysis.joins.nvtx_ranges import all_ranges, any_named, note_open_ranges, phases_of
 from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
 from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
@@ -28,6 +28,7 @@ def _require(trace: Trace) -> None:
     trace.require("kernels", "CUDA kernel data")
     trace.require("runtime", "CUDA runtime calls (needed to tie kernels to NVTX ranges)")
     trace.require("nvtx", "NVTX data")
+    note_open_ranges(trace)
 
 
 def _containing(

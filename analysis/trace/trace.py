@@ -54,6 +54,7 @@ class Trace:
         self._data: dict[str, dict[str, Any]] = {f: {} for f in FRAMES}
         self._entry = None
         self._entry_ready = False
+        self._facts: dict[str, int | bool] | None = None
         meta = None
         if cache:
             store = Cache()
@@ -120,6 +121,13 @@ class Trace:
     def has(self, frame: str) -> bool:
         """Whether `frame` has rows, from the metadata alone."""
         return bool(self.meta.get("nonempty", {}).get(frame, False))
+
+    def capture_facts(self) -> dict[str, int | bool]:
+        """What capture health asks of an nsys export and its frames do not keep (NsysReader.capture_facts:
+        NVTX traced, its ranges, those never closed), read once; empty for other formats."""
+        if self._facts is None:
+            self._facts = self.reader.capture_facts() if self.format == "nsys-sqlite" else {}
+        return self._facts
 
     def require(self, frame: str, what: str) -> None:
         """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows."""
