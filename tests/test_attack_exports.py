@@ -65,3 +65,11 @@ def test_nvtx_gpu_says_a_range_never_ends(a100_export: Path, tmp_path: Path) -> 
         result = run("nvtx-gpu", damaged, *view, "--format", "csv")
         assert result.exit_code == 0, result.output
         assert "1 NVTX range never ends" in result.stderr, view
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_diff_says_which_side_has_a_range_that_never_ends(cpu_export: Path, tmp_path: Path, fmt: str) -> None:
+    damaged = derive(cpu_export, tmp_path / "open.sqlite", OPEN_FORWARD)
+    result = run("diff", cpu_export, damaged, "--format", fmt)
+    assert result.exit_code == 0, result.output
+    assert "B: 1 NVTX range never ends" in " ".join(result.output.split())
