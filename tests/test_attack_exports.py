@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import shared_export
 from export_data import derive
 from typer.testing import CliRunner
 
@@ -73,3 +74,20 @@ def test_diff_says_which_side_has_a_range_that_never_ends(cpu_export: Path, tmp_
     result = run("diff", cpu_export, damaged, "--format", fmt)
     assert result.exit_code == 0, result.output
     assert "B: 1 NVTX range never ends" in " ".join(result.output.split())
+
+
+def test_diff_markdown_keeps_the_notes_the_table_prints(tmp_path: Path) -> None:
+    dlprof = shared_export("ext/dlprof_norelu")
+    other = derive(dlprof, tmp_path / "other.sqlite")
+    table = " ".join(run("diff", dlprof, other, "--top", "5").output.split())
+    markdown = " ".join(run("diff", dlprof, other, "--top", "5", "--format", "markdown").output.split())
+    said = [
+        "NVTX ranges grouped by operator",
+        "A: 2 NVTX ranges never end",
+        "B: 2 NVTX ranges never end",
+        "21 of 26 rows not shown: --top 26 shows them all",  # the kernels cut to --top
+        "56 of 61 rows not shown: --top 61 shows them all",  # the NVTX ranges
+    ]
+    for text in said:
+        assert text in table
+        assert text in markdown, text

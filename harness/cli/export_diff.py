@@ -241,6 +241,10 @@ def render(
         parts.append(f"\n### Headline (ms)\n\n{markdown_table(d.headline)}")
         for title, df in d.tables:
             parts.append(f"### {title}: largest changes\n\n{markdown_table(shown(df, rows))}")
+            parts += [f"{markdown_text(line)}\n" for line in _left_out(df, rows)]
+        notes = [*([d.grouping] if d.grouping else []), *d.notes]  # what the table format notes too
+        if notes:
+            parts.append("\n" + "\n".join(f"- note: {markdown_text(n)}" for n in notes))
         sys.stdout.write("\n".join(parts) + "\n")
         return
     console = console_for()
