@@ -91,3 +91,12 @@ def test_diff_markdown_keeps_the_notes_the_table_prints(tmp_path: Path) -> None:
     for text in said:
         assert text in table
         assert text in markdown, text
+
+
+def test_timeline_says_a_range_never_ends(cpu_export: Path, tmp_path: Path) -> None:
+    damaged = derive(cpu_export, tmp_path / "open.sqlite", OPEN_FORWARD)
+    result = run("timeline", damaged, "--out", tmp_path / "trace.json")
+    assert result.exit_code == 0, result.output
+    assert "1 NVTX range never ends" in " ".join(result.output.split())
+    whole = run("timeline", cpu_export, "--out", tmp_path / "whole.json")
+    assert whole.exit_code == 0 and "never ends" not in whole.output
