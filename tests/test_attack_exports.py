@@ -100,3 +100,13 @@ def test_timeline_says_a_range_never_ends(cpu_export: Path, tmp_path: Path) -> N
     assert "1 NVTX range never ends" in " ".join(result.output.split())
     whole = run("timeline", cpu_export, "--out", tmp_path / "whole.json")
     assert whole.exit_code == 0 and "never ends" not in whole.output
+
+
+@pytest.mark.parametrize(("option", "value"), [("--dask", "tcp://127.0.0.1:1"), ("--jobs", "4")])
+def test_an_option_for_several_exports_on_one_is_said_unused(
+    a100_export: Path, option: str, value: str
+) -> None:
+    result = run("kernels", a100_export, option, value, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert f"{option} reads several exports" in " ".join(result.stderr.split())
+    assert "saxpy" in result.stdout  # the table itself, read here

@@ -44,6 +44,10 @@ def read_table(table: Table, report: list[Path], values: dict[str, Any], reading
     """`harness NAME REPORT…` of the table: its options' values through its `prepare` (--stats-format auto:
     the format of the nsys in use; --top: read_tables'), the tables from the front door, rendered."""
     top = values.pop("top", None)
+    if len(report) == 1 and report[0].is_file():  # one export is read here: say what is not used
+        for flag, given in (("--dask", reading.dask is not None), ("--jobs", reading.jobs is not None)):
+            if given:
+                note(f"{flag} reads several exports: {report[0].name} is one, read in this process")
     if "stats_format" in values:
         values["stats_format"] = stats_format.chosen(values["stats_format"], find.installed_version)
     result = read_tables(table.name, report, table.prepare(**values), top=top, by_rank=reading.by_rank,
