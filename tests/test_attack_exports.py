@@ -110,3 +110,16 @@ def test_an_option_for_several_exports_on_one_is_said_unused(
     assert result.exit_code == 0, result.output
     assert f"{option} reads several exports" in " ".join(result.stderr.split())
     assert "saxpy" in result.stdout  # the table itself, read here
+
+
+@pytest.mark.parametrize("args", [[], ["--clear"], ["--clear", "--report", "x.sqlite"]])
+def test_cache_that_is_a_file_is_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    root = tmp_path / "notes.txt"
+    root.write_text("mine\n")
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(root))
+    result = run("cache", *args)
+    assert result.exit_code == 2, result.output  # not an empty cache listed, nor "removed 0 entries"
+    assert "is a file, not a folder" in " ".join(result.output.split())
+    assert root.read_text() == "mine\n"

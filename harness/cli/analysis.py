@@ -104,6 +104,10 @@ def cache_cmd(
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
     cache = trace_cache.Cache()
+    if cache.root.exists() and not cache.root.is_dir():  # nothing to list or clear: not an empty cache
+        raise UsageError(
+            f"the cache {cache.root} is a file, not a folder: set HARNESS_CACHE_DIR to a folder (or unset it)"
+        )
     if max_size is not None:
         try:
             limit = trace_cache.parse_size(max_size)
