@@ -104,10 +104,6 @@ def cache_cmd(
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
     cache = trace_cache.Cache()
-    if cache.root.exists() and not cache.root.is_dir():  # nothing to list or clear: not an empty cache
-        raise UsageError(
-            f"the cache {cache.root} is a file, not a folder: set HARNESS_CACHE_DIR to a folder (or unset it)"
-        )
     if max_size is not None:
         try:
             limit = trace_cache.parse_size(max_size)
@@ -125,6 +121,10 @@ def cache_cmd(
         note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
     if report is not None and not clear:
         raise UsageError("--report goes with --clear: it names the export whose entries are removed")
+    if cache.root.exists() and not cache.root.is_dir():  # nothing to list or clear: not an empty cache
+        raise UsageError(
+            f"the cache {cache.root} is a file, not a folder: set HARNESS_CACHE_DIR to a folder (or unset it)"
+        )
     if clear:
         cleared = cache.clear(None) if report is None else clear_source(cache, report)
         if report is None:
