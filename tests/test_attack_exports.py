@@ -123,3 +123,19 @@ def test_cache_that_is_a_file_is_said_so(
     assert result.exit_code == 2, result.output  # not an empty cache listed, nor "removed 0 entries"
     assert "is a file, not a folder" in " ".join(result.output.split())
     assert root.read_text() == "mine\n"
+
+
+def test_by_rank_says_which_process_has_a_range_that_never_ends(tmp_path: Path) -> None:
+    # one capture of two ranks (PIDs 144 and 145): a range of PID 145's left open
+    damaged = derive(
+        shared_export("ext/torchrun_2gpu"),
+        tmp_path / "open.sqlite",
+        "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS "
+        "WHERE eventType = 59 AND ((globalTid >> 24) & 16777215) = 145)",
+    )
+    for command in ("nvtx", "nvtx-gpu"):
+        result = run(command, damaged, "--by-rank", "--format", "csv")
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.stderr.split())
+        assert "rank 1: 1 NVTX range never ends" in said, command
+        assert "rank 0: 1 NVTX range never ends" not in said

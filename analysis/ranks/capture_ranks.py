@@ -239,6 +239,7 @@ class ProcessView(TraceView):
         super().__init__(base)
         self.pid = pid
         self.notes = list(base.notes)
+        self._facts: dict[str, int | bool] | None = None
         self._masks: dict[str, np.ndarray | None] = {}
 
     def __repr__(self) -> str:
@@ -246,6 +247,13 @@ class ProcessView(TraceView):
 
     def holds(self, frame: str, columns: Sequence[str]) -> bool:
         return self.base.holds(frame, columns)
+
+    def capture_facts(self) -> dict[str, int | bool]:
+        """The base's, those of NVTX of this process's threads where the base has a range never closed."""
+        facts = self.base.capture_facts()
+        if facts.get("open_ranges") and self._facts is None:
+            self._facts = self.base.reader.capture_facts(pid=self.pid)
+        return self._facts or facts
 
     def count(self, frame: str) -> int:
         mask = self._mask(frame)

@@ -398,12 +398,13 @@ class NsysReader(SqlExport):
                 out[(int(tid), int(start))] = [f"{s} ({str(m).rsplit('/', 1)[-1]})" for s, m in rows]
         return out
 
-    def capture_facts(self) -> dict[str, int | bool]:
+    def capture_facts(self, pid: int | None = None) -> dict[str, int | bool]:
         """What capture health asks of the source and the frames do not keep: whether NVTX was traced
         (NVTX_EVENTS exists), its events of any kind, its ranges, and ranges never closed: no end (the
         nvtx frame gives them the export's last timestamp), or the end nsys gives a range still open when
         the capture stops, the capture's own end (ANALYSIS_DETAILS.duration: a range left open by a
-        program that exited showed it under nsys 2023.4, and two of DLProf's under 2022.1)."""
+        program that exited showed it under nsys 2023.4, and two of DLProf's under 2022.1). `pid`: of that
+        process's threads only."""
         if NVTX not in self.tables:
             return {"nvtx_table": False, "nvtx_events": 0, "nvtx_ranges": 0, "open_ranges": 0}
         cols = self.columns(NVTX)
@@ -414,7 +415,10 @@ class NsysReader(SqlExport):
         if "ANALYSIS_DETAILS" in self.tables and "duration" in self.columns("ANALYSIS_DETAILS"):
             never += " OR end >= (SELECT max(duration) FROM ANALYSIS_DETAILS)"
         sums = f"ifnull(sum({ranges}), 0), ifnull(sum(({ranges}) AND ({never})), 0)"
-        events, in_ranges, open_ = self._rows(f"SELECT count(*), {sums} FROM {NVTX}")[0]
+        where = ""
+        if pid is not None and "globalTid" in cols:
+            where = f" WHERE ((globalTid >> 24) & {0xFFFFFF}) = {int(pid)}"
+        events, in_ranges, open_ = self._rows(f"SELECT count(*), {sums} FROM {NVTX}{where}")[0]
         return {"nvtx_table": True, "nvtx_events": int(events), "nvtx_ranges": int(in_ranges),
                 "open_ranges": int(open_)}  # fmt: skip
 
