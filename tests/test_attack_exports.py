@@ -3,6 +3,7 @@ line, numbers from a damaged capture said to be so, outside text kept as data.""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from conftest import shared_export
 from export_data import derive
 from typer.testing import CliRunner
 
+from analysis.trace.opening import open_trace
 from harness.cli import app
 
 runner = CliRunner()
@@ -139,3 +141,19 @@ def test_by_rank_says_which_process_has_a_range_that_never_ends(tmp_path: Path) 
         said = " ".join(result.stderr.split())
         assert "rank 1: 1 NVTX range never ends" in said, command
         assert "rank 0: 1 NVTX range never ends" not in said
+
+
+def test_a_cache_entry_removed_while_filled_is_not_called_unwritable(
+    a100_export: Path, cache_dir: Path
+) -> None:
+    # another command that read a newer copy of the source (or `harness cache --clear`) removes the entry
+    # this one is filling: the folder is writable, and saying otherwise sends the user to the wrong fix
+    with open_trace(a100_export) as trace:
+        trace.frame("kernels", ["start", "end"])
+    with open_trace(a100_export) as trace:
+        shutil.rmtree(trace.cache_entry.folder)
+        calls = trace.frame("runtime", ["start", "end"])
+        notes = list(trace.notes)
+    assert len(calls) == 95  # read from the export all the same
+    assert not any("not writable" in n for n in notes), notes
+    assert any("was removed while this command filled it" in n for n in notes), notes

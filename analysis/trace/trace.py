@@ -485,7 +485,14 @@ class Trace:
 
     def _unwritable(self, e: OSError) -> None:
         entry = self._entry
-        if entry is not None:
+        if entry is not None and entry.cache.root.is_dir() and not entry.folder.is_dir():
+            # the folder is writable: another command that read a newer copy of the source (a report
+            # exported again) or cleared the cache removed the entry while this one filled it
+            self.note(
+                f"the cache entry of {self.path.name} was removed while this command filled it (by another "
+                "command, or `harness cache --clear`): nothing more was cached for it"
+            )
+        elif entry is not None:
             root = str(entry.cache.root)
             if root not in _unwritable_said:
                 _unwritable_said.add(root)
