@@ -157,3 +157,11 @@ def test_a_cache_entry_removed_while_filled_is_not_called_unwritable(
     assert len(calls) == 95  # read from the export all the same
     assert not any("not writable" in n for n in notes), notes
     assert any("was removed while this command filled it" in n for n in notes), notes
+
+
+def test_nvtx_gpu_says_a_phase_named_that_no_range_has(h100_export: Path) -> None:
+    # a typo among the phases gave its row 0 and its kernels to `unattributed`, with no word
+    result = run("nvtx-gpu", h100_export, "--phases", "forward,backwrd", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert "no NVTX range is named 'backwrd' in report.sqlite" in " ".join(result.stderr.split())
+    assert "'forward'" not in result.stderr

@@ -271,9 +271,13 @@ def _credits(
     named: list[str] = []  # phases the caller named, none of them a range here: said, not passed over
     if phases is None and mode != "thread":
         phases = phases_of(trace)
-    elif mode == "auto" and phases and trace.has("nvtx") and not any_named(trace, phases):
-        named.append(f"no NVTX range is named {' or '.join(map(repr, phases))} in {trace.path.name}: "
-                     "each range credited on its thread instead (thread mode)")  # fmt: skip
+    elif mode != "thread" and phases and trace.has("nvtx"):
+        missing = [p for p in phases if not any_named(trace, [p])]
+        said = f"no NVTX range is named {' or '.join(map(repr, missing))} in {trace.path.name}: "
+        if mode == "auto" and len(missing) == len(phases):
+            named.append(said + "each range credited on its thread instead (thread mode)")
+        elif missing:  # a phase misspelt: its row 0, its kernels unattributed
+            named.append(said + ("its row is 0" if len(missing) == 1 else "their rows are 0"))
     if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases or ()):
         mode = "thread"  # what `attribute` decides where no range has a phase's name
     if mode == "thread" and by_thread is not False:
