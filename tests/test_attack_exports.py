@@ -3,9 +3,11 @@ line, numbers from a damaged capture said to be so, outside text kept as data.""
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import shared_export
 from export_data import derive
@@ -165,3 +167,21 @@ def test_nvtx_gpu_says_a_phase_named_that_no_range_has(h100_export: Path) -> Non
     assert result.exit_code == 0, result.output
     assert "no NVTX range is named 'backwrd' in report.sqlite" in " ".join(result.stderr.split())
     assert "'forward'" not in result.stderr
+
+
+def test_breakdown_of_exports_one_per_rank(a100_export: Path, tmp_path: Path) -> None:
+    # nsys exports carry no rank: it comes from the file names, as for the table commands
+    dlprof = shared_export("ext/dlprof_norelu")
+    pair = [derive(a100_export, tmp_path / "job_rank0.sqlite"), derive(dlprof, tmp_path / "job_rank1.sqlite")]
+    result = run("breakdown", *pair, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    first = pd.read_csv(io.StringIO(result.stdout.split("\n\n")[0]), comment="#")
+    assert first["Rank"].tolist() == [0, 1]
+    assert first["Kernel Time (ns)"].gt(0).all()
+
+
+def test_breakdown_of_two_traces_of_one_rank_is_refused(a100_export: Path, tmp_path: Path) -> None:
+    other = derive(a100_export, tmp_path / "other.sqlite")
+    result = run("breakdown", a100_export, other)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and "rank 0 is given twice" in " ".join(result.output.split())
