@@ -185,3 +185,15 @@ def test_breakdown_of_two_traces_of_one_rank_is_refused(a100_export: Path, tmp_p
     result = run("breakdown", a100_export, other)
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and "rank 0 is given twice" in " ".join(result.output.split())
+
+
+def test_breakdown_of_one_capture_of_two_ranks_splits_it_by_process() -> None:
+    # one nsys around a 2-rank torchrun job: two GPUs were one "rank 0" whose compute was their union
+    result = run("breakdown", shared_export("ext/torchrun_2gpu"), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    first = pd.read_csv(io.StringIO(result.stdout.split("\n\n")[0]), comment="#")
+    assert first["Rank"].tolist() == [0, 1]
+    # each rank's span is its process's first kernel start to last kernel end (`harness ranks` says the same)
+    assert first["Kernel Time (ns)"].tolist() == [299_848_812, 298_661_551]
+    assert first["Compute Time (ns)"].tolist() == [253_690_832, 256_095_624]
+    assert "rank 0 = PID 144 (device 0), rank 1 = PID 145 (device 1)" in " ".join(result.stderr.split())
