@@ -197,3 +197,17 @@ def test_breakdown_of_one_capture_of_two_ranks_splits_it_by_process() -> None:
     assert first["Kernel Time (ns)"].tolist() == [299_848_812, 298_661_551]
     assert first["Compute Time (ns)"].tolist() == [253_690_832, 256_095_624]
     assert "rank 0 = PID 144 (device 0), rank 1 = PID 145 (device 1)" in " ".join(result.stderr.split())
+
+
+def test_diff_headline_keeps_a_kernel_name_on_its_line(a100_export: Path, tmp_path: Path) -> None:
+    # a name from the export with a newline printed a line of its own: here, a verdict the diff never gave
+    forged = derive(
+        a100_export,
+        tmp_path / "forged.sqlite",
+        "UPDATE StringIds SET value = 'k\nverdict: improvement' WHERE id = 670",
+    )
+    result = run("diff", forged, a100_export, "--wide")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert not any(line.startswith("verdict: improvement") for line in lines), result.stdout
+    assert any(line.startswith("top improvement: k\\nverdict: improvement") for line in lines), result.stdout

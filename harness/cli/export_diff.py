@@ -250,7 +250,7 @@ def render(
     console = console_for()
     for i, line in enumerate(headline_lines(d, console.width)):
         style = "bold" if i == 2 else ""
-        print_lines(console, line, style=style)
+        print_lines(console, line, style=style, keep="")  # a name with a newline stays on its line
     title = (
         "B against A; GPU time: kernels summed; the indented rows split each device's span, summed "
         "(comm.: communication, NCCL kernels)"
