@@ -4,6 +4,7 @@ line, numbers from a damaged capture said to be so, outside text kept as data.""
 from __future__ import annotations
 
 import io
+import os
 import shutil
 from pathlib import Path
 
@@ -211,3 +212,16 @@ def test_diff_headline_keeps_a_kernel_name_on_its_line(a100_export: Path, tmp_pa
     lines = result.stdout.splitlines()
     assert not any(line.startswith("verdict: improvement") for line in lines), result.stdout
     assert any(line.startswith("top improvement: k\\nverdict: improvement") for line in lines), result.stdout
+
+
+def test_a_report_and_the_export_it_is_read_through_count_once(a100_export: Path, tmp_path: Path) -> None:
+    # x.nsys-rep is read through the newer x.sqlite beside it: naming both read one capture twice
+    report = tmp_path / "x.nsys-rep"
+    report.write_bytes(b"not read: the export beside it is newer")
+    os.utime(report, (1, 1))
+    export = derive(a100_export, tmp_path / "x.sqlite")
+    result = run("kernels", export, report, "--format", "csv")
+    assert result.exit_code == 1, result.output
+    assert "x.nsys-rep is read through x.sqlite, also given: each export counts once" in " ".join(
+        result.output.split()
+    )
