@@ -281,6 +281,25 @@ class ProcessView(TraceView):
         }
 
 
+def process_ranks(trace: Trace) -> tuple[list[Trace], list[str]]:
+    """One nsys capture of several processes that launched kernels (one nsys around torchrun) as one trace
+    per process, each a rank numbered by its device (`kernel_processes`), and the line that says so; else
+    the trace alone: the GPUs of several ranks are not one rank's (`harness breakdown`)."""
+    procs = kernel_processes(trace) if trace.format == "nsys-sqlite" else []
+    if len(procs) < 2:
+        return [trace], []
+    views: list[Trace] = []
+    for rank, pid in zip(procs["rank"], procs["pid"], strict=True):
+        view = ProcessView(trace, int(pid))
+        view.meta = {**trace.meta, "rank": int(rank)}  # its own: the base's meta stays the export's
+        views.append(view)
+    labels = ", ".join(
+        f"rank {r} = PID {p} (device {d})"
+        for r, p, d in zip(procs["rank"], procs["pid"], procs["device"], strict=True)
+    )
+    return views, [f"one capture split by process, ranks numbered by device: {labels}"]
+
+
 def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache: bool = True) -> Any:
     """One command's tables over one capture split by process (`--by-rank` on one export): each process
     that launched kernels is a rank (kernel_processes), its share of the trace a ProcessView, and the

@@ -188,6 +188,7 @@ def breakdown_cmd(
     per kernel type, and idle time per stream by cause."""
     # imported here: the table commands of this module read a cached export without pandas
     from analysis.hta import breakdown
+    from analysis.ranks.capture_ranks import process_ranks
     # pandas: only once a table is asked for
 
     paths: list[Path] = []
@@ -205,7 +206,7 @@ def breakdown_cmd(
         ]
         split: list[str] = []
         if len(traces) == 1:  # one nsys capture of a whole job: each process that launched kernels a rank
-            traces, split = _by_process(traces[0])
+            traces, split = process_ranks(traces[0])
         rules = {"hta_rules": hta}
         name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
         tables = [
@@ -234,27 +235,6 @@ def breakdown_cmd(
         if not hta:  # say where the oracle's numbers differ, and why
             notes += breakdown.hta_difference(traces, tables[0][1])
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)
-
-
-def _by_process(trace: Any) -> tuple[list[Any], list[str]]:
-    """One nsys capture of several processes that launched kernels (one nsys around torchrun) as one trace
-    per process, each a rank numbered by its device (analysis.ranks.capture_ranks), and the line that says
-    so; else the trace alone: the GPUs of several ranks are not one rank's."""
-    from analysis.ranks.capture_ranks import ProcessView, kernel_processes
-
-    procs = kernel_processes(trace) if trace.format == "nsys-sqlite" else []
-    if len(procs) < 2:
-        return [trace], []
-    views = []
-    for rank, pid in zip(procs["rank"], procs["pid"], strict=True):
-        view = ProcessView(trace, int(pid))
-        view.meta = {**trace.meta, "rank": int(rank)}
-        views.append(view)
-    labels = ", ".join(
-        f"rank {r} = PID {p} (device {d})"
-        for r, p, d in zip(procs["rank"], procs["pid"], procs["device"], strict=True)
-    )
-    return views, [f"one capture split by process, ranks numbered by device: {labels}"]
 
 
 # --- a declared option's command-line form -----------------------------------------------------------
