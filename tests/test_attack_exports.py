@@ -225,3 +225,21 @@ def test_a_report_and_the_export_it_is_read_through_count_once(a100_export: Path
     assert "x.nsys-rep is read through x.sqlite, also given: each export counts once" in " ".join(
         result.output.split()
     )
+
+
+LOST = (
+    "INSERT INTO DIAGNOSTIC_EVENT VALUES (5000000, 1, 2, 3, "
+    "'CUPTI: 1234 activity records were dropped (buffer overflow)', 281980910436352)"
+)
+
+
+@pytest.mark.parametrize("command", ["kernels", "api", "summary"])
+def test_tables_of_a_capture_that_lost_events_say_so(tmp_path: Path, command: str) -> None:
+    # nsys said it dropped records: health fails it, advise refuses it; the tables showed their sums as whole
+    fuser = shared_export("ext/fuser_report1")
+    lost = derive(fuser, tmp_path / "lost.sqlite", LOST)
+    result = run(command, lost, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert "nsys lost events in this capture" in said and "activity records were dropped" in said
+    assert "lost events" not in run(command, fuser, "--format", "csv").stderr

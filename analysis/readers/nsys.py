@@ -20,6 +20,7 @@ integer column) is read again with such values turned into NULL, so one bad row 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 OSRT = "OSRT_API"
 OVERHEAD = "PROFILER_OVERHEAD"
 DIAGNOSTIC = "DIAGNOSTIC_EVENT"
+# nsys's messages that say events were lost (capture health fails on them; every table notes them)
+LOST = re.compile(r"\b(?:lost|dropp?ed|discard(?:ed)?|overflow(?:ed)?)\b", re.IGNORECASE)
 DOMAIN_CREATE = 75  # NVTX_EVENTS.eventType of a domain's creation
 OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
 
@@ -170,7 +173,25 @@ class NsysReader(SqlExport):
             "schema_facts": self.schema_facts(),
             "session_start_ns": self._session_start(),
             "programs": self._programs(),
+            "notes": self._lost_events(),
         }
+
+    def _lost_events(self) -> list[str]:
+        """A line for every table's notes where nsys said it lost events (DIAGNOSTIC_EVENT: records dropped,
+        buffers full): each sum of such a capture misses them. Read once, with the meta (a few rows)."""
+        if DIAGNOSTIC not in self.tables or "text" not in self.columns(DIAGNOSTIC):
+            return []
+        lost = [
+            str(t) for (t,) in self._rows(f"SELECT text FROM {DIAGNOSTIC} ORDER BY rowid") if t is not None
+        ]
+        lost = [t for t in lost if LOST.search(t)]
+        if not lost:
+            return []
+        first = " ".join(lost[0].split())
+        first = first if len(first) <= 120 else first[:119] + "…"
+        more = f" and {len(lost) - 1:,} more" if len(lost) > 1 else ""
+        return [f"nsys lost events in this capture ({first!r}{more}): every table of it misses them "
+                "(`harness health` fails it)"]  # fmt: skip
 
     def schema_facts(self) -> dict[str, bool]:
         """Tables and columns whose presence decides whether nsys 2023.4 runs a rule."""
