@@ -243,3 +243,11 @@ def test_tables_of_a_capture_that_lost_events_say_so(tmp_path: Path, command: st
     said = " ".join(result.stderr.split())
     assert "nsys lost events in this capture" in said and "activity records were dropped" in said
     assert "lost events" not in run(command, fuser, "--format", "csv").stderr
+
+
+def test_nvtx_gpu_phase_mode_without_phases_says_why_it_is_empty(a100_export: Path) -> None:
+    # an empty table and every kernel unattributed, with no word why
+    result = run("nvtx-gpu", a100_export, "--mode", "phase", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert "no phase ranges in report.sqlite" in said and "--mode thread" in said

@@ -278,6 +278,11 @@ def _credits(
             named.append(said + "each range credited on its thread instead (thread mode)")
         elif missing:  # a phase misspelt: its row 0, its kernels unattributed
             named.append(said + ("its row is 0" if len(missing) == 1 else "their rows are 0"))
+    if mode == "phase" and not phases:  # an empty table, every kernel unattributed: said why
+        named.append(
+            f"no phase ranges in {trace.path.name} (`step` ranges and the ranges in them; --phases names "
+            "others): every kernel is unattributed; --mode thread credits each range on its thread"
+        )
     if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases or ()):
         mode = "thread"  # what `attribute` decides where no range has a phase's name
     if mode == "thread" and by_thread is not False:
