@@ -290,6 +290,7 @@ LAZY_IMPORTS = {
     ("analysis/trace/exports.py", "analysis.trace.opening"),
     ("analysis/trace/opening.py", "analysis.readers"),
     ("harness/cli/analysis.py", "analysis.hta"),
+    ("harness/cli/analysis.py", "analysis.ranks.capture_ranks"),  # breakdown: one capture split by process
 }
 
 

@@ -27,6 +27,7 @@ from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.readers import NULL
+from analysis.readers.nsys import LOST
 from analysis.trace.frames import NAMES_OF
 from analysis.trace.trace import Trace
 from workloads.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
@@ -36,7 +37,6 @@ PROCESS = ~0xFFFFFF
 # nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
 # moves by 2% changes the conclusion of most comparisons the harness makes)
 OVERHEAD_WARN_PCT = 2.0
-LOST = re.compile(r"\b(?:lost|dropp?ed|discard(?:ed)?|overflow(?:ed)?)\b", re.IGNORECASE)
 STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 GPU_FRAMES = ("kernels", "memcpy", "memset")
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
@@ -47,7 +47,7 @@ def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
     before its end (its missing steps were never run)."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
-        facts = trace.reader.capture_facts()
+        facts = trace.capture_facts()
         health.checks += [
             _capture_started(trace),
             _diagnostics(trace, health),

@@ -42,7 +42,7 @@ from analysis.compare.overhead import Comparison, compare_samples
 from analysis.errors import AnalysisError
 from analysis.hta.breakdown import _launch_start
 from analysis.hta.gpu_events import COMMUNICATION, COMPUTATION, MEMORY, gpu_events, merge, sweep, types_of
-from analysis.joins.nvtx_ranges import all_ranges, tagged
+from analysis.joins.nvtx_ranges import all_ranges, open_ranges_said, tagged
 from analysis.joins.runtime import pid_of, runtime_calls
 from analysis.nvtx_names import group_names, grouping_notes, has_fields
 from analysis.trace.trace import NULL, Trace
@@ -493,6 +493,10 @@ def diff_exports(
             tb = fn(trace_b, wb) if trace_b.has(frame) else empty
             tables.append((title, _changes(ta, tb)))
     notes = list(dict.fromkeys([*trace_a.notes, *trace_b.notes]))
+    # a range that never ends runs to its capture's end: its side's ranges and iterations are not sound
+    notes += [
+        f"{side}: {said}" for side, t in (("A", trace_a), ("B", trace_b)) if (said := open_ranges_said(t))
+    ]
     for s in (a, b):
         s.events = None  # the tables are built: let the events go
     return ExportDiff(a, b, headline(a, b), comp, v, tables, grouping, iteration, notes)

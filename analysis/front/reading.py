@@ -66,6 +66,8 @@ def read_tables(
             if len(paths) > 1:
                 check_name_ranks(paths)  # the ranks come from the names the user gave, not their exports
             exports = [sqlite_for(p, export, cache=cache, notes=beside) for p in paths]  # exported, once
+            if len(paths) > 1:
+                _once(paths, exports)
         except ExportError as e:
             raise ExportError("; ".join([str(e), *skipped])) from None
         with said_on_error(beside):
@@ -77,6 +79,20 @@ def read_tables(
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result
+
+
+def _once(paths: Sequence[Path], exports: Sequence[Path]) -> None:
+    """Refuse a report named beside the export it is read through (one capture, counted twice)."""
+    seen: dict[Path, Path] = {}
+    for path, exported in zip(paths, exports, strict=True):
+        key = exported.resolve()
+        if key in seen:
+            report, other = (path, seen[key]) if path != exported else (seen[key], path)
+            raise ExportError(
+                f"{report.name} is read through {exported.name}, also given: each export counts once (give "
+                f"{other.name} or {report.name}, not both)"
+            )
+        seen[key] = path
 
 
 def _first(df: Any, n: int, per: str | None) -> Any:

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.errors import ExportError
 from analysis.hta.gpu_events import (
     COMPUTATION,
     KERNEL_TYPES,
@@ -71,7 +72,17 @@ STATS = [("count", "Count"), ("mean", "Avg"), ("std", "StdDev"), ("min", "Min"),
 
 
 def _traces(traces: Traces, hta_rules: bool) -> list[Trace]:
+    """The traces (as HTA loads them with `hta_rules`), one per rank: two of one rank are refused."""
     items = [traces] if isinstance(traces, Trace) else list(traces)
+    first: dict[int, Trace] = {}
+    for t in items:
+        rank = rank_of(t)
+        if rank in first:
+            raise ExportError(
+                f"rank {rank} is given twice ({first[rank].path} and {t.path}): give one trace per rank (its "
+                "rank from rank<R> in its file name, else a Kineto trace's distributedInfo.rank)"
+            )
+        first[rank] = t
     return [hta_view(t) if hta_rules else t for t in items]
 
 

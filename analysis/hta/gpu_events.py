@@ -20,6 +20,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.readers import COPY_KINDS, MEMORY_KINDS
+from analysis.trace.multi import rank_in_name
 from analysis.trace.trace import NULL, Trace
 
 COMPUTATION, COMMUNICATION, MEMORY, OTHER = "COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER"
@@ -56,7 +57,11 @@ def memset_name(mem_kind: int) -> str:
 
 
 def rank_of(trace: Trace) -> int:
-    """The trace's rank (a Kineto trace's distributedInfo.rank), 0 when it has none."""
+    """The trace's rank: from its file name (rank<R>, as the table commands take it), else a Kineto trace's
+    distributedInfo.rank; 0 when it has neither (an nsys export keeps no rank)."""
+    named = rank_in_name(trace.path)
+    if named is not None:
+        return named
     rank = trace.meta.get("rank")
     return int(rank) if isinstance(rank, int) else 0
 

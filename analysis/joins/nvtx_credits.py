@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
-from analysis.joins.nvtx_ranges import all_ranges, any_named, phases_of
+from analysis.joins.nvtx_ranges import all_ranges, any_named, note_open_ranges, phases_of
 from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
 from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
@@ -28,6 +28,7 @@ def _require(trace: Trace) -> None:
     trace.require("kernels", "CUDA kernel data")
     trace.require("runtime", "CUDA runtime calls (needed to tie kernels to NVTX ranges)")
     trace.require("nvtx", "NVTX data")
+    note_open_ranges(trace)
 
 
 def _containing(
@@ -270,9 +271,18 @@ def _credits(
     named: list[str] = []  # phases the caller named, none of them a range here: said, not passed over
     if phases is None and mode != "thread":
         phases = phases_of(trace)
-    elif mode == "auto" and phases and trace.has("nvtx") and not any_named(trace, phases):
-        named.append(f"no NVTX range is named {' or '.join(map(repr, phases))} in {trace.path.name}: "
-                     "each range credited on its thread instead (thread mode)")  # fmt: skip
+    elif mode != "thread" and phases and trace.has("nvtx"):
+        missing = [p for p in phases if not any_named(trace, [p])]
+        said = f"no NVTX range is named {' or '.join(map(repr, missing))} in {trace.path.name}: "
+        if mode == "auto" and len(missing) == len(phases):
+            named.append(said + "each range credited on its thread instead (thread mode)")
+        elif missing:  # a phase misspelt: its row 0, its kernels unattributed
+            named.append(said + ("its row is 0" if len(missing) == 1 else "their rows are 0"))
+    if mode == "phase" and not phases:  # an empty table, every kernel unattributed: said why
+        named.append(
+            f"no phase ranges in {trace.path.name} (`step` ranges and the ranges in them; --phases names "
+            "others): every kernel is unattributed; --mode thread credits each range on its thread"
+        )
     if mode == "auto" and trace.has("nvtx") and not any_named(trace, phases or ()):
         mode = "thread"  # what `attribute` decides where no range has a phase's name
     if mode == "thread" and by_thread is not False:

@@ -144,3 +144,21 @@ def grouped_tags(ranges: pd.DataFrame, by: str = "op") -> tuple[pd.Series, list[
     PyTorch's per-call fields are in the names."""
     cat, fields = grouped_categories(tagged(ranges), by)
     return pd.Series(cat, index=ranges.index, copy=False), grouping_notes(fields, by)
+
+
+def open_ranges_said(trace: Trace) -> str | None:
+    """How many NVTX ranges never end (an nsys export's ranges with no end, or the capture's end as nsys
+    gives a range still open when it stops), in words; None when every range ends. Their times run to the
+    capture's end, whatever they measured, so no table of them reads as sound without this."""
+    n = int(trace.capture_facts().get("open_ranges", 0))
+    if not n:
+        return None
+    said = f"{n:,} NVTX range{'s never end: their' if n != 1 else ' never ends: its'} time runs to the "
+    inside = "them" if n != 1 else "it"
+    return f"{said}capture's end (the program exited, or the capture stopped, inside {inside})"
+
+
+def note_open_ranges(trace: Trace) -> None:
+    """`open_ranges_said` in the trace's notes, where some range never ends."""
+    if said := open_ranges_said(trace):
+        trace.note(said)

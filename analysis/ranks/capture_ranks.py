@@ -239,6 +239,7 @@ class ProcessView(TraceView):
         super().__init__(base)
         self.pid = pid
         self.notes = list(base.notes)
+        self._facts: dict[str, int | bool] | None = None
         self._masks: dict[str, np.ndarray | None] = {}
 
     def __repr__(self) -> str:
@@ -246,6 +247,13 @@ class ProcessView(TraceView):
 
     def holds(self, frame: str, columns: Sequence[str]) -> bool:
         return self.base.holds(frame, columns)
+
+    def capture_facts(self) -> dict[str, int | bool]:
+        """The base's, those of NVTX of this process's threads where the base has a range never closed."""
+        facts = self.base.capture_facts()
+        if facts.get("open_ranges") and self._facts is None:
+            self._facts = self.base.reader.capture_facts(pid=self.pid)
+        return self._facts or facts
 
     def count(self, frame: str) -> int:
         mask = self._mask(frame)
@@ -271,6 +279,25 @@ class ProcessView(TraceView):
             c: v[mask].reset_index(drop=True) if isinstance(v, pd.Series) else v[mask]
             for c, v in data.items()
         }
+
+
+def process_ranks(trace: Trace) -> tuple[list[Trace], list[str]]:
+    """One nsys capture of several processes that launched kernels (one nsys around torchrun) as one trace
+    per process, each a rank numbered by its device (`kernel_processes`), and the line that says so; else
+    the trace alone: the GPUs of several ranks are not one rank's (`harness breakdown`)."""
+    procs = kernel_processes(trace) if trace.format == "nsys-sqlite" else []
+    if len(procs) < 2:
+        return [trace], []
+    views: list[Trace] = []
+    for rank, pid in zip(procs["rank"], procs["pid"], strict=True):
+        view = ProcessView(trace, int(pid))
+        view.meta = {**trace.meta, "rank": int(rank)}  # its own: the base's meta stays the export's
+        views.append(view)
+    labels = ", ".join(
+        f"rank {r} = PID {p} (device {d})"
+        for r, p, d in zip(procs["rank"], procs["pid"], procs["device"], strict=True)
+    )
+    return views, [f"one capture split by process, ranks numbered by device: {labels}"]
 
 
 def analyse_by_process(kind: str, path: Path, options: dict[str, Any], *, cache: bool = True) -> Any:

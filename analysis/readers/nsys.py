@@ -20,6 +20,7 @@ integer column) is read again with such values turned into NULL, so one bad row 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 OSRT = "OSRT_API"
 OVERHEAD = "PROFILER_OVERHEAD"
 DIAGNOSTIC = "DIAGNOSTIC_EVENT"
+# nsys's messages that say events were lost (capture health fails on them; every table notes them)
+LOST = re.compile(r"\b(?:lost|dropp?ed|discard(?:ed)?|overflow(?:ed)?)\b", re.IGNORECASE)
 DOMAIN_CREATE = 75  # NVTX_EVENTS.eventType of a domain's creation
 OSRT_CLASS = 27  # OSRT_API.eventClass of OS runtime calls (what osrtsum counts)
 
@@ -170,7 +173,25 @@ class NsysReader(SqlExport):
             "schema_facts": self.schema_facts(),
             "session_start_ns": self._session_start(),
             "programs": self._programs(),
+            "notes": self._lost_events(),
         }
+
+    def _lost_events(self) -> list[str]:
+        """A line for every table's notes where nsys said it lost events (DIAGNOSTIC_EVENT: records dropped,
+        buffers full): each sum of such a capture misses them. Read once, with the meta (a few rows)."""
+        if DIAGNOSTIC not in self.tables or "text" not in self.columns(DIAGNOSTIC):
+            return []
+        lost = [
+            str(t) for (t,) in self._rows(f"SELECT text FROM {DIAGNOSTIC} ORDER BY rowid") if t is not None
+        ]
+        lost = [t for t in lost if LOST.search(t)]
+        if not lost:
+            return []
+        first = " ".join(lost[0].split())
+        first = first if len(first) <= 120 else first[:119] + "…"
+        more = f" and {len(lost) - 1:,} more" if len(lost) > 1 else ""
+        return [f"nsys lost events in this capture ({first!r}{more}): every table of it misses them "
+                "(`harness health` fails it)"]  # fmt: skip
 
     def schema_facts(self) -> dict[str, bool]:
         """Tables and columns whose presence decides whether nsys 2023.4 runs a rule."""
@@ -398,12 +419,13 @@ class NsysReader(SqlExport):
                 out[(int(tid), int(start))] = [f"{s} ({str(m).rsplit('/', 1)[-1]})" for s, m in rows]
         return out
 
-    def capture_facts(self) -> dict[str, int | bool]:
+    def capture_facts(self, pid: int | None = None) -> dict[str, int | bool]:
         """What capture health asks of the source and the frames do not keep: whether NVTX was traced
         (NVTX_EVENTS exists), its events of any kind, its ranges, and ranges never closed: no end (the
         nvtx frame gives them the export's last timestamp), or the end nsys gives a range still open when
         the capture stops, the capture's own end (ANALYSIS_DETAILS.duration: a range left open by a
-        program that exited showed it under nsys 2023.4, and two of DLProf's under 2022.1)."""
+        program that exited showed it under nsys 2023.4, and two of DLProf's under 2022.1). `pid`: of that
+        process's threads only."""
         if NVTX not in self.tables:
             return {"nvtx_table": False, "nvtx_events": 0, "nvtx_ranges": 0, "open_ranges": 0}
         cols = self.columns(NVTX)
@@ -414,7 +436,10 @@ class NsysReader(SqlExport):
         if "ANALYSIS_DETAILS" in self.tables and "duration" in self.columns("ANALYSIS_DETAILS"):
             never += " OR end >= (SELECT max(duration) FROM ANALYSIS_DETAILS)"
         sums = f"ifnull(sum({ranges}), 0), ifnull(sum(({ranges}) AND ({never})), 0)"
-        events, in_ranges, open_ = self._rows(f"SELECT count(*), {sums} FROM {NVTX}")[0]
+        where = ""
+        if pid is not None and "globalTid" in cols:
+            where = f" WHERE ((globalTid >> 24) & {0xFFFFFF}) = {int(pid)}"
+        events, in_ranges, open_ = self._rows(f"SELECT count(*), {sums} FROM {NVTX}{where}")[0]
         return {"nvtx_table": True, "nvtx_events": int(events), "nvtx_ranges": int(in_ranges),
                 "open_ranges": int(open_)}  # fmt: skip
 

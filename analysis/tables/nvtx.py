@@ -56,11 +56,13 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     import numpy as np
     import pandas as pd
 
+    from analysis.joins.nvtx_ranges import note_open_ranges
     from analysis.nvtx_names import grouped_categories, grouping_notes
     from analysis.stats import durations_by_group, figures, figures_table, order_like_nsys, time_percent
     from analysis.trace.frames import BLOCK_ROWS
 
     trace.require("nvtx", "NVTX data")
+    note_open_ranges(trace)
     names, domains = _Codes(), _Codes()
     read = [0]
 
@@ -142,9 +144,10 @@ def nvtx_trace(trace: Trace) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    from analysis.joins.nvtx_ranges import all_ranges, tagged
+    from analysis.joins.nvtx_ranges import all_ranges, note_open_ranges, tagged
 
     trace.require("nvtx", "NVTX data")
+    note_open_ranges(trace)
     r = all_ranges(trace)
     r = r[r["style"] == "PushPop"].reset_index(drop=True)
     r["tag"] = tagged(r)
@@ -157,7 +160,7 @@ def nvtx_trace(trace: Trace) -> pd.DataFrame:
         stack[rid] = f"{stack.get(par, '')}:{rid}"
         tree[rid] = "--" * stack[rid].count(":", 1) + str(tag)
     dur_child = r["range_id"].map(child_time).fillna(0).astype(np.int64)
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "Start (ns)": r["start_ns"],
             "End (ns)": r["end_ns"],
@@ -175,6 +178,8 @@ def nvtx_trace(trace: Trace) -> pd.DataFrame:
             "NameTree": r["range_id"].map(tree),
         }
     )
+    out.attrs["notes"] = list(trace.notes)
+    return out
 
 
 def _by_level(r: pd.DataFrame) -> Callable[[tuple[Any, ...]], Any]:
@@ -188,9 +193,10 @@ def nvtx_rows(trace: Trace, by: str = "op") -> pd.DataFrame:
     notes."""
     import pandas as pd
 
-    from analysis.joins.nvtx_ranges import all_ranges, grouped_tags
+    from analysis.joins.nvtx_ranges import all_ranges, grouped_tags, note_open_ranges
 
     trace.require("nvtx", "NVTX data")
+    note_open_ranges(trace)
     ranges = all_ranges(trace)
     if ranges.empty:
         raise ExportError(f"no NVTX ranges in {trace.path}: only marks or domain events")

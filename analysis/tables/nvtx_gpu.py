@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from analysis.errors import ExportError
+from analysis.errors import ExportError, OptionsError
 from analysis.tables import nvtx
 from analysis.tables.memops import memory_ops
 from analysis.tables.table import TOP, InSummary, Option, Table, Tables, stacked
@@ -376,12 +376,31 @@ def _pieces(trace: Trace, view: str = "summary", mode: Mode = "auto", phases: Se
 def _prepare(mode: str = "auto", kernels: bool = False, exclusive: bool = False,
              phases: str = "", projection: bool = False, by: str = "op",
              raw_names: bool = False) -> dict[str, Any]:  # fmt: skip
+    """`harness nvtx-gpu`'s options; an option the chosen view or mode does not use is refused, not
+    passed over."""
+    grouped = nvtx.grouping(by, raw_names)
+    named = tuple(p.strip() for p in phases.split(",") if p.strip())
+    if projection:
+        if kernels:
+            raise OptionsError("--projection and --kernels exclude each other: pick one")
+        unused = [flag for flag, given in (("--mode", mode != "auto"), ("--phases", bool(named)),
+                  ("--exclusive", exclusive), ("--by shape", grouped == "shape")) if given]  # fmt: skip
+        if unused:
+            raise OptionsError(f"--projection lists each range as recorded: {unused[0]} does not apply")
+    if mode == "thread" and named:
+        raise OptionsError(
+            "--phases names the phase ranges of phase mode: it does not apply with --mode thread"
+        )
+    if mode == "phase" and exclusive:
+        raise OptionsError(
+            "--exclusive is thread mode's: phase mode credits each kernel to one phase already"
+        )
     return {
         "view": "projection" if projection else "kernels" if kernels else "summary",
         "mode": mode,
-        "phases": tuple(p.strip() for p in phases.split(",") if p.strip()),
+        "phases": named,
         "exclusive": exclusive,
-        "by": nvtx.grouping(by, raw_names),
+        "by": grouped,
     }
 
 

@@ -54,6 +54,7 @@ class Trace:
         self._data: dict[str, dict[str, Any]] = {f: {} for f in FRAMES}
         self._entry = None
         self._entry_ready = False
+        self._facts: dict[str, int | bool] | None = None
         meta = None
         if cache:
             store = Cache()
@@ -120,6 +121,13 @@ class Trace:
     def has(self, frame: str) -> bool:
         """Whether `frame` has rows, from the metadata alone."""
         return bool(self.meta.get("nonempty", {}).get(frame, False))
+
+    def capture_facts(self) -> dict[str, int | bool]:
+        """What capture health asks of an nsys export and its frames do not keep (NsysReader.capture_facts:
+        NVTX traced, its ranges, those never closed), read once; empty for other formats."""
+        if self._facts is None:
+            self._facts = self.reader.capture_facts() if self.format == "nsys-sqlite" else {}
+        return self._facts
 
     def require(self, frame: str, what: str) -> None:
         """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows."""
@@ -477,7 +485,14 @@ class Trace:
 
     def _unwritable(self, e: OSError) -> None:
         entry = self._entry
-        if entry is not None:
+        if entry is not None and entry.cache.root.is_dir() and not entry.folder.is_dir():
+            # the folder is writable: another command that read a newer copy of the source (a report
+            # exported again) or cleared the cache removed the entry while this one filled it
+            self.note(
+                f"the cache entry of {self.path.name} was removed while this command filled it (by another "
+                "command, or `harness cache --clear`): nothing more was cached for it"
+            )
+        elif entry is not None:
             root = str(entry.cache.root)
             if root not in _unwritable_said:
                 _unwritable_said.add(root)

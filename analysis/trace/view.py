@@ -38,6 +38,9 @@ class TraceView(Trace):
     def _cached_strings(self) -> dict[int, str] | None:
         return None
 
+    def capture_facts(self) -> dict[str, int | bool]:
+        return self.base.capture_facts()
+
     def _raw_blocks(self, frame: str, columns: list[str], rows: int) -> Iterator[dict[str, np.ndarray]]:
         """The view's columns (its `_columns`), whole, handed out a block at a time."""
         data = self._columns(frame, columns)

@@ -34,6 +34,7 @@ import pandas as pd
 from isal import igzip
 
 from analysis.errors import AnalysisError, ExportError
+from analysis.joins.nvtx_ranges import note_open_ranges
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL, trim_heap
 from analysis.readers.kineto_build import GPU_PROCESS
@@ -137,6 +138,8 @@ def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] |
     A file appears whole or not at all (written beside it, then renamed); `-`, a device or a pipe is
     written as a stream (analysis.outputs)."""
     written = Written(Path(path), window=window)
+    if trace.has("nvtx"):
+        note_open_ranges(trace)  # drawn to the capture's end: said as every table of them says it
     try:
         with open_output(path) as raw:
             if str(path).endswith(".gz"):

@@ -44,6 +44,10 @@ def read_table(table: Table, report: list[Path], values: dict[str, Any], reading
     """`harness NAME REPORT…` of the table: its options' values through its `prepare` (--stats-format auto:
     the format of the nsys in use; --top: read_tables'), the tables from the front door, rendered."""
     top = values.pop("top", None)
+    if len(report) == 1 and report[0].is_file():  # one export is read here: say what is not used
+        for flag, given in (("--dask", reading.dask is not None), ("--jobs", reading.jobs is not None)):
+            if given:
+                note(f"{flag} reads several exports: {report[0].name} is one, read in this process")
     if "stats_format" in values:
         values["stats_format"] = stats_format.chosen(values["stats_format"], find.installed_version)
     result = read_tables(table.name, report, table.prepare(**values), top=top, by_rank=reading.by_rank,
@@ -117,6 +121,10 @@ def cache_cmd(
         note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
     if report is not None and not clear:
         raise UsageError("--report goes with --clear: it names the export whose entries are removed")
+    if cache.root.exists() and not cache.root.is_dir():  # nothing to list or clear: not an empty cache
+        raise UsageError(
+            f"the cache {cache.root} is a file, not a folder: set HARNESS_CACHE_DIR to a folder (or unset it)"
+        )
     if clear:
         cleared = cache.clear(None) if report is None else clear_source(cache, report)
         if report is None:
@@ -180,6 +188,7 @@ def breakdown_cmd(
     per kernel type, and idle time per stream by cause."""
     # imported here: the table commands of this module read a cached export without pandas
     from analysis.hta import breakdown
+    from analysis.ranks.capture_ranks import process_ranks
     # pandas: only once a table is asked for
 
     paths: list[Path] = []
@@ -195,6 +204,9 @@ def breakdown_cmd(
         traces = [
             stack.enter_context(open_source(p, export_report, cache=not reading.no_cache)) for p in paths
         ]
+        split: list[str] = []
+        if len(traces) == 1:  # one nsys capture of a whole job: each process that launched kernels a rank
+            traces, split = process_ranks(traces[0])
         rules = {"hta_rules": hta}
         name = paths[0].name if len(paths) == 1 else f"{len(paths)} traces"
         tables = [
@@ -219,7 +231,7 @@ def breakdown_cmd(
             ]
             if all(t.has("runtime") for t in traces):
                 tables.append(("Queue length per stream", breakdown.queue_length_summary(traces, **rules)))
-        notes = list(dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", [])))
+        notes = [*split, *dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", []))]
         if not hta:  # say where the oracle's numbers differ, and why
             notes += breakdown.hta_difference(traces, tables[0][1])
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)

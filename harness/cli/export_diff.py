@@ -241,12 +241,16 @@ def render(
         parts.append(f"\n### Headline (ms)\n\n{markdown_table(d.headline)}")
         for title, df in d.tables:
             parts.append(f"### {title}: largest changes\n\n{markdown_table(shown(df, rows))}")
+            parts += [f"{markdown_text(line)}\n" for line in _left_out(df, rows)]
+        notes = [*([d.grouping] if d.grouping else []), *d.notes]  # what the table format notes too
+        if notes:
+            parts.append("\n" + "\n".join(f"- note: {markdown_text(n)}" for n in notes))
         sys.stdout.write("\n".join(parts) + "\n")
         return
     console = console_for()
     for i, line in enumerate(headline_lines(d, console.width)):
         style = "bold" if i == 2 else ""
-        print_lines(console, line, style=style)
+        print_lines(console, line, style=style, keep="")  # a name with a newline stays on its line
     title = (
         "B against A; GPU time: kernels summed; the indented rows split each device's span, summed "
         "(comm.: communication, NCCL kernels)"
