@@ -21,6 +21,7 @@ import analysis.readers
 import analysis.readers.nsys_open as nsys_open
 import analysis.readers.nsys_sql as nsys_sql
 from analysis.tables.kernels import kernel_summary
+from analysis.tables.nvtx import nvtx_summary
 from analysis.tables.summary import summary
 from analysis.trace.cache import Cache, parse_size
 from analysis.trace.opening import open_trace
@@ -51,6 +52,19 @@ def test_second_open_reads_parquet_only(a100_export: Path, a100_expected: Path, 
     assert warm.source_reads == {}
     pd.testing.assert_frame_equal(as_printed(table), oracle(a100_expected, "gpukernsum"))
     assert warm.count("kernels") == 5 and warm.meta["schema"] == "2.9.1"
+
+
+def test_a_warm_nvtx_table_does_not_open_the_export(cpu_export: Path, cache_dir: Path) -> None:
+    """Whether some NVTX range never ends (every NVTX table says so) is read from the export once and kept
+    with the entry's meta: the warm table opens nothing but the cache."""
+    with open_trace(cpu_export) as cold:
+        nvtx_summary(cold)
+    with open_trace(cpu_export) as kernels_first:  # a command that reads none of those facts
+        kernels_first.frame("nvtx", ["start"])
+    warm = open_trace(cpu_export)
+    table = nvtx_summary(warm)
+    assert warm._reader is None and len(table) == 4  # step, forward, backward, optimizer
+    assert warm.capture_facts()["nvtx_ranges"] == 32 and warm._reader is None
 
 
 def _kernels_twice(report: Path, module: str, cache: Path) -> list[subprocess.CompletedProcess[str]]:

@@ -493,10 +493,8 @@ def diff_exports(
             tb = fn(trace_b, wb) if trace_b.has(frame) else empty
             tables.append((title, _changes(ta, tb)))
     notes = list(dict.fromkeys([*trace_a.notes, *trace_b.notes]))
-    # a range that never ends runs to its capture's end: its side's ranges and iterations are not sound
-    notes += [
-        f"{side}: {said}" for side, t in (("A", trace_a), ("B", trace_b)) if (said := open_ranges_said(t))
-    ]
+    said = {side: open_ranges_said(t) for side, t in (("A", trace_a), ("B", trace_b))}
+    notes += [f"{side}: {line}" for side, line in said.items() if line]
     for s in (a, b):
         s.events = None  # the tables are built: let the events go
     return ExportDiff(a, b, headline(a, b), comp, v, tables, grouping, iteration, notes)

@@ -23,6 +23,7 @@ import contextlib
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from textwrap import shorten
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -181,17 +182,13 @@ class NsysReader(SqlExport):
         buffers full): each sum of such a capture misses them. Read once, with the meta (a few rows)."""
         if DIAGNOSTIC not in self.tables or "text" not in self.columns(DIAGNOSTIC):
             return []
-        lost = [
-            str(t) for (t,) in self._rows(f"SELECT text FROM {DIAGNOSTIC} ORDER BY rowid") if t is not None
-        ]
-        lost = [t for t in lost if LOST.search(t)]
+        rows = self._rows(f"SELECT text FROM {DIAGNOSTIC} ORDER BY rowid")
+        lost = [" ".join(str(t).split()) for (t,) in rows if t is not None and LOST.search(str(t))]
         if not lost:
             return []
-        first = " ".join(lost[0].split())
-        first = first if len(first) <= 120 else first[:119] + "…"
         more = f" and {len(lost) - 1:,} more" if len(lost) > 1 else ""
-        return [f"nsys lost events in this capture ({first!r}{more}): every table of it misses them "
-                "(`harness health` fails it)"]  # fmt: skip
+        return [f"nsys lost events in this capture ({shorten(lost[0], 120, placeholder='…')!r}{more}): every "
+                "table of it misses them (`harness health` fails it)"]  # fmt: skip
 
     def schema_facts(self) -> dict[str, bool]:
         """Tables and columns whose presence decides whether nsys 2023.4 runs a rule."""

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+_unwritable_said: set[str] = set()  # the cache folders said not writable in this process
+
 
 class EntryRefused(OSError):
     """An entry's folder that is not the cache's (`refusal`): the source is read without the cache."""
@@ -110,6 +112,27 @@ class Entry:
         with contextlib.suppress(OSError):
             os.utime(self.folder / META)  # the entry was used: least recently used goes first
         return meta
+
+    def remember(self, key: str, value: Any) -> None:
+        """Keep `value` in the entry's meta under `key`: what was read of the source beside its frames
+        (capture health's facts), once; an entry not written yet is left as it is."""
+        meta = read_json(self.folder / META)
+        if meta is not None:
+            write_atomic(self.folder / META, json.dumps({**meta, key: value}).encode())
+
+    def unwritable(self, e: OSError) -> str | None:
+        """What a command says when the entry would not take a write (`e`): that another command removed
+        it meanwhile, or that the cache folder is not writable (said once per folder); None: said before."""
+        if self.cache.root.is_dir() and not self.folder.is_dir():  # removed while this command filled it
+            return (
+                f"the cache entry of {Path(self.source).name} was removed while this command filled it (by "
+                "another command, or `harness cache --clear`): nothing more was cached for it"
+            )
+        root = str(self.cache.root)
+        if root in _unwritable_said:
+            return None
+        _unwritable_said.add(root)
+        return f"cache folder {root} is not writable ({e.strerror or e}): nothing more was cached"
 
     def _check_files(self) -> None:
         """Delete the Parquet files that do not hold this source's digest, and say which."""

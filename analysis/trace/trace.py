@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is made: tables over `bloc
     import pandas as pd
 
 
-_unwritable_said: set[str] = set()
+FACTS = "capture_facts"  # the meta's key of capture_facts
 
 
 class Trace:
@@ -54,7 +54,6 @@ class Trace:
         self._data: dict[str, dict[str, Any]] = {f: {} for f in FRAMES}
         self._entry = None
         self._entry_ready = False
-        self._facts: dict[str, int | bool] | None = None
         meta = None
         if cache:
             store = Cache()
@@ -124,10 +123,14 @@ class Trace:
 
     def capture_facts(self) -> dict[str, int | bool]:
         """What capture health asks of an nsys export and its frames do not keep (NsysReader.capture_facts:
-        NVTX traced, its ranges, those never closed), read once; empty for other formats."""
-        if self._facts is None:
-            self._facts = self.reader.capture_facts() if self.format == "nsys-sqlite" else {}
-        return self._facts
+        NVTX traced, its ranges, those never closed; empty for other formats): read from the source once,
+        then kept with the meta, in the cache too (a later command does not open the source for them)."""
+        if FACTS not in self.meta:
+            self.meta[FACTS] = self.reader.capture_facts() if self.format == "nsys-sqlite" else {}
+            if self.cache_entry is not None:
+                with contextlib.suppress(OSError):
+                    self.cache_entry.remember(FACTS, self.meta[FACTS])
+        return self.meta[FACTS]
 
     def require(self, frame: str, what: str) -> None:
         """Raise ExportError ("no WHAT in PATH: hint") unless `frame` has rows."""
@@ -484,19 +487,9 @@ class Trace:
             self._unwritable(e)
 
     def _unwritable(self, e: OSError) -> None:
-        entry = self._entry
-        if entry is not None and entry.cache.root.is_dir() and not entry.folder.is_dir():
-            # the folder is writable: another command that read a newer copy of the source (a report
-            # exported again) or cleared the cache removed the entry while this one filled it
-            self.note(
-                f"the cache entry of {self.path.name} was removed while this command filled it (by another "
-                "command, or `harness cache --clear`): nothing more was cached for it"
-            )
-        elif entry is not None:
-            root = str(entry.cache.root)
-            if root not in _unwritable_said:
-                _unwritable_said.add(root)
-                self.note(f"cache folder {root} is not writable ({e.strerror or e}): nothing more was cached")
+        said = self._entry.unwritable(e) if self._entry is not None else None
+        if said is not None:
+            self.note(said)
         self._entry = None
 
 
