@@ -4,8 +4,9 @@ that goes with it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import singledispatch
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -100,6 +101,20 @@ def failed(result: RunResult) -> bool:
     memory is a result (the configuration does not fit there); an interrupted run ends with its signal's
     code."""
     return result.status == "error"
+
+
+def stopped_between(
+    what: str, between: str, sig: int, done: int, asked: int, unsaved: Sequence[str | None]
+) -> NoReturn:
+    """A command of several runs (`sweep`, `run --repeats`) stopped by `sig` between two of them: the lines
+    of the runs the database would not take, how far it got, and the signal's exit code."""
+    for line in filter(None, unsaved):
+        err(line)
+    err(
+        f"{what} interrupted by {signals.name(sig)} between {between}, after {done} of {asked}; the {done} "
+        f"run{'s are' if done != 1 else ' is'} stored"
+    )
+    raise typer.Exit(signals.exit_code(sig))
 
 
 def finish(

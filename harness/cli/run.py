@@ -150,14 +150,7 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
         format, notes=notes, wide=wide,
     )  # fmt: skip
     if done.interrupted is not None:
-        for line in done.unsaved:
-            err(line)
-        n = len(results)
-        err(
-            f"run --repeats interrupted by {signals.name(done.interrupted)} between runs, after {n} of "
-            f"{repeats}; the {n} run{'s are' if n != 1 else ' is'} stored"
-        )
-        raise typer.Exit(signals.exit_code(done.interrupted))
+        render.stopped_between("run --repeats", "runs", done.interrupted, len(results), repeats, done.unsaved)
     # out of memory is a result, but one that ended the repeats short of the N asked
     render.finish(list(done.unsaved), results, "; the repeats stopped there", oom_ends=True)
 
@@ -297,14 +290,7 @@ def sweep_cmd(
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)
     if between is not None:
-        for line in filter(None, unsaved):
-            err(line)
-        n = len(results)
-        err(
-            f"sweep interrupted by {signals.name(between)} between points, after {n} of {len(configs)}; "
-            f"the {n} run{'s are' if n != 1 else ' is'} stored"
-        )
-        raise typer.Exit(signals.exit_code(between))
+        render.stopped_between("sweep", "points", between, len(results), len(configs), unsaved)
     if len(results) < len(configs):
         warn(f"sweep stopped after {len(results)} of {len(configs)} points")
     render.finish(unsaved, results)
