@@ -58,7 +58,7 @@ def test_dashboard_whose_filter_matches_nothing_says_so_not_that_the_database_is
 
     phases = next(p for p in json.loads(shown.stdout) if p["Panel"] == "phases")
     assert phases["Title or what is missing"] == (
-        "no runs match --model nosuch (1 run in the results database; `harness runs` lists them)"
+        "no run matches --model nosuch (1 run in the results database; `harness runs` lists them)"
     )
     assert "no runs in the results database" not in page.read_text()
 
@@ -235,10 +235,13 @@ def test_dashboard_of_a_database_without_runs_says_so_not_that_none_match(tmp_db
     shown = _invoke("dashboard", "--db", tmp_db, "-o", str(tmp_path / "page.html"))
     assert shown.exit_code == 0, shown.output
     assert "warning: the results database holds no runs: the page says what is missing" in shown.stderr
-    assert "no runs match" not in shown.stderr
+    assert "no run matches" not in shown.stderr
     ResultsStore(tmp_db).save(make_result("tiny-a"))
     shown = _invoke("dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(tmp_path / "page.html"))
-    assert "warning: no runs match --model nosuch: the page says what is missing" in shown.stderr
+    assert (
+        "warning: no run matches --model nosuch (1 run in the results database; `harness runs` lists them): "
+        "the page says what is missing"
+    ) in shown.stderr
 
 
 def test_baseline_tag_says_the_run_it_moved_from_and_warns_of_a_run_that_did_not_end_ok(tmp_db: str) -> None:

@@ -100,7 +100,10 @@ def test_several_runs_a_side_counted_from_the_newest_are_runs_not_options(three:
 def test_runs_with_a_filter_that_matches_nothing_names_it(three: ResultsStore) -> None:
     result = invoke("runs", "--model", "nomatch")
     assert result.exit_code == 0
-    assert "no run matches --model nomatch (3 runs in all; `harness runs` lists them)" in result.output
+    assert (
+        "no run matches --model nomatch (3 runs in the results database; `harness runs` lists them)"
+        in result.output
+    )
     assert "no runs yet" not in result.output
 
 
@@ -121,7 +124,7 @@ def test_runs_on_an_empty_database_says_no_runs_yet(tmp_db: str) -> None:
 def test_runs_that_match_nothing_draw_no_empty_table(three: ResultsStore) -> None:
     result = invoke("runs", "--model", "nomatch")
     assert result.output.strip().splitlines() == [
-        "note: no run matches --model nomatch (3 runs in all; `harness runs` lists them)"
+        "note: no run matches --model nomatch (3 runs in the results database; `harness runs` lists them)"
     ]
     assert invoke("runs", "--model", "nomatch", "--format", "json").stdout.strip() == "[]"
 

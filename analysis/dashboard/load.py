@@ -168,7 +168,6 @@ def collect(
     run_ids = list(runs["run_id"])
     data = DashboardData(
         runs=runs,
-        unmatched=_unmatched(store, runs, ids=ids, last=last, model=model),
         steps=store.step_timings(run_ids),
         agreement=store.agreement(run_ids),
         profile=profile_for_runs(runs),
@@ -188,19 +187,6 @@ def collect(
                 ka = kb = None  # the comparison panel then notes that per-kernel differences are missing
             data.compare_kernels = (ka, kb)
     return data
-
-
-def _unmatched(store: RunSource, runs: pd.DataFrame, **filters: object) -> str | None:
-    """What a selection that matched no run says in place of "no runs in the results database": the
-    filters, and how many runs the database holds."""
-    given = " ".join(f"--{k} {v}" for k, v in filters.items() if v)
-    if len(runs) or not given:
-        return None
-    have = len(store.runs())
-    return (
-        f"no runs match {given} ({have} run{'s' * (have != 1)} in the results database; `harness runs` "
-        "lists them)"
-    )
 
 
 def collect_export(path: str | Path, *, cache: bool = True, window: Window | None = None) -> DashboardData:

@@ -39,11 +39,7 @@ def compare_compile_cmd(
     if table.empty and format is Format.table:
         given = " ".join(f"--{k} {v}" for k, v in (("model", model), ("device", device)) if v)
         if given and not len(store.runs(model=model, device=device)):
-            have = store.count_runs()
-            note(
-                f"no run matches {given} ({have} run{'s' * (have != 1)} in the results database; "
-                "`harness runs` lists them)"
-            )
+            note(store.unmatched(given))
             return
         run = f"harness run {model or 'tiny'} --device {device or 'cpu'}"
         note(

@@ -109,10 +109,12 @@ def dashboard_cmd(
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         if pair_ids and pair_ids[0] == pair_ids[1]:
             raise UsageError(f"--compare names run {pair_ids[0]} twice: give two different runs")
-        page, held = pages.runs_dashboard(store, out, ids=ids, last=last, model=model, compare=pair_ids)
         given = " ".join(f"--{k} {v}" for k, v in (("runs", runs), ("last", last), ("model", model)) if v)
+        page, held = pages.runs_dashboard(
+            store, out, ids=ids, last=last, model=model, compare=pair_ids, asked=given
+        )
         if not held and given:
-            warn(f"no runs match {given}: the page says what is missing; `harness runs` lists the runs")
+            warn(f"{store.unmatched(given)}: the page says what is missing")
         elif not held:
             warn("the results database holds no runs: the page says what is missing")
     for line in page.notes:

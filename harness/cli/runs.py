@@ -74,11 +74,10 @@ def runs_cmd(
 
 def _no_runs(store: ResultsStore, **filters: object) -> str:
     """Why `harness runs` lists nothing: no run at all, or none that matches the filters (named)."""
-    given = ", ".join(f"--{k} {v}" for k, v in filters.items() if v is not None and k != "last")
+    given = " ".join(f"--{k} {v}" for k, v in filters.items() if v is not None and k != "last")
     if not given:
         return "no runs yet"
-    have = store.count_runs()
-    return f"no run matches {given} ({have} run{'s' * (have != 1)} in all; `harness runs` lists them)"
+    return store.unmatched(given)
 
 
 @cli_errors

@@ -36,6 +36,11 @@ def interrupted(sig: int, what: str) -> str:
     return f"interrupted by {name(sig)} {what}"
 
 
+def stopped_by(message: str | None) -> str:
+    """ "interrupted by SIGTERM": the stop an interrupted run's error (`interrupted`'s message) names."""
+    return f"interrupted by {name(signal_in(message))}"
+
+
 def signal_in(message: str | None) -> int:
     """The signal named by `interrupted`'s message; SIGINT where it names none."""
     found = re.search(r"interrupted by (SIG[A-Z]+)", message or "")

@@ -124,8 +124,7 @@ def _stop(run: Run, timers: pd.DataFrame) -> Stop | None:
     those it was to run (its capture's missing steps never ran)."""
     if run.status != "interrupted":
         return None
-    how = f"interrupted by {signals.name(signals.signal_in(run.error))}"
-    return Stop.of(how, timers, int(run.steps), int(run.warmup))
+    return Stop.of(signals.stopped_by(run.error), timers, int(run.steps), int(run.warmup))
 
 
 def run_record(store: ResultsStore, run: Run, timers: pd.DataFrame) -> RunRecord:

@@ -54,11 +54,14 @@ def runs_dashboard(
     last: int | None = None,
     model: str | None = None,
     compare: tuple[str, str] | None = None,
+    asked: str = "",
 ) -> tuple[Dashboard, int]:
     """The panels of the stored runs (`ids`, else the `last` N, of `model`; `compare`: the two runs of the
     comparison panel) and the roofline of the newest that has block times, written to `out`; and how many
-    runs it holds."""
+    runs it holds. `asked`: the filters as given, said where they matched no run."""
     data = dashboard.collect(store, ids=ids, last=last, model=model, compare=compare)
+    if asked and data.runs.empty:
+        data.unmatched = store.unmatched(asked)
     data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile
     data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)

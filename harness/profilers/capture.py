@@ -172,8 +172,9 @@ def examine_stopped(
     """An interrupted run's export read as the run's, with the stop said (its last steps never ran: the
     capture is partial, never shown sound); a reading that fails is a note, and no advice."""
     asked = measured(result, baseline, mode, tables_format, notes)
-    how = f"interrupted by {signals.name(signals.signal_in(result.error))}"
-    asked.stop = Stop.of(how, asked.timers, result.config.steps, result.config.warmup)  # type: ignore[arg-type]
+    asked.stop = Stop.of(
+        signals.stopped_by(result.error), asked.timers, result.config.steps, result.config.warmup
+    )  # type: ignore[arg-type]
     try:
         return examine(sqlite, asked)
     except AnalysisError as e:

@@ -305,6 +305,12 @@ class RunsPart(Database):
 
         return self._guard(count)
 
+    def unmatched(self, given: str) -> str:
+        """What a command whose filters (`given`, as the user typed them) matched no run says."""
+        have = self.count_runs()
+        held = f"{have} run{'s' * (have != 1)} in the results database"
+        return f"no run matches {given} ({held}; `harness runs` lists them)"
+
     def get(self, run_id: str) -> Run:
         return self._guard(lambda: self._get(run_id))
 
