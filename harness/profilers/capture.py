@@ -82,14 +82,6 @@ def stored_as(result: RunResult, unsaved: list[str]) -> str:
     return f"stored as {result.status}"
 
 
-def said_where(error: str | None, result: RunResult, unsaved: list[str]) -> str | None:
-    """`error` ("…; stored as interrupted…", said before the save) made true once the save is done."""
-    said = f"; stored as {result.status}"
-    if error is None or said not in error:
-        return error
-    return error.replace(said, f"; {stored_as(result, unsaved)}", 1)
-
-
 @contextmanager
 def stored_after(
     store: ResultsStore, result: RunResult, unsaved: list[str], how: dict[str, Any], keep: bool = True

@@ -27,7 +27,6 @@ from harness.profilers.base import check_writable, run_baseline
 from harness.profilers.capture import (
     mark_degraded,
     report_paths,
-    said_where,
     save_once,
     stored_after,
     stored_as,
@@ -201,9 +200,9 @@ def profile_run(
                 result.error = signals.interrupted(sig, "while its export was read")
                 out.exit_code = signals.exit_code(sig)
             result.status = "interrupted"
-            out.error = f"run {run_id} {result.error}; stored as interrupted{kept_files(prof)}"
             out.degraded, out.advice = None, None
-    out.error = said_where(out.error, result, out.unsaved)
+    if result.status == "interrupted":  # said once it is stored: where the run is
+        out.error = f"run {run_id} {result.error}; {stored_as(result, out.unsaved)}{kept_files(prof)}"
     return out
 
 
@@ -219,8 +218,7 @@ def after_capture(
     assert result is not None and prof is not None
     kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
     files = kept_files(prof)
-    if result.status == "interrupted":
-        out.error = f"run {out.run_id} {result.error}; stored as interrupted{files}"
+    if result.status == "interrupted":  # the line is `profile_run`'s, once the run is stored
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
         if prof.sqlite is not None:  # its partial capture judged as `harness health RUN` judges it
             seen = capture.examine_stopped(

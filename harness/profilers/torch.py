@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core import machine, signals
 from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution.worker import run_isolated
-from harness.profilers.capture import examine_torch_trace, said_where, stored_after, trace_complete
+from harness.profilers.capture import examine_torch_trace, stored_after, stored_as, trace_complete
 from workloads.names import DECODE
 
 if TYPE_CHECKING:
@@ -78,6 +78,15 @@ class TorchProfiledRun(base.Outcome):
             return {}
         return {"trace_partial" if self.trace_partial else "trace": str(self.trace)}
 
+    @property
+    def kept(self) -> str:
+        """ "; trace kept: …", or that it was cut short and kept unread; "" without one."""
+        if self.trace is None:
+            return ""
+        if self.trace_partial:
+            return f"; trace cut short, kept as partial (not analysed): {self.trace}"
+        return f"; trace kept: {self.trace}"
+
 
 def profile_run(
     config: RunConfig,
@@ -105,7 +114,8 @@ def profile_run(
     how = {"profiler": NAME, "artifacts": out.artifacts}
     with stored_after(store, result, out.unsaved, how) as found:  # once, after the trace is read
         after_trace(out, trace, config, options, found, progress)
-    out.error = said_where(out.error, result, out.unsaved)
+    if result.status == "interrupted":  # said once it is stored: where the run is
+        out.error = f"run {out.run_id} {result.error}; {stored_as(result, out.unsaved)}{out.kept}"
     return out
 
 
@@ -119,11 +129,8 @@ def after_trace(
     `sort` names (`run --sort`, as `harness operators --sort`); the blocks of --nvtx-detail into `found`."""
     result = out.result
     assert result is not None
-    kept = f"; trace kept: {trace}" if out.trace else ""
-    if out.trace_partial:
-        kept = f"; trace cut short, kept as partial (not analysed): {trace}"
-    if result.status == "interrupted":
-        out.error = f"run {out.run_id} {result.error}; stored as interrupted{kept}"
+    kept = out.kept
+    if result.status == "interrupted":  # the line is `profile_run`'s, once the run is stored
         out.exit_code = signals.exit_code(signals.signal_in(result.error))
         return
     if result.status == "error":
