@@ -60,9 +60,13 @@ out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
 rep, sqlite = pathlib.Path(out + ".nsys-rep"), pathlib.Path(out + ".sqlite")
 print("the program's last line", flush=True)
 importer = None
-if stage == "launcher-exited" and os.fork() == 0:
+if stage == "launcher-exited" and (launcher := os.fork()) == 0:
     ctypes.CDLL(None).prctl(15, b"nsys-launcher", 0, 0, 0)  # PR_SET_NAME; never waited for: a zombie
     os._exit(0)
+if stage == "launcher-exited":  # on a loaded machine the child may not have run yet: the stage is a zombie
+    stat = pathlib.Path(f"/proc/{{launcher}}/stat")
+    while stat.read_text().rsplit(") ", 1)[1][0] != "Z":
+        time.sleep(0.01)
 if stage == "importer-running":
     importer = subprocess.Popen([str(folder / "QdstrmImporter"), "300"])
 if stage == "generating-said":
