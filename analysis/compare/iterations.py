@@ -20,7 +20,7 @@ from analysis.joins.nvtx_ranges import all_ranges, tagged
 from analysis.joins.runtime import pid_of
 from analysis.nvtx_names import group_names
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP
+from workloads.names import MEASURED, STEP, counted
 
 PROFILER_STEP = "ProfilerStep#"
 
@@ -44,10 +44,8 @@ class Iterations:
         per = self.ranges[self.ranges["index"] == index]
         if per.empty:
             have = int(self.ranges["index"].max()) + 1 if len(self.ranges) else 0
-            found = f"only {have} (0..{have - 1})" if have else "none"
-            raise AnalysisError(
-                f"--iteration {index}: {label} has {found} iterations ({self.source or 'none found'})"
-            )
+            found = f"only {counted(have, 'iteration')} (0..{have - 1})" if have else "no iterations"
+            raise AnalysisError(f"--iteration {index}: {label} has {found} ({self.source or 'none found'})")
         return per[["pid", "start", "end"]].reset_index(drop=True)
 
 
