@@ -5,7 +5,8 @@ sum of a step's phases, then the statistics of those sums), `steady` gives the c
 standard deviation (None for a single step: undefined there, not 0), median, extremes and a 95% confidence
 interval of the median; the first step is kept apart (with torch.compile it holds the compilation).
 `harness show`'s phase table (through PhaseStats), the compile table of `run` and `show`, `harness
-compare-compile` and the dashboard's compile panel all take their medians from here, so one figure is one number everywhere.
+compare-compile` and the dashboard's compile panel all take their medians from here, so one figure is one
+number everywhere.
 
 The median of the step sums is not the sum of the phases' medians: tables that list the phases and the
 step show the difference as a row of its own (`REMAINDER`), so the rows always add up.
