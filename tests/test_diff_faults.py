@@ -67,7 +67,7 @@ def test_the_same_export_twice_prints_each_note_once(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json", [KERNEL, {**KERNEL, "ts": "soon"}])
     r = runner.invoke(app, ["diff", str(trace), str(trace), "--wide"])
     assert r.exit_code == 0, r.output
-    assert r.output.count("left out 1 Kineto events") == 1, r.output
+    assert r.output.count("left out 1 Kineto event with") == 1, r.output
 
 
 def _imported(run: RunResult, tmp_path: Path) -> None:

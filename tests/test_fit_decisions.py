@@ -271,3 +271,35 @@ def test_kineto_kernels_alike_but_for_their_grid_show_the_grid() -> None:
     assert {r[grid] for r in add} >= {"50176    1    1", "25088    1    1"}
     seen = [(r[name], r[grid]) for r in rows]
     assert len(seen) == len(set(seen)) or "BlockXYZ" in header
+
+
+def test_a_narrow_sweep_keeps_the_status_of_a_point_out_of_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep with a point that ran and one out of memory: fitted to 64 columns, the phase means fill the
+    width and the status column (after them in the table's priority) was left out, so the OOM point read as
+    dashes only. It stays, with the verdict of each point."""
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+
+    def run(config, run_id=None):  # type: ignore[no-untyped-def]
+        if config.model == "tiny":
+            return RunResult("p-tiny", config, "oom", device="cpu", error="CUDA out of memory")
+        phases = {"forward": 100_000_000, "backward": 200_000_000, "optimizer": 50_000_000}
+        steps = [StepRecord(i, False, phases) for i in range(3)]
+        return RunResult(
+            "p-char", config, "ok", device="cpu", device_name="cpu", steps=steps, tokens_per_s=9.0
+        )
+
+    monkeypatch.setattr(multirank, "run_any", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["sweep", "--models", "char,tiny", "--device", "cpu", "--db", db]
+    result = runner.invoke(app, args, env={"COLUMNS": "64", "LINES": "60"})
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert [(r.split("│")[1].strip(), r.split("│")[-2].strip()) for r in rows] == [
+        ("char", "ok"),
+        ("tiny", "OOM"),
+    ]
+    assert not [names for names in left_out(out) if "status" in names]

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from kineto_data import write_trace
+from reading import flat
 from typer.testing import CliRunner
 
 import analysis.readers.kineto_stream as stream
@@ -75,6 +76,18 @@ def test_all_events_invalid_says_so_not_unrelated_advice(tmp_path: Path) -> None
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "all 2 of its kernel events were left out (no usable ts or dur" in result.output
     assert "ProfilerActivity.CUDA" not in result.output
+
+
+def test_one_left_out_event_is_said_as_one(tmp_path: Path) -> None:
+    """`left out 1 Kineto event`, `1 name held`, `its kernel event was left out`: no plural for one."""
+    kept = write_trace(tmp_path / "t.json", [{**KERNEL, "name": "k\ud800"}, {**KERNEL, "ts": "soon"}])
+    _, err = kernels_csv(kept, "--no-cache")
+    assert "left out 1 Kineto event with no usable ts or dur" in err and "(1 kernel)" in err
+    assert "1 name held invalid Unicode" in err
+    lone = write_trace(tmp_path / "lone.json", [{**KERNEL, "ts": "soon"}])
+    result = runner.invoke(app, ["kernels", str(lone), "--no-cache"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "its kernel event was left out (no usable ts or dur" in flat(result.output)
 
 
 def test_a_malformed_grid_is_unknown_not_zero(tmp_path: Path) -> None:

@@ -253,7 +253,7 @@ def test_the_program_emits_a_users_ranges(
         if planted.make(cause).batches(*_batch(), torch.device("cpu")) is not None:
             step.insert(1, "data")
         assert pushed == step * 2, cause
-    assert "clean: char on cpu, 1 steps" in capsys.readouterr().out
+    assert "clean: char on cpu, 1 step," in capsys.readouterr().out
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -277,7 +277,7 @@ def test_the_program_runs_under_plain_python() -> None:
             print("exit", e.code, ours)
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert "host-sync: char on cpu, 1 steps" in done.stdout, done.stderr
+    assert "host-sync: char on cpu, 1 step," in done.stdout, done.stderr
     assert "exit 0 []" in done.stdout
 
 

@@ -376,3 +376,35 @@ def test_a_straggler_that_computes_less_than_the_others_is_not_said_to_compute_m
         "straggler: rank 0 computes 20.000 ms less per step than the others yet arrives last at the "
         "all-reduce: the others wait 40.000 ms per step there beyond its own wait"
     )
+
+
+def test_a_rank_out_of_memory_is_a_result_as_with_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank out of memory: the run is stored as oom, said in a warning, and the command exits 0, as a
+    one-process run out of memory does (it exited 1 with `failed`)."""
+    from harness.core.records import RunResult
+    from harness.profilers import none
+
+    def oom(config, on_steps=None):  # type: ignore[no-untyped-def]
+        error = "rank 1: CUDA out of memory. Tried to allocate 2.00 GiB"
+        return RunResult("r-oom", config, "oom", device="cpu", device_name="cpu", error=error)
+
+    monkeypatch.setattr(none, "run_ranks", oom)
+    db = tmp_path / "results.sqlite"
+    result = runner.invoke(app, ["run", "tiny", *SMALL, "--nproc", "2", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert "warning: out of memory: rank 1: CUDA out of memory" in result.stderr
+    assert "error" not in result.stderr and "Traceback" not in result.output
+    assert list(ResultsStore(str(db), readonly=True).runs()["status"]) == ["oom"]
+
+
+@pytest.mark.slow
+def test_a_rank_out_of_memory_for_real_exits_0(tmp_path: Path) -> None:
+    """The CPU allocator refuses an embedding of 10**12 rows in both ranks (torchrun, gloo): stored as oom."""
+    db = tmp_path / "results.sqlite"
+    args = ["run", "char", "--device", "cpu", "--nproc", "2", "--steps", "1", "--warmup", "0"]
+    result = runner.invoke(app, [*args, "--vocab-size", str(10**12), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert "warning: out of memory: rank " in result.stderr and "can't allocate memory" in result.stderr
+    assert list(ResultsStore(str(db), readonly=True).runs()["status"]) == ["oom"]

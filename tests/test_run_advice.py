@@ -120,6 +120,15 @@ def test_a_phase_of_a_few_microseconds_is_not_judged_by_its_percentage(cpu_expor
     assert status == FAIL and evidence == "largest difference +13.20% (decode, 3 steps): 10% or more"
 
 
+def test_one_paired_step_is_said_as_one() -> None:
+    """A phase the ranges and timers pair in one step only (a run of `--steps 1`): `1 step`, not `1 steps`."""
+    row = {"phase": "forward", "steps": 1, "nvtx_mean_ns": 20_100_000.0, "timer_mean_ns": 20_000_000.0}
+    table = pd.DataFrame([{**row, "nvtx_median_ns": 20_100_000.0, "timer_median_ns": 20_000_000.0,
+                           "rel_diff": 0.005}])  # fmt: skip
+    status, evidence = checks(RunFacts(agreement=table))["NVTX vs timers"]
+    assert status == OK and evidence == "largest difference +0.50% (forward, 1 step); every phase within 2%"
+
+
 def test_a_stored_run_is_judged_by_its_phases_means_too(tmp_db: str, cpu_export) -> None:
     store = ResultsStore(tmp_db)
     agreement = _with_phase(_cpu_train_agreement(cpu_export, 1.0), "decode", 30_000, 26_500)

@@ -165,7 +165,7 @@ def test_worker_killed_outright_keeps_the_steps_it_logged(tmp_path) -> None:
     result = read_worker_result(config, "char-1", res, -9, "")
     assert result.status == "error" and result.steps == steps
     assert result.error == (
-        "worker killed by SIGKILL (often the kernel's out-of-memory killer) after 1 measured steps"
+        "worker killed by SIGKILL (often the kernel's out-of-memory killer) after 1 measured step"
     )
 
 

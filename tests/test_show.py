@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+
 import pytest
 from test_store import make_result
 
 from harness.core.machine import MachineLoad
+from harness.core.records import RunResult, StepRecord
 from harness.experiments.show import show_tables
 from harness.store.results import ResultsStore
 
@@ -123,3 +128,42 @@ def test_show_says_a_file_of_the_run_that_is_gone(store: ResultsStore, tmp_path)
     assert result.exit_code == 0, result.output
     assert f"nsys report: {kept}\n" in result.output
     assert f"nsys sqlite: {gone} (no such file: moved or deleted)" in result.output
+
+
+def _one_step(run_id: str) -> RunResult:
+    result = make_result(run_id)
+    result.config.warmup, result.config.steps = 0, 1
+    result.steps = [StepRecord(step=0, warmup=False, phases={"forward": 7, "backward": 9, "optimizer": 4})]
+    return result
+
+
+def test_one_measured_step_has_no_standard_deviation(tmp_db: str) -> None:
+    """One measured step: its StdDev is empty (null in json, empty in csv, a dash in the table), not 0."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    ResultsStore(tmp_db).save(_one_step("tiny-one"))
+    shown = CliRunner().invoke(app, ["show", "tiny-one", "--db", tmp_db, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    phases = json.loads(shown.stdout)["phases (measured steps)"]
+    assert [(p["Phase"], p["Avg (ns)"], p["StdDev (ns)"]) for p in phases] == [
+        ("step (sum)", 20.0, None), ("forward", 7.0, None), ("backward", 9.0, None), ("optimizer", 4.0, None)
+    ]  # fmt: skip
+    listed = CliRunner().invoke(app, ["runs", "--db", tmp_db, "--format", "csv"])
+    row = next(csv.DictReader(io.StringIO(listed.stdout)))
+    assert (row["forward_mean_ns"], row["forward_std_ns"]) == ("7.0", "")
+
+
+def test_a_stored_single_step_zero_reads_as_no_standard_deviation(tmp_db: str) -> None:
+    """Databases written before held 0.0 as one step's std: they read as none, with the same figures."""
+    store = ResultsStore(tmp_db)
+    store.save(_one_step("tiny-old"))
+    with store.engine.begin() as con:  # as the store wrote it then
+        summary = json.loads(con.exec_driver_sql("SELECT summary FROM runs").scalar_one())
+        for p in summary["phases"]:
+            p["std_ns"] = 0.0
+        con.exec_driver_sql("UPDATE runs SET summary = ?", (json.dumps(summary),))
+    phases = dict(show_tables(store.get("tiny-old")))["phases (measured steps)"]
+    assert phases["StdDev (ns)"].isna().all() and phases["Avg (ns)"].tolist() == [20.0, 7.0, 9.0, 4.0]
+    assert store.runs()["forward_std_ns"].isna().all()

@@ -60,3 +60,9 @@ def test_the_interval_of_100000_steps() -> None:
         s = steady(range(1, 100_001))
     assert median_rank(100_000) == 49_690
     assert (s.count, s.median_ns, s.ci_low_ns, s.ci_high_ns) == (100_000, 50_000.5, 49_690.0, 50_311.0)
+
+
+def test_one_value_has_no_standard_deviation() -> None:
+    """A sample standard deviation needs two values: one step's is undefined (None), not 0."""
+    assert steady([5.0]).std_ns is None
+    assert steady([1.0, 3.0]).std_ns == pytest.approx(2**0.5)

@@ -148,3 +148,18 @@ def test_an_interrupted_run_under_nsys_says_the_health_that_health_run_says(
     assert f"warning: health: 1 failure, 2 warnings of {len(judged)} checks" in flat(said.stderr)
     statuses = [r["Status"] for r in judged]
     assert (statuses.count("fail"), statuses.count("warn")) == (1, 2)
+
+
+def test_one_measured_step_is_said_as_one(a100_export: Path, tmp_path: Path) -> None:
+    """A capture whose `measured` range holds one step (steps 0–3 warm-up, step 4 measured): `1 measured
+    step`, not `1 measured steps`, in the NVTX steps check."""
+    ranged = with_harness_ranges(a100_export, tmp_path / "ranged.sqlite")
+    one = derive(
+        ranged,
+        tmp_path / "one.sqlite",
+        "UPDATE NVTX_EVENTS SET start = (SELECT start - 1000 FROM NVTX_EVENTS WHERE text = 'step' AND "
+        "int64Value = 4) WHERE text = 'measured'",
+    )
+    _, checks = _checks(["health", str(one)])
+    assert checks["NVTX steps"]["Status"] == "ok", checks["NVTX steps"]
+    assert checks["NVTX steps"]["Evidence"] == "1 measured step (step 4), with step, forward, backward"

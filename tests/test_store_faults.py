@@ -320,3 +320,53 @@ def open_files(fds: Path) -> set[str]:
         with contextlib.suppress(OSError):
             names.add(os.readlink(fd))
     return names
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_reading_command_says_so_and_exits_130(tmp_path: Path) -> None:
+    """`harness runs` (a real process) waits for a locked database; Ctrl-C there ended it with 130 and not a
+    word. It says it was interrupted, in one line, and still exits 130. The process is known to be inside
+    the command by the database it holds open; it stays there (the lock is held for 600 s) until the
+    signal."""
+    import signal
+
+    db = tmp_path / "r.sqlite"
+    filled(db, 1)
+    holder = hold_lock(db, 600)
+    proc = start(["runs", "--db", str(db)], tmp_path, uuid.uuid4().hex, HARNESS_DB_TIMEOUT="600")
+    try:
+
+        def waiting() -> bool:
+            fds = Path(f"/proc/{proc.pid}/fd")
+            return not fds.exists() or str(db) in open_files(fds)
+
+        wait_until(waiting, 300, "harness runs to open the database")
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(300) == 130, output(tmp_path)
+    finally:
+        proc.kill()
+        holder.kill()
+        holder.wait()
+    assert (
+        tmp_path / "stderr.txt"
+    ).read_text() == "error: interrupted by SIGINT before the command finished\n"
+    assert (tmp_path / "stdout.txt").read_text() == ""
+
+
+def test_a_signal_no_command_caught_is_said_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same in process: Ctrl-C (KeyboardInterrupt) while `harness runs` reads; SIGTERM as its code."""
+    from harness.core.signals import Terminated
+
+    db = tmp_path / "r.sqlite"
+    filled(db, 1)
+    for raised, code, name in ((KeyboardInterrupt, 130, "SIGINT"), (Terminated, 143, "SIGTERM")):
+
+        def stopped(*args: object, exc: type[BaseException] = raised, **kwargs: object) -> None:
+            raise exc
+
+        monkeypatch.setattr(ResultsStore, "runs", stopped)
+        result = invoke("runs", "--db", str(db))
+        assert result.exit_code == code and "Traceback" not in result.output
+        assert result.stderr == f"error: interrupted by {name} before the command finished\n"

@@ -1,7 +1,8 @@
 """The words a run is described in, shared by the harness that records it and the analysis that reads it
-back: run modes and their phases, precisions, attentions, the NVTX ranges around steps, run statuses and
-the sources of block times. harness/ and analysis/ import them from here, nowhere else; this module
-imports nothing, so importing it loads no torch (workloads/__init__.py hands its other names on lazily)."""
+back: run modes and their phases, precisions, attentions, the NVTX ranges around steps, run statuses, the
+sources of block times, and how a count is said (`counted`: `1 measured step`). harness/ and analysis/
+import them from here, nowhere else; this module imports nothing, so importing it loads no torch
+(workloads/__init__.py hands its other names on lazily)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,9 @@ BLOCK_TIMERS = (
 BLOCK_TORCH = "torch-trace"  # record_function ranges of a torch.profiler trace (CPU time)
 BLOCK_NVTX = "nvtx"  # NVTX ranges of an nsys export (CPU time: a run without a GPU)
 BLOCK_NVTX_GPU = "nvtx-gpu"  # GPU time of the kernels launched inside each range (nsys or torch, on a GPU)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun as people read them: `1 measured step`, `2 measured steps`, `1,024 kernels`
+    (`plural` where adding an s is wrong: `counted(n, "entry", "entries")`)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -29,7 +29,7 @@ from analysis.advice.launches import GPU_FRAMES, PROCESS, gpu_work, launches
 from analysis.advice.run_checks import ExportFacts
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP
+from workloads.names import MEASURED, STEP, counted
 
 PHASE_NAMES = ("forward", "backward", "optimizer", "allreduce", "prefill", "decode")
 
@@ -363,7 +363,8 @@ def _covered(
     if len(table):
         measured = table[table["Measured"]]
         evidence += (
-            f"; {len(measured)} steps checked, {measured['Launch calls'].median():,.0f} launch calls each"
+            f"; {counted(len(measured), 'step')} checked, "
+            f"{measured['Launch calls'].median():,.0f} launch calls each"
         )
         warm = table[~table["Measured"] & (table["Launch calls"] == 0)]
         if len(warm) and (measured["Launch calls"] > 0).any():
@@ -406,7 +407,7 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
         return Check(name, OK, f"{len(f)} steps ({st.source}), no launch call after the last one")
     expected = frozenset().union(*f["phases"])
     checked = f[f["measured"]]
-    which = "measured steps" if st.has_measured else "steps"
+    which = "measured step" if st.has_measured else "step"
     lacking = [
         (int(r.step), _ordered(expected - r.phases)) for r in checked.itertuples() if expected - r.phases
     ]
@@ -420,7 +421,7 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
         return Check(
             name,
             FAIL,
-            f"{len(steps)} of {len(checked)} {which} lack{'s' if len(steps) == 1 else ''} NVTX ranges"
+            f"{len(steps)} of {len(checked)} {which}s lack{'s' if len(steps) == 1 else ''} NVTX ranges"
             + (f" ({_steps_said(steps)})" if len(steps) > 1 else "")
             + f": step {step} has no {', '.join(names)}; {ended}"
             + (f"; {stop.said()}" if stop is not None else ""),
@@ -448,7 +449,8 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
             f"the NVTX tables and the split by phase hold the {stop.measured} measured steps finished before "
             f"the stop; run again to measure all {stop.planned}",
         )
-    evidence = f"{len(checked)} {which} ({_steps_said(checked['step'].tolist())}), each with "
+    each = "each with" if len(checked) != 1 else "with"
+    evidence = f"{counted(len(checked), which)} ({_steps_said(checked['step'].tolist())}), {each} "
     evidence += ", ".join(_ordered(expected))
     if not st.has_measured:
         evidence += "; no `measured` range: every step checked"

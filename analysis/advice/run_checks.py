@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check
-from workloads.names import STEP
+from workloads.names import STEP, counted
 
 OVERHEAD_WARN_PCT = 5.0
 OVERHEAD_FAIL_PCT = 20.0  # nsys-ai's doctor fails here
@@ -151,7 +151,7 @@ def _agreement(
     pool = diffs if flagged.empty else flagged
     worst = pool.loc[pool["pct"].abs().idxmax()]
     pct = float(worst["pct"])
-    evidence = f"largest difference {pct:+.2f}% ({worst['phase']}, {int(worst['steps'])} steps)"
+    evidence = f"largest difference {pct:+.2f}% ({worst['phase']}, {counted(int(worst['steps']), 'step')})"
     if flagged.empty:
         if abs(pct) < AGREEMENT_WARN_PCT:
             return Check(name, OK, f"{evidence}; every phase within {AGREEMENT_WARN_PCT:g}%")

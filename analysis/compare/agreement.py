@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from workloads.names import counted
+
 AGREEMENT_COLUMNS = [
     "phase", "steps", "nvtx_mean_ns", "nvtx_median_ns", "timer_mean_ns", "timer_median_ns", "rel_diff",
 ]  # fmt: skip
@@ -56,7 +58,10 @@ def pair_ranges(timers: pd.DataFrame, ranges: pd.DataFrame, phases: Sequence[str
         else:
             steps = t["step"].to_numpy()
             if len(r) > len(steps):
-                notes.append(f"{len(r)} {phase!r} ranges for {len(steps)} timed steps; pairing the last ones")
+                notes.append(
+                    f"{len(r)} {phase!r} ranges for {counted(len(steps), 'timed step')}; "
+                    "pairing the last ones"
+                )
                 r = r.tail(len(steps))
             # capture may start late (--nsys-capture measured): align the ranges with the last steps
             nvtx = pd.DataFrame(

@@ -24,7 +24,9 @@
 
 `iteration=N` restricts the figures and tables to iteration N of each side (counted from 0 over every range
 found, warm-up included): GPU work whose launching call started inside it, calls and ranges that started
-inside it, on the same process. The verdict still comes from every iteration.
+inside it, on the same process. The verdict still comes from every iteration. Where warm-up iterations are
+left out (`warmup=N`, or the harness's `measured` range), the figures and tables are restricted the same way
+to the iterations after warm-up (`Iterations.measured`), so that they hold what the verdict holds.
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ class Side:
     iterations: Iterations
     kernel_names: frozenset[str]
     events: pd.DataFrame | None = field(default=None, repr=False)
+    # pid, start, end the figures and tables are restricted to: `--iteration N`'s, or the iterations after
+    # warm-up where some were left out (the tables then leave out what the verdict leaves out); None: all
+    windows: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def gpus(self) -> int:
@@ -208,13 +213,15 @@ def summarise(
                 "--iteration-range NAME names a repeated NVTX range)"
             )
         windows = its.window(iteration, label)
+    elif its.warmup and its.count:
+        windows = its.measured()
     events = _events(trace, windows)
     devices = device_times(events) if events is not None else []
     names = frozenset()
     if events is not None:
         names = frozenset(events.loc[(events["kind"] == "kernel").to_numpy(), "name"].astype(str).unique())
     span = _wall_span(trace, events, windows)
-    return Side(label, trace.format, _schema(trace), devices, span, its, names, events)
+    return Side(label, trace.format, _schema(trace), devices, span, its, names, events, windows)
 
 
 # --- comparability and the verdict --------------------------------------------------------------------
@@ -469,10 +476,7 @@ def diff_exports(
     b = summarise(trace_b, labels[1], **opts)  # type: ignore[arg-type]
     comp = comparability(a, b)
     v = verdict(a, b, comp)
-    if iteration is not None:
-        wa, wb = a.iterations.window(iteration, labels[0]), b.iterations.window(iteration, labels[1])
-    else:
-        wa = wb = None
+    wa, wb = a.windows, b.windows
     tables: list[tuple[str, pd.DataFrame]] = []
     grouping = ""  # how the NVTX names were grouped, where that changed them
     if a.events is not None or b.events is not None:

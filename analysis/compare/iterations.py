@@ -5,7 +5,9 @@ without its `, seq = N, op_id = N` fields), else the harness's `step` ranges (th
 range when there is one: the warm-up steps lie outside it), else Kineto's `ProfilerStep#N`. Ranges are taken
 per process in start order; with several processes (ranks) in one capture, iteration k lasts as long as the
 slowest process's k-th range, and the capture has as many iterations as its process with the fewest.
-`Iterations.window(k)` gives iteration k on each process, for restricting other tables to it (`in_windows`).
+`Iterations.window(k)` gives iteration k on each process, for restricting other tables to it (`in_windows`);
+`Iterations.measured()` the span of the iterations after warm-up, so that tables leave out what the
+iteration times leave out.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from analysis.joins.nvtx_ranges import all_ranges, tagged
 from analysis.joins.runtime import pid_of
 from analysis.nvtx_names import group_names
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP
+from workloads.names import MEASURED, STEP, counted
 
 PROFILER_STEP = "ProfilerStep#"
 
@@ -44,11 +46,15 @@ class Iterations:
         per = self.ranges[self.ranges["index"] == index]
         if per.empty:
             have = int(self.ranges["index"].max()) + 1 if len(self.ranges) else 0
-            found = f"only {have} (0..{have - 1})" if have else "none"
-            raise AnalysisError(
-                f"--iteration {index}: {label} has {found} iterations ({self.source or 'none found'})"
-            )
+            found = f"only {counted(have, 'iteration')} (0..{have - 1})" if have else "no iterations"
+            raise AnalysisError(f"--iteration {index}: {label} has {found} ({self.source or 'none found'})")
         return per[["pid", "start", "end"]].reset_index(drop=True)
+
+    def measured(self) -> pd.DataFrame:
+        """pid, start, end on each process from its first iteration after warm-up to the end of its last."""
+        kept = self.ranges[~self.ranges["warmup"].astype(bool)]
+        span = kept.groupby("pid").agg(start=("start", "min"), end=("end", "max")).reset_index()
+        return span[["pid", "start", "end"]]
 
 
 def _no_iterations() -> Iterations:

@@ -22,7 +22,7 @@ from analysis.compare.overhead import (
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import profiler_label, with_labels
 from analysis.dashboard.style import MS, TEMPLATE, grouped_bars, hover, ns_ms, ordered_phases, phase_color
-from workloads.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES, counted
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length"]
 PATTERNS = ("", "/", "x", ".")
@@ -191,7 +191,8 @@ def overhead_panel(data: DashboardData) -> Panel:
     profiled = runs[runs["profiler"] != "none"]
     kinds = ", ".join(dict.fromkeys(_label(r) for r in profiled.to_dict("records")))
     notes = [
-        f"{counts.get(True, 0)} runs without a profiler and {counts.get(False, 0)} with one ({kinds}), "
+        f"{counted(int(counts.get(True, 0)), 'run')} without a profiler and {counts.get(False, 0)} with one "
+        f"({kinds}), "
         "measured steps only. Whiskers: 95% interval of each mean. On each profiled bar: the overhead with "
         "its 95% interval, or inconclusive when the noise is larger than the effect."
     ]

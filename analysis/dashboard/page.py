@@ -13,6 +13,7 @@ from typing import Literal
 from analysis.dashboard.panel import DashboardData, Panel, PanelSpec
 from analysis.dashboard.registry import PANELS
 from analysis.outputs import write_text
+from workloads.names import counted
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"scale": 2}}
 
@@ -119,7 +120,7 @@ def render_html(
             for p in lacking
         )
         sections.append(
-            f'<section class="panel" id="not-drawn"><h2>No data yet for {_count(len(lacking), "panel")}</h2>'
+            f'<section class="panel" id="not-drawn"><h2>No data yet for {counted(len(lacking), "panel")}</h2>'
             f'<ul class="missing">{items}</ul></section>'
         )
     nav = "".join(f'<a href="#panel-{p.key}" class="drawn">{html.escape(_short(p))}</a>' for p in shown)
@@ -133,11 +134,6 @@ def render_html(
         f"<p>Generated {stamp} by <code>{html.escape(generator)}</code>. Axes in ms; hover for exact ns.</p>"
         f"</header><nav>{nav}</nav><main>{''.join(sections)}</main></body></html>\n"
     )
-
-
-def _count(n: int, what: str) -> str:
-    """`1 panel`, `2 panels`."""
-    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def _short(panel: Panel) -> str:

@@ -19,7 +19,7 @@ from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
 from analysis.stats import BLOCK, durations_by_group, factorize, factorize_blocks, figures, group_ids
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP
+from workloads.names import MEASURED, STEP, counted
 
 Mode = Literal["auto", "phase", "thread"]  # auto: phase when the export has phase ranges
 
@@ -379,8 +379,8 @@ def _credits(
 
 def _nested_note(twice: int) -> str:
     return (
-        f"{twice:,} kernels ran inside nested NVTX ranges of the same name; each is counted once per range "
-        "name (nsys stats counts it once per range)"
+        f"{counted(twice, 'kernel')} ran inside nested NVTX ranges of the same name; each is counted once "
+        "per range name (nsys stats counts it once per range)"
     )
 
 

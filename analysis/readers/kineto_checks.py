@@ -10,6 +10,8 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workloads.names import counted
+
 if TYPE_CHECKING:  # a worker reading part of a trace (analysis.readers.kineto_columns) starts without pandas
     import pandas as pd
 
@@ -54,13 +56,20 @@ def notes_and_hints(
     dropped = {k: n for k, n in unusable.items() if n}
     if dropped:
         parts = ", ".join(f"{n:,} {GROUP_NAMES[k]}" for k, n in dropped.items())
-        notes.append(f"left out {sum(dropped.values()):,} Kineto events with {UNUSABLE} ({parts})")
+        notes.append(f"left out {counted(sum(dropped.values()), 'Kineto event')} with {UNUSABLE} ({parts})")
         for k, n in dropped.items():
             frame = GROUP_FRAMES[k]
             if len(frames[frame]) == 0:
-                hints[frame] = f"all {n:,} of its {GROUP_NAMES[k]} events were left out ({UNUSABLE})"
+                which = (
+                    f"its {GROUP_NAMES[k]} event was"
+                    if n == 1
+                    else f"all {n:,} of its {GROUP_NAMES[k]} events were"
+                )
+                hints[frame] = f"{which} left out ({UNUSABLE})"
     if escaped:
-        notes.append(f"{escaped:,} names held invalid Unicode (lone surrogates): kept, with \\uXXXX escapes")
+        notes.append(
+            f"{counted(escaped, 'name')} held invalid Unicode (lone surrogates): kept, with \\uXXXX escapes"
+        )
     return notes, hints
 
 

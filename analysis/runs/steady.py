@@ -2,10 +2,11 @@
 
 A run's steady state is its measured steps (warm-up steps left out). Per phase, and for the whole step (the
 sum of a step's phases, then the statistics of those sums), `steady` gives the count, mean, sample
-standard deviation, median, extremes and a 95% confidence interval of the median; the first step is kept
-apart (with torch.compile it holds the compilation). `harness show`'s phase table (through
-PhaseStats), the compile table of `run` and `show`, `harness compare-compile` and the
-dashboard's compile panel all take their medians from here, so one figure is one number everywhere.
+standard deviation (None for a single step: undefined there, not 0), median, extremes and a 95% confidence
+interval of the median; the first step is kept apart (with torch.compile it holds the compilation).
+`harness show`'s phase table (through PhaseStats), the compile table of `run` and `show`, `harness
+compare-compile` and the dashboard's compile panel all take their medians from here, so one figure is one
+number everywhere.
 
 The median of the step sums is not the sum of the phases' medians: tables that list the phases and the
 step show the difference as a row of its own (`REMAINDER`), so the rows always add up.
@@ -36,7 +37,7 @@ class Steady:
 
     count: int
     mean_ns: float
-    std_ns: float
+    std_ns: float | None  # None for one value: a sample standard deviation needs two
     median_ns: float
     min_ns: float
     max_ns: float
@@ -73,7 +74,7 @@ def steady(durations: Sequence[float]) -> Steady:
     return Steady(
         count=n,
         mean_ns=statistics.fmean(values),
-        std_ns=statistics.stdev(values) if n > 1 else 0.0,
+        std_ns=statistics.stdev(values) if n > 1 else None,
         median_ns=float(statistics.median(values)),
         min_ns=values[0],
         max_ns=values[-1],
@@ -159,7 +160,7 @@ class PhaseStats:
     phase: str
     count: int
     mean_ns: float
-    std_ns: float
+    std_ns: float | None  # None for one step (stores before it wrote 0.0: `stored_std` reads those)
     median_ns: float
     min_ns: int
     max_ns: int

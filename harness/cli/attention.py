@@ -17,6 +17,7 @@ from harness.core.records import AttentionSweep
 from harness.core.signals import sigterm_raises
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
 from harness.store import results as results_db
+from workloads.names import counted
 
 
 def _ints(option: str, text: str) -> tuple[int, ...]:
@@ -103,7 +104,8 @@ def attention_cmd(
     oom = [c for c in sweep.cells if c.status == "oom"]
     notes = [
         f"batch {config.batch_size}, {config.num_heads} head(s), {config.precision}, "
-        f"{'causal' if config.causal else 'no mask'}; {config.trials} timed calls after {config.warmup} "
+        f"{'causal' if config.causal else 'no mask'}; {counted(config.trials, 'timed call')} after "
+        f"{config.warmup} "
         "warm-up per cell",
         f"peak memory: {sweep.memory_source}",
     ]

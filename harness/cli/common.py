@@ -24,6 +24,7 @@ from analysis.outputs import refuse_inputs as refuse_inputs
 from analysis.outputs import shown as shown
 from analysis.outputs import write_text as write_text
 from harness.cli.terminal.output import Format, say
+from harness.core import signals
 from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
 
@@ -207,7 +208,9 @@ def say_ending(outcome: Any) -> None:
 
 
 def cli_errors(fn: F) -> F:
-    """Turn a HarnessError into one line on stderr and its exit code; never a traceback."""
+    """Turn a HarnessError into one line on stderr and its exit code; never a traceback. A signal that no
+    command caught (Ctrl-C in a command that only reads) ends with one line saying so, as the run commands
+    say theirs, and the signal's exit code (130 for SIGINT)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -217,5 +220,9 @@ def cli_errors(fn: F) -> F:
             # the errors of both are one line each: a newline in one comes from a name it quotes (a file's)
             err(str(e), lines=False)
             raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt as e:  # typer would end with 130 and not a word
+            sig = signals.signal_of(e)
+            err(signals.interrupted(sig, "before the command finished"))
+            raise typer.Exit(signals.exit_code(sig)) from None
 
     return wrapper  # type: ignore[return-value]

@@ -28,6 +28,7 @@ from harness.core.errors import UsageError
 from harness.core.machine import describe
 from harness.core.signals import sigterm_raises
 from harness.experiments import overhead
+from workloads.names import counted
 
 
 @cli_errors
@@ -97,7 +98,7 @@ def overhead_cmd(
         )  # fmt: skip
     for note in result.notes:
         warn(note)
-    n, rounds = result.repeats * config.steps, f"{result.repeats} round{'s' * (result.repeats != 1)}"
+    n, rounds = result.repeats * config.steps, counted(result.repeats, "round")
     notes = [f"whole steps: {verdict}" for verdict in result.verdicts]
     if result.load:
         notes.append(f"machine: {describe(result.load)}")
@@ -105,7 +106,8 @@ def overhead_cmd(
         result.table,
         format,
         title=f"{result.profiler} overhead, {overhead.workload_of(config)} on "
-        f"{result.runs[0][2].device_name} ({rounds} × {config.steps} steps = {n} steps each; "
+        f"{result.runs[0][2].device_name} ({rounds} × {counted(config.steps, 'step')} = "
+        f"{counted(n, 'step')} each; "
         f"{result.experiment})",
         notes=notes,
         wide=wide,

@@ -67,9 +67,12 @@ def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
 
 
 def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
-    """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables."""
+    """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables. Out of
+    memory is a result there too, as with one process: said, stored as oom, exit 0."""
     result, config = p.result, p.result.config
     unsaved = p.unsaved[0] if p.unsaved else None
+    if result.status == "oom":
+        warn(f"out of memory: {result.error}")
     ranks = local_ranks(config)
     which = "all ranks" if config.nnodes == 1 else f"ranks {ranks[0]}-{ranks[-1]} of {config.world_size}"
     tables = [(f"run {result.run_id} ({result.device_name}, {which})", results_table([result]))]
@@ -78,7 +81,7 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
     if result.status == "ok":
         tables.append((f"throughput ({which})", throughput_table(result)))
     emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
-    if result.status in ("error", "oom"):
+    if result.status == "error":
         lines = [unsaved] if unsaved else []
         for line in lines:
             err(line)

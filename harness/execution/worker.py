@@ -33,6 +33,7 @@ from harness.core.signals import interrupted, name, signal_of, sigterm_raises
 from harness.execution import supervisor
 from harness.execution.ranks import distributed
 from harness.execution.runner import run_workload
+from workloads.names import counted
 
 STDERR_TAIL = 2000
 ENTRY = "harness.execution.worker"  # python -m ENTRY CONFIG RESULT
@@ -144,7 +145,7 @@ def read_worker_result(
     steps = read_steps(result_path)
     measured = sum(not s.warmup for s in steps)
     if stopped_by is not None and returncode < 0:
-        when = f"after {measured} measured steps" if steps else "before the first step"
+        when = f"after {counted(measured, 'measured step')}" if steps else "before the first step"
         why = f"{when}; the worker was killed by {_signal_name(-returncode)} before it wrote its result"
         error = interrupted(stopped_by, why)
         return RunResult(run_id=run_id, config=config, status="interrupted", steps=steps, error=error)
@@ -155,7 +156,7 @@ def read_worker_result(
         how = f"killed by {_signal_name(-returncode)}"
         if -returncode == signal.SIGKILL:
             how += " (often the kernel's out-of-memory killer)"
-    kept = f" after {measured} measured steps" if steps else ""
+    kept = f" after {counted(measured, 'measured step')}" if steps else ""
     error = f"worker {how}{kept}" + (f": {tail}" if tail else "")
     if left_out:
         printed = dropped + len(stderr.encode())

@@ -14,6 +14,7 @@ from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
 from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
+from harness.store.schema import stored_std
 from workloads.names import MEASURED_STATUSES
 from workloads.plants.catalogue import KNOBS, Knobs
 
@@ -39,7 +40,7 @@ def phase_table(run: Run) -> pd.DataFrame:
 
     step = run_step_stats(run)
     stats = [asdict(step)] if step is not None else []
-    return pd.DataFrame(
+    table = pd.DataFrame(
         [
             {
                 "Phase": p["phase"],
@@ -48,11 +49,14 @@ def phase_table(run: Run) -> pd.DataFrame:
                 "Med (ns)": p["median_ns"],
                 "Min (ns)": p["min_ns"],
                 "Max (ns)": p["max_ns"],
-                "StdDev (ns)": p["std_ns"],
+                "StdDev (ns)": stored_std(p),
             }
             for p in [*stats, *(run.summary or {}).get("phases", [])]
         ]
     )
+    if len(table):  # None (one step) as NaN: a column of numbers, however few steps
+        table["StdDev (ns)"] = table["StdDev (ns)"].astype(float)
+    return table
 
 
 PATH_FIELDS = ("nsys report", "nsys sqlite")  # and every file.*

@@ -31,7 +31,7 @@ from harness.profilers.capture import (
     stored_after,
     stored_as,
 )
-from workloads.names import DECODE
+from workloads.names import DECODE, counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,7 +113,9 @@ def launch(
         if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
             measured = sum(not s.warmup for s in result.steps)
             result.error = signals.interrupted(
-                prof.interrupted, f"while nsys wrote its report, after all {measured} measured steps"
+                prof.interrupted,
+                f"while nsys wrote its report, after {'its' if measured == 1 else 'all'} "
+                + counted(measured, "measured step"),
             )
         if prof.interrupted and result.status in ("ok", "error"):
             result.status = "interrupted"

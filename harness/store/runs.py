@@ -26,7 +26,7 @@ from harness.store.schema import (
 )
 from harness.store.timings import block_rows
 from harness.store.unsaved import PendingRun
-from workloads.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS
+from workloads.names import BLOCK_TIMERS, RUN_ENERGY_FIELDS, counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,9 +86,8 @@ def _differences(stored: Run, pending: PendingRun) -> list[str]:
 
 
 def _in_words(status: str, model: str, mode: str, created: datetime, measured: int) -> str:
-    return (
-        f"{status}, {model} {mode}, created {_utc(created):%Y-%m-%d %H:%M:%S} UTC, {measured} measured steps"
-    )
+    at = f"{_utc(created):%Y-%m-%d %H:%M:%S}"
+    return f"{status}, {model} {mode}, created {at} UTC, {counted(measured, 'measured step')}"
 
 
 def _described(run: Run) -> str:

@@ -323,12 +323,20 @@ RUN_COLUMNS = [
 ]
 
 
+def stored_std(figures: dict[str, Any]) -> float | None:
+    """A stored phase's standard deviation (its summary's `phases` entry): None over fewer than two steps,
+    where it is undefined. Databases written before that rule hold 0.0 there; they read the same."""
+    return figures.get("std_ns") if figures.get("count", 0) > 1 else None
+
+
 def run_row(r: Run) -> dict[str, Any]:
     phases = {p["phase"]: p for p in (r.summary or {}).get("phases", [])}
     info = r.model_info or {}
 
     def stat(phase: str, key: str) -> float | None:
-        return phases[phase][key] if phase in phases else None
+        if phase not in phases:
+            return None
+        return stored_std(phases[phase]) if key == "std_ns" else phases[phase][key]
 
     return {
         "run_id": r.id,

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 import workloads
-from workloads.names import DATA
+from workloads.names import DATA, counted
 from workloads.plants import CAUSES, KNOBS, PLANTS, Knobs, make
 from workloads.plants.catalogue import OPTIMIZERS
 
@@ -155,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         torch.cuda.synchronize()
     per_step = (time.perf_counter() - started) / max(args.steps, 1)
-    print(f"{args.cause}: {args.model} on {device.type}, {args.steps} steps, {per_step * 1e3:.1f} ms a step")
+    print(
+        f"{args.cause}: {args.model} on {device.type}, {counted(args.steps, 'step')}, "
+        f"{per_step * 1e3:.1f} ms a step"
+    )
     return 0
 
 

@@ -1,7 +1,8 @@
 """How a table fits the terminal: cells as text (ns as ms, ids as nsys prints them, control characters as
 visible escapes), names shortened in the middle, and the least important columns left out first: columns
 empty in every row, then by `rank`, or by a table's own `priority`. A table's `deciding` columns (the
-verdict, the B side of a comparison, the measured value) are never left out."""
+verdict, the B side of a comparison, the measured value) are never left out, nor a `status` column where a
+row is not ok (an OOM or interrupted row's empty figures would read as numbers missing for no reason)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ COUNTS = frozenset(
 )
 
 EMPTY = "—"  # a cell with no value
+STATUS = "status"  # a row's status (any case): kept where some row's is not OK
 
 # Every character that is not shown as itself: controls (C0, C1, DEL), format characters (the bidi
 # marks, overrides and isolates that reorder what a terminal shows, zero-width spaces and joiners, the soft
@@ -305,6 +307,7 @@ def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
     empty = empty - {names.index(c) for c in df.attrs.get("kept_empty", ()) if c in names}
     # dict.fromkeys: a name listed twice is still one column
     deciding = [names.index(c) for c in dict.fromkeys(df.attrs.get("deciding", ())) if c in names]
+    deciding += [i for i in _not_ok(df) if i not in deciding]
     deciding = [i for i in deciding if i not in empty]
     first = [names.index(c) for c in dict.fromkeys(df.attrs.get("priority", ())) if c in names]
     first = [i for i in first if i not in deciding and i not in empty]
@@ -314,6 +317,17 @@ def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
     order = _together([*deciding, *first, *rest, *sorted(empty)], pairs)
     deciding_too = {j for i in deciding for p in pairs if i in p for j in p if j not in empty}
     return order, len({*deciding, *deciding_too})
+
+
+def _not_ok(df: pd.DataFrame) -> list[int]:
+    """The `status` columns in which some row is not ok (OOM, interrupted, error, fail, warn)."""
+    out = []
+    for i, name in enumerate(df.columns):
+        if str(name).lower() == STATUS:
+            said = {str(v).strip().lower() for v in df.iloc[:, i] if isinstance(v, str)}
+            if said - {"ok", ""}:
+                out.append(i)
+    return out
 
 
 def _around(text: str, start: int, width: int) -> str:
