@@ -164,6 +164,14 @@ def test_an_export_says_what_it_cannot_judge() -> None:
     assert stored.not_judged == []
 
 
+def test_a_capture_without_an_optimizer_is_not_sent_to_have_it_judged(h100_captures: dict[str, Path]) -> None:
+    """A generate capture's steps are prefill and decode: no optimizer step for a roof to judge, so only
+    what the run's record would add to its capture (torch.compile's counters) is said not judged."""
+    with open_trace(h100_captures["tiny-generate"], cache=False) as trace:
+        alone = advice(trace)
+    assert [line.split(":")[0] for line in alone.not_judged] == ["recompile"]
+
+
 def test_the_recorded_backtraces_of_calls(tmp_path: Path) -> None:
     """h100-medium recorded native backtraces of its OS runtime calls (OSRT_CALLCHAINS): read per call,
     innermost first; an export without call chains has none."""

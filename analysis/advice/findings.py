@@ -87,8 +87,12 @@ def advice(trace: Trace, thresholds: Thresholds | None = None, run: RunRecord | 
     found.sort(key=lambda f: -f.at_stake_ns)
     not_judged = []
     if run is None and len(seen.steps):
+        # a capture without optimizer phases (generate's prefill and decode, a program's) has no step to judge
+        unasked = set() if len(seen.phase_ranges("optimizer")) else {"optimizer-loop"}
         not_judged = [
-            f"{rule}: needs {what}: `harness advise RUN` judges it" for rule, what in NEEDS_RECORD.items()
+            f"{rule}: needs {what}: `harness advise RUN` judges it"
+            for rule, what in NEEDS_RECORD.items()
+            if rule not in unasked
         ]
     return Advice(found, seen.instruments, not_judged)
 
