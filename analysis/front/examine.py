@@ -343,6 +343,7 @@ def run_facts(
         export=export,
         device=measured.device,
         signal=measured.signal,
+        stopped=measured.stop.how if measured.stop is not None else None,
     )
 
 
