@@ -193,6 +193,14 @@ def test_thresholds_from_the_command_line() -> None:
     bad = runner.invoke(app, ["advise", path, "-t", "host_wait=0.2"])
     assert bad.exit_code != 0 and "threshold 'host_wait=0.2': use NAME=VALUE" in bad.stderr
     assert "Traceback" not in bad.output
+    # nan compares false with every share, so `stake < nan * steps` never silenced a rule: refused, as a
+    # negative one is; inf (a rule that never fires) stands
+    for value in ("nan", "-0.5"):
+        refused = runner.invoke(app, ["advise", path, "-t", f"data_loading_share={value}", "--format", "csv"])
+        assert refused.exit_code != 0 and refused.stdout == ""
+        assert f"threshold data_loading_share takes a number, 0 or more, not '{value}'" in refused.stderr
+    never = runner.invoke(app, ["advise", path, "-t", "host_wait_share=inf", "--format", "csv"])
+    assert never.exit_code == 0 and "gpu-host-wait" not in never.stdout
 
 
 def test_several_rules_as_json() -> None:
