@@ -173,7 +173,10 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
         if run.advice is None:
             notes.append(f"run {run.id} has no findings stored: profile it (`run --nsys`, `profile -- CMD`)")
         if run.mode != "program":
-            notes.append(f"run {run.id} is the harness's own: `harness optimize {run.model} …` tries them")
+            # its plant too: without it the configuration tried has none of the planted cause's findings
+            plant = (run.config or {}).get("plant")
+            again = f"harness optimize {run.model}" + (f" --plant {plant}" if plant else "")
+            notes.append(f"run {run.id} is the harness's own: `{again} …` tries them")
     if not found:
         notes.append("no finding: nothing to propose")
     emit_many([(f"proposals for {source} (not applied)", prop.proposal_table(prop.proposed(found)))], format,
