@@ -378,3 +378,20 @@ def test_advise_of_a_run_without_a_capture_says_no_rule_ran(tmp_db: str) -> None
     assert refused.exit_code == 2 and "but it has none (no export or trace)" in flat(refused.stderr)
     health = runner.invoke(app, ["health", "tiny-plain"])  # its own checks stand
     assert health.exit_code == 0 and "profiler overhead" in health.stdout
+
+
+def test_advise_of_a_planted_run_says_why_its_cause_is_not_found(tmp_db: str, cpu_export) -> None:
+    """A cause a CPU capture does not show (pageable-h2d: a host-to-host copy) planted in a run whose capture
+    fires nothing: "no rule fired" alone read as a clean step; a note says why the planted cause is not
+    there. A run that fixed its cause, or whose cause fired, gets no such note."""
+    from harness.core.records import RunConfig
+
+    store = ResultsStore(tmp_db)
+    for run_id, fixes in (("planted", []), ("fixed", ["pinned-copies"])):
+        result = make_result(run_id)
+        result.config = RunConfig(model="tiny", warmup=2, steps=3, plant="pageable-h2d", fixes=fixes)
+        store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
+    said = flat(runner.invoke(app, ["advise", "planted"]).output)
+    assert "--plant pageable-h2d does not show in a cpu capture" in said
+    assert "on a GPU its finding (pageable-copy) brings the fixes for it" in said
+    assert "does not show" not in runner.invoke(app, ["advise", "fixed"]).output

@@ -49,6 +49,7 @@ from harness.execution.nsys import export_report
 from harness.experiments.roofline import optimizer_roof
 from harness.profilers.base import label_for
 from harness.store.blocks import trace_of
+from workloads.plants.catalogue import unseen
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -202,6 +203,11 @@ def run_advice(
             judged = judge_stored(
                 trace, measured, agreement, run=run.id, stored=stored, thresholds=thresholds
             )
+    config = run.config or {}
+    if judged.judged != NOTHING and not config.get("fixes"):  # a planted cause no finding names: why
+        rules = {str(f.get("rule")) for f in judged.record.get("findings") or []}
+        if why := unseen(config.get("plant"), str(run.device), rules, f"run {run.id}'s capture"):
+            judged.notes.append(why)
     return RunAdvice(run.id, judged.record, judged.health, judged.notes, judged.judged)
 
 
