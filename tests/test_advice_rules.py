@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import CPU_DIR, H100_DIR, need
+from conftest import CPU_DIR, H100_DIR, SHARED_NSYS, need
 from export_data import derive
 
 from analysis.advice.findings import OptimizerRoof, RunRecord, Thresholds, advice, findings
@@ -162,6 +162,24 @@ def test_an_export_says_what_it_cannot_judge() -> None:
     assert [line.split(":")[0] for line in alone.not_judged] == ["recompile", "optimizer-loop"]
     assert all("`harness advise RUN` judges it" in line for line in alone.not_judged)
     assert stored.not_judged == []
+
+
+def test_a_capture_without_steps_says_what_it_could_not_judge() -> None:
+    """llama3_realsim (a program's capture, no step ranges): the rules judged in steps had nothing to judge,
+    said so ("no rule fired" read as a clean capture); fp32-gemm, judged on every kernel, says it read the
+    whole capture, not "the steps"."""
+    with open_trace(need(SHARED_NSYS / "ext" / "llama3_realsim" / "report.sqlite")) as trace:
+        found = advice(trace)
+    (line,) = found.not_judged
+    assert line.startswith("host-sync, launch-bound, optimizer-loop, data-loader, host-gap, math-attention, ")
+    assert "judged in steps, and the capture has none (NVTX `step` ranges or ProfilerStep#N)" in line
+    gemm = _rule(found.findings, "fp32-gemm")
+    assert gemm.evidence.startswith(
+        "512 fp32 GEMM kernels take 13.738 ms of the 18.598 ms of kernel time in the capture (74%; it has no "
+        "steps)"
+    )
+    with open_trace(need(H100_DIR / "report.sqlite")) as trace:  # a harness run: steps, no such line
+        assert not any("judged in steps" in line for line in advice(trace).not_judged)
 
 
 def test_a_capture_without_an_optimizer_is_not_sent_to_have_it_judged(h100_captures: dict[str, Path]) -> None:
