@@ -206,3 +206,22 @@ def test_the_recorded_backtraces_of_calls(tmp_path: Path) -> None:
 def test_thresholds_of_the_new_rules() -> None:
     th = Thresholds().with_options(["fp32_gemm_share=0.5", "copies_per_step=2", "optimizer_roof_below=0.3"])
     assert (th.fp32_gemm_share, th.copies_per_step, th.optimizer_roof_below) == (0.5, 2.0, 0.3)
+
+
+def test_a_stepless_capture_stored_with_a_run_says_why_none_fired() -> None:
+    """`profile -- CMD` of a program that marks no steps prints its findings line: "none fired" alone read as
+    a clean program; it says the rules judged in steps had nothing to judge."""
+    from analysis.advice.health import capture_health
+    from analysis.advice.record import advice_record, findings_lines
+
+    with open_trace(need(SHARED_NSYS / "ext" / "weatherbench2" / "report.sqlite")) as trace:
+        record = advice_record(capture_health(trace), advice(trace))
+    assert record["findings"] == []
+    assert findings_lines(record)[0] == (
+        "findings: none fired (the capture has no step ranges: the rules judged in steps had nothing to "
+        "judge)"
+    )
+    with open_trace(need(CPU_DIR / "report.sqlite")) as trace:  # steps, nothing fired: said plainly
+        assert (
+            findings_lines(advice_record(capture_health(trace), advice(trace)))[0] == "findings: none fired"
+        )

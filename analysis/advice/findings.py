@@ -60,6 +60,7 @@ RULES: tuple[Rule, ...] = (
 # the rules that judge what happens in the steps (and their phases): nothing to judge without step ranges
 PER_STEP = ("host-sync", "launch-bound", "optimizer-loop", "data-loader", "host-gap", "math-attention",
             "pageable-copy", "d2h-copy", "recompile")  # fmt: skip
+NO_STEPS = "judged in steps, and the capture has none"
 # what a rule needs of the stored run, said of an export (its capture alone) that has steps
 NEEDS_RECORD = {
     "recompile": "torch.compile's counters (a capture shows one only where the host waits for a compiler)",
@@ -91,8 +92,8 @@ def advice(trace: Trace, thresholds: Thresholds | None = None, run: RunRecord | 
     not_judged = []
     if not len(seen.steps):  # "no rule fired" would read as a clean capture: most rules never looked
         not_judged.append(
-            f"{', '.join(PER_STEP)}: judged in steps, and the capture has none (NVTX `step` ranges or "
-            "ProfilerStep#N): a program marks its steps with NVTX ranges named `step`"
+            f"{', '.join(PER_STEP)}: {NO_STEPS} (NVTX `step` ranges or ProfilerStep#N): a program marks its "
+            "steps with NVTX ranges named `step`"
         )
     if run is None and len(seen.steps):
         # a capture without optimizer phases (generate's prefill and decode, a program's) has no step to judge
