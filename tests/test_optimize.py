@@ -463,6 +463,14 @@ def test_optimize_of_a_run_takes_minus_n_and_refuses_an_untrusted_one(tmp_db: st
         )
 
 
+def test_optimize_of_a_missing_trace_says_no_such_file(tmp_db: str) -> None:
+    """A Kineto trace's name (`.json`, `.json.gz`) that is not there is a missing file, as `advise` says, not
+    a run id no run has."""
+    for name in ("trace.json.gz", "trace.json"):
+        r = runner.invoke(app, ["optimize", name], env={"HARNESS_DB": tmp_db})
+        assert r.exit_code != 0 and r.stderr.startswith(f"error: no such file: {name} (and it is not one")
+
+
 def test_optimize_of_an_untrusted_export_proposes_nothing(tmp_db: str, tmp_path: Path) -> None:
     """An export whose capture holds no event (a capture range that never started) fails its health: no
     proposal is made from it, as `advise` ranks no finding of it."""

@@ -149,7 +149,7 @@ def optimize_cmd(
 def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: bool = False) -> None:
     """An export's or a stored run's findings, with the changes for them, none applied."""
     path = Path(target)
-    if path.exists() or "/" in target or target.endswith((".sqlite", ".nsys-rep", ".qdrep")):
+    if path.exists() or "/" in target or target.endswith((".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")):
         if not path.is_file():
             raise UsageError(
                 f"no such file: {target} (and it is not one of the models: {', '.join(MODEL_NAMES)})"
