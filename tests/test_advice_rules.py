@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import CPU_DIR, H100_DIR, need
+from conftest import CPU_DIR, H100_DIR, SHARED_NSYS, need
 from export_data import derive
 
 from analysis.advice.findings import OptimizerRoof, RunRecord, Thresholds, advice, findings
@@ -164,6 +164,32 @@ def test_an_export_says_what_it_cannot_judge() -> None:
     assert stored.not_judged == []
 
 
+def test_a_capture_without_steps_says_what_it_could_not_judge() -> None:
+    """llama3_realsim (a program's capture, no step ranges): the rules judged in steps had nothing to judge,
+    said so ("no rule fired" read as a clean capture); fp32-gemm, judged on every kernel, says it read the
+    whole capture, not "the steps"."""
+    with open_trace(need(SHARED_NSYS / "ext" / "llama3_realsim" / "report.sqlite")) as trace:
+        found = advice(trace)
+    (line,) = found.not_judged
+    assert line.startswith("host-sync, launch-bound, optimizer-loop, data-loader, host-gap, math-attention, ")
+    assert "judged in steps, and the capture has none (NVTX `step` ranges or ProfilerStep#N)" in line
+    gemm = _rule(found.findings, "fp32-gemm")
+    assert gemm.evidence.startswith(
+        "512 fp32 GEMM kernels take 13.738 ms of the 18.598 ms of kernel time in the capture (74%; it has no "
+        "steps)"
+    )
+    with open_trace(need(H100_DIR / "report.sqlite")) as trace:  # a harness run: steps, no such line
+        assert not any("judged in steps" in line for line in advice(trace).not_judged)
+
+
+def test_a_capture_without_an_optimizer_is_not_sent_to_have_it_judged(h100_captures: dict[str, Path]) -> None:
+    """A generate capture's steps are prefill and decode: no optimizer step for a roof to judge, so only
+    what the run's record would add to its capture (torch.compile's counters) is said not judged."""
+    with open_trace(h100_captures["tiny-generate"], cache=False) as trace:
+        alone = advice(trace)
+    assert [line.split(":")[0] for line in alone.not_judged] == ["recompile"]
+
+
 def test_the_recorded_backtraces_of_calls(tmp_path: Path) -> None:
     """h100-medium recorded native backtraces of its OS runtime calls (OSRT_CALLCHAINS): read per call,
     innermost first; an export without call chains has none."""
@@ -180,3 +206,22 @@ def test_the_recorded_backtraces_of_calls(tmp_path: Path) -> None:
 def test_thresholds_of_the_new_rules() -> None:
     th = Thresholds().with_options(["fp32_gemm_share=0.5", "copies_per_step=2", "optimizer_roof_below=0.3"])
     assert (th.fp32_gemm_share, th.copies_per_step, th.optimizer_roof_below) == (0.5, 2.0, 0.3)
+
+
+def test_a_stepless_capture_stored_with_a_run_says_why_none_fired() -> None:
+    """`profile -- CMD` of a program that marks no steps prints its findings line: "none fired" alone read as
+    a clean program; it says the rules judged in steps had nothing to judge."""
+    from analysis.advice.health import capture_health
+    from analysis.advice.record import advice_record, findings_lines
+
+    with open_trace(need(SHARED_NSYS / "ext" / "weatherbench2" / "report.sqlite")) as trace:
+        record = advice_record(capture_health(trace), advice(trace))
+    assert record["findings"] == []
+    assert findings_lines(record)[0] == (
+        "findings: none fired (the capture has no step ranges: the rules judged in steps had nothing to "
+        "judge)"
+    )
+    with open_trace(need(CPU_DIR / "report.sqlite")) as trace:  # steps, nothing fired: said plainly
+        assert (
+            findings_lines(advice_record(capture_health(trace), advice(trace)))[0] == "findings: none fired"
+        )

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import CPU_DIR, need
+from export_data import derive
 from kineto_data import expected, trace_path
 from typer.testing import CliRunner
 
@@ -190,6 +193,14 @@ def test_thresholds_from_the_command_line() -> None:
     bad = runner.invoke(app, ["advise", path, "-t", "host_wait=0.2"])
     assert bad.exit_code != 0 and "threshold 'host_wait=0.2': use NAME=VALUE" in bad.stderr
     assert "Traceback" not in bad.output
+    # nan compares false with every share, so `stake < nan * steps` never silenced a rule: refused, as a
+    # negative one is; inf (a rule that never fires) stands
+    for value in ("nan", "-0.5"):
+        refused = runner.invoke(app, ["advise", path, "-t", f"data_loading_share={value}", "--format", "csv"])
+        assert refused.exit_code != 0 and refused.stdout == ""
+        assert f"threshold data_loading_share takes a number, 0 or more, not '{value}'" in refused.stderr
+    never = runner.invoke(app, ["advise", path, "-t", "host_wait_share=inf", "--format", "csv"])
+    assert never.exit_code == 0 and "gpu-host-wait" not in never.stdout
 
 
 def test_several_rules_as_json() -> None:
@@ -237,6 +248,36 @@ def test_data_loader_and_host_gap_silent_on_diff_control_and_fire_from_a_lower_s
     assert gap.at_stake_ns == _idle_in(trace, gaps) == 178_000
     assert gap.evidence.startswith("5 gaps between steps leave the GPU idle 0.178 ms")
     assert "data loading" not in gap.evidence and gap.data["gaps"] == 5
+
+
+def test_a_loader_on_a_cpu_capture_is_not_said_to_idle_a_gpu(tmp_path: Path) -> None:
+    """cpu-train (a CPU run) with a `data` range over the first half of each forward: the loader's whole
+    time is at stake, said so, and its fix is not a GPU's (pinned memory, non_blocking copies); the same
+    rule on a GPU trace keeps both (diff-control, above)."""
+    export = derive(
+        need(CPU_DIR / "report.sqlite"),
+        tmp_path / "cpu-data.sqlite",
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, endGlobalTid, domainId, "
+        "int64Value) SELECT start, start + (end - start) / 2, eventType, 'data', globalTid, endGlobalTid, "
+        "domainId, int64Value FROM NVTX_EVENTS WHERE textId = (SELECT id FROM StringIds WHERE value = "
+        "'forward')",
+    )
+    with open_trace(export, cache=False) as trace:
+        loader = _rule(findings(trace), "data-loader")
+        data = trace.frame("nvtx", ["start", "end", "name"])
+    data = data[data["name"] == "data"]
+    assert loader.at_stake_ns == int((data["end"] - data["start"]).sum()) == 77_506_147
+    assert loader.evidence.startswith(
+        "8 loader ranges (data), 77.506 ms in them (no GPU work in the capture: their whole time)"
+    )
+    assert "GPU idle" not in loader.evidence
+    assert "pin_memory" not in loader.fix and "non_blocking" not in loader.fix
+    gap = _rule(findings(open_trace(export, cache=False), Thresholds(data_loading_share=0.0001)), "host-gap")
+    assert gap.evidence.startswith("7 gaps between steps take 0.167 ms (no GPU work in the capture) (the 8 ")
+    gpu = _rule(
+        findings(open_trace(trace_path("diff-control")), Thresholds(data_loading_share=0.0001)), "data-loader"
+    )
+    assert "with the GPU idle" in gpu.evidence and "pin_memory=True" in gpu.fix
 
 
 def test_exposed_communication_fires_on_diff_control_and_silent_on_nccl(nccl: Trace) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +27,10 @@ from typer.testing import CliRunner
 from analysis.dashboard.optimize import optimize_panel, steps_of
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
+from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id
 from harness.experiments import optimize as opt
+from harness.experiments.proposals import proposal_table
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -194,7 +198,7 @@ def test_a_finding_no_change_answers_is_proposed_with_why() -> None:
         ("host-gap", None, False), ("launch-bound", "larger-batch", True), ("launch-bound", "compile", False),
         ("launch-bound", "cuda-graphs", False),
     ]  # fmt: skip
-    table = opt.proposal_table(props)
+    table = proposal_table(props)
     assert table["Applies"].iloc[2].startswith("no: not tried on the CPU")
 
 
@@ -237,6 +241,12 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     assert [(row["Finding"], row["Change"]) for row in rows] == [("data-loader", "loader-workers")]
     assert rows[0]["Applies"].startswith("no: proposed, not applied")
     assert len(store.runs()) == 1  # nothing run
+    assert f"run {result.run_id} is the harness's own: `harness optimize tiny …` tries them" in r.stderr
+    planted = Machine({}, [], {}).timed(config(plant="slow-loader"))
+    store.save(planted, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", planted.run_id, "--db", tmp_db, "--format", "json"])
+    said = " ".join(r.stderr.split())
+    assert "`harness optimize tiny --plant slow-loader …` tries them" in said  # not the clean model's
 
 
 @pytest.mark.slow
@@ -392,3 +402,83 @@ def test_a_budget_the_baseline_capture_spends_says_why_the_baseline_has_no_figur
     assert any(
         n.startswith("the budget (1e-09 s) left no room for a timed run of the baseline") for n in done.notes
     )
+
+
+class Untrusting(Machine):
+    """Captures whose examination failed health checks where a configuration has one of `broken`'s fixes (a
+    baseline's, with "base"): their findings are the same, their time at stake from what is left."""
+
+    def __init__(self, broken: set[str], *args: Any) -> None:
+        super().__init__(*args)
+        self.broken = broken
+
+    def capture(self, config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        result, how, notes = super().capture(config)
+        if self.broken & set(config.fixes or ["base"]):
+            how["advice"]["untrusted"] = "NVTX steps: measured step 2 lacks its step range"
+            result.status = "degraded"
+        return result, how, notes
+
+
+def test_an_untrusted_capture_proposes_nothing_and_says_no_finding_gone(tmp_db: str) -> None:
+    """A capture that failed its health checks: the baseline's proposes no change (one line, exit 1); a
+    change's own capture cannot say whether its finding is gone, nor propose what comes next."""
+    machine = Untrusting({"loader-workers"}, {"loader-workers": 0.6}, ["data-loader", "host-sync"],
+                         {"loader-workers": "data-loader"})  # fmt: skip
+    done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=2)
+    workers = next(t for t in done.tried if t.fix == "loader-workers")
+    assert workers.verdict == opt.FASTER and workers.gone is None  # not "yes" from a broken capture
+    assert opt.verdict_table(done).set_index("Change").loc["loader-workers", "Finding gone"] == "—"
+    (said,) = [n for n in done.notes if "cannot be trusted" in n]
+    assert said.endswith(
+        "(NVTX steps: measured step 2 lacks its step range): whether loader-workers removed its finding is "
+        "not judged, and no change is proposed from it"
+    )
+    broken = Untrusting({"base"}, {}, ["data-loader"], {})
+    with pytest.raises(HarnessError, match="no change is proposed from its findings"):
+        run(broken, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=2)
+    assert broken.timed_runs == []  # nothing measured against findings that cannot be trusted
+
+
+def test_optimize_of_a_run_takes_minus_n_and_refuses_an_untrusted_one(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
+    first = Machine({}, [], {}).timed(config())
+    store.save(first, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", "-1", "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [
+        v for k, v in json.loads(r.stdout).items() if k.startswith(f"proposals for run {first.run_id}")
+    ]
+    assert [(row["Finding"], row["Change"]) for row in rows] == [("data-loader", "loader-workers")]
+    degraded = Machine({}, [], {}).timed(config())
+    degraded.status = "degraded"
+    store.save(degraded, advice={"health": {}, "findings": found, "untrusted": "capture: no event recorded"})
+    for ref in ("-1", degraded.run_id):
+        r = runner.invoke(app, ["optimize", ref, "--db", tmp_db, "--format", "json"])
+        assert r.exit_code == 1 and r.stdout == ""
+        assert (
+            f"no proposals for {degraded.run_id}: its capture cannot be trusted (capture: no event recorded)"
+            in " ".join(r.stderr.split())
+        )
+
+
+def test_optimize_of_a_missing_trace_says_no_such_file(tmp_db: str) -> None:
+    """A Kineto trace's name (`.json`, `.json.gz`) that is not there is a missing file, as `advise` says, not
+    a run id no run has."""
+    for name in ("trace.json.gz", "trace.json"):
+        r = runner.invoke(app, ["optimize", name], env={"HARNESS_DB": tmp_db})
+        assert r.exit_code != 0 and r.stderr.startswith(f"error: no such file: {name} (and it is not one")
+
+
+def test_optimize_of_an_untrusted_export_proposes_nothing(tmp_db: str, tmp_path: Path) -> None:
+    """An export whose capture holds no event (a capture range that never started) fails its health: no
+    proposal is made from it, as `advise` ranks no finding of it."""
+    empty = tmp_path / "empty.sqlite"
+    shutil.copy(CPU_TRAIN, empty)
+    with sqlite3.connect(empty) as db:
+        db.execute("DELETE FROM NVTX_EVENTS")
+        db.execute("DELETE FROM OSRT_API")
+    r = runner.invoke(app, ["optimize", str(empty), "--format", "csv"], env={"HARNESS_DB": tmp_db})
+    assert r.exit_code == 1 and r.stdout == ""
+    assert f"no proposals for {empty}: its capture cannot be trusted (capture:" in " ".join(r.stderr.split())

@@ -16,7 +16,7 @@ from test_agreement import PHASES, timers_frame
 from test_store import make_result
 from typer.testing import CliRunner
 
-from analysis.advice.findings import Finding
+from analysis.advice.findings import Finding, advice, as_record
 from analysis.advice.health import FAIL, OK, WARN, Health, capture_health, overhead_in_phases
 from analysis.advice.record import advice_record, health_line, summary_lines
 from analysis.advice.run_checks import Overhead, RunFacts, run_checks
@@ -335,3 +335,72 @@ def test_a_busy_machine_during_the_baseline_run_is_said_of_the_baseline(tmp_db: 
         "busy while the run ran: load average 1.60 before on 2 CPUs (the baseline run); other processes took "
         "25% of the CPU time"
     )
+
+
+def test_advise_of_a_run_whose_export_is_gone_says_what_was_stored_and_refuses_thresholds(
+    tmp_db: str, cpu_export, tmp_path
+) -> None:
+    """The findings stored with a run stand for its export once it is gone: judged then with the default
+    thresholds, without the run's record. --threshold cannot judge them again (refused, not ignored under a
+    note that states the asked thresholds as those in force), and what the capture alone could not judge
+    is not sent back to `harness advise RUN`, the command that printed it."""
+    export = tmp_path / "gone.sqlite"
+    shutil.copy(cpu_export, export)
+    with open_trace(export) as trace:
+        record = advice_record(capture_health(trace), advice(trace))
+    record["findings"] = as_record(
+        [Finding("data-loader", 40_000_000, "forward 100%", "3 loader ranges", "num_workers")]
+    )
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(export),
+               advice=record)  # fmt: skip
+    export.unlink()
+    refused = runner.invoke(app, ["advise", "tiny-prof", "-t", "data_loading_share=0.9"])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert f"--threshold judges run tiny-prof's capture again, but its export is gone ({export})" in flat(
+        refused.stderr
+    )
+    doc = json.loads(runner.invoke(app, ["advise", "tiny-prof", "--format", "json"]).stdout)
+    assert [(r["Rule"], r["Time at stake (ns)"]) for r in doc["findings"]] == [("data-loader", 40_000_000)]
+    assert [line.split(":")[0] for line in doc["not judged"]] == ["recompile", "optimizer-loop"]
+    assert not any("`harness advise RUN` judges it" in line for line in doc["not judged"])
+    assert all("run tiny-prof's export is gone" in line for line in doc["not judged"])
+    table = runner.invoke(app, ["advise", "tiny-prof"])
+    assert table.exit_code == 0 and "data-loader" in table.stdout
+    said = flat(table.output)
+    assert "(the defaults, which the stored findings were judged by)" in said
+    assert "--threshold NAME=VALUE changes them" not in said
+
+
+def test_advise_of_a_run_without_a_capture_says_no_rule_ran(tmp_db: str) -> None:
+    """A run timed without a profiler has nothing for a rule to read: not "no rule fired" (a clean run) with
+    exit 0, but no findings, why, and exit 1; --threshold is refused."""
+    ResultsStore(tmp_db).save(make_result("tiny-plain"))
+    for fmt in ("table", "json", "csv"):
+        result = runner.invoke(app, ["advise", "tiny-plain", "--format", fmt])
+        assert result.exit_code == 1 and result.stdout == "", fmt
+        assert "no findings for run tiny-plain: it has no capture to judge, so no rule was run" in flat(
+            result.stderr
+        )
+        assert "no rule fired" not in result.stderr
+    refused = runner.invoke(app, ["advise", "tiny-plain", "-t", "host_wait_share=0.2"])
+    assert refused.exit_code == 2 and "but it has none (no export or trace)" in flat(refused.stderr)
+    health = runner.invoke(app, ["health", "tiny-plain"])  # its own checks stand
+    assert health.exit_code == 0 and "profiler overhead" in health.stdout
+
+
+def test_advise_of_a_planted_run_says_why_its_cause_is_not_found(tmp_db: str, cpu_export) -> None:
+    """A cause a CPU capture does not show (pageable-h2d: a host-to-host copy) planted in a run whose capture
+    fires nothing: "no rule fired" alone read as a clean step; a note says why the planted cause is not
+    there. A run that fixed its cause, or whose cause fired, gets no such note."""
+    from harness.core.records import RunConfig
+
+    store = ResultsStore(tmp_db)
+    for run_id, fixes in (("planted", []), ("fixed", ["pinned-copies"])):
+        result = make_result(run_id)
+        result.config = RunConfig(model="tiny", warmup=2, steps=3, plant="pageable-h2d", fixes=fixes)
+        store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
+    said = flat(runner.invoke(app, ["advise", "planted"]).output)
+    assert "--plant pageable-h2d does not show in a cpu capture" in said
+    assert "on a GPU its finding (pageable-copy) brings the fixes for it" in said
+    assert "does not show" not in runner.invoke(app, ["advise", "fixed"]).output

@@ -88,8 +88,33 @@ def test_tpot_and_ttft_verdicts_over_the_decoded_tokens() -> None:
     ttft = found[TTFT].comparison
     assert found[TTFT].verdict == "inconclusive" or abs(ttft.effect_pct) < 2
     assert ttft.baseline_mean == pytest.approx(a.extra["serving"]["ttft_ns"]["mean_ns"])
-    # a side without decoded tokens (a training run) has no serving rows
-    assert serving_verdicts(steps_of(a), steps_of(b), tokens_of(a), tokens_of(b).iloc[0:0]) == []
+    # a side that decoded no token after the first (--new-tokens 1): TTFT alone; a training run: nothing
+    alone = serving_verdicts(steps_of(a), steps_of(b), tokens_of(a), tokens_of(b).iloc[0:0])
+    assert [v.phase for v in alone] == [TTFT] and alone[0].comparison == ttft
+    train = steps_of(a).assign(phase="forward")
+    assert serving_verdicts(train, train, tokens_of(a).iloc[0:0], tokens_of(a).iloc[0:0]) == []
+
+
+def test_diff_of_two_one_token_generate_runs_judges_their_ttft(tmp_db: str) -> None:
+    """--new-tokens 1 (a TTFT benchmark): each step is its prefill and an empty decode, no token after the
+    first. The diff's TTFT row is there (it was left out with TPOT's), and no TPOT row."""
+    store = ResultsStore(tmp_db)
+    for run_id, scale, seed in (("one-a", 1.0, 1), ("one-b", 1.3, 2)):
+        result = generate_run(run_id, seed=seed)
+        result.config.new_tokens = 1
+        for s in result.steps:
+            s.phases["prefill"] = int(s.phases["prefill"] * scale)
+            s.phases["decode"], s.tokens = 20_000, []
+        result.extra["serving"] = serving_figures(result, {"decode": EAGER})
+        store.save(result)
+    out = runner.invoke(app, ["diff", "one-a", "one-b", "--format", "json"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    (key,) = (k for k in json.loads(out.stdout) if k.startswith("Phases: B against A"))
+    rows = {r["Phase"]: r for r in json.loads(out.stdout)[key]}
+    assert list(rows) == ["prefill", "decode", "overall (step)", "TTFT"]
+    assert rows["TTFT"]["Mean A (ns)"] == rows["prefill"]["Mean A (ns)"]
+    assert rows["TTFT"]["Δ (%)"] == pytest.approx(30, abs=2)
+    assert "no TPOT: a side decoded no token after the first" in out.output
 
 
 def test_diff_of_two_generate_runs_has_ttft_and_tpot_rows(tmp_db: str) -> None:

@@ -163,3 +163,38 @@ def test_one_measured_step_is_said_as_one(a100_export: Path, tmp_path: Path) -> 
     _, checks = _checks(["health", str(one)])
     assert checks["NVTX steps"]["Status"] == "ok", checks["NVTX steps"]
     assert checks["NVTX steps"]["Evidence"] == "1 measured step (step 4), with step, forward, backward"
+
+
+def test_a_capture_that_stopped_before_the_run_did_is_said_so_not_failed(
+    tmp_db: str, a100_export: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C stops nsys's recording before the run: its timers timed measured steps 1–6, its capture ends
+    inside step 4. Steps 4–6 lack ranges because the profiler stopped first, not because it lost them: a
+    warning that says so and counts right, and the findings of the steps it holds are ranked. It was
+    "NVTX vs timers" failing ("NVTX ranges were lost … capture again with a profiler that supports the
+    program's CUDA"), the findings refused, and "interrupted in step 4, after 6 of its 10 measured steps …
+    the 5 measured steps after it never ran" although steps 5 and 6 ran."""
+    result = make_result("tiny-early")
+    result.config = RunConfig(model="tiny", warmup=1, steps=10)
+    phases = {"forward": 1_000_000, "backward": 2_000_000}
+    result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(7)]
+    result.status, result.error = "interrupted", "interrupted by SIGINT after 6 of 10 measured steps"
+    store = ResultsStore(tmp_db)
+    store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
+    code, checks = _checks(["health", "tiny-early", "--strict"])
+    assert code == 0  # no check fails
+    timers = checks["NVTX vs timers"]
+    assert timers["Status"] == "warn"
+    assert timers["Evidence"].startswith(
+        "the run was interrupted by SIGINT and its profiler stopped recording before the run did: 3 of 6 "
+        "timed measured steps, from step 4 on (no backward range), are not whole in the capture"
+    ), timers["Evidence"]
+    steps = checks["NVTX steps"]
+    assert steps["Status"] == "warn"
+    assert steps["Evidence"].startswith(
+        "the run was interrupted by SIGINT, after 6 of its 10 measured steps (1–10); its capture ends before "
+        "the run did (the profiler stopped recording first): step 4 has no backward range, and the run's "
+        "steps 5–6 are not in it; the other 4 measured steps never finished; the harness's ranges end at "
+    ), steps["Evidence"]
+    advised = runner.invoke(app, ["advise", "tiny-early", "--format", "json"])
+    assert advised.exit_code == 0 and "no findings ranked" not in advised.stderr

@@ -47,6 +47,18 @@ CASES = [
     ([*RUN, "--fix", "larger-batch", "-b", "8"],
      "error: --fix lets a fix change what --plant sets; this run plants nothing: leave it out", 2,
      [*RUN, "--fix", "larger-batch", "-b", "8", "--plant", "launch-bound"]),
+    ([*RUN, "--plant", "host-sync", "--fix", "loader-workers"],
+     "error: --fix loader-workers changes nothing here: --plant host-sync does not set --loader-workers and "
+     "this run leaves it at 0; give --loader-workers too, or leave --fix loader-workers out", 2,
+     [*RUN, "--plant", "slow-loader", "--fix", "loader-workers", "--loader-workers", "2"]),
+    ([*RUN, "--plant", "launch-bound", "--fix", "compile"],
+     "error: --fix compile changes nothing here: --plant launch-bound does not set --compile and this run "
+     "leaves it off; give --compile too, or leave --fix compile out", 2,
+     [*RUN, "--plant", "launch-bound", "--fix", "larger-batch"]),  # the plant's batch 1 lifted
+    ([*RUN, "--plant", "host-sync", "--fix", "drop-item", "--loss-every", "1"],
+     "error: --fix drop-item changes nothing here: --plant host-sync does not set --loss-every and this run "
+     "leaves it at 1; give --loss-every too, or leave --fix drop-item out", 2,
+     [*RUN, "--plant", "host-sync", "--fix", "drop-item", "--loss-every", "4"]),
     ([*RUN, "--plant", "optimizer-loop", "--optimizer", "fused"],
      "error: --plant optimizer-loop sets --optimizer loop (the cause it plants): leave it out", 2,
      [*RUN, "--optimizer", "fused"]),

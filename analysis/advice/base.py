@@ -4,6 +4,7 @@ each frame read once, the harness's own instruments found once, the measured ste
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any
@@ -54,6 +55,8 @@ class Thresholds:
                 changed[key] = types[key](value)
             except ValueError:
                 raise AnalysisError(f"threshold {key} takes a {types[key].__name__}, not {value!r}") from None
+            if math.isnan(changed[key]) or changed[key] < 0:  # nan compares false: a rule would always fire
+                raise AnalysisError(f"threshold {key} takes a number, 0 or more, not {value!r}")
         return replace(self, **changed)
 
     def describe(self) -> str:

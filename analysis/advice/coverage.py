@@ -374,6 +374,20 @@ def _covered(
     return evidence
 
 
+def _ended_early(stop: Stop, cut: list[tuple[int, list[str]]], whole: list[int]) -> str | None:
+    """Where a stopped run's capture ends before the steps the run finished, said; None: it holds them all."""
+    finished = stop.first + stop.measured - 1  # the last measured step the run finished
+    last, names = cut[0] if cut else (max(whole, default=stop.first - 1), [])
+    if last > finished or (last == finished and not cut):
+        return None
+    said = f"its capture ends before the run did (the profiler stopped recording first): step {last} "
+    said += f"has no {', '.join(names)} range{'s' * (len(names) > 1)}" if cut else "is its last whole step"
+    if last < finished:
+        span = f"step {finished} is" if last + 1 == finished else f"steps {last + 1}–{finished} are"
+        said += f", and the run's {span} not in it"
+    return said + f"; the other {stop.planned - stop.measured:,} measured steps never finished"
+
+
 def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: Stop | None = None) -> Check:
     """Every measured step has its step and phase ranges, and no CUDA work goes on after the last step. Of a
     run that was stopped (`stop`), the step it stopped in lacks the ranges it never reached and the steps
@@ -429,6 +443,9 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
             "out. Capture again with a profiler that supports the program's CUDA (`harness doctor`)",
         )
     if stop is not None:
+        if early := _ended_early(stop, cut, whole):
+            fix = f"the NVTX tables and the split by phase hold the steps recorded whole; run {stop.planned}"
+            return Check(name, WARN, f"{stop.said()}; {early}; {ended}", f"{fix} steps again")
         at = cut[0][0] if cut else None
         never = max(stop.planned - stop.measured - (1 if cut else 0), 0)
         evidence = stop.said(at)

@@ -57,6 +57,10 @@ RULES: tuple[Rule, ...] = (
     copy_rules.d2h_copy,
     host_rules.recompile,
 )
+# the rules that judge what happens in the steps (and their phases): nothing to judge without step ranges
+PER_STEP = ("host-sync", "launch-bound", "optimizer-loop", "data-loader", "host-gap", "math-attention",
+            "pageable-copy", "d2h-copy", "recompile")  # fmt: skip
+NO_STEPS = "judged in steps, and the capture has none"
 # what a rule needs of the stored run, said of an export (its capture alone) that has steps
 NEEDS_RECORD = {
     "recompile": "torch.compile's counters (a capture shows one only where the host waits for a compiler)",
@@ -86,9 +90,18 @@ def advice(trace: Trace, thresholds: Thresholds | None = None, run: RunRecord | 
         found += rule(seen)
     found.sort(key=lambda f: -f.at_stake_ns)
     not_judged = []
+    if not len(seen.steps):  # "no rule fired" would read as a clean capture: most rules never looked
+        not_judged.append(
+            f"{', '.join(PER_STEP)}: {NO_STEPS} (NVTX `step` ranges or ProfilerStep#N): a program marks its "
+            "steps with NVTX ranges named `step`"
+        )
     if run is None and len(seen.steps):
+        # a capture without optimizer phases (generate's prefill and decode, a program's) has no step to judge
+        unasked = set() if len(seen.phase_ranges("optimizer")) else {"optimizer-loop"}
         not_judged = [
-            f"{rule}: needs {what}: `harness advise RUN` judges it" for rule, what in NEEDS_RECORD.items()
+            f"{rule}: needs {what}: `harness advise RUN` judges it"
+            for rule, what in NEEDS_RECORD.items()
+            if rule not in unasked
         ]
     return Advice(found, seen.instruments, not_judged)
 

@@ -279,8 +279,9 @@ def fp32_gemm(seen: Seen) -> list[Finding]:
         return []
     unknown = int((k["name"] == "[Unknown]").sum())
     evidence = (
-        f"{len(fp32):,} fp32 GEMM kernels take {ms(stake)} of the {ms(total)} of kernel time in the steps "
-        f"({100 * stake / total:.0f}%); {len(low):,} GEMMs in bf16, fp16 or TF32"
+        f"{len(fp32):,} fp32 GEMM kernels take {ms(stake)} of the {ms(total)} of kernel time in the "
+        f"{'steps' if len(seen.steps) else 'capture'} ({100 * stake / total:.0f}%"
+        f"{'' if len(seen.steps) else '; it has no steps'}); {len(low):,} GEMMs in bf16, fp16 or TF32"
     )
     if unknown:
         evidence += f" ({unknown:,} kernels nsys could not name are not counted)"

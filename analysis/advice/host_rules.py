@@ -180,11 +180,12 @@ def _data_loader(
     if stake < seen.th.data_loading_share * seen.step_time:
         return []
     parts = []
+    # a capture without GPU work (a CPU run) has no GPU to idle: the loader's whole time is at stake
+    idling = "with the GPU idle" if seen.has_gpu else "in them (no GPU work in the capture: their whole time)"
     if len(loads):
         names = sorted(set(loads["name"]))
         parts.append(
-            f"{len(loads):,} loader ranges ({', '.join(names)}), {ms(idle[: len(loads)].sum())} with the GPU "
-            "idle"
+            f"{len(loads):,} loader ranges ({', '.join(names)}), {ms(idle[: len(loads)].sum())} {idling}"
         )
     if len(gaps):
         parts.append(
@@ -199,9 +200,10 @@ def _data_loader(
         evidence += f"; in the loader's ranges the host: {_said(named)}"
     if workers:
         evidence += f"; {len(workers)} DataLoader threads ({', '.join(sorted(set(workers.values())))})"
-    fix = (
-        "load the next batch while the step runs: DataLoader(num_workers=N, pin_memory=True, "
-        "persistent_workers=True, prefetch_factor=2) and .to(device, non_blocking=True)"
+    fix = "load the next batch while the step runs: DataLoader(num_workers=N, " + (
+        "pin_memory=True, persistent_workers=True, prefetch_factor=2) and .to(device, non_blocking=True)"
+        if seen.has_gpu
+        else "persistent_workers=True, prefetch_factor=2)"  # pinned memory and async copies are a GPU's
     )
     data = {
         "loader ranges": len(loads),
@@ -228,8 +230,13 @@ def _host_gap(seen: Seen, gaps: pd.DataFrame, idle: np.ndarray) -> list[Finding]
     cuda = seen.calls
     cuda = cuda[inside(gaps, cuda["start"].to_numpy(), cuda["pid"].to_numpy())] if len(cuda) else cuda
     os_named, cuda_named = _named(host), _named(cuda)
+    left = (
+        f"leave the GPU idle {ms(stake)}"
+        if seen.has_gpu
+        else f"take {ms(stake)} (no GPU work in the capture)"
+    )
     evidence = (
-        f"{len(gaps):,} gaps between steps leave the GPU idle {ms(stake)} (the {len(seen.steps)} steps take "
+        f"{len(gaps):,} gaps between steps {left} (the {len(seen.steps)} steps take "
         f"{ms(seen.step_time)}); no data loader seen (no loader range, no DataLoader worker)"
     )
     if os_named or cuda_named:

@@ -29,7 +29,7 @@ from analysis.advice.checks import (
     checks_table,
     why_untrusted,
 )
-from analysis.advice.findings import COLUMNS, DATA_COLUMN, Advice, Finding, as_record
+from analysis.advice.findings import COLUMNS, DATA_COLUMN, NO_STEPS, Advice, Finding, as_record
 
 TOP = 3
 RANK = {FAIL: 0, WARN: 1, OK: 2}
@@ -127,7 +127,9 @@ def findings_lines(record: dict[str, Any], top: int = TOP, run: str = "RUN") -> 
     found = record.get("findings", [])
     lines = finding_lines(record, top)
     if not found:
-        lines.append("findings: none fired")
+        stepless = any(NO_STEPS in line for line in record.get("not judged") or [])
+        why = " (the capture has no step ranges: the rules judged in steps had nothing to judge)"
+        lines.append("findings: none fired" + (why if stepless else ""))
     elif len(found) > top:
         lines.append(f"{len(found) - top} more findings: `harness advise {run}` lists them all")
     said = instruments_line(record)

@@ -70,6 +70,7 @@ class RunFacts:
     export: ExportFacts | None = None  # what the run's export holds (None: no export read)
     device: str | None = None  # the device type the run asked for (cpu, cuda, mps)
     signal: int | None = None  # the signal that ended the profiled program (None: it exited)
+    stopped: str | None = None  # how the run was stopped before its end ("interrupted by SIGINT"); None: not
 
 
 @dataclass
@@ -86,7 +87,7 @@ class ExportFacts:
 def run_checks(facts: RunFacts) -> list[Check]:
     return [
         _overhead(facts.overhead),
-        _agreement(facts.agreement, facts.timed, facts.export),
+        _agreement(facts.agreement, facts.timed, facts.export, facts.stopped),
         _ranks(facts),
         _machine(facts.busy),
         _device(facts.device, facts.export),
@@ -131,10 +132,13 @@ def _overhead(o: Overhead | None) -> Check:
 
 
 def _agreement(
-    table: pd.DataFrame | None, timed: dict[int, list[str]] | None = None, export: ExportFacts | None = None
+    table: pd.DataFrame | None,
+    timed: dict[int, list[str]] | None = None,
+    export: ExportFacts | None = None,
+    stopped: str | None = None,
 ) -> Check:
     name = "NVTX vs timers"
-    missing = _untimed(table, timed, export)
+    missing = _untimed(table, timed, export, stopped)
     if missing is not None:
         return missing
     if table is None or table.empty:
@@ -173,11 +177,15 @@ def _agreement(
 
 
 def _untimed(
-    table: pd.DataFrame | None, timed: dict[int, list[str]] | None, export: ExportFacts | None
+    table: pd.DataFrame | None,
+    timed: dict[int, list[str]] | None,
+    export: ExportFacts | None,
+    stopped: str | None = None,
 ) -> Check | None:
     """A failure when measured steps the timers timed have no NVTX range (or lack a phase's), else None.
     From the export's ranges when it was read (naming the first such step), else from the stored agreement's
-    step counts."""
+    step counts. Of a run that was stopped (`stopped`), timed steps that lack ranges only after the last
+    whole one are where the profiler stopped recording before the run did: said (a warning), not as lost."""
     if not timed:
         return None
     name = "NVTX vs timers"
@@ -198,6 +206,17 @@ def _untimed(
         step, names = next(iter(lacking.items()))
         whole = [n for n in (STEP, *timed[step])]
         what = "no NVTX range" if names == whole else f"no {', '.join(names)} range"
+        if stopped and min(lacking) > max((s for s in timed if s not in lacking), default=-1):
+            return Check(
+                name,
+                WARN,
+                f"the run was {stopped} and its profiler stopped recording before the run did: "
+                f"{len(lacking)} of {len(timed)} timed measured steps, from step {step} on ({what}), are not "
+                "whole in the capture; "
+                + (f"the harness's ranges end at {export.nvtx_end}" if export.nvtx_end else "it holds none"),
+                "the NVTX tables and the agreement hold the steps the capture recorded whole; run again to "
+                "measure every step",
+            )
         return Check(
             name,
             FAIL,

@@ -198,6 +198,10 @@ SERVING_NOTE = (
     "TTFT is each measured step's prefill; TPOT is every decoded token's time (its Steps A and B count "
     "tokens), judged as the phases are (TTFT with prefill's drift, TPOT with decode's)"
 )
+TTFT_ONLY_NOTE = (
+    "TTFT is each measured step's prefill, judged as the phases are (with prefill's drift); no TPOT: a side "
+    "decoded no token after the first (--new-tokens 1)"
+)
 
 
 def serving_verdicts(
@@ -215,23 +219,25 @@ def serving_verdicts(
     Without `drift`, by compare_samples as the phases' (the steps stand as runs). With it (phase -> the drift
     measured for the configuration, as `phase_verdicts` takes it), run against run: TTFT with prefill's
     drift, TPOT with decode's (a token's time drifts with its phase), one run a side only beyond it.
-    Nothing where a side decoded no token."""
+    TTFT where both sides prefilled (generate runs: with --new-tokens 1 the first token is all there is,
+    and TTFT all that is measured); TPOT where both decoded a token after it. Nothing for a training run."""
     measured = [t[~t["warmup"].astype(bool)] if "warmup" in t else t for t in (tokens_a, tokens_b)]
-    if any(t.empty for t in measured):
-        return []
+    decoded = not any(t.empty for t in measured)
     out = []
     prefill = [s[(s["phase"] == PREFILL) & ~s["warmup"].astype(bool)] for s in (steps_a, steps_b)]
     if drift is None:
         if all(len(p) for p in prefill):
             out.append(PhaseVerdict(TTFT, compare_samples(*prefill)))
-        a, b = (t.assign(run=t["step"]) for t in measured)
-        out.append(PhaseVerdict(TPOT, compare_samples(a, b)))
+        if decoded:
+            a, b = (t.assign(run=t["step"]) for t in measured)
+            out.append(PhaseVerdict(TPOT, compare_samples(a, b)))
         return out
     if all(len(p) for p in prefill):
         pa, pb = (_with_run(p) for p in prefill)
         out.append(PhaseVerdict(TTFT, _between_runs(pa, pb, drift.get(PREFILL))))
-    ta, tb = (_with_run(t) for t in measured)
-    out.append(PhaseVerdict(TPOT, _between_runs(ta, tb, drift.get(DECODE), by_step=True)))
+    if decoded:
+        ta, tb = (_with_run(t) for t in measured)
+        out.append(PhaseVerdict(TPOT, _between_runs(ta, tb, drift.get(DECODE), by_step=True)))
     return out
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from analysis.advice.checks import Check, Health, why_untrusted
 from analysis.advice.coverage import Stop, export_facts
-from analysis.advice.findings import RunRecord, Thresholds, advice
+from analysis.advice.findings import NEEDS_RECORD, RunRecord, Thresholds, advice
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason
 from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, Overhead, RunFacts, program_end, run_checks
@@ -343,6 +343,7 @@ def run_facts(
         export=export,
         device=measured.device,
         signal=measured.signal,
+        stopped=measured.stop.how if measured.stop is not None else None,
     )
 
 
@@ -364,6 +365,10 @@ def capture_advice(
     return advice_record(health, advice(trace, run=record))
 
 
+# where a stored run's findings come from: its capture read now, what was stored with it, or nothing at all
+CAPTURE, STORED, NOTHING = "capture", "stored", "nothing"
+
+
 @dataclass
 class Judged:
     """A stored run's health and findings (`advise RUN`, `health RUN`)."""
@@ -371,6 +376,7 @@ class Judged:
     record: dict[str, Any]  # analysis.advice.record: health and findings
     health: Health
     notes: list[str] = field(default_factory=list)
+    judged: str = CAPTURE  # where the findings come from: CAPTURE, STORED (the export is gone) or NOTHING
 
 
 def judge_stored(
@@ -388,17 +394,21 @@ def judge_stored(
     (as stored); where the trace is gone, the run's checks that read it as stored."""
     notes: list[str] = []
     facts = None
+    judged = CAPTURE
     if trace is not None:
         health = capture_health(trace, measured.stop)
         found = advice(trace, thresholds, measured.record or RunRecord())
         facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)
     elif stored:
+        judged = STORED
         record = dict(stored)
+        record["not judged"] = _not_judged_when_gone(record.get("not judged") or [], run)
         health = Health(record.get("source") or f"run {run}")
         health.checks = [c for c in checks_of(record) if c.name not in RUN_CHECKS]
         notes.append(f"run {run}'s export is gone: the capture checks and findings stored with the run")
     else:
+        judged = NOTHING
         record = {"source": None, "health": {}, "findings": []}
         health = Health(f"run {run}")
         notes.append(f"run {run} has no export or trace: only the run's own checks")
@@ -409,7 +419,22 @@ def judge_stored(
     health.checks += checks
     record["health"] = advice_record(health, [])["health"]
     record["untrusted"] = why_untrusted(health.checks) or None
-    return Judged(record, health, notes)
+    return Judged(record, health, notes, judged)
+
+
+def _not_judged_when_gone(lines: list[str], run: str) -> list[str]:
+    """What the findings stored with a run could not judge (they were judged on its capture alone, as the
+    run ended), said as it stands now that its export is gone: `advise RUN` cannot judge it either."""
+    out = []
+    for line in lines:
+        rule = line.partition(":")[0]
+        if rule in NEEDS_RECORD:
+            line = (
+                f"{rule}: not judged: run {run}'s export is gone, and the findings stored with it were "
+                f"judged on the capture alone, without {NEEDS_RECORD[rule]}"
+            )
+        out.append(line)
+    return out
 
 
 def busy_share(trace: Trace, phase: str, steps: Collection[int] | None = None) -> float | None:

@@ -117,10 +117,18 @@ def advise_cmd(
             cache=not reading.no_cache,
         )
         _say_notes(advice.notes)
+        if advice.no_capture:  # "no rule fired" would read as a clean run: no rule was run
+            err(
+                f"no findings for run {advice.run_id}: it has no capture to judge, so no rule was run; "
+                "advice needs a run under --nsys or --profiler torch whose export or trace is still there"
+            )
+            raise typer.Exit(1)
         _refuse_untrusted(f"run {advice.run_id}", advice.run_id, advice.health.checks, ignore_health)
         table = run_advice.stored_findings(advice.record)
         apart = run_advice.said_apart(advice.record)
-        _show_findings(table, f"run {advice.run_id}", thresholds, reading, advice.health.checks, apart)
+        _show_findings(
+            table, f"run {advice.run_id}", thresholds, reading, advice.health.checks, apart, advice.stored
+        )
         return
     with _open(Path(report), reading) as trace:
         if not specs:
@@ -163,11 +171,18 @@ def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
     raise typer.Exit(1)
 
 
-def _show_findings(table, what: str, thresholds, reading: Reading, checks, apart: run_advice.Apart) -> None:
+def _show_findings(
+    table, what: str, thresholds, reading: Reading, checks, apart: run_advice.Apart, stored: bool = False
+) -> None:
     """The findings, largest time at stake first (the evidence as data in csv and json), then what the
     harness's own instruments did and what could not be judged, said once, apart; marked untrusted where
-    the capture failed its health checks (and --ignore-health asked for them)."""
+    the capture failed its health checks (and --ignore-health asked for them). `stored`: the findings were
+    stored with the run (its export is gone), judged then with the default thresholds."""
     stated = f"thresholds: {thresholds.describe()} (--threshold NAME=VALUE changes them)"
+    if stored:
+        stated = (
+            f"thresholds: {thresholds.describe()} (the defaults, which the stored findings were judged by)"
+        )
     failed = run_advice.untrusted_checks(checks)
     if failed:
         warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")

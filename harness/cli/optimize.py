@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, warn
 from harness.cli.option_group import option_group
 from harness.cli.options import (
     BatchOpt,
@@ -30,6 +30,7 @@ from harness.core.errors import HarnessError, UsageError
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
 from harness.experiments import optimize as opt
+from harness.experiments import proposals as prop
 from harness.profilers.nsys import NsysOptions, cuda_check_for
 from harness.store import results as results_db
 from workloads.specs import MODEL_NAMES
@@ -135,7 +136,7 @@ def optimize_cmd(
     title = f"optimize {config.model} on {done.device_name}: each change against the configuration before it"
     tables = [(title, opt.verdict_table(done))]
     if done.proposals:
-        found = opt.proposal_table(done.proposals)
+        found = prop.proposal_table(done.proposals)
         tables.append(("the baseline's findings and the changes for them", found))
     elif done.interrupted is None:
         figures = " (its figures above)" if done.baseline_runs else ""
@@ -148,7 +149,7 @@ def optimize_cmd(
 def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: bool = False) -> None:
     """An export's or a stored run's findings, with the changes for them, none applied."""
     path = Path(target)
-    if path.exists() or "/" in target or target.endswith((".sqlite", ".nsys-rep", ".qdrep")):
+    if path.exists() or "/" in target or target.endswith((".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")):
         if not path.is_file():
             raise UsageError(
                 f"no such file: {target} (and it is not one of the models: {', '.join(MODEL_NAMES)})"
@@ -167,17 +168,20 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             raise HarnessError(
                 f"{e} (and it is not one of the models: {models})", exit_code=e.exit_code
             ) from None
-        found, notes = list((run.advice or {}).get("findings") or []), []
+        found, notes = prop.stored_findings(run.advice, run.id), []
         source = f"run {run.id} ({run.mode})"
         if run.advice is None:
             notes.append(f"run {run.id} has no findings stored: profile it (`run --nsys`, `profile -- CMD`)")
         if run.mode != "program":
-            notes.append(f"run {run.id} is the harness's own: `harness optimize {run.model} …` tries them")
+            # its plant too: without it the configuration tried has none of the planted cause's findings
+            plant = (run.config or {}).get("plant")
+            again = f"harness optimize {run.model}" + (f" --plant {plant}" if plant else "")
+            notes.append(f"run {run.id} is the harness's own: `{again} …` tries them")
     if not found:
         notes.append("no finding: nothing to propose")
-    emit_many([(f"proposals for {source} (not applied)", opt.proposal_table(opt.proposed(found)))], format,
+    emit_many([(f"proposals for {source} (not applied)", prop.proposal_table(prop.proposed(found)))], format,
               notes=notes, wide=wide)  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
-    app.command("optimize")(optimize_cmd)
+    app.command("optimize", cls=RunRefCommand)(optimize_cmd)

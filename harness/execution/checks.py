@@ -5,7 +5,7 @@ once; every later layer (the profilers, the ranks, the worker) trusts a configur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import workloads
@@ -169,6 +169,22 @@ def flag(name: str) -> str:
     return "--" + named.replace("_", "-")
 
 
+def _check_fix_changes(config: RunConfig, fix: str) -> None:
+    """UsageError for a --fix whose knobs the plant does not set and the run leaves at their defaults: the
+    run would be stored as fixed while its step is the plant's as it is."""
+    planted = catalogue.settings(config.plant)
+    knobs = catalogue.FIXES[fix].fields if fix in catalogue.FIXES else ()
+    defaults = {f.name: f.default for f in fields(RunConfig)}
+    if not knobs or any(k in planted or getattr(config, k) != defaults.get(k) for k in knobs):
+        return
+    said = " and ".join(flag(k) for k in knobs)
+    left = " and ".join("off" if getattr(config, k) is False else f"at {getattr(config, k)}" for k in knobs)
+    raise UsageError(
+        f"--fix {fix} changes nothing here: --plant {config.plant} does not set {said} and this run "
+        f"leaves it {left}; give {said} too, or leave --fix {fix} out"
+    )
+
+
 def check_effect(config: RunConfig, given: dict[str, Any], device_type: str) -> list[str]:
     """UsageError for an option the user gave (`given`: by configuration field, the value asked for, before
     a plant's settings) that changes nothing in this configuration, where it can only be a mistake; the
@@ -177,6 +193,8 @@ def check_effect(config: RunConfig, given: dict[str, Any], device_type: str) -> 
     plant = config.plant or "nothing"
     if given.get("fixes") and config.plant is None:
         raise UsageError("--fix lets a fix change what --plant sets; this run plants nothing: leave it out")
+    for fix in config.fixes if given.get("fixes") else ():
+        _check_fix_changes(config, fix)
     for name, value in catalogue.settings(config.plant, config.fixes).items():
         if name in given and given[name] != value:
             sets = f"{flag(name)} {value}"

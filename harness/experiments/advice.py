@@ -30,15 +30,26 @@ from analysis.advice.record import (
     untrusted_line,
 )
 from analysis.advice.record import findings_lines as finding_lines
-from analysis.front.examine import Baseline, Measured, compared, judge_stored, run_facts
+from analysis.front.examine import (
+    CAPTURE,
+    NOTHING,
+    STORED,
+    Baseline,
+    Measured,
+    compared,
+    judge_stored,
+    run_facts,
+)
 from analysis.trace.exports import open_source
 from harness.core import signals
+from harness.core.errors import UsageError
 from harness.core.machine import BASELINE_RUN, busy_of
 from harness.core.records import PROGRAM_MODE, phases_for
 from harness.execution.nsys import export_report
 from harness.experiments.roofline import optimizer_roof
 from harness.profilers.base import label_for
 from harness.store.blocks import trace_of
+from workloads.plants.catalogue import unseen
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -62,6 +73,19 @@ class RunAdvice:
     record: dict[str, Any]  # analysis.advice.record: health and findings
     health: Health
     notes: list[str] = field(default_factory=list)
+    judged: str = (
+        CAPTURE  # the findings: of its capture read now (CAPTURE), as stored (STORED), none (NOTHING)
+    )
+
+    @property
+    def stored(self) -> bool:
+        """The findings are those stored with the run (its export is gone): judged with the defaults."""
+        return self.judged == STORED
+
+    @property
+    def no_capture(self) -> bool:
+        """The run has no capture and no findings stored: no rule was run."""
+        return self.judged == NOTHING
 
 
 def _label(run: Run) -> str:
@@ -167,8 +191,10 @@ def run_advice(
     """The run `ref` names (an id, a prefix, `latest`, -N): its health and findings."""
     run = store.get(ref)
     export = trace_of(run)
-    measured, agreement = measured_of(store, run), _agreement_frame(run)
     stored = dict(run.advice) if run.advice else None
+    if export is None and thresholds is not None and thresholds != Thresholds():
+        raise UsageError(_no_threshold(run.id, stored))
+    measured, agreement = measured_of(store, run), _agreement_frame(run)
     if export is None:
         judged = judge_stored(None, measured, agreement, run=run.id, stored=stored, thresholds=thresholds)
     else:
@@ -176,7 +202,25 @@ def run_advice(
             judged = judge_stored(
                 trace, measured, agreement, run=run.id, stored=stored, thresholds=thresholds
             )
-    return RunAdvice(run.id, judged.record, judged.health, judged.notes)
+    config = run.config or {}
+    if judged.judged != NOTHING and not config.get("fixes"):  # a planted cause no finding names: why
+        rules = {str(f.get("rule")) for f in judged.record.get("findings") or []}
+        if why := unseen(config.get("plant"), str(run.device), rules, f"run {run.id}'s capture"):
+            judged.notes.append(why)
+    return RunAdvice(run.id, judged.record, judged.health, judged.notes, judged.judged)
+
+
+def _no_threshold(run: str, stored: dict[str, Any] | None) -> str:
+    """Why --threshold cannot judge a run whose capture is not there to read again."""
+    if not stored:
+        return (
+            f"--threshold judges run {run}'s capture, but it has none (no export or trace): no rule can run"
+        )
+    gone = f" ({stored['source']})" if stored.get("source") else ""
+    return (
+        f"--threshold judges run {run}'s capture again, but its export is gone{gone}: its findings are those "
+        f"stored with it, judged with the default thresholds (`harness advise {run}` shows them)"
+    )
 
 
 def thresholds_of(options: list[str]) -> Thresholds:

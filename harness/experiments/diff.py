@@ -284,7 +284,8 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
             serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)
             if serving:
                 result.verdicts += serving
-                result.notes.append(d.SERVING_NOTE)
+                tpot = any(v.phase == d.TPOT for v in serving)
+                result.notes.append(d.SERVING_NOTE if tpot else d.TTFT_ONLY_NOTE)
         result.notes += d.unlike_steps(steps_a, steps_b, (f"A ({a.label})", f"B ({b.label})"))
         if (unlike := unlike_configurations(a.run, b.run)) is not None:
             result.notes.append(unlike)

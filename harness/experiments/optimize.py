@@ -39,9 +39,10 @@ from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution.nsys import export_report
 from harness.experiments.changes import applied
 from harness.experiments.drift import key_of, stored_drift
+from harness.experiments.proposals import Proposal, Untrusted, untrusted_of
 from harness.profilers.base import run_baseline
 from harness.profilers.nsys import PROFILER
-from workloads.plants.catalogue import FIXES, fixes_for, unseen
+from workloads.plants.catalogue import fixes_for, unseen
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,19 +61,6 @@ NO_VERDICT = "no verdict: one round, no drift measured (--repeats 2 or more)"
 
 Capture = Callable[[RunConfig], tuple[RunResult, dict[str, Any], list[str]]]
 Timed = Callable[[RunConfig], RunResult]
-
-
-@dataclass
-class Proposal:
-    """A finding and what the harness could change for it (`change`: a fix that applies, else None with
-    why in `why`)."""
-
-    rule: str
-    at_stake_ns: int
-    evidence: str
-    fix: str | None
-    change: RunConfig | None = None
-    why: str | None = None
 
 
 @dataclass
@@ -237,6 +225,16 @@ def optimize(
         store_run(result, "capture", cfg.fixes, change, **how)
         if result.status not in ("ok", "degraded"):
             out.notes.append(f"capture {result.run_id} ended {result.status}: {result.error}")
+            return None
+        if why := untrusted_of(how):  # its findings' time at stake comes from what is left of the capture
+            what = (
+                "no change is proposed from its findings"
+                if change is None
+                else (
+                    f"whether {change} removed its finding is not judged, and no change is proposed from it"
+                )
+            )
+            out.notes.append(f"capture {result.run_id} cannot be trusted ({why}): {what}")
             return None
         return findings_of(how)
 
@@ -449,46 +447,9 @@ def verdict_table(o: Optimisation) -> pd.DataFrame:
     return out
 
 
-def proposal_table(found: list[Proposal]) -> pd.DataFrame:
-    """Each finding with what the harness could change for it, and whether it applies."""
-    import pandas as pd
-
-    rows = [
-        (p.rule, p.at_stake_ns, p.fix or "—", FIXES[p.fix].does if p.fix else "—",
-         "yes" if p.change is not None else f"no: {p.why}", p.evidence)
-        for p in found
-    ]  # fmt: skip
-    out = pd.DataFrame(rows, columns=["Finding", "Time at stake (ns)", "Change", "What it changes", "Applies",
-                                      "Evidence"])  # fmt: skip
-    out.attrs["wrap"] = ["What it changes", "Applies", "Evidence"]
-    return out
-
-
-# --- an export, or a stored run: proposals, not applied -------------------------------------------------
-
-NOT_APPLIED = "proposed, not applied: the harness does not run this program (apply it in its code)"
-
-
-def proposed(found: list[dict[str, Any]], why: str = NOT_APPLIED) -> list[Proposal]:
-    """Each finding with the fixes for its rule, none applied (`why` says so)."""
-    out = []
-    for f in found:
-        rule, stake, evidence = _finding(f)
-        fixes = fixes_for(rule) or (None,)
-        out += [
-            Proposal(rule, stake, evidence, fix, why=why if fix else "no change answers it") for fix in fixes
-        ]
-    return out
-
-
-def _finding(f: dict[str, Any]) -> tuple[str, int, str]:
-    return str(f.get("rule", "")), int(f.get("at_stake_ns") or 0), str(f.get("evidence", ""))
-
-
 def export_findings(path: Any) -> tuple[list[dict[str, Any]], list[str]]:
     """An export's (or report's) findings, as the front door examines a capture, and its notes."""
     seen = examine_capture(sqlite_for(path, export_report))
-    notes = list(seen.notes)
-    if seen.advice is not None and seen.advice.get("untrusted"):
-        notes.append(f"the capture cannot be trusted ({seen.advice['untrusted']}): its findings are unranked")
-    return list((seen.advice or {}).get("findings") or []), notes
+    if why := untrusted_of(seen.stored):
+        raise Untrusted(why, path)
+    return list((seen.advice or {}).get("findings") or []), list(seen.notes)

@@ -145,8 +145,10 @@ def refusal(name: str | None, device_type: str) -> str | None:
     )
 
 
-def unseen(name: str | None, device_type: str, rules: set[str]) -> str | None:
-    """Why the finding of planted cause `name` is not among `rules` (those a capture of it on `device_type`
+def unseen(
+    name: str | None, device_type: str, rules: set[str], capture: str = "the baseline's capture"
+) -> str | None:
+    """Why the finding of planted cause `name` is not among `rules` (those `capture` of it on `device_type`
     fired), in one line; None when it is there, or nothing was planted."""
     cause = CAUSES.get(name or "")
     if cause is None or cause.rule is None or cause.rule in rules:
@@ -157,7 +159,7 @@ def unseen(name: str | None, device_type: str, rules: set[str]) -> str | None:
             f"and no finding names it; on a GPU its finding ({cause.rule}) brings the fixes for it"
         )
     return (
-        f"--plant {name}: its finding ({cause.rule}) did not fire in the baseline's capture (a cost under "
+        f"--plant {name}: its finding ({cause.rule}) did not fire in {capture} (a cost under "
         "the rule's threshold on this machine, or a capture it could not judge): `harness advise` of the "
         "capture says what it saw"
     )

@@ -1,0 +1,89 @@
+"""What `harness optimize` proposes for a capture's findings: each finding with the fixes of its rule (the
+catalogue's), as a table; of an export or a stored run, proposed and not applied. A capture that failed its
+health checks proposes nothing: its findings' time at stake comes from what is left of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harness.core.errors import HarnessError
+from workloads.plants.catalogue import FIXES, fixes_for
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.core.records import RunConfig
+
+
+@dataclass
+class Proposal:
+    """A finding and what the harness could change for it (`change`: a fix that applies, else None with
+    why in `why`)."""
+
+    rule: str
+    at_stake_ns: int
+    evidence: str
+    fix: str | None
+    change: RunConfig | None = None
+    why: str | None = None
+
+
+def untrusted_of(how: dict[str, Any]) -> str | None:
+    """Why a capture's examination says it cannot be trusted (its failed health checks), else None."""
+    return (how.get("advice") or {}).get("untrusted") or None
+
+
+def proposal_table(found: list[Proposal]) -> pd.DataFrame:
+    """Each finding with what the harness could change for it, and whether it applies."""
+    import pandas as pd
+
+    rows = [
+        (p.rule, p.at_stake_ns, p.fix or "—", FIXES[p.fix].does if p.fix else "—",
+         "yes" if p.change is not None else f"no: {p.why}", p.evidence)
+        for p in found
+    ]  # fmt: skip
+    out = pd.DataFrame(rows, columns=["Finding", "Time at stake (ns)", "Change", "What it changes", "Applies",
+                                      "Evidence"])  # fmt: skip
+    out.attrs["wrap"] = ["What it changes", "Applies", "Evidence"]
+    return out
+
+
+# --- an export, or a stored run: proposals, not applied -------------------------------------------------
+
+NOT_APPLIED = "proposed, not applied: the harness does not run this program (apply it in its code)"
+
+
+def proposed(found: list[dict[str, Any]], why: str = NOT_APPLIED) -> list[Proposal]:
+    """Each finding with the fixes for its rule, none applied (`why` says so)."""
+    out = []
+    for f in found:
+        rule, stake, evidence = _finding(f)
+        fixes = fixes_for(rule) or (None,)
+        out += [
+            Proposal(rule, stake, evidence, fix, why=why if fix else "no change answers it") for fix in fixes
+        ]
+    return out
+
+
+def _finding(f: dict[str, Any]) -> tuple[str, int, str]:
+    return str(f.get("rule", "")), int(f.get("at_stake_ns") or 0), str(f.get("evidence", ""))
+
+
+class Untrusted(HarnessError):
+    """A capture that failed its health checks: no change is proposed from its findings (their time at
+    stake comes from what is left of it), as `advise` ranks none."""
+
+    def __init__(self, why: str, ref: Any) -> None:
+        super().__init__(
+            f"no proposals for {ref}: its capture cannot be trusted ({why}), so the time at stake of its "
+            f"findings would come from what is left of it; `harness health {ref}` says more, `harness advise "
+            f"{ref} --ignore-health` lists the findings anyway"
+        )
+
+
+def stored_findings(advice: dict[str, Any] | None, run: str) -> list[dict[str, Any]]:
+    """The findings stored with a run; Untrusted where its capture failed its health checks."""
+    if why := untrusted_of({"advice": advice}):
+        raise Untrusted(why, run)
+    return list((advice or {}).get("findings") or [])
