@@ -139,6 +139,22 @@ def test_recompiles_from_the_runs_record() -> None:
     assert _rule(_rules(export, run=once), "recompile") is None
 
 
+def test_recompiles_until_dynamos_limit_from_the_runs_record() -> None:
+    """A run longer than Dynamo's recompile limit (8): 8 frames compiled in 15 steps, then Dynamo gave up and
+    ran the function eagerly. Fewer frames than steps, yet a compile a step: the record's limit hits say so."""
+    export = need(CPU_DIR / "report.sqlite")
+    counters = {"frames": 8, "graphs": 8, "graph_breaks": 0, "recompile_limit_hits": 1}
+    limited = RunRecord(steps=15, measured_steps=10, dynamo=counters, forward_ns=50_000_000.0)
+    found = _rule(_rules(export, run=limited), "recompile")
+    assert found.at_stake_ns == 50_000_000 and found.data["dynamo"]["recompile_limit_hits"] == 1
+    assert found.evidence.startswith(
+        "torch.compile compiled 8 frames into 8 graphs in 15 steps (0 graph breaks): a compile a step until "
+        "Dynamo hit its recompile limit and ran the function eagerly after, in forward"
+    )
+    unlimited = RunRecord(steps=15, measured_steps=10, dynamo={**counters, "recompile_limit_hits": 0})
+    assert _rule(_rules(export, run=unlimited), "recompile") is None
+
+
 def test_the_optimizer_against_its_memory_roof() -> None:
     """With the run's roofline, the optimizer at 26% of its memory roof (the AdamW step of 2.7B in bf16 on an
     H200) is a finding, its stake the time above what the roof allows over the measured steps; at 60% not."""

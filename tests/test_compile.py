@@ -349,3 +349,20 @@ def test_a_phase_faster_in_the_first_step_keeps_its_sign_and_the_rows_add_up(tmp
     assert EARLY.extra["compile_ns"] == table.loc["step", COMPILE]
     notes = " ".join(compile_table(store).attrs["notes"])
     assert "not clipped at zero" in notes and "a negative compile time" in notes
+
+
+@pytest.mark.slow
+def test_dynamos_recompile_limit_is_counted() -> None:
+    """A function compiled with dynamic=False called with a new shape each time: Dynamo recompiles it up to
+    its limit, then gives up and runs it eagerly; the counters the run keeps say both."""
+    import torch
+
+    from harness.execution.compiled import dynamo_counts
+
+    before = dynamo_counts()
+    limit = torch._dynamo.config.recompile_limit
+    f = torch.compile(lambda x: (x * 2).sum(), dynamic=False)
+    for n in range(2, limit + 4):
+        f(torch.ones(n))
+    grown = {name: n - before[name] for name, n in dynamo_counts().items()}
+    assert grown["frames"] == limit and grown["recompile_limit_hits"] == 1

@@ -404,3 +404,22 @@ def test_advise_of_a_planted_run_says_why_its_cause_is_not_found(tmp_db: str, cp
     assert "--plant pageable-h2d does not show in a cpu capture" in said
     assert "on a GPU its finding (pageable-copy) brings the fixes for it" in said
     assert "does not show" not in runner.invoke(app, ["advise", "fixed"]).output
+
+
+def test_a_capture_is_judged_with_the_record_advise_reads_back(tmp_db: str) -> None:
+    """What the rules read of a run beside its capture (steps, torch.compile's counters, forward time) is
+    the same when the run was just captured as when `advise RUN` reads it back: `run --nsys` judged a
+    recompile-a-step run with no record ("none fired") where `advise RUN` found the recompile."""
+    from analysis.advice.base import RunRecord
+    from analysis.tables.stats_format import NEWEST
+    from harness.experiments.advice import run_record
+    from harness.profilers.capture import measured
+
+    result = make_result("tiny-recompiles")
+    result.extra["dynamo"] = {"frames": 5, "graphs": 5, "graph_breaks": 0, "recompile_limit_hits": 0}
+    at_run = measured(result, None, "light", NEWEST, []).record
+    store = ResultsStore(tmp_db)
+    store.save(result)
+    read_back = run_record(store, store.get("tiny-recompiles"), store.step_timings(["tiny-recompiles"]))
+    forward = sum(1_000_000 + i for i in (2, 3, 4))  # make_result's measured steps 2–4
+    assert at_run == read_back == RunRecord(5, 3, result.extra["dynamo"], float(forward))

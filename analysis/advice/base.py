@@ -99,6 +99,31 @@ class RunRecord:
     forward_ns: float | None = None  # the forward phase's time summed over the measured steps
     optimizer_roof: OptimizerRoof | None = None
 
+    @classmethod
+    def of(
+        cls, timers: pd.DataFrame | None, dynamo: object = None, optimizer_roof: OptimizerRoof | None = None
+    ) -> RunRecord:
+        """The record of a run from its timers (step, phase, duration_ns, warmup, rank: its first rank's
+        steps counted) and torch.compile's counters as it kept them: the same whether the run was just
+        captured (`run --nsys`) or is read back from the results database (`advise RUN`)."""
+        if timers is None or not len(timers):
+            return cls(dynamo=_counters(dynamo), optimizer_roof=optimizer_roof)
+        ranks = timers["rank"].fillna(0)  # NULL in databases from before ranks means 0
+        first = timers[ranks == ranks.min()]
+        measured = first[~first["warmup"].astype(bool)]
+        forward = measured.loc[measured["phase"] == "forward", "duration_ns"]
+        return cls(
+            steps=int(first["step"].nunique()),
+            measured_steps=int(measured["step"].nunique()),
+            dynamo=_counters(dynamo),
+            forward_ns=float(forward.sum()) if len(forward) else None,
+            optimizer_roof=optimizer_roof,
+        )
+
+
+def _counters(dynamo: object) -> dict[str, int] | None:
+    return {str(k): int(v) for k, v in dynamo.items()} if isinstance(dynamo, dict) else None
+
 
 class Seen:
     """The capture as the rules read it: each frame once, the harness's instruments, the measured steps.

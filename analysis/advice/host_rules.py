@@ -278,12 +278,21 @@ def recompile(seen: Seen) -> list[Finding]:
     waited = int((waits["end"] - waits["start"]).sum()) if len(waits) else 0
     dynamo = seen.run.dynamo if seen.run else None
     steps = seen.run.steps if seen.run else 0
-    if dynamo and steps >= 2 and dynamo.get("frames", 0) >= steps:
+    gave_up = int(dynamo.get("recompile_limit_hits", 0)) if dynamo else 0
+    if (
+        dynamo
+        and steps >= 2
+        and (dynamo.get("frames", 0) >= steps or (gave_up and dynamo.get("frames", 0) >= 2))
+    ):
         stake = int(seen.run.forward_ns or 0) if seen.run else 0
+        every = (
+            "a compile every step"
+            if not gave_up
+            else "a compile a step until Dynamo hit its recompile limit and ran the function eagerly after"
+        )
         evidence = (
             f"torch.compile compiled {dynamo['frames']:,} frames into {dynamo.get('graphs', 0):,} graphs in "
-            f"{steps} steps ({dynamo.get('graph_breaks', 0):,} graph breaks): a compile every step, in "
-            "forward"
+            f"{steps} steps ({dynamo.get('graph_breaks', 0):,} graph breaks): {every}, in forward"
         )
         if waited:
             evidence += f"; in the measured forwards the host waits {ms(waited)} for compiler processes"

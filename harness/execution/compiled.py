@@ -58,17 +58,24 @@ def record_inductor_cache(result: RunResult) -> None:
     result.extra["inductor_cache"] = {"hits": hits, "misses": misses, "state": cache_state(hits, misses)}
 
 
+RECOMPILE_LIMIT = "recompile limit"  # in the reason Dynamo counts when it stops recompiling a function
+
+
 def dynamo_counts() -> dict[str, int]:
     """Dynamo's own counters so far in this process (all 0 before anything was compiled): frames compiled,
     graphs made, graph breaks. Read without importing Dynamo: a process that never compiled has not."""
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
-        return {"frames": 0, "graphs": 0, "graph_breaks": 0}
+        return {"frames": 0, "graphs": 0, "graph_breaks": 0, "recompile_limit_hits": 0}
     counters = utils.counters
     return {
         "frames": int(counters["frames"].get("ok", 0)),
         "graphs": int(counters["stats"].get("unique_graphs", 0)),
         "graph_breaks": int(sum(counters["graph_break"].values())),
+        # Dynamo gave up recompiling a function (its recompile limit, 8 by default) and runs it eagerly
+        "recompile_limit_hits": int(
+            sum(n for why, n in counters["unimplemented"].items() if RECOMPILE_LIMIT in why.lower())
+        ),
     }
 
 

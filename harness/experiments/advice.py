@@ -154,20 +154,8 @@ def _stop(run: Run, timers: pd.DataFrame) -> Stop | None:
 def run_record(store: ResultsStore, run: Run, timers: pd.DataFrame) -> RunRecord:
     """What the stored run recorded that the findings read: its steps, torch.compile's counters, its
     forward time, its optimizer against its memory roof (its roofline, on a GPU with datasheet roofs)."""
-    ranks = timers["rank"].fillna(0)  # NULL in databases from before ranks means 0
-    first = timers[ranks == ranks.min()] if len(timers) else timers
-    measured = first[~first["warmup"].astype(bool)] if len(first) else first
-    forward = measured[measured["phase"] == "forward"]["duration_ns"] if len(measured) else None
-    dynamo = (run.summary or {}).get("dynamo")
-    return RunRecord(
-        steps=int(first["step"].nunique()) if len(first) else 0,
-        measured_steps=int(measured["step"].nunique()) if len(measured) else 0,
-        dynamo={str(k): int(v) for k, v in dynamo.items()} if isinstance(dynamo, dict) else None,
-        forward_ns=float(forward.sum()) if forward is not None and len(forward) else None,
-        optimizer_roof=optimizer_roof(store, run.id)
-        if run.mode == "train" and run.device == "cuda"
-        else None,
-    )
+    roof = optimizer_roof(store, run.id) if run.mode == "train" and run.device == "cuda" else None
+    return RunRecord.of(timers, (run.summary or {}).get("dynamo"), roof)
 
 
 def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = None) -> RunFacts:

@@ -19,6 +19,7 @@ from analysis.front.examine import (
     Measured,
     Operators,
     RunExamination,
+    RunRecord,
     Stop,
     examine,
     examine_capture,
@@ -137,8 +138,9 @@ def measured(
     elif baseline is not None:
         load = machine.over_runs([baseline.extra.get("machine"), result.extra.get("machine")])
         notes += filter(None, [machine.busy_note(load, "the baseline run")])
+    timers = timer_frame(result)
     return Measured(
-        timers=timer_frame(result),
+        timers=timers,
         phases=phases_for(config.mode, config.world_size),
         world_size=config.world_size,
         device=result.device,
@@ -149,6 +151,7 @@ def measured(
         kernels=TOP_KERNELS,
         stats_format=tables_format,
         busy_of=(DECODE,) if result.extra.get("serving") is not None else (),
+        record=RunRecord.of(timers, result.extra.get("dynamo")),  # as `advise RUN` reads it back
         why_no_ranges=(
             f"Emitter: {nvtx_ranges.EMITTER}. Known cause: with nsys 2022.4 the python nvtx package 0.2.12 "
             "and later records nothing (pip install nvtx==0.2.11); torch.cuda.nvtx needs a CUDA build of "
