@@ -15,7 +15,7 @@ from analysis.dashboard.style import (
     hover,
     ns_ms,
     phase_color,
-    shorten,
+    plain_short,
 )
 from workloads.names import MEASURED_STATUSES
 
@@ -103,12 +103,12 @@ def compare_figure(phases: pd.DataFrame, kernels: pd.DataFrame | None, a_label: 
             go.Bar(
                 name="kernel B − A",
                 orientation="h",
-                y=[shorten(str(s), 50) for s in k["Name"]],
+                y=[plain_short(s, 50) for s in k["Name"]],
                 x=k["diff_ns"] / MS,
                 marker_color=[OOM_COLOR if d > 0 else KERNEL_COLOR for d in k["diff_ns"]],
                 customdata=pd.DataFrame(
                     {
-                        "name": k["Name"].map(lambda s: shorten(str(s), 300)),
+                        "name": k["Name"].map(lambda s: plain_short(s, 300)),
                         "a": k["a_ns"],
                         "b": k["b_ns"],
                         "d": k["diff_ns"],

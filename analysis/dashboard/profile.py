@@ -16,6 +16,8 @@ from analysis.dashboard.style import (
     hover,
     ns_ms,
     phase_color,
+    plain,
+    plain_short,
     shorten,
 )
 
@@ -84,7 +86,7 @@ def top_bars(
         go.Bar(
             name=trace,
             orientation="h",
-            y=[f"{i + 1}. {shorten(str(s), 70)}" for i, s in reversed(list(enumerate(top["Name"][::-1])))],
+            y=[f"{i + 1}. {plain_short(s, 70)}" for i, s in reversed(list(enumerate(top["Name"][::-1])))],
             x=top["Total Time (ns)"] / MS,
             marker_color=color,
             customdata=pd.DataFrame(
@@ -94,7 +96,7 @@ def top_bars(
                     "avg": extra["Avg (ns)"],
                     "avg_ms": extra["Avg (ns)"] / MS,
                     "pct": extra["Time (%)"],
-                    "name": top["Name"].map(lambda s: shorten(str(s), 300)),
+                    "name": top["Name"].map(lambda s: plain_short(s, 300)),
                 }
             ).to_numpy(),
             hovertemplate=hover(
@@ -178,7 +180,7 @@ def _range_bar(t: pd.DataFrame, axis_title: str, offset: int = 0):
 
     return go.Bar(
         name=axis_title,
-        x=t["name"],
+        x=t["name"].map(plain),
         y=t["total"] / MS,
         marker_color=[phase_color(range_base(n), offset + i) for i, n in enumerate(t["name"])],
         customdata=t[["total", "n"]].to_numpy(),
@@ -207,7 +209,7 @@ def ranges_figure(table: pd.DataFrame, axis_title: str, groups: pd.DataFrame | N
             x=groups["group"],
             y=groups["total_ns"] / MS,
             marker_color=[PALETTE[1], PALETTE[7]],
-            customdata=groups[["total_ns", "ranges"]].to_numpy(),
+            customdata=groups[["total_ns", "ranges"]].assign(ranges=groups["ranges"].map(plain)).to_numpy(),
             hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "ranges: %{customdata[1]}"),
         )
         parts.append(("attention vs MLP", groups, bar))
@@ -382,13 +384,13 @@ def timeline_figure(ev: pd.DataFrame):
             go.Bar(
                 name=label,
                 orientation="h",
-                y=part["row"],
+                y=part["row"].map(plain),
                 base=part["rel_start_ns"] / MS,
                 x=part["duration_ns"] / MS,
                 marker={"color": color, "line": {"width": 0.5, "color": "white"}},
                 customdata=pd.DataFrame(
                     {
-                        "name": part["name"].map(lambda s: shorten(str(s), 200)),
+                        "name": part["name"].map(lambda s: plain_short(s, 200)),
                         "ns": part["duration_ns"],
                         "start": part["rel_start_ns"],
                         "start_ms": part["rel_start_ns"] / MS,
@@ -402,7 +404,7 @@ def timeline_figure(ev: pd.DataFrame):
                 ),
             )
         )
-    rows = _row_order(ev)
+    rows = [plain(r) for r in _row_order(ev)]
     fig.update_layout(
         template=TEMPLATE,
         barmode="overlay",
