@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel, Profile
@@ -36,6 +39,26 @@ def _no_profile(data: DashboardData, table: str) -> tuple[Profile | None, str | 
     if getattr(p, table) is None:
         return p, p.missing.get(table, f"{table} could not be read from {p.path}")
     return p, None
+
+
+def judged(build: Callable[[DashboardData], Panel]) -> Callable[[DashboardData], Panel]:
+    """A profile panel drawn from a capture that failed its health checks says so, in its title and its
+    first note: its numbers are drawn, not vouched for."""
+
+    @functools.wraps(build)
+    def panel(data: DashboardData) -> Panel:
+        out = build(data)
+        p = data.profile
+        if p is not None and p.untrusted and out.figure is not None:
+            out.title = f"{out.title or ''} (its capture failed its health checks)".lstrip()
+            out.notes.insert(
+                0,
+                f"Not sound: drawn from a capture that failed its health checks ({p.untrusted}); "
+                f"`harness health {p.path}` says more.",
+            )
+        return out
+
+    return panel
 
 
 def range_base(name: str) -> str:
@@ -119,6 +142,7 @@ def top_bars(
     return fig
 
 
+@judged
 def kernels_panel(data: DashboardData) -> Panel:
     p = data.profile
     if p is None:
@@ -267,6 +291,7 @@ def _ranges_with_detail(table: pd.DataFrame, axis_title: str):
     return ranges_figure(table, axis_title, detail_groups(table))
 
 
+@judged
 def nvtx_gpu_panel(data: DashboardData) -> Panel:
     p = data.profile
     if p is None:
@@ -417,6 +442,7 @@ def timeline_figure(ev: pd.DataFrame):
     return fig
 
 
+@judged
 def timeline_panel(data: DashboardData) -> Panel:
     p, missing = _no_profile(data, "events")
     if missing:

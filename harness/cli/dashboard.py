@@ -119,6 +119,8 @@ def dashboard_cmd(
             warn("the results database holds no runs: the page says what is missing")
     for line in page.notes:
         note(line)
+    for line in page.warnings:
+        warn(line)
     for panel in page.panels:
         if panel.failed:
             warn(f"panel {panel.key!r} failed: {panel.missing}")
