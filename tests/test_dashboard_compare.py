@@ -82,3 +82,24 @@ def test_runs_with_and_without_a_profiler_are_kept_apart_or_marked() -> None:
     assert [t.name for t in mixed.figure.data[:2]] == ["A tiny-1", "B tiny-3 (under nsys (light))"]
     same = compare_panel(DashboardData(runs=runs, compare=("tiny-2", "tiny-3")))
     assert not any(n.startswith("Warning") for n in same.notes)
+
+
+def test_the_default_pair_is_of_one_shape_and_a_pair_that_is_not_says_so() -> None:
+    """Runs of another batch, context or number of ranks are not the newest run's configuration."""
+    runs = RUNS.iloc[:3].assign(batch_size=4, context_length=128, world_size=None, attention="sdpa")
+    runs = pd.concat(
+        [
+            runs,
+            runs.iloc[[2]].assign(run_id="tiny-ddp", world_size=2),
+            runs.iloc[[2]].assign(run_id="tiny-3"),
+        ],
+        ignore_index=True,
+    )
+    runs.loc[2, "batch_size"] = 1
+    assert pick_pair(runs) == ("tiny-1", "tiny-3")  # not tiny-ddp (2 ranks), nor tiny-2 (batch 1)
+    assert compare_panel(DashboardData(runs=runs, compare=("tiny-1", "tiny-3"))).notes[0].startswith("A = ")
+    panel = compare_panel(DashboardData(runs=runs, compare=("tiny-2", "tiny-ddp")))
+    assert panel.notes[0] == (
+        "Warning: A and B are not the same configuration (batch size 1 vs 4, ranks 1 vs 2): the difference "
+        "holds that as well as any real change."
+    )

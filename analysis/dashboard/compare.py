@@ -20,8 +20,16 @@ from analysis.dashboard.style import (
 from workloads.names import MEASURED_STATUSES
 
 TOP_DIFFS = 15
-# the same profiler first: a run under nsys is slower by its overhead, which would read as a change
+# what else sets a run's phase times (a run's columns, and how a difference is said)
+SHAPE = {"batch_size": "batch size", "context_length": "context length", "world_size": "ranks",
+         "attention": "attention"}  # fmt: skip
+SETTING = {"model": "model", "mode": "mode", "device": "device", "precision": "precision",
+           "compile": "compile"}  # fmt: skip
+# the same shape and profiler first: a run under nsys is slower by its overhead, a larger batch by its work,
+# and either would read as a change
 MATCH_KEYS = (
+    [*SETTING, *SHAPE, "profiler"],
+    [*SETTING, *SHAPE],
     ["model", "mode", "device", "precision", "compile", "profiler"],
     ["model", "mode", "device", "precision", "compile"],
     ["model", "mode", "profiler"],
@@ -35,6 +43,7 @@ def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
     ok = runs[runs["status"].isin(MEASURED_STATUSES)] if not runs.empty else runs
     if len(ok) < 2:
         return None
+    ok = _comparable(ok)
     newest = ok.iloc[-1]
     earlier = ok.iloc[:-1]
     for keys in MATCH_KEYS:
@@ -43,6 +52,31 @@ def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
         if not same.empty:
             return str(same.iloc[-1]["run_id"]), str(newest["run_id"])
     return str(earlier.iloc[-1]["run_id"]), str(newest["run_id"])
+
+
+def _comparable(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with missing values made comparable: a run of one process has no world size (1), and two
+    missing values are alike (NaN == NaN is False)."""
+    out = runs.copy()
+    if "world_size" in out:
+        out["world_size"] = out["world_size"].fillna(1)
+    return out.astype(object).where(out.notna(), None)
+
+
+def setup_differences(runs: pd.DataFrame, a: str, b: str) -> list[str]:
+    """How runs `a` and `b` differ in what sets their phase times, besides the profiler (`batch size 4 vs
+    1`)."""
+    rows = _comparable(runs).set_index("run_id")
+    ra, rb = rows.loc[a], rows.loc[b]
+    said = {**SETTING, **SHAPE}
+    return [f"{said[k]} {_value(ra[k])} vs {_value(rb[k])}" for k in said if k in rows and ra[k] != rb[k]]
+
+
+def _value(v: object) -> str:
+    """A column's value as said: a whole number without its `.0` (a float column's), a missing one `—`."""
+    if v is None:
+        return "—"
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
 def phase_diff(runs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
@@ -174,6 +208,13 @@ def compare_panel(data: DashboardData) -> Panel:
             "step times stand, kernel times do not."
         )
     made = {r: _made_with(data.runs, r) for r in pair}
+    differ = setup_differences(data.runs, a, b)
+    if differ:
+        notes.insert(
+            0,
+            f"Warning: A and B are not the same configuration ({', '.join(differ)}): the difference holds "
+            "that as well as any real change.",
+        )
     if made[a] != made[b]:
         notes.insert(
             0,
