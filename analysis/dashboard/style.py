@@ -21,7 +21,14 @@ PHASE_COLORS: dict[str, str] = {
     "decode": "#E45756",
     "step": "#BAB0AC",
 }
-PHASE_ORDER = ("forward", "backward", "optimizer", "prefill", "decode")
+PHASE_ORDER = (
+    "forward",
+    "backward",
+    "allreduce",
+    "optimizer",
+    "prefill",
+    "decode",
+)  # allreduce: across ranks
 KERNEL_COLOR = "#72B7B2"
 MEMCPY_COLOR = "#EECA3B"
 OSRT_COLOR = "#9D755D"
