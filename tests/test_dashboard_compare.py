@@ -103,3 +103,19 @@ def test_the_default_pair_is_of_one_shape_and_a_pair_that_is_not_says_so() -> No
         "Warning: A and B are not the same configuration (batch size 1 vs 4, ranks 1 vs 2): the difference "
         "holds that as well as any real change."
     )
+
+
+def test_phase_diff_of_runs_across_ranks_holds_their_all_reduce() -> None:
+    steps = pd.DataFrame(
+        {
+            "run_id": ["tiny-1", "tiny-1", "tiny-1", "tiny-2", "tiny-2"],
+            "phase": "allreduce",
+            "duration_ns": [9_000_000, 2_000_000, 4_000_000, 5_000_000, 7_000_000],
+            "warmup": [True, False, False, False, False],
+        }
+    )
+    d = phase_diff(RUNS, "tiny-1", "tiny-2", steps).set_index("phase")
+    assert list(d.index) == ["forward", "backward", "allreduce", "optimizer"]
+    assert d.loc["allreduce", "a_ns"] == 3_000_000 and d.loc["allreduce", "b_ns"] == 6_000_000
+    panel = compare_panel(DashboardData(runs=RUNS, steps=steps, compare=("tiny-1", "tiny-2")))
+    assert list(panel.figure.data[0].x) == ["forward", "backward", "allreduce", "optimizer"]

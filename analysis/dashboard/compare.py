@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
+from analysis.dashboard.phases import from_steps
 from analysis.dashboard.runs import short_id
 from analysis.dashboard.style import (
     KERNEL_COLOR,
@@ -79,15 +80,22 @@ def _value(v: object) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
-def phase_diff(runs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """phase, a_ns, b_ns, diff_ns (b − a), diff_pct, for the phases both runs measured."""
+def phase_diff(runs: pd.DataFrame, a: str, b: str, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """phase, a_ns, b_ns, diff_ns (b − a), diff_pct, for the phases both runs measured (a phase the runs
+    have no column for, a run across ranks' all-reduce, from their measured `steps` where given)."""
     ra = runs.set_index("run_id").loc[a]
     rb = runs.set_index("run_id").loc[b]
     rows = []
     for phase in PHASE_ORDER:
         col = f"{phase}_mean_ns"
-        if col in runs and pd.notna(ra.get(col)) and pd.notna(rb.get(col)):
-            va, vb = float(ra[col]), float(rb[col])
+        if col in runs:
+            va, vb = ra.get(col), rb.get(col)
+        elif steps is not None:
+            va, vb = (from_steps(steps, r, phase)[0] for r in (a, b))
+        else:
+            continue
+        if va is not None and vb is not None and pd.notna(va) and pd.notna(vb):
+            va, vb = float(va), float(vb)
             rows.append(
                 {"phase": phase, "a_ns": va, "b_ns": vb, "diff_ns": vb - va, "diff_pct": (vb - va) / va * 100}
             )
@@ -189,7 +197,7 @@ def compare_panel(data: DashboardData) -> Panel:
         return Panel(
             missing=f"run {absent[0]} is not among the selected runs: check the ids with `harness runs`"
         )
-    phases = phase_diff(data.runs, a, b)
+    phases = phase_diff(data.runs, a, b, data.steps)
     if phases.empty:
         return Panel(missing=f"runs {a} and {b} have no phase in common to compare")
     ka, kb = data.compare_kernels

@@ -72,14 +72,14 @@ def phase_means(
         for phase in PHASE_ORDER:
             mean, std = r.get(f"{phase}_mean_ns"), r.get(f"{phase}_std_ns")
             if f"{phase}_mean_ns" not in runs and steps is not None:
-                mean, std = _from_steps(steps, r["run_id"], phase)
+                mean, std = from_steps(steps, r["run_id"], phase)
             if mean is None or pd.isna(mean):
                 continue
             rows.append({**_key(r), "phase": phase, "mean_ns": float(mean), "std_ns": _num(std)})
     return pd.DataFrame(rows, columns=cols)
 
 
-def _from_steps(steps: pd.DataFrame, run_id: str, phase: str) -> tuple[float | None, float | None]:
+def from_steps(steps: pd.DataFrame, run_id: str, phase: str) -> tuple[float | None, float | None]:
     """A phase's mean and std over a run's measured steps (every rank's), as the stored columns are."""
     mine = steps[(steps["run_id"] == run_id) & (steps["phase"] == phase) & ~steps["warmup"].astype(bool)]
     if mine.empty:
