@@ -70,4 +70,4 @@ def test_overhead_panel_names_the_profiler(tmp_db: str) -> None:
     assert list(torch_bars.y) == pytest.approx([1.3, 2.6, 0.65, 4.55])
     assert list(verdicts.text) == ["adds +30.0% (CI +30.0…+30.0%)"] * 4
     assert "Whole steps: torch adds 30.0% (CI +30.0…+30.0%)." in panel.notes
-    assert panel.notes[0].startswith("1 runs without a profiler and 1 with one (torch), measured steps only.")
+    assert panel.notes[0].startswith("1 run without a profiler and 1 with one (torch), measured steps only.")

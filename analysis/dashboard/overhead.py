@@ -191,7 +191,7 @@ def overhead_panel(data: DashboardData) -> Panel:
     profiled = runs[runs["profiler"] != "none"]
     kinds = ", ".join(dict.fromkeys(_label(r) for r in profiled.to_dict("records")))
     notes = [
-        f"{counts.get(True, 0)} runs without a profiler and {counts.get(False, 0)} with one ({kinds}), "
+        f"{_runs(counts.get(True, 0))} without a profiler and {counts.get(False, 0)} with one ({kinds}), "
         "measured steps only. Whiskers: 95% interval of each mean. On each profiled bar: the overhead with "
         "its 95% interval, or inconclusive when the noise is larger than the effect."
     ]
@@ -254,3 +254,8 @@ def agreement_panel(data: DashboardData) -> Panel:
             missing="no agreement rows for the selected runs: run `harness run tiny --device cpu --nsys`"
         )
     return Panel(figure=agreement_figure(table))
+
+
+def _runs(n: int) -> str:
+    """`1 run`, `3 runs`."""
+    return f"{n} run{'' if n == 1 else 's'}"
