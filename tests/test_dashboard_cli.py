@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_NSYS, shared_export
+from conftest import SHARED_NSYS, NsysRun, shared_export
 from dashboard_data import fill
 from typer.testing import CliRunner
 
@@ -223,3 +223,24 @@ def test_report_mode_says_a_capture_that_failed_its_health_checks(tmp_path: Path
 
     title = front.open(export, cache=False).figure("kernels").layout.title.text
     assert title.endswith("(its capture failed its health checks)")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("nsys-tiny")
+def test_report_mode_names_the_report_given_not_its_export(
+    nsys_tiny: NsysRun, tmp_path: Path, cache_dir: Path
+) -> None:
+    """A report is exported into the cache folder first: the page names the report, not that export."""
+    import shutil
+
+    (rep,) = nsys_tiny.profile_dir.glob("*.nsys-rep")
+    given = tmp_path / "my report.nsys-rep"
+    shutil.copyfile(rep, given)
+    out = tmp_path / "page.html"
+    result = runner.invoke(app, ["dashboard", str(given), "--out", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    titles = [r["Title or what is missing"] for r in json.loads(result.stdout)]
+    assert all(t.split(": ", 1)[1].startswith("my report.nsys-rep") for t in titles), titles
+    page = out.read_text()
+    assert f"<p>report {given}</p>" in page, page[:600]
+    assert ".sqlite" not in page.split("<main>")[1].split("<script")[0]

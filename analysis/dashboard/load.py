@@ -210,7 +210,15 @@ def collect(
     return data
 
 
-def collect_export(path: str | Path, *, cache: bool = True, window: Window | None = None) -> DashboardData:
-    """The profile panels' data for one export given on the command line (`window`: its timeline's)."""
-    profile = load_profile(path, cache=cache, window=window)
-    return DashboardData(profile=profile, source=f"export {path}")
+def collect_export(
+    path: str | Path, *, cache: bool = True, window: Window | None = None, given: str | Path | None = None
+) -> DashboardData:
+    """The profile panels' data for one export given on the command line (`window`: its timeline's);
+    `given`: the file the user named, where `path` is the export made of it (a report's, in the cache
+    folder), so that the page and the commands it suggests name the user's file."""
+    given = Path(given or path)
+    profile = load_profile(path, label=given.name, cache=cache, window=window)
+    profile.path = str(given)
+    profile.missing = {k: why.replace(str(path), str(given)) for k, why in profile.missing.items()}
+    source = f"export {path}" if given == Path(path) else f"report {given}"
+    return DashboardData(profile=profile, source=source)

@@ -40,7 +40,7 @@ def export_dashboard(
     export = sqlite_for(report, export_report, notes=beside)
     refuse_inputs(out, [*files_read(report), export], OUT)
     with said_on_error(beside):
-        data = dashboard.collect_export(export, cache=cache, window=window)
+        data = dashboard.collect_export(export, cache=cache, window=window, given=report)
     page = _written(data, out, scope="profile", title=f"harness dashboard: {report.name}")
     page.notes[:0] = beside
     return page
