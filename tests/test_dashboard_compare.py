@@ -119,3 +119,10 @@ def test_phase_diff_of_runs_across_ranks_holds_their_all_reduce() -> None:
     assert d.loc["allreduce", "a_ns"] == 3_000_000 and d.loc["allreduce", "b_ns"] == 6_000_000
     panel = compare_panel(DashboardData(runs=RUNS, steps=steps, compare=("tiny-1", "tiny-2")))
     assert list(panel.figure.data[0].x) == ["forward", "backward", "allreduce", "optimizer"]
+
+
+def test_the_default_pair_matches_a_value_both_runs_lack() -> None:
+    """A column both runs leave empty (an older database's) is alike, not a difference."""
+    runs = RUNS.iloc[:3].assign(batch_size=[4, 4, 1], context_length=None, world_size=None, attention=None)
+    runs = pd.concat([runs, runs.iloc[[0]].assign(run_id="tiny-3")], ignore_index=True)
+    assert pick_pair(runs) == ("tiny-1", "tiny-3")  # not tiny-2, of batch 1

@@ -55,13 +55,16 @@ def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
     return str(earlier.iloc[-1]["run_id"]), str(newest["run_id"])
 
 
+MISSING = "—"  # a value a run does not have, alike in every run (None == None is False in pandas)
+
+
 def _comparable(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with missing values made comparable: a run of one process has no world size (1), and two
     missing values are alike (NaN == NaN is False)."""
     out = runs.copy()
     if "world_size" in out:
         out["world_size"] = out["world_size"].fillna(1)
-    return out.astype(object).where(out.notna(), None)
+    return out.astype(object).where(out.notna(), MISSING)
 
 
 def setup_differences(runs: pd.DataFrame, a: str, b: str) -> list[str]:
@@ -75,8 +78,6 @@ def setup_differences(runs: pd.DataFrame, a: str, b: str) -> list[str]:
 
 def _value(v: object) -> str:
     """A column's value as said: a whole number without its `.0` (a float column's), a missing one `—`."""
-    if v is None:
-        return "—"
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
