@@ -141,7 +141,7 @@ def test_recompiles_from_the_runs_record() -> None:
 
 def test_recompiles_until_dynamos_limit_from_the_runs_record() -> None:
     """A run longer than Dynamo's recompile limit (8): 8 frames compiled in 15 steps, then Dynamo gave up and
-    ran the function eagerly. Fewer frames than steps, yet a compile a step: the record's limit hits say so."""
+    ran the function eagerly. Fewer frames than steps, yet a compile a step: the limit hits say so."""
     export = need(CPU_DIR / "report.sqlite")
     counters = {"frames": 8, "graphs": 8, "graph_breaks": 0, "recompile_limit_hits": 1}
     limited = RunRecord(steps=15, measured_steps=10, dynamo=counters, forward_ns=50_000_000.0)

@@ -137,16 +137,21 @@ def test_hostile_names_stay_text_and_a_kineto_trace_round_trips(tmp_path: Path) 
 
 def test_errors_a_user_can_cause_are_one_line(tmp_path: Path) -> None:
     report = export("cpu-train")
-    cases = [
-        (["--phase", "backward"], "--phase backward needs --step N"),
-        (["--step", "99"], "no step 99"),
-        (["--step", "1", "--start", "5"], "exclude each other"),
-        (["--start", "9", "--end", "1"], "is before --start"),
+    cases = [  # options that cannot go together are a usage error (2), as the dashboard's --start/--end
+        (["--phase", "backward"], "--phase backward needs --step N", 2),
+        (["--step", "99"], "no step 99", 1),
+        (["--step", "1", "--start", "5"], "exclude each other", 2),
+        (["--start", "9", "--end", "1"], "is before --start", 2),
     ]
-    for options, message in cases:
+    for options, message, code in cases:
         result = runner.invoke(app, ["timeline", str(report), "-o", str(tmp_path / "x.json.gz"), *options])
-        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert result.exit_code == code and "Traceback" not in result.output, result.output
         assert message in result.output and len(result.output.strip().splitlines()) == 1
+    # said before the report is read (or exported: a report is exported first, which takes minutes)
+    unread = tmp_path / "not a report.nsys-rep"
+    unread.write_text("not a report")
+    result = runner.invoke(app, ["timeline", str(unread), "-o", str(tmp_path / "y"), "--phase", "forward"])
+    assert result.exit_code == 2 and "--phase forward needs --step N" in result.output, result.output
     missing_dir = tmp_path / "no" / "such" / "t.json.gz"
     result = runner.invoke(app, ["timeline", str(report), "-o", str(missing_dir)])
     assert result.exit_code == 1 and "cannot write" in result.output and "Traceback" not in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import shutil
 import struct
@@ -110,6 +111,7 @@ def test_kernel_named_like_markup_is_text_in_chromium(browser, tmp_path: Path, a
     from selenium.webdriver.support.ui import WebDriverWait
 
     from analysis.dashboard import collect_export
+    from analysis.dashboard.style import shorten
 
     name = "</script><script>window.pwned=1</script><img src=x onerror=window.pwned=2>k"
     export = tmp_path / "named.sqlite"
@@ -121,8 +123,13 @@ def test_kernel_named_like_markup_is_text_in_chromium(browser, tmp_path: Path, a
     browser.get(page.path.resolve().as_uri())
     WebDriverWait(browser, 60).until(lambda d: d.execute_script(RENDERED))
     assert browser.execute_script("return window.pwned === undefined")
+    # plotly reads tags and entities in its labels: the data holds the name escaped, the page shows it whole
     names = browser.execute_script(
         "return document.getElementById('fig-kernels').data[0].customdata.map(row => row[5]);"
     )
-    assert names == [name]
+    assert names == [html.escape(name, quote=False)]
+    shown = browser.execute_script(
+        "return [...document.querySelectorAll('#fig-kernels .ytick text')].map(t => t.textContent);"
+    )
+    assert shown == [f"1. {shorten(name, 70)}"]  # the label shortened as every long name, the tags kept
     assert browser.title == name

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_NSYS
+from conftest import SHARED_NSYS, NsysRun, shared_export
 from dashboard_data import fill
 from typer.testing import CliRunner
 
@@ -192,3 +192,55 @@ def test_last_counts_one_run_or_more(command: str, db: str) -> None:
     """`--last` is the same option wherever it filters the stored runs: 0 is refused, not an empty list."""
     result = runner.invoke(app, [command, "--db", db, "--last", "0"])
     assert result.exit_code == 2 and "--last" in result.output
+
+
+def test_report_mode_says_a_capture_that_failed_its_health_checks(tmp_path: Path) -> None:
+    """A capture that lost events fails `harness health`: its panels are drawn and say so, as the command."""
+    import shutil
+    import sqlite3
+
+    export = tmp_path / "lost events.sqlite"
+    shutil.copyfile(shared_export("ext/fuser_report1"), export)
+    out = tmp_path / "page.html"
+    args = ["dashboard", str(export), "--out", str(out), "--format", "json"]
+    healthy = runner.invoke(app, args)
+    assert healthy.exit_code == 0 and "health" not in healthy.output and "Not sound" not in out.read_text()
+    with sqlite3.connect(export) as db:
+        db.execute(
+            "INSERT INTO DIAGNOSTIC_EVENT VALUES (1000, 1, 2, 2, "
+            "'CUPTI: 1234 activity records were lost because the buffer overflowed', 281474976710656)"
+        )
+    db.close()
+    result = runner.invoke(app, [*args, "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert "warning: lost events.sqlite: its capture failed its health checks (nsys messages" in result.output
+    rows = json.loads(result.stdout)
+    titles = [r["Title or what is missing"] for r in rows]
+    assert len(titles) == 3 and all(t.endswith("(its capture failed its health checks)") for t in titles)
+    page = out.read_text()
+    assert page.count("Not sound: drawn from a capture that failed its health checks (nsys messages") == 3
+    from analysis import front
+
+    title = front.open(export, cache=False).figure("kernels").layout.title.text
+    assert title.endswith("(its capture failed its health checks)")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("nsys-tiny")
+def test_report_mode_names_the_report_given_not_its_export(
+    nsys_tiny: NsysRun, tmp_path: Path, cache_dir: Path
+) -> None:
+    """A report is exported into the cache folder first: the page names the report, not that export."""
+    import shutil
+
+    (rep,) = nsys_tiny.profile_dir.glob("*.nsys-rep")
+    given = tmp_path / "my report.nsys-rep"
+    shutil.copyfile(rep, given)
+    out = tmp_path / "page.html"
+    result = runner.invoke(app, ["dashboard", str(given), "--out", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    titles = [r["Title or what is missing"] for r in json.loads(result.stdout)]
+    assert all(t.split(": ", 1)[1].startswith("my report.nsys-rep") for t in titles), titles
+    page = out.read_text()
+    assert f"<p>report {given}</p>" in page, page[:600]
+    assert ".sqlite" not in page.split("<main>")[1].split("<script")[0]

@@ -82,3 +82,47 @@ def test_runs_with_and_without_a_profiler_are_kept_apart_or_marked() -> None:
     assert [t.name for t in mixed.figure.data[:2]] == ["A tiny-1", "B tiny-3 (under nsys (light))"]
     same = compare_panel(DashboardData(runs=runs, compare=("tiny-2", "tiny-3")))
     assert not any(n.startswith("Warning") for n in same.notes)
+
+
+def test_the_default_pair_is_of_one_shape_and_a_pair_that_is_not_says_so() -> None:
+    """Runs of another batch, context or number of ranks are not the newest run's configuration."""
+    runs = RUNS.iloc[:3].assign(batch_size=4, context_length=128, world_size=None, attention="sdpa")
+    runs = pd.concat(
+        [
+            runs,
+            runs.iloc[[2]].assign(run_id="tiny-ddp", world_size=2),
+            runs.iloc[[2]].assign(run_id="tiny-3"),
+        ],
+        ignore_index=True,
+    )
+    runs.loc[2, "batch_size"] = 1
+    assert pick_pair(runs) == ("tiny-1", "tiny-3")  # not tiny-ddp (2 ranks), nor tiny-2 (batch 1)
+    assert compare_panel(DashboardData(runs=runs, compare=("tiny-1", "tiny-3"))).notes[0].startswith("A = ")
+    panel = compare_panel(DashboardData(runs=runs, compare=("tiny-2", "tiny-ddp")))
+    assert panel.notes[0] == (
+        "Warning: A and B are not the same configuration (batch size 1 vs 4, ranks 1 vs 2): the difference "
+        "holds that as well as any real change."
+    )
+
+
+def test_phase_diff_of_runs_across_ranks_holds_their_all_reduce() -> None:
+    steps = pd.DataFrame(
+        {
+            "run_id": ["tiny-1", "tiny-1", "tiny-1", "tiny-2", "tiny-2"],
+            "phase": "allreduce",
+            "duration_ns": [9_000_000, 2_000_000, 4_000_000, 5_000_000, 7_000_000],
+            "warmup": [True, False, False, False, False],
+        }
+    )
+    d = phase_diff(RUNS, "tiny-1", "tiny-2", steps).set_index("phase")
+    assert list(d.index) == ["forward", "backward", "allreduce", "optimizer"]
+    assert d.loc["allreduce", "a_ns"] == 3_000_000 and d.loc["allreduce", "b_ns"] == 6_000_000
+    panel = compare_panel(DashboardData(runs=RUNS, steps=steps, compare=("tiny-1", "tiny-2")))
+    assert list(panel.figure.data[0].x) == ["forward", "backward", "allreduce", "optimizer"]
+
+
+def test_the_default_pair_matches_a_value_both_runs_lack() -> None:
+    """A column both runs leave empty (an older database's) is alike, not a difference."""
+    runs = RUNS.iloc[:3].assign(batch_size=[4, 4, 1], context_length=None, world_size=None, attention=None)
+    runs = pd.concat([runs, runs.iloc[[0]].assign(run_id="tiny-3")], ignore_index=True)
+    assert pick_pair(runs) == ("tiny-1", "tiny-3")  # not tiny-2, of batch 1

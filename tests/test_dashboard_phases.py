@@ -231,3 +231,26 @@ def test_phase_bars_are_the_same_bytes_in_every_process() -> None:
     assert list(menu["buttons"][0]["args"][0]) == [
         "yaxis.type", "yaxis2.type", "yaxis3.type", "yaxis.autorange", "yaxis2.autorange", "yaxis3.autorange"
     ]  # fmt: skip
+
+
+def test_a_run_across_ranks_draws_its_all_reduce(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The all-reduce has no column of the runs: its bar comes from the measured steps of every rank."""
+    from dashboard_data import result
+
+    from harness.core.records import StepRecord
+
+    run = result("tiny-ddp", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)] * 2)
+    run.config.nproc = 2
+    run.steps = [
+        StepRecord(step, step == 0, {"forward": 1_000_000, "backward": 2_000_000, "allreduce": ns,
+                                     "optimizer": 500_000}, rank=rank)
+        for rank, per_step in ((0, (9_000_000, 3_000_000, 5_000_000)), (1, (9_000_000, 4_000_000, 6_000_000)))
+        for step, ns in enumerate(per_step)
+    ]  # fmt: skip
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    store.save(run)
+    panel = phase_bars_panel(DashboardData(runs=store.runs(), steps=store.step_timings()))
+    assert [t.name for t in panel.figure.data] == ["forward", "backward", "allreduce", "optimizer"]
+    allreduce = _trace(panel.figure, "allreduce")
+    assert list(allreduce.y) == pytest.approx([4.5])  # ms: 3, 5, 4 and 6 ms, the warm-up steps left out
+    assert allreduce.customdata[0][1] == pytest.approx(statistics.stdev([3e6, 5e6, 4e6, 6e6]))

@@ -238,3 +238,40 @@ def test_empty_nvtx_panel_gives_the_lack_of_ranges_as_its_cause() -> None:
     assert nvtx_gpu_panel(DashboardData(profile=p)).missing == p.missing["nvtx"]
     p.missing, p.nvtx = {"nvtx_gpu": p.missing["nvtx_gpu"]}, pd.DataFrame()
     assert nvtx_gpu_panel(DashboardData(profile=p)).missing == "no NVTX ranges in r.sqlite"
+
+
+def test_html_in_an_exports_names_is_shown_as_written(a100_export: Path, tmp_path: Path) -> None:
+    """plotly reads <b>, <br>, <a href> and entities in labels and hovers: names from an export are text."""
+    import shutil
+    import sqlite3
+
+    from analysis.dashboard import collect_export
+    from analysis.dashboard.page import build_panels
+    from analysis.dashboard.registry import PANELS
+
+    export = tmp_path / "html names.sqlite"
+    shutil.copyfile(a100_export, export)
+    kernel, nvtx = "saxpy<b>x</b> & y<br>z", "<i>saxpy</i>"
+    with sqlite3.connect(export) as db:
+        db.execute("UPDATE StringIds SET value = ? WHERE id = 670", (kernel,))
+        db.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'saxpy'", (nvtx,))
+    db.close()
+    panels = {p.key: p for p in build_panels(collect_export(export, cache=False), "profile", PANELS)}
+    shown_kernel, shown_nvtx = "saxpy&lt;b&gt;x&lt;/b&gt; &amp; y&lt;br&gt;z", "&lt;i&gt;saxpy&lt;/i&gt;"
+    (bar,) = panels["kernels"].figure.data
+    assert list(bar.y) == [f"1. {shown_kernel}"] and bar.customdata[0, 5] == shown_kernel
+    ranges = [x for trace in panels["nvtx"].figure.data for x in trace.x]
+    assert shown_nvtx in ranges and nvtx not in ranges
+    timeline = panels["timeline"].figure
+    names = {n for trace in timeline.data for n in trace.customdata[:, 0]}
+    assert {shown_kernel, shown_nvtx} <= names and not {kernel, nvtx} & names
+    rows = list(timeline.layout.yaxis.categoryarray)
+    assert any(shown_nvtx in r for r in rows) and not any(nvtx in r for r in rows)
+
+
+def test_html_in_a_diffs_names_is_shown_as_written() -> None:
+    from analysis.dashboard.diff import diff_figure
+
+    table = pd.DataFrame({"Name": ["k<sub>2</sub>"], "Change": ["changed"], "Δ Total Time (ns)": [1e6],
+                          "Instances A": [1], "Instances B": [1], "Δ Total Time (%)": [10.0]})  # fmt: skip
+    assert list(diff_figure(table).data[0].y) == ["k&lt;sub&gt;2&lt;/sub&gt;"]

@@ -80,7 +80,7 @@ def test_figures_are_the_dashboard_panels(exports: dict[str, Path], cache_dir: P
     bars = kernels.data[0]
     top = report.table("kernels", stats_format="2022.4")  # the dashboard's format
     assert list(bars.x[::-1][:3]) == pytest.approx((top["Total Time (ns)"].head(3) / 1e6).tolist())
-    assert bars.y[-1].startswith("1. void cutlass::Kernel2<cutlass_80_simt_sgemm_25")
+    assert bars.y[-1].startswith("1. void cutlass::Kernel2&lt;cutlass_80_simt_sgemm_25")  # plotly shows <
     assert kernels.layout.title.text == "Top kernels by total GPU time: tiny-cupti13.sqlite"
     (phases,) = report.figure("nvtx").data  # GPU time per phase, as `harness nvtx-gpu` gives it
     assert dict(zip(phases.x, phases.y, strict=True)) == pytest.approx(
@@ -108,3 +108,15 @@ def test_a_table_as_csv_is_what_the_command_line_writes(exports: dict[str, Path]
     assert printed["Name"].tolist() == table["Name"].tolist()
     assert printed["Total Time (ns)"].tolist() == table["Total Time (ns)"].tolist()
     assert int(table["Instances"].sum()) == 3444
+
+
+def test_what_reads_one_capture_names_a_missing_file_or_a_folder(tmp_path: Path) -> None:
+    """One path that is not a file: said as what it is, not as several exports."""
+    from analysis.errors import ExportError
+
+    missing = front.open(tmp_path / "nope.sqlite")
+    for ask in (missing.health, missing.findings, missing.figure):
+        with pytest.raises(ExportError, match=r"no such export: .*nope\.sqlite$"):
+            ask()
+    with pytest.raises(AnalysisError, match=r"reads one export or trace, not the folder .*: open one$"):
+        front.open(tmp_path).health()

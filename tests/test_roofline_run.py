@@ -200,3 +200,26 @@ def test_roofline_command_says_why_a_point_lies_above_its_roof(tmp_db, monkeypat
     assert f"lm_head forward: {row['of roof (%)']:.0f}% of the datasheet {kind} roof" in said
     assert ("stayed in cache" if kind == "bandwidth" else "the roof's peak is below") in said
     assert not any(line.startswith("qkv_proj") for line in report.above_roof())  # below its roof: silent
+
+
+def test_a_run_across_ranks_counts_its_all_reduce_in_the_step(tmp_db) -> None:
+    """The all-reduce is part of a step across ranks: the step's MFU and the blocks' step total hold it."""
+    run = _run("tiny-ddp", "tiny", device="cuda", name="NVIDIA H100 80GB HBM3")
+    run.config.nproc = 2
+    run.steps = [StepRecord(i, i == 0, {"forward": 4_000_000, "backward": 8_000_000, "allreduce": 6_000_000,
+                                        "optimizer": 2_000_000}, rank=r)
+                 for r in (0, 1) for i in range(3)]  # fmt: skip
+    store = ResultsStore(tmp_db)
+    store.save(run)
+    mfu = run_report(store, "tiny-ddp").mfu_frame().set_index("phase")
+    assert list(mfu.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
+    assert mfu.loc["allreduce", "flops"] == 0 and mfu.loc["allreduce", "time (ns)"] == 6_000_000
+    assert mfu.loc["step", "time (ns)"] == 20_000_000
+    assert mfu.loc["step", "flops"] == mfu.loc["forward", "flops"] + mfu.loc["backward", "flops"]
+    assert mfu.loc["step", "MFU (%)"] == pytest.approx(mfu.loc["step", "flops"] / 20e-3 / H100_FP32 * 100)
+    out = runner.invoke(app, ["blocks", "tiny-ddp", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    rows = pd.DataFrame(json.loads(out.stdout))
+    assert rows.loc[rows["block"] == "step", "Mean (ns)"].item() == 20_000_000
+    allreduce = rows[rows["phase"] == "allreduce"].set_index("block")
+    assert allreduce.loc[OUTSIDE, "Mean (ns)"] == 6_000_000

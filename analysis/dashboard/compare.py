@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
+from analysis.dashboard.phases import from_steps
 from analysis.dashboard.runs import short_id
 from analysis.dashboard.style import (
     KERNEL_COLOR,
@@ -15,13 +16,21 @@ from analysis.dashboard.style import (
     hover,
     ns_ms,
     phase_color,
-    shorten,
+    plain_short,
 )
 from workloads.names import MEASURED_STATUSES
 
 TOP_DIFFS = 15
-# the same profiler first: a run under nsys is slower by its overhead, which would read as a change
+# what else sets a run's phase times (a run's columns, and how a difference is said)
+SHAPE = {"batch_size": "batch size", "context_length": "context length", "world_size": "ranks",
+         "attention": "attention"}  # fmt: skip
+SETTING = {"model": "model", "mode": "mode", "device": "device", "precision": "precision",
+           "compile": "compile"}  # fmt: skip
+# the same shape and profiler first: a run under nsys is slower by its overhead, a larger batch by its work,
+# and either would read as a change
 MATCH_KEYS = (
+    [*SETTING, *SHAPE, "profiler"],
+    [*SETTING, *SHAPE],
     ["model", "mode", "device", "precision", "compile", "profiler"],
     ["model", "mode", "device", "precision", "compile"],
     ["model", "mode", "profiler"],
@@ -35,6 +44,7 @@ def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
     ok = runs[runs["status"].isin(MEASURED_STATUSES)] if not runs.empty else runs
     if len(ok) < 2:
         return None
+    ok = _comparable(ok)
     newest = ok.iloc[-1]
     earlier = ok.iloc[:-1]
     for keys in MATCH_KEYS:
@@ -45,15 +55,48 @@ def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
     return str(earlier.iloc[-1]["run_id"]), str(newest["run_id"])
 
 
-def phase_diff(runs: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """phase, a_ns, b_ns, diff_ns (b − a), diff_pct, for the phases both runs measured."""
+MISSING = "—"  # a value a run does not have, alike in every run (None == None is False in pandas)
+
+
+def _comparable(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with missing values made comparable: a run of one process has no world size (1), and two
+    missing values are alike (NaN == NaN is False)."""
+    out = runs.copy()
+    if "world_size" in out:
+        out["world_size"] = out["world_size"].fillna(1)
+    return out.astype(object).where(out.notna(), MISSING)
+
+
+def setup_differences(runs: pd.DataFrame, a: str, b: str) -> list[str]:
+    """How runs `a` and `b` differ in what sets their phase times, besides the profiler (`batch size 4 vs
+    1`)."""
+    rows = _comparable(runs).set_index("run_id")
+    ra, rb = rows.loc[a], rows.loc[b]
+    said = {**SETTING, **SHAPE}
+    return [f"{said[k]} {_value(ra[k])} vs {_value(rb[k])}" for k in said if k in rows and ra[k] != rb[k]]
+
+
+def _value(v: object) -> str:
+    """A column's value as said: a whole number without its `.0` (a float column's), a missing one `—`."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def phase_diff(runs: pd.DataFrame, a: str, b: str, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """phase, a_ns, b_ns, diff_ns (b − a), diff_pct, for the phases both runs measured (a phase the runs
+    have no column for, a run across ranks' all-reduce, from their measured `steps` where given)."""
     ra = runs.set_index("run_id").loc[a]
     rb = runs.set_index("run_id").loc[b]
     rows = []
     for phase in PHASE_ORDER:
         col = f"{phase}_mean_ns"
-        if col in runs and pd.notna(ra.get(col)) and pd.notna(rb.get(col)):
-            va, vb = float(ra[col]), float(rb[col])
+        if col in runs:
+            va, vb = ra.get(col), rb.get(col)
+        elif steps is not None:
+            va, vb = (from_steps(steps, r, phase)[0] for r in (a, b))
+        else:
+            continue
+        if va is not None and vb is not None and pd.notna(va) and pd.notna(vb):
+            va, vb = float(va), float(vb)
             rows.append(
                 {"phase": phase, "a_ns": va, "b_ns": vb, "diff_ns": vb - va, "diff_pct": (vb - va) / va * 100}
             )
@@ -103,12 +146,12 @@ def compare_figure(phases: pd.DataFrame, kernels: pd.DataFrame | None, a_label: 
             go.Bar(
                 name="kernel B − A",
                 orientation="h",
-                y=[shorten(str(s), 50) for s in k["Name"]],
+                y=[plain_short(s, 50) for s in k["Name"]],
                 x=k["diff_ns"] / MS,
                 marker_color=[OOM_COLOR if d > 0 else KERNEL_COLOR for d in k["diff_ns"]],
                 customdata=pd.DataFrame(
                     {
-                        "name": k["Name"].map(lambda s: shorten(str(s), 300)),
+                        "name": k["Name"].map(lambda s: plain_short(s, 300)),
                         "a": k["a_ns"],
                         "b": k["b_ns"],
                         "d": k["diff_ns"],
@@ -155,7 +198,7 @@ def compare_panel(data: DashboardData) -> Panel:
         return Panel(
             missing=f"run {absent[0]} is not among the selected runs: check the ids with `harness runs`"
         )
-    phases = phase_diff(data.runs, a, b)
+    phases = phase_diff(data.runs, a, b, data.steps)
     if phases.empty:
         return Panel(missing=f"runs {a} and {b} have no phase in common to compare")
     ka, kb = data.compare_kernels
@@ -174,6 +217,13 @@ def compare_panel(data: DashboardData) -> Panel:
             "step times stand, kernel times do not."
         )
     made = {r: _made_with(data.runs, r) for r in pair}
+    differ = setup_differences(data.runs, a, b)
+    if differ:
+        notes.insert(
+            0,
+            f"Warning: A and B are not the same configuration ({', '.join(differ)}): the difference holds "
+            "that as well as any real change.",
+        )
     if made[a] != made[b]:
         notes.insert(
             0,

@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.dashboard.page import Dashboard, render_html, write_page
 from analysis.dashboard.panel import Panel
-from analysis.dashboard.style import KERNEL_COLOR, MS, OOM_COLOR, TEMPLATE, shorten
+from analysis.dashboard.style import KERNEL_COLOR, MS, OOM_COLOR, TEMPLATE, plain_short
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -42,7 +42,7 @@ def diff_figure(table: pd.DataFrame, title: str = "Largest changes (B − A)", t
     rows = table.head(top).iloc[::-1]  # largest at the top
     delta = rows["Δ Total Time (ns)"]
     marked = [c in MARKED for c in rows["Change"]]
-    names = _unique([shorten(str(s), 50) for s in rows["Name"]])
+    names = _unique([plain_short(s, 50) for s in rows["Name"]])
     labels = [f"{n} ({c})" if m else n for n, c, m in zip(names, rows["Change"], marked, strict=True)]
     fig = go.Figure(
         go.Bar(

@@ -8,6 +8,8 @@ from typing import Protocol
 
 import pandas as pd
 
+from analysis.advice.checks import capture_failures, why_untrusted
+from analysis.advice.health import capture_health
 from analysis.dashboard.attention import newest_sweep
 from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
@@ -65,8 +67,10 @@ def load_profile(
     *,
     cache: bool = True,
     window: Window | None = None,
+    judge: bool = True,
 ) -> Profile:
-    """Read the profile panels' tables from one export. A table that cannot be had is recorded in `missing`.
+    """Read the profile panels' tables from one export. A table that cannot be had is recorded in `missing`;
+    with `judge`, the capture's failed health checks in `untrusted` (the panels say so).
 
     The timeline's events are one step of the harness's `step` ranges; with `window`, or in an export
     without them (one the harness did not record), a window of the capture: the busiest second unless
@@ -98,9 +102,26 @@ def load_profile(
             except EXPORT_ERRORS as e:
                 if window is not None or not no_steps:
                     prof.missing["events"] = first_line(e)  # else the step's reason stands
+        if judge:
+            _judge(prof, trace)
     finally:
         trace.close()
     return prof
+
+
+def _judge(prof: Profile, trace: Trace) -> None:
+    """The capture's health, as `harness health` and a run's `degraded` judge it: a panel drawn from a
+    capture that failed it must say so."""
+    try:
+        checks = capture_health(trace).checks
+    except EXPORT_ERRORS as e:
+        prof.untrusted = f"its health could not be checked ({first_line(e)})"
+        prof.failed_checks = ["health"]
+        return
+    failed = capture_failures(checks)
+    if failed:
+        prof.untrusted = why_untrusted(checks)
+        prof.failed_checks = [c.name for c in failed]
 
 
 def _window(prof: Profile, trace: Trace, window: Window, why: str) -> None:
@@ -182,14 +203,22 @@ def collect(
         paths = [_export_of(runs, r) for r in pair]
         if all(p and Path(p).is_file() for p in paths):
             try:
-                ka, kb = (load_profile(p, tables=["kernels"]).kernels for p in paths if p)
+                ka, kb = (load_profile(p, tables=["kernels"], judge=False).kernels for p in paths if p)
             except EXPORT_ERRORS:
                 ka = kb = None  # the comparison panel then notes that per-kernel differences are missing
             data.compare_kernels = (ka, kb)
     return data
 
 
-def collect_export(path: str | Path, *, cache: bool = True, window: Window | None = None) -> DashboardData:
-    """The profile panels' data for one export given on the command line (`window`: its timeline's)."""
-    profile = load_profile(path, cache=cache, window=window)
-    return DashboardData(profile=profile, source=f"export {path}")
+def collect_export(
+    path: str | Path, *, cache: bool = True, window: Window | None = None, given: str | Path | None = None
+) -> DashboardData:
+    """The profile panels' data for one export given on the command line (`window`: its timeline's);
+    `given`: the file the user named, where `path` is the export made of it (a report's, in the cache
+    folder), so that the page and the commands it suggests name the user's file."""
+    given = Path(given or path)
+    profile = load_profile(path, label=given.name, cache=cache, window=window)
+    profile.path = str(given)
+    profile.missing = {k: why.replace(str(path), str(given)) for k, why in profile.missing.items()}
+    source = f"export {path}" if given == Path(path) else f"report {given}"
+    return DashboardData(profile=profile, source=source)

@@ -43,6 +43,7 @@ class Dashboard:
     panels: list[Panel]
     size_bytes: int
     notes: list[str] = field(default_factory=list)  # what reading its sources said (which export was read)
+    warnings: list[str] = field(default_factory=list)  # what the page draws but cannot vouch for
 
     @property
     def drawn(self) -> list[Panel]:
@@ -152,7 +153,16 @@ def write_dashboard(
     panels = build_panels(data, scope, specs)
     text = render_html(panels, title=title, subtitle=data.source)
     write_page(out, text)
-    return Dashboard(path=out, panels=panels, size_bytes=len(text.encode()))
+    page = Dashboard(path=out, panels=panels, size_bytes=len(text.encode()))
+    p = data.profile
+    drawn = [x.key for x in panels if x.figure is not None and x.title.endswith("failed its health checks)")]
+    if p is not None and p.untrusted and drawn:
+        page.warnings.append(
+            f"{p.label}: its capture failed its health checks ({', '.join(p.failed_checks)}: `harness "
+            f"health {p.path}` says more); the page's {', '.join(drawn)} drawn from it say so: their numbers "
+            "are not sound"
+        )
+    return page
 
 
 def write_page(out: Path, text: str) -> None:

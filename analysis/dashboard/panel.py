@@ -45,6 +45,10 @@ class Profile:
     window_why: str = ""
     missing: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # the failed health checks of its capture, in one sentence (analysis.advice.checks.why_untrusted): its
+    # panels are drawn, and say that their numbers are not sound
+    untrusted: str | None = None
+    failed_checks: list[str] = field(default_factory=list)  # their names
 
 
 def empty_runs() -> pd.DataFrame:

@@ -25,6 +25,7 @@ from analysis.dashboard.style import (
     ordered_phases,
     phase_color,
 )
+from analysis.runs.steady import PhaseStats
 from workloads.names import MEASURED_STATUSES
 
 NO_RUNS = "no runs in the results database: run `harness sweep --models tiny,small --device cpu --steps 3`"
@@ -49,9 +50,12 @@ def _modes(runs: pd.DataFrame, modes: tuple[str, ...]) -> pd.DataFrame:
     return runs[runs["mode"].fillna("train").isin(modes)]
 
 
-def phase_means(runs: pd.DataFrame, modes: tuple[str, ...] = TRAIN_MODES) -> pd.DataFrame:
+def phase_means(
+    runs: pd.DataFrame, modes: tuple[str, ...] = TRAIN_MODES, steps: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """One row per configuration and phase of runs in `modes`: model, setting, phase, mean_ns, std_ns,
-    status, run_id.
+    status, run_id. A phase the runs have no column for (a run across ranks' all-reduce) is taken from
+    their measured `steps`, where given.
 
     Failed configurations (OOM, error) get one row with phase None, so they can be drawn as such.
     """
@@ -66,12 +70,22 @@ def phase_means(runs: pd.DataFrame, modes: tuple[str, ...] = TRAIN_MODES) -> pd.
             rows.append({**_key(r), "phase": None, "mean_ns": None, "std_ns": None})
             continue
         for phase in PHASE_ORDER:
-            mean = r.get(f"{phase}_mean_ns")
+            mean, std = r.get(f"{phase}_mean_ns"), r.get(f"{phase}_std_ns")
+            if f"{phase}_mean_ns" not in runs and steps is not None:
+                mean, std = from_steps(steps, r["run_id"], phase)
             if mean is None or pd.isna(mean):
                 continue
-            std = r.get(f"{phase}_std_ns")
             rows.append({**_key(r), "phase": phase, "mean_ns": float(mean), "std_ns": _num(std)})
     return pd.DataFrame(rows, columns=cols)
+
+
+def from_steps(steps: pd.DataFrame, run_id: str, phase: str) -> tuple[float | None, float | None]:
+    """A phase's mean and std over a run's measured steps (every rank's), as the stored columns are."""
+    mine = steps[(steps["run_id"] == run_id) & (steps["phase"] == phase) & ~steps["warmup"].astype(bool)]
+    if mine.empty:
+        return None, None
+    stats = PhaseStats.of(phase, [int(d) for d in mine["duration_ns"]])
+    return stats.mean_ns, stats.std_ns
 
 
 def _key(r: dict) -> dict:
@@ -189,7 +203,7 @@ def phase_bars_figure(table: pd.DataFrame, models: list[str] | None = None, *, l
 
 
 def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str, *, log: bool = False) -> Panel:
-    table = phase_means(data.runs, modes)
+    table = phase_means(data.runs, modes, data.steps)
     if table.empty:
         if missing == NO_RUNS and data.unmatched:
             return Panel(missing=data.unmatched)

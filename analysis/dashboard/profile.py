@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel, Profile
@@ -16,6 +19,8 @@ from analysis.dashboard.style import (
     hover,
     ns_ms,
     phase_color,
+    plain,
+    plain_short,
     shorten,
 )
 
@@ -34,6 +39,26 @@ def _no_profile(data: DashboardData, table: str) -> tuple[Profile | None, str | 
     if getattr(p, table) is None:
         return p, p.missing.get(table, f"{table} could not be read from {p.path}")
     return p, None
+
+
+def judged(build: Callable[[DashboardData], Panel]) -> Callable[[DashboardData], Panel]:
+    """A profile panel drawn from a capture that failed its health checks says so, in its title and its
+    first note: its numbers are drawn, not vouched for."""
+
+    @functools.wraps(build)
+    def panel(data: DashboardData) -> Panel:
+        out = build(data)
+        p = data.profile
+        if p is not None and p.untrusted and out.figure is not None:
+            out.title = f"{out.title or ''} (its capture failed its health checks)".lstrip()
+            out.notes.insert(
+                0,
+                f"Not sound: drawn from a capture that failed its health checks ({p.untrusted}); "
+                f"`harness health {p.path}` says more.",
+            )
+        return out
+
+    return panel
 
 
 def range_base(name: str) -> str:
@@ -84,7 +109,7 @@ def top_bars(
         go.Bar(
             name=trace,
             orientation="h",
-            y=[f"{i + 1}. {shorten(str(s), 70)}" for i, s in reversed(list(enumerate(top["Name"][::-1])))],
+            y=[f"{i + 1}. {plain_short(s, 70)}" for i, s in reversed(list(enumerate(top["Name"][::-1])))],
             x=top["Total Time (ns)"] / MS,
             marker_color=color,
             customdata=pd.DataFrame(
@@ -94,7 +119,7 @@ def top_bars(
                     "avg": extra["Avg (ns)"],
                     "avg_ms": extra["Avg (ns)"] / MS,
                     "pct": extra["Time (%)"],
-                    "name": top["Name"].map(lambda s: shorten(str(s), 300)),
+                    "name": top["Name"].map(lambda s: plain_short(s, 300)),
                 }
             ).to_numpy(),
             hovertemplate=hover(
@@ -117,6 +142,7 @@ def top_bars(
     return fig
 
 
+@judged
 def kernels_panel(data: DashboardData) -> Panel:
     p = data.profile
     if p is None:
@@ -178,7 +204,7 @@ def _range_bar(t: pd.DataFrame, axis_title: str, offset: int = 0):
 
     return go.Bar(
         name=axis_title,
-        x=t["name"],
+        x=t["name"].map(plain),
         y=t["total"] / MS,
         marker_color=[phase_color(range_base(n), offset + i) for i, n in enumerate(t["name"])],
         customdata=t[["total", "n"]].to_numpy(),
@@ -207,7 +233,7 @@ def ranges_figure(table: pd.DataFrame, axis_title: str, groups: pd.DataFrame | N
             x=groups["group"],
             y=groups["total_ns"] / MS,
             marker_color=[PALETTE[1], PALETTE[7]],
-            customdata=groups[["total_ns", "ranges"]].to_numpy(),
+            customdata=groups[["total_ns", "ranges"]].assign(ranges=groups["ranges"].map(plain)).to_numpy(),
             hovertemplate=hover("%{x}", ns_ms("total", "y", "customdata[0]"), "ranges: %{customdata[1]}"),
         )
         parts.append(("attention vs MLP", groups, bar))
@@ -265,6 +291,7 @@ def _ranges_with_detail(table: pd.DataFrame, axis_title: str):
     return ranges_figure(table, axis_title, detail_groups(table))
 
 
+@judged
 def nvtx_gpu_panel(data: DashboardData) -> Panel:
     p = data.profile
     if p is None:
@@ -382,13 +409,13 @@ def timeline_figure(ev: pd.DataFrame):
             go.Bar(
                 name=label,
                 orientation="h",
-                y=part["row"],
+                y=part["row"].map(plain),
                 base=part["rel_start_ns"] / MS,
                 x=part["duration_ns"] / MS,
                 marker={"color": color, "line": {"width": 0.5, "color": "white"}},
                 customdata=pd.DataFrame(
                     {
-                        "name": part["name"].map(lambda s: shorten(str(s), 200)),
+                        "name": part["name"].map(lambda s: plain_short(s, 200)),
                         "ns": part["duration_ns"],
                         "start": part["rel_start_ns"],
                         "start_ms": part["rel_start_ns"] / MS,
@@ -402,7 +429,7 @@ def timeline_figure(ev: pd.DataFrame):
                 ),
             )
         )
-    rows = _row_order(ev)
+    rows = [plain(r) for r in _row_order(ev)]
     fig.update_layout(
         template=TEMPLATE,
         barmode="overlay",
@@ -415,6 +442,7 @@ def timeline_figure(ev: pd.DataFrame):
     return fig
 
 
+@judged
 def timeline_panel(data: DashboardData) -> Panel:
     p, missing = _no_profile(data, "events")
     if missing:

@@ -3,6 +3,7 @@ groups and the subplots per metric that several panels draw alike."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -20,7 +21,14 @@ PHASE_COLORS: dict[str, str] = {
     "decode": "#E45756",
     "step": "#BAB0AC",
 }
-PHASE_ORDER = ("forward", "backward", "optimizer", "prefill", "decode")
+PHASE_ORDER = (
+    "forward",
+    "backward",
+    "allreduce",
+    "optimizer",
+    "prefill",
+    "decode",
+)  # allreduce: across ranks
 KERNEL_COLOR = "#72B7B2"
 MEMCPY_COLOR = "#EECA3B"
 OSRT_COLOR = "#9D755D"
@@ -67,6 +75,19 @@ def shorten(text: str, width: int = 60) -> str:
         return text
     head = (width - 1) * 2 // 3
     return f"{text[:head]}…{text[-(width - 1 - head) :]}"
+
+
+def plain(text: str) -> str:
+    """Outside text (a kernel, range or thread name) as plotly shows it: plotly reads `<b>`, `<br>`,
+    `<a href>` and entities in every label, legend and hover, so `<`, `>` and `&` are escaped to show as
+    they are written in the export."""
+    return html.escape(str(text), quote=False)
+
+
+def plain_short(text: str, width: int = 60) -> str:
+    """`text` shortened to `width` characters, then escaped for plotly (escaping first could cut an
+    entity in two)."""
+    return plain(shorten(str(text), width))
 
 
 def setting_label(precision: str, compile: bool) -> str:

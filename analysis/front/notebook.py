@@ -34,7 +34,7 @@ from analysis.advice.health import capture_health
 from analysis.dashboard.load import load_profile
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.registry import PANELS
-from analysis.errors import AnalysisError, OptionsError
+from analysis.errors import AnalysisError, ExportError, OptionsError
 from analysis.front.reading import read_tables
 from analysis.trace.exports import Exporter, open_source, sqlite_for
 
@@ -145,10 +145,16 @@ class Report:
 
     def _one(self, what: str) -> Path:
         """The one file a report of one capture reads (health, findings, a figure)."""
-        if len(self.sources) != 1 or not self.sources[0].is_file():
-            named = ", ".join(str(s) for s in self.sources)
-            raise AnalysisError(f"{what} reads one export or trace, not {named}: open it alone")
-        return self.sources[0]
+        if len(self.sources) == 1:
+            source = self.sources[0]
+            if source.is_file():
+                return source
+            if source.is_dir():
+                raise AnalysisError(f"{what} reads one export or trace, not the folder {source}: open one")
+            if not source.exists() and not any(c in source.name for c in "*?["):  # not a glob pattern
+                raise ExportError(f"no such export: {source}")
+        named = ", ".join(str(s) for s in self.sources)
+        raise AnalysisError(f"{what} reads one export or trace, not {named}: open it alone")
 
     @contextmanager
     def _trace(self, what: str) -> Iterator[Trace]:

@@ -133,10 +133,11 @@ def model_flops(costs: pd.DataFrame) -> dict[str, float]:
 
 def mfu_table(costs: pd.DataFrame, phase_ns: Mapping[str, float], peak_flops: float | None) -> pd.DataFrame:
     """MFU per phase and for the whole step: model FLOPs (model_flops) over one step's phase time (mean ns
-    over the measured steps) against the device's peak. A phase without a time is left out; MFU is NaN
-    where the peak is unknown (a CPU)."""
+    over the measured steps) against the device's peak. A phase without a time is left out; a timed phase
+    without model work (a run across ranks' all-reduce) has 0 FLOPs, and its time is the step's too. MFU is
+    NaN where the peak is unknown (a CPU)."""
     flops = model_flops(costs)
-    rows = [(p, flops[p], float(phase_ns[p])) for p in flops if p in phase_ns]
+    rows = [(p, flops.get(p, 0.0), float(t)) for p, t in phase_ns.items()]
     if rows:
         rows.append(("step", sum(r[1] for r in rows), sum(r[2] for r in rows)))
     df = pd.DataFrame(rows, columns=["phase", "flops", "time (ns)"])

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from isal import igzip
 
-from analysis.errors import AnalysisError, ExportError
+from analysis.errors import AnalysisError, ExportError, OptionsError
 from analysis.joins.nvtx_ranges import note_open_ranges
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL, trim_heap
@@ -94,6 +94,18 @@ class Written:
 OPEN = 2**62  # ns: the end of a window given only its other end (no event lies past it)
 
 
+def check_window(
+    step: int | None = None, phase: str | None = None, start: int | None = None, end: int | None = None
+) -> None:
+    """The ways to cut a timeline checked together, before any file is opened: a usage error (exit 2)."""
+    if (step is not None or phase is not None) and (start is not None or end is not None):
+        raise OptionsError("--step/--phase and --start/--end exclude each other: pick one way to cut")
+    if phase is not None and step is None:
+        raise OptionsError(f"--phase {phase} needs --step N: a phase runs once per step")
+    if start is not None and end is not None and end < start:
+        raise OptionsError(f"--end {end} is before --start {start}")
+
+
 def window_of(
     trace: Trace,
     *,
@@ -104,17 +116,11 @@ def window_of(
 ) -> tuple[int, int] | None:
     """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
     one phase of it, or `start`..`end`; None for the whole trace."""
-    if (step is not None or phase is not None) and (start is not None or end is not None):
-        raise AnalysisError("--step/--phase and --start/--end exclude each other: pick one way to cut")
-    if phase is not None and step is None:
-        raise AnalysisError(f"--phase {phase} needs --step N: a phase runs once per step")
+    check_window(step, phase, start, end)
     if step is None:
         if start is None and end is None:
             return None
-        lo, hi = start if start is not None else -OPEN, end if end is not None else OPEN
-        if hi < lo:
-            raise AnalysisError(f"--end {hi} is before --start {lo}")
-        return lo, hi
+        return start if start is not None else -OPEN, end if end is not None else OPEN
     trace.require("nvtx", "NVTX data (the harness's step ranges)")
     nvtx = trace.frame("nvtx", ["range_id", "start", "end", "global_tid", "payload", "name"])
     steps = step_ranges(nvtx)

@@ -30,6 +30,7 @@ from harness.core.errors import UsageError
 from harness.experiments import pages
 from harness.store import results as results_db
 from harness.store.location import resolve_url, sqlite_file
+from workloads.names import counted
 
 
 def _ids(text: str | None) -> list[str]:
@@ -119,6 +120,8 @@ def dashboard_cmd(
             warn("the results database holds no runs: the page says what is missing")
     for line in page.notes:
         note(line)
+    for line in page.warnings:
+        warn(line)
     for panel in page.panels:
         if panel.failed:
             warn(f"panel {panel.key!r} failed: {panel.missing}")
@@ -127,7 +130,7 @@ def dashboard_cmd(
         summary,
         format,
         title=f"wrote {shown(out)} ({page.size_bytes / 1e6:.1f} MB): "
-        f"{_count(len(page.drawn), 'panel')} drawn, {len(page.lacking)} missing",
+        f"{counted(len(page.drawn), 'panel')} drawn, {len(page.lacking)} missing",
         wide=wide,
         file=sys.stderr if is_stdout(out) else None,  # the page is on standard output
     )
@@ -135,11 +138,6 @@ def dashboard_cmd(
         import webbrowser
 
         webbrowser.open(out.resolve().as_uri())
-
-
-def _count(n: int, what: str) -> str:
-    """`1 panel`, `2 panels`."""
-    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def register(app: typer.Typer) -> None:

@@ -40,7 +40,7 @@ def export_dashboard(
     export = sqlite_for(report, export_report, notes=beside)
     refuse_inputs(out, [*files_read(report), export], OUT)
     with said_on_error(beside):
-        data = dashboard.collect_export(export, cache=cache, window=window)
+        data = dashboard.collect_export(export, cache=cache, window=window, given=report)
     page = _written(data, out, scope="profile", title=f"harness dashboard: {report.name}")
     page.notes[:0] = beside
     return page
@@ -114,6 +114,7 @@ def chrome_trace_of(
     """`report` (an export, a report exported first, or a PyTorch profiler trace) written to `target` as a
     Chrome trace: all of it, or the harness's step `step` (its phase `phase`), or the window start..end
     (ns); what it holds."""
+    chrome_trace.check_window(step, phase, start, end)  # before a report is exported or an export read
     refuse_inputs(target, files_read(report), OUT)
     with open_source(report, export_report, cache=cache) as trace:  # closed: its private copy goes
         refuse_inputs(target, [trace.path], OUT)

@@ -279,7 +279,7 @@ def run_report(
     steps = {t.step for t in measured}
     if not steps:
         raise HarnessError(f"run {run.id} has no measured steps (status {run.status})")
-    for phase in phases_for(run.mode):
+    for phase in phases_for(run.mode, run.world_size or 1):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
         if values:
             report.phase_ns[phase] = sum(values) / len(values)

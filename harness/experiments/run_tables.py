@@ -339,7 +339,7 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
     measured = [t for t in run.step_timings if not t.warmup and t.step in covered]
     measured = measured or [t for t in run.step_timings if not t.warmup]
     phase_ns: dict[str, float] = {}
-    for phase in phases_for(run.mode):
+    for phase in phases_for(run.mode, run.world_size or 1):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
         if values:
             phase_ns[phase] = sum(values) / len(values)

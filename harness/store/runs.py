@@ -307,7 +307,7 @@ class RunsPart(Database):
     def unmatched(self, given: str) -> str:
         """What a command whose filters (`given`, as the user typed them) matched no run says."""
         have = self.count_runs()
-        held = f"{have} run{'s' * (have != 1)} in the results database"
+        held = f"{counted(have, 'run')} in the results database"
         return f"no run matches {given} ({held}; `harness runs` lists them)"
 
     def get(self, run_id: str) -> Run:
@@ -324,7 +324,7 @@ class RunsPart(Database):
             if run is None and back is not None:
                 have = int(session.scalar(select(func.count()).select_from(Run)) or 0)
                 raise HarnessError(
-                    f"no run {run_id!r}: the results database holds {have} run{'s' * (have != 1)}; "
+                    f"no run {run_id!r}: the results database holds {counted(have, 'run')}; "
                     "`harness runs` lists them",
                     exit_code=2,
                 )
