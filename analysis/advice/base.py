@@ -108,9 +108,7 @@ class RunRecord:
         captured (`run --nsys`) or is read back from the results database (`advise RUN`)."""
         if timers is None or not len(timers):
             return cls(dynamo=_counters(dynamo), optimizer_roof=optimizer_roof)
-        ranks = timers["rank"].fillna(0)  # NULL in databases from before ranks means 0
-        first = timers[ranks == ranks.min()]
-        measured = first[~first["warmup"].astype(bool)]
+        first, measured = _first_rank(timers)
         forward = measured.loc[measured["phase"] == "forward", "duration_ns"]
         return cls(
             steps=int(first["step"].nunique()),
@@ -123,6 +121,43 @@ class RunRecord:
 
 def _counters(dynamo: object) -> dict[str, int] | None:
     return {str(k): int(v) for k, v in dynamo.items()} if isinstance(dynamo, dict) else None
+
+
+def _first_rank(timers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The steps of a run's first rank (a NULL rank is 0, as in databases from before ranks), and the
+    measured ones among them."""
+    if not len(timers):
+        return timers, timers
+    ranks = timers["rank"].fillna(0)
+    first = timers[ranks == ranks.min()]
+    return first, first[~first["warmup"].astype(bool)]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A run stopped before its end (Ctrl-C, SIGTERM): the steps its capture lacks after the stop were never
+    run, not lost by the profiler."""
+
+    how: str  # "interrupted by SIGINT"
+    measured: int  # the measured steps it finished
+    planned: int  # the measured steps it was to run
+    first: int = 0  # the first measured step's index (its warm-up steps before it)
+
+    @classmethod
+    def of(cls, how: str, timers: pd.DataFrame, planned: int, first: int = 0) -> Stop:
+        """The stop of a run whose timers are `timers` (rank, step, warmup, …): the measured steps its first
+        rank finished (a NULL rank is 0, as in databases from before ranks)."""
+        _, measured = _first_rank(timers)
+        return cls(how, int(measured["step"].nunique()), planned, first)
+
+    def said(self, at: int | None = None) -> str:
+        """`the run was interrupted by SIGINT in step 7, after 2 of its 25 measured steps (5–29)`."""
+        span = f"{self.first}–{self.first + self.planned - 1}" if self.planned > 1 else str(self.first)
+        where = f" in step {at}" if at is not None else ""
+        return (
+            f"the run was {self.how}{where}, after {self.measured} of its {self.planned} measured steps "
+            f"({span})"
+        )
 
 
 class Seen:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import GPU_FRAMES, PROCESS, gpu_work, launches
 from analysis.advice.run_checks import ExportFacts
@@ -194,36 +195,6 @@ FIX_GPU = (
     "time, and every finding, misses it. Check that the profiler supports the program's CUDA (`harness "
     "doctor`) and that no other profiling session ran at the same time, then capture again"
 )
-
-
-@dataclass(frozen=True)
-class Stop:
-    """A run stopped before its end (Ctrl-C, SIGTERM): the steps its capture lacks after the stop were never
-    run, not lost by the profiler."""
-
-    how: str  # "interrupted by SIGINT"
-    measured: int  # the measured steps it finished
-    planned: int  # the measured steps it was to run
-    first: int = 0  # the first measured step's index (its warm-up steps before it)
-
-    @classmethod
-    def of(cls, how: str, timers: pd.DataFrame, planned: int, first: int = 0) -> Stop:
-        """The stop of a run whose timers are `timers` (rank, step, warmup, …): the measured steps its first
-        rank finished (a NULL rank is 0, as in databases from before ranks)."""
-        if not len(timers):
-            return cls(how, 0, planned, first)
-        ranks = timers["rank"].fillna(0)
-        mine = timers[ranks == ranks.min()]
-        return cls(how, int(mine.loc[~mine["warmup"].astype(bool), "step"].nunique()), planned, first)
-
-    def said(self, at: int | None = None) -> str:
-        """`the run was interrupted by SIGINT in step 7, after 2 of its 25 measured steps (5–29)`."""
-        span = f"{self.first}–{self.first + self.planned - 1}" if self.planned > 1 else str(self.first)
-        where = f" in step {at}" if at is not None else ""
-        return (
-            f"the run was {self.how}{where}, after {self.measured} of its {self.planned} measured steps "
-            f"({span})"
-        )
 
 
 @dataclass

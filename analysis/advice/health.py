@@ -21,8 +21,9 @@ import re
 import numpy as np
 import pandas as pd
 
+from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.advice.coverage import Stop, coverage_of, gpu_coverage, nvtx_steps
+from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge

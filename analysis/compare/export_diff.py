@@ -6,7 +6,7 @@
   to last GPU event, CUDA call or NVTX range); per device the span from its first GPU event to its last
   split into compute, communication not under compute (exposed), memory copies and sets under neither,
   other GPU work (syncs) and idle, which add up to the span, plus communication under compute (overlapped).
-  Kinds are HTA's (analysis.hta.gpu_events), unions and overlaps its `merge` and `sweep`.
+  Kinds are HTA's, unions and overlaps its `merge` and `sweep` (analysis.hta.gpu_events.device_times).
 - iterations (analysis.compare.iterations): `--iteration-range NAME`, else the harness's `step` ranges, else
   Kineto's `ProfilerStep#N`.
 - a verdict: with two iterations or more a side, from the confidence interval of the relative difference of
@@ -43,7 +43,7 @@ from analysis.compare.iterations import Iterations, find_iterations, in_windows
 from analysis.compare.overhead import Comparison, compare_samples
 from analysis.errors import AnalysisError
 from analysis.hta.breakdown import _launch_start
-from analysis.hta.gpu_events import COMMUNICATION, COMPUTATION, MEMORY, gpu_events, merge, sweep, types_of
+from analysis.hta.gpu_events import DeviceTime, device_times, gpu_events
 from analysis.joins.nvtx_ranges import all_ranges, open_ranges_said, tagged
 from analysis.joins.runtime import pid_of, runtime_calls
 from analysis.nvtx_names import group_names, grouping_notes, has_fields
@@ -61,62 +61,6 @@ SPLIT = (
     ("idle", "GPU idle"),
 )
 HEADLINE_COLUMNS = ["Figure", "A (ns)", "B (ns)", "Δ (ns)", "Δ (%)"]
-
-
-# --- GPU time per device ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeviceTime:
-    """One device's GPU time (ns). compute + comm_exposed + memory + other + idle = span."""
-
-    device: int
-    kernel_ns: int  # sum of kernel durations
-    kernels: int
-    busy_ns: int  # union of every GPU event
-    span_ns: int  # first GPU event's start to the last one's end
-    compute: int
-    comm_exposed: int
-    comm_overlapped: int
-    memory: int
-    other: int
-    idle: int
-
-
-def device_times(events: pd.DataFrame) -> list[DeviceTime]:
-    """Per device (in device order), from `analysis.hta.gpu_events.gpu_events` rows."""
-    out = []
-    kind = types_of(events) if len(events) else np.empty(0, dtype=object)
-    is_kernel = (events["kind"] == "kernel").to_numpy()
-    for device in np.unique(events["device"].to_numpy()):
-        on = (events["device"] == device).to_numpy()
-        start, end, k = events["start"].to_numpy()[on], events["end"].to_numpy()[on], kind[on]
-        # the union of each type; state bits: 1 compute, 2 communication, 4 memory, 8 other (syncs)
-        masks = [k == t for t in (COMPUTATION, COMMUNICATION, MEMORY)]
-        masks.append(~(masks[0] | masks[1] | masks[2]))
-        state, lo, hi = sweep([merge(start[m], end[m]) for m in masks])
-        length = hi - lo
-
-        def part(mask: np.ndarray, length: np.ndarray = length) -> int:
-            return int(length[mask].sum())
-
-        kernels = is_kernel[on]
-        out.append(
-            DeviceTime(
-                device=int(device),
-                kernel_ns=int((end[kernels] - start[kernels]).sum()),
-                kernels=int(kernels.sum()),
-                busy_ns=part(state > 0),
-                span_ns=int(end.max() - start.min()),
-                compute=part((state & 1) > 0),
-                comm_exposed=part(((state & 2) > 0) & ((state & 1) == 0)),
-                comm_overlapped=part(((state & 2) > 0) & ((state & 1) > 0)),
-                memory=part(((state & 4) > 0) & ((state & 3) == 0)),
-                other=part(state == 8),
-                idle=part(state == 0),
-            )
-        )
-    return out
 
 
 # --- one side -----------------------------------------------------------------------------------------

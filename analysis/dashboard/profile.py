@@ -32,24 +32,18 @@ NO_PROFILE = (
 )
 
 
-def _no_profile(data: DashboardData, table: str) -> tuple[Profile | None, str | None]:
-    p = data.profile
-    if p is None:
-        return None, NO_PROFILE
-    if getattr(p, table) is None:
-        return p, p.missing.get(table, f"{table} could not be read from {p.path}")
-    return p, None
-
-
-def judged(build: Callable[[DashboardData], Panel]) -> Callable[[DashboardData], Panel]:
-    """A profile panel drawn from a capture that failed its health checks says so, in its title and its
-    first note: its numbers are drawn, not vouched for."""
+def profile_panel(build: Callable[[Profile], Panel]) -> Callable[[DashboardData], Panel]:
+    """A panel of the dashboard's profile: none without one (NO_PROFILE); one drawn from a capture that
+    failed its health checks says so, in its title and its first note: its numbers are drawn, not vouched
+    for."""
 
     @functools.wraps(build)
     def panel(data: DashboardData) -> Panel:
-        out = build(data)
         p = data.profile
-        if p is not None and p.untrusted and out.figure is not None:
+        if p is None:
+            return Panel(missing=NO_PROFILE)
+        out = build(p)
+        if p.untrusted and out.figure is not None:
             out.title = f"{out.title or ''} (its capture failed its health checks)".lstrip()
             out.notes.insert(
                 0,
@@ -142,11 +136,8 @@ def top_bars(
     return fig
 
 
-@judged
-def kernels_panel(data: DashboardData) -> Panel:
-    p = data.profile
-    if p is None:
-        return Panel(missing=NO_PROFILE)
+@profile_panel
+def kernels_panel(p: Profile) -> Panel:
     if p.kernels is not None and not p.kernels.empty:
         notes = []
         if len(p.kernels) > TOP_KERNELS:
@@ -291,11 +282,8 @@ def _ranges_with_detail(table: pd.DataFrame, axis_title: str):
     return ranges_figure(table, axis_title, detail_groups(table))
 
 
-@judged
-def nvtx_gpu_panel(data: DashboardData) -> Panel:
-    p = data.profile
-    if p is None:
-        return Panel(missing=NO_PROFILE)
+@profile_panel
+def nvtx_gpu_panel(p: Profile) -> Panel:
     if p.nvtx_gpu is not None and not p.nvtx_gpu.empty:
         return Panel(
             figure=_ranges_with_detail(p.nvtx_gpu, "total GPU time"),
@@ -442,12 +430,10 @@ def timeline_figure(ev: pd.DataFrame):
     return fig
 
 
-@judged
-def timeline_panel(data: DashboardData) -> Panel:
-    p, missing = _no_profile(data, "events")
-    if missing:
-        return Panel(missing=missing)
-    assert p is not None and p.events is not None
+@profile_panel
+def timeline_panel(p: Profile) -> Panel:
+    if p.events is None:
+        return Panel(missing=p.missing.get("events", f"events could not be read from {p.path}"))
     if p.events.empty:
         what = "this window" if p.window else p.label
         return Panel(missing=f"no NVTX ranges or kernels to draw in {what}")

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.advice.base import Stop
 from analysis.advice.checks import Check, Health, why_untrusted
-from analysis.advice.coverage import Stop, export_facts
+from analysis.advice.coverage import export_facts
 from analysis.advice.findings import NEEDS_RECORD, RunRecord, Thresholds, advice
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason

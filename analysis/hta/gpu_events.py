@@ -9,11 +9,15 @@ and sets, and CUDA synchronization events (a Kineto trace's cuda_sync `Stream Wa
 - MEMORY: `^Memcpy`, `^Memset` or `^dma`;
 - COMPUTATION: the rest, except names matching `.*Sync` or containing Memcpy/Memset, which are OTHER (HTA
   0.5.0 counts `Stream Wait Event` as COMPUTATION; 0.6 no longer does).
+
+`device_times` splits each device's span by those kinds (compute, communication exposed and overlapped,
+memory, other, idle), as `harness diff` of two exports shows it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -144,3 +148,56 @@ def sweep(unions: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
     order = np.argsort(t, kind="stable")
     t, state = t[order], np.cumsum(d[order])
     return state[:-1], t[:-1], t[1:]
+
+
+@dataclass(frozen=True)
+class DeviceTime:
+    """One device's GPU time (ns). compute + comm_exposed + memory + other + idle = span."""
+
+    device: int
+    kernel_ns: int  # sum of kernel durations
+    kernels: int
+    busy_ns: int  # union of every GPU event
+    span_ns: int  # first GPU event's start to the last one's end
+    compute: int
+    comm_exposed: int
+    comm_overlapped: int
+    memory: int
+    other: int
+    idle: int
+
+
+def device_times(events: pd.DataFrame) -> list[DeviceTime]:
+    """Per device (in device order), from `analysis.hta.gpu_events.gpu_events` rows."""
+    out = []
+    kind = types_of(events) if len(events) else np.empty(0, dtype=object)
+    is_kernel = (events["kind"] == "kernel").to_numpy()
+    for device in np.unique(events["device"].to_numpy()):
+        on = (events["device"] == device).to_numpy()
+        start, end, k = events["start"].to_numpy()[on], events["end"].to_numpy()[on], kind[on]
+        # the union of each type; state bits: 1 compute, 2 communication, 4 memory, 8 other (syncs)
+        masks = [k == t for t in (COMPUTATION, COMMUNICATION, MEMORY)]
+        masks.append(~(masks[0] | masks[1] | masks[2]))
+        state, lo, hi = sweep([merge(start[m], end[m]) for m in masks])
+        length = hi - lo
+
+        def part(mask: np.ndarray, length: np.ndarray = length) -> int:
+            return int(length[mask].sum())
+
+        kernels = is_kernel[on]
+        out.append(
+            DeviceTime(
+                device=int(device),
+                kernel_ns=int((end[kernels] - start[kernels]).sum()),
+                kernels=int(kernels.sum()),
+                busy_ns=part(state > 0),
+                span_ns=int(end.max() - start.min()),
+                compute=part((state & 1) > 0),
+                comm_exposed=part(((state & 2) > 0) & ((state & 1) == 0)),
+                comm_overlapped=part(((state & 2) > 0) & ((state & 1) > 0)),
+                memory=part(((state & 4) > 0) & ((state & 3) == 0)),
+                other=part(state == 8),
+                idle=part(state == 0),
+            )
+        )
+    return out

@@ -17,7 +17,8 @@ Times are microseconds written as exact decimals of the nanoseconds (123.456), w
 turns back into the same nanoseconds. The file is written a chunk of rows at a time: memory holds a block
 of each table (Trace.blocks; an nsys export's NVTX ranges a chunk of the export at a time, their names
 resolved per chunk) and 20 bytes per GPU operation for the arrows, never the text of the whole file.
-A window (`--step`, `--phase`, `--start/--end`) keeps the events that overlap it.
+A window (`--step`, `--phase`, `--start/--end`: analysis.views.timeline.window_of) keeps the events that
+overlap it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 import pandas as pd
 from isal import igzip
 
-from analysis.errors import AnalysisError, ExportError, OptionsError
+from analysis.errors import AnalysisError
 from analysis.joins.nvtx_ranges import note_open_ranges
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL, trim_heap
@@ -50,7 +51,7 @@ from analysis.views.chrome_lines import (
     _pid_tid_one,
     _us,
 )
-from analysis.views.timeline import step_index, step_ranges
+from analysis.views.timeline import OPEN
 from workloads.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 
 CHUNK = 50_000  # rows formatted and written at a time
@@ -89,54 +90,6 @@ class Written:
         if lo <= -OPEN:
             return f"up to {hi:,} ns"
         return f"window {lo:,}..{hi:,} ns"
-
-
-OPEN = 2**62  # ns: the end of a window given only its other end (no event lies past it)
-
-
-def check_window(
-    step: int | None = None, phase: str | None = None, start: int | None = None, end: int | None = None
-) -> None:
-    """The ways to cut a timeline checked together, before any file is opened: a usage error (exit 2)."""
-    if (step is not None or phase is not None) and (start is not None or end is not None):
-        raise OptionsError("--step/--phase and --start/--end exclude each other: pick one way to cut")
-    if phase is not None and step is None:
-        raise OptionsError(f"--phase {phase} needs --step N: a phase runs once per step")
-    if start is not None and end is not None and end < start:
-        raise OptionsError(f"--end {end} is before --start {start}")
-
-
-def window_of(
-    trace: Trace,
-    *,
-    step: int | None = None,
-    phase: str | None = None,
-    start: int | None = None,
-    end: int | None = None,
-) -> tuple[int, int] | None:
-    """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
-    one phase of it, or `start`..`end`; None for the whole trace."""
-    check_window(step, phase, start, end)
-    if step is None:
-        if start is None and end is None:
-            return None
-        return start if start is not None else -OPEN, end if end is not None else OPEN
-    trace.require("nvtx", "NVTX data (the harness's step ranges)")
-    nvtx = trace.frame("nvtx", ["range_id", "start", "end", "global_tid", "payload", "name"])
-    steps = step_ranges(nvtx)
-    if steps.empty:
-        raise ExportError(f"no step ranges (the harness's `{STEP}`, or ProfilerStep#N) in {trace.path}")
-    numbers = step_index(steps, steps).to_numpy()
-    chosen = steps[numbers == step]
-    if chosen.empty:
-        raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
-    lo, hi = int(chosen["start"].min()), int(chosen["end"].max())
-    if phase is None:
-        return lo, hi
-    inside = nvtx[(nvtx["name"] == phase) & (nvtx["start"] >= lo) & (nvtx["end"] <= hi)]
-    if inside.empty:
-        raise ExportError(f"no '{phase}' range in step {step} of {trace.path}")
-    return int(inside["start"].min()), int(inside["end"].max())
 
 
 def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] | None = None) -> Written:

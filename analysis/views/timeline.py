@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.errors import ExportError
+from analysis.errors import ExportError, OptionsError
 from analysis.joins.nvtx_credits import measured_steps
 from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import kernel_rows, pid_of
@@ -246,3 +246,51 @@ def window_events(trace: Trace, lo: int, hi: int, max_kernels: int = 20000) -> p
     out = out.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)[EVENT_COLUMNS]
     out.attrs["notes"] = [*trace.notes, *notes]
     return out
+
+
+OPEN = 2**62  # ns: the end of a window given only its other end (no event lies past it)
+
+
+def check_window(
+    step: int | None = None, phase: str | None = None, start: int | None = None, end: int | None = None
+) -> None:
+    """The ways to cut a timeline checked together, before any file is opened: a usage error (exit 2)."""
+    if (step is not None or phase is not None) and (start is not None or end is not None):
+        raise OptionsError("--step/--phase and --start/--end exclude each other: pick one way to cut")
+    if phase is not None and step is None:
+        raise OptionsError(f"--phase {phase} needs --step N: a phase runs once per step")
+    if start is not None and end is not None and end < start:
+        raise OptionsError(f"--end {end} is before --start {start}")
+
+
+def window_of(
+    trace: Trace,
+    *,
+    step: int | None = None,
+    phase: str | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> tuple[int, int] | None:
+    """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
+    one phase of it, or `start`..`end`; None for the whole trace."""
+    check_window(step, phase, start, end)
+    if step is None:
+        if start is None and end is None:
+            return None
+        return start if start is not None else -OPEN, end if end is not None else OPEN
+    trace.require("nvtx", "NVTX data (the harness's step ranges)")
+    nvtx = trace.frame("nvtx", ["range_id", "start", "end", "global_tid", "payload", "name"])
+    steps = step_ranges(nvtx)
+    if steps.empty:
+        raise ExportError(f"no step ranges (the harness's `{STEP}`, or ProfilerStep#N) in {trace.path}")
+    numbers = step_index(steps, steps).to_numpy()
+    chosen = steps[numbers == step]
+    if chosen.empty:
+        raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
+    lo, hi = int(chosen["start"].min()), int(chosen["end"].max())
+    if phase is None:
+        return lo, hi
+    inside = nvtx[(nvtx["name"] == phase) & (nvtx["start"] >= lo) & (nvtx["end"] <= hi)]
+    if inside.empty:
+        raise ExportError(f"no '{phase}' range in step {step} of {trace.path}")
+    return int(inside["start"].min()), int(inside["end"].max())

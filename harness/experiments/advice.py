@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from analysis.advice import nsys_rules
+from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, capture_failures
-from analysis.advice.coverage import Stop
 from analysis.advice.findings import DATA_COLUMN as DATA_COLUMN
 from analysis.advice.findings import RunRecord, Thresholds, advice, findings_table
 from analysis.advice.health import capture_health

@@ -11,7 +11,7 @@ from analysis import dashboard
 from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
 from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
-from analysis.views import chrome_trace
+from analysis.views import chrome_trace, timeline
 from harness.core.errors import HarnessError, os_reason
 from harness.core.signals import sigterm_raises
 from harness.execution.compiled import with_setup
@@ -114,10 +114,10 @@ def chrome_trace_of(
     """`report` (an export, a report exported first, or a PyTorch profiler trace) written to `target` as a
     Chrome trace: all of it, or the harness's step `step` (its phase `phase`), or the window start..end
     (ns); what it holds."""
-    chrome_trace.check_window(step, phase, start, end)  # before a report is exported or an export read
+    timeline.check_window(step, phase, start, end)  # before a report is exported or an export read
     refuse_inputs(target, files_read(report), OUT)
     with open_source(report, export_report, cache=cache) as trace:  # closed: its private copy goes
         refuse_inputs(target, [trace.path], OUT)
-        window = chrome_trace.window_of(trace, step=step, phase=phase, start=start, end=end)
+        window = timeline.window_of(trace, step=step, phase=phase, start=start, end=end)
         with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
             return chrome_trace.write_chrome_trace(trace, target, window)
