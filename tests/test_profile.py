@@ -168,11 +168,14 @@ def test_measured_capture_leaves_warmup_out(in_tmp: Path) -> None:
 
     args = ["run", "char", "--device", "cpu", "--nsys", "--nsys-capture", "measured", "--no-nsys-baseline"]
     result = runner.invoke(app, [*args, "--steps", "3", "--warmup", "2", "--format", "json"])
-    assert result.exit_code == 0, result.output
+    tables = json.loads(result.stdout)
+    # three steps of a few-ms optimizer: on a loaded machine one NVTX call held up under nsys moves the
+    # agreement past its 10% (the run then ends degraded, exit 1); the agreement tests judge that verdict
+    failed = {c["Check"] for c in tables["health"] if c["Status"] == "fail"}
+    assert failed <= {"NVTX vs timers"} and result.exit_code == (1 if failed else 0), result.output
     (sqlite,) = (in_tmp / "nsys_profiles").glob("*.sqlite")
     ranges = nvtx_ranges(open_trace(sqlite), names=["forward"])
     assert sorted(ranges["payload"].astype(int)) == [2, 3, 4]  # steps 0 and 1 were warmup
-    tables = json.loads(result.stdout)
     assert {r["Phase"]: r["Steps"] for r in tables["NVTX vs in-process timers"]} == dict.fromkeys(PHASES, 3)
     assert "nsys overhead (one run each; `harness overhead` alternates repeats)" not in tables
 
