@@ -21,7 +21,7 @@ from test_store import make_result
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.core.records import RunConfig, StepRecord
+from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.execution.nsys import ProfileResult
 from harness.store.results import ResultsStore
 
@@ -38,6 +38,16 @@ def _cut(a100_export: Path, tmp_path: Path) -> Path:
     )
 
 
+def _interrupted(run_id: str, measured: int, sig: str = "SIGINT") -> RunResult:
+    """A run of 1 warm-up and 10 measured steps that `sig` stopped after `measured` of them."""
+    result = make_result(run_id)
+    result.config = RunConfig(model="tiny", warmup=1, steps=10)
+    phases = {"forward": 1_000_000, "backward": 2_000_000}
+    result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(measured + 1)]
+    result.status, result.error = "interrupted", f"interrupted by {sig} after {measured} of 10 measured steps"
+    return result
+
+
 def _checks(args: list[str]) -> tuple[int, dict[str, dict[str, str]]]:
     result = runner.invoke(app, [*args, "--format", "json"])
     assert "Traceback" not in result.output, result.output
@@ -50,11 +60,7 @@ def test_an_interrupted_run_says_its_last_steps_never_ran(
     """Stopped in step 4 after 3 of its 10 measured steps: step 4 lacks its backward range and steps 5–10 are
     not there because they never ran. It was a failure that blamed the profiler ("capture again with a
     profiler that supports the program's CUDA") and counted wrong ("step 4 of 4 measured steps lack")."""
-    result = make_result("tiny-stopped")
-    result.config = RunConfig(model="tiny", warmup=1, steps=10)
-    phases = {"forward": 1_000_000, "backward": 2_000_000}
-    result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(4)]
-    result.status, result.error = "interrupted", "interrupted by SIGINT after 3 of 10 measured steps"
+    result = _interrupted("tiny-stopped", 3)
     store = ResultsStore(tmp_db)
     store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
     _, checks = _checks(["health", "tiny-stopped"])
@@ -82,11 +88,7 @@ def test_a_run_interrupted_between_steps_is_not_shown_sound(
 ) -> None:
     """Stopped between steps 4 and 5, after 4 of its 10 measured steps: every step in its capture has its
     ranges, and the check still says that 6 never ran (it was ok: "4 measured steps, each with …")."""
-    result = make_result("tiny-between")
-    result.config = RunConfig(model="tiny", warmup=1, steps=10)
-    phases = {"forward": 1_000_000, "backward": 2_000_000}
-    result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(5)]
-    result.status, result.error = "interrupted", "interrupted by SIGTERM after 4 of 10 measured steps"
+    result = _interrupted("tiny-between", 4, "SIGTERM")
     export = with_harness_ranges(a100_export, tmp_path / "whole.sqlite")
     ResultsStore(tmp_db).save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(export))
     _, checks = _checks(["health", "tiny-between"])
@@ -128,11 +130,8 @@ def test_an_interrupted_run_under_nsys_says_the_health_that_health_run_says(
     monkeypatch.setenv("HARNESS_NSYS", str(fake))
 
     def launch(config: RunConfig, *args: Any, **kwargs: Any) -> tuple[Any, ProfileResult, list[str]]:
-        result = make_result(args[2])  # its run id
+        result = _interrupted(args[2], 3)  # its run id
         result.config = config
-        phases = {"forward": 1_000_000, "backward": 2_000_000}
-        result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(4)]
-        result.status, result.error = "interrupted", "interrupted by SIGINT after 3 of 10 measured steps"
         return result, ProfileResult(130, None, export, None, "", interrupted=signal.SIGINT), []
 
     monkeypatch.setattr(profiler, "launch", launch)
@@ -174,11 +173,7 @@ def test_a_capture_that_stopped_before_the_run_did_is_said_so_not_failed(
     "NVTX vs timers" failing ("NVTX ranges were lost … capture again with a profiler that supports the
     program's CUDA"), the findings refused, and "interrupted in step 4, after 6 of its 10 measured steps …
     the 5 measured steps after it never ran" although steps 5 and 6 ran."""
-    result = make_result("tiny-early")
-    result.config = RunConfig(model="tiny", warmup=1, steps=10)
-    phases = {"forward": 1_000_000, "backward": 2_000_000}
-    result.steps = [StepRecord(step=i, warmup=i < 1, phases=phases) for i in range(7)]
-    result.status, result.error = "interrupted", "interrupted by SIGINT after 6 of 10 measured steps"
+    result = _interrupted("tiny-early", 6)
     store = ResultsStore(tmp_db)
     store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
     code, checks = _checks(["health", "tiny-early", "--strict"])
