@@ -15,6 +15,10 @@ Thresholds:
   the difference is 50 µs a step or more: below that it is what a range's push and pop and a timer's read
   cost (15–20 µs a phase on a CPU under nsys), which a phase of a few tens of µs (one token's decode) shows
   as 10% and more although the ranges time it.
+- NVTX vs timers warns instead of failing on a busy machine (the machine load check's reasons): there the
+  load holds up a range's push or pop, which NVTX times and the timers do not (one NVTX call held up 6.6 ms
+  made a 5 ms optimizer read +39.7% with two test runs sharing 2 CPUs), so a difference no longer tells a
+  range that times another interval. Lost ranges fail on a busy machine too.
 - NVTX vs timers also fails when a measured step the timers timed has no step range or lacks a phase range
   in the export (naming the first such step): the NVTX tables and the agreement leave it out silently.
 - ranks: fail when a rank of a multi-rank run reported no step (its figures are missing from every table).
@@ -87,7 +91,7 @@ class ExportFacts:
 def run_checks(facts: RunFacts) -> list[Check]:
     return [
         _overhead(facts.overhead),
-        _agreement(facts.agreement, facts.timed, facts.export, facts.stopped),
+        _agreement(facts.agreement, facts.timed, facts.export, facts.stopped, facts.busy),
         _ranks(facts),
         _machine(facts.busy),
         _device(facts.device, facts.export),
@@ -136,6 +140,7 @@ def _agreement(
     timed: dict[int, list[str]] | None = None,
     export: ExportFacts | None = None,
     stopped: str | None = None,
+    busy: list[str] | None = None,
 ) -> Check:
     name = "NVTX vs timers"
     missing = _untimed(table, timed, export, stopped)
@@ -167,6 +172,14 @@ def _agreement(
         )
     status = FAIL if abs(pct) >= AGREEMENT_FAIL_PCT else WARN
     limit = AGREEMENT_FAIL_PCT if status == FAIL else AGREEMENT_WARN_PCT
+    if status == FAIL and busy:
+        return Check(
+            name,
+            WARN,
+            f"{evidence}: {limit:g}% or more, on a busy machine ({'; '.join(busy)})",
+            "the load holds up the ranges' push and pop, which NVTX times and the timers do not: run "
+            "again on a quiet machine; if they still differ, the ranges time another interval",
+        )
     return Check(
         name,
         status,
