@@ -127,6 +127,17 @@ def test_cli_markdown_and_baseline(slow_pair: tuple[str, str]) -> None:
     assert r.exit_code == 2 and "no baseline named 'nope'" in r.stderr
 
 
+def test_a_baseline_given_by_its_name_alone_is_pointed_to(slow_pair: tuple[str, str]) -> None:
+    """`diff main slow-1` after `baseline tag main …`: no run is called main, and the error says that
+    `baseline:main` names it; a name that is neither still points to `harness runs`."""
+    assert runner.invoke(app, ["baseline", "tag", "main", "base-1"]).exit_code == 0
+    r = runner.invoke(app, ["diff", "main", "slow-1"])
+    assert r.exit_code == 2
+    assert r.stderr == "error: no run with id 'main'; `baseline:main` names the baseline\n"
+    r = runner.invoke(app, ["diff", "mian", "slow-1"])
+    assert r.exit_code == 2 and r.stderr == "error: no run with id 'mian'; `harness runs` lists the runs\n"
+
+
 def test_cli_gate_needs_runs(slow_pair: tuple[str, str]) -> None:
     r = runner.invoke(app, ["diff", str(CPU_TRAIN), slow_pair[1], "--gate", "5"])
     assert r.exit_code == 2 and "--gate needs two runs or two exports" in r.stderr

@@ -19,6 +19,7 @@ from harness.store import unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
     Agreement,
+    Baseline,
     BlockTiming,
     Run,
     StepTiming,
@@ -334,9 +335,10 @@ class RunsPart(Database):
                     select(Run).where(Run.id.startswith(run_id, autoescape=True)).order_by(Run.created_at)
                 ).all()
                 if not matches:
-                    raise HarnessError(
-                        f"no run with id {run_id!r}; `harness runs` lists the runs", exit_code=2
-                    )
+                    hint = "`harness runs` lists the runs"
+                    if session.get(Baseline, run_id) is not None:  # `diff main …` for `baseline:main`
+                        hint = f"`baseline:{run_id}` names the baseline"
+                    raise HarnessError(f"no run with id {run_id!r}; {hint}", exit_code=2)
                 if len(matches) > 1:
                     ids = ", ".join(r.id for r in matches[:3]) + (", …" if len(matches) > 3 else "")
                     raise HarnessError(
