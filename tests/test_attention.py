@@ -134,6 +134,7 @@ def test_cli_prints_the_table_and_saves_every_cell(monkeypatch, tmp_db: str) -> 
     assert "math" in result.stdout and "OOM" in result.stdout and "peak memory" in result.stdout
     flat = " ".join(result.stdout.split())  # notes wrap at the terminal's width
     assert "1 of 4 cells ran out of memory (OOM), the first (sdpa, head_dim 8, seq_len 32)" in flat
+    assert "note: batch 2, 1 head, fp32, causal; 2 timed calls after 0 warm-up per cell" in flat
     rows = ResultsStore(tmp_db).attention_results()
     assert list(zip(rows["impl"], rows["seq_len"], rows["status"], strict=True)) == [
         ("math", 16, "ok"), ("math", 32, "ok"), ("sdpa", 16, "ok"), ("sdpa", 32, "oom"),

@@ -83,6 +83,7 @@ def test_panel_title_and_notes_name_the_sweep(store: ResultsStore) -> None:
     panel = attention_panel(collect(store))
     assert panel.figure is not None
     assert "attn-new" in panel.title and "NVIDIA H100" in panel.title
+    assert "(batch 8, 1 head, fp32, NVIDIA H100)" in panel.title
     assert panel.notes[0].startswith("1 of 8 cells did not finish")
     assert "max_memory_allocated" in panel.notes[1]
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import MS, OOM_COLOR, TEMPLATE, hover
+from workloads.names import counted
 
 IMPL_ORDER = ("math", "sdpa", "compiled")
 
@@ -140,7 +141,7 @@ def attention_panel(data: DashboardData) -> Panel:
     first = cells.iloc[0]
     title = (
         f"Attention {first['sweep_id']}: forward + backward ms per head_dim × seq_len "
-        f"(batch {first['batch_size']}, {first['num_heads']} head(s), {first['precision']}, "
+        f"(batch {first['batch_size']}, {counted(int(first['num_heads']), 'head')}, {first['precision']}, "
         f"{first['device_name'] or first['device']})"
     )
     notes = []

@@ -103,7 +103,7 @@ def attention_cmd(
         warn(f"{c.impl} head_dim {c.head_dim} seq_len {c.seq_len}: {c.error}")
     oom = [c for c in sweep.cells if c.status == "oom"]
     notes = [
-        f"batch {config.batch_size}, {config.num_heads} head(s), {config.precision}, "
+        f"batch {config.batch_size}, {counted(config.num_heads, 'head')}, {config.precision}, "
         f"{'causal' if config.causal else 'no mask'}; {counted(config.trials, 'timed call')} after "
         f"{config.warmup} "
         "warm-up per cell",
