@@ -38,15 +38,22 @@ def test_a_dying_workers_long_output_says_what_was_left_out(monkeypatch: pytest.
 
 
 def _finish(
-    capsys: pytest.CaptureFixture[str], unsaved: list[str | None], results: list, **how: object
+    capsys: pytest.CaptureFixture[str], refused: list, results: list, **how: object
 ) -> tuple[int, str]:
     import typer
 
     from harness.cli import render
 
     with pytest.raises(typer.Exit) as ended:
-        render.finish(unsaved, results, **how)
+        render.finish(refused, results, **how)
     return ended.value.exit_code, " ".join(capsys.readouterr().err.split())
+
+
+def _refusal(line: str, run_id: str) -> object:
+    """What the store raises when the database will not take run `run_id`, `line` its message."""
+    from harness.store.results import UnsavedRun
+
+    return UnsavedRun(line, Path("/tmp/u.json"), run_id=run_id, reason="locked")
 
 
 def test_an_interrupted_run_the_database_would_not_take_is_not_said_stored(
@@ -59,11 +66,13 @@ def test_an_interrupted_run_the_database_would_not_take_is_not_said_stored(
     error = "interrupted by SIGTERM after 1 of 3 measured steps"
     result = RunResult("r-1", RunConfig(model="char"), "interrupted", error=error)
     line = "run r-1 is not in the results database: locked. It was written to /tmp/u.json; `harness import`"
-    code, said = _finish(capsys, [line], [result])
+    code, said = _finish(capsys, [_refusal(line, "r-1")], [result])
     assert code == 143 and "stored as" not in said
     assert said.endswith(f"error: run r-1 {error}; {NOT_STORED}")
     stored = RunResult("r-2", RunConfig(model="char"), "interrupted", error=error)
-    assert _finish(capsys, [line], [stored])[1].endswith(f"error: run r-2 {error}; stored as interrupted")
+    assert _finish(capsys, [_refusal(line, "r-1")], [stored])[1].endswith(
+        f"error: run r-2 {error}; stored as interrupted"
+    )
 
 
 def test_optimize_of_an_export_refuses_db_given_on_its_command_line(tmp_path: Path) -> None:
@@ -161,7 +170,7 @@ def test_a_failed_run_across_ranks_the_database_would_not_take_is_not_said_store
     result = RunResult("r-1", RunConfig(model="char", nproc=2), "error", error="rank 1: worker exit code 1")
     line = "run r-1 is not in the results database: locked. It was written to /tmp/u.json; `harness import`"
     with pytest.raises(typer.Exit) as ended:
-        render.render(PlainRun("r-1", result, unsaved=[line]), "table")
+        render.render(PlainRun("r-1", result, refused=[_refusal(line, "r-1")]), "table")  # type: ignore[list-item]
     said = " ".join(capsys.readouterr().err.split())
     assert ended.value.exit_code == 1 and "stored as" not in said
     assert "run r-1 failed: rank 1: worker exit code 1; " + NOT_STORED in said
@@ -304,7 +313,10 @@ def test_an_interrupted_baseline_the_database_would_not_take_is_not_said_stored(
         return RunResult("b-1", config, "interrupted", device="cpu", error=error), None
 
     def refuse(self, result, **how):  # type: ignore[no-untyped-def]
-        raise UnsavedRun(f"run {result.run_id} is not in the results database: locked", tmp_path / "u.json")
+        raise UnsavedRun(
+            f"run {result.run_id} is not in the results database: locked", tmp_path / "u.json",
+            run_id=result.run_id, reason="locked",
+        )  # fmt: skip
 
     monkeypatch.setattr(nsys_profiler, "run_baseline", baseline)
     monkeypatch.setattr(ResultsStore, "save", refuse)
@@ -337,7 +349,10 @@ def test_an_interrupted_profiled_run_the_database_would_not_take_is_not_said_sto
         return stopped(config, run_id), ProfileResult(143, None, None, None, "", interrupted=15), []
 
     def refuse(self, result, **how):  # type: ignore[no-untyped-def]
-        raise UnsavedRun(f"run {result.run_id} is not in the results database: locked", tmp_path / "u.json")
+        raise UnsavedRun(
+            f"run {result.run_id} is not in the results database: locked", tmp_path / "u.json",
+            run_id=result.run_id, reason="locked",
+        )  # fmt: skip
 
     monkeypatch.setattr(nsys_profiler, "launch", launch)
     monkeypatch.setattr(torch_profiler, "run_isolated", stopped)

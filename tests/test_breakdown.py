@@ -207,3 +207,21 @@ def test_default_breakdown_says_how_far_and_why_it_differs_from_hta() -> None:
     assert "HTA reports" not in ruled.stdout and "338.781" in ruled.stdout
     alexnet = runner.invoke(app, ["breakdown", str(trace_path("alexnet"))], env={"COLUMNS": "80"})
     assert alexnet.exit_code == 0 and "HTA reports" not in alexnet.stdout  # one step, int µs: the same
+
+
+def test_a_trace_s_own_rank_wins_over_its_file_name(a100_export: Path, tmp_path: Path) -> None:
+    """The Kineto trace records rank 3 (distributedInfo.rank): a copy named rank0 is still rank 3. An nsys
+    export records none: its file name gives it."""
+    import shutil
+
+    kineto = tmp_path / "run.rank0.json.gz"
+    shutil.copyfile(trace_path("diff-control"), kineto)
+    assert open_trace(trace_path("diff-control")).meta["rank"] == 3
+    assert b.temporal_breakdown(open_trace(kineto))["Rank"].tolist() == [3]
+    nsys = tmp_path / "saxpy.rank5.sqlite"
+    shutil.copyfile(a100_export, nsys)
+    assert b.temporal_breakdown(open_trace(nsys))["Rank"].tolist() == [5]
+    result = runner.invoke(app, ["breakdown", str(kineto), str(nsys), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    first = result.stdout.split("\n\n")[0].splitlines()
+    assert pd.read_csv(io.StringIO("\n".join(first[1:])))["Rank"].tolist() == [3, 5]

@@ -158,3 +158,23 @@ def test_by_rank_on_one_process_is_one_line(a100_export: Path) -> None:
     result = runner.invoke(app, ["kernels", str(a100_export), "--by-rank"])
     assert result.exit_code == 1
     assert "--by-rank on one export splits it by the processes that launched kernels" in result.stderr
+
+
+def test_breakdown_of_one_capture_named_for_a_rank_keeps_each_process_s_rank(
+    capture: Path, tmp_path: Path
+) -> None:
+    """One capture of the 2-rank job, its file named rank0: each process keeps the rank its view records
+    (0 and 1, by device), where the file name made both rank 0 and the two were refused as one rank twice."""
+    import shutil
+
+    named = tmp_path / "job.rank0.sqlite"
+    shutil.copyfile(capture, named)
+    tables = []
+    for path in (capture, named):
+        result = runner.invoke(app, ["breakdown", str(path), "--format", "csv"])
+        assert result.exit_code == 0, result.output
+        first = result.stdout.split("\n\n")[0].splitlines()
+        tables.append(pd.read_csv(io.StringIO("\n".join(first[1:]))))
+    assert tables[1]["Rank"].tolist() == [0, 1]
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert tables[1]["Compute Time (ns)"].tolist() == [253_690_832, 256_095_624]

@@ -244,3 +244,26 @@ def test_report_mode_names_the_report_given_not_its_export(
     page = out.read_text()
     assert f"<p>report {given}</p>" in page, page[:600]
     assert ".sqlite" not in page.split("<main>")[1].split("<script")[0]
+
+
+def test_a_filter_that_matches_no_run_is_said_once(tmp_db: str, tmp_path: Path) -> None:
+    """The warning says the filter matched none of the stored runs; the panel table, each of its panels
+    missing those runs, said it again: for people the page's line stands in for it."""
+    from test_store import make_result
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    store.save(make_result("tiny-b"))
+    page = tmp_path / "page.html"
+    args = ["dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(page)]
+    result = runner.invoke(app, args, env={"COLUMNS": "300"})  # each sentence whole on one line
+    assert result.exit_code == 0, result.output
+    said = "no run matches --model nosuch (2 runs in the results database; `harness runs` lists them)"
+    assert result.output.count("2 runs in the results database") == 1
+    assert f"warning: {said}: the page says what is missing" in result.stderr
+    assert result.stdout.startswith(f"wrote {page} (0.0 MB): 0 panels drawn, ")
+    assert page.exists()
+    as_json = runner.invoke(app, [*args, "-f", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    phases = next(p for p in json.loads(as_json.stdout) if p["Panel"] == "phases")
+    assert phases["Title or what is missing"] == said  # scripts keep every panel's row

@@ -98,12 +98,53 @@ def test_the_command_says_where_the_run_went_and_exits_143(capsys: pytest.Captur
 
     class Locked:
         def save(self, result: object, **how: object) -> None:
-            raise UnsavedRun("run r is not in the results database: ... It was written to F", Path("F"), 15)
+            raise UnsavedRun(
+                "run r is not in the results database: ... It was written to F", Path("F"), 15,
+                run_id="r", reason="...",
+            )  # fmt: skip
 
     with pytest.raises(typer.Exit) as ended:
         _save(Locked(), make_result("r"))  # type: ignore[arg-type]
     assert ended.value.exit_code == 143
     assert "It was written to F" in capsys.readouterr().err
+
+
+def test_a_refusal_says_whose_run_it_is_and_why_and_only_that_run_is_said_not_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's refusal carries the run it refused and the reason, and where a run is (stored or in a
+    file) is read from that, never from the words of the line people are shown: a line that names another
+    run does not make that run unsaved."""
+    from harness.core.records import RunConfig, RunResult
+    from harness.profilers.capture import stored_as
+
+    monkeypatch.setenv("HARNESS_DB_TIMEOUT", "1")
+    db = tmp_path / "r.sqlite"
+    store = filled(db, 1)
+    holder = hold_lock(db, 120)
+    try:
+        with pytest.raises(UnsavedRun) as caught:
+            store.save(make_result("b-1"))
+    finally:
+        holder.kill()
+        holder.wait()
+    refusal = caught.value
+    assert (refusal.run_id, refusal.path) == ("b-1", tmp_path / "harness-unsaved-b-1.json")
+    assert refusal.reason == (
+        f"results database {db} is locked by another process (waited 1 s; HARNESS_DB_TIMEOUT sets how long)"
+    )
+    assert str(refusal).startswith(f"run b-1 is not in the results database: {refusal.reason}. ")
+    error = "interrupted by SIGTERM after 1 of 3 measured steps"
+    refused, other = (
+        RunResult(i, RunConfig(model="char"), "interrupted", error=error) for i in ("b-1", "r-1")
+    )
+    assert stored_as(refused, [None, refusal]) == "not stored (its file is named on its own line)"
+    assert stored_as(other, [None, refusal]) == "stored as interrupted"
+    why = "run r-1 holds the lock"  # the database's words, quoting another run
+    words = UnsavedRun(
+        f"run b-1 is not in the results database: {why}", refusal.path, run_id="b-1", reason=why
+    )
+    assert stored_as(other, [words]) == "stored as interrupted"
 
 
 def test_an_interrupted_unsaved_file_leaves_no_partial(tmp_path: Path, monkeypatch) -> None:

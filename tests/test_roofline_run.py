@@ -160,6 +160,17 @@ def test_dashboard_panels_for_block_runs(tmp_db) -> None:
     assert measured and "qkv_proj" in list(measured[0].text)
 
 
+def test_blocks_and_roofline_draw_the_same_run_of_a_configuration(tmp_db) -> None:
+    """A newer run of the same configuration made under a profiler: both panels keep the run without one."""
+    store = ResultsStore(tmp_db)
+    store.save(_run("char-clean", "char"))
+    store.save(_run("char-profiled", "char"), profiler="torch")
+    data = collect(store)
+    assert set(block_shares(data)["run_id"]) == {"char-clean"}
+    data.roofline = dashboard_roofline(store, data.runs, data.blocks)
+    assert data.roofline is not None and data.roofline.run_id == "char-clean"
+
+
 @pytest.mark.slow
 def test_roofline_of_a_real_tiny_run(tmp_db) -> None:
     args = ["run", "tiny", "--device", "cpu", "--nvtx-detail", "--steps", "2", "--warmup", "1",

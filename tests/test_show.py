@@ -167,3 +167,28 @@ def test_a_stored_single_step_zero_reads_as_no_standard_deviation(tmp_db: str) -
     phases = dict(show_tables(store.get("tiny-old")))["phases (measured steps)"]
     assert phases["StdDev (ns)"].isna().all() and phases["Avg (ns)"].tolist() == [20.0, 7.0, 9.0, 4.0]
     assert store.runs()["forward_std_ns"].isna().all()
+
+
+def test_show_gives_each_power_note_a_line_of_its_own(tmp_db: str) -> None:
+    """The harness's own notes, joined by newlines in csv and json, are rows of their own on the terminal
+    (never one cell with a literal `\\n`)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    notes = ["NVML: not asked: the run is on the CPU, not a GPU", "RAPL: /sys/class/powercap not present"]
+    result = make_result("tiny-power")
+    result.extra["power_notes"] = notes
+    ResultsStore(tmp_db).save(result)
+    shown = CliRunner().invoke(app, ["show", "tiny-power", "--db", tmp_db], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "\\n" not in shown.output
+    lines = shown.output.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if "power notes" in line]
+    assert notes[0] in lines[at] and notes[1] in lines[at + 1]
+    assert [c.strip() for c in lines[at + 1].split("│")][1] == ""  # the field is named once
+    as_csv = CliRunner().invoke(app, ["show", "tiny-power", "--db", tmp_db, "--format", "csv"])
+    rows = {r[0]: r[1] for r in csv.reader(io.StringIO(as_csv.stdout)) if len(r) == 2}
+    assert rows["power notes"].splitlines() == notes
+    as_json = CliRunner().invoke(app, ["show", "tiny-power", "--db", tmp_db, "--format", "json"])
+    assert json.loads(as_json.stdout)["run"]["power notes"].splitlines() == notes

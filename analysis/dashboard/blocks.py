@@ -2,7 +2,8 @@
 
 Shares, not times, so that model sizes compare on one axis. Left: attention against MLP (and the norms,
 embedding, LM head and what is outside every block); right: the parts inside attention and the MLP.
-One bar per configuration (the newest run with block times), smallest model first.
+One bar per configuration (analysis.dashboard.runs.block_runs: the newest run with block times, one without a
+profiler preferred), smallest model first.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.runs import latest_per_config, model_order, with_labels
+from analysis.dashboard.runs import block_runs, model_order, with_labels
 from analysis.dashboard.style import PALETTE, TEMPLATE, hover
 from analysis.views.blocks import GROUPS, LEAVES, OUTSIDE, PARENT, share_by_block
 from workloads.names import PHASES_BY_MODE
@@ -46,10 +47,10 @@ def block_shares(data: DashboardData) -> pd.DataFrame:
     blocks = data.blocks
     if blocks.empty or data.runs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    runs = data.runs[data.runs["run_id"].isin(set(blocks["run_id"])) & (data.runs["status"] == "ok")]
+    runs = block_runs(data.runs, blocks)
     if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    latest = with_labels(latest_per_config(runs))
+    latest = with_labels(runs)
     multi = latest["setting"].nunique() > 1
     order = {m: i for i, m in enumerate(model_order(latest))}
     latest = latest.assign(_o=latest["model"].map(order)).sort_values("_o", kind="stable")

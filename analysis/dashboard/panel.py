@@ -76,8 +76,8 @@ class DashboardData:
             columns=["run_id", "step", "layer", "block", "phase", "duration_ns", "calls", "source"]
         )
     )
-    # the roofline of the newest run with per-block times (its table, roofs and title), made by the harness
-    # (the analytic FLOPs and bytes are the workloads')
+    # the roofline of the newest run the blocks panel draws (runs.block_runs): its table, roofs and title,
+    # made by the harness (the analytic FLOPs and bytes are the workloads')
     roofline: RunRoofline | None = None
     # per-rank phase ranges (analysis.ranks.ranks.RanksReport.phases): rank, phase, step, duration_ns,
     # start_ns,

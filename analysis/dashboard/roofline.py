@@ -90,7 +90,8 @@ def roofline_figure(table: pd.DataFrame, roofs: Roofs | None, title: str = ""):
 
 
 def roofline_panel(data: DashboardData) -> Panel:
-    """The newest run with per-block times: each timed sub-block at its achieved TFLOP/s and intensity."""
+    """The newest run the blocks panel draws (block_runs): each timed sub-block at its achieved TFLOP/s and
+    intensity."""
     found = data.roofline
     if found is None:
         return Panel(missing=NO_ROOFLINE)

@@ -73,3 +73,11 @@ def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
         .sort_values("_order")
         .drop(columns=["_clean", "_order"])
     )
+
+
+def block_runs(runs: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
+    """The runs the block panels (blocks, roofline) draw, by one rule: per configuration the newest ok run
+    with per-block times, one without a profiler preferred (a profiler slows the step); oldest first."""
+    if runs.empty or blocks.empty:
+        return runs.iloc[:0]
+    return latest_per_config(runs[runs["run_id"].isin(set(blocks["run_id"])) & (runs["status"] == "ok")])

@@ -80,7 +80,8 @@ def _traces(traces: Traces, hta_rules: bool) -> list[Trace]:
         if rank in first:
             raise ExportError(
                 f"rank {rank} is given twice ({first[rank].path} and {t.path}): give one trace per rank (its "
-                "rank from rank<R> in its file name, else a Kineto trace's distributedInfo.rank)"
+                "rank: the one it records, a Kineto trace's distributedInfo.rank, else rank<R> in its file "
+                "name)"
             )
         first[rank] = t
     return [hta_view(t) if hta_rules else t for t in items]

@@ -61,13 +61,14 @@ def memset_name(mem_kind: int) -> str:
 
 
 def rank_of(trace: Trace) -> int:
-    """The trace's rank: from its file name (rank<R>, as the table commands take it), else a Kineto trace's
-    distributedInfo.rank; 0 when it has neither (an nsys export keeps no rank)."""
-    named = rank_in_name(trace.path)
-    if named is not None:
-        return named
+    """The trace's rank: the one it records (a Kineto trace's distributedInfo.rank, or the rank of one
+    process's view of a capture of several: analysis.ranks.capture_ranks.process_ranks), else rank<R> in its
+    file name; 0 when it has neither (an nsys export keeps no rank)."""
     rank = trace.meta.get("rank")
-    return int(rank) if isinstance(rank, int) else 0
+    if type(rank) is int:  # not a bool
+        return rank
+    named = rank_in_name(trace.path)
+    return named if named is not None else 0
 
 
 def gpu_events(trace: Trace) -> pd.DataFrame:

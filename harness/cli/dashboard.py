@@ -25,7 +25,7 @@ from harness.cli.common import (
     warn,
 )
 from harness.cli.reading import NoCacheOpt
-from harness.cli.terminal.output import Format, emit
+from harness.cli.terminal.output import Format, console_for, emit, print_lines
 from harness.core.errors import UsageError
 from harness.experiments import pages
 from harness.store import results as results_db
@@ -100,6 +100,7 @@ def dashboard_cmd(
     if compare is not None and len(pair) != 2:
         raise UsageError(f"--compare takes two run ids separated by a comma, got {compare!r}")
 
+    unmatched = None
     if report is not None:
         window = (start, end) if start is not None or end is not None else None
         refuse_inputs(out, [sqlite_file(resolve_url(db))], pages.OUT)  # not read here: never replaced either
@@ -111,11 +112,11 @@ def dashboard_cmd(
         if pair_ids and pair_ids[0] == pair_ids[1]:
             raise UsageError(f"--compare names run {pair_ids[0]} twice: give two different runs")
         given = " ".join(f"--{k} {v}" for k, v in (("runs", runs), ("last", last), ("model", model)) if v)
-        page, held = pages.runs_dashboard(
+        page, held, unmatched = pages.runs_dashboard(
             store, out, ids=ids, last=last, model=model, compare=pair_ids, asked=given
         )
-        if not held and given:
-            warn(f"{store.unmatched(given)}: the page says what is missing")
+        if unmatched:
+            warn(f"{unmatched}: the page says what is missing")
         elif not held:
             warn("the results database holds no runs: the page says what is missing")
     for line in page.notes:
@@ -126,14 +127,16 @@ def dashboard_cmd(
         if panel.failed:
             warn(f"panel {panel.key!r} failed: {panel.missing}")
     summary = pages.panel_table(page.panels)
-    emit(
-        summary,
-        format,
-        title=f"wrote {shown(out)} ({page.size_bytes / 1e6:.1f} MB): "
-        f"{counted(len(page.drawn), 'panel')} drawn, {len(page.lacking)} missing",
-        wide=wide,
-        file=sys.stderr if is_stdout(out) else None,  # the page is on standard output
+    title = (
+        f"wrote {shown(out)} ({page.size_bytes / 1e6:.1f} MB): "
+        f"{counted(len(page.drawn), 'panel')} drawn, {len(page.lacking)} missing"
     )
+    file = sys.stderr if is_stdout(out) else None  # the page is on standard output
+    if unmatched and format is Format.table:
+        # every panel lacks the runs the filters matched none of, as the warning said: no table of that
+        print_lines(console_for(file), title, style="italic", keep="")
+    else:
+        emit(summary, format, title=title, wide=wide, file=file)
     if open_page:
         import webbrowser
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.core.records import RunResult
+    from harness.store.results import UnsavedRun
 
 
 @singledispatch
@@ -63,14 +64,14 @@ def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
     _memory_notes(result.extra)
     for line in result.extra.get("power_notes", []):
         say_note(line)
-    finish(p.unsaved, [result])
+    finish(p.refused, [result])
 
 
 def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
     """`run --nproc N`: the ranks under torchrun, stored as one run; per-rank and straggler tables. Out of
     memory is a result there too, as with one process: said, stored as oom, exit 0."""
     result, config = p.result, p.result.config
-    unsaved = p.unsaved[0] if p.unsaved else None
+    refused = p.refused[0] if p.refused else None
     if result.status == "oom":
         warn(f"out of memory: {result.error}")
     ranks = local_ranks(config)
@@ -82,12 +83,11 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
         tables.append((f"throughput ({which})", throughput_table(result)))
     emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
     if result.status == "error":
-        lines = [unsaved] if unsaved else []
-        for line in lines:
-            err(line)
-        err(f"run {result.run_id} failed: {result.error}; {stored_as(result, lines)}")
+        if refused is not None:
+            err(str(refused))
+        err(f"run {result.run_id} failed: {result.error}; {stored_as(result, [refused])}")
         raise typer.Exit(1)
-    finish([unsaved], [result])
+    finish([refused], [result])
 
 
 def _memory_notes(extra: dict[str, Any]) -> None:
@@ -107,12 +107,13 @@ def failed(result: RunResult) -> bool:
 
 
 def stopped_between(
-    what: str, between: str, sig: int, done: int, asked: int, unsaved: Sequence[str | None]
+    what: str, between: str, sig: int, done: int, asked: int, refused: Sequence[UnsavedRun | None]
 ) -> NoReturn:
     """A command of several runs (`sweep`, `run --repeats`) stopped by `sig` between two of them: the lines
-    of the runs the database would not take, how far it got, and the signal's exit code."""
-    for line in filter(None, unsaved):
-        err(line)
+    of the runs the database would not take (`refused`, the store's; None for a run stored), how far it
+    got, and the signal's exit code."""
+    for e in filter(None, refused):
+        err(str(e))
     err(
         f"{what} interrupted by {signals.name(sig)} between {between}, after {done} of {asked}; the {done} "
         f"run{'s are' if done != 1 else ' is'} stored"
@@ -121,25 +122,25 @@ def stopped_between(
 
 
 def finish(
-    unsaved: list[str | None], results: list[RunResult], then: str = "", oom_ends: bool = False
+    refused: Sequence[UnsavedRun | None], results: list[RunResult], then: str = "", oom_ends: bool = False
 ) -> None:
-    """Say what was not saved, was interrupted or failed, and exit with the code that goes with it (`then`:
-    what that meant for the runs after it, e.g. "; the repeats stopped there"; `oom_ends`: a run out of
-    memory ended the runs short of those asked, a failure then)."""
+    """Say what was not saved (`refused`: the store's refusals, None for a run stored), was interrupted or
+    failed, and exit with the code that goes with it (`then`: what that meant for the runs after it, e.g.
+    "; the repeats stopped there"; `oom_ends`: a run out of memory ended the runs short of those asked, a
+    failure then)."""
 
-    lines = [line for line in unsaved if line]
-    for line in lines:
-        err(line)
+    for e in filter(None, refused):
+        err(str(e))
     stopped = next((r for r in results if r.status == "interrupted"), None)
     if stopped is not None:
-        err(f"run {stopped.run_id} {stopped.error}; {stored_as(stopped, lines)}{then}")
+        err(f"run {stopped.run_id} {stopped.error}; {stored_as(stopped, refused)}{then}")
         raise typer.Exit(signals.exit_code(signals.signal_in(stopped.error)))
     broken = next((r for r in results if failed(r) or (oom_ends and r.status == "oom")), None)
     if broken is not None:
         first = (broken.error or "no error recorded").strip().splitlines()[0]
         err(f"run {broken.run_id} ended {broken.status}: {first}{then}")
         raise typer.Exit(1)
-    if any(unsaved):
+    if any(refused):
         raise typer.Exit(1)
 
 

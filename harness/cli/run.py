@@ -130,10 +130,10 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     """`run --repeats N`: N runs in fresh processes, one experiment; their table and the drift they show."""
     with sigterm_raises(), Progress(f"{config.model} {config.mode} × {repeats}", repeats, unit="runs") as bar:
 
-        def save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
-            line = _save(store, result, **how)
+        def save(store: ResultsStore, result: RunResult, **how: Any) -> results_db.UnsavedRun | None:
+            refusal = _save(store, result, **how)
             bar.advance(bar.done + 1)  # a run is done once stored
-            return line
+            return refusal
 
         done = drift.repeat_runs(config, repeats, store, progress=bar.stage, save=save)
     results = done.results
@@ -173,8 +173,9 @@ def _profiler(
     return chosen
 
 
-def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
-    """Save; when the database will not take the run it is in a file by now: the line saying where."""
+def _save(store: ResultsStore, result: RunResult, **how: Any) -> results_db.UnsavedRun | None:
+    """Save: None when the run is stored; else the store's refusal (the run is in a file by now; its line
+    says where)."""
 
     try:
         store.save(result, **how)
@@ -182,7 +183,7 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> str | None:
         if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
             err(str(e))
             raise typer.Exit(signals.exit_code(e.signal)) from None
-        return str(e)
+        return e
     return None
 
 
@@ -255,7 +256,7 @@ def sweep_cmd(
         warn(line)
     experiment = new_id("sweep")
     results: list[RunResult] = []
-    unsaved: list[str | None] = []
+    unsaved: list[results_db.UnsavedRun | None] = []
     between: int | None = None  # a signal that came between points, outside a worker
     pending: RunResult | None = None  # a point run, not yet stored
     with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:

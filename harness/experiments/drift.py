@@ -25,7 +25,7 @@ from harness.profilers.base import run_baseline
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.store.results import ResultsStore
+    from harness.store.results import ResultsStore, UnsavedRun
 
 KEY = ("model", "mode", "precision", "batch_size", "context_length", "compile", "nproc", "plant")
 # what the store is asked by: indexed columns of the runs table (the rest of KEY is read from the config)
@@ -99,7 +99,7 @@ class Repeated:
     experiment: str
     results: list[RunResult]
     drift: dict[str, Drift]
-    unsaved: list[str] = field(default_factory=list)
+    unsaved: list[UnsavedRun] = field(default_factory=list)  # the store's refusals: those runs are in files
     load: machine.MachineLoad | None = None
     interrupted: int | None = None  # a signal that came between runs, outside their workers
 
@@ -109,21 +109,21 @@ def repeat_runs(
     repeats: int,
     store: ResultsStore,
     progress: Callable[[str], None] | None = None,
-    save: Callable[..., str | None] | None = None,
+    save: Callable[..., UnsavedRun | None] | None = None,
 ) -> Repeated:
     """`config` run `repeats` times, each in a fresh process, stored as one experiment (repeats-…): what the
     drift between runs of it on this machine is measured from. A run that does not end ok ends the
     repeats (kept and stored as it ended). `save(store, result, experiment=…)`: how a run is stored (None:
-    stored, else the line saying where it went)."""
+    stored, else the store's refusal, which says where it went)."""
     experiment = new_id("repeats")
     results: list[RunResult] = []
-    unsaved: list[str] = []
+    unsaved: list[UnsavedRun] = []
     pending: RunResult | None = None  # a run ended, not yet stored
 
     def keep(result: RunResult) -> None:
         if save is not None:
-            line = save(store, result, experiment=experiment)
-            unsaved.extend([line] if line else [])
+            refusal = save(store, result, experiment=experiment)
+            unsaved.extend([refusal] if refusal else [])
         else:
             store.save(result, experiment=experiment)
         results.append(result)

@@ -55,10 +55,11 @@ def runs_dashboard(
     model: str | None = None,
     compare: tuple[str, str] | None = None,
     asked: str = "",
-) -> tuple[Dashboard, int]:
+) -> tuple[Dashboard, int, str | None]:
     """The panels of the stored runs (`ids`, else the `last` N, of `model`; `compare`: the two runs of the
-    comparison panel) and the roofline of the newest that has block times, written to `out`; and how many
-    runs it holds. `asked`: the filters as given, said where they matched no run."""
+    comparison panel) and the roofline of the newest that has block times, written to `out`; how many runs
+    it holds; and, where `asked` (the filters as given) matched no run, the sentence that says so (the
+    phases panel's, made once: it counts the stored runs), else None."""
     data = dashboard.collect(store, ids=ids, last=last, model=model, compare=compare)
     if asked and data.runs.empty:
         data.unmatched = store.unmatched(asked)
@@ -66,7 +67,7 @@ def runs_dashboard(
     data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
     refuse_inputs(out, [store.file, *run_files(data.runs)], OUT)
-    return _written(data, out, scope="all", title="harness dashboard"), len(data.runs)
+    return _written(data, out, scope="all", title="harness dashboard"), len(data.runs), data.unmatched
 
 
 def _written(data: DashboardData, out: Path, *, scope: Literal["all", "profile"], title: str) -> Dashboard:

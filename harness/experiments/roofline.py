@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.advice.base import OptimizerRoof
 from analysis.dashboard import roofline as roofline_view
 from analysis.dashboard.panel import RunRoofline
+from analysis.dashboard.runs import block_runs
 from analysis.outputs import write_text
 from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
 from analysis.views.blocks import subblock_times
@@ -307,11 +308,12 @@ def run_report(
 
 
 def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataFrame) -> RunRoofline | None:
-    """The dashboard's roofline: the newest ok run among `runs` with per-block times, against
-    its GPU's datasheet roofs (none for a CPU: measuring here would not be the run's machine). None when no
-    run has block times; a run that cannot be placed is left out."""
-    with_blocks = set(blocks["run_id"]) if len(blocks) else set()
-    ok = runs[runs["run_id"].isin(with_blocks) & (runs["status"] == "ok") & runs["mode"].isin(costs_of.MODES)]
+    """The dashboard's roofline: the newest of the runs the blocks panel draws (block_runs: per
+    configuration, one without a profiler preferred), against its GPU's datasheet roofs (none for a CPU:
+    measuring here would not be the run's machine). None when no run has block times; a run that cannot be
+    placed is left out."""
+    ok = block_runs(runs, blocks)
+    ok = ok[ok["mode"].isin(costs_of.MODES)]
     for run_id in reversed(list(ok["run_id"])):
         try:
             report = run_report(store, run_id)

@@ -60,6 +60,8 @@ def phase_table(run: Run) -> pd.DataFrame:
 
 
 PATH_FIELDS = ("nsys report", "nsys sqlite")  # and every file.*
+# the harness's own notes, one a line (csv and json keep them newline-joined in one field)
+POWER_NOTES = "power notes"
 
 
 def run_fields(shown: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +84,7 @@ def run_fields(shown: dict[str, Any]) -> dict[str, Any]:
 def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
     """For people: the run table without its paths, and `field: path` lines to print whole, each on its own
     line (a path wrapped inside a table cell breaks where it cannot be copied back); a file no longer there
-    is said to be so."""
+    is said to be so. The power notes take a row each (the table would show their newlines as `\\n`)."""
     out, lines = [], []
     for name, df in tables:
         if name == "run":
@@ -92,10 +94,24 @@ def paths_apart(tables: list[tuple[str, pd.DataFrame]]) -> tuple[list[tuple[str,
                 for f, v in zip(df["field"][is_path], df["value"][is_path], strict=True)
                 if v
             ]
-            df = df[~is_path].reset_index(drop=True)
+            df = _note_rows(df[~is_path].reset_index(drop=True))
             df.attrs["wrap"] = ["value"]
         out.append((name, df))
     return out, lines
+
+
+def _note_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` (field, value) with the power notes' one row made one row per note, the field named once."""
+    import pandas as pd
+
+    at = df.index[df["field"] == POWER_NOTES]
+    if not len(at) or not isinstance(notes := df.at[at[0], "value"], str):
+        return df
+    lines = notes.split("\n")
+    rows = pd.DataFrame(
+        {"field": [POWER_NOTES] + [""] * (len(lines) - 1), "value": pd.Series(lines, dtype=object)}
+    )
+    return pd.concat([df.iloc[: at[0]], rows, df.iloc[at[0] + 1 :]], ignore_index=True)
 
 
 def timers(run: Run) -> pd.DataFrame:
@@ -194,7 +210,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "machine": _machine(run),
         "nsys report": run.nsys_rep,
         "nsys sqlite": run.nsys_sqlite,
-        "power notes": "\n".join((run.summary or {}).get("power_notes", [])) or None,
+        POWER_NOTES: "\n".join((run.summary or {}).get("power_notes", [])) or None,
     }
     # other profilers' files and one report per rank (nsys's one report is the two rows above)
     files = (run.artifacts or {}).items()

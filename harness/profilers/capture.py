@@ -8,7 +8,7 @@ kernels, agreement with the timers, overhead, blocks, health and findings come b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,36 +66,46 @@ def mark_degraded(result: RunResult, reason: str | None) -> str | None:
     return None
 
 
-def save_once(store: ResultsStore, result: RunResult, unsaved: list[str], **how: Any) -> None:
-    """Save; a run the database will not take is in a file by now: said once in `unsaved`, and on."""
+def save_once(store: ResultsStore, result: RunResult, unsaved: list[str], **how: Any) -> UnsavedRun | None:
+    """Save: None when the run is stored; else the store's refusal (the run is in a file by now), its line
+    said once in `unsaved`, and on."""
     try:
         store.save(result, **how)
     except UnsavedRun as e:
         if str(e) not in unsaved:
             unsaved.append(str(e))
+        return e
+    return None
 
 
-def stored_as(result: RunResult, unsaved: list[str]) -> str:
-    """Where a run that ended badly is, in words: stored as its status, or not (the line of `unsaved` that
-    names it, the store's, says which file it is in)."""
-    if any(f"run {result.run_id} " in line for line in unsaved):
+def stored_as(result: RunResult, refused: Iterable[UnsavedRun | None]) -> str:
+    """Where a run that ended badly is, in words: stored as its status, or not, where one of the store's
+    refusals (`refused`: UnsavedRun, None for a run stored) is of this run (its line, said on its own,
+    names the file it is in)."""
+    if any(e is not None and e.run_id == result.run_id for e in refused):
         return "not stored (its file is named on its own line)"
     return f"stored as {result.status}"
 
 
 @contextmanager
 def stored_after(
-    store: ResultsStore, result: RunResult, unsaved: list[str], how: dict[str, Any], keep: bool = True
+    store: ResultsStore,
+    result: RunResult,
+    unsaved: list[str],
+    how: dict[str, Any],
+    keep: bool = True,
+    refused: list[UnsavedRun] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The run is stored once, after the block has read the export: with `how` and what the block put in
     the dict it is given (advice, agreement, blocks), in one transaction; also when the block is cut short
-    (Ctrl-C). `keep` False: not stored (a failed run with nothing to keep)."""
+    (Ctrl-C). `keep` False: not stored (a failed run with nothing to keep). The store's refusal, if any, is
+    added to `refused` (its line to `unsaved`)."""
     found: dict[str, Any] = {}
     try:
         yield found
     finally:
-        if keep:
-            save_once(store, result, unsaved, **how, **found)
+        if keep and (refusal := save_once(store, result, unsaved, **how, **found)) and refused is not None:
+            refused.append(refusal)
 
 
 def tables_format(nsys_version: str) -> str:

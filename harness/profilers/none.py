@@ -22,9 +22,13 @@ if TYPE_CHECKING:
 class PlainRun(Outcome):
     run_id: str
     result: RunResult
-    unsaved: list[str] = field(default_factory=list)
+    refused: list[UnsavedRun] = field(default_factory=list)  # the store's: the run is in a file
     error: str | None = None
     exit_code: int = 1
+
+    @property
+    def unsaved(self) -> list[str]:
+        return [str(e) for e in self.refused]
 
 
 class NoProfiler(Profiler):
@@ -57,7 +61,7 @@ class NoProfiler(Profiler):
         try:
             store.save(result)
         except UnsavedRun as e:
-            out.unsaved.append(str(e))
+            out.refused.append(e)
         return out
 
 

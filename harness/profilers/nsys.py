@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from harness.execution.nsys import NsysInfo, ProfileResult
     from harness.profilers.capture import RunExamination
-    from harness.store.results import ResultsStore
+    from harness.store.results import ResultsStore, UnsavedRun
 
 
 @dataclass(frozen=True)
@@ -177,9 +177,9 @@ def profile_run(
         if progress:
             progress("baseline run without nsys (fresh process)")
         baseline, _ = run_baseline(config)
-        save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, stored once
+        refusal = save_once(store, baseline, out.unsaved, experiment=experiment)  # a run of its own, once
         if baseline.status == "interrupted":
-            kept = stored_as(baseline, out.unsaved)
+            kept = stored_as(baseline, [refusal])
             out.error = f"baseline run {baseline.run_id} without nsys {baseline.error}; {kept}"
             out.exit_code = signals.exit_code(signals.signal_in(baseline.error))
             return out
@@ -193,7 +193,9 @@ def profile_run(
         save["baseline_run_id"] = baseline.run_id
     failed = result.status != "interrupted" and (prof.returncode != 0 or result.status == "error")
     # stored once, after the reading (even when it is cut short): a failed run only with steps to keep
-    with stored_after(store, result, out.unsaved, save, keep=not failed or bool(result.steps)) as found:
+    refused: list[UnsavedRun] = []
+    keep = not failed or bool(result.steps)
+    with stored_after(store, result, out.unsaved, save, keep=keep, refused=refused) as found:
         try:
             after_capture(out, options, baseline, found, tables_format)
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM while the export was read: stored as interrupted
@@ -204,7 +206,7 @@ def profile_run(
             result.status = "interrupted"
             out.degraded, out.advice = None, None
     if result.status == "interrupted":  # said once it is stored: where the run is
-        out.error = f"run {run_id} {result.error}; {stored_as(result, out.unsaved)}{kept_files(prof)}"
+        out.error = f"run {run_id} {result.error}; {stored_as(result, refused)}{kept_files(prof)}"
     return out
 
 

@@ -25,7 +25,7 @@ from workloads.names import DECODE
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.store.results import ResultsStore
+    from harness.store.results import ResultsStore, UnsavedRun
 
 from harness.core.errors import UsageError
 from harness.profilers import base, torch_hook
@@ -112,10 +112,11 @@ def profile_run(
     if out.trace is not None and result.status != "ok":
         out.trace_partial = not trace_complete(trace)
     how = {"profiler": NAME, "artifacts": out.artifacts}
-    with stored_after(store, result, out.unsaved, how) as found:  # once, after the trace is read
+    refused: list[UnsavedRun] = []
+    with stored_after(store, result, out.unsaved, how, refused=refused) as found:  # once, after the trace
         after_trace(out, trace, config, options, found, progress)
     if result.status == "interrupted":  # said once it is stored: where the run is
-        out.error = f"run {out.run_id} {result.error}; {stored_as(result, out.unsaved)}{out.kept}"
+        out.error = f"run {out.run_id} {result.error}; {stored_as(result, refused)}{out.kept}"
     return out
 
 

@@ -43,12 +43,18 @@ class NoDatabase(HarnessError):
 
 
 class UnsavedRun(HarnessError):
-    """The database would not take a run; it was written to `path` for `harness import`."""
+    """The database would not take run `run_id` (`reason`, the store's words); it was written to `path` for
+    `harness import`. What a save that stored nothing raises: whose run it was and why are read from here,
+    never from the message, which is the line people are shown."""
 
-    def __init__(self, message: str, path: Path, signal: int | None = None) -> None:
+    def __init__(
+        self, message: str, path: Path, signal: int | None = None, *, run_id: str, reason: str
+    ) -> None:
         super().__init__(message)
         self.path = path
         self.signal = signal  # SIGINT or SIGTERM came while it waited for the database: end with it
+        self.run_id = run_id
+        self.reason = reason
 
 
 @dataclass

@@ -155,6 +155,8 @@ class RunsPart(Database):
             f"`harness import {path}` stores it",
             path,
             signal=sig,
+            run_id=result.run_id,
+            reason=why,
         )
 
     def save_agreement(self, run_id: str, table: pd.DataFrame) -> None:
