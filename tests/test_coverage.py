@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import H100_DIR, NSYS_EXPORTS, SHARED_NSYS, need, shared_export
-from export_data import query_rows
+from export_data import H100_STEP_END, derive, query_rows
 from kineto_data import TRACES, cut_after_step, raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
@@ -174,6 +174,39 @@ def test_nvtx_cut_after_step_2_fails_naming_the_step_and_time(broken_h100: dict[
     assert checks["GPU coverage"]["Evidence"].endswith(
         f"the CUDA trace has nothing from {_s(start1)} to {_s(resumes)}"
     )
+
+
+@pytest.mark.parametrize(("lost", "gap"), [((10, 14), ""), ((10, 12), "; steps 10–12 have no range")])
+def test_nvtx_lost_inside_the_measured_range_fails(tmp_path: Path, lost: tuple[int, int], gap: str) -> None:
+    """NVTX loses the ranges of whole measured steps (10–14: the rest of the run; 10–12: a stretch in the
+    middle) while CUDA goes on, and the `measured` range around them survives: no step lacks a phase, and no
+    launch call follows the harness's last range, but thousands lie in the measured range and in no step.
+    It fails, as NVTX that stops does, and `advise` refuses to rank."""
+    src = need(H100_DIR / "report.sqlite")
+    first = H100_STEP_END.replace("e.end", "e.start").format(step=lost[0])
+    last = H100_STEP_END.format(step=lost[1])
+    path = derive(
+        src,
+        tmp_path / "nvtx-lost.sqlite",
+        f"DELETE FROM NVTX_EVENTS WHERE start >= ({first}) AND end <= ({last})",
+    )
+    ranges = "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = "
+    spans = query_rows(path, ranges + "'step'")
+    ((m_start, m_end),) = query_rows(path, ranges + "'measured'")
+    calls = [t for t, _ in _launches(path)]
+    outside = [t for t in calls if m_start <= t < m_end and not any(s <= t < e for s, e in spans)]
+    assert len(outside) == 2700 * (lost[1] - lost[0] + 1)  # a measured step of h100-medium launches 2,700
+    code, checks = _checks(path)
+    assert code == 1
+    assert checks["NVTX steps"]["Status"] == FAIL
+    assert checks["NVTX steps"]["Evidence"] == (
+        f"{len(outside):,} kernel launch calls ({100 * len(outside) / len(calls):.0f}%) in the `measured` "
+        f"range lie in no step range, from {_s(outside[0])} (after step {lost[0] - 1}) to "
+        f"{_s(outside[-1])}{gap}: NVTX recording lost steps while the program went on; the harness's ranges "
+        f"end at {_s(m_end)}"
+    )
+    advised = runner.invoke(app, ["advise", str(path)])
+    assert advised.exit_code == 1 and "NVTX steps" in advised.output
 
 
 def test_kernels_named_unknown_warn_with_their_share(broken_h100: dict[str, Path]) -> None:
