@@ -40,9 +40,10 @@ def _launches(path: Path) -> list[tuple[int, bool]]:
         ran = set(query_rows(path, "SELECT globalPid >> 24, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"))
     rows = query_rows(
         path,
-        "SELECT r.start, r.globalTid >> 24, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-        "JOIN StringIds s ON s.id = r.nameId",
-    )
+        "SELECT min(r.start), r.globalTid >> 24, r.correlationId, min(s.value) "
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "GROUP BY r.globalTid, r.correlationId",
+    )  # a call recorded twice under one correlationId (the A100 export's cudaLaunchKernel_v7000) once
     return sorted((start, (pid, corr) in ran) for start, pid, corr, name in rows if LAUNCH.match(name))
 
 
@@ -296,3 +297,31 @@ def test_graph_launches_without_kernels_do_not_fail(tmp_path: Path) -> None:
         check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
     assert check.status == OK
     assert f"; {graphs:,} graph launches, 0 with GPU work; 3 steps checked" in check.evidence
+
+
+def test_launch_calls_recorded_twice_count_once(tmp_path: Path) -> None:
+    """The A100 export records each of its 5 kernel launches twice under one correlationId
+    (cudaLaunchKernel and cudaLaunchKernel_v7000): GPU coverage counts 5 calls, as `harness launch` and
+    `harness api` do, and a kernel lost is 1 of 5 calls without GPU work, not 2 of 10."""
+    src = shared_export("a100-saxpy-mpi")
+    launch = (
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "WHERE s.value LIKE 'cudaLaunchKernel%'"
+    )
+    ((rows, calls),) = query_rows(
+        src, f"SELECT count(*), count(DISTINCT r.globalTid || ' ' || r.correlationId) {launch}"
+    )
+    assert (rows, calls) == (10, 5)
+    _, checks = _checks(src)
+    assert checks["GPU coverage"]["Evidence"] == "5 of 5 kernel launch calls ran"
+    lost = derive(
+        src,
+        tmp_path / "one-lost.sqlite",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "WHERE start = (SELECT max(start) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+    )
+    _, checks = _checks(lost)
+    assert checks["GPU coverage"]["Status"] == FAIL
+    assert checks["GPU coverage"]["Evidence"].startswith(
+        "1 of 5 kernel launch calls (20.00%) have no GPU work"
+    )
