@@ -268,6 +268,8 @@ def test_a_scan_of_many_columns_reads_fewer_rows_at_a_time(monkeypatch: pytest.M
         (["--start", "7372100999"], "(from 7,372,100,999 ns)"),
         (["--end", "7388609115"], "(up to 7,388,609,115 ns)"),
         (["--start", "7372100999", "--end", "7388609115"], "(window 7,372,100,999..7,388,609,115 ns)"),
+        (["--end", "99999999999999999999"], "(up to 99,999,999,999,999,999,999 ns)"),  # past OPEN
+        (["--start", "-1" + "0" * 20, "--end", "1" + "0" * 20], f"(window -{10**20:,}..{10**20:,} ns)"),
     ],
 )
 def test_a_window_open_at_one_end_is_said_as_given(tmp_path: Path, options: list[str], said: str) -> None:
