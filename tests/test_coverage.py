@@ -210,6 +210,34 @@ def test_nvtx_lost_inside_the_measured_range_fails(tmp_path: Path, lost: tuple[i
     assert advised.exit_code == 1 and "NVTX steps" in advised.output
 
 
+def test_steps_lost_whole_with_their_cuda_work_fail(tmp_path: Path) -> None:
+    """Steps 10–12 lost whole, their NVTX ranges with their CUDA calls, kernels and copies (a stretch the
+    profiler recorded nothing of): no launch call is left to tell, and health said ok though its evidence
+    listed steps 5–9, 13, 14. The harness numbers its steps one after another, so the gap fails."""
+    src = need(H100_DIR / "report.sqlite")
+    first = H100_STEP_END.replace("e.end", "e.start").format(step=10)
+    last = H100_STEP_END.format(step=12)
+    cuda = ("RUNTIME", "KERNEL", "MEMCPY")  # h100-medium has no memset
+    lo_hi = "(SELECT lo FROM span) AND (SELECT hi FROM span)"
+    path = derive(
+        src,
+        tmp_path / "stretch-lost.sqlite",
+        f"CREATE TEMP TABLE span AS SELECT ({first}) AS lo, ({last}) AS hi",
+        "DELETE FROM NVTX_EVENTS WHERE start >= (SELECT lo FROM span) AND end <= (SELECT hi FROM span)",
+        *(f"DELETE FROM CUPTI_ACTIVITY_KIND_{t} WHERE start BETWEEN {lo_hi}" for t in cuda),
+    )
+    ((m_end,),) = query_rows(
+        path, "SELECT e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'measured'"
+    )
+    code, checks = _checks(path)
+    assert code == 1
+    assert checks["NVTX steps"]["Status"] == FAIL
+    assert checks["NVTX steps"]["Evidence"] == (
+        "steps 10–12 have no range among the measured steps (steps 5, 6, 7, 8, 9, 13, 14): NVTX recording "
+        f"lost them; the harness's ranges end at {_s(m_end)}"
+    )
+
+
 def test_kernels_named_unknown_warn_with_their_share(broken_h100: dict[str, Path]) -> None:
     """nsys names kernels it cannot resolve `[Unknown]`: h100-medium as recorded (72%) and with every kernel
     renamed (100%)."""

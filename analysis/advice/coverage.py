@@ -328,6 +328,12 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
         )
     if (unstepped := _unstepped(st, kernel_calls, per_step, zero)) is not None:
         return Check(name, FAIL, f"{unstepped}; {ended}", FIX_NVTX_LOST)
+    if gap := _gap(f):  # lost with their CUDA work, or in a CPU run: no launch call tells
+        has = "has" if len(gap) == 1 else "have"
+        among = _steps_said(checked["step"].astype(int).tolist())
+        evidence = f"{_steps_said(gap)} {has} no range among the {which}s ({among}): NVTX recording lost "
+        evidence += f"them; {ended}"
+        return Check(name, FAIL, evidence, FIX_NVTX_LOST)
     if stop is not None:
         if early := _ended_early(stop, cut, whole):
             fix = f"the NVTX tables and the split by phase hold the steps recorded whole; run {stop.planned}"
@@ -382,8 +388,7 @@ def _unstepped(st: Steps, calls: pd.DataFrame, per_step: float, zero: int) -> st
     where = "before any step"
     if len(before):
         where = f"after step {int(before.loc[before['start'].idxmax(), 'step'])}"
-    checked = f[f["measured"]]["step"].astype(int).tolist()
-    gap = sorted(set(range(min(checked), max(checked) + 1)) - set(checked)) if checked else []
+    gap = _gap(f)
     return (
         f"{len(lost):,} kernel launch calls ({100 * len(lost) / len(calls):.0f}%) in the "
         + ("`measured` range" if st.spans else "steps' span")
@@ -392,6 +397,16 @@ def _unstepped(st: Steps, calls: pd.DataFrame, per_step: float, zero: int) -> st
         + (f"; {_steps_said(gap)} {'has' if len(gap) == 1 else 'have'} no range" if gap else "")
         + ": NVTX recording lost steps while the program went on"
     )
+
+
+def _gap(f: pd.DataFrame) -> list[int]:
+    """The step numbers missing between a process's first and last measured step: steps whose ranges were
+    all lost (the harness numbers its steps one after another)."""
+    gap: set[int] = set()
+    for _, g in f[f["measured"]].groupby("pid"):
+        have = set(g["step"].astype(int))
+        gap |= set(range(min(have), max(have) + 1)) - have
+    return sorted(gap)
 
 
 def _ordered(names: frozenset[str]) -> list[str]:
