@@ -344,3 +344,14 @@ def test_a_stacked_table_over_several_exports_says_what_each_one_says(command: s
     both = runner.invoke(app, [command, str(other), str(a100), "--format", "csv", "--no-cache"])
     assert both.exit_code == 0, both.output
     assert f"note: {a100}: {twice[0].removeprefix('note: ')}" in both.stderr.splitlines()
+
+
+def test_summary_over_several_exports_says_an_exports_note_once() -> None:
+    """`summary` of cpu-train and the A100 export said the A100's note twice: labelled with its export, and
+    again bare (carried by the one table only it fills); once, labelled, now."""
+    cpu = need(SHARED_NSYS / "cpu-train" / "report.sqlite")
+    a100 = need(SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite")
+    result = runner.invoke(app, ["summary", str(cpu), str(a100), "--format", "csv", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "recorded twice under one correlationId" in line]
+    assert len(said) == 1 and said[0].startswith(f"note: {a100}: 38 CUDA runtime calls")
