@@ -330,3 +330,27 @@ def test_a_disk_that_fills_while_the_cache_is_written_leaves_the_numbers_whole(
         assert kernel_summary(t)["Total Time (ns)"].tolist() == [88_573_480]
         assert t.source_reads
     assert list(cache_dir.glob("*/kernels.*.parquet"))
+
+
+def test_a_disk_that_fills_while_summary_stages_its_tables_leaves_the_numbers_whole(
+    a100_export: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`harness summary` puts every frame in the cache before its first table (Trace.stage): on a full disk
+    it ended in a traceback (OSError: No space left on device) where `harness kernels` went on. It prints
+    the tables it prints without the cache, says once that nothing more was cached, and leaves no part."""
+    import pyarrow.parquet as pq
+
+    whole = runner.invoke(app, ["summary", str(a100_export), "--format", "csv", "--no-cache"])
+    assert whole.exit_code == 0, whole.output
+
+    def full(self: object, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(pq.ParquetWriter, "write_table", full)
+        result = runner.invoke(app, ["summary", str(a100_export), "--format", "csv"])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert result.stdout == whole.stdout
+    said = [line for line in result.stderr.splitlines() if "No space left on device" in line]
+    assert len(said) == 1 and "nothing more was cached" in result.stderr
+    assert not list(cache_dir.glob("*/.tmp-*"))

@@ -268,6 +268,8 @@ def test_a_scan_of_many_columns_reads_fewer_rows_at_a_time(monkeypatch: pytest.M
         (["--start", "7372100999"], "(from 7,372,100,999 ns)"),
         (["--end", "7388609115"], "(up to 7,388,609,115 ns)"),
         (["--start", "7372100999", "--end", "7388609115"], "(window 7,372,100,999..7,388,609,115 ns)"),
+        (["--end", "99999999999999999999"], "(up to 99,999,999,999,999,999,999 ns)"),  # past OPEN
+        (["--start", "-1" + "0" * 20, "--end", "1" + "0" * 20], f"(window -{10**20:,}..{10**20:,} ns)"),
     ],
 )
 def test_a_window_open_at_one_end_is_said_as_given(tmp_path: Path, options: list[str], said: str) -> None:
@@ -297,3 +299,32 @@ def test_a_step_of_a_torch_profiler_trace(tmp_path: Path) -> None:
         app, ["timeline", str(nccl), "--step", "9", "--out", str(tmp_path / "x.json")]
     )
     assert missing.exit_code == 1 and "no step 9 in" in missing.stderr and "(steps 4..6)" in missing.stderr
+
+
+def test_a_step_is_cut_by_its_phase_ranges_payloads(h100_export: Path, tmp_path: Path) -> None:
+    """h100-medium lost step 4's `step` range (health: "step 4 lacks step, forward"); its backward and
+    optimizer ranges, payload 4, lie inside step 3's `step` range. `--step 4` said "no step 4 (steps
+    0..14)", and `--step 3 --phase optimizer` cut step 4's optimizer. A step is known from its phases'
+    payloads too, and a phase of another step is not this one's."""
+    from export_data import query_rows
+
+    ranges = (
+        "SELECT s.value, e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+        "WHERE e.int64Value = {step} AND s.value IN ('forward', 'backward', 'optimizer', 'step')"
+    )
+    step4 = query_rows(h100_export, ranges.format(step=4))
+    assert sorted(n for n, _, _ in step4) == ["backward", "optimizer"]
+    step3 = {n: (s, e) for n, s, e in query_rows(h100_export, ranges.format(step=3))}
+    assert "optimizer" not in step3
+
+    def window(*options: str) -> tuple[int, str]:
+        r = runner.invoke(app, ["timeline", str(h100_export), "-o", str(tmp_path / "t.json"), *options])
+        return r.exit_code, r.stderr.replace("\n      ", " ")
+
+    code, said = window("--step", "4")
+    lo, hi = min(s for _, s, _ in step4), max(e for _, _, e in step4)
+    assert code == 0 and f"(window {lo:,}..{hi:,} ns)" in said
+    code, said = window("--step", "3", "--phase", "backward")
+    assert code == 0 and "(window {:,}..{:,} ns)".format(*step3["backward"]) in said
+    code, said = window("--step", "3", "--phase", "optimizer")
+    assert code == 1 and "no 'optimizer' range in step 3" in said

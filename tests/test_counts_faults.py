@@ -99,6 +99,27 @@ def test_kernel_rows_recorded_twice_fail_health_and_are_counted_once_by_idle_tim
     assert "idle time: 5 kernels, copies or sets recorded twice" in said and "counted once" in said
 
 
+def test_nvtx_rows_recorded_twice_fail_health(a100_export: Path, tmp_path: Path) -> None:
+    """The 10 MPI_Send ranges written twice: `nvtx` then counts 20 instances and 272.7 ms, and health said
+    ok (its check of rows written twice looked at GPU work only). It fails now, naming the ranges."""
+    send = "(SELECT id FROM StringIds WHERE value = 'MPI_Send')"
+    export = _copy(
+        a100_export, tmp_path, f"INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS WHERE textId = {send}"
+    )
+    table, _ = _run("nvtx", str(export), "-f", "csv")
+    rows = pd.read_csv(io.StringIO(table)).set_index("Range")
+    assert rows.loc["MPI:MPI_Send", "Instances"] == 20  # every row, as nsys stats counts them
+    result = runner.invoke(app, ["health", str(export), "-f", "csv"])
+    checks = pd.read_csv(io.StringIO(result.stdout)).set_index("Check")
+    assert checks.loc["GPU work recorded once", "Status"] == "fail"
+    assert checks.loc["GPU work recorded once", "Evidence"] == (
+        "10 NVTX ranges repeat another exactly: the NVTX tables count them twice; 20 kernels, copies and "
+        "sets, none recorded twice"
+    )
+    strict = runner.invoke(app, ["health", str(export), "--strict"])
+    assert strict.exit_code == 1
+
+
 def test_a_healthy_export_passes_the_new_check(a100_export: Path) -> None:
     result = runner.invoke(app, ["health", str(a100_export), "-f", "csv"])
     checks = pd.read_csv(io.StringIO(result.stdout)).set_index("Check")

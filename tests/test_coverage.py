@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import H100_DIR, NSYS_EXPORTS, SHARED_NSYS, need, shared_export
-from export_data import query_rows
+from export_data import H100_STEP_END, derive, query_rows
 from kineto_data import TRACES, cut_after_step, raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
@@ -40,9 +40,10 @@ def _launches(path: Path) -> list[tuple[int, bool]]:
         ran = set(query_rows(path, "SELECT globalPid >> 24, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL"))
     rows = query_rows(
         path,
-        "SELECT r.start, r.globalTid >> 24, r.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-        "JOIN StringIds s ON s.id = r.nameId",
-    )
+        "SELECT min(r.start), r.globalTid >> 24, r.correlationId, min(s.value) "
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "GROUP BY r.globalTid, r.correlationId",
+    )  # a call recorded twice under one correlationId (the A100 export's cudaLaunchKernel_v7000) once
     return sorted((start, (pid, corr) in ran) for start, pid, corr, name in rows if LAUNCH.match(name))
 
 
@@ -176,6 +177,67 @@ def test_nvtx_cut_after_step_2_fails_naming_the_step_and_time(broken_h100: dict[
     )
 
 
+@pytest.mark.parametrize(("lost", "gap"), [((10, 14), ""), ((10, 12), "; steps 10–12 have no range")])
+def test_nvtx_lost_inside_the_measured_range_fails(tmp_path: Path, lost: tuple[int, int], gap: str) -> None:
+    """NVTX loses the ranges of whole measured steps (10–14: the rest of the run; 10–12: a stretch in the
+    middle) while CUDA goes on, and the `measured` range around them survives: no step lacks a phase, and no
+    launch call follows the harness's last range, but thousands lie in the measured range and in no step.
+    It fails, as NVTX that stops does, and `advise` refuses to rank."""
+    src = need(H100_DIR / "report.sqlite")
+    first = H100_STEP_END.replace("e.end", "e.start").format(step=lost[0])
+    last = H100_STEP_END.format(step=lost[1])
+    path = derive(
+        src,
+        tmp_path / "nvtx-lost.sqlite",
+        f"DELETE FROM NVTX_EVENTS WHERE start >= ({first}) AND end <= ({last})",
+    )
+    ranges = "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = "
+    spans = query_rows(path, ranges + "'step'")
+    ((m_start, m_end),) = query_rows(path, ranges + "'measured'")
+    calls = [t for t, _ in _launches(path)]
+    outside = [t for t in calls if m_start <= t < m_end and not any(s <= t < e for s, e in spans)]
+    assert len(outside) == 2700 * (lost[1] - lost[0] + 1)  # a measured step of h100-medium launches 2,700
+    code, checks = _checks(path)
+    assert code == 1
+    assert checks["NVTX steps"]["Status"] == FAIL
+    assert checks["NVTX steps"]["Evidence"] == (
+        f"{len(outside):,} kernel launch calls ({100 * len(outside) / len(calls):.0f}%) in the `measured` "
+        f"range lie in no step range, from {_s(outside[0])} (after step {lost[0] - 1}) to "
+        f"{_s(outside[-1])}{gap}: NVTX recording lost steps while the program went on; the harness's ranges "
+        f"end at {_s(m_end)}"
+    )
+    advised = runner.invoke(app, ["advise", str(path)])
+    assert advised.exit_code == 1 and "NVTX steps" in advised.output
+
+
+def test_steps_lost_whole_with_their_cuda_work_fail(tmp_path: Path) -> None:
+    """Steps 10–12 lost whole, their NVTX ranges with their CUDA calls, kernels and copies (a stretch the
+    profiler recorded nothing of): no launch call is left to tell, and health said ok though its evidence
+    listed steps 5–9, 13, 14. The harness numbers its steps one after another, so the gap fails."""
+    src = need(H100_DIR / "report.sqlite")
+    first = H100_STEP_END.replace("e.end", "e.start").format(step=10)
+    last = H100_STEP_END.format(step=12)
+    cuda = ("RUNTIME", "KERNEL", "MEMCPY")  # h100-medium has no memset
+    lo_hi = "(SELECT lo FROM span) AND (SELECT hi FROM span)"
+    path = derive(
+        src,
+        tmp_path / "stretch-lost.sqlite",
+        f"CREATE TEMP TABLE span AS SELECT ({first}) AS lo, ({last}) AS hi",
+        "DELETE FROM NVTX_EVENTS WHERE start >= (SELECT lo FROM span) AND end <= (SELECT hi FROM span)",
+        *(f"DELETE FROM CUPTI_ACTIVITY_KIND_{t} WHERE start BETWEEN {lo_hi}" for t in cuda),
+    )
+    ((m_end,),) = query_rows(
+        path, "SELECT e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'measured'"
+    )
+    code, checks = _checks(path)
+    assert code == 1
+    assert checks["NVTX steps"]["Status"] == FAIL
+    assert checks["NVTX steps"]["Evidence"] == (
+        "steps 10–12 have no range among the measured steps (steps 5, 6, 7, 8, 9, 13, 14): NVTX recording "
+        f"lost them; the harness's ranges end at {_s(m_end)}"
+    )
+
+
 def test_kernels_named_unknown_warn_with_their_share(broken_h100: dict[str, Path]) -> None:
     """nsys names kernels it cannot resolve `[Unknown]`: h100-medium as recorded (72%) and with every kernel
     renamed (100%)."""
@@ -263,3 +325,31 @@ def test_graph_launches_without_kernels_do_not_fail(tmp_path: Path) -> None:
         check = next(c for c in capture_health(trace).checks if c.name == "GPU coverage")
     assert check.status == OK
     assert f"; {graphs:,} graph launches, 0 with GPU work; 3 steps checked" in check.evidence
+
+
+def test_launch_calls_recorded_twice_count_once(tmp_path: Path) -> None:
+    """The A100 export records each of its 5 kernel launches twice under one correlationId
+    (cudaLaunchKernel and cudaLaunchKernel_v7000): GPU coverage counts 5 calls, as `harness launch` and
+    `harness api` do, and a kernel lost is 1 of 5 calls without GPU work, not 2 of 10."""
+    src = shared_export("a100-saxpy-mpi")
+    launch = (
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "WHERE s.value LIKE 'cudaLaunchKernel%'"
+    )
+    ((rows, calls),) = query_rows(
+        src, f"SELECT count(*), count(DISTINCT r.globalTid || ' ' || r.correlationId) {launch}"
+    )
+    assert (rows, calls) == (10, 5)
+    _, checks = _checks(src)
+    assert checks["GPU coverage"]["Evidence"] == "5 of 5 kernel launch calls ran"
+    lost = derive(
+        src,
+        tmp_path / "one-lost.sqlite",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "WHERE start = (SELECT max(start) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+    )
+    _, checks = _checks(lost)
+    assert checks["GPU coverage"]["Status"] == FAIL
+    assert checks["GPU coverage"]["Evidence"].startswith(
+        "1 of 5 kernel launch calls (20.00%) have no GPU work"
+    )

@@ -329,3 +329,29 @@ def test_a_note_every_export_says_is_said_once(dlprof: Path, cpu_export: Path, t
     three = read_tables("nvtx", sorted(tmp_path.glob("*.rank*.sqlite")), jobs=1, by_rank=True, cache=False)
     said = [n for n in three.notes if GROUPING_LINE["op"] in n]
     assert said == [f"rank 0: {GROUPING_LINE['op']}", f"rank 1: {GROUPING_LINE['op']}"]
+
+
+@pytest.mark.parametrize("command", ["launch", "nvtx-gpu"])
+def test_a_stacked_table_over_several_exports_says_what_each_one_says(command: str, tmp_path: Path) -> None:
+    """`launch` and `nvtx-gpu` stack each export's finished table: the note its table carried (the A100
+    export's 38 runtime calls recorded twice, counted once) was lost over several exports, while `api`
+    and one export alone said it."""
+    a100 = need(SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite")
+    other = need(SHARED_NSYS / "ext" / "dlprof_norelu" / "report.sqlite")
+    alone = runner.invoke(app, [command, str(a100), "--format", "csv", "--no-cache"])
+    twice = [line for line in alone.stderr.splitlines() if "recorded twice under one correlationId" in line]
+    assert alone.exit_code == 0 and len(twice) == 1
+    both = runner.invoke(app, [command, str(other), str(a100), "--format", "csv", "--no-cache"])
+    assert both.exit_code == 0, both.output
+    assert f"note: {a100}: {twice[0].removeprefix('note: ')}" in both.stderr.splitlines()
+
+
+def test_summary_over_several_exports_says_an_exports_note_once() -> None:
+    """`summary` of cpu-train and the A100 export said the A100's note twice: labelled with its export, and
+    again bare (carried by the one table only it fills); once, labelled, now."""
+    cpu = need(SHARED_NSYS / "cpu-train" / "report.sqlite")
+    a100 = need(SHARED_NSYS / "a100-saxpy-mpi" / "report.sqlite")
+    result = runner.invoke(app, ["summary", str(cpu), str(a100), "--format", "csv", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "recorded twice under one correlationId" in line]
+    assert len(said) == 1 and said[0].startswith(f"note: {a100}: 38 CUDA runtime calls")

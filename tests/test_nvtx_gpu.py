@@ -132,3 +132,28 @@ def test_projection_ids_print_as_nsys_prints_them(h100_export: Path) -> None:
     oracle_csv = ORACLES / "nsys-2023.4" / "h100-medium" / "nvtx_gpu_proj_trace.csv"
     theirs = [r["ParentId"] for r in csv.DictReader(io.StringIO(oracle_csv.read_text()))][1:]  # [0]: no range
     assert ours == theirs and "1" in ours and "1.0" not in ours
+
+
+def test_a_phase_named_twice_is_counted_once(h100_export: Path) -> None:
+    """`nvtx-gpu --phases forward,forward,backward` listed forward twice in "Do the phases add up?": its
+    rows added up to 36,020 of the measured steps' 27,000 kernels (125 % of their time)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    args = ["nvtx-gpu", str(h100_export), "--format", "json", "--phases"]
+    printed = CliRunner().invoke(app, [*args, "forward,forward,backward"])
+    assert printed.exit_code == 0, printed.output
+    tables = json.loads(printed.stdout)
+    check = next(rows for title, rows in tables.items() if title.startswith("Do the phases add up?"))
+    assert [(r["Phase"], r["Kernels"]) for r in check] == [
+        ("forward", 9020), ("backward", 16300), ("unattributed", 1680), ("all kernels", 27000),
+    ]  # fmt: skip
+    once = json.loads(CliRunner().invoke(app, [*args, "forward,backward"]).stdout)
+    assert once == tables
+    with open_trace(h100_export) as trace:
+        direct = phase_check(trace, phases=("forward", "forward", "backward"))
+    assert direct["Phase"].tolist() == ["forward", "backward", "unattributed", "all kernels"]
+    assert int(direct["Kernels"].iloc[:-1].sum()) == int(direct["Kernels"].iloc[-1]) == 27000

@@ -8,9 +8,9 @@ capture hide it (13 kernels is "some kernels"); time does not. So each check her
 kernel launch calls the host made against the GPU work they launched (kernels, copies and sets with the same
 process and correlation id), and the NVTX ranges against the CUDA calls that go on after them.
 
-Steps are the harness's `step` ranges (their int64 payload is the step index; a step whose `step` range was
-lost is still known from its phase ranges' payload), Kineto's `ProfilerStep#N`, or plain `step` ranges
-numbered in order. Measured steps are those inside the harness's `measured` range (all steps without one).
+Steps are those analysis.advice.steps finds: the harness's `step` ranges, Kineto's `ProfilerStep#N`, or
+plain `step` ranges; measured steps are those inside the harness's `measured` range (all without one). NVTX
+lost in the middle of the measured steps leaves their launch calls in the `measured` range but in no step.
 
 Times are said in seconds on the capture's own clock: nsys's timeline (nanoseconds since its session
 started), or, for a Kineto trace, since its first event.
@@ -26,13 +26,11 @@ import pandas as pd
 
 from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
-from analysis.advice.launches import GPU_FRAMES, PROCESS, gpu_work, launches
+from analysis.advice.launches import PROCESS, gpu_work, launches
 from analysis.advice.run_checks import ExportFacts
-from analysis.readers.kineto_build import STEP_RE
+from analysis.advice.steps import PHASE_NAMES, Steps, origin, seconds, steps
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP, counted
-
-PHASE_NAMES = ("forward", "backward", "optimizer", "allreduce", "prefill", "decode")
+from workloads.names import STEP, counted
 
 # Launch calls without GPU work over the whole capture: from this share on the capture fails. A few are
 # normal: a launch that fails (a bad configuration) runs nothing; launches made while a stream is being
@@ -50,95 +48,6 @@ AFTER_STEPS_SHARE = 1.0
 # A measured step with no CUDA at all fails when the steps that launch (warm-up ones too) launch this many
 # kernels each on average (a step of a GPU program launches hundreds; a CPU step none)
 QUIET_AGAINST = 10
-
-
-def origin(trace: Trace) -> int:
-    """The zero of the times said to people: nsys's own (its session's start), a Kineto trace's first
-    event."""
-    if trace.format == "nsys-sqlite":
-        return 0
-    frames = [f for f in (*GPU_FRAMES, "syncs", "runtime", "nvtx", "cpu_ops") if trace.has(f)]
-    return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
-
-
-def seconds(ns: float, zero: int) -> str:
-    return f"{(ns - zero) / 1e9:,.3f} s"
-
-
-@dataclass
-class Steps:
-    """The steps of a trace: a frame of step, start, end, pid, measured, phases (the harness phase ranges it
-    has, with `step` itself when its step range is there), and where they come from."""
-
-    frame: pd.DataFrame
-    source: str  # "harness" (payloads), "ProfilerStep", "step ranges", or "" (none)
-    has_measured: bool = False
-    nvtx_end: int = 0  # the end of the last harness range (step, phase or measured)
-
-
-def steps(trace: Trace) -> Steps:
-    empty = pd.DataFrame({"step": [], "start": [], "end": [], "pid": [], "measured": [], "phases": []})
-    if not trace.has("nvtx"):
-        return Steps(empty, "")
-    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload", "domain"])
-    nv = nv[nv["domain"].astype(object).fillna("") != "GPU"]  # Kineto's GPU-side copies of the ranges
-    names = nv["name"].astype(str)
-    pid = nv["global_tid"].to_numpy() & PROCESS
-    kineto = names.str.extract(STEP_RE.pattern, expand=False)
-    if kineto.notna().any():
-        ks = nv[kineto.notna().to_numpy()]
-        frame = pd.DataFrame(
-            {
-                "step": kineto.dropna().astype(np.int64).to_numpy(),
-                "start": ks["start"].to_numpy(),
-                "end": ks["end"].to_numpy(),
-                "pid": pid[kineto.notna().to_numpy()],
-                "measured": True,
-                "phases": [frozenset({STEP})] * len(ks),
-            }
-        )
-        return Steps(
-            frame.sort_values("start").reset_index(drop=True), "ProfilerStep", nvtx_end=int(ks["end"].max())
-        )
-    harness = names.isin([STEP, *PHASE_NAMES]).to_numpy() & nv["payload"].notna().to_numpy()
-    measured = nv[(names == MEASURED).to_numpy()]
-    if harness.any():
-        hs = nv[harness].assign(pid=pid[harness], name=names[harness].to_numpy())
-        hs = hs.assign(step=hs["payload"].astype(np.int64))
-        rows = []
-        for (p, step), g in hs.groupby(["pid", "step"], sort=True):
-            own = g[g["name"] == STEP]
-            span = own if len(own) else g
-            rows.append((step, int(span["start"].min()), int(span["end"].max()), p, frozenset(g["name"])))
-        frame = pd.DataFrame(rows, columns=["step", "start", "end", "pid", "phases"])
-        inside = np.zeros(len(frame), dtype=bool)
-        for s, e, p in zip(measured["start"], measured["end"], measured["global_tid"].to_numpy() & PROCESS,
-                           strict=True):  # fmt: skip
-            inside |= (
-                (frame["pid"].to_numpy() == p)
-                & (frame["start"].to_numpy() >= s)
-                & (frame["start"].to_numpy() < e)
-            )
-        frame["measured"] = inside if len(measured) else True
-        ends = [int(hs["end"].max()), *(int(e) for e in measured["end"])]
-        frame = frame.sort_values("start").reset_index(drop=True)[
-            ["step", "start", "end", "pid", "measured", "phases"]
-        ]
-        return Steps(frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends))
-    plain = nv[(names == STEP).to_numpy()].sort_values("start")
-    if plain.empty:
-        return Steps(empty, "")
-    frame = pd.DataFrame(
-        {
-            "step": np.arange(len(plain), dtype=np.int64),
-            "start": plain["start"].to_numpy(),
-            "end": plain["end"].to_numpy(),
-            "pid": plain["global_tid"].to_numpy() & PROCESS,
-            "measured": True,
-            "phases": [frozenset({STEP})] * len(plain),
-        }
-    )
-    return Steps(frame, "step ranges", nvtx_end=int(plain["end"].max()))
 
 
 def step_table(trace: Trace, st: Steps, calls: pd.DataFrame) -> pd.DataFrame:
@@ -190,6 +99,10 @@ def _step_at(st: Steps, t: int) -> str:
     return f" (after step {int(before['step'].iloc[-1])})" if len(before) else " (before the first step)"
 
 
+FIX_NVTX_LOST = (
+    "the NVTX tables, the split by phase and NVTX vs timers miss those steps. Capture again with a profiler "
+    "that supports the program's CUDA (`harness doctor`), one session at a time"
+)
 FIX_GPU = (
     "the profiler stopped recording GPU work while the program went on: every table of kernels and GPU "
     "time, and every finding, misses it. Check that the profiler supports the program's CUDA (`harness "
@@ -413,6 +326,14 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
             "NVTX events were lost: the NVTX tables, the split by phase and NVTX vs timers leave these steps "
             "out. Capture again with a profiler that supports the program's CUDA (`harness doctor`)",
         )
+    if (unstepped := _unstepped(st, kernel_calls, per_step, zero)) is not None:
+        return Check(name, FAIL, f"{unstepped}; {ended}", FIX_NVTX_LOST)
+    if gap := _gap(f):  # lost with their CUDA work, or in a CPU run: no launch call tells
+        has = "has" if len(gap) == 1 else "have"
+        among = _steps_said(checked["step"].astype(int).tolist())
+        evidence = f"{_steps_said(gap)} {has} no range among the {which}s ({among}): NVTX recording lost "
+        evidence += f"them; {ended}"
+        return Check(name, FAIL, evidence, FIX_NVTX_LOST)
     if stop is not None:
         if early := _ended_early(stop, cut, whole):
             fix = f"the NVTX tables and the split by phase hold the steps recorded whole; run {stop.planned}"
@@ -447,6 +368,45 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
     if warm:
         evidence += "; warm-up, not measured: " + ", ".join(f"step {s} lacks {', '.join(n)}" for s, n in warm)
     return Check(name, OK, evidence)
+
+
+def _unstepped(st: Steps, calls: pd.DataFrame, per_step: float, zero: int) -> str | None:
+    """Whole steps whose NVTX ranges were lost while the program went on, said; None: none. Their launch
+    calls lie in the measured range (from the first step to the last without one) but in no step range."""
+    f = st.frame
+    spans = st.spans or [(int(g["start"].min()), int(g["end"].max()), p) for p, g in f.groupby("pid")]
+    pid, start = calls["pid"].to_numpy(), calls["start"].to_numpy()
+    inside = np.zeros(len(calls), dtype=bool)
+    for s, e, p in spans:
+        inside |= (pid == p) & (start >= s) & (start < e)
+    for s, e, p in zip(f["start"], f["end"], f["pid"], strict=True):
+        inside &= ~((pid == p) & (start >= s) & (start < e))
+    if per_step <= 0 or inside.sum() <= AFTER_STEPS_SHARE * per_step:
+        return None
+    lost, first = calls[inside], int(start[inside].min())
+    before = f[f["start"] < first]
+    where = "before any step"
+    if len(before):
+        where = f"after step {int(before.loc[before['start'].idxmax(), 'step'])}"
+    gap = _gap(f)
+    return (
+        f"{len(lost):,} kernel launch calls ({100 * len(lost) / len(calls):.0f}%) in the "
+        + ("`measured` range" if st.spans else "steps' span")
+        + f" lie in no step range, from {seconds(first, zero)} ({where}) to "
+        f"{seconds(lost['start'].max(), zero)}"
+        + (f"; {_steps_said(gap)} {'has' if len(gap) == 1 else 'have'} no range" if gap else "")
+        + ": NVTX recording lost steps while the program went on"
+    )
+
+
+def _gap(f: pd.DataFrame) -> list[int]:
+    """The step numbers missing between a process's first and last measured step: steps whose ranges were
+    all lost (the harness numbers its steps one after another)."""
+    gap: set[int] = set()
+    for _, g in f[f["measured"]].groupby("pid"):
+        have = set(g["step"].astype(int))
+        gap |= set(range(min(have), max(have) + 1)) - have
+    return sorted(gap)
 
 
 def _ordered(names: frozenset[str]) -> list[str]:

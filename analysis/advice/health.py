@@ -307,8 +307,11 @@ def _repeated(trace: Trace) -> Check:
     Work overlapping earlier work on its stream (a stream runs one thing at a time, so the times are off)
     is named in the evidence."""
     name = "GPU work recorded once"
+    fix = "a damaged export (rows written twice): export the report again"
+    ranges = _repeated_ranges(trace)
+    said = f"{ranges:,} NVTX ranges repeat another exactly: the NVTX tables count them twice"
     if not any(trace.has(f) for f in GPU_FRAMES):
-        return Check(name, OK, "no GPU work in the trace")
+        return Check(name, FAIL, said, fix) if ranges else Check(name, OK, "no GPU work in the trace")
     ev = gpu_events(trace)
     ev = ev[(ev["kind"] != "sync").to_numpy()].reset_index(drop=True)
     twice = ev.duplicated(
@@ -328,15 +331,29 @@ def _repeated(trace: Trace) -> Check:
         else ""
     )
     if not len(repeats):
+        if ranges:
+            return Check(
+                name, FAIL, f"{said}; {len(ev):,} kernels, copies and sets, none recorded twice", fix
+            )
         return Check(name, OK, f"{len(ev):,} kernels, copies and sets, none recorded twice{overlap}")
     each = ", ".join(f"{int(n):,} {kind}" for kind, n in repeats.items())
     return Check(
         name,
         FAIL,
         f"{int(twice.sum()):,} rows repeat another exactly ({each}): the kernel tables count them twice, "
-        f"as nsys stats does, the breakdown's busy and idle times once{overlap}",
-        "a damaged export (rows written twice): export the report again",
+        f"as nsys stats does, the breakdown's busy and idle times once{overlap}"
+        + (f"; {said}" if ranges else ""),
+        fix,
     )
+
+
+def _repeated_ranges(trace: Trace) -> int:
+    """NVTX ranges equal to another in start, end, thread, name and domain: rows written twice (a program
+    cannot open two ranges on one thread at the same nanosecond; none of the shared captures has one)."""
+    if not trace.has("nvtx"):
+        return 0
+    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "domain"])
+    return int(nv.astype({"name": object, "domain": object}).duplicated().sum())
 
 
 # --- Kineto traces ------------------------------------------------------------------------------------

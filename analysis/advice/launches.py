@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from analysis.joins.runtime import runtime_calls
 from analysis.trace.trace import Trace
 
 PROCESS = ~0xFFFFFF
@@ -48,7 +49,7 @@ def launches(trace: Trace) -> pd.DataFrame:
             {"start": i64, "end": i64, "pid": i64, "correlation_id": i64, "name": np.empty(0, object),
              "graph": np.empty(0, bool), "work": i64, "work_end": i64}
         )  # fmt: skip
-    calls = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
+    calls = runtime_calls(trace)  # a call recorded twice (cudaLaunchKernel and its _v7000) counts once
     names = {i: base_name(n) for i, n in trace.strings(calls["name_id"].unique()).items()}
     name = calls["name_id"].map(names)
     keep = name.isin(KERNEL_LAUNCHES | GRAPH_LAUNCHES).to_numpy() & ~_captured(calls, name)

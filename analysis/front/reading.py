@@ -187,6 +187,8 @@ def _titled(table: Table, result: Combined, paths: Sequence[Path]) -> Tables:
         heading = table.headings.get(name, name if len(parts) > 1 else table.title)
         out.tables.append((f"{heading} in {what}", df))
     said = (n for _, df in out.tables for n in df.attrs.get("notes", []))
+    # a table's note that an export's note says already, with its label ("rank 1: …"), is not said again
+    said = (n for n in said if not any(k.endswith(f": {n}") for k in result.notes))
     out.notes = list(dict.fromkeys([*result.notes, *said]))
     out.titled = len(out.tables) != 1 or bool(out.skipped)
     return out

@@ -177,7 +177,7 @@ def phase_check(trace: Trace, phases: Sequence[str] | None = None) -> pd.DataFra
     per = pd.DataFrame({"Phase": names, "duration": launches["duration"].to_numpy()})
     g = per.groupby("Phase")["duration"]
     totals, counts = g.sum(), g.size()
-    order = [*phases, UNATTRIBUTED]
+    order = [*dict.fromkeys(phases), UNATTRIBUTED]  # a phase named twice is one row, not counted twice
     whole = int(per["duration"].sum())
     out = pd.DataFrame(
         {
@@ -379,7 +379,7 @@ def _prepare(mode: str = "auto", kernels: bool = False, exclusive: bool = False,
     """`harness nvtx-gpu`'s options; an option the chosen view or mode does not use is refused, not
     passed over."""
     grouped = nvtx.grouping(by, raw_names)
-    named = tuple(p.strip() for p in phases.split(",") if p.strip())
+    named = tuple(dict.fromkeys(p.strip() for p in phases.split(",") if p.strip()))  # each phase once
     if projection:
         if kernels:
             raise OptionsError("--projection and --kernels exclude each other: pick one")

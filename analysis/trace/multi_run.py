@@ -79,7 +79,9 @@ def read_part(path: str, build: Callable[[Any], dict[str, Piece]], cache: bool =
     try:
         with open_trace(path, cache=cache) as trace:
             pieces = build(trace)
-            part.notes = list(trace.notes)
+            # with what a finished table says of itself (calls recorded twice...), as one export's says it
+            said = [n for p in pieces.values() if p.table is not None for n in p.table.attrs.get("notes", [])]
+            part.notes = list(dict.fromkeys([*trace.notes, *said]))
             meta = trace.meta
             part.info = {
                 "format": meta.get("format"),

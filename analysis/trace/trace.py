@@ -153,11 +153,10 @@ class Trace:
 
     def stage(self, wanted: Mapping[str, Iterable[str]]) -> bool:
         """Put the columns of several frames in the cache now, each source table scanned once, holding none
-        of them: a frame the reader reads in chunks (an nsys export's: kernels, runtime, memcpy, memset,
-        osrt, nvtx) goes to the cache a chunk at a time, another (a Kineto trace's) is read whole and let
-        go. False, having done nothing, without a writable cache (then `load` is the way to scan each table
-        once). `summary` stages what its tables read, then builds them one at a time from the cache,
-        letting each one's frames go (`release`)."""
+        of them: a frame the reader reads in chunks (an nsys export's) goes to the cache a chunk at a time,
+        another (a Kineto trace's) is read whole and let go. False without a writable cache, or when it
+        fills up (said): then `load` scans each table once. `summary` stages what its tables read, then
+        builds them one at a time from the cache, letting each one's frames go (`release`)."""
         if self._entry is None:
             return False
         for frame, columns in wanted.items():
@@ -181,9 +180,11 @@ class Trace:
                     for block in source:
                         writer.write(block)
                     writer.close()
-                except BaseException:
-                    writer.abort()
-                    raise
+                except OSError as e:  # a full disk
+                    self._unwritable(e)
+                    return False
+                finally:
+                    writer.abort()  # what a failure left half-written (nothing, after close)
             if self._entry is None:  # the cache folder turned out not writable
                 return False
         return True

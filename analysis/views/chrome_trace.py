@@ -85,9 +85,9 @@ class Written:
         if self.window is None:
             return ""
         lo, hi = self.window
-        if hi >= OPEN:
+        if hi == OPEN:  # the end not given (a value given past it is said as given)
             return f"from {lo:,} ns"
-        if lo <= -OPEN:
+        if lo == -OPEN:
             return f"up to {hi:,} ns"
         return f"window {lo:,}..{hi:,} ns"
 

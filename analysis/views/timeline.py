@@ -11,7 +11,7 @@ from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import kernel_rows, pid_of
 from analysis.tables.memops import memory_ops
 from analysis.trace.trace import Trace
-from workloads.names import STEP
+from workloads.names import ALL_PHASES, STEP
 
 EVENT_COLUMNS = ["kind", "name", "start_ns", "end_ns", "lane", "level", "step"]
 GPU_LAG = 10  # kernels launched in a step may run up to this many step-lengths after it ends
@@ -285,12 +285,21 @@ def window_of(
         raise ExportError(f"no step ranges (the harness's `{STEP}`, or ProfilerStep#N) in {trace.path}")
     numbers = step_index(steps, steps).to_numpy()
     chosen = steps[numbers == step]
-    if chosen.empty:
+    # the harness's phase ranges carry their step's number: a step whose `step` range was lost is known
+    # from them, and a phase of the next step that lies inside this one's span is not this one's
+    phases = nvtx["name"].isin(ALL_PHASES).to_numpy()
+    payload = nvtx["payload"].astype("Float64")  # missing where a range has none
+    own = nvtx[phases & (payload == step).fillna(False).to_numpy(dtype=bool)]
+    if chosen.empty and own.empty:
         raise ExportError(f"no step {step} in {trace.path} (steps {numbers.min()}..{numbers.max()})")
-    lo, hi = int(chosen["start"].min()), int(chosen["end"].max())
+    span = chosen if len(chosen) else own
+    lo, hi = int(span["start"].min()), int(span["end"].max())
     if phase is None:
         return lo, hi
     inside = nvtx[(nvtx["name"] == phase) & (nvtx["start"] >= lo) & (nvtx["end"] <= hi)]
+    if phase in ALL_PHASES:
+        theirs = payload[inside.index]
+        inside = inside[(theirs.isna() | (theirs == step)).fillna(True).to_numpy(dtype=bool)]
     if inside.empty:
         raise ExportError(f"no '{phase}' range in step {step} of {trace.path}")
     return int(inside["start"].min()), int(inside["end"].max())

@@ -1,0 +1,111 @@
+"""The steps of a capture, as the health checks over time read them (analysis.advice.coverage): the
+harness's `step` ranges (their int64 payload is the step index; a step whose `step` range was lost is still
+known from its phase ranges' payload), Kineto's `ProfilerStep#N`, or plain `step` ranges numbered in order;
+which are measured (inside the harness's `measured` range; all without one); and the capture's clock for
+the times said to people (`origin`, `seconds`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.advice.launches import GPU_FRAMES, PROCESS
+from analysis.readers.kineto_build import STEP_RE
+from analysis.trace.trace import Trace
+from workloads.names import MEASURED, STEP
+
+PHASE_NAMES = ("forward", "backward", "optimizer", "allreduce", "prefill", "decode")
+
+
+def origin(trace: Trace) -> int:
+    """The zero of the times said to people: nsys's own (its session's start), a Kineto trace's first
+    event."""
+    if trace.format == "nsys-sqlite":
+        return 0
+    frames = [f for f in (*GPU_FRAMES, "syncs", "runtime", "nvtx", "cpu_ops") if trace.has(f)]
+    return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
+
+
+def seconds(ns: float, zero: int) -> str:
+    return f"{(ns - zero) / 1e9:,.3f} s"
+
+
+@dataclass
+class Steps:
+    """The steps of a trace: a frame of step, start, end, pid, measured, phases (the harness phase ranges it
+    has, with `step` itself when its step range is there), and where they come from."""
+
+    frame: pd.DataFrame
+    source: str  # "harness" (payloads), "ProfilerStep", "step ranges", or "" (none)
+    has_measured: bool = False
+    nvtx_end: int = 0  # the end of the last harness range (step, phase or measured)
+    spans: list[tuple[int, int, int]] | None = None  # the `measured` ranges: start, end, pid
+
+
+def steps(trace: Trace) -> Steps:
+    empty = pd.DataFrame({"step": [], "start": [], "end": [], "pid": [], "measured": [], "phases": []})
+    if not trace.has("nvtx"):
+        return Steps(empty, "")
+    nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload", "domain"])
+    nv = nv[nv["domain"].astype(object).fillna("") != "GPU"]  # Kineto's GPU-side copies of the ranges
+    names = nv["name"].astype(str)
+    pid = nv["global_tid"].to_numpy() & PROCESS
+    kineto = names.str.extract(STEP_RE.pattern, expand=False)
+    if kineto.notna().any():
+        ks = nv[kineto.notna().to_numpy()]
+        frame = pd.DataFrame(
+            {
+                "step": kineto.dropna().astype(np.int64).to_numpy(),
+                "start": ks["start"].to_numpy(),
+                "end": ks["end"].to_numpy(),
+                "pid": pid[kineto.notna().to_numpy()],
+                "measured": True,
+                "phases": [frozenset({STEP})] * len(ks),
+            }
+        )
+        return Steps(
+            frame.sort_values("start").reset_index(drop=True), "ProfilerStep", nvtx_end=int(ks["end"].max())
+        )
+    harness = names.isin([STEP, *PHASE_NAMES]).to_numpy() & nv["payload"].notna().to_numpy()
+    measured = nv[(names == MEASURED).to_numpy()]
+    if harness.any():
+        hs = nv[harness].assign(pid=pid[harness], name=names[harness].to_numpy())
+        hs = hs.assign(step=hs["payload"].astype(np.int64))
+        rows = []
+        for (p, step), g in hs.groupby(["pid", "step"], sort=True):
+            own = g[g["name"] == STEP]
+            span = own if len(own) else g
+            rows.append((step, int(span["start"].min()), int(span["end"].max()), p, frozenset(g["name"])))
+        frame = pd.DataFrame(rows, columns=["step", "start", "end", "pid", "phases"])
+        inside = np.zeros(len(frame), dtype=bool)
+        for s, e, p in zip(measured["start"], measured["end"], measured["global_tid"].to_numpy() & PROCESS,
+                           strict=True):  # fmt: skip
+            inside |= (
+                (frame["pid"].to_numpy() == p)
+                & (frame["start"].to_numpy() >= s)
+                & (frame["start"].to_numpy() < e)
+            )
+        frame["measured"] = inside if len(measured) else True
+        ends = [int(hs["end"].max()), *(int(e) for e in measured["end"])]
+        frame = frame.sort_values("start").reset_index(drop=True)[
+            ["step", "start", "end", "pid", "measured", "phases"]
+        ]
+        spans = list(zip(measured["start"].astype(np.int64), measured["end"].astype(np.int64),
+                         measured["global_tid"].to_numpy() & PROCESS, strict=True))  # fmt: skip
+        return Steps(frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends), spans=spans)
+    plain = nv[(names == STEP).to_numpy()].sort_values("start")
+    if plain.empty:
+        return Steps(empty, "")
+    frame = pd.DataFrame(
+        {
+            "step": np.arange(len(plain), dtype=np.int64),
+            "start": plain["start"].to_numpy(),
+            "end": plain["end"].to_numpy(),
+            "pid": plain["global_tid"].to_numpy() & PROCESS,
+            "measured": True,
+            "phases": [frozenset({STEP})] * len(plain),
+        }
+    )
+    return Steps(frame, "step ranges", nvtx_end=int(plain["end"].max()))
