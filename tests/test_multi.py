@@ -278,6 +278,20 @@ def test_kineto_ranks_come_from_the_traces() -> None:
     assert "2 of 8 ranks given: rank 1, 2, 4, 5, 6, 7 missing" in result.stderr
 
 
+def test_a_trace_s_own_rank_wins_over_its_file_name(tmp_path: Path) -> None:
+    """The control trace records rank 3 and the nccl trace rank 0: copies named the other way round keep
+    the ranks they record, as `breakdown` takes them; the file name only stands in where a trace has none."""
+    control, nccl = tmp_path / "job.rank0.json.gz", tmp_path / "job.rank3.json.gz"
+    shutil.copyfile(trace_path("diff-control"), control)
+    shutil.copyfile(trace_path("nccl"), nccl)
+    result = run("kernels", control, nccl, "--by-rank", "--by", "name", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    ranks = csv(result)[["Rank", "Name"]].drop_duplicates("Rank")
+    assert list(ranks["Rank"]) == [0, 3]
+    alone = run("kernels", control, "--by", "name", "--format", "csv")
+    assert set(csv(result).query("Rank == 3")["Name"]) == set(csv(alone)["Name"])
+
+
 def test_a_missing_export_among_several_is_said_missing(tmp_path: Path) -> None:
     from analysis.errors import ExportError
     from analysis.trace.multi import expand

@@ -272,15 +272,16 @@ def _refuse_duplicates(pairs: Sequence[tuple[int | None, Path]]) -> None:
 
 
 def label_sources(paths: Sequence[Path], parts: Sequence[Part]) -> Sources:
-    """Ranks from file names, else from the traces; the inputs sorted by rank; notes on mixed inputs."""
+    """Ranks the traces record, else from file names (as `breakdown` takes them); the inputs sorted by rank;
+    notes on mixed inputs."""
     items = []
     for path, part in zip(paths, parts, strict=True):
         named = rank_in_name(path)
         traced = part.info.get("rank")
-        if named is not None:
-            items.append(Source(path, named, "name"))
-        elif isinstance(traced, int):
+        if isinstance(traced, int):
             items.append(Source(path, traced, "trace"))
+        elif named is not None:
+            items.append(Source(path, named, "name"))
         else:
             items.append(Source(path, None, ""))
     _refuse_duplicates([(s.rank, s.path) for s in items])
