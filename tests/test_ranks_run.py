@@ -105,6 +105,24 @@ def test_ranks_refuse_what_they_cannot_time(tmp_db: str) -> None:
         assert says in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("nproc", ["1", "2"])
+@pytest.mark.parametrize("timeout", ["nan", "inf", "1e400", "1e14", "0", "-1"])
+def test_a_rank_timeout_no_run_could_take_is_refused_before_any_rank_starts(
+    tmp_db: str, nproc: str, timeout: str
+) -> None:
+    """Each rank failed in init_process_group's timedelta (OverflowError, "cannot convert float NaN"), and
+    a run of one process stored the value, which `harness import` refuses: refused at once, in one line."""
+    result = runner.invoke(
+        app, ["run", "tiny", "--device", "cpu", "--steps", "1", "--nproc", nproc, "--rank-timeout", timeout]
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("error: --rank-timeout must be a positive number of seconds, at most ")
+    assert lines[-1].endswith(f"got {float(timeout):g}"), lines[-1]
+    assert "Traceback" not in result.output
+    assert not Path(tmp_db.removeprefix("sqlite:///")).exists()  # refused before the run: nothing stored
+
+
 def test_an_older_database_gains_the_rank_columns(tmp_path: Path) -> None:
     from harness.core.records import RunConfig, RunResult, StepRecord
 
