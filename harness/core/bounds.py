@@ -137,7 +137,12 @@ def check_baseline_name(name: str) -> None:
 
 
 def default_run_name(program: str) -> str:
-    """A program's file name cut to NAME_BYTES bytes (a whole character at the end), a comma made `_` (a run
-    id holds none: `harness diff A1,A2 B` splits at commas)."""
-    data = program.replace(",", "_").encode("utf-8", "surrogateescape")[:NAME_BYTES]
-    return data.decode("utf-8", "ignore") or "program"
+    """A program's file name as a name `--name` would take: cut to NAME_BYTES bytes (a whole character at
+    the end), a comma (`harness diff A1,A2 B` splits at commas), a backslash and a control or format
+    character each made `_`. A file name may hold them all, and a run id holding one was stored, then
+    refused by `harness import` (a run the database would not take could not be stored later)."""
+    import unicodedata
+
+    data = program.encode("utf-8", "surrogateescape")[:NAME_BYTES].decode("utf-8", "ignore")
+    name = "".join("_" if c in ",\\" or unicodedata.category(c) in HIDDEN else c for c in data)
+    return name if name.strip() else "program"
