@@ -123,6 +123,19 @@ def test_a_rank_timeout_no_run_could_take_is_refused_before_any_rank_starts(
     assert not Path(tmp_db.removeprefix("sqlite:///")).exists()  # refused before the run: nothing stored
 
 
+@pytest.mark.parametrize("nproc", ["1", "2"])
+def test_a_rendezvous_endpoint_with_control_characters_is_refused(tmp_db: str, nproc: str) -> None:
+    """With one process it was only warned of and stored with the run as given, which `harness import`
+    refuses (a run left unsaved could not be stored later); torchrun would have been handed it as is."""
+    args = ["run", "tiny", "--device", "cpu", "--steps", "1", "--nproc", nproc]
+    result = runner.invoke(app, [*args, "--rdzv-endpoint", "node\x1b[2J:29500"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "error: --rdzv-endpoint 'node\\x1b[2J:29500' is not HOST:PORT: it holds control characters"
+    )
+    assert "\x1b" not in result.output and not Path(tmp_db.removeprefix("sqlite:///")).exists()
+
+
 def test_an_older_database_gains_the_rank_columns(tmp_path: Path) -> None:
     from harness.core.records import RunConfig, RunResult, StepRecord
 

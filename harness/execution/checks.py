@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import workloads
-from harness.core.bounds import check_ranks, check_storable
+from harness.core.bounds import check_ranks, check_storable, hidden
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
@@ -146,6 +146,10 @@ def check_layout(config: RunConfig) -> None:
         raise UsageError(
             f"--rank-timeout must be a positive number of seconds, at most {RANK_TIMEOUT_MAX}; "
             f"got {config.rank_timeout:g}"
+        )
+    if config.rdzv_endpoint is not None and hidden(config.rdzv_endpoint):  # stored too, as the timeout
+        raise UsageError(
+            f"--rdzv-endpoint {config.rdzv_endpoint!r} is not HOST:PORT: it holds control characters"
         )
     if config.world_size == 1:
         return
