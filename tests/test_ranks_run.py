@@ -99,6 +99,15 @@ def test_ranks_refuse_what_they_cannot_time(tmp_db: str) -> None:
         (["--delay-rank", "1:200"], "--delay-rank delays one rank of several: give --nproc 2 or more"),
         (["--nproc", "2", "--delay-rank", "2:200"], "rank 2 is not one of the 2 ranks"),
         (["--nproc", "2", "--delay-rank", "1"], "--delay-rank takes RANK:MS (e.g. 1:200), got '1'"),
+        # str.isdigit takes them; int() refused the first (a traceback) and read the second as 1
+        (
+            ["--nproc", "2", "--delay-rank", "1:\u00b2"],
+            "--delay-rank takes RANK:MS (e.g. 1:200), got '1:\u00b2'",
+        ),
+        (
+            ["--nproc", "2", "--delay-rank", "\u0661:5"],
+            "--delay-rank takes RANK:MS (e.g. 1:200), got '\u0661:5'",
+        ),
     ):
         result = runner.invoke(app, ["run", "tiny", "--device", "cpu", *args])
         assert result.exit_code == 2, result.output

@@ -38,6 +38,12 @@ def check_storable(config: Any) -> None:
             )
 
 
+def digits(text: str) -> int | None:
+    """`text` as a whole number when it is ASCII digits alone (str.isdigit takes '²', which int refuses, and
+    '١', which it reads as 1), else None."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def check_count(option: str, value: int) -> None:
     if not INT64_MIN <= value <= INT64_MAX:
         raise UsageError(f"{option} {value} is out of range: at most {INT64_MAX}")
