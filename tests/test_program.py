@@ -268,3 +268,24 @@ def test_the_signal_that_ended_a_program_from_its_exit_code(
     from harness.core.signals import ended_by
 
     assert ended_by(returncode) == signal_number
+
+
+@pytest.mark.parametrize(
+    ("returncode", "error"),
+    [
+        (137, "the program was killed by SIGKILL (signal 9, exit code 137)"),
+        (-15, "the program was killed by SIGTERM (signal 15)"),
+        (3, "the program exited with code 3"),
+        (200, "the program exited with code 200"),
+    ],
+)
+def test_a_program_ended_by_a_signal_is_stored_as_killed(returncode: int, error: str) -> None:
+    """nsys gives a program's death by signal N as exit code 128 + N: the run said "exited with code 137"
+    while its health said "ended by signal 9"."""
+    from harness.execution.nsys import ProfileResult
+    from harness.experiments.program import program_result
+
+    prof = ProfileResult(returncode=returncode, rep=None, sqlite=None, qdstrm=None, stderr_tail="")
+    result = program_result("p-1", "p", ["./p"], prof, "2023.4.4.54")
+    assert (result.status, result.error) == ("error", error)
+    assert result.extra["exit_code"] == returncode
