@@ -145,6 +145,26 @@ def test_a_rendezvous_endpoint_with_control_characters_is_refused(tmp_db: str, n
     assert "\x1b" not in result.output and not Path(tmp_db.removeprefix("sqlite:///")).exists()
 
 
+def test_ranks_of_a_program_run_read_its_export(tmp_db: str, h100_captures: dict[str, Path]) -> None:
+    """A `harness profile` run has no in-process timers, only its export: `ranks RUN` said "has no measured
+    steps" of a capture whose step ranges hold prefill and decode; it reads the export as `ranks EXPORT`."""
+    from harness.core.records import RunResult
+    from harness.experiments.program import program_config
+
+    export = h100_captures["tiny-generate"]
+    program = RunResult(run_id="prog-1", config=program_config("prog"), status="ok", device="n/a")
+    ResultsStore(tmp_db).save(program, profiler="nsys", nsys_sqlite=str(export))
+    by_run = runner.invoke(app, ["ranks", "prog-1", "--format", "json"])
+    assert by_run.exit_code == 0, by_run.output
+    by_export = runner.invoke(app, ["ranks", str(export), "--format", "json"])
+    assert json.loads(by_run.stdout) == json.loads(by_export.stdout)
+    (imbalance,) = [
+        rows for title, rows in json.loads(by_run.stdout).items() if title.startswith("Imbalance")
+    ]
+    assert [row["Phase"] for row in imbalance] == ["prefill", "decode", "step"]
+    assert "run prog-1: its export (the run has no in-process timers)" in by_run.stderr
+
+
 def test_an_older_database_gains_the_rank_columns(tmp_path: Path) -> None:
     from harness.core.records import RunConfig, RunResult, StepRecord
 
