@@ -76,6 +76,20 @@ def test_past_the_oldest_run_is_one_line(three: ResultsStore) -> None:
     )
 
 
+@pytest.mark.parametrize("back", ["9223372036854775808", "99999999999999999999"])
+@pytest.mark.parametrize("command", [["show"], ["health"], ["diff", "-1"]])
+def test_counted_back_past_what_the_database_counts_is_one_line(
+    three: ResultsStore, command: list[str], back: str
+) -> None:
+    """An offset past 64 bits failed in the database driver (OverflowError, a traceback) in every command
+    that takes a run: it is past the oldest run, said as -4 is."""
+    result = invoke(*command[:1], f"-{back}", *command[1:])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: no run '-{back}': the results database holds 3 runs; `harness runs` lists them"
+    )
+
+
 def test_a_misspelt_option_is_still_refused_beside_a_run_reference(three: ResultsStore) -> None:
     result = invoke("show", "-1", "--formt", "json")
     assert result.exit_code == 2 and "No such option: --formt" in result.output

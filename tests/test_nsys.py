@@ -3,6 +3,7 @@ import."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -68,6 +69,36 @@ def test_cuda_graphs_are_traced_per_node_only_where_cuda_is_traced() -> None:
     given = nsys.ProfileOptions(output=Path("/p/run"), extra_args=["--cuda-graph-trace=graph"])
     argv, _ = nsys.build_profile_command(NEW, given, TARGET)
     assert [a for a in argv if a.startswith("--cuda-graph-trace")] == ["--cuda-graph-trace=graph"]
+
+
+def test_a_percent_in_the_report_path_is_literal_for_nsys() -> None:
+    """nsys expands %p, %h, %q{VAR} in --output: a --profile-dir named `runs%p` made it write to a folder
+    that did not exist (it fell back to /tmp/nsys-report-*); its own export expands the path again, so
+    the harness exports such a report itself. The rank pattern the harness appends stays a pattern."""
+    argv, _ = nsys.build_profile_command(NEW, nsys.ProfileOptions(output=Path("/p/runs%p/run")), TARGET)
+    assert "--output=/p/runs%%p/run" in argv and "--export=sqlite" not in argv
+    per_rank, _, _ = nsys.rank_profile_command(NEW, nsys.ProfileOptions(output=Path("/p/a%h/run")), TARGET)
+    assert "--output=/p/a%%h/run.rank%q{RANK}" in per_rank and "--export=sqlite" not in per_rank
+    plain, _, _ = nsys.rank_profile_command(NEW, nsys.ProfileOptions(output=Path("/p/run")), TARGET)
+    assert "--output=/p/run.rank%q{RANK}" in plain and "--export=sqlite" in plain
+
+
+@pytest.mark.slow
+def test_a_profile_folder_with_a_percent_holds_the_report_and_its_export(
+    tmp_path: Path, nsys_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    folder = tmp_path / "runs%p%h%q{HOME}"
+    args = ["profile", "--profile-dir", str(folder), "--db", str(tmp_path / "r.sqlite"), "--format", "json"]
+    result = CliRunner().invoke(app, [*args, "--", "true"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    files = {row["kind"]: Path(row["path"]) for row in json.loads(result.stdout)["files"]}
+    assert files["report"].parent == folder and files["report"].is_file()
+    assert files["export"] == files["report"].with_suffix(".sqlite") and files["export"].is_file()
+    assert "could not write beside" not in result.output
 
 
 def test_unsupported_flag_is_dropped_and_named() -> None:

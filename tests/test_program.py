@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -143,6 +145,33 @@ def test_failed_program_shows_its_last_lines(tmp_path: Path, tmp_db: str, nsys_b
     assert (run["model"], run["status"]) == ("sh", "error")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_profile_as_data_names_the_run_and_its_files(
+    tmp_path: Path, tmp_db: str, nsys_bin: str, fmt: str
+) -> None:
+    """What the notes on stderr tell people (the run stored, the program's exit code, the report and the
+    export) is in csv and json too: a script had the capture's tables and no way to find its run or files."""
+    prof_dir = tmp_path / "profiles"
+    args = ["profile", "--name", "five", "--profile-dir", str(prof_dir), "--format", fmt]
+    result = runner.invoke(app, [*args, "--", "sh", "-c", "echo out; exit 5"], catch_exceptions=False)
+    assert result.exit_code == 5, result.output
+    (stored,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")
+    if fmt == "json":
+        tables = json.loads(result.stdout)
+        (run,) = tables["run"]
+        files = {row["kind"]: row["path"] for row in tables["files"]}
+    else:  # titled blocks: "# TITLE", then the table's csv
+        blocks = dict(block.split("\n", 1) for block in result.stdout.split("\n\n"))
+        (run,) = csv.DictReader(io.StringIO(blocks["# run"]))
+        run["exit code"] = int(run["exit code"])
+        files = {row["kind"]: row["path"] for row in csv.DictReader(io.StringIO(blocks["# files"]))}
+    assert (run["run"], run["status"], run["exit code"]) == (stored["run_id"], "error", 5)
+    assert run["error"] == "the program exited with code 5"
+    assert files["report"] == stored["nsys_rep"] and files["export"] == stored["nsys_sqlite"]
+    assert Path(files["export"]).is_file() and Path(files["output"]).read_text().startswith("out\n")
+
+
 def test_profile_without_program_is_one_line_error(tmp_db: str) -> None:
     result = runner.invoke(app, ["profile"], catch_exceptions=False)
     assert result.exit_code == 2
@@ -239,3 +268,24 @@ def test_the_signal_that_ended_a_program_from_its_exit_code(
     from harness.core.signals import ended_by
 
     assert ended_by(returncode) == signal_number
+
+
+@pytest.mark.parametrize(
+    ("returncode", "error"),
+    [
+        (137, "the program was killed by SIGKILL (signal 9, exit code 137)"),
+        (-15, "the program was killed by SIGTERM (signal 15)"),
+        (3, "the program exited with code 3"),
+        (200, "the program exited with code 200"),
+    ],
+)
+def test_a_program_ended_by_a_signal_is_stored_as_killed(returncode: int, error: str) -> None:
+    """nsys gives a program's death by signal N as exit code 128 + N: the run said "exited with code 137"
+    while its health said "ended by signal 9"."""
+    from harness.execution.nsys import ProfileResult
+    from harness.experiments.program import program_result
+
+    prof = ProfileResult(returncode=returncode, rep=None, sqlite=None, qdstrm=None, stderr_tail="")
+    result = program_result("p-1", "p", ["./p"], prof, "2023.4.4.54")
+    assert (result.status, result.error) == ("error", error)
+    assert result.extra["exit_code"] == returncode

@@ -99,10 +99,70 @@ def test_ranks_refuse_what_they_cannot_time(tmp_db: str) -> None:
         (["--delay-rank", "1:200"], "--delay-rank delays one rank of several: give --nproc 2 or more"),
         (["--nproc", "2", "--delay-rank", "2:200"], "rank 2 is not one of the 2 ranks"),
         (["--nproc", "2", "--delay-rank", "1"], "--delay-rank takes RANK:MS (e.g. 1:200), got '1'"),
+        # str.isdigit takes them; int() refused the first (a traceback) and read the second as 1
+        (
+            ["--nproc", "2", "--delay-rank", "1:\u00b2"],
+            "--delay-rank takes RANK:MS (e.g. 1:200), got '1:\u00b2'",
+        ),
+        (
+            ["--nproc", "2", "--delay-rank", "\u0661:5"],
+            "--delay-rank takes RANK:MS (e.g. 1:200), got '\u0661:5'",
+        ),
     ):
         result = runner.invoke(app, ["run", "tiny", "--device", "cpu", *args])
         assert result.exit_code == 2, result.output
         assert says in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("nproc", ["1", "2"])
+@pytest.mark.parametrize("timeout", ["nan", "inf", "1e400", "1e14", "0", "-1"])
+def test_a_rank_timeout_no_run_could_take_is_refused_before_any_rank_starts(
+    tmp_db: str, nproc: str, timeout: str
+) -> None:
+    """Each rank failed in init_process_group's timedelta (OverflowError, "cannot convert float NaN"), and
+    a run of one process stored the value, which `harness import` refuses: refused at once, in one line."""
+    result = runner.invoke(
+        app, ["run", "tiny", "--device", "cpu", "--steps", "1", "--nproc", nproc, "--rank-timeout", timeout]
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("error: --rank-timeout must be a positive number of seconds, at most ")
+    assert lines[-1].endswith(f"got {float(timeout):g}"), lines[-1]
+    assert "Traceback" not in result.output
+    assert not Path(tmp_db.removeprefix("sqlite:///")).exists()  # refused before the run: nothing stored
+
+
+@pytest.mark.parametrize("nproc", ["1", "2"])
+def test_a_rendezvous_endpoint_with_control_characters_is_refused(tmp_db: str, nproc: str) -> None:
+    """With one process it was only warned of and stored with the run as given, which `harness import`
+    refuses (a run left unsaved could not be stored later); torchrun would have been handed it as is."""
+    args = ["run", "tiny", "--device", "cpu", "--steps", "1", "--nproc", nproc]
+    result = runner.invoke(app, [*args, "--rdzv-endpoint", "node\x1b[2J:29500"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "error: --rdzv-endpoint 'node\\x1b[2J:29500' is not HOST:PORT: it holds control characters"
+    )
+    assert "\x1b" not in result.output and not Path(tmp_db.removeprefix("sqlite:///")).exists()
+
+
+def test_ranks_of_a_program_run_read_its_export(tmp_db: str, h100_captures: dict[str, Path]) -> None:
+    """A `harness profile` run has no in-process timers, only its export: `ranks RUN` said "has no measured
+    steps" of a capture whose step ranges hold prefill and decode; it reads the export as `ranks EXPORT`."""
+    from harness.core.records import RunResult
+    from harness.experiments.program import program_config
+
+    export = h100_captures["tiny-generate"]
+    program = RunResult(run_id="prog-1", config=program_config("prog"), status="ok", device="n/a")
+    ResultsStore(tmp_db).save(program, profiler="nsys", nsys_sqlite=str(export))
+    by_run = runner.invoke(app, ["ranks", "prog-1", "--format", "json"])
+    assert by_run.exit_code == 0, by_run.output
+    by_export = runner.invoke(app, ["ranks", str(export), "--format", "json"])
+    assert json.loads(by_run.stdout) == json.loads(by_export.stdout)
+    (imbalance,) = [
+        rows for title, rows in json.loads(by_run.stdout).items() if title.startswith("Imbalance")
+    ]
+    assert [row["Phase"] for row in imbalance] == ["prefill", "decode", "step"]
+    assert "run prog-1: its export (the run has no in-process timers)" in by_run.stderr
 
 
 def test_an_older_database_gains_the_rank_columns(tmp_path: Path) -> None:

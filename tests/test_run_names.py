@@ -47,3 +47,27 @@ def test_a_long_program_name_is_cut_to_a_file_name() -> None:
 def test_a_program_name_with_a_comma_gives_a_run_id_diff_can_name() -> None:
     """`harness diff A1,A2 B` splits at commas: a run id never holds one."""
     assert default_run_name("a,b.sh") == "a_b.sh"
+
+
+@pytest.mark.parametrize(
+    ("program", "name"),
+    [
+        ("ev\x1b[31mil.sh", "ev_[31mil.sh"),
+        ("new\nline.sh", "new_line.sh"),
+        ("a\\b.sh", "a_b.sh"),
+        ("bidi\u202emark.sh", "bidi_mark.sh"),
+        (" ", "program"),
+    ],
+    ids=["escape", "newline", "backslash", "bidi", "blank"],
+)
+def test_a_program_file_name_gives_a_run_id_that_import_takes(program: str, name: str) -> None:
+    """A file may be named with what `--name` refuses: its run was stored under an id holding it, and
+    `harness import` refused that id, so such a run left unsaved (a locked database) was lost."""
+    from harness.core.bounds import check_run_name
+    from harness.core.records import new_id
+    from harness.store.unsaved_check import run_id
+
+    assert default_run_name(program) == name
+    check_run_name(name)  # what --name takes
+    stored = new_id(name)
+    assert run_id(stored) == stored  # what `harness import` takes

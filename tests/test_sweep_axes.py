@@ -42,6 +42,22 @@ def test_sweep_context_lengths_must_be_positive_integers(tmp_db: str) -> None:
     assert len(out.output.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("option", ["--context-length", "--batch-sizes"])
+@pytest.mark.parametrize(
+    "given", ["\u00b2", "\u0661", "1,\uff12"]
+)  # superscript two, Arabic-Indic one, fullwidth two
+def test_sweep_sizes_are_ascii_digits(tmp_db: str, option: str, given: str) -> None:
+    """str.isdigit takes a superscript two, which int() refuses (a ValueError traceback), and digits of
+    other scripts, which int() reads: a size is ASCII digits, as anywhere else on the command line."""
+    out = runner.invoke(app, ["sweep", "--models", "tiny", "--device", "cpu", option, given])
+    assert out.exit_code == 2, out.output
+    bad = given.split(",")[-1]
+    assert out.output.strip().splitlines() == [
+        f"error: {option} takes positive integers, e.g. "
+        f"{'1,2,4,8' if option == '--batch-sizes' else '128,512,1024'}; got {bad}"
+    ]
+
+
 @pytest.mark.parametrize("option", ["--models", "--precision", "--compile"])
 @pytest.mark.parametrize("given", ["", ","])
 def test_sweep_axis_that_names_nothing_is_refused(tmp_db: str, option: str, given: str) -> None:

@@ -18,6 +18,7 @@ import typer
 
 from harness.cli.common import warn
 from harness.cli.option_group import F, option_group
+from harness.core.bounds import digits
 from harness.core.devices import DEVICES
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
@@ -263,14 +264,15 @@ def delay(text: str | None, world_size: int) -> tuple[int | None, int]:
     outside the run, or a run of one rank."""
     if text is None:
         return None, 0
-    rank, sep, ms = text.partition(":")
-    if not sep or not rank.strip().isdigit() or not ms.strip().isdigit():
+    rank_text, sep, ms_text = text.partition(":")
+    rank, ms = digits(rank_text.strip()), digits(ms_text.strip())
+    if not sep or rank is None or ms is None:
         raise UsageError(f"--delay-rank takes RANK:MS (e.g. 1:200), got {text!r}")
     if world_size < 2:
         raise UsageError("--delay-rank delays one rank of several: give --nproc 2 or more")
-    if int(rank) >= world_size:
-        raise UsageError(f"--delay-rank {text}: rank {int(rank)} is not one of the {world_size} ranks")
-    return int(rank), int(ms)
+    if rank >= world_size:
+        raise UsageError(f"--delay-rank {text}: rank {rank} is not one of the {world_size} ranks")
+    return rank, ms
 
 
 def with_ranks(config: RunConfig, ranks: Ranks) -> RunConfig:

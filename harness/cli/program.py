@@ -14,6 +14,8 @@ from harness.core.bounds import check_run_name
 from harness.core.signals import sigterm_raises
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from harness.experiments.program import ProgramRun
 
 from harness.cli import render as render_run
@@ -73,8 +75,12 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
         render_run.say_health(p.advice)
     report = p.report
     advice = render_run.advice_tables(p.advice) if p.advice is not None and fmt is not Format.table else []
+    if fmt is not Format.table:  # what the notes below say for people, as data: the run and its files
+        advice += _run_tables(p, files)
     if report is not None and (report.tables or fmt is not Format.table):
         emit_many([*report.tables, *advice], fmt, notes=report.notes, skipped=report.skipped, wide=wide)
+    elif fmt is not Format.table and advice:  # no export was read: the run and its files all the same
+        emit_many(advice, fmt, wide=wide)
     if report is not None and fmt is Format.table:
         by_reason: dict[str, list[str]] = {}
         for title, why in report.skipped.items():
@@ -89,6 +95,21 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
         tail = prof.program_tail.strip().splitlines()[-TAIL:]
         note("last lines of its output:\n" + "\n".join(tail), lines=True)
     say_ending(p)
+
+
+def _run_tables(p: ProgramRun, files: tuple[tuple[str, Path | None], ...]) -> list[tuple[str, pd.DataFrame]]:
+    """The stored run (its id, status, the program's exit code) and the files kept, as `run --nsys` gives
+    them in csv and json; none where nothing was stored."""
+    import pandas as pd
+
+    if p.result is None:
+        return []
+    run = pd.DataFrame(
+        [(p.run_id, p.result.status, p.profile.returncode, p.result.error, p.nsys_version)],
+        columns=["run", "status", "exit code", "error", "nsys"],
+    )
+    kept = pd.DataFrame([(kind, str(path)) for kind, path in files if path], columns=["kind", "path"])
+    return [("run", run), ("files", kept)]
 
 
 def register(app: typer.Typer) -> None:

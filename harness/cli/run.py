@@ -30,7 +30,7 @@ from harness.cli.options import (
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
-from harness.core.bounds import check_count
+from harness.core.bounds import check_count, digits
 from harness.core.errors import HarnessError, UsageError
 from harness.core.machine import describe
 from harness.core.records import new_id, phases_for
@@ -303,7 +303,7 @@ def _batch_sizes(items: list[str]) -> list[int]:
 
 def _sizes(option: str, items: list[str]) -> list[int]:
     """A sweep axis of positive integers (`--batch-sizes`, `--context-length`), duplicates dropped."""
-    bad = [b for b in items if not b.isdigit() or int(b) < 1]
+    bad = [b for b in items if (digits(b) or 0) < 1]
     if bad or not items:
         example = "1,2,4,8" if option == "--batch-sizes" else "128,512,1024"
         raise UsageError(f"{option} takes positive integers, e.g. {example}; got {', '.join(bad) or 'none'}")

@@ -38,6 +38,12 @@ def check_storable(config: Any) -> None:
             )
 
 
+def digits(text: str) -> int | None:
+    """`text` as a whole number when it is ASCII digits alone (str.isdigit takes '²', which int refuses, and
+    '١', which it reads as 1), else None."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def check_count(option: str, value: int) -> None:
     if not INT64_MIN <= value <= INT64_MAX:
         raise UsageError(f"{option} {value} is out of range: at most {INT64_MAX}")
@@ -137,7 +143,12 @@ def check_baseline_name(name: str) -> None:
 
 
 def default_run_name(program: str) -> str:
-    """A program's file name cut to NAME_BYTES bytes (a whole character at the end), a comma made `_` (a run
-    id holds none: `harness diff A1,A2 B` splits at commas)."""
-    data = program.replace(",", "_").encode("utf-8", "surrogateescape")[:NAME_BYTES]
-    return data.decode("utf-8", "ignore") or "program"
+    """A program's file name as a name `--name` would take: cut to NAME_BYTES bytes (a whole character at
+    the end), a comma (`harness diff A1,A2 B` splits at commas), a backslash and a control or format
+    character each made `_`. A file name may hold them all, and a run id holding one was stored, then
+    refused by `harness import` (a run the database would not take could not be stored later)."""
+    import unicodedata
+
+    data = program.encode("utf-8", "surrogateescape")[:NAME_BYTES].decode("utf-8", "ignore")
+    name = "".join("_" if c in ",\\" or unicodedata.category(c) in HIDDEN else c for c in data)
+    return name if name.strip() else "program"

@@ -6,16 +6,20 @@ once; every later layer (the profilers, the ranks, the worker) trusts a configur
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from typing import Any
 
 import workloads
-from harness.core.bounds import check_ranks, check_storable
+from harness.core.bounds import check_ranks, check_storable, hidden
 from harness.core.devices import emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
 from harness.execution.generate import prompt_length
 from workloads.names import ATTENTIONS, MODES, PRECISIONS
 from workloads.plants import catalogue
+
+# the longest --rank-timeout: torch.distributed takes it as a timedelta (harness.execution.ranks.distributed)
+RANK_TIMEOUT_MAX = timedelta.max // timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,17 @@ def check_layout(config: RunConfig) -> None:
     if config.nproc < 1 or config.nnodes < 1:
         raise UsageError(f"--nproc and --nnodes must be 1 or more, got {config.nproc} and {config.nnodes}")
     check_ranks(config.nproc)
+    # checked in a run of one process too (where it changes nothing): it is stored with the run, and a run
+    # whose file `harness import` refuses would be lost where the database would not take it
+    if not 0 < config.rank_timeout <= RANK_TIMEOUT_MAX:  # NaN fails too
+        raise UsageError(
+            f"--rank-timeout must be a positive number of seconds, at most {RANK_TIMEOUT_MAX}; "
+            f"got {config.rank_timeout:g}"
+        )
+    if config.rdzv_endpoint is not None and hidden(config.rdzv_endpoint):  # stored too, as the timeout
+        raise UsageError(
+            f"--rdzv-endpoint {config.rdzv_endpoint!r} is not HOST:PORT: it holds control characters"
+        )
     if config.world_size == 1:
         return
     if config.mode != "train":
@@ -146,8 +161,6 @@ def check_layout(config: RunConfig) -> None:
         raise UsageError(f"--node-rank must be 0 … {config.nnodes - 1} with --nnodes {config.nnodes}")
     if config.nnodes > 1 and not config.rdzv_endpoint:
         raise UsageError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the node with --node-rank 0)")
-    if config.rank_timeout <= 0:
-        raise UsageError(f"--rank-timeout must be a positive number of seconds, got {config.rank_timeout:g}")
     if config.power:
         raise UsageError("--power is not supported with --nproc yet")
 

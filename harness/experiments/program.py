@@ -93,8 +93,10 @@ def program_result(
         status, error = "interrupted", signals.interrupted(prof.interrupted, when)
     elif prof.returncode == 0:
         status, error = "ok", None
-    elif prof.returncode < 0:
-        status, error = "error", f"the program was killed by signal {-prof.returncode}"
+    elif (sig := signals.ended_by(prof.returncode)) is not None:
+        # nsys gives a program ended by signal N as exit code 128 + N (137: SIGKILL), as a shell does
+        code = f", exit code {prof.returncode}" if prof.returncode > 0 else ""
+        status, error = "error", f"the program was killed by {_signal_name(sig)} (signal {sig}{code})"
     else:
         status, error = "error", f"the program exited with code {prof.returncode}"
     return RunResult(
@@ -106,6 +108,13 @@ def program_result(
         extra={"command": list(argv), "exit_code": prof.returncode},
         env=_environment(version),
     )
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signals.name(sig)
+    except ValueError:  # a real-time signal has no name of its own
+        return f"signal {sig}"
 
 
 def _check_program(argv: Sequence[str]) -> None:

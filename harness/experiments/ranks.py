@@ -116,6 +116,11 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
         report.notes.insert(0, f"run {run.id}: its {len(exports)} per-rank exports")
         return report
     df = run_frame(run)
+    single = Path(run.nsys_sqlite) if run.nsys_sqlite else None
+    if df.empty and single is not None and single.exists():  # `harness profile`: no timers, its ranges
+        report = ranks_of([single], **read)
+        report.notes.insert(0, f"run {run.id}: its export (the run has no in-process timers)")
+        return report
     if df.empty:
         raise UsageError(f"run {run.id} has no measured steps")
     notes = [f"run {run.id}: in-process timers from the results database (GPU busy time needs --nsys)"]

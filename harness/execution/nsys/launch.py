@@ -82,10 +82,12 @@ def build_profile_command(
             f"--nvtx-capture={MEASURED_RANGE}",
             "--capture-range-end=stop",
         ]
-    defaults.append(f"--output={opts.output}")
+    defaults.append(f"--output={_literal_output(opts.output)}")
     if requested_output(opts.extra_args) is None:  # a report named by the user is never written over
         defaults.append("--force-overwrite=true")
-    if opts.export_sqlite:
+    # nsys's own export expands the %% of --output again (2023.4: the export fell back to /tmp): the
+    # harness exports such a report itself (`profile`), where `nsys export --output` is taken as it is
+    if opts.export_sqlite and "%" not in _literal_output(opts.output).removesuffix(RANK_PATTERN):
         defaults.append("--export=sqlite")
     overridden = {_flag_name(a) for a in opts.extra_args} - {None}
     argv = [str(info.path), "profile"]
@@ -99,6 +101,15 @@ def build_profile_command(
             continue
         argv.append(arg)
     return [*argv, *opts.extra_args, *target], dropped
+
+
+def _literal_output(output: Path) -> str:
+    """The report's path as `nsys profile --output` reads it: nsys expands %p, %h, %q{VAR}, … there, so a
+    `%` of the path (a --profile-dir named `runs%p`) is written `%%`; the rank pattern the harness appends
+    (RANK_PATTERN) is kept. Unescaped, nsys wrote to a folder that did not exist and fell back to /tmp."""
+    text = str(output)
+    kept = RANK_PATTERN if text.endswith(RANK_PATTERN) else ""
+    return text[: len(text) - len(kept)].replace("%", "%%") + kept
 
 
 @dataclass
