@@ -140,6 +140,24 @@ def test_emulated_bf16_on_cpu_is_said() -> None:
         assert note is not None and note.startswith("bf16 on this CPU is emulated")
 
 
+def test_emulated_bf16_names_backward_only_for_work_that_has_one(monkeypatch) -> None:
+    """On a CPU without bf16 units: a training run is warned that backward suffers most; a generate run,
+    which has no backward, is warned without it."""
+    from harness.core.records import RunConfig
+    from harness.execution.checks import checked
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    said = {
+        mode: checked(RunConfig(model="tiny", mode=mode, precision="bf16", device="cpu")).warnings
+        for mode in ("train", "generate")
+    }
+    slow = (
+        "bf16 on this CPU is emulated (no AVX512-BF16/AMX or FP16 units): expect steps many times slower "
+        "than fp32"
+    )
+    assert said == {"train": [f"{slow}, backward most of all"], "generate": [slow]}
+
+
 def test_cpu_out_of_memory_is_recorded(tmp_db) -> None:
     # an embedding of 10**12 rows: the CPU allocator refuses at once (as for -t 1000000000, without
     # first filling 16 GB with the batch)

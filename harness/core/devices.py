@@ -39,8 +39,9 @@ def resolve_device(requested: str) -> Any:
     return torch.device(requested)
 
 
-def emulated_precision_note(device: Any, precisions: list[str]) -> str | None:
-    """Say so when bf16/fp16 on this CPU has no native support: torch then emulates it, many times slower."""
+def emulated_precision_note(device: Any, precisions: list[str], backward: bool = True) -> str | None:
+    """Say so when bf16/fp16 on this CPU has no native support: torch then emulates it, many times slower
+    (`backward`: the work has a backward pass, where it is slowest)."""
     if device.type != "cpu":
         return None
     import torch
@@ -61,7 +62,7 @@ def emulated_precision_note(device: Any, precisions: list[str]) -> str | None:
         return None
     return (
         f"{'/'.join(slow)} on this CPU is emulated (no AVX512-BF16/AMX or FP16 units): expect steps many "
-        "times slower than fp32, backward most of all"
+        "times slower than fp32" + (", backward most of all" if backward else "")
     )
 
 

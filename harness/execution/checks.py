@@ -39,7 +39,7 @@ def checked(config: RunConfig) -> Checked:
     check_layout(config)
     device = resolve_device(config.device)
     check_device(config, device.type)
-    note = emulated_precision_note(device, [config.precision])
+    note = emulated_precision_note(device, [config.precision], backward=config.mode == "train")
     return Checked(config, device, [note] if note else [])
 
 
