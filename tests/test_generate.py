@@ -339,3 +339,19 @@ def test_sigterm_ends_a_long_generate_and_keeps_it(tmp_db: str) -> None:
     assert re.search(r"interrupted by SIGTERM after \d+ of 100000 measured steps; stored as interrupted", err)
     (run,) = ResultsStore(tmp_db).runs().to_dict("records")
     assert run["status"] == "interrupted"
+
+
+def test_one_new_token_times_no_tpot_token_and_says_zero() -> None:
+    """`--new-tokens 1`: the one token is prefill's (TTFT), so no token is timed per output token: the
+    count is 0, where it showed as missing; TPOT's own figures stay empty."""
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.execution.generate import serving_figures
+    from harness.experiments.run_tables import serving_rows
+
+    config = RunConfig(model="tiny", mode="generate", new_tokens=1, batch_size=2, device="cpu")
+    steps = [StepRecord(i, i == 0, {"prefill": 2_000_000 + i, "decode": 1_000}) for i in range(3)]
+    serving = serving_figures(RunResult("gen-1", config, "ok", steps=steps), {"decode": EAGER})
+    assert serving is not None and serving["tpot_ns"] is None
+    rows = dict(zip(*serving_rows(serving).to_dict("list").values(), strict=True))
+    assert rows["TPOT tokens timed"] == 0 and rows["TPOT mean (ns)"] is None
+    assert rows["TTFT mean (ns)"] == 2_000_001.5 and rows["output tokens/s"] == 2 * 1 * 2 / (4_002_003 / 1e9)

@@ -171,7 +171,7 @@ def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:
             for name, figures, stats in (("TTFT", ttft, TTFT_STATS), ("TPOT", tpot, TPOT_STATS))
             for stat in stats
         ],
-        ("TPOT tokens timed", tpot.get("count")),
+        ("TPOT tokens timed", tpot.get("count", 0)),  # --new-tokens 1: every token is prefill's
         ("output tokens/s", serving.get("output_tokens_per_s")),
         ("decode tokens/s", serving.get("decode_tokens_per_s")),
         ("KV cache allocated (MiB)", size("kv_cache_bytes")),
