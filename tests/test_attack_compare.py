@@ -66,3 +66,69 @@ def test_overhead_runs_each_nsys_mode_once_a_round(
     ]
     runner.invoke(app, [*args, "--nsys-path", nsys_bin])
     assert asked == [["light", "full"]]
+
+
+def _stored_run(db: str) -> str:
+    """A tiny train run of two measured steps (batch 2, context 16) stored in `db`; its id."""
+    import workloads
+    from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+    from harness.store.results import ResultsStore
+
+    spec = workloads.get_spec("tiny")
+    config = RunConfig(model="tiny", device="cpu", batch_size=2, context_length=16, warmup=1, steps=2)
+    steps = [StepRecord(i, i == 0, {"forward": 4_000_000, "backward": 8_000_000, "optimizer": 2_000_000})
+             for i in range(3)]  # fmt: skip
+    info = ModelInfo(spec.family, spec.d_model, spec.d_ff, spec.num_layers, spec.num_heads, spec.vocab_size,
+                     16, 1)  # fmt: skip
+    ResultsStore(db).save(RunResult(run_id="tiny-r1", config=config, status="ok", device="cpu",
+                                    device_name="AMD EPYC", model=info, steps=steps))  # fmt: skip
+    return "tiny-r1"
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--batch-size", "64"], "--batch-size"),
+        (["-b", "8", "--model", "small"], "--model, --batch-size"),  # 8 is the default: given all the same
+        (["--device", "cpu", "--precision", "bf16"], "--precision, --device"),
+        (["-t", "256", "--mode", "forward", "--attention", "sdpa"], "--context-length, --mode, --attention"),
+    ],
+)
+def test_roofline_of_a_run_refuses_the_configuration_options_it_would_not_use(
+    tmp_db: str, given: list[str], named: str
+) -> None:
+    """With RUN the run's own configuration is placed: --batch-size 64 and the like were taken and the table
+    was of batch 2 all the same, nothing said."""
+    run = _stored_run(tmp_db)
+    result = runner.invoke(app, ["roofline", run, *given, "--db", tmp_db])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: {named}: the roofline of run {run} is of the run's own configuration; these options go "
+        "without RUN"
+    )
+    assert runner.invoke(app, ["roofline", run, "--db", tmp_db, "--format", "json"]).exit_code == 0
+
+
+@pytest.mark.parametrize("batch", ["99999999999", "1000000000"])
+def test_roofline_refuses_sizes_whose_counts_pass_int64(tmp_path: Path, batch: str) -> None:
+    """A batch whose step's FLOPs pass 2^63 printed negative FLOPs, bytes and intensity (the per-phase sums
+    wrapped round) as data."""
+    result = runner.invoke(app, ["roofline", "--batch-size", batch, "--format", "csv"])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert line.startswith(f"error: batch {batch} × context 128: a step's ") and "pass 2^63" in line
+    assert "\n" not in line
+    # the largest that fits is still counted, every count positive
+    fits = runner.invoke(app, ["roofline", "--batch-size", "100000000", "--format", "json"])
+    assert fits.exit_code == 0, fits.output
+    import json
+
+    tables = json.loads(fits.stdout)
+    phases = next(rows for title, rows in tables.items() if title == "per phase")
+    assert phases[0]["phase"] == "forward" and phases[0]["flops"] == 465155724800000000
+    assert all(row["flops"] >= 0 and row["bytes"] > 0 for row in phases)
+
+
+def test_roofline_help_names_the_html_option_s_value_a_file() -> None:
+    result = runner.invoke(app, ["roofline", "--help"])
+    assert "--html <file>" in result.output and "<parse>" not in result.output
