@@ -132,3 +132,33 @@ def test_roofline_refuses_sizes_whose_counts_pass_int64(tmp_path: Path, batch: s
 def test_roofline_help_names_the_html_option_s_value_a_file() -> None:
     result = runner.invoke(app, ["roofline", "--help"])
     assert "--html <file>" in result.output and "<parse>" not in result.output
+
+
+def test_diff_against_a_run_stopped_before_its_first_measured_step_says_it_has_none(tmp_db: str) -> None:
+    """A run interrupted in its warmup was said to `time no phase in common` with the other, and each side
+    without an export to leave `phase verdicts only` where there was no verdict at all."""
+    import json
+
+    from test_store import make_result
+
+    from harness.store.results import ResultsStore
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    stopped = make_result("tiny-b")
+    stopped.steps = stopped.steps[:2]  # its two warmup steps, then SIGTERM
+    stopped.status, stopped.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
+    store.save(stopped)
+    result = runner.invoke(app, ["diff", "tiny-a", "tiny-b", "--db", tmp_db, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert "B (tiny-b) has no measured steps: there is nothing to compare" in notes
+    assert not any("no phase in common" in n or "phase verdicts only" in n for n in notes), notes
+    assert "tiny-a has no export: nothing to compare (profile it with --nsys)" in notes
+    # a run with steps keeps its note as it was
+    store.save(make_result("tiny-c"))
+    kept = runner.invoke(app, ["diff", "tiny-a", "tiny-c", "--db", tmp_db, "--format", "json"])
+    assert (
+        "tiny-a has no export: phase verdicts only (profile it with --nsys)"
+        in json.loads(kept.stdout)["notes"]
+    )

@@ -134,13 +134,15 @@ def _run_trace(run: Run) -> Path | None:
     return None
 
 
-def _no_export(run: Run | None) -> str:
-    """Why a run side has no export to read: none made (profile it), or the one it made is gone."""
+def _no_export(run: Run | None, verdicts: bool = True) -> str:
+    """Why a run side has no export to read: none made (profile it), or the one it made is gone; and what is
+    left to compare (`verdicts`: the phase verdicts, else nothing)."""
+    left = "phase verdicts only" if verdicts else "nothing to compare"
     stored = [name for name in (run.nsys_sqlite, run.nsys_rep) if name] if run is not None else []
     if stored:
         files = ", ".join(stored)
-        return f"has lost its export ({files}: no such file, moved or deleted): phase verdicts only"
-    return "has no export: phase verdicts only (profile it with --nsys)"
+        return f"has lost its export ({files}: no such file, moved or deleted): {left}"
+    return f"has no export: {left} (profile it with --nsys)"
 
 
 def steps_frame(run: Run) -> pd.DataFrame:
@@ -320,7 +322,7 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
     elif not several:
         for side in (a, b):
             if side.trace_path is None:
-                result.notes.append(f"{side.label} {_no_export(side.run)}")
+                result.notes.append(f"{side.label} {_no_export(side.run, bool(result.verdicts))}")
     return result
 
 
