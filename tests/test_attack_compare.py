@@ -162,3 +162,22 @@ def test_diff_against_a_run_stopped_before_its_first_measured_step_says_it_has_n
         "tiny-a has no export: phase verdicts only (profile it with --nsys)"
         in json.loads(kept.stdout)["notes"]
     )
+
+
+def test_a_whole_number_threshold_takes_a_whole_number_however_written(tmp_path: Path) -> None:
+    """`-t optimizer_median_ns=2e4` was refused as not `a int` (the type's name, in a sentence); 2e4 ns is
+    the whole number 20000."""
+    from analysis.advice.base import Thresholds
+
+    th = Thresholds().with_options(["optimizer_median_ns=2e4", "optimizer_kernels=64.0"])
+    assert (th.optimizer_median_ns, th.optimizer_kernels) == (20_000, 64)
+    assert isinstance(th.optimizer_median_ns, int)
+    export = str(tmp_path / "none.sqlite")
+    for value in ("2.5", "inf", "nan", "many"):
+        result = runner.invoke(app, ["advise", export, "-t", f"optimizer_kernels={value}"])
+        assert result.exit_code == 1, result.output
+        assert (
+            result.output.strip() == f"error: threshold optimizer_kernels takes a whole number, not '{value}'"
+        )
+    result = runner.invoke(app, ["advise", export, "-t", "host_wait_share=many"])
+    assert result.output.strip() == "error: threshold host_wait_share takes a number, not 'many'"
