@@ -181,3 +181,24 @@ def test_a_whole_number_threshold_takes_a_whole_number_however_written(tmp_path:
         )
     result = runner.invoke(app, ["advise", export, "-t", "host_wait_share=many"])
     assert result.output.strip() == "error: threshold host_wait_share takes a number, not 'many'"
+
+
+def test_blocks_by_layer_puts_the_final_norm_in_no_layer() -> None:
+    """`blocks --by-layer`: the final norm's row (layer —) named `layer` its parent, a layer it is not in; a
+    norm inside a layer keeps it."""
+    import pandas as pd
+
+    from analysis.views.blocks import LAYER, block_table
+
+    rows = [
+        (1, 0, LAYER, "forward", 80, 1),
+        (1, 0, "norm", "forward", 7, 2),
+        (1, None, "norm", "forward", 3, 1),
+    ]
+    records = pd.DataFrame(rows, columns=["step", "layer", "block", "phase", "duration_ns", "calls"])
+    records["layer"] = records["layer"].astype("Int64")
+    table = block_table(records, {"forward": 100.0}, steps=1, by_layer=True)
+    norms = table[table["block"] == "norm"].set_index("layer", drop=False)
+    assert norms.loc[0, "parent"] == LAYER and norms.loc[0, "Mean (ns)"] == 7
+    final = table[(table["block"] == "norm") & table["layer"].isna()]
+    assert len(final) == 1 and final["parent"].isna().all() and final["Mean (ns)"].tolist() == [3]
