@@ -202,3 +202,21 @@ def test_blocks_by_layer_puts_the_final_norm_in_no_layer() -> None:
     assert norms.loc[0, "parent"] == LAYER and norms.loc[0, "Mean (ns)"] == 7
     final = table[(table["block"] == "norm") & table["layer"].isna()]
     assert len(final) == 1 and final["parent"].isna().all() and final["Mean (ns)"].tolist() == [3]
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--gate", "-1"], "error: --gate must be 0 or more, got -1"),
+        (["--gate", "-0.5"], "error: --gate must be 0 or more, got -0.5"),
+        (["--top", "0"], "error: --top must be 1 or more, got 0"),
+        (["--warmup", "-2"], "error: --warmup must be 0 or more, got -2"),
+        (["--iteration", "-1"], "error: --iteration must be 0 or more, got -1"),
+    ],
+)
+def test_diff_refuses_a_number_below_its_range_in_one_line(tmp_db: str, given: list[str], said: str) -> None:
+    """Click's `min=` printed its usage block, a blank line and a capitalised `Error: Invalid value …`: four
+    lines, where every other refusal is one `error:` line."""
+    result = runner.invoke(app, ["diff", "a.sqlite", "b.sqlite", *given, "--db", tmp_db])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == said
