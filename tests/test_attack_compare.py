@@ -220,3 +220,31 @@ def test_diff_refuses_a_number_below_its_range_in_one_line(tmp_db: str, given: l
     result = runner.invoke(app, ["diff", "a.sqlite", "b.sqlite", *given, "--db", tmp_db])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == said
+
+
+def test_a_run_stopped_before_its_model_was_built_differs_in_no_context_length(tmp_db: str) -> None:
+    """A run interrupted before its model was built stores no context length: its diff against the same
+    configuration said `context length None → 128`, a difference of configuration that is none."""
+    import json
+
+    from test_store import make_result
+
+    from harness.experiments.diff import config_differences
+    from harness.store.results import ResultsStore
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    early = make_result("tiny-b")
+    early.model, early.steps = None, []
+    early.status, early.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
+    store.save(early)
+    a, b = store.get("tiny-a"), store.get("tiny-b")
+    assert a.context_length == 128 and b.context_length is None
+    assert config_differences(a, b) == []
+    result = runner.invoke(app, ["diff", "tiny-a", "tiny-b", "--db", tmp_db, "--format", "json"])
+    assert not any("not the same configuration" in n for n in json.loads(result.stdout)["notes"])
+    # a context length asked for is still told apart from the model's own
+    asked = make_result("tiny-c")
+    asked.config.context_length, asked.model = 64, None
+    store.save(asked)
+    assert config_differences(a, store.get("tiny-c")) == ["context length 128 → 64"]

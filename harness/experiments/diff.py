@@ -210,12 +210,16 @@ def config_differences(a: Run, b: Run) -> list[str]:
     def said(run: Run) -> dict[str, object]:
         left_out = NOT_TIMED if a.mode == b.mode == "generate" else NOT_TIMED | GENERATE_ONLY
         config = {k: v for k, v in (run.config or {}).items() if k not in left_out}
-        config.update(context_length=run.context_length, batch_size=run.batch_size)  # as resolved
+        # as resolved; a run stopped before its model was built resolved none: the one asked for, if any
+        resolved = run.context_length if run.context_length is not None else config.get("context_length")
+        config.update(context_length=resolved, batch_size=run.batch_size)
         config["profiler"] = " ".join(filter(None, (run.profiler, run.nsys_mode)))
         config["device"] = run.device_name or run.device
         return config
 
     ca, cb = said(a), said(b)
+    if None in (ca["context_length"], cb["context_length"]):  # the model's, not known yet: no difference told
+        del ca["context_length"], cb["context_length"]
     return [f"{k.replace('_', ' ')} {ca.get(k)} → {cb.get(k)}" for k in dict.fromkeys([*ca, *cb])
             if ca.get(k) != cb.get(k)]  # fmt: skip
 
