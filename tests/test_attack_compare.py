@@ -248,3 +248,39 @@ def test_a_run_stopped_before_its_model_was_built_differs_in_no_context_length(t
     asked.config.context_length, asked.model = 64, None
     store.save(asked)
     assert config_differences(a, store.get("tiny-c")) == ["context length 128 → 64"]
+
+
+@pytest.mark.parametrize(("kept", "status"), [(2, "fail"), (4, "warn")])
+def test_health_of_a_stopped_run_without_a_capture_says_it_stopped(
+    tmp_db: str, kept: int, status: str
+) -> None:
+    """A run interrupted before its end with no export (no profiler): every check was ok (`health --strict`
+    passed a run stopped after 0 of its measured steps); the capture's checks that say a run stopped had
+    no capture to read."""
+    import csv
+    import io
+
+    from test_store import make_result
+
+    from harness.store.results import ResultsStore
+
+    stopped = make_result("tiny-stop")
+    stopped.steps = stopped.steps[:kept]  # two warmup steps, then what it measured before SIGTERM
+    stopped.status, stopped.error = (
+        "interrupted",
+        f"interrupted by SIGTERM after {kept - 2} of 3 measured steps",
+    )
+    ResultsStore(tmp_db).save(stopped)
+    result = runner.invoke(app, ["health", "tiny-stop", "--db", tmp_db, "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    rows = {r["Check"]: r for r in csv.DictReader(io.StringIO(result.stdout))}
+    check = rows["measured steps"]
+    assert check["Status"] == status
+    said = f"the run was interrupted by SIGTERM, after {kept - 2} of its 3 measured steps (2–4); the other"
+    assert check["Evidence"].startswith(f"{said} {5 - kept} never ran"), check["Evidence"]
+    strict = runner.invoke(app, ["health", "tiny-stop", "--db", tmp_db, "--strict"])
+    assert strict.exit_code == (1 if status == "fail" else 0), strict.output
+    # a run that ended ok has no such check
+    ResultsStore(tmp_db).save(make_result("tiny-ok"))
+    whole = runner.invoke(app, ["health", "tiny-ok", "--db", tmp_db, "--format", "csv"])
+    assert "measured steps" not in whole.stdout
