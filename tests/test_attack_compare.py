@@ -284,3 +284,24 @@ def test_health_of_a_stopped_run_without_a_capture_says_it_stopped(
     ResultsStore(tmp_db).save(make_result("tiny-ok"))
     whole = runner.invoke(app, ["health", "tiny-ok", "--db", tmp_db, "--format", "csv"])
     assert "measured steps" not in whole.stdout
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_compare_compile_with_no_pair_tells_scripts_why_not_how_to_read_its_rows(
+    tmp_db: str, fmt: str
+) -> None:
+    """No configuration run both ways: csv and json printed the empty table with the note on how its rows'
+    medians and speed-ups are read, and not why there were none (the table format said why)."""
+    from test_store import make_result
+
+    from harness.store.results import ResultsStore
+
+    ResultsStore(tmp_db).save(make_result("tiny-eager"))
+    result = runner.invoke(app, ["compare-compile", "--db", tmp_db, "--format", fmt])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "[]" if fmt == "json" else result.stdout.startswith("model,mode,device,")
+    assert "medians of the measured steps" not in result.stderr
+    said = "note: no configuration has both an eager and a compiled run without a profiler: run it twice"
+    assert result.stderr.startswith(said), result.stderr
+    unmatched = runner.invoke(app, ["compare-compile", "--db", tmp_db, "--format", fmt, "--device", "cuda"])
+    assert unmatched.stderr.startswith("note: no run matches --device cuda"), unmatched.stderr
