@@ -52,15 +52,30 @@ class Thresholds:
             if key not in types or not eq:
                 raise AnalysisError(f"threshold {opt!r}: use NAME=VALUE, NAME one of {', '.join(types)}")
             try:
-                changed[key] = types[key](value)
+                changed[key] = _number(types[key], value)
             except ValueError:
-                raise AnalysisError(f"threshold {key} takes a {types[key].__name__}, not {value!r}") from None
+                words = "whole number" if types[key] is int else "number"
+                raise AnalysisError(f"threshold {key} takes a {words}, not {value!r}") from None
             if math.isnan(changed[key]) or changed[key] < 0:  # nan compares false: a rule would always fire
                 raise AnalysisError(f"threshold {key} takes a number, 0 or more, not {value!r}")
         return replace(self, **changed)
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in asdict(self).items())
+
+
+def _number(kind: type, value: str) -> int | float:
+    """`value` as a threshold of `kind`; a whole-number one written as a float (2e4, 50.0) is taken as the
+    whole number it is (ValueError for any other text, or a fraction of a whole-number one)."""
+    if kind is not int:
+        return kind(value)
+    try:
+        return int(value)
+    except ValueError:
+        number = float(value)
+    if not number.is_integer():
+        raise ValueError(value)
+    return int(number)
 
 
 @dataclass

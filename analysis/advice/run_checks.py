@@ -28,6 +28,8 @@ Thresholds:
 - program end: warn when the profiled program was ended by a signal (SIGKILL, SIGSEGV, …): what nsys had not
   yet taken from it is missing (a range still open then is not in the export at all). Only such a run has
   this check.
+- measured steps: of a run stopped before its end (Ctrl-C, SIGTERM) that has no capture (whose checks say
+  where it stopped), warn; fail when it finished no measured step. Only such a run has this check.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check
 from workloads.names import STEP, counted
 
@@ -107,6 +110,21 @@ def program_end(signal: int) -> Check:
         f"the program was ended by signal {signal}: what nsys had not yet taken from it is missing (an NVTX "
         "range still open then is not in the export at all)",
         "let the program end by itself before the capture does, then profile it again",
+    )
+
+
+def run_stopped(stop: Stop) -> Check:
+    """A run stopped before its end that has no capture to say so (its capture's checks do where it has
+    one): its figures are of the steps it finished, none of them a failure to judge."""
+    left = stop.planned - stop.measured
+    said = f"{stop.said()}; the other {left:,} never ran"
+    if not stop.measured:
+        return Check("measured steps", FAIL, f"{said}: there is nothing to judge", "run it again to its end")
+    return Check(
+        "measured steps",
+        WARN,
+        f"{said}: its figures are of those it finished",
+        f"run again to measure all {stop.planned}",
     )
 
 

@@ -266,6 +266,12 @@ def unlike_steps(
     phases = common_phases(steps_a, steps_b)
     notes = []
     if not phases:
+        empty = [
+            label for label, steps in zip(labels, (steps_a, steps_b), strict=True) if not _measured(steps)
+        ]
+        if empty:  # a run stopped before its first measured step: it times nothing, not other phases
+            have = "has" if len(empty) == 1 else "have"
+            return [f"{' and '.join(empty)} {have} no measured steps: there is nothing to compare"]
         return [f"{labels[0]} and {labels[1]} time no phase in common: their steps are not compared"]
     for label, steps in zip(labels, (steps_a, steps_b), strict=True):
         s = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
@@ -287,6 +293,10 @@ def unlike_steps(
                 "step, whose sum would be of other work"
             )
     return notes
+
+
+def _measured(steps: pd.DataFrame) -> int:
+    return int((~steps["warmup"].astype(bool)).sum()) if "warmup" in steps else len(steps)
 
 
 def verdict_table(verdicts: list[PhaseVerdict]) -> pd.DataFrame:

@@ -33,7 +33,15 @@ from analysis.advice.coverage import export_facts
 from analysis.advice.findings import NEEDS_RECORD, RunRecord, Thresholds, advice
 from analysis.advice.health import capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason
-from analysis.advice.run_checks import RUN_CHECKS, ExportFacts, Overhead, RunFacts, program_end, run_checks
+from analysis.advice.run_checks import (
+    RUN_CHECKS,
+    ExportFacts,
+    Overhead,
+    RunFacts,
+    program_end,
+    run_checks,
+    run_stopped,
+)
 from analysis.compare.agreement import agreement_table, for_people, pair_ranges, range_summary
 from analysis.compare.overhead import BASELINE, overhead_and_headline, overhead_steps
 from analysis.errors import AnalysisError, ExportError
@@ -413,6 +421,8 @@ def judge_stored(
         record = {"source": None, "health": {}, "findings": []}
         health = Health(f"run {run}")
         notes.append(f"run {run} has no export or trace: only the run's own checks")
+        if measured.stop is not None:  # no capture's checks to say it stopped: said here
+            health.checks.append(run_stopped(measured.stop))
     checks = run_checks(run_facts(measured, agreement, facts, compared(measured)[1]))
     if trace is None and stored:  # the checks that read the export: as stored when it is gone
         kept = {c.name: c for c in checks_of(stored)}

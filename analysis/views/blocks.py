@@ -187,6 +187,8 @@ def block_table(
     rank = {p: i for i, p in enumerate(phase_ns)}
     table["kind"] = table["block"].map(kind_of)
     table["parent"] = table["block"].map(lambda b: PARENT.get(b) or GROUPS.get(b))
+    if by_layer:  # the final norm (no layer) is in no layer: a norm's parent is a layer only inside one
+        table.loc[table["layer"].isna() & (table["parent"] == LAYER), "parent"] = None
     outside = []
     for p, ns in phase_ns.items():
         leaves = table[(table["phase"] == p) & (table["kind"] == "leaf")]["Mean (ns)"].sum()

@@ -36,18 +36,20 @@ def compare_compile_cmd(
 
     store = results_db.ResultsStore(db, readonly=True)
     table = compiled.compile_table(store, model=model, device=device, baseline=baseline)
-    if table.empty and format is Format.table:
+    notes = table.attrs.get("notes", [])
+    if table.empty:  # why it is empty, not how the rows it does not have are read
         given = " ".join(f"--{k} {v}" for k, v in (("model", model), ("device", device)) if v)
         if given and not len(store.runs(model=model, device=device)):
-            note(store.unmatched(given))
+            notes = [store.unmatched(given)]
+        else:
+            run = f"harness run {model or 'tiny'} --device {device or 'cpu'}"
+            notes = [
+                "no configuration has both an eager and a compiled run without a profiler: run it twice, "
+                f"e.g. `{run}` and `{run} --compile`"
+            ]
+        if format is Format.table:  # for people the line alone; scripts get the empty table too
+            note(notes[0])
             return
-        run = f"harness run {model or 'tiny'} --device {device or 'cpu'}"
-        note(
-            "no configuration has both an eager and a compiled run without a profiler: run it twice, e.g. "
-            f"`{run}` and `{run} --compile`"
-        )
-        return
-    notes = table.attrs.get("notes", [])
     if format is Format.table:
         table = _intervals_as_text(table)
     emit(

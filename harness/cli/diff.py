@@ -93,7 +93,7 @@ def diff_cmd(
         typer.Option(
             "--gate",
             metavar="<pct>",
-            min=0,
+            callback=ed.at_least("--gate", 0),
             help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %; of two "
             "exports, the iteration time (without iterations: the weaker GPU busy time); exit 1 too when no "
             "verdict can be given (a gate that cannot judge does not pass).",
@@ -103,7 +103,7 @@ def diff_cmd(
         int | None,
         typer.Option(
             "--top",
-            min=1,
+            callback=ed.at_least("--top", 1),
             metavar="<n>",
             help="Rows per table (two exports: default as many as fit the terminal).",
         ),

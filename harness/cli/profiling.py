@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -74,7 +75,8 @@ def overhead_cmd(
 ) -> None:
     """Run a configuration without a profiler and under it, alternating; print per-phase overhead (%)."""
 
-    mode_list = [m.strip() for m in nsys_modes.split(",") if m.strip()]
+    # each mode once: `light,light` would run nsys light twice a round, pooled as one mode's runs
+    mode_list = list(dict.fromkeys(m.strip() for m in nsys_modes.split(",") if m.strip()))
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
@@ -83,11 +85,12 @@ def overhead_cmd(
         raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
-    if ci_target is not None and ci_target <= 0:
+    # not `<= 0`: nan passes it, and a nan target is never reached, a nan --max-time never passed
+    if ci_target is not None and not 0 < ci_target < math.inf:
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
     if max_time != overhead.DEFAULT_MAX_TIME and ci_target is None:
         raise UsageError("--max-time bounds the rounds --ci-target adds: give --ci-target, or leave it out")
-    if max_time <= 0:
+    if not 0 < max_time < math.inf:
         raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
     ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())
     config = ready.config

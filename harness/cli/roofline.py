@@ -14,9 +14,9 @@ from harness.cli.common import (
     RunRefCommand,
     WideOpt,
     cli_errors,
+    file_option,
     is_stdout,
     note,
-    output_file,
     refuse_inputs,
     warn,
 )
@@ -42,8 +42,21 @@ class RooflineMode(StrEnum):
     forward = "forward"
 
 
+# the configuration options: of a RUN, its own configuration is used instead
+CONFIGURATION = {
+    "model": "--model",
+    "batch_size": "--batch-size",
+    "context_length": "--context-length",
+    "precision": "--precision",
+    "mode": "--mode",
+    "attention": "--attention",
+    "device": "--device",
+}
+
+
 @cli_errors
 def roofline_cmd(
+    ctx: typer.Context,
     run: Annotated[
         str | None,
         typer.Argument(
@@ -70,7 +83,7 @@ def roofline_cmd(
     ] = False,
     html: Annotated[
         Path | None,
-        typer.Option("--html", parser=output_file("--html"), help="Also write the log-log roofline here."),
+        file_option("--html", help="Also write the log-log roofline here."),
     ] = None,
     db: DbOpt = None,
     fmt: FormatOpt = Format.table,
@@ -87,6 +100,12 @@ def roofline_cmd(
     --device (with RUN: on this machine's device of the run's kind).
     """
 
+    given = [flag for name, flag in CONFIGURATION.items() if _on_command_line(ctx, name)]
+    if run is not None and given:
+        raise UsageError(
+            f"{', '.join(given)}: the roofline of run {run} is of the run's own configuration; "
+            "these options go without RUN"
+        )
     if html is not None and is_stdout(html):
         raise UsageError("--html - would put the page among the tables on standard output: give a file name")
     if html is not None:  # the results database too where no RUN is read from it: --html never replaces it
@@ -124,6 +143,10 @@ def roofline_cmd(
         except OSError as e:
             raise HarnessError(f"cannot write {html}: {first_line(e)}") from None
         note(f"roofline written to {html}")
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
 
 
 def register(app: typer.Typer) -> None:

@@ -134,13 +134,15 @@ def _run_trace(run: Run) -> Path | None:
     return None
 
 
-def _no_export(run: Run | None) -> str:
-    """Why a run side has no export to read: none made (profile it), or the one it made is gone."""
+def _no_export(run: Run | None, verdicts: bool = True) -> str:
+    """Why a run side has no export to read: none made (profile it), or the one it made is gone; and what is
+    left to compare (`verdicts`: the phase verdicts, else nothing)."""
+    left = "phase verdicts only" if verdicts else "nothing to compare"
     stored = [name for name in (run.nsys_sqlite, run.nsys_rep) if name] if run is not None else []
     if stored:
         files = ", ".join(stored)
-        return f"has lost its export ({files}: no such file, moved or deleted): phase verdicts only"
-    return "has no export: phase verdicts only (profile it with --nsys)"
+        return f"has lost its export ({files}: no such file, moved or deleted): {left}"
+    return f"has no export: {left} (profile it with --nsys)"
 
 
 def steps_frame(run: Run) -> pd.DataFrame:
@@ -208,12 +210,16 @@ def config_differences(a: Run, b: Run) -> list[str]:
     def said(run: Run) -> dict[str, object]:
         left_out = NOT_TIMED if a.mode == b.mode == "generate" else NOT_TIMED | GENERATE_ONLY
         config = {k: v for k, v in (run.config or {}).items() if k not in left_out}
-        config.update(context_length=run.context_length, batch_size=run.batch_size)  # as resolved
+        # as resolved; a run stopped before its model was built resolved none: the one asked for, if any
+        resolved = run.context_length if run.context_length is not None else config.get("context_length")
+        config.update(context_length=resolved, batch_size=run.batch_size)
         config["profiler"] = " ".join(filter(None, (run.profiler, run.nsys_mode)))
         config["device"] = run.device_name or run.device
         return config
 
     ca, cb = said(a), said(b)
+    if None in (ca["context_length"], cb["context_length"]):  # the model's, not known yet: no difference told
+        del ca["context_length"], cb["context_length"]
     return [f"{k.replace('_', ' ')} {ca.get(k)} → {cb.get(k)}" for k in dict.fromkeys([*ca, *cb])
             if ca.get(k) != cb.get(k)]  # fmt: skip
 
@@ -320,7 +326,7 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
     elif not several:
         for side in (a, b):
             if side.trace_path is None:
-                result.notes.append(f"{side.label} {_no_export(side.run)}")
+                result.notes.append(f"{side.label} {_no_export(side.run, bool(result.verdicts))}")
     return result
 
 

@@ -208,6 +208,7 @@ def analytic_report(
                                         mode, attention=attention)  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
+    _check_counts(costs, f"batch {batch_size} × context {seq}")
     report = RooflineReport(model, batch_size, seq, precision, mode, attention, costs, costs)
     dev = resolve_device(device) if device != "auto" or measure or not gpu else None
     name = device_name(dev) if dev is not None else device
@@ -216,6 +217,19 @@ def analytic_report(
     )
     report.table = roofline_table(costs, None, report.used)
     return report
+
+
+INT64_MAX = 2**63 - 1
+
+
+def _check_counts(costs: pd.DataFrame, size: str) -> None:
+    """UsageError where the step's FLOPs or bytes pass what the tables hold (int64): summed per phase there,
+    they would wrap round to negative counts shown as data."""
+    for column in ("flops", "bytes"):
+        if sum(int(x) for x in costs[column]) > INT64_MAX:
+            raise UsageError(
+                f"{size}: a step's {column} pass 2^63, more than the table can count; give smaller sizes"
+            )
 
 
 def _find_roofs(
