@@ -25,7 +25,7 @@ from analysis.tables import operators as ops
 from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
 from analysis.trace.exports import clear_source, exports_dir, open_source
-from harness.cli.common import FormatOpt, cli_errors, err, note, warn
+from harness.cli.common import FormatOpt, at_least, cli_errors, err, note, warn
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
 from harness.cli.terminal.output import Format, emit, emit_many
@@ -249,7 +249,8 @@ def typer_form(option: Option) -> tuple[Any, Any]:
     if option.choices:
         kind = StrEnum(option.name, {c: c for c in option.choices})  # type: ignore[misc]
         default = None if default is None else kind(default)
-    form = typer.Option(option.flag, help=option.help, metavar=option.metavar, min=option.minimum,
+    check = None if option.minimum is None else at_least(option.flag, option.minimum)
+    form = typer.Option(option.flag, help=option.help, metavar=option.metavar, callback=check,
                         show_default=option.show_default)  # fmt: skip
     return Annotated[kind if kind is bool or default is not None else kind | None, form], default
 

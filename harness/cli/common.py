@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import re
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -60,16 +61,6 @@ WideOpt = Annotated[
         help="Show every column and whole names, however wide (default: fit the terminal).",
     ),
 ]  # fmt: skip
-LimitOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--limit",
-        min=0,
-        metavar="<n>",
-        help="Tables: show the first N rows (0: all; default: as many as fit the terminal). csv and json "
-        "keep every row.",
-    ),
-]
 
 
 class OptionRefused(typer.BadParameter):
@@ -78,6 +69,30 @@ class OptionRefused(typer.BadParameter):
 
     def show(self, file: Any = None) -> None:
         err(self.message)
+
+
+def at_least(option: str, low: int) -> Callable[[Any], Any]:
+    """The callback of a number option that takes `low` or more: a smaller one is one `error:` line and exit
+    2 (click's `min=` printed its usage block and a capitalised `Error:`)."""
+
+    def check(value: Any) -> Any:
+        if value is not None and -math.inf < value < low:  # -inf, nan: the command's own check says why
+            raise OptionRefused(f"{option} must be {low} or more, got {value:g}")
+        return value
+
+    return check
+
+
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        callback=at_least("--limit", 0),
+        metavar="<n>",
+        help="Tables: show the first N rows (0: all; default: as many as fit the terminal). csv and json "
+        "keep every row.",
+    ),
+]
 
 
 def database_not_the_output(db: str | None) -> str | None:
@@ -97,7 +112,9 @@ StoredDevice = StrEnum("StoredDevice", [(v, v) for v in ("cpu", "cuda", "mps")])
 DeviceOpt = Annotated[
     StoredDevice | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
 ]
-LastOpt = Annotated[int | None, typer.Option(min=1, metavar="<n>", help="Only the newest N runs.")]
+LastOpt = Annotated[
+    int | None, typer.Option(metavar="<n>", callback=at_least("--last", 1), help="Only the newest N runs.")
+]
 DbOpt = Annotated[
     str | None,
     typer.Option(

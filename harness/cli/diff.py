@@ -17,6 +17,7 @@ from harness.cli.common import (
     DbOpt,
     RunRefCommand,
     WideOpt,
+    at_least,
     cli_errors,
     err,
     file_option,
@@ -93,7 +94,7 @@ def diff_cmd(
         typer.Option(
             "--gate",
             metavar="<pct>",
-            callback=ed.at_least("--gate", 0),
+            callback=at_least("--gate", 0),
             help="Exit 1 when a phase (or the whole step) of two runs regresses by more than PCT %; of two "
             "exports, the iteration time (without iterations: the weaker GPU busy time); exit 1 too when no "
             "verdict can be given (a gate that cannot judge does not pass).",
@@ -103,7 +104,7 @@ def diff_cmd(
         int | None,
         typer.Option(
             "--top",
-            callback=ed.at_least("--top", 1),
+            callback=at_least("--top", 1),
             metavar="<n>",
             help="Rows per table (two exports: default as many as fit the terminal).",
         ),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import OptionRefused, err, warn
+from harness.cli.common import at_least, err, warn
 from harness.cli.csv_out import write_csv
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
@@ -41,19 +41,6 @@ if TYPE_CHECKING:
     from harness.experiments.diff import ExportDiff, Side, Verdict
 
 from harness.experiments import diff as hd
-
-
-def at_least(option: str, low: int) -> Callable[[Any], Any]:
-    """The callback of a number option that takes `low` or more: a smaller one is one `error:` line and exit
-    2 (click's `min=` printed its usage block and a capitalised `Error:`)."""
-
-    def check(value: Any) -> Any:
-        if value is not None and -math.inf < value < low:  # -inf, nan: the command's own check says why
-            raise OptionRefused(f"{option} must be {low} or more, got {value:g}")
-        return value
-
-    return check
-
 
 IterationRangeOpt = Annotated[
     str | None,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, at_least, cli_errors, warn
 from harness.cli.option_group import option_group
 from harness.cli.options import (
     BatchOpt,
@@ -64,7 +64,10 @@ def optimize_cmd(
     workload: Short,
     repeats: Annotated[
         int,
-        typer.Option(min=1, help="Rounds of each change against the configuration before it, alternating."),
+        typer.Option(
+            callback=at_least("--repeats", 1),
+            help="Rounds of each change against the configuration before it, alternating.",
+        ),
     ] = opt.DEFAULT_REPEATS,
     ci_target: Annotated[
         float | None,
