@@ -188,12 +188,15 @@ def test_a_failed_or_interrupted_run_is_said_as_is(capsys: pytest.CaptureFixture
 
     from harness.cli.render import finish
     from harness.core.records import RunConfig, RunResult
+    from harness.store.results import UnsavedRun
 
     stopped = RunResult(
         run_id="tiny-[x]", config=RunConfig(model="tiny"), status="interrupted", error="interrupted [SIGTERM]"
     )
+    kept = "/tmp/[bold]unsaved.json"  # another run's, refused by the database
+    refused = UnsavedRun(f"not saved: run kept in {kept}", Path(kept), run_id="tiny-other", reason="locked")
     with pytest.raises(typer.Exit):
-        finish(["not saved: run kept in /tmp/[bold]unsaved.json"], [stopped])
+        finish([refused], [stopped])
     said = capsys.readouterr().err
     assert "error: not saved: run kept in /tmp/[bold]unsaved.json" in said
     assert "error: run tiny-[x] interrupted [SIGTERM]; stored as interrupted" in said
