@@ -28,9 +28,9 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import PROCESS, gpu_work, launches
 from analysis.advice.run_checks import ExportFacts
-from analysis.advice.steps import PHASE_NAMES, Steps, origin, seconds, steps
+from analysis.advice.steps import Steps, origin, seconds, steps
 from analysis.trace.trace import Trace
-from workloads.names import STEP, counted
+from workloads.names import ALL_PHASES, STEP, counted
 
 # Launch calls without GPU work over the whole capture: from this share on the capture fails. A few are
 # normal: a launch that fails (a bad configuration) runs nothing; launches made while a stream is being
@@ -410,7 +410,7 @@ def _gap(f: pd.DataFrame) -> list[int]:
 
 
 def _ordered(names: frozenset[str]) -> list[str]:
-    order = {n: i for i, n in enumerate((STEP, *PHASE_NAMES))}
+    order = {n: i for i, n in enumerate((STEP, *ALL_PHASES))}
     return sorted(names, key=lambda n: (order.get(n, len(order)), n))
 
 

@@ -14,9 +14,7 @@ import pandas as pd
 from analysis.advice.launches import GPU_FRAMES, PROCESS
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, STEP
-
-PHASE_NAMES = ("forward", "backward", "optimizer", "allreduce", "prefill", "decode")
+from workloads.names import ALL_PHASES, MEASURED, STEP
 
 
 def origin(trace: Trace) -> int:
@@ -68,7 +66,7 @@ def steps(trace: Trace) -> Steps:
         return Steps(
             frame.sort_values("start").reset_index(drop=True), "ProfilerStep", nvtx_end=int(ks["end"].max())
         )
-    harness = names.isin([STEP, *PHASE_NAMES]).to_numpy() & nv["payload"].notna().to_numpy()
+    harness = names.isin([STEP, *ALL_PHASES]).to_numpy() & nv["payload"].notna().to_numpy()
     measured = nv[(names == MEASURED).to_numpy()]
     if harness.any():
         hs = nv[harness].assign(pid=pid[harness], name=names[harness].to_numpy())
