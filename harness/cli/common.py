@@ -83,14 +83,18 @@ def at_least(option: str, low: int) -> Callable[[Any], Any]:
     return check
 
 
+def count_option(flag: str, low: int, help: str, *short: str) -> Any:
+    """A whole-number option of `low` or more (`<n>` in the help): a smaller one is refused by at_least."""
+    return typer.Option(flag, *short, callback=at_least(flag, low), metavar="<n>", help=help)
+
+
 LimitOpt = Annotated[
     int | None,
-    typer.Option(
+    count_option(
         "--limit",
-        callback=at_least("--limit", 0),
-        metavar="<n>",
-        help="Tables: show the first N rows (0: all; default: as many as fit the terminal). csv and json "
-        "keep every row.",
+        0,
+        "Tables: show the first N rows (0: all; default: as many as fit the terminal). csv and json keep "
+        "every row.",
     ),
 ]
 
@@ -112,9 +116,7 @@ StoredDevice = StrEnum("StoredDevice", [(v, v) for v in ("cpu", "cuda", "mps")])
 DeviceOpt = Annotated[
     StoredDevice | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
 ]
-LastOpt = Annotated[
-    int | None, typer.Option(metavar="<n>", callback=at_least("--last", 1), help="Only the newest N runs.")
-]
+LastOpt = Annotated[int | None, count_option("--last", 1, "Only the newest N runs.")]
 DbOpt = Annotated[
     str | None,
     typer.Option(

@@ -19,6 +19,7 @@ from harness.cli.common import (
     WideOpt,
     at_least,
     cli_errors,
+    count_option,
     err,
     file_option,
     is_stdout,
@@ -102,12 +103,7 @@ def diff_cmd(
     ] = None,
     top: Annotated[
         int | None,
-        typer.Option(
-            "--top",
-            callback=at_least("--top", 1),
-            metavar="<n>",
-            help="Rows per table (two exports: default as many as fit the terminal).",
-        ),
+        count_option("--top", 1, "Rows per table (two exports: default as many as fit the terminal)."),
     ] = None,
     fmt: Annotated[
         DiffFormat,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import at_least, err, warn
+from harness.cli.common import count_option, err, warn
 from harness.cli.csv_out import write_csv
 from harness.cli.nvtx_options import NvtxBy
 from harness.cli.option_group import F, option_group
@@ -53,22 +53,15 @@ IterationRangeOpt = Annotated[
 ]
 IterationOpt = Annotated[
     int | None,
-    typer.Option(
+    count_option(
         "--iteration",
-        callback=at_least("--iteration", 0),
-        metavar="<n>",
-        help="Two exports: figures and tables of iteration N of each side only (from 0, warm-up "
-        "included); the verdict still uses every iteration.",
+        0,
+        "Two exports: figures and tables of iteration N of each side only (from 0, warm-up included); the "
+        "verdict still uses every iteration.",
     ),
 ]
 WarmupOpt = Annotated[
-    int,
-    typer.Option(
-        "--warmup",
-        callback=at_least("--warmup", 0),
-        metavar="<n>",
-        help="Two exports: iterations left out at the start of each side.",
-    ),
+    int, count_option("--warmup", 0, "Two exports: iterations left out at the start of each side.")
 ]
 ByOpt = Annotated[
     NvtxBy, typer.Option("--by", help="Two exports: NVTX ranges by operator, or operator and input sizes.")

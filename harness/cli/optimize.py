@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, at_least, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, count_option, warn
 from harness.cli.option_group import option_group
 from harness.cli.options import (
     BatchOpt,
@@ -64,9 +64,8 @@ def optimize_cmd(
     workload: Short,
     repeats: Annotated[
         int,
-        typer.Option(
-            callback=at_least("--repeats", 1),
-            help="Rounds of each change against the configuration before it, alternating.",
+        count_option(
+            "--repeats", 1, "Rounds of each change against the configuration before it, alternating."
         ),
     ] = opt.DEFAULT_REPEATS,
     ci_target: Annotated[

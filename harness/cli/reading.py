@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import FormatOpt, LimitOpt, WideOpt, at_least
+from harness.cli.common import FormatOpt, LimitOpt, WideOpt, count_option
 from harness.cli.option_group import F, option_group
 from harness.cli.terminal.output import Format
 
@@ -31,13 +31,7 @@ ByRankOpt = Annotated[
 ]
 JobsOpt = Annotated[
     int | None,
-    typer.Option(
-        "--jobs",
-        "-j",
-        metavar="<n>",
-        callback=at_least("--jobs", 1),
-        help="Several exports: at most N local processes.",
-    ),
+    count_option("--jobs", 1, "Several exports: at most N local processes.", "-j"),
 ]
 DaskOpt = Annotated[
     str | None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli.analysis import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, at_least, cli_errors, err, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, count_option, err, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import (
     DEFAULT,
@@ -60,12 +60,11 @@ ProfilerOpt = Annotated[
 ]
 RepeatsOpt = Annotated[
     int,
-    typer.Option(
+    count_option(
         "--repeats",
-        callback=at_least("--repeats", 1),
-        metavar="<n>",
-        help="Run it N times, each in a fresh process, stored as one experiment: the drift between runs of "
-        "this configuration on this machine, which `diff`, its --gate and `optimize` judge one run a side "
+        1,
+        "Run it N times, each in a fresh process, stored as one experiment: the drift between runs of this "
+        "configuration on this machine, which `diff`, its --gate and `optimize` judge one run a side "
         "against. No profiler.",
     ),
 ]
