@@ -14,7 +14,7 @@ import pytest
 import typer
 from reading import flat
 from test_store import make_result
-from test_store_faults import filled, hold_lock
+from test_store_faults import filled, hold_lock, refused_while_locked
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -120,15 +120,7 @@ def test_a_refusal_says_whose_run_it_is_and_why_and_only_that_run_is_said_not_st
 
     monkeypatch.setenv("HARNESS_DB_TIMEOUT", "1")
     db = tmp_path / "r.sqlite"
-    store = filled(db, 1)
-    holder = hold_lock(db, 120)
-    try:
-        with pytest.raises(UnsavedRun) as caught:
-            store.save(make_result("b-1"))
-    finally:
-        holder.kill()
-        holder.wait()
-    refusal = caught.value
+    _, refusal = refused_while_locked(db, "b-1")
     assert (refusal.run_id, refusal.path) == ("b-1", tmp_path / "harness-unsaved-b-1.json")
     assert refusal.reason == (
         f"results database {db} is locked by another process (waited 1 s; HARNESS_DB_TIMEOUT sets how long)"

@@ -221,6 +221,20 @@ def hold_lock(db: Path, seconds: float) -> subprocess.Popen[bytes]:
     return proc
 
 
+def refused_while_locked(db: Path, run_id: str) -> tuple[ResultsStore, UnsavedRun]:
+    """A store of one run at `db` whose save of run `run_id` another process's lock refuses (with
+    HARNESS_DB_TIMEOUT short): the store, and its refusal."""
+    store = filled(db, 1)
+    holder = hold_lock(db, 120)
+    try:
+        with pytest.raises(UnsavedRun) as caught:
+            store.save(make_result(run_id))
+    finally:
+        holder.kill()
+        holder.wait()
+    return store, caught.value
+
+
 @pytest.mark.slow
 def test_busy_database_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_DB_TIMEOUT", "60")
@@ -239,21 +253,14 @@ def test_locked_database_keeps_the_run_in_a_file_for_import(
 ) -> None:
     monkeypatch.setenv("HARNESS_DB_TIMEOUT", "1")
     db = tmp_path / "r.sqlite"
-    store = filled(db, 1)
-    holder = hold_lock(db, 120)
-    try:
-        with pytest.raises(UnsavedRun) as caught:
-            store.save(make_result("tiny-locked"))
-    finally:
-        holder.kill()
-        holder.wait()
+    store, refusal = refused_while_locked(db, "tiny-locked")
     file = tmp_path / "harness-unsaved-tiny-locked.json"
-    assert caught.value.path == file and file.is_file()
-    assert str(caught.value).startswith(
+    assert refusal.path == file and file.is_file()
+    assert str(refusal).startswith(
         f"run tiny-locked is not in the results database: results database {db} is locked by another "
         "process (waited 1 s; HARNESS_DB_TIMEOUT sets how long)"
     )
-    assert f"`harness import {file}` stores it" in str(caught.value)
+    assert f"`harness import {file}` stores it" in str(refusal)
     for expected in ("new", "already stored"):  # importing twice stores the run once
         result = invoke("import", str(file), "--db", str(db), "--format", "json")
         assert result.exit_code == 0, result.output
