@@ -99,6 +99,12 @@ LimitOpt = Annotated[
 ]
 
 
+def on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter `name` was given on the command line (not its default, nor an environment
+    variable such as HARNESS_DB)."""
+    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+
+
 def database_not_the_output(db: str | None) -> str | None:
     """--db's check, whether given or not (HARNESS_DB, the default file): the database is not where this
     command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it)."""

@@ -10,7 +10,16 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, count_option, warn
+from harness.cli.common import (
+    DbOpt,
+    FormatOpt,
+    RunRefCommand,
+    WideOpt,
+    cli_errors,
+    count_option,
+    on_command_line,
+    warn,
+)
 from harness.cli.option_group import option_group
 from harness.cli.options import (
     BatchOpt,
@@ -109,7 +118,7 @@ def optimize_cmd(
                 "(run options go with a MODEL)"
             )
         # --db on the command line, not HARNESS_DB in the environment (no such request)
-        db_given = getattr(ctx.get_parameter_source("db"), "name", "") == "COMMANDLINE"
+        db_given = on_command_line(ctx, "db")
         _propose(target, db, format, wide, db_given)
         return
     if ci_target is not None and ci_target <= 0:

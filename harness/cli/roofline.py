@@ -17,6 +17,7 @@ from harness.cli.common import (
     file_option,
     is_stdout,
     note,
+    on_command_line,
     refuse_inputs,
     warn,
 )
@@ -100,7 +101,7 @@ def roofline_cmd(
     --device (with RUN: on this machine's device of the run's kind).
     """
 
-    given = [flag for name, flag in CONFIGURATION.items() if _on_command_line(ctx, name)]
+    given = [flag for name, flag in CONFIGURATION.items() if on_command_line(ctx, name)]
     if run is not None and given:
         raise UsageError(
             f"{', '.join(given)}: the roofline of run {run} is of the run's own configuration; "
@@ -143,10 +144,6 @@ def roofline_cmd(
         except OSError as e:
             raise HarnessError(f"cannot write {html}: {first_line(e)}") from None
         note(f"roofline written to {html}")
-
-
-def _on_command_line(ctx: typer.Context, name: str) -> bool:
-    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
 
 
 def register(app: typer.Typer) -> None:

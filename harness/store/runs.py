@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from analysis.runs.steady import phase_stats
 from harness.core import signals
-from harness.core.bounds import INT64_MAX
+from harness.core.bounds import INT64_MAX, digits
 from harness.core.errors import HarnessError
 from harness.core.records import LATEST, RunResult, measured_steps, phases_of
 from harness.store import unsaved
@@ -41,11 +41,11 @@ def newest_back(ref: str) -> int | None:
     """How far back from the newest run `ref` counts (`latest` and -1: 0, -2: 1, ...); None: an id."""
     if ref == LATEST:
         return 0
-    digits = ref[1:]
-    if ref.startswith("-") and digits.isascii() and digits.isdigit() and int(digits) >= 1:
+    back = digits(ref[1:]) if ref.startswith("-") else None
+    if back is not None and back >= 1:
         # the database takes an offset of 64 bits: one past it counts back past every run there, as any
         # count past their number does (-99999999999999999999 failed in the driver with a traceback)
-        return min(int(digits) - 1, INT64_MAX)
+        return min(back - 1, INT64_MAX)
     return None
 
 
