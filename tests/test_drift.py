@@ -202,3 +202,27 @@ def test_run_repeats_ended_by_a_failed_or_out_of_memory_run_exits_1(
     assert made == ["r-0", "r-1"]
     assert f"run r-1 ended {status}: {said}; the repeats stopped there" in r.output
     assert list(ResultsStore(db).runs()["status"]) == ["ok", status]
+
+
+def test_stored_drift_keeps_apart_generate_runs_of_other_new_tokens_or_cuda_graphs(tmp_path: Path) -> None:
+    from harness.core.records import RunConfig, RunResult, StepRecord
+
+    store = ResultsStore(f"sqlite:///{tmp_path}/d.sqlite")
+    made = {  # experiment -> (its configuration's settings, each run's decode time)
+        "e-eager-4": ({"new_tokens": 4}, [100, 110]),
+        "e-eager-16": ({"new_tokens": 16}, [400, 200]),
+        "e-graphs-4": ({"new_tokens": 4, "cuda_graphs": True}, [50, 100]),
+    }
+    for experiment, (settings, decode) in made.items():
+        config = RunConfig("tiny", mode="generate", batch_size=1, **settings)
+        for i, ns in enumerate(decode):
+            steps = [StepRecord(0, False, {"prefill": 1000, "decode": ns})]
+            result = RunResult(f"{experiment}-{i}", config, "ok", device="cuda", device_name="H100", steps=steps)
+            store.save(result, experiment=experiment)
+    eager_4 = key_of(RunConfig("tiny", mode="generate", batch_size=1, new_tokens=4).to_dict(), "H100")
+    drift = stored_drift(store, [eager_4])
+    assert drift["decode"].runs == 2 and drift["decode"].df == 1
+    assert drift["decode"].ss == pytest.approx(2 * (math.log(110 / 100) / 2) ** 2)
+    # a train run reads neither setting: they do not part its runs
+    train = [RunConfig("tiny", new_tokens=n).to_dict() for n in (4, 16)]
+    assert key_of(train[0], "H100") == key_of(train[1], "H100")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does
 UNTIMED_FIELDS = frozenset(
     {"seed", "steps", "warmup", "rank_timeout", "rdzv_endpoint", "node_rank", "power_period_ms"}
 )
+GENERATE_ONLY = frozenset({"new_tokens", "cuda_graphs"})  # RunConfig fields only a generate run reads
 
 
 def new_id(prefix: str) -> str:
@@ -109,6 +110,14 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# RunConfig's defaults, each field that has one (a field stored runs predate is read as its default)
+CONFIG_DEFAULTS: dict[str, Any] = {
+    f.name: f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+    for f in fields(RunConfig)
+    if f.default is not MISSING or f.default_factory is not MISSING
+}
 
 
 @dataclass

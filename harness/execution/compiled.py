@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
 from analysis.compare.compile import SAME_CONFIG, SETUP, baseline_choice, compile_comparison, compile_pairs
 from analysis.runs.steady import REMAINDER, STEP, run_steady
 from harness.core.errors import UsageError
-from harness.core.records import UNTIMED_FIELDS, RunConfig, RunResult
+from harness.core.records import CONFIG_DEFAULTS, UNTIMED_FIELDS, RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,17 +100,10 @@ def cache_state(hits: int, misses: int) -> str:
 NOT_SETUP = UNTIMED_FIELDS | {*SAME_CONFIG, "compile", "vocab_size"}
 
 
-DEFAULTS = {
-    f.name: f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-    for f in fields(RunConfig)
-    if f.default is not MISSING or f.default_factory is not MISSING
-}
-
-
 def setup(config: dict[str, Any]) -> str:
     """The rest of a run's configuration its times depend on, as one value (analysis.compare.compile's
     SETUP): an eager run with --nvtx-detail, --memory or a plant is no baseline for a plain compiled run."""
-    whole = {**DEFAULTS, **config}  # a field stored runs predate has its default
+    whole = {**CONFIG_DEFAULTS, **config}  # a field stored runs predate has its default
     return json.dumps({k: v for k, v in whole.items() if k not in NOT_SETUP}, sort_keys=True, default=str)
 
 

@@ -23,7 +23,7 @@ from analysis.dashboard import diff as diff_page
 from analysis.tables import nvtx
 from analysis.trace.exports import files_read, open_source
 from harness.core.errors import HarnessError, UsageError
-from harness.core.records import UNTIMED_FIELDS
+from harness.core.records import GENERATE_ONLY, UNTIMED_FIELDS
 from harness.execution.nsys import export_report
 from harness.experiments.drift import key_of, stored_drift
 
@@ -191,7 +191,6 @@ def _described(run: Run) -> str:
 
 # what a run's configuration holds that does not change what its steps time (or is compared apart: the device)
 NOT_TIMED = UNTIMED_FIELDS | {"device"}
-GENERATE_ONLY = frozenset({"new_tokens", "cuda_graphs"})
 
 
 def unlike_configurations(a: Run, b: Run) -> str | None:

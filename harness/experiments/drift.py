@@ -3,23 +3,33 @@
 It is not kept apart: it is measured again, each time it is asked for, from the stored runs that were made
 together (an experiment: `run --repeats N`, `overhead`'s alternating rounds, `optimize`'s; a sweep's points
 are one run each and add nothing), so a finished measurement is never lost or out of step with what it was
-drawn from. The key is the device's name and the configuration's model, mode, precision, batch, context,
-torch.compile, ranks and planted cause (`KEY`); within an experiment, runs are grouped by their whole
-configuration (an optimisation's candidate is not its baseline). Only runs without a profiler that ended ok
-count. analysis.compare.drift says how it is pooled and used.
+drawn from. The key is the device's name and every setting of the configuration that changes what its steps
+time (`KEY`: model, mode, precision, batch, context, vocabulary, torch.compile, attention, ranks, the planted
+cause, its knobs and fixes, ...; generate's tokens and CUDA graphs in generate runs only): runs of eager and
+CUDA-graph decode, or of other --new-tokens, are not repeats of one another. Within an experiment, runs are
+grouped by their whole configuration (an optimisation's candidate is not its baseline). Only runs without a
+profiler that ended ok count. analysis.compare.drift says how it is pooled and used.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from analysis.compare.drift import Drift, drifts
 from analysis.compare.overhead import STEP_SUM, step_key
 from harness.core import machine, signals
-from harness.core.records import RunConfig, RunResult, new_id, timer_frame
+from harness.core.records import (
+    CONFIG_DEFAULTS,
+    GENERATE_ONLY,
+    UNTIMED_FIELDS,
+    RunConfig,
+    RunResult,
+    new_id,
+    timer_frame,
+)
 from harness.profilers.base import run_baseline
 
 if TYPE_CHECKING:
@@ -27,14 +37,25 @@ if TYPE_CHECKING:
 
     from harness.store.results import ResultsStore, UnsavedRun
 
-KEY = ("model", "mode", "precision", "batch_size", "context_length", "compile", "nproc", "plant")
+# a configuration's settings that change what its steps time: all but the counts, the seed, the rank layout's
+# addresses (UNTIMED_FIELDS) and the device asked for (its name leads the key)
+KEY = tuple(f.name for f in fields(RunConfig) if f.name not in UNTIMED_FIELDS | {"device"})
 # what the store is asked by: indexed columns of the runs table (the rest of KEY is read from the config)
 ASKED = ("model", "mode", "precision", "batch_size")
 
 
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
 def key_of(config: dict[str, Any], device_name: str) -> tuple[Any, ...]:
-    """A configuration's drift key: the device's name, then KEY's fields (nproc 1 where it is absent)."""
-    return (device_name, *(config.get(k, 1 if k == "nproc" else None) for k in KEY))
+    """A configuration's drift key: the device's name, then KEY's fields (RunConfig's default where a stored
+    configuration lacks one; None for generate's settings in a run of another mode)."""
+    generate = config.get("mode", CONFIG_DEFAULTS["mode"]) == "generate"
+    return (device_name, *(
+        None if k in GENERATE_ONLY and not generate else _hashable(config.get(k, CONFIG_DEFAULTS.get(k)))
+        for k in KEY
+    ))  # fmt: skip
 
 
 def _group(experiment: str, config: dict[str, Any]) -> str:
