@@ -7,6 +7,7 @@ objects in a real results database): compiling tiny on this CPU takes a minute o
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import replace
 
@@ -20,6 +21,7 @@ from analysis.dashboard.panel import DashboardData
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.execution.compiled import compile_table, record_first_step
+from harness.experiments.run_tables import compile_rows
 from harness.store.results import ResultsStore
 
 MS = 1_000_000
@@ -366,3 +368,46 @@ def test_dynamos_recompile_limit_is_counted() -> None:
         f(torch.ones(n))
     grown = {name: n - before[name] for name, n in dynamo_counts().items()}
     assert grown["frames"] == limit and grown["recompile_limit_hits"] == 1
+
+
+def generate_made(
+    run_id: str, compiled: bool, first: tuple[int, int], measured: tuple[int, int]
+) -> RunResult:
+    """A generate run: one warmup step `first`, then three measured steps `measured` (prefill, decode)."""
+    steps = [StepRecord(0, True, {"prefill": first[0], "decode": first[1]})]
+    steps += [StepRecord(i + 1, False, {"prefill": measured[0], "decode": measured[1]}) for i in range(3)]
+    config = RunConfig("tiny", mode="generate", device="cpu", compile=compiled, warmup=1, steps=3)
+    result = RunResult(run_id, config, "ok", device="cpu", model=MODELS["tiny"], steps=steps)
+    record_first_step(result)
+    return result
+
+
+# --compile compiles generate's decode step only: this run's first prefill (300 ms) was faster than its
+# median (950 ms), which is no compilation
+GEN_EAGER = generate_made("tiny-gen-eager", False, (900 * MS, 260 * MS), (870 * MS, 250 * MS))
+GEN_COMPILED = generate_made("tiny-gen-compiled", True, (300 * MS, 19_000 * MS), (950 * MS, 450 * MS))
+
+
+def test_a_phase_compile_leaves_eager_has_no_compile_time(tmp_db: str) -> None:
+    """generate's prefill is not compiled: no compile time for it (nor for the remainder) in the run's own
+    table, a stored run's or compare-compile's, never first − median (−650 ms); a note says why."""
+    assert GEN_COMPILED.extra["compile_phases_ns"] == {"decode": 18_550 * MS}
+    assert GEN_COMPILED.extra["compile_ns"] == (19_300 - 1_400) * MS
+    store = ResultsStore(tmp_db)
+    store.save(GEN_EAGER)
+    store.save(GEN_COMPILED)
+    rows = {r["phase"]: r for r in _json("show", GEN_COMPILED.run_id)["compile (first step)"]}
+    assert rows["prefill"]["compile (first step) (ns)"] is None
+    assert rows["prefill"]["note"] == "not compiled (--compile compiles generate's decode step only)"
+    assert rows["decode"]["compile (first step) (ns)"] == 18_550 * MS
+    assert rows[REMAINDER]["compile (first step) (ns)"] is None
+    assert rows["step"]["compile (first step) (ns)"] == 17_900 * MS
+    # a run stored with the prefill's figure (before it was left out) shows none either
+    older = {**GEN_COMPILED.extra, "compile_phases_ns": {"prefill": -650 * MS, "decode": 18_550 * MS}}
+    table = compile_rows(older, ("prefill", "decode")).set_index("phase")
+    assert math.isnan(table.loc["prefill", "compile (first step) (ns)"])
+    compared = compile_table(store).set_index("phase")
+    assert math.isnan(compared.loc["prefill", COMPILE]) and math.isnan(compared.loc[REMAINDER, COMPILE])
+    assert compared.loc["decode", COMPILE] == 18_550 * MS and compared.loc["step", COMPILE] == 17_900 * MS
+    notes = compile_table(store).attrs["notes"]
+    assert any(n.startswith("no compile time for prefill: not compiled") for n in notes)

@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from analysis.runs.steady import REMAINDER, STEP, RunSteady, ratio_interval, run_steady
-from workloads.names import PHASES_BY_MODE
+from workloads.names import PHASES_BY_MODE, PREFILL
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size", "context_length"]
 # an optional column of the runs: the rest of a configuration its times depend on (instrumentation such as
@@ -27,6 +27,11 @@ SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size"
 # paired only within one value of it, which the table does not show
 SETUP = "setup"
 COMPILE = "compile (first step) (ns)"
+# phases a --compile run leaves eager: generate compiles its decode step only, so its prefill's first step
+# beyond the median is no compilation and no compile time is given for it (nor for the remainder, which
+# would hold the prefill's); the step's stays the whole first step's excess
+NOT_COMPILED = frozenset({PREFILL})
+NOT_COMPILED_NOTE = "not compiled (--compile compiles generate's decode step only)"
 COLUMNS = [
     *SAME_CONFIG,
     "phase",
@@ -50,6 +55,8 @@ COLUMNS = [
 __all__ = [
     "COLUMNS",
     "COMPILE",
+    "NOT_COMPILED",
+    "NOT_COMPILED_NOTE",
     "REMAINDER",
     "SETUP",
     "STEP",
@@ -130,7 +137,7 @@ def _row(phase: str, e: RunSteady, c: RunSteady) -> dict:
         "speed-up": ef.median_ns / cf.median_ns if cf.median_ns else math.nan,
         "speed-up CI low": low,
         "speed-up CI high": high,
-        COMPILE: _nan(c.compile_ns(phase)),
+        COMPILE: math.nan if phase in NOT_COMPILED else _nan(c.compile_ns(phase)),
         "eager first step (ns)": _nan(e.first.get(phase)),
         "compiled first step (ns)": _nan(c.first.get(phase)),
     }
@@ -138,7 +145,7 @@ def _row(phase: str, e: RunSteady, c: RunSteady) -> dict:
 
 def _remainder(phases: list[str], e: RunSteady, c: RunSteady, step: dict) -> dict:
     """The row that makes the phases add up to the step: step − Σ phases, column by column."""
-    compile_sum = [c.compile_ns(p) for p in phases]
+    compile_sum = [None if p in NOT_COMPILED else c.compile_ns(p) for p in phases]
     return {
         "phase": REMAINDER,
         "eager (ns)": _nan(e.remainder(phases)),

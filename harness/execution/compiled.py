@@ -9,7 +9,15 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from analysis.compare.compile import SAME_CONFIG, SETUP, baseline_choice, compile_comparison, compile_pairs
+from analysis.compare.compile import (
+    NOT_COMPILED,
+    NOT_COMPILED_NOTE,
+    SAME_CONFIG,
+    SETUP,
+    baseline_choice,
+    compile_comparison,
+    compile_pairs,
+)
 from analysis.runs.steady import REMAINDER, STEP, run_steady
 from harness.core.errors import UsageError
 from harness.core.records import CONFIG_DEFAULTS, UNTIMED_FIELDS, RunResult
@@ -37,7 +45,9 @@ def record_first_step(result: RunResult) -> None:
     figures = run_steady(rows, tuple(first))
     result.extra["compile_ns"] = round(figures.compile_ns(STEP) or 0)
     result.extra["compile_phases_ns"] = {
-        phase: round(figures.compile_ns(phase) or 0) for phase in first if phase in figures.figures
+        phase: round(figures.compile_ns(phase) or 0)
+        for phase in first
+        if phase in figures.figures and phase not in NOT_COMPILED
     }
     result.extra["steady_phases_ns"] = {phase: f.median_ns for phase, f in figures.figures.items()}
 
@@ -155,6 +165,12 @@ def compile_table(
         "a phase whose first step was faster than its median (its compilation counted in another phase); "
         f"{REMAINDER} = the step's median − the phases' medians"
     )
+    uncompiled = [p for p in dict.fromkeys(table["phase"]) if p in NOT_COMPILED]
+    if uncompiled:
+        notes.append(
+            f"no compile time for {', '.join(uncompiled)}: {NOT_COMPILED_NOTE}, nor for {REMAINDER}; the "
+            "step's compile time is the whole first step − median, the eager phases' included"
+        )
     table.attrs["notes"] = notes
     return table
 

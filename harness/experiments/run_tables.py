@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from analysis.compare.compile import NOT_COMPILED, NOT_COMPILED_NOTE
 from analysis.errors import ExportError
 from analysis.front.examine import blocks_of_file
 from analysis.runs.steady import REMAINDER, STEP, PhaseStats, phase_stats, step_stats
@@ -186,11 +187,14 @@ def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:
 
 def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:
     """Per phase, the remainder (step − phases) and the whole step: the first step, the measured median
-    (analysis.runs.steady's, as stored by record_first_step) and the difference (compile)."""
+    (analysis.runs.steady's, as stored by record_first_step) and the difference (compile); a phase --compile
+    leaves eager (generate's prefill) has none, and a `note` column says why."""
     import pandas as pd
 
     first = extra.get("first_step_phases") or {}
-    compile_ns = extra.get("compile_phases_ns") or {}
+    # a phase --compile leaves eager has none (a run stored before that was known has one: not shown)
+    uncompiled = [p for p in phases if p in first and p in NOT_COMPILED]
+    compile_ns = {p: ns for p, ns in (extra.get("compile_phases_ns") or {}).items() if p not in NOT_COMPILED}
     steady = extra.get("steady_phases_ns") or {}  # runs from before it was stored: first − compile
 
     def median(phase: str, first_ns: float, compiled: float | None) -> float | None:
@@ -202,18 +206,26 @@ def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame
     rows = [(p, first[p], median(p, first[p], compile_ns.get(p)), compile_ns.get(p)) for p in present]
     step = extra["first_step_ns"]
     last = (STEP, step, median(STEP, step, extra["compile_ns"]), extra["compile_ns"])
-    if len(rows) > 1 and all(r[2] is not None and r[3] is not None for r in rows):
+    if len(rows) > 1 and all(r[2] is not None and (r[3] is not None or r[0] in NOT_COMPILED) for r in rows):
         rows.append(
             (
                 REMAINDER,
                 step - sum(r[1] for r in rows),
                 last[2] - sum(r[2] for r in rows),
-                last[3] - sum(r[3] for r in rows),
+                None if uncompiled else last[3] - sum(r[3] for r in rows),
             )
         )
     rows.append(last)
     cols = ["phase", "first step (ns)", "steady median (ns)", "compile (first step) (ns)"]
-    return pd.DataFrame(rows, columns=cols)
+    table = pd.DataFrame(rows, columns=cols)
+    if uncompiled:  # what the blanks mean, in every format
+        whole = f"first step − median, {', '.join(uncompiled)} included"
+        said = {p: NOT_COMPILED_NOTE for p in uncompiled} | {
+            REMAINDER: "none: it holds the eager phases'",
+            STEP: whole,
+        }
+        table["note"] = [said.get(r[0], "") for r in rows]
+    return table
 
 
 def cache_rows(cache: dict[str, Any]) -> pd.DataFrame:
