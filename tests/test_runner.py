@@ -184,3 +184,31 @@ def test_nvtx_detail_attaches_hooks_per_layer() -> None:
     )
     assert expected >= 4 * 5
     assert len(handles) == 2 * expected
+
+
+def test_a_generate_worker_killed_outright_keeps_the_serving_figures_of_its_steps(tmp_path) -> None:
+    """A generate sweep point killed by SIGKILL keeps its steps, and with them its serving figures (TTFT,
+    TPOT, tokens/s), as a run interrupted inside its worker does; so does one stopped by the harness."""
+    import json
+    from dataclasses import asdict
+
+    from harness.core.records import StepRecord
+    from harness.execution.worker import read_worker_result, steps_path
+
+    config = RunConfig(model="tiny", mode="generate", batch_size=2, new_tokens=3, warmup=1, steps=5)
+    res = tmp_path / "result.json"
+    steps = [
+        StepRecord(0, True, {"prefill": 900, "decode": 500}, tokens=[250, 250]),
+        StepRecord(1, False, {"prefill": 100, "decode": 60}, tokens=[20, 40]),
+        StepRecord(2, False, {"prefill": 300, "decode": 100}, tokens=[50, 50]),
+    ]
+    steps_path(res).write_text("".join(json.dumps(asdict(s)) + "\n" for s in steps))
+    for stopped_by, status in ((None, "error"), (2, "interrupted")):
+        result = read_worker_result(config, "tiny-1", res, -9, "", stopped_by=stopped_by)
+        assert result.status == status and result.steps == steps
+        serving = result.extra["serving"]
+        assert serving["ttft_ns"]["count"] == 2 and serving["ttft_ns"]["mean_ns"] == 200
+        assert serving["tpot_ns"]["count"] == 4 and serving["tpot_ns"]["p50_ns"] == 45
+        assert serving["output_tokens_per_s"] == pytest.approx(2 * 3 * 2 / (560 / 1e9))
+        assert serving["decode_tokens_per_s"] == pytest.approx(2 / (40 / 1e9))
+        assert "decode" not in serving  # the decode path: only the worker knew it

@@ -31,6 +31,7 @@ from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id, result_from_dict, result_to_dict
 from harness.core.signals import interrupted, name, signal_of, sigterm_raises
 from harness.execution import supervisor
+from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
 from harness.execution.runner import run_workload
 from workloads.names import counted
@@ -91,12 +92,14 @@ def main(argv: list[str], make_hook: HookFactory | None = None) -> int:
         except Exception as e:  # a crash in a sweep point is recorded, and the sweep goes on
             traceback.print_exc()
             # the steps finished before it are kept (a rank whose peer died fails in its collective call)
-            result = RunResult(
-                run_id=spec["run_id"],
-                config=config,
-                status="error",
-                error=f"{type(e).__name__}: {e}",
-                steps=read_steps(result_path),
+            result = with_kept_figures(
+                RunResult(
+                    run_id=spec["run_id"],
+                    config=config,
+                    status="error",
+                    error=f"{type(e).__name__}: {e}",
+                    steps=read_steps(result_path),
+                )
             )
         # what was measured is written whole, whatever signal comes next
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -148,7 +151,9 @@ def read_worker_result(
         when = f"after {counted(measured, 'measured step')}" if steps else "before the first step"
         why = f"{when}; the worker was killed by {_signal_name(-returncode)} before it wrote its result"
         error = interrupted(stopped_by, why)
-        return RunResult(run_id=run_id, config=config, status="interrupted", steps=steps, error=error)
+        return with_kept_figures(
+            RunResult(run_id=run_id, config=config, status="interrupted", steps=steps, error=error)
+        )
     tail, left_out = _output_end(stderr.strip(), dropped)
     if returncode >= 0:
         how = f"exit code {returncode}"
@@ -164,7 +169,20 @@ def read_worker_result(
             f"worker {how}{kept}: the end of its output ({left_out:,} of its {printed:,} bytes before it "
             f"left out):\n{tail}"
         )
-    return RunResult(run_id=run_id, config=config, status="error", steps=steps, error=error)
+    return with_kept_figures(
+        RunResult(run_id=run_id, config=config, status="error", steps=steps, error=error)
+    )
+
+
+def with_kept_figures(result: RunResult) -> RunResult:
+    """A run whose worker died before it wrote its result (killed, crashed) keeps the figures its logged
+    steps give, as a run interrupted inside its worker does: generate's serving figures (TTFT, TPOT, tokens/s)
+    of the measured steps kept; the decode path and KV cache, which only the worker knew, are left out."""
+    if result.config.mode == "generate":
+        serving = serving_figures(result, {})
+        if serving is not None:
+            result.extra["serving"] = serving
+    return result
 
 
 def _output_end(text: str, dropped: int) -> tuple[str, int]:
