@@ -4,6 +4,7 @@ generate runs, the dashboard's serving panel across runs, and the runs table's c
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -188,3 +189,24 @@ def test_runs_lists_the_phases_of_the_modes_listed(tmp_db: str) -> None:
     text = "\n".join(header)
     assert "prefill" in text and "decode" in text
     assert "forward" not in text and "backward" not in text and "optimizer" not in text
+
+
+def test_runs_gives_generate_runs_new_tokens(tmp_db: str) -> None:
+    """A generate run's --new-tokens is a column of `runs` in csv and json (empty for other modes), and of its
+    table only when a run listed has it."""
+    store = ResultsStore(tmp_db)
+    store.save(RunResult("train-a", RunConfig(model="tiny"), "ok", device="cpu"))
+    train_only = runner.invoke(app, ["runs", "--wide"], catch_exceptions=False, env={"COLUMNS": "300"})
+    assert "new" not in train_only.output
+    store.save(generate_run("gen-a", seed=1))
+    shown = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)
+    assert [(r["run_id"], r["new_tokens"]) for r in shown] == [("train-a", None), ("gen-a", 8)]
+    csv = runner.invoke(app, ["runs", "--format", "csv"], catch_exceptions=False).stdout.splitlines()
+    header = csv[0].split(",")
+    at = header.index("new_tokens")
+    assert header[at - 1] == "context_length"
+    assert [line.split(",")[at] for line in csv[1:]] == ["", "8"]
+    table = runner.invoke(app, ["runs", "--wide"], catch_exceptions=False, env={"COLUMNS": "300"})
+    assert "new" in table.output and "tokens" in table.output
+    (gen_line,) = [line for line in table.output.splitlines() if "gen-a" in line]
+    assert re.search(r"│ +8 │", gen_line)

@@ -48,20 +48,22 @@ def runs_cmd(
     if format is Format.table:
         cols = {
             "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
-            "precision": "precision", "compile": "compile", "status": "status", "profiler": "profiler",
+            "precision": "precision", "compile": "compile", "new_tokens": "new tokens", "status": "status",
+            "profiler": "profiler",
             "baseline_run_id": "baseline run",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
             "optimizer_mean_ns": "optimizer (ns)", "prefill_mean_ns": "prefill (ns)",
             "decode_mean_ns": "decode (ns)", "tokens_per_s": "tokens/s",
         }  # fmt: skip
         df = df[list(cols)].rename(columns=cols)
-        # the phases of the modes listed: a column no run listed times is left out
-        df = df.drop(columns=[c for c in PHASE_COLUMNS if len(df) and df[c].isna().all()])
+        # the phases of the modes listed, and generate's setting: a column no run listed has is left out
+        unused = [c for c in (*PHASE_COLUMNS, "new tokens") if len(df) and df[c].isna().all()]
+        df = df.drop(columns=unused)
         # the run id (model-date-time) is what `harness show` takes: first, and never shortened; then
         # what tells runs of one model apart (a run under nsys from its baseline, a failed one), then times
         df.attrs["priority"] = [
             "run", "status", "profiler", "baseline run", *(c for c in PHASE_COLUMNS if c in df), "tokens/s",
-            "model", "precision", "mode", "device", "compile",
+            "model", "precision", "mode", "device", "compile", "new tokens",
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it

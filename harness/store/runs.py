@@ -453,6 +453,7 @@ class RunsPart(Database):
                 return [run_row(r) for r in session.scalars(stmt).all()]
 
         df = pd.DataFrame.from_records(self._guard(read), columns=RUN_COLUMNS)
+        df["new_tokens"] = df["new_tokens"].astype("Int64")  # a count, missing in runs of other modes
         if last is not None:
             df = df.tail(last).reset_index(drop=True)
         return df

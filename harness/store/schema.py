@@ -287,6 +287,7 @@ RUN_COLUMNS = [
     "attention",
     "batch_size",
     "context_length",
+    "new_tokens",
     "status",
     "profiler",
     "nsys_mode",
@@ -350,6 +351,8 @@ def run_row(r: Run) -> dict[str, Any]:
         "attention": r.attention,
         "batch_size": r.batch_size,
         "context_length": r.context_length,
+        # generate's tokens decoded after the prompt (its setting); None for the other modes, which have none
+        "new_tokens": (r.config or {}).get("new_tokens") if r.mode == "generate" else None,
         "status": r.status,
         "profiler": r.profiler,
         "nsys_mode": r.nsys_mode,
