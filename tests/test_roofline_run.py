@@ -234,3 +234,24 @@ def test_a_run_across_ranks_counts_its_all_reduce_in_the_step(tmp_db) -> None:
     assert rows.loc[rows["block"] == "step", "Mean (ns)"].item() == 20_000_000
     allreduce = rows[rows["phase"] == "allreduce"].set_index("block")
     assert allreduce.loc[OUTSIDE, "Mean (ns)"] == 6_000_000
+
+
+def test_a_run_placed_against_another_devices_roofs_is_told_so(tmp_db) -> None:
+    """`roofline CPU_RUN --gpu H100` places a CPU run's times against H100's roofs (MFU 0.0%): a note says
+    the run ran elsewhere and what its shares then mean; none for a run on that GPU, nor for its own roofs."""
+    store = ResultsStore(tmp_db)
+    store.save(_run("char-cpu", "char", blocks=False))
+    store.save(_run("char-a100", "char", blocks=False, device="cuda", name="NVIDIA A100-SXM4-80GB"))
+    store.save(_run("char-h100", "char", blocks=False, device="cuda", name="NVIDIA H100 80GB HBM3"))
+    told = (
+        "run char-cpu ran on AMD EPYC (a CPU), not on H100: its times are placed against H100's datasheet "
+        "roofs, so the shares of the roof and MFU say how far it is from H100's peak, not how well it used "
+        "its own device"
+    )
+    assert told in run_report(store, "char-cpu", gpu="H100").notes
+    assert any(n.startswith("run char-a100 ran on NVIDIA A100-SXM4-80GB, not on H100:")
+               for n in run_report(store, "char-a100", gpu="H100").notes)  # fmt: skip
+    for quiet in (run_report(store, "char-h100", gpu="H100"), run_report(store, "char-a100")):
+        assert not any(" ran on " in n for n in quiet.notes)
+    out = runner.invoke(app, ["roofline", "char-cpu", "--gpu", "H100"], env={"COLUMNS": "300"})
+    assert out.exit_code == 0 and told in " ".join(out.output.split())

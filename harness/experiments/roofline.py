@@ -263,6 +263,24 @@ def _find_roofs(
         )
 
 
+def _other_device(report: RooflineReport, kind: str | None, name: str, gpu: str) -> str | None:
+    """Where a run's times are placed against --gpu's datasheet roofs and the run ran elsewhere (a CPU,
+    another GPU): what its shares of the roofs and MFU then say. None when the run's GPU has those roofs, or
+    when measured roofs (--measure) are the ones used."""
+    named = table_roofs(gpu, report.precision)
+    if named is None or report.used != named:
+        return None
+    own = table_roofs(name, report.precision) if kind == "cuda" else None
+    if own is not None and (own.peak_flops, own.bandwidth) == (named.peak_flops, named.bandwidth):
+        return None
+    where = f"{name} (a {kind.upper() if kind else 'device'})" if kind != "cuda" else name
+    return (
+        f"run {report.run_id} ran on {where}, not on {gpu}: its times are placed against {gpu}'s datasheet "
+        f"roofs, so the shares of the roof and MFU say how far it is from {gpu}'s peak, not how well it used "
+        "its own device"
+    )
+
+
 def run_report(
     store: ResultsStore, ref: str, *, gpu: str | None = None, measure: bool = False
 ) -> RooflineReport:
@@ -317,6 +335,8 @@ def run_report(
     _find_roofs(report, run.device, run.device_name or run.device, gpu=gpu, measure_on=here)
     if measure:
         report.notes.append("roofs measured on this machine now, not during the run")
+    if gpu and (elsewhere := _other_device(report, run.device, run.device_name or run.device, gpu)):
+        report.notes.append(elsewhere)
     report.table = roofline_table(costs, times, report.used)
     return report
 
