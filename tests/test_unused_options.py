@@ -87,6 +87,10 @@ CASES = [
     (["sweep", "--models", "tiny", "--device", "cpu", "--batch-size", "8", "--batch-sizes", "1,2"],
      "error: --batch-sizes gives the batch sizes swept: leave --batch-size out", 2,
      ["sweep", "--models", "tiny", "--device", "cpu", "--batch-size", "8"]),
+    # the default's value given (-b 4) is as much a conflict as any other
+    (["sweep", "--models", "tiny", "--device", "cpu", "--batch-sizes", "1,2", "-b", "4"],
+     "error: --batch-sizes gives the batch sizes swept: leave --batch-size out", 2,
+     ["sweep", "--models", "tiny", "--device", "cpu", "--batch-sizes", "1,2"]),
     (["sweep", "--models", "tiny", "--device", "cpu", "--loss-every", "3"],
      "error: --loss-every changes the step of --plant host-sync; this run plants nothing", 2,
      ["sweep", "--models", "tiny", "--device", "cpu", "--loss-every", "3", "--plant", "host-sync"]),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli.analysis import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, count_option, err, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, count_option, err, on_command_line, warn
 from harness.cli.common import note as say_note
 from harness.cli.options import (
     DEFAULT,
@@ -193,6 +193,7 @@ def _save(store: ResultsStore, result: RunResult, **how: Any) -> results_db.Unsa
 )
 @rank_options()
 def sweep_cmd(
+    ctx: typer.Context,
     models: Annotated[
         str, typer.Option(metavar="<list>", help="Comma-separated model names.")
     ] = "tiny,small",
@@ -242,7 +243,8 @@ def sweep_cmd(
     batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
     contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
     compiles = [compile_map[c.lower()] for c in split(compile)]
-    if batches is not None and workload.batch_size != DEFAULT.batch_size:
+    # asked of the command line, not of the value: -b 4 is the default's value, and it was given
+    if batches is not None and on_command_line(ctx, "batch_size"):
         raise UsageError("--batch-sizes gives the batch sizes swept: leave --batch-size out")
     points = [
         checked(c) for c in sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
