@@ -217,8 +217,8 @@ def test_stored_drift_keeps_apart_generate_runs_of_other_new_tokens_or_cuda_grap
         config = RunConfig("tiny", mode="generate", batch_size=1, **settings)
         for i, ns in enumerate(decode):
             steps = [StepRecord(0, False, {"prefill": 1000, "decode": ns})]
-            result = RunResult(f"{experiment}-{i}", config, "ok", device="cuda", device_name="H100", steps=steps)
-            store.save(result, experiment=experiment)
+            run = RunResult(f"{experiment}-{i}", config, "ok", device="cuda", device_name="H100", steps=steps)
+            store.save(run, experiment=experiment)
     eager_4 = key_of(RunConfig("tiny", mode="generate", batch_size=1, new_tokens=4).to_dict(), "H100")
     drift = stored_drift(store, [eager_4])
     assert drift["decode"].runs == 2 and drift["decode"].df == 1
