@@ -210,5 +210,6 @@ def test_a_generate_worker_killed_outright_keeps_the_serving_figures_of_its_step
         assert serving["ttft_ns"]["count"] == 2 and serving["ttft_ns"]["mean_ns"] == 200
         assert serving["tpot_ns"]["count"] == 4 and serving["tpot_ns"]["p50_ns"] == 45
         assert serving["output_tokens_per_s"] == pytest.approx(2 * 3 * 2 / (560 / 1e9))
+        assert result.tokens_per_s == pytest.approx(2 * 3 / (280 / 1e9))  # the sweep table's tokens/s
         assert serving["decode_tokens_per_s"] == pytest.approx(2 / (40 / 1e9))
         assert "decode" not in serving  # the decode path: only the worker knew it

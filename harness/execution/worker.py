@@ -176,12 +176,15 @@ def read_worker_result(
 
 def with_kept_figures(result: RunResult) -> RunResult:
     """A run whose worker died before it wrote its result (killed, crashed) keeps the figures its logged
-    steps give, as a run interrupted inside its worker does: generate's serving figures (TTFT, TPOT, tokens/s)
-    of the measured steps kept; the decode path and KV cache, which only the worker knew, are left out."""
+    steps give, as a run interrupted inside its worker does: generate's serving figures (TTFT, TPOT,
+    tokens/s) and its tokens/s, of the measured steps kept; the decode path and KV cache, which only the
+    worker knew, are left out."""
     if result.config.mode == "generate":
         serving = serving_figures(result, {})
         if serving is not None:
             result.extra["serving"] = serving
+            # a step is its prefill and decode: batch × new tokens over the mean step, as the runner's
+            result.tokens_per_s = serving["output_tokens_per_s"]
     return result
 
 
