@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
+from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, migrations
 from harness.store.location import describe_url, in_memory, resolve_url, sqlite_file
@@ -50,9 +51,10 @@ class UnsavedRun(HarnessError):
     def __init__(
         self, message: str, path: Path, signal: int | None = None, *, run_id: str, reason: str
     ) -> None:
-        super().__init__(message)
+        # SIGINT or SIGTERM came while it waited for the database: end with it, and with its exit code
+        super().__init__(message, signals.exit_code(signal) if signal is not None else None)
         self.path = path
-        self.signal = signal  # SIGINT or SIGTERM came while it waited for the database: end with it
+        self.signal = signal
         self.run_id = run_id
         self.reason = reason
 
