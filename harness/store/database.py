@@ -22,7 +22,7 @@ from sqlalchemy.pool import QueuePool
 from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, migrations
-from harness.store.location import describe_url, in_memory, resolve_url, sqlite_file
+from harness.store.location import describe_url, in_memory, missing_database, resolve_url, sqlite_file
 from harness.store.schema import (
     OUR_TABLES,
     SCHEMA_VERSION,
@@ -40,7 +40,12 @@ CREATE_ATTEMPTS = 5
 
 
 class NoDatabase(HarnessError):
-    """A read-only command found no results database (it creates none)."""
+    """A read-only command found no results database (it creates none); `creatable`: whether `harness run`
+    can create it there."""
+
+    def __init__(self, message: str, creatable: bool = True) -> None:
+        super().__init__(message)
+        self.creatable = creatable
 
 
 class UnsavedRun(HarnessError):
@@ -128,10 +133,7 @@ class Database:
         try:
             if self.file is not None and self.readonly:
                 if not self.file.is_file():
-                    raise NoDatabase(
-                        f"no results database at {self.file} (`harness run` creates one; --db or HARNESS_DB "
-                        "names another)"
-                    )
+                    raise NoDatabase(*missing_database(self.file))
                 uri = f"file:{quote(str(self.file.absolute()))}?mode=ro"
                 return create_engine(
                     "sqlite://",
