@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import shared_export
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -40,6 +41,54 @@ def test_overhead_refuses_a_target_or_time_bound_that_is_not_a_number(
     assert result.exit_code == 2, result.output
     assert result.output.strip() == said
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--ci-target", "nan"], "error: --ci-target must be a positive percentage, got nan"),
+        (["--ci-target", "inf"], "error: --ci-target must be a positive percentage, got inf"),
+        (["--budget", "nan"], "error: --budget must be a positive number of seconds, got nan"),
+        (["--budget", "inf"], "error: --budget must be a positive number of seconds, got inf"),
+    ],
+    ids=["ci-nan", "ci-inf", "budget-nan", "budget-inf"],
+)
+def test_optimize_refuses_a_target_or_budget_that_is_not_a_number(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """nan passed `<= 0`: a nan --ci-target is never reached and a nan --budget never spent, and the
+    changes were tried as if neither was given."""
+    db = tmp_path / "results.sqlite"
+    result = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", *args, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == said
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--start", "nan"],
+            "error: --start must be a number of seconds, at most 9.2e+09 either way; got nan",
+        ),
+        (["--end", "inf"], "error: --end must be a number of seconds, at most 9.2e+09 either way; got inf"),
+        (
+            ["--start", "1e300"],
+            "error: --start must be a number of seconds, at most 9.2e+09 either way; got 1e+300",
+        ),
+    ],
+    ids=["start-nan", "end-inf", "start-huge"],
+)
+def test_dashboard_refuses_a_window_edge_that_is_not_a_number_of_seconds(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """A nan or infinite --start/--end, or one whose nanoseconds overflow a float, ended in a traceback."""
+    out = tmp_path / "d.html"
+    result = runner.invoke(app, ["dashboard", str(shared_export("cpu-train")), *args, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == said
+    assert not out.exists()
 
 
 def test_overhead_runs_each_nsys_mode_once_a_round(

@@ -118,6 +118,23 @@ def test_profile_keeps_the_programs_output_in_a_file_beside_its_report(
     assert f"bytes were dropped, its end kept in {log}" in said
 
 
+def test_the_kept_output_holds_a_progress_bar_as_the_terminal_showed_it(tmp_path: Path) -> None:
+    """The .log beside a `profile -- CMD` report kept every rewrite of nsys's carriage-return progress bars
+    (a hundred states of each on one line) where a terminal shows the last."""
+    from harness.execution.nsys import ProfileResult
+    from harness.experiments.program import ProgramRun, _keep_output
+
+    bar = "".join(f"\r[1/2] [{'=' * (p // 4)}{p}%] r.nsys-rep" for p in range(0, 101, 10))
+    output = f"step 10\rstep 9\rdone\nGenerating '/tmp/r.qdstrm'\n{bar}\nGenerated:\r\n    r.nsys-rep\n"
+    out = ProgramRun(run_id="p", result=None, profile=ProfileResult(0, None, None, None, "", output=output))
+    _keep_output(out, tmp_path / "p.log")
+    assert out.log == tmp_path / "p.log"
+    assert out.log.read_text().splitlines() == [
+        "done 90", "Generating '/tmp/r.qdstrm'", "[1/2] [=========================100%] r.nsys-rep",
+        "Generated:", "    r.nsys-rep",
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(("sig", "code"), [(2, 130), (15, 143)])
 def test_attention_stopped_part_way_shows_the_cells_it_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int, code: int

@@ -274,6 +274,27 @@ def test_parse_size() -> None:
         parse_size("5 parsecs")
 
 
+def test_a_size_is_read_exactly_and_one_past_what_is_counted_is_refused(cache_dir: Path) -> None:
+    """`--max-size 99999999999999999999999TB` went through a float: stored as
+    99,999,999,999,999,996,863,366,107,917,975,552 bytes; 1e400 ended in a traceback."""
+    assert parse_size("9007199254740993") == 9_007_199_254_740_993  # a float rounds it to ...992
+    assert parse_size("8388607.5TiB") == 8_388_607 * 1024**4 + 1024**4 // 2
+    assert parse_size(str(2**63 - 1)) == 2**63 - 1
+    for text in ("99999999999999999999999TB", "1e400", str(2**63), "8388608TiB"):
+        with pytest.raises(ValueError, match=r"too large a size: .* is past 9,223,372,036,854,775,807 bytes"):
+            parse_size(text)
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    huge = CliRunner().invoke(app, ["cache", "--max-size", "99999999999999999999999TB"])
+    assert huge.exit_code == 2 and huge.output == (
+        "error: too large a size: '99999999999999999999999TB' is past 9,223,372,036,854,775,807 bytes, the "
+        "most a file system counts\n"
+    )
+    assert not cache_dir.exists()
+
+
 def test_nvtx_columns_read_apart_equal_the_whole_frame(cache_dir: Path) -> None:
     """The nsys reader reads the NVTX columns a table asks for (one scan each time): names resolved from
     texts and text ids, domains, payloads and open ranges' ends, each alone, equal the whole frame."""

@@ -109,6 +109,35 @@ def test_the_command_says_where_the_run_went_and_exits_143(capsys: pytest.Captur
     assert "It was written to F" in capsys.readouterr().err
 
 
+class Refusing:
+    """A store whose every save is refused, with `signal` (a signal that came as it waited) or none."""
+
+    def __init__(self, signal: int | None) -> None:
+        self.signal = signal
+
+    def save(self, result: object, **how: object) -> None:
+        raise UnsavedRun(
+            "run r is not in the results database: ... It was written to F", Path("F"), self.signal,
+            run_id="r", reason="...",
+        )  # fmt: skip
+
+
+def test_one_save_serves_the_commands_and_the_captures() -> None:
+    """A save's refusal is returned, its line listed once; one that came with a signal is returned too, or,
+    where the caller ends on it (`run --repeats`, `sweep`), raised with the signal's exit code."""
+    from harness.profilers.capture import save_once
+
+    said: list[str] = []
+    quiet, late = save_once(Refusing(None), make_result("r"), said), Refusing(15)  # type: ignore[arg-type]
+    assert quiet is not None and quiet.exit_code == 1
+    assert save_once(late, make_result("r"), said) is not None  # type: ignore[arg-type]
+    assert said == ["run r is not in the results database: ... It was written to F"]
+    with pytest.raises(UnsavedRun) as ended:
+        save_once(late, make_result("r"), signal_ends=True)  # type: ignore[arg-type]
+    assert (ended.value.signal, ended.value.exit_code) == (15, 143)
+    assert save_once(Refusing(15), make_result("r")) is not None  # type: ignore[arg-type]
+
+
 def test_a_refusal_says_whose_run_it_is_and_why_and_only_that_run_is_said_not_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

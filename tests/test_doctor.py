@@ -91,6 +91,30 @@ def test_database_check(tmp_path) -> None:
     assert junk.status == "fail" and "is not a SQLite database" in junk.detail
 
 
+def test_a_database_whose_folder_is_missing_is_said_so(tmp_path) -> None:
+    """`doctor --db /nonexist/dir/x.db` said "`harness run` creates one", as of a file whose folder is there;
+    under a file, where run cannot create it, the same words."""
+    from harness.experiments.doctor import check_db
+
+    db = tmp_path / "not" / "yet" / "r.sqlite"
+    missing = check_db(str(db))
+    assert (missing.status, missing.detail) == (
+        "info",
+        f"no results database at {db}, nor its folder {db.parent} (`harness run` creates the folder and the "
+        "database; --db or HARNESS_DB names another)",
+    )
+    assert not (tmp_path / "not").exists()  # doctor creates nothing
+    (tmp_path / "file").write_text("")
+    under_a_file = check_db(str(tmp_path / "file" / "r.sqlite"))
+    assert (under_a_file.status, under_a_file.detail) == (
+        "fail",
+        f"no results database at {tmp_path / 'file' / 'r.sqlite'}: {tmp_path / 'file'} is a file, not a "
+        "folder: `harness run` cannot create it; --db or HARNESS_DB names another",
+    )
+    listed = runner.invoke(app, ["runs", "--db", str(db)])
+    assert listed.exit_code == 1 and " ".join(listed.output.split()) == f"error: {missing.detail}"
+
+
 @pytest.mark.parametrize(
     ("nsys", "status"), [("2022.4.2.1", "warn"), ("2023.4.4.54", "warn"), ("2025.3.2", "ok")]
 )

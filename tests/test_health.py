@@ -65,6 +65,30 @@ def test_export_without_messages_is_ok() -> None:
     assert check.status == "ok" and "no DIAGNOSTIC_EVENT" in check.evidence
 
 
+@pytest.mark.parametrize(
+    ("export", "why"),
+    [
+        ("h100-medium", "(nsys 2023.4.4.54 keeps none)"),
+        ("cpu-train", "(nsys 2022.4.2.1 keeps none)"),
+        ("ext/beast1", "(it names no nsys version; nsys 2023.4 and older keep none)"),
+    ],
+)
+def test_an_export_without_messages_says_why_from_its_own_nsys(export: str, why: str) -> None:
+    """Of a 2023.4 export the check said "(nsys 2022.4 and older keep none)": true of other exports, no
+    reason for this one. The version is the one its metadata names (none in the oldest)."""
+    path = shared_export(export)
+    meta = [t for (t,) in query_rows(path, "SELECT name FROM sqlite_master WHERE name LIKE '%META_DATA%'")]
+    named = [
+        v
+        for t in meta
+        for (v,) in query_rows(path, f"SELECT value FROM {t} WHERE name = 'EXPORT_PRODUCT_VERSION'")
+    ]
+    assert named == ([why.split()[1]] if why.startswith("(nsys ") else [])
+    result = runner.invoke(app, ["health", str(path), "--format", "json"])
+    (row,) = [r for r in json.loads(result.stdout)["health"] if r["Check"] == "nsys messages"]
+    assert row["Evidence"] == f"the export holds no DIAGNOSTIC_EVENT messages {why}"
+
+
 @pytest.mark.parametrize("export", ALL_EXPORTS)
 def test_nsys_overhead_totals_as_in_profiler_overhead(export: str) -> None:
     path = shared_export(export)

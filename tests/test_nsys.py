@@ -288,6 +288,22 @@ def test_a_program_that_is_not_nsys_is_named_so(tmp_path: Path) -> None:
         nsys.find_nsys(str(fake))
 
 
+def test_a_program_whose_version_fails_is_named_not_a_working_nsys(tmp_path: Path) -> None:
+    """`--nsys-path /bin/false` said "/bin/false --version failed (exit 1): Written by Jim Meyering.": the
+    last line of its output, not what the program is, nor that it is no nsys."""
+    fake = tmp_path / "false"
+    fake.write_text("#!/bin/sh\necho 'false (GNU coreutils) 9.1'\necho 'Written by Jim Meyering.'\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(NsysError) as said:
+        nsys.find_nsys(str(fake))
+    assert str(said.value).startswith(
+        f"{fake} is not a working nsys: {fake} --version failed (exit 1): false (GNU coreutils) 9.1; install "
+    )
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    with pytest.raises(NsysError, match=r"false --version failed \(exit 1\): it printed nothing; install"):
+        nsys.find_nsys(str(fake))
+
+
 def test_nothing_found_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HARNESS_NSYS", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))

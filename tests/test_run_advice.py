@@ -442,3 +442,33 @@ def test_a_capture_is_judged_with_the_record_advise_reads_back(tmp_db: str) -> N
     read_back = run_record(store, store.get("tiny-recompiles"), store.step_timings(["tiny-recompiles"]))
     forward = sum(1_000_000 + i for i in (2, 3, 4))  # make_result's measured steps 2–4
     assert at_run == read_back == RunRecord(5, 3, result.extra["dynamo"], float(forward))
+
+
+def test_rules_of_a_stored_run_read_the_export_it_was_captured_into(
+    tmp_db: str, a100_export, tmp_path
+) -> None:
+    """`advise RUN --rule X` told the user to find the run's export, which the stored run names itself."""
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(a100_export))
+    of_run = runner.invoke(app, ["advise", "tiny-prof", "--rule", "cuda-sync-memcpy", "--format", "csv"])
+    of_export = runner.invoke(
+        app, ["advise", str(a100_export), "--rule", "cuda-sync-memcpy", "--format", "csv"]
+    )
+    assert of_run.exit_code == 0, of_run.output
+    assert of_run.stdout == of_export.stdout
+    assert (
+        of_run.stdout.splitlines()[1] == "19833582,942633682,Device,Pageable,262.144,1230493,0,1,7,cudaMemcpy"
+    )
+    store.save(make_result("tiny-plain"))
+    plain = runner.invoke(app, ["advise", "tiny-plain", "--rule", "cuda-sync-memcpy"])
+    assert plain.exit_code == 2 and plain.output == (
+        "error: --rule reads an nsys export: run tiny-plain has none (it was not captured with nsys); its "
+        "findings: `harness advise tiny-plain`\n"
+    )
+    gone = tmp_path / "gone.sqlite"
+    store.save(make_result("tiny-gone"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(gone))
+    refused = runner.invoke(app, ["advise", "tiny-gone", "--rule", "cuda-sync-memcpy"])
+    assert refused.exit_code == 2
+    assert " ".join(refused.output.split()) == (
+        f"error: --rule reads run tiny-gone's nsys export, which is gone: {gone} not found"
+    )

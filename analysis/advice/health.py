@@ -29,6 +29,7 @@ from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.readers import NULL
 from analysis.readers.nsys import LOST
+from analysis.tables import stats_format
 from analysis.trace.frames import NAMES_OF
 from analysis.trace.trace import Trace
 from workloads.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
@@ -74,13 +75,29 @@ def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
 # --- nsys exports --------------------------------------------------------------------------------------
 
 
+# the newest nsys seen to write no DIAGNOSTIC_EVENT table (from 2020.3 on, none did; 2024.6 writes one)
+NO_MESSAGES_UP_TO = (2023, 4)
+
+
+def _no_messages_table(version: str | None) -> str:
+    """Why an export holds no DIAGNOSTIC_EVENT table, as far as its nsys's version says: an older nsys's
+    version is named only where the export's is not."""
+    said = "the export holds no DIAGNOSTIC_EVENT messages"
+    found = stats_format.release(version)
+    if found is None:
+        newest = ".".join(map(str, NO_MESSAGES_UP_TO))
+        return f"{said} (it names no nsys version; nsys {newest} and older keep none)"
+    if found <= NO_MESSAGES_UP_TO:
+        return f"{said} (nsys {version} keeps none)"
+    return f"{said} (it has no DIAGNOSTIC_EVENT table)"
+
+
 def _diagnostics(trace: Trace, health: Health) -> Check:
     name = "nsys messages"
     if not trace.has("diagnostics"):
         if trace.meta.get("exists", {}).get("diagnostics"):
             return Check(name, OK, "nsys left no messages (DIAGNOSTIC_EVENT is empty)")
-        why = "the export holds no DIAGNOSTIC_EVENT messages (nsys 2022.4 and older keep none)"
-        return Check(name, OK, why)
+        return Check(name, OK, _no_messages_table(trace.meta.get("producer_version")))
     d = trace.frame("diagnostics")
     health.details["nsys messages"] = pd.DataFrame(
         {

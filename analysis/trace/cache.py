@@ -52,6 +52,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from pathlib import Path
 
 from analysis.errors import AnalysisError
@@ -97,20 +98,31 @@ def cache_root() -> Path:
     return Path(user_cache_dir("harness")) / "traces"
 
 
+MAX_SIZE = 2**63 - 1  # bytes: the largest file size a file system counts (a signed 64-bit offset)
+_SIZE = re.compile(r"(\d+\.?\d*|\.\d+)(e[+-]?\d+)?([a-z]*)")
+
+
 def parse_size(text: str) -> int:
-    """'5GB', '500 MB', '1.5GiB', '1000000' -> bytes."""
+    """'5GB', '500 MB', '1.5GiB', '1000000' -> bytes, exactly (no float rounds a large one); a size past
+    MAX_SIZE is refused."""
     units = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
              "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4,
              "tib": 1024**4}  # fmt: skip
-    s = text.strip().lower().replace(" ", "")
-    num = s.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = s[len(num) :]
-    if unit not in units or not num:
+    found = _SIZE.fullmatch(text.strip().lower().replace(" ", ""))
+    if found is None or found[3] not in units:
         raise ValueError(f"not a size: {text!r} (e.g. 5GB, 500MB)")
-    value = float(num) * units[unit]
-    if value < 0:
-        raise ValueError(f"not a size: {text!r}")
-    return int(value)
+    number = Decimal(found[1] + (found[2] or ""))  # exact, as written
+    too_large = ValueError(
+        f"too large a size: {text!r} is past {MAX_SIZE:,} bytes, the most a file system counts"
+    )
+    if number > MAX_SIZE:  # before multiplying: 1e999999999 is not worked out
+        raise too_large
+    with localcontext() as exact:  # the product's digits, all kept: it is rounded down to whole bytes
+        exact.prec = len(number.as_tuple().digits) + 20
+        value = int(number * units[found[3]])
+    if value > MAX_SIZE:
+        raise too_large
+    return value
 
 
 @dataclass

@@ -15,7 +15,6 @@ from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.fit import COMFORTABLE, table_width
 from harness.cli.terminal.output import Format, console_for, emit, emit_many
-from harness.core.errors import UsageError
 from harness.experiments import advice as run_advice
 from harness.store import results as results_db
 
@@ -107,9 +106,9 @@ def advise_cmd(
     specs = list(rule or [])
     run_advice.check_rules(specs)  # a misspelt rule or option is an error before anything is read
     thresholds = run_advice.thresholds_of(list(threshold or []))
-    if _run_ref(report):
-        if specs:
-            raise UsageError("--rule reads an export: give the run's export (`harness show RUN` names it)")
+    if _run_ref(report) and specs:  # nsys's rules read the export the run was captured into
+        report = str(run_advice.rules_export(results_db.ResultsStore(db, readonly=True), report))
+    elif _run_ref(report):
         advice = run_advice.run_advice(
             results_db.ResultsStore(db, readonly=True),
             report,

@@ -4,6 +4,7 @@ applied."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -121,9 +122,10 @@ def optimize_cmd(
         db_given = on_command_line(ctx, "db")
         _propose(target, db, format, wide, db_given)
         return
-    if ci_target is not None and ci_target <= 0:
+    # not `<= 0`: nan passes it, and a nan target is never reached, a nan budget never spent
+    if ci_target is not None and not 0 < ci_target < math.inf:
         raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
-    if budget <= 0:
+    if not 0 < budget < math.inf:
         raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
     ready = checked(make_config(target, workload))
     config, device = ready.config, ready.device.type

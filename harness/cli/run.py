@@ -36,6 +36,7 @@ from harness.core.machine import describe
 from harness.core.records import new_id, phases_for
 from harness.core.signals import sigterm_raises
 from harness.profilers import registry
+from harness.profilers.capture import save_once
 
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
@@ -173,17 +174,13 @@ def _profiler(
 
 
 def _save(store: ResultsStore, result: RunResult, **how: Any) -> results_db.UnsavedRun | None:
-    """Save: None when the run is stored; else the store's refusal (the run is in a file by now; its line
-    says where)."""
-
+    """save_once, where a signal that came while it waited on a locked database ends the command: the
+    refusal's line (it says where the run went), then the signal's exit code."""
     try:
-        store.save(result, **how)
-    except results_db.UnsavedRun as e:
-        if e.signal is not None:  # Ctrl-C or SIGTERM while it waited on a locked database: say, then end
-            err(str(e))
-            raise typer.Exit(signals.exit_code(e.signal)) from None
-        return e
-    return None
+        return save_once(store, result, signal_ends=True, **how)
+    except results_db.UnsavedRun as e:  # raised only with its signal
+        err(str(e))
+        raise typer.Exit(e.exit_code) from None
 
 
 @cli_errors

@@ -77,6 +77,19 @@ def dropped_note(dropped: int, kept_in: object = None) -> str | None:
     return f"the output was long: its first {dropped:,} bytes were dropped, its end kept{where}"
 
 
+def as_shown(text: str) -> str:
+    """`text` as a terminal shows it once written: a line rewritten after carriage returns (nsys's progress
+    bars, a program's counter) is its last state only, each rewrite written over the one before it, column
+    for column."""
+    lines = []
+    for line in text.split("\n"):
+        shown = ""
+        for part in line.split("\r"):
+            shown = part + shown[len(part) :]
+        lines.append(shown)
+    return "\n".join(lines)
+
+
 def python(module: str, *args: str) -> list[str]:
     """The command line of one of the harness's modules run as a child process: `python -P -m MODULE
     ARGS…`. -P keeps the working directory off sys.path, so that a folder there named like one of our

@@ -198,6 +198,26 @@ def run_advice(
     return RunAdvice(run.id, judged.record, judged.health, judged.notes, judged.judged)
 
 
+def rules_export(store: ResultsStore, ref: str) -> Path:
+    """The nsys export the run `ref` names was captured into, for nsys's rules (`--rule`) to read: its SQLite
+    export, else its report (exported again); UsageError where it has neither, or they are gone."""
+    from pathlib import Path
+
+    run = store.get(ref)
+    stored = [name for name in (run.nsys_sqlite, run.nsys_rep) if name]
+    if not stored:
+        raise UsageError(
+            f"--rule reads an nsys export: run {run.id} has none (it was not captured with nsys); "
+            f"its findings: `harness advise {run.id}`"
+        )
+    for name in stored:
+        if Path(name).is_file():
+            return Path(name)
+    raise UsageError(
+        f"--rule reads run {run.id}'s nsys export, which is gone: {' and '.join(stored)} not found"
+    )
+
+
 def _no_threshold(run: str, stored: dict[str, Any] | None) -> str:
     """Why --threshold cannot judge a run whose capture is not there to read again."""
     if not stored:

@@ -20,7 +20,7 @@ from harness.execution.nsys.cuda_support import assess
 from harness.execution.nsys.find import INJECTION, missing_injection
 from harness.experiments import selftest
 from harness.experiments.selftest import ITEM
-from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url, sqlite_file
+from harness.store.results import NoDatabase, ResultsStore, describe_url, resolve_url
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -197,11 +197,7 @@ def check_db(db: str | None) -> Check:
         store = ResultsStore(db, readonly=True)
         count = store.count_runs()
     except NoDatabase as e:
-        file = sqlite_file(url)
-        folder = next((p for p in file.absolute().parents if p.exists()), None) if file else None
-        if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
-            return Check("results database", "fail", f"{e}, and {folder} is not writable to create one")
-        return Check("results database", "info", f"{e}")
+        return Check("results database", "info" if e.creatable else "fail", str(e))
     except HarnessError as e:
         return Check("results database", "fail", str(e))
     detail = f"{describe_url(url)}: {count:,} run{'' if count == 1 else 's'}"

@@ -165,12 +165,13 @@ def profile_program(
 
 def _keep_output(out: ProgramRun, log: Path) -> None:
     """The program's output, which the terminal never showed (nsys's is captured with it): its end written
-    to `log`, beside the report, and the note on what was dropped of it naming that file."""
+    to `log`, beside the report, as a terminal would have shown it (a progress bar's last state, not each
+    of its rewrites), and the note on what was dropped of it naming that file."""
     prof = out.profile
     if not prof.output.strip():
         return
     try:
-        log.write_text(prof.output, errors="replace")
+        log.write_text(supervisor.as_shown(prof.output), errors="replace")
     except OSError as e:
         out.notes.append(f"the program's output could not be kept in {log}: {e.strerror or e}")
         return

@@ -66,13 +66,24 @@ def mark_degraded(result: RunResult, reason: str | None) -> str | None:
     return None
 
 
-def save_once(store: ResultsStore, result: RunResult, unsaved: list[str], **how: Any) -> UnsavedRun | None:
-    """Save: None when the run is stored; else the store's refusal (the run is in a file by now), its line
-    said once in `unsaved`, and on."""
+def save_once(
+    store: ResultsStore,
+    result: RunResult,
+    unsaved: list[str] | None = None,
+    *,
+    signal_ends: bool = False,
+    **how: Any,
+) -> UnsavedRun | None:
+    """Save: None when the run is stored; else the store's refusal (the run is in a file by now; its line
+    says where), its line said once in `unsaved` where one is given. `signal_ends`: a refusal that came with
+    a signal (Ctrl-C or SIGTERM while it waited on a locked database) is raised, for the caller to end with
+    (its exit_code is the signal's); else it is returned as any other."""
     try:
         store.save(result, **how)
     except UnsavedRun as e:
-        if str(e) not in unsaved:
+        if signal_ends and e.signal is not None:
+            raise
+        if unsaved is not None and str(e) not in unsaved:
             unsaved.append(str(e))
         return e
     return None

@@ -12,6 +12,7 @@ from harness.core.records import RunConfig, RunResult
 from harness.execution.ranks.multirank import run_ranks
 from harness.execution.runner import run_workload
 from harness.profilers.base import Outcome, ProfiledFn, Profiler, ProfilerOptions, Reporter
+from harness.profilers.capture import save_once
 from harness.store.results import UnsavedRun
 
 if TYPE_CHECKING:
@@ -58,10 +59,8 @@ class NoProfiler(Profiler):
         else:
             result = run_workload(config, progress=progress.advance, memory_dir=options.profile_dir)
         out = PlainRun(run_id=result.run_id, result=result)
-        try:
-            store.save(result)
-        except UnsavedRun as e:
-            out.refused.append(e)
+        if refusal := save_once(store, result):
+            out.refused.append(refusal)
         return out
 
 

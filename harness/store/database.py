@@ -19,9 +19,10 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, Ope
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
+from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
 from harness.store import dbfaults, migrations
-from harness.store.location import describe_url, in_memory, resolve_url, sqlite_file
+from harness.store.location import describe_url, in_memory, missing_database, resolve_url, sqlite_file
 from harness.store.schema import (
     OUR_TABLES,
     SCHEMA_VERSION,
@@ -39,7 +40,12 @@ CREATE_ATTEMPTS = 5
 
 
 class NoDatabase(HarnessError):
-    """A read-only command found no results database (it creates none)."""
+    """A read-only command found no results database (it creates none); `creatable`: whether `harness run`
+    can create it there."""
+
+    def __init__(self, message: str, creatable: bool = True) -> None:
+        super().__init__(message)
+        self.creatable = creatable
 
 
 class UnsavedRun(HarnessError):
@@ -50,9 +56,10 @@ class UnsavedRun(HarnessError):
     def __init__(
         self, message: str, path: Path, signal: int | None = None, *, run_id: str, reason: str
     ) -> None:
-        super().__init__(message)
+        # SIGINT or SIGTERM came while it waited for the database: end with it, and with its exit code
+        super().__init__(message, signals.exit_code(signal) if signal is not None else None)
         self.path = path
-        self.signal = signal  # SIGINT or SIGTERM came while it waited for the database: end with it
+        self.signal = signal
         self.run_id = run_id
         self.reason = reason
 
@@ -126,10 +133,7 @@ class Database:
         try:
             if self.file is not None and self.readonly:
                 if not self.file.is_file():
-                    raise NoDatabase(
-                        f"no results database at {self.file} (`harness run` creates one; --db or HARNESS_DB "
-                        "names another)"
-                    )
+                    raise NoDatabase(*missing_database(self.file))
                 uri = f"file:{quote(str(self.file.absolute()))}?mode=ro"
                 return create_engine(
                     "sqlite://",

@@ -64,3 +64,21 @@ def in_memory(url: str) -> bool:
     return parsed.get_backend_name() == "sqlite" and (
         database in ("", ":memory:") or database.startswith("file::memory:") or "mode=memory" in url
     )
+
+
+def missing_database(file: Path) -> tuple[str, bool]:
+    """What is true of a results database file that is not there, and whether `harness run` can create it
+    (and the folders it lacks, as it does) where it is."""
+    where, other = f"no results database at {file}", "--db or HARNESS_DB names another"
+    folder = file.absolute().parent
+    nearest = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
+    missing = f", nor its folder {file.parent}" if nearest != folder else ""
+    if not nearest.is_dir():
+        return f"{where}: {nearest} is a file, not a folder: `harness run` cannot create it; {other}", False
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        return (
+            f"{where}{missing}, and {nearest} is not writable: `harness run` cannot create it; {other}",
+            False,
+        )
+    made = "the folder and the database" if missing else "one"
+    return f"{where}{missing} (`harness run` creates {made}; {other})", True

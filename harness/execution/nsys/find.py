@@ -78,8 +78,12 @@ def _version(path: Path) -> str:
         raise NsysError(f"{path} does not run ({e}); {HOW_TO_GET}") from None
     found = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
     if out.returncode != 0:
-        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise NsysError(f"{path} --version failed (exit {out.returncode}): {tail[0]}; {HOW_TO_GET}")
+        # its error is stderr's last line; a program that is not nsys (`false`) names itself on stdout's first
+        said = out.stderr.strip().splitlines()[-1:] or out.stdout.strip().splitlines()[:1]
+        raise NsysError(
+            f"{path} is not a working nsys: {path} --version failed (exit {out.returncode}): "
+            f"{said[0] if said else 'it printed nothing'}; {HOW_TO_GET}"
+        )
     if not found:  # it ran and said something else: another program (`true`, a wrapper script)
         head = (out.stdout or out.stderr).strip().splitlines()[:1] or ["nothing"]
         raise NsysError(
