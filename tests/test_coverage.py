@@ -353,3 +353,39 @@ def test_launch_calls_recorded_twice_count_once(tmp_path: Path) -> None:
     assert checks["GPU coverage"]["Evidence"].startswith(
         "1 of 5 kernel launch calls (20.00%) have no GPU work"
     )
+
+
+def test_steps_whose_launch_calls_were_lost_say_their_kernels_ran(tmp_path: Path) -> None:
+    """The CUDA API calls of steps 10–12 lost while their kernels were recorded: the steps fail, and the
+    evidence says their launch calls are missing while 8,100 kernels ran, not that they had no GPU work; the
+    per-step table counts those kernels by their own start (2,700 a step, as every measured step launches)
+    and still counts no kernel launched from them."""
+    src = need(H100_DIR / "report.sqlite")
+    first = H100_STEP_END.replace("e.end", "e.start").format(step=10)
+    last = H100_STEP_END.format(step=12)
+    path = derive(
+        src,
+        tmp_path / "calls-lost.sqlite",
+        f"DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start >= ({first}) AND start <= ({last})",
+    )
+    (lo, _), (_, hi) = _step(path, 10), _step(path, 12)
+    ((ran,),) = query_rows(
+        path, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start >= {lo} AND start < {hi}"
+    )
+    resumes = next(t for t, _ in _launches(path) if t > hi)
+    code, checks = _checks(path)
+    assert code == 1
+    check = checks["GPU coverage"]
+    assert check["Status"] == FAIL
+    assert check["Evidence"] == (
+        f"3 of 10 measured steps (steps 10–12 of steps 5–14) recorded no launch call while {ran:,} kernels ran "
+        f"in them: their launch calls are missing (the CUDA API trace has no launch call from {_s(lo)} to "
+        f"{_s(resumes)})"
+    )
+    assert ran == 8100
+    assert "lost the CUDA calls that launched this GPU work" in check["What to do"]
+    with open_trace(path, cache=False) as trace:
+        table = capture_health(trace).details["GPU coverage by step"].set_index("Step")
+    assert table.loc[[10, 11, 12], "Kernels without launch call"].tolist() == [2700, 2700, 2700]
+    assert table.loc[[10, 11, 12], ["Launch calls", "Kernels"]].to_numpy().tolist() == [[0, 0]] * 3
+    assert table.loc[[9, 13], "Kernels without launch call"].tolist() == [0, 0]
