@@ -307,10 +307,13 @@ def _ended_early(stop: Stop, cut: list[tuple[int, list[str]]], whole: list[int])
     return said + f"; the other {stop.planned - stop.measured:,} measured steps never finished"
 
 
-def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: Stop | None = None) -> Check:
+def nvtx_steps(
+    trace: Trace, health: Health, cov: Coverage | None = None, stop: Stop | None = None, timed: int = 0
+) -> Check:
     """Every measured step has its step and phase ranges, and no CUDA work goes on after the last step. Of a
     run that was stopped (`stop`), the step it stopped in lacks the ranges it never reached and the steps
-    after it are not there: said as such (a warning), not as ranges the profiler lost."""
+    after it are not there: said as such (a warning), not as ranges the profiler lost. `timed`: the measured
+    steps the run's timers timed (0: not known), what steps lacking ranges are counted against."""
     name = "NVTX steps"
     cov = cov or coverage_of(trace)
     st = cov.steps
@@ -351,13 +354,15 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
     if lost:
         step, names = lost[0]
         steps = [s for s, _ in lost]
+        unstepped = None  # more measured steps than their ranges show (how many, the timers know)
+        if timed <= len(checked) and stop is None:
+            unstepped = _unstepped(st, kernel_calls, per_step, zero)
+        said = _lacking(steps, len(checked), which, timed if stop is None else 0, unstepped is not None)
+        said += f" step {step} has no {', '.join(names)}" + (f"; {unstepped}" if unstepped else "")
         return Check(
             name,
             FAIL,
-            f"{len(steps)} of {len(checked)} {which}s lack{'s' if len(steps) == 1 else ''} NVTX ranges"
-            + (f" ({_steps_said(steps)})" if len(steps) > 1 else "")
-            + f": step {step} has no {', '.join(names)}; {ended}"
-            + (f"; {stop.said()}" if stop is not None else ""),
+            f"{said}; {ended}" + (f"; {stop.said()}" if stop else ""),
             "NVTX events were lost: the NVTX tables, the split by phase and NVTX vs timers leave these steps "
             "out. Capture again with a profiler that supports the program's CUDA (`harness doctor`)",
         )
@@ -403,6 +408,22 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
     if warm:
         evidence += "; warm-up, not measured: " + ", ".join(f"step {s} lacks {', '.join(n)}" for s, n in warm)
     return Check(name, OK, evidence)
+
+
+def _lacking(steps: list[int], recorded: int, which: str, timed: int, more: bool) -> str:
+    """`6 of 10 measured steps (by the run's timers) lack NVTX ranges: 5 have none;`: counted against the
+    steps the run timed where that is known, else against the steps whose ranges were recorded, said so
+    where the capture shows more (`more`)."""
+    lack = "lacks" if len(steps) == 1 else "lack"
+    named = f" ({_steps_said(steps)})" if len(steps) > 1 else ""
+    if timed > recorded:
+        none = timed - recorded
+        return (
+            f"{len(steps) + none} of {timed} {which}s (by the run's timers) lack NVTX ranges: {none} "
+            f"{'has' if none == 1 else 'have'} none;"
+        )
+    of = f"the {recorded} {which}s recorded" if more else f"{recorded} {which}s"
+    return f"{len(steps)} of {of} {lack} NVTX ranges{named}:"
 
 
 def _unstepped(st: Steps, calls: pd.DataFrame, per_step: float, zero: int) -> str | None:
