@@ -24,6 +24,25 @@ def query_rows(path: Path, query: str) -> list[tuple]:
         con.close()
 
 
+_COPIES = iter(range(1, 1 << 30))
+
+
+def distinct_copy(src: Path, dst: Path) -> Path:
+    """`src` copied to `dst` with its rows unchanged but its bytes its own (SQLite's user_version in the
+    header set to a number no other copy has): a stand-in for another rank's export, which the multi-export
+    commands would refuse as a copy of `src` were it the same bytes."""
+    if src.resolve() != dst.resolve():  # `dst` itself: its own bytes in place
+        shutil.copyfile(src, dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    try:
+        con.execute(f"PRAGMA user_version = {next(_COPIES)}")
+        con.commit()
+    finally:
+        con.close()
+    return dst
+
+
 def commit_without_checkpoint(export: Path) -> None:
     """Double the kernel rows of a WAL-mode export in another process that commits into the log and dies
     before a checkpoint: the change is in `export`'s -wal file only."""

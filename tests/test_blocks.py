@@ -214,6 +214,23 @@ def test_tiny_run_then_blocks_from_the_timers(tmp_db) -> None:
     assert people.exit_code == 0 and "source timers" in people.stdout and "qk_scores" in people.stdout
 
 
+def test_blocks_puts_the_final_norm_in_no_layer(tmp_db) -> None:
+    """`harness blocks` of a tiny run (3 measured steps, 4 layers of two norms each, then the final norm):
+    the norms inside the layers are one row under `layer` (24 calls a phase), the final norm another with no
+    parent (3 calls), as `--by-layer` places it; the `norm` row under `layer` counted 27 with it."""
+    args = ["run", "tiny", "--device", "cpu", "--nvtx-detail", "--steps", "3", "--warmup", "1",
+            "--batch-size", "1", "--context-length", "16"]  # fmt: skip
+    assert runner.invoke(app, args).exit_code == 0
+    rows, _ = _blocks_json()
+    per_layer, _ = _blocks_json("latest", "--by-layer")
+    for phase in ("forward", "backward"):
+        norms = [(r["parent"], r["Count"]) for r in rows if r["block"] == "norm" and r["phase"] == phase]
+        assert norms == [(LAYER, 24), (None, 3)]
+        final = [r for r in rows if r["block"] == "norm" and r["phase"] == phase and r["parent"] is None]
+        outer = [r for r in per_layer if r["block"] == "norm" and r["phase"] == phase and r["layer"] is None]
+        assert final[0]["Mean (ns)"] == outer[0]["Mean (ns)"] and outer[0]["parent"] is None
+
+
 @pytest.mark.slow
 def test_torch_backend_blocks_come_from_its_trace(tmp_db, tmp_path: Path) -> None:
     args = ["run", "char", "--device", "cpu", "--nvtx-detail", "--steps", "2", "--warmup", "1",
@@ -256,7 +273,8 @@ def test_nsys_run_blocks_come_from_its_export(tmp_db, tmp_path: Path, nsys_bin: 
     rows, _ = _blocks_json()
     forward = pd.DataFrame(rows).query("phase == 'forward'").set_index("block")
     assert (forward.loc[["sdpa", "mlp_up", "norm", "lm_head"], "Mean (ns)"] > 0).all()
-    assert forward.loc["norm", "Count"] == 2 * 9  # 2 steps × (4 layers × 2 + the final norm)
+    assert forward.loc["norm", "Count"].sum() == 2 * 9  # 2 steps × (4 layers × 2 + the final norm)
+    assert forward.loc["norm", "Count"].tolist() == [2 * 8, 2]  # in the layers, then the final norm
 
 
 def test_blocks_of_a_run_with_only_its_trace_are_read_from_it(tmp_db, tmp_path: Path) -> None:

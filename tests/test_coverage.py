@@ -353,3 +353,77 @@ def test_launch_calls_recorded_twice_count_once(tmp_path: Path) -> None:
     assert checks["GPU coverage"]["Evidence"].startswith(
         "1 of 5 kernel launch calls (20.00%) have no GPU work"
     )
+
+
+def test_steps_whose_launch_calls_were_lost_say_their_kernels_ran(tmp_path: Path) -> None:
+    """The CUDA API calls of steps 10–12 lost while their kernels were recorded: the steps fail, and the
+    evidence says their launch calls are missing while 8,100 kernels ran, not that they had no GPU work; the
+    per-step table counts those kernels by their own start (2,700 a step, as every measured step launches)
+    and still counts no kernel launched from them."""
+    src = need(H100_DIR / "report.sqlite")
+    first = H100_STEP_END.replace("e.end", "e.start").format(step=10)
+    last = H100_STEP_END.format(step=12)
+    path = derive(
+        src,
+        tmp_path / "calls-lost.sqlite",
+        f"DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start >= ({first}) AND start <= ({last})",
+    )
+    (lo, _), (_, hi) = _step(path, 10), _step(path, 12)
+    ((ran,),) = query_rows(
+        path, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start >= {lo} AND start < {hi}"
+    )
+    resumes = next(t for t, _ in _launches(path) if t > hi)
+    code, checks = _checks(path)
+    assert code == 1
+    check = checks["GPU coverage"]
+    assert check["Status"] == FAIL
+    assert check["Evidence"] == (
+        f"3 of 10 measured steps (steps 10–12 of steps 5–14) recorded no launch call while {ran:,} kernels "
+        f"ran in them: their launch calls are missing (the CUDA API trace has no launch call from {_s(lo)} "
+        f"to {_s(resumes)})"
+    )
+    assert ran == 8100
+    assert "lost the CUDA calls that launched this GPU work" in check["What to do"]
+    with open_trace(path, cache=False) as trace:
+        table = capture_health(trace).details["GPU coverage by step"].set_index("Step")
+    assert table.loc[[10, 11, 12], "Kernels without launch call"].tolist() == [2700, 2700, 2700]
+    assert table.loc[[10, 11, 12], ["Launch calls", "Kernels"]].to_numpy().tolist() == [[0, 0]] * 3
+    assert table.loc[[9, 13], "Kernels without launch call"].tolist() == [0, 0]
+
+
+def test_nvtx_stopped_part_way_counts_the_measured_steps(tmp_path: Path) -> None:
+    """NVTX stops after step 9's forward range (10 measured steps, 5–14): the ranges of steps 5–9 remain and
+    the `measured` range around all ten. The check said `1 of 5 measured steps`, as if five were measured;
+    counted against the run's timers (10) it is 6 of 10, and without them it says 5 were recorded and names
+    the 13,500 launch calls of the measured steps that have no range."""
+    src = need(H100_DIR / "report.sqlite")
+    forward = "SELECT e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+    forward += "WHERE s.value = 'forward' AND e.int64Value = 9"
+    path = derive(src, tmp_path / "nvtx-stops.sqlite", f"DELETE FROM NVTX_EVENTS WHERE start > ({forward})")
+    ((m_start, m_end),) = query_rows(
+        path,
+        "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+        "WHERE s.value = 'measured'",
+    )
+    _, step9_end = _step(path, 9)
+    calls = [t for t, _ in _launches(path)]
+    outside = [t for t in calls if step9_end <= t < m_end]
+    assert len(outside) == 13500  # steps 10–14, 2,700 launch calls each
+    code, checks = _checks(path)
+    assert code == 1
+    check = checks["NVTX steps"]
+    assert check["Status"] == FAIL
+    assert check["Evidence"] == (
+        "1 of the 5 measured steps recorded lacks NVTX ranges: step 9 has no backward, optimizer; 13,500 "
+        f"kernel launch calls ({100 * len(outside) / len(calls):.0f}%) in the `measured` range lie in no "
+        f"step range, from {_s(outside[0])} (after step 9) to {_s(outside[-1])}: NVTX recording lost steps "
+        f"while the program went on; the harness's ranges end at {_s(m_end)}"
+    )
+    with open_trace(path, cache=False) as trace:
+        timed = next(c for c in capture_health(trace, timed=10).checks if c.name == "NVTX steps")
+    assert timed.status == FAIL
+    assert timed.evidence == (
+        "6 of 10 measured steps (by the run's timers) lack NVTX ranges: 5 have none; step 9 has no backward, "
+        f"optimizer; the harness's ranges end at {_s(m_end)}"
+    )
+    assert m_start < _step(path, 5)[0]

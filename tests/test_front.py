@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import SHARED_NSYS, need
+from export_data import distinct_copy
 
 import analysis.tables.kernels
 from analysis import front
@@ -111,7 +112,7 @@ def test_open_gives_dataframes(export: Path, cache_dir: Path) -> None:
 
 def test_open_several_sources(export: Path, tmp_path: Path, cache_dir: Path) -> None:
     for rank in (0, 1):
-        shutil.copyfile(export, tmp_path / f"run.rank{rank}.sqlite")
+        distinct_copy(export, tmp_path / f"run.rank{rank}.sqlite")
     both = front.open(sorted(tmp_path.glob("run.rank*.sqlite")), jobs=1).table("kernels")
     assert both["Instances"].tolist() == [10] and both["Total Time (ns)"].tolist() == [2 * 88573480]
     per_rank = front.open(tmp_path / "run.rank*.sqlite", by_rank=True, jobs=1).table("kernels")

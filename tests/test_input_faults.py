@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from export_data import commit_without_checkpoint
+from export_data import commit_without_checkpoint, distinct_copy
 from kineto_data import trace_path
 from typer.testing import CliRunner
 
@@ -196,8 +196,8 @@ def test_a_json_trace_with_a_byte_order_mark_is_read(tmp_path: Path, name: str) 
 def _folder(a100_export: Path, tmp_path: Path) -> Path:
     folder = tmp_path / "runs"
     (folder / "nested.sqlite").mkdir(parents=True)
-    shutil.copy(a100_export, folder / "a.sqlite")
-    shutil.copy(a100_export, folder / "B.SQLITE")
+    distinct_copy(a100_export, folder / "a.sqlite")
+    distinct_copy(a100_export, folder / "B.SQLITE")
     shutil.copy(a100_export, folder / "c.sqlite3")
     os.mkfifo(folder / "piped.json")
     (folder / "README.md").write_text("not an export, and not named like one: not mentioned")

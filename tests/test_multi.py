@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SHARED_NSYS, missing, need
-from export_data import derive
+from export_data import derive, distinct_copy
 from kineto_data import trace_path
 from typer.testing import CliRunner
 
+import analysis.trace.multi as multi
 from analysis.stats import round_half_up
 from analysis.tables import combine, run_task
 from analysis.trace.multi import expand, label_sources, rank_in_name
@@ -101,7 +102,7 @@ def test_combined_kernels_equal_the_statistics_of_the_concatenated_rows(pair: tu
 
 def test_two_copies_double_instances_and_total_and_keep_avg(dlprof: Path, tmp_path: Path) -> None:
     for r in (0, 1):
-        shutil.copyfile(dlprof, tmp_path / f"run.rank{r}.sqlite")
+        distinct_copy(dlprof, tmp_path / f"run.rank{r}.sqlite")
     one = csv(run("kernels", tmp_path / "run.rank0.sqlite", "--format", "csv"))
     both = csv(run("kernels", tmp_path, "--format", "csv"))  # a folder
     key = ["Name", "GridXYZ", "BlockXYZ"]
@@ -114,7 +115,7 @@ def test_two_copies_double_instances_and_total_and_keep_avg(dlprof: Path, tmp_pa
 
 def test_combined_nvtx_over_two_copies(cpu_export: Path, tmp_path: Path) -> None:
     for r in (0, 1):
-        shutil.copyfile(cpu_export, tmp_path / f"train.rank{r}.sqlite")
+        distinct_copy(cpu_export, tmp_path / f"train.rank{r}.sqlite")
     one = csv(run("nvtx", tmp_path / "train.rank0.sqlite", "--format", "csv")).set_index("Range")
     both = csv(run("nvtx", str(tmp_path / "train.rank*.sqlite"), "--format", "csv")).set_index("Range")
     assert list(both.columns[:2]) == ["Ranks", "Time (%)"]
@@ -136,7 +137,7 @@ def test_by_rank_blocks_equal_the_single_export_tables(pair: tuple[Path, Path]) 
 def test_duplicate_ranks_are_refused(dlprof: Path, tmp_path: Path) -> None:
     for sub in ("a", "b"):
         (tmp_path / sub).mkdir()
-        shutil.copyfile(dlprof, tmp_path / sub / "run.rank0.sqlite")
+        distinct_copy(dlprof, tmp_path / sub / "run.rank0.sqlite")
     result = run("kernels", tmp_path / "a" / "run.rank0.sqlite", tmp_path / "b" / "run.rank0.sqlite")
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
@@ -145,7 +146,7 @@ def test_duplicate_ranks_are_refused(dlprof: Path, tmp_path: Path) -> None:
     a, b = tmp_path / "a" / "run.rank0.sqlite", tmp_path / "b" / "run.rank0.sqlite"
     assert f"({a} and {b})" in lines[0]
     other = tmp_path / "b" / "job.rank0.sqlite"
-    shutil.copyfile(dlprof, other)
+    distinct_copy(dlprof, other)
     result = run("kernels", a, other)
     assert "rank 0 is given twice (run.rank0.sqlite and job.rank0.sqlite)" in result.stderr
 
@@ -153,6 +154,33 @@ def test_duplicate_ranks_are_refused(dlprof: Path, tmp_path: Path) -> None:
 def test_the_same_file_twice_is_refused(dlprof: Path) -> None:
     result = run("kernels", dlprof, dlprof)
     assert result.exit_code == 1 and "given twice" in result.stderr
+
+
+def test_a_copy_of_an_export_is_refused(
+    dlprof: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cp a b`: the same export under two names counts twice in every combined table unless refused, as
+    the same path given twice is; given alone, or in a folder, or beside an export of the same size whose
+    bytes differ (another rank), it is not refused; files of different sizes are never read to compare."""
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    shutil.copyfile(dlprof, a)
+    shutil.copyfile(dlprof, b)
+    result = run("kernels", a, b)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: {b} is a copy of {a} (the same bytes): each export counts once"
+    ]
+    assert "is a copy of" in run("kernels", tmp_path).stderr
+    (tmp_path / "other").mkdir()
+    other = distinct_copy(dlprof, tmp_path / "other" / "c.sqlite")
+    assert other.stat().st_size == a.stat().st_size
+    assert csv(run("kernels", a, other, "--format", "csv"))["Instances"].sum() == 2 * 46
+
+    def never(path: Path, whole: bool) -> bytes:
+        raise AssertionError(f"{path} read though no other export has its size")
+
+    monkeypatch.setattr(multi, "_digest", never)
+    assert run("kernels", a, need(SHARED_NSYS / "ext" / "fuser_report1" / "report.sqlite")).exit_code == 0
 
 
 def test_mixed_programs_get_a_note(cpu_export: Path, a100_export: Path, tmp_path: Path) -> None:
@@ -168,15 +196,15 @@ def test_mixed_programs_get_a_note(cpu_export: Path, a100_export: Path, tmp_path
 
 def test_missing_ranks_get_a_note(dlprof: Path, tmp_path: Path) -> None:
     for r in (0, 2):
-        shutil.copyfile(dlprof, tmp_path / f"run.rank{r}.sqlite")
+        distinct_copy(dlprof, tmp_path / f"run.rank{r}.sqlite")
     result = run("kernels", tmp_path, "--format", "csv")
     assert result.exit_code == 0
     assert "2 of 3 ranks given: rank 1 missing" in result.stderr
 
 
 def test_no_rank_labels_rows_by_file(dlprof: Path, tmp_path: Path) -> None:
-    shutil.copyfile(dlprof, tmp_path / "first.sqlite")
-    shutil.copyfile(dlprof, tmp_path / "second.sqlite")
+    distinct_copy(dlprof, tmp_path / "first.sqlite")
+    distinct_copy(dlprof, tmp_path / "second.sqlite")
     blocks = csv(
         run("kernels", tmp_path / "second.sqlite", tmp_path / "first.sqlite", "--by-rank", "--format", "csv")
     )
@@ -188,7 +216,7 @@ def test_no_rank_labels_rows_by_file(dlprof: Path, tmp_path: Path) -> None:
 
 def test_api_memops_osrt_launch_summary_combine(a100_export: Path, cpu_export: Path, tmp_path: Path) -> None:
     for r in (0, 1):
-        shutil.copyfile(a100_export, tmp_path / f"g.rank{r}.sqlite")
+        distinct_copy(a100_export, tmp_path / f"g.rank{r}.sqlite")
     api = csv(run("api", tmp_path, "--format", "csv")).set_index("Name")
     single = csv(run("api", tmp_path / "g.rank0.sqlite", "--format", "csv")).set_index("Name")
     assert (api["Num Calls"] == 2 * single.loc[api.index, "Num Calls"]).all()
@@ -202,7 +230,7 @@ def test_api_memops_osrt_launch_summary_combine(a100_export: Path, cpu_export: P
     cpu = tmp_path / "cpu"
     cpu.mkdir()
     for r in (0, 1):
-        shutil.copyfile(cpu_export, cpu / f"c.rank{r}.sqlite")
+        distinct_copy(cpu_export, cpu / f"c.rank{r}.sqlite")
     osrt = csv(run("osrt", cpu, "--format", "csv"))
     one = csv(run("osrt", cpu / "c.rank0.sqlite", "--format", "csv"))
     assert osrt["Num Calls"].sum() == 2 * one["Num Calls"].sum()
@@ -226,10 +254,10 @@ def test_rank_in_name_and_ranges() -> None:
 
 
 def test_folder_prefers_the_export_beside_its_report(dlprof: Path, tmp_path: Path) -> None:
-    shutil.copyfile(dlprof, tmp_path / "r.rank0.sqlite")
+    distinct_copy(dlprof, tmp_path / "r.rank0.sqlite")
     (tmp_path / "r.rank0.nsys-rep").write_bytes(b"report")
-    shutil.copyfile(dlprof, tmp_path / "r.rank10.sqlite")
-    shutil.copyfile(dlprof, tmp_path / "r.rank2.sqlite")
+    distinct_copy(dlprof, tmp_path / "r.rank10.sqlite")
+    distinct_copy(dlprof, tmp_path / "r.rank2.sqlite")
     assert [p.name for p in expand([tmp_path])] == ["r.rank0.sqlite", "r.rank2.sqlite", "r.rank10.sqlite"]
 
 
@@ -336,7 +364,7 @@ def test_a_note_every_export_says_is_said_once(dlprof: Path, cpu_export: Path, t
     from analysis.nvtx_names import GROUPING_LINE
 
     for rank in (0, 1):
-        shutil.copyfile(dlprof, tmp_path / f"run.rank{rank}.sqlite")
+        distinct_copy(dlprof, tmp_path / f"run.rank{rank}.sqlite")
     shutil.copyfile(cpu_export, tmp_path / "cpu.rank2.sqlite")  # names without PyTorch's fields
     both = read_tables("nvtx", sorted(tmp_path.glob("run.rank*.sqlite")), jobs=1, by_rank=True, cache=False)
     assert [n for n in both.notes if GROUPING_LINE["op"] in n] == [GROUPING_LINE["op"]]

@@ -300,9 +300,10 @@ def test_what_a_run_reads_is_refused_too(
 
 
 def test_ranks_page_over_a_rank_export_is_refused(a100_export: Path, tmp_path: Path) -> None:
-    from export_data import with_harness_ranges
+    from export_data import distinct_copy, with_harness_ranges
 
     ranks = [with_harness_ranges(a100_export, tmp_path / f"job.rank{r}.sqlite") for r in (0, 1)]
+    distinct_copy(ranks[1], ranks[1])  # its own bytes: another rank, not a copy of the first
     before = digest(ranks[1])
     result = runner.invoke(app, ["ranks", str(ranks[0]), str(ranks[1]), "--html", str(ranks[1])])
     one_error(result, READS)

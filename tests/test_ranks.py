@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from export_data import derive, query_rows, with_harness_ranges
+from export_data import derive, distinct_copy, query_rows, with_harness_ranges
 from typer.testing import CliRunner
 
 from analysis.ranks.ranks import (
@@ -169,7 +169,7 @@ def test_a_page_that_cannot_be_written_is_one_line_naming_why(two_ranks: list[Pa
 
 
 def test_cli_refuses_duplicate_ranks(two_ranks: list[Path], tmp_path: Path) -> None:
-    other = derive(two_ranks[0], tmp_path / "job.rank0.sqlite")
+    other = distinct_copy(two_ranks[0], tmp_path / "job.rank0.sqlite")
     result = runner.invoke(app, ["ranks", str(two_ranks[0]), str(other)])
     assert result.exit_code == 1 and "rank 0 is given twice" in result.stderr
 

@@ -52,15 +52,20 @@ QUIET_AGAINST = 10
 
 def step_table(trace: Trace, st: Steps, calls: pd.DataFrame) -> pd.DataFrame:
     """Per step: Step, Measured, Start (ns), End (ns), Launch calls (of kernels), Without GPU work, Graph
-    launches, and the Kernels, Copies and Sets launched from it (by the time of their launching call)."""
+    launches, the Kernels, Copies and Sets launched from it (by the time of their launching call), and the
+    Kernels without launch call that ran in it (by their own start: launched before the capture began, or
+    their calls were lost)."""
     work = gpu_work(trace)
+    orphans = work.iloc[:0]
     if len(work) and trace.has("runtime"):
         rt = trace.frame("runtime", ["start", "correlation_id", "global_tid"])
         key = pd.DataFrame(
             {"pid": rt["global_tid"].to_numpy() & PROCESS, "correlation_id": rt["correlation_id"].to_numpy(),
              "call": rt["start"].to_numpy()}
         ).drop_duplicates(["pid", "correlation_id"])  # fmt: skip
-        work = work.merge(key, on=["pid", "correlation_id"], how="inner")
+        work = work.merge(key, on=["pid", "correlation_id"], how="left")
+        lost = work["call"].isna().to_numpy()
+        orphans, work = work[lost & (work["kind"] == "kernels").to_numpy()], work[~lost]
     else:
         work = work.assign(call=work["start"])
     rows = []
@@ -69,15 +74,16 @@ def step_table(trace: Trace, st: Steps, calls: pd.DataFrame) -> pd.DataFrame:
         graph = lc["graph"].astype(bool)
         w = work[(work["pid"] == r.pid) & (work["call"] >= r.start) & (work["call"] < r.end)]
         kinds = w["kind"].value_counts()
+        o = orphans[(orphans["pid"] == r.pid) & (orphans["start"] >= r.start) & (orphans["start"] < r.end)]
         rows.append(
             (int(r.step), bool(r.measured), int(r.start), int(r.end), int((~graph).sum()),
              int(((lc["work"] == 0) & ~graph).sum()), int(graph.sum()), int(kinds.get("kernels", 0)),
-             int(kinds.get("memcpy", 0)), int(kinds.get("memset", 0)))
+             int(kinds.get("memcpy", 0)), int(kinds.get("memset", 0)), len(o))
         )  # fmt: skip
     return pd.DataFrame(
         rows,
         columns=["Step", "Measured", "Start (ns)", "End (ns)", "Launch calls", "Without GPU work",
-                 "Graph launches", "Kernels", "Copies", "Sets"],
+                 "Graph launches", "Kernels", "Copies", "Sets", "Kernels without launch call"],
     )  # fmt: skip
 
 
@@ -107,6 +113,13 @@ FIX_GPU = (
     "the profiler stopped recording GPU work while the program went on: every table of kernels and GPU "
     "time, and every finding, misses it. Check that the profiler supports the program's CUDA (`harness "
     "doctor`) and that no other profiling session ran at the same time, then capture again"
+)
+
+FIX_CALLS = (
+    "the profiler lost the CUDA calls that launched this GPU work while it recorded the work itself: tables "
+    "by launch call, by NVTX range and by phase leave the work out. Check that the profiler supports the "
+    "program's CUDA (`harness doctor`) and that no other profiling session ran at the same time, then "
+    "capture again"
 )
 
 
@@ -155,11 +168,11 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
                 f"ran: step "
                 f"{first['Step']} (from {seconds(first['Start (ns)'], zero)}) has "
                 f"{first['Without GPU work']:,} of {first['Launch calls']:,} launch calls without GPU work; "
-                f"{stopped}" + (f"; {quiet}" if quiet else ""),
+                f"{stopped}" + (f"; {quiet[0]}" if quiet else ""),
                 FIX_GPU,
             )
         if quiet:
-            return Check(name, FAIL, quiet, FIX_GPU)
+            return Check(name, FAIL, *quiet)
     if pct >= MISSING_FAIL_PCT:
         said = f"{len(missing):,} of {len(kernel_calls):,} kernel launch calls ({pct:.2f}%) have no GPU work"
         return Check(name, FAIL, f"{said}; {stopped}", FIX_GPU)
@@ -200,33 +213,55 @@ def _among(measured: list[int], has_measured: bool) -> Callable[[list[int]], str
 
 def _quiet(
     table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: Callable[[list[int]], str]
-) -> str | None:
-    """Measured steps with no CUDA at all (no launch call of a kernel or a graph, no GPU work) while other
-    steps (warm-up ones too) launch: the CUDA trace has a gap there, or stopped."""
+) -> tuple[str, str] | None:
+    """Measured steps with no launch call (of a kernel or a graph) while other steps (warm-up ones too)
+    launch, said with what to do: the CUDA trace has a gap there, or stopped. Steps where kernels without a
+    launch call ran are said apart: there only the launch calls were lost."""
     busy = table[table["Launch calls"] >= QUIET_AGAINST]
     measured = table[table["Measured"]]
-    nothing = measured[["Launch calls", "Graph launches", "Kernels", "Copies", "Sets"]].sum(axis=1) == 0
-    quiet = measured[nothing]
-    if busy.empty or quiet.empty:
+    launched = measured[["Launch calls", "Graph launches", "Kernels", "Copies", "Sets"]].sum(axis=1)
+    silent = measured[launched == 0]
+    if busy.empty or silent.empty:
         return None
-    first = quiet.iloc[0]
-    start = int(first["Start (ns)"])
-    resumes = kernel_calls[kernel_calls["start"] > quiet["End (ns)"].max()]
-    gap = (
-        f"the CUDA trace has nothing from {seconds(start, zero)} to {seconds(resumes['start'].min(), zero)}"
-        if len(resumes)
-        else f"the CUDA trace stops before {seconds(start, zero)}"
-    )
-    return (
-        f"{which(quiet['Step'].tolist())} recorded no launch call and no GPU work while "
-        f"{_steps_said(busy['Step'].tolist())} "
-        + (
-            f"launches {busy['Launch calls'].iloc[0]:,}"
-            if len(busy) == 1
-            else f"launch {busy['Launch calls'].mean():,.0f}"
+    ran = silent["Kernels without launch call"] > 0
+
+    def gap(steps: pd.DataFrame, has: str, stops: str) -> str:
+        start = seconds(int(steps["Start (ns)"].iloc[0]), zero)
+        resumes = kernel_calls[kernel_calls["start"] > steps["End (ns)"].max()]
+        if len(resumes):
+            return f"{has} from {start} to {seconds(resumes['start'].min(), zero)}"
+        return f"{stops} {start}"
+
+    said = []
+    if (~ran).any():
+        quiet = silent[~ran]
+        launch = f"launches {busy['Launch calls'].iloc[0]:,}" if len(busy) == 1 else (
+            f"launch {busy['Launch calls'].mean():,.0f}"
+        )  # fmt: skip
+        said.append(
+            f"{which(quiet['Step'].tolist())} recorded no launch call and no GPU work while "
+            f"{_steps_said(busy['Step'].tolist())} {launch} kernels{'' if len(busy) == 1 else ' each'}: "
+            + gap(quiet, "the CUDA trace has nothing", "the CUDA trace stops before")
         )
-        + f" kernels{'' if len(busy) == 1 else ' each'}: {gap}"
-    )
+    if ran.all():
+        lost, one = silent, len(silent) == 1
+        api = gap(lost, "the CUDA API trace has no launch call", "the CUDA API trace stops before")
+        said.append(
+            f"{which(lost['Step'].tolist())} recorded no launch call while {_orphans(lost):,} kernels ran in "
+            f"{'it' if one else 'them'}: {'its' if one else 'their'} launch calls are missing ({api})"
+        )
+        return "; ".join(said), FIX_CALLS
+    if ran.any():
+        lost = silent[ran]
+        said.append(
+            f"{_steps_said(lost['Step'].tolist())} recorded no launch call while "
+            f"{_orphans(lost):,} kernels ran in {'it' if len(lost) == 1 else 'them'}"
+        )
+    return "; ".join(said), FIX_GPU
+
+
+def _orphans(steps: pd.DataFrame) -> int:
+    return int(steps["Kernels without launch call"].sum())
 
 
 def _covered(
@@ -272,10 +307,13 @@ def _ended_early(stop: Stop, cut: list[tuple[int, list[str]]], whole: list[int])
     return said + f"; the other {stop.planned - stop.measured:,} measured steps never finished"
 
 
-def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: Stop | None = None) -> Check:
+def nvtx_steps(
+    trace: Trace, health: Health, cov: Coverage | None = None, stop: Stop | None = None, timed: int = 0
+) -> Check:
     """Every measured step has its step and phase ranges, and no CUDA work goes on after the last step. Of a
     run that was stopped (`stop`), the step it stopped in lacks the ranges it never reached and the steps
-    after it are not there: said as such (a warning), not as ranges the profiler lost."""
+    after it are not there: said as such (a warning), not as ranges the profiler lost. `timed`: the measured
+    steps the run's timers timed (0: not known), what steps lacking ranges are counted against."""
     name = "NVTX steps"
     cov = cov or coverage_of(trace)
     st = cov.steps
@@ -316,13 +354,15 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
     if lost:
         step, names = lost[0]
         steps = [s for s, _ in lost]
+        unstepped = None  # more measured steps than their ranges show (how many, the timers know)
+        if timed <= len(checked) and stop is None:
+            unstepped = _unstepped(st, kernel_calls, per_step, zero)
+        said = _lacking(steps, len(checked), which, timed if stop is None else 0, unstepped is not None)
+        said += f" step {step} has no {', '.join(names)}" + (f"; {unstepped}" if unstepped else "")
         return Check(
             name,
             FAIL,
-            f"{len(steps)} of {len(checked)} {which}s lack{'s' if len(steps) == 1 else ''} NVTX ranges"
-            + (f" ({_steps_said(steps)})" if len(steps) > 1 else "")
-            + f": step {step} has no {', '.join(names)}; {ended}"
-            + (f"; {stop.said()}" if stop is not None else ""),
+            f"{said}; {ended}" + (f"; {stop.said()}" if stop else ""),
             "NVTX events were lost: the NVTX tables, the split by phase and NVTX vs timers leave these steps "
             "out. Capture again with a profiler that supports the program's CUDA (`harness doctor`)",
         )
@@ -368,6 +408,22 @@ def nvtx_steps(trace: Trace, health: Health, cov: Coverage | None = None, stop: 
     if warm:
         evidence += "; warm-up, not measured: " + ", ".join(f"step {s} lacks {', '.join(n)}" for s, n in warm)
     return Check(name, OK, evidence)
+
+
+def _lacking(steps: list[int], recorded: int, which: str, timed: int, more: bool) -> str:
+    """`6 of 10 measured steps (by the run's timers) lack NVTX ranges: 5 have none;`: counted against the
+    steps the run timed where that is known, else against the steps whose ranges were recorded, said so
+    where the capture shows more (`more`)."""
+    lack = "lacks" if len(steps) == 1 else "lack"
+    named = f" ({_steps_said(steps)})" if len(steps) > 1 else ""
+    if timed > recorded:
+        none = timed - recorded
+        return (
+            f"{len(steps) + none} of {timed} {which}s (by the run's timers) lack NVTX ranges: {none} "
+            f"{'has' if none == 1 else 'have'} none;"
+        )
+    of = f"the {recorded} {which}s recorded" if more else f"{recorded} {which}s"
+    return f"{len(steps)} of {of} {lack} NVTX ranges{named}:"
 
 
 def _unstepped(st: Steps, calls: pd.DataFrame, per_step: float, zero: int) -> str | None:

@@ -44,9 +44,10 @@ GPU_FRAMES = ("kernels", "memcpy", "memset")
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
 
 
-def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
+def capture_health(trace: Trace, stop: Stop | None = None, timed: int = 0) -> Health:
     """Every check that applies to `trace` (an nsys export or a Kineto trace); `stop`: the run was stopped
-    before its end (its missing steps were never run)."""
+    before its end (its missing steps were never run); `timed`: the measured steps the run's timers timed
+    (0: not known)."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
         facts = trace.capture_facts()
@@ -64,7 +65,7 @@ def capture_health(trace: Trace, stop: Stop | None = None) -> Health:
     health.checks += [
         launch_correlation(trace, health),
         gpu_coverage(trace, health, cov),
-        nvtx_steps(trace, health, cov, stop),
+        nvtx_steps(trace, health, cov, stop, timed),
         kernel_names(trace),
         _times(trace),
         _repeated(trace),

@@ -366,7 +366,7 @@ def capture_advice(
     """The capture's health (its export's checks, the run's own where `facts` says what the run timed, and
     `also`; of a run stopped before its end, `stop`) and its findings (with what the run recorded,
     `record`), as stored with the run."""
-    health = capture_health(trace, stop)
+    health = capture_health(trace, stop, record.measured_steps if record is not None else 0)
     if facts is not None:
         facts.export = export_facts(trace)
         health.checks += run_checks(facts)
@@ -405,7 +405,8 @@ def judge_stored(
     facts = None
     judged = CAPTURE
     if trace is not None:
-        health = capture_health(trace, measured.stop)
+        timed = measured.record.measured_steps if measured.record is not None else 0
+        health = capture_health(trace, measured.stop, timed)
         found = advice(trace, thresholds, measured.record or RunRecord())
         facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)

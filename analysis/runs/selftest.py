@@ -18,7 +18,7 @@ import numpy as np
 from analysis.errors import ExportError
 from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import pid_of, runtime_calls
-from analysis.tables.nvtx_gpu import kernels_in_ranges
+from analysis.tables.range_kernels import kernels_in_ranges
 from analysis.trace.trace import Trace
 
 KERNEL_LAUNCH = ("cudaLaunch", "cuLaunch")  # cudaLaunchKernel(_v7000, ExC_v11060), cuLaunchKernel(Ex), …

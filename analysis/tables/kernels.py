@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, get_args
 
 from analysis.errors import OptionsError
-from analysis.tables.nvtx_gpu import kernels_in_ranges
+from analysis.tables.range_kernels import kernels_in_ranges
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import STATS_FORMAT, kernels_by_name, producer
 from analysis.tables.table import HTA, KERNEL_STATS, TOP, InSummary, Option, Table, one_frame, one_piece

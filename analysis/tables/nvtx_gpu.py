@@ -192,27 +192,6 @@ def phase_check(trace: Trace, phases: Sequence[str] | None = None) -> pd.DataFra
     return out
 
 
-def kernels_in_ranges(
-    trace: Trace, range_name: str, *, names: str = "demangled", extra: tuple[str, ...] = ()
-) -> pd.DataFrame:
-    """Kernels (name_id, duration, extra fields) launched while a range named `range_name` was open in
-    their process (any thread)."""
-    from analysis.joins.nvtx_credits import _containing, _require
-    from analysis.joins.nvtx_ranges import all_ranges, tagged
-    from analysis.joins.runtime import kernel_launches
-
-    _require(trace)
-    launches = kernel_launches(trace, names=names, extra=extra)
-    ranges = all_ranges(trace)
-    picked = ranges[(ranges["name"] == range_name) | (tagged(ranges) == range_name)].reset_index(drop=True)
-    if picked.empty:
-        raise ExportError(f"no NVTX range named {range_name!r} in {trace.path}")
-    hit, _ = _containing(picked, launches, by_thread=False, point=True)
-    out = launches[hit >= 0].reset_index(drop=True)
-    out.attrs["notes"] = launches.attrs.get("notes", [])
-    return out
-
-
 PROJECTION_COLUMNS = [
     "Name", "Projected Start (ns)", "Projected Duration (ns)", "Orig Start (ns)", "Orig Duration (ns)",
     "Style", "PID", "TID", "NumGPUOps", "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack",

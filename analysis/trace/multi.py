@@ -30,6 +30,7 @@ light declarations.
 from __future__ import annotations
 
 import glob
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -139,7 +140,52 @@ def expand(inputs: Sequence[str | Path], notes: list[str] | None = None) -> list
         if key in seen:
             raise ExportError(f"{p} is given twice: each export counts once")
         seen[key] = p
+    if (same := _same_bytes(out)) is not None:
+        raise ExportError(f"{same[1]} is a copy of {same[0]} (the same bytes): each export counts once")
     return out
+
+
+def _same_bytes(paths: Sequence[Path]) -> tuple[Path, Path] | None:
+    """The first two files with the same bytes (a copy made with `cp`), else None. Only files of one size
+    are read: first their first MiB, then, where that matches, the whole of them."""
+    import stat
+
+    by_size: dict[int, list[Path]] = {}
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            continue  # said where it is opened
+        if stat.S_ISREG(st.st_mode):
+            by_size.setdefault(st.st_size, []).append(p)
+    for sized in by_size.values():
+        for begun in _alike(sized, whole=False):
+            for same in _alike(begun, whole=True):
+                return same[0], same[1]
+    return None
+
+
+def _alike(paths: list[Path], whole: bool) -> list[list[Path]]:
+    """`paths` in groups of two or more whose first MiB (`whole`: whole content) hash the same."""
+    if len(paths) < 2:
+        return []
+    digests: dict[bytes, list[Path]] = {}
+    for p in paths:
+        digests.setdefault(_digest(p, whole), []).append(p)
+    return [g for g in digests.values() if len(g) > 1]
+
+
+def _digest(path: Path, whole: bool) -> bytes:
+    h = hashlib.blake2b()
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+                if not whole:
+                    break
+    except OSError:
+        return path.as_posix().encode()  # unreadable: said where it is opened, never the same as another
+    return h.digest()
 
 
 def rank_in_name(path: Path | str) -> int | None:

@@ -178,7 +178,10 @@ def block_table(
     if steps <= 0:
         raise ValueError("no measured steps")
     step_ns = float(sum(phase_ns.values()))
-    keys = ["phase", "block", "layer"] if by_layer else ["phase", "block"]
+    # a block both inside layers and outside them (the norms, and the final norm) is two rows without
+    # --by-layer too: the final norm is in no layer
+    records = records.assign(outer=records["layer"].isna())
+    keys = ["phase", "block", "layer"] if by_layer else ["phase", "block", "outer"]
     grouped = records.groupby(keys, dropna=False, sort=False).agg(
         total=("duration_ns", "sum"), Count=("calls", "sum")
     )
@@ -187,14 +190,17 @@ def block_table(
     rank = {p: i for i, p in enumerate(phase_ns)}
     table["kind"] = table["block"].map(kind_of)
     table["parent"] = table["block"].map(lambda b: PARENT.get(b) or GROUPS.get(b))
-    if by_layer:  # the final norm (no layer) is in no layer: a norm's parent is a layer only inside one
-        table.loc[table["layer"].isna() & (table["parent"] == LAYER), "parent"] = None
+    # a norm's parent is a layer only inside one
+    outer = table["layer"].isna() if by_layer else table.pop("outer").astype(bool)
+    table.loc[outer & (table["parent"] == LAYER), "parent"] = None
+    inner = ~outer.to_numpy()
     outside = []
     for p, ns in phase_ns.items():
         leaves = table[(table["phase"] == p) & (table["kind"] == "leaf")]["Mean (ns)"].sum()
         outside.append({"phase": p, "block": OUTSIDE, "kind": "outside", "Mean (ns)": float(ns) - leaves,
                         "Count": steps})  # fmt: skip
     total = {"phase": "all", "block": STEP_ROW, "kind": "total", "Mean (ns)": step_ns, "Count": steps}
+    after = np.r_[~inner, np.ones(len(outside) + 1, dtype=bool)]  # a block's row in no layer after its others
     table = pd.concat([table, pd.DataFrame(outside), pd.DataFrame([total])], ignore_index=True)
     table["Step (%)"] = table["Mean (ns)"] / step_ns * 100 if step_ns else np.nan
     table["Count"] = table["Count"].astype("int64")
@@ -202,10 +208,10 @@ def block_table(
         {
             "p": table["phase"].map(lambda x: rank.get(x, len(rank))),
             "b": table["block"].map(lambda x: ORDER.get(x, len(ORDER))),
-            "l": table["layer"].fillna(-1).astype("int64") if by_layer else 0,
+            "l": table["layer"].fillna(-1).astype("int64") if by_layer else after.astype("int64"),
         }
     )
-    table = table.loc[sort.sort_values(["p", "l", "b"] if by_layer else ["p", "b"], kind="stable").index]
+    table = table.loc[sort.sort_values(["p", "l", "b"] if by_layer else ["p", "b", "l"], kind="stable").index]
     columns = TABLE_COLUMNS[:2] + (["layer"] if by_layer else []) + TABLE_COLUMNS[2:]
     if by_layer:
         table["layer"] = table["layer"].astype("Int64")
