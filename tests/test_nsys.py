@@ -326,6 +326,7 @@ def test_nsys_named_in_the_environment_is_named_as_such(tmp_db: str, monkeypatch
     assert run.exit_code == 1
     assert run.output.strip().splitlines() == [f"error: {said}; {nsys.HOW_TO_GET}"]
     doctor = CliRunner().invoke(app, ["doctor", "--no-self-test", "--format", "json"])
+    assert doctor.stdout.strip(), doctor.output  # what it said instead of its table, where it printed none
     checks = {row["Check"]: row for row in json.loads(doctor.stdout)}
     assert checks["nsys"]["Detail"].startswith(said)
 
