@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_big_export import make_big_export
+from make_big_export import make_big_export, rank_copy
 
 REPO = Path(__file__).resolve().parents[1]
 RATIO_TARGET = 0.65
@@ -126,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"each export: {built.describe()}", flush=True)
     paths = []
     for r in range(args.exports):
-        p = exports / f"run.rank{r}.sqlite"
-        shutil.copyfile(built.path, p)
-        paths.append(p)
+        paths.append(rank_copy(built.path, exports / f"run.rank{r}.sqlite", r))
     seq_cmds = [harness("kernels", str(p), "--format", "csv") for p in paths]
     many_cmd = harness("kernels", str(exports), "--format", "csv", "--jobs", str(args.jobs))
     series = {k: Series() for k in ("seq-cold", "many-cold", "seq-warm", "many-warm")}

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_big_export import make_big_export
+from make_big_export import make_big_export, rank_copy
 
 REPO = Path(__file__).resolve().parents[1]
 RSS_LIMIT_MB = 500
@@ -219,7 +219,7 @@ def folders(work: Path, counts: list[int]) -> dict[int, Path]:
         for r in range(n):
             p = folder / f"run.rank{r}.sqlite"
             if not p.is_file() or p.stat().st_size != base.stat().st_size:
-                shutil.copyfile(base, p)
+                rank_copy(base, p, r)
         out[n] = folder
     return out
 

@@ -103,9 +103,12 @@ print(fig.layout.title.text)
         "with `by_rank=True`, as the command line's `harness kernels DIR` does.",
         """\
 import shutil
+import sqlite3
 
-for rank in (0, 1):
+for rank in (0, 1):  # two ranks' exports; here copies of one, each made a file of its own
     shutil.copyfile("h100-tiny.sqlite", f"run.rank{rank}.sqlite")
+    with sqlite3.connect(f"run.rank{rank}.sqlite") as con:
+        con.execute(f"PRAGMA user_version = {rank + 1}")
 both = front.open(["run.rank0.sqlite", "run.rank1.sqlite"], jobs=1).table("kernels", top=2)
 both[["Ranks", "Total Time (ns)", "Instances", "Name"]]""",
     ),
