@@ -192,9 +192,13 @@ def test_gpu_work_whose_launch_was_lost_fails(tmp_path: Path) -> None:
 
 def test_cuda_traced_without_kernels() -> None:
     with open_trace(shared_export("ext/weatherbench2")) as trace:
-        check = _check(capture_health(trace), "CUDA kernels")
+        health = capture_health(trace)
+    check = _check(health, "CUDA kernels")
     assert check.status == "warn"
-    assert check.evidence == "23 CUDA API calls and 1 copies or sets, but no kernels"
+    assert check.evidence == "23 CUDA API calls and 1 copy or set, but no kernels"
+    # its one GPU event is said as one
+    assert _check(health, "launch correlation").evidence == "its one kernel, copy or set has its launching call"
+    assert _check(health, "GPU work recorded once").evidence == "1 kernel, copy or set, not recorded twice"
 
 
 def test_nvtx_without_ranges_fails_strict(tmp_path: Path) -> None:

@@ -78,7 +78,12 @@ def launch_correlation(trace: Trace, health: Health) -> Check:
         return Check(name, OK, "no GPU work in the trace")
     found = orphans(trace)
     if found.empty:
-        return Check(name, OK, f"all {total:,} kernels, copies and sets have their launching call")
+        every = (
+            "its one kernel, copy or set has its launching call"
+            if total == 1
+            else f"all {total:,} kernels, copies and sets have their launching call"
+        )
+        return Check(name, OK, every)
     health.details["GPU work without its launch"] = found
     before = found[found["Before the capture"].astype(bool)]
     lost = found[~found["Before the capture"].astype(bool)]
@@ -120,7 +125,9 @@ def kernel_names(trace: Trace) -> Check:
     unknown = kern["name_id"].map(names).isin(UNKNOWN_NAMES).to_numpy()
     total = int(kern["duration"].sum())
     if not unknown.any():
-        return Check(name, OK, f"all {len(kern):,} kernels named")
+        return Check(
+            name, OK, "its one kernel named" if len(kern) == 1 else f"all {len(kern):,} kernels named"
+        )
     lost = int(kern["duration"].to_numpy()[unknown].sum())
     pct = 100 * lost / total if total else 0.0
     evidence = (

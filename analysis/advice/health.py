@@ -32,7 +32,7 @@ from analysis.readers.nsys import LOST
 from analysis.tables import stats_format
 from analysis.trace.frames import NAMES_OF
 from analysis.trace.trace import Trace
-from workloads.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES
+from workloads.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES, counted
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 PROCESS = ~0xFFFFFF
@@ -234,14 +234,15 @@ def _cuda_without_kernels(trace: Trace) -> Check:
     name = "CUDA kernels"
     calls, kernels = trace.count("runtime"), trace.count("kernels")
     if kernels:
-        return Check(name, OK, f"{kernels:,} kernels from {calls:,} CUDA API calls")
+        return Check(name, OK, f"{counted(kernels, 'kernel')} from {counted(calls, 'CUDA API call')}")
     if not calls:
         return Check(name, OK, "CUDA not traced (no CUDA API calls)")
     copies = trace.count("memcpy") + trace.count("memset")
     return Check(
         name,
         WARN,
-        f"{calls:,} CUDA API calls and {copies:,} copies or sets, but no kernels",
+        f"{counted(calls, 'CUDA API call')} and {counted(copies, 'copy or set', 'copies or sets')}, but no "
+        "kernels",
         "the traced process launched no kernels: check that the work ran on the GPU and inside the "
         "capture (a capture range that starts too late records only setup)",
     )
@@ -327,7 +328,10 @@ def _repeated(trace: Trace) -> Check:
     name = "GPU work recorded once"
     fix = "a damaged export (rows written twice): export the report again"
     ranges = _repeated_ranges(trace)
-    said = f"{ranges:,} NVTX ranges repeat another exactly: the NVTX tables count them twice"
+    said = (
+        f"{counted(ranges, 'NVTX range')} {'repeats' if ranges == 1 else 'repeat'} another exactly: the NVTX "
+        "tables count them twice"
+    )
     if not any(trace.has(f) for f in GPU_FRAMES):
         return Check(name, FAIL, said, fix) if ranges else Check(name, OK, "no GPU work in the trace")
     ev = gpu_events(trace)
@@ -343,17 +347,20 @@ def _repeated(trace: Trace) -> Check:
     previous = busy.groupby([ev[c] for c in by], sort=False).shift(1)
     overlapping = int((ev["start"] < previous).sum())
     overlap = (
-        f"; {overlapping:,} start before earlier work on their stream ended (times a little off, as in many "
+        f"; {overlapping:,} {'starts' if overlapping == 1 else 'start'} before earlier work on "
+        f"{'its' if overlapping == 1 else 'their'} stream ended (times a little off, as in many "
         "Kineto traces: the breakdown counts a stream's busy time as the union of its events)"
         if overlapping
         else ""
     )
     if not len(repeats):
+        once = (
+            f"{counted(len(ev), 'kernel, copy or set', 'kernels, copies and sets')}, "
+            f"{'not' if len(ev) == 1 else 'none'} recorded twice"
+        )
         if ranges:
-            return Check(
-                name, FAIL, f"{said}; {len(ev):,} kernels, copies and sets, none recorded twice", fix
-            )
-        return Check(name, OK, f"{len(ev):,} kernels, copies and sets, none recorded twice{overlap}")
+            return Check(name, FAIL, f"{said}; {once}", fix)
+        return Check(name, OK, f"{once}{overlap}")
     each = ", ".join(f"{int(n):,} {kind}" for kind, n in repeats.items())
     return Check(
         name,
