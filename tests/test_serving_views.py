@@ -210,3 +210,20 @@ def test_runs_gives_generate_runs_new_tokens(tmp_db: str) -> None:
     assert "new" in table.output and "tokens" in table.output
     (gen_line,) = [line for line in table.output.splitlines() if "gen-a" in line]
     assert re.search(r"│ +8 │", gen_line)
+
+
+def test_runs_csv_keeps_counts_whole_beside_a_run_without_them(tmp_db: str) -> None:
+    """A run that failed before its model was built has no shape; the generate run beside it keeps its counts
+    whole in csv (64, not 64.0) and json."""
+    store = ResultsStore(tmp_db)
+    store.save(RunResult("oom-a", RunConfig(model="tiny"), "oom", device="cpu"))
+    store.save(generate_run("gen-a", seed=1))
+    csv = runner.invoke(app, ["runs", "--format", "csv"], catch_exceptions=False).stdout.splitlines()
+    header = csv[0].split(",")
+    row = dict(zip(header, csv[2].split(","), strict=True))
+    counts = ("params", "d_model", "d_ff", "num_layers", "num_heads", "kv_cache_bytes", "kv_cache_analytic_bytes")
+    assert [row[c] for c in counts] == ["100000", "64", "256", "2", "2", str(KV_BYTES), str(KV_BYTES)]
+    empty = dict(zip(header, csv[1].split(","), strict=True))
+    assert [empty[c] for c in ("params", "d_model", "kv_cache_bytes")] == ["", "", ""]
+    shown = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)
+    assert (shown[0]["d_model"], shown[1]["d_model"], shown[1]["kv_cache_bytes"]) == (None, 64, KV_BYTES)
