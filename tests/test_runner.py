@@ -239,4 +239,5 @@ def test_a_train_worker_killed_outright_keeps_its_tokens_per_s(tmp_path) -> None
         assert result.status == "error" and result.steps == steps
         assert result.tokens_per_s == pytest.approx(2 * context / (600 / 1e9))
     steps_path(res).write_text(json.dumps(asdict(steps[0])) + "\n")  # warm-up only: nothing measured
-    assert read_worker_result(RunConfig(model="char", warmup=1, steps=5), "c", res, -9, "").tokens_per_s is None
+    warm_only = read_worker_result(RunConfig(model="char", warmup=1, steps=5), "c", res, -9, "")
+    assert warm_only.tokens_per_s is None
