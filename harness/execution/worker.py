@@ -35,6 +35,7 @@ from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
 from harness.execution.runner import run_workload
 from workloads.names import counted
+from workloads.specs import get_spec
 
 STDERR_TAIL = 2000
 ENTRY = "harness.execution.worker"  # python -m ENTRY CONFIG RESULT
@@ -197,8 +198,6 @@ def with_kept_figures(result: RunResult) -> RunResult:
 
 def _model_context(model: str) -> int | None:
     """The context length `model` is built with when --context-length is not given (None: not known)."""
-    from workloads.specs import get_spec
-
     try:
         return get_spec(model).context_length
     except ValueError:
