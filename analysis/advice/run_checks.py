@@ -150,9 +150,6 @@ def _overhead(o: Overhead | None) -> Check:
     if o.runs == 1:
         fix += "; `harness overhead --ci-target 5` measures it with alternating repeats"
     limit = OVERHEAD_FAIL_PCT if status == FAIL else OVERHEAD_WARN_PCT
-    if o.ci_low_pct <= 0 <= o.ci_high_pct:  # the overhead table's verdict: inconclusive; no failure on noise
-        noise = "the interval holds zero: the noise is larger than the effect"
-        return Check(name, WARN, f"{evidence}; {limit:g}% or more, but {noise}", fix)
     return Check(name, status, f"{evidence}; {limit:g}% or more", fix)
 
 
