@@ -213,3 +213,31 @@ def test_a_generate_worker_killed_outright_keeps_the_serving_figures_of_its_step
         assert result.tokens_per_s == pytest.approx(2 * 3 / (280 / 1e9))  # the sweep table's tokens/s
         assert serving["decode_tokens_per_s"] == pytest.approx(2 / (40 / 1e9))
         assert "decode" not in serving  # the decode path: only the worker knew it
+
+
+def test_a_train_worker_killed_outright_keeps_its_tokens_per_s(tmp_path) -> None:
+    """A train sweep point killed by SIGKILL keeps its tokens/s (batch × context over the mean measured step),
+    as one interrupted inside its worker does; the model's own context where --context-length is not given."""
+    import json
+    from dataclasses import asdict
+
+    from harness.core.records import StepRecord
+    from harness.execution.worker import read_worker_result, steps_path
+
+    steps = [
+        StepRecord(0, True, {"forward": 900, "backward": 900, "optimizer": 900}),
+        StepRecord(1, False, {"forward": 100, "backward": 200, "optimizer": 100}),
+        StepRecord(2, False, {"forward": 200, "backward": 300, "optimizer": 300}),
+    ]
+    res = tmp_path / "result.json"
+    steps_path(res).write_text("".join(json.dumps(asdict(s)) + "\n" for s in steps))
+    for config, context in (
+        (RunConfig(model="char", batch_size=2, warmup=1, steps=5), 64),
+        (RunConfig(model="char", batch_size=2, context_length=16, warmup=1, steps=5), 16),
+    ):
+        result = read_worker_result(config, "char-1", res, -9, "")
+        assert result.status == "error" and result.steps == steps
+        assert result.tokens_per_s == pytest.approx(2 * context / (600 / 1e9))
+    steps_path(res).write_text(json.dumps(asdict(steps[0])) + "\n")  # warm-up only: nothing measured
+    warm_only = read_worker_result(RunConfig(model="char", warmup=1, steps=5), "c", res, -9, "")
+    assert warm_only.tokens_per_s is None

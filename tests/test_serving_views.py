@@ -210,3 +210,45 @@ def test_runs_gives_generate_runs_new_tokens(tmp_db: str) -> None:
     assert "new" in table.output and "tokens" in table.output
     (gen_line,) = [line for line in table.output.splitlines() if "gen-a" in line]
     assert re.search(r"│ +8 │", gen_line)
+
+
+def test_runs_csv_keeps_counts_whole_beside_a_run_without_them(tmp_db: str) -> None:
+    """A run that failed before its model was built has no shape; the generate run beside it keeps its counts
+    whole in csv (64, not 64.0) and json."""
+    store = ResultsStore(tmp_db)
+    store.save(RunResult("oom-a", RunConfig(model="tiny"), "oom", device="cpu"))
+    store.save(generate_run("gen-a", seed=1))
+    csv = runner.invoke(app, ["runs", "--format", "csv"], catch_exceptions=False).stdout.splitlines()
+    header = csv[0].split(",")
+    row = dict(zip(header, csv[2].split(","), strict=True))
+    counts = ("params", "d_model", "d_ff", "num_layers", "num_heads")
+    counts += ("kv_cache_bytes", "kv_cache_analytic_bytes")
+    assert [row[c] for c in counts] == ["100000", "64", "256", "2", "2", str(KV_BYTES), str(KV_BYTES)]
+    empty = dict(zip(header, csv[1].split(","), strict=True))
+    assert [empty[c] for c in ("params", "d_model", "kv_cache_bytes")] == ["", "", ""]
+    shown = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)
+    assert (shown[0]["d_model"], shown[1]["d_model"], shown[1]["kv_cache_bytes"]) == (None, 64, KV_BYTES)
+
+
+def test_the_serving_panel_draws_a_one_token_generate_run(tmp_db: str) -> None:
+    """--new-tokens 1 (a TTFT benchmark) has no TPOT; the panel draws its TTFT, tokens/s and KV cache beside
+    a run that has TPOT, and on its own (it was left out, and alone it was "no generate runs")."""
+    store = ResultsStore(tmp_db)
+    one = generate_run("tiny-20260101-120000-one1", seed=1)
+    one.config.new_tokens = 1
+    for s in one.steps:
+        s.phases["decode"], s.tokens = 20_000, []
+    one.extra["serving"] = serving_figures(one, {"decode": EAGER, "kv_cache_bytes": KV_BYTES})
+    one.tokens_per_s = one.extra["serving"]["output_tokens_per_s"]
+    store.save(one)
+    alone = serving_panel(DashboardData(runs=store.runs()))
+    assert alone.figure is not None and alone.missing is None
+    store.save(generate_run("tiny-20260102-120000-gen2", seed=2))
+    table = serving_table(store.runs())
+    assert list(table["run_id"]) == ["tiny-20260101-120000-one1", "tiny-20260102-120000-gen2"]
+    ttft = one.extra["serving"]["ttft_ns"]
+    assert table["ttft_p50_ns"].iloc[0] == ttft["p50_ns"] and np.isnan(table["tpot_p50_ns"].iloc[0])
+    drawn = {t.name: list(t.y) for t in serving_panel(DashboardData(runs=store.runs())).figure.data}
+    assert drawn["time to first token p50"][0] == pytest.approx(ttft["p50_ns"] / 1e6)
+    assert drawn["output tokens/s"][0] == pytest.approx(2 * 1 / (ttft["mean_ns"] + 20_000) * 1e9)
+    assert drawn["KV cache allocated"][0] == pytest.approx(KV_BYTES / 2**20)

@@ -34,12 +34,15 @@ COLUMNS = ["run_id", "label", "model", "decode_path", *(c for _, _, cols in SUBP
 
 
 def serving_table(runs: pd.DataFrame, limit: int = MAX_RUNS) -> pd.DataFrame:
-    """The newest `limit` generate runs that measured their steps and have serving figures: COLUMNS, the
-    times in ns, each label the run's (model · setting · id), its decode path and its profiler if any."""
+    """The newest `limit` generate runs that measured their steps and have serving figures (a time to first
+    token; TPOT empty where a run decoded no token after it): COLUMNS, the times in ns, each label the run's
+    (model · setting · id), its decode path and its profiler if any."""
     if runs.empty or "ttft_p50_ns" not in runs or "mode" not in runs:
         return pd.DataFrame(columns=COLUMNS)
+    # every run with a time to first token: one of --new-tokens 1 (a TTFT benchmark) decodes no token after
+    # it, so has no TPOT, and is drawn with its TTFT, tokens/s and KV cache
     picked = runs[
-        (runs["mode"] == "generate") & runs["status"].isin(MEASURED_STATUSES) & runs["tpot_p50_ns"].notna()
+        (runs["mode"] == "generate") & runs["status"].isin(MEASURED_STATUSES) & runs["ttft_p50_ns"].notna()
     ].tail(limit)
     if picked.empty:
         return pd.DataFrame(columns=COLUMNS)

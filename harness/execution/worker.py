@@ -35,6 +35,7 @@ from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
 from harness.execution.runner import run_workload
 from workloads.names import counted
+from workloads.specs import get_spec
 
 STDERR_TAIL = 2000
 ENTRY = "harness.execution.worker"  # python -m ENTRY CONFIG RESULT
@@ -176,16 +177,31 @@ def read_worker_result(
 
 def with_kept_figures(result: RunResult) -> RunResult:
     """A run whose worker died before it wrote its result (killed, crashed) keeps the figures its logged
-    steps give, as a run interrupted inside its worker does: generate's serving figures (TTFT, TPOT,
-    tokens/s) and its tokens/s, of the measured steps kept; the decode path and KV cache, which only the
+    steps give, as a run interrupted inside its worker does: its tokens/s, and generate's serving figures
+    (TTFT, TPOT, tokens/s), of the measured steps kept; the decode path and KV cache, which only the
     worker knew, are left out."""
-    if result.config.mode == "generate":
+    config = result.config
+    if config.mode == "generate":
         serving = serving_figures(result, {})
         if serving is not None:
             result.extra["serving"] = serving
             # a step is its prefill and decode: batch × new tokens over the mean step, as the runner's
             result.tokens_per_s = serving["output_tokens_per_s"]
+        return result
+    measured = [sum(s.phases.values()) for s in result.steps if not s.warmup and s.phases]
+    context = config.context_length or _model_context(config.model)
+    if measured and context and sum(measured):
+        # train and forward: batch × context over the mean measured step, as the runner's
+        result.tokens_per_s = config.batch_size * context / (sum(measured) / len(measured) / 1e9)
     return result
+
+
+def _model_context(model: str) -> int | None:
+    """The context length `model` is built with when --context-length is not given (None: not known)."""
+    try:
+        return get_spec(model).context_length
+    except ValueError:
+        return None
 
 
 def _output_end(text: str, dropped: int) -> tuple[str, int]:

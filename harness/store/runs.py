@@ -19,6 +19,7 @@ from harness.core.records import LATEST, RunResult, measured_steps, phases_of
 from harness.store import unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
+    WHOLE_COLUMNS,
     Agreement,
     Baseline,
     BlockTiming,
@@ -35,6 +36,16 @@ if TYPE_CHECKING:
 
 from harness.store.database import Database, Imported, UnsavedRun
 from harness.store.location import default_db_path
+
+
+def whole(column: pd.Series) -> pd.Series:
+    """`column` as pandas' nullable Int64 where every value it has is a whole number, else as it is."""
+    import pandas as pd
+
+    values = pd.to_numeric(column, errors="coerce")
+    if values.notna().sum() != column.notna().sum() or (values.dropna() % 1 != 0).any():
+        return column
+    return values.astype("Int64")
 
 
 def newest_back(ref: str) -> int | None:
@@ -453,7 +464,8 @@ class RunsPart(Database):
                 return [run_row(r) for r in session.scalars(stmt).all()]
 
         df = pd.DataFrame.from_records(self._guard(read), columns=RUN_COLUMNS)
-        df["new_tokens"] = df["new_tokens"].astype("Int64")  # a count, missing in runs of other modes
+        for col in WHOLE_COLUMNS:  # counts stay whole where another row has none (pandas' float64 would not)
+            df[col] = whole(df[col])
         if last is not None:
             df = df.tail(last).reset_index(drop=True)
         return df

@@ -324,6 +324,14 @@ RUN_COLUMNS = [
 ]
 
 
+# the columns of RUN_COLUMNS that count things: whole numbers, empty where a run has none (a run of another
+# mode, one that failed before its model was built), never 64.0 beside an empty row in csv
+WHOLE_COLUMNS = (
+    "batch_size", "context_length", "new_tokens", "params", "d_model", "d_ff", "num_layers", "num_heads",
+    "kv_cache_bytes", "kv_cache_analytic_bytes", "peak_memory_bytes", "world_size",
+)  # fmt: skip
+
+
 def stored_std(figures: dict[str, Any]) -> float | None:
     """A stored phase's standard deviation (its summary's `phases` entry): None over fewer than two steps,
     where it is undefined. Databases written before that rule hold 0.0 there; they read the same."""
