@@ -251,3 +251,28 @@ def test_nvtx_gpu_phase_mode_without_phases_says_why_it_is_empty(a100_export: Pa
     assert result.exit_code == 0, result.output
     said = " ".join(result.stderr.split())
     assert "no phase ranges in report.sqlite" in said and "--mode thread" in said
+
+
+def _launched(csv_text: str) -> int:
+    return int(pd.read_csv(io.StringIO(csv_text))["Count"].sum())
+
+
+def test_launch_says_which_kernels_no_recorded_call_launched(tmp_path: Path) -> None:
+    # torchrun_2gpu: 24 of 4,010 kernels have no runtime call of their process with their correlationId;
+    # kernexecsum leaves them out without a word (3,986 kernels in its rows), and so does the table
+    torchrun = run("launch", shared_export("ext/torchrun_2gpu"), "--format", "csv")
+    assert torchrun.exit_code == 0, torchrun.output
+    assert _launched(torchrun.stdout) == 3986
+    assert "left out 24 of 4,010 kernels with no CUDA call recorded that launched them" in torchrun.stderr
+    # a kernel without a correlationId takes the whole join: 322 of beast1's 2,254 left out, said so
+    damaged = derive(
+        shared_export("ext/beast1"),
+        tmp_path / "no-corr.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid % 7 = 0",
+    )
+    result = run("launch", damaged, "--format", "csv", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert _launched(result.stdout) == 2254 - 322
+    assert "left out 322 of 2,254 kernels with no CUDA call recorded" in result.stderr
+    whole = run("launch", shared_export("ext/beast1"), "--format", "csv")
+    assert _launched(whole.stdout) == 2254 and "no CUDA call recorded" not in whole.stderr
