@@ -276,3 +276,40 @@ def test_launch_says_which_kernels_no_recorded_call_launched(tmp_path: Path) -> 
     assert "left out 322 of 2,254 kernels with no CUDA call recorded" in result.stderr
     whole = run("launch", shared_export("ext/beast1"), "--format", "csv")
     assert _launched(whole.stdout) == 2254 and "no CUDA call recorded" not in whole.stderr
+
+
+def _sections(csv_text: str) -> list[pd.DataFrame]:
+    blocks = [b for b in csv_text.split("\n\n") if b.strip()]
+    return [
+        pd.read_csv(io.StringIO("\n".join(x for x in b.splitlines() if not x.startswith("#"))))
+        for b in blocks
+    ]
+
+
+@pytest.mark.parametrize("several", [False, True], ids=["one export", "a folder of two"])
+def test_memops_says_a_copy_without_a_byte_count_is_left_out_of_the_sizes(
+    tmp_path: Path, several: bool
+) -> None:
+    # beast1: 5 device-to-host copies (0.4 MB); one damaged to -5 bytes has a time but no size
+    beast = shared_export("ext/beast1")
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    damaged = derive(
+        beast,
+        folder / "rank0.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = -5 WHERE copyKind = 2 "
+        "AND rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 2)",
+    )
+    if several:
+        shutil.copyfile(beast, folder / "rank1.sqlite")
+    result = run("memops", folder if several else damaged, "--format", "csv", "--stats-format", "2022.4")
+    assert result.exit_code == 0, result.output
+    by_time, by_size = _sections(result.stdout)
+    dtoh = "[CUDA memcpy DtoH]"
+    assert by_time.set_index("Operation").loc[dtoh, "Count"] == (10 if several else 5)
+    sizes = by_size.set_index("Operation").loc[dtoh]
+    assert sizes["Count"] == (9 if several else 4)
+    assert sizes["Min (MB)"] == 0.0 and sizes["Max (MB)"] == 0.32
+    said = "left out 1 of 6 memory operations with no byte count from the sizes"
+    assert said in result.stderr and "Traceback" not in result.output
+    assert said not in run("memops", beast, "--format", "csv").stderr
