@@ -84,11 +84,12 @@ def _whole(trace: Trace) -> pd.DataFrame:
 
 
 def _no_call_note(without_call: int, kernels: int) -> str:
-    """Kernels no recorded CUDA call launched (no runtime call of their process with their correlationId):
-    nsys stats leaves them out of kernexecsum without a word; here the table says how many it lacks."""
+    """Kernels without their launching call (no runtime call of their process with their correlationId, or
+    one left out as a row that cannot be right): nsys stats leaves them out of kernexecsum without a word;
+    here the table says how many it lacks."""
     return (
-        f"left out {without_call:,} of {kernels:,} kernels with no CUDA call recorded that launched them "
-        "(no runtime call of their process with their correlationId)"
+        f"left out {without_call:,} of {kernels:,} kernels with no usable CUDA call that launched them "
+        "(no runtime call of their process with their correlationId, or one left out)"
     )
 
 
