@@ -251,3 +251,65 @@ def test_nvtx_gpu_phase_mode_without_phases_says_why_it_is_empty(a100_export: Pa
     assert result.exit_code == 0, result.output
     said = " ".join(result.stderr.split())
     assert "no phase ranges in report.sqlite" in said and "--mode thread" in said
+
+
+def _launched(csv_text: str) -> int:
+    return int(pd.read_csv(io.StringIO(csv_text))["Count"].sum())
+
+
+def test_launch_says_which_kernels_no_recorded_call_launched(tmp_path: Path) -> None:
+    # torchrun_2gpu: 24 of 4,010 kernels have no runtime call of their process with their correlationId;
+    # kernexecsum leaves them out without a word (3,986 kernels in its rows), and so does the table
+    torchrun = run("launch", shared_export("ext/torchrun_2gpu"), "--format", "csv")
+    assert torchrun.exit_code == 0, torchrun.output
+    assert _launched(torchrun.stdout) == 3986
+    assert "left out 24 of 4,010 kernels with no usable CUDA call that launched them" in torchrun.stderr
+    # a kernel without a correlationId takes the whole join: 322 of beast1's 2,254 left out, said so
+    damaged = derive(
+        shared_export("ext/beast1"),
+        tmp_path / "no-corr.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid % 7 = 0",
+    )
+    result = run("launch", damaged, "--format", "csv", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert _launched(result.stdout) == 2254 - 322
+    assert "left out 322 of 2,254 kernels with no usable CUDA call" in result.stderr
+    whole = run("launch", shared_export("ext/beast1"), "--format", "csv")
+    assert _launched(whole.stdout) == 2254 and "no usable CUDA call" not in whole.stderr
+
+
+def _sections(csv_text: str) -> list[pd.DataFrame]:
+    blocks = [b for b in csv_text.split("\n\n") if b.strip()]
+    return [
+        pd.read_csv(io.StringIO("\n".join(x for x in b.splitlines() if not x.startswith("#"))))
+        for b in blocks
+    ]
+
+
+@pytest.mark.parametrize("several", [False, True], ids=["one export", "a folder of two"])
+def test_memops_says_a_copy_without_a_byte_count_is_left_out_of_the_sizes(
+    tmp_path: Path, several: bool
+) -> None:
+    # beast1: 5 device-to-host copies (0.4 MB); one damaged to -5 bytes has a time but no size
+    beast = shared_export("ext/beast1")
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    damaged = derive(
+        beast,
+        folder / "rank0.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = -5 WHERE copyKind = 2 "
+        "AND rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 2)",
+    )
+    if several:
+        shutil.copyfile(beast, folder / "rank1.sqlite")
+    result = run("memops", folder if several else damaged, "--format", "csv", "--stats-format", "2022.4")
+    assert result.exit_code == 0, result.output
+    by_time, by_size = _sections(result.stdout)
+    dtoh = "[CUDA memcpy DtoH]"
+    assert by_time.set_index("Operation").loc[dtoh, "Count"] == (10 if several else 5)
+    sizes = by_size.set_index("Operation").loc[dtoh]
+    assert sizes["Count"] == (9 if several else 4)
+    assert sizes["Min (MB)"] == 0.0 and sizes["Max (MB)"] == 0.32
+    said = "left out 1 of 6 memory operations with no byte count from the sizes"
+    assert said in result.stderr and "Traceback" not in result.output
+    assert said not in run("memops", beast, "--format", "csv").stderr

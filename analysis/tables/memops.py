@@ -127,9 +127,7 @@ def memops_size(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFram
     ops, labels = _by_kind(trace, "bytes", stats_format)
     bad = (ops["bytes"] == NULL) | (ops["bytes"] < 0)
     if bad.any():  # a damaged export: no byte count (the NULL sentinel would be -9.2e12 MB)
-        trace.note(
-            f"left out {int(bad.sum()):,} of {len(ops):,} memory operations with no byte count from the sizes"
-        )
+        trace.note(_no_bytes_note(int(bad.sum()), len(ops)))
         ops = ops[~bad]
     # float64 sums: exact to 9 PB, and a huge count in a damaged export cannot wrap int64 round
     g = ops.assign(bytes=ops["bytes"].astype(np.float64)).groupby("Operation", sort=False)["bytes"]
@@ -154,16 +152,29 @@ def memops_size(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFram
 # --- several exports: what each contributes, how they combine ---------------------------------------------
 
 
+def _no_bytes_note(bad: int, ops: int) -> str:
+    return f"left out {bad:,} of {ops:,} memory operations with no byte count from the sizes"
+
+
 def memop_rows(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> pd.DataFrame:
-    """One row per memory operation, for a table over several exports: Operation, duration, bytes."""
+    """One row per memory operation, for a table over several exports: Operation, duration, bytes (NaN
+    where the export has no byte count that can be right: `size_table` leaves those out, as `memops_size`)."""
+    import numpy as np
     import pandas as pd
 
+    from analysis.readers import NULL
+
     ops = memory_ops(trace, stats_format=stats_format)
+    size = ops["bytes"].to_numpy()
+    bad = (size == NULL) | (size < 0)
+    if bad.any():
+        trace.note(_no_bytes_note(int(bad.sum()), len(size)))
+        size = np.where(bad, np.nan, size.astype(np.float64))
     return pd.DataFrame(
         {
             "Operation": categories(ops["Operation"]),
             "duration": ops["duration"].to_numpy(),
-            "bytes": ops["bytes"],
+            "bytes": size,
         }
     )
 
@@ -181,7 +192,12 @@ def size_table(parts: Sequence[Part], sources: Sources, by_rank: bool) -> pd.Dat
         return None
     table = []
     for key in list(rows.sources):
-        total, count, mean, median, low, high, std = figures(rows.joined("bytes", key))
+        size = rows.joined("bytes", key)
+        if size.dtype.kind == "f":  # NaN: no byte count (memop_rows)
+            size = size[~np.isnan(size)]
+        if not len(size):
+            continue
+        total, count, mean, median, low, high, std = figures(size)
         table.append([*key, count, total, total, mean, median, low, high, std])
     keys = ["_src", "Operation"] if by_rank else ["Operation"]
     out = pd.DataFrame(
@@ -214,8 +230,10 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
 
 def _one(trace: Trace, source: str, stats_format: str = DEFAULT_FORMAT) -> Tables:
     by_time = memops_time(trace, stats_format)
-    tables = [("GPU memory operations by time", by_time), ("by size (MB)", memops_size(trace, stats_format))]
-    return Tables(tables, notes=list(by_time.attrs.get("notes", [])), titled=True)  # type: ignore[arg-type]
+    by_size = memops_size(trace, stats_format)
+    tables = [("GPU memory operations by time", by_time), ("by size (MB)", by_size)]
+    # the sizes' notes: the trace's notes once both tables are made (those of the sizes come last)
+    return Tables(tables, notes=list(by_size.attrs.get("notes", [])), titled=True)  # type: ignore[arg-type]
 
 
 def _pieces(trace: Trace, stats_format: str = DEFAULT_FORMAT) -> dict[str, Piece]:
