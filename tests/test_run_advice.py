@@ -472,3 +472,19 @@ def test_rules_of_a_stored_run_read_the_export_it_was_captured_into(
     assert " ".join(refused.output.split()) == (
         f"error: --rule reads run tiny-gone's nsys export, which is gone: {gone} not found"
     )
+
+
+def test_profiler_overhead_whose_interval_reaches_below_zero_warns() -> None:
+    """`run char --nsys` on a busy machine: +88.1% with a 95% CI of -16.0% to +321.3%, one run each. Its
+    overhead table said "inconclusive: the noise is larger than the effect" while the health check failed
+    it; a mean that the noise could give warns, and says why."""
+    o = Overhead("nsys light", 88.1, -16.0, 321.3, "baseline run char-base")
+    status, evidence = checks(RunFacts(overhead=o))["profiler overhead"]
+    assert status == WARN
+    assert evidence == (
+        "nsys light adds +88.1% to the step (95% CI -16.0% to +321.3%) against baseline run char-base, one "
+        "run each; 20% or more by the means, but the interval reaches below 0: not told from the noise "
+        "between runs"
+    )
+    above = Overhead("nsys light", 88.1, 2.5, 321.3, "b")  # the interval above 0: it fails
+    assert checks(RunFacts(overhead=above))["profiler overhead"][0] == FAIL
