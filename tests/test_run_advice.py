@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from analysis.advice.findings import Finding, advice, as_record
 from analysis.advice.health import FAIL, OK, WARN, Health, capture_health, overhead_in_phases
-from analysis.advice.record import advice_record, health_line, summary_lines
+from analysis.advice.record import advice_record, finding_lines, health_line, summary_lines
 from analysis.advice.run_checks import Overhead, RunFacts, run_checks
 from analysis.compare.agreement import agreement_table, pair_ranges
 from analysis.tables.nvtx import nvtx_ranges
@@ -222,6 +222,9 @@ def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
         "finding 1: gpu-host-wait: 540.091 ms at stake (forward 47%); fix: overlap",
         "finding 2: host-sync: 0.079 ms at stake (forward 100%); fix: drop .item()",
     ]
+    # seconds at stake (recompile on a CPU under nsys) read with thousands separated, as every table's ms
+    long = advice_record(health, [Finding("recompile", 44_147_493_000, "forward 100%", "4 frames", "stop")])
+    assert finding_lines(long) == ["finding 1: recompile: 44,147.493 ms at stake (forward 100%); fix: stop"]
     health.checks = run_checks(RunFacts())
     assert summary_lines(advice_record(health, [])) == ["health ok (5 checks)", "findings: none fired"]
 
