@@ -153,7 +153,7 @@ def _overhead(trace: Trace, health: Health) -> Check:
     health.details["nsys overhead"] = by_name
     phases = overhead_in_phases(trace, over)
     total = int(over["duration"].sum())
-    top = ", ".join(f"{r['Name']} {r['Total (ns)'] / 1e6:.1f} ms" for _, r in by_name.head(3).iterrows())
+    top = ", ".join(f"{r['Name']} {r['Total (ns)'] / 1e6:,.1f} ms" for _, r in by_name.head(3).iterrows())
     evidence = f"{len(over):,} events, {total / 1e6:,.1f} ms in all ({top})"
     if phases.empty:
         return Check(name, OK, evidence + "; no NVTX phase ranges to place it in")
