@@ -59,7 +59,8 @@ class Steps:
 
 def steps(trace: Trace, warmup: int | None = None) -> Steps:
     """The trace's steps; `warmup`: the run's warm-up steps (the harness numbers them 0…warmup−1), which tell
-    the measured steps where the `measured` range is missing."""
+    the measured steps where the `measured` range is missing (0 or None: not told; a `profile` run's
+    record has none, its steps being the program's)."""
     empty = pd.DataFrame({"step": [], "start": [], "end": [], "pid": [], "measured": [], "phases": []})
     if not trace.has("nvtx"):
         return Steps(empty, "")
@@ -102,7 +103,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
                 & (frame["start"].to_numpy() >= s)
                 & (frame["start"].to_numpy() < e)
             )
-        by_record = not len(measured) and warmup is not None
+        by_record = not len(measured) and bool(warmup)  # 0: a program's record tells no warm-up
         frame["measured"] = inside if len(measured) else frame["step"] >= warmup if by_record else True
         ends = [int(hs["end"].max()), *(int(e) for e in measured["end"])]
         frame = frame.sort_values("start").reset_index(drop=True)[
