@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 from analysis.advice.checks import FAIL, OK, WARN
 from analysis.advice.coverage import MISSING_FAIL_PCT
+from analysis.advice.findings import RunRecord
 from analysis.advice.health import capture_health
+from analysis.front.examine import capture_advice
 from analysis.trace.opening import open_trace
 from harness.cli import app
 
@@ -194,6 +196,10 @@ def test_nvtx_cut_warm_up_steps_told_by_the_runs_record(broken_h100: dict[str, P
     assert "; no measured step among steps 0–2 (all warm-up)" in checks["GPU coverage"].evidence
     assert checks["NVTX steps"].status == FAIL
     assert checks["NVTX steps"].evidence.startswith("the step ranges stop after step 2 at ")
+    with open_trace(path, cache=False) as trace:  # as `run --nsys` judges it, with its record
+        stored = capture_advice(trace, record=RunRecord(steps=15, measured_steps=10))
+    (row,) = [c for c in stored["health"]["checks"] if c["name"] == "GPU coverage"]
+    assert row["status"] == OK and "no measured step among steps 0–2 (all warm-up)" in row["evidence"]
 
 
 @pytest.mark.parametrize(("lost", "gap"), [((10, 14), ""), ((10, 12), "; steps 10–12 have no range")])
