@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 from analysis.advice.checks import FAIL, OK, WARN
 from analysis.advice.coverage import MISSING_FAIL_PCT
+from analysis.advice.findings import RunRecord
 from analysis.advice.health import capture_health
+from analysis.front.examine import capture_advice
 from analysis.trace.opening import open_trace
 from harness.cli import app
 
@@ -154,8 +156,9 @@ def test_kernels_cut_after_a_step_fail_naming_the_step_and_time(broken_h100: dic
 
 def test_nvtx_cut_after_step_2_fails_naming_the_step_and_time(broken_h100: dict[str, Path]) -> None:
     """NVTX stops after step 2 while CUDA goes on, as nsys 2022.4 recorded a CUDA 13 run: the step ranges
-    end at step 2's end and the launch calls of steps 3–14 follow. With no `measured` range left every
-    step counts, so h100's warm-up gap in CUDA (steps 1–2) fails GPU coverage too."""
+    end at step 2's end and the launch calls of steps 3–14 follow. With no `measured` range left and no
+    run's record, which steps were warm-up is not known: h100's warm-up gap in CUDA (steps 1–2) failed GPU
+    coverage as if they were measured; it warns, saying so."""
     path = broken_h100["nvtx-cut"]
     _, end2 = _step(path, 2)
     last_end = query_rows(path, "SELECT max(end) FROM NVTX_EVENTS WHERE eventType = 59")[0][0]
@@ -175,6 +178,28 @@ def test_nvtx_cut_after_step_2_fails_naming_the_step_and_time(broken_h100: dict[
     assert checks["GPU coverage"]["Evidence"].endswith(
         f"the CUDA trace has nothing from {_s(start1)} to {_s(resumes)}"
     )
+    assert checks["GPU coverage"]["Status"] == WARN
+    assert checks["GPU coverage"]["Evidence"].startswith(
+        "no `measured` range (lost with the NVTX ranges) and no run's record: which steps were warm-up is "
+        "not known, so every step is checked, warm-up ones too; 2 of 3 steps (steps 1, 2 of steps 0–2) "
+        "recorded no launch call and no GPU work while step 0 launches "
+    )
+
+
+def test_nvtx_cut_warm_up_steps_told_by_the_runs_record(broken_h100: dict[str, Path]) -> None:
+    """The same capture with the run's record (5 warm-up steps, 10 measured: `advise RUN`, `run --nsys`):
+    steps 0–2 are warm-up, so GPU coverage checks no step of them and passes; NVTX steps still fails."""
+    path = broken_h100["nvtx-cut"]
+    with open_trace(path, cache=False) as trace:
+        checks = {c.name: c for c in capture_health(trace, timed=10, warmup=5).checks}
+    assert checks["GPU coverage"].status == OK
+    assert "; no measured step among steps 0–2 (all warm-up)" in checks["GPU coverage"].evidence
+    assert checks["NVTX steps"].status == FAIL
+    assert checks["NVTX steps"].evidence.startswith("the step ranges stop after step 2 at ")
+    with open_trace(path, cache=False) as trace:  # as `run --nsys` judges it, with its record
+        stored = capture_advice(trace, record=RunRecord(steps=15, measured_steps=10))
+    (row,) = [c for c in stored["health"]["checks"] if c["name"] == "GPU coverage"]
+    assert row["status"] == OK and "no measured step among steps 0–2 (all warm-up)" in row["evidence"]
 
 
 @pytest.mark.parametrize(("lost", "gap"), [((10, 14), ""), ((10, 12), "; steps 10–12 have no range")])

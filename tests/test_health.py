@@ -89,6 +89,21 @@ def test_an_export_without_messages_says_why_from_its_own_nsys(export: str, why:
     assert row["Evidence"] == f"the export holds no DIAGNOSTIC_EVENT messages {why}"
 
 
+def test_nsys_overhead_names_seconds_with_thousands_separated(tmp_path: Path) -> None:
+    """A recompiling CPU run's capture spent 2,373.5 ms in nsys's chunk allocation: its evidence said
+    "6,217.7 ms in all (Chunk Allocation 2373.5 ms, …)", the two figures written two ways."""
+    src = shared_export("cpu-train")
+    path = derive(src, tmp_path / "long.sqlite", "UPDATE PROFILER_OVERHEAD SET end = start + 2373500000")
+    ((events, name),) = query_rows(
+        path,
+        "SELECT count(*), s.value FROM PROFILER_OVERHEAD o JOIN StringIds s ON s.id = o.nameId "
+        "GROUP BY s.value ORDER BY sum(o.end - o.start) DESC LIMIT 1",
+    )
+    with open_trace(path, cache=False) as trace:
+        evidence = _check(capture_health(trace), "nsys overhead").evidence
+    assert f"ms in all ({name} {events * 2373.5:,.1f} ms" in evidence
+
+
 @pytest.mark.parametrize("export", ALL_EXPORTS)
 def test_nsys_overhead_totals_as_in_profiler_overhead(export: str) -> None:
     path = shared_export(export)

@@ -457,3 +457,28 @@ def test_export_reads_the_report_only(real: nsys.NsysInfo, tmp_path: Path) -> No
     with pytest.raises(NsysError, match="nsys export could not export"):
         nsys.export_sqlite(script, tmp_path / "x.sqlite", real)
     assert os.listdir(tmp_path).count("x.sqlite") == 0
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run", "tiny", "--device", "cpu", "--nsys"], ["optimize", "tiny", "--device", "cpu"],
+     ["profile", "--", "true"]],
+    ids=["run", "optimize", "profile"],
+)  # fmt: skip
+def test_a_refused_nsys_creates_no_database_nor_folder(tmp_path: Path, command: list[str]) -> None:
+    """`run --nsys --nsys-path /bin/false --db X` (and `optimize`, `profile`) refused the nsys after they had
+    created the database X and its folder: the nsys is checked before anything is made."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    db = tmp_path / "new" / "results.db"
+    profiles = tmp_path / "profiles"
+    given = ["--nsys-path", "/bin/false", "--db", str(db), "--profile-dir", str(profiles)]
+    at = command.index("--") if "--" in command else len(command)
+    run = CliRunner().invoke(app, [*command[:at], *given, *command[at:]])
+    assert run.exit_code == 1
+    assert run.output.startswith("error: /bin/false is not a working nsys: ")
+    assert len(run.output.strip().splitlines()) == 1
+    assert not db.exists() and not db.parent.exists()
+    assert not profiles.exists()

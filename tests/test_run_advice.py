@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from analysis.advice.findings import Finding, advice, as_record
 from analysis.advice.health import FAIL, OK, WARN, Health, capture_health, overhead_in_phases
-from analysis.advice.record import advice_record, health_line, summary_lines
+from analysis.advice.record import advice_record, finding_lines, health_line, summary_lines
 from analysis.advice.run_checks import Overhead, RunFacts, run_checks
 from analysis.compare.agreement import agreement_table, pair_ranges
 from analysis.tables.nvtx import nvtx_ranges
@@ -222,6 +222,9 @@ def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
         "finding 1: gpu-host-wait: 540.091 ms at stake (forward 47%); fix: overlap",
         "finding 2: host-sync: 0.079 ms at stake (forward 100%); fix: drop .item()",
     ]
+    # seconds at stake (recompile on a CPU under nsys) read with thousands separated, as every table's ms
+    long = advice_record(health, [Finding("recompile", 44_147_493_000, "forward 100%", "4 frames", "stop")])
+    assert finding_lines(long) == ["finding 1: recompile: 44,147.493 ms at stake (forward 100%); fix: stop"]
     health.checks = run_checks(RunFacts())
     assert summary_lines(advice_record(health, [])) == ["health ok (5 checks)", "findings: none fired"]
 
@@ -472,3 +475,19 @@ def test_rules_of_a_stored_run_read_the_export_it_was_captured_into(
     assert " ".join(refused.output.split()) == (
         f"error: --rule reads run tiny-gone's nsys export, which is gone: {gone} not found"
     )
+
+
+def test_profiler_overhead_whose_interval_reaches_below_zero_warns() -> None:
+    """`run char --nsys` on a busy machine: +88.1% with a 95% CI of -16.0% to +321.3%, one run each. Its
+    overhead table said "inconclusive: the noise is larger than the effect" while the health check failed
+    it; a mean that the noise could give warns, and says why."""
+    o = Overhead("nsys light", 88.1, -16.0, 321.3, "baseline run char-base")
+    status, evidence = checks(RunFacts(overhead=o))["profiler overhead"]
+    assert status == WARN
+    assert evidence == (
+        "nsys light adds +88.1% to the step (95% CI -16.0% to +321.3%) against baseline run char-base, one "
+        "run each; 20% or more by the means, but the interval reaches below 0: not told from the noise "
+        "between runs"
+    )
+    above = Overhead("nsys light", 88.1, 2.5, 321.3, "b")  # the interval above 0: it fails
+    assert checks(RunFacts(overhead=above))["profiler overhead"][0] == FAIL

@@ -114,6 +114,11 @@ class RunRecord:
     forward_ns: float | None = None  # the forward phase's time summed over the measured steps
     optimizer_roof: OptimizerRoof | None = None
 
+    @property
+    def warmup(self) -> int | None:
+        """The run's warm-up steps (None: its timers are not known)."""
+        return self.steps - self.measured_steps if self.steps else None
+
     @classmethod
     def of(
         cls, timers: pd.DataFrame | None, dynamo: object = None, optimizer_roof: OptimizerRoof | None = None

@@ -28,7 +28,7 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import PROCESS, gpu_work, launches
 from analysis.advice.run_checks import ExportFacts
-from analysis.advice.steps import Steps, origin, seconds, steps
+from analysis.advice.steps import UNKNOWN_WARMUP, Steps, origin, seconds, steps
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, STEP, counted
 
@@ -131,8 +131,9 @@ class Coverage:
     launches: pd.DataFrame
 
 
-def coverage_of(trace: Trace) -> Coverage:
-    return Coverage(steps(trace), launches(trace))
+def coverage_of(trace: Trace, warmup: int | None = None) -> Coverage:
+    """`warmup`: the run's warm-up steps, where its record is at hand (analysis.advice.steps)."""
+    return Coverage(steps(trace, warmup), launches(trace))
 
 
 def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> Check:
@@ -152,7 +153,7 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
         health.details["GPU coverage by step"] = table
     stopped = _stop(calls, kernel_calls, st, zero)
     measured = table[table["Measured"]] if len(table) else table
-    which = _among(measured["Step"].tolist() if len(measured) else [], st.has_measured)
+    which = _among(measured["Step"].tolist() if len(measured) else [], st.has_measured or st.by_record)
     if len(measured):
         lost = measured[
             (measured["Launch calls"] > 0)
@@ -171,6 +172,8 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
                 f"{stopped}" + (f"; {quiet[0]}" if quiet else ""),
                 FIX_GPU,
             )
+        if quiet and st.warmup_unknown:  # quiet steps may be warm-up ones: not a failure it can tell
+            return Check(name, WARN, f"{UNKNOWN_WARMUP}; {quiet[0]}", quiet[1])
         if quiet:
             return Check(name, FAIL, *quiet)
     if pct >= MISSING_FAIL_PCT:
@@ -281,10 +284,13 @@ def _covered(
         evidence += f"; {len(graphs):,} graph launches, {int((graphs['work'] > 0).sum()):,} with GPU work"
     if len(table):
         measured = table[table["Measured"]]
-        evidence += (
-            f"; {counted(len(measured), 'step')} checked, "
-            f"{measured['Launch calls'].median():,.0f} launch calls each"
-        )
+        if measured.empty:
+            evidence += f"; no measured step among {_steps_said(table['Step'].tolist())} (all warm-up)"
+        else:
+            evidence += (
+                f"; {counted(len(measured), 'step')} checked, "
+                f"{measured['Launch calls'].median():,.0f} launch calls each"
+            )
         warm = table[~table["Measured"] & (table["Launch calls"] == 0)]
         if len(warm) and (measured["Launch calls"] > 0).any():
             evidence += (
@@ -343,7 +349,7 @@ def nvtx_steps(
         return Check(name, OK, f"{len(f)} steps ({st.source}), no launch call after the last one")
     expected = frozenset().union(*f["phases"])
     checked = f[f["measured"]]
-    which = "measured step" if st.has_measured else "step"
+    which = "measured step" if st.has_measured or st.by_record else "step"
     lacking = [
         (int(r.step), _ordered(expected - r.phases)) for r in checked.itertuples() if expected - r.phases
     ]
@@ -401,7 +407,9 @@ def nvtx_steps(
     each = "each with" if len(checked) != 1 else "with"
     evidence = f"{counted(len(checked), which)} ({_steps_said(checked['step'].tolist())}), {each} "
     evidence += ", ".join(_ordered(expected))
-    if not st.has_measured:
+    if st.by_record:
+        evidence += "; no `measured` range: the steps after the run's warm-up ones checked"
+    elif not st.has_measured:
         evidence += "; no `measured` range: every step checked"
     warm = [(int(r.step), _ordered(expected - r.phases)) for r in f[~f["measured"]].itertuples()]
     warm = [(s, n) for s, n in warm if n]

@@ -44,10 +44,13 @@ GPU_FRAMES = ("kernels", "memcpy", "memset")
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
 
 
-def capture_health(trace: Trace, stop: Stop | None = None, timed: int = 0) -> Health:
+def capture_health(
+    trace: Trace, stop: Stop | None = None, timed: int = 0, warmup: int | None = None
+) -> Health:
     """Every check that applies to `trace` (an nsys export or a Kineto trace); `stop`: the run was stopped
     before its end (its missing steps were never run); `timed`: the measured steps the run's timers timed
-    (0: not known)."""
+    (0: not known); `warmup`: its warm-up steps (None: not known), which tell the measured steps where the
+    `measured` range was lost."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
         facts = trace.capture_facts()
@@ -61,7 +64,7 @@ def capture_health(trace: Trace, stop: Stop | None = None, timed: int = 0) -> He
         ]
     else:
         health.checks += [_left_out(trace), _queue_lengths(trace, health), _profiler_steps(trace)]
-    cov = coverage_of(trace)
+    cov = coverage_of(trace, warmup)
     health.checks += [
         launch_correlation(trace, health),
         gpu_coverage(trace, health, cov),
@@ -150,7 +153,7 @@ def _overhead(trace: Trace, health: Health) -> Check:
     health.details["nsys overhead"] = by_name
     phases = overhead_in_phases(trace, over)
     total = int(over["duration"].sum())
-    top = ", ".join(f"{r['Name']} {r['Total (ns)'] / 1e6:.1f} ms" for _, r in by_name.head(3).iterrows())
+    top = ", ".join(f"{r['Name']} {r['Total (ns)'] / 1e6:,.1f} ms" for _, r in by_name.head(3).iterrows())
     evidence = f"{len(over):,} events, {total / 1e6:,.1f} ms in all ({top})"
     if phases.empty:
         return Check(name, OK, evidence + "; no NVTX phase ranges to place it in")

@@ -30,6 +30,7 @@ from analysis.advice.checks import (
     why_untrusted,
 )
 from analysis.advice.findings import COLUMNS, DATA_COLUMN, NO_STEPS, Advice, Finding, as_record
+from analysis.advice.where import ms
 
 TOP = 3
 RANK = {FAIL: 0, WARN: 1, OK: 2}
@@ -90,7 +91,7 @@ def health_counts(record: dict[str, Any]) -> str:
 def finding_lines(record: dict[str, Any], top: int = TOP) -> list[str]:
     """One line per finding, the largest time at stake first: rule, time at stake, fix."""
     return [
-        f"finding {i}: {f['rule']}: {f['at_stake_ns'] / 1e6:.3f} ms at stake ({f['where']}); fix: {f['fix']}"
+        f"finding {i}: {f['rule']}: {ms(f['at_stake_ns'])} at stake ({f['where']}); fix: {f['fix']}"
         for i, f in enumerate(record.get("findings", [])[:top], 1)
     ]
 

@@ -1,7 +1,8 @@
 """The steps of a capture, as the health checks over time read them (analysis.advice.coverage): the
 harness's `step` ranges (their int64 payload is the step index; a step whose `step` range was lost is still
 known from its phase ranges' payload), Kineto's `ProfilerStep#N`, or plain `step` ranges numbered in order;
-which are measured (inside the harness's `measured` range; all without one); and the capture's clock for
+which are measured (inside the harness's `measured` range; without one, those after the run's warm-up
+steps where its record tells them, else all); and the capture's clock for
 the times said to people (`origin`, `seconds`)."""
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from analysis.advice.launches import GPU_FRAMES, PROCESS
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, MEASURED, STEP
+
+UNKNOWN_WARMUP = (
+    "no `measured` range (lost with the NVTX ranges) and no run's record: which steps were warm-up is not "
+    "known, so every step is checked, warm-up ones too"
+)
 
 
 def origin(trace: Trace) -> int:
@@ -40,9 +46,21 @@ class Steps:
     has_measured: bool = False
     nvtx_end: int = 0  # the end of the last harness range (step, phase or measured)
     spans: list[tuple[int, int, int]] | None = None  # the `measured` ranges: start, end, pid
+    # the harness's steps without a `measured` range (lost with NVTX): the run's warm-up count told which
+    # were measured (True), or nothing did and every step counts (False)
+    by_record: bool = False
+
+    @property
+    def warmup_unknown(self) -> bool:
+        """A harness capture whose `measured` range is missing, with no run's record to tell its warm-up
+        steps: every step is checked, the warm-up ones among them."""
+        return self.source == "harness" and not self.has_measured and not self.by_record
 
 
-def steps(trace: Trace) -> Steps:
+def steps(trace: Trace, warmup: int | None = None) -> Steps:
+    """The trace's steps; `warmup`: the run's warm-up steps (the harness numbers them 0…warmup−1), which tell
+    the measured steps where the `measured` range is missing (0 or None: not told; a `profile` run's
+    record has none, its steps being the program's)."""
     empty = pd.DataFrame({"step": [], "start": [], "end": [], "pid": [], "measured": [], "phases": []})
     if not trace.has("nvtx"):
         return Steps(empty, "")
@@ -85,14 +103,18 @@ def steps(trace: Trace) -> Steps:
                 & (frame["start"].to_numpy() >= s)
                 & (frame["start"].to_numpy() < e)
             )
-        frame["measured"] = inside if len(measured) else True
+        by_record = not len(measured) and bool(warmup)  # 0: a program's record tells no warm-up
+        frame["measured"] = inside if len(measured) else frame["step"] >= warmup if by_record else True
         ends = [int(hs["end"].max()), *(int(e) for e in measured["end"])]
         frame = frame.sort_values("start").reset_index(drop=True)[
             ["step", "start", "end", "pid", "measured", "phases"]
         ]
         spans = list(zip(measured["start"].astype(np.int64), measured["end"].astype(np.int64),
                          measured["global_tid"].to_numpy() & PROCESS, strict=True))  # fmt: skip
-        return Steps(frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends), spans=spans)
+        return Steps(
+            frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends), spans=spans,
+            by_record=by_record,
+        )  # fmt: skip
     plain = nv[(names == STEP).to_numpy()].sort_values("start")
     if plain.empty:
         return Steps(empty, "")

@@ -366,7 +366,12 @@ def capture_advice(
     """The capture's health (its export's checks, the run's own where `facts` says what the run timed, and
     `also`; of a run stopped before its end, `stop`) and its findings (with what the run recorded,
     `record`), as stored with the run."""
-    health = capture_health(trace, stop, record.measured_steps if record is not None else 0)
+    health = capture_health(
+        trace,
+        stop,
+        record.measured_steps if record is not None else 0,
+        record.warmup if record is not None else None,
+    )
     if facts is not None:
         facts.export = export_facts(trace)
         health.checks += run_checks(facts)
@@ -406,7 +411,9 @@ def judge_stored(
     judged = CAPTURE
     if trace is not None:
         timed = measured.record.measured_steps if measured.record is not None else 0
-        health = capture_health(trace, measured.stop, timed)
+        health = capture_health(
+            trace, measured.stop, timed, measured.record.warmup if measured.record is not None else None
+        )
         found = advice(trace, thresholds, measured.record or RunRecord())
         facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)

@@ -131,9 +131,10 @@ def optimize_cmd(
     config, device = ready.config, ready.device.type
     for line in check_effect(config, asked(workload, Short()), device):
         warn(line)
-    store = results_db.ResultsStore(db)
     options = NsysOptions(profile_dir=profile_dir, nsys_path=nsys_path, baseline=False)
-    for line in cuda_check_for(nsys_path, device):
+    checked_nsys = cuda_check_for(nsys_path, device)  # before the store: a refused nsys creates nothing
+    store = results_db.ResultsStore(db)
+    for line in checked_nsys:
         warn(line)
     with sigterm_raises(), Progress(f"optimize {config.model} {config.mode}") as progress:
         done = opt.optimize(

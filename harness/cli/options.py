@@ -404,8 +404,9 @@ def prepare(
     """Before any run, once: the configuration checked whole (harness.execution.checks; the layers after
     trust it), an option given that changes nothing here refused or warned of (`check_effect`,
     `check_profiler_effect`: an option the profiler's options do not read), the store (a bad --db fails
-    now, not after the work), the profiler's own check and options (built by it from `args`, the command
-    line's values by parameter name), and its warnings said (or the run refused)."""
+    now, not after the work; after the profiler's checks, so that a profiler refused creates no database),
+    the profiler's own check and options (built by it from `args`, the command line's values by parameter
+    name), and its warnings said (or the run refused)."""
     ready = checked(replace(with_ranks(make_config(model, workload), ranks), memory=memory))
     device = ready.device.type
     plugin = registry.get(profiler)
@@ -415,9 +416,11 @@ def prepare(
     check_profiler_effect(profiler, reads, given, memory)
     for line in check_effect(ready.config, {**asked(workload), **asked_ranks(ranks)}, device):
         warn(line)  # an option given that changes nothing here
-    store = results_db.ResultsStore(db)
     plugin.check(ready.config, device)
-    # nsys: the profile folder, and what it may lose of the program's CUDA
-    for line in [*ready.warnings, *plugin.preflight(options, device)]:
+    # nsys: what it may lose of the program's CUDA, and the profile folder; before the store, so that a
+    # profiler refused leaves no database behind
+    preflight = plugin.preflight(options, device)
+    store = results_db.ResultsStore(db)
+    for line in [*ready.warnings, *preflight]:
         warn(line)
     return Prepared(ready.config, store, plugin, options)

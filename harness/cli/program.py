@@ -44,9 +44,11 @@ def profile_cmd(
     export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
 
     check_run_name(name)
+    # the program's CUDA is unknown: what this nsys may lose of the driver's, said before it runs; checked
+    # before the store, so that a refused nsys creates no database
+    checked_nsys = nsys_profiler.cuda_check_for(nsys_path, None)
     store = results_db.ResultsStore(db)  # fail on a bad --db before the program runs
-    # the program's CUDA is unknown: what this nsys may lose of the driver's, said before it runs
-    for line in nsys_profiler.cuda_check_for(nsys_path, None):
+    for line in checked_nsys:
         warn(line)
     with sigterm_raises():
         done = programs.profile_program(

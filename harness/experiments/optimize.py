@@ -10,7 +10,8 @@ workloads tried against it, measured, and kept when it is faster.
    under ±`ci_target` %), then captured itself: is the finding gone from its own findings?
 3. The effect is on time per token (a larger batch makes a step longer and the tokens cheaper), by the run
    means of both sides with the drift between runs measured for the configurations (analysis.compare.drift):
-   faster where the interval lies below zero, slower above, else no difference. A faster change is kept:
+   faster where the interval lies below zero, slower above, no difference where it lies within ±5% (else
+   inconclusive, with the interval). A faster change is kept:
    the next candidates stack on it, and the candidate's own findings add theirs.
 4. `budget` seconds bound it: no run starts that would end after them (the duration of the runs so far
    tells); what was not tried is said so.
@@ -55,6 +56,10 @@ DEFAULT_BUDGET = 240.0  # s: four minutes, the table of verdicts within five
 DEFAULT_REPEATS = 2
 MAX_ROUNDS = 10  # with a CI target: rounds of one candidate at most
 FASTER, SAME, SLOWER = "faster", "no difference", "slower"
+# an interval across zero wider than this either side (or than --ci-target) rules out no effect that
+# matters: not "no difference", which it cannot tell from a large one, but inconclusive with its width
+SAME_WITHIN_PCT = 5.0
+INCONCLUSIVE = "inconclusive"
 NOT_RUN, FAILED = "not run", "failed"
 # one round and no drift measured for the configurations: no interval, so no call either way
 NO_VERDICT = "no verdict: one round, no drift measured (--repeats 2 or more)"
@@ -323,7 +328,7 @@ def _measure(
         # stored after the comparison, so the candidate's run carries the verdict so far (the dashboard's)
         store_run(before, "timed", t.base.fixes, None)
         if after is not None:
-            verdict = _verdict(t.per_token) if bad is None else FAILED
+            verdict = _verdict(t.per_token, ci_target) if bad is None else FAILED
             store_run(after, "timed", t.config.fixes, t.fix, verdict=verdict)
         if bad is not None:
             which = "the candidate" if bad is after else "the configuration before it"
@@ -333,7 +338,7 @@ def _measure(
         if ci_target is not None and rounds >= max(repeats, 2) and settled:
             break
     if t.runs:
-        t.verdict = _verdict(t.per_token)
+        t.verdict = _verdict(t.per_token, ci_target)
 
 
 def _compare(t: Tried, store: ResultsStore) -> None:
@@ -350,11 +355,20 @@ def _compare(t: Tried, store: ResultsStore) -> None:
     t.tokens = levels(rate[0], rate[1], drift)
 
 
-def _verdict(c: Comparison | None) -> str:
-    """Faster where the interval of the time per token lies below zero, slower above, else no difference."""
+def _verdict(c: Comparison | None, within: float | None = None) -> str:
+    """Faster where the interval of the time per token lies below zero, slower above; across zero, no
+    difference where it lies within ±`within` % (SAME_WITHIN_PCT by default), else inconclusive."""
     if c is None or math.isnan(c.ci_low_pct):
         return NO_VERDICT
-    return FASTER if c.ci_high_pct < 0 else SLOWER if c.ci_low_pct > 0 else SAME
+    if c.ci_high_pct < 0 or c.ci_low_pct > 0:
+        return FASTER if c.ci_high_pct < 0 else SLOWER
+    bound = within or SAME_WITHIN_PCT
+    if -bound <= c.ci_low_pct and c.ci_high_pct <= bound:
+        return SAME
+    return (
+        f"{INCONCLUSIVE} (CI {c.ci_low_pct:+.1f}…{c.ci_high_pct:+.1f}%): more rounds (--repeats, "
+        "--ci-target) could tell"
+    )
 
 
 def _baseline_only(
