@@ -212,7 +212,9 @@ def test_cuda_traced_without_kernels() -> None:
     assert check.status == "warn"
     assert check.evidence == "23 CUDA API calls and 1 copy or set, but no kernels"
     # its one GPU event is said as one
-    assert _check(health, "launch correlation").evidence == "its one kernel, copy or set has its launching call"
+    assert (
+        _check(health, "launch correlation").evidence == "its one kernel, copy or set has its launching call"
+    )
     assert _check(health, "GPU work recorded once").evidence == "1 kernel, copy or set, not recorded twice"
 
 
