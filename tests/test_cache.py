@@ -261,6 +261,21 @@ def test_clearing_a_reports_entries_clears_the_exports_it_is_read_through(
     assert alone.exit_code == 2 and "--report goes with --clear" in alone.stderr
 
 
+def test_clearing_the_entries_of_a_path_that_is_no_file_says_so(tmp_path: Path, cache_dir: Path) -> None:
+    """A misspelt --report cleared nothing: said as such, not only as "removed 0 cache entries"."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    gone = tmp_path / "nonexist.sqlite"
+    cleared = CliRunner().invoke(app, ["cache", "--clear", "--report", str(gone)])
+    assert cleared.exit_code == 0, cleared.output
+    assert (
+        cleared.stderr.splitlines()[-1]
+        == f"warning: no file at {gone}, and no cache entry of it: check the path"
+    )
+
+
 def test_no_cache_writes_nothing(a100_export: Path, cache_dir: Path) -> None:
     kernel_summary(open_trace(a100_export, cache=False))
     assert not cache_dir.exists()

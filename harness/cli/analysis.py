@@ -133,7 +133,9 @@ def cache_cmd(
             if why is not None:
                 cleared.kept.append((exports, why))
         entries = "entry" if cleared.removed == 1 else "entries"
-        note(f"removed {cleared.removed} cache {entries} ({cleared.freed:,} bytes) from {cache.root}")
+        note(f"removed {cleared.removed:,} cache {entries} ({cleared.freed:,} bytes) from {cache.root}")
+        if report is not None and not cleared.removed and not report.exists():  # a misspelt path, most likely
+            warn(f"no file at {report}, and no cache entry of it: check the path")
         for folder, why in cleared.kept:
             err(f"could not remove {folder}: {why}")
         if cleared.kept:
