@@ -53,3 +53,27 @@ def test_payload_is_the_step_index(a100_export: Path, tmp_path: Path) -> None:
     ranges = nvtx_ranges(open_trace(with_harness_ranges(a100_export, tmp_path / "h.sqlite")), ["forward"])
     assert ranges["payload"].tolist() == [0, 1, 2, 3, 4]
     assert ranges["level"].tolist() == [1, 2, 2, 2, 2]  # step 0 is before `measured`: one level less
+
+
+def test_ranges_without_a_name_are_said(cpu_export: Path, tmp_path: Path) -> None:
+    """Ranges recorded with neither a text nor a registered string make a row with an empty Range, as nsys
+    stats prints them; a note says why that row has no name."""
+    import shutil
+    import sqlite3
+
+    export = tmp_path / "unnamed.sqlite"
+    shutil.copyfile(cpu_export, export)
+    export.chmod(0o644)
+    con = sqlite3.connect(export)
+    with con:
+        con.execute(
+            "UPDATE NVTX_EVENTS SET text = NULL, textId = NULL WHERE rowid IN "
+            "(SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start LIMIT 3)"
+        )
+    con.close()
+    table = nvtx_summary(open_trace(export, cache=False))
+    assert table.loc[table["Range"] == "", "Instances"].tolist() == [3]
+    assert table.attrs["notes"] == [
+        "3 ranges recorded without a name (no text, no registered string): the row whose Range is empty"
+    ]
+    assert nvtx_summary(open_trace(cpu_export)).attrs["notes"] == []

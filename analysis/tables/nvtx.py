@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.errors import ExportError, OptionsError
 from analysis.tables.table import KERNEL_STATS, TOP, InSummary, Option, Table, Tables, summarising
 from analysis.trace.multi import Combined, Part, Piece, Sources, categories
+from workloads.names import counted
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,12 +82,14 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     per_key = dict(durations_by_group(blocks(), ["name", "domain", "style"]))
     if not read[0]:
         raise ExportError(f"no NVTX ranges in {trace.path}: only marks or domain events")
-    labels = []
-    for n, d, _ in per_key:  # the name nsys prints (`tagged`): DOMAIN:NAME in a named domain
+    labels, unnamed = [], 0
+    for key in per_key:  # the name nsys prints (`tagged`): DOMAIN:NAME in a named domain
+        n, d, _ = key
         text = None if n < 0 else names.texts[n]
         if text is not None and d >= 0:
             text = f"{domains.texts[d]}:{text}"
         labels.append(text)
+        unnamed += 0 if text else len(per_key[key])
     grouped, fields = grouped_categories(pd.Categorical(labels), by)
     per_group: dict[tuple[object, str], list[np.ndarray]] = {}
     for key, label in zip(list(per_key), grouped.astype(object), strict=True):
@@ -100,8 +103,17 @@ def nvtx_summary(trace: Trace, by: str = "op", *, block_rows: int | None = None)
     out = order_like_nsys(figures_table(table, ["Style", "Range"]), "Total Time (ns)", ["Range", "Style"])
     out["Time (%)"] = time_percent(out["Total Time (ns)"])
     out = out[NVTXSUM_COLUMNS]
-    out.attrs["notes"] = [*grouping_notes(fields, by), *trace.notes]
+    out.attrs["notes"] = [*grouping_notes(fields, by), *_unnamed_note(unnamed), *trace.notes]
     return out
+
+
+def _unnamed_note(unnamed: int) -> list[str]:
+    """The line that says why a row has no Range: ranges recorded with neither a text nor a registered
+    string (nsys stats prints them so too)."""
+    if not unnamed:
+        return []
+    return [f"{counted(unnamed, 'range')} recorded without a name (no text, no registered string): the row "
+            "whose Range is empty"]  # fmt: skip
 
 
 class _Codes:
