@@ -284,7 +284,7 @@ def sweep_cmd(
             batch += f" context {r.config.context_length}" if contexts else ""
             warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
-    emit(run_tables.results_table(results), format, title=title, wide=wide)
+    emit(run_tables.results_table(results, serving=True), format, title=title, wide=wide)
     if workload.power:  # the sources are the same for every point: each line once
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)

@@ -22,12 +22,17 @@ from harness.cli.common import (
 )
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.experiments import show
+from harness.experiments.run_tables import SERVING_MEANS
 from harness.store import results as results_db
 
 if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
 PHASE_COLUMNS = ("forward (ns)", "backward (ns)", "optimizer (ns)", "prefill (ns)", "decode (ns)")
+# generate's serving figures compared across runs, as a sweep's table names them (its run's stored figures)
+SERVING_COLUMNS = dict(
+    zip(("ttft_mean_ns", "tpot_mean_ns", "decode_tokens_per_s"), SERVING_MEANS, strict=True)
+)
 
 
 @cli_errors
@@ -53,17 +58,20 @@ def runs_cmd(
             "baseline_run_id": "baseline run",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
             "optimizer_mean_ns": "optimizer (ns)", "prefill_mean_ns": "prefill (ns)",
-            "decode_mean_ns": "decode (ns)", "tokens_per_s": "tokens/s",
+            "decode_mean_ns": "decode (ns)", **SERVING_COLUMNS, "tokens_per_s": "tokens/s",
         }  # fmt: skip
         df = df[list(cols)].rename(columns=cols)
-        # the phases of the modes listed, and generate's setting: a column no run listed has is left out
-        unused = [c for c in (*PHASE_COLUMNS, "new tokens") if len(df) and df[c].isna().all()]
+        # the phases of the modes listed, and generate's setting and serving figures: a column no run listed
+        # has is left out
+        optional = (*PHASE_COLUMNS, *SERVING_MEANS, "new tokens")
+        unused = [c for c in optional if len(df) and df[c].isna().all()]
         df = df.drop(columns=unused)
         # the run id (model-date-time) is what `harness show` takes: first, and never shortened; then
         # what tells runs of one model apart (a run under nsys from its baseline, a failed one), then times
         df.attrs["priority"] = [
             "run", "status", "profiler", "baseline run", *(c for c in PHASE_COLUMNS if c in df), "tokens/s",
-            "model", "precision", "mode", "device", "compile", "new tokens",
+            *(c for c in SERVING_MEANS if c in df), "model", "precision", "mode", "device", "compile",
+            "new tokens",
         ]  # fmt: skip
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it

@@ -30,10 +30,12 @@ if TYPE_CHECKING:
     from harness.store.schema import Run
 
 
-def results_table(results: list[RunResult]) -> pd.DataFrame:
+def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFrame:
     """One row per run: model shape, then the step (its phases summed) and per phase mean and std (ns) of
     the measured steps it finished, and its status: a run interrupted or failed (out of memory too) after
-    some measured steps shows theirs, as `harness runs` and `show` do; one that finished none keeps NaN."""
+    some measured steps shows theirs, as `harness runs` and `show` do; one that finished none keeps NaN.
+    With `serving`, a generate run's serving figures people compare across runs (SERVING_MEANS: its TTFT
+    and TPOT means and decode tokens/s, those `show` prints) follow its tokens/s."""
     import pandas as pd
 
     rows = []
@@ -62,6 +64,8 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
             row[f"{phase} mean (ns)"] = s.mean_ns if s else float("nan")
             row[f"{phase} std (ns)"] = s.std_ns if s else float("nan")
         row["tokens/s"] = r.tokens_per_s if finished and r.tokens_per_s is not None else float("nan")
+        if serving and r.config.mode == "generate":
+            row.update(serving_means(r.extra.get("serving") or {}))
         row["status"] = r.status.upper() if r.status != "ok" else "ok"
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -74,8 +78,11 @@ def results_table(results: list[RunResult]) -> pd.DataFrame:
         alike.append("compile")
     df.attrs["terminal_drops"] = alike
     # on a narrow terminal: the phase means and throughput first, the model's shape last
-    means = [c for c in df.columns if c.endswith("mean (ns)")]
-    df.attrs["priority"] = ["size", "batch", "context", *means, "tokens/s", "status", "precision", "compile"]
+    means = [c for c in df.columns if c.endswith("mean (ns)") and c not in SERVING_MEANS]
+    served = [c for c in SERVING_MEANS if c in df.columns]
+    df.attrs["priority"] = [
+        "size", "batch", "context", *means, "tokens/s", *served, "status", "precision", "compile"
+    ]  # fmt: skip
     return df
 
 
@@ -146,6 +153,19 @@ SERVING_TITLE = "serving (measured steps)"
 # the statistics of TTFT and TPOT shown (keys `<stat>_ns` of their figures)
 TTFT_STATS = ("mean", "p50", "p99")
 TPOT_STATS = ("mean", "p50", "p90", "p99")
+
+
+# the serving figures compared across runs (a sweep's columns): the mean TTFT and TPOT, and decode tokens/s
+SERVING_MEANS = ("TTFT mean (ns)", "TPOT mean (ns)", "decode tokens/s")
+
+
+def serving_means(serving: dict[str, Any]) -> dict[str, float]:
+    """SERVING_MEANS of generate's serving figures (harness.execution.generate.serving_figures), NaN where a
+    run has none (no measured step; TPOT and decode tokens/s of --new-tokens 1, which decodes no token)."""
+    ttft = serving.get("ttft_ns") or {}
+    tpot = serving.get("tpot_ns") or {}
+    values = (ttft.get("mean_ns"), tpot.get("mean_ns"), serving.get("decode_tokens_per_s"))
+    return {name: float("nan") if v is None else v for name, v in zip(SERVING_MEANS, values, strict=True)}
 
 
 def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:

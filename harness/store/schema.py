@@ -253,8 +253,8 @@ def is_ours(columns: dict[str, set[str]]) -> bool:
 
 # generate's serving figures in the runs' table (the run's summary holds them all: harness.execution.generate)
 SERVING_COLUMNS = [
-    "decode_path", "ttft_p50_ns", "ttft_p99_ns", "tpot_mean_ns", "tpot_p50_ns", "tpot_p90_ns", "tpot_p99_ns",
-    "kv_cache_bytes", "kv_cache_analytic_bytes", "decode_gpu_busy",
+    "decode_path", "ttft_mean_ns", "ttft_p50_ns", "ttft_p99_ns", "tpot_mean_ns", "tpot_p50_ns", "tpot_p90_ns",
+    "tpot_p99_ns", "decode_tokens_per_s", "kv_cache_bytes", "kv_cache_analytic_bytes", "decode_gpu_busy",
 ]  # fmt: skip
 
 
@@ -263,12 +263,14 @@ def serving_row(serving: dict[str, Any]) -> dict[str, Any]:
     ttft, tpot = serving.get("ttft_ns") or {}, serving.get("tpot_ns") or {}
     return {
         "decode_path": serving.get("decode"),
+        "ttft_mean_ns": ttft.get("mean_ns"),
         "ttft_p50_ns": ttft.get("p50_ns"),
         "ttft_p99_ns": ttft.get("p99_ns"),
         "tpot_mean_ns": tpot.get("mean_ns"),
         "tpot_p50_ns": tpot.get("p50_ns"),
         "tpot_p90_ns": tpot.get("p90_ns"),
         "tpot_p99_ns": tpot.get("p99_ns"),
+        "decode_tokens_per_s": serving.get("decode_tokens_per_s"),  # batch / TPOT mean
         "kv_cache_bytes": serving.get("kv_cache_bytes"),
         "kv_cache_analytic_bytes": serving.get("kv_cache_analytic_bytes"),
         "decode_gpu_busy": serving.get("decode_gpu_busy"),  # a share (0–1) from a capture of the GPU
