@@ -315,7 +315,7 @@ def test_run_repeats_stopped_between_runs_shows_and_keeps_those_it_ran(
 
 
 def test_an_interrupted_baseline_the_database_would_not_take_is_not_said_stored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
 ) -> None:
     """`run --nsys` stopped in its baseline run said "stored as interrupted" of a baseline the database
     would not take (its line, naming the file, came right after)."""
@@ -347,7 +347,7 @@ def test_an_interrupted_baseline_the_database_would_not_take_is_not_said_stored(
 
 
 def test_an_interrupted_profiled_run_the_database_would_not_take_is_not_said_stored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
 ) -> None:
     """`run --nsys` and `run --profiler torch` stopped part way said "stored as interrupted" (written before
     the save) of a run the database would not take."""

@@ -306,7 +306,9 @@ def test_a_plant_whose_finding_is_not_in_the_baseline_says_why(tmp_db: str) -> N
     assert not [n for n in found.notes if n.startswith("--plant")]
 
 
-def test_the_final_configuration_is_a_command_that_runs_it_again(tmp_db: str, monkeypatch) -> None:
+def test_the_final_configuration_is_a_command_that_runs_it_again(
+    tmp_db: str, monkeypatch, nsys_bin: str
+) -> None:
     """The note of the final configuration is a `harness run` line with the plant and each fix kept, and
     that line, parsed and checked as `run` does, makes the very configuration optimize ended with (a fix
     that changes what the plant sets included: launch-bound's batch 1 made larger)."""
@@ -395,7 +397,7 @@ def test_ctrl_c_in_the_baseline_only_runs_ends_there(tmp_db: str) -> None:
 
 
 def test_optimize_stopped_by_ctrl_c_exits_130_after_its_table(
-    tmp_db: str, monkeypatch: pytest.MonkeyPatch
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
 ) -> None:
     machine = Stopped(0, {}, [], {})
 
