@@ -178,6 +178,18 @@ def test_profile_without_program_is_one_line_error(tmp_db: str) -> None:
     assert "no program given" in result.stderr and "Traceback" not in result.output
 
 
+def test_a_missing_program_is_said_before_a_missing_nsys(
+    tmp_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the user gave wrong on the command line (no program, or one not there) is said first, as a
+    usage error, on a machine with or without an nsys."""
+    monkeypatch.setenv("HARNESS_NSYS", str(tmp_path / "no-nsys"))
+    for args in (["profile"], ["profile", "--", str(tmp_path / "nope")]):
+        result = runner.invoke(app, args, catch_exceptions=False)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(("error: no program given", "error: program ")), result.stderr
+
+
 def test_profile_missing_program_is_one_line_error(tmp_db: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["profile", "--", str(tmp_path / "nope")], catch_exceptions=False)
     assert result.exit_code == 2

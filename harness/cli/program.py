@@ -44,6 +44,7 @@ def profile_cmd(
     export's tables. Its NVTX ranges are its phases; the exit code is the program's."""
 
     check_run_name(name)
+    programs.check_program(ctx.args)  # a usage error first, whatever the nsys
     # the program's CUDA is unknown: what this nsys may lose of the driver's, said before it runs; checked
     # before the store, so that a refused nsys creates no database
     checked_nsys = nsys_profiler.cuda_check_for(nsys_path, None)

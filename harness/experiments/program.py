@@ -117,7 +117,8 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-def _check_program(argv: Sequence[str]) -> None:
+def check_program(argv: Sequence[str]) -> None:
+    """The program given is there to run: said in one line (a usage error) before anything is looked for."""
     if not argv:
         raise UsageError("no program given: harness profile [OPTIONS] -- CMD ARGS…")
     if shutil.which(argv[0]) is None:
@@ -140,7 +141,7 @@ def profile_program(
     """
 
     check_run_name(name)  # a name, not a path: nothing is written outside profile_dir
-    _check_program(argv)
+    check_program(argv)
     info = nsys.find_nsys(nsys_path)
     check_writable(profile_dir)
     # a wrong HARNESS_STATS_FORMAT: said before the run
