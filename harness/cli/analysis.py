@@ -31,6 +31,7 @@ from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, readi
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.core.errors import UsageError
 from harness.execution.nsys import export_report, find
+from workloads.names import counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,8 +133,8 @@ def cache_cmd(
             why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None
             if why is not None:
                 cleared.kept.append((exports, why))
-        entries = "entry" if cleared.removed == 1 else "entries"
-        note(f"removed {cleared.removed:,} cache {entries} ({cleared.freed:,} bytes) from {cache.root}")
+        removed = counted(cleared.removed, "cache entry", "cache entries")
+        note(f"removed {removed} ({cleared.freed:,} bytes) from {cache.root}")
         if report is not None and not cleared.removed and not report.exists():  # a misspelt path, most likely
             warn(f"no file at {report}, and no cache entry of it: check the path")
         for folder, why in cleared.kept:
