@@ -53,6 +53,8 @@ fuzz: setup
 # the fuzzer's corpus (tests/kineto_corpus.py: ASAN_PIECES pieces in each of 4 parts), the fixtures' pieces,
 # made-up events, hostile traces. Python allocates with malloc, so that ASan sees the buffers it reads.
 # An error's report is printed from build/asan/report.*. Needs gcc's libasan (Debian: apt-get install gcc).
+# Tests that fork worker processes (marked `forks`: they read without the C reader) are left out: a child
+# forked while another thread (xdist's) is inside ASan's allocator waits on its lock for ever.
 ASAN_CC ?= gcc
 ASAN_PIECES ?= 5000
 ASAN_SO := build/asan/_kineto_fast.so
@@ -69,7 +71,7 @@ asan: setup
 	LD_PRELOAD="$$($(ASAN_CC) -print-file-name=libasan.so)" PYTHONMALLOC=malloc \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:$(ASAN_LOG) UBSAN_OPTIONS=halt_on_error=1:$(ASAN_LOG) \
 		KINETO_ASAN_MODULE=$(ASAN_SO) CORPUS_PIECES=$(ASAN_PIECES) PYTHONPATH=tests \
-		$(PYTEST) -p kineto_asan $(ASAN_TESTS) || { cat build/asan/report.* 2>/dev/null; exit 1; }
+		$(PYTEST) -p kineto_asan -m "not forks" $(ASAN_TESTS) || { cat build/asan/report.* 2>/dev/null; exit 1; }
 
 attack: setup
 	PYTHON=$(BIN)/python scripts/attack.sh

@@ -84,7 +84,7 @@ def test_every_fixture_piece_is_read_in_c_the_same(
 
 @needs_c
 @pytest.mark.parametrize("fixture", ["nccl", "diff-control"])
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.forks)])
 def test_frames_are_the_same_without_the_c_reader(
     monkeypatch: pytest.MonkeyPatch, fixture: str, workers: int
 ) -> None:
