@@ -11,13 +11,25 @@
 # assertions read the CPU's name, text a terminal wraps, or local time: a long name wraps there); the
 # 200-column pass runs the tests that are not slow (the in-process commands, every table and note). PYTEST
 # is the pytest command (`make test-elsewhere` passes its own, on every core); extra arguments go to pytest.
+#
+#   ELSEWHERE_WIDTHS  the passes to run: "80 200" (both, the default), "80" or "200"
+#   --env             print the stand-ins as `export` lines and run nothing (CI runs all its tests under
+#                     them: its output is no terminal, so `make test` is the 80-column pass there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CPU="Intel(R) Xeon(R) Platinum 8480+ 56-Core Processor (stand-in)"
+ZONE="<+1345>-13:45"
+if [[ ${1:-} == --env ]]; then
+  printf 'export HARNESS_TEST_CPU_NAME=%q TZ=%q\n' "$CPU" "$ZONE"
+  exit 0
+fi
 read -r -a pytest <<< "${PYTEST:-.venv/bin/python -m pytest}"
-export HARNESS_TEST_CPU_NAME="Intel(R) Xeon(R) Platinum 8480+ 56-Core Processor (stand-in)"
-export TZ="<+1345>-13:45"
+export HARNESS_TEST_CPU_NAME="$CPU" TZ="$ZONE"
 say() { echo "elsewhere: a terminal of $1, TZ=$TZ, CPU \"$HARNESS_TEST_CPU_NAME\""; }
-say "80 × 24"
-COLUMNS=80 LINES=24 "${pytest[@]}" -m "elsewhere or not slow" "$@"
-say "200 × 60"
-COLUMNS=200 LINES=60 "${pytest[@]}" -m "not slow" "$@"
+for width in ${ELSEWHERE_WIDTHS:-80 200}; do
+  case $width in
+    80) say "80 × 24"; COLUMNS=80 LINES=24 "${pytest[@]}" -m "elsewhere or not slow" "$@" ;;
+    200) say "200 × 60"; COLUMNS=200 LINES=60 "${pytest[@]}" -m "not slow" "$@" ;;
+    *) echo "elsewhere: ELSEWHERE_WIDTHS holds $width; the widths are 80 and 200" >&2; exit 2 ;;
+  esac
+done
