@@ -157,6 +157,35 @@ def test_run_repeats_progress_counts_the_runs_done(tmp_path: Path, monkeypatch: 
     assert "run 3/3 (fresh process): 2/3 runs" in r.output
 
 
+def test_run_repeats_of_generate_shows_each_runs_serving_means(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.generate import serving_figures
+    from harness.experiments import drift as repeats
+
+    made: list[str] = []
+
+    def run(config):  # a generate run of 2 new tokens: prefill 1 ms (+ the run's index µs), tokens 400 µs
+        made.append(f"g-{len(made)}")
+        prefill = 1_000_000 + 1_000 * len(made)
+        steps = [StepRecord(0, False, {"prefill": prefill, "decode": 800_000}, tokens=[400_000, 400_000])]
+        result = RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps)
+        result.extra["serving"] = serving_figures(result, {})
+        return result, None
+
+    monkeypatch.setattr(repeats, "run_baseline", run)
+    args = ["run", "char", "--mode", "generate", "--new-tokens", "2", "-b", "1", "--device", "cpu",
+            "--repeats", "2", "--steps", "1", "--warmup", "0", "--db", f"sqlite:///{tmp_path}/r.sqlite",
+            "--format", "json"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    (table,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("repeats-")]
+    assert [row["TTFT mean (ns)"] for row in table] == [1_001_000, 1_002_000]
+    assert [row["TPOT mean (ns)"] for row in table] == [400_000, 400_000]
+    assert [row["decode tokens/s"] for row in table] == [2_500, 2_500]  # batch 1 over 0.4 ms a token
+
+
 def repeats_whose_second_run_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, error: str
 ) -> tuple[list[str], str, object]:

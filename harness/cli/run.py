@@ -143,7 +143,7 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
         notes.append("fewer than two runs ended ok: no drift measured")
     emit_many(
         [
-            (f"{done.experiment}: {len(results)} runs ({device})", results_table(results)),
+            (f"{done.experiment}: {len(results)} runs ({device})", results_table(results, serving=True)),
             ("drift between runs (one run's standard deviation of its mean)",
              drift.drift_table(done.drift, phases_for(config.mode, config.world_size))),
         ],
