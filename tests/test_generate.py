@@ -197,6 +197,30 @@ def test_cuda_graphs_refuses_what_a_replay_cannot_do(monkeypatch: pytest.MonkeyP
         validate(RunConfig(model="tiny", mode="generate", device="cuda", cuda_graphs=True, nvtx_detail=True))
 
 
+@pytest.mark.parametrize(("flag", "done"), [("--compile", "compiled"), ("--cuda-graphs", "replayed")])
+def test_a_decode_path_for_one_new_token_is_refused_before_any_work(
+    tmp_db: str, flag: str, done: str
+) -> None:
+    # --new-tokens 1 decodes no token: the flag would change nothing, yet the run was stored as compiled
+    result = invoke("run", "tiny", "--mode", "generate", "--new-tokens", "1", flag, "--device", "cpu")
+    assert result.exit_code == 2
+    assert one_line_error(result) == (
+        f"error: {flag} applies to generate's decode step, and --new-tokens 1 decodes no token (the first is "
+        f"prefill's, eager on every path): nothing would be {done}; leave {flag} out or decode 2 or more"
+    )
+    assert ResultsStore(tmp_db).count_runs() == 0
+
+
+def test_optimize_tries_no_decode_path_for_one_new_token() -> None:
+    from harness.experiments.changes import CHANGES, NO_DECODE
+
+    one = RunConfig(model="tiny", mode="generate", device="cuda", new_tokens=1)
+    assert CHANGES["compile"](one, "cuda") == NO_DECODE
+    assert CHANGES["cuda-graphs"](one, "cuda") == NO_DECODE
+    two = RunConfig(model="tiny", mode="generate", device="cuda", new_tokens=2)
+    assert CHANGES["compile"](two, "cuda").compile and CHANGES["cuda-graphs"](two, "cuda").cuda_graphs
+
+
 @pytest.mark.slow
 def test_compile_decodes_from_the_static_cache() -> None:
     result = run_workload(

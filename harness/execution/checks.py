@@ -66,6 +66,12 @@ def validate(config: RunConfig) -> None:
         raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
     if config.cuda_graphs:
         _check_graphs(config)
+    if config.mode == "generate" and config.new_tokens == 1 and (config.cuda_graphs or config.compile):
+        flag, done = ("--cuda-graphs", "replayed") if config.cuda_graphs else ("--compile", "compiled")
+        raise UsageError(
+            f"{flag} applies to generate's decode step, and --new-tokens 1 decodes no token (the first is "
+            f"prefill's, eager on every path): nothing would be {done}; leave {flag} out or decode 2 or more"
+        )
     spec = workloads.get_spec(config.model)
     if config.mode == "generate":
         check_generate_length(config, spec)

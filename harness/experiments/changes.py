@@ -52,6 +52,10 @@ def _larger_batch(c: RunConfig, device: str) -> RunConfig | str:
     return _with(c, "larger-batch", batch_size=batch)
 
 
+# generate's --compile and --cuda-graphs take its decode step only
+NO_DECODE = "--new-tokens 1 decodes no token: no decode step to compile or replay"
+
+
 def _compile(c: RunConfig, device: str) -> RunConfig | str:
     if c.compile:
         return "compiled already"
@@ -59,6 +63,8 @@ def _compile(c: RunConfig, device: str) -> RunConfig | str:
         return "not tried on the CPU: compiling the step takes longer than the runs it is measured by"
     if c.cuda_graphs:
         return "--cuda-graphs and --compile both replay a static decode step: one of them"
+    if c.mode == "generate" and c.new_tokens == 1:
+        return NO_DECODE
     return _with(c, "compile", compile=True)
 
 
@@ -105,6 +111,8 @@ def _cuda_graphs(c: RunConfig, device: str) -> RunConfig | str:
         return "the decode step is replayed already" if c.cuda_graphs else "--compile replays it already"
     if c.nvtx_detail:
         return "--nvtx-detail's hooks do not run in a replayed graph"
+    if c.new_tokens == 1:
+        return NO_DECODE
     return _with(c, "cuda-graphs", cuda_graphs=True)
 
 
