@@ -241,3 +241,22 @@ def test_a_train_worker_killed_outright_keeps_its_tokens_per_s(tmp_path) -> None
     steps_path(res).write_text(json.dumps(asdict(steps[0])) + "\n")  # warm-up only: nothing measured
     warm_only = read_worker_result(RunConfig(model="char", warmup=1, steps=5), "c", res, -9, "")
     assert warm_only.tokens_per_s is None
+
+
+@pytest.mark.parametrize(("mode", "context"), [("train", 16), ("generate", 16)])
+def test_a_worker_killed_outright_keeps_the_model_it_was_to_build(tmp_path, mode: str, context: int) -> None:
+    """A sweep point killed before it wrote its result keeps the model's shape and parameters (from its
+    spec), where its row in `runs` and the sweep's table had none: the model the run builds, counted."""
+    from dataclasses import asdict
+
+    from harness.execution.worker import read_worker_result
+
+    config = RunConfig(model="tiny", mode=mode, context_length=context, vocab_size=500)
+    built = run_workload(RunConfig(model="tiny", mode=mode, context_length=context, vocab_size=500,
+                                   device="cpu", steps=1, warmup=0))  # fmt: skip
+    killed = read_worker_result(config, "tiny-1", tmp_path / "result.json", -9, "")
+    assert killed.status == "error" and killed.model is not None
+    assert asdict(killed.model) == asdict(built.model)
+    assert (killed.model.d_model, killed.model.num_layers, killed.model.context_length) == (512, 4, context)
+    assert killed.model.params == 2 * 500 * 512 + 4 * (4 * 512**2 + 3 * 512 * 1344 + 2 * 512) + 512
+    assert read_worker_result(RunConfig(model="nonesuch"), "n-1", tmp_path / "r.json", -9, "").model is None

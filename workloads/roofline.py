@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from workloads import memory
 from workloads.names import DECODE, PREFILL
 from workloads.specs import ModelSpec
 
@@ -71,12 +72,8 @@ ADAMW_BYTES = 28  # per parameter: read p, grad, m, v; write p, m, v; fp32
 
 
 def param_count(spec: ModelSpec) -> int:
-    """Parameters of the model `spec` builds (the tied GPT-2 head counted once)."""
-    d, f, n, v = spec.d_model, spec.d_ff, spec.num_layers, spec.vocab_size
-    if spec.family == "transformer":
-        return 2 * v * d + n * (4 * d * d + 3 * d * f + 2 * d) + d
-    per_layer = (4 * d * d + 4 * d) + (2 * d * f + f + d) + 4 * d  # attention, MLP, two LayerNorms
-    return v * d + spec.context_length * d + n * per_layer + 2 * d
+    """Parameters of the model `spec` builds (the tied GPT-2 head counted once: workloads.memory's count)."""
+    return memory.param_count(spec)[0]
 
 
 def _linear(tokens: int, n_in: int, n_out: int, count: int, bias: bool, s: int) -> tuple[int, ...]:

@@ -38,9 +38,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from harness.energy.power import PowerSources
+    from workloads.specs import ModelSpec
 
 import workloads
 from workloads import flops, peak
+from workloads import memory as workload_memory
 
 ProgressFn = Callable[[int, int], None]
 StepFn = Callable[[StepRecord], None]
@@ -54,6 +56,26 @@ class StepHook(Protocol):
     def recording(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def step(self) -> None: ...
+
+
+def run_spec(config: RunConfig) -> ModelSpec:
+    """The model a run of `config` builds: its size with --vocab-size and, but in generate (whose
+    --context-length is its prompt), --context-length."""
+    spec = workloads.get_spec(config.model)
+    context = config.context_length if config.mode != "generate" else None
+    return spec.with_overrides(vocab_size=config.vocab_size, context_length=context)
+
+
+def planned_model(config: RunConfig) -> ModelInfo | None:
+    """The model a run of `config` builds, told from its spec alone (its parameters by the closed form,
+    workloads.memory.param_count, which counts what build_model makes): what a run whose worker died
+    before it wrote its result stores. None for a size that is not known."""
+    try:
+        spec = run_spec(config)
+    except ValueError:
+        return None
+    context = prompt_length(config, spec) if config.mode == "generate" else None
+    return ModelInfo.from_spec(spec, workload_memory.param_count(spec)[0], context)
 
 
 def run_workload(
@@ -82,11 +104,7 @@ def run_workload(
     import torch
 
     device = resolve_device(config.device)  # the configuration was checked (harness.execution.checks)
-    spec = workloads.get_spec(config.model)
-    if config.mode != "generate":
-        spec = spec.with_overrides(vocab_size=config.vocab_size, context_length=config.context_length)
-    elif config.vocab_size:
-        spec = spec.with_overrides(vocab_size=config.vocab_size)
+    spec = run_spec(config)
     result = RunResult(
         run_id=run_id or new_id(config.model),
         config=config,

@@ -33,9 +33,8 @@ from harness.core.signals import interrupted, name, signal_of, sigterm_raises
 from harness.execution import supervisor
 from harness.execution.generate import serving_figures
 from harness.execution.ranks import distributed
-from harness.execution.runner import run_workload
+from harness.execution.runner import planned_model, run_workload
 from workloads.names import counted
-from workloads.specs import get_spec
 
 STDERR_TAIL = 2000
 ENTRY = "harness.execution.worker"  # python -m ENTRY CONFIG RESULT
@@ -178,9 +177,11 @@ def read_worker_result(
 def with_kept_figures(result: RunResult) -> RunResult:
     """A run whose worker died before it wrote its result (killed, crashed) keeps the figures its logged
     steps give, as a run interrupted inside its worker does: its tokens/s, and generate's serving figures
-    (TTFT, TPOT, tokens/s), of the measured steps kept; the decode path and KV cache, which only the
-    worker knew, are left out."""
+    (TTFT, TPOT, tokens/s), of the measured steps kept, and the model it was to build (its shape and
+    parameters, from its spec); the decode path and KV cache, which only the worker knew, are left out."""
     config = result.config
+    if result.model is None:
+        result.model = planned_model(config)
     if config.mode == "generate":
         serving = serving_figures(result, {})
         if serving is not None:
@@ -189,19 +190,11 @@ def with_kept_figures(result: RunResult) -> RunResult:
             result.tokens_per_s = serving["output_tokens_per_s"]
         return result
     measured = [sum(s.phases.values()) for s in result.steps if not s.warmup and s.phases]
-    context = config.context_length or _model_context(config.model)
+    context = result.model.context_length if result.model else None
     if measured and context and sum(measured):
         # train and forward: batch × context over the mean measured step, as the runner's
         result.tokens_per_s = config.batch_size * context / (sum(measured) / len(measured) / 1e9)
     return result
-
-
-def _model_context(model: str) -> int | None:
-    """The context length `model` is built with when --context-length is not given (None: not known)."""
-    try:
-        return get_spec(model).context_length
-    except ValueError:
-        return None
 
 
 def _output_end(text: str, dropped: int) -> tuple[str, int]:
