@@ -258,12 +258,20 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     assert [(row["Finding"], row["Change"]) for row in rows] == [("data-loader", "loader-workers")]
     assert rows[0]["Applies"].startswith("no: proposed, not applied")
     assert len(store.runs()) == 1  # nothing run
-    assert f"run {result.run_id} is the harness's own: `harness optimize tiny …` tries them" in r.stderr
-    planted = Machine({}, [], {}).timed(config(plant="slow-loader"))
+    assert f"run {result.run_id} is the harness's own: `harness optimize tiny --device cpu` tries them" in (
+        " ".join(r.stderr.split())
+    )
+    # its settings and its plant (not the clean model's); optimize's own warm-up and steps, not the run's
+    planted = Machine({}, [], {}).timed(
+        RunConfig(model="tiny", device="cpu", mode="forward", precision="bf16", batch_size=8, warmup=5,
+                  steps=10, plant="slow-loader")
+    )  # fmt: skip
     store.save(planted, advice={"health": {}, "findings": found})
     r = runner.invoke(app, ["optimize", planted.run_id, "--db", tmp_db, "--format", "json"])
     said = " ".join(r.stderr.split())
-    assert "`harness optimize tiny --plant slow-loader …` tries them" in said  # not the clean model's
+    again = "harness optimize tiny --mode forward --device cpu --precision bf16 --batch-size 8"
+    again += " --plant slow-loader"
+    assert f"`{again}` tries them" in said
 
 
 @pytest.mark.slow

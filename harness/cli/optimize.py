@@ -5,7 +5,7 @@ applied."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated
 
@@ -37,6 +37,7 @@ from harness.cli.terminal.output import Format, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.errors import HarnessError, UsageError
+from harness.core.records import RunConfig
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
 from harness.experiments import optimize as opt
@@ -58,8 +59,14 @@ class Short(Workload):
     steps: StepsOpt = 3
 
 
+# the workload options optimize does not take (and chooses itself: its runs' warm-up and steps)
+NOT_SHORT = ("nvtx_detail", "power", "power_period", "fix")
+OWN_CHOICE = (*NOT_SHORT, "warmup", "steps")
+RUN_CONFIG_FIELDS = {f.name for f in fields(RunConfig)}
+
+
 @cli_errors
-@option_group("workload", Short, ("nvtx_detail", "power", "power_period", "fix"))
+@option_group("workload", Short, NOT_SHORT)
 def optimize_cmd(
     ctx: typer.Context,
     target: Annotated[
@@ -187,10 +194,13 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
         if run.advice is None:
             notes.append(f"run {run.id} has no findings stored: profile it (`run --nsys`, `profile -- CMD`)")
         if run.mode != "program":
-            # its plant too: without it the configuration tried has none of the planted cause's findings
-            plant = (run.config or {}).get("plant")
-            again = f"harness optimize {run.model}" + (f" --plant {plant}" if plant else "")
-            notes.append(f"run {run.id} is the harness's own: `{again} …` tries them")
+            # its settings, its plant too: without them the configuration tried is not the run's, and has
+            # none of the planted cause's findings; optimize's own short runs in place of its steps
+            stored = {k: v for k, v in (run.config or {}).items() if k in RUN_CONFIG_FIELDS}
+            again = run_command(
+                RunConfig(**stored), run.device, command="optimize", defaults=Short(), leave=OWN_CHOICE
+            )
+            notes.append(f"run {run.id} is the harness's own: `{again}` tries them")
     if not found:
         notes.append("no finding: nothing to propose")
     emit_many([(f"proposals for {source} (not applied)", prop.proposal_table(prop.proposed(found)))], format,

@@ -8,7 +8,7 @@ runs."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import Enum, StrEnum
 from pathlib import Path
@@ -173,16 +173,26 @@ def make_config(model: str, workload: Workload) -> RunConfig:
     return RunConfig(model=model, **given)
 
 
-def run_command(config: RunConfig, device: str | None = None) -> str:
-    """`harness run` with the options that make `config`, for a user to paste: those other than run's
-    defaults and than what its plant sets, each fix as `--fix` and what it changes; `device`: the one it
-    resolved to, in place of auto."""
+def run_command(
+    config: RunConfig,
+    device: str | None = None,
+    *,
+    command: str = "run",
+    defaults: Workload = DEFAULT,
+    leave: Collection[str] = (),
+) -> str:
+    """`harness run` (or `command`, whose option group's defaults are `defaults`) with the options that
+    make `config`, for a user to paste: those other than the defaults and than what its plant sets, each fix
+    as `--fix` and what it changes, none of the Workload fields in `leave` (the command's own choice);
+    `device`: the one it resolved to, in place of auto."""
     planted = catalogue.settings(config.plant, config.fixes)
     fixed = {name for fix in config.fixes if fix in catalogue.FIXES for name in catalogue.FIXES[fix].fields}
-    words = ["harness", "run", config.model]
+    words = ["harness", command, config.model]
     for f in fields(Workload):
+        if f.name in leave:
+            continue
         name = RENAMED.get(f.name, f.name)
-        value, default = getattr(config, name), getattr(DEFAULT, f.name)
+        value, default = getattr(config, name), getattr(defaults, f.name)
         if name == "device" and value == "auto" and device is not None:
             value = device
         default = default.value if isinstance(default, Enum) else default
