@@ -12,10 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from analysis.errors import ExportError
+
 if TYPE_CHECKING:  # pandas is imported where used: member and round_half_up serve pandas-free tables
     import pandas as pd
 
 STAT_COLUMNS = ["Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
+# an int64 total wraps round past this (292 years of ns): times that add up to it are not a capture's
+TOTAL_MAX = 2**63
+PAST_TOTAL = (
+    "times that add up to more than 2**63 ns (292 years) in one row: not a capture's times (a damaged "
+    "export or trace): export or record it again"
+)
 
 
 def round_half_up(values: pd.Series | np.ndarray, digits: int = 1) -> np.ndarray:
@@ -114,6 +122,10 @@ def aggregate(group: np.ndarray, values: np.ndarray) -> pd.DataFrame:
     import pandas as pd
 
     stats = ["sum", "size", "mean", "median", "min", "max", "std"]
+    if len(values) and float(np.abs(values).sum(dtype=np.float64)) >= TOTAL_MAX / 2:  # a total could wrap
+        sums = pd.Series(values, dtype=np.float64).groupby(group).sum()
+        if (sums.abs() >= TOTAL_MAX).any():
+            raise ExportError(PAST_TOTAL)
     if len(group) <= BLOCK:
         return pd.Series(values).groupby(group, sort=True).agg(stats).reset_index(drop=True)
     order = np.argsort(group, kind="stable")
@@ -222,6 +234,8 @@ def figures(values: np.ndarray) -> tuple[int, int, float, float, int, int, float
     two-pass (mean, then squared deviations; 0 for a single value). For tables built a block at a time
     that hold only each group's values (4 bytes each where they fit), not a frame of them."""
     count = len(values)
+    if abs(float(values.sum(dtype=np.float64))) >= TOTAL_MAX:  # the int64 sum would wrap round
+        raise ExportError(PAST_TOTAL)
     total = int(values.sum(dtype=np.int64))
     half = count // 2
     part = np.partition(values, [half - 1, half] if count > 1 else [half])

@@ -14,6 +14,7 @@ from conftest import shared_export
 from export_data import derive
 from typer.testing import CliRunner
 
+from analysis.stats import PAST_TOTAL
 from analysis.trace.opening import open_trace
 from harness.cli import app
 
@@ -313,3 +314,26 @@ def test_memops_says_a_copy_without_a_byte_count_is_left_out_of_the_sizes(
     said = "left out 1 of 6 memory operations with no byte count from the sizes"
     assert said in result.stderr and "Traceback" not in result.output
     assert said not in run("memops", beast, "--format", "csv").stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "sql"),
+    [
+        (["osrt"], 'UPDATE OSRT_API SET "end" = 1000000000000000000'),  # 10,908 calls of ~31 years
+        (["nvtx"], 'UPDATE NVTX_EVENTS SET "end" = 2000000000000000000'),  # 8 ranges a name of ~63 years
+    ],
+)
+def test_times_that_add_up_past_int64_are_one_line_not_a_wrapped_total(
+    cpu_export: Path, tmp_path: Path, command: list[str], sql: str
+) -> None:
+    # each time lies within the 2**62 ns a time may take, but their total wrapped round int64: osrt said
+    # -1,446,744,111,590,443,473 ns and a Time (%) of -2.4
+    damaged = derive(cpu_export, tmp_path / "long.sqlite", sql)
+    result = run(*command, damaged, "--format", "json")
+    assert result.exit_code == 1, result.output
+    (line,) = [x for x in result.stderr.splitlines() if not x.startswith("note:")]
+    assert line == f"error: {PAST_TOTAL}"
+    assert run(*command, cpu_export, "--format", "json").exit_code == 0
+    # the summary leaves the table out, saying why, and prints the others
+    summary = run("summary", damaged, "--format", "json")
+    assert summary.exit_code == 0 and PAST_TOTAL in summary.stdout
