@@ -16,9 +16,10 @@ import workloads
 from analysis.trace.opening import open_trace
 from analysis.views.blocks import GROUPS, LAYER, LEAVES, OUTSIDE, block_records, block_table, leaf_sum_check
 from harness.cli import app
-from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.core.records import BlockRecord, RunConfig, RunResult, StepRecord
 from harness.execution.block_timers import BlockTimers
 from harness.execution.runner import run_workload
+from harness.experiments.run_tables import block_report
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -173,6 +174,18 @@ def test_store_keeps_block_timings(tmp_db) -> None:
     store.save_blocks("tiny-blk", _records([(0, None, "norm", "forward", 7, 3)]), "torch-trace")
     again = store.block_timings(["tiny-blk"])
     assert again[["block", "calls", "source"]].values.tolist() == [["norm", 3, "torch-trace"]]
+
+
+def test_blocks_title_counts_its_steps(tmp_db) -> None:
+    """The title says how many measured steps the means are over, one step as one."""
+    store = ResultsStore(tmp_db)
+    for run_id, steps in (("tiny-one", 1), ("tiny-two", 2)):
+        config = RunConfig(model="tiny", nvtx_detail=True, warmup=0, steps=steps)
+        timed = [StepRecord(i, False, {"forward": 100}) for i in range(steps)]
+        blocks = [BlockRecord(i, 0, "mlp", "forward", 40, 1) for i in range(steps)]
+        store.save(RunResult(run_id=run_id, config=config, status="ok", steps=timed, blocks=blocks))
+    assert block_report(store, "tiny-one").title.endswith("mean per step over 1 step, source timers")
+    assert block_report(store, "tiny-two").title.endswith("mean per step over 2 steps, source timers")
 
 
 def _blocks_json(*args: str) -> tuple[list[dict], str]:

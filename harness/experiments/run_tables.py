@@ -21,7 +21,7 @@ from harness.core.errors import HarnessError
 from harness.core.nvtx_ranges import block_names
 from harness.core.records import RunResult, measured_steps, phases_for, phases_of
 from harness.store.blocks import BlockRecords, resolve, stored_blocks, trace_of
-from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES
+from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES, counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -326,7 +326,7 @@ class BlockReport:
         r = self.run
         return (
             f"blocks of run {r.id} ({r.model} {r.mode}, {r.attention} attention): "
-            f"mean per step over {self.steps} steps, source {self.source}"
+            f"mean per step over {counted(self.steps, 'step')}, source {self.source}"
         )
 
 
