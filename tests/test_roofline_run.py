@@ -135,6 +135,29 @@ def test_roofline_of_a_generate_run_places_prefill_and_decode(tmp_db) -> None:
     assert phases == ["prefill", "decode", "step"]
 
 
+def test_roofline_title_of_a_generate_run_of_one_new_token(tmp_db) -> None:
+    """One new token is prefill's alone: the title counts it as one token."""
+    store = ResultsStore(tmp_db)
+    gen = _run("char-g1", "char", blocks=False)
+    gen.config.mode, gen.config.new_tokens = "generate", 1
+    gen.steps = [StepRecord(i, i == 0, {"prefill": 3_000_000, "decode": 1_000}) for i in range(3)]
+    store.save(gen)
+    assert "char generate, batch 2 × prompt 16 + 1 token, fp32" in run_report(store, "char-g1").title
+
+
+def test_measure_of_a_run_on_a_device_this_machine_lacks_is_one_line(tmp_db, monkeypatch) -> None:
+    """--measure of a CUDA run where there is no CUDA: one line about --measure and the run's device, not
+    resolve_device's, which names --device (refused with a RUN)."""
+    import torch
+
+    ResultsStore(tmp_db).save(_run("char-gpu", "char", device="cuda", name="NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = runner.invoke(app, ["roofline", "char-gpu", "--measure"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: run char-gpu ran on cuda: --measure measures this machine's cuda")
+    assert "--device" not in result.output and result.output.count("\n") == 1
+
+
 def test_dashboard_panels_for_block_runs(tmp_db) -> None:
     store = ResultsStore(tmp_db)
     empty = collect(store)
