@@ -275,6 +275,18 @@ def test_blocks_of_a_run_without_detail_is_one_line(tmp_db) -> None:
     assert latest.exit_code == 2 and "no run made with --nvtx-detail" in latest.output
 
 
+def test_blocks_of_a_programs_run_names_a_model_to_run(tmp_db) -> None:
+    """A `harness profile -- CMD` run is named after its program: the hint runs a model, not the program."""
+    from harness.experiments.program import program_config
+
+    store = ResultsStore(tmp_db)
+    store.save(RunResult(run_id="myprog-1", config=program_config("myprog"), status="ok"))
+    result = runner.invoke(app, ["blocks", "myprog-1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "run myprog-1 is a program's (harness profile)" in result.output
+    assert "harness run tiny --nvtx-detail" in result.output and "harness run myprog" not in result.output
+
+
 @pytest.mark.slow
 def test_nsys_run_blocks_come_from_its_export(tmp_db, tmp_path: Path, nsys_bin: str) -> None:
     args = ["run", "char", "--device", "cpu", "--nvtx-detail", "--steps", "2", "--warmup", "1",

@@ -19,7 +19,7 @@ from analysis.runs.steady import REMAINDER, STEP, PhaseStats, phase_stats, step_
 from analysis.views.blocks import block_table
 from harness.core.errors import HarnessError
 from harness.core.nvtx_ranges import block_names
-from harness.core.records import RunResult, measured_steps, phases_for, phases_of
+from harness.core.records import PROGRAM_MODE, RunResult, measured_steps, phases_for, phases_of
 from harness.store.blocks import BlockRecords, resolve, stored_blocks, trace_of
 from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES, counted
 
@@ -360,9 +360,12 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
     run = resolve(store, ref)
     found = block_records_of(store, run)
     if found is None:
+        # a program's run (`harness profile -- CMD`) is named after its program, not a model
+        program = run.mode == PROGRAM_MODE
+        how = "is a program's (harness profile)" if program else "was made without --nvtx-detail"
         raise HarnessError(
-            f"run {run.id} was made without --nvtx-detail: it has no per-block times; "
-            f"`harness run {run.model} --nvtx-detail` makes a run that has",
+            f"run {run.id} {how}: it has no per-block times; "
+            f"`harness run {'tiny' if program else run.model} --nvtx-detail` makes a run that has",
             exit_code=2,
         )
     records, source, steps = found.records, found.source, found.steps
