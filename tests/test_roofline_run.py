@@ -158,6 +158,17 @@ def test_measure_of_a_run_on_a_device_this_machine_lacks_is_one_line(tmp_db, mon
     assert "--device" not in result.output and result.output.count("\n") == 1
 
 
+def test_html_never_replaces_the_runs_trace(tmp_db, tmp_path) -> None:
+    """--html naming the run's own trace (its measurement) is refused in one line, the trace left whole."""
+    trace = tmp_path / "run.pt.trace.json"
+    trace.write_text("{}")
+    ResultsStore(tmp_db).save(_run("char-t", "char"), profiler="torch", artifacts={"trace": str(trace)})
+    result = runner.invoke(app, ["roofline", "char-t", "--gpu", "H100", "--html", str(trace)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --html {trace} is a file this command reads")
+    assert trace.read_text() == "{}"
+
+
 def test_dashboard_panels_for_block_runs(tmp_db) -> None:
     store = ResultsStore(tmp_db)
     empty = collect(store)
