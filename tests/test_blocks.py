@@ -188,6 +188,27 @@ def test_blocks_title_counts_its_steps(tmp_db) -> None:
     assert block_report(store, "tiny-two").title.endswith("mean per step over 2 steps, source timers")
 
 
+def test_a_run_across_ranks_keeps_its_first_ranks_block_times(tmp_db) -> None:
+    """`run --nproc 2 --nvtx-detail`: every rank timed its blocks; the run keeps the first rank's (as a
+    profiled run keeps its first rank's trace), and the table sets them against that rank's phases."""
+    from harness.execution.ranks.multirank import Launched, combine
+
+    config = RunConfig(model="tiny", nvtx_detail=True, warmup=0, steps=1, nproc=2)
+    ranks = {}
+    for rank, forward, mlp in ((0, 100, 40), (1, 300, 90)):
+        steps = [StepRecord(0, False, {"forward": forward}, rank=rank)]
+        blocks = [BlockRecord(0, 0, "mlp_up", "forward", mlp, 1)]
+        ranks[rank] = RunResult(run_id="tiny-ranks", config=config, status="ok", steps=steps, blocks=blocks)
+    result = combine(config, "tiny-ranks", Launched(ranks, 0, ""))
+    assert [(b.block, b.duration_ns) for b in result.blocks] == [("mlp_up", 40)]
+    store = ResultsStore(tmp_db)
+    store.save(result)
+    report = block_report(store, "tiny-ranks")
+    rows = report.table.set_index(["phase", "block"])["Mean (ns)"]
+    assert rows[("forward", OUTSIDE)] == 100 - 40 and rows[("all", "step")] == 100
+    assert "across 2 ranks: the block and phase times of rank 0" in report.notes
+
+
 def _blocks_json(*args: str) -> tuple[list[dict], str]:
     result = runner.invoke(app, ["blocks", *args, "--format", "json"])
     assert result.exit_code == 0, result.output

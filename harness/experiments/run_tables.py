@@ -371,8 +371,10 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
     records, source, steps = found.records, found.source, found.steps
     notes = [f"read from {found.trace}"] if found.trace else []
     covered = {int(s) for s in records["step"]}
-    measured = [t for t in run.step_timings if not t.warmup and t.step in covered]
-    measured = measured or [t for t in run.step_timings if not t.warmup]
+    # across ranks the block times are the first rank's (its timers, its trace): so are the phases they share
+    first = min((t.rank or 0 for t in run.step_timings), default=0)
+    timings = [t for t in run.step_timings if not t.warmup and (t.rank or 0) == first]
+    measured = [t for t in timings if t.step in covered] or timings
     phase_ns: dict[str, float] = {}
     for phase in phases_for(run.mode, run.world_size or 1):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
@@ -382,6 +384,8 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
         raise HarnessError(f"run {run.id} has no measured steps")
     table = block_table(records, phase_ns, steps=steps, by_layer=by_layer)
     notes += _notes(run, source, set(records["block"]))
+    if (run.world_size or 1) > 1:
+        notes.append(f"across {run.world_size} ranks: the block and phase times of rank {first}")
     return BlockReport(run, source, steps, records, phase_ns, table, notes, untrusted_blocks(run, source))
 
 
