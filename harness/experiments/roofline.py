@@ -240,7 +240,7 @@ def _find_roofs(
     """The roofs of GPU `gpu` (datasheet), else of the device of type `kind` called `name` (its datasheet
     entry, for a GPU), and those measured on torch device `measure_on`; the last found is the one used."""
     precision = report.precision
-    if gpu:
+    if gpu is not None:  # an empty --gpu "" names no GPU: refused, never taken for none given
         named = table_roofs(gpu, precision)
         if named is None:
             raise UsageError(
