@@ -256,7 +256,10 @@ def test_a_run_across_ranks_counts_its_all_reduce_in_the_step(tmp_db) -> None:
                  for r in (0, 1) for i in range(3)]  # fmt: skip
     store = ResultsStore(tmp_db)
     store.save(run)
-    mfu = run_report(store, "tiny-ddp").mfu_frame().set_index("phase")
+    report = run_report(store, "tiny-ddp")
+    notes = " ".join(report.notes)
+    assert "sub-block times: timers of its first rank (harness blocks tiny-ddp); rope" in notes
+    mfu = report.mfu_frame().set_index("phase")
     assert list(mfu.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
     assert mfu.loc["allreduce", "flops"] == 0 and mfu.loc["allreduce", "time (ns)"] == 6_000_000
     assert mfu.loc["step", "time (ns)"] == 20_000_000

@@ -339,8 +339,10 @@ def run_report(
         times = subblock_times(found.records, found.steps)
         if "optimizer" in report.phase_ns:  # the optimizer phase is the AdamW update, nothing else
             times.loc[len(times)] = ("optimizer", "optimizer", report.phase_ns["optimizer"])
+        first = " of its first rank" if (run.world_size or 1) > 1 else ""  # as harness blocks has them
         report.notes.append(
-            f"sub-block times: {report.source} (harness blocks {run.id}); rope, residual and loss have none"
+            f"sub-block times: {report.source}{first} (harness blocks {run.id}); rope, residual and loss "
+            "have none"
         )
     else:
         report.notes.append(
