@@ -147,6 +147,22 @@ def test_cli_prints_the_table_and_saves_every_cell(monkeypatch, tmp_db: str) -> 
     assert len(set(ResultsStore(tmp_db).attention_results()["sweep_id"])) == 2
 
 
+def test_a_sweep_interrupted_after_one_cell_says_that_cell_is_stored(monkeypatch, tmp_db: str) -> None:
+    def interrupted(causal: bool):
+        def fn(q, k, v):
+            raise KeyboardInterrupt
+
+        return fn
+
+    monkeypatch.setitem(attention.FACTORIES, "sdpa", interrupted)
+    args = ["attention", "--device", "cpu", "--batch", "1", "--head-dims", "8", "--seq-lens", "16"]
+    result = runner.invoke(app, [*args, "--warmup", "0", "--trials", "1"], catch_exceptions=False)
+    assert result.exit_code == 130, result.output
+    flat = " ".join(result.stderr.split())
+    assert "interrupted by SIGINT after 1 of 2 cells; the cell measured is stored" in flat
+    assert len(ResultsStore(tmp_db).attention_results()) == 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -155,6 +171,13 @@ def test_cli_prints_the_table_and_saves_every_cell(monkeypatch, tmp_db: str) -> 
         (["--seq-lens", "0"], "--seq-lens takes positive integers, got 0"),
         (["--trials", "0"], "--trials must be a positive number, got 0"),
         (["--warmup", "-1"], "--warmup must be 0 or more, got -1"),
+        # past int64: a cell the database cannot store, a seed torch does not take
+        (["--batch", str(10**20)], f"--batch {10**20} is out of range: at most {2**63 - 1}"),
+        (["--seed", str(2**64)], f"--seed {2**64} is out of range: at most {2**63 - 1}"),
+        (
+            ["--impl", "math", "--head-dims", "16", "--seq-lens", f"128,{2**63}"],
+            f"--seq-lens {2**63} is out of range: at most {2**63 - 1}",
+        ),
     ],
 )
 def test_bad_arguments_are_one_line(tmp_db: str, args: list[str], message: str) -> None:

@@ -16,9 +16,10 @@ import workloads
 from analysis.trace.opening import open_trace
 from analysis.views.blocks import GROUPS, LAYER, LEAVES, OUTSIDE, block_records, block_table, leaf_sum_check
 from harness.cli import app
-from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.core.records import BlockRecord, RunConfig, RunResult, StepRecord
 from harness.execution.block_timers import BlockTimers
 from harness.execution.runner import run_workload
+from harness.experiments.run_tables import block_report
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -175,6 +176,39 @@ def test_store_keeps_block_timings(tmp_db) -> None:
     assert again[["block", "calls", "source"]].values.tolist() == [["norm", 3, "torch-trace"]]
 
 
+def test_blocks_title_counts_its_steps(tmp_db) -> None:
+    """The title says how many measured steps the means are over, one step as one."""
+    store = ResultsStore(tmp_db)
+    for run_id, steps in (("tiny-one", 1), ("tiny-two", 2)):
+        config = RunConfig(model="tiny", nvtx_detail=True, warmup=0, steps=steps)
+        timed = [StepRecord(i, False, {"forward": 100}) for i in range(steps)]
+        blocks = [BlockRecord(i, 0, "mlp", "forward", 40, 1) for i in range(steps)]
+        store.save(RunResult(run_id=run_id, config=config, status="ok", steps=timed, blocks=blocks))
+    assert block_report(store, "tiny-one").title.endswith("mean per step over 1 step, source timers")
+    assert block_report(store, "tiny-two").title.endswith("mean per step over 2 steps, source timers")
+
+
+def test_a_run_across_ranks_keeps_its_first_ranks_block_times(tmp_db) -> None:
+    """`run --nproc 2 --nvtx-detail`: every rank timed its blocks; the run keeps the first rank's (as a
+    profiled run keeps its first rank's trace), and the table sets them against that rank's phases."""
+    from harness.execution.ranks.multirank import Launched, combine
+
+    config = RunConfig(model="tiny", nvtx_detail=True, warmup=0, steps=1, nproc=2)
+    ranks = {}
+    for rank, forward, mlp in ((0, 100, 40), (1, 300, 90)):
+        steps = [StepRecord(0, False, {"forward": forward}, rank=rank)]
+        blocks = [BlockRecord(0, 0, "mlp_up", "forward", mlp, 1)]
+        ranks[rank] = RunResult(run_id="tiny-ranks", config=config, status="ok", steps=steps, blocks=blocks)
+    result = combine(config, "tiny-ranks", Launched(ranks, 0, ""))
+    assert [(b.block, b.duration_ns) for b in result.blocks] == [("mlp_up", 40)]
+    store = ResultsStore(tmp_db)
+    store.save(result)
+    report = block_report(store, "tiny-ranks")
+    rows = report.table.set_index(["phase", "block"])["Mean (ns)"]
+    assert rows[("forward", OUTSIDE)] == 100 - 40 and rows[("all", "step")] == 100
+    assert "across 2 ranks: the block and phase times of rank 0" in report.notes
+
+
 def _blocks_json(*args: str) -> tuple[list[dict], str]:
     result = runner.invoke(app, ["blocks", *args, "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -260,6 +294,18 @@ def test_blocks_of_a_run_without_detail_is_one_line(tmp_db) -> None:
     assert "Traceback" not in result.output
     latest = runner.invoke(app, ["blocks"])
     assert latest.exit_code == 2 and "no run made with --nvtx-detail" in latest.output
+
+
+def test_blocks_of_a_programs_run_names_a_model_to_run(tmp_db) -> None:
+    """A `harness profile -- CMD` run is named after its program: the hint runs a model, not the program."""
+    from harness.experiments.program import program_config
+
+    store = ResultsStore(tmp_db)
+    store.save(RunResult(run_id="myprog-1", config=program_config("myprog"), status="ok"))
+    result = runner.invoke(app, ["blocks", "myprog-1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "run myprog-1 is a program's (harness profile)" in result.output
+    assert "harness run tiny --nvtx-detail" in result.output and "harness run myprog" not in result.output
 
 
 @pytest.mark.slow

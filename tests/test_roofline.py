@@ -465,6 +465,7 @@ def test_command_measures_the_cpu(app: typer.Typer) -> None:
         (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "char", "--context-length", "4096"], "learned positions for 64 tokens"),
         (["--gpu", "Voodoo2"], "no datasheet roofs for GPU 'Voodoo2'"),
+        (["--gpu", "", "--device", "cpu"], "no datasheet roofs for GPU ''"),  # not taken for no --gpu
         (["--batch-size", "0"], "batch size must be a positive number"),
     ],
 )

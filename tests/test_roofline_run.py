@@ -135,6 +135,40 @@ def test_roofline_of_a_generate_run_places_prefill_and_decode(tmp_db) -> None:
     assert phases == ["prefill", "decode", "step"]
 
 
+def test_roofline_title_of_a_generate_run_of_one_new_token(tmp_db) -> None:
+    """One new token is prefill's alone: the title counts it as one token."""
+    store = ResultsStore(tmp_db)
+    gen = _run("char-g1", "char", blocks=False)
+    gen.config.mode, gen.config.new_tokens = "generate", 1
+    gen.steps = [StepRecord(i, i == 0, {"prefill": 3_000_000, "decode": 1_000}) for i in range(3)]
+    store.save(gen)
+    assert "char generate, batch 2 × prompt 16 + 1 token, fp32" in run_report(store, "char-g1").title
+
+
+def test_measure_of_a_run_on_a_device_this_machine_lacks_is_one_line(tmp_db, monkeypatch) -> None:
+    """--measure of a CUDA run where there is no CUDA: one line about --measure and the run's device, not
+    resolve_device's, which names --device (refused with a RUN)."""
+    import torch
+
+    ResultsStore(tmp_db).save(_run("char-gpu", "char", device="cuda", name="NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = runner.invoke(app, ["roofline", "char-gpu", "--measure"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: run char-gpu ran on cuda: --measure measures this machine's cuda")
+    assert "--device" not in result.output and result.output.count("\n") == 1
+
+
+def test_html_never_replaces_the_runs_trace(tmp_db, tmp_path) -> None:
+    """--html naming the run's own trace (its measurement) is refused in one line, the trace left whole."""
+    trace = tmp_path / "run.pt.trace.json"
+    trace.write_text("{}")
+    ResultsStore(tmp_db).save(_run("char-t", "char"), profiler="torch", artifacts={"trace": str(trace)})
+    result = runner.invoke(app, ["roofline", "char-t", "--gpu", "H100", "--html", str(trace)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --html {trace} is a file this command reads")
+    assert trace.read_text() == "{}"
+
+
 def test_dashboard_panels_for_block_runs(tmp_db) -> None:
     store = ResultsStore(tmp_db)
     empty = collect(store)
@@ -222,7 +256,10 @@ def test_a_run_across_ranks_counts_its_all_reduce_in_the_step(tmp_db) -> None:
                  for r in (0, 1) for i in range(3)]  # fmt: skip
     store = ResultsStore(tmp_db)
     store.save(run)
-    mfu = run_report(store, "tiny-ddp").mfu_frame().set_index("phase")
+    report = run_report(store, "tiny-ddp")
+    notes = " ".join(report.notes)
+    assert "sub-block times: timers of its first rank (harness blocks tiny-ddp); rope" in notes
+    mfu = report.mfu_frame().set_index("phase")
     assert list(mfu.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
     assert mfu.loc["allreduce", "flops"] == 0 and mfu.loc["allreduce", "time (ns)"] == 6_000_000
     assert mfu.loc["step", "time (ns)"] == 20_000_000

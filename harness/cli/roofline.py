@@ -35,6 +35,7 @@ from harness.cli.terminal.output import Format, emit_many
 from harness.core.errors import HarnessError, UsageError, first_line
 from harness.experiments import roofline
 from harness.store import results as results_db
+from harness.store.blocks import resolve
 from harness.store.location import resolve_url, sqlite_file
 
 
@@ -109,9 +110,13 @@ def roofline_cmd(
         )
     if html is not None and is_stdout(html):
         raise UsageError("--html - would put the page among the tables on standard output: give a file name")
-    if html is not None:  # the results database too where no RUN is read from it: --html never replaces it
-        refuse_inputs(html, [sqlite_file(resolve_url(db))], "--html")
+    inputs = [sqlite_file(resolve_url(db))]  # the results database too where no RUN is read from it
     store = results_db.ResultsStore(db, readonly=True) if run is not None else None
+    if run is not None and html is not None:  # the run's export, report and trace: its measurement
+        found = resolve(store, run, nvtx_detail=False)
+        inputs += [found.nsys_sqlite, found.nsys_rep, *(found.artifacts or {}).values()]
+    if html is not None:  # --html never replaces what it draws from
+        refuse_inputs(html, inputs, "--html")
     if run is not None:
         report = roofline.run_report(store, run, gpu=gpu, measure=measure)
         if report.warning:  # first: the tables are read knowing it

@@ -26,6 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from harness.core import devices, env
+from harness.core.bounds import check_count
 from harness.core.errors import UsageError, first_line
 from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, new_id
 from harness.execution.timing import PhaseClock
@@ -87,6 +88,13 @@ def validate(config: AttentionConfig) -> None:
             raise UsageError(f"--{name} must be a positive number, got {value}")
     if config.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {config.warmup}")
+    # the database stores each cell's sizes and counts as int64 (a cell past it was measured, then not
+    # saved); torch takes no seed past it
+    for name, value in (("--batch", config.batch_size), ("--heads", config.num_heads),
+                        ("--warmup", config.warmup), ("--trials", config.trials), ("--seed", config.seed),
+                        *(("--head-dims", v) for v in config.head_dims),
+                        *(("--seq-lens", v) for v in config.seq_lens)):  # fmt: skip
+        check_count(name, value)
 
 
 def run_attention_sweep(

@@ -38,10 +38,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.store.results import ResultsStore
+    from harness.store.schema import Run
 
 import workloads
 from workloads import peak
 from workloads import roofline as costs_of
+from workloads.names import counted
 
 
 @dataclass
@@ -99,7 +101,7 @@ class RooflineReport:
         what = f"run {self.run_id}: " if self.run_id else ""
         shape = f"context {self.context_length}"
         if self.new_tokens is not None:
-            shape = f"prompt {self.context_length} + {self.new_tokens} tokens"
+            shape = f"prompt {self.context_length} + {counted(self.new_tokens, 'token')}"
         return (
             f"{what}{self.model} {self.mode}, batch {self.batch_size} × {shape}, {self.precision}, "
             f"{self.attention} attention"
@@ -238,7 +240,7 @@ def _find_roofs(
     """The roofs of GPU `gpu` (datasheet), else of the device of type `kind` called `name` (its datasheet
     entry, for a GPU), and those measured on torch device `measure_on`; the last found is the one used."""
     precision = report.precision
-    if gpu:
+    if gpu is not None:  # an empty --gpu "" names no GPU: refused, never taken for none given
         named = table_roofs(gpu, precision)
         if named is None:
             raise UsageError(
@@ -279,6 +281,19 @@ def _other_device(report: RooflineReport, kind: str | None, name: str, gpu: str)
         f"roofs, so the shares of the roof and MFU say how far it is from {gpu}'s peak, not how well it used "
         "its own device"
     )
+
+
+def _measuring_device(run: Run) -> Any:
+    """This machine's device of the kind `run` ran on, for --measure. Without one, a UsageError of its own:
+    resolve_device's names --device, which goes without RUN."""
+    kind = run.device if run.device in ("cpu", "cuda", "mps") else "auto"
+    try:
+        return resolve_device(kind)
+    except UsageError:
+        raise UsageError(
+            f"run {run.id} ran on {kind}: --measure measures this machine's {kind} device, and this machine "
+            "has none; without --measure it is placed against its GPU's datasheet roofs (or --gpu NAME's)"
+        ) from None
 
 
 def run_report(
@@ -324,14 +339,16 @@ def run_report(
         times = subblock_times(found.records, found.steps)
         if "optimizer" in report.phase_ns:  # the optimizer phase is the AdamW update, nothing else
             times.loc[len(times)] = ("optimizer", "optimizer", report.phase_ns["optimizer"])
+        first = " of its first rank" if (run.world_size or 1) > 1 else ""  # as harness blocks has them
         report.notes.append(
-            f"sub-block times: {report.source} (harness blocks {run.id}); rope, residual and loss have none"
+            f"sub-block times: {report.source}{first} (harness blocks {run.id}); rope, residual and loss "
+            "have none"
         )
     else:
         report.notes.append(
             f"run {run.id} has no per-block times (made without --nvtx-detail): times per phase only"
         )
-    here = resolve_device(run.device if run.device in ("cpu", "cuda", "mps") else "auto") if measure else None
+    here = _measuring_device(run) if measure else None
     _find_roofs(report, run.device, run.device_name or run.device, gpu=gpu, measure_on=here)
     if measure:
         report.notes.append("roofs measured on this machine now, not during the run")

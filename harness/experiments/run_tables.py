@@ -19,9 +19,9 @@ from analysis.runs.steady import REMAINDER, STEP, PhaseStats, phase_stats, step_
 from analysis.views.blocks import block_table
 from harness.core.errors import HarnessError
 from harness.core.nvtx_ranges import block_names
-from harness.core.records import RunResult, measured_steps, phases_for, phases_of
+from harness.core.records import PROGRAM_MODE, RunResult, measured_steps, phases_for, phases_of
 from harness.store.blocks import BlockRecords, resolve, stored_blocks, trace_of
-from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES
+from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES, counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -326,7 +326,7 @@ class BlockReport:
         r = self.run
         return (
             f"blocks of run {r.id} ({r.model} {r.mode}, {r.attention} attention): "
-            f"mean per step over {self.steps} steps, source {self.source}"
+            f"mean per step over {counted(self.steps, 'step')}, source {self.source}"
         )
 
 
@@ -360,16 +360,21 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
     run = resolve(store, ref)
     found = block_records_of(store, run)
     if found is None:
+        # a program's run (`harness profile -- CMD`) is named after its program, not a model
+        program = run.mode == PROGRAM_MODE
+        how = "is a program's (harness profile)" if program else "was made without --nvtx-detail"
         raise HarnessError(
-            f"run {run.id} was made without --nvtx-detail: it has no per-block times; "
-            f"`harness run {run.model} --nvtx-detail` makes a run that has",
+            f"run {run.id} {how}: it has no per-block times; "
+            f"`harness run {'tiny' if program else run.model} --nvtx-detail` makes a run that has",
             exit_code=2,
         )
     records, source, steps = found.records, found.source, found.steps
     notes = [f"read from {found.trace}"] if found.trace else []
     covered = {int(s) for s in records["step"]}
-    measured = [t for t in run.step_timings if not t.warmup and t.step in covered]
-    measured = measured or [t for t in run.step_timings if not t.warmup]
+    # across ranks the block times are the first rank's (its timers, its trace): so are the phases they share
+    first = min((t.rank or 0 for t in run.step_timings), default=0)
+    timings = [t for t in run.step_timings if not t.warmup and (t.rank or 0) == first]
+    measured = [t for t in timings if t.step in covered] or timings
     phase_ns: dict[str, float] = {}
     for phase in phases_for(run.mode, run.world_size or 1):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
@@ -379,6 +384,8 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
         raise HarnessError(f"run {run.id} has no measured steps")
     table = block_table(records, phase_ns, steps=steps, by_layer=by_layer)
     notes += _notes(run, source, set(records["block"]))
+    if (run.world_size or 1) > 1:
+        notes.append(f"across {run.world_size} ranks: the block and phase times of rank {first}")
     return BlockReport(run, source, steps, records, phase_ns, table, notes, untrusted_blocks(run, source))
 
 

@@ -166,7 +166,8 @@ def _tail(output: str, lines: int = 20) -> str:
 
 def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
     """One RunResult of all ranks: every step with its rank; throughput summed over ranks, MFU their mean,
-    peak memory their maximum; failed naming the rank, or interrupted, or ok when every rank was."""
+    peak memory their maximum; the block times (--nvtx-detail) of the first rank; failed naming the rank, or
+    interrupted, or ok when every rank was."""
     import statistics
 
     results = [launched.ranks[r] for r in sorted(launched.ranks)]
@@ -180,6 +181,7 @@ def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
         model=lead.model,
         env=lead.env,
         steps=[s for r in results for s in r.steps],
+        blocks=results[0].blocks,  # --nvtx-detail: the first rank's timers (a profiled run: its trace)
     )
     if all(r.status == "ok" for r in results) and launched.failure is None:
         out.tokens_per_s = _sum(r.tokens_per_s for r in results)
