@@ -304,6 +304,8 @@ RUN_COLUMNS = [
     "forward_std_ns",
     "backward_mean_ns",
     "backward_std_ns",
+    "allreduce_mean_ns",
+    "allreduce_std_ns",
     "optimizer_mean_ns",
     "optimizer_std_ns",
     "prefill_mean_ns",
@@ -377,6 +379,9 @@ def run_row(r: Run) -> dict[str, Any]:
         "forward_std_ns": stat("forward", "std_ns"),
         "backward_mean_ns": stat("backward", "mean_ns"),
         "backward_std_ns": stat("backward", "std_ns"),
+        # a train run across ranks: the gradient all-reduce, a phase of its step (None for one process)
+        "allreduce_mean_ns": stat("allreduce", "mean_ns"),
+        "allreduce_std_ns": stat("allreduce", "std_ns"),
         "optimizer_mean_ns": stat("optimizer", "mean_ns"),
         "optimizer_std_ns": stat("optimizer", "std_ns"),
         "prefill_mean_ns": stat("prefill", "mean_ns"),
