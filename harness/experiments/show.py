@@ -134,12 +134,24 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
             if other.profiler == "none"
             else " ".join(filter(None, (other.profiler, other.nsys_mode)))
         )
-        tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
+        short = (
+            ""
+            if other.status in MEASURED_STATUSES
+            else f", ended {other.status}: the steps it measured before"
+        )
+        tables.append((f"{role} {other.id} ({what}{short}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
         phases = phases_for(run.mode, run.world_size or 1)
         table = pair_table(timers(base), timers(profiled), label, profiled.profiler, phases)
-        tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
+        # a run that stopped short (out of memory, failed, interrupted) gives the steps it measured before,
+        # not the run it was: an overhead drawn from them is said to be so (the dashboard leaves such out)
+        partial = "".join(
+            f"; {r.id} ended {r.status}: its steps are those it measured before"
+            for r in (base, profiled)
+            if r.status not in MEASURED_STATUSES
+        )
+        tables.append((f"overhead of {profiled.id} against {base.id} (one run each{partial})", table))
     return tables
 
 
