@@ -325,3 +325,16 @@ def test_runs_lists_the_all_reduce_of_a_run_across_ranks(tmp_db: str) -> None:
         app, ["runs", "--wide", "--model", "tiny", "--last", "1"], env={"COLUMNS": "300"}
     )
     assert "allreduce" not in alone.stdout  # no run listed has one: no column
+
+
+def test_dashboard_of_one_run_says_one_run_in_its_subtitle(tmp_db: str, tmp_path) -> None:
+    """The page's subtitle said `1 runs from …`."""
+    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    page = tmp_path / "page.html"
+    shown = _invoke("dashboard", "--db", tmp_db, "-o", str(page))
+    assert shown.exit_code == 0, shown.output
+    text = page.read_text()
+    assert "1 run from sqlite:///" in text and "1 runs" not in text
+    ResultsStore(tmp_db).save(make_result("tiny-b"))
+    assert _invoke("dashboard", "--db", tmp_db, "-o", str(page)).exit_code == 0
+    assert "2 runs from sqlite:///" in page.read_text()
