@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from test_store import make_result
@@ -338,3 +340,19 @@ def test_dashboard_of_one_run_says_one_run_in_its_subtitle(tmp_db: str, tmp_path
     ResultsStore(tmp_db).save(make_result("tiny-b"))
     assert _invoke("dashboard", "--db", tmp_db, "-o", str(page)).exit_code == 0
     assert "2 runs from sqlite:///" in page.read_text()
+
+
+def test_the_times_runs_were_created_are_shown_with_their_zone(tmp_db: str) -> None:
+    """A run's creation time is stored in UTC, and SQLite gives it back without its zone: runs, show and
+    baseline list printed `2026-11-30T06:52:56`, which reads as local time beside a run id's local time."""
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    store.tag_baseline("main", "tiny-a")
+    (row,) = json.loads(_invoke("runs", "--format", "json").stdout)
+    created = datetime.fromisoformat(row["created_at"])
+    assert created.utcoffset() is not None and created.tzinfo is not None
+    assert abs((datetime.now(UTC) - created).total_seconds()) < 3600
+    shown = json.loads(_invoke("show", "tiny-a", "--format", "json").stdout)["run"]["created"]
+    assert shown == row["created_at"] and shown.endswith("+00:00")
+    (tag,) = json.loads(_invoke("baseline", "list", "--format", "json").stdout)
+    assert datetime.fromisoformat(tag["created_at"]).utcoffset() is not None

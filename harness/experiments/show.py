@@ -14,7 +14,7 @@ from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
 from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
-from harness.store.schema import stored_std
+from harness.store.schema import stored_std, stored_time
 from workloads.names import MEASURED_STATUSES
 from workloads.plants.catalogue import KNOBS, Knobs
 
@@ -193,7 +193,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
 
     info = {
         "run": run.id,
-        "created": run.created_at.isoformat(timespec="seconds") if run.created_at else None,
+        "created": stored_time(run.created_at),
         "status": run.status + (f" ({run.error})" if run.error else ""),
         "model": run.model,
         "mode": run.mode,
