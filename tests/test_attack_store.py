@@ -356,3 +356,13 @@ def test_the_times_runs_were_created_are_shown_with_their_zone(tmp_db: str) -> N
     assert shown == row["created_at"] and shown.endswith("+00:00")
     (tag,) = json.loads(_invoke("baseline", "list", "--format", "json").stdout)
     assert datetime.fromisoformat(tag["created_at"]).utcoffset() is not None
+
+
+def test_baseline_tag_on_a_path_without_a_database_creates_none(tmp_path: Path) -> None:
+    """`baseline tag` with --db a mistyped path made the folders and an empty results database there, then
+    said that it held no run."""
+    missing = tmp_path / "typo" / "results.sqlite"
+    shown = _invoke("baseline", "tag", "main", "-1", "--db", str(missing))
+    assert shown.exit_code == 1
+    assert shown.stderr.startswith(f"error: no results database at {missing}")
+    assert not missing.parent.exists()
