@@ -366,3 +366,15 @@ def test_baseline_tag_on_a_path_without_a_database_creates_none(tmp_path: Path) 
     assert shown.exit_code == 1
     assert shown.stderr.startswith(f"error: no results database at {missing}")
     assert not missing.parent.exists()
+
+
+def test_runs_csv_gives_a_runs_files_as_json_as_its_json_does(tmp_db: str) -> None:
+    """A run's files ({kind: path}) were written to csv as Python's repr (`{'trace': '/tmp/a b.json'}`),
+    which no script reads back; csv holds what --format json gives."""
+    ResultsStore(tmp_db).save(
+        make_result("tiny-a"), profiler="torch", artifacts={"trace": "/tmp/a b,'c'.json"}
+    )
+    (row,) = csv.DictReader(io.StringIO(_invoke("runs", "--format", "csv").stdout))
+    (as_json,) = json.loads(_invoke("runs", "--format", "json").stdout)
+    assert json.loads(row["artifacts"]) == as_json["artifacts"] == {"trace": "/tmp/a b,'c'.json"}
+    assert row["optimize"] == "" and as_json["optimize"] is None
