@@ -378,3 +378,17 @@ def test_runs_csv_gives_a_runs_files_as_json_as_its_json_does(tmp_db: str) -> No
     (as_json,) = json.loads(_invoke("runs", "--format", "json").stdout)
     assert json.loads(row["artifacts"]) == as_json["artifacts"] == {"trace": "/tmp/a b,'c'.json"}
     assert row["optimize"] == "" and as_json["optimize"] is None
+
+
+def test_show_csv_of_a_run_that_measured_no_step_keeps_the_phase_tables_header(tmp_db: str) -> None:
+    """A run out of memory in its warm-up: `show -f csv` wrote its phase table as a blank line, no header,
+    where every other table keeps its columns (a script reads the header after `# phases …`)."""
+    result = make_result("tiny-oom")
+    result.steps = result.steps[:1]  # one warm-up step, then out of memory
+    result.status, result.error = "oom", "CUDA out of memory"
+    ResultsStore(tmp_db).save(result)
+    tables = _csv_tables(_invoke("show", "tiny-oom", "--db", tmp_db, "-f", "csv").stdout)
+    assert tables["phases (measured steps)"] == []
+    shown = _invoke("show", "tiny-oom", "--db", tmp_db, "-f", "csv").stdout
+    header = shown.split("# phases (measured steps)\n", 1)[1].split("\n", 1)[0]
+    assert header == "Phase,Steps,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns)"

@@ -34,6 +34,9 @@ def _machine(run: Run) -> str | None:
     return describe(MachineLoad.from_dict(data)) if data else None
 
 
+PHASE_COLUMNS = ["Phase", "Steps", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
+
+
 def phase_table(run: Run) -> pd.DataFrame:
     """The step (its phases summed: the first figure people compare), then each phase."""
     import pandas as pd
@@ -52,7 +55,8 @@ def phase_table(run: Run) -> pd.DataFrame:
                 "StdDev (ns)": stored_std(p),
             }
             for p in [*stats, *(run.summary or {}).get("phases", [])]
-        ]
+        ],
+        columns=PHASE_COLUMNS,  # a run that measured no step: its header still, in csv too
     )
     if len(table):  # None (one step) as NaN: a column of numbers, however few steps
         table["StdDev (ns)"] = table["StdDev (ns)"].astype(float)
