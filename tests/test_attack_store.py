@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from test_store import make_result
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.store.results import ResultsStore
 
 
@@ -303,3 +306,89 @@ def test_compare_compile_whose_filter_matches_no_run_says_so(tmp_db: str) -> Non
     )
     shown = _invoke("compare-compile", "--model", "tiny", "--db", tmp_db)
     assert "`harness run tiny --device cpu --compile`" in shown.stderr
+
+
+def test_runs_lists_the_all_reduce_of_a_run_across_ranks(tmp_db: str) -> None:
+    """A run across ranks times its gradient all-reduce as a phase of its step: `runs` gave its forward,
+    backward and optimizer only, in every format, so the phases listed fell 4 ms short of its 7.5 ms step."""
+    phases = {"forward": 1_000_000, "backward": 2_000_000, "allreduce": 4_000_000, "optimizer": 500_000}
+    steps = [StepRecord(i, i < 1, dict(phases), rank=rank) for rank in range(2) for i in range(3)]
+    config = RunConfig("tiny", device="cpu", warmup=1, steps=2, nproc=2)
+    ResultsStore(tmp_db).save(RunResult("tiny-ranks", config, "ok", device="cpu", steps=steps))
+    ResultsStore(tmp_db).save(make_result("tiny-one"))
+    rows = list(csv.DictReader(io.StringIO(_invoke("runs", "--format", "csv").stdout)))
+    assert [(r["run_id"], r["allreduce_mean_ns"]) for r in rows] == [
+        ("tiny-ranks", "4000000.0"),
+        ("tiny-one", ""),
+    ]
+    table = CliRunner().invoke(app, ["runs", "--wide"], env={"COLUMNS": "300"}).stdout
+    assert "allreduce" in table and "4.000" in table
+    alone = CliRunner().invoke(
+        app, ["runs", "--wide", "--model", "tiny", "--last", "1"], env={"COLUMNS": "300"}
+    )
+    assert "allreduce" not in alone.stdout  # no run listed has one: no column
+
+
+def test_dashboard_of_one_run_says_one_run_in_its_subtitle(tmp_db: str, tmp_path) -> None:
+    """The page's subtitle said `1 runs from …`."""
+    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    page = tmp_path / "page.html"
+    shown = _invoke("dashboard", "--db", tmp_db, "-o", str(page))
+    assert shown.exit_code == 0, shown.output
+    text = page.read_text()
+    assert "1 run from sqlite:///" in text and "1 runs" not in text
+    ResultsStore(tmp_db).save(make_result("tiny-b"))
+    assert _invoke("dashboard", "--db", tmp_db, "-o", str(page)).exit_code == 0
+    assert "2 runs from sqlite:///" in page.read_text()
+
+
+def test_the_times_runs_were_created_are_shown_with_their_zone(tmp_db: str) -> None:
+    """A run's creation time is stored in UTC, and SQLite gives it back without its zone: runs, show and
+    baseline list printed `2026-11-30T06:52:56`, which reads as local time beside a run id's local time."""
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    store.tag_baseline("main", "tiny-a")
+    (row,) = json.loads(_invoke("runs", "--format", "json").stdout)
+    created = datetime.fromisoformat(row["created_at"])
+    assert created.utcoffset() is not None and created.tzinfo is not None
+    assert abs((datetime.now(UTC) - created).total_seconds()) < 3600
+    shown = json.loads(_invoke("show", "tiny-a", "--format", "json").stdout)["run"]["created"]
+    assert shown == row["created_at"] and shown.endswith("+00:00")
+    (tag,) = json.loads(_invoke("baseline", "list", "--format", "json").stdout)
+    assert datetime.fromisoformat(tag["created_at"]).utcoffset() is not None
+
+
+def test_baseline_tag_on_a_path_without_a_database_creates_none(tmp_path: Path) -> None:
+    """`baseline tag` with --db a mistyped path made the folders and an empty results database there, then
+    said that it held no run."""
+    missing = tmp_path / "typo" / "results.sqlite"
+    shown = _invoke("baseline", "tag", "main", "-1", "--db", str(missing))
+    assert shown.exit_code == 1
+    assert shown.stderr.startswith(f"error: no results database at {missing}")
+    assert not missing.parent.exists()
+
+
+def test_runs_csv_gives_a_runs_files_as_json_as_its_json_does(tmp_db: str) -> None:
+    """A run's files ({kind: path}) were written to csv as Python's repr (`{'trace': '/tmp/a b.json'}`),
+    which no script reads back; csv holds what --format json gives."""
+    ResultsStore(tmp_db).save(
+        make_result("tiny-a"), profiler="torch", artifacts={"trace": "/tmp/a b,'c'.json"}
+    )
+    (row,) = csv.DictReader(io.StringIO(_invoke("runs", "--format", "csv").stdout))
+    (as_json,) = json.loads(_invoke("runs", "--format", "json").stdout)
+    assert json.loads(row["artifacts"]) == as_json["artifacts"] == {"trace": "/tmp/a b,'c'.json"}
+    assert row["optimize"] == "" and as_json["optimize"] is None
+
+
+def test_show_csv_of_a_run_that_measured_no_step_keeps_the_phase_tables_header(tmp_db: str) -> None:
+    """A run out of memory in its warm-up: `show -f csv` wrote its phase table as a blank line, no header,
+    where every other table keeps its columns (a script reads the header after `# phases …`)."""
+    result = make_result("tiny-oom")
+    result.steps = result.steps[:1]  # one warm-up step, then out of memory
+    result.status, result.error = "oom", "CUDA out of memory"
+    ResultsStore(tmp_db).save(result)
+    tables = _csv_tables(_invoke("show", "tiny-oom", "--db", tmp_db, "-f", "csv").stdout)
+    assert tables["phases (measured steps)"] == []
+    shown = _invoke("show", "tiny-oom", "--db", tmp_db, "-f", "csv").stdout
+    header = shown.split("# phases (measured steps)\n", 1)[1].split("\n", 1)[0]
+    assert header == "Phase,Steps,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns)"

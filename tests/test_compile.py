@@ -411,3 +411,25 @@ def test_a_phase_compile_leaves_eager_has_no_compile_time(tmp_db: str) -> None:
     assert compared.loc["decode", COMPILE] == 18_550 * MS and compared.loc["step", COMPILE] == 17_900 * MS
     notes = compile_table(store).attrs["notes"]
     assert any(n.startswith("no compile time for prefill: not compiled") for n in notes)
+
+
+def ranked(run_id: str, compiled: bool, forward: int) -> RunResult:
+    """A train run across 2 ranks (1 warm-up step, 3 measured): each rank's forward `forward`, backward
+    twice that, an all-reduce of 4 ms and an optimizer step of 0.5 ms."""
+    config = RunConfig("tiny", device="cpu", compile=compiled, warmup=1, steps=3, nproc=2)
+    phases = {"forward": forward, "backward": 2 * forward, "allreduce": 4 * MS, "optimizer": MS // 2}
+    steps = [StepRecord(i, i < 1, dict(phases), rank=rank) for rank in range(2) for i in range(4)]
+    return RunResult(run_id, config, "ok", device="cpu", model=MODELS["tiny"], steps=steps)
+
+
+def test_runs_across_ranks_are_compared_per_rank_with_their_all_reduce(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    store.save(ranked("tiny-ranks-eager", False, MS))
+    store.save(ranked("tiny-ranks-compiled", True, MS // 2))
+    table = compile_table(store).set_index("phase")
+    # each rank's phase, not their sum over the ranks; the step holds the all-reduce
+    assert list(table.index) == ["forward", "backward", "allreduce", "optimizer", REMAINDER, "step"]
+    assert table.loc["forward", "eager (ns)"] == MS and table.loc["forward", "compiled (ns)"] == MS // 2
+    assert table.loc["allreduce", "eager (ns)"] == 4 * MS
+    assert table.loc["step", "eager (ns)"] == 7.5 * MS and table.loc["step", "compiled (ns)"] == 6 * MS
+    assert table.loc["step", "speed-up"] == pytest.approx(1.25)

@@ -126,3 +126,18 @@ def test_the_default_pair_matches_a_value_both_runs_lack() -> None:
     runs = RUNS.iloc[:3].assign(batch_size=[4, 4, 1], context_length=None, world_size=None, attention=None)
     runs = pd.concat([runs, runs.iloc[[0]].assign(run_id="tiny-3")], ignore_index=True)
     assert pick_pair(runs) == ("tiny-1", "tiny-3")  # not tiny-2, of batch 1
+
+
+def test_a_pair_named_with_a_run_that_stopped_short_says_so() -> None:
+    """`--compare` may name a run that ran out of memory, failed or was interrupted after some measured
+    steps (the default pair never does): its phase times are those steps', and the panel said nothing."""
+    runs = RUNS.iloc[:3].assign(status=["ok", "ok", "interrupted"])
+    panel = compare_panel(DashboardData(runs=runs, compare=("tiny-1", "tiny-2")))
+    assert panel.figure is not None
+    assert panel.notes[0] == (
+        "Warning: B (tiny-2) ended interrupted: its times are those of the steps it measured before it "
+        "stopped."
+    )
+    assert not any(
+        "ended" in n for n in compare_panel(DashboardData(runs=RUNS, compare=("tiny-1", "tiny-2"))).notes
+    )

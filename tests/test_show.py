@@ -192,3 +192,32 @@ def test_show_gives_each_power_note_a_line_of_its_own(tmp_db: str) -> None:
     assert rows["power notes"].splitlines() == notes
     as_json = CliRunner().invoke(app, ["show", "tiny-power", "--db", tmp_db, "--format", "json"])
     assert json.loads(as_json.stdout)["run"]["power notes"].splitlines() == notes
+
+
+def test_show_says_an_overhead_drawn_from_a_run_that_stopped_short(tmp_db: str) -> None:
+    """A profiled run whose baseline failed after 2 of its 3 measured steps: its overhead (+10%) is drawn
+    from the steps measured before the failure, and the tables say so, as diff does (they said nothing)."""
+    s = ResultsStore(tmp_db)
+    base = make_result("tiny-base")
+    base.status, base.error, base.steps = "error", "worker exit code 1", base.steps[:4]
+    s.save(base)
+    s.save(
+        make_result("tiny-prof", fwd=1_100_000),
+        profiler="nsys",
+        nsys_mode="light",
+        baseline_run_id="tiny-base",
+    )
+    run = s.get("tiny-prof")
+    names = [name for name, _ in show_tables(run, s.linked(run.id))]
+    assert names[-2:] == [
+        "baseline run tiny-base (no profiler, ended error: the steps it measured before): phases",
+        "overhead of tiny-prof against tiny-base (one run each; tiny-base ended error: its steps are those "
+        "it measured before)",
+    ]
+    # a degraded run's timers stand: nothing said of it
+    s.save_advice("tiny-base", {}, status="degraded", error="its capture failed its health checks")
+    names = [name for name, _ in show_tables(s.get("tiny-base"), s.linked("tiny-base"))]
+    assert names[-2:] == [
+        "profiled run tiny-prof (nsys light): phases",
+        "overhead of tiny-prof against tiny-base (one run each)",
+    ]

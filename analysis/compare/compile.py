@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from analysis.runs.steady import REMAINDER, STEP, RunSteady, ratio_interval, run_steady
-from workloads.names import PHASES_BY_MODE, PREFILL
+from workloads.names import DISTRIBUTED_TRAIN_PHASES, PHASES_BY_MODE, PREFILL
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size", "context_length"]
 # an optional column of the runs: the rest of a configuration its times depend on (instrumentation such as
@@ -113,8 +113,17 @@ def baseline_choice(runs: pd.DataFrame, pairs: list[tuple[dict, dict]], baseline
 
 def _figures(steps: pd.DataFrame, run_id: str, phases: tuple[str, ...]) -> RunSteady:
     s = steps[steps["run_id"] == run_id]
-    rows = zip(s["step"], s["phase"], s["duration_ns"], s["warmup"], strict=True)
+    ranks = s["rank"] if "rank" in s else [0] * len(s)
+    rows = zip(s["step"], s["phase"], s["duration_ns"], s["warmup"], ranks, strict=True)
     return run_steady(rows, phases)
+
+
+def _phases(run: dict) -> tuple[str, ...]:
+    """The phases a run times: a train run across ranks has its gradient all-reduce too."""
+    ranks = run.get("world_size")
+    if run["mode"] == "train" and pd.notna(ranks) and ranks > 1:
+        return DISTRIBUTED_TRAIN_PHASES
+    return PHASES_BY_MODE.get(run["mode"], ())
 
 
 def _nan(x: float | None) -> float:
@@ -161,7 +170,7 @@ def compile_comparison(runs: pd.DataFrame, steps: pd.DataFrame, baseline: str | 
     """One row per configuration and phase, then REMAINDER and the whole step: COLUMNS, times in ns."""
     rows = []
     for eager, compiled in compile_pairs(runs, baseline):
-        phases = PHASES_BY_MODE.get(eager["mode"], ())
+        phases = _phases(eager)
         e, c = _figures(steps, eager["run_id"], phases), _figures(steps, compiled["run_id"], phases)
         both = [p for p in phases if p in e.figures and p in c.figures]
         config = {

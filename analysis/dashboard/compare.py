@@ -216,6 +216,15 @@ def compare_panel(data: DashboardData) -> Panel:
             f"{'is' if len(degraded) == 1 else 'are'} degraded (a capture that failed its health checks): "
             "step times stand, kernel times do not."
         )
+    # a run named with --compare that stopped short (out of memory, failed, interrupted): its phase times
+    # are those of the steps it measured before, said as diff says it (the default pair has no such run)
+    for side, r in (("B", b), ("A", a)):
+        if r in status and status[r] not in MEASURED_STATUSES:
+            notes.insert(
+                0,
+                f"Warning: {side} ({r}) ended {status[r]}: its times are those of the steps it measured "
+                "before it stopped.",
+            )
     made = {r: _made_with(data.runs, r) for r in pair}
     differ = setup_differences(data.runs, a, b)
     if differ:

@@ -18,7 +18,7 @@ from analysis.tables import kernels, nvtx, nvtx_gpu, osrt
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
 from analysis.views import timeline
-from workloads.names import STEP
+from workloads.names import STEP, counted
 
 # The errors that mean "this export lacks that table" (or cannot be read), not a bug.
 EXPORT_ERRORS = (LookupError, ExportError)
@@ -193,7 +193,7 @@ def collect(
         agreement=store.agreement(run_ids),
         profile=profile_for_runs(runs),
         compare=compare,
-        source=source or f"{len(runs)} runs",
+        source=source or counted(len(runs), "run"),
         attention=newest_sweep(store.attention_results()),
     )
     if hasattr(store, "block_timings"):  # a store from before per-block times has none

@@ -24,6 +24,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 STEP = "step"  # the whole step: the sum of a step's phases
 REMAINDER = "step − phases"  # median of the step sums minus the sum of the phases' medians
@@ -110,22 +111,24 @@ class RunSteady:
         return self.figures[STEP].median_ns - sum(self.figures[p].median_ns for p in present)
 
 
-def run_steady(steps: Iterable[tuple[int, str, float, bool]], phases: Sequence[str]) -> RunSteady:
-    """From a run's step records (step, phase, duration ns, warmup): its figures per phase in `phases`
-    (those it has) and for STEP. A step's phases recorded more than once (ranks) add up."""
-    per_step: dict[tuple[int, bool], dict[str, float]] = {}
-    for step, phase, ns, warmup in steps:
+def run_steady(steps: Iterable[tuple[Any, ...]], phases: Sequence[str]) -> RunSteady:
+    """From a run's step records (step, phase, duration ns, warmup[, rank]): its figures per phase in
+    `phases` (those it has) and for STEP. Each rank's step is a step of its own, as `show` counts them (a
+    run across ranks: its phases are no sum over the ranks); its first step is rank 0's."""
+    per_step: dict[tuple[int, int, bool], dict[str, float]] = {}
+    for step, phase, ns, warmup, *rank in steps:
         if phase in phases:
-            row = per_step.setdefault((int(step), bool(warmup)), {})
+            r = rank[0] if rank and rank[0] == rank[0] and rank[0] is not None else 0  # NaN, None: rank 0
+            row = per_step.setdefault((int(r), int(step), bool(warmup)), {})
             row[phase] = row.get(phase, 0.0) + float(ns)
     ordered = sorted(per_step.items())
-    measured = [row for (_, warmup), row in ordered if not warmup]
+    measured = [row for (_, _, warmup), row in ordered if not warmup]
     samples = {p: [row[p] for row in measured if p in row] for p in phases}
     samples = {p: v for p, v in samples.items() if v}
     if measured:
         samples[STEP] = [sum(row.values()) for row in measured]
     first: dict[str, float] = {}
-    if ordered and ordered[0][0][1]:  # the first step recorded was a warm-up step
+    if ordered and ordered[0][0][2]:  # the first step recorded was a warm-up step
         first = dict(ordered[0][1])
         first[STEP] = sum(ordered[0][1].values())
     return RunSteady({p: steady(v) for p, v in samples.items()}, first, samples)

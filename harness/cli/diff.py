@@ -239,7 +239,10 @@ def baseline_tag_cmd(
 ) -> None:
     """Name a run as a baseline."""
 
-    tagged, was = results_db.ResultsStore(db).tag_baseline(name, run)
+    # the run is found before the database is opened to write: a --db path that holds no database (a typo)
+    # is said, never created empty with its folders
+    found = results_db.ResultsStore(db, readonly=True).resolve(run)
+    tagged, was = results_db.ResultsStore(db).tag_baseline(name, found)
     print(f"baseline:{name} = {tagged.id}" + (f" (was {was})" if was else ""))
     if tagged.status != "ok":
         warn(

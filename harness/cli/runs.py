@@ -28,7 +28,9 @@ from harness.store import results as results_db
 if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
-PHASE_COLUMNS = ("forward (ns)", "backward (ns)", "optimizer (ns)", "prefill (ns)", "decode (ns)")
+PHASE_COLUMNS = (
+    "forward (ns)", "backward (ns)", "allreduce (ns)", "optimizer (ns)", "prefill (ns)", "decode (ns)"
+)  # fmt: skip
 # generate's serving figures compared across runs, as a sweep's table names them (its run's stored figures)
 SERVING_COLUMNS = dict(
     zip(("ttft_mean_ns", "tpot_mean_ns", "decode_tokens_per_s"), SERVING_MEANS, strict=True)
@@ -57,6 +59,7 @@ def runs_cmd(
             "profiler": "profiler",
             "baseline_run_id": "baseline run",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
+            "allreduce_mean_ns": "allreduce (ns)",
             "optimizer_mean_ns": "optimizer (ns)", "prefill_mean_ns": "prefill (ns)",
             "decode_mean_ns": "decode (ns)", **SERVING_COLUMNS, "tokens_per_s": "tokens/s",
         }  # fmt: skip

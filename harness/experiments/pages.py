@@ -18,6 +18,7 @@ from harness.execution.compiled import with_setup
 from harness.execution.nsys import export_report
 from harness.experiments import roofline
 from harness.store.results import ResultsStore, describe_url
+from workloads.names import counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +65,7 @@ def runs_dashboard(
     if asked and data.runs.empty:
         data.unmatched = store.unmatched(asked)
     data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile
-    data.source = f"{len(data.runs)} runs from {describe_url(store.url)}"
+    data.source = f"{counted(len(data.runs), 'run')} from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
     refuse_inputs(out, [store.file, *run_files(data.runs)], OUT)
     return _written(data, out, scope="all", title="harness dashboard"), len(data.runs), data.unmatched

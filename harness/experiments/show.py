@@ -14,7 +14,7 @@ from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
 from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
-from harness.store.schema import stored_std
+from harness.store.schema import stored_std, stored_time
 from workloads.names import MEASURED_STATUSES
 from workloads.plants.catalogue import KNOBS, Knobs
 
@@ -32,6 +32,9 @@ def _machine(run: Run) -> str | None:
 
     data = (run.summary or {}).get("machine")
     return describe(MachineLoad.from_dict(data)) if data else None
+
+
+PHASE_COLUMNS = ["Phase", "Steps", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
 
 
 def phase_table(run: Run) -> pd.DataFrame:
@@ -52,7 +55,8 @@ def phase_table(run: Run) -> pd.DataFrame:
                 "StdDev (ns)": stored_std(p),
             }
             for p in [*stats, *(run.summary or {}).get("phases", [])]
-        ]
+        ],
+        columns=PHASE_COLUMNS,  # a run that measured no step: its header still, in csv too
     )
     if len(table):  # None (one step) as NaN: a column of numbers, however few steps
         table["StdDev (ns)"] = table["StdDev (ns)"].astype(float)
@@ -134,12 +138,24 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
             if other.profiler == "none"
             else " ".join(filter(None, (other.profiler, other.nsys_mode)))
         )
-        tables.append((f"{role} {other.id} ({what}): phases", phase_table(other)))
+        short = (
+            ""
+            if other.status in MEASURED_STATUSES
+            else f", ended {other.status}: the steps it measured before"
+        )
+        tables.append((f"{role} {other.id} ({what}{short}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
         phases = phases_for(run.mode, run.world_size or 1)
         table = pair_table(timers(base), timers(profiled), label, profiled.profiler, phases)
-        tables.append((f"overhead of {profiled.id} against {base.id} (one run each)", table))
+        # a run that stopped short (out of memory, failed, interrupted) gives the steps it measured before,
+        # not the run it was: an overhead drawn from them is said to be so (the dashboard leaves such out)
+        partial = "".join(
+            f"; {r.id} ended {r.status}: its steps are those it measured before"
+            for r in (base, profiled)
+            if r.status not in MEASURED_STATUSES
+        )
+        tables.append((f"overhead of {profiled.id} against {base.id} (one run each{partial})", table))
     return tables
 
 
@@ -181,7 +197,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
 
     info = {
         "run": run.id,
-        "created": run.created_at.isoformat(timespec="seconds") if run.created_at else None,
+        "created": stored_time(run.created_at),
         "status": run.status + (f" ({run.error})" if run.error else ""),
         "model": run.model,
         "mode": run.mode,

@@ -10,10 +10,7 @@ from sqlalchemy.orm import Session
 
 from harness.core.bounds import check_baseline_name
 from harness.core.errors import HarnessError
-from harness.store.schema import (
-    Baseline,
-    Run,
-)
+from harness.store.schema import Baseline, Run, stored_time
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,5 +67,5 @@ class BaselinesPart(Database):
             if not inspect(conn).has_table(Baseline.__tablename__):
                 return pd.DataFrame(columns=["name", "run_id", "created_at"])
         df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["name", "run_id", "created_at"])
-        df["created_at"] = df["created_at"].map(lambda t: t.isoformat(timespec="seconds"))
+        df["created_at"] = df["created_at"].map(stored_time)
         return df

@@ -6,7 +6,7 @@ writing anything).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, String, Text
@@ -304,6 +304,8 @@ RUN_COLUMNS = [
     "forward_std_ns",
     "backward_mean_ns",
     "backward_std_ns",
+    "allreduce_mean_ns",
+    "allreduce_std_ns",
     "optimizer_mean_ns",
     "optimizer_std_ns",
     "prefill_mean_ns",
@@ -340,6 +342,16 @@ def stored_std(figures: dict[str, Any]) -> float | None:
     return figures.get("std_ns") if figures.get("count", 0) > 1 else None
 
 
+def stored_time(when: datetime | None) -> str | None:
+    """A stored time as people and scripts read it: ISO 8601 to the second, with its zone (UTC). SQLite gives
+    back what was stored without its zone, which read as local time beside a run id's local time."""
+    if when is None:
+        return None
+    return (when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)).isoformat(
+        timespec="seconds"
+    )
+
+
 def run_row(r: Run) -> dict[str, Any]:
     phases = {p["phase"]: p for p in (r.summary or {}).get("phases", [])}
     info = r.model_info or {}
@@ -351,7 +363,7 @@ def run_row(r: Run) -> dict[str, Any]:
 
     return {
         "run_id": r.id,
-        "created_at": r.created_at.isoformat(timespec="seconds") if r.created_at else None,
+        "created_at": stored_time(r.created_at),
         "model": r.model,
         "mode": r.mode,
         "device": r.device,
@@ -377,6 +389,9 @@ def run_row(r: Run) -> dict[str, Any]:
         "forward_std_ns": stat("forward", "std_ns"),
         "backward_mean_ns": stat("backward", "mean_ns"),
         "backward_std_ns": stat("backward", "std_ns"),
+        # a train run across ranks: the gradient all-reduce, a phase of its step (None for one process)
+        "allreduce_mean_ns": stat("allreduce", "mean_ns"),
+        "allreduce_std_ns": stat("allreduce", "std_ns"),
         "optimizer_mean_ns": stat("optimizer", "mean_ns"),
         "optimizer_std_ns": stat("optimizer", "std_ns"),
         "prefill_mean_ns": stat("prefill", "mean_ns"),

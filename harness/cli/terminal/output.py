@@ -63,15 +63,20 @@ def to_json(df: pd.DataFrame) -> list[dict[str, Any]] | dict[str, Any]:
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with control characters in text cells and headers written as visible escapes (tabs and newlines
-    stay: quoted csv holds them); the same frame when there are none."""
+    stay: quoted csv holds them), and a cell that holds a structure (a run's files, {kind: path}) as JSON, as
+    --format json gives it (pandas would write Python's repr, which no script reads back); the same frame
+    when there are none."""
     text = [c for c in df.columns if df[c].dtype.kind not in "iufcbmM"]  # object, string, category
 
     def clean(v: Any) -> Any:
+        if isinstance(v, dict | list):
+            v = json.dumps(v, ensure_ascii=False, default=str)
         return visible(v, keep="\t\n") if isinstance(v, str) else v
 
-    dirty = any(CONTROL.search(str(c)) for c in df.columns) or any(
-        df[c].map(lambda v: isinstance(v, str) and CONTROL.search(v) is not None).any() for c in text
-    )
+    def unsafe(v: Any) -> bool:
+        return isinstance(v, dict | list) or (isinstance(v, str) and CONTROL.search(v) is not None)
+
+    dirty = any(CONTROL.search(str(c)) for c in df.columns) or any(df[c].map(unsafe).any() for c in text)
     if not dirty:
         return df
     out = df.copy()
