@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from pathlib import Path
 
+import pandas as pd
 import pytest
-from kineto_data import raw_events, trace_path
+from kineto_data import raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
 from analysis.tables.operators import (
@@ -115,3 +117,23 @@ def test_operators_of_an_nsys_export_is_one_line(cpu_export) -> None:
         "trace, not in an nsys export; PyTorch's NVTX ranges (emit_nvtx) are `harness nvtx`'s rows, grouped "
         "by operator"
     ]
+
+
+def test_a_launch_recorded_twice_counts_its_kernels_once(tmp_path: Path) -> None:
+    """A driver call inside the runtime call that made it (the same correlation id, as CUPTI records both)
+    and an op that starts inside a launch call: the table is the trace's without them (it was an
+    IndexError: the call inside a call was taken for an op)."""
+    events = raw_events("alexnet")
+    launch = next(e for e in events if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel")
+    driver = {**launch, "cat": "cuda_driver", "name": "cuLaunchKernel", "ts": launch["ts"] + 1,
+              "dur": launch["dur"] - 2, "args": {"correlation": launch["args"]["correlation"]}}  # fmt: skip
+    with open_trace(trace_path("alexnet")) as trace:
+        plain = operator_table(trace)
+    with open_trace(write_trace(tmp_path / "driver.json", [*events, driver])) as trace:
+        twice = operator_table(trace)
+    assert plain[SELF_CUDA].sum() == 10_692_000  # every kernel of the trace, once
+    pd.testing.assert_frame_equal(twice, plain)
+    inner = {**launch, "cat": "cpu_op", "name": "inside_a_call", "ts": launch["ts"] + 1, "dur": 1, "args": {}}
+    with open_trace(write_trace(tmp_path / "inner.json", [*events, inner])) as trace:
+        table = operator_table(trace).set_index(NAME)
+    assert table.loc["inside_a_call", CALLS] == 1 and table[SELF_CPU].sum() == plain[SELF_CPU].sum()

@@ -78,6 +78,15 @@ def _nest(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return parent
 
 
+def _op_parent(parent: np.ndarray, n: int) -> np.ndarray:
+    """`parent` (of the ops, then of the launch calls after them) made the innermost op around each event:
+    a call inside another call, or an op inside a call, belongs to the op around them."""
+    up = parent.copy()
+    while (through := up >= n).any():
+        up[through] = parent[up[through]]
+    return up
+
+
 def _inside(starts: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
     """Which of `starts` fall inside one of `ranges` (start, end; nested or overlapping ones merged)."""
     import numpy as np
@@ -112,15 +121,19 @@ def op_self_times(trace: Trace) -> pd.DataFrame:
         end = np.concatenate([end, rt["end"].to_numpy(np.int64)])
         tid = np.concatenate([tid, rt["global_tid"].to_numpy(np.int64)])
         launches = per_launch.reindex(rt["correlation_id"]).to_numpy(np.int64)
-    parent = _nest(start, end, tid)
+    parent = _op_parent(_nest(start, end, tid), n)
     op_parent = parent[:n]
     child = np.zeros(n, dtype=np.int64)
     has = op_parent >= 0
     np.add.at(child, op_parent[has], dur[has])
     if len(launches):
-        launch_parent = parent[n:]
-        hit = launch_parent >= 0
-        np.add.at(cuda, launch_parent[hit], launches[hit])
+        # a launch's kernels count once in its op, also when the call is recorded twice (a driver call
+        # inside the runtime call that made it, with the same correlation id)
+        credit = pd.DataFrame(
+            {"op": parent[n:], "correlation": rt["correlation_id"].to_numpy(np.int64), "ns": launches}
+        )
+        credit = credit[credit["op"] >= 0].drop_duplicates(["op", "correlation"])
+        np.add.at(cuda, credit["op"].to_numpy(), credit["ns"].to_numpy())
     names = trace.strings(np.unique(ops["name_id"].to_numpy()))
     shapes = trace.strings(np.unique(ops["shapes_id"].to_numpy()))
     return pd.DataFrame(
