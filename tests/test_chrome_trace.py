@@ -301,6 +301,20 @@ def test_a_step_of_a_torch_profiler_trace(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "no step 9 in" in missing.stderr and "(steps 4..6)" in missing.stderr
 
 
+def test_the_note_counts_each_kind_under_its_own_category(tmp_path: Path) -> None:
+    """The nccl fixture's 42 user_annotation and 30 gpu_user_annotation events (its README's counts): the
+    note said `72 user_annotation`, the GPU ranges counted under the CPU ones' category."""
+    from kineto_data import trace_path
+
+    r = runner.invoke(app, ["timeline", str(trace_path("nccl")), "-o", str(tmp_path / "t.json.gz")])
+    assert r.exit_code == 0, r.output
+    with gzip.open(tmp_path / "t.json.gz", "rt") as f:
+        cats = Counter(e.get("cat") for e in json.load(f)["traceEvents"])
+    assert cats["user_annotation"] == 42 and cats["gpu_user_annotation"] == 30
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("note: wrote")]
+    assert ", 42 user_annotation, 30 gpu_user_annotation, " in line
+
+
 def test_a_step_is_cut_by_its_phase_ranges_payloads(h100_export: Path, tmp_path: Path) -> None:
     """h100-medium lost step 4's `step` range (health: "step 4 lacks step, forward"); its backward and
     optimizer ranges, payload 4, lie inside step 3's `step` range. `--step 4` said "no step 4 (steps
