@@ -150,3 +150,29 @@ def test_a_phase_one_side_alone_times_is_left_out_of_the_overall_step_and_said(t
     ]
     gated = runner.invoke(app, ["diff", "whole-1", "two-1", "--gate", "5"])
     assert gated.exit_code == 0, gated.output
+
+
+def test_a_share_of_names_just_under_the_limit_is_not_said_as_the_limit(tmp_path: Path) -> None:
+    """124 kernel names in common of 250 is 49.6%: the verdict was refused because "only 50% of kernel names
+    in common (under 50%)", while the comparability line said 49.6%."""
+    from kineto_data import write_trace
+
+    def trace(path: Path, names: list[str]) -> str:
+        events = []
+        for i, name in enumerate(names):
+            events += [
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                 "ts": 10 * i, "dur": 2, "args": {"correlation": i + 1}},
+                {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 10 * i + 3, "dur": 5,
+                 "args": {"stream": 7, "correlation": i + 1, "device": 0}},
+            ]  # fmt: skip
+        return str(write_trace(path, events))
+
+    common = [f"k{i}" for i in range(124)]
+    a = trace(tmp_path / "a.json", [*common, "a0"])
+    b = trace(tmp_path / "b.json", [*common, *(f"b{i}" for i in range(125))])
+    r = runner.invoke(app, ["diff", a, b, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    diff = json.loads(r.stdout)
+    assert diff["comparability"]["kernel_names_common_pct"] == pytest.approx(49.6)
+    assert "only 49.6% of kernel names in common (under 50%)" in diff["verdict"]["reason"]

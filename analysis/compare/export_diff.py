@@ -197,7 +197,8 @@ def comparability(a: Side, b: Side) -> Comparability:
     common = 100 * len(a.kernel_names & b.kernel_names) / len(union) if union else math.nan
     ratio = b.kernels / a.kernels if a.kernels else math.nan
     if union and common < MIN_NAMES_COMMON_PCT:
-        reasons.append(f"only {common:.0f}% of kernel names in common (under {MIN_NAMES_COMMON_PCT:.0f}%)")
+        shown = f"{common:.1f}".removesuffix(".0")  # the comparability line's digits: 49.6 is not "50"
+        reasons.append(f"only {shown}% of kernel names in common (under {MIN_NAMES_COMMON_PCT:.0f}%)")
     if a.kernels and b.kernels and not 1 / MAX_COUNT_RATIO <= ratio <= MAX_COUNT_RATIO:
         reasons.append(
             f"kernel counts {a.kernels:,} and {b.kernels:,} are more than {MAX_COUNT_RATIO:g}× apart"
