@@ -137,3 +137,19 @@ def test_a_launch_recorded_twice_counts_its_kernels_once(tmp_path: Path) -> None
     with open_trace(write_trace(tmp_path / "inner.json", [*events, inner])) as trace:
         table = operator_table(trace).set_index(NAME)
     assert table.loc["inside_a_call", CALLS] == 1 and table[SELF_CPU].sum() == plain[SELF_CPU].sum()
+
+
+def test_events_the_reader_left_out_are_said_as_every_table_says_them(tmp_path: Path) -> None:
+    """A cpu_op and a kernel with a negative dur are left out by the reader: `harness kernels` said so, the
+    operator table, computed without them, said nothing."""
+    events = raw_events("alexnet")
+    op = next(i for i, e in enumerate(events) if e.get("cat") == "cpu_op")
+    kernel = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
+    events[op] = {**events[op], "dur": -1}
+    events[kernel] = {**events[kernel], "dur": -1}
+    path = str(write_trace(tmp_path / "bad.json", events))
+    said = "note: left out 2 Kineto events with no usable ts or dur: missing, not a number, or a negative dur"
+    for fmt in ("csv", "table"):
+        out = runner.invoke(app, ["operators", path, "--format", fmt, "--no-cache"])
+        assert out.exit_code == 0, out.output
+        assert f"{said} (1 cpu_op, 1 kernel)" in " ".join(out.output.split())  # the table's notes follow it

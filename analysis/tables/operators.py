@@ -237,6 +237,7 @@ def operator_table(
     # what a narrow terminal keeps after the registry's deciding columns (Name, Calls): the sort column first
     table.attrs["then"] = [by, *([SHAPES] if group_by_input_shape else []), SELF_CPU, CPU_TOTAL]
     table.attrs["priority"] = [NAME, CALLS, *table.attrs["then"]]
+    table.attrs["notes"] = list(trace.notes)  # events the reader left out, as every table says them
     return table.head(top) if top else table
 
 
