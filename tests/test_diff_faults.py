@@ -176,3 +176,19 @@ def test_a_share_of_names_just_under_the_limit_is_not_said_as_the_limit(tmp_path
     diff = json.loads(r.stdout)
     assert diff["comparability"]["kernel_names_common_pct"] == pytest.approx(49.6)
     assert "only 49.6% of kernel names in common (under 50%)" in diff["verdict"]["reason"]
+
+
+def test_warmup_that_leaves_no_iteration_is_refused() -> None:
+    """`--warmup 6` of the diff fixtures' 6 ProfilerStep#N ranges: the figures and tables were of the whole
+    captures, warm-up included, under a line that said `A 0 (…, 6 warm-up left out)`."""
+    from kineto_data import trace_path
+
+    a, b = str(trace_path("diff-control")), str(trace_path("diff-test"))
+    for fmt in ("table", "json"):
+        r = runner.invoke(app, ["diff", a, b, "--warmup", "6", "--format", fmt])
+        assert r.exit_code == 1 and r.stdout == ""
+        assert r.stderr.strip().splitlines() == [
+            f"error: {a}: none of its 6 iterations (ProfilerStep#N ranges) is left after warm-up (--warmup 6)"
+        ]
+    kept = runner.invoke(app, ["diff", a, b, "--warmup", "5", "--format", "json"])
+    assert kept.exit_code == 0 and json.loads(kept.stdout)["a"]["iterations"]["count"] == 1
