@@ -192,3 +192,21 @@ def test_warmup_that_leaves_no_iteration_is_refused() -> None:
         ]
     kept = runner.invoke(app, ["diff", a, b, "--warmup", "5", "--format", "json"])
     assert kept.exit_code == 0 and json.loads(kept.stdout)["a"]["iterations"]["count"] == 1
+
+
+def test_a_gate_over_a_verdict_without_an_interval_says_it_could_not_tell(tmp_path: Path) -> None:
+    """alexnet against itself with every kernel 3× longer: one GPU a side and no iterations, so the GPU busy
+    verdict (+14.3%) has no interval. `--gate 5` passed without a word, where a pass whose interval reaches
+    past the gate says so."""
+    from kineto_data import raw_events, trace_path, write_trace
+
+    events = [{**e, "dur": e["dur"] * 3} if e.get("cat") == "kernel" else e for e in raw_events("alexnet")]
+    a, b = str(trace_path("alexnet")), str(write_trace(tmp_path / "slow.json", events))
+    r = runner.invoke(app, ["diff", a, b, "--gate", "5", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("warning: gate:")]
+    assert line == (
+        "warning: gate: passed, but the GPU busy time has no interval (fewer than 2 iterations in A and B; "
+        "one device a side: no spread to judge from): a regression of 5% could not be told from the noise; "
+        "give more iterations a side (a longer capture)"
+    )
