@@ -13,6 +13,7 @@ import pytest
 from kineto_data import raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
+from analysis.errors import ExportError
 from analysis.tables.operators import (
     CALLS,
     CPU_AVG,
@@ -153,3 +154,30 @@ def test_events_the_reader_left_out_are_said_as_every_table_says_them(tmp_path: 
         out = runner.invoke(app, ["operators", path, "--format", fmt, "--no-cache"])
         assert out.exit_code == 0, out.output
         assert f"{said} (1 cpu_op, 1 kernel)" in " ".join(out.output.split())  # the table's notes follow it
+
+
+def test_a_range_counts_the_ops_of_its_own_process_not_its_gpu_copy(tmp_path: Path) -> None:
+    """nccl's `nccl:all_reduce` ranges are there twice: on the CPU (15, no op starts inside them) and as the
+    GPU ran them (gpu_user_annotation, 15). `--range nccl:all_reduce` counted the 1,015 ops that the CPU
+    happened to start while the GPU ran the all-reduces."""
+    nccl = trace_path("nccl")
+    events = raw_events("nccl")
+
+    def direct(name: str) -> int:  # ops starting inside the CPU-side ranges of that name, any thread
+        spans = [(e["ts"], e["ts"] + e["dur"]) for e in events
+                 if e.get("cat") == "user_annotation" and e["name"] == name]  # fmt: skip
+        return sum(1 for e in events if e.get("cat") == "cpu_op" and any(a <= e["ts"] < b for a, b in spans))
+
+    with open_trace(nccl) as trace:
+        assert operator_table(trace, within="## backward ##")[CALLS].sum() == direct("## backward ##") == 7230
+        table = operator_table(trace, within="nccl:all_reduce")
+    assert table.empty and direct("nccl:all_reduce") == 0
+    assert table.attrs["notes"] == ["no operator starts inside the range 'nccl:all_reduce' (15 of that name)"]
+    cpu_side = {"cat": "user_annotation", "name": "nccl:all_reduce"}
+    gpu_only = [e for e in events if {k: e.get(k) for k in cpu_side} != cpu_side]
+    gone = "'nccl:all_reduce' is a range on the GPU's timeline"
+    with (
+        open_trace(write_trace(tmp_path / "gpu.json", gpu_only)) as trace,
+        pytest.raises(ExportError, match=gone),
+    ):
+        operator_table(trace, within="nccl:all_reduce")
