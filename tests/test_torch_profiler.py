@@ -226,7 +226,7 @@ def test_run_sort_by_a_cuda_column_on_the_cpu_is_refused_before_the_run(tmp_db) 
     result = invoke("run", "char", "--device", "cpu", "--profiler", "torch", *args)
     assert result.exit_code == 2
     assert one_line_error(result) == (
-        "error: --sort 'Self CUDA': a cpu run's trace holds no CUDA kernels, so no CUDA column; sort by "
-        "Self CPU, CPU Total, CPU Avg or Calls"
+        "error: --sort 'Self CUDA': the trace of a run on cpu holds no CUDA kernel, so no CUDA column; sort "
+        "by Self CPU, CPU Total, CPU Avg or Calls"
     )
     assert ResultsStore(tmp_db).runs().empty

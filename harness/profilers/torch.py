@@ -179,8 +179,8 @@ class TorchProfiler(base.Profiler):
         sort = getattr(options, "operator_sort", None)
         if sort in CUDA_COLUMNS and device_type != "cuda":
             raise UsageError(
-                f"--sort {sort.removesuffix(' (ns)')!r}: a {device_type} run's trace holds no CUDA kernels, "
-                "so no CUDA column; sort by Self CPU, CPU Total, CPU Avg or Calls"
+                f"--sort {sort.removesuffix(' (ns)')!r}: the trace of a run on {device_type} holds no CUDA "
+                "kernel, so no CUDA column; sort by Self CPU, CPU Total, CPU Avg or Calls"
             )
         return []
 
