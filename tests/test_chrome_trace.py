@@ -301,6 +301,43 @@ def test_a_step_of_a_torch_profiler_trace(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "no step 9 in" in missing.stderr and "(steps 4..6)" in missing.stderr
 
 
+def test_a_step_of_the_harness_s_own_torch_profiler_trace_is_its_profiler_step(tmp_path: Path) -> None:
+    """The harness's torch.profiler trace holds its `step` ranges (record_function: no payload) inside
+    ProfilerStep#N, N the harness's step index. `--step N` numbered the `step` ranges by place: nccl with
+    such ranges in ProfilerStep#4..6 had "steps 0..2", and `--step 1` was ProfilerStep#5."""
+    from kineto_data import raw_events, trace_path, write_trace
+
+    events = raw_events("nccl")
+    profiler = {e["name"]: e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")}
+    steps = [
+        {**e, "name": "step", "ts": e["ts"] + 1, "dur": e["dur"] - 2, "args": {}} for e in profiler.values()
+    ]
+    trace = write_trace(tmp_path / "harness.json", [*events, *steps])
+    cut = timeline(trace, tmp_path / "step5.json.gz", "--step", "5")
+    step5 = profiler["ProfilerStep#5"]
+    with open_trace(trace_path("nccl")) as nccl:
+        kernels = nccl.frame("kernels", ["start", "end"])
+    lo, hi = round(step5["ts"] * 1000), round((step5["ts"] + step5["dur"]) * 1000)
+    inside = kernels[(kernels["end"] >= lo) & (kernels["start"] <= hi)]
+    assert Counter(e.get("cat") for e in cut)["kernel"] == len(inside) == 900
+    missing = runner.invoke(app, ["timeline", str(trace), "--step", "0", "-o", str(tmp_path / "x.json")])
+    assert missing.exit_code == 1 and "(steps 4..6)" in missing.stderr
+
+
+def test_the_note_counts_each_kind_under_its_own_category(tmp_path: Path) -> None:
+    """The nccl fixture's 42 user_annotation and 30 gpu_user_annotation events (its README's counts): the
+    note said `72 user_annotation`, the GPU ranges counted under the CPU ones' category."""
+    from kineto_data import trace_path
+
+    r = runner.invoke(app, ["timeline", str(trace_path("nccl")), "-o", str(tmp_path / "t.json.gz")])
+    assert r.exit_code == 0, r.output
+    with gzip.open(tmp_path / "t.json.gz", "rt") as f:
+        cats = Counter(e.get("cat") for e in json.load(f)["traceEvents"])
+    assert cats["user_annotation"] == 42 and cats["gpu_user_annotation"] == 30
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("note: wrote")]
+    assert ", 42 user_annotation, 30 gpu_user_annotation, " in line
+
+
 def test_a_step_is_cut_by_its_phase_ranges_payloads(h100_export: Path, tmp_path: Path) -> None:
     """h100-medium lost step 4's `step` range (health: "step 4 lacks step, forward"); its backward and
     optimizer ranges, payload 4, lie inside step 3's `step` range. `--step 4` said "no step 4 (steps

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import shared_export
 from kineto_data import write_trace
 from typer.testing import CliRunner
 
@@ -170,6 +171,22 @@ def test_with_htas_rules_the_negative_gaps_are_kept_and_said(a100_export: Path, 
     assert idle.loc["kernel_wait", "Idle Time (ns)"] < 0
     assert "idle time (HTA's arithmetic): 2 kernels, copies or sets start before the one before them" in said
     assert "their gaps are negative (-17.727 ms in all)" in said
+
+
+def test_one_overlapping_kernel_is_said_in_the_singular() -> None:
+    """The torchrun capture has one kernel that starts before the one before it on its stream ends: the
+    note said "1 kernels, copies or sets start while earlier work on their stream is still running"."""
+    export = str(shared_export("ext/torchrun_2gpu"))
+    _, said = _run("breakdown", export, "-f", "csv", "--no-cache")
+    assert (
+        "idle time: 1 kernel, copy or set starts while earlier work on its stream is still running (their "
+        "times overlap: one stream runs one at a time); no gap before it," in said
+    )
+    _, said = _run("breakdown", export, "-f", "csv", "--no-cache", "--hta")
+    assert (
+        "idle time (HTA's arithmetic): 1 kernel, copy or set starts before the one before it on its stream "
+        "ended; its gap is negative (-0.012 ms in all), as HTA counts it;" in said
+    )
 
 
 def test_a_kineto_kernel_without_grid_or_block_is_unknown(tmp_path: Path) -> None:

@@ -150,3 +150,63 @@ def test_a_phase_one_side_alone_times_is_left_out_of_the_overall_step_and_said(t
     ]
     gated = runner.invoke(app, ["diff", "whole-1", "two-1", "--gate", "5"])
     assert gated.exit_code == 0, gated.output
+
+
+def test_a_share_of_names_just_under_the_limit_is_not_said_as_the_limit(tmp_path: Path) -> None:
+    """124 kernel names in common of 250 is 49.6%: the verdict was refused because "only 50% of kernel names
+    in common (under 50%)", while the comparability line said 49.6%."""
+    from kineto_data import write_trace
+
+    def trace(path: Path, names: list[str]) -> str:
+        events = []
+        for i, name in enumerate(names):
+            events += [
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                 "ts": 10 * i, "dur": 2, "args": {"correlation": i + 1}},
+                {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 10 * i + 3, "dur": 5,
+                 "args": {"stream": 7, "correlation": i + 1, "device": 0}},
+            ]  # fmt: skip
+        return str(write_trace(path, events))
+
+    common = [f"k{i}" for i in range(124)]
+    a = trace(tmp_path / "a.json", [*common, "a0"])
+    b = trace(tmp_path / "b.json", [*common, *(f"b{i}" for i in range(125))])
+    r = runner.invoke(app, ["diff", a, b, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    diff = json.loads(r.stdout)
+    assert diff["comparability"]["kernel_names_common_pct"] == pytest.approx(49.6)
+    assert "only 49.6% of kernel names in common (under 50%)" in diff["verdict"]["reason"]
+
+
+def test_warmup_that_leaves_no_iteration_is_refused() -> None:
+    """`--warmup 6` of the diff fixtures' 6 ProfilerStep#N ranges: the figures and tables were of the whole
+    captures, warm-up included, under a line that said `A 0 (…, 6 warm-up left out)`."""
+    from kineto_data import trace_path
+
+    a, b = str(trace_path("diff-control")), str(trace_path("diff-test"))
+    for fmt in ("table", "json"):
+        r = runner.invoke(app, ["diff", a, b, "--warmup", "6", "--format", fmt])
+        assert r.exit_code == 1 and r.stdout == ""
+        assert r.stderr.strip().splitlines() == [
+            f"error: {a}: none of its 6 iterations (ProfilerStep#N ranges) is left after warm-up (--warmup 6)"
+        ]
+    kept = runner.invoke(app, ["diff", a, b, "--warmup", "5", "--format", "json"])
+    assert kept.exit_code == 0 and json.loads(kept.stdout)["a"]["iterations"]["count"] == 1
+
+
+def test_a_gate_over_a_verdict_without_an_interval_says_it_could_not_tell(tmp_path: Path) -> None:
+    """alexnet against itself with every kernel 3× longer: one GPU a side and no iterations, so the GPU busy
+    verdict (+14.3%) has no interval. `--gate 5` passed without a word, where a pass whose interval reaches
+    past the gate says so."""
+    from kineto_data import raw_events, trace_path, write_trace
+
+    events = [{**e, "dur": e["dur"] * 3} if e.get("cat") == "kernel" else e for e in raw_events("alexnet")]
+    a, b = str(trace_path("alexnet")), str(write_trace(tmp_path / "slow.json", events))
+    r = runner.invoke(app, ["diff", a, b, "--gate", "5", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("warning: gate:")]
+    assert line == (
+        "warning: gate: passed, but the GPU busy time has no interval (fewer than 2 iterations in A and B; "
+        "one device a side: no spread to judge from): a regression of 5% could not be told from the noise; "
+        "give more iterations a side (a longer capture)"
+    )

@@ -145,6 +145,15 @@ def test_broken_documents_say_what_is_wrong(tmp_path: Path, text: str, message: 
         open_kineto(path)
 
 
+def test_a_trace_cut_in_a_string_says_where_in_one_at(tmp_path: Path) -> None:
+    """json's "Unterminated string starting at" was followed by " at byte N": "starting at at byte"."""
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "name": "aten::mm')
+    with pytest.raises(ExportError) as e:
+        open_kineto(path)
+    assert "(Unterminated string starting at byte 37)" in str(e.value) and " at at " not in str(e.value)
+
+
 def test_invalid_utf8_is_named_with_its_place(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "\xff"}]}')

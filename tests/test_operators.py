@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from pathlib import Path
 
+import pandas as pd
 import pytest
-from kineto_data import raw_events, trace_path
+from kineto_data import raw_events, trace_path, write_trace
 from typer.testing import CliRunner
 
+from analysis.errors import ExportError
 from analysis.tables.operators import (
     CALLS,
     CPU_AVG,
@@ -115,3 +118,66 @@ def test_operators_of_an_nsys_export_is_one_line(cpu_export) -> None:
         "trace, not in an nsys export; PyTorch's NVTX ranges (emit_nvtx) are `harness nvtx`'s rows, grouped "
         "by operator"
     ]
+
+
+def test_a_launch_recorded_twice_counts_its_kernels_once(tmp_path: Path) -> None:
+    """A driver call inside the runtime call that made it (the same correlation id, as CUPTI records both)
+    and an op that starts inside a launch call: the table is the trace's without them (it was an
+    IndexError: the call inside a call was taken for an op)."""
+    events = raw_events("alexnet")
+    launch = next(e for e in events if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel")
+    driver = {**launch, "cat": "cuda_driver", "name": "cuLaunchKernel", "ts": launch["ts"] + 1,
+              "dur": launch["dur"] - 2, "args": {"correlation": launch["args"]["correlation"]}}  # fmt: skip
+    with open_trace(trace_path("alexnet")) as trace:
+        plain = operator_table(trace)
+    with open_trace(write_trace(tmp_path / "driver.json", [*events, driver])) as trace:
+        twice = operator_table(trace)
+    assert plain[SELF_CUDA].sum() == 10_692_000  # every kernel of the trace, once
+    pd.testing.assert_frame_equal(twice, plain)
+    inner = {**launch, "cat": "cpu_op", "name": "inside_a_call", "ts": launch["ts"] + 1, "dur": 1, "args": {}}
+    with open_trace(write_trace(tmp_path / "inner.json", [*events, inner])) as trace:
+        table = operator_table(trace).set_index(NAME)
+    assert table.loc["inside_a_call", CALLS] == 1 and table[SELF_CPU].sum() == plain[SELF_CPU].sum()
+
+
+def test_events_the_reader_left_out_are_said_as_every_table_says_them(tmp_path: Path) -> None:
+    """A cpu_op and a kernel with a negative dur are left out by the reader: `harness kernels` said so, the
+    operator table, computed without them, said nothing."""
+    events = raw_events("alexnet")
+    op = next(i for i, e in enumerate(events) if e.get("cat") == "cpu_op")
+    kernel = next(i for i, e in enumerate(events) if e.get("cat") == "kernel")
+    events[op] = {**events[op], "dur": -1}
+    events[kernel] = {**events[kernel], "dur": -1}
+    path = str(write_trace(tmp_path / "bad.json", events))
+    said = "note: left out 2 Kineto events with no usable ts or dur: missing, not a number, or a negative dur"
+    for fmt in ("csv", "table"):
+        out = runner.invoke(app, ["operators", path, "--format", fmt, "--no-cache"])
+        assert out.exit_code == 0, out.output
+        assert f"{said} (1 cpu_op, 1 kernel)" in " ".join(out.output.split())  # the table's notes follow it
+
+
+def test_a_range_counts_the_ops_of_its_own_process_not_its_gpu_copy(tmp_path: Path) -> None:
+    """nccl's `nccl:all_reduce` ranges are there twice: on the CPU (15, no op starts inside them) and as the
+    GPU ran them (gpu_user_annotation, 15). `--range nccl:all_reduce` counted the 1,015 ops that the CPU
+    happened to start while the GPU ran the all-reduces."""
+    nccl = trace_path("nccl")
+    events = raw_events("nccl")
+
+    def direct(name: str) -> int:  # ops starting inside the CPU-side ranges of that name, any thread
+        spans = [(e["ts"], e["ts"] + e["dur"]) for e in events
+                 if e.get("cat") == "user_annotation" and e["name"] == name]  # fmt: skip
+        return sum(1 for e in events if e.get("cat") == "cpu_op" and any(a <= e["ts"] < b for a, b in spans))
+
+    with open_trace(nccl) as trace:
+        assert operator_table(trace, within="## backward ##")[CALLS].sum() == direct("## backward ##") == 7230
+        table = operator_table(trace, within="nccl:all_reduce")
+    assert table.empty and direct("nccl:all_reduce") == 0
+    assert table.attrs["notes"] == ["no operator starts inside the range 'nccl:all_reduce' (15 of that name)"]
+    cpu_side = {"cat": "user_annotation", "name": "nccl:all_reduce"}
+    gpu_only = [e for e in events if {k: e.get(k) for k in cpu_side} != cpu_side]
+    gone = "'nccl:all_reduce' is a range on the GPU's timeline"
+    with (
+        open_trace(write_trace(tmp_path / "gpu.json", gpu_only)) as trace,
+        pytest.raises(ExportError, match=gone),
+    ):
+        operator_table(trace, within="nccl:all_reduce")

@@ -217,3 +217,16 @@ def test_run_sort_names_a_column_before_the_run(tmp_db) -> None:
     assert result.exit_code == 1
     assert "no operator column 'bogus' to sort by" in one_line_error(result)
     assert ResultsStore(tmp_db).runs().empty
+
+
+def test_run_sort_by_a_cuda_column_on_the_cpu_is_refused_before_the_run(tmp_db) -> None:
+    """`--sort 'Self CUDA'` on a CPU run: the run ran, was stored, and then ended in "no operator column
+    'Self CUDA (ns)' to sort by" (exit 1): its trace could never hold a kernel."""
+    args = ["--steps", "1", "--warmup", "0", "--sort", "Self CUDA"]  # small, should it run
+    result = invoke("run", "char", "--device", "cpu", "--profiler", "torch", *args)
+    assert result.exit_code == 2
+    assert one_line_error(result) == (
+        "error: --sort 'Self CUDA': the trace of a run on cpu holds no CUDA kernel, so no CUDA column; sort "
+        "by Self CPU, CPU Total, CPU Avg or Calls"
+    )
+    assert ResultsStore(tmp_db).runs().empty

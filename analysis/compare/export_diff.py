@@ -48,6 +48,7 @@ from analysis.joins.nvtx_ranges import all_ranges, open_ranges_said, tagged
 from analysis.joins.runtime import pid_of, runtime_calls
 from analysis.nvtx_names import group_names, grouping_notes, has_fields
 from analysis.trace.trace import NULL, Trace
+from workloads.names import counted
 
 GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 MIN_NAMES_COMMON_PCT = 50.0  # under this share of kernel names in common, no verdict
@@ -159,6 +160,10 @@ def summarise(
         windows = its.window(iteration, label)
     elif its.warmup and its.count:
         windows = its.measured()
+    elif its.warmup:  # every iteration is warm-up: the whole capture is not what is left after it
+        have = counted(int(its.ranges["index"].max()) + 1, "iteration")
+        why = f"--warmup {warmup}" if warmup else "its `measured` range holds none"
+        raise AnalysisError(f"{label}: none of its {have} ({its.source}) is left after warm-up ({why})")
     events = _events(trace, windows)
     devices = device_times(events) if events is not None else []
     names = frozenset()
@@ -197,7 +202,8 @@ def comparability(a: Side, b: Side) -> Comparability:
     common = 100 * len(a.kernel_names & b.kernel_names) / len(union) if union else math.nan
     ratio = b.kernels / a.kernels if a.kernels else math.nan
     if union and common < MIN_NAMES_COMMON_PCT:
-        reasons.append(f"only {common:.0f}% of kernel names in common (under {MIN_NAMES_COMMON_PCT:.0f}%)")
+        shown = f"{common:.1f}".removesuffix(".0")  # the comparability line's digits: 49.6 is not "50"
+        reasons.append(f"only {shown}% of kernel names in common (under {MIN_NAMES_COMMON_PCT:.0f}%)")
     if a.kernels and b.kernels and not 1 / MAX_COUNT_RATIO <= ratio <= MAX_COUNT_RATIO:
         reasons.append(
             f"kernel counts {a.kernels:,} and {b.kernels:,} are more than {MAX_COUNT_RATIO:g}× apart"

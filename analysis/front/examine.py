@@ -49,6 +49,7 @@ from analysis.hta.gpu_events import gpu_events, merge
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.operators import SELF_CUDA, by_self_cuda, operator_table
+from analysis.tables.range_kernels import GPU_DOMAIN
 from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.summary import Report, summary
 from analysis.trace.opening import open_trace
@@ -175,7 +176,7 @@ def examine_trace(path: Path, measured: Measured, operators: Operators) -> RunEx
     seen = RunExamination()
     with open_trace(path) as trace:
         try:
-            ranges = nvtx_ranges(trace, names=[STEP, *measured.phases])
+            ranges = _on_cpu(trace, nvtx_ranges(trace, names=[STEP, *measured.phases]))
             seen.nvtx = range_summary(ranges) if len(ranges) else None
             seen.operators = _operator_tables(trace, operators)
             seen.busy = {phase: busy_share(trace, phase) for phase in measured.busy_of}
@@ -467,7 +468,7 @@ def busy_share(trace: Trace, phase: str, steps: Collection[int] | None = None) -
     their closing synchronise, so all of a phase's GPU work lies inside them."""
     if not any(trace.has(f) for f in ("kernels", "memcpy", "memset")) or not trace.has("nvtx"):
         return None
-    ranges = nvtx_ranges(trace, names=[phase])
+    ranges = _on_cpu(trace, nvtx_ranges(trace, names=[phase]))
     if steps is not None and ranges["payload"].notna().all():
         ranges = ranges[ranges["payload"].astype("int64").isin(list(steps))]
     if ranges.empty:
@@ -480,3 +481,11 @@ def busy_share(trace: Trace, phase: str, steps: Collection[int] | None = None) -
         busy += int((np.clip(ue, start, end) - np.clip(us, start, end)).sum())
         wall += int(end - start)
     return busy / wall if wall else None
+
+
+def _on_cpu(trace: Trace, ranges: pd.DataFrame) -> pd.DataFrame:
+    """`ranges` less a Kineto trace's GPU copies of them (gpu_user_annotation): those time the GPU's work of
+    the range, on the GPU's timeline, not the range (they would count each range twice)."""
+    if trace.format.startswith("nsys"):
+        return ranges
+    return ranges[(ranges["domain"].astype(object) != GPU_DOMAIN).to_numpy()]

@@ -270,18 +270,20 @@ def idle_intervals(trace: Trace, notes: list[str] | None = None) -> pd.DataFrame
     gap = np.where(first, np.nan, (start - prev_end).astype(np.float64))
     overlapped = ~first & (start < prev_end)
     if overlapped.any() and notes is not None:
+        n = int(overlapped.sum())
+        events = f"{n:,} kernels, copies or sets start" if n > 1 else "1 kernel, copy or set starts"
+        them, their, gaps = ("them", "their", "their gaps are") if n > 1 else ("it", "its", "its gap is")
         if hta:
             notes.append(
-                f"idle time (HTA's arithmetic): {int(overlapped.sum()):,} kernels, copies or sets start "
-                f"before the one before them on their stream ended; their gaps are negative "
-                f"({np.nansum(gap[overlapped]) / 1e6:,.3f} ms in all), as HTA counts them; without --hta a "
-                "stream's idle time is its span less the union of its events"
+                f"idle time (HTA's arithmetic): {events} before the one before {them} on {their} stream "
+                f"ended; {gaps} negative ({np.nansum(gap[overlapped]) / 1e6:,.3f} ms in all), as HTA counts "
+                f"{them}; without --hta a stream's idle time is its span less the union of its events"
             )
         else:
             notes.append(
-                f"idle time: {int(overlapped.sum()):,} kernels, copies or sets start while earlier work on "
-                "their stream is still running (their times overlap: one stream runs one at a time); no "
-                "gap before them, and the stream's busy time is the union of its events"
+                f"idle time: {events} while earlier work on {their} stream is still running (their times "
+                f"overlap: one stream runs one at a time); no gap before {them}, and the stream's busy time "
+                "is the union of its events"
             )
     if not hta:
         gap = np.where(overlapped, 0.0, gap)

@@ -260,7 +260,8 @@ class TraceStream:
         """The error of parsing `text` (which starts at pos), placed in the whole document."""
         if isinstance(e, RecursionError):
             return too_deep(self.path)
-        return self._invalid(f"{e.msg} at byte {self.offset + self.pos + len(text[: e.pos].encode()):,}")
+        at = self.offset + self.pos + len(text[: e.pos].encode())
+        return self._invalid(f"{e.msg.removesuffix(' at')} at byte {at:,}")  # json's own "... starting at"
 
     def _text(self, data: bytes) -> str:
         """UTF-8 text of buffered bytes; a character cut by the buffer's end is left out."""

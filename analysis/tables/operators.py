@@ -16,7 +16,7 @@ any Kineto trace (the harness's own, or one made elsewhere for HTA) and can be c
 `sort` orders by any column (or torch's sort_by key, e.g. self_cpu_time_total), `top` keeps the first rows,
 `group_by_input_shape` adds Input Shapes (recorded with record_shapes=True) to the key, as
 key_averages(group_by_input_shape=True) does. `within` keeps the ops that start inside a range of that name
-(any thread: backward runs on autograd's).
+(any thread of their process: backward runs on autograd's; not the GPU's copies of the ranges).
 
 `harness operators`. Light at import, as every table module (the registry reads `TABLE`): the computing
 functions import numpy and pandas.
@@ -78,6 +78,15 @@ def _nest(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return parent
 
 
+def _op_parent(parent: np.ndarray, n: int) -> np.ndarray:
+    """`parent` (of the ops, then of the launch calls after them) made the innermost op around each event:
+    a call inside another call, or an op inside a call, belongs to the op around them."""
+    up = parent.copy()
+    while (through := up >= n).any():
+        up[through] = parent[up[through]]
+    return up
+
+
 def _inside(starts: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
     """Which of `starts` fall inside one of `ranges` (start, end; nested or overlapping ones merged)."""
     import numpy as np
@@ -88,6 +97,30 @@ def _inside(starts: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
     lo, hi = r["start"].to_numpy(), np.maximum.accumulate(r["end"].to_numpy())
     i = np.searchsorted(lo, starts, side="right") - 1
     return (i >= 0) & (starts < hi[np.clip(i, 0, None)])
+
+
+def _inside_own(
+    calls: pd.DataFrame, ranges: pd.DataFrame, within: str, trace: Trace
+) -> tuple[np.ndarray, int]:
+    """Which ops start inside one of `ranges` of their own process (any thread), and how many ranges are
+    in the ops' processes. A Kineto trace's GPU copies of its ranges (gpu_user_annotation) lie on the GPU's
+    timeline, in a process of their own: no op is in them."""
+    import numpy as np
+
+    from analysis.joins.runtime import pid_of
+
+    op_pid, range_pid = pid_of(calls["global_tid"]), pid_of(ranges["global_tid"])
+    if not np.isin(range_pid, op_pid).any():
+        raise ExportError(
+            f"{within!r} is a range on the GPU's timeline (the trace's gpu_user_annotation), where no "
+            f"operator runs: {trace.path} has no such range on the CPU"
+        )
+    starts = calls["start"].to_numpy(np.int64)
+    inside = np.zeros(len(calls), dtype=bool)
+    for pid in np.unique(range_pid).tolist():
+        mine = op_pid == pid
+        inside[mine] = _inside(starts[mine], ranges[range_pid == pid])
+    return inside, int(np.isin(range_pid, op_pid).sum())
 
 
 def op_self_times(trace: Trace) -> pd.DataFrame:
@@ -112,15 +145,19 @@ def op_self_times(trace: Trace) -> pd.DataFrame:
         end = np.concatenate([end, rt["end"].to_numpy(np.int64)])
         tid = np.concatenate([tid, rt["global_tid"].to_numpy(np.int64)])
         launches = per_launch.reindex(rt["correlation_id"]).to_numpy(np.int64)
-    parent = _nest(start, end, tid)
+    parent = _op_parent(_nest(start, end, tid), n)
     op_parent = parent[:n]
     child = np.zeros(n, dtype=np.int64)
     has = op_parent >= 0
     np.add.at(child, op_parent[has], dur[has])
     if len(launches):
-        launch_parent = parent[n:]
-        hit = launch_parent >= 0
-        np.add.at(cuda, launch_parent[hit], launches[hit])
+        # a launch's kernels count once in its op, also when the call is recorded twice (a driver call
+        # inside the runtime call that made it, with the same correlation id)
+        credit = pd.DataFrame(
+            {"op": parent[n:], "correlation": rt["correlation_id"].to_numpy(np.int64), "ns": launches}
+        )
+        credit = credit[credit["op"] >= 0].drop_duplicates(["op", "correlation"])
+        np.add.at(cuda, credit["op"].to_numpy(), credit["ns"].to_numpy())
     names = trace.strings(np.unique(ops["name_id"].to_numpy()))
     shapes = trace.strings(np.unique(ops["shapes_id"].to_numpy()))
     return pd.DataFrame(
@@ -193,12 +230,16 @@ def operator_table(
     import numpy as np
 
     calls = op_self_times(trace)
+    empty = ""
     if within is not None:
-        ranges = trace.frame("nvtx", ["start", "end", "name"])
+        ranges = trace.frame("nvtx", ["start", "end", "name", "global_tid"])
         ranges = ranges[ranges["name"].astype(str) == within]
         if ranges.empty:
             raise ExportError(f"no range named {within!r} in {trace.path}")
-        calls = calls[_inside(calls["start"].to_numpy(np.int64), ranges)]
+        inside, own = _inside_own(calls, ranges, within, trace)
+        calls = calls[inside]
+        if calls.empty:
+            empty = f"no operator starts inside the range {within!r} ({own:,} of that name)"
     keys = ["name", "shapes"] if group_by_input_shape else ["name"]
     sums = {NAME: ("name", "first"), SHAPES: ("shapes", "first"), CALLS: ("name", "size"),
             SELF_CPU: ("self_cpu_ns", "sum"), CPU_TOTAL: ("duration_ns", "sum"),
@@ -224,6 +265,7 @@ def operator_table(
     # what a narrow terminal keeps after the registry's deciding columns (Name, Calls): the sort column first
     table.attrs["then"] = [by, *([SHAPES] if group_by_input_shape else []), SELF_CPU, CPU_TOTAL]
     table.attrs["priority"] = [NAME, CALLS, *table.attrs["then"]]
+    table.attrs["notes"] = [*trace.notes, *([empty] if empty else [])]  # and events the reader left out
     return table.head(top) if top else table
 
 

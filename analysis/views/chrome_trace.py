@@ -344,7 +344,7 @@ class _Writer:
                 pid, tid = _pid_tid(block["global_tid"][at])
                 gpu = pid >= GPU_PROCESS
                 self.thread_seen(pid[~gpu], tid[~gpu])
-                lines = []
+                lines: dict[str, list[str]] = {"user_annotation": [], "gpu_user_annotation": []}
                 for name, p, t, g, ts, dur, dom, load in zip(
                     name_text[name_code[at]].tolist(), pid.tolist(), tid.tolist(), gpu.tolist(),
                     _us(start[at]), _us(end[at] - start[at]), domain_text[domain_code[at]].tolist(),
@@ -363,11 +363,12 @@ class _Writer:
                         self.threads.setdefault((p, t), f"stream {t}")
                     else:
                         cat = "user_annotation"
-                    lines.append(
+                    lines[cat].append(
                         f'{{"ph":"X","cat":"{cat}","name":{name},"pid":{p},"tid":{t},"ts":{ts},"dur":{dur}'
                         f',"args":{json.dumps(args)}}}'
                     )
-                self.emit("user_annotation", lines)
+                for cat, written in lines.items():  # each counted under its own category
+                    self.emit(cat, written)
             for row in np.flatnonzero(np.isin(name_code, _harness_codes(names))).tolist():
                 harness.append((names[name_code[row]], int(start[row]), int(end[row]), payload[row]))
             trim_heap()  # the block's strings, freed between others, leave pages the heap cannot give back

@@ -28,10 +28,13 @@ def step_index(steps: pd.DataFrame, all_steps: pd.DataFrame) -> pd.Series:
 
 def step_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     """The step ranges among `ranges` (rows with name and payload): the harness's `step`, else a
-    torch.profiler trace's `ProfilerStep#N` (its payload N, so `step_index` numbers it N)."""
+    torch.profiler trace's `ProfilerStep#N` (its payload N, so `step_index` numbers it N). The harness's own
+    torch.profiler trace has both, its `step` ranges without a payload (record_function takes none): there
+    ProfilerStep#N numbers them, N being the harness's step index, where their places would count from 0."""
     steps = ranges[ranges["name"] == STEP]
-    if steps.empty:
-        steps = ranges[ranges["name"].astype(str).str.fullmatch(r"ProfilerStep#\d+")]
+    profiler = ranges[ranges["name"].astype(str).str.fullmatch(r"ProfilerStep#\d+")]
+    if steps.empty or (steps["payload"].isna().all() and len(profiler)):
+        steps = profiler
     return steps.reset_index(drop=True)
 
 

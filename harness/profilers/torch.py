@@ -172,6 +172,18 @@ class TorchProfiler(base.Profiler):
                 "--profile-memory"
             )
 
+    def preflight(self, options: base.ProfilerOptions, device_type: str) -> list[str]:
+        """A --sort by a CUDA column where the trace will hold no kernel: refused before the run."""
+        from analysis.tables.operators import CUDA_COLUMNS
+
+        sort = getattr(options, "operator_sort", None)
+        if sort in CUDA_COLUMNS and device_type != "cuda":
+            raise UsageError(
+                f"--sort {sort.removesuffix(' (ns)')!r}: the trace of a run on {device_type} holds no CUDA "
+                "kernel, so no CUDA column; sort by Self CPU, CPU Total, CPU Avg or Calls"
+            )
+        return []
+
     def progress(self, config: RunConfig) -> tuple[str, int | None]:
         return f"{config.model} {config.mode} under torch.profiler", config.warmup + config.steps
 
