@@ -173,11 +173,11 @@ class TorchProfiler(base.Profiler):
             )
 
     def preflight(self, options: base.ProfilerOptions, device_type: str) -> list[str]:
-        """A --sort by a CUDA column where the trace will hold no kernel: refused before the run."""
-        from analysis.tables.operators import CUDA_COLUMNS
-
+        """A --sort by a CUDA column where the trace will hold no kernel: refused before the run. The sort
+        is the operator table's column `check_sort` resolved it to, and each of its CUDA columns says CUDA
+        in its name (Self CUDA, CUDA Total, …), as torch.profiler's do."""
         sort = getattr(options, "operator_sort", None)
-        if sort in CUDA_COLUMNS and device_type != "cuda":
+        if sort is not None and "CUDA" in sort and device_type != "cuda":
             raise UsageError(
                 f"--sort {sort.removesuffix(' (ns)')!r}: the trace of a run on {device_type} holds no CUDA "
                 "kernel, so no CUDA column; sort by Self CPU, CPU Total, CPU Avg or Calls"
