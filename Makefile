@@ -45,8 +45,9 @@ test-slow: setup
 test-elsewhere: setup
 	PYTEST="$(PYTEST)" scripts/elsewhere.sh
 
+# FUZZ_ARGS: more pytest arguments (CI: --hypothesis-seed=N, the same examples every run)
 fuzz: setup
-	$(PYTEST) -m fuzz
+	$(PYTEST) -m fuzz $(FUZZ_ARGS)
 
 # The Kineto reader in C built apart (build/asan/, never over the module built in place) with
 # AddressSanitizer and UBSan (any error aborts), and its tests run with it (tests/kineto_asan.py loads it):

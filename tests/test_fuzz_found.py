@@ -100,6 +100,14 @@ def test_os_runtime_durations_past_2_62_are_left_out(tmp_path) -> None:
     assert table["Num Calls"].sum() == 10_908 - 5_454 and (table["Time (%)"] >= 0).all()
 
 
+def test_os_runtime_durations_that_add_up_past_2_63_stop_the_table() -> None:
+    """Every OS runtime call's end set to 10**18: each duration within 2**62, but their total wrapped round
+    int64 (Total Time -1,446,744,111,590,443,473 ns, Time (%) -2.4); now one line."""
+    cpu_train = next(f for f in NSYS_FIXTURES if f.parent.name == "cpu-train")
+    mutations = [("set", "OSRT_API", 1, 1, 0, "1000000000000000000")]
+    check_export_example(cpu_train, mutations, None, "osrt", False)
+
+
 def test_kernels_and_calls_without_correlation_ids_are_not_joined() -> None:
     """The kernels' and the runtime calls' correlationId columns dropped (every id NULL): the block-wise
     launch-call join took the 95 calls of the wanted NULL id into room for one (ValueError)."""
