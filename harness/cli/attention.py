@@ -126,7 +126,7 @@ def attention_cmd(
         n = len(sweep.cells)
         err(
             f"attention {sweep.sweep_id} interrupted by {signals.name(stopped)} after {n} of {total} cells; "
-            + ("the cell measured is stored" if n == 1 else f"the {n} cells measured are stored")
+            + ("the cell measured is stored" if n == 1 else f"the {n} measured are stored")
         )
         raise typer.Exit(signals.exit_code(stopped))
     if failed:
