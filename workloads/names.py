@@ -17,9 +17,19 @@ ALLREDUCE = "allreduce"
 COMM_PHASES = (ALLREDUCE,)
 DISTRIBUTED_TRAIN_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER)
 MODES = tuple(PHASES_BY_MODE)
+PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
 # every phase the harness times, in the order a step runs them
 ALL_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER, PREFILL, DECODE)
 PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def phases_for(mode: str, world_size: int = 1) -> tuple[str, ...]:
+    """The timed phases of a mode; a run across ranks (world_size > 1) adds the gradient all-reduce."""
+    if mode == PROGRAM_MODE:
+        return ()
+    return DISTRIBUTED_TRAIN_PHASES if world_size > 1 and mode == "train" else PHASES_BY_MODE[mode]
+
+
 ATTENTIONS = ("math", "sdpa")  # the model's attention: QKᵀ, softmax, ·V as separate ops, or fused
 
 # run statuses whose timers measured every step: `degraded` is such a run whose capture failed its health

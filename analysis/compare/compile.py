@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from analysis.runs.steady import REMAINDER, STEP, RunSteady, ratio_interval, run_steady
-from workloads.names import DISTRIBUTED_TRAIN_PHASES, PHASES_BY_MODE, PREFILL
+from workloads.names import MODES, PREFILL, phases_for
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "attention", "batch_size", "context_length"]
 # an optional column of the runs: the rest of a configuration its times depend on (instrumentation such as
@@ -119,11 +119,10 @@ def _figures(steps: pd.DataFrame, run_id: str, phases: tuple[str, ...]) -> RunSt
 
 
 def _phases(run: dict) -> tuple[str, ...]:
-    """The phases a run times: a train run across ranks has its gradient all-reduce too."""
+    """The phases a run times (workloads.names.phases_for): a train run across ranks has its gradient
+    all-reduce too. A stored run of no known mode has none."""
     ranks = run.get("world_size")
-    if run["mode"] == "train" and pd.notna(ranks) and ranks > 1:
-        return DISTRIBUTED_TRAIN_PHASES
-    return PHASES_BY_MODE.get(run["mode"], ())
+    return phases_for(run["mode"], int(ranks) if pd.notna(ranks) else 1) if run["mode"] in MODES else ()
 
 
 def _nan(x: float | None) -> float:

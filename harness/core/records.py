@@ -7,7 +7,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from workloads.names import DISTRIBUTED_TRAIN_PHASES, GENERATE_PHASES, PHASES_BY_MODE, TRAIN_PHASES
+from workloads.names import GENERATE_PHASES, PHASES_BY_MODE, PROGRAM_MODE, TRAIN_PHASES, phases_for
 from workloads.names import STEP as STEP_RANGE
 from workloads.plants import catalogue
 from workloads.plants.catalogue import KNOBS, Knobs
@@ -22,7 +22,6 @@ __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "T
 
 
 LATEST = "latest"  # the newest run, wherever a run id is taken
-PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does not time, so no phases
 # RunConfig fields that do not change what a step times: counts, the seed, the rank layout, --power's period
 UNTIMED_FIELDS = frozenset(
     {"seed", "steps", "warmup", "rank_timeout", "rdzv_endpoint", "node_rank", "power_period_ms"}
@@ -36,13 +35,6 @@ def new_id(prefix: str) -> str:
     under the id of another replaces it: with 4, the 15 runs `optimize` starts within a second or two met
     one in a few hundred times)."""
     return f"{prefix}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
-
-
-def phases_for(mode: str, world_size: int = 1) -> tuple[str, ...]:
-    """The timed phases of a mode; a run across ranks (world_size > 1) adds the gradient all-reduce."""
-    if mode == PROGRAM_MODE:
-        return ()
-    return DISTRIBUTED_TRAIN_PHASES if world_size > 1 and mode == "train" else PHASES_BY_MODE[mode]
 
 
 @dataclass
