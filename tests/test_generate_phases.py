@@ -37,6 +37,22 @@ def captures(h100_captures: dict[str, Path]) -> dict[str, Path]:
     return h100_captures
 
 
+def gpu_busy_within(events: list[dict], ranges: list[tuple[float, float]]) -> tuple[float, float]:
+    """(the union of the GPU's work, kernels and copies and sets, inside each of `ranges`, summed; the ranges'
+    summed length), counted straight from a Kineto trace's events."""
+    kinds = ("kernel", "gpu_memcpy", "gpu_memset")
+    gpu = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in kinds)
+    busy = wall = 0.0
+    for lo, hi in ranges:
+        reach = lo
+        for s, e in gpu:
+            s, e = max(s, reach), min(e, hi)
+            if e > s:
+                busy, reach = busy + e - s, e
+        wall += hi - lo
+    return busy, wall
+
+
 def test_the_phases_are_read_from_the_steps_of_the_export(captures: dict[str, Path]) -> None:
     assert step_phases(open_trace(captures["tiny-generate"], cache=False)) == ("prefill", "decode")
     assert step_phases(open_trace(captures["tiny-cupti13"], cache=False)) == (
@@ -123,19 +139,7 @@ def test_a_torch_trace_of_decode_gives_its_gpu_busy_share(tmp_path: Path) -> Non
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     seen = examine_trace(path, Measured(phases=("decode",), busy_of=("decode",)), Operators(5))
     ranges = [(e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"] if e.get("name") == "decode"]
-    gpu = sorted(
-        (e["ts"], e["ts"] + e["dur"])
-        for e in doc["traceEvents"]
-        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-    )
-    busy = wall = 0.0
-    for lo, hi in ranges:  # the union of the GPU's work inside each decode range
-        reach = lo
-        for s, e in gpu:
-            s, e = max(s, reach), min(e, hi)
-            if e > s:
-                busy, reach = busy + e - s, e
-        wall += hi - lo
+    busy, wall = gpu_busy_within(doc["traceEvents"], ranges)
     assert len(ranges) == 2 and 0 < busy < wall
     assert seen.busy["decode"] == pytest.approx(busy / wall, rel=1e-3)
 
@@ -156,19 +160,7 @@ def test_a_phase_is_its_ranges_on_the_cpu_not_their_gpu_copies(tmp_path: Path) -
     assert seen.nvtx.set_index("Range").loc["decode", "Instances"] == 3
     ranges = [(e["ts"], e["ts"] + e["dur"]) for e in events
               if e.get("cat") == "user_annotation" and e["name"] == "decode"]  # fmt: skip
-    gpu = sorted(
-        (e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-    )
-    busy = wall = 0.0
-    for lo, hi in ranges:  # the union of the GPU's work inside each CPU-side range
-        reach = lo
-        for s, e in gpu:
-            s, e = max(s, reach), min(e, hi)
-            if e > s:
-                busy, reach = busy + e - s, e
-        wall += hi - lo
+    busy, wall = gpu_busy_within(events, ranges)
     assert seen.busy["decode"] == pytest.approx(busy / wall, rel=1e-6) == pytest.approx(0.3756, abs=1e-4)
 
 
