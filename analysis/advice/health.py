@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.base import Stop
-from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
+from analysis.advice.checks import FAIL, OK, WARN, Check, Health, capture_failures, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
+from analysis.advice.verdict import keep_verdict
 from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.readers import NULL
@@ -50,7 +51,8 @@ def capture_health(
     """Every check that applies to `trace` (an nsys export or a Kineto trace); `stop`: the run was stopped
     before its end (its missing steps were never run); `timed`: the measured steps the run's timers timed
     (0: not known); `warmup`: its warm-up steps (None: not known), which tell the measured steps where the
-    `measured` range was lost."""
+    `measured` range was lost. The verdict is kept with the export's cache entry, for its tables to say
+    (analysis.advice.verdict)."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
         facts = trace.capture_facts()
@@ -73,6 +75,7 @@ def capture_health(
         _times(trace),
         _repeated(trace),
     ]
+    keep_verdict(trace, [c.name for c in capture_failures(health.checks)], health.line())
     return health
 
 

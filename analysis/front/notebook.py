@@ -69,8 +69,9 @@ class Report:
 
     def tables(self, kind: str, *, top: int | None = None, **options: Any) -> dict[str, pd.DataFrame]:
         """The titled tables of `kind` (a table's name: `analysis.tables.names()`), title -> DataFrame;
-        each frame's attrs hold the notes printed with them ("notes") and the tables left out for want of
-        data, with why ("skipped")."""
+        each frame's attrs hold the notes printed with them ("notes"), the tables left out for want of
+        data, with why ("skipped"), and the warnings printed with them ("warnings": a capture that failed its
+        health checks when they last ran)."""
         try:
             result = read_tables(kind, self.sources, options, top=top, by_rank=self.by_rank, jobs=self.jobs,
                                  dask=self.dask, cache=self.cache, export=self.export)  # fmt: skip
@@ -85,7 +86,8 @@ class Report:
         out = {}
         for title, df in result.tables:
             frame = df if hasattr(df, "iloc") else df.frame()  # Rows: computed or served without pandas
-            frame.attrs.update(notes=list(result.notes), skipped=dict(result.skipped or {}))
+            frame.attrs.update(notes=list(result.notes), skipped=dict(result.skipped or {}),
+                               warnings=list(result.warnings))  # fmt: skip
             out[title] = frame
         return out
 

@@ -4,8 +4,10 @@ its declaration says (`read_tables`).
 Served from the export's cache entry where the table is kept there (analysis.trace.results: no pandas, no
 pyarrow, no SQLite), else opened and computed: from one export (without pandas where the table has a way),
 over several (each read by a worker, then combined: analysis.trace.multi) or over one capture's
-processes (`by_rank` on one export); then kept for the next time. An nsys report (.nsys-rep) becomes an
-export through `export`, which the caller passes in (analysis.trace.exports): analysis runs no nsys.
+processes (`by_rank` on one export); then kept for the next time. An export whose capture failed its
+health checks when they last ran is named in the tables' warnings (analysis.advice.verdict). An nsys
+report (.nsys-rep) becomes an export through `export`, which the caller passes in
+(analysis.trace.exports): analysis runs no nsys.
 
 Light at import: a table served from the cache loads no numpy, pandas, pyarrow or SQLAlchemy. What opens
 and computes is imported where it is needed.
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import tables
+from analysis.advice.verdict import failed_captures
 from analysis.errors import ExportError, OptionsError
 from analysis.tables.table import Table, Tables
 from analysis.trace import results
@@ -58,6 +61,7 @@ def read_tables(
     per = None  # over several exports: the column (Rank, Source) each of whose values gets `top` rows
     if served is not None:
         result = Tables(served.tables, [*said, *served.notes], served.skipped, served.titled)  # type: ignore[arg-type]
+        result.warnings = failed_captures(sources)  # served: one export, cache on
     else:
         skipped: list[str] = []  # what a folder held that looked like an export and was not taken
         paths = sources if one else expand(sources, skipped)
@@ -76,6 +80,7 @@ def read_tables(
             else:
                 result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
         result.notes = [*beside, *result.notes]
+        result.warnings = failed_captures(exports, paths) if cache else []
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result

@@ -28,13 +28,15 @@ if TYPE_CHECKING:
 @dataclass
 class Tables:
     """One command's titled tables from one trace (DataFrames, or Rows where no pandas was needed), the
-    notes to print with them, the tables it has no data for (title -> why), and whether they print as a
-    titled list even when there is one."""
+    notes to print with them, the tables it has no data for (title -> why), whether they print as a
+    titled list even when there is one, and the warnings to print with them (a capture that failed its
+    health checks: analysis.advice.verdict)."""
 
     tables: list[tuple[str, pd.DataFrame | Rows]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: dict[str, str] | None = None
     titled: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

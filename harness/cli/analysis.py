@@ -280,10 +280,12 @@ def _plain(value: Any) -> Any:
 
 
 def render(result: Tables, reading: Reading) -> None:
-    """One table alone, or a titled list; the tables with no data are named (a warning each reason, in the
-    table format)."""
+    """One table alone, or a titled list, after a warning for each capture that failed its health checks;
+    the tables with no data are named (a warning each reason, in the table format)."""
     tables = result.tables
     how = {"wide": reading.wide, "limit": reading.limit}
+    for warning in result.warnings:
+        warn(warning)
     if len(tables) == 1 and not result.titled:
         emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]
         return
