@@ -55,6 +55,8 @@ def test_a_table_of_a_capture_that_failed_health_says_so(a100_export: Path, tmp_
     assert again == table and pd.read_csv(io.StringIO(again))["Instances"].sum() == 10
     _, said = _stderr("nvtx", str(export), "-f", "csv")  # every table of the export, computed or kept
     assert _warning(export) in said
+    _, said = _stderr("breakdown", str(export), "-f", "csv")
+    assert _warning(export) in said
     _, said = _stderr("kernels", str(export), "-f", "csv", "--no-cache")
     assert "failed its health checks" not in said  # without the cache nothing kept is read
 

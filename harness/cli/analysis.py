@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from analysis import tables
+from analysis.advice.verdict import failed_captures
 from analysis.errors import ExportError
 from analysis.front.reading import read_tables
 from analysis.tables import operators as ops
@@ -237,6 +238,8 @@ def breakdown_cmd(
         notes = [*split, *dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", []))]
         if not hta:  # say where the oracle's numbers differ, and why
             notes += breakdown.hta_difference(traces, tables[0][1])
+    for warning in [] if reading.no_cache else failed_captures(paths):
+        warn(warning)
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)
 
 
