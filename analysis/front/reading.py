@@ -61,7 +61,7 @@ def read_tables(
     per = None  # over several exports: the column (Rank, Source) each of whose values gets `top` rows
     if served is not None:
         result = Tables(served.tables, [*said, *served.notes], served.skipped, served.titled)  # type: ignore[arg-type]
-        result.warnings = failed_captures(sources)  # served: one export, cache on
+        read, shown = sources, sources
     else:
         skipped: list[str] = []  # what a folder held that looked like an export and was not taken
         paths = sources if one else expand(sources, skipped)
@@ -80,7 +80,8 @@ def read_tables(
             else:
                 result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
         result.notes = [*beside, *result.notes]
-        result.warnings = failed_captures(exports, paths) if cache else []
+        read, shown = exports, paths
+    result.warnings = failed_captures(read, shown) if cache else []
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result
