@@ -93,3 +93,12 @@ def test_a_notebook_table_carries_the_warning(a100_export: Path, tmp_path: Path)
     table = report.table("kernels")
     assert table["Instances"].sum() == 10
     assert table.attrs["warnings"] == [_warning(export).removeprefix("warning: ")]
+
+
+def test_a_diff_names_the_side_whose_capture_failed(a100_export: Path, tmp_path: Path) -> None:
+    export = _twice(a100_export, tmp_path)
+    healthy = tmp_path / "healthy.sqlite"
+    shutil.copy(a100_export, healthy)
+    runner.invoke(app, ["health", str(export)])
+    _, said = _stderr("diff", str(healthy), str(export), "-f", "json")  # exit 0: no gate asked
+    assert said.count("failed its health checks") == 1 and _warning(export) in said

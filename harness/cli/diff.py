@@ -174,6 +174,8 @@ def diff_cmd(
         refuse_inputs(html, inputs, "--html")
     if side_a.run is None and side_b.run is None:
         d = ed.compute(side_a, side_b, exports, cache=not no_cache)
+        for warning in hd.failed_sides(side_a, side_b, cache=not no_cache):
+            warn(warning)
         ed.render(d, fmt.value, top, wide, gate, out=out, inputs=inputs)
         if html is not None:
             phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs

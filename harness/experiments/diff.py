@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.advice.verdict import failed_captures
 from analysis.compare import diff as d
 from analysis.compare import export_diff as diffing
 from analysis.compare.drift import RUNS, basis_words
@@ -426,6 +427,13 @@ def diff_exports(
             ta, tb, labels=(a.label, b.label), iteration_range=iteration_range, iteration=iteration,
             warmup=warmup, by=nvtx.grouping(by, raw_names),
         )  # fmt: skip
+
+
+def failed_sides(a: Side, b: Side, *, cache: bool) -> list[str]:
+    """A warning for each side's export whose capture failed its health checks when they last ran (none
+    without the cache: analysis.advice.verdict)."""
+    paths = [p for p in (a.trace_path, b.trace_path) if p is not None]
+    return failed_captures(paths) if cache else []
 
 
 def gate_failed(verdict: Verdict, gate: float) -> bool:
