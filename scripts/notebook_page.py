@@ -59,8 +59,10 @@ report.table("kernels", by="name", stats_format="2023.4", top=3)[["Total Time (n
     ),
     (
         "A command that prints several tables gives them by title; each frame's `attrs` hold the notes "
-        "the command prints beside it. Options take the library's defaults: `nvtx-gpu` credits kernels to "
-        "the harness's phases when it is given them, as the command line gives them by default.",
+        "the command prints beside it, and under `warnings` what it warns of (an export whose capture "
+        "failed its [health](health.md) checks when they last ran). Options take the library's defaults: "
+        "`nvtx-gpu` credits kernels to the harness's phases when it is given them, as the command line "
+        "gives them by default.",
         """\
 phases = report.tables("nvtx-gpu", phases=("forward", "backward", "optimizer"))
 list(phases)""",
