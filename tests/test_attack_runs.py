@@ -464,3 +464,43 @@ def test_optimize_of_a_misspelt_model_names_the_models(tmp_path: Path) -> None:
         "error: no run with id 'tinny'; `harness runs` lists the runs (and it is not one of the models: tiny,"
         in said
     )
+
+
+def test_attention_stops_showing_its_cells_when_the_database_will_not_take_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that would not take a cell part way (locked past HARNESS_DB_TIMEOUT) ended `attention` with
+    the database's line alone: the cell just measured was lost, unshown. Now the sweep stops there, shows
+    every cell measured and says which are stored."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.errors import HarnessError
+    from harness.store.results import ResultsStore
+
+    save = ResultsStore.save_attention
+
+    def refuse_third(self, sweep, cell) -> None:  # type: ignore[no-untyped-def]
+        if len(sweep.cells) == 3:
+            raise HarnessError(
+                f"results database {tmp_path}/a.sqlite is locked by another process (waited 3 s)"
+            )
+        save(self, sweep, cell)
+
+    monkeypatch.setattr(ResultsStore, "save_attention", refuse_third)
+    db = f"sqlite:///{tmp_path}/a.sqlite"
+    args = ["attention", "--device", "cpu", "--head-dims", "8", "--seq-lens", "8,16,32,64", "--batch", "1",
+            "--warmup", "0", "--trials", "1", "--impl", "math", "--db", db, "--format", "json"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1, r.output
+    assert [row["seq_len"] for row in json.loads(r.stdout)] == [8, 16, 32]
+    said = " ".join(r.stderr.split())
+    assert (
+        "stopped after 3 of 4 cells: the results database would not take the last (math head_dim 8 seq_len "
+        f"32): results database {tmp_path}/a.sqlite is locked by another process (waited 3 s); the 2 before "
+        "it are stored, every cell measured is shown"
+    ) in said
+    assert said.count("error:") == 1
+    assert len(ResultsStore(db).attention_results()) == 2

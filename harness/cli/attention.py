@@ -12,12 +12,16 @@ from harness.cli.terminal.output import Format, emit
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.devices import emulated_precision_note, resolve_device
-from harness.core.errors import UsageError
+from harness.core.errors import HarnessError, UsageError
 from harness.core.records import AttentionSweep
 from harness.core.signals import sigterm_raises
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
 from harness.store import results as results_db
 from workloads.names import counted
+
+
+class _NotStored(Exception):
+    """The results database would not take a measured cell: the sweep stops, its cells are shown."""
 
 
 def _ints(option: str, text: str) -> tuple[int, ...]:
@@ -76,6 +80,7 @@ def attention_cmd(
     total = len(config.impls) * len(config.head_dims) * len(config.seq_lens)
     sweeps: list[AttentionSweep] = []  # the sweep, once a cell finished: what is shown if it is cut short
     stopped: int | None = None
+    refused: list[str] = []  # why the database would not take the last cell: the sweep stops there
     with sigterm_raises(), Progress("attention", total, unit="cells") as bar:
         done = 0
 
@@ -84,9 +89,13 @@ def attention_cmd(
 
         def save(sweep, cell) -> None:  # type: ignore[no-untyped-def]
             nonlocal done
-            with signals.deferred():  # a finished cell is stored whole
-                store.save_attention(sweep, cell)
-            sweeps[:] = [sweep]
+            sweeps[:] = [sweep]  # measured: shown, whatever the database does with it
+            try:
+                with signals.deferred():  # a finished cell is stored whole
+                    store.save_attention(sweep, cell)
+            except HarnessError as e:
+                refused.append(str(e))
+                raise _NotStored from None
             done += 1
             bar.advance(done)
 
@@ -94,6 +103,8 @@ def attention_cmd(
             sweeps[:] = [run_attention_sweep(config, on_cell=save, progress=show)]
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the cells measured are kept and shown
             stopped = signals.signal_of(e)
+        except _NotStored:
+            pass
     if stopped is not None and not sweeps:
         err(f"attention interrupted by {signals.name(stopped)} before a cell finished; nothing stored")
         raise typer.Exit(signals.exit_code(stopped))
@@ -122,6 +133,15 @@ def attention_cmd(
         notes=notes,
         wide=wide,
     )
+    if refused:
+        n, last = len(sweep.cells), sweep.cells[-1]
+        before = {1: "", 2: "the cell before it is stored, "}.get(n, f"the {n - 1} before it are stored, ")
+        err(
+            f"attention {sweep.sweep_id} stopped after {n} of {total} cells: the results database would not "
+            f"take the last ({last.impl} head_dim {last.head_dim} seq_len {last.seq_len}): {refused[0]}; "
+            f"{before}every cell measured is shown"
+        )
+        raise typer.Exit(1)
     if stopped is not None:
         n = len(sweep.cells)
         err(
