@@ -50,6 +50,8 @@ from harness.experiments import drift, run_tables, sweep
 from harness.experiments.run_tables import results_table
 from harness.store import results as results_db
 from harness.store import unsaved
+from harness.store.database import refuse_target
+from harness.store.location import resolve_url
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
 ProfilerOpt = Annotated[
@@ -330,6 +332,7 @@ def import_cmd(
     unless --replace (which says what it replaced); importing the same file again writes nothing."""
     import pandas as pd
 
+    refuse_target(resolve_url(db))  # a --db no command can use is said first, as every command says it
     store: ResultsStore | None = None  # opened once a file is read: a bad one creates no database
     done: list[Imported] = []
     for i, f in enumerate(files):
