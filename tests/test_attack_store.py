@@ -31,7 +31,8 @@ def _csv_tables(text: str) -> dict[str, list[dict[str, str]]]:
 
 def test_show_csv_and_json_keep_the_rank_column_of_a_one_rank_run(tmp_db: str) -> None:
     """A script reading the steps of several runs gets one set of columns: a run on one rank has rank 0,
-    as a run across ranks has its ranks; the terminal leaves out the column that says nothing there."""
+    as a run across ranks has its ranks; the terminal leaves out the column that says nothing there. Its
+    phase times are whole nanoseconds, as stored (they were printed as floats: 1000002.0)."""
     ResultsStore(tmp_db).save(make_result("tiny-one"))
     shown = _invoke("show", "tiny-one", "--db", tmp_db, "-f", "csv")
     assert shown.exit_code == 0, shown.output
@@ -39,11 +40,13 @@ def test_show_csv_and_json_keep_the_rank_column_of_a_one_rank_run(tmp_db: str) -
     assert [(r["rank"], r["step"], r["warmup"]) for r in steps] == [
         ("0", "0", "True"), ("0", "1", "True"), ("0", "2", "False"), ("0", "3", "False"), ("0", "4", "False"),
     ]  # fmt: skip
-    assert steps[2]["forward (ns)"] == "1000002.0"
+    assert steps[2]["forward (ns)"] == "1000002"  # whole nanoseconds, as every table's data
     as_json = _invoke("show", "tiny-one", "--db", tmp_db, "-f", "json")
     import json
 
     assert [r["rank"] for r in json.loads(as_json.stdout)["steps"]] == [0, 0, 0, 0, 0]
+    assert json.loads(as_json.stdout)["steps"][2]["forward (ns)"] == 1_000_002  # an int, not 1000002.0
+    assert "1000002.0" not in as_json.stdout
     table = _invoke("show", "tiny-one", "--db", tmp_db)
     lines = table.stdout.splitlines()
     header = lines[lines.index("steps") : lines.index("steps") + 5]  # its title, border, header lines

@@ -97,13 +97,33 @@ def test_a_cache_limit_that_is_not_a_size_fails_clearly(
 
 
 def test_max_size_0_leaves_no_entry_and_caches_nothing_after(a100_export: Path, cache_dir: Path) -> None:
+    """It says so: `cache limit set to 0 bytes; evicted N bytes` did not say that nothing is kept after."""
     assert runner.invoke(app, ["kernels", str(a100_export)]).exit_code == 0
     assert len(Cache().entries()) == 1
+    size = Cache().entries()[0].size_bytes
     result = runner.invoke(app, ["cache", "--max-size", "0"])
     assert result.exit_code == 0 and Cache().entries() == []
+    assert result.stderr.replace("\n      ", " ") == (
+        "note: cache limit set to 0 bytes: nothing read from now on is kept (each command reads its export "
+        f"afresh); evicted {size:,} bytes: the cache is empty\n"
+    )
     table = runner.invoke(app, ["kernels", str(a100_export), "-f", "csv"])
     assert table.exit_code == 0 and Cache().entries() == []
     assert pd.read_csv(io.StringIO(table.stdout))["Instances"].sum() == 5
+
+
+def test_a_limit_under_every_entry_says_so(a100_export: Path, cache_dir: Path) -> None:
+    """`--max-size 1KB` evicted every entry and said only how many bytes."""
+    assert runner.invoke(app, ["kernels", str(a100_export)]).exit_code == 0
+    size = Cache().entries()[0].size_bytes
+    result = runner.invoke(app, ["cache", "--max-size", "1KB"])
+    assert result.exit_code == 0 and Cache().entries() == []
+    assert result.stderr.replace("\n      ", " ") == (
+        f"note: cache limit set to 1,000 bytes, under the size of every entry (the smallest {size:,} bytes); "
+        f"evicted {size:,} bytes: the cache is empty\n"
+    )
+    again = runner.invoke(app, ["cache", "--max-size", "5GB"])
+    assert again.stderr == "note: cache limit set to 5,000,000,000 bytes\n"
 
 
 # --- stale numbers from the cache --------------------------------------------------------------------

@@ -339,3 +339,36 @@ def test_runs_of_unlike_configurations_are_said_to_be_so(slow_pair: tuple[str, s
     ) in notes  # a backward 20% slower is the batch's, not a change of code
     same = json.loads(runner.invoke(app, ["diff", *slow_pair, "--format", "json"]).stdout)["notes"]
     assert not [n for n in same if "not the same configuration" in n]
+
+
+def test_a_gate_passed_on_a_phase_it_could_not_judge_says_so(tmp_db: str) -> None:
+    """Two runs a side whose forward (1 to 3 ms of a 152 ms step) scatters: `--gate 6` passed without a
+    word, the whole step's interval (+5.1%) being inside 6% though forward's reached +5287%; the gate
+    fails on a phase as on the step, so a pass it could not judge for a phase is said as the step's is."""
+    store = ResultsStore(tmp_db)
+    for run_id, forward in (("a1", 1_000_000), ("a2", 3_000_000), ("b1", 800_000), ("b2", 3_600_000)):
+        phases = {"backward": 100_000_000, "optimizer": 50_000_000}
+        steps = [StepRecord(i, i < 2, {"forward": forward + i, **phases}) for i in range(5)]
+        store.save(
+            RunResult(
+                run_id=run_id,
+                config=RunConfig(model="tiny", warmup=2, steps=3),
+                status="ok",
+                device="cpu",
+                model=ModelInfo("transformer", 64, 256, 2, 2, 1000, 64, 100_000),
+                steps=steps,
+            )
+        )
+    r = runner.invoke(app, ["diff", "a1,a2", "b1,b2", "--gate", "6", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (phases,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("Phases")]
+    high = {row["Phase"]: row["CI High (%)"] for row in phases}
+    assert {row["Verdict"] for row in phases} == {"inconclusive"}
+    assert high["overall (step)"] < 6 < high["forward"] and high["backward"] < 6
+    assert r.stderr.splitlines()[-1] == (
+        f"warning: gate: passed, but the interval of forward {high['forward']:+.1f}% reaches past 6%: a "
+        "regression of 6% could not be told from the drift between runs; give more runs a side (`harness "
+        "diff A1,A2,A3 B1,B2,B3`)"
+    )
+    r = runner.invoke(app, ["diff", "a1,a2", "b1,b2", "--gate", "6000", "--format", "json"])
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.stderr

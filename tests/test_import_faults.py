@@ -140,6 +140,24 @@ CASES = [
         "steps[3].phases lacks optimizer: a train step times forward, backward, optimizer",
     ),
     ("result.steps", [], "steps hold no measured step, but the run's status is ok"),
+    # the figures of `extra` that show, runs, compare-compile and the dashboard compute with: stored, they
+    # broke those commands with a traceback (`'int' object has no attribute 'items'`, `str - int`)
+    ("result.extra.first_step_ns", "abc", "extra.first_step_ns is 'abc', not a whole number"),
+    ("result.extra.first_step_ns", 1.5, "extra.first_step_ns is 1.5, not a whole number"),
+    ("result.extra.first_step_phases", [1], "extra.first_step_phases is list, not an object"),
+    ("result.extra.first_step_phases", {"walk": 5}, "extra.first_step_phases: phase is 'walk', not one of"),
+    ("result.extra.compile_ns", "x", "extra.compile_ns is 'x', not a whole number"),
+    ("result.extra.compile_phases_ns", {"forward": None}, "extra.compile_phases_ns.forward is None"),
+    ("result.extra.steady_phases_ns", {"forward": "slow"}, "extra.steady_phases_ns.forward is 'slow'"),
+    ("result.extra.inductor_cache", {"hits": -1}, "extra.inductor_cache.hits is -1, outside 0.."),
+    ("result.extra.dynamo", {"graphs": 1.5}, "extra.dynamo.graphs is 1.5, not a whole number"),
+    ("result.extra.memory", "lots", "extra.memory is str, not an object"),
+    ("result.extra.memory.breakdown", 5, "extra.memory.breakdown is int, not an object"),
+    ("result.extra.memory.breakdown.total", "x", "extra.memory.breakdown.total is 'x', not a finite number"),
+    ("result.extra.memory.peak_rss_bytes", -1, "extra.memory.peak_rss_bytes is -1, outside 0.."),
+    ("result.extra.memory.peak_source", 5, "extra.memory.peak_source is 5, not text"),
+    ("result.extra.memory.operators", [{"name": "aten::mm"}], "extra.memory.operators[0].calls is None"),
+    ("result.steps.1", {"step": 1, "warmup": False}, "steps[1] lacks phases"),
 ]
 
 
@@ -159,6 +177,30 @@ def test_a_result_without_its_status(tmp_path: Path, db: Path) -> None:
     path.write_text(json.dumps(data))
     one_error(invoke(path, db=db), "result lacks status")
     assert stored(db) == {}
+
+
+def test_compile_time_without_the_first_step_it_is_taken_from(tmp_path: Path, db: Path) -> None:
+    """`show` read a compile time's first step as extra["first_step_ns"]: a KeyError where it was cut."""
+    data = json.loads(REAL.read_text())
+    del data["result"]["extra"]["first_step_ns"]
+    data["result"]["extra"]["compile_ns"] = 5
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(data))
+    one_error(invoke(path, db=db), "extra holds compile_ns without first_step_ns")
+    assert stored(db) == {}
+
+
+def test_a_refused_file_creates_no_database(tmp_path: Path) -> None:
+    """`import bad.json --db new.sqlite` created new.sqlite (an empty database) before refusing the file:
+    the database is opened once a file is read, so nothing is left behind."""
+    new = tmp_path / "new.sqlite"
+    bad = edited(tmp_path, "result.extra.first_step_ns", "abc")
+    one_error(invoke(bad, db=new), "extra.first_step_ns is 'abc'")
+    one_error(invoke(tmp_path / "none.json", db=new), "cannot read")
+    assert not new.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["e.json"]
+    result = invoke(REAL, db=new)
+    assert result.exit_code == 0, result.output
+    assert list(stored(new)) == [RUN_ID]
 
 
 def test_a_folder_is_one_line(tmp_path: Path, db: Path) -> None:

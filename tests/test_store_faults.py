@@ -168,6 +168,17 @@ def test_url_without_its_driver_names_the_package(tmp_path: Path) -> None:
     assert "unknown database URL scheme 'foo://'" in one_line(result)
 
 
+@pytest.mark.parametrize("command", [["runs"], ["import", "x.json"], ["run", "tiny", "--device", "cpu"]])
+def test_an_empty_db_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
+    """`--db ""` read as no --db: the default database (in the home folder) was read or written unasked."""
+    result = invoke(*command, "--db", "", HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
+    assert result.exit_code == 2
+    assert one_line(result) == (
+        "error: --db is empty: give a database path or URL, or leave --db out for the default"
+    )
+    assert not list(tmp_path.rglob("*.sqlite"))
+
+
 def test_bad_timeout_setting(tmp_path: Path) -> None:
     result = invoke("runs", "--db", str(tmp_path / "x.sqlite"), HARNESS_DB_TIMEOUT="soon")
     assert result.exit_code == 2

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from isal import igzip
 
-from analysis.errors import AnalysisError
+from analysis.errors import AnalysisError, ExportError
 from analysis.joins.nvtx_ranges import note_open_ranges
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL, trim_heap
@@ -79,24 +79,39 @@ class Written:
     counts: dict[str, int] = field(default_factory=dict)
     window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
+    origin: int | None = None  # the capture's start, where the window was given in seconds from it
 
     def window_words(self) -> str:
-        """The window as it was given: `window LO..HI ns`, `from LO ns` or `up to HI ns` ("" for none)."""
+        """The window as it was given: `window LO..HI ns`, `from LO ns` or `up to HI ns`, in seconds into
+        the capture where it was given so (`window 1.5..2 s into the capture`); "" for none."""
         if self.window is None:
             return ""
         lo, hi = self.window
+        origin = self.origin
+        unit = " ns" if origin is None else " s into the capture"
+
+        def at(t: int) -> str:
+            return f"{t:,}" if origin is None else f"{(t - origin) / 1e9:g}"
+
         if hi == OPEN:  # the end not given (a value given past it is said as given)
-            return f"from {lo:,} ns"
+            return f"from {at(lo)}{unit}"
         if lo == -OPEN:
-            return f"up to {hi:,} ns"
-        return f"window {lo:,}..{hi:,} ns"
+            return f"up to {at(hi)}{unit}"
+        return f"window {at(lo)}..{at(hi)}{unit}"
 
 
-def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] | None = None) -> Written:
-    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds.
-    A file appears whole or not at all (written beside it, then renamed); `-`, a device or a pipe is
-    written as a stream (analysis.outputs)."""
-    written = Written(Path(path), window=window)
+class EmptyWindow(ExportError):
+    """A window that holds no event: nothing is written (the file would say nothing)."""
+
+
+def write_chrome_trace(
+    trace: Trace, path: str | Path, window: tuple[int, int] | None = None, origin: int | None = None
+) -> Written:
+    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds
+    (`origin`: the capture's start, where the window was given in seconds from it). A file appears whole
+    or not at all (written beside it, then renamed); `-`, a device or a pipe is written as a stream
+    (analysis.outputs). A window that holds no event is EmptyWindow, and no file is left."""
+    written = Written(Path(path), window=window, origin=origin)
     if trace.has("nvtx"):
         note_open_ranges(trace)  # drawn to the capture's end: said as every table of them says it
     try:
@@ -111,6 +126,8 @@ def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] |
                     f.flush()
                 finally:
                     f.detach()  # the stream stays open for open_output (standard output stays open)
+            if window is not None and not set(written.counts) - {"metadata"}:  # the file is not kept
+                raise EmptyWindow(f"no event in the {written.window_words()}: nothing written")
         written.notes = list(trace.notes)
     except BrokenPipeError:
         raise  # `-o - | head`: ended quietly, as a table piped to head is

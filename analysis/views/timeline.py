@@ -187,11 +187,32 @@ def _activity(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def capture_start(trace: Trace) -> int:
     """The first thing the capture recorded (kernel, NVTX range or CUDA call): the origin of --start/--end."""
-    firsts = []
-    for frame in ("kernels", "nvtx", "runtime"):
+    return capture_span(trace)[0]
+
+
+# every frame a timeline draws (analysis.views.chrome_trace), for the span its events cover
+TIMED_FRAMES = ("kernels", "nvtx", "runtime", "memcpy", "memset", "syncs", "osrt", "cpu_ops")
+
+
+def capture_span(trace: Trace, frames: tuple[str, ...] = ("kernels", "nvtx", "runtime")) -> tuple[int, int]:
+    """The first and the last instant (ns) of the events of `frames` (by default the kernels, NVTX ranges
+    and CUDA calls); (0, 0) where there are none."""
+    firsts, lasts = [], []
+    for frame in frames:
         if trace.has(frame):
-            firsts.append(int(trace.frame(frame, ["start"])["start"].min()))
-    return min(firsts) if firsts else 0
+            times = trace.frame(frame, ["start", "end"])
+            if len(times):
+                firsts.append(int(times["start"].min()))
+                lasts.append(int(times["end"].max()))
+    return (min(firsts), max(lasts)) if firsts else (0, 0)
+
+
+def span_words(trace: Trace) -> str:
+    """The span of every event a timeline draws, in seconds from the capture's start (the origin of
+    --start/--end; OS runtime calls may begin before it): `0..2.5 s`."""
+    origin = capture_start(trace)
+    first, last = capture_span(trace, TIMED_FRAMES)
+    return f"{(first - origin) / 1e9:g}..{(last - origin) / 1e9:g} s"
 
 
 def busiest_window(trace: Trace, width: int = WINDOW_NS) -> tuple[int, int]:
@@ -252,12 +273,18 @@ def window_events(trace: Trace, lo: int, hi: int, max_kernels: int = 20000) -> p
 
 
 OPEN = 2**62  # ns: the end of a window given only its other end (no event lies past it)
+WINDOW_MAX_S = 9.2e9  # s: the most --start/--end may be either way (its nanoseconds fit in int64)
 
 
 def check_window(
-    step: int | None = None, phase: str | None = None, start: int | None = None, end: int | None = None
+    step: int | None = None, phase: str | None = None, start: float | None = None, end: float | None = None
 ) -> None:
     """The ways to cut a timeline checked together, before any file is opened: a usage error (exit 2)."""
+    for flag, edge in (("--start", start), ("--end", end)):
+        if edge is not None and not -WINDOW_MAX_S <= edge <= WINDOW_MAX_S:  # nan and inf too
+            raise OptionsError(
+                f"{flag} must be a number of seconds, at most {WINDOW_MAX_S:g} either way; got {edge:g}"
+            )
     if (step is not None or phase is not None) and (start is not None or end is not None):
         raise OptionsError("--step/--phase and --start/--end exclude each other: pick one way to cut")
     if phase is not None and step is None:
@@ -271,16 +298,19 @@ def window_of(
     *,
     step: int | None = None,
     phase: str | None = None,
-    start: int | None = None,
-    end: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
 ) -> tuple[int, int] | None:
     """The interval (ns) a timeline is cut to: a harness step (`step`, its number as `harness` shows it),
-    one phase of it, or `start`..`end`; None for the whole trace."""
+    one phase of it, or `start`..`end` (seconds from the capture's start, as the dashboard's window);
+    None for the whole trace."""
     check_window(step, phase, start, end)
     if step is None:
         if start is None and end is None:
             return None
-        return start if start is not None else -OPEN, end if end is not None else OPEN
+        t0 = capture_start(trace)
+        lo = t0 + round(start * 1e9) if start is not None else -OPEN
+        return lo, t0 + round(end * 1e9) if end is not None else OPEN
     trace.require("nvtx", "NVTX data (the harness's step ranges)")
     nvtx = trace.frame("nvtx", ["range_id", "start", "end", "global_tid", "payload", "name"])
     steps = step_ranges(nvtx)

@@ -119,8 +119,9 @@ def cache_cmd(
                 f"cannot save the cache limit in {cache.root}: {why}; make it a writable folder, or set "
                 "HARNESS_CACHE_DIR to one (HARNESS_CACHE_LIMIT sets the limit without saving it)"
             ) from None
+        held = [e.size_bytes for e in cache.entries()] if cache.root.is_dir() else []
         freed = cache.evict()
-        note(f"cache limit set to {limit:,} bytes" + (f"; evicted {freed:,} bytes" if freed else ""))
+        note(limit_words(limit, held, freed, emptied=bool(held) and not cache.entries()))
     if report is not None and not clear:
         raise UsageError("--report goes with --clear: it names the export whose entries are removed")
     if cache.root.exists() and not cache.root.is_dir():  # nothing to list or clear: not an empty cache
@@ -144,6 +145,22 @@ def cache_cmd(
             raise typer.Exit(1)
         return
     emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
+
+
+def limit_words(limit: int, held: list[int], freed: int, *, emptied: bool) -> str:
+    """What a new limit did, in one line: a limit of 0 keeps nothing from then on, one under every entry
+    held (`held`: their sizes) keeps none of them, and an eviction that emptied the cache says so."""
+    if limit == 0:
+        said = "cache limit set to 0 bytes: nothing read from now on is kept (each command reads its export "
+        said += "afresh)"
+    elif held and limit < min(held):
+        said = f"cache limit set to {limit:,} bytes, under the size of every entry (the smallest "
+        said += f"{min(held):,} bytes)"
+    else:
+        said = f"cache limit set to {limit:,} bytes"
+    if freed:
+        said += f"; evicted {freed:,} bytes" + (": the cache is empty" if emptied else "")
+    return said
 
 
 def cache_table(cache: Cache) -> pd.DataFrame:

@@ -107,7 +107,10 @@ def on_command_line(ctx: typer.Context, name: str) -> bool:
 
 def database_not_the_output(db: str | None) -> str | None:
     """--db's check, whether given or not (HARNESS_DB, the default file): the database is not where this
-    command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it)."""
+    command's standard output or error is redirected (`harness runs >> results.sqlite` would damage it).
+    An empty --db is refused: it read as no --db, and the default database was used unasked."""
+    if db == "":
+        raise OptionRefused("--db is empty: give a database path or URL, or leave --db out for the default")
     try:
         refuse_streams_over([sqlite_file(resolve_url(db))])
     except OutputRefused as e:

@@ -49,6 +49,9 @@ from harness.execution.ranks import multirank
 from harness.experiments import drift, run_tables, sweep
 from harness.experiments.run_tables import results_table
 from harness.store import results as results_db
+from harness.store import unsaved
+from harness.store.database import refuse_target
+from harness.store.location import resolve_url
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
 ProfilerOpt = Annotated[
@@ -329,11 +332,14 @@ def import_cmd(
     unless --replace (which says what it replaced); importing the same file again writes nothing."""
     import pandas as pd
 
-    store = results_db.ResultsStore(db)
+    refuse_target(resolve_url(db))  # a --db no command can use is said first, as every command says it
+    store: ResultsStore | None = None  # opened once a file is read: a bad one creates no database
     done: list[Imported] = []
     for i, f in enumerate(files):
         try:
-            done.append(store.import_file(f, profilers=registry.NAMES, replace=replace))
+            pending = unsaved.read(f, registry.NAMES)
+            store = store or results_db.ResultsStore(db)
+            done.append(store.import_file(f, profilers=registry.NAMES, replace=replace, pending=pending))
         except HarnessError as e:  # its line says it of this file: the others are said with it
             before = ", ".join(f"{d.file} ({d.stored}: run {d.run_id})" for d in done)
             after = ", ".join(map(str, files[i + 1 :]))
@@ -345,6 +351,7 @@ def import_cmd(
         [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],
     )
+    assert store is not None  # files is never empty: each was stored or refused
     emit(table, format, title=f"imported into {results_db.describe_url(store.url)}")
     for d in done:
         if d.stored == "replaced":

@@ -49,10 +49,16 @@ def timeline_cmd(
         typer.Option("--phase", metavar="<name>", help="With --step: only that phase of it (forward, …)."),
     ] = None,
     start: Annotated[
-        int | None, typer.Option("--start", metavar="<ns>", help="Only events that end at or after this.")
+        float | None,
+        typer.Option(
+            "--start",
+            metavar="<s>",
+            help="Only events that end this many seconds into the capture or later (as the dashboard's).",
+        ),
     ] = None,
     end: Annotated[
-        int | None, typer.Option("--end", metavar="<ns>", help="Only events that start at or before this.")
+        float | None,
+        typer.Option("--end", metavar="<s>", help="Only events that start up to this many seconds in."),
     ] = None,
     no_cache: NoCacheOpt = False,
 ) -> None:

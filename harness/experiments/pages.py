@@ -110,16 +110,27 @@ def chrome_trace_of(
     cache: bool = True,
     step: int | None = None,
     phase: str | None = None,
-    start: int | None = None,
-    end: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
 ) -> Written:
     """`report` (an export, a report exported first, or a PyTorch profiler trace) written to `target` as a
     Chrome trace: all of it, or the harness's step `step` (its phase `phase`), or the window start..end
-    (ns); what it holds."""
+    (seconds into the capture, as the dashboard's); what it holds. A window that holds no event is
+    refused, nothing written, with the capture's span."""
     timeline.check_window(step, phase, start, end)  # before a report is exported or an export read
     refuse_inputs(target, files_read(report), OUT)
     with open_source(report, export_report, cache=cache) as trace:  # closed: its private copy goes
         refuse_inputs(target, [trace.path], OUT)
         window = timeline.window_of(trace, step=step, phase=phase, start=start, end=end)
-        with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
-            return chrome_trace.write_chrome_trace(trace, target, window)
+        origin = timeline.capture_start(trace) if step is None and window is not None else None
+        try:
+            with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
+                return chrome_trace.write_chrome_trace(trace, target, window, origin)
+        except chrome_trace.EmptyWindow:
+            edges = (("--start", start), ("--end", end))
+            given = " ".join(f"{flag} {edge:g}" for flag, edge in edges if edge is not None)
+            span = timeline.span_words(trace)
+            raise ExportError(
+                f"{given} holds no event of {report.name} (its events span {span} into the capture): "
+                "nothing written"
+            ) from None

@@ -241,7 +241,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     many = steps["rank"].nunique() > 1  # a run across ranks: a row per rank and step
     index = ["rank", "step", "warmup"]
     per_step = (
-        steps.pivot_table(index=index, columns="phase", values="duration_ns", sort=False)
+        steps.pivot_table(index=index, columns="phase", values="duration_ns", aggfunc="first", sort=False)
+        .astype("Int64")  # whole nanoseconds, as stored (a phase a step lacks is empty, not NaN)
         .reset_index()
         .rename(columns=lambda c: f"{c} (ns)" if c not in index else c)
         if len(steps)

@@ -98,6 +98,24 @@ def _behind(connection: Connection, revision: str | None, *, writer: bool = Fals
     return revision != migrations.HEAD and migrations.known(revision)
 
 
+def refuse_target(url: str) -> None:
+    """A --db no command can use, a usage error (exit 2), said before anything is read or created: a
+    database in memory, a folder."""
+    file = sqlite_file(url)
+    if file is None and in_memory(url):
+        raise HarnessError(
+            f"--db {describe_url(url)} is a database in memory: what a command stores there is gone when it "
+            "ends; give a file (--db results.sqlite)",
+            exit_code=2,
+        )
+    if file is not None and file.is_dir():
+        raise HarnessError(
+            f"--db {file} is a folder, not a database file; give a file in it, e.g. "
+            f"--db {file / 'results.sqlite'}",
+            exit_code=2,
+        )
+
+
 class Database:
     """Open the results database; with readonly=False also create it (and its folder) where there is none.
     What a store keeps is in the parts ResultsStore is made of (harness.store.results)."""
@@ -108,18 +126,7 @@ class Database:
         self.timeout = dbfaults.busy_timeout()
         self.file = sqlite_file(self.url)
         self.where = str(self.file) if self.file else describe_url(self.url)
-        if self.file is None and in_memory(self.url):
-            raise HarnessError(
-                f"--db {self.where} is a database in memory: what a command stores there is gone when it "
-                "ends; give a file (--db results.sqlite)",
-                exit_code=2,
-            )
-        if self.file is not None and self.file.is_dir():
-            raise HarnessError(
-                f"--db {self.file} is a folder, not a database file; give a file in it, e.g. "
-                f"--db {self.file / 'results.sqlite'}",
-                exit_code=2,
-            )
+        refuse_target(self.url)
         self.engine: Engine = self._engine()
         self._guard(self._check_schema)
         if not readonly:

@@ -202,12 +202,19 @@ class RunsPart(Database):
 
         self._guard(write)
 
-    def import_file(self, path: Path, *, profilers: Sequence[str], replace: bool = False) -> Imported:
+    def import_file(
+        self,
+        path: Path,
+        *,
+        profilers: Sequence[str],
+        replace: bool = False,
+        pending: unsaved.PendingRun | None = None,
+    ) -> Imported:
         """Store a run from a harness-unsaved-*.json file, its profiler one of `profilers` (the registry's
-        names). A run of the same id already stored is never replaced unless `replace`: the same run
-        (imported from this file before: its creation time, status and step times alike) is left as it is,
-        another one is refused with both described."""
-        pending = unsaved.read(path, profilers)
+        names; `pending`: the file as unsaved.read read it already). A run of the same id already stored is
+        never replaced unless `replace`: the same run (imported from this file before: its creation time,
+        status and step times alike) is left as it is, another one is refused with both described."""
+        pending = pending if pending is not None else unsaved.read(path, profilers)
         run_id = pending.result.run_id
 
         def write() -> Imported:

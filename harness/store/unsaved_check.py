@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from datetime import datetime
 from typing import Any
 
@@ -107,9 +107,14 @@ def mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 def known_keys(value: dict[str, Any], cls: type, where: str) -> None:
+    """Only fields of `cls`, and every one it cannot do without (a record without one read as a TypeError)."""
     unknown = sorted(set(value) - {f.name for f in fields(cls)})
     if unknown:
         raise _fail(where, f"holds fields the harness does not write: {', '.join(map(repr, unknown))}")
+    needed = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in needed if name not in value]
+    if missing:
+        raise _fail(where, f"lacks {', '.join(missing)}")
 
 
 def result_fields(value: Any) -> dict[str, Any]:
@@ -211,6 +216,68 @@ def check_result(result: RunResult) -> None:
         text(kind, "extra.artifacts: kind", plain=True)
         text(path, f"extra.artifacts.{kind}")
     check_serving(mapping(extra.get("serving") or {}, "extra.serving"))
+    check_extra(extra, phases)
+
+
+def _numbers(value: Any, where: str, check: Any) -> dict[str, Any]:
+    """An object of numbers by name, each checked by `check(number, where)`."""
+    for name, number in mapping(value, where).items():
+        check(number, f"{where}.{name}")
+    return value
+
+
+def check_extra(extra: dict[str, Any], phases: tuple[str, ...]) -> None:
+    """The figures `show`, `runs`, `compare-compile` and the dashboard read from `extra` (the first step and
+    compilation of harness.execution.compiled, the memory of harness.execution.memory): each as `harness
+    run` writes it, or a stored copy breaks those commands with a traceback. A field it lacks is a run that
+    did not record it (a run from before it was recorded), not a damaged one."""
+    signed = (-MAX_NS, MAX_NS)  # a compile time is the first step less the median: it may be below 0
+    if "first_step_ns" in extra:
+        duration(extra["first_step_ns"], "extra.first_step_ns")
+    elif "compile_ns" in extra:
+        raise _fail("extra", "holds compile_ns without first_step_ns (the first step it is taken from)")
+    if "compile_ns" in extra:
+        whole(extra["compile_ns"], "extra.compile_ns", *signed)
+    for name in ("first_step_phases", "compile_phases_ns"):
+        if extra.get(name) is not None:
+            for phase, ns in mapping(extra[name], f"extra.{name}").items():
+                one_of(phase, phases, f"extra.{name}: phase")
+                whole(ns, f"extra.{name}.{phase}", *(signed if name == "compile_phases_ns" else (0, MAX_NS)))
+    if extra.get("steady_phases_ns") is not None:
+        _numbers(extra["steady_phases_ns"], "extra.steady_phases_ns", figure)
+    if extra.get("inductor_cache") is not None:
+        cache = mapping(extra["inductor_cache"], "extra.inductor_cache")
+        for name in ("hits", "misses"):
+            if name in cache:
+                whole(cache[name], f"extra.inductor_cache.{name}")
+        text(cache.get("state"), "extra.inductor_cache.state", optional=True, plain=True)
+    if extra.get("dynamo") is not None:
+        _numbers(extra["dynamo"], "extra.dynamo", whole)
+    if extra.get("memory") is not None:
+        check_memory(mapping(extra["memory"], "extra.memory"))
+
+
+def check_memory(memory: dict[str, Any]) -> None:
+    """A run's memory (harness.execution.memory): peaks in bytes, the analytic breakdown, the operators
+    --memory recorded, and its words (where the peak came from, an error, the snapshot's path)."""
+    for name in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes"):
+        if memory.get(name) is not None:
+            whole(memory[name], f"extra.memory.{name}")
+    for name in ("peak_source", "recorded", "error", "snapshot"):
+        text(memory.get(name), f"extra.memory.{name}", optional=True, plain=name != "snapshot")
+    if memory.get("breakdown") is not None:
+        _numbers(memory["breakdown"], "extra.memory.breakdown", figure)
+    operators = memory.get("operators")
+    if operators is not None:
+        if not isinstance(operators, list):
+            raise _fail("extra.memory.operators", f"is {type(operators).__name__}, not a list")
+        for i, row in enumerate(operators):
+            where = f"extra.memory.operators[{i}]"
+            row = mapping(row, where)
+            text(row.get("name"), f"{where}.name", plain=True)
+            whole(row.get("calls"), f"{where}.calls")
+            for name in ("self_cpu_memory_bytes", "cpu_memory_bytes"):  # frees count below 0
+                whole(row.get(name), f"{where}.{name}", -INT64_MAX)
 
 
 def check_serving(serving: dict[str, Any]) -> None:
