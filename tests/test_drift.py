@@ -255,3 +255,16 @@ def test_stored_drift_keeps_apart_generate_runs_of_other_new_tokens_or_cuda_grap
     # a train run reads neither setting: they do not part its runs
     train = [RunConfig("tiny", new_tokens=n).to_dict() for n in (4, 16)]
     assert key_of(train[0], "H100") == key_of(train[1], "H100")
+
+
+def test_the_means_shown_beside_an_effect_are_the_ones_it_compares() -> None:
+    """Over several runs a side the effect is of geometric means, and `diff` printed arithmetic ones beside
+    it: runs of 1 and 3 ms against two of 2.2 ms showed means 2.000 and 2.200 ms (+10%) beside Δ +27.0%.
+    The means are now the levels the effect compares: B's over A's is the effect."""
+    c = compare_runs([1e6, 3e6], [2.2e6, 2.2e6])
+    assert c.baseline_mean == pytest.approx(math.sqrt(3) * 1e6)
+    assert c.treatment_mean == pytest.approx(2.2e6)
+    assert c.effect_pct == pytest.approx((c.treatment_mean / c.baseline_mean - 1) * 100)
+    assert c.effect_pct == pytest.approx(27.0171, abs=1e-3)
+    one = compare_runs([1_000_003.0], [999_999.0])  # one run a side: its mean, as measured
+    assert (one.baseline_mean, one.treatment_mean) == (1_000_003.0, 999_999.0)

@@ -113,7 +113,8 @@ def compare_runs(
     samples: tuple[int, int] | None = None,
     confidence: float = CONFIDENCE,
 ) -> Comparison:
-    """B's run means against A's: the relative difference of their geometric means with Student's interval,
+    """B's run means against A's: the relative difference of their geometric means (the means it gives, so
+    that the effect is B's mean over A's) with Student's interval,
     the spread pooled from both sides' runs and `drift` (module docstring). `steps_a`, `steps_b`: with one
     run a side, its steps, whose own standard error the interval never undercuts; `samples`: the steps behind
     each side (default: those, else the runs). No degrees of freedom (one run a side, no drift): NaN bounds,
@@ -123,8 +124,7 @@ def compare_runs(
     la = np.log([x for x in a if x > 0])
     lb = np.log([x for x in b if x > 0])
     pooled = drift_of([np.exp(la), np.exp(lb)]) + (drift or Drift())
-    mean_a = float(np.mean(a)) if len(a) else math.nan
-    mean_b = float(np.mean(b)) if len(b) else math.nan
+    mean_a, mean_b = _level(a, la), _level(b, lb)
     effect = low = high = math.nan
     if len(la) and len(lb):
         d = float(lb.mean() - la.mean())
@@ -141,6 +141,14 @@ def compare_runs(
         mean_a, mean_b, effect, low, high, na, nb, len(la), len(lb), confidence, basis=basis,
         drift_pct=pooled.pct, drift_runs=pooled.runs,
     )  # fmt: skip
+
+
+def _level(means: Sequence[float], logs: np.ndarray) -> float:
+    """A side's level as the effect compares it: the geometric mean of its positive run means (one run:
+    its mean, as measured)."""
+    if len(logs) == 1:
+        return float(next(x for x in means if x > 0))
+    return math.exp(float(logs.mean())) if len(logs) else math.nan
 
 
 def levels(

@@ -46,7 +46,7 @@ Outcome = Literal["increase", "decrease", "inconclusive"]
 class Comparison:
     """Treatment against baseline: relative difference of means in percent, with its confidence interval."""
 
-    baseline_mean: float
+    baseline_mean: float  # over several runs (analysis.compare.drift): the geometric mean of their means
     treatment_mean: float
     effect_pct: float  # (treatment mean − baseline mean) / baseline mean × 100
     ci_low_pct: float
