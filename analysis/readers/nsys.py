@@ -396,25 +396,8 @@ class NsysReader(SqlExport):
         runtime calls, "osrt"): per call that has one, its frames innermost first, each `symbol (module)`.
         nsys records them with --backtrace (OS runtime calls past a threshold) and --python-backtrace=cuda
         (the Python frames of CUDA calls); none where the export holds no call chains."""
-        table, chains = {"runtime": (TABLE["runtime"], "CUDA_CALLCHAINS"), "osrt": (OSRT, "OSRT_CALLCHAINS")}[
-            frame
-        ]
-        if not calls or not {table, chains, "StringIds"} <= self.tables:
-            return {}
-        if "callchainId" not in self.columns(table):
-            return {}
-        out: dict[tuple[int, int], list[str]] = {}
-        for tid, start in calls:
-            rows = self._rows(
-                f"SELECT s.value, m.value FROM {_ident(table)} AS c JOIN {_ident(chains)} AS k "
-                "ON k.id = c.callchainId LEFT JOIN StringIds AS s ON s.id = k.symbol "
-                "LEFT JOIN StringIds AS m ON m.id = k.module "
-                "WHERE c.globalTid = :tid AND c.start = :start ORDER BY k.stackDepth",
-                {"tid": int(tid), "start": int(start)},
-            )
-            if rows:
-                out[(int(tid), int(start))] = [f"{s} ({str(m).rsplit('/', 1)[-1]})" for s, m in rows]
-        return out
+        chains = {"runtime": (TABLE["runtime"], "CUDA_CALLCHAINS"), "osrt": (OSRT, "OSRT_CALLCHAINS")}
+        return self.call_chains(*chains[frame], calls)
 
     def capture_facts(self, pid: int | None = None) -> dict[str, int | bool]:
         """What capture health asks of the source and the frames do not keep: whether NVTX was traced
