@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: a warm command served f
 NULL = -9223372036854775807  # stands for a missing value in integer columns
 # The readers' versions, here so that finding a cache entry imports no reader (analysis.trace.results; the
 # Kineto reader imports pandas). Bump one when what its frames hold changes: cached frames are rebuilt.
-NSYS_VERSION = "nsys-5"  # 5: the meta notes events nsys said it lost
+NSYS_VERSION = "nsys-6"  # 6: the meta holds the capture's end
 KINETO_VERSION = "kineto-6"  # 6: a thread named by a number is named by its text
 # CUPTI's enums, as both readers' frames hold them (Kineto spells them in memcpy/memset names: "Memcpy HtoD
 # (Pageable -> Device)"; an nsys export keeps CUPTI's numbers)
