@@ -292,3 +292,29 @@ def test_a_run_placed_against_another_devices_roofs_is_told_so(tmp_db) -> None:
         assert not any(" ran on " in n for n in quiet.notes)
     out = runner.invoke(app, ["roofline", "char-cpu", "--gpu", "H100"], env={"COLUMNS": "300"})
     assert out.exit_code == 0 and told in " ".join(out.output.split())
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [("interrupted", "interrupted by SIGTERM after 1 of 2 measured steps"), ("oom", "CUDA out of memory")],
+)
+def test_roofline_of_a_run_that_did_not_finish_says_so(tmp_db, tmp_path, status: str, error: str) -> None:
+    """A run stopped after its first measured step (Ctrl-C, SIGTERM) or out of memory: its tables, its notes
+    and its figure say that it did not finish and how many steps its times are of."""
+    store = ResultsStore(tmp_db)
+    stopped = _run("char-stopped", "char", blocks=False)
+    stopped.steps = stopped.steps[:2]  # its warm-up step and one measured step
+    stopped.status, stopped.error = status, error
+    store.save(stopped)
+    page = tmp_path / "roofline.html"
+    result = runner.invoke(app, ["roofline", "char-stopped", "--format", "json", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    said = f"run char-stopped did not finish ({status}: {error}): its times are of the 1 measured step it ran"
+    assert f"note: {said} before it stopped" in result.stderr.splitlines()
+    title = next(k for k in out if k.startswith("sub-blocks"))
+    assert title.endswith(f"math attention ({status}: did not finish)")
+    assert f"({status}: did not finish)" in page.read_text()
+    store.save(_run("char-done", "char", blocks=False))
+    done = runner.invoke(app, ["roofline", "char-done", "--format", "json"])
+    assert done.exit_code == 0 and "did not finish" not in done.output
