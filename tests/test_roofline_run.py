@@ -318,3 +318,24 @@ def test_roofline_of_a_run_that_did_not_finish_says_so(tmp_db, tmp_path, status:
     store.save(_run("char-done", "char", blocks=False))
     done = runner.invoke(app, ["roofline", "char-done", "--format", "json"])
     assert done.exit_code == 0 and "did not finish" not in done.output
+
+
+def test_a_point_above_a_datasheet_compute_roof_says_the_peak_is_at_boost_clock(tmp_db) -> None:
+    """The datasheet peaks (workloads.peak) are NVIDIA's at boost clock: a point above one says so, not that
+    the peak is a base-clock figure. An H100 run (fp32, batch 64 × context 256) whose LM head forward took
+    100 µs a step: 157% of the H100's 67 TFLOP/s."""
+    run = _run("tiny-fast", "tiny", device="cuda", name="NVIDIA H100 80GB HBM3")
+    run.config.batch_size, run.config.context_length = 64, 256
+    run.blocks = [b if b.block != "lm_head" else BlockRecord(b.step, None, "lm_head", "forward", 100_000)
+                  for b in run.blocks]  # fmt: skip
+    ResultsStore(tmp_db).save(run)
+    out = runner.invoke(app, ["roofline", "tiny-fast", "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.stderr.split())
+    assert (
+        "lm_head forward: 157% of the datasheet compute roof (104.858 against 67.000 TFLOP/s): the roof's "
+        "peak is below what this shape reaches (a datasheet peak is the dense rate at boost clock of the "
+        "run's precision; fp32's is the CUDA cores', which TF32 matmuls pass), or the analytic count charges "
+        "work its kernels skip"
+    ) in said
+    assert "base-clock" not in said and "measured peak" not in said
