@@ -274,6 +274,56 @@ def test_open_ranges_and_reversed_times(tmp_path: Path) -> None:
     )
 
 
+def test_events_ending_after_the_capture_end_fail(tmp_path: Path) -> None:
+    """fuser_report1 with its last two kernels and its last CUDA call moved past the capture's end
+    (ANALYSIS_DETAILS.duration, the end on the events' clock): the export disagrees with itself, so the times
+    check fails naming how many of which kind and the latest, by how much; read again from the cache too."""
+    src = shared_export("ext/fuser_report1")
+    (end,) = query_rows(src, "SELECT duration FROM ANALYSIS_DETAILS")[0]
+    path = derive(
+        src,
+        tmp_path / "past-the-end.sqlite",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + 2000000000 WHERE rowid IN "
+        "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC LIMIT 2)",
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = (SELECT duration + 5 FROM ANALYSIS_DETAILS), "
+        "end = (SELECT duration + 7 FROM ANALYSIS_DETAILS) WHERE rowid = "
+        "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start DESC LIMIT 1)",
+    )
+    start, last = query_rows(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY end DESC")[0]
+    assert last > end + 1_000_000_000
+    said = (
+        f"3 events end after the capture's end at {end / 1e6:,.3f} ms (kernels: 2, CUDA API calls: 1); the "
+        f"latest, one of the kernels, starts at {start / 1e6:,.3f} ms and ends at {last / 1e6:,.3f} ms, "
+        f"{(last - end) / 1e6:,.3f} ms past it"
+    )
+    for cache in (False, True, True):  # the export; then its cache written, then read
+        with open_trace(path, cache=cache) as trace:
+            times = _check(capture_health(trace), "times")
+        assert (times.status, times.evidence) == ("fail", said)
+    assert "export the report again" in times.fix
+    strict = runner.invoke(app, ["health", str(path), "--strict"])
+    assert strict.exit_code == 1 and "Traceback" not in strict.output
+
+
+@pytest.mark.parametrize("export", ALL_EXPORTS)
+def test_no_event_of_a_shared_export_ends_after_its_capture(export: str) -> None:
+    """Every shared export's events lie inside its capture (time 0 to ANALYSIS_DETAILS.duration; its startTime
+    and stopTime are on another clock); the one without ANALYSIS_DETAILS (nsys 2020.3) says it was not
+    checked, and stays ok."""
+    path = shared_export(export)
+    span = query_rows(path, "SELECT name FROM sqlite_master WHERE name = 'ANALYSIS_DETAILS'")
+    with open_trace(path) as trace:
+        times = _check(capture_health(trace), "times")
+    assert times.status == "ok"
+    if not span:
+        assert times.evidence.endswith(
+            "the export records no capture span (no ANALYSIS_DETAILS), so ends past it are not checked"
+        )
+        return
+    (end,) = query_rows(path, "SELECT duration FROM ANALYSIS_DETAILS")[0]
+    assert times.evidence.endswith(f"; none ends after the capture's end at {end / 1e6:,.3f} ms")
+
+
 # --- Kineto traces ------------------------------------------------------------------------------------
 
 

@@ -487,8 +487,8 @@ def test_a_point_above_its_roof_is_said_with_why() -> None:
     lines = above_roof(table, roofs)
     assert lines == [
         "mlp_up forward: 125% of the measured compute roof (125.000 against 100.000 TFLOP/s): the roof's "
-        "peak is below what this shape reaches (a measured peak is one matmul size's, a datasheet peak a "
-        "base-clock figure), or the analytic count charges work its kernels skip",
+        "peak is below what this shape reaches (a measured peak is one matmul size's), or the analytic count "
+        "charges work its kernels skip",
         "softmax forward: 120% of the measured bandwidth roof (1,200.0 GB/s against 1,000.0 GB/s): its "
         "1,907.3 MiB stayed in cache between reads and writes, faster than the memory the roof measures; "
         "the roof counts every byte as a trip to memory, so a cache-resident point can lie above it",
@@ -543,8 +543,8 @@ def test_a_real_point_above_a_measured_roof_is_said_with_why() -> None:
     assert above["of roof (%)"].round(1).tolist() == [103.2, 109.6]
     lines = above_roof(table, REAL_ROOFS)
     why = (
-        ": the roof's peak is below what this shape reaches (a measured peak is one matmul size's, a "
-        "datasheet peak a base-clock figure), or the analytic count charges work its kernels skip"
+        ": the roof's peak is below what this shape reaches (a measured peak is one matmul size's), or the "
+        "analytic count charges work its kernels skip"
     )
     assert lines == [
         "lm_head forward: 103% of the measured compute roof (0.021 against 0.020 TFLOP/s)" + why,

@@ -292,3 +292,50 @@ def test_a_run_placed_against_another_devices_roofs_is_told_so(tmp_db) -> None:
         assert not any(" ran on " in n for n in quiet.notes)
     out = runner.invoke(app, ["roofline", "char-cpu", "--gpu", "H100"], env={"COLUMNS": "300"})
     assert out.exit_code == 0 and told in " ".join(out.output.split())
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [("interrupted", "interrupted by SIGTERM after 1 of 2 measured steps"), ("oom", "CUDA out of memory")],
+)
+def test_roofline_of_a_run_that_did_not_finish_says_so(tmp_db, tmp_path, status: str, error: str) -> None:
+    """A run stopped after its first measured step (Ctrl-C, SIGTERM) or out of memory: its tables, its notes
+    and its figure say that it did not finish and how many steps its times are of."""
+    store = ResultsStore(tmp_db)
+    stopped = _run("char-stopped", "char", blocks=False)
+    stopped.steps = stopped.steps[:2]  # its warm-up step and one measured step
+    stopped.status, stopped.error = status, error
+    store.save(stopped)
+    page = tmp_path / "roofline.html"
+    result = runner.invoke(app, ["roofline", "char-stopped", "--format", "json", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    said = f"run char-stopped did not finish ({status}: {error}): its times are of the 1 measured step it ran"
+    assert f"note: {said} before it stopped" in result.stderr.splitlines()
+    title = next(k for k in out if k.startswith("sub-blocks"))
+    assert title.endswith(f"math attention ({status}: did not finish)")
+    assert f"({status}: did not finish)" in page.read_text()
+    store.save(_run("char-done", "char", blocks=False))
+    done = runner.invoke(app, ["roofline", "char-done", "--format", "json"])
+    assert done.exit_code == 0 and "did not finish" not in done.output
+
+
+def test_a_point_above_a_datasheet_compute_roof_says_the_peak_is_at_boost_clock(tmp_db) -> None:
+    """The datasheet peaks (workloads.peak) are NVIDIA's at boost clock: a point above one says so, not that
+    the peak is a base-clock figure. An H100 run (fp32, batch 64 × context 256) whose LM head forward took
+    100 µs a step: 157% of the H100's 67 TFLOP/s."""
+    run = _run("tiny-fast", "tiny", device="cuda", name="NVIDIA H100 80GB HBM3")
+    run.config.batch_size, run.config.context_length = 64, 256
+    run.blocks = [b if b.block != "lm_head" else BlockRecord(b.step, None, "lm_head", "forward", 100_000)
+                  for b in run.blocks]  # fmt: skip
+    ResultsStore(tmp_db).save(run)
+    out = runner.invoke(app, ["roofline", "tiny-fast", "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.stderr.split())
+    assert (
+        "lm_head forward: 157% of the datasheet compute roof (104.858 against 67.000 TFLOP/s): the roof's "
+        "peak is below what this shape reaches (a datasheet peak is the dense rate at boost clock of the "
+        "run's precision; fp32's is the CUDA cores', which TF32 matmuls pass), or the analytic count charges "
+        "work its kernels skip"
+    ) in said
+    assert "base-clock" not in said and "measured peak" not in said

@@ -3,20 +3,20 @@
 
 nsys exports: nsys's own messages (DIAGNOSTIC_EVENT) by severity; nsys's own overhead (PROFILER_OVERHEAD),
 its total and how much of it falls inside each NVTX phase; CUDA traced but no kernels; NVTX traced but no
-ranges; ranges still open at the end. Kineto traces: events left out as invalid, by reason; negative queue
-lengths; missing profiler steps. Both: GPU work whose launching call is not in the trace (joined by process
-and correlationId: correlationIds are unique within a process only), coverage over time (launch calls whose
-GPU work is missing and steps without their NVTX ranges, per step: analysis.advice.coverage), kernels nsys
-could not name, and times that cannot be right. What a check is and which failures make a run degraded:
-analysis.advice.checks.
+ranges; ranges still open at the end. Kineto traces (analysis.advice.kineto_health): events left out as
+invalid, by reason; negative queue lengths; missing profiler steps. Both: GPU work whose launching call is
+not in the trace (joined by process and correlationId: correlationIds are unique within a process only),
+coverage over time (launch calls whose GPU work is missing and steps without their NVTX ranges, per step:
+analysis.advice.coverage), kernels nsys could not name, and times that cannot be right (in an nsys export,
+events past the capture's end too; a Kineto trace records no span its events must lie in: its `Trace`
+event ends before some CUDA calls of the shared nccl trace). What a check is and which failures make a run
+degraded: analysis.advice.checks.
 
 A check that has nothing to look at says so and is ok: a capture is not unhealthy for lacking a table that
 older nsys versions never wrote.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pandas as pd
@@ -25,8 +25,9 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, capture_failures, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
+from analysis.advice.kineto_health import left_out, profiler_steps, queue_length_check
+from analysis.advice.launches import GPU_FRAMES
 from analysis.advice.verdict import keep_verdict
-from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.readers import NULL
 from analysis.readers.nsys import LOST
@@ -40,8 +41,6 @@ PROCESS = ~0xFFFFFF
 # nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
 # moves by 2% changes the conclusion of most comparisons the harness makes)
 OVERHEAD_WARN_PCT = 2.0
-STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-GPU_FRAMES = ("kernels", "memcpy", "memset")
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
 
 
@@ -65,7 +64,7 @@ def capture_health(
             _open_ranges(facts, stop),
         ]
     else:
-        health.checks += [_left_out(trace), _queue_lengths(trace, health), _profiler_steps(trace)]
+        health.checks += [left_out(trace), queue_length_check(trace, health), profiler_steps(trace)]
     cov = coverage_of(trace, warmup)
     health.checks += [
         launch_correlation(trace, health),
@@ -297,8 +296,15 @@ def _open_ranges(facts: dict[str, int | bool], stop: Stop | None = None) -> Chec
 
 
 def _times(trace: Trace) -> Check:
+    """Rows without a start or end, ending before they start, or starting before the capture's zero; and,
+    in an nsys export, events that end after the capture's end (ANALYSIS_DETAILS.duration): nsys ends every
+    event inside its capture (a range still open at its end ends there), so an export holding such events
+    disagrees with itself (damaged, or edited by hand) and its times cannot be trusted. Read from the start
+    and end columns the check reads anyway: no further frame is loaded."""
     name = "times"
     found = []
+    capture_end = trace.meta.get("capture_end_ns")
+    past: list[tuple[str, int, int, int]] = []  # kind, events, and the latest one's end and start
     for frame in TIMED_CHECKED:
         if not trace.has(frame):
             continue
@@ -308,12 +314,34 @@ def _times(trace: Trace) -> Check:
         negative = int(((start != NULL) & (start < 0)).sum())
         if missing or reversed_ or negative:
             found.append((NAMES_OF[frame], missing, reversed_, negative))
-    if not found:
-        return Check(name, OK, "every start and end is there, and no end comes before its start")
+        if isinstance(capture_end, int):
+            last = np.maximum(start, end)  # NULL is below every time: a row without an end counts its start
+            beyond = last > capture_end
+            if beyond.any():
+                i = int(np.argmax(last))
+                past.append((NAMES_OF[frame], int(beyond.sum()), int(last[i]), int(start[i])))
     text = "; ".join(
         f"{what}: {m:,} without start or end, {r:,} ending before they start, {n:,} negative"
         for what, m, r, n in found
     )
+    if past:
+        text = "; ".join(filter(None, [_past_the_end(past, capture_end), text]))
+        return Check(
+            name,
+            FAIL,
+            text,
+            "the export's times disagree with its own capture span: a damaged or edited export, whose "
+            "times and sums cannot be trusted: export the report again",
+        )
+    if not found:
+        said = "every start and end is there, and no end comes before its start"
+        if trace.format == "nsys-sqlite" and not isinstance(capture_end, int):
+            said += (
+                "; the export records no capture span (no ANALYSIS_DETAILS), so ends past it are not checked"
+            )
+        elif isinstance(capture_end, int):
+            said += f"; none ends after the capture's end at {capture_end / 1e6:,.3f} ms"
+        return Check(name, OK, said)
     bad = any(m or r for _, m, r, _ in found)
     return Check(
         name,
@@ -322,6 +350,19 @@ def _times(trace: Trace) -> Check:
         "these rows are left out of every table; a broken export: export the report again"
         if bad
         else "times before the capture's zero: events from before the session started",
+    )
+
+
+def _past_the_end(past: list[tuple[str, int, int, int]], capture_end: int) -> str:
+    """How many events of which kinds end after the capture's end, and the latest of them."""
+    events = sum(n for _, n, _, _ in past)
+    kinds = ", ".join(f"{what}: {n:,}" for what, n, _, _ in past)
+    what, _, end, start = max(past, key=lambda p: p[2])
+    began = f"starts at {start / 1e6:,.3f} ms and " if start != NULL else ""
+    return (
+        f"{counted(events, 'event')} {'ends' if events == 1 else 'end'} after the capture's end at "
+        f"{capture_end / 1e6:,.3f} ms ({kinds}); the latest, one of the {what}, {began}ends at "
+        f"{end / 1e6:,.3f} ms, {(end - capture_end) / 1e6:,.3f} ms past it"
     )
 
 
@@ -385,85 +426,3 @@ def _repeated_ranges(trace: Trace) -> int:
         return 0
     nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "domain"])
     return int(nv.astype({"name": object, "domain": object}).duplicated().sum())
-
-
-# --- Kineto traces ------------------------------------------------------------------------------------
-
-
-def _left_out(trace: Trace) -> Check:
-    """Events left out as invalid, by reason; a trace with no event in any table (empty, or JSON that only
-    looks like a trace: a memory timeline's list) fails, as an nsys export without events does."""
-    name = "invalid events"
-    unusable = int(trace.meta.get("unusable", 0) or 0)
-    ignored = trace.meta.get("ignored", {}) or {}
-    modelled = ("kernels", "runtime", "memcpy", "memset", "nvtx", "cpu_ops", "syncs")
-    for frame in modelled:
-        if trace.has(frame):
-            trace.rows_ok(frame, ["start", "end"])  # notes what cannot be right
-    left = [n for n in trace.notes if n.startswith("left out")]
-    kept = ", ".join(f"{n:,} {k}" for k, n in sorted(ignored.items(), key=lambda kv: -kv[1]))
-    evidence = f"{unusable:,} events without a usable ts or dur" + (f"; {'; '.join(left)}" if left else "")
-    evidence += f"; not modelled (flows, instants): {kept}" if kept else ""
-    if not any(trace.count(f) for f in modelled if trace.has(f)):
-        return Check(
-            name,
-            FAIL,
-            f"no event in any table (no kernel, CUDA call, operator or annotation): {evidence}",
-            "pass the trace torch.profiler wrote (export_chrome_trace, tensorboard_trace_handler), with "
-            "the activities to study recorded; a memory timeline (export_memory_timeline) is not one",
-        )
-    if unusable or left:
-        return Check(
-            name,
-            WARN,
-            evidence,
-            "these events are in no table: the trace was cut or written by a "
-            "profiler that crashed; record it again",
-        )
-    return Check(name, OK, evidence)
-
-
-def _queue_lengths(trace: Trace, health: Health) -> Check:
-    name = "queue lengths"
-    if not (trace.has("runtime") and any(trace.has(f) for f in GPU_FRAMES)):
-        return Check(name, OK, "no launches and GPU work to count")
-    q = queue_lengths(trace)
-    neg = q[q["length"] < 0]
-    if neg.empty:
-        return Check(name, OK, f"{len(q):,} changes on {q['Stream'].nunique()} streams, none below zero")
-    per = neg.groupby("Stream")["length"].agg(["count", "min"]).reset_index()
-    health.details["negative queue lengths"] = per.rename(columns={"count": "Changes below 0", "min": "Min"})
-    where = ", ".join(f"stream {r['Stream']}: {r['count']:,} (min {r['min']})" for _, r in per.iterrows())
-    return Check(
-        name,
-        FAIL,
-        f"{len(neg):,} of {len(q):,} queue lengths below zero ({where})",
-        "GPU work starts before the call that launched it: the CPU and GPU clocks disagree, so "
-        "launch delays and host-wait time are wrong for these streams",
-    )
-
-
-def _profiler_steps(trace: Trace) -> Check:
-    name = "profiler steps"
-    steps: list[int] = []
-    if trace.has("nvtx"):
-        names = trace.frame("nvtx", ["name"])["name"].astype(str)
-        steps = sorted(
-            {int(m[1]) for m in names.str.match(STEP.pattern).pipe(lambda ok: names[ok]).map(STEP.match)}
-        )
-    if not steps:
-        return Check(
-            name,
-            WARN,
-            "no ProfilerStep#N ranges",
-            "profile with a schedule and call prof.step() each step, so tables can be split by step",
-        )
-    missing = sorted(set(range(steps[0], steps[-1] + 1)) - set(steps))
-    if missing:
-        return Check(
-            name,
-            WARN,
-            f"steps {steps[0]}..{steps[-1]}, missing {', '.join(map(str, missing))}",
-            "steps are missing from the trace (trimmed or dropped): per-step figures skip them",
-        )
-    return Check(name, OK, f"{len(steps)} steps, #{steps[0]} to #{steps[-1]}, none missing")

@@ -18,8 +18,13 @@ if TYPE_CHECKING:  # numpy is imported where it is used: a warm command served f
 NULL = -9223372036854775807  # stands for a missing value in integer columns
 # The readers' versions, here so that finding a cache entry imports no reader (analysis.trace.results; the
 # Kineto reader imports pandas). Bump one when what its frames hold changes: cached frames are rebuilt.
-NSYS_VERSION = "nsys-5"  # 5: the meta notes events nsys said it lost
-KINETO_VERSION = "kineto-6"  # 6: a thread named by a number is named by its text
+NSYS_VERSION = "nsys-6"  # 6: the meta holds the capture's end
+KINETO_VERSION = "kineto-7"  # 7: the meta says a list that holds no event (a memory timeline)
+# what to give a command in place of a file that is no trace (a memory snapshot or timeline)
+GIVE_A_TRACE = (
+    "give the trace torch.profiler wrote (export_chrome_trace or tensorboard_trace_handler: .json, .json.gz) "
+    "or an Nsight Systems export (.sqlite)"
+)
 # CUPTI's enums, as both readers' frames hold them (Kineto spells them in memcpy/memset names: "Memcpy HtoD
 # (Pageable -> Device)"; an nsys export keeps CUPTI's numbers)
 COPY_KINDS = {"Unknown": 0, "HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,

@@ -62,6 +62,7 @@ __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "op
 
 VERSION = readers.KINETO_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
 FORMAT = "kineto-json"
+NOT_EVENT = "not an event"  # the meta's `ignored` key of list elements that are not objects (kineto_columns)
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
              (b"\xfe\xff", "UTF-16"))  # fmt: skip
@@ -81,6 +82,15 @@ class KinetoReader:
         self.path = path
         self.reads: dict[str, int] = {"traceEvents": 1}  # the file is parsed once, on open
         self._frames, self._meta = build(kineto_pool.pieces(stream, pool), stream)
+        values = self._meta["ignored"].get(NOT_EVENT, 0)
+        if values and set(self._meta["ignored"]) == {NOT_EVENT} and not self._meta["unusable"]:
+            # no element of its list is an event: torch.profiler's memory timeline (export_memory_timeline:
+            # a list of [time, action, …] rows, or [times, sizes]) reads so. Capture health fails it; every
+            # command that reads events says what it is (Trace.require: the hint of each frame)
+            self._meta["not_events"] = (
+                f"its list holds {values:,} values and no event, as a memory timeline (torch.profiler's "
+                f"export_memory_timeline) does: it is not a trace; {readers.GIVE_A_TRACE}"
+            )
 
     def __repr__(self) -> str:
         return f"KinetoReader({str(self.path)!r})"
@@ -90,7 +100,10 @@ class KinetoReader:
 
     def meta(self) -> dict[str, Any]:
         nonempty = {name: len(df) > 0 for name, df in self._frames.items()}
-        return {"hints": HINTS, **self._meta, "format": self.format, "nonempty": nonempty}
+        meta = {"hints": HINTS, **self._meta, "format": self.format, "nonempty": nonempty}
+        if "not_events" in meta:  # what the file is, said by every command that asks for a frame of it
+            meta["hints"] = {f: meta["not_events"] for f in {*HINTS, *meta["hints"]}}
+        return meta
 
     def count(self, frame: str) -> int:
         df = self._frames.get(frame)

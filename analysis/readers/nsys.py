@@ -173,6 +173,7 @@ class NsysReader(SqlExport):
             "hints": HINTS,
             "schema_facts": self.schema_facts(),
             "session_start_ns": self._session_start(),
+            "capture_end_ns": self.capture_end(),
             "programs": self._programs(),
             "notes": self._lost_events(),
         }
@@ -205,6 +206,17 @@ class NsysReader(SqlExport):
             return None
         rows = self._rows(f"SELECT utcEpochNs FROM {table} LIMIT 1")
         return int(rows[0][0]) if rows and isinstance(rows[0][0], int) else None
+
+    def capture_end(self) -> int | None:
+        """The capture's end on the events' clock, which starts at the session's start: ANALYSIS_DETAILS's
+        duration (None where the export has none: nsys 2020.3 wrote no such table). Its startTime and stopTime
+        are on another clock: weatherbench2's (nsys 2025.5) starts at 178,285 s while its events run from
+        0.13 s to 0.56 s; a100-saxpy-mpi's (2022.2) at 1.17 s, after its first kernel (0.92 s). No event of
+        the shared exports (2022.1 to 2026.2) ends past its duration."""
+        if "duration" not in self.columns("ANALYSIS_DETAILS"):
+            return None
+        end = self._rows("SELECT max(duration) FROM ANALYSIS_DETAILS")[0][0]
+        return end if type(end) is int else None
 
     def _programs(self) -> list[str]:
         """Names of the processes nsys launched (those with captured output streams)."""
@@ -396,25 +408,8 @@ class NsysReader(SqlExport):
         runtime calls, "osrt"): per call that has one, its frames innermost first, each `symbol (module)`.
         nsys records them with --backtrace (OS runtime calls past a threshold) and --python-backtrace=cuda
         (the Python frames of CUDA calls); none where the export holds no call chains."""
-        table, chains = {"runtime": (TABLE["runtime"], "CUDA_CALLCHAINS"), "osrt": (OSRT, "OSRT_CALLCHAINS")}[
-            frame
-        ]
-        if not calls or not {table, chains, "StringIds"} <= self.tables:
-            return {}
-        if "callchainId" not in self.columns(table):
-            return {}
-        out: dict[tuple[int, int], list[str]] = {}
-        for tid, start in calls:
-            rows = self._rows(
-                f"SELECT s.value, m.value FROM {_ident(table)} AS c JOIN {_ident(chains)} AS k "
-                "ON k.id = c.callchainId LEFT JOIN StringIds AS s ON s.id = k.symbol "
-                "LEFT JOIN StringIds AS m ON m.id = k.module "
-                "WHERE c.globalTid = :tid AND c.start = :start ORDER BY k.stackDepth",
-                {"tid": int(tid), "start": int(start)},
-            )
-            if rows:
-                out[(int(tid), int(start))] = [f"{s} ({str(m).rsplit('/', 1)[-1]})" for s, m in rows]
-        return out
+        chains = {"runtime": (TABLE["runtime"], "CUDA_CALLCHAINS"), "osrt": (OSRT, "OSRT_CALLCHAINS")}
+        return self.call_chains(*chains[frame], calls)
 
     def capture_facts(self, pid: int | None = None) -> dict[str, int | bool]:
         """What capture health asks of the source and the frames do not keep: whether NVTX was traced
@@ -430,8 +425,8 @@ class NsysReader(SqlExport):
         if "eventType" not in cols:
             ranges = "1"
         never = "end IS NULL"
-        if "ANALYSIS_DETAILS" in self.tables and "duration" in self.columns("ANALYSIS_DETAILS"):
-            never += " OR end >= (SELECT max(duration) FROM ANALYSIS_DETAILS)"
+        if (end := self.capture_end()) is not None:
+            never += f" OR end >= {end}"
         sums = f"ifnull(sum({ranges}), 0), ifnull(sum(({ranges}) AND ({never})), 0)"
         where = ""
         if pid is not None and "globalTid" in cols:

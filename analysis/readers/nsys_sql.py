@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,28 @@ class SqlExport:
             return 0
         cond = f" WHERE {where}" if where else ""
         return int(self._rows(f"SELECT count(*) FROM {_ident(table)}{cond}")[0][0])
+
+    def call_chains(
+        self, table: str, chains: str, calls: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], list[str]]:
+        """The call chains of `calls` ((global_tid, start) of rows of `table`, their chains in the table
+        `chains`): per call that has one, its frames innermost first, each `symbol (module)`."""
+        if not calls or not {table, chains, "StringIds"} <= self.tables:
+            return {}
+        if "callchainId" not in self.columns(table):
+            return {}
+        out: dict[tuple[int, int], list[str]] = {}
+        for tid, start in calls:
+            rows = self._rows(
+                f"SELECT s.value, m.value FROM {_ident(table)} AS c JOIN {_ident(chains)} AS k "
+                "ON k.id = c.callchainId LEFT JOIN StringIds AS s ON s.id = k.symbol "
+                "LEFT JOIN StringIds AS m ON m.id = k.module "
+                "WHERE c.globalTid = :tid AND c.start = :start ORDER BY k.stackDepth",
+                {"tid": int(tid), "start": int(start)},
+            )
+            if rows:
+                out[(int(tid), int(start))] = [f"{s} ({str(m).rsplit('/', 1)[-1]})" for s, m in rows]
+        return out
 
     def _rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         from sqlalchemy import exc, text

@@ -179,6 +179,12 @@ def phase_table(
 
 
 ABOVE = 100.0  # of roof (%) beyond which a point lies above the roof it is placed against
+# what a compute roof's peak is, by where it comes from (workloads.peak: datasheet peaks are at boost clock)
+PEAK_IS = {
+    "measured": "a measured peak is one matmul size's",
+    "datasheet": "a datasheet peak is the dense rate at boost clock of the run's precision; fp32's is the "
+    "CUDA cores', which TF32 matmuls pass",
+}
 
 
 def above_roof(table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block") -> list[str]:
@@ -186,8 +192,9 @@ def above_roof(table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block"
     is possible, instead of a bare 120%. A memory-bound point above the bandwidth roof moved its bytes faster
     than the roof's copy (or the datasheet's DRAM figure): its working set stayed in cache, which the roof,
     counting every byte as a trip to DRAM, does not see. A compute-bound point above the compute roof did
-    more FLOP/s than the peak the roofs hold: a measured peak is one matmul size's, a datasheet peak may be
-    a dense, non-boost figure, and the count may charge work the kernels skip."""
+    more FLOP/s than the peak the roofs hold: a measured peak is one matmul size's; a datasheet peak
+    (workloads.peak) is the dense rate at boost clock of the run's precision, fp32's that of the CUDA cores,
+    which TF32 matmuls pass; and the count may charge work the kernels skip."""
     if roofs is None or "of roof (%)" not in table or table["of roof (%)"].isna().all():
         return []
     kind = "measured" if "measured" in roofs.label else "datasheet"
@@ -207,7 +214,6 @@ def above_roof(table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block"
             lines.append(
                 f"{label}: {pct:.0f}% of the {kind} compute roof ({row['achieved TFLOP/s']:,.3f} against "
                 f"{(roofs.peak_flops or 0) / 1e12:,.3f} TFLOP/s): the roof's peak is below what this shape "
-                "reaches (a measured peak is one matmul size's, a datasheet peak a base-clock figure), or "
-                "the analytic count charges work its kernels skip"
+                f"reaches ({PEAK_IS[kind]}), or the analytic count charges work its kernels skip"
             )
     return lines

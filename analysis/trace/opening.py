@@ -29,6 +29,7 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
         raise ExportError(
             f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
         )
+    _refuse_what_is_no_trace(path)
     if _looks_like_json(path):
         return Trace(path, _open_kineto, readers.KINETO_VERSION, cache=cache)
     # an export whose write-ahead log holds changes: its content is file and log, and the log changes
@@ -56,6 +57,25 @@ def not_a_file(path: Path) -> None:
         f"{path} is {what}, not a file: an export or trace is read more than once (its type, the cache's "
         "key, then its rows), so save it to a file first (e.g. `cat … > trace.json`) and pass that"
     )
+
+
+def _refuse_what_is_no_trace(path: Path) -> None:
+    """Raise ExportError naming the file where its first bytes say it is a Python pickle (a CUDA memory
+    snapshot, torch.cuda.memory._dump_snapshot, names its `segments` first) or an HTML page (torch.profiler's
+    memory timeline, export_memory_timeline to .html): neither an export nor a trace. Nothing is unpickled."""
+    head = sqlite_files.read_head(path, 256)
+    page = head.removeprefix(BOM).lstrip().lower()
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        what = "a Python pickle"
+        if b"segments" in head or b"device_traces" in head:
+            what = "a CUDA memory snapshot (torch.cuda.memory._dump_snapshot: https://pytorch.org/memory_viz)"
+    elif page.startswith((b"<html", b"<!doctype html")):
+        what = "an HTML page"
+        if b"memory timeline" in page:
+            what = "a memory timeline page (torch.profiler's export_memory_timeline)"
+    else:
+        return
+    raise ExportError(f"{path} is {what}, not a trace: {readers.GIVE_A_TRACE}")
 
 
 def _open_kineto(path: Path) -> Any:

@@ -121,6 +121,8 @@ def chrome_trace_of(
     refuse_inputs(target, files_read(report), OUT)
     with open_source(report, export_report, cache=cache) as trace:  # closed: its private copy goes
         refuse_inputs(target, [trace.path], OUT)
+        if not_events := trace.meta.get("not_events"):  # a memory timeline: it would make an empty page
+            raise ExportError(f"no events in {trace.path}: {not_events}")
         window = timeline.window_of(trace, step=step, phase=phase, start=start, end=end)
         origin = timeline.capture_start(trace) if step is None and window is not None else None
         try:

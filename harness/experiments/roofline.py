@@ -65,6 +65,7 @@ class RooflineReport:
     phase_ns: dict[str, float] = field(default_factory=dict)  # each phase's mean over the measured steps
     warning: str | None = None  # why the sub-block times cannot be trusted (a degraded run's capture)
     new_tokens: int | None = None  # generate: the tokens decoded after the prompt (context_length)
+    unfinished: str | None = None  # the status of a run that did not finish (interrupted, oom, error)
 
     def roofs_frame(self) -> pd.DataFrame:
         import pandas as pd
@@ -102,9 +103,10 @@ class RooflineReport:
         shape = f"context {self.context_length}"
         if self.new_tokens is not None:
             shape = f"prompt {self.context_length} + {counted(self.new_tokens, 'token')}"
+        stopped = f" ({self.unfinished}: did not finish)" if self.unfinished else ""
         return (
             f"{what}{self.model} {self.mode}, batch {self.batch_size} × {shape}, {self.precision}, "
-            f"{self.attention} attention"
+            f"{self.attention} attention{stopped}"
         )
 
 
@@ -327,6 +329,13 @@ def run_report(
     steps = {t.step for t in measured}
     if not steps:
         raise HarnessError(f"run {run.id} has no measured steps (status {run.status})")
+    if run.status not in ("ok", "degraded"):  # degraded: finished, its capture failed its checks (warning)
+        report.unfinished = run.status
+        why = f": {' '.join(run.error.split())}" if run.error else ""
+        report.notes.append(
+            f"run {run.id} did not finish ({run.status}{why}): its times are of the "
+            f"{counted(len(steps), 'measured step')} it ran before it stopped"
+        )
     for phase in phases_for(run.mode, run.world_size or 1):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
         if values:
