@@ -24,7 +24,7 @@ from harness.cli.common import (
     shown,
     warn,
 )
-from harness.cli.reading import NoCacheOpt
+from harness.cli.reading import EndOpt, NoCacheOpt, StartOpt
 from harness.cli.terminal.output import Format, console_for, emit, print_lines
 from harness.core.errors import UsageError
 from harness.experiments import pages
@@ -61,26 +61,18 @@ def dashboard_cmd(
         file_option("--out", "-o", help="The HTML file to write (- for standard output)."),
     ] = Path("dashboard.html"),
     output: OldOutputOpt = None,
-    start: Annotated[
-        float | None,
-        typer.Option(
-            "--start",
-            metavar="<s>",
-            help="With an export: the timeline from this many seconds into the capture (default: the busiest "
-            "second, where the export has no harness `step` ranges).",
-        ),
-    ] = None,
-    end: Annotated[
-        float | None,
-        typer.Option("--end", metavar="<s>", help="With an export: the timeline up to this many seconds."),
-    ] = None,
+    start: StartOpt = None,
+    end: EndOpt = None,
     open_page: Annotated[bool, typer.Option("--open", help="Open the page in a web browser.")] = False,
     no_cache: NoCacheOpt = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
     wide: WideOpt = False,
 ) -> None:
-    """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput)."""
+    """Write plotly dashboards (phase times, step noise, overhead, kernels, NVTX, timeline, throughput).
+
+    Of an export, its timeline shows the window --start/--end gives (--start alone: a second from there),
+    else one harness step, or the busiest second where the export has no `step` ranges."""
 
     if report is not None and (runs or last or model or compare):
         raise UsageError(

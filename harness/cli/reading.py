@@ -46,6 +46,23 @@ NoCacheOpt = Annotated[
     bool,
     typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache."),
 ]
+# a timeline's window (`timeline`, `dashboard EXPORT`): seconds from the capture's start
+StartOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--start", metavar="<s>",
+        help="The timeline's window from this many seconds into the capture (events that end there or "
+        "later).",
+    ),
+]  # fmt: skip
+EndOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--end", metavar="<s>",
+        help="The timeline's window up to this many seconds into the capture (events that start there or "
+        "before).",
+    ),
+]  # fmt: skip
 
 
 @dataclass(frozen=True)

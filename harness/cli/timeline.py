@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from harness.cli.common import OldOutputOpt, cli_errors, file_option, note, one_out, shown
-from harness.cli.reading import NoCacheOpt
+from harness.cli.reading import EndOpt, NoCacheOpt, StartOpt
 from harness.experiments import pages
 
 ReportArg = Annotated[
@@ -48,18 +48,8 @@ def timeline_cmd(
         str | None,
         typer.Option("--phase", metavar="<name>", help="With --step: only that phase of it (forward, …)."),
     ] = None,
-    start: Annotated[
-        float | None,
-        typer.Option(
-            "--start",
-            metavar="<s>",
-            help="Only events that end this many seconds into the capture or later (as the dashboard's).",
-        ),
-    ] = None,
-    end: Annotated[
-        float | None,
-        typer.Option("--end", metavar="<s>", help="Only events that start up to this many seconds in."),
-    ] = None,
+    start: StartOpt = None,
+    end: EndOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Write kernels, memory copies and sets, CUDA API calls, NVTX ranges and OS runtime calls as a Chrome
