@@ -25,6 +25,7 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
+from analysis.advice.labels import label_in, labels_of
 from analysis.hta.breakdown import queue_lengths
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.readers import NULL
@@ -182,9 +183,10 @@ def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.Dat
     if over is None:
         over = trace.frame("overhead", ["start", "end", "global_tid"])
     ranges = trace.frame("nvtx", ["start", "end", "global_tid", "name"])
-    ranges = ranges[ranges["name"].astype(str).isin(PHASES)]
+    phase_rows = label_in(ranges["name"], PHASES)  # the names matched once each, not once per range
+    ranges = ranges[phase_rows].assign(name=labels_of(ranges["name"], phase_rows))
     rows = []
-    for phase, rs in ranges.groupby(ranges["name"].astype(str), sort=False):
+    for phase, rs in ranges.groupby("name", sort=False):
         inside = 0
         for pid, prs in rs.groupby(rs["global_tid"].to_numpy() & PROCESS):
             po = over[(over["global_tid"].to_numpy() & PROCESS) == pid]
