@@ -417,3 +417,26 @@ class _KeyCodes:
             at = np.searchsorted(self.known, values)
         known = self.known
         return at, len(known), lambda c: known[c]
+
+
+def pair_keys(
+    pids: np.ndarray, ids: np.ndarray, other_pids: np.ndarray, other_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(process, id) pairs of two tables as one int64 each, equal exactly where the pairs are equal: what
+    `member` tests 6M CUDA calls' pairs with, where a pandas MultiIndex builds a hash of tuples."""
+    import pandas as pd
+
+    n = len(pids)
+    process, _ = pd.factorize(np.concatenate([pids, other_pids]))
+    both = np.concatenate([ids, other_ids]).astype(np.int64)
+    if not len(both):
+        return both[:n], both[n:]
+    low, high = int(both.min()), int(both.max())
+    span = high - low + 1
+    if span * (int(process.max()) + 1) < 2**62:
+        code = both - low
+    else:  # ids spread too wide (a NULL among them): numbered instead
+        code, uniques = pd.factorize(both)
+        span = len(uniques)
+    key = process.astype(np.int64) * span + code
+    return key[:n], key[n:]
