@@ -423,20 +423,27 @@ def pair_keys(
     pids: np.ndarray, ids: np.ndarray, other_pids: np.ndarray, other_ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(process, id) pairs of two tables as one int64 each, equal exactly where the pairs are equal: what
-    `member` tests 6M CUDA calls' pairs with, where a pandas MultiIndex builds a hash of tuples."""
+    `member` tests 6M CUDA calls' pairs with, where a pandas MultiIndex builds a hash of tuples. Each key
+    is the process's rank among the few processes times the ids' span, plus the id's offset in it, built in
+    place (one int64 array per table)."""
     import pandas as pd
 
-    n = len(pids)
-    process, _ = pd.factorize(np.concatenate([pids, other_pids]))
-    both = np.concatenate([ids, other_ids]).astype(np.int64)
-    if not len(both):
-        return both[:n], both[n:]
-    low, high = int(both.min()), int(both.max())
+    processes = distinct(np.concatenate([pd.unique(pids), pd.unique(other_pids)]))
+    spans = [(int(x.min()), int(x.max())) for x in (ids, other_ids) if len(x)]
+    low, high = min((lo for lo, _ in spans), default=0), max((hi for _, hi in spans), default=0)
     span = high - low + 1
-    if span * (int(process.max()) + 1) < 2**62:
-        code = both - low
-    else:  # ids spread too wide (a NULL among them): numbered instead
-        code, uniques = pd.factorize(both)
-        span = len(uniques)
-    key = process.astype(np.int64) * span + code
-    return key[:n], key[n:]
+    if span * max(len(processes), 1) >= 2**62:  # ids spread too wide (a NULL among them): numbered instead
+        n = len(pids)
+        process = np.searchsorted(processes, np.concatenate([pids, other_pids]))
+        code, uniques = pd.factorize(np.concatenate([ids, other_ids]))
+        key = process.astype(np.int64) * len(uniques) + code
+        return key[:n], key[n:]
+
+    def keyed(p: np.ndarray, i: np.ndarray) -> np.ndarray:
+        key = np.searchsorted(processes, p).astype(np.int64, copy=False)
+        key *= span
+        key -= low  # before adding the ids: no sum of two large ids wraps round
+        key += i
+        return key
+
+    return keyed(pids, ids), keyed(other_pids, other_ids)
