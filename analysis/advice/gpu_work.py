@@ -40,7 +40,6 @@ def orphans(trace: Trace) -> pd.DataFrame:
         else pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
     )
     pids = calls["global_tid"].to_numpy() & PROCESS
-    first = pd.Series(calls["correlation_id"].to_numpy()).groupby(pids).min()
     frames = [f for f in GPU_FRAMES if trace.has(f)]
     events = [
         trace.frame(f, ["start", "correlation_id", "global_pid"] + (["name_id"] if f == "kernels" else []))
@@ -53,6 +52,9 @@ def orphans(trace: Trace) -> pd.DataFrame:
         np.concatenate([ev["correlation_id"].to_numpy() for ev in events] or [np.empty(0, np.int64)]),
     )
     have = member(keys, known)
+    # each process's first call, where some GPU work has no call (most captures: none)
+    first = pd.Series(calls["correlation_id"].to_numpy())
+    first = first.groupby(pids).min() if not have.all() else first.iloc[:0]
     bounds = np.cumsum([0, *(len(ev) for ev in events)])
     parts = []
     for frame, ev, lo, hi in zip(frames, events, bounds[:-1], bounds[1:], strict=True):
