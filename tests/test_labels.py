@@ -24,4 +24,5 @@ def test_label_test_and_codes_leave_a_missing_name_out() -> None:
     codes, labels = label_codes(column)
     assert codes.tolist() == [0, -1, 1, 0] and list(labels) == ["GPU", "CPU"]
     assert label_test(pd.Series([], dtype="category"), lambda labels: labels == "x").tolist() == []
-    assert np.asarray(label_in(pd.Series([None, None], dtype=object), {"None", "nan"})).tolist() == [False] * 2
+    missing = pd.Series([None, None], dtype=object)
+    assert np.asarray(label_in(missing, {"None", "nan"})).tolist() == [False, False]
