@@ -115,7 +115,8 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
         }
     )
     on_stream = (out["stream"] != NULL) & (out["stream"] != -1)  # HTA: stream -1 is not GPU work
-    out = out[on_stream.to_numpy()].reset_index(drop=True)
+    if not on_stream.all():  # no copy of every event where all are on a stream
+        out = out[on_stream.to_numpy()].reset_index(drop=True)
     out.attrs["types"] = {n: kernel_type(n) for n in out["name"].cat.categories}
     return out
 
