@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.stats import member, pair_keys
+from analysis.stats import member, membership, pair_keys
 from analysis.trace.frames import NAMES_OF
 from analysis.trace.trace import Trace
 
@@ -51,7 +51,8 @@ def orphans(trace: Trace) -> pd.DataFrame:
         np.concatenate([ev["global_pid"].to_numpy() & PROCESS for ev in events] or [np.empty(0, np.int64)]),
         np.concatenate([ev["correlation_id"].to_numpy() for ev in events] or [np.empty(0, np.int64)]),
     )
-    have = member(keys, known)
+    # a table over the keys' span where it is no longer than the calls themselves: no sort of 6M keys
+    have = membership(known, len(known))(keys)
     # each process's first call, where some GPU work has no call (most captures: none)
     first = pd.Series(calls["correlation_id"].to_numpy())
     first = first.groupby(pids).min() if not have.all() else first.iloc[:0]
