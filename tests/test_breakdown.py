@@ -225,3 +225,28 @@ def test_a_trace_s_own_rank_wins_over_its_file_name(a100_export: Path, tmp_path:
     assert result.exit_code == 0, result.output
     first = result.stdout.split("\n\n")[0].splitlines()
     assert pd.read_csv(io.StringIO("\n".join(first[1:])))["Rank"].tolist() == [3, 5]
+
+
+def test_gpu_event_names_are_every_row_named_then_made_categorical(case: tuple[str, Trace]) -> None:
+    """gpu_events builds its names from codes, each name looked up once: the same categorical as naming
+    every row and making that categorical (its categories sorted)."""
+    from analysis.hta.gpu_events import gpu_events, memcpy_name, memset_name
+
+    _, trace = case
+    ev = gpu_events(trace)
+    named: list[pd.Series] = []
+    for frame in ("kernels", "memcpy", "memset", "syncs"):
+        if not trace.has(frame):
+            continue
+        f = trace.frame(frame)
+        if frame in ("kernels", "syncs"):
+            named.append(f["name_id"].map(trace.strings(f["name_id"].unique())))
+        elif frame == "memcpy":
+            keys = zip(f["copy_kind"], f["src_kind"], f["dst_kind"], strict=True)
+            named.append(pd.Series([memcpy_name(*k) for k in keys], dtype=object))
+        else:
+            named.append(f["mem_kind"].map(memset_name))
+        named[-1] = named[-1][((f["stream_id"] != b.NULL) & (f["stream_id"] != -1)).to_numpy()]
+    rows = pd.concat(named, ignore_index=True).fillna("").astype(str)
+    assert ev["name"].astype(str).tolist() == rows.tolist()
+    assert len(ev) and list(ev["name"].cat.categories) == sorted(ev["name"].cat.categories)

@@ -94,3 +94,16 @@ def test_membership_of_a_short_span_leaves_out_the_null_sentinel() -> None:
     values = np.array([NULL, 4, 5, 9, 10, -3, NULL], dtype=np.int64)
     test = stats.membership(np.array([5, 4, 9, 9]), len(values))
     assert test(values).tolist() == np.isin(values, [4, 5, 9]).tolist()
+
+
+def test_pair_keys_equal_exactly_where_the_pairs_are_equal() -> None:
+    pids = np.array([1 << 24, 1 << 24, 2 << 24, 3 << 24], dtype=np.int64)
+    ids = np.array([5, 7, 5, NULL], dtype=np.int64)
+    other_pids = np.array([2 << 24, 1 << 24, 2 << 24, 3 << 24, 9 << 24], dtype=np.int64)
+    other_ids = np.array([5, 5, 7, NULL, 5], dtype=np.int64)
+    keys, other = stats.pair_keys(pids, ids, other_pids, other_ids)
+    assert stats.member(other, keys).tolist() == [True, True, False, True, False]  # NULL is a value too
+    assert len(set(keys.tolist())) == 4
+    wide = np.array([0, 2**62], dtype=np.int64)  # ids too far apart to offset: numbered instead
+    keys, other = stats.pair_keys(np.array([1, 2]), wide, np.array([2, 1, 1]), np.array([2**62, 0, 2**62]))
+    assert stats.member(other, keys).tolist() == [True, True, False]

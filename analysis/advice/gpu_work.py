@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
+from analysis.stats import member, membership, pair_keys
 from analysis.trace.frames import NAMES_OF
 from analysis.trace.trace import Trace
 
@@ -39,18 +40,26 @@ def orphans(trace: Trace) -> pd.DataFrame:
         else pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
     )
     pids = calls["global_tid"].to_numpy() & PROCESS
-    known = pd.MultiIndex.from_arrays([pids, calls["correlation_id"].to_numpy()])
-    first = pd.Series(calls["correlation_id"].to_numpy()).groupby(pids).min()
+    frames = [f for f in GPU_FRAMES if trace.has(f)]
+    events = [
+        trace.frame(f, ["start", "correlation_id", "global_pid"] + (["name_id"] if f == "kernels" else []))
+        for f in frames
+    ]
+    known, keys = pair_keys(
+        pids,
+        calls["correlation_id"].to_numpy(),
+        np.concatenate([ev["global_pid"].to_numpy() & PROCESS for ev in events] or [np.empty(0, np.int64)]),
+        np.concatenate([ev["correlation_id"].to_numpy() for ev in events] or [np.empty(0, np.int64)]),
+    )
+    # a table over the keys' span where it is no longer than the calls themselves: no sort of 6M keys
+    have = membership(known, len(known))(keys)
+    # each process's first call, where some GPU work has no call (most captures: none)
+    first = pd.Series(calls["correlation_id"].to_numpy())
+    first = first.groupby(pids).min() if not have.all() else first.iloc[:0]
+    bounds = np.cumsum([0, *(len(ev) for ev in events)])
     parts = []
-    for frame in GPU_FRAMES:
-        if not trace.has(frame):
-            continue
-        cols = ["start", "correlation_id", "global_pid"] + (["name_id"] if frame == "kernels" else [])
-        ev = trace.frame(frame, cols)
-        key = pd.MultiIndex.from_arrays(
-            [ev["global_pid"].to_numpy() & PROCESS, ev["correlation_id"].to_numpy()]
-        )
-        lost = ev[~key.isin(known)]
+    for frame, ev, lo, hi in zip(frames, events, bounds[:-1], bounds[1:], strict=True):
+        lost = ev[~have[lo:hi]]
         names = trace.strings(lost["name_id"].unique()) if frame == "kernels" else {}
         since = (lost["global_pid"].to_numpy() & PROCESS).astype(np.int64)
         below = lost["correlation_id"].to_numpy() < pd.Series(since).map(first).to_numpy(
@@ -122,7 +131,8 @@ def kernel_names(trace: Trace) -> Check:
         return Check(name, OK, "no kernels")
     kern = trace.frame("kernels", ["duration", "name_id"])
     names = trace.strings(kern["name_id"].unique())
-    unknown = kern["name_id"].map(names).isin(UNKNOWN_NAMES).to_numpy()
+    unknown_ids = np.array([i for i, n in names.items() if n in UNKNOWN_NAMES], dtype=np.int64)
+    unknown = member(kern["name_id"].to_numpy(), unknown_ids)  # by string id: no name per kernel
     total = int(kern["duration"].sum())
     if not unknown.any():
         return Check(

@@ -26,6 +26,7 @@ from analysis.advice.checks import FAIL, OK, WARN, Check, Health, capture_failur
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.advice.kineto_health import left_out, profiler_steps, queue_length_check
+from analysis.advice.labels import label_in, labels_of
 from analysis.advice.launches import GPU_FRAMES
 from analysis.advice.verdict import keep_verdict
 from analysis.hta.gpu_events import gpu_events, merge
@@ -184,9 +185,10 @@ def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.Dat
     if over is None:
         over = trace.frame("overhead", ["start", "end", "global_tid"])
     ranges = trace.frame("nvtx", ["start", "end", "global_tid", "name"])
-    ranges = ranges[ranges["name"].astype(str).isin(PHASES)]
+    phase_rows = label_in(ranges["name"], PHASES)  # the names matched once each, not once per range
+    ranges = ranges[phase_rows].assign(name=labels_of(ranges["name"], phase_rows))
     rows = []
-    for phase, rs in ranges.groupby(ranges["name"].astype(str), sort=False):
+    for phase, rs in ranges.groupby("name", sort=False):
         inside = 0
         for pid, prs in rs.groupby(rs["global_tid"].to_numpy() & PROCESS):
             po = over[(over["global_tid"].to_numpy() & PROCESS) == pid]
@@ -382,17 +384,14 @@ def _repeated(trace: Trace) -> Check:
     if not any(trace.has(f) for f in GPU_FRAMES):
         return Check(name, FAIL, said, fix) if ranges else Check(name, OK, "no GPU work in the trace")
     ev = gpu_events(trace)
-    ev = ev[(ev["kind"] != "sync").to_numpy()].reset_index(drop=True)
-    twice = ev.duplicated(
-        ["kind", "name", "start", "end", "stream", "device", "correlation_id", "global_pid"]
-    )
+    work = (ev["kind"] != "sync").to_numpy()
+    if not work.all():  # a copy of 1.3M events only where there are syncs to leave out
+        ev = ev[work].reset_index(drop=True)
+    twice = _twice(ev, ["kind", "name", "start", "end", "stream", "device", "correlation_id", "global_pid"])
     repeats = ev["kind"][twice].astype(str).value_counts()
-    ev = ev[~twice.to_numpy()]
-    by = ["global_pid", "device", "stream"]
-    ev = ev.sort_values([*by, "start"], kind="stable")
-    busy = ev.groupby(by, sort=False)["end"].cummax()  # each stream busy until, so far
-    previous = busy.groupby([ev[c] for c in by], sort=False).shift(1)
-    overlapping = int((ev["start"] < previous).sum())
+    if twice.any():
+        ev = ev[~twice.to_numpy()]
+    overlapping = _overlapping(ev)
     overlap = (
         f"; {overlapping:,} {'starts' if overlapping == 1 else 'start'} before earlier work on "
         f"{'its' if overlapping == 1 else 'their'} stream ended (times a little off, as in many "
@@ -419,10 +418,45 @@ def _repeated(trace: Trace) -> Check:
     )
 
 
+def _overlapping(ev: pd.DataFrame) -> int:
+    """GPU events that start before earlier work on their stream (process, device, stream) ended: sorted
+    by stream and start, each against the latest end of those before it on its stream."""
+    if not len(ev):
+        return 0
+    cols = [ev[c].to_numpy() for c in ("global_pid", "device", "stream", "start", "end")]
+    order = np.lexsort(cols[3::-1])  # by process, device, stream, then start; stable
+    pid, device, stream, start, end = (c[order] for c in cols)
+    first = np.ones(len(order), dtype=bool)  # the first event of its stream
+    first[1:] = (pid[1:] != pid[:-1]) | (device[1:] != device[:-1]) | (stream[1:] != stream[:-1])
+    busy = pd.Series(end).groupby(np.cumsum(first)).cummax().to_numpy()  # each stream busy until, so far
+    return int(((start[1:] < busy[:-1]) & ~first[1:]).sum())
+
+
 def _repeated_ranges(trace: Trace) -> int:
     """NVTX ranges equal to another in start, end, thread, name and domain: rows written twice (a program
     cannot open two ranges on one thread at the same nanosecond; none of the shared captures has one)."""
     if not trace.has("nvtx"):
         return 0
     nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "domain"])
-    return int(nv.astype({"name": object, "domain": object}).duplicated().sum())
+    maybe = _sharing_start(nv)
+    return int(nv[maybe].astype({"name": object, "domain": object}).duplicated().sum())
+
+
+def _sharing_start(frame: pd.DataFrame) -> np.ndarray:
+    """Rows whose start another row shares: the only ones that can repeat another in every column. Few are
+    (none of the 1.8M ranges of benchmarks/make_big_export.py's export), so rows are compared whole only among
+    them."""
+    start = frame["start"].to_numpy()
+    if len(start) > 1 and (start[1:] >= start[:-1]).all():  # in time order (most tables): neighbours
+        same = start[1:] == start[:-1]
+        return np.concatenate(([False], same)) | np.concatenate((same, [False]))
+    return frame["start"].duplicated(keep=False).to_numpy()
+
+
+def _twice(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """frame.duplicated(columns), compared whole only among the rows that share a start."""
+    maybe = _sharing_start(frame)
+    twice = pd.Series(False, index=frame.index)
+    twice[maybe] = frame[maybe].duplicated(columns).to_numpy()
+    return twice
+

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.advice.labels import label_codes, label_test
 from analysis.advice.launches import GPU_FRAMES, PROCESS
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
@@ -65,18 +66,21 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
     if not trace.has("nvtx"):
         return Steps(empty, "")
     nv = trace.frame("nvtx", ["start", "end", "global_tid", "name", "payload", "domain"])
-    nv = nv[nv["domain"].astype(object).fillna("") != "GPU"]  # Kineto's GPU-side copies of the ranges
-    names = nv["name"].astype(str)
+    gpu_side = label_test(nv["domain"], lambda labels: labels == "GPU")  # Kineto's GPU-side copies
+    if gpu_side.any():
+        nv = nv[~gpu_side]
+    codes, labels = label_codes(nv["name"])  # names are matched once each, not once per range
     pid = nv["global_tid"].to_numpy() & PROCESS
-    kineto = names.str.extract(STEP_RE.pattern, expand=False)
-    if kineto.notna().any():
-        ks = nv[kineto.notna().to_numpy()]
+    numbers = pd.Series(labels, dtype=object).str.extract(STEP_RE.pattern, expand=False)
+    kineto = np.append(numbers.notna().to_numpy(), False)[codes]
+    if kineto.any():
+        ks = nv[kineto]
         frame = pd.DataFrame(
             {
-                "step": kineto.dropna().astype(np.int64).to_numpy(),
+                "step": np.append(numbers.fillna("-1").astype(np.int64).to_numpy(), -1)[codes][kineto],
                 "start": ks["start"].to_numpy(),
                 "end": ks["end"].to_numpy(),
-                "pid": pid[kineto.notna().to_numpy()],
+                "pid": pid[kineto],
                 "measured": True,
                 "phases": [frozenset({STEP})] * len(ks),
             }
@@ -84,10 +88,14 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
         return Steps(
             frame.sort_values("start").reset_index(drop=True), "ProfilerStep", nvtx_end=int(ks["end"].max())
         )
-    harness = names.isin([STEP, *ALL_PHASES]).to_numpy() & nv["payload"].notna().to_numpy()
-    measured = nv[(names == MEASURED).to_numpy()]
+
+    def named(wanted: set[str]) -> np.ndarray:
+        return np.append(np.array([n in wanted for n in labels], dtype=bool), False)[codes]
+
+    harness = named({STEP, *ALL_PHASES}) & nv["payload"].notna().to_numpy()
+    measured = nv[named({MEASURED})]
     if harness.any():
-        hs = nv[harness].assign(pid=pid[harness], name=names[harness].to_numpy())
+        hs = nv[harness].assign(pid=pid[harness], name=labels.to_numpy(dtype=object)[codes[harness]])
         hs = hs.assign(step=hs["payload"].astype(np.int64))
         rows = []
         for (p, step), g in hs.groupby(["pid", "step"], sort=True):
@@ -115,7 +123,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
             frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends), spans=spans,
             by_record=by_record,
         )  # fmt: skip
-    plain = nv[(names == STEP).to_numpy()].sort_values("start")
+    plain = nv[named({STEP})].sort_values("start")
     if plain.empty:
         return Steps(empty, "")
     frame = pd.DataFrame(

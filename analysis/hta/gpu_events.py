@@ -76,34 +76,36 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
     categories), in that order and each kind in the trace's order. `attrs["types"]`: name -> kernel type."""
     common = ["start", "end", "stream_id", "correlation_id", "global_pid", "device_id"]
     parts: list[pd.DataFrame] = []
-    names: list[pd.Series] = []
+    names: list[tuple[np.ndarray, list[str]]] = []  # per part: each row's code into its names, the names
     if trace.has("kernels"):
         k = trace.frame("kernels", [*common, "name_id"])
         parts.append(k)
-        names.append(k["name_id"].map(trace.strings(k["name_id"].unique())))
+        names.append(_named_ids(trace, k["name_id"]))
     if trace.has("memcpy"):
         m = trace.frame("memcpy", [*common, "copy_kind", "src_kind", "dst_kind"])
         parts.append(m)
-        keys = list(zip(m["copy_kind"], m["src_kind"], m["dst_kind"], strict=True))
-        labels = {key: memcpy_name(*key) for key in set(keys)}
-        names.append(pd.Series([labels[key] for key in keys], dtype=object))
+        keys = m[["copy_kind", "src_kind", "dst_kind"]].to_numpy()
+        distinct, codes = np.unique(keys, axis=0, return_inverse=True) if len(m) else (keys, np.empty(0, int))
+        names.append((codes.reshape(-1), [memcpy_name(*key) for key in distinct]))
     if trace.has("memset"):
         s = trace.frame("memset", [*common, "mem_kind"])
         parts.append(s)
-        labels = {kind: memset_name(kind) for kind in s["mem_kind"].unique()}
-        names.append(s["mem_kind"].map(labels))
+        codes, kinds = pd.factorize(s["mem_kind"])
+        names.append((codes, [memset_name(kind) for kind in kinds]))
     if trace.has("syncs"):
         y = trace.frame("syncs", [*common, "name_id"])
         parts.append(y)
-        names.append(y["name_id"].map(trace.strings(y["name_id"].unique())))
+        names.append(_named_ids(trace, y["name_id"]))
     kinds = [k for k, f in zip(KINDS, ("kernels", "memcpy", "memset", "syncs"), strict=True) if trace.has(f)]
     if not parts:
         hint = trace.meta.get("hints", {}).get("kernels", "record CUDA activity")
         raise ExportError(f"no GPU kernels, copies or sets in {trace.path}: {hint}")
     out = pd.DataFrame(
         {
-            "kind": pd.Categorical(np.repeat(kinds, [len(p) for p in parts]), categories=list(KINDS)),
-            "name": pd.Categorical(pd.concat(names, ignore_index=True).fillna("").astype(str)),
+            "kind": pd.Categorical.from_codes(
+                np.repeat([KINDS.index(k) for k in kinds], [len(p) for p in parts]), categories=list(KINDS)
+            ),
+            "name": _categories(names),
             "start": np.concatenate([p["start"].to_numpy() for p in parts]),
             "end": np.concatenate([p["end"].to_numpy() for p in parts]),
             "stream": np.concatenate([p["stream_id"].to_numpy() for p in parts]),
@@ -113,9 +115,30 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
         }
     )
     on_stream = (out["stream"] != NULL) & (out["stream"] != -1)  # HTA: stream -1 is not GPU work
-    out = out[on_stream.to_numpy()].reset_index(drop=True)
+    if not on_stream.all():  # no copy of every event where all are on a stream
+        out = out[on_stream.to_numpy()].reset_index(drop=True)
     out.attrs["types"] = {n: kernel_type(n) for n in out["name"].cat.categories}
     return out
+
+
+def _named_ids(trace: Trace, ids: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Rows' string ids as codes into their names, each id looked up once (an id without one: "")."""
+    codes, distinct = pd.factorize(ids)
+    known = trace.strings(distinct)
+    return codes, ["" if pd.isna(n := known.get(i)) else str(n) for i in distinct]
+
+
+def _categories(parts: list[tuple[np.ndarray, list[str]]]) -> pd.Categorical:
+    """The rows' names of every part as one categorical, its categories sorted (as pd.Categorical of the
+    names themselves sorts them), built from the codes: no string per row (1M kernels)."""
+    parts = [(c, [*labels, ""] if (c < 0).any() else labels) for c, labels in parts]  # -1: no name, ""
+    categories = sorted({n for _, labels in parts for n in labels})  # every one names some row
+    at = {n: i for i, n in enumerate(categories)}
+    codes = [np.array([at[n] for n in labels], dtype=np.int64)[c] for c, labels in parts]
+    return pd.Categorical.from_codes(
+        np.concatenate(codes) if codes else np.empty(0, np.int64),
+        dtype=pd.CategoricalDtype(pd.Index(categories, dtype="str")),
+    )
 
 
 def types_of(events: pd.DataFrame) -> np.ndarray:
