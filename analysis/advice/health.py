@@ -459,4 +459,3 @@ def _twice(frame: pd.DataFrame, columns: list[str]) -> pd.Series:
     twice = pd.Series(False, index=frame.index)
     twice[maybe] = frame[maybe].duplicated(columns).to_numpy()
     return twice
-
