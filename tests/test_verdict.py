@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from export_data import derive
+from reading import flat
 from typer.testing import CliRunner
 
 from analysis import front
@@ -29,18 +31,13 @@ def _warning(export: Path) -> str:
 
 def _twice(a100_export: Path, tmp_path: Path) -> Path:
     """The a100 export with every kernel row written twice: `kernels` counts 10 instances, health fails."""
-    export = tmp_path / "twice.sqlite"
-    shutil.copy(a100_export, export)
-    with sqlite3.connect(export) as db:
-        db.execute(f"INSERT INTO {KERNELS} SELECT * FROM {KERNELS}")
-    db.close()
-    return export
+    return derive(a100_export, tmp_path / "twice.sqlite", f"INSERT INTO {KERNELS} SELECT * FROM {KERNELS}")
 
 
 def _stderr(*args: str) -> tuple[str, str]:
     result = runner.invoke(app, list(args))
     assert result.exit_code == 0, result.output
-    return result.stdout, " ".join(result.stderr.split())
+    return result.stdout, flat(result.stderr)
 
 
 def test_a_table_of_a_capture_that_failed_health_says_so(a100_export: Path, tmp_path: Path) -> None:
