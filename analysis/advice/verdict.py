@@ -34,10 +34,15 @@ def keep_verdict(trace: Trace, failed: Sequence[str], line: str) -> None:
     results.keep(trace, VERDICT, {}, [(VERDICT, pd.DataFrame({"Check": list(failed)}, dtype=object))], [line])
 
 
-def failed_captures(paths: Sequence[Path], shown: Sequence[Path] | None = None) -> list[str]:
+def failed_captures(
+    paths: Sequence[Path], shown: Sequence[Path] | None = None, *, cache: bool = True
+) -> list[str]:
     """A warning for each export of `paths` whose capture failed its health checks when they last ran
-    (named as `shown`, what the user gave: a report read through its export)."""
-    warnings = []
+    (named as `shown`, what the user gave: a report read through its export); none with `cache` off, where
+    nothing kept is read."""
+    warnings: list[str] = []
+    if not cache:
+        return warnings
     for path, name in zip(paths, shown or paths, strict=True):
         kept = results.cached(path, VERDICT, {})
         if kept is None or not kept.tables:

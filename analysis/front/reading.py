@@ -81,7 +81,7 @@ def read_tables(
                 result = _one(table, paths[0], exports[0], options, skipped, said, plain, kept, cache)
         result.notes = [*beside, *result.notes]
         read, shown = exports, paths
-    result.warnings = failed_captures(read, shown) if cache else []
+    result.warnings = failed_captures(read, shown, cache=cache)
     if top:  # the first N rows of each table; over several exports, of each one's (per rank)
         result.tables = [(title, _first(df, top, per)) for title, df in result.tables]
     return result

@@ -255,7 +255,7 @@ def breakdown_cmd(
         notes = [*split, *dict.fromkeys(n for _, df in tables for n in df.attrs.get("notes", []))]
         if not hta:  # say where the oracle's numbers differ, and why
             notes += breakdown.hta_difference(traces, tables[0][1])
-    for warning in [] if reading.no_cache else failed_captures(paths):
+    for warning in failed_captures(paths, cache=not reading.no_cache):
         warn(warning)
     emit_many(tables, reading.format, notes=notes, wide=reading.wide, limit=reading.limit)
 

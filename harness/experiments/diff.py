@@ -444,7 +444,7 @@ def failed_sides(a: Side, b: Side, *, cache: bool) -> list[str]:
     """A warning for each side's export whose capture failed its health checks when they last ran (none
     without the cache: analysis.advice.verdict)."""
     paths = [p for p in (a.trace_path, b.trace_path) if p is not None]
-    return failed_captures(paths) if cache else []
+    return failed_captures(paths, cache=cache)
 
 
 def gate_failed(verdict: Verdict, gate: float) -> bool:
