@@ -46,23 +46,19 @@ NoCacheOpt = Annotated[
     bool,
     typer.Option("--no-cache", help="Read the export itself: neither read nor fill the Parquet cache."),
 ]
-# a timeline's window (`timeline`, `dashboard EXPORT`): seconds from the capture's start
-StartOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--start", metavar="<s>",
-        help="The timeline's window from this many seconds into the capture (events that end there or "
-        "later).",
-    ),
-]  # fmt: skip
-EndOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--end", metavar="<s>",
-        help="The timeline's window up to this many seconds into the capture (events that start there or "
-        "before).",
-    ),
-]  # fmt: skip
+
+
+def _window_edge(flag: str, edge: str, events: str) -> typer.models.OptionInfo:
+    """A timeline's window edge (`timeline`, `dashboard EXPORT`), in seconds from the capture's start."""
+    return typer.Option(
+        flag,
+        metavar="<s>",
+        help=f"The timeline's window {edge} this many seconds into the capture ({events}).",
+    )
+
+
+StartOpt = Annotated[float | None, _window_edge("--start", "from", "events that end there or later")]
+EndOpt = Annotated[float | None, _window_edge("--end", "up to", "events that start there or before")]
 
 
 @dataclass(frozen=True)
