@@ -303,3 +303,39 @@ def test_a_narrow_sweep_keeps_the_status_of_a_point_out_of_memory(
         ("tiny", "OOM"),
     ]
     assert not [names for names in left_out(out) if "status" in names]
+
+
+def _sweep_point(config, run_id=None):  # type: ignore[no-untyped-def]
+    from harness.core.records import RunResult, StepRecord
+
+    scale = 3 if config.precision == "bf16" else 1
+    phases = {"forward": 500_000_000 * scale, "backward": 2_000_000_000 * scale, "optimizer": 900_000_000}
+    steps = [StepRecord(i, False, phases) for i in range(3)]
+    return RunResult(
+        f"{config.model}-{config.precision}", config, "ok", device="cpu", device_name="cpu", steps=steps,
+        tokens_per_s=5.0,
+    )  # fmt: skip
+
+
+def test_a_sweep_over_precisions_keeps_the_precision_at_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sweep --models tiny,small --precision fp32,bf16` fitted to 80 columns left the precision out (last
+    in the table's priority), so two rows of one size read alike. A setting that differs between rows is
+    kept before the figures; one every row shares is not."""
+    from harness.execution.ranks import multirank
+
+    monkeypatch.setattr(multirank, "run_any", _sweep_point)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["sweep", "--models", "tiny,small", "--precision", "fp32,bf16", "--device", "cpu", "--db", db]
+    result = runner.invoke(app, args, env={"COLUMNS": "80", "LINES": "60"})
+    assert result.exit_code == 0, result.output
+    rows = [[c.strip() for c in r.split("│")[1:-1]] for r in result.stdout.splitlines() if r.startswith("│")]
+    assert [r[:2] for r in rows] == [["tiny", "fp32"], ["tiny", "bf16"], ["small", "fp32"], ["small", "bf16"]]
+    assert not [names for names in left_out(result.stdout) if "precision" in names]
+
+    listed = runner.invoke(app, ["runs", "--db", db], env={"COLUMNS": "80", "LINES": "60"}).stdout
+    header = next(line for line in listed.splitlines() if "run" in line and "┃" in line)
+    assert "precision" in header and "profiler" not in header  # every run without a profiler
+    (dropped,) = left_out(listed)
+    assert "profiler" in dropped and "precision" not in dropped

@@ -76,6 +76,8 @@ def runs_cmd(
             *(c for c in SERVING_MEANS if c in df), "model", "precision", "mode", "device", "compile",
             "new tokens",
         ]  # fmt: skip
+        # the run id names the model; what else a run was configured with is shown first where runs differ
+        df.attrs["settings"] = ["profiler", "precision", "mode", "device", "compile", "new tokens"]
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
     notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]

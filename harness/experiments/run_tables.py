@@ -83,6 +83,7 @@ def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFra
     df.attrs["priority"] = [
         "size", "batch", "context", *means, "tokens/s", *served, "status", "precision", "compile"
     ]  # fmt: skip
+    df.attrs["settings"] = ["precision", "compile", "batch", "context"]  # shown first where they differ
     return df
 
 

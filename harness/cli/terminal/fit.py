@@ -1,8 +1,9 @@
 """How a table fits the terminal: cells as text (ns as ms, ids as nsys prints them, control characters as
 visible escapes), names shortened in the middle, and the least important columns left out first: columns
-empty in every row, then by `rank`, or by a table's own `priority`. A table's `deciding` columns (the
-verdict, the B side of a comparison, the measured value) are never left out, nor a `status` column where a
-row is not ok (an OOM or interrupted row's empty figures would read as numbers missing for no reason)."""
+empty in every row, then by `rank`, or by a table's own `priority` (its `settings` that differ between rows
+first, those alike last). A table's `deciding` columns (the verdict, the B side of a comparison, the
+measured value) are never left out, nor a `status` column where a row is not ok (an OOM or interrupted
+row's empty figures would read as numbers missing for no reason)."""
 
 from __future__ import annotations
 
@@ -301,8 +302,9 @@ def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
     """Column indices, most important first, and how many of them are never left out: the table's
     `deciding` columns, then its own `priority`, then by `rank`; the columns `empty` in every row last (an
     empty column decides nothing, even a deciding one, unless the table says its empty cells are a finding:
-    `attrs["kept_empty"]`, as an overhead that none of the steps showed). An interval's bounds stay next to
-    each other."""
+    `attrs["kept_empty"]`, as an overhead that none of the steps showed). Of the table's `settings`, those
+    that differ between rows come right after its first `priority` column, those alike in every row last.
+    An interval's bounds stay next to each other."""
     names = [str(c) for c in df.columns]
     empty = empty - {names.index(c) for c in df.attrs.get("kept_empty", ()) if c in names}
     # dict.fromkeys: a name listed twice is still one column
@@ -311,12 +313,25 @@ def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
     deciding = [i for i in deciding if i not in empty]
     first = [names.index(c) for c in dict.fromkeys(df.attrs.get("priority", ())) if c in names]
     first = [i for i in first if i not in deciding and i not in empty]
-    taken = {*deciding, *first, *empty}
+    # a setting whose value differs between rows is what tells them apart: next after the table's label;
+    # one that every row shares tells nothing apart: left out before any other column with a value
+    varied, alike = _settings(df, names, {*deciding, *empty})
+    first = [*first[:1], *varied, *(i for i in first[1:] if i not in varied and i not in alike)]
+    taken = {*deciding, *first, *alike, *empty}
     rest = sorted((i for i in range(len(names)) if i not in taken), key=lambda i: (rank(names[i]), i))
     pairs = intervals(names)
-    order = _together([*deciding, *first, *rest, *sorted(empty)], pairs)
+    order = _together([*deciding, *first, *rest, *alike, *sorted(empty)], pairs)
     deciding_too = {j for i in deciding for p in pairs if i in p for j in p if j not in empty}
     return order, len({*deciding, *deciding_too})
+
+
+def _settings(df: pd.DataFrame, names: list[str], placed: set[int]) -> tuple[list[int], list[int]]:
+    """The table's `settings` columns (what a row's run was configured with: precision, compile, ...) not
+    `placed` already: those whose value differs between rows, and those every row shares."""
+    settings = [names.index(c) for c in dict.fromkeys(df.attrs.get("settings", ())) if c in names]
+    settings = [i for i in settings if i not in placed]
+    varied = [i for i in settings if len(df) > 1 and df.iloc[:, i].astype(str).nunique() > 1]
+    return varied, [i for i in settings if i not in varied]
 
 
 def _not_ok(df: pd.DataFrame) -> list[int]:
