@@ -327,10 +327,13 @@ def _order(df: pd.DataFrame, empty: set[int]) -> tuple[list[int], int]:
 
 def _settings(df: pd.DataFrame, names: list[str], placed: set[int]) -> tuple[list[int], list[int]]:
     """The table's `settings` columns (what a row's run was configured with: precision, compile, ...) not
-    `placed` already: those whose value differs between rows, and those every row shares."""
+    `placed` already: those whose value differs between rows, and those every row shares (of a table of one
+    row, neither: its settings describe it)."""
     settings = [names.index(c) for c in dict.fromkeys(df.attrs.get("settings", ())) if c in names]
     settings = [i for i in settings if i not in placed]
-    varied = [i for i in settings if len(df) > 1 and df.iloc[:, i].astype(str).nunique() > 1]
+    if len(df) < 2:
+        return [], []
+    varied = [i for i in settings if df.iloc[:, i].astype(str).nunique() > 1]
     return varied, [i for i in settings if i not in varied]
 
 
