@@ -249,3 +249,20 @@ def test_sweep_whose_points_run_out_of_memory_exits_0(tmp_path, monkeypatch: pyt
     r = runner.invoke(app, ["sweep", "--models", "char,tiny", "--device", "cpu", "--db", db])
     assert r.exit_code == 0, r.output
     assert list(ResultsStore(db).runs()["status"]) == ["oom", "oom"]
+
+
+def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_said(monkeypatch) -> None:
+    """A V100 (compute capability 7.0) or T4 (7.5) runs bf16 without tensor cores: the run is warned, with
+    the capability; an A100 (8.0) and fp16 on a V100 are not."""
+    from harness.core.devices import emulated_precision_note
+
+    gpu = torch.device("cuda", 0)
+    capability = {"cc": (7, 0)}
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability["cc"])
+    note = emulated_precision_note(gpu, ["bf16"])
+    assert note is not None and note.startswith("bf16 on this GPU (compute capability 7.0) has no tensor")
+    assert emulated_precision_note(gpu, ["fp16", "fp32"]) is None
+    capability["cc"] = (7, 5)
+    assert "(compute capability 7.5)" in (emulated_precision_note(gpu, ["fp32", "bf16"]) or "")
+    capability["cc"] = (8, 0)
+    assert emulated_precision_note(gpu, ["bf16"]) is None

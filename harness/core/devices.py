@@ -39,12 +39,28 @@ def resolve_device(requested: str) -> Any:
     return torch.device(requested)
 
 
+BF16_TENSOR_CORES = (8, 0)  # compute capability of the first GPUs with bf16 tensor cores (Ampere)
+
+
 def emulated_precision_note(device: Any, precisions: list[str], backward: bool = True) -> str | None:
     """Say so when bf16/fp16 on this CPU has no native support: torch then emulates it, many times slower
-    (`backward`: the work has a backward pass, where it is slowest)."""
+    (`backward`: the work has a backward pass, where it is slowest); and when bf16 runs on a GPU without
+    bf16 tensor cores (before compute capability 8.0: V100, T4), where its GEMMs take no tensor core."""
+    import torch
+
+    if device.type == "cuda":
+        if "bf16" not in precisions:
+            return None
+        major, minor = torch.cuda.get_device_capability(device)
+        if (major, minor) >= BF16_TENSOR_CORES:
+            return None
+        return (
+            f"bf16 on this GPU (compute capability {major}.{minor}) has no tensor cores (bf16 ones came with "
+            "8.0): its matrix products run without them, expect steps slower than with fp16, often slower "
+            "than fp32"
+        )
     if device.type != "cpu":
         return None
-    import torch
 
     checks = {
         "bf16": getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None),
