@@ -31,6 +31,19 @@ def test_default_pair_is_newest_ok_run_and_its_closest_earlier_match() -> None:
     assert pick_pair(RUNS.iloc[:1]) is None
 
 
+def test_a_program_run_is_not_picked_to_compare() -> None:
+    """`profile -- CMD` stores a run of mode `program`: the harness timed no phase of it. The newest such run
+    was paired with the newest training run, and the panel said only that they had no phase in common."""
+    program = pd.DataFrame(
+        {"run_id": ["python-1"], "model": "python", "mode": "program", "device": "n/a", "precision": "n/a",
+         "compile": False, "status": "ok"}
+    )  # fmt: skip
+    runs = pd.concat([RUNS, program], ignore_index=True)
+    assert pick_pair(runs) == ("tiny-2", "tiny-bf16")
+    panel = compare_panel(DashboardData(runs=runs))
+    assert panel.figure is not None, panel.missing
+
+
 def test_phase_diff_values() -> None:
     d = phase_diff(RUNS, "tiny-1", "tiny-2").set_index("phase")
     assert d.loc["forward", "diff_ns"] == 100_000

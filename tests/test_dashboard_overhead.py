@@ -116,6 +116,19 @@ def test_agreement_missing_says_how_to_get_it() -> None:
     assert panel.figure is None and "harness run tiny" in panel.missing and "--nsys" in panel.missing
 
 
+def test_agreement_missing_with_only_program_runs_says_they_have_no_timers() -> None:
+    """A database whose only profiled runs are `profile -- CMD` programs: the panel said "no profiled runs"
+    of a database that has two."""
+    runs = pd.DataFrame(
+        {"run_id": ["tiny-1", "python-1", "python-2"], "profiler": ["none", "nsys", "nsys"],
+         "mode": ["train", "program", "program"], "status": "ok"}
+    )  # fmt: skip
+    panel = agreement_panel(DashboardData(runs=runs, agreement=pd.DataFrame(columns=["run_id", "phase"])))
+    assert panel.figure is None
+    assert panel.missing.startswith("no profiled run with timers: runs of `profile -- CMD` time no phase")
+    assert "harness run tiny --device cpu --nsys" in panel.missing
+
+
 def test_a_run_across_ranks_keeps_each_rank_s_steps_apart() -> None:
     """Whole steps are one rank's phases summed, never two ranks': step 1 of rank 0 and of rank 1 are two
     steps of the bars, as in every other overhead table."""

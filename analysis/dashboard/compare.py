@@ -18,7 +18,7 @@ from analysis.dashboard.style import (
     phase_color,
     plain_short,
 )
-from workloads.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES, PROGRAM_MODE
 
 TOP_DIFFS = 15
 # what else sets a run's phase times (a run's columns, and how a difference is said)
@@ -40,8 +40,11 @@ MATCH_KEYS = (
 
 
 def pick_pair(runs: pd.DataFrame) -> tuple[str, str] | None:
-    """Default pair: the newest successful run, against the newest earlier one most like it."""
+    """Default pair: the newest successful run, against the newest earlier one most like it; runs of
+    `profile -- CMD` (programs the harness does not time: no phase) are not compared."""
     ok = runs[runs["status"].isin(MEASURED_STATUSES)] if not runs.empty else runs
+    if "mode" in ok:
+        ok = ok[ok["mode"] != PROGRAM_MODE]
     if len(ok) < 2:
         return None
     ok = _comparable(ok)
