@@ -274,6 +274,22 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     assert f"`{again}` tries them" in said
 
 
+def test_optimize_of_a_stored_run_without_findings_says_so_without_an_empty_table(tmp_db: str) -> None:
+    """For people the lines alone, naming the run (it printed an empty table of proposals above them); json
+    keeps its empty list."""
+    store = ResultsStore(tmp_db)
+    result = Machine({}, [], {}).timed(config())
+    store.save(result, advice={"health": {}, "findings": []})
+    r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert r.stdout == ""
+    assert f"note: no finding in run {result.run_id} (train): nothing to propose" in " ".join(
+        r.stderr.split()
+    )
+    r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db, "--format", "json"])
+    assert [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")] == [[]]
+
+
 @pytest.mark.slow
 def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
     """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU

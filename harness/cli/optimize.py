@@ -18,6 +18,7 @@ from harness.cli.common import (
     WideOpt,
     cli_errors,
     count_option,
+    note,
     on_command_line,
     warn,
 )
@@ -202,7 +203,11 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             )
             notes.append(f"run {run.id} is the harness's own: `{again}` tries them")
     if not found:
-        notes.append("no finding: nothing to propose")
+        notes.append(f"no finding in {source}: nothing to propose")
+        if format is Format.table:  # for people the lines alone: an empty table says nothing more
+            for line in notes:
+                note(line)
+            return
     emit_many([(f"proposals for {source} (not applied)", prop.proposal_table(prop.proposed(found)))], format,
               notes=notes, wide=wide)  # fmt: skip
 
