@@ -221,3 +221,35 @@ def test_show_says_an_overhead_drawn_from_a_run_that_stopped_short(tmp_db: str) 
         "profiled run tiny-prof (nsys light): phases",
         "overhead of tiny-prof against tiny-base (one run each)",
     ]
+
+
+def test_show_writes_the_phase_figures_as_the_other_tables_of_these_columns_do(tmp_db: str) -> None:
+    """Min and Max whole nanoseconds; Avg, Med and StdDev to a tenth of one, rounded half up (nsys's
+    tables and every table of these columns): the median of two steps is half way between them, and a
+    mean or standard deviation held every float digit (2.1213203435596424 ns)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    result = make_result("tiny-two")
+    result.config.warmup, result.config.steps = 0, 2
+    result.steps = [
+        StepRecord(step=0, warmup=False, phases={"forward": 1_000_001, "backward": 9, "optimizer": 4}),
+        StepRecord(step=1, warmup=False, phases={"forward": 1_000_004, "backward": 9, "optimizer": 4}),
+    ]
+    ResultsStore(tmp_db).save(result)
+    shown = CliRunner().invoke(app, ["show", "tiny-two", "--db", tmp_db, "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    at = lines.index("# phases (measured steps)")
+    assert lines[at + 1 : at + 4] == [
+        "Phase,Steps,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns)",
+        "step (sum),2,1000015.5,1000015.5,1000014,1000017,2.1",
+        "forward,2,1000002.5,1000002.5,1000001,1000004,2.1",
+    ]
+    as_json = CliRunner().invoke(app, ["show", "tiny-two", "--db", tmp_db, "--format", "json"])
+    backward = json.loads(as_json.stdout)["phases (measured steps)"][2]
+    assert backward == {
+        "Phase": "backward", "Steps": 2, "Avg (ns)": 9.0, "Med (ns)": 9.0, "Min (ns)": 9, "Max (ns)": 9,
+        "StdDev (ns)": 0.0,
+    }  # fmt: skip
