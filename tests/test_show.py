@@ -253,3 +253,22 @@ def test_show_writes_the_phase_figures_as_the_other_tables_of_these_columns_do(t
         "Phase": "backward", "Steps": 2, "Avg (ns)": 9.0, "Med (ns)": 9.0, "Min (ns)": 9, "Max (ns)": 9,
         "StdDev (ns)": 0.0,
     }  # fmt: skip
+
+
+def test_show_says_how_many_tokens_a_generate_run_decodes_where_it_measured_no_step(tmp_db: str) -> None:
+    """A generate run out of memory before its first step has no serving table; its run table still says
+    the tokens it was to decode (runs and diff name them as part of its configuration)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.records import RunConfig
+
+    config = RunConfig(model="tiny", mode="generate", batch_size=100_000_000, new_tokens=8, steps=2)
+    ResultsStore(tmp_db).save(RunResult("tiny-gen-oom", config, "oom", device="cpu", error="out of memory"))
+    shown = CliRunner().invoke(app, ["show", "tiny-gen-oom", "--db", tmp_db, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    run = json.loads(shown.stdout)["run"]
+    assert (run["mode"], run["batch size"], run["new tokens"]) == ("generate", 100_000_000, 8)
+    ResultsStore(tmp_db).save(make_result("tiny-train"))
+    train = dict(show_tables(ResultsStore(tmp_db).get("tiny-train")))["run"]
+    assert "new tokens" not in set(train["field"])  # a train run decodes nothing

@@ -217,6 +217,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         **_knobs(run.config or {}),
         "batch size": run.batch_size,
         "context length": run.context_length,
+        # generate's tokens to decode: its serving table says so only where a step was measured
+        **({"new tokens": (run.config or {}).get("new_tokens")} if run.mode == "generate" else {}),
         "warmup steps": run.warmup,
         **_measured(run),
         "parameters": run.params,
