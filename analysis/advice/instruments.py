@@ -112,8 +112,9 @@ class Instruments:
         parts = []
         if len(self.syncs):
             parts.append(
-                f"{counted(len(self.syncs), 'synchronisation')} at its phases' edges, {ms(self.idle_ns)} of GPU "
-                f"idle caused (at most the queued work each waited for: {ms(self.sync_ns)} in all)"
+                f"{counted(len(self.syncs), 'synchronisation')} at its phases' edges, "
+                f"{ms(self.idle_ns)} of GPU idle caused (at most the queued work each waited for: "
+                f"{ms(self.sync_ns)} in all)"
             )
         if len(self.between):
             parts.append(f"{counted(len(self.between), 'gap')} between its steps, {ms(self.between_ns)}")
