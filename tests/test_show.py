@@ -272,3 +272,38 @@ def test_show_says_how_many_tokens_a_generate_run_decodes_where_it_measured_no_s
     ResultsStore(tmp_db).save(make_result("tiny-train"))
     train = dict(show_tables(ResultsStore(tmp_db).get("tiny-train")))["run"]
     assert "new tokens" not in set(train["field"])  # a train run decodes nothing
+
+
+def test_show_gives_the_nvtx_difference_the_decimals_run_gives_it(tmp_db: str) -> None:
+    """NVTX against the timers is usually within 0.05%: run prints 0.004 (three decimals); show printed the
+    same stored difference as 0.0."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-nvtx"), profiler="nsys", nsys_mode="light")
+    store.save_agreement(
+        "tiny-nvtx",
+        pd.DataFrame(
+            {
+                "phase": ["forward"], "steps": [3], "rel_diff": [40 / 1_000_003],
+                "nvtx_mean_ns": [1_000_043.0], "timer_mean_ns": [1_000_003.0],
+                "nvtx_median_ns": [1_000_043.0], "timer_median_ns": [1_000_003.0],
+            }
+        ),
+    )  # fmt: skip
+    shown = CliRunner().invoke(app, ["show", "tiny-nvtx", "--db", tmp_db], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    row = next(line for line in lines[lines.index("NVTX vs timers") :] if line.startswith("│ forward "))
+    assert [c.strip() for c in row.split("│")[1:-1]] == [
+        "forward",
+        "3",
+        "1.000",
+        "1.000",
+        "1.000",
+        "1.000",
+        "0.004",
+    ]

@@ -286,5 +286,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
                 for a in run.agreement
             ]
         )
+        # decimals as run's table of them (analysis.compare.agreement.for_people): within 0.05% is usual
+        agreement.attrs["digits"] = {"difference (%)": 3}
         tables.append(("NVTX vs timers", agreement))
     return tables + pair_tables(run, linked)
