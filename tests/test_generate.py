@@ -390,3 +390,22 @@ def test_the_help_says_the_default_prompt_is_at_most_half_the_models_context() -
     assert option.help == "Default: the model's (generate: a prompt of 64, at most half the model's)."
     assert prompt_length(RunConfig(model="char", mode="generate"), workloads.get_spec("char")) == 32
     assert prompt_length(RunConfig(model="tiny", mode="generate"), workloads.get_spec("tiny")) == 64
+
+
+def test_flops_per_step_is_a_whole_number_in_csv_and_json(tmp_db: str) -> None:
+    """The analytic FLOPs of a step are a count: run's csv wrote `FLOPs per step,140705792.0`."""
+    from harness.core.records import RunResult
+    from harness.experiments.run_tables import throughput_table
+
+    result = RunResult(
+        "tiny-flops", RunConfig(model="tiny", mode="generate"), "ok", flops_per_step=140705792.0
+    )
+    value = throughput_table(result).set_index("metric").loc["FLOPs per step", "value"]
+    assert value == 140_705_792 and isinstance(value, int)
+    args = ["--device", "cpu", "--mode", "generate", "--steps", "1", "--warmup", "0", "-t", "4", "-b", "1"]
+    out = invoke("run", "char", *args, "--new-tokens", "2", "--format", "csv").stdout
+    (line,) = [line for line in out.splitlines() if line.startswith("FLOPs per step,")]
+    assert line.removeprefix("FLOPs per step,").isdigit(), line
+    shown = json.loads(invoke("run", "char", *args, "--new-tokens", "2", "--format", "json").stdout)
+    flops = {row["metric"]: row["value"] for row in shown["throughput"]}["FLOPs per step"]
+    assert isinstance(flops, int) and flops > 0

@@ -118,7 +118,8 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
         ("tokens/s", result.tokens_per_s),
     ]
     rows += [
-        ("FLOPs per step", result.flops_per_step),
+        # a count (stored as a float): a whole number in csv and json, as the other counts are
+        ("FLOPs per step", round(result.flops_per_step) if result.flops_per_step is not None else None),
         ("achieved TFLOP/s", result.achieved_flops / 1e12 if result.achieved_flops else None),
         ("MFU (%)", result.mfu * 100 if result.mfu else None),
         (peak_label(result.device), result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),
