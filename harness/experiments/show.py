@@ -8,13 +8,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.stats import round_half_up
 from harness.core.machine import MachineLoad, describe
 from harness.core.records import PROGRAM_MODE, phases_for
 from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
-from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
+from harness.experiments.run_tables import as_nsys_writes, extra_tables, peak_label, run_step_stats
 from harness.store.schema import stored_std, stored_time
 from workloads.names import MEASURED_STATUSES
 from workloads.plants.catalogue import KNOBS, Knobs
@@ -61,11 +60,7 @@ def phase_table(run: Run) -> pd.DataFrame:
     )
     if len(table):  # None (one step) as NaN: a column of numbers, however few steps
         table["StdDev (ns)"] = table["StdDev (ns)"].astype(float)
-        # as every table of these columns writes them (nsys's): Min and Max whole nanoseconds, Avg, Med (of
-        # an even count, half way between two steps) and StdDev to a tenth, rounded half up
-        table = table.astype({"Min (ns)": "int64", "Max (ns)": "int64"})
-        for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
-            table[col] = round_half_up(table[col])
+        table = as_nsys_writes(table)
     return table
 
 
