@@ -228,3 +228,34 @@ def test_ctrl_c_is_never_raised_inside_the_wait_for_the_command(monkeypatch: pyt
     assert raised_inside == [False]
     # passed on: the command ends on it (killed by it where it came before Python's handler was set)
     assert done.interrupted == signal.SIGINT and done.returncode in (5, -signal.SIGINT)
+
+
+def test_the_supervisors_timed_wait_is_never_woken_by_raising(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After SIGTERM the supervisor waits in steps of POLL_S (its grace period runs); a signal then raised
+    _Wake inside Popen.wait, where it could leave the lock Popen reaps under taken. A timed wait is let
+    end by itself and the signal acted on after it."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sup = supervisor._Supervisor([], [], os.getppid())
+    sup.deadline = float("inf")  # a SIGTERM's grace period running: the waits are timed
+    real_wait = subprocess.Popen.wait
+    raised_inside: list[bool] = []
+
+    def wait(self: subprocess.Popen, timeout: float | None = None) -> int:  # type: ignore[type-arg]
+        if not raised_inside:
+            try:
+                sup.on_signal(signal.SIGINT, None)
+                raised_inside.append(False)
+            except supervisor._Wake:
+                raised_inside.append(True)
+                raise
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    try:
+        sup.wait(child)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert raised_inside == [False]
+    assert sup.passed == signal.SIGINT and child.returncode != 0  # passed on, and the child ended on it

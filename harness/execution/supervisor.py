@@ -311,10 +311,14 @@ class _Supervisor:
         blocking = sys.platform.startswith("linux")  # elsewhere, only polling sees the parent go
         while True:
             try:
-                self.waiting = True
+                timeout = None if blocking and self.deadline is None else POLL_S
+                # only a blocking wait is woken by raising: a timed one ends by itself, and a _Wake raised
+                # inside it between its taking and freeing of the lock it reaps under left that lock taken
+                # (the child never reaped, the wait endless)
+                self.waiting = timeout is None
                 try:
                     if not self.pending:
-                        child.wait(None if blocking and self.deadline is None else POLL_S)
+                        child.wait(timeout)
                 finally:
                     self.waiting = False
             except (_Wake, subprocess.TimeoutExpired):
