@@ -119,3 +119,25 @@ def test_advise_says_the_harness_once_apart(gpu_exports: dict[str, Path]) -> Non
     assert doc["instruments"]["gaps between steps"] == 6
     assert [f["Rule"] for f in doc["findings"]] == ["gpu-host-wait", "nsys-overhead-in-phase", "fp32-gemm"]
     assert all(isinstance(f["Data"], dict) and f["Data"] for f in doc["findings"])
+
+
+def test_the_instruments_line_says_one_gap_and_one_range_in_the_singular() -> None:
+    """A capture of one measured step after one warm-up (--nsys-capture measured) holds one gap between
+    steps: `1 gap`, not `1 gaps`."""
+    import pandas as pd
+
+    from analysis.advice.instruments import Instruments
+
+    def frame(**columns: list[int]) -> pd.DataFrame:
+        return pd.DataFrame({k: pd.Series(v, dtype="int64") for k, v in columns.items()})
+
+    none = frame(start=[], end=[], global_tid=[], pid=[])
+    between = frame(start=[1_000_000], end=[1_271_000], pid=[7])
+    one = Instruments(none, frame(start=[], end=[], pid=[]), between, {7}, {}, 1)
+    assert one.line() == (
+        "harness instruments: 1 gap between its steps, 0.271 ms; 1 NVTX range; left out of every finding"
+    )
+    two = Instruments(none, frame(start=[], end=[], pid=[]), pd.concat([between, between]), {7}, {}, 7)
+    assert two.line() == (
+        "harness instruments: 2 gaps between its steps, 0.542 ms; 7 NVTX ranges; left out of every finding"
+    )

@@ -254,3 +254,32 @@ def test_a_run_across_ranks_draws_its_all_reduce(tmp_path) -> None:  # type: ign
     allreduce = _trace(panel.figure, "allreduce")
     assert list(allreduce.y) == pytest.approx([4.5])  # ms: 3, 5, 4 and 6 ms, the warm-up steps left out
     assert allreduce.customdata[0][1] == pytest.approx(statistics.stdev([3e6, 5e6, 4e6, 6e6]))
+
+
+def test_eager_and_cuda_graph_decode_of_one_model_are_drawn_side_by_side(tmp_path) -> None:
+    """tiny generate fp32, eager then --cuda-graphs: the prefill / decode panel drew the newest alone (one
+    configuration to it), so the two decode paths it exists to compare were never seen together. Each has
+    its setting (`fp32`, `fp32+cuda-graphs`); a run that measured no step (no decode path) counts as eager."""
+    from dashboard_data import MODELS, result
+
+    from analysis.dashboard.runs import setting_order
+    from harness.core.records import StepRecord
+    from workloads.names import CUDA_GRAPH_DECODE
+
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    for run_id, decode_ns, path in (
+        ("tiny-eager", 30_000_000, "eager (growing KV cache)"),
+        ("tiny-graphs", 10_000_000, CUDA_GRAPH_DECODE),
+    ):
+        gen = result(run_id, "tiny", "fp32", [(1, 1, 1)])
+        gen.config.mode, gen.config.new_tokens, gen.model = "generate", 2, MODELS["tiny"]
+        gen.steps = [StepRecord(0, False, {"prefill": 4_000_000, "decode": decode_ns}, tokens=[decode_ns])]
+        gen.extra["serving"] = {"decode": path}
+        store.save(gen)
+    means = phase_means(store.runs(), modes=("generate",))
+    decode = means[means["phase"] == "decode"].set_index("setting")
+    assert decode["run_id"].to_dict() == {"fp32": "tiny-eager", "fp32+cuda-graphs": "tiny-graphs"}
+    assert decode["mean_ns"].to_dict() == {"fp32": 30_000_000.0, "fp32+cuda-graphs": 10_000_000.0}
+    assert setting_order(pd.Series(["bf16", "fp32+cuda-graphs", "fp32+compile", "fp32"])) == [
+        "fp32", "fp32+compile", "fp32+cuda-graphs", "bf16"
+    ]  # fmt: skip

@@ -268,3 +268,43 @@ def test_the_means_shown_beside_an_effect_are_the_ones_it_compares() -> None:
     assert c.effect_pct == pytest.approx(27.0171, abs=1e-3)
     one = compare_runs([1_000_003.0], [999_999.0])  # one run a side: its mean, as measured
     assert (one.baseline_mean, one.treatment_mean) == (1_000_003.0, 999_999.0)
+
+
+def test_no_drift_names_what_a_generate_run_decodes(tmp_path: Path) -> None:
+    """Repeats of tiny generate batch 1 decoding 3 tokens measure no drift for runs decoding 4 (the key
+    holds the new tokens); diff said "no drift between runs measured for tiny generate fp32 batch 1", as if
+    none of batch 1 were stored, and sent the user to measure what was measured. It names the prompt and
+    the new tokens, and the decode path where it is not eager."""
+    from harness.core.records import RunConfig, RunResult, StepRecord
+
+    db = f"sqlite:///{tmp_path}/d.sqlite"
+    store = ResultsStore(db)
+
+    def save(run_id: str, new_tokens: int, experiment: str | None = None, **settings: object) -> None:
+        config = RunConfig("tiny", mode="generate", batch_size=1, context_length=8, new_tokens=new_tokens,
+                           warmup=0, steps=2, **settings)  # fmt: skip
+        steps = [
+            StepRecord(
+                i, False, {"prefill": 1000 + i, "decode": 300 + i}, tokens=[100, 100, 100][: new_tokens - 1]
+            )
+            for i in range(2)
+        ]
+        run = RunResult(run_id, config, "ok", device="cuda", device_name="H100", steps=steps)
+        store.save(run, experiment=experiment)
+
+    for i in range(3):
+        save(f"rep-{i}", 3, experiment="repeats-1")
+    save("a", 4)
+    save("b", 4)
+    save("g", 4, cuda_graphs=True)
+
+    def note(b: str) -> str:
+        shown = CliRunner().invoke(app, ["diff", "a", b, "--db", db, "--format", "json"])
+        assert shown.exit_code == 0, shown.output
+        (said,) = [n for n in json.loads(shown.stdout)["notes"] if "no drift between runs measured" in n]
+        return said
+
+    eager = "tiny generate fp32 batch 1 (prompt 8 + 4 new tokens) on H100"
+    assert f"measured for {eager}: a difference" in note("b")
+    graphs = "tiny generate fp32 batch 1 (prompt 8 + 4 new tokens, CUDA graphs) on H100"
+    assert f"measured for {eager}, {graphs}: a difference" in note("g")

@@ -379,3 +379,33 @@ def test_one_new_token_times_no_tpot_token_and_says_zero() -> None:
     rows = dict(zip(*serving_rows(serving).to_dict("list").values(), strict=True))
     assert rows["TPOT tokens timed"] == 0 and rows["TPOT mean (ns)"] is None
     assert rows["TTFT mean (ns)"] == 2_000_001.5 and rows["output tokens/s"] == 2 * 1 * 2 / (4_002_003 / 1e9)
+
+
+def test_the_help_says_the_default_prompt_is_at_most_half_the_models_context() -> None:
+    """char holds a context of 64: its default prompt is 32 tokens, where the help said "prompt of 64"."""
+    from harness.cli.options import ContextOpt
+    from harness.execution.generate import prompt_length
+
+    (option,) = ContextOpt.__metadata__
+    assert option.help == "Default: the model's (generate: a prompt of 64, at most half the model's)."
+    assert prompt_length(RunConfig(model="char", mode="generate"), workloads.get_spec("char")) == 32
+    assert prompt_length(RunConfig(model="tiny", mode="generate"), workloads.get_spec("tiny")) == 64
+
+
+def test_flops_per_step_is_a_whole_number_in_csv_and_json(tmp_db: str) -> None:
+    """The analytic FLOPs of a step are a count: run's csv wrote `FLOPs per step,140705792.0`."""
+    from harness.core.records import RunResult
+    from harness.experiments.run_tables import throughput_table
+
+    result = RunResult(
+        "tiny-flops", RunConfig(model="tiny", mode="generate"), "ok", flops_per_step=140705792.0
+    )
+    value = throughput_table(result).set_index("metric").loc["FLOPs per step", "value"]
+    assert value == 140_705_792 and isinstance(value, int)
+    args = ["--device", "cpu", "--mode", "generate", "--steps", "1", "--warmup", "0", "-t", "4", "-b", "1"]
+    out = invoke("run", "char", *args, "--new-tokens", "2", "--format", "csv").stdout
+    (line,) = [line for line in out.splitlines() if line.startswith("FLOPs per step,")]
+    assert line.removeprefix("FLOPs per step,").isdigit(), line
+    shown = json.loads(invoke("run", "char", *args, "--new-tokens", "2", "--format", "json").stdout)
+    flops = {row["metric"]: row["value"] for row in shown["throughput"]}["FLOPs per step"]
+    assert isinstance(flops, int) and flops > 0

@@ -468,3 +468,32 @@ def test_a_rank_out_of_memory_for_real_exits_0(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "warning: out of memory: rank " in result.stderr and "can't allocate memory" in result.stderr
     assert list(ResultsStore(str(db), readonly=True).runs()["status"]) == ["oom"]
+
+
+def test_ranks_of_a_generate_run_says_nothing_of_communication_and_names_its_export(
+    tmp_db: str, tmp_path: Path
+) -> None:
+    """A generate run under nsys in one process: ranks said "communication (allreduce): 0.0% of the step"
+    (a generate step has no all-reduce) and "GPU busy time needs --nsys" of a run made with it."""
+    from harness.core.records import RunConfig, RunResult, StepRecord
+
+    export = tmp_path / "gen.sqlite"
+    export.write_bytes(b"")
+    config = RunConfig("tiny", mode="generate", warmup=0, steps=2, new_tokens=3)
+    steps = [
+        StepRecord(i, False, {"prefill": 1_000_000, "decode": 2_000_000}, tokens=[10, 10]) for i in range(2)
+    ]
+    store = ResultsStore(tmp_db)
+    store.save(
+        RunResult("tiny-gen", config, "ok", device="cpu", steps=steps),
+        profiler="nsys",
+        nsys_sqlite=str(export),
+    )
+    notes = ranks_of_run(store, "tiny-gen").notes
+    assert notes[0] == (
+        "run tiny-gen: in-process timers from the results database "
+        f"(its GPU busy time: `harness ranks {export}`)"
+    )
+    assert not any("communication" in n for n in notes)
+    export.unlink()  # gone: the run's timers only, as before
+    assert ranks_of_run(store, "tiny-gen").notes[0].endswith("(GPU busy time needs --nsys)")

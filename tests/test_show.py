@@ -221,3 +221,89 @@ def test_show_says_an_overhead_drawn_from_a_run_that_stopped_short(tmp_db: str) 
         "profiled run tiny-prof (nsys light): phases",
         "overhead of tiny-prof against tiny-base (one run each)",
     ]
+
+
+def test_show_writes_the_phase_figures_as_the_other_tables_of_these_columns_do(tmp_db: str) -> None:
+    """Min and Max whole nanoseconds; Avg, Med and StdDev to a tenth of one, rounded half up (nsys's
+    tables and every table of these columns): the median of two steps is half way between them, and a
+    mean or standard deviation held every float digit (2.1213203435596424 ns)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    result = make_result("tiny-two")
+    result.config.warmup, result.config.steps = 0, 2
+    result.steps = [
+        StepRecord(step=0, warmup=False, phases={"forward": 1_000_001, "backward": 9, "optimizer": 4}),
+        StepRecord(step=1, warmup=False, phases={"forward": 1_000_004, "backward": 9, "optimizer": 4}),
+    ]
+    ResultsStore(tmp_db).save(result)
+    shown = CliRunner().invoke(app, ["show", "tiny-two", "--db", tmp_db, "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    at = lines.index("# phases (measured steps)")
+    assert lines[at + 1 : at + 4] == [
+        "Phase,Steps,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns)",
+        "step (sum),2,1000015.5,1000015.5,1000014,1000017,2.1",
+        "forward,2,1000002.5,1000002.5,1000001,1000004,2.1",
+    ]
+    as_json = CliRunner().invoke(app, ["show", "tiny-two", "--db", tmp_db, "--format", "json"])
+    backward = json.loads(as_json.stdout)["phases (measured steps)"][2]
+    assert backward == {
+        "Phase": "backward", "Steps": 2, "Avg (ns)": 9.0, "Med (ns)": 9.0, "Min (ns)": 9, "Max (ns)": 9,
+        "StdDev (ns)": 0.0,
+    }  # fmt: skip
+
+
+def test_show_says_how_many_tokens_a_generate_run_decodes_where_it_measured_no_step(tmp_db: str) -> None:
+    """A generate run out of memory before its first step has no serving table; its run table still says
+    the tokens it was to decode (runs and diff name them as part of its configuration)."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.records import RunConfig
+
+    config = RunConfig(model="tiny", mode="generate", batch_size=100_000_000, new_tokens=8, steps=2)
+    ResultsStore(tmp_db).save(RunResult("tiny-gen-oom", config, "oom", device="cpu", error="out of memory"))
+    shown = CliRunner().invoke(app, ["show", "tiny-gen-oom", "--db", tmp_db, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    run = json.loads(shown.stdout)["run"]
+    assert (run["mode"], run["batch size"], run["new tokens"]) == ("generate", 100_000_000, 8)
+    ResultsStore(tmp_db).save(make_result("tiny-train"))
+    train = dict(show_tables(ResultsStore(tmp_db).get("tiny-train")))["run"]
+    assert "new tokens" not in set(train["field"])  # a train run decodes nothing
+
+
+def test_show_gives_the_nvtx_difference_the_decimals_run_gives_it(tmp_db: str) -> None:
+    """NVTX against the timers is usually within 0.05%: run prints 0.004 (three decimals); show printed the
+    same stored difference as 0.0."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-nvtx"), profiler="nsys", nsys_mode="light")
+    store.save_agreement(
+        "tiny-nvtx",
+        pd.DataFrame(
+            {
+                "phase": ["forward"], "steps": [3], "rel_diff": [40 / 1_000_003],
+                "nvtx_mean_ns": [1_000_043.0], "timer_mean_ns": [1_000_003.0],
+                "nvtx_median_ns": [1_000_043.0], "timer_median_ns": [1_000_003.0],
+            }
+        ),
+    )  # fmt: skip
+    shown = CliRunner().invoke(app, ["show", "tiny-nvtx", "--db", tmp_db], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    row = next(line for line in lines[lines.index("NVTX vs timers") :] if line.startswith("│ forward "))
+    assert [c.strip() for c in row.split("│")[1:-1]] == [
+        "forward",
+        "3",
+        "1.000",
+        "1.000",
+        "1.000",
+        "1.000",
+        "0.004",
+    ]

@@ -199,3 +199,63 @@ def test_a_signal_ignored_before_a_save_stays_ignored_after_it() -> None:
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_is_never_raised_inside_the_wait_for_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C landing in Popen.wait after it took the lock it reaps the child under, before its `try`: the
+    KeyboardInterrupt left the lock taken, every later wait saw the command still running, and
+    `run --repeats` interrupted waited forever on a worker that had ended (a zombie). The signal is now
+    taken as it comes, never raised there, and passed on as before."""
+    real_wait = subprocess.Popen.wait
+    raised_inside: list[bool] = []
+
+    def wait(self: subprocess.Popen, timeout: float | None = None) -> int:  # type: ignore[type-arg]
+        if not raised_inside:  # the first wait: the signal lands while the lock is taken
+            assert self._waitpid_lock.acquire(False)  # type: ignore[attr-defined]
+            try:
+                signal.raise_signal(signal.SIGINT)
+                raised_inside.append(False)
+            except KeyboardInterrupt:
+                raised_inside.append(True)
+                raise
+            finally:
+                self._waitpid_lock.release()  # type: ignore[attr-defined]
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    code = "import sys, time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    sys.exit(5)"
+    done = supervisor.run([sys.executable, "-c", code])
+    assert raised_inside == [False]
+    # passed on: the command ends on it (killed by it where it came before Python's handler was set)
+    assert done.interrupted == signal.SIGINT and done.returncode in (5, -signal.SIGINT)
+
+
+def test_the_supervisors_timed_wait_is_never_woken_by_raising(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After SIGTERM the supervisor waits in steps of POLL_S (its grace period runs); a signal then raised
+    _Wake inside Popen.wait, where it could leave the lock Popen reaps under taken. A timed wait is let
+    end by itself and the signal acted on after it."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sup = supervisor._Supervisor([], [], os.getppid())
+    sup.deadline = float("inf")  # a SIGTERM's grace period running: the waits are timed
+    real_wait = subprocess.Popen.wait
+    raised_inside: list[bool] = []
+
+    def wait(self: subprocess.Popen, timeout: float | None = None) -> int:  # type: ignore[type-arg]
+        if not raised_inside:
+            try:
+                sup.on_signal(signal.SIGINT, None)
+                raised_inside.append(False)
+            except supervisor._Wake:
+                raised_inside.append(True)
+                raise
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    try:
+        sup.wait(child)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert raised_inside == [False]
+    assert sup.passed == signal.SIGINT and child.returncode != 0  # passed on, and the child ended on it

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from workloads.cache import StaticKVCache
+from workloads.names import CUDA_GRAPH_DECODE
 
 WARMUP_STEPS = 3  # decode steps run on a side stream before a capture (torch.cuda.graphs' advice: a few)
 
@@ -92,7 +93,7 @@ class StaticDecode:
         torch.cuda.synchronize()
         self.graph = graph
         self.run = graph.replay
-        self.how = "CUDA graph (captured once, replayed per token)"
+        self.how = CUDA_GRAPH_DECODE
 
     def compile(self, mode: str | None = None) -> None:
         """torch.compile the step (`mode`, e.g. "reduce-overhead"); the first calls compile (warm-up)."""

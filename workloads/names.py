@@ -8,6 +8,8 @@ from __future__ import annotations
 
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 PREFILL, DECODE = "prefill", "decode"
+# generate's decode path of `--cuda-graphs` as a run stores it (its serving figures' `decode`)
+CUDA_GRAPH_DECODE = "CUDA graph (captured once, replayed per token)"
 TRAIN_PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 GENERATE_PHASES = (PREFILL, DECODE)
 PHASES_BY_MODE = {"train": TRAIN_PHASES, "forward": (FORWARD,), "generate": GENERATE_PHASES}

@@ -34,7 +34,7 @@ import pandas as pd
 from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, steps_of
 from analysis.hta.gpu_events import gpu_events
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED
+from workloads.names import MEASURED, counted
 
 CLOCK_SYNC = "cudaDeviceSynchronize"  # torch.cuda.synchronize(): what the phase clock calls at each edge
 HARNESS_THREADS = ("harness-power",)  # threads the harness starts beside the run (harness.energy.power)
@@ -112,13 +112,14 @@ class Instruments:
         parts = []
         if len(self.syncs):
             parts.append(
-                f"{len(self.syncs):,} synchronisations at its phases' edges, {ms(self.idle_ns)} of GPU idle "
-                f"caused (at most the queued work each waited for: {ms(self.sync_ns)} in all)"
+                f"{counted(len(self.syncs), 'synchronisation')} at its phases' edges, "
+                f"{ms(self.idle_ns)} of GPU idle caused (at most the queued work each waited for: "
+                f"{ms(self.sync_ns)} in all)"
             )
         if len(self.between):
-            parts.append(f"{len(self.between):,} gaps between its steps, {ms(self.between_ns)}")
+            parts.append(f"{counted(len(self.between), 'gap')} between its steps, {ms(self.between_ns)}")
         if self.nvtx_ranges:
-            parts.append(f"{self.nvtx_ranges:,} NVTX ranges")
+            parts.append(counted(self.nvtx_ranges, "NVTX range"))
         if self.threads:
             parts.append(f"its threads {', '.join(sorted(set(self.threads.values())))}")
         return "harness instruments: " + "; ".join(parts) + "; left out of every finding"

@@ -5,8 +5,20 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.dashboard.style import setting_label
+from workloads.names import CUDA_GRAPH_DECODE
 
 CONFIG_KEYS = ["model", "mode", "precision", "compile", "device"]
+GRAPHS = (
+    "+cuda-graphs"  # a generate run's setting where it decoded by CUDA-graph replay (`run --cuda-graphs`)
+)
+
+
+def graph_decode(runs: pd.DataFrame) -> list[bool]:
+    """Per run, whether it decoded by CUDA-graph replay: another configuration than the eager decode of its
+    model and precision, compared beside it (a run that measured no step has no decode path: eager)."""
+    if "decode_path" not in runs:
+        return [False] * len(runs)
+    return [p == CUDA_GRAPH_DECODE for p in runs["decode_path"]]
 
 
 def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
@@ -16,7 +28,8 @@ def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
     """
     out = runs.copy()
     out["setting"] = [
-        setting_label(p, bool(c)) for p, c in zip(out["precision"], out["compile"], strict=True)
+        setting_label(p, bool(c)) + (GRAPHS if g else "")
+        for p, c, g in zip(out["precision"], out["compile"], graph_decode(out), strict=True)
     ]
     for key in ("device", "mode"):
         if key in out and out[key].nunique() > 1:
@@ -54,8 +67,9 @@ def setting_order(settings: pd.Series) -> list[str]:
     rank = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3}
 
     def key(s: str) -> tuple[int, str]:
-        base = s.split()[-1].removesuffix("+compile")
-        return (rank.get(base, 9) * 2 + s.endswith("+compile"), s)
+        graphs = s.endswith(GRAPHS)
+        base = s.removesuffix(GRAPHS).split()[-1].removesuffix("+compile")
+        return (rank.get(base, 9) * 3 + s.removesuffix(GRAPHS).endswith("+compile") + 2 * graphs, s)
 
     return sorted(dict.fromkeys(settings), key=key)
 
@@ -64,14 +78,18 @@ def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
     """The newest run of each configuration, preferring runs without a profiler (their times are clean)."""
     if runs.empty:
         return runs
-    keys = [k for k in CONFIG_KEYS if k in runs]
-    ranked = runs.assign(_clean=(runs.get("profiler", "none") == "none").astype(int), _order=range(len(runs)))
+    keys = [*(k for k in CONFIG_KEYS if k in runs), "_graphs"]
+    ranked = runs.assign(
+        _clean=(runs.get("profiler", "none") == "none").astype(int),
+        _order=range(len(runs)),
+        _graphs=graph_decode(runs),
+    )
     ranked = ranked.sort_values(["_clean", "_order"])
     return (
         ranked.groupby(keys, sort=False, dropna=False)
         .tail(1)
         .sort_values("_order")
-        .drop(columns=["_clean", "_order"])
+        .drop(columns=["_clean", "_order", "_graphs"])
     )
 
 

@@ -68,7 +68,12 @@ CudaGraphsOpt = Annotated[
 ]
 BatchOpt = Annotated[int, typer.Option("--batch-size", "-b")]
 ContextOpt = Annotated[
-    int | None, typer.Option("--context-length", "-t", help="Default: the model's (generate: prompt of 64).")
+    int | None,
+    typer.Option(
+        "--context-length",
+        "-t",
+        help="Default: the model's (generate: a prompt of 64, at most half the model's).",
+    ),
 ]
 VocabOpt = Annotated[int | None, typer.Option(help="Default: the model's.")]
 WarmupOpt = Annotated[int, typer.Option(help="Steps run before timing starts (not in the statistics).")]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from harness.core.signals import signal_of
+from harness.core import signals
 
 PARENT_ENV = "HARNESS_SUPERVISOR_PARENT"
 POLL_S = 0.1
@@ -130,8 +130,12 @@ def run(
     held = False
     import tempfile
 
-    # files, not pipes: a harness killed with a pipe's read end would kill the writers with SIGPIPE
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    # files, not pipes: a harness killed with a pipe's read end would kill the writers with SIGPIPE.
+    # Ctrl-C and SIGTERM are taken as they come (signals.deferred), never raised: a KeyboardInterrupt
+    # raised inside Popen.wait, between its taking and its freeing of the lock it reaps the child under,
+    # left that lock taken, and every later wait saw a process still running: the harness waited forever
+    # on a worker that had ended.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, signals.deferred() as came:
         proc = subprocess.Popen(
             command(argv, cleanup),
             stdin=subprocess.DEVNULL,
@@ -143,18 +147,17 @@ def run(
         stopped = False
         freed = {out: 0, err: 0}  # bytes at the start of each file already freed
         while True:
-            try:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(POLL_S)
-                    break
-                for f in freed:
-                    freed[f] = _trim(f, kept, freed[f])
-                if watch is not None and not stopped and watch():
-                    stopped = True
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.send_signal(signal.SIGTERM)
-            except KeyboardInterrupt as e:  # a second one makes the supervisor kill everything
-                sig = signal_of(e)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(POLL_S)
+                break
+            for f in freed:
+                freed[f] = _trim(f, kept, freed[f])
+            if watch is not None and not stopped and watch():
+                stopped = True
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            while came:  # a second one makes the supervisor kill everything
+                sig = came.pop(0)
                 if (
                     interrupted is None
                     and hold is not None
@@ -165,6 +168,9 @@ def run(
                 interrupted, held = interrupted or sig, False  # passed on: the command is stopped after all
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(sig)
+        if came:  # it came as the command ended: the command ended on its own, the run was interrupted
+            interrupted = interrupted or came[0]
+            came.clear()
         (stdout, out_dropped), (stderr, err_dropped) = _kept(out, kept), _kept(err, kept)
         return Finished(
             returncode=proc.returncode,
@@ -305,10 +311,14 @@ class _Supervisor:
         blocking = sys.platform.startswith("linux")  # elsewhere, only polling sees the parent go
         while True:
             try:
-                self.waiting = True
+                timeout = None if blocking and self.deadline is None else POLL_S
+                # only a blocking wait is woken by raising: a timed one ends by itself, and a _Wake raised
+                # inside it between its taking and freeing of the lock it reaps under left that lock taken
+                # (the child never reaped, the wait endless)
+                self.waiting = timeout is None
                 try:
                     if not self.pending:
-                        child.wait(None if blocking and self.deadline is None else POLL_S)
+                        child.wait(timeout)
                 finally:
                     self.waiting = False
             except (_Wake, subprocess.TimeoutExpired):

@@ -27,6 +27,7 @@ from harness.core.errors import HarnessError, UsageError
 from harness.core.records import GENERATE_ONLY, UNTIMED_FIELDS
 from harness.execution.nsys import export_report
 from harness.experiments.drift import key_of, stored_drift
+from workloads.names import counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -187,7 +188,14 @@ def _key(run: Run) -> tuple:
 
 
 def _described(run: Run) -> str:
-    return f"{run.model} {run.mode} {run.precision} batch {run.batch_size} on {run.device_name or run.device}"
+    """The configuration a drift is measured for, in words; a generate run's also by what it decodes (its
+    prompt, new tokens and decode path are in the drift's key: other ones are not repeats of it)."""
+    said = f"{run.model} {run.mode} {run.precision} batch {run.batch_size}"
+    if run.mode == "generate":
+        config = run.config or {}
+        path = ", CUDA graphs" if config.get("cuda_graphs") else ", torch.compile" if run.compile else ""
+        said += f" (prompt {run.context_length} + {counted(config.get('new_tokens', 0), 'new token')}{path})"
+    return f"{said} on {run.device_name or run.device}"
 
 
 # what a run's configuration holds that does not change what its steps time (or is compared apart: the device)

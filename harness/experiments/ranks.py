@@ -26,6 +26,7 @@ from analysis.trace import multi
 from analysis.trace.exports import files_read, said_on_error, sqlite_for
 from harness.core.errors import UsageError
 from harness.execution.nsys import export_report
+from workloads.names import COMM_PHASES, phases_for
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -123,13 +124,18 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
         return report
     if df.empty:
         raise UsageError(f"run {run.id} has no measured steps")
-    notes = [f"run {run.id}: in-process timers from the results database (GPU busy time needs --nsys)"]
+    # a run under nsys in one process has its one export: ranks of it give its GPU busy time
+    busy = "GPU busy time needs --nsys"
+    if single is not None and single.exists():
+        busy = f"its GPU busy time: `harness ranks {single}`"
+    notes = [f"run {run.id}: in-process timers from the results database ({busy})"]
     if exports:
         notes.append(f"its exports are gone ({', '.join(p.name for p in exports if not p.exists())})")
     stragglers = straggler_table(df)
     notes += [straggler_note(stragglers)] if len(stragglers) else []
     share = communication_share(df)
-    if share == share:
+    # only a training step across ranks communicates (its gradients' all-reduce): generate has nothing to say
+    if share == share and set(COMM_PHASES) & set(phases_for(run.mode, run.world_size or 1)):
         notes.append(f"communication (allreduce): {share * 100:.1f}% of the step")
     return RanksReport(
         phases=df,

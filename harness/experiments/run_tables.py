@@ -16,6 +16,7 @@ from analysis.compare.compile import NOT_COMPILED, NOT_COMPILED_NOTE
 from analysis.errors import ExportError
 from analysis.front.examine import blocks_of_file
 from analysis.runs.steady import REMAINDER, STEP, PhaseStats, phase_stats, step_stats
+from analysis.stats import round_half_up
 from analysis.views.blocks import block_table
 from harness.core.errors import HarnessError
 from harness.core.nvtx_ranges import block_names
@@ -87,6 +88,16 @@ def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFra
     return df
 
 
+def as_nsys_writes(table: pd.DataFrame) -> pd.DataFrame:
+    """A table of nsys's figure columns as every table of them writes them (analysis.stats.figures_table):
+    Min and Max whole nanoseconds; Avg, Med (of an even count, half way between two) and StdDev to a
+    tenth, rounded half up."""
+    table = table.astype({"Min (ns)": "int64", "Max (ns)": "int64"})
+    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
+        table[col] = round_half_up(table[col])
+    return table
+
+
 def figures(phase: str, durations: list[int]) -> PhaseStats:
     """One phase's figures over its timings, the computation every command shows (analysis.runs.steady)."""
     return PhaseStats.of(phase, durations)
@@ -119,7 +130,8 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
         ("tokens/s", result.tokens_per_s),
     ]
     rows += [
-        ("FLOPs per step", result.flops_per_step),
+        # a count (stored as a float): a whole number in csv and json, as the other counts are
+        ("FLOPs per step", round(result.flops_per_step) if result.flops_per_step is not None else None),
         ("achieved TFLOP/s", result.achieved_flops / 1e12 if result.achieved_flops else None),
         ("MFU (%)", result.mfu * 100 if result.mfu else None),
         (peak_label(result.device), result.peak_memory_bytes / 2**20 if result.peak_memory_bytes else None),

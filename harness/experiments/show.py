@@ -13,7 +13,7 @@ from harness.core.records import PROGRAM_MODE, phases_for
 from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
-from harness.experiments.run_tables import extra_tables, peak_label, run_step_stats
+from harness.experiments.run_tables import as_nsys_writes, extra_tables, peak_label, run_step_stats
 from harness.store.schema import stored_std, stored_time
 from workloads.names import MEASURED_STATUSES
 from workloads.plants.catalogue import KNOBS, Knobs
@@ -60,6 +60,7 @@ def phase_table(run: Run) -> pd.DataFrame:
     )
     if len(table):  # None (one step) as NaN: a column of numbers, however few steps
         table["StdDev (ns)"] = table["StdDev (ns)"].astype(float)
+        table = as_nsys_writes(table)
     return table
 
 
@@ -211,6 +212,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         **_knobs(run.config or {}),
         "batch size": run.batch_size,
         "context length": run.context_length,
+        # generate's tokens to decode: its serving table says so only where a step was measured
+        **({"new tokens": (run.config or {}).get("new_tokens")} if run.mode == "generate" else {}),
         "warmup steps": run.warmup,
         **_measured(run),
         "parameters": run.params,
@@ -278,5 +281,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
                 for a in run.agreement
             ]
         )
+        # decimals as run's table of them (analysis.compare.agreement.for_people): within 0.05% is usual
+        agreement.attrs["digits"] = {"difference (%)": 3}
         tables.append(("NVTX vs timers", agreement))
     return tables + pair_tables(run, linked)
