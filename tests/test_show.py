@@ -116,6 +116,29 @@ def test_show_program_run_gives_its_command_and_exit_code_not_empty_step_tables(
     assert list(tables) == ["run"]  # the harness timed nothing inside a program: no phase or step table
 
 
+def test_show_of_a_program_run_gives_no_workload_settings(tmp_db: str) -> None:
+    """A `profile -- CMD` run showed `batch size 0`, `warmup steps 0`, `compile no`, `measured steps 0`:
+    settings of a workload the harness never ran. They are left out; the command and the profiler stay."""
+    from harness.core.records import RunResult
+    from harness.experiments.program import program_config
+
+    store = ResultsStore(tmp_db)
+    result = RunResult(
+        "prog-2",
+        program_config("python"),
+        "ok",
+        device="n/a",
+        extra={"command": ["python", "x.py"], "exit_code": 0},
+    )
+    store.save(result, profiler="nsys", nsys_mode="light")
+    fields = list(dict(show_tables(store.get("prog-2"), []))["run"]["field"])
+    assert fields[:7] == ["run", "created", "status", "model", "mode", "command", "exit code"]
+    assert not {"batch size", "warmup steps", "measured steps", "compile", "precision", "tokens/s"} & set(
+        fields
+    )
+    assert {"device", "profiler"} <= set(fields)
+
+
 def test_show_says_a_file_of_the_run_that_is_gone(store: ResultsStore, tmp_path) -> None:
     from typer.testing import CliRunner
 

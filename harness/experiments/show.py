@@ -191,6 +191,13 @@ def _measured(run: Run) -> dict[str, object]:
     return {"measured steps": measured, "steps asked": run.steps}
 
 
+# the rows of a run that describe the workload the harness ran and timed (a program's run has none of them)
+WORKLOAD_FIELDS = frozenset(
+    {"precision", "compile", "attention", "batch size", "context length", "warmup steps", "measured steps",
+     "parameters", "tokens/s", "achieved TFLOP/s", "MFU (%)"}
+)  # fmt: skip
+
+
 def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.DataFrame]]:
     """`linked`: the runs paired with `run` (its baseline, or the profiled runs it is the baseline of). A
     program's run (`profile -- CMD`) has no steps: no phase or step table, its command instead."""
@@ -231,6 +238,8 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "nsys sqlite": run.nsys_sqlite,
         POWER_NOTES: "\n".join((run.summary or {}).get("power_notes", [])) or None,
     }
+    if run.mode == PROGRAM_MODE:  # a program's run measured no workload: none of its settings or figures
+        info = {k: v for k, v in info.items() if k not in WORKLOAD_FIELDS and k != peak_label(run.device)}
     # other profilers' files and one report per rank (nsys's one report is the two rows above)
     files = (run.artifacts or {}).items()
     info.update({f"file.{k}": v for k, v in files if not k.startswith("nsys_") or ".rank" in k})
