@@ -67,6 +67,30 @@ def test_a_memory_timeline_is_named_by_every_command_that_reads_events(tmp_path:
     assert health.exit_code == 0 and "invalid events,fail," in health.stdout
 
 
+@pytest.mark.parametrize("form", ["raw", "json"])
+def test_a_memory_timeline_is_named_once_by_the_commands_that_read_every_table(
+    tmp_path: Path, form: str
+) -> None:
+    """advise printed its failed health check and then `no findings ranked`; summary, the dashboard (each
+    panel) and diff (a table of dashes, exit 0) said it once per table they lacked."""
+    path, values = _timelines(tmp_path)[form]
+    said = (
+        f"error: no events in {path}: its list holds {values:,} values and no event, as a memory timeline "
+        f"(torch.profiler's export_memory_timeline) does: it is not a trace; {GIVE}"
+    )
+    trace = need(SHARED_KINETO / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz")
+    page = tmp_path / "page.html"
+    for args in (
+        ["advise", str(path)],
+        ["advise", str(path), "--rule", "gpu-starv"],
+        ["summary", str(path)],
+        ["dashboard", str(path), "-o", str(page)],
+        ["diff", str(trace), str(path)],
+    ):
+        assert _one_line(args) == said, args
+    assert not page.exists()
+
+
 @pytest.mark.parametrize(
     ("name", "content", "what"),
     [

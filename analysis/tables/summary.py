@@ -23,6 +23,7 @@ from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import STATS_FORMAT, producer, producer_of, report_name
 from analysis.tables.table import TOP, InSummary, Table, Tables
 from analysis.trace.multi import Combined, Part, Piece, Sources
+from analysis.trace.opening import require_events
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -166,6 +167,7 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
 
 
 def _one(trace: Trace, source: str, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> Tables:
+    require_events(trace)  # a memory timeline: said once, not by each table it lacks
     report = summary(trace, by=by, stats_format=stats_format)
     if not report.tables:
         reasons = "; ".join(dict.fromkeys(report.skipped.values()))

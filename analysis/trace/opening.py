@@ -41,6 +41,14 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
     return trace
 
 
+def require_events(trace: Trace) -> None:
+    """Raise ExportError, saying once what the file is and what to give, where its list holds no event (a
+    memory timeline, torch.profiler's export_memory_timeline): for a command that reads every table of a
+    capture (advice, the summary, a page, a diff), where each table's own refusal would say it again."""
+    if not_events := trace.meta.get("not_events"):
+        raise ExportError(f"no events in {trace.path}: {not_events}")
+
+
 def not_a_file(path: Path) -> None:
     """Raise ExportError unless `path` is a regular file (after links): a named pipe, a device or a socket
     would be used up by the first look at it (and a second open of a pipe waits for a writer for ever)."""

@@ -130,6 +130,7 @@ def advise_cmd(
         )
         return
     with _open(Path(report), reading) as trace:
+        run_advice.judgeable(trace)
         if not specs:
             checks = run_advice.export_health(trace).checks
             _refuse_untrusted(trace.path.name, report, checks, ignore_health)
