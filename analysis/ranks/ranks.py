@@ -399,6 +399,7 @@ class RanksReport:
     per_rank: pd.DataFrame
     labels: dict[int, str] = field(default_factory=dict)  # rank -> file name (or process, in one capture)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # exports whose capture failed its health checks
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)  # straggler_table
     # one capture of several ranks (analysis.ranks.capture_ranks): each rank's collectives, and per rank
     collectives: pd.DataFrame | None = None
