@@ -140,6 +140,8 @@ def _window(prof: Profile, trace: Trace, window: Window, why: str) -> None:
         if hi <= lo:
             raise ExportError(f"the window {start}…{end} s is empty: --end must be after --start")
     prof.events = timeline.window_events(trace, lo, hi)
+    if prof.events.empty and window != (None, None):  # say where the events are, as `timeline` does
+        prof.span = timeline.span_words(trace)
     prof.missing.pop("events", None)
     prof.window = (lo - t0, hi - t0)
     prof.window_why = why
