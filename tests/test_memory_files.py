@@ -91,6 +91,20 @@ def test_a_memory_timeline_is_named_once_by_the_commands_that_read_every_table(
     assert not page.exists()
 
 
+def test_a_memory_timeline_among_several_exports_is_refused_by_summary(tmp_path: Path) -> None:
+    """`summary TRACE TIMELINE` printed the trace's tables and five notes "no data in memory_timeline.raw.gz",
+    exit 0, never saying the file is no trace; it is refused as `kernels TRACE TIMELINE` refuses it."""
+    path, values = _timelines(tmp_path)["raw"]
+    trace = need(SHARED_KINETO / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz")
+    said = _one_line(["summary", str(trace), str(path), "--format", "csv"])
+    assert said == (
+        f"error: 1 of 2 exports could not be read, so no table was made: no events in {path}: its list "
+        f"holds {values:,} values and no event, as a memory timeline (torch.profiler's "
+        f"export_memory_timeline) does: it is not a trace; {GIVE}. Read: {trace}. Fix or leave out the ones "
+        "refused"
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "content", "what"),
     [

@@ -122,6 +122,7 @@ def _pieces(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) ->
     tables without data go to `_skipped` (see analysis.trace.multi_run.read_part)."""
     import pandas as pd
 
+    require_events(trace)  # a memory timeline among the exports: refused, as every table refuses it
     trace.load(needs())
     out: dict[str, Piece] = {}
     skipped: dict[str, str] = {}
