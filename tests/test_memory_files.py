@@ -72,7 +72,8 @@ def test_a_memory_timeline_is_named_once_by_the_commands_that_read_every_table(
     tmp_path: Path, form: str
 ) -> None:
     """advise printed its failed health check and then `no findings ranked`; summary, the dashboard (each
-    panel) and diff (a table of dashes, exit 0) said it once per table they lacked."""
+    panel) and diff (a table of dashes, exit 0) said it once per table they lacked; ranks said "no phase
+    ranges and no kernels"."""
     path, values = _timelines(tmp_path)[form]
     said = (
         f"error: no events in {path}: its list holds {values:,} values and no event, as a memory timeline "
@@ -86,6 +87,7 @@ def test_a_memory_timeline_is_named_once_by_the_commands_that_read_every_table(
         ["summary", str(path)],
         ["dashboard", str(path), "-o", str(page)],
         ["diff", str(trace), str(path)],
+        ["ranks", str(path)],
     ):
         assert _one_line(args) == said, args
     assert not page.exists()
