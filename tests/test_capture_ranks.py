@@ -178,3 +178,17 @@ def test_breakdown_of_one_capture_named_for_a_rank_keeps_each_process_s_rank(
     assert tables[1]["Rank"].tolist() == [0, 1]
     pd.testing.assert_frame_equal(tables[0], tables[1])
     assert tables[1]["Compute Time (ns)"].tolist() == [253_690_832, 256_095_624]
+
+
+def test_a_narrow_terminal_keeps_each_collective_s_wait_and_last(capture: Path) -> None:
+    """ "Each collective on each rank" on 80 columns left out Compute Before, Wait and Last (the figures it
+    is for) and kept the NCCL kernel's name, which every row of this capture shares."""
+    result = runner.invoke(app, ["ranks", str(capture), "--limit", "0"], env={"COLUMNS": "80", "LINES": "60"})
+    assert result.exit_code == 0, result.output
+    block = result.stdout.split("Each collective on each rank\n")[1]
+    header = " ".join(line for line in block.splitlines()[:5] if line.startswith("┃"))
+    for column in ("Collective", "Rank", "Wait", "Last", "Before"):
+        assert column in header, header
+    first = [c.strip() for c in next(ln for ln in block.splitlines() if ln.startswith("│")).split("│")[1:-1]]
+    assert first[:2] == ["0", "0"] and first[-2:] == ["0.000", "yes"]  # rank 0 reached collective 0 last
+    assert "left out to fit 80 columns: Start (ms), Duration (ms);" in " ".join(result.output.split())

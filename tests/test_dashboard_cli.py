@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_NSYS, NsysRun, shared_export
+from conftest import SHARED_NSYS, NsysRun, need, shared_export
 from dashboard_data import fill
 from typer.testing import CliRunner
 
@@ -177,6 +177,24 @@ def test_an_export_the_harness_did_not_record_shows_a_window_of_its_capture(tmp_
     assert bad.exit_code == 2 and "--end (1.0 s) must be after --start (2.0 s)" in bad.output
     runs_only = runner.invoke(app, ["dashboard", "--start", "1", "--out", str(out)])
     assert runs_only.exit_code == 2 and len(runs_only.output.strip().splitlines()) == 1
+
+
+def test_a_window_beside_the_capture_says_where_its_events_are(tmp_path: Path) -> None:
+    """`dashboard --start 300 --end 400` of a capture of a second said only "no NVTX ranges or kernels to
+    draw in this window"; it says where the events are, as `timeline` does of the same window."""
+    export = need(LLAMA / "report.sqlite")
+    window = ["--start", "300", "--end", "400"]
+    timeline = runner.invoke(app, ["timeline", str(export), *window, "-o", str(tmp_path / "t.json")])
+    span = timeline.stderr.split("(its events span ")[1].split(" into the capture)")[0]
+    assert timeline.exit_code == 1 and span.endswith(" s")
+    args = ["dashboard", str(export), *window, "--out", str(tmp_path / "w.html"), "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = {r["Panel"]: r for r in json.loads(result.stdout)}
+    assert rows["timeline"]["Drawn"] is False and rows["timeline"]["Title or what is missing"] == (
+        f"no NVTX ranges or kernels to draw in 300..400 s into the capture (its events span {span} into "
+        "the capture)"
+    )
 
 
 def test_the_wrote_line_counts_panels_in_english(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

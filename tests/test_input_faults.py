@@ -306,3 +306,31 @@ def test_a_named_pipe_named_like_a_report_is_refused_as_a_pipe(tmp_path: Path) -
     result = runner.invoke(app, ["kernels", str(pipe)])
     assert result.exit_code == 1
     assert f"error: {pipe} is a named pipe, not a file" in " ".join(result.output.split())
+
+
+def test_a_compressed_export_or_trace_says_how_it_is_packed(a100_export: Path, tmp_path: Path) -> None:
+    """A gzipped export was called `not valid JSON (not UTF-8 at byte N)`, a trace kept as bzip2, xz or
+    zstd `not an SQLite file`, a zip archive either: each now says what the file is and what to pass."""
+    import bz2
+    import lzma
+    import zipfile
+
+    text = gzip.decompress(trace_path("alexnet").read_bytes())
+    packed = {
+        "report.sqlite.gz": (gzip.compress(a100_export.read_bytes()), "is a gzipped SQLite export: an"),
+        "t.json.bz2": (bz2.compress(text), "is compressed with bzip2, which is not read: decompress it"),
+        "t.json.xz": (lzma.compress(text), "is compressed with xz, which is not read: decompress it"),
+        "t.json.zst": (b"\x28\xb5\x2f\xfd" + bytes(16), "is compressed with zstd, which is not read"),
+    }
+    for name, (content, _) in packed.items():
+        (tmp_path / name).write_bytes(content)
+    with zipfile.ZipFile(tmp_path / "traces.zip", "w") as archive:
+        archive.writestr("t.json", text)
+    packed["traces.zip"] = (b"", "is a zip archive: extract the export or trace in it and pass that")
+    for name, (_, said) in packed.items():
+        path = tmp_path / name
+        for command in (["kernels", str(path)], ["health", str(path)]):
+            result = runner.invoke(app, command)
+            assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+            assert result.stderr.strip().splitlines() == [result.stderr.strip()], result.stderr
+            assert result.stderr.startswith(f"error: {path} {said}"), result.stderr

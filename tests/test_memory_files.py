@@ -67,6 +67,46 @@ def test_a_memory_timeline_is_named_by_every_command_that_reads_events(tmp_path:
     assert health.exit_code == 0 and "invalid events,fail," in health.stdout
 
 
+@pytest.mark.parametrize("form", ["raw", "json"])
+def test_a_memory_timeline_is_named_once_by_the_commands_that_read_every_table(
+    tmp_path: Path, form: str
+) -> None:
+    """advise printed its failed health check and then `no findings ranked`; summary, the dashboard (each
+    panel) and diff (a table of dashes, exit 0) said it once per table they lacked; ranks said "no phase
+    ranges and no kernels"."""
+    path, values = _timelines(tmp_path)[form]
+    said = (
+        f"error: no events in {path}: its list holds {values:,} values and no event, as a memory timeline "
+        f"(torch.profiler's export_memory_timeline) does: it is not a trace; {GIVE}"
+    )
+    trace = need(SHARED_KINETO / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz")
+    page = tmp_path / "page.html"
+    for args in (
+        ["advise", str(path)],
+        ["advise", str(path), "--rule", "gpu-starv"],
+        ["summary", str(path)],
+        ["dashboard", str(path), "-o", str(page)],
+        ["diff", str(trace), str(path)],
+        ["ranks", str(path)],
+    ):
+        assert _one_line(args) == said, args
+    assert not page.exists()
+
+
+def test_a_memory_timeline_among_several_exports_is_refused_by_summary(tmp_path: Path) -> None:
+    """`summary TRACE TIMELINE` printed the trace's tables and five notes "no data in memory_timeline.raw.gz",
+    exit 0, never saying the file is no trace; it is refused as `kernels TRACE TIMELINE` refuses it."""
+    path, values = _timelines(tmp_path)["raw"]
+    trace = need(SHARED_KINETO / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz")
+    said = _one_line(["summary", str(trace), str(path), "--format", "csv"])
+    assert said == (
+        f"error: 1 of 2 exports could not be read, so no table was made: no events in {path}: its list "
+        f"holds {values:,} values and no event, as a memory timeline (torch.profiler's "
+        f"export_memory_timeline) does: it is not a trace; {GIVE}. Read: {trace}. Fix or leave out the ones "
+        "refused"
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "content", "what"),
     [

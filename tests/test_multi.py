@@ -16,6 +16,7 @@ import pytest
 from conftest import SHARED_NSYS, missing, need
 from export_data import derive, distinct_copy
 from kineto_data import trace_path
+from reading import flat
 from typer.testing import CliRunner
 
 import analysis.trace.multi as multi
@@ -397,3 +398,34 @@ def test_summary_over_several_exports_says_an_exports_note_once() -> None:
     assert result.exit_code == 0, result.output
     said = [line for line in result.stderr.splitlines() if "recorded twice under one correlationId" in line]
     assert len(said) == 1 and said[0].startswith(f"note: {a100}: 38 CUDA runtime calls")
+
+
+def test_a_narrow_terminal_keeps_the_rank_of_each_block(pair: tuple[Path, Path]) -> None:
+    """`kernels --by-rank` on 80 columns left the Rank column out first ("4 of 10 columns left out: Rank,
+    …"): two blocks of rows, nothing saying which rank each is."""
+    result = runner.invoke(
+        app, ["kernels", *map(str, pair), "--by-rank", "--top", "2"], env={"COLUMNS": "80", "LINES": "60"}
+    )
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.stdout.splitlines() if "Name" in line)
+    assert header.split("┃")[1].strip() == "Rank"
+    ranks = [line.split("│")[1].strip() for line in result.stdout.splitlines() if line.startswith("│")]
+    assert ranks == ["0", "0", "1", "1"]
+    assert "left out to fit 80 columns: Rank" not in flat(result.stderr)
+
+
+def test_stacked_tables_keep_their_order_and_integer_ids(h100_export: Path, a100_export: Path) -> None:
+    """`nvtx-gpu` of a phase-mode export and a thread-mode one printed "Do the phases add up?" before the
+    ranges (its pieces sorted by name), and PID and TID as floats (1230493.0) for the phase rows' blanks."""
+    import json
+
+    result = runner.invoke(app, ["nvtx-gpu", str(h100_export), str(a100_export), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    titles = list(json.loads(result.stdout))
+    assert titles[0].startswith("GPU time per NVTX range") and titles[1].startswith("Do the phases add up?")
+    printed = runner.invoke(app, ["nvtx-gpu", str(h100_export), str(a100_export), "--format", "csv"])
+    ranges = printed.stdout.split("\n\n")[0].split("\n", 1)[1]
+    rows = pd.read_csv(io.StringIO(ranges), dtype=str, keep_default_na=False)
+    thread = rows[rows["PID"] != ""]
+    assert thread[["PID", "TID"]].values.tolist() == [["1230493", "1230493"]]
+    assert (rows[rows["PID"] == ""]["Range"]).tolist() == ["forward", "backward", "optimizer"]

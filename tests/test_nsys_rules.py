@@ -342,6 +342,26 @@ def test_kineto_trace_is_skipped_in_one_line() -> None:
     assert "nsys's rules read nsys exports" in result.stderr
 
 
+def test_a_skipped_rule_in_json_is_a_document_that_says_so() -> None:
+    """`advise -r RULE --format json` of a rule nsys skips printed nothing on standard output, where one rule
+    that found nothing prints `[]` and two rules a document with `skipped`: a script's json.loads failed."""
+    import json
+
+    weather = str(shared_export("ext/weatherbench2"))
+    one = runner.invoke(app, ["advise", weather, "--rule", "cuda-async-memcpy", "--format", "json"])
+    assert one.exit_code == 0, one.output
+    why = f"cuda-async-memcpy skipped: {weather} has no memcpy (nsys skips it too)"
+    assert json.loads(one.stdout) == {"skipped": [{"table": "cuda-async-memcpy", "reason": why}]}
+    both = runner.invoke(app, ["advise", weather, "-r", "cuda-async-memcpy", "-r", "gpu-starv", "-f", "json"])
+    assert json.loads(both.stdout)["skipped"] == json.loads(one.stdout)["skipped"]
+    found = runner.invoke(
+        app, ["advise", str(shared_export("a100-saxpy-mpi")), "-r", "gpu-starv", "-f", "json"]
+    )
+    assert json.loads(found.stdout) == []  # ran and found nothing: no rows, as before
+    csv = runner.invoke(app, ["advise", weather, "--rule", "cuda-async-memcpy", "--format", "csv"])
+    assert csv.exit_code == 0 and csv.stdout == ""  # nsys prints nothing for it
+
+
 def test_like_is_sqlite_like() -> None:
     """SQLite's LIKE folds ASCII letters only: the Kelvin sign is not a K, as it is to Python's re."""
     assert nsys_query.like("cudaMemcpy%Async%").fullmatch("CUDAMEMCPY2DASYNC_v3020")

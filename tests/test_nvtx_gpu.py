@@ -157,3 +157,29 @@ def test_a_phase_named_twice_is_counted_once(h100_export: Path) -> None:
         direct = phase_check(trace, phases=("forward", "forward", "backward"))
     assert direct["Phase"].tolist() == ["forward", "backward", "unattributed", "all kernels"]
     assert int(direct["Kernels"].iloc[:-1].sum()) == int(direct["Kernels"].iloc[-1]) == 27000
+
+
+def test_top_keeps_the_first_ranges(h100_export: Path) -> None:
+    """`nvtx-gpu --top N` without --kernels was passed over: every range was printed (585 of an LLM
+    export's). It keeps the first N ranges; phase mode's "Do the phases add up?" stays whole."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    def tables(*args: str) -> dict[str, list[dict]]:
+        printed = CliRunner().invoke(app, ["nvtx-gpu", *args, "--format", "json"])
+        assert printed.exit_code == 0, printed.output
+        out = json.loads(printed.stdout)
+        return out if isinstance(out, dict) else {"ranges": out}
+
+    whole, top = tables(str(h100_export)), tables(str(h100_export), "--top", "2")
+    ranges = next(t for t in whole if t.startswith("GPU time per NVTX range"))
+    assert [r["Range"] for r in whole[ranges]] == ["forward", "backward", "optimizer"]
+    assert top[ranges] == whole[ranges][:2]
+    check = next(t for t in whole if t.startswith("Do the phases add up?"))
+    assert top[check] == whole[check] and [r["Kernels"] for r in top[check]][-1] == 27000
+    (thread,) = tables(str(h100_export), "--mode", "thread").values()
+    (one,) = tables(str(h100_export), "--mode", "thread", "--top", "1").values()
+    assert len(thread) > 1 and one == thread[:1]

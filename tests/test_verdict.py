@@ -99,3 +99,18 @@ def test_a_diff_names_the_side_whose_capture_failed(a100_export: Path, tmp_path:
     runner.invoke(app, ["health", str(export)])
     _, said = _stderr("diff", str(healthy), str(export), "-f", "json")  # exit 0: no gate asked
     assert said.count("failed its health checks") == 1 and _warning(export) in said
+
+
+def test_ranks_names_the_export_whose_capture_failed(a100_export: Path, tmp_path: Path) -> None:
+    """`harness ranks` printed GPU busy time and kernel counts of a failed capture without a word."""
+    export = _twice(a100_export, tmp_path)
+    healthy = tmp_path / "healthy.sqlite"
+    shutil.copy(a100_export, healthy)
+    runner.invoke(app, ["health", str(export)])
+    for fmt in ("table", "csv"):
+        table, said = _stderr("ranks", str(healthy), str(export), "-f", fmt)
+        assert said.count("failed its health checks") == 1 and _warning(export) in said
+    per_rank = table.split("# GPU and communication per rank\n")[1].split("\n\n")[0]
+    assert pd.read_csv(io.StringIO(per_rank))["Kernels"].tolist() == [5, 10]  # the tables stand, warned of
+    _, said = _stderr("ranks", str(export), "-f", "csv", "--no-cache")
+    assert "failed its health checks" not in said

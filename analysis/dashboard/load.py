@@ -15,7 +15,7 @@ from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
 from analysis.errors import ExportError, first_line
 from analysis.tables import kernels, nvtx, nvtx_gpu, osrt
-from analysis.trace.opening import open_trace
+from analysis.trace.opening import open_trace, require_events
 from analysis.trace.trace import Trace
 from analysis.views import timeline
 from workloads.names import STEP, counted
@@ -81,6 +81,7 @@ def load_profile(
     prof = Profile(label=label or Path(path).name, path=str(path))
     trace = open_trace(path, cache=cache)
     try:
+        require_events(trace)  # a memory timeline: one line, not each panel missing for the same reason
         for name, build, when in TABLES:
             if (tables is not None and name not in tables) or not when(prof):
                 continue
@@ -139,6 +140,8 @@ def _window(prof: Profile, trace: Trace, window: Window, why: str) -> None:
         if hi <= lo:
             raise ExportError(f"the window {start}…{end} s is empty: --end must be after --start")
     prof.events = timeline.window_events(trace, lo, hi)
+    if prof.events.empty and window != (None, None):  # say where the events are, as `timeline` does
+        prof.span = timeline.span_words(trace)
     prof.missing.pop("events", None)
     prof.window = (lo - t0, hi - t0)
     prof.window_why = why

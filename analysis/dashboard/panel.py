@@ -43,6 +43,7 @@ class Profile:
     # `events` is a window of the capture, not a step: (start, end) ns from the capture's start, and why
     window: tuple[int, int] | None = None
     window_why: str = ""
+    span: str = ""  # where a window asked for holds nothing: the span of the capture's events (`0..2.5 s`)
     missing: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # the failed health checks of its capture, in one sentence (analysis.advice.checks.why_untrusted): its

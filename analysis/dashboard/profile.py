@@ -436,6 +436,9 @@ def timeline_panel(p: Profile) -> Panel:
         return Panel(missing=p.missing.get("events", f"events could not be read from {p.path}"))
     if p.events.empty:
         what = "this window" if p.window else p.label
+        if p.window and p.span:  # a window asked for, beside the capture: where its events are
+            lo, hi = (t / 1e9 for t in p.window)
+            what = f"{lo:g}..{hi:g} s into the capture (its events span {p.span} into the capture)"
         return Panel(missing=f"no NVTX ranges or kernels to draw in {what}")
     ev, dropped = timeline_rows(p.events)
     notes = list(p.notes)

@@ -190,6 +190,8 @@ def _titled(table: Table, result: Combined, paths: Sequence[Path]) -> Tables:
     parts = result.tables
     out = Tables(skipped=result.skipped or None)
     for name, df in parts:
+        if label in df.columns:  # which rank (or file) a block of rows is of: a narrow terminal keeps it
+            df.attrs["deciding"] = [label, *df.attrs.get("deciding", table.deciding)]
         heading = table.headings.get(name, name if len(parts) > 1 else table.title)
         out.tables.append((f"{heading} in {what}", df))
     said = (n for _, df in out.tables for n in df.attrs.get("notes", []))

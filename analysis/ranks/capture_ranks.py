@@ -141,7 +141,10 @@ def collective_rows(trace: Trace, procs: pd.DataFrame) -> tuple[pd.DataFrame, li
             )
         )
     out = pd.concat(rows, ignore_index=True).sort_values(["Collective", "Rank"], kind="stable")
-    return out.reset_index(drop=True), notes
+    out = out.reset_index(drop=True)
+    # what the table is for, kept on a narrow terminal before the kernel's name (NCCL's, on most rows alike)
+    out.attrs["priority"] = ["Collective", "Rank", "Wait (ns)", "Last", "Compute Before (ns)", "Kernel"]
+    return out, notes
 
 
 def collective_summary(rows: pd.DataFrame) -> pd.DataFrame:

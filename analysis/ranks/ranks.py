@@ -35,6 +35,7 @@ from analysis.joins.runtime import pid_of
 from analysis.stats import round_half_up
 from analysis.trace.multi import Piece, check_name_ranks, label_sources
 from analysis.trace.multi_run import raise_errors, read_part, run_tasks
+from analysis.trace.opening import require_events
 from analysis.trace.trace import Trace
 from analysis.views.timeline import step_index
 from workloads.names import ALLREDUCE, COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
@@ -148,6 +149,7 @@ def capture_rows(trace: Trace) -> pd.DataFrame:
 def export_pieces(trace: Trace) -> dict[str, Any]:
     """A worker's share of `harness ranks`: the phase rows (the whole capture without phase ranges) and the
     GPU activity of one trace."""
+    require_events(trace)  # a memory timeline: named, not "no phase ranges and no kernels"
     gpu = gpu_activity(trace)
     phases = phase_rows(trace)
     if phases.empty:
@@ -399,6 +401,7 @@ class RanksReport:
     per_rank: pd.DataFrame
     labels: dict[int, str] = field(default_factory=dict)  # rank -> file name (or process, in one capture)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # exports whose capture failed its health checks
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)  # straggler_table
     # one capture of several ranks (analysis.ranks.capture_ranks): each rank's collectives, and per rank
     collectives: pd.DataFrame | None = None

@@ -336,9 +336,10 @@ def _one(trace: Trace, source: str, view: str = "summary", mode: Mode = "auto", 
         title = f"kernels per NVTX range ({df.attrs['mode']} mode) in {source}"
         return Tables([(title, df)], notes=list(df.attrs.get("notes", [])))
     per_range = nvtx_gpu_summary(trace, mode=mode, phases=phases, exclusive=exclusive, by=by)
-    chosen = per_range.attrs["mode"]
+    chosen, notes = per_range.attrs["mode"], list(per_range.attrs.get("notes", []))
+    per_range = per_range.head(top) if top else per_range  # the phase check below is its answer: kept whole
     out = Tables([(f"GPU time per NVTX range ({chosen} mode) in {source}", per_range)], titled=True)
-    out.notes = list(per_range.attrs.get("notes", []))
+    out.notes = notes
     if chosen == "phase":
         out.tables.append(("Do the phases add up? (measured steps)", phase_check(trace, phases)))
     return out
@@ -451,7 +452,7 @@ PROJECTION = Option(
     "One row per push/pop range projected onto the GPU: first start to last end of the GPU work launched "
     "inside it (like nvtxgpuproj).",
 )  # fmt: skip
-TOP_PER_RANGE = replace(TOP, help="With --kernels: top N kernels per range.")
+TOP_PER_RANGE = replace(TOP, help="Show only the first N ranges; with --kernels: top N kernels per range.")
 
 TABLE = Table(
     "nvtx-gpu",

@@ -23,6 +23,7 @@ from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import STATS_FORMAT, producer, producer_of, report_name
 from analysis.tables.table import TOP, InSummary, Table, Tables
 from analysis.trace.multi import Combined, Part, Piece, Sources
+from analysis.trace.opening import require_events
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,6 +122,7 @@ def _pieces(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) ->
     tables without data go to `_skipped` (see analysis.trace.multi_run.read_part)."""
     import pandas as pd
 
+    require_events(trace)  # a memory timeline among the exports: refused, as every table refuses it
     trace.load(needs())
     out: dict[str, Piece] = {}
     skipped: dict[str, str] = {}
@@ -166,6 +168,7 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
 
 
 def _one(trace: Trace, source: str, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> Tables:
+    require_events(trace)  # a memory timeline: said once, not by each table it lacks
     report = summary(trace, by=by, stats_format=stats_format)
     if not report.tables:
         reasons = "; ".join(dict.fromkeys(report.skipped.values()))

@@ -82,7 +82,7 @@ def stacked(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: boo
     with a rank column, one block per rank."""
     from analysis.trace.multi_combine import stack_tables  # pandas: only where several exports are read
 
-    for name in sorted({n for p in parts for n in p.pieces}):
+    for name in dict.fromkeys(n for p in parts for n in p.pieces):  # in the order one export's are
         table = stack_tables(parts, name, sources)
         if table is not None:
             out.tables.append((name, table))

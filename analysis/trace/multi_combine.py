@@ -153,6 +153,10 @@ def stack_tables(parts: Sequence[Part], name: str, sources: Sources) -> pd.DataF
     if not frames:
         return None
     out = pd.concat(frames, ignore_index=True)
+    for column in out.columns:  # ids and counts of the exports that have them, not floats for the others' NaN
+        kinds = [f[column].dtype for f in frames if column in f]
+        if out[column].dtype.kind == "f" and all(k.kind in "iu" for k in kinds):
+            out[column] = out[column].astype("Int64")
     out.attrs["priority"] = [sources.column, *frames[0].attrs.get("priority", [])]
     return out
 

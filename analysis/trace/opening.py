@@ -13,6 +13,8 @@ from analysis.trace.trace import Trace
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
+# compressions a trace or export may be kept in, not read (a trace is read gzipped, as torch writes it)
+PACKED = ((b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
 
 
 def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
@@ -39,6 +41,14 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
     if why is not None:
         trace.note(why)
     return trace
+
+
+def require_events(trace: Trace) -> None:
+    """Raise ExportError, saying once what the file is and what to give, where its list holds no event (a
+    memory timeline, torch.profiler's export_memory_timeline): for a command that reads every table of a
+    capture (advice, the summary, a page, a diff), where each table's own refusal would say it again."""
+    if not_events := trace.meta.get("not_events"):
+        raise ExportError(f"no events in {trace.path}: {not_events}")
 
 
 def not_a_file(path: Path) -> None:
@@ -69,6 +79,18 @@ def _refuse_what_is_no_trace(path: Path) -> None:
         what = "a Python pickle"
         if b"segments" in head or b"device_traces" in head:
             what = "a CUDA memory snapshot (torch.cuda.memory._dump_snapshot: https://pytorch.org/memory_viz)"
+    elif packed := next((name for magic, name in PACKED if head.startswith(magic)), None):
+        raise ExportError(
+            f"{path} is compressed with {packed}, which is not read: decompress it and pass the .sqlite "
+            "export or the .json trace (a trace may stay gzipped: .json.gz)"
+        )
+    elif head.startswith(b"PK\x03\x04"):
+        raise ExportError(f"{path} is a zip archive: extract the export or trace in it and pass that")
+    elif head.startswith(b"\x1f\x8b") and _gunzipped_head(path).startswith(sqlite_files.MAGIC):
+        raise ExportError(
+            f"{path} is a gzipped SQLite export: an export is read in place, not decompressed; gunzip it "
+            "and pass the .sqlite"
+        )
     elif page.startswith((b"<html", b"<!doctype html")):
         what = "an HTML page"
         if b"memory timeline" in page:
@@ -76,6 +98,18 @@ def _refuse_what_is_no_trace(path: Path) -> None:
     else:
         return
     raise ExportError(f"{path} is {what}, not a trace: {readers.GIVE_A_TRACE}")
+
+
+def _gunzipped_head(path: Path) -> bytes:
+    """The first bytes of the gzipped file `path`, decompressed; none where they cannot be read."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read(len(sqlite_files.MAGIC))
+    except (OSError, EOFError, zlib.error):
+        return b""
 
 
 def _open_kineto(path: Path) -> Any:

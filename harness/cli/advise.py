@@ -130,6 +130,7 @@ def advise_cmd(
         )
         return
     with _open(Path(report), reading) as trace:
+        run_advice.judgeable(trace)
         if not specs:
             checks = run_advice.export_health(trace).checks
             _refuse_untrusted(trace.path.name, report, checks, ignore_health)
@@ -149,7 +150,7 @@ def advise_cmd(
             return
         title = f"{df.attrs.get('title', spec)} ({Path(report).name})"
         emit(df, reading.format, title=title, wide=reading.wide)
-    elif len(specs) > 1:
+    elif len(specs) > 1 or reading.format is Format.json:  # json: a document, saying what was skipped
         emit_many(tables, reading.format, skipped=skipped, wide=reading.wide)
 
 

@@ -17,6 +17,7 @@ from harness.cli.common import (
     is_stdout,
     note,
     refuse_inputs,
+    warn,
     writing,
 )
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
@@ -94,6 +95,8 @@ def ranks_cmd(
             ("Around the collectives, per rank: compute before, wait for the last rank", report.around)
         )
         tables.append(("Each collective on each rank", report.collectives))
+    for warning in report.warnings:
+        warn(warning)
     emit_many(tables, reading.format, notes=report.notes, wide=reading.wide, limit=reading.limit)
     if html is not None:
         if "start_ns" not in report.phases:

@@ -41,6 +41,7 @@ from analysis.front.examine import (
     run_facts,
 )
 from analysis.trace.exports import open_source
+from analysis.trace.opening import require_events
 from harness.core import signals
 from harness.core.errors import UsageError
 from harness.core.machine import BASELINE_RUN, busy_of
@@ -245,6 +246,12 @@ def check_rules(specs: list[str]) -> None:
 def open_export(report: Path, *, cache: bool = True) -> Trace:
     """The export (or report, exported first) `advise` and `health` read."""
     return open_source(report, export_report, cache=cache)
+
+
+def judgeable(trace: Trace) -> None:
+    """Refuse, in one line saying what the file is, a file that holds no event (a memory timeline): its
+    findings would be one failed health check and no ranking. `harness health` shows that check instead."""
+    require_events(trace)
 
 
 def export_health(trace: Trace) -> Health:

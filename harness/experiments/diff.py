@@ -21,8 +21,10 @@ from analysis.compare import export_diff as diffing
 from analysis.compare.drift import RUNS, basis_words
 from analysis.compare.overhead import STEP_SUM
 from analysis.dashboard import diff as diff_page
+from analysis.errors import ExportError
 from analysis.tables import nvtx
 from analysis.trace.exports import files_read, open_source
+from analysis.trace.opening import require_events
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import GENERATE_ONLY, UNTIMED_FIELDS
 from harness.execution.nsys import export_report
@@ -259,8 +261,13 @@ def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
 
 
 def _open(path: Path, cache: bool) -> Trace:
-
-    return open_source(path, export_report, cache=cache)
+    trace = open_source(path, export_report, cache=cache)
+    try:
+        require_events(trace)  # a memory timeline: nothing to compare, not a table of dashes
+    except ExportError:
+        trace.close()
+        raise
+    return trace
 
 
 def _has_steps(trace: Trace) -> bool:

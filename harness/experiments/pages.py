@@ -11,6 +11,7 @@ from analysis import dashboard
 from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
 from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
+from analysis.trace.opening import require_events
 from analysis.views import chrome_trace, timeline
 from harness.core.errors import HarnessError, os_reason
 from harness.core.signals import sigterm_raises
@@ -121,8 +122,7 @@ def chrome_trace_of(
     refuse_inputs(target, files_read(report), OUT)
     with open_source(report, export_report, cache=cache) as trace:  # closed: its private copy goes
         refuse_inputs(target, [trace.path], OUT)
-        if not_events := trace.meta.get("not_events"):  # a memory timeline: it would make an empty page
-            raise ExportError(f"no events in {trace.path}: {not_events}")
+        require_events(trace)  # a memory timeline: it would make an empty page
         window = timeline.window_of(trace, step=step, phase=phase, start=start, end=end)
         origin = timeline.capture_start(trace) if step is None and window is not None else None
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from analysis.advice.verdict import failed_captures
 from analysis.dashboard import DashboardData, write_dashboard
 from analysis.ranks.capture_ranks import one_capture
 from analysis.ranks.ranks import (
@@ -98,6 +99,7 @@ def ranks_of(
         if report is None:
             report = ranks_report(exports, names=inputs, jobs=jobs, dask=dask, cache=cache)
     report.notes = [*beside, *report.notes]
+    report.warnings = failed_captures(exports, inputs, cache=cache)  # as every table of an export says
     return report
 
 
