@@ -23,7 +23,6 @@ from analysis.tables.stats_format import DEFAULT as DEFAULT_FORMAT
 from analysis.tables.stats_format import STATS_FORMAT, producer, producer_of, report_name
 from analysis.tables.table import TOP, InSummary, Table, Tables
 from analysis.trace.multi import Combined, Part, Piece, Sources
-from analysis.trace.opening import require_events
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,6 +121,8 @@ def _pieces(trace: Trace, by: str = "op", stats_format: str = DEFAULT_FORMAT) ->
     tables without data go to `_skipped` (see analysis.trace.multi_run.read_part)."""
     import pandas as pd
 
+    from analysis.trace.opening import require_events  # numpy: not at import, as --help reads this module
+
     require_events(trace)  # a memory timeline among the exports: refused, as every table refuses it
     trace.load(needs())
     out: dict[str, Piece] = {}
@@ -168,6 +169,8 @@ def _combine(out: Combined, parts: Sequence[Part], sources: Sources, by_rank: bo
 
 
 def _one(trace: Trace, source: str, by: str = "op", stats_format: str = DEFAULT_FORMAT) -> Tables:
+    from analysis.trace.opening import require_events
+
     require_events(trace)  # a memory timeline: said once, not by each table it lacks
     report = summary(trace, by=by, stats_format=stats_format)
     if not report.tables:
