@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, steps_of
+from analysis.advice.windows import clipped_sums
 from analysis.hta.gpu_events import gpu_events
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED
@@ -83,14 +84,7 @@ class Instruments:
         spans = pd.concat([self.idle, self.between], ignore_index=True)
         if spans.empty or not len(starts):
             return np.zeros(len(starts), dtype=np.int64)
-        s, e = spans["start"].to_numpy(), spans["end"].to_numpy()
-        return np.array(
-            [
-                int((np.clip(e, lo, hi) - np.clip(s, lo, hi)).sum())
-                for lo, hi in zip(starts, ends, strict=True)
-            ],
-            dtype=np.int64,
-        )
+        return clipped_sums(spans["start"].to_numpy(), spans["end"].to_numpy(), starts, ends)
 
     def data(self) -> dict[str, Any]:
         """What the harness's instruments did in the capture, as data (`advise --format json`)."""
