@@ -5,17 +5,23 @@ copies and sets, its OS runtime calls and its NVTX ranges are replicated until t
 `--kernels` kernels. Copy i is shifted in time past the end of copy i - 1 (by the span of every replicated
 table) and gets fresh correlationIds, so `nsys stats` and the harness see a long run of the same program.
 NVTX payloads (the harness numbers its `step` range and the phase ranges inside it by the step's index, in
-int64Value) get + i * (the source's largest payload + 1), so each copy's steps keep numbers of their own: from
-`--source ../shared/fixtures/nsys/h100-medium/report.sqlite` (`harness run medium --nsys`, 15 steps with
-forward, backward and optimizer ranges, one `measured` range), copy i holds steps 15i…15i+14 and a
-`measured` range over its steps 15i+5…15i+14. The other sources carry no payloads.
+int64Value) get + i * (the span of the replicated payloads), so each copy's steps keep numbers of their own
+(the other sources of the corpus carry no payloads).
+
+With `--within RANGE` only the rows inside the NVTX range RANGE (one, ended) are repeated, and the copies are
+spliced in after it: the range and every row that ends after it are moved past the copies, and the capture's
+end (ANALYSIS_DETAILS.duration) with them. From `--source ../shared/fixtures/nsys/h100-medium/report.sqlite
+--within measured` (`harness run medium --nsys`: 5 warm-up and 10 measured steps with their forward, backward
+and optimizer ranges, the measured ones in its `measured` range) that is one long run: warm-up steps 0-4,
+then 10 measured steps a copy (1M kernels: 37 copies, steps 5-374), all in one `measured` range. Replicated
+whole instead, each copy would bring its own warm-up steps (and `measured` range) into the middle of the run.
 With `--shape-variants K`, copy i launches its kernels with gridX + (i % K) * 1000, so the export holds K
 times the source's launch shapes (the default source, a PyTorch step with 33 shapes, gives 99 with K=3).
 Everything happens inside SQLite (INSERT ... SELECT over a recursive CTE) in a copy in the output folder;
 the source is only read.
 
     .venv/bin/python benchmarks/make_big_export.py OUT.sqlite [--kernels 1000000] [--shape-variants 3]
-        [--source PATH] [--runtime all|launches]
+        [--source PATH] [--runtime all|launches] [--within RANGE]
 
 Every replicated table grows with the kernels: from the default source, 2M kernels come with 12.1M runtime
 calls and 3.6M NVTX ranges (1.7 GB, ~25 s here), 4M with 24.3M and 7.1M (3.4 GB, ~80 s).
