@@ -21,14 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
-from analysis.advice.launches import PROCESS, gpu_work, launches
+from analysis.advice.launches import launches
 from analysis.advice.run_checks import ExportFacts
+from analysis.advice.step_table import step_table
 from analysis.advice.steps import UNKNOWN_WARMUP, Steps, origin, seconds, steps
+from analysis.advice.windows import covered, in_windows
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, STEP, counted
 
@@ -48,43 +49,6 @@ AFTER_STEPS_SHARE = 1.0
 # A measured step with no CUDA at all fails when the steps that launch (warm-up ones too) launch this many
 # kernels each on average (a step of a GPU program launches hundreds; a CPU step none)
 QUIET_AGAINST = 10
-
-
-def step_table(trace: Trace, st: Steps, calls: pd.DataFrame) -> pd.DataFrame:
-    """Per step: Step, Measured, Start (ns), End (ns), Launch calls (of kernels), Without GPU work, Graph
-    launches, the Kernels, Copies and Sets launched from it (by the time of their launching call), and the
-    Kernels without launch call that ran in it (by their own start: launched before the capture began, or
-    their calls were lost)."""
-    work = gpu_work(trace)
-    orphans = work.iloc[:0]
-    if len(work) and trace.has("runtime"):
-        rt = trace.frame("runtime", ["start", "correlation_id", "global_tid"])
-        key = pd.DataFrame(
-            {"pid": rt["global_tid"].to_numpy() & PROCESS, "correlation_id": rt["correlation_id"].to_numpy(),
-             "call": rt["start"].to_numpy()}
-        ).drop_duplicates(["pid", "correlation_id"])  # fmt: skip
-        work = work.merge(key, on=["pid", "correlation_id"], how="left")
-        lost = work["call"].isna().to_numpy()
-        orphans, work = work[lost & (work["kind"] == "kernels").to_numpy()], work[~lost]
-    else:
-        work = work.assign(call=work["start"])
-    rows = []
-    for r in st.frame.itertuples(index=False):
-        lc = calls[(calls["pid"] == r.pid) & (calls["start"] >= r.start) & (calls["start"] < r.end)]
-        graph = lc["graph"].astype(bool)
-        w = work[(work["pid"] == r.pid) & (work["call"] >= r.start) & (work["call"] < r.end)]
-        kinds = w["kind"].value_counts()
-        o = orphans[(orphans["pid"] == r.pid) & (orphans["start"] >= r.start) & (orphans["start"] < r.end)]
-        rows.append(
-            (int(r.step), bool(r.measured), int(r.start), int(r.end), int((~graph).sum()),
-             int(((lc["work"] == 0) & ~graph).sum()), int(graph.sum()), int(kinds.get("kernels", 0)),
-             int(kinds.get("memcpy", 0)), int(kinds.get("memset", 0)), len(o))
-        )  # fmt: skip
-    return pd.DataFrame(
-        rows,
-        columns=["Step", "Measured", "Start (ns)", "End (ns)", "Launch calls", "Without GPU work",
-                 "Graph launches", "Kernels", "Copies", "Sets", "Kernels without launch call"],
-    )  # fmt: skip
 
 
 def _steps_said(steps: list[int]) -> str:
@@ -148,7 +112,7 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
     missing = kernel_calls[kernel_calls["work"] == 0]
     pct = 100 * len(missing) / len(kernel_calls) if len(kernel_calls) else 0.0
     st = cov.steps
-    table = step_table(trace, st, calls) if len(st.frame) else pd.DataFrame()
+    table = step_table(trace, st.frame, calls) if len(st.frame) else pd.DataFrame()
     if len(table):
         health.details["GPU coverage by step"] = table
     stopped = _stop(calls, kernel_calls, st, zero)
@@ -328,9 +292,10 @@ def nvtx_steps(
     zero = origin(trace)
     f = st.frame
     kernel_calls = cov.launches[~cov.launches["graph"].astype(bool)]
-    in_steps = sum(
-        int(((kernel_calls["pid"] == p) & (kernel_calls["start"] >= s) & (kernel_calls["start"] < e)).sum())
-        for s, e, p in zip(f["start"], f["end"], f["pid"], strict=True)
+    in_steps = int(
+        in_windows(kernel_calls["pid"].to_numpy(), kernel_calls["start"].to_numpy(), {"n": None}, f)[
+            "n"
+        ].sum()
     )
     after = kernel_calls[kernel_calls["start"] >= st.nvtx_end]
     per_step = in_steps / len(f)
@@ -440,11 +405,8 @@ def _unstepped(st: Steps, calls: pd.DataFrame, per_step: float, zero: int) -> st
     f = st.frame
     spans = st.spans or [(int(g["start"].min()), int(g["end"].max()), p) for p, g in f.groupby("pid")]
     pid, start = calls["pid"].to_numpy(), calls["start"].to_numpy()
-    inside = np.zeros(len(calls), dtype=bool)
-    for s, e, p in spans:
-        inside |= (pid == p) & (start >= s) & (start < e)
-    for s, e, p in zip(f["start"], f["end"], f["pid"], strict=True):
-        inside &= ~((pid == p) & (start >= s) & (start < e))
+    stepped = list(zip(f["start"], f["end"], f["pid"], strict=True))
+    inside = covered(pid, start, spans) & ~covered(pid, start, stepped)
     if per_step <= 0 or inside.sum() <= AFTER_STEPS_SHARE * per_step:
         return None
     lost, first = calls[inside], int(start[inside].min())

@@ -6,11 +6,13 @@ counts as the harness's, never as the user's idle time."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from analysis.advice.base import Finding, Seen
+from analysis.advice.labels import label_test
 from analysis.advice.where import ms, phase_table
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
@@ -256,6 +258,11 @@ def _step_kernels(seen: Seen) -> pd.DataFrame:
     return k
 
 
+def _names_with(k: pd.DataFrame) -> Callable[..., np.ndarray]:
+    """Which kernels' names contain a pattern (str.contains' arguments), each distinct name tested once."""
+    return lambda pattern, **how: label_test(k["name"], lambda labels: labels.str.contains(pattern, **how))
+
+
 def _top(k: pd.DataFrame, n: int = 3) -> list[dict[str, object]]:
     per = (k["end"] - k["start"]).groupby(k["name"]).agg(["size", "sum"]).sort_values("sum", ascending=False)
     return [
@@ -270,9 +277,11 @@ def fp32_gemm(seen: Seen) -> list[Finding]:
     if not seen.trace.has("kernels"):
         return []
     k = _step_kernels(seen)
-    gemm = k[k["name"].str.contains(GEMM) & ~k["name"].str.contains(FUSED_ATTENTION)]
-    fp32 = gemm[gemm["name"].str.contains(FP32_GEMM) & ~gemm["name"].str.contains(LOW_PRECISION)]
-    low = gemm[gemm["name"].str.contains(LOW_PRECISION)]
+    named = _names_with(k)
+    is_gemm = named(GEMM) & ~named(FUSED_ATTENTION)
+    low_precision = named(LOW_PRECISION)
+    fp32 = k[is_gemm & named(FP32_GEMM) & ~low_precision]
+    low = k[is_gemm & low_precision]
     total = int((k["end"] - k["start"]).sum())
     stake = int((fp32["end"] - fp32["start"]).sum())
     if not total or stake < seen.th.fp32_gemm_share * total:
@@ -311,9 +320,11 @@ def math_attention_kernels(seen: Seen) -> list[Finding]:
     if not seen.trace.has("kernels"):
         return []
     k = _step_kernels(seen)
-    soft = k[k["name"].str.contains(SOFTMAX) & ~k["name"].str.contains(NOT_ATTENTION_SOFTMAX)]
-    fused = k[k["name"].str.contains(FUSED_ATTENTION)]
-    forward = soft[~soft["name"].str.contains("backward", case=False)]
+    named = _names_with(k)
+    is_soft = named(SOFTMAX) & ~named(NOT_ATTENTION_SOFTMAX)
+    soft = k[is_soft]
+    fused = k[named(FUSED_ATTENTION)]
+    forward = k[is_soft & ~named("backward", case=False)]
     if not len(seen.steps) or len(forward) < 2 * len(seen.steps) or len(fused):
         return []
     stake = int((soft["end"] - soft["start"]).sum())

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, steps_of
+from analysis.advice.windows import clipped_sums
 from analysis.hta.gpu_events import gpu_events
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED, counted
@@ -83,14 +84,7 @@ class Instruments:
         spans = pd.concat([self.idle, self.between], ignore_index=True)
         if spans.empty or not len(starts):
             return np.zeros(len(starts), dtype=np.int64)
-        s, e = spans["start"].to_numpy(), spans["end"].to_numpy()
-        return np.array(
-            [
-                int((np.clip(e, lo, hi) - np.clip(s, lo, hi)).sum())
-                for lo, hi in zip(starts, ends, strict=True)
-            ],
-            dtype=np.int64,
-        )
+        return clipped_sums(spans["start"].to_numpy(), spans["end"].to_numpy(), starts, ends)
 
     def data(self) -> dict[str, Any]:
         """What the harness's instruments did in the capture, as data (`advise --format json`)."""
@@ -212,15 +206,18 @@ def _idle_after(trace: Trace, syncs: pd.DataFrame, steps: pd.DataFrame) -> pd.Da
         w_start = work["start"].to_numpy()[order]
         w_end = np.maximum.accumulate(work["end"].to_numpy()[order]) if len(order) else w_start
         own = steps[steps["pid"] == pid]
-        for at in mine["end"].to_numpy():
-            step = own[(own["start"] <= at) & (own["end"] > at)]
-            if step.empty:
-                continue
-            k = np.searchsorted(w_start, at, side="right")
-            if k and w_end[k - 1] > at:  # work still running: the queue was not drained
-                continue
-            nxt = w_start[k] if k < len(w_start) else at
-            end = min(int(nxt), int(step["end"].max()), int(at + waited[at]))
-            if end > at:
-                rows.append((int(at), end, int(pid)))
+        at = mine["end"].to_numpy()
+        # the latest end among the steps it is in: of the steps started by `at`, the latest end, where that
+        # is after `at` (that step holds it, and none holding it ends later)
+        by_start = np.argsort(own["start"].to_numpy(), kind="stable")
+        latest = np.maximum.accumulate(own["end"].to_numpy()[by_start]) if len(own) else np.empty(0, np.int64)
+        started = np.searchsorted(own["start"].to_numpy()[by_start], at, side="right")
+        step_end = np.where(started > 0, latest[np.maximum(started - 1, 0)] if len(own) else 0, 0)
+        k = np.searchsorted(w_start, at, side="right")
+        running = (k > 0) & (w_end[np.maximum(k - 1, 0)] > at if len(w_end) else False)
+        nxt = np.where(k < len(w_start), w_start[np.minimum(k, len(w_start) - 1)] if len(w_start) else at, at)
+        wait = np.array([waited[a] for a in at.tolist()], dtype=np.int64)
+        end = np.minimum(np.minimum(nxt, step_end), at + wait)
+        keep = (started > 0) & (step_end > at) & ~running & (end > at)
+        rows += zip(at[keep].tolist(), end[keep].tolist(), [int(pid)] * int(keep.sum()), strict=True)
     return pd.DataFrame(rows, columns=["start", "end", "pid"]) if rows else _empty("start", "end", "pid")

@@ -97,12 +97,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
     if harness.any():
         hs = nv[harness].assign(pid=pid[harness], name=labels.to_numpy(dtype=object)[codes[harness]])
         hs = hs.assign(step=hs["payload"].astype(np.int64))
-        rows = []
-        for (p, step), g in hs.groupby(["pid", "step"], sort=True):
-            own = g[g["name"] == STEP]
-            span = own if len(own) else g
-            rows.append((step, int(span["start"].min()), int(span["end"].max()), p, frozenset(g["name"])))
-        frame = pd.DataFrame(rows, columns=["step", "start", "end", "pid", "phases"])
+        frame = _per_step(hs)
         inside = np.zeros(len(frame), dtype=bool)
         for s, e, p in zip(measured["start"], measured["end"], measured["global_tid"].to_numpy() & PROCESS,
                            strict=True):  # fmt: skip
@@ -137,3 +132,29 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
         }
     )
     return Steps(frame, "step ranges", nvtx_end=int(plain["end"].max()))
+
+
+def _per_step(hs: pd.DataFrame) -> pd.DataFrame:
+    """The harness's ranges (start, end, pid, name, step) per process and step, in that order: step, start,
+    end (of its `step` range, else of its phase ranges together), pid, phases (the names it has)."""
+    pid, step = hs["pid"].to_numpy(), hs["step"].to_numpy()
+    order = np.lexsort((step, pid))
+    pid, step = pid[order], step[order]
+    first = np.flatnonzero(np.concatenate(([True], (pid[1:] != pid[:-1]) | (step[1:] != step[:-1]))))
+    start, end = hs["start"].to_numpy()[order], hs["end"].to_numpy()[order]
+    names = hs["name"].to_numpy(dtype=object)[order]
+    own = names == STEP
+    has = np.logical_or.reduceat(own, first)
+    # a group's `step` range where it has one: the others stand aside as the latest start, the earliest end
+    own_start = np.minimum.reduceat(np.where(own, start, start.max()), first)
+    own_end = np.maximum.reduceat(np.where(own, end, end.min()), first)
+    bounds = [first, [*first[1:], len(names)]]
+    return pd.DataFrame(
+        {
+            "step": step[first],
+            "start": np.where(has, own_start, np.minimum.reduceat(start, first)),
+            "end": np.where(has, own_end, np.maximum.reduceat(end, first)),
+            "pid": pid[first],
+            "phases": [frozenset(names[a:b]) for a, b in zip(*bounds, strict=True)],
+        }
+    )

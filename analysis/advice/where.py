@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.advice.windows import clipped_sums, covered, covered_any, in_windows, slices
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.joins.nvtx_ranges import step_phases
 from analysis.joins.runtime import plain_name
@@ -123,20 +124,26 @@ def place(
     text = ", ".join(p for _, p in sorted(parts, reverse=True)) or "outside phases"
     steps = steps_of(trace_ranges)
     if len(steps):
-        hit = [int(s) for s, rs in steps.groupby("step") if inside(rs, times, pids).any() and s >= 0]
+        hit = sorted({int(s) for s in steps["step"].to_numpy()[_holding(steps, times, pids)] if s >= 0})
         if hit:
             text += f"; steps {hit[0]}–{hit[-1]}" if len(hit) > 1 else f"; step {hit[0]}"
     return text
 
 
+def _holding(rs: pd.DataFrame, times: np.ndarray, pids: np.ndarray | None) -> np.ndarray:
+    """Which of the ranges `rs` hold one of `times` (of processes `pids`; any when None)."""
+    if pids is None:  # every range and time as of one process
+        pids, rs = np.zeros(len(times), dtype=np.int64), rs.assign(pid=0)
+    return in_windows(np.asarray(pids), times, {"n": None}, rs)["n"] > 0
+
+
 def inside(rs: pd.DataFrame, times: np.ndarray, pids: np.ndarray | None = None) -> np.ndarray:
     """Which of `times` (of processes `pids`; any when None) fall in one of the ranges `rs`."""
     times = np.asarray(times)
-    hit = np.zeros(len(times), dtype=bool)
-    for s, e, p in zip(rs["start"], rs["end"], rs["pid"], strict=True):
-        now = (times >= s) & (times < e)
-        hit |= now if pids is None else now & (np.asarray(pids) == p)
-    return hit
+    spans = zip(rs["start"], rs["end"], rs["pid"], strict=True)
+    if pids is None:
+        return covered_any(times, [(s, e) for s, e, _ in spans])
+    return covered(np.asarray(pids), times, list(spans))
 
 
 def ms(ns: float) -> str:
@@ -209,23 +216,26 @@ def phase_table(trace: Trace, launch_calls: frozenset[str] | tuple[str, ...]) ->
         launches[["correlation_id", "pid", "start"]].rename(columns={"start": "launch"}),
         on=["pid", "correlation_id"],
     )
-    rows = []
-    for r in phases.itertuples(index=False):
-        lc = launches[
-            (launches["pid"] == r.pid) & (launches["start"] >= r.start) & (launches["start"] < r.end)
-        ]
-        ks = joined[(joined["pid"] == r.pid) & (joined["launch"] >= r.start) & (joined["launch"] < r.end)]
-        rows.append(
-            {
-                "phase": r.phase,
-                "start": r.start,
-                "end": r.end,
-                "pid": r.pid,
-                "busy": busy_within(us, ue, r.start, r.end),
-                "launches": len(lc),
-                "launch_time": int((lc["end"] - lc["start"]).sum()),
-                "kernels": len(ks),
-                "kernel_median": float(np.median(ks["end"] - ks["start"])) if len(ks) else 0.0,
-            }
-        )
-    return pd.DataFrame(rows)
+    starts, ends = phases["start"].to_numpy(), phases["end"].to_numpy()
+    windows = pd.DataFrame({"pid": phases["pid"].to_numpy(), "start": starts, "end": ends})
+    lc = in_windows(
+        launches["pid"].to_numpy(), launches["start"].to_numpy(),
+        {"n": None, "time": (launches["end"] - launches["start"]).to_numpy()}, windows,
+    )  # fmt: skip
+    order, lo, hi = slices(joined["pid"].to_numpy(), joined["launch"].to_numpy(), windows)
+    took = (joined["end"] - joined["start"]).to_numpy()[order]
+    return pd.DataFrame(
+        {
+            "phase": phases["phase"].to_numpy(),
+            "start": starts,
+            "end": ends,
+            "pid": phases["pid"].to_numpy(),
+            "busy": clipped_sums(us, ue, starts, ends),
+            "launches": lc["n"],
+            "launch_time": lc["time"],
+            "kernels": hi - lo,
+            "kernel_median": [
+                float(np.median(took[a:b])) if b > a else 0.0 for a, b in zip(lo, hi, strict=True)
+            ],
+        }
+    )
