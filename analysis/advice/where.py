@@ -188,15 +188,10 @@ def gpu_union(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return merge(ev["start"].to_numpy(), ev["end"].to_numpy())
 
 
-def busy_within(us: np.ndarray, ue: np.ndarray, start: int, end: int) -> int:
-    return int((np.clip(ue, start, end) - np.clip(us, start, end)).sum())
-
-
 def idle_within(us: np.ndarray, ue: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per interval [starts[i], ends[i]): the time the GPU (busy in us, ue) was idle in it."""
-    return np.array(
-        [int(e - s) - busy_within(us, ue, s, e) for s, e in zip(starts, ends, strict=True)], dtype=np.int64
-    )
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    return ends - starts - clipped_sums(us, ue, starts, ends)
 
 
 def phase_table(trace: Trace, launch_calls: frozenset[str] | tuple[str, ...]) -> pd.DataFrame:
