@@ -265,10 +265,16 @@ def figures_table(
 
     stat = [STAT_COLUMNS[0], count_name, *STAT_COLUMNS[2:]]
     out = pd.DataFrame(rows, columns=[*stat, *columns])
-    out = out.astype({c: np.int64 for c in (stat[0], count_name, "Min (ns)", "Max (ns)")})
+    return as_nsys_writes(out.astype({c: np.int64 for c in (stat[0], count_name)}))
+
+
+def as_nsys_writes(table: pd.DataFrame) -> pd.DataFrame:
+    """A table of nsys's figure columns as every table of them writes them: Min and Max whole nanoseconds
+    (int64); Avg, Med (of an even count, half way between two) and StdDev to a tenth, rounded half up."""
+    table = table.astype({"Min (ns)": np.int64, "Max (ns)": np.int64})
     for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
-        out[col] = round_half_up(out[col].astype(np.float64))
-    return out
+        table[col] = round_half_up(table[col].astype(np.float64))
+    return table
 
 
 class Repeats:

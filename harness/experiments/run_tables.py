@@ -16,7 +16,7 @@ from analysis.compare.compile import NOT_COMPILED, NOT_COMPILED_NOTE
 from analysis.errors import ExportError
 from analysis.front.examine import blocks_of_file
 from analysis.runs.steady import REMAINDER, STEP, PhaseStats, phase_stats, step_stats
-from analysis.stats import round_half_up
+from analysis.stats import as_nsys_writes as as_nsys_writes  # show's phase table, written as nsys's
 from analysis.views.blocks import block_table
 from harness.core.errors import HarnessError
 from harness.core.nvtx_ranges import block_names
@@ -86,16 +86,6 @@ def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFra
     ]  # fmt: skip
     df.attrs["settings"] = ["precision", "compile", "batch", "context"]  # shown first where they differ
     return df
-
-
-def as_nsys_writes(table: pd.DataFrame) -> pd.DataFrame:
-    """A table of nsys's figure columns as every table of them writes them (analysis.stats.figures_table):
-    Min and Max whole nanoseconds; Avg, Med (of an even count, half way between two) and StdDev to a
-    tenth, rounded half up."""
-    table = table.astype({"Min (ns)": "int64", "Max (ns)": "int64"})
-    for col in ("Avg (ns)", "Med (ns)", "StdDev (ns)"):
-        table[col] = round_half_up(table[col])
-    return table
 
 
 def figures(phase: str, durations: list[int]) -> PhaseStats:
