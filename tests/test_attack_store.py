@@ -165,6 +165,11 @@ def test_diff_of_runs_with_no_phase_in_common_gives_no_verdict_row_of_zero_steps
     gated = _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db, "--gate", "5")
     assert gated.exit_code == 1
     assert "time no phase in common: nothing to gate" in gated.stderr
+    # csv: the verdicts' columns without a row (it was a lone `table` header)
+    csv = _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db, "-f", "csv")
+    assert csv.stdout == (
+        "table,Phase,Verdict,Mean A (ns),Mean B (ns),Δ (%),CI Low (%),CI High (%),Steps A,Steps B,Detail\n"
+    )
 
 
 def test_a_database_with_text_that_is_not_utf8_is_called_corrupt(tmp_db: str) -> None:

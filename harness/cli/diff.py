@@ -61,10 +61,11 @@ SideArg = Annotated[
 ]
 
 
-def _tables(result: DiffResult, top: int | None) -> list[tuple[str, pd.DataFrame]]:
-
+def _tables(result: DiffResult, top: int | None, *, empty: bool = False) -> list[tuple[str, pd.DataFrame]]:
+    """The tables to write; `empty` (csv): the verdicts' header too where two runs have no phase in common, so
+    that a script reads their columns, not a lone `table` (people read the note saying so)."""
     out = []
-    if result.verdicts:  # none: two traces, or two runs with no phase in common (a note says so)
+    if result.verdicts or (empty and result.verdicts is not None):  # None: two traces
         out.append(
             (
                 "Phases: B against A (95% CI of the relative difference of means)",
@@ -185,7 +186,7 @@ def diff_cmd(
             ed.apply_gate(d, gate)
         return
     result = hd.diff(side_a, side_b, cache=not no_cache, store=store())
-    tables = _tables(result, top)
+    tables = _tables(result, top, empty=fmt is DiffFormat.csv)
     if fmt is DiffFormat.markdown:
         sys.stdout.write(_markdown(result, tables))
     elif fmt is DiffFormat.json:
