@@ -25,10 +25,13 @@ ALL_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER, PREFILL, DECODE)
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-def phases_for(mode: str, world_size: int = 1) -> tuple[str, ...]:
-    """The timed phases of a mode; a run across ranks (world_size > 1) adds the gradient all-reduce."""
+def phases_for(mode: str, world_size: int = 1, new_tokens: int | None = None) -> tuple[str, ...]:
+    """The timed phases of a mode; a run across ranks (world_size > 1) adds the gradient all-reduce, and
+    generate with one new token (`new_tokens`), which is prefill's, has no decode."""
     if mode == PROGRAM_MODE:
         return ()
+    if mode == "generate" and new_tokens == 1:
+        return (PREFILL,)
     return DISTRIBUTED_TRAIN_PHASES if world_size > 1 and mode == "train" else PHASES_BY_MODE[mode]
 
 

@@ -15,7 +15,7 @@ from harness.cli.common import err, note, say_ending, warn
 from harness.cli.common import note as say_note
 from harness.cli.terminal.output import Format, emit_many
 from harness.core import signals
-from harness.core.records import phases_for
+from harness.core.records import config_phases, phases_of
 from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks
 from harness.experiments.ranks import rank_tables, result_frame
@@ -59,7 +59,7 @@ def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
     ]
     if result.extra.get("energy"):
         tables.append(("energy (measured steps)", energy_rows(result.extra["energy"])))
-    tables += extra_tables(result.extra, phases_for(config.mode))
+    tables += extra_tables(result.extra, config_phases(config))
     emit_many(tables, format, wide=wide)
     _memory_notes(result.extra)
     for line in result.extra.get("power_notes", []):
@@ -167,7 +167,7 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if p.overhead is not None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
     if p.result is not None:
-        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
+        tables += extra_tables(p.result.extra, phases_of(p.result))
     kept: list[tuple[str, str]] = []
     if p.profile is not None and p.profile.artifacts:  # one report per rank
         kept = [(kind, str(path)) for kind, path in p.profile.artifacts.items()]
@@ -203,7 +203,7 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
         tables.append(("record_function ranges (measured steps)", p.ranges))
     tables += p.operators
     if p.result is not None:
-        tables += extra_tables(p.result.extra, phases_for(p.result.config.mode))
+        tables += extra_tables(p.result.extra, phases_of(p.result))
     files = [f"trace: {p.trace}"] if p.trace else []
     if Format(fmt) is not Format.table and p.artifacts:
         tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))

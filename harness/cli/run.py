@@ -33,7 +33,7 @@ from harness.core import signals
 from harness.core.bounds import check_count, digits
 from harness.core.errors import HarnessError, UsageError
 from harness.core.machine import describe
-from harness.core.records import new_id, phases_for
+from harness.core.records import config_phases, new_id
 from harness.core.signals import sigterm_raises
 from harness.profilers import registry
 from harness.profilers.capture import save_once
@@ -148,7 +148,7 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
         [
             (f"{done.experiment}: {len(results)} runs ({device})", results_table(results, serving=True)),
             ("drift between runs (one run's standard deviation of its mean)",
-             drift.drift_table(done.drift, phases_for(config.mode, config.world_size))),
+             drift.drift_table(done.drift, config_phases(config))),
         ],
         format, notes=notes, wide=wide,
     )  # fmt: skip

@@ -203,7 +203,17 @@ def timer_frame(result: RunResult) -> pd.DataFrame:
 
 def phases_of(result: RunResult) -> tuple[str, ...]:
     """The timed phases of the run's mode (with the all-reduce across ranks)."""
-    return phases_for(result.config.mode, result.config.world_size)
+    return config_phases(result.config)
+
+
+def config_phases(config: RunConfig) -> tuple[str, ...]:
+    """The phases a step of this configuration times (workloads.names.phases_for)."""
+    return phases_for(config.mode, config.world_size, config.new_tokens)
+
+
+def stored_phases(run: Any) -> tuple[str, ...]:
+    """The phases a step of a stored run (harness.store.schema.Run) times, from its configuration."""
+    return phases_for(run.mode, run.world_size or 1, (run.config or {}).get("new_tokens"))
 
 
 def result_to_dict(result: RunResult) -> dict[str, Any]:

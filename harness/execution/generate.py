@@ -1,7 +1,8 @@
 """Generate mode: prefill a prompt, then decode one token at a time (greedy), each token timed in its own
 NVTX range; and the serving figures of the measured steps.
 
-Three decode paths, one step shape (prefill phase, then decode phase of new_tokens - 1 tokens):
+Three decode paths, one step shape (prefill phase, then decode phase of new_tokens - 1 tokens; none of
+0 tokens, with --new-tokens 1, the first token being prefill's):
 
 - eager (the default): a KV cache that grows a position per token (workloads.KVCache); shapes change at
   every token, so nothing can be replayed.
@@ -77,6 +78,8 @@ def generate_body(config: RunConfig, spec: Any, model: Any, device: Any, prompt_
         def static_step(i: int, clock: PhaseClock, _: Any) -> None:
             with clock.phase(PREFILL, i):
                 static.prefill(prompt)
+            if n == 1:  # the first token is prefill's: nothing to decode, no phase to time
+                return
             with clock.phase(DECODE, i):
                 clock_tokens.start()
                 for k in range(1, n):
@@ -97,6 +100,8 @@ def generate_body(config: RunConfig, spec: Any, model: Any, device: Any, prompt_
         with clock.phase(PREFILL, i), autocast(device, config.precision):
             logits = model(prompt, cache=cache)
             token = logits[:, -1].argmax(dim=-1, keepdim=True)
+        if n == 1:
+            return
         with clock.phase(DECODE, i), autocast(device, config.precision):
             clock_tokens.start()
             for k in range(1, n):
@@ -125,13 +130,16 @@ def serving_figures(result: RunResult, figures: dict[str, Any]) -> dict[str, Any
     """TTFT, TPOT, output tokens/s, decode tokens/s and concurrent sequences of the measured steps, with
     the body's `figures` (decode path, KV cache bytes); None without a measured step."""
     config = result.config
-    measured = [s for s in result.steps if not s.warmup and PREFILL in s.phases and DECODE in s.phases]
+    b, n = config.batch_size, config.new_tokens
+    # a whole step: its prefill, and its decode unless there was nothing to decode (--new-tokens 1)
+    measured = [
+        s for s in result.steps if not s.warmup and PREFILL in s.phases and (DECODE in s.phases or n == 1)
+    ]
     if not measured:
         return None
-    b, n = config.batch_size, config.new_tokens
     tokens = [ns for s in measured for ns in s.tokens]
     tpot = latency_stats(tokens)
-    total_ns = sum(s.phases[PREFILL] + s.phases[DECODE] for s in measured)
+    total_ns = sum(s.phases[PREFILL] + s.phases.get(DECODE, 0) for s in measured)
     return {
         "concurrent_sequences": b,
         "new_tokens": n,

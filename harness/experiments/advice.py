@@ -45,7 +45,7 @@ from analysis.trace.opening import require_events
 from harness.core import signals
 from harness.core.errors import UsageError
 from harness.core.machine import BASELINE_RUN, busy_of
-from harness.core.records import PROGRAM_MODE, phases_for
+from harness.core.records import PROGRAM_MODE, stored_phases
 from harness.execution.nsys import export_report
 from harness.experiments.roofline import optimizer_roof
 from harness.profilers.base import label_for
@@ -133,7 +133,7 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
     ]  # fmt: skip
     return Measured(
         timers=steps,
-        phases=phases_for(run.mode, run.world_size or 1),
+        phases=stored_phases(run),
         world_size=run.world_size or 1,
         device=None if run.mode == PROGRAM_MODE else run.device,  # a program chose its own device
         busy=busy_of(loads),

@@ -18,7 +18,7 @@ from analysis.compare.overhead import baseline_label as label_of_baseline
 from analysis.compare.overhead import headline, overhead_steps, overhead_table, overhead_verdict
 from harness.core import machine, signals
 from harness.core.errors import HarnessError
-from harness.core.records import RunConfig, RunResult, new_id, phases_for, timer_frame
+from harness.core.records import RunConfig, RunResult, config_phases, new_id, timer_frame
 from harness.profilers.base import run_baseline
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def measure_overhead(
     kinds = profiler.overhead_runs(config, options, modes)
     baseline_label = label_of_baseline([profiler.name])
     experiment = new_id("overhead")
-    phases = phases_for(config.mode, config.world_size)
+    phases = config_phases(config)
     runs: list[tuple[str, int, RunResult]] = []
     notes: list[str] = []
     found: dict[str, Comparison] = {}

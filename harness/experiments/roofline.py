@@ -30,7 +30,7 @@ from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, ro
 from analysis.views.blocks import subblock_times
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
-from harness.core.records import RunConfig, phases_for
+from harness.core.records import RunConfig, stored_phases
 from harness.experiments.run_tables import block_records_of, untrusted_blocks
 from harness.store.blocks import resolve
 
@@ -336,7 +336,7 @@ def run_report(
             f"run {run.id} did not finish ({run.status}{why}): its times are of the "
             f"{counted(len(steps), 'measured step')} it ran before it stopped"
         )
-    for phase in phases_for(run.mode, run.world_size or 1):  # across ranks: the all-reduce too
+    for phase in stored_phases(run):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
         if values:
             report.phase_ns[phase] = sum(values) / len(values)

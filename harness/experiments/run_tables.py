@@ -20,7 +20,7 @@ from analysis.stats import as_nsys_writes as as_nsys_writes  # show's phase tabl
 from analysis.views.blocks import block_table
 from harness.core.errors import HarnessError
 from harness.core.nvtx_ranges import block_names
-from harness.core.records import PROGRAM_MODE, RunResult, measured_steps, phases_for, phases_of
+from harness.core.records import PROGRAM_MODE, RunResult, measured_steps, phases_of, stored_phases
 from harness.store.blocks import BlockRecords, resolve, stored_blocks, trace_of
 from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES, counted
 
@@ -58,7 +58,7 @@ def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFra
         step = step_stats(finished, phases_of(r))
         if step is not None:
             stats["step"] = step
-        for phase in ("step", *phases_for(r.config.mode, r.config.world_size)):
+        for phase in ("step", *phases_of(r)):
             s = stats.get(phase)
             if phase == "step" and s is None and r.status in MEASURED_STATUSES:
                 continue  # no step with every phase (a run without steps)
@@ -99,7 +99,7 @@ def run_step_stats(run: Run) -> PhaseStats | None:
     for s in run.step_timings:
         if not s.warmup:
             steps.setdefault((s.rank or 0, s.step), {})[s.phase] = s.duration_ns
-    return step_stats(list(steps.values()), phases_for(run.mode, run.world_size or 1))
+    return step_stats(list(steps.values()), stored_phases(run))
 
 
 RSS_LABEL = "peak RSS (process)"
@@ -349,7 +349,7 @@ def block_records_of(store: ResultsStore, run: Run) -> BlockRecords | None:
                 + (why if run.compile else "")
             )
         try:
-            records, source = blocks_of_file(path, block_names(), phases_for(run.mode), run.warmup)
+            records, source = blocks_of_file(path, block_names(), stored_phases(run), run.warmup)
         except ExportError as e:
             raise HarnessError(f"cannot read per-block times from {path}: {e}") from None
         stored = BlockRecords(records, source, int(records["step"].nunique()), path)
@@ -379,7 +379,7 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
     timings = [t for t in run.step_timings if not t.warmup and (t.rank or 0) == first]
     measured = [t for t in timings if t.step in covered] or timings
     phase_ns: dict[str, float] = {}
-    for phase in phases_for(run.mode, run.world_size or 1):  # across ranks: the all-reduce too
+    for phase in stored_phases(run):  # across ranks: the all-reduce too
         values = [t.duration_ns for t in measured if t.phase == phase]
         if values:
             phase_ns[phase] = sum(values) / len(values)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.machine import MachineLoad, describe
-from harness.core.records import PROGRAM_MODE, phases_for
+from harness.core.records import PROGRAM_MODE, stored_phases
 from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
@@ -147,7 +147,7 @@ def pair_tables(run: Run, linked: Sequence[Run]) -> list[tuple[str, pd.DataFrame
         tables.append((f"{role} {other.id} ({what}{short}): phases", phase_table(other)))
         base, profiled = (other, run) if role == "baseline run" else (run, other)
         label = " ".join(x for x in (profiled.profiler, profiled.nsys_mode) if x)
-        phases = phases_for(run.mode, run.world_size or 1)
+        phases = stored_phases(run)
         table = pair_table(timers(base), timers(profiled), label, profiled.profiler, phases)
         # a run that stopped short (out of memory, failed, interrupted) gives the steps it measured before,
         # not the run it was: an overhead drawn from them is said to be so (the dashboard leaves such out)
@@ -274,7 +274,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     if (run.summary or {}).get("energy"):
         tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
 
-    tables += extra_tables(run.summary or {}, phases_for(run.mode))
+    tables += extra_tables(run.summary or {}, stored_phases(run))
     if run.agreement:
         agreement = pd.DataFrame(
             [

@@ -30,7 +30,7 @@ from analysis.readers.kineto import is_complete
 from analysis.tables import stats_format
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.errors import UsageError
-from harness.core.records import RunConfig, RunResult, phases_for, timer_frame
+from harness.core.records import RunConfig, RunResult, config_phases, timer_frame
 from harness.profilers import base
 from harness.store.results import UnsavedRun
 from workloads.names import DECODE
@@ -162,7 +162,7 @@ def measured(
     timers = timer_frame(result)
     return Measured(
         timers=timers,
-        phases=phases_for(config.mode, config.world_size),
+        phases=config_phases(config),
         world_size=config.world_size,
         device=result.device,
         busy=busy,
@@ -216,7 +216,7 @@ def examine_torch_trace(
     """A torch.profiler trace, read once: the operator tables (whole run, or per phase in generate mode) of
     the first `top` operators, or one ordered by the column `sort` names; the phase ranges; the blocks of
     --nvtx-detail; with `serving`, decode's GPU-busy share. A trace that cannot be opened: `error`."""
-    phases = phases_for(config.mode)
+    phases = config_phases(config)
     asked = Measured(
         phases=phases, blocks=nvtx_ranges.block_names() if config.nvtx_detail else None,
         first_step=config.warmup, busy_of=(DECODE,) if serving else (),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.records import RunResult, phases_for, result_from_dict, result_to_dict
+from harness.core.records import RunResult, phases_of, result_from_dict, result_to_dict
 from harness.store import unsaved_check as check
 
 FORMAT = "harness-unsaved-run"
@@ -142,7 +142,7 @@ def _pending(data: dict[str, Any], profilers: Sequence[str]) -> PendingRun:
     check.check_result(run)
     save = check.mapping({} if data.get("save") is None else data["save"], "save")
     check.check_save(save, profilers)
-    phases = phases_for(run.config.mode, run.config.world_size)
+    phases = phases_of(run)
     return PendingRun(
         result=run,
         created_at=check.created(data.get("created_at")),

@@ -25,7 +25,8 @@ from harness.core.records import (
     RunConfig,
     RunResult,
     StepRecord,
-    phases_for,
+    config_phases,
+    phases_of,
 )
 from workloads.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 from workloads.plants import catalogue
@@ -189,7 +190,7 @@ def check_result(result: RunResult) -> None:
             else:
                 whole(value, f"model.{f.name}", 0 if f.name == "params" else 1)
     check_steps(result)
-    phases = phases_for(result.config.mode, result.config.world_size)
+    phases = phases_of(result)
     for i, b in enumerate(result.blocks):
         where = f"blocks[{i}]"
         whole(b.step, f"{where}.step")
@@ -300,7 +301,7 @@ def check_steps(result: RunResult) -> None:
     whole steps); a run that ended ok (or degraded, which is ok with its capture's checks failed) has
     measured steps, but for a program's, which has none."""
     cfg = result.config
-    phases = phases_for(cfg.mode, cfg.world_size)
+    phases = config_phases(cfg)
     seen: dict[tuple[int, int], int] = {}
     for i, s in enumerate(result.steps):
         where = f"steps[{i}]"
