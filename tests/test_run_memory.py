@@ -66,6 +66,32 @@ def test_generate_breakdown_holds_the_kv_cache() -> None:
     assert parts["gradients"] == parts["optimizer_state"] == parts["activations"] == 0
 
 
+def test_a_run_needing_more_memory_than_its_device_has_is_warned_of_before_it_starts() -> None:
+    """tiny at a context of 100,000 tokens needs ~89 GiB by the analytic count; on a 24 GB CPU without swap
+    it ran for minutes, the machine near its end, before anything said why."""
+    from harness.execution.checks import checked, run_spec
+    from harness.execution.memory import breakdown, over_memory
+
+    config = RunConfig("tiny", context_length=100_000, device="cpu")
+    spec = run_spec(config)
+    need = breakdown(config, spec, 100_000)["total"]
+    assert over_memory(config, spec, 100_000, "cpu", need) is None  # all it needs fits
+    line = over_memory(config, spec, 100_000, "cpu", 24 * 1024**3)
+    assert line == (
+        f"tiny train at batch 4 and a context of 100,000 tokens needs about {need / 1024**3:,.1f} GiB by "
+        "the analytic count (the memory table's `analytic: total`), more than this machine's 24.0 GiB: it is "
+        "likely to run out of memory"
+    )
+    assert 80 * 1024**3 < need < 100 * 1024**3
+    gen = RunConfig("tiny", mode="generate", new_tokens=2, device="cuda")
+    on_gpu = over_memory(gen, run_spec(gen), 64, "cuda", 64 * 1024**2) or ""
+    assert "a prompt of 64 tokens" in on_gpu and "more than the GPU's 0.1 GiB" in on_gpu
+    # checked() warns with the device's own memory: a context no machine holds, and none for a small run
+    (huge,) = checked(RunConfig("tiny", context_length=100_000_000, device="cpu")).warnings
+    assert huge.startswith("tiny train at batch 4 and a context of 100,000,000 tokens needs about")
+    assert checked(RunConfig("char", **SMALL)).warnings == []
+
+
 def test_memory_on_cpu_prints_the_operators_table_and_show_keeps_it(tmp_db: str) -> None:
     args = ["run", "char", "--memory", "--format", "json", *_flags(SMALL)]
     result = runner.invoke(app, args, catch_exceptions=False)

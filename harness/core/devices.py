@@ -173,3 +173,18 @@ def free_memory(device: Any) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def device_memory_bytes(device: Any) -> int | None:
+    """All the memory of the device a run is on: a GPU's, or the machine's for the CPU (None: not known,
+    or MPS, which shares the machine's with everything else)."""
+    if device.type == "cuda":
+        import torch
+
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    if device.type == "cpu":
+        try:
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # a platform without these names
+            return None
+    return None

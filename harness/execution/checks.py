@@ -11,9 +11,10 @@ from typing import Any
 
 import workloads
 from harness.core.bounds import check_ranks, check_storable, hidden
-from harness.core.devices import emulated_precision_note, resolve_device
+from harness.core.devices import device_memory_bytes, emulated_precision_note, resolve_device
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig
+from harness.execution import memory
 from harness.execution.generate import prompt_length
 from workloads.names import ATTENTIONS, MODES, PRECISIONS
 from workloads.plants import catalogue
@@ -39,8 +40,21 @@ def checked(config: RunConfig) -> Checked:
     check_layout(config)
     device = resolve_device(config.device)
     check_device(config, device.type)
-    note = emulated_precision_note(device, [config.precision], backward=config.mode == "train")
-    return Checked(config, device, [note] if note else [])
+    spec = run_spec(config)
+    context = prompt_length(config, spec) if config.mode == "generate" else spec.context_length
+    notes = [
+        emulated_precision_note(device, [config.precision], backward=config.mode == "train"),
+        memory.over_memory(config, spec, context, device.type, device_memory_bytes(device)),
+    ]
+    return Checked(config, device, [n for n in notes if n])
+
+
+def run_spec(config: RunConfig) -> workloads.ModelSpec:
+    """The model a run of `config` builds: its size with --vocab-size and, but in generate (whose
+    --context-length is its prompt), --context-length."""
+    spec = workloads.get_spec(config.model)
+    context = config.context_length if config.mode != "generate" else None
+    return spec.with_overrides(vocab_size=config.vocab_size, context_length=context)
 
 
 def validate(config: RunConfig) -> None:

@@ -47,6 +47,23 @@ def breakdown(config: RunConfig, spec: Any, context: int) -> dict[str, int]:
     ).to_dict()
 
 
+def over_memory(
+    config: RunConfig, spec: Any, context: int, device_type: str, total: int | None
+) -> str | None:
+    """The warning for a run whose analytic memory is more than all its device has (`total` bytes): it
+    would run out of memory (CUDA), or the machine would (a CPU without swap), before a step is timed."""
+    need = breakdown(config, spec, context)["total"]
+    if total is None or need <= total:
+        return None
+    what = "a prompt of" if config.mode == "generate" else "a context of"
+    where = {"cuda": "the GPU's", "cpu": "this machine's"}.get(device_type, f"the {device_type}'s")
+    return (
+        f"{config.model} {config.mode} at batch {config.batch_size} and {what} {context:,} tokens needs "
+        f"about {need / 1024**3:,.1f} GiB by the analytic count (the memory table's `analytic: total`), "
+        f"more than {where} {total / 1024**3:,.1f} GiB: it is likely to run out of memory"
+    )
+
+
 def record(result: RunResult, config: RunConfig, spec: Any, device: Any) -> None:
     """Peak allocated / reserved and the breakdown into result.extra["memory"] (kept beside --memory's)."""
     memory = result.extra.setdefault("memory", {})

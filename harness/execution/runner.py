@@ -21,6 +21,7 @@ from harness.core.signals import interrupted, signal_of
 from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
 from harness.execution.body import Body, BodyFactory, autocast
+from harness.execution.checks import run_spec
 from harness.execution.compiled import dynamo_counts, record_dynamo, record_first_step, record_inductor_cache
 from harness.execution.generate import generate_body, prompt_length, serving_figures
 from harness.execution.memory import MemoryRecorder
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from harness.energy.power import PowerSources
-    from workloads.specs import ModelSpec
 
 import workloads
 from workloads import flops, peak
@@ -56,14 +56,6 @@ class StepHook(Protocol):
     def recording(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def step(self) -> None: ...
-
-
-def run_spec(config: RunConfig) -> ModelSpec:
-    """The model a run of `config` builds: its size with --vocab-size and, but in generate (whose
-    --context-length is its prompt), --context-length."""
-    spec = workloads.get_spec(config.model)
-    context = config.context_length if config.mode != "generate" else None
-    return spec.with_overrides(vocab_size=config.vocab_size, context_length=context)
 
 
 def planned_model(config: RunConfig) -> ModelInfo | None:
