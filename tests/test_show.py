@@ -320,7 +320,9 @@ def test_show_gives_the_nvtx_difference_the_decimals_run_gives_it(tmp_db: str) -
     shown = CliRunner().invoke(app, ["show", "tiny-nvtx", "--db", tmp_db], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     lines = shown.output.splitlines()
-    row = next(line for line in lines[lines.index("NVTX vs timers") :] if line.startswith("│ forward "))
+    row = next(
+        line for line in lines[lines.index("NVTX vs in-process timers") :] if line.startswith("│ forward ")
+    )
     assert [c.strip() for c in row.split("│")[1:-1]] == [
         "forward",
         "3",

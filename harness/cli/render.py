@@ -19,7 +19,7 @@ from harness.core.records import config_phases, phases_of
 from harness.energy.run import energy_rows
 from harness.execution.ranks.multirank import local_ranks
 from harness.experiments.ranks import rank_tables, result_frame
-from harness.experiments.run_tables import extra_tables, results_table, throughput_table
+from harness.experiments.run_tables import AGREEMENT_TITLE, extra_tables, results_table, throughput_table
 from harness.profilers.base import Outcome
 from harness.profilers.capture import TOP_KERNELS, stored_as
 from harness.profilers.none import PlainRun
@@ -163,7 +163,7 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     if p.kernels is not None:
         tables.append((f"top {TOP_KERNELS} kernels", p.kernels))
     if p.agreement is not None and len(p.agreement):
-        tables.append(("NVTX vs in-process timers", p.agreement))
+        tables.append((AGREEMENT_TITLE, p.agreement))
     if p.overhead is not None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
     if p.result is not None:

@@ -9,9 +9,11 @@ stored the same way; an older run whose trace is still there is read from the tr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from analysis.compare.agreement import for_people
 from analysis.compare.compile import NOT_COMPILED, NOT_COMPILED_NOTE
 from analysis.errors import ExportError
 from analysis.front.examine import blocks_of_file
@@ -29,6 +31,18 @@ if TYPE_CHECKING:
 
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
+
+
+AGREEMENT_TITLE = "NVTX vs in-process timers"  # run's table of it, and show's of the stored one
+AGREEMENT_FIELDS = ("phase", "steps", "nvtx_mean_ns", "timer_mean_ns", "nvtx_median_ns", "timer_median_ns",
+                    "rel_diff")  # fmt: skip
+
+
+def stored_agreement(rows: Sequence[Any]) -> pd.DataFrame:
+    """A stored run's agreement (its `Agreement` rows) as `run` writes it (analysis.compare.agreement)."""
+    import pandas as pd
+
+    return for_people(pd.DataFrame([{f: getattr(a, f) for f in AGREEMENT_FIELDS} for a in rows]))
 
 
 def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFrame:

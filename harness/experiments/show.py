@@ -13,7 +13,14 @@ from harness.core.records import PROGRAM_MODE, stored_phases
 from harness.energy.run import energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
-from harness.experiments.run_tables import as_nsys_writes, extra_tables, peak_label, run_step_stats
+from harness.experiments.run_tables import (
+    AGREEMENT_TITLE,
+    as_nsys_writes,
+    extra_tables,
+    peak_label,
+    run_step_stats,
+    stored_agreement,
+)
 from harness.store.schema import stored_std, stored_time
 from workloads.names import MEASURED_STATUSES
 from workloads.plants.catalogue import KNOBS, Knobs
@@ -276,21 +283,5 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
 
     tables += extra_tables(run.summary or {}, stored_phases(run))
     if run.agreement:
-        agreement = pd.DataFrame(
-            [
-                {
-                    "phase": a.phase,
-                    "steps": a.steps,
-                    "NVTX mean (ns)": a.nvtx_mean_ns,
-                    "timer mean (ns)": a.timer_mean_ns,
-                    "NVTX median (ns)": a.nvtx_median_ns,
-                    "timer median (ns)": a.timer_median_ns,
-                    "difference (%)": a.rel_diff * 100,
-                }
-                for a in run.agreement
-            ]
-        )
-        # decimals as run's table of them (analysis.compare.agreement.for_people): within 0.05% is usual
-        agreement.attrs["digits"] = {"difference (%)": 3}
-        tables.append(("NVTX vs timers", agreement))
+        tables.append((AGREEMENT_TITLE, stored_agreement(run.agreement)))
     return tables + pair_tables(run, linked)
