@@ -121,6 +121,14 @@ def test_advise_says_the_harness_once_apart(gpu_exports: dict[str, Path]) -> Non
     assert all(isinstance(f["Data"], dict) and f["Data"] for f in doc["findings"])
 
 
+def test_generates_token_ranges_are_counted_as_the_harnesss(gpu_exports: dict[str, Path]) -> None:
+    """tiny-generate holds 7 steps, each a prefill and a decode of 4 tokens, and the measured range: the 28
+    token ranges the harness pushed were left out of its count (22 ranges, not 50)."""
+    with open_trace(gpu_exports["tiny-generate"]) as trace:
+        found = advice(trace).instruments
+    assert found.nvtx_ranges == 7 + 7 + 7 + 28 + 1
+
+
 def test_the_instruments_line_says_one_gap_and_one_range_in_the_singular() -> None:
     """A capture of one measured step after one warm-up (--nsys-capture measured) holds one gap between
     steps: `1 gap`, not `1 gaps`."""

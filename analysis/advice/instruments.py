@@ -35,7 +35,7 @@ from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, step
 from analysis.advice.windows import clipped_sums
 from analysis.hta.gpu_events import gpu_events
 from analysis.trace.trace import Trace
-from workloads.names import MEASURED, counted
+from workloads.names import MEASURED, TOKEN, counted
 
 CLOCK_SYNC = "cudaDeviceSynchronize"  # torch.cuda.synchronize(): what the phase clock calls at each edge
 HARNESS_THREADS = ("harness-power",)  # threads the harness starts beside the run (harness.energy.power)
@@ -51,7 +51,7 @@ class Instruments:
     between: pd.DataFrame  # the harness's time between its steps: start, end, pid
     harness_pids: set[int] = field(default_factory=set)  # processes the harness ran (and timed)
     threads: dict[int, str] = field(default_factory=dict)  # global_tid -> name of the harness's own threads
-    nvtx_ranges: int = 0  # the harness's step and phase ranges
+    nvtx_ranges: int = 0  # the harness's step, phase and token ranges
 
     @property
     def sync_ns(self) -> int:
@@ -141,7 +141,9 @@ def instruments(trace: Trace) -> Instruments:
     between = _between_steps(steps[steps["pid"].isin(pids)])
     idle = _idle_after(trace, syncs, steps)
     harness_ranges = rs[rs["pid"].isin(pids)]
-    return Instruments(syncs, idle, between, pids, threads, len(harness_ranges) + len(measured))
+    tokens = named_ranges(trace, TOKEN)  # generate's, one a decoded token inside `decode`
+    counted_ranges = len(harness_ranges) + len(measured) + int(tokens["pid"].isin(pids).sum())
+    return Instruments(syncs, idle, between, pids, threads, counted_ranges)
 
 
 def _clock_syncs(trace: Trace, rs: pd.DataFrame) -> pd.DataFrame:
