@@ -58,6 +58,16 @@ def test_a_table_of_a_capture_that_failed_health_says_so(a100_export: Path, tmp_
     assert "failed its health checks" not in said  # without the cache nothing kept is read
 
 
+def test_a_timeline_of_a_capture_that_failed_health_says_so(a100_export: Path, tmp_path: Path) -> None:
+    """`timeline` wrote the Chrome trace of a failed capture with nothing said, where every table says so."""
+    export = _twice(a100_export, tmp_path)
+    assert runner.invoke(app, ["health", str(export), "--strict"]).exit_code == 1
+    _, said = _stderr("timeline", str(export), "-o", str(tmp_path / "t.json"))
+    assert _warning(export) in said and (tmp_path / "t.json").exists()
+    _, said = _stderr("timeline", str(a100_export), "-o", str(tmp_path / "sound.json"))
+    assert "failed its health checks" not in said
+
+
 def test_over_several_exports_only_the_failed_capture_is_named(a100_export: Path, tmp_path: Path) -> None:
     export = _twice(a100_export, tmp_path)
     healthy = tmp_path / "healthy.sqlite"

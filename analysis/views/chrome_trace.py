@@ -80,6 +80,7 @@ class Written:
     window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
     origin: int | None = None  # the capture's start, where the window was given in seconds from it
+    warnings: list[str] = field(default_factory=list)  # the capture failed its health checks: so it says
 
     def window_words(self) -> str:
         """The window as it was given: `window LO..HI ns`, `from LO ns` or `up to HI ns`, in seconds into

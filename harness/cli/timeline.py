@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import OldOutputOpt, cli_errors, file_option, note, one_out, shown
+from harness.cli.common import OldOutputOpt, cli_errors, file_option, note, one_out, shown, warn
 from harness.cli.reading import EndOpt, NoCacheOpt, StartOpt
 from harness.experiments import pages
 
@@ -64,6 +64,8 @@ def timeline_cmd(
     note(f"wrote {shown(target)}{cut}: {held or 'no events'}")
     for text in written.notes:  # what it left out, as every table says it
         note(text)
+    for text in written.warnings:
+        warn(text)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from analysis import dashboard
+from analysis.advice.verdict import failed_captures
 from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
 from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
@@ -127,7 +128,9 @@ def chrome_trace_of(
         origin = timeline.capture_start(trace) if step is None and window is not None else None
         try:
             with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
-                return chrome_trace.write_chrome_trace(trace, target, window, origin)
+                written = chrome_trace.write_chrome_trace(trace, target, window, origin)
+            written.warnings = failed_captures([report], cache=cache)  # as every table of an export says
+            return written
         except chrome_trace.EmptyWindow:
             edges = (("--start", start), ("--end", end))
             given = " ".join(f"{flag} {edge:g}" for flag, edge in edges if edge is not None)
