@@ -86,6 +86,13 @@ def test_a_run_needing_more_memory_than_its_device_has_is_warned_of_before_it_st
     gen = RunConfig("tiny", mode="generate", new_tokens=2, device="cuda")
     on_gpu = over_memory(gen, run_spec(gen), 64, "cuda", 64 * 1024**2) or ""
     assert "a prompt of 64 tokens" in on_gpu and "more than the GPU's 0.1 GiB" in on_gpu
+    ranks = RunConfig("tiny", context_length=100_000, device="cpu", nproc=2)  # two on one machine's memory
+    gib = need / 1024**3
+    assert over_memory(ranks, spec, 100_000, "cpu", need) == (
+        f"tiny train at batch 4 and a context of 100,000 tokens needs about {gib:,.1f} GiB a rank, "
+        f"{2 * gib:,.1f} GiB for its 2 ranks, by the analytic count (the memory table's `analytic: total`), "
+        f"more than this machine's {gib:,.1f} GiB: it is likely to run out of memory"
+    )
     # checked() warns with the device's own memory: a context no machine holds, and none for a small run
     (huge,) = checked(RunConfig("tiny", context_length=100_000_000, device="cpu")).warnings
     assert huge.startswith("tiny train at batch 4 and a context of 100,000,000 tokens needs about")

@@ -53,14 +53,16 @@ def over_memory(
     """The warning for a run whose analytic memory is more than all its device has (`total` bytes): it
     would run out of memory (CUDA), or the machine would (a CPU without swap), before a step is timed."""
     need = breakdown(config, spec, context)["total"]
-    if total is None or need <= total:
+    ranks = config.nproc if device_type == "cpu" else 1  # a GPU a rank; on the CPU they share the machine
+    if total is None or need * ranks <= total:
         return None
     what = "a prompt of" if config.mode == "generate" else "a context of"
     where = {"cuda": "the GPU's", "cpu": "this machine's"}.get(device_type, f"the {device_type}'s")
+    each = f" a rank, {need * ranks / 1024**3:,.1f} GiB for its {ranks} ranks," if ranks > 1 else ""
     return (
         f"{config.model} {config.mode} at batch {config.batch_size} and {what} {context:,} tokens needs "
-        f"about {need / 1024**3:,.1f} GiB by the analytic count (the memory table's `analytic: total`), "
-        f"more than {where} {total / 1024**3:,.1f} GiB: it is likely to run out of memory"
+        f"about {need / 1024**3:,.1f} GiB{each} by the analytic count (the memory table's `analytic: "
+        f"total`), more than {where} {total / 1024**3:,.1f} GiB: it is likely to run out of memory"
     )
 
 
