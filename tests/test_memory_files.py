@@ -91,6 +91,12 @@ def test_a_memory_timeline_is_named_once_by_the_commands_that_read_every_table(
     ):
         assert _one_line(args) == said, args
     assert not page.exists()
+    from analysis import front
+    from analysis.errors import ExportError
+
+    with pytest.raises(ExportError) as raised:  # in Python as advise says it, not as a failed health check
+        front.open(path, cache=False).findings()
+    assert f"error: {raised.value}" == said
 
 
 def test_a_memory_timeline_among_several_exports_is_refused_by_summary(tmp_path: Path) -> None:

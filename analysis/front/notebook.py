@@ -37,6 +37,7 @@ from analysis.dashboard.registry import PANELS
 from analysis.errors import AnalysisError, ExportError, OptionsError
 from analysis.front.reading import read_tables
 from analysis.trace.exports import Exporter, open_source, sqlite_for
+from analysis.trace.opening import require_events
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,6 +117,7 @@ class Report:
         the same, and attrs["untrusted"] names the failed checks. One export or trace."""
         limits = Thresholds().with_options([f"{k}={v}" for k, v in thresholds.items()])
         with self._trace("findings") as trace:
+            require_events(trace)  # a memory timeline: said as `harness advise` says it
             failed = capture_failures(capture_health(trace).checks)
             if failed and not ignore_health:
                 raise UntrustedCapture(
