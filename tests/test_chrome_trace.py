@@ -329,6 +329,25 @@ def test_a_step_of_a_torch_profiler_trace(tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "no step 9 in" in missing.stderr and "(steps 4..6)" in missing.stderr
 
 
+def test_the_dashboards_timeline_of_a_torch_profiler_trace_is_one_profiler_step() -> None:
+    """The dashboard's timeline of nccl (ProfilerStep#4..6) drew the capture's busiest second, "no 'step' NVTX
+    ranges", where `timeline --step` and health take its ProfilerStep#N as its steps: it is one of them now,
+    the one of median duration, with that step's 900 kernels."""
+    from kineto_data import trace_path
+
+    from analysis.views.timeline import step_events
+
+    with open_trace(trace_path("nccl"), cache=False) as trace:
+        events = step_events(trace)
+        nvtx = trace.frame("nvtx", ["name", "start", "end"])
+    steps = nvtx[nvtx["name"].str.fullmatch(r"ProfilerStep#\d+")].assign(
+        length=lambda f: f["end"] - f["start"]
+    )
+    median = steps.sort_values("length").iloc[(len(steps) - 1) // 2]["name"]
+    assert set(events["step"]) == {int(median.removeprefix("ProfilerStep#"))}
+    assert (events["kind"] == "kernel").sum() == 900
+
+
 def test_a_step_of_the_harness_s_own_torch_profiler_trace_is_its_profiler_step(tmp_path: Path) -> None:
     """The harness's torch.profiler trace holds its `step` ranges (record_function: no payload) inside
     ProfilerStep#N, N the harness's step index. `--step N` numbered the `step` ranges by place: nccl with

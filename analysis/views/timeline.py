@@ -39,12 +39,15 @@ def step_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
 
 
 def pick_step(trace: Trace, step: int | None = None) -> pd.Series:
-    """The `step` range to show: number `step`, or the measured step of median duration."""
+    """The step range to show (the harness's `step`, or a torch.profiler trace's ProfilerStep#N, as
+    `step_ranges` takes them): number `step`, or the measured step of median duration."""
     trace.require("nvtx", "NVTX data")
-    ranges = all_ranges(trace)
-    all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)
+    all_steps = step_ranges(all_ranges(trace))
     if all_steps.empty:
-        raise ExportError(f"no '{STEP}' NVTX ranges in {trace.path}: it was not recorded by the harness")
+        raise ExportError(
+            f"no '{STEP}' NVTX ranges (nor ProfilerStep#N) in {trace.path}: it was not recorded by the harness "
+            "or torch.profiler"
+        )
     numbers = step_index(all_steps, all_steps)
     if step is not None:
         hit = all_steps[numbers.to_numpy() == step]
