@@ -45,8 +45,8 @@ def pick_step(trace: Trace, step: int | None = None) -> pd.Series:
     all_steps = step_ranges(all_ranges(trace))
     if all_steps.empty:
         raise ExportError(
-            f"no '{STEP}' NVTX ranges (nor ProfilerStep#N) in {trace.path}: it was not recorded by the harness "
-            "or torch.profiler"
+            f"no '{STEP}' NVTX ranges (nor ProfilerStep#N) in {trace.path}: it was not recorded by the "
+            "harness or torch.profiler"
         )
     numbers = step_index(all_steps, all_steps)
     if step is not None:
