@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 FIGURES: dict[str, tuple[str, ...]] = {
     "kernels": ("kernels", "osrt"),  # top kernels; a capture without a GPU: its OS runtime calls
     "nvtx": ("nvtx_gpu", "nvtx"),  # GPU time per NVTX range (the harness's phases among them)
-    "timeline": ("events",),  # one step of the harness's `step` ranges, else the busiest second
+    "timeline": ("events",),  # one step (`step`, or ProfilerStep#N), else the busiest second
 }
 
 
@@ -132,8 +132,8 @@ class Report:
     def figure(self, name: str = "kernels") -> go.Figure:
         """The dashboard's panel `name` for this export as a plotly figure: "kernels" (top kernels by GPU
         time; a capture without a GPU: its OS runtime calls), "nvtx" (GPU time per NVTX range) or
-        "timeline" (one step of the harness's ranges, else the capture's busiest second). A panel without
-        data raises AnalysisError saying what is missing. One export or trace."""
+        "timeline" (one step: the harness's, or a ProfilerStep#N; else the capture's busiest second). A
+        panel without data raises AnalysisError saying what is missing. One export or trace."""
         if name not in FIGURES:
             raise AnalysisError(f"no figure {name!r}: one of {', '.join(FIGURES)}")
         path = sqlite_for(self._one("figure"), self.export, cache=self.cache)
