@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from procs import MARK, REPO, marked, wait_until
+from procs import MARK, REPO, default_sigint, marked, wait_until
 
 from harness.execution import supervisor
 
@@ -227,8 +227,9 @@ def test_ctrl_c_is_never_raised_inside_the_wait_for_the_command(
 
     monkeypatch.setattr(subprocess.Popen, "wait", wait)
     ready = tmp_path / "ready"
-    code = (
-        "import pathlib, sys, time\ntry:\n    pathlib.Path(sys.argv[1]).touch()\n    time.sleep(60)\n"
+    code = (  # Ctrl-C's own handler, even where the tests run as a background job (SIGINT ignored)
+        "import pathlib, signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "try:\n    pathlib.Path(sys.argv[1]).touch()\n    time.sleep(60)\n"
         "except KeyboardInterrupt:\n    sys.exit(5)"
     )
     done = supervisor.run([sys.executable, "-c", code, str(ready)])
@@ -236,11 +237,17 @@ def test_ctrl_c_is_never_raised_inside_the_wait_for_the_command(
     assert done.interrupted == signal.SIGINT and done.returncode == 5  # passed on: the command ends on it
 
 
-def test_the_supervisors_timed_wait_is_never_woken_by_raising(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_supervisors_timed_wait_is_never_woken_by_raising(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """After SIGTERM the supervisor waits in steps of POLL_S (its grace period runs); a signal then raised
     _Wake inside Popen.wait, where it could leave the lock Popen reaps under taken. A timed wait is let
     end by itself and the signal acted on after it."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ready = tmp_path / "ready"
+    code = "import pathlib, sys, time\npathlib.Path(sys.argv[1]).touch()\ntime.sleep(60)"
+    # Ctrl-C's default (a background job's SIGINT is ignored), and no signal during the child's start-up
+    child = subprocess.Popen([sys.executable, "-c", code, str(ready)], preexec_fn=default_sigint)
+    wait_until(ready.exists, 60, "the child to start")
     sup = supervisor._Supervisor([], [], os.getppid())
     sup.deadline = float("inf")  # a SIGTERM's grace period running: the waits are timed
     real_wait = subprocess.Popen.wait
