@@ -178,13 +178,13 @@ def free_memory(device: Any) -> None:
 def device_memory_bytes(device: Any) -> int | None:
     """All the memory of the device a run is on: a GPU's, or the machine's for the CPU (None: not known,
     or MPS, which shares the machine's with everything else)."""
-    if device.type == "cuda":
-        import torch
+    try:
+        if device.type == "cuda":
+            import torch
 
-        return int(torch.cuda.get_device_properties(device).total_memory)
-    if device.type == "cpu":
-        try:
+            return int(torch.cuda.get_device_properties(device).total_memory)
+        if device.type == "cpu":
             return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):  # a platform without these names
-            return None
+    except Exception:  # a platform without these names, a device that cannot be asked: nothing to warn of
+        return None
     return None
