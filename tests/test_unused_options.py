@@ -85,6 +85,11 @@ CASES = [
     ([*RUN, "--profile-dir", "profiles"],
      "error: --profile-dir is where a profiler's (or --memory's) files go; this run writes none", 2,
      [*RUN, "--profile-dir", "profiles", "--profiler", "torch"]),
+    # --memory off CUDA keeps torch.profiler's operator table with the run: no file, no folder
+    ([*RUN, "--memory", "--profile-dir", "profiles"],
+     "error: --profile-dir is where a profiler's (or --memory's) files go; this run writes none (--memory on "
+     "cpu keeps its operator table with the run)", 2,
+     [*RUN, "--memory", "--profile-dir", "profiles", "--nsys"]),
     (["sweep", "--models", "tiny", "--device", "cpu", "--batch-size", "8", "--batch-sizes", "1,2"],
      "error: --batch-sizes gives the batch sizes swept: leave --batch-size out", 2,
      ["sweep", "--models", "tiny", "--device", "cpu", "--batch-size", "8"]),
@@ -182,3 +187,18 @@ def test_wide_with_a_format_for_scripts_is_warned_of_once_and_changes_nothing(
         assert wide.stdout == plain.stdout
     table = runner.invoke(app, [*command, "--wide"], env={"COLUMNS": "120"}, catch_exceptions=False)
     assert table.exit_code == 0 and "--wide" not in table.stderr
+
+
+def test_memory_profile_dir_on_auto_is_warned_where_it_writes_nothing() -> None:
+    """--device auto keeps a script's --profile-dir on a machine without a GPU: there --memory writes no
+    snapshot, and the folder is warned of, not refused; on CUDA it is where the snapshot goes."""
+    from harness.execution.checks import check_profiler_effect
+
+    line = (
+        "--profile-dir is where a profiler's (or --memory's) files go; this run writes none (--memory on cpu "
+        "keeps its operator table with the run): it changes nothing"
+    )
+    given = {"profile_dir"}
+    assert check_profiler_effect(None, {"profile_dir"}, given, True, "cpu", auto=True) == [line]
+    assert check_profiler_effect(None, {"profile_dir"}, given, True, "cuda", auto=True) == []
+    assert check_profiler_effect(None, {"profile_dir"}, given, True, "cuda") == []

@@ -428,7 +428,9 @@ def prepare(
     options = plugin.options_from(args)
     reads = {f.metadata.get("cli", f.name) for f in fields(options)}  # what its options are built from
     given = {k for k, v in NO_PROFILER_ARGS.values().items() if args.get(k, v) != v}
-    check_profiler_effect(profiler, reads, given, memory)
+    auto = ready.config.device == "auto"
+    for line in check_profiler_effect(profiler, reads, given, memory, device, auto):
+        warn(line)
     for line in check_effect(ready.config, {**asked(workload), **asked_ranks(ranks)}, device):
         warn(line)  # an option given that changes nothing here
     plugin.check(ready.config, device)

@@ -260,11 +260,21 @@ def check_effect(config: RunConfig, given: dict[str, Any], device_type: str) -> 
     return warnings
 
 
-def check_profiler_effect(profiler: str | None, reads: set[str], given: set[str], memory: bool) -> None:
+def check_profiler_effect(
+    profiler: str | None,
+    reads: set[str],
+    given: set[str],
+    memory: bool,
+    device: str = "cuda",
+    auto: bool = False,
+) -> list[str]:
     """UsageError for a profiler option the user gave (`given`: by parameter name) that the run does not
     use (`reads`: the parameters the profiler's options read): an nsys option without nsys, a profile
-    folder with nothing to write there (no profiler, no --memory)."""
-    if profiler is None and not memory:
+    folder with nothing to write there (no profiler, and no --memory or --memory off CUDA, which keeps its
+    operator table with the run). The folder on a `--device auto` that landed off CUDA is only warned of (a
+    script run on machines with and without a GPU keeps it): the warnings are returned."""
+    writes = memory and device == "cuda"  # --memory's snapshot: CUDA's allocator history only
+    if profiler is None and not writes:
         reads = reads - {"profile_dir"}
     unread = [name for name in given if name not in reads]
     nsys_given = [flag(name) for name in NSYS_ONLY if name in unread]
@@ -272,7 +282,15 @@ def check_profiler_effect(profiler: str | None, reads: set[str], given: set[str]
     if nsys_given:
         are = "is" if len(nsys_given) == 1 else "are"
         raise UsageError(f"{', '.join(nsys_given)} {are} for nsys; this run has {without}: give --nsys")
+    warnings = []
     if "profile_dir" in unread:
-        raise UsageError("--profile-dir is where a profiler's (or --memory's) files go; this run writes none")
+        line = "--profile-dir is where a profiler's (or --memory's) files go; this run writes none"
+        if memory:
+            line += f" (--memory on {device} keeps its operator table with the run)"
+        if not (memory and auto):
+            raise UsageError(line)
+        warnings.append(f"{line}: it changes nothing")
+        unread.remove("profile_dir")
     if unread:
         raise UsageError(f"{', '.join(flag(n) for n in sorted(unread))}: not read by {without}")
+    return warnings
