@@ -283,3 +283,15 @@ def test_eager_and_cuda_graph_decode_of_one_model_are_drawn_side_by_side(tmp_pat
     assert setting_order(pd.Series(["bf16", "fp32+cuda-graphs", "fp32+compile", "fp32"])) == [
         "fp32", "fp32+compile", "fp32+cuda-graphs", "bf16"
     ]  # fmt: skip
+
+
+def test_phase_bars_of_programs_only_do_not_say_the_database_is_empty() -> None:
+    """Runs of `harness profile -- CMD` are in the database but time no phase: the panel says so, not that
+    there are no runs."""
+    runs = pd.DataFrame(
+        [{"run_id": "python-1", "model": "python", "mode": "program", "status": "ok", "profiler": "nsys",
+          "precision": "n/a", "device": "n/a", "compile": False, "created_at": "2026-01-01T00:00:00+00:00"}]
+    )  # fmt: skip
+    missing = phase_bars_panel(DashboardData(runs=runs)).missing
+    assert missing.startswith("no timed runs: runs of `profile -- CMD` time no phase")
+    assert "no runs in the results database" not in missing

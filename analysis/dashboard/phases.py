@@ -26,9 +26,13 @@ from analysis.dashboard.style import (
     phase_color,
 )
 from analysis.runs.steady import PhaseStats
-from workloads.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES, PROGRAM_MODE
 
 NO_RUNS = "no runs in the results database: run `harness sweep --models tiny,small --device cpu --steps 3`"
+NO_TIMED = (
+    "no timed runs: runs of `profile -- CMD` time no phase (their NVTX ranges are in the nvtx panel); run "
+    "`harness sweep --models tiny,small --device cpu --steps 3`"
+)
 NO_TRAINING = (
     "no training runs (those here are generate or forward-only runs: the prefill / decode panel draws "
     "them): run `harness sweep --models tiny,small --device cpu --steps 3`"
@@ -209,6 +213,13 @@ def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str, *, lo
             return Panel(missing=data.unmatched)
         if missing == NO_RUNS and len(data.runs) and not phase_means(data.runs, INFERENCE_MODES).empty:
             return Panel(missing=NO_TRAINING)
+        if (
+            missing == NO_RUNS
+            and len(data.runs)
+            and "mode" in data.runs
+            and (data.runs["mode"] == PROGRAM_MODE).all()
+        ):
+            return Panel(missing=NO_TIMED)
         return Panel(missing=missing)
     notes = ["Each setting has its own y-axis: compare heights within a facet, or switch to the log scale."]
     if log:
