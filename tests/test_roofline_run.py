@@ -258,7 +258,7 @@ def test_a_run_across_ranks_counts_its_all_reduce_in_the_step(tmp_db) -> None:
     store.save(run)
     report = run_report(store, "tiny-ddp")
     notes = " ".join(report.notes)
-    assert "sub-block times: timers of its first rank (harness blocks tiny-ddp); rope" in notes
+    assert "sub-block times: timers of its first rank (harness blocks tiny-ddp); without a time: " in notes
     mfu = report.mfu_frame().set_index("phase")
     assert list(mfu.index) == ["forward", "backward", "allreduce", "optimizer", "step"]
     assert mfu.loc["allreduce", "flops"] == 0 and mfu.loc["allreduce", "time (ns)"] == 6_000_000
@@ -339,3 +339,24 @@ def test_a_point_above_a_datasheet_compute_roof_says_the_peak_is_at_boost_clock(
         "work its kernels skip"
     ) in said
     assert "base-clock" not in said and "measured peak" not in said
+
+
+def test_the_note_names_the_rows_without_a_time_of_this_model(tmp_db) -> None:
+    """char (GPT-2 family) has no RoPE row, and a pass its blocks never timed is named whole: the note lists
+    what the table shows without a time, not a fixed list."""
+    store = ResultsStore(tmp_db)
+    run = _run("char-fwd", "char")
+    run.blocks = [b for b in run.blocks if b.phase == "forward"]  # as a trace has them: forward ranges only
+    store.save(run)
+    report = run_report(store, "char-fwd")
+    note = next(n for n in report.notes if n.startswith("sub-block times"))
+    assert note == (
+        "sub-block times: timers (harness blocks char-fwd); without a time: embedding, norm, qk_scores, "
+        "softmax, attn_v, out_proj, mlp_act, mlp_down, residual, loss (forward); every backward row"
+    )
+    table = report.table
+    untimed = table[table["time (ns)"].isna() & (table["pass"] == "forward")]["sub-block"].tolist()
+    assert untimed == ["embedding", "norm", "qk_scores", "softmax", "attn_v", "out_proj", "mlp_act",
+                       "mlp_down", "residual", "loss"]  # fmt: skip
+    assert table[table["pass"] == "backward"]["time (ns)"].isna().all()
+    assert "rope" not in set(table["sub-block"])

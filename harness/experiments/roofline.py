@@ -350,8 +350,7 @@ def run_report(
             times.loc[len(times)] = ("optimizer", "optimizer", report.phase_ns["optimizer"])
         first = " of its first rank" if (run.world_size or 1) > 1 else ""  # as harness blocks has them
         report.notes.append(
-            f"sub-block times: {report.source}{first} (harness blocks {run.id}); rope, residual and loss "
-            "have none"
+            f"sub-block times: {report.source}{first} (harness blocks {run.id}); {untimed(costs, times)}"
         )
     else:
         report.notes.append(
@@ -365,6 +364,20 @@ def run_report(
         report.notes.append(elsewhere)
     report.table = roofline_table(costs, times, report.used)
     return report
+
+
+def untimed(costs: pd.DataFrame, times: pd.DataFrame) -> str:
+    """The sub-block rows of `costs` that `times` (sub-block, pass, time_ns) has no time for, named per pass
+    (`every backward row` where the pass has none): what this model has, not a fixed list."""
+    timed = set(zip(times["sub-block"], times["pass"], strict=True))
+    parts = []
+    for phase, rows in costs.groupby("pass", sort=False):
+        names = [b for b in rows["sub-block"] if (b, phase) not in timed]
+        if len(names) == len(rows):
+            parts.append(f"every {phase} row")
+        elif names:
+            parts.append(f"{', '.join(names)} ({phase})")
+    return f"without a time: {'; '.join(parts)}" if parts else "every sub-block timed"
 
 
 def dashboard_roofline(store: ResultsStore, runs: pd.DataFrame, blocks: pd.DataFrame) -> RunRoofline | None:
