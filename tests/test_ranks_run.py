@@ -96,6 +96,7 @@ def test_ranks_refuse_what_they_cannot_time(tmp_db: str) -> None:
         (["--nproc", "2", "--nnodes", "2"], "--rdzv-endpoint"),
         (["--nproc", "2", "--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1"], "--node-rank"),
         (["--nproc", "2", "--profiler", "torch"], "--profiler torch"),
+        (["--nproc", "2", "--memory"], "--memory is not supported with --nproc yet"),
         (["--delay-rank", "1:200"], "--delay-rank delays one rank of several: give --nproc 2 or more"),
         (["--nproc", "2", "--delay-rank", "2:200"], "rank 2 is not one of the 2 ranks"),
         (["--nproc", "2", "--delay-rank", "1"], "--delay-rank takes RANK:MS (e.g. 1:200), got '1'"),
@@ -217,6 +218,8 @@ def test_two_gloo_ranks(tmp_db: str) -> None:
     assert doc["Straggler: compute and wait in collectives per rank (mean per step)"] == tables[STRAGGLER]
     refused = runner.invoke(app, ["ranks", "latest", "--html", "x.html"])
     assert refused.exit_code == 1 and "run it with --nsys" in refused.output
+    memory = next(rows for title, rows in tables.items() if title.startswith("memory (peak: process peak"))
+    assert {row["memory"] for row in memory} >= {"peak RSS (process)", "analytic: total"}
 
 
 @pytest.mark.slow
@@ -497,3 +500,28 @@ def test_ranks_of_a_generate_run_says_nothing_of_communication_and_names_its_exp
     assert not any("communication" in n for n in notes)
     export.unlink()  # gone: the run's timers only, as before
     assert ranks_of_run(store, "tiny-gen").notes[0].endswith("(GPU busy time needs --nsys)")
+
+
+def test_a_run_across_ranks_keeps_the_memory_of_its_largest_rank(tmp_db: str) -> None:
+    """Every rank records its memory (peak, analytic breakdown); the run keeps one summary: each peak the
+    largest rank's, the breakdown (the same model on every rank) once, shown by `show` as for one process."""
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.execution.ranks.multirank import Launched, combine
+
+    config = RunConfig(model="char", device="cpu", warmup=0, steps=1, nproc=2)
+    source = "process peak resident set (no allocator statistics on the CPU)"
+    ranks = {}
+    for rank, rss in ((0, 300 * 2**20), (1, 500 * 2**20)):
+        steps = [StepRecord(0, False, {"forward": 100, "allreduce": 10}, rank=rank)]
+        extra = {"memory": {"peak_rss_bytes": rss, "peak_source": source, "breakdown": {"total": 2**20}}}
+        ranks[rank] = RunResult(run_id="char-ranks", config=config, status="ok", device="cpu", steps=steps,
+                                peak_memory_bytes=rss, extra=extra)  # fmt: skip
+    result = combine(config, "char-ranks", Launched(ranks, 0, ""))
+    assert result.extra["memory"]["peak_rss_bytes"] == 500 * 2**20
+    assert result.extra["memory"]["breakdown"] == {"total": 2**20}
+    ResultsStore(tmp_db).save(result)
+    shown = runner.invoke(app, ["show", "char-ranks", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    title = f"memory (peak: {source}, the largest of 2 ranks)"
+    rows = {row["memory"]: row["MiB"] for row in json.loads(shown.stdout)[title]}
+    assert rows["peak RSS (process)"] == 500 and rows["analytic: total"] == 1

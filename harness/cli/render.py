@@ -81,6 +81,7 @@ def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
     tables += per_rank
     if result.status == "ok":
         tables.append((f"throughput ({which})", throughput_table(result)))
+    tables += extra_tables(result.extra, config_phases(config))  # memory: the largest rank's peak
     emit_many(tables, format, notes=notes if Format(format) is Format.table else [], wide=wide)
     if result.status == "error":
         if refused is not None:

@@ -183,6 +183,8 @@ def check_layout(config: RunConfig) -> None:
         raise UsageError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the node with --node-rank 0)")
     if config.power:
         raise UsageError("--power is not supported with --nproc yet")
+    if config.memory:  # each rank would record (and on CUDA write the same snapshot), none be kept
+        raise UsageError("--memory is not supported with --nproc yet")
 
 
 # an option whose value changes nothing unless the configuration has what it is for; each is checked only

@@ -191,6 +191,8 @@ def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
         out.mfu = statistics.fmean(mfus) if mfus else None
     peaks = [r.peak_memory_bytes for r in results if r.peak_memory_bytes is not None]
     out.peak_memory_bytes = max(peaks) if peaks else None
+    if memory := rank_memory(results):
+        out.extra["memory"] = memory
     out.extra["ranks"] = [
         {"rank": r, "status": res.status, "error": res.error} for r, res in sorted(launched.ranks.items())
     ]
@@ -208,6 +210,25 @@ def combine(config: RunConfig, run_id: str, launched: Launched) -> RunResult:
         out.status, out.error = bad[1].status, f"rank {bad[0]}: {bad[1].error}"
         out.extra["failed_rank"] = bad[0]
     return out
+
+
+PEAKS = ("peak_rss_bytes", "peak_allocated_bytes", "peak_reserved_bytes")
+
+
+def rank_memory(results: list[RunResult]) -> dict:
+    """The ranks' memory summaries (harness.execution.memory.record) as one: each peak the largest rank's,
+    the analytic breakdown one rank's (every rank holds the same model, gradients and optimizer state)."""
+    found = [r.extra["memory"] for r in results if r.extra.get("memory")]
+    if not found:
+        return {}
+    memory = dict(found[0])
+    for name in PEAKS:
+        values = [m[name] for m in found if m.get(name) is not None]
+        if values:
+            memory[name] = max(values)
+    if len(results) > 1 and memory.get("peak_source"):
+        memory["peak_source"] += f", the largest of {len(results)} ranks"
+    return memory
 
 
 def _sum(values: Iterable[float | None]) -> float | None:
