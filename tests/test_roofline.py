@@ -573,3 +573,17 @@ def test_generate_is_the_prompt_then_each_decoded_token_against_its_cache() -> N
     assert (
         decode.loc["qkv_proj", "intensity"] < 2 < prefill.set_index("sub-block").loc["qkv_proj", "intensity"]
     )
+
+
+def test_a_point_just_above_its_roof_is_not_said_to_be_at_100_percent() -> None:
+    """100.3% of the roof rounds to 100 whole: the line says 100.3%, a share that reads as above the roof."""
+    from analysis.runs.roofline import above_roof
+
+    roofs = Roofs("EPYC, measured: fp32 matmul 1024×1024, copy 64 MiB", peak_flops=100e12, bandwidth=1e12)
+    flops = roofline_table(small_costs(), None, roofs).set_index(["sub-block", "pass"])
+    flops = flops.loc[("mlp_up", "forward"), "flops"]
+    times = {("mlp_up", "forward"): flops / 100e12 / 1.003 * 1e9}  # 100.3% of the compute roof
+    table = roofline_table(small_costs(), times, roofs)
+    assert table.set_index("sub-block").loc["mlp_up", "of roof (%)"] == pytest.approx(100.3)
+    (line,) = above_roof(table, roofs)
+    assert line.startswith("mlp_up forward: 100.3% of the measured compute roof")

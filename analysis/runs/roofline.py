@@ -201,19 +201,29 @@ def above_roof(table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block"
     lines = []
     for row in table[table["of roof (%)"] > ABOVE].to_dict("records"):
         label = f"{row[name]} {row['pass']}" if "pass" in row else f"{row[name]} (whole phase)"
-        pct = row["of roof (%)"]
+        pct = percent_above(row["of roof (%)"])
         if row.get("bound") == "memory" and roofs.bandwidth:
             rate = row["achieved GB/s"]
             lines.append(
-                f"{label}: {pct:.0f}% of the {kind} bandwidth roof ({rate:,.1f} GB/s against "
+                f"{label}: {pct} of the {kind} bandwidth roof ({rate:,.1f} GB/s against "
                 f"{roofs.bandwidth / 1e9:,.1f} GB/s): its {row['bytes'] / 2**20:,.1f} MiB stayed in cache "
                 "between reads and writes, faster than the memory the roof measures; the roof counts every "
                 "byte as a trip to memory, so a cache-resident point can lie above it"
             )
         else:
             lines.append(
-                f"{label}: {pct:.0f}% of the {kind} compute roof ({row['achieved TFLOP/s']:,.3f} against "
+                f"{label}: {pct} of the {kind} compute roof ({row['achieved TFLOP/s']:,.3f} against "
                 f"{(roofs.peak_flops or 0) / 1e12:,.3f} TFLOP/s): the roof's peak is below what this shape "
                 f"reaches ({PEAK_IS[kind]}), or the analytic count charges work its kernels skip"
             )
     return lines
+
+
+def percent_above(pct: float) -> str:
+    """A share above 100% as a percentage that reads as above it: whole where that is more than 100 (`125%`),
+    else with the decimals that show it (`100.3%`, not a `100%` said to be above the roof)."""
+    for digits in range(4):
+        text = f"{pct:.{digits}f}"
+        if float(text) > ABOVE:
+            return f"{text}%"
+    return f">{ABOVE:.0f}%"
