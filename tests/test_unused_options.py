@@ -85,6 +85,11 @@ CASES = [
     ([*RUN, "--profile-dir", "profiles"],
      "error: --profile-dir is where a profiler's (or --memory's) files go; this run writes none", 2,
      [*RUN, "--profile-dir", "profiles", "--profiler", "torch"]),
+    # a compiled run gets no block timers, and no profiler records the ranges
+    ([*RUN, "--nvtx-detail", "--compile"],
+     "error: --nvtx-detail with --compile times no block (hooks would break the compiled graph), and "
+     "without a profiler nothing records its ranges: give --nsys or --profiler torch, or leave it out", 2,
+     [*RUN, "--nvtx-detail", "--compile", "--nsys"]),
     # --memory off CUDA keeps torch.profiler's operator table with the run: no file, no folder
     ([*RUN, "--memory", "--profile-dir", "profiles"],
      "error: --profile-dir is where a profiler's (or --memory's) files go; this run writes none (--memory on "

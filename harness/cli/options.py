@@ -428,6 +428,11 @@ def prepare(
     options = plugin.options_from(args)
     reads = {f.metadata.get("cli", f.name) for f in fields(options)}  # what its options are built from
     given = {k for k, v in NO_PROFILER_ARGS.values().items() if args.get(k, v) != v}
+    if ready.config.nvtx_detail and ready.config.compile and profiler is None:
+        raise UsageError(
+            "--nvtx-detail with --compile times no block (hooks would break the compiled graph), and "
+            "without a profiler nothing records its ranges: give --nsys or --profiler torch, or leave it out"
+        )
     auto = ready.config.device == "auto"
     for line in check_profiler_effect(profiler, reads, given, memory, device, auto):
         warn(line)
