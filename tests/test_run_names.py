@@ -24,8 +24,9 @@ pytestmark = pytest.mark.attack
         ("", "empty"),
         ("a\nb", "control characters"),
         ("x,y", "','"),
+        ("-x", "it starts with '-'"),  # stored as -x-…, which `harness show -x-…` read as an option
     ],
-    ids=["300-chars", "dotdot", "absolute", "parent", "empty", "newline", "comma"],
+    ids=["300-chars", "dotdot", "absolute", "parent", "empty", "newline", "comma", "dash"],
 )
 def test_a_name_that_is_not_a_name_is_refused(tmp_path: Path, monkeypatch, name: str, why: str) -> None:
     monkeypatch.chdir(tmp_path)
@@ -57,8 +58,9 @@ def test_a_program_name_with_a_comma_gives_a_run_id_diff_can_name() -> None:
         ("a\\b.sh", "a_b.sh"),
         ("bidi\u202emark.sh", "bidi_mark.sh"),
         (" ", "program"),
+        ("-x.sh", "_x.sh"),  # `harness show -x.sh-…` read the run id as an option
     ],
-    ids=["escape", "newline", "backslash", "bidi", "blank"],
+    ids=["escape", "newline", "backslash", "bidi", "blank", "dash"],
 )
 def test_a_program_file_name_gives_a_run_id_that_import_takes(program: str, name: str) -> None:
     """A file may be named with what `--name` refuses: its run was stored under an id holding it, and

@@ -107,7 +107,8 @@ def hidden(text: str) -> bool:
 
 def check_run_name(name: str | None) -> None:
     """UsageError unless `name` is a name (it becomes a run id and the report's file name): not empty, no
-    folder in it, no comma (one run id), no control characters, at most NAME_BYTES bytes."""
+    folder in it, no comma (one run id), no leading '-' (an option), no control characters, at most
+    NAME_BYTES bytes."""
     if name is None:
         return
     why = None
@@ -119,6 +120,8 @@ def check_run_name(name: str | None) -> None:
         why = "it holds a folder separator (a name, not a path: --profile-dir says where files go)"
     elif "," in name:
         why = "it holds ',' (`harness diff A1,A2 B` reads a comma as between two runs)"
+    elif name.startswith("-"):
+        why = "it starts with '-' (`harness show RUN` and the others would read the run id as an option)"
     elif hidden(name):
         why = "it holds control characters"
     elif len(name.encode("utf-8", "surrogatepass")) > NAME_BYTES:
@@ -145,10 +148,13 @@ def check_baseline_name(name: str) -> None:
 def default_run_name(program: str) -> str:
     """A program's file name as a name `--name` would take: cut to NAME_BYTES bytes (a whole character at
     the end), a comma (`harness diff A1,A2 B` splits at commas), a backslash and a control or format
-    character each made `_`. A file name may hold them all, and a run id holding one was stored, then
-    refused by `harness import` (a run the database would not take could not be stored later)."""
+    character each made `_`, and a leading `-` (a run id read as an option). A file name may hold them all,
+    and a run id holding one was stored, then refused by `harness import` (a run the database would not take
+    could not be stored later)."""
     import unicodedata
 
     data = program.encode("utf-8", "surrogateescape")[:NAME_BYTES].decode("utf-8", "ignore")
     name = "".join("_" if c in ",\\" or unicodedata.category(c) in HIDDEN else c for c in data)
+    if name.startswith("-"):  # a run id read as an option by every command that takes one
+        name = "_" + name[1:]
     return name if name.strip() else "program"
