@@ -210,3 +210,23 @@ def test_a_gate_over_a_verdict_without_an_interval_says_it_could_not_tell(tmp_pa
         "one device a side: no spread to judge from): a regression of 5% could not be told from the noise; "
         "give more iterations a side (a longer capture)"
     )
+
+
+def test_a_gate_over_two_runs_writes_its_outcome_in_json_as_two_exports_do(
+    pair: tuple[str, str], tmp_db: str
+) -> None:
+    """`--format json --gate`: gate_judged and gate_failed, whose truth the exit code agrees with, for two
+    runs as for two exports (a script reads the document, not only the exit code)."""
+    slower = make_run("slow-1", noise=0.01, seed=3)
+    for s in slower.steps:
+        s.phases["backward"] = int(s.phases["backward"] * 1.5)
+    ResultsStore(tmp_db).save(slower)
+    for b, gate, failed in ((pair[1], "50", False), ("slow-1", "5", True)):
+        r = runner.invoke(app, ["diff", pair[0], b, "--gate", gate, "--format", "json"])
+        doc = json.loads(r.stdout)
+        assert r.exit_code == int(failed), r.output
+        assert (doc["gate_pct"], doc["gate_judged"], doc["gate_failed"]) == (float(gate), True, failed)
+    ResultsStore(tmp_db).save(RunResult("oom-1", RunConfig(model="tiny"), "oom", device="cpu", error="oom"))
+    r = runner.invoke(app, ["diff", pair[0], "oom-1", "--gate", "5", "--format", "json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and (doc["gate_judged"], doc["gate_failed"]) == (False, True)

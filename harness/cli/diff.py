@@ -191,8 +191,11 @@ def diff_cmd(
         sys.stdout.write(_markdown(result, tables))
     elif fmt is DiffFormat.json:
         doc = {"a": result.a.label, "b": result.b.label, **{t: to_records(df) for t, df in tables}}
-        if gate is not None:
+        if gate is not None:  # the gate's outcome in the document, as two exports' json gives it
+            refused = hd.gate_refusal(result)
             doc["gate_pct"] = gate
+            doc["gate_judged"] = refused is None
+            doc["gate_failed"] = refused is not None or bool(hd.gate_failures(result, gate))
         doc["notes"] = result.notes  # what the tables leave out or cannot vouch for, as in the other formats
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
