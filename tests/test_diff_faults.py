@@ -230,3 +230,15 @@ def test_a_gate_over_two_runs_writes_its_outcome_in_json_as_two_exports_do(
     r = runner.invoke(app, ["diff", pair[0], "oom-1", "--gate", "5", "--format", "json"])
     doc = json.loads(r.stdout)
     assert r.exit_code == 1 and (doc["gate_judged"], doc["gate_failed"]) == (False, True)
+
+
+def test_the_runs_of_a_repeats_experiment_are_found_where_a_wrong_name_points(pair: tuple[str, str]) -> None:
+    """`diff repeats-…` with a name that matches no experiment points to `harness runs`, whose table had no
+    experiment column: the experiments could be found in its csv and json alone."""
+    r = runner.invoke(app, ["diff", "repeats-dirft", pair[0]])
+    assert r.exit_code == 2 and "`harness runs` lists the experiments' runs" in r.stderr
+    listed = runner.invoke(app, ["runs", "--wide"], env={"COLUMNS": "80"}).stdout
+    rows = [[c.strip() for c in line.split("│")] for line in listed.splitlines() if line.startswith("│")]
+    header = next(line for line in listed.splitlines() if line.startswith("┃ run"))
+    column = [c.strip() for c in header.split("┃")].index("experiment")
+    assert [row[column] for row in rows] == ["repeats-drift"] * 4 + ["—", "—"]

@@ -58,7 +58,7 @@ def runs_cmd(
             "precision": "precision", "compile": "compile", "batch_size": "batch", "context_length": "context",
             "new_tokens": "new tokens", "status": "status",
             "profiler": "profiler",
-            "baseline_run_id": "baseline run",
+            "baseline_run_id": "baseline run", "experiment": "experiment",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
             "allreduce_mean_ns": "allreduce (ns)",
             "optimizer_mean_ns": "optimizer (ns)", "prefill_mean_ns": "prefill (ns)",
@@ -75,7 +75,7 @@ def runs_cmd(
         df.attrs["priority"] = [
             "run", "status", "profiler", "baseline run", *(c for c in PHASE_COLUMNS if c in df), "tokens/s",
             *(c for c in SERVING_MEANS if c in df), "model", "precision", "mode", "device", "compile",
-            "batch", "context", "new tokens",
+            "batch", "context", "new tokens", "experiment",
         ]  # fmt: skip
         # the run id names the model; what else a run was configured with is shown first where runs differ
         df.attrs["settings"] = [
