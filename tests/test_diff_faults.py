@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import measure_drift
+from conftest import measure_drift, need
 from test_diff import CPU_TRAIN, make_run
 from typer.testing import CliRunner
 
@@ -242,3 +242,29 @@ def test_the_runs_of_a_repeats_experiment_are_found_where_a_wrong_name_points(pa
     header = next(line for line in listed.splitlines() if line.startswith("┃ run"))
     column = [c.strip() for c in header.split("┃")].index("experiment")
     assert [row[column] for row in rows] == ["repeats-drift"] * 4 + ["—", "—"]
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--warmup", "1"], "--warmup is"),
+        (["--iteration", "0", "--by", "shape"], "--iteration, --by are"),
+        (["--raw-names"], "--raw-names is"),
+        (["--iteration-range", "step"], "--iteration-range is"),
+    ],
+)
+def test_a_two_export_option_given_with_a_stored_run_is_refused(
+    pair: tuple[str, str], given: list[str], said: str
+) -> None:
+    """--warmup, --iteration, --iteration-range, --by and --raw-names shape a diff of two exports; between
+    runs (or a run and an export) they were taken and changed nothing."""
+    r = runner.invoke(app, ["diff", *pair, *given])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.splitlines() == [
+        f"error: {said} for two exports or traces; A and B are stored runs, whose phases are compared from "
+        f"their steps: {'it changes' if ' is' in said else 'they change'} nothing"
+    ]
+    r = runner.invoke(app, ["diff", pair[0], str(need(CPU_TRAIN)), *given])
+    assert r.exit_code == 2 and "A is a stored run" in r.stderr
+    assert runner.invoke(app, ["diff", *pair, "--warmup", "0", "--top", "3"]).exit_code == 2  # given: said
+    assert runner.invoke(app, ["diff", *pair, "--top", "3"]).exit_code == 0
