@@ -236,10 +236,11 @@ def _refuse_export_options(ctx: typer.Context, a: hd.Side, b: hd.Side) -> None:
     given = [option for name, option in EXPORT_ONLY.items() if on_command_line(ctx, name)]
     if given:
         one = len(given) == 1
+        side = "A" if a.run is not None else "B"
         which = (
             "A and B are stored runs, whose phases are compared from their steps"
             if a.run is not None and b.run is not None
-            else f"{'A' if a.run is not None else 'B'} is a stored run, whose phases are compared from its steps"
+            else f"{side} is a stored run, whose phases are compared from its steps"
         )
         raise UsageError(
             f"{', '.join(given)} {'is' if one else 'are'} for two exports or traces; {which}: "

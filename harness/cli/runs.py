@@ -55,8 +55,8 @@ def runs_cmd(
     if format is Format.table:
         cols = {
             "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
-            "precision": "precision", "compile": "compile", "batch_size": "batch", "context_length": "context",
-            "new_tokens": "new tokens", "status": "status",
+            "precision": "precision", "compile": "compile", "batch_size": "batch",
+            "context_length": "context", "new_tokens": "new tokens", "status": "status",
             "profiler": "profiler",
             "baseline_run_id": "baseline run", "experiment": "experiment",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
