@@ -105,7 +105,9 @@ def overhead_cmd(
     for note in result.notes:
         warn(note)
     n, rounds = result.repeats * config.steps, counted(result.repeats, "round")
-    notes = [f"whole steps: {verdict}" for verdict in result.verdicts]
+    notes = [
+        f"whole steps{said}: {verdict}" for said, verdict in zip(_whose(result), result.verdicts, strict=True)
+    ]
     if result.load:
         notes.append(f"machine: {describe(result.load)}")
     emit(
@@ -120,6 +122,14 @@ def overhead_cmd(
     )
     if result.interrupted is not None:  # stopped by Ctrl-C or SIGTERM: the rounds before it are shown
         raise typer.Exit(signals.exit_code(result.interrupted))
+
+
+def _whose(result: overhead.OverheadResult) -> list[str]:
+    """Whose whole-step verdict each line is, where the verdict does not say it (`inconclusive: …`) and
+    several kinds were measured (`--nsys-mode light,full`): `, nsys light`; else nothing."""
+    several = len(result.headline) > 1
+    return [f", {label}" if several and label not in verdict else "" for label, verdict in
+            zip(result.headline, result.verdicts, strict=True)]  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
