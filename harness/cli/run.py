@@ -32,7 +32,7 @@ from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count, digits
 from harness.core.errors import HarnessError, UsageError
-from harness.core.machine import describe
+from harness.core.machine import busy_note, describe
 from harness.core.records import config_phases, new_id
 from harness.core.signals import sigterm_raises
 from harness.profilers import registry
@@ -142,6 +142,8 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     results = done.results
     device = results[0].device_name if results else ""
     notes = [f"machine: {describe(done.load)}"] if done.load else []
+    if busy := busy_note(done.load, "the repeats"):  # as overhead warns: the drift is judged by later
+        warn(f"{busy}, and so is the drift between runs measured from them")
     if len(done.drift) == 0:
         notes.append("fewer than two runs ended ok: no drift measured")
     emit_many(
