@@ -268,3 +268,31 @@ def test_a_two_export_option_given_with_a_stored_run_is_refused(
     assert r.exit_code == 2 and "A is a stored run" in r.stderr
     assert runner.invoke(app, ["diff", *pair, "--warmup", "0", "--top", "3"]).exit_code == 2  # given: said
     assert runner.invoke(app, ["diff", *pair, "--top", "3"]).exit_code == 0
+
+
+def test_no_drift_measured_names_the_context_length_it_was_looked_for_at(tmp_db: str) -> None:
+    """Two runs at context 16 after `run --repeats` at the default context: `no drift between runs measured
+    for tiny train fp32 batch 4`, the very configuration whose drift had been measured, as far as it said.
+    The context length is in the drift's key: it is named."""
+    from dataclasses import replace
+
+    store = ResultsStore(tmp_db)
+    measure_drift(store, make_run("aa", noise=0.01, seed=5))  # at RunConfig's context length
+    for run_id, seed in (("short-a", 1), ("short-b", 2)):
+        run = make_run(run_id, noise=0.01, seed=seed)
+        assert run.model is not None
+        store.save(
+            replace(
+                run,
+                config=replace(run.config, context_length=16),
+                model=replace(run.model, context_length=16),
+            )
+        )
+    r = runner.invoke(app, ["diff", "short-a", "short-b"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "no drift between runs measured for tiny train fp32 batch 4 context 16 on " in r.stdout, r.output
+    r = runner.invoke(app, ["diff", "aa-drift-0", "short-a"], env={"COLUMNS": "300"})
+    assert (
+        "measured for tiny train fp32 batch 4 context 64 on cpu, tiny train fp32 batch 4 context 16 on "
+        in r.stdout
+    )
