@@ -266,3 +266,26 @@ def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_said(monkeypatch) -> None:
     assert "(compute capability 7.5)" in (emulated_precision_note(gpu, ["fp32", "bf16"]) or "")
     capability["cc"] = (8, 0)
     assert emulated_precision_note(gpu, ["bf16"]) is None
+
+
+def test_a_failed_point_of_a_compile_sweep_is_named_with_its_compile_setting(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sweep --compile off,on`: the warning of a failed point read `char fp32: ERROR: …` for either point
+    (its progress line said `compiled`, its warning did not), so which of the two failed was not said."""
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+
+    def run(config, run_id=None):  # the compiled point fails
+        if config.compile:
+            return RunResult("p-on", config, "error", device="cpu", error="RuntimeError: boom")
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult("p-off", config, "ok", device="cpu", device_name="cpu", steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["sweep", "--models", "char", "--compile", "off,on", "--device", "cpu", "--db", db]
+    r = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    warned = [line for line in r.stderr.splitlines() if "ERROR" in line]
+    assert warned == ["warning: char fp32 compiled: ERROR: RuntimeError: boom"], r.stderr

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import measure_drift
+from conftest import measure_drift, need
 from test_diff import CPU_TRAIN, make_run
 from typer.testing import CliRunner
 
@@ -209,4 +209,90 @@ def test_a_gate_over_a_verdict_without_an_interval_says_it_could_not_tell(tmp_pa
         "warning: gate: passed, but the GPU busy time has no interval (fewer than 2 iterations in A and B; "
         "one device a side: no spread to judge from): a regression of 5% could not be told from the noise; "
         "give more iterations a side (a longer capture)"
+    )
+
+
+def test_a_gate_over_two_runs_writes_its_outcome_in_json_as_two_exports_do(
+    pair: tuple[str, str], tmp_db: str
+) -> None:
+    """`--format json --gate`: gate_judged and gate_failed, whose truth the exit code agrees with, for two
+    runs as for two exports (a script reads the document, not only the exit code)."""
+    slower = make_run("slow-1", noise=0.01, seed=3)
+    for s in slower.steps:
+        s.phases["backward"] = int(s.phases["backward"] * 1.5)
+    ResultsStore(tmp_db).save(slower)
+    for b, gate, failed in ((pair[1], "50", False), ("slow-1", "5", True)):
+        r = runner.invoke(app, ["diff", pair[0], b, "--gate", gate, "--format", "json"])
+        doc = json.loads(r.stdout)
+        assert r.exit_code == int(failed), r.output
+        assert (doc["gate_pct"], doc["gate_judged"], doc["gate_failed"]) == (float(gate), True, failed)
+    ResultsStore(tmp_db).save(RunResult("oom-1", RunConfig(model="tiny"), "oom", device="cpu", error="oom"))
+    r = runner.invoke(app, ["diff", pair[0], "oom-1", "--gate", "5", "--format", "json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and (doc["gate_judged"], doc["gate_failed"]) == (False, True)
+
+
+def test_the_runs_of_a_repeats_experiment_are_found_where_a_wrong_name_points(pair: tuple[str, str]) -> None:
+    """`diff repeats-…` with a name that matches no experiment points to `harness runs`, whose table had no
+    experiment column: the experiments could be found in its csv and json alone."""
+    r = runner.invoke(app, ["diff", "repeats-dirft", pair[0]])
+    assert r.exit_code == 2 and "`harness runs` lists the experiments' runs" in r.stderr
+    listed = runner.invoke(app, ["runs", "--wide"], env={"COLUMNS": "80"}).stdout
+    rows = [[c.strip() for c in line.split("│")] for line in listed.splitlines() if line.startswith("│")]
+    header = next(line for line in listed.splitlines() if line.startswith("┃ run"))
+    column = [c.strip() for c in header.split("┃")].index("experiment")
+    assert [row[column] for row in rows] == ["repeats-drift"] * 4 + ["—", "—"]
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--warmup", "1"], "--warmup is"),
+        (["--iteration", "0", "--by", "shape"], "--iteration, --by are"),
+        (["--raw-names"], "--raw-names is"),
+        (["--iteration-range", "step"], "--iteration-range is"),
+    ],
+)
+def test_a_two_export_option_given_with_a_stored_run_is_refused(
+    pair: tuple[str, str], given: list[str], said: str
+) -> None:
+    """--warmup, --iteration, --iteration-range, --by and --raw-names shape a diff of two exports; between
+    runs (or a run and an export) they were taken and changed nothing."""
+    r = runner.invoke(app, ["diff", *pair, *given])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.splitlines() == [
+        f"error: {said} for two exports or traces; A and B are stored runs, whose phases are compared from "
+        f"their steps: {'it changes' if ' is' in said else 'they change'} nothing"
+    ]
+    r = runner.invoke(app, ["diff", pair[0], str(need(CPU_TRAIN)), *given])
+    assert r.exit_code == 2 and "A is a stored run" in r.stderr
+    assert runner.invoke(app, ["diff", *pair, "--warmup", "0", "--top", "3"]).exit_code == 2  # given: said
+    assert runner.invoke(app, ["diff", *pair, "--top", "3"]).exit_code == 0
+
+
+def test_no_drift_measured_names_the_context_length_it_was_looked_for_at(tmp_db: str) -> None:
+    """Two runs at context 16 after `run --repeats` at the default context: `no drift between runs measured
+    for tiny train fp32 batch 4`, the very configuration whose drift had been measured, as far as it said.
+    The context length is in the drift's key: it is named."""
+    from dataclasses import replace
+
+    store = ResultsStore(tmp_db)
+    measure_drift(store, make_run("aa", noise=0.01, seed=5))  # at RunConfig's context length
+    for run_id, seed in (("short-a", 1), ("short-b", 2)):
+        run = make_run(run_id, noise=0.01, seed=seed)
+        assert run.model is not None
+        store.save(
+            replace(
+                run,
+                config=replace(run.config, context_length=16),
+                model=replace(run.model, context_length=16),
+            )
+        )
+    r = runner.invoke(app, ["diff", "short-a", "short-b"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "no drift between runs measured for tiny train fp32 batch 4 context 16 on " in r.stdout, r.output
+    r = runner.invoke(app, ["diff", "aa-drift-0", "short-a"], env={"COLUMNS": "300"})
+    assert (
+        "measured for tiny train fp32 batch 4 context 64 on cpu, tiny train fp32 batch 4 context 16 on "
+        in r.stdout
     )

@@ -308,3 +308,42 @@ def test_no_drift_names_what_a_generate_run_decodes(tmp_path: Path) -> None:
     assert f"measured for {eager}: a difference" in note("b")
     graphs = "tiny generate fp32 batch 1 (prompt 8 + 4 new tokens, CUDA graphs) on H100"
     assert f"measured for {eager}, {graphs}: a difference" in note("g")
+
+
+@pytest.mark.parametrize("others", [0.8, 0.01])
+def test_run_repeats_on_a_busy_machine_warns_as_overhead_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, others: float
+) -> None:
+    """`run --repeats N` measures the drift that diff later judges runs of the configuration by; on a busy
+    machine it printed the load in a note only, where overhead warns. Quiet: no warning."""
+    from harness.core.machine import MachineLoad
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import drift as repeats
+
+    load = MachineLoad(
+        cpus=2, seconds=10.0, load_before=0.1, load_after=0.2, others_share=others, own_share=0.5
+    )
+
+    made: list[str] = []
+
+    def run(config):  # type: ignore[no-untyped-def]
+        made.append(f"r-{len(made)}")
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        result = RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps)
+        result.extra["machine"] = load.to_dict()
+        return result, None
+
+    monkeypatch.setattr(repeats, "run_baseline", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--repeats", "2", "--steps", "1", "--warmup", "0", "--db", db]
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    warned = [line for line in r.stderr.splitlines() if line.startswith("warning: the machine was busy")]
+    assert warned == (
+        [
+            "warning: the machine was busy during the repeats (other processes took 80% of the CPU time): "
+            "timings are noisier than usual, and so is the drift between runs measured from them"
+        ]
+        if others > 0.1
+        else []
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -339,3 +340,24 @@ def test_a_sweep_over_precisions_keeps_the_precision_at_80_columns(
     assert "precision" in header and "profiler" not in header  # every run without a profiler
     (dropped,) = left_out(listed)
     assert "profiler" in dropped and "precision" not in dropped
+
+
+def test_runs_tells_a_sweeps_batch_sizes_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `sweep --batch-sizes 1,2`, `harness runs` listed the two points with no batch size: two rows
+    of one model and precision that differ only in their times. The batch (and context) is a setting: shown
+    where runs differ in it, left out first where they do not."""
+    from harness.execution.ranks import multirank
+
+    def point(config, run_id=None):  # type: ignore[no-untyped-def]
+        return replace(_sweep_point(config), run_id=f"tiny-batch-{config.batch_size}")
+
+    monkeypatch.setattr(multirank, "run_any", point)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["sweep", "--models", "tiny", "--batch-sizes", "1,2", "--device", "cpu", "--db", db]
+    assert runner.invoke(app, args, env={"COLUMNS": "80", "LINES": "60"}).exit_code == 0
+    listed = runner.invoke(app, ["runs", "--db", db], env={"COLUMNS": "80", "LINES": "60"}).stdout
+    header = [c.strip() for c in next(x for x in listed.splitlines() if x.startswith("┃ run")).split("┃")]
+    rows = [[c.strip() for c in r.split("│")[1:-1]] for r in listed.splitlines() if r.startswith("│")]
+    assert header[1:3] == ["run", "batch"] and [r[1] for r in rows] == ["1", "2"]
+    (dropped,) = left_out(listed)
+    assert "context" in dropped and "batch" not in dropped

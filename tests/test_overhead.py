@@ -154,3 +154,37 @@ def test_the_title_names_the_decode_path() -> None:
     assert workload_of(generate) == "small generate"
     assert workload_of(replace(generate, cuda_graphs=True)) == "small generate (CUDA-graph decode)"
     assert workload_of(replace(generate, compile=True)) == "small generate (torch.compile)"
+
+
+def test_each_modes_whole_step_verdict_is_named(monkeypatch: pytest.MonkeyPatch, tmp_db: str) -> None:
+    """`overhead --nsys-mode light,full`: the whole-step notes were `whole steps: inconclusive: …` and
+    `whole steps: nsys full adds …`, the first naming no mode. Each line says whose it is."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import overhead
+
+    def measure(config, profiler, options, **_):  # type: ignore[no-untyped-def]
+        runs = []
+        # light: its two runs 20% apart (inconclusive); full: 1.5 times the baseline, its runs 1% apart
+        scales = [("no nsys", 1.0), ("nsys light", 0.9), ("nsys full", 1.5)]
+        scales += [("no nsys", 1.01), ("nsys light", 1.1), ("nsys full", 1.515)]
+        for i, (label, scale) in enumerate(scales):
+            steps = [StepRecord(s, False, {p: int(1e8 * scale) + s for p in PHASES}) for s in range(4)]
+            result = RunResult(f"r{i}", config, "ok", device="cpu", device_name="cpu", steps=steps)
+            runs.append((label, i // 3, result))
+        steps = overhead.step_table(runs)
+        found = headline(steps, PHASES, "no nsys")
+        table = overhead_table(steps, PHASES, "no nsys")
+        return overhead.OverheadResult("overhead-x", runs, table, [], None, found, "nsys")
+
+    monkeypatch.setattr(overhead, "measure_overhead", measure)
+    args = ["overhead", "char", "--device", "cpu", "--nsys-mode", "light,full", "--db", tmp_db]
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    said = [line for line in r.stdout.splitlines() if line.startswith("note: whole steps")]
+    assert said == [
+        "note: whole steps, nsys light: inconclusive: the noise (±160.8%) is larger than the effect",
+        "note: whole steps: nsys full adds 50.0% (CI +45.5…+54.6%)",
+    ], said

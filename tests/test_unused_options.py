@@ -108,6 +108,10 @@ CASES = [
     (["overhead", "tiny", "--device", "cpu", "--max-time", "30"],
      "error: --max-time bounds the rounds --ci-target adds: give --ci-target, or leave it out", 2,
      ["overhead", "tiny", "--device", "cpu", "--max-time", "30", "--ci-target", "5"]),
+    # the default's value given (light) is as much an nsys option as full
+    (["overhead", "tiny", "--device", "cpu", "--profiler", "torch", "--nsys-mode", "light"],
+     "error: --nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys", 2,
+     ["overhead", "tiny", "--device", "cpu", "--nsys-mode", "light"]),
     (["overhead", "tiny", "--device", "cpu", "--new-tokens", "8"],
      "error: --new-tokens counts what generate decodes; --mode train decodes nothing", 2,
      ["overhead", "tiny", "--device", "cpu", "--new-tokens", "8", "--mode", "generate"]),

@@ -24,6 +24,7 @@ from harness.cli.common import (
     file_option,
     is_stdout,
     note,
+    on_command_line,
     refuse_inputs,
     warn,
     wide_where_it_shows,
@@ -89,6 +90,7 @@ def _markdown(result: DiffResult, tables: list[tuple[str, pd.DataFrame]]) -> str
 @cli_errors
 @ed.two_export_options()
 def diff_cmd(
+    ctx: typer.Context,
     a: SideArg,
     b: SideArg,
     gate: Annotated[
@@ -165,6 +167,7 @@ def diff_cmd(
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
     hd.check_apart(side_a, side_b)
+    _refuse_export_options(ctx, side_a, side_b)
     hd.check_gate(gate, side_a, side_b)
     inputs = [
         *side_a.inputs(),
@@ -191,8 +194,11 @@ def diff_cmd(
         sys.stdout.write(_markdown(result, tables))
     elif fmt is DiffFormat.json:
         doc = {"a": result.a.label, "b": result.b.label, **{t: to_records(df) for t, df in tables}}
-        if gate is not None:
+        if gate is not None:  # the gate's outcome in the document, as two exports' json gives it
+            refused = hd.gate_refusal(result)
             doc["gate_pct"] = gate
+            doc["gate_judged"] = refused is None
+            doc["gate_failed"] = refused is not None or bool(hd.gate_failures(result, gate))
         doc["notes"] = result.notes  # what the tables leave out or cannot vouch for, as in the other formats
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -214,6 +220,32 @@ def diff_cmd(
             raise typer.Exit(1)
         if blind := hd.gate_blind(result, gate):
             warn(blind)
+
+
+# the options only two exports or traces take, by parameter: the phases of a run are compared from its steps
+EXPORT_ONLY = {
+    "iteration_range": "--iteration-range", "iteration": "--iteration", "warmup": "--warmup", "by": "--by",
+    "raw_names": "--raw-names",
+}  # fmt: skip
+
+
+def _refuse_export_options(ctx: typer.Context, a: hd.Side, b: hd.Side) -> None:
+    """UsageError for a two-export option given where a side is a stored run: it would change nothing."""
+    if a.run is None and b.run is None:
+        return
+    given = [option for name, option in EXPORT_ONLY.items() if on_command_line(ctx, name)]
+    if given:
+        one = len(given) == 1
+        side = "A" if a.run is not None else "B"
+        which = (
+            "A and B are stored runs, whose phases are compared from their steps"
+            if a.run is not None and b.run is not None
+            else f"{side} is a stored run, whose phases are compared from its steps"
+        )
+        raise UsageError(
+            f"{', '.join(given)} {'is' if one else 'are'} for two exports or traces; {which}: "
+            f"{'it changes' if one else 'they change'} nothing"
+        )
 
 
 def _write_page(out: Path, result: DiffResult, top: int | None, gate: float | None) -> None:

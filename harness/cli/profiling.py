@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, on_command_line, warn
 from harness.cli.options import (
     DEFAULT,
     NO_PROFILER_ARGS,
@@ -37,6 +37,7 @@ from workloads.names import counted
 @profiler_options(omit=("nsys_mode", "nsys_baseline", "record_shapes", "with_stack", "profile_memory"))
 @rank_options()
 def overhead_cmd(
+    ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Model name, as for `harness run`.")],
     repeats: Annotated[
         int, typer.Option(help="Runs of each kind, alternating, each in a fresh process.")
@@ -80,7 +81,9 @@ def overhead_cmd(
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")
+    # given, not only other than the default: `--nsys-mode light` changes nothing of torch.profiler either
     nsys_only = profiling.nsys_arg or profiling.nsys_capture is not Capture.all
+    nsys_only = nsys_only or on_command_line(ctx, "nsys_modes")
     if profiler != "nsys" and (mode_list != ["light"] or nsys_only):
         raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
@@ -102,7 +105,9 @@ def overhead_cmd(
     for note in result.notes:
         warn(note)
     n, rounds = result.repeats * config.steps, counted(result.repeats, "round")
-    notes = [f"whole steps: {verdict}" for verdict in result.verdicts]
+    notes = [
+        f"whole steps{said}: {verdict}" for said, verdict in zip(_whose(result), result.verdicts, strict=True)
+    ]
     if result.load:
         notes.append(f"machine: {describe(result.load)}")
     emit(
@@ -117,6 +122,14 @@ def overhead_cmd(
     )
     if result.interrupted is not None:  # stopped by Ctrl-C or SIGTERM: the rounds before it are shown
         raise typer.Exit(signals.exit_code(result.interrupted))
+
+
+def _whose(result: overhead.OverheadResult) -> list[str]:
+    """Whose whole-step verdict each line is, where the verdict does not say it (`inconclusive: …`) and
+    several kinds were measured (`--nsys-mode light,full`): `, nsys light`; else nothing."""
+    several = len(result.headline) > 1
+    return [f", {label}" if several and label not in verdict else "" for label, verdict in
+            zip(result.headline, result.verdicts, strict=True)]  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

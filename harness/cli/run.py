@@ -32,7 +32,7 @@ from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.bounds import check_count, digits
 from harness.core.errors import HarnessError, UsageError
-from harness.core.machine import describe
+from harness.core.machine import busy_note, describe
 from harness.core.records import config_phases, new_id
 from harness.core.signals import sigterm_raises
 from harness.profilers import registry
@@ -142,6 +142,8 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     results = done.results
     device = results[0].device_name if results else ""
     notes = [f"machine: {describe(done.load)}"] if done.load else []
+    if busy := busy_note(done.load, "the repeats"):  # as overhead warns: the drift is judged by later
+        warn(f"{busy}, and so is the drift between runs measured from them")
     if len(done.drift) == 0:
         notes.append("fewer than two runs ended ok: no drift measured")
     emit_many(
@@ -256,6 +258,15 @@ def sweep_cmd(
     for line in dict.fromkeys([*(line for p in points for line in p.warnings), *unused]):  # each line once
         warn(line)
     experiment = new_id("sweep")
+
+    def point(config: RunConfig) -> str:
+        """A point by what tells it apart: `tiny bf16 compiled batch 8` (batch and context where swept)."""
+        return (
+            f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
+            + (f" batch {config.batch_size}" if batches else "")
+            + (f" context {config.context_length}" if contexts else "")
+        )
+
     results: list[RunResult] = []
     unsaved: list[results_db.UnsavedRun | None] = []
     between: int | None = None  # a signal that came between points, outside a worker
@@ -263,11 +274,7 @@ def sweep_cmd(
     with sigterm_raises(), Progress(experiment, len(configs), unit="runs") as progress:
         try:
             for done, config in enumerate(configs):
-                progress.stage(
-                    f"{config.model} {config.precision}{' compiled' if config.compile else ''}"
-                    + (f" batch {config.batch_size}" if batches else "")
-                    + (f" context {config.context_length}" if contexts else "")
-                )
+                progress.stage(point(config))
                 pending = multirank.run_any(config)  # Ctrl-C is passed on: the point ends "interrupted"
                 unsaved.append(_save(store, pending, experiment=experiment))
                 results.append(pending)
@@ -283,9 +290,7 @@ def sweep_cmd(
     for r in results:
         if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
-            batch = f" batch {r.config.batch_size}" if batches else ""
-            batch += f" context {r.config.context_length}" if contexts else ""
-            warn(f"{r.config.model} {r.config.precision}{batch}: {r.status.upper()}: {first_line}")
+            warn(f"{point(r.config)}: {r.status.upper()}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
     emit(run_tables.results_table(results, serving=True), format, title=title, wide=wide)
     if workload.power:  # the sources are the same for every point: each line once

@@ -55,9 +55,10 @@ def runs_cmd(
     if format is Format.table:
         cols = {
             "run_id": "run", "created_at": "created", "model": "model", "mode": "mode", "device": "device",
-            "precision": "precision", "compile": "compile", "new_tokens": "new tokens", "status": "status",
+            "precision": "precision", "compile": "compile", "batch_size": "batch",
+            "context_length": "context", "new_tokens": "new tokens", "status": "status",
             "profiler": "profiler",
-            "baseline_run_id": "baseline run",
+            "baseline_run_id": "baseline run", "experiment": "experiment",
             "forward_mean_ns": "forward (ns)", "backward_mean_ns": "backward (ns)",
             "allreduce_mean_ns": "allreduce (ns)",
             "optimizer_mean_ns": "optimizer (ns)", "prefill_mean_ns": "prefill (ns)",
@@ -74,10 +75,12 @@ def runs_cmd(
         df.attrs["priority"] = [
             "run", "status", "profiler", "baseline run", *(c for c in PHASE_COLUMNS if c in df), "tokens/s",
             *(c for c in SERVING_MEANS if c in df), "model", "precision", "mode", "device", "compile",
-            "new tokens",
+            "batch", "context", "new tokens", "experiment",
         ]  # fmt: skip
         # the run id names the model; what else a run was configured with is shown first where runs differ
-        df.attrs["settings"] = ["profiler", "precision", "mode", "device", "compile", "new tokens"]
+        df.attrs["settings"] = [
+            "profiler", "precision", "mode", "device", "compile", "batch", "context", "new tokens"
+        ]  # fmt: skip
         df.attrs["whole"] = ["run"]
         df.attrs["narrow"] = ["baseline run"]  # an id shown for itself in its own row: its ends tell it
     notes = [] if len(df) else [_no_runs(store, model=model, device=device, precision=precision, last=last)]

@@ -190,9 +190,12 @@ def _key(run: Run) -> tuple:
 
 
 def _described(run: Run) -> str:
-    """The configuration a drift is measured for, in words; a generate run's also by what it decodes (its
-    prompt, new tokens and decode path are in the drift's key: other ones are not repeats of it)."""
+    """The configuration a drift is measured for, in words, its context length with it; a generate run's
+    also by what it decodes (its prompt, new tokens and decode path are in the drift's key: other ones are
+    not repeats of it)."""
     said = f"{run.model} {run.mode} {run.precision} batch {run.batch_size}"
+    if run.mode != "generate" and run.context_length:  # in the key: runs of another context are not repeats
+        said += f" context {run.context_length}"
     if run.mode == "generate":
         config = run.config or {}
         path = ", CUDA graphs" if config.get("cuda_graphs") else ", torch.compile" if run.compile else ""
