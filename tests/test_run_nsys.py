@@ -95,7 +95,10 @@ def test_run_nsys_end_to_end(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> N
         assert row["Timer Avg (ns)"] == pytest.approx(by_timer)
         assert row["Difference (%)"] == pytest.approx((by_nvtx - by_timer) / by_timer * 100)
     shown = json.loads(runner.invoke(app, ["show", profiled["run_id"], "--format", "json"]).stdout)
-    assert {r["phase"] for r in shown["NVTX vs timers"]} == set(PHASES)
+    # show writes the stored agreement as run writes it: its title, its columns, its figures
+    assert {r["Phase"]: r["Difference (%)"] for r in shown["NVTX vs in-process timers"]} == pytest.approx(
+        {phase: row["Difference (%)"] for phase, row in agreement.items()}
+    )
     assert f"baseline run {baseline['run_id']} (no profiler): phases" in shown
     pair = shown[f"overhead of {profiled['run_id']} against {baseline['run_id']} (one run each)"]
     assert [r["Phase"] for r in pair] == [*PHASES, "step (sum)"]
