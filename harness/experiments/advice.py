@@ -48,6 +48,7 @@ from harness.core.machine import BASELINE_RUN, busy_of
 from harness.core.records import PROGRAM_MODE, stored_phases
 from harness.execution.nsys import export_report
 from harness.experiments.roofline import optimizer_roof
+from harness.experiments.run_tables import agreement_frame
 from harness.profilers.base import label_for
 from harness.store.blocks import trace_of
 from workloads.plants.catalogue import unseen
@@ -166,12 +167,7 @@ def stored_facts(store: ResultsStore, run: Run, export: ExportFacts | None = Non
 
 
 def _agreement_frame(run: Run) -> pd.DataFrame | None:
-    import pandas as pd
-
-    if not run.agreement:
-        return None
-    columns = ["phase", "steps", "nvtx_mean_ns", "timer_mean_ns", "rel_diff"]
-    return pd.DataFrame([[getattr(a, c) for c in columns] for a in run.agreement], columns=columns)
+    return agreement_frame(run.agreement) if run.agreement else None
 
 
 def run_advice(

@@ -24,6 +24,7 @@ from harness.core.errors import HarnessError
 from harness.core.nvtx_ranges import block_names
 from harness.core.records import PROGRAM_MODE, RunResult, measured_steps, phases_of, stored_phases
 from harness.store.blocks import BlockRecords, resolve, stored_blocks, trace_of
+from harness.store.unsaved import AGREEMENT_COLUMNS
 from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES, counted
 
 if TYPE_CHECKING:
@@ -34,15 +35,18 @@ if TYPE_CHECKING:
 
 
 AGREEMENT_TITLE = "NVTX vs in-process timers"  # run's table of it, and show's of the stored one
-AGREEMENT_FIELDS = ("phase", "steps", "nvtx_mean_ns", "timer_mean_ns", "nvtx_median_ns", "timer_median_ns",
-                    "rel_diff")  # fmt: skip
+
+
+def agreement_frame(rows: Sequence[Any]) -> pd.DataFrame:
+    """A stored run's agreement (its `Agreement` rows) as analysis.compare.agreement's table."""
+    import pandas as pd
+
+    return pd.DataFrame([[getattr(a, c) for c in AGREEMENT_COLUMNS] for a in rows], columns=AGREEMENT_COLUMNS)
 
 
 def stored_agreement(rows: Sequence[Any]) -> pd.DataFrame:
-    """A stored run's agreement (its `Agreement` rows) as `run` writes it (analysis.compare.agreement)."""
-    import pandas as pd
-
-    return for_people(pd.DataFrame([{f: getattr(a, f) for f in AGREEMENT_FIELDS} for a in rows]))
+    """A stored run's agreement as `run` writes it (analysis.compare.agreement.for_people)."""
+    return for_people(agreement_frame(rows))
 
 
 def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFrame:
