@@ -20,9 +20,9 @@ from analysis.compare.overhead import (
     words_of,
 )
 from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.runs import profiler_label, with_labels
+from analysis.dashboard.runs import profiler_label, programs_only, with_labels
 from analysis.dashboard.style import MS, TEMPLATE, grouped_bars, hover, ns_ms, ordered_phases, phase_color
-from workloads.names import MEASURED_STATUSES, PROGRAM_MODE, counted
+from workloads.names import MEASURED_STATUSES, counted
 
 SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length"]
 PATTERNS = ("", "/", "x", ".")
@@ -248,7 +248,7 @@ def agreement_figure(table: pd.DataFrame):
 def agreement_panel(data: DashboardData) -> Panel:
     if data.agreement.empty or data.runs.empty:
         profiled = data.runs[data.runs["profiler"] != "none"] if "profiler" in data.runs else data.runs[:0]
-        if len(profiled) and "mode" in profiled and (profiled["mode"] == PROGRAM_MODE).all():
+        if programs_only(profiled):
             return Panel(
                 missing="no profiled run with timers: runs of `profile -- CMD` time no phase to compare "
                 "with their NVTX ranges; run `harness run tiny --device cpu --nsys`"

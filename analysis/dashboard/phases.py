@@ -10,6 +10,7 @@ from analysis.dashboard.runs import (
     latest_per_config,
     model_order,
     profiler_label,
+    programs_only,
     setting_order,
     with_labels,
 )
@@ -26,7 +27,7 @@ from analysis.dashboard.style import (
     phase_color,
 )
 from analysis.runs.steady import PhaseStats
-from workloads.names import MEASURED_STATUSES, PROGRAM_MODE
+from workloads.names import MEASURED_STATUSES
 
 NO_RUNS = "no runs in the results database: run `harness sweep --models tiny,small --device cpu --steps 3`"
 NO_TIMED = (
@@ -213,12 +214,7 @@ def _bars_panel(data: DashboardData, modes: tuple[str, ...], missing: str, *, lo
             return Panel(missing=data.unmatched)
         if missing == NO_RUNS and len(data.runs) and not phase_means(data.runs, INFERENCE_MODES).empty:
             return Panel(missing=NO_TRAINING)
-        if (
-            missing == NO_RUNS
-            and len(data.runs)
-            and "mode" in data.runs
-            and (data.runs["mode"] == PROGRAM_MODE).all()
-        ):
+        if missing == NO_RUNS and programs_only(data.runs):
             return Panel(missing=NO_TIMED)
         return Panel(missing=missing)
     notes = ["Each setting has its own y-axis: compare heights within a facet, or switch to the log scale."]

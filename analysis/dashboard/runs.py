@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.dashboard.style import setting_label
-from workloads.names import CUDA_GRAPH_DECODE
+from workloads.names import CUDA_GRAPH_DECODE, PROGRAM_MODE
 
 CONFIG_KEYS = ["model", "mode", "precision", "compile", "device"]
 GRAPHS = (
@@ -19,6 +19,11 @@ def graph_decode(runs: pd.DataFrame) -> list[bool]:
     if "decode_path" not in runs:
         return [False] * len(runs)
     return [p == CUDA_GRAPH_DECODE for p in runs["decode_path"]]
+
+
+def programs_only(runs: pd.DataFrame) -> bool:
+    """Whether `runs` holds runs, all of them programs' (`profile -- CMD`), which time no phase."""
+    return bool(len(runs)) and "mode" in runs and bool((runs["mode"] == PROGRAM_MODE).all())
 
 
 def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
