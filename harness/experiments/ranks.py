@@ -26,8 +26,9 @@ from analysis.ranks.ranks import (
 from analysis.trace import multi
 from analysis.trace.exports import files_read, said_on_error, sqlite_for
 from harness.core.errors import UsageError
+from harness.core.records import stored_phases
 from harness.execution.nsys import export_report
-from workloads.names import COMM_PHASES, phases_for
+from workloads.names import COMM_PHASES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -137,7 +138,7 @@ def ranks_of_run(store: ResultsStore, ref: str, **read: Any) -> RanksReport:
     notes += [straggler_note(stragglers)] if len(stragglers) else []
     share = communication_share(df)
     # only a training step across ranks communicates (its gradients' all-reduce): generate has nothing to say
-    if share == share and set(COMM_PHASES) & set(phases_for(run.mode, run.world_size or 1)):
+    if share == share and set(COMM_PHASES) & set(stored_phases(run)):
         notes.append(f"communication (allreduce): {share * 100:.1f}% of the step")
     return RanksReport(
         phases=df,
