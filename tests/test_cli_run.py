@@ -10,6 +10,7 @@ from reading import flat
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.core.records import names_a_file
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -289,3 +290,26 @@ def test_a_failed_point_of_a_compile_sweep_is_named_with_its_compile_setting(
     assert r.exit_code == 1, r.output
     warned = [line for line in r.stderr.splitlines() if "ERROR" in line]
     assert warned == ["warning: char fp32 compiled: ERROR: RuntimeError: boom"], r.stderr
+
+
+@pytest.mark.parametrize("command", ["show", "blocks", "roofline"])
+def test_a_file_given_where_a_run_is_taken_is_said_to_be_a_file(tmp_db, tmp_path, command: str) -> None:
+    """`show report.sqlite` said only "no run with id 'report.sqlite'", as if a run had that id: a file
+    named where a stored run is taken is said to be a file, the commands that take either read it as one."""
+    ResultsStore(tmp_db)
+    export = tmp_path / "report.sqlite"
+    export.write_bytes(b"")
+    for given in (str(export), "missing.nsys-rep"):
+        result = invoke(command, given)
+        assert result.exit_code == 2
+        line = one_line_error(result)
+        assert line.startswith(f"error: {given!r} names a file, and this command reads a stored run"), line
+
+
+def test_a_run_reference_and_a_file_are_told_apart_by_one_rule(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kept").write_text("x")
+    assert names_a_file("kept") and names_a_file("a/b") and names_a_file("trace.json.gz")
+    assert names_a_file("report.qdrep") and names_a_file("x.sqlite")
+    assert not names_a_file("tiny-20261130-183859-32058495") and not names_a_file("latest")
+    assert not names_a_file("bad\x00name") and not names_a_file("-1")

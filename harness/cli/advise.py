@@ -15,6 +15,7 @@ from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.fit import COMFORTABLE, table_width
 from harness.cli.terminal.output import Format, console_for, emit, emit_many
+from harness.core.records import names_a_file
 from harness.experiments import advice as run_advice
 from harness.store import results as results_db
 
@@ -31,7 +32,6 @@ ReportArg = Annotated[
         "or a stored run: its id (or a unique prefix), `latest`, or -1, -2, … counted from the newest.",
     ),
 ]
-SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 # what `advise` and `health` take of the options every analysis command shares: one export, its cache, the
 # format
 one_export = reading_options(omit=("by_rank", "jobs", "dask", "limit"), after={"no_cache": ("db",)})
@@ -53,13 +53,6 @@ def _open(report: Path, reading: Reading) -> Iterator[Trace]:
         yield trace
         said = list(trace.notes)
     _say_notes(said)
-
-
-def _run_ref(report: str) -> bool:
-    """A stored run, not a file: nothing there by that name, no folder in it, no export suffix (a mistyped
-    file name is then said missing as a file)."""
-    path = Path(report)
-    return not path.exists() and "/" not in report and not report.endswith(SUFFIXES)
 
 
 def _say_notes(notes: list[str]) -> None:
@@ -106,9 +99,9 @@ def advise_cmd(
     specs = list(rule or [])
     run_advice.check_rules(specs)  # a misspelt rule or option is an error before anything is read
     thresholds = run_advice.thresholds_of(list(threshold or []))
-    if _run_ref(report) and specs:  # nsys's rules read the export the run was captured into
+    if not names_a_file(report) and specs:  # nsys's rules read the export the run was captured into
         report = str(run_advice.rules_export(results_db.ResultsStore(db, readonly=True), report))
-    elif _run_ref(report):
+    elif not names_a_file(report):
         advice = run_advice.run_advice(
             results_db.ResultsStore(db, readonly=True),
             report,
@@ -236,7 +229,7 @@ def health_cmd(
 ) -> None:
     """Can this capture be trusted? ok / warn / fail per check, with evidence and what to do."""
 
-    if _run_ref(report):
+    if not names_a_file(report):
         store = results_db.ResultsStore(db, readonly=True)
         advice = run_advice.run_advice(store, report, cache=not reading.no_cache)
         _say_notes(advice.notes)

@@ -38,7 +38,7 @@ from harness.cli.terminal.output import Format, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.errors import HarnessError, UsageError
-from harness.core.records import RunConfig
+from harness.core.records import RunConfig, names_a_file
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
 from harness.experiments import optimize as opt
@@ -171,7 +171,7 @@ def optimize_cmd(
 def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: bool = False) -> None:
     """An export's or a stored run's findings, with the changes for them, none applied."""
     path = Path(target)
-    if path.exists() or "/" in target or target.endswith((".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")):
+    if names_a_file(target):
         if not path.is_file():
             raise UsageError(
                 f"no such file: {target} (and it is not one of the models: {', '.join(MODEL_NAMES)})"

@@ -23,6 +23,7 @@ from harness.cli.common import (
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.output import emit_many
 from harness.core.errors import HarnessError, UsageError
+from harness.core.records import names_a_file
 from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
 
@@ -38,12 +39,7 @@ def _is_run_id(arg: Path) -> bool:
     """A run id or `latest`, not a path: nothing there, no folder, no glob, no export suffix (a mistyped
     file name is then said missing as a file, not as a run)."""
     text = str(arg)
-    return (
-        not arg.exists()
-        and "/" not in text
-        and not any(c in text for c in "*?[")
-        and arg.suffix not in (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
-    )
+    return not names_a_file(text) and not any(c in text for c in "*?[")
 
 
 @cli_errors

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workloads.names import GENERATE_PHASES, PHASES_BY_MODE, PROGRAM_MODE, TRAIN_PHASES, phases_for
@@ -22,6 +23,8 @@ __all__ = ["FORWARD_PHASES", "GENERATE_PHASES", "PROGRAM_MODE", "STEP_RANGE", "T
 
 
 LATEST = "latest"  # the newest run, wherever a run id is taken
+# a profiler's files (nsys export, report, Kineto trace) where a command takes a run id or a file
+FILE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 # RunConfig fields that do not change what a step times: counts, the seed, the rank layout, --power's period
 UNTIMED_FIELDS = frozenset(
     {"seed", "steps", "warmup", "rank_timeout", "rdzv_endpoint", "node_rank", "power_period_ms"}
@@ -43,6 +46,17 @@ def new_id(prefix: str) -> str:
 
 
 _GIVEN: set[str] = set()  # the ids this process gave (a few a run: small however long it lives)
+
+
+def names_a_file(ref: str) -> bool:
+    """Whether `ref`, where a command takes a run id or a file, names a file: one is there, or it has a
+    folder or a profiler file's suffix (a mistyped file name is then said missing as a file, not as a run)."""
+    if "/" in ref or ref.endswith(FILE_SUFFIXES):
+        return True
+    try:
+        return Path(ref).exists()
+    except (OSError, ValueError):  # a name no file can have (a NUL in it, too long)
+        return False
 
 
 @dataclass

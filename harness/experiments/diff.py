@@ -26,7 +26,7 @@ from analysis.tables import nvtx
 from analysis.trace.exports import files_read, open_source
 from analysis.trace.opening import require_events
 from harness.core.errors import HarnessError, UsageError
-from harness.core.records import GENERATE_ONLY, UNTIMED_FIELDS
+from harness.core.records import GENERATE_ONLY, UNTIMED_FIELDS, names_a_file
 from harness.execution.nsys import export_report
 from harness.experiments.drift import key_of, stored_drift
 from workloads.names import counted
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
 BASELINE_PREFIX = "baseline:"
 REPEATS_PREFIX = "repeats-"  # the experiment of `run --repeats N`
-# what a path names, so that a missing one is "no such file", not "no run with id"
-PATH_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 
 
 @dataclass
@@ -125,7 +123,7 @@ def _resolve_one(spec: str, store_factory: object) -> Side:
         if path.is_dir():
             raise HarnessError(f"{spec} is a folder; give an export, report or trace file", exit_code=2)
         return Side(spec, trace_path=path)
-    if "/" in spec or spec.endswith(PATH_SUFFIXES):  # meant as a file: say so, not "no such run"
+    if names_a_file(spec):  # meant as a file: say so, not "no such run"
         raise HarnessError(f"no such file: {spec} (and a path is not a run id)", exit_code=2)
     run = store_factory().get(spec)  # type: ignore[attr-defined]
     return Side(run.id, run=run, trace_path=_run_trace(run))

@@ -15,7 +15,7 @@ from analysis.runs.steady import phase_stats
 from harness.core import signals
 from harness.core.bounds import INT64_MAX, digits
 from harness.core.errors import HarnessError
-from harness.core.records import LATEST, RunResult, measured_steps, phases_of
+from harness.core.records import LATEST, RunResult, measured_steps, names_a_file, phases_of
 from harness.store import unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
@@ -362,6 +362,12 @@ class RunsPart(Database):
                     hint = "`harness runs` lists the runs"
                     if session.get(Baseline, run_id) is not None:  # `diff main …` for `baseline:main`
                         hint = f"`baseline:{run_id}` names the baseline"
+                    elif names_a_file(run_id):  # `show report.sqlite`: a file where a run is taken
+                        raise HarnessError(
+                            f"{run_id!r} names a file, and this command reads a stored run: give its id, "
+                            f"`latest` or -1, -2, …; {hint}",
+                            exit_code=2,
+                        )
                     raise HarnessError(f"no run with id {run_id!r}; {hint}", exit_code=2)
                 if len(matches) > 1:
                     ids = ", ".join(r.id for r in matches[:3]) + (", …" if len(matches) > 3 else "")
