@@ -169,7 +169,8 @@ def test_errors_a_user_can_cause_are_one_line(tmp_path: Path) -> None:
         (["--phase", "backward"], "--phase backward needs --step N", 2),
         (["--step", "99"], "no step 99", 1),
         (["--step", "1", "--start", "5"], "exclude each other", 2),
-        (["--start", "9", "--end", "1"], "is before --start", 2),
+        (["--start", "9", "--end", "1"], "must be after --start", 2),
+        (["--start", "2", "--end", "2"], "--end (2.0 s) must be after --start (2.0 s)", 2),  # as dashboard's
     ]
     for options, message, code in cases:
         result = runner.invoke(app, ["timeline", str(report), "-o", str(tmp_path / "x.json.gz"), *options])

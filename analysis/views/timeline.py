@@ -292,8 +292,8 @@ def check_window(
         raise OptionsError("--step/--phase and --start/--end exclude each other: pick one way to cut")
     if phase is not None and step is None:
         raise OptionsError(f"--phase {phase} needs --step N: a phase runs once per step")
-    if start is not None and end is not None and end < start:
-        raise OptionsError(f"--end {end} is before --start {start}")
+    if start is not None and end is not None and end <= start:
+        raise OptionsError(f"--end ({end} s) must be after --start ({start} s)")
 
 
 def window_of(

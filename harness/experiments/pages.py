@@ -37,6 +37,8 @@ def export_dashboard(
 ) -> Dashboard:
     """The profile panels of one export (or of a report, exported as the analysis commands export it:
     into the cache folder), written to `out`; `window` (seconds into the capture) is its timeline's."""
+    if window is not None:
+        timeline.check_window(start=window[0], end=window[1])  # before the export is looked for
     if not report.exists():
         raise ExportError(f"{report} does not exist; pass an nsys export (.sqlite) or report (.nsys-rep)")
     beside: list[str] = []  # the report read through the export lying beside it
