@@ -37,12 +37,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from workloads.names import MODES
 from workloads.specs import ModelSpec
 
 FP32 = 4
 INT64 = 8
 COMPUTE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-MODES = ("train", "forward", "generate")
 OPTIMIZERS = ("adamw", "none")
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-PRECISIONS = ("fp32", "bf16", "fp16")
+from workloads.names import PRECISIONS
 
 # (pattern, fp32, bf16, fp16) in FLOP/s; first match wins, so the more specific names come first.
 _PEAKS: tuple[tuple[str, float, float | None, float], ...] = (

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from workloads import memory
-from workloads.names import DECODE, PREFILL
+from workloads.names import ATTENTIONS, DECODE, MODES, PREFILL
 from workloads.specs import ModelSpec
 
 if TYPE_CHECKING:
@@ -51,10 +51,7 @@ SUBBLOCKS = (
 MATMUL_SUBBLOCKS = frozenset(
     {"qkv_proj", "qk_scores", "attn_v", "sdpa", "out_proj", "mlp_up", "mlp_down", "lm_head"}
 )
-ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-MODES = ("train", "forward", "generate")
 PASSES = {"forward": 0, "backward": 1, "optimizer": 2, PREFILL: 3, DECODE: 4}
-ATTENTIONS = ("math", "sdpa")
 COLUMNS = ["sub-block", "pass", "kind", "flops", "bytes", "intensity"]
 ID_BYTES = 8  # int64 token ids and targets
 STAT_BYTES = 4  # fp32 per-row statistics (log-sum-exp)
@@ -109,7 +106,7 @@ def subblock_costs(
     import pandas as pd
 
     for name, value, allowed in (
-        ("precision", precision, tuple(ELEMENT_BYTES)),
+        ("precision", precision, tuple(memory.COMPUTE_BYTES)),
         ("mode", mode, MODES),
         ("attention", attention, ATTENTIONS),
     ):
@@ -117,7 +114,7 @@ def subblock_costs(
             raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
     if batch <= 0 or seq <= 0:
         raise ValueError(f"batch and sequence length must be positive, got {batch} and {seq}")
-    s = ELEMENT_BYTES[precision]
+    s = memory.COMPUTE_BYTES[precision]
     out = []
     if mode == "generate":
         if new_tokens < 1:
