@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
+from analysis.readers import REPORT_SUFFIXES
 from analysis.trace.cache import EXPORTS, Cache, cache_root
 from analysis.trace.cache_files import Cleared
 
 if TYPE_CHECKING:
     from analysis.trace.trace import Trace
 
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 Exporter = Callable[[Path, Path], object]
 """Writes the SQLite export of the report (first) at the path (second); raises where it cannot."""

@@ -38,14 +38,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import ExportError
+from analysis.readers import EXPORT_SUFFIXES, REPORT_SUFFIXES
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
 RANK_RE = re.compile(r"(?:^|[._-])rank[_-]?(\d+)(?=[._-]|$)", re.IGNORECASE)
-EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # names of a folder's files that look like an export's but are not taken: said, not passed over in silence
 NEAR_SUFFIXES = (".sqlite3", ".db", ".json.bz2", ".json.xz", ".json.zst", ".nsys-rep.gz")
 VALUE_COLUMNS = ("duration", "bytes")  # the value columns of row pieces; the others are keys
