@@ -1,4 +1,4 @@
-"""Events against many windows at once (analysis.advice.windows) give what comparing every event with every
+"""Events against many windows at once (analysis.intervals) give what comparing every event with every
 window gives: counts, sums, membership and clipped time, on windows that overlap, nest, are empty or end
 before they start, over several processes, with times as integers and as floats."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.advice.windows import clipped_sums, covered, covered_any, in_windows, slices
+from analysis.intervals import clipped_sums, covered, covered_any, in_windows, slices
 
 PIDS = np.array([1 << 24, 2 << 24, 7 << 24], dtype=np.int64)
 

@@ -15,6 +15,7 @@ import pandas as pd
 from analysis.advice import where
 from analysis.advice.instruments import Instruments, instruments
 from analysis.errors import AnalysisError
+from analysis.joins.runtime import PROCESS_MASK
 from analysis.trace.trace import Trace
 from workloads.names import DATA, MEASURED
 
@@ -254,7 +255,7 @@ class Seen:
                 "end": got["end"].to_numpy(),
                 "global_tid": got["global_tid"].to_numpy(),
                 "name": got["name_id"].map(names).to_numpy(),
-                "pid": got["global_tid"].to_numpy() & where.PROCESS,
+                "pid": got["global_tid"].to_numpy() & PROCESS_MASK,
             }
         )
 

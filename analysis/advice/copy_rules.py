@@ -8,7 +8,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.advice.base import Finding, Seen
-from analysis.advice.where import PROCESS, ms
+from analysis.advice.where import ms
+from analysis.joins.runtime import PROCESS_MASK
 from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
 
 HTOD, DTOH = COPY_KINDS["HtoD"], COPY_KINDS["DtoH"]
@@ -25,7 +26,7 @@ def _step_copies(seen: Seen) -> pd.DataFrame:
         "memcpy",
         ["start", "end", "bytes", "copy_kind", "src_kind", "dst_kind", "correlation_id", "global_pid"],
     )
-    m = m.assign(pid=m["global_pid"].to_numpy() & PROCESS)
+    m = m.assign(pid=m["global_pid"].to_numpy() & PROCESS_MASK)
     cs = seen.calls
     if len(cs):
         calls = cs.assign(call=cs["end"] - cs["start"], call_start=cs["start"])

@@ -29,7 +29,7 @@ from analysis.advice.launches import launches
 from analysis.advice.run_checks import ExportFacts
 from analysis.advice.step_table import step_table
 from analysis.advice.steps import UNKNOWN_WARMUP, Steps, origin, seconds, steps
-from analysis.advice.windows import covered, in_windows
+from analysis.intervals import covered, in_windows
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, STEP, counted
 

@@ -14,12 +14,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
+from analysis.joins.runtime import PROCESS_MASK
 from analysis.stats import member, membership, pair_keys
-from analysis.trace.frames import NAMES_OF
+from analysis.trace.frames import GPU_WORK, NAMES_OF
 from analysis.trace.trace import Trace
 
-PROCESS = ~0xFFFFFF
-GPU_FRAMES = ("kernels", "memcpy", "memset")
 # GPU work launched inside the capture without its launching call: from this share on the per-kernel tables
 # cannot be trusted
 ORPHAN_FAIL_PCT = 1.0
@@ -39,8 +38,8 @@ def orphans(trace: Trace) -> pd.DataFrame:
         if trace.has("runtime")
         else pd.DataFrame({"correlation_id": np.empty(0, np.int64), "global_tid": np.empty(0, np.int64)})
     )
-    pids = calls["global_tid"].to_numpy() & PROCESS
-    frames = [f for f in GPU_FRAMES if trace.has(f)]
+    pids = calls["global_tid"].to_numpy() & PROCESS_MASK
+    frames = [f for f in GPU_WORK if trace.has(f)]
     events = [
         trace.frame(f, ["start", "correlation_id", "global_pid"] + (["name_id"] if f == "kernels" else []))
         for f in frames
@@ -48,7 +47,9 @@ def orphans(trace: Trace) -> pd.DataFrame:
     known, keys = pair_keys(
         pids,
         calls["correlation_id"].to_numpy(),
-        np.concatenate([ev["global_pid"].to_numpy() & PROCESS for ev in events] or [np.empty(0, np.int64)]),
+        np.concatenate(
+            [ev["global_pid"].to_numpy() & PROCESS_MASK for ev in events] or [np.empty(0, np.int64)]
+        ),
         np.concatenate([ev["correlation_id"].to_numpy() for ev in events] or [np.empty(0, np.int64)]),
     )
     # a table over the keys' span where it is no longer than the calls themselves: no sort of 6M keys
@@ -61,7 +62,7 @@ def orphans(trace: Trace) -> pd.DataFrame:
     for frame, ev, lo, hi in zip(frames, events, bounds[:-1], bounds[1:], strict=True):
         lost = ev[~have[lo:hi]]
         names = trace.strings(lost["name_id"].unique()) if frame == "kernels" else {}
-        since = (lost["global_pid"].to_numpy() & PROCESS).astype(np.int64)
+        since = (lost["global_pid"].to_numpy() & PROCESS_MASK).astype(np.int64)
         below = lost["correlation_id"].to_numpy() < pd.Series(since).map(first).to_numpy(
             dtype=float, na_value=-1
         )
@@ -82,7 +83,7 @@ def orphans(trace: Trace) -> pd.DataFrame:
 
 def launch_correlation(trace: Trace, health: Health) -> Check:
     name = "launch correlation"
-    total = sum(trace.count(f) for f in GPU_FRAMES if trace.has(f))
+    total = sum(trace.count(f) for f in GPU_WORK if trace.has(f))
     if not total:
         return Check(name, OK, "no GPU work in the trace")
     found = orphans(trace)

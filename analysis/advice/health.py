@@ -27,18 +27,18 @@ from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
 from analysis.advice.gpu_work import kernel_names, launch_correlation
 from analysis.advice.kineto_health import left_out, profiler_steps, queue_length_check
 from analysis.advice.labels import label_in, labels_of
-from analysis.advice.launches import GPU_FRAMES
 from analysis.advice.verdict import keep_verdict
 from analysis.hta.gpu_events import gpu_events, merge
+from analysis.intervals import clipped_sums
+from analysis.joins.runtime import PROCESS_MASK
 from analysis.readers import NULL
 from analysis.readers.nsys import LOST
 from analysis.tables import stats_format
-from analysis.trace.frames import NAMES_OF
+from analysis.trace.frames import GPU_WORK, NAMES_OF
 from analysis.trace.trace import Trace
 from workloads.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES, counted
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
-PROCESS = ~0xFFFFFF
 # nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
 # moves by 2% changes the conclusion of most comparisons the harness makes)
 OVERHEAD_WARN_PCT = 2.0
@@ -190,29 +190,15 @@ def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.Dat
     rows = []
     for phase, rs in ranges.groupby("name", sort=False):
         inside = 0
-        for pid, prs in rs.groupby(rs["global_tid"].to_numpy() & PROCESS):
-            po = over[(over["global_tid"].to_numpy() & PROCESS) == pid]
+        for pid, prs in rs.groupby(rs["global_tid"].to_numpy() & PROCESS_MASK):
+            po = over[(over["global_tid"].to_numpy() & PROCESS_MASK) == pid]
             us, ue = merge(po["start"].to_numpy(), po["end"].to_numpy())
-            inside += _covered(us, ue, prs["start"].to_numpy(), prs["end"].to_numpy())
+            inside += int(clipped_sums(us, ue, prs["start"].to_numpy(), prs["end"].to_numpy()).sum())
         span = int((rs["end"] - rs["start"]).sum())
         rows.append((phase, len(rs), span, inside, 100 * inside / span if span else 0.0))
     out = pd.DataFrame(rows, columns=["Phase", "Ranges", "Phase time (ns)", "Overhead (ns)", "Share (%)"])
     order = {p: i for i, p in enumerate(PHASES)}
     return out.sort_values("Phase", key=lambda s: s.map(order)).reset_index(drop=True)
-
-
-def _covered(us: np.ndarray, ue: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
-    """Time of the disjoint sorted intervals (us, ue) inside each [start, end), summed."""
-    if not len(us):
-        return 0
-    cum = np.concatenate([[0], np.cumsum(ue - us)])
-
-    def upto(t: np.ndarray) -> np.ndarray:  # covered time before t
-        i = np.searchsorted(us, t, side="right")  # intervals starting at or before t
-        partial = np.where(i > 0, np.minimum(ue[np.maximum(i - 1, 0)], t) - us[np.maximum(i - 1, 0)], 0)
-        return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0)
-
-    return int((upto(end) - upto(start)).sum())
 
 
 EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "osrt", "nvtx")
@@ -381,7 +367,7 @@ def _repeated(trace: Trace) -> Check:
         f"{counted(ranges, 'NVTX range')} {'repeats' if ranges == 1 else 'repeat'} another exactly: the NVTX "
         "tables count them twice"
     )
-    if not any(trace.has(f) for f in GPU_FRAMES):
+    if not any(trace.has(f) for f in GPU_WORK):
         return Check(name, FAIL, said, fix) if ranges else Check(name, OK, "no GPU work in the trace")
     ev = gpu_events(trace)
     work = (ev["kind"] != "sync").to_numpy()

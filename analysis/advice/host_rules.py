@@ -12,6 +12,7 @@ import pandas as pd
 from analysis.advice.base import LOADER_RANGES, LOADER_THREADS, Finding, Seen
 from analysis.advice.health import overhead_in_phases
 from analysis.advice.where import idle_within, inside, ms, named_ranges
+from analysis.intervals import clipped_sums
 from workloads.names import FORWARD, OPTIMIZER
 
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
@@ -162,9 +163,11 @@ def loading_and_gaps(seen: Seen) -> list[Finding]:
 def _covered(spans: pd.DataFrame, by: pd.DataFrame) -> np.ndarray:
     """Per span: its time inside the ranges `by` of the same process."""
     out = np.zeros(len(spans), dtype=np.int64)
-    for i, (s, e, pid) in enumerate(zip(spans["start"], spans["end"], spans["pid"], strict=True)):
-        mine = by[by["pid"] == pid]
-        out[i] = int((np.clip(mine["end"], s, e) - np.clip(mine["start"], s, e)).sum())
+    pids = spans["pid"].to_numpy()
+    for pid in np.unique(pids):
+        at, mine = pids == pid, by[by["pid"].to_numpy() == pid]
+        lo, hi = spans["start"].to_numpy()[at], spans["end"].to_numpy()[at]
+        out[at] = clipped_sums(mine["start"].to_numpy(), mine["end"].to_numpy(), lo, hi)
     return out
 
 

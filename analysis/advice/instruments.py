@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, steps_of
-from analysis.advice.windows import clipped_sums
 from analysis.hta.gpu_events import gpu_events
+from analysis.intervals import clipped_sums
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED, TOKEN, counted
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
-from analysis.advice.launches import GPU_FRAMES
 from analysis.hta.breakdown import queue_lengths
+from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 
 STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -49,7 +49,7 @@ def left_out(trace: Trace) -> Check:
 
 def queue_length_check(trace: Trace, health: Health) -> Check:
     name = "queue lengths"
-    if not (trace.has("runtime") and any(trace.has(f) for f in GPU_FRAMES)):
+    if not (trace.has("runtime") and any(trace.has(f) for f in GPU_WORK)):
         return Check(name, OK, "no launches and GPU work to count")
     q = queue_lengths(trace)
     neg = q[q["length"] < 0]

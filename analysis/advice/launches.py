@@ -9,12 +9,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.joins.runtime import runtime_calls
+from analysis.joins.runtime import PROCESS_MASK, runtime_calls
 from analysis.stats import member, pair_keys
+from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 
-PROCESS = ~0xFFFFFF
-GPU_FRAMES = ("kernels", "memcpy", "memset")
 # calls that launch one kernel each (their versioned and per-thread-stream forms too: _v7000, _ptsz)
 KERNEL_LAUNCHES = frozenset({
     "cudaLaunch", "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
@@ -63,7 +62,7 @@ def launches(trace: Trace) -> pd.DataFrame:
         {
             "start": calls["start"].to_numpy()[keep],
             "end": calls["end"].to_numpy()[keep],
-            "pid": calls["global_tid"].to_numpy()[keep] & PROCESS,
+            "pid": calls["global_tid"].to_numpy()[keep] & PROCESS_MASK,
             "correlation_id": calls["correlation_id"].to_numpy()[keep],
             "name": pd.Series(ids[keep]).map(names).to_numpy(),
         }
@@ -114,7 +113,7 @@ def _captured(calls: pd.DataFrame, begins: np.ndarray, ends: np.ndarray) -> np.n
 
 def gpu_work(trace: Trace) -> pd.DataFrame:
     """Kernels, copies and sets: kind, start, end, pid (of the launching process), correlation_id."""
-    frames = [f for f in GPU_FRAMES if trace.has(f)]
+    frames = [f for f in GPU_WORK if trace.has(f)]
     if not frames:
         return pd.DataFrame({"kind": [], "start": [], "end": [], "pid": [], "correlation_id": []})
     parts = [trace.frame(f, ["start", "end", "correlation_id", "global_pid"]) for f in frames]
@@ -125,7 +124,7 @@ def gpu_work(trace: Trace) -> pd.DataFrame:
             ),
             "start": np.concatenate([p["start"].to_numpy() for p in parts]),
             "end": np.concatenate([p["end"].to_numpy() for p in parts]),
-            "pid": np.concatenate([p["global_pid"].to_numpy() for p in parts]) & PROCESS,
+            "pid": np.concatenate([p["global_pid"].to_numpy() for p in parts]) & PROCESS_MASK,
             "correlation_id": np.concatenate([p["correlation_id"].to_numpy() for p in parts]),
         }
     )

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.nsys_query import PID_MASK, Query
+from analysis.trace.frames import GPU_WORK
 
-GPU_WORK = ("kernels", "memcpy", "memset")
 FLUSH_OVERHEAD = (
     "CUDA profiling data flush overhead",
     "CUDA profiling stop overhead",

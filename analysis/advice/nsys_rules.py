@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.advice.nsys_gpu_rules import GPU_WORK, gpu_gaps, gpu_low_util
+from analysis.advice.nsys_gpu_rules import gpu_gaps, gpu_low_util
 from analysis.advice.nsys_query import DEFAULT_ROWS, PID_MASK, Query, Skipped, like, pid_of, window
 from analysis.errors import AnalysisError
 from analysis.readers import NULL
+from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 
 HTOD = 1  # CUPTI's copy kind host-to-device

@@ -1,15 +1,17 @@
 """Per step, what the capture recorded in it: analysis.advice.coverage's table of GPU coverage by step, the
 events of a step's process whose time lies in the step's [start, end), counted by
-analysis.advice.windows."""
+analysis.intervals."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from analysis.advice.launches import PROCESS, gpu_work
-from analysis.advice.windows import in_windows
+from analysis.advice.launches import gpu_work
+from analysis.intervals import in_windows
+from analysis.joins.runtime import PROCESS_MASK
 from analysis.stats import pair_keys
+from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 
 COLUMNS = ["Step", "Measured", "Start (ns)", "End (ns)", "Launch calls", "Without GPU work", "Graph launches",
@@ -21,7 +23,7 @@ def _calls_of(trace: Trace, work: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
     there is none (lost): float where one is lost, as a left join on the pair would give it."""
     rt = trace.frame("runtime", ["start", "correlation_id", "global_tid"])
     call_key, work_key = pair_keys(
-        rt["global_tid"].to_numpy() & PROCESS, rt["correlation_id"].to_numpy(),
+        rt["global_tid"].to_numpy() & PROCESS_MASK, rt["correlation_id"].to_numpy(),
         work["pid"].to_numpy(), work["correlation_id"].to_numpy(),
     )  # fmt: skip
     keys, first = np.unique(call_key, return_index=True)  # the first call of each pair
@@ -41,20 +43,19 @@ def step_table(trace: Trace, frame: pd.DataFrame, calls: pd.DataFrame) -> pd.Dat
     if frame.empty:
         return pd.DataFrame([], columns=COLUMNS)
     work = gpu_work(trace)
-    kinds = ("kernels", "memcpy", "memset")
     if len(work):
         pid, code = work["pid"].to_numpy(), work["kind"].cat.codes.to_numpy()
         kind = {k: code == work["kind"].cat.categories.get_loc(k) if k in work["kind"].cat.categories else
-                np.zeros(len(work), dtype=bool) for k in kinds}  # fmt: skip
+                np.zeros(len(work), dtype=bool) for k in GPU_WORK}  # fmt: skip
         if trace.has("runtime"):
             call, lost = _calls_of(trace, work)
         else:
             call, lost = work["start"].to_numpy(), np.zeros(len(work), dtype=bool)
-        done = in_windows(pid[~lost], call[~lost], {k: kind[k][~lost] for k in kinds}, frame)
+        done = in_windows(pid[~lost], call[~lost], {k: kind[k][~lost] for k in GPU_WORK}, frame)
         orphan = lost & kind["kernels"]
         orphans = in_windows(pid[orphan], work["start"].to_numpy()[orphan], {"n": None}, frame)["n"]
     else:
-        done = {k: np.zeros(len(frame), dtype=np.int64) for k in kinds}
+        done = {k: np.zeros(len(frame), dtype=np.int64) for k in GPU_WORK}
         orphans = np.zeros(len(frame), dtype=np.int64)
     graph = calls["graph"].astype(bool).to_numpy()
     launched = in_windows(

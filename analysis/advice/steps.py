@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.labels import label_codes, label_test
-from analysis.advice.launches import GPU_FRAMES, PROCESS
+from analysis.joins.runtime import PROCESS_MASK
 from analysis.readers.kineto_build import STEP_RE
+from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, MEASURED, STEP
 
@@ -29,7 +30,7 @@ def origin(trace: Trace) -> int:
     event."""
     if trace.format == "nsys-sqlite":
         return 0
-    frames = [f for f in (*GPU_FRAMES, "syncs", "runtime", "nvtx", "cpu_ops") if trace.has(f)]
+    frames = [f for f in (*GPU_WORK, "syncs", "runtime", "nvtx", "cpu_ops") if trace.has(f)]
     return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
 
 
@@ -70,7 +71,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
     if gpu_side.any():
         nv = nv[~gpu_side]
     codes, labels = label_codes(nv["name"])  # names are matched once each, not once per range
-    pid = nv["global_tid"].to_numpy() & PROCESS
+    pid = nv["global_tid"].to_numpy() & PROCESS_MASK
     numbers = pd.Series(labels, dtype=object).str.extract(STEP_RE.pattern, expand=False)
     kineto = np.append(numbers.notna().to_numpy(), False)[codes]
     if kineto.any():
@@ -99,8 +100,8 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
         hs = hs.assign(step=hs["payload"].astype(np.int64))
         frame = _per_step(hs)
         inside = np.zeros(len(frame), dtype=bool)
-        for s, e, p in zip(measured["start"], measured["end"], measured["global_tid"].to_numpy() & PROCESS,
-                           strict=True):  # fmt: skip
+        pids = measured["global_tid"].to_numpy() & PROCESS_MASK
+        for s, e, p in zip(measured["start"], measured["end"], pids, strict=True):
             inside |= (
                 (frame["pid"].to_numpy() == p)
                 & (frame["start"].to_numpy() >= s)
@@ -113,7 +114,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
             ["step", "start", "end", "pid", "measured", "phases"]
         ]
         spans = list(zip(measured["start"].astype(np.int64), measured["end"].astype(np.int64),
-                         measured["global_tid"].to_numpy() & PROCESS, strict=True))  # fmt: skip
+                         measured["global_tid"].to_numpy() & PROCESS_MASK, strict=True))  # fmt: skip
         return Steps(
             frame, "harness", has_measured=bool(len(measured)), nvtx_end=max(ends), spans=spans,
             by_record=by_record,
@@ -126,7 +127,7 @@ def steps(trace: Trace, warmup: int | None = None) -> Steps:
             "step": np.arange(len(plain), dtype=np.int64),
             "start": plain["start"].to_numpy(),
             "end": plain["end"].to_numpy(),
-            "pid": plain["global_tid"].to_numpy() & PROCESS,
+            "pid": plain["global_tid"].to_numpy() & PROCESS_MASK,
             "measured": True,
             "phases": [frozenset({STEP})] * len(plain),
         }

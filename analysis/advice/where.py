@@ -14,17 +14,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.advice.windows import clipped_sums, covered, covered_any, in_windows, slices
 from analysis.hta.gpu_events import gpu_events, merge
+from analysis.intervals import clipped_sums, covered, covered_any, in_windows, slices
 from analysis.joins.nvtx_ranges import step_phases
-from analysis.joins.runtime import plain_name
+from analysis.joins.runtime import PROCESS_MASK, plain_name
 from analysis.readers.kineto_build import STEP_RE
+from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 from workloads.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
 
 PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
-PROCESS = ~0xFFFFFF
-GPU_FRAMES = ("kernels", "memcpy", "memset")
 RANGE_COLUMNS = ("start", "end", "pid", "tid", "phase", "step", "is_step")
 
 
@@ -35,7 +34,7 @@ def phase_of(name: str) -> str | None:
 
 
 def has_gpu(trace: Trace) -> bool:
-    return any(trace.has(f) for f in GPU_FRAMES)
+    return any(trace.has(f) for f in GPU_WORK)
 
 
 def ranges(trace: Trace) -> pd.DataFrame:
@@ -73,7 +72,7 @@ def ranges(trace: Trace) -> pd.DataFrame:
         {
             "start": nv["start"].to_numpy()[keep],
             "end": nv["end"].to_numpy()[keep],
-            "pid": (tid & PROCESS)[keep],
+            "pid": (tid & PROCESS_MASK)[keep],
             "tid": tid[keep],
             "phase": phase.to_numpy()[keep],
             "step": np.where(is_step, step, -1)[keep],
@@ -94,7 +93,7 @@ def named_ranges(trace: Trace, pattern: str) -> pd.DataFrame:
         {
             "start": hit["start"].to_numpy(),
             "end": hit["end"].to_numpy(),
-            "pid": tid & PROCESS,
+            "pid": tid & PROCESS_MASK,
             "tid": tid,
             "name": hit["name"].astype(str).to_numpy(),
         }
@@ -159,7 +158,7 @@ def calls(trace: Trace) -> pd.DataFrame:
         )
     got = trace.frame("runtime", ["start", "end", "correlation_id", "global_tid", "name_id"])
     names = {i: plain_name(n) for i, n in trace.strings(got["name_id"].unique()).items()}
-    return got.assign(name=got["name_id"].map(names), pid=got["global_tid"].to_numpy() & PROCESS)
+    return got.assign(name=got["name_id"].map(names), pid=got["global_tid"].to_numpy() & PROCESS_MASK)
 
 
 def os_calls(trace: Trace) -> pd.DataFrame:
@@ -174,7 +173,7 @@ def os_calls(trace: Trace) -> pd.DataFrame:
             "end": got["end"].to_numpy(),
             "global_tid": got["global_tid"].to_numpy(),
             "name": got["name_id"].map(names).to_numpy(),
-            "pid": got["global_tid"].to_numpy() & PROCESS,
+            "pid": got["global_tid"].to_numpy() & PROCESS_MASK,
         }
     )
 
@@ -207,7 +206,7 @@ def phase_table(trace: Trace, launch_calls: frozenset[str] | tuple[str, ...]) ->
     cs = calls(trace)
     launches = cs[cs["name"].isin(launch_calls)]
     kernels = ev[ev["kind"] == "kernel"]
-    joined = kernels.assign(pid=kernels["global_pid"].to_numpy() & PROCESS).merge(
+    joined = kernels.assign(pid=kernels["global_pid"].to_numpy() & PROCESS_MASK).merge(
         launches[["correlation_id", "pid", "start"]].rename(columns={"start": "launch"}),
         on=["pid", "correlation_id"],
     )

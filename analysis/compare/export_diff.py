@@ -47,10 +47,10 @@ from analysis.hta.gpu_events import DeviceTime, device_times, gpu_events
 from analysis.joins.nvtx_ranges import all_ranges, open_ranges_said, tagged
 from analysis.joins.runtime import pid_of, runtime_calls
 from analysis.nvtx_names import group_names, grouping_notes, has_fields
+from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import NULL, Trace
 from workloads.names import counted
 
-GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 MIN_NAMES_COMMON_PCT = 50.0  # under this share of kernel names in common, no verdict
 MAX_COUNT_RATIO = 2.0  # kernel counts further apart than this, no verdict
 SPLIT = (
@@ -111,7 +111,7 @@ def _schema(trace: Trace) -> str:
 
 
 def _has_gpu(trace: Trace) -> bool:
-    return any(trace.has(f) for f in GPU_FRAMES)
+    return any(trace.has(f) for f in (*GPU_WORK, "syncs"))
 
 
 def _events(trace: Trace, windows: pd.DataFrame | None) -> pd.DataFrame | None:

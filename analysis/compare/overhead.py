@@ -25,7 +25,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis.runs.steady import STEP_SUM
+from analysis.runs.steady import CONFIDENCE, STEP_SUM
 
 BASELINE = "no nsys"
 NO_PROFILER = "no profiler"  # the baseline's label where the profiled side is not (only) nsys
@@ -36,8 +36,6 @@ def baseline_label(profilers: Iterable[str]) -> str:
     found = {p for p in profilers if p and p != "none"}
     return BASELINE if found <= {"nsys"} else NO_PROFILER
 
-
-CONFIDENCE = 0.95
 
 Outcome = Literal["increase", "decrease", "inconclusive"]
 

@@ -15,9 +15,7 @@ import pandas as pd
 
 from analysis.advice.record import findings_frame, health_line, untrusted_line
 from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.style import PALETTE, TEMPLATE, hover
-
-MS = 1e6
+from analysis.dashboard.style import MS, PALETTE, TEMPLATE, hover
 
 
 def newest_advice(runs: pd.DataFrame) -> tuple[str, dict] | None:

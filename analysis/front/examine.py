@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from analysis.advice.base import Stop
@@ -46,6 +45,7 @@ from analysis.compare.agreement import agreement_table, for_people, pair_ranges,
 from analysis.compare.overhead import BASELINE, overhead_and_headline, overhead_steps
 from analysis.errors import AnalysisError, ExportError
 from analysis.hta.gpu_events import gpu_events, merge
+from analysis.intervals import clipped_sums
 from analysis.tables.kernels import kernel_summary
 from analysis.tables.nvtx import nvtx_ranges
 from analysis.tables.operators import SELF_CUDA, by_self_cuda, operator_table
@@ -476,10 +476,8 @@ def busy_share(trace: Trace, phase: str, steps: Collection[int] | None = None) -
     events = gpu_events(trace)
     events = events[events["kind"] != "sync"]
     us, ue = merge(events["start"].to_numpy(), events["end"].to_numpy())
-    busy = wall = 0
-    for start, end in zip(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy(), strict=True):
-        busy += int((np.clip(ue, start, end) - np.clip(us, start, end)).sum())
-        wall += int(end - start)
+    starts, ends = ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()
+    busy, wall = int(clipped_sums(us, ue, starts, ends).sum()), int((ends - starts).sum())
     return busy / wall if wall else None
 
 

@@ -27,11 +27,10 @@ import pandas as pd
 
 from analysis.joins.runtime import PROCESS_MASK, _call_key
 from analysis.readers import valid_duration
-from analysis.trace.frames import FRAMES, TIMED
+from analysis.trace.frames import FRAMES, GPU_WORK, TIMED
 from analysis.trace.trace import NULL, Trace
 from analysis.trace.view import TraceView
 
-GPU_FRAMES = ("kernels", "memcpy", "memset", "syncs")
 CPU_FRAMES = ("runtime", "nvtx", "cpu_ops", "osrt")
 STEP_MARK = "ProfilerStep"
 EXACT_FLOAT = 2**53  # ns values below this convert to float64 without loss
@@ -117,7 +116,7 @@ class HtaView(TraceView):
         mask = None
         if last is not None and frame in CPU_FRAMES and self.base.has(frame):
             mask = self.times(frame)[0] < last
-        elif last is not None and frame in GPU_FRAMES and self.base.has(frame):
+        elif last is not None and frame in (*GPU_WORK, "syncs") and self.base.has(frame):
             launched = np.empty(0, dtype=np.int64)  # (process, correlationId): ids repeat across processes
             if self.base.has("runtime"):
                 calls = self.base._columns("runtime", ["correlation_id", "global_tid"])

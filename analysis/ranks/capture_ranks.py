@@ -34,6 +34,8 @@ import pandas as pd
 
 from analysis import tables
 from analysis.errors import ExportError
+from analysis.hta.gpu_events import merge
+from analysis.intervals import clipped_sums
 from analysis.joins.runtime import pid_of
 from analysis.ranks.ranks import CAPTURE, COMM_PREFIX, PHASE_COLUMNS, RanksReport, gpu_activity, phase_rows
 from analysis.trace.frames import FRAMES
@@ -62,29 +64,6 @@ def kernel_processes(trace: Trace) -> pd.DataFrame:
     return procs[cols].astype(np.int64)
 
 
-def _covered(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The union of [start, end) as disjoint sorted intervals, and the covered length before each."""
-    if not len(start):
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.zeros(1, np.int64)
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    firsts = np.flatnonzero(new)
-    ms, me = s[new], np.maximum.reduceat(e, firsts)
-    return ms, me, np.concatenate([[0], np.cumsum(me - ms)])
-
-
-def _covered_before(ms: np.ndarray, me: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Covered length of (-inf, t) for each t."""
-    i = np.searchsorted(ms, t, side="left") - 1  # last interval starting before t
-    ok = i >= 0
-    j = np.maximum(i, 0)
-    part = np.where(ok, np.minimum(t, me[j] if len(me) else 0) - (ms[j] if len(ms) else 0), 0)
-    return np.where(ok, cum[j] + part, 0)
-
-
 def collective_rows(trace: Trace, procs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """One row per rank and collective (COLLECTIVE_COLUMNS; times in ns, Start since the ranks' first
     kernel), and notes.
@@ -103,13 +82,13 @@ def collective_rows(trace: Trace, procs: pd.DataFrame) -> tuple[pd.DataFrame, li
     per_rank = []
     for rank, p in zip(procs["rank"], procs["pid"], strict=True):
         mine = pid == p
-        ms, me, cum = _covered(start[mine & ~comm], end[mine & ~comm])
+        ms, me = merge(start[mine & ~comm], end[mine & ~comm])
         c = np.flatnonzero(mine & comm)
         c = c[np.argsort(start[c], kind="stable")]
         first = start[mine].min() if mine.any() else 0
         prev_end = np.concatenate([[first], end[c][:-1]])
         prev_end = np.minimum(prev_end, start[c])  # overlapping collectives: nothing before
-        compute = _covered_before(ms, me, cum, start[c]) - _covered_before(ms, me, cum, prev_end)
+        compute = clipped_sums(ms, me, prev_end, start[c])  # its other kernels' time since the last one
         per_rank.append((int(rank), c, compute))
     counts = {r: len(c) for r, c, _ in per_rank}
     n = min(counts.values())

@@ -69,6 +69,7 @@ FRAMES: dict[str, tuple[str, ...]] = {
 WHOLE = frozenset({"threads", "strings", "diagnostics", "contexts"})  # read in one piece
 TYPED = frozenset({"nvtx", "threads", "strings", "diagnostics", "contexts"})  # the reader types them
 TIMED = frozenset({"kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "syncs", "cpu_ops", "overhead"})
+GPU_WORK = ("kernels", "memcpy", "memset")  # the frames of work a GPU does: kernels, copies, sets
 NAMES_OF = {"kernels": "kernels", "runtime": "CUDA API calls", "memcpy": "memory copies",
             "memset": "memory sets", "osrt": "OS runtime calls", "nvtx": "NVTX ranges",
             "syncs": "CUDA synchronization events", "cpu_ops": "CPU operators",
