@@ -9,6 +9,7 @@ after sorting both by rank, stream and category.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -191,6 +192,28 @@ def test_breakdown_cli() -> None:
     assert "Queue length per stream" in folder.stdout and '"Rank":3' in folder.stdout.replace(" ", "")
     empty = runner.invoke(app, ["breakdown", str(path.parent / "expected")])
     assert empty.exit_code == 1 and "no .json or .json.gz traces" in empty.output
+
+
+def test_breakdown_all_computes_the_idle_intervals_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`breakdown --all` computed each trace's idle intervals twice, once for the idle time table and again
+    for the idle gaps' statistics: once now, and both tables are those the two functions give."""
+    from harness.cli.terminal.output import to_json
+
+    path = trace_path("nccl")
+    computed: list[int] = []
+    launch_start = b._launch_start  # one call per computation of a trace's idle intervals
+    monkeypatch.setattr(
+        b, "_launch_start", lambda trace, ev: computed.append(len(ev)) or launch_start(trace, ev)
+    )
+    result = runner.invoke(app, ["breakdown", str(path), "--all", "--hta", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert len(computed) == 1
+    doc = json.loads(result.stdout)
+    with open_trace(path) as trace:
+        idle = b.idle_time_breakdown(trace, hta_rules=True)
+        stats = b.idle_interval_stats(trace, hta_rules=True)
+    assert doc["Idle time per stream, by cause"] == json.loads(json.dumps(to_json(idle)))
+    assert doc["Idle gaps per stream and cause"] == json.loads(json.dumps(to_json(stats)))
 
 
 def test_default_breakdown_says_how_far_and_why_it_differs_from_hta() -> None:

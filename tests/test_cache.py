@@ -54,6 +54,34 @@ def test_second_open_reads_parquet_only(a100_export: Path, a100_expected: Path, 
     assert warm.count("kernels") == 5 and warm.meta["schema"] == "2.9.1"
 
 
+def test_a_warm_count_reads_no_column(a100_export: Path, cache_dir: Path, monkeypatch) -> None:
+    """Health counts every frame's rows: with the frame cached, Trace.count read a whole column of it from
+    the cache (and kept it) to take its length. It reads the cached column's footer now: no column is read,
+    none is held, and the export is not opened; the counts are the export's own."""
+    from export_data import query_rows
+
+    from analysis.trace import cache_entry
+
+    with open_trace(a100_export) as cold:
+        cold.frame("kernels", ["start", "end"])
+        cold.frame("runtime", ["start", "end"])
+    loaded: list[str] = []
+    load = cache_entry.Entry.load
+    monkeypatch.setattr(
+        cache_entry.Entry,
+        "load",
+        lambda self, frame, columns: loaded.append(frame) or load(self, frame, columns),
+    )
+    with open_trace(a100_export) as warm:
+        counts = warm.count("kernels"), warm.count("runtime")
+        assert not warm.holds("kernels", ["start"]) and not warm.holds("runtime", ["start"])
+        assert loaded == [] and warm.source_reads == {}
+    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")
+    assert (
+        counts == tuple(query_rows(a100_export, f"SELECT COUNT(*) FROM {t}")[0][0] for t in tables) == (5, 95)
+    )
+
+
 def test_a_warm_nvtx_table_does_not_open_the_export(cpu_export: Path, cache_dir: Path) -> None:
     """Whether some NVTX range never ends (every NVTX table says so) is read from the export once and kept
     with the entry's meta: the warm table opens nothing but the cache."""

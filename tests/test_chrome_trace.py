@@ -413,3 +413,27 @@ def test_a_step_is_cut_by_its_phase_ranges_payloads(h100_export: Path, tmp_path:
     assert code == 0 and "(window {:,}..{:,} ns)".format(*step3["backward"]) in said
     code, said = window("--step", "3", "--phase", "optimizer")
     assert code == 1 and "no 'optimizer' range in step 3" in said
+
+
+def test_a_step_of_a_torch_profiler_trace_is_said_from_the_trace_s_start(tmp_path: Path) -> None:
+    """`timeline TRACE --step 5` said a Kineto trace's window in Unix nanoseconds (4,458,676,639,291,351..
+    for nccl) where an export's is said in its session's: it is said from the trace's first event now, as
+    every other time of a Kineto trace said to people (nccl's first event is ProfilerStep#4, 222.5 ms
+    before ProfilerStep#5)."""
+    from decimal import Decimal
+
+    from kineto_data import raw_events, trace_path
+
+    def ns(us: float) -> int:  # the trace's µs with three decimals, exactly
+        return int(Decimal(repr(us)) * 1000)
+
+    events = [e for e in raw_events("nccl") if e.get("ph") == "X" and e.get("cat") != "Trace"]
+    first = min(ns(e["ts"]) for e in events)
+    step = next(e for e in events if e["name"] == "ProfilerStep#5")
+    lo, hi = ns(step["ts"]) - first, ns(step["ts"]) + ns(step["dur"]) - first
+    assert lo == 222_503_285
+    r = runner.invoke(
+        app, ["timeline", str(trace_path("nccl")), "--step", "5", "-o", str(tmp_path / "t.json")]
+    )
+    assert r.exit_code == 0, r.output
+    assert f"(window {lo:,}..{hi:,} ns)" in r.stderr.replace("\n      ", " ")

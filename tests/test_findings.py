@@ -83,6 +83,22 @@ def test_host_wait_fires_on_nccl(nccl: Trace) -> None:
     assert _rule(findings(hta_view(nccl)), "gpu-host-wait").at_stake_ns == round(their * 1000) == 357_247_000
 
 
+def test_host_wait_computes_the_idle_intervals_once(nccl: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gpu-host-wait rule computed every stream's idle intervals twice (for its idle time table, then
+    for the gaps it splits by phase): once now, and its table is still idle_time_breakdown's."""
+    from analysis.hta import breakdown
+
+    computed: list[int] = []
+    launch_start = breakdown._launch_start  # one call per computation of a trace's idle intervals
+    monkeypatch.setattr(
+        breakdown, "_launch_start", lambda trace, ev: computed.append(len(ev)) or launch_start(trace, ev)
+    )
+    found = _rule(findings(nccl), "gpu-host-wait")
+    assert computed == [3_774]  # nccl's kernels, copies and sets (2,700 + 960 + 114)
+    assert found.at_stake_ns == 540_091_317
+    pd.testing.assert_frame_equal(found.table, breakdown.idle_time_breakdown(nccl))
+
+
 def test_host_wait_silent_on_diff_test() -> None:
     """diff-test's compute stream waits for the host 2.960 ms of a 745.239 ms span: below 10%."""
     trace = open_trace(trace_path("diff-test"))

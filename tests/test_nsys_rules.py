@@ -332,14 +332,22 @@ def test_skipped_says_what_is_missing() -> None:
         run_rule(trace, "cuda-async-memcpy")
 
 
-def test_kineto_trace_is_skipped_in_one_line() -> None:
+def test_a_rule_asked_of_a_kineto_trace_is_an_error_in_one_line() -> None:
+    """`advise TRACE --rule gpu-starv` of a Kineto trace printed a note and exited 0, as for a rule nsys
+    skips because an export lacks a table: a script took it for a rule that ran and found nothing. nsys
+    cannot run its rules on a Kineto trace at all: the rule asked for is refused, one line, exit 1."""
     trace_path = (
         SHARED_NSYS.parent / "kineto" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
     )
     need(trace_path)
-    result = runner.invoke(app, ["advise", str(trace_path), "--rule", "gpu-starv", "--format", "csv"])
-    assert result.exit_code == 0 and result.stdout == ""
-    assert "nsys's rules read nsys exports" in result.stderr
+    for fmt in ("csv", "json", "table"):
+        result = runner.invoke(app, ["advise", str(trace_path), "--rule", "gpu-starv", "--format", fmt])
+        assert result.exit_code == 1 and result.stdout == ""
+        (line,) = result.stderr.splitlines()
+        assert (
+            line.startswith("error: --rule gpu-starv: nsys's rules read nsys exports")
+            and "Traceback" not in line
+        )
 
 
 def test_a_skipped_rule_in_json_is_a_document_that_says_so() -> None:

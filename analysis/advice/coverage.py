@@ -28,9 +28,10 @@ from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import launches
 from analysis.advice.run_checks import ExportFacts
 from analysis.advice.step_table import step_table
-from analysis.advice.steps import UNKNOWN_WARMUP, Steps, origin, seconds, steps
+from analysis.advice.steps import UNKNOWN_WARMUP, Steps, seconds, steps
 from analysis.intervals import covered, in_windows
 from analysis.trace.trace import Trace
+from analysis.views.timeline import time_zero
 from workloads.names import ALL_PHASES, STEP, counted
 
 # Launch calls without GPU work over the whole capture: from this share on the capture fails. A few are
@@ -107,7 +108,7 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
     calls = cov.launches
     if calls.empty:
         return Check(name, OK, "no kernel launch calls to follow (no CUDA API trace, or a CPU run)")
-    zero = origin(trace)
+    zero = time_zero(trace)
     kernel_calls = calls[~calls["graph"].astype(bool)]
     missing = kernel_calls[kernel_calls["work"] == 0]
     pct = 100 * len(missing) / len(kernel_calls) if len(kernel_calls) else 0.0
@@ -289,7 +290,7 @@ def nvtx_steps(
     st = cov.steps
     if st.frame.empty:
         return Check(name, OK, "no step ranges (the harness's `step`, or ProfilerStep#N)")
-    zero = origin(trace)
+    zero = time_zero(trace)
     f = st.frame
     kernel_calls = cov.launches[~cov.launches["graph"].astype(bool)]
     in_steps = int(
@@ -454,5 +455,5 @@ def export_facts(trace: Trace) -> ExportFacts:
         kernels=trace.count("kernels") if trace.has("kernels") else 0,
         calls=trace.count("runtime") if trace.has("runtime") else 0,
         ranged=ranged,
-        nvtx_end=seconds(st.nvtx_end, origin(trace)) if len(st.frame) else None,
+        nvtx_end=seconds(st.nvtx_end, time_zero(trace)) if len(st.frame) else None,
     )

@@ -14,7 +14,7 @@ import pandas as pd
 from analysis.advice.base import Finding, Seen
 from analysis.advice.labels import label_test
 from analysis.advice.where import ms, phase_table
-from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_breakdown
+from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_table
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
 
 # cuBLAS / CUTLASS GEMMs that compute in fp32 on the CUDA cores: SIMT sgemm, xmma's f32 inputs with FFMA,
@@ -31,7 +31,7 @@ NOT_ATTENTION_SOFTMAX = re.compile(r"log_?softmax|cross_?entropy|nll_loss", re.I
 
 def host_wait(seen: Seen) -> list[Finding]:
     """The GPU waits for the host: HTA's host-wait idle time on the busiest stream (analysis.hta.breakdown's
-    idle_time_breakdown, equal to HTA's on its fixtures), less what the harness's synchronisations cause
+    idle time table, equal to HTA's on its fixtures), less what the harness's synchronisations cause
     and its time between steps. In a harness run, only its measured steps count (its `measured` range:
     loading the model and the warm-up steps are not the step a user tunes), against their time."""
     trace = seen.trace
@@ -42,9 +42,10 @@ def host_wait(seen: Seen) -> list[Finding]:
     busy = (ev["end"] - ev["start"]).groupby(ev["stream"]).sum()
     stream = int(busy.idxmax())
     span = int(ev["end"].max() - ev["start"].min())
-    idle = idle_time_breakdown(trace)
+    said: list[str] = []
+    gaps = idle_intervals(trace, said, events=ev)  # once: the idle time table is their sums
+    idle = idle_time_table([trace], [gaps], said)
     mine = idle[idle["Stream"] == stream].set_index("Idle Category")["Idle Time (ns)"]
-    gaps = idle_intervals(trace)
     gaps = gaps[(gaps["Stream"] == stream) & gaps["gap"].notna()]
     within = "in a"
     after = " span"

@@ -35,7 +35,7 @@ import pandas as pd
 
 from analysis.advice.nsys_gpu_rules import gpu_gaps, gpu_low_util
 from analysis.advice.nsys_query import DEFAULT_ROWS, PID_MASK, Query, Skipped, like, pid_of, window
-from analysis.errors import AnalysisError
+from analysis.errors import AnalysisError, ExportError
 from analysis.readers import NULL
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
@@ -339,10 +339,15 @@ def _lacking(trace: Trace, rule: Rule) -> list[str]:
 
 
 def run_rule(trace: Trace, spec: str) -> pd.DataFrame:
-    """The table `nsys analyze -r SPEC` prints for `trace`, or Skipped saying what the export lacks."""
+    """The table `nsys analyze -r SPEC` prints for `trace`, or Skipped saying what the export lacks. A trace
+    that is no nsys export (a Kineto trace) is an ExportError: nsys cannot run the rule that was asked for
+    on it at all, where it skips a rule whose tables an export lacks."""
     rule, options = parse_rule(spec)
     if trace.format != "nsys-sqlite":
-        raise Skipped(f"{rule.name}: nsys's rules read nsys exports; {trace.path} is a {trace.format} trace")
+        raise ExportError(
+            f"--rule {rule.name}: nsys's rules read nsys exports (.sqlite, .nsys-rep) and {trace.path} is a "
+            f"{trace.format} trace: without --rule, advise gives its findings"
+        )
     if lacking := _lacking(trace, rule):
         raise Skipped(f"{rule.name} skipped: {trace.path} has no {' or '.join(lacking)} (nsys skips it too)")
     start, end, nvtx = options.pop("start"), options.pop("end"), options.pop("nvtx")

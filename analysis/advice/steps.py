@@ -3,7 +3,7 @@ harness's `step` ranges (their int64 payload is the step index; a step whose `st
 known from its phase ranges' payload), Kineto's `ProfilerStep#N`, or plain `step` ranges numbered in order;
 which are measured (inside the harness's `measured` range; without one, those after the run's warm-up
 steps where its record tells them, else all); and the capture's clock for
-the times said to people (`origin`, `seconds`)."""
+the times said to people (`seconds`, from analysis.views.timeline.time_zero)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pandas as pd
 from analysis.advice.labels import label_codes, label_test
 from analysis.joins.runtime import PROCESS_MASK
 from analysis.readers.kineto_build import STEP_RE
-from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, MEASURED, STEP
 
@@ -23,15 +22,6 @@ UNKNOWN_WARMUP = (
     "no `measured` range (lost with the NVTX ranges) and no run's record: which steps were warm-up is not "
     "known, so every step is checked, warm-up ones too"
 )
-
-
-def origin(trace: Trace) -> int:
-    """The zero of the times said to people: nsys's own (its session's start), a Kineto trace's first
-    event."""
-    if trace.format == "nsys-sqlite":
-        return 0
-    frames = [f for f in (*GPU_WORK, "syncs", "runtime", "nvtx", "cpu_ops") if trace.has(f)]
-    return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
 
 
 def seconds(ns: float, zero: int) -> str:

@@ -231,15 +231,17 @@ def comm_comp_overlap(traces: Traces, *, hta_rules: bool = False) -> pd.DataFram
     return out
 
 
-def idle_intervals(trace: Trace, notes: list[str] | None = None) -> pd.DataFrame:
+def idle_intervals(
+    trace: Trace, notes: list[str] | None = None, events: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Every kernel, copy and set with the gap before it on its stream (NaN for a stream's first) and the
     gap's category: Stream, start, end, gap (ns), category. Streams in increasing order (a stream id used
     on several devices or by several processes: each of them in turn). The gap runs from
     the end of the stream's busy time so far (0 when the event starts inside it), or, for a trace seen
     with HTA's rules (HtaView), from the previous event's end as HTA measures it. `notes` gets what was
-    counted once or measured HTA's way."""
+    counted once or measured HTA's way. `events`: the trace's gpu_events, where the caller has them."""
     hta = isinstance(trace, HtaView)
-    ev = gpu_events(trace)
+    ev = gpu_events(trace) if events is None else events
     ev = ev[ev["kind"] != "sync"]  # HTA leaves cuda_sync events out here
     # one event recorded twice (duplicated rows of a damaged export) is one event: its copy would make a
     # gap of minus its duration
@@ -311,10 +313,14 @@ def idle_time_breakdown(traces: Traces, *, hta_rules: bool = False) -> pd.DataFr
     """Idle time per rank, stream and category: Rank, Stream, Idle Category, Idle Time (ns), Share (%) of
     the stream's idle time. A category without gaps on a stream has no row (as in HTA)."""
     items = _traces(traces, hta_rules)
-    parts = []
     said: list[str] = []
-    for t in items:
-        gaps = idle_intervals(t, said)
+    return idle_time_table(items, [idle_intervals(t, said) for t in items], said)
+
+
+def idle_time_table(items: list[Trace], intervals: list[pd.DataFrame], said: list[str]) -> pd.DataFrame:
+    """idle_time_breakdown's table of each trace's `idle_intervals` (what computing them `said`)."""
+    parts = []
+    for t, gaps in zip(items, intervals, strict=True):
         per = gaps.groupby(["Stream", "category"])["gap"].sum().astype(np.int64).rename("Idle Time (ns)")
         per = per.reset_index()
         per["Share (%)"] = (
@@ -331,10 +337,22 @@ def idle_interval_stats(traces: Traces, *, hta_rules: bool = False) -> pd.DataFr
     """Statistics of the gaps per rank, stream and category (ns): Count, Avg, StdDev, Min, 25%, Med, 75%,
     Max. A stream's first event has no gap but its category (other) still gets a row, with Count 0."""
     items = _traces(traces, hta_rules)
-    parts = []
     said: list[str] = []
-    for t in items:
-        gaps = idle_intervals(t, said)
+    return idle_interval_table(items, [idle_intervals(t, said) for t in items], said)
+
+
+def idle_tables(traces: Traces, *, hta_rules: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """idle_time_breakdown and idle_interval_stats, of one computation of the idle intervals."""
+    items = _traces(traces, hta_rules)
+    said: list[str] = []
+    intervals = [idle_intervals(t, said) for t in items]
+    return idle_time_table(items, intervals, said), idle_interval_table(items, intervals, said)
+
+
+def idle_interval_table(items: list[Trace], intervals: list[pd.DataFrame], said: list[str]) -> pd.DataFrame:
+    """idle_interval_stats's table of each trace's `idle_intervals` (what computing them `said`)."""
+    parts = []
+    for t, gaps in zip(items, intervals, strict=True):
         stats = gaps.groupby(["Stream", "category"])["gap"].describe().reset_index()
         parts.append(stats.assign(Rank=rank_of(t)))
     out = pd.concat(parts, ignore_index=True)

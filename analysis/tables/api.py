@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from analysis.tables.table import CALL_STATS, TOP, InSummary, Table, one_frame, one_piece, summarising
-from analysis.trace.multi import categories
+from analysis.trace.multi import named
 
 if TYPE_CHECKING:
     import numpy as np
@@ -127,8 +127,8 @@ def api_rows(trace: Trace) -> pd.DataFrame:
     trace.require("runtime", "CUDA API calls")
     calls = runtime_calls(trace)
     trace.notes += [n for n in calls.attrs["notes"] if n not in trace.notes]
-    names = calls["name_id"].map(calls.attrs["names"]).fillna("?")
-    return pd.DataFrame({"Name": categories(names), "duration": (calls["end"] - calls["start"]).to_numpy()})
+    names = named(calls["name_id"], calls.attrs["names"])
+    return pd.DataFrame({"Name": names, "duration": (calls["end"] - calls["start"]).to_numpy()})
 
 
 # over several exports: each function summarised over all of them

@@ -10,7 +10,8 @@ any Kineto trace (the harness's own, or one made elsewhere for HTA) and can be c
   made directly inside the op; CUDA Total: of those launched inside it or any op within it; CUDA Avg: CUDA
   Total per call; only when the trace has kernels
 - each time with its share of the total, as torch computes it: Self CPU % and CPU Total % of the sum of every
-  op's self CPU time, Self CUDA % and CUDA Total % of the sum of every op's self CUDA time
+  op's self CPU time, Self CUDA % and CUDA Total % of the sum of every op's self CUDA time; shares and
+  averages to one decimal, times in whole ns, as every `nsys stats` table gives them
 - Calls
 
 `sort` orders by any column (or torch's sort_by key, e.g. self_cpu_time_total), `top` keeps the first rows,
@@ -229,6 +230,8 @@ def operator_table(
     `within`: only the ops that start inside ranges of that name."""
     import numpy as np
 
+    from analysis.stats import round_half_up
+
     calls = op_self_times(trace)
     empty = ""
     if within is not None:
@@ -247,14 +250,15 @@ def operator_table(
     table = calls.groupby(keys, sort=False).agg(**sums).reset_index(drop=True)
     if not group_by_input_shape:
         table = table.drop(columns=[SHAPES])
+    # shares and averages to one decimal (half away from zero), as every `nsys stats` table gives them
     with np.errstate(divide="ignore", invalid="ignore"):
         cpu_all, cuda_all = float(calls["self_cpu_ns"].sum()), float(calls["self_cuda_ns"].sum())
-        table[SELF_CPU_PCT] = table[SELF_CPU] / cpu_all * 100 if cpu_all else np.nan
-        table[CPU_TOTAL_PCT] = table[CPU_TOTAL] / cpu_all * 100 if cpu_all else np.nan
-        table[CPU_AVG] = table[CPU_TOTAL] / table[CALLS]
-        table[SELF_CUDA_PCT] = table[SELF_CUDA] / cuda_all * 100 if cuda_all else np.nan
-        table[CUDA_TOTAL_PCT] = table[CUDA_TOTAL] / cuda_all * 100 if cuda_all else np.nan
-        table[CUDA_AVG] = table[CUDA_TOTAL] / table[CALLS]
+        table[SELF_CPU_PCT] = round_half_up(table[SELF_CPU] / cpu_all * 100) if cpu_all else np.nan
+        table[CPU_TOTAL_PCT] = round_half_up(table[CPU_TOTAL] / cpu_all * 100) if cpu_all else np.nan
+        table[CPU_AVG] = round_half_up(table[CPU_TOTAL] / table[CALLS])
+        table[SELF_CUDA_PCT] = round_half_up(table[SELF_CUDA] / cuda_all * 100) if cuda_all else np.nan
+        table[CUDA_TOTAL_PCT] = round_half_up(table[CUDA_TOTAL] / cuda_all * 100) if cuda_all else np.nan
+        table[CUDA_AVG] = round_half_up(table[CUDA_TOTAL] / table[CALLS])
     columns = [NAME, *([SHAPES] if group_by_input_shape else []), *CPU_COLUMNS]
     if trace.has("kernels"):
         columns += CUDA_COLUMNS

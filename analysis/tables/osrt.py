@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analysis.tables import api
-from analysis.trace.multi import categories
+from analysis.trace.multi import named
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,8 +29,8 @@ def osrt_rows(trace: Trace) -> pd.DataFrame:
 
     trace.require("osrt", "OS runtime calls")
     calls = trace.frame("osrt", ["name_id", "duration"])
-    names = calls["name_id"].map(trace.strings(calls["name_id"].unique())).fillna("?")
-    return pd.DataFrame({"Name": categories(names), "duration": calls["duration"].to_numpy()})
+    names = named(calls["name_id"], trace.strings(calls["name_id"].unique()))
+    return pd.DataFrame({"Name": names, "duration": calls["duration"].to_numpy()})
 
 
 TABLE = api.calls_table(

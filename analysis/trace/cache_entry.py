@@ -219,6 +219,14 @@ class Entry:
     def has(self, frame: str, column: str) -> bool:
         return self.path(frame, column).is_file()
 
+    def rows(self, frame: str, columns: Sequence[str]) -> int | None:
+        """The rows of `frame`, as the footer of the first cached one of `columns` says (no column is read);
+        None where none is cached."""
+        for col in columns:
+            if self.has(frame, col) and (file := self._opened(frame, col)) is not None:
+                return int(file.metadata.num_rows)
+        return None
+
     def load(self, frame: str, columns: Sequence[str]) -> dict[str, pd.Series]:
         """The cached ones of `columns`; a file that cannot be read is deleted (and so read again)."""
         _malloc_pool()

@@ -105,17 +105,15 @@ class Trace:
     # --- what is there -------------------------------------------------------------------------------
 
     def count(self, frame: str) -> int:
-        """Rows of `frame` in the source (before rows that cannot be right are left out)."""
+        """Rows of `frame` in the source (before rows that cannot be right are left out): of a column in
+        memory, else as a cached column's footer says, else the source's count; no column is read for it."""
         if not self.has(frame):
             return 0
-        have = self._data[frame]
-        if not have and self._entry_ready and self._entry is not None:
-            cached = [c for c in FRAMES[frame] if self._entry.has(frame, c)]
-            if cached:
-                self._columns(frame, cached[:1])
-        if have:
+        if have := self._data[frame]:
             return len(next(iter(have.values())))
-        return int(self.reader.count(frame))
+        entry = self._entry if self._entry_ready else None
+        rows = entry.rows(frame, FRAMES[frame]) if entry is not None else None
+        return int(self.reader.count(frame)) if rows is None else rows
 
     def has(self, frame: str) -> bool:
         """Whether `frame` has rows, from the metadata alone."""

@@ -51,7 +51,7 @@ from analysis.views.chrome_lines import (
     _pid_tid_one,
     _us,
 )
-from analysis.views.timeline import OPEN
+from analysis.views.timeline import OPEN, time_zero
 from workloads.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 
 CHUNK = 50_000  # rows formatted and written at a time
@@ -80,11 +80,13 @@ class Written:
     window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
     origin: int | None = None  # the capture's start, where the window was given in seconds from it
+    zero: int = 0  # else the zero of the ns said (timeline.time_zero: nsys session, Kineto trace start)
     warnings: list[str] = field(default_factory=list)  # the capture failed its health checks: so it says
 
     def window_words(self) -> str:
-        """The window as it was given: `window LO..HI ns`, `from LO ns` or `up to HI ns`, in seconds into
-        the capture where it was given so (`window 1.5..2 s into the capture`); "" for none."""
+        """The window as it was given: `window LO..HI ns` (from the trace's zero), `from LO ns` or `up to HI
+        ns`, in seconds into the capture where it was given so (`window 1.5..2 s into the capture`); "" for
+        none."""
         if self.window is None:
             return ""
         lo, hi = self.window
@@ -92,7 +94,7 @@ class Written:
         unit = " ns" if origin is None else " s into the capture"
 
         def at(t: int) -> str:
-            return f"{t:,}" if origin is None else f"{(t - origin) / 1e9:g}"
+            return f"{t - self.zero:,}" if origin is None else f"{(t - origin) / 1e9:g}"
 
         if hi == OPEN:  # the end not given (a value given past it is said as given)
             return f"from {at(lo)}{unit}"
@@ -112,7 +114,8 @@ def write_chrome_trace(
     (`origin`: the capture's start, where the window was given in seconds from it). A file appears whole
     or not at all (written beside it, then renamed); `-`, a device or a pipe is written as a stream
     (analysis.outputs). A window that holds no event is EmptyWindow, and no file is left."""
-    written = Written(Path(path), window=window, origin=origin)
+    zero = time_zero(trace) if window is not None and origin is None else 0
+    written = Written(Path(path), window=window, origin=origin, zero=zero)
     if trace.has("nvtx"):
         note_open_ranges(trace)  # drawn to the capture's end: said as every table of them says it
     try:

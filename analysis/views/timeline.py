@@ -197,6 +197,15 @@ def capture_start(trace: Trace) -> int:
 TIMED_FRAMES = ("kernels", "nvtx", "runtime", "memcpy", "memset", "syncs", "osrt", "cpu_ops")
 
 
+def time_zero(trace: Trace) -> int:
+    """The zero of the times said to people: nsys's own (its session's start, so an export's times are
+    said as they are), a Kineto trace's first event (its times are Unix time)."""
+    if trace.format == "nsys-sqlite":
+        return 0
+    frames = [f for f in TIMED_FRAMES if f != "osrt" and trace.has(f)]
+    return min((int(trace.frame(f, ["start"])["start"].min()) for f in frames), default=0)
+
+
 def capture_span(trace: Trace, frames: tuple[str, ...] = ("kernels", "nvtx", "runtime")) -> tuple[int, int]:
     """The first and the last instant (ns) of the events of `frames` (by default the kernels, NVTX ranges
     and CUDA calls); (0, 0) where there are none."""

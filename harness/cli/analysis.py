@@ -239,15 +239,20 @@ def breakdown_cmd(
                 "GPU time per kernel type (overlaps split out)",
                 breakdown.kernel_type_breakdown(traces, **rules),
             ),
-            ("Idle time per stream, by cause", breakdown.idle_time_breakdown(traces, **rules)),
         ]
+        idle, gaps = (  # one computation of the idle intervals for both tables
+            breakdown.idle_tables(traces, **rules)
+            if all_tables
+            else (breakdown.idle_time_breakdown(traces, **rules), None)
+        )
+        tables.append(("Idle time per stream, by cause", idle))
         if all_tables:
             tables += [
                 (
                     "GPU time per kernel (10 per type, then others)",
                     breakdown.kernel_breakdown(traces, **rules),
                 ),
-                ("Idle gaps per stream and cause", breakdown.idle_interval_stats(traces, **rules)),
+                ("Idle gaps per stream and cause", gaps),
                 ("Communication overlapped by computation", breakdown.comm_comp_overlap(traces, **rules)),
             ]
             if all(t.has("runtime") for t in traces):
