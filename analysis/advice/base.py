@@ -15,7 +15,6 @@ import pandas as pd
 from analysis.advice import where
 from analysis.advice.instruments import Instruments, instruments
 from analysis.errors import AnalysisError
-from analysis.joins.runtime import PROCESS_MASK
 from analysis.trace.trace import Trace
 from workloads.names import DATA, MEASURED
 
@@ -245,19 +244,7 @@ class Seen:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Framework operators (Kineto's cpu_op events): start, end, global_tid, name, pid."""
-        if not self.trace.has("cpu_ops"):
-            return pd.DataFrame(columns=["start", "end", "global_tid", "name", "pid"])
-        got = self.trace.frame("cpu_ops", ["start", "end", "global_tid", "name_id"])
-        names = self.trace.strings(got["name_id"].unique())
-        return pd.DataFrame(
-            {
-                "start": got["start"].to_numpy(),
-                "end": got["end"].to_numpy(),
-                "global_tid": got["global_tid"].to_numpy(),
-                "name": got["name_id"].map(names).to_numpy(),
-                "pid": got["global_tid"].to_numpy() & PROCESS_MASK,
-            }
-        )
+        return where.named_events(self.trace, "cpu_ops")
 
     def in_steps(self, times: np.ndarray, pids: np.ndarray | None = None) -> np.ndarray:
         return where.inside(self.steps, times, pids)

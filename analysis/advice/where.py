@@ -163,9 +163,15 @@ def calls(trace: Trace) -> pd.DataFrame:
 
 def os_calls(trace: Trace) -> pd.DataFrame:
     """The OS runtime calls: start, end, global_tid, name, pid; none when the capture holds none."""
-    if not trace.has("osrt"):
+    return named_events(trace, "osrt")
+
+
+def named_events(trace: Trace, frame: str) -> pd.DataFrame:
+    """The events of `frame` (one with a thread and a name: osrt, cpu_ops) as start, end, global_tid, name,
+    pid; none when the capture holds none."""
+    if not trace.has(frame):
         return pd.DataFrame(columns=["start", "end", "global_tid", "name", "pid"])
-    got = trace.frame("osrt", ["start", "end", "global_tid", "name_id"])
+    got = trace.frame(frame, ["start", "end", "global_tid", "name_id"])
     names = trace.strings(got["name_id"].unique())
     return pd.DataFrame(
         {
