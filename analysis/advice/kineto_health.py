@@ -4,14 +4,11 @@ analysis.advice.health."""
 
 from __future__ import annotations
 
-import re
-
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.hta.breakdown import queue_lengths
+from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
-
-STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 
 
 def left_out(trace: Trace) -> Check:
@@ -72,9 +69,8 @@ def profiler_steps(trace: Trace) -> Check:
     steps: list[int] = []
     if trace.has("nvtx"):
         names = trace.frame("nvtx", ["name"])["name"].astype(str)
-        steps = sorted(
-            {int(m[1]) for m in names.str.match(STEP.pattern).pipe(lambda ok: names[ok]).map(STEP.match)}
-        )
+        numbers = names.str.extract("^" + STEP_RE.pattern, expand=False).dropna()
+        steps = sorted({int(n) for n in numbers})
     if not steps:
         return Check(
             name,

@@ -9,6 +9,7 @@ from analysis.errors import ExportError, OptionsError
 from analysis.joins.nvtx_credits import measured_steps
 from analysis.joins.nvtx_ranges import all_ranges
 from analysis.joins.runtime import kernel_rows, pid_of
+from analysis.readers.kineto_build import STEP_RE
 from analysis.tables.memops import memory_ops
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, STEP
@@ -32,7 +33,7 @@ def step_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     torch.profiler trace has both, its `step` ranges without a payload (record_function takes none): there
     ProfilerStep#N numbers them, N being the harness's step index, where their places would count from 0."""
     steps = ranges[ranges["name"] == STEP]
-    profiler = ranges[ranges["name"].astype(str).str.fullmatch(r"ProfilerStep#\d+")]
+    profiler = ranges[ranges["name"].astype(str).str.fullmatch(STEP_RE.pattern)]
     if steps.empty or (steps["payload"].isna().all() and len(profiler)):
         steps = profiler
     return steps.reset_index(drop=True)
