@@ -16,6 +16,7 @@ from analysis.advice.labels import label_test
 from analysis.advice.where import ms, phase_table
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_table
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
+from analysis.joins.runtime import PROCESS_MASK
 
 # cuBLAS / CUTLASS GEMMs that compute in fp32 on the CUDA cores: SIMT sgemm, xmma's f32 inputs with FFMA,
 # cuBLASLt's nvjet single-precision kernels; none of them TF32, bf16 or fp16 (those name their type)
@@ -250,7 +251,7 @@ def _step_kernels(seen: Seen) -> pd.DataFrame:
         {
             "start": k["start"].to_numpy(),
             "end": k["end"].to_numpy(),
-            "pid": k["global_pid"].to_numpy() & ~0xFFFFFF,
+            "pid": k["global_pid"].to_numpy() & PROCESS_MASK,
             "name": k["name_id"].map(names).astype(str),
         }
     )

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.joins.runtime import PROCESS_MASK
+from analysis.joins.runtime import PROCESS_MASK, pid_of
 from analysis.stats import member, membership, pair_keys
 from analysis.trace.frames import GPU_WORK, NAMES_OF
 from analysis.trace.trace import Trace
@@ -72,7 +72,7 @@ def orphans(trace: Trace) -> pd.DataFrame:
                     "Kind": NAMES_OF[frame],
                     "Start (ns)": lost["start"],
                     "Correlation ID": lost["correlation_id"],
-                    "PID": (lost["global_pid"].to_numpy() >> 24) & 0xFFFFFF,
+                    "PID": pid_of(lost["global_pid"]),
                     "Name": lost["name_id"].map(names) if frame == "kernels" else "",
                     "Before the capture": below,
                 }

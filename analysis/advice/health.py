@@ -30,7 +30,7 @@ from analysis.advice.labels import label_in, labels_of
 from analysis.advice.verdict import keep_verdict
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.intervals import clipped_sums
-from analysis.joins.runtime import PROCESS_MASK
+from analysis.joins.runtime import PROCESS_MASK, pid_of
 from analysis.readers import NULL
 from analysis.readers.nsys import LOST
 from analysis.tables import stats_format
@@ -111,7 +111,7 @@ def _diagnostics(trace: Trace, health: Health) -> Check:
             "Time (ns)": d["timestamp"],
             "Severity": d["severity"],
             "Source": d["source"],
-            "PID": np.where(d["global_pid"] == NULL, -1, (d["global_pid"].to_numpy() >> 24) & 0xFFFFFF),
+            "PID": np.where(d["global_pid"] == NULL, -1, pid_of(d["global_pid"])),
             "Text": d["text"],
         }
     )

@@ -34,6 +34,7 @@ import pandas as pd
 from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, steps_of
 from analysis.hta.gpu_events import gpu_events
 from analysis.intervals import clipped_sums
+from analysis.joins.runtime import PROCESS_MASK, pid_of
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED, TOKEN, counted
 
@@ -89,7 +90,7 @@ class Instruments:
     def data(self) -> dict[str, Any]:
         """What the harness's instruments did in the capture, as data (`advise --format json`)."""
         return {
-            "harness processes": sorted((int(p) >> 24) & 0xFFFFFF for p in self.harness_pids),
+            "harness processes": sorted(int(pid_of(p)) for p in self.harness_pids),
             "synchronisations": len(self.syncs),
             "synchronisation calls (ns)": self.sync_ns,
             "GPU idle caused (ns)": self.idle_ns,
@@ -203,7 +204,7 @@ def _idle_after(trace: Trace, syncs: pd.DataFrame, steps: pd.DataFrame) -> pd.Da
     rows = []
     waited = dict(zip(syncs["end"].tolist(), (syncs["end"] - syncs["start"]).tolist(), strict=True))
     for pid, mine in syncs.groupby("pid"):
-        work = ev[(ev["global_pid"].to_numpy() & ~0xFFFFFF) == pid]
+        work = ev[(ev["global_pid"].to_numpy() & PROCESS_MASK) == pid]
         order = np.argsort(work["start"].to_numpy(), kind="stable")
         w_start = work["start"].to_numpy()[order]
         w_end = np.maximum.accumulate(work["end"].to_numpy()[order]) if len(order) else w_start

@@ -28,7 +28,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.advice.nsys_query import PID_MASK, Query
+from analysis.advice.nsys_query import Query
+from analysis.joins.runtime import pid_of
 from analysis.trace.frames import GPU_WORK
 
 FLUSH_OVERHEAD = (
@@ -107,7 +108,7 @@ def gpu_ops(q: Query) -> pd.DataFrame:
                     {
                         "start": df["start"],
                         "end": df["end"],
-                        "pid": (df["global_pid"].to_numpy() >> 24) & PID_MASK,
+                        "pid": pid_of(df["global_pid"]),
                         "device": df["device_id"],
                         "context": df["context_id"],
                     }
@@ -119,9 +120,7 @@ def gpu_ops(q: Query) -> pd.DataFrame:
     over = q.frame("overhead", ["name_id"], "global_tid")
     names = {i for i, s in q.trace.strings(over["name_id"].unique()).items() if s in FLUSH_OVERHEAD}
     over = over[over["name_id"].isin(list(names))]
-    over = pd.DataFrame(
-        {"start": over["start"], "end": over["end"], "pid": (over["global_tid"].to_numpy() >> 24) & PID_MASK}
-    )
+    over = pd.DataFrame({"start": over["start"], "end": over["end"], "pid": pid_of(over["global_tid"])})
     inside = over.merge(_spans(ops), on="pid")
     inside = inside[strictly_inside(inside)]
     return pd.concat([inside[list(OPS_COLUMNS)], ops], ignore_index=True)

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import AnalysisError
+from analysis.joins.runtime import pid_of, tid_of
 from analysis.trace.trace import Trace
 
-PID_MASK = 0xFFFFFF
 DEFAULT_ROWS = 50
 LAST_NS = 0x7FFFFFFFFFFFFFFF  # nsys's end when only start= is given
 
@@ -25,10 +25,6 @@ def like(pattern: str) -> re.Pattern[str]:
     """SQL LIKE as SQLite has it (ASCII letters case-insensitive, % any run, _ one character) as a regex."""
     parts = (".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
     return re.compile("".join(parts), re.IGNORECASE | re.ASCII | re.DOTALL)
-
-
-def pid_of(global_id: pd.Series | np.ndarray) -> np.ndarray:
-    return (np.asarray(global_id) >> 24) & PID_MASK
 
 
 @dataclass(frozen=True)
@@ -65,9 +61,9 @@ def chosen(ids: np.ndarray, pid: int | None, tid: int | None, threads: bool) -> 
     """process= and thread= (2023.4): the process of every id, the thread of ids of threads."""
     keep = np.ones(len(ids), dtype=bool)
     if pid is not None:
-        keep &= ((ids >> 24) & PID_MASK) == pid
+        keep &= pid_of(ids) == pid
     if tid is not None and threads:
-        keep &= (ids & PID_MASK) == tid
+        keep &= tid_of(ids) == tid
     return keep
 
 
@@ -75,7 +71,7 @@ def in_range_thread(ids: np.ndarray, range_tid: int, threads: bool) -> np.ndarra
     """nvtx='s cut by thread: for ids of threads (`threads`), the range's own thread, unless its thread
     id equals its process id (nsys takes such a range for a start/end range, and keeps its process); for
     ids of processes, the range's process. The process part compared is everything above bit 24."""
-    pid, tid = (range_tid >> 24) & PID_MASK, range_tid & PID_MASK
+    pid, tid = int(pid_of(range_tid)), int(tid_of(range_tid))
     if threads and pid != tid:
         return ids == range_tid
     return (ids >> 24) == (range_tid >> 24)

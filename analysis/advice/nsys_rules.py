@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.nsys_gpu_rules import gpu_gaps, gpu_low_util
-from analysis.advice.nsys_query import DEFAULT_ROWS, PID_MASK, Query, Skipped, like, pid_of, window
+from analysis.advice.nsys_query import DEFAULT_ROWS, Query, Skipped, like, window
 from analysis.errors import AnalysisError, ExportError
+from analysis.joins.runtime import pid_of, tid_of
 from analysis.readers import NULL
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
@@ -117,7 +118,7 @@ def sync_api(q: Query) -> pd.DataFrame:
             "Duration (ns)": calls["end"] - calls["start"],
             "Start (ns)": calls["start"],
             "PID": pid_of(calls["global_tid"]),
-            "TID": calls["global_tid"].to_numpy() & PID_MASK,
+            "TID": tid_of(calls["global_tid"]),
             "API Name": calls["name_id"].map(names),
         }
     )
