@@ -26,7 +26,7 @@ from analysis.tables import operators as ops
 from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
 from analysis.trace.exports import clear_source, exports_dir, open_source
-from harness.cli.common import FormatOpt, at_least, cli_errors, err, note, warn
+from harness.cli.common import FormatOpt, at_least, cli_errors, err, note, warn, warn_skipped
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
 from harness.cli.terminal.output import Format, emit, emit_many
@@ -315,12 +315,8 @@ def render(result: Tables, reading: Reading) -> None:
         emit(tables[0][1], reading.format, title=tables[0][0], notes=result.notes, **how)  # type: ignore[arg-type]
         return
     emit_many(tables, reading.format, notes=result.notes, skipped=result.skipped, **how)  # type: ignore[arg-type]
-    if reading.format is Format.table and result.skipped:
-        by_reason: dict[str, list[str]] = {}
-        for title, why in result.skipped.items():
-            by_reason.setdefault(why, []).append(title.split(" (")[0])
-        for why, titles in by_reason.items():
-            warn(f"skipped {', '.join(titles)}: {why}")
+    if reading.format is Format.table:
+        warn_skipped(result.skipped)
 
 
 # --- the operator table's order and length on `harness run --profiler torch` ------------------------------

@@ -219,6 +219,15 @@ def warn(message: str) -> None:
     say("warning:", "yellow", message)
 
 
+def warn_skipped(skipped: dict[str, str]) -> None:
+    """The tables a report left out for want of data (title: why), a warning per reason naming them."""
+    by_reason: dict[str, list[str]] = {}
+    for title, why in skipped.items():
+        by_reason.setdefault(why, []).append(title.split(" (")[0])
+    for why, titles in by_reason.items():
+        warn(f"skipped {', '.join(titles)}: {why}")
+
+
 def note(message: str, *, lines: bool = False) -> None:
     """A note, on one line unless `lines` (a program's last lines of output, under their heading)."""
     say("note:", "", message, lines=lines)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, note, say_ending, warn, warn_skipped
 from harness.cli.options import NsysArgOpt, NsysPathOpt, ProfileDirOpt
 from harness.cli.terminal.output import Format, emit_many
 from harness.core.bounds import check_run_name
@@ -85,11 +85,7 @@ def render(p: ProgramRun, fmt: Format, wide: bool) -> None:
     elif fmt is not Format.table and advice:  # no export was read: the run and its files all the same
         emit_many(advice, fmt, wide=wide)
     if report is not None and fmt is Format.table:
-        by_reason: dict[str, list[str]] = {}
-        for title, why in report.skipped.items():
-            by_reason.setdefault(why, []).append(title.split(" (")[0])
-        for why, titles in by_reason.items():
-            warn(f"skipped {', '.join(titles)}: {why}")
+        warn_skipped(report.skipped)
     if p.advice is not None and fmt is Format.table:
         render_run.say_findings(p.advice, p.run_id)
     for line in lines:
