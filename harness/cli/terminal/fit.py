@@ -58,20 +58,21 @@ _OUTPUT: dict[str, Any] = {"encoding": None, "ellipsis": "…", "empty": "—"}
 def use_encoding(encoding: str | None, errors: str = "backslashreplace") -> None:
     """Draw for an output in `encoding` (None: one that holds every character), whose characters it lacks
     `errors` (a codec error handler) replaces."""
-
-    def holds(text: str) -> bool:
-        try:
-            text.encode(encoding or "utf-8")
-        except (UnicodeError, LookupError):
-            return False
-        return True
-
     _OUTPUT.update(
         encoding=encoding,
         errors=errors,
-        ellipsis="…" if holds("…") else "...",
-        empty="—" if holds("—") else "-",
+        ellipsis="…" if can_encode("…", encoding) else "...",
+        empty="—" if can_encode("—", encoding) else "-",
     )
+
+
+def can_encode(text: str, encoding: str | None) -> bool:
+    """Whether an output in `encoding` (None: UTF-8) holds every character of `text`."""
+    try:
+        text.encode(encoding or "utf-8")
+    except (UnicodeError, LookupError):
+        return False
+    return True
 
 
 def visible(text: str, keep: str = "") -> str:

@@ -65,14 +65,6 @@ def _handler(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error(ERRORS, _handler)
 
 
-def can_encode(text: str, encoding: str | None) -> bool:
-    try:
-        text.encode(encoding or "utf-8")
-    except (UnicodeError, LookupError):
-        return False
-    return True
-
-
 class StreamError(HarnessError):
     """Standard output or error failed: closed, full, gone."""
 
@@ -189,7 +181,7 @@ def prepare() -> None:
                 reconfigure(errors=ERRORS)
         setattr(sys, name, Guarded(stream, name))
     encoding = getattr(sys.stdout, "encoding", None)
-    if not can_encode("…—", encoding):
+    if not fit.can_encode("…—", encoding):
         fit.use_encoding(encoding, ERRORS)
 
 
