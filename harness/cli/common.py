@@ -219,10 +219,10 @@ def warn(message: str) -> None:
     say("warning:", "yellow", message)
 
 
-def warn_skipped(skipped: dict[str, str]) -> None:
+def warn_skipped(skipped: dict[str, str] | None) -> None:
     """The tables a report left out for want of data (title: why), a warning per reason naming them."""
     by_reason: dict[str, list[str]] = {}
-    for title, why in skipped.items():
+    for title, why in (skipped or {}).items():
         by_reason.setdefault(why, []).append(title.split(" (")[0])
     for why, titles in by_reason.items():
         warn(f"skipped {', '.join(titles)}: {why}")
