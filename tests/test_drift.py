@@ -157,6 +157,35 @@ def test_run_repeats_progress_counts_the_runs_done(tmp_path: Path, monkeypatch: 
     assert "run 3/3 (fresh process): 2/3 runs" in r.output
 
 
+def test_run_repeats_names_each_run_it_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --repeats N` printed no run ids, where `run` does: the runs `show` and `diff` take were not to
+    be found from its output. Each row of its table names its run, in the table, csv and json."""
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import drift as repeats
+
+    made: list[str] = []
+
+    def run(config):
+        made.append(f"char-{len(made)}")
+        steps = [StepRecord(0, False, {"forward": 100 + len(made), "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
+
+    monkeypatch.setattr(repeats, "run_baseline", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--repeats", "2", "--steps", "1", "--warmup", "0", "--db", db]
+    r = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (table,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("repeats-")]
+    assert [row["run"] for row in table] == made == list(ResultsStore(db).runs()["run_id"])
+    r = CliRunner().invoke(app, [*args, "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    assert [line.split(",")[-2] for line in r.stdout.splitlines()[2:4]] == made[2:]
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    shown = [line.split("│") for line in r.stdout.splitlines() if line.startswith("│ char")]
+    assert [next(c.strip() for c in cells if c.strip().startswith("char-")) for cells in shown] == made[4:]
+
+
 def test_run_repeats_of_generate_shows_each_runs_serving_means(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
