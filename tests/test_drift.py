@@ -81,6 +81,15 @@ def test_several_runs_a_side_use_their_own_spread() -> None:
     assert c.ci_low_pct > 0  # a 10 % slowdown over runs 3 % apart
 
 
+def test_the_basis_of_sides_of_unequal_runs_reads_in_the_singular() -> None:
+    """Three runs against one read `3 and 1 runs`: each side is counted with its own noun."""
+    c = compare_runs([100.0, 104.0, 97.0], [110.0])
+    assert c.basis == RUNS and (c.baseline_runs, c.treatment_runs) == (3, 1)
+    # the side of one run adds no spread to the drift: 3 runs
+    assert basis_words(c) == f"3 runs and 1 run, drift ±{c.drift_pct:.1f}% (3 runs)"
+    assert basis_words(compare_runs([110.0], [100.0, 104.0])).startswith("1 run and 2 runs, drift ±")
+
+
 def steps(runs: dict[str, list[tuple[int, int]]]) -> pd.DataFrame:
     """run -> [(forward, backward) ns per step] as a steps frame."""
     rows = [
