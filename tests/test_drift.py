@@ -348,6 +348,42 @@ def test_no_drift_names_what_a_generate_run_decodes(tmp_path: Path) -> None:
     assert f"measured for {eager}, {graphs}: a difference" in note("g")
 
 
+def test_two_runs_of_one_run_repeats_are_diffed_against_the_drift_it_measured(tmp_path: Path) -> None:
+    """`diff A B` of two runs of one `run --repeats 3` said "no drift measured" although that experiment
+    measured it: the runs compared were left out of the drift, and the one left measured none. Where leaving
+    them out leaves none, the experiment's own drift judges them (them among its runs), as it printed it."""
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.experiments import diff as hd
+    from harness.experiments.drift import measured
+
+    db = f"sqlite:///{tmp_path}/d.sqlite"
+    store = ResultsStore(db)
+    config = RunConfig("char", device="cpu", warmup=0, steps=2)
+    results = []
+    for i, forward in enumerate((100_000, 104_000, 97_000)):
+        steps = [StepRecord(s, False, {"forward": forward + s, "backward": 2 * forward, "optimizer": 50_000})
+                 for s in range(2)]  # fmt: skip
+        results.append(RunResult(f"rep-{i}", config, "ok", device="cpu", device_name="cpu", steps=steps))
+        store.save(results[-1], experiment="repeats-1")
+    printed = measured(results)  # what `run --repeats 3` printed
+    found = hd.diff(hd.resolve("rep-0", lambda: store), hd.resolve("rep-1", lambda: store), store=store)
+    whole = next(v for v in found.verdicts or [] if v.phase == STEP_SUM).comparison
+    assert whole.basis == DRIFT and whole.drift_runs == 3
+    assert whole.drift_pct == pytest.approx(printed[STEP_SUM].pct)
+    shown = CliRunner().invoke(app, ["diff", "rep-0", "rep-1", "--db", db, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    (said,) = [n for n in json.loads(shown.stdout)["notes"] if "drift between runs" in n]
+    assert f"(±{printed[STEP_SUM].pct:.1f}% a run's step, 3 runs made together, A and B among them;" in said
+    # a run each of two experiments of two runs: each other run is a group of one, and the two compared were
+    # not made together: no drift measured, none made up for them
+    apart = ResultsStore(f"sqlite:///{tmp_path}/apart.sqlite")
+    for i, r in enumerate(results[:2] * 2):
+        run = RunResult(f"e{i // 2}-{i % 2}", config, "ok", device="cpu", device_name="cpu", steps=r.steps)
+        apart.save(run, experiment=f"repeats-{i // 2}")
+    two = hd.diff(hd.resolve("e0-0", lambda: apart), hd.resolve("e1-0", lambda: apart), store=apart)
+    assert {v.comparison.basis for v in two.verdicts or []} == {NO_DRIFT}
+
+
 @pytest.mark.parametrize("others", [0.8, 0.01])
 def test_run_repeats_on_a_busy_machine_warns_as_overhead_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, others: float
