@@ -179,5 +179,5 @@ def test_several_runs_on_one_side_and_no_drift_measured_say_what_the_verdicts_re
     store.save(result("b", runs[2], scale=1.2))
     r = runner.invoke(app, ["diff", "a1,a2", "b", "--db", db], env={"COLUMNS": "300"})
     assert r.exit_code == 0, r.output
-    assert "2 and 1 runs" in r.output
+    assert "2 runs and 1 run," in r.output
     assert "one run a side" not in r.output and "no verdict" not in r.output

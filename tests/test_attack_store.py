@@ -366,6 +366,28 @@ def test_the_times_runs_were_created_are_shown_with_their_zone(tmp_db: str) -> N
     assert datetime.fromisoformat(tag["created_at"]).utcoffset() is not None
 
 
+def test_baseline_list_names_the_runs_creation_and_the_tags_apart(tmp_db: str) -> None:
+    """`baseline list` showed, as `created_at` beside the run id, the time the tag was made: it read as the
+    run's creation time. `created_at` is the run's, as `runs` gives it; `tagged_at` is the tag's."""
+    from sqlalchemy import update
+    from sqlalchemy.orm import Session
+
+    from harness.store.schema import Run
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-a"))
+    made = datetime(2026, 1, 2, 3, 4, 5)  # a run made long before it is tagged
+    with Session(store.engine) as session, session.begin():
+        session.execute(update(Run).where(Run.id == "tiny-a").values(created_at=made))
+    store.tag_baseline("main", "tiny-a")
+    (run,) = json.loads(_invoke("runs", "--format", "json").stdout)
+    (tag,) = json.loads(_invoke("baseline", "list", "--format", "json").stdout)
+    assert tag["created_at"] == run["created_at"] == "2026-01-02T03:04:05+00:00"
+    assert abs((datetime.now(UTC) - datetime.fromisoformat(tag["tagged_at"])).total_seconds()) < 3600
+    shown = CliRunner().invoke(app, ["baseline", "list"], env={"COLUMNS": "200"}).stdout
+    assert "2026-01-02T03:04:05+00:00" in shown and "tagged_at" in shown
+
+
 def test_baseline_tag_on_a_path_without_a_database_creates_none(tmp_path: Path) -> None:
     """`baseline tag` with --db a mistyped path made the folders and an empty results database there, then
     said that it held no run."""

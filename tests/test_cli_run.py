@@ -177,7 +177,7 @@ def test_sweep_goes_on_after_cpu_out_of_memory(tmp_db) -> None:
     result = invoke(*args, "--vocab-size", str(10**12), "--format", "csv")
     assert result.exit_code == 0, result.output
     rows = [line.split(",") for line in result.stdout.strip().splitlines()[1:]]
-    assert [(r[0], r[-1]) for r in rows] == [("char", "OOM"), ("tiny", "OOM")]
+    assert [(r[0], r[-1]) for r in rows] == [("char", "oom"), ("tiny", "oom")]
     listed = json.loads(invoke("runs", "--format", "json").stdout)
     assert [r["status"] for r in listed] == ["oom", "oom"]
 
@@ -232,10 +232,52 @@ def test_sweep_with_a_failed_point_runs_and_stores_every_point_then_exits_1(
     assert made == ["p-0", "p-1", "p-2", "p-3"]
     rows = [line.split(",") for line in r.stdout.strip().splitlines()[1:]]
     assert [(row[0], row[1], row[-1]) for row in rows] == [
-        ("char", "fp32", "ERROR"), ("char", "bf16", "ok"), ("tiny", "fp32", "OOM"), ("tiny", "bf16", "OOM")
+        ("char", "fp32", "error"), ("char", "bf16", "ok"), ("tiny", "fp32", "oom"), ("tiny", "bf16", "oom")
     ]  # fmt: skip
     assert "error: run p-0 ended error: RuntimeError: boom" in r.output and "Traceback" not in r.output
     assert sorted(ResultsStore(db).runs()["status"]) == ["error", "ok", "oom", "oom"]
+
+
+def test_sweep_names_each_points_run_and_says_its_status_as_runs_does(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep printed no run ids (the runs `show` and `diff` take were not to be found from its output) and
+    wrote a point's status upper-case (OOM, ERROR) where `runs` and the database say oom, error: each row
+    names its run, in the table, csv and json, and its status is spelled as stored."""
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+
+    def run(config, run_id=None):  # char runs, tiny runs out of memory
+        if config.model == "tiny":
+            return RunResult("tiny-1", config, "oom", device="cpu", error="CUDA out of memory")
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult("char-1", config, "ok", device="cpu", device_name="cpu", steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["sweep", "--models", "char,tiny", "--device", "cpu", "--db", db]
+    for fmt in ("json", "csv", "table"):
+        r = runner.invoke(app, [*args, "--format", fmt], env={"COLUMNS": "80"})
+        assert r.exit_code == 0, r.output
+        if fmt == "json":
+            rows = json.loads(r.stdout)
+        elif fmt == "csv":
+            import csv
+            import io
+
+            rows = list(csv.DictReader(io.StringIO(r.stdout)))
+        else:
+            body = [line.split("│") for line in r.stdout.splitlines() if line.startswith("│")]
+            header = next(line for line in r.stdout.splitlines() if line.startswith("┃") and "size" in line)
+            names = [c.strip() for c in header.split("┃")]
+            rows = [dict(zip(names, (c.strip() for c in line), strict=True)) for line in body]
+        assert [(row["size"], row["run"], row["status"]) for row in rows] == [
+            ("char", "char-1", "ok"), ("tiny", "tiny-1", "oom")
+        ], r.stdout  # fmt: skip
+        assert "warning: tiny fp32 (run tiny-1) ended oom: CUDA out of memory" in r.stderr
+        assert "OOM" not in r.output
+    stored = {r["run_id"]: r["status"] for r in json.loads(invoke("runs", "--db", db, "-f", "json").stdout)}
+    assert stored == {"char-1": "ok", "tiny-1": "oom"}
 
 
 def test_sweep_whose_points_run_out_of_memory_exits_0(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -272,8 +314,8 @@ def test_bf16_on_a_gpu_without_bf16_tensor_cores_is_said(monkeypatch) -> None:
 def test_a_failed_point_of_a_compile_sweep_is_named_with_its_compile_setting(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`sweep --compile off,on`: the warning of a failed point read `char fp32: ERROR: …` for either point
-    (its progress line said `compiled`, its warning did not), so which of the two failed was not said."""
+    """`sweep --compile off,on`: the warning of a failed point read `char fp32: …` for either point (its
+    progress line said `compiled`, its warning did not), so which of the two failed was not said."""
     from harness.core.records import RunResult, StepRecord
     from harness.execution.ranks import multirank
 
@@ -288,8 +330,8 @@ def test_a_failed_point_of_a_compile_sweep_is_named_with_its_compile_setting(
     args = ["sweep", "--models", "char", "--compile", "off,on", "--device", "cpu", "--db", db]
     r = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert r.exit_code == 1, r.output
-    warned = [line for line in r.stderr.splitlines() if "ERROR" in line]
-    assert warned == ["warning: char fp32 compiled: ERROR: RuntimeError: boom"], r.stderr
+    warned = [line for line in r.stderr.splitlines() if "boom" in line and line.startswith("warning")]
+    assert warned == ["warning: char fp32 compiled (run p-on) ended error: RuntimeError: boom"], r.stderr
 
 
 @pytest.mark.parametrize("command", ["show", "blocks", "roofline"])

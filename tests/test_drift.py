@@ -81,6 +81,15 @@ def test_several_runs_a_side_use_their_own_spread() -> None:
     assert c.ci_low_pct > 0  # a 10 % slowdown over runs 3 % apart
 
 
+def test_the_basis_of_sides_of_unequal_runs_reads_in_the_singular() -> None:
+    """Three runs against one read `3 and 1 runs`: each side is counted with its own noun."""
+    c = compare_runs([100.0, 104.0, 97.0], [110.0])
+    assert c.basis == RUNS and (c.baseline_runs, c.treatment_runs) == (3, 1)
+    # the side of one run adds no spread to the drift: 3 runs
+    assert basis_words(c) == f"3 runs and 1 run, drift ±{c.drift_pct:.1f}% (3 runs)"
+    assert basis_words(compare_runs([110.0], [100.0, 104.0])).startswith("1 run and 2 runs, drift ±")
+
+
 def steps(runs: dict[str, list[tuple[int, int]]]) -> pd.DataFrame:
     """run -> [(forward, backward) ns per step] as a steps frame."""
     rows = [
@@ -155,6 +164,35 @@ def test_run_repeats_progress_counts_the_runs_done(tmp_path: Path, monkeypatch: 
     assert made == ["r-0", "r-1", "r-2"]
     assert "run 2/3 (fresh process): 1/3 runs" in r.output
     assert "run 3/3 (fresh process): 2/3 runs" in r.output
+
+
+def test_run_repeats_names_each_run_it_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --repeats N` printed no run ids, where `run` does: the runs `show` and `diff` take were not to
+    be found from its output. Each row of its table names its run, in the table, csv and json."""
+    from harness.core.records import RunResult, StepRecord
+    from harness.experiments import drift as repeats
+
+    made: list[str] = []
+
+    def run(config):
+        made.append(f"char-{len(made)}")
+        steps = [StepRecord(0, False, {"forward": 100 + len(made), "backward": 200, "optimizer": 50})]
+        return RunResult(made[-1], config, "ok", device="cpu", device_name="cpu", steps=steps), None
+
+    monkeypatch.setattr(repeats, "run_baseline", run)
+    db = f"sqlite:///{tmp_path}/r.sqlite"
+    args = ["run", "char", "--device", "cpu", "--repeats", "2", "--steps", "1", "--warmup", "0", "--db", db]
+    r = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (table,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("repeats-")]
+    assert [row["run"] for row in table] == made == list(ResultsStore(db).runs()["run_id"])
+    r = CliRunner().invoke(app, [*args, "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    assert [line.split(",")[-2] for line in r.stdout.splitlines()[2:4]] == made[2:]
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    shown = [line.split("│") for line in r.stdout.splitlines() if line.startswith("│ char")]
+    assert [next(c.strip() for c in cells if c.strip().startswith("char-")) for cells in shown] == made[4:]
 
 
 def test_run_repeats_of_generate_shows_each_runs_serving_means(
@@ -308,6 +346,42 @@ def test_no_drift_names_what_a_generate_run_decodes(tmp_path: Path) -> None:
     assert f"measured for {eager}: a difference" in note("b")
     graphs = "tiny generate fp32 batch 1 (prompt 8 + 4 new tokens, CUDA graphs) on H100"
     assert f"measured for {eager}, {graphs}: a difference" in note("g")
+
+
+def test_two_runs_of_one_run_repeats_are_diffed_against_the_drift_it_measured(tmp_path: Path) -> None:
+    """`diff A B` of two runs of one `run --repeats 3` said "no drift measured" although that experiment
+    measured it: the runs compared were left out of the drift, and the one left measured none. Where leaving
+    them out leaves none, the experiment's own drift judges them (them among its runs), as it printed it."""
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.experiments import diff as hd
+    from harness.experiments.drift import measured
+
+    db = f"sqlite:///{tmp_path}/d.sqlite"
+    store = ResultsStore(db)
+    config = RunConfig("char", device="cpu", warmup=0, steps=2)
+    results = []
+    for i, forward in enumerate((100_000, 104_000, 97_000)):
+        steps = [StepRecord(s, False, {"forward": forward + s, "backward": 2 * forward, "optimizer": 50_000})
+                 for s in range(2)]  # fmt: skip
+        results.append(RunResult(f"rep-{i}", config, "ok", device="cpu", device_name="cpu", steps=steps))
+        store.save(results[-1], experiment="repeats-1")
+    printed = measured(results)  # what `run --repeats 3` printed
+    found = hd.diff(hd.resolve("rep-0", lambda: store), hd.resolve("rep-1", lambda: store), store=store)
+    whole = next(v for v in found.verdicts or [] if v.phase == STEP_SUM).comparison
+    assert whole.basis == DRIFT and whole.drift_runs == 3
+    assert whole.drift_pct == pytest.approx(printed[STEP_SUM].pct)
+    shown = CliRunner().invoke(app, ["diff", "rep-0", "rep-1", "--db", db, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    (said,) = [n for n in json.loads(shown.stdout)["notes"] if "drift between runs" in n]
+    assert f"(±{printed[STEP_SUM].pct:.1f}% a run's step, 3 runs made together, A and B among them;" in said
+    # a run each of two experiments of two runs: each other run is a group of one, and the two compared were
+    # not made together: no drift measured, none made up for them
+    apart = ResultsStore(f"sqlite:///{tmp_path}/apart.sqlite")
+    for i, r in enumerate(results[:2] * 2):
+        run = RunResult(f"e{i // 2}-{i % 2}", config, "ok", device="cpu", device_name="cpu", steps=r.steps)
+        apart.save(run, experiment=f"repeats-{i // 2}")
+    two = hd.diff(hd.resolve("e0-0", lambda: apart), hd.resolve("e1-0", lambda: apart), store=apart)
+    assert {v.comparison.basis for v in two.verdicts or []} == {NO_DRIFT}
 
 
 @pytest.mark.parametrize("others", [0.8, 0.01])

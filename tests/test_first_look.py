@@ -130,6 +130,24 @@ def test_a_device_filter_no_run_can_have_is_refused(three: ResultsStore, command
     assert invoke("runs", "--device", "cpu", "--format", "json").exit_code == 0
 
 
+@pytest.mark.parametrize(("option", "given", "known"), [
+    ("--precision", "FP32", "'fp32', 'bf16', 'fp16'"),
+    ("--precision", "fp64", "'fp32', 'bf16', 'fp16'"),
+    ("--device", "CPU", "'cpu', 'cuda', 'mps'"),
+])  # fmt: skip
+def test_a_filter_value_outside_the_stored_vocabulary_is_refused_naming_it(
+    three: ResultsStore, option: str, given: str, known: str
+) -> None:
+    """`runs --precision FP32` matched nothing, where the runs are stored fp32: precision, like the device
+    type, is a fixed vocabulary, and a value outside it is refused with the values it holds, as `run`
+    refuses it; the stored spelling lists the runs."""
+    result = invoke("runs", option, given)
+    assert result.exit_code == 2
+    assert f"'{given}' is not one of {known}" in result.output
+    listed = invoke("runs", option, given.lower().replace("fp64", "fp32"), "--format", "json")
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == ["tiny-old", "tiny-mid", "tiny-new"]
+
+
 def test_runs_on_an_empty_database_says_no_runs_yet(tmp_db: str) -> None:
     ResultsStore(tmp_db)
     assert "no runs yet" in invoke("runs").output

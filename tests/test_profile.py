@@ -255,7 +255,7 @@ def test_interrupted_run_is_stored_with_its_steps_and_profile(
     assert shown["health"] == judged and {r["Status"] for r in judged} != {"ok"}
     titled = f"run {run['run_id']} under nsys"
     (row,) = next(rows for title, rows in shown.items() if title.startswith(titled))
-    assert row["status"] == "INTERRUPTED"
+    assert row["status"] == "interrupted"
     assert row["forward mean (ns)"] == pytest.approx(run["forward_mean_ns"])
     assert marked(mark) == []
     assert list(tmp.glob("harness-*")) == []

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.compare.overhead import CONFIDENCE, STEP_SUM, Comparison
+from workloads.names import counted
 
 # how a comparison of runs was made (Comparison.basis)
 RUNS, DRIFT, NO_DRIFT = "runs", "drift", "no drift"
@@ -204,14 +205,14 @@ def _steps_of(steps: pd.DataFrame, phase: str, phases: Sequence[str]) -> np.ndar
 
 
 def basis_words(c: Comparison) -> str:
-    """How the interval was drawn, in a few words: `3 runs a side`, `one run a side, drift ±2.1% (8 runs)`,
-    `one run a side, no drift measured`."""
+    """How the interval was drawn, in a few words: `3 runs a side`, `3 runs and 1 run`, `one run a side,
+    drift ±2.1% (8 runs)`, `one run a side, no drift measured`."""
     if c.basis == NO_DRIFT:
         return "one run a side, no drift measured"
-    drift = f"drift ±{c.drift_pct:.1f}% ({c.drift_runs} runs)"
+    drift = f"drift ±{c.drift_pct:.1f}% ({counted(c.drift_runs, 'run')})"
     if c.basis == DRIFT:
         return f"one run a side, {drift}"
-    sides = f"{c.baseline_runs} runs a side" if c.baseline_runs == c.treatment_runs else (
-        f"{c.baseline_runs} and {c.treatment_runs} runs"
+    sides = f"{counted(c.baseline_runs, 'run')} a side" if c.baseline_runs == c.treatment_runs else (
+        f"{counted(c.baseline_runs, 'run')} and {counted(c.treatment_runs, 'run')}"
     )  # fmt: skip
     return f"{sides}, {drift}"

@@ -28,6 +28,7 @@ from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
+from workloads.names import PRECISIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -124,6 +125,12 @@ ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this 
 StoredDevice = StrEnum("StoredDevice", [(v, v) for v in ("cpu", "cuda", "mps")])  # type: ignore[misc]
 DeviceOpt = Annotated[
     StoredDevice | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+]
+# the precisions runs are stored with: another spelling (FP32) matched no run, silently
+StoredPrecision = StrEnum("StoredPrecision", [(v, v) for v in PRECISIONS])  # type: ignore[misc]
+PrecisionOpt = Annotated[
+    StoredPrecision | None,
+    typer.Option(metavar="<name>", help=f"Only this precision ({', '.join(PRECISIONS)})."),
 ]
 LastOpt = Annotated[int | None, count_option("--last", 1, "Only the newest N runs.")]
 DbOpt = Annotated[

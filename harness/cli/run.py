@@ -52,6 +52,7 @@ from harness.store import results as results_db
 from harness.store import unsaved
 from harness.store.database import refuse_target
 from harness.store.location import resolve_url
+from workloads.names import counted
 
 NsysOpt = Annotated[bool, typer.Option("--nsys", help="Same as --profiler nsys.")]
 ProfilerOpt = Annotated[
@@ -146,9 +147,10 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
         warn(f"{busy}, and so is the drift between runs measured from them")
     if len(done.drift) == 0:
         notes.append("fewer than two runs ended ok: no drift measured")
+    table = results_table(results, serving=True, ids=True)
     emit_many(
         [
-            (f"{done.experiment}: {len(results)} runs ({device})", results_table(results, serving=True)),
+            (f"{done.experiment}: {counted(len(results), 'run')} ({device})", table),
             ("drift between runs (one run's standard deviation of its mean)",
              drift.drift_table(done.drift, config_phases(config))),
         ],
@@ -290,9 +292,9 @@ def sweep_cmd(
     for r in results:
         if r.status not in ("ok", "interrupted"):
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
-            warn(f"{point(r.config)}: {r.status.upper()}: {first_line}")
+            warn(f"{point(r.config)} (run {r.run_id}) ended {r.status}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
-    emit(run_tables.results_table(results, serving=True), format, title=title, wide=wide)
+    emit(run_tables.results_table(results, serving=True, ids=True), format, title=title, wide=wide)
     if workload.power:  # the sources are the same for every point: each line once
         for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
             say_note(line)

@@ -15,6 +15,7 @@ from harness.cli.common import (
     FormatOpt,
     LastOpt,
     ModelOpt,
+    PrecisionOpt,
     RunRefCommand,
     WideOpt,
     cli_errors,
@@ -41,7 +42,7 @@ SERVING_COLUMNS = dict(
 def runs_cmd(
     model: ModelOpt = None,
     device: DeviceOpt = None,
-    precision: Annotated[str | None, typer.Option(metavar="<name>", help="Only this precision.")] = None,
+    precision: PrecisionOpt = None,
     last: LastOpt = None,
     db: DbOpt = None,
     format: FormatOpt = Format.table,

@@ -28,7 +28,7 @@ from analysis.trace.opening import require_events
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import GENERATE_ONLY, UNTIMED_FIELDS, names_a_file
 from harness.execution.nsys import export_report
-from harness.experiments.drift import key_of, stored_drift
+from harness.experiments.drift import compared_drift, key_of
 from workloads.names import counted
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ class DiffResult:
     verdicts: list[PhaseVerdict] | None = None
     notes: list[str] = field(default_factory=list)
     drift: dict[str, Drift] | None = None  # the drift measured for the sides' configurations (two runs)
+    drift_of_sides: bool = False  # the sides' runs are among those it was measured from (their experiment's)
 
 
 def resolve(spec: str, store_factory: object) -> Side:
@@ -251,8 +252,9 @@ def drift_notes(result: DiffResult, remeasure: str) -> list[str]:
         one = "one run a side" if len(a.runs) == len(b.runs) == 1 else "one run on a side"
         return [
             f"{one}: a difference is called only beyond the drift between runs measured for {configs} "
-            f"(±{whole.pct:.1f}% a run's step, {whole.runs} runs made together; `harness run … --repeats N` "
-            "adds to it)"
+            f"(±{whole.pct:.1f}% a run's step, {whole.runs} runs made together"
+            f"{', A and B among them' if result.drift_of_sides else ''}; `harness run … --repeats N` adds to "
+            "it)"
         ]
     return [
         f"one run a side, and no drift between runs measured for {configs}: a difference cannot be told "
@@ -298,9 +300,11 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
         steps_a, steps_b = side_steps(a), side_steps(b)
         result.verdicts = []  # no phase in common: no verdict (not one of 0 steps a side, for want of drift)
         if d.common_phases(steps_a, steps_b):
-            ids = [r.id for r in (*a.runs, *b.runs)]
-            keys = [_key(r) for r in (*a.runs, *b.runs)]
-            result.drift = stored_drift(store, keys, exclude=ids) if store is not None else {}
+            runs = (*a.runs, *b.runs)
+            result.drift = {}
+            if store is not None:
+                together = {r.id: r.experiment for r in runs}
+                result.drift, result.drift_of_sides = compared_drift(store, map(_key, runs), together)
             result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
             result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
             serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)

@@ -83,6 +83,25 @@ def stored_drift(
     return drifts(_grouped(timings, runs))
 
 
+def compared_drift(
+    store: ResultsStore, keys: Iterable[tuple[Any, ...]], compared: dict[str, str | None]
+) -> tuple[dict[str, Drift], bool]:
+    """The drift the runs `compared` (run id -> its experiment) are judged against, and whether they are
+    part of it. Measured from the other runs of their configurations (`stored_drift`, them left out), so that
+    it does not follow their own difference; where that leaves none measured and they were all made in one
+    experiment (two runs of one `run --repeats 3`), that experiment's own drift, as it measured it: them
+    among its runs."""
+    keys = list(keys)
+    drift = stored_drift(store, keys, exclude=compared)
+    whole = drift.get(STEP_SUM)
+    experiments = set(compared.values())
+    if (whole is None or whole.df == 0) and len(experiments) == 1 and None not in experiments:
+        together = stored_drift(store, keys)
+        if (mine := together.get(STEP_SUM)) is not None and mine.df > 0:
+            return together, True
+    return drift, False
+
+
 def _grouped(timings: pd.DataFrame, groups: dict[str, str]) -> pd.DataFrame:
     """Step timings (run_id, step, phase, duration_ns, warmup, rank) as analysis.compare.drift.drifts reads
     them: group, run, step (each rank's steps its own), phase, duration_ns, warmup."""

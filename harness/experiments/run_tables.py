@@ -49,12 +49,14 @@ def stored_agreement(rows: Sequence[Any]) -> pd.DataFrame:
     return for_people(agreement_frame(rows))
 
 
-def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFrame:
+def results_table(results: list[RunResult], serving: bool = False, ids: bool = False) -> pd.DataFrame:
     """One row per run: model shape, then the step (its phases summed) and per phase mean and std (ns) of
-    the measured steps it finished, and its status: a run interrupted or failed (out of memory too) after
-    some measured steps shows theirs, as `harness runs` and `show` do; one that finished none keeps NaN.
-    With `serving`, a generate run's serving figures people compare across runs (SERVING_MEANS: its TTFT
-    and TPOT means and decode tokens/s, those `show` prints) follow its tokens/s."""
+    the measured steps it finished, and its status as stored: a run interrupted or failed (out of memory
+    too) after some measured steps shows theirs, as `harness runs` and `show` do; one that finished none
+    keeps NaN. With `serving`, a generate run's serving figures people compare across runs (SERVING_MEANS:
+    its TTFT and TPOT means and decode tokens/s, those `show` prints) follow its tokens/s. With `ids`, each
+    row's run id (`run`, before its status): a table of several runs (a sweep, repeats) names the runs
+    `show` and `diff` take, where one run's table says its id in its title."""
     import pandas as pd
 
     rows = []
@@ -85,7 +87,9 @@ def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFra
         row["tokens/s"] = r.tokens_per_s if finished and r.tokens_per_s is not None else float("nan")
         if serving and r.config.mode == "generate":
             row.update(serving_means(r.extra.get("serving") or {}))
-        row["status"] = r.status.upper() if r.status != "ok" else "ok"
+        if ids:
+            row["run"] = r.run_id
+        row["status"] = r.status
         rows.append(row)
     df = pd.DataFrame(rows)
     if not df.empty:  # counts stay integers where a run has none (an OOM before the model was built)
@@ -100,8 +104,9 @@ def results_table(results: list[RunResult], serving: bool = False) -> pd.DataFra
     means = [c for c in df.columns if c.endswith("mean (ns)") and c not in SERVING_MEANS]
     served = [c for c in SERVING_MEANS if c in df.columns]
     df.attrs["priority"] = [
-        "size", "batch", "context", *means, "tokens/s", *served, "status", "precision", "compile"
+        "size", "run", "batch", "context", *means, "tokens/s", *served, "status", "precision", "compile"
     ]  # fmt: skip
+    df.attrs["whole"] = ["run"]  # the id a user copies into `show` and `diff`: never shortened
     df.attrs["settings"] = ["precision", "compile", "batch", "context"]  # shown first where they differ
     return df
 

@@ -59,13 +59,21 @@ class BaselinesPart(Database):
         return self.get(run_id)
 
     def baselines(self) -> pd.DataFrame:
-        """name, run_id, created_at of every named baseline, by name."""
+        """Every named baseline, by name: its name, its run's id and creation time (`created_at`, as `runs`
+        gives it), and when the name was last set on that run (`tagged_at`: the tag's own time, which read
+        as the run's under the name created_at)."""
         import pandas as pd
 
-        stmt = select(Baseline.name, Baseline.run_id, Baseline.created_at).order_by(Baseline.name)
+        columns = ["name", "run_id", "created_at", "tagged_at"]
+        stmt = (
+            select(Baseline.name, Baseline.run_id, Run.created_at, Baseline.created_at)
+            .join(Run, Run.id == Baseline.run_id, isouter=True)
+            .order_by(Baseline.name)
+        )
         with self.engine.connect() as conn:
             if not inspect(conn).has_table(Baseline.__tablename__):
-                return pd.DataFrame(columns=["name", "run_id", "created_at"])
-        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=["name", "run_id", "created_at"])
-        df["created_at"] = df["created_at"].map(stored_time)
+                return pd.DataFrame(columns=columns)
+        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=columns)
+        for column in ("created_at", "tagged_at"):
+            df[column] = df[column].map(stored_time)
         return df
