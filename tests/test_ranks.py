@@ -156,6 +156,13 @@ def test_cli_tables_and_html(two_ranks: list[Path], tmp_path: Path) -> None:
     assert "wrote" in result.stderr and "3 panels" in result.stderr
 
 
+def test_the_imbalance_title_counts_ranks_as_people_say_them(cpu_export: Path, two_ranks: list[Path]) -> None:
+    for exports, over in (([cpu_export], "over 1 rank "), (two_ranks, "over 2 ranks ")):
+        result = runner.invoke(app, ["ranks", *map(str, exports), "--format", "csv"])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines()[0] == f"# Imbalance per phase {over}(mean per step)"
+
+
 def test_a_page_that_cannot_be_written_is_one_line_naming_why(two_ranks: list[Path], tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("in the way")
@@ -294,7 +301,7 @@ def test_csv_and_json_carry_the_exports_nanoseconds_the_terminal_shows_in_ms(cpu
                 low,
                 high,
             )
-    imbalance = {row["Phase"]: row for row in doc["Imbalance per phase over 1 ranks (mean per step)"]}
+    imbalance = {row["Phase"]: row for row in doc["Imbalance per phase over 1 rank (mean per step)"]}
     assert imbalance["forward"]["Median (ns)"] == pytest.approx(want["forward"][1], abs=0.05)
     assert imbalance["forward"]["Spread (ns)"] == 0
     assert doc["GPU and communication per rank"][0]["GPU Busy (ns)"] is None  # CUDA not traced: no number
