@@ -131,11 +131,12 @@ def tables_format(nsys_version: str) -> str:
 
 def examine_run(
     sqlite: Path | None, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
-    notes: list[str],
+    notes: list[str], capture_range: str | None,
 ) -> RunExamination:  # fmt: skip
     """A run the harness timed under nsys (its export None: none written), read once with its timers and
-    the baseline run's (`measured`)."""
+    the baseline run's (`measured`); `capture_range`: the one nsys was given (None: none)."""
     asked = measured(result, baseline, mode, tables_format, notes)
+    asked.capture_range = capture_range
     return examine(sqlite, asked)
 
 
@@ -183,11 +184,12 @@ def measured(
 
 def examine_stopped(
     sqlite: Path, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
-    notes: list[str],
+    notes: list[str], capture_range: str | None,
 ) -> RunExamination:  # fmt: skip
     """An interrupted run's export read as the run's, with the stop said (its last steps never ran: the
     capture is partial, never shown sound); a reading that fails is a note, and no advice."""
     asked = measured(result, baseline, mode, tables_format, notes)
+    asked.capture_range = capture_range
     asked.stop = Stop.of(
         signals.stopped_by(result.error), asked.timers, result.config.steps, result.config.warmup
     )  # type: ignore[arg-type]
@@ -233,7 +235,9 @@ def trace_complete(trace: Path) -> bool:
     return is_complete(trace)
 
 
-def examine_program_export(sqlite: Path, tables_format: str, signal: int | None) -> RunExamination:
+def examine_program_export(
+    sqlite: Path, tables_format: str, signal: int | None, capture_range: str | None
+) -> RunExamination:
     """A program the harness timed nothing in (`profile -- CMD`), its export read once: its summary tables
-    and the capture's health and findings (`signal`: the one that ended it)."""
-    return examine_program(sqlite, tables_format, signal)
+    and the capture's health and findings (`signal`: the one that ended it; `capture_range`: nsys's)."""
+    return examine_program(sqlite, tables_format, signal, capture_range)

@@ -226,7 +226,7 @@ def after_capture(
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
         if prof.sqlite is not None:  # its partial capture judged as `harness health RUN` judges it
             seen = capture.examine_stopped(
-                prof.sqlite, result, baseline, options.mode, tables_format, out.notes
+                prof.sqlite, result, baseline, options.mode, tables_format, out.notes, capture_range(options)
             )
             stopped(out, seen, found)
         return
@@ -250,7 +250,7 @@ def after_capture(
         out.notes.append(f"out of memory: {result.error}; no analysis")
         return
     ranged = capture_range(options)
-    seen = capture.examine_run(prof.sqlite, result, baseline, options.mode, tables_format, out.notes)
+    seen = capture.examine_run(prof.sqlite, result, baseline, options.mode, tables_format, out.notes, ranged)
     out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
     out.agreement = seen.agreement_shown
     out.notes += seen.notes
@@ -293,13 +293,8 @@ def kept_files(prof: ProfileResult) -> str:
 
 def capture_range(options: NsysOptions) -> str | None:
     """The capture range a run asked for: `--nsys-capture measured`, or one passed with --nsys-arg."""
-    args = options.extra_args
-    for i, arg in enumerate(args):
-        if arg.startswith("--capture-range=") or arg.startswith("-c="):
-            return arg
-        if arg in ("--capture-range", "-c") and i + 1 < len(args):
-            return f"{arg} {args[i + 1]}"
-    return "--nsys-capture measured" if options.capture == "measured" else None
+    given = nsys.capture_range_in(options.extra_args)
+    return given or ("--nsys-capture measured" if options.capture == "measured" else None)
 
 
 class NsysProfiler(base.Profiler):
