@@ -247,6 +247,8 @@ def test_a_capture_that_recorded_nothing_is_advised_for_how_it_was_captured(
         out = program.profile_program(["true"], store=store, nsys_args=args, profile_dir=tmp_path / "p")
         assert out.advice is not None
         assert out.advice["health"]["checks"][0]["fix"] == fix
+        # `health RUN` and `advise RUN` read the capture again, as it was made
+        assert run_advice(store, out.run_id).health.checks[0].fix == fix
 
 
 def test_a_failed_capture_check_is_said_as_a_health_check_it_failed(cpu_export, tmp_path) -> None:

@@ -419,10 +419,8 @@ def judge_stored(
     facts = None
     judged = CAPTURE
     if trace is not None:
-        timed = measured.record.measured_steps if measured.record is not None else 0
-        health = capture_health(
-            trace, measured.stop, timed, measured.record.warmup if measured.record is not None else None
-        )
+        rec = measured.record or RunRecord()  # not known: 0 steps timed, warmup None
+        health = capture_health(trace, measured.stop, rec.measured_steps, rec.warmup, measured.capture_range)
         found = advice(trace, thresholds, measured.record or RunRecord())
         facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)

@@ -187,6 +187,7 @@ def profile_run(
         progress(f"run under nsys {info.version}")
     result, prof, notes = launch(config, options, info, run_id, progress)
     out.result, out.profile, out.notes = result, prof, notes
+    result.extra["capture_range"] = capture_range(options)  # for its capture check's advice, read back too
     save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": options.mode, "experiment": experiment,
                             **report_paths(prof)}  # fmt: skip
     if baseline is not None and baseline.status == "ok":
