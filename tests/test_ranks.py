@@ -89,6 +89,25 @@ def test_straggler_named_with_its_ratio(two_ranks: list[Path]) -> None:
     assert times.loc[(1, "backward"), "Total (ns)"] == 4 * (60_000_000 - 2 + SLOW_NS)
 
 
+def test_one_step_has_one_figure_and_the_phases_sum_is_named_as_such(two_ranks: list[Path]) -> None:
+    """The straggler table's `Step` column (compute + wait, the phases' sum) stood beside the imbalance
+    table's `step` row (the step range) with another figure for the same step: the sum is named for what
+    it is, and `step` is the step range alone."""
+    result = runner.invoke(app, ["ranks", str(two_ranks[0].parent), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    steps = {r["Phase"]: r for r in doc["Imbalance per phase over 2 ranks (mean per step)"]}["step"]
+    stragglers = doc["Straggler: compute and wait in collectives per rank (mean per step)"]
+    assert list(stragglers[0]) == [
+        "Rank", "Steps", "Compute (ns)", "Wait (ns)", "Compute + Wait (ns)", "Straggler", "Costs Others (ns)",
+    ]  # fmt: skip
+    for row, step_ns in zip(stragglers, (steps["Fastest (ns)"], steps["Slowest (ns)"]), strict=True):
+        assert row["Compute + Wait (ns)"] == row["Compute (ns)"] + row["Wait (ns)"]
+        assert row["Compute + Wait (ns)"] != step_ns  # the planted all-reduce lies inside backward
+    headers = [k for rows in doc.values() for k in rows[0]] + [r["Phase"] for r in doc["Phase time per rank"]]
+    assert [h for h in headers if h.lower().startswith("step") and h != "Steps"] == []
+
+
 def test_gpu_busy_and_nccl_kernels(two_ranks: list[Path]) -> None:
     per_rank = ranks_report(two_ranks).per_rank.set_index("Rank")
     assert (per_rank["Kernels"] == 5).all()
