@@ -5,7 +5,7 @@ run's record (`RunExamination`): `examine` a run the harness timed (`run --nsys`
 measured steps, the agreement with the timers, the top kernels, the overhead against the baseline, the
 blocks of --nvtx-detail), `examine_trace` a torch.profiler trace (its ranges, operator tables and blocks),
 `examine_program` the export of a program the harness timed nothing in (`profile -- CMD`: its summary
-tables), `examine_capture` a capture judged alone (`overhead`'s runs under nsys). All but the trace are
+tables), `examine_capture` a capture judged alone (`optimize`'s exports). All but the trace are
 judged the same way: the capture's health and findings, and why a capture that fails them makes the run
 `degraded`.
 
@@ -210,8 +210,8 @@ def examine_program(
 
 
 def examine_capture(export: Path) -> RunExamination:
-    """A capture whose timers nobody compares (`overhead`'s runs under nsys), its export read once for its
-    health and findings alone."""
+    """A capture whose timers nobody compares (an export `optimize` reads), read once for its health and
+    findings alone."""
     seen = RunExamination()
     with open_trace(export) as trace:
         _judge(seen, trace)

@@ -22,7 +22,6 @@ from analysis.front.examine import (
     RunRecord,
     Stop,
     examine,
-    examine_capture,
     examine_program,
     examine_trace,
 )
@@ -199,15 +198,21 @@ def examine_stopped(
         return RunExamination(notes=[f"no health or findings: {e}"])
 
 
-def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str]) -> str | None:
-    """The capture's own checks alone, its export read for them (a run whose timers nobody compares:
-    `overhead`'s profiled runs): the advice into `found`, the run made `degraded` when its capture fails
-    them (the reason, else None); a reading that fails is a note, and no advice."""
+def judge_capture(
+    result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str], mode: str,
+    capture_range: str | None,
+) -> str | None:  # fmt: skip
+    """An `overhead` run under nsys (`mode`: its nsys mode), its export read as `run --nsys` reads one, with
+    its timers and without a baseline (the overhead is the experiment's): its agreement of NVTX ranges with
+    the timers, health and findings into `found`, the run made `degraded` when its capture fails them (the
+    reason, else None); a reading that fails is a note, and no advice."""
+    asked = measured(result, None, mode, stats_format.DEFAULT, notes)
+    asked.kernels, asked.capture_range = 0, capture_range  # no kernel table: nothing shows one
     try:
-        seen = examine_capture(sqlite)
+        seen = examine(sqlite, asked)
     except AnalysisError as e:
         seen = RunExamination(notes=[f"no health or findings: {e}"])
-    notes += [f"run {result.run_id}: {line}" for line in seen.notes]
+    notes += [f"run {result.run_id}: {line}" for line in [*seen.notes, *filter(None, [seen.error])]]
     found.update(seen.stored)
     return mark_degraded(result, seen.degraded) if seen.advice is not None else None
 

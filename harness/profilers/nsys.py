@@ -323,8 +323,9 @@ class NsysProfiler(base.Profiler):
     def overhead_runs(
         self, config: RunConfig, options: NsysOptions, modes: list[str]
     ) -> list[tuple[str, base.ProfiledFn]]:
-        """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
-        capture's health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
+        """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and what
+        `run --nsys` stores of its export: the agreement of its NVTX ranges with its timers, its capture's
+        health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
         info = nsys.find_nsys(options.nsys_path)
         check_writable(options.profile_dir)
         cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
@@ -332,9 +333,10 @@ class NsysProfiler(base.Profiler):
         def under(mode: str) -> base.ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
                 result, prof, notes = launch(config, replace(options, mode=mode), info, new_id(config.model))
+                result.extra["capture_range"] = ranged = capture_range(options)  # as profile_run keeps it
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
-                    reason = capture.judge_capture(result, prof.sqlite, how, notes)
+                    reason = capture.judge_capture(result, prof.sqlite, how, notes, mode, ranged)
                     if reason:
                         notes.append(f"{base.label_for(mode)}: stored as degraded ({reason}): the "
                                      "overhead is that of a capture that lost part of the run")  # fmt: skip
