@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from analysis.advice.checks import failed_said
 from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.fit import COMFORTABLE, table_width
@@ -164,8 +163,8 @@ def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
     for check in failed:
         err(f"{check.name} (fail): {check.evidence}")
     err(
-        f"no findings ranked for {what}: its capture failed {failed_said(failed)}, so the time at stake "
-        f"would come from what is left of it and cannot be trusted; `harness health {ref}` says more, "
+        f"no findings ranked for {what}: its capture failed {run_advice.failed_said(failed)}, so the time at "
+        f"stake would come from what is left of it and cannot be trusted; `harness health {ref}` says more, "
         "--ignore-health lists the findings anyway"
     )
     raise typer.Exit(1)
@@ -185,7 +184,7 @@ def _show_findings(
         )
     failed = run_advice.untrusted_checks(checks)
     if failed:
-        warn(f"untrusted: the capture of {what} failed {failed_said(failed)}")
+        warn(f"untrusted: the capture of {what} failed {run_advice.failed_said(failed)}")
     if reading.format is Format.json:
         typer.echo(json.dumps(run_advice.advice_document(table, apart), indent=1))
         return

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from analysis.advice import nsys_rules
 from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, capture_failures
+from analysis.advice.checks import failed_said as failed_said  # how `advise` names the checks failed
 from analysis.advice.findings import DATA_COLUMN as DATA_COLUMN
 from analysis.advice.findings import RunRecord, Thresholds, advice, findings_table
 from analysis.advice.health import NOT_KNOWN, capture_health
