@@ -126,7 +126,7 @@ def test_a_degraded_run_says_so_everywhere(tmp_db: str, broken_h100: dict[str, P
     assert shown.exit_code == 0
     first = shown.stderr.splitlines()[0]
     assert first == f"warning: run medium-cut stored as degraded: {reason}"
-    assert "findings not ranked: the capture failed GPU coverage" in shown.stderr
+    assert "findings not ranked: the capture failed 1 health check (GPU coverage)" in shown.stderr
     info = json.loads(runner.invoke(app, ["show", "medium-cut", "--format", "json"]).stdout)["run"]
     assert info["status"] == f"degraded ({reason})"
     # its timers stand: the phase table of `show` keeps them
@@ -143,7 +143,7 @@ def test_a_degraded_run_says_so_everywhere(tmp_db: str, broken_h100: dict[str, P
     assert with_labels(runs)["label"].str.endswith("(degraded)").tolist() == [False, True]
     panel = findings_panel(DashboardData(runs=runs))
     assert panel.figure is None and panel.missing.startswith(
-        "run medium-cut: findings not ranked: the capture failed GPU coverage"
+        "run medium-cut: findings not ranked: the capture failed 1 health check (GPU coverage)"
     )
 
 
@@ -160,7 +160,10 @@ def test_advise_does_not_rank_the_findings_of_a_failed_capture(broken_h100: dict
     anyway = runner.invoke(app, ["advise", str(path), "--ignore-health"], env={"COLUMNS": "200"})
     assert anyway.exit_code == 0
     assert "Findings in kernels-cut.sqlite, largest time at stake first (untrusted)" in anyway.stdout
-    assert "warning: untrusted: the capture of kernels-cut.sqlite failed GPU coverage" in anyway.stderr
+    assert (
+        "warning: untrusted: the capture of kernels-cut.sqlite failed 1 health check (GPU coverage)"
+        in anyway.stderr
+    )
     whole = runner.invoke(app, ["advise", str(H100_DIR / "report.sqlite"), "--format", "json"])
     assert whole.exit_code == 0 and json.loads(whole.stdout)["findings"][0]["Rule"] == "gpu-host-wait"
 

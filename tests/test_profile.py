@@ -48,7 +48,7 @@ def test_run_nsys_whose_capture_fails_is_stored_degraded(in_tmp: Path) -> None:
         said[0].startswith("warning: run ")
         and " stored as degraded: its capture failed its health " in said[0]
     )
-    assert "findings not ranked: the capture failed NVTX vs timers" in result.output
+    assert "findings not ranked: the capture failed 1 health check (NVTX vs timers)" in result.output
     listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
     profiled = next(r for r in listed if r["profiler"] == "nsys")
     assert profiled["status"] == "degraded"

@@ -180,3 +180,36 @@ def test_overhead_runs_under_nsys_are_stored_with_their_capture_s_health(
     stored = ResultsStore(tmp_db).get(run.run_id)
     assert stored.advice is not None and stored.advice["health"]["checks"]
     assert stored.status == run.status and stored.nsys_sqlite == str(h100_export)
+
+
+def test_overhead_runs_under_nsys_are_stored_with_their_agreement_as_run_nsys_stores_it(
+    h100_export: Path, tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`overhead` stored its runs under nsys without the agreement of their NVTX ranges with their timers,
+    which `run --nsys` stores: each is read as `run --nsys` reads its run, the same rows stored."""
+    from harness.experiments import overhead
+
+    _capture(h100_export, monkeypatch)
+
+    def baseline(config: RunConfig) -> tuple[RunResult, None]:
+        return RunResult(run_id="medium-base", config=config, status="ok", device="cuda", steps=[]), None
+
+    monkeypatch.setattr(overhead, "run_baseline", baseline)
+    store, config = ResultsStore(tmp_db), RunConfig(model="medium", warmup=1, steps=3)
+    request = profiler.NsysOptions(profile_dir=tmp_path / "p", baseline=False)
+    alone = store.get(profiler.profile_run(config, request, store=store).run_id)
+    options = profiler.NsysOptions(profile_dir=tmp_path / "p")
+    done = overhead.measure_overhead(
+        config, profiler.PROFILER, options, repeats=1, modes=["light"], store=store
+    )
+    ((_, _, run),) = [r for r in done.runs if r[0] == "nsys light"]
+    stored = ResultsStore(tmp_db).get(run.run_id)
+
+    def rows(r: Any) -> list[tuple[Any, ...]]:
+        return sorted((a.phase, a.steps, a.nvtx_mean_ns, a.timer_mean_ns, a.rel_diff) for a in r.agreement)
+
+    assert [p for p, *_ in rows(stored)] == ["backward", "forward", "optimizer"]
+    assert rows(stored) == rows(alone)
+    assert {c["name"] for c in stored.advice["health"]["checks"]} == {
+        c["name"] for c in alone.advice["health"]["checks"]
+    }  # the run's own checks too (NVTX vs timers), as run --nsys judges its run

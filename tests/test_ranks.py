@@ -89,6 +89,25 @@ def test_straggler_named_with_its_ratio(two_ranks: list[Path]) -> None:
     assert times.loc[(1, "backward"), "Total (ns)"] == 4 * (60_000_000 - 2 + SLOW_NS)
 
 
+def test_one_step_has_one_figure_and_the_phases_sum_is_named_as_such(two_ranks: list[Path]) -> None:
+    """The straggler table's `Step` column (compute + wait, the phases' sum) stood beside the imbalance
+    table's `step` row (the step range) with another figure for the same step: the sum is named for what
+    it is, and `step` is the step range alone."""
+    result = runner.invoke(app, ["ranks", str(two_ranks[0].parent), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    steps = {r["Phase"]: r for r in doc["Imbalance per phase over 2 ranks (mean per step)"]}["step"]
+    stragglers = doc["Straggler: compute and wait in collectives per rank (mean per step)"]
+    assert list(stragglers[0]) == [
+        "Rank", "Steps", "Compute (ns)", "Wait (ns)", "Compute + Wait (ns)", "Straggler", "Costs Others (ns)",
+    ]  # fmt: skip
+    for row, step_ns in zip(stragglers, (steps["Fastest (ns)"], steps["Slowest (ns)"]), strict=True):
+        assert row["Compute + Wait (ns)"] == row["Compute (ns)"] + row["Wait (ns)"]
+        assert row["Compute + Wait (ns)"] != step_ns  # the planted all-reduce lies inside backward
+    headers = [k for rows in doc.values() for k in rows[0]] + [r["Phase"] for r in doc["Phase time per rank"]]
+    assert [h for h in headers if h.lower().startswith("step") and h != "Steps"] == []
+
+
 def test_gpu_busy_and_nccl_kernels(two_ranks: list[Path]) -> None:
     per_rank = ranks_report(two_ranks).per_rank.set_index("Rank")
     assert (per_rank["Kernels"] == 5).all()
@@ -154,6 +173,13 @@ def test_cli_tables_and_html(two_ranks: list[Path], tmp_path: Path) -> None:
     assert "ranks × phases" in html and "Ranks on one clock" in html
     assert "Straggler: rank 1 arrives last" in html and "straggler ratio" not in html
     assert "wrote" in result.stderr and "3 panels" in result.stderr
+
+
+def test_the_imbalance_title_counts_ranks_as_people_say_them(cpu_export: Path, two_ranks: list[Path]) -> None:
+    for exports, over in (([cpu_export], "over 1 rank "), (two_ranks, "over 2 ranks ")):
+        result = runner.invoke(app, ["ranks", *map(str, exports), "--format", "csv"])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines()[0] == f"# Imbalance per phase {over}(mean per step)"
 
 
 def test_a_page_that_cannot_be_written_is_one_line_naming_why(two_ranks: list[Path], tmp_path: Path) -> None:
@@ -294,7 +320,7 @@ def test_csv_and_json_carry_the_exports_nanoseconds_the_terminal_shows_in_ms(cpu
                 low,
                 high,
             )
-    imbalance = {row["Phase"]: row for row in doc["Imbalance per phase over 1 ranks (mean per step)"]}
+    imbalance = {row["Phase"]: row for row in doc["Imbalance per phase over 1 rank (mean per step)"]}
     assert imbalance["forward"]["Median (ns)"] == pytest.approx(want["forward"][1], abs=0.05)
     assert imbalance["forward"]["Spread (ns)"] == 0
     assert doc["GPU and communication per rank"][0]["GPU Busy (ns)"] is None  # CUDA not traced: no number

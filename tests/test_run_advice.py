@@ -17,8 +17,19 @@ from test_store import make_result
 from typer.testing import CliRunner
 
 from analysis.advice.findings import Finding, advice, as_record
-from analysis.advice.health import FAIL, OK, WARN, Health, capture_health, overhead_in_phases
-from analysis.advice.record import advice_record, finding_lines, health_line, summary_lines
+from analysis.advice.health import (
+    CUDA_RANGE_FIX,
+    FAIL,
+    NO_RANGE_FIX,
+    NOT_KNOWN,
+    NVTX_RANGE_FIX,
+    OK,
+    WARN,
+    Health,
+    capture_health,
+    overhead_in_phases,
+)
+from analysis.advice.record import advice_record, finding_lines, health_line, summary_lines, untrusted_line
 from analysis.advice.run_checks import Overhead, RunFacts, run_checks
 from analysis.compare.agreement import agreement_table, pair_ranges
 from analysis.tables.nvtx import nvtx_ranges
@@ -193,15 +204,71 @@ def test_capture_check_on_a_real_export_and_on_one_emptied(cpu_export, tmp_path)
     assert (first.name, first.status) == ("capture", OK)
     assert first.evidence == f"{nvtx + osrt:,} events recorded ({osrt:,} osrt, {nvtx:,} nvtx)"
     # the same export with its events deleted: what a capture range that never started leaves
-    empty = tmp_path / "empty.sqlite"
-    shutil.copy(cpu_export, empty)
-    with sqlite3.connect(empty) as db:
-        db.execute("DELETE FROM NVTX_EVENTS")
-        db.execute("DELETE FROM OSRT_API")
-    with open_trace(empty) as trace:
+    with open_trace(_emptied(cpu_export, tmp_path)) as trace:
         first = capture_health(trace).checks[0]
     assert (first.name, first.status) == ("capture", FAIL)
     assert first.evidence.startswith("no event recorded after the capture started")
+
+
+def _emptied(export, folder):
+    """A copy of `export` with its events deleted: its `capture` check fails."""
+    empty = folder / "empty.sqlite"
+    shutil.copy(export, empty)
+    with sqlite3.connect(empty) as db:
+        db.execute("DELETE FROM NVTX_EVENTS")
+        db.execute("DELETE FROM OSRT_API")
+    return empty
+
+
+def test_a_capture_that_recorded_nothing_is_advised_for_how_it_was_captured(
+    cpu_export, tmp_path, monkeypatch
+) -> None:
+    """The advice spoke of --capture-range to a run captured without one: a capture range is advised only
+    where nsys was given one, and `harness profile -- true` (none) is told what applies to it."""
+    from harness.execution.nsys import NsysInfo, ProfileResult
+    from harness.experiments import program
+
+    empty = _emptied(cpu_export, tmp_path)
+    fixes = {}
+    for given in (None, "--capture-range=nvtx", "-c cudaProfilerApi", NOT_KNOWN):
+        with open_trace(empty) as trace:
+            first = capture_health(trace, capture_range=given).checks[0]
+        assert (first.name, first.status) == ("capture", FAIL)
+        fixes[given] = first.fix
+    assert fixes[None] == NO_RANGE_FIX and "capture-range" not in NO_RANGE_FIX.replace("no capture range", "")
+    assert fixes["--capture-range=nvtx"] == f"with --capture-range=nvtx {NVTX_RANGE_FIX}"
+    assert fixes["-c cudaProfilerApi"] == f"with -c cudaProfilerApi {CUDA_RANGE_FIX}"
+    assert NVTX_RANGE_FIX in fixes[NOT_KNOWN] and CUDA_RANGE_FIX in fixes[NOT_KNOWN]  # an export alone
+    info = NsysInfo(path=tmp_path / "nsys", version="2023.4.4.54", flags=frozenset(), source="t")
+    monkeypatch.setattr(program.nsys, "find_nsys", lambda path: info)
+    monkeypatch.setattr(program.nsys, "profile", lambda *a, **k: ProfileResult(0, empty, empty, None, ""))
+    store = ResultsStore(str(tmp_path / "r.sqlite"))
+    for args, fix in (((), fixes[None]), (("--capture-range=nvtx",), fixes["--capture-range=nvtx"])):
+        out = program.profile_program(["true"], store=store, nsys_args=args, profile_dir=tmp_path / "p")
+        assert out.advice is not None
+        assert out.advice["health"]["checks"][0]["fix"] == fix
+        # `health RUN` and `advise RUN` read the capture again, as it was made
+        assert run_advice(store, out.run_id).health.checks[0].fix == fix
+
+
+def test_a_failed_capture_check_is_said_as_a_health_check_it_failed(cpu_export, tmp_path) -> None:
+    """The check named `capture` read `the capture failed capture` wherever the failed checks were named."""
+    empty = _emptied(cpu_export, tmp_path)
+    with open_trace(empty) as trace:
+        record = advice_record(capture_health(trace), [])
+    assert untrusted_line(record, "r1") == (
+        "findings not ranked: the capture failed 1 health check (capture), so their time at stake would come "
+        "from what is left of it (0 fired; `harness advise r1 --ignore-health` lists them, untrusted)"
+    )
+    refused = runner.invoke(app, ["advise", str(empty)], env={"COLUMNS": "200"})
+    assert refused.exit_code == 1
+    assert "its capture failed 1 health check (capture), so" in refused.stderr.replace("\n", " ")
+    anyway = runner.invoke(app, ["advise", str(empty), "--ignore-health"], env={"COLUMNS": "200"})
+    assert anyway.exit_code == 0, anyway.output
+    assert (
+        "warning: untrusted: the capture of empty.sqlite failed 1 health check (capture)\n" in anyway.stderr
+    )
+    assert "failed capture" not in refused.stderr + anyway.stderr
 
 
 def test_health_line_names_the_worst_and_findings_one_line_each() -> None:

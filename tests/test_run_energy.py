@@ -8,9 +8,11 @@ so that what it says does not depend on the machine.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -66,6 +68,37 @@ def test_cli_run_power_says_why_there_are_no_sources_and_stores_nulls(
     shown = CliRunner().invoke(app, ["show", run["run_id"], "--format", "json"], catch_exceptions=False)
     fields = json.loads(shown.stdout)["run"]
     assert fields["power notes"].splitlines() == expected
+
+
+def test_power_notes_are_in_csv_and_json_as_the_terminal_says_them(
+    tmp_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --power --format json` printed the power notes (why no energy was measured) on stderr only, and a
+    run under nsys did not say them at all: csv and json carry them as a table of their own, `power notes`,
+    whatever the profiler; the terminal says them as notes."""
+    absent = tmp_path / "no-powercap"
+    monkeypatch.setitem(discover.__kwdefaults__, "powercap", absent)
+    expected = ["NVML: not asked: the run is on the CPU, not a GPU", f"RAPL: {absent} not present"]
+    args = ["run", "char", "--device", "cpu", "--steps", "2", "--warmup", "1", "--power"]
+    listed = CliRunner().invoke(app, [*args, "--format", "json"], catch_exceptions=False)
+    assert listed.exit_code == 0, listed.output
+    assert [row["note"] for row in json.loads(listed.stdout)["power notes"]] == expected
+    csv = CliRunner().invoke(app, [*args, "--format", "csv"], catch_exceptions=False)
+    assert csv.exit_code == 0, csv.output
+    block = next(b for b in csv.stdout.split("\n\n") if b.startswith("# power notes\n"))
+    assert pd.read_csv(io.StringIO(block.split("\n", 1)[1]))["note"].tolist() == expected
+    # a run under nsys (its outcome as the profiler hands it back): the same table, the same notes
+    from harness.cli import render
+    from harness.profilers.nsys import ProfiledRun
+
+    result = run_workload(RunConfig("char", device="cpu", warmup=0, steps=1))
+    result.extra["power_notes"] = expected
+    render.render(ProfiledRun(result.run_id, result, None), "json")
+    assert [row["note"] for row in json.loads(capsys.readouterr().out)["power notes"]] == expected
+    render.render(ProfiledRun(result.run_id, result, None), "table")
+    assert [line for line in capsys.readouterr().err.splitlines() if "not" in line] == [
+        f"note: {line}" for line in expected
+    ]
 
 
 def test_runner_with_a_gpu_source_gives_joules_per_phase(tmp_path: Path, tmp_db) -> None:

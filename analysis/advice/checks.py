@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from workloads.names import counted
+
 OK, WARN, FAIL = "ok", "warn", "fail"
 COLUMNS = ["Check", "Status", "Evidence", "What to do"]
 # failures that say how the run was timed or which ranks reported, not what its capture holds
@@ -73,3 +75,9 @@ def capture_failures(checks: list[Check]) -> list[Check]:
 def why_untrusted(checks: list[Check]) -> str:
     """The failed checks of the capture in one sentence: `NAME: evidence; NAME: evidence`."""
     return "; ".join(f"{c.name}: {c.evidence}" for c in capture_failures(checks))
+
+
+def failed_said(failed: list[Check]) -> str:
+    """Failed checks as what a capture failed: `1 health check (capture)`, `2 health checks (times, NVTX
+    steps)`; a check's name alone would read `the capture failed capture`."""
+    return f"{counted(len(failed), 'health check')} ({', '.join(c.name for c in failed)})"

@@ -42,22 +42,29 @@ PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 # nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
 # moves by 2% changes the conclusion of most comparisons the harness makes)
 OVERHEAD_WARN_PCT = 2.0
+# the capture range of an export read alone: nsys keeps none in it (START_TRIGGER is Immediate under a range)
+NOT_KNOWN = "not known"
 TIMED_CHECKED = ("kernels", "runtime", "memcpy", "memset", "osrt", "nvtx", "overhead", "cpu_ops", "syncs")
 
 
 def capture_health(
-    trace: Trace, stop: Stop | None = None, timed: int = 0, warmup: int | None = None
+    trace: Trace,
+    stop: Stop | None = None,
+    timed: int = 0,
+    warmup: int | None = None,
+    capture_range: str | None = NOT_KNOWN,
 ) -> Health:
     """Every check that applies to `trace` (an nsys export or a Kineto trace); `stop`: the run was stopped
     before its end (its missing steps were never run); `timed`: the measured steps the run's timers timed
     (0: not known); `warmup`: its warm-up steps (None: not known), which tell the measured steps where the
-    `measured` range was lost. The verdict is kept with the export's cache entry, for its tables to say
+    `measured` range was lost; `capture_range`: the one nsys was given (None: none; NOT_KNOWN: an export
+    alone, which does not say). The verdict is kept with the export's cache entry, for its tables to say
     (analysis.advice.verdict)."""
     health = Health(str(trace.path))
     if trace.format == "nsys-sqlite":
         facts = trace.capture_facts()
         health.checks += [
-            _capture_started(trace),
+            _capture_started(trace, capture_range),
             _diagnostics(trace, health),
             _overhead(trace, health),
             _cuda_without_kernels(trace),
@@ -204,9 +211,11 @@ def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.Dat
 EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "osrt", "nvtx")
 
 
-def _capture_started(trace: Trace) -> Check:
+def _capture_started(trace: Trace, capture_range: str | None) -> Check:
     """An export with no event at all: a capture range (--capture-range=cudaProfilerApi or nvtx) that
-    never started, or one that started after the work ended; nsys still writes the process list."""
+    never started, or one that started after the work ended; without a range, a program that made no call
+    of what was traced; nsys still writes the process list. What to do is what applies to `capture_range`
+    (capture_health's)."""
     name = "capture"
     counts = {f: trace.count(f) for f in EVENT_FRAMES if trace.has(f)}
     total = sum(counts.values())
@@ -217,10 +226,36 @@ def _capture_started(trace: Trace) -> Check:
         name,
         FAIL,
         "no event recorded after the capture started (no kernel, CUDA call, OS runtime call or NVTX event)",
-        "with --capture-range=cudaProfilerApi the program must call cudaProfilerStart (torch.cuda.profiler."
-        "start()); with --capture-range=nvtx the range named by --nvtx-capture must be pushed (and, for a "
-        "name not registered, NSYS_NVTX_PROFILER_REGISTER_ONLY=0 set); or the capture started after the work",
+        _not_started_fix(capture_range),
     )
+
+
+NO_RANGE_FIX = (
+    "the capture ran from the program's start (no capture range), so the program made no call of what nsys "
+    "traced: trace what it does (--trace; osrt for its OS calls), or check that it did its work"
+)
+CUDA_RANGE_FIX = "the program must call cudaProfilerStart (torch.cuda.profiler.start()), before its work ends"
+NVTX_RANGE_FIX = (
+    "the range named by --nvtx-capture must be pushed (and, for a name not registered, "
+    "NSYS_NVTX_PROFILER_REGISTER_ONLY=0 set), before the work ends"
+)
+
+
+def _not_started_fix(capture_range: str | None) -> str:
+    """What to do about a capture that recorded nothing, for the capture range it was made with."""
+    if capture_range is None:
+        return NO_RANGE_FIX
+    if capture_range == NOT_KNOWN:
+        return (
+            f"with --capture-range=cudaProfilerApi {CUDA_RANGE_FIX}; with --capture-range=nvtx "
+            f"{NVTX_RANGE_FIX}; without a capture range, the program made no call of what nsys traced "
+            "(--trace; osrt for its OS calls)"
+        )
+    if "cudaprofilerapi" in capture_range.lower():
+        return f"with {capture_range} {CUDA_RANGE_FIX}"
+    if "nvtx" in capture_range.lower() or "measured" in capture_range:
+        return f"with {capture_range} {NVTX_RANGE_FIX}"
+    return f"the capture range ({capture_range}) never started, or started after the work"
 
 
 def _cuda_without_kernels(trace: Trace) -> Check:

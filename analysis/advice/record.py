@@ -27,6 +27,7 @@ from analysis.advice.checks import (
     Health,
     capture_failures,
     checks_table,
+    failed_said,
     why_untrusted,
 )
 from analysis.advice.findings import COLUMNS, DATA_COLUMN, NO_STEPS, Advice, Finding, as_record
@@ -101,11 +102,10 @@ def untrusted_line(record: dict[str, Any], what: str = "RUN") -> str | None:
     failed = capture_failures(checks_of(record))
     if not failed:
         return None
-    names = ", ".join(c.name for c in failed)
     n = len(record.get("findings", []))
     return (
-        f"findings not ranked: the capture failed {names}, so their time at stake would come from what is "
-        f"left of it ({n} fired; `harness advise {what} --ignore-health` lists them, untrusted)"
+        f"findings not ranked: the capture failed {failed_said(failed)}, so their time at stake would come "
+        f"from what is left of it ({n} fired; `harness advise {what} --ignore-health` lists them, untrusted)"
     )
 
 

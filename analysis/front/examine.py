@@ -5,7 +5,7 @@ run's record (`RunExamination`): `examine` a run the harness timed (`run --nsys`
 measured steps, the agreement with the timers, the top kernels, the overhead against the baseline, the
 blocks of --nvtx-detail), `examine_trace` a torch.profiler trace (its ranges, operator tables and blocks),
 `examine_program` the export of a program the harness timed nothing in (`profile -- CMD`: its summary
-tables), `examine_capture` a capture judged alone (`overhead`'s runs under nsys). All but the trace are
+tables), `examine_capture` a capture judged alone (`optimize`'s exports). All but the trace are
 judged the same way: the capture's health and findings, and why a capture that fails them makes the run
 `degraded`.
 
@@ -30,7 +30,7 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import Check, Health, why_untrusted
 from analysis.advice.coverage import export_facts
 from analysis.advice.findings import NEEDS_RECORD, RunRecord, Thresholds, advice
-from analysis.advice.health import capture_health
+from analysis.advice.health import NOT_KNOWN, capture_health
 from analysis.advice.record import advice_record, checks_of, degraded_reason
 from analysis.advice.run_checks import (
     RUN_CHECKS,
@@ -104,6 +104,7 @@ class Measured:
     record: RunRecord | None = None  # what the run recorded that the findings read (torch.compile's counters)
     signal: int | None = None  # the signal that ended a profiled program (`profile -- CMD`); None: it exited
     stop: Stop | None = None  # the run was stopped before its end (Ctrl-C, SIGTERM): its last steps never ran
+    capture_range: str | None = NOT_KNOWN  # nsys's capture range (None: none), for the capture check's advice
 
 
 @dataclass
@@ -165,7 +166,7 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
         else:
             seen.blocks = _blocks(trace, measured, seen.notes)
         facts = run_facts(measured, seen.agreement, overhead=figure) if measured.timers is not None else None
-        _judge(seen, trace, facts, measured.record, stop=measured.stop)
+        _judge(seen, trace, facts, measured.record, stop=measured.stop, capture_range=measured.capture_range)
     return seen
 
 
@@ -189,24 +190,28 @@ def examine_trace(path: Path, measured: Measured, operators: Operators) -> RunEx
 
 
 def examine_program(
-    export: Path, stats_format: str = DEFAULT_FORMAT, signal: int | None = None
+    export: Path,
+    stats_format: str = DEFAULT_FORMAT,
+    signal: int | None = None,
+    capture_range: str | None = NOT_KNOWN,
 ) -> RunExamination:
     """A program the harness timed nothing in (`profile -- CMD`), its export read once: the summary tables
     (in `stats_format`), the capture's health and findings; `signal`: the one that ended the program, said
-    in its health (its capture lacks what nsys had not yet taken from it)."""
+    in its health (its capture lacks what nsys had not yet taken from it); `capture_range`: nsys's."""
     seen = RunExamination()
     with open_trace(export) as trace:
         try:
             seen.report = summary(trace, stats_format=stats_format)
         except AnalysisError as e:
             seen.error = str(e)
-        _judge(seen, trace, also=[program_end(signal)] if signal is not None else [])
+        ended = [program_end(signal)] if signal is not None else []
+        _judge(seen, trace, also=ended, capture_range=capture_range)
     return seen
 
 
 def examine_capture(export: Path) -> RunExamination:
-    """A capture whose timers nobody compares (`overhead`'s runs under nsys), its export read once for its
-    health and findings alone."""
+    """A capture whose timers nobody compares (an export `optimize` reads), read once for its health and
+    findings alone."""
     seen = RunExamination()
     with open_trace(export) as trace:
         _judge(seen, trace)
@@ -220,12 +225,13 @@ def _judge(
     record: RunRecord | None = None,
     also: list[Check] | None = None,
     stop: Stop | None = None,
+    capture_range: str | None = NOT_KNOWN,
 ) -> None:
     """The capture's health and findings (with `facts`, the run's own checks too, and `also`; with
     `record`, the rules that read the run's record; `stop`, a run stopped before its end) into `seen`, and
     why the capture makes the run degraded; a reading that fails is a note, and no advice."""
     try:
-        seen.advice = capture_advice(trace, facts, record, also, stop)
+        seen.advice = capture_advice(trace, facts, record, also, stop, capture_range)
     except AnalysisError as e:
         seen.notes.append(f"no health or findings: {e}")
         return
@@ -363,15 +369,17 @@ def capture_advice(
     record: RunRecord | None = None,
     also: list[Check] | None = None,
     stop: Stop | None = None,
+    capture_range: str | None = NOT_KNOWN,
 ) -> dict[str, Any]:
     """The capture's health (its export's checks, the run's own where `facts` says what the run timed, and
-    `also`; of a run stopped before its end, `stop`) and its findings (with what the run recorded,
-    `record`), as stored with the run."""
+    `also`; of a run stopped before its end, `stop`; made with nsys's `capture_range`) and its findings
+    (with what the run recorded, `record`), as stored with the run."""
     health = capture_health(
         trace,
         stop,
         record.measured_steps if record is not None else 0,
         record.warmup if record is not None else None,
+        capture_range,
     )
     if facts is not None:
         facts.export = export_facts(trace)
@@ -411,10 +419,8 @@ def judge_stored(
     facts = None
     judged = CAPTURE
     if trace is not None:
-        timed = measured.record.measured_steps if measured.record is not None else 0
-        health = capture_health(
-            trace, measured.stop, timed, measured.record.warmup if measured.record is not None else None
-        )
+        rec = measured.record or RunRecord()  # not known: 0 steps timed, warmup None
+        health = capture_health(trace, measured.stop, rec.measured_steps, rec.warmup, measured.capture_range)
         found = advice(trace, thresholds, measured.record or RunRecord())
         facts = export_facts(trace) if trace.format == "nsys-sqlite" else None
         record = advice_record(health, found)

@@ -277,7 +277,7 @@ STRAGGLER_COLUMNS = [
     "Steps",
     "Compute (ns)",
     "Wait (ns)",
-    "Step (ns)",
+    "Compute + Wait (ns)",
     "Straggler",
     "Costs Others (ns)",
 ]
@@ -303,10 +303,11 @@ def compute_and_wait(phases: pd.DataFrame) -> pd.DataFrame:
 
 
 def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd.DataFrame:
-    """Per rank: Rank, Steps, Compute (ns) and Wait (ns) (in collectives) per step, Step (ns), Straggler
-    (`rank R` on the straggler's row, `-` elsewhere) and Costs Others (ns) (on its row: the other ranks'
-    mean wait per step beyond its own); times rounded half away from zero to one decimal. Empty for fewer
-    than two ranks or without phases but whole captures. `phases`: PHASE_COLUMNS (step rows are left
+    """Per rank: Rank, Steps, Compute (ns) and Wait (ns) (in collectives) per step, Compute + Wait (ns) (the
+    phases' sum, named so: the step's own time, gaps between phases in it, is imbalance_table's `step` row),
+    Straggler (`rank R` on the straggler's row, `-` elsewhere) and Costs Others (ns) (on its row: the other
+    ranks' mean wait per step beyond its own); times rounded half away from zero to one decimal. Empty for
+    fewer than two ranks or without phases but whole captures. `phases`: PHASE_COLUMNS (step rows are left
     out)."""
     m = compute_and_wait(phases).sort_values("rank", kind="stable").reset_index(drop=True)
     if len(m) < 2:
@@ -327,7 +328,7 @@ def straggler_table(phases: pd.DataFrame, threshold: float = STRAGGLER_AT) -> pd
             "Steps": m["steps"].to_numpy(),
             "Compute (ns)": round_half_up(compute),
             "Wait (ns)": round_half_up(wait),
-            "Step (ns)": round_half_up(compute + np.nan_to_num(wait)),
+            "Compute + Wait (ns)": round_half_up(compute + np.nan_to_num(wait)),
             "Straggler": [f"rank {r}" if r == straggler else "-" for r in m["rank"]],
             "Costs Others (ns)": [_ns(cost) if r == straggler else np.nan for r in m["rank"]],
         }

@@ -156,9 +156,8 @@ def _refuse_untrusted(what: str, ref: str, checks, ignore_health: bool) -> None:
     for check in failed:
         err(f"{check.name} (fail): {check.evidence}")
     err(
-        f"no findings ranked for {what}: its capture failed {len(failed)} health "
-        f"check{'s' * (len(failed) != 1)} ({', '.join(c.name for c in failed)}), so the time at stake would "
-        f"come from what is left of it and cannot be trusted; `harness health {ref}` says more, "
+        f"no findings ranked for {what}: its capture failed {run_advice.failed_said(failed)}, so the time at "
+        f"stake would come from what is left of it and cannot be trusted; `harness health {ref}` says more, "
         "--ignore-health lists the findings anyway"
     )
     raise typer.Exit(1)
@@ -178,7 +177,7 @@ def _show_findings(
         )
     failed = run_advice.untrusted_checks(checks)
     if failed:
-        warn(f"untrusted: the capture of {what} failed {', '.join(c.name for c in failed)}")
+        warn(f"untrusted: the capture of {what} failed {run_advice.failed_said(failed)}")
     if reading.format is Format.json:
         typer.echo(json.dumps(run_advice.advice_document(table, apart), indent=1))
         return

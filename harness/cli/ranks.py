@@ -26,6 +26,7 @@ from harness.core.errors import HarnessError, UsageError
 from harness.core.records import names_a_file
 from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
+from workloads.names import counted
 
 # hidden argument: Typer would print its type as <list[Path]>; the epilog describes it
 EXPORTS_HELP = (
@@ -77,8 +78,8 @@ def ranks_cmd(
             refuse_inputs(html, inputs, "--html")
         report = run_ranks.ranks_of(paths, **read)
     report.notes = [*skipped, *report.notes]
-    n = len(report.labels)
-    tables = [(f"Imbalance per phase over {n} ranks (mean per step)", report.imbalance)]
+    over = counted(len(report.labels), "rank")
+    tables = [(f"Imbalance per phase over {over} (mean per step)", report.imbalance)]
     if len(report.stragglers):
         tables.append(
             ("Straggler: compute and wait in collectives per rank (mean per step)", report.stragglers)

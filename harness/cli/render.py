@@ -16,7 +16,7 @@ from harness.cli.common import note as say_note
 from harness.cli.terminal.output import Format, emit_many
 from harness.core import signals
 from harness.core.records import config_phases, phases_of
-from harness.energy.run import energy_rows
+from harness.energy.run import NOTES, NOTES_TITLE, energy_rows
 from harness.execution.ranks.multirank import local_ranks
 from harness.experiments.ranks import rank_tables, result_frame
 from harness.experiments.run_tables import AGREEMENT_TITLE, extra_tables, results_table, throughput_table
@@ -57,14 +57,26 @@ def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
         (f"run {result.run_id} ({result.device_name})", results_table([result])),
         ("throughput", throughput_table(result)),
     ]
-    if result.extra.get("energy"):
-        tables.append(("energy (measured steps)", energy_rows(result.extra["energy"])))
+    energy, power_notes = _power(result.extra, Format(format))
+    tables += energy
     tables += extra_tables(result.extra, config_phases(config))
     emit_many(tables, format, wide=wide)
     _memory_notes(result.extra)
-    for line in result.extra.get("power_notes", []):
+    for line in power_notes:
         say_note(line)
     finish(p.refused, [result])
+
+
+def _power(extra: dict[str, Any], fmt: Format) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
+    """--power's output: its energy table, and its notes (what was measured with, or why nothing was: no
+    NVML here), a table of their own in csv and json, else the lines to say after the tables."""
+    import pandas as pd
+
+    tables = [("energy (measured steps)", energy_rows(extra["energy"]))] if extra.get("energy") else []
+    notes = list(extra.get(NOTES, []))
+    if notes and fmt is not Format.table:
+        return [*tables, (NOTES_TITLE, pd.DataFrame({"note": notes}))], []
+    return tables, notes
 
 
 def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:
@@ -167,8 +179,10 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         tables.append((AGREEMENT_TITLE, p.agreement))
     if p.overhead is not None:
         tables.append(("nsys overhead (one run each; `harness overhead` alternates repeats)", p.overhead))
+    power_notes: list[str] = []
     if p.result is not None:
-        tables += extra_tables(p.result.extra, phases_of(p.result))
+        energy, power_notes = _power(p.result.extra, Format(fmt))
+        tables += energy + extra_tables(p.result.extra, phases_of(p.result))
     kept: list[tuple[str, str]] = []
     if p.profile is not None and p.profile.artifacts:  # one report per rank
         kept = [(kind, str(path)) for kind, path in p.profile.artifacts.items()]
@@ -187,6 +201,8 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
         tables.append(("files", pd.DataFrame(kept, columns=["kind", "path"])))
     if tables:
         emit_many(tables, fmt, notes=[*rank_notes, *files] if Format(fmt) is Format.table else [], wide=wide)
+    for line in power_notes:
+        say_note(line)
     if p.advice is not None and Format(fmt) is Format.table:
         say_findings(p.advice, p.run_id)
     say_ending(p)
@@ -203,11 +219,15 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
     if p.ranges is not None:
         tables.append(("record_function ranges (measured steps)", p.ranges))
     tables += p.operators
+    power_notes: list[str] = []
     if p.result is not None:
-        tables += extra_tables(p.result.extra, phases_of(p.result))
+        energy, power_notes = _power(p.result.extra, Format(fmt))
+        tables += energy + extra_tables(p.result.extra, phases_of(p.result))
     files = [f"trace: {p.trace}"] if p.trace else []
     if Format(fmt) is not Format.table and p.artifacts:
         tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))
     if tables:
         emit_many(tables, fmt, notes=files if Format(fmt) is Format.table else [], wide=wide)
+    for line in power_notes:
+        say_note(line)
     say_ending(p)

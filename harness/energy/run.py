@@ -21,6 +21,7 @@ from harness.energy.power import PowerSampler, PowerSources, discover, gpus_in_u
 from workloads import flops
 
 NOTES = "power_notes"  # result.extra keys
+NOTES_TITLE = "power notes"  # the notes as people read them: `show`'s field, `run`'s table in csv and json
 TABLE = "energy"
 SUMMARY = "energy_summary"
 

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from analysis.advice import nsys_rules
 from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, capture_failures
+from analysis.advice.checks import failed_said as failed_said  # how `advise` names the checks failed
 from analysis.advice.findings import DATA_COLUMN as DATA_COLUMN
 from analysis.advice.findings import RunRecord, Thresholds, advice, findings_table
-from analysis.advice.health import capture_health
+from analysis.advice.health import NOT_KNOWN, capture_health
 from analysis.advice.record import (
     degraded_reason,
     findings_frame,
@@ -142,6 +143,8 @@ def measured_of(store: ResultsStore, run: Run) -> Measured:
         record=run_record(store, run, steps),
         signal=signals.ended_by((run.summary or {}).get("exit_code")),  # a program's (`profile -- CMD`)
         stop=_stop(run, steps),
+        # the capture range nsys was given, kept with runs under nsys (a run stored without it: not known)
+        capture_range=(run.summary or {}).get("capture_range", NOT_KNOWN),
     )
 
 

@@ -158,9 +158,10 @@ def profile_program(
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
         return out
     out.result = program_result(run_id, name, argv, prof, info.version)
+    out.result.extra["capture_range"] = nsys.capture_range_in(nsys_args)  # read back by `health RUN`
     how = {"profiler": "nsys", "nsys_mode": opts.mode, **report_paths(prof)}
     with stored_after(store, out.result, out.unsaved, how) as found:  # once, after the export is read
-        after_capture(out, prof.sqlite, tables_format, found)
+        after_capture(out, prof.sqlite, tables_format, found, out.result.extra["capture_range"])
     return out
 
 
@@ -182,17 +183,21 @@ def _keep_output(out: ProgramRun, log: Path) -> None:
         out.notes = [named if n == generic else n for n in out.notes]
 
 
-def after_capture(out: ProgramRun, sqlite: Path | None, tables_format: str, found: dict[str, Any]) -> None:
+def after_capture(
+    out: ProgramRun, sqlite: Path | None, tables_format: str, found: dict[str, Any], capture_range: str | None
+) -> None:
     """What the export shows, read once (analysis.front.examine): its summary tables, and the capture's
-    health and findings, stored with the run. The run is not made `degraded` by them: a program may well
-    record nothing (`true`), and the harness timed nothing in it to compare."""
+    health and findings (made with nsys's `capture_range`, None: none), stored with the run. The run is not
+    made `degraded` by them: a program may well record nothing (`true`), and the harness timed nothing in it
+    to compare."""
     assert out.result is not None
     prof = out.profile
     if sqlite is None:
         kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
         out.error = f"nsys wrote no SQLite export; files kept: {kept}"
         return
-    seen = capture.examine_program_export(sqlite, tables_format, signals.ended_by(prof.returncode))
+    ended = signals.ended_by(prof.returncode)
+    seen = capture.examine_program_export(sqlite, tables_format, ended, capture_range)
     out.report, out.error, out.advice = seen.report, seen.error, seen.advice
     out.notes += seen.notes
     found.update(seen.stored)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.machine import MachineLoad, describe
 from harness.core.records import PROGRAM_MODE, stored_phases
-from harness.energy.run import energy_rows
+from harness.energy.run import NOTES_TITLE, energy_rows
 from harness.experiments.overhead import pair_table
 from harness.experiments.ranks import rank_tables, run_frame
 from harness.experiments.run_tables import (
@@ -73,7 +73,7 @@ def phase_table(run: Run) -> pd.DataFrame:
 
 PATH_FIELDS = ("nsys report", "nsys sqlite")  # and every file.*
 # the harness's own notes, one a line (csv and json keep them newline-joined in one field)
-POWER_NOTES = "power notes"
+POWER_NOTES = NOTES_TITLE
 
 
 def run_fields(shown: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from analysis.front.examine import (
     RunRecord,
     Stop,
     examine,
-    examine_capture,
     examine_program,
     examine_trace,
 )
@@ -131,11 +130,12 @@ def tables_format(nsys_version: str) -> str:
 
 def examine_run(
     sqlite: Path | None, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
-    notes: list[str],
+    notes: list[str], capture_range: str | None,
 ) -> RunExamination:  # fmt: skip
     """A run the harness timed under nsys (its export None: none written), read once with its timers and
-    the baseline run's (`measured`)."""
+    the baseline run's (`measured`); `capture_range`: the one nsys was given (None: none)."""
     asked = measured(result, baseline, mode, tables_format, notes)
+    asked.capture_range = capture_range
     return examine(sqlite, asked)
 
 
@@ -183,11 +183,12 @@ def measured(
 
 def examine_stopped(
     sqlite: Path, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
-    notes: list[str],
+    notes: list[str], capture_range: str | None,
 ) -> RunExamination:  # fmt: skip
     """An interrupted run's export read as the run's, with the stop said (its last steps never ran: the
     capture is partial, never shown sound); a reading that fails is a note, and no advice."""
     asked = measured(result, baseline, mode, tables_format, notes)
+    asked.capture_range = capture_range
     asked.stop = Stop.of(
         signals.stopped_by(result.error), asked.timers, result.config.steps, result.config.warmup
     )  # type: ignore[arg-type]
@@ -197,15 +198,21 @@ def examine_stopped(
         return RunExamination(notes=[f"no health or findings: {e}"])
 
 
-def judge_capture(result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str]) -> str | None:
-    """The capture's own checks alone, its export read for them (a run whose timers nobody compares:
-    `overhead`'s profiled runs): the advice into `found`, the run made `degraded` when its capture fails
-    them (the reason, else None); a reading that fails is a note, and no advice."""
+def judge_capture(
+    result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str], mode: str,
+    capture_range: str | None,
+) -> str | None:  # fmt: skip
+    """An `overhead` run under nsys (`mode`: its nsys mode), its export read as `run --nsys` reads one, with
+    its timers and without a baseline (the overhead is the experiment's): its agreement of NVTX ranges with
+    the timers, health and findings into `found`, the run made `degraded` when its capture fails them (the
+    reason, else None); a reading that fails is a note, and no advice."""
+    asked = measured(result, None, mode, stats_format.DEFAULT, notes)
+    asked.kernels, asked.capture_range = 0, capture_range  # no kernel table: nothing shows one
     try:
-        seen = examine_capture(sqlite)
+        seen = examine(sqlite, asked)
     except AnalysisError as e:
         seen = RunExamination(notes=[f"no health or findings: {e}"])
-    notes += [f"run {result.run_id}: {line}" for line in seen.notes]
+    notes += [f"run {result.run_id}: {line}" for line in [*seen.notes, *filter(None, [seen.error])]]
     found.update(seen.stored)
     return mark_degraded(result, seen.degraded) if seen.advice is not None else None
 
@@ -233,7 +240,9 @@ def trace_complete(trace: Path) -> bool:
     return is_complete(trace)
 
 
-def examine_program_export(sqlite: Path, tables_format: str, signal: int | None) -> RunExamination:
+def examine_program_export(
+    sqlite: Path, tables_format: str, signal: int | None, capture_range: str | None
+) -> RunExamination:
     """A program the harness timed nothing in (`profile -- CMD`), its export read once: its summary tables
-    and the capture's health and findings (`signal`: the one that ended it)."""
-    return examine_program(sqlite, tables_format, signal)
+    and the capture's health and findings (`signal`: the one that ended it; `capture_range`: nsys's)."""
+    return examine_program(sqlite, tables_format, signal, capture_range)

@@ -187,6 +187,7 @@ def profile_run(
         progress(f"run under nsys {info.version}")
     result, prof, notes = launch(config, options, info, run_id, progress)
     out.result, out.profile, out.notes = result, prof, notes
+    result.extra["capture_range"] = capture_range(options)  # for its capture check's advice, read back too
     save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": options.mode, "experiment": experiment,
                             **report_paths(prof)}  # fmt: skip
     if baseline is not None and baseline.status == "ok":
@@ -226,7 +227,7 @@ def after_capture(
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
         if prof.sqlite is not None:  # its partial capture judged as `harness health RUN` judges it
             seen = capture.examine_stopped(
-                prof.sqlite, result, baseline, options.mode, tables_format, out.notes
+                prof.sqlite, result, baseline, options.mode, tables_format, out.notes, capture_range(options)
             )
             stopped(out, seen, found)
         return
@@ -250,7 +251,7 @@ def after_capture(
         out.notes.append(f"out of memory: {result.error}; no analysis")
         return
     ranged = capture_range(options)
-    seen = capture.examine_run(prof.sqlite, result, baseline, options.mode, tables_format, out.notes)
+    seen = capture.examine_run(prof.sqlite, result, baseline, options.mode, tables_format, out.notes, ranged)
     out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
     out.agreement = seen.agreement_shown
     out.notes += seen.notes
@@ -293,13 +294,8 @@ def kept_files(prof: ProfileResult) -> str:
 
 def capture_range(options: NsysOptions) -> str | None:
     """The capture range a run asked for: `--nsys-capture measured`, or one passed with --nsys-arg."""
-    args = options.extra_args
-    for i, arg in enumerate(args):
-        if arg.startswith("--capture-range=") or arg.startswith("-c="):
-            return arg
-        if arg in ("--capture-range", "-c") and i + 1 < len(args):
-            return f"{arg} {args[i + 1]}"
-    return "--nsys-capture measured" if options.capture == "measured" else None
+    given = nsys.capture_range_in(options.extra_args)
+    return given or ("--nsys-capture measured" if options.capture == "measured" else None)
 
 
 class NsysProfiler(base.Profiler):
@@ -327,8 +323,9 @@ class NsysProfiler(base.Profiler):
     def overhead_runs(
         self, config: RunConfig, options: NsysOptions, modes: list[str]
     ) -> list[tuple[str, base.ProfiledFn]]:
-        """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and its
-        capture's health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
+        """(label, run) per nsys mode: the worker under nsys, stored with its mode, report paths, and what
+        `run --nsys` stores of its export: the agreement of its NVTX ranges with its timers, its capture's
+        health and findings (`judge_capture`: a capture that fails them is `degraded`)."""
         info = nsys.find_nsys(options.nsys_path)
         check_writable(options.profile_dir)
         cuda_check(info, resolve_device(config.device).type, options.force_cuda)  # refused before any run
@@ -336,9 +333,10 @@ class NsysProfiler(base.Profiler):
         def under(mode: str) -> base.ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
                 result, prof, notes = launch(config, replace(options, mode=mode), info, new_id(config.model))
+                result.extra["capture_range"] = ranged = capture_range(options)  # as profile_run keeps it
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
-                    reason = capture.judge_capture(result, prof.sqlite, how, notes)
+                    reason = capture.judge_capture(result, prof.sqlite, how, notes, mode, ranged)
                     if reason:
                         notes.append(f"{base.label_for(mode)}: stored as degraded ({reason}): the "
                                      "overhead is that of a capture that lost part of the run")  # fmt: skip

@@ -60,6 +60,17 @@ def _flag_name(arg: str) -> str | None:
     return None
 
 
+def capture_range_in(args: Sequence[str]) -> str | None:
+    """The capture range `args` (nsys profile's) ask for, as given (`--capture-range=nvtx`, `-c nvtx`);
+    None: none, nsys records from the program's start."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--capture-range=") or arg.startswith("-c="):
+            return arg
+        if arg in ("--capture-range", "-c") and i + 1 < len(args):
+            return f"{arg} {args[i + 1]}"
+    return None
+
+
 def build_profile_command(
     info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
 ) -> tuple[list[str], list[str]]:
