@@ -96,7 +96,7 @@ def test_an_oom_cell_is_recorded_and_the_sweep_goes_on(monkeypatch, tmp_db: str)
     assert oom.error == "CUDA out of memory. Tried to allocate 8.00 GiB"
     assert oom.forward_mean_ns is None and oom.peak_memory_bytes is None
     table = attention_table(sweep)
-    assert list(table["status"]) == ["OOM", "ok", "OOM", "ok"]
+    assert list(table["status"]) == ["oom", "ok", "oom", "ok"]
     assert math.isnan(table.loc[0, "forward mean (ns)"]) and table.loc[1, "forward mean (ns)"] > 0
     rows = store.attention_results(sweep.sweep_id)
     assert list(rows["status"]) == ["oom", "ok", "oom", "ok"]
@@ -142,7 +142,7 @@ def test_cli_prints_the_table_and_saves_every_cell(monkeypatch, tmp_db: str) -> 
 
     result = runner.invoke(app, [*args, "--trials", "1", "--format", "json"], catch_exceptions=False)
     records = json.loads(result.stdout)
-    assert [r["status"] for r in records] == ["ok", "ok", "ok", "OOM"]
+    assert [r["status"] for r in records] == ["ok", "ok", "ok", "oom"]
     assert records[0]["forward mean (ns)"] > 0 and records[3]["forward mean (ns)"] is None
     assert len(set(ResultsStore(tmp_db).attention_results()["sweep_id"])) == 2
 

@@ -235,7 +235,7 @@ def attention_table(sweep: AttentionSweep) -> pd.DataFrame:
             "backward mean (ns)": c.backward_mean_ns,
             "backward std (ns)": c.backward_std_ns,
             "peak memory (MiB)": None if c.peak_memory_bytes is None else c.peak_memory_bytes / 2**20,
-            "status": c.status if c.status == "ok" else c.status.upper(),
+            "status": c.status,  # as stored, as runs and sweep write a run's
         }
         if "compiled" in sweep.config.impls:
             row["compile (ns)"] = c.compile_ns
