@@ -19,8 +19,9 @@ measured and for a stored one alike; `judge_stored` gives a stored run's health 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,8 @@ def examine(export: Path | None, measured: Measured) -> RunExamination:
         else:
             seen.blocks = _blocks(trace, measured, seen.notes)
         facts = run_facts(measured, seen.agreement, overhead=figure) if measured.timers is not None else None
-        _judge(seen, trace, facts, measured.record, stop=measured.stop, capture_range=measured.capture_range)
+        how = {"stop": measured.stop, "capture_range": measured.capture_range}
+        _judge(seen, partial(capture_advice, trace, facts, measured.record, **how))
     return seen
 
 
@@ -205,7 +207,7 @@ def examine_program(
         except AnalysisError as e:
             seen.error = str(e)
         ended = [program_end(signal)] if signal is not None else []
-        _judge(seen, trace, also=ended, capture_range=capture_range)
+        _judge(seen, partial(capture_advice, trace, also=ended, capture_range=capture_range))
     return seen
 
 
@@ -214,24 +216,15 @@ def examine_capture(export: Path) -> RunExamination:
     findings alone."""
     seen = RunExamination()
     with open_trace(export) as trace:
-        _judge(seen, trace)
+        _judge(seen, partial(capture_advice, trace))
     return seen
 
 
-def _judge(
-    seen: RunExamination,
-    trace: Trace,
-    facts: RunFacts | None = None,
-    record: RunRecord | None = None,
-    also: list[Check] | None = None,
-    stop: Stop | None = None,
-    capture_range: str | None = NOT_KNOWN,
-) -> None:
-    """The capture's health and findings (with `facts`, the run's own checks too, and `also`; with
-    `record`, the rules that read the run's record; `stop`, a run stopped before its end) into `seen`, and
+def _judge(seen: RunExamination, judged: Callable[[], dict[str, Any]]) -> None:
+    """The capture's health and findings (`judged`: capture_advice as the capture asks) into `seen`, and
     why the capture makes the run degraded; a reading that fails is a note, and no advice."""
     try:
-        seen.advice = capture_advice(trace, facts, record, also, stop, capture_range)
+        seen.advice = judged()
     except AnalysisError as e:
         seen.notes.append(f"no health or findings: {e}")
         return
