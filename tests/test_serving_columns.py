@@ -77,20 +77,28 @@ def test_runs_lists_a_generate_runs_serving_figures(tmp_db: str) -> None:
 
 @pytest.mark.slow
 def test_a_cpu_generate_runs_serving_figures_in_runs_and_sweep(tmp_db: str) -> None:
-    """A real generate run on the CPU: `runs` gives TTFT as the prefill mean and TPOT as the decode mean over
-    new tokens − 1, as stored; a generate sweep's table, csv and json give them too."""
+    """A real generate run on the CPU: `runs` gives TTFT as the prefill mean and TPOT as the mean of the
+    decoded tokens' own times, as stored (each step's tokens inside its decode phase); a generate sweep's
+    table, csv and json give them too. Nothing is asserted of how close the tokens come to filling decode:
+    the loop's time between them grows with the machine's load."""
     gen = ["--mode", "generate", "--device", "cpu", "-b", "1", "--new-tokens", "4", "--steps", "2"]
     gen += ["--warmup", "1"]
     assert runner.invoke(app, ["run", "tiny", *gen], catch_exceptions=False).exit_code == 0
     (run,) = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)
     assert run["ttft_mean_ns"] == pytest.approx(run["prefill_mean_ns"])
-    assert run["tpot_mean_ns"] == pytest.approx(run["decode_mean_ns"] / 3, rel=0.01)  # decode: 3 tokens
+    stored_run = ResultsStore(tmp_db).get(run["run_id"])
+    measured = [t for t in stored_run.summary["token_timings"] if not t["warmup"]]
+    tokens = [ns for t in measured for ns in t["durations_ns"]]
+    assert len(tokens) == 2 * 3  # 2 measured steps, 3 decoded tokens each (the first is prefill's)
+    assert run["tpot_mean_ns"] == pytest.approx(sum(tokens) / len(tokens))
+    decode = {t.step: t.duration_ns for t in stored_run.step_timings if t.phase == "decode"}
+    assert all(sum(t["durations_ns"]) <= decode[t["step"]] for t in measured)
     assert run["decode_tokens_per_s"] == pytest.approx(1 / (run["tpot_mean_ns"] / 1e9))
     out = runner.invoke(app, ["sweep", "--models", "tiny", *gen, "-f", "json"], catch_exceptions=False)
     assert out.exit_code == 0, out.output
     (point,) = json.loads(out.stdout)
     assert point["TTFT mean (ns)"] == pytest.approx(point["prefill mean (ns)"])
-    assert point["TPOT mean (ns)"] == pytest.approx(point["decode mean (ns)"] / 3, rel=0.01)
+    assert 0 < point["TPOT mean (ns)"] * 3 <= point["decode mean (ns)"]  # its tokens inside each decode
     assert point["decode tokens/s"] == pytest.approx(1 / (point["TPOT mean (ns)"] / 1e9))
     stored = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)[-1]
     assert point["TTFT mean (ns)"] == stored["ttft_mean_ns"]
