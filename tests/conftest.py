@@ -288,3 +288,17 @@ def measure_drift(store: Any, like: Any, runs: int = 4, spread: float = 0.005) -
         store.save(run, experiment="repeats-drift")
         ids.append(run.run_id)
     return ids
+
+
+@pytest.fixture
+def series_maps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every pandas Series mapped (`Series.map`, as names are looked up by id) while the test
+    runs: a table that maps a column as long as its rows shows there."""
+    import pandas as pd
+
+    lengths: list[int] = []
+    series_map = pd.Series.map
+    monkeypatch.setattr(
+        pd.Series, "map", lambda self, *a, **k: lengths.append(len(self)) or series_map(self, *a, **k)
+    )
+    return lengths
