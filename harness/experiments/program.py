@@ -158,10 +158,10 @@ def profile_program(
         out.error = "nsys wrote no report; nothing stored" + ("\n" + "\n".join(tail) if tail else "")
         return out
     out.result = program_result(run_id, name, argv, prof, info.version)
-    out.result.extra["capture_range"] = nsys.capture_range_in(nsys_args)  # read back by `health RUN`
+    out.result.extra[nsys.CAPTURE_RANGE] = nsys.capture_range_in(nsys_args)  # read back by `health RUN`
     how = {"profiler": "nsys", "nsys_mode": opts.mode, **report_paths(prof)}
     with stored_after(store, out.result, out.unsaved, how) as found:  # once, after the export is read
-        after_capture(out, prof.sqlite, tables_format, found, out.result.extra["capture_range"])
+        after_capture(out, prof.sqlite, tables_format, found, out.result.extra[nsys.CAPTURE_RANGE])
     return out
 
 

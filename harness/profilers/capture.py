@@ -30,6 +30,7 @@ from analysis.tables import stats_format
 from harness.core import machine, nvtx_ranges, signals
 from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult, config_phases, timer_frame
+from harness.execution.nsys import CAPTURE_RANGE
 from harness.profilers import base
 from harness.store.results import UnsavedRun
 from workloads.names import DECODE
@@ -130,13 +131,11 @@ def tables_format(nsys_version: str) -> str:
 
 def examine_run(
     sqlite: Path | None, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
-    notes: list[str], capture_range: str | None,
+    notes: list[str],
 ) -> RunExamination:  # fmt: skip
     """A run the harness timed under nsys (its export None: none written), read once with its timers and
-    the baseline run's (`measured`); `capture_range`: the one nsys was given (None: none)."""
-    asked = measured(result, baseline, mode, tables_format, notes)
-    asked.capture_range = capture_range
-    return examine(sqlite, asked)
+    the baseline run's (`measured`)."""
+    return examine(sqlite, measured(result, baseline, mode, tables_format, notes))
 
 
 def measured(
@@ -144,7 +143,8 @@ def measured(
 ) -> Measured:
     """What the run under nsys measured, as examine takes it: its timers and the baseline run's, the
     phases, how busy the machine was while each ran, the blocks to look for, the format of the kernel
-    table; what is to be said of the baseline run into `notes`."""
+    table, the capture range nsys was given (kept with the run); what is to be said of the baseline run
+    into `notes`."""
     config, label = result.config, base.label_for(mode)
     # the load average before a run that follows our own baseline run is ours: judged for the first only
     loads = [
@@ -160,7 +160,7 @@ def measured(
         load = machine.over_runs([baseline.extra.get("machine"), result.extra.get("machine")])
         notes += filter(None, [machine.busy_note(load, "the baseline run")])
     timers = timer_frame(result)
-    return Measured(
+    asked = Measured(
         timers=timers,
         phases=config_phases(config),
         world_size=config.world_size,
@@ -179,19 +179,26 @@ def measured(
             "torch. `harness doctor` runs a self-test."
         ),
     )
+    if CAPTURE_RANGE in result.extra:  # None: none; a run kept without it: not known (Measured's default)
+        asked.capture_range = result.extra[CAPTURE_RANGE]
+    return asked
 
 
 def examine_stopped(
     sqlite: Path, result: RunResult, baseline: RunResult | None, mode: str, tables_format: str,
-    notes: list[str], capture_range: str | None,
+    notes: list[str],
 ) -> RunExamination:  # fmt: skip
     """An interrupted run's export read as the run's, with the stop said (its last steps never ran: the
     capture is partial, never shown sound); a reading that fails is a note, and no advice."""
     asked = measured(result, baseline, mode, tables_format, notes)
-    asked.capture_range = capture_range
     asked.stop = Stop.of(
         signals.stopped_by(result.error), asked.timers, result.config.steps, result.config.warmup
     )  # type: ignore[arg-type]
+    return _examined(sqlite, asked)
+
+
+def _examined(sqlite: Path, asked: Measured) -> RunExamination:
+    """`examine`, where a reading that fails is a note, and no health or findings."""
     try:
         return examine(sqlite, asked)
     except AnalysisError as e:
@@ -199,19 +206,15 @@ def examine_stopped(
 
 
 def judge_capture(
-    result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str], mode: str,
-    capture_range: str | None,
-) -> str | None:  # fmt: skip
+    result: RunResult, sqlite: Path, found: dict[str, Any], notes: list[str], mode: str
+) -> str | None:
     """An `overhead` run under nsys (`mode`: its nsys mode), its export read as `run --nsys` reads one, with
     its timers and without a baseline (the overhead is the experiment's): its agreement of NVTX ranges with
     the timers, health and findings into `found`, the run made `degraded` when its capture fails them (the
     reason, else None); a reading that fails is a note, and no advice."""
     asked = measured(result, None, mode, stats_format.DEFAULT, notes)
-    asked.kernels, asked.capture_range = 0, capture_range  # no kernel table: nothing shows one
-    try:
-        seen = examine(sqlite, asked)
-    except AnalysisError as e:
-        seen = RunExamination(notes=[f"no health or findings: {e}"])
+    asked.kernels = 0  # no kernel table: nothing shows one
+    seen = _examined(sqlite, asked)
     notes += [f"run {result.run_id}: {line}" for line in [*seen.notes, *filter(None, [seen.error])]]
     found.update(seen.stored)
     return mark_degraded(result, seen.degraded) if seen.advice is not None else None

@@ -187,7 +187,7 @@ def profile_run(
         progress(f"run under nsys {info.version}")
     result, prof, notes = launch(config, options, info, run_id, progress)
     out.result, out.profile, out.notes = result, prof, notes
-    result.extra["capture_range"] = capture_range(options)  # for its capture check's advice, read back too
+    result.extra[nsys.CAPTURE_RANGE] = capture_range(options)  # for its capture check's advice, read back too
     save: dict[str, Any] = {"profiler": "nsys", "nsys_mode": options.mode, "experiment": experiment,
                             **report_paths(prof)}  # fmt: skip
     if baseline is not None and baseline.status == "ok":
@@ -227,7 +227,7 @@ def after_capture(
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
         if prof.sqlite is not None:  # its partial capture judged as `harness health RUN` judges it
             seen = capture.examine_stopped(
-                prof.sqlite, result, baseline, options.mode, tables_format, out.notes, capture_range(options)
+                prof.sqlite, result, baseline, options.mode, tables_format, out.notes
             )
             stopped(out, seen, found)
         return
@@ -250,8 +250,8 @@ def after_capture(
     if result.status == "oom":
         out.notes.append(f"out of memory: {result.error}; no analysis")
         return
-    ranged = capture_range(options)
-    seen = capture.examine_run(prof.sqlite, result, baseline, options.mode, tables_format, out.notes, ranged)
+    ranged = result.extra[nsys.CAPTURE_RANGE]
+    seen = capture.examine_run(prof.sqlite, result, baseline, options.mode, tables_format, out.notes)
     out.overhead, out.nvtx, out.kernels = seen.overhead, seen.nvtx, seen.kernels
     out.agreement = seen.agreement_shown
     out.notes += seen.notes
@@ -333,10 +333,10 @@ class NsysProfiler(base.Profiler):
         def under(mode: str) -> base.ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
                 result, prof, notes = launch(config, replace(options, mode=mode), info, new_id(config.model))
-                result.extra["capture_range"] = ranged = capture_range(options)  # as profile_run keeps it
+                result.extra[nsys.CAPTURE_RANGE] = capture_range(options)  # as profile_run keeps it
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
-                    reason = capture.judge_capture(result, prof.sqlite, how, notes, mode, ranged)
+                    reason = capture.judge_capture(result, prof.sqlite, how, notes, mode)
                     if reason:
                         notes.append(f"{base.label_for(mode)}: stored as degraded ({reason}): the "
                                      "overhead is that of a capture that lost part of the run")  # fmt: skip

@@ -28,6 +28,7 @@ from harness.execution.nsys.find import (
     probe,
 )
 from harness.execution.nsys.launch import (
+    CAPTURE_RANGE,
     DEFAULT_TRACE,
     LIGHT_ARGS,
     RANK_PATTERN,
@@ -47,6 +48,7 @@ from harness.execution.nsys.launch import (
 )
 
 __all__ = [
+    "CAPTURE_RANGE",
     "DEFAULT_TRACE",
     "HOW_TO_GET",
     "INSTALL_PLACES",
