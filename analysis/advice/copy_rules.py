@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.advice.base import Finding, Seen
 from analysis.advice.where import ms
-from analysis.joins.runtime import PROCESS_MASK
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.readers.kineto_build import COPY_KINDS, MEMORY_KINDS
 
 HTOD, DTOH = COPY_KINDS["HtoD"], COPY_KINDS["DtoH"]

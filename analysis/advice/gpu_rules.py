@@ -16,7 +16,7 @@ from analysis.advice.labels import label_test
 from analysis.advice.where import ms, phase_table
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_table
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
-from analysis.joins.runtime import PROCESS_MASK
+from analysis.readers.global_ids import PROCESS_MASK
 
 # cuBLAS / CUTLASS GEMMs that compute in fp32 on the CUDA cores: SIMT sgemm, xmma's f32 inputs with FFMA,
 # cuBLASLt's nvjet single-precision kernels; none of them TF32, bf16 or fp16 (those name their type)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
-from analysis.joins.runtime import PROCESS_MASK, pid_of
+from analysis.readers.global_ids import PROCESS_MASK, pid_of
 from analysis.stats import member, membership, pair_keys
 from analysis.trace.frames import GPU_WORK, NAMES_OF
 from analysis.trace.trace import Trace

@@ -30,8 +30,8 @@ from analysis.advice.labels import label_in, labels_of
 from analysis.advice.verdict import keep_verdict
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.intervals import clipped_sums
-from analysis.joins.runtime import PROCESS_MASK, pid_of
 from analysis.readers import NULL
+from analysis.readers.global_ids import PROCESS_MASK, pid_of
 from analysis.readers.nsys import LOST
 from analysis.tables import stats_format
 from analysis.trace.frames import GPU_WORK, NAMES_OF

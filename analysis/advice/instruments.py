@@ -34,7 +34,7 @@ import pandas as pd
 from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, steps_of
 from analysis.hta.gpu_events import gpu_events
 from analysis.intervals import clipped_sums
-from analysis.joins.runtime import PROCESS_MASK, pid_of
+from analysis.readers.global_ids import PROCESS_MASK, pid_of
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED, TOKEN, counted
 

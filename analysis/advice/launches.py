@@ -9,7 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.joins.runtime import PROCESS_MASK, runtime_calls
+from analysis.joins.runtime import runtime_calls
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.stats import member, pair_keys
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace

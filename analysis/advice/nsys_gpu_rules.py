@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.nsys_query import Query
-from analysis.joins.runtime import pid_of
+from analysis.readers.global_ids import pid_of
 from analysis.trace.frames import GPU_WORK
 
 FLUSH_OVERHEAD = (

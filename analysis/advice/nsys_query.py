@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import AnalysisError
-from analysis.joins.runtime import pid_of, tid_of
+from analysis.readers.global_ids import PROCESS_MASK, pid_of, tid_of
 from analysis.trace.trace import Trace
 
 DEFAULT_ROWS = 50
@@ -74,7 +74,7 @@ def in_range_thread(ids: np.ndarray, range_tid: int, threads: bool) -> np.ndarra
     pid, tid = int(pid_of(range_tid)), int(tid_of(range_tid))
     if threads and pid != tid:
         return ids == range_tid
-    return (ids >> 24) == (range_tid >> 24)
+    return (ids & PROCESS_MASK) == (range_tid & PROCESS_MASK)
 
 
 def _range_index(nvtx: str) -> tuple[str, int]:

@@ -36,8 +36,8 @@ import pandas as pd
 from analysis.advice.nsys_gpu_rules import gpu_gaps, gpu_low_util
 from analysis.advice.nsys_query import DEFAULT_ROWS, Query, Skipped, like, window
 from analysis.errors import AnalysisError, ExportError
-from analysis.joins.runtime import pid_of, tid_of
 from analysis.readers import NULL
+from analysis.readers.global_ids import pid_of, tid_of
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.advice.launches import gpu_work
 from analysis.intervals import in_windows
-from analysis.joins.runtime import PROCESS_MASK
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.stats import pair_keys
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace

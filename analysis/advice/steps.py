@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.labels import label_codes, label_test
-from analysis.joins.runtime import PROCESS_MASK
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, MEASURED, STEP

@@ -17,7 +17,8 @@ import pandas as pd
 from analysis.hta.gpu_events import gpu_events, merge
 from analysis.intervals import clipped_sums, covered, covered_any, in_windows, slices
 from analysis.joins.nvtx_ranges import step_phases
-from analysis.joins.runtime import PROCESS_MASK, plain_name
+from analysis.joins.runtime import plain_name
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace

@@ -22,8 +22,9 @@ from analysis.compare.overhead import STEP_SUM, Comparison, compare_samples, sho
 from analysis.errors import ExportError
 from analysis.hta.hta_rules import hta_view
 from analysis.joins.nvtx_ranges import all_ranges, tagged
-from analysis.joins.runtime import PROCESS_MASK, _call_key
+from analysis.joins.runtime import _call_key
 from analysis.readers import COPY_KINDS, MEMORY_KINDS
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.tables.kernels import kernel_summary
 from analysis.trace.trace import Trace
 from workloads.names import DECODE, PREFILL

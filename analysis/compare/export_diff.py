@@ -45,8 +45,9 @@ from analysis.errors import AnalysisError
 from analysis.hta.breakdown import _launch_start
 from analysis.hta.gpu_events import DeviceTime, device_times, gpu_events
 from analysis.joins.nvtx_ranges import all_ranges, open_ranges_said, tagged
-from analysis.joins.runtime import pid_of, runtime_calls
+from analysis.joins.runtime import runtime_calls
 from analysis.nvtx_names import group_names, grouping_notes, has_fields
+from analysis.readers.global_ids import pid_of
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import NULL, Trace
 from workloads.names import counted

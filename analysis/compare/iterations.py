@@ -19,8 +19,8 @@ import pandas as pd
 
 from analysis.errors import AnalysisError
 from analysis.joins.nvtx_ranges import all_ranges, tagged
-from analysis.joins.runtime import pid_of
 from analysis.nvtx_names import group_names
+from analysis.readers.global_ids import pid_of
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED, STEP, counted
 

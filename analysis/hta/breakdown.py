@@ -46,7 +46,8 @@ from analysis.hta.gpu_events import (
     types_of,
 )
 from analysis.hta.hta_rules import HtaView, hta_view
-from analysis.joins.runtime import PROCESS_MASK, _call_key, _lookup, plain_name
+from analysis.joins.runtime import _call_key, _lookup, plain_name
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.trace.trace import NULL, Trace
 
 Traces = Trace | Sequence[Trace]

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.joins.runtime import PROCESS_MASK, _call_key
+from analysis.joins.runtime import _call_key
 from analysis.readers import valid_duration
+from analysis.readers.global_ids import PROCESS_MASK
 from analysis.trace.frames import FRAMES, GPU_WORK, TIMED
 from analysis.trace.trace import NULL, Trace
 from analysis.trace.view import TraceView

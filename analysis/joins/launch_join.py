@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.joins.runtime import RUNTIME_COLUMNS, pid_of
+from analysis.joins.runtime import RUNTIME_COLUMNS
 from analysis.readers import NULL
+from analysis.readers.global_ids import pid_of
 from analysis.trace.frames import BLOCK_ROWS, NAME_COLUMN
 from analysis.trace.trace import Trace
 

@@ -15,8 +15,9 @@ import pandas as pd
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.joins.nvtx_ranges import all_ranges, any_named, note_open_ranges, phases_of
 from analysis.joins.nvtx_sweep import RANGE_READ, Unordered, thread_sweep
-from analysis.joins.runtime import PROCESS_MASK, kernel_launches, pid_of, tid_of
+from analysis.joins.runtime import kernel_launches
 from analysis.nvtx_names import grouped_categories, grouping_notes
+from analysis.readers.global_ids import PROCESS_MASK, pid_of, thread_key, tid_of
 from analysis.stats import BLOCK, durations_by_group, factorize, factorize_blocks, figures, group_ids
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED, STEP, counted
@@ -221,11 +222,6 @@ def _row_keys(
 NO_THREAD = -1  # the thread key of a kernel without its launching call
 
 
-def _thread_key(global_pid: np.ndarray, global_tid: np.ndarray) -> np.ndarray:
-    """PID << 24 | TID, one integer that keys a thread as the pair (PID, TID) does."""
-    return (pid_of(global_pid) << 24) | tid_of(global_tid)
-
-
 def _groups(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(group of each row, numbered in order of first appearance; first row of each group)."""
     if not len(df):
@@ -304,7 +300,7 @@ def _credits(
     # What the rows need of the kernels: a thread key (PID in bits 24-47, TID below), name and duration;
     # the launch calls' columns go now (the attribution is done).
     n_launches = len(launches)
-    l_key = _thread_key(launches["global_pid"].to_numpy(), launches["global_tid"].to_numpy())
+    l_key = thread_key(launches["global_pid"].to_numpy(), launches["global_tid"].to_numpy())
     # a kernel whose launching call is not in the export has no thread: those rows have no PID and TID,
     # across processes, as nvtxkernsum prints them (not the kernel's process with a made-up TID)
     l_key[~launches["has_call"].to_numpy()] = NO_THREAD
@@ -317,7 +313,7 @@ def _credits(
     n_ranges = len(ranges)
     codes, table, fields = _range_codes(ranges, by) if n_ranges else (np.zeros(0, dtype=np.int64), {}, False)
     notes[:0] = grouping_notes(fields, by)
-    r_key = _thread_key(ranges["global_tid"].to_numpy(), ranges["global_tid"].to_numpy())
+    r_key = thread_key(ranges["global_tid"].to_numpy(), ranges["global_tid"].to_numpy())
     r_parent = ranges["parent_row"].to_numpy() if "parent_row" in ranges else np.zeros(0, dtype=np.int64)
     del ranges  # the caller's is gone too: 1.8M ranges are ~65 MB
     range_keys = {"label": codes, "thread": r_key} if by_thread else {"label": codes}
@@ -386,7 +382,7 @@ def _nested_note(twice: int) -> str:
 
 def _pid_tid(thread: np.ndarray) -> tuple[np.ndarray | pd.api.extensions.ExtensionArray, ...]:
     """PID and TID of thread keys; nullable, <NA> for NO_THREAD, where a kernel had no launch call."""
-    pid, tid = thread >> 24, thread & 0xFFFFFF
+    pid, tid = pid_of(thread), tid_of(thread)
     if (thread == NO_THREAD).any():
         pid, tid = pd.array(pid, dtype="Int64"), pd.array(tid, dtype="Int64")
         pid[thread == NO_THREAD] = pd.NA

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import levels, parents, sort_ranges
-from analysis.joins.runtime import pid_of, tid_of
 from analysis.nvtx_names import grouped_categories, grouping_notes
+from analysis.readers.global_ids import pid_of, tid_of
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, STEP
 

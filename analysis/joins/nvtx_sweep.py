@@ -25,9 +25,9 @@ import pandas as pd
 
 from analysis.intervals import enclosing, parents, sort_ranges
 from analysis.joins.launch_join import SWEEP_ROWS, Stream, Unordered, launch_blocks, numbered
-from analysis.joins.runtime import pid_of, tid_of
 from analysis.nvtx_names import grouped_categories
 from analysis.readers import trim_heap
+from analysis.readers.global_ids import thread_key
 from analysis.stats import figures, narrow
 from analysis.trace.trace import Trace
 
@@ -324,7 +324,7 @@ def _credit_block(
     none = len(r) == 0
     label = np.where(ranged, -1 if none else r["label"][at], -1)
     l_key = _launch_thread(block)
-    r_key = np.zeros(0, dtype=np.int64) if none else (pid_of(r["global_tid"]) << 24) | tid_of(r["global_tid"])
+    r_key = np.zeros(0, dtype=np.int64) if none else thread_key(r["global_tid"], r["global_tid"])
     thread = np.where(ranged, 0 if none else r_key[at], l_key[launch_a])
     name = block["name_id"][launch_a] if by_name else np.zeros(len(launch_a), dtype=np.int64)
     uid = np.where(ranged, -1 if none else r["uid"][at], -1)
@@ -353,7 +353,7 @@ def _credit_block(
 
 def _launch_thread(block: dict[str, np.ndarray]) -> np.ndarray:
     """The launching thread's key (PID << 24 | TID) of each kernel; NO_THREAD without its call."""
-    key = (pid_of(block["global_pid"]) << 24) | tid_of(block["global_tid"])
+    key = thread_key(block["global_pid"], block["global_tid"])
     key[~block["has_call"]] = NO_THREAD
     return key
 

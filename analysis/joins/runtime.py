@@ -17,22 +17,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.readers.global_ids import ID_BITS, PROCESS_MASK, pid_of
 from analysis.stats import Repeats, distinct, factorize, member, membership
 from analysis.trace.frames import NAME_COLUMN
 from analysis.trace.trace import NULL, Trace
 
-PROCESS_MASK = ~0xFFFFFF  # globalTid -> the globalPid part
 # the calls that replay a CUDA graph: a replay's kernels carry the launch's correlationId (nsys traces them
 # per node with --cuda-graph-trace=node; whole, the default, leaves none)
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
-
-
-def pid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
-    return (np.asarray(global_tid, dtype=np.int64) >> 24) & 0xFFFFFF
-
-
-def tid_of(global_tid: pd.Series | np.ndarray) -> np.ndarray:
-    return np.asarray(global_tid, dtype=np.int64) & 0xFFFFFF
 
 
 def plain_name(name: str) -> str:
@@ -240,7 +232,7 @@ def kernel_launches(trace: Trace, names: str = "demangled", extra: tuple[str, ..
 
 def _call_key(correlation_id: np.ndarray, global_pid: np.ndarray) -> np.ndarray:
     """One integer per (correlationId, process): correlationIds are 32-bit counters, pids 24-bit."""
-    return (correlation_id << 24) | ((global_pid >> 24) & 0xFFFFFF)
+    return (correlation_id << ID_BITS) | pid_of(global_pid)
 
 
 def _first_of(wanted: np.ndarray, keys: np.ndarray) -> np.ndarray:

@@ -36,8 +36,8 @@ from analysis import tables
 from analysis.errors import ExportError
 from analysis.hta.gpu_events import merge
 from analysis.intervals import clipped_sums
-from analysis.joins.runtime import pid_of
 from analysis.ranks.ranks import CAPTURE, COMM_PREFIX, PHASE_COLUMNS, RanksReport, gpu_activity, phase_rows
+from analysis.readers.global_ids import pid_of
 from analysis.trace.frames import FRAMES
 from analysis.trace.multi import Part, Source, Sources
 from analysis.trace.opening import open_trace

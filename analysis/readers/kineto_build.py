@@ -15,6 +15,7 @@ import pandas as pd
 
 from analysis.errors import ExportError
 from analysis.readers import COPY_KINDS, MEMORY_KINDS, NULL, trim_heap
+from analysis.readers.global_ids import ID_MASK, PROCESS_MASK, compose_tid, pid_of, tid_of
 from analysis.readers.kineto_checks import clean_name, notes_and_hints
 from analysis.readers.kineto_columns import CPU_GROUPS, GROUPS, Piece, ignored_key
 from analysis.readers.kineto_stream import TraceStream
@@ -193,7 +194,7 @@ class _Builder:
     def cpu_tids(self, pids: Any, tids: Any, group: int, index: np.ndarray) -> np.ndarray:
         """global_tid of CPU events; a thread seen for the first time is remembered with where."""
         if isinstance(pids, np.ndarray) and isinstance(tids, np.ndarray):
-            out = (_small_ids(pids, self.pids) << 24) | _small_ids(tids, self.tids)
+            out = compose_tid(_small_ids(pids, self.pids), _small_ids(tids, self.tids))
             new, first = np.unique(out, return_index=True)
             for gtid, i in zip(new.tolist(), first.tolist(), strict=True):
                 self.thread_seen(gtid, (group, int(index[i]), int(pids[i]), int(tids[i])))
@@ -201,7 +202,7 @@ class _Builder:
         out = np.empty(len(pids), dtype=np.int64)
         for i, (pid, tid) in enumerate(zip(pids, tids, strict=True)):
             pid, tid = (v.item() if isinstance(v, np.integer) else v for v in (pid, tid))
-            gtid = (self.pids(pid) << 24) | self.tids(tid)
+            gtid = compose_tid(self.pids(pid), self.tids(tid))
             self.thread_seen(gtid, (group, int(index[i]), pid, tid))
             out[i] = gtid
         return out
@@ -276,7 +277,7 @@ class _Builder:
         the file first show them."""
         for gtid, (_, _, pid, tid) in sorted(self.cpu_threads.items(), key=lambda kv: kv[1][:2]):
             name = self.thread_names.get((pid, tid)) or f"thread {tid}"
-            if (gtid >> 24) >= SMALL_ID or (gtid & 0xFFFFFF) >= SMALL_ID:
+            if int(pid_of(gtid)) >= SMALL_ID or int(tid_of(gtid)) >= SMALL_ID:
                 name += f" [pid {pid}, tid {tid}]"
             self.threads[gtid] = self.names.texts[self.names.id(name)]
 
@@ -293,7 +294,7 @@ class _Builder:
         # a block of calls at a time, in file order (each id's first call decides): no temporary as long as
         # the calls (np.unique's return_index took 77 MB more at 2 GB of JSON)
         for at in range(0, len(corr), STEP):
-            c, gpid = corr[at : at + STEP], gtid[at : at + STEP] & ~0xFFFFFF
+            c, gpid = corr[at : at + STEP], gtid[at : at + STEP] & PROCESS_MASK
             where = np.searchsorted(keys, c)
             new = pid[where] < 0
             if new.any():
@@ -301,7 +302,7 @@ class _Builder:
                 pid[seen] = gpid[new][first]
             shared.update(np.unique(c[gpid != pid[where]]).tolist())
             processes.update(np.unique(gpid).tolist())
-        main = next((int(p["global_tid"][0]) & ~0xFFFFFF for p in cpu_parts if len(p["global_tid"])), 0)
+        main = next((int(p["global_tid"][0]) & PROCESS_MASK for p in cpu_parts if len(p["global_tid"])), 0)
         return Launcher(keys, pid, main, shared, processes)
 
     def gpu_frame(
@@ -375,7 +376,7 @@ class _Builder:
 
     def gpu_thread(self, device: int, stream: int) -> int:
         """A stream's global_tid: process GPU_PROCESS + device, thread = the stream."""
-        gtid = ((GPU_PROCESS + (device & 0x3FFFFF)) << 24) | (stream & 0xFFFFFF)
+        gtid = compose_tid(GPU_PROCESS + (device & 0x3FFFFF), stream & ID_MASK)
         if gtid not in self.threads:
             self.threads[gtid] = f"GPU {device} stream {stream}"
         return gtid

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis.readers import NSYS_VERSION, NULL, nsys_nvtx, sqlite_files
+from analysis.readers.global_ids import ID_BITS, ID_MASK, PROCESS_MASK
 from analysis.readers.nsys_nvtx import NVTX, PUSHPOP_TYPES, STARTEND_TYPES
 from analysis.readers.nsys_sql import SqlExport, _ident
 
@@ -382,7 +383,7 @@ class NsysReader(SqlExport):
         out: dict[tuple[int, int], str] = {}
         for dom, gtid, name in rows:
             with contextlib.suppress(TypeError, ValueError):
-                out.setdefault((int(dom), int(gtid or 0) & ~0xFFFFFF), str(name))
+                out.setdefault((int(dom), int(gtid or 0) & PROCESS_MASK), str(name))
         return out
 
     def thread_names(self) -> pd.DataFrame:
@@ -430,7 +431,7 @@ class NsysReader(SqlExport):
         sums = f"ifnull(sum({ranges}), 0), ifnull(sum(({ranges}) AND ({never})), 0)"
         where = ""
         if pid is not None and "globalTid" in cols:
-            where = f" WHERE ((globalTid >> 24) & {0xFFFFFF}) = {int(pid)}"
+            where = f" WHERE ((globalTid >> {ID_BITS}) & {ID_MASK}) = {int(pid)}"
         events, in_ranges, open_ = self._rows(f"SELECT count(*), {sums} FROM {NVTX}{where}")[0]
         return {"nvtx_table": True, "nvtx_events": int(events), "nvtx_ranges": int(in_ranges),
                 "open_ranges": int(open_)}  # fmt: skip

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from analysis.readers import NULL
+from analysis.readers.global_ids import PROCESS_MASK
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -150,7 +151,7 @@ def _domains(reader: NsysReader, col: dict[str, np.ndarray]) -> pd.Categorical:
     domain_of = np.full(n, -1, dtype=np.int32)
     rows_of: dict[str, np.ndarray] = {}
     if domains := reader.nvtx_domains():
-        process = col["global_tid"] & ~0xFFFFFF
+        process = col["global_tid"] & PROCESS_MASK
         for (dom_id, pid), name in domains.items():
             rows = (dom == dom_id) & (process == pid)
             if rows.any():

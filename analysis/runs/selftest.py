@@ -17,7 +17,8 @@ import numpy as np
 
 from analysis.errors import ExportError
 from analysis.joins.nvtx_ranges import all_ranges
-from analysis.joins.runtime import pid_of, runtime_calls
+from analysis.joins.runtime import runtime_calls
+from analysis.readers.global_ids import pid_of
 from analysis.tables.range_kernels import kernels_in_ranges
 from analysis.trace.trace import Trace
 

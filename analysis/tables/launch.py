@@ -42,7 +42,8 @@ def _whole(trace: Trace) -> pd.DataFrame:
     """launch_summary over the whole join (`kernel_launches`): exports not in correlationId order."""
     import numpy as np
 
-    from analysis.joins.runtime import kernel_launches, pid_of, tid_of
+    from analysis.joins.runtime import kernel_launches
+    from analysis.readers.global_ids import pid_of, tid_of
     from analysis.stats import name_codes
 
     k = kernel_launches(trace, extra=("start", "end", "device_id"))
@@ -135,7 +136,8 @@ def _by_blocks(trace: Trace, rows: int | None = None) -> pd.DataFrame:
     import numpy as np
 
     from analysis.joins.launch_join import SWEEP_ROWS, launch_blocks
-    from analysis.joins.runtime import pid_of, plain_name, tid_of
+    from analysis.joins.runtime import plain_name
+    from analysis.readers.global_ids import pid_of, tid_of
 
     api = _Names(lambda ids: {i: plain_name(n) for i, n in trace.strings(ids).items()})
     kernel = _Names(trace.strings)

@@ -206,8 +206,8 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    from analysis.joins.runtime import PROCESS_MASK as MASK
     from analysis.joins.runtime import _call_key, _lookup, kernel_launches, replayed, runtime_calls
+    from analysis.readers.global_ids import PROCESS_MASK as MASK
 
     cols = ["start", "end", "correlation_id", "global_pid"]
     kern = kernel_launches(trace, extra=("start", "end"))

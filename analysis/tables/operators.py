@@ -108,7 +108,7 @@ def _inside_own(
     timeline, in a process of their own: no op is in them."""
     import numpy as np
 
-    from analysis.joins.runtime import pid_of
+    from analysis.readers.global_ids import pid_of
 
     op_pid, range_pid = pid_of(calls["global_tid"]), pid_of(ranges["global_tid"])
     if not np.isin(range_pid, op_pid).any():

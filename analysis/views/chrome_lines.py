@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from analysis.readers import COPY_KINDS, MEMORY_KINDS, NULL
+from analysis.readers.global_ids import ID_MASK, pid_of, tid_of
 
 _US = "%d.%03d"
 COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}
 MEMORY_NAMES = {v: k for k, v in MEMORY_KINDS.items()}
-TID_MASK = 0xFFFFFF
 
 
 def _meta(what: str, pid: int, tid: int, name: str) -> str:
@@ -23,19 +23,19 @@ def _meta(what: str, pid: int, tid: int, name: str) -> str:
 
 
 def _pid_tid(gtid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A global thread id's process and thread (bits 24-47 and 0-23, as nsys composes them)."""
-    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
+    """A global thread id's process and thread (analysis.readers.global_ids)."""
+    return pid_of(gtid), tid_of(gtid)
 
 
 def _key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
     """(process, correlation id) as one integer, -1 where there is none (a correlation id unknown or past
     39 bits): a launch and what it launched share it."""
     ok = (corr >= 0) & (corr < 1 << 39)
-    return np.where(ok, ((pid & TID_MASK) << 39) | np.where(ok, corr, 0), -1)
+    return np.where(ok, ((pid & ID_MASK) << 39) | np.where(ok, corr, 0), -1)
 
 
 def _pid_tid_one(gtid: int) -> tuple[int, int]:
-    return (gtid >> 24) & TID_MASK, gtid & TID_MASK
+    return int(pid_of(gtid)), int(tid_of(gtid))
 
 
 def _us(ns: np.ndarray) -> list[str]:

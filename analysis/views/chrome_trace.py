@@ -38,10 +38,10 @@ from analysis.errors import AnalysisError, ExportError
 from analysis.joins.nvtx_ranges import note_open_ranges
 from analysis.outputs import open_output, shown
 from analysis.readers import NULL, trim_heap
+from analysis.readers.global_ids import ID_MASK, pid_of, thread_key
 from analysis.readers.kineto_build import GPU_PROCESS
 from analysis.trace.trace import Trace
 from analysis.views.chrome_lines import (
-    TID_MASK,
     _dims,
     _ints,
     _key,
@@ -61,7 +61,6 @@ GPU_PID = 1 << 30  # + device: the process a GPU's streams are shown under (clea
 HARNESS_PID = GPU_PID - 1  # the track of the harness's steps and phases
 PHASES = frozenset((*TRAIN_PHASES, *GENERATE_PHASES, *COMM_PHASES))
 HARNESS_RANGES = frozenset((STEP, MEASURED, WARMUP, *PHASES))
-_THREAD_MASK = (1 << 48) - 1  # process and thread of a global thread id (_pid_tid)
 GPU_COLUMNS = {
     "kernels": ["grid", "block", "name_id"],
     "memcpy": ["bytes", "copy_kind", "src_kind", "dst_kind"],
@@ -248,7 +247,7 @@ class _Writer:
     def gpu_keys(self) -> np.ndarray:
         """The launch keys of the GPU work in the window (to keep, of the API calls, those that launched)."""
         parts = [
-            _key(block["global_pid"] >> 24, block["correlation_id"])
+            _key(pid_of(block["global_pid"]), block["correlation_id"])
             for frame in ("kernels", "memcpy", "memset")
             for block in self.blocks(frame, ["start", "end", "global_pid", "correlation_id"])
         ]
@@ -267,12 +266,12 @@ class _Writer:
 
     def note_calls(self, calls: dict[str, np.ndarray]) -> None:
         """Keep the thread and start of the calls that launched GPU work (a key twice: the first call)."""
-        pid = (calls["global_tid"] >> 24) & TID_MASK
-        rows, at = self.launch_of(_key(pid, calls["correlation_id"]))
+        rows, at = self.launch_of(_key(pid_of(calls["global_tid"]), calls["correlation_id"]))
         at, first = np.unique(at, return_index=True)
         new = self.call_thread[at] < 0
         rows, at = rows[first[new]], at[new]
-        threads, code = np.unique(calls["global_tid"][rows] & _THREAD_MASK, return_inverse=True)
+        caller = calls["global_tid"][rows]
+        threads, code = np.unique(thread_key(caller, caller), return_inverse=True)
         known = self.call_threads
         codes = np.array([known.setdefault(t, len(known)) for t in threads.tolist()], dtype=np.int32)
         self.call_thread[at] = codes[code.reshape(-1)]
@@ -285,7 +284,7 @@ class _Writer:
         for block in self.blocks(frame, columns + GPU_COLUMNS[frame]):
             device, stream = block["device_id"], block["stream_id"]
             pid = GPU_PID + np.where(device == NULL, 0, device)
-            tid = np.where(stream == NULL, 0, stream) & TID_MASK
+            tid = np.where(stream == NULL, 0, stream) & ID_MASK
             for d, s in set(zip(pid.tolist(), tid.tolist(), strict=True)):
                 self.processes.setdefault(d, f"GPU {d - GPU_PID}")
                 self.threads.setdefault((d, s), f"stream {s}")
@@ -324,7 +323,7 @@ class _Writer:
 
     def flows(self, work: dict[str, np.ndarray], pid: np.ndarray, tid: np.ndarray) -> None:
         """An arrow from each written call to the GPU work it launched (same process, same correlation)."""
-        rows, at = self.launch_of(_key(work["global_pid"] >> 24, work["correlation_id"]))
+        rows, at = self.launch_of(_key(pid_of(work["global_pid"]), work["correlation_id"]))
         called = self.call_thread[at] >= 0
         hit, at = rows[called], at[called]
         threads = np.fromiter(self.call_threads, dtype=np.int64, count=len(self.call_threads))
