@@ -57,25 +57,44 @@ def run_spec(config: RunConfig) -> workloads.ModelSpec:
     return spec.with_overrides(vocab_size=config.vocab_size, context_length=context)
 
 
+def known_model(model: str) -> workloads.ModelSpec:
+    """The spec of a model named on the command line; UsageError for a name no model has."""
+    if model not in workloads.MODEL_NAMES:
+        raise UsageError(f"unknown model {model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
+    return workloads.get_spec(model)
+
+
+def check_positive(counts: dict[str, int | float | None]) -> None:
+    """UsageError for the first count (by its name for people) that is 0 or less; None is not given."""
+    for name, value in counts.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be a positive number, got {value}")
+
+
+def check_positions(model: str, spec: Any, context_length: int | None) -> None:
+    """UsageError where a context is longer than the positions a GPT-2 model learned."""
+    if spec.family == "gpt2" and context_length and context_length > spec.context_length:
+        raise UsageError(
+            f"{model} has learned positions for {spec.context_length} tokens; "
+            f"--context-length {context_length} is more"
+        )
+
+
 def validate(config: RunConfig) -> None:
     """Raise UsageError for anything a user could have typed wrong, before any work starts."""
-    if config.model not in workloads.MODEL_NAMES:
-        raise UsageError(f"unknown model {config.model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
+    spec = known_model(config.model)
     for name, allowed in (("mode", MODES), ("precision", PRECISIONS), ("attention", ATTENTIONS)):
         value = getattr(config, name)
         if value not in allowed:
             raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
-    positive = {
+    check_positive({
         "batch size": config.batch_size,
         "steps": config.steps,
         "context length": config.context_length,
         "vocab size": config.vocab_size,
         "new tokens": config.new_tokens if config.mode == "generate" else 1,
         "power period": config.power_period_ms if config.power else 1,
-    }
-    for name, value in positive.items():
-        if value is not None and value <= 0:
-            raise UsageError(f"{name} must be a positive number, got {value}")
+    })  # fmt: skip
     if config.warmup < 0:
         raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
     if config.cuda_graphs:
@@ -86,14 +105,10 @@ def validate(config: RunConfig) -> None:
             f"{flag} applies to generate's decode step, and --new-tokens 1 decodes no token (the first is "
             f"prefill's, eager on every path): nothing would be {done}; leave {flag} out or decode 2 or more"
         )
-    spec = workloads.get_spec(config.model)
     if config.mode == "generate":
         check_generate_length(config, spec)
-    elif spec.family == "gpt2" and config.context_length and config.context_length > spec.context_length:
-        raise UsageError(
-            f"{config.model} has learned positions for {spec.context_length} tokens; "
-            f"--context-length {config.context_length} is more"
-        )
+    else:
+        check_positions(config.model, spec, config.context_length)
     if why := catalogue.unknown(config.plant):
         raise UsageError(why)
     if config.optimizer not in catalogue.OPTIMIZERS:

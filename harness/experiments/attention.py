@@ -29,6 +29,7 @@ from harness.core import devices, env
 from harness.core.bounds import check_count
 from harness.core.errors import UsageError, first_line
 from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep, new_id
+from harness.execution.checks import check_positive
 from harness.execution.timing import PhaseClock
 from harness.experiments.run_tables import figures
 from workloads.names import PRECISIONS
@@ -83,9 +84,7 @@ def validate(config: AttentionConfig) -> None:
     for name, values in (("--head-dims", config.head_dims), ("--seq-lens", config.seq_lens)):
         if not values or any(v <= 0 for v in values):
             raise UsageError(f"{name} takes positive integers, got {','.join(map(str, values)) or '(none)'}")
-    for name, value in (("batch", config.batch_size), ("heads", config.num_heads), ("trials", config.trials)):
-        if value <= 0:
-            raise UsageError(f"--{name} must be a positive number, got {value}")
+    check_positive({"--batch": config.batch_size, "--heads": config.num_heads, "--trials": config.trials})
     if config.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, got {config.warmup}")
     # the database stores each cell's sizes and counts as int64 (a cell past it was measured, then not

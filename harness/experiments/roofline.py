@@ -31,6 +31,7 @@ from analysis.views.blocks import subblock_times
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import RunConfig, stored_phases
+from harness.execution.checks import check_positions, check_positive, known_model
 from harness.experiments.run_tables import block_records_of, untrusted_blocks
 from harness.store.blocks import resolve
 
@@ -196,17 +197,10 @@ def analytic_report(
 ) -> RooflineReport:
     """FLOPs, bytes and intensity of every sub-block of `model`, placed against the roofs of `gpu` (a name
     from the datasheet table), of `device` (its datasheet entry), or measured on `device` (`measure`)."""
-    if model not in workloads.MODEL_NAMES:
-        raise UsageError(f"unknown model {model!r}; known models: {', '.join(workloads.MODEL_NAMES)}")
-    spec = workloads.get_spec(model)
+    spec = known_model(model)
     seq = context_length or spec.context_length
-    for name, value in (("batch size", batch_size), ("context length", seq)):
-        if value <= 0:
-            raise UsageError(f"{name} must be a positive number, got {value}")
-    if spec.family == "gpt2" and seq > spec.context_length:
-        raise UsageError(
-            f"{model} has learned positions for {spec.context_length} tokens; --context-length {seq} is more"
-        )
+    check_positive({"batch size": batch_size, "context length": seq})
+    check_positions(model, spec, seq)
     try:
         costs = costs_of.subblock_costs(spec.with_overrides(context_length=seq), batch_size, seq, precision,
                                         mode, attention=attention)  # fmt: skip
