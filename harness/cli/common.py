@@ -84,6 +84,13 @@ def at_least(option: str, low: int) -> Callable[[Any], Any]:
     return check
 
 
+def check_finite_positive(option: str, value: float | None, what: str) -> None:
+    """UsageError unless `value` (None: not given) is a positive finite number: not `<= 0`, which nan
+    passes (a nan target is never reached, a nan budget never spent)."""
+    if value is not None and not 0 < value < math.inf:
+        raise UsageError(f"{option} must be a positive {what}, got {value:g}")
+
+
 def count_option(flag: str, low: int, help: str, *short: str) -> Any:
     """A whole-number option of `low` or more (`<n>` in the help): a smaller one is refused by at_least."""
     return typer.Option(flag, *short, callback=at_least(flag, low), metavar="<n>", help=help)
@@ -168,6 +175,12 @@ def file_option(name: str, *aliases: str, help: str, show_default: bool = True) 
 
 # `--output`, the old name of `--out` (hidden), for the commands whose output is one file
 OldOutputOpt = Annotated[Path | None, typer.Option("--output", hidden=True, parser=output_file("--output"))]
+
+
+def refuse_page_on_stdout(html: Path | None) -> None:
+    """--html beside tables: `-` would put the page among the tables on standard output."""
+    if html is not None and is_stdout(html):
+        raise UsageError("--html - would put the page among the tables on standard output: give a file name")
 
 
 def one_out(out: Path | None, alias: Path | None, option: str = "--out") -> Path:

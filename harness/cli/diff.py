@@ -26,6 +26,7 @@ from harness.cli.common import (
     note,
     on_command_line,
     refuse_inputs,
+    refuse_page_on_stdout,
     warn,
     wide_where_it_shows,
     writing,
@@ -155,8 +156,7 @@ def diff_cmd(
         raise UsageError("--out DIR goes with --format csv (one CSV file per table)")
     if out is not None and is_stdout(out):
         out = None  # the tidy CSV on standard output, as without --out
-    if html is not None and is_stdout(html):
-        raise UsageError("--html - would put the page among the tables on standard output: give a file name")
+    refuse_page_on_stdout(html)
 
     stores: list[results_db.ResultsStore] = []
 

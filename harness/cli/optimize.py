@@ -4,7 +4,6 @@ applied."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +15,7 @@ from harness.cli.common import (
     FormatOpt,
     RunRefCommand,
     WideOpt,
+    check_finite_positive,
     cli_errors,
     count_option,
     note,
@@ -130,11 +130,8 @@ def optimize_cmd(
         db_given = on_command_line(ctx, "db")
         _propose(target, db, format, wide, db_given)
         return
-    # not `<= 0`: nan passes it, and a nan target is never reached, a nan budget never spent
-    if ci_target is not None and not 0 < ci_target < math.inf:
-        raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
-    if not 0 < budget < math.inf:
-        raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
+    check_finite_positive("--ci-target", ci_target, "percentage")
+    check_finite_positive("--budget", budget, "number of seconds")
     ready = checked(make_config(target, workload))
     config, device = ready.config, ready.device.type
     for line in check_effect(config, asked(workload, Short()), device):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, on_command_line, warn
+from harness.cli.common import (
+    DbOpt,
+    FormatOpt,
+    WideOpt,
+    check_finite_positive,
+    cli_errors,
+    on_command_line,
+    warn,
+)
 from harness.cli.options import (
     DEFAULT,
     NO_PROFILER_ARGS,
@@ -88,13 +95,10 @@ def overhead_cmd(
         raise UsageError("--nsys-mode, --nsys-arg and --nsys-capture are for --profiler nsys")
     if repeats <= 0:
         raise UsageError(f"--repeats must be a positive number, got {repeats}")
-    # not `<= 0`: nan passes it, and a nan target is never reached, a nan --max-time never passed
-    if ci_target is not None and not 0 < ci_target < math.inf:
-        raise UsageError(f"--ci-target must be a positive percentage, got {ci_target:g}")
+    check_finite_positive("--ci-target", ci_target, "percentage")
     if max_time != overhead.DEFAULT_MAX_TIME and ci_target is None:
         raise UsageError("--max-time bounds the rounds --ci-target adds: give --ci-target, or leave it out")
-    if not 0 < max_time < math.inf:
-        raise UsageError(f"--max-time must be a positive number of seconds, got {max_time:g}")
+    check_finite_positive("--max-time", max_time, "number of seconds")
     ready = prepare(model, workload, ranks, db, profiler.value, profiling.values())
     config = ready.config
     with sigterm_raises(), Progress(f"{profiler.value} overhead, {overhead.workload_of(config)}") as progress:

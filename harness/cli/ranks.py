@@ -14,15 +14,15 @@ from harness.cli.common import (
     RunRefCommand,
     cli_errors,
     file_option,
-    is_stdout,
     note,
     refuse_inputs,
+    refuse_page_on_stdout,
     warn,
     writing,
 )
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.output import emit_many
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import HarnessError
 from harness.core.records import names_a_file
 from harness.experiments import ranks as run_ranks
 from harness.store import results as results_db
@@ -62,8 +62,7 @@ def ranks_cmd(
 
     read = {"jobs": reading.jobs, "dask": reading.dask, "cache": not reading.no_cache}
     skipped: list[str] = []  # what a folder held that looked like an export and was not taken
-    if html is not None and is_stdout(html):
-        raise UsageError("--html - would put the page among the tables on standard output: give a file name")
+    refuse_page_on_stdout(html)
     if len(exports) == 1 and _is_run_id(exports[0]):
         store = results_db.ResultsStore(db, readonly=True)
         run = store.get(str(exports[0]))

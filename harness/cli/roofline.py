@@ -15,10 +15,10 @@ from harness.cli.common import (
     WideOpt,
     cli_errors,
     file_option,
-    is_stdout,
     note,
     on_command_line,
     refuse_inputs,
+    refuse_page_on_stdout,
     warn,
 )
 from harness.cli.options import (
@@ -108,8 +108,7 @@ def roofline_cmd(
             f"{', '.join(given)}: the roofline of run {run} is of the run's own configuration; "
             "these options go without RUN"
         )
-    if html is not None and is_stdout(html):
-        raise UsageError("--html - would put the page among the tables on standard output: give a file name")
+    refuse_page_on_stdout(html)
     inputs = [sqlite_file(resolve_url(db))]  # the results database too where no RUN is read from it
     store = results_db.ResultsStore(db, readonly=True) if run is not None else None
     if run is not None and html is not None:  # the run's export, report and trace: its measurement
