@@ -24,6 +24,7 @@ from harness.execution import nsys, supervisor
 from harness.profilers import capture
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
+from harness.profilers.nsys import kept_files
 
 if TYPE_CHECKING:
     from harness.execution.nsys import ProfileResult
@@ -193,8 +194,7 @@ def after_capture(
     assert out.result is not None
     prof = out.profile
     if sqlite is None:
-        kept = ", ".join(str(p) for p in (prof.rep, prof.qdstrm) if p is not None)
-        out.error = f"nsys wrote no SQLite export; files kept: {kept}"
+        out.error = f"nsys wrote no SQLite export{kept_files(prof)}"
         return
     ended = signals.ended_by(prof.returncode)
     seen = capture.examine_program_export(sqlite, tables_format, ended, capture_range)

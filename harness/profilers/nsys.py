@@ -221,7 +221,6 @@ def after_capture(
     be stored with the run goes into `found` (`save`'s agreement, advice and blocks)."""
     result, prof = out.result, out.profile
     assert result is not None and prof is not None
-    kept = [str(p) for p in (prof.rep, prof.sqlite, prof.qdstrm) if p is not None]
     files = kept_files(prof)
     if result.status == "interrupted":  # the line is `profile_run`'s, once the run is stored
         out.exit_code = signals.exit_code(prof.interrupted or signals.signal_in(result.error))
@@ -256,7 +255,7 @@ def after_capture(
     out.agreement = seen.agreement_shown
     out.notes += seen.notes
     if prof.sqlite is None:
-        out.error = f"nsys wrote no SQLite export; files kept: {', '.join(kept) or 'none'}"
+        out.error = f"nsys wrote no SQLite export{files}"
         if ranged and prof.rep is None:  # nsys 2022.4 writes no report at all for a range never started
             out.error = (
                 f"the capture range never started ({ranged}): nsys recorded nothing and wrote no report. "
