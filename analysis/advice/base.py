@@ -24,6 +24,10 @@ DATA_COLUMN = "Data"  # the evidence as data: csv and json only
 # (the harness's planted loaders and programs: workloads.names.DATA), DataLoader's worker and pinning threads
 LOADER_RANGES = rf"enumerate\(DataLoader\).*|{DATA}"
 LOADER_THREADS = ("pt_data_worker", "pt_data_pin")
+# the fix of attention written out (its scores materialised), seen in kernels or in operators
+FIX_ATTENTION = (
+    "use torch.nn.functional.scaled_dot_product_attention (a fused kernel) instead of QKᵀ, softmax and ·V"
+)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from analysis.advice.base import Finding, Seen
+from analysis.advice.base import FIX_ATTENTION, Finding, Seen
 from analysis.advice.labels import label_test
 from analysis.advice.where import ms, phase_table
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_table
@@ -334,9 +334,7 @@ def math_attention_kernels(seen: Seen) -> list[Finding]:
         f"{len(soft):,} softmax kernels in {len(seen.steps)} steps ({ms(stake)}) and no fused attention "
         "kernel (flash, memory-efficient, cuDNN): the scores are written out, softmaxed and read back"
     )
-    fix = (
-        "use torch.nn.functional.scaled_dot_product_attention (a fused kernel) instead of QKᵀ, softmax and ·V"
-    )
+    fix = FIX_ATTENTION
     data = {
         "softmax kernels": len(soft),
         "softmax time (ns)": stake,

@@ -38,6 +38,7 @@ from analysis.advice.nsys_query import DEFAULT_ROWS, Query, Skipped, like, windo
 from analysis.errors import AnalysisError, ExportError
 from analysis.readers import NULL
 from analysis.readers.global_ids import pid_of, tid_of
+from analysis.readers.nsys import MEMCPY, MEMSET
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
 
@@ -333,7 +334,7 @@ def _lacking(trace: Trace, rule: Rule) -> list[str]:
     if rule.nsys != "2022.4" and rule.memory_kinds and not lacking:
         if not facts.get("ENUM_CUDA_MEM_KIND", True):
             lacking.append("ENUM_CUDA_MEM_KIND table (exports of nsys 2022.2 and older)")
-        table = "CUPTI_ACTIVITY_KIND_MEMSET" if "memset" in rule.needs else "CUPTI_ACTIVITY_KIND_MEMCPY"
+        table = MEMSET if "memset" in rule.needs else MEMCPY
         if not lacking and not facts.get(f"{table}.greenContextId", True):
             lacking.append(f"greenContextId column in {table} (export it again with a newer nsys)")
     return lacking

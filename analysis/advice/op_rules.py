@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.advice.base import Finding, Seen
+from analysis.advice.base import FIX_ATTENTION, Finding, Seen
 from analysis.advice.where import inside, ms
 from workloads.names import BACKWARD, FORWARD
 
@@ -114,9 +114,7 @@ def math_attention_ops(seen: Seen) -> list[Finding]:
         + ", ".join(f"{n} ×{c:,}" for n, c in counts.items())
         + f" take {ms(stake)}"
     )
-    fix = (
-        "use torch.nn.functional.scaled_dot_product_attention (a fused kernel) instead of QKᵀ, softmax and ·V"
-    )
+    fix = FIX_ATTENTION
     data = {
         "operators": {str(n): int(c) for n, c in counts.items()},
         "time (ns)": stake,

@@ -15,6 +15,7 @@ import pandas as pd
 
 from workloads.names import counted
 
+AGREEMENT_TITLE = "NVTX vs in-process timers"  # the agreement as `run`, `show` and the dashboard title it
 AGREEMENT_COLUMNS = [
     "phase", "steps", "nvtx_mean_ns", "nvtx_median_ns", "timer_mean_ns", "timer_median_ns", "rel_diff",
 ]  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analysis.compare.agreement import AGREEMENT_TITLE
 from analysis.dashboard.attention import attention_panel
 from analysis.dashboard.blocks import blocks_panel
 from analysis.dashboard.compare import compare_panel
@@ -27,7 +28,7 @@ PANELS: list[PanelSpec] = [
     PanelSpec("roofline", "Sub-blocks on the roofline (measured)", roofline_panel),
     PanelSpec("steps", "Per-step distributions and warm-up", distribution_panel),
     PanelSpec("overhead", "Profiler overhead: without vs with a profiler", overhead_panel),
-    PanelSpec("agreement", "NVTX vs in-process timers", agreement_panel),
+    PanelSpec("agreement", AGREEMENT_TITLE, agreement_panel),
     PanelSpec("findings", "Findings by time at stake (newest run)", findings_panel),
     PanelSpec("kernels", "Top kernels by total GPU time", kernels_panel, scope="profile"),
     PanelSpec("nvtx", "GPU time per NVTX range", nvtx_gpu_panel, scope="profile"),

@@ -22,6 +22,8 @@ NSYS_VERSION = "nsys-6"  # 6: the meta holds the capture's end
 KINETO_VERSION = "kineto-7"  # 7: the meta says a list that holds no event (a memory timeline)
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # nsys's reports: read through the SQLite export made of them
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")  # what a reader reads: an nsys export, a Kineto trace
+# said of a report where its export is wanted (after its name)
+A_REPORT = "is an nsys report, not an export: convert it with `nsys export --type sqlite`"
 # what to give a command in place of a file that is no trace (a memory snapshot or timeline)
 GIVE_A_TRACE = (
     "give the trace torch.profiler wrote (export_chrome_trace or tensorboard_trace_handler: .json, .json.gz) "

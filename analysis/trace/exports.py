@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
-from analysis.readers import REPORT_SUFFIXES
+from analysis.readers import A_REPORT, REPORT_SUFFIXES
 from analysis.trace.cache import EXPORTS, Cache, cache_root
 from analysis.trace.cache_files import Cleared
 
@@ -68,9 +68,7 @@ def sqlite_for(
                 notes.append(beside_note(source, beside))
             return beside
     if export is None:
-        raise ExportError(
-            f"{source} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
-        )
+        raise ExportError(f"{source} {A_REPORT}")
     key = _key(source, st)
     folder: Path | None = exports_dir() if cache else None
     if folder is not None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from analysis import readers
 from analysis.errors import ExportError
-from analysis.readers import REPORT_SUFFIXES, sqlite_files
+from analysis.readers import A_REPORT, REPORT_SUFFIXES, sqlite_files
 from analysis.trace.trace import Trace
 
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
@@ -27,9 +27,7 @@ def open_trace(path: str | Path, *, cache: bool = True) -> Trace:
         raise ExportError(f"{path} is a folder: pass the .sqlite export or the .json(.gz) trace inside it")
     not_a_file(path)
     if path.suffix in REPORT_SUFFIXES:
-        raise ExportError(
-            f"{path} is an nsys report, not an export: convert it with `nsys export --type sqlite`"
-        )
+        raise ExportError(f"{path} {A_REPORT}")
     _refuse_what_is_no_trace(path)
     if _looks_like_json(path):
         return Trace(path, _open_kineto, readers.KINETO_VERSION, cache=cache)

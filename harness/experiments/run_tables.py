@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from analysis.compare.agreement import AGREEMENT_TITLE as AGREEMENT_TITLE  # run's table, show's stored one
 from analysis.compare.agreement import for_people
-from analysis.compare.compile import NOT_COMPILED, NOT_COMPILED_NOTE
+from analysis.compare.compile import COMPILE, NOT_COMPILED, NOT_COMPILED_NOTE
 from analysis.errors import ExportError
 from analysis.front.examine import blocks_of_file
 from analysis.runs.steady import REMAINDER, STEP, PhaseStats, phase_stats, step_stats
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
 
     from harness.store.results import ResultsStore
     from harness.store.schema import Run
-
-
-AGREEMENT_TITLE = "NVTX vs in-process timers"  # run's table of it, and show's of the stored one
 
 
 def agreement_frame(rows: Sequence[Any]) -> pd.DataFrame:
@@ -262,7 +260,7 @@ def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame
             )
         )
     rows.append(last)
-    cols = ["phase", "first step (ns)", "steady median (ns)", "compile (first step) (ns)"]
+    cols = ["phase", "first step (ns)", "steady median (ns)", COMPILE]
     table = pd.DataFrame(rows, columns=cols)
     if uncompiled:  # what the blanks mean, in every format
         whole = f"first step − median, {', '.join(uncompiled)} included"
