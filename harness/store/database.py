@@ -161,11 +161,8 @@ class Database:
         except (ArgumentError, ValueError) as e:
             raise HarnessError(f"not a database URL: {self.where} ({first_line(e)})") from None
         except OSError as e:
-            raise HarnessError(
-                f"cannot open results database {self.where}: "
-                f"{os_reason(self.file.parent, e) if self.file else e.strerror or e}. Pass --db PATH_OR_URL "
-                "or set HARNESS_DB to a writable location."
-            ) from None
+            reason = os_reason(self.file.parent, e) if self.file else e.strerror or e
+            raise dbfaults.cannot_open(self.where, reason) from None
 
     def _check_schema(self) -> None:
         with self.engine.connect() as conn:

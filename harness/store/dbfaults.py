@@ -82,13 +82,18 @@ def explain(error: SQLAlchemyError, where: str, timeout: float) -> HarnessError:
             f"results database {where} is corrupt ({reason}); restore a copy or pass --db a new file"
         )
     if "unable to open" in text:
-        return HarnessError(
-            f"cannot open results database {where}: {reason}; pass --db PATH_OR_URL or set HARNESS_DB "
-            "to a writable location"
-        )
+        return cannot_open(where, reason)
     if "readonly" in text or "read-only" in text:
         return HarnessError(f"results database {where} is read-only ({reason}); pass --db a writable one")
     return HarnessError(f"results database {where}: {reason}")
+
+
+def cannot_open(where: str, reason: object) -> HarnessError:
+    """A database that could not be opened (its folder, its file), and where to put one instead."""
+    return HarnessError(
+        f"cannot open results database {where}: {reason}; pass --db PATH_OR_URL or set HARNESS_DB to a "
+        "writable location"
+    )
 
 
 def missing_driver(scheme: str, error: ImportError) -> HarnessError:
