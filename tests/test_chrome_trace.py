@@ -38,6 +38,11 @@ def timeline(report: Path, out: Path, *options: str) -> list[dict[str, Any]]:
         return json.load(f)["traceEvents"]
 
 
+def secs(ns: int) -> str:
+    """ns from the capture's start as the timeline says them: seconds to the nanosecond."""
+    return f"{ns / 1e9:.9f}".rstrip("0").rstrip(".")
+
+
 def kernels_csv(path: Path) -> tuple[int, str]:
     result = runner.invoke(app, ["kernels", str(path), "-f", "csv", "--no-cache"])
     return result.exit_code, result.stdout
@@ -406,11 +411,14 @@ def test_a_step_is_cut_by_its_phase_ranges_payloads(h100_export: Path, tmp_path:
         r = runner.invoke(app, ["timeline", str(h100_export), "-o", str(tmp_path / "t.json"), *options])
         return r.exit_code, r.stderr.replace("\n      ", " ")
 
+    with open_trace(h100_export) as trace:  # said in seconds from it, as --start/--end take them
+        origin = capture_start(trace)
     code, said = window("--step", "4")
     lo, hi = min(s for _, s, _ in step4), max(e for _, _, e in step4)
-    assert code == 0 and f"(window {lo:,}..{hi:,} ns)" in said
+    assert code == 0 and f"(window {secs(lo - origin)}..{secs(hi - origin)} s into the capture)" in said
     code, said = window("--step", "3", "--phase", "backward")
-    assert code == 0 and "(window {:,}..{:,} ns)".format(*step3["backward"]) in said
+    lo, hi = step3["backward"]
+    assert code == 0 and f"(window {secs(lo - origin)}..{secs(hi - origin)} s into the capture)" in said
     code, said = window("--step", "3", "--phase", "optimizer")
     assert code == 1 and "no 'optimizer' range in step 3" in said
 
@@ -419,7 +427,7 @@ def test_a_step_of_a_torch_profiler_trace_is_said_from_the_trace_s_start(tmp_pat
     """`timeline TRACE --step 5` said a Kineto trace's window in Unix nanoseconds (4,458,676,639,291,351..
     for nccl) where an export's is said in its session's: it is said from the trace's first event now, as
     every other time of a Kineto trace said to people (nccl's first event is ProfilerStep#4, 222.5 ms
-    before ProfilerStep#5)."""
+    before ProfilerStep#5), in seconds as --start/--end take them."""
     from decimal import Decimal
 
     from kineto_data import raw_events, trace_path
@@ -436,4 +444,30 @@ def test_a_step_of_a_torch_profiler_trace_is_said_from_the_trace_s_start(tmp_pat
         app, ["timeline", str(trace_path("nccl")), "--step", "5", "-o", str(tmp_path / "t.json")]
     )
     assert r.exit_code == 0, r.output
-    assert f"(window {lo:,}..{hi:,} ns)" in r.stderr.replace("\n      ", " ")
+    assert f"(window {secs(lo)}..{secs(hi)} s into the capture)" in r.stderr.replace("\n      ", " ")
+
+
+def test_a_steps_window_is_said_in_seconds_from_the_capture_start_as_start_and_end_take_it(
+    tmp_path: Path,
+) -> None:
+    """`--step 5` said its window in ns from nsys's session start ("window 7,388,623,341..7,406,142,214
+    ns") where --start/--end take seconds from the capture's first event: it is said as they take it, and
+    given back as --start/--end it cuts the same events."""
+    report = export("cpu-train")
+    with open_trace(report, cache=False) as trace:
+        origin = capture_start(trace)
+        nvtx = trace.frame("nvtx", ["name", "start", "end"])
+    step = nvtx[nvtx["name"] == "step"].sort_values("start").iloc[5]
+    lo, hi = (secs(int(step[edge]) - origin) for edge in ("start", "end"))
+    r = runner.invoke(app, ["timeline", str(report), "-o", str(tmp_path / "s.json"), "--step", "5"])
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in r.stderr.replace("\n      ", " ").splitlines() if x.startswith("note: wrote")]
+    assert f"(window {lo}..{hi} s into the capture)" in line and " ns" not in line, line
+    start, end = line.split("(window ")[1].split(" s into")[0].split("..")
+    again = runner.invoke(
+        app, ["timeline", str(report), "-o", str(tmp_path / "w.json"), "--start", start, "--end", end]
+    )
+    assert again.exit_code == 0, again.output
+    by_step = json.loads((tmp_path / "s.json").read_text())["traceEvents"]
+    by_time = json.loads((tmp_path / "w.json").read_text())["traceEvents"]
+    assert sorted(map(json.dumps, by_step)) == sorted(map(json.dumps, by_time))

@@ -51,7 +51,7 @@ from analysis.views.chrome_lines import (
     _pid_tid_one,
     _us,
 )
-from analysis.views.timeline import OPEN, time_zero
+from analysis.views.timeline import OPEN, capture_start
 from workloads.names import COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES, WARMUP
 
 CHUNK = 50_000  # rows formatted and written at a time
@@ -78,23 +78,21 @@ class Written:
     counts: dict[str, int] = field(default_factory=dict)
     window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
-    origin: int | None = None  # the capture's start, where the window was given in seconds from it
-    zero: int = 0  # else the zero of the ns said (timeline.time_zero: nsys session, Kineto trace start)
+    origin: int = 0  # the capture's start (timeline.capture_start): the zero of --start/--end and the window
     warnings: list[str] = field(default_factory=list)  # the capture failed its health checks: so it says
 
     def window_words(self) -> str:
-        """The window as it was given: `window LO..HI ns` (from the trace's zero), `from LO ns` or `up to HI
-        ns`, in seconds into the capture where it was given so (`window 1.5..2 s into the capture`); "" for
+        """The window in seconds into the capture, as --start/--end take it, however it was given (a step, a
+        phase or --start/--end): `window 1.5..2 s into the capture`, `from 1.5 s …` or `up to 2 s …`; "" for
         none."""
         if self.window is None:
             return ""
         lo, hi = self.window
-        origin = self.origin
-        unit = " ns" if origin is None else " s into the capture"
 
         def at(t: int) -> str:
-            return f"{t - self.zero:,}" if origin is None else f"{(t - origin) / 1e9:g}"
+            return _seconds((t - self.origin) / 1e9)
 
+        unit = " s into the capture"
         if hi == OPEN:  # the end not given (a value given past it is said as given)
             return f"from {at(lo)}{unit}"
         if lo == -OPEN:
@@ -102,19 +100,21 @@ class Written:
         return f"window {at(lo)}..{at(hi)}{unit}"
 
 
+def _seconds(s: float) -> str:
+    """Seconds to the nanosecond, as --start/--end would take them back (`7.388623341`, `0.1`); a value
+    given far past any capture as given (`9e+09`)."""
+    return f"{s:.9f}".rstrip("0").rstrip(".") if abs(s) < 1e6 else f"{s:g}"
+
+
 class EmptyWindow(ExportError):
     """A window that holds no event: nothing is written (the file would say nothing)."""
 
 
-def write_chrome_trace(
-    trace: Trace, path: str | Path, window: tuple[int, int] | None = None, origin: int | None = None
-) -> Written:
-    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds
-    (`origin`: the capture's start, where the window was given in seconds from it). A file appears whole
-    or not at all (written beside it, then renamed); `-`, a device or a pipe is written as a stream
-    (analysis.outputs). A window that holds no event is EmptyWindow, and no file is left."""
-    zero = time_zero(trace) if window is not None and origin is None else 0
-    written = Written(Path(path), window=window, origin=origin, zero=zero)
+def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] | None = None) -> Written:
+    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds. A file
+    appears whole or not at all (written beside it, then renamed); `-`, a device or a pipe is written as a
+    stream (analysis.outputs). A window that holds no event is EmptyWindow, and no file is left."""
+    written = Written(Path(path), window=window, origin=capture_start(trace) if window is not None else 0)
     if trace.has("nvtx"):
         note_open_ranges(trace)  # drawn to the capture's end: said as every table of them says it
     try:

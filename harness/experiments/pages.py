@@ -127,10 +127,9 @@ def chrome_trace_of(
         refuse_inputs(target, [trace.path], OUT)
         require_events(trace)  # a memory timeline: it would make an empty page
         window = timeline.window_of(trace, step=step, phase=phase, start=start, end=end)
-        origin = timeline.capture_start(trace) if step is None and window is not None else None
         try:
             with sigterm_raises():  # as Ctrl-C: the half-written file is removed, not left beside the output
-                written = chrome_trace.write_chrome_trace(trace, target, window, origin)
+                written = chrome_trace.write_chrome_trace(trace, target, window)
             written.warnings = failed_captures([report], cache=cache)  # as every table of an export says
             return written
         except chrome_trace.EmptyWindow:
