@@ -350,6 +350,19 @@ def test_a_rule_asked_of_a_kineto_trace_is_an_error_in_one_line() -> None:
         )
 
 
+def test_a_rule_asked_of_a_kineto_trace_names_the_trace_as_users_know_it() -> None:
+    """`advise TRACE --rule cuda-sync-api` of a torch.profiler trace said it "is a kineto-json trace", the
+    reader's own id of the format: it is named as users know it, a torch.profiler (Kineto) trace."""
+    trace_path = SHARED_NSYS.parent / "kineto" / "nccl" / "nccl_data.json.gz"
+    need(trace_path)
+    for fmt in ("csv", "json", "table"):
+        result = runner.invoke(app, ["advise", str(trace_path), "--rule", "cuda-sync-api", "--format", fmt])
+        assert result.exit_code == 1 and result.stdout == ""
+        (line,) = result.stderr.replace("\n      ", " ").splitlines()
+        assert line.startswith("error: --rule cuda-sync-api: nsys's rules read nsys exports"), line
+        assert "is a torch.profiler (Kineto) trace: without --rule" in line and "kineto-json" not in line
+
+
 def test_a_skipped_rule_in_json_is_a_document_that_says_so() -> None:
     """`advise -r RULE --format json` of a rule nsys skips printed nothing on standard output, where one rule
     that found nothing prints `[]` and two rules a document with `skipped`: a script's json.loads failed."""

@@ -38,6 +38,7 @@ from analysis.advice.nsys_query import DEFAULT_ROWS, Query, Skipped, like, windo
 from analysis.errors import AnalysisError, ExportError
 from analysis.readers import NULL
 from analysis.readers.global_ids import pid_of, tid_of
+from analysis.readers.kineto import FORMAT as KINETO
 from analysis.readers.nsys import MEMCPY, MEMSET
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
@@ -346,9 +347,14 @@ def run_rule(trace: Trace, spec: str) -> pd.DataFrame:
     on it at all, where it skips a rule whose tables an export lacks."""
     rule, options = parse_rule(spec)
     if trace.format != "nsys-sqlite":
+        what = (
+            "a torch.profiler (Kineto) trace"
+            if trace.format == KINETO
+            else f"no nsys export ({trace.format})"
+        )
         raise ExportError(
-            f"--rule {rule.name}: nsys's rules read nsys exports (.sqlite, .nsys-rep) and {trace.path} is a "
-            f"{trace.format} trace: without --rule, advise gives its findings"
+            f"--rule {rule.name}: nsys's rules read nsys exports (.sqlite, .nsys-rep) and {trace.path} is "
+            f"{what}: without --rule, advise gives its findings"
         )
     if lacking := _lacking(trace, rule):
         raise Skipped(f"{rule.name} skipped: {trace.path} has no {' or '.join(lacking)} (nsys skips it too)")
