@@ -159,3 +159,56 @@ def test_power_period_must_be_positive(tmp_db) -> None:
     result = CliRunner().invoke(app, ["run", "char", "--device", "cpu", "--power", "--power-period", "0"])
     assert result.exit_code == 2
     assert "power period must be a positive number, got 0" in result.output
+
+
+NO_SOURCE = ["NVML: not asked: the run is on the CPU, not a GPU", "RAPL: /sys/class/powercap not present"]
+
+
+def measured_elsewhere(config: RunConfig, run_id: str):
+    """A run as a fresh process hands it back with --power on a machine without a power source."""
+    from harness.core.records import RunResult, StepRecord
+
+    steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+    result = RunResult(run_id, config, "ok", device="cpu", device_name="cpu", steps=steps)
+    result.extra["power_notes"] = list(NO_SOURCE)
+    return result
+
+
+def said(result) -> list[str]:
+    return [line.removeprefix("note: ") for line in result.stderr.splitlines() if line.removeprefix("note: ")
+            in NO_SOURCE]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["sweep", "repeats"])
+def test_sweep_and_repeats_give_their_power_notes_in_every_format(
+    tmp_db, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sweep --power` said its power notes (why no energy was measured) on stderr only, and `run --repeats N
+    --power` said none at all: both give them as `run --power` does, each line once for all their runs, a
+    table of its own (`power notes`) in csv and json, notes after the tables in the terminal."""
+    from harness.execution.ranks import multirank
+    from harness.experiments import drift
+
+    made: list[str] = []
+
+    def run(config: RunConfig):
+        made.append(f"char-{len(made)}")
+        return measured_elsewhere(config, made[-1])
+
+    monkeypatch.setattr(multirank, "run_any", run)
+    monkeypatch.setattr(drift, "run_baseline", lambda config: (run(config), None))
+    grid = ["sweep", "--models", "char", "--batch-sizes", "1,2"]
+    args = [*(grid if command == "sweep" else ["run", "char", "--repeats", "2"]), "--device", "cpu"]
+    args += ["--steps", "1", "--warmup", "0", "--power"]
+    listed = CliRunner().invoke(app, [*args, "--format", "json"], catch_exceptions=False)
+    assert listed.exit_code == 0, listed.output
+    assert [row["note"] for row in json.loads(listed.stdout)["power notes"]] == NO_SOURCE
+    assert said(listed) == []  # in the document, not beside it
+    csv = CliRunner().invoke(app, [*args, "--format", "csv"], catch_exceptions=False)
+    assert csv.exit_code == 0, csv.output
+    block = next(b for b in csv.stdout.split("\n\n") if b.startswith("# power notes\n"))
+    assert pd.read_csv(io.StringIO(block.split("\n", 1)[1]))["note"].tolist() == NO_SOURCE
+    table = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    assert said(table) == NO_SOURCE and "power notes" not in table.stdout  # each once, after the tables
+    assert len(made) == 6

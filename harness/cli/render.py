@@ -4,7 +4,7 @@ that goes with it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import singledispatch
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -70,13 +70,20 @@ def render_plain(p: PlainRun, format: str, wide: bool = False) -> None:
 def _power(extra: dict[str, Any], fmt: Format) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
     """--power's output: its energy table, and its notes (what was measured with, or why nothing was: no
     NVML here), a table of their own in csv and json, else the lines to say after the tables."""
+    tables = [("energy (measured steps)", energy_rows(extra["energy"]))] if extra.get("energy") else []
+    notes, lines = power_notes(extra.get(NOTES, []), fmt)
+    return [*tables, *notes], lines
+
+
+def power_notes(notes: Iterable[str], fmt: Format | str) -> tuple[list[tuple[str, pd.DataFrame]], list[str]]:
+    """--power's notes (each once): a table of their own (`power notes`) in csv and json, else the lines to
+    say after the tables. `run`, `run --repeats` and `sweep` say them so."""
     import pandas as pd
 
-    tables = [("energy (measured steps)", energy_rows(extra["energy"]))] if extra.get("energy") else []
-    notes = list(extra.get(NOTES, []))
-    if notes and fmt is not Format.table:
-        return [*tables, (NOTES_TITLE, pd.DataFrame({"note": notes}))], []
-    return tables, notes
+    notes = list(dict.fromkeys(notes))
+    if notes and Format(fmt) is not Format.table:
+        return [(NOTES_TITLE, pd.DataFrame({"note": notes}))], []
+    return [], notes
 
 
 def _render_ranks(p: PlainRun, format: Format, wide: bool) -> None:

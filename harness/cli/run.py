@@ -35,6 +35,7 @@ from harness.core.errors import HarnessError, UsageError
 from harness.core.machine import busy_note, describe
 from harness.core.records import config_phases, new_id
 from harness.core.signals import sigterm_raises
+from harness.energy.run import NOTES
 from harness.profilers import registry
 from harness.profilers.capture import save_once
 
@@ -148,14 +149,18 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     if len(done.drift) == 0:
         notes.append("fewer than two runs ended ok: no drift measured")
     table = results_table(results, serving=True, ids=True)
+    power, power_lines = render.power_notes(_power_notes(results), format)  # the same source for each run
     emit_many(
         [
             (f"{done.experiment}: {counted(len(results), 'run')} ({device})", table),
             ("drift between runs (one run's standard deviation of its mean)",
              drift.drift_table(done.drift, config_phases(config))),
+            *power,
         ],
         format, notes=notes, wide=wide,
     )  # fmt: skip
+    for line in power_lines:
+        say_note(line)
     if done.interrupted is not None:
         render.stopped_between("run --repeats", "runs", done.interrupted, len(results), repeats, done.unsaved)
     # out of memory is a result, but one that ended the repeats short of the N asked
@@ -294,15 +299,24 @@ def sweep_cmd(
             first_line = (r.error or "").splitlines()[0][:200] if r.error else ""
             warn(f"{point(r.config)} (run {r.run_id}) ended {r.status}: {first_line}")
     title = f"{experiment} ({results[0].device_name if results else ''})"
-    emit(run_tables.results_table(results, serving=True, ids=True), format, title=title, wide=wide)
-    if workload.power:  # the sources are the same for every point: each line once
-        for line in dict.fromkeys(line for r in results for line in r.extra.get("power_notes", [])):
-            say_note(line)
+    table = run_tables.results_table(results, serving=True, ids=True)
+    power, power_lines = render.power_notes(_power_notes(results), format)  # each line once for the sweep
+    if power:  # csv and json: the points' table and the notes' (as `run --power` gives them)
+        emit_many([(title, table), *power], format, wide=wide)
+    else:
+        emit(table, format, title=title, wide=wide)
+    for line in power_lines:
+        say_note(line)
     if between is not None:
         render.stopped_between("sweep", "points", between, len(results), len(configs), unsaved)
     if len(results) < len(configs):
         warn(f"sweep stopped after {len(results)} of {len(configs)} points")
     render.finish(unsaved, results)
+
+
+def _power_notes(results: list[RunResult]) -> list[str]:
+    """The --power notes of several runs, each line once (their sources are the same); none without it."""
+    return list(dict.fromkeys(line for r in results for line in r.extra.get(NOTES, [])))
 
 
 def _batch_sizes(items: list[str]) -> list[int]:
