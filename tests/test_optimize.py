@@ -207,6 +207,29 @@ def test_no_finding_times_the_baseline_alone(tmp_db: str) -> None:
     assert high - low < first["Tokens/s before high"].iloc[0] - first["Tokens/s before low"].iloc[0]
 
 
+def test_one_round_is_judged_against_the_optimisations_own_drift_where_the_others_measure_none(
+    tmp_db: str,
+) -> None:
+    """One round a change: the runs compared were left out of the drift (stored_drift, exclude), and the one
+    other run of the baseline left measured none, so the second change, tried against the baseline again,
+    got "no verdict". As diff judges two runs of one experiment, the optimisation's own drift judges them
+    where the others measure none: the baseline's two runs (the first change's round and this one's)."""
+    from analysis.compare.drift import DRIFT
+
+    machine = Machine({"loader-workers": 1.3, "larger-batch": 1.0}, ["data-loader", "launch-bound"],
+                      {"loader-workers": "data-loader"})  # fmt: skip
+    store = ResultsStore(tmp_db)
+    done = run(machine, config(plant="slow-loader"), store, repeats=1)
+    workers, batch = done.tried
+    assert (workers.fix, workers.verdict) == ("loader-workers", opt.NO_VERDICT)  # one run of each: none
+    assert batch.fix == "larger-batch" and batch.base.fixes == []  # against the baseline again
+    assert batch.per_token is not None and batch.per_token.basis == DRIFT and batch.per_token.drift_runs == 2
+    assert batch.verdict == opt.FASTER  # each step as long for twice the tokens
+    assert done.baseline_drift is not None and (done.baseline_drift.runs, done.baseline_drift.df) == (2, 1)
+    table = opt.verdict_table(done)
+    assert not math.isnan(table["Tokens/s before low"].iloc[0])  # the baseline's interval, from that drift
+
+
 def test_a_finding_no_change_answers_is_proposed_with_why() -> None:
     found = [{"rule": "host-gap", "at_stake_ns": 5, "evidence": "gaps"},
              {"rule": "launch-bound", "at_stake_ns": 3, "evidence": "small kernels"}]  # fmt: skip

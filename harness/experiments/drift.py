@@ -65,38 +65,57 @@ def _group(experiment: str, config: dict[str, Any]) -> str:
 
 
 def stored_drift(
-    store: ResultsStore, keys: Iterable[tuple[Any, ...]], exclude: Iterable[str] = ()
+    store: ResultsStore,
+    keys: Iterable[tuple[Any, ...]],
+    exclude: Iterable[str] = (),
+    unstored: Iterable[tuple[RunResult, str]] = (),
 ) -> dict[str, Drift]:
     """Per phase (and STEP_SUM), the drift measured from the stored runs of the configurations `keys` name
-    (`key_of`), pooled; runs in `exclude` (those being compared) left out. Empty: none measured."""
+    (`key_of`), pooled; runs in `exclude` (those being compared) left out. `unstored`: runs in hand, each
+    with its experiment, counted as if stored (one already stored counts once). Empty: none measured."""
+    keys = list(dict.fromkeys(keys))
     left_out = set(exclude)
     runs: dict[str, str] = {}  # run id -> its group
-    for key in dict.fromkeys(keys):
+    for key in keys:
         device_name, fields = key[0], dict(zip(KEY, key[1:], strict=True))
         asked = {k: fields[k] for k in ASKED}
         for run_id, experiment, config in store.made_together(device_name=device_name, **asked):
             if run_id not in left_out and key_of(config, device_name) == key:
                 runs[run_id] = _group(experiment, config)
+    in_hand = {
+        r.run_id: (r, experiment)
+        for r, experiment in unstored
+        if r.run_id not in runs and r.run_id not in left_out and r.status == "ok"
+        and key_of(r.config.to_dict(), r.device_name) in keys
+    }  # fmt: skip
+    runs.update({i: _group(experiment, r.config.to_dict()) for i, (r, experiment) in in_hand.items()})
     if not runs:
         return {}
-    timings = store.step_timings(list(runs))
+    import pandas as pd
+
+    stored = [store.step_timings([i for i in runs if i not in in_hand])]
+    timings = pd.concat([*stored, *(timer_frame(r) for r, _ in in_hand.values())], ignore_index=True)
     return drifts(_grouped(timings, runs))
 
 
 def compared_drift(
-    store: ResultsStore, keys: Iterable[tuple[Any, ...]], compared: dict[str, str | None]
+    store: ResultsStore,
+    keys: Iterable[tuple[Any, ...]],
+    compared: dict[str, str | None],
+    unstored: Iterable[RunResult] = (),
 ) -> tuple[dict[str, Drift], bool]:
     """The drift the runs `compared` (run id -> its experiment) are judged against, and whether they are
     part of it. Measured from the other runs of their configurations (`stored_drift`, them left out), so that
     it does not follow their own difference; where that leaves none measured and they were all made in one
     experiment (two runs of one `run --repeats 3`), that experiment's own drift, as it measured it: them
-    among its runs."""
+    among its runs (those of `unstored`, compared runs in hand not stored yet, too)."""
     keys = list(keys)
     drift = stored_drift(store, keys, exclude=compared)
     whole = drift.get(STEP_SUM)
     experiments = set(compared.values())
     if (whole is None or whole.df == 0) and len(experiments) == 1 and None not in experiments:
-        together = stored_drift(store, keys)
+        (experiment,) = experiments
+        together = stored_drift(store, keys, unstored=[(r, experiment) for r in unstored])
         if (mine := together.get(STEP_SUM)) is not None and mine.df > 0:
             return together, True
     return drift, False

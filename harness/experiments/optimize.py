@@ -39,7 +39,7 @@ from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution.nsys import export_report
 from harness.experiments.changes import applied
-from harness.experiments.drift import key_of, stored_drift
+from harness.experiments.drift import compared_drift, key_of, stored_drift
 from harness.experiments.proposals import Proposal, Untrusted, untrusted_of
 from harness.profilers.base import run_baseline
 from harness.profilers.nsys import PROFILER
@@ -268,7 +268,7 @@ def optimize(
             continue
         t = Tried(p.fix, p.rule, current, change)
         out.tried.append(t)
-        _measure(t, store_run, timed, clock, say, repeats, ci_target, store)
+        _measure(t, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
         if t.verdict in (NOT_RUN, FAILED):
             continue
         if clock.fits("capture"):
@@ -288,21 +288,20 @@ def optimize(
         _baseline_only(out, config, store_run, timed, clock, say, repeats)
     if len(out.accepted) > 1 and out.interrupted is None:  # the stack against the baseline, measured alike
         check = Tried("final", "all kept", config, current)
-        _measure(check, store_run, timed, clock, say, repeats, ci_target, store)
+        _measure(check, store_run, timed, clock, say, repeats, ci_target, store, out.experiment)
         out.final_check = check
     out.final = current
     timed_base = [b for b, _ in out.tried[0].runs] if out.tried else out.baseline_runs
     if timed_base:
         key = key_of(config.to_dict(), timed_base[0].device_name)
-        ids = [r.run_id for r in timed_base]
-        out.baseline_drift = stored_drift(store, [key], exclude=ids).get(STEP_SUM)
+        out.baseline_drift = _drift(store, [key], timed_base, len(timed_base), out.experiment)
     out.seconds = clock.elapsed()
     return out
 
 
 def _measure(
     t: Tried, store_run: Callable[..., None], timed: Timed, clock: Clock, say: Callable[[str], None],
-    repeats: int, ci_target: float | None, store: ResultsStore,
+    repeats: int, ci_target: float | None, store: ResultsStore, experiment: str,
 ) -> None:  # fmt: skip
     """Rounds of the configuration before and the candidate, alternating, until `repeats` (or the CI
     target, within MAX_ROUNDS), while the budget allows two more runs; then the comparison and verdict."""
@@ -324,7 +323,7 @@ def _measure(
         bad = next((r for r in pair if r.status != "ok"), None)
         if bad is None and after is not None:
             t.runs.append((before, after))
-            _compare(t, store)
+            _compare(t, store, experiment)
         # stored after the comparison, so the candidate's run carries the verdict so far (the dashboard's)
         store_run(before, "timed", t.base.fixes, None)
         if after is not None:
@@ -341,18 +340,31 @@ def _measure(
         t.verdict = _verdict(t.per_token, ci_target)
 
 
-def _compare(t: Tried, store: ResultsStore) -> None:
+def _compare(t: Tried, store: ResultsStore, experiment: str) -> None:
     """The candidate's runs against those before it: time per token (the verdict's), step time, tokens/s,
-    with the drift measured for both configurations (these runs left out)."""
+    with the drift measured for both configurations (`_drift`)."""
     before = [b for b, _ in t.runs]
     after = [a for _, a in t.runs]
-    ids = [r.run_id for r in (*before, *after)]
     keys = [key_of(r.config.to_dict(), r.device_name) for r in (before[0], after[0])]
-    drift = stored_drift(store, keys, exclude=ids).get(STEP_SUM)
+    drift = _drift(store, keys, [*before, *after], len(t.runs), experiment)
     t.per_token = compare_runs([per_token_ns(r) for r in before], [per_token_ns(r) for r in after], drift)
     t.step = compare_runs([step_ns(r) for r in before], [step_ns(r) for r in after], drift)
     rate = [[r.tokens_per_s or math.nan for r in side] for side in (before, after)]
     t.tokens = levels(rate[0], rate[1], drift)
+
+
+def _drift(
+    store: ResultsStore, keys: list[tuple[Any, ...]], runs: list[RunResult], rounds: int, experiment: str
+) -> Drift | None:
+    """The drift `runs` (`rounds` of this optimisation's, one side or two) are judged against: measured from
+    the other runs of their configurations, them left out, as diff leaves out the runs it compares. Where
+    that leaves none measured and they are one run a side (one round), the optimisation's own drift, them
+    among its runs, stored or in hand (drift.compared_drift, as diff judges two runs of one experiment);
+    several a side bring their own spread, which the comparison pools already: they stay out."""
+    ids = [r.run_id for r in runs]
+    if rounds > 1:
+        return stored_drift(store, keys, exclude=ids).get(STEP_SUM)
+    return compared_drift(store, keys, dict.fromkeys(ids, experiment), unstored=runs)[0].get(STEP_SUM)
 
 
 def _verdict(c: Comparison | None, within: float | None = None) -> str:
