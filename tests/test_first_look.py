@@ -148,6 +148,27 @@ def test_a_filter_value_outside_the_stored_vocabulary_is_refused_naming_it(
     assert [r["run_id"] for r in json.loads(listed.stdout)] == ["tiny-old", "tiny-mid", "tiny-new"]
 
 
+def test_a_programs_runs_are_listed_by_the_precision_runs_shows_them_with(three: ResultsStore) -> None:
+    """`harness profile -- CMD` stores its run's precision as n/a, and `harness runs` lists it so, but
+    `runs --precision n/a` was refused ("'n/a' is not one of 'fp32', 'bf16', 'fp16'"): the value `runs`
+    shows lists those runs, and only them."""
+    from harness.core.records import RunResult
+    from harness.experiments.program import program_config
+
+    three.save(
+        RunResult("prog-1", program_config("prog"), "ok", device="n/a"), profiler="nsys", nsys_mode="light"
+    )
+    listed = {r["run_id"]: r["precision"] for r in json.loads(invoke("runs", "--format", "json").stdout)}
+    assert listed["prog-1"] == "n/a"  # as runs shows it
+    result = invoke("runs", "--precision", "n/a", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert [r["run_id"] for r in json.loads(result.stdout)] == ["prog-1"]
+    table = invoke("runs", "--precision", "n/a", "--wide")
+    assert table.exit_code == 0 and "prog-1" in table.stdout and "tiny-new" not in table.stdout
+    fp32 = invoke("runs", "--precision", "fp32", "--format", "json")
+    assert [r["run_id"] for r in json.loads(fp32.stdout)] == ["tiny-old", "tiny-mid", "tiny-new"]
+
+
 def test_runs_on_an_empty_database_says_no_runs_yet(tmp_db: str) -> None:
     ResultsStore(tmp_db)
     assert "no runs yet" in invoke("runs").output

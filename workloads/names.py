@@ -23,6 +23,9 @@ PROGRAM_MODE = "program"  # `harness profile -- CMD`: a program the harness does
 # every phase the harness times, in the order a step runs them
 ALL_PHASES = (FORWARD, BACKWARD, ALLREDUCE, OPTIMIZER, PREFILL, DECODE)
 PRECISIONS = ("fp32", "bf16", "fp16")
+# a workload's setting (precision, device, attention) as a run of a program (`harness profile -- CMD`) is
+# stored with it: the program has none of its own
+NOT_APPLICABLE = "n/a"
 
 
 def phases_for(mode: str, world_size: int = 1, new_tokens: int | None = None) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
-from workloads.names import PRECISIONS
+from workloads.names import NOT_APPLICABLE, PRECISIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,11 +133,17 @@ StoredDevice = StrEnum("StoredDevice", [(v, v) for v in ("cpu", "cuda", "mps")])
 DeviceOpt = Annotated[
     StoredDevice | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
 ]
-# the precisions runs are stored with: another spelling (FP32) matched no run, silently
-StoredPrecision = StrEnum("StoredPrecision", [(v, v) for v in PRECISIONS])  # type: ignore[misc]
+# the precisions runs are stored with (n/a: a program's, as `harness runs` lists it): another spelling (FP32)
+# matched no run, silently
+STORED_PRECISIONS = (*PRECISIONS, NOT_APPLICABLE)
+StoredPrecision = StrEnum("StoredPrecision", [(v, v) for v in STORED_PRECISIONS])  # type: ignore[misc]
 PrecisionOpt = Annotated[
     StoredPrecision | None,
-    typer.Option(metavar="<name>", help=f"Only this precision ({', '.join(PRECISIONS)})."),
+    typer.Option(
+        metavar="<name>",
+        help=f"Only this precision ({', '.join(PRECISIONS)}; {NOT_APPLICABLE}: a program's run, `harness "
+        "profile -- CMD`).",
+    ),
 ]
 LastOpt = Annotated[int | None, count_option("--last", 1, "Only the newest N runs.")]
 DbOpt = Annotated[

@@ -25,13 +25,12 @@ from harness.profilers import capture
 from harness.profilers.base import check_writable
 from harness.profilers.capture import report_paths, stored_after
 from harness.profilers.nsys import kept_files
+from workloads.names import NOT_APPLICABLE
 
 if TYPE_CHECKING:
     from harness.execution.nsys import ProfileResult
     from harness.profilers.capture import Report
     from harness.store.results import ResultsStore
-
-NOT_APPLICABLE = "n/a"  # RunConfig fields that describe a workload (precision, device), not a program
 
 
 @dataclass
