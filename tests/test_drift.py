@@ -384,6 +384,32 @@ def test_two_runs_of_one_run_repeats_are_diffed_against_the_drift_it_measured(tm
     assert {v.comparison.basis for v in two.verdicts or []} == {NO_DRIFT}
 
 
+def test_several_runs_a_side_of_one_experiment_are_not_counted_again_as_its_drift(tmp_path: Path) -> None:
+    """`diff A1,A2 B1,B2` of four runs of one `run --repeats 4`, with no other run of the configuration: the
+    sides' own spread is pooled by the comparison, so the experiment's drift (the same four runs) is not
+    added to it: four runs' spread counted twice made the interval narrower than they measure."""
+    from harness.core.records import RunConfig, RunResult, StepRecord
+    from harness.experiments import diff as hd
+    from harness.experiments.drift import measured
+
+    store = ResultsStore(f"sqlite:///{tmp_path}/d.sqlite")
+    config = RunConfig("char", device="cpu", warmup=0, steps=2)
+    results = []
+    for i, forward in enumerate((100_000, 104_000, 97_000, 101_000)):
+        steps = [StepRecord(s, False, {"forward": forward + s, "backward": 2 * forward, "optimizer": 50_000})
+                 for s in range(2)]  # fmt: skip
+        results.append(RunResult(f"rep-{i}", config, "ok", device="cpu", device_name="cpu", steps=steps))
+        store.save(results[-1], experiment="repeats-1")
+    found = hd.diff(
+        hd.resolve("rep-0,rep-1", lambda: store), hd.resolve("rep-2,rep-3", lambda: store), store=store
+    )
+    assert not found.drift_of_sides and found.drift == {}
+    whole = next(v for v in found.verdicts or [] if v.phase == STEP_SUM).comparison
+    sides = measured(results[:2]), measured(results[2:])  # each side's own spread, one df each
+    pooled = sides[0][STEP_SUM] + sides[1][STEP_SUM]
+    assert (whole.basis, whole.drift_runs, whole.drift_pct) == (RUNS, 4, pytest.approx(pooled.pct))
+
+
 @pytest.mark.parametrize("others", [0.8, 0.01])
 def test_run_repeats_on_a_busy_machine_warns_as_overhead_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, others: float

@@ -304,7 +304,9 @@ def diff(a: Side, b: Side, *, cache: bool = True, store: ResultsStore | None = N
             result.drift = {}
             if store is not None:
                 together = {r.id: r.experiment for r in runs}
-                result.drift, result.drift_of_sides = compared_drift(store, map(_key, runs), together)
+                result.drift, result.drift_of_sides = compared_drift(
+                    store, map(_key, runs), together, one_a_side=len(a.runs) == len(b.runs) == 1
+                )
             result.verdicts = d.phase_verdicts(steps_a, steps_b, result.drift)
             result.notes += drift_notes(result, f"`harness run {a.run.model} … --repeats 3`")
             serving = d.serving_verdicts(steps_a, steps_b, side_tokens(a), side_tokens(b), result.drift)

@@ -103,17 +103,22 @@ def compared_drift(
     keys: Iterable[tuple[Any, ...]],
     compared: dict[str, str | None],
     unstored: Iterable[RunResult] = (),
+    *,
+    one_a_side: bool,
 ) -> tuple[dict[str, Drift], bool]:
     """The drift the runs `compared` (run id -> its experiment) are judged against, and whether they are
     part of it. Measured from the other runs of their configurations (`stored_drift`, them left out), so that
-    it does not follow their own difference; where that leaves none measured and they were all made in one
-    experiment (two runs of one `run --repeats 3`), that experiment's own drift, as it measured it: them
-    among its runs (those of `unstored`, compared runs in hand not stored yet, too)."""
+    it does not follow their own difference; where that leaves none measured, they are one run a side
+    (`one_a_side`) and they were both made in one experiment (two runs of one `run --repeats 3`), that
+    experiment's own drift, as it measured it: them among its runs (those of `unstored`, compared runs in
+    hand not stored yet, too). Several runs a side bring their own spread, which the comparison pools
+    (analysis.compare.drift.compare_runs): counted again in the drift, they would narrow the interval."""
     keys = list(keys)
     drift = stored_drift(store, keys, exclude=compared)
     whole = drift.get(STEP_SUM)
     experiments = set(compared.values())
-    if (whole is None or whole.df == 0) and len(experiments) == 1 and None not in experiments:
+    alone = one_a_side and len(experiments) == 1 and None not in experiments
+    if (whole is None or whole.df == 0) and alone:
         (experiment,) = experiments
         together = stored_drift(store, keys, unstored=[(r, experiment) for r in unstored])
         if (mine := together.get(STEP_SUM)) is not None and mine.df > 0:

@@ -39,7 +39,7 @@ from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution.nsys import export_report
 from harness.experiments.changes import applied
-from harness.experiments.drift import compared_drift, key_of, stored_drift
+from harness.experiments.drift import compared_drift, key_of
 from harness.experiments.proposals import Proposal, Untrusted, untrusted_of
 from harness.profilers.base import run_baseline
 from harness.profilers.nsys import PROFILER
@@ -356,15 +356,12 @@ def _compare(t: Tried, store: ResultsStore, experiment: str) -> None:
 def _drift(
     store: ResultsStore, keys: list[tuple[Any, ...]], runs: list[RunResult], rounds: int, experiment: str
 ) -> Drift | None:
-    """The drift `runs` (`rounds` of this optimisation's, one side or two) are judged against: measured from
-    the other runs of their configurations, them left out, as diff leaves out the runs it compares. Where
-    that leaves none measured and they are one run a side (one round), the optimisation's own drift, them
-    among its runs, stored or in hand (drift.compared_drift, as diff judges two runs of one experiment);
-    several a side bring their own spread, which the comparison pools already: they stay out."""
-    ids = [r.run_id for r in runs]
-    if rounds > 1:
-        return stored_drift(store, keys, exclude=ids).get(STEP_SUM)
-    return compared_drift(store, keys, dict.fromkeys(ids, experiment), unstored=runs)[0].get(STEP_SUM)
+    """The drift `runs` (`rounds` of this optimisation's, one side or two) are judged against, as diff judges
+    the runs it compares (drift.compared_drift): measured from the other runs of their configurations; where
+    that leaves none measured and they are one round, the optimisation's own drift, them among its runs,
+    stored or in hand."""
+    compared = dict.fromkeys((r.run_id for r in runs), experiment)
+    return compared_drift(store, keys, compared, unstored=runs, one_a_side=rounds == 1)[0].get(STEP_SUM)
 
 
 def _verdict(c: Comparison | None, within: float | None = None) -> str:
