@@ -72,8 +72,6 @@ def phase_table(run: Run) -> pd.DataFrame:
 
 
 PATH_FIELDS = ("nsys report", "nsys sqlite")  # and every file.*
-# the harness's own notes, one a line (csv and json keep them newline-joined in one field)
-POWER_NOTES = NOTES_TITLE
 
 
 def run_fields(shown: dict[str, Any]) -> dict[str, Any]:
@@ -116,12 +114,12 @@ def _note_rows(df: pd.DataFrame) -> pd.DataFrame:
     """`df` (field, value) with the power notes' one row made one row per note, the field named once."""
     import pandas as pd
 
-    at = df.index[df["field"] == POWER_NOTES]
+    at = df.index[df["field"] == NOTES_TITLE]
     if not len(at) or not isinstance(notes := df.at[at[0], "value"], str):
         return df
     lines = notes.split("\n")
     rows = pd.DataFrame(
-        {"field": [POWER_NOTES] + [""] * (len(lines) - 1), "value": pd.Series(lines, dtype=object)}
+        {"field": [NOTES_TITLE] + [""] * (len(lines) - 1), "value": pd.Series(lines, dtype=object)}
     )
     return pd.concat([df.iloc[: at[0]], rows, df.iloc[at[0] + 1 :]], ignore_index=True)
 
@@ -243,7 +241,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
         "machine": _machine(run),
         "nsys report": run.nsys_rep,
         "nsys sqlite": run.nsys_sqlite,
-        POWER_NOTES: "\n".join((run.summary or {}).get("power_notes", [])) or None,
+        NOTES_TITLE: "\n".join((run.summary or {}).get("power_notes", [])) or None,
     }
     if run.mode == PROGRAM_MODE:  # a program's run measured no workload: none of its settings or figures
         info = {k: v for k, v in info.items() if k not in WORKLOAD_FIELDS and k != peak_label(run.device)}
