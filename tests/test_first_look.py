@@ -169,6 +169,22 @@ def test_a_programs_runs_are_listed_by_the_precision_runs_shows_them_with(three:
     assert [r["run_id"] for r in json.loads(fp32.stdout)] == ["tiny-old", "tiny-mid", "tiny-new"]
 
 
+def test_a_programs_runs_are_listed_by_the_device_runs_shows_them_with(three: ResultsStore) -> None:
+    """A program's run is stored and listed with device n/a, as with precision n/a: `runs --device n/a`
+    lists those runs (it was refused: "'n/a' is not one of 'cpu', 'cuda', 'mps'")."""
+    from harness.core.records import RunResult
+    from harness.experiments.program import program_config
+
+    three.save(
+        RunResult("prog-1", program_config("prog"), "ok", device="n/a"), profiler="nsys", nsys_mode="light"
+    )
+    listed = {r["run_id"]: r["device"] for r in json.loads(invoke("runs", "--format", "json").stdout)}
+    assert listed["prog-1"] == "n/a"
+    result = invoke("runs", "--device", "n/a", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert [r["run_id"] for r in json.loads(result.stdout)] == ["prog-1"]
+
+
 def test_runs_on_an_empty_database_says_no_runs_yet(tmp_db: str) -> None:
     ResultsStore(tmp_db)
     assert "no runs yet" in invoke("runs").output

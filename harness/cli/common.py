@@ -128,10 +128,17 @@ def database_not_the_output(db: str | None) -> str | None:
 
 # the filters of the commands over stored runs
 ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")]
-# the device types runs are stored with: another word (gpu) matched no run, silently
-StoredDevice = StrEnum("StoredDevice", [(v, v) for v in ("cpu", "cuda", "mps")])  # type: ignore[misc]
+# the device types runs are stored with (n/a: a program's, as `harness runs` lists it): another word (gpu)
+# matched no run, silently
+STORED_DEVICES = ("cpu", "cuda", "mps")
+StoredDevice = StrEnum("StoredDevice", [(v, v) for v in (*STORED_DEVICES, NOT_APPLICABLE)])  # type: ignore[misc]
 DeviceOpt = Annotated[
-    StoredDevice | None, typer.Option(metavar="<type>", help="Only this device type (cpu, cuda, mps).")
+    StoredDevice | None,
+    typer.Option(
+        metavar="<type>",
+        help=f"Only this device type ({', '.join(STORED_DEVICES)}; {NOT_APPLICABLE}: a program's run, "
+        "`harness profile -- CMD`).",
+    ),
 ]
 # the precisions runs are stored with (n/a: a program's, as `harness runs` lists it): another spelling (FP32)
 # matched no run, silently
