@@ -11,8 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from workloads.cache import KVCache, StaticKVCache
-
-ATTENTION_KINDS = ("math", "sdpa")
+from workloads.names import ATTENTIONS
 
 
 def causal_mask(tq: int, tk: int, device: torch.device) -> torch.Tensor:
@@ -95,8 +94,8 @@ class Attention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, layer: int, *, kind: str, bias: bool) -> None:
         super().__init__()
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"unknown attention {kind!r}; choose one of {', '.join(ATTENTION_KINDS)}")
+        if kind not in ATTENTIONS:
+            raise ValueError(f"unknown attention {kind!r}; choose one of {', '.join(ATTENTIONS)}")
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not a multiple of num_heads {num_heads}")
         self.num_heads = num_heads

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from workloads.names import MODES
+from workloads.names import ATTENTIONS, MODES
 from workloads.specs import ModelSpec
 
 FP32 = 4
@@ -152,8 +152,8 @@ def memory_breakdown(
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-    if attention not in ("math", "sdpa"):
-        raise ValueError(f"unknown attention {attention!r}; choose math or sdpa")
+    if attention not in ATTENTIONS:
+        raise ValueError(f"unknown attention {attention!r}; choose one of {', '.join(ATTENTIONS)}")
     context = spec.context_length if context is None else context
     lp = COMPUTE_BYTES[precision]
     params, tensors = param_count(spec)

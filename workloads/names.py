@@ -39,6 +39,7 @@ def phases_for(mode: str, world_size: int = 1, new_tokens: int | None = None) ->
 
 
 ATTENTIONS = ("math", "sdpa")  # the model's attention: QKᵀ, softmax, ·V as separate ops, or fused
+ATTENTION_IMPLS = (*ATTENTIONS, "compiled")  # `harness attention`'s implementations, in its order
 
 # run statuses whose timers measured every step: `degraded` is such a run whose capture failed its health
 # checks (its timings stand; numbers drawn from its capture do not)
@@ -64,6 +65,7 @@ RUN_ENERGY_FIELDS = (
     "energy_method",
 )
 
+LAYER = "layer"  # the block of a whole transformer layer (its NVTX range is layer_N)
 # Where a run's per-block times (--nvtx-detail) come from: the table of `harness blocks` names it
 BLOCK_TIMERS = (
     "timers"  # synchronised forward/backward hooks in the run's process (harness.execution.block_timers)

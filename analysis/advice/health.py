@@ -36,9 +36,8 @@ from analysis.readers.nsys import LOST
 from analysis.tables import stats_format
 from analysis.trace.frames import GPU_WORK, NAMES_OF
 from analysis.trace.trace import Trace
-from workloads.names import ALLREDUCE, GENERATE_PHASES, TRAIN_PHASES, counted
+from workloads.names import ALL_PHASES, counted
 
-PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 # nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
 # moves by 2% changes the conclusion of most comparisons the harness makes)
 OVERHEAD_WARN_PCT = 2.0
@@ -192,7 +191,7 @@ def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.Dat
     if over is None:
         over = trace.frame("overhead", ["start", "end", "global_tid"])
     ranges = trace.frame("nvtx", ["start", "end", "global_tid", "name"])
-    phase_rows = label_in(ranges["name"], PHASES)  # the names matched once each, not once per range
+    phase_rows = label_in(ranges["name"], ALL_PHASES)  # the names matched once each, not once per range
     ranges = ranges[phase_rows].assign(name=labels_of(ranges["name"], phase_rows))
     rows = []
     for phase, rs in ranges.groupby("name", sort=False):
@@ -204,7 +203,7 @@ def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.Dat
         span = int((rs["end"] - rs["start"]).sum())
         rows.append((phase, len(rs), span, inside, 100 * inside / span if span else 0.0))
     out = pd.DataFrame(rows, columns=["Phase", "Ranges", "Phase time (ns)", "Overhead (ns)", "Share (%)"])
-    order = {p: i for i, p in enumerate(PHASES)}
+    order = {p: i for i, p in enumerate(ALL_PHASES)}
     return out.sort_values("Phase", key=lambda s: s.map(order)).reset_index(drop=True)
 
 

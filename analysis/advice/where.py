@@ -22,16 +22,15 @@ from analysis.readers.global_ids import PROCESS_MASK
 from analysis.readers.kineto_build import STEP_RE
 from analysis.trace.frames import GPU_WORK
 from analysis.trace.trace import Trace
-from workloads.names import ALLREDUCE, GENERATE_PHASES, STEP, TRAIN_PHASES
+from workloads.names import ALL_PHASES, STEP
 
-PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
 RANGE_COLUMNS = ("start", "end", "pid", "tid", "phase", "step", "is_step")
 
 
 def phase_of(name: str) -> str | None:
     """The phase a range names: `forward`, or Kineto's `## forward ##`; None for other ranges."""
     plain = name.strip("# ").lower()
-    return plain if plain in PHASES else None
+    return plain if plain in ALL_PHASES else None
 
 
 def has_gpu(trace: Trace) -> bool:

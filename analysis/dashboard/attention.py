@@ -9,9 +9,7 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import MS, OOM_COLOR, TEMPLATE, hover
-from workloads.names import counted
-
-IMPL_ORDER = ("math", "sdpa", "compiled")
+from workloads.names import ATTENTION_IMPLS, counted
 
 
 def newest_sweep(cells: pd.DataFrame) -> pd.DataFrame:
@@ -49,7 +47,9 @@ def attention_figure(grid: pd.DataFrame):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    impls = [i for i in IMPL_ORDER if i in set(grid["impl"])] + sorted(set(grid["impl"]) - set(IMPL_ORDER))
+    impls = [i for i in ATTENTION_IMPLS if i in set(grid["impl"])] + sorted(
+        set(grid["impl"]) - set(ATTENTION_IMPLS)
+    )
     seq_lens = sorted(set(grid["seq_len"]))
     head_dims = sorted(set(grid["head_dim"]))
     xs, ys = [str(s) for s in seq_lens], [str(h) for h in head_dims]

@@ -38,10 +38,9 @@ from analysis.trace.multi_run import raise_errors, read_part, run_tasks
 from analysis.trace.opening import require_events
 from analysis.trace.trace import Trace
 from analysis.views.timeline import step_index
-from workloads.names import ALLREDUCE, COMM_PHASES, GENERATE_PHASES, MEASURED, STEP, TRAIN_PHASES
+from workloads.names import ALL_PHASES, ALLREDUCE, COMM_PHASES, MEASURED, STEP
 
-PHASES = (*TRAIN_PHASES, ALLREDUCE, *GENERATE_PHASES)
-PHASE_ORDER = (TRAIN_PHASES[0], TRAIN_PHASES[1], ALLREDUCE, TRAIN_PHASES[2], *GENERATE_PHASES, STEP)
+PHASE_ORDER = (*ALL_PHASES, STEP)
 PHASE_COLUMNS = ["rank", "phase", "step", "duration_ns"]
 COMM_PREFIX = "nccl"  # communication kernels: names starting with it, any case
 STRAGGLER_AT = 1.05  # compute at or above this times the median's names the straggler
@@ -62,7 +61,7 @@ def phase_rows(trace: Trace, phases: Sequence[str] | None = None, *, with_pid: b
     if not trace.has("nvtx"):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "phase" else np.int64) for c in cols})
     if phases is None:
-        phases = [*PHASES, *(p for p in step_phases(trace) if p not in PHASES)]
+        phases = [*ALL_PHASES, *(p for p in step_phases(trace) if p not in ALL_PHASES)]
     ranges = all_ranges(trace).astype({"name": object})
     ph = ranges[ranges["name"].isin(list(phases))].reset_index(drop=True)
     all_steps = ranges[ranges["name"] == STEP].reset_index(drop=True)

@@ -24,6 +24,7 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")  # nsys's reports: read through the SQ
 EXPORT_SUFFIXES = (".sqlite", ".json", ".json.gz")  # what a reader reads: an nsys export, a Kineto trace
 # said of a report where its export is wanted (after its name)
 A_REPORT = "is an nsys report, not an export: convert it with `nsys export --type sqlite`"
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
 # what to give a command in place of a file that is no trace (a memory snapshot or timeline)
 GIVE_A_TRACE = (
     "give the trace torch.profiler wrote (export_chrome_trace or tensorboard_trace_handler: .json, .json.gz) "

@@ -52,7 +52,7 @@ from isal.isal_zlib import IsalError
 
 from analysis import readers
 from analysis.errors import ExportError
-from analysis.readers import kineto_pool, valid_duration
+from analysis.readers import BOM, kineto_pool, valid_duration
 from analysis.readers.kineto_build import HINTS, build
 from analysis.readers.kineto_checks import clean_name, is_complete
 from analysis.readers.kineto_columns import text_ns
@@ -63,7 +63,6 @@ __all__ = ["FORMAT", "VERSION", "KinetoReader", "clean_name", "is_complete", "op
 VERSION = readers.KINETO_VERSION  # bump it there when what a frame holds changes: cached frames are rebuilt
 FORMAT = "kineto-json"
 NOT_EVENT = "not an event"  # the meta's `ignored` key of list elements that are not objects (kineto_columns)
-BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
              (b"\xfe\xff", "UTF-16"))  # fmt: skip
 PARALLEL_BYTES = 256 << 20  # JSON from which a trace is read by several processes (their start is ~0.3 s)

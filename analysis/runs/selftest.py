@@ -17,13 +17,12 @@ import numpy as np
 
 from analysis.errors import ExportError
 from analysis.joins.nvtx_ranges import all_ranges
-from analysis.joins.runtime import runtime_calls
+from analysis.joins.runtime import GRAPH_LAUNCHES, runtime_calls
 from analysis.readers.global_ids import pid_of
 from analysis.tables.range_kernels import kernels_in_ranges
 from analysis.trace.trace import Trace
 
 KERNEL_LAUNCH = ("cudaLaunch", "cuLaunch")  # cudaLaunchKernel(_v7000, ExC_v11060), cuLaunchKernel(Ex), …
-GRAPH_LAUNCH = ("cudaGraphLaunch", "cuGraphLaunch")
 UNNAMED = frozenset({"", "[Unknown]"})
 
 
@@ -42,7 +41,7 @@ EXPECTED = (
     Expected("a kernel", "doctor:kernel"),
     # cuBLAS's kernels: sm80_xmma_gemm_…_cublas, ampere_sgemm_…, cutlass_…gemm…, gemv2T_kernel…
     Expected("a cuBLAS matrix product", "doctor:cublas", named=r"gemm|gemv|cublas"),
-    Expected("a CUDA graph replay", "doctor:graph", launched_by=GRAPH_LAUNCH),
+    Expected("a CUDA graph replay", "doctor:graph", launched_by=GRAPH_LAUNCHES),
 )
 
 

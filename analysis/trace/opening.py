@@ -8,10 +8,9 @@ from typing import Any
 
 from analysis import readers
 from analysis.errors import ExportError
-from analysis.readers import A_REPORT, REPORT_SUFFIXES, sqlite_files
+from analysis.readers import A_REPORT, BOM, REPORT_SUFFIXES, sqlite_files
 from analysis.trace.trace import Trace
 
-BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put before JSON
 # compressions a trace or export may be kept in, not read (a trace is read gzipped, as torch writes it)
 PACKED = ((b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
 

@@ -22,9 +22,8 @@ import pandas as pd
 from analysis.joins.nvtx_credits import attribute, measured_steps
 from analysis.joins.nvtx_ranges import all_ranges
 from analysis.trace.trace import Trace
-from workloads.names import BLOCK_NVTX, BLOCK_NVTX_GPU, BLOCK_TORCH, STEP
+from workloads.names import BLOCK_NVTX, BLOCK_NVTX_GPU, BLOCK_TORCH, LAYER, STEP
 
-LAYER = "layer"
 OUTSIDE = "outside blocks"
 STEP_ROW = "step"
 GROUPS = {"attention": LAYER, "mlp": LAYER}  # group -> its parent

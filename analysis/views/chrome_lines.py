@@ -10,12 +10,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from analysis.readers import COPY_KINDS, MEMORY_KINDS, NULL
+from analysis.hta.gpu_events import memcpy_name, memset_name
+from analysis.readers import NULL
 from analysis.readers.global_ids import ID_MASK, pid_of, tid_of
 
 _US = "%d.%03d"
-COPY_NAMES = {v: k for k, v in COPY_KINDS.items()}
-MEMORY_NAMES = {v: k for k, v in MEMORY_KINDS.items()}
 
 
 def _meta(what: str, pid: int, tid: int, name: str) -> str:
@@ -75,12 +74,5 @@ def _memop_names(part: dict[str, np.ndarray], frame: str) -> list[str]:
         kinds = zip(
             part["copy_kind"].tolist(), part["src_kind"].tolist(), part["dst_kind"].tolist(), strict=True
         )
-        return [
-            json.dumps(f"Memcpy {COPY_NAMES.get(k, 'Unknown')} ({_memory(s)} -> {_memory(d)})")
-            for k, s, d in kinds
-        ]
-    return [json.dumps(f"Memset ({_memory(k)})") for k in part["mem_kind"].tolist()]
-
-
-def _memory(kind: int) -> str:
-    return MEMORY_NAMES.get(kind, "Unknown")
+        return [json.dumps(memcpy_name(k, s, d)) for k, s, d in kinds]
+    return [json.dumps(memset_name(k)) for k in part["mem_kind"].tolist()]

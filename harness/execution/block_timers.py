@@ -23,10 +23,9 @@ import workloads
 from harness.core.devices import synchronize
 from harness.core.nvtx_ranges import range_name
 from harness.core.records import BlockRecord, RunConfig
-from workloads.names import BACKWARD, BLOCK_TIMERS, DECODE, FORWARD, PREFILL
+from workloads.names import BACKWARD, BLOCK_TIMERS, DECODE, FORWARD, LAYER, PREFILL
 
 SOURCE = BLOCK_TIMERS
-LAYER = "layer"  # the block name of a whole transformer layer (its NVTX range is layer_N)
 NO_BACKWARD = frozenset({"embedding"})
 
 

@@ -32,14 +32,12 @@ from harness.core.records import AttentionCell, AttentionConfig, AttentionSweep,
 from harness.execution.checks import check_positive
 from harness.execution.timing import PhaseClock
 from harness.experiments.run_tables import figures
-from workloads.names import PRECISIONS
+from workloads.names import ATTENTION_IMPLS, PRECISIONS
 
 if TYPE_CHECKING:
     import pandas as pd
 
 from workloads import attention as kernels
-
-IMPLS = ("math", "sdpa", "compiled")
 
 MEMORY_SOURCES = {
     "cuda": "torch.cuda.max_memory_allocated over the cell, inputs included",
@@ -76,9 +74,11 @@ def new_sweep_id() -> str:
 
 def validate(config: AttentionConfig) -> None:
     """Raise UsageError for anything a user could have typed wrong, before any work starts."""
-    unknown = [i for i in config.impls if i not in IMPLS]
+    unknown = [i for i in config.impls if i not in ATTENTION_IMPLS]
     if unknown or not config.impls:
-        raise UsageError(f"unknown --impl {','.join(unknown) or '(none)'}; choose from {', '.join(IMPLS)}")
+        raise UsageError(
+            f"unknown --impl {','.join(unknown) or '(none)'}; choose from {', '.join(ATTENTION_IMPLS)}"
+        )
     if config.precision not in PRECISIONS:
         raise UsageError(f"unknown precision {config.precision!r}; choose one of {', '.join(PRECISIONS)}")
     for name, values in (("--head-dims", config.head_dims), ("--seq-lens", config.seq_lens)):

@@ -28,6 +28,7 @@ from analysis.dashboard.runs import block_runs
 from analysis.outputs import write_text
 from analysis.runs.roofline import Roofs, above_roof, mfu_table, phase_table, roofline_table
 from analysis.views.blocks import subblock_times
+from harness.core.bounds import INT64_MAX
 from harness.core.devices import device_name, resolve_device, synchronize
 from harness.core.errors import HarnessError, UsageError
 from harness.core.records import RunConfig, stored_phases
@@ -215,9 +216,6 @@ def analytic_report(
     )
     report.table = roofline_table(costs, None, report.used)
     return report
-
-
-INT64_MAX = 2**63 - 1
 
 
 def _check_counts(costs: pd.DataFrame, size: str) -> None:

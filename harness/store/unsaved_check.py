@@ -16,7 +16,7 @@ from dataclasses import MISSING, fields
 from datetime import datetime
 from typing import Any
 
-from harness.core.bounds import hidden
+from harness.core.bounds import INT64_MAX, hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.records import (
     PROGRAM_MODE,
@@ -34,7 +34,6 @@ from workloads.plants import catalogue
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
 DEVICES = (*ASKED_DEVICES, "n/a")  # asked for (config.device); n/a: a program's run
 MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.frames.MAX_TIME)
-INT64_MAX = 2**63 - 1
 ID_BYTES = 255
 
 
