@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from analysis.dashboard import Dashboard, DashboardData, Panel
+    from analysis.dashboard.load import Window
     from analysis.views.chrome_trace import Written
 
 OUT = "--out"  # the option that names the file written, in the refusals
-Window = tuple[float | None, float | None]  # seconds into the capture; None: the busiest second
 
 
 def export_dashboard(
