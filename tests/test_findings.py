@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -195,6 +197,30 @@ def test_nsys_overhead_in_phase_silent_on_cpu_train_and_fires_from_one_percent()
     assert found.at_stake_ns // 1000 == 2_685  # µs
     assert found.where == "forward 100%"
     assert table.loc["forward", "Phase time (ns)"] // 1_000_000 == 155
+
+
+def test_nsys_overhead_in_phase_at_a_zero_threshold_names_only_phases_holding_some(tmp_path: Path) -> None:
+    """`-t overhead_share=0` asks for every share of nsys's own time: a phase with none of it is no finding
+    (cpu-train's backward and optimizer hold 0 ns), and a capture with none in any phase (a CPU generate
+    run's, here cpu-train without the overhead inside its ranges) has no finding at all, where it divided by
+    the nothing at stake."""
+    zero = Thresholds(overhead_share=0.0)
+    trace = open_trace(CPU_DIR / "report.sqlite")
+    found = _rule(findings(trace, zero), "nsys-overhead-in-phase")
+    assert found.where == "forward 100%"
+    assert list(found.data) == ["forward"]
+    assert found.at_stake_ns // 1000 == 2_685
+    export = tmp_path / "none-inside.sqlite"
+    shutil.copyfile(CPU_DIR / "report.sqlite", export)
+    with sqlite3.connect(export) as con:
+        con.execute(
+            "DELETE FROM PROFILER_OVERHEAD AS o WHERE EXISTS (SELECT 1 FROM NVTX_EVENTS n"
+            ' WHERE n."end" IS NOT NULL AND n.start < o."end" AND n."end" > o.start)'
+        )
+        assert con.execute("SELECT COUNT(*) FROM PROFILER_OVERHEAD").fetchone()[0] > 0
+    con.close()
+    with open_trace(export, cache=False) as none_inside:
+        assert _rule(findings(none_inside, zero), "nsys-overhead-in-phase") is None
 
 
 def test_thresholds_from_the_command_line() -> None:
