@@ -313,6 +313,22 @@ def test_optimize_of_a_stored_run_without_findings_says_so_without_an_empty_tabl
     assert [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")] == [[]]
 
 
+def test_optimize_of_a_stored_run_offers_no_command_to_try_findings_it_has_not(tmp_db: str) -> None:
+    """A run whose capture had no finding is not sent to `harness optimize MODEL` to try "them" (there are
+    none); a run never captured is, as the command that captures it first."""
+    store = ResultsStore(tmp_db)
+    clean = Machine({}, [], {}).timed(config())
+    store.save(clean, advice={"health": {}, "findings": []})
+    said = " ".join(runner.invoke(app, ["optimize", clean.run_id, "--db", tmp_db]).stderr.split())
+    assert f"no finding in run {clean.run_id} (train): nothing to propose" in said
+    assert "tries them" not in said and "harness optimize tiny" not in said
+    bare = Machine({}, [], {}).timed(config())
+    store.save(bare)
+    said = " ".join(runner.invoke(app, ["optimize", bare.run_id, "--db", tmp_db]).stderr.split())
+    assert "tries them" not in said
+    assert f"run {bare.run_id} is the harness's own: `harness optimize tiny --device cpu` captures it" in said
+
+
 @pytest.mark.slow
 def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
     """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU

@@ -198,7 +198,12 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             again = run_command(
                 RunConfig(**stored), run.device, command="optimize", defaults=Short(), leave=OWN_CHOICE
             )
-            notes.append(f"run {run.id} is the harness's own: `{again}` tries them")
+            if found:
+                notes.append(f"run {run.id} is the harness's own: `{again}` tries them")
+            elif run.advice is None:  # never captured: optimize captures it first, and tries what it finds
+                notes.append(
+                    f"run {run.id} is the harness's own: `{again}` captures it and tries what it finds"
+                )
     if not found:
         notes.append(f"no finding in {source}: nothing to propose")
         if format is Format.table:  # for people the lines alone: an empty table says nothing more
