@@ -118,6 +118,24 @@ def test_the_default_pair_is_of_one_shape_and_a_pair_that_is_not_says_so() -> No
     )
 
 
+def test_generate_runs_of_other_lengths_are_not_the_default_pair_and_say_so_when_named() -> None:
+    """Decoding 16 tokens or 2 is another amount of work: the default pair is the newest run's length, and a
+    pair named across lengths is warned of (it said A and B differed only in their profiler)."""
+    runs = RUNS.iloc[:3].assign(
+        mode="generate", batch_size=2, context_length=64, world_size=None, attention="sdpa",
+        new_tokens=[16, 2, 16], profiler=["none", "none", "nsys"], nsys_mode=[None, None, "light"],
+        prefill_mean_ns=1e6, decode_mean_ns=[8e6, 1e6, 9e6],
+    )  # fmt: skip
+    runs["model"] = "tiny"
+    runs["run_id"] = ["gen-16", "gen-2", "gen-16-nsys"]
+    assert pick_pair(runs) == ("gen-16", "gen-16-nsys")  # not gen-2, the newer of the two without nsys
+    panel = compare_panel(DashboardData(runs=runs, compare=("gen-2", "gen-16")))
+    assert panel.notes[0] == (
+        "Warning: A and B are not the same configuration (new tokens 2 vs 16): the difference holds that as "
+        "well as any real change."
+    )
+
+
 def test_phase_diff_of_runs_across_ranks_holds_their_all_reduce() -> None:
     steps = pd.DataFrame(
         {

@@ -96,6 +96,27 @@ def test_overhead_falls_back_to_separate_runs_of_one_config(data: DashboardData)
     assert list(fig.data[0].y[:1]) == pytest.approx([1.1])  # the sweep run's forward mean (1.0, 1.2 ms)
 
 
+def test_separate_generate_runs_of_other_lengths_are_not_one_configuration() -> None:
+    """A generate run decoding 16 tokens without a profiler and one decoding 2 under nsys time different
+    work: their difference is no overhead (the panel called them "separate runs of the same configuration");
+    runs of one length are, unless their attention differs."""
+    base = {"model": "tiny", "mode": "generate", "device": "cpu", "precision": "fp32", "compile": False,
+            "batch_size": 2, "context_length": 64, "attention": "sdpa", "status": "ok",
+            "experiment": None}  # fmt: skip
+    runs = pd.DataFrame(
+        [
+            {**base, "run_id": "gen-16", "profiler": "none", "new_tokens": 16},
+            {**base, "run_id": "gen-2-nsys", "profiler": "nsys", "new_tokens": 2},
+        ]
+    )
+    assert overhead_runs(runs)[0].empty
+    same = pd.concat([runs, runs.iloc[[0]].assign(run_id="gen-2", new_tokens=2)], ignore_index=True)
+    chosen, source = overhead_runs(same)
+    assert list(chosen["run_id"]) == ["gen-2-nsys", "gen-2"] and "not alternated" in source
+    math = same.assign(attention=["sdpa", "sdpa", "math"])
+    assert overhead_runs(math)[0].empty
+
+
 def test_overhead_missing_without_profiled_runs(data: DashboardData) -> None:
     runs = data.runs[data.runs["profiler"] == "none"]
     panel = overhead_panel(DashboardData(runs=runs, steps=data.steps))

@@ -22,8 +22,8 @@ from workloads.names import MEASURED_STATUSES, PROGRAM_MODE
 
 TOP_DIFFS = 15
 # what else sets a run's phase times (a run's columns, and how a difference is said)
-SHAPE = {"batch_size": "batch size", "context_length": "context length", "world_size": "ranks",
-         "attention": "attention"}  # fmt: skip
+SHAPE = {"batch_size": "batch size", "context_length": "context length", "new_tokens": "new tokens",
+         "world_size": "ranks", "attention": "attention"}  # fmt: skip
 SETTING = {"model": "model", "mode": "mode", "device": "device", "precision": "precision",
            "compile": "compile"}  # fmt: skip
 # the same shape and profiler first: a run under nsys is slower by its overhead, a larger batch by its work,

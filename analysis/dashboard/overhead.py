@@ -24,7 +24,8 @@ from analysis.dashboard.runs import profiler_label, programs_only, with_labels
 from analysis.dashboard.style import MS, TEMPLATE, grouped_bars, hover, ns_ms, ordered_phases, phase_color
 from workloads.names import MEASURED_STATUSES, counted
 
-SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length"]
+SAME_CONFIG = ["model", "mode", "device", "precision", "compile", "batch_size", "context_length",
+               "new_tokens", "attention"]  # fmt: skip
 PATTERNS = ("", "/", "x", ".")
 
 
