@@ -329,6 +329,22 @@ def test_optimize_of_a_stored_run_offers_no_command_to_try_findings_it_has_not(t
     assert f"run {bare.run_id} is the harness's own: `harness optimize tiny --device cpu` captures it" in said
 
 
+def test_a_misspelt_model_with_run_options_is_said_unknown(tmp_db: str) -> None:
+    """`optimize tinyy --device cpu` named only the options as what was wrong (as if tinyy were an export
+    or a stored run); it is neither, nor a model: said as without the options, models named."""
+    store = ResultsStore(tmp_db)
+    stored = Machine({}, [], {}).timed(config())
+    store.save(stored, advice={"health": {}, "findings": []})
+    r = runner.invoke(app, ["optimize", "tinyy", "--device", "cpu", "--steps", "2", "--db", tmp_db])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    said = " ".join(r.stderr.split())
+    assert said.startswith("error: no run with id 'tinyy'")
+    assert "(and it is not one of the models: tiny, small," in said and "--device" not in said
+    r = runner.invoke(app, ["optimize", stored.run_id, "--device", "cpu", "--db", tmp_db])
+    assert r.exit_code == 2
+    assert "error: --device: of an export or a stored run the findings are read" in " ".join(r.stderr.split())
+
+
 @pytest.mark.slow
 def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
     """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU

@@ -122,6 +122,8 @@ def optimize_cmd(
                 "--nsys-path": nsys_path is not None}  # fmt: skip
         given = [flag(name) for name in asked(workload, Short())] + [k for k, on in runs.items() if on]
         if given:
+            if not names_a_file(target):  # a misspelt model with its run options: say the name is unknown
+                _stored_run(target, db)
             raise UsageError(
                 f"{', '.join(given)}: of an export or a stored run the findings are read, nothing is run "
                 "(run options go with a MODEL)"
@@ -165,6 +167,17 @@ def optimize_cmd(
         raise typer.Exit(signals.exit_code(done.interrupted))
 
 
+def _stored_run(target: str, db: str | None) -> results_db.Run:
+    """The stored run `target` names; a name that is none, as a misspelt model reads, names the models too."""
+    try:
+        return results_db.ResultsStore(db, readonly=True).get(target)
+    except HarnessError as e:
+        models = ", ".join(MODEL_NAMES)
+        raise HarnessError(
+            f"{e} (and it is not one of the models: {models})", exit_code=e.exit_code
+        ) from None
+
+
 def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: bool = False) -> None:
     """An export's or a stored run's findings, with the changes for them, none applied."""
     path = Path(target)
@@ -180,13 +193,7 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
         found, notes = opt.export_findings(path)
         source = str(path)
     else:
-        try:
-            run = results_db.ResultsStore(db, readonly=True).get(target)
-        except HarnessError as e:  # a misspelt model reads as a run reference: name the models too
-            models = ", ".join(MODEL_NAMES)
-            raise HarnessError(
-                f"{e} (and it is not one of the models: {models})", exit_code=e.exit_code
-            ) from None
+        run = _stored_run(target, db)
         found, notes = prop.stored_findings(run.advice, run.id), []
         source = f"run {run.id} ({run.mode})"
         if run.advice is None:
