@@ -149,3 +149,53 @@ def test_the_instruments_line_says_one_gap_and_one_range_in_the_singular() -> No
     assert two.line() == (
         "harness instruments: 2 gaps between its steps, 0.542 ms; 7 NVTX ranges; left out of every finding"
     )
+
+
+def test_a_stored_runs_torch_trace_leaves_the_harnesss_time_between_steps_out(tmp_path: Path) -> None:
+    """`run --profiler torch` on the CPU: its trace holds the harness's steps (record_function `step`, with
+    generate's phases and tokens) but no `measured` range and no synchronisation, so nothing in it said the
+    0.734 ms between its two steps (the step's timers, the profiler's step hook) was the harness's, and
+    `advise RUN -t data_loading_share=0` sent the user to find it as a host-gap. Stored with the run's
+    timers it is the harness's; the same trace read as a file of unknown origin keeps its gap a finding."""
+    from kineto_data import write_trace
+
+    from analysis.advice.base import RunRecord
+    from analysis.advice.findings import Thresholds
+
+    def span(name: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 13847, "tid": 13847, "ts": ts,
+                "dur": dur}  # fmt: skip
+
+    events = []
+    # the first event of each step is its ProfilerStep#N; the times are a real trace's, in µs
+    for n, (step, prefill, decode, tokens) in enumerate(
+        [
+            (
+                (81898.833, 886487.574),
+                (81943.467, 505719.689),
+                (587751.28, 380588.901),
+                [(587835.427, 140751.844), (728643.997, 169381.847), (898089.783, 70199.874)],
+            ),
+            (
+                (969120.248, 676471.735),
+                (969159.23, 440182.695),
+                (1409415.863, 236142.046),
+                [(1409491.374, 102223.264), (1511774.64, 75631.758), (1587470.929, 58049.3)],
+            ),
+        ],
+        start=1,
+    ):
+        events.append(span(f"ProfilerStep#{n}", step[0] - 600, step[1] + 650))
+        events += [span("step", *step), span("prefill", *prefill), span("decode", *decode)]
+        events += [span("token", *t) for t in tokens]
+    trace_file = write_trace(tmp_path / "tiny.pt.trace.json", events)
+    anything = Thresholds(data_loading_share=0.0)
+    with open_trace(trace_file, cache=False) as trace:
+        stored = advice(trace, anything, RunRecord(steps=3, measured_steps=2))
+        alone = advice(trace, anything)
+    assert [f.rule for f in stored.findings] == []
+    assert stored.instruments.line() == (
+        "harness instruments: 1 gap between its steps, 0.734 ms; 12 NVTX ranges; left out of every finding"
+    )
+    assert [f.rule for f in alone.findings] == ["host-gap"]
+    assert alone.findings[0].at_stake_ns == 733_841

@@ -228,7 +228,7 @@ class Seen:
 
     @cached_property
     def instruments(self) -> Instruments:
-        return instruments(self.trace)
+        return instruments(self.trace, timed=bool(self.run and self.run.steps))
 
     @cached_property
     def gpu(self) -> tuple[np.ndarray, np.ndarray]:

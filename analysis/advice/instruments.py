@@ -17,7 +17,8 @@ That idle is the harness's, and left out of the GPU-idle findings; the rest of s
 slowness to launch, the user's.
 
 Between two of its steps the harness records the step just done (its timers, the per-step log line, a
-profiler's step hook): on a process the harness ran (its `measured` range, or a phase clock), the time
+profiler's step hook): on a process the harness ran (its `measured` range, a phase clock, or any process
+with steps of a capture stored with the run's timers), the time
 between consecutive `step` ranges is the harness's, not a user's gap. Threads the harness starts beside the
 run (the power sampler, `harness-power`) are the harness's too. NVTX ranges and in-process timers add no
 call a finding counts; they are counted here, not left out of anything.
@@ -124,12 +125,17 @@ def _empty(*columns: str) -> pd.DataFrame:
     return pd.DataFrame({c: np.empty(0, np.int64) for c in columns})
 
 
-def instruments(trace: Trace) -> Instruments:
-    """The harness's instruments in `trace` (module docstring)."""
+def instruments(trace: Trace, timed: bool = False) -> Instruments:
+    """The harness's instruments in `trace` (module docstring). `timed`: the capture is of a run the harness
+    timed (its record holds the run's steps), so every process with step ranges is the harness's, where
+    nothing in the capture says so (torch.profiler's trace of a CPU run: no `measured` range, no
+    synchronisation)."""
     rs = ranges(trace)
     measured = named_ranges(trace, MEASURED)
     syncs = _clock_syncs(trace, rs)
     pids = set(measured["pid"].tolist()) | set(syncs["pid"].tolist())
+    if timed:
+        pids |= set(steps_of(rs)["pid"].tolist())
     threads = {}
     if trace.has("threads"):
         names = trace.frame("threads", ["global_tid", "name"])
