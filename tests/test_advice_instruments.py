@@ -199,3 +199,22 @@ def test_a_stored_runs_torch_trace_leaves_the_harnesss_time_between_steps_out(tm
     )
     assert [f.rule for f in alone.findings] == ["host-gap"]
     assert alone.findings[0].at_stake_ns == 733_841
+
+
+def test_a_host_gap_of_one_gap_says_it_in_the_singular(tmp_path: Path) -> None:
+    """Two steps have one gap between them: `1 gap between steps takes`, not `1 gaps … take`."""
+    from kineto_data import write_trace
+
+    from analysis.advice.findings import Thresholds
+
+    steps = [(0.0, 1000.0), (1500.0, 1000.0)]  # µs: a 0.5 ms gap between two 1 ms steps
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+        for ts, dur in steps
+    ]
+    with open_trace(write_trace(tmp_path / "two.pt.trace.json", events), cache=False) as trace:
+        (gap,) = advice(trace, Thresholds(data_loading_share=0.0)).findings
+    assert gap.rule == "host-gap"
+    assert gap.evidence.startswith(
+        "1 gap between steps takes 0.500 ms (no GPU work in the capture) (the 2 steps take 2.000 ms)"
+    )

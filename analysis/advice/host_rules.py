@@ -13,7 +13,7 @@ from analysis.advice.base import LOADER_RANGES, LOADER_THREADS, Finding, Seen
 from analysis.advice.health import overhead_in_phases
 from analysis.advice.where import idle_within, inside, ms, named_ranges
 from analysis.intervals import clipped_sums
-from workloads.names import FORWARD, OPTIMIZER
+from workloads.names import FORWARD, OPTIMIZER, counted
 
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 ITEM_OPS = ("aten::_local_scalar_dense",)  # a tensor read on the host: .item(), float(t), bool(t), print
@@ -188,11 +188,13 @@ def _data_loader(
     if len(loads):
         names = sorted(set(loads["name"]))
         parts.append(
-            f"{len(loads):,} loader ranges ({', '.join(names)}), {ms(idle[: len(loads)].sum())} {idling}"
+            f"{counted(len(loads), 'loader range')} ({', '.join(names)}), "
+            f"{ms(idle[: len(loads)].sum())} {idling}"
         )
     if len(gaps):
         parts.append(
-            f"{len(gaps):,} gaps between steps with DataLoader workers alive, {ms(idle[len(loads) :].sum())}"
+            f"{counted(len(gaps), 'gap')} between steps with DataLoader workers alive, "
+            f"{ms(idle[len(loads) :].sum())}"
         )
     host = seen.os_calls
     if len(host) and len(loads):
@@ -233,13 +235,15 @@ def _host_gap(seen: Seen, gaps: pd.DataFrame, idle: np.ndarray) -> list[Finding]
     cuda = seen.calls
     cuda = cuda[inside(gaps, cuda["start"].to_numpy(), cuda["pid"].to_numpy())] if len(cuda) else cuda
     os_named, cuda_named = _named(host), _named(cuda)
+    s = "s" if len(gaps) == 1 else ""  # the verb agrees with the count: `1 gap … takes`, `2 gaps … take`
     left = (
-        f"leave the GPU idle {ms(stake)}"
+        f"leave{s} the GPU idle {ms(stake)}"
         if seen.has_gpu
-        else f"take {ms(stake)} (no GPU work in the capture)"
+        else f"take{s} {ms(stake)} (no GPU work in the capture)"
     )
     evidence = (
-        f"{len(gaps):,} gaps between steps {left} (the {len(seen.steps)} steps take "
+        f"{counted(len(gaps), 'gap')} between steps {left} (the {counted(len(seen.steps), 'step')} "
+        f"take{'s' if len(seen.steps) == 1 else ''} "
         f"{ms(seen.step_time)}); no data loader seen (no loader range, no DataLoader worker)"
     )
     if os_named or cuda_named:
