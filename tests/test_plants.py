@@ -265,6 +265,38 @@ def test_the_program_refuses_a_gpu_cause_on_the_cpu(capsys: pytest.CaptureFixtur
     assert "fp32-matmul is a GPU cause" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--steps", "0"], "argument --steps: must be 1 or more, got 0"),
+        (["--warmup", "-1"], "argument --warmup: must be 0 or more, got -1"),
+        (["--batch-size", "0"], "argument --batch-size: must be 1 or more, got 0"),
+        (["--loader-workers", "-1"], "argument --loader-workers: must be 0 or more, got -1"),
+        (["--loss-every", "0"], "argument --loss-every: must be 1 or more, got 0"),
+        (["--steps", "two"], "argument --steps: takes a whole number, not 'two'"),
+    ],
+)
+def test_the_program_refuses_counts_that_time_nothing_in_one_line(
+    capsys: pytest.CaptureFixture, args: list[str], said: str
+) -> None:
+    """--steps 0 printed `0 steps, 86531290.1 ms a step` (the clock never started: the machine's uptime),
+    --warmup -1 the same for one step, --batch-size 0 a DataLoader traceback; --loader-workers -1 and
+    --loss-every 0 ran as if given something else. Each is argparse's usage and one error line, exit 2."""
+    with pytest.raises(SystemExit) as stopped:
+        program.main(["slow-loader", "--model", "char", "--device", "cpu", *args])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == f"python -m workloads.plants: error: {said}"
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without CUDA")
+def test_the_program_refuses_cuda_where_there_is_none(capsys: pytest.CaptureFixture) -> None:
+    """It ended in torch's `AssertionError: Torch not compiled with CUDA enabled` traceback."""
+    assert program.main(["clean", "--model", "char", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err.startswith("--device cuda: this torch (")
+
+
 def test_the_program_runs_under_plain_python() -> None:
     """Its own process, nothing of the harness imported."""
     code = textwrap.dedent("""

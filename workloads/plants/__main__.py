@@ -59,6 +59,22 @@ def first_words(doc: str | None) -> str:
     return text[: min((i for i in (text.find(":"), text.find(". ")) if i >= 0), default=len(text))]
 
 
+def at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of `least` or more (a step count of 0 timed nothing, and a warm-up
+    of -1 never started the clock: the step time printed was the machine's uptime)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be {least} or more, got {value}")
+        return value
+
+    return parse
+
+
 def arguments(argv: list[str] | None) -> argparse.Namespace:
     causes = "\n".join(f"  {name}: {first_words(cls.__doc__)}" for name, cls in PLANTS.items())
     parser = argparse.ArgumentParser(
@@ -72,15 +88,15 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
                         help="auto: bf16 autocast on CUDA, fp32 on the CPU")  # fmt: skip
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3, help="steps before the timed ones")
+    parser.add_argument("--batch-size", type=at_least(1), default=4)
+    parser.add_argument("--steps", type=at_least(1), default=10)
+    parser.add_argument("--warmup", type=at_least(0), default=3, help="steps before the timed ones")
     parser.add_argument("--seed", type=int, default=0)
     knobs = parser.add_argument_group("knobs (the fixes a user would make; the cause's own by default)")
     knobs.add_argument("--optimizer", choices=OPTIMIZERS, help="AdamW's implementation")
-    knobs.add_argument("--loader-workers", type=int, help="the slow loader's DataLoader workers")
+    knobs.add_argument("--loader-workers", type=at_least(0), help="the slow loader's DataLoader workers")
     knobs.add_argument("--pin-memory", action="store_true", default=None, help="pinned, non_blocking copies")
-    knobs.add_argument("--loss-every", type=int, help="host-sync: read the loss every N steps")
+    knobs.add_argument("--loss-every", type=at_least(1), help="host-sync: read the loss every N steps")
     knobs.add_argument("--dynamic-shapes", action="store_true", default=None,
                        help="recompile: the loss compiled for dynamic shapes")  # fmt: skip
     return parser.parse_args(argv)
@@ -95,6 +111,9 @@ def knobs_of(args: argparse.Namespace) -> Knobs:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"--device cuda: this torch ({torch.__version__}) sees no CUDA device", file=sys.stderr)
+        return 2
     device = torch.device(
         ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     )
