@@ -56,6 +56,11 @@ CASES = [
      "error: --fix compile changes nothing here: --plant launch-bound does not set --compile and this run "
      "leaves it off; give --compile too, or leave --fix compile out", 2,
      [*RUN, "--plant", "launch-bound", "--fix", "larger-batch"]),  # the plant's batch 1 lifted
+    # the plant's own value given with its fix: stored as fixed, its step the plant's as it is
+    ([*RUN, "--plant", "launch-bound", "--fix", "larger-batch", "-b", "1"],
+     "error: --fix larger-batch changes nothing here: --plant launch-bound sets --batch-size 1 and this run "
+     "gives it 1 too; give --batch-size another value, or leave --fix larger-batch out", 2,
+     [*RUN, "--plant", "launch-bound", "--fix", "larger-batch", "-b", "2"]),
     ([*RUN, "--plant", "host-sync", "--fix", "drop-item", "--loss-every", "1"],
      "error: --fix drop-item changes nothing here: --plant host-sync does not set --loss-every and this run "
      "leaves it at 1; give --loss-every too, or leave --fix drop-item out", 2,

@@ -220,14 +220,22 @@ def flag(name: str) -> str:
 
 
 def _check_fix_changes(config: RunConfig, fix: str) -> None:
-    """UsageError for a --fix whose knobs the plant does not set and the run leaves at their defaults: the
-    run would be stored as fixed while its step is the plant's as it is."""
+    """UsageError for a --fix whose knobs the plant does not set and the run leaves at their defaults, or
+    that the run gives the plant's own values: the run would be stored as fixed while its step is the
+    plant's as it is."""
     planted = catalogue.settings(config.plant)
     knobs = catalogue.FIXES[fix].fields if fix in catalogue.FIXES else ()
     defaults = {f.name: f.default for f in fields(RunConfig)}
-    if not knobs or any(k in planted or getattr(config, k) != defaults.get(k) for k in knobs):
+    if not knobs or any(getattr(config, k) != planted.get(k, defaults.get(k)) for k in knobs):
         return
     said = " and ".join(flag(k) for k in knobs)
+    if any(k in planted for k in knobs):
+        sets = " and ".join(f"{flag(k)} {planted[k]}" for k in knobs if k in planted)
+        same = " and ".join(str(getattr(config, k)) for k in knobs)
+        raise UsageError(
+            f"--fix {fix} changes nothing here: --plant {config.plant} sets {sets} and this run gives it "
+            f"{same} too; give {said} another value, or leave --fix {fix} out"
+        )
     left = " and ".join("off" if getattr(config, k) is False else f"at {getattr(config, k)}" for k in knobs)
     raise UsageError(
         f"--fix {fix} changes nothing here: --plant {config.plant} does not set {said} and this run "
