@@ -295,3 +295,28 @@ def test_phase_bars_of_programs_only_do_not_say_the_database_is_empty() -> None:
     missing = phase_bars_panel(DashboardData(runs=runs)).missing
     assert missing.startswith("no timed runs: runs of `profile -- CMD` time no phase")
     assert "no runs in the results database" not in missing
+
+
+def test_a_run_stopped_by_its_user_does_not_hide_its_configurations_finished_runs(tmp_path) -> None:
+    """tiny generate fp32 measured (ok), then run again and stopped with SIGTERM after one step: the prefill
+    / decode panel drew the configuration as `INTERRUPTED` under "OOM / failed (no time)", the finished run
+    out of sight. A finished run is the configuration's; one stopped short stands only where it is all
+    there is."""
+    from dashboard_data import MODELS, result
+
+    from harness.core.records import StepRecord
+
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    for run_id, status, decode_ns in (
+        ("tiny-done", "ok", 30_000_000),
+        ("tiny-stopped", "interrupted", 90_000_000),
+    ):
+        gen = result(run_id, "tiny", "fp32", [(1, 1, 1)])
+        gen.status, gen.config.mode, gen.config.new_tokens, gen.model = status, "generate", 2, MODELS["tiny"]
+        gen.steps = [StepRecord(0, False, {"prefill": 4_000_000, "decode": decode_ns}, tokens=[decode_ns])]
+        store.save(gen)
+    means = phase_means(store.runs(), modes=("generate",))
+    assert means.set_index("phase")["run_id"].to_dict() == {"prefill": "tiny-done", "decode": "tiny-done"}
+    assert means.set_index("phase").loc["decode", "mean_ns"] == 30_000_000
+    alone = phase_means(store.runs().iloc[[1]], modes=("generate",))
+    assert list(alone["status"]) == ["interrupted"]

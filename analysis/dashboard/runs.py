@@ -80,21 +80,24 @@ def setting_order(settings: pd.Series) -> list[str]:
 
 
 def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
-    """The newest run of each configuration, preferring runs without a profiler (their times are clean)."""
+    """The newest run of each configuration, preferring runs that were not stopped by their user (one
+    interrupted is no result of the configuration, as one out of memory is), then runs without a profiler
+    (their times are clean)."""
     if runs.empty:
         return runs
     keys = [*(k for k in CONFIG_KEYS if k in runs), "_graphs"]
     ranked = runs.assign(
+        _finished=(runs.get("status", "ok") != "interrupted").astype(int),
         _clean=(runs.get("profiler", "none") == "none").astype(int),
         _order=range(len(runs)),
         _graphs=graph_decode(runs),
     )
-    ranked = ranked.sort_values(["_clean", "_order"])
+    ranked = ranked.sort_values(["_finished", "_clean", "_order"])
     return (
         ranked.groupby(keys, sort=False, dropna=False)
         .tail(1)
         .sort_values("_order")
-        .drop(columns=["_clean", "_order", "_graphs"])
+        .drop(columns=["_finished", "_clean", "_order", "_graphs"])
     )
 
 
