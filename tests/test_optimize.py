@@ -345,6 +345,33 @@ def test_a_misspelt_model_with_run_options_is_said_unknown(tmp_db: str) -> None:
     assert "error: --device: of an export or a stored run the findings are read" in " ".join(r.stderr.split())
 
 
+def test_optimize_of_a_harness_run_says_which_changes_apply_to_it(tmp_db: str) -> None:
+    """A stored generate run of the harness's own on the CPU: each change said it was not applied because
+    "the harness does not run this program (apply it in its code)", beside the note that the harness runs
+    it. Each now says whether it applies to the run's configuration, as optimize MODEL would judge it."""
+    store = ResultsStore(tmp_db)
+    gen = Machine({}, [], {}).timed(RunConfig(model="tiny", device="cpu", mode="generate", new_tokens=4,
+                                              warmup=1, steps=2))  # fmt: skip
+    found = [
+        {"rule": rule, "at_stake_ns": 7_000_000, "evidence": "seen"} for rule in ("host-sync", "launch-bound")
+    ]
+    store.save(gen, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", gen.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    applies = {row["Change"]: row["Applies"] for row in rows}
+    assert applies == {
+        "drop-item": "no: proposed, not applied: the step reads no loss on the host",
+        "larger-batch": "no: proposed, not applied: the `harness optimize` line below tries it",
+        "compile": "no: proposed, not applied: not tried on the CPU: compiling the step takes longer than "
+        "the runs it is measured by",
+        "cuda-graphs": "no: proposed, not applied: CUDA graphs need a CUDA device",
+    }
+    assert "`harness optimize tiny --mode generate --device cpu --new-tokens 4` tries them" in " ".join(
+        r.stderr.split()
+    )
+
+
 @pytest.mark.slow
 def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
     """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU

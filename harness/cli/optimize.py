@@ -191,10 +191,12 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
                 "--db: of an export the findings are read from it, nothing is stored: leave --db out"
             )
         found, notes = opt.export_findings(path)
+        proposals = prop.proposed(found)
         source = str(path)
     else:
         run = _stored_run(target, db)
         found, notes = prop.stored_findings(run.advice, run.id), []
+        proposals = prop.proposed(found)
         source = f"run {run.id} ({run.mode})"
         if run.advice is None:
             notes.append(f"run {run.id} has no findings stored: profile it (`run --nsys`, `profile -- CMD`)")
@@ -205,6 +207,7 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             again = run_command(
                 RunConfig(**stored), run.device, command="optimize", defaults=Short(), leave=OWN_CHOICE
             )
+            proposals = prop.proposed_for_run(found, RunConfig(**stored), run.device)
             if found:
                 notes.append(f"run {run.id} is the harness's own: `{again}` tries them")
             elif run.advice is None:  # never captured: optimize captures it first, and tries what it finds
@@ -217,7 +220,7 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             for line in notes:
                 note(line)
             return
-    emit_many([(f"proposals for {source} (not applied)", prop.proposal_table(prop.proposed(found)))], format,
+    emit_many([(f"proposals for {source} (not applied)", prop.proposal_table(proposals))], format,
               notes=notes, wide=wide)  # fmt: skip
 
 

@@ -66,6 +66,22 @@ def proposed(found: list[dict[str, Any]], why: str = NOT_APPLIED) -> list[Propos
     return out
 
 
+def proposed_for_run(found: list[dict[str, Any]], config: RunConfig, device: str) -> list[Proposal]:
+    """A stored run of the harness's own: each finding with its fixes, none applied, each saying whether it
+    applies to the run's configuration (the harness runs it: `harness optimize MODEL` tries those that do)."""
+    from harness.experiments.changes import applied
+
+    out = []
+    for p in proposed(found):
+        if p.fix is not None:
+            change = applied(p.fix, config, device)
+            p.why = "proposed, not applied: " + (
+                change if isinstance(change, str) else "the `harness optimize` line below tries it"
+            )
+        out.append(p)
+    return out
+
+
 def _finding(f: dict[str, Any]) -> tuple[str, int, str]:
     return str(f.get("rule", "")), int(f.get("at_stake_ns") or 0), str(f.get("evidence", ""))
 
