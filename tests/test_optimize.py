@@ -372,6 +372,29 @@ def test_optimize_of_a_harness_run_says_which_changes_apply_to_it(tmp_db: str) -
     )
 
 
+def test_optimize_of_a_torch_profiler_run_judges_its_trace_as_advise_does(
+    tmp_db: str, tmp_path: Path
+) -> None:
+    """A run under --profiler torch is stored without findings (its trace is judged when read): optimize
+    RUN said it had none stored, "profile it", and proposed nothing, while `advise RUN` listed the trace's
+    findings. It proposes for those findings."""
+    from kineto_data import trace_path
+
+    trace = tmp_path / "alexnet.pt.trace.json.gz"
+    trace.write_bytes(trace_path("alexnet").read_bytes())
+    store = ResultsStore(tmp_db)
+    result = Machine({}, [], {}).timed(config())
+    store.save(result, profiler="torch", artifacts={"trace": str(trace)})
+    advised = runner.invoke(app, ["advise", result.run_id, "--db", tmp_db, "--format", "json"])
+    assert advised.exit_code == 0, advised.output
+    rules = [row["Rule"] for row in next(iter(json.loads(advised.stdout).values()))]
+    r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
+    assert list(dict.fromkeys(row["Finding"] for row in rows)) == rules
+    assert "fp32-gemm" in rules and "no findings stored" not in r.stderr
+
+
 @pytest.mark.slow
 def test_a_change_is_measured_in_real_alternating_runs(tmp_db: str) -> None:
     """The slow loader and its workers, each run a fresh process; the capture's finding is given (the CPU

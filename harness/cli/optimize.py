@@ -41,6 +41,7 @@ from harness.core.errors import HarnessError, UsageError
 from harness.core.records import RunConfig, names_a_file
 from harness.core.signals import sigterm_raises
 from harness.execution.checks import check_effect, checked, flag
+from harness.experiments import advice as run_advice
 from harness.experiments import optimize as opt
 from harness.experiments import proposals as prop
 from harness.profilers.nsys import NsysOptions, cuda_check_for
@@ -123,7 +124,7 @@ def optimize_cmd(
         given = [flag(name) for name in asked(workload, Short())] + [k for k, on in runs.items() if on]
         if given:
             if not names_a_file(target):  # a misspelt model with its run options: say the name is unknown
-                _stored_run(target, db)
+                _stored_run(target, results_db.ResultsStore(db, readonly=True))
             raise UsageError(
                 f"{', '.join(given)}: of an export or a stored run the findings are read, nothing is run "
                 "(run options go with a MODEL)"
@@ -167,10 +168,10 @@ def optimize_cmd(
         raise typer.Exit(signals.exit_code(done.interrupted))
 
 
-def _stored_run(target: str, db: str | None) -> results_db.Run:
+def _stored_run(target: str, store: results_db.ResultsStore) -> results_db.Run:
     """The stored run `target` names; a name that is none, as a misspelt model reads, names the models too."""
     try:
-        return results_db.ResultsStore(db, readonly=True).get(target)
+        return store.get(target)
     except HarnessError as e:
         models = ", ".join(MODEL_NAMES)
         raise HarnessError(
@@ -194,11 +195,13 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
         proposals = prop.proposed(found)
         source = str(path)
     else:
-        run = _stored_run(target, db)
-        found, notes = prop.stored_findings(run.advice, run.id), []
+        store = results_db.ResultsStore(db, readonly=True)
+        run = _stored_run(target, store)
+        advice = run_advice.advice_of(store, run)  # a torch.profiler run's: its trace judged, as advise does
+        found, notes = prop.stored_findings(advice, run.id), []
         proposals = prop.proposed(found)
         source = f"run {run.id} ({run.mode})"
-        if run.advice is None:
+        if advice is None:
             notes.append(f"run {run.id} has no findings stored: profile it (`run --nsys`, `profile -- CMD`)")
         if run.mode != "program":
             # its settings, its plant too: without them the configuration tried is not the run's, and has
@@ -210,7 +213,7 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             proposals = prop.proposed_for_run(found, RunConfig(**stored), run.device)
             if found:
                 notes.append(f"run {run.id} is the harness's own: `{again}` tries them")
-            elif run.advice is None:  # never captured: optimize captures it first, and tries what it finds
+            elif advice is None:  # never captured: optimize captures it first, and tries what it finds
                 notes.append(
                     f"run {run.id} is the harness's own: `{again}` captures it and tries what it finds"
                 )

@@ -198,6 +198,15 @@ def run_advice(
     return RunAdvice(run.id, judged.record, judged.health, judged.notes, judged.judged)
 
 
+def advice_of(store: ResultsStore, run: Run) -> dict[str, Any] | None:
+    """The health and findings stored with `run`; of a run stored without them whose capture is there (one
+    under torch.profiler: its trace is judged when read), those of its capture judged now, as `advise RUN`
+    judges it; None with neither."""
+    if run.advice is not None or trace_of(run) is None:
+        return run.advice
+    return run_advice(store, run.id).record
+
+
 def rules_export(store: ResultsStore, ref: str) -> Path:
     """The nsys export the run `ref` names was captured into, for nsys's rules (`--rule`) to read: its SQLite
     export, else its report (exported again); UsageError where it has neither, or they are gone."""
