@@ -192,6 +192,18 @@ def test_the_budget_stops_the_runs_and_says_what_was_not_run(tmp_db: str) -> Non
     assert "not run: the budget" in opt.verdict_table(done)["Verdict"].iloc[1]
 
 
+def test_an_optimisation_with_its_capture_alone_is_not_said_missing(tmp_db: str) -> None:
+    """A budget that leaves only the baseline's capture: optimize's note said the dashboard draws its
+    waterfall, and the dashboard said no optimisation was stored, with a command to make one."""
+    store = ResultsStore(tmp_db)
+    done = run(Machine({}, [], {}), config(), store, repeats=2, budget=1e-9)
+    panel = optimize_panel(DashboardData(runs=store.runs()))
+    assert panel.figure is None
+    assert panel.missing == (
+        f"{done.experiment}: no run of it was timed (its --budget or a stop left only the baseline's capture)"
+    )
+
+
 def test_no_finding_times_the_baseline_alone(tmp_db: str) -> None:
     machine = Machine({}, [], {})
     done = run(machine, config(), ResultsStore(tmp_db), repeats=2)

@@ -29,16 +29,21 @@ def _geomean(values: pd.Series) -> float:
     return float(np.exp(np.log(v).mean())) if len(v) else math.nan
 
 
+def newest_experiment(runs: pd.DataFrame) -> str | None:
+    """The newest optimize experiment's id, whatever its runs (None: no optimisation stored)."""
+    if "optimize" not in runs.columns or runs.empty:
+        return None
+    parts = runs[runs["optimize"].map(lambda p: isinstance(p, dict))]
+    return None if parts.empty else str(parts.sort_values("created_at", kind="stable").iloc[-1]["experiment"])
+
+
 def newest_optimisation(runs: pd.DataFrame) -> pd.DataFrame:
     """The timed runs of the newest optimize experiment, each with its part's fields (role, stack, change,
     verdict) as columns; empty where there is none."""
-    if "optimize" not in runs.columns or runs.empty:
+    newest = newest_experiment(runs)
+    if newest is None:
         return runs.iloc[0:0]
-    parts = runs[runs["optimize"].map(lambda p: isinstance(p, dict))]
-    if parts.empty:
-        return parts
-    newest = parts.sort_values("created_at", kind="stable").iloc[-1]["experiment"]
-    mine = parts[parts["experiment"] == newest]
+    mine = runs[(runs["experiment"] == newest) & runs["optimize"].map(lambda p: isinstance(p, dict))]
     fields = pd.DataFrame(list(mine["optimize"]), index=mine.index)
     out = mine.assign(
         role=fields.get("role"),
@@ -68,6 +73,11 @@ def optimize_panel(data: DashboardData) -> Panel:
 
     timed = newest_optimisation(data.runs)
     if timed.empty:
+        if (newest := newest_experiment(data.runs)) is not None:  # its baseline captured, nothing timed
+            return Panel(
+                missing=f"{newest}: no run of it was timed (its --budget or a stop left only the baseline's "
+                "capture)"
+            )
         return Panel(missing="no optimisation stored: `harness optimize tiny --device cpu` makes one")
     experiment = str(timed["experiment"].iloc[0])
     changes = steps_of(timed)
