@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -535,6 +536,25 @@ def test_ctrl_c_in_the_baseline_only_runs_ends_there(tmp_db: str) -> None:
     machine = Stopped(0, {}, [], {})
     done = run(machine, config(), ResultsStore(tmp_db), repeats=3)
     assert len(machine.timed_runs) == 1 and done.interrupted == 2 and done.baseline_runs == []
+
+
+def test_optimize_with_no_change_measured_sends_no_one_to_a_waterfall(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
+) -> None:
+    """No finding, no change tried: the note said `harness dashboard` draws its waterfall, and the panel
+    says no change was measured against the baseline."""
+    machine = Machine({}, [], {})
+    real = opt.optimize
+
+    def none_found(cfg: RunConfig, store: ResultsStore, **kw: Any) -> opt.Optimisation:
+        return real(cfg, store, capture=machine.capture, timed=machine.timed, repeats=2, budget=None)
+
+    monkeypatch.setattr(opt, "optimize", none_found)
+    r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--format", "json", "--db", tmp_db])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.stderr.split())
+    assert "the baseline's capture has no finding: no change to try" in said
+    assert "waterfall" not in said and re.search(r"note: optimize-\S+: \d+ s", said)
 
 
 def test_optimize_stopped_by_ctrl_c_exits_130_after_its_table(

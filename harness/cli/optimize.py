@@ -149,7 +149,8 @@ def optimize_cmd(
             config, store, capture=opt.real_capture(options), repeats=repeats, ci_target=ci_target,
             budget=budget, progress=progress.stage,
         )  # fmt: skip
-    notes = [*done.notes, f"{done.experiment}: {done.seconds:.0f} s; `harness dashboard` draws its waterfall"]
+    drawn = "; `harness dashboard` draws its waterfall" if any(t.runs for t in done.tried) else ""
+    notes = [*done.notes, f"{done.experiment}: {done.seconds:.0f} s{drawn}"]
     if done.final.fixes != config.fixes:
         notes.append(
             f"final configuration: {', '.join(done.final.fixes)}; to run it again: "
