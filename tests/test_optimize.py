@@ -262,6 +262,16 @@ def test_optimize_of_an_export_proposes_without_applying(tmp_db: str) -> None:
     assert ResultsStore(tmp_db).runs().empty  # nothing run, nothing stored
 
 
+def test_optimize_of_a_folder_says_it_is_one(tmp_path: Path) -> None:
+    """`optimize nsys_profiles/` said `no such file` of a folder that is there."""
+    r = runner.invoke(app, ["optimize", str(tmp_path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert " ".join(r.stderr.split()) == (
+        f"error: {tmp_path} is a folder: pass the .sqlite export, the .nsys-rep report or the .json(.gz) "
+        "trace inside it"
+    )
+
+
 def test_optimize_refuses_a_bad_budget_in_one_line(tmp_db: str) -> None:
     r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--budget", "0", "--db", tmp_db])
     assert r.exit_code != 0

@@ -184,6 +184,11 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
     """An export's or a stored run's findings, with the changes for them, none applied."""
     path = Path(target)
     if names_a_file(target):
+        if path.is_dir():  # there, not missing: say what to pass of what it holds, as advise does
+            raise UsageError(
+                f"{target} is a folder: pass the .sqlite export, the .nsys-rep report or the .json(.gz) "
+                "trace inside it"
+            )
         if not path.is_file():
             raise UsageError(
                 f"no such file: {target} (and it is not one of the models: {', '.join(MODEL_NAMES)})"
