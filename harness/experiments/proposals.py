@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError
+from harness.experiments.changes import applied
 from workloads.plants.catalogue import FIXES, fixes_for
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def proposed(found: list[dict[str, Any]], why: str = NOT_APPLIED) -> list[Propos
 def proposed_for_run(found: list[dict[str, Any]], config: RunConfig, device: str) -> list[Proposal]:
     """A stored run of the harness's own: each finding with its fixes, none applied, each saying whether it
     applies to the run's configuration (the harness runs it: `harness optimize MODEL` tries those that do)."""
-    from harness.experiments.changes import applied
-
     out = []
     for p in proposed(found):
         if p.fix is not None:
