@@ -252,3 +252,24 @@ def test_the_serving_panel_draws_a_one_token_generate_run(tmp_db: str) -> None:
     assert drawn["time to first token p50"][0] == pytest.approx(ttft["p50_ns"] / 1e6)
     assert drawn["output tokens/s"][0] == pytest.approx(2 * 1 / (ttft["mean_ns"] + 20_000) * 1e9)
     assert drawn["KV cache allocated"][0] == pytest.approx(KV_BYTES / 2**20)
+
+
+def test_a_degraded_capture_s_decode_gpu_busy_is_shown_untrusted(tmp_db: str) -> None:
+    """decode's GPU-busy share is drawn from the capture, not the timers: of a run whose capture failed its
+    health checks (`degraded`), `show` gave it as a plain figure beside the timers' sound ones."""
+    store = ResultsStore(tmp_db)
+    for run_id, status in (("gen-ok", "ok"), ("gen-bad", "degraded")):
+        result = generate_run(run_id, busy=0.42)
+        result.status = status
+        store.save(result, profiler="nsys", nsys_mode="light")
+
+    def busy_rows(run_id: str) -> list[tuple[str, float]]:
+        shown = CliRunner().invoke(app, ["show", run_id, "--db", tmp_db, "--format", "json"])
+        assert shown.exit_code == 0, shown.output
+        rows = json.loads(shown.stdout)["serving (measured steps)"]
+        return [(r["metric"], r["value"]) for r in rows if "GPU busy" in r["metric"]]
+
+    assert busy_rows("gen-ok") == [("decode GPU busy (%)", 42.0)]
+    assert busy_rows("gen-bad") == [
+        ("decode GPU busy (%) (untrusted: the capture failed its health checks)", 42.0)
+    ]

@@ -189,7 +189,9 @@ def render_profiled(p: ProfiledRun, fmt: str, wide: bool = False) -> None:
     power_notes: list[str] = []
     if p.result is not None:
         energy, power_notes = _power(p.result.extra, Format(fmt))
-        tables += energy + extra_tables(p.result.extra, phases_of(p.result))
+        tables += energy + extra_tables(
+            p.result.extra, phases_of(p.result), degraded=p.result.status == "degraded"
+        )
     kept: list[tuple[str, str]] = []
     if p.profile is not None and p.profile.artifacts:  # one report per rank
         kept = [(kind, str(path)) for kind, path in p.profile.artifacts.items()]
@@ -229,7 +231,9 @@ def render_torch_profiled(p: TorchProfiledRun, fmt: str, wide: bool = False) -> 
     power_notes: list[str] = []
     if p.result is not None:
         energy, power_notes = _power(p.result.extra, Format(fmt))
-        tables += energy + extra_tables(p.result.extra, phases_of(p.result))
+        tables += energy + extra_tables(
+            p.result.extra, phases_of(p.result), degraded=p.result.status == "degraded"
+        )
     files = [f"trace: {p.trace}"] if p.trace else []
     if Format(fmt) is not Format.table and p.artifacts:
         tables.append(("files", pd.DataFrame(list(p.artifacts.items()), columns=["kind", "path"])))

@@ -152,12 +152,15 @@ def throughput_table(result: RunResult) -> pd.DataFrame:
     )
 
 
-def extra_tables(extra: dict[str, Any], phases: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+def extra_tables(
+    extra: dict[str, Any], phases: tuple[str, ...], degraded: bool = False
+) -> list[tuple[str, pd.DataFrame]]:
     """The tables a run's extra figures give (result.extra, or a stored run's summary): compile time apart
-    from the steady state, memory (peaks and the analytic breakdown), and --memory's operator table."""
+    from the steady state, memory (peaks and the analytic breakdown), and --memory's operator table.
+    `degraded`: the run's capture failed its health checks, so what was drawn from it is said untrusted."""
     tables = []
     if extra.get("serving"):
-        tables.append((SERVING_TITLE, serving_rows(extra["serving"])))
+        tables.append((SERVING_TITLE, serving_rows(extra["serving"], degraded)))
     if "compile_ns" in extra:
         tables.append(("compile (first step)", compile_rows(extra, phases)))
     if extra.get("inductor_cache"):
@@ -192,7 +195,7 @@ def serving_means(serving: dict[str, Any]) -> dict[str, float]:
     return {name: float("nan") if v is None else v for name, v in zip(SERVING_MEANS, values, strict=True)}
 
 
-def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:
+def serving_rows(serving: dict[str, Any], degraded: bool = False) -> pd.DataFrame:
     """generate's serving figures (harness.execution.generate.serving_figures) for people: the decode path,
     the batch as concurrent sequences, time to first token and per output token (mean and percentiles over
     every decoded token), output and decode tokens/s, the KV cache as allocated against the analytic
@@ -222,8 +225,9 @@ def serving_rows(serving: dict[str, Any]) -> pd.DataFrame:
         ("KV cache allocated (MiB)", size("kv_cache_bytes")),
         ("KV cache analytic (MiB)", size("kv_cache_analytic_bytes")),
     ]
-    if serving.get("decode_gpu_busy") is not None:
-        rows.append(("decode GPU busy (%)", serving["decode_gpu_busy"] * 100))
+    if serving.get("decode_gpu_busy") is not None:  # drawn from the capture, the timers' figures not
+        untrusted = " (untrusted: the capture failed its health checks)" if degraded else ""
+        rows.append((f"decode GPU busy (%){untrusted}", serving["decode_gpu_busy"] * 100))
     return pd.DataFrame(
         {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
     )

@@ -279,7 +279,7 @@ def show_tables(run: Run, linked: Sequence[Run] = ()) -> list[tuple[str, pd.Data
     if (run.summary or {}).get("energy"):
         tables.append(("energy (measured steps)", energy_rows(run.summary["energy"])))
 
-    tables += extra_tables(run.summary or {}, stored_phases(run))
+    tables += extra_tables(run.summary or {}, stored_phases(run), degraded=run.status == "degraded")
     if run.agreement:
         tables.append((AGREEMENT_TITLE, stored_agreement(run.agreement)))
     return tables + pair_tables(run, linked)
