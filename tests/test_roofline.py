@@ -412,6 +412,27 @@ def test_command_places_against_a_named_gpu_and_writes_html(app: typer.Typer, tm
     assert html.read_text().count("plotly") > 0
 
 
+def test_html_into_a_new_folder_writes_the_page(app: typer.Typer, tmp_path: Path) -> None:
+    """--html in a folder not made yet makes it, as dashboard --out and diff --html do; it failed after the
+    tables, naming a temporary file the user never gave."""
+    html = tmp_path / "new" / "deeper" / "roofline.html"
+    result = CliRunner().invoke(app, ["roofline", "--model", "char", "--gpu", "H100", "--html", str(html)])
+    assert result.exit_code == 0, result.output
+    assert html.read_text().count("plotly") > 0
+    assert ".part" not in result.output
+
+
+def test_html_that_cannot_be_written_says_why_in_one_line(app: typer.Typer, tmp_path: Path) -> None:
+    """A file standing where the folder must be: one line naming it, not the temporary file's name."""
+    (tmp_path / "taken").write_text("mine")
+    html = tmp_path / "taken" / "roofline.html"
+    result = CliRunner().invoke(app, ["roofline", "--model", "char", "--gpu", "H100", "--html", str(html)])
+    assert result.exit_code != 0
+    assert f"cannot write {html}: {tmp_path / 'taken'} is a file, not a folder" in result.stderr
+    assert ".part" not in result.output and "Traceback" not in result.output
+    assert (tmp_path / "taken").read_text() == "mine"
+
+
 @pytest.mark.parametrize("by_env", [False, True])
 def test_html_never_replaces_the_results_database(
     app: typer.Typer, tmp_db: str, monkeypatch: pytest.MonkeyPatch, by_env: bool

@@ -32,7 +32,7 @@ from harness.cli.options import (
     PrecisionOpt,
 )
 from harness.cli.terminal.output import Format, emit_many
-from harness.core.errors import HarnessError, UsageError, first_line
+from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.experiments import roofline
 from harness.store import results as results_db
 from harness.store.blocks import resolve
@@ -146,7 +146,7 @@ def roofline_cmd(
         try:
             roofline.write_page(report, html)
         except OSError as e:
-            raise HarnessError(f"cannot write {html}: {first_line(e)}") from None
+            raise HarnessError(f"cannot write {html}: {os_reason(html, e)}") from None
         note(f"roofline written to {html}")
 
 
