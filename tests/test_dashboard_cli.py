@@ -65,6 +65,18 @@ def test_run_selection_and_compare(db: str, tmp_path: Path) -> None:
     assert "Run comparison: tiny-fp32-sweep01 vs small-fp32-sweep01" in out.read_text()
 
 
+def test_compare_draws_its_pair_without_adding_it_to_the_other_panels(db: str, tmp_path: Path) -> None:
+    """--compare's two runs are the comparison panel's: the other panels stay with the runs the filters
+    chose (here small's two), not those and the pair."""
+    out = tmp_path / "d.html"
+    args = ["dashboard", "--out", str(out), "--format", "json", "--model", "small"]
+    drawn = _panels(runner.invoke(app, [*args, "--compare", "tiny-fp32-ovh000,tiny-fp32-ovh001"]))
+    assert drawn["compare"] and not drawn["overhead"]  # the overhead pair is tiny's, not among small's runs
+    text = out.read_text()
+    assert "Run comparison: tiny-fp32-ovh000 vs tiny-fp32-ovh001" in text
+    assert "2 runs from sqlite:///" in text
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

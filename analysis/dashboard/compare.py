@@ -196,16 +196,18 @@ def compare_panel(data: DashboardData) -> Panel:
             missing="fewer than two successful runs to compare: run `harness run tiny --device cpu` twice"
         )
     a, b = pair
-    absent = [r for r in pair if r not in set(data.runs["run_id"])]
+    runs = data.runs if data.compare_runs is None else data.compare_runs
+    steps = data.steps if data.compare_steps is None else data.compare_steps
+    absent = [r for r in pair if r not in set(runs["run_id"])]
     if absent:
         return Panel(
             missing=f"run {absent[0]} is not among the selected runs: check the ids with `harness runs`"
         )
-    phases = phase_diff(data.runs, a, b, data.steps)
+    phases = phase_diff(runs, a, b, steps)
     if phases.empty:
         return Panel(missing=f"runs {a} and {b} have no phase in common to compare")
     ka, kb = data.compare_kernels
-    status = data.runs.set_index("run_id")["status"] if "status" in data.runs else pd.Series(dtype=object)
+    status = runs.set_index("run_id")["status"] if "status" in runs else pd.Series(dtype=object)
     degraded = [r for r in pair if status.get(r) == "degraded"]
     if degraded:  # kernel times are its capture's, which failed its health checks
         ka = kb = None
@@ -228,8 +230,8 @@ def compare_panel(data: DashboardData) -> Panel:
                 f"Warning: {side} ({r}) ended {status[r]}: its times are those of the steps it measured "
                 "before it stopped.",
             )
-    made = {r: _made_with(data.runs, r) for r in pair}
-    differ = setup_differences(data.runs, a, b)
+    made = {r: _made_with(runs, r) for r in pair}
+    differ = setup_differences(runs, a, b)
     if differ:
         notes.insert(
             0,

@@ -185,10 +185,6 @@ def collect(
 ) -> DashboardData:
     """Runs (by ids, newest `last`, or one model), their steps and agreement, the newest profile, a pair."""
     runs = store.runs(ids=ids, last=last, model=model)
-    if compare:
-        extra = [r for r in compare if r not in set(runs["run_id"])]
-        if extra:
-            runs = pd.concat([runs, store.runs(ids=extra)], ignore_index=True)
     run_ids = list(runs["run_id"])
     data = DashboardData(
         runs=runs,
@@ -201,9 +197,12 @@ def collect(
     )
     if hasattr(store, "block_timings"):  # a store from before per-block times has none
         data.blocks = store.block_timings(run_ids)
+    if compare:  # the comparison panel's alone: the filters chose the runs of every other panel
+        data.compare_runs = store.runs(ids=list(compare))
+        data.compare_steps = store.step_timings(list(compare))
     pair = compare or pick_pair(runs)
     if pair:
-        paths = [_export_of(runs, r) for r in pair]
+        paths = [_export_of(runs if data.compare_runs is None else data.compare_runs, r) for r in pair]
         if all(p and Path(p).is_file() for p in paths):
             try:
                 ka, kb = (load_profile(p, tables=["kernels"], judge=False).kernels for p in paths if p)

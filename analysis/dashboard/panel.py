@@ -68,6 +68,10 @@ class DashboardData:
     agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["run_id", "phase"]))
     profile: Profile | None = None
     compare: tuple[str, str] | None = None  # run ids: baseline, other
+    # the --compare pair's runs and steps (the store's columns), for the comparison panel alone: a run named
+    # there joins no other panel; None where no pair was named (the panel picks one of `runs`)
+    compare_runs: pd.DataFrame | None = None
+    compare_steps: pd.DataFrame | None = None
     compare_kernels: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None)
     # cells of the newest attention sweep: the results store's attention columns
     attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sweep_id", "impl"]))

@@ -71,7 +71,8 @@ def runs_dashboard(
     data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile
     data.source = f"{counted(len(data.runs), 'run')} from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
-    refuse_inputs(out, [store.file, *run_files(data.runs)], OUT)
+    pair = data.compare_runs if data.compare_runs is not None else data.runs.iloc[:0]
+    refuse_inputs(out, [store.file, *run_files(data.runs), *run_files(pair)], OUT)
     return _written(data, out, scope="all", title="harness dashboard"), len(data.runs), data.unmatched
 
 
