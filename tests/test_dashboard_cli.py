@@ -77,6 +77,25 @@ def test_compare_draws_its_pair_without_adding_it_to_the_other_panels(db: str, t
     assert "2 runs from sqlite:///" in text
 
 
+def test_out_never_replaces_the_export_of_a_compared_run(tmp_db: str, tmp_path: Path) -> None:
+    """A run named with --compare alone (none of the filters' runs) has its export read: never written."""
+    export = tmp_path / "prof.sqlite"
+    export.write_bytes(b"an export")
+    fill(ResultsStore(tmp_db), export=export)
+    args = [
+        "dashboard",
+        "--model",
+        "small",
+        "--compare",
+        "tiny-fp32-ovh000,tiny-fp32-prof01",
+        "--out",
+        str(export),
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "is a file this command reads" in result.output, result.output
+    assert export.read_bytes() == b"an export"
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
