@@ -296,6 +296,16 @@ def test_blocks_of_a_run_without_detail_is_one_line(tmp_db) -> None:
     assert latest.exit_code == 2 and "no run made with --nvtx-detail" in latest.output
 
 
+def test_blocks_of_a_generate_run_without_detail_names_a_generate_run(tmp_db) -> None:
+    """The hint makes a run like the user's: a generate run's is `--mode generate`, not a training run."""
+    store = ResultsStore(tmp_db)
+    store.save(RunResult(run_id="char-gen", config=RunConfig(model="char", mode="generate"), status="ok",
+                         steps=[StepRecord(0, False, {"prefill": 1, "decode": 2})]))  # fmt: skip
+    result = runner.invoke(app, ["blocks", "char-gen"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "`harness run char --mode generate --nvtx-detail` makes a run that has" in result.output
+
+
 def test_blocks_of_a_programs_run_names_a_model_to_run(tmp_db) -> None:
     """A `harness profile -- CMD` run is named after its program: the hint runs a model, not the program."""
     from harness.experiments.program import program_config

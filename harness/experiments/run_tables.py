@@ -391,9 +391,10 @@ def block_report(store: ResultsStore, ref: str, *, by_layer: bool = False) -> Bl
         # a program's run (`harness profile -- CMD`) is named after its program, not a model
         program = run.mode == PROGRAM_MODE
         how = "is a program's (harness profile)" if program else "was made without --nvtx-detail"
+        like = "tiny" if program else run.model + ("" if run.mode == "train" else f" --mode {run.mode}")
         raise HarnessError(
             f"run {run.id} {how}: it has no per-block times; "
-            f"`harness run {'tiny' if program else run.model} --nvtx-detail` makes a run that has",
+            f"`harness run {like} --nvtx-detail` makes a run that has",
             exit_code=2,
         )
     records, source, steps = found.records, found.source, found.steps
