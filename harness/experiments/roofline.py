@@ -199,7 +199,7 @@ def analytic_report(
     """FLOPs, bytes and intensity of every sub-block of `model`, placed against the roofs of `gpu` (a name
     from the datasheet table), of `device` (its datasheet entry), or measured on `device` (`measure`)."""
     spec = known_model(model)
-    seq = context_length or spec.context_length
+    seq = spec.context_length if context_length is None else context_length
     check_positive({"batch size": batch_size, "context length": seq})
     check_positions(model, spec, seq)
     try:
