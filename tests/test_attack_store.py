@@ -388,6 +388,27 @@ def test_baseline_list_names_the_runs_creation_and_the_tags_apart(tmp_db: str) -
     assert "2026-01-02T03:04:05+00:00" in shown and "tagged_at" in shown
 
 
+def test_baseline_list_says_how_each_baselines_run_ended(tmp_db: str) -> None:
+    """A baseline on a run that stopped short was said once, when tagged; the list showed it as any other,
+    though `diff --gate` against it cannot pass. The list gives each run's status, as `runs` does."""
+    import dataclasses
+
+    store = ResultsStore(tmp_db)
+    store.save(make_result("tiny-ok"))
+    store.save(
+        dataclasses.replace(make_result("tiny-cut"), status="interrupted", error="interrupted by SIGINT")
+    )
+    store.tag_baseline("main", "tiny-ok")
+    store.tag_baseline("partial", "tiny-cut")
+    tags = json.loads(_invoke("baseline", "list", "--format", "json").stdout)
+    assert [(t["name"], t["run_id"], t["status"]) for t in tags] == [
+        ("main", "tiny-ok", "ok"),
+        ("partial", "tiny-cut", "interrupted"),
+    ]
+    shown = CliRunner().invoke(app, ["baseline", "list"], env={"COLUMNS": "200"}).stdout
+    assert "interrupted" in shown
+
+
 def test_baseline_tag_on_a_path_without_a_database_creates_none(tmp_path: Path) -> None:
     """`baseline tag` with --db a mistyped path made the folders and an empty results database there, then
     said that it held no run."""

@@ -59,14 +59,15 @@ class BaselinesPart(Database):
         return self.get(run_id)
 
     def baselines(self) -> pd.DataFrame:
-        """Every named baseline, by name: its name, its run's id and creation time (`created_at`, as `runs`
-        gives it), and when the name was last set on that run (`tagged_at`: the tag's own time, which read
+        """Every named baseline, by name: its name, its run's id, how that run ended (`status`: a run that
+        stopped short is no baseline a gate can pass against) and its creation time (`created_at`, as `runs`
+        gives them), and when the name was last set on that run (`tagged_at`: the tag's own time, which read
         as the run's under the name created_at)."""
         import pandas as pd
 
-        columns = ["name", "run_id", "created_at", "tagged_at"]
+        columns = ["name", "run_id", "status", "created_at", "tagged_at"]
         stmt = (
-            select(Baseline.name, Baseline.run_id, Run.created_at, Baseline.created_at)
+            select(Baseline.name, Baseline.run_id, Run.status, Run.created_at, Baseline.created_at)
             .join(Run, Run.id == Baseline.run_id, isouter=True)
             .order_by(Baseline.name)
         )
