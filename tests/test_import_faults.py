@@ -170,6 +170,25 @@ def test_an_edited_field_is_refused_and_nothing_is_stored(
     assert stored(db) == {}
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("latest", "run_id is 'latest': `harness show` and the others read it as the newest run"),
+        ("-1", "run_id is '-1': `harness show` and the others read it as the newest run"),
+        ("a,b", "run_id is 'a,b': it holds ','"),
+        ("run.json", "run_id is 'run.json': it ends as a profiler's file"),
+    ],
+)
+def test_a_run_id_no_command_could_name_is_refused(
+    tmp_path: Path, db: Path, value: str, message: str
+) -> None:
+    """A run stored under `latest` or `-1` was taken: `show -1` then showed the newest run, never it; an id
+    with a comma is two ids to `diff` and `--runs`, one ending .json a file to `diff` and `advise`."""
+    line = one_error(invoke(edited(tmp_path, "result.run_id", value), db=db), message)
+    assert line.endswith("(harness writes no such run): nothing imported"), line
+    assert stored(db) == {}
+
+
 def test_a_result_without_its_status(tmp_path: Path, db: Path) -> None:
     data = json.loads(REAL.read_text())
     del data["result"]["status"]

@@ -19,6 +19,8 @@ from typing import Any
 from harness.core.bounds import INT64_MAX, hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.records import (
+    FILE_SUFFIXES,
+    LATEST,
     PROGRAM_MODE,
     BlockRecord,
     ModelInfo,
@@ -174,8 +176,24 @@ def check_config(cfg: RunConfig) -> None:
         raise _fail("config.rank_timeout", "is 0")
 
 
+def named_run(value: Any) -> str:
+    """A run's id, as run_id, that every command taking a run can name: not `latest` or -N (the newest
+    runs), no comma (`diff A1,A2`, `--runs`), no profiler file's suffix (a file to `diff` and `advise`)."""
+    name = run_id(value)
+    assert name is not None
+    if name == LATEST or (name.startswith("-") and name[1:].isdigit()):
+        raise _fail(
+            "run_id", f"is {name!r}: `harness show` and the others read it as the newest run (or -N back)"
+        )
+    if "," in name:
+        raise _fail("run_id", f"is {name!r}: it holds ',' (`diff A1,A2` and --runs read it as more than one)")
+    if name.endswith(FILE_SUFFIXES):
+        raise _fail("run_id", f"is {name!r}: it ends as a profiler's file ({', '.join(FILE_SUFFIXES)})")
+    return name
+
+
 def check_result(result: RunResult) -> None:
-    run_id(result.run_id)
+    named_run(result.run_id)
     check_config(result.config)
     one_of(result.status, STATUSES, "status")
     text(result.device, "device", plain=True)
