@@ -10,6 +10,7 @@ import json
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,8 +37,9 @@ def invoke(*args: str):  # type: ignore[no-untyped-def]
 
 def test_each_decoded_token_is_timed_and_the_serving_figures_are_drawn_from_them() -> None:
     config = RunConfig(
-        model="char", mode="generate", device="cpu", warmup=1, steps=3, new_tokens=6, batch_size=2
-    )
+        model="char", mode="generate", device="cpu", warmup=1, steps=3, new_tokens=6, batch_size=2,
+        context_length=33,
+    )  # fmt: skip
     result = run_workload(config)
     assert result.status == "ok"
     for s in result.steps:
@@ -58,7 +60,7 @@ def test_each_decoded_token_is_timed_and_the_serving_figures_are_drawn_from_them
     assert serving["decode_tokens_per_s"] == pytest.approx(2 / (np.mean(tokens) / 1e9))
     assert serving["concurrent_sequences"] == 2 and serving["new_tokens"] == 6
     assert serving["decode"] == EAGER
-    spec = workloads.get_spec("char")  # 4 layers, 4 heads of 32, a prompt of 32 (half of 64) + 6 tokens
+    spec = workloads.get_spec("char")  # 4 layers, 4 heads of 32, a prompt of 33 + 5 fed-back tokens
     assert serving["kv_cache_bytes"] == serving["kv_cache_analytic_bytes"] == 2 * 4 * 2 * 4 * 38 * 32 * 4
     assert serving["kv_cache_analytic_bytes"] == result.extra["memory"]["breakdown"]["kv_cache"]
     assert spec.num_layers == 4 and spec.head_dim == 32
@@ -292,8 +294,8 @@ def test_the_cuda_graphs_body_times_its_static_decode(monkeypatch: pytest.Monkey
     ("model", "prompt", "new_tokens", "message"),
     [
         ("tiny", 100_000, 32, "tiny holds a context of 128 tokens; prompt 100000 + 32 new tokens is more"),
-        ("tiny", 120, 9, "tiny holds a context of 128 tokens; prompt 120 + 9 new tokens is more"),
-        ("char", 60, 5, "char has learned positions for 64 tokens; prompt 60 + 5 new tokens is more"),
+        ("tiny", 121, 9, "tiny holds a context of 128 tokens; prompt 121 + 9 new tokens is more"),
+        ("char", 61, 5, "char has learned positions for 64 tokens; prompt 61 + 5 new tokens is more"),
     ],
 )
 def test_a_prompt_and_new_tokens_past_the_models_context_are_refused(
@@ -309,13 +311,42 @@ def test_a_prompt_and_new_tokens_past_the_models_context_are_refused(
 
 def test_run_refuses_a_generate_past_the_context_in_one_line(tmp_db: str) -> None:
     args = ["--mode", "generate", "--device", "cpu", "--warmup", "0", "--steps", "1", "--batch-size", "1"]
-    result = invoke("run", "tiny", *args, "-t", "120", "--new-tokens", "9")
+    result = invoke("run", "tiny", *args, "-t", "121", "--new-tokens", "9")
     assert result.exit_code == 2
     assert one_line_error(result) == (
-        "error: tiny holds a context of 128 tokens; prompt 120 + 9 new tokens is more: lower "
+        "error: tiny holds a context of 128 tokens; prompt 121 + 9 new tokens is more: lower "
         "--context-length or --new-tokens"
     )
     assert ResultsStore(tmp_db).count_runs() == 0  # refused before any work
+
+
+@pytest.mark.parametrize(("model", "new_tokens"), [("tiny", 1), ("tiny", 9), ("char", 5)])
+def test_a_generate_writing_exactly_the_models_context_is_taken(model: str, new_tokens: int) -> None:
+    """N new tokens from a prompt of P write P + N - 1 positions: the last token is never fed back, so a
+    prompt of the whole context with one new token fits, and P + N - 1 = context is the edge."""
+    context = workloads.get_spec(model).context_length
+    validate(RunConfig(model=model, mode="generate", context_length=context - new_tokens + 1,
+                       new_tokens=new_tokens))  # fmt: skip
+
+
+def test_the_kv_cache_holds_the_positions_generate_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tiny with a prompt of 16 and 3 new tokens writes 16 + 2 positions, all of them filled by each step;
+    the cache allocated and the analytic figure are those 18 positions, not 19."""
+    caches: list[Any] = []
+    build = workloads.new_cache
+
+    def kept(*args: Any, **kwargs: Any) -> Any:
+        caches.append(build(*args, **kwargs))
+        return caches[-1]
+
+    config = RunConfig(model="tiny", mode="generate", device="cpu", warmup=0, steps=1, new_tokens=3,
+                       batch_size=1, context_length=16)  # fmt: skip
+    monkeypatch.setattr(workloads, "new_cache", kept)
+    serving = run_workload(config).extra["serving"]
+    spec = workloads.get_spec("tiny")
+    assert caches[-1].length == caches[-1].max_len == 18  # every position allocated was written
+    per_position = 2 * spec.num_layers * spec.num_heads * spec.head_dim * 4
+    assert serving["kv_cache_bytes"] == serving["kv_cache_analytic_bytes"] == 18 * per_position
 
 
 @pytest.mark.slow

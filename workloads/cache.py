@@ -148,5 +148,6 @@ def new_static_cache(
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> StaticKVCache:
-    """An empty static cache sized for `model`: prompt + new tokens, every position allocated up front."""
+    """An empty static cache sized for `model`: the positions generate writes (workloads.memory.kv_positions),
+    every one allocated up front."""
     return StaticKVCache(*_buffers(model, batch_size, max_len, device, dtype))

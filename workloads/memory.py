@@ -27,7 +27,8 @@ What is counted, and why it is what torch holds (checked against the real tensor
   dtype is bf16/fp16 under autocast (matmul inputs and outputs, softmax, SwiGLU/GELU); the residual stream,
   norms, logsumexp and loss stay fp32. Forward and generate keep nothing for backward: their activations are
   0 (their short-lived working set is not counted).
-- KV cache (generate): K and V per layer, [B, H, prompt + new tokens, head_dim], fp32 or the compute dtype.
+- KV cache (generate): K and V per layer, [B, H, prompt + new tokens - 1, head_dim], fp32 or the compute
+  dtype (the last new token is never fed back).
 
 The total is the sum. It bounds what one step holds rather than equalling the allocator's peak: gradients
 are allocated while backward frees activations, and the allocator rounds and caches blocks.
@@ -130,6 +131,12 @@ def activation_bytes(spec: ModelSpec, batch: int, context: int, precision: str, 
     return spec.num_layers * per_block + model + final + loss
 
 
+def kv_positions(prompt: int, new_tokens: int) -> int:
+    """Positions generate writes to the KV cache: the prompt's (prefill) and each fed-back new token's.
+    The first new token is prefill's output and the last is never fed back, so N new tokens add N - 1."""
+    return prompt + max(new_tokens - 1, 0)
+
+
 def memory_breakdown(
     spec: ModelSpec,
     batch: int,
@@ -144,7 +151,7 @@ def memory_breakdown(
     """The analytic breakdown for `workloads.build_model(spec, attention)` run as the harness runs it.
 
     `context`: tokens per sequence (the prompt in generate mode); default the spec's context length.
-    `new_tokens`: generate mode's decoded tokens, which the KV cache also holds.
+    `new_tokens`: generate mode's new tokens, all but the last of which the KV cache also holds.
     """
     if precision not in COMPUTE_BYTES:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(COMPUTE_BYTES)}")
@@ -159,7 +166,7 @@ def memory_breakdown(
     params, tensors = param_count(spec)
     train = mode == "train"
     adamw = train and optimizer == "adamw"
-    cache_len = context + new_tokens
+    cache_len = kv_positions(context, new_tokens)
     return MemoryBreakdown(
         params=params,
         parameters=params * FP32,

@@ -132,9 +132,11 @@ def check_generate_length(config: RunConfig, spec: Any) -> None:
     """UsageError where generate's prompt and new tokens are more positions than the model holds: its
     context length, learned positions for GPT-2, the length it is built for with RoPE (generate builds the
     model as named; --context-length is the prompt there, not a new length). Past it the KV cache and the
-    prefill grow without a bound: a prompt of 100000 tokens on tiny took ~10 GB and ran for many minutes."""
+    prefill grow without a bound: a prompt of 100000 tokens on tiny took ~10 GB and ran for many minutes.
+    The positions taken are the prompt's and every new token's but the last, which is never fed back
+    (`workloads.memory.kv_positions`)."""
     prompt = prompt_length(config, spec)
-    if prompt + config.new_tokens <= spec.context_length:
+    if workloads.memory.kv_positions(prompt, config.new_tokens) <= spec.context_length:
         return
     holds = "has learned positions for" if spec.family == "gpt2" else "holds a context of"
     raise UsageError(

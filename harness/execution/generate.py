@@ -6,7 +6,7 @@ Three decode paths, one step shape (prefill phase, then decode phase of new_toke
 
 - eager (the default): a KV cache that grows a position per token (workloads.KVCache); shapes change at
   every token, so nothing can be replayed.
-- `--cuda-graphs` (CUDA only): a static KV cache of prompt + new tokens positions written in place, one
+- `--cuda-graphs` (CUDA only): a static KV cache of prompt + new tokens - 1 positions written in place, one
   decode step captured once as a CUDA graph before the first step and replayed per token
   (workloads.decode.StaticDecode.capture).
 - `--compile`: the same static step handed to torch.compile, `mode="reduce-overhead"` on CUDA (Inductor's
@@ -52,7 +52,7 @@ def generate_body(config: RunConfig, spec: Any, model: Any, device: Any, prompt_
     prompt, _ = workloads.synthetic_batch(spec, config.batch_size, prompt_len, device=device, generator=gen)
     model.eval()
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
-    max_len = prompt_len + config.new_tokens
+    max_len = workload_memory.kv_positions(prompt_len, config.new_tokens)
     cache_dtype = dtype or torch.float32
     n = config.new_tokens
     clock_tokens = TokenClock(device, n - 1)
