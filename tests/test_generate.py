@@ -427,6 +427,22 @@ def test_one_new_token_times_no_tpot_token_and_says_zero() -> None:
     assert rows["TTFT mean (ns)"] == 2_000_001.5 and rows["output tokens/s"] == 2 * 1 * 2 / (4_002_003 / 1e9)
 
 
+def test_one_new_token_says_no_token_is_decoded() -> None:
+    """`--new-tokens 1`: prefill chooses the one token and nothing is decoded, where the serving table said
+    `decode: eager (growing KV cache)`; a run that decodes keeps its path."""
+    from harness.experiments.run_tables import serving_rows
+    from workloads.names import NO_DECODE
+
+    def decode_row(new_tokens: int) -> object:
+        config = RunConfig(model="char", mode="generate", device="cpu", warmup=0, steps=1,
+                           new_tokens=new_tokens, batch_size=1)  # fmt: skip
+        rows = serving_rows(run_workload(config).extra["serving"]).to_dict("list")
+        return dict(zip(*rows.values(), strict=True))["decode"]
+
+    assert decode_row(1) == NO_DECODE == "none (one new token: prefill's)"
+    assert decode_row(2) == EAGER
+
+
 def test_the_help_says_the_default_prompt_is_at_most_half_the_models_context() -> None:
     """char holds a context of 64: its default prompt is 32 tokens, where the help said "prompt of 64"."""
     from harness.cli.options import ContextOpt

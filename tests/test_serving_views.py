@@ -254,6 +254,26 @@ def test_the_serving_panel_draws_a_one_token_generate_run(tmp_db: str) -> None:
     assert drawn["KV cache allocated"][0] == pytest.approx(KV_BYTES / 2**20)
 
 
+def test_the_serving_panel_labels_a_one_token_run_as_decoding_nothing(tmp_db: str) -> None:
+    """A run of --new-tokens 1 decoded no token: its label said `eager (growing KV cache)` (as a run stored
+    with that path still has it); a run that decodes keeps its path."""
+    from workloads.names import NO_DECODE
+
+    store = ResultsStore(tmp_db)
+    one = generate_run("tiny-20260101-120000-one1", seed=1)
+    one.config.new_tokens = 1
+    for s in one.steps:
+        del s.phases["decode"]
+        s.tokens = []
+    one.extra["serving"] = serving_figures(one, {"decode": EAGER, "kv_cache_bytes": KV_BYTES})
+    store.save(one)
+    store.save(generate_run("tiny-20260102-120000-gen2", seed=2))
+    table = serving_table(store.runs())
+    assert list(table["decode_path"]) == [NO_DECODE, EAGER]
+    labels = list(table["label"])
+    assert labels[0].endswith(f" · {NO_DECODE}") and labels[1].endswith(f" · {EAGER}")
+
+
 def test_a_degraded_capture_s_decode_gpu_busy_is_shown_untrusted(tmp_db: str) -> None:
     """decode's GPU-busy share is drawn from the capture, not the timers: of a run whose capture failed its
     health checks (`degraded`), `show` gave it as a plain figure beside the timers' sound ones."""

@@ -10,6 +10,8 @@ FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 PREFILL, DECODE = "prefill", "decode"
 # generate's decode path of `--cuda-graphs` as a run stores it (its serving figures' `decode`)
 CUDA_GRAPH_DECODE = "CUDA graph (captured once, replayed per token)"
+# ... and of `--new-tokens 1`, where the one token is prefill's and no path decodes anything
+NO_DECODE = "none (one new token: prefill's)"
 TRAIN_PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 GENERATE_PHASES = (PREFILL, DECODE)
 PHASES_BY_MODE = {"train": TRAIN_PHASES, "forward": (FORWARD,), "generate": GENERATE_PHASES}

@@ -10,7 +10,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import model_order, profiler_label, with_labels
 from analysis.dashboard.style import MS, PALETTE, TEMPLATE, hover
-from workloads.names import MEASURED_STATUSES
+from workloads.names import MEASURED_STATUSES, NO_DECODE
 
 MAX_RUNS = 12
 NO_SERVING = (
@@ -48,6 +48,10 @@ def serving_table(runs: pd.DataFrame, limit: int = MAX_RUNS) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     out = with_labels(picked)
     under = [profiler_label(r) for r in out.to_dict("records")]  # its times include the profiler's
+    # a run of --new-tokens 1 decoded nothing, whatever path it was stored with
+    new_tokens = out["new_tokens"] if "new_tokens" in out else [None] * len(out)
+    paths = zip(new_tokens, out["decode_path"], strict=True)
+    out["decode_path"] = [NO_DECODE if n == 1 else p for n, p in paths]
     out["label"] = [
         " · ".join(filter(None, (label, path, p)))
         for label, path, p in zip(out["label"], out["decode_path"], under, strict=True)

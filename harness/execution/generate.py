@@ -2,7 +2,7 @@
 NVTX range; and the serving figures of the measured steps.
 
 Three decode paths, one step shape (prefill phase, then decode phase of new_tokens - 1 tokens; none of
-0 tokens, with --new-tokens 1, the first token being prefill's):
+0 tokens, with --new-tokens 1, the first token being prefill's: its decode path is then NO_DECODE):
 
 - eager (the default): a KV cache that grows a position per token (workloads.KVCache); shapes change at
   every token, so nothing can be replayed.
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.execution.body import Body, autocast
 from harness.execution.timing import PhaseClock, TokenClock
-from workloads.names import DECODE, PREFILL
+from workloads.names import DECODE, NO_DECODE, PREFILL
 
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
@@ -89,7 +89,7 @@ def generate_body(config: RunConfig, spec: Any, model: Any, device: Any, prompt_
 
         return Body(static_step, context=torch.no_grad(), figures=figures)
 
-    figures["decode"] = EAGER
+    figures["decode"] = EAGER if n > 1 else NO_DECODE
 
     def new_cache() -> Any:
         cache = workloads.new_cache(model, config.batch_size, max_len, device=device, dtype=cache_dtype)
