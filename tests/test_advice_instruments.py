@@ -194,8 +194,9 @@ def test_a_stored_runs_torch_trace_leaves_the_harnesss_time_between_steps_out(tm
         stored = advice(trace, anything, RunRecord(steps=3, measured_steps=2))
         alone = advice(trace, anything)
     assert [f.rule for f in stored.findings] == []
-    assert stored.instruments.line() == (
-        "harness instruments: 1 gap between its steps, 0.734 ms; 12 NVTX ranges; left out of every finding"
+    assert stored.instruments.line() == (  # a torch.profiler trace's ranges are record_function's
+        "harness instruments: 1 gap between its steps, 0.734 ms; 12 record_function ranges; left out "
+        "of every finding"
     )
     assert [f.rule for f in alone.findings] == ["host-gap"]
     assert alone.findings[0].at_stake_ns == 733_841
@@ -217,4 +218,25 @@ def test_a_host_gap_of_one_gap_says_it_in_the_singular(tmp_path: Path) -> None:
     assert gap.rule == "host-gap"
     assert gap.evidence.startswith(
         "1 gap between steps takes 0.500 ms (no GPU work in the capture) (the 2 steps take 2.000 ms)"
+    )
+
+
+def test_a_torch_traces_ranges_are_said_to_be_record_function_ranges(tmp_path: Path) -> None:
+    """torch.profiler records record_function ranges, not NVTX ones: the instruments line of its trace said
+    `N NVTX ranges`; an nsys export's stay NVTX ranges."""
+    from kineto_data import write_trace
+
+    from analysis.advice.base import RunRecord
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": name, "pid": 7, "tid": 7, "ts": ts, "dur": 100.0}
+        for name, ts in (("step", 0.0), ("forward", 10.0), ("step", 200.0), ("forward", 210.0))
+    ]
+    trace_file = write_trace(tmp_path / "tiny.pt.trace.json", events)
+    with open_trace(trace_file, cache=False) as trace:
+        found = advice(trace, run=RunRecord(steps=2, measured_steps=2)).instruments
+    assert found.nvtx_ranges == 4 and found.range_kind == "record_function range"
+    assert found.line() == (
+        "harness instruments: 1 gap between its steps, 0.100 ms; 4 record_function ranges; left out "
+        "of every finding"
     )

@@ -20,8 +20,9 @@ Between two of its steps the harness records the step just done (its timers, the
 profiler's step hook): on a process the harness ran (its `measured` range, a phase clock, or any process
 with steps of a capture stored with the run's timers), the time
 between consecutive `step` ranges is the harness's, not a user's gap. Threads the harness starts beside the
-run (the power sampler, `harness-power`) are the harness's too. NVTX ranges and in-process timers add no
-call a finding counts; they are counted here, not left out of anything.
+run (the power sampler, `harness-power`) are the harness's too. NVTX ranges (record_function ranges in a
+torch.profiler trace) and in-process timers add no call a finding counts; they are counted here, not left
+out of anything.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from analysis.advice.where import calls, has_gpu, ms, named_ranges, ranges, step
 from analysis.hta.gpu_events import gpu_events
 from analysis.intervals import clipped_sums
 from analysis.readers.global_ids import PROCESS_MASK, pid_of
+from analysis.readers.kineto import FORMAT as KINETO
 from analysis.trace.trace import Trace
 from workloads.names import MEASURED, TOKEN, counted
 
@@ -54,6 +56,7 @@ class Instruments:
     harness_pids: set[int] = field(default_factory=set)  # processes the harness ran (and timed)
     threads: dict[int, str] = field(default_factory=dict)  # global_tid -> name of the harness's own threads
     nvtx_ranges: int = 0  # the harness's step, phase and token ranges
+    range_kind: str = "NVTX range"  # a torch.profiler trace's are record_function ranges
 
     @property
     def sync_ns(self) -> int:
@@ -115,7 +118,7 @@ class Instruments:
         if len(self.between):
             parts.append(f"{counted(len(self.between), 'gap')} between its steps, {ms(self.between_ns)}")
         if self.nvtx_ranges:
-            parts.append(counted(self.nvtx_ranges, "NVTX range"))
+            parts.append(counted(self.nvtx_ranges, self.range_kind))
         if self.threads:
             parts.append(f"its threads {', '.join(sorted(set(self.threads.values())))}")
         return "harness instruments: " + "; ".join(parts) + "; left out of every finding"
@@ -150,7 +153,8 @@ def instruments(trace: Trace, timed: bool = False) -> Instruments:
     harness_ranges = rs[rs["pid"].isin(pids)]
     tokens = named_ranges(trace, TOKEN)  # generate's, one a decoded token inside `decode`
     counted_ranges = len(harness_ranges) + len(measured) + int(tokens["pid"].isin(pids).sum())
-    return Instruments(syncs, idle, between, pids, threads, counted_ranges)
+    kind = "record_function range" if trace.format == KINETO else "NVTX range"
+    return Instruments(syncs, idle, between, pids, threads, counted_ranges, kind)
 
 
 def _clock_syncs(trace: Trace, rs: pd.DataFrame) -> pd.DataFrame:
