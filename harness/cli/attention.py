@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, err, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, comma_list, err, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
 from harness.cli.terminal.output import Format, emit
 from harness.cli.terminal.progress import Progress
@@ -26,7 +26,7 @@ class _NotStored(Exception):
 
 def _ints(option: str, text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(t) for t in text.split(",") if t.strip())
+        return tuple(int(t) for t in comma_list(option, text))
     except ValueError:
         raise UsageError(f"{option} takes comma-separated positive integers, got {text!r}") from None
 
@@ -65,7 +65,7 @@ def attention_cmd(
         head_dims=tuple(dict.fromkeys(_ints("--head-dims", head_dims))),
         seq_lens=tuple(dict.fromkeys(_ints("--seq-lens", seq_lens))),
         precision=precision.value,
-        impls=tuple(dict.fromkeys(i.strip() for i in impl.split(",") if i.strip())),
+        impls=tuple(dict.fromkeys(comma_list("--impl", impl))),
         warmup=warmup,
         trials=trials,
         causal=causal,

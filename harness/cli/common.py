@@ -107,6 +107,17 @@ LimitOpt = Annotated[
 ]
 
 
+def comma_list(option: str, text: str | None) -> list[str]:
+    """The items of a comma-separated option, stripped (none for an empty or missing value: the command
+    says what an empty list means). An empty item (`16,,32`, `a,`) is refused: it is a slip, not a value."""
+    if not (text or "").strip():
+        return []
+    items = [t.strip() for t in (text or "").split(",")]
+    if not all(items):
+        raise UsageError(f"{option} {text!r} has an empty item: give a comma-separated list, none empty")
+    return items
+
+
 def on_command_line(ctx: typer.Context, name: str) -> bool:
     """Whether parameter `name` was given on the command line (not its default, nor an environment
     variable such as HARNESS_DB)."""

@@ -16,6 +16,7 @@ from harness.cli.common import (
     OldOutputOpt,
     WideOpt,
     cli_errors,
+    comma_list,
     file_option,
     is_stdout,
     is_stream,
@@ -31,10 +32,6 @@ from harness.experiments import pages
 from harness.store import results as results_db
 from harness.store.location import resolve_url, sqlite_file
 from workloads.names import counted
-
-
-def _ids(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
 @cli_errors
@@ -79,14 +76,14 @@ def dashboard_cmd(
         raise UsageError(
             "--start/--end pick a window of an export's timeline: give the export (REPORT.sqlite)"
         )
-    if runs is not None and not _ids(runs):  # an empty list is not "every run"
+    if runs is not None and not comma_list("--runs", runs):  # an empty list is not "every run"
         raise UsageError(f"--runs names no run ({runs!r}): give run ids separated by commas")
     if runs and last:
         raise UsageError("give --runs or --last, not both")
     out = output if output is not None else out
     if open_page and is_stream(out):
         raise UsageError(f"--open opens a page file in a browser; {shown(out)} is not one: give a file name")
-    pair = _ids(compare)
+    pair = comma_list("--compare", compare)
     if compare is not None and len(pair) != 2:
         raise UsageError(f"--compare takes two run ids separated by a comma, got {compare!r}")
 
@@ -97,7 +94,7 @@ def dashboard_cmd(
         page = pages.export_dashboard(report, out, cache=not no_cache, window=window)
     else:
         store = results_db.ResultsStore(db, readonly=True)
-        ids = [store.get(r).id for r in _ids(runs)] or None
+        ids = [store.get(r).id for r in comma_list("--runs", runs)] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         if pair_ids and pair_ids[0] == pair_ids[1]:
             raise UsageError(f"--compare names run {pair_ids[0]} twice: give two different runs")

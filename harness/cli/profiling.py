@@ -12,6 +12,7 @@ from harness.cli.common import (
     WideOpt,
     check_finite_positive,
     cli_errors,
+    comma_list,
     on_command_line,
     warn,
 )
@@ -84,7 +85,7 @@ def overhead_cmd(
     """Run a configuration without a profiler and under it, alternating; print per-phase overhead (%)."""
 
     # each mode once: `light,light` would run nsys light twice a round, pooled as one mode's runs
-    mode_list = list(dict.fromkeys(m.strip() for m in nsys_modes.split(",") if m.strip()))
+    mode_list = list(dict.fromkeys(comma_list("--nsys-mode", nsys_modes)))
     bad = [m for m in mode_list if m not in ("light", "full")]
     if bad or not mode_list:
         raise UsageError(f"--nsys-mode takes light, full or light,full; got {nsys_modes!r}")

@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli.analysis import AS_TORCH_SORTS, OperatorView, check_sort, operator_options
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, count_option, err, on_command_line, warn
+from harness.cli.common import (
+    DbOpt,
+    FormatOpt,
+    WideOpt,
+    cli_errors,
+    comma_list,
+    count_option,
+    err,
+    on_command_line,
+    warn,
+)
 from harness.cli.common import note as say_note
 from harness.cli.options import (
     DEFAULT,
@@ -237,26 +247,30 @@ def sweep_cmd(
     fresh process; print one table. The runs are stored as one experiment (sweep-…). A point that fails
     makes it exit 1 once every point has run (one out of memory is a result, stored as oom)."""
 
-    def split(text: str) -> list[str]:
-        return [t.strip() for t in text.split(",") if t.strip()]
-
-    for option, given in (("--models", models), ("--precision", precision), ("--compile", compile)):
-        if not split(given):  # an empty axis is an empty grid: nothing would run
+    axes = {"--models": models, "--precision": precision, "--compile": compile}
+    items = {option: comma_list(option, given) for option, given in axes.items()}
+    for option, given in axes.items():
+        if not items[option]:  # an empty axis is an empty grid: nothing would run
             raise UsageError(f"{option} names nothing ({given!r}): give a comma-separated list")
 
     compile_map = {"off": False, "on": True, "false": False, "true": True}
-    bad = [c for c in split(compile) if c.lower() not in compile_map]
+    bad = [c for c in items["--compile"] if c.lower() not in compile_map]
     if bad:
         raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
     base = with_ranks(make_config("tiny", workload), ranks)
-    batches = _batch_sizes(split(batch_sizes)) if batch_sizes is not None else None
-    contexts = _sizes("--context-length", split(context_lengths)) if context_lengths is not None else None
-    compiles = [compile_map[c.lower()] for c in split(compile)]
+    batches = _batch_sizes(comma_list("--batch-sizes", batch_sizes)) if batch_sizes is not None else None
+    contexts = (
+        _sizes("--context-length", comma_list("--context-length", context_lengths))
+        if context_lengths is not None
+        else None
+    )
+    compiles = [compile_map[c.lower()] for c in items["--compile"]]
     # asked of the command line, not of the value: -b 4 is the default's value, and it was given
     if batches is not None and on_command_line(ctx, "batch_size"):
         raise UsageError("--batch-sizes gives the batch sizes swept: leave --batch-size out")
     points = [
-        checked(c) for c in sweep.grid(base, split(models), split(precision), compiles, batches, contexts)
+        checked(c)
+        for c in sweep.grid(base, items["--models"], items["--precision"], compiles, batches, contexts)
     ]
     given = {**asked(workload), **asked_ranks(ranks)}
     unused = [line for p in points for line in check_effect(p.config, given, p.device.type)]
