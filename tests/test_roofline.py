@@ -412,6 +412,24 @@ def test_command_places_against_a_named_gpu_and_writes_html(app: typer.Typer, tm
     assert html.read_text().count("plotly") > 0
 
 
+@pytest.mark.parametrize(
+    ("given", "label", "peak"),
+    [("rtx4090", "RTX 4090", 165.2), ("a100", "A100", 312), ("h100-pcie", "H100 PCIe", 756),
+     ("RTX 4090", "RTX 4090", 165.2)],
+)  # fmt: skip
+def test_a_named_gpu_is_matched_whatever_its_spelling_and_labelled_by_its_datasheet(
+    app: typer.Typer, given: str, label: str, peak: float
+) -> None:
+    """--gpu matches the datasheet table ignoring case, spaces and dashes, and the roof is named as the
+    datasheet names the GPU, not as it was typed."""
+    args = ["roofline", "--model", "char", "--precision", "bf16", "--gpu", given, "--format", "csv"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    roofs = pd.read_csv(io.StringIO(result.stdout.split("\n\n")[0]), comment="#")
+    assert roofs.loc[0, "roofs"] == f"{label}, datasheet, bf16"
+    assert roofs.loc[0, "peak TFLOP/s"] == peak
+
+
 def test_html_into_a_new_folder_writes_the_page(app: typer.Typer, tmp_path: Path) -> None:
     """--html in a folder not made yet makes it, as dashboard --out and diff --html do; it failed after the
     tables, naming a temporary file the user never gave."""

@@ -48,6 +48,22 @@ _PEAKS: tuple[tuple[str, float, float | None, float], ...] = (
 )
 
 
+# the GPUs of the tables above by their datasheets' own names: a name given by hand (`--gpu rtx4090`) is
+# matched to one of these ignoring case, spaces, dashes and underscores, and spoken of by its datasheet name
+DATASHEET_NAMES = ("H100", "H100 SXM", "H100 PCIe", "H100 NVL", "H200", "H200 NVL", "A100", "A10", "L4",
+                   "L40S", "RTX 4090", "RTX 5090", "V100", "V100 PCIe", "V100S", "T4")  # fmt: skip
+
+
+def _folded(name: str) -> str:
+    return re.sub(r"[\s_-]+", "", name).casefold()
+
+
+def datasheet_name(name: str) -> str:
+    """The datasheet's own name of GPU `name` (`rtx4090`, `a-100`, `H100 sxm`: "RTX 4090", "A100", "H100
+    SXM"); `name` itself when it is none of them (a name as torch gives it, matched by the patterns)."""
+    return next((known for known in DATASHEET_NAMES if _folded(known) == _folded(name)), name)
+
+
 def peak_flops(device_name: str, precision: str) -> float | None:
     """Dense peak FLOP/s of `device_name` at `precision`; None for an unknown device (a CPU) or no support."""
     if precision not in PRECISIONS:
