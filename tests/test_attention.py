@@ -200,3 +200,22 @@ def test_compiled_attention_compiles_once_per_cell_and_matches_math() -> None:
     q, k, v = torch.randn(3, 1, 1, 16, 8, generator=torch.Generator().manual_seed(1))
     compiled = attention.FACTORIES["compiled"](True)
     torch.testing.assert_close(compiled(q, k, v), math_attention(q, k, v))
+
+
+def test_show_of_a_sweep_id_says_it_is_a_sweep_and_where_it_is_shown(tmp_db: str) -> None:
+    args = ["attention", "--device", "cpu", "--batch", "1", "--head-dims", "8", "--seq-lens", "8"]
+    args += ["--impl", "math"]
+    result = runner.invoke(app, [*args, "--warmup", "0", "--trials", "1"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (sweep_id,) = set(ResultsStore(tmp_db).attention_results()["sweep_id"])
+    where = "`harness dashboard` shows the newest sweep in its attention panel (no command lists sweeps)"
+
+    result = runner.invoke(app, ["show", sweep_id])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"error: {sweep_id!r} is an attention sweep (1 cell, `harness attention`), not a run: {where}"
+    ]
+    result = runner.invoke(app, ["show", "attn-00000000"])
+    assert result.exit_code == 2
+    no_such = f"error: no run or attention sweep with id 'attn-00000000'; {where}"
+    assert result.output.splitlines() == [no_such]

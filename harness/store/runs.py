@@ -21,6 +21,7 @@ from harness.store.schema import (
     RUN_COLUMNS,
     WHOLE_COLUMNS,
     Agreement,
+    AttentionResult,
     Baseline,
     BlockTiming,
     Run,
@@ -368,6 +369,8 @@ class RunsPart(Database):
                             f"`latest` or -1, -2, …; {hint}",
                             exit_code=2,
                         )
+                    if run_id.startswith("attn-"):  # `harness attention`'s sweeps are not runs
+                        raise HarnessError(_sweep_not_run(session, run_id), exit_code=2)
                     raise HarnessError(f"no run with id {run_id!r}; {hint}", exit_code=2)
                 if len(matches) > 1:
                     ids = ", ".join(r.id for r in matches[:3]) + (", …" if len(matches) > 3 else "")
@@ -482,3 +485,13 @@ class RunsPart(Database):
         if last is not None:
             df = df.tail(last).reset_index(drop=True)
         return df
+
+
+def _sweep_not_run(session: Session, sweep_id: str) -> str:
+    """What `show attn-…` is told: an attention sweep's id, and where its cells are shown."""
+    where = "`harness dashboard` shows the newest sweep in its attention panel (no command lists sweeps)"
+    cells = session.scalar(select(func.count()).where(AttentionResult.sweep_id == sweep_id)) or 0
+    if not cells:
+        return f"no run or attention sweep with id {sweep_id!r}; {where}"
+    what = f"an attention sweep ({counted(cells, 'cell')}, `harness attention`)"
+    return f"{sweep_id!r} is {what}, not a run: {where}"
