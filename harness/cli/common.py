@@ -108,11 +108,12 @@ LimitOpt = Annotated[
 
 
 def comma_list(option: str, text: str | None) -> list[str]:
-    """The items of a comma-separated option, stripped (none for an empty or missing value: the command
-    says what an empty list means). An empty item (`16,,32`, `a,`) is refused: it is a slip, not a value."""
-    if not (text or "").strip():
-        return []
+    """The items of a comma-separated option, stripped; none for a value that names nothing (``, `,`: the
+    command says what an empty list means). An empty item beside others (`16,,32`, `a,`) is refused: it
+    is a slip, not a value."""
     items = [t.strip() for t in (text or "").split(",")]
+    if not any(items):
+        return []
     if not all(items):
         raise UsageError(f"{option} {text!r} has an empty item: give a comma-separated list, none empty")
     return items
