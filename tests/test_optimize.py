@@ -548,18 +548,22 @@ def test_ctrl_c_in_the_baseline_only_runs_ends_there(tmp_db: str) -> None:
     assert len(machine.timed_runs) == 1 and done.interrupted == 2 and done.baseline_runs == []
 
 
+def optimize_on(monkeypatch: pytest.MonkeyPatch, machine: Machine) -> None:
+    """`harness optimize MODEL` run on `machine` (its captures and timed runs), two rounds, no budget."""
+    real = opt.optimize
+
+    def on_machine(cfg: RunConfig, store: ResultsStore, **kw: Any) -> opt.Optimisation:
+        return real(cfg, store, capture=machine.capture, timed=machine.timed, repeats=2, budget=None)
+
+    monkeypatch.setattr(opt, "optimize", on_machine)
+
+
 def test_optimize_with_no_change_measured_sends_no_one_to_a_waterfall(
     tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
 ) -> None:
     """No finding, no change tried: the note said `harness dashboard` draws its waterfall, and the panel
     says no change was measured against the baseline."""
-    machine = Machine({}, [], {})
-    real = opt.optimize
-
-    def none_found(cfg: RunConfig, store: ResultsStore, **kw: Any) -> opt.Optimisation:
-        return real(cfg, store, capture=machine.capture, timed=machine.timed, repeats=2, budget=None)
-
-    monkeypatch.setattr(opt, "optimize", none_found)
+    optimize_on(monkeypatch, Machine({}, [], {}))
     r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--format", "json", "--db", tmp_db])
     assert r.exit_code == 0, r.output
     said = " ".join(r.stderr.split())
@@ -570,14 +574,7 @@ def test_optimize_with_no_change_measured_sends_no_one_to_a_waterfall(
 def test_optimize_stopped_by_ctrl_c_exits_130_after_its_table(
     tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
 ) -> None:
-    machine = Stopped(0, {}, [], {})
-
-    real = opt.optimize
-
-    def stopped(cfg: RunConfig, store: ResultsStore, **kw: Any) -> opt.Optimisation:
-        return real(cfg, store, capture=machine.capture, timed=machine.timed, repeats=2, budget=None)
-
-    monkeypatch.setattr(opt, "optimize", stopped)
+    optimize_on(monkeypatch, Stopped(0, {}, [], {}))
     r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--format", "json", "--db", tmp_db])
     assert r.exit_code == 130, r.output
     assert json.loads(r.stdout)  # the table of what finished, then the exit
