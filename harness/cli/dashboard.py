@@ -76,7 +76,8 @@ def dashboard_cmd(
         raise UsageError(
             "--start/--end pick a window of an export's timeline: give the export (REPORT.sqlite)"
         )
-    if runs is not None and not comma_list("--runs", runs):  # an empty list is not "every run"
+    asked = comma_list("--runs", runs)
+    if runs is not None and not asked:  # an empty list is not "every run"
         raise UsageError(f"--runs names no run ({runs!r}): give run ids separated by commas")
     if runs and last:
         raise UsageError("give --runs or --last, not both")
@@ -94,7 +95,7 @@ def dashboard_cmd(
         page = pages.export_dashboard(report, out, cache=not no_cache, window=window)
     else:
         store = results_db.ResultsStore(db, readonly=True)
-        ids = [store.get(r).id for r in comma_list("--runs", runs)] or None
+        ids = [store.get(r).id for r in asked] or None
         pair_ids = (store.get(pair[0]).id, store.get(pair[1]).id) if pair else None
         if pair_ids and pair_ids[0] == pair_ids[1]:
             raise UsageError(f"--compare names run {pair_ids[0]} twice: give two different runs")

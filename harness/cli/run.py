@@ -329,8 +329,9 @@ def sweep_cmd(
 
 
 def _power_notes(results: list[RunResult]) -> list[str]:
-    """The --power notes of several runs, each line once (their sources are the same); none without it."""
-    return list(dict.fromkeys(line for r in results for line in r.extra.get(NOTES, [])))
+    """The --power notes of several runs (render.power_notes says each line once: their sources are the
+    same); none without it."""
+    return [line for r in results for line in r.extra.get(NOTES, [])]
 
 
 def _batch_sizes(items: list[str]) -> list[int]:

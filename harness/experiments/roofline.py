@@ -238,9 +238,7 @@ def _find_roofs(
         gpu = peak.datasheet_name(gpu)
         named = table_roofs(gpu, precision)
         if named is None:
-            raise UsageError(
-                f"no datasheet roofs for GPU {gpu!r}; known: A100, H100, H200, L40S, RTX 4090, …"
-            )
+            raise UsageError(f"no datasheet roofs for GPU {gpu!r}; known: {', '.join(peak.DATASHEET_NAMES)}")
         report.roofs.append(named)
     if kind == "cuda" and not gpu:
         own = table_roofs(name, precision)
