@@ -189,6 +189,17 @@ def test_a_run_id_no_command_could_name_is_refused(
     assert stored(db) == {}
 
 
+@pytest.mark.parametrize("value", ["-0", "-\u00b2"])
+def test_a_run_id_that_reads_as_an_id_is_taken_and_shown(tmp_path: Path, db: Path, value: str) -> None:
+    """`-0` and `-²` count back from no run (`show` reads them as ids, as the store's newest-run rule
+    does), so a run stored under either can be named, and is taken."""
+    assert invoke(edited(tmp_path, "result.run_id", value), db=db).exit_code == 0
+    assert list(stored(db)) == [value]
+    shown = runner.invoke(app, ["show", "--db", str(db), "--format", "json", "--", value])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["run"]["run"] == value
+
+
 def test_a_result_without_its_status(tmp_path: Path, db: Path) -> None:
     data = json.loads(REAL.read_text())
     del data["result"]["status"]

@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.core.bounds import INT64_MAX, digits
 from workloads.names import GENERATE_PHASES, PHASES_BY_MODE, PROGRAM_MODE, TRAIN_PHASES, phases_for
 from workloads.names import STEP as STEP_RANGE
 from workloads.plants import catalogue
@@ -30,6 +31,18 @@ UNTIMED_FIELDS = frozenset(
     {"seed", "steps", "warmup", "rank_timeout", "rdzv_endpoint", "node_rank", "power_period_ms"}
 )
 GENERATE_ONLY = frozenset({"new_tokens", "cuda_graphs"})  # RunConfig fields only a generate run reads
+
+
+def newest_back(ref: str) -> int | None:
+    """How far back from the newest run `ref` counts (`latest` and -1: 0, -2: 1, ...); None: an id."""
+    if ref == LATEST:
+        return 0
+    back = digits(ref[1:]) if ref.startswith("-") else None
+    if back is not None and back >= 1:
+        # the database takes an offset of 64 bits: one past it counts back past every run there, as any
+        # count past their number does (-99999999999999999999 failed in the driver with a traceback)
+        return min(back - 1, INT64_MAX)
+    return None
 
 
 def new_id(prefix: str) -> str:

@@ -13,9 +13,8 @@ from sqlalchemy.orm import Session
 
 from analysis.runs.steady import phase_stats
 from harness.core import signals
-from harness.core.bounds import INT64_MAX, digits
 from harness.core.errors import HarnessError
-from harness.core.records import LATEST, RunResult, measured_steps, names_a_file, phases_of
+from harness.core.records import RunResult, measured_steps, names_a_file, newest_back, phases_of
 from harness.store import unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
@@ -47,18 +46,6 @@ def whole(column: pd.Series) -> pd.Series:
     if values.notna().sum() != column.notna().sum() or (values.dropna() % 1 != 0).any():
         return column
     return values.astype("Int64")
-
-
-def newest_back(ref: str) -> int | None:
-    """How far back from the newest run `ref` counts (`latest` and -1: 0, -2: 1, ...); None: an id."""
-    if ref == LATEST:
-        return 0
-    back = digits(ref[1:]) if ref.startswith("-") else None
-    if back is not None and back >= 1:
-        # the database takes an offset of 64 bits: one past it counts back past every run there, as any
-        # count past their number does (-99999999999999999999 failed in the driver with a traceback)
-        return min(back - 1, INT64_MAX)
-    return None
 
 
 def _nth_newest(session: Session, back: int) -> Run | None:

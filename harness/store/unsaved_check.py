@@ -20,7 +20,6 @@ from harness.core.bounds import INT64_MAX, hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.records import (
     FILE_SUFFIXES,
-    LATEST,
     PROGRAM_MODE,
     BlockRecord,
     ModelInfo,
@@ -28,6 +27,7 @@ from harness.core.records import (
     RunResult,
     StepRecord,
     config_phases,
+    newest_back,
     phases_of,
 )
 from workloads.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
@@ -181,7 +181,7 @@ def named_run(value: Any) -> str:
     runs), no comma (`diff A1,A2`, `--runs`), no profiler file's suffix (a file to `diff` and `advise`)."""
     name = run_id(value)
     assert name is not None
-    if name == LATEST or (name.startswith("-") and name[1:].isdigit()):
+    if newest_back(name) is not None:
         raise _fail(
             "run_id", f"is {name!r}: `harness show` and the others read it as the newest run (or -N back)"
         )
