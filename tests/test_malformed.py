@@ -147,3 +147,24 @@ def test_a_text_id_that_is_not_an_integer_reads_as_none(cpu_export: Path, tmp_pa
     assert names["range_id"].tolist() == whole["range_id"].tolist()
     assert names["name"].iloc[1:].tolist() == whole["name"].iloc[1:].tolist()
     assert whole["name"].iloc[0] == "step" and names["name"].iloc[0] == ""  # no text of its own: no name
+
+
+def test_a_string_that_is_not_utf8_reads_replaced(cpu_export: Path, tmp_path: Path) -> None:
+    """nsys keeps what the program printed in StringIds as it came (ProcessStreams): bytes that are not
+    UTF-8 read as U+FFFD, and the export is read, not called corrupt."""
+    bad = derive(
+        cpu_export,
+        tmp_path / "bad.sqlite",
+        "INSERT INTO StringIds VALUES (999999, CAST(x'ff41fe0a' AS TEXT))",
+    )
+    for command in ("health", "osrt"):
+        result = CliRunner().invoke(app, [command, str(bad), "--no-cache", "--format", "csv"])
+        assert result.exit_code == 0, result.output
+        assert "corrupt" not in result.stderr and result.stdout.count("\n") > 1
+    reader = open_nsys(bad)
+    try:
+        with reader.engine.connect() as conn:
+            value = conn.exec_driver_sql("SELECT value FROM StringIds WHERE id = 999999").scalar()
+    finally:
+        reader.close()
+    assert value == "\ufffdA\ufffd\n"

@@ -73,6 +73,12 @@ def open_nsys(path: str | Path) -> NsysReader:
         raise sqlite_error(path, e.orig) from None
 
 
+def _text(raw: bytes) -> str:
+    """A TEXT value as str. nsys keeps what the program printed (ProcessStreams) in StringIds as it came,
+    which need not be UTF-8: such bytes read as U+FFFD, and the rest of the export stays readable."""
+    return raw.decode("utf-8", "replace")
+
+
 def _open(path: Path, uri: str, folder: Path | None = None) -> NsysReader:
     """The reader of `path` through `uri` (`folder`: its private copy's, removed on close). Raises
     SQLAlchemy's DBAPIError where SQLite refuses."""
@@ -80,7 +86,9 @@ def _open(path: Path, uri: str, folder: Path | None = None) -> NsysReader:
     from sqlalchemy.pool import QueuePool
 
     def connect() -> sqlite3.Connection:
-        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con.text_factory = _text
+        return con
 
     # a small pool, not one shared connection: scan() reads chunks on several threads at once
     engine = create_engine("sqlite://", creator=connect, poolclass=QueuePool, pool_size=SCAN_THREADS)
