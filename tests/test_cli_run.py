@@ -354,4 +354,4 @@ def test_a_run_reference_and_a_file_are_told_apart_by_one_rule(tmp_path, monkeyp
     assert names_a_file("kept") and names_a_file("a/b") and names_a_file("trace.json.gz")
     assert names_a_file("report.qdrep") and names_a_file("x.sqlite")
     assert not names_a_file("tiny-20261130-183859-32058495") and not names_a_file("latest")
-    assert not names_a_file("bad\x00name") and not names_a_file("-1")
+    assert not names_a_file("bad\x00name") and not names_a_file("-1") and not names_a_file("")

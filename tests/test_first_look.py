@@ -315,3 +315,17 @@ def test_an_empty_run_reference_names_no_run(tmp_db: str, ref: str) -> None:
     assert result.stderr.strip() == (
         "error: the run id is empty: give an id, a unique prefix, `latest`, or -1, -2, …"
     )
+
+
+@pytest.mark.parametrize(
+    "args", [["advise", ""], ["health", ""], ["advise", "-r", "gpu_gaps", ""], ["diff", "", "tiny-only"]]
+)
+def test_an_empty_run_reference_is_no_folder(tmp_db: str, args: list[str]) -> None:
+    """The commands that take a run id or a file read an empty argument as an empty run id, not as the
+    current folder (which Path("") is)."""
+    ResultsStore(tmp_db).save(make_result("tiny-only"))
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: the run id is empty: give an id, a unique prefix, `latest`, or -1, -2, …"
+    )

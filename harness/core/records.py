@@ -63,7 +63,10 @@ _GIVEN: set[str] = set()  # the ids this process gave (a few a run: small howeve
 
 def names_a_file(ref: str) -> bool:
     """Whether `ref`, where a command takes a run id or a file, names a file: one is there, or it has a
-    folder or a profiler file's suffix (a mistyped file name is then said missing as a file, not as a run)."""
+    folder or a profiler file's suffix (a mistyped file name is then said missing as a file, not as a run).
+    An empty `ref` names nothing (not the current folder, which Path("") is): the run lookup says so."""
+    if not ref:
+        return False
     if "/" in ref or ref.endswith(FILE_SUFFIXES):
         return True
     try:

@@ -120,7 +120,7 @@ def _resolve_one(spec: str, store_factory: object) -> Side:
         run = store_factory().get_baseline(name)  # type: ignore[attr-defined]
         return Side(f"{spec} ({run.id})", run=run, trace_path=_run_trace(run))
     path = Path(spec)
-    if path.exists():
+    if spec and path.exists():  # Path("") is the current folder: an empty spec is an empty run id
         if path.is_dir():
             raise HarnessError(f"{spec} is a folder; give an export, report or trace file", exit_code=2)
         return Side(spec, trace_path=path)
