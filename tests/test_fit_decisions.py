@@ -4,11 +4,13 @@ says how to see what it left out, and never shows two different names (or two di
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import click
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,7 +22,7 @@ from typer.testing import CliRunner
 from analysis import tables
 from analysis.compare.overhead import overhead_table
 from analysis.ranks.ranks import imbalance_table, straggler_table
-from harness.cli import app
+from harness.cli import app, commands, load
 from harness.cli.terminal.fit import distinct, rich_table
 from harness.store.results import ResultsStore
 
@@ -361,3 +363,47 @@ def test_runs_tells_a_sweeps_batch_sizes_apart(tmp_path: Path, monkeypatch: pyte
     assert header[1:3] == ["run", "batch"] and [r[1] for r in rows] == ["1", "2"]
     (dropped,) = left_out(listed)
     assert "context" in dropped and "batch" not in dropped
+
+
+def _table_commands() -> list[tuple[str, click.Command]]:
+    """Every command (and subcommand) whose --format offers a table for people."""
+    out = []
+    for name in commands():
+        top = load(name)
+        subs = top.commands.items() if isinstance(top, click.Group) else [("", top)]
+        for sub, command in subs:
+            fmt = next((p for p in command.params if "--format" in getattr(p, "opts", ())), None)
+            if fmt is not None and "table" in getattr(fmt.type, "choices", ()):
+                out.append((f"{name} {sub}".strip(), command))
+    return out
+
+
+def test_every_command_that_fits_a_table_takes_wide() -> None:
+    """The note under a fitted table says `--wide shows them`: every command that prints one takes it."""
+    lacking = [
+        name for name, command in _table_commands()
+        if not any("--wide" in getattr(p, "opts", ()) for p in command.params)
+    ]  # fmt: skip
+    assert lacking == []
+
+
+def test_import_at_80_columns_keeps_what_became_of_each_file(tmp_path: Path) -> None:
+    """A run id as long as a program's (`harness profile -- sleep 6`) and the file it is in."""
+    data = json.loads((Path(__file__).parent / "data" / "harness-unsaved-char.json").read_text())
+    run_id = data["result"]["run_id"] = "sleep-20261201-010806-939d5660"
+    real = tmp_path / "h1" / f"harness-unsaved-{run_id}.json"
+    real.parent.mkdir()
+    real.write_text(json.dumps(data))
+    db = str(tmp_path / "results.sqlite")
+    assert runner.invoke(app, ["import", str(real), "--db", db]).exit_code == 0
+    out = cli("import", real, "--db", db)
+    assert "already stored" in out and run_id in out
+    assert left_out(out) == []
+
+
+def test_baseline_list_wide_shows_every_column(tmp_db: str) -> None:
+    ResultsStore(tmp_db).save(make_run("base-1", noise=0.01, seed=1))
+    assert runner.invoke(app, ["baseline", "tag", "main", "base-1"]).exit_code == 0
+    assert left_out(cli("baseline", "list")) == [["tagged_at"]]
+    wide = cli("baseline", "list", "--wide")
+    assert "tagged_at" in wide and left_out(wide) == []

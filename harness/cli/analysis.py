@@ -26,7 +26,7 @@ from analysis.tables import operators as ops
 from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
 from analysis.trace.exports import clear_source, exports_dir, open_source
-from harness.cli.common import FormatOpt, at_least, cli_errors, err, note, warn, warn_skipped
+from harness.cli.common import FormatOpt, WideOpt, at_least, cli_errors, err, note, warn, warn_skipped
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
 from harness.cli.terminal.output import Format, emit, emit_many
@@ -103,6 +103,7 @@ def cache_cmd(
         ),
     ] = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """The Parquet cache of exports read before: list its entries with their sizes, clear it, limit it."""
     cache = trace_cache.Cache()
@@ -144,7 +145,12 @@ def cache_cmd(
         if cleared.kept:
             raise typer.Exit(1)
         return
-    emit(cache_table(cache), format, title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)")
+    emit(
+        cache_table(cache),
+        format,
+        title=f"trace cache in {cache.root} (limit {cache.limit:,} bytes)",
+        wide=wide,
+    )
 
 
 def limit_words(limit: int, held: list[int], freed: int, *, emptied: bool) -> str:

@@ -289,7 +289,14 @@ def baseline_tag_cmd(
 @baseline_app.command("list")
 @cli_errors
 def baseline_list_cmd(
-    db: DbOpt = None, fmt: Annotated[DiffFormat, typer.Option("--format", "-f")] = DiffFormat.table
+    db: DbOpt = None,
+    fmt: Annotated[
+        DiffFormat,
+        typer.Option(
+            "--format", "-f", callback=wide_where_it_shows, help="table for people; markdown or csv or json."
+        ),
+    ] = DiffFormat.table,
+    wide: WideOpt = False,
 ) -> None:
     """The named baselines."""
 
@@ -300,7 +307,7 @@ def baseline_list_cmd(
     if fmt is DiffFormat.markdown:
         sys.stdout.write(markdown_table(df))
     else:
-        emit(df, fmt.value, title="Baselines")
+        emit(df, fmt.value, title="Baselines", wide=wide)
 
 
 def register(app: typer.Typer) -> None:

@@ -363,6 +363,7 @@ def import_cmd(
     ] = False,
     db: DbOpt = None,
     format: FormatOpt = Format.table,
+    wide: WideOpt = False,
 ) -> None:
     """Store runs that could not be saved, every field checked. A run already stored is never replaced
     unless --replace (which says what it replaced); importing the same file again writes nothing."""
@@ -387,8 +388,10 @@ def import_cmd(
         [(str(d.file), d.run_id, d.stored) for d in done],
         columns=["file", "run", "stored"],
     )
+    # what became of each file is what the table says: never left out to fit, nor the id a user copies
+    table.attrs.update(deciding=["stored"], whole=["run"], narrow=["file"])
     assert store is not None  # files is never empty: each was stored or refused
-    emit(table, format, title=f"imported into {results_db.describe_url(store.url)}")
+    emit(table, format, title=f"imported into {results_db.describe_url(store.url)}", wide=wide)
     for d in done:
         if d.stored == "replaced":
             say_note(f"run {d.run_id} replaced: it was {d.was}")
