@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 from conftest import measure_drift, need
+from export_data import derive
 from test_diff import CPU_TRAIN, make_run
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult
+from harness.execution.nsys import ProfileResult
+from harness.experiments.program import program_result
 from harness.store.results import ResultsStore
 
 pytestmark = pytest.mark.attack
@@ -295,4 +298,79 @@ def test_no_drift_measured_names_the_context_length_it_was_looked_for_at(tmp_db:
     assert (
         "measured for tiny train fp32 batch 4 context 64 on cpu, tiny train fp32 batch 4 context 16 on "
         in r.stdout
+    )
+
+
+def _program_run(store: ResultsStore, run_id: str, export: Path, returncode: int = 0) -> None:
+    """A stored `harness profile -- …` run whose export is `export`."""
+    prof = ProfileResult(returncode=returncode, rep=None, sqlite=export, qdstrm=None, stderr_tail="")
+    result = program_result(run_id, "train.py", ["python", "train.py"], prof, "2023.4.4.54")
+    store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(export))
+
+
+@pytest.fixture
+def programs(tmp_db: str, tmp_path: Path) -> ResultsStore:
+    """Two program runs of the CPU capture, the second with its `step` ranges 20% longer."""
+    need(CPU_TRAIN)
+    slow = derive(
+        CPU_TRAIN,
+        tmp_path / "slow.sqlite",
+        "UPDATE NVTX_EVENTS SET end = start + (end - start) * 6 / 5 "
+        "WHERE textId = (SELECT id FROM StringIds WHERE value = 'step')",
+    )
+    store = ResultsStore(tmp_db)
+    _program_run(store, "train.py-1", CPU_TRAIN)
+    _program_run(store, "train.py-2", slow)
+    return store
+
+
+def test_two_program_runs_are_compared_by_their_exports(programs: ResultsStore) -> None:
+    """The harness times no steps in a program: two program runs get their exports' verdict, and a gate
+    judges it (it was refused: 'no measured steps … run it again'), as two exports' does; the two-export
+    options apply (the first step of this capture is a 167 ms warm-up among 16 ms steps)."""
+    r = runner.invoke(app, ["diff", "train.py-1", "train.py-2", "--warmup", "3", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["a"]["label"], doc["b"]["label"]) == ("train.py-1", "train.py-2")
+    assert doc["verdict"]["verdict"] == "regression" and doc["verdict"]["basis"] == "iteration time"
+    r = runner.invoke(app, ["diff", "train.py-1", "train.py-2"])
+    assert "no measured steps" not in r.output and "A = train.py-1" in r.stdout
+    r = runner.invoke(app, ["diff", "train.py-1", "train.py-2", "--warmup", "3", "--gate", "5"])
+    assert r.exit_code == 1 and "error: gate: regression beyond 5%: iteration time +" in r.stderr
+    assert (
+        runner.invoke(app, ["diff", "train.py-1", "train.py-2", "--warmup", "3", "--gate", "50"]).exit_code
+        == 0
+    )
+
+
+def test_a_program_run_that_failed_is_said_and_no_gate_passes_on_it(programs: ResultsStore) -> None:
+    _program_run(programs, "train.py-3", CPU_TRAIN, returncode=3)
+    r = runner.invoke(app, ["diff", "train.py-1", "train.py-3"])
+    assert r.exit_code == 0, r.output
+    said = " ".join(line.strip() for line in r.output.splitlines())
+    assert (
+        "train.py-3 ended error (the program exited with code 3): what its export recorded is compared"
+        in said
+    )
+    r = runner.invoke(app, ["diff", "train.py-1", "train.py-3", "--gate", "50"])
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[-1] == (
+        "error: gate: train.py-3 ended error (the program exited with code 3): a gate passes only between "
+        "runs that ended ok; run it again"
+    )
+
+
+def test_notes_of_two_exports_without_per_name_tables_are_said(
+    programs: ResultsStore, tmp_path: Path
+) -> None:
+    """Two captures with no kernel or NVTX table: the notes go under the headline (they were dropped)."""
+    bare = derive(CPU_TRAIN, tmp_path / "bare.sqlite", "DELETE FROM NVTX_EVENTS")
+    _program_run(programs, "bare-1", bare)
+    _program_run(programs, "bare-2", bare, returncode=3)
+    r = runner.invoke(app, ["diff", "bare-1", "bare-2"])
+    assert r.exit_code == 0, r.output
+    said = " ".join(line.strip() for line in r.output.splitlines())
+    assert (
+        "note: bare-2 ended error (the program exited with code 3): what its export recorded is compared"
+        in said
     )

@@ -146,7 +146,8 @@ def diff_cmd(
     iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
     Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables; one run
     a side is judged against the drift between runs measured for its configuration (`run --repeats N`
-    measures it), several a side (A1,A2,A3 B1,B2,B3) by their spread.
+    measures it), several a side (A1,A2,A3 B1,B2,B3) by their spread. Two program runs (`harness profile`)
+    are compared as their exports are.
 
     --format csv writes one tidy CSV: a first column `table` names the table each row comes from (the
     union of the tables' columns, empty where a table has no such column); with --out DIR, one CSV per
@@ -167,6 +168,9 @@ def diff_cmd(
 
     side_a, side_b = hd.resolve(a, store), hd.resolve(b, store)
     hd.check_apart(side_a, side_b)
+    ended_so: list[str] = []  # two program runs: how one that did not end ok ended
+    if (programs := hd.program_exports(side_a, side_b)) is not None:
+        side_a, side_b, ended_so = programs
     _refuse_export_options(ctx, side_a, side_b)
     hd.check_gate(gate, side_a, side_b)
     inputs = [
@@ -178,6 +182,7 @@ def diff_cmd(
         refuse_inputs(html, inputs, "--html")
     if side_a.run is None and side_b.run is None:
         d = ed.compute(side_a, side_b, exports, cache=not no_cache)
+        d.notes += [f"{line}: what its export recorded is compared" for line in ended_so]
         for warning in hd.failed_sides(side_a, side_b, cache=not no_cache):
             warn(warning)
         ed.render(d, fmt.value, top, wide, gate, out=out, inputs=inputs)
@@ -185,6 +190,9 @@ def diff_cmd(
             phase = d.verdict.phase  # the iteration-time (or GPU busy) verdict, as a phase of two runs
             page = hd.DiffResult(side_a, side_b, d.tables, [phase] if phase else None, d.notes)
             _write_page(html, page, top, gate)
+        if gate is not None and ended_so:
+            err(f"gate: {ended_so[0]}: a gate passes only between runs that ended ok; run it again")
+            raise typer.Exit(1)
         if gate is not None:
             ed.apply_gate(d, gate)
         return

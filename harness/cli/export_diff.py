@@ -251,7 +251,8 @@ def render(
         "B against A; GPU time: kernels summed; the indented rows split each device's span, summed "
         "(comm.: communication, NCCL kernels)"
     )
-    emit(d.headline, "table", title=title, wide=wide)
+    # the notes go under the last table: under the headline where there is no other
+    emit(d.headline, "table", title=title, notes=[] if d.tables else d.notes, wide=wide)
     for i, (name, df) in enumerate(d.tables):
         notes = _left_out(df, rows)
         if name == "NVTX ranges" and d.grouping:

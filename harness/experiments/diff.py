@@ -26,7 +26,7 @@ from analysis.tables import nvtx
 from analysis.trace.exports import files_read, open_source
 from analysis.trace.opening import require_events
 from harness.core.errors import HarnessError, UsageError
-from harness.core.records import GENERATE_ONLY, UNTIMED_FIELDS, names_a_file
+from harness.core.records import GENERATE_ONLY, PROGRAM_MODE, UNTIMED_FIELDS, names_a_file
 from harness.execution.nsys import export_report
 from harness.experiments.drift import compared_drift, key_of
 from workloads.names import counted
@@ -362,6 +362,18 @@ def check_gate(gate: float | None, a: Side, b: Side) -> None:
         raise UsageError(f"--gate {gate:g} is not a percentage: give a finite number, e.g. --gate 5")
     if (a.run is None) != (b.run is None):
         raise UsageError("--gate needs two runs or two exports (a run and an export give no verdict)")
+
+
+def program_exports(a: Side, b: Side) -> tuple[Side, Side, list[str]] | None:
+    """Two program runs (`harness profile`), one a side, whose exports are still there: the sides as their
+    exports, under the runs' labels, and for each run that did not end ok how it ended (a gate refuses it).
+    The harness times no steps in a program: its export (its NVTX `step` ranges the iterations) is all
+    there is to compare. None for any other two sides."""
+    sides = (a, b)
+    if not all(len(s.runs) == 1 and s.runs[0].mode == PROGRAM_MODE and s.trace_path for s in sides):
+        return None
+    ended_so = [f"{s.label} {ended(s.runs[0])}" for s in sides if s.runs[0].status != "ok"]
+    return Side(a.label, trace_path=a.trace_path), Side(b.label, trace_path=b.trace_path), ended_so
 
 
 def ended(run: Run) -> str:
