@@ -196,6 +196,24 @@ def test_profile_missing_program_is_one_line_error(tmp_db: str, tmp_path: Path) 
     assert "is not an executable file" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "args", [["profile", "--profile-dir", "", "--", "true"], ["run", "char", "--nsys", "--profile-dir", ""]]
+)
+def test_an_empty_profile_dir_is_refused(
+    tmp_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """`--profile-dir "$DIR"` with DIR unset: refused, where the files went to the current folder."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        "error: --profile-dir is empty: give a folder, or leave --profile-dir out for the default\n"
+    )
+    assert list(work.iterdir()) == []
+
+
 def _env(db: str, nsys_bin: str) -> dict[str, str]:
     repo = str(Path(__file__).resolve().parents[1])
     return {**os.environ, "HARNESS_DB": db, "HARNESS_NSYS": nsys_bin, "PYTHONPATH": repo}
