@@ -319,3 +319,26 @@ def test_a_program_ended_by_a_signal_is_stored_as_killed(returncode: int, error:
     result = program_result("p-1", "p", ["./p"], prof, "2023.4.4.54")
     assert (result.status, result.error) == ("error", error)
     assert result.extra["exit_code"] == returncode
+
+
+def test_a_signal_that_ends_the_wait_to_store_the_run_is_the_exit_code(
+    tmp_path: Path, tmp_db: str, nsys_bin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the run waits on a locked database: the run goes to its file, and the command ends
+    with the signal's exit code (130), as `harness run` does (it ended 1, as for any unsaved run)."""
+    from harness.experiments.program import profile_program
+    from harness.store.results import UnsavedRun
+
+    store = ResultsStore(tmp_db)
+    kept = tmp_path / "harness-unsaved-true.json"
+
+    def locked(result, **how) -> None:  # type: ignore[no-untyped-def]
+        raise UnsavedRun(
+            f"run {result.run_id} is not in the results database: SIGINT came while it waited", kept,
+            signal.SIGINT, run_id=result.run_id, reason="SIGINT came while it waited",
+        )  # fmt: skip
+
+    monkeypatch.setattr(store, "save", locked)
+    done = profile_program(["true"], store=store, profile_dir=tmp_path / "prof", nsys_path=nsys_bin)
+    assert done.profile.returncode == 0 and done.unsaved
+    assert done.exit_code == 130

@@ -30,7 +30,7 @@ from workloads.names import NOT_APPLICABLE
 if TYPE_CHECKING:
     from harness.execution.nsys import ProfileResult
     from harness.profilers.capture import Report
-    from harness.store.results import ResultsStore
+    from harness.store.results import ResultsStore, UnsavedRun
 
 
 @dataclass
@@ -45,13 +45,17 @@ class ProgramRun:
     unsaved: list[str] = field(default_factory=list)
     advice: dict[str, Any] | None = None  # the capture's health and findings, stored with the run
     log: Path | None = None  # the program's output (its end, with nsys's), beside its report
+    stopped_by: int | None = None  # the signal (Ctrl-C, SIGTERM) that ended a wait to store the run
 
     @property
     def exit_code(self) -> int:
-        """The program's exit code (128+N for signal N); 1 where it exited 0 but its run was not stored."""
+        """The program's exit code (128+N for signal N); 128+N where signal N (Ctrl-C, SIGTERM) ended nsys, or
+        the wait to store the run; 1 where it exited 0 but its run was not stored."""
         prof = self.profile
         if prof.interrupted:
             return signals.exit_code(prof.interrupted)
+        if self.stopped_by is not None:
+            return signals.exit_code(self.stopped_by)
         if prof.returncode < 0:
             return 128 - prof.returncode
         if prof.returncode > 0:
@@ -160,8 +164,10 @@ def profile_program(
     out.result = program_result(run_id, name, argv, prof, info.version)
     out.result.extra[nsys.CAPTURE_RANGE] = nsys.capture_range_in(nsys_args)  # read back by `health RUN`
     how = {"profiler": "nsys", "nsys_mode": opts.mode, **report_paths(prof)}
-    with stored_after(store, out.result, out.unsaved, how) as found:  # once, after the export is read
+    refused: list[UnsavedRun] = []
+    with stored_after(store, out.result, out.unsaved, how, refused=refused) as found:  # once, after the read
         after_capture(out, prof.sqlite, tables_format, found, out.result.extra[nsys.CAPTURE_RANGE])
+    out.stopped_by = next((e.signal for e in refused if e.signal is not None), None)
     return out
 
 
