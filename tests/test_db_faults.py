@@ -4,6 +4,7 @@ waits on a locked database, an interrupted unsaved-run file."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -90,6 +91,8 @@ def test_sigterm_while_waiting_on_a_locked_database_keeps_the_run_and_says_where
     file = tmp_path / "harness-unsaved-tiny-term.json"
     assert caught.value.path == file and file.is_file() and caught.value.signal == signal.SIGTERM
     assert "SIGTERM came while it waited" in str(caught.value)
+    waited = float(re.search(r"\(waited ([0-9.]+) s;", str(caught.value)).group(1))  # not the 120 it may
+    assert 0.4 <= waited <= time.monotonic() - began + 0.1
     assert unsaved.read(file, registry.NAMES).result.run_id == "tiny-term"
 
 

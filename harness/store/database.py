@@ -8,6 +8,7 @@ will not take are kept: harness.store.results.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,11 +248,14 @@ class Database:
                     raise
 
     def _guard(self, fn: Callable[[], T], stop: Callable[[], bool] | None = None) -> T:
-        """Run a database operation: wait out a busy database, turn its errors into one line."""
+        """Run a database operation: wait out a busy database, turn its errors into one line (a wait that
+        `stop` cut short is said as long as it was, not as long as it may last)."""
+        began = time.monotonic()
         try:
             return dbfaults.retry_busy(fn, self.timeout, stop)
         except SQLAlchemyError as e:
-            raise dbfaults.explain(e, self.where, self.timeout) from None
+            waited = round(time.monotonic() - began, 1) if stop is not None and stop() else self.timeout
+            raise dbfaults.explain(e, self.where, min(waited, self.timeout)) from None
 
     def _rows(self, stmt: Any) -> list[Any]:
         with self.engine.connect() as conn:
