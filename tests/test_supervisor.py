@@ -107,6 +107,24 @@ def test_a_program_that_prints_a_lot_keeps_its_end_on_disk_only() -> None:
     assert supervisor.run([sys.executable, "-c", "print('a')"]).dropped_note() is None
 
 
+def test_a_line_longer_than_the_end_kept_keeps_its_end() -> None:
+    """A program whose last output is one line longer than what is kept (a result printed as one line), with
+    short lines after it (as nsys writes its own): the line's end is kept, the program's last words in it,
+    where the whole line was dropped up to the next line break."""
+    kept = 16 * 1024
+    code = (
+        "import sys; sys.stdout.write('start\\n' + 'é' * (2 * 16 * 1024) + 'END'); "
+        "sys.stdout.write('\\nGenerated:\\n    report.nsys-rep\\n')"
+    )
+    done = supervisor.run([sys.executable, "-c", code], merge_stderr=True, kept=kept)
+    assert done.stdout.endswith("éEND\nGenerated:\n    report.nsys-rep\n")
+    assert done.stdout.startswith("é") and "\ufffd" not in done.stdout
+    printed = (
+        len("start\n") + 2 * len("é".encode()) * 16 * 1024 + len("END\nGenerated:\n    report.nsys-rep\n")
+    )
+    assert done.dropped == printed - len(done.stdout.encode()) and len(done.stdout.encode()) <= kept
+
+
 def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
     mark = uuid.uuid4().hex
     folder = tmp_path / "harness-tmp"

@@ -57,7 +57,7 @@ PR_SET_CHILD_SUBREAPER = 36
 @dataclass
 class Finished:
     returncode: int  # COMMAND's exit code; negative: killed by that signal
-    stdout: str  # its last KEPT_BYTES, from a line's start
+    stdout: str  # its last KEPT_BYTES, from a line's start (a long line's: its end)
     stderr: str  # empty with merge_stderr; its last KEPT_BYTES too
     interrupted: int | None = None  # the first signal that came (SIGINT: Ctrl-C; SIGTERM)
     held: bool = False  # that signal was kept from COMMAND (`run`'s hold), and no later one passed on
@@ -122,7 +122,7 @@ def run(
     command's output so far and the (name, state) of the processes under it: True keeps the signal from it,
     which is let finish (nsys writing its report deletes it when told to stop), and `held` says so; a later
     signal is passed on (and `held` is then False). Of the output, the last `kept` bytes of each stream
-    are kept (from a line's start), in memory and on disk; `dropped` counts the rest.
+    are kept (from a line's start; of a long line, its end), in memory and on disk; `dropped` counts the rest.
     """
     full_env = dict(os.environ if env is None else env)
     full_env[PARENT_ENV] = str(os.getpid())
@@ -194,13 +194,19 @@ def _written(out: IO[bytes], kept: int = KEPT_BYTES) -> str:
 
 
 def _kept(out: IO[bytes], kept: int) -> tuple[str, int]:
-    """`_written`, and how many bytes before it the command wrote."""
+    """`_written`, and how many bytes before it the command wrote. A line that began before the last `kept`
+    bytes is left out where the next begins in the first half of them; a longer one (a program's result
+    printed as one line, with nsys's lines after it) keeps its end."""
     fd = out.fileno()
     size = os.fstat(fd).st_size
     start = max(0, size - kept)
     data = os.pread(fd, size - start, start)
-    if start > 0:  # cut inside a line (or a character): begin at the next whole one
-        data = data[data.find(b"\n") + 1 :] if b"\n" in data else data
+    if start > 0:  # cut inside a line (or a character): begin at the next whole one, where it is near
+        line = data.find(b"\n")
+        if 0 <= line < len(data) // 2:
+            data = data[line + 1 :]
+        else:  # a line longer than half of what is kept: its end, from the next whole character
+            data = data[next((i for i, b in enumerate(data[:4]) if not 0x80 <= b < 0xC0), 0) :]
     return data.decode(errors="replace"), size - len(data)
 
 
