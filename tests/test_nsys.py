@@ -172,6 +172,13 @@ def test_tail_drops_progress_bars() -> None:
     assert nsys._tail(text) == "Generated:\n    /p/a.nsys-rep"
 
 
+def test_a_long_line_of_the_tail_shows_its_end() -> None:
+    """A program's last line a megabyte long is shown by its end, not printed whole to the terminal (the
+    whole line is in the run's log)."""
+    text = "start\n" + "a" * 1_000_000 + "END\nlast\n"
+    assert nsys._tail(text) == "start\n…" + "a" * 997 + "END\nlast"
+
+
 def test_program_lines_outlast_a_long_nsys_error(tmp_path: Path) -> None:
     """nsys's importer can fail after the run with a dump longer than the kept tail (seen in CI under
     nsys 2023.4): the lines the program printed are still the ones shown, never the dump's end."""

@@ -14,13 +14,14 @@ from harness.execution import supervisor
 from harness.execution.nsys.find import NsysInfo, _version, candidates, find_nsys
 
 TAIL_LINES = 20
+TAIL_CHARS = 1000  # of a line shown: its end (the whole line is in the run's log)
 
 
 def _tail(text: str, lines: int = TAIL_LINES) -> str:
     # nsys draws progress bars with carriage returns: keep only the lines a person would see
     kept = [ln.rsplit("\r", 1)[-1] for ln in text.splitlines()]
     kept = [ln for ln in kept if ln.strip() and not re.match(r"^\[\d/\d\] \[", ln)]
-    return "\n".join(kept[-lines:])
+    return "\n".join(ln if len(ln) <= TAIL_CHARS else "…" + ln[-TAIL_CHARS:] for ln in kept[-lines:])
 
 
 def _closing(lines: Sequence[str]) -> int | None:
