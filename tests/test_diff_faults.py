@@ -374,3 +374,16 @@ def test_notes_of_two_exports_without_per_name_tables_are_said(
         "note: bare-2 ended error (the program exited with code 3): what its export recorded is compared"
         in said
     )
+
+
+def test_a_program_run_against_an_export_is_compared_as_two_exports(programs: ResultsStore) -> None:
+    """A program run and an export: their exports' verdict, and a gate judges it (it was refused: 'a run
+    and an export give no verdict')."""
+    slow = programs.get("train.py-2").nsys_sqlite
+    r = runner.invoke(app, ["diff", "train.py-1", slow, "--warmup", "3", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["a"]["label"], doc["b"]["label"]) == ("train.py-1", slow)
+    assert doc["verdict"]["verdict"] == "regression"
+    r = runner.invoke(app, ["diff", slow, "train.py-1", "--warmup", "3", "--gate", "5"])
+    assert r.exit_code == 0, r.output  # an improvement

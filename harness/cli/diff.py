@@ -146,8 +146,8 @@ def diff_cmd(
     iterations, a verdict, comparability), then kernels, NVTX ranges and CUDA calls, largest change first.
     Two runs: a verdict per phase (regression, improvement, inconclusive) and their exports' tables; one run
     a side is judged against the drift between runs measured for its configuration (`run --repeats N`
-    measures it), several a side (A1,A2,A3 B1,B2,B3) by their spread. Two program runs (`harness profile`)
-    are compared as their exports are.
+    measures it), several a side (A1,A2,A3 B1,B2,B3) by their spread. A program run (`harness profile`) is
+    compared as its export is, against another or an export.
 
     --format csv writes one tidy CSV: a first column `table` names the table each row comes from (the
     union of the tables' columns, empty where a table has no such column); with --out DIR, one CSV per

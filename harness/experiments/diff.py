@@ -365,14 +365,19 @@ def check_gate(gate: float | None, a: Side, b: Side) -> None:
 
 
 def program_exports(a: Side, b: Side) -> tuple[Side, Side, list[str]] | None:
-    """Two program runs (`harness profile`), one a side, whose exports are still there: the sides as their
-    exports, under the runs' labels, and for each run that did not end ok how it ended (a gate refuses it).
-    The harness times no steps in a program: its export (its NVTX `step` ranges the iterations) is all
-    there is to compare. None for any other two sides."""
+    """A program run (`harness profile`), one a side, whose export is still there, against another or
+    against an export or trace: the sides as their exports, under their labels, and for each run that did
+    not end ok how it ended (a gate refuses it). The harness times no steps in a program: its export (its
+    NVTX `step` ranges the iterations) is all there is to compare. None for any other two sides."""
     sides = (a, b)
-    if not all(len(s.runs) == 1 and s.runs[0].mode == PROGRAM_MODE and s.trace_path for s in sides):
+
+    def program(s: Side) -> bool:
+        return len(s.runs) == 1 and s.runs[0].mode == PROGRAM_MODE and s.trace_path is not None
+
+    exports = all(program(s) or (not s.runs and s.trace_path is not None) for s in sides)
+    if not exports or not any(program(s) for s in sides):
         return None
-    ended_so = [f"{s.label} {ended(s.runs[0])}" for s in sides if s.runs[0].status != "ok"]
+    ended_so = [f"{s.label} {ended(s.runs[0])}" for s in sides if s.runs and s.runs[0].status != "ok"]
     return Side(a.label, trace_path=a.trace_path), Side(b.label, trace_path=b.trace_path), ended_so
 
 
