@@ -320,3 +320,42 @@ def test_a_run_stopped_by_its_user_does_not_hide_its_configurations_finished_run
     assert means.set_index("phase").loc["decode", "mean_ns"] == 30_000_000
     alone = phase_means(store.runs().iloc[[1]], modes=("generate",))
     assert list(alone["status"]) == ["interrupted"]
+
+
+def test_runs_of_one_model_at_several_batch_sizes_are_each_drawn(tmp_path) -> None:
+    """`harness sweep --batch-sizes 1,2` stores one run per batch size: the phase and throughput panels
+    drew the newest alone (one configuration to them), so batch 1 was lost from the page. Each batch size
+    is a configuration of its own, named in its setting; natural order (batch 2 before batch 16)."""
+    from dashboard_data import result
+
+    from analysis.dashboard.runs import setting_order
+    from analysis.dashboard.throughput import throughput_table
+
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    for batch, forward_ns in ((1, 1_000_000), (2, 1_500_000), (16, 9_000_000)):
+        run = result(f"tiny-b{batch}", "tiny", "fp32", [(forward_ns, 2 * forward_ns, 500_000)])
+        run.config.batch_size = batch
+        run.tokens_per_s = 1000.0 * batch
+        store.save(run)
+    store.save(result("small-b4", "small", "fp32", [(3_000_000, 6_000_000, 1_000_000)]))  # one batch size
+    runs = store.runs()
+    forward = phase_means(runs).query("phase == 'forward'").set_index("run_id")
+    settings = ["batch 1 fp32", "batch 2 fp32", "batch 4 fp32", "batch 16 fp32"]
+    ids = ["tiny-b1", "tiny-b2", "small-b4", "tiny-b16"]
+    assert forward["setting"].to_dict() == dict(zip(ids, settings, strict=True))
+    assert forward["mean_ns"].to_dict() == {
+        "tiny-b1": 1_000_000.0, "tiny-b2": 1_500_000.0, "tiny-b16": 9_000_000.0, "small-b4": 3_000_000.0
+    }  # fmt: skip
+    assert throughput_table(runs).set_index("run_id")["tokens_per_s"].to_dict() == {
+        "tiny-b1": 1000.0, "tiny-b2": 2000.0, "tiny-b16": 16000.0, "small-b4": 1000.0
+    }  # fmt: skip
+    assert setting_order(forward["setting"]) == settings
+    fig = phase_bars_panel(DashboardData(runs=runs)).figure
+    assert [a.text for a in fig.layout.annotations] == settings
+
+
+def test_each_model_at_its_own_context_length_keeps_plain_settings(store: ResultsStore) -> None:
+    """Models of a sweep run at their own default context lengths (and a generate run's prompt is shorter
+    than a training run's): the setting names a context length only where one model's runs hold several."""
+    table = phase_means(store.runs())
+    assert set(table["setting"]) == {"fp32", "bf16"}

@@ -41,9 +41,10 @@ def energy_sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     keys = [k for k in SWEEP_KEYS if k in ok]
     newest = ok.assign(_order=range(len(ok))).sort_values("_order").groupby(keys, dropna=False).tail(1)
-    # the device is a column of its own here, always named in the line, so not part of the setting
-    labelled = with_labels(newest.drop(columns=["device"], errors="ignore")).assign(
-        device=newest.get("device", "")
+    # the device is a column of its own here, always named in the line, and the batch size is the x axis:
+    # neither is part of the setting
+    labelled = with_labels(newest.drop(columns=["device", "batch_size"], errors="ignore")).assign(
+        device=newest.get("device", ""), batch_size=newest["batch_size"]
     )
     labelled = labelled.reindex(columns=cols)
     return labelled.sort_values(["model", "setting", "device", "batch_size"], ignore_index=True)

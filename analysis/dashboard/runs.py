@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from analysis.dashboard.style import setting_label
 from workloads.names import CUDA_GRAPH_DECODE, PROGRAM_MODE
 
-CONFIG_KEYS = ["model", "mode", "precision", "compile", "device"]
+# a configuration: what its times depend on (runs of one batch size are no result of another)
+CONFIG_KEYS = ["model", "mode", "precision", "compile", "device", "batch_size", "context_length", "attention"]
+# the parts of a configuration named in its setting where the runs differ in them, as they are named there
+SHAPES = (("batch_size", "batch {}"), ("context_length", "context {}"), ("attention", "{} attention"))
 GRAPHS = (
     "+cuda-graphs"  # a generate run's setting where it decoded by CUDA-graph replay (`run --cuda-graphs`)
 )
@@ -29,13 +34,21 @@ def programs_only(runs: pd.DataFrame) -> bool:
 def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
     """Add `setting` (fp32, bf16+compile, …) and `label` (model · setting · short id) columns.
 
-    The setting names the device, and the mode (train, forward, generate), where the runs hold more than one.
+    The setting names the device and the mode (train, forward, generate) where the runs hold more than one,
+    and the batch size, context length and attention where a model's runs hold more than one: two
+    configurations of a model never share a setting.
     """
     out = runs.copy()
     out["setting"] = [
         setting_label(p, bool(c)) + (GRAPHS if g else "")
         for p, c, g in zip(out["precision"], out["compile"], graph_decode(out), strict=True)
     ]
+    # named where a model's runs of one mode and device hold several (each model and mode has its defaults)
+    within = [k for k in ("model", "mode", "device") if k in out]
+    for key, words in reversed(SHAPES):
+        if key in out and within and out.groupby(within)[key].nunique(dropna=False).max() > 1:
+            named = zip(out[key], out["setting"], strict=True)
+            out["setting"] = [f"{words.format(_shown(v))} {s}" for v, s in named]
     for key in ("device", "mode"):
         if key in out and out[key].nunique() > 1:
             out["setting"] = out[key].astype(str) + " " + out["setting"]
@@ -45,6 +58,13 @@ def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
         for m, s, r, d in zip(out["model"], out["setting"], out["run_id"], degraded, strict=True)
     ]
     return out
+
+
+def _shown(value: object) -> str:
+    """A configuration's value as its setting names it: a whole number without `.0`, none as `default`."""
+    if value is None or value != value:
+        return "default"
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def profiler_label(run: dict) -> str:
@@ -71,10 +91,12 @@ def setting_order(settings: pd.Series) -> list[str]:
     """fp32 before bf16 before fp16, each without compile before with."""
     rank = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3}
 
-    def key(s: str) -> tuple[int, str]:
+    def key(s: str) -> tuple[int, list[str | int]]:
         graphs = s.endswith(GRAPHS)
         base = s.removesuffix(GRAPHS).split()[-1].removesuffix("+compile")
-        return (rank.get(base, 9) * 3 + s.removesuffix(GRAPHS).endswith("+compile") + 2 * graphs, s)
+        # numbers (batch 2 before batch 16) in their order
+        natural = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
+        return (rank.get(base, 9) * 3 + s.removesuffix(GRAPHS).endswith("+compile") + 2 * graphs, natural)
 
     return sorted(dict.fromkeys(settings), key=key)
 
