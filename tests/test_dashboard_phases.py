@@ -359,3 +359,37 @@ def test_each_model_at_its_own_context_length_keeps_plain_settings(store: Result
     than a training run's): the setting names a context length only where one model's runs hold several."""
     table = phase_means(store.runs())
     assert set(table["setting"]) == {"fp32", "bf16"}
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [{"nvtx_detail": True}, {"memory": True}, {"plant": "host-sync"}],
+    ids=["nvtx-detail", "memory", "plant"],
+)
+def test_a_run_slowed_by_what_it_measured_does_not_stand_for_its_configuration(tmp_path, setup) -> None:
+    """tiny fp32, a plain run and then one of --nvtx-detail (timers synchronised around every block),
+    --memory or a plant: the phase and throughput panels drew the newest, three times slower, as the
+    configuration's time. The plain run stands for it; small's slowed run, the only one of its
+    configuration, is drawn."""
+    from dashboard_data import result
+
+    from harness.experiments import pages
+
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    store.save(result("tiny-plain", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)], tokens_per_s=900.0))
+    slowed = result("tiny-slowed", "tiny", "fp32", [(3_000_000, 6_000_000, 500_000)], tokens_per_s=300.0)
+    alone = result("small-slowed", "small", "fp32", [(3_000_000, 6_000_000, 1_000_000)])
+    for run in (slowed, alone):
+        for key, value in setup.items():
+            setattr(run.config, key, value)
+        store.save(run)
+    page, held, _ = pages.runs_dashboard(store, tmp_path / "dash.html")
+    assert held == 3
+    panels = {p.key: p for p in page.panels}
+    bars = next(t for t in panels["phases"].figure.data if t.name == "forward")
+    assert dict(zip(bars.x, (row[2] for row in bars.customdata), strict=True)) == {
+        "tiny": "tiny-plain",
+        "small": "small-slowed",
+    }
+    tokens = next(t for t in panels["throughput"].figure.data if t.xaxis == "x")
+    assert dict(zip(tokens.x, tokens.y, strict=True)) == {"tiny": 900.0, "small": 1000.0}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 from analysis import dashboard
 from analysis.advice.verdict import failed_captures
+from analysis.dashboard.runs import ALTERED
 from analysis.errors import ExportError
 from analysis.outputs import refuse_inputs, shown
 from analysis.trace.exports import files_read, open_source, said_on_error, sqlite_for
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from analysis.views.chrome_trace import Written
 
 OUT = "--out"  # the option that names the file written, in the refusals
+CONTROL = "clean"  # the plant that plants nothing (workloads.plants.catalogue)
 
 
 def export_dashboard(
@@ -69,11 +71,20 @@ def runs_dashboard(
     if asked and data.runs.empty:
         data.unmatched = store.unmatched(asked)
     data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile
+    configs = store.configs(list(data.runs["run_id"]))
+    data.runs[ALTERED] = [altered(configs.get(r, {})) for r in data.runs["run_id"]]
     data.source = f"{counted(len(data.runs), 'run')} from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
     pair = data.compare_runs if data.compare_runs is not None else data.runs.iloc[:0]
     refuse_inputs(out, [store.file, *run_files(data.runs), *run_files(pair)], OUT)
     return _written(data, out, scope="all", title="harness dashboard"), len(data.runs), data.unmatched
+
+
+def altered(config: dict) -> bool:
+    """Whether a run's steps were slowed by more than its phases (analysis.dashboard.runs.ALTERED): block
+    timers synchronised around every block, a memory recording or a planted cause (`clean` plants nothing)."""
+    plant = config.get("plant")
+    return bool(config.get("nvtx_detail") or config.get("memory") or (plant and plant != CONTROL))
 
 
 def _written(data: DashboardData, out: Path, *, scope: Literal["all", "profile"], title: str) -> Dashboard:
