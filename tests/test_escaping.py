@@ -4,6 +4,7 @@ export with one name changed."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -214,3 +215,44 @@ def test_markdown_cells_show_names_as_text_not_markdown(a100_export: Path, tmp_p
     assert any(line.startswith(f"| {shown} |") for line in result.stdout.splitlines()), result.stdout
     assert f"- top regression: {shown} +" in result.stdout
     assert "- B = " + str(a).replace("_", r"\_") in result.stdout
+
+
+def test_run_and_model_names_are_text_on_the_runs_dashboard(tmp_path: Path) -> None:
+    """A model (`harness profile --name`, a program's file name) and so a run id holding `<b>`, `<img …>` or
+    an entity: plotly reads tags and entities in every label, legend and hover, so the runs' panels drew
+    them as markup (bold, an image, `&`) where the export's panels escape their names. Every text a trace
+    carries is escaped; the compile panel's own line break is kept."""
+    from dashboard_data import result
+
+    from harness.experiments import pages
+    from harness.store.results import ResultsStore
+
+    name = "<img src=x onerror=alert(1)>&amp;<b>m</b>"  # ends in markup: a run's short id holds some
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    for run_id, compiled in ((f"{name}-eager", False), (f"{name}-compiled", True)):
+        run = result(run_id, "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)] * 2)
+        run.config.model, run.config.compile = name, compiled
+        store.save(run)
+    page, _, _ = pages.runs_dashboard(store, tmp_path / "dash.html")
+    drawn = {p.key: p.figure for p in page.drawn}
+    assert {"phases", "steps", "throughput", "compare", "compile"} <= set(drawn)
+
+    def texts(values: object) -> list[str]:
+        if isinstance(values, str):
+            return [values]
+        if isinstance(values, list | tuple):
+            return [t for v in values for t in texts(v)]
+        return texts(values.tolist()) if hasattr(values, "tolist") else []
+
+    shown = html.escape(name, quote=False)
+    for key, fig in drawn.items():
+        carried = [
+            t for trace in fig.data for k in ("x", "y", "customdata", "name", "text") for t in texts(trace[k])
+        ]
+        carried += [t for axis in fig.select_xaxes() for t in texts(axis.categoryarray)]
+        assert key == "compare" or any(shown in t for t in carried), key  # compare: short ids
+        assert not any(markup in t for t in carried for markup in ("<img", "<b>", "</b>")), key
+        templates = [trace.hovertemplate or "" for trace in fig.data]
+        assert not any("<img" in t or "</b>-" in t for t in templates), key
+    assert any("m&lt;/b&gt;-eager" in t for t in texts(drawn["compare"].data[0].name))
+    assert any("<br>" in t for t in drawn["compile"].data[0].x)

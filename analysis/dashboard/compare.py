@@ -16,6 +16,7 @@ from analysis.dashboard.style import (
     hover,
     ns_ms,
     phase_color,
+    plain,
     plain_short,
 )
 from workloads.names import MEASURED_STATUSES, PROGRAM_MODE
@@ -133,7 +134,7 @@ def compare_figure(phases: pd.DataFrame, kernels: pd.DataFrame | None, a_label: 
                 marker={"color": colors, "pattern": {"shape": pattern}},
                 customdata=phases[[col, "diff_ns", "diff_pct"]].to_numpy(),
                 hovertemplate=hover(
-                    f"%{{x}} · {label}",
+                    f"%{{x}} · {plain(label)}",  # a run id: outside text in the panel's own template
                     ns_ms("mean", "y", "customdata[0]"),
                     "B − A: %{customdata[1]:+,.0f} ns (%{customdata[2]:+.2f} %)",
                 ),

@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.compare.compile import COMPILE, STEP, compile_comparison
 from analysis.dashboard.panel import DashboardData, Panel
-from analysis.dashboard.style import MS, PALETTE, fmt_ns, grouped_bars, hover, ns_ms
+from analysis.dashboard.style import MS, PALETTE, fmt_ns, grouped_bars, hover, ns_ms, plain
 
 NO_PAIRS = (
     "no configuration run both eager and compiled: run `harness run tiny --device cpu --steps 3` and "
@@ -25,7 +25,8 @@ def compile_figure(table: pd.DataFrame):
     """Grouped bars: per configuration and phase (x), eager and compiled median (ms); speed-up on top."""
     import plotly.graph_objects as go
 
-    t = table.assign(x=[f"{_config(r)}<br>{r['phase']}" for r in table.to_dict("records")])
+    # the label's line break is markup of its own: the model's name and the run ids are escaped here
+    t = table.assign(x=[f"{plain(_config(r))}<br>{plain(r['phase'])}" for r in table.to_dict("records")])
     fig = go.Figure()
     for name, col, color in SIDES:
         fig.add_trace(
@@ -36,7 +37,7 @@ def compile_figure(table: pd.DataFrame):
                 marker_color=color,
                 text=[f"×{s:.2f}" if name == "compiled" and s == s else "" for s in t["speed-up"]],
                 textposition="outside",
-                customdata=pd.DataFrame({"ns": t[col], "run": t[f"{name} run"]}).to_numpy(),
+                customdata=pd.DataFrame({"ns": t[col], "run": t[f"{name} run"].map(plain)}).to_numpy(),
                 hovertemplate=hover(
                     f"%{{x}} · {name}", ns_ms("median", "y", "customdata[0]"), "run %{customdata[1]}"
                 ),

@@ -9,8 +9,6 @@ health checks (stored as `degraded`) gets no bars: the panel says why its findin
 
 from __future__ import annotations
 
-import html
-
 import pandas as pd
 
 from analysis.advice.record import findings_frame, health_line, untrusted_line
@@ -50,8 +48,8 @@ def findings_panel(data: DashboardData) -> Panel:
             y=table["Rule"],
             orientation="h",
             marker_color=PALETTE[0],
-            # outside text (kernel and range names) as text, never as the hover's markup
-            customdata=table[["Where", "Evidence", "Fix"]].map(lambda v: html.escape(str(v))).to_numpy(),
+            # outside text (kernel and range names): escaped as every panel's (PanelSpec), never markup
+            customdata=table[["Where", "Evidence", "Fix"]].map(str).to_numpy(),
             hovertemplate=hover(
                 "%{y}",
                 "at stake: %{x:,.3f} ms",

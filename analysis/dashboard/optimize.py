@@ -10,7 +10,6 @@ runs of the configuration before it.
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -101,7 +100,7 @@ def optimize_panel(data: DashboardData) -> Panel:
             increasing={"marker": {"color": PALETTE[2]}},
             decreasing={"marker": {"color": PALETTE[3]}},
             totals={"marker": {"color": PALETTE[0]}},
-            customdata=[html.escape(w) for w in words],
+            customdata=words,
             hovertemplate=hover("%{x}", "%{customdata}"),
             name="",
         )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
+from analysis.dashboard.style import plain_figure
 from analysis.runs.roofline import Roofs
 
 if TYPE_CHECKING:
@@ -108,14 +109,19 @@ Scope = Literal["runs", "profile", "ranks"]
 @dataclass(frozen=True)
 class PanelSpec:
     """A registry entry. `scope` "profile" panels are the ones `harness dashboard REPORT.sqlite` shows;
-    "ranks" panels only `harness ranks --html` (they draw several exports)."""
+    "ranks" panels only `harness ranks --html` (they draw several exports). The text its figure's traces
+    carry is escaped for plotly (style.plain_figure) unless `escapes`: the builder escapes it itself (where
+    its labels hold markup of its own)."""
 
     key: str
     title: str
     build: Callable[[DashboardData], Panel]
     scope: Scope = "runs"
+    escapes: bool = False
 
     def __call__(self, data: DashboardData) -> Panel:
         panel = self.build(data)
         panel.key, panel.title = self.key, panel.title or self.title
+        if panel.figure is not None and not self.escapes:
+            plain_figure(panel.figure)
         return panel

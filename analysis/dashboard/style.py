@@ -7,6 +7,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
@@ -82,6 +83,38 @@ def plain(text: str) -> str:
     `<a href>` and entities in every label, legend and hover, so `<`, `>` and `&` are escaped to show as
     they are written in the export."""
     return html.escape(str(text), quote=False)
+
+
+# what a trace carries that may hold outside text (a model name, a run id): its data and its names; its
+# templates are the panel's own words and markup
+TRACE_TEXT = ("x", "y", "text", "hovertext", "customdata", "labels", "name")
+
+
+def _plain_values(values: Any) -> Any:
+    """`values` (a string, or an array of any depth) with every string in it escaped as plain() does."""
+    if values is None or isinstance(values, int | float):
+        return values
+    if isinstance(values, str):
+        return plain(values)
+    array = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    if array.dtype.kind not in "OUS":  # numbers and times: nothing to escape (and kept in plotly's encoding)
+        return values
+    return np.vectorize(lambda v: plain(v) if isinstance(v, str) else v, otypes=[object])(array).tolist()
+
+
+def plain_figure(fig: go.Figure) -> go.Figure:
+    """`fig` with the outside text of its traces (TRACE_TEXT) and of its axes' category lists and tick labels
+    escaped for plotly, as plain() escapes one name: a model or run named `<b>x</b>` is shown as written,
+    not in bold (hover templates, titles and notes are the panel's own words, left as they are)."""
+    for trace in fig.data:
+        for key in TRACE_TEXT:
+            if key in trace and trace[key] is not None:
+                trace[key] = _plain_values(trace[key])
+    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        for key in ("categoryarray", "ticktext"):
+            if axis[key] is not None:
+                axis[key] = _plain_values(axis[key])
+    return fig
 
 
 def plain_short(text: str, width: int = 60) -> str:
