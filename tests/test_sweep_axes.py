@@ -83,6 +83,31 @@ def test_context_column_is_an_integer_even_beside_a_run_without_a_model() -> Non
     assert "128.000" not in out.getvalue() and "1,024" in out.getvalue()
 
 
+def test_model_shape_columns_are_integers_in_csv_and_json_beside_an_interrupted_run() -> None:
+    """A sweep stopped by Ctrl-C stores its point that had not built the model yet: its d_model, d_ff,
+    num_layers and num_heads are empty, and the finished runs' were written as 128.0 in csv and json."""
+    import io
+
+    from dashboard_data import MODELS
+
+    from harness.cli.terminal.output import emit
+
+    ok = RunResult("a", RunConfig("tiny"), "ok", model=MODELS["tiny"])
+    stopped = RunResult("b", RunConfig("tiny", precision="bf16"), "interrupted")
+    table = results_table([ok, stopped])
+    shape = ["d_model", "d_ff", "num_layers", "num_heads"]
+    csv, js = io.StringIO(), io.StringIO()
+    emit(table, "csv", file=csv)
+    emit(table, "json", file=js)
+    header, first, second = csv.getvalue().splitlines()
+    cells = [dict(zip(header.split(","), line.split(","), strict=True)) for line in (first, second)]
+    assert [cells[0][c] for c in shape] == ["64", "256", "2", "2"]
+    assert [cells[1][c] for c in shape] == ["", "", "", ""]
+    rows = json.loads(js.getvalue())
+    assert [rows[0][c] for c in shape] == [64, 256, 2, 2]
+    assert all(isinstance(rows[0][c], int) for c in shape) and [rows[1][c] for c in shape] == [None] * 4
+
+
 @pytest.mark.slow
 @pytest.mark.elsewhere
 def test_sweep_over_context_lengths(tmp_db: str, monkeypatch: pytest.MonkeyPatch) -> None:

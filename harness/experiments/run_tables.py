@@ -91,7 +91,8 @@ def results_table(results: list[RunResult], serving: bool = False, ids: bool = F
         rows.append(row)
     df = pd.DataFrame(rows)
     if not df.empty:  # counts stay integers where a run has none (an OOM before the model was built)
-        df["context"] = df["context"].astype("Int64")
+        for column in ("context", "d_model", "d_ff", "num_layers", "num_heads"):
+            df[column] = df[column].astype("Int64")
     # the terminal shows batch and context only where they vary (a batch-size or context-length sweep), and
     # compile only where a run used it; csv and json keep every column, so a script reads the batch size
     alike = [] if df.empty else [c for c in ("batch", "context") if df[c].nunique(dropna=False) == 1]
