@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from analysis.dashboard.compare import compare_panel, kernel_diff, phase_diff, pick_pair
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.style import PHASE_COLORS
+from harness.store.results import ResultsStore
 
 RUNS = pd.DataFrame(
     {
@@ -171,4 +174,25 @@ def test_a_pair_named_with_a_run_that_stopped_short_says_so() -> None:
     )
     assert not any(
         "ended" in n for n in compare_panel(DashboardData(runs=RUNS, compare=("tiny-1", "tiny-2"))).notes
+    )
+
+
+def test_the_comparison_says_when_one_run_was_slowed_by_its_instrumentation(tmp_path: Path) -> None:
+    """tiny fp32 plain, then the same with --nvtx-detail (its timers synchronise around every block): the
+    default pair compared them with no warning, so the detail run's slower steps read as a regression."""
+    from dashboard_data import result
+
+    from harness.experiments import pages
+
+    store = ResultsStore(str(tmp_path / "results.sqlite"))
+    store.save(result("tiny-plain", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)]))
+    detail = result("tiny-detail", "tiny", "fp32", [(3_000_000, 6_000_000, 500_000)])
+    detail.config.nvtx_detail = True
+    store.save(detail)
+    page, _, _ = pages.runs_dashboard(store, tmp_path / "dash.html")
+    panel = next(p for p in page.panels if p.key == "compare")
+    assert panel.title == "Run comparison: tiny-plain vs tiny-detail"
+    assert panel.notes[0] == (
+        "Warning: A and B are not the same configuration (step slowed by nothing vs --nvtx-detail): the "
+        "difference holds that as well as any real change."
     )

@@ -6,7 +6,7 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.phases import from_steps
-from analysis.dashboard.runs import short_id
+from analysis.dashboard.runs import ALTERED, short_id
 from analysis.dashboard.style import (
     KERNEL_COLOR,
     MS,
@@ -24,7 +24,7 @@ from workloads.names import MEASURED_STATUSES, PROGRAM_MODE
 TOP_DIFFS = 15
 # what else sets a run's phase times (a run's columns, and how a difference is said)
 SHAPE = {"batch_size": "batch size", "context_length": "context length", "new_tokens": "new tokens",
-         "world_size": "ranks", "attention": "attention"}  # fmt: skip
+         "world_size": "ranks", "attention": "attention", ALTERED: "step slowed by"}  # fmt: skip
 SETTING = {"model": "model", "mode": "mode", "device": "device", "precision": "precision",
            "compile": "compile"}  # fmt: skip
 # the same shape and profiler first: a run under nsys is slower by its overhead, a larger batch by its work,
@@ -81,7 +81,10 @@ def setup_differences(runs: pd.DataFrame, a: str, b: str) -> list[str]:
 
 
 def _value(v: object) -> str:
-    """A column's value as said: a whole number without its `.0` (a float column's), a missing one `—`."""
+    """A column's value as said: a whole number without its `.0` (a float column's), a missing one `—`,
+    an empty one (nothing slowed the step) `nothing`."""
+    if isinstance(v, str) and not v:
+        return "nothing"
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 

@@ -11,9 +11,9 @@ from workloads.names import CUDA_GRAPH_DECODE, PROGRAM_MODE
 
 # a configuration: what its times depend on (runs of one batch size are no result of another)
 CONFIG_KEYS = ["model", "mode", "precision", "compile", "device", "batch_size", "context_length", "attention"]
-# an optional column of the runs, filled by the caller: whether the run's steps were slowed by more than its
-# phases (--nvtx-detail's synchronised block timers, --memory's recording, a planted cause): no clean time of
-# its configuration while one without them is stored
+# an optional column of the runs, filled by the caller: what slowed the run's steps beyond its phases, as
+# its options say it ("--nvtx-detail": synchronised block timers, "--memory", "--plant CAUSE"; "" for
+# nothing): no clean time of its configuration while a run without them is stored
 ALTERED = "altered"
 # the parts of a configuration named in its setting where the runs differ in them, as they are named there
 SHAPES = (("batch_size", "batch {}"), ("context_length", "context {}"), ("attention", "{} attention"))
@@ -112,7 +112,7 @@ def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return runs
     keys = [*(k for k in CONFIG_KEYS if k in runs), "_graphs"]
-    altered = runs[ALTERED].fillna(False).astype(bool) if ALTERED in runs else False
+    altered = runs[ALTERED].fillna("").astype(str) != "" if ALTERED in runs else False
     ranked = runs.assign(
         _finished=(runs.get("status", "ok") != "interrupted").astype(int),
         _clean=((runs.get("profiler", "none") == "none") & ~altered).astype(int),

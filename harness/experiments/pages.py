@@ -71,8 +71,10 @@ def runs_dashboard(
     if asked and data.runs.empty:
         data.unmatched = store.unmatched(asked)
     data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile
-    configs = store.configs(list(data.runs["run_id"]))
-    data.runs[ALTERED] = [altered(configs.get(r, {})) for r in data.runs["run_id"]]
+    for runs in (data.runs, data.compare_runs):
+        if runs is not None:
+            configs = store.configs(list(runs["run_id"]))
+            runs[ALTERED] = [altered(configs.get(r, {})) for r in runs["run_id"]]
     data.source = f"{counted(len(data.runs), 'run')} from {describe_url(store.url)}"
     data.roofline = roofline.dashboard_roofline(store, data.runs, data.blocks)
     pair = data.compare_runs if data.compare_runs is not None else data.runs.iloc[:0]
@@ -80,11 +82,17 @@ def runs_dashboard(
     return _written(data, out, scope="all", title="harness dashboard"), len(data.runs), data.unmatched
 
 
-def altered(config: dict) -> bool:
-    """Whether a run's steps were slowed by more than its phases (analysis.dashboard.runs.ALTERED): block
-    timers synchronised around every block, a memory recording or a planted cause (`clean` plants nothing)."""
+def altered(config: dict) -> str:
+    """What slowed a run's steps beyond its phases (analysis.dashboard.runs.ALTERED), as its options say it:
+    block timers synchronised around every block, a memory recording, a planted cause (`clean` plants
+    nothing); "" for none."""
     plant = config.get("plant")
-    return bool(config.get("nvtx_detail") or config.get("memory") or (plant and plant != CONTROL))
+    said = [
+        *(["--nvtx-detail"] if config.get("nvtx_detail") else []),
+        *(["--memory"] if config.get("memory") else []),
+        *([f"--plant {plant}"] if plant and plant != CONTROL else []),
+    ]
+    return " ".join(said)
 
 
 def _written(data: DashboardData, out: Path, *, scope: Literal["all", "profile"], title: str) -> Dashboard:
