@@ -66,7 +66,7 @@ def with_labels(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _shown(value: object) -> str:
     """A configuration's value as its setting names it: a whole number without `.0`, none as `default`."""
-    if value is None or value != value:
+    if value is None or pd.isna(value):
         return "default"
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
@@ -99,7 +99,7 @@ def setting_order(settings: pd.Series) -> list[str]:
         graphs = s.endswith(GRAPHS)
         base = s.removesuffix(GRAPHS).split()[-1].removesuffix("+compile")
         # numbers (batch 2 before batch 16) in their order
-        natural = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
+        natural = [int(p) if p.isdecimal() else p for p in re.split(r"(\d+)", s)]
         return (rank.get(base, 9) * 3 + s.removesuffix(GRAPHS).endswith("+compile") + 2 * graphs, natural)
 
     return sorted(dict.fromkeys(settings), key=key)
@@ -112,7 +112,7 @@ def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return runs
     keys = [*(k for k in CONFIG_KEYS if k in runs), "_graphs"]
-    altered = runs[ALTERED].fillna("").astype(str) != "" if ALTERED in runs else False
+    altered = runs[ALTERED].fillna("").map(bool) if ALTERED in runs else False
     ranked = runs.assign(
         _finished=(runs.get("status", "ok") != "interrupted").astype(int),
         _clean=((runs.get("profiler", "none") == "none") & ~altered).astype(int),

@@ -97,8 +97,8 @@ def _plain_values(values: Any) -> Any:
     if isinstance(values, str):
         return plain(values)
     array = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
-    if array.dtype.kind not in "OUS":  # numbers and times: nothing to escape (and kept in plotly's encoding)
-        return values
+    if array.dtype.kind not in "OUS" or not any(isinstance(v, str) for v in array.flat):
+        return values  # numbers and times: nothing to escape (and kept in plotly's compact encoding)
     return np.vectorize(lambda v: plain(v) if isinstance(v, str) else v, otypes=[object])(array).tolist()
 
 
