@@ -196,5 +196,6 @@ def test_two_commands_exporting_one_report_at_once(export: Path, tmp_path: Path,
     for t in threads:
         t.join()
     assert got == [data, data]
-    kept = [p.name for p in (cache_dir / "exports").iterdir()]
-    assert len(kept) == 1 and not kept[0].startswith(".tmp-")  # one export kept, no partial file left
+    kept = sorted(p.name for p in (cache_dir / "exports").iterdir())
+    assert len(kept) == 2 and not any(name.startswith(".tmp-") for name in kept)  # no partial file left
+    assert kept[1].endswith(".sqlite") and kept[0] == kept[1].removesuffix(".sqlite") + ".report.json"

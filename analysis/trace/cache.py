@@ -33,6 +33,11 @@ passes the limit or it wrote an eighth of the room left. An entry's name starts 
 path alone, so the entries of a source's versions before are found in one listing of the folder: with
 1,024 exports read in one command, reading every entry's meta per write made the time quadratic.
 
+A report (.nsys-rep) is read through its SQLite export, made once into the folder's EXPORTS
+(analysis.trace.exports): each export is an item of the cache as an entry is, listed by its report, counted
+under the limit and evicted least recently used first (its last use: its report note's mtime, as the
+export's own times are part of its entries' keys), never while this process may still open it.
+
 Every file of an entry holds its source's digest (`Entry.digest`, the hash that names the entry): a
 Parquet file in its key-value metadata (SOURCE_KEY), meta.json and each kept table (analysis.trace.results)
 as a field. An entry is checked when it is opened: a Parquet file without this source's digest (copied in
@@ -83,9 +88,11 @@ TAG_TEXT = (
 )
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 EXPORTS = "exports"  # reports exported to SQLite (analysis.trace.exports)
+REPORT_NOTE = ".report.json"  # beside an export in EXPORTS (KEY.report.json): the report it was made of
 LOW_WATER = 0.9  # eviction goes down to this share of the limit
 ENTRY_FORMAT = 2  # in every entry's key: entries made before files held their source's digest are not used
 _SIZES: dict[str, tuple[int, int]] = {}  # cache root -> (its size at this process's last scan, written since)
+_PINNED: set[Path] = set()  # the exports this process read through: not evicted while it may still open them
 
 
 def cache_root() -> Path:
@@ -227,7 +234,7 @@ class Cache:
         key = hashlib.sha256(f"{resolved}\0{stamp}\0{digest}\0{reader_version}\0{ENTRY_FORMAT}".encode())
         racy = taken - max(st.st_ctime_ns, st.st_mtime_ns) < RACY_NS
         whole = whole_digest(source) if racy else None
-        name = _source_prefix(resolved) + key.hexdigest()[: 32 - SOURCE_PREFIX]
+        name = source_prefix(resolved) + key.hexdigest()[: 32 - SOURCE_PREFIX]
         return Entry(
             self, self.root / name, resolved, st.st_size, st.st_mtime_ns, whole, digest=key.hexdigest()
         )
@@ -258,6 +265,31 @@ class Cache:
             )
         return sorted(out, key=lambda e: e.last_used, reverse=True)
 
+    def exports(self) -> list[EntryInfo]:
+        """The reports' SQLite exports kept in EXPORTS, as entries: `source` the report each was made of
+        (its REPORT_NOTE), `key` its path under the cache folder; most recently used first."""
+        folder = self.root / EXPORTS
+        if refusal(folder) is not None or not folder.is_dir():
+            return []
+        out: list[EntryInfo] = []
+        for path in folder.iterdir():
+            if path.name.startswith(".") or path.suffix != ".sqlite" or not path.is_file():
+                continue
+            note = export_note(path)
+            report = (read_json(note) or {}).get("report")
+            out.append(
+                EntryInfo(
+                    key=f"{EXPORTS}/{path.name}",
+                    source=str(report) if report else "?",
+                    format="report export",
+                    size_bytes=size_of(path) + size_of(note),
+                    files=1 + note.is_file(),
+                    last_used=max(mtime_of(path), mtime_of(note)),
+                    source_exists=bool(report) and Path(str(report)).exists(),
+                )
+            )
+        return sorted(out, key=lambda e: e.last_used, reverse=True)
+
     def clear(self, source: Path | None = None) -> Cleared:
         """Remove every entry (or those of `source`): what was removed, and what was not and why (a folder
         that cannot be written; a link or another user's folder in an entry's place, left as it is)."""
@@ -274,7 +306,7 @@ class Cache:
                 else:
                     out.freed += info.size_bytes - tree_size(folder)
                     out.kept.append((folder, why))
-        prefix = _source_prefix(wanted) if wanted is not None else ""
+        prefix = source_prefix(wanted) if wanted is not None else ""
         for name in self._names():
             folder = self.root / name
             if ENTRY_NAME.fullmatch(name) and name.startswith(prefix) and (why := refusal(folder)):
@@ -288,22 +320,46 @@ class Cache:
             return []
 
     def evict(self, keep: Path | None = None) -> int:
-        """Remove least recently used entries until the cache fits its limit, down to LOW_WATER of it (so
-        that a full cache is not scanned again at the next write): bytes freed."""
-        entries = self.entries()
-        total = sum(e.size_bytes for e in entries)
+        """Remove least recently used entries and exports until the cache fits its limit, down to LOW_WATER
+        of it (so that a full cache is not scanned again at the next write): bytes freed. An export goes
+        with its entries; one this process read through (`pin`) stays."""
+        items = sorted(self.entries() + self.exports(), key=lambda e: e.last_used)  # oldest first
+        total = sum(e.size_bytes for e in items)
         freed = 0
+        gone: set[str] = set()
         if total > self.limit:
-            for info in reversed(entries):  # oldest first
+            for info in items:
                 if total <= self.limit * LOW_WATER:
                     break
-                if keep is not None and self.root / info.key == keep:
+                path = self.root / info.key
+                if info.key in gone or path == keep or path in _PINNED:
                     continue
-                folder = self.root / info.key
-                gone = info.size_bytes if remove_tree(folder) is None else info.size_bytes - tree_size(folder)
-                total -= gone
-                freed += gone
+                if info.format == "report export":
+                    lost = self._remove_export(path, items, gone)
+                else:
+                    lost = _removed(path, info.size_bytes)
+                gone.add(info.key)
+                total -= lost
+                freed += lost
         _SIZES[str(self.root)] = (total, 0)
+        return freed
+
+    def _remove_export(self, path: Path, items: list[EntryInfo], gone: set[str]) -> int:
+        """Remove an export, its report note and the entries read of it (those not `gone` yet, then added
+        to it): bytes freed."""
+        freed = 0
+        for file in (path, export_note(path)):
+            size = size_of(file)
+            try:
+                file.unlink()
+                freed += size
+            except OSError:
+                pass
+        resolved = str(path.resolve())
+        for other in items:
+            if other.source == resolved and other.key not in gone and other.format != "report export":
+                freed += _removed(self.root / other.key, other.size_bytes)
+                gone.add(other.key)
         return freed
 
     def wrote(self, written: int, keep: Path | None = None) -> None:
@@ -323,6 +379,22 @@ class Cache:
         self.evict(keep=keep)
 
 
-def _source_prefix(resolved: str) -> str:
-    """The start of the names of a source's entries: a hash of its resolved path alone."""
+def _removed(folder: Path, size: int) -> int:
+    """Remove an entry's folder of `size` bytes: the bytes freed (all, or what went before an error)."""
+    return size if remove_tree(folder) is None else size - tree_size(folder)
+
+
+def pin(export: Path) -> None:
+    """`export` (in EXPORTS) is read through by this process: evictions of this process leave it."""
+    _PINNED.add(export)
+
+
+def export_note(export: Path) -> Path:
+    """The file beside an export in EXPORTS that names its report (REPORT_NOTE)."""
+    return export.with_name(export.stem + REPORT_NOTE)
+
+
+def source_prefix(resolved: str) -> str:
+    """The start of the names of a source's entries (and of a report's exports): a hash of its resolved
+    path alone."""
     return hashlib.sha256(resolved.encode()).hexdigest()[:SOURCE_PREFIX]

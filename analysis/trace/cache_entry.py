@@ -154,7 +154,7 @@ class Entry:
 
     def create(self, meta: dict[str, Any]) -> None:
         """Start the entry with the reader's `meta`; remove the entries of older versions of the source:
-        those whose name starts as this one's (`_source_prefix`), found in one listing of the cache folder,
+        those whose name starts as this one's (`source_prefix`), found in one listing of the cache folder,
         not a read of every entry's meta (which made 1,024 exports read in one command quadratic in time).
         Raises ForeignCacheFolder where the cache folder is not the cache's, EntryRefused where the entry's
         folder is not (`refusal`)."""

@@ -1,7 +1,10 @@
 """The SQLite export of what a user names for analysis: an export is itself; an nsys report (.nsys-rep,
 .qdrep) is exported once, into the cache folder's `exports` (analysis.trace.cache), never beside the user's
-file. An export that already lies beside the report (as `harness run --nsys` leaves it) and is newer than
-the report is used as it is, and said (as `nsys stats` reads it without a word).
+file. There each export is an item of the cache: named by a hash of its report's path and one of the
+report's identity, beside a note naming the report, counted under the cache's limit and evicted with it
+(none kept where the limit is 0); a report's export made anew (the report changed) replaces its older one.
+An export that already lies beside the report (as `harness run --nsys` leaves it) and is newer than the
+report is used as it is, and said (as `nsys stats` reads it without a word).
 
 Exporting runs nsys, which analysis does not: the caller passes an `Exporter` (the harness's runs
 `nsys export --type sqlite`). Light at import: a table served from the cache opens no trace.
@@ -12,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -23,8 +27,8 @@ from typing import TYPE_CHECKING
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
 from analysis.readers import A_REPORT, REPORT_SUFFIXES
-from analysis.trace.cache import EXPORTS, Cache, cache_root
-from analysis.trace.cache_files import Cleared
+from analysis.trace.cache import EXPORTS, Cache, cache_root, export_note, pin, source_prefix
+from analysis.trace.cache_files import Cleared, read_json, size_of, write_atomic
 
 if TYPE_CHECKING:
     from analysis.trace.trace import Trace
@@ -70,10 +74,12 @@ def sqlite_for(
     if export is None:
         raise ExportError(f"{source} {A_REPORT}")
     key = _key(source, st)
-    folder: Path | None = exports_dir() if cache else None
+    store = Cache()
+    folder: Path | None = exports_dir() if cache and store.limit > 0 else None
     if folder is not None:
         kept = folder / f"{key}.sqlite"
         if kept.is_file():
+            _used(kept, source)
             return kept
         try:
             Cache().claim()  # refuses a folder of the user's (ForeignCacheFolder)
@@ -93,14 +99,47 @@ def sqlite_for(
         partial.unlink(missing_ok=True)
         raise
     partial.replace(target)
+    if folder == exports_dir():
+        _used(target, source)
+        _drop_older(store, target)
+        store.wrote(size_of(target) + size_of(export_note(target)), keep=target)
     return target
 
 
+def _used(export: Path, report: Path) -> None:
+    """`export`, in the cache folder, is read for `report`: kept from eviction by this process, its note
+    (naming the report) written or its time set (its last use: the export's own times key its entries)."""
+    pin(export)
+    note = export_note(export)
+    try:
+        if read_json(note) is None:
+            write_atomic(note, json.dumps({"report": str(report.resolve())}).encode())
+        else:
+            os.utime(note)
+    except OSError:  # a folder that takes no write: the export is still read
+        pass
+
+
+def _drop_older(store: Cache, export: Path) -> None:
+    """Remove the exports of `export`'s report made before it (of the report as it was), with their notes
+    and the cache entries read of them."""
+    prefix = export.name[: len(source_prefix(""))]
+    for older in export.parent.glob(f"{prefix}*.sqlite"):
+        if older != export and not older.name.startswith("."):
+            store.clear(older)
+            for file in (older, export_note(older)):
+                with contextlib.suppress(OSError):
+                    file.unlink()
+
+
 def _key(source: Path, st: os.stat_result) -> str:
-    """The name of a report's export in the cache folder: inode and ctime as in the trace cache's key, so
+    """The name of a report's export in the cache folder: a hash of the report's path (the start every
+    export of it shares, `source_prefix`), then one of its inode and ctime as in the trace cache's key, so
     that a report rewritten with its size and mtime put back is exported again."""
+    resolved = str(source.resolve())
     stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-    return hashlib.sha256(f"{source.resolve()}\0{stamp}".encode()).hexdigest()[:32]
+    prefix = source_prefix(resolved)
+    return prefix + hashlib.sha256(f"{resolved}\0{stamp}".encode()).hexdigest()[: 32 - len(prefix)]
 
 
 def clear_source(cache: Cache, source: Path) -> Cleared:
@@ -121,12 +160,13 @@ def clear_source(cache: Cache, source: Path) -> Cleared:
         cleared.removed, cleared.freed = cleared.removed + more.removed, cleared.freed + more.freed
         cleared.kept += more.kept
     if kept is not None and kept.is_file():
-        size = kept.stat().st_size
-        try:
-            kept.unlink()
-            cleared.freed += size
-        except OSError as e:
-            cleared.kept.append((kept, e.strerror or type(e).__name__))
+        for file in (kept, export_note(kept)):
+            size = size_of(file)
+            try:
+                file.unlink(missing_ok=True)
+                cleared.freed += size
+            except OSError as e:
+                cleared.kept.append((file, e.strerror or type(e).__name__))
     return cleared
 
 

@@ -120,9 +120,9 @@ def cache_cmd(
                 f"cannot save the cache limit in {cache.root}: {why}; make it a writable folder, or set "
                 "HARNESS_CACHE_DIR to one (HARNESS_CACHE_LIMIT sets the limit without saving it)"
             ) from None
-        held = [e.size_bytes for e in cache.entries()] if cache.root.is_dir() else []
+        held = [e.size_bytes for e in cache.entries() + cache.exports()] if cache.root.is_dir() else []
         freed = cache.evict()
-        note(limit_words(limit, held, freed, emptied=bool(held) and not cache.entries()))
+        note(limit_words(limit, held, freed, emptied=bool(held) and not cache.entries() + cache.exports()))
     if report is not None and not clear:
         raise UsageError("--report goes with --clear: it names the export whose entries are removed")
     if cache.root.exists() and not cache.root.is_dir():  # nothing to list or clear: not an empty cache
@@ -170,12 +170,18 @@ def limit_words(limit: int, held: list[int], freed: int, *, emptied: bool) -> st
 
 
 def cache_table(cache: Cache) -> pd.DataFrame:
+    """The entries and the reports' exports, most recently used first; an entry read of an export named by
+    its report."""
     import pandas as pd
 
-    entries = cache.entries()
+    exports = cache.exports()
+    report_of = {str((cache.root / e.key).resolve()): e.source for e in exports}
+    entries = sorted(cache.entries() + exports, key=lambda e: e.last_used, reverse=True)
     return pd.DataFrame(
         {
-            "Source": [e.source for e in entries],
+            "Source": [
+                f"{report_of[e.source]} (its export)" if e.source in report_of else e.source for e in entries
+            ],
             "Format": [e.format for e in entries],
             "Files": [e.files for e in entries],
             "Size (bytes)": [e.size_bytes for e in entries],
