@@ -197,6 +197,22 @@ def test_warmup_that_leaves_no_iteration_is_refused() -> None:
     assert kept.exit_code == 0 and json.loads(kept.stdout)["a"]["iterations"]["count"] == 1
 
 
+def test_warmup_on_a_side_without_iterations_is_refused() -> None:
+    """alexnet has no step ranges: `--warmup 2` printed the figures of the whole capture, warm-up
+    included, as if two iterations had been left out, as `--iteration` on it is refused."""
+    from kineto_data import trace_path
+
+    a = str(trace_path("alexnet"))
+    for fmt in ("table", "json"):
+        r = runner.invoke(app, ["diff", a, a, "--warmup", "2", "--format", fmt])
+        assert r.exit_code == 1 and r.stdout == ""
+        assert r.stderr.strip().splitlines() == [
+            f"error: --warmup 2: no iterations in {a} (no `step` or ProfilerStep#N ranges; --iteration-range "
+            "NAME names a repeated NVTX range)"
+        ]
+    assert runner.invoke(app, ["diff", a, a, "--warmup", "0", "--format", "json"]).exit_code == 0
+
+
 def test_a_gate_over_a_verdict_without_an_interval_says_it_could_not_tell(tmp_path: Path) -> None:
     """alexnet against itself with every kernel 3× longer: one GPU a side and no iterations, so the GPU busy
     verdict (+14.3%) has no interval. `--gate 5` passed without a word, where a pass whose interval reaches

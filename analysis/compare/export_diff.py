@@ -26,7 +26,8 @@
 found, warm-up included): GPU work whose launching call started inside it, calls and ranges that started
 inside it, on the same process. The verdict still comes from every iteration. Where warm-up iterations are
 left out (`warmup=N`, or the harness's `measured` range), the figures and tables are restricted the same way
-to the iterations after warm-up (`Iterations.measured`), so that they hold what the verdict holds.
+to the iterations after warm-up (`Iterations.measured`), so that they hold what the verdict holds. Either on
+a side without iterations is refused: its figures would be of the whole capture.
 """
 
 from __future__ import annotations
@@ -152,12 +153,13 @@ def summarise(
 ) -> Side:
     its = find_iterations(trace, iteration_range, warmup=warmup, label=label)
     windows = None
-    if iteration is not None:
-        if not len(its.ranges):
+    for given, value in (("--iteration", iteration), ("--warmup", warmup or None)):
+        if value is not None and not len(its.ranges):  # nothing to pick or leave out: not the whole capture
             raise AnalysisError(
-                f"--iteration {iteration}: no iterations in {label} (no `step` or ProfilerStep#N ranges; "
+                f"{given} {value}: no iterations in {label} (no `step` or ProfilerStep#N ranges; "
                 "--iteration-range NAME names a repeated NVTX range)"
             )
+    if iteration is not None:
         windows = its.window(iteration, label)
     elif its.warmup and its.count:
         windows = its.measured()
