@@ -1,5 +1,6 @@
 """A report's SQLite export kept in the cache folder is an item of the cache: counted under its limit and
-evicted with it, none kept where the limit is 0, replaced when the report changes, listed by its report."""
+evicted with it, none kept where the limit is 0, replaced when the report changes, listed by its report.
+`cache --clear --report` of a folder or a glob pattern clears what the table commands read of it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED_NSYS, need
+from export_data import distinct_copy
 from reading import flat
 from typer.testing import CliRunner
 
@@ -128,3 +130,22 @@ def test_the_cache_lists_an_export_by_its_report(export: Path, tmp_path: Path, c
     sources = [line.split(",")[0] for line in result.output.splitlines()[1:]]
     assert sorted(sources) == sorted([str(report.resolve()), f"{report.resolve()} (its export)"])
     assert not any("exports/" in s for s in sources)
+
+
+@pytest.mark.parametrize("named", ["{folder}", "{folder}/run.rank*.sqlite"])
+def test_clear_of_a_folder_or_pattern_clears_the_exports_in_it(
+    export: Path, tmp_path: Path, cache_dir: Path, named: str
+) -> None:
+    """`kernels FOLDER` reads the exports in it; `cache --clear --report FOLDER` said `removed 0 cache
+    entries` and kept them all (no entry's source is the folder itself)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for rank in (0, 1):
+        distinct_copy(export, folder / f"run.rank{rank}.sqlite")
+    other = distinct_copy(export, tmp_path / "other.sqlite")
+    read_tables("kernels", [folder])
+    read_tables("kernels", [other])
+    assert len(Cache().entries()) == 3
+    cleared = runner.invoke(app, ["cache", "--clear", "--report", named.format(folder=folder)])
+    assert cleared.exit_code == 0 and "removed 2 cache entries (" in cleared.stderr, cleared.output
+    assert [e.source for e in Cache().entries()] == [str(other.resolve())]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
-from analysis.readers import A_REPORT, REPORT_SUFFIXES
+from analysis.readers import A_REPORT, EXPORT_SUFFIXES, REPORT_SUFFIXES
 from analysis.trace.cache import EXPORTS, Cache, cache_root, export_note, pin, source_prefix
 from analysis.trace.cache_files import Cleared, read_json, size_of, write_atomic
 
@@ -140,6 +141,24 @@ def _key(source: Path, st: os.stat_result) -> str:
     stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
     prefix = source_prefix(resolved)
     return prefix + hashlib.sha256(f"{resolved}\0{stamp}".encode()).hexdigest()[: 32 - len(prefix)]
+
+
+def clear_named(cache: Cache, named: Path) -> Cleared:
+    """The cache entries of what `named` names as the table commands read it (`clear_source` of each): an
+    export, report or trace; a folder: every one in it; a glob pattern: every file it matches."""
+    if named.is_dir():
+        suffixes = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
+        sources = [p for p in sorted(named.iterdir()) if p.name.lower().endswith(suffixes) and p.is_file()]
+    elif not named.exists() and glob.has_magic(str(named)):
+        sources = [Path(m) for m in sorted(glob.glob(str(named))) if Path(m).is_file()]
+    else:
+        sources = [named]
+    out = Cleared()
+    for source in sources:
+        one = clear_source(cache, source)
+        out.removed, out.freed = out.removed + one.removed, out.freed + one.freed
+        out.kept += one.kept
+    return out
 
 
 def clear_source(cache: Cache, source: Path) -> Cleared:

@@ -25,7 +25,7 @@ from analysis.front.reading import read_tables
 from analysis.tables import operators as ops
 from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
-from analysis.trace.exports import clear_source, exports_dir, open_source
+from analysis.trace.exports import clear_named, exports_dir, open_source
 from harness.cli.common import FormatOpt, WideOpt, at_least, cli_errors, err, note, warn, warn_skipped
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
@@ -91,7 +91,8 @@ def cache_cmd(
         typer.Option(
             "--report",
             help="With --clear: only the entries of this export (of a report: of the export it is read "
-            "through, and that export if the cache made it).",
+            "through, and that export if the cache made it; of a folder or glob pattern: of every export "
+            "in it, as the table commands read them).",
         ),
     ] = None,
     max_size: Annotated[
@@ -130,7 +131,7 @@ def cache_cmd(
             f"the cache {cache.root} is a file, not a folder: set HARNESS_CACHE_DIR to a folder (or unset it)"
         )
     if clear:
-        cleared = cache.clear(None) if report is None else clear_source(cache, report)
+        cleared = cache.clear(None) if report is None else clear_named(cache, report)
         if report is None:
             exports = exports_dir()
             why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None
