@@ -47,3 +47,34 @@ def test_no_iteration_ranges(a100_export: Path) -> None:
     with open_trace(a100_export) as t:
         its = find_iterations(t)
     assert (its.source, its.count, len(its.ranges)) == ("", 0, 0)
+
+
+def test_iterations_are_numbered_as_timeline_numbers_steps(h100_export: Path) -> None:
+    """h100-medium lost its step 4 `step` range: `diff --iteration 5` showed step 6 (the fifth range after
+    step 0), where `timeline --step 5` shows step 5. Iterations are numbered by the harness's step index."""
+    with open_trace(h100_export) as t:
+        its = find_iterations(t)
+        window = its.window(5, "A")
+        with sqlite3.connect(f"file:{h100_export}?mode=ro", uri=True) as con:
+            (start,) = con.execute(
+                "SELECT n.start FROM NVTX_EVENTS AS n JOIN StringIds AS s ON s.id = n.textId "
+                "WHERE s.value = 'step' AND n.int64Value = 5"
+            ).fetchone()
+        assert int(window["start"].iloc[0]) == start
+        assert its.ranges["number"].tolist() == [0, 1, 2, 3, *range(5, 15)]
+        with pytest.raises(AnalysisError, match=r"^--iteration 4: A has no iteration 4 of its 14 iterations"):
+            its.window(4, "A")
+
+
+def test_profiler_steps_are_numbered_by_their_n() -> None:
+    """ProfilerStep#1009..#1014: `timeline --step 1009` is the first; `diff --iteration 1009` said `only 6
+    iterations (0..5)`."""
+    from kineto_data import trace_path
+
+    with open_trace(trace_path("diff-control")) as t:
+        its = find_iterations(t)
+        assert its.ranges["number"].tolist() == list(range(1009, 1015))
+        first = its.ranges.sort_values("start").iloc[0]
+        assert int(its.window(1009, "A")["start"].iloc[0]) == int(first["start"])
+        with pytest.raises(AnalysisError, match=r"^--iteration 0: A has only 6 iterations \(1009\.\.1014\)"):
+            its.window(0, "A")

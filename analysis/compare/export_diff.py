@@ -22,12 +22,13 @@
 - per table (kernels, memory copies and sets, NVTX ranges grouped by operator, CUDA API, CPU operators) the
   names B against A, largest change first (analysis.compare.diff.diff_totals).
 
-`iteration=N` restricts the figures and tables to iteration N of each side (counted from 0 over every range
-found, warm-up included): GPU work whose launching call started inside it, calls and ranges that started
-inside it, on the same process. The verdict still comes from every iteration. Where warm-up iterations are
-left out (`warmup=N`, or the harness's `measured` range), the figures and tables are restricted the same way
-to the iterations after warm-up (`Iterations.measured`), so that they hold what the verdict holds. Either on
-a side without iterations is refused: its figures would be of the whole capture.
+`iteration=N` restricts the figures and tables to iteration number N of each side (the harness's step index,
+ProfilerStep#N's N, else counted from 0 over every range found, warm-up included: `Iterations.window`): GPU
+work whose launching call started inside it, calls and ranges that started inside it, on the same process. The
+verdict still comes from every iteration. Where warm-up iterations are left out (`warmup=N`, or the harness's
+`measured` range), the figures and tables are restricted the same way to the iterations after warm-up
+(`Iterations.measured`), so that they hold what the verdict holds. Either on a side without iterations is
+refused: its figures would be of the whole capture.
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@ without its `, seq = N, op_id = N` fields), else the harness's `step` ranges (th
 range when there is one: the warm-up steps lie outside it), else Kineto's `ProfilerStep#N`. Ranges are taken
 per process in start order; with several processes (ranks) in one capture, iteration k lasts as long as the
 slowest process's k-th range, and the capture has as many iterations as its process with the fewest.
-`Iterations.window(k)` gives iteration k on each process, for restricting other tables to it (`in_windows`);
+Each iteration has a number, as `harness timeline --step N` numbers steps: the harness's step index (the
+`step` range's payload) or Kineto's N of ProfilerStep#N where every range has one, one of its own per
+process; else its place, from 0, warm-up included (so a lost step range does not renumber the steps after
+it, and ProfilerStep#1009 is iteration 1009). `Iterations.window(n)` gives iteration number n on each
+process, for restricting other tables to it (`in_windows`);
 `Iterations.measured()` the span of the iterations after warm-up, so that tables leave out what the
 iteration times leave out.
 """
@@ -29,8 +33,9 @@ PROFILER_STEP = "ProfilerStep#"
 
 @dataclass(frozen=True)
 class Iterations:
-    """The iterations of one side. `ranges`: pid, index (per process, from 0, warm-up included), start, end,
-    warmup (bool); `durations`: one per iteration index after warm-up, the longest over processes (ns)."""
+    """The iterations of one side. `ranges`: pid, index (per process, from 0, warm-up included), number
+    (as the module's docstring says), start, end, warmup (bool); `durations`: one per iteration index after
+    warm-up, the longest over processes (ns)."""
 
     source: str  # what was found: "NVTX `step` ranges", "ProfilerStep#N ranges", "NVTX ranges `x`", ""
     ranges: pd.DataFrame
@@ -41,13 +46,19 @@ class Iterations:
     def count(self) -> int:
         return len(self.durations)
 
-    def window(self, index: int, label: str) -> pd.DataFrame:
-        """pid, start, end of iteration `index` on each process."""
-        per = self.ranges[self.ranges["index"] == index]
+    def window(self, number: int, label: str) -> pd.DataFrame:
+        """pid, start, end of iteration number `number` on each process."""
+        per = self.ranges[self.ranges["number"] == number]
         if per.empty:
             have = int(self.ranges["index"].max()) + 1 if len(self.ranges) else 0
-            found = f"only {counted(have, 'iteration')} (0..{have - 1})" if have else "no iterations"
-            raise AnalysisError(f"--iteration {index}: {label} has {found} ({self.source or 'none found'})")
+            lo, hi = (int(self.ranges["number"].min()), int(self.ranges["number"].max())) if have else (0, -1)
+            if not have:
+                found = "no iterations"
+            elif lo <= number <= hi:  # a step whose range was lost
+                found = f"no iteration {number} of its {counted(have, 'iteration')} numbered {lo}..{hi}"
+            else:
+                found = f"only {counted(have, 'iteration')} ({lo}..{hi})"
+            raise AnalysisError(f"--iteration {number}: {label} has {found} ({self.source or 'none found'})")
         return per[["pid", "start", "end"]].reset_index(drop=True)
 
     def measured(self) -> pd.DataFrame:
@@ -58,7 +69,8 @@ class Iterations:
 
 
 def _no_iterations() -> Iterations:
-    columns = {"pid": np.int64, "index": np.int64, "start": np.int64, "end": np.int64, "warmup": bool}
+    columns = {"pid": np.int64, "index": np.int64, "number": np.int64, "start": np.int64, "end": np.int64,
+               "warmup": bool}  # fmt: skip
     empty = pd.DataFrame({c: np.empty(0, dtype=t) for c, t in columns.items()})
     return Iterations("", empty, np.empty(0, np.int64), 0)
 
@@ -71,7 +83,7 @@ def find_iterations(trace: Trace, name: str | None = None, *, warmup: int = 0, l
             raise AnalysisError(f"--iteration-range {name}: {label or trace.path} has no NVTX ranges")
         return _no_iterations()
 
-    r = all_ranges(trace, columns=["name", "domain", "start_ns", "end_ns", "global_tid"])
+    r = all_ranges(trace, columns=["name", "domain", "start_ns", "end_ns", "global_tid", "payload"])
     names = tagged(r).astype(str).to_numpy()
     measured = np.zeros(len(r), dtype=bool)
     if name is not None:
@@ -93,9 +105,11 @@ def find_iterations(trace: Trace, name: str | None = None, *, warmup: int = 0, l
         measured = names == MEASURED
     pid = pid_of(r["global_tid"].to_numpy())
     start, end = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
-    it = pd.DataFrame({"pid": pid[pick], "start": start[pick], "end": end[pick]})
+    payload = pd.to_numeric(r["payload"], errors="coerce").to_numpy(dtype=float)
+    it = pd.DataFrame({"pid": pid[pick], "start": start[pick], "end": end[pick], "payload": payload[pick]})
     it = it.sort_values(["pid", "start"], kind="stable").reset_index(drop=True)
     it["index"] = it.groupby("pid").cumcount().astype(np.int64)
+    it["number"] = it["index"] if name is not None else _numbers(it)
     early = it["index"].to_numpy() < warmup
     if measured.any():  # the harness's warm-up steps lie outside its `measured` range
         m = pd.DataFrame({"pid": pid[measured], "start": start[measured], "end": end[measured]})
@@ -112,7 +126,17 @@ def find_iterations(trace: Trace, name: str | None = None, *, warmup: int = 0, l
     n = int(per_process.min()) if len(per_process) else 0
     durations = (kept["end"] - kept["start"]).groupby(kept["k"]).max().to_numpy()[:n].astype(np.int64)
     left = int(early.sum() // max(it["pid"].nunique(), 1))
-    return Iterations(source, it[["pid", "index", "start", "end", "warmup"]], durations, left)
+    return Iterations(source, it[["pid", "index", "number", "start", "end", "warmup"]], durations, left)
+
+
+def _numbers(it: pd.DataFrame) -> pd.Series:
+    """The iterations' numbers: their payloads (the harness's step index, ProfilerStep#N's N) where each has
+    one, whole, and none repeats on its process; else their places."""
+    payload = it["payload"]
+    whole = payload.notna().all() and bool((payload == np.floor(payload)).all())
+    if not whole or it.duplicated(["pid", "payload"]).any() or (payload.abs() >= 2**62).any():
+        return it["index"]
+    return payload.astype(np.int64)
 
 
 def in_windows(pid: np.ndarray, t: np.ndarray, windows: pd.DataFrame) -> np.ndarray:

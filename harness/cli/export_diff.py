@@ -56,7 +56,8 @@ IterationOpt = Annotated[
     count_option(
         "--iteration",
         0,
-        "Two exports: figures and tables of iteration N of each side only (from 0, warm-up included); the "
+        "Two exports: figures and tables of iteration N of each side only, numbered as `timeline --step` "
+        "numbers steps (the harness's step index, ProfilerStep#N's N; else from 0, warm-up included); the "
         "verdict still uses every iteration.",
     ),
 ]
