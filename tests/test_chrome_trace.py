@@ -471,3 +471,14 @@ def test_a_steps_window_is_said_in_seconds_from_the_capture_start_as_start_and_e
     by_step = json.loads((tmp_path / "s.json").read_text())["traceEvents"]
     by_time = json.loads((tmp_path / "w.json").read_text())["traceEvents"]
     assert sorted(map(json.dumps, by_step)) == sorted(map(json.dumps, by_time))
+
+
+def test_a_name_ending_in_gz_in_capitals_is_gzipped(tmp_path: Path) -> None:
+    """The readers take `TRACE.JSON.GZ` as gzipped JSON; `timeline -o OUT.JSON.GZ` wrote plain JSON under
+    that name."""
+    out = tmp_path / "OUT.JSON.GZ"
+    r = runner.invoke(app, ["timeline", str(export("a100-saxpy-mpi")), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+    with gzip.open(out, "rt") as f:
+        assert json.load(f)["traceEvents"]

@@ -111,15 +111,16 @@ class EmptyWindow(ExportError):
 
 
 def write_chrome_trace(trace: Trace, path: str | Path, window: tuple[int, int] | None = None) -> Written:
-    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz); what it holds. A file
-    appears whole or not at all (written beside it, then renamed); `-`, a device or a pipe is written as a
-    stream (analysis.outputs). A window that holds no event is EmptyWindow, and no file is left."""
+    """Write `trace` to `path` as a Chrome trace (gzipped when the name ends in .gz, in any case, as the
+    readers take it); what it holds. A file appears whole or not at all (written beside it, then renamed);
+    `-`, a device or a pipe is written as a stream (analysis.outputs). A window that holds no event is
+    EmptyWindow, and no file is left."""
     written = Written(Path(path), window=window, origin=capture_start(trace) if window is not None else 0)
     if trace.has("nvtx"):
         note_open_ranges(trace)  # drawn to the capture's end: said as every table of them says it
     try:
         with open_output(path) as raw:
-            if str(path).endswith(".gz"):
+            if str(path).lower().endswith(".gz"):
                 with igzip.open(raw, "wt", compresslevel=1, encoding="ascii") as f:
                     _Writer(trace, f, window, written.counts).write()  # type: ignore[arg-type]
             else:
