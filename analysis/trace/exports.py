@@ -29,7 +29,7 @@ from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
 from analysis.readers import A_REPORT, EXPORT_SUFFIXES, REPORT_SUFFIXES
 from analysis.trace.cache import EXPORTS, Cache, cache_root, export_note, pin, source_prefix
-from analysis.trace.cache_files import Cleared, read_json, size_of, write_atomic
+from analysis.trace.cache_files import SOURCE_PREFIX, Cleared, read_json, size_of, write_atomic
 
 if TYPE_CHECKING:
     from analysis.trace.trace import Trace
@@ -124,7 +124,7 @@ def _used(export: Path, report: Path) -> None:
 def _drop_older(store: Cache, export: Path) -> None:
     """Remove the exports of `export`'s report made before it (of the report as it was), with their notes
     and the cache entries read of them."""
-    prefix = export.name[: len(source_prefix(""))]
+    prefix = export.name[:SOURCE_PREFIX]
     for older in export.parent.glob(f"{prefix}*.sqlite"):
         if older != export and not older.name.startswith("."):
             store.clear(older)
@@ -139,8 +139,10 @@ def _key(source: Path, st: os.stat_result) -> str:
     that a report rewritten with its size and mtime put back is exported again."""
     resolved = str(source.resolve())
     stamp = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-    prefix = source_prefix(resolved)
-    return prefix + hashlib.sha256(f"{resolved}\0{stamp}".encode()).hexdigest()[: 32 - len(prefix)]
+    return (
+        source_prefix(resolved)
+        + hashlib.sha256(f"{resolved}\0{stamp}".encode()).hexdigest()[: 32 - SOURCE_PREFIX]
+    )
 
 
 def clear_named(cache: Cache, named: Path) -> Cleared:
