@@ -117,6 +117,20 @@ def test_gpu_busy_and_nccl_kernels(two_ranks: list[Path]) -> None:
     assert 0 < per_rank.loc[0, "Comm Share (%)"] < 5
 
 
+def test_a_phase_one_rank_of_several_measured_claims_no_balance() -> None:
+    """Rank 0 alone measured `allreduce`: it was shown Spread 0 and Imbalance 1.000 under a title over 2
+    ranks, which reads as balanced; there is no other rank to compare it with."""
+    rows = [(0, "forward", s, 10_000_000) for s in range(3)] + [
+        (1, "forward", s, 12_000_000) for s in range(3)
+    ]
+    rows += [(0, "allreduce", s, 2_000_000) for s in range(3)]
+    table = imbalance_table(pd.DataFrame(rows, columns=["rank", "phase", "step", "duration_ns"]))
+    alone, both = table.set_index("Phase").loc["allreduce"], table.set_index("Phase").loc["forward"]
+    assert alone["Ranks"] == 1 and alone["Mean (ns)"] == 2e6
+    assert np.isnan(alone["Spread (ns)"]) and np.isnan(alone["Imbalance"])
+    assert both["Spread (ns)"] == 2e6 and both["Imbalance"] == pytest.approx(12 / 11, abs=1e-3)
+
+
 def test_ranks_share_one_clock(two_ranks: list[Path]) -> None:
     phases = ranks_report(two_ranks).phases
     first = phases[phases["phase"] == "forward"].groupby("rank")["start_ns"].min()

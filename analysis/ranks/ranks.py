@@ -236,13 +236,15 @@ def phase_table(phases: pd.DataFrame) -> pd.DataFrame:
 def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
     """Per phase, over the ranks' mean time per step: Phase, Ranks, Mean (ns), Fastest Rank, Fastest (ns),
     Median (ns), Slowest Rank, Slowest (ns), Spread (ns) (slowest - fastest), Imbalance (slowest /
-    median); times rounded half away from zero to one decimal. The slowest rank is not the straggler: in
-    a collective it waited longest; straggler_table names the rank that arrived last.
+    median); times rounded half away from zero to one decimal. A phase that one rank of several measured
+    has no Spread or Imbalance (NaN): no other rank is there to compare it with. The slowest rank is not
+    the straggler: in a collective it waited longest; straggler_table names the rank that arrived last.
 
     `phases`: PHASE_COLUMNS, one row per phase instance, from exports (phase_rows) or the results store.
     Ties go to the lowest rank.
     """
     m = per_rank_means(phases).sort_values(["phase", "rank"], kind="stable")
+    several = m["rank"].nunique() > 1
     rows = []
     for phase in _ordered(m["phase"]):
         p = m[m["phase"] == phase]
@@ -251,6 +253,8 @@ def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
         slow, fast = int(np.argmax(mean)), int(np.argmin(mean))
         median = float(np.median(mean))
         ratio = mean[slow] / median if median > 0 else float("nan")
+        # a phase one rank of several measured is compared with nothing: no spread, no balance to claim
+        alone = several and len(p) == 1
         rows.append(
             {
                 "Phase": phase,
@@ -261,8 +265,8 @@ def imbalance_table(phases: pd.DataFrame) -> pd.DataFrame:
                 "Median (ns)": _ns(median),
                 "Slowest Rank": ranks[slow],
                 "Slowest (ns)": _ns(mean[slow]),
-                "Spread (ns)": _ns(mean[slow] - mean[fast]),
-                "Imbalance": round(ratio, 3),
+                "Spread (ns)": float("nan") if alone else _ns(mean[slow] - mean[fast]),
+                "Imbalance": float("nan") if alone else round(ratio, 3),
             }
         )
     out = pd.DataFrame(rows)
