@@ -12,6 +12,7 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 
 from analysis.tables.kernels import kernel_summary
 from analysis.trace.cache import Cache, Entry
+from analysis.trace.cache_files import remove_tree
 from analysis.trace.digests import BLOCK, EDGE, WHOLE_FILE, content_digest
 from analysis.trace.opening import open_trace
 from harness.cli import app
@@ -374,3 +376,28 @@ def test_a_disk_that_fills_while_summary_stages_its_tables_leaves_the_numbers_wh
     said = [line for line in result.stderr.splitlines() if "No space left on device" in line]
     assert len(said) == 1 and "nothing more was cached" in result.stderr
     assert not list(cache_dir.glob("*/.tmp-*"))
+
+
+def test_a_folder_that_will_not_go_is_named_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clear racing a command that fills the cache: the folder itself stays ("Directory not empty"). The
+    reason is the folder's own, said once, as `cache --clear` names the folder before it: "could not remove
+    X: X: Directory not empty" named it twice. A file inside that will not go is still named."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "entry").write_text("x")
+
+    def stuck(path: str | Path, **handler: Any) -> None:
+        fail = next(iter(handler.values()))
+        fail(os.rmdir, os.fspath(path), OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY)))
+        fail(os.unlink, os.path.join(path, "entry"), OSError(errno.EACCES, os.strerror(errno.EACCES)))
+
+    monkeypatch.setattr(shutil, "rmtree", stuck)
+    assert remove_tree(folder) == os.strerror(errno.ENOTEMPTY)
+
+    def inside(path: str | Path, **handler: Any) -> None:
+        next(iter(handler.values()))(
+            os.unlink, os.path.join(path, "entry"), PermissionError(errno.EACCES, "no")
+        )
+
+    monkeypatch.setattr(shutil, "rmtree", inside)
+    assert remove_tree(folder) == f"{folder / 'entry'}: no"

@@ -63,7 +63,9 @@ def remove_tree(folder: Path) -> str | None:
     def say(function: Any, path: str, error: Any) -> None:
         e = error[1] if isinstance(error, tuple) else error
         if not failed:
-            failed.append(f"{path}: {getattr(e, 'strerror', None) or e}")
+            why = getattr(e, "strerror", None) or e
+            # the caller names `folder` itself: a file inside it is named here, the folder is not again
+            failed.append(str(why) if os.fspath(path) == os.fspath(folder) else f"{path}: {why}")
 
     if sys.version_info >= (3, 12):
         shutil.rmtree(folder, onexc=say)
