@@ -262,6 +262,27 @@ def gate_failed(v: Verdict, pct: float) -> bool:
     return v.phase is not None and bool(gate_failures([v.phase], pct))
 
 
+def gate_blind(verdict: Verdict, gate: float) -> str | None:
+    """Where two exports' gate passes but the verdict's interval reaches beyond it: one line saying that a
+    regression of `gate` percent could not have been told from the noise of these iterations (None: it
+    could, or there is no verdict)."""
+    c = verdict.comparison
+    if c is None or gate_failed(verdict, gate):
+        return None
+    if c.ci_high_pct != c.ci_high_pct:  # NaN: no interval (one sample a side), so no judgement at all
+        return (
+            f"gate: passed, but the {verdict.basis} has no interval ({verdict.reason}): a regression of "
+            f"{gate:g}% could not be told from the noise; give more iterations a side (a longer capture)"
+        )
+    if not c.ci_high_pct > gate:
+        return None
+    return (
+        f"gate: passed, but the {verdict.basis}'s interval reaches {c.ci_high_pct:+.1f}% "
+        f"({c.baseline_samples} and {c.treatment_samples} samples): a regression of {gate:g}% could not be "
+        "told from the noise; give more iterations a side (a longer capture)"
+    )
+
+
 # --- the diff -----------------------------------------------------------------------------------------
 
 

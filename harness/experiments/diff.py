@@ -19,6 +19,7 @@ from analysis.advice.verdict import failed_captures
 from analysis.compare import diff as d
 from analysis.compare import export_diff as diffing
 from analysis.compare.drift import RUNS, basis_words
+from analysis.compare.export_diff import gate_failed as gate_failed
 from analysis.compare.overhead import STEP_SUM
 from analysis.dashboard import diff as diff_page
 from analysis.errors import ExportError
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from analysis.compare.diff import PhaseVerdict
     from analysis.compare.drift import Drift
-    from analysis.compare.export_diff import ExportDiff, Verdict
+    from analysis.compare.export_diff import ExportDiff
     from analysis.dashboard.page import Dashboard
     from analysis.trace.trace import Trace
     from harness.store.results import ResultsStore
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 BASELINE_PREFIX = "baseline:"
 REPEATS_PREFIX = "repeats-"  # the experiment of `run --repeats N`
+export_gate_blind = diffing.gate_blind  # two exports' gate that passed blind, as the CLI says it
 
 
 @dataclass
@@ -484,29 +486,3 @@ def failed_sides(a: Side, b: Side, *, cache: bool) -> list[str]:
     without the cache: analysis.advice.verdict)."""
     paths = [p for p in (a.trace_path, b.trace_path) if p is not None]
     return failed_captures(paths, cache=cache)
-
-
-def gate_failed(verdict: Verdict, gate: float) -> bool:
-    """Whether two exports' verdict is a regression beyond `gate` percent."""
-    return diffing.gate_failed(verdict, gate)
-
-
-def export_gate_blind(verdict: Verdict, gate: float) -> str | None:
-    """Where two exports' gate passes but the verdict's interval reaches beyond it: one line saying that a
-    regression of `gate` percent could not have been told from the noise of these iterations (None: it
-    could, or there is no verdict)."""
-    c = verdict.comparison
-    if c is None or gate_failed(verdict, gate):
-        return None
-    if c.ci_high_pct != c.ci_high_pct:  # NaN: no interval (one sample a side), so no judgement at all
-        return (
-            f"gate: passed, but the {verdict.basis} has no interval ({verdict.reason}): a regression of "
-            f"{gate:g}% could not be told from the noise; give more iterations a side (a longer capture)"
-        )
-    if not c.ci_high_pct > gate:
-        return None
-    return (
-        f"gate: passed, but the {verdict.basis}'s interval reaches {c.ci_high_pct:+.1f}% "
-        f"({c.baseline_samples} and {c.treatment_samples} samples): a regression of {gate:g}% could not be "
-        "told from the noise; give more iterations a side (a longer capture)"
-    )
