@@ -156,7 +156,9 @@ def test_the_title_names_the_decode_path() -> None:
     assert workload_of(replace(generate, compile=True)) == "small generate (torch.compile)"
 
 
-def test_each_modes_whole_step_verdict_is_named(monkeypatch: pytest.MonkeyPatch, tmp_db: str) -> None:
+def test_each_modes_whole_step_verdict_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_db: str, nsys_bin: str
+) -> None:
     """`overhead --nsys-mode light,full`: the whole-step notes were `whole steps: inconclusive: …` and
     `whole steps: nsys full adds …`, the first naming no mode. Each line says whose it is."""
     from typer.testing import CliRunner
@@ -180,6 +182,7 @@ def test_each_modes_whole_step_verdict_is_named(monkeypatch: pytest.MonkeyPatch,
         return overhead.OverheadResult("overhead-x", runs, table, [], None, found, "nsys")
 
     monkeypatch.setattr(overhead, "measure_overhead", measure)
+    monkeypatch.setenv("HARNESS_NSYS", nsys_bin)  # the command checks nsys before it measures
     args = ["overhead", "char", "--device", "cpu", "--nsys-mode", "light,full", "--db", tmp_db]
     r = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
