@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import pandas as pd
 import pytest
 from test_store import make_result
 
@@ -332,3 +333,35 @@ def test_show_gives_the_nvtx_difference_the_decimals_run_gives_it(tmp_db: str) -
         "1.000",
         "0.004",
     ]
+
+
+def test_runs_give_a_program_run_no_batch_size_and_no_compile(tmp_db: str) -> None:
+    """A `profile -- CMD` run is stored with batch 0 and compile False (columns that take no NULL); `runs`
+    (table, csv, json) and the dashboard's rows read it as a run without either, as its context."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.experiments.program import NOT_APPLICABLE, program_config
+
+    store = ResultsStore(tmp_db)
+    program = RunResult(
+        "prog-3", program_config("python"), "ok", device=NOT_APPLICABLE,
+        extra={"command": ["python", "x.py"], "exit_code": 0},
+    )  # fmt: skip
+    store.save(program, profiler="nsys", nsys_mode="light")
+    store.save(make_result("tiny-run"))
+    rows = store.runs().set_index("run_id")
+    assert rows.loc["prog-3", "batch_size"] is pd.NA and rows.loc["prog-3", "compile"] is None
+    assert rows.loc["tiny-run", "batch_size"] == 4 and rows.loc["tiny-run", "compile"] == False  # noqa: E712
+    out = CliRunner().invoke(app, ["runs", "--db", tmp_db, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    listed = {r["run_id"]: r for r in json.loads(out.output)}
+    assert (listed["prog-3"]["batch_size"], listed["prog-3"]["compile"]) == (None, None)
+    assert (listed["tiny-run"]["batch_size"], listed["tiny-run"]["compile"]) == (4, False)
+    out = CliRunner().invoke(app, ["runs", "--db", tmp_db, "--format", "csv"])
+    listed = {r["run_id"]: r for r in csv.DictReader(io.StringIO(out.output))}
+    assert (listed["prog-3"]["batch_size"], listed["prog-3"]["compile"]) == ("", "")
+    out = CliRunner().invoke(app, ["runs", "--db", tmp_db, "--wide"], env={"COLUMNS": "400"})
+    line = next(x for x in out.output.splitlines() if "prog-3" in x)
+    cells = [c.strip() for c in line.strip("│ ").split("│")]
+    assert "0" not in cells and "no" not in cells

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from workloads.names import RUN_ENERGY_FIELDS
+from workloads.names import PROGRAM_MODE, RUN_ENERGY_FIELDS
 
 # The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
 # write through (a dropped or retyped column). Additive changes are Alembic revisions
@@ -355,6 +355,9 @@ def stored_time(when: datetime | None) -> str | None:
 def run_row(r: Run) -> dict[str, Any]:
     phases = {p["phase"]: p for p in (r.summary or {}).get("phases", [])}
     info = r.model_info or {}
+    # a program's run (`profile -- CMD`) ran no workload of ours: it has no batch and was not compiled (its
+    # row holds 0 and False, as the columns take no NULL)
+    program = r.mode == PROGRAM_MODE
 
     def stat(phase: str, key: str) -> float | None:
         if phase not in phases:
@@ -369,9 +372,9 @@ def run_row(r: Run) -> dict[str, Any]:
         "device": r.device,
         "device_name": r.device_name,
         "precision": r.precision,
-        "compile": r.compile,
+        "compile": None if program else r.compile,
         "attention": r.attention,
-        "batch_size": r.batch_size,
+        "batch_size": None if program else r.batch_size,
         "context_length": r.context_length,
         # generate's tokens decoded after the prompt (its setting); None for the other modes, which have none
         "new_tokens": (r.config or {}).get("new_tokens") if r.mode == "generate" else None,
