@@ -381,3 +381,30 @@ def test_a_second_signal_stops_nsys_and_it_is_said_truthfully(tmp_path: Path) ->
     thread.join(60)
     assert (prof.interrupted, prof.held, prof.rep, prof.sqlite) == (signal.SIGINT, False, None, None)
     assert prof.notes == ["interrupted (SIGINT): nsys was stopped part way and wrote no report"]
+
+
+@pytest.mark.usefixtures("finished_worker")
+@pytest.mark.parametrize("held", [True, False], ids=["held", "while-recording"])
+def test_a_run_whose_steps_all_ended_says_when_the_signal_came(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """A run under nsys that timed all its steps while a signal stopped nsys: said to be interrupted while
+    nsys wrote its report only where the signal was held after the program ended. A signal that came while
+    nsys recorded (nsys stops recording then; a short step finishes before the program hears of it) was
+    said the same, over a capture that ends before the steps did."""
+    import harness.profilers.nsys as profiler
+    from harness.core.records import RunConfig
+    from harness.execution.nsys import NsysInfo
+
+    prof = nsys.ProfileResult(0, None, None, None, "", interrupted=signal.SIGINT, held=held)
+    monkeypatch.setattr(nsys, "profile", lambda *args, **kwargs: prof)
+    info = NsysInfo(path=Path("/x/nsys"), version="2023.4.4.54", flags=frozenset(), source="t")
+    options = profiler.NsysOptions(profile_dir=tmp_path)
+    result, _, _ = profiler.launch(RunConfig("tiny", device="cpu"), options, info, "tiny-1")
+    assert result.status == "interrupted"
+    steps = "all 3 measured steps"  # make_result's
+    assert result.error == (
+        f"interrupted by SIGINT while nsys wrote its report, after {steps}"
+        if held
+        else f"interrupted by SIGINT while nsys recorded (its capture ends there), with {steps} timed"
+    )

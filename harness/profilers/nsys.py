@@ -110,13 +110,17 @@ def launch(
             result = read_worker_result(
                 config, run_id, res, prof.returncode, prof.program_tail, stopped_by=prof.interrupted
             )
-        if prof.interrupted and result.status == "ok":  # all its steps measured: the signal came after (held)
+        if prof.interrupted and result.status == "ok":  # all its steps measured
             measured = sum(not s.warmup for s in result.steps)
-            result.error = signals.interrupted(
-                prof.interrupted,
-                f"while nsys wrote its report, after {'its' if measured == 1 else 'all'} "
-                + counted(measured, "measured step"),
+            steps = f"{'its' if measured == 1 else 'all'} {counted(measured, 'measured step')}"
+            # held: it came after the program ended; else nsys stopped recording when it came, while the
+            # program still ran (its steps may have gone on past the end of the capture)
+            when = (
+                f"while nsys wrote its report, after {steps}"
+                if prof.held
+                else f"while nsys recorded (its capture ends there), with {steps} timed"
             )
+            result.error = signals.interrupted(prof.interrupted, when)
         if prof.interrupted and result.status in ("ok", "error"):
             result.status = "interrupted"
         # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody
