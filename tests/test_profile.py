@@ -139,6 +139,22 @@ def test_an_option_nsys_refuses_is_said_as_nsys_failing_not_the_program(in_tmp: 
     assert ResultsStore(readonly=True).count_runs() == 0
 
 
+def test_overhead_of_an_option_nsys_refuses_stores_no_run_under_nsys(in_tmp: Path) -> None:
+    """`overhead` with an option nsys refuses: one line naming nsys's refusal, as `run --nsys` says it, and
+    only the run without nsys stored (an `error` run under nsys was stored, said as 'worker exit code 1'
+    with nsys's lines joined by a literal \\n)."""
+    args = ["overhead", "char", "--device", "cpu", "--repeats", "1", "--steps", "1", "--warmup", "0"]
+    result = runner.invoke(app, [*args, "--mode", "forward", "--nsys-arg=--no-such-option"])
+    assert result.exit_code == 1, result.output
+    said = [line for line in result.output.splitlines() if not line.startswith("progress:")]
+    assert said == [
+        "error: nsys light: nsys failed (exit code 1) before it recorded anything; no run under nsys stored: "
+        "unrecognised option '--no-such-option'"
+    ]
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"]).stdout)
+    assert [(r["profiler"], r["status"]) for r in listed] == [("none", "ok")]
+
+
 def test_failing_program_keeps_files_and_says_so(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the worker (the Python process under nsys) dies at start-up with exit code 3
     hook = in_tmp / "inject"

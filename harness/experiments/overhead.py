@@ -19,7 +19,7 @@ from analysis.compare.overhead import headline, overhead_steps, overhead_table, 
 from harness.core import machine, signals
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, config_phases, new_id, timer_frame
-from harness.profilers.base import run_baseline
+from harness.profilers.base import NothingRecorded, run_baseline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,7 +116,10 @@ def measure_overhead(
                 store.save(result, experiment=experiment)
                 baseline_id = result.run_id
             else:
-                result, how, run_notes = profiled()
+                try:
+                    result, how, run_notes = profiled()
+                except NothingRecorded as e:
+                    return f"{label}: {e}"
                 notes.extend(n for n in run_notes if n not in notes)
                 store.save(result, experiment=experiment, baseline_run_id=baseline_id, **how)
             if result.status == "interrupted":  # Ctrl-C or SIGTERM: no more rounds

@@ -45,8 +45,13 @@ class ProfilerOptions:
         return cls(**given)
 
 
-# one profiled run of an overhead experiment: its result, what it is stored with, notes
+# one profiled run of an overhead experiment: its result, what it is stored with, notes; it raises
+# NothingRecorded where the profiler failed before the run began (an option it refused): nothing to store
 ProfiledFn = Callable[[], tuple[RunResult, dict[str, Any], list[str]]]
+
+
+class NothingRecorded(NsysError):
+    """The profiler failed before it recorded anything and no step was measured: no run to store."""
 
 
 class Reporter(Protocol):

@@ -130,6 +130,14 @@ def launch(
     return result, prof, notes
 
 
+def refused(prof: ProfileResult, result: RunResult) -> str | None:
+    """Why there is no run under nsys to store where nsys failed before it recorded anything and no step
+    was measured (nsys itself failed, on an option it refused, not the program); None where there is one."""
+    if prof.interrupted or prof.returncode == 0 or result.steps or prof.rep or prof.qdstrm:
+        return None
+    return f"nsys failed (exit code {prof.returncode}) before it recorded anything; no run under nsys stored"
+
+
 def _program_exit(returncode: int) -> int:
     return returncode if returncode > 0 else 128 - returncode if returncode < 0 else 1
 
@@ -235,13 +243,8 @@ def after_capture(
             stopped(out, seen, found)
         return
     if prof.returncode != 0 or result.status == "error":
-        if prof.returncode != 0 and not result.steps and prof.rep is None and prof.qdstrm is None:
-            # nothing recorded, no step measured: nsys itself failed (an option it refused), not the program
-            what = (
-                f"nsys failed (exit code {prof.returncode}) before it recorded anything; no run under nsys "
-                "stored"
-            )
-            files = ""
+        if (why := refused(prof, result)) is not None:
+            what, files = why, ""
         elif prof.returncode != 0:
             what = f"profiled program failed (exit code {prof.returncode})"
         else:
@@ -336,6 +339,9 @@ class NsysProfiler(base.Profiler):
         def under(mode: str) -> base.ProfiledFn:
             def run() -> tuple[RunResult, dict[str, Any], list[str]]:
                 result, prof, notes = launch(config, replace(options, mode=mode), info, new_id(config.model))
+                if (why := refused(prof, result)) is not None:  # nsys's first words say what it refused
+                    said = next(iter(prof.program_tail.strip().splitlines()), "")
+                    raise base.NothingRecorded(why + (f": {said}" if said else ""))
                 result.extra[nsys.CAPTURE_RANGE] = capture_range(options)  # as profile_run keeps it
                 how = {"profiler": self.name, "nsys_mode": mode, **report_paths(prof)}
                 if result.status == "ok" and prof.sqlite is not None:  # its health, stored with it
