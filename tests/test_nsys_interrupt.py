@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -408,3 +409,63 @@ def test_a_run_whose_steps_all_ended_says_when_the_signal_came(
         if held
         else f"interrupted by SIGINT while nsys recorded (its capture ends there), with {steps} timed"
     )
+
+
+@pytest.mark.parametrize("args", [["--duration=1"], ["-d", "1"]])
+def test_a_run_ended_by_nsys_duration_is_not_said_stopped_by_a_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """--nsys-arg=--duration: nsys ends the program with SIGTERM when it runs out, and the worker stores
+    itself interrupted. No signal came to the harness: the run failed on its own options (exit 1), said so
+    with what lets it go on; it was 'interrupted by SIGTERM', exit 143, as if the user had stopped it."""
+    import harness.profilers.nsys as profiler
+    from harness.core.records import RunConfig
+    from harness.execution.nsys import NsysInfo
+
+    def read(config: Any, run_id: str, *args: Any, **how: Any) -> Any:
+        result = make_result(run_id)
+        result.config, result.steps = config, []
+        result.status, result.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
+        return result
+
+    monkeypatch.setattr(profiler, "read_worker_result", read)
+    prof = nsys.ProfileResult(143, None, None, None, "")
+    monkeypatch.setattr(nsys, "profile", lambda *a, **k: prof)
+    info = NsysInfo(path=Path("/x/nsys"), version="2023.4.4.54", flags=frozenset(), source="t")
+    options = profiler.NsysOptions(profile_dir=tmp_path, extra_args=args)
+    result, _, _ = profiler.launch(RunConfig("tiny", device="cpu"), options, info, "tiny-1")
+    given = " ".join(args)
+    assert (result.status, result.error) == (
+        "error",
+        f"nsys ended the program when its {given} ran out, after 0 of 3 measured steps; "
+        "--nsys-arg=--kill=none lets the run go on past the capture",
+    )
+    # a signal that came to the harness is still the user's, whatever --duration says
+    monkeypatch.setattr(nsys, "profile", lambda *a, **k: replace(prof, interrupted=signal.SIGTERM))
+    result, _, _ = profiler.launch(RunConfig("tiny", device="cpu"), options, info, "tiny-2")
+    assert (result.status, result.error) == (
+        "interrupted",
+        "interrupted by SIGTERM after 0 of 3 measured steps",
+    )
+
+
+def test_run_ended_by_nsys_duration_says_it_once_and_exits_1(
+    tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --nsys --nsys-arg=--duration=1` whose program nsys ended: one line, exit 1 (it was 143, and a
+    run's one-line error was said twice, after `run failed:` and again below)."""
+    import harness.profilers.nsys as profiler
+
+    def read(config: Any, run_id: str, *args: Any, **how: Any) -> Any:
+        result = make_result(run_id)
+        result.config, result.steps = config, []
+        result.status, result.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
+        return result
+
+    monkeypatch.setattr(profiler, "read_worker_result", read)
+    monkeypatch.setenv("HARNESS_NSYS", str(quick_nsys(tmp_path / "nsys")))
+    args = [*RUN, "--profile-dir", str(tmp_path / "profiles"), "--nsys-arg=--duration=1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    said = "nsys ended the program when its --duration=1 ran out, after 0 of 3 measured steps"
+    assert flat(result.stderr).count(said) == 1, result.stderr

@@ -123,6 +123,16 @@ def launch(
             result.error = signals.interrupted(prof.interrupted, when)
         if prof.interrupted and result.status in ("ok", "error"):
             result.status = "interrupted"
+        limit = nsys.duration_in(options.extra_args)
+        if result.status == "interrupted" and not prof.interrupted and limit:
+            # no signal came to the harness: nsys ended the program when its --duration ran out (a run cut
+            # short by its own options, not stopped by the user: no signal's exit code)
+            when = (result.error or "").removeprefix(signals.stopped_by(result.error) + " ")
+            result.status = "error"
+            result.error = (
+                f"nsys ended the program when its {limit} ran out, {when}; --nsys-arg=--kill=none lets the "
+                "run go on past the capture"
+            )
         # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody
         # asked for it, and `harness doctor` lists what the nsys lacks
         notes = list(prof.notes)
@@ -250,6 +260,8 @@ def after_capture(
         else:
             what = f"run failed: {(result.error or 'no result').splitlines()[0]}"
         tail = (prof.program_tail or result.error or "").strip().splitlines()[-5:]
+        if tail == [what.removeprefix("run failed: ")]:  # the run's one-line error, said already
+            tail = []
         out.error = f"{what}{files}" + ("\n" + "\n".join(tail) if tail else "")
         out.exit_code = _program_exit(prof.returncode)
         return

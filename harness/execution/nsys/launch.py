@@ -75,6 +75,17 @@ def capture_range_in(args: Sequence[str]) -> str | None:
     return None
 
 
+def duration_in(args: Sequence[str]) -> str | None:
+    """The --duration `args` (nsys profile's) give, as given (`--duration=5`, `-d 5`); None: none. nsys
+    ends the program with SIGTERM when it runs out, unless --kill=none is given too."""
+    for i, arg in enumerate(args):
+        if arg.startswith(("--duration=", "-d=")):
+            return arg
+        if arg in ("--duration", "-d") and i + 1 < len(args):
+            return f"{arg} {args[i + 1]}"
+    return None
+
+
 def build_profile_command(
     info: NsysInfo, opts: ProfileOptions, target: Sequence[str]
 ) -> tuple[list[str], list[str]]:
