@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
 
+from harness.cli import app
 from harness.core.errors import HarnessError
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.store.location import describe_url
 from harness.store.results import ResultsStore, resolve_url
 
 
@@ -73,6 +76,20 @@ def test_resolve_url(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("HARNESS_DB", str(tmp_path / "x.sqlite"))
     assert resolve_url(None) == f"sqlite:///{tmp_path / 'x.sqlite'}"
     assert resolve_url("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_a_database_is_named_as_given(tmp_path) -> None:
+    """`runs in …` and the errors that name a --db say its path as given: SQLAlchemy's rendering said
+    /tmp/x@y.sqlite as /tmp/x%40y.sqlite and sqlite:///:memory: as sqlite:///%3Amemory%3A. A password is
+    still hidden."""
+    db = tmp_path / "a b@c:d 100%.sqlite"
+    ResultsStore(str(db)).save(make_result("tiny-1"))
+    out = CliRunner().invoke(app, ["runs", "--db", str(db)], env={"COLUMNS": "1000"})
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[0] == f"runs in sqlite:///{db}"
+    memory = CliRunner().invoke(app, ["runs", "--db", "sqlite:///:memory:"])
+    assert memory.exit_code == 2 and "--db sqlite:///:memory: is a database in memory" in memory.output
+    assert describe_url("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
 
 
 def test_profiled_run_is_linked_to_its_baseline(tmp_db: str) -> None:

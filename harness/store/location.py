@@ -23,10 +23,16 @@ def resolve_url(db: str | None = None) -> str:
 
 
 def describe_url(url: str) -> str:
-    """The URL without its password, for display."""
+    """The URL without its password, for display; a URL without a password as it is (SQLAlchemy's rendering
+    escapes a path's `:`, `@` and `%`: a --db /tmp/x@y.sqlite was said as /tmp/x%40y.sqlite)."""
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
-    return make_url(url).render_as_string(hide_password=True)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url
+    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
 
 
 def sqlite_file(url: str) -> Path | None:
