@@ -548,6 +548,26 @@ def test_ctrl_c_in_the_baseline_only_runs_ends_there(tmp_db: str) -> None:
     assert len(machine.timed_runs) == 1 and done.interrupted == 2 and done.baseline_runs == []
 
 
+class StoppedCapture(Machine):
+    """A Machine whose captures are stopped by Ctrl-C, as the run under nsys reports it."""
+
+    def capture(self, config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+        result, _, notes = super().capture(config)
+        result.status, result.error = "interrupted", "interrupted by SIGINT after 1 of 3 measured steps"
+        return result, {"profiler": "nsys"}, notes
+
+
+def test_ctrl_c_in_the_baseline_capture_says_no_findings_were_judged(tmp_db: str) -> None:
+    """The baseline's capture stopped by Ctrl-C: its row says nothing of findings (it said `0 findings`, a
+    count from a capture nobody examined); a capture examined says its count as people read it."""
+    done = run(StoppedCapture({}, ["data-loader"], {}), config(), ResultsStore(tmp_db), repeats=1)
+    assert done.interrupted == 2 and done.findings is None
+    base = opt.verdict_table(done).iloc[0]
+    assert (base["Change"], base["Finding"]) == ("baseline", "—")
+    examined = run(Machine({}, ["data-loader"], {}), config(), ResultsStore(tmp_db), repeats=1)
+    assert opt.verdict_table(examined).iloc[0]["Finding"] == "1 finding"
+
+
 def optimize_on(monkeypatch: pytest.MonkeyPatch, machine: Machine) -> None:
     """`harness optimize MODEL` run on `machine` (its captures and timed runs), two rounds, no budget."""
     real = opt.optimize

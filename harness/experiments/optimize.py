@@ -43,6 +43,7 @@ from harness.experiments.drift import compared_drift, key_of
 from harness.experiments.proposals import Proposal, Untrusted, untrusted_of
 from harness.profilers.base import run_baseline
 from harness.profilers.nsys import PROFILER
+from workloads.names import counted
 from workloads.plants.catalogue import fixes_for, unseen
 
 if TYPE_CHECKING:
@@ -95,7 +96,8 @@ class Optimisation:
     experiment: str
     baseline: RunConfig
     final: RunConfig
-    findings: list[dict[str, Any]] = field(default_factory=list)  # the baseline's, as examined
+    # the baseline's, as examined; None: its capture was stopped (Ctrl-C) before any were judged
+    findings: list[dict[str, Any]] | None = None
     proposals: list[Proposal] = field(default_factory=list)
     tried: list[Tried] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -443,7 +445,8 @@ def verdict_table(o: Optimisation) -> pd.DataFrame:
     import pandas as pd
 
     first = o.tried[0] if o.tried else None
-    base = _row("baseline", f"{len(o.findings)} findings", None, "—", first.fix if first else None)
+    judged = "—" if o.findings is None else counted(len(o.findings), "finding")
+    base = _row("baseline", judged, None, "—", first.fix if first else None)
     runs = [b for b, _ in first.runs] if first else o.baseline_runs
     if runs:
         (m, low, high), _ = levels([r.tokens_per_s or math.nan for r in runs], [], o.baseline_drift)
