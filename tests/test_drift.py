@@ -269,6 +269,9 @@ def test_run_repeats_ended_by_a_failed_or_out_of_memory_run_exits_1(
     assert made == ["r-0", "r-1"]
     assert f"run r-1 ended {status}: {said}; the repeats stopped there" in r.output
     assert list(ResultsStore(db).runs()["status"]) == ["ok", status]
+    # one run ended ok: no drift is measured, and no row says so with "0 runs"
+    assert "fewer than two runs ended ok: no drift measured" in " ".join(r.output.split())
+    assert "step (sum)" not in r.output.split("drift between runs", 1)[1]
 
 
 def test_stored_drift_keeps_apart_generate_runs_of_other_new_tokens_or_cuda_graphs(tmp_path: Path) -> None:

@@ -156,7 +156,7 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
     notes = [f"machine: {describe(done.load)}"] if done.load else []
     if busy := busy_note(done.load, "the repeats"):  # as overhead warns: the drift is judged by later
         warn(f"{busy}, and so is the drift between runs measured from them")
-    if len(done.drift) == 0:
+    if not any(d.df > 0 for d in done.drift.values()):
         notes.append("fewer than two runs ended ok: no drift measured")
     table = results_table(results, serving=True, ids=True)
     power, power_lines = render.power_notes(_power_notes(results), format)  # the same source for each run

@@ -145,13 +145,14 @@ def measured(results: list[RunResult]) -> dict[str, Drift]:
 
 
 def drift_table(drift: dict[str, Drift], phases: Iterable[str]) -> pd.DataFrame:
-    """Per phase and whole steps: the runs, the degrees of freedom and one run's standard deviation (%)."""
+    """Per phase and whole steps where a drift was measured (two runs or more): the runs, the degrees of
+    freedom and one run's standard deviation (%)."""
     import pandas as pd
 
     rows = [
         (phase if phase != STEP_SUM else "step (sum)", d.runs, d.df, d.pct)
         for phase in [*phases, STEP_SUM]
-        if (d := drift.get(phase)) is not None
+        if (d := drift.get(phase)) is not None and d.df > 0
     ]
     return pd.DataFrame(rows, columns=["Phase", "Runs", "DoF", "Drift (%)"])
 
