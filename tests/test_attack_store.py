@@ -443,3 +443,8 @@ def test_show_csv_of_a_run_that_measured_no_step_keeps_the_phase_tables_header(t
     shown = _invoke("show", "tiny-oom", "--db", tmp_db, "-f", "csv").stdout
     header = shown.split("# phases (measured steps)\n", 1)[1].split("\n", 1)[0]
     assert header == "Phase,Steps,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns)"
+    # for people: no empty frame with a header alone, a line saying there is nothing in it
+    table = _invoke("show", "tiny-oom", "--db", tmp_db).output
+    assert "phases (measured steps)\n" not in table
+    assert "note: phases (measured steps): none" in table
+    assert "steps\n" in table  # its warm-up step is still shown
