@@ -116,9 +116,6 @@ def show_cmd(
     files: list[str] = []
     if format is Format.table:
         tables, files = show.paths_apart(tables)
-        # an empty table (no step measured, say) is a line for people; csv and json keep its header
-        files += [f"{name}: none" for name, df in tables if df.empty]
-        tables = [(name, df) for name, df in tables if not df.empty]
     elif run.advice:
         tables += advice_tables(run.advice)
     if run.advice and format is Format.table:  # first: a degraded run's tables are read knowing it

@@ -304,6 +304,9 @@ def emit_many(
         _stderr_notes(notes)
         return
     console = console_for(out)
+    # a table with nothing in it is a line for people, not a header over no rows (csv and json keep it)
+    notes = [*(f"{name}: none" for name, df in tables if df.empty), *notes]
+    tables = [(name, df) for name, df in tables if not df.empty]
     for i, (name, df) in enumerate(tables):
         last = i == len(tables) - 1
         _render(df, console, name, notes if last else (), wide, limit)
