@@ -86,9 +86,8 @@ def test_optimize_of_an_export_refuses_db_given_on_its_command_line(tmp_path: Pa
     db = tmp_path / "runs.db"
     r = CliRunner().invoke(app, ["optimize", str(CPU_TRAIN), "--db", str(db)])
     assert r.exit_code == 2, r.output
-    assert "--db: of an export the findings are read from it, nothing is stored: leave --db out" in " ".join(
-        r.output.split()
-    )
+    said = "--db: a file's findings are read from the file, and nothing is stored: leave --db out"
+    assert said in " ".join(r.output.split())
     assert "Traceback" not in r.output and not db.exists()
     r = CliRunner().invoke(app, ["optimize", str(CPU_TRAIN), "--format", "json"], env={"HARNESS_DB": str(db)})
     assert r.exit_code == 0 and "not applied" in r.output, r.output

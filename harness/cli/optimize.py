@@ -195,7 +195,7 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             )
         if db_given:
             raise UsageError(
-                "--db: of an export the findings are read from it, nothing is stored: leave --db out"
+                "--db: a file's findings are read from the file, and nothing is stored: leave --db out"
             )
         found, notes = opt.export_findings(path)
         proposals = prop.proposed(found)
