@@ -16,6 +16,7 @@ from analysis.advice.labels import label_test
 from analysis.advice.where import ms, phase_table
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_table
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
+from analysis.intervals import clipped_sums
 from analysis.readers.global_ids import PROCESS_MASK
 
 # cuBLAS / CUTLASS GEMMs that compute in fp32 on the CUDA cores: SIMT sgemm, xmma's f32 inputs with FFMA,
@@ -40,7 +41,8 @@ def host_wait(seen: Seen) -> list[Finding]:
         return []
     ev = gpu_events(trace)
     ev = ev[ev["kind"] != "sync"]
-    busy = (ev["end"] - ev["start"]).groupby(ev["stream"]).sum()
+    measured = bool(len(seen.measured) and len(seen.steps))
+    busy = _busy(ev, seen.steps if measured else None)
     stream = int(busy.idxmax())
     span = int(ev["end"].max() - ev["start"].min())
     said: list[str] = []
@@ -50,7 +52,7 @@ def host_wait(seen: Seen) -> list[Finding]:
     gaps = gaps[(gaps["Stream"] == stream) & gaps["gap"].notna()]
     within = "in a"
     after = " span"
-    if len(seen.measured) and len(seen.steps):
+    if measured:
         gaps = gaps[seen.in_steps((gaps["start"] - gaps["gap"]).to_numpy(dtype=np.int64))]
         mine = gaps.groupby("category")["gap"].sum().astype(np.int64)
         span, within, after = seen.step_time, f"in its {len(seen.steps)} measured steps,", ""
@@ -83,6 +85,20 @@ def host_wait(seen: Seen) -> list[Finding]:
     }
     where = seen.place(prev_end, np.maximum(user, 0))
     return [Finding("gpu-host-wait", waited, where, evidence, fix, idle, data)]
+
+
+def _busy(ev: pd.DataFrame, steps: pd.DataFrame | None) -> pd.Series:
+    """Each stream's GPU work (ns): all of it, or its part inside the steps (their union) where a harness
+    run's measured steps are what the rule reads: the warm-up's and the model's loading are not in them."""
+    if steps is None:
+        return (ev["end"] - ev["start"]).groupby(ev["stream"]).sum()
+    lo, hi = merge(steps["start"].to_numpy(dtype=np.int64), steps["end"].to_numpy(dtype=np.int64))
+    return pd.Series(
+        {
+            stream: int(clipped_sums(g["start"].to_numpy(), g["end"].to_numpy(), lo, hi).sum())
+            for stream, g in ev.groupby("stream", observed=True)
+        }
+    )
 
 
 def _phases(seen: Seen) -> pd.DataFrame:

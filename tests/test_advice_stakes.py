@@ -1,0 +1,52 @@
+"""A finding's figures add up against the capture it was drawn from: its GPU work and idle time fit the time
+it reads them in (a harness run's measured steps), each counted in SQL from the export itself."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from conftest import H100_DIR, need
+
+from analysis.advice.findings import findings
+from analysis.trace.opening import open_trace
+
+STEPS = "(SELECT id FROM StringIds WHERE value = 'step')"
+MEASURED = "(SELECT id FROM StringIds WHERE value = 'measured')"
+
+
+def _host_wait(path: Path):  # type: ignore[no-untyped-def]
+    with open_trace(path) as trace:
+        return next(f for f in findings(trace) if f.rule == "gpu-host-wait")
+
+
+def _stream_work_in_steps(path: Path, stream: int) -> int:
+    """Stream `stream`'s kernels, copies and sets (the tables the export has), clipped to the `step` ranges
+    inside the `measured` range, in SQL."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        work = " UNION ALL ".join(
+            f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{kind} WHERE streamId = {stream}"
+            for kind in ("KERNEL", "MEMCPY", "MEMSET")
+            if f"CUPTI_ACTIVITY_KIND_{kind}" in tables
+        )
+        query = f"""
+            WITH m AS (SELECT start, end FROM NVTX_EVENTS WHERE textId IN {MEASURED}),
+            s AS (SELECT n.start, n.end FROM NVTX_EVENTS AS n, m
+                  WHERE n.textId IN {STEPS} AND n.start >= m.start AND n.end <= m.end),
+            w AS ({work})
+            SELECT SUM(MAX(0, MIN(w.end, s.end) - MAX(w.start, s.start))) FROM w, s
+            WHERE w.start < s.end AND w.end > s.start"""
+        return int(db.execute(query).fetchone()[0])
+
+
+def test_the_host_waits_gpu_work_is_the_measured_steps(h100_captures: dict[str, Path]) -> None:
+    """h100-medium: stream 7 ran 492.948 ms of kernels and copies in its 10 measured steps (1,228.598 ms),
+    idle the rest (735.693 ms, HTA's categories); its 251 ms of weight copies and its warm-up's kernels are
+    not in the steps, and the GPU work and idle said of the steps add up to no more than their time."""
+    for path in (need(H100_DIR / "report.sqlite"), h100_captures["tiny-cupti13"]):
+        found = _host_wait(path)
+        work, span = found.data["GPU work (ns)"], found.data["span (ns)"]
+        assert work == _stream_work_in_steps(path, found.data["stream"])
+        assert work + sum(found.data["idle (ns)"].values()) <= span * 1.001
+    assert (work, span) != (0, 0)
