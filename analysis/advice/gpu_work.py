@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, quote
+from analysis.readers import NULL
 from analysis.readers.global_ids import PROCESS_MASK, pid_of
 from analysis.stats import member, membership, pair_keys
 from analysis.trace.frames import GPU_WORK, NAMES_OF
@@ -25,6 +26,13 @@ ORPHAN_FAIL_PCT = 1.0
 # kernels nsys could not name; from this share of the kernels' GPU time on, tables by name lose a part that
 # moves most comparisons the harness makes (the same 2% as elsewhere)
 UNKNOWN_NAMES = ("[Unknown]",)
+# the events named by string id (columns other than name_id fall back to it where NULL)
+NAMED = {
+    "kernels": ("name_id", "short_name_id", "mangled_name_id"),
+    "runtime": ("name_id",),
+    "osrt": ("name_id",),
+    "syncs": ("name_id",),
+}
 UNKNOWN_WARN_PCT = 2.0
 COLUMNS = ["Kind", "Start (ns)", "Correlation ID", "PID", "Name", "Before the capture"]
 
@@ -126,8 +134,19 @@ def launch_correlation(trace: Trace, health: Health) -> Check:
 
 
 def kernel_names(trace: Trace) -> Check:
-    """The share of kernel time under names the profiler could not resolve (`[Unknown]`)."""
+    """Rows whose name the export's string table lacks (left out of every table: a damaged export), and the
+    share of kernel time under names the profiler could not resolve (`[Unknown]`)."""
     name = "kernel names"
+    lost = _unnamed(trace)
+    if lost:
+        said = ", ".join(f"{n:,} {what}" for what, n in lost)
+        return Check(
+            name,
+            FAIL,
+            f"{said} name a string the export's string table (StringIds) lacks: every table and finding "
+            "leaves them out",
+            "a damaged or edited export: export the report again",
+        )
     if not trace.has("kernels"):
         return Check(name, OK, "no kernels")
     kern = trace.frame("kernels", ["duration", "name_id"])
@@ -157,3 +176,23 @@ def kernel_names(trace: Trace) -> Check:
         "tables by kernel name show them as one row `[Unknown]`. Use a profiler release that supports the "
         "program's CUDA version (`harness doctor` shows the nsys in use)",
     )
+
+
+def _unnamed(trace: Trace) -> list[tuple[str, int]]:
+    """Per kind of event, the rows whose name id is not in the string table (a NULL one of the columns that
+    fall back to the main name aside): the rows the trace leaves out with a note."""
+    if not any(trace.has(f) for f in NAMED):
+        return []
+    strings = np.sort(np.fromiter(trace.strings().keys(), dtype=np.int64))
+    out = []
+    for frame, columns in NAMED.items():
+        if not trace.has(frame):
+            continue
+        lost = None
+        for col in columns:
+            ids = np.asarray(trace.column(frame, col, keep=False), dtype=np.int64)
+            bad = ~member(ids, strings) if col == "name_id" else ~member(ids, strings) & (ids != NULL)
+            lost = bad if lost is None else lost | bad
+        if lost is not None and lost.any():
+            out.append((NAMES_OF[frame], int(lost.sum())))
+    return out
