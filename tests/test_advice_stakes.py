@@ -1,14 +1,16 @@
 """A finding's figures add up against the capture it was drawn from: its GPU work and idle time fit the time
-it reads them in (a harness run's measured steps), each counted in SQL from the export itself."""
+it reads them in (a harness run's measured steps), each counted in SQL from the export itself; and a finding
+rests on something seen, whatever its threshold."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from conftest import H100_DIR, need
+import pytest
+from conftest import H100_DIR, need, shared_export
 
-from analysis.advice.findings import findings
+from analysis.advice.findings import Thresholds, findings
 from analysis.trace.opening import open_trace
 
 STEPS = "(SELECT id FROM StringIds WHERE value = 'step')"
@@ -50,3 +52,16 @@ def test_the_host_waits_gpu_work_is_the_measured_steps(h100_captures: dict[str, 
         assert work == _stream_work_in_steps(path, found.data["stream"])
         assert work + sum(found.data["idle (ns)"].values()) <= span * 1.001
     assert (work, span) != (0, 0)
+
+
+@pytest.mark.parametrize("export", ["a100-saxpy-mpi", "ext/beast1", "ext/torchrun_2gpu", "ext/weatherbench2"])
+def test_a_threshold_of_0_fires_no_rule_on_nothing(export: str) -> None:
+    """At a threshold of 0 a rule fires on any of its cause, never on none: these exports hold no fp32 GEMM
+    (weatherbench2 no kernel at all, one memset: no gap for the GPU to wait in), where fp32-gemm said
+    "0 fp32 GEMM kernels take 0.000 ms" and gpu-host-wait "idles other 0.000 ms; 0 gaps"."""
+    zero = Thresholds().with_options(["host_wait_share=0", "fp32_gemm_share=0"])
+    with open_trace(shared_export(export)) as trace:
+        found = findings(trace, zero)
+    assert "fp32-gemm" not in {f.rule for f in found}
+    assert all(f.at_stake_ns > 0 for f in found if f.rule == "gpu-host-wait")
+    assert ("gpu-host-wait" in {f.rule for f in found}) == (export != "ext/weatherbench2")

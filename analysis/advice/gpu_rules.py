@@ -61,7 +61,7 @@ def host_wait(seen: Seen) -> list[Finding]:
     harness = seen.instruments.overlap(prev_end, gaps["start"].to_numpy(dtype=np.int64))
     user = gaps["gap"].to_numpy(dtype=np.int64) - harness
     waited = int(mine.get("host_wait", 0)) - int(harness.sum())
-    if not span or waited < seen.th.host_wait_share * span:
+    if not span or waited <= 0 or waited < seen.th.host_wait_share * span:  # no wait: nothing to say
         return []
     split = ", ".join(f"{c.replace('_', '-')} {ms(v)}" for c, v in mine.items())
     evidence = (
@@ -302,7 +302,7 @@ def fp32_gemm(seen: Seen) -> list[Finding]:
     low = k[is_gemm & low_precision]
     total = int((k["end"] - k["start"]).sum())
     stake = int((fp32["end"] - fp32["start"]).sum())
-    if not total or stake < seen.th.fp32_gemm_share * total:
+    if not total or not len(fp32) or stake < seen.th.fp32_gemm_share * total:  # none: nothing to say
         return []
     unknown = int((k["name"] == "[Unknown]").sum())
     evidence = (
