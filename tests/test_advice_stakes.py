@@ -65,3 +65,23 @@ def test_a_threshold_of_0_fires_no_rule_on_nothing(export: str) -> None:
     assert "fp32-gemm" not in {f.rule for f in found}
     assert all(f.at_stake_ns > 0 for f in found if f.rule == "gpu-host-wait")
     assert ("gpu-host-wait" in {f.rule for f in found}) == (export != "ext/weatherbench2")
+
+
+def test_nsys_overhead_in_phase_reads_the_measured_steps() -> None:
+    """h100-medium at overhead_share=0: nsys's own time in its 10 measured steps' phases is 2.995 ms, all in
+    backward (672.358 ms of ranges); its forward's 1.188 ms is all in warm-up (dlopen, CUDA's loading in
+    step 0), where the finding said "forward: 1.188 ms of 919.754 ms; backward: 3.637 ms of 1,230.370 ms",
+    the warm-up's ranges counted as phases no table of a harness run reads."""
+    path = need(H100_DIR / "report.sqlite")
+    with open_trace(path) as trace:
+        found = findings(trace, Thresholds().with_options(["overhead_share=0"]))
+    over = next(f for f in found if f.rule == "nsys-overhead-in-phase")
+    query = f"""
+        WITH m AS (SELECT start, end FROM NVTX_EVENTS WHERE textId IN {MEASURED})
+        SELECT SUM(n.end - n.start) FROM NVTX_EVENTS AS n, m
+        WHERE n.textId IN (SELECT id FROM StringIds WHERE value = 'backward')
+          AND n.start >= m.start AND n.end <= m.end"""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        backward = int(db.execute(query).fetchone()[0])
+    assert list(over.data) == ["backward"] and over.data["backward"]["phase (ns)"] == backward
+    assert over.at_stake_ns == over.data["backward"]["overhead (ns)"] == 2_994_791

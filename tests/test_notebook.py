@@ -44,9 +44,10 @@ def test_health_is_the_table_harness_health_prints(exports: dict[str, Path], cac
 
 def test_findings_are_the_table_harness_advise_prints(exports: dict[str, Path], cache_dir: Path) -> None:
     found = front.open(exports["tiny-cupti13"]).findings()
-    # the GPU's wait on the host, less what the harness's own phase clock caused; its syncs are no finding
-    assert found["Rule"].tolist() == ["gpu-host-wait", "nsys-overhead-in-phase", "fp32-gemm"]
-    assert found["Time at stake (ns)"].tolist() == [104502609, 51326975, 8404882]
+    # the GPU's wait on the host, less what the harness's own phase clock caused; its syncs are no finding;
+    # nsys's own time in its phases is all in the warm-up steps' (51.327 ms), none in the measured ones'
+    assert found["Rule"].tolist() == ["gpu-host-wait", "fp32-gemm"]
+    assert found["Time at stake (ns)"].tolist() == [104502609, 8404882]
     assert found.attrs["untrusted"] == []
     printed = cli_json("advise", str(exports["tiny-cupti13"]))
     assert found.to_dict("records") == printed["findings"]

@@ -183,9 +183,13 @@ def _overhead(trace: Trace, health: Health) -> Check:
     return Check(name, OK, f"{evidence}; inside phases: {inside}")
 
 
-def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.DataFrame:
+def overhead_in_phases(
+    trace: Trace, over: pd.DataFrame | None = None, within: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """nsys's overhead inside each NVTX phase range (forward, backward, optimizer, ...) of the same process:
-    Phase, Ranges, Phase time (ns), Overhead (ns), Share (%). Overhead events that overlap count once."""
+    Phase, Ranges, Phase time (ns), Overhead (ns), Share (%). Overhead events that overlap count once.
+    `within` (start, end, pid: the harness's `measured` ranges): a process that has one counts only the
+    phase ranges inside it (its warm-up left out, as every finding leaves it out)."""
     if not trace.has("nvtx"):
         return pd.DataFrame(columns=["Phase", "Ranges", "Phase time (ns)", "Overhead (ns)", "Share (%)"])
     if over is None:
@@ -193,6 +197,12 @@ def overhead_in_phases(trace: Trace, over: pd.DataFrame | None = None) -> pd.Dat
     ranges = trace.frame("nvtx", ["start", "end", "global_tid", "name"])
     phase_rows = label_in(ranges["name"], ALL_PHASES)  # the names matched once each, not once per range
     ranges = ranges[phase_rows].assign(name=labels_of(ranges["name"], phase_rows))
+    if within is not None and len(within):
+        pids = ranges["global_tid"].to_numpy() & PROCESS_MASK
+        keep = ~np.isin(pids, within["pid"].to_numpy())
+        for s, e, pid in zip(within["start"], within["end"], within["pid"], strict=True):
+            keep |= (pids == pid) & (ranges["start"] >= s).to_numpy() & (ranges["end"] <= e).to_numpy()
+        ranges = ranges[keep]
     rows = []
     for phase, rs in ranges.groupby("name", sort=False):
         inside = 0

@@ -327,7 +327,7 @@ def nsys_overhead_in_phases(seen: Seen) -> list[Finding]:
     trace = seen.trace
     if not (trace.has("overhead") and trace.has("nvtx")):
         return []
-    table = overhead_in_phases(trace)
+    table = overhead_in_phases(trace, within=seen.measured)
     # a phase holding none of nsys's time is no finding at any threshold (overhead_share=0 asks for any)
     big = table[(table["Share (%)"] >= 100 * seen.th.overhead_share) & (table["Overhead (ns)"] > 0)]
     if big.empty:
