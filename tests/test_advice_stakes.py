@@ -4,11 +4,13 @@ rests on something seen, whatever its threshold."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import H100_DIR, need, shared_export
+from kineto_data import trace_path
 
 from analysis.advice.findings import Thresholds, findings
 from analysis.trace.opening import open_trace
@@ -85,3 +87,20 @@ def test_nsys_overhead_in_phase_reads_the_measured_steps() -> None:
         backward = int(db.execute(query).fetchone()[0])
     assert list(over.data) == ["backward"] and over.data["backward"]["phase (ns)"] == backward
     assert over.at_stake_ns == over.data["backward"]["overhead (ns)"] == 2_994_791
+
+
+@pytest.mark.parametrize("name", ["diff-control", "diff-test", "nccl"])
+def test_the_shares_of_where_a_finding_happened_add_up(name: str) -> None:
+    """Where a finding names phases, its shares add up to the whole (each rounded): diff-control's host-wait
+    was "backward 53%, forward 24%" (77%), its other 23% in no phase range unsaid; it is said as
+    "outside phases 23%"."""
+    with open_trace(trace_path(name)) as trace:
+        found = findings(trace)
+    shown = [f for f in found if "%" in f.where]
+    assert shown
+    for f in shown:
+        shares = [int(p) for p in re.findall(r"(\d+)%", f.where.split(";")[0])]
+        assert abs(sum(shares) - 100) <= len(shares), (f.rule, f.where)
+    if name == "diff-control":
+        wait = next(f for f in found if f.rule == "gpu-host-wait")
+        assert wait.where == "backward 53%, forward 24%, outside phases 23%; steps 1009–1014"

@@ -120,6 +120,10 @@ def place(
         share = float(weights[hit].sum()) / total
         if share >= 0.005:
             parts.append((share, f"{phase} {100 * share:.0f}%"))
+    if parts:  # the rest is said too: the shares add up to the whole
+        outside = float(weights[~inside(phases, times, pids)].sum()) / total
+        if outside >= 0.005:
+            parts.append((outside, f"outside phases {100 * outside:.0f}%"))
     text = ", ".join(p for _, p in sorted(parts, reverse=True)) or "outside phases"
     steps = steps_of(trace_ranges)
     if len(steps):
