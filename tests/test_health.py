@@ -247,6 +247,12 @@ def test_cuda_traced_without_kernels() -> None:
         _check(health, "launch correlation").evidence == "its one kernel, copy or set has its launching call"
     )
     assert _check(health, "GPU work recorded once").evidence == "1 kernel, copy or set, not recorded twice"
+    # what the export does not hold is said as such: it traced CUDA (no kernel launch among its calls) and
+    # not NVTX, where it said "no CUDA API trace, or a CPU run" and "every NVTX range ends inside the capture"
+    assert _check(health, "GPU coverage").evidence == (
+        "no kernel launch calls to follow (23 CUDA API calls, none a launch)"
+    )
+    assert _check(health, "open ranges").evidence == "no NVTX ranges"
 
 
 def test_nvtx_without_ranges_fails_strict(tmp_path: Path) -> None:
