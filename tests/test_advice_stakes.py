@@ -12,7 +12,7 @@ import pytest
 from conftest import H100_DIR, need, shared_export
 from kineto_data import trace_path
 
-from analysis.advice.findings import Thresholds, findings
+from analysis.advice.findings import Thresholds, advice, findings
 from analysis.trace.opening import open_trace
 
 STEPS = "(SELECT id FROM StringIds WHERE value = 'step')"
@@ -104,3 +104,19 @@ def test_the_shares_of_where_a_finding_happened_add_up(name: str) -> None:
     if name == "diff-control":
         wait = next(f for f in found if f.rule == "gpu-host-wait")
         assert wait.where == "backward 53%, forward 24%, outside phases 23%; steps 1009–1014"
+
+
+def test_the_harnesss_part_of_the_host_wait_is_said_in_its_parts() -> None:
+    """h100-medium: of the 17.041 ms of host-wait left out as the harness's, 15.299 ms follows its phase
+    clock's synchronisations and 1.742 ms lies between its steps; it was all said to follow the
+    synchronisations, more than the 16.935 ms of GPU idle the instruments' note says they caused."""
+    with open_trace(need(H100_DIR / "report.sqlite")) as trace:
+        found = advice(trace)
+    wait = next(f for f in found.findings if f.rule == "gpu-host-wait")
+    after, between = wait.data["after its synchronisations (ns)"], wait.data["between its steps (ns)"]
+    assert (after, between) == (15_299_025, 1_741_857)
+    assert after + between == wait.data["harness's part (ns)"]
+    assert after <= found.instruments.idle_ns and between <= found.instruments.between_ns
+    assert "17.041 ms of them are the harness's (15.299 ms after its synchronisations, 1.742 ms between" in (
+        wait.evidence
+    )

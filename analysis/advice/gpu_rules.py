@@ -58,7 +58,8 @@ def host_wait(seen: Seen) -> list[Finding]:
         span, within, after = seen.step_time, f"in its {len(seen.steps)} measured steps,", ""
     gaps = gaps[gaps["category"] == "host_wait"]
     prev_end = (gaps["start"] - gaps["gap"]).to_numpy(dtype=np.int64)
-    harness = seen.instruments.overlap(prev_end, gaps["start"].to_numpy(dtype=np.int64))
+    after_syncs, between = seen.instruments.overlap_parts(prev_end, gaps["start"].to_numpy(dtype=np.int64))
+    harness = after_syncs + between
     user = gaps["gap"].to_numpy(dtype=np.int64) - harness
     waited = int(mine.get("host_wait", 0)) - int(harness.sum())
     if not span or waited <= 0 or waited < seen.th.host_wait_share * span:  # no wait: nothing to say
@@ -70,7 +71,12 @@ def host_wait(seen: Seen) -> list[Finding]:
         f"{len(gaps):,} gaps wait for the host to launch (HTA's idle categories)"
     )
     if harness.sum():
-        evidence += f"; {ms(harness.sum())} of them follow the harness's own synchronisations: left out"
+        parts = [
+            f"{ms(part.sum())} {what}"
+            for part, what in ((after_syncs, "after its synchronisations"), (between, "between its steps"))
+            if part.sum()
+        ]
+        evidence += f"; {ms(harness.sum())} of them are the harness's ({', '.join(parts)}): left out"
     fix = (
         "the host launches too late: find the CPU work before the gaps (Python, synchronisations, I/O), "
         "overlap it with the GPU, batch more per launch or fuse operators"
@@ -82,6 +88,8 @@ def host_wait(seen: Seen) -> list[Finding]:
         "idle (ns)": {str(c): int(v) for c, v in mine.items()},
         "host-wait gaps": len(gaps),
         "harness's part (ns)": int(harness.sum()),
+        "after its synchronisations (ns)": int(after_syncs.sum()),
+        "between its steps (ns)": int(between.sum()),
     }
     where = seen.place(prev_end, np.maximum(user, 0))
     return [Finding("gpu-host-wait", waited, where, evidence, fix, idle, data)]

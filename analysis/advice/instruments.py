@@ -86,10 +86,18 @@ class Instruments:
     def overlap(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Per interval [starts[i], ends[i]): the time of it that is the harness's (the GPU idle its
         synchronisations leave, and its time between steps)."""
-        spans = pd.concat([self.idle, self.between], ignore_index=True)
-        if spans.empty or not len(starts):
-            return np.zeros(len(starts), dtype=np.int64)
-        return clipped_sums(spans["start"].to_numpy(), spans["end"].to_numpy(), starts, ends)
+        after_syncs, between = self.overlap_parts(starts, ends)
+        return after_syncs + between
+
+    def overlap_parts(self, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`overlap` in its two parts: after the synchronisations, and between the steps (disjoint: the
+        idle after a synchronisation is cut at the end of its step)."""
+        return tuple(  # type: ignore[return-value]
+            clipped_sums(spans["start"].to_numpy(), spans["end"].to_numpy(), starts, ends)
+            if len(spans) and len(starts)
+            else np.zeros(len(starts), dtype=np.int64)
+            for spans in (self.idle, self.between)
+        )
 
     def data(self) -> dict[str, Any]:
         """What the harness's instruments did in the capture, as data (`advise --format json`)."""
