@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import H100_DIR, need, shared_export
+from export_data import derive
 from kineto_data import trace_path
 
 from analysis.advice.findings import Thresholds, advice, findings
@@ -120,3 +121,25 @@ def test_the_harnesss_part_of_the_host_wait_is_said_in_its_parts() -> None:
     assert "17.041 ms of them are the harness's (15.299 ms after its synchronisations, 1.742 ms between" in (
         wait.evidence
     )
+
+
+def test_the_host_wait_reads_one_stream_of_one_process(tmp_path: Path) -> None:
+    """torchrun_2gpu with its second process's stream 15 renumbered 7, as two ranks each on its own GPU
+    number their default streams alike: the rule reads the busiest stream of one process and device
+    (273.830 ms of GPU work, 21.464 ms of host-wait, as on the export itself), where it summed both ranks'
+    into "stream 7 (the busiest: 541.106 ms of GPU work in a 299.877 ms span)", more than the span."""
+    same = derive(
+        shared_export("ext/torchrun_2gpu"),
+        tmp_path / "same.sqlite",
+        *(
+            f"UPDATE CUPTI_ACTIVITY_KIND_{kind} SET streamId = 7 WHERE streamId = 15"
+            for kind in ("KERNEL", "MEMCPY", "MEMSET")
+        ),
+    )
+    zero = Thresholds().with_options(["host_wait_share=0"])
+    with open_trace(same, cache=False) as trace:
+        wait = next(f for f in findings(trace, zero) if f.rule == "gpu-host-wait")
+    assert (wait.data["GPU work (ns)"], wait.at_stake_ns) == (273_830_229, 21_464_402)
+    assert wait.data["GPU work (ns)"] <= wait.data["span (ns)"]
+    assert (wait.data["process"], wait.data["device"]) == (144, 0)
+    assert wait.evidence.startswith("stream 7 of process 144 (device 0) (the busiest: 273.830 ms")

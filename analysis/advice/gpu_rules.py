@@ -17,7 +17,7 @@ from analysis.advice.where import ms, phase_table
 from analysis.hta.breakdown import LAUNCH_CALLS, idle_intervals, idle_time_table
 from analysis.hta.gpu_events import COMPUTATION, gpu_events, merge, sweep, types_of
 from analysis.intervals import clipped_sums
-from analysis.readers.global_ids import PROCESS_MASK
+from analysis.readers.global_ids import PROCESS_MASK, pid_of
 
 # cuBLAS / CUTLASS GEMMs that compute in fp32 on the CUDA cores: SIMT sgemm, xmma's f32 inputs with FFMA,
 # cuBLASLt's nvjet single-precision kernels; none of them TF32, bf16 or fp16 (those name their type)
@@ -43,13 +43,17 @@ def host_wait(seen: Seen) -> list[Finding]:
     ev = ev[ev["kind"] != "sync"]
     measured = bool(len(seen.measured) and len(seen.steps))
     busy = _busy(ev, seen.steps if measured else None)
-    stream = int(busy.idxmax())
+    pid, device, stream = (int(v) for v in busy.idxmax())  # a stream of one device of one process
     span = int(ev["end"].max() - ev["start"].min())
     said: list[str] = []
     gaps = idle_intervals(trace, said, events=ev)  # once: the idle time table is their sums
     idle = idle_time_table([trace], [gaps], said)
-    mine = idle[idle["Stream"] == stream].set_index("Idle Category")["Idle Time (ns)"]
-    gaps = gaps[(gaps["Stream"] == stream) & gaps["gap"].notna()]
+    lane = (gaps["global_pid"] == pid) & (gaps["device"] == device) & (gaps["Stream"] == stream)
+    gaps = gaps[lane]
+    mine = gaps.groupby("category")["gap"].sum().astype(np.int64)  # the idle time table's rows of it
+    gaps = gaps[gaps["gap"].notna()]
+    shared = len(busy.xs(stream, level="stream")) > 1  # the id names streams of other devices or processes
+    named = f"stream {stream}" + (f" of process {int(pid_of(pid))} (device {device})" if shared else "")
     within = "in a"
     after = " span"
     if measured:
@@ -66,7 +70,7 @@ def host_wait(seen: Seen) -> list[Finding]:
         return []
     split = ", ".join(f"{c.replace('_', '-')} {ms(v)}" for c, v in mine.items())
     evidence = (
-        f"stream {stream} (the busiest: {ms(busy.max())} of GPU work {within} {ms(span)}{after}) "
+        f"{named} (the busiest: {ms(busy.max())} of GPU work {within} {ms(span)}{after}) "
         f"idles {split}; "
         f"{len(gaps):,} gaps wait for the host to launch (HTA's idle categories)"
     )
@@ -83,6 +87,7 @@ def host_wait(seen: Seen) -> list[Finding]:
     )
     data = {
         "stream": stream,
+        **({"process": int(pid_of(pid)), "device": device} if shared else {}),
         "GPU work (ns)": int(busy.max()),
         "span (ns)": span,
         "idle (ns)": {str(c): int(v) for c, v in mine.items()},
@@ -96,17 +101,19 @@ def host_wait(seen: Seen) -> list[Finding]:
 
 
 def _busy(ev: pd.DataFrame, steps: pd.DataFrame | None) -> pd.Series:
-    """Each stream's GPU work (ns): all of it, or its part inside the steps (their union) where a harness
-    run's measured steps are what the rule reads: the warm-up's and the model's loading are not in them."""
+    """Each stream's GPU work (ns), by (global_pid, device, stream): two processes' or devices' streams may
+    share an id. All of it, or its part inside the steps (their union) where a harness run's measured steps
+    are what the rule reads: the warm-up's and the model's loading are not in them."""
+    lanes = ["global_pid", "device", "stream"]
     if steps is None:
-        return (ev["end"] - ev["start"]).groupby(ev["stream"]).sum()
+        return (ev["end"] - ev["start"]).groupby([ev[c] for c in lanes]).sum()
     lo, hi = merge(steps["start"].to_numpy(dtype=np.int64), steps["end"].to_numpy(dtype=np.int64))
     return pd.Series(
         {
-            stream: int(clipped_sums(g["start"].to_numpy(), g["end"].to_numpy(), lo, hi).sum())
-            for stream, g in ev.groupby("stream", observed=True)
+            key: int(clipped_sums(g["start"].to_numpy(), g["end"].to_numpy(), lo, hi).sum())
+            for key, g in ev.groupby(lanes, observed=True)
         }
-    )
+    ).rename_axis(lanes)
 
 
 def _phases(seen: Seen) -> pd.DataFrame:

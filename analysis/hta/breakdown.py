@@ -236,11 +236,12 @@ def idle_intervals(
     trace: Trace, notes: list[str] | None = None, events: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Every kernel, copy and set with the gap before it on its stream (NaN for a stream's first) and the
-    gap's category: Stream, start, end, gap (ns), category. Streams in increasing order (a stream id used
-    on several devices or by several processes: each of them in turn). The gap runs from
-    the end of the stream's busy time so far (0 when the event starts inside it), or, for a trace seen
-    with HTA's rules (HtaView), from the previous event's end as HTA measures it. `notes` gets what was
-    counted once or measured HTA's way. `events`: the trace's gpu_events, where the caller has them."""
+    gap's category: Stream, start, end, gap (ns), category, and the stream's global_pid and device. Streams
+    in increasing order (a stream id used on several devices or by several processes: each of them in
+    turn). The gap runs from the end of the stream's busy time so far (0 when the event starts inside it),
+    or, for a trace seen with HTA's rules (HtaView), from the previous event's end as HTA measures it.
+    `notes` gets what was counted once or measured HTA's way. `events`: the trace's gpu_events, where the
+    caller has them."""
     hta = isinstance(trace, HtaView)
     ev = gpu_events(trace) if events is None else events
     ev = ev[ev["kind"] != "sync"]  # HTA leaves cuda_sync events out here
@@ -293,7 +294,17 @@ def idle_intervals(
     host = ~first & (launch != NULL) & (launch > prev_end)
     kernel = ~first & ~host & (gap < CONSECUTIVE_KERNEL_DELAY_NS)
     category = np.where(host, "host_wait", np.where(kernel, "kernel_wait", "other"))
-    return pd.DataFrame({"Stream": stream, "start": start, "end": end, "gap": gap, "category": category})
+    return pd.DataFrame(
+        {
+            "Stream": stream,
+            "start": start,
+            "end": end,
+            "gap": gap,
+            "category": category,
+            "global_pid": ev["global_pid"].to_numpy()[order],
+            "device": ev["device"].to_numpy()[order],
+        }
+    )
 
 
 def _launch_start(trace: Trace, ev: pd.DataFrame) -> np.ndarray:
