@@ -143,3 +143,15 @@ def test_the_host_wait_reads_one_stream_of_one_process(tmp_path: Path) -> None:
     assert wait.data["GPU work (ns)"] <= wait.data["span (ns)"]
     assert (wait.data["process"], wait.data["device"]) == (144, 0)
     assert wait.evidence.startswith("stream 7 of process 144 (device 0) (the busiest: 273.830 ms")
+
+
+def test_exposed_communication_is_read_on_each_gpu() -> None:
+    """torchrun_2gpu at exposed_comm_share=0: on device 0 of process 144 the NCCL kernels run 17.173 ms with
+    no compute kernel of that GPU beside them (all of it), where the rule unioned both GPUs' kernels and
+    said 9.012 ms of 19.662 ms (45.8%): the other rank's compute hid this one's exposed collectives."""
+    zero = Thresholds().with_options(["exposed_comm_share=0"])
+    with open_trace(shared_export("ext/torchrun_2gpu")) as trace:
+        found = next(f for f in findings(trace, zero) if f.rule == "exposed-communication")
+    assert (found.data["communication (ns)"], found.at_stake_ns) == (17_172_652, 17_172_652)
+    assert (found.data["process"], found.data["device"], found.data["GPUs"]) == (144, 0, 2)
+    assert found.evidence.startswith("on device 0 of process 144 (the most exposed of 2 GPUs): communication")

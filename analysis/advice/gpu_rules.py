@@ -116,6 +116,20 @@ def _busy(ev: pd.DataFrame, steps: pd.DataFrame | None) -> pd.Series:
     ).rename_axis(lanes)
 
 
+def _exposed(
+    ev: pd.DataFrame, kind: np.ndarray, rows: np.ndarray
+) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+    """Of the GPU events `rows` (one GPU of one process): the communication kernels' time, the part of it
+    with no compute kernel beside it, their span, and the stretches of that part (from, to)."""
+    start, end, k = ev["start"].to_numpy()[rows], ev["end"].to_numpy()[rows], kind[rows]
+    comm = merge(start[k == "COMMUNICATION"], end[k == "COMMUNICATION"])
+    comp = merge(start[k == COMPUTATION], end[k == COMPUTATION])
+    state, lo, hi = sweep([comm, comp])
+    alone = state == 1  # communication only
+    span = int(end.max() - start.min()) if len(start) else 0
+    return int((comm[1] - comm[0]).sum()), int((hi - lo)[alone].sum()), span, lo[alone], hi[alone]
+
+
 def _phases(seen: Seen) -> pd.DataFrame:
     """The phase table (analysis.advice.where.phase_table) of the measured phases, with the harness's part
     of each range (the GPU idle after its synchronisations)."""
@@ -238,20 +252,18 @@ def exposed_communication(seen: Seen) -> list[Finding]:
         return []
     ev = gpu_events(trace)
     kind = types_of(ev)
-    start, end = ev["start"].to_numpy(), ev["end"].to_numpy()
-    comm = merge(start[kind == "COMMUNICATION"], end[kind == "COMMUNICATION"])
-    total = int((comm[1] - comm[0]).sum())
-    if not total:
+    # each GPU of each process apart: another GPU's compute does not hide this one's collectives
+    lanes = list(ev.groupby(["global_pid", "device"], observed=True).indices.items())
+    per = [_exposed(ev, kind, rows) for _, rows in lanes]
+    at = int(np.argmax([p[1] for p in per]))
+    total, exposed, span, lo, hi = per[at]
+    if not total or not span or exposed < seen.th.exposed_comm_share * span:
         return []
-    comp = merge(start[kind == COMPUTATION], end[kind == COMPUTATION])
-    state, lo, hi = sweep([comm, comp])
-    alone = state == 1  # communication only
-    exposed = int((hi - lo)[alone].sum())
-    span = int(end.max() - start.min())
-    if not span or exposed < seen.th.exposed_comm_share * span:
-        return []
+    pid, device = (int(v) for v in lanes[at][0])
+    on = f"on device {device} of process {int(pid_of(pid))} (the most exposed of {len(lanes)} GPUs): "
+    on *= len(lanes) > 1
     evidence = (
-        f"communication kernels run {ms(total)}, {ms(exposed)} of it ({100 * exposed / total:.1f}%) "
+        f"{on}communication kernels run {ms(total)}, {ms(exposed)} of it ({100 * exposed / total:.1f}%) "
         f"with no computation beside it, {100 * exposed / span:.1f}% of the GPU's {ms(span)} span"
     )
     fix = (
@@ -260,11 +272,13 @@ def exposed_communication(seen: Seen) -> list[Finding]:
         "after starting it"
     )
     data = {"communication (ns)": total, "exposed (ns)": exposed, "span (ns)": span}
+    if len(lanes) > 1:
+        data.update({"process": int(pid_of(pid)), "device": device, "GPUs": len(lanes)})
     return [
         Finding(
             "exposed-communication",
             exposed,
-            seen.place(lo[alone], (hi - lo)[alone]),
+            seen.place(lo, hi - lo),
             evidence,
             fix,
             data=data,
