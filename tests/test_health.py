@@ -425,6 +425,24 @@ def test_a_trace_without_events_fails(tmp_path: Path) -> None:
         assert _check(capture_health(trace), "invalid events").status == "ok"
 
 
+def test_kineto_events_left_out_for_their_times_fail(tmp_path: Path) -> None:
+    """nccl with 10 of its 2,700 kernels given a negative dur (an end before the start): the reader leaves
+    them out, which only warned, so advise ranked gpu-host-wait at 540.384 ms (540.091 ms with them) as
+    sound, while an nsys export's rows ending before they start fail `times`. The check fails now, and
+    advise ranks nothing."""
+    events = raw_events("nccl")
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    for e in kernels[100:110]:
+        e["dur"] = -e["dur"]
+    path = write_trace(tmp_path / "reversed.json", events)
+    with open_trace(path, cache=False) as trace:
+        check = _check(capture_health(trace), "invalid events")
+    assert check.status == "fail" and "(10 kernel)" in check.evidence
+    advised = runner.invoke(app, ["advise", str(path), "--no-cache"])
+    assert advised.exit_code == 1 and advised.stdout == ""
+    assert "failed 1 health check (invalid events)" in advised.stderr
+
+
 def test_health_json_carries_details() -> None:
     result = runner.invoke(app, ["health", str(shared_export("ext/fuser_report1")), "--format", "json"])
     assert result.exit_code == 0, result.output
