@@ -155,3 +155,45 @@ def test_exposed_communication_is_read_on_each_gpu() -> None:
     assert (found.data["communication (ns)"], found.at_stake_ns) == (17_172_652, 17_172_652)
     assert (found.data["process"], found.data["device"], found.data["GPUs"]) == (144, 0, 2)
     assert found.evidence.startswith("on device 0 of process 144 (the most exposed of 2 GPUs): communication")
+
+
+def _work_union_of(path: Path, pid: int, lo: int, hi: int) -> int:
+    """The union of process `pid`'s kernels, copies and sets inside [lo, hi), in SQL and Python."""
+    query = " UNION ALL ".join(
+        f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{k} WHERE (globalPid >> 24) % 16777216 = {pid}"
+        for k in ("KERNEL", "MEMCPY", "MEMSET")
+    )
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = sorted(db.execute(query).fetchall())
+    total, open_ = 0, None
+    for s, e in ((max(s, lo), min(e, hi)) for s, e in rows):
+        if e <= s:
+            continue
+        if open_ and s <= open_[1]:
+            open_ = (open_[0], max(open_[1], e))
+            continue
+        total += open_[1] - open_[0] if open_ else 0
+        open_ = (s, e)
+    return total + (open_[1] - open_[0] if open_ else 0)
+
+
+def test_a_phase_is_busy_with_its_own_processs_gpu_work(tmp_path: Path) -> None:
+    """torchrun_2gpu with a `step` and a `forward` range on process 144 over its work: the forward's GPU is
+    busy 273.818 ms (process 144's kernels, copies and sets), where launch-bound counted 287.341 ms, the
+    other rank's GPU too; data-loader and host-gap read a process's idle the same way (Seen.idle)."""
+    tid = (
+        "(SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE (globalTid >> 24) % 16777216 = 144 LIMIT 1)"
+    )
+    lo, hi = 60_111_000_001, 60_411_999_999
+    path = derive(
+        shared_export("ext/torchrun_2gpu"),
+        tmp_path / "phases.sqlite",
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) SELECT {lo - 1}, {hi + 1}, 59, "
+        f"'step', {tid}",
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) SELECT {lo}, {hi}, 59, 'forward', "
+        f"{tid}",
+    )
+    every = Thresholds().with_options(["launch_busy_below=1", "launch_share_above=0"])
+    with open_trace(path, cache=False) as trace:
+        bound = next(f for f in findings(trace, every) if f.rule == "launch-bound")
+    assert bound.data["GPU busy (ns)"] == _work_union_of(path, 144, lo, hi) == 273_817_787

@@ -231,8 +231,17 @@ class Seen:
         return instruments(self.trace, timed=bool(self.run and self.run.steps))
 
     @cached_property
-    def gpu(self) -> tuple[np.ndarray, np.ndarray]:
-        return where.gpu_union(self.trace)
+    def gpu_work(self) -> pd.DataFrame | None:
+        """The GPU's kernels, copies and sets (gpu_events less sync events); None without any."""
+        return where.gpu_work(self.trace) if self.has_gpu else None
+
+    def idle(self, starts: np.ndarray, ends: np.ndarray, pids: np.ndarray) -> np.ndarray:
+        """Per interval of process pids[i]: the time its GPU work left the GPU idle in it
+        (where.busy_within)."""
+        starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        if self.gpu_work is None:
+            return ends - starts
+        return ends - starts - where.busy_within(self.gpu_work, starts, ends, np.asarray(pids))
 
     @cached_property
     def has_gpu(self) -> bool:

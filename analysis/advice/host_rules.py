@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis.advice.base import LOADER_RANGES, LOADER_THREADS, Finding, Seen
 from analysis.advice.health import overhead_in_phases
-from analysis.advice.where import idle_within, inside, ms, named_ranges
+from analysis.advice.where import inside, ms, named_ranges
 from analysis.intervals import clipped_sums
 from workloads.names import FORWARD, OPTIMIZER, counted
 
@@ -142,19 +142,18 @@ def loading_and_gaps(seen: Seen) -> list[Finding]:
         gaps.append(pd.DataFrame({"start": ends[keep], "end": starts[keep], "pid": pid}))
     gaps = pd.concat(gaps, ignore_index=True)
     gaps = gaps[~gaps["pid"].isin(seen.instruments.harness_pids)]  # the harness's own time between steps
-    us, ue = seen.gpu
     out = []
     if len(loads) or workers:
         spans = pd.concat(
             [loads[["start", "end", "pid"]], gaps if workers else gaps.iloc[:0]], ignore_index=True
         )
-        idle = idle_within(us, ue, spans["start"].to_numpy(), spans["end"].to_numpy())
+        idle = seen.idle(spans["start"].to_numpy(), spans["end"].to_numpy(), spans["pid"].to_numpy())
         found = _data_loader(seen, loads, gaps if workers else gaps.iloc[:0], workers, spans, idle)
         out += found
         if workers:
             return out
     if len(gaps):
-        idle = idle_within(us, ue, gaps["start"].to_numpy(), gaps["end"].to_numpy())
+        idle = seen.idle(gaps["start"].to_numpy(), gaps["end"].to_numpy(), gaps["pid"].to_numpy())
         loading = _covered(gaps, loads)  # a loader's range between steps is the loader's
         out += _host_gap(seen, gaps, np.maximum(idle - loading, 0))
     return out

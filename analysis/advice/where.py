@@ -188,19 +188,25 @@ def named_events(trace: Trace, frame: str) -> pd.DataFrame:
     )
 
 
-def gpu_union(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """The GPU's busy time (kernels, copies, sets) as sorted, disjoint [start, end) intervals."""
-    if not has_gpu(trace):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
+def gpu_work(trace: Trace) -> pd.DataFrame:
+    """The trace's kernels, copies and sets (gpu_events less its sync events)."""
     ev = gpu_events(trace)
-    ev = ev[ev["kind"] != "sync"]
-    return merge(ev["start"].to_numpy(), ev["end"].to_numpy())
+    return ev[ev["kind"] != "sync"]
 
 
-def idle_within(us: np.ndarray, ue: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per interval [starts[i], ends[i]): the time the GPU (busy in us, ue) was idle in it."""
-    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-    return ends - starts - clipped_sums(us, ue, starts, ends)
+def busy_within(ev: pd.DataFrame, starts: np.ndarray, ends: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    """Per interval [starts[i], ends[i]) of process pids[i]: the time the GPU work (`ev`, gpu_events) of
+    that process was busy in it: another process's GPUs (a second rank in the same capture) do not keep it
+    busy. An interval of a process without GPU work of its own (Kineto's annotation lanes) counts all."""
+    start, end = ev["start"].to_numpy(), ev["end"].to_numpy()
+    busy = clipped_sums(*merge(start, end), starts, ends)
+    owners = ev["global_pid"].to_numpy() & PROCESS_MASK
+    if len(np.unique(owners)) < 2:
+        return busy
+    for pid in np.intersect1d(np.unique(pids), owners):
+        mine, at = owners == pid, pids == pid
+        busy[at] = clipped_sums(*merge(start[mine], end[mine]), starts[at], ends[at])
+    return busy
 
 
 def phase_table(trace: Trace, launch_calls: frozenset[str] | tuple[str, ...]) -> pd.DataFrame:
@@ -210,9 +216,7 @@ def phase_table(trace: Trace, launch_calls: frozenset[str] | tuple[str, ...]) ->
     phases = trace_ranges[trace_ranges["phase"].notna()]
     if phases.empty or not has_gpu(trace):
         return pd.DataFrame()
-    ev = gpu_events(trace)
-    ev = ev[ev["kind"] != "sync"]
-    us, ue = merge(ev["start"].to_numpy(), ev["end"].to_numpy())
+    ev = gpu_work(trace)
     cs = calls(trace)
     launches = cs[cs["name"].isin(launch_calls)]
     kernels = ev[ev["kind"] == "kernel"]
@@ -234,7 +238,7 @@ def phase_table(trace: Trace, launch_calls: frozenset[str] | tuple[str, ...]) ->
             "start": starts,
             "end": ends,
             "pid": phases["pid"].to_numpy(),
-            "busy": clipped_sums(us, ue, starts, ends),
+            "busy": busy_within(ev, starts, ends, phases["pid"].to_numpy()),
             "launches": lc["n"],
             "launch_time": lc["time"],
             "kernels": hi - lo,
