@@ -90,6 +90,29 @@ def test_nsys_overhead_in_phase_reads_the_measured_steps() -> None:
     assert over.at_stake_ns == over.data["backward"]["overhead (ns)"] == 2_994_791
 
 
+def test_nsys_overhead_in_phase_asks_no_measured_capture_of_one_that_began_with_them(tmp_path: Path) -> None:
+    """The fix of nsys's own time in the phases was "leave warm-up out of the capture (--nsys-capture
+    measured)", also of a capture that already began with the measured steps (h100-medium with its warm-up
+    ranges cut, as `run --nsys-capture measured` records it)."""
+    path = need(H100_DIR / "report.sqlite")
+    cut = derive(
+        path,
+        tmp_path / "measured.sqlite",
+        "DELETE FROM NVTX_EVENTS WHERE start < "
+        f"(SELECT MIN(start) FROM NVTX_EVENTS WHERE textId IN {MEASURED})",
+    )
+    fixes = []
+    for export in (path, cut):
+        with open_trace(export) as trace:
+            found = findings(trace, Thresholds().with_options(["overhead_share=0"]))
+        fixes.append(next(f for f in found if f.rule == "nsys-overhead-in-phase").fix)
+    assert "--nsys-capture measured" in fixes[0]
+    assert fixes[1] == (
+        "the profiler's own time is inside the phase: compare the phase with a run without nsys "
+        "(`harness overhead`)"
+    )
+
+
 @pytest.mark.parametrize("name", ["diff-control", "diff-test", "nccl"])
 def test_the_shares_of_where_a_finding_happened_add_up(name: str) -> None:
     """Where a finding names phases, its shares add up to the whole (each rounded): diff-control's host-wait

@@ -215,6 +215,16 @@ class Seen:
         return where.steps_of(self.ranges)
 
     @cached_property
+    def warmup_captured(self) -> bool:
+        """Whether the capture holds steps before the measured ones (a harness run's warm-up): False where
+        it began with them (`run --nsys-capture measured`); True where no `measured` range says so."""
+        if self.measured.empty:
+            return True
+        steps = where.steps_of(where.ranges(self.trace))
+        first = self.measured.groupby("pid")["start"].min()
+        return bool((steps["start"] < steps["pid"].map(first).fillna(-1)).any())
+
+    @cached_property
     def step_time(self) -> int:
         return int((self.steps["end"] - self.steps["start"]).sum())
 

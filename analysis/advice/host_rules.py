@@ -337,9 +337,15 @@ def nsys_overhead_in_phases(seen: Seen) -> list[Finding]:
         for _, r in big.iterrows()
     )
     where = ", ".join(f"{r['Phase']} {100 * r['Overhead (ns)'] / inside_ns:.0f}%" for _, r in big.iterrows())
+    # a capture that began with the measured steps has left its warm-up out already
     fix = (
-        "the profiler's own time is inside the phase: leave warm-up out of the capture (--nsys-capture "
-        "measured) or compare the phase with a run without nsys (`harness overhead`)"
+        "the profiler's own time is inside the phase: "
+        + (
+            "leave warm-up out of the capture (--nsys-capture measured) or compare "
+            if seen.warmup_captured
+            else "compare "
+        )
+        + "the phase with a run without nsys (`harness overhead`)"
     )
     data = {
         str(r["Phase"]): {"overhead (ns)": int(r["Overhead (ns)"]), "phase (ns)": int(r["Phase time (ns)"])}
