@@ -35,9 +35,10 @@ def test_health_is_the_table_harness_health_prints(exports: dict[str, Path], cac
     health = front.open(exports["tiny-cupti13"]).health()
     assert list(health.columns) == ["Check", "Status", "Evidence", "What to do"]
     assert len(health) == 12
-    assert health.set_index("Check").loc["nsys overhead", "Status"] == "warn"
-    assert health.attrs["worst"] == "warn"
-    assert health.attrs["line"] == "health warn: 12 checks; nsys overhead warn"
+    # nsys's own time in its phases is all in the warm-up steps': none in the measured steps' phases
+    assert health.set_index("Check").loc["nsys overhead", "Status"] == "ok"
+    assert health.attrs["worst"] == "ok"
+    assert health.attrs["line"] == "health ok: 12 checks"
     printed = cli_json("health", str(exports["tiny-cupti13"]))
     assert health.to_dict("records") == printed["health"]  # type: ignore[index]
 

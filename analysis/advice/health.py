@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.advice import where
 from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health, capture_failures, quote
 from analysis.advice.coverage import coverage_of, gpu_coverage, nvtx_steps
@@ -36,7 +37,7 @@ from analysis.readers.nsys import LOST
 from analysis.tables import stats_format
 from analysis.trace.frames import GPU_WORK, NAMES_OF
 from analysis.trace.trace import Trace
-from workloads.names import ALL_PHASES, counted
+from workloads.names import ALL_PHASES, MEASURED, counted
 
 # nsys's overhead inside a phase from this share of the phase's time on is worth naming (a phase time that
 # moves by 2% changes the conclusion of most comparisons the harness makes)
@@ -160,7 +161,10 @@ def _overhead(trace: Trace, health: Health) -> Check:
         .rename(columns={"count": "Count", "sum": "Total (ns)"})
     )
     health.details["nsys overhead"] = by_name
-    phases = overhead_in_phases(trace, over)
+    # the measured steps' phases, as every table and finding reads them (a harness run's warm-up left out)
+    measured = where.named_ranges(trace, MEASURED)
+    phases = overhead_in_phases(trace, over, within=measured)
+    placed = "inside the measured steps' phases" if len(measured) else "inside phases"
     total = int(over["duration"].sum())
     top = ", ".join(f"{r['Name']} {r['Total (ns)'] / 1e6:,.1f} ms" for _, r in by_name.head(3).iterrows())
     evidence = f"{len(over):,} events, {total / 1e6:,.1f} ms in all ({top})"
@@ -176,11 +180,11 @@ def _overhead(trace: Trace, health: Health) -> Check:
         return Check(
             name,
             WARN,
-            f"{evidence}; inside phases: {inside}",
+            f"{evidence}; {placed}: {inside}",
             f"nsys's own work is {worst['Share (%)']:.1f}% of {worst['Phase']}: compare phase times "
             "with a run without nsys (`harness overhead`) before trusting them",
         )
-    return Check(name, OK, f"{evidence}; inside phases: {inside}")
+    return Check(name, OK, f"{evidence}; {placed}: {inside}")
 
 
 def overhead_in_phases(
