@@ -22,6 +22,7 @@ from harness.execution.nsys import export_report
 from harness.experiments import roofline
 from harness.store.results import ResultsStore, describe_url
 from workloads.names import counted
+from workloads.plants.catalogue import CONTROL
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from analysis.views.chrome_trace import Written
 
 OUT = "--out"  # the option that names the file written, in the refusals
-CONTROL = "clean"  # the plant that plants nothing (workloads.plants.catalogue)
 
 
 def export_dashboard(

@@ -102,10 +102,12 @@ class Cause:
     settings: dict[str, Any] = field(default_factory=dict)
 
 
+CONTROL = "clean"  # the cause that plants nothing: the step as the harness's train step has it
+
 CAUSES: dict[str, Cause] = {
     c.name: c
     for c in (
-        Cause("clean", "nothing planted (the control)", None, HIDDEN),
+        Cause(CONTROL, "nothing planted (the control)", None, HIDDEN),
         Cause("host-sync", "loss.item() every step", "host-sync", HIDDEN, ("drop-item",)),
         Cause("slow-loader", "25 ms a sample, num_workers=0", "data-loader", SHOWS, ("loader-workers",)),
         Cause("launch-bound", "batch 1, tiny ops per parameter", "launch-bound", HIDDEN,

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from workloads.plants.catalogue import CAUSES, KNOBS, Knobs, gpu_only
+from workloads.plants.catalogue import CAUSES, CONTROL, KNOBS, Knobs, gpu_only
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -53,7 +53,7 @@ LR = 3e-4
 class Plant:
     """The clean step: the hooks as the harness's train step has them without a plant."""
 
-    name: ClassVar[str] = "clean"
+    name: ClassVar[str] = CONTROL
 
     def __init__(self, knobs: Knobs | None = None) -> None:
         self.knobs = knobs or Knobs()
@@ -280,7 +280,7 @@ def make(name: str | None, knobs: Knobs | None = None) -> Plant:
     """A fresh plant of cause `name` (None: the clean step) with `knobs` (None: the knobs the cause sets,
     the others at their defaults); ValueError naming the known ones."""
     try:
-        cls = PLANTS[name or "clean"]
+        cls = PLANTS[name or CONTROL]
     except KeyError:
         raise ValueError(f"unknown plant {name!r}; known plants: {', '.join(PLANTS)}") from None
     if knobs is None:
