@@ -200,14 +200,16 @@ class Seen:
         return where.named_ranges(self.trace, MEASURED)
 
     @cached_property
+    def all_ranges(self) -> pd.DataFrame:
+        """Every range of the capture (where.ranges), warm-up's too."""
+        return where.ranges(self.trace)
+
+    @cached_property
     def ranges(self) -> pd.DataFrame:
-        rs = where.ranges(self.trace)
-        measured = self.measured
+        rs, measured = self.all_ranges, self.measured
         if measured.empty:
             return rs
-        keep = ~rs["pid"].isin(measured["pid"]).to_numpy()
-        for s, e, pid in zip(measured["start"], measured["end"], measured["pid"], strict=True):
-            keep |= ((rs["pid"] == pid) & (rs["start"] >= s) & (rs["end"] <= e)).to_numpy()
+        keep = where.in_measured(rs["pid"].to_numpy(), rs["start"].to_numpy(), rs["end"].to_numpy(), measured)
         return rs[keep].reset_index(drop=True)
 
     @cached_property
@@ -220,7 +222,7 @@ class Seen:
         it began with them (`run --nsys-capture measured`); True where no `measured` range says so."""
         if self.measured.empty:
             return True
-        steps = where.steps_of(where.ranges(self.trace))
+        steps = where.steps_of(self.all_ranges)
         first = self.measured.groupby("pid")["start"].min()
         return bool((steps["start"] < steps["pid"].map(first).fillna(-1)).any())
 

@@ -37,10 +37,9 @@ def host_wait(seen: Seen) -> list[Finding]:
     and its time between steps. In a harness run, only its measured steps count (its `measured` range:
     loading the model and the warm-up steps are not the step a user tunes), against their time."""
     trace = seen.trace
-    if not seen.has_gpu:
+    if seen.gpu_work is None:
         return []
-    ev = gpu_events(trace)
-    ev = ev[ev["kind"] != "sync"]
+    ev = seen.gpu_work
     measured = bool(len(seen.measured) and len(seen.steps))
     busy = _busy(ev, seen.steps if measured else None)
     pid, device, stream = (int(v) for v in busy.idxmax())  # a stream of one device of one process

@@ -203,10 +203,7 @@ def overhead_in_phases(
     ranges = ranges[phase_rows].assign(name=labels_of(ranges["name"], phase_rows))
     if within is not None and len(within):
         pids = ranges["global_tid"].to_numpy() & PROCESS_MASK
-        keep = ~np.isin(pids, within["pid"].to_numpy())
-        for s, e, pid in zip(within["start"], within["end"], within["pid"], strict=True):
-            keep |= (pids == pid) & (ranges["start"] >= s).to_numpy() & (ranges["end"] <= e).to_numpy()
-        ranges = ranges[keep]
+        ranges = ranges[where.in_measured(pids, ranges["start"].to_numpy(), ranges["end"].to_numpy(), within)]
     rows = []
     for phase, rs in ranges.groupby("name", sort=False):
         inside = 0

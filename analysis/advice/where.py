@@ -149,6 +149,15 @@ def inside(rs: pd.DataFrame, times: np.ndarray, pids: np.ndarray | None = None) 
     return covered(np.asarray(pids), times, list(spans))
 
 
+def in_measured(pids: np.ndarray, starts: np.ndarray, ends: np.ndarray, measured: pd.DataFrame) -> np.ndarray:
+    """Which ranges (of processes `pids`) to read: those inside their process's `measured` range (start,
+    end, pid), and every range of a process without one."""
+    keep = ~np.isin(pids, measured["pid"].to_numpy())
+    for s, e, pid in zip(measured["start"], measured["end"], measured["pid"], strict=True):
+        keep |= (pids == pid) & (starts >= s) & (ends <= e)
+    return keep
+
+
 def ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
