@@ -89,6 +89,7 @@ TAG_TEXT = (
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 EXPORTS = "exports"  # reports exported to SQLite (analysis.trace.exports)
 REPORT_NOTE = ".report.json"  # beside an export in EXPORTS (KEY.report.json): the report it was made of
+REPORT_EXPORT = "report export"  # the format of a report's export listed as an entry (Cache.exports)
 LOW_WATER = 0.9  # eviction goes down to this share of the limit
 ENTRY_FORMAT = 2  # in every entry's key: entries made before files held their source's digest are not used
 _SIZES: dict[str, tuple[int, int]] = {}  # cache root -> (its size at this process's last scan, written since)
@@ -281,7 +282,7 @@ class Cache:
                 EntryInfo(
                     key=f"{EXPORTS}/{path.name}",
                     source=str(report) if report else "?",
-                    format="report export",
+                    format=REPORT_EXPORT,
                     size_bytes=size_of(path) + size_of(note),
                     files=1 + note.is_file(),
                     last_used=max(mtime_of(path), mtime_of(note)),
@@ -334,7 +335,7 @@ class Cache:
                 path = self.root / info.key
                 if info.key in gone or path == keep or path in _PINNED:
                     continue
-                if info.format == "report export":
+                if info.format == REPORT_EXPORT:
                     lost = self._remove_export(path, items, gone)
                 else:
                     lost = _removed(path, info.size_bytes)
@@ -347,17 +348,10 @@ class Cache:
     def _remove_export(self, path: Path, items: list[EntryInfo], gone: set[str]) -> int:
         """Remove an export, its report note and the entries read of it (those not `gone` yet, then added
         to it): bytes freed."""
-        freed = 0
-        for file in (path, export_note(path)):
-            size = size_of(file)
-            try:
-                file.unlink()
-                freed += size
-            except OSError:
-                pass
+        freed = remove_export(path).freed
         resolved = str(path.resolve())
         for other in items:
-            if other.source == resolved and other.key not in gone and other.format != "report export":
+            if other.source == resolved and other.key not in gone and other.format != REPORT_EXPORT:
                 freed += _removed(self.root / other.key, other.size_bytes)
                 gone.add(other.key)
         return freed
@@ -392,6 +386,20 @@ def pin(export: Path) -> None:
 def export_note(export: Path) -> Path:
     """The file beside an export in EXPORTS that names its report (REPORT_NOTE)."""
     return export.with_name(export.stem + REPORT_NOTE)
+
+
+def remove_export(export: Path) -> Cleared:
+    """Remove a report's export in EXPORTS and its report note (not the entries read of it): the bytes
+    freed, and each file that would not go, with why."""
+    out = Cleared()
+    for file in (export, export_note(export)):
+        size = size_of(file)
+        try:
+            file.unlink(missing_ok=True)
+            out.freed += size
+        except OSError as e:
+            out.kept.append((file, e.strerror or type(e).__name__))
+    return out
 
 
 def source_prefix(resolved: str) -> str:

@@ -28,6 +28,11 @@ class Cleared:
     freed: int = 0
     kept: list[tuple[Path, str]] = field(default_factory=list)
 
+    def add(self, other: Cleared) -> None:
+        """What `other` removed, freed and kept, counted in this one too."""
+        self.removed, self.freed = self.removed + other.removed, self.freed + other.freed
+        self.kept += other.kept
+
 
 def _user() -> int:
     return os.geteuid()

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
 from analysis.readers import A_REPORT, EXPORT_SUFFIXES, REPORT_SUFFIXES
-from analysis.trace.cache import EXPORTS, Cache, cache_root, export_note, pin, source_prefix
+from analysis.trace.cache import EXPORTS, Cache, cache_root, export_note, pin, remove_export, source_prefix
 from analysis.trace.cache_files import SOURCE_PREFIX, Cleared, read_json, size_of, write_atomic
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def sqlite_for(
             _used(kept, source)
             return kept
         try:
-            Cache().claim()  # refuses a folder of the user's (ForeignCacheFolder)
+            store.claim()  # refuses a folder of the user's (ForeignCacheFolder)
             folder.mkdir(parents=True, exist_ok=True)
         except OSError:
             folder = None
@@ -128,9 +128,7 @@ def _drop_older(store: Cache, export: Path) -> None:
     for older in export.parent.glob(f"{prefix}*.sqlite"):
         if older != export and not older.name.startswith("."):
             store.clear(older)
-            for file in (older, export_note(older)):
-                with contextlib.suppress(OSError):
-                    file.unlink()
+            remove_export(older)
 
 
 def _key(source: Path, st: os.stat_result) -> str:
@@ -157,9 +155,7 @@ def clear_named(cache: Cache, named: Path) -> Cleared:
         sources = [named]
     out = Cleared()
     for source in sources:
-        one = clear_source(cache, source)
-        out.removed, out.freed = out.removed + one.removed, out.freed + one.freed
-        out.kept += one.kept
+        out.add(clear_source(cache, source))
     return out
 
 
@@ -177,17 +173,9 @@ def clear_source(cache: Cache, source: Path) -> Cleared:
     if kept is not None and kept.is_file():
         through.append(kept)
     for path in through:
-        more = cache.clear(path)
-        cleared.removed, cleared.freed = cleared.removed + more.removed, cleared.freed + more.freed
-        cleared.kept += more.kept
+        cleared.add(cache.clear(path))
     if kept is not None and kept.is_file():
-        for file in (kept, export_note(kept)):
-            size = size_of(file)
-            try:
-                file.unlink(missing_ok=True)
-                cleared.freed += size
-            except OSError as e:
-                cleared.kept.append((file, e.strerror or type(e).__name__))
+        cleared.add(remove_export(kept))
     return cleared
 
 
