@@ -191,7 +191,7 @@ def diff_cmd(
             page = hd.DiffResult(side_a, side_b, d.tables, [phase] if phase else None, d.notes)
             _write_page(html, page, top, gate)
         if gate is not None and ended_so:
-            err(f"gate: {ended_so[0]}: a gate passes only between runs that ended ok; run it again")
+            err(hd.not_ended_ok(ended_so[0]))
             raise typer.Exit(1)
         if gate is not None:
             ed.apply_gate(d, gate)

@@ -388,6 +388,11 @@ def ended(run: Run) -> str:
     return f"ended {run.status}" + (f" ({run.error})" if run.error else "")
 
 
+def not_ended_ok(said: str) -> str:
+    """A gate's refusal of a run that did not end ok, `said` naming it and how it ended."""
+    return f"gate: {said}: a gate passes only between runs that ended ok; run it again"
+
+
 def gate_refusal(result: DiffResult) -> str | None:
     """Why a gate fails before any verdict: a side with no measured steps (a failed or OOM run) cannot
     show it did not regress; nor can one that did not end ok: a degraded one (its capture failed its
@@ -409,9 +414,7 @@ def gate_refusal(result: DiffResult) -> str | None:
                     "steps on both sides; run it again"
                 )
             if run.status != "ok":
-                return (
-                    f"gate: {label} {ended(run)}: a gate passes only between runs that ended ok; run it again"
-                )
+                return not_ended_ok(f"{label} {ended(run)}")
     if result.verdicts is not None and all(v.phase == STEP_SUM for v in result.verdicts):
         return f"gate: {result.a.label} and {result.b.label} time no phase in common: nothing to gate"
     if result.verdicts is not None and d.unjudged(result.verdicts):
