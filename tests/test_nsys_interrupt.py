@@ -411,6 +411,14 @@ def test_a_run_whose_steps_all_ended_says_when_the_signal_came(
     )
 
 
+def stopped_by_nsys(config: Any, run_id: str, *args: Any, **how: Any) -> Any:
+    """The worker's result of a run whose program nsys ended (SIGTERM) before its first measured step."""
+    result = make_result(run_id)
+    result.config, result.steps = config, []
+    result.status, result.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
+    return result
+
+
 @pytest.mark.parametrize("args", [["--duration=1"], ["-d", "1"]])
 def test_a_run_ended_by_nsys_duration_is_not_said_stopped_by_a_signal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
@@ -422,13 +430,7 @@ def test_a_run_ended_by_nsys_duration_is_not_said_stopped_by_a_signal(
     from harness.core.records import RunConfig
     from harness.execution.nsys import NsysInfo
 
-    def read(config: Any, run_id: str, *args: Any, **how: Any) -> Any:
-        result = make_result(run_id)
-        result.config, result.steps = config, []
-        result.status, result.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
-        return result
-
-    monkeypatch.setattr(profiler, "read_worker_result", read)
+    monkeypatch.setattr(profiler, "read_worker_result", stopped_by_nsys)
     prof = nsys.ProfileResult(143, None, None, None, "")
     monkeypatch.setattr(nsys, "profile", lambda *a, **k: prof)
     info = NsysInfo(path=Path("/x/nsys"), version="2023.4.4.54", flags=frozenset(), source="t")
@@ -456,13 +458,7 @@ def test_run_ended_by_nsys_duration_says_it_once_and_exits_1(
     run's one-line error was said twice, after `run failed:` and again below)."""
     import harness.profilers.nsys as profiler
 
-    def read(config: Any, run_id: str, *args: Any, **how: Any) -> Any:
-        result = make_result(run_id)
-        result.config, result.steps = config, []
-        result.status, result.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
-        return result
-
-    monkeypatch.setattr(profiler, "read_worker_result", read)
+    monkeypatch.setattr(profiler, "read_worker_result", stopped_by_nsys)
     monkeypatch.setenv("HARNESS_NSYS", str(quick_nsys(tmp_path / "nsys")))
     args = [*RUN, "--profile-dir", str(tmp_path / "profiles"), "--nsys-arg=--duration=1"]
     result = CliRunner().invoke(app, args)
