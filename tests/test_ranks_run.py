@@ -23,7 +23,8 @@ from analysis.ranks.ranks import (
     with_step_rows,
 )
 from harness.cli import app
-from harness.execution.ranks.distributed import _buckets
+from harness.execution.ranks.distributed import _buckets, beat_path, rank_path
+from harness.execution.ranks.multirank import Watchdog
 from harness.experiments.ranks import IMBALANCE, STRAGGLER, ranks_of_run
 from harness.store.results import ResultsStore
 
@@ -351,6 +352,27 @@ def test_a_rank_that_raises_keeps_the_steps_it_finished(tmp_path: Path) -> None:
     assert stored.error == "rank 1: RuntimeError: injected fault at step 2", stored.error
     ranks = store.step_timings().groupby("rank")["step"].agg(set).to_dict()
     assert ranks[1] == {0, 1} and _survivor_kept_what_it_finished(ranks[0])
+
+
+def test_the_watchdog_names_the_rank_quiet_in_its_own_phase_not_the_one_waiting_for_it(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 hangs in step 2's forward; rank 0 waits for it in step 2's all-reduce. Under load rank 1 can
+    begin its step after rank 0 reached the all-reduce: its heartbeat is the newer one, and the rank quiet
+    longest was rank 0, the one waiting."""
+    import os
+    import time
+
+    result = tmp_path / "result.json"
+    now = time.time()
+    for rank, line, age in ((0, "2 allreduce", 20), (1, "2 forward", 10)):
+        beat = beat_path(rank_path(result, rank))
+        beat.write_text(f"1 forward\n{line}\n")
+        os.utime(beat, (now - age, now - age))
+    dog = Watchdog(result, [0, 1], timeout=5)
+    assert dog()
+    assert (dog.hung, dog.last_phase) == (1, "2 forward")
+    assert "rank 1 started no phase for 5 s (--rank-timeout) (hung in step 2, forward)" in dog.error()
 
 
 @pytest.mark.slow

@@ -37,6 +37,7 @@ from harness.execution.worker import (
     worker_command,
     write_worker_config,
 )
+from workloads.names import COMM_PHASES
 
 STARTUP_S = 60.0  # a rank's time to import torch, join the group and build the model before its first phase
 
@@ -80,13 +81,20 @@ class Watchdog:
         quiet = {r: t for r in self.ranks if (t := self._last(r)) is not None and now - t > self.timeout}
         if not quiet:
             return False
-        self.hung = min(quiet, key=lambda r: quiet[r])
-        try:
-            lines = beat_path(rank_path(self.result, self.hung)).read_text().splitlines()
-            self.last_phase = lines[-1] if lines else ""
-        except OSError:
-            self.last_phase = ""
+        last = {r: self._phase(r) for r in quiet}
+        # a rank quiet in a collective waits for another: the hung one is quiet in a phase of its own (of
+        # those, the quiet longest); a rank slow to begin its step can start it after the others wait
+        self.hung = min(quiet, key=lambda r: (last[r].split(" ")[-1] in COMM_PHASES, quiet[r]))
+        self.last_phase = last[self.hung]
         return True
+
+    def _phase(self, rank: int) -> str:
+        """The last "step phase" line of the rank's heartbeat ("" where there is none to read)."""
+        try:
+            lines = beat_path(rank_path(self.result, rank)).read_text().splitlines()
+        except OSError:
+            return ""
+        return lines[-1] if lines else ""
 
     def error(self) -> str:
         where = ""
