@@ -11,6 +11,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from harness.profilers.capture import save as save_run
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "fixtures"  # the fixture corpus: beside the checkout, not in it
 SHARED_NSYS = CORPUS / "nsys"
@@ -285,7 +287,7 @@ def measure_drift(store: Any, like: Any, runs: int = 4, spread: float = 0.005) -
         scale = 1 + spread * ((i + 1) // 2) * (1 if i % 2 else -1)
         for s in run.steps:
             s.phases = {p: round(ns * scale) for p, ns in s.phases.items()}
-        store.save(run, experiment="repeats-drift")
+        save_run(store, run, experiment="repeats-drift")
         ids.append(run.run_id)
     return ids
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 MODELS = {
@@ -55,19 +56,23 @@ def fill(store: ResultsStore, export: Path | None = None) -> None:
     `export`, when given, is recorded as the profiled runs' nsys_sqlite.
     """
     for (model, precision), measured in STEP_NS.items():
-        store.save(result(f"{model}-{precision}-sweep01", model, precision, measured), experiment="sweep-1")
-    store.save(result("small-bf16-sweep01", "small", "bf16", [], status="oom"), experiment="sweep-1")
+        save_run(
+            store, result(f"{model}-{precision}-sweep01", model, precision, measured), experiment="sweep-1"
+        )
+    save_run(store, result("small-bf16-sweep01", "small", "bf16", [], status="oom"), experiment="sweep-1")
     base = [(1_000_000, 2_000_000, 500_000), (1_000_000, 2_000_000, 500_000)]
     slow = [(1_100_000, 2_200_000, 550_000), (1_100_000, 2_200_000, 550_000)]
-    store.save(result("tiny-fp32-ovh000", "tiny", "fp32", base), experiment="overhead-1")
-    store.save(
+    save_run(store, result("tiny-fp32-ovh000", "tiny", "fp32", base), experiment="overhead-1")
+    save_run(
+        store,
         result("tiny-fp32-ovh001", "tiny", "fp32", slow),
         profiler="nsys",
         nsys_mode="light",
         experiment="overhead-1",
     )
     sqlite = str(export) if export else None
-    store.save(
+    save_run(
+        store,
         result("tiny-fp32-prof01", "tiny", "fp32", slow),
         profiler="nsys",
         nsys_mode="light",

@@ -24,6 +24,7 @@ from analysis.compare.overhead import STEP_SUM
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.experiments import diff as hd
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 AA = Path(__file__).parent / "data" / "aa" / "char-cpu.csv"
@@ -56,8 +57,8 @@ def aa_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[tuple[
     store = ResultsStore(db)
     runs = recorded()
     for i, steps in enumerate(runs):
-        store.save(result(f"r-{i}", steps), experiment="repeats-aa")
-        store.save(result(f"slow-{i}", steps, scale=1.2))
+        save_run(store, result(f"r-{i}", steps), experiment="repeats-aa")
+        save_run(store, result(f"slow-{i}", steps, scale=1.2))
     pairs = [(f"r-{i}", f"r-{i + 1}") for i in range(0, len(runs) - 1, 2)]
     return db, pairs
 
@@ -146,8 +147,8 @@ def test_one_run_a_side_without_a_drift_measured_gets_no_verdict_and_no_gate(tmp
     db = f"sqlite:///{tmp_path}/results.sqlite"
     store = ResultsStore(db)
     runs = recorded()
-    store.save(result("a", runs[0]))
-    store.save(result("b", runs[1], scale=1.2))
+    save_run(store, result("a", runs[0]))
+    save_run(store, result("b", runs[1], scale=1.2))
     found = verdicts(db, "a", "b")
     assert {v.comparison.basis for v in found.verdicts} == {"no drift"}
     assert {v.verdict for v in found.verdicts} == {"inconclusive"}
@@ -161,7 +162,7 @@ def test_the_runs_of_run_repeats_are_a_side_by_their_experiment(tmp_path: Path) 
     store = ResultsStore(db)
     runs = recorded()
     for i, steps in enumerate(runs[:12]):
-        store.save(result(f"r-{i}", steps), experiment="repeats-one" if i < 6 else "repeats-two")
+        save_run(store, result(f"r-{i}", steps), experiment="repeats-one" if i < 6 else "repeats-two")
     whole = next(v for v in verdicts(db, "repeats-one", "repeats-two").verdicts if v.phase == STEP_SUM)
     assert (whole.comparison.basis, whole.comparison.baseline_runs, whole.comparison.treatment_runs) == (
         "runs", 6, 6,
@@ -174,9 +175,9 @@ def test_several_runs_on_one_side_and_no_drift_measured_say_what_the_verdicts_re
     db = f"sqlite:///{tmp_path}/results.sqlite"
     store = ResultsStore(db)
     runs = recorded()
-    store.save(result("a1", runs[0]))
-    store.save(result("a2", runs[1]))
-    store.save(result("b", runs[2], scale=1.2))
+    save_run(store, result("a1", runs[0]))
+    save_run(store, result("a2", runs[1]))
+    save_run(store, result("b", runs[2], scale=1.2))
     r = runner.invoke(app, ["diff", "a1,a2", "b", "--db", db], env={"COLUMNS": "300"})
     assert r.exit_code == 0, r.output
     assert "2 runs and 1 run," in r.output

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.experiments import overhead
+from harness.profilers.capture import save as save_run
 
 runner = CliRunner()
 
@@ -129,7 +130,7 @@ def _stored_run(db: str) -> str:
              for i in range(3)]  # fmt: skip
     info = ModelInfo(spec.family, spec.d_model, spec.d_ff, spec.num_layers, spec.num_heads, spec.vocab_size,
                      16, 1)  # fmt: skip
-    ResultsStore(db).save(RunResult(run_id="tiny-r1", config=config, status="ok", device="cpu",
+    save_run(ResultsStore(db), RunResult(run_id="tiny-r1", config=config, status="ok", device="cpu",
                                     device_name="AMD EPYC", model=info, steps=steps))  # fmt: skip
     return "tiny-r1"
 
@@ -193,11 +194,11 @@ def test_diff_against_a_run_stopped_before_its_first_measured_step_says_it_has_n
     from harness.store.results import ResultsStore
 
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
+    save_run(store, make_result("tiny-a"))
     stopped = make_result("tiny-b")
     stopped.steps = stopped.steps[:2]  # its two warmup steps, then SIGTERM
     stopped.status, stopped.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
-    store.save(stopped)
+    save_run(store, stopped)
     result = runner.invoke(app, ["diff", "tiny-a", "tiny-b", "--db", tmp_db, "--format", "json"])
     assert result.exit_code == 0, result.output
     notes = json.loads(result.stdout)["notes"]
@@ -205,7 +206,7 @@ def test_diff_against_a_run_stopped_before_its_first_measured_step_says_it_has_n
     assert not any("no phase in common" in n or "phase verdicts only" in n for n in notes), notes
     assert "tiny-a has no export: nothing to compare (profile it with --nsys)" in notes
     # a run with steps keeps its note as it was
-    store.save(make_result("tiny-c"))
+    save_run(store, make_result("tiny-c"))
     kept = runner.invoke(app, ["diff", "tiny-a", "tiny-c", "--db", tmp_db, "--format", "json"])
     assert (
         "tiny-a has no export: phase verdicts only (profile it with --nsys)"
@@ -282,11 +283,11 @@ def test_a_run_stopped_before_its_model_was_built_differs_in_no_context_length(t
     from harness.store.results import ResultsStore
 
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
+    save_run(store, make_result("tiny-a"))
     early = make_result("tiny-b")
     early.model, early.steps = None, []
     early.status, early.error = "interrupted", "interrupted by SIGTERM after 0 of 3 measured steps"
-    store.save(early)
+    save_run(store, early)
     a, b = store.get("tiny-a"), store.get("tiny-b")
     assert a.context_length == 128 and b.context_length is None
     assert config_differences(a, b) == []
@@ -295,7 +296,7 @@ def test_a_run_stopped_before_its_model_was_built_differs_in_no_context_length(t
     # a context length asked for is still told apart from the model's own
     asked = make_result("tiny-c")
     asked.config.context_length, asked.model = 64, None
-    store.save(asked)
+    save_run(store, asked)
     assert config_differences(a, store.get("tiny-c")) == ["context length 128 → 64"]
 
 
@@ -319,7 +320,7 @@ def test_health_of_a_stopped_run_without_a_capture_says_it_stopped(
         "interrupted",
         f"interrupted by SIGTERM after {kept - 2} of 3 measured steps",
     )
-    ResultsStore(tmp_db).save(stopped)
+    save_run(ResultsStore(tmp_db), stopped)
     result = runner.invoke(app, ["health", "tiny-stop", "--db", tmp_db, "--format", "csv"])
     assert result.exit_code == 0, result.output
     rows = {r["Check"]: r for r in csv.DictReader(io.StringIO(result.stdout))}
@@ -330,7 +331,7 @@ def test_health_of_a_stopped_run_without_a_capture_says_it_stopped(
     strict = runner.invoke(app, ["health", "tiny-stop", "--db", tmp_db, "--strict"])
     assert strict.exit_code == (1 if status == "fail" else 0), strict.output
     # a run that ended ok has no such check
-    ResultsStore(tmp_db).save(make_result("tiny-ok"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-ok"))
     whole = runner.invoke(app, ["health", "tiny-ok", "--db", tmp_db, "--format", "csv"])
     assert "measured steps" not in whole.stdout
 
@@ -345,7 +346,7 @@ def test_compare_compile_with_no_pair_tells_scripts_why_not_how_to_read_its_rows
 
     from harness.store.results import ResultsStore
 
-    ResultsStore(tmp_db).save(make_result("tiny-eager"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-eager"))
     result = runner.invoke(app, ["compare-compile", "--db", tmp_db, "--format", fmt])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "[]" if fmt == "json" else result.stdout.startswith("model,mode,device,")

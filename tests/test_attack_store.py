@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 
@@ -33,7 +34,7 @@ def test_show_csv_and_json_keep_the_rank_column_of_a_one_rank_run(tmp_db: str) -
     """A script reading the steps of several runs gets one set of columns: a run on one rank has rank 0,
     as a run across ranks has its ranks; the terminal leaves out the column that says nothing there. Its
     phase times are whole nanoseconds, as stored (they were printed as floats: 1000002.0)."""
-    ResultsStore(tmp_db).save(make_result("tiny-one"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-one"))
     shown = _invoke("show", "tiny-one", "--db", tmp_db, "-f", "csv")
     assert shown.exit_code == 0, shown.output
     steps = _csv_tables(shown.stdout)["steps"]
@@ -56,7 +57,7 @@ def test_show_csv_and_json_keep_the_rank_column_of_a_one_rank_run(tmp_db: str) -
 def test_dashboard_whose_filter_matches_nothing_says_so_not_that_the_database_is_empty(
     tmp_db: str, tmp_path
 ) -> None:
-    ResultsStore(tmp_db).save(make_result("tiny-one"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-one"))
     page = tmp_path / "page.html"
     shown = _invoke("dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(page), "-f", "json")
     assert shown.exit_code == 0, shown.output
@@ -73,8 +74,8 @@ def test_diff_of_a_run_with_itself_is_refused_not_judged(tmp_db: str) -> None:
     """`diff -1 -1` (or baseline:main when main is the newest run) compared a run with itself: every Δ 0,
     a verdict drawn from one set of steps twice, the gate able to pass."""
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
-    store.save(make_result("tiny-b"))
+    save_run(store, make_result("tiny-a"))
+    save_run(store, make_result("tiny-b"))
     store.tag_baseline("main", "tiny-b")
     for a, b in (("-1", "-1"), ("baseline:main", "latest"), ("tiny-a,tiny-b", "tiny-b")):
         shown = _invoke("diff", a, b, "--db", tmp_db, "--gate", "5")
@@ -89,7 +90,7 @@ def test_diff_of_a_run_with_itself_is_refused_not_judged(tmp_db: str) -> None:
 
 
 def test_dashboard_compare_of_a_run_with_itself_is_refused(tmp_db: str, tmp_path) -> None:
-    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-a"))
     page = tmp_path / "page.html"
     shown = _invoke("dashboard", "--db", tmp_db, "--compare", "-1,tiny-a", "-o", str(page))
     assert shown.exit_code == 2, shown.output
@@ -103,7 +104,7 @@ def test_show_of_a_run_that_ended_early_counts_the_steps_it_measured(tmp_db: str
     result = make_result("tiny-cut")
     result.steps = result.steps[:3]  # two warm-up steps, one measured
     result.status, result.error = "interrupted", "interrupted by SIGINT after 1 of 3 measured steps"
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     import json
 
     shown = _invoke("show", "tiny-cut", "--db", tmp_db, "-f", "json")
@@ -111,7 +112,7 @@ def test_show_of_a_run_that_ended_early_counts_the_steps_it_measured(tmp_db: str
     assert (run["measured steps"], run["steps asked"], run["warmup steps"]) == (1, 3, 2)
     whole = _invoke("show", "tiny-cut", "--db", tmp_db, "-f", "csv").stdout
     assert "measured steps,1\n" in whole and "steps asked,3\n" in whole
-    ResultsStore(tmp_db).save(make_result("tiny-whole"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-whole"))
     run = json.loads(_invoke("show", "tiny-whole", "--db", tmp_db, "-f", "json").stdout)["run"]
     assert run["measured steps"] == 3 and "steps asked" not in run
 
@@ -119,8 +120,8 @@ def test_show_of_a_run_that_ended_early_counts_the_steps_it_measured(tmp_db: str
 def test_an_ambiguous_prefix_names_the_runs_it_starts(tmp_db: str) -> None:
     """`show tiny` with two tiny runs said "2 runs with id 'tiny'", as if two runs had that id."""
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
-    store.save(make_result("tiny-b"))
+    save_run(store, make_result("tiny-a"))
+    save_run(store, make_result("tiny-b"))
     shown = _invoke("show", "tiny", "--db", tmp_db)
     assert shown.exit_code == 2
     assert shown.stderr == (
@@ -148,8 +149,8 @@ def test_diff_of_runs_with_no_phase_in_common_gives_no_verdict_row_of_zero_steps
     import json
 
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-train"))
-    store.save(_generate_result("tiny-gen"))
+    save_run(store, make_result("tiny-train"))
+    save_run(store, _generate_result("tiny-gen"))
     shown = _invoke("diff", "tiny-train", "tiny-gen", "--db", tmp_db, "-f", "json")
     assert shown.exit_code == 0, shown.output
     doc = json.loads(shown.stdout)
@@ -177,7 +178,7 @@ def test_a_database_with_text_that_is_not_utf8_is_called_corrupt(tmp_db: str) ->
     database is damaged or what to do."""
     import sqlite3
 
-    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-a"))
     path = tmp_db.removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE runs SET model = CAST(X'54FF5854' AS TEXT)")
@@ -225,7 +226,7 @@ def test_blocks_of_a_degraded_run_read_from_its_capture_are_said_untrusted(tmp_d
          "duration_ns": [400_000, 410_000, 420_000], "calls": 1}
     )  # fmt: skip
     store = ResultsStore(tmp_db)
-    store.save(result, profiler="nsys", nsys_mode="light", blocks=(records, "nsys"))
+    save_run(store, result, profiler="nsys", nsys_mode="light", blocks=(records, "nsys"))
     store.save_advice("tiny-cut", {}, status="degraded", error="the export lost 40% of its events")
     shown = _invoke("blocks", "tiny-cut", "--db", tmp_db, "-f", "csv")
     assert shown.exit_code == 0, shown.output
@@ -247,7 +248,7 @@ def test_dashboard_of_a_database_without_runs_says_so_not_that_none_match(tmp_db
     assert shown.exit_code == 0, shown.output
     assert "warning: the results database holds no runs: the page says what is missing" in shown.stderr
     assert "no run matches" not in shown.stderr
-    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-a"))
     shown = _invoke("dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(tmp_path / "page.html"))
     assert (
         "warning: no run matches --model nosuch (1 run in the results database; `harness runs` lists them): "
@@ -259,10 +260,10 @@ def test_baseline_tag_says_the_run_it_moved_from_and_warns_of_a_run_that_did_not
     """Re-tagging a name moved it without a word (a name typed twice lost its run); a run that did not end
     ok was tagged as if a gate against it could pass."""
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
+    save_run(store, make_result("tiny-a"))
     cut = make_result("tiny-cut")
     cut.status, cut.error = "interrupted", "interrupted by SIGINT after 3 of 10 measured steps"
-    store.save(cut)
+    save_run(store, cut)
     first = _invoke("baseline", "tag", "main", "tiny-a", "--db", tmp_db)
     assert (first.exit_code, first.stdout, first.stderr) == (0, "baseline:main = tiny-a\n", "")
     moved = _invoke("baseline", "tag", "main", "tiny-cut", "--db", tmp_db)
@@ -278,7 +279,7 @@ def test_baseline_tag_says_the_run_it_moved_from_and_warns_of_a_run_that_did_not
 
 def test_baseline_list_without_baselines_says_how_to_make_one(tmp_db: str) -> None:
     """An empty table with a title said nothing of why it was empty (`runs` says so in a note)."""
-    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-a"))
     shown = _invoke("baseline", "list", "--db", tmp_db)
     assert (shown.exit_code, shown.stdout) == (0, "")
     assert shown.stderr == "note: no baselines yet: `harness baseline tag NAME RUN` names a run\n"
@@ -290,10 +291,10 @@ def test_diff_refuses_a_side_of_runs_of_different_configurations(tmp_db: str) ->
     """`diff tiny-a,small-b tiny-c,tiny-d` averaged a tiny and a small run into Mean A, with no word that
     the side mixed configurations (the one-run-a-side note compares A's first run with B's only)."""
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
-    store.save(make_result("small-b", model="small", fwd=3_000_000))
-    store.save(make_result("tiny-c"))
-    store.save(make_result("tiny-d"))
+    save_run(store, make_result("tiny-a"))
+    save_run(store, make_result("small-b", model="small", fwd=3_000_000))
+    save_run(store, make_result("tiny-c"))
+    save_run(store, make_result("tiny-d"))
     shown = _invoke("diff", "tiny-a,small-b", "tiny-c,tiny-d", "--db", tmp_db)
     assert shown.exit_code == 2, shown.output
     assert shown.stderr == (
@@ -306,7 +307,7 @@ def test_diff_refuses_a_side_of_runs_of_different_configurations(tmp_db: str) ->
 def test_compare_compile_whose_filter_matches_no_run_says_so(tmp_db: str) -> None:
     """`compare-compile --model nosuch` said to run the eager and compiled runs of tiny, as if there were
     runs of nosuch without a compiled one."""
-    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-a"))
     shown = _invoke("compare-compile", "--model", "nosuch", "--db", tmp_db)
     assert shown.exit_code == 0, shown.output
     assert shown.stderr == (
@@ -322,8 +323,8 @@ def test_runs_lists_the_all_reduce_of_a_run_across_ranks(tmp_db: str) -> None:
     phases = {"forward": 1_000_000, "backward": 2_000_000, "allreduce": 4_000_000, "optimizer": 500_000}
     steps = [StepRecord(i, i < 1, dict(phases), rank=rank) for rank in range(2) for i in range(3)]
     config = RunConfig("tiny", device="cpu", warmup=1, steps=2, nproc=2)
-    ResultsStore(tmp_db).save(RunResult("tiny-ranks", config, "ok", device="cpu", steps=steps))
-    ResultsStore(tmp_db).save(make_result("tiny-one"))
+    save_run(ResultsStore(tmp_db), RunResult("tiny-ranks", config, "ok", device="cpu", steps=steps))
+    save_run(ResultsStore(tmp_db), make_result("tiny-one"))
     rows = list(csv.DictReader(io.StringIO(_invoke("runs", "--format", "csv").stdout)))
     assert [(r["run_id"], r["allreduce_mean_ns"]) for r in rows] == [
         ("tiny-ranks", "4000000.0"),
@@ -339,13 +340,13 @@ def test_runs_lists_the_all_reduce_of_a_run_across_ranks(tmp_db: str) -> None:
 
 def test_dashboard_of_one_run_says_one_run_in_its_subtitle(tmp_db: str, tmp_path) -> None:
     """The page's subtitle said `1 runs from …`."""
-    ResultsStore(tmp_db).save(make_result("tiny-a"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-a"))
     page = tmp_path / "page.html"
     shown = _invoke("dashboard", "--db", tmp_db, "-o", str(page))
     assert shown.exit_code == 0, shown.output
     text = page.read_text()
     assert "1 run from sqlite:///" in text and "1 runs" not in text
-    ResultsStore(tmp_db).save(make_result("tiny-b"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-b"))
     assert _invoke("dashboard", "--db", tmp_db, "-o", str(page)).exit_code == 0
     assert "2 runs from sqlite:///" in page.read_text()
 
@@ -354,7 +355,7 @@ def test_the_times_runs_were_created_are_shown_with_their_zone(tmp_db: str) -> N
     """A run's creation time is stored in UTC, and SQLite gives it back without its zone: runs, show and
     baseline list printed `2026-11-30T06:52:56`, which reads as local time beside a run id's local time."""
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
+    save_run(store, make_result("tiny-a"))
     store.tag_baseline("main", "tiny-a")
     (row,) = json.loads(_invoke("runs", "--format", "json").stdout)
     created = datetime.fromisoformat(row["created_at"])
@@ -375,7 +376,7 @@ def test_baseline_list_names_the_runs_creation_and_the_tags_apart(tmp_db: str) -
     from harness.store.schema import Run
 
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
+    save_run(store, make_result("tiny-a"))
     made = datetime(2026, 1, 2, 3, 4, 5)  # a run made long before it is tagged
     with Session(store.engine) as session, session.begin():
         session.execute(update(Run).where(Run.id == "tiny-a").values(created_at=made))
@@ -394,9 +395,10 @@ def test_baseline_list_says_how_each_baselines_run_ended(tmp_db: str) -> None:
     import dataclasses
 
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-ok"))
-    store.save(
-        dataclasses.replace(make_result("tiny-cut"), status="interrupted", error="interrupted by SIGINT")
+    save_run(store, make_result("tiny-ok"))
+    save_run(
+        store,
+        dataclasses.replace(make_result("tiny-cut"), status="interrupted", error="interrupted by SIGINT"),
     )
     store.tag_baseline("main", "tiny-ok")
     store.tag_baseline("partial", "tiny-cut")
@@ -422,8 +424,11 @@ def test_baseline_tag_on_a_path_without_a_database_creates_none(tmp_path: Path) 
 def test_runs_csv_gives_a_runs_files_as_json_as_its_json_does(tmp_db: str) -> None:
     """A run's files ({kind: path}) were written to csv as Python's repr (`{'trace': '/tmp/a b.json'}`),
     which no script reads back; csv holds what --format json gives."""
-    ResultsStore(tmp_db).save(
-        make_result("tiny-a"), profiler="torch", artifacts={"trace": "/tmp/a b,'c'.json"}
+    save_run(
+        ResultsStore(tmp_db),
+        make_result("tiny-a"),
+        profiler="torch",
+        artifacts={"trace": "/tmp/a b,'c'.json"},
     )
     (row,) = csv.DictReader(io.StringIO(_invoke("runs", "--format", "csv").stdout))
     (as_json,) = json.loads(_invoke("runs", "--format", "json").stdout)
@@ -437,7 +442,7 @@ def test_show_csv_of_a_run_that_measured_no_step_keeps_the_phase_tables_header(t
     result = make_result("tiny-oom")
     result.steps = result.steps[:1]  # one warm-up step, then out of memory
     result.status, result.error = "oom", "CUDA out of memory"
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     tables = _csv_tables(_invoke("show", "tiny-oom", "--db", tmp_db, "-f", "csv").stdout)
     assert tables["phases (measured steps)"] == []
     shown = _invoke("show", "tiny-oom", "--db", tmp_db, "-f", "csv").stdout

@@ -20,6 +20,7 @@ from harness.core.records import BlockRecord, RunConfig, RunResult, StepRecord
 from harness.execution.block_timers import BlockTimers
 from harness.execution.runner import run_workload
 from harness.experiments.run_tables import block_report
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -166,7 +167,7 @@ def test_store_keeps_block_timings(tmp_db) -> None:
                        status="ok", steps=[StepRecord(0, False, {"forward": 100})],
                        blocks=[BlockRecord(0, 1, "mlp", "forward", 40, 1),
                                BlockRecord(0, None, "lm_head", "forward", 9, 1)])  # fmt: skip
-    store.save(result)
+    save_run(store, result)
     got = store.block_timings(["tiny-blk"])
     assert got[["layer", "block", "duration_ns", "source"]].astype(object).values.tolist() == [
         [1, "mlp", 40, "timers"], [pd.NA, "lm_head", 9, "timers"]
@@ -183,7 +184,7 @@ def test_blocks_title_counts_its_steps(tmp_db) -> None:
         config = RunConfig(model="tiny", nvtx_detail=True, warmup=0, steps=steps)
         timed = [StepRecord(i, False, {"forward": 100}) for i in range(steps)]
         blocks = [BlockRecord(i, 0, "mlp", "forward", 40, 1) for i in range(steps)]
-        store.save(RunResult(run_id=run_id, config=config, status="ok", steps=timed, blocks=blocks))
+        save_run(store, RunResult(run_id=run_id, config=config, status="ok", steps=timed, blocks=blocks))
     assert block_report(store, "tiny-one").title.endswith("mean per step over 1 step, source timers")
     assert block_report(store, "tiny-two").title.endswith("mean per step over 2 steps, source timers")
 
@@ -202,7 +203,7 @@ def test_a_run_across_ranks_keeps_its_first_ranks_block_times(tmp_db) -> None:
     result = combine(config, "tiny-ranks", Launched(ranks, 0, ""))
     assert [(b.block, b.duration_ns) for b in result.blocks] == [("mlp_up", 40)]
     store = ResultsStore(tmp_db)
-    store.save(result)
+    save_run(store, result)
     report = block_report(store, "tiny-ranks")
     rows = report.table.set_index(["phase", "block"])["Mean (ns)"]
     assert rows[("forward", OUTSIDE)] == 100 - 40 and rows[("all", "step")] == 100
@@ -287,7 +288,7 @@ def test_torch_backend_blocks_come_from_its_trace(tmp_db, tmp_path: Path) -> Non
 
 def test_blocks_of_a_run_without_detail_is_one_line(tmp_db) -> None:
     store = ResultsStore(tmp_db)
-    store.save(RunResult(run_id="tiny-plain", config=RunConfig(model="tiny"), status="ok",
+    save_run(store, RunResult(run_id="tiny-plain", config=RunConfig(model="tiny"), status="ok",
                          steps=[StepRecord(0, False, {"forward": 1})]))  # fmt: skip
     result = runner.invoke(app, ["blocks", "tiny-plain"])
     assert result.exit_code == 2 and "without --nvtx-detail" in result.output
@@ -299,7 +300,7 @@ def test_blocks_of_a_run_without_detail_is_one_line(tmp_db) -> None:
 def test_blocks_of_a_generate_run_without_detail_names_a_generate_run(tmp_db) -> None:
     """The hint makes a run like the user's: a generate run's is `--mode generate`, not a training run."""
     store = ResultsStore(tmp_db)
-    store.save(RunResult(run_id="char-gen", config=RunConfig(model="char", mode="generate"), status="ok",
+    save_run(store, RunResult(run_id="char-gen", config=RunConfig(model="char", mode="generate"), status="ok",
                          steps=[StepRecord(0, False, {"prefill": 1, "decode": 2})]))  # fmt: skip
     result = runner.invoke(app, ["blocks", "char-gen"])
     assert result.exit_code == 2 and "Traceback" not in result.output
@@ -311,7 +312,7 @@ def test_blocks_of_a_programs_run_names_a_model_to_run(tmp_db) -> None:
     from harness.experiments.program import program_config
 
     store = ResultsStore(tmp_db)
-    store.save(RunResult(run_id="myprog-1", config=program_config("myprog"), status="ok"))
+    save_run(store, RunResult(run_id="myprog-1", config=program_config("myprog"), status="ok"))
     result = runner.invoke(app, ["blocks", "myprog-1"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "run myprog-1 is a program's (harness profile)" in result.output
@@ -340,7 +341,7 @@ def test_blocks_of_a_run_with_only_its_trace_are_read_from_it(tmp_db, tmp_path: 
     config = RunConfig(model="tiny", warmup=5, steps=1, nvtx_detail=True)
     phases = {"forward": 60_000, "backward": 30_000, "optimizer": 10_000}
     result = RunResult(run_id="tiny-old", config=config, status="ok", steps=[StepRecord(5, False, phases)])
-    ResultsStore(tmp_db).save(result, profiler="torch", artifacts={"trace": str(trace)})
+    save_run(ResultsStore(tmp_db), result, profiler="torch", artifacts={"trace": str(trace)})
     rows, notes = _blocks_json("tiny-old")
     assert f"read from {trace}" in notes and "source: nvtx-gpu" in notes
     table = pd.DataFrame(rows).set_index(["phase", "block"])

@@ -20,8 +20,10 @@ from analysis.dashboard.compile import compile_panel
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
-from harness.execution.compiled import compile_table, record_first_step
+from harness.execution.compiled import compile_table
 from harness.experiments.run_tables import compile_rows
+from harness.profilers.capture import finish
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 MS = 1_000_000
@@ -37,8 +39,7 @@ def made(run_id: str, compiled: bool, first: tuple[int, int, int], measured: lis
     ]
     config = RunConfig("tiny", device="cpu", compile=compiled, warmup=1, steps=len(measured))
     result = RunResult(run_id, config, "ok", device="cpu", model=MODELS["tiny"], steps=steps)
-    record_first_step(result)
-    return result
+    return finish(result)  # its first step and compile time, as a run is finished before it is stored
 
 
 EAGER = made(
@@ -72,16 +73,16 @@ def test_compile_forces_a_warmup_step() -> None:
 @pytest.fixture
 def store(tmp_db: str) -> ResultsStore:
     store = ResultsStore(tmp_db)
-    store.save(EAGER)
-    store.save(COMPILED)
+    save_run(store, EAGER)
+    save_run(store, COMPILED)
     # a profiled compiled run of the same configuration is not the steady state: left out of the pairing
-    store.save(
-        made("tiny-compiled-nsys", True, (1, 1, 1), [(MS, MS, MS)]), profiler="nsys", nsys_mode="light"
+    save_run(
+        store, made("tiny-compiled-nsys", True, (1, 1, 1), [(MS, MS, MS)]), profiler="nsys", nsys_mode="light"
     )
     # a configuration with only an eager run has nothing to compare
     lone = made("tiny-lone", False, (1, 1, 1), [(MS, MS, MS)])
     lone.config.batch_size = 8
-    store.save(lone)
+    save_run(store, lone)
     return store
 
 
@@ -109,7 +110,7 @@ def test_compare_compile_command(store: ResultsStore) -> None:
 
 
 def test_compare_compile_without_pairs_says_how(tmp_db: str) -> None:
-    ResultsStore(tmp_db).save(EAGER)
+    save_run(ResultsStore(tmp_db), EAGER)
     result = runner.invoke(app, ["compare-compile"], catch_exceptions=False)
     assert result.exit_code == 0
     assert "harness run tiny --device cpu --compile" in " ".join(result.output.split())
@@ -193,8 +194,8 @@ def test_every_command_gives_one_figure_the_same_value(tmp_db: str) -> None:
     """The steady median of a phase is computed once (analysis.runs.steady) and `show`'s phase
     table, `show`'s compile table, `compare-compile` and the dashboard's compile panel all print it."""
     store = ResultsStore(tmp_db)
-    store.save(SKEWED_EAGER)
-    store.save(SKEWED_COMPILED)
+    save_run(store, SKEWED_EAGER)
+    save_run(store, SKEWED_COMPILED)
     compared = {r["phase"]: r for r in _json("compare-compile")}
     panel = compile_panel(DashboardData(runs=store.runs(), steps=store.step_timings()))
     eager_bars, compiled_bars = (dict(zip(t.x, t.y, strict=True)) for t in panel.figure.data)
@@ -226,8 +227,8 @@ def test_every_command_gives_one_figure_the_same_value(tmp_db: str) -> None:
 
 def test_compare_compile_has_spread_and_intervals(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(SKEWED_EAGER)
-    store.save(SKEWED_COMPILED)
+    save_run(store, SKEWED_EAGER)
+    save_run(store, SKEWED_COMPILED)
     rows = {r["phase"]: r for r in _json("compare-compile")}
     backward = rows["backward"]
     # eager backward: 20, 24, 26, 30 ms → std 4.163 ms; four steps are too few for a 95% interval of the
@@ -254,10 +255,10 @@ def test_median_interval_from_order_statistics() -> None:
 
 def test_baseline_is_explicit_and_can_be_named(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(EAGER)
-    store.save(COMPILED)
+    save_run(store, EAGER)
+    save_run(store, COMPILED)
     newer = made("tiny-eager-newer", False, (40 * MS, 40 * MS, 10 * MS), [(20 * MS, 40 * MS, 10 * MS)] * 3)
-    store.save(newer)
+    save_run(store, newer)
     default = runner.invoke(app, ["compare-compile"], env={"COLUMNS": "80"}, catch_exceptions=False)
     said = " ".join(default.output.split())
     assert (
@@ -280,15 +281,15 @@ def test_an_instrumented_eager_run_is_no_baseline_for_a_plain_compiled_one(tmp_d
     from dataclasses import replace
 
     store = ResultsStore(tmp_db)
-    store.save(EAGER)
-    store.save(COMPILED)
+    save_run(store, EAGER)
+    save_run(store, COMPILED)
     # newer, and slowed by what it records: --nvtx-detail's synchronised hooks, --memory's profiler
     for i, what in enumerate(({"nvtx_detail": True}, {"memory": True}, {"plant": "host-sync"})):
         slowed = made(
             f"tiny-eager-{i}", False, (40 * MS, 40 * MS, 10 * MS), [(20 * MS, 40 * MS, 10 * MS)] * 3
         )
         slowed.config = replace(slowed.config, **what)
-        store.save(slowed)
+        save_run(store, slowed)
     rows = {r["phase"]: r for r in _json("compare-compile")}
     assert rows["step"]["eager run"] == "tiny-eager"  # it took the newest: a speed-up of 3.5, not 1.75
     assert rows["step"]["speed-up"] == pytest.approx(1.75)
@@ -310,10 +311,10 @@ def test_inductor_cache_state_is_said(tmp_db: str) -> None:
         "unknown",
     ]
     store = ResultsStore(tmp_db)
-    store.save(EAGER)
+    save_run(store, EAGER)
     warm = made("tiny-compiled-warm", True, (900 * MS, 700 * MS, 9 * MS), [(5 * MS, 10 * MS, 5 * MS)] * 3)
     warm.extra["inductor_cache"] = {"hits": 4, "misses": 0, "state": "warm"}
-    store.save(warm)
+    save_run(store, warm)
     said = " ".join(runner.invoke(app, ["compare-compile"], catch_exceptions=False).output.split())
     assert (
         "compiled run tiny-compiled-warm: the cache was warm: the compile time is a cache load, not a "
@@ -338,8 +339,8 @@ def test_a_phase_faster_in_the_first_step_keeps_its_sign_and_the_rows_add_up(tmp
     phases' compile times add up to the step's with no remainder (the first step has none, nor the
     median); the table's notes say so."""
     store = ResultsStore(tmp_db)
-    store.save(EARLY_EAGER)
-    store.save(EARLY)
+    save_run(store, EARLY_EAGER)
+    save_run(store, EARLY)
     table = compile_table(store).set_index("phase")
     assert table.loc["backward", COMPILE] == -834 * MS
     assert table.loc["forward", COMPILE] == 39_990 * MS and table.loc["optimizer", COMPILE] == 2 * MS
@@ -378,8 +379,7 @@ def generate_made(
     steps += [StepRecord(i + 1, False, {"prefill": measured[0], "decode": measured[1]}) for i in range(3)]
     config = RunConfig("tiny", mode="generate", device="cpu", compile=compiled, warmup=1, steps=3)
     result = RunResult(run_id, config, "ok", device="cpu", model=MODELS["tiny"], steps=steps)
-    record_first_step(result)
-    return result
+    return finish(result)  # its first step and compile time, as a run is finished before it is stored
 
 
 # --compile compiles generate's decode step only: this run's first prefill (300 ms) was faster than its
@@ -394,8 +394,8 @@ def test_a_phase_compile_leaves_eager_has_no_compile_time(tmp_db: str) -> None:
     assert GEN_COMPILED.extra["compile_phases_ns"] == {"decode": 18_550 * MS}
     assert GEN_COMPILED.extra["compile_ns"] == (19_300 - 1_400) * MS
     store = ResultsStore(tmp_db)
-    store.save(GEN_EAGER)
-    store.save(GEN_COMPILED)
+    save_run(store, GEN_EAGER)
+    save_run(store, GEN_COMPILED)
     rows = {r["phase"]: r for r in _json("show", GEN_COMPILED.run_id)["compile (first step)"]}
     assert rows["prefill"]["compile (first step) (ns)"] is None
     assert rows["prefill"]["note"] == "not compiled (--compile compiles generate's decode step only)"
@@ -424,8 +424,8 @@ def ranked(run_id: str, compiled: bool, forward: int) -> RunResult:
 
 def test_runs_across_ranks_are_compared_per_rank_with_their_all_reduce(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(ranked("tiny-ranks-eager", False, MS))
-    store.save(ranked("tiny-ranks-compiled", True, MS // 2))
+    save_run(store, ranked("tiny-ranks-eager", False, MS))
+    save_run(store, ranked("tiny-ranks-compiled", True, MS // 2))
     table = compile_table(store).set_index("phase")
     # each rank's phase, not their sum over the ranks; the step holds the all-reduce
     assert list(table.index) == ["forward", "backward", "allreduce", "optimizer", REMAINDER, "step"]

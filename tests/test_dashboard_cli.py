@@ -13,6 +13,7 @@ from dashboard_data import fill
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -301,8 +302,8 @@ def test_a_filter_that_matches_no_run_is_said_once(tmp_db: str, tmp_path: Path) 
     from test_store import make_result
 
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a"))
-    store.save(make_result("tiny-b"))
+    save_run(store, make_result("tiny-a"))
+    save_run(store, make_result("tiny-b"))
     page = tmp_path / "page.html"
     args = ["dashboard", "--db", tmp_db, "--model", "nosuch", "-o", str(page)]
     result = runner.invoke(app, args, env={"COLUMNS": "300"})  # each sentence whole on one line

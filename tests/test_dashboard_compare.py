@@ -10,6 +10,7 @@ import pytest
 from analysis.dashboard.compare import compare_panel, kernel_diff, phase_diff, pick_pair
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.style import PHASE_COLORS
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 RUNS = pd.DataFrame(
@@ -185,10 +186,10 @@ def test_the_comparison_says_when_one_run_was_slowed_by_its_instrumentation(tmp_
     from harness.experiments import pages
 
     store = ResultsStore(str(tmp_path / "results.sqlite"))
-    store.save(result("tiny-plain", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)]))
+    save_run(store, result("tiny-plain", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)]))
     detail = result("tiny-detail", "tiny", "fp32", [(3_000_000, 6_000_000, 500_000)])
     detail.config.nvtx_detail = True
-    store.save(detail)
+    save_run(store, detail)
     page, _, _ = pages.runs_dashboard(store, tmp_path / "dash.html")
     panel = next(p for p in page.panels if p.key == "compare")
     assert panel.title == "Run comparison: tiny-plain vs tiny-detail"

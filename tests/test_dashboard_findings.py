@@ -12,6 +12,7 @@ from analysis.advice.run_checks import RunFacts, run_checks
 from analysis.dashboard.findings import findings_panel
 from analysis.dashboard.panel import DashboardData
 from analysis.dashboard.registry import PANELS
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 
@@ -23,8 +24,8 @@ def _record(found: list[Finding]) -> dict:
 
 def test_panel_draws_the_newest_runs_findings_largest_first(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-old"))
-    store.save(make_result("tiny-new"))
+    save_run(store, make_result("tiny-old"))
+    save_run(store, make_result("tiny-new"))
     store.save_advice("tiny-old", _record([Finding("launch-bound", 9_000_000, "forward", "e", "graphs")]))
     found = [
         Finding("gpu-host-wait", 540_091_000, "forward 47%", "idle <k[/x]>", "overlap"),

@@ -23,6 +23,7 @@ from analysis.dashboard.phases import (
     phase_means,
 )
 from analysis.dashboard.style import PHASE_COLORS
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 
@@ -135,12 +136,12 @@ def test_generate_runs_are_kept_out_of_the_training_panel(tmp_path) -> None:
     from harness.core.records import StepRecord
 
     store = ResultsStore(str(tmp_path / "results.sqlite"))
-    store.save(result("tiny-train", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)]))
+    save_run(store, result("tiny-train", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)]))
     gen = result("tiny-gen", "tiny", "fp32", [(1, 1, 1)])
     gen.config.mode = "generate"
     gen.model = MODELS["tiny"]
     gen.steps = [StepRecord(0, False, {"prefill": 4_000_000, "decode": 30_000_000})]
-    store.save(gen)
+    save_run(store, gen)
     runs = store.runs()
     train = phase_means(runs)
     assert set(train["run_id"]) == {"tiny-train"} and set(train["phase"]) == {
@@ -248,7 +249,7 @@ def test_a_run_across_ranks_draws_its_all_reduce(tmp_path) -> None:  # type: ign
         for step, ns in enumerate(per_step)
     ]  # fmt: skip
     store = ResultsStore(str(tmp_path / "results.sqlite"))
-    store.save(run)
+    save_run(store, run)
     panel = phase_bars_panel(DashboardData(runs=store.runs(), steps=store.step_timings()))
     assert [t.name for t in panel.figure.data] == ["forward", "backward", "allreduce", "optimizer"]
     allreduce = _trace(panel.figure, "allreduce")
@@ -275,7 +276,7 @@ def test_eager_and_cuda_graph_decode_of_one_model_are_drawn_side_by_side(tmp_pat
         gen.config.mode, gen.config.new_tokens, gen.model = "generate", 2, MODELS["tiny"]
         gen.steps = [StepRecord(0, False, {"prefill": 4_000_000, "decode": decode_ns}, tokens=[decode_ns])]
         gen.extra["serving"] = {"decode": path}
-        store.save(gen)
+        save_run(store, gen)
     means = phase_means(store.runs(), modes=("generate",))
     decode = means[means["phase"] == "decode"].set_index("setting")
     assert decode["run_id"].to_dict() == {"fp32": "tiny-eager", "fp32+cuda-graphs": "tiny-graphs"}
@@ -314,7 +315,7 @@ def test_a_run_stopped_by_its_user_does_not_hide_its_configurations_finished_run
         gen = result(run_id, "tiny", "fp32", [(1, 1, 1)])
         gen.status, gen.config.mode, gen.config.new_tokens, gen.model = status, "generate", 2, MODELS["tiny"]
         gen.steps = [StepRecord(0, False, {"prefill": 4_000_000, "decode": decode_ns}, tokens=[decode_ns])]
-        store.save(gen)
+        save_run(store, gen)
     means = phase_means(store.runs(), modes=("generate",))
     assert means.set_index("phase")["run_id"].to_dict() == {"prefill": "tiny-done", "decode": "tiny-done"}
     assert means.set_index("phase").loc["decode", "mean_ns"] == 30_000_000
@@ -336,8 +337,10 @@ def test_runs_of_one_model_at_several_batch_sizes_are_each_drawn(tmp_path) -> No
         run = result(f"tiny-b{batch}", "tiny", "fp32", [(forward_ns, 2 * forward_ns, 500_000)])
         run.config.batch_size = batch
         run.tokens_per_s = 1000.0 * batch
-        store.save(run)
-    store.save(result("small-b4", "small", "fp32", [(3_000_000, 6_000_000, 1_000_000)]))  # one batch size
+        save_run(store, run)
+    save_run(
+        store, result("small-b4", "small", "fp32", [(3_000_000, 6_000_000, 1_000_000)])
+    )  # one batch size
     runs = store.runs()
     forward = phase_means(runs).query("phase == 'forward'").set_index("run_id")
     settings = ["batch 1 fp32", "batch 2 fp32", "batch 4 fp32", "batch 16 fp32"]
@@ -376,13 +379,15 @@ def test_a_run_slowed_by_what_it_measured_does_not_stand_for_its_configuration(t
     from harness.experiments import pages
 
     store = ResultsStore(str(tmp_path / "results.sqlite"))
-    store.save(result("tiny-plain", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)], tokens_per_s=900.0))
+    save_run(
+        store, result("tiny-plain", "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)], tokens_per_s=900.0)
+    )
     slowed = result("tiny-slowed", "tiny", "fp32", [(3_000_000, 6_000_000, 500_000)], tokens_per_s=300.0)
     alone = result("small-slowed", "small", "fp32", [(3_000_000, 6_000_000, 1_000_000)])
     for run in (slowed, alone):
         for key, value in setup.items():
             setattr(run.config, key, value)
-        store.save(run)
+        save_run(store, run)
     page, held, _ = pages.runs_dashboard(store, tmp_path / "dash.html")
     assert held == 3
     panels = {p.key: p for p in page.panels}

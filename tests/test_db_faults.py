@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.profilers import registry
+from harness.profilers.capture import save as save_run
 from harness.store import unsaved
 from harness.store.results import UnsavedRun
 
@@ -82,7 +83,7 @@ def test_sigterm_while_waiting_on_a_locked_database_keeps_the_run_and_says_where
     try:
         timer.start()
         with pytest.raises(UnsavedRun) as caught:
-            store.save(make_result("tiny-term"))
+            save_run(store, make_result("tiny-term"))
     finally:
         timer.cancel()
         holder.kill()

@@ -23,6 +23,7 @@ from analysis.dashboard.runs import with_labels
 from harness.cli import app
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
 from harness.experiments.advice import run_advice
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -50,7 +51,7 @@ def _h100_result(run_id: str, device: str = "cuda") -> RunResult:
 
 
 def _store_h100(store: ResultsStore, run_id: str, export: Path, **how: object) -> None:
-    store.save(_h100_result(run_id), profiler="nsys", nsys_mode="light", nsys_sqlite=str(export), **how)
+    save_run(store, _h100_result(run_id), profiler="nsys", nsys_mode="light", nsys_sqlite=str(export), **how)
 
 
 def _checks(args: list[str]) -> tuple[int, dict[str, dict]]:
@@ -94,7 +95,7 @@ def test_cuda_run_whose_export_has_no_kernels_fails(tmp_db: str) -> None:
         "the GPU work"
     )
     cpu = SHARED_NSYS / "cpu-train" / "report.sqlite"
-    store.save(make_result("tiny-cpu"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu))
+    save_run(store, make_result("tiny-cpu"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu))
     _, checks = _checks(["health", "tiny-cpu"])
     assert checks["device"] == {
         "Check": "device", "Status": "ok", "Evidence": "a cpu run: no GPU work to trace", "What to do": ""
@@ -114,7 +115,7 @@ def _degraded(store: ResultsStore, run_id: str, export: Path) -> str:
 def test_a_degraded_run_says_so_everywhere(tmp_db: str, broken_h100: dict[str, Path]) -> None:
     store = ResultsStore(tmp_db)
     base = _h100_result("medium-base")
-    store.save(base, experiment="overhead-x")
+    save_run(store, base, experiment="overhead-x")
     reason = _degraded(store, "medium-cut", broken_h100["kernels-cut"])
     assert reason.startswith(
         "its capture failed its health checks: GPU coverage: 9 of 10 measured steps (steps 6–14 of steps "
@@ -180,8 +181,10 @@ def test_health_table_keeps_sentences_whole_at_80_columns(tmp_db: str) -> None:
     assert all(word in shown.stdout.split() for word in ["(10,908", "osrt,", "32", "nvtx)"])
     store = ResultsStore(tmp_db)
     base, prof = make_result("tiny-base"), make_result("tiny-prof", fwd=1_300_000)
-    store.save(base, experiment="overhead-x")
-    store.save(prof, profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu), baseline_run_id="tiny-base")
+    save_run(store, base, experiment="overhead-x")
+    save_run(
+        store, prof, profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu), baseline_run_id="tiny-base"
+    )
     latest = runner.invoke(app, ["health", "latest"], env={"COLUMNS": "80"})
     assert "Evidence, what to do" in latest.stdout and "…" not in latest.stdout
     flat = " ".join(line.strip("│ ") for line in latest.stdout.splitlines())
@@ -195,7 +198,7 @@ def test_a_program_run_is_not_called_a_run_on_some_device(tmp_db: str) -> None:
     cpu = SHARED_NSYS / "cpu-train" / "report.sqlite"
     need(cpu)
     store = ResultsStore(tmp_db)
-    store.save(RunResult("prog-1", program_config("prog"), "ok", device=NOT_APPLICABLE), profiler="nsys",
+    save_run(store, RunResult("prog-1", program_config("prog"), "ok", device=NOT_APPLICABLE), profiler="nsys",
                nsys_mode="light", nsys_sqlite=str(cpu))  # fmt: skip
     _, checks = _checks(["health", "prog-1"])
     assert checks["device"] == {

@@ -18,6 +18,7 @@ from analysis.compare.diff import diff_ranges, diff_totals, phase_verdicts
 from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -58,8 +59,8 @@ def steps_of(result: RunResult) -> pd.DataFrame:
 def slow_pair(tmp_db: str) -> tuple[str, str]:
     store = ResultsStore(tmp_db)
     measure_drift(store, make_run("aa", noise=0.01, seed=5))
-    store.save(make_run("base-1", noise=0.01, seed=1))
-    store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
+    save_run(store, make_run("base-1", noise=0.01, seed=1))
+    save_run(store, make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
     return "base-1", "slow-1"
 
 
@@ -67,8 +68,8 @@ def slow_pair(tmp_db: str) -> tuple[str, str]:
 def noisy_pair(tmp_db: str) -> tuple[str, str]:
     store = ResultsStore(tmp_db)
     measure_drift(store, make_run("aa", noise=0.40, steps=5, seed=6), spread=0.05)
-    store.save(make_run("noisy-a", noise=0.40, steps=5, seed=3))
-    store.save(make_run("noisy-b", noise=0.40, backward_scale=1.10, steps=5, seed=4))
+    save_run(store, make_run("noisy-a", noise=0.40, steps=5, seed=3))
+    save_run(store, make_run("noisy-b", noise=0.40, backward_scale=1.10, steps=5, seed=4))
     return "noisy-a", "noisy-b"
 
 
@@ -302,8 +303,8 @@ def test_diff_figure_bars(tmp_path: Path) -> None:
 def test_a_run_whose_export_is_gone_is_not_told_to_profile_it(tmp_db: str, tmp_path: Path) -> None:
     store = ResultsStore(tmp_db)
     gone = tmp_path / "moved.sqlite"
-    store.save(make_run("base-1", noise=0.01, seed=1), profiler="nsys", nsys_sqlite=str(gone))
-    store.save(make_run("slow-1", noise=0.01, seed=2))
+    save_run(store, make_run("base-1", noise=0.01, seed=1), profiler="nsys", nsys_sqlite=str(gone))
+    save_run(store, make_run("slow-1", noise=0.01, seed=2))
     r = runner.invoke(app, ["diff", "base-1", "slow-1", "--format", "json"])
     assert r.exit_code == 0, r.output
     notes = json.loads(r.stdout)["notes"]
@@ -331,7 +332,7 @@ def test_runs_of_unlike_configurations_are_said_to_be_so(slow_pair: tuple[str, s
 
     bigger = make_run("batch-8", noise=0.01, seed=3)
     bigger.config = replace(bigger.config, batch_size=8)
-    ResultsStore().save(bigger, profiler="nsys", nsys_mode="light")
+    save_run(ResultsStore(), bigger, profiler="nsys", nsys_mode="light")
     notes = json.loads(runner.invoke(app, ["diff", "base-1", "batch-8", "--format", "json"]).stdout)["notes"]
     assert (
         "A and B are not the same configuration: batch size 4 → 8, profiler none → nsys light; their times "
@@ -349,7 +350,8 @@ def test_a_gate_passed_on_a_phase_it_could_not_judge_says_so(tmp_db: str) -> Non
     for run_id, forward in (("a1", 1_000_000), ("a2", 3_000_000), ("b1", 800_000), ("b2", 3_600_000)):
         phases = {"backward": 100_000_000, "optimizer": 50_000_000}
         steps = [StepRecord(i, i < 2, {"forward": forward + i, **phases}) for i in range(5)]
-        store.save(
+        save_run(
+            store,
             RunResult(
                 run_id=run_id,
                 config=RunConfig(model="tiny", warmup=2, steps=3),
@@ -357,7 +359,7 @@ def test_a_gate_passed_on_a_phase_it_could_not_judge_says_so(tmp_db: str) -> Non
                 device="cpu",
                 model=ModelInfo("transformer", 64, 256, 2, 2, 1000, 64, 100_000),
                 steps=steps,
-            )
+            ),
         )
     r = runner.invoke(app, ["diff", "a1,a2", "b1,b2", "--gate", "6", "--format", "json"])
     assert r.exit_code == 0, r.output

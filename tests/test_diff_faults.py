@@ -16,6 +16,7 @@ from harness.cli import app
 from harness.core.records import RunConfig, RunResult
 from harness.execution.nsys import ProfileResult
 from harness.experiments.program import program_result
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 pytestmark = pytest.mark.attack
@@ -26,8 +27,8 @@ runner = CliRunner()
 def pair(tmp_db: str) -> tuple[str, str]:
     store = ResultsStore(tmp_db)
     measure_drift(store, make_run("aa", noise=0.01, seed=5))
-    store.save(make_run("base-1", noise=0.01, seed=1))
-    store.save(make_run("same-1", noise=0.01, seed=2))
+    save_run(store, make_run("base-1", noise=0.01, seed=1))
+    save_run(store, make_run("same-1", noise=0.01, seed=2))
     return "base-1", "same-1"
 
 
@@ -41,11 +42,11 @@ def test_a_gate_that_is_not_a_number_is_refused(pair: tuple[str, str], gate: str
 @pytest.mark.parametrize("status", ["oom", "error"])
 def test_a_gate_against_a_run_without_measured_steps_fails(tmp_db: str, status: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_run("base-1", noise=0.01, seed=1))
+    save_run(store, make_run("base-1", noise=0.01, seed=1))
     failed = RunResult(
         run_id="failed-1", config=RunConfig(model="tiny"), status=status, device="cpu", error="out of memory"
     )
-    store.save(failed)
+    save_run(store, failed)
     for args in (["base-1", "failed-1"], ["failed-1", "base-1"]):
         r = runner.invoke(app, ["diff", *args, "--gate", "5"])
         assert r.exit_code == 1 and "Traceback" not in r.output, r.output
@@ -92,7 +93,7 @@ def test_an_imported_run_that_did_not_end_ok_fails_the_gate_whatever_steps_it_ho
 ) -> None:
     """An OOM or failed run with its measured steps (imported, as `run` wrote it) was gated as a good one:
     exit 0, no note; a degraded one was refused."""
-    ResultsStore(tmp_db).save(make_run("base-1", noise=0.01, seed=1))
+    save_run(ResultsStore(tmp_db), make_run("base-1", noise=0.01, seed=1))
     ended = make_run("ended-1", noise=0.01, seed=2)
     ended.status, ended.error = status, error
     _imported(ended, tmp_path)
@@ -128,8 +129,8 @@ def test_steps_without_a_phase_are_left_out_of_the_overall_step_and_said(tmp_db:
     """A stored run with 10 of its 30 steps without `optimizer` (5 ms of 35): the overall step set their
     sums against whole steps (-4.8 %) without a word."""
     store = ResultsStore(tmp_db)
-    store.save(make_run("whole-1", noise=0.01, seed=1))
-    store.save(_without(make_run("short-1", noise=0.01, seed=2), "optimizer", range(2, 12)))
+    save_run(store, make_run("whole-1", noise=0.01, seed=1))
+    save_run(store, _without(make_run("short-1", noise=0.01, seed=2), "optimizer", range(2, 12)))
     overall, notes = _overall(["whole-1", "short-1"])
     assert (overall["Steps A"], overall["Steps B"]) == (30, 20)
     assert abs(overall["Δ (%)"]) < 1.5  # same work on both sides: the noise, 1% a phase
@@ -142,8 +143,8 @@ def test_steps_without_a_phase_are_left_out_of_the_overall_step_and_said(tmp_db:
 def test_a_phase_one_side_alone_times_is_left_out_of_the_overall_step_and_said(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     measure_drift(store, make_run("aa", noise=0.01, seed=5))
-    store.save(make_run("whole-1", noise=0.01, seed=1))
-    store.save(_without(make_run("two-1", noise=0.01, seed=2), "optimizer", range(32)))
+    save_run(store, make_run("whole-1", noise=0.01, seed=1))
+    save_run(store, _without(make_run("two-1", noise=0.01, seed=2), "optimizer", range(32)))
     overall, notes = _overall(["whole-1", "two-1"])
     assert (overall["Steps A"], overall["Steps B"]) == (30, 30)
     assert abs(overall["Δ (%)"]) < 1.5  # forward + backward on both sides (with optimizer: -14 %)
@@ -239,13 +240,15 @@ def test_a_gate_over_two_runs_writes_its_outcome_in_json_as_two_exports_do(
     slower = make_run("slow-1", noise=0.01, seed=3)
     for s in slower.steps:
         s.phases["backward"] = int(s.phases["backward"] * 1.5)
-    ResultsStore(tmp_db).save(slower)
+    save_run(ResultsStore(tmp_db), slower)
     for b, gate, failed in ((pair[1], "50", False), ("slow-1", "5", True)):
         r = runner.invoke(app, ["diff", pair[0], b, "--gate", gate, "--format", "json"])
         doc = json.loads(r.stdout)
         assert r.exit_code == int(failed), r.output
         assert (doc["gate_pct"], doc["gate_judged"], doc["gate_failed"]) == (float(gate), True, failed)
-    ResultsStore(tmp_db).save(RunResult("oom-1", RunConfig(model="tiny"), "oom", device="cpu", error="oom"))
+    save_run(
+        ResultsStore(tmp_db), RunResult("oom-1", RunConfig(model="tiny"), "oom", device="cpu", error="oom")
+    )
     r = runner.invoke(app, ["diff", pair[0], "oom-1", "--gate", "5", "--format", "json"])
     doc = json.loads(r.stdout)
     assert r.exit_code == 1 and (doc["gate_judged"], doc["gate_failed"]) == (False, True)
@@ -300,12 +303,13 @@ def test_no_drift_measured_names_the_context_length_it_was_looked_for_at(tmp_db:
     for run_id, seed in (("short-a", 1), ("short-b", 2)):
         run = make_run(run_id, noise=0.01, seed=seed)
         assert run.model is not None
-        store.save(
+        save_run(
+            store,
             replace(
                 run,
                 config=replace(run.config, context_length=16),
                 model=replace(run.model, context_length=16),
-            )
+            ),
         )
     r = runner.invoke(app, ["diff", "short-a", "short-b"], env={"COLUMNS": "300"})
     assert r.exit_code == 0, r.output
@@ -321,7 +325,7 @@ def _program_run(store: ResultsStore, run_id: str, export: Path, returncode: int
     """A stored `harness profile -- …` run whose export is `export`."""
     prof = ProfileResult(returncode=returncode, rep=None, sqlite=export, qdstrm=None, stderr_tail="")
     result = program_result(run_id, "train.py", ["python", "train.py"], prof, "2023.4.4.54")
-    store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(export))
+    save_run(store, result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(export))
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from analysis.compare.diff import diff_kernels
 from analysis.dashboard.diff import diff_figure, table_panel
 from analysis.trace.opening import open_trace
 from harness.cli import app
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -53,8 +54,8 @@ def test_page_of_two_profiled_runs_has_the_ranked_bars_and_the_verdicts(tmp_db: 
     derived = derived_copy(tmp_path, "backward", 1.5)
     store = ResultsStore(tmp_db)
     measure_drift(store, make_run("aa", noise=0.01, seed=5))
-    store.save(make_run("base-1", noise=0.01, seed=1), nsys_sqlite=str(CPU_TRAIN))
-    store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2), nsys_sqlite=str(derived))
+    save_run(store, make_run("base-1", noise=0.01, seed=1), nsys_sqlite=str(CPU_TRAIN))
+    save_run(store, make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2), nsys_sqlite=str(derived))
     out = tmp_path / "diff.html"
     r = runner.invoke(app, ["diff", "base-1", "slow-1", "--gate", "5", "--html", str(out)])
     assert r.exit_code == 1, r.output  # the gate still decides the exit status

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.profilers.capture import save as save_run
 
 runner = CliRunner()
 
@@ -82,9 +83,9 @@ def test_database_check(tmp_path) -> None:
     missing = check_db(str(db))
     assert (missing.status, missing.detail.split(" (")[0]) == ("info", f"no results database at {db}")
     assert not db.exists()  # doctor creates nothing
-    ResultsStore(str(db)).save(make_result("tiny-1"))
+    save_run(ResultsStore(str(db)), make_result("tiny-1"))
     assert (check_db(str(db)).status, check_db(str(db)).detail) == ("ok", f"sqlite:///{db}: 1 run")
-    ResultsStore(str(db)).save(make_result("tiny-2"))
+    save_run(ResultsStore(str(db)), make_result("tiny-2"))
     assert check_db(str(db)).detail == f"sqlite:///{db}: 2 runs"
     (tmp_path / "junk.sqlite").write_text("not a database\n" * 500)
     junk = check_db(str(tmp_path / "junk.sqlite"))

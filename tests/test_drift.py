@@ -29,6 +29,7 @@ from analysis.compare.drift import (
 from analysis.compare.overhead import STEP_SUM
 from harness.cli import app
 from harness.experiments.drift import key_of, stored_drift
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 
@@ -288,7 +289,7 @@ def test_stored_drift_keeps_apart_generate_runs_of_other_new_tokens_or_cuda_grap
         for i, ns in enumerate(decode):
             steps = [StepRecord(0, False, {"prefill": 1000, "decode": ns})]
             run = RunResult(f"{experiment}-{i}", config, "ok", device="cuda", device_name="H100", steps=steps)
-            store.save(run, experiment=experiment)
+            save_run(store, run, experiment=experiment)
     eager_4 = key_of(RunConfig("tiny", mode="generate", batch_size=1, new_tokens=4).to_dict(), "H100")
     drift = stored_drift(store, [eager_4])
     assert drift["decode"].runs == 2 and drift["decode"].df == 1
@@ -331,7 +332,7 @@ def test_no_drift_names_what_a_generate_run_decodes(tmp_path: Path) -> None:
             for i in range(2)
         ]
         run = RunResult(run_id, config, "ok", device="cuda", device_name="H100", steps=steps)
-        store.save(run, experiment=experiment)
+        save_run(store, run, experiment=experiment)
 
     for i in range(3):
         save(f"rep-{i}", 3, experiment="repeats-1")
@@ -367,7 +368,7 @@ def test_two_runs_of_one_run_repeats_are_diffed_against_the_drift_it_measured(tm
         steps = [StepRecord(s, False, {"forward": forward + s, "backward": 2 * forward, "optimizer": 50_000})
                  for s in range(2)]  # fmt: skip
         results.append(RunResult(f"rep-{i}", config, "ok", device="cpu", device_name="cpu", steps=steps))
-        store.save(results[-1], experiment="repeats-1")
+        save_run(store, results[-1], experiment="repeats-1")
     printed = measured(results)  # what `run --repeats 3` printed
     found = hd.diff(hd.resolve("rep-0", lambda: store), hd.resolve("rep-1", lambda: store), store=store)
     whole = next(v for v in found.verdicts or [] if v.phase == STEP_SUM).comparison
@@ -382,7 +383,7 @@ def test_two_runs_of_one_run_repeats_are_diffed_against_the_drift_it_measured(tm
     apart = ResultsStore(f"sqlite:///{tmp_path}/apart.sqlite")
     for i, r in enumerate(results[:2] * 2):
         run = RunResult(f"e{i // 2}-{i % 2}", config, "ok", device="cpu", device_name="cpu", steps=r.steps)
-        apart.save(run, experiment=f"repeats-{i // 2}")
+        save_run(apart, run, experiment=f"repeats-{i // 2}")
     two = hd.diff(hd.resolve("e0-0", lambda: apart), hd.resolve("e1-0", lambda: apart), store=apart)
     assert {v.comparison.basis for v in two.verdicts or []} == {NO_DRIFT}
 
@@ -402,7 +403,7 @@ def test_several_runs_a_side_of_one_experiment_are_not_counted_again_as_its_drif
         steps = [StepRecord(s, False, {"forward": forward + s, "backward": 2 * forward, "optimizer": 50_000})
                  for s in range(2)]  # fmt: skip
         results.append(RunResult(f"rep-{i}", config, "ok", device="cpu", device_name="cpu", steps=steps))
-        store.save(results[-1], experiment="repeats-1")
+        save_run(store, results[-1], experiment="repeats-1")
     found = hd.diff(
         hd.resolve("rep-0,rep-1", lambda: store), hd.resolve("rep-2,rep-3", lambda: store), store=store
     )

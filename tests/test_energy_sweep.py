@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from analysis.dashboard import DashboardData, collect
 from analysis.dashboard.energy import energy_panel
 from harness.cli import app
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 from tests.dashboard_data import result
 
@@ -43,10 +44,10 @@ def panel_of(store: ResultsStore):
 def test_panel_draws_flops_per_joule_against_batch_size_per_model_precision_device(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     for batch, fpj in [(1, 2e9), (2, 3.5e9), (4, 5e9), (8, 4.5e9)]:
-        store.save(energy_run(f"tiny-bf16-b{batch}", batch, "bf16", fpj), experiment="sweep-a")
+        save_run(store, energy_run(f"tiny-bf16-b{batch}", batch, "bf16", fpj), experiment="sweep-a")
     for batch, fpj in [(1, 1e9), (4, 2e9)]:
-        store.save(energy_run(f"tiny-fp32-b{batch}", batch, "fp32", fpj), experiment="sweep-b")
-    store.save(energy_run("tiny-fp32-cpu-b2", 2, "fp32", 0.25e9, device="cpu"), experiment="sweep-c")
+        save_run(store, energy_run(f"tiny-fp32-b{batch}", batch, "fp32", fpj), experiment="sweep-b")
+    save_run(store, energy_run("tiny-fp32-cpu-b2", 2, "fp32", 0.25e9, device="cpu"), experiment="sweep-c")
 
     panel = panel_of(ResultsStore(tmp_db, readonly=True))
     assert panel.missing is None and panel.notes == []
@@ -65,7 +66,7 @@ def test_panel_draws_flops_per_joule_against_batch_size_per_model_precision_devi
 def test_panel_without_a_power_source_says_so_and_draws_nothing(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     for batch in (1, 2):
-        store.save(energy_run(f"tiny-b{batch}", batch, "fp32", None, device="cpu"), experiment="sweep-x")
+        save_run(store, energy_run(f"tiny-b{batch}", batch, "fp32", None, device="cpu"), experiment="sweep-x")
     panel = panel_of(store)
     assert panel.figure is None
     assert panel.missing is not None
@@ -75,10 +76,12 @@ def test_panel_without_a_power_source_says_so_and_draws_nothing(tmp_db: str) -> 
 
 def test_panel_draws_only_what_was_measured_and_notes_the_rest(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(energy_run("tiny-b1", 1, "bf16", 2e9))
-    store.save(energy_run("tiny-b2", 2, "bf16", 3e9))
-    store.save(energy_run("tiny-cpu-b4", 4, "fp32", None, device="cpu"))
-    store.save(result("tiny-nopower", "tiny", "fp32", [(1, 2, 3)]))  # no --power: neither drawn nor noted
+    save_run(store, energy_run("tiny-b1", 1, "bf16", 2e9))
+    save_run(store, energy_run("tiny-b2", 2, "bf16", 3e9))
+    save_run(store, energy_run("tiny-cpu-b4", 4, "fp32", None, device="cpu"))
+    save_run(
+        store, result("tiny-nopower", "tiny", "fp32", [(1, 2, 3)])
+    )  # no --power: neither drawn nor noted
     panel = panel_of(store)
     (flops,) = [t for t in panel.figure.data if t.yaxis == "y"]
     assert list(flops.x) == [1, 2] and list(flops.y) == pytest.approx([2.0, 3.0])

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.profilers.capture import save as save_run
 
 pytestmark = pytest.mark.attack  # scripts/attack.sh runs and counts these
 
@@ -232,7 +233,7 @@ def test_run_and_model_names_are_text_on_the_runs_dashboard(tmp_path: Path) -> N
     for run_id, compiled in ((f"{name}-eager", False), (f"{name}-compiled", True)):
         run = result(run_id, "tiny", "fp32", [(1_000_000, 2_000_000, 500_000)] * 2)
         run.config.model, run.config.compile = name, compiled
-        store.save(run)
+        save_run(store, run)
     page, _, _ = pages.runs_dashboard(store, tmp_path / "dash.html")
     drawn = {p.key: p.figure for p in page.drawn}
     assert {"phases", "steps", "throughput", "compare", "compile"} <= set(drawn)

@@ -16,6 +16,7 @@ from harness.core.errors import UsageError
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.profilers import capture
 from harness.profilers import nsys as profiler
+from harness.profilers.capture import save as save_run
 from harness.profilers.torch import TorchOptions, profile_run
 from harness.store.results import ResultsStore
 
@@ -85,8 +86,8 @@ def test_a_run_says_the_same_of_itself_measured_and_stored(tmp_db: str) -> None:
         result("tiny-nsys", 1_200_000, {**load, "others_share": None}),
     )
     store = ResultsStore(tmp_db)
-    store.save(base)
-    store.save(run, profiler="nsys", nsys_mode="light", baseline_run_id=base.run_id)
+    save_run(store, base)
+    save_run(store, run, profiler="nsys", nsys_mode="light", baseline_run_id=base.run_id)
     notes: list[str] = []
     measured = capture.measured(run, base, "light", "2023.4", notes)
     live = run_facts(measured, overhead=compared(measured)[1])

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.experiments.run_tables import results_table
 from harness.experiments.show import phase_table
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -30,7 +31,7 @@ def invoke(*args: str):
 def three(tmp_db: str) -> ResultsStore:
     store = ResultsStore(tmp_db)
     for run_id, fwd in (("tiny-old", 1_000_000), ("tiny-mid", 2_000_000), ("tiny-new", 3_000_000)):
-        store.save(make_result(run_id, fwd=fwd))
+        save_run(store, make_result(run_id, fwd=fwd))
     return store
 
 
@@ -155,8 +156,11 @@ def test_a_programs_runs_are_listed_by_the_precision_runs_shows_them_with(three:
     from harness.core.records import RunResult
     from harness.experiments.program import program_config
 
-    three.save(
-        RunResult("prog-1", program_config("prog"), "ok", device="n/a"), profiler="nsys", nsys_mode="light"
+    save_run(
+        three,
+        RunResult("prog-1", program_config("prog"), "ok", device="n/a"),
+        profiler="nsys",
+        nsys_mode="light",
     )
     listed = {r["run_id"]: r["precision"] for r in json.loads(invoke("runs", "--format", "json").stdout)}
     assert listed["prog-1"] == "n/a"  # as runs shows it
@@ -175,8 +179,11 @@ def test_a_programs_runs_are_listed_by_the_device_runs_shows_them_with(three: Re
     from harness.core.records import RunResult
     from harness.experiments.program import program_config
 
-    three.save(
-        RunResult("prog-1", program_config("prog"), "ok", device="n/a"), profiler="nsys", nsys_mode="light"
+    save_run(
+        three,
+        RunResult("prog-1", program_config("prog"), "ok", device="n/a"),
+        profiler="nsys",
+        nsys_mode="light",
     )
     listed = {r["run_id"]: r["device"] for r in json.loads(invoke("runs", "--format", "json").stdout)}
     assert listed["prog-1"] == "n/a"
@@ -245,7 +252,7 @@ def test_show_prints_report_paths_whole_on_their_own_line(tmp_db: str, monkeypat
     monkeypatch.setenv("COLUMNS", "80")
     deep = tmp_path / ("a-long-folder-name-" * 4) / "nsys_profiles" / "tiny-20261125-080209-346f.sqlite"
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(deep))
+    save_run(store, make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(deep))
     assert len(str(deep)) > 80
     out = invoke("show", "tiny-prof").stdout
     lines = out.splitlines()
@@ -309,7 +316,7 @@ def test_runs_in_other_processes_count_their_steps(
 @pytest.mark.parametrize("ref", ["", " "])
 def test_an_empty_run_reference_names_no_run(tmp_db: str, ref: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-only"))  # an empty prefix matched it: `show ""` showed the only run
+    save_run(store, make_result("tiny-only"))  # an empty prefix matched it: `show ""` showed the only run
     result = invoke("show", ref)
     assert result.exit_code == 2
     assert result.stderr.strip() == (
@@ -323,7 +330,7 @@ def test_an_empty_run_reference_names_no_run(tmp_db: str, ref: str) -> None:
 def test_an_empty_run_reference_is_no_folder(tmp_db: str, args: list[str]) -> None:
     """The commands that take a run id or a file read an empty argument as an empty run id, not as the
     current folder (which Path("") is)."""
-    ResultsStore(tmp_db).save(make_result("tiny-only"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-only"))
     result = invoke(*args)
     assert result.exit_code == 2
     assert result.stderr.strip() == (

@@ -24,6 +24,7 @@ from analysis.compare.overhead import overhead_table
 from analysis.ranks.ranks import imbalance_table, straggler_table
 from harness.cli import app, commands, load
 from harness.cli.terminal.fit import distinct, rich_table
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -54,8 +55,8 @@ def headers(df: pd.DataFrame) -> list[str]:
 def test_diff_of_runs_keeps_verdict_and_both_means(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     measure_drift(store, make_run("aa", noise=0.01, seed=5))
-    store.save(make_run("base-1", noise=0.01, seed=1))
-    store.save(make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
+    save_run(store, make_run("base-1", noise=0.01, seed=1))
+    save_run(store, make_run("slow-1", noise=0.01, backward_scale=1.10, seed=2))
     out = cli("diff", "base-1", "slow-1")
     (dropped,) = left_out(out)
     assert dropped == ["CI Low (%)", "CI High (%)", "Steps A", "Steps B"]
@@ -107,7 +108,7 @@ def test_overhead_verdicts_read_whole_at_80_columns() -> None:
 
 
 def test_roofline_of_a_cpu_run_leaves_out_the_empty_columns_first(tmp_db: str) -> None:
-    ResultsStore(tmp_db).save(_run("char-r1", "char"))
+    save_run(ResultsStore(tmp_db), _run("char-r1", "char"))
     out = cli("roofline", "char-r1")
     sub_blocks, phases = left_out(out)
     # no roofs on a CPU: bound and % of roof are empty, and go before columns with values
@@ -247,8 +248,9 @@ def test_overhead_at_80_columns_keeps_its_deciding_column_and_both_bounds_or_nei
 
 def test_runs_at_80_columns_tell_a_profiled_run_from_its_baseline(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_run("char-20261127-094436-d6d6", noise=0.01, seed=1), experiment="e")
-    store.save(
+    save_run(store, make_run("char-20261127-094436-d6d6", noise=0.01, seed=1), experiment="e")
+    save_run(
+        store,
         make_run("char-20261127-094457-340e", noise=0.01, seed=2),
         profiler="nsys",
         nsys_mode="light",
@@ -402,7 +404,7 @@ def test_import_at_80_columns_keeps_what_became_of_each_file(tmp_path: Path) -> 
 
 
 def test_baseline_list_wide_shows_every_column(tmp_db: str) -> None:
-    ResultsStore(tmp_db).save(make_run("base-1", noise=0.01, seed=1))
+    save_run(ResultsStore(tmp_db), make_run("base-1", noise=0.01, seed=1))
     assert runner.invoke(app, ["baseline", "tag", "main", "base-1"]).exit_code == 0
     assert left_out(cli("baseline", "list")) == [["tagged_at"]]
     wide = cli("baseline", "list", "--wide")

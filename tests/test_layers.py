@@ -90,7 +90,8 @@ def test_harness_core_imports_nothing_from_analysis() -> None:
 # border"): a new crossing is named here, or goes through one of these
 BORDER = {
     # the front doors: a capture read once (analysis.front.examine), an export's tables
-    "harness.profilers.capture": "the examine step: a run's export or trace (a program's too) read once",
+    "harness.profilers.capture": "the examine step: a run's export or trace (a program's too) read once, "
+    "and every run's own figures (phases, first step, energy) computed before it is stored",
     "harness.experiments.advice": "a stored run judged; an export's health, findings and nsys rules",
     "harness.experiments.run_tables": "a run's step figures; a stored run's blocks read from its trace",
     "harness.cli": "the table commands' names and summaries in `harness --help`, from the table registry",
@@ -105,9 +106,7 @@ BORDER = {
     "harness.experiments.ranks": "a run across ranks, and its page",
     "harness.experiments.roofline": "a run on the device's roofs, and its page",
     "harness.experiments.selftest": "the doctor's self-tests: their exports read back and checked",
-    "harness.execution.compiled": "torch.compile's first step beyond the steady median (in the worker)",
-    "harness.energy.run": "a run's energy figures",
-    "harness.store.runs": "a run's phase figures, stored with it",
+    "harness.execution.compiled": "eager and compiled runs compared (`compare-compile`)",
     # analysis's errors and its rules for written files
     "harness.cli.common": "the CLI's error handler; where a written file may go (--db's too: not the output)",
 }

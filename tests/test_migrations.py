@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import create_engine
 from test_store import make_result
 
+from harness.profilers.capture import save as save_run
 from harness.store import migrations
 from harness.store.results import ResultsStore
 from harness.store.schema import SCHEMA_VERSION, Base
@@ -113,7 +114,7 @@ def test_database_of_the_first_schema_is_upgraded_and_takes_energy_runs(tmp_path
     (row,) = store.runs().to_dict("records")
     assert row["forward_mean_ns"] == 1_000_000.0 and row["experiment"] == "sweep-20261123-150000-0a0a"
 
-    store.save(with_energy("tiny-new"), baseline_run_id=OLD_RUN, artifacts={"trace": "t.json"})
+    save_run(store, with_energy("tiny-new"), baseline_run_id=OLD_RUN, artifacts={"trace": "t.json"})
     again = ResultsStore(str(path), readonly=True)
     new = again.runs(ids=["tiny-new"]).iloc[0]
     assert {k: new[k] for k in ENERGY} == ENERGY
@@ -131,7 +132,7 @@ def test_read_only_open_upgrades_an_old_database_and_leaves_the_marker_alone(tmp
     assert list(store.runs()["run_id"]) == [OLD_RUN]
     assert revision(path) == migrations.HEAD
     assert "harness_meta" not in tables(path)  # reading does not make a database ours
-    ResultsStore(str(path)).save(with_energy("tiny-new"))  # writing does
+    save_run(ResultsStore(str(path)), with_energy("tiny-new"))  # writing does
     assert "harness_meta" in tables(path)
 
 
@@ -142,19 +143,21 @@ def test_database_at_an_intermediate_revision_is_upgraded(tmp_path: Path) -> Non
     with create_engine(f"sqlite:///{path}").begin() as conn:
         command.upgrade(migrations.config(conn), "0003")  # before baselines, artifacts, energy
     assert revision(path) == "0003" and "baselines" not in tables(path)
-    ResultsStore(str(path)).save(with_energy("tiny-e"))
+    save_run(ResultsStore(str(path)), with_energy("tiny-e"))
     assert revision(path) == migrations.HEAD
     assert ResultsStore(str(path), readonly=True).runs()["energy_j"].tolist() == [12.5]
 
 
 def test_database_of_a_newer_harness_with_an_unknown_revision_is_used_as_it_is(tmp_path: Path) -> None:
     path = tmp_path / "newer.sqlite"
-    ResultsStore(str(path)).save(make_result("tiny-1"))
+    save_run(ResultsStore(str(path)), make_result("tiny-1"))
     con = sqlite3.connect(path)
     con.execute("UPDATE harness_alembic_version SET version_num = '0099'")
     con.commit()
     con.close()
-    ResultsStore(str(path)).save(make_result("tiny-2"))  # additive changes: same SCHEMA_VERSION, still ours
+    save_run(
+        ResultsStore(str(path)), make_result("tiny-2")
+    )  # additive changes: same SCHEMA_VERSION, still ours
     assert list(ResultsStore(str(path), readonly=True).runs()["run_id"]) == ["tiny-1", "tiny-2"]
     assert revision(path) == "0099"
 

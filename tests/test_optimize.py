@@ -32,6 +32,7 @@ from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, StepRecord, new_id
 from harness.experiments import optimize as opt
 from harness.experiments.proposals import proposal_table
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -297,7 +298,7 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     store = ResultsStore(tmp_db)
     result = Machine({}, [], {}).timed(config())
     found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
-    store.save(result, advice={"health": {}, "findings": found})
+    save_run(store, result, advice={"health": {}, "findings": found})
     r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db, "--format", "json"])
     assert r.exit_code == 0, r.output
     (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
@@ -312,7 +313,7 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
         RunConfig(model="tiny", device="cpu", mode="forward", precision="bf16", batch_size=8, warmup=5,
                   steps=10, plant="slow-loader")
     )  # fmt: skip
-    store.save(planted, advice={"health": {}, "findings": found})
+    save_run(store, planted, advice={"health": {}, "findings": found})
     r = runner.invoke(app, ["optimize", planted.run_id, "--db", tmp_db, "--format", "json"])
     said = " ".join(r.stderr.split())
     again = "harness optimize tiny --mode forward --device cpu --precision bf16 --batch-size 8"
@@ -325,7 +326,7 @@ def test_optimize_of_a_stored_run_without_findings_says_so_without_an_empty_tabl
     keeps its empty list."""
     store = ResultsStore(tmp_db)
     result = Machine({}, [], {}).timed(config())
-    store.save(result, advice={"health": {}, "findings": []})
+    save_run(store, result, advice={"health": {}, "findings": []})
     r = runner.invoke(app, ["optimize", result.run_id, "--db", tmp_db], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
     assert r.stdout == ""
@@ -341,12 +342,12 @@ def test_optimize_of_a_stored_run_offers_no_command_to_try_findings_it_has_not(t
     none); a run never captured is, as the command that captures it first."""
     store = ResultsStore(tmp_db)
     clean = Machine({}, [], {}).timed(config())
-    store.save(clean, advice={"health": {}, "findings": []})
+    save_run(store, clean, advice={"health": {}, "findings": []})
     said = " ".join(runner.invoke(app, ["optimize", clean.run_id, "--db", tmp_db]).stderr.split())
     assert f"no finding in run {clean.run_id} (train): nothing to propose" in said
     assert "tries them" not in said and "harness optimize tiny" not in said
     bare = Machine({}, [], {}).timed(config())
-    store.save(bare)
+    save_run(store, bare)
     said = " ".join(runner.invoke(app, ["optimize", bare.run_id, "--db", tmp_db]).stderr.split())
     assert "tries them" not in said
     assert f"run {bare.run_id} is the harness's own: `harness optimize tiny --device cpu` captures it" in said
@@ -357,7 +358,7 @@ def test_a_misspelt_model_with_run_options_is_said_unknown(tmp_db: str) -> None:
     or a stored run); it is neither, nor a model: said as without the options, models named."""
     store = ResultsStore(tmp_db)
     stored = Machine({}, [], {}).timed(config())
-    store.save(stored, advice={"health": {}, "findings": []})
+    save_run(store, stored, advice={"health": {}, "findings": []})
     r = runner.invoke(app, ["optimize", "tinyy", "--device", "cpu", "--steps", "2", "--db", tmp_db])
     assert r.exit_code != 0 and "Traceback" not in r.output
     said = " ".join(r.stderr.split())
@@ -378,7 +379,7 @@ def test_optimize_of_a_harness_run_says_which_changes_apply_to_it(tmp_db: str) -
     found = [
         {"rule": rule, "at_stake_ns": 7_000_000, "evidence": "seen"} for rule in ("host-sync", "launch-bound")
     ]
-    store.save(gen, advice={"health": {}, "findings": found})
+    save_run(store, gen, advice={"health": {}, "findings": found})
     r = runner.invoke(app, ["optimize", gen.run_id, "--db", tmp_db, "--format", "json"])
     assert r.exit_code == 0, r.output
     (rows,) = [v for k, v in json.loads(r.stdout).items() if k.startswith("proposals for")]
@@ -407,7 +408,7 @@ def test_optimize_of_a_torch_profiler_run_judges_its_trace_as_advise_does(
     trace.write_bytes(trace_path("alexnet").read_bytes())
     store = ResultsStore(tmp_db)
     result = Machine({}, [], {}).timed(config())
-    store.save(result, profiler="torch", artifacts={"trace": str(trace)})
+    save_run(store, result, profiler="torch", artifacts={"trace": str(trace)})
     advised = runner.invoke(app, ["advise", result.run_id, "--db", tmp_db, "--format", "json"])
     assert advised.exit_code == 0, advised.output
     rules = [row["Rule"] for row in next(iter(json.loads(advised.stdout).values()))]
@@ -651,7 +652,7 @@ def test_optimize_of_a_run_takes_minus_n_and_refuses_an_untrusted_one(tmp_db: st
     store = ResultsStore(tmp_db)
     found = [{"rule": "data-loader", "at_stake_ns": 7_000_000, "evidence": "the loader's range: 7 ms"}]
     first = Machine({}, [], {}).timed(config())
-    store.save(first, advice={"health": {}, "findings": found})
+    save_run(store, first, advice={"health": {}, "findings": found})
     r = runner.invoke(app, ["optimize", "-1", "--db", tmp_db, "--format", "json"])
     assert r.exit_code == 0, r.output
     (rows,) = [
@@ -660,7 +661,9 @@ def test_optimize_of_a_run_takes_minus_n_and_refuses_an_untrusted_one(tmp_db: st
     assert [(row["Finding"], row["Change"]) for row in rows] == [("data-loader", "loader-workers")]
     degraded = Machine({}, [], {}).timed(config())
     degraded.status = "degraded"
-    store.save(degraded, advice={"health": {}, "findings": found, "untrusted": "capture: no event recorded"})
+    save_run(
+        store, degraded, advice={"health": {}, "findings": found, "untrusted": "capture: no event recorded"}
+    )
     for ref in ("-1", degraded.run_id):
         r = runner.invoke(app, ["optimize", ref, "--db", tmp_db, "--format", "json"])
         assert r.exit_code == 1 and r.stdout == ""

@@ -18,6 +18,7 @@ from test_store import make_result
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 pytestmark = pytest.mark.attack
@@ -106,7 +107,7 @@ def test_a_csv_folder_holding_a_link_to_the_input_is_refused(export: Path, tmp_p
 @pytest.mark.attack(saves=True)
 def test_a_dashboard_over_its_results_database_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "results.sqlite"
-    ResultsStore(str(db)).save(make_result("tiny-1"))
+    save_run(ResultsStore(str(db)), make_result("tiny-1"))
     result = runner.invoke(app, ["dashboard", "--db", str(db), "-o", str(db)])
     one_error(result, READS)
     assert list(ResultsStore(str(db), readonly=True).runs()["run_id"]) == ["tiny-1"]
@@ -272,7 +273,7 @@ def two_runs(export: Path, tmp_path: Path) -> Path:
     for run_id, fwd in (("tiny-a", 1_000_000), ("tiny-b", 2_000_000)):
         copy = tmp_path / f"{run_id}.sqlite"
         shutil.copyfile(export, copy)
-        store.save(make_result(run_id, fwd=fwd), profiler="nsys", nsys_sqlite=str(copy))
+        save_run(store, make_result(run_id, fwd=fwd), profiler="nsys", nsys_sqlite=str(copy))
     return db
 
 

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from analysis.dashboard.overhead import overhead_panel
 from analysis.dashboard.panel import DashboardData
 from harness.cli import app
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 PHASES = ("forward", "backward", "optimizer")
@@ -62,8 +63,8 @@ def test_overhead_panel_names_the_profiler(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     base = [(1_000_000, 2_000_000, 500_000)] * 2
     slow = [(1_300_000, 2_600_000, 650_000)] * 2
-    store.save(result("tiny-fp32-t0", "tiny", "fp32", base), experiment="overhead-t")
-    store.save(result("tiny-fp32-t1", "tiny", "fp32", slow), profiler="torch", experiment="overhead-t")
+    save_run(store, result("tiny-fp32-t0", "tiny", "fp32", base), experiment="overhead-t")
+    save_run(store, result("tiny-fp32-t1", "tiny", "fp32", slow), profiler="torch", experiment="overhead-t")
     panel = overhead_panel(DashboardData(runs=store.runs(), steps=store.step_timings()))
     base_bars, torch_bars, verdicts = panel.figure.data
     assert (base_bars.name, torch_bars.name) == ("no profiler", "torch")

@@ -22,6 +22,7 @@ from harness.cli import app
 from harness.core import nvtx_ranges
 from harness.core.records import RunConfig
 from harness.execution.runner import run_workload
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 from workloads.names import DATA
 from workloads.plants import __main__ as program
@@ -119,7 +120,7 @@ def test_each_cause_runs_and_is_stored(tmp_db: str, cause: str) -> None:
 def test_a_run_without_a_plant_shows_none(tmp_db: str) -> None:
     result = run_workload(config(None, steps=1))
     assert result.config.plant is None and "dynamo" not in result.extra
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     shown = runner.invoke(app, ["show", "latest", "--format", "json"], catch_exceptions=False)
     assert "plant" not in json.loads(shown.stdout)["run"]
 

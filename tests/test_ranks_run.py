@@ -26,6 +26,7 @@ from harness.cli import app
 from harness.execution.ranks.distributed import _buckets, beat_path, rank_path
 from harness.execution.ranks.multirank import Watchdog
 from harness.experiments.ranks import IMBALANCE, STRAGGLER, ranks_of_run
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -155,7 +156,7 @@ def test_ranks_of_a_program_run_read_its_export(tmp_db: str, h100_captures: dict
 
     export = h100_captures["tiny-generate"]
     program = RunResult(run_id="prog-1", config=program_config("prog"), status="ok", device="n/a")
-    ResultsStore(tmp_db).save(program, profiler="nsys", nsys_sqlite=str(export))
+    save_run(ResultsStore(tmp_db), program, profiler="nsys", nsys_sqlite=str(export))
     by_run = runner.invoke(app, ["ranks", "prog-1", "--format", "json"])
     assert by_run.exit_code == 0, by_run.output
     by_export = runner.invoke(app, ["ranks", str(export), "--format", "json"])
@@ -173,7 +174,7 @@ def test_an_older_database_gains_the_rank_columns(tmp_path: Path) -> None:
     db = tmp_path / "old.sqlite"
     store = ResultsStore(str(db))
     steps = [StepRecord(step=0, warmup=False, phases={"forward": 5})]
-    store.save(RunResult(run_id="old", config=RunConfig(model="tiny"), status="ok", steps=steps))
+    save_run(store, RunResult(run_id="old", config=RunConfig(model="tiny"), status="ok", steps=steps))
     store.engine.dispose()
     with sqlite3.connect(db) as conn:  # as a harness from before runs across ranks left it
         conn.execute("ALTER TABLE step_timings DROP COLUMN rank")
@@ -509,7 +510,8 @@ def test_ranks_of_a_generate_run_says_nothing_of_communication_and_names_its_exp
         StepRecord(i, False, {"prefill": 1_000_000, "decode": 2_000_000}, tokens=[10, 10]) for i in range(2)
     ]
     store = ResultsStore(tmp_db)
-    store.save(
+    save_run(
+        store,
         RunResult("tiny-gen", config, "ok", device="cpu", steps=steps),
         profiler="nsys",
         nsys_sqlite=str(export),
@@ -541,7 +543,7 @@ def test_a_run_across_ranks_keeps_the_memory_of_its_largest_rank(tmp_db: str) ->
     result = combine(config, "char-ranks", Launched(ranks, 0, ""))
     assert result.extra["memory"]["peak_rss_bytes"] == 500 * 2**20
     assert result.extra["memory"]["breakdown"] == {"total": 2**20}
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     shown = runner.invoke(app, ["show", "char-ranks", "--format", "json"])
     assert shown.exit_code == 0, shown.output
     title = f"memory (peak: {source}, the largest of 2 ranks)"

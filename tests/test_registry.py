@@ -67,6 +67,7 @@ from pathlib import Path
 
 from harness.core.records import RunResult, StepRecord
 from harness.profilers.base import Outcome, ProfilerOptions
+from harness.profilers.capture import save as save_run
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class PerfProfiler:
         data.write_text(json.dumps({"options": type(options).__name__, "force": options.force}))
         steps = [StepRecord(step=0, warmup=False, phases={"forward": 1000, "backward": 2000, "optimizer": 3})]
         result = RunResult(run_id="tiny-perf", config=config, status="ok", device="cpu", steps=steps)
-        store.save(result, profiler=self.name, artifacts={"perf_data": str(data)})
+        save_run(store, result, profiler=self.name, artifacts={"perf_data": str(data)})
         return PerfRun(result=result)
 
 

@@ -18,6 +18,7 @@ from analysis.views.blocks import OUTSIDE
 from harness.cli import app
 from harness.core.records import BlockRecord, ModelInfo, RunConfig, RunResult, StepRecord
 from harness.experiments.roofline import dashboard_roofline, run_report
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 from workloads.roofline import subblock_costs
 
@@ -52,7 +53,7 @@ def _run(run_id: str, model: str, *, blocks: bool = True, mode: str = "train", d
 
 def test_run_report_places_the_runs_block_times(tmp_db) -> None:
     store = ResultsStore(tmp_db)
-    store.save(_run("tiny-r1", "tiny", device="cuda", name="NVIDIA H100 80GB HBM3"))
+    save_run(store, _run("tiny-r1", "tiny", device="cuda", name="NVIDIA H100 80GB HBM3"))
     report = run_report(store, "tiny-r1")
     config = (report.batch_size, report.context_length, report.precision, report.attention)
     assert config == (2, 16, "fp32", "math")
@@ -87,7 +88,7 @@ def test_run_report_places_the_runs_block_times(tmp_db) -> None:
 
 def test_run_without_blocks_has_phase_times_only(tmp_db) -> None:
     store = ResultsStore(tmp_db)
-    store.save(_run("char-plain", "char", blocks=False))
+    save_run(store, _run("char-plain", "char", blocks=False))
     report = run_report(store, "latest", gpu="A100")
     assert report.source is None and report.table["time (ns)"].isna().all()
     assert report.phases_frame()["time (ns)"].tolist() == [4_000_000, 8_000_000, 2_000_000]
@@ -96,8 +97,8 @@ def test_run_without_blocks_has_phase_times_only(tmp_db) -> None:
 
 def test_roofline_command_with_a_run(tmp_db) -> None:
     store = ResultsStore(tmp_db)
-    store.save(_run("char-r1", "char"))
-    store.save(_run("char-gen", "char", mode="forward"))
+    save_run(store, _run("char-r1", "char"))
+    save_run(store, _run("char-gen", "char", mode="forward"))
     result = runner.invoke(app, ["roofline", "char-r1", "--gpu", "H100", "--format", "json"])
     assert result.exit_code == 0, result.output
     tables = json.loads(result.stdout)
@@ -119,7 +120,7 @@ def test_roofline_of_a_generate_run_places_prefill_and_decode(tmp_db) -> None:
     gen.steps = [StepRecord(i, i == 0, {"prefill": 3_000_000, "decode": 6_000_000}) for i in range(3)]
     gen.blocks = [BlockRecord(step, layer, "qkv_proj", phase, ns) for step in (1, 2) for layer in range(4)
                   for phase, ns in (("prefill", 100_000), ("decode", 50_000))]  # fmt: skip
-    store.save(gen)
+    save_run(store, gen)
     result = runner.invoke(app, ["roofline", "char-g", "--gpu", "H100", "--format", "json"])
     assert result.exit_code == 0, result.output
     tables = json.loads(result.stdout)
@@ -141,7 +142,7 @@ def test_roofline_title_of_a_generate_run_of_one_new_token(tmp_db) -> None:
     gen = _run("char-g1", "char", blocks=False)
     gen.config.mode, gen.config.new_tokens = "generate", 1
     gen.steps = [StepRecord(i, i == 0, {"prefill": 3_000_000, "decode": 1_000}) for i in range(3)]
-    store.save(gen)
+    save_run(store, gen)
     assert "char generate, batch 2 × prompt 16 + 1 token, fp32" in run_report(store, "char-g1").title
 
 
@@ -150,7 +151,7 @@ def test_measure_of_a_run_on_a_device_this_machine_lacks_is_one_line(tmp_db, mon
     resolve_device's, which names --device (refused with a RUN)."""
     import torch
 
-    ResultsStore(tmp_db).save(_run("char-gpu", "char", device="cuda", name="NVIDIA H100 80GB HBM3"))
+    save_run(ResultsStore(tmp_db), _run("char-gpu", "char", device="cuda", name="NVIDIA H100 80GB HBM3"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     result = runner.invoke(app, ["roofline", "char-gpu", "--measure"])
     assert result.exit_code == 2, result.output
@@ -162,7 +163,7 @@ def test_html_never_replaces_the_runs_trace(tmp_db, tmp_path) -> None:
     """--html naming the run's own trace (its measurement) is refused in one line, the trace left whole."""
     trace = tmp_path / "run.pt.trace.json"
     trace.write_text("{}")
-    ResultsStore(tmp_db).save(_run("char-t", "char"), profiler="torch", artifacts={"trace": str(trace)})
+    save_run(ResultsStore(tmp_db), _run("char-t", "char"), profiler="torch", artifacts={"trace": str(trace)})
     result = runner.invoke(app, ["roofline", "char-t", "--gpu", "H100", "--html", str(trace)])
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: --html {trace} is a file this command reads")
@@ -173,9 +174,9 @@ def test_dashboard_panels_for_block_runs(tmp_db) -> None:
     store = ResultsStore(tmp_db)
     empty = collect(store)
     assert blocks_panel(empty).missing and roofline_panel(empty).missing
-    store.save(_run("tiny-d1", "tiny"))
-    store.save(_run("char-d1", "char"))
-    store.save(_run("char-plain", "char", blocks=False, mode="forward"))
+    save_run(store, _run("tiny-d1", "tiny"))
+    save_run(store, _run("char-d1", "char"))
+    save_run(store, _run("char-plain", "char", blocks=False, mode="forward"))
     data = collect(store)
     shares = block_shares(data)
     assert list(dict.fromkeys(shares["label"])) == ["char", "tiny"]  # smallest model first
@@ -197,8 +198,8 @@ def test_dashboard_panels_for_block_runs(tmp_db) -> None:
 def test_blocks_and_roofline_draw_the_same_run_of_a_configuration(tmp_db) -> None:
     """A newer run of the same configuration made under a profiler: both panels keep the run without one."""
     store = ResultsStore(tmp_db)
-    store.save(_run("char-clean", "char"))
-    store.save(_run("char-profiled", "char"), profiler="torch")
+    save_run(store, _run("char-clean", "char"))
+    save_run(store, _run("char-profiled", "char"), profiler="torch")
     data = collect(store)
     assert set(block_shares(data)["run_id"]) == {"char-clean"}
     data.roofline = dashboard_roofline(store, data.runs, data.blocks)
@@ -234,7 +235,7 @@ def test_roofline_command_says_why_a_point_lies_above_its_roof(tmp_db, monkeypat
     # lm_head timed at 10 ns a step: far faster than an H100's roofs allow
     result.blocks = [b if b.block != "lm_head" else BlockRecord(b.step, None, "lm_head", "forward", 10)
                      for b in result.blocks]  # fmt: skip
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     out = runner.invoke(app, ["roofline", "char-fast", "--gpu", "H100"], catch_exceptions=False)
     assert out.exit_code == 0, out.output
     said = " ".join(out.output.split())
@@ -255,7 +256,7 @@ def test_a_run_across_ranks_counts_its_all_reduce_in_the_step(tmp_db) -> None:
                                         "optimizer": 2_000_000}, rank=r)
                  for r in (0, 1) for i in range(3)]  # fmt: skip
     store = ResultsStore(tmp_db)
-    store.save(run)
+    save_run(store, run)
     report = run_report(store, "tiny-ddp")
     notes = " ".join(report.notes)
     assert "sub-block times: timers of its first rank (harness blocks tiny-ddp); without a time: " in notes
@@ -277,9 +278,9 @@ def test_a_run_placed_against_another_devices_roofs_is_told_so(tmp_db) -> None:
     """`roofline CPU_RUN --gpu H100` places a CPU run's times against H100's roofs (MFU 0.0%): a note says
     the run ran elsewhere and what its shares then mean; none for a run on that GPU, nor for its own roofs."""
     store = ResultsStore(tmp_db)
-    store.save(_run("char-cpu", "char", blocks=False))
-    store.save(_run("char-a100", "char", blocks=False, device="cuda", name="NVIDIA A100-SXM4-80GB"))
-    store.save(_run("char-h100", "char", blocks=False, device="cuda", name="NVIDIA H100 80GB HBM3"))
+    save_run(store, _run("char-cpu", "char", blocks=False))
+    save_run(store, _run("char-a100", "char", blocks=False, device="cuda", name="NVIDIA A100-SXM4-80GB"))
+    save_run(store, _run("char-h100", "char", blocks=False, device="cuda", name="NVIDIA H100 80GB HBM3"))
     told = (
         "run char-cpu ran on AMD EPYC (a CPU), not on H100: its times are placed against H100's datasheet "
         "roofs, so the shares of the roof and MFU say how far it is from H100's peak, not how well it used "
@@ -305,7 +306,7 @@ def test_roofline_of_a_run_that_did_not_finish_says_so(tmp_db, tmp_path, status:
     stopped = _run("char-stopped", "char", blocks=False)
     stopped.steps = stopped.steps[:2]  # its warm-up step and one measured step
     stopped.status, stopped.error = status, error
-    store.save(stopped)
+    save_run(store, stopped)
     page = tmp_path / "roofline.html"
     result = runner.invoke(app, ["roofline", "char-stopped", "--format", "json", "--html", str(page)])
     assert result.exit_code == 0, result.output
@@ -315,7 +316,7 @@ def test_roofline_of_a_run_that_did_not_finish_says_so(tmp_db, tmp_path, status:
     title = next(k for k in out if k.startswith("sub-blocks"))
     assert title.endswith(f"math attention ({status}: did not finish)")
     assert f"({status}: did not finish)" in page.read_text()
-    store.save(_run("char-done", "char", blocks=False))
+    save_run(store, _run("char-done", "char", blocks=False))
     done = runner.invoke(app, ["roofline", "char-done", "--format", "json"])
     assert done.exit_code == 0 and "did not finish" not in done.output
 
@@ -328,7 +329,7 @@ def test_a_point_above_a_datasheet_compute_roof_says_the_peak_is_at_boost_clock(
     run.config.batch_size, run.config.context_length = 64, 256
     run.blocks = [b if b.block != "lm_head" else BlockRecord(b.step, None, "lm_head", "forward", 100_000)
                   for b in run.blocks]  # fmt: skip
-    ResultsStore(tmp_db).save(run)
+    save_run(ResultsStore(tmp_db), run)
     out = runner.invoke(app, ["roofline", "tiny-fast", "--format", "csv"])
     assert out.exit_code == 0, out.output
     said = " ".join(out.stderr.split())
@@ -347,7 +348,7 @@ def test_the_note_names_the_rows_without_a_time_of_this_model(tmp_db) -> None:
     store = ResultsStore(tmp_db)
     run = _run("char-fwd", "char")
     run.blocks = [b for b in run.blocks if b.phase == "forward"]  # as a trace has them: forward ranges only
-    store.save(run)
+    save_run(store, run)
     report = run_report(store, "char-fwd")
     note = next(n for n in report.notes if n.startswith("sub-block times"))
     assert note == (

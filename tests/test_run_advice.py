@@ -37,6 +37,7 @@ from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.machine import MachineLoad
 from harness.experiments.advice import run_advice, stored_facts
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -48,8 +49,9 @@ def checks(facts: RunFacts) -> dict[str, tuple[str, str]]:
 
 def _pair(store: ResultsStore, fwd_profiled: int) -> None:
     base = make_result("tiny-base")
-    store.save(base, experiment="overhead-x")
-    store.save(
+    save_run(store, base, experiment="overhead-x")
+    save_run(
+        store,
         make_result("tiny-prof", fwd=fwd_profiled),
         profiler="nsys",
         nsys_mode="light",
@@ -162,7 +164,7 @@ def test_one_paired_step_is_said_as_one() -> None:
 def test_a_stored_run_is_judged_by_its_phases_means_too(tmp_db: str, cpu_export) -> None:
     store = ResultsStore(tmp_db)
     agreement = _with_phase(_cpu_train_agreement(cpu_export, 1.0), "decode", 30_000, 26_500)
-    store.save(make_result("tiny-short"), profiler="nsys", nsys_mode="light", agreement=agreement)
+    save_run(store, make_result("tiny-short"), profiler="nsys", nsys_mode="light", agreement=agreement)
     status, evidence = checks(stored_facts(store, store.get("tiny-short")))["NVTX vs timers"]
     assert status == OK and evidence.startswith("largest difference +13.21% (decode, 3 steps), 4 µs a step")
 
@@ -184,8 +186,8 @@ def test_busy_machine_warns_and_quiet_passes(tmp_db: str) -> None:
     busy, quiet = make_result("tiny-busy"), make_result("tiny-quiet")
     busy.extra["machine"] = MachineLoad(2, 10.0, 1.6, 1.8, 0.25, 0.5).to_dict()
     quiet.extra["machine"] = MachineLoad(2, 10.0, 0.2, 0.3, 0.02, 0.5).to_dict()
-    store.save(busy)
-    store.save(quiet)
+    save_run(store, busy)
+    save_run(store, quiet)
     status, evidence = checks(stored_facts(store, store.get("tiny-busy")))["machine load"]
     assert status == WARN
     assert evidence == (
@@ -298,7 +300,7 @@ def test_health_line_names_the_worst_and_findings_one_line_each() -> None:
 
 def test_show_repeats_stored_advice_and_csv_json_carry_it(tmp_db: str, cpu_export) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
+    save_run(store, make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
     with open_trace(cpu_export) as trace:
         health = capture_health(trace)
     health.checks += run_checks(RunFacts())
@@ -329,7 +331,7 @@ def test_show_repeats_stored_advice_and_csv_json_carry_it(tmp_db: str, cpu_expor
 def test_health_and_advise_take_a_run(tmp_db: str, cpu_export) -> None:
     store = ResultsStore(tmp_db)
     _pair(store, 1_300_000)
-    store.save(make_result("tiny-prof", fwd=1_300_000), profiler="nsys", nsys_mode="light",
+    save_run(store, make_result("tiny-prof", fwd=1_300_000), profiler="nsys", nsys_mode="light",
                experiment="overhead-x", baseline_run_id="tiny-base", nsys_sqlite=str(cpu_export))  # fmt: skip
     advice = run_advice(store, "latest")
     by_name = {c.name: c.status for c in advice.health.checks}
@@ -416,8 +418,10 @@ def test_a_busy_machine_during_the_baseline_run_is_said_of_the_baseline(tmp_db: 
     base, prof = make_result("tiny-base"), make_result("tiny-prof", fwd=1_300_000)
     base.extra["machine"] = MachineLoad(2, 10.0, 1.6, 1.8, 0.02, 0.5).to_dict()
     prof.extra["machine"] = MachineLoad(2, 10.0, 1.9, 1.8, 0.25, 0.5).to_dict()  # load before: our baseline's
-    store.save(base, experiment="overhead-x")
-    store.save(prof, profiler="nsys", nsys_mode="light", experiment="overhead-x", baseline_run_id="tiny-base")
+    save_run(store, base, experiment="overhead-x")
+    save_run(
+        store, prof, profiler="nsys", nsys_mode="light", experiment="overhead-x", baseline_run_id="tiny-base"
+    )
     status, evidence = checks(stored_facts(store, store.get("tiny-prof")))["machine load"]
     assert status == WARN
     assert evidence == (
@@ -441,7 +445,7 @@ def test_advise_of_a_run_whose_export_is_gone_says_what_was_stored_and_refuses_t
         [Finding("data-loader", 40_000_000, "forward 100%", "3 loader ranges", "num_workers")]
     )
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(export),
+    save_run(store, make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(export),
                advice=record)  # fmt: skip
     export.unlink()
     refused = runner.invoke(app, ["advise", "tiny-prof", "-t", "data_loading_share=0.9"])
@@ -464,7 +468,7 @@ def test_advise_of_a_run_whose_export_is_gone_says_what_was_stored_and_refuses_t
 def test_advise_of_a_run_without_a_capture_says_no_rule_ran(tmp_db: str) -> None:
     """A run timed without a profiler has nothing for a rule to read: not "no rule fired" (a clean run) with
     exit 0, but no findings, why, and exit 1; --threshold is refused."""
-    ResultsStore(tmp_db).save(make_result("tiny-plain"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-plain"))
     for fmt in ("table", "json", "csv"):
         result = runner.invoke(app, ["advise", "tiny-plain", "--format", fmt])
         assert result.exit_code == 1 and result.stdout == "", fmt
@@ -488,7 +492,7 @@ def test_advise_of_a_planted_run_says_why_its_cause_is_not_found(tmp_db: str, cp
     for run_id, fixes in (("planted", []), ("fixed", ["pinned-copies"])):
         result = make_result(run_id)
         result.config = RunConfig(model="tiny", warmup=2, steps=3, plant="pageable-h2d", fixes=fixes)
-        store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
+        save_run(store, result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
     said = flat(runner.invoke(app, ["advise", "planted"]).output)
     assert "--plant pageable-h2d does not show in a cpu capture" in said
     assert "on a GPU its finding (pageable-copy) brings the fixes for it" in said
@@ -508,7 +512,7 @@ def test_a_capture_is_judged_with_the_record_advise_reads_back(tmp_db: str) -> N
     result.extra["dynamo"] = {"frames": 5, "graphs": 5, "graph_breaks": 0, "recompile_limit_hits": 0}
     at_run = measured(result, None, "light", NEWEST, []).record
     store = ResultsStore(tmp_db)
-    store.save(result)
+    save_run(store, result)
     read_back = run_record(store, store.get("tiny-recompiles"), store.step_timings(["tiny-recompiles"]))
     forward = sum(1_000_000 + i for i in (2, 3, 4))  # make_result's measured steps 2–4
     assert at_run == read_back == RunRecord(5, 3, result.extra["dynamo"], float(forward))
@@ -519,7 +523,9 @@ def test_rules_of_a_stored_run_read_the_export_it_was_captured_into(
 ) -> None:
     """`advise RUN --rule X` told the user to find the run's export, which the stored run names itself."""
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(a100_export))
+    save_run(
+        store, make_result("tiny-prof"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(a100_export)
+    )
     of_run = runner.invoke(app, ["advise", "tiny-prof", "--rule", "cuda-sync-memcpy", "--format", "csv"])
     of_export = runner.invoke(
         app, ["advise", str(a100_export), "--rule", "cuda-sync-memcpy", "--format", "csv"]
@@ -529,14 +535,14 @@ def test_rules_of_a_stored_run_read_the_export_it_was_captured_into(
     assert (
         of_run.stdout.splitlines()[1] == "19833582,942633682,Device,Pageable,262.144,1230493,0,1,7,cudaMemcpy"
     )
-    store.save(make_result("tiny-plain"))
+    save_run(store, make_result("tiny-plain"))
     plain = runner.invoke(app, ["advise", "tiny-plain", "--rule", "cuda-sync-memcpy"])
     assert plain.exit_code == 2 and plain.output == (
         "error: --rule reads an nsys export: run tiny-plain has none (it was not captured with nsys); its "
         "findings: `harness advise tiny-plain`\n"
     )
     gone = tmp_path / "gone.sqlite"
-    store.save(make_result("tiny-gone"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(gone))
+    save_run(store, make_result("tiny-gone"), profiler="nsys", nsys_mode="light", nsys_sqlite=str(gone))
     refused = runner.invoke(app, ["advise", "tiny-gone", "--rule", "cuda-sync-memcpy"])
     assert refused.exit_code == 2
     assert " ".join(refused.output.split()) == (

@@ -22,6 +22,8 @@ from harness.cli import app
 from harness.core.records import RunConfig, result_from_dict, result_to_dict
 from harness.energy.power import discover
 from harness.execution.runner import run_workload
+from harness.profilers.capture import finish
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 from tests.power_data import ReplayNvml
 
@@ -105,7 +107,10 @@ def test_runner_with_a_gpu_source_gives_joules_per_phase(tmp_path: Path, tmp_db)
     config = RunConfig("char", device="cpu", warmup=1, steps=3, power=True, power_period_ms=10)
     sources = discover(nvml=RampNvml(), powercap=tmp_path / "no-powercap")
     with sources:
-        result = run_workload(config, power_sources=sources)
+        measured_in_worker = run_workload(config, power_sources=sources)
+    # as the worker hands it back (its result file), and finished before it is stored
+    result = finish(result_from_dict(json.loads(json.dumps(result_to_dict(measured_in_worker)))))
+    assert "power_samples" not in result.extra  # turned into the energy figures, not stored
     assert result.status == "ok"
     assert result.extra["power_notes"] == ["RAPL: " + str(tmp_path / "no-powercap") + " not present"]
     table = {(r["scope"], r["device"]): r for r in result.extra["energy"]}
@@ -135,7 +140,7 @@ def test_runner_with_a_gpu_source_gives_joules_per_phase(tmp_path: Path, tmp_db)
     tokens = config.batch_size * result.model.context_length * len(measured)
     assert summary["tokens_per_j"] == pytest.approx(tokens / summary["energy_j"])
 
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     (row,) = ResultsStore(tmp_db, readonly=True).runs().to_dict("records")
     assert row["energy_j"] == pytest.approx(summary["energy_j"])
     assert row["avg_power_w"] == pytest.approx(WATTS, rel=0.02)

@@ -22,6 +22,7 @@ from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.execution.memory import MemoryRecorder, phase_intervals
 from harness.execution.runner import run_workload
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -231,7 +232,7 @@ def test_memory_panel_draws_the_newest_snapshot_by_phase(tmp_path, tmp_db: str) 
     store = ResultsStore(tmp_db)
     result = RunResult("tiny-mem", RunConfig("tiny", device="cuda"), "ok", device="cuda", device_name="H100")
     result.extra["artifacts"] = {"memory_snapshot": str(snap), "memory_phases": str(phases)}
-    store.save(result)
+    save_run(store, result)
     runs = store.runs()
     assert runs.loc[0, "artifacts"] == result.extra["artifacts"]  # the run's own files are stored
     panel = memory_panel(DashboardData(runs=runs))

@@ -13,6 +13,7 @@ from harness.core.records import RunConfig, measured_steps, phases_of
 from harness.core.signals import Terminated
 from harness.execution.runner import run_workload
 from harness.experiments.run_tables import results_table
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 
@@ -78,7 +79,7 @@ def test_out_of_memory_is_recorded_not_raised(monkeypatch, tmp_db) -> None:
     assert result.status == "oom"
     assert "out of memory" in (result.error or "")
     assert len(result.steps) == 2  # the two steps finished before the failure are kept
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     row = ResultsStore(tmp_db).runs().iloc[0]
     assert row["status"] == "oom"
     table = results_table([result])
@@ -118,7 +119,7 @@ def test_the_run_table_shows_the_measured_steps_a_stopped_run_finished(tmp_db, s
 
     result = make_result(f"tiny-{status}")
     result.status, result.error = status, "stopped after 3 of 5 measured steps"
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     row = ResultsStore(tmp_db).runs().iloc[0]
     table = results_table([result])
     assert table.loc[0, "status"] == status == row["status"]

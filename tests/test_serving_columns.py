@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult
 from harness.experiments.run_tables import SERVING_MEANS, results_table
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -52,11 +53,11 @@ def test_a_one_token_generate_run_has_ttft_and_no_tpot() -> None:
 
 def test_runs_lists_a_generate_runs_serving_figures(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(RunResult("train-a", RunConfig(model="tiny"), "ok", device="cpu"))
+    save_run(store, RunResult("train-a", RunConfig(model="tiny"), "ok", device="cpu"))
     train_only = runner.invoke(app, ["runs", "--wide"], catch_exceptions=False, env=WIDE)
     assert "TTFT" not in train_only.output and "TPOT" not in train_only.output
     gen = generate_run("gen-a", seed=1)
-    store.save(gen)
+    save_run(store, gen)
     serving = gen.extra["serving"]
     shown = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)
     assert [r["decode_tokens_per_s"] for r in shown] == [None, serving["decode_tokens_per_s"]]

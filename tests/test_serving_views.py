@@ -20,6 +20,7 @@ from harness.cli import app
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
 from harness.execution.generate import EAGER, serving_figures
 from harness.experiments.diff import tokens_frame
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -107,7 +108,7 @@ def test_diff_of_two_one_token_generate_runs_judges_their_ttft(tmp_db: str) -> N
             s.phases["prefill"] = int(s.phases["prefill"] * scale)
             s.phases["decode"], s.tokens = 20_000, []
         result.extra["serving"] = serving_figures(result, {"decode": EAGER})
-        store.save(result)
+        save_run(store, result)
     out = runner.invoke(app, ["diff", "one-a", "one-b", "--format", "json"], catch_exceptions=False)
     assert out.exit_code == 0, out.output
     (key,) = (k for k in json.loads(out.stdout) if k.startswith("Phases: B against A"))
@@ -120,8 +121,8 @@ def test_diff_of_two_one_token_generate_runs_judges_their_ttft(tmp_db: str) -> N
 
 def test_diff_of_two_generate_runs_has_ttft_and_tpot_rows(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(generate_run("gen-a", seed=1))
-    store.save(generate_run("gen-b", token_scale=1.25, seed=2))
+    save_run(store, generate_run("gen-a", seed=1))
+    save_run(store, generate_run("gen-b", token_scale=1.25, seed=2))
     assert len(tokens_frame(store.get("gen-a"))) == 10 * 7  # warm-up steps' tokens are stored too
     out = runner.invoke(app, ["diff", "gen-a", "gen-b", "--format", "json"], catch_exceptions=False)
     assert out.exit_code == 0, out.output
@@ -146,11 +147,11 @@ def test_diff_of_two_generate_runs_has_ttft_and_tpot_rows(tmp_db: str) -> None:
 def test_the_serving_panel_draws_each_generate_run(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
     for i, scale in enumerate((1.0, 0.5)):
-        store.save(generate_run(f"tiny-2026010{i}-120000-ab1{i}", token_scale=scale, seed=i))
+        save_run(store, generate_run(f"tiny-2026010{i}-120000-ab1{i}", token_scale=scale, seed=i))
     # without a capture of the GPU there is no busy share, and no subplot for it
     eager = serving_panel(DashboardData(runs=store.runs()))
     assert eager.figure is not None and "decode GPU busy (%)" not in {t.name for t in eager.figure.data}
-    store.save(generate_run("tiny-20260103-120000-ab12", token_scale=0.25, seed=2, busy=0.9))
+    save_run(store, generate_run("tiny-20260103-120000-ab12", token_scale=0.25, seed=2, busy=0.9))
     runs = store.runs()
     table = serving_table(runs)
     assert list(table["run_id"]) == list(runs["run_id"])
@@ -181,7 +182,7 @@ def test_the_serving_panel_draws_each_generate_run(tmp_db: str) -> None:
 
 
 def test_runs_lists_the_phases_of_the_modes_listed(tmp_db: str) -> None:
-    ResultsStore(tmp_db).save(generate_run("gen-a", seed=1))
+    save_run(ResultsStore(tmp_db), generate_run("gen-a", seed=1))
     out = runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False)
     assert out.exit_code == 0
     out = runner.invoke(app, ["runs", "--wide"], catch_exceptions=False, env={"COLUMNS": "300"})
@@ -195,10 +196,10 @@ def test_runs_gives_generate_runs_new_tokens(tmp_db: str) -> None:
     """A generate run's --new-tokens is a column of `runs` in csv and json (empty for other modes), and of its
     table only when a run listed has it."""
     store = ResultsStore(tmp_db)
-    store.save(RunResult("train-a", RunConfig(model="tiny"), "ok", device="cpu"))
+    save_run(store, RunResult("train-a", RunConfig(model="tiny"), "ok", device="cpu"))
     train_only = runner.invoke(app, ["runs", "--wide"], catch_exceptions=False, env={"COLUMNS": "300"})
     assert "new" not in train_only.output
-    store.save(generate_run("gen-a", seed=1))
+    save_run(store, generate_run("gen-a", seed=1))
     shown = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)
     assert [(r["run_id"], r["new_tokens"]) for r in shown] == [("train-a", None), ("gen-a", 8)]
     csv = runner.invoke(app, ["runs", "--format", "csv"], catch_exceptions=False).stdout.splitlines()
@@ -216,8 +217,8 @@ def test_runs_csv_keeps_counts_whole_beside_a_run_without_them(tmp_db: str) -> N
     """A run that failed before its model was built has no shape; the generate run beside it keeps its counts
     whole in csv (64, not 64.0) and json."""
     store = ResultsStore(tmp_db)
-    store.save(RunResult("oom-a", RunConfig(model="tiny"), "oom", device="cpu"))
-    store.save(generate_run("gen-a", seed=1))
+    save_run(store, RunResult("oom-a", RunConfig(model="tiny"), "oom", device="cpu"))
+    save_run(store, generate_run("gen-a", seed=1))
     csv = runner.invoke(app, ["runs", "--format", "csv"], catch_exceptions=False).stdout.splitlines()
     header = csv[0].split(",")
     row = dict(zip(header, csv[2].split(","), strict=True))
@@ -240,10 +241,10 @@ def test_the_serving_panel_draws_a_one_token_generate_run(tmp_db: str) -> None:
         s.phases["decode"], s.tokens = 20_000, []
     one.extra["serving"] = serving_figures(one, {"decode": EAGER, "kv_cache_bytes": KV_BYTES})
     one.tokens_per_s = one.extra["serving"]["output_tokens_per_s"]
-    store.save(one)
+    save_run(store, one)
     alone = serving_panel(DashboardData(runs=store.runs()))
     assert alone.figure is not None and alone.missing is None
-    store.save(generate_run("tiny-20260102-120000-gen2", seed=2))
+    save_run(store, generate_run("tiny-20260102-120000-gen2", seed=2))
     table = serving_table(store.runs())
     assert list(table["run_id"]) == ["tiny-20260101-120000-one1", "tiny-20260102-120000-gen2"]
     ttft = one.extra["serving"]["ttft_ns"]
@@ -266,8 +267,8 @@ def test_the_serving_panel_labels_a_one_token_run_as_decoding_nothing(tmp_db: st
         del s.phases["decode"]
         s.tokens = []
     one.extra["serving"] = serving_figures(one, {"decode": EAGER, "kv_cache_bytes": KV_BYTES})
-    store.save(one)
-    store.save(generate_run("tiny-20260102-120000-gen2", seed=2))
+    save_run(store, one)
+    save_run(store, generate_run("tiny-20260102-120000-gen2", seed=2))
     table = serving_table(store.runs())
     assert list(table["decode_path"]) == [NO_DECODE, EAGER]
     labels = list(table["label"])
@@ -281,7 +282,7 @@ def test_a_degraded_capture_s_decode_gpu_busy_is_shown_untrusted(tmp_db: str) ->
     for run_id, status in (("gen-ok", "ok"), ("gen-bad", "degraded")):
         result = generate_run(run_id, busy=0.42)
         result.status = status
-        store.save(result, profiler="nsys", nsys_mode="light")
+        save_run(store, result, profiler="nsys", nsys_mode="light")
 
     def busy_rows(run_id: str) -> list[tuple[str, float]]:
         shown = CliRunner().invoke(app, ["show", run_id, "--db", tmp_db, "--format", "json"])

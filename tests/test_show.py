@@ -13,6 +13,7 @@ from test_store import make_result
 from harness.core.machine import MachineLoad
 from harness.core.records import RunResult, StepRecord
 from harness.experiments.show import show_tables
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 
@@ -21,8 +22,9 @@ def store(tmp_db: str) -> ResultsStore:
     s = ResultsStore(tmp_db)
     base = make_result("tiny-base")
     base.extra["machine"] = MachineLoad(2, 10.0, 0.4, 1.2, 0.05, 0.45).to_dict()
-    s.save(base, experiment="overhead-1")
-    s.save(
+    save_run(s, base, experiment="overhead-1")
+    save_run(
+        s,
         make_result("tiny-prof", fwd=1_100_000),
         profiler="nsys",
         nsys_mode="light",
@@ -60,7 +62,7 @@ def test_show_baseline_names_its_profiled_run_and_machine_load(store: ResultsSto
 
 
 def test_show_unpaired_run_has_no_pair_tables(store: ResultsStore) -> None:
-    store.save(make_result("tiny-alone"))
+    save_run(store, make_result("tiny-alone"))
     names = [name for name, _ in show_tables(store.get("tiny-alone"), [])]
     assert names == ["run", "phases (measured steps)", "steps"]
 
@@ -109,7 +111,7 @@ def test_show_program_run_gives_its_command_and_exit_code_not_empty_step_tables(
         "prog-1", program_config("python"), "error", device=NOT_APPLICABLE,
         error="the program exited with code 3", extra={"command": command, "exit_code": 3},
     )  # fmt: skip
-    store.save(result, profiler="nsys", nsys_mode="light")
+    save_run(store, result, profiler="nsys", nsys_mode="light")
     tables = dict(show_tables(store.get("prog-1"), []))
     info = dict(zip(tables["run"]["field"], tables["run"]["value"], strict=True))
     assert info["command"] == "python 'my script.py' 'a b'" and info["exit code"] == 3
@@ -131,7 +133,7 @@ def test_show_of_a_program_run_gives_no_workload_settings(tmp_db: str) -> None:
         device="n/a",
         extra={"command": ["python", "x.py"], "exit_code": 0},
     )
-    store.save(result, profiler="nsys", nsys_mode="light")
+    save_run(store, result, profiler="nsys", nsys_mode="light")
     fields = list(dict(show_tables(store.get("prog-2"), []))["run"]["field"])
     assert fields[:7] == ["run", "created", "status", "model", "mode", "command", "exit code"]
     assert not {"batch size", "warmup steps", "measured steps", "compile", "precision", "tokens/s"} & set(
@@ -147,7 +149,7 @@ def test_show_says_a_file_of_the_run_that_is_gone(store: ResultsStore, tmp_path)
 
     kept, gone = tmp_path / "r.nsys-rep", tmp_path / "r.sqlite"
     kept.write_bytes(b"x")
-    store.save(make_result("tiny-files"), profiler="nsys", nsys_rep=str(kept), nsys_sqlite=str(gone))
+    save_run(store, make_result("tiny-files"), profiler="nsys", nsys_rep=str(kept), nsys_sqlite=str(gone))
     result = CliRunner().invoke(app, ["show", "tiny-files"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert f"nsys report: {kept}\n" in result.output
@@ -167,7 +169,7 @@ def test_one_measured_step_has_no_standard_deviation(tmp_db: str) -> None:
 
     from harness.cli import app
 
-    ResultsStore(tmp_db).save(_one_step("tiny-one"))
+    save_run(ResultsStore(tmp_db), _one_step("tiny-one"))
     shown = CliRunner().invoke(app, ["show", "tiny-one", "--db", tmp_db, "--format", "json"])
     assert shown.exit_code == 0, shown.output
     phases = json.loads(shown.stdout)["phases (measured steps)"]
@@ -182,7 +184,7 @@ def test_one_measured_step_has_no_standard_deviation(tmp_db: str) -> None:
 def test_a_stored_single_step_zero_reads_as_no_standard_deviation(tmp_db: str) -> None:
     """Databases written before held 0.0 as one step's std: they read as none, with the same figures."""
     store = ResultsStore(tmp_db)
-    store.save(_one_step("tiny-old"))
+    save_run(store, _one_step("tiny-old"))
     with store.engine.begin() as con:  # as the store wrote it then
         summary = json.loads(con.exec_driver_sql("SELECT summary FROM runs").scalar_one())
         for p in summary["phases"]:
@@ -203,7 +205,7 @@ def test_show_gives_each_power_note_a_line_of_its_own(tmp_db: str) -> None:
     notes = ["NVML: not asked: the run is on the CPU, not a GPU", "RAPL: /sys/class/powercap not present"]
     result = make_result("tiny-power")
     result.extra["power_notes"] = notes
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     shown = CliRunner().invoke(app, ["show", "tiny-power", "--db", tmp_db], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     assert "\\n" not in shown.output
@@ -224,8 +226,9 @@ def test_show_says_an_overhead_drawn_from_a_run_that_stopped_short(tmp_db: str) 
     s = ResultsStore(tmp_db)
     base = make_result("tiny-base")
     base.status, base.error, base.steps = "error", "worker exit code 1", base.steps[:4]
-    s.save(base)
-    s.save(
+    save_run(s, base)
+    save_run(
+        s,
         make_result("tiny-prof", fwd=1_100_000),
         profiler="nsys",
         nsys_mode="light",
@@ -261,7 +264,7 @@ def test_show_writes_the_phase_figures_as_the_other_tables_of_these_columns_do(t
         StepRecord(step=0, warmup=False, phases={"forward": 1_000_001, "backward": 9, "optimizer": 4}),
         StepRecord(step=1, warmup=False, phases={"forward": 1_000_004, "backward": 9, "optimizer": 4}),
     ]
-    ResultsStore(tmp_db).save(result)
+    save_run(ResultsStore(tmp_db), result)
     shown = CliRunner().invoke(app, ["show", "tiny-two", "--db", tmp_db, "--format", "csv"])
     assert shown.exit_code == 0, shown.output
     lines = shown.stdout.splitlines()
@@ -288,12 +291,14 @@ def test_show_says_how_many_tokens_a_generate_run_decodes_where_it_measured_no_s
     from harness.core.records import RunConfig
 
     config = RunConfig(model="tiny", mode="generate", batch_size=100_000_000, new_tokens=8, steps=2)
-    ResultsStore(tmp_db).save(RunResult("tiny-gen-oom", config, "oom", device="cpu", error="out of memory"))
+    save_run(
+        ResultsStore(tmp_db), RunResult("tiny-gen-oom", config, "oom", device="cpu", error="out of memory")
+    )
     shown = CliRunner().invoke(app, ["show", "tiny-gen-oom", "--db", tmp_db, "--format", "json"])
     assert shown.exit_code == 0, shown.output
     run = json.loads(shown.stdout)["run"]
     assert (run["mode"], run["batch size"], run["new tokens"]) == ("generate", 100_000_000, 8)
-    ResultsStore(tmp_db).save(make_result("tiny-train"))
+    save_run(ResultsStore(tmp_db), make_result("tiny-train"))
     train = dict(show_tables(ResultsStore(tmp_db).get("tiny-train")))["run"]
     assert "new tokens" not in set(train["field"])  # a train run decodes nothing
 
@@ -307,7 +312,7 @@ def test_show_gives_the_nvtx_difference_the_decimals_run_gives_it(tmp_db: str) -
     from harness.cli import app
 
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-nvtx"), profiler="nsys", nsys_mode="light")
+    save_run(store, make_result("tiny-nvtx"), profiler="nsys", nsys_mode="light")
     store.save_agreement(
         "tiny-nvtx",
         pd.DataFrame(
@@ -348,8 +353,8 @@ def test_runs_give_a_program_run_no_batch_size_and_no_compile(tmp_db: str) -> No
         "prog-3", program_config("python"), "ok", device=NOT_APPLICABLE,
         extra={"command": ["python", "x.py"], "exit_code": 0},
     )  # fmt: skip
-    store.save(program, profiler="nsys", nsys_mode="light")
-    store.save(make_result("tiny-run"))
+    save_run(store, program, profiler="nsys", nsys_mode="light")
+    save_run(store, make_result("tiny-run"))
     rows = store.runs().set_index("run_id")
     assert rows.loc["prog-3", "batch_size"] is pd.NA and rows.loc["prog-3", "compile"] is None
     assert rows.loc["tiny-run", "batch_size"] == 4 and rows.loc["tiny-run", "compile"] == False  # noqa: E712

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.execution.nsys import ProfileResult
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -62,7 +63,7 @@ def test_an_interrupted_run_says_its_last_steps_never_ran(
     profiler that supports the program's CUDA") and counted wrong ("step 4 of 4 measured steps lack")."""
     result = _interrupted("tiny-stopped", 3)
     store = ResultsStore(tmp_db)
-    store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
+    save_run(store, result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
     _, checks = _checks(["health", "tiny-stopped"])
     check = checks["NVTX steps"]
     assert check["Status"] == "warn"
@@ -90,7 +91,7 @@ def test_a_run_interrupted_between_steps_is_not_shown_sound(
     ranges, and the check still says that 6 never ran (it was ok: "4 measured steps, each with …")."""
     result = _interrupted("tiny-between", 4, "SIGTERM")
     export = with_harness_ranges(a100_export, tmp_path / "whole.sqlite")
-    ResultsStore(tmp_db).save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(export))
+    save_run(ResultsStore(tmp_db), result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(export))
     _, checks = _checks(["health", "tiny-between"])
     assert checks["NVTX steps"]["Status"] == "warn"
     assert checks["NVTX steps"]["Evidence"].startswith(
@@ -175,7 +176,7 @@ def test_a_capture_that_stopped_before_the_run_did_is_said_so_not_failed(
     the 5 measured steps after it never ran" although steps 5 and 6 ran."""
     result = _interrupted("tiny-early", 6)
     store = ResultsStore(tmp_db)
-    store.save(result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
+    save_run(store, result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(_cut(a100_export, tmp_path)))
     code, checks = _checks(["health", "tiny-early", "--strict"])
     assert code == 0  # no check fails
     timers = checks["NVTX vs timers"]

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.core.errors import HarnessError
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
+from harness.profilers.capture import save as save_run
 from harness.store.location import describe_url
 from harness.store.results import ResultsStore, resolve_url
 
@@ -34,7 +35,7 @@ def make_result(run_id: str, model: str = "tiny", precision: str = "fp32", fwd: 
 
 def test_round_trip(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-1"))
+    save_run(store, make_result("tiny-1"))
     run = store.get("tiny-1")
     assert run.model == "tiny" and run.status == "ok" and run.params == 22_696_448
     assert len(run.step_timings) == 15
@@ -48,8 +49,8 @@ def test_round_trip(tmp_db: str) -> None:
 
 def test_runs_table_filters_and_prefix(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-a", precision="fp32"))
-    store.save(make_result("small-b", model="small", precision="bf16", fwd=3_000_000))
+    save_run(store, make_result("tiny-a", precision="fp32"))
+    save_run(store, make_result("small-b", model="small", precision="bf16", fwd=3_000_000))
     df = store.runs()
     assert list(df["run_id"]) == ["tiny-a", "small-b"]
     assert df.loc[1, "forward_mean_ns"] == pytest.approx(3_000_003)
@@ -83,7 +84,7 @@ def test_a_database_is_named_as_given(tmp_path) -> None:
     /tmp/x@y.sqlite as /tmp/x%40y.sqlite and sqlite:///:memory: as sqlite:///%3Amemory%3A. A password is
     still hidden."""
     db = tmp_path / "a b@c:d 100%.sqlite"
-    ResultsStore(str(db)).save(make_result("tiny-1"))
+    save_run(ResultsStore(str(db)), make_result("tiny-1"))
     out = CliRunner().invoke(app, ["runs", "--db", str(db)], env={"COLUMNS": "1000"})
     assert out.exit_code == 0, out.output
     assert out.output.splitlines()[0] == f"runs in sqlite:///{db}"
@@ -94,15 +95,16 @@ def test_a_database_is_named_as_given(tmp_path) -> None:
 
 def test_profiled_run_is_linked_to_its_baseline(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    store.save(make_result("tiny-base"), experiment="overhead-1")
-    store.save(
+    save_run(store, make_result("tiny-base"), experiment="overhead-1")
+    save_run(
+        store,
         make_result("tiny-prof", fwd=1_100_000),
         profiler="nsys",
         nsys_mode="light",
         experiment="overhead-1",
         baseline_run_id="tiny-base",
     )
-    store.save(make_result("tiny-other"))
+    save_run(store, make_result("tiny-other"))
     assert list(store.runs()["baseline_run_id"].fillna("")) == ["", "tiny-base", ""]
     assert [r.id for r in store.linked("tiny-prof")] == ["tiny-base"]
     (profiled,) = store.linked("tiny-base")
@@ -114,7 +116,7 @@ def test_database_of_an_older_harness_gets_the_new_columns(tmp_path) -> None:
     import sqlite3
 
     path = tmp_path / "old.sqlite"
-    ResultsStore(str(path)).save(make_result("tiny-old"))
+    save_run(ResultsStore(str(path)), make_result("tiny-old"))
     with sqlite3.connect(path) as conn:  # as an older harness made it: no baseline_run_id, no revision
         conn.execute("DROP TABLE harness_alembic_version")
         cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "baseline_run_id"]
@@ -125,7 +127,7 @@ def test_database_of_an_older_harness_gets_the_new_columns(tmp_path) -> None:
         assert "baseline_run_id" not in [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
     store = ResultsStore(str(path))
     assert store.get("tiny-old").baseline_run_id is None
-    store.save(make_result("tiny-new"), baseline_run_id="tiny-old")
+    save_run(store, make_result("tiny-new"), baseline_run_id="tiny-old")
     assert list(store.runs()["baseline_run_id"].fillna("")) == ["", "tiny-old"]
 
 
@@ -135,7 +137,7 @@ def test_read_only_commands_read_a_database_of_an_older_harness(tmp_path) -> Non
     import sqlite3
 
     path = tmp_path / "old.sqlite"
-    ResultsStore(str(path)).save(make_result("tiny-old"))
+    save_run(ResultsStore(str(path)), make_result("tiny-old"))
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE harness_alembic_version")
         cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "baseline_run_id"]

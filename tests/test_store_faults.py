@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core.errors import HarnessError
+from harness.profilers.capture import save as save_run
 from harness.store.results import NoDatabase, ResultsStore, UnsavedRun
 
 pytestmark = pytest.mark.attack(saves=True)  # scripts/attack.sh runs and counts these
@@ -46,7 +47,7 @@ def one_line(result) -> str:
 def filled(path: Path, n: int = 2) -> ResultsStore:
     store = ResultsStore(str(path))
     for i in range(n):
-        store.save(make_result(f"tiny-{i}"))
+        save_run(store, make_result(f"tiny-{i}"))
     return store
 
 
@@ -114,7 +115,7 @@ def test_database_from_before_the_marker_is_ours(tmp_path: Path) -> None:
     con.close()
     assert list(ResultsStore(str(path), readonly=True).runs()["run_id"]) == ["tiny-0"]
     assert "harness_meta" not in tables(path)  # reading adds nothing
-    ResultsStore(str(path)).save(make_result("tiny-9"))
+    save_run(ResultsStore(str(path)), make_result("tiny-9"))
     assert "harness_meta" in tables(path)
 
 
@@ -239,7 +240,7 @@ def refused_while_locked(db: Path, run_id: str) -> tuple[ResultsStore, UnsavedRu
     holder = hold_lock(db, 120)
     try:
         with pytest.raises(UnsavedRun) as caught:
-            store.save(make_result(run_id))
+            save_run(store, make_result(run_id))
     finally:
         holder.kill()
         holder.wait()
@@ -252,7 +253,7 @@ def test_busy_database_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyP
     store = filled(tmp_path / "r.sqlite", 1)
     holder = hold_lock(tmp_path / "r.sqlite", 3)
     began = time.monotonic()
-    store.save(make_result("tiny-late"))
+    save_run(store, make_result("tiny-late"))
     assert time.monotonic() - began > 1.5  # it waited for the lock, then saved
     holder.wait()
     assert list(store.runs()["run_id"]) == ["tiny-0", "tiny-late"]

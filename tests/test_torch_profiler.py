@@ -16,6 +16,7 @@ from analysis.trace.opening import open_trace
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
 from harness.profilers import registry
+from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
 
 runner = CliRunner()
@@ -56,7 +57,7 @@ def test_database_of_an_older_harness_gets_artifacts(tmp_path) -> None:
     config = RunConfig(model="tiny", device="cpu", warmup=0, steps=1)
     old = RunResult(run_id="tiny-old", config=config, status="ok",
                     steps=[StepRecord(step=0, warmup=False, phases={"forward": 5})])  # fmt: skip
-    ResultsStore(str(path)).save(old, profiler="nsys", nsys_rep="/p/a.nsys-rep")
+    save_run(ResultsStore(str(path)), old, profiler="nsys", nsys_rep="/p/a.nsys-rep")
     with sqlite3.connect(path) as conn:  # as the harness before `artifacts` made it
         cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] != "artifacts"]
         assert len(cols) > 10
@@ -71,7 +72,7 @@ def test_database_of_an_older_harness_gets_artifacts(tmp_path) -> None:
     run = store.get("tiny-old")
     assert run.artifacts is None and run.nsys_rep == "/p/a.nsys-rep" and run.profiler == "nsys"
     new = RunResult(run_id="tiny-new", config=config, status="ok", steps=old.steps)
-    store.save(new, profiler="torch", artifacts={"trace": "/p/t.pt.trace.json.gz"})
+    save_run(store, new, profiler="torch", artifacts={"trace": "/p/t.pt.trace.json.gz"})
     rows = store.runs()
     assert rows["run_id"].tolist() == ["tiny-old", "tiny-new"]
     assert rows["artifacts"].tolist() == [None, {"trace": "/p/t.pt.trace.json.gz"}]

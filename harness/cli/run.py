@@ -46,7 +46,7 @@ from harness.core.machine import busy_note, describe
 from harness.core.records import config_phases, new_id
 from harness.core.signals import sigterm_raises
 from harness.energy.run import NOTES
-from harness.profilers import registry
+from harness.profilers import capture, registry
 from harness.profilers.capture import save_once
 
 if TYPE_CHECKING:
@@ -375,6 +375,7 @@ def import_cmd(
     for i, f in enumerate(files):
         try:
             pending = unsaved.read(f, registry.NAMES)
+            capture.finish(pending.result)  # its figures as a run saved at once has them
             store = store or results_db.ResultsStore(db)
             done.append(store.import_file(f, profilers=registry.NAMES, replace=replace, pending=pending))
         except HarnessError as e:  # its line says it of this file: the others are said with it

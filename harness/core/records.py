@@ -219,6 +219,9 @@ class RunResult:
         return [s.phases[phase] for s in self.steps if not s.warmup and phase in s.phases]
 
 
+PHASE_FIGURES = "phases"  # a run's summary: each phase's statistics (analysis.runs.steady.PhaseStats)
+
+
 def measured_steps(result: RunResult) -> list[dict[str, int]]:
     """Each measured (not warm-up) step's phases: phase -> duration_ns."""
     return [s.phases for s in result.steps if not s.warmup]

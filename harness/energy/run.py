@@ -1,8 +1,10 @@
 """`harness run --power`: sample power over a run's measured steps and add the energy figures to its result.
 
 The sources and the sampler are harness/energy/power.py's, the arithmetic analysis/runs/energy.py's; this
-module only joins them to a run: the sampler runs over the measured window, the phases' start times
-and durations become the intervals, and the analytic FLOPs and tokens of a step become FLOPs/J and tokens/J.
+module only joins them to a run: the sampler runs over the measured window, and the run keeps its samples
+with the analytic FLOPs and tokens of a step; before the run is stored (harness.profilers.capture.finish)
+the phases' start times and durations become the intervals the energy is shared out over, and the FLOPs and
+tokens become FLOPs/J and tokens/J.
 Whatever goes wrong here becomes a line in result.extra["power_notes"]:
 a finished run is never lost to it. `energy_rows` shows the energy table a run keeps (`run` and `show`).
 """
@@ -10,20 +12,22 @@ a finished run is never lost to it. `energy_rows` shows the energy table a run k
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from analysis.runs.energy import energy_table, run_summary
 from harness.core.errors import first_line
 from harness.core.records import RunConfig, RunResult
-from harness.energy.power import PowerSampler, PowerSources, discover, gpus_in_use
+from harness.energy.power import SAMPLE_COLUMNS, PowerSampler, PowerSources, discover, gpus_in_use
 from workloads import flops
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NOTES = "power_notes"  # result.extra keys
 NOTES_TITLE = "power notes"  # the notes as people read them: `show`'s field, `run`'s table in csv and json
 TABLE = "energy"
 SUMMARY = "energy_summary"
+SAMPLES = "power_samples"  # what the worker sampled, turned into TABLE and SUMMARY before the run is stored
 
 
 class EnergyMeter:
@@ -59,9 +63,11 @@ class EnergyMeter:
                     self.sampler.stop()
 
     def finish(self, result: RunResult, spec: Any) -> None:
-        """Put the notes, the energy table (records) and the run's summary into result.extra."""
+        """Put the notes and what was sampled (SAMPLES: the samples, and a step's analytic FLOPs and tokens)
+        into result.extra; the energy figures are computed from them with the run's other figures, before
+        it is stored (harness.profilers.capture.finish)."""
         try:
-            self._finish(result, spec)
+            self._keep(result, spec)
         except Exception as e:
             self.notes.append(f"energy not computed ({type(e).__name__}: {first_line(e)})")
         finally:
@@ -69,30 +75,39 @@ class EnergyMeter:
                 self.sources.close()
         result.extra[NOTES] = list(dict.fromkeys(self.notes))
 
-    def _finish(self, result: RunResult, spec: Any) -> None:
-        import pandas as pd
-
+    def _keep(self, result: RunResult, spec: Any) -> None:
         if self.sampler is None:
             return
         trace = self.sampler.trace()
         self.notes.extend(trace.notes)
-        intervals = pd.DataFrame(
-            [
-                (s.step, phase, s.starts[phase], s.starts[phase] + ns)
-                for s in result.steps
-                if not s.warmup
-                for phase, ns in s.phases.items()
-                if phase in s.starts
-            ],
-            columns=["step", "phase", "start_ns", "end_ns"],
-        )
         flops, tokens = step_work(result, spec)
-        table = energy_table(trace.samples, intervals, flops=flops, tokens_per_step=tokens)
-        if table.empty:
-            self.notes.append("no energy: no measured step lies inside the power samples")
-            return
-        result.extra[TABLE] = json.loads(table.to_json(orient="records"))  # NaN -> null
-        result.extra[SUMMARY] = run_summary(table)
+        frame = trace.samples.to_dict(orient="split", index=False)
+        result.extra[SAMPLES] = {"samples": frame, "flops": flops, "tokens_per_step": tokens}
+
+
+def kept_samples(kept: dict[str, Any]) -> pd.DataFrame:
+    """The samples a run kept (SAMPLES), as the sampler gave them."""
+    import pandas as pd
+
+    frame = pd.DataFrame(kept["data"], columns=kept["columns"])
+    floats = [c for c in SAMPLE_COLUMNS if c not in ("device", "tick", "t_ns")]
+    return frame.astype({"tick": "int64", "t_ns": "int64", **dict.fromkeys(floats, "float64")})
+
+
+def intervals(result: RunResult) -> pd.DataFrame:
+    """The measured steps' phases as energy is shared out over them: step, phase, start_ns, end_ns."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            (s.step, phase, s.starts[phase], s.starts[phase] + ns)
+            for s in result.steps
+            if not s.warmup
+            for phase, ns in s.phases.items()
+            if phase in s.starts
+        ],
+        columns=["step", "phase", "start_ns", "end_ns"],
+    )
 
 
 def step_work(result: RunResult, spec: Any) -> tuple[dict[str, float], float | None]:
@@ -108,10 +123,6 @@ def step_work(result: RunResult, spec: Any) -> tuple[dict[str, float], float | N
     if config.mode == "train":
         return {"forward": forward, "backward": 2 * forward}, tokens
     return {"forward": forward}, tokens
-
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def energy_rows(records: list[dict[str, object]]) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from analysis.compare.compile import (
     compile_comparison,
     compile_pairs,
 )
-from analysis.runs.steady import REMAINDER, STEP, run_steady
+from analysis.runs.steady import REMAINDER
 from harness.core.errors import UsageError
 from harness.core.records import CONFIG_DEFAULTS, UNTIMED_FIELDS, RunResult
 
@@ -26,30 +26,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from harness.store.results import ResultsStore
-
-
-def record_first_step(result: RunResult) -> None:
-    """The first step (wall time, and per phase) into result.extra, and with --compile `compile_ns`: the
-    first step minus the median measured step (per phase too), and the steady medians they were taken from
-    (`steady_phases_ns`, from analysis.runs.steady, as every command shows them). Eager runs keep their first
-    step as well, the warm-up cost compiled runs are compared with."""
-    if not result.steps or not result.steps[0].warmup:
-        return
-    first = result.steps[0].phases
-    result.extra["first_step_ns"] = sum(first.values())
-    result.extra["first_step_phases"] = dict(first)
-    measured = [s for s in result.steps if not s.warmup]
-    if not result.config.compile or not measured:
-        return
-    rows = [(s.step, phase, ns, s.warmup) for s in result.steps for phase, ns in s.phases.items()]
-    figures = run_steady(rows, tuple(first))
-    result.extra["compile_ns"] = round(figures.compile_ns(STEP) or 0)
-    result.extra["compile_phases_ns"] = {
-        phase: round(figures.compile_ns(phase) or 0)
-        for phase in first
-        if phase in figures.figures and phase not in NOT_COMPILED
-    }
-    result.extra["steady_phases_ns"] = {phase: f.median_ns for phase, f in figures.figures.items()}
 
 
 def record_inductor_cache(result: RunResult) -> None:

@@ -22,7 +22,7 @@ from harness.energy.run import EnergyMeter
 from harness.execution import block_timers, memory
 from harness.execution.body import Body, BodyFactory, autocast
 from harness.execution.checks import run_spec
-from harness.execution.compiled import dynamo_counts, record_dynamo, record_first_step, record_inductor_cache
+from harness.execution.compiled import dynamo_counts, record_dynamo, record_inductor_cache
 from harness.execution.generate import generate_body, prompt_length, serving_figures
 from harness.execution.memory import MemoryRecorder
 from harness.execution.timing import PhaseClock
@@ -154,7 +154,6 @@ def run_workload(
         result.blocks = timers.records()
     result.peak_memory_bytes = peak_memory_bytes(device)
     _throughput(config, spec, result, figures)
-    record_first_step(result)
     record_inductor_cache(result)
     record_dynamo(result, compiled_before)
     memory.record(result, config, spec, device)

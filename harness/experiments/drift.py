@@ -30,6 +30,7 @@ from harness.core.records import (
     new_id,
     timer_frame,
 )
+from harness.profilers import capture
 from harness.profilers.base import run_baseline
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ def repeat_runs(
             refusal = save(store, result, experiment=experiment)
             unsaved.extend([refusal] if refusal else [])
         else:
-            store.save(result, experiment=experiment)
+            capture.save(store, result, experiment=experiment)
         results.append(result)
 
     stopped: int | None = None

@@ -42,6 +42,7 @@ from harness.experiments.changes import applied
 from harness.experiments.drift import compared_drift, key_of
 from harness.experiments.proposals import Proposal, Untrusted, untrusted_of
 from harness.profilers.base import run_baseline
+from harness.profilers.capture import save as save_run
 from harness.profilers.nsys import PROFILER
 from workloads.names import counted
 from workloads.plants.catalogue import fixes_for, unseen
@@ -220,7 +221,7 @@ def optimize(
     ) -> None:  # fmt: skip
         part = {"role": role, "stack": list(stack), "change": change}
         result.extra["optimize"] = {**part, **({"verdict": verdict} if verdict else {})}
-        store.save(result, experiment=out.experiment, **how)
+        save_run(store, result, experiment=out.experiment, **how)
         out.device_name = out.device_name or result.device_name
         if result.status == "interrupted" and out.interrupted is None:
             out.interrupted = signals.signal_in(result.error)

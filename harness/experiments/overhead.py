@@ -19,6 +19,7 @@ from analysis.compare.overhead import headline, overhead_steps, overhead_table, 
 from harness.core import machine, signals
 from harness.core.errors import HarnessError
 from harness.core.records import RunConfig, RunResult, config_phases, new_id, timer_frame
+from harness.profilers import capture
 from harness.profilers.base import NothingRecorded, run_baseline
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def measure_overhead(
                 progress(f"round {attempt + 1}{'' if ci_target else f'/{repeats}'}: {label}{status}")
             if profiled is None:
                 result, _ = run_baseline(config)
-                store.save(result, experiment=experiment)
+                capture.save(store, result, experiment=experiment)
                 baseline_id = result.run_id
             else:
                 try:
@@ -121,7 +122,7 @@ def measure_overhead(
                 except NothingRecorded as e:
                     return f"{label}: {e}"
                 notes.extend(n for n in run_notes if n not in notes)
-                store.save(result, experiment=experiment, baseline_run_id=baseline_id, **how)
+                capture.save(store, result, experiment=experiment, baseline_run_id=baseline_id, **how)
             if result.status == "interrupted":  # Ctrl-C or SIGTERM: no more rounds
                 nonlocal stopped
                 stopped = signals.signal_in(result.error)

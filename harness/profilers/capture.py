@@ -4,15 +4,20 @@ timers go to analysis.front.examine, the one door by which a capture is read (th
 kernels, agreement with the timers, overhead, blocks, health and findings come back), the run is made
 `degraded` when its capture fails its checks, and it is saved once, with all of it, in one transaction
 (also when the reading is cut short). For `run --nsys`, `run --profiler torch`, `profile -- CMD` and
-`overhead` alike."""
+`overhead` alike. Every run is finished here before it is stored, with or without a profiler (`finish`):
+the figures its own timers and samples give (each phase's statistics, the first step and compile time,
+the energy) are computed once, and the store only stores them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.compare.compile import NOT_COMPILED
 from analysis.errors import AnalysisError, OptionsError
 from analysis.front.examine import (
     Baseline,
@@ -26,10 +31,20 @@ from analysis.front.examine import (
     examine_trace,
 )
 from analysis.readers.kineto import is_complete
+from analysis.runs.energy import energy_table, run_summary
+from analysis.runs.steady import STEP, phase_stats, run_steady
 from analysis.tables import stats_format
 from harness.core import machine, nvtx_ranges, signals
-from harness.core.errors import UsageError
-from harness.core.records import RunConfig, RunResult, config_phases, timer_frame
+from harness.core.errors import UsageError, first_line
+from harness.core.records import (
+    PHASE_FIGURES,
+    RunConfig,
+    RunResult,
+    config_phases,
+    measured_steps,
+    timer_frame,
+)
+from harness.energy import run as energy
 from harness.execution.nsys import CAPTURE_RANGE
 from harness.profilers import base
 from harness.store.results import UnsavedRun
@@ -66,6 +81,72 @@ def mark_degraded(result: RunResult, reason: str | None) -> str | None:
     return None
 
 
+def finish(result: RunResult) -> RunResult:
+    """The figures the run's own measurements give, put into result.extra (its summary) before it is stored:
+    each phase's statistics over the measured steps (PHASE_FIGURES), the first step (with --compile, the
+    compile time beyond the steady median) and, with --power, the energy of the samples the worker kept.
+    The same run finished again gives the same figures."""
+    result.extra[PHASE_FIGURES] = [
+        asdict(s) for s in phase_stats(measured_steps(result), config_phases(result.config))
+    ]
+    _first_step(result)
+    _energy(result)
+    return result
+
+
+def _first_step(result: RunResult) -> None:
+    """The first step (wall time, and per phase), and with --compile `compile_ns`: the first step minus the
+    median measured step (per phase too), and the steady medians they were taken from (`steady_phases_ns`,
+    from analysis.runs.steady, as every command shows them). Eager runs keep their first step as well, the
+    warm-up cost compiled runs are compared with. A run across ranks keeps none: each rank compiled its
+    own."""
+    if result.config.world_size > 1 or not result.steps or not result.steps[0].warmup:
+        return
+    first = result.steps[0].phases
+    result.extra["first_step_ns"] = sum(first.values())
+    result.extra["first_step_phases"] = dict(first)
+    measured = [s for s in result.steps if not s.warmup]
+    if not result.config.compile or not measured:
+        return
+    rows = [(s.step, phase, ns, s.warmup) for s in result.steps for phase, ns in s.phases.items()]
+    figures = run_steady(rows, tuple(first))
+    result.extra["compile_ns"] = round(figures.compile_ns(STEP) or 0)
+    result.extra["compile_phases_ns"] = {
+        phase: round(figures.compile_ns(phase) or 0)
+        for phase in first
+        if phase in figures.figures and phase not in NOT_COMPILED
+    }
+    result.extra["steady_phases_ns"] = {phase: f.median_ns for phase, f in figures.figures.items()}
+
+
+def _energy(result: RunResult) -> None:
+    """The energy table and the run's energy figures from the samples the worker kept (energy.SAMPLES,
+    dropped once used); what goes wrong is a power note: the run is never lost to it."""
+    kept = result.extra.pop(energy.SAMPLES, None)
+    if kept is None:
+        return
+    notes = list(result.extra.get(energy.NOTES) or [])
+    try:
+        table = energy_table(
+            energy.kept_samples(kept["samples"]), energy.intervals(result),
+            flops=kept["flops"], tokens_per_step=kept["tokens_per_step"],
+        )  # fmt: skip
+    except Exception as e:
+        notes.append(f"energy not computed ({type(e).__name__}: {first_line(e)})")
+    else:
+        if table.empty:
+            notes.append("no energy: no measured step lies inside the power samples")
+        else:
+            result.extra[energy.TABLE] = json.loads(table.to_json(orient="records"))  # NaN -> null
+            result.extra[energy.SUMMARY] = run_summary(table)
+    result.extra[energy.NOTES] = list(dict.fromkeys(notes))
+
+
+def save(store: ResultsStore, result: RunResult, **how: Any) -> str:
+    """The run finished (`finish`) and stored: its id; the store's refusal (UnsavedRun) is raised."""
+    return store.save(finish(result), **how)
+
+
 def save_once(
     store: ResultsStore,
     result: RunResult,
@@ -79,7 +160,7 @@ def save_once(
     a signal (Ctrl-C or SIGTERM while it waited on a locked database) is raised, for the caller to end with
     (its exit_code is the signal's); else it is returned as any other."""
     try:
-        store.save(result, **how)
+        save(store, result, **how)
     except UnsavedRun as e:
         if signal_ends and e.signal is not None:
             raise

@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from analysis.runs.steady import phase_stats
 from harness.core import signals
 from harness.core.errors import HarnessError
-from harness.core.records import RunResult, measured_steps, names_a_file, newest_back, phases_of
+from harness.core.records import RunResult, names_a_file, newest_back
 from harness.store import unsaved
 from harness.store.schema import (
     RUN_COLUMNS,
@@ -273,11 +272,7 @@ class RunsPart(Database):
             model_info=asdict(result.model) if result.model else {},
             env=result.env,
             **({"advice": advice} if advice is not None else {}),  # None: leave what is stored
-            summary={
-                "phases": [asdict(s) for s in phase_stats(measured_steps(result), phases_of(result))],
-                **result.extra,
-                **token_timings(result),
-            },
+            summary={**result.extra, **token_timings(result)},
         )
         # relationships are left unset on `run`, so merge leaves them alone: the rows are replaced here
         with Session(self.engine) as session, session.begin():
