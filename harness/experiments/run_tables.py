@@ -236,8 +236,8 @@ def serving_rows(serving: dict[str, Any], degraded: bool = False) -> pd.DataFram
 
 def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:
     """Per phase, the remainder (step − phases) and the whole step: the first step, the measured median
-    (analysis.runs.steady's, as harness.profilers.capture.finish stores them) and the difference (compile); a phase --compile
-    leaves eager (generate's prefill) has none, and a `note` column says why."""
+    (analysis.runs.steady's, as harness.profilers.capture.finish stores them) and the difference (compile);
+    a phase --compile leaves eager (generate's prefill) has none, and a `note` column says why."""
     import pandas as pd
 
     first = extra.get("first_step_phases") or {}
