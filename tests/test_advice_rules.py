@@ -12,14 +12,18 @@ from pathlib import Path
 import pytest
 from conftest import CPU_DIR, H100_DIR, SHARED_NSYS, need
 from export_data import derive
+from reading import flat
+from typer.testing import CliRunner
 
 from analysis.advice.findings import OptimizerRoof, RunRecord, Thresholds, advice, findings
 from analysis.trace.opening import open_trace
+from harness.cli import app
 
 DATA = Path(__file__).parent / "data" / "h100"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 STEP_IDS = "(SELECT id FROM StringIds WHERE value = 'step')"
 NEW_CORRELATION = 10_000_000  # above every correlation id of the capture: a copy whose call is not recorded
+runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -172,12 +176,43 @@ def test_the_optimizer_against_its_memory_roof() -> None:
     )
 
 
+NO_CUDA_LINE = (
+    "gpu-host-wait, host-sync, launch-bound, optimizer-loop, exposed-communication, fp32-gemm, "
+    "math-attention, pageable-copy, d2h-copy: read CUDA's kernels, copies and runtime calls, and the capture "
+    "holds none: they had nothing to judge"
+)
+
+
 def test_an_export_says_what_it_cannot_judge() -> None:
+    """What the export alone cannot judge (the run's record judges it), then (cpu-train traced no CUDA) the
+    rules that read CUDA, which had nothing to read with the record or without it."""
     with open_trace(need(CPU_DIR / "report.sqlite")) as trace:
         alone, stored = advice(trace), advice(trace, run=RunRecord(steps=8))
-    assert [line.split(":")[0] for line in alone.not_judged] == ["recompile", "optimizer-loop"]
-    assert all("`harness advise RUN` judges it" in line for line in alone.not_judged)
-    assert stored.not_judged == []
+    *needs, cuda = alone.not_judged
+    assert [line.split(":")[0] for line in needs] == ["recompile", "optimizer-loop"]
+    assert all("`harness advise RUN` judges it" in line for line in needs)
+    assert cuda == NO_CUDA_LINE
+    assert stored.not_judged == [NO_CUDA_LINE]
+
+
+def test_a_capture_without_cuda_says_its_gpu_rules_had_nothing_to_read(tmp_path: Path) -> None:
+    """cpu-train (NVTX and OS runtime only): "no rule fired" read as a clean GPU, where the rules that read
+    CUDA had nothing to read; said in a note. A run's roofline judges optimizer-loop without kernels; a
+    capture with CUDA (h100-medium, weatherbench2's runtime calls and memset without a kernel) says
+    nothing of it."""
+    export = need(CPU_DIR / "report.sqlite")
+    result = runner.invoke(app, ["advise", str(export)])
+    assert result.exit_code == 0, result.output
+    said = flat(result.stderr)
+    assert "no findings in report.sqlite: no rule fired" in said
+    assert f"note: {NO_CUDA_LINE}" in said
+    roof = OptimizerRoof(60.0, 76_000_000.0, 45_600_000.0, 95.4e9, 1255.0, "NVIDIA H200 (datasheet)")
+    with open_trace(export) as trace:
+        (line,) = advice(trace, run=RunRecord(steps=8, optimizer_roof=roof)).not_judged
+    assert line == NO_CUDA_LINE.replace("optimizer-loop, ", "")
+    for gpu in (H100_DIR, SHARED_NSYS / "ext" / "weatherbench2"):
+        with open_trace(need(gpu / "report.sqlite")) as trace:
+            assert not any("capture holds none" in line for line in advice(trace).not_judged)
 
 
 def test_a_capture_without_steps_says_what_it_could_not_judge() -> None:

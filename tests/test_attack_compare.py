@@ -225,7 +225,7 @@ def test_a_whole_number_threshold_takes_a_whole_number_however_written(tmp_path:
     export = str(tmp_path / "none.sqlite")
     for value in ("2.5", "inf", "nan", "many"):
         result = runner.invoke(app, ["advise", export, "-t", f"optimizer_kernels={value}"])
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 2, result.output
         assert (
             result.output.strip() == f"error: threshold optimizer_kernels takes a whole number, not '{value}'"
         )

@@ -7,6 +7,7 @@ import io
 import json
 import shutil
 import sqlite3
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from kineto_data import expected, trace_path
 from typer.testing import CliRunner
 
 from analysis.advice.findings import Thresholds, findings, phase_of
+from analysis.errors import OptionsError
 from analysis.hta.hta_rules import hta_view
 from analysis.trace.opening import open_trace
 from analysis.trace.trace import Trace
@@ -243,6 +245,40 @@ def test_thresholds_from_the_command_line() -> None:
         assert f"threshold data_loading_share takes a number, 0 or more, not '{value}'" in refused.stderr
     never = runner.invoke(app, ["advise", path, "-t", "host_wait_share=inf", "--format", "csv"])
     assert never.exit_code == 0 and "gpu-host-wait" not in never.stdout
+
+
+def test_a_share_threshold_above_one_is_refused() -> None:
+    """A share written as a percent (host_wait_share=10 for 10%) would never let its rule fire (or, for a
+    `_below` one, fire it whatever it saw): refused, a usage error, naming the range and what it reads as;
+    thresholds that are not shares take any number, 0 or more."""
+    path = str(trace_path("nccl"))
+    refused = runner.invoke(app, ["advise", path, "-t", "host_wait_share=10", "--format", "csv"])
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == (
+        "error: threshold host_wait_share is a share, 0 to 1 (0.1 is 10%), not '10': that reads as 1000%"
+    )
+    shares = [f.name for f in fields(Thresholds) if "share" in f.metadata]
+    assert shares == [
+        "host_wait_share",
+        "launch_busy_below",
+        "launch_share_above",
+        "optimizer_roof_below",
+        "overhead_share",
+        "data_loading_share",
+        "exposed_comm_share",
+        "fp32_gemm_share",
+    ]
+    for name in shares:
+        with pytest.raises(OptionsError, match=rf"^threshold {name} is a share, 0 to 1 .*'1.5': .* 150%$"):
+            Thresholds().with_options([f"{name}=1.5"])
+        assert getattr(Thresholds().with_options([f"{name}=1"]), name) == 1
+    for name in ("launch_busy_below", "optimizer_roof_below"):  # inf would fire these whatever they see
+        with pytest.raises(OptionsError, match=r"not 'inf'$"):
+            Thresholds().with_options([f"{name}=inf"])
+    others = Thresholds().with_options(["syncs_per_step=10", "copies_per_step=3", "optimizer_kernels=200"])
+    assert (others.syncs_per_step, others.copies_per_step, others.optimizer_kernels) == (10, 3, 200)
+    fired = runner.invoke(app, ["advise", path, "-t", "host_wait_share=0.1", "--format", "csv"])
+    assert fired.exit_code == 0 and "gpu-host-wait" in fired.stdout
 
 
 def test_several_rules_as_json() -> None:

@@ -139,6 +139,23 @@ def test_hta_rules_leave_an_nsys_export_alone(a100_export: Path) -> None:
     pd.testing.assert_frame_equal(kernel_summary(hta_view(trace)), kernel_summary(trace))
 
 
+def test_hta_rules_that_change_nothing_say_so(a100_export: Path) -> None:
+    """`--hta` on an nsys export (no ProfilerStep ranges, whole-ns times) or on alexnet (no steps, whole µs)
+    gave the plain numbers without a word, as if they were HTA's rules applied: a note says the rules change
+    nothing there, and why. Without --hta nothing is said."""
+    said = (
+        "note: HTA's load rules change nothing here: the trace has no ProfilerStep ranges (HTA leaves out "
+        "the last of two or more) and no fraction of a µs in its times to round"
+    )
+    for path in (a100_export, trace_path("alexnet")):
+        for command in ("kernels", "breakdown"):
+            ruled = runner.invoke(app, [command, str(path), "--hta", "-f", "csv"])
+            assert ruled.exit_code == 0, ruled.output
+            assert ruled.stderr.splitlines().count(said) == 1, ruled.stderr
+            plain = runner.invoke(app, [command, str(path), "-f", "csv"])
+            assert plain.stdout == ruled.stdout and "HTA's load rules" not in plain.stderr
+
+
 def test_annotations_are_ranges_and_credit_kernels_on_their_thread() -> None:
     """user_annotation: push/pop ranges of their thread, so nvtx-gpu (thread mode) gives nccl:all_reduce the
     kernels whose launch call ran inside it on the same thread, computed here from the raw JSON."""

@@ -14,7 +14,7 @@ import pandas as pd
 
 from analysis.advice import where
 from analysis.advice.instruments import Instruments, instruments
-from analysis.errors import AnalysisError
+from analysis.errors import OptionsError
 from analysis.trace.trace import Trace
 from workloads.names import DATA, MEASURED
 
@@ -30,38 +30,58 @@ FIX_ATTENTION = (
 )
 
 
+def share(default: float, *, below: bool = False) -> Any:
+    """A threshold that is a share of something, 0 to 1: its rule fires at or above it (inf, given as
+    such, turns it off), or `below` it (where inf would fire it whatever it sees)."""
+    return field(default=default, metadata={"share": "below" if below else "at least"})
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """When each rule fires (docs/advice.md says why these defaults)."""
 
-    host_wait_share: float = 0.10  # host-wait idle of the busiest stream, share of the GPU's span
+    host_wait_share: float = share(0.10)  # host-wait idle of the busiest stream, share of the GPU's span
     syncs_per_step: float = 1.0  # blocking synchronisations per step, on average
-    launch_busy_below: float = 0.50  # launch-bound: GPU busy below this share of the phase ...
-    launch_share_above: float = 0.30  # ... while launch calls take at least this share of it
+    # launch-bound: GPU busy below this share of the phase ...
+    launch_busy_below: float = share(0.50, below=True)
+    launch_share_above: float = share(0.30)  # ... while launch calls take at least this share of it
     optimizer_kernels: int = 50  # optimizer: kernels per optimizer step from this many ...
     optimizer_median_ns: int = 20_000  # ... with a median kernel shorter than this
-    optimizer_roof_below: float = 0.50  # optimizer: below this share of its memory roof (the run's roofline)
-    overhead_share: float = 0.02  # nsys's own time inside a phase, share of the phase (health's threshold)
-    data_loading_share: float = 0.05  # GPU idle while loading data / between steps, share of the steps' time
-    exposed_comm_share: float = 0.10  # communication kernels with no computation beside, share of GPU span
-    fp32_gemm_share: float = 0.05  # fp32 GEMMs' GPU time, share of the kernels' GPU time in the steps
+    # optimizer: below this share of its memory roof (the run's roofline)
+    optimizer_roof_below: float = share(0.50, below=True)
+    # nsys's own time inside a phase, share of the phase (health's threshold)
+    overhead_share: float = share(0.02)
+    # GPU idle while loading data / between steps, share of the steps' time
+    data_loading_share: float = share(0.05)
+    # communication kernels with no computation beside, share of GPU span
+    exposed_comm_share: float = share(0.10)
+    fp32_gemm_share: float = share(0.05)  # fp32 GEMMs' GPU time, share of the kernels' GPU time in the steps
     copies_per_step: float = 1.0  # pageable or device-to-host copies per step, on average
 
     def with_options(self, options: list[str]) -> Thresholds:
-        """These thresholds with `NAME=VALUE` options applied; AnalysisError naming what is wrong."""
+        """These thresholds with `NAME=VALUE` options applied; OptionsError (a usage error) naming what is
+        wrong."""
         types = {f.name: type(getattr(self, f.name)) for f in fields(self)}
+        shares = {f.name: f.metadata["share"] for f in fields(self) if "share" in f.metadata}
         changed = {}
         for opt in options:
             key, eq, value = opt.partition("=")
             if key not in types or not eq:
-                raise AnalysisError(f"threshold {opt!r}: use NAME=VALUE, NAME one of {', '.join(types)}")
+                raise OptionsError(f"threshold {opt!r}: use NAME=VALUE, NAME one of {', '.join(types)}")
             try:
-                changed[key] = _number(types[key], value)
+                changed[key] = number = _number(types[key], value)
             except ValueError:
                 words = "whole number" if types[key] is int else "number"
-                raise AnalysisError(f"threshold {key} takes a {words}, not {value!r}") from None
-            if math.isnan(changed[key]) or changed[key] < 0:  # nan compares false: a rule would always fire
-                raise AnalysisError(f"threshold {key} takes a number, 0 or more, not {value!r}")
+                raise OptionsError(f"threshold {key} takes a {words}, not {value!r}") from None
+            if math.isnan(number) or number < 0:  # nan compares false: a rule would always fire
+                raise OptionsError(f"threshold {key} takes a number, 0 or more, not {value!r}")
+            if key in shares and number > 1 and (number < math.inf or shares[key] == "below"):
+                # a percent given as one (10 for 10%) silences the rule, or fires it whatever it sees
+                default = getattr(Thresholds(), key)
+                reads = f": that reads as {number:.0%}" if number < math.inf else ""
+                raise OptionsError(
+                    f"threshold {key} is a share, 0 to 1 ({default} is {default:.0%}), not {value!r}{reads}"
+                )
         return replace(self, **changed)
 
     def describe(self) -> str:

@@ -12,7 +12,8 @@ What the harness itself does in a run (its phase clock's synchronisations, its t
 threads: analysis.advice.instruments) is left out of every finding and said once, apart (`Advice.line`).
 Rules that need what a stored run recorded beside its capture (torch.compile's counters, the run's
 roofline: `RunRecord`) judge it for `harness advise RUN`; on an export alone, `not_judged` says what could
-not be.
+not be, as it says the rules judged in steps on a capture without steps and those that read CUDA on one
+without CUDA.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ RULES: tuple[Rule, ...] = (
 PER_STEP = ("host-sync", "launch-bound", "optimizer-loop", "data-loader", "host-gap", "math-attention",
             "pageable-copy", "d2h-copy", "recompile")  # fmt: skip
 NO_STEPS = "judged in steps, and the capture has none"
+# the rules that read CUDA: the GPU's kernels and copies, the runtime's calls; on a trace without CUDA, those
+# of ON_OPERATORS judge the framework's operators instead (a CPU run under torch.profiler)
+READ_CUDA = ("gpu-host-wait", "host-sync", "launch-bound", "optimizer-loop", "exposed-communication",
+             "fp32-gemm", "math-attention", "pageable-copy", "d2h-copy")  # fmt: skip
+ON_OPERATORS = ("host-sync", "launch-bound", "math-attention")
+NO_CUDA = "read CUDA's kernels, copies and runtime calls, and the capture holds none"
 # what a rule needs of the stored run, said of an export (its capture alone) that has steps
 NEEDS_RECORD = {
     "recompile": "torch.compile's counters (a capture shows one only where the host waits for a compiler)",
@@ -103,7 +110,19 @@ def advice(trace: Trace, thresholds: Thresholds | None = None, run: RunRecord | 
             for rule, what in NEEDS_RECORD.items()
             if rule not in unasked
         ]
-    return Advice(found, seen.instruments, not_judged)
+    return Advice(found, seen.instruments, not_judged + _no_cuda(seen))
+
+
+def _no_cuda(seen: Seen) -> list[str]:
+    """The rules that read CUDA, said not judged where the capture holds none of it (an OS-runtime and
+    NVTX capture, a CPU run's): "no rule fired" would read as a clean GPU."""
+    if seen.has_gpu or len(seen.calls):
+        return []
+    skip = set(ON_OPERATORS) if len(seen.ops) else set()
+    if seen.run is not None and seen.run.optimizer_roof is not None:  # judged against the run's roofline
+        skip.add("optimizer-loop")
+    unread = [rule for rule in READ_CUDA if rule not in skip]
+    return [f"{', '.join(unread)}: {NO_CUDA}: they had nothing to judge"] if unread else []
 
 
 def findings(

@@ -5,8 +5,9 @@ top three findings; `show RUN` repeats them from the results database; csv and j
 The record is plain JSON (the results database keeps it in `runs.advice`):
 `{"source": path, "health": {"worst": ..., "checks": [{name, status, evidence, fix}]},
 "findings": [{rule, at_stake_ns, where, evidence, fix, data}], "instruments": {what the harness itself did:
-analysis.advice.instruments, and its `line`} or null, "not judged": [what needs the run's record],
-"untrusted": why or null}` (records stored before `data` and `instruments` existed lack them).
+analysis.advice.instruments, and its `line`} or null, "not judged": [what needs the run's record, what the
+capture holds nothing for], "untrusted": why or null}` (records stored before `data` and `instruments`
+existed lack them).
 `untrusted` says why the capture cannot be trusted (its failed checks, analysis.advice.checks.why_untrusted):
 its findings are kept but not ranked, since their time at stake comes from what is left of the capture.
 """

@@ -97,6 +97,12 @@ class HtaView(TraceView):
             )
         elif self.rounding:
             self.note("HTA's load rules: times rounded inward to whole µs")
+        else:  # the numbers are those without the rules: said, not left to look like HTA's
+            steps = f"one profiler step ({every.iloc[0]})" if len(every) else f"no {STEP_MARK} ranges"
+            self.note(
+                f"HTA's load rules change nothing here: the trace has {steps} (HTA leaves out the last of "
+                "two or more) and no fraction of a µs in its times to round"
+            )
         return self._last_step
 
     def times(self, frame: str) -> tuple[np.ndarray, np.ndarray]:
