@@ -266,6 +266,35 @@ def test_a_sweep_point_finished_as_the_signal_came_is_still_stored(
     assert list(ResultsStore(db).runs()["run_id"]) == ["p-1"]
 
 
+def test_a_sweep_point_stopped_by_ctrl_c_is_not_counted_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The point a Ctrl-C stopped is stored (as interrupted), but the progress counted it among those done:
+    "2/2 runs" where one ran."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.core.records import RunResult, StepRecord
+    from harness.execution.ranks import multirank
+    from harness.store.results import ResultsStore
+
+    def run_any(config: RunConfig) -> RunResult:  # the second point stopped by Ctrl-C, as its worker ends it
+        if config.batch_size == 2:
+            error = "interrupted by SIGINT after 0 of 1 measured steps"
+            return RunResult("p-2", config, "interrupted", device="cpu", error=error)
+        steps = [StepRecord(0, False, {"forward": 100, "backward": 200, "optimizer": 50})]
+        return RunResult("p-1", config, "ok", device="cpu", device_name="cpu", steps=steps)
+
+    monkeypatch.setattr(multirank, "run_any", run_any)
+    db = f"sqlite:///{tmp_path}/s.sqlite"
+    args = ["sweep", "--models", "char", "--batch-sizes", "1,2", "--device", "cpu", "--steps", "1",
+            "--warmup", "0", "--db", db]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 130, r.output
+    assert list(ResultsStore(db).runs()["status"]) == ["ok", "interrupted"]
+    assert "1/2 runs" in r.stderr and "2/2 runs" not in r.stderr
+
+
 @pytest.mark.parametrize("late", [False, True])
 def test_run_repeats_stopped_between_runs_shows_and_keeps_those_it_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, late: bool

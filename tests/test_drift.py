@@ -4,6 +4,7 @@ drift (never narrower than the steps' own), and no interval where none was measu
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -28,6 +29,8 @@ from analysis.compare.drift import (
 )
 from analysis.compare.overhead import STEP_SUM
 from harness.cli import app
+from harness.cli import run as run_cli
+from harness.cli.terminal.progress import Progress
 from harness.experiments.drift import key_of, stored_drift
 from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
@@ -258,6 +261,19 @@ def test_run_repeats_stopped_by_ctrl_c_keeps_the_runs_done_and_exits_130(
     assert made == ["r-0", "r-1"]
     assert "run r-1 interrupted by SIGINT after 0 of 1 measured steps; stored as interrupted" in r.output
     assert list(ResultsStore(db).runs()["status"]) == ["ok", "interrupted"]
+
+
+def test_run_repeats_progress_does_not_count_a_run_ctrl_c_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every count said as it changes: the run stopped by Ctrl-C is stored, but it is not a run done
+    monkeypatch.setattr(run_cli, "Progress", functools.partial(Progress, every_s=0.0))
+    error = "interrupted by SIGINT after 0 of 1 measured steps"
+    made, _, r = repeats_whose_second_run_ends(tmp_path, monkeypatch, "interrupted", error)
+    assert r.exit_code == 130, r.output
+    assert made == ["r-0", "r-1"]
+    assert "run 2/3 (fresh process): 1/3 runs" in r.output
+    assert "2/3 runs" not in r.output
 
 
 @pytest.mark.parametrize(("status", "said"), [("error", "RuntimeError: boom"), ("oom", "CUDA out of memory")])

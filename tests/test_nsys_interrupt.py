@@ -451,6 +451,41 @@ def test_a_run_ended_by_nsys_duration_is_not_said_stopped_by_a_signal(
     )
 
 
+def test_ranks_ended_by_nsys_duration_are_said_so_as_one_process_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--nproc 2` under --nsys-arg=--duration: each rank's nsys ends its program with SIGTERM and each rank
+    stores itself interrupted. The run was said 'interrupted by SIGTERM', exit 143, where one process
+    ended so is said ended by nsys's duration."""
+    import harness.profilers.nsys as profiler
+    from harness.core.records import RunConfig
+    from harness.execution.nsys import NsysInfo
+    from harness.execution.ranks import multirank
+
+    config = RunConfig("tiny", device="cpu", nproc=2)
+    ranks = {rank: stopped_by_nsys(config, "tiny-1") for rank in (0, 1)}
+    combined = multirank.combine(config, "tiny-1", multirank.Launched(ranks, 0, ""))
+    assert combined.status == "interrupted"  # as the ranks' launch left it
+    prof = nsys.ProfileResult(0, None, None, None, "")
+    monkeypatch.setattr(profiler, "profile_ranks", lambda *a, **k: (replace(combined), prof, []))
+    info = NsysInfo(path=Path("/x/nsys"), version="2023.4.4.54", flags=frozenset(), source="t")
+    options = profiler.NsysOptions(profile_dir=tmp_path, extra_args=["--duration=1"])
+    result, _, _ = profiler.launch(config, options, info, "tiny-1")
+    assert (result.status, result.error) == (
+        "error",
+        "nsys ended the program when its --duration=1 ran out, after 0 of 3 measured steps; "
+        "--nsys-arg=--kill=none lets the run go on past the capture",
+    )
+    # a signal that came to the harness is still the user's
+    held = replace(prof, interrupted=signal.SIGTERM)
+    monkeypatch.setattr(profiler, "profile_ranks", lambda *a, **k: (replace(combined), held, []))
+    result, _, _ = profiler.launch(config, options, info, "tiny-1")
+    assert (result.status, result.error) == (
+        "interrupted",
+        "interrupted by SIGTERM after 0 of 3 measured steps",
+    )
+
+
 def test_run_ended_by_nsys_duration_says_it_once_and_exits_1(
     tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

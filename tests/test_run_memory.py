@@ -5,6 +5,7 @@ documented format (torch.cuda.memory._snapshot: segments + device_traces)."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from analysis.errors import AnalysisError
 from analysis.runs.memory import memory_timeline, phase_peaks, read_snapshot
 from harness.cli import app
 from harness.core.records import RunConfig, RunResult, StepRecord
-from harness.execution.memory import MemoryRecorder, phase_intervals
+from harness.execution.memory import KINETO_MARK, MemoryRecorder, kineto_marks_dropped, phase_intervals
 from harness.execution.runner import run_workload
 from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
@@ -121,6 +122,29 @@ def test_memory_on_cpu_prints_the_operators_table_and_show_keeps_it(tmp_db: str)
     fields = shown["run"]
     assert fields["peak RSS (process) (MiB)"] == run["peak_memory_bytes"] / 2**20
     assert "peak memory (MiB)" not in fields
+
+
+def test_memory_on_cpu_keeps_kinetos_start_and_stop_lines_out_of_the_output(
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """--memory on the CPU runs torch.profiler in the harness's process: Kineto wrote "USDT:… profiler_start"
+    and "… profiler_stop" to its stderr (fd 2) around the run's output. Only those lines are dropped."""
+    from torch.profiler import ProfilerActivity, profile
+
+    recorder = MemoryRecorder(torch.device("cpu"), "run-1")
+    with recorder.window():
+        torch.ones(1024, 1024).sum()
+    assert recorder.operators  # recorded as before
+    err = capfd.readouterr().err
+    assert "profiler_start" not in err and "profiler_stop" not in err, err
+    with kineto_marks_dropped():  # what else comes to fd 2 meanwhile is passed on, in order
+        os.write(2, b"error: a line of its own\n")
+        with profile(activities=[ProfilerActivity.CPU]):
+            os.write(2, b"USDT: not a mark of Kineto's\n")
+    assert capfd.readouterr().err == "error: a line of its own\nUSDT: not a mark of Kineto's\n"
+    assert KINETO_MARK.fullmatch(
+        b"USDT:2026-12-01 04:14:34 10222:10222 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+    )
 
 
 def test_memory_with_torch_profiler_on_cpu_is_a_usage_error(tmp_db: str) -> None:

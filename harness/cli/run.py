@@ -147,7 +147,8 @@ def _repeat(config: RunConfig, store: ResultsStore, repeats: int, format: Format
 
         def save(store: ResultsStore, result: RunResult, **how: Any) -> results_db.UnsavedRun | None:
             refusal = _save(store, result, **how)
-            bar.advance(bar.done + 1)  # a run is done once stored
+            if result.status != "interrupted":  # done: ended and stored (a run stopped is not done)
+                bar.advance(bar.done + 1)
             return refusal
 
         done = drift.repeat_runs(config, repeats, store, progress=bar.stage, save=save)
@@ -300,9 +301,9 @@ def sweep_cmd(
                 unsaved.append(_save(store, pending, experiment=experiment))
                 results.append(pending)
                 pending = None
-                progress.advance(done + 1)
-                if results[-1].status == "interrupted":
+                if results[-1].status == "interrupted":  # stored, but not a point done
                     break
+                progress.advance(done + 1)
         except KeyboardInterrupt as e:  # the points run are stored: shown, then the signal's exit code
             between = signals.signal_of(e)
             if pending is not None:  # it came as a finished point was being stored: stored now

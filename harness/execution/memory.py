@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +36,12 @@ PHASES_SUFFIX = ".memory-phases.json"
 MAX_ENTRIES = 1_000_000  # allocator events kept (a few hundred bytes each, with stacks)
 TOP_OPERATORS = 15
 BREAKDOWN_PARTS = ("parameters", "gradients", "optimizer_state", "weight_copies", "activations", "kv_cache")
+# the line Kineto (torch.profiler's C++ side) writes to fd 2 as it starts and stops recording, e.g.
+# "USDT:2026-12-01 04:14:34 10222:10222 SyncActivityProfilerHandler.cpp:52] profiler_start"; only a
+# KINETO_LOG_LEVEL that also hides its errors keeps it back
+KINETO_MARK = re.compile(
+    rb"USDT:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ [\w.]+:\d+\] profiler_(start|stop)\r?\n?"
+)
 
 
 def breakdown(config: RunConfig, spec: Any, context: int) -> dict[str, int]:
@@ -125,8 +135,13 @@ class MemoryRecorder:
         from torch.profiler import ProfilerActivity, profile
 
         prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        with prof:
+        with kineto_marks_dropped():
+            prof.__enter__()
+        try:
             yield
+        finally:
+            with kineto_marks_dropped():
+                prof.__exit__(None, None, None)
         self.operators = operator_memory(prof.key_averages())
 
     def finish(self, result: RunResult) -> None:
@@ -145,6 +160,34 @@ class MemoryRecorder:
         result.extra.setdefault("artifacts", {}).update(
             memory_snapshot=str(self.snapshot.resolve()), memory_phases=str(phases.resolve())
         )
+
+
+@contextlib.contextmanager
+def kineto_marks_dropped() -> Iterator[None]:
+    """Within the block, what is written to fd 2 is held back, then passed on without Kineto's lines
+    that it started or stopped recording (KINETO_MARK): noise of torch's in a run's output, where every
+    other line (an error of Kineto's too) is kept."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2: nothing to keep clean
+        saved = None
+    if saved is None:
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().splitlines(keepends=True) if not KINETO_MARK.fullmatch(line)]
+            out = memoryview(b"".join(kept))
+            while out:
+                out = out[os.write(2, out) :]
 
 
 def phase_intervals(result: RunResult, clock: tuple[int, int]) -> list[dict[str, Any]]:

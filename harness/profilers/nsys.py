@@ -123,21 +123,27 @@ def launch(
             result.error = signals.interrupted(prof.interrupted, when)
         if prof.interrupted and result.status in ("ok", "error"):
             result.status = "interrupted"
-        limit = nsys.duration_in(options.extra_args)
-        if result.status == "interrupted" and not prof.interrupted and limit:
-            # no signal came to the harness: nsys ended the program when its --duration ran out (a run cut
-            # short by its own options, not stopped by the user: no signal's exit code)
-            when = (result.error or "").removeprefix(signals.stopped_by(result.error) + " ")
-            result.status = "error"
-            result.error = (
-                f"nsys ended the program when its {limit} ran out, {when}; --nsys-arg=--kill=none lets the "
-                "run go on past the capture"
-            )
         # a default flag this nsys lacks (2022.4: --python-backtrace) is left out without a word: nobody
         # asked for it, and `harness doctor` lists what the nsys lacks
         notes = list(prof.notes)
+    ended_by_duration(result, prof, options.extra_args)
     machine.keep_load(result.extra, start, others=False)
     return result, prof, notes
+
+
+def ended_by_duration(result: RunResult, prof: ProfileResult, extra_args: list[str]) -> None:
+    """A run stored `interrupted` where no signal came to the harness, under an nsys given --duration: nsys
+    ended the program (each rank's, across ranks) when it ran out. A run cut short by its own options, not
+    stopped by the user: failed, said so, with no signal's exit code."""
+    limit = nsys.duration_in(extra_args)
+    if result.status != "interrupted" or prof.interrupted or not limit:
+        return
+    when = (result.error or "").removeprefix(signals.stopped_by(result.error) + " ")
+    result.status = "error"
+    result.error = (
+        f"nsys ended the program when its {limit} ran out, {when}; --nsys-arg=--kill=none lets the "
+        "run go on past the capture"
+    )
 
 
 def refused(prof: ProfileResult, result: RunResult) -> str | None:
