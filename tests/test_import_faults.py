@@ -260,6 +260,18 @@ def test_the_real_file_is_stored_once(db: Path) -> None:
     )
 
 
+def test_an_imported_run_has_its_phase_figures_as_a_run_saved_at_once(db: Path) -> None:
+    """The file holds the run's steps, not its phase figures (a run's summary is made as it is stored): the
+    run imported has them, each phase's mean over its measured steps."""
+    data = json.loads(REAL.read_text())["result"]
+    assert "phases" not in data["extra"]
+    assert runner.invoke(app, ["import", str(REAL), "--db", str(db)]).exit_code == 0
+    (row,) = ResultsStore(str(db), readonly=True).runs().to_dict("records")
+    for phase in ("forward", "backward", "optimizer"):
+        measured = [s["phases"][phase] for s in data["steps"] if not s["warmup"]]
+        assert row[f"{phase}_mean_ns"] == pytest.approx(sum(measured) / len(measured))
+
+
 def test_another_copy_never_replaces_the_stored_run(tmp_path: Path, db: Path) -> None:
     assert invoke(REAL, db=db).exit_code == 0
     good = stored(db)
