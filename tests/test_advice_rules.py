@@ -84,6 +84,59 @@ def test_no_fp32_gemm_without_a_gpu() -> None:
     assert _rule(_rules(need(CPU_DIR / "report.sqlite")), "fp32-gemm") is None
 
 
+# every kernel of torchrun_2gpu but NCCL's named as a cuBLAS fp32 GEMM (its names, short and full)
+AS_SGEMM = (
+    "UPDATE StringIds SET value = 'ampere_sgemm_128x64_tn' WHERE id IN (SELECT n FROM (SELECT shortName AS "
+    "n, shortName AS s FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT demangledName, shortName FROM "
+    "CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT mangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL) "
+    "WHERE s NOT IN (SELECT id FROM StringIds WHERE value LIKE 'nccl%'))"
+)
+
+
+def _busy(intervals: list[tuple[int, int]]) -> int:
+    """The time covered by `intervals`, overlaps once."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
+@pytest.mark.parametrize("one_gpu", [False, True])
+def test_fp32_gemm_at_stake_is_one_gpus(tmp_path: Path, one_gpu: bool) -> None:
+    """torchrun_2gpu (two processes, one H100 each, 300 ms of kernels) with its kernels named as fp32
+    GEMMs: the time at stake summed both GPUs' (509.799 ms, more than the span the kernels ran in). It is
+    the GPU with the most, the union of its fp32 GEMMs (counted here), within that GPU's span; with every
+    kernel put on one GPU of one process, their streams overlap and count once."""
+    src = need(SHARED_NSYS / "ext" / "torchrun_2gpu" / "report.sqlite")
+    one = "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 0, globalPid = (SELECT min(globalPid) FROM "
+    one += "CUPTI_ACTIVITY_KIND_KERNEL)"
+    path = derive(src, tmp_path / "sgemm.sqlite", AS_SGEMM, *([one] if one_gpu else []))
+    con = sqlite3.connect(path)
+    rows = con.execute(
+        "SELECT (k.globalPid >> 24) & 16777215, k.deviceId, k.start, k.end, s.value LIKE '%sgemm%' "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
+    ).fetchall()
+    con.close()
+    lanes = {lane: [r[2:] for r in rows if r[:2] == lane] for lane in {r[:2] for r in rows}}
+    fp32 = {lane: _busy([(s, e) for s, e, f in rs if f]) for lane, rs in lanes.items()}
+    (pid, device), stake = max(fp32.items(), key=lambda kv: kv[1])
+    span = max(e for _, e, _ in lanes[(pid, device)]) - min(s for s, _, _ in lanes[(pid, device)])
+    found = _rule(_rules(path), "fp32-gemm")
+    assert found.at_stake_ns == stake == found.data["fp32 GEMM time (ns)"]
+    assert stake <= span < 300_000_000
+    if one_gpu:
+        assert sum(e - s for s, e, f in lanes[(pid, device)] if f) == 509_798_898  # the sum, over the span
+        assert found.evidence.startswith("3,944 fp32 GEMM kernels take ") and "GPUs" not in found.data
+    else:
+        assert (found.data["process"], found.data["device"], found.data["GPUs"]) == (pid, device, 2)
+        assert found.evidence.startswith(
+            f"on device {device} of process {pid} (the most fp32 GEMM time of 2 GPUs): 1,984 fp32 GEMM "
+        )
+
+
 def test_math_attention_by_its_kernels(tiny: Path, tmp_path: Path) -> None:
     """tiny ran sdpa (cutlass's fmha kernels): silent. With those kernels named as softmax kernels (forward
     4 a step: one a layer and head group) and no fused attention kernel left, it fires."""

@@ -6,7 +6,8 @@ recorded every CUDA API call and NVTX range of 7 training steps but only 13 kern
 stopped in the first step); Kineto loses GPU events when CUPTI's buffers are lost. Counts over the whole
 capture hide it (13 kernels is "some kernels"); time does not. So each check here lines up, per step, the
 kernel launch calls the host made against the GPU work they launched (kernels, copies and sets with the same
-process and correlation id), and the NVTX ranges against the CUDA calls that go on after them.
+process and correlation id), the NVTX ranges against the CUDA calls that go on after them, and each
+measured step's range against its phase ranges (analysis.advice.steps.unheld).
 
 Steps are those analysis.advice.steps finds: the harness's `step` ranges, Kineto's `ProfilerStep#N`, or
 plain `step` ranges; measured steps are those inside the harness's `measured` range (all without one). NVTX
@@ -28,7 +29,7 @@ from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import launches
 from analysis.advice.run_checks import ExportFacts
 from analysis.advice.step_table import step_table
-from analysis.advice.steps import UNKNOWN_WARMUP, Steps, seconds, steps
+from analysis.advice.steps import UNKNOWN_WARMUP, Steps, seconds, steps, unheld
 from analysis.intervals import covered, in_windows
 from analysis.trace.trace import Trace
 from analysis.views.timeline import time_zero
@@ -315,6 +316,8 @@ def nvtx_steps(
             "with a profiler that supports the program's CUDA (`harness doctor`), one session at a time",
         )
     if st.source != "harness":
+        if broken := _unheld(trace, st, zero):
+            return broken
         return Check(name, OK, f"{len(f)} steps ({st.source}), no launch call after the last one")
     expected = frozenset().union(*f["phases"])
     checked = f[f["measured"]]
@@ -349,6 +352,8 @@ def nvtx_steps(
         evidence = f"{_steps_said(gap)} {has} no range among the {which}s ({among}): NVTX recording lost "
         evidence += f"them; {ended}"
         return Check(name, FAIL, evidence, FIX_NVTX_LOST)
+    if broken := _unheld(trace, st, zero):
+        return broken
     if stop is not None:
         if early := _ended_early(stop, cut, whole):
             fix = f"the NVTX tables and the split by phase hold the steps recorded whole; run {stop.planned}"
@@ -385,6 +390,36 @@ def nvtx_steps(
     if warm:
         evidence += "; warm-up, not measured: " + ", ".join(f"step {s} lacks {', '.join(n)}" for s, n in warm)
     return Check(name, OK, evidence)
+
+
+FIX_UNHELD = (
+    "a step's range and its phase ranges disagree (a program opens and closes a step's phases inside it): a "
+    "damaged or edited export. The steps' times, the gaps between them and every finding per step cannot be "
+    "trusted: export the report again"
+)
+
+
+def _unheld(trace: Trace, st: Steps, zero: int) -> Check | None:
+    """A failed check naming the measured steps whose range does not hold their phase ranges, the first of
+    them and the phase of it that reaches furthest past it; None: every step holds its phases."""
+    found = unheld(trace, st)
+    if found.empty:
+        return None
+    first = found[(found["step"] == found["step"].iloc[0]) & (found["pid"] == found["pid"].iloc[0])]
+    worst = first.loc[first[["before", "after"]].max(axis=1).idxmax()]
+    step, phase = int(worst["step"]), worst["phase"]
+    ends = worst["after"] >= worst["before"]
+    at, by = (worst["step_end"], worst["after"]) if ends else (worst["step_start"], worst["before"])
+    said = f"{'ends' if ends else 'starts'} at {seconds(at, zero)}, {by / 1e6:,.3f} ms "
+    said += f"before its {phase} range ends" if ends else f"after its {phase} range starts"
+    steps = sorted({int(s) for s in found["step"]})
+    which = _among(
+        st.frame.loc[st.frame["measured"], "step"].astype(int).tolist(), st.has_measured or st.by_record
+    )
+    one = len(steps) == 1
+    held = f"the range{'' if one else 's'} of {which(steps)} {'does' if one else 'do'} not hold "
+    evidence = f"{held}{'its' if one else 'their'} phase ranges: step {step}'s range {said}"
+    return Check("NVTX steps", FAIL, evidence, FIX_UNHELD)
 
 
 def _lacking(steps: list[int], recorded: int, which: str, timed: int, more: bool) -> str:

@@ -287,15 +287,16 @@ def exposed_communication(seen: Seen) -> list[Finding]:
 
 def _step_kernels(seen: Seen) -> pd.DataFrame:
     """The kernels that ran in the measured steps (all of them where the capture has no steps): start, end,
-    pid, name."""
+    pid, device, name."""
     trace = seen.trace
-    k = trace.frame("kernels", ["start", "end", "global_pid", "name_id"])
+    k = trace.frame("kernels", ["start", "end", "global_pid", "device_id", "name_id"])
     names = trace.strings(k["name_id"].unique())
     k = pd.DataFrame(
         {
             "start": k["start"].to_numpy(),
             "end": k["end"].to_numpy(),
             "pid": k["global_pid"].to_numpy() & PROCESS_MASK,
+            "device": k["device_id"].to_numpy(),
             "name": k["name_id"].map(names).astype(str),
         }
     )
@@ -319,23 +320,33 @@ def _top(k: pd.DataFrame, n: int = 3) -> list[dict[str, object]]:
 
 def fp32_gemm(seen: Seen) -> list[Finding]:
     """GEMMs computed in fp32 on a GPU whose tensor cores take bf16 or TF32: their kernels name their
-    types (cuBLAS's `sgemm`, xmma's `f32f32_f32f32 … ffma`), and none of the steps' GEMMs is TF32 or bf16."""
+    types (cuBLAS's `sgemm`, xmma's `f32f32_f32f32 … ffma`), and none of the steps' GEMMs is TF32 or bf16.
+    Each GPU of each process apart, against its kernel time, the fp32 GEMMs' time as the union of theirs
+    (kernels on several streams overlap): the time at stake is one GPU's, never more than the span its
+    kernels ran in; the GPU with the most is said."""
     if not seen.trace.has("kernels"):
         return []
     k = _step_kernels(seen)
     named = _names_with(k)
     is_gemm = named(GEMM) & ~named(FUSED_ATTENTION)
     low_precision = named(LOW_PRECISION)
-    fp32 = k[is_gemm & named(FP32_GEMM) & ~low_precision]
-    low = k[is_gemm & low_precision]
-    total = int((k["end"] - k["start"]).sum())
-    stake = int((fp32["end"] - fp32["start"]).sum())
-    if not total or not len(fp32) or stake < seen.th.fp32_gemm_share * total:  # none: nothing to say
+    is_fp32 = is_gemm & named(FP32_GEMM) & ~low_precision
+    lanes = list(k.groupby(["pid", "device"], sort=True).indices.items())
+    if not lanes or not is_fp32.any():  # none: nothing to say
         return []
-    unknown = int((k["name"] == "[Unknown]").sum())
+    took = (k["end"] - k["start"]).to_numpy()
+    per = [(_union(k, rows[is_fp32[rows]]), int(took[rows].sum())) for _, rows in lanes]
+    at = int(np.argmax([stake for stake, _ in per]))
+    (stake, total), (lane, rows) = per[at], lanes[at]
+    if not total or not stake or stake < seen.th.fp32_gemm_share * total:
+        return []
+    fp32, low = k.iloc[rows[is_fp32[rows]]], k.iloc[rows[(is_gemm & low_precision)[rows]]]
+    unknown = int((k["name"].iloc[rows] == "[Unknown]").sum())
+    pid, device = (int(v) for v in lane)
+    on = f"on device {device} of process {int(pid_of(pid))} (the most fp32 GEMM time of {len(lanes)} GPUs): "
     evidence = (
-        f"{len(fp32):,} fp32 GEMM kernels take {ms(stake)} of the {ms(total)} of kernel time in the "
-        f"{'steps' if len(seen.steps) else 'capture'} ({100 * stake / total:.0f}%"
+        f"{on * (len(lanes) > 1)}{len(fp32):,} fp32 GEMM kernels take {ms(stake)} of the {ms(total)} of "
+        f"kernel time in the {'steps' if len(seen.steps) else 'capture'} ({100 * stake / total:.0f}%"
         f"{'' if len(seen.steps) else '; it has no steps'}); {len(low):,} GEMMs in bf16, fp16 or TF32"
     )
     if unknown:
@@ -353,10 +364,18 @@ def fp32_gemm(seen: Seen) -> list[Finding]:
         "unnamed kernels": unknown,
         "top": _top(fp32),
     }
+    if len(lanes) > 1:
+        data.update({"process": int(pid_of(pid)), "device": device, "GPUs": len(lanes)})
     where = seen.place(
         fp32["start"].to_numpy(), (fp32["end"] - fp32["start"]).to_numpy(), fp32["pid"].to_numpy()
     )
     return [Finding("fp32-gemm", stake, where, evidence, fix, data=data)]
+
+
+def _union(k: pd.DataFrame, rows: np.ndarray) -> int:
+    """The time the kernels `rows` of `k` run, those that overlap counted once (ns)."""
+    lo, hi = merge(k["start"].to_numpy()[rows], k["end"].to_numpy()[rows])
+    return int((hi - lo).sum())
 
 
 def math_attention_kernels(seen: Seen) -> list[Finding]:
