@@ -23,6 +23,19 @@ class ExportError(AnalysisError):
     """An export or trace that is missing, corrupt, or lacks the data a table needs."""
 
 
+def comma_list(option: str, text: str | None) -> list[str]:
+    """The items of comma-separated option `option` given as `text`, stripped; none for a value that names
+    nothing (``, `,`: the command says what an empty list means). An empty item beside others (`16,,32`,
+    `a,`) is refused (OptionsError, exit 2): it is a slip, not a value. The rule of every such option, the
+    CLI's and a table's."""
+    items = [t.strip() for t in (text or "").split(",")]
+    if not any(items):
+        return []
+    if not all(items):
+        raise OptionsError(f"{option} {text!r} has an empty item: give a comma-separated list, none empty")
+    return items
+
+
 def first_line(error: BaseException) -> str:
     """An exception as one line: its message's first line, or its type when it has no message."""
     return str(error).splitlines()[0] if str(error) else type(error).__name__

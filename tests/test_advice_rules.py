@@ -16,6 +16,8 @@ from reading import flat
 from typer.testing import CliRunner
 
 from analysis.advice.findings import OptimizerRoof, RunRecord, Thresholds, advice, findings
+from analysis.advice.health import capture_health
+from analysis.advice.record import advice_record, findings_lines
 from analysis.trace.opening import open_trace
 from harness.cli import app
 
@@ -315,9 +317,6 @@ def test_thresholds_of_the_new_rules() -> None:
 def test_a_stepless_capture_stored_with_a_run_says_why_none_fired() -> None:
     """`profile -- CMD` of a program that marks no steps prints its findings line: "none fired" alone read as
     a clean program; it says the rules judged in steps had nothing to judge."""
-    from analysis.advice.health import capture_health
-    from analysis.advice.record import advice_record, findings_lines
-
     with open_trace(need(SHARED_NSYS / "ext" / "weatherbench2" / "report.sqlite")) as trace:
         record = advice_record(capture_health(trace), advice(trace))
     assert record["findings"] == []
@@ -325,7 +324,34 @@ def test_a_stepless_capture_stored_with_a_run_says_why_none_fired() -> None:
         "findings: none fired (the capture has no step ranges: the rules judged in steps had nothing to "
         "judge)"
     )
-    with open_trace(need(CPU_DIR / "report.sqlite")) as trace:  # steps, nothing fired: said plainly
-        assert (
-            findings_lines(advice_record(capture_health(trace), advice(trace)))[0] == "findings: none fired"
+    with open_trace(need(CPU_DIR / "report.sqlite")) as trace:  # steps, no CUDA: its rules judged nothing
+        assert findings_lines(advice_record(capture_health(trace), advice(trace)))[0] == (
+            "findings: none fired (the capture has no CUDA: the rules that read CUDA had nothing to judge)"
         )
+
+
+def test_a_capture_without_steps_or_cuda_says_both(tmp_path: Path) -> None:
+    """cpu-train with its `step` ranges renamed: neither the rules judged in steps nor those that read CUDA
+    had anything to judge."""
+    export = derive(
+        need(CPU_DIR / "report.sqlite"), tmp_path / "stepless.sqlite",
+        "UPDATE StringIds SET value = 'iteration' WHERE value = 'step'",
+    )  # fmt: skip
+    with open_trace(export) as trace:
+        record = advice_record(capture_health(trace), advice(trace))
+    assert findings_lines(record)[0] == (
+        "findings: none fired (the capture has no step ranges and no CUDA: the rules judged in steps and the "
+        "rules that read CUDA had nothing to judge)"
+    )
+
+
+def test_a_capture_without_kernels_is_not_said_to_have_them() -> None:
+    """What optimizer-loop needs of the stored run, said of cpu-train (steps, an optimizer phase, no CUDA):
+    the run's roofline, and the capture holds no kernels for the rule to judge on its own."""
+    with open_trace(need(CPU_DIR / "report.sqlite")) as trace:
+        not_judged = advice(trace).not_judged
+    assert (
+        "optimizer-loop: needs the optimizer against its memory roof (the run's roofline; the capture holds "
+        "no kernels): `harness advise RUN` judges it"
+    ) in not_judged
+    assert not any("an export has its kernels" in line for line in not_judged)

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import A100_DIR, need
 from typer.testing import CliRunner
 
+from analysis.tables.nvtx_gpu import TABLE as NVTX_GPU
 from harness.cli import app
 
 runner = CliRunner()
@@ -37,3 +39,22 @@ def test_an_empty_item_in_a_comma_list_is_refused(
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert lines == [f"error: {option} {given!r} has an empty item: give a comma-separated list, none empty"]
+
+
+@pytest.mark.parametrize("given", ["saxpy,,MPI_Init", "saxpy,", ",saxpy"])
+def test_nvtx_gpu_refuses_an_empty_phase_name(given: str) -> None:
+    """analysis's table takes the CLI's rule, in its words: the list is not read as if the empty item were
+    not there."""
+    export = need(A100_DIR / "report.sqlite")
+    result = runner.invoke(app, ["nvtx-gpu", str(export), "--phases", given])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: --phases {given!r} has an empty item: give a comma-separated list, none empty"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("given", "phases"), [("", ()), (",", ()), (" step , step,forward", ("step", "forward"))]
+)
+def test_nvtx_gpu_phases_that_name_nothing_are_the_exports_own(given: str, phases: tuple[str, ...]) -> None:
+    assert NVTX_GPU.prepare(phases=given)["phases"] == phases

@@ -1,5 +1,6 @@
 """Dense peak FLOP/s of known NVIDIA GPUs, for MFU, and their memory bandwidth, for the roofline.
-Matched on `torch.cuda.get_device_name()`; each bandwidth figure names its datasheet beside it (_BANDWIDTH).
+One entry of `GPUS` per device: its datasheet names, the pattern matched on `torch.cuda.get_device_name()`,
+its peaks, and the datasheet each figure comes from beside it.
 
 Numbers are NVIDIA's datasheet / architecture-whitepaper peaks at boost clock, *without* 2:4 sparsity
 (datasheets print the sparse figure for tensor cores; the dense one is half of it):
@@ -27,31 +28,59 @@ Numbers are NVIDIA's datasheet / architecture-whitepaper peaks at boost clock, *
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from workloads.names import PRECISIONS
 
-# (pattern, fp32, bf16, fp16) in FLOP/s; first match wins, so the more specific names come first.
-_PEAKS: tuple[tuple[str, float, float | None, float], ...] = (
-    (r"H100.*NVL|H200.*NVL", 60e12, 835.5e12, 835.5e12),
-    (r"H100.*PCIe", 51e12, 756e12, 756e12),
-    (r"H100|H200", 67e12, 989e12, 989e12),
-    (r"A100", 19.5e12, 312e12, 312e12),
-    (r"\bA10\b", 31.2e12, 125e12, 125e12),
-    (r"\bL4\b", 30.3e12, 121e12, 121e12),
-    (r"L40S", 91.6e12, 362.05e12, 362.05e12),
-    (r"RTX 4090", 82.6e12, 165.2e12, 165.2e12),
-    (r"RTX 5090", 104.8e12, 209.5e12, 209.5e12),
-    (r"V100S", 16.4e12, None, 130e12),
-    (r"V100.*PCIE", 14e12, None, 112e12),
-    (r"V100", 15.7e12, None, 125e12),
-    (r"\bT4\b", 8.1e12, None, 65e12),
+
+@dataclass(frozen=True)
+class Gpu:
+    """One device of the datasheets. `names`: its datasheets' own names (a name given by hand, `--gpu
+    rtx4090`, is matched to one of these ignoring case, spaces, dashes and underscores); `pattern`: matched
+    on the name torch gives it; FLOP/s per precision (None: no support); `bandwidth`: device memory (HBM /
+    GDDR), the datasheet's peak, in bytes/s."""
+
+    names: tuple[str, ...]
+    pattern: str
+    fp32: float
+    bf16: float | None
+    fp16: float
+    bandwidth: float
+
+
+# First match wins, so the more specific names come first. Names as torch.cuda.get_device_name() prints
+# them: "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe",
+# "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA L40S". Bandwidth sources beside each entry.
+GPUS: tuple[Gpu, ...] = (
+    # H200 datasheet: H200 NVL, 141 GB HBM3e, 4.8 TB/s
+    Gpu(("H200 NVL",), r"H200.*NVL", 60e12, 835.5e12, 835.5e12, 4.8e12),
+    # H100 datasheet: H100 NVL, 94 GB HBM3, 3.9 TB/s
+    Gpu(("H100 NVL",), r"H100.*NVL", 60e12, 835.5e12, 835.5e12, 3.9e12),
+    Gpu(("H100 PCIe",), r"H100.*PCIe", 51e12, 756e12, 756e12, 2.0e12),  # H100 datasheet: 80 GB HBM2e, 2 TB/s
+    # H200 datasheet: H200 SXM, 141 GB HBM3e, 4.8 TB/s
+    Gpu(("H200",), r"H200", 67e12, 989e12, 989e12, 4.8e12),
+    # H100 datasheet: H100 SXM, 80 GB HBM3, 3.35 TB/s
+    Gpu(("H100", "H100 SXM"), r"H100", 67e12, 989e12, 989e12, 3.35e12),
+    # A100 datasheet: 80GB PCIe, HBM2e, 1,935 GB/s; 80GB SXM, HBM2e, 2,039 GB/s; 40GB (SXM and PCIe), HBM2,
+    # 1,555 GB/s. The 80GB ones have no datasheet name of their own: "A100" is the 40GB one.
+    Gpu((), r"A100.*(80GB.*PCIe|PCIE.*80GB)", 19.5e12, 312e12, 312e12, 1.935e12),
+    Gpu((), r"A100.*80GB", 19.5e12, 312e12, 312e12, 2.039e12),
+    Gpu(("A100",), r"A100", 19.5e12, 312e12, 312e12, 1.555e12),
+    Gpu(("A10",), r"\bA10\b", 31.2e12, 125e12, 125e12, 600e9),  # A10 datasheet: 24 GB GDDR6, 600 GB/s
+    Gpu(("L4",), r"\bL4\b", 30.3e12, 121e12, 121e12, 300e9),  # L4 datasheet: 24 GB GDDR6, 300 GB/s
+    Gpu(("L40S",), r"L40S", 91.6e12, 362.05e12, 362.05e12, 864e9),  # L40S datasheet: 48 GB GDDR6, 864 GB/s
+    # Ada Lovelace whitepaper (RTX 4090): 24 GB GDDR6X, 21 Gbps × 384 bit = 1,008 GB/s
+    Gpu(("RTX 4090",), r"RTX 4090", 82.6e12, 165.2e12, 165.2e12, 1008e9),
+    # RTX Blackwell whitepaper (RTX 5090): 32 GB GDDR7, 28 Gbps × 512 bit = 1,792 GB/s
+    Gpu(("RTX 5090",), r"RTX 5090", 104.8e12, 209.5e12, 209.5e12, 1792e9),
+    Gpu(("V100S",), r"V100S", 16.4e12, None, 130e12, 1134e9),  # V100S datasheet: 32 GB HBM2, 1,134 GB/s
+    Gpu(("V100 PCIe",), r"V100.*PCIE", 14e12, None, 112e12, 900e9),  # V100 datasheet: HBM2, 900 GB/s
+    Gpu(("V100",), r"V100", 15.7e12, None, 125e12, 900e9),  # V100 datasheet: SXM2, HBM2, 900 GB/s
+    Gpu(("T4",), r"\bT4\b", 8.1e12, None, 65e12, 320e9),  # T4 datasheet: 16 GB GDDR6, 320+ GB/s
 )
 
-
-# the GPUs of the tables above by their datasheets' own names: a name given by hand (`--gpu rtx4090`) is
-# matched to one of these ignoring case, spaces, dashes and underscores, and spoken of by its datasheet name
-DATASHEET_NAMES = ("H100", "H100 SXM", "H100 PCIe", "H100 NVL", "H200", "H200 NVL", "A100", "A10", "L4",
-                   "L40S", "RTX 4090", "RTX 5090", "V100", "V100 PCIe", "V100S", "T4")  # fmt: skip
+# every datasheet name of GPUS, alphabetical: what a name given by hand may be
+DATASHEET_NAMES = tuple(sorted((name for gpu in GPUS for name in gpu.names), key=str.casefold))
 
 
 def _folded(name: str) -> str:
@@ -64,41 +93,20 @@ def datasheet_name(name: str) -> str:
     return next((known for known in DATASHEET_NAMES if _folded(known) == _folded(name)), name)
 
 
+def gpu(device_name: str) -> Gpu | None:
+    """The entry of GPUS whose pattern `device_name` matches first; None for an unknown device (a CPU)."""
+    return next((g for g in GPUS if re.search(g.pattern, device_name, flags=re.IGNORECASE)), None)
+
+
 def peak_flops(device_name: str, precision: str) -> float | None:
     """Dense peak FLOP/s of `device_name` at `precision`; None for an unknown device (a CPU) or no support."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
-    for pattern, fp32, bf16, fp16 in _PEAKS:
-        if re.search(pattern, device_name, flags=re.IGNORECASE):
-            return {"fp32": fp32, "bf16": bf16, "fp16": fp16}[precision]
-    return None
-
-
-# (pattern, bytes/s) of device memory (HBM / GDDR), the datasheet's peak; first match wins. Names as
-# torch.cuda.get_device_name() prints them: "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe",
-# "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA L40S".
-_BANDWIDTH: tuple[tuple[str, float], ...] = (
-    (r"H200", 4.8e12),  # H200 datasheet: H200 SXM and H200 NVL, 141 GB HBM3e, 4.8 TB/s
-    (r"H100.*NVL", 3.9e12),  # H100 datasheet: H100 NVL, 94 GB HBM3, 3.9 TB/s
-    (r"H100.*PCIe", 2.0e12),  # H100 datasheet: H100 PCIe, 80 GB HBM2e, 2 TB/s
-    (r"H100", 3.35e12),  # H100 datasheet: H100 SXM, 80 GB HBM3, 3.35 TB/s
-    (r"A100.*(80GB.*PCIe|PCIE.*80GB)", 1.935e12),  # A100 datasheet: A100 80GB PCIe, HBM2e, 1,935 GB/s
-    (r"A100.*80GB", 2.039e12),  # A100 datasheet: A100 80GB SXM, HBM2e, 2,039 GB/s
-    (r"A100", 1.555e12),  # A100 datasheet: A100 40GB (SXM and PCIe), HBM2, 1,555 GB/s
-    (r"L40S", 864e9),  # L40S datasheet: 48 GB GDDR6, 864 GB/s
-    (r"\bA10\b", 600e9),  # A10 datasheet: 24 GB GDDR6, 600 GB/s
-    (r"\bL4\b", 300e9),  # L4 datasheet: 24 GB GDDR6, 300 GB/s
-    (r"RTX 4090", 1008e9),  # Ada Lovelace whitepaper (RTX 4090): 24 GB GDDR6X, 21 Gbps × 384 bit = 1,008 GB/s
-    (r"RTX 5090", 1792e9),  # RTX Blackwell whitepaper (RTX 5090): 32 GB GDDR7, 28 Gbps × 512 bit = 1,792 GB/s
-    (r"V100S", 1134e9),  # V100S datasheet: 32 GB HBM2, 1,134 GB/s
-    (r"V100", 900e9),  # V100 datasheet: SXM2 and PCIe, HBM2, 900 GB/s
-    (r"\bT4\b", 320e9),  # T4 datasheet: 16 GB GDDR6, 320+ GB/s
-)
+    known = gpu(device_name)
+    return None if known is None else {"fp32": known.fp32, "bf16": known.bf16, "fp16": known.fp16}[precision]
 
 
 def peak_bandwidth(device_name: str) -> float | None:
     """Datasheet memory bandwidth of `device_name` in bytes/s; None for an unknown device (a CPU)."""
-    for pattern, bandwidth in _BANDWIDTH:
-        if re.search(pattern, device_name, flags=re.IGNORECASE):
-            return bandwidth
-    return None
+    known = gpu(device_name)
+    return None if known is None else known.bandwidth

@@ -73,6 +73,8 @@ NEEDS_RECORD = {
     "recompile": "torch.compile's counters (a capture shows one only where the host waits for a compiler)",
     "optimizer-loop": "the optimizer against its memory roof (the run's roofline; an export has its kernels)",
 }
+# optimizer-loop's need, said of a capture without kernels: it has no kernels to judge on its own
+NO_KERNELS_NEED = "the optimizer against its memory roof (the run's roofline; the capture holds no kernels)"
 
 
 @dataclass
@@ -105,9 +107,12 @@ def advice(trace: Trace, thresholds: Thresholds | None = None, run: RunRecord | 
     if run is None and len(seen.steps):
         # a capture without optimizer phases (generate's prefill and decode, a program's) has no step to judge
         unasked = set() if len(seen.phase_ranges("optimizer")) else {"optimizer-loop"}
+        needs = (
+            NEEDS_RECORD if seen.trace.has("kernels") else {**NEEDS_RECORD, "optimizer-loop": NO_KERNELS_NEED}
+        )
         not_judged = [
             f"{rule}: needs {what}: `harness advise RUN` judges it"
-            for rule, what in NEEDS_RECORD.items()
+            for rule, what in needs.items()
             if rule not in unasked
         ]
     return Advice(found, seen.instruments, not_judged + _no_cuda(seen))

@@ -31,7 +31,7 @@ from analysis.advice.checks import (
     failed_said,
     why_untrusted,
 )
-from analysis.advice.findings import COLUMNS, DATA_COLUMN, NO_STEPS, Advice, Finding, as_record
+from analysis.advice.findings import COLUMNS, DATA_COLUMN, NO_CUDA, NO_STEPS, Advice, Finding, as_record
 from analysis.advice.where import ms
 
 TOP = 3
@@ -129,13 +129,28 @@ def findings_lines(record: dict[str, Any], top: int = TOP, run: str = "RUN") -> 
     found = record.get("findings", [])
     lines = finding_lines(record, top)
     if not found:
-        stepless = any(NO_STEPS in line for line in record.get("not judged") or [])
-        why = " (the capture has no step ranges: the rules judged in steps had nothing to judge)"
-        lines.append("findings: none fired" + (why if stepless else ""))
+        lines.append("findings: none fired" + _why_none(record.get("not judged") or []))
     elif len(found) > top:
         lines.append(f"{len(found) - top} more findings: `harness advise {run}` lists them all")
     said = instruments_line(record)
     return [*lines, said] if said else lines
+
+
+def _why_none(not_judged: list[str]) -> str:
+    """Why no rule fired where the capture lacked what rules judge (step ranges, CUDA): "none fired" alone
+    would read as a clean capture. Empty where it lacked neither."""
+    lacked = [
+        (what, rules)
+        for said, what, rules in (
+            (NO_STEPS, "no step ranges", "the rules judged in steps"),
+            (NO_CUDA, "no CUDA", "the rules that read CUDA"),
+        )
+        if any(said in line for line in not_judged)
+    ]
+    if not lacked:
+        return ""
+    whats, rules = zip(*lacked, strict=True)
+    return f" (the capture has {' and '.join(whats)}: {' and '.join(rules)} had nothing to judge)"
 
 
 def health_table(record: dict[str, Any]) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from analysis.errors import ExportError, OptionsError
+from analysis.errors import ExportError, OptionsError, comma_list
 from analysis.tables import nvtx
 from analysis.tables.memops import memory_ops
 from analysis.tables.table import TOP, InSummary, Option, Table, Tables, stacked
@@ -359,7 +359,7 @@ def _prepare(mode: str = "auto", kernels: bool = False, exclusive: bool = False,
     """`harness nvtx-gpu`'s options; an option the chosen view or mode does not use is refused, not
     passed over."""
     grouped = nvtx.grouping(by, raw_names)
-    named = tuple(dict.fromkeys(p.strip() for p in phases.split(",") if p.strip()))  # each phase once
+    named = tuple(dict.fromkeys(comma_list("--phases", phases)))  # each phase once
     if projection:
         if kernels:
             raise OptionsError("--projection and --kernels exclude each other: pick one")

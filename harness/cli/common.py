@@ -18,6 +18,7 @@ import typer
 from typer.core import TyperCommand
 
 from analysis.errors import AnalysisError
+from analysis.errors import comma_list as comma_list
 from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over
 from analysis.outputs import is_stdout as is_stdout
 from analysis.outputs import is_stream as is_stream
@@ -105,18 +106,6 @@ LimitOpt = Annotated[
         "every row.",
     ),
 ]
-
-
-def comma_list(option: str, text: str | None) -> list[str]:
-    """The items of a comma-separated option, stripped; none for a value that names nothing (``, `,`: the
-    command says what an empty list means). An empty item beside others (`16,,32`, `a,`) is refused: it
-    is a slip, not a value."""
-    items = [t.strip() for t in (text or "").split(",")]
-    if not any(items):
-        return []
-    if not all(items):
-        raise UsageError(f"{option} {text!r} has an empty item: give a comma-separated list, none empty")
-    return items
 
 
 def on_command_line(ctx: typer.Context, name: str) -> bool:
