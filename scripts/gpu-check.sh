@@ -25,9 +25,10 @@
 #
 # Steps, each under its own time limit: the doctor (with its GPU self-test), `run medium --nsys`, the tables of
 # its export, a CUDA-graph program under nsys (`harness profile`), the self-test's program captured 3 times,
-# `overhead`, `run --profiler torch`, `run --memory`, a small sweep and its dashboard; then generate's decode
-# eager, with --cuda-graphs and with --compile (reduce-overhead), without and (nsys there) under nsys, nsys's
-# overhead on eager and --cuda-graphs decode, and both under torch.profiler. Before each capture it waits for
+# `overhead`, `run --profiler torch`, `run --memory`, `run --power` (energy from the samples the worker kept),
+# a small sweep and its dashboard; then generate's decode eager, with --cuda-graphs and with --compile
+# (reduce-overhead), without and (nsys there) under nsys, nsys's overhead on eager and --cuda-graphs decode,
+# and both under torch.profiler. Before each capture it waits for
 # any nsys of an earlier capture to end (suspected once of losing a later capture's kernels; on the H100 none
 # was ever found) and logs the processes it found. Exit 0 when every step that ran passed; the log says which
 # did not.
@@ -348,6 +349,7 @@ fi
 step overhead 90 capture -- harness overhead tiny --device "$device" --repeats 2 --steps 3 --warmup 1
 step "run --profiler torch" 90 -- harness run small --device "$device" --profiler torch --steps 3 --warmup 1
 [[ "$device" == cuda ]] && step "run --memory" 60 -- harness run small --device cuda --memory --steps 3 --warmup 1
+[[ "$device" == cuda ]] && step "run --power" 90 -- harness run small --device cuda --power --steps 5 --warmup 1
 step "sweep and dashboard" 90 -- sweep_and_dashboard
 generate_steps
 generate_overhead_steps
