@@ -56,6 +56,14 @@ if TYPE_CHECKING:
     from harness.store.results import ResultsStore
 
 TOP_KERNELS = 10
+# result.extra's figures of the first step and compilation (`_first_step`): made afresh from the steps
+FIRST_STEP_FIGURES = (
+    "first_step_ns",
+    "first_step_phases",
+    "compile_ns",
+    "compile_phases_ns",
+    "steady_phases_ns",
+)
 
 
 def nsys_artifacts(rep: Path | None, sqlite: Path | None) -> dict[str, str]:
@@ -99,7 +107,9 @@ def _first_step(result: RunResult) -> None:
     median measured step (per phase too), and the steady medians they were taken from (`steady_phases_ns`,
     from analysis.runs.steady, as every command shows them). Eager runs keep their first step as well, the
     warm-up cost compiled runs are compared with. A run across ranks keeps none: each rank compiled its
-    own."""
+    own. They are the steps' alone: what the run held of them (an imported file's) is made afresh."""
+    for name in FIRST_STEP_FIGURES:
+        result.extra.pop(name, None)
     if result.config.world_size > 1 or not result.steps or not result.steps[0].warmup:
         return
     first = result.steps[0].phases

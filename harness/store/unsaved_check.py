@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.core.bounds import INT64_MAX, hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
+from harness.core.machine import MachineLoad
 from harness.core.records import (
     FILE_SUFFIXES,
     PROGRAM_MODE,
@@ -35,6 +36,13 @@ from workloads.plants import catalogue
 
 STATUSES = ("ok", "degraded", "oom", "error", "interrupted")  # degraded: stored with its reason
 DEVICES = (*ASKED_DEVICES, "n/a")  # asked for (config.device); n/a: a program's run
+ENERGY_WORDS = ("scope", "device", "method")  # the energy table's fields of text; the others are figures
+# what a run holds only until it is stored, and so no file holds: each refused, with why
+UNWRITTEN = {
+    "power_samples": "the power samples are made into the energy table before a run is written, and dropped",
+    "token_timings": "a run's token times are its steps' (steps[].tokens), put beside its figures as it is "
+    "stored",
+}
 MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.frames.MAX_TIME)
 ID_BYTES = 255
 
@@ -246,9 +254,13 @@ def _numbers(value: Any, where: str, check: Any) -> dict[str, Any]:
 
 def check_extra(extra: dict[str, Any], phases: tuple[str, ...]) -> None:
     """The figures `show`, `runs`, `compare-compile` and the dashboard read from `extra` (the first step and
-    compilation of harness.execution.compiled, the memory of harness.execution.memory): each as `harness
-    run` writes it, or a stored copy breaks those commands with a traceback. A field it lacks is a run that
-    did not record it (a run from before it was recorded), not a damaged one."""
+    compilation of harness.profilers.capture.finish, the memory of harness.execution.memory, the energy
+    table and power notes of harness.energy.run, the machine's load): each as `harness run` writes it, or a
+    stored copy breaks those commands with a traceback. A field it lacks is a run that did not record it (a
+    run from before it was recorded), not a damaged one. What no file holds is refused (UNWRITTEN)."""
+    for name, why in UNWRITTEN.items():
+        if name in extra:
+            raise _fail(f"extra.{name}", f"is in the file: {why}")
     signed = (-MAX_NS, MAX_NS)  # a compile time is the first step less the median: it may be below 0
     if "first_step_ns" in extra:
         duration(extra["first_step_ns"], "extra.first_step_ns")
@@ -273,6 +285,40 @@ def check_extra(extra: dict[str, Any], phases: tuple[str, ...]) -> None:
         _numbers(extra["dynamo"], "extra.dynamo", whole)
     if extra.get("memory") is not None:
         check_memory(mapping(extra["memory"], "extra.memory"))
+    if extra.get("machine") is not None:
+        check_machine(mapping(extra["machine"], "extra.machine"))
+    check_energy(extra)
+
+
+def check_machine(load: dict[str, Any]) -> None:
+    """The machine's load while the run ran (harness.core.machine.MachineLoad), as `show` reads it back."""
+    known_keys(load, MachineLoad, "extra.machine")
+    whole(load["cpus"], "extra.machine.cpus", 1)
+    for name in ("seconds", "load_before", "load_after", "others_share", "own_share"):
+        if figure(load[name], f"extra.machine.{name}") is None and not name.endswith("_share"):
+            raise _fail(f"extra.machine.{name}", "is missing (null)")
+
+
+def check_energy(extra: dict[str, Any]) -> None:
+    """--power's energy table (records of analysis.runs.energy's columns: its words text, every other field
+    a finite number or null) and its notes (lines of text)."""
+    rows = extra.get("energy")
+    if rows is not None:
+        if not isinstance(rows, list):
+            raise _fail("extra.energy", f"is {type(rows).__name__}, not a list")
+        for i, row in enumerate(rows):
+            for name, value in mapping(row, f"extra.energy[{i}]").items():
+                where = f"extra.energy[{i}].{name}"
+                if name in ENERGY_WORDS:
+                    text(value, where, optional=True, plain=True)
+                else:
+                    figure(value, where, negative=True)
+    notes = extra.get("power_notes")
+    if notes is not None:
+        if not isinstance(notes, list):
+            raise _fail("extra.power_notes", f"is {type(notes).__name__}, not a list")
+        for i, note in enumerate(notes):
+            text(note, f"extra.power_notes[{i}]", plain=True)
 
 
 def check_memory(memory: dict[str, Any]) -> None:
