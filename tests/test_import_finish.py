@@ -41,24 +41,23 @@ LOAD = {
 }
 
 CASES = [
-    # the worker's samples become the energy table before a run is written: made-up ones gave a run that
-    # was never sampled (--power off) an energy note, or a table of the file's making
+    # the worker's samples become the energy table before a run is written: made-up ones would give a run
+    # that was never sampled (--power off) an energy table of the file's making
     ("result.extra.power_samples", SAMPLES, "extra.power_samples is in the file"),
     ("result.extra.power_samples", "x", "extra.power_samples is in the file"),
-    # the token times beside the summary are the steps' own: a train run stored these, and `diff` of it
-    # ended in KeyError: 'durations_ns'
+    # the token times beside the summary are the steps' own (stored, these end `diff` in a KeyError)
     ("result.extra.token_timings", [{"x": 1}], "extra.token_timings is in the file"),
-    # `show` ended in TypeError: 'int' object is not iterable
+    # stored, `show` would end in a TypeError
     ("result.extra.energy", [1, 2], "extra.energy[0] is int, not an object"),
     ("result.extra.energy", "abc", "extra.energy is str, not a list"),
     ("result.extra.energy", [{"scope": "run", "joules": "lots"}], "extra.energy[0].joules is 'lots'"),
     ("result.extra.energy", [{"scope": "run\x1b[2J"}], r"extra.energy[0].scope is 'run\x1b[2J': it holds"),
     ("result.extra.energy", [{"avg_w": float("inf")}], "extra.energy[0].avg_w is inf, not a finite number"),
-    # `show` and `runs` ended in TypeError: can only join an iterable
+    # stored, `show` and `runs` would end in a TypeError
     ("result.extra.power_notes", 5, "extra.power_notes is int, not a list"),
     ("result.extra.power_notes", "abc", "extra.power_notes is str, not a list"),
     ("result.extra.power_notes", [5], "extra.power_notes[0] is 5, not text"),
-    # `show` ended in TypeError: string indices must be integers
+    # stored, `show` would end in a TypeError
     ("result.extra.machine", "abc", "extra.machine is str, not an object"),
     ("result.extra.machine", {**LOAD, "cpus": 0}, "extra.machine.cpus is 0, outside 1.."),
     ("result.extra.machine", {"cpus": 2}, "extra.machine lacks seconds, load_before"),
@@ -83,9 +82,9 @@ def summary(db: Path, run_id: str = RUN_ID) -> dict[str, Any]:
 
 
 def test_first_step_and_compile_time_are_made_from_the_files_steps(tmp_path: Path, db: Path) -> None:
-    """An eager run's file with a compile time of its own making stored it, and `show` gave a 999 s compile
-    (first step) and a steady median of -996,653 ms; a first step that is not the file's first step was
-    stored as written. Both are the steps': made afresh as the run is imported."""
+    """An eager run's file with a compile time of its own making (`show` would give a 999 s compile and a
+    steady median of -996,653 ms) and a first step that is not its first step's: both are the steps', made
+    afresh as the run is imported."""
     data = json.loads(REAL.read_text())
     data["result"]["extra"].update(
         first_step_ns=1, compile_ns=999_000_000_000, steady_phases_ns={"forward": 1}

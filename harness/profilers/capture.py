@@ -137,18 +137,20 @@ def _energy(result: RunResult) -> None:
         return
     notes = list(result.extra.get(energy.NOTES) or [])
     try:
-        table = energy_table(
-            energy.kept_samples(kept["samples"]), energy.intervals(result),
-            flops=kept["flops"], tokens_per_step=kept["tokens_per_step"],
-        )  # fmt: skip
+        samples, spans = energy.kept_samples(kept["samples"]), energy.intervals(result)
+        table = energy_table(samples, spans, flops=kept["flops"], tokens_per_step=kept["tokens_per_step"])
     except Exception as e:
         notes.append(f"energy not computed ({type(e).__name__}: {first_line(e)})")
     else:
-        if table.empty:
-            notes.append("no energy: no measured step lies inside the power samples")
-        else:
+        if not table.empty:
             result.extra[energy.TABLE] = json.loads(table.to_json(orient="records"))  # NaN -> null
             result.extra[energy.SUMMARY] = run_summary(table)
+        if spans.empty:
+            notes.append("no energy: the run has no measured step")
+        elif samples.empty:
+            notes.append("no energy: no power sample was taken")
+        elif (result.extra.get(energy.SUMMARY) or {}).get("energy_j") is None:  # none inside, or no reading
+            notes.append("no energy: the power samples give none over the measured steps")
     result.extra[energy.NOTES] = list(dict.fromkeys(notes))
 
 
