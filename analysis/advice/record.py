@@ -6,8 +6,11 @@ The record is plain JSON (the results database keeps it in `runs.advice`):
 `{"source": path, "health": {"worst": ..., "checks": [{name, status, evidence, fix}]},
 "findings": [{rule, at_stake_ns, where, evidence, fix, data}], "instruments": {what the harness itself did:
 analysis.advice.instruments, and its `line`} or null, "not judged": [what needs the run's record, what the
-capture holds nothing for], "untrusted": why or null}` (records stored before `data` and `instruments`
-existed lack them).
+capture holds nothing for], "untrusted": why or null, "export": {size, mtime_ns, ctime_ns, digest} of the
+file judged, or null}` (records stored before `data`, `instruments` and `export` existed lack them).
+`export` tells `show RUN`, which repeats the record, whether the file at `source` is still the one judged
+(`since_judged`) without reading it again: its size and times, and where they differ its sampled digest
+(analysis.trace.digests.content_digest, about 200 KB read).
 `untrusted` says why the capture cannot be trusted (its failed checks, analysis.advice.checks.why_untrusted):
 its findings are kept but not ranked, since their time at stake comes from what is left of the capture.
 """
@@ -15,6 +18,7 @@ its findings are kept but not ranked, since their time at stake comes from what 
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -33,9 +37,11 @@ from analysis.advice.checks import (
 )
 from analysis.advice.findings import COLUMNS, DATA_COLUMN, NO_CUDA, NO_STEPS, Advice, Finding, as_record
 from analysis.advice.where import ms
+from analysis.trace.digests import content_digest
 
 TOP = 3
 RANK = {FAIL: 0, WARN: 1, OK: 2}
+GONE, CHANGED = "gone", "changed"  # the file a record was judged of, as it is now (`since_judged`)
 
 
 def advice_record(health: Health, found: list[Finding] | Advice) -> dict[str, Any]:
@@ -52,6 +58,44 @@ def advice_record(health: Health, found: list[Finding] | Advice) -> dict[str, An
         record["instruments"] = {**found.instruments.data(), "line": line} if line else None
         record["not judged"] = list(found.not_judged)
     return record
+
+
+def export_stamp(path: Path) -> dict[str, int | str] | None:
+    """What tells the file at `path` apart from another put at its path later, or from itself changed: its
+    size, mtime and ctime, and its sampled content digest; None where it cannot be read."""
+    try:
+        st = path.stat()
+        digest = content_digest(path, st.st_size)
+    except OSError:
+        return None
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "digest": digest}
+
+
+def since_judged(record: dict[str, Any]) -> str | None:
+    """Whether the file `record` was judged of is still that file: GONE (nothing at its path), CHANGED (its
+    size or sampled content differ from its `export` stamp), None (the same, or not known: no stamp kept).
+    Its content is read (`content_digest`) only where its size, mtime or ctime differ."""
+    source = record.get("source")
+    if not source:
+        return None
+    path = Path(str(source))
+    if not path.is_file():
+        return GONE
+    kept = record.get("export")
+    if not kept:
+        return None
+    try:
+        st = path.stat()
+    except OSError:  # gone since it was looked at
+        return GONE
+    if (st.st_size, st.st_mtime_ns, st.st_ctime_ns) == (kept["size"], kept["mtime_ns"], kept["ctime_ns"]):
+        return None
+    if st.st_size != kept["size"]:
+        return CHANGED
+    try:  # the same size, other times: copied, touched, or written in place; its content tells
+        return None if content_digest(path, st.st_size) == kept["digest"] else CHANGED
+    except OSError:  # not readable: not known
+        return None
 
 
 def instruments_line(record: dict[str, Any]) -> str | None:

@@ -32,7 +32,7 @@ from analysis.advice.checks import Check, Health, why_untrusted
 from analysis.advice.coverage import export_facts
 from analysis.advice.findings import NEEDS_RECORD, RunRecord, Thresholds, advice
 from analysis.advice.health import NOT_KNOWN, capture_health
-from analysis.advice.record import advice_record, checks_of, degraded_reason
+from analysis.advice.record import advice_record, checks_of, degraded_reason, export_stamp
 from analysis.advice.run_checks import (
     RUN_CHECKS,
     ExportFacts,
@@ -378,7 +378,9 @@ def capture_advice(
         facts.export = export_facts(trace)
         health.checks += run_checks(facts)
     health.checks += also or []
-    return advice_record(health, advice(trace, run=record))
+    judged = advice_record(health, advice(trace, run=record))
+    judged["export"] = export_stamp(Path(trace.path))  # what tells `show RUN` the file is still this one
+    return judged
 
 
 # where a stored run's findings come from: its capture read now, what was stored with it, or nothing at all

@@ -66,6 +66,8 @@ from analysis.trace.cache_files import (
     META,
     SOURCE_PREFIX,
     Cleared,
+    contents,
+    filled_meanwhile,
     mtime_of,
     read_json,
     refusal,
@@ -293,17 +295,24 @@ class Cache:
 
     def clear(self, source: Path | None = None) -> Cleared:
         """Remove every entry (or those of `source`): what was removed, and what was not and why (a folder
-        that cannot be written; a link or another user's folder in an entry's place, left as it is)."""
+        that cannot be written; a link or another user's folder in an entry's place, left as it is). An
+        entry another command wrote into as it was removed (one it was filling) is removed all the same, all
+        it held gone, and its folder, holding what that command wrote since, is `filled`."""
         out = Cleared()
         wanted = str(source.resolve()) if source is not None else None
         self.check()
         for info in self.entries():
             if wanted is None or info.source == wanted:
                 folder = self.root / info.key
+                before = contents(folder)
                 why = remove_tree(folder)
                 if why is None:
                     out.removed += 1
                     out.freed += info.size_bytes
+                elif filled_meanwhile(folder, before):  # another command wrote into it as it went
+                    out.removed += 1
+                    out.freed += sum(before.values())
+                    out.filled.append(folder)
                 else:
                     out.freed += info.size_bytes - tree_size(folder)
                     out.kept.append((folder, why))

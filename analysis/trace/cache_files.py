@@ -27,11 +27,15 @@ class Cleared:
     removed: int = 0
     freed: int = 0
     kept: list[tuple[Path, str]] = field(default_factory=list)
+    # folders emptied of all they held, into which another command wrote as they were removed (an entry it
+    # was filling): left holding only what it wrote; counted as removed, since nothing asked for is left
+    filled: list[Path] = field(default_factory=list)
 
     def add(self, other: Cleared) -> None:
         """What `other` removed, freed and kept, counted in this one too."""
         self.removed, self.freed = self.removed + other.removed, self.freed + other.freed
         self.kept += other.kept
+        self.filled += other.filled
 
 
 def _user() -> int:
@@ -79,6 +83,25 @@ def remove_tree(folder: Path) -> str | None:
     if not os.path.lexists(folder):
         return None
     return failed[0] if failed else "still there"
+
+
+def contents(folder: Path) -> dict[tuple[str, int, int], int]:
+    """The files in `folder` (an entry has no sub-folders), each by name, inode and mtime, with its size:
+    what tells them from files written there later under the same names; empty where it cannot be read."""
+    out: dict[tuple[str, int, int], int] = {}
+    with contextlib.suppress(OSError), os.scandir(folder) as found:
+        for f in found:
+            with contextlib.suppress(OSError):
+                st = f.stat(follow_symlinks=False)
+                out[(f.name, st.st_ino, st.st_mtime_ns)] = st.st_size
+    return out
+
+
+def filled_meanwhile(folder: Path, before: dict[tuple[str, int, int], int]) -> bool:
+    """Whether `folder`, which a removal left, is still this user's folder and holds none of the files it
+    held `before` the removal: all of those went, and what is there was written since (by a command filling
+    it at the same moment)."""
+    return refusal(folder) is None and folder.is_dir() and not contents(folder).keys() & before.keys()
 
 
 def tree_size(folder: Path) -> int:

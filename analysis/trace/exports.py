@@ -29,7 +29,16 @@ from analysis.errors import ExportError
 from analysis.outputs import refuse_streams_over
 from analysis.readers import A_REPORT, EXPORT_SUFFIXES, REPORT_SUFFIXES
 from analysis.trace.cache import EXPORTS, Cache, cache_root, export_note, pin, remove_export, source_prefix
-from analysis.trace.cache_files import SOURCE_PREFIX, Cleared, read_json, size_of, write_atomic
+from analysis.trace.cache_files import (
+    SOURCE_PREFIX,
+    Cleared,
+    contents,
+    filled_meanwhile,
+    read_json,
+    remove_tree,
+    size_of,
+    write_atomic,
+)
 
 if TYPE_CHECKING:
     from analysis.trace.trace import Trace
@@ -41,6 +50,22 @@ Exporter = Callable[[Path, Path], object]
 
 def exports_dir() -> Path:
     return cache_root() / EXPORTS
+
+
+def clear_exports() -> Cleared:
+    """The reports' exports the cache made (EXPORTS) removed, their folder with them: what would not go and
+    why, or the folder `filled` where a command made an export into it as it went (all it held gone)."""
+    folder = exports_dir()
+    out = Cleared()
+    if not (folder.exists() or folder.is_symlink()):
+        return out
+    before = contents(folder)
+    why = remove_tree(folder)
+    if why is not None and filled_meanwhile(folder, before):
+        out.filled.append(folder)
+    elif why is not None:
+        out.kept.append((folder, why))
+    return out
 
 
 def files_read(source: Path) -> list[Path]:

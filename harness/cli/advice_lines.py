@@ -28,3 +28,8 @@ def say_findings(record: dict[str, Any], run: str = "RUN") -> None:
     """The top findings, one line each, or why they are not ranked (a warning)."""
     for level, line in advice.findings_lines(record, run):
         (warn if level == advice.WARN else note)(line)
+
+
+def since_capture(record: dict[str, Any], run: str) -> str | None:
+    """The line that says the run's export is gone or changed since its advice was judged (None: neither)."""
+    return advice.since_capture_line(record, run)

@@ -25,7 +25,7 @@ from analysis.front.reading import read_tables
 from analysis.tables import operators as ops
 from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
-from analysis.trace.exports import clear_named, exports_dir, open_source
+from analysis.trace.exports import clear_exports, clear_named, open_source
 from harness.cli.common import FormatOpt, WideOpt, at_least, cli_errors, err, note, warn, warn_skipped
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
@@ -133,14 +133,16 @@ def cache_cmd(
     if clear:
         cleared = cache.clear(None) if report is None else clear_named(cache, report)
         if report is None:
-            exports = exports_dir()
-            why = trace_cache.remove_tree(exports) if exports.exists() or exports.is_symlink() else None
-            if why is not None:
-                cleared.kept.append((exports, why))
+            cleared.add(clear_exports())
         removed = counted(cleared.removed, "cache entry", "cache entries")
         note(f"removed {removed} ({cleared.freed:,} bytes) from {cache.root}")
         if report is not None and not cleared.removed and not report.exists():  # a misspelt path, most likely
             warn(f"no file at {report}, and no cache entry of it: check the path")
+        for folder in cleared.filled:  # nothing asked for is left: not an error
+            warn(
+                f"{folder} was being written by another command as it was removed: all it held is gone, and "
+                "what that command wrote since is left (run `harness cache --clear` again once it ends)"
+            )
         for folder, why in cleared.kept:
             err(f"could not remove {folder}: {why}")
         if cleared.kept:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.advice_lines import advice_tables, say_findings, say_health
+from harness.cli.advice_lines import advice_tables, say_findings, say_health, since_capture
 from harness.cli.common import (
     RUN_REF_HELP,
     DbOpt,
@@ -118,8 +118,14 @@ def show_cmd(
         tables, files = show.paths_apart(tables)
     elif run.advice:
         tables += advice_tables(run.advice)
+    # the advice was judged as the run was captured: said where its export is gone or changed since
+    since = since_capture(run.advice, run.id) if run.advice else None
     if run.advice and format is Format.table:  # first: a degraded run's tables are read knowing it
         say_health(run.advice, run.id if run.status == "degraded" else None)
+        if since:
+            note(since)
+    elif since:  # csv and json: on stderr, beside the health and findings tables they carry
+        files.append(since)
     emit_many(tables, format, wide=wide, notes=files)
     if run.advice and format is Format.table:
         say_findings(run.advice, run.id)

@@ -23,11 +23,13 @@ from analysis.advice.findings import DATA_COLUMN as DATA_COLUMN
 from analysis.advice.findings import RunRecord, Thresholds, advice, findings_table
 from analysis.advice.health import NOT_KNOWN, capture_health
 from analysis.advice.record import (
+    GONE,
     degraded_reason,
     findings_frame,
     health_counts,
     health_line,
     health_table,
+    since_judged,
     untrusted_line,
 )
 from analysis.advice.record import findings_lines as finding_lines
@@ -338,6 +340,26 @@ def health_lines(record: dict[str, Any], degraded: str | None = None) -> list[tu
         ]
     line = health_line(record)
     return [(NOTE if line.startswith("health ok") else WARN, line)]
+
+
+def since_capture_line(record: dict[str, Any], run: str) -> str | None:
+    """What `show RUN` says where the export the stored health and findings were judged of is gone, or is
+    no longer that file (analysis.advice.record.since_judged: its size and times, its sampled digest; the
+    export is not read again); None where it is the same, or no stamp of it was kept."""
+    now = since_judged(record)
+    if now is None:
+        return None
+    source = record["source"]
+    if now == GONE:
+        return (
+            f"run {run}'s export is gone ({source}): its health and findings shown are those judged of it "
+            "when the run was captured"
+        )
+    return (
+        f"run {run}'s export is not the file its health and findings were judged of ({source} has changed "
+        f"since the run was captured): those shown are as judged then; `harness health {run}` judges the "
+        "export as it is now"
+    )
 
 
 def findings_lines(record: dict[str, Any], run: str = "RUN") -> list[tuple[str, str]]:
