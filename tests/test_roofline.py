@@ -251,6 +251,24 @@ def test_datasheet_bandwidth_by_device_name(name: str, bandwidth: float | None) 
     assert peak_bandwidth(name) == bandwidth
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NVIDIA RTX A1000 Laptop GPU",  # not an A100: 6.7 TFLOP/s fp32, 192 GB/s
+        "Quadro GV100",  # not a V100: 870 GB/s
+        "NVIDIA GH200 480GB",  # an H100 chip with its own memory, not an H200
+        "NVIDIA A100X",
+        "NVIDIA GeForce RTX 4090 D",  # fewer SMs than the RTX 4090
+        "NVIDIA GeForce RTX 4090 Laptop GPU",  # another chip: 576 GB/s
+        "NVIDIA GeForce RTX 5090 Laptop GPU",
+    ],
+)
+def test_a_name_containing_a_known_gpus_is_not_that_gpu(name: str) -> None:
+    assert peak_bandwidth(name) is None
+    assert peak_flops(name, "fp32") is None
+    assert table_roofs(name, "bf16") is None
+
+
 def test_l40s_peaks_are_its_own_not_the_l4s() -> None:
     assert peak_flops("NVIDIA L40S", "bf16") == 362.05e12
     assert peak_flops("NVIDIA L40S", "fp32") == 91.6e12

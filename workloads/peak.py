@@ -48,34 +48,40 @@ class Gpu:
     bandwidth: float
 
 
+# A GeForce name with "D" (the export version) or "Laptop GPU" after it is another chip, with other peaks.
+OTHER_CHIP = r"(?!\s*(D|Laptop)\b)"
+
+# Patterns match whole model names (`\bA100\b`): "RTX A1000", "Quadro GV100", "GH200" are other devices.
 # First match wins, so the more specific names come first. Names as torch.cuda.get_device_name() prints
 # them: "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe",
 # "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA L40S". Bandwidth sources beside each entry.
 GPUS: tuple[Gpu, ...] = (
     # H200 datasheet: H200 NVL, 141 GB HBM3e, 4.8 TB/s
-    Gpu(("H200 NVL",), r"H200.*NVL", 60e12, 835.5e12, 835.5e12, 4.8e12),
+    Gpu(("H200 NVL",), r"\bH200\b.*NVL", 60e12, 835.5e12, 835.5e12, 4.8e12),
     # H100 datasheet: H100 NVL, 94 GB HBM3, 3.9 TB/s
-    Gpu(("H100 NVL",), r"H100.*NVL", 60e12, 835.5e12, 835.5e12, 3.9e12),
-    Gpu(("H100 PCIe",), r"H100.*PCIe", 51e12, 756e12, 756e12, 2.0e12),  # H100 datasheet: 80 GB HBM2e, 2 TB/s
+    Gpu(("H100 NVL",), r"\bH100\b.*NVL", 60e12, 835.5e12, 835.5e12, 3.9e12),
+    # H100 datasheet: 80 GB HBM2e, 2 TB/s
+    Gpu(("H100 PCIe",), r"\bH100\b.*PCIe", 51e12, 756e12, 756e12, 2.0e12),
     # H200 datasheet: H200 SXM, 141 GB HBM3e, 4.8 TB/s
-    Gpu(("H200",), r"H200", 67e12, 989e12, 989e12, 4.8e12),
+    Gpu(("H200",), r"\bH200\b", 67e12, 989e12, 989e12, 4.8e12),
     # H100 datasheet: H100 SXM, 80 GB HBM3, 3.35 TB/s
-    Gpu(("H100", "H100 SXM"), r"H100", 67e12, 989e12, 989e12, 3.35e12),
+    Gpu(("H100", "H100 SXM"), r"\bH100\b", 67e12, 989e12, 989e12, 3.35e12),
     # A100 datasheet: 80GB PCIe, HBM2e, 1,935 GB/s; 80GB SXM, HBM2e, 2,039 GB/s; 40GB (SXM and PCIe), HBM2,
     # 1,555 GB/s. The 80GB ones have no datasheet name of their own: "A100" is the 40GB one.
-    Gpu((), r"A100.*(80GB.*PCIe|PCIE.*80GB)", 19.5e12, 312e12, 312e12, 1.935e12),
-    Gpu((), r"A100.*80GB", 19.5e12, 312e12, 312e12, 2.039e12),
-    Gpu(("A100",), r"A100", 19.5e12, 312e12, 312e12, 1.555e12),
+    Gpu((), r"\bA100\b.*(80GB.*PCIe|PCIE.*80GB)", 19.5e12, 312e12, 312e12, 1.935e12),
+    Gpu((), r"\bA100\b.*80GB", 19.5e12, 312e12, 312e12, 2.039e12),
+    Gpu(("A100",), r"\bA100\b", 19.5e12, 312e12, 312e12, 1.555e12),
     Gpu(("A10",), r"\bA10\b", 31.2e12, 125e12, 125e12, 600e9),  # A10 datasheet: 24 GB GDDR6, 600 GB/s
     Gpu(("L4",), r"\bL4\b", 30.3e12, 121e12, 121e12, 300e9),  # L4 datasheet: 24 GB GDDR6, 300 GB/s
-    Gpu(("L40S",), r"L40S", 91.6e12, 362.05e12, 362.05e12, 864e9),  # L40S datasheet: 48 GB GDDR6, 864 GB/s
+    # L40S datasheet: 48 GB GDDR6, 864 GB/s
+    Gpu(("L40S",), r"\bL40S\b", 91.6e12, 362.05e12, 362.05e12, 864e9),
     # Ada Lovelace whitepaper (RTX 4090): 24 GB GDDR6X, 21 Gbps × 384 bit = 1,008 GB/s
-    Gpu(("RTX 4090",), r"RTX 4090", 82.6e12, 165.2e12, 165.2e12, 1008e9),
+    Gpu(("RTX 4090",), r"RTX 4090\b" + OTHER_CHIP, 82.6e12, 165.2e12, 165.2e12, 1008e9),
     # RTX Blackwell whitepaper (RTX 5090): 32 GB GDDR7, 28 Gbps × 512 bit = 1,792 GB/s
-    Gpu(("RTX 5090",), r"RTX 5090", 104.8e12, 209.5e12, 209.5e12, 1792e9),
-    Gpu(("V100S",), r"V100S", 16.4e12, None, 130e12, 1134e9),  # V100S datasheet: 32 GB HBM2, 1,134 GB/s
-    Gpu(("V100 PCIe",), r"V100.*PCIE", 14e12, None, 112e12, 900e9),  # V100 datasheet: HBM2, 900 GB/s
-    Gpu(("V100",), r"V100", 15.7e12, None, 125e12, 900e9),  # V100 datasheet: SXM2, HBM2, 900 GB/s
+    Gpu(("RTX 5090",), r"RTX 5090\b" + OTHER_CHIP, 104.8e12, 209.5e12, 209.5e12, 1792e9),
+    Gpu(("V100S",), r"\bV100S\b", 16.4e12, None, 130e12, 1134e9),  # V100S datasheet: 32 GB HBM2, 1,134 GB/s
+    Gpu(("V100 PCIe",), r"\bV100\b.*PCIE", 14e12, None, 112e12, 900e9),  # V100 datasheet: HBM2, 900 GB/s
+    Gpu(("V100",), r"\bV100\b", 15.7e12, None, 125e12, 900e9),  # V100 datasheet: SXM2, HBM2, 900 GB/s
     Gpu(("T4",), r"\bT4\b", 8.1e12, None, 65e12, 320e9),  # T4 datasheet: 16 GB GDDR6, 320+ GB/s
 )
 
