@@ -212,3 +212,18 @@ def test_an_nsys_whose_target_folder_cannot_be_found_is_not_called_incomplete(tm
     assert missing_injection(tmp_path / "opt/2024.1/bin/nsys") is None
     (whole / "libToolsInjection64.so").unlink()
     assert missing_injection(tmp_path / "opt/2024.1/bin/nsys") == whole
+
+
+def test_an_nsys_that_lists_none_of_the_flags_says_it_lacks_them_all(tmp_path: Path) -> None:
+    from harness.experiments.doctor import FLAGS_OF_INTEREST, check_nsys
+
+    bare = tmp_path / "nsys"
+    bare.write_text('#!/bin/sh\necho "NVIDIA Nsight Systems version 2024.1.1"\n')
+    bare.chmod(0o755)
+    checks, info = check_nsys(str(bare))
+    flags = {c.item: c.detail for c in checks}["nsys profile flags"]
+    assert info is not None and flags == (
+        "lacks every flag checked: "
+        + ", ".join(f"--{f}" for f in FLAGS_OF_INTEREST)
+        + " (left out of the commands)"
+    )

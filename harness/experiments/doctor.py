@@ -58,9 +58,12 @@ def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
         )
     known = [f for f in FLAGS_OF_INTEREST if info.supports(f)]
     missing = [f for f in FLAGS_OF_INTEREST if not info.supports(f)]
+    lacks = ", ".join(f"--{f}" for f in missing) + " (left out of the commands)"
     flags = "supports " + ", ".join(f"--{f}" for f in known)
-    if missing:
-        flags += "; lacks " + ", ".join(f"--{f}" for f in missing) + " (left out of the commands)"
+    if not known:
+        flags = f"lacks every flag checked: {lacks}"
+    elif missing:
+        flags += f"; lacks {lacks}"
     return [
         found,
         Check("nsys version", "ok", info.version),
