@@ -231,7 +231,7 @@ def test_roofline_of_a_real_tiny_run(tmp_db) -> None:
 
 def test_roofline_command_says_why_a_point_lies_above_its_roof(tmp_db, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    result = _run("char-fast", "char")
+    result = _run("char-fast", "char", device="cuda", name="NVIDIA H100 80GB HBM3")
     # lm_head timed at 10 ns a step: far faster than an H100's roofs allow
     result.blocks = [b if b.block != "lm_head" else BlockRecord(b.step, None, "lm_head", "forward", 10)
                      for b in result.blocks]  # fmt: skip
@@ -293,6 +293,28 @@ def test_a_run_placed_against_another_devices_roofs_is_told_so(tmp_db) -> None:
         assert not any(" ran on " in n for n in quiet.notes)
     out = runner.invoke(app, ["roofline", "char-cpu", "--gpu", "H100"], env={"COLUMNS": "300"})
     assert out.exit_code == 0 and told in " ".join(out.output.split())
+
+
+def test_a_run_above_another_gpus_roofs_is_said_to_have_run_elsewhere(tmp_db) -> None:
+    """An H100 run placed against T4's roofs lies above them because it ran on the faster GPU: that is the
+    why said, not a cache-resident working set or a peak below what the shape reaches."""
+    run = _run("tiny-h100", "tiny", blocks=False, device="cuda", name="NVIDIA H100 80GB HBM3")
+    phases = {"forward": 10_000, "backward": 20_000, "optimizer": 10_000}  # ns: faster than T4's roofs allow
+    run.steps = [StepRecord(i, i == 0, dict(phases)) for i in range(3)]
+    store = ResultsStore(tmp_db)
+    save_run(store, run)
+    lines = run_report(store, "tiny-h100", gpu="T4").above_roof()
+    assert [line.split(":")[0] for line in lines] == [
+        "forward (whole phase)",
+        "backward (whole phase)",
+        "optimizer (whole phase)",
+    ]
+    why = "it ran on NVIDIA H100 80GB HBM3, not on the device these roofs are of"
+    assert all(line.endswith(why) for line in lines)
+    assert "of the datasheet bandwidth roof (" in lines[2] and "against 320.0 GB/s)" in lines[2]
+    assert not any("stayed in cache" in line or "peak is below" in line for line in lines)
+    own = run_report(store, "tiny-h100").above_roof()  # its own GPU's roofs: the usual why
+    assert own and not any(why in line for line in own)
 
 
 @pytest.mark.parametrize(

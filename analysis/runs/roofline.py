@@ -187,14 +187,17 @@ PEAK_IS = {
 }
 
 
-def above_roof(table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block") -> list[str]:
+def above_roof(
+    table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block", ran_on: str | None = None
+) -> list[str]:
     """One line per measured point above its roof (of roof > 100%): which roof, by how much, and why that
     is possible, instead of a bare 120%. A memory-bound point above the bandwidth roof moved its bytes faster
     than the roof's copy (or the datasheet's DRAM figure): its working set stayed in cache, which the roof,
     counting every byte as a trip to DRAM, does not see. A compute-bound point above the compute roof did
     more FLOP/s than the peak the roofs hold: a measured peak is one matmul size's; a datasheet peak
     (workloads.peak) is the dense rate at boost clock of the run's precision, fp32's that of the CUDA cores,
-    which TF32 matmuls pass; and the count may charge work the kernels skip."""
+    which TF32 matmuls pass; and the count may charge work the kernels skip. `ran_on`: the device the
+    times were measured on where the roofs are another device's (`--gpu`): that device is the why."""
     if roofs is None or "of roof (%)" not in table or table["of roof (%)"].isna().all():
         return []
     kind = "measured" if "measured" in roofs.label else "datasheet"
@@ -202,7 +205,18 @@ def above_roof(table: pd.DataFrame, roofs: Roofs | None, name: str = "sub-block"
     for row in table[table["of roof (%)"] > ABOVE].to_dict("records"):
         label = f"{row[name]} {row['pass']}" if "pass" in row else f"{row[name]} (whole phase)"
         pct = percent_above(row["of roof (%)"])
-        if row.get("bound") == "memory" and roofs.bandwidth:
+        if ran_on is not None:
+            memory = row.get("bound") == "memory" and roofs.bandwidth
+            rate = (
+                f"{row['achieved GB/s']:,.1f} GB/s against {roofs.bandwidth / 1e9:,.1f} GB/s"
+                if memory
+                else f"{row['achieved TFLOP/s']:,.3f} against {(roofs.peak_flops or 0) / 1e12:,.3f} TFLOP/s"
+            )
+            lines.append(
+                f"{label}: {pct} of the {kind} {'bandwidth' if memory else 'compute'} roof ({rate}): it "
+                f"ran on {ran_on}, not on the device these roofs are of"
+            )
+        elif row.get("bound") == "memory" and roofs.bandwidth:
             rate = row["achieved GB/s"]
             lines.append(
                 f"{label}: {pct} of the {kind} bandwidth roof ({rate:,.1f} GB/s against "

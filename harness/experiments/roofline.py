@@ -68,6 +68,7 @@ class RooflineReport:
     warning: str | None = None  # why the sub-block times cannot be trusted (a degraded run's capture)
     new_tokens: int | None = None  # generate: the tokens decoded after the prompt (context_length)
     unfinished: str | None = None  # the status of a run that did not finish (interrupted, oom, error)
+    elsewhere: str | None = None  # the run's own device, where the roofs used are another GPU's (--gpu)
 
     def roofs_frame(self) -> pd.DataFrame:
         import pandas as pd
@@ -93,7 +94,9 @@ class RooflineReport:
 
     def above_roof(self) -> list[str]:
         """The measured points above their roof, each said with why (analysis.runs.roofline.above_roof)."""
-        return above_roof(self.table, self.used) + above_roof(self.phases_frame(), self.used, "phase")
+        return above_roof(self.table, self.used, ran_on=self.elsewhere) + above_roof(
+            self.phases_frame(), self.used, "phase", ran_on=self.elsewhere
+        )
 
     def mfu_frame(self) -> pd.DataFrame:
         """MFU per phase and for the step (a run's phase times against the peak of the roofs used)."""
@@ -354,6 +357,7 @@ def run_report(
         report.notes.append("roofs measured on this machine now, not during the run")
     if gpu and (elsewhere := _other_device(report, run.device, run.device_name or run.device, gpu)):
         report.notes.append(elsewhere)
+        report.elsewhere = run.device_name or run.device
     report.table = roofline_table(costs, times, report.used)
     return report
 
