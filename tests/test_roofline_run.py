@@ -295,6 +295,21 @@ def test_a_run_placed_against_another_devices_roofs_is_told_so(tmp_db) -> None:
     assert out.exit_code == 0 and told in " ".join(out.output.split())
 
 
+def test_a_run_whose_gpu_has_no_peak_at_its_precision_is_told_why_mfu_is_missing(tmp_db) -> None:
+    run = _run("tiny-v100", "tiny", blocks=False, device="cuda", name="Tesla V100-SXM2-16GB")
+    run.config.precision = "bf16"
+    store = ResultsStore(tmp_db)
+    save_run(store, run)
+    report = run_report(store, "tiny-v100")
+    assert report.used is not None and report.used.peak_flops is None and report.used.bandwidth == 900e9
+    assert report.mfu_frame()["MFU (%)"].isna().all()
+    assert (
+        "Tesla V100-SXM2-16GB, datasheet, bf16: the datasheet has no bf16 peak for it, so there is no "
+        "compute roof: no bound, attainable FLOP/s, share of the roof or MFU"
+    ) in report.notes
+    assert not any("no bf16 peak" in n for n in run_report(store, "tiny-v100", gpu="A100").notes)
+
+
 def test_a_run_above_another_gpus_roofs_is_said_to_have_run_elsewhere(tmp_db) -> None:
     """An H100 run placed against T4's roofs lies above them because it ran on the faster GPU: that is the
     why said, not a cache-resident working set or a peak below what the shape reaches."""

@@ -254,6 +254,11 @@ def _find_roofs(
         if measure_on.type == "cpu" and precision != "fp32":
             report.notes.append("on a CPU the compute roof is measured with an fp32 matmul")
     report.used = report.roofs[-1] if report.roofs else None
+    if report.used is not None and not report.used.peak_flops:  # a V100 or T4 in bf16
+        report.notes.append(
+            f"{report.used.label}: the datasheet has no {precision} peak for it, so there is no compute "
+            "roof: no bound, attainable FLOP/s, share of the roof or MFU"
+        )
     if report.used is None:
         report.notes.append(
             f"no roofs for {name} (the datasheet table has GPUs only): pass --measure to measure this "
