@@ -18,7 +18,7 @@ from analysis.dashboard.phases import NO_TRAINING, phase_bars_panel
 from analysis.dashboard.serving import serving_panel, serving_table
 from harness.cli import app
 from harness.core.records import ModelInfo, RunConfig, RunResult, StepRecord
-from harness.execution.generate import EAGER, serving_figures
+from harness.execution.generate import EAGER, latency_stats, serving_figures
 from harness.experiments.diff import tokens_frame
 from harness.profilers.capture import save as save_run
 from harness.store.results import ResultsStore
@@ -146,12 +146,12 @@ def test_diff_of_two_generate_runs_has_ttft_and_tpot_rows(tmp_db: str) -> None:
 
 def test_the_serving_panel_draws_each_generate_run(tmp_db: str) -> None:
     store = ResultsStore(tmp_db)
-    for i, scale in enumerate((1.0, 0.5)):
-        save_run(store, generate_run(f"tiny-2026010{i}-120000-ab1{i}", token_scale=scale, seed=i))
+    for i, scale in enumerate((1.0, 0.5)):  # 15 steps of 7 tokens: enough for TPOT's p99, not TTFT's
+        save_run(store, generate_run(f"tiny-2026010{i}-120000-ab1{i}", token_scale=scale, steps=15, seed=i))
     # without a capture of the GPU there is no busy share, and no subplot for it
     eager = serving_panel(DashboardData(runs=store.runs()))
     assert eager.figure is not None and "decode GPU busy (%)" not in {t.name for t in eager.figure.data}
-    save_run(store, generate_run("tiny-20260103-120000-ab12", token_scale=0.25, seed=2, busy=0.9))
+    save_run(store, generate_run("tiny-20260103-120000-ab12", token_scale=0.25, steps=15, seed=2, busy=0.9))
     runs = store.runs()
     table = serving_table(runs)
     assert list(table["run_id"]) == list(runs["run_id"])
@@ -294,3 +294,57 @@ def test_a_degraded_capture_s_decode_gpu_busy_is_shown_untrusted(tmp_db: str) ->
     assert busy_rows("gen-bad") == [
         ("decode GPU busy (%) (untrusted: the capture failed its health checks)", 42.0)
     ]
+
+
+def test_a_percentile_is_given_only_of_enough_samples() -> None:
+    # the p-th percentile needs 100 / (100 - p) samples for one to lie above it: of fewer it would be the
+    # largest sample interpolated, said as if a tail were measured
+    one, nine, ten = latency_stats([7]), latency_stats(list(range(1, 10))), latency_stats(list(range(1, 11)))
+    assert one["p50_ns"] == 7.0 and one["p90_ns"] is None and one["p99_ns"] is None
+    assert nine["p50_ns"] == 5.0 and nine["p90_ns"] is None
+    assert ten["p90_ns"] == pytest.approx(9.1) and ten["p99_ns"] is None
+    assert latency_stats(list(range(1, 100)))["p99_ns"] is None
+    assert latency_stats(list(range(1, 101)))["p99_ns"] == pytest.approx(99.01)
+
+
+def test_a_stored_percentile_of_too_few_samples_is_shown_blank_everywhere(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    result = generate_run("tiny-20260104-120000-ab13", steps=2)  # 2 measured steps, 14 tokens
+    tokens = [ns for s in result.steps if not s.warmup for ns in s.tokens]
+    serving = result.extra["serving"]
+    assert serving["tpot_ns"]["p90_ns"] == pytest.approx(np.percentile(tokens, 90))
+    # a summary holding a p99 of the 14 tokens and of the 2 steps (drawn, not measured)
+    serving["tpot_ns"]["p99_ns"] = float(np.percentile(tokens, 99))
+    serving["ttft_ns"]["p99_ns"] = float(np.percentile([s.phases["prefill"] for s in result.steps[2:]], 99))
+    save_run(store, result)
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)[0]
+    assert listed["tpot_p99_ns"] is listed["ttft_p99_ns"] is None
+    assert listed["tpot_p90_ns"] == pytest.approx(np.percentile(tokens, 90))
+    out = runner.invoke(app, ["show", result.run_id, "--format", "json"], catch_exceptions=False)
+    shown = {r["metric"]: r["value"] for r in json.loads(out.stdout)["serving (measured steps)"]}
+    assert shown["TPOT p99 (ns)"] is shown["TTFT p99 (ns)"] is None
+    assert shown["TPOT p90 (ns)"] == pytest.approx(np.percentile(tokens, 90))
+    assert shown["percentiles left blank"] == (
+        "TTFT p99 (2 measured steps), TPOT p99 (14 tokens): too few samples (needed: p90 10, p99 100)"
+    )
+    panel = serving_panel(DashboardData(runs=store.runs()))
+    assert panel.figure is not None and "p90 needs 10, p99 needs 100" in panel.notes[0]
+    drawn = {t.name: list(t.y) for t in panel.figure.data}
+    assert np.isnan(drawn["time per output token p99"][0]) and np.isnan(drawn["time to first token p99"][0])
+    assert drawn["time per output token p90"][0] == pytest.approx(np.percentile(tokens, 90) / 1e6)
+
+
+def test_a_run_of_a_hundred_tokens_gives_their_p99(tmp_db: str) -> None:
+    args = ["--device", "cpu", "--mode", "generate", "--steps", "2", "--warmup", "0", "--context-length", "8"]
+    out = runner.invoke(app, ["run", "char", *args, "--new-tokens", "51", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    shown = {r["metric"]: r["value"] for r in json.loads(out.stdout)["serving (measured steps)"]}
+    (run_id,) = ResultsStore(tmp_db, readonly=True).runs()["run_id"]
+    kept = ResultsStore(tmp_db, readonly=True).get(run_id).summary["token_timings"]
+    tokens = [ns for t in kept for ns in t["durations_ns"]]
+    assert len(tokens) == shown["TPOT tokens timed"] == 100
+    assert shown["TPOT p99 (ns)"] == pytest.approx(np.percentile(tokens, 99))
+    assert shown["TTFT p99 (ns)"] is None
+    assert shown["percentiles left blank"].startswith("TTFT p99 (2 measured steps): too few samples")
+    listed = json.loads(runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False).stdout)[0]
+    assert listed["tpot_p99_ns"] == pytest.approx(np.percentile(tokens, 99)) and listed["ttft_p99_ns"] is None

@@ -47,6 +47,20 @@ ATTENTION_IMPLS = (*ATTENTIONS, "compiled")  # `harness attention`'s implementat
 # checks (its timings stand; numbers drawn from its capture do not)
 MEASURED_STATUSES = ("ok", "degraded")
 
+# generate's latency percentiles (TTFT over the measured steps, TPOT over the decoded tokens) and the fewest
+# samples each is given of: the p-th needs 100 / (100 - p) of them (p90 10, p99 100) for one to lie above it;
+# of fewer it would be the largest sample interpolated, not a tail measured, and is left blank
+PERCENTILE_SAMPLES = {50: 1, 90: 10, 99: 100}
+
+
+def percentile(stats: dict, q: int) -> float | None:
+    """The `q`-th percentile of latency statistics (`{"count": n, "p50_ns": …}`, as generate stores them),
+    None where it has none or its count is under PERCENTILE_SAMPLES[q] (a run stored with one drawn of
+    fewer samples: it is not shown)."""
+    value = stats.get(f"p{q}_ns")
+    return value if value is not None and stats.get("count", 0) >= PERCENTILE_SAMPLES[q] else None
+
+
 STEP = "step"  # one NVTX range around each step, payload = step index
 MEASURED = "measured"  # one NVTX range around all measured (non-warm-up) steps
 WARMUP = "warmup"

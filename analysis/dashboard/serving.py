@@ -10,7 +10,7 @@ import pandas as pd
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.runs import model_order, profiler_label, with_labels
 from analysis.dashboard.style import MS, PALETTE, TEMPLATE, hover
-from workloads.names import MEASURED_STATUSES, NO_DECODE
+from workloads.names import MEASURED_STATUSES, NO_DECODE, PERCENTILE_SAMPLES
 
 MAX_RUNS = 12
 NO_SERVING = (
@@ -99,12 +99,15 @@ def serving_panel(data: DashboardData) -> Panel:
     table = serving_table(data.runs)
     if table.empty:
         return Panel(missing=NO_SERVING)
+    needed = ", ".join(f"p{q} needs {n}" for q, n in PERCENTILE_SAMPLES.items() if n > 1)
     notes = [
         "TTFT is each measured step's prefill (it ends with the first token chosen); TPOT is each decoded "
         "token's own time, p50, p90 and p99 over every token of the measured steps; output tokens/s is the "
         "batch's tokens over the measured steps' time. The KV cache is the bytes the run allocated for it "
         "beside the analytic size of its keys and values; decode's GPU-busy share (a run under nsys or "
-        "torch.profiler on a GPU) is the part of decode's time the GPU was running its work.",
+        "torch.profiler on a GPU) is the part of decode's time the GPU was running its work. A percentile "
+        f"of too few samples is not drawn ({needed}; TTFT's samples are the measured steps, TPOT's the "
+        "decoded tokens).",
     ]
     if (data.runs["mode"] == "generate").sum() > MAX_RUNS:
         notes.append(f"The newest {MAX_RUNS} generate runs; pick others with --runs or --last.")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.execution.body import Body, autocast
 from harness.execution.timing import PhaseClock, TokenClock
-from workloads.names import DECODE, NO_DECODE, PREFILL
+from workloads.names import DECODE, NO_DECODE, PERCENTILE_SAMPLES, PREFILL
 
 if TYPE_CHECKING:
     from harness.core.records import RunConfig, RunResult
@@ -34,7 +34,6 @@ import workloads
 from workloads import memory as workload_memory
 
 EAGER = "eager (growing KV cache)"
-PERCENTILES = (50, 90, 99)
 
 
 def prompt_length(config: RunConfig, spec: Any) -> int:
@@ -113,15 +112,21 @@ def generate_body(config: RunConfig, spec: Any, model: Any, device: Any, prompt_
     return Body(step, prepare=new_cache, context=torch.no_grad(), figures=figures)
 
 
-def latency_stats(values: list[int]) -> dict[str, float] | None:
-    """count, mean, p50, p90, p99 (linear between order statistics, as numpy's percentile), min, max."""
+def latency_stats(values: list[int]) -> dict[str, float | None] | None:
+    """count, mean, p50, p90, p99 (linear between order statistics, as numpy's percentile), min, max; a
+    percentile of fewer values than PERCENTILE_SAMPLES asks (p90: 10, p99: 100) is None, not measured."""
     import numpy as np
 
     if not values:
         return None
     x = np.asarray(values, dtype=np.float64)
-    out = {"count": len(values), "mean_ns": float(x.mean())}
-    out.update({f"p{q}_ns": float(np.percentile(x, q)) for q in PERCENTILES})
+    out: dict[str, float | None] = {"count": len(values), "mean_ns": float(x.mean())}
+    out.update(
+        {
+            f"p{q}_ns": float(np.percentile(x, q)) if len(values) >= least else None
+            for q, least in PERCENTILE_SAMPLES.items()
+        }
+    )
     out.update(min_ns=float(x.min()), max_ns=float(x.max()))
     return out
 

@@ -26,7 +26,7 @@ from harness.core.nvtx_ranges import block_names
 from harness.core.records import PROGRAM_MODE, RunResult, measured_steps, phases_of, stored_phases
 from harness.store.blocks import BlockRecords, resolve, stored_blocks, trace_of
 from harness.store.unsaved import AGREEMENT_COLUMNS
-from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES, counted
+from workloads.names import BLOCK_TIMERS, MEASURED_STATUSES, PERCENTILE_SAMPLES, counted, percentile
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -196,11 +196,32 @@ def serving_means(serving: dict[str, Any]) -> dict[str, float]:
     return {name: float("nan") if v is None else v for name, v in zip(SERVING_MEANS, values, strict=True)}
 
 
+PERCENTILES_LEFT_BLANK = "percentiles left blank"
+
+
+def unmeasured_percentiles(ttft: dict[str, Any], tpot: dict[str, Any]) -> str | None:
+    """Why the serving table leaves a TTFT or TPOT percentile blank: too few samples for it (the measured
+    steps, the decoded tokens; workloads.names.PERCENTILE_SAMPLES); None where none is."""
+    said = []
+    for name, figures, stats, noun in (
+        ("TTFT", ttft, TTFT_STATS, "measured step"), ("TPOT", tpot, TPOT_STATS, "token")
+    ):  # fmt: skip
+        n = figures.get("count")
+        blank = [s for s in stats if s != "mean" and n and n < PERCENTILE_SAMPLES[int(s[1:])]]
+        if blank:
+            said.append(f"{name} {' and '.join(blank)} ({counted(n, noun)})")
+    if not said:
+        return None
+    least = ", ".join(f"p{q} {n}" for q, n in PERCENTILE_SAMPLES.items() if n > 1)
+    return f"{', '.join(said)}: too few samples (needed: {least})"
+
+
 def serving_rows(serving: dict[str, Any], degraded: bool = False) -> pd.DataFrame:
     """generate's serving figures (harness.execution.generate.serving_figures) for people: the decode path,
     the batch as concurrent sequences, time to first token and per output token (mean and percentiles over
-    every decoded token), output and decode tokens/s, the KV cache as allocated against the analytic
-    figure, and decode's GPU-busy share where a capture gave it."""
+    every decoded token; a percentile of too few samples blank, and a row saying why), output and decode
+    tokens/s, the KV cache as allocated against the analytic figure, and decode's GPU-busy share where a
+    capture gave it."""
     import pandas as pd
 
     mib = 2**20
@@ -216,7 +237,10 @@ def serving_rows(serving: dict[str, Any], degraded: bool = False) -> pd.DataFram
         ("concurrent sequences (batch)", serving.get("concurrent_sequences")),
         ("output tokens per sequence", serving.get("new_tokens")),
         *[
-            (f"{name} {stat} (ns)", figures.get(f"{stat}_ns"))
+            (
+                f"{name} {stat} (ns)",
+                figures.get("mean_ns") if stat == "mean" else percentile(figures, int(stat[1:])),
+            )
             for name, figures, stats in (("TTFT", ttft, TTFT_STATS), ("TPOT", tpot, TPOT_STATS))
             for stat in stats
         ],
@@ -226,12 +250,16 @@ def serving_rows(serving: dict[str, Any], degraded: bool = False) -> pd.DataFram
         ("KV cache allocated (MiB)", size("kv_cache_bytes")),
         ("KV cache analytic (MiB)", size("kv_cache_analytic_bytes")),
     ]
+    if blank := unmeasured_percentiles(ttft, tpot):
+        rows.append((PERCENTILES_LEFT_BLANK, blank))
     if serving.get("decode_gpu_busy") is not None:  # drawn from the capture, the timers' figures not
         untrusted = " (untrusted: the capture failed its health checks)" if degraded else ""
         rows.append((f"decode GPU busy (%){untrusted}", serving["decode_gpu_busy"] * 100))
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {"metric": [r[0] for r in rows], "value": pd.Series([r[1] for r in rows], dtype=object)}
     )
+    out.attrs["wrap"] = ["value"]  # the blank percentiles' sentence: wrapped, never cut
+    return out
 
 
 def compile_rows(extra: dict[str, Any], phases: tuple[str, ...]) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from workloads.names import PROGRAM_MODE, RUN_ENERGY_FIELDS
+from workloads.names import PROGRAM_MODE, RUN_ENERGY_FIELDS, percentile
 
 # The compatibility level, kept in harness_meta: it rises only with a change that older harnesses must not
 # write through (a dropped or retyped column). Additive changes are Alembic revisions
@@ -259,17 +259,18 @@ SERVING_COLUMNS = [
 
 
 def serving_row(serving: dict[str, Any]) -> dict[str, Any]:
-    """SERVING_COLUMNS of a run's serving figures (None where a run has none: not a generate run)."""
+    """SERVING_COLUMNS of a run's serving figures (None where a run has none: not a generate run; and a
+    percentile of too few samples, workloads.names.PERCENTILE_SAMPLES)."""
     ttft, tpot = serving.get("ttft_ns") or {}, serving.get("tpot_ns") or {}
     return {
         "decode_path": serving.get("decode"),
         "ttft_mean_ns": ttft.get("mean_ns"),
-        "ttft_p50_ns": ttft.get("p50_ns"),
-        "ttft_p99_ns": ttft.get("p99_ns"),
+        "ttft_p50_ns": percentile(ttft, 50),
+        "ttft_p99_ns": percentile(ttft, 99),
         "tpot_mean_ns": tpot.get("mean_ns"),
-        "tpot_p50_ns": tpot.get("p50_ns"),
-        "tpot_p90_ns": tpot.get("p90_ns"),
-        "tpot_p99_ns": tpot.get("p99_ns"),
+        "tpot_p50_ns": percentile(tpot, 50),
+        "tpot_p90_ns": percentile(tpot, 90),
+        "tpot_p99_ns": percentile(tpot, 99),
         "decode_tokens_per_s": serving.get("decode_tokens_per_s"),  # batch / TPOT mean
         "kv_cache_bytes": serving.get("kv_cache_bytes"),
         "kv_cache_analytic_bytes": serving.get("kv_cache_analytic_bytes"),
