@@ -174,7 +174,7 @@ def make_config(model: str, workload: Workload) -> RunConfig:
     (harness.execution.checks checks it whole)."""
     values = {f.name: getattr(workload, f.name) for f in fields(workload)}
     given = {RENAMED.get(k, k): v.value if isinstance(v, Enum) else v for k, v in values.items()}
-    given["fixes"] = list(given["fixes"] or ())
+    given["fixes"] = list(dict.fromkeys(given["fixes"] or ()))  # a fix given twice is applied once
     return RunConfig(model=model, **given)
 
 
