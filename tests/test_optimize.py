@@ -149,6 +149,25 @@ def test_a_change_whose_interval_is_wide_is_inconclusive_not_no_difference(tmp_d
     assert list(opt.verdict_table(done)["Verdict"])[1] == t.verdict
 
 
+def test_the_table_shows_the_interval_the_verdict_is_judged_on(tmp_db: str) -> None:
+    """A larger batch over launch-bound's batch 1: each step 1.5 times longer, each token cheaper. The table's
+    only interval was the step's (above zero) beside the verdict `faster` (judged on time per token): a
+    reader checking the verdict against the table found it contradicted. Both intervals are there, named."""
+    machine = Machine({"larger-batch": 1.5}, ["launch-bound"], {"larger-batch": "launch-bound"})
+    done = run(machine, config(plant="launch-bound"), ResultsStore(tmp_db), repeats=3)
+    (t,) = done.tried
+    assert t.per_token is not None and t.step is not None
+    row = opt.verdict_table(done).set_index("Change").loc["larger-batch"]
+    assert row["Verdict"] == opt.FASTER
+    assert row["Step CI low (%)"] == t.step.ci_low_pct > 0  # each step longer
+    assert (row["Δ time/token (%)"], row["Time/token CI low (%)"], row["Time/token CI high (%)"]) == (
+        t.per_token.effect_pct,
+        t.per_token.ci_low_pct,
+        t.per_token.ci_high_pct,
+    )
+    assert row["Time/token CI high (%)"] < 0  # the verdict's rule, on the table's own figures
+
+
 def test_a_slower_change_is_called_slower(tmp_db: str) -> None:
     machine = Machine({"sdpa": 1.3}, ["math-attention"], {"sdpa": "math-attention"})
     done = run(machine, config(plant="math-attention"), ResultsStore(tmp_db), repeats=3)

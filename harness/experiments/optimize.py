@@ -407,10 +407,13 @@ def _baseline_only(
 
 # --- what it prints ------------------------------------------------------------------------------------
 
+# the verdict is judged on time per token (its change and interval: the Time/token columns); the step's own
+# interval is beside its change (a larger batch: each step longer, each token cheaper)
 COLUMNS = [
-    "Change", "Finding", "Rounds", "Step before (ns)", "Step after (ns)", "Δ step (%)", "CI low (%)",
-    "CI high (%)", "Tokens/s before", "Tokens/s before low", "Tokens/s before high", "Tokens/s after",
-    "Tokens/s after low", "Tokens/s after high", "Δ tokens/s (%)", "Verdict", "Finding gone", "Next",
+    "Change", "Finding", "Rounds", "Step before (ns)", "Step after (ns)", "Δ step (%)", "Step CI low (%)",
+    "Step CI high (%)", "Tokens/s before", "Tokens/s before low", "Tokens/s before high", "Tokens/s after",
+    "Tokens/s after low", "Tokens/s after high", "Δ tokens/s (%)", "Δ time/token (%)",
+    "Time/token CI low (%)", "Time/token CI high (%)", "Verdict", "Finding gone", "Next",
 ]  # fmt: skip
 
 
@@ -419,6 +422,14 @@ def _rate(c: Comparison | None) -> float:
     return (
         (100 / (1 + c.effect_pct / 100) - 100) if c is not None and c.effect_pct == c.effect_pct else math.nan
     )
+
+
+def _per_token(c: Comparison | None) -> dict[str, float]:
+    """The verdict's figures: time per token's change and its 95% interval (%)."""
+    if c is None:
+        return {}
+    return {"Δ time/token (%)": c.effect_pct, "Time/token CI low (%)": c.ci_low_pct,
+            "Time/token CI high (%)": c.ci_high_pct}  # fmt: skip
 
 
 def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | None) -> dict[str, Any]:
@@ -431,9 +442,11 @@ def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | No
     row.update({
         "Rounds": len(t.runs), "Step before (ns)": t.step.baseline_mean,
         "Step after (ns)": t.step.treatment_mean,
-        "Δ step (%)": t.step.effect_pct, "CI low (%)": t.step.ci_low_pct, "CI high (%)": t.step.ci_high_pct,
+        "Δ step (%)": t.step.effect_pct, "Step CI low (%)": t.step.ci_low_pct,
+        "Step CI high (%)": t.step.ci_high_pct,
         "Tokens/s before": b, "Tokens/s before low": bl, "Tokens/s before high": bh, "Tokens/s after": a,
         "Tokens/s after low": al, "Tokens/s after high": ah, "Δ tokens/s (%)": _rate(t.per_token),
+        **_per_token(t.per_token),
         "Finding gone": "—" if t.gone is None else "yes" if t.gone else "no",
     })  # fmt: skip
     return row
@@ -467,8 +480,9 @@ def verdict_table(o: Optimisation) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs["deciding"] = ["Change", "Verdict", "Δ tokens/s (%)", "Finding gone", "Next"]
     out.attrs["priority"] = [
-        "Change", "Verdict", "Δ tokens/s (%)", "Step before (ns)", "Step after (ns)", "Finding gone", "Next",
-        "Tokens/s before", "Tokens/s after", "Δ step (%)",
+        "Change", "Verdict", "Δ tokens/s (%)", "Time/token CI low (%)", "Time/token CI high (%)",
+        "Step before (ns)", "Step after (ns)", "Finding gone", "Next", "Tokens/s before", "Tokens/s after",
+        "Δ step (%)",
     ]  # fmt: skip
     out.attrs["wrap"] = ["Verdict"]
     return out
