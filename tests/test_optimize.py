@@ -209,8 +209,52 @@ def test_the_budget_stops_the_runs_and_says_what_was_not_run(tmp_db: str) -> Non
     done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=3, budget=1e-9)
     assert machine.timed_runs == []  # only the baseline's capture ran
     (t,) = done.tried
-    assert t.verdict == opt.NOT_RUN and t.why == "not run: the budget"
-    assert "not run: the budget" in opt.verdict_table(done)["Verdict"].iloc[1]
+    assert t.verdict == opt.NOT_RUN and t.why == "the budget"
+    assert (
+        opt.verdict_table(done)["Verdict"].iloc[1] == "not run: the budget"
+    )  # said once, not "not run: not run"
+
+
+def test_a_stop_before_the_stack_is_checked_shows_no_single_changes_figures_as_the_final(tmp_db: str) -> None:
+    """Two changes kept, then Ctrl-C in the second's capture: no final check ran, and the row `final:
+    loader-workers + larger-batch` showed loader-workers' own figures and verdict (+66.7 % tokens/s, faster)
+    as the stack's."""
+
+    class StopsSecondCapture(Machine):
+        def capture(self, config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+            result, how, notes = super().capture(config)
+            if len(config.fixes) == 2:
+                result.status, result.error = (
+                    "interrupted",
+                    "interrupted by SIGINT after 1 of 3 measured steps",
+                )
+                return result, {"profiler": "nsys"}, notes
+            return result, how, notes
+
+    effects = {"loader-workers": 0.6, "larger-batch": 0.7}
+    machine = StopsSecondCapture(effects, ["data-loader", "launch-bound"], {})
+    done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=2)
+    assert done.interrupted == 2 and [t.fix for t in done.accepted] == ["loader-workers", "larger-batch"]
+    assert done.final_check is None
+    final = opt.verdict_table(done).iloc[-1]
+    assert final["Change"] == "final: loader-workers + larger-batch"
+    assert final["Verdict"] == opt.UNCHECKED
+    assert math.isnan(final["Δ tokens/s (%)"]) and final["Rounds"] == 0
+
+
+def test_a_change_the_budget_left_uncaptured_says_why_its_finding_gone_is_unknown(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change measured, then no room in the budget for its capture: "Finding gone" was "—", unexplained."""
+    machine = Machine({"loader-workers": 0.6}, ["data-loader"], {"loader-workers": "data-loader"})
+    real = opt.Clock.fits
+    monkeypatch.setattr(opt.Clock, "fits", lambda self, *kinds: kinds != ("capture",) and real(self, *kinds))
+    done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=2)
+    (t,) = done.tried
+    assert t.verdict == opt.FASTER and t.gone is None and len(machine.captures) == 1
+    assert (
+        "loader-workers was not captured (the budget): whether its finding is gone is not known" in done.notes
+    )
 
 
 def test_an_optimisation_with_its_capture_alone_is_not_said_missing(tmp_db: str) -> None:

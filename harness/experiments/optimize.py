@@ -65,6 +65,8 @@ INCONCLUSIVE = "inconclusive"
 NOT_RUN, FAILED = "not run", "failed"
 # one round and no drift measured for the configurations: no interval, so no call either way
 NO_VERDICT = "no verdict: one round, no drift measured (--repeats 2 or more)"
+# two changes kept or more, then a stop (Ctrl-C, SIGTERM) before the stack was timed against the baseline
+UNCHECKED = f"{NOT_RUN}: stopped before the changes kept were measured together against the baseline"
 
 Capture = Callable[[RunConfig], tuple[RunResult, dict[str, Any], list[str]]]
 Timed = Callable[[RunConfig], RunResult]
@@ -281,8 +283,11 @@ def optimize(
                 t.gone = p.rule not in {f.get("rule") for f in own}
                 if t.accepted:
                     queue += [q for q in proposals(change, own, device) if q.change is not None]
-        else:
+        else:  # its row's "Finding gone" is "—": say why
             t.why = "not captured: the budget"
+            out.notes.append(
+                f"{p.fix} was not captured (the budget): whether its finding is gone is not known"
+            )
         if t.accepted:
             current = change
     for i, t in enumerate(out.tried):
@@ -313,7 +318,7 @@ def _measure(
         target = repeats if ci_target is None else MAX_ROUNDS
         if rounds >= target or not clock.fits("timed", "timed"):
             if rounds == 0:
-                t.why = "not run: the budget"
+                t.why = "the budget"  # the table says "not run: the budget"
             break
         pair = []
         for side, cfg in (("before", t.base), ("with it", t.config)):
@@ -452,6 +457,11 @@ def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | No
     return row
 
 
+def _said(t: Tried) -> str:
+    """Its verdict, with why where it was not run or failed."""
+    return t.verdict if t.why is None or t.verdict not in (NOT_RUN, FAILED) else f"{t.verdict}: {t.why}"
+
+
 def verdict_table(o: Optimisation) -> pd.DataFrame:
     """Per change tried: step time and tokens/s before and after with their 95% intervals, the verdict (on
     time per token), whether its finding is gone from the candidate's own findings, the next candidate;
@@ -467,16 +477,14 @@ def verdict_table(o: Optimisation) -> pd.DataFrame:
         steps = [step_ns(r) for r in runs]
         base.update({"Rounds": len(runs), "Step before (ns)": sum(steps) / len(steps), "Tokens/s before": m,
                      "Tokens/s before low": low, "Tokens/s before high": high})  # fmt: skip
-    rows = [base]
-    for t in o.tried:
-        verdict = (
-            t.verdict if t.why is None or t.verdict not in (NOT_RUN, FAILED) else f"{t.verdict}: {t.why}"
-        )
-        rows.append(_row(t.fix, t.rule, t, verdict, t.next))
+    rows = [base] + [_row(t.fix, t.rule, t, _said(t), t.next) for t in o.tried]
     kept = o.accepted
-    final = o.final_check if o.final_check is not None else kept[0] if kept else None
     stack = " + ".join(t.fix for t in kept) or "no change kept"
-    rows.append(_row(f"final: {stack}", "—", final, final.verdict if final else "—", None))
+    if len(kept) > 1 and o.final_check is None:  # a stop before the stack met the baseline: no figures of it
+        rows.append(_row(f"final: {stack}", "—", None, UNCHECKED, None))
+    else:
+        final = o.final_check if o.final_check is not None else kept[0] if kept else None
+        rows.append(_row(f"final: {stack}", "—", final, _said(final) if final else "—", None))
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs["deciding"] = ["Change", "Verdict", "Δ tokens/s (%)", "Finding gone", "Next"]
     out.attrs["priority"] = [
