@@ -168,6 +168,15 @@ def test_the_table_shows_the_interval_the_verdict_is_judged_on(tmp_db: str) -> N
     assert row["Time/token CI high (%)"] < 0  # the verdict's rule, on the table's own figures
 
 
+def test_a_ci_target_keeps_at_least_the_rounds_repeats_asks(tmp_db: str) -> None:
+    """`--repeats 12 --ci-target 0.001` (an interval it never reaches): its rounds stopped at 10, fewer than
+    the --repeats the help says it runs at least."""
+    machine = Machine({"fused-adamw": 1.0}, ["optimizer-loop"], {})
+    done = run(machine, config(plant="optimizer-loop"), ResultsStore(tmp_db), repeats=12, ci_target=0.001)
+    (t,) = done.tried
+    assert len(t.runs) == 12 and len(machine.timed_runs) == 24
+
+
 def test_a_slower_change_is_called_slower(tmp_db: str) -> None:
     machine = Machine({"sdpa": 1.3}, ["math-attention"], {"sdpa": "math-attention"})
     done = run(machine, config(plant="math-attention"), ResultsStore(tmp_db), repeats=3)

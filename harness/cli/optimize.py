@@ -93,7 +93,7 @@ def optimize_cmd(
             "--ci-target",
             metavar="PCT",
             help="Keep alternating rounds of a change until the 95% interval of its effect is under ±PCT "
-            f"(--repeats rounds at least, {opt.MAX_ROUNDS} at most).",
+            f"(--repeats rounds at least, {opt.MAX_ROUNDS} at most or --repeats if more).",
         ),
     ] = None,
     budget: Annotated[

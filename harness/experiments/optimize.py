@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET = 240.0  # s: four minutes, the table of verdicts within five
 DEFAULT_REPEATS = 2
-MAX_ROUNDS = 10  # with a CI target: rounds of one candidate at most
+MAX_ROUNDS = 10  # with a CI target: rounds of one candidate at most (more where --repeats asks)
 FASTER, SAME, SLOWER = "faster", "no difference", "slower"
 # an interval across zero wider than this either side (or than --ci-target) rules out no effect that
 # matters: not "no difference", which it cannot tell from a large one, but inconclusive with its width
@@ -312,10 +312,11 @@ def _measure(
     repeats: int, ci_target: float | None, store: ResultsStore, experiment: str,
 ) -> None:  # fmt: skip
     """Rounds of the configuration before and the candidate, alternating, until `repeats` (or the CI
-    target, within MAX_ROUNDS), while the budget allows two more runs; then the comparison and verdict."""
+    target, within MAX_ROUNDS or `repeats`, the larger), while the budget allows two more runs; then the
+    comparison and verdict."""
     rounds = 0
     while True:
-        target = repeats if ci_target is None else MAX_ROUNDS
+        target = repeats if ci_target is None else max(repeats, MAX_ROUNDS)  # --repeats rounds at least
         if rounds >= target or not clock.fits("timed", "timed"):
             if rounds == 0:
                 t.why = "the budget"  # the table says "not run: the budget"
