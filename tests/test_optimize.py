@@ -393,6 +393,29 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     assert f"`{again}` tries them" in said
 
 
+def test_optimize_of_a_fixed_run_offers_a_line_optimize_takes(tmp_db: str, tmp_path: Path) -> None:
+    """A run `--plant launch-bound --fix larger-batch -b 8`: its line was `harness optimize tiny --device cpu
+    --batch-size 8 --plant launch-bound`, which optimize refuses (the plant sets batch 1, and optimize takes
+    no --fix). The line starts from the plant's own settings, and says so."""
+    import shlex
+
+    store = ResultsStore(tmp_db)
+    fixed = Machine({}, [], {}).timed(config(plant="launch-bound", batch_size=8, fixes=["larger-batch"]))
+    found = [{"rule": "launch-bound", "at_stake_ns": 7_000_000, "evidence": "small ops"}]
+    save_run(store, fixed, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", fixed.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.stderr.split())
+    line = re.search(r"`(harness optimize [^`]*)` tries them", said)
+    assert line is not None, said
+    assert line.group(1) == "harness optimize tiny --device cpu --plant launch-bound"
+    assert "tries them (from the plant's own settings: optimize takes no --fix larger-batch)" in said
+    bad_db = tmp_path / "file"
+    bad_db.write_text("x")  # the line's options checked as optimize checks them; it stops at the --db
+    again = runner.invoke(app, [*shlex.split(line.group(1))[1:], "--db", str(bad_db / "r.sqlite")])
+    assert again.exit_code == 1 and "--plant launch-bound sets" not in again.output, again.output
+
+
 def test_optimize_of_a_stored_run_without_findings_says_so_without_an_empty_table(tmp_db: str) -> None:
     """For people the lines alone, naming the run (it printed an empty table of proposals above them); json
     keeps its empty list."""
