@@ -600,6 +600,37 @@ def test_the_final_configuration_is_a_command_that_runs_it_again(
     assert made[0] == final
 
 
+def test_the_final_configuration_of_an_unplanted_model_is_a_command_run_takes(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
+) -> None:
+    """No plant, a larger batch kept: the line ended `--fix larger-batch`, which `harness run` refuses for a
+    run that plants nothing. The batch alone makes the same step."""
+    import shlex
+
+    import harness.cli.run as run_cli
+
+    machine = Machine({"larger-batch": 1.2}, ["launch-bound"], {"larger-batch": "launch-bound"})
+    optimize_on(monkeypatch, machine)
+    r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--db", tmp_db], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    prefix = "note: final configuration: larger-batch; to run it again: "
+    (line,) = [x for x in r.output.splitlines() if x.startswith(prefix)]
+    command = shlex.split(line.removeprefix(prefix))
+    assert command == ["harness", "run", "tiny", "--device", "cpu", "--batch-size", "8", "--warmup", "1",
+                       "--steps", "3"]  # fmt: skip
+    made: list[RunConfig] = []
+    real_prepare = run_cli.prepare
+
+    def prepare(*args: Any, **kw: Any) -> Any:
+        made.append(real_prepare(*args, **kw).config)
+        raise SystemExit(0)  # checked as `run` checks it; nothing run
+
+    monkeypatch.setattr(run_cli, "prepare", prepare)
+    again = runner.invoke(app, [*command[1:], "--db", tmp_db])
+    assert again.exit_code == 0, again.output
+    assert made[0].batch_size == 8 and made[0].plant is None
+
+
 class Stopped(Machine):
     """A Machine whose timed run number `at` (0-based, captures not counted) is stopped by Ctrl-C, as a
     worker reports it."""
