@@ -475,8 +475,10 @@ def verdict_table(o: Optimisation) -> pd.DataFrame:
     runs = [b for b, _ in first.runs] if first else o.baseline_runs
     if runs:
         (m, low, high), _ = levels([r.tokens_per_s or math.nan for r in runs], [], o.baseline_drift)
-        steps = [step_ns(r) for r in runs]
-        base.update({"Rounds": len(runs), "Step before (ns)": sum(steps) / len(steps), "Tokens/s before": m,
+        # the geometric mean of its runs' steps, as the changes' rows give it (compare_runs' level)
+        steps = [math.log(s) for s in map(step_ns, runs) if s > 0]
+        step = math.exp(sum(steps) / len(steps)) if steps else math.nan
+        base.update({"Rounds": len(runs), "Step before (ns)": step, "Tokens/s before": m,
                      "Tokens/s before low": low, "Tokens/s before high": high})  # fmt: skip
     rows = [base] + [_row(t.fix, t.rule, t, _said(t), t.next) for t in o.tried]
     kept = o.accepted
