@@ -149,6 +149,45 @@ def test_a_change_whose_interval_is_wide_is_inconclusive_not_no_difference(tmp_d
     assert list(opt.verdict_table(done)["Verdict"])[1] == t.verdict
 
 
+def test_the_table_shows_the_interval_the_verdict_is_judged_on(tmp_db: str) -> None:
+    """A larger batch over launch-bound's batch 1: each step 1.5 times longer, each token cheaper. The table's
+    only interval was the step's (above zero) beside the verdict `faster` (judged on time per token): a
+    reader checking the verdict against the table found it contradicted. Both intervals are there, named."""
+    machine = Machine({"larger-batch": 1.5}, ["launch-bound"], {"larger-batch": "launch-bound"})
+    done = run(machine, config(plant="launch-bound"), ResultsStore(tmp_db), repeats=3)
+    (t,) = done.tried
+    assert t.per_token is not None and t.step is not None
+    row = opt.verdict_table(done).set_index("Change").loc["larger-batch"]
+    assert row["Verdict"] == opt.FASTER
+    assert row["Step CI low (%)"] == t.step.ci_low_pct > 0  # each step longer
+    assert (row["Δ time/token (%)"], row["Time/token CI low (%)"], row["Time/token CI high (%)"]) == (
+        t.per_token.effect_pct,
+        t.per_token.ci_low_pct,
+        t.per_token.ci_high_pct,
+    )
+    assert row["Time/token CI high (%)"] < 0  # the verdict's rule, on the table's own figures
+
+
+def test_a_ci_target_keeps_at_least_the_rounds_repeats_asks(tmp_db: str) -> None:
+    """`--repeats 12 --ci-target 0.001` (an interval it never reaches): its rounds stopped at 10, fewer than
+    the --repeats the help says it runs at least."""
+    machine = Machine({"fused-adamw": 1.0}, ["optimizer-loop"], {})
+    done = run(machine, config(plant="optimizer-loop"), ResultsStore(tmp_db), repeats=12, ci_target=0.001)
+    (t,) = done.tried
+    assert len(t.runs) == 12 and len(machine.timed_runs) == 24
+
+
+def test_the_baseline_rows_step_is_the_first_changes_step_before(tmp_db: str) -> None:
+    """The same runs' step time in two rows of one table: the baseline's was their arithmetic mean, the first
+    change's `Step before` their geometric mean (the drift's level), 2.4 % apart on runs 30 % apart."""
+    machine = Machine({"fused-adamw": 1.0}, ["optimizer-loop"], {}, noise=0.3)
+    done = run(machine, config(plant="optimizer-loop"), ResultsStore(tmp_db), repeats=3)
+    table = opt.verdict_table(done).set_index("Change")
+    assert table.loc["baseline", "Step before (ns)"] == pytest.approx(
+        table.loc["fused-adamw", "Step before (ns)"], rel=1e-12
+    )
+
+
 def test_a_slower_change_is_called_slower(tmp_db: str) -> None:
     machine = Machine({"sdpa": 1.3}, ["math-attention"], {"sdpa": "math-attention"})
     done = run(machine, config(plant="math-attention"), ResultsStore(tmp_db), repeats=3)
@@ -190,8 +229,52 @@ def test_the_budget_stops_the_runs_and_says_what_was_not_run(tmp_db: str) -> Non
     done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=3, budget=1e-9)
     assert machine.timed_runs == []  # only the baseline's capture ran
     (t,) = done.tried
-    assert t.verdict == opt.NOT_RUN and t.why == "not run: the budget"
-    assert "not run: the budget" in opt.verdict_table(done)["Verdict"].iloc[1]
+    assert t.verdict == opt.NOT_RUN and t.why == "the budget"
+    assert (
+        opt.verdict_table(done)["Verdict"].iloc[1] == "not run: the budget"
+    )  # said once, not "not run: not run"
+
+
+def test_a_stop_before_the_stack_is_checked_shows_no_single_changes_figures_as_the_final(tmp_db: str) -> None:
+    """Two changes kept, then Ctrl-C in the second's capture: no final check ran, and the row `final:
+    loader-workers + larger-batch` showed loader-workers' own figures and verdict (+66.7 % tokens/s, faster)
+    as the stack's."""
+
+    class StopsSecondCapture(Machine):
+        def capture(self, config: RunConfig) -> tuple[RunResult, dict[str, Any], list[str]]:
+            result, how, notes = super().capture(config)
+            if len(config.fixes) == 2:
+                result.status, result.error = (
+                    "interrupted",
+                    "interrupted by SIGINT after 1 of 3 measured steps",
+                )
+                return result, {"profiler": "nsys"}, notes
+            return result, how, notes
+
+    effects = {"loader-workers": 0.6, "larger-batch": 0.7}
+    machine = StopsSecondCapture(effects, ["data-loader", "launch-bound"], {})
+    done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=2)
+    assert done.interrupted == 2 and [t.fix for t in done.accepted] == ["loader-workers", "larger-batch"]
+    assert done.final_check is None
+    final = opt.verdict_table(done).iloc[-1]
+    assert final["Change"] == "final: loader-workers + larger-batch"
+    assert final["Verdict"] == opt.UNCHECKED
+    assert math.isnan(final["Δ tokens/s (%)"]) and final["Rounds"] == 0
+
+
+def test_a_change_the_budget_left_uncaptured_says_why_its_finding_gone_is_unknown(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change measured, then no room in the budget for its capture: "Finding gone" was "—", unexplained."""
+    machine = Machine({"loader-workers": 0.6}, ["data-loader"], {"loader-workers": "data-loader"})
+    real = opt.Clock.fits
+    monkeypatch.setattr(opt.Clock, "fits", lambda self, *kinds: kinds != ("capture",) and real(self, *kinds))
+    done = run(machine, config(plant="slow-loader"), ResultsStore(tmp_db), repeats=2)
+    (t,) = done.tried
+    assert t.verdict == opt.FASTER and t.gone is None and len(machine.captures) == 1
+    assert (
+        "loader-workers was not captured (the budget): whether its finding is gone is not known" in done.notes
+    )
 
 
 def test_an_optimisation_with_its_capture_alone_is_not_said_missing(tmp_db: str) -> None:
@@ -319,6 +402,29 @@ def test_optimize_of_a_stored_run_proposes_its_findings_without_applying(tmp_db:
     again = "harness optimize tiny --mode forward --device cpu --precision bf16 --batch-size 8"
     again += " --plant slow-loader"
     assert f"`{again}` tries them" in said
+
+
+def test_optimize_of_a_fixed_run_offers_a_line_optimize_takes(tmp_db: str, tmp_path: Path) -> None:
+    """A run `--plant launch-bound --fix larger-batch -b 8`: its line was `harness optimize tiny --device cpu
+    --batch-size 8 --plant launch-bound`, which optimize refuses (the plant sets batch 1, and optimize takes
+    no --fix). The line starts from the plant's own settings, and says so."""
+    import shlex
+
+    store = ResultsStore(tmp_db)
+    fixed = Machine({}, [], {}).timed(config(plant="launch-bound", batch_size=8, fixes=["larger-batch"]))
+    found = [{"rule": "launch-bound", "at_stake_ns": 7_000_000, "evidence": "small ops"}]
+    save_run(store, fixed, advice={"health": {}, "findings": found})
+    r = runner.invoke(app, ["optimize", fixed.run_id, "--db", tmp_db, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.stderr.split())
+    line = re.search(r"`(harness optimize [^`]*)` tries them", said)
+    assert line is not None, said
+    assert line.group(1) == "harness optimize tiny --device cpu --plant launch-bound"
+    assert "tries them (from the plant's own settings: optimize takes no --fix larger-batch)" in said
+    bad_db = tmp_path / "file"
+    bad_db.write_text("x")  # the line's options checked as optimize checks them; it stops at the --db
+    again = runner.invoke(app, [*shlex.split(line.group(1))[1:], "--db", str(bad_db / "r.sqlite")])
+    assert again.exit_code == 1 and "--plant launch-bound sets" not in again.output, again.output
 
 
 def test_optimize_of_a_stored_run_without_findings_says_so_without_an_empty_table(tmp_db: str) -> None:
@@ -503,6 +609,37 @@ def test_the_final_configuration_is_a_command_that_runs_it_again(
     r = runner.invoke(app, [*command[1:], "--db", tmp_db])
     assert r.exit_code == 0, r.output
     assert made[0] == final
+
+
+def test_the_final_configuration_of_an_unplanted_model_is_a_command_run_takes(
+    tmp_db: str, monkeypatch: pytest.MonkeyPatch, nsys_bin: str
+) -> None:
+    """No plant, a larger batch kept: the line ended `--fix larger-batch`, which `harness run` refuses for a
+    run that plants nothing. The batch alone makes the same step."""
+    import shlex
+
+    import harness.cli.run as run_cli
+
+    machine = Machine({"larger-batch": 1.2}, ["launch-bound"], {"larger-batch": "launch-bound"})
+    optimize_on(monkeypatch, machine)
+    r = runner.invoke(app, ["optimize", "tiny", "--device", "cpu", "--db", tmp_db], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    prefix = "note: final configuration: larger-batch; to run it again: "
+    (line,) = [x for x in r.output.splitlines() if x.startswith(prefix)]
+    command = shlex.split(line.removeprefix(prefix))
+    assert command == ["harness", "run", "tiny", "--device", "cpu", "--batch-size", "8", "--warmup", "1",
+                       "--steps", "3"]  # fmt: skip
+    made: list[RunConfig] = []
+    real_prepare = run_cli.prepare
+
+    def prepare(*args: Any, **kw: Any) -> Any:
+        made.append(real_prepare(*args, **kw).config)
+        raise SystemExit(0)  # checked as `run` checks it; nothing run
+
+    monkeypatch.setattr(run_cli, "prepare", prepare)
+    again = runner.invoke(app, [*command[1:], "--db", tmp_db])
+    assert again.exit_code == 0, again.output
+    assert made[0].batch_size == 8 and made[0].plant is None
 
 
 class Stopped(Machine):

@@ -117,6 +117,18 @@ def test_each_cause_runs_and_is_stored(tmp_db: str, cause: str) -> None:
         assert run[name.replace("_", " ")] == value
 
 
+def test_a_fix_given_twice_is_stored_once(tmp_db: str) -> None:
+    """`--fix drop-item --fix drop-item` was stored as two fixes: a configuration apart from the same run with
+    one (its drift measured apart), and `--fix drop-item` twice in every command made from it."""
+    args = ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0", "--plant", "host-sync",
+            "--loss-every", "5", "--fix", "drop-item", "--fix", "drop-item"]  # fmt: skip
+    result = runner.invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    store = ResultsStore(tmp_db)
+    (run_id,) = store.runs()["run_id"]
+    assert store.get(run_id).config["fixes"] == ["drop-item"]
+
+
 def test_a_run_without_a_plant_shows_none(tmp_db: str) -> None:
     result = run_workload(config(None, steps=1))
     assert result.config.plant is None and "dynamo" not in result.extra

@@ -505,6 +505,22 @@ def test_advise_of_a_planted_run_says_why_its_cause_is_not_found(tmp_db: str, cp
     assert "does not show" not in runner.invoke(app, ["advise", "fixed"]).output
 
 
+def test_a_fix_for_another_cause_leaves_the_planted_causes_note(tmp_db: str, cpu_export) -> None:
+    """A run with d2h-copy planted and launch-bound's larger batch applied (`--fix larger-batch -b 8`, as
+    optimize stacks it): its copy is still in the step, and the capture shows it no more than the unfixed
+    run's; the note was left out for any fix at all."""
+    from harness.core.records import RunConfig
+
+    store = ResultsStore(tmp_db)
+    result = make_result("other-fix")
+    result.config = RunConfig(
+        model="tiny", warmup=2, steps=3, batch_size=8, plant="d2h-copy", fixes=["larger-batch"]
+    )
+    save_run(store, result, profiler="nsys", nsys_mode="light", nsys_sqlite=str(cpu_export))
+    said = flat(runner.invoke(app, ["advise", "other-fix"]).output)
+    assert "--plant d2h-copy does not show in a cpu capture" in said
+
+
 def test_a_capture_is_judged_with_the_record_advise_reads_back(tmp_db: str) -> None:
     """What the rules read of a run beside its capture (steps, torch.compile's counters, forward time) is
     the same when the run was just captured as when `advise RUN` reads it back: `run --nsys` judged a

@@ -50,7 +50,8 @@ CASES = [
      [*RUN, "--fix", "larger-batch", "-b", "8", "--plant", "launch-bound"]),
     ([*RUN, "--plant", "host-sync", "--fix", "loader-workers"],
      "error: --fix loader-workers changes nothing here: --plant host-sync does not set --loader-workers and "
-     "this run leaves it at 0; give --loader-workers too, or leave --fix loader-workers out", 2,
+     "this run has it at 0, its default; give --loader-workers another value, or leave --fix loader-workers "
+     "out", 2,
      [*RUN, "--plant", "slow-loader", "--fix", "loader-workers", "--loader-workers", "2"]),
     ([*RUN, "--plant", "launch-bound", "--fix", "compile"],
      "error: --fix compile changes nothing here: --plant launch-bound does not set --compile and this run "
@@ -63,8 +64,13 @@ CASES = [
      [*RUN, "--plant", "launch-bound", "--fix", "larger-batch", "-b", "2"]),
     ([*RUN, "--plant", "host-sync", "--fix", "drop-item", "--loss-every", "1"],
      "error: --fix drop-item changes nothing here: --plant host-sync does not set --loss-every and this run "
-     "leaves it at 1; give --loss-every too, or leave --fix drop-item out", 2,
+     "has it at 1, its default; give --loss-every another value, or leave --fix drop-item out", 2,
      [*RUN, "--plant", "host-sync", "--fix", "drop-item", "--loss-every", "4"]),
+    # the default given: "give --attention too" said to a run that gave it
+    ([*RUN, "--plant", "host-sync", "--fix", "sdpa", "--attention", "sdpa"],
+     "error: --fix sdpa changes nothing here: --plant host-sync does not set --attention and this run has it "
+     "at sdpa, its default; give --attention another value, or leave --fix sdpa out", 2,
+     [*RUN, "--plant", "host-sync", "--fix", "sdpa", "--attention", "math"]),
     ([*RUN, "--plant", "optimizer-loop", "--optimizer", "fused"],
      "error: --plant optimizer-loop sets --optimizer loop (the cause it plants): leave it out", 2,
      [*RUN, "--optimizer", "fused"]),

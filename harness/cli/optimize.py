@@ -4,7 +4,7 @@ applied."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -93,7 +93,7 @@ def optimize_cmd(
             "--ci-target",
             metavar="PCT",
             help="Keep alternating rounds of a change until the 95% interval of its effect is under ±PCT "
-            f"(--repeats rounds at least, {opt.MAX_ROUNDS} at most).",
+            f"(--repeats rounds at least, {opt.MAX_ROUNDS} at most or --repeats if more).",
         ),
     ] = None,
     budget: Annotated[
@@ -213,16 +213,23 @@ def _propose(target: str, db: str | None, format: Format, wide: bool, db_given: 
             # its settings, its plant too: without them the configuration tried is not the run's, and has
             # none of the planted cause's findings; optimize's own short runs in place of its steps
             stored = {k: v for k, v in (run.config or {}).items() if k in RUN_CONFIG_FIELDS}
+            config = RunConfig(**stored)
+            # optimize takes no --fix: its line starts from the plant's own settings (launch-bound's batch
+            # 1, not the fix's 8, which beside --plant it refuses), and tries the fixes itself
             again = run_command(
-                RunConfig(**stored), run.device, command="optimize", defaults=Short(), leave=OWN_CHOICE
+                replace(config, fixes=[]), run.device, command="optimize", defaults=Short(), leave=OWN_CHOICE
             )
-            proposals = prop.proposed_for_run(found, RunConfig(**stored), run.device)
+            unfixed = (
+                f" (from the plant's own settings: optimize takes no --fix {', '.join(config.fixes)})"
+                if config.fixes
+                else ""
+            )
+            proposals = prop.proposed_for_run(found, config, run.device)
             if found:
-                notes.append(f"run {run.id} is the harness's own: `{again}` tries them")
+                notes.append(f"run {run.id} is the harness's own: `{again}` tries them{unfixed}")
             elif advice is None:  # never captured: optimize captures it first, and tries what it finds
-                notes.append(
-                    f"run {run.id} is the harness's own: `{again}` captures it and tries what it finds"
-                )
+                tries = f"captures it and tries what it finds{unfixed}"
+                notes.append(f"run {run.id} is the harness's own: `{again}` {tries}")
     if not found:
         notes.append(f"no finding in {source}: nothing to propose")
         if format is Format.table:  # for people the lines alone: an empty table says nothing more

@@ -174,7 +174,7 @@ def make_config(model: str, workload: Workload) -> RunConfig:
     (harness.execution.checks checks it whole)."""
     values = {f.name: getattr(workload, f.name) for f in fields(workload)}
     given = {RENAMED.get(k, k): v.value if isinstance(v, Enum) else v for k, v in values.items()}
-    given["fixes"] = list(given["fixes"] or ())
+    given["fixes"] = list(dict.fromkeys(given["fixes"] or ()))  # a fix given twice is applied once
     return RunConfig(model=model, **given)
 
 
@@ -188,8 +188,8 @@ def run_command(
 ) -> str:
     """`harness run` (or `command`, whose option group's defaults are `defaults`) with the options that
     make `config`, for a user to paste: those other than the defaults and than what its plant sets, each fix
-    as `--fix` and what it changes, none of the Workload fields in `leave` (the command's own choice);
-    `device`: the one it resolved to, in place of auto."""
+    as `--fix` (with a plant; with none, what it changes alone) and what it changes, none of the Workload
+    fields in `leave` (the command's own choice); `device`: the one it resolved to, in place of auto."""
     planted = catalogue.settings(config.plant, config.fixes)
     fixed = {name for fix in config.fixes if fix in catalogue.FIXES for name in catalogue.FIXES[fix].fields}
     words = ["harness", command, config.model]
@@ -201,8 +201,8 @@ def run_command(
         if name == "device" and value == "auto" and device is not None:
             value = device
         default = default.value if isinstance(default, Enum) else default
-        if name == "fixes":
-            words += [w for fix in value for w in ("--fix", fix)]
+        if name == "fixes":  # with no plant a fix's values are options of their own: `run` takes no --fix
+            words += [w for fix in value for w in ("--fix", fix)] if config.plant is not None else []
         elif name not in fixed and (value == default or (name in planted and planted[name] == value)):
             continue
         elif isinstance(value, bool):

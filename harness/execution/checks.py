@@ -238,10 +238,14 @@ def _check_fix_changes(config: RunConfig, fix: str) -> None:
             f"--fix {fix} changes nothing here: --plant {config.plant} sets {sets} and this run gives it "
             f"{same} too; give {said} another value, or leave --fix {fix} out"
         )
-    left = " and ".join("off" if getattr(config, k) is False else f"at {getattr(config, k)}" for k in knobs)
+    if all(getattr(config, k) is False for k in knobs):
+        left, give = "leaves it off", f"give {said} too"
+    else:  # at its default, whether given so or not: another value is what changes the step
+        values = " and ".join(str(getattr(config, k)) for k in knobs)
+        left, give = f"has it at {values}, its default", f"give {said} another value"
     raise UsageError(
         f"--fix {fix} changes nothing here: --plant {config.plant} does not set {said} and this run "
-        f"leaves it {left}; give {said} too, or leave --fix {fix} out"
+        f"{left}; {give}, or leave --fix {fix} out"
     )
 
 

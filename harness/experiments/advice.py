@@ -193,9 +193,10 @@ def run_advice(
                 trace, measured, agreement, run=run.id, stored=stored, thresholds=thresholds
             )
     config = run.config or {}
-    if judged.judged != NOTHING and not config.get("fixes"):  # a planted cause no finding names: why
+    if judged.judged != NOTHING:  # a planted cause no finding names, and no fix of its own applied: why
         rules = {str(f.get("rule")) for f in judged.record.get("findings") or []}
-        if why := unseen(config.get("plant"), str(run.device), rules, f"run {run.id}'s capture"):
+        fixes = config.get("fixes") or ()
+        if why := unseen(config.get("plant"), str(run.device), rules, f"run {run.id}'s capture", fixes):
             judged.notes.append(why)
     return RunAdvice(run.id, judged.record, judged.health, judged.notes, judged.judged)
 

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET = 240.0  # s: four minutes, the table of verdicts within five
 DEFAULT_REPEATS = 2
-MAX_ROUNDS = 10  # with a CI target: rounds of one candidate at most
+MAX_ROUNDS = 10  # with a CI target: rounds of one candidate at most (more where --repeats asks)
 FASTER, SAME, SLOWER = "faster", "no difference", "slower"
 # an interval across zero wider than this either side (or than --ci-target) rules out no effect that
 # matters: not "no difference", which it cannot tell from a large one, but inconclusive with its width
@@ -65,6 +65,8 @@ INCONCLUSIVE = "inconclusive"
 NOT_RUN, FAILED = "not run", "failed"
 # one round and no drift measured for the configurations: no interval, so no call either way
 NO_VERDICT = "no verdict: one round, no drift measured (--repeats 2 or more)"
+# two changes kept or more, then a stop (Ctrl-C, SIGTERM) before the stack was timed against the baseline
+UNCHECKED = f"{NOT_RUN}: stopped before the changes kept were measured together against the baseline"
 
 Capture = Callable[[RunConfig], tuple[RunResult, dict[str, Any], list[str]]]
 Timed = Callable[[RunConfig], RunResult]
@@ -281,8 +283,11 @@ def optimize(
                 t.gone = p.rule not in {f.get("rule") for f in own}
                 if t.accepted:
                     queue += [q for q in proposals(change, own, device) if q.change is not None]
-        else:
+        else:  # its row's "Finding gone" is "—": say why
             t.why = "not captured: the budget"
+            out.notes.append(
+                f"{p.fix} was not captured (the budget): whether its finding is gone is not known"
+            )
         if t.accepted:
             current = change
     for i, t in enumerate(out.tried):
@@ -307,13 +312,14 @@ def _measure(
     repeats: int, ci_target: float | None, store: ResultsStore, experiment: str,
 ) -> None:  # fmt: skip
     """Rounds of the configuration before and the candidate, alternating, until `repeats` (or the CI
-    target, within MAX_ROUNDS), while the budget allows two more runs; then the comparison and verdict."""
+    target, within MAX_ROUNDS or `repeats`, the larger), while the budget allows two more runs; then the
+    comparison and verdict."""
     rounds = 0
     while True:
-        target = repeats if ci_target is None else MAX_ROUNDS
+        target = repeats if ci_target is None else max(repeats, MAX_ROUNDS)  # --repeats rounds at least
         if rounds >= target or not clock.fits("timed", "timed"):
             if rounds == 0:
-                t.why = "not run: the budget"
+                t.why = "the budget"  # the table says "not run: the budget"
             break
         pair = []
         for side, cfg in (("before", t.base), ("with it", t.config)):
@@ -407,10 +413,13 @@ def _baseline_only(
 
 # --- what it prints ------------------------------------------------------------------------------------
 
+# the verdict is judged on time per token (its change and interval: the Time/token columns); the step's own
+# interval is beside its change (a larger batch: each step longer, each token cheaper)
 COLUMNS = [
-    "Change", "Finding", "Rounds", "Step before (ns)", "Step after (ns)", "Δ step (%)", "CI low (%)",
-    "CI high (%)", "Tokens/s before", "Tokens/s before low", "Tokens/s before high", "Tokens/s after",
-    "Tokens/s after low", "Tokens/s after high", "Δ tokens/s (%)", "Verdict", "Finding gone", "Next",
+    "Change", "Finding", "Rounds", "Step before (ns)", "Step after (ns)", "Δ step (%)", "Step CI low (%)",
+    "Step CI high (%)", "Tokens/s before", "Tokens/s before low", "Tokens/s before high", "Tokens/s after",
+    "Tokens/s after low", "Tokens/s after high", "Δ tokens/s (%)", "Δ time/token (%)",
+    "Time/token CI low (%)", "Time/token CI high (%)", "Verdict", "Finding gone", "Next",
 ]  # fmt: skip
 
 
@@ -419,6 +428,14 @@ def _rate(c: Comparison | None) -> float:
     return (
         (100 / (1 + c.effect_pct / 100) - 100) if c is not None and c.effect_pct == c.effect_pct else math.nan
     )
+
+
+def _per_token(c: Comparison | None) -> dict[str, float]:
+    """The verdict's figures: time per token's change and its 95% interval (%)."""
+    if c is None:
+        return {}
+    return {"Δ time/token (%)": c.effect_pct, "Time/token CI low (%)": c.ci_low_pct,
+            "Time/token CI high (%)": c.ci_high_pct}  # fmt: skip
 
 
 def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | None) -> dict[str, Any]:
@@ -431,12 +448,19 @@ def _row(change: str, finding: str, t: Tried | None, verdict: str, nxt: str | No
     row.update({
         "Rounds": len(t.runs), "Step before (ns)": t.step.baseline_mean,
         "Step after (ns)": t.step.treatment_mean,
-        "Δ step (%)": t.step.effect_pct, "CI low (%)": t.step.ci_low_pct, "CI high (%)": t.step.ci_high_pct,
+        "Δ step (%)": t.step.effect_pct, "Step CI low (%)": t.step.ci_low_pct,
+        "Step CI high (%)": t.step.ci_high_pct,
         "Tokens/s before": b, "Tokens/s before low": bl, "Tokens/s before high": bh, "Tokens/s after": a,
         "Tokens/s after low": al, "Tokens/s after high": ah, "Δ tokens/s (%)": _rate(t.per_token),
+        **_per_token(t.per_token),
         "Finding gone": "—" if t.gone is None else "yes" if t.gone else "no",
     })  # fmt: skip
     return row
+
+
+def _said(t: Tried) -> str:
+    """Its verdict, with why where it was not run or failed."""
+    return t.verdict if t.why is None or t.verdict not in (NOT_RUN, FAILED) else f"{t.verdict}: {t.why}"
 
 
 def verdict_table(o: Optimisation) -> pd.DataFrame:
@@ -451,24 +475,25 @@ def verdict_table(o: Optimisation) -> pd.DataFrame:
     runs = [b for b, _ in first.runs] if first else o.baseline_runs
     if runs:
         (m, low, high), _ = levels([r.tokens_per_s or math.nan for r in runs], [], o.baseline_drift)
-        steps = [step_ns(r) for r in runs]
-        base.update({"Rounds": len(runs), "Step before (ns)": sum(steps) / len(steps), "Tokens/s before": m,
+        # the geometric mean of its runs' steps, as the changes' rows give it (compare_runs' level)
+        steps = [math.log(s) for s in map(step_ns, runs) if s > 0]
+        step = math.exp(sum(steps) / len(steps)) if steps else math.nan
+        base.update({"Rounds": len(runs), "Step before (ns)": step, "Tokens/s before": m,
                      "Tokens/s before low": low, "Tokens/s before high": high})  # fmt: skip
-    rows = [base]
-    for t in o.tried:
-        verdict = (
-            t.verdict if t.why is None or t.verdict not in (NOT_RUN, FAILED) else f"{t.verdict}: {t.why}"
-        )
-        rows.append(_row(t.fix, t.rule, t, verdict, t.next))
+    rows = [base] + [_row(t.fix, t.rule, t, _said(t), t.next) for t in o.tried]
     kept = o.accepted
-    final = o.final_check if o.final_check is not None else kept[0] if kept else None
     stack = " + ".join(t.fix for t in kept) or "no change kept"
-    rows.append(_row(f"final: {stack}", "—", final, final.verdict if final else "—", None))
+    if len(kept) > 1 and o.final_check is None:  # a stop before the stack met the baseline: no figures of it
+        rows.append(_row(f"final: {stack}", "—", None, UNCHECKED, None))
+    else:
+        final = o.final_check if o.final_check is not None else kept[0] if kept else None
+        rows.append(_row(f"final: {stack}", "—", final, _said(final) if final else "—", None))
     out = pd.DataFrame(rows, columns=COLUMNS)
     out.attrs["deciding"] = ["Change", "Verdict", "Δ tokens/s (%)", "Finding gone", "Next"]
     out.attrs["priority"] = [
-        "Change", "Verdict", "Δ tokens/s (%)", "Step before (ns)", "Step after (ns)", "Finding gone", "Next",
-        "Tokens/s before", "Tokens/s after", "Δ step (%)",
+        "Change", "Verdict", "Δ tokens/s (%)", "Time/token CI low (%)", "Time/token CI high (%)",
+        "Step before (ns)", "Step after (ns)", "Finding gone", "Next", "Tokens/s before", "Tokens/s after",
+        "Δ step (%)",
     ]  # fmt: skip
     out.attrs["wrap"] = ["Verdict"]
     return out

@@ -148,12 +148,17 @@ def refusal(name: str | None, device_type: str) -> str | None:
 
 
 def unseen(
-    name: str | None, device_type: str, rules: set[str], capture: str = "the baseline's capture"
+    name: str | None,
+    device_type: str,
+    rules: set[str],
+    capture: str = "the baseline's capture",
+    fixes: tuple[str, ...] | list[str] = (),
 ) -> str | None:
     """Why the finding of planted cause `name` is not among `rules` (those `capture` of it on `device_type`
-    fired), in one line; None when it is there, or nothing was planted."""
+    fired), in one line; None when it is there, nothing was planted, or one of `fixes` (those the run
+    applied) is the cause's own (a fix for another cause leaves this one in the step)."""
     cause = CAUSES.get(name or "")
-    if cause is None or cause.rule is None or cause.rule in rules:
+    if cause is None or cause.rule is None or cause.rule in rules or set(fixes) & set(cause.fixes):
         return None
     if cause.cpu == HIDDEN and device_type == "cpu":
         return (
