@@ -116,3 +116,16 @@ def test_a_path_in_a_folder_this_user_may_not_search_names_that_folder(
         f"this user may not search the folder {locked} (no x permission)"
     ), line
     assert not (tmp_path / "out.json").exists() and not (tmp_path / "results.sqlite").exists()
+
+
+@pytest.mark.parametrize("command", ["kernels", "health", "timeline"])
+def test_a_report_this_user_may_not_read_is_said_so_before_nsys_export(tmp_path: Path, command: str) -> None:
+    """A .nsys-rep is exported first: nsys's words for one it may not read name a boost error
+    (`[boost::errinfo_file_name_*] = …`); the line says the report cannot be read, whatever nsys is there."""
+    report = tmp_path / "report.nsys-rep"
+    report.write_bytes(b"not read")
+    report.chmod(0)
+    out = ["-o", str(tmp_path / "out.json")] if command == "timeline" else []
+    line = _one_line(_as_a_user(tmp_path, command, report, *out))
+    assert line == f"error: cannot read {report}: Permission denied"
+    assert not report.with_suffix(".sqlite").exists()  # no export made beside it
