@@ -79,7 +79,11 @@ def files_read(paths: Iterable[str | Path | None]) -> list[Path]:
             continue
         path = Path(p)
         out.append(path)
-        out += [s for s in (path.with_name(path.name + x) for x in SQLITE_SIDECARS) if s.exists()]
+        if not path.name:  # `.`, `/` (or an empty argument, which is `.`): a folder, no journal beside it
+            continue
+        # _stat, not exists(): a journal in a folder this user cannot search is not said there; opening
+        # the file itself says why it cannot be read
+        out += [s for s in (path.with_name(path.name + x) for x in SQLITE_SIDECARS) if _stat(s) is not None]
     return out
 
 

@@ -337,3 +337,18 @@ def test_times_that_add_up_past_int64_are_one_line_not_a_wrapped_total(
     # the summary leaves the table out, saying why, and prints the others
     summary = run("summary", damaged, "--format", "json")
     assert summary.exit_code == 0 and PAST_TOTAL in summary.stdout
+
+
+@pytest.mark.parametrize("given", [".", "", "/"], ids=["dot", "empty", "root"])
+@pytest.mark.parametrize("command", ["timeline", "dashboard"])
+def test_a_folder_without_a_name_is_said_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, given: str
+) -> None:
+    """`.`, `/` and an empty argument (click's `.`) have no name to put a SQLite journal's suffix on: the
+    check for journals beside the inputs passes them over, and the command says they are folders."""
+    monkeypatch.chdir(tmp_path)
+    done = run(command, given, "-o", tmp_path / "out.html")
+    assert done.exit_code == 1, done.output
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    assert done.output.startswith(f"error: {given or '.'} is a folder: pass the .sqlite export")
+    assert not (tmp_path / "out.html").exists()

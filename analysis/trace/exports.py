@@ -39,6 +39,7 @@ from analysis.trace.cache_files import (
     size_of,
     write_atomic,
 )
+from analysis.trace.multi import folder_entries
 
 if TYPE_CHECKING:
     from analysis.trace.trace import Trace
@@ -173,7 +174,7 @@ def clear_named(cache: Cache, named: Path) -> Cleared:
     export, report or trace; a folder: every one in it; a glob pattern: every file it matches."""
     if named.is_dir():
         suffixes = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
-        sources = [p for p in sorted(named.iterdir()) if p.name.lower().endswith(suffixes) and p.is_file()]
+        sources = [p for p in folder_entries(named) if p.name.lower().endswith(suffixes) and p.is_file()]
     elif not named.exists() and glob.has_magic(str(named)):
         sources = [Path(m) for m in sorted(glob.glob(str(named))) if Path(m).is_file()]
     else:

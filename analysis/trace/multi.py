@@ -68,7 +68,7 @@ def exports_in(folder: Path, skipped: list[str] | None = None) -> list[Path]:
     named pipe, `.sqlite3`) goes to `skipped`, with why."""
     best: dict[str, Path] = {}
     suffixes = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
-    for p in sorted(folder.iterdir()):
+    for p in folder_entries(folder):
         name = p.name.lower()
         if not name.endswith(suffixes):
             if name.endswith(NEAR_SUFFIXES) and skipped is not None:
@@ -82,6 +82,15 @@ def exports_in(folder: Path, skipped: list[str] | None = None) -> list[Path]:
         if stem not in best or best[stem].name.lower().endswith(REPORT_SUFFIXES):
             best[stem] = p
     return sorted(best.values(), key=lambda p: _natural(p.name))
+
+
+def folder_entries(folder: Path) -> list[Path]:
+    """What `folder` holds, sorted by name; a folder that cannot be listed (no read permission) raises
+    ExportError, in one line."""
+    try:
+        return sorted(folder.iterdir())
+    except OSError as e:
+        raise ExportError(f"cannot read the folder {folder}: {e.strerror or type(e).__name__}") from None
 
 
 def _what(path: Path) -> str:

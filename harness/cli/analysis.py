@@ -26,6 +26,7 @@ from analysis.tables import operators as ops
 from analysis.tables import stats_format
 from analysis.tables.table import HTA, Option, Table, Tables
 from analysis.trace.exports import clear_exports, clear_named, open_source
+from analysis.trace.multi import folder_entries
 from harness.cli.common import FormatOpt, WideOpt, at_least, cli_errors, err, note, warn, warn_skipped
 from harness.cli.option_group import F, option_group
 from harness.cli.reading import AS_GIVEN, REPORT_HELP, Reading, ReportArg, reading_options
@@ -93,6 +94,7 @@ def cache_cmd(
             help="With --clear: only the entries of this export (of a report: of the export it is read "
             "through, and that export if the cache made it; of a folder or glob pattern: of every export "
             "in it, as the table commands read them).",
+            readable=False,
         ),
     ] = None,
     max_size: Annotated[
@@ -206,7 +208,8 @@ def breakdown_cmd(
         list[Path],
         typer.Argument(
             help="Traces, one per rank: Kineto .json(.gz), nsys exports or reports; a folder stands for "
-            "the .json(.gz) traces in it."
+            "the .json(.gz) traces in it.",
+            readable=False,
         ),
     ],
     hta: Annotated[bool, typer.Option("--hta", help=HTA.help)] = False,
@@ -230,7 +233,7 @@ def breakdown_cmd(
     paths: list[Path] = []
     for path in reports:
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            found = [p for p in folder_entries(path) if p.is_file() and p.name.endswith(TRACE_SUFFIXES)]
             if not found:
                 raise ExportError(f"no .json or .json.gz traces in the folder {path}")
             paths += found

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import re
 from collections.abc import Callable, Iterator
 from enum import StrEnum
@@ -278,6 +279,15 @@ def say_ending(outcome: Any) -> None:
         err(line)
 
 
+def denied(path: Path) -> str:
+    """Why `path` could not be used, where the system said permission denied: the first folder above it
+    this user cannot search (no x permission), if one is, else the path itself."""
+    for folder in reversed(path.absolute().parents):
+        if not os.access(folder, os.X_OK):
+            return f"cannot reach {path}: this user may not search the folder {folder} (no x permission)"
+    return f"cannot use {path}: permission denied (check its mode and owner)"
+
+
 def cli_errors(fn: F) -> F:
     """Turn a HarnessError into one line on stderr and its exit code; never a traceback. A signal that no
     command caught (Ctrl-C in a command that only reads) ends with one line saying so, as the run commands
@@ -291,6 +301,13 @@ def cli_errors(fn: F) -> F:
             # the errors of both are one line each: a newline in one comes from a name it quotes (a file's)
             err(str(e), lines=False)
             raise typer.Exit(e.exit_code) from None
+        except PermissionError as e:
+            # a path the user named, or one in a folder they cannot search: checking it (is_file, exists)
+            # raises wherever it is looked at, so it is said here once for every command
+            if e.filename is None:
+                raise
+            err(denied(Path(os.fsdecode(e.filename))), lines=False)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt as e:  # typer would end with 130 and not a word
             sig = signals.signal_of(e)
             err(signals.interrupted(sig, "before the command finished"))

@@ -38,7 +38,9 @@ from workloads.names import counted
 def dashboard_cmd(
     report: Annotated[
         Path | None,
-        typer.Argument(help="An nsys export (.sqlite) or report (.nsys-rep, .qdrep): its profile panels."),
+        typer.Argument(
+            help="An nsys export (.sqlite) or report (.nsys-rep, .qdrep): its profile panels.", readable=False
+        ),
     ] = None,
     runs: Annotated[
         str | None,

@@ -136,9 +136,12 @@ def diff_cmd(
             metavar="<dir>",
             help="With --format csv: one CSV file per table in this folder (NN-title.csv) instead of one "
             "tidy CSV on stdout.",
+            readable=False,
         ),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,  # as timeline's old name
+    output: Annotated[
+        Path | None, typer.Option("--output", hidden=True, readable=False)
+    ] = None,  # as timeline's old name
     db: DbOpt = None,
     wide: WideOpt = False,
 ) -> None:

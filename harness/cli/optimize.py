@@ -103,7 +103,10 @@ def optimize_cmd(
         ),
     ] = opt.DEFAULT_BUDGET,
     profile_dir: Annotated[
-        Path, typer.Option("--profile-dir", metavar="<dir>", help="Where the captures' reports go.")
+        Path,
+        typer.Option(
+            "--profile-dir", metavar="<dir>", help="Where the captures' reports go.", readable=False
+        ),
     ] = PROFILE_DIR,
     nsys_path: Annotated[
         str | None, typer.Option("--nsys-path", metavar="<path>", help="The nsys to use.")

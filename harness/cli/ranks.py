@@ -46,7 +46,9 @@ def _is_run_id(arg: Path) -> bool:
 @cli_errors
 @reading_options(omit=("by_rank",), after={"no_cache": ("db",)})
 def ranks_cmd(
-    exports: Annotated[list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True)],
+    exports: Annotated[
+        list[Path], typer.Argument(show_default=False, metavar="EXPORT", hidden=True, readable=False)
+    ],
     html: Annotated[
         Path | None,
         file_option(

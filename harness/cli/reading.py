@@ -20,7 +20,9 @@ REPORT_HELP = (
     "of them (ranks from rank<R> in the file names), read in parallel."
 )
 # hidden: Typer would print the argument's type as <list[Path]>; REPORT_HELP (the epilog) describes it
-ReportArg = Annotated[list[Path], typer.Argument(show_default=False, metavar="REPORT", hidden=True)]
+ReportArg = Annotated[
+    list[Path], typer.Argument(show_default=False, metavar="REPORT", hidden=True, readable=False)
+]
 ByRankOpt = Annotated[
     bool,
     typer.Option(

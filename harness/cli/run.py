@@ -354,7 +354,10 @@ def _sizes(option: str, items: list[str]) -> list[int]:
 def import_cmd(
     files: Annotated[
         list[Path],
-        typer.Argument(help="harness-unsaved-*.json files, written when the database would not take a run."),
+        typer.Argument(
+            help="harness-unsaved-*.json files, written when the database would not take a run.",
+            readable=False,
+        ),
     ],
     replace: Annotated[
         bool,

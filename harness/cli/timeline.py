@@ -17,6 +17,7 @@ ReportArg = Annotated[
     typer.Argument(
         metavar="REPORT",
         show_default=False,
+        readable=False,
         help="An nsys export (.sqlite), a report (.nsys-rep, .qdrep) or a PyTorch profiler trace (.json, "
         ".json.gz).",
     ),

@@ -148,7 +148,13 @@ def export_sqlite(
 
 def export_report(report: Path, target: Path) -> Path:
     """The exporter analysis takes (analysis.trace.exports: where the export goes, once): `report`'s SQLite
-    export written at `target` by the nsys the harness finds, its error naming the report."""
+    export written at `target` by the nsys the harness finds, its error naming the report. A report this
+    user may not read is said so here: nsys's own words for it name a boost error."""
+    try:
+        with open(report, "rb"):
+            pass
+    except OSError as e:
+        raise NsysError(f"cannot read {report}: {e.strerror or type(e).__name__}") from None
     try:
         return export_sqlite(report, target)
     except NsysError as e:
