@@ -220,7 +220,7 @@ def _quiet_stderr() -> Iterator[None]:
 
 def attention_table(sweep: AttentionSweep) -> pd.DataFrame:
     """One row per cell: impl, head_dim, seq_len, forward/backward mean and std (ns), peak memory (MiB),
-    status (ok, OOM, ERROR); `compile (ns)` when a compiled implementation ran."""
+    status as stored (ok, oom, error); `compile (ns)` when a compiled implementation ran."""
     import pandas as pd
 
     rows = []
