@@ -167,6 +167,8 @@ def test_a_sweep_interrupted_after_one_cell_says_that_cell_is_stored(monkeypatch
     ("args", "message"),
     [
         (["--impl", "flash"], "unknown --impl flash; choose from math, sdpa, compiled"),
+        (["--impl="], "--impl is empty; choose from math, sdpa, compiled (comma-separated)"),
+        (["--impl", ","], "--impl is empty; choose from math, sdpa, compiled (comma-separated)"),
         (["--head-dims", "16,x"], "--head-dims takes comma-separated positive integers, got '16,x'"),
         (["--seq-lens", "0"], "--seq-lens takes positive integers, got 0"),
         (["--trials", "0"], "--trials must be a positive number, got 0"),

@@ -74,11 +74,11 @@ def new_sweep_id() -> str:
 
 def validate(config: AttentionConfig) -> None:
     """Raise UsageError for anything a user could have typed wrong, before any work starts."""
+    if not config.impls:
+        raise UsageError(f"--impl is empty; choose from {', '.join(ATTENTION_IMPLS)} (comma-separated)")
     unknown = [i for i in config.impls if i not in ATTENTION_IMPLS]
-    if unknown or not config.impls:
-        raise UsageError(
-            f"unknown --impl {','.join(unknown) or '(none)'}; choose from {', '.join(ATTENTION_IMPLS)}"
-        )
+    if unknown:
+        raise UsageError(f"unknown --impl {','.join(unknown)}; choose from {', '.join(ATTENTION_IMPLS)}")
     if config.precision not in PRECISIONS:
         raise UsageError(f"unknown precision {config.precision!r}; choose one of {', '.join(PRECISIONS)}")
     for name, values in (("--head-dims", config.head_dims), ("--seq-lens", config.seq_lens)):
