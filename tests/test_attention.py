@@ -169,8 +169,19 @@ def test_a_sweep_interrupted_after_one_cell_says_that_cell_is_stored(monkeypatch
         (["--impl", "flash"], "unknown --impl flash; choose from math, sdpa, compiled"),
         (["--impl="], "--impl is empty; choose from math, sdpa, compiled (comma-separated)"),
         (["--impl", ","], "--impl is empty; choose from math, sdpa, compiled (comma-separated)"),
-        (["--head-dims", "16,x"], "--head-dims takes comma-separated positive integers, got '16,x'"),
-        (["--seq-lens", "0"], "--seq-lens takes positive integers, got 0"),
+        (["--head-dims", "16,x"], "--head-dims takes positive integers, e.g. 16,32,64,128; got x"),
+        (["--seq-lens", "0"], "--seq-lens takes positive integers, e.g. 128,256,512; got 0"),
+        (["--seq-lens", ""], "--seq-lens takes positive integers, e.g. 128,256,512; got none"),
+        # int() reads digits of any script ('٣' as 3), and a superscript two is str.isdigit
+        (["--head-dims", "\u0663"], "--head-dims takes positive integers, e.g. 16,32,64,128; got \u0663"),
+        (
+            ["--seq-lens", "8,\uff12,\u00b2"],
+            "--seq-lens takes positive integers, e.g. 128,256,512; got \uff12, \u00b2",
+        ),
+        (
+            ["--head-dims", "1" * 5000],  # past the 4,300 digits int() reads: no ValueError traceback
+            f"--head-dims {'1' * 20}… (5000 digits) is out of range: at most {2**63 - 1}",
+        ),
         (["--trials", "0"], "--trials must be a positive number, got 0"),
         (["--warmup", "-1"], "--warmup must be 0 or more, got -1"),
         # past int64: a cell the database cannot store, a seed torch does not take

@@ -58,6 +58,15 @@ def test_sweep_sizes_are_ascii_digits(tmp_db: str, option: str, given: str) -> N
     ]
 
 
+@pytest.mark.parametrize("option", ["--context-length", "--batch-sizes"])
+def test_sweep_size_past_the_digits_int_reads_is_out_of_range(tmp_db: str, option: str) -> None:
+    out = runner.invoke(app, ["sweep", "--models", "tiny", "--device", "cpu", option, "1" * 5000])
+    assert out.exit_code == 2, out.output
+    assert out.output.strip().splitlines() == [
+        f"error: {option} {'1' * 20}… (5000 digits) is out of range: at most {2**63 - 1}"
+    ]
+
+
 @pytest.mark.parametrize("option", ["--models", "--precision", "--compile"])
 @pytest.mark.parametrize("given", ["", ","])
 def test_sweep_axis_that_names_nothing_is_refused(tmp_db: str, option: str, given: str) -> None:

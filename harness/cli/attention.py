@@ -6,13 +6,13 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, comma_list, err, warn
+from harness.cli.common import DbOpt, FormatOpt, WideOpt, cli_errors, comma_list, err, positive_ints, warn
 from harness.cli.options import Device, DeviceOpt, Precision, SeedOpt
 from harness.cli.terminal.output import Format, emit
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
 from harness.core.devices import emulated_precision_note, resolve_device
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import HarnessError
 from harness.core.records import AttentionSweep
 from harness.core.signals import sigterm_raises
 from harness.experiments.attention import AttentionConfig, attention_table, run_attention_sweep, validate
@@ -22,13 +22,6 @@ from workloads.names import counted
 
 class _NotStored(Exception):
     """The results database would not take a measured cell: the sweep stops, its cells are shown."""
-
-
-def _ints(option: str, text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in comma_list(option, text))
-    except ValueError:
-        raise UsageError(f"{option} takes comma-separated positive integers, got {text!r}") from None
 
 
 @cli_errors
@@ -62,8 +55,8 @@ def attention_cmd(
     config = AttentionConfig(
         batch_size=batch_size,
         num_heads=heads,
-        head_dims=tuple(dict.fromkeys(_ints("--head-dims", head_dims))),
-        seq_lens=tuple(dict.fromkeys(_ints("--seq-lens", seq_lens))),
+        head_dims=tuple(positive_ints("--head-dims", head_dims, "16,32,64,128")),
+        seq_lens=tuple(positive_ints("--seq-lens", seq_lens, "128,256,512")),
         precision=precision.value,
         impls=tuple(dict.fromkeys(comma_list("--impl", impl))),
         warmup=warmup,

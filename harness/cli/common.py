@@ -28,6 +28,7 @@ from analysis.outputs import shown as shown
 from analysis.outputs import write_text as write_text
 from harness.cli.terminal.output import Format, say
 from harness.core import signals
+from harness.core.bounds import INT64_MAX, check_count
 from harness.core.errors import HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
 from workloads.names import NOT_APPLICABLE, PRECISIONS
@@ -91,6 +92,24 @@ def check_finite_positive(option: str, value: float | None, what: str) -> None:
     passes (a nan target is never reached, a nan budget never spent)."""
     if value is not None and not 0 < value < math.inf:
         raise UsageError(f"{option} must be a positive {what}, got {value:g}")
+
+
+def positive_ints(option: str, text: str | None, example: str) -> list[int]:
+    """The positive whole numbers of comma-separated option `option` (`--batch-sizes`, `--head-dims`), in the
+    order given, duplicates dropped: the rule of every such option. Each is ASCII digits, as any number on
+    the command line (int() reads '٣' as 3); one past int64 is refused, as the database stores no more."""
+    items = comma_list(option, text)
+    bad = [t for t in items if not (t.isascii() and t.isdigit() and t.strip("0"))]
+    if bad or not items:
+        raise UsageError(f"{option} takes positive integers, e.g. {example}; got {', '.join(bad) or 'none'}")
+    for t in items:
+        whole = t.lstrip("0")
+        if len(whole) > len(str(INT64_MAX)):  # int() refuses over 4,300 digits with a ValueError
+            raise UsageError(
+                f"{option} {whole[:20]}… ({len(whole)} digits) is out of range: at most {INT64_MAX}"
+            )
+        check_count(option, int(whole))
+    return list(dict.fromkeys(int(t) for t in items))
 
 
 def count_option(flag: str, low: int, help: str, *short: str) -> Any:

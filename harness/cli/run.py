@@ -17,6 +17,7 @@ from harness.cli.common import (
     count_option,
     err,
     on_command_line,
+    positive_ints,
     warn,
 )
 from harness.cli.common import note as say_note
@@ -40,7 +41,6 @@ from harness.cli.options import (
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.cli.terminal.progress import Progress
 from harness.core import signals
-from harness.core.bounds import check_count, digits
 from harness.core.errors import HarnessError, UsageError
 from harness.core.machine import busy_note, describe
 from harness.core.records import config_phases, new_id
@@ -259,9 +259,9 @@ def sweep_cmd(
     if bad:
         raise UsageError(f"--compile takes off,on; got {', '.join(bad)}")
     base = with_ranks(make_config("tiny", workload), ranks)
-    batches = _batch_sizes(comma_list("--batch-sizes", batch_sizes)) if batch_sizes is not None else None
+    batches = positive_ints("--batch-sizes", batch_sizes, "1,2,4,8") if batch_sizes is not None else None
     contexts = (
-        _sizes("--context-length", comma_list("--context-length", context_lengths))
+        positive_ints("--context-length", context_lengths, "128,512,1024")
         if context_lengths is not None
         else None
     )
@@ -333,21 +333,6 @@ def _power_notes(results: list[RunResult]) -> list[str]:
     """The --power notes of several runs (render.power_notes says each line once: their sources are the
     same); none without it."""
     return [line for r in results for line in r.extra.get(NOTES, [])]
-
-
-def _batch_sizes(items: list[str]) -> list[int]:
-    return _sizes("--batch-sizes", items)
-
-
-def _sizes(option: str, items: list[str]) -> list[int]:
-    """A sweep axis of positive integers (`--batch-sizes`, `--context-length`), duplicates dropped."""
-    bad = [b for b in items if (digits(b) or 0) < 1]
-    if bad or not items:
-        example = "1,2,4,8" if option == "--batch-sizes" else "128,512,1024"
-        raise UsageError(f"{option} takes positive integers, e.g. {example}; got {', '.join(bad) or 'none'}")
-    for b in items:
-        check_count(option, int(b))
-    return list(dict.fromkeys(int(b) for b in items))
 
 
 @cli_errors
