@@ -181,6 +181,23 @@ def test_the_serving_panel_draws_each_generate_run(tmp_db: str) -> None:
     assert phase_bars_panel(DashboardData(runs=runs)).missing == NO_TRAINING
 
 
+def test_the_serving_panel_counts_only_the_runs_it_draws_for_its_newest_note(tmp_db: str) -> None:
+    store = ResultsStore(tmp_db)
+    for i in range(12):
+        save_run(store, generate_run(f"tiny-20260101-1200{i:02}-ab{i:02}", steps=2, seed=i))
+    failed = generate_run("tiny-20260101-130000-abff", steps=2)
+    failed.status, failed.error, failed.steps, failed.extra = "error", "RuntimeError: boom", [], {}
+    save_run(store, failed)
+    runs = store.runs()
+    assert (runs["mode"] == "generate").sum() == 13
+    panel = serving_panel(DashboardData(runs=runs))
+    assert len(serving_table(runs)) == 12
+    assert not any(n.startswith("The newest") for n in panel.notes)  # all 12 it could draw are drawn
+    save_run(store, generate_run("tiny-20260101-140000-ab99", steps=2))
+    panel = serving_panel(DashboardData(runs=store.runs()))
+    assert "The newest 12 generate runs; pick others with --runs or --last." in panel.notes
+
+
 def test_runs_lists_the_phases_of_the_modes_listed(tmp_db: str) -> None:
     save_run(ResultsStore(tmp_db), generate_run("gen-a", seed=1))
     out = runner.invoke(app, ["runs", "--format", "json"], catch_exceptions=False)

@@ -33,17 +33,22 @@ BUSY = SUBPLOTS[-1][0]  # drawn where a run has it: a capture of the GPU (nsys o
 COLUMNS = ["run_id", "label", "model", "decode_path", *(c for _, _, cols in SUBPLOTS for c, _ in cols)]
 
 
+def drawable(runs: pd.DataFrame) -> pd.DataFrame:
+    """The generate runs that measured their steps and have a time to first token: one of --new-tokens 1 (a
+    TTFT benchmark) decodes no token after it, so has no TPOT, and is drawn with its TTFT, tokens/s and KV
+    cache."""
+    if runs.empty or "ttft_p50_ns" not in runs or "mode" not in runs:
+        return runs.iloc[0:0]
+    return runs[
+        (runs["mode"] == "generate") & runs["status"].isin(MEASURED_STATUSES) & runs["ttft_p50_ns"].notna()
+    ]
+
+
 def serving_table(runs: pd.DataFrame, limit: int = MAX_RUNS) -> pd.DataFrame:
     """The newest `limit` generate runs that measured their steps and have serving figures (a time to first
     token; TPOT empty where a run decoded no token after it): COLUMNS, the times in ns, each label the run's
     (model · setting · id), its decode path and its profiler if any."""
-    if runs.empty or "ttft_p50_ns" not in runs or "mode" not in runs:
-        return pd.DataFrame(columns=COLUMNS)
-    # every run with a time to first token: one of --new-tokens 1 (a TTFT benchmark) decodes no token after
-    # it, so has no TPOT, and is drawn with its TTFT, tokens/s and KV cache
-    picked = runs[
-        (runs["mode"] == "generate") & runs["status"].isin(MEASURED_STATUSES) & runs["ttft_p50_ns"].notna()
-    ].tail(limit)
+    picked = drawable(runs).tail(limit)
     if picked.empty:
         return pd.DataFrame(columns=COLUMNS)
     out = with_labels(picked)
@@ -109,6 +114,6 @@ def serving_panel(data: DashboardData) -> Panel:
         f"of too few samples is not drawn ({needed}; TTFT's samples are the measured steps, TPOT's the "
         "decoded tokens).",
     ]
-    if (data.runs["mode"] == "generate").sum() > MAX_RUNS:
+    if len(drawable(data.runs)) > MAX_RUNS:  # a failed run, or one with no serving figures, is not drawn
         notes.append(f"The newest {MAX_RUNS} generate runs; pick others with --runs or --last.")
     return Panel(figure=serving_figure(table), notes=notes)
