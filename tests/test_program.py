@@ -208,9 +208,7 @@ def test_an_empty_profile_dir_is_refused(
     monkeypatch.chdir(work)
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
-    assert result.stderr == (
-        "error: --profile-dir is empty: give a folder, or leave --profile-dir out for the default\n"
-    )
+    assert result.stderr == "error: --profile-dir is empty: give a folder\n"
     assert list(work.iterdir()) == []
 
 

@@ -24,6 +24,7 @@ from typer.core import TyperGroup
 
 from analysis import tables
 from harness import __version__
+from harness.cli.common import refuse_empty_paths
 from harness.cli.terminal import streams
 
 if TYPE_CHECKING:
@@ -191,6 +192,7 @@ def load(name: str) -> click.Command:
     importlib.import_module(f"harness.cli.{entry.module}").register(registered)
     group = typer.main.get_group(registered)
     command = group.commands[name]
+    refuse_empty_paths(command)
     command.short_help = entry.summary
     with_example(command, entry.example)
     for sub_name, sub in getattr(command, "commands", {}).items():

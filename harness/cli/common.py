@@ -15,6 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import click
 import typer
 from typer.core import TyperCommand
 
@@ -73,6 +74,50 @@ class OptionRefused(typer.BadParameter):
 
     def show(self, file: Any = None) -> None:
         err(self.message)
+
+
+# what a path parameter names, by its metavar (a parameter of click's Path type names a path too)
+PATH_METAVARS = {"<file>": "a file name", "<dir>": "a folder", "<path>": "a path"}
+
+
+class NotEmpty:
+    """A path parameter's type: an empty value refused, before the parameter's own type (`inner`, to which
+    all else is left) reads it. Click takes '' as a path and a Path of it is '.': an unset shell variable
+    (`harness kernels "$REPORT"`) named the current folder, its exports read, files written into it, its
+    cache entries cleared. A wrapper, not a subclass: Typer may bring its own copy of click's types."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __call__(self, value: Any, param: Any = None, ctx: Any = None) -> Any:
+        self.refuse_empty(value, param)
+        return self.inner(value, param, ctx)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        self.refuse_empty(value, param)
+        return self.inner.convert(value, param, ctx)
+
+    @staticmethod
+    def refuse_empty(value: Any, param: Any) -> None:
+        if param is None or not isinstance(value, str | os.PathLike) or os.fspath(value) != "":
+            return
+        named = param.opts[0] if param.param_type_name == "option" else param.metavar or param.name.upper()
+        raise OptionRefused(f"{named} is empty: give {PATH_METAVARS.get(param.metavar or '', 'a path')}")
+
+
+def refuse_empty_paths(command: click.Command) -> None:
+    """Every path parameter of `command` and of its sub-commands (of click's Path type, or a metavar of
+    PATH_METAVARS) refuses an empty value: one `error:` line and exit 2, before anything is read or
+    written."""
+    for param in command.params:
+        named_path = getattr(param.type, "name", "") == "path" or param.metavar in PATH_METAVARS
+        if named_path and not isinstance(param.type, NotEmpty):
+            param.type = NotEmpty(param.type)  # type: ignore[assignment]
+    for sub in getattr(command, "commands", {}).values():
+        refuse_empty_paths(sub)
 
 
 def at_least(option: str, low: int) -> Callable[[Any], Any]:
@@ -208,7 +253,9 @@ def file_option(name: str, *aliases: str, help: str, show_default: bool = True) 
 
 
 # `--output`, the old name of `--out` (hidden), for the commands whose output is one file
-OldOutputOpt = Annotated[Path | None, typer.Option("--output", hidden=True, parser=output_file("--output"))]
+OldOutputOpt = Annotated[
+    Path | None, typer.Option("--output", hidden=True, metavar="<file>", parser=output_file("--output"))
+]
 
 
 def refuse_page_on_stdout(html: Path | None) -> None:

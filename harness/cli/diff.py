@@ -140,7 +140,7 @@ def diff_cmd(
         ),
     ] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", hidden=True, readable=False)
+        Path | None, typer.Option("--output", hidden=True, metavar="<dir>", readable=False)
     ] = None,  # as timeline's old name
     db: DbOpt = None,
     wide: WideOpt = False,

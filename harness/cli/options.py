@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import OptionRefused, warn
+from harness.cli.common import warn
 from harness.cli.option_group import F, option_group
 from harness.core.bounds import digits
 from harness.core.devices import DEVICES
@@ -343,22 +343,11 @@ NsysForceOpt = Annotated[
 ]
 
 
-def _profile_dir(given: str | Path) -> Path:
-    """--profile-dir's parser: an empty one is refused (as Path("") it named the current folder, and the
-    profiler's files went there unasked: a script's unset variable, most likely)."""
-    if str(given) == "":
-        raise OptionRefused(
-            "--profile-dir is empty: give a folder, or leave --profile-dir out for the default"
-        )
-    return Path(given)
-
-
 ProfileDirOpt = Annotated[
     Path | None,
     typer.Option(
         "--profile-dir",
         metavar="<dir>",
-        parser=_profile_dir,
         help="Where the profiler's files go [default: nsys_profiles, torch_profiles; --memory: "
         "memory_profiles].",
     ),
