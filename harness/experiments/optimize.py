@@ -40,12 +40,12 @@ from harness.core.records import RunConfig, RunResult, new_id
 from harness.execution.nsys import export_report
 from harness.experiments.changes import applied
 from harness.experiments.drift import compared_drift, key_of
-from harness.experiments.proposals import Proposal, Untrusted, untrusted_of
+from harness.experiments.proposals import Proposal, Untrusted, proposals, untrusted_of
 from harness.profilers.base import run_baseline
 from harness.profilers.capture import save as save_run
 from harness.profilers.nsys import PROFILER
 from workloads.names import counted
-from workloads.plants.catalogue import fixes_for, unseen
+from workloads.plants.catalogue import unseen
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,30 +120,6 @@ class Optimisation:
 def findings_of(how: dict[str, Any]) -> list[dict[str, Any]]:
     """The findings a capture's examination stored with its run (largest at stake first)."""
     return list(((how.get("advice") or {}).get("findings")) or [])
-
-
-def proposals(config: RunConfig, found: list[dict[str, Any]], device: str) -> list[Proposal]:
-    """Each finding's fixes as proposals: the change where it applies to `config`, else why not; a finding
-    no fix answers is one proposal with no fix."""
-    out = []
-    for f in found:
-        rule, stake, evidence = (
-            str(f.get("rule", "")),
-            int(f.get("at_stake_ns") or 0),
-            str(f.get("evidence", "")),
-        )
-        fixes = fixes_for(rule)
-        if not fixes:
-            out.append(Proposal(rule, stake, evidence, None, why="no change the harness can make answers it"))
-        for fix in fixes:
-            change = applied(fix, config, device)
-            p = Proposal(rule, stake, evidence, fix)
-            if isinstance(change, str):
-                p.why = change
-            else:
-                p.change = change
-            out.append(p)
-    return out
 
 
 def per_token_ns(result: RunResult) -> float:

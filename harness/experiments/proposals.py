@@ -102,3 +102,27 @@ def stored_findings(advice: dict[str, Any] | None, run: str) -> list[dict[str, A
     if why := untrusted_of({"advice": advice}):
         raise Untrusted(why, run)
     return list((advice or {}).get("findings") or [])
+
+
+def proposals(config: RunConfig, found: list[dict[str, Any]], device: str) -> list[Proposal]:
+    """Each finding's fixes as proposals: the change where it applies to `config`, else why not; a finding
+    no fix answers is one proposal with no fix."""
+    out = []
+    for f in found:
+        rule, stake, evidence = (
+            str(f.get("rule", "")),
+            int(f.get("at_stake_ns") or 0),
+            str(f.get("evidence", "")),
+        )
+        fixes = fixes_for(rule)
+        if not fixes:
+            out.append(Proposal(rule, stake, evidence, None, why="no change the harness can make answers it"))
+        for fix in fixes:
+            change = applied(fix, config, device)
+            p = Proposal(rule, stake, evidence, fix)
+            if isinstance(change, str):
+                p.why = change
+            else:
+                p.change = change
+            out.append(p)
+    return out
