@@ -573,7 +573,6 @@ def test_the_final_configuration_is_a_command_that_runs_it_again(
     that changes what the plant sets included: launch-bound's batch 1 made larger)."""
     import shlex
 
-    import harness.cli.run as run_cli
     from harness.cli import optimize as optimize_cli
 
     machine = Machine({"larger-batch": 1.2}, ["launch-bound"], {"larger-batch": "launch-bound"})
@@ -598,17 +597,24 @@ def test_the_final_configuration_is_a_command_that_runs_it_again(
     assert command == ["harness", "run", "tiny", "--device", "cpu", "--batch-size", batch, "--warmup", "1",
                        "--steps", "3", "--plant", "launch-bound", "--fix", "larger-batch"]  # fmt: skip
 
+    assert checked_as_run(monkeypatch, command, tmp_db) == final
+
+
+def checked_as_run(monkeypatch: pytest.MonkeyPatch, command: list[str], db: str) -> RunConfig:
+    """The configuration `command` (a `harness run …` line) makes, checked as `run` checks it; nothing run."""
+    import harness.cli.run as run_cli
+
     made: list[RunConfig] = []
     real_prepare = run_cli.prepare
 
     def prepare(*args: Any, **kw: Any) -> Any:
         made.append(real_prepare(*args, **kw).config)
-        raise SystemExit(0)  # checked as `run` checks it; nothing run
+        raise SystemExit(0)
 
     monkeypatch.setattr(run_cli, "prepare", prepare)
-    r = runner.invoke(app, [*command[1:], "--db", tmp_db])
+    r = runner.invoke(app, [*command[1:], "--db", db])
     assert r.exit_code == 0, r.output
-    assert made[0] == final
+    return made[0]
 
 
 def test_the_final_configuration_of_an_unplanted_model_is_a_command_run_takes(
@@ -617,8 +623,6 @@ def test_the_final_configuration_of_an_unplanted_model_is_a_command_run_takes(
     """No plant, a larger batch kept: the line ended `--fix larger-batch`, which `harness run` refuses for a
     run that plants nothing. The batch alone makes the same step."""
     import shlex
-
-    import harness.cli.run as run_cli
 
     machine = Machine({"larger-batch": 1.2}, ["launch-bound"], {"larger-batch": "launch-bound"})
     optimize_on(monkeypatch, machine)
@@ -629,17 +633,8 @@ def test_the_final_configuration_of_an_unplanted_model_is_a_command_run_takes(
     command = shlex.split(line.removeprefix(prefix))
     assert command == ["harness", "run", "tiny", "--device", "cpu", "--batch-size", "8", "--warmup", "1",
                        "--steps", "3"]  # fmt: skip
-    made: list[RunConfig] = []
-    real_prepare = run_cli.prepare
-
-    def prepare(*args: Any, **kw: Any) -> Any:
-        made.append(real_prepare(*args, **kw).config)
-        raise SystemExit(0)  # checked as `run` checks it; nothing run
-
-    monkeypatch.setattr(run_cli, "prepare", prepare)
-    again = runner.invoke(app, [*command[1:], "--db", tmp_db])
-    assert again.exit_code == 0, again.output
-    assert made[0].batch_size == 8 and made[0].plant is None
+    made = checked_as_run(monkeypatch, command, tmp_db)
+    assert made.batch_size == 8 and made.plant is None
 
 
 class Stopped(Machine):
