@@ -21,7 +21,7 @@ from analysis.dashboard.roofline import roofline_figure
 from analysis.runs.roofline import TABLE_COLUMNS, Roofs, mfu_table, model_flops, roofline_table
 from harness.cli import roofline as roofline_command
 from harness.experiments.roofline import measure_roofs, table_roofs
-from workloads import flops
+from workloads import flops, peak
 from workloads.peak import peak_bandwidth, peak_flops
 from workloads.roofline import MATMUL_SUBBLOCKS, param_count, phase_flops, subblock_costs
 from workloads.specs import ModelSpec
@@ -269,6 +269,13 @@ def test_a_name_containing_a_known_gpus_is_not_that_gpu(name: str) -> None:
     assert table_roofs(name, "bf16") is None
 
 
+def test_every_datasheet_name_is_the_gpu_it_names() -> None:
+    """A name --gpu takes finds its own entry of the table, not one listed before it."""
+    for gpu in peak.GPUS:
+        for name in gpu.names:
+            assert peak.gpu(name) is gpu, name
+
+
 def test_l40s_peaks_are_its_own_not_the_l4s() -> None:
     assert peak_flops("NVIDIA L40S", "bf16") == 362.05e12
     assert peak_flops("NVIDIA L40S", "fp32") == 91.6e12
@@ -433,7 +440,7 @@ def test_command_places_against_a_named_gpu_and_writes_html(app: typer.Typer, tm
 @pytest.mark.parametrize(
     ("given", "label", "peak"),
     [("rtx4090", "RTX 4090", 165.2), ("a100", "A100", 312), ("h100-pcie", "H100 PCIe", 756),
-     ("RTX 4090", "RTX 4090", 165.2)],
+     ("RTX 4090", "RTX 4090", 165.2), ("a100-80gb-pcie", "A100 80GB PCIe", 312)],
 )  # fmt: skip
 def test_a_named_gpu_is_matched_whatever_its_spelling_and_labelled_by_its_datasheet(
     app: typer.Typer, given: str, label: str, peak: float
@@ -523,6 +530,9 @@ def test_command_measures_the_cpu(app: typer.Typer) -> None:
         (["--model", "char", "--context-length", "4096"], "learned positions for 64 tokens"),
         (["--gpu", "Voodoo2"], "no datasheet roofs for GPU 'Voodoo2'"),
         (["--gpu", "", "--device", "cpu"], "no datasheet roofs for GPU ''"),  # not taken for no --gpu
+        # a name holding a datasheet name is not one: the patterns are for the names torch gives
+        (["--gpu", "H100*"], "no datasheet roofs for GPU 'H100*'"),
+        (["--gpu", "NVIDIA H100 80GB HBM3"], "no datasheet roofs for GPU 'NVIDIA H100 80GB HBM3'"),
         (["--batch-size", "0"], "batch size must be a positive number"),
         # 0 is a length given, refused as `run -t 0` refuses it: it was taken for none (the model's, 64)
         (["--model", "char", "--context-length", "0"], "context length must be a positive number, got 0"),

@@ -67,9 +67,9 @@ GPUS: tuple[Gpu, ...] = (
     # H100 datasheet: H100 SXM, 80 GB HBM3, 3.35 TB/s
     Gpu(("H100", "H100 SXM"), r"\bH100\b", 67e12, 989e12, 989e12, 3.35e12),
     # A100 datasheet: 80GB PCIe, HBM2e, 1,935 GB/s; 80GB SXM, HBM2e, 2,039 GB/s; 40GB (SXM and PCIe), HBM2,
-    # 1,555 GB/s. The 80GB ones have no datasheet name of their own: "A100" is the 40GB one.
-    Gpu((), r"\bA100\b.*(80GB.*PCIe|PCIE.*80GB)", 19.5e12, 312e12, 312e12, 1.935e12),
-    Gpu((), r"\bA100\b.*80GB", 19.5e12, 312e12, 312e12, 2.039e12),
+    # 1,555 GB/s: "A100" is the 40GB one.
+    Gpu(("A100 80GB PCIe",), r"\bA100\b.*(80GB.*PCIe|PCIE.*80GB)", 19.5e12, 312e12, 312e12, 1.935e12),
+    Gpu(("A100 80GB SXM",), r"\bA100\b.*80GB", 19.5e12, 312e12, 312e12, 2.039e12),
     Gpu(("A100",), r"\bA100\b", 19.5e12, 312e12, 312e12, 1.555e12),
     Gpu(("A10",), r"\bA10\b", 31.2e12, 125e12, 125e12, 600e9),  # A10 datasheet: 24 GB GDDR6, 600 GB/s
     Gpu(("L4",), r"\bL4\b", 30.3e12, 121e12, 121e12, 300e9),  # L4 datasheet: 24 GB GDDR6, 300 GB/s
@@ -93,10 +93,11 @@ def _folded(name: str) -> str:
     return re.sub(r"[\s_-]+", "", name).casefold()
 
 
-def datasheet_name(name: str) -> str:
-    """The datasheet's own name of GPU `name` (`rtx4090`, `a-100`, `H100 sxm`: "RTX 4090", "A100", "H100
-    SXM"); `name` itself when it is none of them (a name as torch gives it, matched by the patterns)."""
-    return next((known for known in DATASHEET_NAMES if _folded(known) == _folded(name)), name)
+def datasheet_name(name: str) -> str | None:
+    """The datasheet's own name of GPU `name` given by hand (`rtx4090`, `a-100`, `H100 sxm`: "RTX 4090",
+    "A100", "H100 SXM"); None when it is none of them. Only a whole name is one: "H100*" or "my H100" is
+    not, though the patterns, made for the names torch gives, would find an H100 in it."""
+    return next((known for known in DATASHEET_NAMES if _folded(known) == _folded(name)), None)
 
 
 def gpu(device_name: str) -> Gpu | None:

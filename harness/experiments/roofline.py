@@ -238,8 +238,8 @@ def _find_roofs(
     entry, for a GPU), and those measured on torch device `measure_on`; the last found is the one used."""
     precision = report.precision
     if gpu is not None:  # an empty --gpu "" names no GPU: refused, never taken for none given
-        gpu = peak.datasheet_name(gpu)
-        named = table_roofs(gpu, precision)
+        known = peak.datasheet_name(gpu)
+        named = table_roofs(known, precision) if known is not None else None
         if named is None:
             raise UsageError(f"no datasheet roofs for GPU {gpu!r}; known: {', '.join(peak.DATASHEET_NAMES)}")
         report.roofs.append(named)
@@ -270,7 +270,7 @@ def _other_device(report: RooflineReport, kind: str | None, name: str, gpu: str)
     """Where a run's times are placed against --gpu's datasheet roofs and the run ran elsewhere (a CPU,
     another GPU): what its shares of the roofs and MFU then say. None when the run's GPU has those roofs, or
     when measured roofs (--measure) are the ones used."""
-    gpu = peak.datasheet_name(gpu)
+    gpu = peak.datasheet_name(gpu) or gpu
     named = table_roofs(gpu, report.precision)
     if named is None or report.used != named:
         return None
