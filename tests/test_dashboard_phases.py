@@ -181,7 +181,27 @@ def test_distribution_panel_limits_runs_and_notes_it() -> None:
     panel = distribution_panel(DashboardData(runs=runs, steps=steps))
     box = panel.figure.data[0]
     assert len(box.x) == 12 and box.x[0] == pytest.approx(3e-6)  # the newest 12: r03 … r14
-    assert any("newest 12" in n for n in panel.notes)
+    assert "The newest 12 of 15 runs with step timings; pick others with --runs or --last." in panel.notes
+
+
+def test_distribution_panel_counts_only_the_runs_it_can_draw() -> None:
+    """Runs without step timings (failed before a step) are not among those the box plot left out."""
+    runs = pd.DataFrame(
+        {"run_id": [f"r{i:02d}" for i in range(15)], "model": "tiny", "precision": "fp32", "compile": False,
+         "device": "cpu", "status": ["failed"] * 10 + ["ok"] * 5}
+    )  # fmt: skip
+    steps = pd.DataFrame(
+        {
+            "run_id": runs["run_id"][10:],
+            "step": 0,
+            "phase": "forward",
+            "duration_ns": range(5),
+            "warmup": False,
+        }
+    )
+    panel = distribution_panel(DashboardData(runs=runs, steps=steps))
+    assert len(panel.figure.data[0].x) == 5
+    assert not any("newest" in n for n in panel.notes)
 
 
 def test_box_plot_labels_have_room_at_the_default_size(store: ResultsStore) -> None:

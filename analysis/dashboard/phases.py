@@ -369,6 +369,10 @@ def distribution_panel(data: DashboardData) -> Panel:
         )
     if not table["warmup"].astype(bool).any():
         notes.append("No warm-up steps recorded for these runs.")
-    if data.runs["run_id"].nunique() > MAX_DISTRIBUTION_RUNS:
-        notes.append(f"The newest {MAX_DISTRIBUTION_RUNS} runs; pick others with --runs or --last.")
+    with_steps = data.runs["run_id"].isin(set(data.steps["run_id"])).sum()
+    if with_steps > MAX_DISTRIBUTION_RUNS:  # a run without step timings has nothing to draw here
+        notes.append(
+            f"The newest {MAX_DISTRIBUTION_RUNS} of {with_steps} runs with step timings; pick others with "
+            "--runs or --last."
+        )
     return Panel(figure=distribution_figure(table), notes=notes)
