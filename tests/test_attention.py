@@ -221,7 +221,7 @@ def test_show_of_a_sweep_id_says_it_is_a_sweep_and_where_it_is_shown(tmp_db: str
     result = runner.invoke(app, [*args, "--warmup", "0", "--trials", "1"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     (sweep_id,) = set(ResultsStore(tmp_db).attention_results()["sweep_id"])
-    where = "`harness dashboard` shows the newest sweep in its attention panel (no command lists sweeps)"
+    where = "`harness dashboard --sweep ID` draws it in its attention panel"
 
     result = runner.invoke(app, ["show", sweep_id])
     assert result.exit_code == 2

@@ -6,10 +6,12 @@ import math
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from analysis.dashboard import collect
 from analysis.dashboard.attention import attention_figure, attention_grid, attention_panel, newest_sweep
 from analysis.dashboard.panel import DashboardData
+from harness.cli import app
 from harness.experiments.attention import AttentionCell, AttentionConfig, AttentionSweep
 from harness.store.results import ResultsStore
 
@@ -91,3 +93,31 @@ def test_panel_title_and_notes_name_the_sweep(store: ResultsStore) -> None:
 def test_missing_without_attention_results() -> None:
     panel = attention_panel(DashboardData())
     assert panel.figure is None and "harness attention" in panel.missing
+
+
+def test_the_panel_names_the_other_stored_sweeps(store: ResultsStore) -> None:
+    panel = attention_panel(collect(store))
+    assert panel.notes[-1] == (
+        "the newest of 2 stored sweeps; `harness dashboard --sweep ID` draws another (attn-old)"
+    )
+    older = attention_panel(collect(store, sweep="attn-o"))  # a unique start of its id
+    assert "attn-old" in older.title and older.notes[-1].startswith("one of 2 stored sweeps;")
+    assert "(attn-new)" in older.notes[-1]
+
+
+def test_dashboard_sweep_draws_an_older_sweep(store: ResultsStore, tmp_path: Path) -> None:
+    out = tmp_path / "dash.html"
+    args = ["dashboard", "--db", str(store.file), "--out", str(out), "--format", "json"]
+    result = CliRunner().invoke(app, [*args, "--sweep", "attn-old"])
+    assert result.exit_code == 0, result.output
+    assert "Attention attn-old:" in out.read_text()
+    for sweep, message in [
+        (
+            "attn-nope",
+            "no attention sweep 'attn-nope': the results database holds 2 sweeps, the newest attn-new",
+        ),
+        ("attn-", "'attn-' is the start of 2 sweeps' ids (attn-new, attn-old): give more of one"),
+        (" ", "--sweep names no sweep (' '): give an attention sweep's id"),
+    ]:
+        refused = CliRunner().invoke(app, [*args, "--sweep", sweep])
+        assert refused.exit_code == 2 and refused.stderr.strip() == f"error: {message}", refused.output

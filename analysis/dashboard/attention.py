@@ -9,15 +9,39 @@ import pandas as pd
 
 from analysis.dashboard.panel import DashboardData, Panel
 from analysis.dashboard.style import MS, OOM_COLOR, TEMPLATE, hover
+from analysis.errors import OptionsError
 from workloads.names import ATTENTION_IMPLS, counted
+
+
+def sweep_ids(cells: pd.DataFrame) -> list[str]:
+    """The ids of the sweeps `cells` hold, newest first (by each sweep's first cell)."""
+    if cells.empty:
+        return []
+    first = cells.groupby("sweep_id", sort=False)["created_at"].min()
+    return [str(s) for s in first.sort_values(ascending=False, kind="stable").index]
 
 
 def newest_sweep(cells: pd.DataFrame) -> pd.DataFrame:
     """The cells of the sweep whose first cell is newest (rows in store order)."""
-    if cells.empty:
-        return cells
-    first = cells.groupby("sweep_id", sort=False)["created_at"].min()
-    return cells[cells["sweep_id"] == first.idxmax()].reset_index(drop=True)
+    return pick_sweep(cells, None)
+
+
+def pick_sweep(cells: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
+    """The cells of sweep `sweep` (its id or a unique start of it), the newest sweep's when None.
+    OptionsError when no sweep, or more than one, has an id so starting."""
+    ids = sweep_ids(cells)
+    if sweep is None:
+        return cells[cells["sweep_id"] == ids[0]].reset_index(drop=True) if ids else cells
+    matches = [s for s in ids if s == sweep] or [s for s in ids if s.startswith(sweep)]
+    if not matches:
+        held = f"{counted(len(ids), 'sweep')}, the newest {ids[0]}" if ids else "none"
+        raise OptionsError(f"no attention sweep {sweep!r}: the results database holds {held}")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
+        raise OptionsError(
+            f"{sweep!r} is the start of {len(matches)} sweeps' ids ({shown}): give more of one"
+        )
+    return cells[cells["sweep_id"] == matches[0]].reset_index(drop=True)
 
 
 def attention_grid(cells: pd.DataFrame) -> pd.DataFrame:
@@ -135,7 +159,7 @@ def attention_figure(grid: pd.DataFrame):
 
 
 def attention_panel(data: DashboardData) -> Panel:
-    cells = newest_sweep(data.attention)
+    cells = pick_sweep(data.attention, None)  # one sweep: collect's choice
     if cells.empty:
         return Panel(missing="no attention sweeps in the database: run `harness attention --device cpu`")
     first = cells.iloc[0]
@@ -149,4 +173,12 @@ def attention_panel(data: DashboardData) -> Panel:
     if not bad.empty:
         notes.append(f"{len(bad)} of {len(cells)} cells did not finish (OOM or error): marked ✕, left blank.")
     notes.append(f"peak memory (hover): {first['memory_source']}")
+    others = [s for s in data.attention_sweeps if s != first["sweep_id"]]
+    if others:
+        which = "the newest of" if data.attention_sweeps[0] == first["sweep_id"] else "one of"
+        listed = ", ".join(others[:3]) + (", …" if len(others) > 3 else "")
+        notes.append(
+            f"{which} {len(data.attention_sweeps)} stored sweeps; `harness dashboard --sweep ID` draws "
+            f"another ({listed})"
+        )
     return Panel(figure=attention_figure(attention_grid(cells)), title=title, notes=notes)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis.advice.checks import capture_failures, why_untrusted
 from analysis.advice.health import capture_health
-from analysis.dashboard.attention import newest_sweep
+from analysis.dashboard.attention import pick_sweep, sweep_ids
 from analysis.dashboard.compare import pick_pair
 from analysis.dashboard.panel import DashboardData, Profile
 from analysis.errors import ExportError, first_line
@@ -182,8 +182,11 @@ def collect(
     model: str | None = None,
     compare: tuple[str, str] | None = None,
     source: str = "",
+    sweep: str | None = None,
 ) -> DashboardData:
-    """Runs (by ids, newest `last`, or one model), their steps and agreement, the newest profile, a pair."""
+    """Runs (by ids, newest `last`, or one model), their steps and agreement, the newest profile, a pair,
+    and the attention sweep `sweep` (id or unique start; the newest when None)."""
+    cells = store.attention_results()
     runs = store.runs(ids=ids, last=last, model=model)
     run_ids = list(runs["run_id"])
     data = DashboardData(
@@ -193,7 +196,8 @@ def collect(
         profile=profile_for_runs(runs),
         compare=compare,
         source=source or counted(len(runs), "run"),
-        attention=newest_sweep(store.attention_results()),
+        attention=pick_sweep(cells, sweep),
+        attention_sweeps=sweep_ids(cells),
     )
     if hasattr(store, "block_timings"):  # a store from before per-block times has none
         data.blocks = store.block_timings(run_ids)

@@ -74,8 +74,10 @@ class DashboardData:
     compare_runs: pd.DataFrame | None = None
     compare_steps: pd.DataFrame | None = None
     compare_kernels: tuple[pd.DataFrame | None, pd.DataFrame | None] = (None, None)
-    # cells of the newest attention sweep: the results store's attention columns
+    # cells of the attention sweep drawn (the newest, or --sweep's): the results store's attention columns
     attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["sweep_id", "impl"]))
+    # every stored attention sweep's id, newest first
+    attention_sweeps: list[str] = field(default_factory=list)
     # per-block times (--nvtx-detail) of the runs: the results store's block_timings columns
     blocks: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(

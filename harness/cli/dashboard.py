@@ -52,6 +52,14 @@ def dashboard_cmd(
         str | None,
         typer.Option("--compare", metavar="<a,b>", help="Two run ids A,B for the run comparison panel."),
     ] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            metavar="<id>",
+            help="The attention sweep to draw (id or unique prefix); the newest if none.",
+        ),
+    ] = None,
     out: Annotated[
         Path,
         file_option("--out", "-o", help="The HTML file to write (- for standard output)."),
@@ -74,6 +82,10 @@ def dashboard_cmd(
         raise UsageError(
             "give either an export (REPORT.sqlite) or run filters (--runs/--last/--model), not both"
         )
+    if report is not None and sweep is not None:
+        raise UsageError("--sweep picks a stored attention sweep; an export's page has no attention panel")
+    if sweep is not None and not sweep.strip():
+        raise UsageError(f"--sweep names no sweep ({sweep!r}): give an attention sweep's id")
     if (start is not None or end is not None) and report is None:
         raise UsageError(
             "--start/--end pick a window of an export's timeline: give the export (REPORT.sqlite)"
@@ -103,7 +115,7 @@ def dashboard_cmd(
             raise UsageError(f"--compare names run {pair_ids[0]} twice: give two different runs")
         given = " ".join(f"--{k} {v}" for k, v in (("runs", runs), ("last", last), ("model", model)) if v)
         page, held, unmatched = pages.runs_dashboard(
-            store, out, ids=ids, last=last, model=model, compare=pair_ids, asked=given
+            store, out, ids=ids, last=last, model=model, compare=pair_ids, asked=given, sweep=sweep
         )
         if unmatched:
             warn(f"{unmatched}: the page says what is missing")

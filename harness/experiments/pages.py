@@ -62,12 +62,14 @@ def runs_dashboard(
     model: str | None = None,
     compare: tuple[str, str] | None = None,
     asked: str = "",
+    sweep: str | None = None,
 ) -> tuple[Dashboard, int, str | None]:
     """The panels of the stored runs (`ids`, else the `last` N, of `model`; `compare`: the two runs of the
-    comparison panel) and the roofline of the newest that has block times, written to `out`; how many runs
+    comparison panel), the attention sweep `sweep` (the newest when None) and the roofline of the newest run
+    that has block times, written to `out`; how many runs
     it holds; and, where `asked` (the filters as given) matched no run, the sentence that says so (the
     phases panel's, made once: it counts the stored runs), else None."""
-    data = dashboard.collect(store, ids=ids, last=last, model=model, compare=compare)
+    data = dashboard.collect(store, ids=ids, last=last, model=model, compare=compare, sweep=sweep)
     if asked and data.runs.empty:
         data.unmatched = store.unmatched(asked)
     data.runs = with_setup(store, data.runs)  # the compile panel pairs runs of one setup, as compare-compile

@@ -471,7 +471,7 @@ class RunsPart(Database):
 
 def _sweep_not_run(session: Session, sweep_id: str) -> str:
     """What `show attn-…` is told: an attention sweep's id, and where its cells are shown."""
-    where = "`harness dashboard` shows the newest sweep in its attention panel (no command lists sweeps)"
+    where = "`harness dashboard --sweep ID` draws it in its attention panel"
     cells = session.scalar(select(func.count()).where(AttentionResult.sweep_id == sweep_id)) or 0
     if not cells:
         return f"no run or attention sweep with id {sweep_id!r}; {where}"
