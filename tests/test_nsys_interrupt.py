@@ -486,6 +486,40 @@ def test_ranks_ended_by_nsys_duration_are_said_so_as_one_process_is(
     )
 
 
+def test_a_rank_failing_after_nsys_duration_ended_its_peer_is_said_after_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--nproc 2 under --duration: nsys ends rank 0, and rank 1 fails in its all-reduce (gloo: "Connection
+    closed by peer"). The run read as rank 1's own failure; it says nsys's end first, the failure after."""
+    import harness.profilers.nsys as profiler
+    from harness.core.records import RunConfig
+    from harness.execution.nsys import NsysInfo
+    from harness.execution.ranks import multirank
+
+    config = RunConfig("tiny", device="cpu", nproc=2)
+    peer = make_result("tiny-1")
+    peer.config, peer.steps = config, []
+    peer.status, peer.error = "error", "RuntimeError: Connection closed by peer"
+    launched = multirank.Launched(
+        {0: stopped_by_nsys(config, "tiny-1"), 1: peer}, 1, "", None, 1, "rank 1: x"
+    )
+    combined = multirank.combine(config, "tiny-1", launched)
+    prof = nsys.ProfileResult(0, None, None, None, "")
+    monkeypatch.setattr(profiler, "profile_ranks", lambda *a, **k: (replace(combined), prof, []))
+    info = NsysInfo(path=Path("/x/nsys"), version="2023.4.4.54", flags=frozenset(), source="t")
+    options = profiler.NsysOptions(profile_dir=tmp_path, extra_args=["--duration=1"])
+    result, _, _ = profiler.launch(config, options, info, "tiny-1")
+    assert (result.status, result.error) == (
+        "error",
+        "nsys ended rank 0's program when its --duration=1 ran out, after 0 of 3 measured steps; rank 1 "
+        "failed: RuntimeError: Connection closed by peer (a rank whose peer has ended fails in its "
+        "collective); --nsys-arg=--kill=none lets the run go on past the capture",
+    )
+    without = profiler.NsysOptions(profile_dir=tmp_path)  # no --duration: rank 1's failure, as it was
+    result, _, _ = profiler.launch(config, without, info, "tiny-1")
+    assert (result.status, result.error) == ("error", "rank 1: x")
+
+
 def test_run_ended_by_nsys_duration_says_it_once_and_exits_1(
     tmp_path: Path, tmp_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -134,15 +134,31 @@ def launch(
 def ended_by_duration(result: RunResult, prof: ProfileResult, extra_args: list[str]) -> None:
     """A run stored `interrupted` where no signal came to the harness, under an nsys given --duration: nsys
     ended the program (each rank's, across ranks) when it ran out. A run cut short by its own options, not
-    stopped by the user: failed, said so, with no signal's exit code."""
+    stopped by the user: failed, said so, with no signal's exit code. Across ranks, where nsys ended one
+    rank and another failed, the error says the end first and the failure after it."""
     limit = nsys.duration_in(extra_args)
-    if result.status != "interrupted" or prof.interrupted or not limit:
+    if prof.interrupted or not limit:
         return
-    when = (result.error or "").removeprefix(signals.stopped_by(result.error) + " ")
-    result.status = "error"
+    kill_none = "--nsys-arg=--kill=none lets the run go on past the capture"
+    if result.status == "interrupted":
+        when = (result.error or "").removeprefix(signals.stopped_by(result.error) + " ")
+        result.status = "error"
+        result.error = f"nsys ended the program when its {limit} ran out, {when}; {kill_none}"
+        return
+    # across ranks, a rank whose nsys ended it first leaves the others failing in their collective (gloo:
+    # "Connection closed by peer"): said after what came first, not as a fault of their own
+    ranks = result.extra.get("ranks") or []
+    ended = [r for r in ranks if r.get("status") == "interrupted"]
+    if result.status != "error" or not ended:
+        return
+    first = ended[0]
+    when = (first.get("error") or "").removeprefix(signals.stopped_by(first.get("error")) + " ")
+    then = "".join(
+        f"; rank {r['rank']} failed: {r.get('error')}" for r in ranks if r.get("status") in ("error", "oom")
+    )
+    peer = " (a rank whose peer has ended fails in its collective)" if then else ""
     result.error = (
-        f"nsys ended the program when its {limit} ran out, {when}; --nsys-arg=--kill=none lets the "
-        "run go on past the capture"
+        f"nsys ended rank {first['rank']}'s program when its {limit} ran out, {when}{then}{peer}; {kill_none}"
     )
 
 
