@@ -218,12 +218,27 @@ def test_an_nsys_that_lists_none_of_the_flags_says_it_lacks_them_all(tmp_path: P
     from harness.experiments.doctor import FLAGS_OF_INTEREST, check_nsys
 
     bare = tmp_path / "nsys"
-    bare.write_text('#!/bin/sh\necho "NVIDIA Nsight Systems version 2024.1.1"\n')
+    help_text = "  -t, --trace=<value>\n  -o, --output=<value>\n"
+    bare.write_text(f'#!/bin/sh\necho "NVIDIA Nsight Systems version 2024.1.1"\nprintf "{help_text}"\n')
     bare.chmod(0o755)
     checks, info = check_nsys(str(bare))
-    flags = {c.item: c.detail for c in checks}["nsys profile flags"]
+    flags = {c.item: (c.status, c.detail) for c in checks}["nsys profile flags"]
     assert info is not None and flags == (
+        "info",
         "lacks every flag checked: "
         + ", ".join(f"--{f}" for f in FLAGS_OF_INTEREST)
-        + " (left out of the commands)"
+        + " (left out of the commands)",
     )
+
+
+def test_an_nsys_whose_profile_help_lists_no_option_is_warned_of(tmp_path: Path) -> None:
+    """A script that prints a version and nothing else passed `doctor --no-self-test` with every row ok or
+    info: every nsys lists --trace and --output."""
+    from harness.experiments.doctor import check_nsys
+
+    fake = tmp_path / "nsys"
+    fake.write_text('#!/bin/sh\necho "NVIDIA Nsight Systems version 2024.1.1"\n')
+    fake.chmod(0o755)
+    checks, _ = check_nsys(str(fake))
+    status, detail = {c.item: (c.status, c.detail) for c in checks}["nsys profile flags"]
+    assert status == "warn" and detail.startswith("`nsys profile --help` does not list --trace and --output")

@@ -64,11 +64,19 @@ def check_nsys(nsys_path: str | None) -> tuple[list[Check], NsysInfo | None]:
         flags = f"lacks every flag checked: {lacks}"
     elif missing:
         flags += f"; lacks {lacks}"
+    said = Check("nsys profile flags", "info", flags)
+    if not {"trace", "output"} <= info.flags:  # every nsys lists both: this one answered as none does
+        said = Check(
+            "nsys profile flags",
+            "warn",
+            "`nsys profile --help` does not list --trace and --output, as every nsys does: it may not be "
+            "nsys, or it failed; the self-test (without --no-self-test) captures a program to tell",
+        )
     return [
         found,
         Check("nsys version", "ok", info.version),
         Check("nsys CUPTI", "info", cuptis_said(info)),
-        Check("nsys profile flags", "info", flags),
+        said,
     ], info
 
 
