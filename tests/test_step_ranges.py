@@ -290,3 +290,40 @@ def test_overlapping_profiler_steps_fail(tmp_path: Path) -> None:
     assert check.status == "fail"
     assert check.evidence.startswith("step ranges overlap: step 1012's range starts at ")
     assert check.evidence.endswith(", 5.000 ms before step 1011's range ends")
+
+
+def test_overlapping_phase_ranges_of_a_harness_step_fail(tmp_path: Path) -> None:
+    """h100-medium's step 7 forward made to end half way through its backward: both lie in step 7, and the
+    health passed it while the split by phase counted the overlap twice."""
+    rowid, _, _ = _h100("forward", 7)
+    _, b_start, b_end = _h100("backward", 7)
+    end = (b_start + b_end) // 2
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "overlap.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = {end} WHERE rowid = {rowid}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"step 7's forward and backward ranges overlap: its backward range starts at {_s(b_start)}, "
+        f"{(end - b_start) / 1e6:,.3f} ms before its forward range ends"
+    )
+    _advise_refuses(path)
+
+
+def test_harness_phases_out_of_order_fail(tmp_path: Path) -> None:
+    """h100-medium's step 7 with its forward and backward ranges swapping names: each still lies in its step,
+    and the health passed a step whose backward ran before its forward."""
+    f_rowid, f_start, _ = _h100("forward", 7)
+    b_rowid, b_start, _ = _h100("backward", 7)
+    names = f"SELECT rowid, textId FROM NVTX_EVENTS WHERE rowid IN ({f_rowid}, {b_rowid})"
+    ids = dict(query_rows(H100_DIR / "report.sqlite", names))
+    path = derive(
+        H100_DIR / "report.sqlite", tmp_path / "order.sqlite",
+        f"UPDATE NVTX_EVENTS SET textId = {ids[b_rowid]} WHERE rowid = {f_rowid}",
+        f"UPDATE NVTX_EVENTS SET textId = {ids[f_rowid]} WHERE rowid = {b_rowid}",
+    )  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"step 7's phase ranges are out of order: its backward range (from {_s(f_start)}) comes before its "
+        f"forward range (from {_s(b_start)})"
+    )

@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.advice.checks import FAIL, Check
 from analysis.advice.steps import KINETO_SLACK_NS, Steps, seconds, unheld
 from analysis.trace.trace import Trace
-from workloads.names import STEP
+from workloads.names import ALL_PHASES, STEP
 
 NAME = "NVTX steps"
 FIX_UNHELD = (
@@ -63,8 +63,9 @@ def ranges_check(trace: Trace, st: Steps, zero: int) -> Check | None:
     """A failed check for the first of these found, in this order: a measured step's range that lasts no
     time; a step number with two ranges of one name in a process; step ranges of a process out of the order
     of their numbers, or overlapping on one thread (a measured step among the two); a measured step whose
-    range does not hold its phase ranges; a phase range that lies in no step range where the step beside it
-    lacks a range of that name the other steps have (a range moved out of its step). None: none of these."""
+    range does not hold its phase ranges; a measured harness step whose phase ranges overlap or run out of the
+    order the harness runs them in; a phase range that lies in no step range where the step beside it lacks
+    a range of that name the other steps have (a range moved out of its step). None: none of these."""
     r = st.ranges
     if r is None or r.empty or st.frame.empty:
         return None
@@ -78,6 +79,8 @@ def ranges_check(trace: Trace, st: Steps, zero: int) -> Check | None:
             return Check(NAME, FAIL, said, FIX_RANGES)
     if broken := unheld_check(trace, st, zero):
         return broken
+    if st.source == "harness" and (said := _phases_disordered(r, measured, zero)):
+        return Check(NAME, FAIL, said, FIX_UNHELD)
     if st.source != "harness" and (said := _displaced(r, own, zero)):
         return Check(NAME, FAIL, said, FIX_UNHELD)
     return None
@@ -196,6 +199,30 @@ def _holds_none(st: Steps, worst: pd.Series, zero: int) -> str | None:
         f"starts at {seconds(start, zero)}, {_ms(gap)} after its last phase range ({last['name']}) ends: "
         "it holds none of them"
     )
+
+
+def _phases_disordered(r: pd.DataFrame, measured: set[tuple[int, int]], zero: int) -> str | None:
+    """Of a measured harness step, two phase ranges one after the other in time that overlap (the harness
+    opens each phase after the one before it closed, on one thread), or whose names come in another order
+    than the harness runs them (forward, backward, optimizer; prefill, decode)."""
+    order = {name: i for i, name in enumerate(ALL_PHASES)}
+    phases = r[(r["name"] != STEP) & r["name"].isin(list(order))].sort_values("start", kind="stable")
+    found = []
+    for (pid, step), g in phases.groupby(["pid", "step"], sort=False):
+        if (int(pid), int(step)) not in measured or len(g) < 2:
+            continue
+        for a, b in zip(g.iloc[:-1].itertuples(), g.iloc[1:].itertuples(), strict=True):
+            if b.start < a.end:
+                found.append((b.start, f"step {step}'s {a.name} and {b.name} ranges overlap: its {b.name} "
+                              f"range starts at {seconds(b.start, zero)}, {_ms(a.end - b.start)} before its "
+                              f"{a.name} range ends"))  # fmt: skip
+            elif order[b.name] < order[a.name]:
+                found.append((b.start, f"step {step}'s phase ranges are out of order: its {a.name} range "
+                              f"(from {seconds(a.start, zero)}) comes before its {b.name} range (from "
+                              f"{seconds(b.start, zero)})"))  # fmt: skip
+    if not found:
+        return None
+    return min(found)[1] + _more(len(found), "such pairs of phase ranges")
 
 
 def _displaced(r: pd.DataFrame, own: pd.DataFrame, zero: int) -> str | None:
