@@ -144,8 +144,8 @@ def _advise_refuses(path: Path) -> None:
 @pytest.mark.parametrize("side", ["ends before", "starts after"])
 def test_a_step_range_holding_none_of_its_phases_fails(tmp_path: Path, side: str) -> None:
     """cpu-train's step 5 ends 1 µs before its forward starts, or starts 1 µs after its optimizer ends: its
-    phases then lie in no step (cpu-train's steps are numbered by time), and health passed it. The phase
-    that lies outside is named with the step beside it that lacks it."""
+    phases then lie in no step (cpu-train's steps are numbered by time). The phase that lies outside is named
+    with the step beside it that lacks it."""
     ranges = _cpu_step(5)
     rowid, _, _ = ranges["step"]
     if side == "ends before":
@@ -165,8 +165,9 @@ def test_a_step_range_holding_none_of_its_phases_fails(tmp_path: Path, side: str
 
 
 def test_a_harness_step_range_ending_before_its_first_phase_says_it_holds_none(tmp_path: Path) -> None:
-    """h100-medium's step 7 ends half way from its start to its forward's: the check said NVTX recording lost
-    steps (the launch calls of step 7 lay in no step range); it names the step and its first phase."""
+    """h100-medium's step 7 ends half way from its start to its forward's: the launch calls of step 7 lie in
+    no step range, but it is the step's range that is wrong, not NVTX lost: the step and its first phase are
+    named."""
     rowid, start, _ = _h100("step", 7)
     _, f_start, _ = _h100("forward", 7)
     end = (start + f_start) // 2
@@ -183,7 +184,7 @@ def test_a_harness_step_range_ending_before_its_first_phase_says_it_holds_none(t
 
 def test_overlapping_step_ranges_fail_naming_both(tmp_path: Path) -> None:
     """cpu-train's step 5 ends where step 6's forward ends: step 6 starts inside it, on one thread. Every
-    phase still lies in a step, and health passed it; it fails naming both steps and by how much."""
+    phase still lies in a step; it fails naming both steps and by how much."""
     step5, step6 = _cpu_step(5), _cpu_step(6)
     end = step6["forward"][2]
     path = derive(CPU_DIR / "report.sqlite", tmp_path / "overlap.sqlite",
@@ -226,7 +227,7 @@ def test_a_step_range_lasting_no_time_fails(tmp_path: Path) -> None:
 
 def test_harness_steps_out_of_order_fail(tmp_path: Path) -> None:
     """h100-medium's steps 7 and 8 swap payloads (step ranges and phases alike): every step still holds its
-    phases, and the health listed `steps 5, 6, 8, 7, 9, …` as sound."""
+    phases, in the order `steps 5, 6, 8, 7, 9, …`."""
     _, start7, _ = _h100("step", 7)
     _, start8, _ = _h100("step", 8)
     swap = "UPDATE NVTX_EVENTS SET int64Value = 15 - int64Value WHERE int64Value IN (7, 8)"
@@ -243,7 +244,7 @@ def test_harness_steps_out_of_order_fail(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("was", "made"), [(14, 13), (5, 3)])
 def test_a_step_number_recorded_twice_fails(tmp_path: Path, was: int, made: int) -> None:
     """h100-medium's step 14 (all four ranges) carries payload 13, or its first measured step 5 payload 3
-    (a warm-up step's number): the two steps were read as one and the health passed 9 measured steps."""
+    (a warm-up step's number): the two steps would be read as one, leaving 9 measured steps."""
     _, start_made, _ = _h100("step", made)
     _, start_was, _ = _h100("step", was)
     path = derive(H100_DIR / "report.sqlite", tmp_path / "twice.sqlite",
@@ -257,7 +258,7 @@ def test_a_step_number_recorded_twice_fails(tmp_path: Path, was: int, made: int)
 
 def test_a_phase_moved_out_of_its_step_fails_and_an_extra_one_between_steps_does_not(tmp_path: Path) -> None:
     """cpu-train's step 5 optimizer moved into the gap between steps 5 and 6: step 5 holds none while the
-    other steps do (health passed it). A forward range in the same gap beside steps that each hold their
+    other steps do. A forward range in the same gap beside steps that each hold their
     own (an evaluation pass between training steps) is a program's, not a fault."""
     step5, step6 = _cpu_step(5), _cpu_step(6)
     gap_start, gap_end = step5["step"][2] + 1000, step6["step"][1] - 1000
@@ -294,7 +295,7 @@ def test_overlapping_profiler_steps_fail(tmp_path: Path) -> None:
 
 def test_overlapping_phase_ranges_of_a_harness_step_fail(tmp_path: Path) -> None:
     """h100-medium's step 7 forward made to end half way through its backward: both lie in step 7, and the
-    health passed it while the split by phase counted the overlap twice."""
+    split by phase would count the overlap twice."""
     rowid, _, _ = _h100("forward", 7)
     _, b_start, b_end = _h100("backward", 7)
     end = (b_start + b_end) // 2
@@ -311,7 +312,7 @@ def test_overlapping_phase_ranges_of_a_harness_step_fail(tmp_path: Path) -> None
 
 def test_harness_phases_out_of_order_fail(tmp_path: Path) -> None:
     """h100-medium's step 7 with its forward and backward ranges swapping names: each still lies in its step,
-    and the health passed a step whose backward ran before its forward."""
+    whose backward then runs before its forward."""
     f_rowid, f_start, _ = _h100("forward", 7)
     b_rowid, b_start, _ = _h100("backward", 7)
     names = f"SELECT rowid, textId FROM NVTX_EVENTS WHERE rowid IN ({f_rowid}, {b_rowid})"
