@@ -133,3 +133,198 @@ def test_a_kineto_phase_reaching_past_its_profiler_step(tmp_path: Path, past: in
             "ranges: step 1011's range ends at "
         )
         assert check.evidence.endswith(", 5.000 ms before its forward range ends")
+
+
+def _advise_refuses(path: Path) -> None:
+    advised = runner.invoke(app, ["advise", str(path)])
+    assert advised.exit_code == 1 and "no findings ranked" in advised.output
+    assert "NVTX steps" in advised.output
+
+
+@pytest.mark.parametrize("side", ["ends before", "starts after"])
+def test_a_step_range_holding_none_of_its_phases_fails(tmp_path: Path, side: str) -> None:
+    """cpu-train's step 5 ends 1 µs before its forward starts, or starts 1 µs after its optimizer ends: its
+    phases then lie in no step (cpu-train's steps are numbered by time). The phase that lies outside is named
+    with the step beside it that lacks it."""
+    ranges = _cpu_step(5)
+    rowid, _, _ = ranges["step"]
+    if side == "ends before":
+        sql = f"UPDATE NVTX_EVENTS SET end = {ranges['forward'][1] - 1000} WHERE rowid = {rowid}"
+    else:
+        sql = f"UPDATE NVTX_EVENTS SET start = {ranges['optimizer'][2] + 1000} WHERE rowid = {rowid}"
+    path = derive(CPU_DIR / "report.sqlite", tmp_path / "none.sqlite", sql)
+    code, row = _nvtx_steps(path)
+    assert code == 1 and row["Status"] == "fail"
+    where = "after" if side == "ends before" else "before"
+    assert row["Evidence"] == (
+        f"the forward range from {_s(ranges['forward'][1])} lies in no step range, {where} step 5's, and "
+        "step 5 holds no forward range while other steps hold one (the range of step 5 or of that forward "
+        "was moved) (3 phase ranges in no step in all)"
+    )
+    _advise_refuses(path)
+
+
+def test_a_harness_step_range_ending_before_its_first_phase_says_it_holds_none(tmp_path: Path) -> None:
+    """h100-medium's step 7 ends half way from its start to its forward's: the launch calls of step 7 lie in
+    no step range, but it is the step's range that is wrong, not NVTX lost: the step and its first phase are
+    named."""
+    rowid, start, _ = _h100("step", 7)
+    _, f_start, _ = _h100("forward", 7)
+    end = (start + f_start) // 2
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "none.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = {end} WHERE rowid = {rowid}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        "the range of 1 of 10 measured steps (step 7 of steps 5–14) does not hold its phase ranges: step 7's "
+        f"range ends at {_s(end)}, {(f_start - end) / 1e6:,.3f} ms before its first phase range (forward) "
+        "starts: it holds none of them"
+    )
+
+
+def test_overlapping_step_ranges_fail_naming_both(tmp_path: Path) -> None:
+    """cpu-train's step 5 ends where step 6's forward ends: step 6 starts inside it, on one thread. Every
+    phase still lies in a step; it fails naming both steps and by how much."""
+    step5, step6 = _cpu_step(5), _cpu_step(6)
+    end = step6["forward"][2]
+    path = derive(CPU_DIR / "report.sqlite", tmp_path / "overlap.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = {end} WHERE rowid = {step5['step'][0]}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"step ranges overlap: step 6's range starts at {_s(step6['step'][1])}, "
+        f"{(end - step6['step'][1]) / 1e6:,.3f} ms before step 5's range ends"
+    )
+    _advise_refuses(path)
+
+
+def test_overlapping_harness_step_ranges_fail(tmp_path: Path) -> None:
+    """h100-medium's step 7 (payload 7) ends where step 8's forward ends: each phase is still in the step of
+    its payload, so nothing else fails."""
+    rowid7, _, _ = _h100("step", 7)
+    _, start8, _ = _h100("step", 8)
+    _, _, f_end8 = _h100("forward", 8)
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "overlap.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = {f_end8} WHERE rowid = {rowid7}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"step ranges overlap: step 8's range starts at {_s(start8)}, {(f_end8 - start8) / 1e6:,.3f} ms "
+        "before step 7's range ends"
+    )
+
+
+def test_a_step_range_lasting_no_time_fails(tmp_path: Path) -> None:
+    """cpu-train's step 5 ends where it starts."""
+    rowid, start, _ = _cpu_step(5)["step"]
+    path = derive(CPU_DIR / "report.sqlite", tmp_path / "zero.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = start WHERE rowid = {rowid}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == f"step 5's range lasts no time: it starts and ends at {_s(start)}"
+    _advise_refuses(path)
+
+
+def test_harness_steps_out_of_order_fail(tmp_path: Path) -> None:
+    """h100-medium's steps 7 and 8 swap payloads (step ranges and phases alike): every step still holds its
+    phases, in the order `steps 5, 6, 8, 7, 9, …`."""
+    _, start7, _ = _h100("step", 7)
+    _, start8, _ = _h100("step", 8)
+    swap = "UPDATE NVTX_EVENTS SET int64Value = 15 - int64Value WHERE int64Value IN (7, 8)"
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "swap.sqlite", swap)
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"the step ranges are out of order: step 8's range starts at {_s(start7)}, before step 7's (at "
+        f"{_s(start8)})"
+    )
+    _advise_refuses(path)
+
+
+@pytest.mark.parametrize(("was", "made"), [(14, 13), (5, 3)])
+def test_a_step_number_recorded_twice_fails(tmp_path: Path, was: int, made: int) -> None:
+    """h100-medium's step 14 (all four ranges) carries payload 13, or its first measured step 5 payload 3
+    (a warm-up step's number): the two steps would be read as one, leaving 9 measured steps."""
+    _, start_made, _ = _h100("step", made)
+    _, start_was, _ = _h100("step", was)
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "twice.sqlite",
+                  f"UPDATE NVTX_EVENTS SET int64Value = {made} WHERE int64Value = {was}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"].startswith(
+        f"step {made} has 2 step ranges in one process, from {_s(start_made)} and {_s(start_was)}"
+    )
+
+
+def test_a_phase_moved_out_of_its_step_fails_and_an_extra_one_between_steps_does_not(tmp_path: Path) -> None:
+    """cpu-train's step 5 optimizer moved into the gap between steps 5 and 6: step 5 holds none while the
+    other steps do. A forward range in the same gap beside steps that each hold their
+    own (an evaluation pass between training steps) is a program's, not a fault."""
+    step5, step6 = _cpu_step(5), _cpu_step(6)
+    gap_start, gap_end = step5["step"][2] + 1000, step6["step"][1] - 1000
+    moved = derive(CPU_DIR / "report.sqlite", tmp_path / "moved.sqlite",
+                   f"UPDATE NVTX_EVENTS SET start = {gap_start}, end = {gap_end} "
+                   f"WHERE rowid = {step5['optimizer'][0]}")  # fmt: skip
+    code, row = _nvtx_steps(moved)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"the optimizer range from {_s(gap_start)} lies in no step range, after step 5's, and step 5 holds "
+        "no optimizer range while other steps hold one (the range of step 5 or of that optimizer was moved)"
+    )
+    extra = derive(
+        CPU_DIR / "report.sqlite", tmp_path / "extra.sqlite",
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, textId, domainId) SELECT "
+        f"{gap_start}, {gap_end}, eventType, globalTid, textId, domainId FROM NVTX_EVENTS "
+        f"WHERE rowid = {step5['forward'][0]}",
+    )  # fmt: skip
+    assert _nvtx_steps(extra) == (0, _nvtx_steps(CPU_DIR / "report.sqlite")[1])
+
+
+def test_overlapping_profiler_steps_fail(tmp_path: Path) -> None:
+    """diff-control's ProfilerStep#1011 made to end 5 ms (5,000 µs) after step 1012 starts."""
+    events = raw_events("diff-control")
+    steps = {e["name"]: e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")}
+    s1011, s1012 = steps["ProfilerStep#1011"], steps["ProfilerStep#1012"]
+    longer = dict(s1011, dur=s1012["ts"] - s1011["ts"] + 5000)
+    path = write_trace(tmp_path / "trace.json", [e for e in events if e is not s1011] + [longer])
+    (check,) = [c for c in capture_health(open_trace(path)).checks if c.name == "NVTX steps"]
+    assert check.status == "fail"
+    assert check.evidence.startswith("step ranges overlap: step 1012's range starts at ")
+    assert check.evidence.endswith(", 5.000 ms before step 1011's range ends")
+
+
+def test_overlapping_phase_ranges_of_a_harness_step_fail(tmp_path: Path) -> None:
+    """h100-medium's step 7 forward made to end half way through its backward: both lie in step 7, and the
+    split by phase would count the overlap twice."""
+    rowid, _, _ = _h100("forward", 7)
+    _, b_start, b_end = _h100("backward", 7)
+    end = (b_start + b_end) // 2
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "overlap.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = {end} WHERE rowid = {rowid}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"step 7's forward and backward ranges overlap: its backward range starts at {_s(b_start)}, "
+        f"{(end - b_start) / 1e6:,.3f} ms before its forward range ends"
+    )
+    _advise_refuses(path)
+
+
+def test_harness_phases_out_of_order_fail(tmp_path: Path) -> None:
+    """h100-medium's step 7 with its forward and backward ranges swapping names: each still lies in its step,
+    whose backward then runs before its forward."""
+    f_rowid, f_start, _ = _h100("forward", 7)
+    b_rowid, b_start, _ = _h100("backward", 7)
+    names = f"SELECT rowid, textId FROM NVTX_EVENTS WHERE rowid IN ({f_rowid}, {b_rowid})"
+    ids = dict(query_rows(H100_DIR / "report.sqlite", names))
+    path = derive(
+        H100_DIR / "report.sqlite", tmp_path / "order.sqlite",
+        f"UPDATE NVTX_EVENTS SET textId = {ids[b_rowid]} WHERE rowid = {f_rowid}",
+        f"UPDATE NVTX_EVENTS SET textId = {ids[f_rowid]} WHERE rowid = {b_rowid}",
+    )  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1
+    assert row["Evidence"] == (
+        f"step 7's phase ranges are out of order: its backward range (from {_s(f_start)}) comes before its "
+        f"forward range (from {_s(b_start)})"
+    )

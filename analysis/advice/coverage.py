@@ -6,8 +6,8 @@ recorded every CUDA API call and NVTX range of 7 training steps but only 13 kern
 stopped in the first step); Kineto loses GPU events when CUPTI's buffers are lost. Counts over the whole
 capture hide it (13 kernels is "some kernels"); time does not. So each check here lines up, per step, the
 kernel launch calls the host made against the GPU work they launched (kernels, copies and sets with the same
-process and correlation id), the NVTX ranges against the CUDA calls that go on after them, and each
-measured step's range against its phase ranges (analysis.advice.steps.unheld).
+process and correlation id), the NVTX ranges against the CUDA calls that go on after them, and the step
+ranges against one another and against their phase ranges (analysis.advice.step_ranges).
 
 Steps are those analysis.advice.steps finds: the harness's `step` ranges, Kineto's `ProfilerStep#N`, or
 plain `step` ranges; measured steps are those inside the harness's `measured` range (all without one). NVTX
@@ -28,8 +28,9 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import launches
 from analysis.advice.run_checks import ExportFacts
+from analysis.advice.step_ranges import among, ranges_check, steps_said
 from analysis.advice.step_table import step_table
-from analysis.advice.steps import UNKNOWN_WARMUP, Steps, seconds, steps, unheld
+from analysis.advice.steps import UNKNOWN_WARMUP, Steps, seconds, steps
 from analysis.intervals import covered, in_windows
 from analysis.trace.trace import Trace
 from analysis.views.timeline import time_zero
@@ -51,15 +52,6 @@ AFTER_STEPS_SHARE = 1.0
 # A measured step with no CUDA at all fails when the steps that launch (warm-up ones too) launch this many
 # kernels each on average (a step of a GPU program launches hundreds; a CPU step none)
 QUIET_AGAINST = 10
-
-
-def _steps_said(steps: list[int]) -> str:
-    """`step 3`, `steps 3, 4`, `steps 3–14`, `steps 1, 3, 5, …`."""
-    if len(steps) == 1:
-        return f"step {steps[0]}"
-    if steps == list(range(steps[0], steps[-1] + 1)) and len(steps) > 2:
-        return f"steps {steps[0]}–{steps[-1]}"
-    return "steps " + ", ".join(map(str, steps[:8])) + (", …" if len(steps) > 8 else "")
 
 
 def _step_at(st: Steps, t: int) -> str:
@@ -122,7 +114,7 @@ def gpu_coverage(trace: Trace, health: Health, cov: Coverage | None = None) -> C
         health.details["GPU coverage by step"] = table
     stopped = _stop(calls, kernel_calls, st, zero)
     measured = table[table["Measured"]] if len(table) else table
-    which = _among(measured["Step"].tolist() if len(measured) else [], st.has_measured or st.by_record)
+    which = among(measured["Step"].tolist() if len(measured) else [], st.has_measured or st.by_record)
     if len(measured):
         lost = measured[
             (measured["Launch calls"] > 0)
@@ -169,20 +161,6 @@ def _stop(calls: pd.DataFrame, kernel_calls: pd.DataFrame, st: Steps, zero: int)
     )
 
 
-def _among(measured: list[int], has_measured: bool) -> Callable[[list[int]], str]:
-    """How some of the measured steps are said: counted against all of them and named by their numbers, so
-    that the count and the numbers cannot disagree: `2 of 10 measured steps (steps 6, 9 of steps 5–14)`."""
-    kind = "measured steps" if has_measured else "steps"
-
-    def which(steps: list[int]) -> str:
-        named = (
-            _steps_said(steps) if steps == measured else f"{_steps_said(steps)} of {_steps_said(measured)}"
-        )
-        return f"{len(steps)} of {len(measured)} {kind} ({named})"
-
-    return which
-
-
 def _quiet(
     table: pd.DataFrame, kernel_calls: pd.DataFrame, zero: int, which: Callable[[list[int]], str]
 ) -> tuple[str, str] | None:
@@ -212,7 +190,7 @@ def _quiet(
         )  # fmt: skip
         said.append(
             f"{which(quiet['Step'].tolist())} recorded no launch call and no GPU work while "
-            f"{_steps_said(busy['Step'].tolist())} {launch} kernels{'' if len(busy) == 1 else ' each'}: "
+            f"{steps_said(busy['Step'].tolist())} {launch} kernels{'' if len(busy) == 1 else ' each'}: "
             + gap(quiet, "the CUDA trace has nothing", "the CUDA trace stops before")
         )
     if ran.all():
@@ -226,7 +204,7 @@ def _quiet(
     if ran.any():
         lost = silent[ran]
         said.append(
-            f"{_steps_said(lost['Step'].tolist())} recorded no launch call while "
+            f"{steps_said(lost['Step'].tolist())} recorded no launch call while "
             f"{_orphans(lost):,} kernels ran in {'it' if len(lost) == 1 else 'them'}"
         )
     return "; ".join(said), FIX_GPU
@@ -254,7 +232,7 @@ def _covered(
     if len(table):
         measured = table[table["Measured"]]
         if measured.empty:
-            evidence += f"; no measured step among {_steps_said(table['Step'].tolist())} (all warm-up)"
+            evidence += f"; no measured step among {steps_said(table['Step'].tolist())} (all warm-up)"
         else:
             evidence += (
                 f"; {counted(len(measured), 'step')} checked, "
@@ -263,7 +241,7 @@ def _covered(
         warm = table[~table["Measured"] & (table["Launch calls"] == 0)]
         if len(warm) and (measured["Launch calls"] > 0).any():
             evidence += (
-                f"; warm-up {_steps_said(warm['Step'].tolist())}: no launch call recorded (not measured)"
+                f"; warm-up {steps_said(warm['Step'].tolist())}: no launch call recorded (not measured)"
             )
     return evidence
 
@@ -316,7 +294,7 @@ def nvtx_steps(
             "with a profiler that supports the program's CUDA (`harness doctor`), one session at a time",
         )
     if st.source != "harness":
-        if broken := _unheld(trace, st, zero):
+        if broken := ranges_check(trace, st, zero):
             return broken
         return Check(name, OK, f"{len(f)} steps ({st.source}), no launch call after the last one")
     expected = frozenset().union(*f["phases"])
@@ -344,16 +322,16 @@ def nvtx_steps(
             "NVTX events were lost: the NVTX tables, the split by phase and NVTX vs timers leave these steps "
             "out. Capture again with a profiler that supports the program's CUDA (`harness doctor`)",
         )
+    if broken := ranges_check(trace, st, zero):
+        return broken
     if (unstepped := _unstepped(st, kernel_calls, per_step, zero)) is not None:
         return Check(name, FAIL, f"{unstepped}; {ended}", FIX_NVTX_LOST)
     if gap := _gap(f):  # lost with their CUDA work, or in a CPU run: no launch call tells
         has = "has" if len(gap) == 1 else "have"
-        among = _steps_said(checked["step"].astype(int).tolist())
-        evidence = f"{_steps_said(gap)} {has} no range among the {which}s ({among}): NVTX recording lost "
+        among = steps_said(checked["step"].astype(int).tolist())
+        evidence = f"{steps_said(gap)} {has} no range among the {which}s ({among}): NVTX recording lost "
         evidence += f"them; {ended}"
         return Check(name, FAIL, evidence, FIX_NVTX_LOST)
-    if broken := _unheld(trace, st, zero):
-        return broken
     if stop is not None:
         if early := _ended_early(stop, cut, whole):
             fix = f"the NVTX tables and the split by phase hold the steps recorded whole; run {stop.planned}"
@@ -379,7 +357,7 @@ def nvtx_steps(
             f"the stop; run again to measure all {stop.planned}",
         )
     each = "each with" if len(checked) != 1 else "with"
-    evidence = f"{counted(len(checked), which)} ({_steps_said(checked['step'].tolist())}), {each} "
+    evidence = f"{counted(len(checked), which)} ({steps_said(checked['step'].tolist())}), {each} "
     evidence += ", ".join(_ordered(expected))
     if st.by_record:
         evidence += "; no `measured` range: the steps after the run's warm-up ones checked"
@@ -392,42 +370,12 @@ def nvtx_steps(
     return Check(name, OK, evidence)
 
 
-FIX_UNHELD = (
-    "a step's range and its phase ranges disagree (a program opens and closes a step's phases inside it): a "
-    "damaged or edited export. The steps' times, the gaps between them and every finding per step cannot be "
-    "trusted: export the report again"
-)
-
-
-def _unheld(trace: Trace, st: Steps, zero: int) -> Check | None:
-    """A failed check naming the measured steps whose range does not hold their phase ranges, the first of
-    them and the phase of it that reaches furthest past it; None: every step holds its phases."""
-    found = unheld(trace, st)
-    if found.empty:
-        return None
-    first = found[(found["step"] == found["step"].iloc[0]) & (found["pid"] == found["pid"].iloc[0])]
-    worst = first.loc[first[["before", "after"]].max(axis=1).idxmax()]
-    step, phase = int(worst["step"]), worst["phase"]
-    ends = worst["after"] >= worst["before"]
-    at, by = (worst["step_end"], worst["after"]) if ends else (worst["step_start"], worst["before"])
-    said = f"{'ends' if ends else 'starts'} at {seconds(at, zero)}, {by / 1e6:,.3f} ms "
-    said += f"before its {phase} range ends" if ends else f"after its {phase} range starts"
-    steps = sorted({int(s) for s in found["step"]})
-    which = _among(
-        st.frame.loc[st.frame["measured"], "step"].astype(int).tolist(), st.has_measured or st.by_record
-    )
-    one = len(steps) == 1
-    held = f"the range{'' if one else 's'} of {which(steps)} {'does' if one else 'do'} not hold "
-    evidence = f"{held}{'its' if one else 'their'} phase ranges: step {step}'s range {said}"
-    return Check("NVTX steps", FAIL, evidence, FIX_UNHELD)
-
-
 def _lacking(steps: list[int], recorded: int, which: str, timed: int, more: bool) -> str:
     """`6 of 10 measured steps (by the run's timers) lack NVTX ranges: 5 have none;`: counted against the
     steps the run timed where that is known, else against the steps whose ranges were recorded, said so
     where the capture shows more (`more`)."""
     lack = "lacks" if len(steps) == 1 else "lack"
-    named = f" ({_steps_said(steps)})" if len(steps) > 1 else ""
+    named = f" ({steps_said(steps)})" if len(steps) > 1 else ""
     if timed > recorded:
         none = timed - recorded
         return (
@@ -459,7 +407,7 @@ def _unstepped(st: Steps, calls: pd.DataFrame, per_step: float, zero: int) -> st
         + ("`measured` range" if st.spans else "steps' span")
         + f" lie in no step range, from {seconds(first, zero)} ({where}) to "
         f"{seconds(lost['start'].max(), zero)}"
-        + (f"; {_steps_said(gap)} {'has' if len(gap) == 1 else 'have'} no range" if gap else "")
+        + (f"; {steps_said(gap)} {'has' if len(gap) == 1 else 'have'} no range" if gap else "")
         + ": NVTX recording lost steps while the program went on"
     )
 
