@@ -25,6 +25,7 @@ from typer.core import TyperGroup
 from analysis import tables
 from harness import __version__
 from harness.cli.common import refuse_empty_paths
+from harness.cli.numbers import refuse_odd_numbers
 from harness.cli.terminal import streams
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ def load(name: str) -> click.Command:
     group = typer.main.get_group(registered)
     command = group.commands[name]
     refuse_empty_paths(command)
+    refuse_odd_numbers(command)
     command.short_help = entry.summary
     with_example(command, entry.example)
     for sub_name, sub in getattr(command, "commands", {}).items():

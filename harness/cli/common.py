@@ -30,7 +30,7 @@ from analysis.outputs import write_text as write_text
 from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.bounds import INT64_MAX, check_count
-from harness.core.errors import HarnessError, UsageError, os_reason
+from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
 from workloads.names import NOT_APPLICABLE, PRECISIONS
 
@@ -279,6 +279,27 @@ def one_out(out: Path | None, alias: Path | None, option: str = "--out") -> Path
 # option looks like either
 NEWEST = re.compile(r"-[1-9][0-9]*(,.*)?")
 RUN_REF_HELP = "a run id (or a unique prefix), `latest`, or -1, -2, … counted from the newest"
+
+
+def run_reference(value: str | None) -> str | None:
+    """The callback of a parameter naming a stored run (or a path, or a model): an empty or blank one
+    (`harness show "$UNSET"`) is one `error:` line and exit 2 before the database is opened; with no
+    database it read as a missing database, and a path it names would be the current folder."""
+    if value is not None and not value.strip():
+        raise OptionRefused(EMPTY_RUN_ID)
+    return value
+
+
+def run_sides(param: typer.CallbackParam, value: str) -> str:
+    """The callback of `diff`'s sides: a run reference each, or several comma-separated (A1,A2,A3), none
+    empty, by every comma list's rule (comma_list)."""
+    try:
+        named = comma_list(param.metavar or (param.name or "").upper(), value)
+    except AnalysisError as e:
+        raise OptionRefused(str(e)) from None
+    if not named:  # '', ' ', ','
+        raise OptionRefused(EMPTY_RUN_ID)
+    return value
 
 
 class RunRefCommand(TyperCommand):

@@ -1,0 +1,176 @@
+"""Hostile values on the command line: number options take ASCII digits alone (harness.cli.numbers), an
+argument naming a run refuses an empty value before the database is opened, and each is one `error:` line,
+exit 2, never click's usage block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app, commands, load
+from harness.cli.common import run_reference, run_sides
+from harness.cli.numbers import AsciiNumber, number_kind, param_name
+from harness.core.errors import EMPTY_RUN_ID
+
+runner = CliRunner()
+
+
+def every_command() -> list[tuple[list[str], click.Command]]:
+    """(the words that name it, the command) for each command and sub-command."""
+    found = []
+    for name in commands():
+        command = load(name)
+        found.append(([name], command))
+        found += [([name, sub_name], sub) for sub_name, sub in getattr(command, "commands", {}).items()]
+    return found
+
+
+def number_options() -> list[tuple[list[str], click.Parameter]]:
+    return [
+        (words, param)
+        for words, command in every_command()
+        for param in command.params
+        if param.param_type_name == "option" and isinstance(param.type, AsciiNumber)
+    ]
+
+
+def one_error(result: object) -> str:
+    """The one line a refused command line wrote (stdout empty), its exit 2 checked."""
+    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
+    assert result.stdout == "", result.stdout  # type: ignore[attr-defined]
+    lines = result.stderr.splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1, result.stderr  # type: ignore[attr-defined]
+    return lines[0]
+
+
+def test_no_number_parameter_escapes_the_ascii_rule() -> None:
+    """Every parameter click reads as a number has the rule's type, and none is read by int() or float()
+    another way (a `parser=int`): a number option added later is refused as these are."""
+    escaped = []
+    for words, command in every_command():
+        for param in command.params:
+            func = getattr(param.type, "func", None)
+            wrapped = isinstance(param.type, AsciiNumber)
+            if (number_kind(param.type) is not None and not wrapped) or func in (int, float):
+                escaped.append(f"{' '.join(words)} {param_name(param)}")
+    assert escaped == []
+    assert len(number_options()) > 50  # the walk found the options: run's, diff's, the tables'
+
+
+@pytest.mark.parametrize("given", ["\u0663", "\uff13", "1_0", "\x1b[31m3", "0x10"])
+def test_every_number_option_refuses_what_is_not_ascii_digits(tmp_path: Path, given: str) -> None:
+    """int() and float() read '٣' and '３' as 3 and '1_0' as 10: `run tiny --steps ٣` ran. Each number option
+    of each command refuses them in one line, exit 2, before anything is read or run."""
+    db = tmp_path / "results.sqlite"
+    for words, param in number_options():
+        result = runner.invoke(app, [*words, param.opts[0], given], env={"HARNESS_DB": str(db)})
+        whole = number_kind(param.type.inner) == "int"  # type: ignore[attr-defined]
+        what = "a whole number" if whole else "a number"
+        example = "8" if whole else "2.5"
+        said = one_error(result)
+        assert (
+            said == f"error: {param.opts[0]} takes {what} in the digits 0-9 (e.g. {example}), got {given!r}"
+        )
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["diff", "a", "b", "--gate", ""], "--gate is empty: give a number"),
+        (["diff", "a", "b", "--gate", " "], "--gate is empty: give a number"),
+        (["run", "tiny", "--steps", ""], "--steps is empty: give a whole number"),
+        (["kernels", "--top", "1e3", "report.sqlite"],
+         "--top takes a whole number in the digits 0-9 (e.g. 8), got '1e3'"),
+        (["timeline", "--start", "1,5", "report.sqlite"],
+         "--start takes a number in the digits 0-9 (e.g. 2.5), got '1,5'"),
+        (["run", "tiny", "--steps", "1" * 5000],
+         f"--steps {'1' * 20}… (5000 digits) is out of range: at most {2**63 - 1}"),
+    ],
+)  # fmt: skip
+def test_a_number_click_cannot_read_is_one_line_not_the_usage_block(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    result = runner.invoke(app, args, env={"HARNESS_DB": str(tmp_path / "results.sqlite")})
+    assert one_error(result) == f"error: {said}"
+
+
+@pytest.mark.parametrize(("given", "read"), [("3", 3), ("+3", 3), ("-2", -2), (" 4 ", 4), ("007", 7)])
+def test_ascii_whole_numbers_read_as_before(given: str, read: int) -> None:
+    param = next(p for p in load("diff").params if p.opts[0] == "--iteration")
+    assert param.type(given, param, None) == read
+
+
+@pytest.mark.parametrize(
+    ("given", "read"), [("2.5", 2.5), (".5", 0.5), ("1e3", 1000.0), ("-0", 0.0), ("5.", 5.0)]
+)
+def test_ascii_numbers_read_as_before(given: str, read: float) -> None:
+    param = next(p for p in load("diff").params if p.opts[0] == "--gate")
+    assert param.type(given, param, None) == read
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", ""],
+        ["show", " "],
+        ["diff", "", "latest"],
+        ["diff", "latest", ""],
+        ["diff", ",", "latest"],
+        ["roofline", ""],
+        ["blocks", ""],
+        ["advise", ""],
+        ["health", ""],
+        ["optimize", ""],
+        ["baseline", "tag", "main", ""],
+        ["compare-compile", "--baseline", ""],
+    ],
+    ids=lambda a: " ".join(w or "''" for w in a),
+)
+def test_an_empty_run_reference_is_refused_before_the_database_is_opened(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """With no database, an empty run id read as a missing database (exit 1, "no results database"); an
+    argument that also takes a path read it as the current folder."""
+    db = tmp_path / "results.sqlite"
+    result = runner.invoke(app, args, env={"HARNESS_DB": str(db)})
+    assert one_error(result) == f"error: {EMPTY_RUN_ID}"
+    assert not db.exists()
+
+
+# the string arguments that name no run: a model (its own check names the models), a baseline's name
+NOT_RUNS = {("run", "MODEL"), ("overhead", "MODEL"), ("baseline tag", "NAME")}
+
+
+def test_every_argument_naming_a_run_refuses_an_empty_one() -> None:
+    """Each string argument of every command that is not a path (those refuse an empty one as a path) names a
+    run, and has the check; a new one is found here."""
+    unchecked = []
+    for words, command in every_command():
+        for param in command.params:
+            if param.param_type_name != "argument" or type(param.type).__name__ != "StringParamType":
+                continue
+            if (" ".join(words), param_name(param).upper()) in NOT_RUNS:
+                continue
+            if param.callback is None or param.callback.__name__ not in (
+                run_reference.__name__,
+                run_sides.__name__,
+            ):
+                unchecked.append(f"{' '.join(words)} {param_name(param)}")
+    assert unchecked == []
+
+
+@pytest.mark.parametrize(("side", "index"), [("A,,B", 0), ("A,", 0), ("A, ,B", 1)])
+def test_an_empty_run_among_a_sides_runs_is_the_comma_lists_rule(
+    tmp_path: Path, side: str, index: int
+) -> None:
+    """`diff A,,B X` is refused by the rule of every comma list, in its words, naming the side."""
+    args = [side, "latest"] if index == 0 else ["latest", side]
+    result = runner.invoke(app, ["diff", *args], env={"HARNESS_DB": str(tmp_path / "results.sqlite")})
+    name = "AB"[index]
+    assert one_error(result) == (
+        f"error: {name} {side!r} has an empty item: give a comma-separated list, none empty"
+    )
