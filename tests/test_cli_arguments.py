@@ -174,3 +174,45 @@ def test_an_empty_run_among_a_sides_runs_is_the_comma_lists_rule(
     assert one_error(result) == (
         f"error: {name} {side!r} has an empty item: give a comma-separated list, none empty"
     )
+
+
+def test_a_cache_size_in_another_scripts_digits_is_refused_and_nothing_evicted(
+    cpu_export: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cache --max-size ٣` read '٣' as 3 (a regex's \\d takes any script's digits): a limit of 3 bytes,
+    and every entry evicted. HARNESS_CACHE_LIMIT=٣GB read as 3 GB."""
+    assert runner.invoke(app, ["nvtx", str(cpu_export), "-f", "csv"]).exit_code == 0  # an entry
+    cached = sorted(cache_dir.rglob("*"))
+    assert cached
+    assert one_error(runner.invoke(app, ["cache", "--max-size", "\u0663"])) == (
+        "error: not a size: '\u0663' (e.g. 5GB, 500MB)"
+    )
+    monkeypatch.setenv("HARNESS_CACHE_LIMIT", "\u0663GB")
+    result = runner.invoke(app, ["nvtx", str(cpu_export), "-f", "csv"])
+    assert result.exit_code != 0 and result.stdout == ""
+    assert result.stderr == (
+        "error: HARNESS_CACHE_LIMIT='\u0663GB' is not a size (e.g. 5GB, 500MB; 0 caches nothing): "
+        "fix or unset it\n"
+    )
+    assert sorted(cache_dir.rglob("*")) == cached
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--threshold", "syncs_per_step=\u0663"], "threshold syncs_per_step takes a number, not '\u0663'"),
+        (
+            ["--threshold", "host_wait_share=\u0660.\u0665"],
+            "threshold host_wait_share takes a number, not '٠.٥'",
+        ),
+        (["--threshold", "syncs_per_step=1_0"], "threshold syncs_per_step takes a number, not '1_0'"),
+        (["--rule", "gpu_gaps:gap=\u0663"], "rule gpu_gaps: option gap takes an integer, not '\u0663'"),
+        (["--rule", "gpu_gaps:rows=1_0"], "rule gpu_gaps: option rows takes an integer, not '1_0'"),
+        (["--rule", "gpu-stav"], "unknown rule 'gpu-stav': one of"),
+    ],
+)
+def test_advise_options_take_ascii_digits_and_a_bad_one_is_a_usage_error(args: list[str], said: str) -> None:
+    """int() and float() took '٣' and '1_0' in a threshold or a rule's option; a bad --rule was exit 1, as
+    a bad input, not 2, as the other bad arguments. Refused before the export is looked for."""
+    result = runner.invoke(app, ["advise", "report.sqlite", *args])
+    assert one_error(result).startswith(f"error: {said}")

@@ -19,6 +19,8 @@ import click
 import typer
 from typer.core import TyperCommand
 
+from analysis.errors import DECIMAL as DECIMAL
+from analysis.errors import WHOLE as WHOLE
 from analysis.errors import AnalysisError
 from analysis.errors import comma_list as comma_list
 from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over

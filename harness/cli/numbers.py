@@ -10,18 +10,13 @@ the rule too. Ranges stay with each option's own check (at_least, the run's limi
 from __future__ import annotations
 
 import math
-import re
 import sys
 from typing import Any
 
 import click
 
-from harness.cli.common import OptionRefused
+from harness.cli.common import DECIMAL, WHOLE, OptionRefused
 from harness.core.bounds import INT64_MAX
-
-WHOLE = re.compile(r"[+-]?[0-9]+")
-# a decimal fraction or exponent; inf and nan are numbers too, refused or taken by each option's own check
-DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.I)
 
 
 def number_kind(kind: Any) -> str | None:
