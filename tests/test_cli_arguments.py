@@ -216,3 +216,34 @@ def test_advise_options_take_ascii_digits_and_a_bad_one_is_a_usage_error(args: l
     a bad input, not 2, as the other bad arguments. Refused before the export is looked for."""
     result = runner.invoke(app, ["advise", "report.sqlite", *args])
     assert one_error(result).startswith(f"error: {said}")
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "command"),
+    [
+        (["runs", "--device", ""],
+         "Invalid value for '--device': '' is not one of 'cpu', 'cuda', 'mps', 'n/a'.", "runs"),
+        (["kernels", "-f", "", "report.sqlite"],
+         "Invalid value for '--format' / '-f': '' is not one of 'table', 'csv', 'json'.", "kernels"),
+        (["run", "tiny", "--no-save"], "No such option: --no-save", "run"),
+        (["run"], "Missing argument 'model'.", "run"),
+        (["baseline", "tag"], "Missing argument 'name'.", "baseline tag"),
+        (["kernel", "report.sqlite"], "No such command 'kernel'.", ""),
+        (["--bogus"], "No such option: --bogus", ""),
+    ],
+)  # fmt: skip
+def test_clicks_own_refusals_are_one_line_naming_the_help(
+    tmp_path: Path, args: list[str], said: str, command: str
+) -> None:
+    """Click printed its usage block, a blank line and `Error: …` (four lines on stderr) for a value not
+    among an option's choices, an unknown option or command, a missing argument."""
+    result = runner.invoke(app, args, env={"HARNESS_DB": str(tmp_path / "results.sqlite")})
+    assert (
+        one_error(result) == f"error: {said} (`{' '.join(['harness', command]).strip()} -h` shows the usage)"
+    )
+
+
+def test_help_and_a_group_alone_still_show_the_usage() -> None:
+    assert runner.invoke(app, ["run", "-h"]).stdout.startswith("Usage: harness run [OPTIONS]")
+    alone = runner.invoke(app, ["baseline"])
+    assert "Usage: harness baseline" in alone.output and "tag" in alone.output

@@ -78,6 +78,33 @@ class OptionRefused(typer.BadParameter):
         err(self.message)
 
 
+# click's UsageError, of the copy of click Typer brings (Typer exports BadParameter alone of its errors)
+ClickUsageError: type[Exception] = typer.BadParameter.__mro__[1]
+
+
+class UsageInOneLine(ClickUsageError):  # type: ignore[misc,valid-type]
+    """Click's own refusal of a command line (an unknown option, a value not among the choices, a missing
+    argument) as one `error:` line, where click printed its usage block, a blank line and `Error: …`."""
+
+    def show(self, file: Any = None) -> None:
+        err(self.message, lines=False)
+
+
+@contextlib.contextmanager
+def usage_in_one_line() -> Iterator[None]:
+    """Click's usage errors raised within as one line naming the command's help (UsageInOneLine); those
+    that show themselves otherwise (OptionRefused; `harness baseline` alone, which prints its help) as
+    they are."""
+    try:
+        yield
+    except ClickUsageError as e:
+        if type(e).show is not ClickUsageError.show:  # type: ignore[attr-defined]
+            raise
+        ctx = getattr(e, "ctx", None)
+        where = f" (`{ctx.command_path} -h` shows the usage)" if ctx is not None else ""
+        raise UsageInOneLine(f"{e.format_message()}{where}", ctx=ctx) from None  # type: ignore[attr-defined]
+
+
 # what a path parameter names, by its metavar (a parameter of click's Path type names a path too)
 PATH_METAVARS = {"<file>": "a file name", "<dir>": "a folder", "<path>": "a path"}
 
