@@ -247,3 +247,29 @@ def test_help_and_a_group_alone_still_show_the_usage() -> None:
     assert runner.invoke(app, ["run", "-h"]).stdout.startswith("Usage: harness run [OPTIONS]")
     alone = runner.invoke(app, ["baseline"])
     assert "Usage: harness baseline" in alone.output and "tag" in alone.output
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "give"),
+    [
+        (["runs", "--model", ""], "--model", "a model name"),
+        (["dashboard", "--model", " "], "--model", "a model name"),
+        (["compare-compile", "--model", ""], "--model", "a model name"),
+        (
+            ["nvtx", "--dask", "", "a.sqlite", "b.sqlite"],
+            "--dask",
+            "the scheduler's address (tcp://host:8786)",
+        ),
+        (["run", "--rdzv-endpoint", "", "tiny", "--nproc", "2"], "--rdzv-endpoint", "node 0's HOST:PORT"),
+        (["sweep", "--rdzv-endpoint", "", "--models", "tiny"], "--rdzv-endpoint", "node 0's HOST:PORT"),
+    ],
+)
+def test_an_empty_option_whose_absence_means_something_is_refused(
+    tmp_path: Path, args: list[str], option: str, give: str
+) -> None:
+    """`runs --model "$UNSET"` listed every run, `--dask ''` read in local processes, `--rdzv-endpoint ''`
+    started the ranks on this machine: each read as the option left out."""
+    db = tmp_path / "results.sqlite"
+    result = runner.invoke(app, args, env={"HARNESS_DB": str(db)})
+    assert one_error(result) == f"error: {option} is empty: give {give}, or leave {option} out"
+    assert not db.exists()

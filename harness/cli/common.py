@@ -137,6 +137,19 @@ class NotEmpty:
         raise OptionRefused(f"{named} is empty: give {PATH_METAVARS.get(param.metavar or '', 'a path')}")
 
 
+def given_or_left_out(option: str, give: str) -> Callable[[str | None], str | None]:
+    """The callback of a text option whose absence means something (every model, local processes, one
+    machine): an empty or blank value (`--model "$UNSET"`) is one `error:` line and exit 2, not read as the
+    option left out."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise OptionRefused(f"{option} is empty: give {give}, or leave {option} out")
+        return value
+
+    return check
+
+
 def refuse_empty_paths(command: click.Command) -> None:
     """Every path parameter of `command` and of its sub-commands (of click's Path type, or a metavar of
     PATH_METAVARS) refuses an empty value: one `error:` line and exit 2, before anything is read or
@@ -222,7 +235,12 @@ def database_not_the_output(db: str | None) -> str | None:
 
 
 # the filters of the commands over stored runs
-ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="<name>", callback=given_or_left_out("--model", "a model name"), help="Only this model."
+    ),
+]
 # the device types runs are stored with (n/a: a program's, as `harness runs` lists it): another word (gpu)
 # matched no run, silently
 STORED_DEVICES = ("cpu", "cuda", "mps")
