@@ -87,6 +87,7 @@ def test_every_number_option_refuses_what_is_not_ascii_digits(tmp_path: Path, gi
          "--top takes a whole number in the digits 0-9 (e.g. 8), got '1e3'"),
         (["timeline", "--start", "1,5", "report.sqlite"],
          "--start takes a number in the digits 0-9 (e.g. 2.5), got '1,5'"),
+        (["diff", "a", "b", "--gate", "1e400"], "--gate 1e400 is out of range: at most 1.798e+308"),
         (["run", "tiny", "--steps", "1" * 5000],
          f"--steps {'1' * 20}… (5000 digits) is out of range: at most {2**63 - 1}"),
     ],

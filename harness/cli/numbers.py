@@ -68,6 +68,9 @@ class AsciiNumber:
             raise OptionRefused(
                 f"{named} {digits[:20]}… ({len(digits)} digits) is out of range: at most {INT64_MAX}"
             )
+        # digits past a float's range read as inf, which the option's own check would name, not what was typed
+        if not self.whole and not text.lstrip("+-")[:1].isalpha() and math.isinf(float(text)):
+            raise OptionRefused(f"{named} {text} is out of range: at most {sys.float_info.max:.4g}")
 
 
 def refuse_odd_numbers(command: click.Command) -> None:
