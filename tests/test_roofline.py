@@ -523,9 +523,9 @@ def test_command_measures_the_cpu(app: typer.Typer) -> None:
         (["--model", "char", "--context-length", "4096"], "learned positions for 64 tokens"),
         (["--gpu", "Voodoo2"], "no datasheet roofs for GPU 'Voodoo2'"),
         (["--gpu", "", "--device", "cpu"], "no datasheet roofs for GPU ''"),  # not taken for no --gpu
-        (["--batch-size", "0"], "batch size must be a positive number"),
+        (["--batch-size", "0"], "--batch-size must be a positive number"),
         # 0 is a length given, refused as `run -t 0` refuses it: it was taken for none (the model's, 64)
-        (["--model", "char", "--context-length", "0"], "context length must be a positive number, got 0"),
+        (["--model", "char", "--context-length", "0"], "--context-length must be a positive number, got 0"),
     ],
 )
 def test_command_errors_are_one_line(app: typer.Typer, args: list[str], message: str) -> None:

@@ -20,6 +20,8 @@ OPTIONS = {
     "batch_size": "--batch-size", "context_length": "--context-length", "vocab_size": "--vocab-size",
     "warmup": "--warmup", "steps": "--steps", "seed": "--seed", "new_tokens": "--new-tokens",
     "power_period_ms": "--power-period", "nproc": "--nproc", "nnodes": "--nnodes", "node_rank": "--node-rank",
+    "loader_workers": "--loader-workers", "loss_every": "--loss-every", "delay_ms": "--delay-rank",
+    "delay_rank": "--delay-rank",
 }  # fmt: skip
 RANK_MEMORY = 400 * 1024**2  # a rank's Python, torch and a tiny model: ~350 MB resident, measured on CPU
 RANKS_PER_CORE = 4
