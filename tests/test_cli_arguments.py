@@ -274,3 +274,15 @@ def test_an_empty_option_whose_absence_means_something_is_refused(
     result = runner.invoke(app, args, env={"HARNESS_DB": str(db)})
     assert one_error(result) == f"error: {option} is empty: give {give}, or leave {option} out"
     assert not db.exists()
+
+
+def test_a_misspelt_option_of_profile_is_not_taken_for_the_program(tmp_path: Path) -> None:
+    """`profile` passes the words it does not know on to the program: `--nam x -- true` said "program
+    '--nam' is not found on PATH"."""
+    db = tmp_path / "results.sqlite"
+    result = runner.invoke(app, ["profile", "--nam", "x", "--", "true"], env={"HARNESS_DB": str(db)})
+    assert one_error(result) == (
+        "error: No such option: --nam (`harness profile -h` shows the usage; the program and its arguments "
+        "follow --)"
+    )
+    assert not db.exists()
