@@ -263,13 +263,24 @@ def test_help_and_a_group_alone_still_show_the_usage() -> None:
         ),
         (["run", "--rdzv-endpoint", "", "tiny", "--nproc", "2"], "--rdzv-endpoint", "node 0's HOST:PORT"),
         (["sweep", "--rdzv-endpoint", "", "--models", "tiny"], "--rdzv-endpoint", "node 0's HOST:PORT"),
+        (
+            ["diff", "--iteration-range", "", "a.sqlite", "b.sqlite"],
+            "--iteration-range",
+            "an NVTX range's name",
+        ),
+        (
+            ["timeline", "--phase", "", "--step", "1", "r.sqlite", "-o", "t.json"],
+            "--phase",
+            "a phase's name (forward, …)",
+        ),
     ],
 )
 def test_an_empty_option_whose_absence_means_something_is_refused(
     tmp_path: Path, args: list[str], option: str, give: str
 ) -> None:
     """`runs --model "$UNSET"` listed every run, `--dask ''` read in local processes, `--rdzv-endpoint ''`
-    started the ranks on this machine: each read as the option left out."""
+    started the ranks on this machine: each read as the option left out. An empty range or phase name was
+    looked for (exit 1, `--iteration-range : no NVTX range of that name`)."""
     db = tmp_path / "results.sqlite"
     result = runner.invoke(app, args, env={"HARNESS_DB": str(db)})
     assert one_error(result) == f"error: {option} is empty: give {give}, or leave {option} out"
