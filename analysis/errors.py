@@ -6,6 +6,14 @@ families (harness.cli.common.cli_errors).
 
 from __future__ import annotations
 
+import re
+
+# a number as a user types it: ASCII digits (int() and float() take any script's, '٣' as 3, and '1_0'), a
+# sign, a fraction or exponent; inf and nan are numbers too, each option's own check takes or refuses them.
+# The rule of every number option, the CLI's (harness.cli.numbers) and a table's or rule's.
+WHOLE = re.compile(r"[+-]?[0-9]+")
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)", re.I)
+
 
 class AnalysisError(Exception):
     """A problem with an input the user gave: the message says what is wrong and what to do."""

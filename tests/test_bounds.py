@@ -71,6 +71,10 @@ def test_the_rank_limit_can_be_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_MAX_RANKS", "many")
     with pytest.raises(Exception, match="not a whole number"):
         check_ranks(1000)
+    for other_digits in ("\u0663\u0660\u0660\u0660", "1_000"):  # int() reads both as a count
+        monkeypatch.setenv("HARNESS_MAX_RANKS", other_digits)
+        with pytest.raises(Exception, match="not a whole number"):
+            check_ranks(1000)
 
 
 def test_memory_limits_the_ranks_when_it_is_lower(monkeypatch: pytest.MonkeyPatch) -> None:

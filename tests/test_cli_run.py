@@ -43,8 +43,13 @@ def test_cuda_without_cuda(tmp_db) -> None:
 
 @pytest.mark.parametrize(
     ("option", "value", "message"),
-    [("--steps", "0", "steps must be a positive"), ("--batch-size", "-1", "batch size must be a positive"),
-     ("--context-length", "0", "context length must be a positive"), ("--warmup", "-2", "warmup must be 0")],
+    [("--steps", "0", "--steps must be a positive"),
+     ("--batch-size", "-1", "--batch-size must be a positive"),
+     ("--context-length", "0", "--context-length must be a positive"),
+     ("--warmup", "-2", "--warmup must be 0"),
+     ("--loader-workers", "-1", "--loader-workers must be 0"),
+     ("--loader-workers", str(10**30), f"--loader-workers {10**30} is out of range"),
+     ("--loss-every", str(10**30), f"--loss-every {10**30} is out of range")],
 )  # fmt: skip
 def test_non_positive_sizes(tmp_db, option: str, value: str, message: str) -> None:
     result = invoke("run", "char", "--device", "cpu", option, value)

@@ -169,7 +169,7 @@ def test_the_limit_is_one_line_from_the_command_and_can_be_raised(tmp_path: Path
     assert raised.stdout.count("\n") == 2  # the header and kernel k (the long event has no category)
 
 
-@pytest.mark.parametrize("value", ["many", "0", "3", "-3", "4.5"])
+@pytest.mark.parametrize("value", ["many", "0", "3", "-3", "4.5", "\u0668", "1_0"])
 def test_a_limit_that_is_not_a_size_is_one_line(tmp_path: Path, value: str) -> None:
     path = write_trace(tmp_path / "t.json", [KERNEL])
     result = runner.invoke(

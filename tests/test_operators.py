@@ -110,7 +110,7 @@ def test_operators_command(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [r[NAME] for r in rows][:1] == ["record_param_comms"] and len(rows) == 4
     assert rows[0][SELF_CUDA] == 163_535_000 and rows[0][CALLS] == 102
     bad = runner.invoke(app, ["operators", path, "--sort", "bogus"])
-    assert bad.exit_code != 0 and len(bad.output.strip().splitlines()) == 1
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
     assert "no operator column 'bogus' to sort by" in bad.output
 
 

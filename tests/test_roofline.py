@@ -533,9 +533,9 @@ def test_command_measures_the_cpu(app: typer.Typer) -> None:
         # a name holding a datasheet name is not one: the patterns are for the names torch gives
         (["--gpu", "H100*"], "no datasheet roofs for GPU 'H100*'"),
         (["--gpu", "NVIDIA H100 80GB HBM3"], "no datasheet roofs for GPU 'NVIDIA H100 80GB HBM3'"),
-        (["--batch-size", "0"], "batch size must be a positive number"),
+        (["--batch-size", "0"], "--batch-size must be a positive number"),
         # 0 is a length given, refused as `run -t 0` refuses it: it was taken for none (the model's, 64)
-        (["--model", "char", "--context-length", "0"], "context length must be a positive number, got 0"),
+        (["--model", "char", "--context-length", "0"], "--context-length must be a positive number, got 0"),
     ],
 )
 def test_command_errors_are_one_line(app: typer.Typer, args: list[str], message: str) -> None:

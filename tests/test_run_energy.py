@@ -163,7 +163,7 @@ def test_step_starts_survive_the_unsaved_file_round_trip() -> None:
 def test_power_period_must_be_positive(tmp_db) -> None:
     result = CliRunner().invoke(app, ["run", "char", "--device", "cpu", "--power", "--power-period", "0"])
     assert result.exit_code == 2
-    assert "power period must be a positive number, got 0" in result.output
+    assert "--power-period must be a positive number, got 0" in result.output
 
 
 NO_SOURCE = ["NVML: not asked: the run is on the CPU, not a GPU", "RAPL: /sys/class/powercap not present"]

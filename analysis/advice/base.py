@@ -14,7 +14,7 @@ import pandas as pd
 
 from analysis.advice import where
 from analysis.advice.instruments import Instruments, instruments
-from analysis.errors import OptionsError
+from analysis.errors import DECIMAL, OptionsError
 from analysis.trace.trace import Trace
 from workloads.names import DATA, MEASURED
 
@@ -90,7 +90,10 @@ class Thresholds:
 
 def _number(kind: type, value: str) -> int | float:
     """`value` as a threshold of `kind`; a whole-number one written as a float (2e4, 50.0) is taken as the
-    whole number it is (ValueError for any other text, or a fraction of a whole-number one)."""
+    whole number it is (ValueError for any other text, or a fraction of a whole-number one). ASCII digits
+    only (DECIMAL), as every number option."""
+    if not DECIMAL.fullmatch(value.strip()):
+        raise ValueError(value)
     if kind is not int:
         return kind(value)
     try:

@@ -35,7 +35,7 @@ import pandas as pd
 
 from analysis.advice.nsys_gpu_rules import gpu_gaps, gpu_low_util
 from analysis.advice.nsys_query import DEFAULT_ROWS, Query, Skipped, like, window
-from analysis.errors import AnalysisError, ExportError
+from analysis.errors import WHOLE, ExportError, OptionsError
 from analysis.readers import NULL
 from analysis.readers.global_ids import pid_of, tid_of
 from analysis.readers.kineto import FORMAT as KINETO
@@ -297,28 +297,28 @@ COMMON_OPTIONS: dict[str, int | str | None] = {"rows": DEFAULT_ROWS, "start": No
 
 
 def parse_rule(spec: str) -> tuple[Rule, dict[str, int | str | None]]:
-    """`NAME[:option=value[:option=value]]`, as nsys takes it, -> (rule, options with defaults)."""
+    """`NAME[:option=value[:option=value]]`, as nsys takes it, -> (rule, options with defaults); OptionsError
+    (a usage error, exit 2) naming what is wrong."""
     name, *opts = spec.split(":")
     if name not in RULES:
-        raise AnalysisError(f"unknown rule {name!r}: one of {', '.join(RULES)}")
+        raise OptionsError(f"unknown rule {name!r}: one of {', '.join(RULES)}")
     rule = RULES[name]
     options: dict[str, int | str | None] = {**COMMON_OPTIONS, **rule.options}
     for opt in opts:
         key, eq, value = opt.partition("=")
         if key not in options:
-            raise AnalysisError(f"rule {name} has no option {key!r}: options {', '.join(options)}")
+            raise OptionsError(f"rule {name} has no option {key!r}: options {', '.join(options)}")
         if not eq:
-            raise AnalysisError(f"rule {name}: option {key} takes a value ({key}=VALUE)")
+            raise OptionsError(f"rule {name}: option {key} takes a value ({key}=VALUE)")
         if key == "nvtx":
             options[key] = value
             continue
-        try:
-            options[key] = int(value)
-        except ValueError:
-            raise AnalysisError(f"rule {name}: option {key} takes an integer, not {value!r}") from None
+        if not WHOLE.fullmatch(value.strip()):  # int() takes any script's digits ('٣') and '1_0'
+            raise OptionsError(f"rule {name}: option {key} takes an integer, not {value!r}")
+        options[key] = int(value)
     chunks = options.get("chunks")
     if isinstance(chunks, int) and chunks and not 1 <= chunks <= 1000:  # 0 passes nsys's test: no rows
-        raise AnalysisError(f"rule {name}: chunks must be between 1 and 1000, not {chunks}")
+        raise OptionsError(f"rule {name}: chunks must be between 1 and 1000, not {chunks}")
     return rule, options
 
 

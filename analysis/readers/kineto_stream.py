@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import ExportError
+from analysis.errors import WHOLE, ExportError
 from analysis.readers.kineto_events import _FIELDS, NO_ARGS, Args, Event, event_of
 
 CHUNK = 1 << 22  # bytes of JSON per msgspec decode: big enough to amortise a call, small next to the file
@@ -71,6 +71,8 @@ def max_value() -> int:
         return MAX_VALUE
     least = max(CHUNK >> 20, 1)
     try:
+        if not WHOLE.fullmatch(env.strip()):  # int() takes any script's digits ('٨' as 8) and '1_0'
+            raise ValueError(env)
         mib = int(env)
         if mib < least:
             raise ValueError(mib)

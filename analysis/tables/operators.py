@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from analysis.errors import AnalysisError, ExportError
+from analysis.errors import ExportError, OptionsError
 from analysis.tables.table import TOP, Option, frame_table
 
 if TYPE_CHECKING:
@@ -202,7 +202,8 @@ def _depth(parent: np.ndarray) -> np.ndarray:
 
 
 def sort_column(sort: str, columns: list[str]) -> str:
-    """The column `sort` names: a column (any case, the unit optional) or one of torch's sort_by keys."""
+    """The column `sort` names: a column (any case, the unit optional) or one of torch's sort_by keys;
+    OptionsError (a usage error, exit 2) for any other."""
     key = sort.strip().lower()
     if key in SORT_KEYS and SORT_KEYS[key] in columns:
         return SORT_KEYS[key]
@@ -211,7 +212,7 @@ def sort_column(sort: str, columns: list[str]) -> str:
             return c
 
     choices = ", ".join(c.removesuffix(" (ns)") for c in columns)
-    raise AnalysisError(
+    raise OptionsError(
         f"no operator column {sort!r} to sort by; choose one of {choices}, or a torch sort_by key"
     )
 

@@ -109,7 +109,7 @@ def cache_root() -> Path:
 
 
 MAX_SIZE = 2**63 - 1  # bytes: the largest file size a file system counts (a signed 64-bit offset)
-_SIZE = re.compile(r"(\d+\.?\d*|\.\d+)(e[+-]?\d+)?([a-z]*)")
+_SIZE = re.compile(r"(\d+\.?\d*|\.\d+)(e[+-]?\d+)?([a-z]*)", re.ASCII)  # \d takes '٣' else
 
 
 def parse_size(text: str) -> int:

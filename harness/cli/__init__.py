@@ -24,7 +24,8 @@ from typer.core import TyperGroup
 
 from analysis import tables
 from harness import __version__
-from harness.cli.common import refuse_empty_paths
+from harness.cli.common import refuse_empty_paths, usage_in_one_line
+from harness.cli.numbers import refuse_odd_numbers
 from harness.cli.terminal import streams
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ def load(name: str) -> click.Command:
     group = typer.main.get_group(registered)
     command = group.commands[name]
     refuse_empty_paths(command)
+    refuse_odd_numbers(command)
     command.short_help = entry.summary
     with_example(command, entry.example)
     for sub_name, sub in getattr(command, "commands", {}).items():
@@ -209,7 +211,7 @@ def with_example(command: click.Command, example: str) -> None:
 
 class LazyGroup(TyperGroup):
     """The commands of COMMANDS, each imported when it is asked for; the help lists them by panel from
-    COMMANDS alone."""
+    COMMANDS alone. Click's refusals of a command line are one line (usage_in_one_line)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(commands())
@@ -218,6 +220,14 @@ class LazyGroup(TyperGroup):
         if cmd_name not in self.commands and cmd_name in commands():
             self.commands[cmd_name] = load(cmd_name)
         return self.commands.get(cmd_name)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with usage_in_one_line():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with usage_in_one_line():  # a command's own command line, parsed as the command is invoked
+            return super().invoke(ctx)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         listed = commands()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, warn
+from harness.cli.common import DbOpt, RunRefCommand, cli_errors, err, note, run_reference, warn
 from harness.cli.reading import AS_GIVEN, Reading, reading_options
 from harness.cli.terminal.fit import COMFORTABLE, table_width
 from harness.cli.terminal.output import Format, console_for, emit, emit_many
@@ -30,6 +30,7 @@ ReportArg = Annotated[
         metavar="REPORT|RUN",
         help="An nsys export (.sqlite), a report (.nsys-rep, exported first) or a Kineto trace (.json(.gz)); "
         "or a stored run: its id (or a unique prefix), `latest`, or -1, -2, … counted from the newest.",
+        callback=run_reference,
     ),
 ]
 # what `advise` and `health` take of the options every analysis command shares: one export, its cache, the

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, warn
+from harness.cli.common import DbOpt, FormatOpt, RunRefCommand, WideOpt, cli_errors, run_reference, warn
 from harness.cli.terminal.output import Format, emit
 from harness.experiments import run_tables
 from harness.store import results as results_db
@@ -18,7 +18,8 @@ def blocks_cmd(
         str,
         typer.Argument(
             help="A run id (or a unique prefix), -1, -2, … from the newest, or `latest`: the newest "
-            "--nvtx-detail run."
+            "--nvtx-detail run.",
+            callback=run_reference,
         ),
     ] = "latest",
     by_layer: Annotated[bool, typer.Option("--by-layer", help="One row per block and layer.")] = False,

@@ -19,6 +19,8 @@ import click
 import typer
 from typer.core import TyperCommand
 
+from analysis.errors import DECIMAL as DECIMAL
+from analysis.errors import WHOLE as WHOLE
 from analysis.errors import AnalysisError
 from analysis.errors import comma_list as comma_list
 from analysis.outputs import OutputRefused, refuse_folder_name, refuse_streams_over
@@ -30,7 +32,7 @@ from analysis.outputs import write_text as write_text
 from harness.cli.terminal.output import Format, say
 from harness.core import signals
 from harness.core.bounds import INT64_MAX, check_count
-from harness.core.errors import HarnessError, UsageError, os_reason
+from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError, os_reason
 from harness.store.location import resolve_url, sqlite_file
 from workloads.names import NOT_APPLICABLE, PRECISIONS
 
@@ -76,6 +78,33 @@ class OptionRefused(typer.BadParameter):
         err(self.message)
 
 
+# click's UsageError, of the copy of click Typer brings (Typer exports BadParameter alone of its errors)
+ClickUsageError: type[Exception] = typer.BadParameter.__mro__[1]
+
+
+class UsageInOneLine(ClickUsageError):  # type: ignore[misc,valid-type]
+    """Click's own refusal of a command line (an unknown option, a value not among the choices, a missing
+    argument) as one `error:` line, where click printed its usage block, a blank line and `Error: …`."""
+
+    def show(self, file: Any = None) -> None:
+        err(self.message, lines=False)
+
+
+@contextlib.contextmanager
+def usage_in_one_line() -> Iterator[None]:
+    """Click's usage errors raised within as one line naming the command's help (UsageInOneLine); those
+    that show themselves otherwise (OptionRefused; `harness baseline` alone, which prints its help) as
+    they are."""
+    try:
+        yield
+    except ClickUsageError as e:
+        if type(e).show is not ClickUsageError.show:  # type: ignore[attr-defined]
+            raise
+        ctx = getattr(e, "ctx", None)
+        where = f" (`{ctx.command_path} -h` shows the usage)" if ctx is not None else ""
+        raise UsageInOneLine(f"{e.format_message()}{where}", ctx=ctx) from None  # type: ignore[attr-defined]
+
+
 # what a path parameter names, by its metavar (a parameter of click's Path type names a path too)
 PATH_METAVARS = {"<file>": "a file name", "<dir>": "a folder", "<path>": "a path"}
 
@@ -106,6 +135,19 @@ class NotEmpty:
             return
         named = param.opts[0] if param.param_type_name == "option" else param.metavar or param.name.upper()
         raise OptionRefused(f"{named} is empty: give {PATH_METAVARS.get(param.metavar or '', 'a path')}")
+
+
+def given_or_left_out(option: str, give: str) -> Callable[[str | None], str | None]:
+    """The callback of a text option whose absence means something (every model, local processes, one
+    machine): an empty or blank value (`--model "$UNSET"`) is one `error:` line and exit 2, not read as the
+    option left out."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise OptionRefused(f"{option} is empty: give {give}, or leave {option} out")
+        return value
+
+    return check
 
 
 def refuse_empty_paths(command: click.Command) -> None:
@@ -193,7 +235,12 @@ def database_not_the_output(db: str | None) -> str | None:
 
 
 # the filters of the commands over stored runs
-ModelOpt = Annotated[str | None, typer.Option(metavar="<name>", help="Only this model.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="<name>", callback=given_or_left_out("--model", "a model name"), help="Only this model."
+    ),
+]
 # the device types runs are stored with (n/a: a program's, as `harness runs` lists it): another word (gpu)
 # matched no run, silently
 STORED_DEVICES = ("cpu", "cuda", "mps")
@@ -279,6 +326,27 @@ def one_out(out: Path | None, alias: Path | None, option: str = "--out") -> Path
 # option looks like either
 NEWEST = re.compile(r"-[1-9][0-9]*(,.*)?")
 RUN_REF_HELP = "a run id (or a unique prefix), `latest`, or -1, -2, … counted from the newest"
+
+
+def run_reference(value: str | None) -> str | None:
+    """The callback of a parameter naming a stored run (or a path, or a model): an empty or blank one
+    (`harness show "$UNSET"`) is one `error:` line and exit 2 before the database is opened; with no
+    database it read as a missing database, and a path it names would be the current folder."""
+    if value is not None and not value.strip():
+        raise OptionRefused(EMPTY_RUN_ID)
+    return value
+
+
+def run_sides(param: typer.CallbackParam, value: str) -> str:
+    """The callback of `diff`'s sides: a run reference each, or several comma-separated (A1,A2,A3), none
+    empty, by every comma list's rule (comma_list)."""
+    try:
+        named = comma_list(param.metavar or (param.name or "").upper(), value)
+    except AnalysisError as e:
+        raise OptionRefused(str(e)) from None
+    if not named:  # '', ' ', ','
+        raise OptionRefused(EMPTY_RUN_ID)
+    return value
 
 
 class RunRefCommand(TyperCommand):

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli.common import DbOpt, DeviceOpt, FormatOpt, ModelOpt, WideOpt, cli_errors, note
+from harness.cli.common import DbOpt, DeviceOpt, FormatOpt, ModelOpt, WideOpt, cli_errors, note, run_reference
 from harness.cli.terminal.output import Format, emit
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ def compare_compile_cmd(
         typer.Option(
             metavar="<run>",
             help="The eager run to compare with (default: the newest eager run of each configuration).",
+            callback=run_reference,
         ),
     ] = None,
     db: DbOpt = None,

@@ -27,6 +27,8 @@ from harness.cli.common import (
     on_command_line,
     refuse_inputs,
     refuse_page_on_stdout,
+    run_reference,
+    run_sides,
     warn,
     wide_where_it_shows,
     writing,
@@ -59,6 +61,7 @@ SideArg = Annotated[
         "configuration comma-separated (A1,A2,A3) or the experiment of `run --repeats N` (repeats-…), or an "
         "nsys export / report / Kineto trace path.",
         show_default=False,
+        callback=run_sides,
     ),
 ]
 
@@ -279,7 +282,10 @@ def baseline_tag_cmd(
         str, typer.Argument(help="The baseline's name (re-tagging moves it).", show_default=False)
     ],
     run: Annotated[
-        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]}.", show_default=False)
+        str,
+        typer.Argument(
+            help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]}.", show_default=False, callback=run_reference
+        ),
     ],
     db: DbOpt = None,
 ) -> None:

@@ -20,6 +20,7 @@ from harness.cli.common import (
     count_option,
     note,
     on_command_line,
+    run_reference,
     warn,
 )
 from harness.cli.option_group import option_group
@@ -78,6 +79,7 @@ def optimize_cmd(
             help="A model name (tiny, small, medium, …, char) to optimize; or an nsys export / report, or a "
             "stored run (a `profile -- CMD` run), whose findings are proposed, not applied.",
             show_default=False,
+            callback=run_reference,
         ),
     ],
     workload: Short,

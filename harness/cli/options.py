@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from harness.cli.common import warn
+from harness.cli.common import given_or_left_out, warn
 from harness.cli.option_group import F, option_group
 from harness.core.bounds import digits
 from harness.core.devices import DEVICES
@@ -228,7 +228,7 @@ RdzvOpt = Annotated[
     str | None,
     typer.Option(
         "--rdzv-endpoint", metavar="HOST:PORT", help="Node 0's address, with --nnodes > 1.",
-        rich_help_panel=PANEL,
+        rich_help_panel=PANEL, callback=given_or_left_out("--rdzv-endpoint", "node 0's HOST:PORT"),
     ),
 ]  # fmt: skip
 RankTimeoutOpt = Annotated[

@@ -19,6 +19,7 @@ from harness.cli.common import (
     on_command_line,
     refuse_inputs,
     refuse_page_on_stdout,
+    run_reference,
     warn,
 )
 from harness.cli.options import (
@@ -63,7 +64,8 @@ def roofline_cmd(
         str | None,
         typer.Argument(
             help="A stored run (id, unique prefix or `latest`): its configuration and measured times. "
-            "Without it, the configuration options below."
+            "Without it, the configuration options below.",
+            callback=run_reference,
         ),
     ] = None,
     model: Annotated[

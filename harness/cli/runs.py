@@ -20,6 +20,7 @@ from harness.cli.common import (
     WideOpt,
     cli_errors,
     note,
+    run_reference,
 )
 from harness.cli.terminal.output import Format, emit, emit_many
 from harness.experiments import show
@@ -102,7 +103,11 @@ def _no_runs(store: ResultsStore, **filters: object) -> str:
 @cli_errors
 def show_cmd(
     run_id: Annotated[
-        str, typer.Argument(help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]} (`harness runs` lists them).")
+        str,
+        typer.Argument(
+            help=f"{RUN_REF_HELP[0].upper()}{RUN_REF_HELP[1:]} (`harness runs` lists them).",
+            callback=run_reference,
+        ),
     ],
     db: DbOpt = None,
     format: FormatOpt = Format.table,

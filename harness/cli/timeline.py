@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.common import OldOutputOpt, cli_errors, file_option, note, one_out, shown, warn
+from harness.cli.common import (
+    OldOutputOpt,
+    cli_errors,
+    file_option,
+    given_or_left_out,
+    note,
+    one_out,
+    shown,
+    warn,
+)
 from harness.cli.reading import EndOpt, NoCacheOpt, StartOpt
 from harness.experiments import pages
 
@@ -47,7 +56,12 @@ def timeline_cmd(
     ] = None,
     phase: Annotated[
         str | None,
-        typer.Option("--phase", metavar="<name>", help="With --step: only that phase of it (forward, …)."),
+        typer.Option(
+            "--phase",
+            metavar="<name>",
+            callback=given_or_left_out("--phase", "a phase's name (forward, …)"),
+            help="With --step: only that phase of it (forward, …).",
+        ),
     ] = None,
     start: StartOpt = None,
     end: EndOpt = None,

@@ -9,6 +9,7 @@ thousand Python processes with torch until the OOM killer stepped in. Both are r
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import fields
 from typing import Any
 
@@ -20,6 +21,8 @@ OPTIONS = {
     "batch_size": "--batch-size", "context_length": "--context-length", "vocab_size": "--vocab-size",
     "warmup": "--warmup", "steps": "--steps", "seed": "--seed", "new_tokens": "--new-tokens",
     "power_period_ms": "--power-period", "nproc": "--nproc", "nnodes": "--nnodes", "node_rank": "--node-rank",
+    "loader_workers": "--loader-workers", "loss_every": "--loss-every", "delay_ms": "--delay-rank",
+    "delay_rank": "--delay-rank",
 }  # fmt: skip
 RANK_MEMORY = 400 * 1024**2  # a rank's Python, torch and a tiny model: ~350 MB resident, measured on CPU
 RANKS_PER_CORE = 4
@@ -53,10 +56,12 @@ def rank_limit() -> tuple[int, str]:
     """(the most ranks this machine starts, why): HARNESS_MAX_RANKS, else by cores and available memory."""
     env = os.environ.get(MAX_RANKS_ENV)
     if env:
-        try:
-            value = int(env)
-        except ValueError:
-            raise UsageError(f"{MAX_RANKS_ENV}={env!r} is not a whole number of ranks") from None
+        try:  # ASCII digits, as every number the harness reads (int() takes '٣' as 3)
+            value = int(env) if re.fullmatch(r"\s*[+-]?[0-9]+\s*", env) else None
+        except ValueError:  # past the digits int() reads
+            value = None
+        if value is None:
+            raise UsageError(f"{MAX_RANKS_ENV}={env!r} is not a whole number of ranks")
         if value < 1:
             raise UsageError(f"{MAX_RANKS_ENV}={env!r} must be 1 or more")
         return value, f"{MAX_RANKS_ENV}={value}"

@@ -9,6 +9,9 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
+# what an empty or blank run reference (`harness show "$UNSET"`) is told, by the CLI and the results store
+EMPTY_RUN_ID = "the run id is empty: give an id, a unique prefix, `latest`, or -1, -2, …"
+
 
 class HarnessError(Exception):
     """A problem the user can fix: the message says what is wrong and what to do."""

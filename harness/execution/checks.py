@@ -65,7 +65,7 @@ def known_model(model: str) -> workloads.ModelSpec:
 
 
 def check_positive(counts: dict[str, int | float | None]) -> None:
-    """UsageError for the first count (by its name for people) that is 0 or less; None is not given."""
+    """UsageError for the first count (by its option) that is 0 or less; None is not given."""
     for name, value in counts.items():
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be a positive number, got {value}")
@@ -88,15 +88,15 @@ def validate(config: RunConfig) -> None:
         if value not in allowed:
             raise UsageError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
     check_positive({
-        "batch size": config.batch_size,
-        "steps": config.steps,
-        "context length": config.context_length,
-        "vocab size": config.vocab_size,
-        "new tokens": config.new_tokens if config.mode == "generate" else 1,
-        "power period": config.power_period_ms if config.power else 1,
+        "--batch-size": config.batch_size,
+        "--steps": config.steps,
+        "--context-length": config.context_length,
+        "--vocab-size": config.vocab_size,
+        "--new-tokens": config.new_tokens if config.mode == "generate" else 1,
+        "--power-period": config.power_period_ms if config.power else 1,
     })  # fmt: skip
     if config.warmup < 0:
-        raise UsageError(f"warmup must be 0 or more, got {config.warmup}")
+        raise UsageError(f"--warmup must be 0 or more, got {config.warmup}")
     if config.cuda_graphs:
         _check_graphs(config)
     if config.mode == "generate" and config.new_tokens == 1 and (config.cuda_graphs or config.compile):
@@ -116,7 +116,7 @@ def validate(config: RunConfig) -> None:
             f"unknown optimizer {config.optimizer!r}; choose one of {', '.join(catalogue.OPTIMIZERS)}"
         )
     if config.loader_workers < 0:
-        raise UsageError(f"loader workers must be 0 or more, got {config.loader_workers}")
+        raise UsageError(f"--loader-workers must be 0 or more, got {config.loader_workers}")
     if config.loss_every <= 0:
         raise UsageError(f"--loss-every must be a positive number of steps, got {config.loss_every}")
     unknown_fixes = [f for f in config.fixes if f not in catalogue.FIXES]

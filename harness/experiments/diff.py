@@ -22,11 +22,11 @@ from analysis.compare.drift import RUNS, basis_words
 from analysis.compare.export_diff import gate_failed as gate_failed
 from analysis.compare.overhead import STEP_SUM
 from analysis.dashboard import diff as diff_page
-from analysis.errors import ExportError
+from analysis.errors import ExportError, comma_list
 from analysis.tables import nvtx
 from analysis.trace.exports import files_read, open_source
 from analysis.trace.opening import require_events
-from harness.core.errors import HarnessError, UsageError
+from harness.core.errors import EMPTY_RUN_ID, HarnessError, UsageError
 from harness.core.records import GENERATE_ONLY, PROGRAM_MODE, UNTIMED_FIELDS, names_a_file
 from harness.execution.nsys import export_report
 from harness.experiments.drift import compared_drift, key_of
@@ -85,10 +85,10 @@ def resolve(spec: str, store_factory: object) -> Side:
         if not ids:
             raise UsageError(f"no runs in experiment {spec!r} (`harness runs` lists the experiments' runs)")
         spec = ",".join(ids)
-    parts = [p.strip() for p in spec.split(",")]
+    parts = comma_list("a side", spec) if "," in spec else [spec]
+    if not parts:  # `,`
+        raise UsageError(EMPTY_RUN_ID)
     if len(parts) > 1:
-        if not all(parts):
-            raise UsageError(f"{spec!r}: several runs a side are run ids separated by commas, none empty")
         sides = [_resolve_one(p, store_factory) for p in parts]
         if any(side.run is None for side in sides):
             raise UsageError(f"{spec!r}: several a side are runs, not exports or traces")

@@ -126,6 +126,11 @@ def check_program(argv: Sequence[str]) -> None:
     if not argv:
         raise UsageError("no program given: harness profile [OPTIONS] -- CMD ARGS…")
     if shutil.which(argv[0]) is None:
+        if argv[0].startswith("-"):  # a misspelt option of `profile`, taken as the program (no program is)
+            raise UsageError(
+                f"No such option: {argv[0]} (`harness profile -h` shows the usage; the program and its "
+                "arguments follow --)"
+            )
         where = "not an executable file" if "/" in argv[0] else "not found on PATH"
         raise UsageError(f"program {argv[0]!r} is {where}")
 

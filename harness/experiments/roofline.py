@@ -203,7 +203,7 @@ def analytic_report(
     from the datasheet table), of `device` (its datasheet entry), or measured on `device` (`measure`)."""
     spec = known_model(model)
     seq = spec.context_length if context_length is None else context_length
-    check_positive({"batch size": batch_size, "context length": seq})
+    check_positive({"--batch-size": batch_size, "--context-length": seq})
     check_positions(model, spec, seq)
     try:
         costs = costs_of.subblock_costs(spec.with_overrides(context_length=seq), batch_size, seq, precision,

@@ -12,7 +12,7 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from harness.core import signals
-from harness.core.errors import HarnessError
+from harness.core.errors import EMPTY_RUN_ID, HarnessError
 from harness.core.records import RunResult, names_a_file, newest_back
 from harness.store import unsaved
 from harness.store.schema import (
@@ -323,9 +323,7 @@ class RunsPart(Database):
 
     def _get(self, run_id: str) -> Run:
         if not run_id.strip():  # an empty prefix would name every run, or the only one (`show "$UNSET"`)
-            raise HarnessError(
-                "the run id is empty: give an id, a unique prefix, `latest`, or -1, -2, …", exit_code=2
-            )
+            raise HarnessError(EMPTY_RUN_ID, exit_code=2)
         with Session(self.engine, expire_on_commit=False) as session:
             back = newest_back(run_id)
             run = session.get(Run, run_id) if back is None else _nth_newest(session, back)
