@@ -297,3 +297,14 @@ def test_a_misspelt_option_of_profile_is_not_taken_for_the_program(tmp_path: Pat
         "follow --)"
     )
     assert not db.exists()
+
+
+def test_a_typed_minus_zero_is_zero() -> None:
+    """`diff A B --gate -0` passes `at_least(0)` and was said "a regression of -0%"."""
+    import math
+
+    from harness.cli.common import at_least
+
+    gate = at_least("--gate", 0)(-0.0)
+    assert gate == 0 and math.copysign(1, gate) == 1 and f"{gate:g}" == "0"
+    assert at_least("--top", 1)(3) == 3

@@ -169,7 +169,7 @@ def at_least(option: str, low: int) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if value is not None and -math.inf < value < low:  # -inf, nan: the command's own check says why
             raise OptionRefused(f"{option} must be {low} or more, got {value:g}")
-        return value
+        return value + 0 if isinstance(value, float) else value  # a typed -0 is 0 ("-0%" said nothing else)
 
     return check
 
