@@ -23,7 +23,7 @@ from sqlalchemy.pool import QueuePool
 
 from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
-from harness.store import dbfaults, migrations
+from harness.store import dbfaults, migrations, stored_check
 from harness.store.location import describe_url, in_memory, missing_database, resolve_url, sqlite_file
 from harness.store.schema import (
     OUR_TABLES,
@@ -130,6 +130,7 @@ class Database:
         self.where = str(self.file) if self.file else describe_url(self.url)
         refuse_target(self.url)
         self.engine: Engine = self._engine()
+        stored_check.WHERE[self.engine] = self.where  # a damaged row read back is said with its database
         if not readonly and self.file is not None and not self.file.exists():
             self._refuse_folder()  # SQLite would say only "unable to open database file"
         self._guard(self._check_schema)

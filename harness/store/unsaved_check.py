@@ -246,6 +246,9 @@ def check_result(result: RunResult) -> None:
         text(kind, "extra.artifacts: kind", plain=True)
         text(path, f"extra.artifacts.{kind}")
     check_serving(mapping(extra.get("serving") or {}, "extra.serving"))
+    for name, why in UNWRITTEN.items():
+        if name in extra:
+            raise _fail(f"extra.{name}", f"is in the file: {why}")
     check_extra(extra, phases, power=result.config.power)
 
 
@@ -261,10 +264,7 @@ def check_extra(extra: dict[str, Any], phases: tuple[str, ...], *, power: bool) 
     compilation of harness.profilers.capture.finish, the memory of harness.execution.memory, the energy
     table and power notes of harness.energy.run, the machine's load): each as `harness run` writes it, or a
     stored copy breaks those commands with a traceback. A field it lacks is a run that did not record it (a
-    run from before it was recorded), not a damaged one. What no file holds is refused (UNWRITTEN)."""
-    for name, why in UNWRITTEN.items():
-        if name in extra:
-            raise _fail(f"extra.{name}", f"is in the file: {why}")
+    run from before it was recorded), not a damaged one."""
     signed = (-MAX_NS, MAX_NS)  # a compile time is the first step less the median: it may be below 0
     if "first_step_ns" in extra:
         duration(extra["first_step_ns"], "extra.first_step_ns")
