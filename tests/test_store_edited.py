@@ -52,7 +52,7 @@ EDITS = {
     ),
     "a step of 9e18 ns": (
         "update step_timings set duration_ns = 9e18 where run_id = 'a-1'",
-        "step_timings: step 0: forward is 9000000000000000000, outside 0..4611686018427387904",
+        "step_timings: step 0: forward is 9000000000000000000, outside -4611686018427387904..",
     ),
     "a rank of text": (
         "update step_timings set rank = 'x' where run_id = 'a-1'",

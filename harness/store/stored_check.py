@@ -91,7 +91,7 @@ def check_summary(summary: dict[str, Any], run: Run) -> None:
     check.check_serving(check.mapping(summary.get("serving") or {}, "summary.serving"))
     stored_phases = tuple({*(p.get("phase") for p in phases), *(summary.get("first_step_phases") or {})})
     try:
-        check.check_extra(summary, stored_phases, power=True)
+        check.check_extra(summary, stored_phases, power=True, low=-check.MAX_NS)
     except check.Damaged as e:
         raise check.Damaged(f"summary.{str(e).removeprefix('extra.')}") from None
     tokens = summary.get("token_timings", [])
@@ -107,15 +107,16 @@ def check_summary(summary: dict[str, Any], run: Run) -> None:
         if not isinstance(durations, list):
             raise check.Damaged(f"{where}.durations_ns is {durations!r}, not a list")
         for j, ns in enumerate(durations):
-            check.duration(ns, f"{where}.durations_ns[{j}]")
+            check.whole(ns, f"{where}.durations_ns[{j}]", -check.MAX_NS, check.MAX_NS)
 
 
 def check_step(step: Any, phase: Any, duration_ns: Any, warmup: Any, rank: Any) -> None:
-    """A step's phase time: a whole number of ns from 0 to 2**62, its step and rank whole numbers."""
+    """A step's phase time: a whole number of ns within 2**62 either way (stored as the run had it), its step
+    and rank whole numbers."""
     check.whole(step, "step_timings: step")
     where = f"step_timings: step {step}"
     check.text(phase, f"{where}: phase")
-    check.duration(duration_ns, f"{where}: {phase}")
+    check.whole(duration_ns, f"{where}: {phase}", -check.MAX_NS, check.MAX_NS)  # saved as the run had it
     if type(warmup) is not bool:
         raise check.Damaged(f"{where}: warmup is {warmup!r}, not true or false")
     if rank is not None:
@@ -143,7 +144,9 @@ def _refused(where: str, run_id: object, why: object) -> DamagedRow:
 
 
 @event.listens_for(Run, "load")
-def _run_loaded(run: Run, context: QueryContext) -> None:
+def _run_loaded(run: Run, context: QueryContext | None) -> None:
+    if context is None:  # loaded by a save's merge, which replaces the row: a damaged one is mended
+        return
     try:
         check_run(run)
     except check.Damaged as e:
@@ -151,7 +154,9 @@ def _run_loaded(run: Run, context: QueryContext) -> None:
 
 
 @event.listens_for(StepTiming, "load")
-def _step_loaded(step: StepTiming, context: QueryContext) -> None:
+def _step_loaded(step: StepTiming, context: QueryContext | None) -> None:
+    if context is None:
+        return
     try:
         check_step(step.step, step.phase, step.duration_ns, step.warmup, step.rank)
     except check.Damaged as e:

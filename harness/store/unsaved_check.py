@@ -259,15 +259,16 @@ def _numbers(value: Any, where: str, check: Any) -> dict[str, Any]:
     return value
 
 
-def check_extra(extra: dict[str, Any], phases: tuple[str, ...], *, power: bool) -> None:
+def check_extra(extra: dict[str, Any], phases: tuple[str, ...], *, power: bool, low: int = 0) -> None:
     """The figures `show`, `runs`, `compare-compile` and the dashboard read from `extra` (the first step and
     compilation of harness.profilers.capture.finish, the memory of harness.execution.memory, the energy
     table and power notes of harness.energy.run, the machine's load): each as `harness run` writes it, or a
     stored copy breaks those commands with a traceback. A field it lacks is a run that did not record it (a
-    run from before it was recorded), not a damaged one."""
+    run from before it was recorded), not a damaged one. `low`: the least first step (a stored run's is
+    read as saved, whatever its steps)."""
     signed = (-MAX_NS, MAX_NS)  # a compile time is the first step less the median: it may be below 0
     if "first_step_ns" in extra:
-        duration(extra["first_step_ns"], "extra.first_step_ns")
+        whole(extra["first_step_ns"], "extra.first_step_ns", low, MAX_NS)
     elif "compile_ns" in extra:
         raise _fail("extra", "holds compile_ns without first_step_ns (the first step it is taken from)")
     if "compile_ns" in extra:
@@ -276,7 +277,8 @@ def check_extra(extra: dict[str, Any], phases: tuple[str, ...], *, power: bool) 
         if extra.get(name) is not None:
             for phase, ns in mapping(extra[name], f"extra.{name}").items():
                 one_of(phase, phases, f"extra.{name}: phase")
-                whole(ns, f"extra.{name}.{phase}", *(signed if name == "compile_phases_ns" else (0, MAX_NS)))
+                bounds = signed if name == "compile_phases_ns" else (low, MAX_NS)
+                whole(ns, f"extra.{name}.{phase}", *bounds)
     if extra.get("steady_phases_ns") is not None:
         _numbers(extra["steady_phases_ns"], "extra.steady_phases_ns", figure)
     if extra.get("inductor_cache") is not None:
