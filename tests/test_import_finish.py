@@ -225,6 +225,17 @@ PROGRAMS = [
 ]
 
 
+def test_a_programs_run_with_steps_is_refused_as_such(tmp_path: Path, db: Path) -> None:
+    """A program's run with a step of the train loop was said to have a phase 'forward', "not one of "
+    (of no phase at all)."""
+    data = json.loads(written(_program({"command": ["ls"]}), tmp_path).read_text())
+    data["result"]["steps"] = json.loads(REAL.read_text())["result"]["steps"][:1]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    one_error(invoke(path, db=db), "steps hold 1: a program's run (`profile -- CMD`) times no steps")
+    assert stored(db) == {}
+
+
 @pytest.mark.parametrize(("extra", "message"), PROGRAMS, ids=[repr(c[0])[:50] for c in PROGRAMS])
 def test_a_programs_command_and_exit_code_are_checked(
     tmp_path: Path, db: Path, extra: dict[str, Any], message: str

@@ -424,6 +424,8 @@ def check_steps(result: RunResult) -> None:
     whole steps); a run that ended ok (or degraded, which is ok with its capture's checks failed) has
     measured steps, but for a program's, which has none."""
     cfg = result.config
+    if cfg.mode == PROGRAM_MODE and result.steps:
+        raise _fail("steps", f"hold {len(result.steps)}: a program's run (`profile -- CMD`) times no steps")
     phases = config_phases(cfg)
     seen: dict[tuple[int, int], int] = {}
     for i, s in enumerate(result.steps):
