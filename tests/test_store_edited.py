@@ -106,3 +106,35 @@ def test_the_unedited_database_is_read(stored: Path, tmp_path: Path) -> None:
         args = [str(tmp_path / "page.html") if a == "OUT" else a for a in command]
         result = runner.invoke(app, [*args, "--db", str(stored)])
         assert result.exit_code == 0, (command, result.output)
+
+
+@pytest.mark.parametrize(
+    ("sql", "command", "said"),
+    [
+        (
+            "insert into block_timings (run_id, step, layer, block, phase, duration_ns, calls, source) "
+            "values ('a-1', 'x', 0, 'mlp', 'forward', 5, 1, 'timers')",
+            ["blocks", "a-1"],
+            "run 'a-1' is damaged (block_timings: step is 'x', not a whole number)",
+        ),
+        (
+            "insert into baselines (name, run_id, created_at) values ('main', 'a-1', 'never')",
+            ["baseline", "list"],
+            "baseline 'main' is damaged (created_at is 'never', not a time)",
+        ),
+    ],
+    ids=["block row", "baseline"],
+)
+def test_a_block_or_baseline_row_edited_by_hand_is_one_line(
+    stored: Path, tmp_path: Path, sql: str, command: list[str], said: str
+) -> None:
+    """pyarrow's `ArrowInvalid: Failed to parse string`, `ValueError: Invalid isoformat string`."""
+    db = tmp_path / "edited.sqlite"
+    shutil.copy(stored, db)
+    with sqlite3.connect(db) as con:
+        con.execute(sql)
+    con.close()
+    result = runner.invoke(app, [*command, "--db", str(db)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.startswith(f"error: results database {db}: {said}: the harness writes no such row")
+    assert result.stderr.count("\n") == 1, result.stderr

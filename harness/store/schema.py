@@ -258,7 +258,7 @@ class Baseline(Base):
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    created_at: Mapped[datetime]
+    created_at: Mapped[datetime] = mapped_column(StoredTime)
 
 
 OUR_TABLES = set(Base.metadata.tables)

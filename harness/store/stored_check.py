@@ -123,6 +123,33 @@ def check_step(step: Any, phase: Any, duration_ns: Any, warmup: Any, rank: Any) 
         check.whole(rank, f"{where}: rank")
 
 
+def check_blocks(where: str, rows: list[Any]) -> None:
+    """Rows of BLOCK_COLUMNS (run_id, step, layer, block, phase, duration_ns, calls, source)."""
+    for run_id, step, layer, block, phase, duration_ns, calls, source in rows:
+        try:
+            check.whole(step, "block_timings: step")
+            here = f"block_timings: step {step}"
+            if layer is not None:
+                check.whole(layer, f"{here}: layer")
+            for name, value in (("block", block), ("phase", phase), ("source", source)):
+                check.text(value, f"{here}: {name}")
+            check.whole(duration_ns, f"{here}: {block}", -check.MAX_NS, check.MAX_NS)
+            check.whole(calls, f"{here}: calls of {block}")
+        except check.Damaged as e:
+            raise _refused(where, run_id, e) from None
+
+
+def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) -> None:
+    """A named baseline's time and its run's: times (StoredTime reads one that is not as it is)."""
+    if created is not None and not isinstance(created, datetime):
+        raise _refused(where, run_id, f"created_at is {created!r}, not a time")
+    if not isinstance(when, datetime):
+        raise DamagedRow(
+            f"{where}: baseline {name!r} is damaged (created_at is {when!r}, not a time): the harness writes "
+            "no such row, it was changed outside the harness; restore a copy of the database"
+        )
+
+
 def check_steps(where: str, rows: list[Any]) -> None:
     """Rows of (run_id, step, phase, duration_ns, warmup, rank) as TimingsPart reads them."""
     for run_id, *fields in rows:

@@ -72,7 +72,9 @@ class TimingsPart(Database):
         stmt = select(*(getattr(BlockTiming, c) for c in BLOCK_COLUMNS)).order_by(BlockTiming.id)
         if run_ids is not None:
             stmt = stmt.where(BlockTiming.run_id.in_(run_ids))
-        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=BLOCK_COLUMNS)
+        rows = self._guard(lambda: self._rows(stmt))
+        stored_check.check_blocks(f"results database {self.where}", rows)
+        df = pd.DataFrame(rows, columns=BLOCK_COLUMNS)
         df["layer"] = df["layer"].astype("Int64")
         return df
 
