@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_store_faults import filled
 
 pytestmark = pytest.mark.attack
 
@@ -129,3 +130,46 @@ def test_a_report_this_user_may_not_read_is_said_so_before_nsys_export(tmp_path:
     line = _one_line(_as_a_user(tmp_path, command, report, *out))
     assert line == f"error: cannot read {report}: Permission denied"
     assert not report.with_suffix(".sqlite").exists()  # no export made beside it
+
+
+FOLDER = (
+    "this user may not write its folder {folder} (SQLite keeps a journal beside the database as it writes); "
+    "pass --db a writable location"
+)
+UNWRITABLE = {
+    "a database in it": "cannot be written: " + FOLDER,
+    "a new database in it": "is not there and cannot be created: " + FOLDER,
+    "a read-only database": "is read-only (attempt to write a readonly database); pass --db a writable one",
+}
+
+
+@pytest.mark.parametrize("command", ["run", "import"])
+@pytest.mark.parametrize("where", list(UNWRITABLE))
+def test_a_database_this_user_may_not_write_is_refused_before_the_run(
+    tmp_path: Path, command: str, where: str
+) -> None:
+    """SQLite creates the file, and the journal of every write, in the database's folder: a database in a
+    folder this user may not write took no run, and `run` learnt so only after the run (its record then
+    went to a file). Said before any work, with the folder named (a file of mode 0444: as read-only);
+    nothing written anywhere."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "runs.sqlite"
+    if where != "a new database in it":
+        filled(db, 1)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    locked = db if where == "a read-only database" else folder
+    locked.chmod(0o444 if locked == db else 0o555)
+    try:
+        args = (
+            ["run", "char", "--device", "cpu", "--steps", "1", "--warmup", "0"]
+            if command == "run"
+            else ["import", str(Path(__file__).parent / "data" / "harness-unsaved-char.json")]
+        )
+        done = _as_a_user(tmp_path, *args, "--db", db)
+    finally:
+        locked.chmod(0o644 if locked == db else 0o755)
+    line = _one_line(done)  # no progress line: the run never started
+    assert line == f"error: results database {db} " + UNWRITABLE[where].format(folder=folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]  # no unsaved-run file either

@@ -313,6 +313,23 @@ def test_a_run_whose_export_is_gone_is_not_told_to_profile_it(tmp_db: str, tmp_p
     assert "slow-1 has no export: phase verdicts only (profile it with --nsys)" in notes
 
 
+def test_a_run_whose_export_path_is_no_file_is_not_said_moved_or_deleted(tmp_db: str, tmp_path: Path) -> None:
+    """A stored export path that is there but no file (a folder; an imported file's /dev/zero or a pipe) was
+    said to be "no such file, moved or deleted"; it is said not to be a file, and is never read."""
+    store = ResultsStore(tmp_db)
+    gone = tmp_path / "moved.nsys-rep"
+    save_run(store, make_run("base-1", noise=0.01, seed=1), profiler="nsys", nsys_sqlite=str(tmp_path),
+             nsys_rep=str(gone))  # fmt: skip
+    save_run(store, make_run("slow-1", noise=0.01, seed=2))
+    r = runner.invoke(app, ["diff", "base-1", "slow-1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    lost = (
+        f"base-1 has lost its export ({gone}: no such file, moved or deleted; {tmp_path}: not a file): phase "
+        "verdicts only"
+    )
+    assert lost in json.loads(r.stdout)["notes"]
+
+
 REFUSED_NAMES = [("a,b", "':' or ','"), ("a:b", "':' or ','"), ("x\x1b[31m", "control"), (" ", "empty")]
 
 

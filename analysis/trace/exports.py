@@ -54,14 +54,17 @@ def exports_dir() -> Path:
 
 
 def clear_exports() -> Cleared:
-    """The reports' exports the cache made (EXPORTS) removed, their folder with them: what would not go and
-    why, or the folder `filled` where a command made an export into it as it went (all it held gone)."""
+    """The reports' exports the cache made (EXPORTS) removed, their folder with them: the bytes that went
+    (freed), what would not go and why, or the folder `filled` where a command made an export into it as it
+    went (all it held gone)."""
     folder = exports_dir()
     out = Cleared()
     if not (folder.exists() or folder.is_symlink()):
         return out
-    before = contents(folder)
+    before = contents(folder) if not folder.is_symlink() else {}
     why = remove_tree(folder)
+    gone = before.keys() - contents(folder).keys() if why is not None else before.keys()
+    out.freed = sum(before[f] for f in gone)
     if why is not None and filled_meanwhile(folder, before):
         out.filled.append(folder)
     elif why is not None:

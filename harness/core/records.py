@@ -30,6 +30,8 @@ FILE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".json", ".gz")
 UNTIMED_FIELDS = frozenset(
     {"seed", "steps", "warmup", "rank_timeout", "rdzv_endpoint", "node_rank", "power_period_ms"}
 )
+# the result.extra (and stored summary) key of the capture range nsys was given: None, none
+CAPTURE_RANGE = "capture_range"
 GENERATE_ONLY = frozenset({"new_tokens", "cuda_graphs"})  # RunConfig fields only a generate run reads
 
 

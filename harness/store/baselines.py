@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from harness.core.bounds import check_baseline_name
 from harness.core.errors import HarnessError
+from harness.store import stored_check
 from harness.store.schema import Baseline, Run, stored_time
 
 if TYPE_CHECKING:
@@ -74,7 +75,10 @@ class BaselinesPart(Database):
         with self.engine.connect() as conn:
             if not inspect(conn).has_table(Baseline.__tablename__):
                 return pd.DataFrame(columns=columns)
-        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=columns)
+        rows = self._guard(lambda: self._rows(stmt))
+        for name, run_id, _, created, tagged in rows:
+            stored_check.check_tagged(f"results database {self.where}", name, run_id, created, tagged)
+        df = pd.DataFrame(rows, columns=columns)
         for column in ("created_at", "tagged_at"):
             df[column] = df[column].map(stored_time)
         return df

@@ -7,6 +7,7 @@ will not take are kept: harness.store.results.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from sqlalchemy.pool import QueuePool
 
 from harness.core import signals
 from harness.core.errors import HarnessError, first_line, os_reason
-from harness.store import dbfaults, migrations
+from harness.store import dbfaults, migrations, stored_check
 from harness.store.location import describe_url, in_memory, missing_database, resolve_url, sqlite_file
 from harness.store.schema import (
     OUR_TABLES,
@@ -129,9 +130,16 @@ class Database:
         self.where = str(self.file) if self.file else describe_url(self.url)
         refuse_target(self.url)
         self.engine: Engine = self._engine()
+        stored_check.WHERE[self.engine] = self.where  # a damaged row read back is said with its database
+        if not readonly and self.file is not None and not self.file.exists():
+            self._refuse_folder()  # SQLite would say only "unable to open database file"
         self._guard(self._check_schema)
         if not readonly:
-            self._guard(self._check_writable)
+            try:
+                self._guard(self._check_writable)
+            except HarnessError:
+                self._refuse_folder()
+                raise
 
     # --- opening ---------------------------------------------------------------------------------------
 
@@ -198,14 +206,29 @@ class Database:
 
     def _check_writable(self) -> None:
         """A write that is rolled back: a database that will not take a run (a read-only file, or folder for
-        its journal) is said now, before a run's work, not after it, when the run can only go to a file."""
+        its journal) is said now, before a run's work, not after it, when the run can only go to a file.
+        The value written differs from the one there: SQLite writes nothing (and so opens no journal) for a
+        row set to what it holds."""
         with self.engine.connect() as conn:
             probe = conn.begin()
             try:
-                same = update(Meta).where(Meta.key == "schema_version").values(value=Meta.value)
-                conn.execute(same)
+                changed = update(Meta).where(Meta.key == "schema_version").values(value=Meta.value + " ")
+                conn.execute(changed)
             finally:
                 probe.rollback()
+
+    def _refuse_folder(self) -> None:
+        """A database file in a folder this user may not write: SQLite creates the file there, and the
+        journal of every write beside it, so no run could be stored; said with the folder named."""
+        assert self.file is not None
+        folder = self.file.absolute().parent
+        if not folder.is_dir() or os.access(folder, os.W_OK | os.X_OK):
+            return
+        what = "cannot be written" if self.file.exists() else "is not there and cannot be created"
+        raise HarnessError(
+            f"results database {self.file} {what}: this user may not write its folder {folder} (SQLite "
+            "keeps a journal beside the database as it writes); pass --db a writable location"
+        )
 
     def _upgrade(self) -> None:
         """A read-only command on a database made by an older harness: bring it to this schema through a

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, func, inspect, select
 from sqlalchemy.orm import Session
 
-from harness.store import unsaved
+from harness.store import stored_check, unsaved
 from harness.store.schema import (
     BLOCK_COLUMNS,
     Agreement,
@@ -38,6 +38,7 @@ class TimingsPart(Database):
         if run_ids is not None:
             stmt = stmt.where(StepTiming.run_id.in_(run_ids))
         rows = self._guard(lambda: self._rows(stmt))
+        stored_check.check_steps(f"results database {self.where}", rows)
         return pd.DataFrame(rows, columns=["run_id", "step", "phase", "duration_ns", "warmup", "rank"])
 
     def agreement(self, run_ids: list[str] | None = None) -> pd.DataFrame:
@@ -71,7 +72,9 @@ class TimingsPart(Database):
         stmt = select(*(getattr(BlockTiming, c) for c in BLOCK_COLUMNS)).order_by(BlockTiming.id)
         if run_ids is not None:
             stmt = stmt.where(BlockTiming.run_id.in_(run_ids))
-        df = pd.DataFrame(self._guard(lambda: self._rows(stmt)), columns=BLOCK_COLUMNS)
+        rows = self._guard(lambda: self._rows(stmt))
+        stored_check.check_blocks(f"results database {self.where}", rows)
+        df = pd.DataFrame(rows, columns=BLOCK_COLUMNS)
         df["layer"] = df["layer"].astype("Int64")
         return df
 

@@ -20,6 +20,7 @@ from harness.core.bounds import INT64_MAX, hidden
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.machine import MachineLoad
 from harness.core.records import (
+    CAPTURE_RANGE,
     FILE_SUFFIXES,
     PROGRAM_MODE,
     BlockRecord,
@@ -43,6 +44,9 @@ UNWRITTEN = {
     "token_timings": "a run's token times are its steps' (steps[].tokens), put beside its figures as it is "
     "stored",
 }
+SIGNALS = 64  # a program killed by signal N exits -N (SIGRTMAX is 64)
+OPTIMIZE_ROLES = ("timed", "capture")  # harness.experiments.optimize's parts of a run
+OPTIMIZE_FINAL = "final"  # its check of the changes kept, stacked, against the baseline
 MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.frames.MAX_TIME)
 ID_BYTES = 255
 
@@ -242,7 +246,10 @@ def check_result(result: RunResult) -> None:
         text(kind, "extra.artifacts: kind", plain=True)
         text(path, f"extra.artifacts.{kind}")
     check_serving(mapping(extra.get("serving") or {}, "extra.serving"))
-    check_extra(extra, phases)
+    for name, why in UNWRITTEN.items():
+        if name in extra:
+            raise _fail(f"extra.{name}", f"is in the file: {why}")
+    check_extra(extra, phases, power=result.config.power)
 
 
 def _numbers(value: Any, where: str, check: Any) -> dict[str, Any]:
@@ -252,18 +259,16 @@ def _numbers(value: Any, where: str, check: Any) -> dict[str, Any]:
     return value
 
 
-def check_extra(extra: dict[str, Any], phases: tuple[str, ...]) -> None:
+def check_extra(extra: dict[str, Any], phases: tuple[str, ...], *, power: bool, low: int = 0) -> None:
     """The figures `show`, `runs`, `compare-compile` and the dashboard read from `extra` (the first step and
     compilation of harness.profilers.capture.finish, the memory of harness.execution.memory, the energy
     table and power notes of harness.energy.run, the machine's load): each as `harness run` writes it, or a
     stored copy breaks those commands with a traceback. A field it lacks is a run that did not record it (a
-    run from before it was recorded), not a damaged one. What no file holds is refused (UNWRITTEN)."""
-    for name, why in UNWRITTEN.items():
-        if name in extra:
-            raise _fail(f"extra.{name}", f"is in the file: {why}")
+    run from before it was recorded), not a damaged one. `low`: the least first step (a stored run's is
+    read as saved, whatever its steps)."""
     signed = (-MAX_NS, MAX_NS)  # a compile time is the first step less the median: it may be below 0
     if "first_step_ns" in extra:
-        duration(extra["first_step_ns"], "extra.first_step_ns")
+        whole(extra["first_step_ns"], "extra.first_step_ns", low, MAX_NS)
     elif "compile_ns" in extra:
         raise _fail("extra", "holds compile_ns without first_step_ns (the first step it is taken from)")
     if "compile_ns" in extra:
@@ -272,7 +277,8 @@ def check_extra(extra: dict[str, Any], phases: tuple[str, ...]) -> None:
         if extra.get(name) is not None:
             for phase, ns in mapping(extra[name], f"extra.{name}").items():
                 one_of(phase, phases, f"extra.{name}: phase")
-                whole(ns, f"extra.{name}.{phase}", *(signed if name == "compile_phases_ns" else (0, MAX_NS)))
+                bounds = signed if name == "compile_phases_ns" else (low, MAX_NS)
+                whole(ns, f"extra.{name}.{phase}", *bounds)
     if extra.get("steady_phases_ns") is not None:
         _numbers(extra["steady_phases_ns"], "extra.steady_phases_ns", figure)
     if extra.get("inductor_cache") is not None:
@@ -287,7 +293,52 @@ def check_extra(extra: dict[str, Any], phases: tuple[str, ...]) -> None:
         check_memory(mapping(extra["memory"], "extra.memory"))
     if extra.get("machine") is not None:
         check_machine(mapping(extra["machine"], "extra.machine"))
-    check_energy(extra)
+    check_energy(extra, power)
+    check_program(extra)
+    check_parts(extra)
+
+
+def check_program(extra: dict[str, Any]) -> None:
+    """A program's command (its arguments, each text; `show` prints them joined as a shell line, escaped)
+    and its exit code as nsys gives it: 0..255, or -N for a signal; nsys's capture range as given (text)."""
+    if "command" in extra:
+        command = extra["command"]
+        if not isinstance(command, list) or not command:
+            raise _fail("extra.command", f"is {command!r}, not a list of arguments")
+        for i, arg in enumerate(command):
+            text(arg, f"extra.command[{i}]")
+    if extra.get("exit_code") is not None:
+        whole(extra["exit_code"], "extra.exit_code", -SIGNALS, 255)
+    text(extra.get(CAPTURE_RANGE), f"extra.{CAPTURE_RANGE}", optional=True, plain=True)
+
+
+def check_parts(extra: dict[str, Any]) -> None:
+    """A run's part in `harness optimize` (role, the fixes its configuration stacks, the change it tries,
+    the verdict so far: the dashboard's waterfall reads them) and, across ranks, how each rank ended."""
+    if extra.get("optimize") is not None:
+        part = mapping(extra["optimize"], "extra.optimize")
+        if unknown := sorted(set(part) - {"role", "stack", "change", "verdict"}):
+            raise _fail("extra.optimize", f"holds fields the harness does not write: {', '.join(unknown)}")
+        one_of(part.get("role"), OPTIMIZE_ROLES, "extra.optimize.role")
+        stack = part.get("stack")
+        if not isinstance(stack, list) or any(f not in catalogue.FIXES for f in stack):
+            raise _fail("extra.optimize.stack", f"is {stack!r}, not a list of the catalogue's fixes")
+        if part.get("change") is not None:
+            one_of(part["change"], (*catalogue.FIXES, OPTIMIZE_FINAL), "extra.optimize.change")
+        text(part.get("verdict"), "extra.optimize.verdict", optional=True, plain=True)
+    for name, low in (("world_size", 1), ("failed_rank", 0)):
+        if extra.get(name) is not None:
+            whole(extra[name], f"extra.{name}", low)
+    ranks = extra.get("ranks")
+    if ranks is not None:
+        if not isinstance(ranks, list):
+            raise _fail("extra.ranks", f"is {type(ranks).__name__}, not a list")
+        for i, rank in enumerate(ranks):
+            where = f"extra.ranks[{i}]"
+            rank = mapping(rank, where)
+            whole(rank.get("rank"), f"{where}.rank")
+            one_of(rank.get("status"), STATUSES, f"{where}.status")
+            text(rank.get("error"), f"{where}.error", optional=True)
 
 
 def check_machine(load: dict[str, Any]) -> None:
@@ -299,9 +350,18 @@ def check_machine(load: dict[str, Any]) -> None:
             raise _fail(f"extra.machine.{name}", "is missing (null)")
 
 
-def check_energy(extra: dict[str, Any]) -> None:
+def check_energy(extra: dict[str, Any], power: bool) -> None:
     """--power's energy table (records of analysis.runs.energy's columns: its words text, every other field
-    a finite number or null) and its notes (lines of text)."""
+    a finite number or null) and its notes (lines of text); a run whose configuration did not ask for power
+    (`power` false) was never sampled: energy in its file is of the file's making, and refused."""
+    if not power:
+        for name in ("energy", "energy_summary", "power_notes"):
+            if extra.get(name):
+                raise _fail(
+                    f"extra.{name}",
+                    "is in the file, but the run did not ask for power (config.power is "
+                    "false): it was never sampled",
+                )
     rows = extra.get("energy")
     if rows is not None:
         if not isinstance(rows, list):
@@ -364,6 +424,8 @@ def check_steps(result: RunResult) -> None:
     whole steps); a run that ended ok (or degraded, which is ok with its capture's checks failed) has
     measured steps, but for a program's, which has none."""
     cfg = result.config
+    if cfg.mode == PROGRAM_MODE and result.steps:
+        raise _fail("steps", f"hold {len(result.steps)}: a program's run (`profile -- CMD`) times no steps")
     phases = config_phases(cfg)
     seen: dict[tuple[int, int], int] = {}
     for i, s in enumerate(result.steps):

@@ -6,6 +6,7 @@ No other module shells out to nsys. Default flags a given nsys does not know are
 2022.4 build (no --python-backtrace) and with current releases.
 """
 
+from harness.core.records import CAPTURE_RANGE  # the key runs keep nsys's capture range under
 from harness.execution.nsys.export import (
     TAIL_LINES,
     _existing,
@@ -28,7 +29,6 @@ from harness.execution.nsys.find import (
     probe,
 )
 from harness.execution.nsys.launch import (
-    CAPTURE_RANGE,
     DEFAULT_TRACE,
     LIGHT_ARGS,
     RANK_PATTERN,

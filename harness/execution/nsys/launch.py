@@ -60,10 +60,6 @@ def _flag_name(arg: str) -> str | None:
     return None
 
 
-# the result.extra (and stored summary) key of the capture range nsys was given: None, none
-CAPTURE_RANGE = "capture_range"
-
-
 def capture_range_in(args: Sequence[str]) -> str | None:
     """The capture range `args` (nsys profile's) ask for, as given (`--capture-range=nvtx`, `-c nvtx`);
     None: none, nsys records from the program's start."""

@@ -1,0 +1,190 @@
+"""A run's rows checked as they are read back from the results database. The database is a file a user can
+edit (sqlite3, a script): a summary that is a list, a phase's figures of text, a step of 1.5 ns or one
+of text, a creation time that is no time broke `runs`, `show`, `diff` and the dashboard with a traceback.
+Each Run and step row is checked as it is loaded, for the fields those commands read, as
+harness.store.unsaved_check checks a file before `harness import` stores it; a row that fails is said in
+one line naming the database, the run and the field (DamagedRow). A field a row lacks is a run stored
+before it was recorded, not a damaged one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from sqlalchemy import event
+from sqlalchemy.orm import QueryContext
+
+from harness.core.errors import HarnessError
+from harness.core.records import PROGRAM_MODE
+from harness.store import unsaved_check as check
+from harness.store.schema import Run, StepTiming
+from workloads.names import MODES, RUN_ENERGY_FIELDS
+
+WHOLE = {"batch_size": 0, "warmup": 0, "steps": 0}  # columns that take no NULL, and their least value
+MAYBE_WHOLE = {"context_length": 1, "params": 0, "peak_memory_bytes": 0, "world_size": 1}
+FIGURES = ("tokens_per_s", "flops_per_step", "achieved_flops", "mfu", *RUN_ENERGY_FIELDS)
+TEXT = ("id", "model", "device", "device_name", "precision", "attention", "profiler")
+PHASE_WHOLE = ("count", "min_ns", "max_ns")
+PHASE_FIGURES = ("mean_ns", "std_ns", "median_ns")
+
+
+WHERE: WeakKeyDictionary[Any, str] = WeakKeyDictionary()  # each engine's database as people read it
+
+
+class DamagedRow(HarnessError):
+    """A row of the results database that the harness would not have written."""
+
+
+def check_run(run: Run) -> None:
+    """The columns and JSON of a run's row, as `runs`, `show`, `diff` and the dashboard read them."""
+    if not isinstance(run.created_at, datetime):
+        raise check.Damaged(f"created_at is {run.created_at!r}, not a time")
+    for name in TEXT:
+        check.text(getattr(run, name), name)
+    check.one_of(run.mode, (*MODES, PROGRAM_MODE), "mode")
+    check.one_of(run.status, check.STATUSES, "status")
+    if type(run.compile) is not bool:
+        raise check.Damaged(f"compile is {run.compile!r}, not true or false")
+    for name, low in WHOLE.items():
+        check.whole(getattr(run, name), name, low)
+    for name, low in MAYBE_WHOLE.items():
+        if getattr(run, name) is not None:
+            check.whole(getattr(run, name), name, low)
+    for name in FIGURES:
+        if name != "energy_method":
+            check.figure(getattr(run, name), name)
+    config = check.mapping(run.config, "config")
+    if "fixes" in config and not (
+        isinstance(config["fixes"], list) and all(isinstance(f, str) for f in config["fixes"])
+    ):
+        raise check.Damaged(f"config.fixes is {config['fixes']!r}, not a list of fixes")
+    if config.get("new_tokens") is not None:
+        check.whole(config["new_tokens"], "config.new_tokens", 1)
+    check.mapping(run.model_info, "model_info")
+    check.mapping(run.env, "env")
+    for name in ("artifacts", "advice"):
+        if getattr(run, name) is not None:
+            check.mapping(getattr(run, name), name)
+    for kind, path in (run.artifacts or {}).items():
+        check.text(path, f"artifacts.{kind}")
+    check_summary(check.mapping(run.summary, "summary"), run)
+
+
+def check_summary(summary: dict[str, Any], run: Run) -> None:
+    """The run's summary: its phases' figures, the figures of `extra` (unsaved_check.check_extra, with
+    the energy table's shape), the serving figures and generate's token times."""
+    phases = summary.get("phases", [])
+    if not isinstance(phases, list):
+        raise check.Damaged(f"summary.phases is {type(phases).__name__}, not a list")
+    for i, row in enumerate(phases):
+        where = f"summary.phases[{i}]"
+        row = check.mapping(row, where)
+        check.text(row.get("phase"), f"{where}.phase")
+        for name in PHASE_WHOLE:  # databases of the first schema kept the mean and deviation alone
+            if name in row:
+                check.whole(row[name], f"{where}.{name}", 0, check.MAX_NS)
+        for name in PHASE_FIGURES:
+            if check.figure(row.get(name), f"{where}.{name}") is None and name == "mean_ns":
+                raise check.Damaged(f"{where}.{name} is missing (null)")
+    check.check_serving(check.mapping(summary.get("serving") or {}, "summary.serving"))
+    stored_phases = tuple({*(p.get("phase") for p in phases), *(summary.get("first_step_phases") or {})})
+    try:
+        check.check_extra(summary, stored_phases, power=True, low=-check.MAX_NS)
+    except check.Damaged as e:
+        raise check.Damaged(f"summary.{str(e).removeprefix('extra.')}") from None
+    tokens = summary.get("token_timings", [])
+    if not isinstance(tokens, list):
+        raise check.Damaged(f"summary.token_timings is {type(tokens).__name__}, not a list")
+    for i, row in enumerate(tokens):
+        where = f"summary.token_timings[{i}]"
+        row = check.mapping(row, where)
+        check.whole(row.get("step"), f"{where}.step")
+        if type(row.get("warmup")) is not bool:
+            raise check.Damaged(f"{where}.warmup is {row.get('warmup')!r}, not true or false")
+        durations = row.get("durations_ns")
+        if not isinstance(durations, list):
+            raise check.Damaged(f"{where}.durations_ns is {durations!r}, not a list")
+        for j, ns in enumerate(durations):
+            check.whole(ns, f"{where}.durations_ns[{j}]", -check.MAX_NS, check.MAX_NS)
+
+
+def check_step(step: Any, phase: Any, duration_ns: Any, warmup: Any, rank: Any) -> None:
+    """A step's phase time: a whole number of ns within 2**62 either way (stored as the run had it), its step
+    and rank whole numbers."""
+    check.whole(step, "step_timings: step")
+    where = f"step_timings: step {step}"
+    check.text(phase, f"{where}: phase")
+    check.whole(duration_ns, f"{where}: {phase}", -check.MAX_NS, check.MAX_NS)  # saved as the run had it
+    if type(warmup) is not bool:
+        raise check.Damaged(f"{where}: warmup is {warmup!r}, not true or false")
+    if rank is not None:
+        check.whole(rank, f"{where}: rank")
+
+
+def check_blocks(where: str, rows: list[Any]) -> None:
+    """Rows of BLOCK_COLUMNS (run_id, step, layer, block, phase, duration_ns, calls, source)."""
+    for run_id, step, layer, block, phase, duration_ns, calls, source in rows:
+        try:
+            check.whole(step, "block_timings: step")
+            here = f"block_timings: step {step}"
+            if layer is not None:
+                check.whole(layer, f"{here}: layer")
+            for name, value in (("block", block), ("phase", phase), ("source", source)):
+                check.text(value, f"{here}: {name}")
+            check.whole(duration_ns, f"{here}: {block}", -check.MAX_NS, check.MAX_NS)
+            check.whole(calls, f"{here}: calls of {block}")
+        except check.Damaged as e:
+            raise _refused(where, run_id, e) from None
+
+
+def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) -> None:
+    """A named baseline's time and its run's: times (StoredTime reads one that is not as it is)."""
+    if created is not None and not isinstance(created, datetime):
+        raise _refused(where, run_id, f"created_at is {created!r}, not a time")
+    if not isinstance(when, datetime):
+        raise DamagedRow(
+            f"{where}: baseline {name!r} is damaged (created_at is {when!r}, not a time): the harness writes "
+            "no such row, it was changed outside the harness; restore a copy of the database"
+        )
+
+
+def check_steps(where: str, rows: list[Any]) -> None:
+    """Rows of (run_id, step, phase, duration_ns, warmup, rank) as TimingsPart reads them."""
+    for run_id, *fields in rows:
+        try:
+            check_step(*fields)
+        except check.Damaged as e:
+            raise _refused(where, run_id, e) from None
+
+
+def _where(context: QueryContext) -> str:
+    return f"results database {WHERE.get(context.session.get_bind(), '')}".rstrip()
+
+
+def _refused(where: str, run_id: object, why: object) -> DamagedRow:
+    return DamagedRow(
+        f"{where}: run {run_id!r} is damaged ({why}): the harness writes no such row, it "
+        "was changed outside the harness; restore a copy of the database"
+    )
+
+
+@event.listens_for(Run, "load")
+def _run_loaded(run: Run, context: QueryContext | None) -> None:
+    if context is None:  # loaded by a save's merge, which replaces the row: a damaged one is mended
+        return
+    try:
+        check_run(run)
+    except check.Damaged as e:
+        raise _refused(_where(context), run.id, e) from None
+
+
+@event.listens_for(StepTiming, "load")
+def _step_loaded(step: StepTiming, context: QueryContext | None) -> None:
+    if context is None:
+        return
+    try:
+        check_step(step.step, step.phase, step.duration_ns, step.warmup, step.rank)
+    except check.Damaged as e:
+        raise _refused(_where(context), step.run_id, e) from None

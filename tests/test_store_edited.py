@@ -1,0 +1,140 @@
+"""A results database edited by hand (sqlite3, a script): a row of a shape the harness never writes is said
+in one line naming the database, the run and the field, exit 1, by every command that reads it (`runs`,
+`show`, `diff`, `dashboard`, `health`), never a traceback. Each edit is made to one of two runs imported
+from tests/data/harness-unsaved-char.json."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+pytestmark = pytest.mark.attack
+runner = CliRunner()
+REAL = Path(__file__).parent / "data" / "harness-unsaved-char.json"
+ONE = "update runs set {} where id = 'a-1'"
+EDITS = {
+    # (the SQL, the field the line names)
+    "summary a list": (ONE.format("summary = '[1, 2]'"), "summary is list, not an object"),
+    "phases text": (ONE.format("summary = json_set(summary, '$.phases', 'abc')"), "summary.phases is str"),
+    "a phase's mean text": (
+        ONE.format("summary = json_set(summary, '$.phases[0].mean_ns', 'x')"),
+        "summary.phases[0].mean_ns is 'x', not a finite number",
+    ),
+    "memory text": (ONE.format("summary = json_set(summary, '$.memory', 'x')"), "summary.memory is str"),
+    "machine text": (ONE.format("summary = json_set(summary, '$.machine', 'x')"), "summary.machine is str"),
+    "power notes 5": (ONE.format("summary = json_set(summary, '$.power_notes', 5)"), "summary.power_notes"),
+    "serving text": (ONE.format("summary = json_set(summary, '$.serving', 'x')"), "summary.serving is str"),
+    "command 5": (ONE.format("summary = json_set(summary, '$.command', 5)"), "summary.command is 5, not"),
+    "fixes 5": (ONE.format("config = json_set(config, '$.fixes', 5)"), "config.fixes is 5, not a list"),
+    "model_info a list": (ONE.format("model_info = '[1]'"), "model_info is list, not an object"),
+    "env a list": (ONE.format("env = '[1]'"), "env is list, not an object"),
+    "artifacts text": (ONE.format("artifacts = '\"x\"'"), "artifacts is str, not an object"),
+    "advice text": (ONE.format("advice = '\"x\"'"), "advice is str, not an object"),
+    "world size text": (ONE.format("world_size = 'x'"), "world_size is 'x', not a whole number"),
+    "created yesterday": (ONE.format("created_at = 'yesterday'"), "created_at is 'yesterday', not a time"),
+    "created 5": (ONE.format("created_at = 5"), "created_at is 5, not a time"),
+    "mode fly": (ONE.format("mode = 'fly'"), "mode is 'fly', not one of train, forward, generate, program"),
+    "peak memory text": (ONE.format("peak_memory_bytes = 'x'"), "peak_memory_bytes is 'x', not a whole"),
+    "a step of text": (
+        "update step_timings set duration_ns = 'x' where run_id = 'a-1'",
+        "step_timings: step 0: forward is 'x', not a whole number",
+    ),
+    "a step of 1.5 ns": (
+        "update step_timings set duration_ns = 1.5 where run_id = 'a-1'",
+        "step_timings: step 0: forward is 1.5, not a whole number",
+    ),
+    "a step of 9e18 ns": (
+        "update step_timings set duration_ns = 9e18 where run_id = 'a-1'",
+        "step_timings: step 0: forward is 9000000000000000000, outside -4611686018427387904..",
+    ),
+    "a rank of text": (
+        "update step_timings set rank = 'x' where run_id = 'a-1'",
+        "step_timings: step 0: rank is 'x', not a whole number",
+    ),
+}
+COMMANDS = [["runs"], ["show", "a-1"], ["diff", "a-1", "b-1"], ["dashboard", "-o", "OUT"], ["health", "a-1"]]
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database of two runs, a-1 and b-1, as `harness import` stores them."""
+    folder = tmp_path_factory.mktemp("edited")
+    files = []
+    for run_id in ("a-1", "b-1"):
+        data = json.loads(REAL.read_text())
+        data["result"]["run_id"] = run_id
+        files.append(folder / f"{run_id}.json")
+        files[-1].write_text(json.dumps(data))
+    db = folder / "base.sqlite"
+    result = runner.invoke(app, ["import", *map(str, files), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_a_row_edited_by_hand_is_one_line_in_every_reader(stored: Path, tmp_path: Path, edit: str) -> None:
+    """Each edit broke one or more of these commands with a traceback (AttributeError, TypeError, KeyError,
+    ValueError: `Invalid isoformat string`, OverflowError)."""
+    db = tmp_path / "edited.sqlite"
+    shutil.copy(stored, db)
+    sql, field = EDITS[edit]
+    with sqlite3.connect(db) as con:
+        con.execute(sql)
+    con.close()
+    said = f"error: results database {db}: run 'a-1' is damaged ({field}"  # the rest of the field's words
+    for command in COMMANDS:
+        args = [str(tmp_path / "page.html") if a == "OUT" else a for a in command]
+        result = runner.invoke(app, [*args, "--db", str(db)])
+        if command == ["runs"] and "step_timings" in sql:  # the list reads no step: it is listed
+            assert result.exit_code == 0, result.output
+            continue
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (command, result.output)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(said), (command, result.stderr)
+        assert lines[0].endswith("it was changed outside the harness; restore a copy of the database")
+
+
+def test_the_unedited_database_is_read(stored: Path, tmp_path: Path) -> None:
+    for command in COMMANDS:
+        args = [str(tmp_path / "page.html") if a == "OUT" else a for a in command]
+        result = runner.invoke(app, [*args, "--db", str(stored)])
+        assert result.exit_code == 0, (command, result.output)
+
+
+@pytest.mark.parametrize(
+    ("sql", "command", "said"),
+    [
+        (
+            "insert into block_timings (run_id, step, layer, block, phase, duration_ns, calls, source) "
+            "values ('a-1', 'x', 0, 'mlp', 'forward', 5, 1, 'timers')",
+            ["blocks", "a-1"],
+            "run 'a-1' is damaged (block_timings: step is 'x', not a whole number)",
+        ),
+        (
+            "insert into baselines (name, run_id, created_at) values ('main', 'a-1', 'never')",
+            ["baseline", "list"],
+            "baseline 'main' is damaged (created_at is 'never', not a time)",
+        ),
+    ],
+    ids=["block row", "baseline"],
+)
+def test_a_block_or_baseline_row_edited_by_hand_is_one_line(
+    stored: Path, tmp_path: Path, sql: str, command: list[str], said: str
+) -> None:
+    """pyarrow's `ArrowInvalid: Failed to parse string`, `ValueError: Invalid isoformat string`."""
+    db = tmp_path / "edited.sqlite"
+    shutil.copy(stored, db)
+    with sqlite3.connect(db) as con:
+        con.execute(sql)
+    con.close()
+    result = runner.invoke(app, [*command, "--db", str(db)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.startswith(f"error: results database {db}: {said}: the harness writes no such row")
+    assert result.stderr.count("\n") == 1, result.stderr
