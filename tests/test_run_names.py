@@ -67,7 +67,7 @@ def test_a_program_file_name_gives_a_run_id_that_import_takes(program: str, name
     `harness import` refused that id, so such a run left unsaved (a locked database) was lost."""
     from harness.core.bounds import check_run_name
     from harness.core.records import new_id
-    from harness.store.unsaved_check import run_id
+    from harness.store.fields import run_id
 
     assert default_run_name(program) == name
     check_run_name(name)  # what --name takes

@@ -18,6 +18,7 @@ from sqlalchemy.orm import QueryContext
 
 from harness.core.errors import HarnessError
 from harness.core.records import PROGRAM_MODE
+from harness.store import fields
 from harness.store import unsaved_check as check
 from harness.store.schema import Run, StepTiming
 from workloads.names import MODES, RUN_ENERGY_FIELDS
@@ -40,36 +41,36 @@ class DamagedRow(HarnessError):
 def check_run(run: Run) -> None:
     """The columns and JSON of a run's row, as `runs`, `show`, `diff` and the dashboard read them."""
     if not isinstance(run.created_at, datetime):
-        raise check.Damaged(f"created_at is {run.created_at!r}, not a time")
+        raise fields.Damaged(f"created_at is {run.created_at!r}, not a time")
     for name in TEXT:
-        check.text(getattr(run, name), name)
-    check.one_of(run.mode, (*MODES, PROGRAM_MODE), "mode")
-    check.one_of(run.status, check.STATUSES, "status")
+        fields.text(getattr(run, name), name)
+    fields.one_of(run.mode, (*MODES, PROGRAM_MODE), "mode")
+    fields.one_of(run.status, check.STATUSES, "status")
     if type(run.compile) is not bool:
-        raise check.Damaged(f"compile is {run.compile!r}, not true or false")
+        raise fields.Damaged(f"compile is {run.compile!r}, not true or false")
     for name, low in WHOLE.items():
-        check.whole(getattr(run, name), name, low)
+        fields.whole(getattr(run, name), name, low)
     for name, low in MAYBE_WHOLE.items():
         if getattr(run, name) is not None:
-            check.whole(getattr(run, name), name, low)
+            fields.whole(getattr(run, name), name, low)
     for name in FIGURES:
         if name != "energy_method":
-            check.figure(getattr(run, name), name)
-    config = check.mapping(run.config, "config")
+            fields.figure(getattr(run, name), name)
+    config = fields.mapping(run.config, "config")
     if "fixes" in config and not (
         isinstance(config["fixes"], list) and all(isinstance(f, str) for f in config["fixes"])
     ):
-        raise check.Damaged(f"config.fixes is {config['fixes']!r}, not a list of fixes")
+        raise fields.Damaged(f"config.fixes is {config['fixes']!r}, not a list of fixes")
     if config.get("new_tokens") is not None:
-        check.whole(config["new_tokens"], "config.new_tokens", 1)
-    check.mapping(run.model_info, "model_info")
-    check.mapping(run.env, "env")
+        fields.whole(config["new_tokens"], "config.new_tokens", 1)
+    fields.mapping(run.model_info, "model_info")
+    fields.mapping(run.env, "env")
     for name in ("artifacts", "advice"):
         if getattr(run, name) is not None:
-            check.mapping(getattr(run, name), name)
+            fields.mapping(getattr(run, name), name)
     for kind, path in (run.artifacts or {}).items():
-        check.text(path, f"artifacts.{kind}")
-    check_summary(check.mapping(run.summary, "summary"), run)
+        fields.text(path, f"artifacts.{kind}")
+    check_summary(fields.mapping(run.summary, "summary"), run)
 
 
 def check_summary(summary: dict[str, Any], run: Run) -> None:
@@ -77,65 +78,65 @@ def check_summary(summary: dict[str, Any], run: Run) -> None:
     the energy table's shape), the serving figures and generate's token times."""
     phases = summary.get("phases", [])
     if not isinstance(phases, list):
-        raise check.Damaged(f"summary.phases is {type(phases).__name__}, not a list")
+        raise fields.Damaged(f"summary.phases is {type(phases).__name__}, not a list")
     for i, row in enumerate(phases):
         where = f"summary.phases[{i}]"
-        row = check.mapping(row, where)
-        check.text(row.get("phase"), f"{where}.phase")
+        row = fields.mapping(row, where)
+        fields.text(row.get("phase"), f"{where}.phase")
         for name in PHASE_WHOLE:  # databases of the first schema kept the mean and deviation alone
             if name in row:
-                check.whole(row[name], f"{where}.{name}", 0, check.MAX_NS)
+                fields.whole(row[name], f"{where}.{name}", 0, fields.MAX_NS)
         for name in PHASE_FIGURES:
-            if check.figure(row.get(name), f"{where}.{name}") is None and name == "mean_ns":
-                raise check.Damaged(f"{where}.{name} is missing (null)")
-    check.check_serving(check.mapping(summary.get("serving") or {}, "summary.serving"))
+            if fields.figure(row.get(name), f"{where}.{name}") is None and name == "mean_ns":
+                raise fields.Damaged(f"{where}.{name} is missing (null)")
+    check.check_serving(fields.mapping(summary.get("serving") or {}, "summary.serving"))
     stored_phases = tuple({*(p.get("phase") for p in phases), *(summary.get("first_step_phases") or {})})
     try:
-        check.check_extra(summary, stored_phases, power=True, low=-check.MAX_NS)
-    except check.Damaged as e:
-        raise check.Damaged(f"summary.{str(e).removeprefix('extra.')}") from None
+        check.check_extra(summary, stored_phases, power=True, low=-fields.MAX_NS)
+    except fields.Damaged as e:
+        raise fields.Damaged(f"summary.{str(e).removeprefix('extra.')}") from None
     tokens = summary.get("token_timings", [])
     if not isinstance(tokens, list):
-        raise check.Damaged(f"summary.token_timings is {type(tokens).__name__}, not a list")
+        raise fields.Damaged(f"summary.token_timings is {type(tokens).__name__}, not a list")
     for i, row in enumerate(tokens):
         where = f"summary.token_timings[{i}]"
-        row = check.mapping(row, where)
-        check.whole(row.get("step"), f"{where}.step")
+        row = fields.mapping(row, where)
+        fields.whole(row.get("step"), f"{where}.step")
         if type(row.get("warmup")) is not bool:
-            raise check.Damaged(f"{where}.warmup is {row.get('warmup')!r}, not true or false")
+            raise fields.Damaged(f"{where}.warmup is {row.get('warmup')!r}, not true or false")
         durations = row.get("durations_ns")
         if not isinstance(durations, list):
-            raise check.Damaged(f"{where}.durations_ns is {durations!r}, not a list")
+            raise fields.Damaged(f"{where}.durations_ns is {durations!r}, not a list")
         for j, ns in enumerate(durations):
-            check.whole(ns, f"{where}.durations_ns[{j}]", -check.MAX_NS, check.MAX_NS)
+            fields.whole(ns, f"{where}.durations_ns[{j}]", -fields.MAX_NS, fields.MAX_NS)
 
 
 def check_step(step: Any, phase: Any, duration_ns: Any, warmup: Any, rank: Any) -> None:
     """A step's phase time: a whole number of ns within 2**62 either way (stored as the run had it), its step
     and rank whole numbers."""
-    check.whole(step, "step_timings: step")
+    fields.whole(step, "step_timings: step")
     where = f"step_timings: step {step}"
-    check.text(phase, f"{where}: phase")
-    check.whole(duration_ns, f"{where}: {phase}", -check.MAX_NS, check.MAX_NS)  # saved as the run had it
+    fields.text(phase, f"{where}: phase")
+    fields.whole(duration_ns, f"{where}: {phase}", -fields.MAX_NS, fields.MAX_NS)  # saved as the run had it
     if type(warmup) is not bool:
-        raise check.Damaged(f"{where}: warmup is {warmup!r}, not true or false")
+        raise fields.Damaged(f"{where}: warmup is {warmup!r}, not true or false")
     if rank is not None:
-        check.whole(rank, f"{where}: rank")
+        fields.whole(rank, f"{where}: rank")
 
 
 def check_blocks(where: str, rows: list[Any]) -> None:
     """Rows of BLOCK_COLUMNS (run_id, step, layer, block, phase, duration_ns, calls, source)."""
     for run_id, step, layer, block, phase, duration_ns, calls, source in rows:
         try:
-            check.whole(step, "block_timings: step")
+            fields.whole(step, "block_timings: step")
             here = f"block_timings: step {step}"
             if layer is not None:
-                check.whole(layer, f"{here}: layer")
+                fields.whole(layer, f"{here}: layer")
             for name, value in (("block", block), ("phase", phase), ("source", source)):
-                check.text(value, f"{here}: {name}")
-            check.whole(duration_ns, f"{here}: {block}", -check.MAX_NS, check.MAX_NS)
-            check.whole(calls, f"{here}: calls of {block}")
-        except check.Damaged as e:
+                fields.text(value, f"{here}: {name}")
+            fields.whole(duration_ns, f"{here}: {block}", -fields.MAX_NS, fields.MAX_NS)
+            fields.whole(calls, f"{here}: calls of {block}")
+        except fields.Damaged as e:
             raise _refused(where, run_id, e) from None
 
 
@@ -152,10 +153,10 @@ def check_tagged(where: str, name: str, run_id: str, created: Any, when: Any) ->
 
 def check_steps(where: str, rows: list[Any]) -> None:
     """Rows of (run_id, step, phase, duration_ns, warmup, rank) as TimingsPart reads them."""
-    for run_id, *fields in rows:
+    for run_id, *values in rows:
         try:
-            check_step(*fields)
-        except check.Damaged as e:
+            check_step(*values)
+        except fields.Damaged as e:
             raise _refused(where, run_id, e) from None
 
 
@@ -176,7 +177,7 @@ def _run_loaded(run: Run, context: QueryContext | None) -> None:
         return
     try:
         check_run(run)
-    except check.Damaged as e:
+    except fields.Damaged as e:
         raise _refused(_where(context), run.id, e) from None
 
 
@@ -186,5 +187,5 @@ def _step_loaded(step: StepTiming, context: QueryContext | None) -> None:
         return
     try:
         check_step(step.step, step.phase, step.duration_ns, step.warmup, step.rank)
-    except check.Damaged as e:
+    except fields.Damaged as e:
         raise _refused(_where(context), step.run_id, e) from None

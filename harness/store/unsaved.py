@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.records import RunResult, phases_of, result_from_dict, result_to_dict
+from harness.store import fields
 from harness.store import unsaved_check as check
 
 FORMAT = "harness-unsaved-run"
@@ -130,7 +131,7 @@ def read(path: Path, profilers: Sequence[str]) -> PendingRun:
         raise HarnessError(f"{path} was written by a newer harness (version {version}); upgrade")
     try:
         return _pending(data, profilers)
-    except check.Damaged as e:
+    except fields.Damaged as e:
         raise HarnessError(f"{path} is damaged: {e} (harness writes no such run): nothing imported") from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise HarnessError(f"{path} is damaged: {type(e).__name__}: {e}") from None
@@ -140,7 +141,7 @@ def _pending(data: dict[str, Any], profilers: Sequence[str]) -> PendingRun:
     result = check.result_fields(data.get("result"))
     run = result_from_dict(result)
     check.check_result(run)
-    save = check.mapping({} if data.get("save") is None else data["save"], "save")
+    save = fields.mapping({} if data.get("save") is None else data["save"], "save")
     check.check_save(save, profilers)
     phases = phases_of(run)
     return PendingRun(

@@ -10,13 +10,12 @@ folder separators, no control or format characters, at most 255 bytes: it become
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from harness.core.bounds import INT64_MAX, hidden
+from harness.core.bounds import INT64_MAX
 from harness.core.devices import DEVICES as ASKED_DEVICES
 from harness.core.machine import MachineLoad
 from harness.core.records import (
@@ -31,6 +30,18 @@ from harness.core.records import (
     config_phases,
     newest_back,
     phases_of,
+)
+from harness.store.fields import (
+    MAX_NS,
+    duration,
+    fail,
+    figure,
+    known_keys,
+    mapping,
+    one_of,
+    run_id,
+    text,
+    whole,
 )
 from workloads.names import ATTENTIONS, MODES, PRECISIONS, RUN_ENERGY_FIELDS
 from workloads.plants import catalogue
@@ -47,88 +58,6 @@ UNWRITTEN = {
 SIGNALS = 64  # a program killed by signal N exits -N (SIGRTMAX is 64)
 OPTIMIZE_ROLES = ("timed", "capture")  # harness.experiments.optimize's parts of a run
 OPTIMIZE_FINAL = "final"  # its check of the changes kept, stacked, against the baseline
-MAX_NS = 2**62  # a time past this is no measurement (analysis.trace.frames.MAX_TIME)
-ID_BYTES = 255
-
-
-class Damaged(ValueError):
-    """A field that `harness run` would not have written: the message names it and says why."""
-
-
-def _fail(where: str, why: str) -> Damaged:
-    return Damaged(f"{where} {why}")
-
-
-def whole(value: Any, where: str, low: int = 0, high: int = INT64_MAX) -> int:
-    if type(value) is not int:
-        raise _fail(where, f"is {value!r}, not a whole number")
-    if not low <= value <= high:
-        raise _fail(where, f"is {value}, outside {low}..{high}")
-    return value
-
-
-def duration(value: Any, where: str) -> int:
-    return whole(value, where, 0, MAX_NS)
-
-
-def figure(value: Any, where: str, *, negative: bool = False) -> float | int | None:
-    """None or a finite number (not below 0 unless `negative`)."""
-    if value is None:
-        return None
-    if type(value) not in (int, float) or not math.isfinite(value) or abs(value) > 1e30:
-        raise _fail(where, f"is {value!r}, not a finite number")
-    if value < 0 and not negative:
-        raise _fail(where, f"is {value}, below 0")
-    return value
-
-
-def text(value: Any, where: str, *, optional: bool = False, plain: bool = False) -> str | None:
-    """A string (None where `optional`); `plain`: without control or format characters."""
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise _fail(where, f"is {value!r}, not text")
-    if "\x00" in value or (plain and hidden(value)):
-        raise _fail(where, f"is {value!r}: it holds control characters")
-    return value
-
-
-def one_of(value: Any, allowed: tuple[str, ...], where: str) -> str:
-    if value not in allowed:
-        raise _fail(where, f"is {value!r}, not one of {', '.join(allowed)}")
-    return value
-
-
-def run_id(value: Any, where: str = "run_id", *, optional: bool = False) -> str | None:
-    """A name: not empty, no folder separator, no control characters, at most ID_BYTES bytes."""
-    if value is None and optional:
-        return None
-    name = text(value, where, plain=True)
-    assert name is not None
-    if not name.strip() or name in (".", ".."):
-        raise _fail(where, "is empty")
-    if "/" in name or "\\" in name:
-        raise _fail(where, f"is {name!r}: it holds a folder separator")
-    if len(name.encode("utf-8", "surrogatepass")) > ID_BYTES:
-        raise _fail(where, f"is longer than {ID_BYTES} bytes")
-    return name
-
-
-def mapping(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail(where, f"is {type(value).__name__}, not an object")
-    return value
-
-
-def known_keys(value: dict[str, Any], cls: type, where: str) -> None:
-    """Only fields of `cls`, and every one it cannot do without (a record without one read as a TypeError)."""
-    unknown = sorted(set(value) - {f.name for f in fields(cls)})
-    if unknown:
-        raise _fail(where, f"holds fields the harness does not write: {', '.join(map(repr, unknown))}")
-    needed = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
-    missing = [name for name in needed if name not in value]
-    if missing:
-        raise _fail(where, f"lacks {', '.join(missing)}")
 
 
 def result_fields(value: Any) -> dict[str, Any]:
@@ -137,14 +66,14 @@ def result_fields(value: Any) -> dict[str, Any]:
     known_keys(result, RunResult, "result")
     missing = [name for name in ("run_id", "config", "status") if name not in result]
     if missing:
-        raise _fail("result", f"lacks {', '.join(missing)}")
+        raise fail("result", f"lacks {', '.join(missing)}")
     known_keys(mapping(result["config"], "config"), RunConfig, "config")
     if result.get("model") is not None:
         known_keys(mapping(result["model"], "model"), ModelInfo, "model")
     for name, cls in (("steps", StepRecord), ("blocks", BlockRecord)):
         items = result.get(name, [])
         if not isinstance(items, list):
-            raise _fail(name, f"is {type(items).__name__}, not a list")
+            raise fail(name, f"is {type(items).__name__}, not a list")
         for i, item in enumerate(items):
             known_keys(mapping(item, f"{name}[{i}]"), cls, f"{name}[{i}]")
     return result
@@ -159,7 +88,7 @@ def check_config(cfg: RunConfig) -> None:
     one_of(cfg.attention, (*ATTENTIONS, "n/a") if program else ATTENTIONS, "config.attention")
     for name in ("compile", "cuda_graphs", "nvtx_detail", "power", "memory", "pin_memory", "dynamic_shapes"):
         if type(getattr(cfg, name)) is not bool:
-            raise _fail(f"config.{name}", f"is {getattr(cfg, name)!r}, not true or false")
+            raise fail(f"config.{name}", f"is {getattr(cfg, name)!r}, not true or false")
     first = 0 if program else 1
     whole(cfg.batch_size, "config.batch_size", first)
     whole(cfg.steps, "config.steps", first)
@@ -183,9 +112,9 @@ def check_config(cfg: RunConfig) -> None:
     whole(cfg.loader_workers, "config.loader_workers")
     whole(cfg.loss_every, "config.loss_every", 1)
     if not isinstance(cfg.fixes, list) or any(f not in catalogue.FIXES for f in cfg.fixes):
-        raise _fail("config.fixes", f"is {cfg.fixes!r}, not a list of the catalogue's fixes")
+        raise fail("config.fixes", f"is {cfg.fixes!r}, not a list of the catalogue's fixes")
     if figure(cfg.rank_timeout, "config.rank_timeout") == 0:
-        raise _fail("config.rank_timeout", "is 0")
+        raise fail("config.rank_timeout", "is 0")
 
 
 def named_run(value: Any) -> str:
@@ -194,13 +123,13 @@ def named_run(value: Any) -> str:
     name = run_id(value)
     assert name is not None
     if newest_back(name) is not None:
-        raise _fail(
+        raise fail(
             "run_id", f"is {name!r}: `harness show` and the others read it as the newest run (or -N back)"
         )
     if "," in name:
-        raise _fail("run_id", f"is {name!r}: it holds ',' (`diff A1,A2` and --runs read it as more than one)")
+        raise fail("run_id", f"is {name!r}: it holds ',' (`diff A1,A2` and --runs read it as more than one)")
     if name.endswith(FILE_SUFFIXES):
-        raise _fail("run_id", f"is {name!r}: it ends as a profiler's file ({', '.join(FILE_SUFFIXES)})")
+        raise fail("run_id", f"is {name!r}: it ends as a profiler's file ({', '.join(FILE_SUFFIXES)})")
     return name
 
 
@@ -248,7 +177,7 @@ def check_result(result: RunResult) -> None:
     check_serving(mapping(extra.get("serving") or {}, "extra.serving"))
     for name, why in UNWRITTEN.items():
         if name in extra:
-            raise _fail(f"extra.{name}", f"is in the file: {why}")
+            raise fail(f"extra.{name}", f"is in the file: {why}")
     check_extra(extra, phases, power=result.config.power)
 
 
@@ -270,7 +199,7 @@ def check_extra(extra: dict[str, Any], phases: tuple[str, ...], *, power: bool, 
     if "first_step_ns" in extra:
         whole(extra["first_step_ns"], "extra.first_step_ns", low, MAX_NS)
     elif "compile_ns" in extra:
-        raise _fail("extra", "holds compile_ns without first_step_ns (the first step it is taken from)")
+        raise fail("extra", "holds compile_ns without first_step_ns (the first step it is taken from)")
     if "compile_ns" in extra:
         whole(extra["compile_ns"], "extra.compile_ns", *signed)
     for name in ("first_step_phases", "compile_phases_ns"):
@@ -304,7 +233,7 @@ def check_program(extra: dict[str, Any]) -> None:
     if "command" in extra:
         command = extra["command"]
         if not isinstance(command, list) or not command:
-            raise _fail("extra.command", f"is {command!r}, not a list of arguments")
+            raise fail("extra.command", f"is {command!r}, not a list of arguments")
         for i, arg in enumerate(command):
             text(arg, f"extra.command[{i}]")
     if extra.get("exit_code") is not None:
@@ -318,11 +247,11 @@ def check_parts(extra: dict[str, Any]) -> None:
     if extra.get("optimize") is not None:
         part = mapping(extra["optimize"], "extra.optimize")
         if unknown := sorted(set(part) - {"role", "stack", "change", "verdict"}):
-            raise _fail("extra.optimize", f"holds fields the harness does not write: {', '.join(unknown)}")
+            raise fail("extra.optimize", f"holds fields the harness does not write: {', '.join(unknown)}")
         one_of(part.get("role"), OPTIMIZE_ROLES, "extra.optimize.role")
         stack = part.get("stack")
         if not isinstance(stack, list) or any(f not in catalogue.FIXES for f in stack):
-            raise _fail("extra.optimize.stack", f"is {stack!r}, not a list of the catalogue's fixes")
+            raise fail("extra.optimize.stack", f"is {stack!r}, not a list of the catalogue's fixes")
         if part.get("change") is not None:
             one_of(part["change"], (*catalogue.FIXES, OPTIMIZE_FINAL), "extra.optimize.change")
         text(part.get("verdict"), "extra.optimize.verdict", optional=True, plain=True)
@@ -332,7 +261,7 @@ def check_parts(extra: dict[str, Any]) -> None:
     ranks = extra.get("ranks")
     if ranks is not None:
         if not isinstance(ranks, list):
-            raise _fail("extra.ranks", f"is {type(ranks).__name__}, not a list")
+            raise fail("extra.ranks", f"is {type(ranks).__name__}, not a list")
         for i, rank in enumerate(ranks):
             where = f"extra.ranks[{i}]"
             rank = mapping(rank, where)
@@ -347,7 +276,7 @@ def check_machine(load: dict[str, Any]) -> None:
     whole(load["cpus"], "extra.machine.cpus", 1)
     for name in ("seconds", "load_before", "load_after", "others_share", "own_share"):
         if figure(load[name], f"extra.machine.{name}") is None and not name.endswith("_share"):
-            raise _fail(f"extra.machine.{name}", "is missing (null)")
+            raise fail(f"extra.machine.{name}", "is missing (null)")
 
 
 def check_energy(extra: dict[str, Any], power: bool) -> None:
@@ -357,7 +286,7 @@ def check_energy(extra: dict[str, Any], power: bool) -> None:
     if not power:
         for name in ("energy", "energy_summary", "power_notes"):
             if extra.get(name):
-                raise _fail(
+                raise fail(
                     f"extra.{name}",
                     "is in the file, but the run did not ask for power (config.power is "
                     "false): it was never sampled",
@@ -365,7 +294,7 @@ def check_energy(extra: dict[str, Any], power: bool) -> None:
     rows = extra.get("energy")
     if rows is not None:
         if not isinstance(rows, list):
-            raise _fail("extra.energy", f"is {type(rows).__name__}, not a list")
+            raise fail("extra.energy", f"is {type(rows).__name__}, not a list")
         for i, row in enumerate(rows):
             for name, value in mapping(row, f"extra.energy[{i}]").items():
                 where = f"extra.energy[{i}].{name}"
@@ -376,7 +305,7 @@ def check_energy(extra: dict[str, Any], power: bool) -> None:
     notes = extra.get("power_notes")
     if notes is not None:
         if not isinstance(notes, list):
-            raise _fail("extra.power_notes", f"is {type(notes).__name__}, not a list")
+            raise fail("extra.power_notes", f"is {type(notes).__name__}, not a list")
         for i, note in enumerate(notes):
             text(note, f"extra.power_notes[{i}]", plain=True)
 
@@ -394,7 +323,7 @@ def check_memory(memory: dict[str, Any]) -> None:
     operators = memory.get("operators")
     if operators is not None:
         if not isinstance(operators, list):
-            raise _fail("extra.memory.operators", f"is {type(operators).__name__}, not a list")
+            raise fail("extra.memory.operators", f"is {type(operators).__name__}, not a list")
         for i, row in enumerate(operators):
             where = f"extra.memory.operators[{i}]"
             row = mapping(row, where)
@@ -425,7 +354,7 @@ def check_steps(result: RunResult) -> None:
     measured steps, but for a program's, which has none."""
     cfg = result.config
     if cfg.mode == PROGRAM_MODE and result.steps:
-        raise _fail("steps", f"hold {len(result.steps)}: a program's run (`profile -- CMD`) times no steps")
+        raise fail("steps", f"hold {len(result.steps)}: a program's run (`profile -- CMD`) times no steps")
     phases = config_phases(cfg)
     seen: dict[tuple[int, int], int] = {}
     for i, s in enumerate(result.steps):
@@ -433,31 +362,31 @@ def check_steps(result: RunResult) -> None:
         whole(s.step, f"{where}.step")
         whole(s.rank, f"{where}.rank", 0, cfg.world_size - 1)
         if type(s.warmup) is not bool:
-            raise _fail(f"{where}.warmup", f"is {s.warmup!r}, not true or false")
+            raise fail(f"{where}.warmup", f"is {s.warmup!r}, not true or false")
         for phase, ns in mapping(s.phases, f"{where}.phases").items():
             one_of(phase, phases, f"{where}.phases: phase")
             duration(ns, f"{where}.phases.{phase}")
         missing = [p for p in phases if p not in s.phases]
         if missing:
-            raise _fail(
+            raise fail(
                 f"{where}.phases", f"lacks {', '.join(missing)}: a {cfg.mode} step times {', '.join(phases)}"
             )
         for phase, at in mapping(s.starts, f"{where}.starts").items():
             one_of(phase, phases, f"{where}.starts: phase")
             whole(at, f"{where}.starts.{phase}")
         if not isinstance(s.tokens, list):
-            raise _fail(f"{where}.tokens", f"is {type(s.tokens).__name__}, not a list")
+            raise fail(f"{where}.tokens", f"is {type(s.tokens).__name__}, not a list")
         if len(s.tokens) > cfg.new_tokens:
-            raise _fail(f"{where}.tokens", f"holds {len(s.tokens)} tokens, more than the run decodes")
+            raise fail(f"{where}.tokens", f"holds {len(s.tokens)} tokens, more than the run decodes")
         for j, ns in enumerate(s.tokens):
             duration(ns, f"{where}.tokens[{j}]")
         first = seen.setdefault((s.step, s.rank), i)
         if first != i:
             rank = f" of rank {s.rank}" if cfg.world_size > 1 else ""
-            raise _fail(f"{where}.step", f"is {s.step}{rank}, as steps[{first}]: a step is recorded once")
+            raise fail(f"{where}.step", f"is {s.step}{rank}, as steps[{first}]: a step is recorded once")
     ended_ok = result.status in ("ok", "degraded") and cfg.mode != PROGRAM_MODE
     if ended_ok and all(s.warmup for s in result.steps):
-        raise _fail("steps", f"hold no measured step, but the run's status is {result.status}")
+        raise fail("steps", f"hold no measured step, but the run's status is {result.status}")
 
 
 def check_save(save: dict[str, Any], profilers: Sequence[str]) -> None:
@@ -482,27 +411,27 @@ def check_agreement(
     if rows is None:
         return None
     if not isinstance(rows, list):
-        raise _fail("agreement", f"is {type(rows).__name__}, not a list")
+        raise fail("agreement", f"is {type(rows).__name__}, not a list")
     for i, row in enumerate(rows):
         where = f"agreement[{i}]"
         row = mapping(row, where)
         if set(row) != set(columns):
-            raise _fail(where, f"has fields {sorted(row)}, not {list(columns)}")
+            raise fail(where, f"has fields {sorted(row)}, not {list(columns)}")
         one_of(row["phase"], phases, f"{where}.phase")
         whole(row["steps"], f"{where}.steps")
         for name in columns[2:]:
             value = row[name]
             if figure(value, f"{where}.{name}", negative=name == "rel_diff") is None:
-                raise _fail(f"{where}.{name}", "is missing (null)")
+                raise fail(f"{where}.{name}", "is missing (null)")
             if name != "rel_diff" and value > MAX_NS:
-                raise _fail(f"{where}.{name}", f"is {value}, past {MAX_NS} ns")
+                raise fail(f"{where}.{name}", f"is {value}, past {MAX_NS} ns")
     return rows
 
 
 def created(value: Any) -> datetime:
     if not isinstance(value, str):
-        raise _fail("created_at", f"is {value!r}, not a date")
+        raise fail("created_at", f"is {value!r}, not a date")
     try:
         return datetime.fromisoformat(value)
     except ValueError:
-        raise _fail("created_at", f"is {value!r}, not an ISO date") from None
+        raise fail("created_at", f"is {value!r}, not an ISO date") from None
