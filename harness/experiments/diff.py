@@ -11,6 +11,7 @@ where none was measured.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -139,20 +140,13 @@ def _run_trace(run: Run) -> Path | None:
     return None
 
 
-def _there(name: str) -> bool:
-    try:
-        return Path(name).exists()
-    except (OSError, ValueError):  # a name no file can have
-        return False
-
-
 def _no_export(run: Run | None, verdicts: bool = True) -> str:
     """Why a run side has no export to read: none made (profile it), or the one it made is gone; and what is
     left to compare (`verdicts`: the phase verdicts, else nothing)."""
     left = "phase verdicts only" if verdicts else "nothing to compare"
     stored = [name for name in (run.nsys_sqlite, run.nsys_rep) if name] if run is not None else []
     if stored:
-        odd = [name for name in stored if _there(name)]  # a folder, device or pipe: never read, not gone
+        odd = [name for name in stored if os.path.exists(name)]  # a folder, device or pipe: not gone
         missing = [name for name in stored if name not in odd]
         said = ((missing, "no such file, moved or deleted"), (odd, "not a file"))
         why = "; ".join(f"{', '.join(names)}: {what}" for names, what in said if names)
