@@ -328,3 +328,25 @@ def test_harness_phases_out_of_order_fail(tmp_path: Path) -> None:
         f"step 7's phase ranges are out of order: its backward range (from {_s(f_start)}) comes before its "
         f"forward range (from {_s(b_start)})"
     )
+
+
+@pytest.mark.parametrize("end", ["before its forward", "at its start"])
+def test_gpu_coverage_leaves_a_step_whose_range_is_broken_to_nvtx_steps(tmp_path: Path, end: str) -> None:
+    """h100-medium's step 7 range ends half way to its forward, or where it starts: its launch calls lie
+    outside it. The step's range is at fault, not the CUDA trace: GPU coverage judges the other 9 measured
+    steps and names step 7 as not judged; NVTX steps fails it, and the capture with it."""
+    rowid, start, _ = _h100("step", 7)
+    _, f_start, _ = _h100("forward", 7)
+    to = (start + f_start) // 2 if end == "before its forward" else start
+    path = derive(H100_DIR / "report.sqlite", tmp_path / "broken.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = {to} WHERE rowid = {rowid}")  # fmt: skip
+    result = runner.invoke(app, ["health", str(path), "--format", "json", "--strict"])
+    assert result.exit_code == 1
+    rows = {r["Check"]: r for r in json.loads(result.stdout)["health"]}
+    assert rows["NVTX steps"]["Status"] == "fail"
+    assert rows["GPU coverage"]["Status"] == "ok"
+    assert rows["GPU coverage"]["Evidence"] == (
+        "30,528 of 30,528 kernel launch calls ran; 9 steps checked, 2,700 launch calls each; warm-up steps "
+        "1, 2: no launch call recorded (not measured); step 7 not judged: its step range lasts no time or "
+        "does not hold its phase ranges (NVTX steps fails it), so what the range holds is not the step's work"
+    )

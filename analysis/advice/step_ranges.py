@@ -86,6 +86,23 @@ def ranges_check(trace: Trace, st: Steps, zero: int) -> Check | None:
     return None
 
 
+def broken_steps(trace: Trace, st: Steps) -> list[tuple[int, int]]:
+    """(step, start) of the measured steps whose own range lasts no time or does not hold their phase ranges,
+    in time order: what lies in such a range is not the step's work, so a check per step cannot judge it."""
+    f = st.frame
+    if f.empty:
+        return []
+    if st.source == "harness":
+        own = f["phases"].map(lambda p: STEP in p).to_numpy()
+    else:
+        own = np.ones(len(f), dtype=bool)
+    lasting = f[f["measured"].to_numpy() & own & (f["end"] <= f["start"]).to_numpy()]
+    found = {(int(s), int(t)) for s, t in zip(lasting["step"], lasting["start"], strict=True)}
+    held = unheld(trace, st)
+    found |= {(int(s), int(t)) for s, t in zip(held["step"], held["step_start"], strict=True)}
+    return sorted(found, key=lambda k: (k[1], k[0]))
+
+
 def _lasting(own: pd.DataFrame, zero: int) -> str | None:
     """A measured step's range that ends where it starts, or before."""
     bad = own[own["measured"] & (own["end"] <= own["start"])]
