@@ -350,3 +350,24 @@ def test_gpu_coverage_leaves_a_step_whose_range_is_broken_to_nvtx_steps(tmp_path
         "1, 2: no launch call recorded (not measured); step 7 not judged: its step range lasts no time or "
         "does not hold its phase ranges (NVTX steps fails it), so what the range holds is not the step's work"
     )
+
+
+@pytest.mark.parametrize("fixture", ["cpu-train", "h100-medium"])
+def test_a_step_range_ending_before_it_starts_is_named(tmp_path: Path, fixture: str) -> None:
+    """A step range made to end 1 µs before it starts (cpu-train's step 5, numbered by its place in time;
+    h100-medium's step 7, by its payload): the reader leaves the row out as one that cannot be right, which
+    left cpu-train's 7 other steps passing as whole and h100-medium's step 7 said to have lost its range."""
+    if fixture == "cpu-train":
+        rowid, start, _ = _cpu_step(5)["step"]
+        src, step = CPU_DIR / "report.sqlite", 5
+    else:
+        rowid, start, _ = _h100("step", 7)
+        src, step = H100_DIR / "report.sqlite", 7
+    path = derive(src, tmp_path / "inverted.sqlite",
+                  f"UPDATE NVTX_EVENTS SET end = start - 1000 WHERE rowid = {rowid}")  # fmt: skip
+    code, row = _nvtx_steps(path)
+    assert code == 1 and row["Status"] == "fail"
+    assert row["Evidence"] == (
+        f"step {step}'s range ends at {_s(start - 1000)}, 0.001 ms before it starts: a range that cannot be "
+        "right, left out of every table, so the steps are read without it"
+    )

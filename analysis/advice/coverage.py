@@ -28,7 +28,7 @@ from analysis.advice.base import Stop
 from analysis.advice.checks import FAIL, OK, WARN, Check, Health
 from analysis.advice.launches import launches
 from analysis.advice.run_checks import ExportFacts
-from analysis.advice.step_ranges import among, broken_steps, ranges_check, steps_said
+from analysis.advice.step_ranges import among, broken_steps, inverted_check, ranges_check, steps_said
 from analysis.advice.step_table import step_table
 from analysis.advice.steps import UNKNOWN_WARMUP, Steps, seconds, steps
 from analysis.intervals import covered, in_windows
@@ -283,9 +283,11 @@ def nvtx_steps(
     name = "NVTX steps"
     cov = cov or coverage_of(trace)
     st = cov.steps
+    zero = time_zero(trace)
+    if inverted := inverted_check(trace, st, zero):
+        return inverted
     if st.frame.empty:
         return Check(name, OK, "no step ranges (the harness's `step`, or ProfilerStep#N)")
-    zero = time_zero(trace)
     f = st.frame
     kernel_calls = cov.launches[~cov.launches["graph"].astype(bool)]
     in_steps = int(

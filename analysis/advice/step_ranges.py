@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis.advice.checks import FAIL, Check
 from analysis.advice.steps import KINETO_SLACK_NS, Steps, seconds, unheld
+from analysis.readers import NULL
 from analysis.trace.trace import Trace
 from workloads.names import ALL_PHASES, STEP
 
@@ -84,6 +85,46 @@ def ranges_check(trace: Trace, st: Steps, zero: int) -> Check | None:
     if st.source != "harness" and (said := _displaced(r, own, zero)):
         return Check(NAME, FAIL, said, FIX_UNHELD)
     return None
+
+
+def inverted_check(trace: Trace, st: Steps, zero: int) -> Check | None:
+    """A failed check naming the first step range (or harness phase range of a measured step) that ends before
+    it starts: the reader leaves such a row out as one that cannot be right, so the steps would be read
+    without it (a plain capture's steps counted one short, a harness step as one whose range was lost).
+    A plain step range is numbered by its place in time among the step ranges; None: there is none."""
+    if not trace.has("nvtx"):
+        return None
+    ok = trace.rows_ok("nvtx", ["start", "end"])
+    if ok.all():
+        return None
+    bad = ~ok
+    start, end = (np.asarray(trace.column("nvtx", c, bad, keep=False)) for c in ("start", "end"))
+    names = np.asarray(trace.column("nvtx", "name", bad, keep=False), dtype=object)
+    payload = pd.array(trace.column("nvtx", "payload", bad, keep=False), dtype="Float64")
+    named = np.isin(names, [STEP, *ALL_PHASES]) & (start != NULL) & (end != NULL) & (end < start)
+    found = []
+    f = st.frame
+    warm = {int(s) for s in f.loc[~f["measured"].astype(bool), "step"]} if st.source == "harness" else set()
+    for i in np.flatnonzero(named):
+        name, number = str(names[i]), payload[i]
+        if st.source == "harness" and not pd.isna(number):
+            if int(number) in warm:
+                continue
+            who = f"step {int(number)}'s {'' if name == STEP else name + ' '}range"
+        elif name == STEP and st.source in ("step ranges", ""):
+            who = f"step {int(np.searchsorted(np.sort(f['start'].to_numpy()), start[i]))}'s range"
+        else:
+            who = f"the {name} range from {seconds(int(start[i]), zero)}"
+        found.append((int(start[i]), who, int(end[i])))
+    if not found:
+        return None
+    at, who, to = min(found)
+    said = (
+        f"{who} ends at {seconds(to, zero)}, {_ms(at - to)} before it starts: a range that cannot be right, "
+        "left out of every table, so the steps are read without it"
+    )
+    return Check(NAME, FAIL, said + _more(len(found), "step and phase ranges ending before they start"),
+                 FIX_RANGES)  # fmt: skip
 
 
 def broken_steps(trace: Trace, st: Steps) -> list[tuple[int, int]]:

@@ -173,7 +173,7 @@ def unheld(trace: Trace, st: Steps) -> pd.DataFrame:
     phases, own = r[(r["name"] != STEP) & (r["end"] < open_from)], r[r["name"] == STEP]
     measured = st.frame[st.frame["measured"]]
     if st.source == "harness":
-        measured = measured[measured["phases"].map(lambda p: STEP in p)]
+        measured = measured[measured["phases"].map(lambda p: STEP in p).astype(bool)]
         pairs = phases.merge(
             measured[["step", "pid", "start", "end"]], on=["step", "pid"], suffixes=("", "_step")
         )
